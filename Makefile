@@ -1,0 +1,39 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+
+.PHONY: demo test lint bench clean
+
+$(VENV)/.base:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.test: $(VENV)/.base pyproject.toml
+	# torch is the test oracle; the exact pin takes the CPU wheel and never a CUDA build.
+	$(PIP) install -q -e '.[test]'
+	touch $@
+
+$(VENV)/.demo: $(VENV)/.base pyproject.toml
+	$(PIP) install -q -e '.[demo]'
+	touch $@
+
+demo: $(VENV)/.demo
+	$(PY) examples/polynomial.py
+
+test: $(VENV)/.test
+	$(VENV)/bin/ruff check .
+	$(PY) -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	$(PY) -m pytest -n 2 -p no:cacheprovider
+
+lint: $(VENV)/.test
+	$(VENV)/bin/ruff check .
+
+bench: $(VENV)/.test
+	$(PY) benchmarks/op_overhead.py
+
+clean:
+	rm -rf $(VENV)

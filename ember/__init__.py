@@ -1,0 +1,23 @@
+"""ember: a readable deep learning framework on NumPy that speaks PyTorch's API.
+
+    import ember as torch
+    x = torch.tensor(2.0, requires_grad=True)
+"""
+from ember._tensor import Size, Tensor
+from ember.backend import device
+from ember.backend.dtypes import *
+from ember.backend.dtypes import dtype
+from ember import ops
+from ember.ops import *
+from ember._factory import *
+from ember.autograd.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from ember import autograd
+
+__version__ = "0.1.0"

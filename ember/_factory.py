@@ -1,0 +1,314 @@
+"""Tensor creation: from data, filled, ranges, and ``*_like`` twins."""
+import builtins
+import warnings
+
+import numpy as np
+
+from ember import backend
+from ember._tensor import Tensor, _make
+from ember.backend import dtypes as _dt
+
+__all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "zeros", "ones", "full", "empty",
+           "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace",
+           "logspace", "eye", "set_default_device", "get_default_device", "scalar_tensor",
+           "is_tensor", "numel", "empty_strided", "tril_indices", "triu_indices"]
+
+_default_device = [None]
+
+
+def set_default_device(device):
+    """Set the device that factories use when none is given."""
+    _default_device[0] = backend.as_device(device)
+
+
+def get_default_device():
+    """The device factories use when none is given."""
+    return _default_device[0] or backend.CPU
+
+
+def _xp(device):
+    device = backend.as_device(device) or _default_device[0]
+    if device is None or device.type == "cpu":
+        return np, None
+    return backend.module_for(device), device
+
+
+def _finish(arr, device, requires_grad):
+    if device is not None and device.type != "cpu":
+        arr = backend.to_device(arr, device)
+    t = _make(arr, False)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _shape(size):
+    if len(size) == 1 and not isinstance(size[0], (int, np.integer)):
+        size = size[0]
+    if isinstance(size, Tensor):
+        size = size.tolist()
+    try:
+        shape = tuple(builtins.int(s) for s in size)
+    except TypeError:
+        raise TypeError(f"size must be a sequence of ints, got {size!r}") from None
+    for s in shape:
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: "
+                               f"{list(shape)}")
+    return shape
+
+
+def _infer_dtype(data, arr):
+    """PyTorch's dtype for data given without one: Python floats are the default dtype."""
+    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
+        return _dt.from_numpy_dtype(arr.dtype)
+    k = arr.dtype.kind
+    if k == "f":
+        return _dt.get_default_dtype()
+    if k in "iu":
+        return _dt.int64
+    if k == "b":
+        return _dt.bool
+    if k == "c":
+        raise TypeError("ember does not support complex tensors")
+    raise TypeError(f"Could not infer dtype of {type(data).__name__}")
+
+
+def _to_array(data):
+    if isinstance(data, Tensor):
+        return data._host()
+    if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in data):
+        return np.array([_to_array(x) for x in data])
+    if hasattr(data, "__cuda_array_interface__"):
+        return data.get()
+    try:
+        return np.asarray(data)
+    except ValueError as e:
+        raise ValueError(f"could not build a tensor from the data: {e}") from None
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new tensor copying ``data`` (a number, nested lists, or an array)."""
+    if isinstance(data, Tensor):
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.clone().detach() or sourceTensor.clone().detach()."
+                      "requires_grad_(True), rather than ember.tensor(sourceTensor).",
+                      UserWarning, stacklevel=2)
+    arr = _to_array(data)
+    if arr.dtype == object:
+        raise TypeError(f"Could not infer dtype of {type(data).__name__}: the data holds "
+                        "values of mixed types or ragged nested sequences")
+    dt = _dt.to_dtype(dtype) if dtype is not None else _infer_dtype(data, arr)
+    arr = np.array(arr, dtype=dt.np, copy=True, order="C")
+    if device is None and isinstance(data, Tensor):
+        device = data.device
+    return _finish(arr, backend.as_device(device) or _default_device[0], requires_grad)
+
+
+def scalar_tensor(s, dtype=None, device=None, requires_grad=False):
+    """A 0-d tensor holding ``s`` (default float dtype)."""
+    return tensor(float(s) if dtype is None else s, dtype=dtype, device=device,
+                  requires_grad=requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Like ``tensor`` but shares memory with ``data`` when it can (same dtype and device)."""
+    dtype = _dt.to_dtype(dtype)
+    device = backend.as_device(device)
+    if isinstance(data, Tensor):
+        t = data
+        if dtype is not None and t.dtype is not dtype:
+            t = t.to(dtype)
+        if device is not None and t.device != device:
+            t = t.to(device)
+        return t
+    if isinstance(data, np.ndarray) and (device is None or device.type == "cpu"):
+        t = from_numpy(data)
+        return t if dtype is None or dtype is t.dtype else t.to(dtype)
+    return tensor(data, dtype=dtype, device=device)
+
+
+asarray = as_tensor
+
+
+def from_numpy(ndarray):
+    """A tensor sharing memory with a NumPy array (changes to one show in the other)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    _dt.from_numpy_dtype(ndarray.dtype)
+    return _make(ndarray, False)
+
+
+def _filled(fill, size, dtype, device, requires_grad, default=None):
+    shape = _shape(size)
+    dt = _dt.to_dtype(dtype) or default or _dt.get_default_dtype()
+    xp, device = _xp(device)
+    if fill is None:
+        arr = xp.empty(shape, dtype=dt.np)
+    elif fill == 0:
+        arr = xp.zeros(shape, dtype=dt.np)
+    else:
+        arr = xp.full(shape, fill, dtype=dt.np)
+    t = _make(arr, False)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    """A tensor of zeros: ``zeros(2, 3)`` or ``zeros((2, 3))``."""
+    return _filled(0, size, dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    """A tensor of ones."""
+    return _filled(1, size, dtype, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None,
+          pin_memory=False, memory_format=None):
+    """An uninitialised tensor."""
+    return _filled(None, size, dtype, device, requires_grad)
+
+
+def empty_strided(size, stride, dtype=None, device=None, requires_grad=False):
+    """An uninitialised tensor (ember ignores ``stride`` and allocates contiguously)."""
+    return _filled(None, (size,), dtype, device, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False, out=None,
+         layout=None):
+    """A tensor filled with ``fill_value``; its dtype follows the value as PyTorch's does."""
+    if dtype is None:
+        if isinstance(fill_value, Tensor):
+            fill_value = fill_value.item()
+        dtype = _dt._scalar_dtype(fill_value)
+    return _filled(fill_value, (size,) if isinstance(size, (int, np.integer)) else size, dtype,
+                   device, requires_grad)
+
+
+def _like(t, dtype, device):
+    return (_dt.to_dtype(dtype) or t.dtype), (backend.as_device(device) or t.device)
+
+
+def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_format=None,
+               layout=None):
+    """Zeros with ``input``'s shape, dtype and device."""
+    dt, dev = _like(input, dtype, device)
+    return _filled(0, input.shape, dt, dev, requires_grad)
+
+
+def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format=None,
+              layout=None):
+    """Ones with ``input``'s shape, dtype and device."""
+    dt, dev = _like(input, dtype, device)
+    return _filled(1, input.shape, dt, dev, requires_grad)
+
+
+def empty_like(input, dtype=None, device=None, requires_grad=False, memory_format=None,
+               layout=None):
+    """Uninitialised, with ``input``'s shape, dtype and device."""
+    dt, dev = _like(input, dtype, device)
+    return _filled(None, input.shape, dt, dev, requires_grad)
+
+
+def full_like(input, fill_value, dtype=None, device=None, requires_grad=False,
+              memory_format=None, layout=None):
+    """Filled with ``fill_value``, with ``input``'s shape, dtype and device."""
+    dt, dev = _like(input, dtype, device)
+    return _filled(fill_value, input.shape, dt, dev, requires_grad)
+
+
+def _num(x):
+    return x.item() if isinstance(x, Tensor) else x
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False, out=None,
+           layout=None):
+    """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 for int arguments."""
+    start, end, step = _num(start), _num(end), _num(step)
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"upper bound and larger bound inconsistent with step sign")
+    if dtype is None:
+        floaty = any(isinstance(v, float) for v in (start, end, step))
+        dtype = _dt.get_default_dtype() if floaty else _dt.int64
+    dt = _dt.to_dtype(dtype)
+    xp, device = _xp(device)
+    n = builtins.max(0, int(np.ceil((end - start) / step)))
+    # computed in float64 then cast, as PyTorch does, so float32 steps do not drift
+    arr = (start + np.arange(n, dtype=np.float64) * step) if dt.is_floating_point or \
+        any(isinstance(v, float) for v in (start, end, step)) else \
+        np.arange(start, end, step, dtype=np.int64)
+    arr = arr.astype(dt.np)
+    return _finish(arr, device, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, out=None,
+             layout=None):
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    start, end = _num(start), _num(end)
+    dt = _dt.to_dtype(dtype) or _dt.get_default_dtype()
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    # PyTorch fills the first half from start and the second half from end
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    idx = np.arange(steps, dtype=np.float64)
+    half = steps // 2
+    arr = np.where(idx < half, start + step * idx, end - step * (steps - 1 - idx))
+    if not dt.is_floating_point:
+        arr = np.trunc(arr)
+    _, device = _xp(device)
+    return _finish(arr.astype(dt.np), device, requires_grad)
+
+
+def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False):
+    """``base ** linspace(start, end, steps)``."""
+    lin = linspace(start, end, steps, dtype=_dt.float64)._data
+    dt = _dt.to_dtype(dtype) or _dt.get_default_dtype()
+    _, device = _xp(device)
+    return _finish(np.power(base, lin).astype(dt.np), device, requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    """A 2-D tensor with ones on the diagonal."""
+    dt = _dt.to_dtype(dtype) or _dt.get_default_dtype()
+    xp, device = _xp(device)
+    t = _make(xp.eye(n, n if m is None else m, dtype=dt.np), False)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tril_indices(row, col, offset=0, dtype=None, device=None):
+    """Indices (2 x N, int64) of the lower triangle of a row x col matrix."""
+    r, c = np.tril_indices(row, offset, col)
+    return _finish(np.stack([r, c]).astype(np.int64), backend.as_device(device), False)
+
+
+def triu_indices(row, col, offset=0, dtype=None, device=None):
+    """Indices (2 x N, int64) of the upper triangle of a row x col matrix."""
+    r, c = np.triu_indices(row, offset, col)
+    return _finish(np.stack([r, c]).astype(np.int64), backend.as_device(device), False)
+
+
+def is_tensor(obj):
+    """True if ``obj`` is an ember Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def numel(input):
+    """Number of elements of ``input``."""
+    return input.numel()
+
+
+def _rebuild_tensor(array, requires_grad, device):
+    t = _make(array, False)
+    if device != "cpu":
+        t = t.to(device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t

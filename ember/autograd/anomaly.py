@@ -1,0 +1,57 @@
+"""Anomaly detection: remember where each node was created, and stop at the first NaN."""
+import warnings
+
+__all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]
+
+enabled = [False]
+nan_check = [True]
+
+
+def is_anomaly_enabled():
+    """True while anomaly detection is on."""
+    return enabled[0]
+
+
+class detect_anomaly:
+    """Context manager: record forward tracebacks; raise at the first backward NaN.
+
+    The error names the backward node and prints the user's forward line that built it.
+    """
+
+    def __init__(self, check_nan=True):
+        self.check_nan = check_nan
+
+    def __enter__(self):
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime "
+                      "and should only be enabled for debugging.", stacklevel=2)
+        self._prev = (enabled[0], nan_check[0])
+        enabled[0], nan_check[0] = True, self.check_nan
+        return self
+
+    def __exit__(self, *exc):
+        enabled[0], nan_check[0] = self._prev
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            with detect_anomaly(self.check_nan):
+                return fn(*a, **k)
+        return wrapper
+
+
+class set_detect_anomaly:
+    """Turn anomaly detection on or off, at once or for a ``with`` block."""
+
+    def __init__(self, mode, check_nan=True):
+        self._prev = (enabled[0], nan_check[0])
+        enabled[0], nan_check[0] = mode, check_nan
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        enabled[0], nan_check[0] = self._prev
+        return False

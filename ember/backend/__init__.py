@@ -1,0 +1,155 @@
+"""The backend layer: the only place that knows which array library backs a device.
+
+``cpu`` tensors hold NumPy arrays and ``cuda`` tensors hold CuPy arrays; code above
+this layer asks :func:`array_module` for the module of the array at hand and writes
+its forward once for both (Chainer's ``get_array_module`` idea).
+"""
+import numpy as np
+
+from ember.backend.dtypes import FROM_NP, from_numpy_dtype, to_dtype  # noqa: F401
+
+__all__ = ["device", "array_module", "module_for", "to_device", "cuda_available", "np"]
+
+
+class device:
+    """A device a tensor lives on: ``device('cpu')``, ``device('cuda')``, ``device('cuda', 1)``."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type, index=None):
+        if isinstance(type, device):
+            self.type, self.index = type.type, type.index
+            return
+        if isinstance(type, int) and not isinstance(type, bool):
+            type, index = "cuda", type
+        if not isinstance(type, str):
+            raise TypeError(f"device() expects a string or device, got {type!r}")
+        if ":" in type:
+            if index is not None:
+                raise ValueError(f"device string {type!r} already has an index")
+            type, _, idx = type.partition(":")
+            try:
+                index = int(idx)
+            except ValueError:
+                raise RuntimeError(f"Invalid device string: '{type}:{idx}'") from None
+        if type not in ("cpu", "cuda", "meta"):
+            raise RuntimeError(
+                f"Expected one of cpu, cuda device type at start of device string: {type}")
+        self.type = type
+        self.index = index
+
+    def __repr__(self):
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = device(other)
+        if not isinstance(other, device):
+            return NotImplemented
+        return self.type == other.type and self.index == other.index
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+    def __enter__(self):
+        from ember import _factory
+        self._prev = _factory._default_device[0]
+        _factory._default_device[0] = self
+        return self
+
+    def __exit__(self, *exc):
+        from ember import _factory
+        _factory._default_device[0] = self._prev
+        return False
+
+    def __reduce__(self):
+        return (device, (self.type, self.index))
+
+
+CPU = device("cpu")
+_cupy = [None]
+
+
+def _load_cupy():
+    if _cupy[0] is None:
+        try:
+            import cupy
+        except ImportError:
+            raise RuntimeError(
+                "ember's 'cuda' device is backed by CuPy, which is not installed. "
+                "Install it with `pip install ember[cuda]` (or a cupy-cudaXXx wheel "
+                "matching your CUDA toolkit).") from None
+        try:
+            if cupy.cuda.runtime.getDeviceCount() < 1:
+                raise RuntimeError
+        except Exception:
+            raise RuntimeError(
+                "CuPy is installed but found no CUDA GPU; use device 'cpu'.") from None
+        _cupy[0] = cupy
+    return _cupy[0]
+
+
+def cuda_available():
+    """True if CuPy is installed and sees at least one GPU."""
+    try:
+        _load_cupy()
+        return True
+    except RuntimeError:
+        return False
+
+
+def cuda_device_count():
+    """Number of GPUs CuPy sees (0 without CuPy)."""
+    return _load_cupy().cuda.runtime.getDeviceCount() if cuda_available() else 0
+
+
+def array_module(array):
+    """NumPy or CuPy, whichever owns ``array``."""
+    if type(array) is np.ndarray:
+        return np
+    cp = _cupy[0]
+    if cp is not None and isinstance(array, cp.ndarray):
+        return cp
+    return np
+
+
+def module_for(dev):
+    """The array module that backs device ``dev``."""
+    if dev is None or dev.type == "cpu":
+        return np
+    if dev.type == "cuda":
+        return _load_cupy()
+    raise RuntimeError(f"ember cannot allocate on device {dev}")
+
+
+def device_of(array):
+    """The ember device an array lives on."""
+    if type(array) is np.ndarray:
+        return CPU
+    cp = _cupy[0]
+    if cp is not None and isinstance(array, cp.ndarray):
+        return device("cuda", array.device.id)
+    return CPU
+
+
+def to_device(array, dev):
+    """Copy ``array`` to device ``dev`` (a no-op when it is already there)."""
+    if dev.type == "cpu":
+        if type(array) is np.ndarray:
+            return array
+        return array.get()
+    cp = module_for(dev)
+    with cp.cuda.Device(dev.index or 0):
+        return cp.asarray(array)
+
+
+def as_device(d):
+    """Normalise a device argument: None, a string, an int or a device."""
+    if d is None or type(d) is device:
+        return d
+    return device(d)

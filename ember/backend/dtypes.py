@@ -1,0 +1,226 @@
+"""ember's dtypes, their NumPy twins, and PyTorch's type-promotion rules."""
+import numpy as np
+
+__all__ = [
+    "dtype", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+    "bool", "half", "float", "double", "short", "int", "long", "result_type", "promote_types",
+    "get_default_dtype", "set_default_dtype", "can_cast", "finfo", "iinfo",
+]
+
+_BOOL, _INT, _FLOAT = 0, 1, 2
+
+
+class dtype:
+    """The data type of a tensor's elements, e.g. ``ember.float32``."""
+
+    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "_category")
+
+    def __init__(self, name, np_dtype, category):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self._category = category
+        self.is_floating_point = category == _FLOAT
+        self.is_signed = self.np.kind in "fi"
+        self.itemsize = self.np.itemsize
+
+    @property
+    def is_complex(self):
+        return False
+
+    def to_real(self):
+        return self
+
+    def __repr__(self):
+        return "ember." + self.name
+
+    def __reduce__(self):
+        return (_dtype_by_name, (self.name,))
+
+
+float16 = half = dtype("float16", np.float16, _FLOAT)
+float32 = dtype("float32", np.float32, _FLOAT)
+float64 = double = dtype("float64", np.float64, _FLOAT)
+int8 = dtype("int8", np.int8, _INT)
+int16 = short = dtype("int16", np.int16, _INT)
+int32 = dtype("int32", np.int32, _INT)
+int64 = long = dtype("int64", np.int64, _INT)
+uint8 = dtype("uint8", np.uint8, _INT)
+bool = dtype("bool", np.bool_, _BOOL)  # noqa: A001 - PyTorch's public name
+float = float32  # noqa: A001
+int = int32  # noqa: A001
+
+ALL = (float16, float32, float64, int8, int16, int32, int64, uint8, bool)
+_BY_NAME = {d.name: d for d in ALL}
+# Keyed by numpy dtype; used on every tensor's `.dtype`, so it stays a plain dict.
+FROM_NP = {d.np: d for d in ALL}
+for _d in ALL:
+    FROM_NP[_d.np.type] = _d
+
+
+def _dtype_by_name(name):
+    return _BY_NAME[name]
+
+
+def from_numpy_dtype(np_dtype):
+    """Map a NumPy dtype to ember's, raising TypeError for ones ember lacks."""
+    try:
+        return FROM_NP[np.dtype(np_dtype)]
+    except (KeyError, TypeError):
+        raise TypeError(
+            f"can't convert np.ndarray of type {np.dtype(np_dtype)}. The only supported types "
+            "are: float64, float32, float16, int64, int32, int16, int8, uint8, and bool."
+        ) from None
+
+
+def to_dtype(d):
+    """Accept an ember dtype, a NumPy dtype, a Python type or a name; return the ember dtype."""
+    if type(d) is dtype:
+        return d
+    if d is None:
+        return None
+    import builtins
+    if d is builtins.float:
+        return _default[0]
+    if d is builtins.int:
+        return int64
+    if d is builtins.bool:
+        return bool
+    if isinstance(d, str) and d in _BY_NAME:
+        return _BY_NAME[d]
+    return from_numpy_dtype(d)
+
+
+_default = [float32]
+
+
+def get_default_dtype():
+    """Return the default floating point dtype (``ember.float32`` unless changed)."""
+    return _default[0]
+
+
+def set_default_dtype(d):
+    """Set the dtype that Python floats and float factories produce (float32 or float64)."""
+    d = to_dtype(d)
+    if not d.is_floating_point:
+        raise TypeError(f"only floating-point types are supported as the default type, got {d}")
+    _default[0] = d
+    _RESULT_CACHE.clear()
+
+
+_PROMO = {}
+
+
+def promote_types(a, b):
+    """The smallest dtype both ``a`` and ``b`` can be cast to, by PyTorch's table."""
+    key = (a, b)
+    r = _PROMO.get(key)
+    if r is None:
+        if a._category != b._category:
+            # Unlike NumPy, PyTorch keeps the higher category's type: int64 + float16 is float16.
+            r = a if a._category > b._category else b
+        else:
+            r = FROM_NP[np.promote_types(a.np, b.np)]
+        _PROMO[key] = r
+    return r
+
+
+def _combine(higher, lower):
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if higher.is_floating_point:
+        return higher
+    if higher is bool or lower.is_floating_point:
+        return promote_types(higher, lower)
+    return higher
+
+
+_RESULT_CACHE = {}
+_DIM, _ZERO, _SCALAR = 0, 1, 2
+
+
+def _scalar_dtype(x):
+    import builtins
+    t = type(x)
+    if t is builtins.bool or t is np.bool_:
+        return bool
+    if t is builtins.int:
+        return int64
+    if t is builtins.float:
+        return _default[0]
+    if isinstance(x, np.generic):
+        # NumPy scalars behave as Python numbers of their kind.
+        k = x.dtype.kind
+        return bool if k == "b" else int64 if k in "iu" else _default[0]
+    if isinstance(x, complex):
+        raise TypeError("ember does not support complex numbers")
+    raise TypeError(f"unsupported operand type: {t.__name__}")
+
+
+def result_type_of(*operands):
+    """dtype of an op on ``operands`` (Tensors and Python numbers) by PyTorch's rules.
+
+    Tensors with dimensions outrank zero-dimensional tensors, which outrank Python
+    numbers; a lower rank only matters if it belongs to a higher category (bool < int
+    < float), so ``float32_tensor * 2.5`` stays float32 and ``int_tensor * 2.5`` is
+    the default float dtype.
+    """
+    from ember._tensor import Tensor
+    res = [None, None, None]
+    for x in operands:
+        if isinstance(x, Tensor):
+            d = x.dtype
+            k = _ZERO if x._data.ndim == 0 else _DIM
+        else:
+            d = _scalar_dtype(x)
+            k = _SCALAR
+        res[k] = d if res[k] is None else promote_types(res[k], d)
+    return _combine(res[_DIM], _combine(res[_ZERO], res[_SCALAR]))
+
+
+def result_type(tensor1, tensor2):
+    """Return the dtype that an arithmetic op on the two operands would produce."""
+    return result_type_of(tensor1, tensor2)
+
+
+def can_cast(from_, to):
+    """Whether PyTorch's casting rules allow an in-place op to write ``from_`` into ``to``."""
+    return from_._category <= to._category
+
+
+class finfo:
+    """Machine limits of a floating point dtype, as ``torch.finfo``."""
+
+    def __init__(self, type=None):
+        type = to_dtype(type) or _default[0]
+        if not type.is_floating_point:
+            raise TypeError(f"finfo needs a floating point dtype, got {type}")
+        fi = np.finfo(type.np)
+        self.dtype = type.name
+        self.bits = fi.bits
+        self.eps = builtins_float(fi.eps)
+        self.max = builtins_float(fi.max)
+        self.min = builtins_float(fi.min)
+        self.tiny = self.smallest_normal = builtins_float(fi.tiny)
+        self.resolution = builtins_float(fi.resolution)
+
+
+class iinfo:
+    """Machine limits of an integer dtype, as ``torch.iinfo``."""
+
+    def __init__(self, type):
+        type = to_dtype(type)
+        if type.is_floating_point:
+            raise TypeError(f"iinfo needs an integer dtype, got {type}")
+        ii = np.iinfo(type.np) if type is not bool else np.iinfo(np.uint8)
+        self.dtype = type.name
+        self.bits = ii.bits
+        self.max = builtins_int(ii.max)
+        self.min = builtins_int(ii.min)
+
+
+import builtins as _builtins  # noqa: E402
+
+builtins_float = _builtins.float
+builtins_int = _builtins.int

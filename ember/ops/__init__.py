@@ -1,0 +1,17 @@
+"""ember's ops, one module per family. Importing this package binds every Tensor method."""
+from ember.ops import (  # noqa: F401
+    conversion,
+    elementwise,
+    indexing,
+    linalg,
+    reduction,
+    shape,
+    unary,
+)
+from ember.ops.conversion import *  # noqa: F401,F403
+from ember.ops.elementwise import *  # noqa: F401,F403
+from ember.ops.indexing import *  # noqa: F401,F403
+from ember.ops.linalg import *  # noqa: F401,F403
+from ember.ops.reduction import *  # noqa: F401,F403
+from ember.ops.shape import *  # noqa: F401,F403
+from ember.ops.unary import *  # noqa: F401,F403

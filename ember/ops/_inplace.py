@@ -1,0 +1,75 @@
+"""In-place ops: computed out of place, then written into the tensor's memory.
+
+The graph then continues from the new node, the version counter is bumped (so a
+backward that needs the old values fails loudly), and, when the tensor is a view,
+its base is rebased too (PyTorch's CopySlices), so gradients reach everything the
+write touched.
+"""
+from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import state as _grad_state
+
+
+def check_inplace(t):
+    if _grad_state.grad_enabled and t._requires_grad and t.grad_fn is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+
+
+def source_for(t, copies_self, args=()):
+    """The operand an in-place op computes from.
+
+    When the op's backward reads its input and a graph is being recorded, it gets a
+    private copy of the old values with the same place in the graph.
+    """
+    if not copies_self or not _grad_state.grad_enabled:
+        return t
+    if not t._requires_grad and not any(isinstance(a, Tensor) and a._requires_grad
+                                        for a in args):
+        return t
+    src = _make(t._data.copy(), t._requires_grad)
+    src.grad_fn = t.grad_fn
+    src._output_nr = t._output_nr
+    return src
+
+
+def commit(t, result):
+    """Write ``result`` into ``t``'s memory and move ``t`` to ``result``'s graph node."""
+    if not isinstance(result, Tensor):
+        raise TypeError("in-place op produced no tensor")
+    rd, td = result._data, t._data
+    if rd.dtype != td.dtype and rd.dtype.kind == "f" and td.dtype.kind in "iub":
+        from ember.backend.dtypes import FROM_NP
+        raise RuntimeError(f"result type {FROM_NP[rd.dtype].name.capitalize()} can't be cast "
+                           f"to the desired output type {FROM_NP[td.dtype].name.capitalize()}")
+    if rd.shape != td.shape:
+        if td.ndim < rd.ndim or td.shape != _broadcast_shape(td.shape, rd.shape):
+            raise RuntimeError(f"output with shape {list(td.shape)} doesn't match the broadcast "
+                               f"shape {list(rd.shape)}")
+    recording = _grad_state.grad_enabled and result._requires_grad
+    if t._base is not None and recording:
+        from ember.ops._views import rebase_view
+        rebase_view(t, result)
+        return t
+    if rd is not td:
+        td[...] = rd
+    t._vc[0] += 1
+    if recording:
+        t.grad_fn = result.grad_fn
+        t._output_nr = result._output_nr
+        t._requires_grad = True
+    return t
+
+
+def _broadcast_shape(a, b):
+    import numpy as np
+    return np.broadcast_shapes(a, b)
+
+
+def inplace_method(fn, copies_self=False):
+    """Make ``Tensor.op_`` from the out-of-place ``op``."""
+    def method(self, *args, **kwargs):
+        check_inplace(self)
+        return commit(self, fn(source_for(self, copies_self, args), *args, **kwargs))
+    method.__name__ = fn.__name__ + "_"
+    method.__doc__ = f"In-place version of :func:`{fn.__name__}`."
+    return method

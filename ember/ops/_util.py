@@ -1,0 +1,150 @@
+"""Helpers shared by the op families: binding to Tensor, dtype promotion, dims."""
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.backend import dtypes as _dt
+
+_ndarray = np.ndarray
+_FROM_NP = _dt.FROM_NP
+
+
+def tensor_method(*names):
+    """Decorator: bind the function as ``Tensor.<name>`` for each name (default: its own)."""
+    def deco(fn):
+        for n in names or (fn.__name__,):
+            setattr(Tensor, n, fn)
+        return fn
+    return deco
+
+
+def default_float_np():
+    return _dt._default[0].np
+
+
+def is_scalar(x):
+    return isinstance(x, (int, float, bool, np.generic))
+
+
+def _kind_rank(k):
+    return 2 if k == "f" else 0 if k == "b" else 1
+
+
+def promote_arrays(a, b):
+    """Cast two operands (arrays or Python numbers) to PyTorch's result dtype.
+
+    Fast paths first: equal dtypes, or a Python number that does not lift the
+    array's category. The general case goes through ``dtypes.result_type_of``.
+    """
+    ta = type(a)
+    tb = type(b)
+    if ta is _ndarray and tb is _ndarray:
+        da, db = a.dtype, b.dtype
+        if da == db:
+            return a, b
+        r = _promote_np(da, a.ndim == 0, db, b.ndim == 0)
+        return (a if da == r else a.astype(r)), (b if db == r else b.astype(r))
+    if tb is float or tb is int or tb is bool:
+        return a, _scalar_for(a, b)
+    if ta is float or ta is int or ta is bool:
+        bb, aa = _scalar_pair(b, a)
+        return aa, bb
+    return _promote_general(a, b)
+
+
+def _scalar_pair(arr, s):
+    if type(arr) is not _ndarray and not hasattr(arr, "dtype"):
+        return _promote_general(arr, s)
+    k = arr.dtype.kind
+    ts = type(s)
+    if ts is float and k != "f":
+        return arr.astype(default_float_np()), s
+    if ts is int and k == "b":
+        return arr.astype(np.int64), s
+    return arr, s
+
+
+def _scalar_for(arr, s):
+    return _scalar_pair(arr, s)[1] if type(arr) is _ndarray else s
+
+
+_PROMO_CACHE = {}
+
+
+def _promote_np(da, za, db, zb):
+    key = (da, za, db, zb, _dt._default[0])
+    r = _PROMO_CACHE.get(key)
+    if r is None:
+        ea, eb = _FROM_NP[da], _FROM_NP[db]
+        res = [None, None]
+        res[1 if za else 0] = ea
+        k = 1 if zb else 0
+        res[k] = eb if res[k] is None else _dt.promote_types(res[k], eb)
+        r = _dt._combine(res[0], res[1]).np
+        _PROMO_CACHE[key] = r
+    return r
+
+
+def _promote_general(a, b):
+    if hasattr(a, "dtype") and hasattr(b, "dtype") and a.ndim and b.ndim and type(a) is not type(b):
+        raise RuntimeError("Expected all tensors to be on the same device, but found at least two "
+                           "devices (one operand is on cpu, the other on cuda)")
+    if not hasattr(a, "dtype"):
+        a = np.asarray(a) if not isinstance(a, (int, float, bool)) else a
+    if not hasattr(b, "dtype"):
+        b = np.asarray(b) if not isinstance(b, (int, float, bool)) else b
+    if isinstance(a, np.generic):
+        a = a.item()
+    if isinstance(b, np.generic):
+        b = b.item()
+    if hasattr(a, "dtype") and hasattr(b, "dtype"):
+        r = _promote_np(a.dtype, a.ndim == 0, b.dtype, b.ndim == 0)
+        return (a if a.dtype == r else a.astype(r)), (b if b.dtype == r else b.astype(r))
+    if hasattr(a, "dtype"):
+        return _scalar_pair(a, b)
+    if hasattr(b, "dtype"):
+        bb, aa = _scalar_pair(b, a)
+        return aa, bb
+    return a, b
+
+
+def to_float(x):
+    """Integer and bool inputs of float-valued ops compute in the default float dtype."""
+    if x.dtype.kind != "f":
+        return x.astype(default_float_np())
+    return x
+
+
+def wrap_dim(dim, ndim):
+    m = max(ndim, 1)
+    if not -m <= dim < m:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-m}, {m - 1}], "
+                         f"but got {dim})")
+    return dim + ndim if dim < 0 else dim
+
+
+def wrap_dims(dim, ndim):
+    """Normalise ``dim`` (None, int, or sequence) to a sorted tuple of axes."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (int, np.integer)):
+        return (wrap_dim(int(dim), ndim),)
+    dims = tuple(wrap_dim(int(d), ndim) for d in dim)
+    if len(set(dims)) != len(dims):
+        raise RuntimeError(f"dim {dims} appears multiple times in the list of dims")
+    return dims
+
+
+def as_tensor_like(x, ref):
+    """Wrap a Python number or array as a Tensor on ``ref``'s device."""
+    if isinstance(x, Tensor):
+        return x
+    from ember.backend import array_module
+    return _make(array_module(ref._data).asarray(x), False)
+
+
+def check_same_device(op, *tensors):
+    devs = {str(t.device) for t in tensors if isinstance(t, Tensor)}
+    if len(devs) > 1:
+        a, b = sorted(devs)[:2]
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least "
+                           f"two devices, {a} and {b}! (when checking arguments for {op})")
