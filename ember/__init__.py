@@ -3,6 +3,12 @@
     import ember as torch
     x = torch.tensor(2.0, requires_grad=True)
 """
+import numpy as _np
+
+# PyTorch computes inf and nan without warnings; so does ember (this sets NumPy's
+# floating point error handling for the process, see docs/design.md)
+_np.seterr(divide="ignore", invalid="ignore", over="ignore", under="ignore")
+
 from ember._tensor import Size, Tensor
 from ember.backend import device
 from ember.backend.dtypes import *

@@ -230,7 +230,10 @@ class Primitive(Node):
                     rg = True
             else:
                 arrays.append(a)
-        out = self.forward(*arrays, **params)
+        try:
+            out = self.forward(*arrays, **params)
+        except ValueError as e:
+            raise _as_runtime_error(cls, args, e) from None
         if rg and _grad_state.grad_enabled:
             return self._record(args, out)
         if cls.n_outputs == 1:
@@ -282,3 +285,19 @@ class Primitive(Node):
                 t._output_nr = nr
             outs.append(t)
         return tuple(outs)
+
+
+def _as_runtime_error(cls, args, err):
+    """NumPy's ValueErrors (mostly broadcasting) become PyTorch's RuntimeErrors."""
+    msg = str(err)
+    shapes = [a._data.shape for a in args if isinstance(a, Tensor)]
+    if "broadcast" in msg and len(shapes) >= 2:
+        a, b = shapes[0], shapes[1]
+        n = max(len(a), len(b))
+        pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+        for d in range(n - 1, -1, -1):
+            if pa[d] != pb[d] and pa[d] != 1 and pb[d] != 1:
+                return RuntimeError(
+                    f"The size of tensor a ({pa[d]}) must match the size of tensor b ({pb[d]}) "
+                    f"at non-singleton dimension {d} (in {cls.__name__.lower()})")
+    return RuntimeError(f"{cls.__name__.lower()}: {msg}")

@@ -44,7 +44,9 @@ def promote_arrays(a, b):
         r = _promote_np(da, a.ndim == 0, db, b.ndim == 0)
         return (a if da == r else a.astype(r)), (b if db == r else b.astype(r))
     if tb is float or tb is int or tb is bool:
-        return a, _scalar_for(a, b)
+        if ta is _ndarray:
+            return _scalar_pair(a, b)
+        return _promote_general(a, b)
     if ta is float or ta is int or ta is bool:
         bb, aa = _scalar_pair(b, a)
         return aa, bb
@@ -61,10 +63,6 @@ def _scalar_pair(arr, s):
     if ts is int and k == "b":
         return arr.astype(np.int64), s
     return arr, s
-
-
-def _scalar_for(arr, s):
-    return _scalar_pair(arr, s)[1] if type(arr) is _ndarray else s
 
 
 _PROMO_CACHE = {}

@@ -52,7 +52,7 @@ class AddScaled(Primitive):
         return a + alpha * b
 
     def backward(self, gy):
-        return gy, gy * self.alpha
+        return gy, gy * self.alpha, None
 
 
 class Sub(Primitive):
@@ -120,9 +120,8 @@ class TruncDivide(Primitive):
         a, b = promote_arrays(a, b)
         if a.dtype.kind == "f" if hasattr(a, "dtype") else isinstance(a, float):
             return np.trunc(a / b)
-        q = np.floor_divide(a, b)
-        r = a - q * b
-        return q + ((r != 0) & ((r < 0) != (np.asarray(b) < 0)))
+        q = np.abs(a) // np.abs(b)
+        return np.where((np.asarray(a) < 0) != (np.asarray(b) < 0), -q, q).astype(q.dtype)
 
     def backward(self, gy):
         return gy * 0, gy * 0
@@ -394,7 +393,8 @@ class _Bitwise(Primitive):
         if getattr(a, "dtype", np.dtype("i")).kind == "f" or \
                 getattr(b, "dtype", np.dtype("i")).kind == "f" or isinstance(a, float) or \
                 isinstance(b, float):
-            raise RuntimeError(f'"{self.name_}" not implemented for floating point tensors')
+            raise NotImplementedError(f'"{self.name_}" not implemented for floating point '
+                                      'tensors')
         return self.fn(a, b)
 
 
@@ -421,7 +421,7 @@ class LogicalNot(Primitive):
 class BitwiseNot(Primitive):
     def forward(self, x):
         if x.dtype.kind == "f":
-            raise RuntimeError('"bitwise_not" not implemented for floating point tensors')
+            raise NotImplementedError('"bitwise_not" not implemented for floating point tensors')
         return np.invert(x)
 
 
