@@ -59,7 +59,6 @@ def main():
     import torch
 
     import ember
-    torch.set_num_threads(1)
     print(f"{'mode':<18}{'ember us/op':>12}{'torch us/op':>12}{'ratio':>8}")
     for mode in ("forward", "forward+backward", "no_grad"):
         e = bench(ember, mode, args.repeat)

@@ -4,58 +4,60 @@ Backward formulas are ordinary ember Tensor ops run with grad mode set to
 ``create_graph``: with it off they are plain array math, with it on they record a
 graph of their own, which is what makes higher derivatives work.
 """
+import sys
+
 from ember._tensor import Tensor
-from ember.backend.dtypes import FROM_NP as _FROM_NP
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import _FREED
+from ember.backend.dtypes import FROM_NP as _FROM_NP
 
 
-def _topo_order(root_nodes):
-    """Nodes reachable from the roots, each after every node that feeds it a gradient."""
+def _dependencies(root_nodes):
+    """For each node reachable from the roots: how many edges lead into it."""
     deps = {}
     stack = list(root_nodes)
-    seen = set(stack)
     while stack:
-        node = stack.pop()
-        for e in node._edges:
+        for e in stack.pop()._edges:
             if type(e) is tuple:
                 nxt = e[0]
-                deps[nxt] = deps.get(nxt, 0) + 1
-                if nxt not in seen:
-                    seen.add(nxt)
+                if nxt in deps:
+                    deps[nxt] += 1
+                else:
+                    deps[nxt] = 1
                     stack.append(nxt)
-    order = []
-    ready = [n for n in seen if n not in deps]
-    while ready:
-        node = ready.pop()
-        order.append(node)
-        for e in node._edges:
-            if type(e) is tuple:
-                nxt = e[0]
-                d = deps[nxt] - 1
-                deps[nxt] = d
-                if d == 0:
-                    ready.append(nxt)
-    return order
+    return deps
 
 
-def _needed(order, leaf_targets, node_targets):
+def _needed(root_nodes, leaf_targets, node_targets):
     """The nodes from which some target can be reached (the rest need not run)."""
     needed = set()
-    for node in reversed(order):
-        if node in node_targets:
-            needed.add(node)
-            continue
-        for e in node._edges:
-            if e is None:
+    done = set()
+    stack = [(n, False) for n in root_nodes]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            if node in node_targets:
+                needed.add(node)
                 continue
-            if type(e) is tuple:
-                if e[0] in needed:
+            for e in node._edges:
+                if e is None:
+                    continue
+                if type(e) is tuple:
+                    if e[0] in needed:
+                        needed.add(node)
+                        break
+                elif id(e) in leaf_targets:
                     needed.add(node)
                     break
-            elif id(e) in leaf_targets:
-                needed.add(node)
-                break
+            continue
+        if node in done:
+            continue
+        done.add(node)
+        stack.append((node, True))
+        for e in node._edges:
+            if type(e) is tuple and e[0] not in done:
+                stack.append((e[0], False))
     return needed
 
 
@@ -66,8 +68,8 @@ def _accumulate(leaf, g, create_graph):
             r = hook(g)
             if r is not None:
                 g = r
-    if not create_graph:
-        g = g.detach() if g._requires_grad else g
+    if not create_graph and g._requires_grad:
+        g = g.detach()
     if leaf._grad is None:
         leaf._grad = g if create_graph else _own(g)
     else:
@@ -79,16 +81,11 @@ def _accumulate(leaf, g, create_graph):
 
 
 def _own(g):
-    # a gradient that a backward formula passed straight through may also be
-    # another leaf's gradient or the user's grad_output: store a private copy
-    # only when it is a view of someone else's data
-    return g if g._base is None and g._data.base is None else g.clone()
-
-
-def _sum_to(g, shape):
-    if g._data.shape == shape:
+    # a gradient that a backward formula passed straight through may be another
+    # leaf's gradient, a view of something else, or the user's grad_output
+    if g._base is None and g._data.base is None and g._extra is None:
         return g
-    return g.sum_to_size(shape)
+    return g.clone()
 
 
 def _nan_check(node, grads):
@@ -100,11 +97,42 @@ def _nan_check(node, grads):
 
 
 def _report_anomaly(node):
-    import sys
     trace = getattr(node, "_trace", None)
     if trace:
         sys.stderr.write(f"Error detected in {node.name()}. Traceback of forward call that "
                          "caused the error:\n" + "".join(trace))
+
+
+def _run_tensor_hooks(node, grads):
+    for nr, hooks in node._tensor_pre_hooks.items():
+        if grads[nr] is None:
+            continue
+        # retain_grad's hook sees the gradient after the user's hooks, as in PyTorch
+        for hook in sorted(hooks, key=lambda h: getattr(h, "_is_retain", False)):
+            r = hook(grads[nr])
+            if r is not None:
+                grads[nr] = r
+    return grads
+
+
+def _restore_meta(g, meta):
+    """Sum a broadcast gradient back to its input's shape and cast it to its dtype."""
+    shape, dt = meta
+    if g._data.shape != shape:
+        g = g.sum_to_size(shape)
+    if g._data.dtype != dt:
+        g = g.to(_FROM_NP[dt])
+    return g
+
+
+def _fill_zeros(node, grads):
+    if getattr(node, "_custom_zeros", False):
+        return grads  # a user Function materializes (or not) its own missing grads
+    from ember._tensor import _make
+    from ember.backend import array_module
+    xp = array_module(next(g for g in grads if g is not None)._data)
+    return [_make(xp.zeros(*node._out_meta[i])) if g is None else g
+            for i, g in enumerate(grads)]
 
 
 def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
@@ -120,10 +148,8 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
     for t, g in zip(roots, grad_roots):
         fn = t.grad_fn
         if fn is None:
-            if t._requires_grad:
-                # the root is itself a leaf
-                if inputs is None or any(t is i for i in inputs):
-                    captured.setdefault(id(t), []).append(g)
+            if t._requires_grad and (inputs is None or any(t is i for i in inputs)):
+                captured.setdefault(id(t), []).append(g)  # the root is itself a leaf
             continue
         buf = buffers.get(fn)
         if buf is None:
@@ -132,48 +158,55 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
         nr = t._output_nr
         buf[nr] = g if buf[nr] is None else buf[nr] + g
 
-    order = _topo_order(root_nodes)
+    deps = _dependencies(root_nodes)
     leaf_targets = None
-    node_targets = {}
+    node_targets = None
+    needed = None
     if inputs is not None:
         leaf_targets = set()
+        node_targets = {}
         for i in inputs:
             if i.grad_fn is None:
                 leaf_targets.add(id(i))
             else:
                 node_targets.setdefault(i.grad_fn, set()).add(i._output_nr)
-        needed = _needed(order, leaf_targets, node_targets)
-    else:
-        needed = None
+        needed = _needed(root_nodes, leaf_targets, node_targets)
 
+    ready = [n for n in root_nodes if n not in deps]
     prev_mode = _grad_state.grad_enabled
     _grad_state.grad_enabled = create_graph
     check_nan = anomaly.enabled[0] and anomaly.nan_check[0]
     try:
-        for node in order:
+        while ready:
+            node = ready.pop()
+            edges = node._edges
             grads = buffers.pop(node, None)
+            if grads is not None:
+                if node._tensor_pre_hooks:
+                    grads = _run_tensor_hooks(node, grads)
+                if node_targets and node in node_targets:
+                    for nr in node_targets[node]:
+                        if grads[nr] is not None:
+                            captured.setdefault((id(node), nr), []).append(grads[nr])
+                if needed is not None and node not in needed:
+                    grads = None
             if grads is None:
-                continue
-            if node._tensor_pre_hooks:
-                for nr, hooks in node._tensor_pre_hooks.items():
-                    if grads[nr] is None:
-                        continue
-                    for hook in sorted(hooks, key=lambda h: getattr(h, "_is_retain", False)):
-                        r = hook(grads[nr])
-                        if r is not None:
-                            grads[nr] = r
-            if node in node_targets:
-                for nr in node_targets[node]:
-                    if grads[nr] is not None:
-                        captured.setdefault((id(node), nr), []).append(grads[nr])
-            if needed is not None and node not in needed:
+                if not retain_graph and needed is None and node._saved is not None:
+                    node._saved = _FREED
+                for e in edges:
+                    if type(e) is tuple:
+                        nxt = e[0]
+                        d = deps[nxt] - 1
+                        deps[nxt] = d
+                        if d == 0:
+                            ready.append(nxt)
                 continue
             if node._pre_hooks:
                 for hook in node._pre_hooks:
                     r = hook(tuple(grads))
                     if r is not None:
                         grads = list(r)
-            if node.n_outputs > 1 and any(g is None for g in grads):
+            if len(grads) > 1 and any(g is None for g in grads):
                 grads = _fill_zeros(node, grads)
             try:
                 in_grads = node.backward(*grads)
@@ -182,8 +215,7 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
                     _report_anomaly(node)
                 raise
             if type(in_grads) is not tuple:
-                in_grads = (in_grads,) if not isinstance(in_grads, list) else tuple(in_grads)
-            edges = node._edges
+                in_grads = tuple(in_grads) if type(in_grads) is list else (in_grads,)
             if len(in_grads) != len(edges):
                 raise RuntimeError(
                     f"function {node.name()} returned an incorrect number of gradients "
@@ -195,39 +227,41 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
                         in_grads = tuple(r)
             if check_nan:
                 _nan_check(node, in_grads)
-            if not retain_graph:
-                node._release()
+            if not retain_graph and node._saved is not None:
+                node._saved = _FREED
             shapes = node._in_shapes
-            for i, e in enumerate(edges):
+            i = -1
+            for e in edges:
+                i += 1
                 if e is None:
                     continue
                 g = in_grads[i]
-                if g is None:
-                    continue
-                if shapes is not None and shapes[i] is not None:
-                    shape, dt = shapes[i]
-                    g = _sum_to(g, shape)
-                    if g._data.dtype != dt:
-                        g = g.to(_FROM_NP[dt])
                 if type(e) is tuple:
                     nxt, nr = e
-                    if needed is not None and nxt not in needed:
-                        continue
-                    buf = buffers.get(nxt)
-                    if buf is None:
-                        buf = buffers[nxt] = [None] * nxt.n_outputs
-                    buf[nr] = g if buf[nr] is None else buf[nr] + g
-                else:
+                    if g is not None:
+                        if shapes is not None and shapes[i] is not None:
+                            g = _restore_meta(g, shapes[i])
+                        buf = buffers.get(nxt)
+                        if buf is None:
+                            buf = buffers[nxt] = [None] * nxt.n_outputs
+                        buf[nr] = g if buf[nr] is None else buf[nr] + g
+                    d = deps[nxt] - 1
+                    deps[nxt] = d
+                    if d == 0:
+                        ready.append(nxt)
+                elif g is not None:
+                    if shapes is not None and shapes[i] is not None:
+                        g = _restore_meta(g, shapes[i])
                     if e._data.dtype != g._data.dtype:
                         g = g.to(e.dtype)
-                    if leaf_targets is not None:
-                        if id(e) in leaf_targets:
-                            if accumulate:
-                                _accumulate(e, g, create_graph)
-                            else:
-                                captured.setdefault(id(e), []).append(g)
-                    elif accumulate:
-                        _accumulate(e, g, create_graph)
+                    if leaf_targets is None:
+                        if accumulate:
+                            _accumulate(e, g, create_graph)
+                    elif id(e) in leaf_targets:
+                        if accumulate:
+                            _accumulate(e, g, create_graph)
+                        else:
+                            captured.setdefault(id(e), []).append(g)
     finally:
         _grad_state.grad_enabled = prev_mode
 
@@ -251,14 +285,6 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
             g = g.detach()
         results.append(g)
     return results
-
-
-def _fill_zeros(node, grads):
-    from ember._tensor import _make
-    from ember.backend import array_module
-    xp = array_module(next(g for g in grads if g is not None)._data)
-    return [_make(xp.zeros(*node._out_meta[i])) if g is None else g
-            for i, g in enumerate(grads)]
 
 
 def is_tensor(x):

@@ -10,6 +10,8 @@ from ember.autograd.grad_mode import state as _grad_state
 
 Tensor = _tensor.Tensor
 _make = _tensor._make
+_as_array = _tensor._as_array
+_ndarray = _tensor._ndarray
 _new = object.__new__
 
 __all__ = ["Node", "Primitive", "AccumulateGrad"]
@@ -102,17 +104,16 @@ class Node:
             return ()
         out = []
         for i, item in enumerate(saved):
-            if type(item) is _SavedOutput:
+            if len(item) == 5:
                 # a saved output: rebuilt here so that the graph holds no cycle
-                arr, vc, version, nr, rg = item.arr, item.vc, item.version, item.nr, item.rg
+                arr, vc, version, rg, nr = item
                 t = _make(arr, rg)
                 t._vc = vc
                 if rg:
                     t.grad_fn = self
                     t._output_nr = nr
-                cur = vc[0]
-                if cur != version:
-                    self._raise_stale(t, i, cur, version, output=True)
+                if vc[0] != version:
+                    self._raise_stale(t, i, vc[0], version, output=True)
                 out.append(t)
             else:
                 t, version = item
@@ -142,13 +143,9 @@ class Node:
         raise NotImplementedError(f"{self.name()} has no backward")
 
 
-class _SavedOutput:
-    """An op's own output kept for backward: its array and version, not the Tensor."""
-
-    __slots__ = ("arr", "vc", "version", "nr", "rg")
-
-    def __init__(self, arr, vc, rg, nr=0):
-        self.arr, self.vc, self.version, self.nr, self.rg = arr, vc, vc[0], nr, rg
+def _SavedOutput(arr, vc, rg, nr=0):
+    """How a node keeps one of its own outputs for backward (see ``saved_tensors``)."""
+    return (arr, vc, vc[0], rg, nr)
 
 
 class _Handle:
@@ -191,12 +188,6 @@ class AccumulateGrad(Node):
         return acc
 
 
-def _node_init(node):
-    node._saved = None
-    node._in_shapes = None
-    node._hooks = node._pre_hooks = node._tensor_pre_hooks = None
-
-
 class Primitive(Node):
     """Base of every op in ``ember.ops``.
 
@@ -221,27 +212,93 @@ class Primitive(Node):
     def apply(cls, *args, **params):
         """Run the op on Tensors (and plain values) and record it in the graph."""
         self = _new(cls)
-        arrays = []
         rg = False
-        for a in args:
-            if isinstance(a, Tensor):
-                arrays.append(a._data)
-                if a._requires_grad:
-                    rg = True
+        if len(args) == 1:
+            x = args[0]
+            if isinstance(x, Tensor):
+                rg = x._requires_grad
+                arrays = (x._data,)
             else:
-                arrays.append(a)
+                arrays = args
+        else:
+            arrays = []
+            for a in args:
+                if isinstance(a, Tensor):
+                    arrays.append(a._data)
+                    if a._requires_grad:
+                        rg = True
+                else:
+                    arrays.append(a)
         try:
             out = self.forward(*arrays, **params)
         except ValueError as e:
             raise _as_runtime_error(cls, args, e) from None
         if rg and _grad_state.grad_enabled:
-            return self._record(args, out)
+            if cls.n_outputs == 1:
+                return self._record(args, out)
+            return self._record_many(args, out)
         if cls.n_outputs == 1:
-            return _make(out, False)
+            return _wrap(out)
         return tuple(_make(o, False) for o in out)
 
-    def _record(self, args, out):
-        _node_init(self)
+    @classmethod
+    def unary_function(cls):
+        """``f(x)`` running this one-input op with the least Python between the user
+        and NumPy (used for the hot elementwise functions and methods)."""
+        forward = cls.forward
+        multi = cls.n_outputs != 1
+
+        def f(x):
+            self = _new(cls)
+            if not isinstance(x, Tensor):
+                raise TypeError(f"{cls.__name__.lower()}(): argument 'input' must be Tensor, "
+                                f"not {type(x).__name__}")
+            out = forward(self, x._data)
+            if x._requires_grad and _grad_state.grad_enabled and not multi:
+                return self._record((x,), out)
+            if multi:
+                return cls._finish(self, (x,), out)
+            return _wrap(out)
+        return f
+
+    @classmethod
+    def binary_function(cls, reflected=False):
+        """``f(a, b)`` (or ``f(b, a)`` when ``reflected``) for a two-input op, as fast as
+        ``unary_function``; either operand may be a Python number."""
+        forward = cls.forward
+
+        def f(a, b):
+            if reflected:
+                a, b = b, a
+            self = _new(cls)
+            rg = False
+            if isinstance(a, Tensor):
+                da = a._data
+                rg = a._requires_grad
+            else:
+                da = a
+            if isinstance(b, Tensor):
+                db = b._data
+                rg = rg or b._requires_grad
+            else:
+                db = b
+            try:
+                out = forward(self, da, db)
+            except ValueError as e:
+                raise _as_runtime_error(cls, (a, b), e) from None
+            if rg and _grad_state.grad_enabled:
+                return self._record((a, b), out)
+            return _wrap(out)
+        return f
+
+    @classmethod
+    def _finish(cls, self, args, out):
+        if any(isinstance(a, Tensor) and a._requires_grad for a in args) and \
+                _grad_state.grad_enabled:
+            return self._record_many(args, out)
+        return tuple(_make(o, False) for o in out)
+
+    def _edges_of(self, args):
         edges = []
         for a in args:
             if isinstance(a, Tensor) and a._requires_grad:
@@ -250,31 +307,55 @@ class Primitive(Node):
             else:
                 edges.append(None)
         self._edges = edges
+        self._in_shapes = None
+        self._hooks = self._pre_hooks = self._tensor_pre_hooks = None
         cls = type(self)
         if cls.save_inputs:
             # Python numbers and None are kept as they are: backward formulas take them
             self._saved = [(args[i], args[i]._vc[0]) if isinstance(args[i], Tensor)
                            else (args[i], None) for i in cls.save_inputs]
+        else:
+            self._saved = None
         if anomaly.enabled[0]:
-            self._trace = traceback.format_stack()[:-3]
-        if cls.n_outputs == 1:
-            if cls.broadcasts:
-                shape, dt = out.shape, out.dtype
-                for a in args:
-                    if isinstance(a, Tensor) and (a._data.shape != shape or a._data.dtype != dt):
-                        # gradients are summed back over broadcast dims and cast back to
-                        # each input's dtype in one place, the engine
-                        self._in_shapes = [(a._data.shape, a._data.dtype)
-                                           if isinstance(a, Tensor) else None for a in args]
-                        break
-            t = _make(out, out.dtype.kind == "f")
-            if t._requires_grad:
-                t.grad_fn = self
+            self._trace = traceback.format_stack()[:-4]
+
+    def _record(self, args, out):
+        self._edges_of(args)
+        cls = type(self)
+        if type(out) is not _ndarray:
+            out = _as_array(out)
+        if cls.broadcasts:
+            shape, dt = out.shape, out.dtype
+            for a in args:
+                if isinstance(a, Tensor) and (a._data.shape != shape or a._data.dtype != dt):
+                    # gradients are summed back over broadcast dims and cast back to
+                    # each input's dtype in one place, the engine
+                    self._in_shapes = [(a._data.shape, a._data.dtype)
+                                       if isinstance(a, Tensor) else None for a in args]
+                    break
+        t = _new(Tensor)
+        t._data = out
+        t._grad = t._base = t._extra = None
+        t._output_nr = 0
+        t._vc = vc = [0]
+        if out.dtype.kind == "f":
+            t._requires_grad = True
+            t.grad_fn = self
             if cls.save_output:
+                # kept as (array, counter, version, requires_grad, output_nr), not as
+                # the Tensor, so that the graph holds no reference cycle
                 if self._saved is None:
-                    self._saved = []
-                self._saved.append(_SavedOutput(out, t._vc, t._requires_grad))
-            return t
+                    self._saved = [(out, vc, 0, True, 0)]
+                else:
+                    self._saved.append((out, vc, 0, True, 0))
+        else:
+            t._requires_grad = False
+            t.grad_fn = None
+        return t
+
+    def _record_many(self, args, out):
+        self._edges_of(args)
+        cls = type(self)
         self._out_meta = [(o.shape, o.dtype) for o in out]
         diff = cls.differentiable_outputs
         outs = []
@@ -285,6 +366,19 @@ class Primitive(Node):
                 t._output_nr = nr
             outs.append(t)
         return tuple(outs)
+
+
+def _wrap(out):
+    """A new Tensor outside the graph (``_make``, inlined for the no-grad hot path)."""
+    if type(out) is not _ndarray:
+        out = _as_array(out)
+    t = _new(Tensor)
+    t._data = out
+    t._requires_grad = False
+    t._grad = t.grad_fn = t._base = t._extra = None
+    t._output_nr = 0
+    t._vc = [0]
+    return t
 
 
 def _as_runtime_error(cls, args, err):

@@ -436,17 +436,23 @@ def bitwise_not(input, *, out=None):
 
 
 # ----- public functions ------------------------------------------------------------------
+_add = Add.binary_function()
+_sub = Sub.binary_function()
+_mul = Mul.binary_function()
+_div = Div.binary_function()
+
+
 def add(input, other, *, alpha=1, out=None):
     """``input + alpha * other``, broadcasting, with PyTorch's type promotion."""
     if alpha == 1:
-        return Add.apply(input, other)
+        return _add(input, other)
     return AddScaled.apply(input, other, alpha)
 
 
 def sub(input, other, *, alpha=1, out=None):
     """``input - alpha * other``."""
     if alpha == 1:
-        return Sub.apply(input, other)
+        return _sub(input, other)
     return AddScaled.apply(input, other, -alpha)
 
 
@@ -455,7 +461,7 @@ subtract = sub
 
 def mul(input, other, *, out=None):
     """Elementwise product."""
-    return Mul.apply(input, other)
+    return _mul(input, other)
 
 
 multiply = mul
@@ -464,7 +470,7 @@ multiply = mul
 def div(input, other, *, rounding_mode=None, out=None):
     """True division (integers give floats), or rounded with ``'trunc'`` or ``'floor'``."""
     if rounding_mode is None:
-        return Div.apply(input, other)
+        return _div(input, other)
     if rounding_mode == "floor":
         return FloorDivide.apply(input, other)
     if rounding_mode == "trunc":
@@ -619,14 +625,14 @@ def _bind():
         return Where.apply(condition, self, y)
     T.where = where_method
 
-    T.__add__ = lambda self, other: Add.apply(self, other)
-    T.__radd__ = lambda self, other: Add.apply(other, self)
-    T.__sub__ = lambda self, other: Sub.apply(self, other)
-    T.__rsub__ = lambda self, other: Sub.apply(other, self)
-    T.__mul__ = lambda self, other: Mul.apply(self, other)
-    T.__rmul__ = lambda self, other: Mul.apply(other, self)
-    T.__truediv__ = lambda self, other: Div.apply(self, other)
-    T.__rtruediv__ = lambda self, other: Div.apply(other, self)
+    T.__add__ = _add
+    T.__radd__ = Add.binary_function(reflected=True)
+    T.__sub__ = _sub
+    T.__rsub__ = Sub.binary_function(reflected=True)
+    T.__mul__ = _mul
+    T.__rmul__ = Mul.binary_function(reflected=True)
+    T.__truediv__ = _div
+    T.__rtruediv__ = Div.binary_function(reflected=True)
     T.__floordiv__ = lambda self, other: FloorDivide.apply(self, other)
     T.__rfloordiv__ = lambda self, other: FloorDivide.apply(other, self)
     T.__mod__ = lambda self, other: Remainder.apply(self, other)
