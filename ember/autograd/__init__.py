@@ -1,8 +1,9 @@
 """Automatic differentiation: ``backward``, ``grad``, grad modes, and user Functions."""
 from ember._tensor import Tensor
-from ember.autograd import anomaly, grad_mode
+from ember.autograd import anomaly, functional, grad_mode
 from ember.autograd.anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from ember.autograd.engine import run_backward
+from ember.autograd.function import Function, FunctionCtx, once_differentiable
 from ember.autograd.grad_mode import (
     enable_grad,
     inference_mode,
@@ -10,10 +11,12 @@ from ember.autograd.grad_mode import (
     no_grad,
     set_grad_enabled,
 )
+from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
            "is_grad_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
-           "anomaly", "grad_mode"]
+           "anomaly", "grad_mode", "Function", "FunctionCtx", "once_differentiable",
+           "gradcheck", "gradgradcheck", "GradcheckError", "functional"]
 
 
 def _as_tuple(x):
@@ -76,7 +79,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Return the gradients of ``outputs`` w.r.t. ``inputs`` (without touching ``.grad``)."""
     outputs = _as_tuple(outputs)
-    single = isinstance(inputs, Tensor)
     inputs = _as_tuple(inputs)
     grad_outputs = _as_tuple(grad_outputs)
     if allow_unused is None:
@@ -87,9 +89,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if grad_outputs is not None and len(grad_outputs) != len(outputs):
         raise RuntimeError(f"grad_outputs has {len(grad_outputs)} tensors but outputs has "
                            f"{len(outputs)}")
-    for i, t in enumerate(inputs):
+    for t in inputs:
         if not t._requires_grad:
-            raise RuntimeError(f"One of the differentiated Tensors does not require grad")
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
     if retain_graph is None:
         retain_graph = create_graph
     _check_roots(outputs)
