@@ -299,6 +299,19 @@ class Primitive(Node):
         return tuple(_make(o, False) for o in out)
 
     def _edges_of(self, args):
+        if len(args) == 1:
+            a = args[0]
+            if isinstance(a, Tensor) and a._requires_grad:
+                fn = a.grad_fn
+                self._edges = (a if fn is None else (fn, a._output_nr),)
+            else:
+                self._edges = (None,)
+            self._in_shapes = self._hooks = self._pre_hooks = self._tensor_pre_hooks = None
+            si = type(self).save_inputs
+            self._saved = [(a, a._vc[0]) if isinstance(a, Tensor) else (a, None)] if si else None
+            if anomaly.enabled[0]:
+                self._trace = traceback.format_stack()[:-4]
+            return
         edges = []
         for a in args:
             if isinstance(a, Tensor) and a._requires_grad:
@@ -320,8 +333,33 @@ class Primitive(Node):
             self._trace = traceback.format_stack()[:-4]
 
     def _record(self, args, out):
-        self._edges_of(args)
+        """Make the output Tensor and link this node into the graph (grad mode only)."""
         cls = type(self)
+        if len(args) == 2:
+            a, b = args
+            ea = eb = None
+            if isinstance(a, Tensor) and a._requires_grad:
+                fn = a.grad_fn
+                ea = a if fn is None else (fn, a._output_nr)
+            if isinstance(b, Tensor) and b._requires_grad:
+                fn = b.grad_fn
+                eb = b if fn is None else (fn, b._output_nr)
+            self._edges = (ea, eb)
+            self._in_shapes = self._hooks = self._pre_hooks = self._tensor_pre_hooks = None
+            si = cls.save_inputs
+            if si:
+                if si == (0, 1):
+                    self._saved = [(a, a._vc[0]) if isinstance(a, Tensor) else (a, None),
+                                   (b, b._vc[0]) if isinstance(b, Tensor) else (b, None)]
+                else:
+                    self._saved = [(args[i], args[i]._vc[0]) if isinstance(args[i], Tensor)
+                                   else (args[i], None) for i in si]
+            else:
+                self._saved = None
+            if anomaly.enabled[0]:
+                self._trace = traceback.format_stack()[:-3]
+        else:
+            self._edges_of(args)
         if type(out) is not _ndarray:
             out = _as_array(out)
         if cls.broadcasts:

@@ -22,12 +22,19 @@ __all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_d
 def _float_result(a, b):
     """Operands of true division: integers divide as the default float dtype."""
     a, b = promote_arrays(a, b)
-    if getattr(a, "dtype", np.dtype("f")).kind not in "f" and \
-            getattr(b, "dtype", np.dtype("f")).kind not in "f":
+    ka = a.dtype.kind if type(a) is np.ndarray or hasattr(a, "dtype") else \
+        ("f" if type(a) is float else "i")
+    kb = b.dtype.kind if type(b) is np.ndarray or hasattr(b, "dtype") else \
+        ("f" if type(b) is float else "i")
+    if ka != "f" and kb != "f":
         f = default_float_np()
         a = a.astype(f) if hasattr(a, "astype") else float(a)
         b = b.astype(f) if hasattr(b, "astype") else float(b)
     return a, b
+
+
+def _is_bool(x):
+    return x.dtype.kind == "b" if hasattr(x, "dtype") else type(x) is bool
 
 
 class Add(Primitive):
@@ -60,7 +67,7 @@ class Sub(Primitive):
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
-        if getattr(a, "dtype", None) == np.bool_ or getattr(b, "dtype", None) == np.bool_:
+        if _is_bool(a) or _is_bool(b):
             raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
                                "supported. If you are trying to invert a mask, use the `~` or "
                                "`logical_not()` operator instead.")
