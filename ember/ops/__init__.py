@@ -2,16 +2,22 @@
 from ember.ops import (  # noqa: F401
     conversion,
     elementwise,
+    extrema,
     indexing,
     linalg,
+    linalg_decomp,
     reduction,
+    scan,
     shape,
     unary,
 )
 from ember.ops.conversion import *  # noqa: F401,F403
 from ember.ops.elementwise import *  # noqa: F401,F403
+from ember.ops.extrema import *  # noqa: F401,F403
 from ember.ops.indexing import *  # noqa: F401,F403
 from ember.ops.linalg import *  # noqa: F401,F403
+from ember.ops.linalg_decomp import *  # noqa: F401,F403
 from ember.ops.reduction import *  # noqa: F401,F403
+from ember.ops.scan import *  # noqa: F401,F403
 from ember.ops.shape import *  # noqa: F401,F403
 from ember.ops.unary import *  # noqa: F401,F403

@@ -1,56 +1,94 @@
-"""Reductions over dims: sums, means, extrema, statistics, norms, scans, softmax."""
+"""Reductions over dims: sums, means, products, statistics, norms, logsumexp, softmax.
+
+Extrema and other value-selecting reductions (max, amax, argmax, median, mode) live
+in ``extrema.py`` and scans (cumsum, cummax, ...) in ``scan.py``. Every
+reduction takes ``dim`` as None (all dims), an int, or a tuple where PyTorch does,
+and ``keepdim``; gradients are broadcast back over the reduced dims in Tensor ops,
+so second derivatives come for free.
+"""
+import builtins
+import collections
+import math
+import types
+
 import numpy as np
 
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
-from ember.ops._util import wrap_dims
+from ember.backend import array_module
+from ember.backend.dtypes import FROM_NP
+from ember.ops._util import to_float, wrap_dim, wrap_dims
 
-__all__ = ["sum", "mean"]
+__all__ = ["sum", "mean", "nansum", "nanmean", "prod", "std", "var", "std_mean", "var_mean",
+           "norm", "logsumexp", "softmax", "log_softmax", "all", "any", "count_nonzero",
+           "return_types"]
+
+
+# ----- named results -----------------------------------------------------------------------
+def _return_type(name, fields):
+    """A namedtuple that prints like PyTorch's ``torch.return_types.<name>``."""
+    cls = collections.namedtuple(name, fields)
+
+    def __repr__(self):
+        body = ",\n".join(f"{f}={v!r}" for f, v in zip(self._fields, self))
+        return f"torch.return_types.{name}(\n{body})"
+    cls.__repr__ = __repr__
+    cls.__module__ = __name__
+    return cls
+
+
+return_types = types.SimpleNamespace(**{
+    n: _return_type(n, f) for n, f in [
+        ("max", "values indices"), ("min", "values indices"), ("median", "values indices"),
+        ("nanmedian", "values indices"), ("mode", "values indices"),
+        ("kthvalue", "values indices"), ("aminmax", "min max"),
+        ("cummax", "values indices"), ("cummin", "values indices"),
+        ("sort", "values indices"), ("topk", "values indices")]})
+for _cls in vars(return_types).values():
+    globals()["_rt_" + _cls.__name__] = _cls  # module-level names so the tuples pickle
+    _cls.__qualname__ = "_rt_" + _cls.__name__
+
+
+# ----- dims ----------------------------------------------------------------------------------
+def _axes(input, dim):
+    """``dim`` (None, int, or sequence; empty means all) as a sorted tuple of axes."""
+    nd = input._data.ndim
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(nd))
+    axes = wrap_dims(dim, nd)
+    return () if nd == 0 else tuple(sorted(axes))
+
+
+def _axis(input, dim, op):
+    """A single ``dim`` (an int) wrapped to an axis; None for a 0-d input."""
+    if isinstance(dim, (tuple, list)) or isinstance(dim, bool) or dim is None:
+        raise TypeError(f"{op}(): argument 'dim' must be int, not {type(dim).__name__}")
+    nd = input._data.ndim
+    a = wrap_dim(int(dim), nd)
+    return None if nd == 0 else a
+
+
+def _keep_shape(in_shape, axes):
+    shape = list(in_shape)
+    for a in axes:
+        shape[a] = 1
+    return tuple(shape)
+
+
+def _keep(g, in_shape, axes, keepdim):
+    """A reduced tensor reshaped to keep its reduced dims (size 1), ready to broadcast."""
+    if keepdim or not axes:
+        return g
+    return g.reshape(_keep_shape(in_shape, axes))
 
 
 def _restore(g, in_shape, axes, keepdim):
     """Broadcast a reduced gradient back over the reduced ``axes``."""
-    if not keepdim and axes:
-        shape = list(in_shape)
-        for a in axes:
-            shape[a] = 1
-        g = g.reshape(shape)
-    return g.expand(in_shape)
-
-
-class Sum(Primitive):
-    def forward(self, x, axes, keepdim, np_dtype):
-        self.meta = (x.shape, axes, keepdim)
-        if np_dtype is None and x.dtype.kind in "biu" and x.dtype != np.int64:
-            np_dtype = np.int64  # integer sums accumulate in int64, as PyTorch's
-        return x.sum(axis=axes, keepdims=keepdim, dtype=np_dtype)
-
-    def backward(self, gy):
-        in_shape, axes, keepdim = self.meta
-        return _restore(gy, in_shape, axes, keepdim), None, None, None
-
-
-class Mean(Primitive):
-    def forward(self, x, axes, keepdim, np_dtype):
-        if np_dtype is None and x.dtype.kind != "f":
-            raise RuntimeError(
-                f"mean(): could not infer output dtype. Input dtype must be either a floating "
-                f"point or complex dtype. Got: {_dtype_name(x.dtype)}")
-        self.meta = (x.shape, axes, keepdim)
-        n = 1
-        for a in axes:
-            n *= x.shape[a]
-        self.n = n
-        return x.mean(axis=axes, keepdims=keepdim, dtype=np_dtype)
-
-    def backward(self, gy):
-        in_shape, axes, keepdim = self.meta
-        return _restore(gy / self.n, in_shape, axes, keepdim), None, None, None
+    return _keep(g, in_shape, axes, keepdim).expand(in_shape)
 
 
 def _dtype_name(np_dtype):
-    from ember.backend.dtypes import FROM_NP
-    return FROM_NP[np_dtype].name.capitalize()
+    return FROM_NP[np.dtype(np_dtype)].name.capitalize()
 
 
 def _np_dtype(dtype):
@@ -60,23 +98,504 @@ def _np_dtype(dtype):
     return to_dtype(dtype).np
 
 
+def _int64_if_integral(x, np_dtype):
+    """PyTorch accumulates bool and integer sums and products in int64."""
+    if np_dtype is None and x.dtype.kind in "biu":
+        return np.int64
+    return np_dtype
+
+
+def _check_nonempty(op, x, axes, full):
+    """PyTorch's errors for reductions without an identity over an empty dim."""
+    if full:
+        if x.size == 0:
+            raise RuntimeError(f"{op}(): Expected reduction dim to be specified for "
+                               "input.numel() == 0. Specify the reduction dim with the 'dim' "
+                               "argument.")
+        return
+    for a in axes:
+        if x.shape[a] == 0:
+            raise IndexError(f"{op}(): Expected reduction dim {a} to have non-zero size.")
+
+
+# ----- sums and means ------------------------------------------------------------------------
+class Sum(Primitive):
+    def forward(self, x, axes, keepdim, np_dtype):
+        self.meta = (x.shape, axes, keepdim, x.dtype)
+        np_dtype = _int64_if_integral(x, np_dtype)
+        if x.dtype == np.float16 and np_dtype is None:
+            return x.sum(axis=axes, keepdims=keepdim, dtype=np.float32).astype(np.float16)
+        return x.sum(axis=axes, keepdims=keepdim, dtype=np_dtype)
+
+    def backward(self, gy):
+        in_shape, axes, keepdim, dt = self.meta
+        if gy._data.dtype != dt:
+            gy = gy.to(FROM_NP[dt])
+        return _restore(gy, in_shape, axes, keepdim), None, None, None
+
+
+class Nansum(Primitive):
+    def forward(self, x, axes, keepdim, np_dtype):
+        self.meta = (x.shape, axes, keepdim, x.dtype)
+        self.nan = np.isnan(x) if x.dtype.kind == "f" else None
+        return array_module(x).nansum(x, axis=axes, keepdims=keepdim,
+                                      dtype=_int64_if_integral(x, np_dtype))
+
+    def backward(self, gy):
+        in_shape, axes, keepdim, dt = self.meta
+        if gy._data.dtype != dt:
+            gy = gy.to(FROM_NP[dt])
+        g = _restore(gy, in_shape, axes, keepdim)
+        if self.nan is not None:
+            g = g * _make(~self.nan)  # a product, as PyTorch's: inf * 0 is NaN
+        return g, None, None, None
+
+
+class Mean(Primitive):
+    def forward(self, x, axes, keepdim, np_dtype):
+        if np_dtype is None and x.dtype.kind != "f":
+            raise RuntimeError(
+                f"mean(): could not infer output dtype. Input dtype must be either a floating "
+                f"point or complex dtype. Got: {_dtype_name(x.dtype)}")
+        self.meta = (x.shape, axes, keepdim, x.dtype)
+        self.n = math.prod(x.shape[a] for a in axes)
+        if self.n == 0:  # the mean of nothing is NaN (without NumPy's warning)
+            s = x.sum(axis=axes, keepdims=keepdim, dtype=np_dtype)
+            return array_module(x).full_like(s, np.nan, dtype=np_dtype or x.dtype)
+        if x.dtype == np.float16 and np_dtype is None:
+            return x.mean(axis=axes, keepdims=keepdim, dtype=np.float32).astype(np.float16)
+        return x.mean(axis=axes, keepdims=keepdim, dtype=np_dtype)
+
+    def backward(self, gy):
+        in_shape, axes, keepdim, dt = self.meta
+        if gy._data.dtype != dt:
+            gy = gy.to(FROM_NP[dt])
+        return _restore(gy / self.n, in_shape, axes, keepdim), None, None, None
+
+
 def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
-    """Sum over ``dim`` (an int, a tuple, or all dims); integers sum as int64."""
-    axes = wrap_dims(dim, input._data.ndim) if dim is not None and dim != () else tuple(
-        range(input._data.ndim))
-    if isinstance(input, Tensor) and input._data.ndim == 0:
-        axes = ()
-    return Sum.apply(input, axes, keepdim, _np_dtype(dtype))
+    """Sum of ``input`` over ``dim`` (an int, a tuple of ints, or all dims when None).
+
+    Bool and integer tensors sum as int64 unless ``dtype`` is given; ``dtype`` casts
+    the input before summing.
+
+        >>> ember.tensor([[1, 2], [3, 4]]).sum(0)
+        tensor([4, 6])
+    """
+    return Sum.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None, out=None):
+    """Sum over ``dim`` treating NaN as zero (their gradient is zero)."""
+    return Nansum.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None, out=None):
-    """Mean over ``dim`` (an int, a tuple, or all dims); floating inputs only."""
-    axes = wrap_dims(dim, input._data.ndim) if dim is not None and dim != () else tuple(
-        range(input._data.ndim))
-    if input._data.ndim == 0:
-        axes = ()
-    return Mean.apply(input, axes, keepdim, _np_dtype(dtype))
+    """Mean of ``input`` over ``dim`` (an int, a tuple, or all dims); floating inputs only,
+    unless ``dtype`` names a floating dtype to compute in. The mean of nothing is NaN."""
+    return Mean.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
 
 
-Tensor.sum = sum
-Tensor.mean = mean
+def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
+    """Mean over ``dim`` of the elements that are not NaN."""
+    if dtype is not None:
+        input = input.to(dtype)
+    if input._data.dtype.kind != "f":
+        raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype "
+                           f"but got {_dtype_name(input._data.dtype)}")
+    count = input.isnan().logical_not().sum(dim, keepdim)
+    return nansum(input, dim, keepdim) / count
+
+
+# ----- products ------------------------------------------------------------------------------
+def _exclusive_products(x, axis):
+    """For each element, the product of the other elements along ``axis`` (no division)."""
+    xp = array_module(x)
+    n = x.shape[axis]
+    ones = xp.ones(_keep_shape(x.shape, (axis,)), dtype=x.dtype)
+    head = [slice(None)] * x.ndim
+    tail = [slice(None)] * x.ndim
+    head[axis], tail[axis] = slice(0, n - 1), slice(1, n)
+    before = xp.cumprod(xp.concatenate([ones, x[tuple(head)]], axis), axis=axis)
+    rev = xp.flip(x[tuple(tail)], axis)
+    after = xp.flip(xp.cumprod(xp.concatenate([ones, rev], axis), axis=axis), axis)
+    return before * after
+
+
+def _eye_along(n, ndim, axis, xp, k=0):
+    """A bool ``(n, n)`` diagonal (``k=0``) or strictly lower (``k=-1``) mask placed at dims
+    ``(axis, axis + 1)`` of an ``ndim + 1``-dim tensor, size 1 elsewhere."""
+    r = xp.arange(n)
+    m = r[:, None] == r[None, :] if k == 0 else r[None, :] < r[:, None]
+    shape = [1] * (ndim + 1)
+    shape[axis], shape[axis + 1] = n, n
+    return _make(m.reshape(shape))
+
+
+class ProdOthers(Primitive):
+    """Products of all other elements along an axis: the gradient of ``prod`` that stays
+    exact when the input holds zeros. Its own derivative uses it again, one dim up."""
+    save_inputs = (0,)
+
+    def forward(self, x, axis):
+        self.axis = axis
+        return _exclusive_products(x, axis)
+
+    def backward(self, g):
+        x, = self.saved_tensors
+        a = self.axis
+        n = x.shape[a]
+        eye = _eye_along(n, x.dim(), a, array_module(x._data))
+        # row m: x with x_m replaced by 1; its others-products are prod_{j not in {k, m}} x_j
+        others = ProdOthers.apply(x.unsqueeze(a).masked_fill(eye, 1.0), a + 1)
+        return (g.unsqueeze(a) * others).masked_fill(eye, 0.0).sum(a + 1), None
+
+
+class Prod(Primitive):
+    save_inputs = (0,)
+    save_output = True
+
+    def forward(self, x, axis, keepdim, np_dtype):
+        np_dtype = _int64_if_integral(x, np_dtype)
+        self.meta = (x.shape, axis, keepdim, x.dtype)
+        if axis is None:
+            return x.prod(dtype=np_dtype).reshape((1,) * x.ndim if keepdim else ())
+        return x.prod(axis=axis, keepdims=keepdim, dtype=np_dtype)
+
+    def backward(self, gy):
+        x, y = self.saved_tensors
+        in_shape, axis, keepdim, dt = self.meta
+        if gy._data.dtype != dt:
+            gy, y = gy.to(FROM_NP[dt]), y.to(FROM_NP[dt])
+        if x.dim() == 0:
+            return gy, None, None, None
+        axes = tuple(range(x.dim())) if axis is None else (axis,)
+        g = _keep(gy, in_shape, axes, keepdim)
+        if x.numel() == 0:
+            return g.expand(in_shape), None, None, None
+        if not (x._data == 0).any():
+            return g * (_keep(y, in_shape, axes, keepdim) / x), None, None, None
+        if axis is None:
+            others = ProdOthers.apply(x.reshape(-1), 0).reshape(in_shape)
+        else:
+            others = ProdOthers.apply(x, axis)
+        return g * others, None, None, None
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
+    """Product of ``input``'s elements over one ``dim`` (an int) or all of them.
+
+    Bool and integer tensors multiply as int64. The gradient is exact with zeros in
+    the input: with one zero, only that element gets a (nonzero) gradient.
+    """
+    axis = None if dim is None else _axis(input, dim, "prod")
+    return Prod.apply(input, axis, keepdim, _np_dtype(dtype))
+
+
+# ----- variance and standard deviation --------------------------------------------------------
+class _VarStd(Primitive):
+    save_inputs = (0,)
+
+    def forward(self, x, axes, correction, keepdim):
+        if x.dtype.kind != "f":
+            raise RuntimeError("std and var only support floating point and complex dtypes")
+        n = math.prod(x.shape[a] for a in axes)
+        self.meta = (x.shape, axes, keepdim, n - correction)
+        if n == 0:
+            v = array_module(x).full_like(x.sum(axis=axes, keepdims=keepdim), np.nan)
+        else:
+            centred = x - x.mean(axis=axes, keepdims=True)
+            # the divisor is clipped at 0, as PyTorch's (so too few elements give inf or NaN)
+            v = (centred * centred).sum(axis=axes, keepdims=keepdim) / \
+                x.dtype.type(builtins.max(n - correction, 0))
+        return self.finish(v)
+
+    def _var_backward(self, gy, x):
+        in_shape, axes, keepdim, dof = self.meta
+        scale = 2.0 / dof if dof != 0 else math.copysign(math.inf, dof)
+        centred = x - x.mean(axes, keepdim=True)
+        return _keep(gy, in_shape, axes, keepdim) * centred * scale
+
+
+class _Var(_VarStd):
+    _node_name = "VarBackward0"
+
+    @staticmethod
+    def finish(v):
+        return v
+
+    def backward(self, gy):
+        x, = self.saved_tensors
+        return self._var_backward(gy, x), None, None, None
+
+
+class _Std(_VarStd):
+    _node_name = "StdBackward0"
+    save_output = True
+
+    @staticmethod
+    def finish(v):
+        return np.sqrt(v)
+
+    def backward(self, gy):
+        x, y = self.saved_tensors
+        g_var = (gy / (y * 2)).masked_fill(y == 0, 0.0)
+        return self._var_backward(g_var, x), None, None, None
+
+
+def _var_args(op, input, dim, unbiased, keepdim, correction):
+    if isinstance(dim, bool):  # var(input, unbiased)
+        if unbiased is not None:
+            raise TypeError(f"{op}(): unbiased given twice")
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise RuntimeError(f"{op}: can't specify both correction and unbiased")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return _axes(input, dim), correction, keepdim
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    """Variance over ``dim`` with ``correction`` (Bessel's, 1, by default; ``unbiased=False``
+    means 0): ``sum((x - mean)**2) / (N - correction)``."""
+    return _Var.apply(input, *_var_args("var", input, dim, unbiased, keepdim, correction))
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    """Standard deviation over ``dim``: ``sqrt(var(...))``; its gradient is 0 where it is 0."""
+    return _Std.apply(input, *_var_args("std", input, dim, unbiased, keepdim, correction))
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    """``(var, mean)`` over ``dim``, as a tuple."""
+    axes, c, keepdim = _var_args("var_mean", input, dim, unbiased, keepdim, correction)
+    return _Var.apply(input, axes, c, keepdim), mean(input, axes, keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    """``(std, mean)`` over ``dim``, as a tuple."""
+    axes, c, keepdim = _var_args("std_mean", input, dim, unbiased, keepdim, correction)
+    return _Std.apply(input, axes, c, keepdim), mean(input, axes, keepdim)
+
+
+# ----- norms ---------------------------------------------------------------------------------
+class _VectorNorm(Primitive):
+    _node_name = "LinalgVectorNormBackward0"
+    save_inputs = (0,)
+    save_output = True
+
+    def forward(self, x, p, axes, keepdim):
+        self.meta = (x.shape, axes, keepdim, p)
+        xp = array_module(x)
+        ax = xp.abs(x)
+        kw = dict(axis=axes, keepdims=keepdim)
+        if p == 0:
+            return (x != 0).sum(**kw).astype(x.dtype)
+        if math.isinf(p):
+            if x.size == 0 and (not axes or builtins.any(x.shape[a] == 0 for a in axes)):
+                raise RuntimeError("linalg.vector_norm cannot compute the "
+                                   f"{'' if p > 0 else '-'}inf norm on an empty tensor because "
+                                   "the operation does not have an identity")
+            return ax.max(**kw) if p > 0 else ax.min(**kw)
+        if p == 1:
+            return ax.sum(**kw)
+        if p == 2:
+            return xp.sqrt((x * x).sum(**kw))
+        return (ax ** p).sum(**kw) ** (1.0 / p)
+
+    def backward(self, gy):
+        x, y = self.saved_tensors
+        in_shape, axes, keepdim, p = self.meta
+        if p == 0:
+            return None, None, None, None
+        g = _keep(gy, in_shape, axes, keepdim)
+        y = _keep(y, in_shape, axes, keepdim)
+        if p == 1:
+            gx = x.sign() * g
+        elif p == 2:
+            gx = g * (x / y).masked_fill(y == 0, 0.0)
+        elif math.isinf(p):
+            xa = x.abs()
+            mask = (xa == y) | xa.isnan()
+            gx = x.sign() * (g / mask.sum(axes, keepdim=True) * mask)
+        elif p < 1:
+            scaled = x.sign() * x.abs().pow(p - 1).masked_fill(x == 0, 0.0)
+            gx = scaled * g * y.pow(1 - p)
+        else:
+            scaled = x.sign() * x.abs().pow(p - 1) if p < 2 else x * x.abs().pow(p - 2)
+            gx = scaled * (g / y.pow(p - 1)).masked_fill(y == 0, 0.0)
+        return gx, None, None, None
+
+
+def _vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """``linalg.vector_norm``: ``sum(|x|**ord)**(1/ord)`` over ``dim`` (all dims when None),
+    with ``ord`` 0 (count of nonzeros), inf (max |x|) and -inf (min |x|)."""
+    if input._data.dtype.kind != "f":
+        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
+                           f"input. Got {_dtype_name(input._data.dtype)}")
+    if dtype is not None:
+        input = input.to(dtype)
+    return _VectorNorm.apply(input, float(ord), _axes(input, dim), keepdim)
+
+
+def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    """The vector norm of ``input`` over ``dim`` (all dims when None) for a number ``p``
+    (2 by default or for ``'fro'``; also 1, inf, -inf, 0 and any other p).
+
+    The gradient at a zero vector is 0, as PyTorch's. ``p='nuc'`` (a matrix norm) is
+    not implemented.
+    """
+    if isinstance(p, str):
+        dims = dim if dim is None or isinstance(dim, (tuple, list)) else (dim,)
+        if p == "fro" and (dims is None or len(dims) <= 2):
+            return _vector_norm(input, 2, dim, keepdim, dtype=dtype)
+        if p == "fro":
+            raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got "
+                               f"{' '.join(str(d) for d in dims)}")
+        if p == "nuc":
+            raise NotImplementedError("ember.norm(p='nuc'): the nuclear norm (a matrix norm) "
+                                      "is not implemented in ember")
+        raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
+    return _vector_norm(input, 2.0 if p is None else p, dim, keepdim, dtype=dtype)
+
+
+# ----- logsumexp -----------------------------------------------------------------------------
+class _Logsumexp(Primitive):
+    _node_name = "LogsumexpBackward0"
+    save_inputs = (0,)
+    save_output = True
+
+    def forward(self, x, axes, keepdim):
+        x = to_float(x)
+        xp = array_module(x)
+        self.meta = (x.shape, axes, keepdim)
+        if not axes:
+            return x.copy()
+        m = x.max(axis=axes, keepdims=True, initial=-np.inf)
+        m = xp.where(xp.isfinite(m), m, 0).astype(x.dtype)
+        s = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
+        return s if keepdim else s.squeeze(axes)
+
+    def backward(self, gy):
+        x, y = self.saved_tensors
+        in_shape, axes, keepdim = self.meta
+        return _keep(gy, in_shape, axes, keepdim) * (x - _keep(y, in_shape, axes, keepdim)).exp(
+        ), None, None
+
+
+def logsumexp(input, dim, keepdim=False, *, out=None):
+    """``log(sum(exp(input)))`` over ``dim`` (an int or tuple), computed without overflow."""
+    return _Logsumexp.apply(input, _axes(input, dim), keepdim)
+
+
+# ----- softmax -------------------------------------------------------------------------------
+def _shifted(x, axis, op):
+    if x.dtype.kind != "f":
+        raise NotImplementedError(f'"{op}_kernel_impl" not implemented for '
+                                  f"'{_dtype_name(x.dtype)}'")
+    xp = array_module(x)
+    m = x.max(axis=axis, keepdims=True, initial=-np.inf)
+    # an all -inf slice stays NaN-free in the shift; PyTorch's result there is NaN too
+    return x - xp.where(xp.isfinite(m), m, 0).astype(x.dtype)
+
+
+class Softmax(Primitive):
+    save_output = True
+
+    def forward(self, x, axis):
+        self.axis = axis
+        e = array_module(x).exp(_shifted(x, axis, "softmax"))
+        return e / e.sum(axis=axis, keepdims=True)
+
+    def backward(self, gy):
+        y, = self.saved_tensors
+        a = self.axis
+        return y * (gy - (gy * y).sum(a, keepdim=True)), None
+
+
+class LogSoftmax(Primitive):
+    save_output = True
+
+    def forward(self, x, axis):
+        self.axis = axis
+        xp = array_module(x)
+        s = _shifted(x, axis, "log_softmax")
+        return s - xp.log(xp.exp(s).sum(axis=axis, keepdims=True))
+
+    def backward(self, gy):
+        y, = self.saved_tensors
+        a = self.axis
+        return gy - y.exp() * gy.sum(a, keepdim=True), None
+
+
+def _prepare(input, dim, dtype):
+    if dim is None:
+        raise TypeError("softmax(): argument 'dim' must be int, not NoneType")
+    if dtype is not None:
+        input = input.to(dtype)
+    nd = input._data.ndim
+    axis = wrap_dim(int(dim), nd)
+    return input, (None if nd == 0 else axis)
+
+
+def softmax(input, dim, dtype=None):
+    """``exp(x) / exp(x).sum(dim)`` along ``dim``; ``dtype`` casts the input first.
+
+        >>> ember.tensor([1., 2., 3.]).softmax(0)
+        tensor([0.0900, 0.2447, 0.6652])
+    """
+    input, axis = _prepare(input, dim, dtype)
+    return Softmax.apply(input, axis)
+
+
+def log_softmax(input, dim, dtype=None):
+    """``log(softmax(x, dim))``, computed as ``x - logsumexp(x, dim)`` for stability."""
+    input, axis = _prepare(input, dim, dtype)
+    return LogSoftmax.apply(input, axis)
+
+
+# ----- logical reductions and counts ---------------------------------------------------------
+class _AllAny(Primitive):
+    def forward(self, x, axes, keepdim):
+        out = self.fn(x, axis=axes, keepdims=keepdim)
+        if x.dtype == np.uint8:  # PyTorch keeps uint8 for uint8 inputs
+            return array_module(x).asarray(out, dtype=np.uint8)
+        return array_module(x).asarray(out)
+
+
+class _All(_AllAny):
+    fn = staticmethod(np.all)
+
+
+class _Any(_AllAny):
+    fn = staticmethod(np.any)
+
+
+def all(input, dim=None, keepdim=False, *, out=None):
+    """True where every element over ``dim`` (an int, a tuple, or all dims) is nonzero."""
+    return _All.apply(input, _axes(input, dim), keepdim)
+
+
+def any(input, dim=None, keepdim=False, *, out=None):
+    """True where some element over ``dim`` (an int, a tuple, or all dims) is nonzero."""
+    return _Any.apply(input, _axes(input, dim), keepdim)
+
+
+class _CountNonzero(Primitive):
+    def forward(self, x, axes):
+        return array_module(x).asarray((x != 0).sum(axis=axes), dtype=np.int64)
+
+
+def count_nonzero(input, dim=None):
+    """The number of nonzero elements over ``dim`` (an int, a tuple, or all), as int64."""
+    return _CountNonzero.apply(input, _axes(input, dim))
+
+
+# ----- Tensor methods --------------------------------------------------------------------------
+def _bind():
+    for fn in (sum, mean, nansum, nanmean, prod, std, var, norm, logsumexp, softmax, log_softmax,
+               all, any, count_nonzero):
+        setattr(Tensor, fn.__name__, fn)
+
+
+_bind()

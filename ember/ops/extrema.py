@@ -1,0 +1,361 @@
+"""Value-selecting reductions: max, min, amax, amin, argmax, argmin, aminmax, median,
+nanmedian and mode. The gradient goes to the selected elements: to the one at the
+returned index, or shared evenly among ties where no index is returned."""
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.autograd.node import Primitive
+from ember.ops._util import wrap_dim
+from ember.ops.reduction import (
+    _axes,
+    _axis,
+    _check_nonempty,
+    _keep,
+    _keep_shape,
+    _restore,
+    return_types,
+)
+
+__all__ = ["max", "min", "amax", "amin", "argmax", "argmin", "aminmax", "median", "nanmedian",
+           "mode"]
+
+
+class _EvenAll(Primitive):
+    """A full reduction to one selected value (max, min, median): the gradient is shared
+    evenly among the elements equal to it (the NaNs when it is NaN), as PyTorch's."""
+
+    def forward(self, x):
+        y = self.select(x)
+        if x.dtype.kind == "f" and np.isnan(y):
+            self.mask = np.isnan(x) if isinstance(x, np.ndarray) else x != x
+        else:
+            self.mask = x == y
+        return y
+
+    def backward(self, gy):
+        m = _make(self.mask)
+        return m * (gy / m.sum())
+
+
+class _MaxAll(_EvenAll):
+    _node_name = "MaxBackward1"
+
+    @staticmethod
+    def select(x):
+        _check_nonempty("max", x, (), True)
+        return x.max()
+
+
+class _MinAll(_EvenAll):
+    _node_name = "MinBackward1"
+
+    @staticmethod
+    def select(x):
+        _check_nonempty("min", x, (), True)
+        return x.min()
+
+
+class _MedianAll(_EvenAll):
+    _node_name = "MedianBackward0"
+
+    @staticmethod
+    def select(x):
+        flat = x.reshape(-1)
+        if flat.size == 0:
+            return x.dtype.type(np.nan) if x.dtype.kind == "f" else x.dtype.type(0)
+        if x.dtype.kind == "f" and np.isnan(flat).any():
+            return x.dtype.type(np.nan)
+        return np.partition(flat, (flat.size - 1) // 2)[(flat.size - 1) // 2]
+
+
+class _NanmedianAll(_EvenAll):
+    _node_name = "NanmedianBackward0"
+
+    @staticmethod
+    def select(x):
+        flat = x.reshape(-1)
+        if x.dtype.kind == "f":
+            flat = flat[~np.isnan(flat)]
+        if flat.size == 0:
+            return x.dtype.type(np.nan)
+        return np.partition(flat, (flat.size - 1) // 2)[(flat.size - 1) // 2]
+
+
+class _SelectDim(Primitive):
+    """A reduction along one dim that picks an element: (values, indices). The gradient
+    goes to the picked element only (PyTorch's ``value_selecting_reduction_backward``)."""
+    n_outputs = 2
+    differentiable_outputs = (0,)
+
+    def forward(self, x, axis, keepdim):
+        self.meta = (x.shape, axis, keepdim)
+        if axis is None:  # a 0-d input: the element itself, index 0
+            return x.copy(), np.zeros((), dtype=np.int64)
+        _check_nonempty(self.op, x, (axis,), False)
+        idx = self.pick(x, axis).astype(np.int64)  # keepdim shape
+        values = np.take_along_axis(x, idx, axis)
+        if self.needs_mask:
+            r = np.arange(x.shape[axis]).reshape([-1 if d == axis else 1 for d in range(x.ndim)])
+            self.mask = r == idx
+        if not keepdim:
+            values, idx = values.squeeze(axis), idx.squeeze(axis)
+        return values, idx
+
+    needs_mask = True
+
+    def backward(self, gv, gi):
+        in_shape, axis, keepdim = self.meta
+        if axis is None:
+            return gv, None, None
+        g = _restore(gv, in_shape, (axis,), keepdim)
+        return g.masked_fill(_make(~self.mask), 0.0), None, None
+
+
+def _nan_first(x, axis, base):
+    """Indices from ``base``, replaced by the first NaN's where a slice holds a NaN."""
+    if x.dtype.kind != "f":
+        return base
+    nan = np.isnan(x)
+    has = nan.any(axis=axis, keepdims=True)
+    if not has.any():
+        return base
+    return np.where(has, np.argmax(nan, axis=axis, keepdims=True), base)
+
+
+class _MaxDim(_SelectDim):
+    _node_name = "MaxBackward0"
+    op = "max"
+
+    @staticmethod
+    def pick(x, axis):
+        return np.argmax(x, axis=axis, keepdims=True)
+
+
+class _MinDim(_SelectDim):
+    _node_name = "MinBackward0"
+    op = "min"
+
+    @staticmethod
+    def pick(x, axis):
+        return np.argmin(x, axis=axis, keepdims=True)
+
+
+def _kth_sorted(x, axis, k):
+    order = np.argsort(x, axis=axis, kind="stable")
+    return np.take_along_axis(order, k, axis)
+
+
+class _MedianDim(_SelectDim):
+    _node_name = "MedianBackward1"
+    op = "median"
+
+    @staticmethod
+    def pick(x, axis):
+        n = x.shape[axis]
+        k = np.full(_keep_shape(x.shape, (axis,)), (n - 1) // 2)
+        return _nan_first(x, axis, _kth_sorted(x, axis, k))
+
+
+class _NanmedianDim(_SelectDim):
+    _node_name = "NanmedianBackward1"
+    op = "nanmedian"
+
+    @staticmethod
+    def pick(x, axis):
+        n = x.shape[axis]
+        if x.dtype.kind != "f":
+            return _kth_sorted(x, axis, np.full(_keep_shape(x.shape, (axis,)), (n - 1) // 2))
+        valid = n - np.isnan(x).sum(axis=axis, keepdims=True)
+        k = np.where(valid > 0, (valid - 1) // 2, 0)  # NaNs sort last
+        return _kth_sorted(x, axis, k)
+
+
+class _ModeDim(_SelectDim):
+    _node_name = "ModeBackward0"
+    op = "mode"
+
+    @staticmethod
+    def pick(x, axis):
+        # the most frequent value (the smallest among equally frequent ones), at its
+        # last occurrence, as PyTorch's CPU kernel
+        s = np.sort(x, axis=axis)
+        xm = np.moveaxis(s, axis, -1)
+        n = xm.shape[-1]
+        r = np.arange(n)
+        new = np.ones(xm.shape, dtype=bool)
+        new[..., 1:] = xm[..., 1:] != xm[..., :-1]
+        start = np.maximum.accumulate(np.where(new, r, 0), axis=-1)
+        end_new = np.ones(xm.shape, dtype=bool)
+        end_new[..., :-1] = new[..., 1:]
+        end = np.flip(np.minimum.accumulate(np.flip(np.where(end_new, r, n), -1), axis=-1), -1)
+        best = np.argmax(end - start, axis=-1)[..., None]
+        value = np.moveaxis(np.take_along_axis(xm, best, -1), -1, axis)
+        hits = np.where(x == value, np.arange(x.shape[axis]).reshape(
+            [-1 if d == axis else 1 for d in range(x.ndim)]), -1)
+        return hits.max(axis=axis, keepdims=True)
+
+
+def _select(cls, rtype, input, dim, keepdim):
+    v, i = cls.apply(input, _axis(input, dim, cls.op), keepdim)
+    return rtype(v, i)
+
+
+def max(input, dim=None, keepdim=False, *, out=None):
+    """The largest element (a 0-d tensor); with ``dim`` (an int), ``(values, indices)``
+    along it; with a tensor second argument, the elementwise :func:`maximum`.
+
+    NaN propagates. The gradient of the full maximum is shared evenly among ties.
+
+        >>> values, indices = ember.tensor([[1., 5.], [7., 2.]]).max(1)
+    """
+    if isinstance(dim, Tensor):
+        from ember.ops.elementwise import maximum
+        return maximum(input, dim)
+    if dim is None:
+        if keepdim:
+            raise TypeError("max(): keepdim requires an int dim")
+        return _MaxAll.apply(input)
+    return _select(_MaxDim, return_types.max, input, dim, keepdim)
+
+
+def min(input, dim=None, keepdim=False, *, out=None):
+    """The smallest element; with ``dim``, ``(values, indices)``; with a tensor second
+    argument, the elementwise :func:`minimum`."""
+    if isinstance(dim, Tensor):
+        from ember.ops.elementwise import minimum
+        return minimum(input, dim)
+    if dim is None:
+        if keepdim:
+            raise TypeError("min(): keepdim requires an int dim")
+        return _MinAll.apply(input)
+    return _select(_MinDim, return_types.min, input, dim, keepdim)
+
+
+class _AmaxAmin(Primitive):
+    """amax/amin over several dims; ties share the gradient evenly, as PyTorch's."""
+    save_inputs = (0,)
+    save_output = True
+
+    def forward(self, x, axes, keepdim):
+        _check_nonempty(self.op, x, axes, False)
+        self.meta = (x.shape, axes, keepdim)
+        return self.fn(x, axis=axes, keepdims=keepdim)
+
+    def backward(self, gy):
+        x, y = self.saved_tensors
+        in_shape, axes, keepdim = self.meta
+        mask = x == _keep(y, in_shape, axes, keepdim)
+        return _keep(gy, in_shape, axes, keepdim) / mask.sum(axes, keepdim=True) * mask, \
+            None, None
+
+
+class _Amax(_AmaxAmin):
+    _node_name = "AmaxBackward0"
+    op = "amax"
+    fn = staticmethod(np.amax)
+
+
+class _Amin(_AmaxAmin):
+    _node_name = "AminBackward0"
+    op = "amin"
+    fn = staticmethod(np.amin)
+
+
+def _amax_amin(cls, input, dim, keepdim):
+    x = input._data
+    if (dim is None or dim == () or dim == []) and x.size == 0:
+        _check_nonempty(cls.op, x, (), True)
+    return cls.apply(input, _axes(input, dim), keepdim)
+
+
+def amax(input, dim=(), keepdim=False, *, out=None):
+    """The maximum over ``dim`` (an int, a tuple, or all dims when empty); ties share the
+    gradient evenly. Unlike :func:`max` it returns values only."""
+    return _amax_amin(_Amax, input, dim, keepdim)
+
+
+def amin(input, dim=(), keepdim=False, *, out=None):
+    """The minimum over ``dim`` (an int, a tuple, or all dims when empty)."""
+    return _amax_amin(_Amin, input, dim, keepdim)
+
+
+def aminmax(input, *, dim=None, keepdim=False, out=None):
+    """``(min, max)`` over ``dim`` (an int) or all elements, as a named tuple."""
+    x = input._data
+    if dim is None:
+        if x.size == 0:
+            raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as "
+                               "the operation has no identity.")
+        axes = ()
+    else:
+        a = _axis(input, dim, "aminmax")
+        if a is not None and x.shape[a] == 0:
+            raise IndexError(f"aminmax(): Expected reduction dim {a} to have non-zero size.")
+        axes = () if a is None else a
+    return return_types.aminmax(amin(input, axes, keepdim), amax(input, axes, keepdim))
+
+
+class _ArgExtreme(Primitive):
+    def forward(self, x, axis, keepdim):
+        if axis is None:  # over all elements
+            if x.size == 0:
+                raise IndexError(f"{self.op}(): Expected reduction dim to be specified for "
+                                 "input.numel() == 0.")
+            i = np.asarray(self.fn(x.reshape(-1)), dtype=np.int64)
+            return i.reshape((1,) * x.ndim) if keepdim else i
+        if x.ndim == 0:
+            return np.zeros((), dtype=np.int64)
+        _check_nonempty(self.op, x, (axis,), False)
+        return self.fn(x, axis=axis, keepdims=keepdim).astype(np.int64)
+
+
+class _Argmax(_ArgExtreme):
+    op = "argmax"
+    fn = staticmethod(np.argmax)
+
+
+class _Argmin(_ArgExtreme):
+    op = "argmin"
+    fn = staticmethod(np.argmin)
+
+
+def argmax(input, dim=None, keepdim=False):
+    """Index of the largest element: of the flattened tensor when ``dim`` is None, else
+    along ``dim``. The first occurrence wins ties; NaN counts as the largest."""
+    return _Argmax.apply(input, None if dim is None else wrap_dim(dim, input._data.ndim),
+                         keepdim)
+
+
+def argmin(input, dim=None, keepdim=False):
+    """Index of the smallest element (flattened when ``dim`` is None)."""
+    return _Argmin.apply(input, None if dim is None else wrap_dim(dim, input._data.ndim),
+                         keepdim)
+
+
+def median(input, dim=None, keepdim=False, *, out=None):
+    """The lower median of all elements (a 0-d tensor; NaN if any is NaN), or with ``dim``
+    the named tuple ``(values, indices)`` along it."""
+    if dim is None:
+        return _MedianAll.apply(input)
+    return _select(_MedianDim, return_types.median, input, dim, keepdim)
+
+
+def nanmedian(input, dim=None, keepdim=False, *, out=None):
+    """:func:`median` ignoring NaNs (NaN only where a slice is all NaN)."""
+    if dim is None:
+        return _NanmedianAll.apply(input)
+    return _select(_NanmedianDim, return_types.nanmedian, input, dim, keepdim)
+
+
+def mode(input, dim=-1, keepdim=False, *, out=None):
+    """The most frequent value along ``dim`` (the smallest of equally frequent ones) and
+    the index of its last occurrence, as ``(values, indices)``."""
+    return _select(_ModeDim, return_types.mode, input, dim, keepdim)
+
+
+def _bind():
+    for fn in (max, min, amax, amin, argmax, argmin, aminmax, median, nanmedian, mode):
+        setattr(Tensor, fn.__name__, fn)
+
+
+_bind()

@@ -1,0 +1,306 @@
+"""Scans along one dim: cumsum, cumprod, cummax, cummin, logcumsumexp, and diff.
+
+Each scan's derivative is another scan written in Tensor ops (a reversed cumsum for
+cumsum, a scatter-add for cummax), so second derivatives come for free.
+"""
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import Primitive
+from ember.backend import array_module
+from ember.backend.dtypes import FROM_NP
+from ember.ops._inplace import inplace_method
+from ember.ops._util import wrap_dim
+from ember.ops.reduction import _dtype_name, _eye_along, _np_dtype, return_types
+
+__all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "diff"]
+
+
+def _axis(input, dim):
+    """``dim`` wrapped to an axis, or None for a 0-d input (where a scan is the identity)."""
+    if isinstance(dim, (tuple, list)) or isinstance(dim, bool) or dim is None:
+        raise TypeError(f"argument 'dim' must be int, not {type(dim).__name__}")
+    nd = input._data.ndim
+    a = wrap_dim(int(dim), nd)
+    return None if nd == 0 else a
+
+
+def _to_input_dtype(g, dt):
+    return g if g._data.dtype == dt else g.to(FROM_NP[dt])
+
+
+# ----- private helpers: flips, reversed cumsum, gather and scatter-add along an axis ---------
+class Flip(Primitive):
+    """Reverse along one axis (its own derivative)."""
+
+    def forward(self, x, axis):
+        self.axis = axis
+        return array_module(x).flip(x, axis).copy()
+
+    def backward(self, gy):
+        return Flip.apply(gy, self.axis), None
+
+
+class ReverseCumsum(Primitive):
+    """``flip(cumsum(flip(x)))``: the sums from each position to the end (cumsum's adjoint)."""
+
+    def forward(self, x, axis):
+        self.axis = axis
+        xp = array_module(x)
+        return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis), axis).copy()
+
+    def backward(self, gy):
+        return Cumsum.apply(gy, self.axis, None), None
+
+
+class GatherAlong(Primitive):
+    """``take_along_axis(x, idx, axis)`` with a constant index array."""
+
+    def forward(self, x, idx, axis):
+        self.meta = (idx, axis, x.shape)
+        return array_module(x).take_along_axis(x, idx, axis)
+
+    def backward(self, gy):
+        idx, axis, shape = self.meta
+        return ScatterAddAlong.apply(gy, idx, axis, shape), None, None
+
+
+class ScatterAddAlong(Primitive):
+    """Zeros of ``shape`` with ``src`` added at ``idx`` along ``axis`` (repeats add up)."""
+
+    def forward(self, src, idx, axis, shape):
+        self.meta = (idx, axis)
+        xp = array_module(src)
+        out = xp.zeros(shape, dtype=src.dtype)
+        where = list(xp.indices(idx.shape, sparse=True))
+        where[axis] = idx
+        xp.add.at(out, tuple(where), src)
+        return out
+
+    def backward(self, gy):
+        idx, axis = self.meta
+        return GatherAlong.apply(gy, idx, axis), None, None, None
+
+
+# ----- cumsum and cumprod ----------------------------------------------------------------------
+class Cumsum(Primitive):
+    def forward(self, x, axis, np_dtype):
+        self.meta = (axis, x.dtype)
+        if np_dtype is None and x.dtype.kind in "biu":
+            np_dtype = np.int64
+        if axis is None:
+            return x.astype(np_dtype or x.dtype, copy=True)
+        return array_module(x).cumsum(x, axis=axis, dtype=np_dtype)
+
+    def backward(self, gy):
+        axis, dt = self.meta
+        gy = _to_input_dtype(gy, dt)
+        if axis is None:
+            return gy, None, None
+        return ReverseCumsum.apply(gy, axis), None, None
+
+
+def _cumprod_grad_numpy(gy, x, axis):
+    """cumprod's exact gradient in O(n) without division, for inputs with zeros:
+    ``gx_k = prod_{j<k} x_j * R_k`` with ``R_k = gy_k + x_{k+1} R_{k+1}``."""
+    xp = array_module(x)
+    g = xp.moveaxis(gy, axis, 0)
+    v = xp.moveaxis(x, axis, 0)
+    n = v.shape[0]
+    r = xp.empty_like(g)
+    r[n - 1] = g[n - 1]
+    for k in range(n - 2, -1, -1):
+        r[k] = g[k] + v[k + 1] * r[k + 1]
+    before = xp.ones_like(v)
+    if n > 1:
+        before[1:] = xp.cumprod(v[:-1], axis=0)
+    return xp.moveaxis(before * r, 0, axis)
+
+
+class Cumprod(Primitive):
+    save_inputs = (0,)
+    save_output = True
+
+    def forward(self, x, axis, np_dtype):
+        self.meta = (axis, x.dtype)
+        if np_dtype is None and x.dtype.kind in "biu":
+            np_dtype = np.int64
+        if axis is None:
+            return x.astype(np_dtype or x.dtype, copy=True)
+        return array_module(x).cumprod(x, axis=axis, dtype=np_dtype)
+
+    def backward(self, gy):
+        x, y = self.saved_tensors
+        axis, dt = self.meta
+        gy = _to_input_dtype(gy, dt)
+        if axis is None or x.numel() <= 1:
+            return gy, None, None
+        y = _to_input_dtype(y, dt)
+        if not (x._data == 0).any():
+            return ReverseCumsum.apply(gy * y, axis) / x, None, None
+        if not _grad_state.grad_enabled:
+            return _make(_cumprod_grad_numpy(gy._data, x._data, axis)), None, None
+        # differentiable and exact with zeros, O(n^2): row k of `rows` is x with x_k set to
+        # 1, so its cumprod at i >= k is prod_{j <= i, j != k} x_j = d y_i / d x_k
+        n = x.shape[axis]
+        xp = array_module(x._data)
+        rows = Cumprod.apply(x.unsqueeze(axis).masked_fill(_eye_along(n, x.dim(), axis, xp), 1.0),
+                             axis + 1, None)
+        upper = _eye_along(n, x.dim(), axis, xp, k=-1)  # i < k: no dependence
+        return (gy.unsqueeze(axis) * rows).masked_fill(upper, 0.0).sum(axis + 1), None, None
+
+
+def cumsum(input, dim, *, dtype=None, out=None):
+    """Cumulative sums along ``dim``; bool and integer tensors sum as int64."""
+    return Cumsum.apply(input, _axis(input, dim), _np_dtype(dtype))
+
+
+def cumprod(input, dim, *, dtype=None, out=None):
+    """Cumulative products along ``dim``; the gradient is exact with zeros in the input."""
+    return Cumprod.apply(input, _axis(input, dim), _np_dtype(dtype))
+
+
+# ----- cummax and cummin -----------------------------------------------------------------------
+class _CumExtreme(Primitive):
+    n_outputs = 2
+    differentiable_outputs = (0,)
+
+    def forward(self, x, axis):
+        xp = array_module(x)
+        self.axis = axis
+        if axis is None:
+            self.idx = xp.zeros((), dtype=np.int64)
+            return x.copy(), self.idx
+        values = self.acc.accumulate(x, axis=axis)
+        # the running extreme's index: the last position that reached it (ties move the
+        # index forward, as PyTorch's >= / <=), or the last NaN once there is one
+        hit = x == values
+        if x.dtype.kind == "f":
+            hit |= xp.isnan(x)
+        r = xp.arange(x.shape[axis]).reshape([-1 if d == axis else 1 for d in range(x.ndim)])
+        self.idx = xp.maximum.accumulate(xp.where(hit, r, 0), axis=axis).astype(np.int64)
+        return values, self.idx
+
+    def backward(self, gv, gi):
+        if self.axis is None:
+            return gv, None
+        return ScatterAddAlong.apply(gv, self.idx, self.axis, gv.shape), None
+
+
+class _Cummax(_CumExtreme):
+    _node_name = "CummaxBackward0"
+    acc = np.maximum
+
+
+class _Cummin(_CumExtreme):
+    _node_name = "CumminBackward0"
+    acc = np.minimum
+
+
+def cummax(input, dim):
+    """Running maximum along ``dim`` and the index where it was reached, as
+    ``(values, indices)``; NaN propagates."""
+    v, i = _Cummax.apply(input, _axis(input, dim))
+    return return_types.cummax(v, i)
+
+
+def cummin(input, dim):
+    """Running minimum along ``dim`` and its index, as ``(values, indices)``."""
+    v, i = _Cummin.apply(input, _axis(input, dim))
+    return return_types.cummin(v, i)
+
+
+# ----- logcumsumexp ----------------------------------------------------------------------------
+class Logcumsumexp(Primitive):
+    save_inputs = (0,)
+    save_output = True
+
+    def forward(self, x, axis):
+        if x.dtype.kind != "f":
+            raise NotImplementedError(f'"logcumsumexp_out_cpu" not implemented for '
+                                      f"'{_dtype_name(x.dtype)}'")
+        self.axis = axis
+        if axis is None:
+            return x.copy()
+        return np.logaddexp.accumulate(x, axis=axis)
+
+    def backward(self, gy):
+        x, y = self.saved_tensors
+        a = self.axis
+        if a is None or gy.numel() == 0:
+            return gy, None
+        # gx_k = sum_{i >= k} gy_i exp(x_k - y_i), summed in log space by the sign of gy
+        # (PyTorch's formula, after TensorFlow's)
+        from ember.ops.elementwise import where
+        lowest = float(np.finfo(x._data.dtype).min)
+
+        def rev_lcse(t):
+            return Flip.apply(Logcumsumexp.apply(Flip.apply(t, a), a), a)
+        log_abs = gy.abs().log()
+        pos = where(gy > 0, log_abs, lowest)
+        neg = where(gy < 0, log_abs, lowest)
+        return (rev_lcse(pos - y) + x).exp() - (rev_lcse(neg - y) + x).exp(), None
+
+
+def logcumsumexp(input, dim, *, out=None):
+    """``log(cumsum(exp(input)))`` along ``dim``, without overflow."""
+    return Logcumsumexp.apply(input, _axis(input, dim))
+
+
+# ----- diff -----------------------------------------------------------------------------------
+class _Concat(Primitive):
+    """Join along an axis (for ``diff``'s ``prepend``/``append``)."""
+
+    def forward(self, axis, *xs):
+        from ember.ops._util import promote_arrays
+        out = xs[0]
+        for other in xs[1:]:
+            out, _ = promote_arrays(out, other)
+        xs = [x.astype(out.dtype, copy=False) for x in xs]
+        self.meta = (axis, [x.shape[axis] for x in xs])
+        return array_module(xs[0]).concatenate(xs, axis=axis)
+
+    def backward(self, gy):
+        axis, sizes = self.meta
+        out, start = [None], 0
+        for n in sizes:
+            idx = [slice(None)] * gy.dim()
+            idx[axis] = slice(start, start + n)
+            out.append(gy[tuple(idx)])
+            start += n
+        return tuple(out)
+
+
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """The ``n``-th forward difference along ``dim`` (``out[i] = x[i + 1] - x[i]``), after
+    joining ``prepend`` and ``append`` to ``input`` along ``dim``. Bool tensors give
+    ``x[i + 1] != x[i]``."""
+    if input._data.ndim == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    axis = wrap_dim(dim, input._data.ndim)
+    parts = [p for p in (prepend, input, append) if p is not None]
+    if len(parts) > 1:
+        parts = [p if isinstance(p, Tensor) else _make(
+            array_module(input._data).asarray(p, dtype=input._data.dtype)) for p in parts]
+        parts = [p.expand(*[s if d != axis else 1 for d, s in enumerate(input.shape)])
+                 if p.dim() == 0 else p for p in parts]
+        input = _Concat.apply(axis, *parts)
+    for _ in range(n):
+        size = input.shape[axis]
+        hi = [slice(None)] * input.dim()
+        lo = [slice(None)] * input.dim()
+        hi[axis], lo[axis] = slice(1, None), slice(0, max(size - 1, 0))
+        a, b = input[tuple(hi)], input[tuple(lo)]
+        input = a != b if input._data.dtype == np.bool_ else a - b
+    return input
+
+
+def _bind():
+    for fn in (cumsum, cumprod, cummax, cummin, logcumsumexp, diff):
+        setattr(Tensor, fn.__name__, fn)
+    Tensor.cumsum_ = inplace_method(cumsum, False)
+    Tensor.cumprod_ = inplace_method(cumprod, True)
+
+
+_bind()
