@@ -1,0 +1,146 @@
+"""Training and inference steps of small models, ember beside torch in one process.
+
+    python benchmarks/training_steps.py [--only mlp,lstm,rnncell,transformer,mlp_infer]
+
+Prints milliseconds per step and the ratio ember/torch for:
+- mlp: MLP 784-256-128-10 training step, batch 128, SGD momentum 0.9
+- lstm: LSTM(64->128, batch_first, seq 32, batch 32) + Linear, Adam
+- rnncell: a Python loop over RNNCell(64, 128) for 32 steps, SGD
+- transformer: TransformerEncoderLayer(128, 4 heads, ff 256, batch_first, dropout 0),
+  batch 16, seq 64, MSE, Adam
+- mlp_infer: the MLP under no_grad, batch 1024
+(The CNN step is in benchmarks/cnn_step.py.)
+"""
+import argparse
+import time
+
+import numpy as np
+
+
+def _mlp(m):
+    nn = m.nn
+    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                         nn.Linear(128, 10))
+
+
+def mlp(m):
+    model = _mlp(m)
+    opt = m.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    rng = np.random.default_rng(0)
+    x = m.tensor(rng.standard_normal((128, 784), dtype=np.float32))
+    y = m.tensor(rng.integers(0, 10, 128))
+    loss_fn = m.nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    return step
+
+
+def mlp_infer(m):
+    model = _mlp(m)
+    x = m.tensor(np.random.default_rng(0).standard_normal((1024, 784), dtype=np.float32))
+
+    def step():
+        with m.no_grad():
+            model(x)
+    return step
+
+
+def lstm(m):
+    nn = m.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(64, 128, batch_first=True)
+            self.head = nn.Linear(128, 10)
+
+        def forward(self, x):
+            out, _ = self.lstm(x)
+            return self.head(out[:, -1])
+    model = Net()
+    opt = m.optim.Adam(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+    x = m.tensor(rng.standard_normal((32, 32, 64), dtype=np.float32))
+    y = m.tensor(rng.integers(0, 10, 32))
+
+    def step():
+        opt.zero_grad()
+        m.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return step
+
+
+def rnncell(m):
+    cell = m.nn.RNNCell(64, 128)
+    opt = m.optim.SGD(cell.parameters(), lr=0.01)
+    rng = np.random.default_rng(0)
+    xs = m.tensor(rng.standard_normal((32, 32, 64), dtype=np.float32))
+
+    def step():
+        opt.zero_grad()
+        h = m.zeros(32, 128)
+        for t in range(32):
+            h = cell(xs[t], h)
+        h.pow(2).mean().backward()
+        opt.step()
+    return step
+
+
+def transformer(m):
+    layer = m.nn.TransformerEncoderLayer(128, 4, dim_feedforward=256, dropout=0.0,
+                                         batch_first=True)
+    opt = m.optim.Adam(layer.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+    x = m.tensor(rng.standard_normal((16, 64, 128), dtype=np.float32))
+    target = m.tensor(rng.standard_normal((16, 64, 128), dtype=np.float32))
+
+    def step():
+        opt.zero_grad()
+        m.nn.functional.mse_loss(layer(x), target).backward()
+        opt.step()
+    return step
+
+
+WORKLOADS = {"mlp": mlp, "mlp_infer": mlp_infer, "lstm": lstm, "rnncell": rnncell,
+             "transformer": transformer}
+
+
+def time_step(step, min_time=2.0, warmup=3):
+    for _ in range(warmup):
+        step()
+    times = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < min_time or len(times) < 5:
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default=",".join(WORKLOADS))
+    ap.add_argument("--min-time", type=float, default=2.0)
+    args = ap.parse_args()
+    import torch
+
+    import ember
+    print(f"{'workload':<14}{'ember ms':>10}{'torch ms':>10}{'ratio':>8}")
+    for name in args.only.split(","):
+        make = WORKLOADS[name]
+        torch.manual_seed(0)
+        ember.manual_seed(0)
+        try:
+            e = time_step(make(ember), args.min_time)
+        except Exception as err:  # report and go on: one missing layer must not hide the rest
+            print(f"{name:<14}  ember failed: {type(err).__name__}: {err}")
+            continue
+        t = time_step(make(torch), args.min_time)
+        print(f"{name:<14}{e:>10.2f}{t:>10.2f}{e / t:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()

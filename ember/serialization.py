@@ -1,0 +1,463 @@
+"""``ember.save`` / ``ember.load`` in PyTorch's own zip checkpoint format, both ways.
+
+A checkpoint is a zip archive (stored, not compressed) holding ``data.pkl`` — a
+pickle whose tensors refer to storages by key — and one record ``data/<key>`` of raw
+little-endian bytes per storage, each aligned to 64 bytes, exactly as ``torch.save``
+writes it. So a file either library wrote loads in the other, bit for bit.
+
+Loading is safe by default: ``weights_only=True`` uses an unpickler that admits only
+tensor rebuild functions, storages, dtypes and plain containers; any other global
+raises ``pickle.UnpicklingError`` naming it, and nothing runs.
+"""
+import collections
+import io
+import os
+import pickle
+import struct
+import uuid
+import zipfile
+
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.backend import dtypes as _dt
+
+__all__ = ["save", "load", "CheckpointError"]
+
+FORMAT_VERSION = 3  # the `version` record torch 2.x writes and reads
+_ALIGN = 64
+
+_STORAGE_OF = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
+               "int64": "LongStorage", "int32": "IntStorage", "int16": "ShortStorage",
+               "int8": "CharStorage", "uint8": "ByteStorage", "bool": "BoolStorage"}
+_DTYPE_OF_STORAGE = {v: _dt._BY_NAME[k] for k, v in _STORAGE_OF.items()}
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file is damaged; the message says which part."""
+
+
+# ----- writing ---------------------------------------------------------------------------
+class _Global:
+    """A reference to a global by name, pickled as PyTorch's (no import of torch needed)."""
+
+    def __init__(self, module, name):
+        self.module, self.name = module, name
+
+    def __call__(self, *args):  # pickle insists that a reduce function is callable
+        raise TypeError(f"{self.module}.{self.name} is a placeholder for pickling")
+
+
+class _StorageRef:
+    __slots__ = ("key", "dtype", "numel")
+
+    def __init__(self, key, dtype, numel):
+        self.key, self.dtype, self.numel = key, dtype, numel
+
+
+class _TorchPickler(pickle._Pickler):
+    """Pickles ember objects as the torch objects they stand for."""
+
+    def __init__(self, file, storages):
+        super().__init__(file, protocol=2)
+        self._storages = storages  # id(root array) -> (key, root array)
+
+    def persistent_id(self, obj):
+        if type(obj) is _StorageRef:
+            return ("storage", _Global("torch", _STORAGE_OF[obj.dtype.name]), obj.key, "cpu",
+                    obj.numel)
+        return None
+
+    def save_global(self, obj, name=None):
+        if isinstance(obj, _Global):
+            self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode())
+            self.memoize(obj)
+            return
+        super().save_global(obj, name)
+
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def save(self, obj, save_persistent_id=True):
+        if isinstance(obj, _Global):
+            return self.save_global(obj)
+        if isinstance(obj, Tensor):
+            return self._save_reduce_tensor(obj)
+        if isinstance(obj, _dt.dtype):
+            return self.save_global(_Global("torch", obj.name))
+        from ember.backend import device
+        if isinstance(obj, device):
+            return self.save_reduce(_Global("torch", "device"), (str(obj),), obj=obj)
+        return super().save(obj, save_persistent_id)
+
+    def _save_reduce_tensor(self, t):
+        if t.grad_fn is not None and t.requires_grad:
+            raise RuntimeError("ember.save: can't save a tensor that is part of a graph; "
+                               "save tensor.detach() instead")
+        storage, offset, stride = self._storage_of(t._host())
+        args = (storage, offset, tuple(t.shape), stride, t.requires_grad,
+                collections.OrderedDict())
+        rebuild = (_Global("torch._utils", "_rebuild_tensor_v2"), args)
+        from ember.nn.parameter import Parameter
+        if isinstance(t, Parameter):
+            self.save_reduce(_Global("torch._utils", "_rebuild_parameter"),
+                             (_TensorArgs(rebuild), t.requires_grad, collections.OrderedDict()),
+                             obj=t)
+        else:
+            self.save_reduce(rebuild[0], rebuild[1], obj=t)
+
+    def _storage_of(self, arr):
+        """(storage ref, offset, stride) for an array, sharing storage with its base."""
+        dt = _dt.FROM_NP[arr.dtype]
+        isz = arr.itemsize
+        root = arr
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        shareable = (root is not arr or True) and root.dtype == arr.dtype and \
+            root.flags.c_contiguous and all(s >= 0 for s in arr.strides) and \
+            all(s % isz == 0 for s in arr.strides)
+        if shareable:
+            off = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+            if off < 0 or off % isz:
+                shareable = False
+        if not shareable:
+            root = np.ascontiguousarray(arr)
+            off = 0
+            stride = tuple(s // isz for s in root.strides) if root.ndim else ()
+        else:
+            stride = tuple(s // isz for s in arr.strides)
+        entry = self._storages.get(id(root))
+        if entry is None:
+            entry = self._storages[id(root)] = (str(len(self._storages)), root)
+        key = entry[0]
+        return _StorageRef(key, dt, root.size), off // isz, stride
+
+
+class _TensorArgs:
+    """A nested tensor rebuild inside a Parameter's reduce."""
+
+    def __init__(self, rebuild):
+        self.rebuild = rebuild
+
+
+def _save_tensor_args(pickler, obj):
+    func, args = obj.rebuild
+    pickler.save_reduce(func, args, obj=obj)
+
+
+_TorchPickler.dispatch[_TensorArgs] = _save_tensor_args
+
+
+def _aligned_write(zf, name, data):
+    """Write a stored record whose data starts at a multiple of 64 bytes, as torch does."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_STORED
+    header_start = zf.fp.tell() if zf.fp.seekable() else zf.start_dir
+    base = header_start + 30 + len(name.encode("utf-8"))
+    pad = (-(base + 4)) % _ALIGN
+    info.extra = struct.pack("<HH", 0x4246, pad) + b"Z" * pad
+    zf.writestr(info, data)
+
+
+def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False):
+    """Save ``obj`` (tensors, state_dicts, nested containers) in PyTorch's zip format.
+
+    ``f`` is a path or a writable binary file. The file loads in ``torch.load`` with
+    ``weights_only=True``.
+    """
+    if not _use_new_zipfile_serialization:
+        raise NotImplementedError("ember writes only PyTorch's zip checkpoint format")
+    storages = {}
+    buf = io.BytesIO()
+    _TorchPickler(buf, storages).dump(obj)
+    if isinstance(f, (str, os.PathLike)):
+        archive = os.path.splitext(os.path.basename(os.fspath(f)))[0] or "archive"
+        with open(f, "wb") as fh:
+            _write_zip(fh, archive, buf.getvalue(), storages)
+    else:
+        _write_zip(f, "archive", buf.getvalue(), storages)
+
+
+def _write_zip(fh, archive, pickled, storages):
+    with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
+        _aligned_write(zf, f"{archive}/data.pkl", pickled)
+        _aligned_write(zf, f"{archive}/.format_version", b"1")
+        _aligned_write(zf, f"{archive}/.storage_alignment", str(_ALIGN).encode())
+        _aligned_write(zf, f"{archive}/byteorder", b"little")
+        for key, root in storages.values():
+            data = root.astype(root.dtype.newbyteorder("<"), copy=False).tobytes()
+            _aligned_write(zf, f"{archive}/data/{key}", data)
+        _aligned_write(zf, f"{archive}/version", f"{FORMAT_VERSION}\n".encode())
+        _aligned_write(zf, f"{archive}/.data/serialization_id",
+                       str(uuid.uuid4().int).encode())
+
+
+# ----- reading ---------------------------------------------------------------------------
+_SAFE_BUILTINS = {"set", "frozenset", "complex", "slice", "range", "bytearray", "int",
+                  "float", "bool", "tuple", "list", "dict", "str", "bytes"}
+
+
+class _StorageType:
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False,
+                       backward_hooks=None, metadata=None):
+    arr, _ = storage
+    size = tuple(size)
+    stride = tuple(stride)
+    isz = arr.itemsize
+    extent = storage_offset + sum((s - 1) * st for s, st in zip(size, stride)) + 1 \
+        if all(s > 0 for s in size) else storage_offset
+    if storage_offset < 0 or extent > arr.size or any(st < 0 for st in stride):
+        raise CheckpointError(f"checkpoint damaged: a tensor of size {list(size)} at offset "
+                              f"{storage_offset} does not fit its storage of {arr.size} "
+                              "elements")
+    view = np.lib.stride_tricks.as_strided(arr[storage_offset:] if arr.size else arr, size,
+                                           tuple(st * isz for st in stride))
+    t = _make(view, False)
+    if requires_grad and t.is_floating_point():
+        t.requires_grad_(True)
+    return t
+
+
+def _rebuild_tensor(storage, storage_offset, size, stride):
+    return _rebuild_tensor_v2(storage, storage_offset, size, stride)
+
+
+def _rebuild_parameter(data, requires_grad, backward_hooks, *state):
+    from ember.nn.parameter import Parameter
+    return Parameter(data, requires_grad)
+
+
+def _torch_device(spec):
+    from ember.backend import device
+    d = device(spec)
+    return d
+
+
+_TORCH_GLOBALS = {
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
+    ("collections", "OrderedDict"): collections.OrderedDict,
+    ("torch", "device"): _torch_device,
+    ("torch", "Size"): tuple,
+}
+for _name, _d in _dt._BY_NAME.items():
+    _TORCH_GLOBALS[("torch", _name)] = _d
+for _name, _d in _DTYPE_OF_STORAGE.items():
+    _TORCH_GLOBALS[("torch", _name)] = _StorageType(_d)
+
+
+def _codecs_encode(s, encoding="latin1"):
+    import codecs
+    return codecs.encode(s, encoding)
+
+
+_TORCH_GLOBALS[("_codecs", "encode")] = _codecs_encode
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file, archive, weights_only, map_location, mmap_file):
+        super().__init__(file, encoding="utf-8")
+        self._archive = archive
+        self._weights_only = weights_only
+        self._map_location = map_location
+        self._mmap = mmap_file
+        self._storages = {}
+
+    def find_class(self, module, name):
+        key = (module, name)
+        if key in _TORCH_GLOBALS:
+            return _TORCH_GLOBALS[key]
+        if module.startswith("ember.") and (module, name) in _EMBER_SAFE:
+            return _EMBER_SAFE[(module, name)]()
+        if module == "builtins" and name in _SAFE_BUILTINS:
+            return super().find_class(module, name)
+        if self._weights_only:
+            raise pickle.UnpicklingError(
+                f"Weights only load failed: unsupported global {module}.{name} in the "
+                "checkpoint's pickle. Nothing was executed. Load with weights_only=False only "
+                "if you trust the file's source.")
+        if module == "torch" or module.startswith("torch."):
+            raise pickle.UnpicklingError(f"the checkpoint pickles {module}.{name}, a torch "
+                                         "object ember cannot rebuild; save a state_dict "
+                                         "instead of the whole object")
+        return super().find_class(module, name)
+
+    def persistent_load(self, pid):
+        if not isinstance(pid, tuple) or len(pid) != 5 or pid[0] != "storage":
+            raise pickle.UnpicklingError(f"unsupported persistent id {pid!r} in checkpoint")
+        _, stype, key, location, numel = pid
+        if not isinstance(stype, _StorageType):
+            raise pickle.UnpicklingError(f"unsupported storage type {stype!r} in checkpoint")
+        if key in self._storages:
+            return self._storages[key]
+        arr = self._archive.read_storage(key, stype.dtype, numel, self._mmap)
+        arr = _map_location(arr, location, self._map_location)
+        self._storages[key] = (arr, location)
+        return self._storages[key]
+
+
+def _ember_safe():
+    from ember._tensor import Size
+    from ember.backend import device
+    from ember.backend.dtypes import _dtype_by_name
+    return {("ember.backend.dtypes", "_dtype_by_name"): lambda: _dtype_by_name,
+            ("ember._tensor", "Size"): lambda: Size,
+            ("ember.backend", "device"): lambda: device}
+
+
+class _LazySafe(dict):
+    def __missing__(self, key):
+        self.update(_ember_safe())
+        if key in self:
+            return self[key]
+        raise KeyError(key)
+
+    def __contains__(self, key):
+        if not dict.__len__(self):
+            self.update(_ember_safe())
+        return dict.__contains__(self, key)
+
+
+_EMBER_SAFE = _LazySafe()
+
+
+def _map_location(arr, location, map_location):
+    if map_location is None:
+        return arr
+    target = map_location
+    if callable(map_location) and not isinstance(map_location, str):
+        return arr  # storages are already on the cpu; the callable sees tensors below
+    if isinstance(map_location, dict):
+        target = map_location.get(location, location)
+    from ember.backend import as_device, to_device
+    dev = as_device(str(target) if not isinstance(target, str) else target)
+    if dev.type == "cpu":
+        return arr
+    return to_device(arr, dev)
+
+
+class _Archive:
+    """Read access to a checkpoint's records, with errors that name the damaged part."""
+
+    def __init__(self, f):
+        self.path = os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
+        try:
+            self.zip = zipfile.ZipFile(f)
+            names = self.zip.namelist()
+        except zipfile.BadZipFile as e:
+            raise CheckpointError(f"checkpoint damaged: its zip directory cannot be read ({e}); "
+                                  "the file is truncated or not a checkpoint") from None
+        pkl = [n for n in names if n.endswith("/data.pkl") or n == "data.pkl"]
+        if not pkl:
+            raise CheckpointError("checkpoint damaged: no data.pkl record in the archive")
+        self.prefix = pkl[0][:-len("data.pkl")]
+        self.names = set(names)
+        if self.prefix + "version" in self.names:
+            raw = self.read("version").decode("ascii", "replace").strip()
+            try:
+                version = int(raw)
+            except ValueError:
+                raise CheckpointError(f"checkpoint damaged: bad version record {raw!r}") \
+                    from None
+            if version > FORMAT_VERSION:
+                raise CheckpointError(f"checkpoint format version {version} is newer than "
+                                      f"this ember reads (versions 1 to {FORMAT_VERSION})")
+        if self.prefix + "byteorder" in self.names:
+            order = self.read("byteorder").decode("ascii", "replace")
+            if order not in ("little", "big"):
+                raise CheckpointError(f"checkpoint damaged: bad byteorder record {order!r}")
+            self.byteorder = "<" if order == "little" else ">"
+        else:
+            self.byteorder = "<"
+
+    def read(self, name):
+        full = self.prefix + name
+        try:
+            return self.zip.read(full)
+        except KeyError:
+            raise CheckpointError(f"checkpoint damaged: record {full!r} is missing") from None
+        except (zipfile.BadZipFile, EOFError, OSError, struct.error) as e:
+            raise CheckpointError(f"checkpoint damaged: record {full!r} cannot be read "
+                                  f"({e})") from None
+
+    def read_storage(self, key, dtype, numel, mmap_file):
+        name = f"data/{key}"
+        np_dtype = dtype.np.newbyteorder(self.byteorder)
+        nbytes = numel * np_dtype.itemsize
+        if mmap_file is not None:
+            info = self.zip.getinfo(self.prefix + name)
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size != nbytes:
+                raise CheckpointError(f"checkpoint damaged: storage {name} has "
+                                      f"{info.file_size} bytes, expected {nbytes}")
+            offset = _data_offset(mmap_file, info)
+            return np.memmap(mmap_file, dtype=np_dtype, mode="c", offset=offset,
+                             shape=(numel,)) if numel else np.zeros(0, np_dtype)
+        data = self.read(name)
+        if len(data) != nbytes:
+            raise CheckpointError(f"checkpoint damaged: storage {name} has {len(data)} bytes, "
+                                  f"expected {nbytes} ({numel} x {dtype})")
+        arr = np.frombuffer(data, dtype=np_dtype).copy()
+        return arr.astype(dtype.np) if np_dtype != dtype.np else arr
+
+
+def _data_offset(path, info):
+    with open(path, "rb") as fh:
+        fh.seek(info.header_offset)
+        header = fh.read(30)
+        if header[:4] != b"PK\x03\x04":
+            raise CheckpointError(f"checkpoint damaged: bad local header for {info.filename}")
+        n, m = struct.unpack("<HH", header[26:30])
+        return info.header_offset + 30 + n + m
+
+
+def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=False,
+         **pickle_load_args):
+    """Load an object that ``ember.save`` or ``torch.save`` wrote.
+
+    ``weights_only=True`` (the default) admits only tensors, storages, dtypes and
+    plain containers; ``weights_only=False`` unpickles arbitrary objects and must only
+    be used on files you trust. ``map_location`` may be a device, a string, a dict
+    from saved to target locations, or ``callable(tensor, location)``. ``mmap=True``
+    backs tensors by the file instead of reading them into memory (needs a path).
+    """
+    if mmap and not isinstance(f, (str, os.PathLike)):
+        raise ValueError("mmap=True needs the checkpoint's path, not a file object")
+    if isinstance(f, (str, os.PathLike)) and not os.path.exists(f):
+        raise FileNotFoundError(f"No such checkpoint file: '{os.fspath(f)}'")
+    archive = _Archive(f)
+    data = archive.read("data.pkl")
+    unpickler = _Unpickler(io.BytesIO(data), archive, weights_only, map_location,
+                           os.fspath(f) if mmap else None)
+    try:
+        result = unpickler.load()
+    except pickle.UnpicklingError:
+        raise
+    except CheckpointError:
+        raise
+    except (EOFError, ValueError, IndexError, KeyError, TypeError, struct.error) as e:
+        raise CheckpointError(f"checkpoint damaged: its pickle (data.pkl) cannot be read "
+                              f"({type(e).__name__}: {e})") from None
+    if callable(map_location) and not isinstance(map_location, (str, dict)):
+        result = _apply_callable(result, map_location)
+    return result
+
+
+def _apply_callable(obj, fn):
+    if isinstance(obj, Tensor):
+        out = fn(obj, "cpu")
+        return obj if out is None else out
+    if isinstance(obj, dict):
+        for k in list(obj):
+            obj[k] = _apply_callable(obj[k], fn)
+        return obj
+    if isinstance(obj, list):
+        return [_apply_callable(v, fn) for v in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(_apply_callable(v, fn) for v in obj)
+    return obj

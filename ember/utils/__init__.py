@@ -1,0 +1,1 @@
+"""Utilities: ``ember.utils.data`` (datasets, samplers, DataLoader)."""
