@@ -63,8 +63,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     tensors = _as_tuple(tensors)
     grad_tensors = _as_tuple(grad_tensors if grad_tensors is not None else grad_variables)
     if grad_tensors is not None and len(grad_tensors) != len(tensors):
-        raise RuntimeError(f"grad can be implicitly created only for scalar outputs: got "
-                           f"{len(grad_tensors)} gradients for {len(tensors)} tensors")
+        raise RuntimeError(f"grad_tensors has {len(grad_tensors)} tensors but tensors has "
+                           f"{len(tensors)}")
     if retain_graph is None:
         retain_graph = create_graph
     inputs = _as_tuple(inputs)
@@ -72,12 +72,31 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         raise RuntimeError("'inputs' argument to backward() cannot be empty.")
     _check_roots(tensors)
     grads = _make_grads(tensors, grad_tensors)
-    run_backward(tensors, grads, retain_graph, create_graph, inputs=inputs, accumulate=True)
+    # non-leaf ``inputs`` get their gradient in ``.grad`` too, as in PyTorch
+    handles = [t.grad_fn._add_tensor_pre_hook(t._output_nr, _accumulator(t, create_graph))
+               for t in inputs or () if t.grad_fn is not None]
+    try:
+        run_backward(tensors, grads, retain_graph, create_graph, inputs=inputs,
+                     accumulate=True)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _accumulator(t, create_graph):
+    def hook(g):
+        if not create_graph:
+            g = g.detach()
+        t._grad = (g if create_graph else g.clone()) if t._grad is None else t._grad + g
+    hook._is_retain = True  # runs after the user's hooks, like .grad accumulation
+    return hook
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Return the gradients of ``outputs`` w.r.t. ``inputs`` (without touching ``.grad``)."""
+    if is_grads_batched:
+        raise NotImplementedError("autograd.grad(is_grads_batched=True): ember has no vmap")
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
     grad_outputs = _as_tuple(grad_outputs)

@@ -21,7 +21,6 @@ differentiable.
 """
 import functools
 import inspect
-import traceback
 
 from ember._tensor import Tensor, _make
 from ember.autograd import anomaly
@@ -89,8 +88,10 @@ class BackwardCFunction(FunctionCtx, Node):
     @property
     def saved_tensors(self):
         """The tensors given to ``save_for_backward``, checked against in-place changes."""
-        saved = self._ctx_saved
-        if saved is _FREED:
+        saved = self._saved
+        if saved is None:
+            return ()
+        if type(saved) is not list:  # the engine's "freed" mark
             raise RuntimeError(_FREED_MSG)
         out = []
         for item in saved:
@@ -120,8 +121,8 @@ class BackwardCFunction(FunctionCtx, Node):
             f"saved by {self.name()}; avoid changing it in place, or clone it first.")
 
     def _release(self):
-        if self._ctx_saved:
-            self._ctx_saved = _FREED
+        if self._saved is not None:
+            self._saved = _FREED
 
     def backward(self, *grads):
         """Called by the engine: runs the user's ``backward`` and checks what it returns."""
@@ -277,7 +278,6 @@ class Function(metaclass=_FunctionMeta):
 def _new_ctx(cls, args):
     ctx = object.__new__(cls._backward_cls)
     ctx._saved = ctx._in_shapes = None
-    ctx._ctx_saved = ()
     ctx._hooks = ctx._pre_hooks = ctx._tensor_pre_hooks = None
     ctx._to_save = ()
     ctx._dirty = ()
@@ -324,7 +324,7 @@ def _wrap_outputs(ctx, args, output, recording):
                      else ((), "float64") for o in outputs]
     ctx._out_xp = [_xp(o._data) if isinstance(o, Tensor) else None for o in outputs]
     if anomaly.enabled[0] and recording:
-        ctx._trace = traceback.format_stack()[:-3]
+        ctx._trace = anomaly.forward_trace()
     result = []
     for nr, o in enumerate(outputs):
         if not isinstance(o, Tensor):
@@ -361,7 +361,7 @@ def _wrap_outputs(ctx, args, output, recording):
             o._requires_grad = False
         result.append(o)
     if recording:
-        ctx._ctx_saved = _saved_list(ctx, result)
+        ctx._saved = _saved_list(ctx, result)
     ctx._to_save = ()
     return tuple(result) if is_tuple else result[0]
 

@@ -35,21 +35,24 @@ class _Mode:
             @functools.wraps(fn)
             def gen_wrapper(*args, **kwargs):
                 gen = fn(*args, **kwargs)
-                with self._clone():
-                    response = gen.send(None)
-                while True:
-                    try:
-                        request = yield response
-                    except GeneratorExit:
-                        with self._clone():
-                            gen.close()
-                        raise
-                    except BaseException as e:
-                        with self._clone():
-                            response = gen.throw(e)
-                    else:
-                        with self._clone():
-                            response = gen.send(request)
+                try:
+                    with self._clone():
+                        response = gen.send(None)
+                    while True:
+                        try:
+                            request = yield response
+                        except GeneratorExit:
+                            with self._clone():
+                                gen.close()
+                            raise
+                        except BaseException as e:
+                            with self._clone():
+                                response = gen.throw(e)
+                        else:
+                            with self._clone():
+                                response = gen.send(request)
+                except StopIteration as e:
+                    return e.value
             return gen_wrapper
 
         @functools.wraps(fn)

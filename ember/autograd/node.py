@@ -1,7 +1,6 @@
 """Graph nodes. A :class:`Primitive` is both an op (its forward on arrays) and the
 node it leaves in the graph (its backward, written in ember Tensor ops)."""
 import sys
-import traceback
 import weakref
 
 from ember import _tensor
@@ -170,7 +169,10 @@ class _Handle:
 class AccumulateGrad(Node):
     """The node that stands for a leaf in ``next_functions`` (``.variable`` is the leaf)."""
 
-    _node_name = "AccumulateGrad"
+    _node_name = "torch::autograd::AccumulateGrad"  # PyTorch's name(), C++ namespace included
+
+    def __repr__(self):
+        return f"<AccumulateGrad object at {hex(id(self))}>"
 
     def __init__(self, variable):
         self._edges = ()
@@ -310,7 +312,7 @@ class Primitive(Node):
             si = type(self).save_inputs
             self._saved = [(a, a._vc[0]) if isinstance(a, Tensor) else (a, None)] if si else None
             if anomaly.enabled[0]:
-                self._trace = traceback.format_stack()[:-4]
+                self._trace = anomaly.forward_trace()
             return
         edges = []
         for a in args:
@@ -330,7 +332,7 @@ class Primitive(Node):
         else:
             self._saved = None
         if anomaly.enabled[0]:
-            self._trace = traceback.format_stack()[:-4]
+            self._trace = anomaly.forward_trace()
 
     def _record(self, args, out):
         """Make the output Tensor and link this node into the graph (grad mode only)."""
@@ -357,7 +359,7 @@ class Primitive(Node):
             else:
                 self._saved = None
             if anomaly.enabled[0]:
-                self._trace = traceback.format_stack()[:-3]
+                self._trace = anomaly.forward_trace()
         else:
             self._edges_of(args)
         if type(out) is not _ndarray:
