@@ -25,5 +25,10 @@ from ember.autograd.grad_mode import (
     set_grad_enabled,
 )
 from ember import autograd
+from ember.autograd.anomaly import (
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+    set_anomaly_enabled,
+)
 
 __version__ = "0.1.0"
