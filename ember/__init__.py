@@ -25,10 +25,13 @@ from ember.autograd.grad_mode import (
     set_grad_enabled,
 )
 from ember import autograd
+import ember.linalg as linalg  # torch.linalg (replaces the ember.ops.linalg name)
 from ember.autograd.anomaly import (
     is_anomaly_check_nan_enabled,
     is_anomaly_enabled,
     set_anomaly_enabled,
 )
+from ember import optim
+from ember.serialization import load, save
 
 __version__ = "0.1.0"
