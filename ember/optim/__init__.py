@@ -1,0 +1,37 @@
+"""ember.optim: optimizers and learning-rate schedulers (PyTorch's ``torch.optim``).
+
+Every optimizer keeps PyTorch's ``param_groups``, ``state`` and ``state_dict`` layout
+and updates the parameters in place, under ``no_grad``.
+"""
+from ember.optim import lr_scheduler
+from ember.optim.adadelta import Adadelta
+from ember.optim.adagrad import Adagrad
+from ember.optim.adam import Adam
+from ember.optim.adamax import Adamax
+from ember.optim.adamw import AdamW
+from ember.optim.asgd import ASGD
+from ember.optim.lbfgs import LBFGS
+from ember.optim.nadam import NAdam
+from ember.optim.optimizer import Optimizer
+from ember.optim.radam import RAdam
+from ember.optim.rmsprop import RMSprop
+from ember.optim.rprop import Rprop
+from ember.optim.sgd import SGD
+
+__all__ = ["Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "ASGD", "LBFGS", "lr_scheduler",
+           "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam",
+           "Adafactor", "Muon"]
+
+
+def _missing(name, why):
+    class Missing:
+        def __init__(self, *args, **kwargs):
+            raise NotImplementedError(f"ember.optim.{name} is not implemented: {why}")
+    Missing.__name__ = Missing.__qualname__ = name
+    Missing.__doc__ = f"Not implemented in ember ({why}); constructing it raises."
+    return Missing
+
+
+SparseAdam = _missing("SparseAdam", "ember has no sparse gradients")
+Adafactor = _missing("Adafactor", "not ported yet")
+Muon = _missing("Muon", "not ported yet")

@@ -1,0 +1,102 @@
+"""Averaged stochastic gradient descent."""
+import numpy as np
+
+from ember.optim.optimizer import (
+    Optimizer,
+    _check_flags,
+    _check_lr,
+    _grad_of,
+    _scalar_tensor,
+    _to_scalar,
+    _value,
+    _zeros_like,
+)
+
+__all__ = ["ASGD"]
+
+
+class ASGD(Optimizer):
+    r"""Averaged SGD, as ``torch.optim.ASGD``.
+
+    For each parameter, at step :math:`t`, with gradient :math:`g` (negated when
+    ``maximize``)::
+
+        g = g + weight_decay * p
+        p = p * (1 - lambd * eta) - eta * g
+        ax = p  if mu == 1  else  ax + mu * (p - ax)
+        eta = lr / (1 + lambd * lr * t)**alpha
+        mu = 1 / max(1, t - t0)
+
+    ``eta`` and ``mu`` are 0-d tensors of the scalar dtype (float32 unless float64 is
+    the default), as in PyTorch; ``ax`` holds the running average of the parameter.
+
+    Args:
+        params (iterable): parameters or dicts defining parameter groups.
+        lr (float or Tensor): learning rate (default: 1e-2).
+        lambd (float): decay term (default: 1e-4).
+        alpha (float): power for the eta update (default: 0.75).
+        t0 (float): point at which to start averaging (default: 1e6).
+        weight_decay (float): L2 penalty (default: 0).
+        maximize (bool): maximize the objective (default: False).
+        foreach, capturable: accepted for compatibility; ember has one implementation.
+        differentiable (bool): must be False (NotImplementedError otherwise).
+    """
+
+    _scalar_state = ("step", "eta", "mu")
+
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,
+                 foreach=None, maximize=False, differentiable=False, capturable=False):
+        _check_lr(lr)
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_flags(differentiable)
+        defaults = {"lr": lr, "lambd": lambd, "alpha": alpha, "t0": t0,
+                    "weight_decay": weight_decay, "foreach": foreach, "maximize": maximize,
+                    "differentiable": differentiable, "capturable": capturable}
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("foreach", None)
+            group.setdefault("maximize", False)
+            group.setdefault("differentiable", False)
+            group.setdefault("capturable", False)
+
+    def step(self, closure=None):
+        """Perform a single optimization step; ``closure`` re-evaluates the loss."""
+        return self._run_step(closure)
+
+    def _step_group(self, group):
+        lr = _value(group["lr"])
+        lambd, alpha, t0 = group["lambd"], group["alpha"], group["t0"]
+        wd, maximize = group["weight_decay"], group["maximize"]
+        for p in group["params"]:
+            if p._grad is None:
+                continue
+            state = self.state[p]
+            if len(state) == 0:
+                state["step"] = _scalar_tensor(0.0)
+                state["eta"] = _scalar_tensor(_value(_to_scalar(group["lr"])))
+                state["mu"] = _scalar_tensor(1.0)
+                state["ax"] = _zeros_like(p)
+            step_t, eta, mu, ax = state["step"], state["eta"], state["mu"], state["ax"]
+            step_t._data += 1
+            pd, g = p._data, _grad_of(p, maximize)
+            if wd != 0:
+                g = g + wd * pd
+            eta_value = eta._data.item()
+            pd *= 1 - lambd * eta_value
+            pd -= np.multiply(g, eta_value)
+            mu_value = mu._data.item()
+            if mu_value != 1:
+                d = np.subtract(pd, ax._data)
+                d *= mu_value
+                ax._data += d
+            else:
+                ax._data[...] = pd
+            step = step_t._data.item()
+            eta._data[...] = lr / ((1 + lambd * lr * step) ** alpha)
+            mu._data[...] = 1 / max(1, step - t0)
+            for t in (step_t, eta, mu, ax, p):
+                t._vc[0] += 1

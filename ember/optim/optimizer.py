@@ -1,0 +1,479 @@
+"""The Optimizer base class: PyTorch's ``param_groups``/``state``/``state_dict`` outside.
+
+Each optimizer (one small file each) adds a constructor that fills ``defaults`` and a
+``_step_group(group)`` that updates the parameters of one group in place. The update
+works on the parameters' NumPy (or CuPy) arrays directly, with in-place ufuncs, and
+bumps each written tensor's version counter; it runs under ``no_grad``.
+
+State tensors follow PyTorch's layout so that ``state_dict()`` looks the same: for
+example Adam keeps ``step`` as a 0-d float32 tensor (float64 when that is the default
+dtype) and ``exp_avg``/``exp_avg_sq`` shaped like the parameter.
+
+The ``foreach``, ``fused`` and ``capturable`` flags select PyTorch kernels that compute
+the same update; ember accepts them, stores them in the param groups (so state dicts
+match) and runs its single implementation. ``differentiable=True`` (autograd through
+the step) is not supported and raises NotImplementedError.
+"""
+import functools
+import warnings
+from collections import OrderedDict, defaultdict
+from copy import deepcopy
+from itertools import chain
+
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import state as _grad_state
+from ember.backend import dtypes as _dt
+
+__all__ = ["Optimizer", "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook",
+           "required"]
+
+
+class _RequiredParameter:
+    """Singleton for a hyperparameter that every param group must give."""
+
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+_global_optimizer_pre_hooks = OrderedDict()
+_global_optimizer_post_hooks = OrderedDict()
+
+
+class RemovableHandle:
+    """A handle that removes a registered hook from its dict (``handle.remove()``)."""
+
+    _next_id = 0
+
+    def __init__(self, hooks_dict):
+        self._hooks = hooks_dict
+        self.id = RemovableHandle._next_id
+        RemovableHandle._next_id += 1
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_optimizer_step_pre_hook(hook):
+    """Register ``hook(optimizer, args, kwargs)`` to run before every optimizer's ``step``.
+
+    The hook may return ``(new_args, new_kwargs)``. Returns a handle with ``remove()``.
+    """
+    handle = RemovableHandle(_global_optimizer_pre_hooks)
+    _global_optimizer_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_optimizer_step_post_hook(hook):
+    """Register ``hook(optimizer, args, kwargs)`` to run after every optimizer's ``step``."""
+    handle = RemovableHandle(_global_optimizer_post_hooks)
+    _global_optimizer_post_hooks[handle.id] = hook
+    return handle
+
+
+def _with_step_hooks(step):
+    """Wrap a ``step`` method so registered step pre/post hooks run around it."""
+    @functools.wraps(step)
+    def wrapper(self, *args, **kwargs):
+        if _global_optimizer_pre_hooks or self._optimizer_step_pre_hooks:
+            for pre_hook in chain(_global_optimizer_pre_hooks.values(),
+                                  self._optimizer_step_pre_hooks.values()):
+                result = pre_hook(self, args, kwargs)
+                if result is not None:
+                    if isinstance(result, tuple) and len(result) == 2:
+                        args, kwargs = result
+                    else:
+                        raise RuntimeError(f"{step} must return None or a tuple of "
+                                           f"(new_args, new_kwargs), but got {result}.")
+        out = step(self, *args, **kwargs)
+        if self._optimizer_step_post_hooks or _global_optimizer_post_hooks:
+            for post_hook in chain(self._optimizer_step_post_hooks.values(),
+                                   _global_optimizer_post_hooks.values()):
+                post_hook(self, args, kwargs)
+        return out
+    wrapper.hooked = True
+    return wrapper
+
+
+# ----- helpers shared by the optimizers --------------------------------------------------
+def _to_scalar(x):
+    """A 1-element hyperparameter tensor as a 0-d tensor; anything else unchanged."""
+    if isinstance(x, Tensor) and x.dim() != 0:
+        return x.squeeze()
+    return x
+
+
+def _value(x):
+    """A hyperparameter (float or 1-element tensor) as a Python number."""
+    return x.item() if isinstance(x, Tensor) else x
+
+
+def _scalar_dtype():
+    """The dtype PyTorch gives ``step`` counters: float64 if that is the default, else float32."""
+    return np.float64 if _dt.get_default_dtype() is _dt.float64 else np.float32
+
+
+def _scalar_tensor(value):
+    """A 0-d cpu tensor of the scalar dtype (the ``step``/``mu_product`` counters)."""
+    return _make(np.array(value, dtype=_scalar_dtype()))
+
+
+def _zeros_like(p):
+    """A zero state tensor shaped (and strided) like parameter ``p``."""
+    return _make(np.zeros_like(p._data))
+
+
+def _check_lr(lr):
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    if not 0.0 <= _value(lr):
+        raise ValueError(f"Invalid learning rate: {lr}")
+
+
+def _check_flags(differentiable=False, fused=None, foreach=None):
+    if differentiable:
+        raise NotImplementedError(
+            "differentiable=True (autograd through the optimizer step) is not supported by "
+            "ember.optim; the step always runs under no_grad")
+    if fused and foreach:
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
+def _grad_of(p, maximize):
+    """The gradient array of ``p`` (negated, as a new array, for ``maximize``)."""
+    g = p._grad._data
+    return -g if maximize else g
+
+
+def _lerp_(a, b, w):
+    """``a.lerp_(b, w)`` on arrays, with PyTorch's two-sided formula."""
+    d = np.subtract(b, a)
+    if w < 0.5:
+        d *= w
+        a += d
+    else:
+        d *= 1 - w
+        np.subtract(b, d, out=a)
+
+
+class Optimizer:
+    r"""Base class for all optimizers.
+
+    Args:
+        params (iterable): an iterable of :class:`Tensor` s, of ``(name, Tensor)`` pairs
+            (``named_parameters()``), or of :class:`dict` s defining parameter groups
+            (``{'params': [...], 'lr': 0.1}``) whose options override ``defaults``.
+        defaults (dict): default values of the optimization options.
+
+    Example::
+
+        >>> opt = ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        >>> opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+    """
+
+    _scalar_state = ()  # per-parameter state entries kept as 0-d tensors ("step")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is not None and not getattr(step, "hooked", False):
+            cls.step = _with_step_hooks(step)
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self._optimizer_step_pre_hooks = OrderedDict()
+        self._optimizer_step_post_hooks = OrderedDict()
+        self._optimizer_state_dict_pre_hooks = OrderedDict()
+        self._optimizer_state_dict_post_hooks = OrderedDict()
+        self._optimizer_load_state_dict_pre_hooks = OrderedDict()
+        self._optimizer_load_state_dict_post_hooks = OrderedDict()
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            "Tensors or dicts, but got " + params._type_name())
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        param_groups = list(params)
+        if len(param_groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for param_group in param_groups:
+            self.add_param_group(param_group)
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state,
+                "param_groups": self.param_groups}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks",
+                     "_optimizer_state_dict_pre_hooks", "_optimizer_state_dict_post_hooks",
+                     "_optimizer_load_state_dict_pre_hooks",
+                     "_optimizer_load_state_dict_post_hooks"):
+            if name not in self.__dict__:
+                setattr(self, name, OrderedDict())
+        self.defaults.setdefault("differentiable", False)
+        # state saved with Python-number counters becomes 0-d tensors, as in PyTorch
+        for s in self.state.values():
+            if isinstance(s, dict):
+                for key in self._scalar_state:
+                    if key in s and not isinstance(s[key], Tensor):
+                        s[key] = _scalar_tensor(float(s[key]))
+
+    def __repr__(self):
+        s = self.__class__.__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += f"\nParameter Group {i}\n"
+            for key in sorted(group.keys()):
+                if key != "params":
+                    s += f"    {key}: {group[key]}\n"
+        return s + ")"
+
+    # ----- parameter groups -----------------------------------------------------------
+    def add_param_group(self, param_group):
+        """Add a parameter group (a dict with ``'params'`` and optional options).
+
+        Useful when fine-tuning: frozen layers can be made trainable and added to the
+        optimizer as training progresses. Missing options take the ``defaults``.
+        """
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        else:
+            params = list(params)
+        tensors, names = [], []
+        for param in params:
+            if isinstance(param, tuple):
+                names.append(param[0])
+                tensors.append(param[1])
+            else:
+                tensors.append(param)
+        param_group["params"] = tensors
+        if names:
+            if len(names) != len(tensors):
+                raise ValueError("all optimizer params should be with/without names. Some param "
+                                 "names are missing")
+            param_group["param_names"] = names
+        for param in tensors:
+            if not isinstance(param, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
+                                + type(param).__module__ + "." + type(param).__name__)
+            if not self.defaults.get("differentiable", None) and not (
+                    param.is_leaf or param.retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError("parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            param_group.setdefault(name, default)
+        if len(tensors) != len({id(p) for p in tensors}):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
+                          "future, this will cause an error; see "
+                          "github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        seen = set()
+        for group in self.param_groups:
+            seen.update(id(p) for p in group["params"])
+            if ("param_names" in param_group) != ("param_names" in group):
+                which = "with names" if "param_names" in param_group else "without names"
+                raise ValueError("all optimizer param groups should be with/without names. "
+                                 f"cannot add param group {which} to the optimizer")
+        if any(id(p) in seen for p in tensors):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    # ----- gradients and steps --------------------------------------------------------
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of all optimized tensors.
+
+        Args:
+            set_to_none (bool): set ``.grad`` to None instead of filling it with zeros
+                (default: True). Optimizers skip parameters whose grad is None.
+        """
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p._grad
+                if g is None:
+                    continue
+                if set_to_none:
+                    p._grad = None
+                else:
+                    if g.grad_fn is not None:
+                        g.detach_()
+                    else:
+                        g._requires_grad = False
+                    g._data.fill(0)
+                    g._vc[0] += 1
+
+    def step(self, closure=None):
+        """Perform a single optimization step (update the parameters).
+
+        Args:
+            closure (Callable, optional): a closure that re-evaluates the model and
+                returns the loss; required by some optimizers (LBFGS).
+        """
+        raise NotImplementedError
+
+    def _run_step(self, closure):
+        """The shared body of ``step``: closure under grad mode, updates under no_grad."""
+        loss = None
+        if closure is not None:
+            prev = _grad_state.grad_enabled
+            _grad_state.grad_enabled = True
+            try:
+                loss = closure()
+            finally:
+                _grad_state.grad_enabled = prev
+        prev = _grad_state.grad_enabled
+        _grad_state.grad_enabled = False
+        try:
+            for group in self.param_groups:
+                self._step_group(group)
+        finally:
+            _grad_state.grad_enabled = prev
+        return loss
+
+    def _step_group(self, group):
+        raise NotImplementedError
+
+    # ----- hooks ----------------------------------------------------------------------
+    def register_step_pre_hook(self, hook):
+        """Register ``hook(optimizer, args, kwargs)`` to run before ``step``.
+
+        It may return ``(new_args, new_kwargs)``. Returns a handle with ``remove()``.
+        """
+        handle = RemovableHandle(self._optimizer_step_pre_hooks)
+        self._optimizer_step_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_step_post_hook(self, hook):
+        """Register ``hook(optimizer, args, kwargs)`` to run after ``step``."""
+        handle = RemovableHandle(self._optimizer_step_post_hooks)
+        self._optimizer_step_post_hooks[handle.id] = hook
+        return handle
+
+    @staticmethod
+    def _register(hooks, hook, prepend):
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_state_dict_pre_hook(self, hook, prepend=False):
+        """Register ``hook(optimizer)`` to run before ``state_dict()``."""
+        return self._register(self._optimizer_state_dict_pre_hooks, hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend=False):
+        """Register ``hook(optimizer, state_dict) -> state_dict or None`` after ``state_dict()``."""
+        return self._register(self._optimizer_state_dict_post_hooks, hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False):
+        """Register ``hook(optimizer, state_dict) -> state_dict or None`` before loading."""
+        return self._register(self._optimizer_load_state_dict_pre_hooks, hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False):
+        """Register ``hook(optimizer)`` to run after ``load_state_dict()``."""
+        return self._register(self._optimizer_load_state_dict_post_hooks, hook, prepend)
+
+    # ----- state dict -----------------------------------------------------------------
+    def state_dict(self):
+        """The optimizer's state as a dict with ``'state'`` and ``'param_groups'``.
+
+        Parameters are replaced by integer ids (their position over all groups, in
+        order); ``state`` maps those ids to each parameter's state dict and every param
+        group lists the ids of its parameters, as in PyTorch. The state tensors are the
+        optimizer's own (not copies).
+        """
+        for pre_hook in self._optimizer_state_dict_pre_hooks.values():
+            pre_hook(self)
+        mapping = {}
+        start = 0
+
+        def pack_group(group):
+            nonlocal start
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for i, p in enumerate(group["params"], start):
+                mapping.setdefault(id(p), i)
+            packed["params"] = [mapping[id(p)] for p in group["params"]]
+            start += len(packed["params"])
+            return packed
+
+        param_groups = [pack_group(g) for g in self.param_groups]
+        packed_state = {(mapping[id(k)] if isinstance(k, Tensor) else k): v
+                        for k, v in self.state.items()}
+        state_dict = {"state": packed_state, "param_groups": param_groups}
+        for post_hook in self._optimizer_state_dict_post_hooks.values():
+            result = post_hook(self, state_dict)
+            if result is not None:
+                state_dict = result
+        return state_dict
+
+    def load_state_dict(self, state_dict):
+        """Load optimizer state from a dict returned by :meth:`state_dict`.
+
+        Groups are matched in order and must have the same sizes; state tensors are
+        cast to their parameter's dtype (except ``step``). Create LR schedulers before
+        loading, since they overwrite the learning rates when constructed.
+        """
+        state_dict = state_dict.copy()
+        for pre_hook in self._optimizer_load_state_dict_pre_hooks.values():
+            result = pre_hook(self, state_dict)
+            if result is not None:
+                state_dict = result
+        groups = self.param_groups
+        saved_groups = deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                             "the size of optimizer's group")
+        id_map = dict(zip(chain.from_iterable(g["params"] for g in saved_groups),
+                          chain.from_iterable(g["params"] for g in groups)))
+
+        def cast(param, value, key=None):
+            if isinstance(value, Tensor):
+                if key == "step" or not param.is_floating_point():
+                    return value
+                if value.dtype is not param.dtype or value.device != param.device:
+                    return value.to(dtype=param.dtype, device=param.device)
+                return value
+            if isinstance(value, dict):
+                return {k: cast(param, v, k) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return type(value)(cast(param, v) for v in value)
+            return value
+
+        state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                param = id_map[k]
+                state[param] = cast(param, v)
+            else:
+                state[k] = v
+
+        def update_group(group, new_group):
+            new_group["params"] = group["params"]
+            if "param_names" in group and "param_names" not in new_group:
+                new_group["param_names"] = group["param_names"]
+            return new_group
+
+        param_groups = [update_group(g, ng) for g, ng in zip(groups, saved_groups)]
+        self.__setstate__({"state": state, "param_groups": param_groups})
+        for post_hook in self._optimizer_load_state_dict_post_hooks.values():
+            post_hook(self)
