@@ -33,5 +33,6 @@ from ember.autograd.anomaly import (
 )
 from ember import optim
 from ember.serialization import load, save
+from ember import nn
 
 __version__ = "0.1.0"

@@ -1,7 +1,699 @@
 """ember.nn.functional: PyTorch's ``torch.nn.functional`` built from ember ops.
 
-Composites only: no derivative code lives here.
+Composites only: no derivative code lives here. Every function follows PyTorch's
+argument names, defaults, dtypes and errors. Losses live in
+``ember.nn._functional_losses`` and are re-exported here.
 """
+import math
+import warnings
+
+import ember
+from ember._tensor import Tensor
+from ember.autograd.grad_mode import no_grad
+from ember.ops._inplace import check_inplace, commit, source_for
+
+__all__ = [
+    "relu", "relu_", "relu6", "elu", "elu_", "selu", "selu_", "celu", "celu_", "leaky_relu",
+    "leaky_relu_", "prelu", "gelu", "silu", "mish", "softplus", "softsign", "hardtanh",
+    "hardtanh_", "hardsigmoid", "hardswish", "sigmoid", "tanh", "tanhshrink", "softshrink",
+    "hardshrink", "logsigmoid", "softmax", "log_softmax", "softmin", "threshold", "threshold_",
+    "glu", "linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d",
+    "alpha_dropout", "feature_alpha_dropout", "embedding", "embedding_bag", "one_hot",
+    "normalize", "cosine_similarity", "pairwise_distance", "pdist",
+]
+
+
+# ----- helpers ---------------------------------------------------------------------------
+def _inplace(input, fn):
+    """Run ``fn`` out of place and write the result into ``input`` (autograd-correct)."""
+    check_inplace(input)
+    return commit(input, fn(source_for(input, True)))
+
+
+def _maybe_inplace(input, inplace, fn):
+    return _inplace(input, fn) if inplace else fn(input)
+
+
+def _zero_like_scalar(x):
+    """0 in ``x``'s dtype, so ``where`` keeps the dtype."""
+    return ember.zeros((), dtype=x.dtype, device=x.device)
+
+
+def _nonpositive(x):
+    """``min(x, 0)`` with the gradient of ``x`` where ``x <= 0`` and 0 elsewhere.
+
+    Used so that ``exp`` of a large positive input is never evaluated inside a
+    masked-out branch (whose zero gradient times ``inf`` would give NaN).
+    """
+    return ember.where(x > 0, _zero_like_scalar(x), x)
+
+
+# ----- activations -----------------------------------------------------------------------
+def relu(input, inplace=False):
+    """``max(0, x)`` elementwise."""
+    return input.relu_() if inplace else ember.relu(input)
+
+
+def relu_(input):
+    """In-place :func:`relu`."""
+    return input.relu_()
+
+
+def _hardtanh(x, min_val, max_val):
+    # gradient 1 strictly inside (min_val, max_val), as PyTorch's hardtanh_backward
+    lo = ember.full((), min_val, dtype=x.dtype, device=x.device)
+    hi = ember.full((), max_val, dtype=x.dtype, device=x.device)
+    return ember.where(x <= min_val, lo, ember.where(x >= max_val, hi, x))
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """Clamp to ``[min_val, max_val]`` (gradient 1 strictly inside the interval)."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _maybe_inplace(input, inplace, lambda x: _hardtanh(x, min_val, max_val))
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    """In-place :func:`hardtanh`."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def relu6(input, inplace=False):
+    """``min(max(0, x), 6)``."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def _elu(x, alpha, scale=1.0, input_scale=1.0):
+    neg = (_nonpositive(x) * input_scale).expm1() * alpha
+    out = ember.where(x > 0, x, neg)
+    return out * scale if scale != 1.0 else out
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``."""
+    return _maybe_inplace(input, inplace, lambda x: _elu(x, alpha))
+
+
+def elu_(input, alpha=1.0):
+    """In-place :func:`elu`."""
+    return elu(input, alpha, inplace=True)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    """``scale * elu(x, alpha)`` with the self-normalising constants."""
+    return _maybe_inplace(input, inplace, lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE))
+
+
+def selu_(input):
+    """In-place :func:`selu`."""
+    return selu(input, inplace=True)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError")
+    return _maybe_inplace(input, inplace, lambda x: _elu(x, alpha, 1.0, 1.0 / alpha))
+
+
+def celu_(input, alpha=1.0):
+    """In-place :func:`celu`."""
+    return celu(input, alpha, inplace=True)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``x`` if ``x > 0`` else ``negative_slope * x``."""
+    return _maybe_inplace(input, inplace,
+                          lambda x: ember.where(x > 0, x, x * negative_slope))
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    """In-place :func:`leaky_relu`."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def prelu(input, weight):
+    """``x`` if ``x > 0`` else ``weight * x``, with one weight per channel (dim 1) or one
+    shared weight."""
+    if not isinstance(weight, Tensor):
+        raise TypeError(f"prelu(): argument 'weight' must be Tensor, not {type(weight).__name__}")
+    n = weight.numel()
+    if input.ndim == 0:
+        if n != 1:
+            raise RuntimeError("Not allow zero-dim input tensor.")
+    if n != 1:
+        if weight.ndim != 1:
+            raise RuntimeError("prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
+                               f"ndim = {weight.ndim}")
+        channels = input.shape[1] if input.ndim >= 2 else 1
+        if channels != n:
+            raise RuntimeError("Mismatch of parameter numbers and input channel size. Found "
+                               f"parameter numbers = {n} and channel size = {channels}.")
+        w = weight.reshape((1, n) + (1,) * (input.ndim - 2))
+    else:
+        w = weight.reshape(()) if weight.ndim else weight
+    return ember.where(input > 0, input, w * input)
+
+
+def gelu(input, approximate="none"):
+    """``x * Phi(x)`` (``approximate='tanh'``: PyTorch's tanh approximation)."""
+    if approximate == "none":
+        return input * 0.5 * (1.0 + ember.erf(input * (1.0 / math.sqrt(2.0))))
+    if approximate == "tanh":
+        inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
+        return input * 0.5 * (1.0 + ember.tanh(inner))
+    raise RuntimeError("approximate argument must be either none or tanh.")
+
+
+def silu(input, inplace=False):
+    """``x * sigmoid(x)``."""
+    return _maybe_inplace(input, inplace, lambda x: x * ember.sigmoid(x))
+
+
+def _softplus(x, beta=1.0, threshold=20.0):
+    big = x * beta > threshold
+    safe = ember.where(big, _zero_like_scalar(x), x)
+    soft = (safe * beta).exp().log1p()
+    if beta != 1.0:
+        soft = soft / beta
+    return ember.where(big, x, soft)
+
+
+def mish(input, inplace=False):
+    """``x * tanh(softplus(x))``."""
+    return _maybe_inplace(input, inplace, lambda x: x * ember.tanh(_softplus(x)))
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
+    return _softplus(input, beta, threshold)
+
+
+def softsign(input):
+    """``x / (1 + |x|)``."""
+    return input / (input.abs() + 1)
+
+
+def hardsigmoid(input, inplace=False):
+    """``relu6(x + 3) / 6``."""
+    return _maybe_inplace(input, inplace, lambda x: _hardtanh(x + 3.0, 0.0, 6.0) / 6.0)
+
+
+def hardswish(input, inplace=False):
+    """``x * relu6(x + 3) / 6`` (gradient as PyTorch's at the kinks)."""
+    def fn(x):
+        zero = _zero_like_scalar(x)
+        return ember.where(x < -3.0, zero, ember.where(x <= 3.0, x * (x + 3.0) / 6.0, x))
+    return _maybe_inplace(input, inplace, fn)
+
+
+def sigmoid(input):
+    """``1 / (1 + exp(-x))``."""
+    return ember.sigmoid(input)
+
+
+def tanh(input):
+    """Hyperbolic tangent."""
+    return ember.tanh(input)
+
+
+def tanhshrink(input):
+    """``x - tanh(x)``."""
+    return input - ember.tanh(input)
+
+
+def softshrink(input, lambd=0.5):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    if lambd < 0:
+        raise RuntimeError("lambda must be greater or equal to 0, but found to be "
+                           f"{lambd:.6f}.")
+    zero = _zero_like_scalar(input)
+    return ember.where(input > lambd, input - lambd,
+                       ember.where(input < -lambd, input + lambd, zero))
+
+
+def hardshrink(input, lambd=0.5):
+    """``x`` where ``|x| > lambd``, else 0."""
+    zero = _zero_like_scalar(input)
+    return ember.where((input >= -lambd) & (input <= lambd), zero, input)
+
+
+def logsigmoid(input):
+    """``log(sigmoid(x))``, computed without overflow."""
+    zero = _zero_like_scalar(input)
+    neg = input < 0
+    xn = ember.where(neg, input, zero)
+    xp = ember.where(neg, zero, input)
+    return ember.where(neg, xn - xn.exp().log1p(), -(-xp).exp().log1p())
+
+
+def _softmax_dim(name, ndim, stacklevel):
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
+                  "to include dim=X as an argument.", stacklevel=stacklevel)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """``exp(x) / sum(exp(x))`` along ``dim``; ``dtype`` casts the input first."""
+    if dim is None:
+        dim = _softmax_dim("softmax", input.ndim, _stacklevel)
+    return ember.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """``log(softmax(x))`` along ``dim``, computed stably."""
+    if dim is None:
+        dim = _softmax_dim("log_softmax", input.ndim, _stacklevel)
+    return ember.log_softmax(input, dim, dtype=dtype)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """``softmax(-x)`` along ``dim``."""
+    if dim is None:
+        dim = _softmax_dim("softmin", input.ndim, _stacklevel)
+    if dtype is not None:
+        input = input.to(dtype)
+    return ember.softmax(-input, dim)
+
+
+def threshold(input, threshold, value, inplace=False):
+    """``x`` where ``x > threshold``, else ``value``."""
+    def fn(x):
+        v = ember.full((), value, dtype=x.dtype, device=x.device)
+        return ember.where(x > threshold, x, v)
+    return _maybe_inplace(input, inplace, fn)
+
+
+def threshold_(input, threshold, value):
+    """In-place :func:`threshold`."""
+    return globals()["threshold"](input, threshold, value, inplace=True)
+
+
+def _narrow(x, dim, start, length):
+    idx = [slice(None)] * x.ndim
+    idx[dim] = slice(start, start + length)
+    return x[tuple(idx)]
+
+
+def glu(input, dim=-1):
+    """Gated linear unit: ``a * sigmoid(b)`` for the two halves ``a, b`` of ``dim``."""
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = input._wrap_dim(dim)
+    n = input.shape[d]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {n}")
+    h = n // 2
+    return _narrow(input, d, 0, h) * ember.sigmoid(_narrow(input, d, h, h))
+
+
+# ----- linear layers ---------------------------------------------------------------------
+def _linear_shape_msg(input, weight):
+    k, n = input.shape[-1], weight.shape[-1]
+    rows = input.numel() // k if k else 0
+    out = weight.shape[0] if weight.ndim == 2 else 1
+    return (f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k} and {n}x{out}): input of "
+            f"shape {list(input.shape)} has {k} features in its last dimension but weight of "
+            f"shape {list(weight.shape)} expects {n}")
+
+
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias``: ``(*, in_features) -> (*, out_features)``."""
+    if input.ndim == 0 or weight.ndim == 0:
+        raise RuntimeError("both arguments to linear need to be at least 1D, but they are "
+                           f"{input.ndim}D and {weight.ndim}D")
+    if weight.ndim > 2:
+        raise RuntimeError(f"linear(): weight must be 1-D or 2-D, got {weight.ndim}-D")
+    if input.shape[-1] != weight.shape[-1]:
+        raise RuntimeError(_linear_shape_msg(input, weight))
+    out = ember.matmul(input, weight.t() if weight.ndim == 2 else weight)
+    return out if bias is None else out + bias
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """``y_k = x1^T W_k x2 + b_k``: ``(*, in1), (*, in2) -> (*, out)``."""
+    if weight.ndim != 3:
+        raise RuntimeError(f"bilinear(): weight must be 3-D, got {weight.ndim}-D")
+    if input1.shape[:-1] != input2.shape[:-1]:
+        raise RuntimeError("bilinear(): input batch dimensions do not match: got "
+                           f"{list(input1.shape[:-1])} and {list(input2.shape[:-1])}")
+    if input1.shape[-1] != weight.shape[1]:
+        raise RuntimeError(f"bilinear(): input1 size does not match weight size: got "
+                           f"{input1.shape[-1]} but expected {weight.shape[1]}")
+    if input2.shape[-1] != weight.shape[2]:
+        raise RuntimeError(f"bilinear(): input2 size does not match weight size: got "
+                           f"{input2.shape[-1]} but expected {weight.shape[2]}")
+    # (..., 1, 1, in1) @ (out, in1, in2) -> (..., out, 1, in2)
+    t = ember.matmul(input1.unsqueeze(-2).unsqueeze(-2), weight).squeeze(-2)
+    out = (t * input2.unsqueeze(-2)).sum(-1)
+    return out if bias is None else out + bias
+
+
+# ----- dropout ---------------------------------------------------------------------------
+def _check_p(p):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _noise(input, shape, q):
+    """A 0/1 tensor of ``shape`` in input's dtype, 1 with probability ``q`` (ember's RNG,
+    drawn as PyTorch draws its dropout masks: ``empty(shape).bernoulli_(q)``)."""
+    return ember.empty(shape, dtype=input.dtype, device=input.device).bernoulli_(q)
+
+
+def _dropout_impl(input, p, training, inplace, feature=False, alpha=False):
+    _check_p(p)
+    if p == 0 or not training or input.numel() == 0:
+        return input
+    if feature:
+        if input.ndim < 2:
+            raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+        shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
+    else:
+        shape = tuple(input.shape)
+    if p == 1:
+        if alpha:
+            raise NotImplementedError("alpha_dropout with p=1 (PyTorch returns NaNs)")
+        return _maybe_inplace(input, inplace, lambda x: x * ember.zeros(
+            (), dtype=x.dtype, device=x.device))
+    with no_grad():
+        noise = _noise(input, shape, 1 - p)
+    if alpha:
+        a_const = 1.7580993408473766
+        a = 1.0 / math.sqrt((a_const * a_const * p + 1) * (1 - p))
+        with no_grad():
+            b = (noise - 1) * (a_const * a) + a_const * a * p
+            noise = noise * a
+        return _maybe_inplace(input, inplace, lambda x: x * noise + b)
+    with no_grad():
+        noise = noise / (1 - p)
+    return _maybe_inplace(input, inplace, lambda x: x * noise)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``
+    (identity when not ``training``)."""
+    return _dropout_impl(input, p, training, inplace)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout that keeps the self-normalising mean and variance (for SELU networks)."""
+    return _dropout_impl(input, p, training, inplace, alpha=True)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """:func:`alpha_dropout` on whole channels."""
+    return _dropout_impl(input, p, training, inplace, feature=True, alpha=True)
+
+
+def _feature_dropout(input, p, training, inplace, batched_dim):
+    _check_p(p)
+    batched = input.ndim == batched_dim
+    if not batched:
+        input = input.unsqueeze(0)
+    out = _dropout_impl(input, p, training, inplace and batched, feature=True)
+    return out if batched else out.squeeze(0)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of ``(N, C, L)`` or ``(C, L)`` input with probability ``p``."""
+    _check_p(p)
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D "
+                           "input. Note that dropout1d exists to provide channel-wise dropout on "
+                           "inputs with 1 spatial dimension, a channel dimension, and an "
+                           "optional batch dimension (i.e. 2D or 3D inputs).")
+    return _feature_dropout(input, p, training, inplace, 3)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of ``(N, C, H, W)`` input with probability ``p``."""
+    _check_p(p)
+    if input.ndim not in (3, 4):
+        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is "
+                      "deprecated and will result in an error in a future release. To retain "
+                      "the behavior and silence this warning, please use dropout instead. Note "
+                      "that dropout2d exists to provide channel-wise dropout on inputs with 2 "
+                      "spatial dimensions, a channel dimension, and an optional batch dimension "
+                      "(i.e. 3D or 4D inputs).", stacklevel=2)
+    if input.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise "
+                      "1D dropout behavior is desired - input is interpreted as shape (N, C, L), "
+                      "where C is the channel dim. This behavior will change in a future release "
+                      "to interpret the input as one without a batch dimension, i.e. shape "
+                      "(C, H, W). To maintain the 1D channel-wise dropout behavior, please "
+                      "switch to using dropout1d instead.", stacklevel=2)
+    return _dropout_impl(input, p, training, inplace, feature=True)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` input."""
+    _check_p(p)
+    if input.ndim not in (4, 5):
+        warnings.warn(f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is "
+                      "deprecated and will result in an error in a future release. To retain "
+                      "the behavior and silence this warning, please use dropout instead. Note "
+                      "that dropout3d exists to provide channel-wise dropout on inputs with 3 "
+                      "spatial dimensions, a channel dimension, and an optional batch dimension "
+                      "(i.e. 4D or 5D inputs).", stacklevel=2)
+    return _feature_dropout(input, p, training, inplace, 5)
+
+
+# ----- embeddings ------------------------------------------------------------------------
+def _check_indices(input, num):
+    if not isinstance(input, Tensor) or input.dtype not in (ember.int64, ember.int32):
+        dt = input._type_name() if isinstance(input, Tensor) else type(input).__name__
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
+                           f"following scalar types: Long, Int; but got {dt} instead "
+                           "(while checking arguments for embedding)")
+    if input.numel():
+        lo, hi = int(input.min()), int(input.max())
+        if lo < 0 or hi >= num:
+            raise IndexError("index out of range in self")
+
+
+def _renorm_(weight, input, max_norm, norm_type):
+    """PyTorch's ``embedding_renorm_``: rows used by ``input`` with norm above ``max_norm``
+    are scaled (in place, outside autograd) to norm ``max_norm``."""
+    with no_grad():
+        rows = ember.tensor(sorted(set(input.reshape(-1).tolist())), dtype=ember.int64,
+                            device=weight.device)
+        if rows.numel() == 0:
+            return
+        sel = weight[rows]
+        norms = ember.norm(sel, norm_type, dim=1, keepdim=True)
+        scale = ember.where(norms > max_norm, max_norm / (norms + 1e-7),
+                            ember.ones_like(norms))
+        weight._data[rows._data] = (sel * scale)._data
+        weight._vc[0] += 1
+
+
+def _pad_mask_grad(out, input, padding_idx):
+    """Keep ``out``'s values but stop the gradient at positions equal to ``padding_idx``."""
+    mask = (input == padding_idx).unsqueeze(-1)
+    return ember.where(mask, out.detach(), out)
+
+
+def _scale_grad(out, input, num):
+    """Divide each looked-up row's gradient by how often its index occurs in ``input``."""
+    flat = input.reshape(-1)
+    counts = (flat.unsqueeze(1) == flat.unsqueeze(0)).sum(1).reshape(input.shape)
+    s = (1.0 / counts.to(out.dtype)).unsqueeze(-1)
+    return out.detach() + (out - out.detach()) * s
+
+
+def _padding_idx(padding_idx, num):
+    if padding_idx is None:
+        return None
+    if padding_idx > 0:
+        if padding_idx >= num:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+    elif padding_idx < 0:
+        if padding_idx < -num:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx = num + padding_idx
+    return padding_idx
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Look up rows of ``weight`` (``num_embeddings x dim``) at the indices ``input``.
+
+    Rows at ``padding_idx`` get no gradient; with ``max_norm`` the looked-up rows are
+    first renormalised in place, as PyTorch does.
+    """
+    if sparse:
+        raise NotImplementedError("embedding(sparse=True): ember has no sparse gradients")
+    num = weight.shape[0]
+    padding_idx = _padding_idx(padding_idx, num)
+    _check_indices(input, num)
+    if max_norm is not None:
+        _renorm_(weight, input, max_norm, norm_type)
+    out = weight[input]
+    if padding_idx is not None:
+        out = _pad_mask_grad(out, input, padding_idx)
+    if scale_grad_by_freq and out.requires_grad:
+        out = _scale_grad(out, input, num)
+    return out
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
+                  scale_grad_by_freq=False, mode="mean", sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """Sums, means or maxes of bags of embeddings, without materialising each lookup.
+
+    ``input`` is 2-D ``(B, N)`` (B bags of N indices) or 1-D with ``offsets`` giving the
+    start of each bag. Empty bags give zeros; ``padding_idx`` entries are skipped.
+    """
+    if sparse:
+        raise NotImplementedError("embedding_bag(sparse=True): ember has no sparse gradients")
+    if scale_grad_by_freq:
+        raise NotImplementedError("embedding_bag(scale_grad_by_freq=True) is not implemented "
+                                  "in ember")
+    if weight.ndim != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension "
+                         f"{weight.ndim}")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError("mode has to be one of sum, mean or max")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise NotImplementedError("embedding_bag: per_sample_weights was not None. "
+                                      "per_sample_weights is only supported for mode='sum' "
+                                      f"(got mode='{mode}'). Please open a feature request on "
+                                      "GitHub.")
+        if per_sample_weights.shape != input.shape:
+            raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape})"
+                             f" is not None, then it must have the same shape as the input "
+                             f"({input.shape})")
+    num = weight.shape[0]
+    padding_idx = _padding_idx(padding_idx, num)
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated "
+                             "is a mini-batch of fixed length sequences. However, found offsets "
+                             f"of type {type(offsets).__name__}")
+        n_bags, bag = input.shape
+        starts = list(range(0, n_bags * bag, bag))
+        flat = input.reshape(-1)
+        psw = None if per_sample_weights is None else per_sample_weights.reshape(-1)
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.ndim != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+        starts = [int(o) for o in offsets.tolist()]
+        if include_last_offset:
+            starts = starts[:-1]
+        if starts and starts[0] != 0:
+            raise RuntimeError("offsets[0] has to be 0, i.e., the first sequence in the "
+                               f"mini-batch has to start from position 0. However, got "
+                               f"{starts[0]}")
+        flat = input
+        psw = per_sample_weights
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
+                         f"{input.ndim}")
+    _check_indices(flat, num)
+    if max_norm is not None:
+        _renorm_(weight, flat, max_norm, norm_type)
+    n = flat.shape[0]
+    ends = starts[1:] + [n] if not (include_last_offset and input.ndim == 1) else \
+        [int(o) for o in offsets.tolist()][1:]
+    # membership matrix: member[b, i] = 1 when index i belongs to bag b (and is not padding)
+    import numpy as np
+    member = np.zeros((len(starts), n), dtype=bool)
+    for b, (s, e) in enumerate(zip(starts, ends)):
+        member[b, s:e] = True
+    if padding_idx is not None:
+        member &= flat._host() != padding_idx
+    counts = member.sum(1)
+    rows = weight[flat]
+    if mode == "max":
+        mask = ember.from_numpy(member).to(weight.device).unsqueeze(-1)
+        neg = ember.full((), -math.inf, dtype=weight.dtype, device=weight.device)
+        big = ember.where(mask, rows.unsqueeze(0), neg)
+        out = big.amax(1) if n else ember.zeros(len(starts), weight.shape[1],
+                                                 dtype=weight.dtype, device=weight.device)
+        empty = ember.from_numpy(counts == 0).to(weight.device).unsqueeze(-1)
+        return ember.where(empty, ember.zeros((), dtype=weight.dtype, device=weight.device),
+                           out)
+    m = ember.from_numpy(member.astype(weight._data.dtype)).to(weight.device)
+    if psw is not None:
+        m = m * psw.unsqueeze(0)
+    out = ember.matmul(m, rows)
+    if mode == "mean":
+        c = ember.from_numpy(np.maximum(counts, 1).astype(weight._data.dtype)).to(weight.device)
+        out = out / c.unsqueeze(-1)
+    return out
+
+
+def one_hot(tensor, num_classes=-1):
+    """``(*) int64 -> (*, num_classes) int64`` with a 1 at each index."""
+    if not isinstance(tensor, Tensor) or tensor.dtype != ember.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if tensor.numel() == 0:
+        if num_classes == -1:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+    else:
+        if int(tensor.min()) < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if num_classes == -1:
+            num_classes = int(tensor.max()) + 1
+        elif int(tensor.max()) >= num_classes:
+            raise RuntimeError("Class values must be smaller than num_classes.")
+    classes = ember.arange(num_classes, device=tensor.device)
+    return (tensor.unsqueeze(-1) == classes).to(ember.int64)
+
+
+# ----- distances -------------------------------------------------------------------------
+def _clamp_min_forward(t, eps):
+    """``t.clamp_min(eps)`` in value, with ``t``'s own gradient (PyTorch clamps under
+    no_grad in cosine_similarity and gaussian_nll_loss)."""
+    return t + (t.clamp_min(eps) - t).detach()
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """``input / max(||input||_p, eps)`` along ``dim``."""
+    if out is not None:
+        raise NotImplementedError("normalize(out=...) is not implemented in ember")
+    denom = ember.norm(input, p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+    return input / denom
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcasting)."""
+    x1, x2 = ember.broadcast_tensors(x1, x2)
+    n1 = _clamp_min_forward(ember.norm(x1, 2, dim, keepdim=True), eps)
+    n2 = _clamp_min_forward(ember.norm(x2, 2, dim, keepdim=True), eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """``||x1 - x2 + eps||_p`` over the last dimension."""
+    nd = max(x1.ndim, x2.ndim)
+    return ember.norm(x1 - x2 + eps, p, nd - 1 if nd else None, keepdim=keepdim)
+
+
+def pdist(input, p=2):
+    """Distances between every pair of rows of a 2-D input (upper triangle, row-major)."""
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    n = input.shape[0]
+    if n < 2:
+        return ember.zeros(0, dtype=input.dtype, device=input.device)
+    i, j = ember.triu_indices(n, n, 1, device=input.device)
+    return ember.norm(input[i] - input[j], p, 1)
+
+
+from ember.nn._functional_losses import *  # noqa: E402,F401,F403
+from ember.nn._functional_losses import __all__ as _loss_all  # noqa: E402
+
+__all__ += _loss_all
+
 
 # ---------------------------------------------------------------------------
 # Convolution / pooling / normalization primitives (owned by the conv/pool/norm

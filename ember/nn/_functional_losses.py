@@ -1,0 +1,497 @@
+"""Loss functions of ``ember.nn.functional`` (re-exported there), built from ember ops.
+
+Each takes PyTorch's arguments, including the legacy ``size_average``/``reduce``
+pair, and reduces with ``reduction='none' | 'mean' | 'sum'``.
+"""
+import math
+import warnings
+
+import ember
+from ember._tensor import Tensor
+
+__all__ = ["l1_loss", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "kl_div", "nll_loss", "cross_entropy",
+           "poisson_nll_loss", "gaussian_nll_loss", "cosine_embedding_loss",
+           "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
+           "multilabel_soft_margin_loss", "multi_margin_loss", "triplet_margin_loss",
+           "triplet_margin_with_distance_loss", "ctc_loss"]
+
+
+def legacy_get_string(size_average, reduce, emit_warning=True):
+    """The ``reduction`` string for the deprecated ``size_average``/``reduce`` pair."""
+    if size_average is None:
+        size_average = True
+    if reduce is None:
+        reduce = True
+    if size_average and reduce:
+        ret = "mean"
+    elif reduce:
+        ret = "sum"
+    else:
+        ret = "none"
+    if emit_warning:
+        warnings.warn(f"size_average and reduce args will be deprecated, please use "
+                      f"reduction='{ret}' instead.", stacklevel=3)
+    return ret
+
+
+def _reduction(size_average, reduce, reduction):
+    if size_average is not None or reduce is not None:
+        return legacy_get_string(size_average, reduce)
+    return reduction
+
+
+def _reduce(loss, reduction):
+    if reduction == "none":
+        return loss
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _check_reduction(reduction):
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _warn_size(input, target):
+    if target.shape != input.shape:
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
+                      f"({input.shape}). This will likely lead to incorrect results due to "
+                      "broadcasting. Please ensure they have the same size.", stacklevel=3)
+
+
+def _zero(x):
+    return ember.zeros((), dtype=x.dtype, device=x.device)
+
+
+# ----- regression losses ---------------------------------------------------------------
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean absolute error ``|input - target|``."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    _warn_size(input, target)
+    loss = (input - target).abs()
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean squared error ``(input - target)**2``."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    _warn_size(input, target)
+    d = input - target
+    loss = d * d
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    _warn_size(input, target)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    d = input - target
+    z = d.abs()
+    if beta == 0:
+        return _reduce(z, reduction)
+    return _reduce(ember.where(z < beta, d * d * (0.5 / beta), z - 0.5 * beta), reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """``0.5 d**2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 delta)``."""
+    _check_reduction(reduction)
+    _warn_size(input, target)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    d = input - target
+    z = d.abs()
+    loss = ember.where(z < delta, d * d * 0.5, (z - 0.5 * delta) * delta)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+# ----- binary classification -------------------------------------------------------------
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """``-(t log x + (1 - t) log(1 - x))`` with the logs clamped at -100, as PyTorch."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if target.shape != input.shape:
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
+                         f"size ({input.shape}) is deprecated. Please ensure they have the same "
+                         "size.")
+    if input.numel() and bool(((input < 0) | (input > 1)).any()):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    log_x = input.log().clamp_min(-100)
+    log_1mx = (1 - input).log().clamp_min(-100)
+    loss = -(target * log_x + (1 - target) * log_1mx)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
+                                     reduce=None, reduction="mean", pos_weight=None):
+    """``binary_cross_entropy(sigmoid(input), target)`` computed stably from logits.
+
+    ``pos_weight`` weighs the positive term (one weight per class, broadcast).
+    """
+    from ember.nn.functional import logsigmoid
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if target.shape != input.shape:
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size "
+                         f"({input.shape})")
+    log_sig = logsigmoid(input)
+    if pos_weight is not None:
+        log_sig = log_sig * ((pos_weight - 1) * target + 1)
+    loss = (1 - target) * input - log_sig
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """``log(1 + exp(-target * input))``."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    _warn_size(input, target)
+    return _reduce((-input * target).exp().log1p(), reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction="mean"):
+    """Per-class logistic loss averaged over classes: ``(N, C) -> (N)`` before reduction."""
+    from ember.nn.functional import logsigmoid
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    class_dim = input.ndim - 1
+    loss = loss.sum(dim=class_dim) / input.shape[class_dim]
+    return _reduce(loss, reduction)
+
+
+# ----- distributions ---------------------------------------------------------------------
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """Kullback-Leibler divergence with ``input`` given as log-probabilities.
+
+    ``reduction='batchmean'`` divides the sum by the batch size (the math definition).
+    """
+    if size_average is not None or reduce is not None:
+        reduction = legacy_get_string(size_average, reduce)
+    elif reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", stacklevel=2)
+    if reduction not in ("none", "mean", "sum", "batchmean"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        loss = ember.xlogy(target, target) - target * input
+    if reduction == "batchmean":
+        total = loss.sum()
+        return total / input.shape[0] if input.ndim else total
+    return _reduce(loss, reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+                     reduce=None, reduction="mean"):
+    """Negative log likelihood of ``target ~ Poisson(input)`` (``exp(input)`` if log_input)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * (input + eps).log()
+    if full:
+        stirling = target * target.log() - target + (target * (2 * math.pi)).log() * 0.5
+        loss = loss + stirling.masked_fill(target <= 1, 0)
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """Negative log likelihood of ``target ~ N(input, var)``; ``var`` is clamped at ``eps``
+    in value only (its gradient is the unclamped one, as PyTorch's)."""
+    from ember.nn.functional import _clamp_min_forward
+    if isinstance(var, (int, float)):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = var * ember.ones_like(input)
+    elif bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    if var.shape != input.shape:
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+        elif input.ndim == var.ndim and sum(
+                y for x, y in zip(input.shape, var.shape) if x != y) == 1:
+            pass
+        else:
+            raise ValueError("var is of incorrect size")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    var = _clamp_min_forward(var, eps)
+    d = input - target
+    loss = 0.5 * (var.log() + d * d / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+# ----- classification --------------------------------------------------------------------
+def _check_nll(input, target, weight):
+    if not isinstance(target, Tensor) or target.dtype not in (ember.int64, ember.uint8):
+        dt = target.dtype.name.capitalize() if isinstance(target, Tensor) else "?"
+        dt = {"Int64": "Long", "Int32": "Int", "Float32": "Float", "Float64": "Double",
+              "Int16": "Short", "Int8": "Char", "Float16": "Half"}.get(dt, dt)
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {dt}")
+    if input.ndim < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
+    if input.ndim == 1 and target.ndim == 1 and target.shape[0] != 1:
+        raise ValueError("For 1D input, 1D target must have size 1, but got target size: "
+                         f"{target.shape[0]}")
+    if input.ndim >= 2 and target.ndim >= 1 and input.shape[0] != target.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
+                         f"batch_size ({target.shape[0]}).")
+    if input.ndim > 2:
+        if target.ndim != input.ndim - 1:
+            raise RuntimeError("only batches of spatial targets supported (3D tensors) but got "
+                               f"targets of dimension: {target.ndim}")
+        if tuple(input.shape[2:]) != tuple(target.shape[1:]):
+            raise RuntimeError(f"size mismatch (got input: {list(input.shape)} , target: "
+                               f"{list(target.shape)}")
+    n_classes = input.shape[1] if input.ndim >= 2 else input.shape[0]
+    if weight is not None and weight.numel() != n_classes:
+        raise RuntimeError(f"weight tensor should be defined either for all {n_classes} classes "
+                           f"or no classes but got weight tensor of shape: "
+                           f"{list(weight.shape)}")
+    return n_classes
+
+
+def _nll(input, target, weight, ignore_index, reduction):
+    """nll_loss on checked inputs; returns the loss."""
+    n_classes = _check_nll(input, target, weight)
+    target = target.to(ember.int64)
+    if input.ndim == 1:
+        scores = input.unsqueeze(0)
+        t = target.reshape(1)
+    else:
+        scores = input.movedim(1, -1).reshape(-1, n_classes)
+        t = target.reshape(-1)
+    valid = t != ignore_index
+    safe = ember.where(valid, t, ember.zeros((), dtype=ember.int64, device=t.device))
+    th = t._host()
+    bad = (th != ignore_index) & ((th < 0) | (th >= n_classes))
+    if bad.any():
+        raise IndexError(f"Target {int(th[bad][0])} is out of bounds.")
+    picked = scores[ember.arange(t.shape[0], device=t.device), safe]
+    w = valid.to(input.dtype)
+    if weight is not None:
+        w = w * weight[safe]
+    loss = -picked * w
+    if reduction == "none":
+        return loss.reshape(target.shape)
+    if reduction == "sum":
+        return loss.sum()
+    return loss.sum() / w.sum()
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """Negative log likelihood: ``-input[n, target[n]] * weight[target[n]]``.
+
+    ``input`` is ``(C)``, ``(N, C)`` or ``(N, C, d1, ...)`` log-probabilities and
+    ``target`` the class indices; ``'mean'`` divides by the total weight of the
+    targets that are not ``ignore_index``.
+    """
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    return _nll(input, target, weight, ignore_index, reduction)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                  reduce=None, reduction="mean", label_smoothing=0.0):
+    """``nll_loss(log_softmax(input, 1), target)`` for class indices, or the soft-label
+    cross entropy when ``target`` holds class probabilities (same shape as input)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
+                           f"{label_smoothing}")
+    if input.ndim == 0:
+        raise ValueError("Expected 1 or more dimensions (got 0)")
+    class_dim = 0 if input.ndim == 1 else 1
+    n_classes = input.shape[class_dim]
+    logp = ember.log_softmax(input, class_dim)
+    if weight is not None:
+        wshape = [1] * input.ndim
+        wshape[class_dim] = n_classes
+    if input.shape == target.shape:
+        if not target.is_floating_point():
+            raise RuntimeError(f"Expected floating point type for target with class "
+                               f"probabilities, got {target.dtype.name.capitalize()}")
+        if ignore_index >= 0:
+            raise RuntimeError("ignore_index is not supported for floating point target")
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / n_classes
+        prod = logp * target
+        if weight is not None:
+            prod = prod * weight.reshape(wshape)
+        if reduction == "mean":
+            return -prod.sum() / (input.numel() / n_classes) if input.numel() else \
+                -prod.sum() / 0.0
+        if reduction == "sum":
+            return -prod.sum()
+        return -prod.sum(class_dim)
+    nll = _nll(logp, target, weight, ignore_index, reduction)
+    if label_smoothing <= 0:
+        return nll
+    ignore = target == ignore_index
+    if weight is not None:
+        smooth = -(logp * weight.reshape(wshape)).sum(class_dim)
+    else:
+        smooth = -logp.sum(class_dim)
+    smooth = smooth.masked_fill(ignore, 0.0)
+    if reduction == "mean":
+        if weight is not None:
+            kept = target[~ignore].reshape(-1).to(ember.int64)
+            ret = smooth.sum() / weight[kept].sum()
+        else:
+            ret = smooth.sum() / (~ignore).sum()
+    elif reduction == "sum":
+        ret = smooth.sum()
+    else:
+        ret = smooth
+    return (1 - label_smoothing) * nll + ret * (label_smoothing / n_classes)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
+                      reduce=None, reduction="mean"):
+    """Multi-class hinge loss: ``sum_{j != y} max(0, margin - x[y] + x[j])**p / C``."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.ndim != 1:
+        raise ValueError("weight must be one-dimensional")
+    x = input if input.ndim == 2 else input.reshape(1, -1)
+    t = target.reshape(-1)
+    n, c = x.shape
+    if t.shape[0] != n:
+        raise RuntimeError(f"inconsistent target size, expected {n} but got "
+                           f"{list(target.shape)}")
+    rows = ember.arange(n, device=x.device)
+    xy = x[rows, t].unsqueeze(1)
+    z = (margin - xy + x).clamp_min(0)
+    if p == 2:
+        z = z * z
+    if weight is not None:
+        z = z * weight[t].unsqueeze(1)
+    not_y = ember.arange(c, device=x.device).unsqueeze(0) != t.unsqueeze(1)
+    loss = ember.where(not_y, z, _zero(z)).sum(1) / c
+    if input.ndim < 2:
+        loss = loss.reshape(())
+    return _reduce(loss, reduction)
+
+
+# ----- embeddings and ranking ------------------------------------------------------------
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """``1 - cos(x1, x2)`` for ``target == 1``, ``max(0, cos(x1, x2) - margin)`` for -1."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if input1.ndim != input2.ndim:
+        raise RuntimeError(f"cosine_embedding_loss: expected input1 and input2 to have the "
+                           f"same number of dimensions, but got {input1.ndim} and {input2.ndim}")
+    if target.ndim != input1.ndim - 1:
+        raise RuntimeError(f"{input1.ndim}D target tensor expects {input1.ndim - 1}D input "
+                           f"tensors, but found inputs with sizes {list(input1.shape)} and "
+                           f"{list(input2.shape)}.")
+    dim = input1.ndim - 1
+    eps = 1e-12
+    prod = (input1 * input2).sum(dim)
+    mag1 = (input1 * input1).sum(dim) + eps
+    mag2 = (input2 * input2).sum(dim) + eps
+    cos = prod / (mag1 * mag2).sqrt()
+    zero = _zero(cos)
+    pos = ember.where(target == 1, 1 - cos, zero)
+    neg = ember.where(target == -1, (cos - margin).clamp_min(0), zero)
+    return _reduce(pos + neg, reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """``max(0, -target * (input1 - input2) + margin)``."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if input1.ndim != input2.ndim or input1.ndim != target.ndim:
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
+                           f"but got sizes: input1: {input1.shape}, input2: {input2.shape}, "
+                           f"target: {target.shape} ")
+    return _reduce((-target * (input1 - input2) + margin).clamp_min(0), reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
+                         reduction="mean"):
+    """``x`` for ``target == 1`` and ``max(0, margin - x)`` for ``target == -1``."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    zero = _zero(input)
+    margin_clamp = (margin - input).clamp_min(0)
+    out = ember.where(target != 1, margin_clamp, zero) + ember.where(target != -1, input, zero)
+    return _reduce(out, reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with the p-norm pairwise distance."""
+    from ember.nn.functional import pairwise_distance
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    a, pd, nd = anchor.ndim, positive.ndim, negative.ndim
+    if not (a == pd == nd):
+        raise RuntimeError("The anchor, positive, and negative tensors are expected to have the "
+                           f"same number of dimensions, but got: anchor {a}D, positive {pd}D, "
+                           f"and negative {nd}D inputs")
+    if margin <= 0:
+        raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got "
+                         f"{margin} instead")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = ember.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce((margin + d_pos - d_neg).clamp_min(0), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin=1.0, swap=False, reduction="mean"):
+    """:func:`triplet_margin_loss` with any ``distance_function`` (default pairwise L2)."""
+    from ember.nn.functional import pairwise_distance
+    _check_reduction(reduction)
+    if margin <= 0:
+        raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, "
+                         f"got {margin} instead")
+    dist = distance_function if distance_function is not None else pairwise_distance
+    d_pos = dist(anchor, positive)
+    d_neg = dist(anchor, negative)
+    if swap:
+        d_neg = ember.minimum(d_neg, dist(positive, negative))
+    return _reduce((margin + d_pos - d_neg).clamp_min(0), reduction)
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
+             zero_infinity=False):
+    """Not implemented in ember."""
+    raise NotImplementedError("ctc_loss (nn.CTCLoss) is not implemented in ember")
