@@ -81,6 +81,9 @@ class _TorchPickler(pickle._Pickler):
         if isinstance(obj, _Global):
             return self.save_global(obj)
         if isinstance(obj, Tensor):
+            memo = self.memo.get(id(obj))
+            if memo is not None:  # a tensor seen before (tied weights): refer to it
+                return self.write(self.get(memo[0]))
             return self._save_reduce_tensor(obj)
         if isinstance(obj, _dt.dtype):
             return self.save_global(_Global("torch", obj.name))
