@@ -5,6 +5,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
+from ember.backend import array_module
 from ember.ops._util import wrap_dim
 from ember.ops.reduction import (
     _axes,
@@ -23,17 +24,18 @@ __all__ = ["max", "min", "amax", "amin", "argmax", "argmin", "aminmax", "median"
 class _EvenAll(Primitive):
     """A full reduction to one selected value (max, min, median): the gradient is shared
     evenly among the elements equal to it (the NaNs when it is NaN), as PyTorch's."""
+    save_inputs = (0,)
+    save_output = True
 
     def forward(self, x):
-        y = self.select(x)
-        if x.dtype.kind == "f" and np.isnan(y):
-            self.mask = np.isnan(x) if isinstance(x, np.ndarray) else x != x
-        else:
-            self.mask = x == y
-        return y
+        return array_module(x).asarray(self.select(x))
 
     def backward(self, gy):
-        m = _make(self.mask)
+        x, y = self.saved_tensors
+        if y._data.dtype.kind == "f" and bool(array_module(y._data).isnan(y._data)):
+            m = x.isnan()
+        else:
+            m = x == y
         return m * (gy / m.sum())
 
 
@@ -94,21 +96,20 @@ class _SelectDim(Primitive):
         _check_nonempty(self.op, x, (axis,), False)
         idx = self.pick(x, axis).astype(np.int64)  # keepdim shape
         values = np.take_along_axis(x, idx, axis)
-        if self.needs_mask:
-            r = np.arange(x.shape[axis]).reshape([-1 if d == axis else 1 for d in range(x.ndim)])
-            self.mask = r == idx
+        self.idx = idx.copy()  # private: the user may write into the returned indices
         if not keepdim:
             values, idx = values.squeeze(axis), idx.squeeze(axis)
         return values, idx
-
-    needs_mask = True
 
     def backward(self, gv, gi):
         in_shape, axis, keepdim = self.meta
         if axis is None:
             return gv, None, None
+        xp = array_module(self.idx)
+        r = xp.arange(in_shape[axis]).reshape([-1 if d == axis else 1
+                                               for d in range(len(in_shape))])
         g = _restore(gv, in_shape, (axis,), keepdim)
-        return g.masked_fill(_make(~self.mask), 0.0), None, None
+        return g.masked_fill(_make(r != self.idx), 0.0), None, None
 
 
 def _nan_first(x, axis, base):

@@ -485,6 +485,9 @@ class _Logsumexp(Primitive):
 
 def logsumexp(input, dim, keepdim=False, *, out=None):
     """``log(sum(exp(input)))`` over ``dim`` (an int or tuple), computed without overflow."""
+    if dim is None:
+        raise TypeError("logsumexp(): argument 'dim' (position 1) must be tuple of ints, not "
+                        "NoneType")
     return _Logsumexp.apply(input, _axes(input, dim), keepdim)
 
 

@@ -170,8 +170,7 @@ class _CumExtreme(Primitive):
         xp = array_module(x)
         self.axis = axis
         if axis is None:
-            self.idx = xp.zeros((), dtype=np.int64)
-            return x.copy(), self.idx
+            return x.copy(), xp.zeros((), dtype=np.int64)
         values = self.acc.accumulate(x, axis=axis)
         # the running extreme's index: the last position that reached it (ties move the
         # index forward, as PyTorch's >= / <=), or the last NaN once there is one
@@ -179,8 +178,9 @@ class _CumExtreme(Primitive):
         if x.dtype.kind == "f":
             hit |= xp.isnan(x)
         r = xp.arange(x.shape[axis]).reshape([-1 if d == axis else 1 for d in range(x.ndim)])
-        self.idx = xp.maximum.accumulate(xp.where(hit, r, 0), axis=axis).astype(np.int64)
-        return values, self.idx
+        idx = xp.maximum.accumulate(xp.where(hit, r, 0), axis=axis).astype(np.int64)
+        self.idx = idx.copy()  # private: the user may write into the returned indices
+        return values, idx
 
     def backward(self, gv, gi):
         if self.axis is None:
