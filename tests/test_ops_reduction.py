@@ -280,6 +280,9 @@ SCANS = [
     Case("diff", lambda m, x: m.diff(x), [S]),
     Case("diff_n2_dim0", lambda m, x: x.diff(2, 0), [(5, 3)]),
     Case("diff_n_too_big", lambda m, x: x.diff(4), [(2, 3)]),
+    Case("diff_n0", lambda m, x: x.diff(0), [(2, 3)]),
+    Case("diff_int_append_float", lambda m, x, a: m.diff(x.long(), append=a),
+         lambda rng: [rng.integers(0, 5, (3, 4)), rng.standard_normal((3, 1))], grad=False),
     Case("diff_prepend_append", lambda m, x, p, a: m.diff(x, dim=1, prepend=p, append=a),
          [(3, 4), (3, 2), (3, 1)]),
     Case("diff_int_bool", lambda m, x: (m.diff(x), m.diff(x > 0, dim=0)), _ints(S), grad=False),
@@ -421,6 +424,10 @@ ERRORS = [
     ("all_bad_dim", lambda m, x: m.all(x, 2), _x()),
     ("count_nonzero_bad_dim", lambda m, x: m.count_nonzero(x, 2), _x()),
     ("diff_0d", lambda m, x: m.diff(x), _x(())),
+    ("diff_negative_n", lambda m, x: m.diff(x, -1), _x()),
+    ("diff_prepend_0d", lambda m, x: m.diff(x, prepend=x[0, 0]), _x()),
+    ("diff_append_number", lambda m, x: m.diff(x, append=1.0), _x()),
+    ("diff_append_bad_shape", lambda m, x: m.diff(x, dim=0, append=x[:, :1]), _x()),
 ]
 
 

@@ -92,7 +92,7 @@ class _SelectDim(Primitive):
     def forward(self, x, axis, keepdim):
         self.meta = (x.shape, axis, keepdim)
         if axis is None:  # a 0-d input: the element itself, index 0
-            return x.copy(), np.zeros((), dtype=np.int64)
+            return x.copy(), array_module(x).zeros((), dtype=np.int64)
         _check_nonempty(self.op, x, (axis,), False)
         idx = self.pick(x, axis).astype(np.int64)  # keepdim shape
         values = np.take_along_axis(x, idx, axis)
@@ -153,7 +153,7 @@ class _MedianDim(_SelectDim):
     @staticmethod
     def pick(x, axis):
         n = x.shape[axis]
-        k = np.full(_keep_shape(x.shape, (axis,)), (n - 1) // 2)
+        k = array_module(x).full(_keep_shape(x.shape, (axis,)), (n - 1) // 2)
         return _nan_first(x, axis, _kth_sorted(x, axis, k))
 
 
@@ -165,7 +165,8 @@ class _NanmedianDim(_SelectDim):
     def pick(x, axis):
         n = x.shape[axis]
         if x.dtype.kind != "f":
-            return _kth_sorted(x, axis, np.full(_keep_shape(x.shape, (axis,)), (n - 1) // 2))
+            k = array_module(x).full(_keep_shape(x.shape, (axis,)), (n - 1) // 2)
+            return _kth_sorted(x, axis, k)
         valid = n - np.isnan(x).sum(axis=axis, keepdims=True)
         k = np.where(valid > 0, (valid - 1) // 2, 0)  # NaNs sort last
         return _kth_sorted(x, axis, k)
@@ -182,16 +183,17 @@ class _ModeDim(_SelectDim):
         s = np.sort(x, axis=axis)
         xm = np.moveaxis(s, axis, -1)
         n = xm.shape[-1]
-        r = np.arange(n)
-        new = np.ones(xm.shape, dtype=bool)
+        xp = array_module(x)
+        r = xp.arange(n)
+        new = xp.ones(xm.shape, dtype=bool)
         new[..., 1:] = xm[..., 1:] != xm[..., :-1]
         start = np.maximum.accumulate(np.where(new, r, 0), axis=-1)
-        end_new = np.ones(xm.shape, dtype=bool)
+        end_new = xp.ones(xm.shape, dtype=bool)
         end_new[..., :-1] = new[..., 1:]
         end = np.flip(np.minimum.accumulate(np.flip(np.where(end_new, r, n), -1), axis=-1), -1)
         best = np.argmax(end - start, axis=-1)[..., None]
         value = np.moveaxis(np.take_along_axis(xm, best, -1), -1, axis)
-        hits = np.where(x == value, np.arange(x.shape[axis]).reshape(
+        hits = np.where(x == value, xp.arange(x.shape[axis]).reshape(
             [-1 if d == axis else 1 for d in range(x.ndim)]), -1)
         return hits.max(axis=axis, keepdims=True)
 
@@ -302,10 +304,10 @@ class _ArgExtreme(Primitive):
             if x.size == 0:
                 raise IndexError(f"{self.op}(): Expected reduction dim to be specified for "
                                  "input.numel() == 0.")
-            i = np.asarray(self.fn(x.reshape(-1)), dtype=np.int64)
+            i = array_module(x).asarray(self.fn(x.reshape(-1)), dtype=np.int64)
             return i.reshape((1,) * x.ndim) if keepdim else i
         if x.ndim == 0:
-            return np.zeros((), dtype=np.int64)
+            return array_module(x).zeros((), dtype=np.int64)
         _check_nonempty(self.op, x, (axis,), False)
         return self.fn(x, axis=axis, keepdims=keepdim).astype(np.int64)
 

@@ -471,7 +471,9 @@ class _Logsumexp(Primitive):
         self.meta = (x.shape, axes, keepdim)
         if not axes:
             return x.copy()
-        m = x.max(axis=axes, keepdims=True, initial=-np.inf)
+        if x.size == 0:  # the log of an empty sum
+            return xp.full_like(x.sum(axis=axes, keepdims=keepdim), -np.inf)
+        m = x.max(axis=axes, keepdims=True)
         m = xp.where(xp.isfinite(m), m, 0).astype(x.dtype)
         s = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
         return s if keepdim else s.squeeze(axes)
@@ -497,8 +499,11 @@ def _shifted(x, axis, op):
         raise NotImplementedError(f'"{op}_kernel_impl" not implemented for '
                                   f"'{_dtype_name(x.dtype)}'")
     xp = array_module(x)
-    m = x.max(axis=axis, keepdims=True, initial=-np.inf)
-    # an all -inf slice stays NaN-free in the shift; PyTorch's result there is NaN too
+    if x.size == 0:
+        return x.copy()
+    m = x.max(axis=axis, keepdims=True)
+    # an infinite max is not subtracted (inf - inf is NaN); slices holding +inf, or only
+    # -inf, still come out NaN, as PyTorch's do
     return x - xp.where(xp.isfinite(m), m, 0).astype(x.dtype)
 
 

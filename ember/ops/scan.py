@@ -278,13 +278,21 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     ``x[i + 1] != x[i]``."""
     if input._data.ndim == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
     axis = wrap_dim(dim, input._data.ndim)
+    for name, p in (("prepend", prepend), ("append", append)):
+        if p is not None and not isinstance(p, Tensor):
+            raise TypeError(f"diff(): argument '{name}' must be Tensor, not {type(p).__name__}")
     parts = [p for p in (prepend, input, append) if p is not None]
+    for p in parts:
+        if p.dim() != input.dim():
+            raise RuntimeError("diff expects prepend or append to be the same dimension as input")
+        if any(a != b for d, (a, b) in enumerate(zip(p.shape, input.shape)) if d != axis):
+            raise RuntimeError("diff expects the shape of tensor to prepend or append to match "
+                               "that of input except along the differencing dimension; input "
+                               f"size: {list(input.shape)}, tensor size: {list(p.shape)}")
     if len(parts) > 1:
-        parts = [p if isinstance(p, Tensor) else _make(
-            array_module(input._data).asarray(p, dtype=input._data.dtype)) for p in parts]
-        parts = [p.expand(*[s if d != axis else 1 for d, s in enumerate(input.shape)])
-                 if p.dim() == 0 else p for p in parts]
         input = _Concat.apply(axis, *parts)
     for _ in range(n):
         size = input.shape[axis]
