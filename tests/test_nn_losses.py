@@ -1,0 +1,263 @@
+"""Loss modules and functions against torch: values, gradients, second gradients, errors."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from oracle import Case, cases, check, check_raises
+
+import ember
+
+RED = ("none", "mean", "sum")
+
+
+def L(m, name, *args, **kw):
+    return getattr(m.nn, name)(*args, **kw)
+
+
+def arrays(*specs):
+    """Inputs from specs: ('n', shape) normal, ('u', shape) uniform(0.05, 0.95),
+    ('p', shape) positive, ('pm', shape) random +-1, ('b', shape) 0/1,
+    ('c', shape, C) class indices in [0, C), ('soft', shape) probabilities along dim 1."""
+    def make(rng):
+        out = []
+        for spec in specs:
+            kind, shape = spec[0], spec[1]
+            if kind == "n":
+                out.append(rng.standard_normal(shape))
+            elif kind == "u":
+                out.append(rng.uniform(0.05, 0.95, shape))
+            elif kind == "p":
+                out.append(rng.uniform(0.5, 2.0, shape))
+            elif kind == "pm":
+                out.append(rng.choice([-1.0, 1.0], shape))
+            elif kind == "b":
+                out.append(rng.integers(0, 2, shape).astype(np.float64))
+            elif kind == "c":
+                out.append(rng.integers(0, spec[2], shape).astype(np.int64))
+            elif kind == "soft":
+                a = rng.uniform(0.1, 1.0, shape)
+                out.append(a / a.sum(1 if len(shape) > 1 else 0, keepdims=True))
+        return out
+    return make
+
+
+def _with_ignored(t, ignore=-100, every=3):
+    t = t.clone()
+    t.view(-1)[::every] = ignore
+    return t
+
+
+LOSSES = []
+for r in RED:
+    LOSSES += [
+        Case(f"L1_{r}", lambda m, x, y, r=r: L(m, "L1Loss", reduction=r)(x, y), [(3, 4), (3, 4)]),
+        Case(f"MSE_{r}", lambda m, x, y, r=r: L(m, "MSELoss", reduction=r)(x, y), [(3, 4), (3, 4)]),
+        Case(f"SmoothL1_{r}", lambda m, x, y, r=r: L(m, "SmoothL1Loss", reduction=r, beta=0.5)(
+            x, y), [(3, 4), (3, 4)]),
+        Case(f"Huber_{r}", lambda m, x, y, r=r: L(m, "HuberLoss", reduction=r, delta=0.7)(x, y),
+             [(3, 4), (3, 4)]),
+        Case(f"BCE_{r}", lambda m, x, y, r=r: L(m, "BCELoss", reduction=r)(x, y),
+             arrays(("u", (3, 4)), ("u", (3, 4)))),
+        Case(f"BCE_weight_{r}", lambda m, x, y, w, r=r: L(m, "BCELoss", w, reduction=r)(x, y),
+             arrays(("u", (3, 4)), ("b", (3, 4)), ("p", (4,))), requires_grad=[1, 0, 0]),
+        Case(f"BCEWithLogits_{r}", lambda m, x, y, r=r: L(m, "BCEWithLogitsLoss", reduction=r)(
+            x * 5, y), arrays(("n", (3, 4)), ("u", (3, 4)))),
+        Case(f"BCEWithLogits_pos_weight_{r}", lambda m, x, y, w, pw, r=r: L(
+            m, "BCEWithLogitsLoss", w, reduction=r, pos_weight=pw)(x, y),
+            arrays(("n", (3, 4)), ("b", (3, 4)), ("p", (3, 1)), ("p", (4,))),
+            requires_grad=[1, 1, 0, 0]),
+        Case(f"KLDiv_{r}", lambda m, x, y, r=r: L(m, "KLDivLoss", reduction=r)(x.log(), y),
+             arrays(("soft", (3, 4)), ("soft", (3, 4)))),
+        Case(f"KLDiv_logtarget_{r}", lambda m, x, y, r=r: L(
+            m, "KLDivLoss", reduction=r, log_target=True)(x.log(), y.log()),
+            arrays(("soft", (3, 4)), ("soft", (3, 4)))),
+        Case(f"NLL_{r}", lambda m, x, t, r=r: L(m, "NLLLoss", reduction=r)(x, t),
+             arrays(("n", (5, 4)), ("c", (5,), 4))),
+        Case(f"NLL_weight_ignore_{r}", lambda m, x, t, w, r=r: L(
+            m, "NLLLoss", w, ignore_index=1, reduction=r)(x, t),
+            arrays(("n", (6, 4)), ("c", (6,), 4), ("p", (4,))), requires_grad=[1, 0, 0]),
+        Case(f"NLL_kdim_{r}", lambda m, x, t, r=r: L(m, "NLLLoss", reduction=r)(x, t),
+             arrays(("n", (2, 3, 4, 2)), ("c", (2, 4, 2), 3))),
+        Case(f"CE_{r}", lambda m, x, t, r=r: L(m, "CrossEntropyLoss", reduction=r)(x, t),
+             arrays(("n", (5, 4)), ("c", (5,), 4))),
+        Case(f"CE_weight_ignore_{r}", lambda m, x, t, w, r=r: L(
+            m, "CrossEntropyLoss", w, reduction=r)(x, _with_ignored(t)),
+            arrays(("n", (7, 4)), ("c", (7,), 4), ("p", (4,))), requires_grad=[1, 0, 0]),
+        Case(f"CE_smoothing_{r}", lambda m, x, t, r=r: L(
+            m, "CrossEntropyLoss", reduction=r, label_smoothing=0.2)(x, _with_ignored(t)),
+            arrays(("n", (7, 4)), ("c", (7,), 4))),
+        Case(f"CE_smoothing_weight_{r}", lambda m, x, t, w, r=r: L(
+            m, "CrossEntropyLoss", w, reduction=r, label_smoothing=0.1)(x, _with_ignored(t)),
+            arrays(("n", (7, 4)), ("c", (7,), 4), ("p", (4,))), requires_grad=[1, 0, 0]),
+        Case(f"CE_kdim_{r}", lambda m, x, t, r=r: L(m, "CrossEntropyLoss", reduction=r)(x, t),
+             arrays(("n", (2, 3, 4, 2)), ("c", (2, 4, 2), 3))),
+        Case(f"CE_probs_{r}", lambda m, x, t, r=r: L(m, "CrossEntropyLoss", reduction=r)(x, t),
+             arrays(("n", (5, 4)), ("soft", (5, 4)))),
+        Case(f"CE_probs_smooth_weight_{r}", lambda m, x, t, w, r=r: L(
+            m, "CrossEntropyLoss", w, reduction=r, label_smoothing=0.3)(x, t),
+            arrays(("n", (2, 4, 3)), ("soft", (2, 4, 3)), ("p", (4,)))),
+        Case(f"PoissonNLL_{r}", lambda m, x, y, r=r: L(m, "PoissonNLLLoss", reduction=r)(x, y),
+             arrays(("n", (3, 4)), ("p", (3, 4)))),
+        Case(f"PoissonNLL_full_{r}", lambda m, x, y, r=r: L(
+            m, "PoissonNLLLoss", log_input=False, full=True, reduction=r)(x, y * 2),
+            arrays(("p", (3, 4)), ("p", (3, 4)))),
+        Case(f"GaussianNLL_{r}", lambda m, x, y, v, r=r: L(
+            m, "GaussianNLLLoss", reduction=r, full=True)(x, y, v),
+            arrays(("n", (3, 4)), ("n", (3, 4)), ("p", (3, 4)))),
+        Case(f"GaussianNLL_homo_{r}", lambda m, x, y, v, r=r: L(
+            m, "GaussianNLLLoss", reduction=r)(x, y, v), arrays(("n", (3, 4)), ("n", (3, 4)),
+                                                                ("p", (3,)))),
+        Case(f"CosineEmbedding_{r}", lambda m, a, b, y, r=r: L(
+            m, "CosineEmbeddingLoss", 0.1, reduction=r)(a, b, y),
+            arrays(("n", (5, 4)), ("n", (5, 4)), ("pm", (5,)))),
+        Case(f"MarginRanking_{r}", lambda m, a, b, y, r=r: L(
+            m, "MarginRankingLoss", 0.3, reduction=r)(a, b, y),
+            arrays(("n", (6,)), ("n", (6,)), ("pm", (6,)))),
+        Case(f"TripletMargin_{r}", lambda m, a, p, n, r=r: L(
+            m, "TripletMarginLoss", reduction=r)(a, p, n), [(5, 4), (5, 4), (5, 4)]),
+        Case(f"HingeEmbedding_{r}", lambda m, x, y, r=r: L(
+            m, "HingeEmbeddingLoss", 0.5, reduction=r)(x, y), arrays(("n", (3, 4)),
+                                                                     ("pm", (3, 4)))),
+        Case(f"SoftMargin_{r}", lambda m, x, y, r=r: L(m, "SoftMarginLoss", reduction=r)(x, y),
+             arrays(("n", (3, 4)), ("pm", (3, 4))), requires_grad=[1, 0]),
+        Case(f"MultiLabelSoftMargin_{r}", lambda m, x, y, w, r=r: L(
+            m, "MultiLabelSoftMarginLoss", w, reduction=r)(x, y),
+            arrays(("n", (3, 4)), ("b", (3, 4)), ("p", (4,)))),
+        Case(f"MultiMargin_{r}", lambda m, x, t, r=r: L(m, "MultiMarginLoss", reduction=r)(x, t),
+             arrays(("n", (5, 4)), ("c", (5,), 4)), gradgrad=False),
+        Case(f"MultiMargin_p2_weight_{r}", lambda m, x, t, w, r=r: L(
+            m, "MultiMarginLoss", 2, 0.5, w, reduction=r)(x, t),
+            arrays(("n", (5, 4)), ("c", (5,), 4), ("p", (4,))), gradgrad=False,
+            requires_grad=[1, 0, 0]),
+    ]
+
+LOSSES += [
+    Case("CE_1d_input", lambda m, x, t: L(m, "CrossEntropyLoss")(x, t[0]),
+         arrays(("n", (4,)), ("c", (1,), 4))),
+    Case("CE_f32", lambda m, x, t: L(m, "CrossEntropyLoss")(x, t),
+         arrays(("n", (5, 4)), ("c", (5,), 4)), dtype=np.float32),
+    Case("CE_all_ignored", lambda m, x, t: L(m, "CrossEntropyLoss", ignore_index=0)(x, t * 0),
+         arrays(("n", (3, 4)), ("c", (3,), 4)), grad=False),
+    Case("KLDiv_batchmean", lambda m, x, y: L(m, "KLDivLoss", reduction="batchmean")(x.log(), y),
+         arrays(("soft", (3, 4)), ("soft", (3, 4)))),
+    Case("BCEWithLogits_large", lambda m, x, y: L(m, "BCEWithLogitsLoss")(x * 100, y),
+         arrays(("n", (3, 4)), ("b", (3, 4)))),
+    Case("SmoothL1_beta0", lambda m, x, y: L(m, "SmoothL1Loss", beta=0.0)(x, y), [(3, 4), (3, 4)]),
+    Case("MSE_broadcast", lambda m, x, y: m.nn.functional.mse_loss(x, y), [(3, 4), (4,)]),
+    Case("MSE_0d", lambda m, x, y: L(m, "MSELoss")(x, y), [(), ()]),
+    Case("L1_f32", lambda m, x, y: L(m, "L1Loss")(x, y), [(3, 4), (3, 4)], dtype=np.float32),
+    Case("TripletMargin_swap_p1", lambda m, a, p, n: L(
+        m, "TripletMarginLoss", margin=0.5, p=1, swap=True)(a, p, n), [(5, 4), (5, 4), (5, 4)]),
+    Case("TripletMarginWithDistance", lambda m, a, p, n: L(
+        m, "TripletMarginWithDistanceLoss", distance_function=lambda x, y: (x - y).abs().sum(-1))(
+            a, p, n), [(5, 4), (5, 4), (5, 4)]),
+    Case("CosineEmbedding_1d", lambda m, a, b, y: L(m, "CosineEmbeddingLoss")(a, b, y[0]),
+         arrays(("n", (4,)), ("n", (4,)), ("pm", (1,)))),
+    Case("legacy_size_average", lambda m, x, y: L(m, "MSELoss", size_average=False)(x, y),
+         [(3, 4), (3, 4)]),
+    Case("legacy_reduce", lambda m, x, y: L(m, "L1Loss", reduce=False)(x, y), [(3, 4), (3, 4)]),
+]
+
+
+@cases(LOSSES)
+def test_losses(case):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(case)
+
+
+LOSS_ERRORS = [
+    ("ce_target_out_of_bounds", lambda m, x: m.nn.functional.cross_entropy(
+        x, m.tensor([1, 7, 2])), [(3, 5)]),
+    ("ce_batch_mismatch", lambda m, x: m.nn.functional.cross_entropy(x, m.tensor([1, 2])),
+     [(3, 5)]),
+    ("ce_float_target_wrong_shape", lambda m, x: m.nn.functional.cross_entropy(
+        x, m.tensor([1.0, 2.0, 3.0])), [(3, 5)]),
+    ("ce_probs_ignore_index", lambda m, x: m.nn.functional.cross_entropy(x, x, ignore_index=1),
+     [(3, 5)]),
+    ("ce_label_smoothing_range", lambda m, x: m.nn.functional.cross_entropy(
+        x, m.tensor([1, 2, 3]), label_smoothing=1.5), [(3, 5)]),
+    ("nll_weight_size", lambda m, x: m.nn.functional.nll_loss(
+        x, m.tensor([1, 2, 3]), weight=m.ones(4)), [(3, 5)]),
+    ("nll_int32_target", lambda m, x: m.nn.functional.nll_loss(
+        x, m.tensor([1, 2, 3], dtype=m.int32)), [(3, 5)]),
+    ("nll_kdim_mismatch", lambda m, x: m.nn.functional.nll_loss(
+        x, m.zeros(2, 4, 4, dtype=m.int64)), [(2, 3, 4, 5)]),
+    ("nll_kdim_target_dims", lambda m, x: m.nn.functional.nll_loss(
+        x, m.zeros(2, 4, dtype=m.int64)), [(2, 3, 4, 5)]),
+    ("nll_1d_target_size", lambda m, x: m.nn.functional.nll_loss(
+        x, m.zeros(2, dtype=m.int64)), [(5,)]),
+    ("mse_not_broadcastable", lambda m, x: m.nn.functional.mse_loss(x, m.zeros(4)), [(2, 3)]),
+    ("bce_size", lambda m, x: m.nn.functional.binary_cross_entropy(x.sigmoid(), m.zeros(3)),
+     [(2, 3)]),
+    ("bce_range", lambda m, x: m.nn.functional.binary_cross_entropy(x.abs() + 1, x * 0),
+     [(2, 3)]),
+    ("bce_logits_size", lambda m, x: m.nn.functional.binary_cross_entropy_with_logits(
+        x, m.zeros(3)), [(2, 3)]),
+    ("bad_reduction", lambda m, x: m.nn.functional.l1_loss(x, x, reduction="foo"), [(2, 3)]),
+    ("gaussian_negative_var", lambda m, x: m.nn.functional.gaussian_nll_loss(x, x, -x.abs()),
+     [(2, 3)]),
+    ("gaussian_var_size", lambda m, x: m.nn.functional.gaussian_nll_loss(x, x, m.ones(3, 3)),
+     [(2, 3)]),
+    ("triplet_dims", lambda m, x: m.nn.functional.triplet_margin_loss(x, x[0], x), [(2, 3)]),
+    ("triplet_margin", lambda m, x: m.nn.TripletMarginLoss(margin=0.0), [(2, 3)]),
+    ("multimargin_p", lambda m, x: m.nn.MultiMarginLoss(p=3), [(2, 3)]),
+]
+
+
+@pytest.mark.parametrize("name,fn,shapes", LOSS_ERRORS, ids=[e[0] for e in LOSS_ERRORS])
+def test_loss_errors(name, fn, shapes):
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_raises(fn, *[rng.standard_normal(s) for s in shapes])
+
+
+def test_loss_messages_and_warnings():
+    x = ember.zeros(3, 5)
+    with pytest.raises(IndexError, match="Target 7 is out of bounds."):
+        ember.nn.functional.cross_entropy(x, ember.tensor([1, 7, 2]))
+    with pytest.raises(ValueError, match=r"Expected input batch_size \(3\) to match target "
+                                         r"batch_size \(2\)"):
+        ember.nn.functional.cross_entropy(x, ember.tensor([1, 2]))
+    with pytest.warns(UserWarning, match="target size"):
+        ember.nn.functional.mse_loss(ember.zeros(2, 3), ember.zeros(3))
+    with pytest.warns(UserWarning, match="batchmean"):
+        ember.nn.functional.kl_div(x, x)
+    with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):
+        ember.nn.MSELoss(size_average=False)
+    with pytest.raises(NotImplementedError, match="ctc_loss"):
+        ember.nn.CTCLoss()(x, x, x, x)
+
+
+def test_loss_modules_state_and_repr():
+    w = np.array([1.0, 2.0, 0.5])
+    pairs = [(ember.nn.CrossEntropyLoss(ember.tensor(w)), torch.nn.CrossEntropyLoss(
+        torch.tensor(w))), (ember.nn.BCEWithLogitsLoss(pos_weight=ember.tensor(w)),
+                            torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor(w))),
+             (ember.nn.NLLLoss(), torch.nn.NLLLoss()), (ember.nn.HuberLoss(), torch.nn.HuberLoss())]
+    for e, t in pairs:
+        assert repr(e) == repr(t)
+        assert list(e.state_dict()) == list(t.state_dict())
+        assert e.reduction == t.reduction
+    with pytest.warns(UserWarning):
+        assert ember.nn.MSELoss(reduce=False).reduction == "none"
+
+
+def test_cross_entropy_training_step_matches_torch():
+    """A tiny classifier: loss and every parameter gradient equal torch's (copied weights)."""
+    rng = np.random.default_rng(1)
+    x, t = rng.standard_normal((8, 5)), rng.integers(0, 3, 8)
+    grads = []
+    tnet = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
+    enet = ember.nn.Sequential(ember.nn.Linear(5, 6), ember.nn.ReLU(), ember.nn.Linear(6, 3))
+    tnet.double()
+    enet.double().load_state_dict({k: ember.tensor(v.numpy()) for k, v in
+                                   tnet.state_dict().items()})
+    for m, net in ((torch, tnet), (ember, enet)):
+        loss = m.nn.CrossEntropyLoss(label_smoothing=0.1)(net(m.tensor(x)), m.tensor(t))
+        loss.backward()
+        grads.append([loss.item()] + [p.grad.numpy() for p in net.parameters()])
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-10)
