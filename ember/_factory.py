@@ -232,7 +232,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if (end - start) * step < 0:
-        raise RuntimeError(f"upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
     if dtype is None:
         floaty = any(isinstance(v, float) for v in (start, end, step))
         dtype = _dt.get_default_dtype() if floaty else _dt.int64
@@ -259,6 +259,8 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, ou
     idx = np.arange(steps, dtype=np.float64)
     half = steps // 2
     arr = np.where(idx < half, start + step * idx, end - step * (steps - 1 - idx))
+    if steps == 1:
+        arr = np.full(1, start, dtype=np.float64)
     if not dt.is_floating_point:
         arr = np.trunc(arr)
     _, device = _xp(device)
@@ -312,3 +314,52 @@ def _rebuild_tensor(array, requires_grad, device):
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+# ----- Tensor.new_*: factories that default to the tensor's dtype and device ------------
+
+def _new_like(self, dtype, device):
+    return (_dt.to_dtype(dtype) or self.dtype), (backend.as_device(device) or self.device)
+
+
+def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+               pin_memory=False):
+    """Zeros of ``size`` with this tensor's dtype and device (unless given)."""
+    dt, dev = _new_like(self, dtype, device)
+    return _filled(0, size, dt, dev, requires_grad)
+
+
+def _new_ones(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+              pin_memory=False):
+    """Ones of ``size`` with this tensor's dtype and device (unless given)."""
+    dt, dev = _new_like(self, dtype, device)
+    return _filled(1, size, dt, dev, requires_grad)
+
+
+def _new_empty(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+               pin_memory=False):
+    """An uninitialised tensor of ``size`` with this tensor's dtype and device."""
+    dt, dev = _new_like(self, dtype, device)
+    return _filled(None, size, dt, dev, requires_grad)
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
+              layout=None, pin_memory=False):
+    """``fill_value`` everywhere, with this tensor's dtype and device (unless given)."""
+    dt, dev = _new_like(self, dtype, device)
+    size = (size,) if isinstance(size, (int, np.integer)) else size
+    return _filled(fill_value, size, dt, dev, requires_grad)
+
+
+def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layout=None,
+                pin_memory=False):
+    """A copy of ``data`` with this tensor's dtype and device (unless given)."""
+    dt, dev = _new_like(self, dtype, device)
+    return tensor(data, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+Tensor.new_zeros = _new_zeros
+Tensor.new_ones = _new_ones
+Tensor.new_empty = _new_empty
+Tensor.new_full = _new_full
+Tensor.new_tensor = _new_tensor

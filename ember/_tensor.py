@@ -239,7 +239,8 @@ class Tensor:
                 "a computed variable in a subgraph that doesn't require differentiation use "
                 "var_no_grad = var.detach().")
         if requires_grad and self._data.dtype.kind != "f":
-            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
         self._requires_grad = bool(requires_grad)
         return self
 
@@ -375,13 +376,17 @@ class Tensor:
 
     def __bool__(self):
         if self._data.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self._data)
 
     def __float__(self):
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
         return float(self.item())
 
     def __int__(self):
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
         return int(self.item())
 
     def __index__(self):

@@ -1,0 +1,97 @@
+"""``ember.cuda``: the GPU device, backed by CuPy (``torch.cuda``'s everyday functions).
+
+Without CuPy or without a GPU, ``is_available()`` is False and ``device_count()`` is
+0; seeding is then a no-op (as in PyTorch, where it is deferred until CUDA starts);
+functions that need a GPU raise a RuntimeError saying what is missing.
+"""
+from ember import backend
+
+__all__ = ["is_available", "device_count", "current_device", "set_device", "get_device_name",
+           "synchronize", "empty_cache", "manual_seed", "manual_seed_all", "seed", "seed_all",
+           "is_initialized"]
+
+_current = [0]
+
+
+def is_available():
+    """True if CuPy is installed and sees at least one GPU."""
+    return backend.cuda_available()
+
+
+def device_count():
+    """Number of GPUs CuPy sees; 0 without CuPy or a GPU."""
+    return backend.cuda_device_count()
+
+
+def is_initialized():
+    """True once the GPU backend has been loaded."""
+    return backend._cupy[0] is not None
+
+
+def _cupy():
+    return backend.module_for(backend.device("cuda"))  # raises the CuPy/GPU-missing error
+
+
+def _index(device):
+    if device is None:
+        return _current[0]
+    if isinstance(device, int):
+        return device
+    d = backend.as_device(device)
+    if d.type != "cuda":
+        raise ValueError(f"Expected a cuda device, but got: {d}")
+    return d.index or 0
+
+
+def current_device():
+    """Index of the selected GPU."""
+    _cupy()
+    return _current[0]
+
+
+def set_device(device):
+    """Select the GPU that ``cuda`` (without an index) means."""
+    cp = _cupy()
+    idx = _index(device)
+    cp.cuda.Device(idx).use()
+    _current[0] = idx
+
+
+def get_device_name(device=None):
+    """The GPU's name, e.g. ``'NVIDIA H100'``."""
+    cp = _cupy()
+    props = cp.cuda.runtime.getDeviceProperties(_index(device))
+    name = props["name"]
+    return name.decode() if isinstance(name, bytes) else name
+
+
+def synchronize(device=None):
+    """Wait for all work queued on the GPU to finish."""
+    cp = _cupy()
+    with cp.cuda.Device(_index(device)):
+        cp.cuda.Stream.null.synchronize()
+
+
+def empty_cache():
+    """Return the cached, unused GPU memory of CuPy's pool to the driver."""
+    if is_initialized():
+        backend._cupy[0].get_default_memory_pool().free_all_blocks()
+
+
+def manual_seed(seed):
+    """Seed the GPU random generator (a no-op without a GPU, as in PyTorch)."""
+    seed = int(seed)
+    if is_available():
+        backend._cupy[0].random.seed(seed % (2 ** 32))
+
+
+manual_seed_all = manual_seed
+
+
+def seed():
+    """Seed the GPU random generator non-deterministically (no-op without a GPU)."""
+    if is_available():
+        backend._cupy[0].random.seed()
+
+
+seed_all = seed
