@@ -31,6 +31,8 @@ from ember.autograd.anomaly import (
     is_anomaly_enabled,
     set_anomaly_enabled,
 )
+from ember import cuda
+from ember._tensor_str import get_printoptions, printoptions, set_printoptions
 from ember import optim
 from ember.serialization import load, save
 from ember import nn
