@@ -108,6 +108,10 @@ SCENARIOS = {
         [S(m).ConstantLR(o, factor=0.1, total_iters=2), S(m).ExponentialLR(o, gamma=0.9)])),
     "ChainedScheduler-optimizer": (sgd, lambda m, o: S(m).ChainedScheduler(
         [S(m).StepLR(o, 5, gamma=0.5), S(m).MultiplicativeLR(o, lambda e: 0.99)], optimizer=o)),
+    "SWALR-cos": (sgd, lambda m, o: m.optim.swa_utils.SWALR(o, swa_lr=0.01, anneal_epochs=5)),
+    "SWALR-linear": (sgd, lambda m, o: m.optim.swa_utils.SWALR(
+        o, swa_lr=[0.01, 0.2], anneal_epochs=7, anneal_strategy="linear")),
+    "SWALR-no_anneal": (sgd, lambda m, o: m.optim.swa_utils.SWALR(o, 0.02, anneal_epochs=0)),
     "StepLR-tensor_lr": (sgd_tensor_lr, lambda m, o: S(m).StepLR(o, step_size=2, gamma=0.5)),
     "CosineAnnealingLR-tensor_lr": (sgd_tensor_lr, lambda m, o: S(m).CosineAnnealingLR(o, 6)),
 }
@@ -332,6 +336,9 @@ ERRORS = [
     lambda m: S(m).ChainedScheduler([]),
     lambda m: (lambda o: S(m).ChainedScheduler([S(m).ReduceLROnPlateau(o)]))(sgd(m)),
     lambda m: S(m).LRScheduler(sgd(m)),
+    lambda m: m.optim.swa_utils.SWALR(sgd(m), 0.1, anneal_strategy="exp"),
+    lambda m: m.optim.swa_utils.SWALR(sgd(m), 0.1, anneal_epochs=-1),
+    lambda m: m.optim.swa_utils.SWALR(sgd(m), [0.1]),
 ]
 
 

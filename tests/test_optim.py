@@ -484,3 +484,65 @@ def test_lbfgs_converges_and_bad_line_search():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_raises(lambda m: run_lbfgs(m, {"line_search_fn": "armijo"}, 1))
+
+
+# ----- swa_utils: AveragedModel ------------------------------------------------------------
+def _tiny(m):
+    class Tiny(m.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = m.nn.Parameter(m.tensor(INIT[0].copy()))
+            self.register_buffer("b", m.tensor(INIT[1].copy()))
+            self.register_buffer("count", m.tensor(3))
+
+        def forward(self, x):
+            return x @ self.w + self.b[0]
+    return Tiny()
+
+
+SWA_CONFIGS = {
+    "swa": lambda m: {},
+    "swa-buffers": lambda m: {"use_buffers": True},
+    "ema-multi": lambda m: {"multi_avg_fn": m.optim.swa_utils.get_ema_multi_avg_fn(0.9)},
+    "ema-multi-buffers": lambda m: {"multi_avg_fn": m.optim.swa_utils.get_ema_multi_avg_fn(0.3),
+                                    "use_buffers": True},
+    "ema-fn": lambda m: {"avg_fn": m.optim.swa_utils.get_ema_avg_fn(0.8)},
+    "swa-fn": lambda m: {"avg_fn": m.optim.swa_utils.get_swa_avg_fn()},
+    "swa-multi": lambda m: {"multi_avg_fn": m.optim.swa_utils.get_swa_multi_avg_fn()},
+}
+
+
+@pytest.mark.parametrize("name", list(SWA_CONFIGS))
+def test_averaged_model(name):
+    results = []
+    for m in (torch, ember):
+        model = _tiny(m)
+        avg = m.optim.swa_utils.AveragedModel(model, **SWA_CONFIGS[name](m))
+        rng = np.random.default_rng(1)
+        for _ in range(6):
+            model.w.data = m.tensor(rng.standard_normal(SHAPES[0]))
+            model.b.data = m.tensor(rng.standard_normal(SHAPES[1]))
+            model.count.data = model.count.data + 2
+            avg.update_parameters(model)
+        x = m.tensor(X)
+        results.append([avg.module.w.detach().numpy().copy(), avg.module.b.numpy().copy(),
+                        avg.module.count.numpy().copy(), avg.n_averaged.numpy().copy(),
+                        avg(x).detach().numpy().copy()])
+    for i, (t, e) in enumerate(zip(*results)):
+        assert e.dtype == t.dtype, i
+        np.testing.assert_allclose(e, t, rtol=1e-12, atol=1e-14, err_msg=f"item {i}")
+
+
+def test_swa_errors():
+    check_raises(lambda m: m.optim.swa_utils.get_ema_avg_fn(1.5))
+    check_raises(lambda m: m.optim.swa_utils.get_ema_multi_avg_fn(-0.1))
+    check_raises(lambda m: m.optim.swa_utils.AveragedModel(
+        _tiny(m), avg_fn=m.optim.swa_utils.get_swa_avg_fn(),
+        multi_avg_fn=m.optim.swa_utils.get_swa_multi_avg_fn()))
+
+
+def test_update_bn_without_batchnorm_is_a_no_op():
+    model = _tiny(ember)
+    model.eval()
+    ember.optim.swa_utils.update_bn([ember.tensor(X)], model)
+    assert not model.training

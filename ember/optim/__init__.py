@@ -20,7 +20,15 @@ from ember.optim.sgd import SGD
 
 __all__ = ["Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "ASGD", "LBFGS", "lr_scheduler",
            "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam",
-           "Adafactor", "Muon"]
+           "Adafactor", "Muon", "swa_utils"]
+
+
+def __getattr__(name):
+    # swa_utils builds on ember.nn, which ember imports after ember.optim
+    if name == "swa_utils":
+        import importlib
+        return importlib.import_module("ember.optim.swa_utils")
+    raise AttributeError(f"module 'ember.optim' has no attribute '{name}'")
 
 
 def _missing(name, why):
