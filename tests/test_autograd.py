@@ -501,6 +501,10 @@ def test_inplace_on_leaf_requiring_grad_raises_before_changing():
             x.add_(1)
         with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
             x.mul_(2)
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            x[0] = 1.0
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            x += 1
         np.testing.assert_array_equal(_np(x), A)
 
 

@@ -338,6 +338,16 @@ def test_mark_non_differentiable_and_materialized_zero_grad():
     same(f)
 
 
+def test_saved_output_is_double_differentiable():
+    def f(m):
+        x = leaf(m)
+        y, _ = FNS[m]["TwoOutputs"].apply(x)
+        (g,) = m.autograd.grad((y * y).sum(), x, create_graph=True)
+        (gg,) = m.autograd.grad(g.sum(), x)
+        return g, gg
+    same(f)
+
+
 def test_materialize_grads_default_gives_zeros():
     def f(m):
         x = leaf(m)
