@@ -1,0 +1,612 @@
+"""Sampling factories (``rand``, ``randn``, ...) and in-place Tensor methods (``uniform_``, ...).
+
+Values come from :mod:`ember._random_kernels` in the order PyTorch's TensorIterator
+walks memory, so non-contiguous tensors get what PyTorch puts there. No gradient
+flows through a sample (PyTorch gives zeros); the nodes carry PyTorch's names.
+"""
+import operator
+import warnings
+
+import numpy as np
+
+from ember import _factory, backend
+from ember import _random_kernels as K
+from ember._random import _gen
+from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import Primitive
+from ember.backend import dtypes as _dt
+from ember.ops._inplace import check_inplace, commit
+
+__all__ = ["rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial",
+           "poisson", "rand_like", "randn_like", "randint_like"]
+
+_TYPE = {"float16": "Half", "float32": "Float", "float64": "Double", "int8": "Char",
+         "int16": "Short", "int32": "Int", "int64": "Long", "uint8": "Byte", "bool": "Bool"}
+_CTYPE = {"float16": "c10::Half", "float32": "float", "float64": "double", "int8": "signed char",
+          "int16": "short int", "int32": "int", "int64": "long int", "uint8": "unsigned char",
+          "bool": "bool"}
+
+
+# ----- autograd: samples pass no gradient ----------------------------------------------------
+class _Sample(Primitive):
+    """A sampled tensor; its inputs (the tensor written to, mean, std, p) get zero gradients."""
+
+    broadcasts = True
+
+    def forward(self, *arrays, value=None):
+        self._dtypes = [getattr(a, "dtype", None) for a in arrays]
+        return value
+
+    def backward(self, gy):
+        return tuple(None if e is None else
+                     _factory.zeros(tuple(gy.shape), dtype=_dt.FROM_NP[dt], device=gy.device)
+                     for e, dt in zip(self._edges, self._dtypes))
+
+
+def _node(name):
+    return type(name, (_Sample,), {"_node_name": name})
+
+
+_Uniform, _Normal0, _Normal1, _Normal2, _Normal3 = map(_node, (
+    "UniformBackward0", "NormalBackward0", "NormalBackward1", "NormalBackward2",
+    "NormalBackward3"))
+_Bernoulli0, _Bernoulli1, _Bernoulli2 = map(_node, (
+    "BernoulliBackward0", "BernoulliBackward1", "BernoulliBackward2"))
+_Random0, _Random1, _Random2 = map(_node, ("RandomBackward0", "RandomBackward1",
+                                           "RandomBackward2"))
+_Exponential, _Geometric, _Cauchy, _LogNormal, _Poisson = map(_node, (
+    "ExponentialBackward0", "GeometricBackward0", "CauchyBackward0", "LogNormalBackward0",
+    "PoissonBackward0"))
+
+
+class _BernoulliP(_Sample):
+    _node_name = "NotImplemented"
+
+    def backward(self, gy):
+        raise RuntimeError("derivative for aten::bernoulli is not implemented")
+
+
+# ----- layout: the order PyTorch fills memory in ---------------------------------------------
+def _perm(a):
+    """Axes ordered as TensorIterator walks ``a`` (largest stride outermost); None for C order."""
+    if a.flags.c_contiguous:
+        return None
+    return sorted(range(a.ndim), key=lambda i: -abs(a.strides[i]))
+
+
+def _arrange(flat, shape, perm):
+    """Values drawn in memory order, placed at their logical positions."""
+    if perm is None:
+        return flat.reshape(shape)
+    return flat.reshape([shape[i] for i in perm]).transpose(np.argsort(perm))
+
+
+def _like_perm(a):
+    """Memory order of ``empty_like(a)``: ``a``'s own when it is dense, else C order."""
+    perm = _perm(a)
+    if perm is None:
+        return None
+    expect = a.itemsize
+    for i in reversed(perm):
+        if a.shape[i] != 1 and a.strides[i] != expect:
+            return None
+        expect *= a.shape[i]
+    return perm
+
+
+def _fill_(t, node, draw, *extra):
+    """Write ``draw(n, contiguous)`` (a flat array in memory order) into ``t``."""
+    check_inplace(t)
+    d = t._data
+    arr = _arrange(draw(d.size, bool(d.flags.c_contiguous)), d.shape, _perm(d))
+    if type(d) is not np.ndarray:
+        arr = backend.to_device(arr, t.device)
+    if _grad_state.grad_enabled and (t._requires_grad or any(e._requires_grad for e in extra)):
+        return commit(t, node.apply(t, *extra, value=arr))
+    d[...] = arr
+    t._vc[0] += 1
+    return t
+
+
+def _new(arr, device, requires_grad, out=None):
+    if out is not None:
+        if out._data.shape == arr.shape:
+            out._data[...] = arr
+        else:
+            out._data = backend.to_device(arr.astype(out._data.dtype), out.device)
+        out._vc[0] += 1
+        return out
+    return _factory._finish(arr, backend.as_device(device) or _factory._default_device[0],
+                            requires_grad)
+
+
+def _result(node, inputs, arr):
+    """A new tensor holding a sample computed from ``inputs`` (which get zero gradients)."""
+    d = inputs[0]._data
+    if type(d) is not np.ndarray:
+        arr = backend.to_device(arr, inputs[0].device)
+    if _grad_state.grad_enabled and any(i._requires_grad for i in inputs):
+        return node.apply(*inputs, value=arr)
+    return _make(arr, False)
+
+
+def _need_float(npd, kernel):
+    if npd.kind != "f":
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_TYPE[npd.name]}'")
+
+
+def _g(x):
+    return f"{float(x):g}"
+
+
+# ----- in-place Tensor methods -----------------------------------------------------------------
+def uniform_(self, from_=0, to=1, *, generator=None, **kw):
+    """Fill with samples from the uniform distribution on ``[from, to)``."""
+    from_ = kw.pop("from", from_)
+    if kw:
+        raise TypeError(f"uniform_() got an unexpected keyword argument '{next(iter(kw))}'")
+    _need_float(self._data.dtype, "check_uniform_bounds")
+    if not from_ <= to:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
+                           f"from={_g(from_)} > to={_g(to)}")
+    if to - from_ > float(np.finfo(self._data.dtype).max):
+        raise RuntimeError(f"uniform_ expects to-from <= std::numeric_limits<"
+                           f"{_CTYPE[self._data.dtype.name]}>::max(), but found to={_g(to)} "
+                           f"and from={_g(from_)} which result in to-from to exceed the limit")
+    g, npd = _gen(generator), self._data.dtype
+    return _fill_(self, _Uniform, lambda n, c: K.uniform(g, n, from_, to, npd))
+
+
+def normal_(self, mean=0, std=1, *, generator=None):
+    """Fill with samples from the normal distribution ``N(mean, std**2)``."""
+    if not std >= 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
+    _need_float(self._data.dtype, "normal_kernel_cpu")
+    g, npd = _gen(generator), self._data.dtype
+    return _fill_(self, _Normal0, lambda n, c: K.normal(g, n, mean, std, npd, c))
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    """Fill with 0/1 draws that are 1 with probability ``p`` (a float or a tensor)."""
+    g, npd = _gen(generator), self._data.dtype
+    if isinstance(p, Tensor):
+        pd = p._host()
+        _need_float(pd.dtype, "bernoulli_tensor_cpu_p_")
+        _check_p_tensor(pd)
+        try:
+            pd = np.broadcast_to(pd, self._data.shape)
+        except ValueError:
+            raise RuntimeError(f"expand: the shape of p {list(pd.shape)} cannot be expanded "
+                               f"to the size of self {list(self.shape)}") from None
+
+        def draw(n, c):
+            perm = _perm(self._data)
+            order = pd if perm is None else pd.transpose(perm)
+            return K.bernoulli_tensor(g, np.ascontiguousarray(order), npd)
+        return _fill_(self, _Bernoulli1, draw, p)
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={_g(p)}")
+    return _fill_(self, _Bernoulli2, lambda n, c: K.bernoulli_scalar(g, n, float(p), npd))
+
+
+def _check_p_tensor(pd):
+    if pd.size and not ((pd >= 0) & (pd <= 1)).all():
+        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could "
+                           "this error message be improved?  If so, please report an enhancement "
+                           "request to PyTorch.)")
+
+
+def random_(self, *args, generator=None, **kw):
+    """Fill with integers from ``[from, to - 1]``; ``random_(to)`` draws from ``[0, to - 1]``
+    and ``random_()`` from ``[0, 2**mantissa]`` (floats) or ``[0, max]`` (integers)."""
+    args = list(args)
+    if "from" in kw:
+        args.insert(0, kw.pop("from"))
+    if "to" in kw:
+        args.append(kw.pop("to"))
+    if kw:
+        raise TypeError(f"random_() got an unexpected keyword argument '{next(iter(kw))}'")
+    g, npd = _gen(generator), self._data.dtype
+    if not args:
+        return _fill_(self, _Random2, lambda n, c: K.random_default(g, n, npd))
+    if len(args) == 1:
+        node, frm, to = _Random1, 0, operator.index(args[0])
+    elif len(args) == 2:
+        node, frm, to = _Random0, operator.index(args[0]), args[1]
+        to = None if to is None else operator.index(to)
+    else:
+        raise TypeError(f"random_() takes at most 2 arguments ({len(args)} given)")
+    draw = _random_from_to(npd, frm, to, g)
+    return _fill_(self, node, draw)
+
+
+def _random_from_to(npd, frm, to, g):
+    """Check ``random_(from, to)``'s bounds as PyTorch does; returns the drawing function."""
+    fl = npd.kind == "f"
+    digits = {2: 11, 4: 24, 8: 53}.get(npd.itemsize) if fl else None
+    if to is not None:
+        if not frm < to:
+            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
+                               f"from={frm} >= to={to}")
+        if fl:
+            frm, to = _update_from(frm, digits, npd), _update_to(to, digits, npd)
+            if not frm < to:
+                raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than "
+                                   f"'to' casted to dtype, but got from={frm} >= to={to}")
+        _check_from_to(frm, to - 1, npd, digits)
+        rng, base = to - frm, frm
+    elif frm != -(1 << 63):
+        if fl:
+            to_inc = 1 << digits
+            frm = _update_from(frm, digits, npd)
+            if not frm < to_inc:
+                raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than or "
+                                   f"equal to 'to_inc' casted to dtype, but got from={frm} > "
+                                   f"to_inc={to_inc}")
+        else:
+            to_inc = 1 if npd.kind == "b" else int(np.iinfo(npd).max)
+        _check_from_to(frm, to_inc, npd, digits)
+        rng, base = to_inc - frm + 1, frm
+    else:
+        if npd.name not in ("int64", "float32", "float64"):
+            raise RuntimeError("random_full_64_bits_range_kernel_cpu handles only int64, double, "
+                               "float and bfloat16")
+        return lambda n, c: g._u64(n).view(np.int64).astype(npd)
+    return lambda n, c: K.random_from_to(g, n, rng, base, npd)
+
+
+def _update_from(frm, digits, npd):
+    plus1 = int(npd.type(frm + 1))
+    if plus1 < frm:
+        frm = plus1 + (1 << (max(abs(frm + 1).bit_length() - 1, 0) - digits + 1))
+    return frm
+
+
+def _update_to(to, digits, npd):
+    minus1 = int(npd.type(to - 1))
+    if minus1 >= to:
+        to = minus1 - (1 << (max(abs(to - 1).bit_length() - 1, 0) - digits + 1))
+    return to
+
+
+def _check_from_to(frm, to_inc, npd, digits):
+    name = _CTYPE[npd.name]
+    info = np.finfo(npd) if digits else (None if npd.kind == "b" else np.iinfo(npd))
+    lo, hi = (0, 1) if info is None else (info.min, info.max)
+    for var, what in ((frm, "from"), (to_inc, "to - 1")):
+        if not lo <= var <= hi:
+            raise RuntimeError(f"{what} is out of bounds for {name}")
+    if digits:
+        for var, what in ((frm, "from"), (to_inc, "to - 1")):
+            if var < -(1 << digits) or var > 1 << digits:
+                warnings.warn(f"{what} is out of bounds [-(2^{digits}), 2^{digits}]. Due to "
+                              f"precision limitations {name} can support discrete uniform "
+                              "distribution only within this range. This warning will become an "
+                              "error in version 1.7 release, please fix the code in advance",
+                              UserWarning, stacklevel=4)
+
+
+def exponential_(self, lambd=1, *, generator=None):
+    """Fill with samples from the exponential distribution with rate ``lambd``."""
+    npd = self._data.dtype
+    if npd.kind != "f":
+        raise RuntimeError("Exponential distribution is a continuous probability distribution. "
+                           f"dtype must be a floating point but you specified {_TYPE[npd.name]}")
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={_g(lambd)}")
+    g = _gen(generator)
+    return _fill_(self, _Exponential, lambda n, c: K.exponential(g, n, float(lambd), npd))
+
+
+def geometric_(self, p, *, generator=None):
+    """Fill with the number of Bernoulli(``p``) trials up to the first success."""
+    npd = self._data.dtype
+    if npd.kind == "b":
+        raise NotImplementedError("\"geometric_cpu\" not implemented for 'Bool'")
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={_g(p)}")
+    g = _gen(generator)
+    return _fill_(self, _Geometric, lambda n, c: K.geometric(g, n, float(p), npd))
+
+
+def cauchy_(self, median=0, sigma=1, *, generator=None):
+    """Fill with samples from the Cauchy distribution."""
+    npd = self._data.dtype
+    if npd.kind != "f":
+        raise RuntimeError("Cauchy distribution is a continuous probability distribution. "
+                           f"dtype must be a floating point but you specified {_CTYPE[npd.name]}")
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={_g(sigma)}")
+    g = _gen(generator)
+    return _fill_(self, _Cauchy, lambda n, c: K.cauchy(g, n, median, sigma, npd))
+
+
+def log_normal_(self, mean=1, std=2, *, generator=None):
+    """Fill with ``exp`` of samples from ``N(mean, std**2)``."""
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={_g(std)}")
+    _need_float(self._data.dtype, "log_normal_cpu")
+    g, npd = _gen(generator), self._data.dtype
+    return _fill_(self, _LogNormal, lambda n, c: K.log_normal(g, n, mean, std, npd))
+
+
+for _f in (uniform_, normal_, bernoulli_, random_, exponential_, geometric_, cauchy_,
+           log_normal_):
+    setattr(Tensor, _f.__name__, _f)
+
+
+# ----- factories ---------------------------------------------------------------------------------
+def _dtype(dtype, default=None):
+    return (_dt.to_dtype(dtype) or default or _dt.get_default_dtype()).np
+
+
+def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+         requires_grad=False, pin_memory=False):
+    """A tensor of samples from the uniform distribution on ``[0, 1)``.
+
+        >>> ember.manual_seed(0); ember.rand(2)
+        tensor([0.4963, 0.7682])
+    """
+    shape = _factory._shape(size)
+    npd = _dtype(dtype, out.dtype if out is not None else None)
+    _need_float(npd, "check_uniform_bounds")
+    arr = K.uniform(_gen(generator), int(np.prod(shape)), 0.0, 1.0, npd).reshape(shape)
+    return _new(arr, device, requires_grad, out)
+
+
+def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+          requires_grad=False, pin_memory=False):
+    """A tensor of samples from the standard normal distribution.
+
+        >>> ember.manual_seed(0); ember.randn(2)
+        tensor([ 1.5410, -0.2934])
+    """
+    shape = _factory._shape(size)
+    npd = _dtype(dtype, out.dtype if out is not None else None)
+    _need_float(npd, "normal_kernel_cpu")
+    arr = K.normal(_gen(generator), int(np.prod(shape)), 0.0, 1.0, npd).reshape(shape)
+    return _new(arr, device, requires_grad, out)
+
+
+def randint(*args, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
+            requires_grad=False, pin_memory=False, low=None, high=None):
+    """A tensor of integers drawn uniformly from ``[low, high)`` (``low`` defaults to 0):
+    ``randint(high, size)`` or ``randint(low, high, size)``; int64 unless ``dtype`` says."""
+    args = list(args)
+    if size is None:
+        if not args:
+            raise TypeError("randint() missing required argument 'size'")
+        size = args.pop()
+    if high is None:
+        if not args:
+            raise TypeError("randint() missing required argument 'high'")
+        high = args.pop()
+    if low is None:
+        low = args.pop() if args else 0
+    if args:
+        raise TypeError("randint() takes at most 3 positional arguments")
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"randint(): argument 'size' must be tuple of ints, not "
+                        f"{type(size).__name__}")
+    shape = _factory._shape((size,))
+    npd = _dtype(dtype, out.dtype if out is not None else _dt.int64)
+    draw = _random_from_to(npd, operator.index(low), operator.index(high), _gen(generator))
+    arr = draw(int(np.prod(shape)), True).reshape(shape)
+    return _new(arr, device, requires_grad, out)
+
+
+_PERM_MAX = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t"}
+
+
+def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False, pin_memory=False):
+    """A random permutation of ``0 .. n-1`` (int64 unless ``dtype`` says)."""
+    n = operator.index(n)
+    if n < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
+    npd = _dtype(dtype, out.dtype if out is not None else _dt.int64)
+    if npd.kind == "b":
+        raise NotImplementedError("\"randperm\" not implemented for 'Bool'")
+    if npd.name in _PERM_MAX and n - 1 > np.iinfo(npd).max:
+        raise RuntimeError(f"value cannot be converted to type {_PERM_MAX[npd.name]} without "
+                           "overflow")
+    limits = {"float16": (2049, "2049"), "float32": ((1 << 24) + 1, "2^24+1"),
+              "float64": ((1 << 53) + 1, "2^53+1")}
+    if npd.name in limits and n > limits[npd.name][0]:
+        raise RuntimeError(f"n cannot be greater than {limits[npd.name][1]} for "
+                           f"{_TYPE[npd.name]} type.")
+    if n >= 0xFFFFFFFF // 20:
+        raise NotImplementedError("randperm for n >= 2**32 / 20 (PyTorch's 64-bit "
+                                  "Fisher-Yates branch)")
+    arr = K.randperm(_gen(generator), n).astype(npd)
+    return _new(arr, device, requires_grad, out)
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, layout=None,
+           device=None, requires_grad=False, pin_memory=False):
+    """Samples from ``N(mean, std**2)``; ``mean`` and ``std`` are numbers (then ``size`` is
+    required) or tensors (broadcast together).
+
+        >>> ember.normal(ember.zeros(3), 1.0).shape
+        ember.Size([3])
+    """
+    g = _gen(generator)
+    mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
+    if not mt and not st:
+        if size is None:
+            raise TypeError("normal() received an invalid combination of arguments: with a "
+                            "number mean and std, 'size' is required")
+        shape = _factory._shape((size,))
+        npd = _dtype(dtype, out.dtype if out is not None else None)
+        if not std >= 0:
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
+        _need_float(npd, "normal_kernel_cpu")
+        arr = K.normal(g, int(np.prod(shape)), mean, std, npd).reshape(shape)
+        return _new(arr, device, requires_grad, out)
+    if mt and not st:
+        if not std >= 0:
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
+        m = mean._host()
+        _need_float(m.dtype, "normal_kernel_cpu")
+        perm = _like_perm(m)
+        z = _arrange(K.normal(g, m.size, 0.0, std, m.dtype, perm is None), m.shape, perm)
+        return _result(_Normal1, [mean], (z + m).astype(m.dtype, copy=False))
+    s = std._host()
+    if not mt:
+        if s.size and not (s >= 0).all():
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+        _need_float(s.dtype, "normal_kernel_cpu")
+        perm = _like_perm(s)
+        z = _arrange(K.normal(g, s.size, 0.0, 1.0, s.dtype, perm is None), s.shape, perm)
+        arr = (z * s + s.dtype.type(mean)).astype(s.dtype, copy=False)
+        return _result(_Normal2, [std], arr)
+    m = mean._host()
+    npd = _dt.result_type(mean, std).np
+    try:
+        shape = np.broadcast_shapes(m.shape, s.shape)
+    except ValueError:
+        raise RuntimeError(_broadcast_msg(m.shape, s.shape)) from None
+    if s.size and not (s >= 0).all():
+        raise RuntimeError("normal expects all elements of std >= 0.0")
+    _need_float(npd, "normal_kernel_cpu")
+    z = K.normal(g, int(np.prod(shape)), 0.0, 1.0, npd).reshape(shape)
+    arr = (z * s.astype(npd) + m.astype(npd)).astype(npd, copy=False)
+    return _result(_Normal3, [mean, std], arr)
+
+
+def _broadcast_msg(a, b):
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and x != 1 and y != 1:
+            return (f"The size of tensor a ({x}) must match the size of tensor b ({y}) at "
+                    f"non-singleton dimension {max(len(a), len(b)) - i}")
+    return "shapes cannot be broadcast"
+
+
+def bernoulli(input, p=None, *, generator=None, out=None):
+    """0/1 draws: 1 with probability ``input`` (elementwise), or with probability ``p``
+    when it is given (then ``input`` only gives the shape and dtype)."""
+    g = _gen(generator)
+    d = input._host()
+    if p is None:  # the result is allocated contiguous (LEGACY_CONTIGUOUS_MEMORY_FORMAT)
+        _need_float(d.dtype, "bernoulli_tensor_cpu_p_")
+        _check_p_tensor(d)
+        flat = K.bernoulli_tensor(g, np.ascontiguousarray(d), d.dtype)
+        return _result(_Bernoulli0, [input], flat.reshape(d.shape))
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={_g(p)}")
+    flat = K.bernoulli_scalar(g, d.size, float(p), d.dtype)
+    return _result(_BernoulliP, [input], flat.reshape(d.shape))
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
+    """Indices drawn from the categories of each row of ``input`` (unnormalised weights)."""
+    p = input._host()
+    if not 1 <= p.ndim <= 2:
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if p.dtype.kind != "f":
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{_TYPE[p.dtype.name]}")
+    n = operator.index(num_samples)
+    if n <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    k = p.shape[-1]
+    if not replacement and n > k:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    if k > 1 << 24:
+        raise RuntimeError("number of categories cannot exceed 2^24")
+    g = _gen(generator)
+    p2 = p.reshape(-1, k)
+    if not replacement or n == 1:
+        if p.size and not (p.max() < np.inf and p.min() >= 0):
+            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        if p.size and (p2.sum(-1) == 0).any():
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        perm = _like_perm(p)
+        q = _arrange(K.exponential(g, p.size, 1.0, p.dtype), p.shape, perm).reshape(p2.shape)
+        r = p2 / q
+        idx = np.argmax(r, -1)[:, None] if n == 1 else np.argsort(-r, -1, kind="stable")[:, :n]
+    else:
+        bad = ~(p2 >= 0) | ~np.isfinite(p2)
+        if bad.any():
+            first = p2.ravel()[np.argmax(bad.ravel())]
+            what = "< 0" if not first >= 0 else "= infinity or NaN"
+            raise RuntimeError(f"invalid multinomial distribution (encountering probability "
+                               f"entry {what})")
+        if p.size and (p2.sum(-1, dtype=np.float64) <= 0).any():
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        idx = K.multinomial_with_replacement(g, np.ascontiguousarray(p2), n)
+    arr = idx.astype(np.int64).reshape(p.shape[:-1] + (n,))
+    if type(input._data) is not np.ndarray:
+        arr = backend.to_device(arr, input.device)
+    if out is not None:
+        return _new(arr, None, False, out)
+    return _make(arr, False)
+
+
+def poisson(input, generator=None):
+    """Samples from Poisson distributions with rates ``input``.
+
+    Not PyTorch's stream (its sampler is a per-element rejection loop): the draws come
+    from NumPy's Poisson sampler, seeded with 64 bits of ``generator``'s stream.
+    """
+    lam = input._host()
+    if lam.size and not (lam >= 0).all():
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    rng = np.random.Generator(np.random.PCG64(int(_gen(generator)._u64(1)[0])))
+    arr = rng.poisson(lam.astype(np.float64)).astype(lam.dtype)
+    return _result(_Poisson, [input], arr)
+
+
+def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+              memory_format=None, generator=None):
+    """``rand`` with the shape (and, by default, dtype and device) of ``input``."""
+    return _like(input, dtype, device, requires_grad, "uniform_", (), generator)
+
+
+def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+               memory_format=None, generator=None):
+    """``randn`` with the shape (and, by default, dtype and device) of ``input``."""
+    return _like(input, dtype, device, requires_grad, "normal_", (), generator)
+
+
+def randint_like(input, *args, low=None, high=None, dtype=None, layout=None, device=None,
+                 requires_grad=False, memory_format=None, generator=None):
+    """``randint`` with the shape (and, by default, dtype and device) of ``input``:
+    ``randint_like(input, high)`` or ``randint_like(input, low, high)``."""
+    args = list(args)
+    if high is None:
+        if not args:
+            raise TypeError("randint_like() missing required argument 'high'")
+        high = args.pop()
+    if low is None:
+        low = args.pop() if args else 0
+    return _like(input, dtype, device, requires_grad, "random_", (low, high), generator)
+
+
+def _like(input, dtype, device, requires_grad, method, args, generator):
+    d = input._data
+    npd = _dtype(dtype, input.dtype)
+    perm = _like_perm(d)
+    buf = np.empty(d.shape if perm is None else [d.shape[i] for i in perm], npd)
+    t = _make(buf if perm is None else buf.transpose(np.argsort(perm)), False)
+    getattr(t, method)(*args, generator=generator)
+    arr = np.ascontiguousarray(t._data) if perm is not None else t._data
+    return _new(arr, device if device is not None else input.device, requires_grad)
+
+
+def _tensor_bernoulli(self, p=None, *, generator=None):
+    """Draw 0/1 with probabilities ``self`` (or ``p``); see :func:`bernoulli`."""
+    return bernoulli(self, p, generator=generator)
+
+
+def _tensor_multinomial(self, num_samples, replacement=False, *, generator=None):
+    """See :func:`multinomial`."""
+    return multinomial(self, num_samples, replacement, generator=generator)
+
+
+Tensor.bernoulli = _tensor_bernoulli
+Tensor.multinomial = _tensor_multinomial
