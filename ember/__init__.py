@@ -16,6 +16,7 @@ from ember.backend.dtypes import dtype
 from ember import ops
 from ember.ops import *
 from ember._factory import *
+from ember._random import *
 from ember.autograd.grad_mode import (
     enable_grad,
     inference_mode,
