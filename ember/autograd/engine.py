@@ -16,6 +16,9 @@ from ember.backend.dtypes import FROM_NP as _FROM_NP
 def _dependencies(root_nodes):
     """For each node reachable from the roots: how many edges lead into it."""
     deps = {}
+    # a root reachable from another root is walked once, not twice (else its inputs
+    # would wait for an edge that never comes and lose their gradients)
+    seen = set(root_nodes)
     stack = list(root_nodes)
     while stack:
         for e in stack.pop()._edges:
@@ -25,7 +28,9 @@ def _dependencies(root_nodes):
                     deps[nxt] += 1
                 else:
                     deps[nxt] = 1
-                    stack.append(nxt)
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        stack.append(nxt)
     return deps
 
 

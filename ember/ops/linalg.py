@@ -1,141 +1,518 @@
-"""Linear algebra: matmul and its relatives, einsum, norms, inverse and determinant."""
+"""Linear algebra products: matmul and its relatives, einsum, tensordot, trace, cdist.
+
+Inverses, determinants, solves, decompositions and norms live in
+``ember.ops.linalg_decomp``; the ``ember.linalg`` namespace gathers both under
+PyTorch's names.
+"""
+import math
+
 import numpy as np
 
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
+from ember.backend import array_module
+from ember.backend.dtypes import FROM_NP
+from ember.ops._einsum import Diagonal, _tname, einsum
+from ember.ops._inplace import inplace_method
+from ember.ops._util import wrap_dim
 
-__all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger"]
+__all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm",
+           "addmv", "addbmm", "baddbmm", "addr", "matrix_power", "kron", "tensordot", "einsum",
+           "trace", "cross", "cdist", "chain_matmul"]
+
+# C++ names PyTorch prints in its matmul dtype errors
+_CNAME = {"float32": "float", "float64": "double", "float16": "c10::Half",
+          "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
+          "int16": "short int", "int8": "signed char", "uint8": "unsigned char", "bool": "bool"}
 
 
-def _check_dtypes(op, a, b):
+
+
+def _cname(np_dtype):
+    name = FROM_NP[np_dtype].name
+    return _CNAME.get(name, name)
+
+
+def _write_out(result, out):
+    """PyTorch's ``out=``: the result is copied into ``out`` (resized if needed)."""
+    if out is None:
+        return result
+    if _grad_state.grad_enabled and (result._requires_grad or out._requires_grad):
+        raise RuntimeError("out=... arguments don't support automatic differentiation, but one "
+                           "of the arguments requires grad.")
+    if out._data.dtype != result._data.dtype:
+        raise RuntimeError(f"Expected out tensor to have dtype {result.dtype}, but got "
+                           f"{out.dtype} instead")
+    if out._data.shape == result._data.shape:
+        out._data[...] = result._data
+    else:
+        out._data = result._data.copy()
+    out._vc[0] += 1
+    return out
+
+
+# ----- matmul ------------------------------------------------------------------------------
+def _shape_str(shape):
+    return "x".join(map(str, shape))
+
+
+def _matmul_check(a, b):
+    """PyTorch's errors for ``a @ b`` (dtype, rank, inner and batch sizes), on arrays."""
     if a.dtype != b.dtype:
-        from ember.backend.dtypes import FROM_NP
-        raise RuntimeError(f"{op}: expected both operands to have the same dtype, but got "
-                           f"{FROM_NP[a.dtype].name.capitalize()} and "
-                           f"{FROM_NP[b.dtype].name.capitalize()}")
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                           f"{_cname(a.dtype)} != {_cname(b.dtype)}")
+    if a.ndim == 0 or b.ndim == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                           f"{a.ndim}D and {b.ndim}D")
+    if a.dtype == np.bool_:
+        raise NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Bool'")
+    ka = a.shape[-1]
+    kb = b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if a.ndim > 2 or b.ndim > 2:
+        ba, bb = a.shape[:-2], b.shape[:-2]
+        n = max(len(ba), len(bb))
+        pa, pb = (1,) * (n - len(ba)) + ba, (1,) * (n - len(bb)) + bb
+        for d in range(n - 1, -1, -1):
+            if pa[d] != pb[d] and pa[d] != 1 and pb[d] != 1:
+                raise RuntimeError(f"The size of tensor a ({pa[d]}) must match the size of "
+                                   f"tensor b ({pb[d]}) at non-singleton dimension {d}")
+    if ka == kb:
+        return
+    if a.ndim == 1 and b.ndim == 1:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{ka}] and src [{kb}] to "
+                           f"have the same number of elements, but got {ka} and {kb} elements "
+                           "respectively")
+    if a.ndim == 2 and b.ndim == 1:
+        raise RuntimeError(f"size mismatch, got input ({a.shape[0]}), mat "
+                           f"({_shape_str(a.shape)}), vec ({kb})")
+    if b.ndim <= 2:
+        rows = math.prod(a.shape[:-1])
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{ka} and "
+                           f"{_shape_str(b.shape if b.ndim == 2 else (kb, 1))})")
+    batch = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                       f"[{batch}, {ka}] but got: [{batch}, {kb}].")
 
 
 class MatMul(Primitive):
-    """``a @ b`` with NumPy's (and PyTorch's) rules for 1-D and batched operands."""
-    _node_name = "MmBackward0"
+    """``a @ b`` with PyTorch's rules for 1-D and batched (broadcast) operands.
+
+    Gradients come out in the broadcast batch shape; the engine sums them back to
+    each operand's shape (``broadcasts``).
+    """
+    _node_name = "MatmulBackward0"
+    broadcasts = True
     save_inputs = (0, 1)
 
     def forward(self, a, b):
-        _check_dtypes("matmul", a, b)
-        if a.ndim == 0 or b.ndim == 0:
-            raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
-                               f"{a.ndim}D and {b.ndim}D")
-        try:
-            return np.matmul(a, b)
-        except ValueError:
-            sa = "x".join(map(str, a.shape[-2:])) if a.ndim > 1 else str(a.shape[0])
-            sb = "x".join(map(str, b.shape[-2:])) if b.ndim > 1 else str(b.shape[0])
-            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({sa} and {sb})") \
-                from None
+        _matmul_check(a, b)
+        return np.matmul(a, b)
 
     def backward(self, gy):
         a, b = self.saved_tensors
         e = self._edges
+        va, vb = a._data.ndim == 1, b._data.ndim == 1
+        if va and vb:
+            return (gy * b if e[0] is not None else None), (gy * a if e[1] is not None else None)
+        # a 1-D operand acts as a row (left) or column (right) vector
+        a2 = a.unsqueeze(0) if va else a
+        b2 = b.unsqueeze(-1) if vb else b
+        g2 = gy.unsqueeze(-2) if va else gy.unsqueeze(-1) if vb else gy
         ga = gb = None
-        a_nd, b_nd = a._data.ndim, b._data.ndim
-        # 1-D operands are promoted to matrices for the formulas, then squeezed back
-        a2 = a.unsqueeze(0) if a_nd == 1 else a
-        b2 = b.unsqueeze(-1) if b_nd == 1 else b
-        g2 = gy
-        if a_nd == 1:
-            g2 = g2.unsqueeze(-2)
-        if b_nd == 1:
-            g2 = g2.unsqueeze(-1)
         if e[0] is not None:
             ga = g2.matmul(b2.mT)
-            if a_nd == 1:
+            if va:
                 ga = ga.squeeze(-2)
-            ga = _reduce_batch(ga, a._data.shape)
         if e[1] is not None:
             gb = a2.mT.matmul(g2)
-            if b_nd == 1:
+            if vb:
                 gb = gb.squeeze(-1)
-            gb = _reduce_batch(gb, b._data.shape)
         return ga, gb
 
 
-def _reduce_batch(g, shape):
-    if g._data.shape == shape:
-        return g
-    return g.sum_to_size(shape) if len(shape) == g._data.ndim else \
-        g.sum(tuple(range(g._data.ndim - len(shape)))).sum_to_size(shape)
+class Mm(MatMul):
+    pass
+
+
+class Mv(MatMul):
+    pass
+
+
+class Dot(MatMul):
+    pass
+
+
+class Bmm(MatMul):
+    pass
+
+
+def _matmul_node(a, b):
+    na, nb = a._data.ndim, b._data.ndim
+    if na == 2 and nb == 2:
+        return Mm
+    if na == 1 and nb == 1:
+        return Dot
+    if na == 2 and nb == 1:
+        return Mv
+    if na == 3 and nb == 3 and a._data.shape[0] == b._data.shape[0]:
+        return Bmm
+    return MatMul
 
 
 def matmul(input, other, *, out=None):
-    """Matrix product with broadcasting over batch dims; 1-D operands act as vectors."""
-    return MatMul.apply(input, other)
+    """Matrix product of two tensors, as ``torch.matmul``.
+
+    1-D operands act as vectors (a row on the left, a column on the right, the
+    added dim removed from the result); dims before the last two are batch dims
+    and broadcast. ``torch.randn(2, 1, 3, 4) @ torch.randn(5, 4, 2)`` has shape
+    ``(2, 5, 3, 2)``.
+    """
+    return _write_out(_matmul_node(input, other).apply(input, other), out)
 
 
 def mm(input, mat2, *, out=None):
-    """Product of two matrices."""
-    if input.dim() != 2 or mat2.dim() != 2:
-        raise RuntimeError(f"self must be a matrix" if input.dim() != 2 else
-                           "mat2 must be a matrix")
-    return MatMul.apply(input, mat2)
+    """Product of two matrices (2-D tensors, no broadcasting)."""
+    if input.dim() != 2:
+        raise RuntimeError("self must be a matrix")
+    if mat2.dim() != 2:
+        raise RuntimeError("mat2 must be a matrix")
+    return _write_out(Mm.apply(input, mat2), out)
 
 
 def bmm(input, mat2, *, out=None):
-    """Batched product of (b, n, m) and (b, m, p) tensors."""
-    if input.dim() != 3 or mat2.dim() != 3:
-        raise RuntimeError("batch1 must be a 3D tensor" if input.dim() != 3 else
-                           "batch2 must be a 3D tensor")
-    if input.shape[0] != mat2.shape[0]:
+    """Batched product of a (b, n, m) and a (b, m, p) tensor (no broadcasting)."""
+    if input.dim() != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if mat2.dim() != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    b, _, m = input.shape
+    if mat2.shape[0] != b or mat2.shape[1] != m:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
-                           f"[{input.shape[0]}, {input.shape[2]}] but got: "
-                           f"[{mat2.shape[0]}, {mat2.shape[1]}].")
-    return MatMul.apply(input, mat2)
+                           f"[{b}, {m}] but got: [{mat2.shape[0]}, {mat2.shape[1]}].")
+    return _write_out(Bmm.apply(input, mat2), out)
 
 
 def mv(input, vec, *, out=None):
-    """Matrix-vector product."""
+    """Product of a matrix and a vector."""
     if input.dim() != 2 or vec.dim() != 1:
-        raise RuntimeError(f"vector + matrix @ vector expected, got {input.dim()}, "
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {input.dim()}, "
                            f"{vec.dim()}")
-    return MatMul.apply(input, vec)
+    return _write_out(Mv.apply(input, vec), out)
 
 
-def dot(input, other, *, out=None):
-    """Dot product of two 1-D tensors."""
-    if input.dim() != 1 or other.dim() != 1:
-        raise RuntimeError(f"1D tensors expected, but got {input.dim()}D and {other.dim()}D "
-                           "tensors")
-    if input.shape[0] != other.shape[0]:
-        raise RuntimeError(f"inconsistent tensor size, expected tensor [{input.shape[0]}] and "
-                           f"src [{other.shape[0]}] to have the same number of elements, but "
-                           "got {input.shape[0]} and {other.shape[0]} elements respectively")
-    return MatMul.apply(input, other)
+def dot(input, tensor, *, out=None):
+    """Dot product of two 1-D tensors of the same dtype."""
+    return _write_out(_dot("dot", input, tensor), out)
 
 
-vdot = dot
+def vdot(input, other, *, out=None):
+    """Dot product of two 1-D tensors, conjugating the first (real tensors: ``dot``)."""
+    return _write_out(_dot("vdot", input, other), out)
+
+
+def _dot(name, a, b):
+    if a.dim() != 1 or b.dim() != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.dim()}D and {b.dim()}D tensors")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"{name} : expected both vectors to have same dtype, but found "
+                           f"{_tname(a._data.dtype)} and {_tname(b._data.dtype)}")
+    return Dot.apply(a, b)
 
 
 def inner(input, other, *, out=None):
-    """Sum of products over the last dims."""
+    """Sum of products over the last dim; shape ``input.shape[:-1] + other.shape[:-1]``."""
     if input.dim() == 0 or other.dim() == 0:
-        return input * other
-    return matmul(input, other.unsqueeze(-1) if other.dim() == 1 else other.mT) \
-        if other.dim() <= 2 else (input.unsqueeze(-2) * other).sum(-1)
+        return _write_out(input * other, out)
+    if input.shape[-1] != other.shape[-1]:
+        raise RuntimeError(f"inner() the last dimension must match on both input tensors but "
+                           f"got shapes {list(input.shape)} and {list(other.shape)}")
+    return _write_out(tensordot(input, other, dims=([-1], [-1])), out)
 
 
 def outer(input, vec2, *, out=None):
-    """Outer product of two 1-D tensors."""
-    return input.unsqueeze(1) * vec2.unsqueeze(0)
+    """Outer product of two 1-D tensors: ``out[i, j] = input[i] * vec2[j]``."""
+    if input.dim() != 1:
+        raise RuntimeError(f"outer: Expected 1-D argument self, but got {input.dim()}-D")
+    if vec2.dim() != 1:
+        raise RuntimeError(f"outer: Expected 1-D argument vec2, but got {vec2.dim()}-D")
+    return _write_out(input.unsqueeze(1) * vec2.unsqueeze(0), out)
 
 
 ger = outer
 
-Tensor.matmul = matmul
-Tensor.mm = mm
-Tensor.bmm = bmm
-Tensor.mv = mv
-Tensor.dot = dot
-Tensor.inner = inner
-Tensor.outer = outer
-Tensor.ger = outer
-Tensor.__matmul__ = matmul
+
+def chain_matmul(*matrices, out=None):
+    """Product of a chain of 2-D tensors (deprecated in PyTorch for ``linalg.multi_dot``)."""
+    if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
+        matrices = tuple(matrices[0])
+    if not matrices:
+        raise RuntimeError("chain_matmul(): Expected one or more matrices")
+    res = matrices[0]
+    for m in matrices[1:]:
+        res = mm(res, m)
+    return _write_out(res if len(matrices) > 1 else res.clone(), out)
+
+
+# ----- add* fused forms ---------------------------------------------------------------------
+def _scaled_add(input, prod, beta, alpha):
+    if input.dtype != prod.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{_tname(input._data.dtype)} and {_tname(prod._data.dtype)}")
+    if alpha != 1:
+        prod = prod * alpha
+    # beta == 0 ignores input entirely (its nan and inf do not propagate), as in PyTorch
+    input = input.expand(prod.shape)
+    if beta == 0:
+        return prod
+    return prod + (input if beta == 1 else input * beta)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * (mat1 @ mat2)``; ``input`` broadcasts to the product."""
+    return _write_out(_scaled_add(input, mm(mat1, mat2), beta, alpha), out)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * (mat @ vec)``."""
+    return _write_out(_scaled_add(input, mv(mat, vec), beta, alpha), out)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * bmm(batch1, batch2)``."""
+    return _write_out(_scaled_add(input, bmm(batch1, batch2), beta, alpha), out)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (the batch is summed)."""
+    return _write_out(_scaled_add(input, bmm(batch1, batch2).sum(0), beta, alpha),
+                      out)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * outer(vec1, vec2)``."""
+    return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out)
+
+
+# ----- powers, Kronecker, tensordot ----------------------------------------------------------
+def matrix_power(input, n, *, out=None):
+    """``input`` (a square matrix or batch of them) to the integer power ``n``.
+
+    ``n = 0`` gives identity matrices, negative ``n`` powers of the inverse.
+    """
+    if input.dim() < 2:
+        raise RuntimeError("linalg.matrix_power: The input tensor A must have at least 2 "
+                           "dimensions.")
+    rows, cols = input.shape[-2:]
+    if rows != cols:
+        raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, but "
+                           f"they are {rows} by {cols} matrices")
+    n = int(n)
+    if n == 0:
+        eye = _make(_eye_like(input._data, rows), False)
+        # an identity that still depends on input, with a zero gradient, as PyTorch's
+        return _write_out(input.masked_fill(_make(np.ones((), bool)), 0) + eye, out)
+    if n < 0:
+        from ember.ops.linalg_decomp import inverse
+        input = inverse(input)
+        n = -n
+    result = None
+    base = input
+    while True:
+        if n & 1:
+            result = base if result is None else result.matmul(base)
+        n >>= 1
+        if not n:
+            break
+        base = base.matmul(base)
+    return _write_out(result if result is not input else result.clone(), out)
+
+
+def _eye_like(arr, n):
+    xp = array_module(arr)
+    return xp.eye(n, dtype=arr.dtype)
+
+
+def kron(input, other, *, out=None):
+    """Kronecker product; the operand with fewer dims gets leading size-1 dims."""
+    nd = max(input.dim(), other.dim())
+    a = input.reshape((1,) * (nd - input.dim()) + tuple(input.shape))
+    b = other.reshape((1,) * (nd - other.dim()) + tuple(other.shape))
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    a = a.reshape(tuple(s for d in sa for s in (d, 1)))
+    b = b.reshape(tuple(s for d in sb for s in (1, d)))
+    return _write_out((a * b).reshape(tuple(x * y for x, y in zip(sa, sb))), out)
+
+
+def tensordot(a, b, dims=2, out=None):
+    """Contract ``dims`` of ``a`` with ``dims`` of ``b``.
+
+    ``dims`` is an int (the last ``dims`` of ``a`` with the first of ``b``) or a
+    pair of lists of dims.
+    """
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, (int, np.integer)):
+        dims = int(dims)
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        if dims > a.dim() or dims > b.dim():
+            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}")
+        da = list(range(a.dim() - dims, a.dim()))
+        db = list(range(dims))
+    else:
+        da, db = dims
+        da = [da] if isinstance(da, int) else list(da)
+        db = [db] if isinstance(db, int) else list(db)
+        if len(da) != len(db):
+            raise RuntimeError("both dimension lists should have same length")
+        da = [wrap_dim(d, a.dim()) for d in da]
+        db = [wrap_dim(d, b.dim()) for d in db]
+    if a.dtype != b.dtype:
+        raise RuntimeError("both inputs should have same dtype")
+    for x, y in zip(da, db):
+        if a.shape[x] != b.shape[y]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size "
+                               f"{a.shape[x]} in dim {x} and second has size {b.shape[y]} in "
+                               f"dim {y}")
+    fa = [d for d in range(a.dim()) if d not in da]
+    fb = [d for d in range(b.dim()) if d not in db]
+    k = math.prod(a.shape[d] for d in da)
+    sa = [a.shape[d] for d in fa]
+    sb = [b.shape[d] for d in fb]
+    am = a.permute(fa + da).reshape(math.prod(sa), k)
+    bm = b.permute(db + fb).reshape(k, math.prod(sb))
+    return _write_out(Mm.apply(am, bm).reshape(sa + sb), out)
+
+
+def trace(input):
+    """Sum of the main diagonal of a matrix (integers sum as int64)."""
+    if input.dim() != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.dim()}")
+    return Diagonal.apply(input, 0, 1).sum(-1)
+
+
+# ----- cross, cdist ----------------------------------------------------------------------
+def _levi_civita(arr):
+    eps = np.zeros((3, 3, 3), dtype=arr.dtype)
+    eps[0, 1, 2] = eps[1, 2, 0] = eps[2, 0, 1] = 1
+    eps[0, 2, 1] = eps[2, 1, 0] = eps[1, 0, 2] = -1
+    return _make(array_module(arr).asarray(eps), False)
+
+
+def cross(input, other, dim=None, *, out=None):
+    """Cross product of 3-vectors along ``dim`` (default: the first dim of size 3).
+
+    The operands broadcast against each other.
+    """
+    if input.dtype != other.dtype:
+        raise RuntimeError(f"expected scalar type {_tname(input._data.dtype)} but found "
+                           f"{_tname(other._data.dtype)}")
+    if input.dim() != other.dim():
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    shape = np.broadcast_shapes(tuple(input.shape), tuple(other.shape)) \
+        if input.shape != other.shape else tuple(input.shape)
+    if dim is None:
+        dim = next((d for d, s in enumerate(shape) if s == 3), None)
+        if dim is None:
+            raise RuntimeError("no dimension of size 3 in input")
+    return _write_out(_cross(input, other, dim, "cross"), out)
+
+
+def _cross(a, b, dim, name):
+    d = wrap_dim(dim, max(a.dim(), b.dim()))
+    if a.shape[d] != 3 or b.shape[d] != 3:
+        raise RuntimeError(f"{name}: inputs dimension {dim} must have length 3. Got "
+                           f"{a.shape[d]} and {b.shape[d]}")
+    a, b = a.movedim(d, -1), b.movedim(d, -1)
+    res = einsum("ijk,...j,...k->...i", _levi_civita(a._data), a, b)
+    return res.movedim(-1, d)
+
+
+class Cdist(Primitive):
+    """p-norm distances between the rows of two batches of matrices."""
+    _node_name = "CdistBackward0"
+    broadcasts = True
+    save_inputs = (0, 1)
+    save_output = True
+
+    def forward(self, x1, x2, p):
+        self.p = p
+        diff = np.abs(x1[..., :, None, :] - x2[..., None, :, :])
+        if p == 0:
+            return (diff != 0).sum(-1).astype(x1.dtype)
+        if p == 1:
+            return diff.sum(-1)
+        if p == 2:
+            return np.sqrt((diff * diff).sum(-1))
+        if math.isinf(p):
+            if diff.shape[-1] == 0:
+                return diff.sum(-1)
+            return diff.max(-1)
+        return (diff ** p).sum(-1) ** (1.0 / p)
+
+    def backward(self, gy):
+        x1, x2, dist = self.saved_tensors
+        p = self.p
+        diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+        g = gy.unsqueeze(-1)
+        d = dist.unsqueeze(-1)
+        zero = d == 0
+        if p == 0:
+            gd = diff * 0
+        elif p == 1:
+            gd = g * diff.sign()
+        elif p == 2:
+            gd = (g * diff / d).masked_fill(zero, 0.0)
+        elif math.isinf(p):
+            gd = g * diff.sign() * (diff.abs() == d)
+        elif p < 2:
+            gd = (diff.sign() * diff.abs().pow(p - 1) * g / d.pow(p - 1)).masked_fill(zero, 0.0)
+            if p < 1:
+                gd = gd.masked_fill(diff == 0, 0.0)
+        else:
+            gd = (diff * diff.abs().pow(p - 2) * g / d.pow(p - 1)).masked_fill(zero, 0.0)
+        e = self._edges
+        return (gd.sum(-2) if e[0] is not None else None,
+                -gd.sum(-3) if e[1] is not None else None, None)
+
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """Distances ``||x1[..., i, :] - x2[..., j, :]||_p`` for (B, P, M) and (B, R, M) inputs.
+
+    Batch dims broadcast. ``compute_mode`` is accepted for compatibility: ember always
+    computes the distances directly.
+    """
+    if x1.dim() < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.dim()}D")
+    if x2.dim() < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X2 got: {x2.dim()}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
+                           f"{x1.shape[-1]} X2: {x2.shape[-1]}")
+    for name, t in (("X1", x1), ("X2", x2)):
+        if t._data.dtype.kind != "f":
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: "
+                               f"{_tname(t._data.dtype)}")
+    if x1.dtype != x2.dtype:
+        raise RuntimeError(f"expected scalar type {_tname(x1._data.dtype)} but found "
+                           f"{_tname(x2._data.dtype)}")
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+                            "donot_use_mm_for_euclid_dist"):
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    return Cdist.apply(x1, x2, float(p))
+
+
+_TENSOR_METHODS = {
+    "matmul": matmul, "mm": mm, "bmm": bmm, "mv": mv, "dot": dot, "vdot": vdot,
+    "inner": inner, "outer": outer, "ger": outer, "addmm": addmm, "addmv": addmv,
+    "addbmm": addbmm, "baddbmm": baddbmm, "addr": addr, "matrix_power": matrix_power,
+    "kron": kron, "trace": trace, "cross": cross, "__matmul__": matmul,
+}
+for _name, _fn in _TENSOR_METHODS.items():
+    setattr(Tensor, _name, _fn)
+for _name in ("addmm", "addmv", "addbmm", "baddbmm", "addr"):
+    setattr(Tensor, _name + "_", inplace_method(_TENSOR_METHODS[_name]))
 Tensor.__rmatmul__ = lambda self, other: matmul(other, self)

@@ -1,0 +1,206 @@
+"""``ember.linalg``: PyTorch's ``torch.linalg`` namespace.
+
+The primitives live in ``ember.ops.linalg`` (products) and ``ember.ops.linalg_decomp``
+(inverses, solves, decompositions); this module adds the norms, which are composites
+of the vector norm primitive and the singular values.
+"""
+import math
+
+from ember.backend.dtypes import to_dtype
+from ember.ops._einsum import _tname
+from ember.ops.linalg import _cross, _write_out, matmul, matrix_power
+from ember.ops.linalg_decomp import (
+    LinAlgError,
+    VectorNorm,
+    cholesky_ex,
+    det,
+    eigh,
+    eigvalsh,
+    inv,
+    inv_ex,
+    matrix_rank,
+    pinv,
+    slogdet,
+    solve,
+    solve_ex,
+    solve_triangular,
+    svdvals,
+)
+from ember.ops.linalg_decomp import cholesky_linalg as cholesky
+from ember.ops.linalg_decomp import qr_linalg as qr
+from ember.ops.linalg_decomp import svd_linalg as svd
+
+__all__ = ["LinAlgError", "matmul", "det", "slogdet", "inv", "inv_ex", "solve", "solve_ex",
+           "solve_triangular", "cholesky", "cholesky_ex", "eigh", "eigvalsh", "svd", "svdvals",
+           "qr", "pinv", "matrix_rank", "matrix_power", "cross", "multi_dot", "vecdot", "norm",
+           "vector_norm", "matrix_norm", "eig", "eigvals", "lstsq", "matrix_exp"]
+
+
+def _dims(dim, ndim, name):
+    if dim is None:
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if not dims:
+        return tuple(range(ndim))
+    m = max(ndim, 1)
+    out = []
+    for d in dims:
+        if not -m <= d < m:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-m}, "
+                             f"{m - 1}], but got {d})")
+        out.append(d % m if ndim else 0)
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"{name}: dim {out[0]} appears multiple times in the list of dims")
+    return tuple(out) if ndim else ()
+
+
+def _cast(x, dtype, name):
+    if x._data.dtype.kind != "f":
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got "
+                           f"{_tname(x._data.dtype)}")
+    if dtype is None:
+        return x
+    dt = to_dtype(dtype)
+    if dt.np.kind != "f" or dt.np.itemsize < x._data.dtype.itemsize:
+        raise RuntimeError(f"{name}: the dtype of the input ({_tname(x._data.dtype)}) should be "
+                           f"convertible without narrowing to the specified dtype "
+                           f"({_tname(dt.np)})")
+    return x.to(dt) if dt.np != x._data.dtype else x
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    """The vector ``ord``-norm of ``x`` over ``dim`` (all dims when None).
+
+    ``ord`` is any real number or +-inf: ``sum(|x|^ord)^(1/ord)``, with ``ord=0``
+    counting nonzeros and +-inf taking the max/min of ``|x|``.
+    """
+    if isinstance(ord, str):
+        raise RuntimeError(f"linalg.vector_norm: Expected a non-string ord, but got '{ord}'")
+    x = _cast(x, dtype, "linalg.vector_norm")
+    axes = _dims(dim, x.dim(), "linalg.vector_norm")
+    p = float(ord)
+    if p < 0 or math.isinf(p):
+        if any(x.shape[a] == 0 for a in axes) or (x.numel() == 0 and not axes):
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {ord} norm on an empty "
+                               "tensor because the operation does not have an identity")
+    return _write_out(VectorNorm.apply(x, p, axes, bool(keepdim)), out)
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
+    """A matrix norm over the two dims ``dim``.
+
+    ``ord``: ``'fro'`` (default), ``'nuc'`` (sum of singular values), 2 / -2 (largest /
+    smallest singular value), 1 / -1 (max / min column abs-sum), inf / -inf (max / min
+    row abs-sum).
+    """
+    if A.dim() < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
+                           "dimensions.")
+    A = _cast(A, dtype, "linalg.matrix_norm")
+    dims = tuple(dim)
+    if len(dims) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {dims}")
+    d0, d1 = (_dims(d, A.dim(), "linalg.matrix_norm")[0] for d in dims)
+    if d0 == d1:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({dims[0]}, "
+                           f"{dims[1]})")
+    if ord == "fro":
+        return _write_out(vector_norm(A, 2, (d0, d1), keepdim), out)
+    if ord not in ("nuc", 2, -2, 1, -1, math.inf, -math.inf):
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    M = A.movedim((d0, d1), (-2, -1))
+    if ord in (1, -1, math.inf, -math.inf):
+        inner_dim = -2 if ord in (1, -1) else -1
+        sums = vector_norm(M, 1, inner_dim)
+        res = vector_norm(sums, math.inf if ord > 0 else -math.inf, -1)
+    else:
+        s = svdvals(M)
+        res = s.sum(-1) if ord == "nuc" else vector_norm(s, math.inf if ord == 2 else -math.inf,
+                                                         -1)
+    if keepdim:
+        for d in sorted((d0, d1)):
+            res = res.unsqueeze(d)
+    return _write_out(res, out)
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
+    """A vector or matrix norm, as ``torch.linalg.norm``.
+
+    With ``dim`` an int (or 1-tuple) it is ``vector_norm``; a 2-tuple gives
+    ``matrix_norm``. Without ``dim``: a 1-D or 2-D input's vector or matrix norm
+    when ``ord`` is given, else the 2-norm of all elements.
+    """
+    if dim is not None:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        if len(dims) == 1:
+            return vector_norm(A, 2 if ord is None else ord, dims, keepdim, dtype=dtype, out=out)
+        if len(dims) == 2:
+            return matrix_norm(A, "fro" if ord is None else ord, dims, keepdim, dtype=dtype,
+                               out=out)
+        raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. Got "
+                           f"{list(dims)}")
+    if ord is None:
+        return vector_norm(A, 2, None, keepdim, dtype=dtype, out=out)
+    if A.dim() == 1:
+        return vector_norm(A, ord, None, keepdim, dtype=dtype, out=out)
+    if A.dim() == 2:
+        return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype, out=out)
+    raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D "
+                       f"or 2D. Got {A.dim()}D.")
+
+
+def cross(input, other, *, dim=-1, out=None):
+    """Cross product of 3-vectors along ``dim`` (default -1); operands broadcast."""
+    if input.dim() != other.dim():
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    if input.dtype != other.dtype:
+        raise RuntimeError(f"expected scalar type {_tname(input._data.dtype)} but found "
+                           f"{_tname(other._data.dtype)}")
+    return _write_out(_cross(input, other, dim, "linalg.cross"), out)
+
+
+def multi_dot(tensors, *, out=None):
+    """The product of a chain of matrices; the first and last may be 1-D (vectors)."""
+    tensors = list(tensors)
+    if len(tensors) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    for i, t in enumerate(tensors):
+        edge = i in (0, len(tensors) - 1)
+        if t.dim() != 2 and not (edge and t.dim() == 1):
+            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t.dim()}D")
+    res = tensors[0]
+    for t in tensors[1:]:
+        res = matmul(res, t)
+    return _write_out(res, out)
+
+
+def vecdot(x, y, *, dim=-1, out=None):
+    """``sum(x * y, dim)`` (the dot product along ``dim``, broadcasting)."""
+    if x.dtype != y.dtype:
+        raise RuntimeError(f"linalg.vecdot: Expected x and y to have the same dtype, but found "
+                           f"x of type {_tname(x._data.dtype)} and y of type "
+                           f"{_tname(y._data.dtype)} instead")
+    return _write_out((x * y).sum(dim), out)
+
+
+def eig(A, *, out=None):
+    """Not available: general eigendecompositions are complex and ember has no complex dtypes."""
+    raise NotImplementedError("ember.linalg.eig: complex tensors are not supported; use "
+                              "linalg.eigh for symmetric matrices")
+
+
+def eigvals(A, *, out=None):
+    """Not available: general eigenvalues are complex and ember has no complex dtypes."""
+    raise NotImplementedError("ember.linalg.eigvals: complex tensors are not supported; use "
+                              "linalg.eigvalsh for symmetric matrices")
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """Not implemented in ember; ``linalg.pinv(A) @ B`` gives the minimum-norm solution."""
+    raise NotImplementedError("ember.linalg.lstsq is not implemented; use linalg.pinv(A) @ B "
+                              "or linalg.solve")
+
+
+def matrix_exp(A):
+    """Not implemented in ember."""
+    raise NotImplementedError("ember.linalg.matrix_exp is not implemented")
