@@ -699,3 +699,7 @@ __all__ += _loss_all
 # Convolution / pooling / normalization primitives (owned by the conv/pool/norm
 # engineer): add `from ember.ops.nn import ...` lines below this line.
 # ---------------------------------------------------------------------------
+from ember.ops.nn import *  # noqa: E402,F401,F403
+from ember.ops.nn import __all__ as _nn_all  # noqa: E402
+
+__all__ += _nn_all

@@ -21,3 +21,7 @@ from ember.ops.reduction import *  # noqa: F401,F403
 from ember.ops.scan import *  # noqa: F401,F403
 from ember.ops.shape import *  # noqa: F401,F403
 from ember.ops.unary import *  # noqa: F401,F403
+from ember.ops.conv import *  # noqa: F401,F403
+from ember.ops.pooling import *  # noqa: F401,F403
+from ember.ops.normalization import *  # noqa: F401,F403
+from ember.ops.resample import *  # noqa: F401,F403

@@ -19,3 +19,13 @@ __all__ = (["Module"] + activation.__all__ + container.__all__ + distance.__all_
 # conv/pool/norm engineer): add `from ember.nn.modules.<file> import ...` lines
 # and extend __all__ below this line.
 # ---------------------------------------------------------------------------
+from ember.nn.modules import conv, normalization, padding, pixelshuffle, pooling, upsampling  # noqa: E402,E501
+from ember.nn.modules.conv import *  # noqa: E402,F403
+from ember.nn.modules.normalization import *  # noqa: E402,F403
+from ember.nn.modules.padding import *  # noqa: E402,F403
+from ember.nn.modules.pixelshuffle import *  # noqa: E402,F403
+from ember.nn.modules.pooling import *  # noqa: E402,F403
+from ember.nn.modules.upsampling import *  # noqa: E402,F403
+
+__all__ += (conv.__all__ + normalization.__all__ + padding.__all__ + pixelshuffle.__all__
+            + pooling.__all__ + upsampling.__all__)

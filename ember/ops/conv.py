@@ -1,0 +1,523 @@
+"""Convolutions: conv1d/2d/3d, their transposes, and im2col (unfold) / col2im (fold).
+
+Three primitives close under differentiation. With ``B(x, w, y) = <y, conv(x, w)>``:
+
+- :class:`Conv` ``y = conv(x, w)`` (+ bias),
+- :class:`ConvInput` ``x = conv_input(y, w)``, the adjoint of ``conv`` in ``x``
+  (which is ``conv_transpose``),
+- :class:`ConvWeight` ``w = conv_weight(x, y)``, the adjoint of ``conv`` in ``w``.
+
+Each one's backward is written with the other two, so second derivatives (a
+gradient penalty through a conv net) fall out. Forward is im2col: a strided
+window view of the padded input, one copy into a ``(C*K, N*O)`` matrix, one
+matmul; col2im adds the columns back with one strided add per kernel position.
+"""
+import itertools
+
+import numpy as np
+
+from ember._tensor import Tensor
+from ember.autograd.node import Primitive
+from ember.backend import array_module
+from ember.backend.dtypes import FROM_NP
+
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d"]
+
+
+class Geom:
+    """Geometry of one convolution: everything but the tensors.
+
+    ``S`` input spatial size, ``O`` output spatial size, ``K`` kernel size, ``s``
+    stride, ``d`` dilation, ``lo``/``hi`` zero padding before/after each spatial dim,
+    ``G`` groups.
+    """
+
+    __slots__ = ("S", "O", "K", "s", "d", "lo", "hi", "G")
+
+    def __init__(self, S, O, K, s, d, lo, hi, G):
+        self.S, self.O, self.K, self.s, self.d = S, O, K, s, d
+        self.lo, self.hi, self.G = lo, hi, G
+
+    @property
+    def nd(self):
+        return len(self.K)
+
+
+def _prod(xs):
+    n = 1
+    for v in xs:
+        n *= v
+    return n
+
+
+def _as_strided(a, shape, strides):
+    xp = array_module(a)
+    return xp.lib.stride_tricks.as_strided(a, shape, strides)
+
+
+def pad_array(x, lo, hi, value=0):
+    """``x`` with its trailing ``len(lo)`` dims padded by ``value`` (no copy if no pad)."""
+    nd = len(lo)
+    if not any(lo) and not any(hi):
+        return x
+    lead = x.shape[:x.ndim - nd]
+    sp = x.shape[x.ndim - nd:]
+    out = array_module(x).full(lead + tuple(n + a + b for n, a, b in zip(sp, lo, hi)), value,
+                               dtype=x.dtype)
+    out[(Ellipsis,) + tuple(slice(a, a + n) for a, n in zip(lo, sp))] = x
+    return out
+
+
+def windows(xp, O, K, s, d):
+    """The view ``(N, C, *O, *K)`` of sliding windows over padded ``xp``."""
+    nd = len(K)
+    st = xp.strides
+    sp = st[xp.ndim - nd:]
+    shape = xp.shape[:xp.ndim - nd] + tuple(O) + tuple(K)
+    strides = st[:xp.ndim - nd] + tuple(a * b for a, b in zip(sp, s)) + \
+        tuple(a * b for a, b in zip(sp, d))
+    return _as_strided(xp, shape, strides)
+
+
+def im2col(x, g):
+    """Columns ``(C*prod(K), N*prod(O))`` of ``x`` (N, C, *S) for geometry ``g``."""
+    nd = g.nd
+    n, c = x.shape[:2]
+    win = windows(pad_array(x, g.lo, g.hi), g.O, g.K, g.s, g.d)  # N C *O *K
+    order = (1,) + tuple(range(2 + nd, 2 + 2 * nd)) + (0,) + tuple(range(2, 2 + nd))
+    col = array_module(x).ascontiguousarray(win.transpose(order))
+    return col.reshape(c * _prod(g.K), n * _prod(g.O))
+
+
+def col2im(col, g):
+    """The adjoint of :func:`im2col`: columns ``(C, *K, N, *O)`` (any strides) summed
+    into a contiguous (N, C, *S)."""
+    xp = array_module(col)
+    c, n = col.shape[0], col.shape[1 + g.nd]
+    sp = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
+    buf = xp.zeros((c, n) + sp, dtype=col.dtype)
+    disjoint = all(s >= d * (k - 1) + 1 for s, d, k in zip(g.s, g.d, g.K))
+    for kk in itertools.product(*[range(k) for k in g.K]):
+        sl = tuple(slice(k * d, k * d + s * (o - 1) + 1, s)
+                   for k, d, s, o in zip(kk, g.d, g.s, g.O))
+        src = col[(slice(None),) + kk]
+        if disjoint:
+            buf[(slice(None), slice(None)) + sl] = src
+        else:
+            buf[(slice(None), slice(None)) + sl] += src
+    crop = buf[(slice(None), slice(None)) + tuple(slice(lo, lo + a) for lo, a in zip(g.lo, g.S))]
+    return xp.ascontiguousarray(xp.moveaxis(crop, 0, 1))
+
+
+def _to_channels_first(mat, f, n, O):
+    """``(F, N*prod(O))`` -> contiguous ``(N, F, *O)``."""
+    xp = array_module(mat)
+    return xp.ascontiguousarray(xp.moveaxis(mat.reshape((f, n) + tuple(O)), 0, 1))
+
+
+def _to_rows(y, G):
+    """``(N, F, *O)`` -> ``(G, F/G, N*prod(O))``."""
+    n, f = y.shape[:2]
+    xp = array_module(y)
+    return xp.ascontiguousarray(xp.moveaxis(y, 1, 0)).reshape(G, f // G, n * _prod(y.shape[2:]))
+
+
+def _bias_shape(b, nd):
+    return b.reshape((1, -1) + (1,) * nd)
+
+
+class Conv(Primitive):
+    """``y = conv(x, w) + b``: x (N, C, *S), w (F, C/G, *K), b (F,) or None."""
+    save_inputs = (0, 1)
+    _node_name = "ConvolutionBackward0"
+
+    def forward(self, x, w, b, g):
+        self.g = g
+        G = g.G
+        n = x.shape[0]
+        f = w.shape[0]
+        col = im2col(x, g).reshape(G, x.shape[1] // G * _prod(g.K), n * _prod(g.O))
+        wm = w.reshape(G, f // G, w.shape[1] * _prod(g.K))
+        out = (wm[0] @ col[0]) if G == 1 else (wm @ col).reshape(f, n * _prod(g.O))
+        if b is not None:
+            out += b.reshape(f, 1)
+        return _to_channels_first(out, f, n, g.O)
+
+    def backward(self, gy):
+        x, w = self.saved_tensors
+        e = self._edges
+        g = self.g
+        gx = ConvInput.apply(gy, w, None, g) if e[0] is not None else None
+        gw = ConvWeight.apply(x, gy, g) if e[1] is not None else None
+        gb = gy.sum((0,) + tuple(range(2, 2 + g.nd))) if e[2] is not None else None
+        return gx, gw, gb, None
+
+
+class ConvInput(Primitive):
+    """``x = conv_input(y, w) + b``: the adjoint of ``conv`` in its input (conv_transpose).
+
+    y (N, F, *O), w (F, C/G, *K), b (C,) or None; the result is (N, C, *S).
+    """
+    save_inputs = (0, 1)
+    _node_name = "ConvolutionBackward0"
+
+    def forward(self, y, w, b, g):
+        self.g = g
+        G = g.G
+        n, f = y.shape[:2]
+        cg = w.shape[1]
+        rows = _to_rows(y, G)  # G, F/G, N*O
+        wm = w.reshape(G, f // G, cg * _prod(g.K))
+        if G == 1:
+            col = wm[0].T @ rows[0]
+        else:
+            col = wm.transpose(0, 2, 1) @ rows
+        out = col2im(col.reshape((cg * G,) + tuple(g.K) + (n,) + tuple(g.O)), g)
+        if b is not None:
+            out += _bias_shape(b, g.nd)
+        return out
+
+    def backward(self, gx):
+        y, w = self.saved_tensors
+        e = self._edges
+        g = self.g
+        gy = Conv.apply(gx, w, None, g) if e[0] is not None else None
+        gw = ConvWeight.apply(gx, y, g) if e[1] is not None else None
+        gb = gx.sum((0,) + tuple(range(2, 2 + g.nd))) if e[2] is not None else None
+        return gy, gw, gb, None
+
+
+class ConvWeight(Primitive):
+    """``w = conv_weight(x, y)``: the adjoint of ``conv`` in its weight.
+
+    x (N, C, *S), y (N, F, *O); the result is (F, C/G, *K).
+    """
+    save_inputs = (0, 1)
+    _node_name = "ConvolutionBackward0"
+
+    def forward(self, x, y, g):
+        self.g = g
+        G = g.G
+        n, c = x.shape[:2]
+        f = y.shape[1]
+        col = im2col(x, g).reshape(G, c // G * _prod(g.K), n * _prod(g.O))
+        rows = _to_rows(y, G)
+        if G == 1:
+            out = rows[0] @ col[0].T
+        else:
+            out = rows @ col.transpose(0, 2, 1)
+        return out.reshape((f, c // G) + tuple(g.K))
+
+    def backward(self, gw):
+        x, y = self.saved_tensors
+        e = self._edges
+        g = self.g
+        gx = ConvInput.apply(y, gw, None, g) if e[0] is not None else None
+        gy = Conv.apply(x, gw, None, g) if e[1] is not None else None
+        return gx, gy, None
+
+
+class Unfold(Primitive):
+    """im2col: (N, C, *S) -> (N, C*prod(K), L), L the number of windows."""
+    _node_name = "Im2ColBackward0"
+
+    def forward(self, x, g):
+        self.g = g
+        n, c = x.shape[:2]
+        nd = g.nd
+        win = windows(pad_array(x, g.lo, g.hi), g.O, g.K, g.s, g.d)  # N C *O *K
+        order = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
+        out = array_module(x).ascontiguousarray(win.transpose(order))
+        return out.reshape(n, c * _prod(g.K), _prod(g.O))
+
+    def backward(self, gy):
+        return Fold.apply(gy, self.g), None
+
+
+class Fold(Primitive):
+    """col2im: (N, C*prod(K), L) -> (N, C, *S), overlapping values summed."""
+    _node_name = "Col2ImBackward0"
+
+    def forward(self, col, g):
+        self.g = g
+        n, ck = col.shape[:2]
+        nd = g.nd
+        c = ck // _prod(g.K)
+        col = col.reshape((n, c) + tuple(g.K) + tuple(g.O))
+        order = (1,) + tuple(range(2, 2 + nd)) + (0,) + tuple(range(2 + nd, 2 + 2 * nd))
+        return col2im(col.transpose(order), g)
+
+    def backward(self, gx):
+        return Unfold.apply(gx, self.g), None
+
+
+# ----- argument checks and the public functions ---------------------------------------
+
+def ntuple(v, n, name, op="convolution"):
+    """``v`` as an n-tuple of ints (an int is repeated), with PyTorch's error."""
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * n
+    v = tuple(int(i) for i in v)
+    if len(v) == 1:
+        return v * n
+    if len(v) != n:
+        raise RuntimeError(f"expected {name} to be a single integer value or a list of {n} "
+                           f"values to match the {op} dimensions, but got {name}={list(v)}")
+    return v
+
+
+def _dtype_name(a):
+    return FROM_NP[a.dtype].name
+
+
+def _check_common(name, x, w, b, nd):
+    if not isinstance(x, Tensor) or not isinstance(w, Tensor):
+        raise TypeError(f"{name}() argument 'input' and 'weight' must be Tensors, got "
+                        f"{type(x).__name__} and {type(w).__name__}")
+    if x.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to "
+                           f"{name}, but got input of size: {list(x.shape)}")
+    if w.dim() != nd + 2:
+        raise RuntimeError(f"{name}: expected weight to have {nd + 2} dimensions, but got "
+                           f"weight of size {list(w.shape)}")
+    if x._data.dtype != w._data.dtype or (b is not None and b._data.dtype != x._data.dtype):
+        other = w if x._data.dtype != w._data.dtype else b
+        raise RuntimeError(f"expected scalar type {_dtype_name(x._data).capitalize()} but found "
+                           f"{_dtype_name(other._data).capitalize()}")
+
+
+def _check_bias(w, b, nout):
+    if b is not None and (b.dim() != 1 or b.shape[0] != nout):
+        raise RuntimeError(f"Given weight of size {list(w.shape)}, expected bias to be "
+                           f"1-dimensional with {nout} elements, but got bias of size "
+                           f"{list(b.shape)} instead")
+
+
+def _check_sd(stride, dilation, groups):
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError("non-positive dilation is not supported")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+
+
+def _conv(name, nd, input, weight, bias, stride, padding, dilation, groups):
+    _check_common(name, input, weight, bias, nd)
+    batched = input.dim() == nd + 2
+    x = input if batched else input.unsqueeze(0)
+    stride = ntuple(stride, nd, "stride")
+    dilation = ntuple(dilation, nd, "dilation")
+    groups = int(groups)
+    _check_sd(stride, dilation, groups)
+    K = tuple(weight.shape[2:])
+    S = tuple(x.shape[2:])
+    if isinstance(padding, str):
+        if padding == "valid":
+            lo = hi = (0,) * nd
+        elif padding == "same":
+            if any(s != 1 for s in stride):
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
+            tot = [d * (k - 1) for d, k in zip(dilation, K)]
+            lo = tuple(t // 2 for t in tot)
+            hi = tuple(t - t // 2 for t in tot)
+        else:
+            raise RuntimeError(f"Invalid padding string: '{padding}'")
+    else:
+        lo = hi = ntuple(padding, nd, "padding")
+        if any(p < 0 for p in lo):
+            raise RuntimeError("negative padding is not supported")
+    f, cg = weight.shape[:2]
+    c = x.shape[1]
+    if c != cg * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, "
+                           f"expected input{list(x.shape)} to have {cg * groups} channels, "
+                           f"but got {c} channels instead")
+    if f % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
+                           f"at dimension 0, but got weight of size {list(weight.shape)} "
+                           f"instead")
+    _check_bias(weight, bias, f)
+    padded = tuple(a + p + q for a, p, q in zip(S, lo, hi))
+    ext = tuple(d * (k - 1) + 1 for d, k in zip(dilation, K))
+    if any(p < e for p, e in zip(padded, ext)):
+        raise RuntimeError(
+            f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). "
+            f"Kernel size: ({' x '.join(map(str, ext))}). Kernel size can't be greater than "
+            f"actual input size")
+    O = tuple((p - e) // s + 1 for p, e, s in zip(padded, ext, stride))
+    g = Geom(S, O, K, stride, dilation, lo, hi, groups)
+    out = Conv.apply(x, weight, bias, g)
+    return out if batched else out.squeeze(0)
+
+
+def _conv_transpose(name, nd, input, weight, bias, stride, padding, output_padding, groups,
+                    dilation):
+    _check_common(name, input, weight, bias, nd)
+    batched = input.dim() == nd + 2
+    y = input if batched else input.unsqueeze(0)
+    if isinstance(padding, str):
+        raise TypeError(f"{name}(): argument 'padding' must be tuple of ints, not str")
+    stride = ntuple(stride, nd, "stride")
+    dilation = ntuple(dilation, nd, "dilation")
+    padding = ntuple(padding, nd, "padding")
+    output_padding = ntuple(output_padding, nd, "output_padding")
+    groups = int(groups)
+    _check_sd(stride, dilation, groups)
+    if any(p < 0 for p in padding):
+        raise RuntimeError("negative padding is not supported")
+    if any(op >= s and op >= d for op, s, d in zip(output_padding, stride, dilation)):
+        dims = ("height", "width") if nd == 2 else ("depth", "height", "width")[3 - nd:]
+        parts = " ".join(f"output_padding_{n}: {v}" for n, v in zip(dims, output_padding))
+        parts += " " + " ".join(f"stride_{n}: {v}" for n, v in zip(dims, stride))
+        parts += " " + " ".join(f"dilation_{n}: {v}" for n, v in zip(dims, dilation))
+        raise RuntimeError(f"output padding must be smaller than either stride or dilation, "
+                           f"but got {parts}")
+    cin, cg = weight.shape[:2]
+    if y.shape[1] != cin:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected "
+                           f"input{list(y.shape)} to have {cin} channels, but got "
+                           f"{y.shape[1]} channels instead")
+    if cin % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
+                           f"at dimension 0, but got weight of size {list(weight.shape)} "
+                           f"instead")
+    _check_bias(weight, bias, cg * groups)
+    K = tuple(weight.shape[2:])
+    O = tuple(y.shape[2:])
+    S = tuple((o - 1) * s - 2 * p + d * (k - 1) + op + 1
+              for o, s, p, d, k, op in zip(O, stride, padding, dilation, K, output_padding))
+    if any(v <= 0 for v in S):
+        raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, O))}). "
+                           f"Calculated output size per channel: ({' x '.join(map(str, S))}). "
+                           f"Output size is too small")
+    g = Geom(S, O, K, stride, dilation, padding, padding, groups)
+    out = ConvInput.apply(y, weight, bias, g)
+    return out if batched else out.squeeze(0)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution (cross-correlation) of ``input`` (N, C, L) with ``weight``
+    (out_channels, C/groups, kL); ``padding`` may be an int, a tuple, 'valid' or 'same'.
+
+    >>> conv1d(ember.randn(2, 3, 10), ember.randn(4, 3, 3)).shape
+    ember.Size([2, 4, 8])
+    """
+    return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation) of ``input`` (N, C, H, W) with ``weight``
+    (out_channels, C/groups, kH, kW); ``padding`` may be an int, a tuple, 'valid' or 'same'.
+
+    >>> conv2d(ember.randn(1, 3, 8, 8), ember.randn(4, 3, 3, 3), padding=1).shape
+    ember.Size([1, 4, 8, 8])
+    """
+    return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D convolution of ``input`` (N, C, D, H, W) with ``weight``
+    (out_channels, C/groups, kD, kH, kW)."""
+    return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """1-D transposed convolution ("deconvolution"): the gradient of ``conv1d`` with
+    respect to its input. ``weight`` is (in_channels, out_channels/groups, kL)."""
+    return _conv_transpose("conv_transpose1d", 1, input, weight, bias, stride, padding,
+                           output_padding, groups, dilation)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """2-D transposed convolution: the gradient of ``conv2d`` with respect to its input.
+    ``weight`` is (in_channels, out_channels/groups, kH, kW); the output size is
+    ``(in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1``.
+
+    >>> conv_transpose2d(ember.randn(1, 4, 5, 5), ember.randn(4, 2, 3, 3), stride=2).shape
+    ember.Size([1, 2, 11, 11])
+    """
+    return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding,
+                           output_padding, groups, dilation)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """3-D transposed convolution; ``weight`` is (in_channels, out_channels/groups, kD, kH, kW)."""
+    return _conv_transpose("conv_transpose3d", 3, input, weight, bias, stride, padding,
+                           output_padding, groups, dilation)
+
+
+def _fold_args(name, kernel_size, dilation, padding, stride):
+    k = ntuple(kernel_size, 2, "kernel_size", name)
+    d = ntuple(dilation, 2, "dilation", name)
+    p = ntuple(padding, 2, "padding", name)
+    s = ntuple(stride, 2, "stride", name)
+    if any(v <= 0 for v in k):
+        raise RuntimeError(f"kernel size should be greater than zero, but got kernel_height: "
+                           f"{k[0]} kernel_width: {k[1]}")
+    if any(v <= 0 for v in s):
+        raise RuntimeError(f"stride should be greater than zero, but got stride_height: "
+                           f"{s[0]} stride_width: {s[1]}")
+    if any(v <= 0 for v in d):
+        raise RuntimeError(f"dilation should be greater than zero, but got dilation_height: "
+                           f"{d[0]} dilation_width: {d[1]}")
+    if any(v < 0 for v in p):
+        raise RuntimeError(f"padding should be non-negative, but got pad_height: {p[0]} "
+                           f"pad_width: {p[1]}")
+    return k, d, p, s
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """Extract sliding local blocks (im2col): (N, C, H, W) -> (N, C*kH*kW, L), where L is
+    the number of block positions; each column is one flattened block.
+
+    >>> unfold(ember.randn(1, 2, 4, 4), 2).shape
+    ember.Size([1, 8, 9])
+    """
+    k, d, p, s = _fold_args("unfold", kernel_size, dilation, padding, stride)
+    if input.dim() not in (3, 4):
+        raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor for input with possibly 0 "
+                           f"batch size and non-zero dimensions for input, but got: "
+                           f"{list(input.shape)}")
+    x = input if input.dim() == 4 else input.unsqueeze(0)
+    S = tuple(x.shape[2:])
+    O = tuple((a + 2 * pi - di * (ki - 1) - 1) // si + 1
+              for a, pi, di, ki, si in zip(S, p, d, k, s))
+    if any(o < 1 for o in O):
+        raise RuntimeError(f"Given input with spatial size ({S[0]}, {S[1]}), kernel_size=({k[0]}"
+                           f", {k[1]}), dilation=({d[0]}, {d[1]}), padding=({p[0]}, {p[1]}), "
+                           f"calculated shape of the array of sliding blocks as ({O[0]}, "
+                           f"{O[1]}), but its components must be at least one.")
+    out = Unfold.apply(x, Geom(S, O, k, s, d, p, p, 1))
+    return out if input.dim() == 4 else out.squeeze(0)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """Combine sliding local blocks into a tensor (col2im), summing overlaps:
+    (N, C*kH*kW, L) -> (N, C, *output_size). The adjoint of :func:`unfold`."""
+    S = ntuple(output_size, 2, "output_size", "fold")
+    k, d, p, s = _fold_args("fold", kernel_size, dilation, padding, stride)
+    if input.dim() not in (2, 3):
+        raise RuntimeError(f"Expected 2D or 3D (batch mode) tensor for input with possibly 0 "
+                           f"batch size and non-zero dimensions for input, but got: "
+                           f"{list(input.shape)}")
+    x = input if input.dim() == 3 else input.unsqueeze(0)
+    kk = k[0] * k[1]
+    if x.shape[1] % kk:
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the "
+                           f"product of kernel_size, but got input.size(1)={x.shape[1]} and "
+                           f"kernel_size=({k[0]}, {k[1]})")
+    O = tuple((a + 2 * pi - di * (ki - 1) - 1) // si + 1
+              for a, pi, di, ki, si in zip(S, p, d, k, s))
+    if x.shape[2] != O[0] * O[1] or any(o < 1 for o in O):
+        raise RuntimeError(f"Given output_size=({S[0]}, {S[1]}), kernel_size=({k[0]}, {k[1]}), "
+                           f"dilation=({d[0]}, {d[1]}), padding=({p[0]}, {p[1]}), stride=("
+                           f"{s[0]}, {s[1]}), expected size of input's dimension 2 to match the "
+                           f"calculated number of sliding blocks {O[0]} * {O[1]} = "
+                           f"{O[0] * O[1]}, but got input.size(2)={x.shape[2]}.")
+    out = Fold.apply(x, Geom(S, O, k, s, d, p, p, 1))
+    return out if input.dim() == 3 else out.squeeze(0)

@@ -1,0 +1,616 @@
+"""Pooling: max, average, adaptive, Lp pooling and max-unpooling, for 1-3 spatial dims.
+
+Pools loop over kernel positions (a handful of strided slices of the padded input),
+never over the batch or the pixels. Max pooling keeps which kernel position won
+(``arg``); its gradient scatters there (:class:`PoolScatter`) and the gradient of
+that scatter is the matching gather (:class:`PoolGather`), so double backward works.
+Average pooling is linear: :class:`AvgPool` and :class:`AvgPoolAdjoint` are each
+other's derivative. Adaptive max pooling and unpooling address the input by flat
+indices (PyTorch's ``return_indices`` convention): :class:`GatherFlat` and
+:class:`ScatterFlat`.
+"""
+import itertools
+import math
+
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.autograd.node import Primitive
+from ember.backend import array_module
+from ember.ops.conv import Geom, ntuple, pad_array
+
+# the names torch also has at top level, with the same signature
+__all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "adaptive_avg_pool1d"]
+
+
+def _positions(g):
+    """(flat kernel index, per-dim kernel index, slice of the padded input) per position."""
+    for k, kk in enumerate(itertools.product(*[range(k) for k in g.K])):
+        yield k, kk, (Ellipsis,) + tuple(slice(i * d, i * d + s * (o - 1) + 1, s)
+                                         for i, d, s, o in zip(kk, g.d, g.s, g.O))
+
+
+def _padded_shape(x_shape, g):
+    nd = g.nd
+    return x_shape[:-nd] + tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
+
+
+def _crop(buf, g):
+    if not any(g.lo) and not any(g.hi):
+        return buf
+    sl = (Ellipsis,) + tuple(slice(lo, lo + a) for lo, a in zip(g.lo, g.S))
+    return array_module(buf).ascontiguousarray(buf[sl])
+
+
+def _disjoint(g):
+    return all(s >= d * (k - 1) + 1 for s, d, k in zip(g.s, g.d, g.K))
+
+
+def _lowest(dtype):
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _valid(g, kk):
+    """Where kernel position ``kk`` lands inside the unpadded input (broadcastable to O),
+    or None when it always does."""
+    mask = None
+    nd = g.nd
+    for i in range(nd):
+        if not g.lo[i] and not g.hi[i]:
+            continue
+        pos = np.arange(g.O[i]) * g.s[i] - g.lo[i] + kk[i] * g.d[i]
+        m = ((pos >= 0) & (pos < g.S[i])).reshape((-1,) + (1,) * (nd - 1 - i))
+        mask = m if mask is None else mask & m
+    return mask
+
+
+class MaxPool(Primitive):
+    """Max over each window; remembers the first (valid) position of the max."""
+    _node_name = "MaxPool2DWithIndicesBackward0"
+
+    def forward(self, x, g):
+        self.g = g
+        xm = array_module(x)
+        xp = pad_array(x, g.lo, g.hi, _lowest(x.dtype))
+        pos = list(_positions(g))
+        best = xp[pos[0][2]].copy()
+        for _, _, sl in pos[1:]:
+            xm.maximum(best, xp[sl], out=best)
+        kk_n = len(pos)
+        arg = xm.zeros(best.shape, np.int8 if kk_n < 128 else np.int32)
+        found = xm.zeros(best.shape, bool)
+        padded = any(g.lo) or any(g.hi)
+        for k, kk, sl in pos:
+            m = xp[sl] == best
+            if padded:
+                v = _valid(g, kk)
+                if v is not None:
+                    m &= xm.asarray(v)
+            m &= ~found
+            if k:
+                arg += m.astype(arg.dtype) * k
+            found |= m
+        if x.dtype.kind == "f":
+            nan = xm.isnan(best)
+            if nan.any():
+                for k, _, sl in pos:  # PyTorch keeps the last NaN of a window
+                    arg = xm.where(nan & xm.isnan(xp[sl]), arg.dtype.type(k), arg)
+        self.arg = arg
+        return best
+
+    def backward(self, gy, *_):
+        return PoolScatter.apply(gy, self.arg, self.g), None
+
+
+class MaxPoolWithIndices(MaxPool):
+    """:class:`MaxPool` that also returns PyTorch's flat indices into each input plane."""
+    n_outputs = 2
+    differentiable_outputs = (0,)
+
+    def forward(self, x, g):
+        out = MaxPool.forward(self, x, g)
+        return out, flat_indices(self.arg, g)
+
+
+def flat_indices(arg, g):
+    """Flat input index (within one channel's plane) of kernel position ``arg``."""
+    xm = array_module(arg)
+    nd = g.nd
+    ks = np.unravel_index(np.arange(int(np.prod(g.K))), g.K)
+    flat = xm.zeros(arg.shape, np.int64)
+    stride = 1
+    for i in range(nd - 1, -1, -1):
+        o = xm.arange(g.O[i]).reshape((-1,) + (1,) * (nd - 1 - i)) * g.s[i] - g.lo[i]
+        k = xm.asarray(ks[i] * g.d[i])[arg]
+        flat += (o + k) * stride
+        stride *= g.S[i]
+    return flat
+
+
+class PoolScatter(Primitive):
+    """Each window's gradient put at its max position (the adjoint of :class:`PoolGather`)."""
+    _node_name = "MaxPool2DWithIndicesBackwardBackward0"
+
+    def forward(self, gy, arg, g):
+        self.arg, self.g = arg, g
+        xm = array_module(gy)
+        buf = xm.zeros(_padded_shape(gy.shape[:-g.nd] + tuple(g.S), g), gy.dtype)
+        disjoint = _disjoint(g)
+        for k, _, sl in _positions(g):
+            if disjoint:
+                xm.multiply(gy, arg == k, out=buf[sl])
+            else:
+                buf[sl] += gy * (arg == k)
+        return _crop(buf, g)
+
+    def backward(self, gx):
+        return PoolGather.apply(gx, self.arg, self.g), None, None
+
+
+class PoolGather(Primitive):
+    """Each window's value at the remembered max position."""
+    _node_name = "MaxPool2DWithIndicesBackwardBackward1"
+
+    def forward(self, x, arg, g):
+        self.arg, self.g = arg, g
+        xm = array_module(x)
+        xp = pad_array(x, g.lo, g.hi, 0)
+        out = xm.zeros(arg.shape, x.dtype)
+        for k, _, sl in _positions(g):
+            out += xp[sl] * (arg == k)
+        return out
+
+    def backward(self, gy):
+        return PoolScatter.apply(gy, self.arg, self.g), None, None
+
+
+class AvgPool(Primitive):
+    """Sum over each window divided by ``div`` (broadcastable to the output)."""
+    _node_name = "AvgPool2DBackward0"
+
+    def forward(self, x, g, div):
+        self.g, self.div = g, div
+        xp = pad_array(x, g.lo, g.hi, 0)
+        pos = list(_positions(g))
+        acc = xp[pos[0][2]].astype(np.float64 if x.dtype.kind in "iub" else x.dtype, copy=True)
+        for _, _, sl in pos[1:]:
+            acc += xp[sl]
+        if x.dtype.kind in "iub":
+            xm = array_module(x)
+            return (xm.sign(acc) * (xm.abs(acc) // div)).astype(x.dtype)
+        acc /= div
+        return acc
+
+    def backward(self, gy):
+        return AvgPoolAdjoint.apply(gy, self.g, self.div), None, None
+
+
+class AvgPoolAdjoint(Primitive):
+    """Each window's gradient divided by ``div`` and spread over the window."""
+    _node_name = "AvgPool2DBackwardBackward0"
+
+    def forward(self, gy, g, div):
+        self.g, self.div = g, div
+        xm = array_module(gy)
+        gd = gy / xm.asarray(div, dtype=gy.dtype)
+        buf = xm.zeros(_padded_shape(gy.shape[:-g.nd] + tuple(g.S), g), gy.dtype)
+        disjoint = _disjoint(g)
+        for _, _, sl in _positions(g):
+            if disjoint:
+                buf[sl] = gd
+            else:
+                buf[sl] += gd
+        return _crop(buf, g)
+
+    def backward(self, gx):
+        return AvgPool.apply(gx, self.g, self.div), None, None
+
+
+class GatherFlat(Primitive):
+    """``out[..., o] = x[..., idx[..., o]]`` over the flattened spatial dims."""
+    _node_name = "GatherBackward0"
+
+    def forward(self, x, idx, nd):
+        self.idx, self.nd, self.S = idx, nd, x.shape[x.ndim - nd:]
+        lead = x.shape[:x.ndim - nd]
+        xm = array_module(x)
+        flat = x.reshape(lead + (-1,))
+        out = xm.take_along_axis(flat, idx.reshape(lead + (-1,)), -1)
+        return out.reshape(idx.shape)
+
+    def backward(self, gy):
+        return ScatterFlat.apply(gy, self.idx, self.S, True), None, None
+
+
+class ScatterFlat(Primitive):
+    """Zeros of spatial size ``S`` with ``g`` added (or, without ``accumulate``, written)
+    at the flat indices ``idx``."""
+    _node_name = "ScatterAddBackward0"
+
+    def forward(self, gy, idx, S, accumulate):
+        self.idx, self.S = idx, tuple(S)
+        nd = len(S)
+        xm = array_module(gy)
+        lead = gy.shape[:gy.ndim - nd]
+        rows = int(np.prod(lead))
+        plane = int(np.prod(S))
+        if accumulate:
+            offs = (xm.arange(rows) * plane).reshape(-1, 1)
+            pos = (idx.reshape(rows, -1) + offs).ravel()
+            out = xm.bincount(pos, weights=gy.reshape(-1).astype(np.float64),
+                              minlength=rows * plane).astype(gy.dtype)
+        else:
+            out = xm.zeros((rows, plane), gy.dtype)
+            xm.put_along_axis(out, idx.reshape(rows, -1), gy.reshape(rows, -1), -1)
+        return out.reshape(lead + self.S)
+
+    def backward(self, gx):
+        return GatherFlat.apply(gx, self.idx, len(self.S)), None, None, None
+
+
+# ----- geometry and argument checks ----------------------------------------------------
+
+def _pool_args(name, nd, kernel_size, stride, padding, dilation):
+    dims = ("H", "W") if nd == 2 else ("T", "H", "W") if nd == 3 else ("W",)
+    k = _tuple_arg(name, "kernel_size", kernel_size, nd)
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
+        _tuple_arg(name, "stride", stride, nd)
+    p = _tuple_arg(name, "padding", padding, nd)
+    d = _tuple_arg(name, "dilation", dilation, nd)
+    if any(v <= 0 for v in k):
+        raise RuntimeError("kernel size should be greater than zero, but got " +
+                           " ".join(f"k{n}: {v}" for n, v in zip(dims, k)))
+    if any(v == 0 for v in s):
+        raise RuntimeError("stride should not be zero")
+    if any(v < 0 for v in s):
+        raise RuntimeError("stride should be greater than zero, but got " +
+                           " ".join(f"d{n}: {v}" for n, v in zip(dims, s)))
+    if any(v <= 0 for v in d):
+        raise RuntimeError("dilation should be greater than zero, but got " +
+                           " ".join(f"dilation{n}: {v}" for n, v in zip(dims, d)))
+    for pi, ki, di in zip(p, k, d):
+        if pi < 0:
+            raise RuntimeError("pad must be non-negative")
+        if pi > ((ki - 1) * di + 1) // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got "
+                               f"pad={pi}, kernel_size={ki} and dilation={di}")
+    return k, s, p, d
+
+
+def _tuple_arg(name, arg, v, nd):
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * nd
+    v = tuple(int(i) for i in v)
+    if len(v) == 1:
+        return v * nd
+    if len(v) != nd:
+        raise RuntimeError(f"{name}: {arg} must either be a single int, or a tuple of {nd} ints")
+    return v
+
+
+def _pool_geom(x_shape, nd, k, s, p, d, ceil_mode):
+    S = tuple(x_shape[-nd:])
+    O = []
+    for a, ki, si, pi, di in zip(S, k, s, p, d):
+        num = a + 2 * pi - di * (ki - 1) - 1 + (si - 1 if ceil_mode else 0)
+        o = num // si + 1
+        if ceil_mode and (o - 1) * si >= a + pi:
+            o -= 1
+        O.append(o)
+    if any(o < 1 for o in O):
+        lead = x_shape[-nd - 1] if len(x_shape) > nd else 1
+        raise RuntimeError(f"Given input size: ({'x'.join(map(str, (lead,) + S))}). Calculated "
+                           f"output size: ({'x'.join(map(str, (lead,) + tuple(O)))}). Output "
+                           f"size is too small")
+    hi = tuple(max(pi, (o - 1) * si + di * (ki - 1) + 1 - a - pi)
+               for a, o, ki, si, pi, di in zip(S, O, k, s, p, d))
+    return Geom(S, tuple(O), k, s, d, p, hi, 1)
+
+
+def _check_input(name, x, nd):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    if x.dim() not in (nd + 1, nd + 2) or any(v == 0 for v in x.shape[-nd - 1:]):
+        raise RuntimeError(f"non-empty {nd + 1}D or {nd + 2}D (batch mode) tensor expected "
+                           f"for input")
+
+
+def _max_pool(name, nd, input, kernel_size, stride, padding, dilation, ceil_mode,
+              return_indices):
+    _check_input(name, input, nd)
+    k, s, p, d = _pool_args(name, nd, kernel_size, stride, padding, dilation)
+    g = _pool_geom(input.shape, nd, k, s, p, d, ceil_mode)
+    if return_indices:
+        return MaxPoolWithIndices.apply(input, g)
+    return MaxPool.apply(input, g)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """1-D max pooling over (N, C, L) or (C, L); ``stride`` defaults to ``kernel_size``.
+    With ``return_indices`` also returns the argmax positions (flat indices into L)."""
+    return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """2-D max pooling over (N, C, H, W) or (C, H, W); ``stride`` defaults to ``kernel_size``.
+    With ``return_indices`` also returns the argmax positions as flat indices into H*W.
+
+    >>> max_pool2d(ember.arange(16.).reshape(1, 1, 4, 4), 2)
+    tensor([[[[ 5.,  7.],
+              [13., 15.]]]])
+    """
+    return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices)
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """3-D max pooling over (N, C, D, H, W) or (C, D, H, W)."""
+    return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices)
+
+
+def _avg_divisor(g, count_include_pad, divisor_override):
+    if divisor_override is not None:
+        if divisor_override == 0:
+            raise RuntimeError("divisor must be not zero")
+        return float(divisor_override)
+    div = np.ones((), np.float64)
+    for i in range(g.nd):
+        start = np.arange(g.O[i]) * g.s[i] - g.lo[i]
+        end = np.minimum(start + g.K[i], g.S[i] + g.lo[i])
+        n = end - start if count_include_pad else \
+            np.minimum(end, g.S[i]) - np.maximum(start, 0)
+        div = div[..., None] * n
+    return div
+
+
+def _avg_pool(name, nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+              divisor_override):
+    _check_input(name, input, nd)
+    k, s, p, d = _pool_args(name, nd, kernel_size, stride, padding, 1)
+    g = _pool_geom(input.shape, nd, k, s, p, d, ceil_mode)
+    div = _avg_divisor(g, count_include_pad, divisor_override)
+    if not isinstance(div, float):
+        div = array_module(input._data).asarray(div)
+    return AvgPool.apply(input, g, div)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    """1-D average pooling over (N, C, L) or (C, L)."""
+    return _avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, None)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """2-D average pooling over (N, C, H, W) or (C, H, W). ``count_include_pad`` counts the
+    zero padding in the divisor; ``divisor_override`` replaces the divisor."""
+    return _avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """3-D average pooling over (N, C, D, H, W) or (C, D, H, W)."""
+    return _avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
+
+
+# ----- adaptive pooling ----------------------------------------------------------------
+
+def _adaptive_args(name, input, nd, output_size):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    if input.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"{name}(): Expected {nd + 1}D or {nd + 2}D tensor, but got "
+                           f"{list(input.shape)}")
+    for i in range(1, input.dim()):
+        if input.shape[i] == 0 and not (i == 1 and input.dim() == nd + 2):
+            raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch "
+                               f"dimensions, but input has sizes {list(input.shape)} with "
+                               f"dimension {i} being empty")
+    if input._data.dtype.kind != "f":
+        raise NotImplementedError(f'"{name}" not implemented for '
+                                  f"'{input.dtype.name.capitalize()}'")
+    S = tuple(input.shape[-nd:])
+    if isinstance(output_size, (int, np.integer)) or output_size is None:
+        output_size = (output_size,) * nd
+    output_size = tuple(output_size)
+    if len(output_size) != nd:
+        raise ValueError(f"{name}: output_size must be {nd}")
+    return S, tuple(s if o is None else int(o) for o, s in zip(output_size, S))
+
+
+def _bounds(a, o):
+    i = np.arange(o)
+    return (i * a) // o, -((-(i + 1) * a) // o)
+
+
+def _adaptive_matrix(a, o, dtype, xm):
+    start, end = _bounds(a, o)
+    cols = np.arange(a)
+    m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
+    return _make(xm.asarray(m.astype(dtype)))
+
+
+def _adaptive_avg(name, nd, input, output_size):
+    S, O = _adaptive_args(name, input, nd, output_size)
+    x = input
+    xm = array_module(input._data)
+    for i in range(nd):
+        dim = x.dim() - nd + i
+        a, o = S[i], O[i]
+        if a == o:
+            continue
+        if o == 1:
+            x = x.mean(dim, keepdim=True)
+        elif a % o == 0:
+            shape = tuple(x.shape)
+            x = x.reshape(shape[:dim] + (o, a // o) + shape[dim + 1:]).mean(dim + 1)
+        else:
+            m = _adaptive_matrix(a, o, input._data.dtype, xm)
+            x = (x.transpose(dim, -1) @ m.t()).transpose(dim, -1)
+    return x if x is not input else x * 1
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """1-D adaptive average pooling: (N, C, L) -> (N, C, output_size)."""
+    return _adaptive_avg("adaptive_avg_pool1d", 1, input, output_size)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """2-D adaptive average pooling: (N, C, H, W) -> (N, C, *output_size); window ``i``
+    covers ``floor(i*H/oH)`` to ``ceil((i+1)*H/oH)``. ``None`` keeps an input size."""
+    return _adaptive_avg("adaptive_avg_pool2d", 2, input, output_size)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """3-D adaptive average pooling: (N, C, D, H, W) -> (N, C, *output_size)."""
+    return _adaptive_avg("adaptive_avg_pool3d", 3, input, output_size)
+
+
+class AdaptiveMaxPool(Primitive):
+    """Max over adaptive windows; returns (values, flat indices into each plane)."""
+    n_outputs = 2
+    differentiable_outputs = (0,)
+    _node_name = "AdaptiveMaxPool2DBackward0"
+
+    def forward(self, x, O):
+        nd = len(O)
+        S = x.shape[x.ndim - nd:]
+        self.S = S
+        xm = array_module(x)
+        flat_pos = 0
+        idx = []
+        for i, (a, o) in enumerate(zip(S, O)):
+            start, end = _bounds(a, o)
+            kmax = int((end - start).max())
+            t = np.minimum(start[:, None] + np.arange(kmax), end[:, None] - 1)
+            shape = [1] * (2 * nd)
+            shape[i], shape[nd + i] = o, kmax
+            idx.append(t.reshape(shape))
+            flat_pos = flat_pos * a + t.reshape(shape)
+        vals = x[(Ellipsis,) + tuple(xm.asarray(t) for t in idx)]  # (..., *O, *kmax)
+        lead = vals.shape[:vals.ndim - nd]
+        vals = vals.reshape(lead + (-1,))
+        arg = vals.argmax(-1)
+        if x.dtype.kind == "f":
+            nan = xm.isnan(vals)
+            if nan.any():  # PyTorch keeps the last NaN of a window
+                last = nan.shape[-1] - 1 - nan[..., ::-1].argmax(-1)
+                arg = xm.where(nan.any(-1), last, arg)
+        out = xm.take_along_axis(vals, arg[..., None], -1)[..., 0]
+        fp = xm.asarray(np.broadcast_to(flat_pos, tuple(O) + flat_pos.shape[nd:])
+                        .reshape(tuple(O) + (-1,)))
+        self.idx = _pick(xm, fp, arg, O)
+        return out, self.idx
+
+    def backward(self, gy, *_):
+        return ScatterFlat.apply(gy, self.idx, self.S, True), None
+
+
+def _pick(xm, table, arg, O):
+    """``table[o, arg[..., o]]`` for a table (*O, kk) and choices (..., *O)."""
+    nd = len(O)
+    lead = arg.shape[:arg.ndim - nd]
+    t = xm.broadcast_to(table, lead + table.shape)
+    return xm.take_along_axis(t, arg[..., None], -1)[..., 0].astype(np.int64)
+
+
+def _adaptive_max(name, nd, input, output_size, return_indices):
+    S, O = _adaptive_args(name, input, nd, output_size)
+    out, idx = AdaptiveMaxPool.apply(input, O)
+    return (out, idx) if return_indices else out
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """1-D adaptive max pooling: (N, C, L) -> (N, C, output_size)."""
+    return _adaptive_max("adaptive_max_pool1d", 1, input, output_size, return_indices)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """2-D adaptive max pooling: (N, C, H, W) -> (N, C, *output_size); with
+    ``return_indices`` also the flat argmax indices into H*W."""
+    return _adaptive_max("adaptive_max_pool2d", 2, input, output_size, return_indices)
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """3-D adaptive max pooling: (N, C, D, H, W) -> (N, C, *output_size)."""
+    return _adaptive_max("adaptive_max_pool3d", 3, input, output_size, return_indices)
+
+
+# ----- Lp pooling and unpooling ------------------------------------------------------
+
+def _lp_pool(nd, input, norm_type, kernel_size, stride, ceil_mode):
+    k = ntuple(kernel_size, nd, "kernel_size", "pooling")
+    out = _avg_pool(f"lp_pool{nd}d", nd, input.pow(norm_type), kernel_size, stride, 0,
+                    ceil_mode, True, None)
+    return (out.sign() * out.abs().relu()).mul(math.prod(k)).pow(1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """1-D power-average pooling: ``(sum over window of x**p) ** (1/p)``."""
+    return _lp_pool(1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """2-D power-average pooling: ``(sum over window of x**p) ** (1/p)``."""
+    return _lp_pool(2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """3-D power-average pooling: ``(sum over window of x**p) ** (1/p)``."""
+    return _lp_pool(3, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def _max_unpool(name, nd, input, indices, kernel_size, stride, padding, output_size):
+    k = ntuple(kernel_size, nd, "kernel_size", "pooling")
+    s = k if stride is None else ntuple(stride, nd, "stride", "pooling")
+    p = ntuple(padding, nd, "padding", "pooling")
+    S = tuple(input.shape[-nd:])
+    default = tuple((a - 1) * si - 2 * pi + ki for a, si, pi, ki in zip(S, s, p, k))
+    if output_size is None:
+        out = default
+    else:
+        out = tuple(output_size)[-nd:]
+        if len(out) != nd:
+            raise ValueError(f"output_size should be a sequence containing {nd} or {nd + 2} "
+                             f"elements, but it has a length of '{len(tuple(output_size))}'")
+        for o, dflt, si in zip(out, default, s):
+            if not dflt - si < o < dflt + si:
+                raise ValueError(f"invalid output_size \"{list(out)}\" (dim {len(out)} must be "
+                                 f"between {[a - b for a, b in zip(default, s)]} and "
+                                 f"{[a + b for a, b in zip(default, s)]})")
+    if tuple(indices.shape) != tuple(input.shape):
+        raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor "
+                           f"({list(input.shape)}) but got indices tensor with shape: "
+                           f"{list(indices.shape)}")
+    idx = indices._data
+    if idx.size and (idx.min() < 0 or idx.max() >= math.prod(out)):
+        raise RuntimeError(f"Found an invalid max index: {int(idx.max())} (output volumes are "
+                           f"of size {'x'.join(map(str, out))}")
+    return ScatterFlat.apply(input, idx, out, False)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of ``max_pool1d``: values put back at ``indices``, zeros elsewhere."""
+    return _max_unpool("max_unpool1d", 1, input, indices, kernel_size, stride, padding,
+                       output_size)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of ``max_pool2d``: values put back at ``indices``, zeros elsewhere."""
+    return _max_unpool("max_unpool2d", 2, input, indices, kernel_size, stride, padding,
+                       output_size)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of ``max_pool3d``: values put back at ``indices``, zeros elsewhere."""
+    return _max_unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding,
+                       output_size)

@@ -1,0 +1,275 @@
+"""Resampling: ``interpolate`` (nearest, linear, bicubic, area) and pixel (un)shuffle.
+
+Composites over one primitive pair: :class:`Take` (a gather along one axis) and its
+adjoint :class:`TakeAdjoint` (a scatter-add), each the other's derivative. Linear and
+cubic modes are separable: each spatial dim is resampled in turn as a weighted sum of
+a few gathers.
+"""
+import math
+
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.autograd.node import Primitive
+from ember.backend import array_module
+
+__all__ = ["pixel_shuffle", "pixel_unshuffle"]
+
+
+class Take(Primitive):
+    """``x`` indexed by the int array ``idx`` along ``axis`` (``np.take``)."""
+    _node_name = "IndexSelectBackward0"
+
+    def forward(self, x, idx, axis):
+        self.idx, self.axis, self.n = idx, axis, x.shape[axis]
+        return array_module(x).take(x, idx, axis=axis)
+
+    def backward(self, gy):
+        return TakeAdjoint.apply(gy, self.idx, self.axis, self.n), None, None
+
+
+class TakeAdjoint(Primitive):
+    """Zeros of length ``n`` along ``axis`` with the slices of ``g`` added at ``idx``."""
+    _node_name = "IndexAddBackward0"
+
+    def forward(self, g, idx, axis, n):
+        self.idx, self.axis = idx, axis
+        xm = array_module(g)
+        shape = list(g.shape)
+        shape[axis] = n
+        out = xm.zeros(shape, g.dtype)
+        if len(idx) and bool((idx[1:] >= idx[:-1]).all()):
+            # sorted indices (every resampling here): sum each run with one reduceat
+            starts = xm.concatenate([xm.zeros(1, np.int64),
+                                     xm.nonzero(idx[1:] != idx[:-1])[0] + 1])
+            sums = xm.add.reduceat(g, starts, axis=axis)
+            sl = [slice(None)] * g.ndim
+            sl[axis] = idx[starts]
+            out[tuple(sl)] = sums
+        elif len(idx):
+            moved = xm.moveaxis(out, axis, 0)
+            xm.add.at(moved, idx, xm.moveaxis(g, axis, 0))
+        return out
+
+    def backward(self, gx):
+        return Take.apply(gx, self.idx, self.axis), None, None, None
+
+
+def take(x, idx, axis):
+    """Differentiable ``np.take(x, idx, axis)`` for an int array ``idx``."""
+    return Take.apply(x, array_module(x._data).asarray(idx), axis)
+
+
+# ----- interpolate ---------------------------------------------------------------------
+
+_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
+_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+
+
+def _scale(a, o, scale, align_corners):
+    """PyTorch's ``area_pixel_compute_scale``."""
+    if align_corners:
+        return (a - 1) / (o - 1) if o > 1 else 0.0
+    return 1.0 / scale if scale is not None and scale > 0 else a / o
+
+
+def _nearest_index(a, o, scale, exact):
+    if o == a and not exact:
+        return np.arange(o)
+    if o == 2 * a and not exact:
+        return np.arange(o) >> 1
+    sc = np.float32(1.0 / scale if scale is not None and scale > 0 else a / o)
+    pos = np.arange(o, dtype=np.float32)
+    if exact:
+        pos = pos + np.float32(0.5)
+    return np.minimum(np.floor(pos * sc).astype(np.int64), a - 1)
+
+
+def _source(a, o, scale, align_corners, dtype, cubic=False):
+    sc = dtype.type(_scale(a, o, scale, align_corners))
+    dst = np.arange(o, dtype=dtype)
+    if align_corners:
+        return sc * dst
+    src = sc * (dst + dtype.type(0.5)) - dtype.type(0.5)
+    return src if cubic else np.maximum(src, dtype.type(0))
+
+
+def _linear_taps(a, o, scale, align_corners, dtype):
+    src = _source(a, o, scale, align_corners, dtype)
+    i0 = src.astype(np.int64)
+    i1 = i0 + (i0 < a - 1)
+    l1 = np.clip(src - i0, 0, 1).astype(dtype)
+    return [(i0, 1 - l1), (i1, l1)]
+
+
+def _cubic_taps(a, o, scale, align_corners, dtype):
+    A = -0.75
+    src = _source(a, o, scale, align_corners, dtype, cubic=True)
+    i = np.floor(src).astype(np.int64)
+    t = (src - i).astype(np.float64)
+
+    def c1(x):
+        return ((A + 2) * x - (A + 3)) * x * x + 1
+
+    def c2(x):
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+    ws = [c2(t + 1), c1(t), c1(1 - t), c2(2 - t)]
+    return [(np.clip(i + j - 1, 0, a - 1), w.astype(dtype)) for j, w in enumerate(ws)]
+
+
+def _resample_dim(x, axis, taps):
+    out = None
+    nd_after = x.dim() - axis - 1
+    for idx, w in taps:
+        v = take(x, idx, axis)
+        if w is not None:
+            xm = array_module(x._data)
+            v = v * _make(xm.asarray(w.reshape((-1,) + (1,) * nd_after)))
+        out = v if out is None else out + v
+    return out
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resize (N, C, *spatial) to ``size`` or by ``scale_factor``. Modes: 'nearest',
+    'nearest-exact', 'linear' (3-D input), 'bilinear' and 'bicubic' (4-D), 'trilinear'
+    (5-D) with ``align_corners``, and 'area' (adaptive average pooling).
+
+    >>> interpolate(ember.ones(1, 1, 2, 2), scale_factor=2).shape
+    ember.Size([1, 1, 4, 4])
+    """
+    if mode not in _MODES:
+        raise NotImplementedError(
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for "
+            f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+            f"nearest-exact (got {mode})")
+    if antialias:
+        raise NotImplementedError("interpolate(antialias=True) is not implemented in ember")
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating "
+                             "modes: linear | bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    nd = input.dim() - 2
+    if nd < 1 or nd > 3:
+        raise NotImplementedError(
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for "
+            f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+            f"nearest-exact (got {mode})")
+    if mode in _DIMS and _DIMS[mode] != nd:
+        raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "
+                                  f"{_DIMS[mode] + 2}D input")
+    S = tuple(input.shape[2:])
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        out = tuple(int(v) for v in size) if isinstance(size, (list, tuple)) else \
+            (int(size),) * nd
+        if len(out) != nd:
+            raise ValueError(f"Input and output must have the same number of spatial "
+                             f"dimensions, but got input with spatial dimensions of "
+                             f"{list(S)} and output size of {list(out)}. Please provide "
+                             f"input tensor in (N, C, d1, d2, ...,dK) format and output size "
+                             f"in (o1, o2, ...,oK) format.")
+        scales = (None,) * nd
+    elif scale_factor is not None:
+        scales = tuple(float(v) for v in scale_factor) \
+            if isinstance(scale_factor, (list, tuple)) else (float(scale_factor),) * nd
+        if len(scales) != nd:
+            raise ValueError(f"Input and scale_factor must have the same number of spatial "
+                             f"dimensions, but got input with spatial dimensions of "
+                             f"{list(S)} and scale_factor of shape {list(scales)}. Please "
+                             f"provide input tensor in (N, C, d1, d2, ...,dK) format and "
+                             f"scale_factor in (s1, s2, ...,sK) format.")
+        out = tuple(int(math.floor(a * s)) for a, s in zip(S, scales))
+        if recompute_scale_factor:
+            scales = (None,) * nd
+    else:
+        raise ValueError("either size or scale_factor should be defined")
+    if any(o <= 0 for o in out):
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
+                           f"({', '.join(map(str, S))}) and output "
+                           f"({', '.join(map(str, out))})")
+    if mode == "area":
+        from ember.ops.pooling import _adaptive_avg
+        return _adaptive_avg(f"adaptive_avg_pool{nd}d", nd, input, out)
+    dtype = np.dtype(input._data.dtype)
+    if mode in ("linear", "bilinear", "trilinear", "bicubic") and dtype.kind != "f":
+        raise NotImplementedError(f'"upsample_{mode}{nd}d_out_frame" not implemented for '
+                                  f"'{input.dtype.name.capitalize()}'")
+    x = input
+    for i in range(nd):
+        a, o, sc = S[i], out[i], scales[i]
+        axis = 2 + i
+        if mode in ("nearest", "nearest-exact"):
+            if a == o:
+                continue
+            x = take(x, _nearest_index(a, o, sc, mode == "nearest-exact"), axis)
+        elif mode == "bicubic":
+            x = _resample_dim(x, axis, _cubic_taps(a, o, sc, align_corners, dtype))
+        else:
+            x = _resample_dim(x, axis, _linear_taps(a, o, sc, align_corners, dtype))
+    return x if x is not input else x * 1
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Deprecated alias of :func:`interpolate`."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(input, size, scale_factor, mode='nearest')``."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(..., mode='bilinear', align_corners=True)``."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+# ----- pixel shuffle -------------------------------------------------------------------
+
+def pixel_shuffle(input, upscale_factor):
+    """Rearrange (*, C*r*r, H, W) into (*, C, H*r, W*r) (sub-pixel convolution)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"pixel_shuffle(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    r = int(upscale_factor)
+    if input.dim() < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but "
+                           f"got input with {input.dim()} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be "
+                           f"divisible by the square of upscale_factor, but input.size(-3)={c}"
+                           f" is not divisible by {r * r}")
+    nl = len(lead)
+    x = input.reshape(tuple(lead) + (c // (r * r), r, r, h, w))
+    x = x.permute(tuple(range(nl)) + tuple(nl + i for i in (0, 3, 1, 4, 2)))
+    return x.reshape(tuple(lead) + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """Rearrange (*, C, H*r, W*r) into (*, C*r*r, H, W): the inverse of pixel_shuffle."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"pixel_unshuffle(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    r = int(downscale_factor)
+    if input.dim() < 3:
+        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but "
+                           f"got input with {input.dim()} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        which = ("height", -2, h) if h % r else ("width", -1, w)
+        raise RuntimeError(f"pixel_unshuffle expects {which[0]} to be divisible by "
+                           f"downscale_factor, but input.size({which[1]})={which[2]} is not "
+                           f"divisible by {r}")
+    nl = len(lead)
+    x = input.reshape(tuple(lead) + (c, h // r, r, w // r, r))
+    x = x.permute(tuple(range(nl)) + tuple(nl + i for i in (0, 2, 4, 1, 3)))
+    return x.reshape(tuple(lead) + (c * r * r, h // r, w // r))
