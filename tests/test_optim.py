@@ -164,6 +164,18 @@ CONFIGS = [
     ("ASGD", {"lr": 0.1, "t0": 10, "lambd": 1e-2, "alpha": 0.5}, None),
     ("ASGD", {"lr": 0.1, "t0": 5, "weight_decay": 0.1, "maximize": True}, None),
     ("Rprop", {"lr": 0.01}, None),
+    ("Rprop", {"lr": lambda m: m.tensor(0.01)}, None),
+    ("Adam", {"lr": 0.01, "betas": lambda m: (m.tensor(0.8), m.tensor(0.99))}, None),
+    ("AdamW", {"lr": lambda m: m.tensor(0.01), "amsgrad": True}, None),
+    ("NAdam", {"lr": lambda m: m.tensor(0.01), "weight_decay": 0.1,
+               "decoupled_weight_decay": True}, None),
+    ("RAdam", {"lr": lambda m: m.tensor(0.01), "weight_decay": 0.1,
+               "decoupled_weight_decay": True}, None),
+    ("RMSprop", {"lr": lambda m: m.tensor(0.01), "momentum": 0.5}, None),
+    ("Adagrad", {"lr": lambda m: m.tensor(0.1), "lr_decay": 0.01}, None),
+    ("ASGD", {"lr": lambda m: m.tensor(0.05)}, None),
+    ("Adadelta", {"lr": lambda m: m.tensor(0.5)}, None),
+    ("Adamax", {"lr": lambda m: m.tensor(0.01)}, None),
     ("Rprop", {"lr": 0.01, "etas": (0.3, 1.5), "step_sizes": (1e-3, 0.05)}, None),
     ("Rprop", {"lr": 0.01, "maximize": True, "step_sizes": (1e-6, 0.02)}, None),
 ]
@@ -171,7 +183,7 @@ CONFIGS = [
 
 def _config_id(c):
     name, kwargs, groups = c
-    opts = ",".join(f"{k}={'T' if callable(v) else v}" for k, v in kwargs.items())
+    opts = ",".join(f"{k}={'tensor' if callable(v) else v}" for k, v in kwargs.items())
     return f"{name}({opts})" + ("+group" if groups else "")
 
 

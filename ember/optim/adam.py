@@ -6,6 +6,7 @@ from ember.optim.optimizer import (
     Optimizer,
     _check_flags,
     _check_lr,
+    _decay_factor,
     _grad_of,
     _lerp_,
     _scalar_tensor,
@@ -118,7 +119,7 @@ class Adam(Optimizer):
             pd, g = p._data, _grad_of(p, maximize)
             if wd != 0:
                 if decoupled:
-                    pd *= 1 - lr * wd
+                    pd *= _decay_factor(group["lr"], wd)
                 else:
                     g = g + wd * pd
             m, v = exp_avg._data, exp_avg_sq._data

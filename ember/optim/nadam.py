@@ -6,6 +6,7 @@ from ember.optim.optimizer import (
     Optimizer,
     _check_flags,
     _check_lr,
+    _decay_factor,
     _grad_of,
     _lerp_,
     _scalar_tensor,
@@ -101,7 +102,7 @@ class NAdam(Optimizer):
             pd, g = p._data, _grad_of(p, maximize)
             if wd != 0:
                 if decoupled:
-                    pd *= 1 - lr * wd
+                    pd *= _decay_factor(group["lr"], wd)
                 else:
                     g = g + wd * pd
             mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))

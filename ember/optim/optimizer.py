@@ -117,6 +117,13 @@ def _value(x):
     return x.item() if isinstance(x, Tensor) else x
 
 
+def _decay_factor(lr, weight_decay):
+    """``1 - lr * weight_decay``, in a tensor lr's own precision (as PyTorch computes it)."""
+    if isinstance(lr, Tensor):
+        return (1 - _to_scalar(lr) * weight_decay).item()
+    return 1 - lr * weight_decay
+
+
 def _scalar_dtype():
     """The dtype PyTorch gives ``step`` counters: float64 if that is the default, else float32."""
     return np.float64 if _dt.get_default_dtype() is _dt.float64 else np.float32
