@@ -1,9 +1,12 @@
 """ember's ops, one module per family. Importing this package binds every Tensor method."""
 from ember.ops import (  # noqa: F401
     conversion,
+    diagonals,
     elementwise,
     extrema,
+    gather_scatter,
     indexing,
+    join,
     linalg,
     linalg_decomp,
     reduction,
@@ -12,9 +15,12 @@ from ember.ops import (  # noqa: F401
     unary,
 )
 from ember.ops.conversion import *  # noqa: F401,F403
+from ember.ops.diagonals import *  # noqa: F401,F403
 from ember.ops.elementwise import *  # noqa: F401,F403
 from ember.ops.extrema import *  # noqa: F401,F403
+from ember.ops.gather_scatter import *  # noqa: F401,F403
 from ember.ops.indexing import *  # noqa: F401,F403
+from ember.ops.join import *  # noqa: F401,F403
 from ember.ops.linalg import *  # noqa: F401,F403
 from ember.ops.linalg_decomp import *  # noqa: F401,F403
 from ember.ops.reduction import *  # noqa: F401,F403

@@ -1,8 +1,9 @@
 """Views: outputs that share memory (and the version counter) with their input.
 
 Also the rebase done when a view is changed in place while a graph is recorded:
-the view's region of the base is expressed as ``as_strided`` of the base, and the
-base gets a node that scatters the new values into it (PyTorch's CopySlices).
+the view's region of the base is expressed as the flat positions of its elements
+in the base, and the base gets a node that scatters the new values into it
+(PyTorch's CopySlices).
 """
 import numpy as np
 
@@ -87,29 +88,103 @@ class AsStridedScatter(Primitive):
         return g_base, g_src, None, None, None, None
 
 
-def _zeros(like, shape):
+def _xp(arr):
     from ember.backend import array_module
-    return _make(array_module(like._data).zeros(shape, like._data.dtype))
+    return array_module(arr)
+
+
+def _zeros(like, shape):
+    return _make(_xp(like._data).zeros(shape, like._data.dtype))
+
+
+def _flat_index_of(view_arr, base_arr):
+    """For each element of ``view_arr``, the C-order flat index of the same memory in
+    ``base_arr`` (the view shares the base's memory; the base may have any strides)."""
+    xp = _xp(base_arr)
+    shape, vstrides, off = _geometry(view_arr, base_arr)
+    mem = xp.full(shape, off, dtype=np.int64)
+    for d, (n, s) in enumerate(zip(shape, vstrides)):
+        if s and n > 1:
+            step = xp.arange(n, dtype=np.int64) * s
+            mem = mem + step.reshape((n,) + (1,) * (len(shape) - d - 1))
+    if base_arr.flags.c_contiguous:
+        return mem
+    isz = base_arr.itemsize
+    bstrides = tuple(s // isz for s in base_arr.strides)
+    lo = sum((n - 1) * s for n, s in zip(base_arr.shape, bstrides) if s < 0 and n)
+    hi = sum((n - 1) * s for n, s in zip(base_arr.shape, bstrides) if s > 0 and n)
+    # a scratch buffer laid out like the base's memory, holding each element's flat index
+    scratch = xp.zeros(hi - lo + 1, dtype=np.int64)
+    laid = _strided(scratch, base_arr.shape, bstrides, -lo)
+    laid[...] = xp.arange(base_arr.size, dtype=np.int64).reshape(base_arr.shape)
+    return scratch[mem - lo]
+
+
+class TakeFlat(Primitive):
+    """The elements of ``x`` at C-order flat positions ``idx`` (a view's region of its base)."""
+    _node_name = "AsStridedBackward0"
+
+    def forward(self, x, idx):
+        self.meta = (x.shape, idx)
+        return x.reshape(-1)[idx]
+
+    def backward(self, gy):
+        shape, idx = self.meta
+        return PutFlat.apply(_zeros(gy, shape), gy, idx, True), None
+
+
+class PutFlat(Primitive):
+    """``base`` with the flat positions ``idx`` set to (or, accumulating, increased by) ``src``."""
+    _node_name = "CopySlices"
+    broadcasts = True  # src broadcasts to idx's shape; its gradient is summed back
+
+    def forward(self, base, src, idx, accumulate=False):
+        self.meta = (idx, accumulate)
+        xp = _xp(base)
+        out = xp.array(base, copy=True, order="C")
+        flat = out.reshape(-1)
+        if accumulate:
+            xp.add.at(flat, idx, xp.broadcast_to(xp.asarray(src, dtype=out.dtype), idx.shape))
+        else:
+            flat[idx] = src
+        return out
+
+    def backward(self, gy):
+        idx, accumulate = self.meta
+        g_base = g_src = None
+        if self._edges[0] is not None:
+            g_base = gy if accumulate else PutFlat.apply(gy, 0.0, idx, False)
+        if self._edges[1] is not None:
+            g_src = TakeFlat.apply(gy, idx)
+        return g_base, g_src, None, None
 
 
 def rebase_view(view, result):
-    """Write ``result`` into ``view`` in place and route gradients through its base."""
+    """Write ``result`` into ``view`` in place and route gradients through its base.
+
+    The base's node becomes "base with the view's region replaced by ``result``"
+    (PyTorch's CopySlices), and the view's node reads that region back out of it.
+    The region is kept as the flat positions of the view's elements in the base, so
+    bases of any layout work.
+    """
     base = view._base
-    if not base._data.flags.c_contiguous:
-        raise NotImplementedError(
-            "in-place modification of a view whose base is not contiguous, while recording "
-            "gradients, is not supported; call .contiguous() on the base first")
-    geom = _geometry(view._data, base._data)
-    old_base = _make(base._data, base._requires_grad)
-    old_base.grad_fn = base.grad_fn
-    old_base._output_nr = base._output_nr
-    new_base = AsStridedScatter.apply(old_base, result, *geom)
-    view._data[...] = result._data
+    if base.grad_fn is None and base._requires_grad:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
+    idx = _flat_index_of(view._data, base._data)
+    old_base = _make_alias(base)
+    new_base = PutFlat.apply(old_base, result, idx, False)
+    try:
+        view._data[...] = result._data
+    except ValueError:
+        raise RuntimeError("unsupported operation: some elements of the input tensor and the "
+                           "written-to tensor refer to a single memory location. Please clone() "
+                           "the tensor before performing the operation.") from None
     view._vc[0] += 1
     base.grad_fn = new_base.grad_fn
     base._output_nr = 0
     base._requires_grad = True
-    new_view = AsStrided.apply(_make_alias(base), *geom)
+    new_view = TakeFlat.apply(_make_alias(base), idx)
     view.grad_fn = new_view.grad_fn
     view._output_nr = 0
     view._requires_grad = True

@@ -1,73 +1,187 @@
-"""Indexing: ``x[idx]``, ``x[idx] = v``, and masked fills.
+"""Indexing: ``x[idx]``, ``x[idx] = v``, ``index_put``, masked ops, ``nonzero``, ``take``.
 
-Basic indices (ints, slices, None, Ellipsis) give views; advanced ones (int/bool
-tensors or lists) give copies whose gradient is scattered back with accumulation,
-so repeated indices sum their gradients.
+An index is applied in two stages, as PyTorch does: first its basic part (ints,
+slices, None, ``...``) as a view, then its advanced part (int/bool tensors or
+lists) as a copy. Ints are applied before the advanced part, so ``x[0, :, [0, 1]]``
+has PyTorch's shape (NumPy would move the advanced dim to the front). The
+gradient of an advanced index is scattered back with accumulation, so repeated
+indices sum their gradients.
 """
+import warnings
+
 import numpy as np
 
 from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.ops._inplace import check_inplace, commit
 from ember.ops._views import ViewPrimitive
 
-__all__ = ["masked_fill"]
+__all__ = ["masked_fill", "masked_select", "masked_scatter", "index_put", "index_put_",
+           "nonzero", "argwhere", "take", "put"]
 
 _BASIC = (int, slice, type(None), type(Ellipsis))
+_FLOAT_INDEX = "tensors used as indices must be long, int, byte or bool tensors"
 
 
-def _convert_index(idx, x):
-    """Turn a user index into one NumPy accepts, with PyTorch's type rules and errors."""
-    if not isinstance(idx, tuple):
-        idx = (idx,)
-    out = []
-    basic = True
-    for i in idx:
-        if isinstance(i, Tensor):
-            a = i._data
-            if a.dtype.kind == "f":
-                raise IndexError("tensors used as indices must be long, int, byte or bool "
-                                 "tensors")
-            if a.dtype == np.uint8:
-                a = a.astype(bool)
-            if a.ndim == 0 and a.dtype.kind in "iu":
-                out.append(int(a))
-                continue
-            out.append(a)
-            basic = False
-        elif isinstance(i, bool):
-            out.append(np.array(i))
-            basic = False
-        elif isinstance(i, (int, np.integer)):
-            out.append(int(i))
-        elif isinstance(i, slice):
-            if i.step is not None and int(i.step) <= 0:
-                raise ValueError("step must be greater than zero")
-            out.append(slice(_intify(i.start), _intify(i.stop), _intify(i.step)))
-        elif i is None or i is Ellipsis:
-            out.append(i)
-        elif isinstance(i, (list, tuple, np.ndarray)):
-            a = np.asarray([v.item() if isinstance(v, Tensor) else v for v in i]
-                           if isinstance(i, (list, tuple)) else i)
-            if a.dtype.kind == "f":
-                raise IndexError("tensors used as indices must be long, int, byte or bool "
-                                 "tensors")
-            if a.dtype == object:
-                raise IndexError(f"invalid index {i!r}")
-            if a.size == 0:
-                a = a.astype(np.int64)
-            out.append(a)
-            basic = False
+def _xp(a):
+    from ember.backend import array_module
+    return array_module(a)
+
+
+# ----- index parsing ------------------------------------------------------------------
+
+def _as_tuple(idx):
+    """PyTorch's rule for a non-tuple index: a short list holding sequences, slices,
+    tensors, None or ``...`` is read as a tuple of indices (deprecated in PyTorch)."""
+    if type(idx) is tuple:
+        return idx
+    if type(idx) is list and len(idx) < 32 and any(
+            isinstance(i, (list, tuple, slice, Tensor)) or i is None or i is Ellipsis
+            for i in idx):
+        warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated; "
+                      "use x[tuple(seq)] instead of x[seq].", UserWarning, stacklevel=3)
+        return tuple(idx)
+    return (idx,)
+
+
+def _int_or_none(v):
+    return None if v is None else int(v)
+
+
+def _convert_item(i):
+    """One index item as int, slice, None, Ellipsis, bool (a Python bool), or an array."""
+    if isinstance(i, Tensor):
+        a = i._data
+        k = a.dtype.kind
+        if k == "f":
+            raise IndexError(_FLOAT_INDEX)
+        if a.dtype == np.uint8:
+            a = a.astype(bool)
+            k = "b"
+        if a.ndim == 0:
+            return bool(a) if k == "b" else int(a)
+        return a
+    if isinstance(i, (bool, np.bool_)):
+        return bool(i)
+    if isinstance(i, (int, np.integer)):
+        return int(i)
+    if isinstance(i, slice):
+        step = _int_or_none(i.step)
+        if step is not None and step <= 0:
+            raise ValueError("step must be greater than zero")
+        return slice(_int_or_none(i.start), _int_or_none(i.stop), step)
+    if i is None or i is Ellipsis:
+        return i
+    if isinstance(i, (list, tuple, np.ndarray)):
+        if isinstance(i, np.ndarray):
+            a = i
+            if a.ndim == 0 and a.dtype.kind in "biu":
+                return bool(a) if a.dtype.kind == "b" else int(a)
         else:
-            raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or "
-                             f"byte Variables are valid indices (got {type(i).__name__})")
-    return tuple(out), basic
+            a = np.asarray([v.item() if isinstance(v, Tensor) else v for v in i])
+            if a.dtype.kind == "f" or a.size == 0:
+                # PyTorch reads a list of Python numbers as a long index
+                a = a.astype(np.int64)
+        if a.dtype.kind == "f":
+            raise IndexError(_FLOAT_INDEX)
+        if a.dtype.kind not in "biu":
+            raise IndexError(f"invalid index {i!r}")
+        return a
+    if isinstance(i, str):
+        raise TypeError(f"new(): invalid data type '{type(i).__name__}'")
+    raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                     f"Variables are valid indices (got {type(i).__name__})")
 
 
-def _intify(v):
-    if v is None:
-        return None
-    return int(v)
+def parse_index(idx, shape):
+    """Split a user index into ``(basic, advanced)`` for a tensor of ``shape``.
+
+    ``basic`` is a NumPy basic index (it ends with ``...`` so that a full integer
+    index still gives a 0-d view); ``advanced`` is None, or a tuple of slices and
+    int arrays to apply to the result of ``basic`` (bool masks become their
+    ``nonzero`` arrays, Python bools a new dim indexed by ``[0]`` or ``[]``).
+    """
+    items = [_convert_item(i) for i in _as_tuple(idx)]
+    ndim = len(shape)
+    consumed = 0
+    for it in items:
+        if it is Ellipsis or it is None or type(it) is bool:
+            continue
+        elif type(it) is int or type(it) is slice or it.dtype.kind != "b":
+            consumed += 1
+        else:
+            consumed += it.ndim
+    if consumed > ndim:
+        if ndim == 0:
+            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                             "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    basic, adv = [], []
+    has_adv = False
+    dim = 0
+    for it in items:
+        if it is Ellipsis:
+            # as in PyTorch, every ``...`` stands for the dims no other item names (a
+            # second one usually stands for none)
+            k = min(ndim - consumed, ndim - dim)
+            basic.extend([slice(None)] * k)
+            adv.extend([slice(None)] * k)
+            dim += k
+        elif it is None:
+            basic.append(None)
+            adv.append(slice(None))
+        elif type(it) is bool:
+            basic.append(None)
+            adv.append(np.zeros(1 if it else 0, dtype=np.int64))
+            has_adv = True
+        elif type(it) is int:
+            n = shape[dim]
+            if not -n <= it < n:
+                raise IndexError(f"index {it} is out of bounds for dimension {dim} with size {n}")
+            basic.append(it)
+            dim += 1
+        elif type(it) is slice:
+            basic.append(it)
+            adv.append(slice(None))
+            dim += 1
+        elif it.dtype.kind == "b":
+            k = it.ndim
+            if tuple(it.shape) != tuple(shape[dim:dim + k]):
+                for j in range(k):
+                    if it.shape[j] != shape[dim + j]:
+                        raise IndexError(
+                            f"The shape of the mask {list(it.shape)} at index {j} does not match "
+                            f"the shape of the indexed tensor {list(shape)} at index {dim + j}")
+            basic.extend([slice(None)] * k)
+            adv.extend(_xp(it).nonzero(it))
+            has_adv = True
+            dim += k
+        else:
+            n = shape[dim]
+            if it.size:
+                lo, hi = int(it.min()), int(it.max())
+                if lo < -n or hi >= n:
+                    bad = lo if lo < -n else hi
+                    raise IndexError(f"index {bad} is out of bounds for dimension {dim} with "
+                                     f"size {n}")
+            basic.append(slice(None))
+            adv.append(it)
+            has_adv = True
+            dim += 1
+    basic.append(Ellipsis)
+    if not has_adv:
+        return tuple(basic), None
+    while adv and type(adv[-1]) is slice:
+        adv.pop()
+    return tuple(basic), tuple(adv)
+
+
+def _is_identity(basic):
+    return all(type(b) is slice and b == _FULL for b in basic[:-1])
+
+
+_FULL = slice(None)
 
 
 def _index(arr, idx):
@@ -76,6 +190,8 @@ def _index(arr, idx):
     except IndexError as e:
         raise IndexError(str(e).replace("axis", "dimension")) from None
 
+
+# ----- reading ------------------------------------------------------------------------
 
 class GetItem(ViewPrimitive):
     """Basic indexing: a view."""
@@ -104,101 +220,213 @@ class GetItemAdvanced(Primitive):
 
 
 class IndexScatter(Primitive):
-    """Zeros of ``shape`` with ``g`` added at ``idx`` (the adjoint of indexing)."""
+    """Zeros of ``shape`` with ``g`` written (or added, for advanced indices) at ``idx``:
+    the adjoint of indexing."""
     _node_name = "IndexPutBackward0"
 
     def forward(self, g, shape, idx, accumulate):
-        self.idx = idx
-        out = np.zeros(shape, dtype=g.dtype) if type(g) is np.ndarray else \
-            _xp(g).zeros(shape, dtype=g.dtype)
+        self.idx, self.accumulate = idx, accumulate
+        xp = _xp(g)
+        out = xp.zeros(shape, dtype=g.dtype)
         if accumulate:
-            np.add.at(out, idx, g) if type(g) is np.ndarray else \
-                _xp(g).add.at(out, idx, g)
+            xp.add.at(out, idx, g)
         else:
             out[idx] = g
         return out
 
     def backward(self, gy):
-        return gy[self.idx], None, None, None
+        cls = GetItemAdvanced if self.accumulate else GetItem
+        return cls.apply(gy, self.idx), None, None, None
 
 
-def _xp(a):
-    from ember.backend import array_module
-    return array_module(a)
+def gather_index(t, basic, adv):
+    """``t[basic][adv]`` through the differentiable primitives."""
+    if not _is_identity(basic):
+        t = GetItem.apply(t, basic)
+    if adv is not None:
+        t = GetItemAdvanced.apply(t, adv)
+    return t
 
 
 def getitem(self, idx):
     """``x[idx]`` with ints, slices, None, ``...``, int/bool tensors or lists, mixed."""
-    if type(idx) is int and self._data.ndim:
-        n = self._data.shape[0]
+    ti = type(idx)
+    if ti is int:
+        shape = self._data.shape
+        if not shape:
+            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                             "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+        n = shape[0]
         if not -n <= idx < n:
             raise IndexError(f"index {idx} is out of bounds for dimension 0 with size {n}")
-        return GetItem.apply(self, idx)
-    if self._data.ndim == 0 and not (idx is None or idx is Ellipsis or idx == () or isinstance(
-            idx, (Tensor, bool)) or (isinstance(idx, tuple) and all(
-                i is None or i is Ellipsis for i in idx))):
-        raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
-                         "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
-    np_idx, basic = _convert_index(idx, self)
-    if basic:
-        return GetItem.apply(self, np_idx)
-    return GetItemAdvanced.apply(self, np_idx)
+        return GetItem.apply(self, (idx, Ellipsis))
+    if ti is slice and (idx.step is None or (type(idx.step) is int and idx.step > 0)) \
+            and self._data.ndim:
+        return GetItem.apply(self, (idx, Ellipsis))
+    basic, adv = parse_index(idx, self._data.shape)
+    if adv is None:
+        return GetItem.apply(self, basic)
+    return gather_index(self, basic, adv)
+
+
+# ----- writing ------------------------------------------------------------------------
+
+def _write(arr, basic, adv, value, accumulate):
+    """Write (or add) ``value`` into ``arr[basic][adv]`` in place."""
+    target = arr[basic]
+    if adv is None:
+        if accumulate:
+            target += value
+        else:
+            target[...] = value
+    elif accumulate:
+        xp = _xp(arr)
+        xp.add.at(target, adv, value)
+    else:
+        target[adv] = value
+
+
+def _write_checked(arr, basic, adv, value, accumulate=False):
+    try:
+        _write(arr, basic, adv, value, accumulate)
+    except IndexError as e:
+        raise IndexError(str(e).replace("axis", "dimension")) from None
+    except ValueError as e:
+        if "read-only" in str(e):
+            raise RuntimeError("unsupported operation: more than one element of the written-to "
+                               "tensor refers to a single memory location. Please clone() the "
+                               "tensor before performing the operation.") from None
+        target = arr[basic] if adv is None else arr[basic][adv]
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(np.shape(value))} "
+                           f"cannot be broadcast to indexing result of shape "
+                           f"{list(target.shape)}") from None
 
 
 class IndexPut(Primitive):
-    """``x`` with ``value`` written at ``idx`` (the out-of-place form of ``x[idx] = v``)."""
+    """``x`` with ``value`` written (or added) at ``x[basic][adv]``; out of place."""
     _node_name = "IndexPutBackward0"
 
-    def forward(self, x, value, idx):
-        self.idx = idx
-        self.value_shape = np.shape(value)
-        out = x.copy()
-        out[idx] = value
+    def forward(self, x, value, basic, adv, accumulate=False):
+        self.meta = (basic, adv, accumulate, np.shape(value))
+        out = _xp(x).array(x, copy=True)
+        _write_checked(out, basic, adv, value, accumulate)
         return out
 
     def backward(self, gy):
-        idx = self.idx
-        g_x = IndexPut.apply(gy, 0.0, idx) if self._edges[0] is not None else None
-        g_v = None
+        basic, adv, accumulate, value_shape = self.meta
+        g_x = g_v = None
+        if self._edges[0] is not None:
+            g_x = gy if accumulate else IndexPut.apply(gy, 0, basic, adv, False)
         if self._edges[1] is not None:
-            g_v = gy[idx] if not isinstance(idx, tuple) else _getitem_np(gy, idx)
-            g_v = g_v.sum_to_size(self.value_shape) if g_v._data.shape != self.value_shape \
-                else g_v
-        return g_x, g_v, None
+            g_v = _reduce_to(gather_index(gy, basic, adv), value_shape)
+        return g_x, g_v, None, None, None
 
 
-def _getitem_np(t, np_idx):
-    basic = all(isinstance(i, _BASIC) for i in np_idx)
-    return GetItem.apply(t, np_idx) if basic else GetItemAdvanced.apply(t, np_idx)
+def _reduce_to(g, shape):
+    """Sum a gradient back to the shape of a value that was broadcast on assignment
+    (which may also have had extra leading dims of size 1)."""
+    if g._data.shape == tuple(shape):
+        return g
+    lead = 0
+    while len(shape) - lead > g._data.ndim and shape[lead] == 1:
+        lead += 1
+    core = tuple(shape[lead:])
+    if g._data.shape != core:
+        g = g.sum_to_size(core)
+    return g.reshape(shape) if lead else g
+
+
+def _value_for(self, value):
+    if isinstance(value, Tensor):
+        if value._data.dtype != self._data.dtype:
+            value = value.to(self.dtype)
+        return value
+    if isinstance(value, (int, float, bool, np.generic)):
+        return value
+    from ember._factory import tensor
+    return tensor(value, dtype=self.dtype, device=self.device)
+
+
+def _put(self, basic, adv, value, accumulate):
+    """Write into ``self`` in place, recording the write when a graph is being built."""
+    value = _value_for(self, value)
+    if not _grad_state.grad_enabled or not (self._requires_grad or (
+            isinstance(value, Tensor) and value._requires_grad)):
+        _write_checked(self._data, basic, adv,
+                       value._data if isinstance(value, Tensor) else value, accumulate)
+        self._vc[0] += 1
+        return self
+    check_inplace(self)
+    return commit(self, IndexPut.apply(self, value, basic, adv, accumulate))
 
 
 def setitem(self, idx, value):
     """``x[idx] = value``: in place, and differentiable w.r.t. both ``x`` and ``value``."""
-    np_idx, _ = _convert_index(idx, self)
-    if isinstance(value, Tensor):
-        if value._data.dtype != self._data.dtype:
-            value = value.to(self.dtype)
-    elif not isinstance(value, (int, float, bool, np.generic)):
-        from ember._factory import tensor
-        value = tensor(value, dtype=self.dtype)
-    from ember.autograd.grad_mode import state
-    if not state.grad_enabled or not (self._requires_grad or (
-            isinstance(value, Tensor) and value._requires_grad)):
-        try:
-            self._data[np_idx] = value._data if isinstance(value, Tensor) else value
-        except IndexError as e:
-            raise IndexError(str(e).replace("axis", "dimension")) from None
-        except ValueError as e:
-            raise RuntimeError(f"shape mismatch: {e}") from None
-        self._vc[0] += 1
-        return
-    check_inplace(self)
-    try:
-        result = IndexPut.apply(self, value, np_idx)
-    except ValueError as e:
-        raise RuntimeError(f"shape mismatch: {e}") from None
-    commit(self, result)
+    basic, adv = parse_index(idx, self._data.shape)
+    _put(self, basic, adv, value, False)
 
+
+def _indices_tuple(indices):
+    if isinstance(indices, Tensor):
+        raise TypeError("index_put(): argument 'indices' must be tuple of Tensors, not Tensor")
+    return tuple(indices)
+
+
+def index_put(input, indices, values, accumulate=False):
+    """``input`` with ``values`` put at ``input[indices]`` (added there when
+    ``accumulate``, so repeated indices sum); ``indices`` is a tuple of tensors."""
+    basic, adv = parse_index(_indices_tuple(indices), input._data.shape)
+    values = _value_for(input, values)
+    return IndexPut.apply(input, values, basic, adv, bool(accumulate))
+
+
+def index_put_(input, indices, values, accumulate=False):
+    """In-place :func:`index_put`."""
+    basic, adv = parse_index(_indices_tuple(indices), input._data.shape)
+    return _put(input, basic, adv, values, bool(accumulate))
+
+
+def put(input, index, source, accumulate=False):
+    """``input`` with ``source``'s elements written at the flat positions ``index``."""
+    idx = _check_flat_index(index, input._data.size).reshape(-1)
+    flat = input.reshape(-1)
+    src = _value_for(input, source).reshape(-1)
+    if src._data.size != idx.size:
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of "
+                           f"elements, but got source.numel() = {src._data.size}, "
+                           f"index.numel() = {idx.size}")
+    return IndexPut.apply(flat, src, (Ellipsis,), (idx,), bool(accumulate)).reshape(
+        input._data.shape)
+
+
+def put_(self, index, source, accumulate=False):
+    """In-place :func:`put`."""
+    check_inplace(self)
+    return commit(self, put(self, index, source, accumulate))
+
+
+def _check_flat_index(index, n):
+    a = index._data
+    if a.dtype.kind not in "iu":
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got "
+                           f"{index.dtype.name.capitalize()}")
+    a = a.reshape(-1) if a.ndim != 1 else a
+    if a.size:
+        lo, hi = int(a.min()), int(a.max())
+        if lo < -n or hi >= n:
+            bad = lo if lo < -n else hi
+            raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} "
+                             "elements.")
+    return index._data
+
+
+def take(input, index):
+    """The elements of ``input`` (read as 1-D) at ``index``; the result has ``index``'s shape."""
+    idx = _check_flat_index(index, input._data.size)
+    return GetItemAdvanced.apply(input.reshape(-1), (idx,))
+
+
+# ----- masks --------------------------------------------------------------------------
 
 class MaskedFill(Primitive):
     broadcasts = True
@@ -216,7 +444,7 @@ class MaskedFill(Primitive):
             v = v.astype(x.dtype)
         elif x.dtype.kind != "f" and isinstance(v, float) and not v.is_integer():
             v = x.dtype.type(v)
-        return np.where(mask, np.asarray(v, dtype=x.dtype), x)
+        return _xp(x).where(mask, _xp(x).asarray(v, dtype=x.dtype), x)
 
     def backward(self, gy):
         m = _make(self.mask)
@@ -228,7 +456,8 @@ class MaskedFill(Primitive):
 
 
 def masked_fill(input, mask, value):
-    """``input`` with ``value`` where ``mask`` (bool, broadcastable) is True."""
+    """``input`` with ``value`` (a number or 0-d tensor) where ``mask`` (bool,
+    broadcastable) is True."""
     return MaskedFill.apply(input, mask, value)
 
 
@@ -238,7 +467,96 @@ def masked_fill_(self, mask, value):
     return commit(self, MaskedFill.apply(self, mask, value))
 
 
+def _check_bool_mask(op, mask):
+    if not isinstance(mask, Tensor) or mask._data.dtype != np.bool_:
+        raise RuntimeError(f"{op}: expected BoolTensor for mask")
+
+
+def masked_select(input, mask):
+    """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""
+    _check_bool_mask("masked_select", mask)
+    from ember.ops.shape import broadcast_tensors
+    x, m = broadcast_tensors(input, mask)
+    if x._data.ndim == 0:
+        x, m = x.reshape(1), m.reshape(1)
+    return GetItemAdvanced.apply(x, _xp(m._data).nonzero(m._data))
+
+
+class MaskedScatter(Primitive):
+    """``x`` with the True positions of ``mask`` filled, in order, from ``source``."""
+    broadcasts = True
+
+    def forward(self, x, source, mask):
+        xp = _xp(x)
+        shape = np.broadcast_shapes(x.shape, mask.shape)
+        mask = xp.broadcast_to(mask, shape)
+        k = int(mask.sum())
+        if source.size < k:
+            raise RuntimeError("masked_scatter: Number of elements of source < number of ones "
+                               "in mask")
+        self.meta = (mask, source.shape, k)
+        out = xp.array(xp.broadcast_to(x, shape), copy=True)
+        out[mask] = source.reshape(-1)[:k].astype(x.dtype, copy=False)
+        return out
+
+    def backward(self, gy):
+        mask, src_shape, k = self.meta
+        m = _make(mask)
+        g_x = g_src = None
+        if self._edges[0] is not None:
+            g_x = gy.masked_fill(m, 0.0)
+        if self._edges[1] is not None:
+            from ember.ops.shape import pad
+            n = 1
+            for s in src_shape:
+                n *= s
+            g_src = pad(GetItemAdvanced.apply(gy, _xp(mask).nonzero(mask)),
+                        (0, n - k)).reshape(src_shape)
+        return g_x, g_src, None
+
+
+def masked_scatter(input, mask, source):
+    """``input`` with the True positions of ``mask`` taken, in order, from ``source``."""
+    _check_bool_mask("masked_scatter_", mask)
+    if source._data.dtype != input._data.dtype:
+        raise RuntimeError(f"masked_scatter_: expected self and source to have same dtypes but "
+                           f"got {input.dtype.name.capitalize()} and "
+                           f"{source.dtype.name.capitalize()}")
+    return MaskedScatter.apply(input, source, mask._data)
+
+
+def masked_scatter_(self, mask, source):
+    """In-place :func:`masked_scatter`."""
+    check_inplace(self)
+    return commit(self, masked_scatter(self, mask, source))
+
+
+def nonzero(input, *, out=None, as_tuple=False):
+    """Indices of the nonzero elements: an ``(n, input.dim())`` int64 tensor, or with
+    ``as_tuple`` one 1-D tensor per dim (a 0-d input counts as 1-D)."""
+    a = input._data
+    xp = _xp(a)
+    if as_tuple:
+        return tuple(_make(i.astype(np.int64)) for i in xp.nonzero(xp.atleast_1d(a)))
+    return _make(xp.argwhere(a).astype(np.int64))
+
+
+def argwhere(input):
+    """``nonzero(input)``: the indices of the nonzero elements, one row per element."""
+    return nonzero(input)
+
+
 Tensor.__getitem__ = getitem
 Tensor.__setitem__ = setitem
 Tensor.masked_fill = masked_fill
 Tensor.masked_fill_ = masked_fill_
+Tensor.masked_select = masked_select
+Tensor.masked_scatter = masked_scatter
+Tensor.masked_scatter_ = masked_scatter_
+Tensor.index_put = index_put
+Tensor.index_put_ = index_put_
+Tensor.put = put
+Tensor.put_ = put_
+Tensor.take = take
+Tensor.nonzero = nonzero
+Tensor.argwhere = argwhere

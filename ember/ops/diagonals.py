@@ -1,0 +1,200 @@
+"""Diagonals and triangles: ``diagonal`` (a view), ``diag``, ``diag_embed``, ``tril``,
+``triu``, and the embeddings ``diagonal_scatter``, ``select_scatter``, ``slice_scatter``."""
+from ember._tensor import Tensor, _make
+from ember.autograd.node import Primitive
+from ember.ops._inplace import inplace_method
+from ember.ops._util import wrap_dim
+from ember.ops._views import ViewPrimitive
+from ember.ops.indexing import IndexPut
+from ember.ops.shape import write_out
+
+__all__ = ["diagonal", "diag", "diag_embed", "diagonal_scatter", "select_scatter",
+           "slice_scatter", "tril", "triu"]
+
+
+def _xp(a):
+    from ember.backend import array_module
+    return array_module(a)
+
+
+def _scatter_check(src, view_shape):
+    if tuple(src._data.shape) != tuple(view_shape):
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = "
+                           f"{list(src._data.shape)}, slice size = {list(view_shape)}")
+
+
+def _scatter_into(input, src, basic):
+    if src._data.dtype != input._data.dtype:
+        src = src.to(input.dtype)
+    _scatter_check(src, input._data[basic].shape)
+    return IndexPut.apply(input, src, basic, None, False)
+
+
+def select_scatter(input, src, dim, index):
+    """``input`` with ``src`` embedded at ``index`` along ``dim`` (out of place)."""
+    d = wrap_dim(dim, input._data.ndim)
+    n = input._data.shape[d]
+    if not -n <= int(index) < n:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(input._data.shape)} at dimension {d}")
+    return _scatter_into(input, src, (slice(None),) * d + (int(index), Ellipsis))
+
+
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    """``input`` with ``src`` embedded at ``start:end:step`` along ``dim`` (out of place)."""
+    d = wrap_dim(dim, input._data.ndim)
+    if step is None or step <= 0:
+        raise RuntimeError("slice step must be positive")
+    return _scatter_into(input, src, (slice(None),) * d + (slice(start, end, step), Ellipsis))
+
+
+# ----- diagonals and triangles --------------------------------------------------------
+
+def _diag_view(a, offset, d1, d2):
+    """The diagonal of ``a`` over dims ``d1``, ``d2`` as a (writable) strided view, with
+    the diagonal as the last dim."""
+    n1, n2 = a.shape[d1], a.shape[d2]
+    if offset >= 0:
+        length, s1, s2 = max(min(n1, n2 - offset), 0), 0, offset
+    else:
+        length, s1, s2 = max(min(n1 + offset, n2), 0), -offset, 0
+    if length == 0:
+        s1 = s2 = 0
+    idx = [slice(None)] * a.ndim
+    idx[d1], idx[d2] = slice(s1, None), slice(s2, None)
+    sub = a[tuple(idx)]
+    other = [k for k in range(a.ndim) if k != d1 and k != d2]
+    shape = tuple(a.shape[k] for k in other) + (length,)
+    strides = tuple(a.strides[k] for k in other) + (a.strides[d1] + a.strides[d2],)
+    return _xp(a).lib.stride_tricks.as_strided(sub, shape, strides)
+
+
+class Diagonal(ViewPrimitive):
+    def forward(self, x, offset, d1, d2):
+        self.meta = (x.shape, offset, d1, d2)
+        return _diag_view(x, offset, d1, d2)
+
+    def backward(self, gy):
+        shape, offset, d1, d2 = self.meta
+        base = _make(_xp(gy._data).zeros(shape, gy._data.dtype))
+        return DiagonalScatter.apply(base, gy, offset, d1, d2), None, None, None
+
+
+class DiagonalScatter(Primitive):
+    def forward(self, base, src, offset, d1, d2):
+        self.meta = (offset, d1, d2)
+        out = _xp(base).array(base, copy=True)
+        _diag_view(out, offset, d1, d2)[...] = src
+        return out
+
+    def backward(self, gy):
+        offset, d1, d2 = self.meta
+        g_base = g_src = None
+        if self._edges[0] is not None:
+            g_base = DiagonalScatter.apply(gy, 0, offset, d1, d2)
+        if self._edges[1] is not None:
+            g_src = Diagonal.apply(gy, offset, d1, d2)
+        return g_base, g_src, None, None, None
+
+
+def _diag_dims(ndim, dim1, dim2):
+    d1, d2 = wrap_dim(dim1, ndim), wrap_dim(dim2, ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return d1, d2
+
+
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The diagonal over dims ``dim1``, ``dim2`` (above it for ``offset > 0``) as a view,
+    with the diagonal as the last dim."""
+    d1, d2 = _diag_dims(input._data.ndim, dim1, dim2)
+    return Diagonal.apply(input, int(offset), d1, d2)
+
+
+def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
+    """``input`` with its diagonal (as :func:`diagonal` picks it) replaced by ``src``."""
+    d1, d2 = _diag_dims(input._data.ndim, dim1, dim2)
+    _scatter_check(src, _diag_view(input._data, int(offset), d1, d2).shape)
+    if src._data.dtype != input._data.dtype:
+        src = src.to(input.dtype)
+    return DiagonalScatter.apply(input, src, int(offset), d1, d2)
+
+
+class DiagEmbed(Primitive):
+    def forward(self, x, offset, d1, d2):
+        self.meta = (offset, d1, d2)
+        n = x.shape[-1] + abs(offset) if x.ndim else 1 + abs(offset)
+        shape = list(x.shape[:-1])
+        for d in sorted((d1, d2)):
+            shape.insert(d, n)
+        out = _xp(x).zeros(shape, x.dtype)
+        _diag_view(out, offset, d1, d2)[...] = x
+        return out
+
+    def backward(self, gy):
+        offset, d1, d2 = self.meta
+        return Diagonal.apply(gy, offset, d1, d2), None, None, None
+
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """A tensor whose diagonals over ``dim1``, ``dim2`` are the last dim of ``input``
+    (zeros elsewhere)."""
+    d1, d2 = _diag_dims(input._data.ndim + 1, dim1, dim2)
+    return DiagEmbed.apply(input, int(offset), d1, d2)
+
+
+def diag(input, diagonal=0, *, out=None):
+    """A 1-D input becomes a 2-D matrix with it on diagonal ``diagonal``; a 2-D input
+    gives a copy of that diagonal."""
+    nd = input._data.ndim
+    if nd == 1:
+        return write_out(diag_embed(input, diagonal, 0, 1), out)
+    if nd == 2:
+        return write_out(Diagonal.apply(input, int(diagonal), 0, 1).clone(), out)
+    raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {nd}D")
+
+
+class Tril(Primitive):
+    def forward(self, x, k):
+        self.k = k
+        return _xp(x).tril(x, k)
+
+    def backward(self, gy):
+        return Tril.apply(gy, self.k), None
+
+
+class Triu(Primitive):
+    def forward(self, x, k):
+        self.k = k
+        return _xp(x).triu(x, k)
+
+    def backward(self, gy):
+        return Triu.apply(gy, self.k), None
+
+
+def _tri(name, cls, input, diagonal, out):
+    if input._data.ndim < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+    return write_out(cls.apply(input, int(diagonal)), out)
+
+
+def tril(input, diagonal=0, *, out=None):
+    """The lower triangle of the last two dims (on and below diagonal ``diagonal``)."""
+    return _tri("tril", Tril, input, diagonal, out)
+
+
+def triu(input, diagonal=0, *, out=None):
+    """The upper triangle of the last two dims (on and above diagonal ``diagonal``)."""
+    return _tri("triu", Triu, input, diagonal, out)
+
+
+
+def _bind():
+    T = Tensor
+    for fn in (diagonal, diag, diag_embed, diagonal_scatter, select_scatter, slice_scatter,
+               tril, triu):
+        setattr(T, fn.__name__, fn)
+    T.tril_, T.triu_ = inplace_method(tril), inplace_method(triu)
+
+
+_bind()

@@ -1,0 +1,525 @@
+"""Gathers and scatters along a dim: ``gather``/``scatter``/``scatter_add``/
+``scatter_reduce``, ``index_select``/``index_add``/``index_copy``/``index_fill``,
+``take_along_dim``.
+
+Each scatter's derivative is a gather and each gather's a scatter-add, so second
+derivatives come from the same few primitives.
+"""
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.autograd.node import Primitive
+from ember.ops._inplace import inplace_method
+from ember.ops._util import wrap_dim
+
+__all__ = ["gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add",
+           "index_copy", "index_fill", "take_along_dim"]
+
+
+def _xp(a):
+    from ember.backend import array_module
+    return array_module(a)
+
+
+def _zeros(like, shape):
+    return _make(_xp(like._data).zeros(shape, like._data.dtype))
+
+
+def _dtype_name(t):
+    return t.dtype.name.capitalize()
+
+
+# ----- helpers on arrays ---------------------------------------------------------------
+
+def _dim_index(idx, dim):
+    """The advanced index that picks ``a[..., idx[i, j, k], ...]`` (``idx`` at ``dim``)."""
+    xp = _xp(idx)
+    n = idx.ndim
+    out = []
+    for d in range(n):
+        if d == dim:
+            out.append(idx)
+        else:
+            shape = [1] * n
+            shape[d] = idx.shape[d]
+            out.append(xp.arange(idx.shape[d]).reshape(shape))
+    return tuple(out)
+
+
+def _extent(a, shape):
+    """The leading ``shape`` block of ``a`` (a ``src`` may be larger than its index)."""
+    if a.shape == tuple(shape):
+        return a
+    return a[tuple(slice(0, s) for s in shape)]
+
+
+def _pad_to(t, shape):
+    """``t`` zero-padded at the end of each dim up to ``shape``."""
+    if t._data.shape == tuple(shape):
+        return t
+    from ember.ops.shape import pad
+    pads = []
+    for have, want in zip(reversed(t._data.shape), reversed(shape)):
+        pads += [0, want - have]
+    return pad(t, tuple(pads))
+
+
+def _index_array(op, index, kinds="int32/int64", exc=RuntimeError):
+    if not isinstance(index, Tensor):
+        raise TypeError(f"{op}(): argument 'index' must be Tensor, not {type(index).__name__}")
+    a = index._data
+    if a.dtype.kind not in "iu" or (kinds == "int64" and a.dtype != np.int64):
+        raise exc(f"{op}(): Expected dtype {kinds} for index")
+    return a
+
+
+def _check_range(a, n, dim, exc=RuntimeError, prefix=""):
+    if a.size:
+        lo, hi = int(a.min()), int(a.max())
+        if lo < -n or hi >= n:
+            raise exc(f"{prefix}index {lo if lo < -n else hi} is out of bounds for dimension "
+                      f"{dim} with size {n}")
+
+
+# ----- gather / scatter ---------------------------------------------------------------
+
+class Gather(Primitive):
+    def forward(self, x, idx, dim):
+        self.meta = (x.shape, idx, dim)
+        return x[_dim_index(idx, dim)]
+
+    def backward(self, gy):
+        shape, idx, dim = self.meta
+        return ScatterAdd.apply(_zeros(gy, shape), gy, idx, dim), None, None
+
+
+class ScatterAdd(Primitive):
+    def forward(self, x, src, idx, dim):
+        self.meta = (idx, dim, src.shape)
+        out = _xp(x).array(x, copy=True)
+        _xp(x).add.at(out, _dim_index(idx, dim), _extent(src, idx.shape))
+        return out
+
+    def backward(self, gy):
+        idx, dim, src_shape = self.meta
+        g_src = None
+        if self._edges[1] is not None:
+            g_src = _pad_to(Gather.apply(gy, idx, dim), src_shape)
+        return gy, g_src, None, None
+
+
+class Scatter(Primitive):
+    def forward(self, x, src, idx, dim, reduce=None):
+        xp = _xp(x)
+        self.meta = (idx, dim, np.shape(src), reduce)
+        out = xp.array(x, copy=True)
+        pos = _dim_index(idx, dim)
+        s = _extent(src, idx.shape) if hasattr(src, "ndim") else src
+        if reduce is None:
+            out[pos] = s
+        elif reduce == "add":
+            xp.add.at(out, pos, s)
+        else:
+            xp.multiply.at(out, pos, s)
+        return out
+
+    def backward(self, gy):
+        idx, dim, src_shape, reduce = self.meta
+        if reduce is not None:
+            raise RuntimeError("derivative for aten::scatter is not implemented")
+        g_x = g_src = None
+        if self._edges[0] is not None:
+            g_x = Scatter.apply(gy, 0, idx, dim)
+        if self._edges[1] is not None:
+            g_src = _pad_to(Gather.apply(gy, idx, dim), src_shape)
+        return g_x, g_src, None, None, None
+
+
+def _gather_checks(op, input, dim, index, src=None):
+    """PyTorch's checks for gather/scatter: returns (wrapped dim, index array)."""
+    idx = _index_array(op, index)
+    nd = input._data.ndim
+    d = wrap_dim(dim, nd)
+    if idx.ndim != nd and not (max(idx.ndim, nd) <= 1 and idx.size <= 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as "
+                           f"{'self' if src is not None else 'input'} tensor")
+    if src is not None and src._data.ndim != idx.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    ishape, xshape = idx.shape, input._data.shape
+    if idx.ndim == nd:
+        for k in range(nd):
+            if k != d and ishape[k] > xshape[k]:
+                if src is None:
+                    raise RuntimeError(f"Size does not match at dimension {k} expected index "
+                                       f"{list(ishape)} to be no larger than self "
+                                       f"{list(xshape)} apart from dimension {d}")
+                raise RuntimeError(f"Expected index {list(ishape)} to be no larger than self "
+                                   f"{list(xshape)} apart from dimension {d} and to be no larger "
+                                   f"size than src {list(src._data.shape)}")
+            if src is not None and ishape[k] > src._data.shape[k]:
+                raise RuntimeError(f"Expected index {list(ishape)} to be no larger than self "
+                                   f"{list(xshape)} apart from dimension {d} and to be no larger "
+                                   f"size than src {list(src._data.shape)}")
+    n = xshape[d] if nd else 1
+    _check_range(idx, n, d)
+    return d, idx
+
+
+def _scalar_wrap(fn):
+    """Run a dim op on 0-d operands as 1-element 1-D ones (PyTorch treats them so)."""
+    def wrapped(input, dim, index, *rest, **kw):
+        if input._data.ndim == 0 and index._data.ndim == 0:
+            rest = tuple(r.reshape(1) if isinstance(r, Tensor) and r._data.ndim == 0 else r
+                         for r in rest)
+            return fn(input.reshape(1), dim, index.reshape(1), *rest, **kw).reshape(())
+        return fn(input, dim, index, *rest, **kw)
+    wrapped.__name__, wrapped.__doc__ = fn.__name__, fn.__doc__
+    return wrapped
+
+
+@_scalar_wrap
+def gather(input, dim, index, *, sparse_grad=False, out=None):
+    """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim=1`` (likewise for others);
+    ``index`` has ``input``'s number of dims and is no larger outside ``dim``."""
+    d, idx = _gather_checks("gather", input, dim, index)
+    if idx.ndim == 0:
+        idx = idx.reshape(1)
+    return Gather.apply(input, idx, d)
+
+
+def _src_for(input, src):
+    if isinstance(src, Tensor):
+        if src._data.dtype != input._data.dtype:
+            raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+        return src
+    if isinstance(src, (int, float, bool, np.generic)):
+        return src
+    raise TypeError(f"scatter(): argument 'src' must be Tensor or a number, not "
+                    f"{type(src).__name__}")
+
+
+@_scalar_wrap
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    """``input`` with ``src`` (a tensor, or the number ``value``) written at ``index``
+    along ``dim``; ``reduce='add'|'multiply'`` combines instead of overwriting."""
+    if src is None:
+        src = value
+    if src is None:
+        raise TypeError("scatter() missing required argument 'src' or 'value'")
+    if reduce is not None and reduce not in ("add", "multiply"):
+        raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
+    src = _src_for(input, src)
+    d, idx = _gather_checks("scatter", input, dim, index,
+                            src if isinstance(src, Tensor) else None)
+    return Scatter.apply(input, src, idx, d, reduce)
+
+
+@_scalar_wrap
+def scatter_add(input, dim, index, src):
+    """``input`` with ``src`` added at ``index`` along ``dim``; repeated indices sum."""
+    src = _src_for(input, src)
+    d, idx = _gather_checks("scatter_add", input, dim, index, src)
+    return ScatterAdd.apply(input, src, idx, d)
+
+
+# ----- scatter_reduce -----------------------------------------------------------------
+
+_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+class ScatterReduce(Primitive):
+    save_inputs = (0, 1)
+    save_output = True
+
+    def forward(self, x, src, idx, dim, reduce, include_self):
+        xp = _xp(x)
+        pos = _dim_index(idx, dim)
+        s = _extent(src, idx.shape)
+        out = xp.array(x, copy=True)
+        touched = xp.zeros(x.shape, dtype=bool)
+        touched[pos] = True
+        if not include_self:
+            if reduce in ("sum", "mean"):
+                ident = 0
+            elif reduce == "prod":
+                ident = 1
+            elif x.dtype.kind == "f":
+                ident = -np.inf if reduce == "amax" else np.inf
+            else:
+                info = np.iinfo(x.dtype) if x.dtype.kind != "b" else None
+                ident = (info.min if reduce == "amax" else info.max) if info else \
+                    reduce == "amin"
+            out[touched] = ident
+        count = None
+        if reduce in ("sum", "mean"):
+            xp.add.at(out, pos, s)
+            if reduce == "mean":
+                count = xp.ones(x.shape, x.dtype) if include_self else \
+                    xp.zeros(x.shape, x.dtype)
+                xp.add.at(count, pos, 1)
+                count = xp.maximum(count, 1)
+                if x.dtype.kind == "f":
+                    out /= count
+                else:
+                    out //= count
+        elif reduce == "prod":
+            xp.multiply.at(out, pos, s)
+        elif reduce == "amax":
+            xp.maximum.at(out, pos, s)
+        else:
+            xp.minimum.at(out, pos, s)
+        self.meta = (idx, dim, reduce, include_self, touched, count, src.shape)
+        if reduce in ("amax", "amin") and x.dtype.kind == "f":
+            # ties share the gradient evenly, as in PyTorch
+            mask_x = (x == out) if include_self else (x == out) & ~touched
+            mask_s = s == out[pos]
+            n = mask_x.astype(x.dtype)
+            xp.add.at(n, pos, mask_s.astype(x.dtype))
+            self.amax = (mask_x, mask_s, xp.maximum(n, 1))
+        return out
+
+    def backward(self, gy):
+        idx, dim, reduce, include_self, touched, count, src_shape = self.meta
+        g_x = g_s = None
+        if reduce == "sum":
+            g_x = gy
+            g_s = Gather.apply(gy, idx, dim)
+        elif reduce == "mean":
+            g = gy / _make(count)
+            g_x = g
+            g_s = Gather.apply(g, idx, dim)
+        elif reduce in ("amax", "amin"):
+            mask_x, mask_s, n = self.amax
+            g = gy / _make(n)
+            g_x = g * _make(mask_x)
+            g_s = Gather.apply(g, idx, dim) * _make(mask_s)
+        else:
+            x, src, out = self.saved_tensors
+            g_x, g_s = _prod_grads(gy, x, src, out, idx, dim, include_self)
+        if not include_self:
+            g_x = g_x.masked_fill(_make(touched), 0.0)
+        return g_x, _pad_to(g_s, src_shape), None, None, None, None
+
+
+def _prod_grads(gy, x, src, out, idx, dim, include_self):
+    """PyTorch's gradient of a product scatter, exact when some factors are zero."""
+    from ember.ops.elementwise import where
+    ix = _make(idx)
+    s = src if src._data.shape == idx.shape else src[tuple(slice(0, k) for k in idx.shape)]
+    masked_x = x.masked_fill(x == 0, 1.0)
+    g_x = gy * scatter_reduce(masked_x, dim, ix, s, "prod", include_self=include_self) / masked_x
+    s_zero = s == 0
+    n_zeros = gather(scatter_add(_zeros(x, x._data.shape), dim, ix, s_zero.to(x.dtype)), dim, ix)
+    single = s_zero & (n_zeros == 1)
+    masked_s = s.masked_fill(single, 1.0)
+    masked_res = scatter_reduce(x, dim, ix, masked_s, "prod", include_self=include_self)
+    g_s = where(single, gather(gy * masked_res, dim, ix),
+                gather(gy * out, dim, ix) / s.masked_fill(s_zero, 1.0))
+    return g_x, g_s
+
+
+@_scalar_wrap
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    """``input`` with ``src`` combined in at ``index`` along ``dim`` by ``reduce``
+    (``'sum'``, ``'prod'``, ``'mean'``, ``'amax'`` or ``'amin'``); with
+    ``include_self=False`` the scattered-to positions ignore ``input``'s values."""
+    if reduce not in _REDUCTIONS:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
+                           f"{reduce}")
+    src = _src_for(input, src)
+    d, idx = _gather_checks("scatter_reduce", input, dim, index, src)
+    return ScatterReduce.apply(input, src, idx, d, reduce, bool(include_self))
+
+
+# ----- index_* along one dim ----------------------------------------------------------
+
+def _along(idx, dim):
+    return (slice(None),) * dim + (idx,)
+
+
+class IndexSelect(Primitive):
+    def forward(self, x, idx, dim):
+        self.meta = (x.shape, idx, dim)
+        return _xp(x).take(x, idx, axis=dim)
+
+    def backward(self, gy):
+        shape, idx, dim = self.meta
+        return IndexAdd.apply(_zeros(gy, shape), gy, idx, dim), None, None
+
+
+class IndexAdd(Primitive):
+    def forward(self, x, src, idx, dim, alpha=1):
+        self.meta = (idx, dim, alpha)
+        xp = _xp(x)
+        out = xp.array(x, copy=True)
+        xp.add.at(out, _along(idx, dim), src if alpha == 1 else src * alpha)
+        return out
+
+    def backward(self, gy):
+        idx, dim, alpha = self.meta
+        g_src = None
+        if self._edges[1] is not None:
+            g_src = IndexSelect.apply(gy, idx, dim)
+            if alpha != 1:
+                g_src = g_src * alpha
+        return gy, g_src, None, None, None
+
+
+class IndexCopy(Primitive):
+    def forward(self, x, src, idx, dim):
+        self.meta = (idx, dim)
+        out = _xp(x).array(x, copy=True)
+        out[_along(idx, dim)] = src
+        return out
+
+    def backward(self, gy):
+        idx, dim = self.meta
+        g_x = IndexFill.apply(gy, 0, idx, dim) if self._edges[0] is not None else None
+        g_src = IndexSelect.apply(gy, idx, dim) if self._edges[1] is not None else None
+        return g_x, g_src, None, None
+
+
+class IndexFill(Primitive):
+    _node_name = "IndexFillBackward1"
+
+    def forward(self, x, value, idx, dim):
+        self.meta = (idx, dim)
+        out = _xp(x).array(x, copy=True)
+        out[_along(idx, dim)] = value
+        return out
+
+    def backward(self, gy):
+        idx, dim = self.meta
+        g_x = IndexFill.apply(gy, 0, idx, dim) if self._edges[0] is not None else None
+        g_v = None
+        if self._edges[1] is not None:
+            g_v = IndexSelect.apply(gy, _xp(idx).unique(idx), dim).sum()
+        return g_x, g_v, None, None
+
+
+def _dim_and_index(op, input, dim, index, kinds="int32 or int64", exc=RuntimeError):
+    idx = _index_array(op, index, kinds, exc)
+    if idx.ndim > 1:
+        raise IndexError(f"{op}(): Index is supposed to be a vector")
+    nd = input._data.ndim
+    d = wrap_dim(dim, nd)
+    return d, idx.reshape(-1)
+
+
+def index_select(input, dim, index, *, out=None):
+    """The slices of ``input`` along ``dim`` at the positions in ``index`` (1-D)."""
+    d, idx = _dim_and_index("index_select", input, dim, index)
+    if input._data.ndim == 0:
+        if idx.size != 1:
+            raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
+                               f"{idx.size} value(s)")
+        _check_range(idx, 1, 0, IndexError)
+        return input.clone()
+    n = input._data.shape[d]
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
+        raise IndexError("index out of range in self")
+    return IndexSelect.apply(input, idx, d)
+
+
+def _slice_shape_check(op, input, source, idx, d):
+    xs, ss = input._data.shape, source._data.shape
+    if len(ss) == 0:
+        ss = (1,)
+    n_src = ss[d] if d < len(ss) else 1
+    if idx.size != n_src:
+        if op == "index_add_":
+            raise RuntimeError(f"index_add_(): Number of indices ({idx.size}) should be equal to "
+                               f"source.size(dim): ({n_src}), for dim: {d}")
+        raise RuntimeError(f"{op}(): Number of indices ({idx.size}) should be equal to "
+                           f"source.size(dim) ({n_src})")
+    if len(ss) != len(xs) or any(a != b for k, (a, b) in enumerate(zip(xs, ss)) if k != d):
+        if op == "index_add_":
+            raise RuntimeError(f"source tensor shape must match self tensor shape, excluding "
+                               f"the specified dimension. Got self.shape = {list(xs)} "
+                               f"source.shape = {list(source._data.shape)}")
+        raise RuntimeError(f"{op}(): Source/destination tensor must have same slice shapes. "
+                           f"Destination slice shape: {list(xs)} and source slice shape: "
+                           f"{list(source._data.shape)}.")
+
+
+def index_add(input, dim, index, source, *, alpha=1, out=None):
+    """``input`` with ``alpha * source``'s slices added along ``dim`` at ``index``;
+    repeated indices sum."""
+    d, idx = _dim_and_index("index_add_", input, dim, index)
+    if source._data.dtype != input._data.dtype:
+        raise RuntimeError(f"index_add_(): self ({_dtype_name(input)}) and source "
+                           f"({_dtype_name(source)}) must have the same scalar type")
+    _slice_shape_check("index_add_", input, source, idx, d)
+    _check_range(idx, input._data.shape[d] if input._data.ndim else 1, d)
+    src = source.reshape(input._data.shape[:d] + (idx.size,) + input._data.shape[d + 1:])
+    return IndexAdd.apply(input, src, idx, d, alpha)
+
+
+def index_copy(input, dim, index, source, *, out=None):
+    """``input`` with ``source``'s slices written along ``dim`` at ``index``."""
+    d, idx = _dim_and_index("index_copy_", input, dim, index)
+    if index._data.dtype != np.int64:
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got "
+                           f"{_dtype_name(index)}")
+    if source._data.dtype != input._data.dtype:
+        raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "
+                           f"but got (self) {_dtype_name(input)} and (source) "
+                           f"{_dtype_name(source)}")
+    _slice_shape_check("index_copy_", input, source, idx, d)
+    _check_range(idx, input._data.shape[d] if input._data.ndim else 1, d, IndexError,
+                 "index_copy_(): ")
+    src = source.reshape(input._data.shape[:d] + (idx.size,) + input._data.shape[d + 1:])
+    return IndexCopy.apply(input, src, idx, d)
+
+
+def index_fill(input, dim, index, value):
+    """``input`` with the slices along ``dim`` at ``index`` set to ``value`` (a number or
+    a 0-d tensor, which gets a gradient)."""
+    if isinstance(index, Tensor) and index._data.ndim > 1:
+        raise RuntimeError("Index has to be a vector/scalar")
+    d, idx = _dim_and_index("index_fill_", input, dim, index, "int64", IndexError)
+    if isinstance(value, Tensor):
+        if value._data.ndim:
+            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but "
+                               f"got tensor with {value._data.ndim} dimension(s).")
+        if value._data.dtype != input._data.dtype:
+            value = value.to(input.dtype)
+    _check_range(idx, input._data.shape[d] if input._data.ndim else 1, d, IndexError)
+    if input._data.ndim == 0:
+        return IndexFill.apply(input.reshape(1), value, idx, 0).reshape(())
+    return IndexFill.apply(input, value, idx, d)
+
+
+def take_along_dim(input, indices, dim=None, *, out=None):
+    """Values of ``input`` at ``indices`` along ``dim`` (``input`` and ``indices``
+    broadcast outside ``dim``); with ``dim=None`` both are read as 1-D."""
+    if dim is None:
+        return gather(input.reshape(-1), 0, indices.reshape(-1))
+    nd = input._data.ndim
+    if indices._data.ndim != nd:
+        raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same "
+                           f"number of dimensions, but got {nd} dimensions for input, and "
+                           f"{indices._data.ndim} dimensions for indices")
+    if indices._data.dtype.kind not in "iu":
+        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{_dtype_name(indices)}")
+    d = wrap_dim(dim, nd)
+    from ember.ops.shape import broadcast_shapes
+    xs = list(input._data.shape)
+    xs[d] = indices._data.shape[d]
+    shape = list(broadcast_shapes(tuple(xs), indices._data.shape))
+    idx = indices.expand(tuple(shape))
+    shape[d] = input._data.shape[d]
+    return gather(input.expand(tuple(shape)), d, idx)
+
+
+def _bind():
+    T = Tensor
+    for fn in (gather, scatter, scatter_add, scatter_reduce, index_select, index_add,
+               index_copy, index_fill, take_along_dim):
+        setattr(T, fn.__name__, fn)
+    for fn in (scatter, scatter_add, scatter_reduce, index_add, index_copy, index_fill):
+        setattr(T, fn.__name__ + "_", inplace_method(fn))
+
+
+_bind()

@@ -1,0 +1,409 @@
+"""Joins and splits: ``cat``/``stack`` and their h/v/d/column variants, ``split``/
+``chunk``/``tensor_split``/``unbind`` (views), and the repeats ``repeat``/``tile``/
+``repeat_interleave``."""
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.autograd.node import Primitive
+from ember.backend import dtypes as _dt
+from ember.ops._util import check_same_device, wrap_dim
+from ember.ops._views import ViewPrimitive
+from ember.ops.indexing import GetItem
+from ember.ops.shape import _sizes, atleast_1d, atleast_2d, atleast_3d, write_out
+
+__all__ = ["cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack",
+           "column_stack", "split", "chunk", "tensor_split", "hsplit", "vsplit", "dsplit",
+           "unbind", "tile", "repeat_interleave"]
+
+
+def _xp(a):
+    from ember.backend import array_module
+    return array_module(a)
+
+
+def _skipped(shape):
+    # PyTorch's legacy rule: 1-D empty tensors are left out of a cat whatever their shape
+    return len(shape) == 1 and shape[0] == 0
+
+
+def _slice_dim(t, dim, start, stop, step=1):
+    return GetItem.apply(t, (slice(None),) * dim + (slice(start, stop, step), Ellipsis))
+
+
+class Cat(Primitive):
+    def forward(self, *arrays, dim, np_dtype):
+        self.meta = ([(a.shape, a.dtype) for a in arrays], dim)
+        parts = [a if a.dtype == np_dtype else a.astype(np_dtype)
+                 for a in arrays if not _skipped(a.shape)]
+        if not parts:
+            return _xp(arrays[0]).zeros((0,), np_dtype)
+        if len(parts) == 1:
+            return parts[0].copy()
+        return _xp(parts[0]).concatenate(parts, axis=dim)
+
+    def backward(self, gy):
+        metas, dim = self.meta
+        grads = []
+        off = 0
+        for i, (shape, dt) in enumerate(metas):
+            if _skipped(shape) or self._edges[i] is None:
+                grads.append(None)
+                if not _skipped(shape):
+                    off += shape[dim]
+                continue
+            n = shape[dim]
+            g = _slice_dim(gy, dim, off, off + n)
+            off += n
+            if g._data.dtype != dt:
+                g = g.to(_dt.FROM_NP[dt])
+            grads.append(g)
+        return tuple(grads)
+
+
+def _tensor_list(op, tensors):
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{op}(): argument 'tensors' (position 1) must be tuple of Tensors, not "
+                        f"{type(tensors).__name__}")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
+                            f"{type(t).__name__}")
+    return list(tensors)
+
+
+def cat(tensors, dim=0, *, out=None):
+    """Join tensors along an existing dim ``dim``.
+
+    All tensors need the same shape outside ``dim``; their dtypes are promoted
+    (``float32`` with ``float64`` gives ``float64``), and 1-D empty tensors are
+    skipped, as in PyTorch.
+
+        >>> ember.cat([ember.zeros(2, 3), ember.ones(1, 3)]).shape
+        ember.Size([3, 3])
+    """
+    tensors = _tensor_list("cat", tensors)
+    if not tensors:
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+    check_same_device("cat", *tensors)
+    dtype = tensors[0].dtype
+    for t in tensors[1:]:
+        dtype = _dt.promote_types(dtype, t.dtype)
+    ref = None
+    for i, t in enumerate(tensors):
+        shape = t._data.shape
+        if not shape:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be "
+                               "concatenated")
+        if _skipped(shape):
+            continue
+        if ref is None:
+            ref = shape
+            d = wrap_dim(dim, len(ref))
+            continue
+        if len(shape) != len(ref):
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {len(ref)} "
+                               f"and {len(shape)}")
+        for k in range(len(ref)):
+            if k != d and shape[k] != ref[k]:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. "
+                                   f"Expected size {ref[k]} but got size {shape[k]} for tensor "
+                                   f"number {i} in the list.")
+    if ref is None:
+        d = 0
+    return write_out(Cat.apply(*tensors, dim=d, np_dtype=dtype.np), out)
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim=0, *, out=None):
+    """Join same-shaped tensors along a new dim ``dim``."""
+    tensors = _tensor_list("stack", tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shape = tensors[0]._data.shape
+    for i, t in enumerate(tensors[1:], 1):
+        if t._data.shape != shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                               f"{list(shape)} at entry 0 and {list(t._data.shape)} at entry {i}")
+    d = wrap_dim(dim, len(shape) + 1)
+    return cat([t.unsqueeze(d) for t in tensors], d, out=out)
+
+
+def hstack(tensors, *, out=None):
+    """Join along dim 1 (dim 0 for 1-D tensors)."""
+    ts = atleast_1d(*_tensor_list("hstack", tensors))
+    ts = [ts] if isinstance(ts, Tensor) else list(ts)
+    return cat(ts, 0 if ts[0]._data.ndim == 1 else 1, out=out)
+
+
+def vstack(tensors, *, out=None):
+    """Join along dim 0, after making 1-D tensors rows."""
+    ts = atleast_2d(*_tensor_list("vstack", tensors))
+    return cat([ts] if isinstance(ts, Tensor) else list(ts), 0, out=out)
+
+
+row_stack = vstack
+
+
+def dstack(tensors, *, out=None):
+    """Join along dim 2, after giving each tensor at least 3 dims."""
+    ts = atleast_3d(*_tensor_list("dstack", tensors))
+    return cat([ts] if isinstance(ts, Tensor) else list(ts), 2, out=out)
+
+
+def column_stack(tensors, *, out=None):
+    """Join along dim 1, after making 0-d and 1-D tensors columns."""
+    ts = [t.reshape(t._data.size, 1) if t._data.ndim <= 1 else t
+          for t in _tensor_list("column_stack", tensors)]
+    return hstack(ts, out=out)
+
+
+# ----- splits -------------------------------------------------------------------------
+
+class SplitWithSizes(ViewPrimitive):
+    """Consecutive pieces of ``x`` along ``dim`` (views), one output per size."""
+    n_outputs = 2  # several outputs; the instance holds the real count
+
+    def forward(self, x, sizes, dim):
+        self.dim = dim
+        self.n_outputs = len(sizes)
+        pre = (slice(None),) * dim
+        outs = []
+        off = 0
+        for s in sizes:
+            outs.append(x[pre + (slice(off, off + s), Ellipsis)])
+            off += s
+        return outs
+
+    def backward(self, *grads):
+        return Cat.apply(*grads, dim=self.dim, np_dtype=grads[0]._data.dtype), None, None
+
+
+class Split(SplitWithSizes):
+    _node_name = "SplitBackward0"
+
+
+class Unbind(ViewPrimitive):
+    n_outputs = 2
+
+    def forward(self, x, dim):
+        self.dim = dim
+        n = x.shape[dim]
+        self.n_outputs = n
+        pre = (slice(None),) * dim
+        return [x[pre + (i, Ellipsis)] for i in range(n)]
+
+    def backward(self, *grads):
+        return stack(list(grads), self.dim), None
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """Split into pieces of ``split_size_or_sections`` (an int: equal pieces, the last
+    maybe smaller; a list: those sizes) along ``dim``; the pieces are views."""
+    nd = tensor._data.ndim
+    if nd == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, nd)
+    n = tensor._data.shape[d]
+    s = split_size_or_sections
+    if isinstance(s, (int, np.integer)) or (isinstance(s, Tensor) and s._data.ndim == 0):
+        s = int(s)
+        if s < 0:
+            raise RuntimeError(f"split expects split_size be non-negative, but got "
+                               f"split_size={s}")
+        if s == 0 and n:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {n}")
+        sizes = [s] * (n // s) + ([n % s] if n % s else []) if s else [0]
+        if not sizes:
+            sizes = [0]
+        return Split.apply(tensor, tuple(sizes), d)
+    sizes = [int(v) for v in s]
+    if sum(sizes) != n or any(v < 0 for v in sizes):
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input "
+                           f"tensor's size at dimension {d}), but got split_sizes={sizes}")
+    return SplitWithSizes.apply(tensor, tuple(sizes), d)
+
+
+def chunk(input, chunks, dim=0):
+    """Split into ``chunks`` pieces of ``ceil(size / chunks)`` (there may be fewer)."""
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    nd = input._data.ndim
+    if nd == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, nd)
+    n = input._data.shape[d]
+    if n == 0:
+        return Split.apply(input, (0,) * chunks, d)
+    return split(input, -(-n // chunks), d)
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    """Split into ``n`` nearly equal pieces (an int), or at the given indices (a list or
+    1-D int tensor); pieces are views."""
+    nd = input._data.ndim
+    if nd == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
+                           "tensor with 0 dims")
+    d = wrap_dim(dim, nd)
+    n = input._data.shape[d]
+    ios = indices_or_sections
+    if isinstance(ios, Tensor):
+        if ios._data.dtype != np.int64:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to have dtype "
+                               f"of long, but got {ios.dtype.name.capitalize()}")
+        if ios._data.ndim > 1:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to be a "
+                               "zero-dimensional or one-dimensional tensor, but got a tensor "
+                               f"with {ios._data.ndim} dims")
+        ios = int(ios.item()) if ios._data.ndim == 0 else ios.tolist()
+    if isinstance(ios, (int, np.integer)):
+        k = int(ios)
+        if k <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {k}")
+        q, r = divmod(n, k)
+        bounds = []
+        start = 0
+        for i in range(k):
+            stop = start + q + (1 if i < r else 0)
+            bounds.append((start, stop))
+            start = stop
+    else:
+        # Python slicing between consecutive indices (they may decrease or be negative)
+        idx = [None] + [int(i) for i in ios] + [None]
+        bounds = list(zip(idx[:-1], idx[1:]))
+    return tuple(_slice_dim(input, d, a, b) for a, b in bounds)
+
+
+def _split_n(name, input, ios, dim, min_dim):
+    nd = input._data.ndim
+    if nd < min_dim:
+        raise RuntimeError(f"torch.{name} requires a tensor with at least {min_dim} dimension, "
+                           f"but got a tensor with {nd} dimensions!")
+    if isinstance(ios, (int, np.integer)):
+        n = input._data.shape[dim]
+        if ios == 0 or n % ios:
+            raise RuntimeError(f"torch.{name} attempted to split along dimension {dim}, but the "
+                               f"size of the dimension {n} is not divisible by the split_size "
+                               f"{ios}!")
+    return tensor_split(input, ios, dim)
+
+
+def hsplit(input, indices_or_sections):
+    """``tensor_split`` along dim 1 (dim 0 for 1-D tensors); an int must divide evenly."""
+    return _split_n("hsplit", input, indices_or_sections, 0 if input._data.ndim == 1 else 1, 1)
+
+
+def vsplit(input, indices_or_sections):
+    """``tensor_split`` along dim 0; an int must divide evenly."""
+    return _split_n("vsplit", input, indices_or_sections, 0, 2)
+
+
+def dsplit(input, indices_or_sections):
+    """``tensor_split`` along dim 2; an int must divide evenly."""
+    return _split_n("dsplit", input, indices_or_sections, 2, 3)
+
+
+def unbind(input, dim=0):
+    """The slices of ``input`` along ``dim``, as a tuple of views without that dim."""
+    nd = input._data.ndim
+    if nd == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    return Unbind.apply(input, wrap_dim(dim, nd))
+
+
+# ----- repeats ------------------------------------------------------------------------
+
+class Repeat(Primitive):
+    def forward(self, x, reps):
+        self.meta = (x.shape, reps)
+        return _xp(x).tile(x, reps)
+
+    def backward(self, gy):
+        in_shape, reps = self.meta
+        full = (1,) * (len(reps) - len(in_shape)) + tuple(in_shape)
+        inter = []
+        for r, s in zip(reps, full):
+            inter += [r, s]
+        g = gy.reshape(inter).sum(tuple(range(0, 2 * len(reps), 2)))
+        return g.reshape(in_shape), None
+
+
+def repeat(self, *sizes):
+    """``self`` repeated ``sizes[i]`` times along each dim (``sizes`` may add leading dims)."""
+    reps = _sizes(sizes)
+    if len(reps) < self._data.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    if any(r < 0 for r in reps):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(reps)}: "
+                           f"{list(reps)}")
+    return Repeat.apply(self, reps)
+
+
+def tile(input, dims):
+    """``input`` repeated ``dims[i]`` times along each dim; a short ``dims`` is padded
+    with leading ones."""
+    dims = _sizes((dims,)) if not isinstance(dims, (int, np.integer)) else (int(dims),)
+    nd = input._data.ndim
+    if len(dims) < nd:
+        dims = (1,) * (nd - len(dims)) + tuple(dims)
+    return repeat(input, dims)
+
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """Repeat each element (or each slice along ``dim``) ``repeats`` times in place;
+    ``repeats`` is an int or a tensor with one count per element. With only a 1-D
+    int tensor of counts, the indices ``0, 0, 1, ...`` are returned."""
+    from ember.ops.gather_scatter import index_select
+    if repeats is None:
+        r = input._data
+        if r.ndim > 1 or r.dtype.kind not in "iu":
+            raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+        r = r.reshape(-1)
+        if r.size and int(r.min()) < 0:
+            raise RuntimeError("repeats can not be negative")
+        xp = _xp(r)
+        return _make(xp.repeat(xp.arange(r.size, dtype=np.int64), r))
+    if dim is None:
+        input = input.reshape(-1)
+        d = 0
+    else:
+        d = wrap_dim(dim, input._data.ndim)
+        if input._data.ndim == 0:
+            input = input.reshape(1)
+    n = input._data.shape[d]
+    xp = _xp(input._data)
+    if isinstance(repeats, Tensor):
+        r = repeats._data
+        if r.ndim > 1:
+            raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+        if r.dtype.kind not in "iu":
+            raise RuntimeError("repeats has to be Long or Int tensor")
+        r = r.reshape(-1)
+        if r.size == 1:
+            r = int(r[0])
+        elif r.size != n:
+            raise RuntimeError(f"repeats must have the same size as input along dim, but got "
+                               f"repeats.size(0) = {r.size} and input.size({d}) = {n}")
+    else:
+        r = int(repeats)
+    if (int(r.min()) if hasattr(r, "min") and r.size else r if isinstance(r, int) else 0) < 0:
+        raise RuntimeError("repeats can not be negative")
+    idx = xp.repeat(xp.arange(n, dtype=np.int64), r)
+    if output_size is not None and idx.size != output_size:
+        raise RuntimeError(f"allocated size does not match required size: {output_size} vs "
+                           f"{idx.size}")
+    return index_select(input, d, _make(idx))
+
+
+def _bind():
+    T = Tensor
+    for fn in (split, chunk, tensor_split, hsplit, vsplit, dsplit, unbind, tile,
+               repeat_interleave, repeat):
+        setattr(T, fn.__name__, fn)
+
+
+_bind()
