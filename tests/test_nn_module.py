@@ -165,7 +165,7 @@ def test_assign_before_init():
     for m in (ember, torch):
         class Bad(m.nn.Module):
             def __init__(self):
-                self.w = m.nn.Parameter(m.zeros(1))
+                self.w = m.nn.Parameter(m.zeros(1))  # noqa: B023
         with pytest.raises(AttributeError, match="before Module.__init__"):
             Bad()
 
@@ -309,7 +309,7 @@ def test_state_dict_hooks_and_extra_state():
         class WithExtra(m.nn.Module):
             def __init__(self):
                 super().__init__()
-                self.lin = m.nn.Linear(1, 1)
+                self.lin = m.nn.Linear(1, 1)  # noqa: B023
                 self.note = "x"
 
             def get_extra_state(self):
@@ -400,7 +400,8 @@ def test_forward_pre_hook_with_kwargs_and_always_call():
         assert not lin(m.ones(1, 2)).sub(lin.bias).abs().sum().item()
         h.remove()
         seen = []
-        lin.register_forward_hook(lambda mod, args, out: seen.append(out), always_call=True)
+        lin.register_forward_hook(lambda mod, args, out: seen.append(out),  # noqa: B023
+                                  always_call=True)
         with pytest.raises(RuntimeError):
             lin(m.ones(1, 3))
         assert seen == [None]
@@ -411,7 +412,8 @@ def test_full_backward_hook_when_inputs_do_not_require_grad():
     for m in (ember, torch):
         lin = m.nn.Linear(2, 2)
         got = []
-        lin.register_full_backward_hook(lambda mod, gi, go: got.append((gi, go[0].shape)))
+        lin.register_full_backward_hook(
+            lambda mod, gi, go: got.append((gi, go[0].shape)))  # noqa: B023
         with pytest.warns(UserWarning, match="Full backward hook is firing"):
             lin(m.ones(3, 2)).sum().backward()
         res.append((got[0][0], tuple(got[0][1])))
