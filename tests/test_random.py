@@ -194,6 +194,9 @@ for d in FLOATS:
             R(f"bernoulli_scalar_{n}_{d}", lambda m, n=n, d=d:
               m.empty(n, dtype=dt(m, d)).bernoulli_(0.3)),
         ]
+INPLACE += [R(f"{f}_float16", lambda m, f=f, a=a: getattr(m.empty(100, dtype=m.float16), f)(*a))
+            for f, a in (("exponential_", ()), ("cauchy_", ()), ("log_normal_", ()),
+                         ("geometric_", (0.4,)), ("bernoulli_", (0.3,)))]
 INPLACE += [
     R("uniform_default", lambda m: m.empty(3, 4).uniform_()),
     R("uniform_kw", lambda m: m.empty(50, dtype=m.float64).uniform_(to=3.0)),
@@ -260,6 +263,10 @@ DISTS = [
     R("multinomial_one_1d", lambda m, p: m.multinomial(p[1], 1), P),
     R("multinomial_method", lambda m, p: p.multinomial(3), P),
     R("multinomial_transposed", lambda m, p: m.multinomial(p.t(), 2), P),
+    R("multinomial_f16", lambda m, p: [m.multinomial(p, 20, True), m.multinomial(p, 7)],
+      [lambda rng: rng.random((3, 50)).astype(np.float16)]),
+    R("bernoulli_f16", lambda m, p: m.bernoulli(p),
+      [lambda rng: rng.random(50).astype(np.float16)]),
 ]
 
 
