@@ -543,3 +543,13 @@ def test_input_modified_in_place_after_use_raises(op):
     x.mul_(2)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "prod", "max", "amax", "std", "logsumexp",
+                                "cumsum", "median", "all"])
+def test_out_is_refused_not_ignored(op):
+    import ember
+    x = ember.ones(2, 3)
+    args = {"logsumexp": (1,), "cumsum": (1,), "max": (1,), "median": (1,), "prod": (1,)}
+    with pytest.raises(NotImplementedError, match="out="):
+        getattr(ember, op)(x, *args.get(op, ()), out=ember.ones(3))

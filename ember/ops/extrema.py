@@ -13,6 +13,7 @@ from ember.ops.reduction import (
     _check_nonempty,
     _keep,
     _keep_shape,
+    _no_out,
     _restore,
     return_types,
 )
@@ -211,6 +212,7 @@ def max(input, dim=None, keepdim=False, *, out=None):
 
         >>> values, indices = ember.tensor([[1., 5.], [7., 2.]]).max(1)
     """
+    _no_out("max", out)
     if isinstance(dim, Tensor):
         from ember.ops.elementwise import maximum
         return maximum(input, dim)
@@ -224,6 +226,7 @@ def max(input, dim=None, keepdim=False, *, out=None):
 def min(input, dim=None, keepdim=False, *, out=None):
     """The smallest element; with ``dim``, ``(values, indices)``; with a tensor second
     argument, the elementwise :func:`minimum`."""
+    _no_out("min", out)
     if isinstance(dim, Tensor):
         from ember.ops.elementwise import minimum
         return minimum(input, dim)
@@ -274,16 +277,19 @@ def _amax_amin(cls, input, dim, keepdim):
 def amax(input, dim=(), keepdim=False, *, out=None):
     """The maximum over ``dim`` (an int, a tuple, or all dims when empty); ties share the
     gradient evenly. Unlike :func:`max` it returns values only."""
+    _no_out("amax", out)
     return _amax_amin(_Amax, input, dim, keepdim)
 
 
 def amin(input, dim=(), keepdim=False, *, out=None):
     """The minimum over ``dim`` (an int, a tuple, or all dims when empty)."""
+    _no_out("amin", out)
     return _amax_amin(_Amin, input, dim, keepdim)
 
 
 def aminmax(input, *, dim=None, keepdim=False, out=None):
     """``(min, max)`` over ``dim`` (an int) or all elements, as a named tuple."""
+    _no_out("aminmax", out)
     x = input._data
     if dim is None:
         if x.size == 0:
@@ -338,6 +344,7 @@ def argmin(input, dim=None, keepdim=False):
 def median(input, dim=None, keepdim=False, *, out=None):
     """The lower median of all elements (a 0-d tensor; NaN if any is NaN), or with ``dim``
     the named tuple ``(values, indices)`` along it."""
+    _no_out("median", out)
     if dim is None:
         return _MedianAll.apply(input)
     return _select(_MedianDim, return_types.median, input, dim, keepdim)
@@ -345,6 +352,7 @@ def median(input, dim=None, keepdim=False, *, out=None):
 
 def nanmedian(input, dim=None, keepdim=False, *, out=None):
     """:func:`median` ignoring NaNs (NaN only where a slice is all NaN)."""
+    _no_out("nanmedian", out)
     if dim is None:
         return _NanmedianAll.apply(input)
     return _select(_NanmedianDim, return_types.nanmedian, input, dim, keepdim)
@@ -353,6 +361,7 @@ def nanmedian(input, dim=None, keepdim=False, *, out=None):
 def mode(input, dim=-1, keepdim=False, *, out=None):
     """The most frequent value along ``dim`` (the smallest of equally frequent ones) and
     the index of its last occurrence, as ``(values, indices)``."""
+    _no_out("mode", out)
     return _select(_ModeDim, return_types.mode, input, dim, keepdim)
 
 

@@ -87,6 +87,12 @@ def _restore(g, in_shape, axes, keepdim):
     return _keep(g, in_shape, axes, keepdim).expand(in_shape)
 
 
+def _no_out(op, out):
+    if out is not None:
+        raise NotImplementedError(f"{op}(out=...): ember does not write into out= tensors; "
+                                  "assign the result instead")
+
+
 def _dtype_name(np_dtype):
     return FROM_NP[np.dtype(np_dtype)].name.capitalize()
 
@@ -182,22 +188,26 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
         >>> ember.tensor([[1, 2], [3, 4]]).sum(0)
         tensor([4, 6])
     """
+    _no_out("sum", out)
     return Sum.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
 
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Sum over ``dim`` treating NaN as zero (their gradient is zero)."""
+    _no_out("nansum", out)
     return Nansum.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Mean of ``input`` over ``dim`` (an int, a tuple, or all dims); floating inputs only,
     unless ``dtype`` names a floating dtype to compute in. The mean of nothing is NaN."""
+    _no_out("mean", out)
     return Mean.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
 
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Mean over ``dim`` of the elements that are not NaN."""
+    _no_out("nanmean", out)
     if dtype is not None:
         input = input.to(dtype)
     if input._data.dtype.kind != "f":
@@ -288,6 +298,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
     Bool and integer tensors multiply as int64. The gradient is exact with zeros in
     the input: with one zero, only that element gets a (nonzero) gradient.
     """
+    _no_out("prod", out)
     axis = None if dim is None else _axis(input, dim, "prod")
     return Prod.apply(input, axis, keepdim, _np_dtype(dtype))
 
@@ -358,22 +369,26 @@ def _var_args(op, input, dim, unbiased, keepdim, correction):
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """Variance over ``dim`` with ``correction`` (Bessel's, 1, by default; ``unbiased=False``
     means 0): ``sum((x - mean)**2) / (N - correction)``."""
+    _no_out("var", out)
     return _Var.apply(input, *_var_args("var", input, dim, unbiased, keepdim, correction))
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """Standard deviation over ``dim``: ``sqrt(var(...))``; its gradient is 0 where it is 0."""
+    _no_out("std", out)
     return _Std.apply(input, *_var_args("std", input, dim, unbiased, keepdim, correction))
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """``(var, mean)`` over ``dim``, as a tuple."""
+    _no_out("var_mean", out)
     axes, c, keepdim = _var_args("var_mean", input, dim, unbiased, keepdim, correction)
     return _Var.apply(input, axes, c, keepdim), mean(input, axes, keepdim)
 
 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """``(std, mean)`` over ``dim``, as a tuple."""
+    _no_out("std_mean", out)
     axes, c, keepdim = _var_args("std_mean", input, dim, unbiased, keepdim, correction)
     return _Std.apply(input, axes, c, keepdim), mean(input, axes, keepdim)
 
@@ -445,6 +460,7 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     The gradient at a zero vector is 0, as PyTorch's. ``p='nuc'`` (a matrix norm) is
     not implemented.
     """
+    _no_out("norm", out)
     if isinstance(p, str):
         dims = dim if dim is None or isinstance(dim, (tuple, list)) else (dim,)
         if p == "fro" and (dims is None or len(dims) <= 2):
@@ -487,6 +503,7 @@ class _Logsumexp(Primitive):
 
 def logsumexp(input, dim, keepdim=False, *, out=None):
     """``log(sum(exp(input)))`` over ``dim`` (an int or tuple), computed without overflow."""
+    _no_out("logsumexp", out)
     if dim is None:
         raise TypeError("logsumexp(): argument 'dim' (position 1) must be tuple of ints, not "
                         "NoneType")
@@ -581,11 +598,13 @@ class _Any(_AllAny):
 
 def all(input, dim=None, keepdim=False, *, out=None):
     """True where every element over ``dim`` (an int, a tuple, or all dims) is nonzero."""
+    _no_out("all", out)
     return _All.apply(input, _axes(input, dim), keepdim)
 
 
 def any(input, dim=None, keepdim=False, *, out=None):
     """True where some element over ``dim`` (an int, a tuple, or all dims) is nonzero."""
+    _no_out("any", out)
     return _Any.apply(input, _axes(input, dim), keepdim)
 
 
