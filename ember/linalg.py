@@ -6,18 +6,22 @@ of the vector norm primitive and the singular values.
 """
 import math
 
+from ember._tensor import _make
+from ember.backend import array_module
 from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
 from ember.ops.linalg import _cross, _write_out, matmul, matrix_power
 from ember.ops.linalg_decomp import (
     LinAlgError,
     VectorNorm,
+    _stack_last,
     cholesky_ex,
     det,
     eigh,
     eigvalsh,
     inv,
     inv_ex,
+    matrix_exp,
     matrix_rank,
     pinv,
     slogdet,
@@ -33,7 +37,9 @@ from ember.ops.linalg_decomp import svd_linalg as svd
 __all__ = ["LinAlgError", "matmul", "det", "slogdet", "inv", "inv_ex", "solve", "solve_ex",
            "solve_triangular", "cholesky", "cholesky_ex", "eigh", "eigvalsh", "svd", "svdvals",
            "qr", "pinv", "matrix_rank", "matrix_power", "cross", "multi_dot", "vecdot", "norm",
-           "vector_norm", "matrix_norm", "eig", "eigvals", "lstsq", "matrix_exp"]
+           "vector_norm", "matrix_norm", "matrix_exp", "tensorinv", "tensorsolve",
+           "vander", "diagonal", "eig", "eigvals", "lstsq", "lu", "lu_factor", "lu_solve",
+           "ldl_factor", "householder_product"]
 
 
 def _dims(dim, ndim, name):
@@ -183,24 +189,62 @@ def vecdot(x, y, *, dim=-1, out=None):
     return _write_out((x * y).sum(dim), out)
 
 
-def eig(A, *, out=None):
-    """Not available: general eigendecompositions are complex and ember has no complex dtypes."""
-    raise NotImplementedError("ember.linalg.eig: complex tensors are not supported; use "
-                              "linalg.eigh for symmetric matrices")
+def tensorinv(A, ind=2, *, out=None):
+    """The inverse of ``A`` seen as a map from its first ``ind`` dims to the rest."""
+    if ind <= 0:
+        raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    left, right = tuple(A.shape[:ind]), tuple(A.shape[ind:])
+    rows, cols = math.prod(left), math.prod(right)
+    if rows != cols:
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+                           f"prod(self.shape[:ind]), but got {cols} != {rows}")
+    return _write_out(inv(A.reshape(rows, cols)).reshape(right + left), out)
 
 
-def eigvals(A, *, out=None):
-    """Not available: general eigenvalues are complex and ember has no complex dtypes."""
-    raise NotImplementedError("ember.linalg.eigvals: complex tensors are not supported; use "
-                              "linalg.eigvalsh for symmetric matrices")
+def tensorsolve(A, B, dims=None, *, out=None):
+    """The ``X`` with ``tensordot(A, X, X.ndim) == B``."""
+    if dims is not None:
+        nd = A.dim()
+        dims = [d % nd for d in dims]
+        A = A.permute([d for d in range(nd) if d not in dims] + dims)
+    rest = tuple(A.shape[B.dim():])
+    n = math.prod(rest)
+    return _write_out(solve(A.reshape(B.numel(), n), B.reshape(B.numel())).reshape(rest), out)
 
 
-def lstsq(A, B, rcond=None, *, driver=None):
-    """Not implemented in ember; ``linalg.pinv(A) @ B`` gives the minimum-norm solution."""
-    raise NotImplementedError("ember.linalg.lstsq is not implemented; use linalg.pinv(A) @ B "
-                              "or linalg.solve")
+def vander(x, *, N=None):
+    """The Vandermonde matrix: ``x[..., None] ** arange(N)`` (increasing powers)."""
+    n = (x.shape[-1] if x.dim() else 1) if N is None else int(N)
+    if n <= 1:
+        raise RuntimeError("N must be greater than 1.")
+    ones = _make(array_module(x._data).ones(x._data.shape, dtype=x._data.dtype), False)
+    cols = [ones, x]
+    for _ in range(2, n):
+        cols.append(cols[-1] * x)
+    return _stack_last(cols)
 
 
-def matrix_exp(A):
-    """Not implemented in ember."""
-    raise NotImplementedError("ember.linalg.matrix_exp is not implemented")
+def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    """``torch.diagonal(A, offset, dim1, dim2)``, batch-friendly defaults (a view)."""
+    import ember
+    return ember.diagonal(A, offset, dim1, dim2)
+
+
+def _not_implemented(name, hint=""):
+    def fn(*args, **kwargs):
+        raise NotImplementedError(f"ember.linalg.{name} is not implemented{hint}")
+    fn.__name__ = name
+    fn.__doc__ = f"Not implemented in ember: raises NotImplementedError{hint}."
+    return fn
+
+
+eig = _not_implemented("eig", " (general eigendecompositions are complex; ember has no complex "
+                              "dtypes): use linalg.eigh for symmetric matrices")
+eigvals = _not_implemented("eigvals", " (the eigenvalues are complex; ember has no complex "
+                                      "dtypes): use linalg.eigvalsh for symmetric matrices")
+lstsq = _not_implemented("lstsq", ": linalg.pinv(A) @ B gives the minimum-norm solution")
+lu = _not_implemented("lu")
+lu_factor = _not_implemented("lu_factor")
+lu_solve = _not_implemented("lu_solve", ": use linalg.solve")
+ldl_factor = _not_implemented("ldl_factor")
+householder_product = _not_implemented("householder_product")

@@ -12,6 +12,8 @@ from oracle import Case, cases, check, check_raises
 
 import ember
 
+pytestmark = pytest.mark.filterwarnings("ignore:torch.(cholesky|qr|chain_matmul) is deprecated")
+
 f32 = dict(dtype=np.float32, rtol=1e-4, atol=1e-4)
 inf = math.inf
 
@@ -44,6 +46,13 @@ def _sign_free(*ts):
     return tuple(t * t for t in ts)
 
 
+def _cdist_or_formula(m, a, b, p):
+    if m is ember:
+        return m.cdist(a, b, p=p)
+    d = (a.unsqueeze(-2) - b.unsqueeze(-3)).abs()
+    return (d ** p).sum(-1) ** (1 / p)
+
+
 MATMUL = [
     Case("matmul_1d_1d", lambda m, a, b: m.matmul(a, b), [(4,), (4,)]),
     Case("matmul_1d_2d", lambda m, a, b: a @ b, [(4,), (4, 3)]),
@@ -65,6 +74,10 @@ MATMUL = [
     Case("matmul_1d_1d_f32", lambda m, a, b: a @ b, [(6,), (6,)], **f32),
     Case("matmul_int", lambda m, a, b: a @ b,
          lambda rng: [rng.integers(-5, 5, (3, 4)), rng.integers(-5, 5, (4, 2))]),
+    Case("matmul_only_b_grad", lambda m, a, b: a @ b, [(2, 3, 4), (4, 2)],
+         requires_grad=[False, True]),
+    Case("matmul_only_a_grad", lambda m, a, b: a @ b, [(4,), (2, 4, 2)],
+         requires_grad=[True, False]),
     Case("matmul_int_batched", lambda m, a, b: a @ b,
          lambda rng: [rng.integers(-5, 5, (2, 3, 4)), rng.integers(-5, 5, (4,))]),
 ]
@@ -143,6 +156,10 @@ CDIST = [
     Case("cdist_inf", lambda m, a, b: m.cdist(a, b, p=inf), [(3, 4), (5, 4)], gradgrad=False),
     Case("cdist_f32", lambda m, a, b: m.cdist(a, b), [(3, 4), (5, 4)], gradgrad=False, **f32),
     Case("cdist_zero_distance", lambda m, a: m.cdist(a, a), [(3, 2)], gradgrad=False),
+    # torch's cdist has no second derivative; ember's is checked against the formula
+    Case("cdist_gradgrad_p2", lambda m, a, b: _cdist_or_formula(m, a, b, 2), [(2, 3, 4), (5, 4)]),
+    Case("cdist_gradgrad_p3", lambda m, a, b: _cdist_or_formula(m, a, b, 3), [(3, 4), (5, 4)]),
+    Case("cdist_gradgrad_p1", lambda m, a, b: _cdist_or_formula(m, a, b, 1), [(3, 4), (5, 4)]),
 ]
 
 EINSUM = [
@@ -264,6 +281,30 @@ LINALG = [
     Case("qr_r_forward", lambda m, a: m.linalg.qr(a, mode="r")[1], [(4, 3)], grad=False),
     Case("qr_torch_style", lambda m, a: m.qr(a), [(4, 3)]),
     Case("qr_f32", lambda m, a: m.linalg.qr(a), [(4, 3)], **f32),
+    Case("solve_only_b_grad", lambda m, a, b: m.linalg.solve(a, b), _wellcond((3, 3), (3, 2)),
+         requires_grad=[False, True]),
+    Case("solve_only_a_grad", lambda m, a, b: m.linalg.solve(a, b), _wellcond((2, 3, 3), (3, 2)),
+         requires_grad=[True, False]),
+    Case("cholesky_solve", lambda m, b, a: m.cholesky_solve(b, m.linalg.cholesky(_spd(m, a))),
+         [(3, 2), (3, 3)]),
+    Case("cholesky_solve_upper",
+         lambda m, b, a: b.cholesky_solve(m.linalg.cholesky(_spd(m, a), upper=True), upper=True),
+         [(2, 3, 2), (3, 3)]),
+    Case("cholesky_inverse", lambda m, a: m.cholesky_inverse(m.linalg.cholesky(_spd(m, a))),
+         [(3, 3)]),
+    Case("matrix_exp", lambda m, a: m.linalg.matrix_exp(a), [(3, 3)]),
+    Case("matrix_exp_scaled", lambda m, a: m.matrix_exp(a * 4), [(2, 4, 4)], rtol=1e-6),
+    Case("matrix_exp_method_f32", lambda m, a: a.matrix_exp(), [(3, 3)], **f32),
+    Case("matrix_exp_zero", lambda m, a: m.linalg.matrix_exp(a * 0), [(3, 3)]),
+    Case("tensorinv", lambda m, a: m.linalg.tensorinv(a, ind=1), _wellcond((6, 6))),
+    Case("tensorinv_reshaped", lambda m, a: m.linalg.tensorinv(a.reshape(2, 3, 6)),
+         _wellcond((6, 6))),
+    Case("tensorsolve", lambda m, a, b: m.linalg.tensorsolve(a.reshape(2, 3, 6), b),
+         lambda rng: _wellcond((6, 6))(rng) + [rng.standard_normal((2, 3))]),
+    Case("vander", lambda m, x: m.linalg.vander(x), [(4,)]),
+    Case("vander_batched_N", lambda m, x: m.linalg.vander(x, N=3), [(2, 4)]),
+    Case("vander_int", lambda m, x: m.linalg.vander(x), lambda rng: [rng.integers(-3, 3, (3,))]),
+    Case("linalg_diagonal", lambda m, a: m.linalg.diagonal(a, offset=1), [(2, 3, 4)]),
     Case("pinv_tall", lambda m, a: m.linalg.pinv(a), [(4, 3)]),
     Case("pinv_wide_batched", lambda m, a: m.linalg.pinv(a), [(2, 3, 5)]),
     Case("pinv_hermitian", lambda m, a: m.linalg.pinv(_spd(m, a), hermitian=True), [(3, 3)]),
@@ -449,6 +490,16 @@ ERRORS = [
     ("multi_dot_3d", lambda m, a, b: m.linalg.multi_dot([a, b]), _z(2, 3, 3), _z(3, 3)),
     ("multi_dot_one", lambda m, a: m.linalg.multi_dot([a]), _z(3, 3)),
     ("vecdot_dtype", lambda m, a, b: m.linalg.vecdot(a, b), _z(3), _z(3, dtype=np.float64)),
+    ("matrix_exp_square", lambda m, a: m.linalg.matrix_exp(a), _z(2, 3)),
+    ("tensorinv_shape", lambda m, a: m.linalg.tensorinv(a, ind=1), _z(2, 3)),
+    ("vander_N", lambda m, a: m.linalg.vander(a, N=1), _z(3)),
+    ("cholesky_solve_dtype", lambda m, b, a: m.cholesky_solve(b, a), _z(2, 2),
+     _z(2, 2, dtype=np.float64)),
+    ("matmul_list", lambda m, a: m.matmul(a, [[1.0]]), _z(1, 1)),
+    ("matmul_operator_list", lambda m, a: a @ [[1.0]], _z(1, 1)),
+    ("mm_int_arg", lambda m, a: m.mm(a, 3), _z(2, 2)),
+    ("einsum_list_operand", lambda m, a: m.einsum("ij,ij", a, [[1.0]]), _z(1, 1)),
+    ("inv_list", lambda m, a: m.linalg.inv([[1.0]]), _z(1, 1)),
 ]
 
 
@@ -583,7 +634,17 @@ def test_backward_not_differentiable_modes():
 
 
 def test_not_implemented():
-    with pytest.raises(NotImplementedError):
-        ember.linalg.eig(ember.eye(2))
-    with pytest.raises(NotImplementedError):
-        ember.linalg.lstsq(ember.eye(2), ember.eye(2))
+    for name in ("eig", "eigvals", "lstsq", "lu", "lu_factor", "lu_solve", "ldl_factor",
+                 "householder_product"):
+        with pytest.raises(NotImplementedError, match=name):
+            getattr(ember.linalg, name)(ember.eye(2), ember.eye(2))
+
+
+def test_matrix_exp_known_values():
+    a = ember.tensor([[0.0, 1.0], [-1.0, 0.0]]) * math.pi / 3
+    c, s = math.cos(math.pi / 3), math.sin(math.pi / 3)
+    np.testing.assert_allclose(ember.linalg.matrix_exp(a).numpy(), [[c, s], [-s, c]],
+                               rtol=1e-6, atol=1e-7)
+    big = np.random.default_rng(0).standard_normal((3, 3)) * 20
+    np.testing.assert_allclose(ember.linalg.matrix_exp(ember.tensor(big)).numpy(),
+                               torch.linalg.matrix_exp(torch.tensor(big)).numpy(), rtol=1e-8)

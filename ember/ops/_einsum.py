@@ -4,6 +4,7 @@ import string
 
 import numpy as np
 
+from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
@@ -150,6 +151,10 @@ def einsum(*args):
             ops = tuple(ops[0])
     else:
         eq, ops = _sublist_equation(args)
+    for i, t in enumerate(ops):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 1, but got "
+                            f"{type(t).__name__}")
     eq = eq.replace(" ", "")
     lhs, arrow, rhs = eq.partition("->")
     in_subs = lhs.split(",")

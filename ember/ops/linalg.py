@@ -34,6 +34,14 @@ def _cname(np_dtype):
     return _CNAME.get(name, name)
 
 
+def _need_tensors(fname, names, *args):
+    """PyTorch's TypeError for a non-Tensor argument."""
+    for pos, (n, a) in enumerate(zip(names, args)):
+        if not isinstance(a, Tensor):
+            raise TypeError(f"{fname}(): argument '{n}' (position {pos + 1}) must be Tensor, "
+                            f"not {type(a).__name__}")
+
+
 def _write_out(result, out):
     """PyTorch's ``out=``: the result is copied into ``out`` (resized if needed)."""
     if out is None:
@@ -168,11 +176,13 @@ def matmul(input, other, *, out=None):
     and broadcast. ``torch.randn(2, 1, 3, 4) @ torch.randn(5, 4, 2)`` has shape
     ``(2, 5, 3, 2)``.
     """
+    _need_tensors("matmul", ["input", "other"], input, other)
     return _write_out(_matmul_node(input, other).apply(input, other), out)
 
 
 def mm(input, mat2, *, out=None):
     """Product of two matrices (2-D tensors, no broadcasting)."""
+    _need_tensors("mm", ["input", "mat2"], input, mat2)
     if input.dim() != 2:
         raise RuntimeError("self must be a matrix")
     if mat2.dim() != 2:
@@ -182,6 +192,7 @@ def mm(input, mat2, *, out=None):
 
 def bmm(input, mat2, *, out=None):
     """Batched product of a (b, n, m) and a (b, m, p) tensor (no broadcasting)."""
+    _need_tensors("bmm", ["input", "mat2"], input, mat2)
     if input.dim() != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
     if mat2.dim() != 3:
@@ -195,6 +206,7 @@ def bmm(input, mat2, *, out=None):
 
 def mv(input, vec, *, out=None):
     """Product of a matrix and a vector."""
+    _need_tensors("mv", ["input", "vec"], input, vec)
     if input.dim() != 2 or vec.dim() != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {input.dim()}, "
                            f"{vec.dim()}")
@@ -203,11 +215,13 @@ def mv(input, vec, *, out=None):
 
 def dot(input, tensor, *, out=None):
     """Dot product of two 1-D tensors of the same dtype."""
+    _need_tensors("dot", ["input", "tensor"], input, tensor)
     return _write_out(_dot("dot", input, tensor), out)
 
 
 def vdot(input, other, *, out=None):
     """Dot product of two 1-D tensors, conjugating the first (real tensors: ``dot``)."""
+    _need_tensors("vdot", ["input", "other"], input, other)
     return _write_out(_dot("vdot", input, other), out)
 
 
@@ -222,6 +236,7 @@ def _dot(name, a, b):
 
 def inner(input, other, *, out=None):
     """Sum of products over the last dim; shape ``input.shape[:-1] + other.shape[:-1]``."""
+    _need_tensors("inner", ["input", "other"], input, other)
     if input.dim() == 0 or other.dim() == 0:
         return _write_out(input * other, out)
     if input.shape[-1] != other.shape[-1]:
@@ -232,6 +247,7 @@ def inner(input, other, *, out=None):
 
 def outer(input, vec2, *, out=None):
     """Outer product of two 1-D tensors: ``out[i, j] = input[i] * vec2[j]``."""
+    _need_tensors("outer", ["input", "vec2"], input, vec2)
     if input.dim() != 1:
         raise RuntimeError(f"outer: Expected 1-D argument self, but got {input.dim()}-D")
     if vec2.dim() != 1:
@@ -300,6 +316,7 @@ def matrix_power(input, n, *, out=None):
 
     ``n = 0`` gives identity matrices, negative ``n`` powers of the inverse.
     """
+    _need_tensors("matrix_power", ["input"], input)
     if input.dim() < 2:
         raise RuntimeError("linalg.matrix_power: The input tensor A must have at least 2 "
                            "dimensions.")
@@ -335,6 +352,7 @@ def _eye_like(arr, n):
 
 def kron(input, other, *, out=None):
     """Kronecker product; the operand with fewer dims gets leading size-1 dims."""
+    _need_tensors("kron", ["input", "other"], input, other)
     nd = max(input.dim(), other.dim())
     a = input.reshape((1,) * (nd - input.dim()) + tuple(input.shape))
     b = other.reshape((1,) * (nd - other.dim()) + tuple(other.shape))
@@ -350,6 +368,7 @@ def tensordot(a, b, dims=2, out=None):
     ``dims`` is an int (the last ``dims`` of ``a`` with the first of ``b``) or a
     pair of lists of dims.
     """
+    _need_tensors("tensordot", ["a", "b"], a, b)
     if isinstance(dims, Tensor):
         dims = dims.tolist()
     if isinstance(dims, (int, np.integer)):
@@ -387,6 +406,7 @@ def tensordot(a, b, dims=2, out=None):
 
 def trace(input):
     """Sum of the main diagonal of a matrix (integers sum as int64)."""
+    _need_tensors("trace", ["input"], input)
     if input.dim() != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.dim()}")
     return Diagonal.apply(input, 0, 1).sum(-1)
@@ -405,6 +425,7 @@ def cross(input, other, dim=None, *, out=None):
 
     The operands broadcast against each other.
     """
+    _need_tensors("cross", ["input", "other"], input, other)
     if input.dtype != other.dtype:
         raise RuntimeError(f"expected scalar type {_tname(input._data.dtype)} but found "
                            f"{_tname(other._data.dtype)}")
@@ -483,6 +504,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     Batch dims broadcast. ``compute_mode`` is accepted for compatibility: ember always
     computes the distances directly.
     """
+    _need_tensors("cdist", ["x1", "x2"], x1, x2)
     if x1.dim() < 2:
         raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.dim()}D")
     if x2.dim() < 2:
@@ -509,10 +531,21 @@ _TENSOR_METHODS = {
     "matmul": matmul, "mm": mm, "bmm": bmm, "mv": mv, "dot": dot, "vdot": vdot,
     "inner": inner, "outer": outer, "ger": outer, "addmm": addmm, "addmv": addmv,
     "addbmm": addbmm, "baddbmm": baddbmm, "addr": addr, "matrix_power": matrix_power,
-    "kron": kron, "trace": trace, "cross": cross, "__matmul__": matmul,
+    "kron": kron, "trace": trace, "cross": cross,
 }
 for _name, _fn in _TENSOR_METHODS.items():
     setattr(Tensor, _name, _fn)
 for _name in ("addmm", "addmv", "addbmm", "baddbmm", "addr"):
     setattr(Tensor, _name + "_", inplace_method(_TENSOR_METHODS[_name]))
-Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
+
+
+def _matmul_op(self, other):
+    return matmul(self, other) if isinstance(other, Tensor) else NotImplemented
+
+
+def _rmatmul_op(self, other):
+    return matmul(other, self) if isinstance(other, Tensor) else NotImplemented
+
+
+Tensor.__matmul__ = _matmul_op
+Tensor.__rmatmul__ = _rmatmul_op

@@ -14,7 +14,8 @@ from ember.backend import array_module
 from ember.ops._einsum import DiagEmbed, _tname
 from ember.ops.linalg import _write_out
 
-__all__ = ["inverse", "det", "logdet", "slogdet", "cholesky", "pinverse", "svd", "qr"]
+__all__ = ["inverse", "det", "logdet", "slogdet", "cholesky", "cholesky_solve",
+           "cholesky_inverse", "pinverse", "svd", "qr", "matrix_exp"]
 
 
 class LinAlgError(RuntimeError):
@@ -23,6 +24,9 @@ class LinAlgError(RuntimeError):
 
 # ----- checks ----------------------------------------------------------------------------
 def _check_float(name, A):
+    if not isinstance(A, Tensor):
+        raise TypeError(f"{name.replace('.', '_')}(): argument 'A' (position 1) must be Tensor, "
+                        f"not {type(A).__name__}")
     dt = A._data.dtype
     if dt.kind != "f":
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
@@ -32,6 +36,8 @@ def _check_float(name, A):
 
 
 def _check_square(name, A, float_only=True):
+    if not isinstance(A, Tensor):
+        _check_float(name, A)
     if A.dim() < 2:
         raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
     m, n = A.shape[-2:]
@@ -43,6 +49,8 @@ def _check_square(name, A, float_only=True):
 
 
 def _check_matrix(name, A):
+    if not isinstance(A, Tensor):
+        _check_float(name, A)
     if A.dim() < 2:
         raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
     _check_float(name, A)
@@ -380,6 +388,28 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     return L, _make(array_module(A._data).asarray(np.zeros(tuple(A.shape[:-2]), np.int32)))
 
 
+def _from_cholesky(L, upper, name):
+    if L.dim() < 2 or L.shape[-1] != L.shape[-2]:
+        raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
+                           f"{tuple(L.shape[-2:])} matrices")
+    return L.mT.matmul(L) if upper else L.matmul(L.mT)
+
+
+def cholesky_solve(B, L, upper=False, *, out=None):
+    """The solution of ``A X = B`` given the Cholesky factor ``L`` of ``A = L L^T``."""
+    if B.dtype != L.dtype:
+        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
+                           f"{_tname(B._data.dtype)} and A of type {_tname(L._data.dtype)} "
+                           "instead.")
+    return _write_out(solve(_from_cholesky(L, upper, "cholesky_solve"), B), out)
+
+
+def cholesky_inverse(L, upper=False, *, out=None):
+    """The inverse of ``A = L L^T`` (or ``U^T U``) from its Cholesky factor."""
+    _check_float("cholesky_inverse", L)
+    return _write_out(inv(_from_cholesky(L, upper, "cholesky_inverse")), out)
+
+
 # ----- eigh, svd, qr -------------------------------------------------------------------------
 class Eigh(_SavesOutputs):
     _node_name = "LinalgEighBackward0"
@@ -695,3 +725,42 @@ Tensor.cholesky = cholesky
 Tensor.pinverse = pinverse
 Tensor.svd = svd
 Tensor.qr = qr
+
+
+# ----- matrix exponential ----------------------------------------------------------------
+_PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800.,
+           129060195264000., 10559470521600., 670442572800., 33522128640., 1323241920.,
+           40840800., 960960., 16380., 182., 1.)
+
+
+def matrix_exp(A):
+    """The matrix exponential ``sum_k A^k / k!`` of a square matrix (or batch).
+
+    Computed by scaling and squaring with a degree-13 Pade approximant (Higham 2005),
+    written in ember ops, so it differentiates (to any order) like any composite.
+    """
+    _check_square("linalg.matrix_exp", A)
+    n = A.shape[-1]
+    if A.numel() == 0:
+        return A.clone()
+    norm1 = float(np.abs(np.asarray(A._data)).sum(-2).max()) if A.numel() else 0.0
+    s = max(0, int(math.ceil(math.log2(norm1 / 5.371920351148152)))) if norm1 > 0 else 0
+    X = A / (2 ** s) if s else A
+    b = _PADE13
+    eye = _eye(A, n)
+    X2 = X.matmul(X)
+    X4 = X2.matmul(X2)
+    X6 = X4.matmul(X2)
+    U = X.matmul(X6.matmul(b[13] * X6 + b[11] * X4 + b[9] * X2) + b[7] * X6 + b[5] * X4 +
+                 b[3] * X2 + b[1] * eye)
+    V = X6.matmul(b[12] * X6 + b[10] * X4 + b[8] * X2) + b[6] * X6 + b[4] * X4 + b[2] * X2 + \
+        b[0] * eye
+    R = _solve(V - U, V + U)
+    for _ in range(s):
+        R = R.matmul(R)
+    return R
+
+
+Tensor.cholesky_solve = cholesky_solve
+Tensor.cholesky_inverse = cholesky_inverse
+Tensor.matrix_exp = matrix_exp
