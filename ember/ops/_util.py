@@ -146,3 +146,10 @@ def check_same_device(op, *tensors):
         a, b = sorted(devs)[:2]
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least "
                            f"two devices, {a} and {b}! (when checking arguments for {op})")
+
+
+def check_out(op, out):
+    """``out=`` is not supported: say so instead of silently ignoring it."""
+    if out is not None:
+        raise NotImplementedError(f"{op}(out=...): ember does not write into out= tensors; "
+                                  "assign the result instead")

@@ -8,7 +8,7 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
-from ember.ops._util import default_float_np, promote_arrays
+from ember.ops._util import check_out, default_float_np, promote_arrays
 
 __all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide",
            "floor_divide", "remainder", "fmod", "pow", "float_power", "atan2", "arctan2",
@@ -434,11 +434,13 @@ class BitwiseNot(Primitive):
 
 def logical_not(input, *, out=None):
     """Elementwise logical not; a bool tensor."""
+    check_out("logical_not", out)
     return LogicalNot.apply(input)
 
 
 def bitwise_not(input, *, out=None):
     """Elementwise bitwise not (logical not for bool tensors)."""
+    check_out("bitwise_not", out)
     return BitwiseNot.apply(input)
 
 
@@ -451,6 +453,7 @@ _div = Div.binary_function()
 
 def add(input, other, *, alpha=1, out=None):
     """``input + alpha * other``, broadcasting, with PyTorch's type promotion."""
+    check_out("add", out)
     if alpha == 1:
         return _add(input, other)
     return AddScaled.apply(input, other, alpha)
@@ -458,6 +461,7 @@ def add(input, other, *, alpha=1, out=None):
 
 def sub(input, other, *, alpha=1, out=None):
     """``input - alpha * other``."""
+    check_out("sub", out)
     if alpha == 1:
         return _sub(input, other)
     return AddScaled.apply(input, other, -alpha)
@@ -468,6 +472,7 @@ subtract = sub
 
 def mul(input, other, *, out=None):
     """Elementwise product."""
+    check_out("mul", out)
     return _mul(input, other)
 
 
@@ -476,6 +481,7 @@ multiply = mul
 
 def div(input, other, *, rounding_mode=None, out=None):
     """True division (integers give floats), or rounded with ``'trunc'`` or ``'floor'``."""
+    check_out("div", out)
     if rounding_mode is None:
         return _div(input, other)
     if rounding_mode == "floor":
@@ -491,26 +497,31 @@ divide = div
 
 def true_divide(dividend, divisor, *, out=None):
     """True division."""
+    check_out("true_divide", out)
     return Div.apply(dividend, divisor)
 
 
 def floor_divide(input, other, *, out=None):
     """Division rounded toward negative infinity (Python's ``//``)."""
+    check_out("floor_divide", out)
     return FloorDivide.apply(input, other)
 
 
 def remainder(input, other, *, out=None):
     """Python-style modulus: the result has the sign of the divisor."""
+    check_out("remainder", out)
     return Remainder.apply(input, other)
 
 
 def fmod(input, other, *, out=None):
     """C-style modulus: the result has the sign of the dividend."""
+    check_out("fmod", out)
     return Fmod.apply(input, other)
 
 
 def pow(input, exponent, *, out=None):
     """``input ** exponent``; either may be a Python number."""
+    check_out("pow", out)
     if not isinstance(exponent, Tensor):
         if isinstance(input, Tensor):
             return PowScalar.apply(input, exponent)
@@ -521,6 +532,7 @@ def pow(input, exponent, *, out=None):
 
 def float_power(input, exponent, *, out=None):
     """``pow`` computed in float64."""
+    check_out("float_power", out)
     input = input.double() if isinstance(input, Tensor) else float(input)
     exponent = exponent.double() if isinstance(exponent, Tensor) else float(exponent)
     return pow(input, exponent)
@@ -528,6 +540,7 @@ def float_power(input, exponent, *, out=None):
 
 def atan2(input, other, *, out=None):
     """Elementwise arctangent of ``input / other`` choosing the quadrant."""
+    check_out("atan2", out)
     return Atan2.apply(input, other)
 
 
@@ -536,36 +549,43 @@ arctan2 = atan2
 
 def hypot(input, other, *, out=None):
     """``sqrt(input**2 + other**2)`` without overflow."""
+    check_out("hypot", out)
     return Hypot.apply(input, other)
 
 
 def xlogy(input, other, *, out=None):
     """``input * log(other)``, 0 where ``input`` is 0."""
+    check_out("xlogy", out)
     return Xlogy.apply(input, other)
 
 
 def minimum(input, other, *, out=None):
     """Elementwise minimum (NaN propagates); ties split the gradient evenly."""
+    check_out("minimum", out)
     return Minimum.apply(input, other)
 
 
 def maximum(input, other, *, out=None):
     """Elementwise maximum (NaN propagates); ties split the gradient evenly."""
+    check_out("maximum", out)
     return Maximum.apply(input, other)
 
 
 def fmin(input, other, *, out=None):
     """Elementwise minimum ignoring NaN."""
+    check_out("fmin", out)
     return Fmin.apply(input, other)
 
 
 def fmax(input, other, *, out=None):
     """Elementwise maximum ignoring NaN."""
+    check_out("fmax", out)
     return Fmax.apply(input, other)
 
 
 def where(condition, input=None, other=None, *, out=None):
     """``input`` where ``condition`` holds, else ``other``; with one argument, ``nonzero``."""
+    check_out("where", out)
     if input is None and other is None:
         return condition.nonzero(as_tuple=True)
     return Where.apply(condition, input, other)
@@ -573,11 +593,13 @@ def where(condition, input=None, other=None, *, out=None):
 
 def lerp(input, end, weight, *, out=None):
     """``input + weight * (end - input)``."""
+    check_out("lerp", out)
     return Lerp.apply(input, end, weight)
 
 
 def copysign(input, other, *, out=None):
     """``|input|`` with the sign of ``other``."""
+    check_out("copysign", out)
     if not isinstance(other, Tensor):
         other = float(other)
         sign = -1.0 if np.copysign(1.0, other) < 0 else 1.0
@@ -587,11 +609,13 @@ def copysign(input, other, *, out=None):
 
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 * tensor2``."""
+    check_out("addcmul", out)
     return input + value * tensor1 * tensor2 if value != 1 else input + tensor1 * tensor2
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 / tensor2``."""
+    check_out("addcdiv", out)
     return input + value * (tensor1 / tensor2)
 
 

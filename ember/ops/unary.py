@@ -7,7 +7,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
-from ember.ops._util import promote_arrays, to_float
+from ember.ops._util import check_out, promote_arrays, to_float
 from ember.ops.elementwise import where
 
 __all__ = ["neg", "negative", "abs", "absolute", "sign", "sgn", "exp", "exp2", "log", "log2",
@@ -236,6 +236,7 @@ class Abs(Primitive):
 
 def abs(input, *, out=None):
     """Elementwise absolute value (gradient 0 at 0)."""
+    check_out("abs", out)
     return Abs.apply(input)
 
 
@@ -270,6 +271,7 @@ class Round(Primitive):
 
 def round(input, *, decimals=0, out=None):
     """Round half to even, as PyTorch (optionally to ``decimals`` places)."""
+    check_out("round", out)
     return Round.apply(input, decimals)
 
 
@@ -331,6 +333,7 @@ class ClampTensor(Primitive):
 
 def clamp(input, min=None, max=None, *, out=None):
     """Clamp every element into ``[min, max]``; bounds may be numbers or tensors."""
+    check_out("clamp", out)
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
@@ -391,6 +394,7 @@ class NanToNum(Primitive):
 
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
     """Replace NaN, +inf and -inf with finite numbers (default: 0 and the dtype's extremes)."""
+    check_out("nan_to_num", out)
     return NanToNum.apply(input, nan, posinf, neginf)
 
 
