@@ -24,7 +24,6 @@ from ember.ops.linalg_decomp import (
     matrix_exp,
     matrix_rank,
     pinv,
-    slogdet,
     solve,
     solve_ex,
     solve_triangular,
@@ -32,6 +31,7 @@ from ember.ops.linalg_decomp import (
 )
 from ember.ops.linalg_decomp import cholesky_linalg as cholesky
 from ember.ops.linalg_decomp import qr_linalg as qr
+from ember.ops.linalg_decomp import slogdet_linalg as slogdet
 from ember.ops.linalg_decomp import svd_linalg as svd
 
 __all__ = ["LinAlgError", "matmul", "det", "slogdet", "inv", "inv_ex", "solve", "solve_ex",

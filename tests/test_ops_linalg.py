@@ -156,6 +156,12 @@ CDIST = [
     Case("cdist_inf", lambda m, a, b: m.cdist(a, b, p=inf), [(3, 4), (5, 4)], gradgrad=False),
     Case("cdist_f32", lambda m, a, b: m.cdist(a, b), [(3, 4), (5, 4)], gradgrad=False, **f32),
     Case("cdist_zero_distance", lambda m, a: m.cdist(a, a), [(3, 2)], gradgrad=False),
+    Case("cdist_mm_path", lambda m, a, b: m.cdist(a, b), [(2, 30, 3), (4, 3)], rtol=1e-6),
+    Case("cdist_mm_forced", lambda m, a, b: m.cdist(a, b, compute_mode="use_mm_for_euclid_dist"),
+         [(3, 4), (5, 4)], rtol=1e-6),
+    Case("cdist_mm_path_f32", lambda m, a, b: m.cdist(a, b), [(30, 3), (4, 3)], **f32),
+    Case("cdist_no_mm", lambda m, a, b: m.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist"),
+         [(30, 3), (4, 3)], gradgrad=False),
     # torch's cdist has no second derivative; ember's is checked against the formula
     Case("cdist_gradgrad_p2", lambda m, a, b: _cdist_or_formula(m, a, b, 2), [(2, 3, 4), (5, 4)]),
     Case("cdist_gradgrad_p3", lambda m, a, b: _cdist_or_formula(m, a, b, 3), [(3, 4), (5, 4)]),
@@ -446,6 +452,7 @@ ERRORS = [
     ("cdist_int", lambda m, a, b: m.cdist(a, b), _i(2, 3), _i(2, 3)),
     ("cdist_dtype", lambda m, a, b: m.cdist(a, b), _z(2, 3), _z(2, 3, dtype=np.float64)),
     ("cdist_neg_p", lambda m, a, b: m.cdist(a, b, p=-1), _z(2, 3), _z(2, 3)),
+    ("cdist_mode", lambda m, a, b: m.cdist(a, b, compute_mode="fast"), _z(2, 3), _z(2, 3)),
     ("einsum_few_operands", lambda m, a: m.einsum("ij,jk", a), _z(3, 4)),
     ("einsum_many_operands", lambda m, a, b: m.einsum("ij", a, b), _z(3, 4), _z(3, 4)),
     ("einsum_size", lambda m, a, b: m.einsum("ij,jk", a, b), _z(3, 2), _z(4, 5)),
@@ -648,3 +655,26 @@ def test_matrix_exp_known_values():
     big = np.random.default_rng(0).standard_normal((3, 3)) * 20
     np.testing.assert_allclose(ember.linalg.matrix_exp(ember.tensor(big)).numpy(),
                                torch.linalg.matrix_exp(torch.tensor(big)).numpy(), rtol=1e-8)
+
+
+def test_named_results_and_out_tuples():
+    a = np.random.default_rng(0).standard_normal((3, 3))
+    s = a + a.T
+    for m in (ember, torch):
+        x, sx = m.tensor(a), m.tensor(s)
+        assert type(m.linalg.eigh(sx)).__name__ == "linalg_eigh"
+        np.testing.assert_allclose(m.linalg.eigh(sx).eigenvalues.numpy(), np.linalg.eigvalsh(s))
+        np.testing.assert_allclose(m.linalg.slogdet(x).logabsdet.numpy(),
+                                   np.linalg.slogdet(a)[1])
+        assert m.slogdet(x).sign.item() == np.sign(np.linalg.det(a))
+        np.testing.assert_allclose(m.linalg.svd(x).S.numpy(), np.linalg.svd(a)[1])
+        np.testing.assert_allclose(m.svd(x).V.abs().numpy(), np.abs(np.linalg.svd(a)[2].T),
+                                   atol=1e-12)
+        np.testing.assert_allclose(m.linalg.qr(x).R.abs().numpy(), np.abs(np.linalg.qr(a)[1]),
+                                   atol=1e-12)
+        assert m.linalg.inv_ex(x).info.item() == 0
+        assert m.linalg.cholesky_ex(m.tensor(s @ s.T + np.eye(3))).info.item() == 0
+        out = (m.empty(0, dtype=m.float64), m.empty(0, dtype=m.float64))
+        r = m.linalg.slogdet(x, out=out)
+        assert r[0] is out[0] and r[1] is out[1]
+        np.testing.assert_allclose(out[1].numpy(), np.linalg.slogdet(a)[1])

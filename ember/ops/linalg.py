@@ -475,6 +475,13 @@ class Cdist(Primitive):
     def backward(self, gy):
         x1, x2, dist = self.saved_tensors
         p = self.p
+        e = self._edges
+        if p == 2:
+            # sum_j g_ij (x1_i - x2_j) / d_ij without the (P, R, M) differences
+            w = (gy / dist).masked_fill(dist == 0, 0.0)
+            g1 = x1 * w.sum(-1, keepdim=True) - w.matmul(x2) if e[0] is not None else None
+            g2 = x2 * w.sum(-2).unsqueeze(-1) - w.mT.matmul(x1) if e[1] is not None else None
+            return g1, g2, None
         diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
         g = gy.unsqueeze(-1)
         d = dist.unsqueeze(-1)
@@ -483,8 +490,6 @@ class Cdist(Primitive):
             gd = diff * 0
         elif p == 1:
             gd = g * diff.sign()
-        elif p == 2:
-            gd = (g * diff / d).masked_fill(zero, 0.0)
         elif math.isinf(p):
             gd = g * diff.sign() * (diff.abs() == d)
         elif p < 2:
@@ -493,7 +498,6 @@ class Cdist(Primitive):
                 gd = gd.masked_fill(diff == 0, 0.0)
         else:
             gd = (diff * diff.abs().pow(p - 2) * g / d.pow(p - 1)).masked_fill(zero, 0.0)
-        e = self._edges
         return (gd.sum(-2) if e[0] is not None else None,
                 -gd.sum(-3) if e[1] is not None else None, None)
 
@@ -501,8 +505,9 @@ class Cdist(Primitive):
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """Distances ``||x1[..., i, :] - x2[..., j, :]||_p`` for (B, P, M) and (B, R, M) inputs.
 
-    Batch dims broadcast. ``compute_mode`` is accepted for compatibility: ember always
-    computes the distances directly.
+    Batch dims broadcast. For ``p=2`` the distances come from matrix products when
+    either operand has more than 25 rows (``compute_mode``'s default, as in PyTorch),
+    ``sqrt(|x1|^2 - 2 x1 x2^T + |x2|^2)``, which needs no (P, R, M) intermediate.
     """
     _need_tensors("cdist", ["x1", "x2"], x1, x2)
     if x1.dim() < 2:
@@ -524,6 +529,13 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
                             "donot_use_mm_for_euclid_dist"):
         raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    P, R = x1.shape[-2], x2.shape[-2]
+    if p == 2 and (compute_mode == "use_mm_for_euclid_dist" or (
+            compute_mode == "use_mm_for_euclid_dist_if_necessary" and (P > 25 or R > 25))):
+        n1 = (x1 * x1).sum(-1, keepdim=True)
+        n2 = (x2 * x2).sum(-1, keepdim=True)
+        d2 = n1 - 2 * x1.matmul(x2.mT) + n2.mT
+        return d2.clamp_min(1e-30).sqrt()
     return Cdist.apply(x1, x2, float(p))
 
 

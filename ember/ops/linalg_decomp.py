@@ -13,6 +13,7 @@ from ember.autograd.node import Primitive, _SavedOutput
 from ember.backend import array_module
 from ember.ops._einsum import DiagEmbed, _tname
 from ember.ops.linalg import _write_out
+from ember.ops.reduction import _return_type, return_types
 
 __all__ = ["inverse", "det", "logdet", "slogdet", "cholesky", "cholesky_solve",
            "cholesky_inverse", "pinverse", "svd", "qr", "matrix_exp"]
@@ -20,6 +21,32 @@ __all__ = ["inverse", "det", "logdet", "slogdet", "cholesky", "cholesky_solve",
 
 class LinAlgError(RuntimeError):
     """A linear algebra routine failed on its input (``torch.linalg.LinAlgError``)."""
+
+
+def _named(name, fields):
+    """A ``torch.return_types.<name>`` namedtuple, also found as ``ember.return_types.<name>``."""
+    cls = _return_type(name, fields)
+    cls.__module__ = __name__
+    cls.__qualname__ = "_rt_" + name
+    globals()["_rt_" + name] = cls  # a module-level name, so the tuples pickle
+    setattr(return_types, name, cls)
+    return cls
+
+
+_rt = {n: _named(n, f) for n, f in [
+    ("linalg_slogdet", "sign logabsdet"), ("slogdet", "sign logabsdet"),
+    ("linalg_inv_ex", "inverse info"), ("linalg_solve_ex", "result info"),
+    ("linalg_cholesky_ex", "L info"), ("linalg_eigh", "eigenvalues eigenvectors"),
+    ("linalg_svd", "U S Vh"), ("svd", "U S V"), ("linalg_qr", "Q R"), ("qr", "Q R")]}
+
+
+def _results(name, results, out):
+    """The named result tuple; with ``out`` (a tuple of tensors) written into those."""
+    if out is not None:
+        if len(out) != len(results):
+            raise TypeError(f"{name}(): argument 'out' must be a tuple of {len(results)} Tensors")
+        results = [_write_out(r, o) for r, o in zip(results, out)]
+    return _rt[name](*results)
 
 
 # ----- checks ----------------------------------------------------------------------------
@@ -180,7 +207,8 @@ def inv_ex(A, *, check_errors=False, out=None):
                 info.append(_zero_pivot(m))
         info = np.array(info, dtype=np.int32).reshape(batch)
         res = _make(array_module(A._data).asarray(np.stack(invs).reshape(A._data.shape)), False)
-    return res, _make(array_module(A._data).asarray(info), False)
+    return _results("linalg_inv_ex", (res, _make(array_module(A._data).asarray(info), False)),
+                    out)
 
 
 class Det(Primitive):
@@ -239,7 +267,13 @@ class Slogdet(_SavesOutputs):
 def slogdet(A, *, out=None):
     """``(sign, logabsdet)`` of the determinant; ``sign`` is 0 for a singular matrix."""
     _check_square("linalg.slogdet", A)
-    return Slogdet.apply(A)
+    return _results("slogdet", Slogdet.apply(A), out)
+
+
+def slogdet_linalg(A, *, out=None):
+    """``torch.linalg.slogdet``: ``(sign, logabsdet)`` of the determinant."""
+    _check_square("linalg.slogdet", A)
+    return _results("linalg_slogdet", Slogdet.apply(A), out)
 
 
 def logdet(input):
@@ -315,7 +349,8 @@ def solve_ex(A, B, *, left=True, check_errors=False, out=None):
     """``(solve(A, B), info)``; raises like ``solve`` on a singular matrix."""
     X = solve(A, B, left=left)
     info = np.zeros(tuple(A.shape[:-2]), dtype=np.int32)
-    return X, _make(array_module(A._data).asarray(info), False)
+    return _results("linalg_solve_ex", (X, _make(array_module(A._data).asarray(info), False)),
+                    out)
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
@@ -385,7 +420,8 @@ def cholesky(input, upper=False, *, out=None):
 def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     """``(L, info)``; raises like ``cholesky`` when ``A`` is not positive-definite."""
     L = cholesky_linalg(A, upper=upper)
-    return L, _make(array_module(A._data).asarray(np.zeros(tuple(A.shape[:-2]), np.int32)))
+    info = _make(array_module(A._data).asarray(np.zeros(tuple(A.shape[:-2]), np.int32)))
+    return _results("linalg_cholesky_ex", (L, info), out)
 
 
 def _from_cholesky(L, upper, name):
@@ -441,7 +477,7 @@ def eigh(A, UPLO="L", *, out=None):
     _check_square("linalg.eigh", A)
     if UPLO not in ("L", "U"):
         raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
-    return Eigh.apply(A, UPLO)
+    return _results("linalg_eigh", Eigh.apply(A, UPLO), out)
 
 
 def eigvalsh(A, UPLO="L", *, out=None):
@@ -513,7 +549,7 @@ def svd_linalg(A, full_matrices=True, *, driver=None, out=None):
     singular values (as in PyTorch).
     """
     _check_matrix("linalg.svd", A)
-    return Svd.apply(A, bool(full_matrices))
+    return _results("linalg_svd", Svd.apply(A, bool(full_matrices)), out)
 
 
 def svdvals(A, *, driver=None, out=None):
@@ -529,8 +565,8 @@ def svd(input, some=True, compute_uv=True, *, out=None):
     if not compute_uv:
         zu = _make(array_module(input._data).zeros_like(U._data), False)
         zv = _make(array_module(input._data).zeros_like(Vh._data), False)
-        return zu, S, zv.mT
-    return U, S, Vh.mT
+        return _results("svd", (zu, S, zv.mT), out)
+    return _results("svd", (U, S, Vh.mT), out)
 
 
 class Qr(_SavesOutputs):
@@ -584,12 +620,13 @@ def qr_linalg(A, mode="reduced", *, out=None):
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
                            "'reduced' (default), 'r', or 'complete'")
-    return Qr.apply(A, mode)
+    return _results("linalg_qr", Qr.apply(A, mode), out)
 
 
 def qr(input, some=True, *, out=None):
     """``torch.qr``: ``(Q, R)``, reduced when ``some``."""
-    return qr_linalg(input, "reduced" if some else "complete")
+    _check_matrix("qr", input)
+    return _results("qr", Qr.apply(input, "reduced" if some else "complete"), out)
 
 
 # ----- pseudo-inverse, rank ------------------------------------------------------------------
