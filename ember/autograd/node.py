@@ -1,6 +1,5 @@
 """Graph nodes. A :class:`Primitive` is both an op (its forward on arrays) and the
 node it leaves in the graph (its backward, written in ember Tensor ops)."""
-import sys
 import weakref
 
 from ember import _tensor
