@@ -170,6 +170,9 @@ VIEW_INPLACE = [
     Case("view_split", _inplace_view(lambda m, y, z: y.narrow(1, 1, 2).sub_(z)),
          [(3, 4), (3, 1)]),
     Case("view_fcontig_base", lambda m, x, z: _fcontig(x, z), [(3, 4), (4,)]),
+    Case("view_stale_after_base_inplace", lambda m, x: _stale_base(x), [(3, 4)]),
+    Case("view_stale_sibling", lambda m, x: _stale_sibling(x), [(3, 4)]),
+    Case("view_stale_setitem", lambda m, x, z: _stale_setitem(x, z), [(3, 4), (4,)]),
     Case("view_masked_fill_", _inplace_view(lambda m, y, z: y[1].masked_fill_(y[1] > 0, z.sum())),
          [(3, 4), (2,)]),
 ]
@@ -194,6 +197,28 @@ def _view_uses_base(x):
     y[0].mul_(y[1].detach() + 1)
     y[2] = y[0] + y[1]  # add saves nothing: the later writes into y are fine
     return y
+
+
+def _stale_base(x):
+    y = x * 1
+    v = y[0]
+    w = y.t()
+    y.mul_(2)  # v and w were taken before: they must see y's new node
+    return v * 1 + w[:, 1]
+
+
+def _stale_sibling(x):
+    y = x * 1
+    a, b = y[0], y[:, 1]
+    a.mul_(3)  # b overlaps a at y[0, 1]
+    return b.exp()
+
+
+def _stale_setitem(x, z):
+    y = x * 1
+    rows = [y[i] for i in range(3)]
+    y[1] = z
+    return rows[1] * rows[0]
 
 
 def _fcontig(x, z):
@@ -354,6 +379,64 @@ def test_scatter_reduce(case):
 @cases(MASKED)
 def test_masked(case):
     check(case)
+
+
+def _random_index(rng, shape):
+    items, d = [], 0
+    for _ in range(rng.integers(1, 5)):
+        n = max(shape[min(d, len(shape) - 1)], 2)
+        k = rng.integers(8)
+        if k == 0:
+            it = int(rng.integers(-n, n))
+        elif k == 1:
+            it = slice([None, 0, 1, -2][rng.integers(4)], [None, 2, -1, 10][rng.integers(4)],
+                       [None, 1, 2][rng.integers(3)])
+        elif k == 2:
+            it = None
+        elif k == 3:
+            it = [int(v) for v in rng.integers(-n, n, size=rng.integers(1, 4))]
+        elif k == 4:
+            it = ("int", [int(v) for v in rng.integers(0, n, size=2)])
+        elif k == 5:
+            it = ("mask", [bool(v) for v in rng.random(n) < 0.5])
+        elif k == 6:
+            it = Ellipsis
+        else:
+            it = slice(None)
+        items.append(it)
+        d += it is not None and it is not Ellipsis
+    return items
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5, 2), (2, 0, 3), (5, 1, 3)])
+def test_random_indices(shape):
+    """Random mixes of every index kind: result, gradient and setitem agree with torch
+    (or both raise the same error type)."""
+    import torch
+    rng = np.random.default_rng(len(shape))
+    a = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+    for _ in range(150):
+        items = _random_index(rng, shape)
+        res = []
+        for lib in (torch, ember):
+            x = lib.tensor(a, requires_grad=True)
+            idx = tuple(lib.tensor(it[1]) if type(it) is tuple else it for it in items)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    r = x[idx]
+                    g = lib.autograd.grad((r * r).sum(), x)[0]
+                    y = x.detach().clone()
+                    y[idx] = -1.0
+                res.append((r.detach().numpy().copy(), g.numpy().copy(), y.numpy().copy()))
+            except (IndexError, RuntimeError, TypeError, ValueError) as e:
+                res.append(type(e))
+        t, e = res
+        if isinstance(t, type) or isinstance(e, type):
+            assert t is e, f"{items}: torch {t}, ember {e}"
+            continue
+        for u, v in zip(t, e):
+            assert u.shape == v.shape and np.array_equal(u, v), items
 
 
 def test_list_of_lists_index_is_a_tuple():

@@ -57,6 +57,8 @@ def commit(t, result):
         t.grad_fn = result.grad_fn
         t._output_nr = result._output_nr
         t._requires_grad = True
+        from ember.ops._views import refresh_views
+        refresh_views(t)  # views of t taken earlier now read its new node
     return t
 
 

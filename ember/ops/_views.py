@@ -5,6 +5,8 @@ the view's region of the base is expressed as the flat positions of its elements
 in the base, and the base gets a node that scatters the new values into it
 (PyTorch's CopySlices).
 """
+import weakref
+
 import numpy as np
 
 from ember._tensor import Tensor, _make
@@ -22,10 +24,48 @@ class ViewPrimitive(Primitive):
             for o in out:
                 o._base = base
                 o._vc = x._vc
+                if o._requires_grad and base.grad_fn is not None:
+                    _track(base, o)
         else:
             out._base = base
             out._vc = x._vc
+            if out._requires_grad and base.grad_fn is not None:
+                _track(base, out)
         return out
+
+
+# The differentiable views of each non-leaf base, so that when the base is changed in
+# place their nodes can be rebuilt from its new node (PyTorch regenerates a view's
+# grad_fn when its base's version moves on). Keyed by id: tensors compare elementwise.
+_VIEWS = {}
+
+
+def _track(base, view):
+    k = id(base)
+    entry = _VIEWS.get(k)
+    if entry is None or entry[0]() is not base:
+        entry = _VIEWS[k] = (weakref.ref(base, lambda r, k=k: _VIEWS.pop(k, None)), {})
+    views = entry[1]
+    vk = id(view)
+    views[vk] = weakref.ref(view, lambda r, vk=vk, views=views: views.pop(vk, None))
+
+
+def refresh_views(base, skip=None):
+    """Rebuild the nodes of ``base``'s live views from its current node (after an
+    in-place change of ``base``), except ``skip``."""
+    entry = _VIEWS.get(id(base))
+    if entry is None or entry[0]() is not base:
+        return
+    for ref in list(entry[1].values()):
+        v = ref()
+        if v is None or v is skip or not v._requires_grad or v._base is not base:
+            continue
+        idx = _flat_index_of(v._data, base._data)
+        if idx is None:
+            continue
+        node = TakeFlat.apply(_make_alias(base), idx)
+        v.grad_fn = node.grad_fn
+        v._output_nr = 0
 
 
 def _geometry(view_arr, base_arr):
@@ -108,11 +148,16 @@ def _flat_index_of(view_arr, base_arr):
             step = xp.arange(n, dtype=np.int64) * s
             mem = mem + step.reshape((n,) + (1,) * (len(shape) - d - 1))
     if base_arr.flags.c_contiguous:
+        lo, hi = 0, base_arr.size - 1
+    else:
+        isz = base_arr.itemsize
+        bstrides = tuple(s // isz for s in base_arr.strides)
+        lo = sum((n - 1) * s for n, s in zip(base_arr.shape, bstrides) if s < 0 and n)
+        hi = sum((n - 1) * s for n, s in zip(base_arr.shape, bstrides) if s > 0 and n)
+    if mem.size and (int(mem.min()) < lo or int(mem.max()) > hi):
+        return None  # not inside the base's memory (its data was replaced)
+    if base_arr.flags.c_contiguous:
         return mem
-    isz = base_arr.itemsize
-    bstrides = tuple(s // isz for s in base_arr.strides)
-    lo = sum((n - 1) * s for n, s in zip(base_arr.shape, bstrides) if s < 0 and n)
-    hi = sum((n - 1) * s for n, s in zip(base_arr.shape, bstrides) if s > 0 and n)
     # a scratch buffer laid out like the base's memory, holding each element's flat index
     scratch = xp.zeros(hi - lo + 1, dtype=np.int64)
     laid = _strided(scratch, base_arr.shape, bstrides, -lo)
@@ -172,6 +217,9 @@ def rebase_view(view, result):
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
                            "in-place operation.")
     idx = _flat_index_of(view._data, base._data)
+    if idx is None:
+        raise RuntimeError("in-place operation on a view whose base's data was replaced "
+                           "(e.g. through .data); write into the base directly")
     old_base = _make_alias(base)
     new_base = PutFlat.apply(old_base, result, idx, False)
     try:
@@ -188,6 +236,7 @@ def rebase_view(view, result):
     view.grad_fn = new_view.grad_fn
     view._output_nr = 0
     view._requires_grad = True
+    refresh_views(base, skip=view)
 
 
 def _make_alias(t):

@@ -117,14 +117,15 @@ def parse_index(idx, shape):
             raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                              "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
         raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    if sum(1 for it in items if it is Ellipsis) > 1:
+        items = _expand_ellipses(items, ndim, consumed)
     basic, adv = [], []
+    bad = []
     has_adv = False
     dim = 0
     for it in items:
         if it is Ellipsis:
-            # as in PyTorch, every ``...`` stands for the dims no other item names (a
-            # second one usually stands for none)
-            k = min(ndim - consumed, ndim - dim)
+            k = ndim - consumed
             basic.extend([slice(None)] * k)
             adv.extend([slice(None)] * k)
             dim += k
@@ -162,9 +163,7 @@ def parse_index(idx, shape):
             if it.size:
                 lo, hi = int(it.min()), int(it.max())
                 if lo < -n or hi >= n:
-                    bad = lo if lo < -n else hi
-                    raise IndexError(f"index {bad} is out of bounds for dimension {dim} with "
-                                     f"size {n}")
+                    bad.append((len(adv), lo if lo < -n else hi, dim, n))
             basic.append(slice(None))
             adv.append(it)
             has_adv = True
@@ -174,7 +173,58 @@ def parse_index(idx, shape):
         return tuple(basic), None
     while adv and type(adv[-1]) is slice:
         adv.pop()
+    if bad:
+        _out_of_range(shape, basic, adv, bad)
     return tuple(basic), tuple(adv)
+
+
+def _out_of_range(shape, basic, adv, bad):
+    """Raise for an out-of-range index, unless the result is empty anyway (PyTorch
+    checks only the indices it uses): then clip them, as their values are unused."""
+    dummy = np.lib.stride_tricks.as_strided(np.zeros(1), shape, (0,) * len(shape))
+    rshape = dummy[tuple(basic)].shape
+    arrays = [a for a in adv if type(a) is not slice]
+    empty = any(rshape[i] == 0 for i in range(len(rshape))
+                if i >= len(adv) or type(adv[i]) is slice)
+    try:
+        empty = empty or 0 in np.broadcast_shapes(*[a.shape for a in arrays])
+    except ValueError:
+        pass
+    if not empty:
+        _, v, dim, n = bad[0]
+        raise IndexError(f"index {v} is out of bounds for dimension {dim} with size {n}")
+    for pos, _, _, n in bad:
+        adv[pos] = _xp(adv[pos]).clip(adv[pos], -n, max(n - 1, 0)) if n else \
+            adv[pos] * 0
+
+
+def _expand_ellipses(items, ndim, consumed):
+    """PyTorch reads every ``...`` as the dims no other item names, so a second one
+    runs past the last dim: full slices there are no-ops, anything else an error."""
+    out = []
+    pos = 0  # PyTorch's dim pointer, which may run past the tensor's dims
+    for it in items:
+        if it is Ellipsis:
+            for _ in range(ndim - consumed):
+                if pos < ndim:
+                    out.append(slice(None))
+                pos += 1
+            continue
+        if it is None or type(it) is bool:
+            if pos > ndim:
+                raise IndexError(f"Dimension out of range (expected to be in range of "
+                                 f"[{-ndim - 1}, {ndim}], but got {pos})")
+            out.append(it)
+            continue
+        n = it.ndim if type(it) not in (int, slice) and it.dtype.kind == "b" else 1
+        if pos + n > ndim:
+            if type(it) is slice and it.start in (None, 0) and it.step in (None, 1):
+                pos += 1
+                continue
+            raise IndexError(f"too many indices for tensor of dimension {ndim}")
+        out.append(it)
+        pos += n
+    return out
 
 
 def _is_identity(basic):
@@ -263,6 +313,34 @@ def getitem(self, idx):
     if ti is slice and (idx.step is None or (type(idx.step) is int and idx.step > 0)) \
             and self._data.ndim:
         return GetItem.apply(self, (idx, Ellipsis))
+    if ti is Tensor and self._data.size:
+        a = idx._data
+        if a.ndim and a.dtype.kind == "i" and a.size:
+            # fast path: one int tensor, the common gather of rows
+            n = self._data.shape[0]
+            lo, hi = int(a.min()), int(a.max())
+            if lo < -n or hi >= n:
+                raise IndexError(f"index {lo if lo < -n else hi} is out of bounds for "
+                                 f"dimension 0 with size {n}")
+            return GetItemAdvanced.apply(self, (a,))
+    if ti is tuple:
+        # fast path: ints, slices with a positive step, None and at most one ``...``
+        n_ell = 0
+        for i in idx:
+            t = type(i)
+            if t is int or i is None:
+                continue
+            if t is slice:
+                if i.step is None or (type(i.step) is int and i.step > 0):
+                    continue
+                break
+            if i is Ellipsis:
+                n_ell += 1
+                continue
+            break
+        else:
+            if n_ell <= 1:
+                return GetItem.apply(self, idx if n_ell else idx + (Ellipsis,))
     basic, adv = parse_index(idx, self._data.shape)
     if adv is None:
         return GetItem.apply(self, basic)

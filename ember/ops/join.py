@@ -39,7 +39,7 @@ class Cat(Primitive):
             return _xp(arrays[0]).zeros((0,), np_dtype)
         if len(parts) == 1:
             return parts[0].copy()
-        return _xp(parts[0]).concatenate(parts, axis=dim)
+        return np.concatenate(parts, axis=dim)  # CuPy arrays dispatch to cupy.concatenate
 
     def backward(self, gy):
         metas, dim = self.meta
@@ -84,10 +84,15 @@ def cat(tensors, dim=0, *, out=None):
     tensors = _tensor_list("cat", tensors)
     if not tensors:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
-    check_same_device("cat", *tensors)
-    dtype = tensors[0].dtype
-    for t in tensors[1:]:
-        dtype = _dt.promote_types(dtype, t.dtype)
+    first = tensors[0]._data
+    if type(first) is not np.ndarray or any(type(t._data) is not np.ndarray for t in tensors):
+        check_same_device("cat", *tensors)
+    np_dtype = first.dtype
+    if any(t._data.dtype != np_dtype for t in tensors):
+        dtype = tensors[0].dtype
+        for t in tensors[1:]:
+            dtype = _dt.promote_types(dtype, t.dtype)
+        np_dtype = dtype.np
     ref = None
     for i, t in enumerate(tensors):
         shape = t._data.shape
@@ -110,7 +115,7 @@ def cat(tensors, dim=0, *, out=None):
                                    f"number {i} in the list.")
     if ref is None:
         d = 0
-    return write_out(Cat.apply(*tensors, dim=d, np_dtype=dtype.np), out)
+    return write_out(Cat.apply(*tensors, dim=d, np_dtype=np_dtype), out)
 
 
 concat = concatenate = cat
