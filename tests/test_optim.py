@@ -558,3 +558,31 @@ def test_update_bn_without_batchnorm_is_a_no_op():
     model.eval()
     ember.optim.swa_utils.update_bn([ember.tensor(X)], model)
     assert not model.training
+
+
+@pytest.mark.parametrize("name,kwargs", [("SGD", {"lr": 0.1, "momentum": 0.9}),
+                                         ("Adam", {"lr": 0.01, "amsgrad": True}),
+                                         ("NAdam", {"lr": 0.01}), ("Adagrad", {"lr": 0.1})])
+def test_checkpoint_from_torch(name, kwargs):
+    # torch trains 25 steps and saves a checkpoint; ember and torch each load it into a
+    # fresh optimizer and train 25 more
+    import io
+    tp = make_params(torch)
+    topt = make_opt(torch, name, kwargs, tp)
+    train(torch, topt, tp, STEPS // 2)
+    buf = io.BytesIO()
+    torch.save({"params": [p.detach() for p in tp], "opt": topt.state_dict()}, buf)
+    train(torch, topt, tp, STEPS - STEPS // 2)
+    finals = []
+    for m in (torch, ember):
+        buf.seek(0)
+        ckpt = m.load(buf)
+        params = [p.clone().requires_grad_(True) for p in ckpt["params"]]
+        opt = make_opt(m, name, kwargs, params)
+        opt.load_state_dict(ckpt["opt"])
+        train(m, opt, params, STEPS - STEPS // 2)
+        finals.append((params, opt.state_dict()))
+    (tp2, tsd), (ep, esd) = finals
+    assert_params_close(ep, tp)
+    assert_params_close(ep, tp2)
+    assert_same_state_dict(esd, tsd)
