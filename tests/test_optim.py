@@ -586,3 +586,22 @@ def test_checkpoint_from_torch(name, kwargs):
     assert_params_close(ep, tp)
     assert_params_close(ep, tp2)
     assert_same_state_dict(esd, tsd)
+
+
+def test_update_bn_matches_torch():
+    results = []
+    batches = [np.random.default_rng(i).standard_normal((6, 4)) for i in range(3)]
+    for m in (torch, ember):
+        model = m.nn.Sequential(m.nn.BatchNorm1d(4).double())
+        bn = model[0]
+        with m.no_grad():
+            bn(m.tensor(batches[0] * 5 + 3))  # stale statistics, to be recomputed
+        model.eval()
+        loader = [(m.tensor(b), None) for b in batches]
+        m.optim.swa_utils.update_bn(loader, model)
+        assert not model.training and bn.momentum == 0.1
+        results.append([bn.running_mean.numpy().copy(), bn.running_var.numpy().copy(),
+                        bn.num_batches_tracked.item()])
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-12)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-12)
+    assert results[1][2] == results[0][2]
