@@ -571,6 +571,12 @@ ERRORS = [
     ("masked_scatter_few", lambda m, x: x.masked_scatter(x > 3, m.ones(3).double())),
     ("masked_scatter_dtype", lambda m, x: x.masked_scatter(x > 3, m.ones(20))),
     ("put_range", lambda m, x: x.put(m.tensor([12]), m.ones(1).double())),
+    ("put_dtype", lambda m, x: x.put(m.tensor([1]), m.ones(1))),
+    ("index_put_dtype", lambda m, x: x.index_put((m.tensor([0]),), m.tensor(1.0))),
+    ("index_put_number", lambda m, x: x.index_put((m.tensor([0]),), 1.0)),
+    ("index_put_none", lambda m, x: x.index_put((m.tensor([0]), None), m.tensor(1.0).double())),
+    ("index_put_tensor_indices", lambda m, x: x.index_put(m.tensor([0]),
+                                                          m.tensor(1.0).double())),
 ]
 
 

@@ -94,13 +94,14 @@ def _convert_item(i):
                      f"Variables are valid indices (got {type(i).__name__})")
 
 
-def parse_index(idx, shape):
+def parse_index(idx, shape, like=None):
     """Split a user index into ``(basic, advanced)`` for a tensor of ``shape``.
 
     ``basic`` is a NumPy basic index (it ends with ``...`` so that a full integer
     index still gives a 0-d view); ``advanced`` is None, or a tuple of slices and
     int arrays to apply to the result of ``basic`` (bool masks become their
-    ``nonzero`` arrays, Python bools a new dim indexed by ``[0]`` or ``[]``).
+    ``nonzero`` arrays, Python bools a new dim indexed by ``[0]`` or ``[]``). Index
+    arrays are moved to ``like``'s array module (CuPy for cuda tensors).
     """
     items = [_convert_item(i) for i in _as_tuple(idx)]
     ndim = len(shape)
@@ -175,6 +176,9 @@ def parse_index(idx, shape):
         adv.pop()
     if bad:
         _out_of_range(shape, basic, adv, bad)
+    if like is not None and type(like) is not np.ndarray:
+        xp = _xp(like)
+        adv = [a if type(a) is slice else xp.asarray(a) for a in adv]
     return tuple(basic), tuple(adv)
 
 
@@ -341,7 +345,7 @@ def getitem(self, idx):
         else:
             if n_ell <= 1:
                 return GetItem.apply(self, idx if n_ell else idx + (Ellipsis,))
-    basic, adv = parse_index(idx, self._data.shape)
+    basic, adv = parse_index(idx, self._data.shape, self._data)
     if adv is None:
         return GetItem.apply(self, basic)
     return gather_index(self, basic, adv)
@@ -440,27 +444,42 @@ def _put(self, basic, adv, value, accumulate):
 
 def setitem(self, idx, value):
     """``x[idx] = value``: in place, and differentiable w.r.t. both ``x`` and ``value``."""
-    basic, adv = parse_index(idx, self._data.shape)
+    basic, adv = parse_index(idx, self._data.shape, self._data)
     _put(self, basic, adv, value, False)
 
 
-def _indices_tuple(indices):
-    if isinstance(indices, Tensor):
-        raise TypeError("index_put(): argument 'indices' must be tuple of Tensors, not Tensor")
-    return tuple(indices)
+def _index_put_args(input, indices, values):
+    if isinstance(indices, Tensor) or not isinstance(indices, (tuple, list)):
+        raise TypeError(f"index_put(): argument 'indices' (position 1) must be tuple of "
+                        f"Tensors, not {type(indices).__name__}")
+    for i, t in enumerate(indices):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
+                            f"{type(t).__name__}")
+    if not isinstance(values, Tensor):
+        raise TypeError(f"index_put(): argument 'values' (position 2) must be Tensor, not "
+                        f"{type(values).__name__}")
+    if values._data.dtype != input._data.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{_name(input)} for the destination and {_name(values)} for the "
+                           "source.")
+    return parse_index(tuple(indices), input._data.shape, input._data)
+
+
+def _name(t):
+    return t.dtype.name.capitalize()
 
 
 def index_put(input, indices, values, accumulate=False):
     """``input`` with ``values`` put at ``input[indices]`` (added there when
     ``accumulate``, so repeated indices sum); ``indices`` is a tuple of tensors."""
-    basic, adv = parse_index(_indices_tuple(indices), input._data.shape)
-    values = _value_for(input, values)
+    basic, adv = _index_put_args(input, indices, values)
     return IndexPut.apply(input, values, basic, adv, bool(accumulate))
 
 
 def index_put_(input, indices, values, accumulate=False):
     """In-place :func:`index_put`."""
-    basic, adv = parse_index(_indices_tuple(indices), input._data.shape)
+    basic, adv = _index_put_args(input, indices, values)
     return _put(input, basic, adv, values, bool(accumulate))
 
 
@@ -468,7 +487,10 @@ def put(input, index, source, accumulate=False):
     """``input`` with ``source``'s elements written at the flat positions ``index``."""
     idx = _check_flat_index(index, input._data.size).reshape(-1)
     flat = input.reshape(-1)
-    src = _value_for(input, source).reshape(-1)
+    if source._data.dtype != input._data.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
+                           f"self.dtype = {_name(input)} and source.dtype = {_name(source)}")
+    src = source.reshape(-1)
     if src._data.size != idx.size:
         raise RuntimeError(f"put_(): Expected source and index to have the same number of "
                            f"elements, but got source.numel() = {src._data.size}, "
