@@ -38,4 +38,13 @@ from ember import optim
 from ember.serialization import load, save
 from ember import nn
 
+from ember import accelerator, backends
+from ember._legacy import *
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # a PyTorch program asking for something ember lacks gets a message saying so
+    from ember.compat import missing_attribute
+    raise missing_attribute(__name__, name)

@@ -1,4 +1,5 @@
 """Automatic differentiation: ``backward``, ``grad``, grad modes, and user Functions."""
+from ember._legacy import Variable  # the pre-0.4 spelling, still in many programs
 from ember._tensor import Tensor
 from ember.autograd import anomaly, functional, grad_mode
 from ember.autograd.anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
@@ -13,7 +14,7 @@ from ember.autograd.grad_mode import (
 )
 from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 
-__all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
+__all__ = ["Variable", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
            "is_grad_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
            "anomaly", "grad_mode", "Function", "FunctionCtx", "once_differentiable",
            "gradcheck", "gradgradcheck", "GradcheckError", "functional"]

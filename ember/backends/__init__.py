@@ -1,0 +1,26 @@
+"""``torch.backends``-style flags. ember has one CPU backend (NumPy) and CuPy for cuda,
+so these flags are accepted and recorded; none of them changes ember's numerics."""
+import types
+
+__all__ = ["cudnn", "cuda", "mps", "mkldnn", "openmp", "opt_einsum"]
+
+
+def _flags(name, available, **flags):
+    mod = types.ModuleType(f"ember.backends.{name}")
+    mod.is_available = lambda: available
+    for k, v in flags.items():
+        setattr(mod, k, v)
+    return mod
+
+
+cudnn = _flags("cudnn", False, enabled=True, benchmark=False, deterministic=False,
+               allow_tf32=True, version=lambda: None)
+mps = _flags("mps", False, is_built=lambda: False)
+mkldnn = _flags("mkldnn", False, enabled=False)
+openmp = _flags("openmp", False)
+opt_einsum = _flags("opt_einsum", False, enabled=False, strategy=None)
+cuda = _flags("cuda", False, is_built=lambda: False)
+cuda.matmul = types.SimpleNamespace(allow_tf32=False, allow_fp16_reduced_precision_reduction=True,
+                                    allow_bf16_reduced_precision_reduction=True)
+cuda.enable_flash_sdp = cuda.enable_mem_efficient_sdp = cuda.enable_math_sdp = \
+    lambda enabled=True: None
