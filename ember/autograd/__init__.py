@@ -14,7 +14,8 @@ from ember.autograd.grad_mode import (
 )
 from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 
-__all__ = ["Variable", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
+__all__ = ["Variable", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
+           "inference_mode",
            "is_grad_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
            "anomaly", "grad_mode", "Function", "FunctionCtx", "once_differentiable",
            "gradcheck", "gradgradcheck", "GradcheckError", "functional"]
