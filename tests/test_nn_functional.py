@@ -106,6 +106,8 @@ LINEAR = [
     Case("pairwise_distance_1d", lambda m, a, b: F(m).pairwise_distance(a, b), [(4,), (4,)]),
     Case("pdist", lambda m, x: F(m).pdist(x), [(5, 3)], gradgrad=False),
     Case("pdist_p1", lambda m, x: F(m).pdist(x, 1), [(4, 3)], gradgrad=False),
+    Case("pad_reexport", lambda m, x: F(m).pad(x, (1, 2), mode="reflect"), [(2, 3, 4)]),
+    Case("rrelu_eval", lambda m, x: F(m).rrelu(x, 0.2, 0.5), [(3, 4)]),
     Case("dropout_eval", lambda m, x: F(m).dropout(x, 0.5, training=False), [(3, 4)]),
     Case("dropout2d_eval", lambda m, x: F(m).dropout2d(x, 0.5, training=False), [(2, 3, 4, 4)]),
     Case("alpha_dropout_default", lambda m, x: F(m).alpha_dropout(x, 0.5), [(3, 4)]),

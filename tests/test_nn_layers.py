@@ -66,6 +66,7 @@ ACTIVATIONS = [_act_case(*a) for a in ACT] + [
     Case("Softplus_large", lambda m, x: mod(m, "Softplus")(x * 40), [(4, 5)]),
     Case("ELU_large", lambda m, x: mod(m, "ELU")(x * 400), [(4, 5)]),
     Case("LogSigmoid_large", lambda m, x: mod(m, "LogSigmoid")(x * 400), [(4, 5)]),
+    Case("RReLU_eval", lambda m, x: mod(m, "RReLU", 0.1, 0.4, train=False)(x), [(3, 4)]),
     Case("PReLU_shared", lambda m, x, w: with_params(mod(m, "PReLU"), w)(x), [(3, 4, 5), (1,)]),
     Case("PReLU_channels", lambda m, x, w: with_params(mod(m, "PReLU", 4), w)(x),
          [(3, 4, 5), (4,)]),
@@ -306,6 +307,22 @@ def test_default_initialisation_matches_torch_stream():
         e, t = build(ember), build(torch)
         for (n, a), (_, b) in zip(e.named_parameters(), t.named_parameters()):
             np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy(), err_msg=n)
+
+
+def test_rrelu_and_gumbel_softmax_match_torch_stream():
+    x = np.random.default_rng(0).standard_normal((5, 6))
+    for dtype in ("float32", "float64"):
+        res = []
+        for m in (ember, torch):
+            m.manual_seed(11)
+            xi = m.tensor(x, dtype=getattr(m, dtype), requires_grad=True)
+            y = m.nn.RReLU(0.1, 0.6)(xi)
+            y.sum().backward()
+            m.manual_seed(4)
+            g = m.nn.functional.gumbel_softmax(xi.detach(), tau=0.5, hard=True)
+            res.append([y.detach().numpy(), xi.grad.numpy(), g.numpy()])
+        for a, b in zip(*res):
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-15)
 
 
 def test_dropout_matches_torch_stream():

@@ -132,7 +132,23 @@ for r in RED:
             requires_grad=[1, 0, 0]),
     ]
 
+def _ml_targets(rng):
+    t = rng.integers(0, 4, (5, 4))
+    t[rng.random((5, 4)) < 0.3] = -1
+    t[0] = [2, 0, -1, 1]
+    return t
+
+
 LOSSES += [
+    Case("MultiLabelMargin", lambda m, x, t: L(m, "MultiLabelMarginLoss")(x, t),
+         lambda rng: [rng.standard_normal((5, 4)), _ml_targets(rng)], gradgrad=False),
+    Case("MultiLabelMargin_none", lambda m, x, t: L(
+        m, "MultiLabelMarginLoss", reduction="none")(x, t),
+        lambda rng: [rng.standard_normal((5, 4)), _ml_targets(rng)], gradgrad=False),
+    Case("MultiLabelMargin_1d", lambda m, x, t: L(m, "MultiLabelMarginLoss", reduction="sum")(
+        x, t[1]), lambda rng: [rng.standard_normal(4), _ml_targets(rng)], gradgrad=False),
+    Case("NLLLoss2d", lambda m, x, t: L(m, "NLLLoss2d")(x, t),
+         arrays(("n", (2, 3, 4, 2)), ("c", (2, 4, 2), 3))),
     Case("CE_1d_input", lambda m, x, t: L(m, "CrossEntropyLoss")(x, t[0]),
          arrays(("n", (4,)), ("c", (1,), 4))),
     Case("CE_f32", lambda m, x, t: L(m, "CrossEntropyLoss")(x, t),
@@ -203,6 +219,10 @@ LOSS_ERRORS = [
     ("triplet_dims", lambda m, x: m.nn.functional.triplet_margin_loss(x, x[0], x), [(2, 3)]),
     ("triplet_margin", lambda m, x: m.nn.TripletMarginLoss(margin=0.0), [(2, 3)]),
     ("multimargin_p", lambda m, x: m.nn.MultiMarginLoss(p=3), [(2, 3)]),
+    ("multilabel_margin_shape", lambda m, x: m.nn.functional.multilabel_margin_loss(
+        x, m.zeros(2, 2, dtype=m.int64)), [(2, 3)]),
+    ("multilabel_margin_range", lambda m, x: m.nn.functional.multilabel_margin_loss(
+        x, m.full((2, 3), 5, dtype=m.int64)), [(2, 3)]),
 ]
 
 

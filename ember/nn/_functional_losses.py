@@ -13,7 +13,8 @@ __all__ = ["l1_loss", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_
            "binary_cross_entropy_with_logits", "kl_div", "nll_loss", "cross_entropy",
            "poisson_nll_loss", "gaussian_nll_loss", "cosine_embedding_loss",
            "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
-           "multilabel_soft_margin_loss", "multi_margin_loss", "triplet_margin_loss",
+           "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
+           "triplet_margin_loss",
            "triplet_margin_with_distance_loss", "ctc_loss"]
 
 
@@ -401,6 +402,35 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         z = z * weight[t].unsqueeze(1)
     not_y = ember.arange(c, device=x.device).unsqueeze(0) != t.unsqueeze(1)
     loss = ember.where(not_y, z, _zero(z)).sum(1) / c
+    if input.ndim < 2:
+        loss = loss.reshape(())
+    return _reduce(loss, reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Multi-label hinge loss: for each target class ``y`` (``target`` lists them, ended
+    by the first -1) and each non-target class ``i``: ``max(0, 1 - (x[y] - x[i])) / C``."""
+    import numpy as np
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if target.shape != input.shape or input.ndim > 2:
+        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
+                           f"{list(input.shape)}")
+    x = input.reshape(1, -1) if input.ndim < 2 else input
+    t = target._host().reshape(x.shape).astype(np.int64)
+    n, c = x.shape
+    if t.size and (t.min() < -1 or t.max() >= c):
+        raise RuntimeError("argument #2 'target' is out of range")
+    valid = np.cumprod(t >= 0, axis=1).astype(bool)  # targets end at the first -1
+    is_target = np.zeros((n, c), dtype=bool)
+    rows = np.repeat(np.arange(n), c).reshape(n, c)
+    is_target[rows[valid], t[valid]] = True
+    dev = input.device
+    safe = ember.from_numpy(np.where(valid, t, 0)).to(dev)
+    xy = x[ember.arange(n, device=dev).unsqueeze(1), safe]
+    z = (1 - xy.unsqueeze(2) + x.unsqueeze(1)).clamp_min(0)
+    mask = ember.from_numpy(valid[:, :, None] & ~is_target[:, None, :]).to(dev)
+    loss = ember.where(mask, z, _zero(z)).sum((1, 2)) / c
     if input.ndim < 2:
         loss = loss.reshape(())
     return _reduce(loss, reduction)

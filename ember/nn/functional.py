@@ -11,6 +11,7 @@ import ember
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
 from ember.ops._inplace import check_inplace, commit, source_for
+from ember.ops.shape import pad  # noqa: F401  (torch.nn.functional.pad)
 
 __all__ = [
     "relu", "relu_", "relu6", "elu", "elu_", "selu", "selu_", "celu", "celu_", "leaky_relu",
@@ -19,7 +20,8 @@ __all__ = [
     "hardshrink", "logsigmoid", "softmax", "log_softmax", "softmin", "threshold", "threshold_",
     "glu", "linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d",
     "alpha_dropout", "feature_alpha_dropout", "embedding", "embedding_bag", "one_hot",
-    "normalize", "cosine_similarity", "pairwise_distance", "pdist",
+    "normalize", "cosine_similarity", "pairwise_distance", "pdist", "rrelu", "rrelu_",
+    "gumbel_softmax", "pad",
 ]
 
 
@@ -293,6 +295,47 @@ def threshold_(input, threshold, value):
     return globals()["threshold"](input, threshold, value, inplace=True)
 
 
+def _rrelu(x, lower, upper, training):
+    if not training:
+        return ember.where(x >= 0, x, x * ((lower + upper) / 2))
+    # PyTorch draws one double from U(lower, upper) per non-positive element, in order,
+    # with the bounds first rounded to the input's dtype
+    with no_grad():
+        neg = x.detach().contiguous() <= 0
+        k = int(neg.sum())
+        noise = ember.ones_like(x)
+        if k:
+            lo, hi = (ember.tensor([lower, upper], dtype=x.dtype)).tolist()
+            r = ember.empty(k, dtype=ember.float64, device=x.device).uniform_(lo, hi)
+            noise[neg] = r.to(x.dtype)
+    return x * noise
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: slope drawn from U(lower, upper) per negative element when
+    ``training``, else the fixed slope ``(lower + upper) / 2``."""
+    return _maybe_inplace(input, inplace, lambda x: _rrelu(x, lower, upper, training))
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    """In-place :func:`rrelu`."""
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """Sample from the Gumbel-softmax distribution; ``hard=True`` returns one-hot samples
+    whose gradient is the soft sample's (straight-through)."""
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    gumbels = -ember.empty_like(logits).exponential_().log()
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    index = y_soft.max(dim, keepdim=True)[1]
+    y_hard = ember.zeros_like(logits).scatter_(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
 def _narrow(x, dim, start, length):
     idx = [slice(None)] * x.ndim
     idx[dim] = slice(start, start + length)
@@ -341,12 +384,11 @@ def bilinear(input1, input2, weight, bias=None):
     if input1.shape[:-1] != input2.shape[:-1]:
         raise RuntimeError("bilinear(): input batch dimensions do not match: got "
                            f"{list(input1.shape[:-1])} and {list(input2.shape[:-1])}")
-    if input1.shape[-1] != weight.shape[1]:
-        raise RuntimeError(f"bilinear(): input1 size does not match weight size: got "
-                           f"{input1.shape[-1]} but expected {weight.shape[1]}")
-    if input2.shape[-1] != weight.shape[2]:
-        raise RuntimeError(f"bilinear(): input2 size does not match weight size: got "
-                           f"{input2.shape[-1]} but expected {weight.shape[2]}")
+    for i, (x, n) in enumerate(((input1, weight.shape[1]), (input2, weight.shape[2]))):
+        if x.ndim == 0 or x.shape[-1] != n:
+            raise RuntimeError(f"bilinear(): input{i + 1} size does not match weight size: got "
+                               f"{x.shape[-1] if x.ndim else 0} but expected {n} (input{i + 1} "
+                               f"shape {list(x.shape)}, weight shape {list(weight.shape)})")
     # (..., 1, 1, in1) @ (out, in1, in2) -> (..., out, 1, in2)
     t = ember.matmul(input1.unsqueeze(-2).unsqueeze(-2), weight).squeeze(-2)
     out = (t * input2.unsqueeze(-2)).sum(-1)
@@ -500,9 +542,11 @@ def _pad_mask_grad(out, input, padding_idx):
 
 def _scale_grad(out, input, num):
     """Divide each looked-up row's gradient by how often its index occurs in ``input``."""
-    flat = input.reshape(-1)
-    counts = (flat.unsqueeze(1) == flat.unsqueeze(0)).sum(1).reshape(input.shape)
-    s = (1.0 / counts.to(out.dtype)).unsqueeze(-1)
+    import numpy as np
+    _, inverse, counts = np.unique(input._host().reshape(-1), return_inverse=True,
+                                   return_counts=True)
+    freq = counts[inverse].reshape(input.shape).astype(out._data.dtype)
+    s = ember.from_numpy(1.0 / freq).to(out.device).unsqueeze(-1)
     return out.detach() + (out - out.detach()) * s
 
 

@@ -4,10 +4,10 @@ from ember.nn import functional as F
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 
-__all__ = ["ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish",
-           "Softplus", "Softsign", "Hardtanh", "Hardsigmoid", "Hardswish", "Sigmoid", "Tanh",
-           "Tanhshrink", "Softshrink", "Hardshrink", "LogSigmoid", "Softmax", "LogSoftmax",
-           "Softmin", "Softmax2d", "Threshold", "GLU"]
+__all__ = ["ReLU", "ReLU6", "LeakyReLU", "PReLU", "RReLU", "ELU", "SELU", "CELU", "GELU", "SiLU",
+           "Mish", "Softplus", "Softsign", "Hardtanh", "Hardsigmoid", "Hardswish", "Sigmoid",
+           "Tanh", "Tanhshrink", "Softshrink", "Hardshrink", "LogSigmoid", "Softmax",
+           "LogSoftmax", "Softmin", "Softmax2d", "Threshold", "GLU"]
 
 
 def _inplace_str(inplace, first=False):
@@ -100,10 +100,30 @@ class PReLU(Module):
         init.constant_(self.weight, self.init)
 
     def forward(self, input):
-        return F.prelu(input, self.weight)
+        try:
+            return F.prelu(input, self.weight)
+        except RuntimeError as e:
+            raise RuntimeError(f"{self!r}: {e} (input shape {list(input.shape)}, weight shape "
+                               f"{list(self.weight.shape)})") from None
 
     def extra_repr(self):
         return f"num_parameters={self.num_parameters}"
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU: random negative slopes in training, their mean in eval."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}{_inplace_str(self.inplace)}"
 
 
 class ELU(Module):
