@@ -188,7 +188,9 @@ def _write_zip(fh, archive, pickled, storages):
         _aligned_write(zf, f"{archive}/.storage_alignment", str(_ALIGN).encode())
         _aligned_write(zf, f"{archive}/byteorder", b"little")
         for key, root in storages.values():
-            data = root.astype(root.dtype.newbyteorder("<"), copy=False).tobytes()
+            little = root.astype(root.dtype.newbyteorder("<"), copy=False)
+            # a byte view of the array, not a copy: checkpoints can be large
+            data = memoryview(np.ascontiguousarray(little)).cast("B") if little.size else b""
             _aligned_write(zf, f"{archive}/data/{key}", data)
         _aligned_write(zf, f"{archive}/version", f"{FORMAT_VERSION}\n".encode())
         _aligned_write(zf, f"{archive}/.data/serialization_id",
@@ -401,11 +403,24 @@ class _Archive:
             offset = _data_offset(mmap_file, info)
             return np.memmap(mmap_file, dtype=np_dtype, mode="c", offset=offset,
                              shape=(numel,)) if numel else np.zeros(0, np_dtype)
-        data = self.read(name)
-        if len(data) != nbytes:
-            raise CheckpointError(f"checkpoint damaged: storage {name} has {len(data)} bytes, "
-                                  f"expected {nbytes} ({numel} x {dtype})")
-        arr = np.frombuffer(data, dtype=np_dtype).copy()
+        full = self.prefix + name
+        try:
+            info = self.zip.getinfo(full)
+        except KeyError:
+            raise CheckpointError(f"checkpoint damaged: record {full!r} is missing") from None
+        if info.file_size != nbytes:
+            raise CheckpointError(f"checkpoint damaged: storage {name} has {info.file_size} "
+                                  f"bytes, expected {nbytes} ({numel} x {dtype})")
+        arr = np.empty(numel, dtype=np_dtype)
+        try:
+            with self.zip.open(info) as fh:
+                got = fh.readinto(memoryview(arr).cast("B")) if nbytes else 0
+        except (zipfile.BadZipFile, EOFError, OSError, struct.error) as e:
+            raise CheckpointError(f"checkpoint damaged: record {full!r} cannot be read "
+                                  f"({e})") from None
+        if got != nbytes:
+            raise CheckpointError(f"checkpoint damaged: storage {name} ended after {got} of "
+                                  f"{nbytes} bytes")
         return arr.astype(dtype.np) if np_dtype != dtype.np else arr
 
 
