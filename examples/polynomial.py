@@ -9,7 +9,7 @@ import ember as torch
 
 
 def main(steps=2000, lr=1e-6):
-    torch.manual_seed(0) if hasattr(torch, "manual_seed") else None
+    torch.manual_seed(0)
     x = torch.linspace(-math.pi, math.pi, 2000)
     y = torch.sin(x)
     a, b, c, d = (torch.tensor(v, requires_grad=True) for v in (0.1, -0.2, 0.3, -0.1))
