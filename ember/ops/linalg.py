@@ -176,8 +176,10 @@ def matmul(input, other, *, out=None):
     and broadcast. ``torch.randn(2, 1, 3, 4) @ torch.randn(5, 4, 2)`` has shape
     ``(2, 5, 3, 2)``.
     """
-    _need_tensors("matmul", ["input", "other"], input, other)
-    return _write_out(_matmul_node(input, other).apply(input, other), out)
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        _need_tensors("matmul", ["input", "other"], input, other)
+    res = _matmul_node(input, other).apply(input, other)
+    return res if out is None else _write_out(res, out)
 
 
 def mm(input, mat2, *, out=None):
@@ -552,7 +554,9 @@ for _name in ("addmm", "addmv", "addbmm", "baddbmm", "addr"):
 
 
 def _matmul_op(self, other):
-    return matmul(self, other) if isinstance(other, Tensor) else NotImplemented
+    if not isinstance(other, Tensor):
+        return NotImplemented
+    return _matmul_node(self, other).apply(self, other)
 
 
 def _rmatmul_op(self, other):
