@@ -330,7 +330,8 @@ def matrix_power(input, n, *, out=None):
     if n == 0:
         eye = _make(_eye_like(input._data, rows), False)
         # an identity that still depends on input, with a zero gradient, as PyTorch's
-        return _write_out(input.masked_fill(_make(np.ones((), bool)), 0) + eye, out)
+        everywhere = _make(array_module(input._data).ones((), dtype=bool), False)
+        return _write_out(input.masked_fill(everywhere, 0) + eye, out)
     if n < 0:
         from ember.ops.linalg_decomp import inverse
         input = inverse(input)
