@@ -299,10 +299,13 @@ class Tensor:
         return self._extra
 
     def detach(self):
-        """A new tensor sharing storage (and version counter), outside the graph."""
+        """A new tensor sharing storage (and version counter), outside the graph.
+
+        As in PyTorch it is not a view (``_base`` is None): an in-place change of it
+        bumps the shared version, so a backward that needs the old values fails.
+        """
         t = _make(self._data, False)
         t._vc = self._vc
-        t._base = self if self._base is None else self._base
         return t
 
     def detach_(self):

@@ -7,7 +7,8 @@ Forward values, dtypes and shapes are compared, then first gradients for a rando
 twice differentiable; each case also runs on non-contiguous copies of its inputs.
 """
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest

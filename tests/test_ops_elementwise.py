@@ -197,8 +197,9 @@ def test_errors(name, fn, shapes):
 
 
 def test_inplace_matches_torch():
-    import ember
     import torch
+
+    import ember
     for name, args in [("add_", (1.5,)), ("mul_", (2.0,)), ("sub_", (0.5,)), ("div_", (4.0,)),
                        ("clamp_", (-0.2, 0.2)), ("exp_", ()), ("sigmoid_", ()), ("relu_", ()),
                        ("pow_", (2,)), ("abs_", ()), ("tanh_", ())]:

@@ -14,6 +14,7 @@ from ember.ops import (  # noqa: F401
     shape,
     unary,
 )
+from ember.ops.conv import *  # noqa: F401,F403
 from ember.ops.conversion import *  # noqa: F401,F403
 from ember.ops.diagonals import *  # noqa: F401,F403
 from ember.ops.elementwise import *  # noqa: F401,F403
@@ -23,11 +24,10 @@ from ember.ops.indexing import *  # noqa: F401,F403
 from ember.ops.join import *  # noqa: F401,F403
 from ember.ops.linalg import *  # noqa: F401,F403
 from ember.ops.linalg_decomp import *  # noqa: F401,F403
+from ember.ops.normalization import *  # noqa: F401,F403
+from ember.ops.pooling import *  # noqa: F401,F403
 from ember.ops.reduction import *  # noqa: F401,F403
+from ember.ops.resample import *  # noqa: F401,F403
 from ember.ops.scan import *  # noqa: F401,F403
 from ember.ops.shape import *  # noqa: F401,F403
 from ember.ops.unary import *  # noqa: F401,F403
-from ember.ops.conv import *  # noqa: F401,F403
-from ember.ops.pooling import *  # noqa: F401,F403
-from ember.ops.normalization import *  # noqa: F401,F403
-from ember.ops.resample import *  # noqa: F401,F403

@@ -51,7 +51,14 @@ def commit(t, result):
         rebase_view(t, result)
         return t
     if rd is not td:
-        td[...] = rd
+        try:
+            td[...] = rd
+        except ValueError:
+            # NumPy refuses to write into broadcast (expanded) arrays
+            raise RuntimeError(
+                "unsupported operation: more than one element of the written-to tensor refers "
+                "to a single memory location. Please clone() the tensor before performing the "
+                "operation.") from None
     t._vc[0] += 1
     if recording:
         t.grad_fn = result.grad_fn
