@@ -1,12 +1,13 @@
-"""Copies and conversions: ``to`` (dtype and device), ``clone``, ``contiguous``."""
+"""Copies and conversions: ``to`` (dtype and device), ``clone``, ``contiguous``, and the
+writes ``copy_``, ``fill_``, ``zero_``."""
 import numpy as np
 
 from ember import backend
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
 
-__all__ = ["clone"]
+__all__ = ["clone", "fill", "fill_", "zero_"]
 
 
 class ToCopy(Primitive):
@@ -41,6 +42,99 @@ class Contiguous(Primitive):
 
     def backward(self, gy):
         return gy
+
+
+class Fill(Primitive):
+    """Every element becomes ``value``; only a tensor ``value`` receives a gradient (the
+    sum of the output's), the overwritten input gets none."""
+    broadcasts = True  # the value's gradient is summed to its 0-d shape by the engine
+
+    def forward(self, x, value):
+        xp = backend.array_module(x)
+        if hasattr(value, "shape") and backend.array_module(value) is not xp:
+            value = backend.to_device(value, backend.device_of(x))
+        return xp.full(x.shape, value, dtype=x.dtype)
+
+    def backward(self, gy):
+        return None, gy
+
+
+# PyTorch names the node by the overload: fill(Scalar), fill(Tensor), fill_(Scalar),
+# fill_(Tensor), zero_
+_FILLS = {key: type(name, (Fill,), {"_node_name": name, "__doc__": Fill.__doc__})
+          for key, name in (((False, False), "FillBackward0"), ((False, True), "FillBackward1"),
+                            ((True, False), "FillBackward2"), ((True, True), "FillBackward3"),
+                            ("zero", "ZeroBackward0"))}
+
+
+class Copy(Primitive):
+    """``self.copy_(src)``: src broadcast to self's shape and cast to its dtype and
+    device; the gradient goes back to src (summed and cast back by the engine)."""
+    _node_name = "CopyBackwards"
+    broadcasts = True
+
+    def forward(self, x, src):
+        xp = backend.array_module(x)
+        self.src_device = None
+        if backend.array_module(src) is not xp:
+            self.src_device = backend.device_of(src)
+            src = backend.to_device(src, backend.device_of(x))
+        return xp.broadcast_to(src, x.shape).astype(x.dtype, copy=True)
+
+    def backward(self, gy):
+        return None, gy if self.src_device is None else gy.to(self.src_device)
+
+
+def _fill_value(name, value):
+    if isinstance(value, Tensor):
+        if value.dim() != 0:
+            raise RuntimeError(f"{name} only supports 0-dimension value tensor but got tensor "
+                               f"with {value.dim()} dimensions.")
+        return value
+    if isinstance(value, (bool, int, float)) or (hasattr(value, "dtype")
+                                                  and np.ndim(value) == 0):
+        return value
+    raise TypeError(f"{name}(): argument 'value' must be Number, not {type(value).__name__}")
+
+
+def fill_(input, value):
+    """Fill ``input`` with ``value`` (a number or a 0-d tensor) in place and return it.
+
+    Example: ``torch.empty(2, 3).fill_(0.5)``.
+    """
+    from ember.ops._inplace import check_inplace, commit
+    check_inplace(input)
+    value = _fill_value("fill_", value)
+    return commit(input, _FILLS[True, isinstance(value, Tensor)].apply(input, value))
+
+
+def fill(input, value):
+    """A new tensor shaped and typed like ``input`` with every element ``value``."""
+    value = _fill_value("fill", value)
+    return _FILLS[False, isinstance(value, Tensor)].apply(input, value)
+
+
+def zero_(input):
+    """Fill ``input`` with zeros in place and return it (``torch.zero_(t)``, ``t.zero_()``)."""
+    from ember.ops._inplace import check_inplace, commit
+    check_inplace(input)
+    return commit(input, _FILLS["zero"].apply(input, 0))
+
+
+def copy_(self, src, non_blocking=False):
+    """Copy ``src`` into ``self`` in place (broadcast to ``self``'s shape, cast to its
+    dtype and device) and return ``self``; gradients flow to ``src``.
+
+    Example: ``w.data.copy_(torch.ones(3))`` or ``ema.copy_(param)`` under ``no_grad``.
+    """
+    from ember.ops._inplace import check_inplace, commit
+    if not isinstance(src, Tensor):
+        if isinstance(src, (bool, int, float)):
+            return fill_(self, src)  # torch accepts a Python number here too
+        raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not "
+                        f"{type(src).__name__}")
+    check_inplace(self)
+    return commit(self, Copy.apply(self, src))
 
 
 def clone(input, *, memory_format=None):
@@ -124,6 +218,9 @@ Tensor.cuda = cuda
 Tensor.clone = clone
 Tensor.contiguous = contiguous
 Tensor.type_as = type_as
+Tensor.fill_ = fill_
+Tensor.zero_ = zero_
+Tensor.copy_ = copy_
 for _name, _d in (("float", _dt.float32), ("double", _dt.float64), ("half", _dt.float16),
                   ("long", _dt.int64), ("int", _dt.int32), ("short", _dt.int16),
                   ("char", _dt.int8), ("byte", _dt.uint8), ("bool", _dt.bool)):
