@@ -57,6 +57,12 @@ ACTIVATIONS = [
          rtol=1e-5, atol=1e-6),
     Case("softmin", lambda m, x: F(m).softmin(x, 1), [(3, 4)]),
     Case("softmax_0d", lambda m, x: F(m).softmax(x, 0), [()]),
+] + [
+    # half precision computes in float32 and rounds once, as torch's CPU kernels
+    Case(f"{name}_f16", lambda m, x, name=name: getattr(F(m), name)(x * 3), [(4, 5)],
+         dtype=np.float16, gradgrad=False)
+    for name in ("gelu", "silu", "mish", "softplus", "elu", "selu", "logsigmoid", "leaky_relu",
+                 "hardswish", "softsign")
 ]
 
 

@@ -50,6 +50,18 @@ def _nonpositive(x):
     return ember.where(x > 0, _zero_like_scalar(x), x)
 
 
+def _opmath(fn):
+    """Compute float16 inputs in float32 and round the result back once, as PyTorch's CPU
+    kernels do for half precision (a chain of float16 ops would round at every step)."""
+    def wrapped(x, *args, **kwargs):
+        if x.dtype is ember.float16:
+            return fn(x.float(), *args, **kwargs).half()
+        return fn(x, *args, **kwargs)
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
 # ----- activations -----------------------------------------------------------------------
 def relu(input, inplace=False):
     """``max(0, x)`` elementwise."""
@@ -85,6 +97,7 @@ def relu6(input, inplace=False):
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
+@_opmath
 def _elu(x, alpha, scale=1.0, input_scale=1.0):
     neg = (_nonpositive(x) * input_scale).expm1() * alpha
     out = ember.where(x > 0, x, neg)
@@ -130,7 +143,7 @@ def celu_(input, alpha=1.0):
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """``x`` if ``x > 0`` else ``negative_slope * x``."""
     return _maybe_inplace(input, inplace,
-                          lambda x: ember.where(x > 0, x, x * negative_slope))
+                          _opmath(lambda x: ember.where(x > 0, x, x * negative_slope)))
 
 
 def leaky_relu_(input, negative_slope=0.01):
@@ -161,6 +174,7 @@ def prelu(input, weight):
     return ember.where(input > 0, input, w * input)
 
 
+@_opmath
 def gelu(input, approximate="none"):
     """``x * Phi(x)`` (``approximate='tanh'``: PyTorch's tanh approximation)."""
     if approximate == "none":
@@ -173,9 +187,10 @@ def gelu(input, approximate="none"):
 
 def silu(input, inplace=False):
     """``x * sigmoid(x)``."""
-    return _maybe_inplace(input, inplace, lambda x: x * ember.sigmoid(x))
+    return _maybe_inplace(input, inplace, _opmath(lambda x: x * ember.sigmoid(x)))
 
 
+@_opmath
 def _softplus(x, beta=1.0, threshold=20.0):
     big = x * beta > threshold
     safe = ember.where(big, _zero_like_scalar(x), x)
@@ -187,7 +202,7 @@ def _softplus(x, beta=1.0, threshold=20.0):
 
 def mish(input, inplace=False):
     """``x * tanh(softplus(x))``."""
-    return _maybe_inplace(input, inplace, lambda x: x * ember.tanh(_softplus(x)))
+    return _maybe_inplace(input, inplace, _opmath(lambda x: x * ember.tanh(_softplus(x))))
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -202,7 +217,8 @@ def softsign(input):
 
 def hardsigmoid(input, inplace=False):
     """``relu6(x + 3) / 6``."""
-    return _maybe_inplace(input, inplace, lambda x: _hardtanh(x + 3.0, 0.0, 6.0) / 6.0)
+    return _maybe_inplace(input, inplace,
+                          _opmath(lambda x: _hardtanh(x + 3.0, 0.0, 6.0) / 6.0))
 
 
 def hardswish(input, inplace=False):
@@ -210,7 +226,7 @@ def hardswish(input, inplace=False):
     def fn(x):
         zero = _zero_like_scalar(x)
         return ember.where(x < -3.0, zero, ember.where(x <= 3.0, x * (x + 3.0) / 6.0, x))
-    return _maybe_inplace(input, inplace, fn)
+    return _maybe_inplace(input, inplace, _opmath(fn))
 
 
 def sigmoid(input):
@@ -244,6 +260,7 @@ def hardshrink(input, lambd=0.5):
     return ember.where((input >= -lambd) & (input <= lambd), zero, input)
 
 
+@_opmath
 def logsigmoid(input):
     """``log(sigmoid(x))``, computed without overflow."""
     zero = _zero_like_scalar(input)
