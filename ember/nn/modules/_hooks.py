@@ -64,7 +64,9 @@ class _Identity(Primitive):
     _node_name = "BackwardHookFunctionBackward"
 
     def forward(self, *arrays):
-        outs = tuple(a.view() for a in arrays)
+        # copies, not views: an in-place op inside the module must not change memory that
+        # the caller's tensors (and the nodes that saved them) still own
+        outs = tuple(a.copy() for a in arrays)
         return outs if type(self).n_outputs > 1 else outs[0]
 
     def backward(self, *grads):
