@@ -9,8 +9,9 @@ Three primitives close under differentiation. With ``B(x, w, y) = <y, conv(x, w)
 
 Each one's backward is written with the other two, so second derivatives (a
 gradient penalty through a conv net) fall out. Forward is im2col: a strided
-window view of the padded input, one copy into a ``(C*K, N*O)`` matrix, one
-matmul; col2im adds the columns back with one strided add per kernel position.
+window view of the padded input, one copy into ``(N, C*K, O)`` columns, one
+(batched) matmul that lands directly in (N, F, O) order; col2im adds columns back
+with one strided add per kernel position.
 """
 import itertools
 
@@ -81,46 +82,46 @@ def windows(xp, O, K, s, d):
 
 
 def im2col(x, g):
-    """Columns ``(C*prod(K), N*prod(O))`` of ``x`` (N, C, *S) for geometry ``g``."""
+    """Columns ``(N, C*prod(K), prod(O))`` of ``x`` (N, C, *S) for geometry ``g``: one
+    strided window view of the padded input, copied once."""
     nd = g.nd
     n, c = x.shape[:2]
     win = windows(pad_array(x, g.lo, g.hi), g.O, g.K, g.s, g.d)  # N C *O *K
+    order = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
+    col = array_module(x).ascontiguousarray(win.transpose(order))
+    return col.reshape(n, c * _prod(g.K), _prod(g.O))
+
+
+def im2col_rows(x, g):
+    """Columns as one matrix ``(C*prod(K), N*prod(O))`` (for the weight gradient)."""
+    nd = g.nd
+    n, c = x.shape[:2]
+    win = windows(pad_array(x, g.lo, g.hi), g.O, g.K, g.s, g.d)
     order = (1,) + tuple(range(2 + nd, 2 + 2 * nd)) + (0,) + tuple(range(2, 2 + nd))
     col = array_module(x).ascontiguousarray(win.transpose(order))
     return col.reshape(c * _prod(g.K), n * _prod(g.O))
 
 
 def col2im(col, g):
-    """The adjoint of :func:`im2col`: columns ``(C, *K, N, *O)`` (any strides) summed
-    into a contiguous (N, C, *S)."""
+    """The adjoint of :func:`im2col`: columns ``(N, C, *K, *O)`` (any strides) summed
+    into a contiguous (N, C, *S), one strided add per kernel position."""
     xp = array_module(col)
-    c, n = col.shape[0], col.shape[1 + g.nd]
+    n, c = col.shape[:2]
     sp = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
-    buf = xp.zeros((c, n) + sp, dtype=col.dtype)
+    buf = xp.zeros((n, c) + sp, dtype=col.dtype)
     disjoint = all(s >= d * (k - 1) + 1 for s, d, k in zip(g.s, g.d, g.K))
     for kk in itertools.product(*[range(k) for k in g.K]):
-        sl = tuple(slice(k * d, k * d + s * (o - 1) + 1, s)
-                   for k, d, s, o in zip(kk, g.d, g.s, g.O))
-        src = col[(slice(None),) + kk]
+        sl = (Ellipsis,) + tuple(slice(k * d, k * d + s * (o - 1) + 1, s)
+                                 for k, d, s, o in zip(kk, g.d, g.s, g.O))
+        src = col[(slice(None), slice(None)) + kk]
         if disjoint:
-            buf[(slice(None), slice(None)) + sl] = src
+            buf[sl] = src
         else:
-            buf[(slice(None), slice(None)) + sl] += src
-    crop = buf[(slice(None), slice(None)) + tuple(slice(lo, lo + a) for lo, a in zip(g.lo, g.S))]
-    return xp.ascontiguousarray(xp.moveaxis(crop, 0, 1))
-
-
-def _to_channels_first(mat, f, n, O):
-    """``(F, N*prod(O))`` -> contiguous ``(N, F, *O)``."""
-    xp = array_module(mat)
-    return xp.ascontiguousarray(xp.moveaxis(mat.reshape((f, n) + tuple(O)), 0, 1))
-
-
-def _to_rows(y, G):
-    """``(N, F, *O)`` -> ``(G, F/G, N*prod(O))``."""
-    n, f = y.shape[:2]
-    xp = array_module(y)
-    return xp.ascontiguousarray(xp.moveaxis(y, 1, 0)).reshape(G, f // G, n * _prod(y.shape[2:]))
+            buf[sl] += src
+    if buf.shape[2:] == tuple(g.S):
+        return buf
+    return xp.ascontiguousarray(buf[(Ellipsis,) + tuple(slice(lo, lo + a)
+                                                         for lo, a in zip(g.lo, g.S))])
 
 
 def _bias_shape(b, nd):
@@ -135,14 +136,18 @@ class Conv(Primitive):
     def forward(self, x, w, b, g):
         self.g = g
         G = g.G
-        n = x.shape[0]
+        n, c = x.shape[:2]
         f = w.shape[0]
-        col = im2col(x, g).reshape(G, x.shape[1] // G * _prod(g.K), n * _prod(g.O))
-        wm = w.reshape(G, f // G, w.shape[1] * _prod(g.K))
-        out = (wm[0] @ col[0]) if G == 1 else (wm @ col).reshape(f, n * _prod(g.O))
+        o = _prod(g.O)
+        col = im2col(x, g)  # N, C*K, O
+        if G == 1:
+            out = w.reshape(f, -1) @ col  # N, F, O: one gemm per sample, no transposes
+        else:
+            col = col.reshape(n, G, c // G * _prod(g.K), o)
+            out = (w.reshape(G, f // G, -1) @ col).reshape(n, f, o)
         if b is not None:
             out += b.reshape(f, 1)
-        return _to_channels_first(out, f, n, g.O)
+        return out.reshape((n, f) + tuple(g.O))
 
     def backward(self, gy):
         x, w = self.saved_tensors
@@ -167,13 +172,13 @@ class ConvInput(Primitive):
         G = g.G
         n, f = y.shape[:2]
         cg = w.shape[1]
-        rows = _to_rows(y, G)  # G, F/G, N*O
+        o = _prod(g.O)
         wm = w.reshape(G, f // G, cg * _prod(g.K))
         if G == 1:
-            col = wm[0].T @ rows[0]
+            col = wm[0].T @ y.reshape(n, f, o)  # N, C*K, O
         else:
-            col = wm.transpose(0, 2, 1) @ rows
-        out = col2im(col.reshape((cg * G,) + tuple(g.K) + (n,) + tuple(g.O)), g)
+            col = wm.transpose(0, 2, 1) @ y.reshape(n, G, f // G, o)  # N, G, Cg*K, O
+        out = col2im(col.reshape((n, cg * G) + tuple(g.K) + tuple(g.O)), g)
         if b is not None:
             out += _bias_shape(b, g.nd)
         return out
@@ -201,12 +206,18 @@ class ConvWeight(Primitive):
         G = g.G
         n, c = x.shape[:2]
         f = y.shape[1]
-        col = im2col(x, g).reshape(G, c // G * _prod(g.K), n * _prod(g.O))
-        rows = _to_rows(y, G)
-        if G == 1:
-            out = rows[0] @ col[0].T
+        ck = c // G * _prod(g.K)
+        o = _prod(g.O)
+        xm = array_module(x)
+        if ck <= o:
+            # few columns per window: per-sample products summed over the batch
+            col = im2col(x, g).reshape(n, G, ck, o)
+            out = (y.reshape(n, G, f // G, o) @ col.swapaxes(-1, -2)).sum(0)
         else:
-            out = rows @ col.transpose(0, 2, 1)
+            # one matrix product over all samples and positions
+            col = im2col_rows(x, g).reshape(G, ck, n * o)
+            rows = xm.ascontiguousarray(xm.moveaxis(y.reshape(n, G, f // G, o), 0, 2))
+            out = rows.reshape(G, f // G, n * o) @ col.swapaxes(-1, -2)
         return out.reshape((f, c // G) + tuple(g.K))
 
     def backward(self, gw):
@@ -224,12 +235,7 @@ class Unfold(Primitive):
 
     def forward(self, x, g):
         self.g = g
-        n, c = x.shape[:2]
-        nd = g.nd
-        win = windows(pad_array(x, g.lo, g.hi), g.O, g.K, g.s, g.d)  # N C *O *K
-        order = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
-        out = array_module(x).ascontiguousarray(win.transpose(order))
-        return out.reshape(n, c * _prod(g.K), _prod(g.O))
+        return im2col(x, g)
 
     def backward(self, gy):
         return Fold.apply(gy, self.g), None
@@ -242,11 +248,8 @@ class Fold(Primitive):
     def forward(self, col, g):
         self.g = g
         n, ck = col.shape[:2]
-        nd = g.nd
         c = ck // _prod(g.K)
-        col = col.reshape((n, c) + tuple(g.K) + tuple(g.O))
-        order = (1,) + tuple(range(2, 2 + nd)) + (0,) + tuple(range(2 + nd, 2 + 2 * nd))
-        return col2im(col.transpose(order), g)
+        return col2im(col.reshape((n, c) + tuple(g.K) + tuple(g.O)), g)
 
     def backward(self, gx):
         return Unfold.apply(gx, self.g), None

@@ -30,35 +30,34 @@ class Normalize(Primitive):
 
     def forward(self, x, w, b, axes, eps, stats=None):
         self.axes, self.eps = axes, eps
+        self.b_shape = None if b is None else b.shape
         xm = array_module(x)
+        n = _prod(x.shape[a] for a in axes)
         mean = x.mean(axis=axes, keepdims=True)
-        xc = x - mean
-        var = xm.mean(xc * xc, axis=axes, keepdims=True)
+        out = x - mean
+        var = _sum_prod(out, out, axes) / max(n, 1)
         invstd = 1.0 / xm.sqrt(var + eps)
         self.mean, self.invstd = mean, invstd
-        out = xc
         out *= invstd
         if w is not None:
-            out = out * w
+            out *= w
         if b is not None:
-            out = out + b
+            out += b
         if stats is not None:
-            n = x.size // mean.size if mean.size else 0
             stats.update(mean, var * (n / (n - 1)) if n > 1 else var * np.nan)
         return out
 
     def backward(self, gy):
         x, w = self.saved_tensors
+        if not _grad_state.grad_enabled:
+            return self._backward_arrays(gy._data, x._data, None if w is None else w._data)
+        # recorded (create_graph): the statistics recomputed in differentiable ops
         axes = self.axes
         e = self._edges
-        if _grad_state.grad_enabled:
-            mean = x.mean(axes, keepdim=True)
-            xc = x - mean
-            invstd = ((xc * xc).mean(axes, keepdim=True) + self.eps).rsqrt()
-            xhat = xc * invstd
-        else:
-            invstd = _make(self.invstd)
-            xhat = (x - _make(self.mean)) * invstd
+        mean = x.mean(axes, keepdim=True)
+        xc = x - mean
+        invstd = ((xc * xc).mean(axes, keepdim=True) + self.eps).rsqrt()
+        xhat = xc * invstd
         g = gy * w if w is not None else gy
         gx = gw = gb = None
         if e[0] is not None:
@@ -69,6 +68,56 @@ class Normalize(Primitive):
         if e[2] is not None:
             gb = gy
         return gx, gw, gb, None, None, None
+
+    def _backward_arrays(self, gy, x, w):
+        """The first-order gradients in fused array code (no graph is being recorded):
+        two full-size temporaries, the reductions as einsum contractions."""
+        axes = self.axes
+        e = self._edges
+        xm = array_module(x)
+        n = max(_prod(x.shape[a] for a in axes), 1)
+        xhat = x - self.mean
+        xhat *= self.invstd
+        gx = gw = gb = None
+        if e[1] is not None:
+            gw = _make(_sum_prod(gy, xhat, _reduced_axes(x.shape, w.shape)).reshape(w.shape))
+        if e[2] is not None:
+            gb = _make(_sum_to(gy, self.b_shape))
+        if e[0] is not None:
+            g = gy * w if w is not None else gy
+            a = g.sum(axis=axes, keepdims=True)
+            a /= n
+            c = _sum_prod(g, xhat, axes)
+            c /= n
+            gx = xhat
+            gx *= c
+            gx += a
+            xm.subtract(g, gx, out=gx)
+            gx *= self.invstd
+            gx = _make(gx)
+        return gx, gw, gb, None, None, None
+
+
+def _sum_prod(a, b, axes):
+    """``(a * b).sum(axes, keepdims=True)`` without the temporary product."""
+    nd = a.ndim
+    letters = "abcdefghijklmnopqrstuvwxyz"[:nd]
+    out = "".join(c for i, c in enumerate(letters) if i not in axes)
+    r = array_module(a).einsum(f"{letters},{letters}->{out}", a, b)
+    return r.reshape(tuple(1 if i in axes else s for i, s in enumerate(a.shape)))
+
+
+def _reduced_axes(full, shape):
+    """The axes of ``full`` that a tensor of ``shape`` is broadcast along."""
+    lead = len(full) - len(shape)
+    return tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
+                                      if s == 1 and full[i + lead] != 1)
+
+
+def _sum_to(g, shape):
+    """``g`` summed down to ``shape``, which broadcasts to ``g.shape``."""
+    axes = _reduced_axes(g.shape, shape)
+    return g.sum(axis=axes).reshape(shape) if axes else g
 
 
 class _LayerNorm(Normalize):

@@ -1,0 +1,128 @@
+"""One CNN training step, ember beside torch in one process.
+
+The model is the classic MNIST net: Conv2d(1,32,3)-ReLU-MaxPool2d(2)-Conv2d(32,64,3)-
+ReLU-MaxPool2d(2)-Linear(1600,128)-ReLU-Linear(128,10), cross-entropy loss, Adam, on a
+batch of 64 images 1x28x28 (float32). Both libraries start from the same weights. Prints
+milliseconds per step (median of the timed steps, wall clock and process CPU time) and
+the ratio ember/torch, and, with ``--profile``, where ember's time goes per op. On a
+shared machine the CPU-time figure with one thread each is the steadier comparison:
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/cnn_step.py --threads 1
+
+    python benchmarks/cnn_step.py [--steps N] [--batch B] [--threads T] [--profile]
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+
+def build(m, weights=None):
+    nn = m.nn
+    net = nn.Sequential(
+        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, 10))
+    if weights is not None:
+        net.load_state_dict({k: m.tensor(v) for k, v in weights.items()})
+    return net
+
+
+def make_step(m, net):
+    opt_mod = getattr(m, "optim", None)
+    if opt_mod is not None and hasattr(opt_mod, "Adam"):
+        opt = opt_mod.Adam(net.parameters(), lr=1e-3)
+    else:  # plain SGD by hand
+        opt = None
+    F = m.nn.functional
+
+    def step(x, y):
+        if opt is not None:
+            opt.zero_grad()
+        else:
+            for p in net.parameters():
+                p.grad = None
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        if opt is not None:
+            opt.step()
+        else:
+            with m.no_grad():
+                for p in net.parameters():
+                    p -= 1e-3 * p.grad
+        return loss
+    return step, ("Adam" if opt is not None else "SGD")
+
+
+def bench(m, weights, xb, yb, steps, warmup):
+    net = build(m, weights)
+    step, opt_name = make_step(m, net)
+    x, y = m.tensor(xb), m.tensor(yb)
+    losses, times, cpu = [], [], []
+    for i in range(warmup + steps):
+        t0, c0 = time.perf_counter(), time.process_time()
+        loss = step(x, y)
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        losses.append(float(loss.detach()))
+        if i >= warmup:
+            times.append(dt)
+            cpu.append(dc)
+    return statistics.median(times) * 1e3, statistics.median(cpu) * 1e3, losses, opt_name
+
+
+def profile(xb, yb, steps):
+    import cProfile
+    import pstats
+
+    import ember
+    net = build(ember)
+    step, _ = make_step(ember, net)
+    x, y = ember.tensor(xb), ember.tensor(yb)
+    step(x, y)
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(steps):
+        step(x, y)
+    pr.disable()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+
+    import ember
+    import ember.nn  # noqa: F401
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+    xb = rng.standard_normal((args.batch, 1, 28, 28)).astype(np.float32)
+    yb = rng.integers(0, 10, args.batch)
+    torch.manual_seed(0)
+    weights = {k: v.detach().numpy().copy() for k, v in build(torch).state_dict().items()}
+    if args.profile:
+        profile(xb, yb, args.steps)
+        return
+    t_ms, t_cpu, t_loss, t_opt = bench(torch, weights, xb, yb, args.steps, args.warmup)
+    e_ms, e_cpu, e_loss, e_opt = bench(ember, weights, xb, yb, args.steps, args.warmup)
+    print(f"CNN training step, batch {args.batch}x1x28x28, float32, {e_opt} "
+          f"(torch threads: {torch.get_num_threads()}; medians of {args.steps} steps)")
+    print("            wall ms/step   CPU ms/step")
+    print(f"  torch : {t_ms:12.2f} {t_cpu:13.2f}")
+    print(f"  ember : {e_ms:12.2f} {e_cpu:13.2f}")
+    print(f"  ratio : {e_ms / t_ms:11.2f}x {e_cpu / t_cpu:12.2f}x")
+    drift = max(abs(a - b) for a, b in zip(e_loss, t_loss))
+    print(f"  losses agree to {drift:.1e} over {len(e_loss)} steps "
+          f"(first {e_loss[0]:.4f}, last {e_loss[-1]:.4f})")
+
+
+if __name__ == "__main__":
+    main()
