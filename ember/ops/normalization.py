@@ -15,7 +15,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 
 # the names torch also has at top level, with the same signature
-__all__ = ["layer_norm", "group_norm"]
+__all__ = ["layer_norm", "group_norm", "rms_norm"]
 
 
 class Normalize(Primitive):
@@ -211,6 +211,28 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
                                f"{list(shape)}")
     axes = tuple(range(input.dim() - n, input.dim()))
     return _LayerNorm.apply(input, weight, bias, axes, eps, None)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """Root-mean-square normalization over the last ``len(normalized_shape)`` dims:
+    ``x * rsqrt(mean(x**2) + eps) * weight``; ``eps`` defaults to the dtype's epsilon."""
+    if isinstance(normalized_shape, (int, np.integer)):
+        normalized_shape = (int(normalized_shape),)
+    shape = tuple(int(s) for s in normalized_shape)
+    n = len(shape)
+    if n == 0 or input.dim() < n or tuple(input.shape[input.dim() - n:]) != shape:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, shape))}], but got input of size"
+                           f"{list(input.shape)}")
+    if weight is not None and tuple(weight.shape) != shape:
+        raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got "
+                           f"weight of shape {list(weight.shape)} and normalized_shape = "
+                           f"{list(shape)}")
+    if eps is None:
+        eps = float(np.finfo(input._data.dtype).eps) if input.is_floating_point() else 0.0
+    dims = tuple(range(input.dim() - n, input.dim()))
+    out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+    return out * weight if weight is not None else out
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):

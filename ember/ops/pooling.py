@@ -353,6 +353,24 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                      return_indices)
 
 
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    """``max_pool1d`` returning (values, indices)."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    """``max_pool2d`` returning (values, indices)."""
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    """``max_pool3d`` returning (values, indices)."""
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
 def _avg_divisor(g, count_include_pad, divisor_override):
     if divisor_override is not None:
         if divisor_override == 0:
@@ -543,6 +561,21 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 def adaptive_max_pool3d(input, output_size, return_indices=False):
     """3-D adaptive max pooling: (N, C, D, H, W) -> (N, C, *output_size)."""
     return _adaptive_max("adaptive_max_pool3d", 3, input, output_size, return_indices)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=True):
+    """``adaptive_max_pool1d`` returning (values, indices)."""
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=True):
+    """``adaptive_max_pool2d`` returning (values, indices)."""
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=True):
+    """``adaptive_max_pool3d`` returning (values, indices)."""
+    return adaptive_max_pool3d(input, output_size, True)
 
 
 # ----- Lp pooling and unpooling ------------------------------------------------------
