@@ -1,0 +1,1 @@
+"""Runnable examples shipped with ember: ``python -m ember.examples.mnist``."""
