@@ -280,7 +280,8 @@ class _MultiProcessIter(_BaseIter):
                                        f"(exit code(s) {codes})") from None
                 if self._timeout > 0 and waited >= self._timeout:
                     self._shutdown()
-                    raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+                    raise RuntimeError(
+                        f"DataLoader timed out after {self._timeout} seconds") from None
 
     def _next_result(self):
         while True:
