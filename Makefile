@@ -21,8 +21,9 @@ $(VENV)/.demo: $(VENV)/.base pyproject.toml
 	$(PIP) install -q -e '.[demo]'
 	touch $@
 
+# the main job: train a digit classifier (MNIST if data/MNIST is there, else the bundled digits)
 demo: $(VENV)/.demo
-	$(PY) examples/polynomial.py
+	$(PY) examples/mnist/train.py
 
 test: $(VENV)/.test
 	$(VENV)/bin/ruff check .
