@@ -38,7 +38,7 @@ class TakeAdjoint(Primitive):
         shape = list(g.shape)
         shape[axis] = n
         out = xm.zeros(shape, g.dtype)
-        if len(idx) and bool((idx[1:] >= idx[:-1]).all()):
+        if xm is np and len(idx) and bool((idx[1:] >= idx[:-1]).all()):
             # sorted indices (every resampling here): sum each run with one reduceat
             starts = xm.concatenate([xm.zeros(1, np.int64),
                                      xm.nonzero(idx[1:] != idx[:-1])[0] + 1])
