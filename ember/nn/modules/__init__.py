@@ -29,3 +29,16 @@ from ember.nn.modules.upsampling import *  # noqa: E402,F403
 
 __all__ += (conv.__all__ + normalization.__all__ + padding.__all__ + pixelshuffle.__all__
             + pooling.__all__ + upsampling.__all__)
+
+# Recurrent layers (owned by the RNN engineer).
+from ember.nn.modules import rnn  # noqa: E402
+from ember.nn.modules.rnn import *  # noqa: E402,F403
+
+__all__ += rnn.__all__
+
+# Attention and transformer layers (owned by the attention engineer).
+from ember.nn.modules import attention, transformer  # noqa: E402
+from ember.nn.modules.attention import *  # noqa: E402,F403
+from ember.nn.modules.transformer import *  # noqa: E402,F403
+
+__all__ += attention.__all__ + transformer.__all__

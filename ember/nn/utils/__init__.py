@@ -1,5 +1,5 @@
 """ember.nn.utils: gradient clipping and parameter/vector conversion."""
-from ember.nn.utils import clip_grad, convert_parameters  # noqa: F401
+from ember.nn.utils import clip_grad, convert_parameters, rnn  # noqa: F401
 from ember.nn.utils.clip_grad import (  # noqa: F401
     clip_grad_norm,
     clip_grad_norm_,

@@ -1,0 +1,684 @@
+"""Recurrent layers as fused primitives, and the packing of variable-length batches.
+
+One node covers one direction of one layer over a whole sequence (RNN, LSTM or GRU),
+so a step costs a handful of NumPy calls instead of a dozen graph nodes.
+
+Sequences are kept *packed*: the rows of every time step stacked time-major, with
+``batch_sizes[t]`` rows at step ``t`` (non-increasing, PyTorch's ``PackedSequence``
+layout); a padded ``(T, B, *)`` batch is the case ``batch_sizes == (B,) * T``.
+
+The math of a layer is written once, over a tiny namespace (``_ArrayMath`` for NumPy
+or CuPy arrays, ``_TensorMath`` for ember Tensors) that supplies ``cat``, ``sigmoid``
+and ``tanh``; everything else is ``@``, ``*``, ``+``, slicing and ``.T``, which both
+kinds of value share:
+
+- forward runs on arrays and keeps the gate activations;
+- a first-order backward (BPTT) runs the same derivative code on arrays, reusing them;
+- when the gradient itself is being recorded (``create_graph``), forward is replayed
+  in ember Tensor ops from the saved inputs and the derivative code runs on Tensors,
+  so second derivatives are exact.
+"""
+import functools
+import itertools
+
+import numpy as np
+
+from ember._tensor import _make
+from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import Primitive
+from ember.backend import array_module
+
+__all__ = []
+
+
+# ----- the two namespaces the layer math runs on ----------------------------------------
+class _ArrayMath:
+    def __init__(self, xp):
+        self.xp = xp
+
+    def cat(self, xs, axis=0):
+        return xs[0] if len(xs) == 1 else self.xp.concatenate(xs, axis)
+
+    def sigmoid(self, x):
+        # exp overflows to inf for very negative x and 1 / inf is the right 0
+        e = self.xp.negative(x)
+        self.xp.exp(e, out=e)
+        e += 1
+        return self.xp.reciprocal(e, out=e)
+
+    def tanh(self, x):
+        return self.xp.tanh(x)
+
+    def relu(self, x):
+        return self.xp.maximum(x, 0)
+
+    def t(self, w):
+        # OpenBLAS multiplies a C-ordered right operand about 1.5x faster than a
+        # transposed view, and the recurrent matmul runs at every step
+        return self.xp.ascontiguousarray(w.T)
+
+
+class _TensorMath:
+    @staticmethod
+    def cat(xs, axis=0):
+        from ember.ops.join import cat
+        return xs[0] if len(xs) == 1 else cat(xs, axis)
+
+    @staticmethod
+    def sigmoid(x):
+        return x.sigmoid()
+
+    @staticmethod
+    def tanh(x):
+        return x.tanh()
+
+    @staticmethod
+    def relu(x):
+        return x.relu()
+
+    @staticmethod
+    def t(w):
+        return w.T
+
+
+_TENSOR_MATH = _TensorMath()
+_NP_MATH = _ArrayMath(np)
+
+
+def _array_math(a):
+    xp = array_module(a)
+    return _NP_MATH if xp is np else _ArrayMath(xp)
+
+
+@functools.lru_cache(maxsize=256)
+def _offsets(batch_sizes):
+    return (0,) + tuple(itertools.accumulate(batch_sizes[:-1]))
+
+
+# ----- one step of each cell: forward and its derivative --------------------------------
+class _RNNCellMath:
+    """``h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh)``; both biases fold into the input
+    projection."""
+    has_c = False
+    relu = False
+    hp = 1  # where a step's activations keep the previous hidden state
+
+    @staticmethod
+    def input_bias(b_ih, b_hh):
+        if b_ih is None:
+            return b_hh
+        return b_ih if b_hh is None else b_ih + b_hh
+
+    @classmethod
+    def step(cls, m, gx, h, c, w_hhT, b_hh, w_hrT):
+        pre = gx + h @ w_hhT
+        h2 = m.relu(pre) if cls.relu else m.tanh(pre)
+        return h2, None, (h2, h)
+
+    @classmethod
+    def step_backward(cls, m, dh, dc, acts, w_hh, w_hr):
+        h2, hp = acts
+        dpre = dh * (h2 > 0) if cls.relu else dh * (1 - h2 * h2)
+        return dpre, None, dpre @ w_hh, None
+
+
+class _ReLUCellMath(_RNNCellMath):
+    relu = True
+
+
+class _LSTMCellMath:
+    """Gates ``i, f, g, o`` (in that order along the 4H axis); ``c' = f c + i g``,
+    ``h' = o tanh(c')``, projected by ``W_hr`` when ``proj_size > 0``."""
+    has_c = True
+    hp = 4
+    input_bias = staticmethod(_RNNCellMath.input_bias)
+
+    @staticmethod
+    def step(m, gx, h, c, w_hhT, b_hh, w_hrT):
+        g = gx + h @ w_hhT
+        H = c.shape[1]
+        s = m.sigmoid(g)
+        gg = m.tanh(g[:, 2 * H:3 * H])
+        c2 = s[:, H:2 * H] * c + s[:, :H] * gg
+        tc = m.tanh(c2)
+        mm = s[:, 3 * H:] * tc
+        h2 = mm if w_hrT is None else mm @ w_hrT
+        return h2, c2, (s, gg, tc, c, h, mm)
+
+    @staticmethod
+    def step_backward(m, dh, dc, acts, w_hh, w_hr):
+        s, gg, tc, cp, hp, mm = acts
+        H = cp.shape[1]
+        i, f, o = s[:, :H], s[:, H:2 * H], s[:, 3 * H:]
+        dm = dh if w_hr is None else dh @ w_hr
+        dct = dm * o * (1 - tc * tc) + dc
+        dpre = m.cat([dct * gg * i * (1 - i), dct * cp * f * (1 - f),
+                      dct * i * (1 - gg * gg), dm * tc * o * (1 - o)], 1)
+        return dpre, None, dpre @ w_hh, dct * f
+
+
+class _GRUCellMath:
+    """Gates ``r, z, n``: ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``,
+    ``h' = (h - n) * z + n``; ``b_hh`` stays inside the recurrent term."""
+    has_c = False
+    hp = 3
+
+    @staticmethod
+    def input_bias(b_ih, b_hh):
+        return b_ih
+
+    @staticmethod
+    def step(m, gx, h, c, w_hhT, b_hh, w_hrT):
+        gh = h @ w_hhT
+        if b_hh is not None:
+            gh = gh + b_hh
+        H = h.shape[1]
+        rz = m.sigmoid(gx[:, :2 * H] + gh[:, :2 * H])
+        nh = gh[:, 2 * H:]
+        n = m.tanh(gx[:, 2 * H:] + rz[:, :H] * nh)
+        h2 = (h - n) * rz[:, H:] + n
+        return h2, None, (rz, n, nh, h)
+
+    @staticmethod
+    def step_backward(m, dh, dc, acts, w_hh, w_hr):
+        rz, n, nh, hp = acts
+        H = hp.shape[1]
+        r, z = rz[:, :H], rz[:, H:]
+        dnp = dh * (1 - z) * (1 - n * n)
+        drz = m.cat([dnp * nh, dh * (hp - n)], 1) * rz * (1 - rz)
+        dgh = m.cat([drz, dnp * r], 1)
+        return m.cat([drz, dnp], 1), dgh, dh * z + dgh @ w_hh, None
+
+
+# ----- a layer: all steps of one direction ----------------------------------------------
+def _enter(m, h, c, h0, c0, n, done):
+    """The state rows that step over ``n`` rows reads. Forward direction: rows ``n:``
+    have ended and their state is final (kept in ``done``); reverse direction: rows
+    join, starting from ``h0``/``c0``."""
+    rows = h.shape[0]
+    if n < rows:
+        done.append((h[n:], None if c is None else c[n:]))
+        return h[:n], (None if c is None else c[:n])
+    if n > rows:
+        return m.cat([h, h0[rows:n]]), (None if c is None else m.cat([c, c0[rows:n]]))
+    return h, c
+
+
+def _final(m, h, c, done):
+    """h_n and c_n: the last state of every row, as fresh arrays or Tensors."""
+    hn = m.cat([h] + [d[0] for d in reversed(done)]) if done else h * 1
+    cn = None
+    if c is not None:
+        cn = m.cat([c] + [d[1] for d in reversed(done)]) if done else c * 1
+    return hn, cn
+
+
+def _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts):
+    """The gradient of the state rows that step over ``n`` rows wrote (the mirror of
+    ``_enter``): rows that ended at this step take theirs from ``h_n``; rows that joined
+    at the previous step hand theirs to ``h0`` (kept in ``h_parts``)."""
+    if dh is None:
+        return (ghn if n == ghn.shape[0] else ghn[:n],
+                None if gcn is None else (gcn if n == gcn.shape[0] else gcn[:n]))
+    rows = dh.shape[0]
+    if n > rows:
+        return m.cat([dh, ghn[rows:n]]), (None if dc is None else m.cat([dc, gcn[rows:n]]))
+    if n < rows:
+        h_parts.append(dh[n:])
+        if dc is not None:
+            c_parts.append(dc[n:])
+        return dh[:n], (None if dc is None else dc[:n])
+    return dh, dc
+
+
+def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None):
+    """Gradients of x, w_ih, w_hh, b_ih, b_hh, w_hr from the gate gradients of all steps
+    (``dG`` on the input side, ``dGh`` on the recurrent side)."""
+    dx = dG @ w_ih if needs[0] else None
+    dw_ih = dG.T @ x if needs[3] else None
+    dw_hh = dGh.T @ hp if needs[4] else None
+    db_ih = dG.sum(0) if needs[5] else None
+    db_hh = None
+    if needs[6]:
+        # two leaves must not share one gradient array: a copy, not the same sum
+        db_hh = dGh.sum(0) if dGh is not dG or db_ih is None else db_ih * 1
+    dw_hr = dhs.T @ mm if dhs is not None and needs[7] else None
+    return dx, dw_ih, dw_hh, db_ih, db_hh, dw_hr
+
+
+def _layer_forward(m, cell, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
+    """Run one direction over packed ``x`` (N, I); returns (y, h_n, c_n, acts)."""
+    gx = x @ m.t(w_ih)
+    bias = cell.input_bias(b_ih, b_hh)
+    if bias is not None:
+        gx = gx + bias
+    w_hhT = m.t(w_hh)
+    w_hrT = None if w_hr is None else m.t(w_hr)
+    T = len(bs)
+    offs = _offsets(bs)
+    steps = range(T - 1, -1, -1) if reverse else range(T)
+    n0 = bs[steps[0]]
+    h = h0 if n0 == h0.shape[0] else h0[:n0]
+    c = None
+    if cell.has_c:
+        c = c0 if n0 == c0.shape[0] else c0[:n0]
+    ys = [None] * T
+    acts = [None] * T
+    done = []
+    for t in steps:
+        n, o = bs[t], offs[t]
+        h, c = _enter(m, h, c, h0, c0, n, done)
+        h, c, acts[t] = cell.step(m, gx[o:o + n], h, c, w_hhT, b_hh, w_hrT)
+        ys[t] = h
+    hn, cn = _final(m, h, c, done)
+    return m.cat(ys), hn, cn, acts
+
+
+def _layer_backward(m, cell, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, needs):
+    """Backpropagation through time: gradients of (x, h0, c0, w_ih, w_hh, b_ih, b_hh,
+    w_hr) given those of (y, h_n, c_n)."""
+    T = len(bs)
+    offs = _offsets(bs)
+    dgx = [None] * T
+    dgh = [None] * T
+    dhs = [None] * T
+    h_parts, c_parts = [], []
+    dh = dc = None
+    for t in (range(T) if reverse else range(T - 1, -1, -1)):
+        n, o = bs[t], offs[t]
+        dh, dc = _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts)
+        dh = dh + gy[o:o + n]
+        dhs[t] = dh
+        dgx[t], dgh[t], dh, dc = cell.step_backward(m, dh, dc, acts[t], w_hh, w_hr)
+    dh0 = m.cat([dh] + h_parts[::-1])
+    dc0 = m.cat([dc] + c_parts[::-1]) if dc is not None else None
+    dG = m.cat(dgx)
+    dGh = dG if dgh[0] is None else m.cat(dgh)
+    hp = m.cat([a[cell.hp] for a in acts])
+    proj = w_hr is not None
+    dx, dw_ih, dw_hh, db_ih, db_hh, dw_hr = _param_grads(
+        dG, dGh, hp, x, w_ih, needs, m.cat(dhs) if proj else None,
+        m.cat([a[5] for a in acts]) if proj else None)
+    return dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dw_hr
+
+
+# ----- the LSTM on arrays, in place: the hot path of a first-order pass -----------------
+def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
+    """``_layer_forward`` for the LSTM on arrays, writing into whole-sequence buffers:
+    S (gate activations i, f, g, o), TC (tanh c), Cp/Hp (each row's previous state),
+    M (o * tanh c) and Y."""
+    S = x @ xp.ascontiguousarray(w_ih.T)
+    bias = _RNNCellMath.input_bias(b_ih, b_hh)
+    if bias is not None:
+        S += bias
+    N, H, Hout, dt = x.shape[0], c0.shape[1], h0.shape[1], S.dtype
+    TC, C, Cp, M = (xp.empty((N, H), dt) for _ in range(4))
+    Hp = xp.empty((N, Hout), dt)
+    Y = M if w_hr is None else xp.empty((N, Hout), dt)
+    w_hhT = xp.ascontiguousarray(w_hh.T)
+    w_hrT = None if w_hr is None else xp.ascontiguousarray(w_hr.T)
+    T = len(bs)
+    offs = _offsets(bs)
+    steps = range(T - 1, -1, -1) if reverse else range(T)
+    n0 = bs[steps[0]]
+    h, c = h0[:n0], c0[:n0]
+    done = []
+    for t in steps:
+        n, o = bs[t], offs[t]
+        h, c = _enter(_NP_MATH if xp is np else _ArrayMath(xp), h, c, h0, c0, n, done)
+        sl = slice(o, o + n)
+        g = S[sl]
+        g += h @ w_hhT
+        Hp[sl] = h
+        Cp[sl] = c
+        gq = g[:, 2 * H:3 * H]
+        tg = xp.tanh(gq)
+        xp.negative(g, out=g)  # sigmoid in place, then the g quarter gets its tanh
+        xp.exp(g, out=g)
+        g += 1
+        xp.reciprocal(g, out=g)
+        gq[...] = tg
+        c = C[sl]
+        xp.multiply(g[:, H:2 * H], Cp[sl], out=c)
+        tg *= g[:, :H]
+        c += tg
+        tc = TC[sl]
+        xp.tanh(c, out=tc)
+        xp.multiply(g[:, 3 * H:], tc, out=M[sl])
+        if w_hr is not None:
+            xp.matmul(M[sl], w_hrT, out=Y[sl])
+        h = Y[sl]
+    hn, cn = _final(_NP_MATH if xp is np else _ArrayMath(xp), h, c, done)
+    return Y, hn, cn, (S, TC, Cp, Hp, M)
+
+
+def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, needs):
+    """``_layer_backward`` for the LSTM on arrays, writing the gate gradients of every
+    step into one buffer."""
+    S, TC, Cp, Hp, M = acts
+    m = _NP_MATH if xp is np else _ArrayMath(xp)
+    H = TC.shape[1]
+    dG = xp.empty_like(S)
+    dhs = None if w_hr is None else xp.empty_like(Hp)
+    T = len(bs)
+    offs = _offsets(bs)
+    h_parts, c_parts = [], []
+    dh = dc = None
+    for t in (range(T) if reverse else range(T - 1, -1, -1)):
+        n, o = bs[t], offs[t]
+        dh, dc = _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts)
+        sl = slice(o, o + n)
+        dh = dh + gy[sl]
+        if dhs is not None:
+            dhs[sl] = dh
+            dh = dh @ w_hr
+        s, tc, d = S[sl], TC[sl], dG[sl]
+        dct = tc * tc
+        xp.subtract(1, dct, out=dct)
+        dct *= s[:, 3 * H:]
+        dct *= dh
+        dct += dc
+        xp.multiply(dct, s[:, 2 * H:3 * H], out=d[:, :H])
+        xp.multiply(dct, Cp[sl], out=d[:, H:2 * H])
+        xp.multiply(dct, s[:, :H], out=d[:, 2 * H:3 * H])
+        xp.multiply(dh, tc, out=d[:, 3 * H:])
+        der = 1 - s  # s (1 - s) for the sigmoid gates, 1 - g**2 for the tanh one
+        der *= s
+        dq = der[:, 2 * H:3 * H]
+        xp.multiply(s[:, 2 * H:3 * H], s[:, 2 * H:3 * H], out=dq)
+        xp.subtract(1, dq, out=dq)
+        d *= der
+        dh = d @ w_hh
+        dc = dct * s[:, H:2 * H]
+    dh0 = m.cat([dh] + h_parts[::-1])
+    dc0 = m.cat([dc] + c_parts[::-1])
+    dx, dw_ih, dw_hh, db_ih, db_hh, dw_hr = _param_grads(dG, dG, Hp, x, w_ih, needs, dhs, M)
+    return dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dw_hr
+
+
+class _Layer(Primitive):
+    """One direction of one recurrent layer over packed ``x``.
+
+    ``apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, batch_sizes=..., reverse=...)``
+    with ``x`` (N, I), ``h0`` (B, H_out), ``c0`` (B, H) or None, biases and ``w_hr``
+    optional; returns ``y`` (N, H_out), ``h_n`` and (LSTM) ``c_n``.
+    """
+    save_inputs = (0, 1, 2, 3, 4, 5, 6, 7)
+    cell = None
+    n_outputs = 2
+    fast = None  # (forward, backward) specialised for arrays, or None
+
+    def forward(self, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, batch_sizes, reverse):
+        self.bs, self.reverse = batch_sizes, reverse
+        if self.fast is not None:
+            y, hn, cn, self._acts = self.fast[0](array_module(x), x, h0, c0, w_ih, w_hh, b_ih,
+                                                 b_hh, w_hr, batch_sizes, reverse)
+        else:
+            y, hn, cn, self._acts = _layer_forward(_array_math(x), self.cell, x, h0, c0, w_ih,
+                                                   w_hh, b_ih, b_hh, w_hr, batch_sizes,
+                                                   reverse)
+        return (y, hn, cn) if self.cell.has_c else (y, hn)
+
+    def backward(self, gy, ghn, gcn=None):
+        saved = self.saved_tensors
+        needs = [e is not None for e in self._edges]
+        cell, bs, rev = self.cell, self.bs, self.reverse
+        if _grad_state.grad_enabled:
+            # the gradient is being recorded: replay forward in Tensor ops so that the
+            # activations, and so the gradient, are differentiable functions of the inputs
+            m = _TENSOR_MATH
+            x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr = saved
+            acts = _layer_forward(m, cell, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs,
+                                  rev)[3]
+            return _layer_backward(m, cell, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, rev,
+                                   needs)
+        x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr = [None if t is None else t._data
+                                                   for t in saved]
+        gcn = None if gcn is None else gcn._data
+        if self.fast is not None:
+            grads = self.fast[1](array_module(x), gy._data, ghn._data, gcn, self._acts, x,
+                                 w_ih, w_hh, w_hr, bs, rev, needs)
+        else:
+            grads = _layer_backward(_array_math(x), cell, gy._data, ghn._data, gcn,
+                                    self._acts, x, w_ih, w_hh, w_hr, bs, rev, needs)
+        return tuple(None if g is None else _make(g) for g in grads)
+
+
+class RNNTanhLayer(_Layer):
+    cell = _RNNCellMath
+
+
+class RNNReluLayer(_Layer):
+    cell = _ReLUCellMath
+
+
+class LSTMLayer(_Layer):
+    cell = _LSTMCellMath
+    n_outputs = 3
+    fast = (_lstm_forward_np, _lstm_backward_np)
+
+
+class GRULayer(_Layer):
+    cell = _GRUCellMath
+
+
+LAYERS = {"RNN_TANH": RNNTanhLayer, "RNN_RELU": RNNReluLayer, "LSTM": LSTMLayer,
+          "GRU": GRULayer}
+
+
+# ----- packing: padded (T, B, *) <-> packed (N, *) --------------------------------------
+@functools.lru_cache(maxsize=256)
+def _pack_index(batch_sizes, batch_first, total_length, batch):
+    """For each packed row, its row in the padded batch flattened over (time, batch), or
+    over (batch, time) when ``batch_first``."""
+    bs = np.asarray(batch_sizes, dtype=np.int64)
+    t = np.repeat(np.arange(len(bs)), bs)
+    b = np.arange(int(bs.sum())) - np.repeat(np.asarray(_offsets(batch_sizes)), bs)
+    return b * total_length + t if batch_first else t * batch + b
+
+
+class PackPadded(Primitive):
+    """The packed rows of a padded batch: ``apply(padded, batch_sizes=..., batch_first=...)``
+    with ``padded`` (T, B, *) (or (B, T, *)) and ``batch_sizes`` a tuple of ints."""
+    _node_name = "PackPaddedSequenceBackward0"
+
+    def forward(self, padded, batch_sizes, batch_first):
+        shape = padded.shape
+        T, B = (shape[1], shape[0]) if batch_first else (shape[0], shape[1])
+        self.args = (batch_sizes, batch_first, T, B)
+        idx = _pack_index(batch_sizes, batch_first, T, B)
+        return padded.reshape((T * B,) + shape[2:])[idx]
+
+    def backward(self, gy):
+        bs, bf, T, B = self.args
+        return PadPacked.apply(gy, batch_sizes=bs, batch_first=bf, padding_value=0.0,
+                               total_length=T, batch=B)
+
+
+class PadPacked(Primitive):
+    """A padded (T, B, *) (or (B, T, *)) batch from packed rows, ``padding_value``
+    elsewhere; ``T`` is ``total_length`` and ``B`` is ``batch`` (default ``batch_sizes[0]``)."""
+    _node_name = "PadPackedSequenceBackward0"
+
+    def forward(self, data, batch_sizes, batch_first, padding_value, total_length, batch=None):
+        B = batch_sizes[0] if batch is None else batch
+        T = total_length
+        self.args = (batch_sizes, batch_first)
+        xp = array_module(data)
+        out = xp.full((T * B,) + data.shape[1:], padding_value, dtype=data.dtype)
+        out[_pack_index(batch_sizes, batch_first, T, B)] = data
+        return out.reshape(((B, T) if batch_first else (T, B)) + data.shape[1:])
+
+    def backward(self, gy):
+        bs, bf = self.args
+        return PackPadded.apply(gy, batch_sizes=bs, batch_first=bf)
+
+
+class PadSequence(Primitive):
+    """``apply(*sequences, batch_first=..., padding_value=..., left=...)``: the (L_i, *)
+    sequences written into a (T, B, *) batch (or (B, T, *)) in the first's dtype."""
+
+    def forward(self, *seqs, batch_first, padding_value, left):
+        T = max(s.shape[0] for s in seqs)
+        trail = seqs[0].shape[1:]
+        self.meta = [(s.shape, s.dtype) for s in seqs]
+        self.args = (T, batch_first, left)
+        xp = array_module(seqs[0])
+        out = xp.full((len(seqs), T) + trail, padding_value, dtype=seqs[0].dtype)
+        for i, s in enumerate(seqs):
+            n = s.shape[0]
+            if left:
+                out[i, T - n:T] = s
+            else:
+                out[i, :n] = s
+        return out if batch_first else xp.ascontiguousarray(out.swapaxes(0, 1))
+
+    def backward(self, gy):
+        from ember.backend.dtypes import FROM_NP
+        T, bf, left = self.args
+        grads = []
+        for i, (shape, dt) in enumerate(self.meta):
+            if self._edges[i] is None:
+                grads.append(None)
+                continue
+            n = shape[0]
+            rows = slice(T - n, T) if left else slice(0, n)
+            g = gy[i, rows] if bf else gy[rows, i]
+            if g.shape != shape:
+                g = g.sum_to_size(shape)  # the sequence was broadcast into its slot
+            if g._data.dtype != dt:
+                g = g.to(FROM_NP[dt])
+            grads.append(g)
+        return tuple(grads)
+
+
+def sort_descending(values):
+    """``(sorted, indices)`` of a 1-D integer array in decreasing order, ties placed as
+    PyTorch's CPU ``sort(descending=True)`` places them (libstdc++'s introsort on
+    (value, index) pairs, compared by value)."""
+    keys = [int(v) for v in values]
+    idx = list(range(len(keys)))
+    _introsort(keys, idx, 0, len(keys), 2 * (max(len(keys), 1).bit_length() - 1))
+    _final_insertion_sort(keys, idx, 0, len(keys))
+    return np.asarray(keys, dtype=np.int64), np.asarray(idx, dtype=np.int64)
+
+
+# libstdc++'s std::sort (bits/stl_algo.h) with comp(a, b) = a > b, moving (key, index)
+# pairs together; only the tie order depends on following it step by step.
+_THRESHOLD = 16
+
+
+def _swap(k, v, a, b):
+    k[a], k[b] = k[b], k[a]
+    v[a], v[b] = v[b], v[a]
+
+
+def _move_median_to_first(k, v, result, a, b, c):
+    if k[a] > k[b]:
+        if k[b] > k[c]:
+            _swap(k, v, result, b)
+        elif k[a] > k[c]:
+            _swap(k, v, result, c)
+        else:
+            _swap(k, v, result, a)
+    elif k[a] > k[c]:
+        _swap(k, v, result, a)
+    elif k[b] > k[c]:
+        _swap(k, v, result, c)
+    else:
+        _swap(k, v, result, b)
+
+
+def _unguarded_partition(k, v, first, last, pivot):
+    while True:
+        while k[first] > k[pivot]:
+            first += 1
+        last -= 1
+        while k[pivot] > k[last]:
+            last -= 1
+        if not first < last:
+            return first
+        _swap(k, v, first, last)
+        first += 1
+
+
+def _heap_select_sort(k, v, first, last):
+    # std::partial_sort(first, last, last): heapsort of the range, as libstdc++ does it
+    pairs = list(zip(k[first:last], v[first:last]))
+    n = len(pairs)
+
+    def adjust(hole, length, value):
+        top = hole
+        child = hole
+        while child < (length - 1) // 2:
+            child = 2 * (child + 1)
+            if _gt(pairs[child], pairs[child - 1]):
+                child -= 1
+            pairs[hole] = pairs[child]
+            hole = child
+        if (length & 1) == 0 and child == (length - 2) // 2:
+            child = 2 * (child + 1)
+            pairs[hole] = pairs[child - 1]
+            hole = child - 1
+        parent = (hole - 1) // 2
+        while hole > top and _gt(pairs[parent], value):
+            pairs[hole] = pairs[parent]
+            hole = parent
+            parent = (hole - 1) // 2
+        pairs[hole] = value
+
+    if n >= 2:
+        for parent in range((n - 2) // 2, -1, -1):
+            adjust(parent, n, pairs[parent])
+    for end in range(n - 1, 0, -1):
+        value = pairs[end]
+        pairs[end] = pairs[0]
+        adjust(0, end, value)
+    for i, (a, b) in enumerate(pairs):
+        k[first + i], v[first + i] = a, b
+
+
+def _gt(p, q):
+    return p[0] > q[0]
+
+
+def _introsort(k, v, first, last, depth):
+    while last - first > _THRESHOLD:
+        if depth == 0:
+            _heap_select_sort(k, v, first, last)
+            return
+        depth -= 1
+        mid = first + (last - first) // 2
+        _move_median_to_first(k, v, first, first + 1, mid, last - 1)
+        cut = _unguarded_partition(k, v, first + 1, last, first)
+        _introsort(k, v, cut, last, depth)
+        last = cut
+
+
+def _insertion_sort(k, v, first, last):
+    for i in range(first + 1, last):
+        key, val = k[i], v[i]
+        if key > k[first]:
+            k[first + 1:i + 1] = k[first:i]
+            v[first + 1:i + 1] = v[first:i]
+            k[first], v[first] = key, val
+        else:
+            j = i
+            while key > k[j - 1]:
+                k[j], v[j] = k[j - 1], v[j - 1]
+                j -= 1
+            k[j], v[j] = key, val
+
+
+def _final_insertion_sort(k, v, first, last):
+    if last - first > _THRESHOLD:
+        _insertion_sort(k, v, first, first + _THRESHOLD)
+        for i in range(first + _THRESHOLD, last):  # unguarded
+            key, val = k[i], v[i]
+            j = i
+            while key > k[j - 1]:
+                k[j], v[j] = k[j - 1], v[j - 1]
+                j -= 1
+            k[j], v[j] = key, val
+    else:
+        _insertion_sort(k, v, first, last)
