@@ -37,6 +37,7 @@ from ember._tensor_str import get_printoptions, printoptions, set_printoptions
 from ember import optim
 from ember.serialization import load, save
 from ember import nn
+import ember.utils.data  # torch.utils.data is there after `import torch`
 
 from ember import accelerator, backends
 from ember._legacy import *

@@ -12,6 +12,7 @@ from ember.ops import (  # noqa: F401
     reduction,
     scan,
     shape,
+    sorting,
     unary,
 )
 from ember.ops.conv import *  # noqa: F401,F403
@@ -30,4 +31,5 @@ from ember.ops.reduction import *  # noqa: F401,F403
 from ember.ops.resample import *  # noqa: F401,F403
 from ember.ops.scan import *  # noqa: F401,F403
 from ember.ops.shape import *  # noqa: F401,F403
+from ember.ops.sorting import *  # noqa: F401,F403
 from ember.ops.unary import *  # noqa: F401,F403

@@ -1,0 +1,119 @@
+"""Sorting: ``sort``, ``argsort``, ``msort``, ``topk``, ``kthvalue``.
+
+The order is found on arrays (a stable sort, so ties keep their index order, as
+PyTorch's CPU sort does; NaN sorts as the largest value); the values are then
+``gather(input, dim, indices)``, so the gradients (scattered back to the chosen
+places) and second derivatives come from ``gather`` with no derivative code here.
+"""
+import numpy as np
+
+from ember import backend
+from ember._tensor import Tensor, _make
+from ember.ops._util import wrap_dim
+from ember.ops.reduction import return_types
+
+__all__ = ["sort", "argsort", "msort", "topk", "kthvalue"]
+
+
+def _check_tensor(name, input):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+
+
+def _order(a, axis, descending):
+    """Stable argsort along ``axis``; descending keeps ties in ascending index order."""
+    xp = backend.array_module(a)
+    if a.dtype == np.bool_:
+        a = a.astype(np.uint8)
+    if not descending:
+        return xp.argsort(a, axis=axis, kind="stable")
+    n = a.shape[axis]
+    rev = xp.flip(a, axis=axis)
+    return (n - 1) - xp.flip(xp.argsort(rev, axis=axis, kind="stable"), axis=axis)
+
+
+def _indices(input, dim, descending):
+    a = input._data
+    if a.ndim == 0:
+        return _make(backend.array_module(a).zeros((), dtype=np.int64))
+    return _make(_order(a, wrap_dim(dim, a.ndim), descending).astype(np.int64, copy=False))
+
+
+def sort(input, dim=-1, descending=False, stable=False, *, out=None):
+    """Sort ``input`` along ``dim``; returns ``(values, indices)`` (a
+    ``torch.return_types.sort``). Ties keep their original order; NaN is the largest.
+
+    Example: ``torch.sort(torch.tensor([3., 1., 2.]))`` gives values ``[1., 2., 3.]``
+    and indices ``[1, 2, 0]``.
+    """
+    _check_tensor("sort", input)
+    if out is not None:
+        raise NotImplementedError("sort(out=...) is not supported in ember")
+    if not isinstance(dim, int):
+        raise TypeError(f"sort(): argument 'dim' must be int, not {type(dim).__name__}")
+    idx = _indices(input, dim, descending)
+    if input.dim() == 0:
+        return return_types.sort(input.clone(), idx)
+    return return_types.sort(input.gather(dim, idx), idx)
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    """The indices that sort ``input`` along ``dim`` (``sort(...).indices``)."""
+    _check_tensor("argsort", input)
+    return _indices(input, dim, descending)
+
+
+def msort(input):
+    """``sort(input, dim=0).values``."""
+    return sort(input, dim=0).values
+
+
+def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
+    """The ``k`` largest (``largest=False``: smallest) elements of ``input`` along ``dim``
+    (default: the last), as ``(values, indices)`` (a ``torch.return_types.topk``)."""
+    _check_tensor("topk", input)
+    if out is not None:
+        raise NotImplementedError("topk(out=...) is not supported in ember")
+    dim = -1 if dim is None else dim
+    size = input.shape[wrap_dim(dim, input.dim())] if input.dim() else 1
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
+        raise TypeError(f"topk(): argument 'k' must be int, not {type(k).__name__}")
+    if not 0 <= k <= size:
+        raise RuntimeError("selected index k out of range")
+    idx = _indices(input, dim, largest)
+    if input.dim() == 0:
+        return return_types.topk(input.clone(), idx)
+    idx = idx.narrow(dim, 0, k).contiguous()
+    return return_types.topk(input.gather(dim, idx), idx)
+
+
+def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
+    """The ``k``-th smallest element of ``input`` along ``dim`` (``k`` counts from 1)
+    and its index, as a ``torch.return_types.kthvalue``."""
+    _check_tensor("kthvalue", input)
+    if out is not None:
+        raise NotImplementedError("kthvalue(out=...) is not supported in ember")
+    d = wrap_dim(dim, input.dim())
+    size = input.shape[d] if input.dim() else 1
+    if not 1 <= k <= size:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    if input.dim() == 0:
+        return return_types.kthvalue(input.clone(), _indices(input, dim, False))
+    idx = _indices(input, dim, False).narrow(dim, k - 1, 1).contiguous()
+    values = input.gather(dim, idx)
+    if not keepdim:
+        values, idx = values.squeeze(dim), idx.squeeze(dim)
+    return return_types.kthvalue(values, idx)
+
+
+def _method(fn):
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+for _fn in (sort, argsort, msort, topk, kthvalue):
+    setattr(Tensor, _fn.__name__, _method(_fn))
