@@ -267,6 +267,7 @@ class RNNBase(Module):
                 input = input.transpose(0, 1)
             input = input.reshape(steps * batch, self.input_size)
         h0, c0 = hx if lstm else (hx, None)
+        _check_state_dtypes((h0, c0), input.dtype)
         output, hn, cn = self._run(input, bs, h0, c0)
         hidden = (hn, cn) if lstm else hn
         if batch_sizes is not None:
@@ -456,12 +457,20 @@ class RNNCellBase(Module):
         if input.dtype != self.weight_ih.dtype:
             raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
                                f"{_short(input.dtype)} and {_short(self.weight_ih.dtype)}")
+        _check_state_dtypes(states, input.dtype)
         return input, states, is_batched
 
     def _cell(self, mode, input, h, c):
         return LAYERS[mode].apply(input, h, c, self.weight_ih, self.weight_hh, self.bias_ih,
                                   self.bias_hh, None, batch_sizes=(input.shape[0],),
                                   reverse=False)
+
+
+def _check_state_dtypes(states, dtype):
+    for s in states:
+        if s is not None and s.dtype != dtype:
+            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                               f"{_short(s.dtype)} and {_short(dtype)}")
 
 
 def _short(dtype):
