@@ -8,6 +8,7 @@ import warnings
 
 import ember
 from ember._tensor import Tensor
+from ember.ops import nn_fused as _fused
 
 __all__ = ["l1_loss", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "nll_loss", "cross_entropy",
@@ -333,6 +334,14 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                            f"{label_smoothing}")
     if input.ndim == 0:
         raise ValueError("Expected 1 or more dimensions (got 0)")
+    if weight is None and label_smoothing == 0 and input.ndim == 2 \
+            and isinstance(target, Tensor) and target.ndim == 1 \
+            and target.dtype is ember.int64 and input.dtype in (ember.float32, ember.float64):
+        if input.shape[0] != target.shape[0]:
+            raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
+                             f"batch_size ({target.shape[0]}).")
+        # one node for log_softmax + nll_loss (the common classification case)
+        return _fused.fused_cross_entropy(input, target, ignore_index, reduction)
     class_dim = 0 if input.ndim == 1 else 1
     n_classes = input.shape[class_dim]
     logp = ember.log_softmax(input, class_dim)

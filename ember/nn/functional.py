@@ -10,6 +10,7 @@ import warnings
 import ember
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
+from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
 from ember.ops.shape import pad  # noqa: F401  (torch.nn.functional.pad)
 
@@ -382,7 +383,20 @@ def _linear_shape_msg(input, weight):
 
 
 def linear(input, weight, bias=None):
-    """``input @ weight.T + bias``: ``(*, in_features) -> (*, out_features)``."""
+    """``input @ weight.T + bias``: ``(*, in_features) -> (*, out_features)``.
+
+    The common case (an input of 2 or more dims, a 2-D weight, a bias of shape
+    (out_features,) or None, one floating dtype) is one node whose gradient needs no
+    transposed copies; every other case is built from ``matmul`` and ``add``.
+    """
+    if isinstance(input, Tensor) and isinstance(weight, Tensor):
+        x, w = input._data, weight._data
+        dt = x.dtype
+        if x.ndim >= 2 and w.ndim == 2 and x.shape[-1] == w.shape[1] and w.dtype == dt \
+                and dt.kind == "f" and (bias is None or (
+                    isinstance(bias, Tensor) and bias._data.dtype == dt
+                    and bias._data.shape == (w.shape[0],))):
+            return _fused.fused_linear(input, weight, bias)
     if input.ndim == 0 or weight.ndim == 0:
         raise RuntimeError("both arguments to linear need to be at least 1D, but they are "
                            f"{input.ndim}D and {weight.ndim}D")
@@ -390,8 +404,19 @@ def linear(input, weight, bias=None):
         raise RuntimeError(f"linear(): weight must be 1-D or 2-D, got {weight.ndim}-D")
     if input.shape[-1] != weight.shape[-1]:
         raise RuntimeError(_linear_shape_msg(input, weight))
+    if bias is not None and bias.dtype != input.dtype and (input.ndim <= 2
+                                                           or input.is_contiguous()):
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{_tname(bias.dtype)} and {_tname(input.dtype)}")
     out = ember.matmul(input, weight.t() if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
+
+
+def _tname(dtype):
+    """PyTorch's capitalised scalar type name (Float, Double, Long, ...)."""
+    return {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+            "float16": "Half", "float32": "Float", "float64": "Double"}.get(
+                dtype.name, dtype.name.capitalize())
 
 
 def bilinear(input1, input2, weight, bias=None):

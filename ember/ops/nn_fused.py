@@ -1,0 +1,180 @@
+"""Fused primitives for the hot path of small networks: a linear layer as one node, and
+cross entropy over class indices as one node.
+
+A chain of small ops (transpose, matmul, add; log_softmax, gather, mean) costs a
+node, a saved tensor and a gradient temporary per op; these primitives do the same
+math in one NumPy pass set. Their backward follows the house rule of
+:mod:`ember.ops.normalization`: on a first-order pass it runs on arrays, reusing what
+forward computed; when a graph of the gradient is being recorded (``create_graph``) it
+is written in differentiable ember Tensor ops, so second derivatives are exact.
+
+The public entry points are ``ember.nn.functional.linear`` and ``cross_entropy``,
+which choose these primitives for the cases they cover and the general composites
+otherwise.
+"""
+import numpy as np
+
+from ember._tensor import _make
+from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import Primitive
+from ember.backend import array_module
+from ember.ops.reduction import _shifted
+
+__all__ = []
+
+
+# ----- linear ------------------------------------------------------------------------------
+class _Linear(Primitive):
+    """``x @ w.T + b`` for ``x`` (*, in) with at least 2 dims, ``w`` (out, in) and ``b``
+    (out) or None, all of one floating dtype (checked by the caller)."""
+    save_inputs = (0, 1)
+    _node_name = "AddmmBackward0"
+
+    def forward(self, x, w, b):
+        if x.ndim == 2:
+            out = np.matmul(x, w.T)
+            if b is not None:
+                out += b
+            return out
+        out = np.matmul(x.reshape(-1, x.shape[-1]), w.T)
+        if b is not None:
+            out += b
+        return out.reshape(*x.shape[:-1], w.shape[0])
+
+    def backward(self, gy):
+        x, w = self.saved_tensors
+        ex, ew, eb = self._edges
+        if not _grad_state.grad_enabled:
+            return self._backward_arrays(gy._data, x._data, w._data)
+        # recorded (create_graph): differentiable Tensor ops
+        flat = x._data.ndim != 2
+        g2 = gy.reshape(-1, gy.shape[-1]) if flat else gy
+        gx = gw = gb = None
+        if ex is not None:
+            gx = g2.matmul(w)
+            if flat:
+                gx = gx.reshape(x.shape)
+        if ew is not None:
+            gw = g2.mT.matmul(x.reshape(-1, x.shape[-1]) if flat else x)
+        if eb is not None:
+            gb = g2.sum(0)
+        return gx, gw, gb
+
+    def _backward_arrays(self, g, x, w):
+        ex, ew, eb = self._edges
+        flat = x.ndim != 2
+        if flat:
+            g = g.reshape(-1, g.shape[-1])
+        gx = gw = gb = None
+        if ex is not None:
+            gx = np.matmul(g, w)
+            gx = _make(gx.reshape(x.shape) if flat else gx)
+        if ew is not None:
+            # (out, in) straight from BLAS: a fresh C-ordered array the engine can hand
+            # to .grad without a copy
+            gw = _make(np.matmul(g.T, x.reshape(-1, x.shape[-1]) if flat else x))
+        if eb is not None:
+            gb = _make(g.sum(0))
+        return gx, gw, gb
+
+
+class _LinearMm(_Linear):
+    _node_name = "MmBackward0"
+
+
+class _LinearView(_Linear):
+    _node_name = "ViewBackward0"
+
+
+class _LinearUnsafeView(_Linear):
+    _node_name = "UnsafeViewBackward0"
+
+
+# PyTorch's name for the node on top of linear's output: addmm / mm for a 2-D input,
+# the view back to (*, out) for more dims; keyed by (input is 2-D, bias given)
+_LINEAR_NODES = {(True, True): _Linear, (True, False): _LinearMm,
+                 (False, True): _LinearView, (False, False): _LinearUnsafeView}
+
+
+def fused_linear(input, weight, bias):
+    """``input @ weight.T + bias`` as one node, for a floating ``input`` of 2 or more
+    dims, a 2-D ``weight`` and a ``bias`` of shape (out_features,) or None, all of one
+    dtype (the caller checks; ``ember.nn.functional.linear`` covers every other case)."""
+    return _LINEAR_NODES[input._data.ndim == 2, bias is not None].apply(input, weight, bias)
+
+
+# ----- cross entropy ---------------------------------------------------------------------
+class _CrossEntropy(Primitive):
+    """``nll_loss(log_softmax(x, 1), t)`` for logits ``x`` (N, C) and int64 class
+    indices ``t`` (N), without class weights or label smoothing."""
+    save_inputs = (0,)
+    _node_name = "NllLossBackward0"
+
+    def forward(self, x, t, ignore_index, reduction):
+        xp = array_module(x)
+        n, c = x.shape
+        valid = t != ignore_index
+        safe = xp.where(valid, t, 0)
+        if n and c and (safe.min() < 0 or safe.max() >= c):
+            bad = safe[(safe < 0) | (safe >= c)]
+            raise IndexError(f"Target {int(bad[0])} is out of bounds.")
+        if n and not c:
+            raise IndexError(f"Target {int(safe[0])} is out of bounds.")
+        s = _shifted(x, 1, "log_softmax")
+        e = xp.exp(s)
+        total = e.sum(axis=1)
+        rows = xp.arange(n)
+        loss = xp.log(total)
+        loss -= s[rows, safe]
+        e /= total[:, None]
+        self.p, self.rows, self.safe, self.valid = e, rows, safe, valid
+        self.reduction = reduction
+        all_valid = bool(valid.all())
+        if not all_valid:
+            loss *= valid
+        if reduction == "none":
+            return loss
+        dt = x.dtype.type
+        if reduction == "sum":
+            return xp.asarray(loss.sum(), dtype=x.dtype)
+        count = n if all_valid else int(valid.sum())
+        self.count = count
+        return xp.asarray(loss.sum() / dt(count), dtype=x.dtype)
+
+    def backward(self, gy):
+        x, = self.saved_tensors
+        if not _grad_state.grad_enabled:
+            return self._backward_arrays(gy._data), None, None, None
+        # recorded (create_graph): softmax recomputed from the saved input in
+        # differentiable ops; the one-hot targets and the row scales are constants
+        xp = array_module(x._data)
+        onehot = xp.zeros(x._data.shape, dtype=x._data.dtype)
+        onehot[self.rows, self.safe] = 1
+        valid = _make(self.valid.astype(x._data.dtype))
+        if self.reduction == "none":
+            scale = gy * valid
+        elif self.reduction == "sum":
+            scale = valid * gy
+        else:
+            scale = valid * (gy / self.count) if self.count else valid * 0 * gy
+        gx = (x.softmax(1) - _make(onehot)) * scale.unsqueeze(1)
+        return gx, None, None, None
+
+    def _backward_arrays(self, g):
+        gx = self.p.copy()
+        gx[self.rows, self.safe] -= 1
+        if self.reduction == "none":
+            gx *= (g * self.valid)[:, None]
+            return _make(gx)
+        scale = g if self.reduction == "sum" else (g / self.count if self.count else g * 0)
+        if self.valid.all():
+            gx *= scale
+        else:
+            gx *= (self.valid * scale).astype(gx.dtype)[:, None]
+        return _make(gx)
+
+
+def fused_cross_entropy(input, target, ignore_index, reduction):
+    """Cross entropy of floating logits (N, C) and int64 class indices (N) as one node
+    (no class weights, no label smoothing; the caller checks the rest)."""
+    return _CrossEntropy.apply(input, target, ignore_index, reduction)
