@@ -11,7 +11,8 @@ __all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor
            "get_num_interop_threads", "use_deterministic_algorithms",
            "are_deterministic_algorithms_enabled", "set_float32_matmul_precision",
            "get_float32_matmul_precision", "compile", "is_floating_point", "is_nonzero",
-           "typename", "set_default_tensor_type"]
+           "typename", "set_default_tensor_type", "is_same_size", "is_signed",
+           "is_inference", "is_conj", "is_neg", "resolve_conj", "resolve_neg"]
 
 
 class _LegacyType(type):
@@ -126,3 +127,98 @@ def set_default_tensor_type(t):
     if name not in mapping:
         raise TypeError(f"invalid type {t!r} for set_default_tensor_type")
     _dt.set_default_dtype(mapping[name])
+
+
+# Tensor predicates and no-op methods that device-generic programs call
+
+def _false_property(name, what):
+    prop = property(lambda self: False,
+                    doc=f"``Tensor.{name}``: False (ember has no {what} tensors).")
+    setattr(Tensor, name, prop)
+
+
+for _name, _what in (("is_xpu", "XPU"), ("is_mps", "MPS"), ("is_meta", "meta"),
+                     ("is_mtia", "MTIA"), ("is_ipu", "IPU"), ("is_xla", "XLA"),
+                     ("is_vulkan", "Vulkan"), ("is_maia", "MAIA"), ("is_mkldnn", "MKL-DNN"),
+                     ("is_quantized", "quantized"), ("is_nested", "nested"),
+                     ("is_sparse", "sparse COO"), ("is_sparse_csr", "sparse CSR")):
+    if not hasattr(Tensor, _name):
+        _false_property(_name, _what)
+
+
+def _is_signed(self):
+    """True unless the dtype is unsigned (uint8) or bool."""
+    return self.dtype not in (_dt.uint8, _dt.bool)
+
+
+def _get_device(self):
+    """The CUDA device index, or -1 for a CPU tensor."""
+    if not self.is_cuda:
+        return -1
+    return self.device.index or 0
+
+
+def _is_pinned(self, device=None):
+    """False: ember has no page-locked host memory."""
+    return False
+
+
+def _pin_memory(self, device=None):
+    """``self``: ember has no page-locked host memory (DataLoader(pin_memory=True) works)."""
+    return self
+
+
+def _share_memory_(self):
+    """``self``: worker processes of ember's DataLoader receive copies."""
+    return self
+
+
+def _is_shared(self):
+    return False
+
+
+def _is_inference(self):
+    """False: ember's inference_mode does not mark tensors."""
+    return False
+
+
+def _is_same_size(self, other):
+    """``self.shape == other.shape``."""
+    return self.shape == other.shape
+
+
+def _is_conj(self):
+    return False
+
+
+def _is_neg(self):
+    return False
+
+
+def _resolve(self):
+    """``self``: ember has no lazy conjugate/negative views."""
+    return self
+
+
+def _output_nr(self):
+    """The index of this tensor among the outputs of the node that made it."""
+    return self._output_nr
+
+
+for _name, _fn in (("is_signed", _is_signed), ("get_device", _get_device),
+                   ("is_pinned", _is_pinned), ("pin_memory", _pin_memory),
+                   ("share_memory_", _share_memory_), ("is_shared", _is_shared),
+                   ("is_inference", _is_inference), ("is_same_size", _is_same_size),
+                   ("is_conj", _is_conj), ("is_neg", _is_neg), ("resolve_conj", _resolve),
+                   ("resolve_neg", _resolve), ("is_nonzero", is_nonzero)):
+    if not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _fn)
+if not hasattr(Tensor, "output_nr"):
+    Tensor.output_nr = property(_output_nr, doc=_output_nr.__doc__)
+
+is_same_size = _is_same_size
+is_signed = _is_signed
+is_inference = _is_inference
+is_conj = _is_conj
+is_neg = _is_neg
+resolve_conj = resolve_neg = _resolve

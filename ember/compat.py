@@ -10,6 +10,7 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import types
 
 __all__ = ["alias_torch", "unalias_torch", "MissingTorchAPI"]
 
@@ -42,6 +43,17 @@ class _Loader(importlib.abc.Loader):
         pass
 
 
+def _module_attribute(target_name):
+    """``ember.backends.cudnn`` and the like: a module object kept as an attribute of
+    its parent rather than a file (``import torch.backends.cudnn`` must find it)."""
+    parent, _, last = target_name.rpartition(".")
+    try:
+        obj = getattr(importlib.import_module(parent), last, None)
+    except ImportError:
+        return None
+    return obj if isinstance(obj, types.ModuleType) else None
+
+
 class TorchAliasFinder(importlib.abc.MetaPathFinder):
     """Serve ``torch`` and ``torch.*`` imports with ember's modules."""
 
@@ -55,11 +67,14 @@ class TorchAliasFinder(importlib.abc.MetaPathFinder):
         try:
             module = importlib.import_module(target_name)
         except ModuleNotFoundError as e:
-            if e.name and (e.name == target_name or target_name.startswith(e.name + ".")):
+            module = _module_attribute(target_name)
+            if module is None and e.name and (e.name == target_name
+                                              or target_name.startswith(e.name + ".")):
                 raise MissingTorchAPI(
                     f"{fullname} is not implemented in ember yet (looked for {target_name})",
                     name=fullname) from None
-            raise
+            if module is None:
+                raise
         return importlib.util.spec_from_loader(fullname, _Loader(module))
 
 
