@@ -288,6 +288,52 @@ def test_version_counter_bumped():
         y.sum().backward()
 
 
+OPTIMIZERS = ["SGD", "Adam", "AdamW", "Adamax", "Adadelta", "Adagrad", "ASGD", "NAdam", "RAdam",
+              "RMSprop", "Rprop"]
+FLAGS = ["foreach", "maximize", "differentiable", "capturable", "fused", "nesterov", "amsgrad",
+         "decoupled_weight_decay", "momentum", "centered"]
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_load_state_dict_fills_missing_flags(name):
+    # a checkpoint from an older PyTorch lacks the newer flags: loading fills PyTorch's
+    # values (which may differ from the constructor's), and training goes on identically
+    kwargs = {"lr": 0.01} if name != "SGD" else {"lr": 0.01, "momentum": 0.9}
+    results = []
+    for m in (torch, ember):
+        params = make_params(m)
+        opt = make_opt(m, name, kwargs, params, {"lr": 0.02})
+        train(m, opt, params, 3)
+        sd = copy.deepcopy(opt.state_dict())
+        for group in sd["param_groups"]:
+            for flag in FLAGS:
+                if flag != "momentum" or name == "RMSprop":
+                    group.pop(flag, None)
+        opt.load_state_dict(sd)
+        train(m, opt, params, 3)
+        results.append((params, opt.state_dict()))
+    (tp, tsd), (ep, esd) = results
+    assert_params_close(ep, tp)
+    assert_same_state_dict(esd, tsd)
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_step_bumps_state_versions(name):
+    # a state tensor saved for backward and then updated by step(): backward must raise
+    def fn(m):
+        params = make_params(m)
+        opt = make_opt(m, name, {"lr": 0.01, "momentum": 0.9} if name == "SGD" else {},
+                       params)
+        train(m, opt, params, 1)
+        state = next(t for t in opt.state[params[0]].values()
+                     if isinstance(t, m.Tensor) and t.dim() > 0)
+        w = m.ones(state.shape, dtype=state.dtype, requires_grad=True)
+        y = (w * state).sum()
+        train(m, opt, params, 1)
+        y.backward()
+    check_raises(fn)
+
+
 def test_zero_grad():
     for m in (torch, ember):
         p = m.tensor([1.0, 2.0], requires_grad=True)

@@ -4,7 +4,6 @@ Part of :mod:`ember.optim.lr_scheduler` (which re-exports everything here); spli
 off to keep files readable.
 """
 import math
-import types
 import warnings
 from bisect import bisect_right
 from functools import partial
@@ -12,12 +11,14 @@ from functools import partial
 from ember.optim.lr_scheduler import (
     EPOCH_DEPRECATION_WARNING,
     LRScheduler,
+    _callable_state,
+    _check_optimizer,
     _format_param,
+    _load_callable_state,
     _param_groups_val_list,
     _update_param_group_val,
     _warn_get_lr_called_within_step,
 )
-from ember.optim.optimizer import Optimizer
 
 __all__ = ["SequentialLR", "ChainedScheduler", "ReduceLROnPlateau", "CyclicLR", "OneCycleLR"]
 
@@ -41,19 +42,17 @@ def _check_schedulers(self, optimizer, schedulers):
 
 
 class _CompositeStateMixin:
-    def state_dict(self):
-        """The scheduler's state, with each child scheduler's state under ``_schedulers``."""
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
+    """Child schedulers (``_schedulers``), saved by their own state dicts."""
 
-    def load_state_dict(self, state_dict):
-        """Load a state returned by :meth:`state_dict` (children included)."""
-        schedulers = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        state_dict["_schedulers"] = schedulers
-        for idx, s in enumerate(schedulers):
-            self._schedulers[idx].load_state_dict(s)
+    _saved_by_content = ("_schedulers",)
+
+    @staticmethod
+    def _save_item(scheduler):
+        return scheduler.state_dict()
+
+    @staticmethod
+    def _load_item(scheduler, state):
+        scheduler.load_state_dict(state)
 
 
 class SequentialLR(_CompositeStateMixin, LRScheduler):
@@ -166,8 +165,7 @@ class ReduceLROnPlateau(LRScheduler):
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
         self.factor = factor
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer)
         self.optimizer = optimizer
         if isinstance(min_lr, (list, tuple)):
             if len(min_lr) != len(optimizer.param_groups):
@@ -254,7 +252,7 @@ class ReduceLROnPlateau(LRScheduler):
 
     def load_state_dict(self, state_dict):
         """Load a state returned by :meth:`state_dict`."""
-        self.__dict__.update(state_dict)
+        super().load_state_dict(state_dict)
         self._init_is_better(mode=self.mode, threshold=self.threshold,
                              threshold_mode=self.threshold_mode)
 
@@ -306,11 +304,12 @@ class CyclicLR(LRScheduler):
         last_epoch (int): index of the last batch (default: -1).
     """
 
+    _unsaved = ("_scale_fn_ref",)  # a bound method or partial, rebuilt on load
+
     def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None,
                  mode="triangular", gamma=1.0, scale_fn=None, scale_mode="cycle",
                  cycle_momentum=True, base_momentum=0.8, max_momentum=0.9, last_epoch=-1):
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer)
         self.optimizer = optimizer
         base_lrs = _format_param("base_lr", optimizer, base_lr)
         if last_epoch == -1:
@@ -387,19 +386,15 @@ class CyclicLR(LRScheduler):
     def state_dict(self):
         """The scheduler's state; a custom ``scale_fn`` object is saved by its __dict__."""
         state = super().state_dict()
-        state.pop("_scale_fn_ref", None)
         fn = state.pop("_scale_fn_custom")
-        state["_scale_fn_custom"] = None
-        if fn is not None and not isinstance(fn, types.FunctionType):
-            state["_scale_fn_custom"] = fn.__dict__.copy()
+        state["_scale_fn_custom"] = None if fn is None else _callable_state(fn)
         return state
 
     def load_state_dict(self, state_dict):
         """Load a state returned by :meth:`state_dict`."""
         fn = state_dict.pop("_scale_fn_custom")
         super().load_state_dict(state_dict)
-        if fn is not None:
-            self._scale_fn_custom.__dict__.update(fn)
+        _load_callable_state(self._scale_fn_custom, fn)
         self._init_scale_fn()
 
 
@@ -429,8 +424,7 @@ class OneCycleLR(LRScheduler):
                  pct_start=0.3, anneal_strategy="cos", cycle_momentum=True,
                  base_momentum=0.85, max_momentum=0.95, div_factor=25.0,
                  final_div_factor=1e4, three_phase=False, last_epoch=-1):
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer)
         self.optimizer = optimizer
         if total_steps is not None:
             if total_steps <= 0 or not isinstance(total_steps, int):

@@ -6,8 +6,7 @@ from ember.optim.optimizer import (
     Optimizer,
     _check_flags,
     _check_lr,
-    _grad_of,
-    _scalar_tensor,
+    _check_nonnegative,
     _value,
 )
 
@@ -41,77 +40,46 @@ class Adagrad(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _setstate_defaults = {"foreach": None, "maximize": False, "differentiable": False,
+                          "fused": None}
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0,
                  initial_accumulator_value=0, eps=1e-10, foreach=None, *, maximize=False,
                  differentiable=False, fused=None):
         _check_lr(lr)
-        if not 0.0 <= lr_decay:
-            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if not 0.0 <= initial_accumulator_value:
-            raise ValueError(
-                f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        _check_flags(differentiable, fused, foreach)
+        _check_nonnegative(lr_decay=lr_decay, weight_decay=weight_decay,
+                           initial_accumulator_value=initial_accumulator_value, eps=eps)
         defaults = {"lr": lr, "lr_decay": lr_decay, "eps": eps, "weight_decay": weight_decay,
                     "initial_accumulator_value": initial_accumulator_value,
                     "foreach": foreach, "maximize": maximize,
                     "differentiable": differentiable, "fused": fused}
+        _check_flags(defaults)
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:
-                self._init_state(p, initial_accumulator_value)
+                self._new_state(p, self.state[p], group)
 
-    def _init_state(self, p, init_value):
-        state = self.state[p]
-        state["step"] = _scalar_tensor(0.0)
+    def _init_state(self, p, state, group):
+        # PyTorch starts the accumulator at the optimizer's default value, even for a
+        # param group given its own initial_accumulator_value
         s = np.empty_like(p._data)
-        s.fill(init_value)
+        s.fill(self.defaults["initial_accumulator_value"])
         state["sum"] = _make(s)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("fused", None)
 
     def share_memory(self):
         """No-op kept for API compatibility (NumPy state lives in this process)."""
 
-    def step(self, closure=None):
-        """Perform a single optimization step; ``closure`` re-evaluates the loss."""
-        return self._run_step(closure)
-
     def _step_group(self, group):
         lr = _value(group["lr"])
         lr_decay, eps = group["lr_decay"], group["eps"]
-        wd, maximize = group["weight_decay"], group["maximize"]
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            state = self.state[p]
-            if len(state) == 0:
-                # PyTorch takes the accumulator's start from the optimizer's defaults here
-                self._init_state(p, self.defaults["initial_accumulator_value"])
-            step_t, sum_t = state["step"], state["sum"]
-            step_t._data += 1
-            step = step_t._data.item()
-            pd, g = p._data, _grad_of(p, maximize)
-            if wd != 0:
-                g = g + wd * pd
+        for p, g, state in self._grads(group):
+            step = state["step"]._data.item()
             clr = lr / (1 + (step - 1) * lr_decay)
-            s = sum_t._data
+            s = state["sum"]._data
             std = np.multiply(g, g)
             s += std
             np.sqrt(s, out=std)
             std += eps
             np.divide(g, std, out=std)
             std *= clr
-            pd -= std
-            for t in (step_t, sum_t, p):
-                t._vc[0] += 1
+            p._data -= std

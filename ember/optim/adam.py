@@ -4,29 +4,17 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.optim.optimizer import (
     Optimizer,
+    _check_betas,
     _check_flags,
     _check_lr,
-    _decay_factor,
-    _grad_of,
     _lerp_,
-    _scalar_tensor,
+    _mul_addcmul_,
     _to_scalar,
     _value,
     _zeros_like,
 )
 
 __all__ = ["Adam"]
-
-
-def _check_betas(betas, eps, weight_decay):
-    if not 0.0 <= eps:
-        raise ValueError(f"Invalid epsilon value: {eps}")
-    if not 0.0 <= _value(betas[0]) < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-    if not 0.0 <= _value(betas[1]) < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-    if not 0.0 <= weight_decay:
-        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
 
 
 class Adam(Optimizer):
@@ -59,6 +47,9 @@ class Adam(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _setstate_defaults = {"amsgrad": False, "maximize": False, "foreach": None,
+                          "capturable": False, "differentiable": False,
+                          "decoupled_weight_decay": False, "fused": None}
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
@@ -75,71 +66,37 @@ class Adam(Optimizer):
             if isinstance(b, Tensor) and b.numel() != 1:
                 raise ValueError(f"Tensor betas[{i}] must be 1-element")
         betas = tuple(map(_to_scalar, betas))
-        _check_flags(differentiable, fused, foreach)
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
                     "amsgrad": amsgrad, "maximize": maximize, "foreach": foreach,
                     "capturable": capturable, "differentiable": differentiable, "fused": fused,
                     "decoupled_weight_decay": decoupled_weight_decay}
+        _check_flags(defaults)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("amsgrad", False)
-            group.setdefault("maximize", False)
-            group.setdefault("foreach", None)
-            group.setdefault("capturable", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("decoupled_weight_decay", False)
-            group.setdefault("fused", None)
-
-    def step(self, closure=None):
-        """Perform a single optimization step; ``closure`` re-evaluates the loss."""
-        return self._run_step(closure)
+    def _init_state(self, p, state, group):
+        state["exp_avg"] = _zeros_like(p)
+        state["exp_avg_sq"] = _zeros_like(p)
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = _zeros_like(p)
 
     def _step_group(self, group):
         lr = _value(group["lr"])
         beta1, beta2 = (_value(b) for b in group["betas"])
-        eps, wd = group["eps"], _value(group["weight_decay"])
-        amsgrad, maximize = group["amsgrad"], group["maximize"]
-        decoupled = group["decoupled_weight_decay"]
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = _scalar_tensor(0.0)
-                state["exp_avg"] = _zeros_like(p)
-                state["exp_avg_sq"] = _zeros_like(p)
-                if amsgrad:
-                    state["max_exp_avg_sq"] = _zeros_like(p)
-            step_t, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
-            step_t._data += 1
-            step = step_t._data.item()
-            pd, g = p._data, _grad_of(p, maximize)
-            if wd != 0:
-                if decoupled:
-                    pd *= _decay_factor(group["lr"], wd)
-                else:
-                    g = g + wd * pd
-            m, v = exp_avg._data, exp_avg_sq._data
+        eps, amsgrad = group["eps"], group["amsgrad"]
+        for p, g, state in self._grads(group):
+            step = state["step"]._data.item()
+            m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
             _lerp_(m, g, 1 - beta1)
-            v *= beta2
-            gg = np.multiply(g, g)
-            gg *= 1 - beta2
-            v += gg
+            gg = _mul_addcmul_(v, g, beta2)
             step_size = lr / (1 - beta1 ** step)
             bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
             if amsgrad:
-                vmax = state["max_exp_avg_sq"]
-                np.maximum(vmax._data, v, out=vmax._data)
-                vmax._vc[0] += 1
-                v = vmax._data
+                vmax = state["max_exp_avg_sq"]._data
+                np.maximum(vmax, v, out=vmax)
+                v = vmax
             denom = np.sqrt(v, out=gg)
             denom /= bias_correction2_sqrt
             denom += eps
             np.divide(m, denom, out=denom)
             denom *= step_size
-            pd -= denom
-            for t in (step_t, exp_avg, exp_avg_sq, p):
-                t._vc[0] += 1
+            p._data -= denom

@@ -1,14 +1,12 @@
 """Adamax: Adam with the infinity norm."""
 import numpy as np
 
-from ember.optim.adam import _check_betas
 from ember.optim.optimizer import (
     Optimizer,
+    _check_betas,
     _check_flags,
     _check_lr,
-    _grad_of,
     _lerp_,
-    _scalar_tensor,
     _value,
     _zeros_like,
 )
@@ -41,48 +39,30 @@ class Adamax(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _setstate_defaults = {"foreach": None, "maximize": False, "differentiable": False,
+                          "capturable": False}
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False):
         _check_lr(lr)
         _check_betas(betas, eps, weight_decay)
-        _check_flags(differentiable)
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
                     "foreach": foreach, "maximize": maximize,
                     "differentiable": differentiable, "capturable": capturable}
+        _check_flags(defaults)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
-
-    def step(self, closure=None):
-        """Perform a single optimization step; ``closure`` re-evaluates the loss."""
-        return self._run_step(closure)
+    def _init_state(self, p, state, group):
+        state["exp_avg"] = _zeros_like(p)
+        state["exp_inf"] = _zeros_like(p)
 
     def _step_group(self, group):
         lr = _value(group["lr"])
         beta1, beta2 = group["betas"]
-        eps, wd, maximize = group["eps"], group["weight_decay"], group["maximize"]
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = _scalar_tensor(0.0)
-                state["exp_avg"] = _zeros_like(p)
-                state["exp_inf"] = _zeros_like(p)
-            step_t, exp_avg, exp_inf = state["step"], state["exp_avg"], state["exp_inf"]
-            step_t._data += 1
-            step = step_t._data.item()
-            pd, g = p._data, _grad_of(p, maximize)
-            if wd != 0:
-                g = g + wd * pd
-            m, u = exp_avg._data, exp_inf._data
+        eps = group["eps"]
+        for p, g, state in self._grads(group):
+            step = state["step"]._data.item()
+            m, u = state["exp_avg"]._data, state["exp_inf"]._data
             _lerp_(m, g, 1 - beta1)
             u *= beta2
             tmp = np.abs(g)
@@ -91,6 +71,4 @@ class Adamax(Optimizer):
             clr = lr / (1 - beta1 ** step)
             np.divide(m, u, out=tmp)
             tmp *= clr
-            pd -= tmp
-            for t in (step_t, exp_avg, exp_inf, p):
-                t._vc[0] += 1
+            p._data -= tmp

@@ -29,6 +29,7 @@ class AdamW(Adam):
                          decoupled_weight_decay=True)
 
     def __setstate__(self, state):
+        # PyTorch: whatever was saved, AdamW's groups always decouple the weight decay
         super().__setstate__(state)
         for group in self.param_groups:
             group["decoupled_weight_decay"] = True

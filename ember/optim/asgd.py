@@ -5,7 +5,7 @@ from ember.optim.optimizer import (
     Optimizer,
     _check_flags,
     _check_lr,
-    _grad_of,
+    _check_nonnegative,
     _scalar_tensor,
     _to_scalar,
     _value,
@@ -43,48 +43,30 @@ class ASGD(Optimizer):
     """
 
     _scalar_state = ("step", "eta", "mu")
+    _setstate_defaults = {"foreach": None, "maximize": False, "differentiable": False,
+                          "capturable": False}
 
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,
                  foreach=None, maximize=False, differentiable=False, capturable=False):
         _check_lr(lr)
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        _check_flags(differentiable)
+        _check_nonnegative(weight_decay=weight_decay)
         defaults = {"lr": lr, "lambd": lambd, "alpha": alpha, "t0": t0,
                     "weight_decay": weight_decay, "foreach": foreach, "maximize": maximize,
                     "differentiable": differentiable, "capturable": capturable}
+        _check_flags(defaults)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
-
-    def step(self, closure=None):
-        """Perform a single optimization step; ``closure`` re-evaluates the loss."""
-        return self._run_step(closure)
+    def _init_state(self, p, state, group):
+        state["eta"] = _scalar_tensor(_value(_to_scalar(group["lr"])))
+        state["mu"] = _scalar_tensor(1.0)
+        state["ax"] = _zeros_like(p)
 
     def _step_group(self, group):
         lr = _value(group["lr"])
         lambd, alpha, t0 = group["lambd"], group["alpha"], group["t0"]
-        wd, maximize = group["weight_decay"], group["maximize"]
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = _scalar_tensor(0.0)
-                state["eta"] = _scalar_tensor(_value(_to_scalar(group["lr"])))
-                state["mu"] = _scalar_tensor(1.0)
-                state["ax"] = _zeros_like(p)
-            step_t, eta, mu, ax = state["step"], state["eta"], state["mu"], state["ax"]
-            step_t._data += 1
-            pd, g = p._data, _grad_of(p, maximize)
-            if wd != 0:
-                g = g + wd * pd
+        for p, g, state in self._grads(group):
+            eta, mu, ax = state["eta"], state["mu"], state["ax"]
+            pd = p._data
             eta_value = eta._data.item()
             pd *= 1 - lambd * eta_value
             pd -= np.multiply(g, eta_value)
@@ -95,8 +77,6 @@ class ASGD(Optimizer):
                 ax._data += d
             else:
                 ax._data[...] = pd
-            step = step_t._data.item()
+            step = state["step"]._data.item()
             eta._data[...] = lr / ((1 + lambd * lr * step) ** alpha)
             mu._data[...] = 1 / max(1, step - t0)
-            for t in (step_t, eta, mu, ax, p):
-                t._vc[0] += 1

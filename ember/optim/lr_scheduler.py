@@ -34,6 +34,23 @@ def _copy(value):
     return value.clone() if isinstance(value, Tensor) else value
 
 
+def _check_optimizer(optimizer):
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+
+
+def _callable_state(fn):
+    """How a user function is saved: None for a plain function, else a copy of the
+    callable object's ``__dict__``."""
+    return None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+
+
+def _load_callable_state(fn, saved):
+    """Restore what :func:`_callable_state` saved into the callable object ``fn``."""
+    if saved is not None:
+        fn.__dict__.update(saved)
+
+
 def _format_param(name, optimizer, param):
     """One value per param group, from a scalar or a list of the right length."""
     if isinstance(param, (list, tuple)):
@@ -104,10 +121,14 @@ class LRScheduler:
 
     _get_lr_called_within_step = False
     _is_initial = False
+    # attributes state_dict() leaves out besides the optimizer (functions rebuilt on load)
+    _unsaved = ()
+    # attributes holding lists saved item by item through _save_item/_load_item, not by
+    # reference: the user functions of LambdaLR, the child schedulers of SequentialLR
+    _saved_by_content = ()
 
     def __init__(self, optimizer, last_epoch=-1):
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer)
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
@@ -148,12 +169,26 @@ class LRScheduler:
             self.step()
 
     def state_dict(self):
-        """The scheduler's state: every attribute except the optimizer."""
-        return {key: value for key, value in self.__dict__.items() if key != "optimizer"}
+        """The scheduler's state: every attribute except the optimizer.
+
+        User functions (``lr_lambda``) are saved as None, callable objects by their
+        ``__dict__``; child schedulers by their own state dicts.
+        """
+        skip = ("optimizer", *self._unsaved, *self._saved_by_content)
+        state = {key: value for key, value in self.__dict__.items() if key not in skip}
+        for key in self._saved_by_content:
+            state[key] = [self._save_item(item) for item in getattr(self, key)]
+        return state
 
     def load_state_dict(self, state_dict):
         """Load a state returned by :meth:`state_dict`."""
+        saved = {key: state_dict.pop(key) for key in self._saved_by_content}
         self.__dict__.update(state_dict)
+        state_dict.update(saved)
+        for key, items in saved.items():
+            objects = getattr(self, key)
+            for idx, item in enumerate(items):
+                self._load_item(objects[idx], item)
 
     def get_last_lr(self):
         """The learning rates (one per param group) set by the last ``step()``."""
@@ -188,16 +223,17 @@ class LRScheduler:
         self._update_lr(epoch)
 
     def _update_lr(self, epoch=None):
+        if epoch is None:
+            self.last_epoch += 1
+            self._set_lrs(self.get_lr)
+        else:
+            self.last_epoch = epoch
+            self._set_lrs(getattr(self, "_get_closed_form_lr", self.get_lr))
+
+    def _set_lrs(self, compute):
+        """Set the groups' lrs to ``compute()`` (called as from ``step``); record them."""
         with _enable_get_lr_call(self):
-            if epoch is None:
-                self.last_epoch += 1
-                values = self.get_lr()
-            else:
-                self.last_epoch = epoch
-                if hasattr(self, "_get_closed_form_lr"):
-                    values = self._get_closed_form_lr()
-                else:
-                    values = self.get_lr()
+            values = compute()
         for param_group, lr in zip(self.optimizer.param_groups, values):
             _update_param_group_val(param_group, "lr", lr)
         self._last_lr = _param_groups_val_list(self.optimizer, "lr")
@@ -208,7 +244,11 @@ class _LRScheduler(LRScheduler):
 
 
 class _LambdaMixin:
-    """``state_dict`` for schedulers holding user functions: callable objects' ``__dict__``."""
+    """One user function per param group (``lr_lambdas``), saved as :func:`_callable_state`."""
+
+    _saved_by_content = ("lr_lambdas",)
+    _save_item = staticmethod(_callable_state)
+    _load_item = staticmethod(_load_callable_state)
 
     def _set_lambdas(self, optimizer, lr_lambda):
         if not isinstance(lr_lambda, (list, tuple)):
@@ -218,22 +258,6 @@ class _LambdaMixin:
                 raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got "
                                  f"{len(lr_lambda)}")
             self.lr_lambdas = list(lr_lambda)
-
-    def state_dict(self):
-        """The scheduler's state; functions are saved as None, callable objects by __dict__."""
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
-        state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
-                               for fn in self.lr_lambdas]
-        return state
-
-    def load_state_dict(self, state_dict):
-        """Load a state returned by :meth:`state_dict`."""
-        lr_lambdas = state_dict.pop("lr_lambdas")
-        self.__dict__.update(state_dict)
-        state_dict["lr_lambdas"] = lr_lambdas
-        for idx, fn in enumerate(lr_lambdas):
-            if fn is not None:
-                self.lr_lambdas[idx].__dict__.update(fn)
 
 
 class LambdaLR(_LambdaMixin, LRScheduler):
@@ -562,10 +586,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i = self.T_0
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        with _enable_get_lr_call(self):
-            for param_group, lr in zip(self.optimizer.param_groups, self.get_lr()):
-                _update_param_group_val(param_group, "lr", lr)
-        self._last_lr = _param_groups_val_list(self.optimizer, "lr")
+        self._set_lrs(self.get_lr)
 
 
 # the composite, plateau and cyclic schedulers live in a sibling file (size)

@@ -1,14 +1,14 @@
 """NAdam: Adam with Nesterov momentum."""
 import numpy as np
 
-from ember.optim.adam import _check_betas
 from ember.optim.optimizer import (
     Optimizer,
+    _check_betas,
     _check_flags,
     _check_lr,
-    _decay_factor,
-    _grad_of,
+    _check_nonnegative,
     _lerp_,
+    _mul_addcmul_,
     _scalar_tensor,
     _value,
     _zeros_like,
@@ -50,79 +50,49 @@ class NAdam(Optimizer):
     """
 
     _scalar_state = ("step", "mu_product")
+    _setstate_defaults = {"maximize": False, "foreach": None, "capturable": False,
+                          "differentiable": False, "decoupled_weight_decay": False}
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
                  maximize=False, capturable=False, differentiable=False):
         _check_lr(lr)
         _check_betas(betas, eps, weight_decay)
-        if not 0.0 <= momentum_decay:
-            raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
-        _check_flags(differentiable)
+        _check_nonnegative(momentum_decay=momentum_decay)
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
                     "momentum_decay": momentum_decay,
                     "decoupled_weight_decay": decoupled_weight_decay, "maximize": maximize,
                     "foreach": foreach, "capturable": capturable,
                     "differentiable": differentiable}
+        _check_flags(defaults)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
-            group.setdefault("foreach", None)
-            group.setdefault("capturable", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("decoupled_weight_decay", False)
-
-    def step(self, closure=None):
-        """Perform a single optimization step; ``closure`` re-evaluates the loss."""
-        return self._run_step(closure)
+    def _init_state(self, p, state, group):
+        state["mu_product"] = _scalar_tensor(1.0)
+        state["exp_avg"] = _zeros_like(p)
+        state["exp_avg_sq"] = _zeros_like(p)
 
     def _step_group(self, group):
         lr = _value(group["lr"])
         beta1, beta2 = group["betas"]
-        eps, wd, maximize = group["eps"], group["weight_decay"], group["maximize"]
-        momentum_decay = group["momentum_decay"]
-        decoupled = group["decoupled_weight_decay"]
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = _scalar_tensor(0.0)
-                state["mu_product"] = _scalar_tensor(1.0)
-                state["exp_avg"] = _zeros_like(p)
-                state["exp_avg_sq"] = _zeros_like(p)
-            step_t, mu_product = state["step"], state["mu_product"]
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            step_t._data += 1
-            step = step_t._data.item()
+        eps, momentum_decay = group["eps"], group["momentum_decay"]
+        for p, g, state in self._grads(group):
+            mu_product = state["mu_product"]._data
+            step = state["step"]._data.item()
             bias_correction2 = 1 - beta2 ** step
-            pd, g = p._data, _grad_of(p, maximize)
-            if wd != 0:
-                if decoupled:
-                    pd *= _decay_factor(group["lr"], wd)
-                else:
-                    g = g + wd * pd
             mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
             mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
-            mu_product._data *= mu
-            mu_prod = mu_product._data.item()
-            m, v = exp_avg._data, exp_avg_sq._data
+            mu_product *= mu
+            mu_prod = mu_product.item()
+            m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
             _lerp_(m, g, 1 - beta1)
-            v *= beta2
-            denom = np.multiply(g, g)
-            denom *= 1 - beta2
-            v += denom
+            denom = _mul_addcmul_(v, g, beta2)
             np.divide(v, bias_correction2, out=denom)
             np.sqrt(denom, out=denom)
             denom += eps
             upd = np.divide(g, denom)
             upd *= -lr * (1.0 - mu) / (1.0 - mu_prod)
-            pd += upd
+            p._data += upd
             np.divide(m, denom, out=upd)
             upd *= (-lr * mu_next) / (1.0 - mu_prod * mu_next)
-            pd += upd
-            for t in (step_t, mu_product, exp_avg, exp_avg_sq, p):
-                t._vc[0] += 1
+            p._data += upd

@@ -1,9 +1,13 @@
 """The Optimizer base class: PyTorch's ``param_groups``/``state``/``state_dict`` outside.
 
-Each optimizer (one small file each) adds a constructor that fills ``defaults`` and a
-``_step_group(group)`` that updates the parameters of one group in place. The update
-works on the parameters' NumPy (or CuPy) arrays directly, with in-place ufuncs, and
-bumps each written tensor's version counter; it runs under ``no_grad``.
+Each optimizer (one small file each) adds a constructor that checks its hyperparameters
+and fills ``defaults``, an ``_init_state`` that lays out a parameter's state before its
+first update, and a ``_step_group(group)`` that updates the parameters of one group in
+place. ``step`` is defined once, here; ``_step_group`` loops over ``_grads(group)``,
+which skips parameters without a gradient, initializes their state, applies
+``maximize`` and weight decay in PyTorch's order, and afterwards bumps the version
+counters of the parameter and its state. The update works on the parameters' NumPy
+(or CuPy) arrays directly, with in-place ufuncs; it runs under ``no_grad``.
 
 State tensors follow PyTorch's layout so that ``state_dict()`` looks the same: for
 example Adam keeps ``step`` as a 0-d float32 tensor (float64 when that is the default
@@ -140,25 +144,47 @@ def _zeros_like(p):
 
 
 def _check_lr(lr):
+    """PyTorch's check of ``lr``: a number or 1-element tensor, not negative."""
     if isinstance(lr, Tensor) and lr.numel() != 1:
         raise ValueError("Tensor lr must be 1-element")
     if not 0.0 <= _value(lr):
         raise ValueError(f"Invalid learning rate: {lr}")
 
 
-def _check_flags(differentiable=False, fused=None, foreach=None):
-    if differentiable:
+def _check_nonnegative(**values):
+    """Raise PyTorch's ValueError for the first of ``values`` (checked in order) below 0."""
+    for name, value in values.items():
+        if not 0.0 <= value:
+            raise ValueError(f"Invalid {'epsilon' if name == 'eps' else name} value: {value}")
+
+
+def _check_betas(betas, eps, weight_decay):
+    """The Adam family's checks, in PyTorch's order: eps, betas in [0, 1), weight_decay."""
+    _check_nonnegative(eps=eps)
+    for i in (0, 1):
+        if not 0.0 <= _value(betas[i]) < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {betas[i]}")
+    _check_nonnegative(weight_decay=weight_decay)
+
+
+def _check_flags(defaults):
+    """Reject the options ember cannot honour: ``differentiable``, ``fused`` with ``foreach``."""
+    if defaults.get("differentiable"):
         raise NotImplementedError(
             "differentiable=True (autograd through the optimizer step) is not supported by "
             "ember.optim; the step always runs under no_grad")
-    if fused and foreach:
+    if defaults.get("fused") and defaults.get("foreach"):
         raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
 
-def _grad_of(p, maximize):
-    """The gradient array of ``p`` (negated, as a new array, for ``maximize``)."""
-    g = p._grad._data
-    return -g if maximize else g
+def _mul_addcmul_(v, g, beta, out=None):
+    """``v.mul_(beta).addcmul_(g, g, value=1 - beta)`` on arrays (a running average of
+    squares); returns the scratch array, ``out`` or a new one, holding ``(1 - beta) * g * g``."""
+    v *= beta
+    gg = np.multiply(g, g, out=out)
+    gg *= 1 - beta
+    v += gg
+    return gg
 
 
 def _lerp_(a, b, w):
@@ -187,7 +213,12 @@ class Optimizer:
         >>> opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
     """
 
-    _scalar_state = ()  # per-parameter state entries kept as 0-d tensors ("step")
+    # per-parameter state entries kept as 0-d tensors; a "step" among them is the step
+    # counter that _grads creates at 0 and advances before each update
+    _scalar_state = ()
+    # options that param groups saved by older PyTorch versions lack, with the values
+    # __setstate__ (and so load_state_dict) fills in, as each PyTorch optimizer does
+    _setstate_defaults = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -235,6 +266,9 @@ class Optimizer:
                 for key in self._scalar_state:
                     if key in s and not isinstance(s[key], Tensor):
                         s[key] = _scalar_tensor(float(s[key]))
+        for group in self.param_groups:
+            for key, default in self._setstate_defaults.items():
+                group.setdefault(key, default)
 
     def __repr__(self):
         s = self.__class__.__name__ + " ("
@@ -327,17 +361,17 @@ class Optimizer:
                     g._data.fill(0)
                     g._vc[0] += 1
 
+    @_with_step_hooks
     def step(self, closure=None):
         """Perform a single optimization step (update the parameters).
 
         Args:
             closure (Callable, optional): a closure that re-evaluates the model and
                 returns the loss; required by some optimizers (LBFGS).
-        """
-        raise NotImplementedError
 
-    def _run_step(self, closure):
-        """The shared body of ``step``: closure under grad mode, updates under no_grad."""
+        Returns:
+            The closure's loss, or None without a closure.
+        """
         loss = None
         if closure is not None:
             prev = _grad_state.grad_enabled
@@ -356,7 +390,64 @@ class Optimizer:
         return loss
 
     def _step_group(self, group):
+        """Update the parameters of one param group in place (each optimizer's own)."""
         raise NotImplementedError
+
+    def _init_state(self, p, state, group):
+        """Lay out the state of parameter ``p`` before its first update.
+
+        Each optimizer with state adds its entries here; the ``step`` counter, if the
+        optimizer keeps one, is already there.
+        """
+
+    def _new_state(self, p, state, group):
+        """Fill the empty ``state`` of ``p``: the ``step`` counter at 0, then ``_init_state``."""
+        if "step" in self._scalar_state:
+            state["step"] = _scalar_tensor(0.0)
+        self._init_state(p, state, group)
+
+    def _grads(self, group, with_state=True):
+        """Yield ``(p, g, state)`` for each parameter of ``group`` that has a gradient.
+
+        As in PyTorch: ``state`` is the parameter's state dict, filled by ``_new_state``
+        when empty, with its ``step`` counter (if the optimizer keeps one) advanced by
+        one; ``g`` is the gradient's array, negated (a new array) for ``maximize``; with
+        a nonzero ``weight_decay`` it becomes ``g + weight_decay * p`` (a new array) or,
+        for groups with ``decoupled_weight_decay``, ``p`` is first multiplied by
+        ``1 - lr * weight_decay`` and ``g`` kept. Once the caller has updated ``p`` in
+        place, the version counters of ``p`` and of the tensors in its state are bumped.
+        Without ``with_state``, ``state`` is None and ``self.state`` is left untouched.
+        """
+        maximize = group["maximize"]
+        wd = _value(group.get("weight_decay", 0))
+        decoupled = group.get("decoupled_weight_decay", False)
+        all_state = self.state if with_state else None
+        counts_steps = "step" in self._scalar_state
+        for p in group["params"]:
+            grad = p._grad
+            if grad is None:
+                continue
+            state = None
+            if with_state:
+                state = all_state[p]
+                if not state:
+                    self._new_state(p, state, group)
+                if counts_steps:
+                    state["step"]._data += 1
+            g = grad._data
+            if maximize:
+                g = -g
+            if wd != 0:
+                if decoupled:
+                    p._data *= _decay_factor(group["lr"], wd)
+                else:
+                    g = g + wd * p._data
+            yield p, g, state
+            p._vc[0] += 1
+            if with_state:
+                for t in state.values():
+                    if isinstance(t, Tensor):
+                        t._vc[0] += 1
 
     # ----- hooks ----------------------------------------------------------------------
     def register_step_pre_hook(self, hook):

@@ -5,9 +5,9 @@ from ember.optim.optimizer import (
     Optimizer,
     _check_flags,
     _check_lr,
-    _grad_of,
+    _check_nonnegative,
     _lerp_,
-    _scalar_tensor,
+    _mul_addcmul_,
     _value,
     _zeros_like,
 )
@@ -44,70 +44,39 @@ class RMSprop(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _setstate_defaults = {"momentum": 0, "centered": False, "foreach": None,
+                          "maximize": False, "differentiable": False, "capturable": False}
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False):
         _check_lr(lr)
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= momentum:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if not 0.0 <= alpha:
-            raise ValueError(f"Invalid alpha value: {alpha}")
-        _check_flags(differentiable)
+        _check_nonnegative(eps=eps, momentum=momentum, weight_decay=weight_decay, alpha=alpha)
         defaults = {"lr": lr, "momentum": momentum, "alpha": alpha, "eps": eps,
                     "centered": centered, "weight_decay": weight_decay,
                     "capturable": capturable, "foreach": foreach, "maximize": maximize,
                     "differentiable": differentiable}
+        _check_flags(defaults)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("momentum", 0)
-            group.setdefault("centered", False)
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
-
-    def step(self, closure=None):
-        """Perform a single optimization step; ``closure`` re-evaluates the loss."""
-        return self._run_step(closure)
+    def _init_state(self, p, state, group):
+        state["square_avg"] = _zeros_like(p)
+        if group["momentum"] > 0:
+            state["momentum_buffer"] = _zeros_like(p)
+        if group["centered"]:
+            state["grad_avg"] = _zeros_like(p)
 
     def _step_group(self, group):
         lr = _value(group["lr"])
-        alpha, eps, momentum = group["alpha"], group["eps"], group["momentum"]
-        wd, centered, maximize = group["weight_decay"], group["centered"], group["maximize"]
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = _scalar_tensor(0.0)
-                state["square_avg"] = _zeros_like(p)
-                if momentum > 0:
-                    state["momentum_buffer"] = _zeros_like(p)
-                if centered:
-                    state["grad_avg"] = _zeros_like(p)
-            state["step"]._data += 1
-            pd, g = p._data, _grad_of(p, maximize)
-            if wd != 0:
-                g = g + wd * pd
-            touched = [state["step"], state["square_avg"], p]
+        alpha, eps = group["alpha"], group["eps"]
+        momentum, centered = group["momentum"], group["centered"]
+        for p, g, state in self._grads(group):
             v = state["square_avg"]._data
-            v *= alpha
-            avg = np.multiply(g, g)
-            avg *= 1 - alpha
-            v += avg
+            avg = _mul_addcmul_(v, g, alpha)
             if centered:
-                ga = state["grad_avg"]
-                _lerp_(ga._data, g, 1 - alpha)
-                touched.append(ga)
-                np.multiply(ga._data, ga._data, out=avg)
+                ga = state["grad_avg"]._data
+                _lerp_(ga, g, 1 - alpha)
+                np.multiply(ga, ga, out=avg)
                 np.subtract(v, avg, out=avg)
                 np.sqrt(avg, out=avg)
             else:
@@ -115,13 +84,10 @@ class RMSprop(Optimizer):
             avg += eps
             np.divide(g, avg, out=avg)
             if momentum > 0:
-                buf = state["momentum_buffer"]
-                buf._data *= momentum
-                buf._data += avg
-                touched.append(buf)
-                np.multiply(buf._data, lr, out=avg)
+                buf = state["momentum_buffer"]._data
+                buf *= momentum
+                buf += avg
+                np.multiply(buf, lr, out=avg)
             else:
                 avg *= lr
-            pd -= avg
-            for t in touched:
-                t._vc[0] += 1
+            p._data -= avg

@@ -6,8 +6,6 @@ from ember.optim.optimizer import (
     Optimizer,
     _check_flags,
     _check_lr,
-    _grad_of,
-    _scalar_tensor,
     _to_scalar,
     _value,
     _zeros_like,
@@ -37,52 +35,36 @@ class Rprop(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _setstate_defaults = {"foreach": None, "maximize": False, "differentiable": False,
+                          "capturable": False}
 
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
         _check_lr(lr)
         if not 0.0 < etas[0] < 1.0 < etas[1]:
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
-        _check_flags(differentiable)
         defaults = {"lr": lr, "etas": etas, "step_sizes": step_sizes, "foreach": foreach,
                     "maximize": maximize, "differentiable": differentiable,
                     "capturable": capturable}
+        _check_flags(defaults)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
-
-    def step(self, closure=None):
-        """Perform a single optimization step; ``closure`` re-evaluates the loss."""
-        return self._run_step(closure)
+    def _init_state(self, p, state, group):
+        state["prev"] = _zeros_like(p)
+        s = np.empty_like(p._grad._data)
+        s.fill(_value(_to_scalar(group["lr"])))
+        state["step_size"] = _make(s)
 
     def _step_group(self, group):
         etaminus, etaplus = group["etas"]
         step_size_min, step_size_max = group["step_sizes"]
-        maximize = group["maximize"]
-        for p in group["params"]:
-            if p._grad is None:
-                continue
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = _scalar_tensor(0.0)
-                state["prev"] = _zeros_like(p)
-                s = np.empty_like(p._grad._data)
-                s.fill(_value(_to_scalar(group["lr"])))
-                state["step_size"] = _make(s)
-            step_t, prev, step_size = state["step"], state["prev"], state["step_size"]
-            step_t._data += 1
-            g = _grad_of(p, maximize)
-            sign = np.sign(np.multiply(g, prev._data))
+        for p, g, state in self._grads(group):
+            prev = state["prev"]._data
+            sign = np.sign(np.multiply(g, prev))
             sign[sign > 0] = etaplus
             sign[sign < 0] = etaminus
             sign[sign == 0] = 1
-            ss = step_size._data
+            ss = state["step_size"]._data
             ss *= sign
             np.clip(ss, step_size_min, step_size_max, out=ss)
             g = g.copy()
@@ -90,6 +72,4 @@ class Rprop(Optimizer):
             upd = np.sign(g)
             upd *= ss
             p._data -= upd
-            prev._data[...] = g
-            for t in (step_t, prev, step_size, p):
-                t._vc[0] += 1
+            prev[...] = g

@@ -35,63 +35,38 @@ class SGD(Optimizer):
         >>> opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
     """
 
+    _setstate_defaults = {"nesterov": False, "maximize": False, "foreach": None,
+                          "differentiable": False, "fused": False}
+
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
                  fused=None):
         _check_lr(lr)
+        # PyTorch's SGD checks `< 0` (a NaN passes), the other optimizers `not >= 0`
         if momentum < 0.0:
             raise ValueError(f"Invalid momentum value: {momentum}")
         if weight_decay < 0.0:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        _check_flags(differentiable, fused, foreach)
         defaults = {"lr": lr, "momentum": momentum, "dampening": dampening,
                     "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize,
                     "foreach": foreach, "differentiable": differentiable, "fused": fused}
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        _check_flags(defaults)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("nesterov", False)
-            group.setdefault("maximize", False)
-            group.setdefault("foreach", None)
-            group.setdefault("differentiable", False)
-            group.setdefault("fused", False)
-
-    def step(self, closure=None):
-        """Perform a single optimization step; ``closure`` re-evaluates the loss."""
-        return self._run_step(closure)
 
     def _step_group(self, group):
         lr = _value(group["lr"])
-        momentum = group["momentum"]
-        dampening = group["dampening"]
-        wd = _value(group["weight_decay"])
-        nesterov = group["nesterov"]
-        maximize = group["maximize"]
-        state = self.state
-        for p in group["params"]:
-            grad = p._grad
-            if grad is None:
-                continue
-            pd, g = p._data, grad._data
-            if maximize:
-                g = -g
-            if wd != 0:
-                g = g + wd * pd
+        momentum, dampening, nesterov = group["momentum"], group["dampening"], group["nesterov"]
+        for p, g, state in self._grads(group, with_state=momentum != 0):
             if momentum != 0:
-                st = state[p]
-                buf = st.get("momentum_buffer")
+                buf = state.get("momentum_buffer")
                 if buf is None:
-                    st["momentum_buffer"] = _make(g.copy())
-                    b = st["momentum_buffer"]._data
+                    b = g.copy()
+                    state["momentum_buffer"] = _make(b)
                 else:
                     b = buf._data
                     b *= momentum
                     b += g if dampening == 0 else (1 - dampening) * g
-                    buf._vc[0] += 1
                 g = g + momentum * b if nesterov else b
-            pd -= np.multiply(g, lr)
-            p._vc[0] += 1
+            p._data -= np.multiply(g, lr)

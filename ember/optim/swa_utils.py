@@ -193,6 +193,8 @@ class SWALR(LRScheduler):
         last_epoch (int): index of the last epoch (default: -1).
     """
 
+    _unsaved = ("anneal_func",)  # rebuilt from _anneal_strategy on load
+
     def __init__(self, optimizer, swa_lr, anneal_epochs=10, anneal_strategy="cos",
                  last_epoch=-1):
         swa_lrs = _format_param("swa_lr", optimizer, swa_lr)
@@ -242,12 +244,8 @@ class SWALR(LRScheduler):
         self.anneal_func = self._cosine_anneal if anneal_strategy == "cos" else \
             self._linear_anneal
 
-    def state_dict(self):
-        """The scheduler's state (without the optimizer and the anneal function)."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "anneal_func")}
-
     def load_state_dict(self, state_dict):
         """Load a state returned by :meth:`state_dict`."""
-        self.__dict__.update(state_dict)
+        super().load_state_dict(state_dict)
         self._set_anneal_func(self._anneal_strategy)
 
