@@ -29,6 +29,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.backend import dtypes as _dt
+from ember.utils.hooks import RemovableHandle
 
 __all__ = ["Optimizer", "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook",
            "required"]
@@ -45,26 +46,6 @@ required = _RequiredParameter()
 
 _global_optimizer_pre_hooks = OrderedDict()
 _global_optimizer_post_hooks = OrderedDict()
-
-
-class RemovableHandle:
-    """A handle that removes a registered hook from its dict (``handle.remove()``)."""
-
-    _next_id = 0
-
-    def __init__(self, hooks_dict):
-        self._hooks = hooks_dict
-        self.id = RemovableHandle._next_id
-        RemovableHandle._next_id += 1
-
-    def remove(self):
-        self._hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
 
 
 def register_optimizer_step_pre_hook(hook):
