@@ -128,6 +128,142 @@ def _bias_shape(b, nd):
     return b.reshape((1, -1) + (1,) * nd)
 
 
+def _kernel_slices(g):
+    """(kernel position, slice of the padded input it meets) for each kernel position."""
+    for kk in itertools.product(*[range(k) for k in g.K]):
+        yield kk, (Ellipsis,) + tuple(slice(k * d, k * d + s * (o - 1) + 1, s)
+                                      for k, d, s, o in zip(kk, g.d, g.s, g.O))
+
+
+def _depthwise(g, cg):
+    """Grouped convolutions with one input channel per group run as a few broadcast
+    multiply-adds per kernel position instead of many tiny matrix products."""
+    return g.G > 1 and cg == 1
+
+
+class _Span:
+    """Stride-1 depthwise layout: every kernel position is one contiguous run of the
+    flattened padded plane, ``plane[off_k : off_k + L]``; output ``o`` sits at flat
+    position ``sum(o_i * P_i)`` of the run (the positions in between are discarded).
+    Long contiguous runs make the broadcast multiply-adds fast."""
+
+    def __init__(self, g):
+        sp = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
+        P = [1] * len(sp)
+        for i in range(len(sp) - 2, -1, -1):
+            P[i] = P[i + 1] * sp[i + 1]
+        self.sp, self.P = sp, tuple(P)
+        self.plane = _prod(sp)
+        self.L = sum((o - 1) * p for o, p in zip(g.O, P)) + 1
+        self.offs = [(kk, sum(k * d * p for k, d, p in zip(kk, g.d, P)))
+                     for kk in itertools.product(*[range(k) for k in g.K])]
+        self.O = tuple(g.O)
+
+    def outputs(self, span):
+        """The (..., *O) outputs inside a (..., L) run."""
+        isz = span.itemsize
+        view = _as_strided(span, span.shape[:-1] + self.O,
+                           span.strides[:-1] + tuple(p * isz for p in self.P))
+        return array_module(span).ascontiguousarray(view)
+
+    def embed(self, y):
+        """(..., *O) outputs placed in a zero (..., L) run."""
+        xm = array_module(y)
+        nd = len(self.O)
+        span = xm.zeros(y.shape[:-nd] + (self.L,), dtype=y.dtype)
+        isz = span.itemsize
+        _as_strided(span, y.shape, span.strides[:-1] + tuple(p * isz for p in self.P))[...] = y
+        return span
+
+    def plane_of(self, x, g):
+        xp = array_module(x).ascontiguousarray(pad_array(x, g.lo, g.hi))
+        return xp.reshape(x.shape[:2] + (self.plane,))
+
+
+def _dw_forward(x, w, g):
+    """Depthwise ``conv(x, w)``: x (N, C, *S), w (C*m, 1, *K) -> (N, C*m, *O)."""
+    xm = array_module(x)
+    n, c = x.shape[:2]
+    m = w.shape[0] // c
+    nd = g.nd
+    wk = w.reshape((1, c, m) + tuple(g.K) + (1,) * nd)
+    if all(s == 1 for s in g.s):
+        sp = _Span(g)
+        xpf = sp.plane_of(x, g)[:, :, None]
+        acc = xm.zeros((n, c, m, sp.L), dtype=x.dtype)
+        tmp = xm.empty_like(acc)
+        wk = w.reshape((1, c, m, _prod(g.K), 1))
+        for k, (_, off) in enumerate(sp.offs):
+            xm.multiply(wk[:, :, :, k], xpf[..., off:off + sp.L], out=tmp)
+            acc += tmp
+        return sp.outputs(acc).reshape((n, c * m) + tuple(g.O))
+    xp = pad_array(x, g.lo, g.hi)
+    out = xm.zeros((n, c, m) + tuple(g.O), dtype=x.dtype)
+    tmp = xm.empty_like(out)
+    for kk, sl in _kernel_slices(g):
+        xm.multiply(wk[(Ellipsis,) + kk + (slice(None),) * nd], xp[sl][:, :, None], out=tmp)
+        out += tmp
+    return out.reshape((n, c * m) + tuple(g.O))
+
+
+def _dw_input(y, w, g):
+    """The adjoint of :func:`_dw_forward` in ``x``: y (N, C*m, *O) -> (N, C, *S)."""
+    xm = array_module(y)
+    n, f = y.shape[:2]
+    c = g.G
+    m = f // c
+    nd = g.nd
+    yv = y.reshape((n, c, m) + tuple(g.O))
+    padded = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
+    if all(s == 1 for s in g.s):
+        sp = _Span(g)
+        ys = sp.embed(yv)  # N, C, m, L
+        wk = w.reshape(c, m, _prod(g.K))
+        buf = xm.zeros((n, c, sp.plane), dtype=y.dtype)
+        for k, (_, off) in enumerate(sp.offs):
+            if m == 1:
+                buf[..., off:off + sp.L] += ys[:, :, 0] * wk[:, :, k]
+            else:
+                buf[..., off:off + sp.L] += xm.einsum("ncml,cm->ncl", ys, wk[:, :, k])
+        buf = buf.reshape((n, c) + padded)
+    else:
+        wk = w.reshape((c, m) + tuple(g.K))
+        buf = xm.zeros((n, c) + padded, dtype=y.dtype)
+        letters = "xyz"[:nd]
+        for kk, sl in _kernel_slices(g):
+            wkk = wk[(Ellipsis,) + kk]
+            if m == 1:
+                buf[sl] += yv[:, :, 0] * wkk.reshape((1, c) + (1,) * nd)
+            else:
+                buf[sl] += xm.einsum(f"ncm{letters},cm->nc{letters}", yv, wkk)
+    if buf.shape[2:] == tuple(g.S):
+        return buf
+    return xm.ascontiguousarray(buf[(Ellipsis,) + tuple(slice(lo, lo + a)
+                                                         for lo, a in zip(g.lo, g.S))])
+
+
+def _dw_weight(x, y, g):
+    """The adjoint of :func:`_dw_forward` in ``w``: -> (C*m, 1, *K)."""
+    xm = array_module(x)
+    n, c = x.shape[:2]
+    f = y.shape[1]
+    m = f // c
+    yv = y.reshape((n, c, m) + tuple(g.O))
+    out = xm.empty((c, m) + tuple(g.K), dtype=x.dtype)
+    if all(s == 1 for s in g.s):
+        sp = _Span(g)
+        ys = sp.embed(yv)
+        xpf = sp.plane_of(x, g)
+        for kk, off in sp.offs:
+            out[(Ellipsis,) + kk] = xm.einsum("ncml,ncl->cm", ys, xpf[..., off:off + sp.L])
+        return out.reshape((f, 1) + tuple(g.K))
+    xp = pad_array(x, g.lo, g.hi)
+    letters = "xyz"[:g.nd]
+    for kk, sl in _kernel_slices(g):
+        out[(Ellipsis,) + kk] = xm.einsum(f"ncm{letters},nc{letters}->cm", yv, xp[sl])
+    return out.reshape((f, 1) + tuple(g.K))
+
+
 class Conv(Primitive):
     """``y = conv(x, w) + b``: x (N, C, *S), w (F, C/G, *K), b (F,) or None."""
     save_inputs = (0, 1)
@@ -139,6 +275,11 @@ class Conv(Primitive):
         n, c = x.shape[:2]
         f = w.shape[0]
         o = _prod(g.O)
+        if _depthwise(g, w.shape[1]):
+            out = _dw_forward(x, w, g).reshape(n, f, o)
+            if b is not None:
+                out += b.reshape(f, 1)
+            return out.reshape((n, f) + tuple(g.O))
         col = im2col(x, g)  # N, C*K, O
         if G == 1:
             out = w.reshape(f, -1) @ col  # N, F, O: one gemm per sample, no transposes
@@ -174,11 +315,14 @@ class ConvInput(Primitive):
         cg = w.shape[1]
         o = _prod(g.O)
         wm = w.reshape(G, f // G, cg * _prod(g.K))
-        if G == 1:
+        if _depthwise(g, cg):
+            out = _dw_input(y, w, g)
+        elif G == 1:
             col = wm[0].T @ y.reshape(n, f, o)  # N, C*K, O
+            out = col2im(col.reshape((n, cg * G) + tuple(g.K) + tuple(g.O)), g)
         else:
             col = wm.transpose(0, 2, 1) @ y.reshape(n, G, f // G, o)  # N, G, Cg*K, O
-        out = col2im(col.reshape((n, cg * G) + tuple(g.K) + tuple(g.O)), g)
+            out = col2im(col.reshape((n, cg * G) + tuple(g.K) + tuple(g.O)), g)
         if b is not None:
             out += _bias_shape(b, g.nd)
         return out
@@ -209,6 +353,8 @@ class ConvWeight(Primitive):
         ck = c // G * _prod(g.K)
         o = _prod(g.O)
         xm = array_module(x)
+        if _depthwise(g, c // G):
+            return _dw_weight(x, y, g)
         if ck <= o:
             # few columns per window: per-sample products summed over the batch
             col = im2col(x, g).reshape(n, G, ck, o)
