@@ -66,7 +66,7 @@ def _opmath(fn):
 # ----- activations -----------------------------------------------------------------------
 def relu(input, inplace=False):
     """``max(0, x)`` elementwise."""
-    return input.relu_() if inplace else ember.relu(input)
+    return input.relu_() if inplace else _fused.fused_relu(input)
 
 
 def relu_(input):

@@ -1,5 +1,5 @@
-"""Fused primitives for the hot path of small networks: a linear layer as one node, and
-cross entropy over class indices as one node.
+"""Fused primitives for the hot path of small networks: a linear layer as one node,
+cross entropy over class indices as one node, and a ReLU with a faster kernel.
 
 A chain of small ops (transpose, matmul, add; log_softmax, gather, mean) costs a
 node, a saved tensor and a gradient temporary per op; these primitives do the same
@@ -19,6 +19,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops.reduction import _shifted
+from ember.ops.unary import Relu
 
 __all__ = []
 
@@ -101,6 +102,52 @@ def fused_linear(input, weight, bias):
     dims, a 2-D ``weight`` and a ``bias`` of shape (out_features,) or None, all of one
     dtype (the caller checks; ``ember.nn.functional.linear`` covers every other case)."""
     return _LINEAR_NODES[input._data.ndim == 2, bias is not None].apply(input, weight, bias)
+
+
+# ----- relu ----------------------------------------------------------------------------------
+_BLOCK = 4096
+_ZEROS = {}  # dtype -> a block of _BLOCK zeros, never written
+
+
+def _relu_array(x):
+    """``max(x, 0)`` on an array. NumPy's ``maximum`` against the scalar 0 runs a
+    broadcast inner loop without SIMD; against a block of zeros (the input seen as rows
+    of ``_BLOCK``) it is about twice as fast. Same values, NaNs and signed zeros."""
+    if type(x) is not np.ndarray or x.size < _BLOCK or x.dtype.kind != "f" \
+            or not x.flags.c_contiguous:
+        return array_module(x).maximum(x, 0, dtype=x.dtype)
+    z = _ZEROS.get(x.dtype)
+    if z is None:
+        z = _ZEROS[x.dtype] = np.zeros(_BLOCK, x.dtype)
+    out = np.empty_like(x)
+    flat, oflat = x.reshape(-1), out.reshape(-1)
+    n = flat.size
+    m = n - n % _BLOCK
+    np.maximum(flat[:m].reshape(-1, _BLOCK), z, out=oflat[:m].reshape(-1, _BLOCK))
+    if m < n:
+        np.maximum(flat[m:], z[:n - m], out=oflat[m:])
+    return out
+
+
+class _Relu(Relu):
+    """``ember.relu`` with the faster kernel and a first-order backward on arrays."""
+    _node_name = "ReluBackward0"
+
+    def forward(self, x):
+        if x.dtype == np.bool_:
+            raise RuntimeError('"relu" not implemented for bool tensors')
+        return _relu_array(x)
+
+    def backward(self, gy):
+        if _grad_state.grad_enabled:
+            return super().backward(gy)
+        y, = self.saved_tensors
+        return _make(np.multiply(gy._data, y._data > 0))
+
+
+def fused_relu(input):
+    """``max(input, 0)`` (``torch.relu``) as one node with a fast kernel."""
+    return _Relu.apply(input)
 
 
 # ----- cross entropy ---------------------------------------------------------------------
