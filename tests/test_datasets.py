@@ -614,3 +614,37 @@ def test_train_script_runs_as_a_program(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ember.examples.mnist", "--help"],
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and "--model" in r.stdout and "--download" in r.stdout
+
+
+def _baselines():
+    import importlib.util
+    path = os.path.join(ROOT, "examples", "mnist1d", "baselines.py")
+    spec = importlib.util.spec_from_file_location("mnist1d_baselines", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)   # not __main__: the ember backend
+    return mod
+
+
+def test_mnist1d_baseline_models_and_hand_gru_match_torch():
+    b = _baselines()
+    assert b.torch is ember
+    sizes = {name: sum(p.numel() for p in b.build(name).parameters())
+             for name in ("logistic", "mlp", "cnn", "gru")}
+    assert sizes == {"logistic": 410, "mlp": 15210, "cnn": 5210, "gru": 5134}   # the paper's
+    ember.manual_seed(3)
+    torch.manual_seed(3)
+    hand = b.HandGRU(1, 6, batch_first=True, bidirectional=True)
+    ref = torch.nn.GRU(1, 6, batch_first=True, bidirectional=True)
+    assert [n for n, _ in hand.named_parameters()] == [n for n, _ in ref.named_parameters()]
+    for p, q in zip(hand.parameters(), ref.parameters()):      # same initial weights
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+    x = np.random.default_rng(0).standard_normal((3, 7, 1)).astype(np.float32)
+    h0 = np.zeros((2, 3, 6), np.float32)
+    out, hn = hand(ember.tensor(x), ember.tensor(h0))
+    tout, thn = ref(torch.tensor(x), torch.tensor(h0))
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(hn.detach().numpy(), thn.detach().numpy(), atol=1e-6)
+    (out ** 2).sum().backward()
+    (tout ** 2).sum().backward()
+    for p, q in zip(hand.parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-6)
