@@ -383,3 +383,21 @@ def test_cat_out():
     torch.cat([torch.tensor(a), torch.tensor(a * 2)], out=t_out)
     assert r is e_out
     np.testing.assert_array_equal(e_out.numpy(), t_out.numpy())
+
+
+@pytest.mark.parametrize("shape,wrap", [((3, 3), False), ((7, 3), True), ((7, 3), False),
+                                        ((2, 2, 2), False), ((3, 5), False)])
+def test_fill_diagonal_matches_torch(shape, wrap):
+    import torch
+    a, b = ember.zeros(*shape), torch.zeros(*shape)
+    assert a.fill_diagonal_(5.0, wrap=wrap) is a
+    b.fill_diagonal_(5.0, wrap=wrap)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    x = ember.ones(*shape, requires_grad=True)
+    tx = torch.ones(*shape, requires_grad=True)
+    y, ty = x * 2, tx * 2
+    y.fill_diagonal_(0.0, wrap=wrap)
+    ty.fill_diagonal_(0.0, wrap=wrap)
+    y.sum().backward()
+    ty.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())

@@ -1,5 +1,7 @@
 """Diagonals and triangles: ``diagonal`` (a view), ``diag``, ``diag_embed``, ``tril``,
 ``triu``, and the embeddings ``diagonal_scatter``, ``select_scatter``, ``slice_scatter``."""
+import numpy as np
+
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
@@ -189,8 +191,25 @@ def triu(input, diagonal=0, *, out=None):
 
 
 
+def _fill_diagonal(input, fill_value, wrap=False):
+    shape = input.shape
+    if input.dim() < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    if input.dim() > 2 and len(set(shape)) != 1:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    mask = np.zeros(tuple(shape), dtype=bool)
+    np.fill_diagonal(mask, True, wrap=wrap)
+    return input.masked_fill(_make(_xp(input._data).asarray(mask)), fill_value)
+
+
+_fill_diagonal.__name__ = "fill_diagonal"
+
+
 def _bind():
     T = Tensor
+    T.fill_diagonal_ = inplace_method(_fill_diagonal)
+    T.fill_diagonal_.__doc__ = ("Fill the main diagonal with ``fill_value`` in place; with "
+                                "``wrap`` a tall matrix restarts it every ``cols + 1`` rows.")
     for fn in (diagonal, diag, diag_embed, diagonal_scatter, select_scatter, slice_scatter,
                tril, triu):
         setattr(T, fn.__name__, fn)
