@@ -17,29 +17,34 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.ops.conv import Geom, ntuple, pad_array
+from ember.ops.conv import Geom, ntuple
 
 # the names torch also has at top level, with the same signature
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "adaptive_avg_pool1d"]
 
 
 def _positions(g):
-    """(flat kernel index, per-dim kernel index, slice of the padded input) per position."""
+    """(flat kernel index, output slice, input slice) for each kernel position: the
+    windows where that position lands inside the (unpadded) input, and the input
+    elements it meets there. Positions that meet only padding are skipped."""
     for k, kk in enumerate(itertools.product(*[range(k) for k in g.K])):
-        yield k, kk, (Ellipsis,) + tuple(slice(i * d, i * d + s * (o - 1) + 1, s)
-                                         for i, d, s, o in zip(kk, g.d, g.s, g.O))
+        osl, isl = [Ellipsis], [Ellipsis]
+        for i in range(g.nd):
+            off = kk[i] * g.d[i] - g.lo[i]
+            s = g.s[i]
+            o_lo = max(0, -(off // s)) if off < 0 else 0
+            o_hi = min(g.O[i], (g.S[i] - 1 - off) // s + 1) if off < g.S[i] else 0
+            if o_hi <= o_lo:
+                break
+            p0 = o_lo * s + off
+            osl.append(slice(o_lo, o_hi))
+            isl.append(slice(p0, p0 + s * (o_hi - o_lo - 1) + 1, s))
+        else:
+            yield k, tuple(osl), tuple(isl)
 
 
-def _padded_shape(x_shape, g):
-    nd = g.nd
-    return x_shape[:-nd] + tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
-
-
-def _crop(buf, g):
-    if not any(g.lo) and not any(g.hi):
-        return buf
-    sl = (Ellipsis,) + tuple(slice(lo, lo + a) for lo, a in zip(g.lo, g.S))
-    return array_module(buf).ascontiguousarray(buf[sl])
+def _covers(osl, g):
+    return all(sl.start == 0 and sl.stop == o for sl, o in zip(osl[1:], g.O))
 
 
 def _disjoint(g):
@@ -50,51 +55,40 @@ def _lowest(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
-def _valid(g, kk):
-    """Where kernel position ``kk`` lands inside the unpadded input (broadcastable to O),
-    or None when it always does."""
-    mask = None
-    nd = g.nd
-    for i in range(nd):
-        if not g.lo[i] and not g.hi[i]:
-            continue
-        pos = np.arange(g.O[i]) * g.s[i] - g.lo[i] + kk[i] * g.d[i]
-        m = ((pos >= 0) & (pos < g.S[i])).reshape((-1,) + (1,) * (nd - 1 - i))
-        mask = m if mask is None else mask & m
-    return mask
-
-
 class MaxPool(Primitive):
-    """Max over each window; remembers the first (valid) position of the max."""
+    """Max over each window; remembers the first position of the max (PyTorch's)."""
     _node_name = "MaxPool2DWithIndicesBackward0"
 
     def forward(self, x, g):
         self.g = g
         xm = array_module(x)
-        xp = pad_array(x, g.lo, g.hi, _lowest(x.dtype))
         pos = list(_positions(g))
-        best = xp[pos[0][2]].copy()
-        for _, _, sl in pos[1:]:
-            xm.maximum(best, xp[sl], out=best)
-        kk_n = len(pos)
-        arg = xm.zeros(best.shape, np.int8 if kk_n < 128 else np.int32)
-        found = xm.zeros(best.shape, bool)
-        padded = any(g.lo) or any(g.hi)
-        for k, kk, sl in pos:
-            m = xp[sl] == best
-            if padded:
-                v = _valid(g, kk)
-                if v is not None:
-                    m &= xm.asarray(v)
-            m &= ~found
+        out_shape = x.shape[:x.ndim - g.nd] + tuple(g.O)
+        if _covers(pos[0][1], g):
+            best = x[pos[0][2]].copy()
+            rest = pos[1:]
+        else:
+            best = xm.full(out_shape, _lowest(x.dtype), dtype=x.dtype)
+            rest = pos
+        for _, osl, isl in rest:
+            b = best[osl]
+            xm.maximum(b, x[isl], out=b)
+        arg = xm.zeros(out_shape, np.int8 if len(pos) < 128 else np.int32)
+        found = xm.zeros(out_shape, bool)
+        for k, osl, isl in pos:
+            m = x[isl] == best[osl]
+            m &= ~found[osl]
             if k:
-                arg += m.astype(arg.dtype) * k
-            found |= m
+                a = arg[osl]
+                a += m.astype(arg.dtype) * k
+            f = found[osl]
+            f |= m
         if x.dtype.kind == "f":
             nan = xm.isnan(best)
             if nan.any():
-                for k, _, sl in pos:  # PyTorch keeps the last NaN of a window
-                    arg = xm.where(nan & xm.isnan(xp[sl]), arg.dtype.type(k), arg)
+                for k, osl, isl in pos:  # PyTorch keeps the last NaN of a window
+                    arg[osl] = xm.where(nan[osl] & xm.isnan(x[isl]), arg.dtype.type(k),
+                                        arg[osl])
         self.arg = arg
         return best
 
@@ -134,14 +128,14 @@ class PoolScatter(Primitive):
     def forward(self, gy, arg, g):
         self.arg, self.g = arg, g
         xm = array_module(gy)
-        buf = xm.zeros(_padded_shape(gy.shape[:-g.nd] + tuple(g.S), g), gy.dtype)
+        buf = xm.zeros(gy.shape[:gy.ndim - g.nd] + tuple(g.S), gy.dtype)
         disjoint = _disjoint(g)
-        for k, _, sl in _positions(g):
+        for k, osl, isl in _positions(g):
             if disjoint:
-                xm.multiply(gy, arg == k, out=buf[sl])
+                xm.multiply(gy[osl], arg[osl] == k, out=buf[isl])
             else:
-                buf[sl] += gy * (arg == k)
-        return _crop(buf, g)
+                buf[isl] += gy[osl] * (arg[osl] == k)
+        return buf
 
     def backward(self, gx):
         return PoolGather.apply(gx, self.arg, self.g), None, None
@@ -153,11 +147,9 @@ class PoolGather(Primitive):
 
     def forward(self, x, arg, g):
         self.arg, self.g = arg, g
-        xm = array_module(x)
-        xp = pad_array(x, g.lo, g.hi, 0)
-        out = xm.zeros(arg.shape, x.dtype)
-        for k, _, sl in _positions(g):
-            out += xp[sl] * (arg == k)
+        out = array_module(x).zeros(arg.shape, x.dtype)
+        for k, osl, isl in _positions(g):
+            out[osl] += x[isl] * (arg[osl] == k)
         return out
 
     def backward(self, gy):
@@ -170,13 +162,19 @@ class AvgPool(Primitive):
 
     def forward(self, x, g, div):
         self.g, self.div = g, div
-        xp = pad_array(x, g.lo, g.hi, 0)
+        xm = array_module(x)
+        integer = x.dtype.kind in "iub"
+        acc_dt = np.float64 if integer else x.dtype
         pos = list(_positions(g))
-        acc = xp[pos[0][2]].astype(np.float64 if x.dtype.kind in "iub" else x.dtype, copy=True)
-        for _, _, sl in pos[1:]:
-            acc += xp[sl]
-        if x.dtype.kind in "iub":
-            xm = array_module(x)
+        if _covers(pos[0][1], g):
+            acc = x[pos[0][2]].astype(acc_dt, copy=True)
+            rest = pos[1:]
+        else:
+            acc = xm.zeros(x.shape[:x.ndim - g.nd] + tuple(g.O), acc_dt)
+            rest = pos
+        for _, osl, isl in rest:
+            acc[osl] += x[isl]
+        if integer:
             return (xm.sign(acc) * (xm.abs(acc) // div)).astype(x.dtype)
         acc /= div
         return acc
@@ -193,14 +191,14 @@ class AvgPoolAdjoint(Primitive):
         self.g, self.div = g, div
         xm = array_module(gy)
         gd = gy / xm.asarray(div, dtype=gy.dtype)
-        buf = xm.zeros(_padded_shape(gy.shape[:-g.nd] + tuple(g.S), g), gy.dtype)
+        buf = xm.zeros(gy.shape[:gy.ndim - g.nd] + tuple(g.S), gy.dtype)
         disjoint = _disjoint(g)
-        for _, _, sl in _positions(g):
+        for _, osl, isl in _positions(g):
             if disjoint:
-                buf[sl] = gd
+                buf[isl] = gd[osl]
             else:
-                buf[sl] += gd
-        return _crop(buf, g)
+                buf[isl] += gd[osl]
+        return buf
 
     def backward(self, gx):
         return AvgPool.apply(gx, self.g, self.div), None, None
