@@ -18,7 +18,6 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.ops.reduction import _shifted
 from ember.ops.unary import Relu
 
 __all__ = []
@@ -160,33 +159,35 @@ class _CrossEntropy(Primitive):
     def forward(self, x, t, ignore_index, reduction):
         xp = array_module(x)
         n, c = x.shape
-        valid = t != ignore_index
-        safe = xp.where(valid, t, 0)
-        if n and c and (safe.min() < 0 or safe.max() >= c):
-            bad = safe[(safe < 0) | (safe >= c)]
-            raise IndexError(f"Target {int(bad[0])} is out of bounds.")
-        if n and not c:
-            raise IndexError(f"Target {int(safe[0])} is out of bounds.")
-        s = _shifted(x, 1, "log_softmax")
+        lo, hi = (int(t.min()), int(t.max())) if n else (0, -1)
+        if 0 <= lo and hi < c and not lo <= ignore_index <= hi:
+            # every target is a class (the common case): no mask needed
+            valid, all_valid, safe = None, True, t
+        else:
+            valid = t != ignore_index
+            all_valid = bool(valid.all())
+            safe = t if all_valid else xp.where(valid, t, 0)
+            if n and (not c or safe.min() < 0 or safe.max() >= c):
+                bad = safe[(safe < 0) | (safe >= c)]
+                raise IndexError(f"Target {int(bad[0])} is out of bounds.")
+        self.reduction, self.valid, self.all_valid = reduction, valid, all_valid
+        self.rows, self.safe = xp.arange(n), safe
+        # x - max, even where the max is infinite: rows holding +inf or only -inf come
+        # out NaN, as PyTorch's
+        s = x - x.max(axis=1, keepdims=True) if n and c else x.copy()
         e = xp.exp(s)
         total = e.sum(axis=1)
-        rows = xp.arange(n)
         loss = xp.log(total)
-        loss -= s[rows, safe]
-        e /= total[:, None]
-        self.p, self.rows, self.safe, self.valid = e, rows, safe, valid
-        self.reduction = reduction
-        all_valid = bool(valid.all())
+        loss -= s[self.rows, safe]
+        self.e, self.total = e, total  # softmax = e / total, formed in backward
         if not all_valid:
             loss *= valid
         if reduction == "none":
             return loss
-        dt = x.dtype.type
         if reduction == "sum":
-            return xp.asarray(loss.sum(), dtype=x.dtype)
-        count = n if all_valid else int(valid.sum())
-        self.count = count
-        return xp.asarray(loss.sum() / dt(count), dtype=x.dtype)
+            return loss.sum()
+        self.count = count = n if all_valid else int(valid.sum())
+        return loss.sum() / x.dtype.type(count)
 
     def backward(self, gy):
         x, = self.saved_tensors
@@ -197,27 +198,24 @@ class _CrossEntropy(Primitive):
         xp = array_module(x._data)
         onehot = xp.zeros(x._data.shape, dtype=x._data.dtype)
         onehot[self.rows, self.safe] = 1
-        valid = _make(self.valid.astype(x._data.dtype))
-        if self.reduction == "none":
-            scale = gy * valid
-        elif self.reduction == "sum":
-            scale = valid * gy
-        else:
-            scale = valid * (gy / self.count) if self.count else valid * 0 * gy
-        gx = (x.softmax(1) - _make(onehot)) * scale.unsqueeze(1)
+        scale = gy
+        if self.reduction == "mean":
+            scale = gy / self.count if self.count else gy * 0
+        if not self.all_valid:
+            scale = scale * _make(self.valid.astype(x._data.dtype))
+        if scale.ndim == 1:
+            scale = scale.unsqueeze(1)
+        gx = (x.softmax(1) - _make(onehot)) * scale
         return gx, None, None, None
 
     def _backward_arrays(self, g):
-        gx = self.p.copy()
+        gx = self.e / self.total[:, None]
         gx[self.rows, self.safe] -= 1
-        if self.reduction == "none":
-            gx *= (g * self.valid)[:, None]
-            return _make(gx)
-        scale = g if self.reduction == "sum" else (g / self.count if self.count else g * 0)
-        if self.valid.all():
-            gx *= scale
-        else:
-            gx *= (self.valid * scale).astype(gx.dtype)[:, None]
+        if self.reduction == "mean":
+            g = g / self.count if self.count else g * 0
+        if not self.all_valid:
+            g = g * self.valid
+        gx *= g[:, None] if g.ndim else g
         return _make(gx)
 
 
