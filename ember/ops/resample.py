@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 
@@ -17,12 +17,13 @@ __all__ = ["pixel_shuffle", "pixel_unshuffle"]
 
 
 class Take(Primitive):
-    """``x`` indexed by the int array ``idx`` along ``axis`` (``np.take``)."""
+    """``x`` indexed by the int array ``idx`` (host NumPy) along ``axis`` (``np.take``)."""
     _node_name = "IndexSelectBackward0"
 
     def forward(self, x, idx, axis):
         self.idx, self.axis, self.n = idx, axis, x.shape[axis]
-        return array_module(x).take(x, idx, axis=axis)
+        xm = array_module(x)
+        return xm.take(x, xm.asarray(idx), axis=axis)
 
     def backward(self, gy):
         return TakeAdjoint.apply(gy, self.idx, self.axis, self.n), None, None
@@ -38,26 +39,74 @@ class TakeAdjoint(Primitive):
         shape = list(g.shape)
         shape[axis] = n
         out = xm.zeros(shape, g.dtype)
-        if xm is np and len(idx) and bool((idx[1:] >= idx[:-1]).all()):
-            # sorted indices (every resampling here): sum each run with one reduceat
-            starts = xm.concatenate([xm.zeros(1, np.int64),
-                                     xm.nonzero(idx[1:] != idx[:-1])[0] + 1])
-            sums = xm.add.reduceat(g, starts, axis=axis)
-            sl = [slice(None)] * g.ndim
-            sl[axis] = idx[starts]
-            out[tuple(sl)] = sums
+        lead = (slice(None),) * axis
+        if len(idx) and bool((idx[1:] >= idx[:-1]).all()):
+            # sorted (every resampling here): a few collision-free strided adds
+            for src, dst in _phases(idx):
+                out[lead + (_on(xm, dst),)] += g[lead + (_on(xm, src),)]
         elif len(idx):
             moved = xm.moveaxis(out, axis, 0)
-            xm.add.at(moved, idx, xm.moveaxis(g, axis, 0))
+            xm.add.at(moved, xm.asarray(idx), xm.moveaxis(g, axis, 0))
         return out
 
     def backward(self, gx):
         return Take.apply(gx, self.idx, self.axis), None, None, None
 
 
+def _phases(idx):
+    """Split a sorted index array into collision-free (positions, targets) pieces: the
+    k-th element of every run of equal indices forms group k, and each group is cut
+    into arithmetic progressions (slices) where that takes few pieces."""
+    n = len(idx)
+    pos = np.arange(n)
+    new = np.ones(n, bool)
+    new[1:] = idx[1:] != idx[:-1]
+    rank = pos - np.maximum.accumulate(np.where(new, pos, 0))
+    out = []
+    for r in range(int(rank.max()) + 1):
+        j = np.nonzero(rank == r)[0]
+        t = idx[j]
+        pieces = _progressions(j, t)
+        if len(pieces) <= 8:
+            out += pieces
+        else:
+            out.append((j, t))
+    return out
+
+
+def _progressions(j, t):
+    """``(j, t)`` cut greedily into runs where both step evenly, as slice pairs."""
+    out = []
+    i, n = 0, len(j)
+    while i < n:
+        e = i + 1
+        if e < n:
+            dj, dt = j[e] - j[i], t[e] - t[i]
+            while e + 1 < n and j[e + 1] - j[e] == dj and t[e + 1] - t[e] == dt:
+                e += 1
+            if dj <= 0 or dt <= 0:
+                e = i
+            e += 1
+        out.append((_slice(j[i:e]), _slice(t[i:e])))
+        i = e
+        if len(out) > 8:
+            break
+    return out
+
+
+def _slice(a):
+    if len(a) == 1:
+        return slice(int(a[0]), int(a[0]) + 1)
+    return slice(int(a[0]), int(a[-1]) + 1, int(a[1] - a[0]))
+
+
+def _on(xm, ix):
+    return ix if isinstance(ix, slice) else xm.asarray(ix)
+
+
 def take(x, idx, axis):
     """Differentiable ``np.take(x, idx, axis)`` for an int array ``idx``."""
-    return Take.apply(x, array_module(x._data).asarray(idx), axis)
+    return Take.apply(x, np.asarray(idx, dtype=np.int64), axis)
 
 
 # ----- interpolate ---------------------------------------------------------------------
@@ -117,16 +166,57 @@ def _cubic_taps(a, o, scale, align_corners, dtype):
     return [(np.clip(i + j - 1, 0, a - 1), w.astype(dtype)) for j, w in enumerate(ws)]
 
 
+class Resample(Primitive):
+    """``sum_t take(x, idx_t, axis) * w_t``: linear resampling along one axis with a few
+    taps (host index and weight arrays), fused."""
+    _node_name = "UpsampleLinearBackward0"
+
+    def forward(self, x, axis, taps):
+        self.axis, self.taps, self.n = axis, taps, x.shape[axis]
+        xm = array_module(x)
+        shape = (-1,) + (1,) * (x.ndim - axis - 1)
+        out = tmp = None
+        for idx, w in taps:
+            v = xm.take(x, xm.asarray(idx), axis=axis)
+            wv = xm.asarray(w.reshape(shape), dtype=x.dtype)
+            if out is None:
+                out = v
+                out *= wv
+                tmp = xm.empty_like(out)
+            else:
+                xm.multiply(v, wv, out=tmp)
+                out += tmp
+        return out
+
+    def backward(self, gy):
+        return ResampleAdjoint.apply(gy, self.axis, self.taps, self.n), None, None
+
+
+class ResampleAdjoint(Primitive):
+    """The adjoint of :class:`Resample`: each tap's weighted gradient added back at its
+    indices."""
+    _node_name = "UpsampleLinearBackwardBackward0"
+
+    def forward(self, g, axis, taps, n):
+        self.axis, self.taps = axis, taps
+        xm = array_module(g)
+        shape = list(g.shape)
+        shape[axis] = n
+        out = xm.zeros(shape, g.dtype)
+        lead = (slice(None),) * axis
+        wshape = (-1,) + (1,) * (g.ndim - axis - 1)
+        for idx, w in taps:
+            gw = g * xm.asarray(w.reshape(wshape), dtype=g.dtype)
+            for src, dst in _phases(idx):
+                out[lead + (_on(xm, dst),)] += gw[lead + (_on(xm, src),)]
+        return out
+
+    def backward(self, gx):
+        return Resample.apply(gx, self.axis, self.taps), None, None, None
+
+
 def _resample_dim(x, axis, taps):
-    out = None
-    nd_after = x.dim() - axis - 1
-    for idx, w in taps:
-        v = take(x, idx, axis)
-        if w is not None:
-            xm = array_module(x._data)
-            v = v * _make(xm.asarray(w.reshape((-1,) + (1,) * nd_after)))
-        out = v if out is None else out + v
-    return out
+    return Resample.apply(x, axis, [(np.asarray(i, dtype=np.int64), w) for i, w in taps])
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
