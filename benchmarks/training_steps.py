@@ -1,6 +1,7 @@
 """Training and inference steps of small models, ember beside torch in one process.
 
     python benchmarks/training_steps.py [--only mlp,lstm,rnncell,transformer,mlp_infer]
+                                        [--threads N] [--min-time S]
 
 Prints milliseconds per step and the ratio ember/torch for:
 - mlp: MLP 784-256-128-10 training step, batch 128, SGD momentum 0.9
@@ -10,11 +11,24 @@ Prints milliseconds per step and the ratio ember/torch for:
   batch 16, seq 64, MSE, Adam
 - mlp_infer: the MLP under no_grad, batch 1024
 (The CNN step is in benchmarks/cnn_step.py.)
+
+ember and torch steps are interleaved (a round of ember steps, then a round of torch
+steps, and again), so that load from other processes hits both alike. Besides the
+median wall time per step, the ratio of median process (CPU) times is printed: on a
+shared machine it is the steadier figure. ``--threads N`` sets torch's and OpenBLAS's
+thread counts (on a loaded 2-core machine, ``--threads 1`` avoids oversubscribed BLAS
+threads spinning against each other); the load average is printed with the figures.
 """
 import argparse
+import os
+import sys
 import time
 
-import numpy as np
+if __name__ == "__main__" and "--threads" in sys.argv:
+    # OpenBLAS reads its thread count when NumPy is first imported
+    os.environ["OPENBLAS_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
+
+import numpy as np  # noqa: E402
 
 
 def _mlp(m):
@@ -108,38 +122,55 @@ WORKLOADS = {"mlp": mlp, "mlp_infer": mlp_infer, "lstm": lstm, "rnncell": rnncel
              "transformer": transformer}
 
 
-def time_step(step, min_time=2.0, warmup=3):
-    for _ in range(warmup):
-        step()
-    times = []
+def time_pair(steps, min_time=2.0, warmup=3, per_round=3):
+    """Interleaved rounds of each step in ``steps``; median wall and process
+    milliseconds per step for each."""
+    for step in steps:
+        for _ in range(warmup):
+            step()
+    wall = [[] for _ in steps]
+    cpu = [[] for _ in steps]
     start = time.perf_counter()
-    while time.perf_counter() - start < min_time or len(times) < 5:
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e3
+    while time.perf_counter() - start < min_time * len(steps) or len(wall[0]) < 5:
+        for i, step in enumerate(steps):
+            t0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(per_round):
+                step()
+            wall[i].append((time.perf_counter() - t0) / per_round)
+            cpu[i].append((time.process_time() - c0) / per_round)
+    return ([float(np.median(w)) * 1e3 for w in wall],
+            [float(np.median(c)) * 1e3 for c in cpu])
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=",".join(WORKLOADS))
     ap.add_argument("--min-time", type=float, default=2.0)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch and OpenBLAS threads (default: the libraries' own)")
     args = ap.parse_args()
     import torch
 
     import ember
-    print(f"{'workload':<14}{'ember ms':>10}{'torch ms':>10}{'ratio':>8}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
+          f"torch threads {torch.get_num_threads()}, "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
+    print(f"{'workload':<14}{'ember ms':>10}{'torch ms':>10}{'ratio':>8}"
+          f"{'ember cpu':>11}{'torch cpu':>11}{'cpu ratio':>11}")
     for name in args.only.split(","):
         make = WORKLOADS[name]
         torch.manual_seed(0)
         ember.manual_seed(0)
         try:
-            e = time_step(make(ember), args.min_time)
+            e_step = make(ember)
+            e_step()
         except Exception as err:  # report and go on: one missing layer must not hide the rest
             print(f"{name:<14}  ember failed: {type(err).__name__}: {err}")
             continue
-        t = time_step(make(torch), args.min_time)
-        print(f"{name:<14}{e:>10.2f}{t:>10.2f}{e / t:>8.2f}")
+        (e, t), (ec, tc) = time_pair([e_step, make(torch)], args.min_time)
+        print(f"{name:<14}{e:>10.2f}{t:>10.2f}{e / t:>8.2f}{ec:>11.2f}{tc:>11.2f}{ec / tc:>11.2f}")
 
 
 if __name__ == "__main__":
