@@ -39,7 +39,8 @@ from ember.serialization import load, save
 from ember import nn
 import ember.utils.data  # torch.utils.data is there after `import torch`
 
-from ember import accelerator, backends
+from ember import accelerator, amp, backends
+from ember.amp import autocast
 from ember._legacy import *
 
 __version__ = "0.1.0"

@@ -75,7 +75,8 @@ class TorchAliasFinder(importlib.abc.MetaPathFinder):
                     name=fullname) from None
             if module is None:
                 raise
-        return importlib.util.spec_from_loader(fullname, _Loader(module))
+        # every served module may have submodules (torch.cuda.amp, torch.backends.cudnn)
+        return importlib.util.spec_from_loader(fullname, _Loader(module), is_package=True)
 
 
 _finder = TorchAliasFinder()

@@ -95,3 +95,5 @@ def seed():
 
 
 seed_all = seed
+
+from ember.amp import cuda_amp as amp  # noqa: E402,F401  (torch.cuda.amp)
