@@ -2,7 +2,7 @@
 so these flags are accepted and recorded; none of them changes ember's numerics."""
 import types
 
-__all__ = ["cudnn", "cuda", "mps", "mkldnn", "openmp", "opt_einsum"]
+__all__ = ["cudnn", "cuda", "mps", "mkldnn", "openmp", "opt_einsum", "mha"]
 
 
 def _flags(name, available, **flags):
@@ -24,3 +24,10 @@ cuda.matmul = types.SimpleNamespace(allow_tf32=False, allow_fp16_reduced_precisi
                                     allow_bf16_reduced_precision_reduction=True)
 cuda.enable_flash_sdp = cuda.enable_mem_efficient_sdp = cuda.enable_math_sdp = \
     lambda enabled=True: None
+
+# torch.backends.mha: whether nn.MultiheadAttention / TransformerEncoder take PyTorch's fused
+# inference path; ember follows its numbers (NaN rows, zeroed padding) when enabled
+mha = _flags("mha", True)
+mha._fastpath_enabled = True
+mha.get_fastpath_enabled = lambda: mha._fastpath_enabled
+mha.set_fastpath_enabled = lambda value: setattr(mha, "_fastpath_enabled", bool(value))

@@ -408,6 +408,11 @@ def linear(input, weight, bias=None):
                                                            or input.is_contiguous()):
         raise RuntimeError(f"self and mat2 must have the same dtype, but got "
                            f"{_tname(bias.dtype)} and {_tname(input.dtype)}")
+    if input.ndim > 2 and weight.ndim == 2 and input.is_contiguous():
+        # one (rows, in) @ (in, out) product instead of a batched one, as PyTorch folds it
+        out = ember.matmul(input.reshape(-1, input.shape[-1]), weight.t())
+        out = out if bias is None else out + bias
+        return out.view(*input.shape[:-1], weight.shape[0])
     out = ember.matmul(input, weight.t() if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 
@@ -789,3 +794,8 @@ from ember.ops.nn import *  # noqa: E402,F401,F403
 from ember.ops.nn import __all__ as _nn_all  # noqa: E402
 
 __all__ += _nn_all
+from ember.nn.functional_attention import *  # noqa: E402,F401,F403  (attention, attention engineer)
+from ember.nn.functional_attention import __all__ as _attn_all  # noqa: E402,F401,E501
+from ember.nn.functional_attention import _canonical_mask, _none_or_dtype  # noqa: E402,F401
+
+__all__ += _attn_all

@@ -35,3 +35,10 @@ from ember.nn.modules import rnn  # noqa: E402
 from ember.nn.modules.rnn import *  # noqa: E402,F403
 
 __all__ += rnn.__all__
+
+# Attention and transformer layers (owned by the attention engineer).
+from ember.nn.modules import attention, transformer  # noqa: E402
+from ember.nn.modules.attention import *  # noqa: E402,F403
+from ember.nn.modules.transformer import *  # noqa: E402,F403
+
+__all__ += attention.__all__ + transformer.__all__
