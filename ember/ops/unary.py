@@ -253,7 +253,28 @@ class Relu(Primitive):
 
     def backward(self, gy):
         y, = self.saved_tensors
+        return _relu_grad(gy, y)
+
+
+class ReluBackward(Primitive):
+    """``gy * (y > 0)`` as one op (PyTorch's threshold_backward).
+
+    Its derivative with respect to ``y`` is zero, but it is a tensor, not None: a
+    gradient penalty through ReLU layers then reaches the earlier biases with zeros,
+    as in PyTorch, instead of leaving them out of the graph.
+    """
+    save_inputs = (1,)
+    _node_name = "ThresholdBackwardBackward0"
+
+    def forward(self, gy, y):
         return gy * (y > 0)
+
+    def backward(self, ggx):
+        y, = self.saved_tensors
+        return _relu_grad(ggx, y), y * 0
+
+
+_relu_grad = ReluBackward.binary_function()
 
 
 def relu(input):
