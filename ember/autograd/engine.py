@@ -222,9 +222,14 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
             if type(in_grads) is not tuple:
                 in_grads = tuple(in_grads) if type(in_grads) is list else (in_grads,)
             if len(in_grads) != len(edges):
-                raise RuntimeError(
-                    f"function {node.name()} returned an incorrect number of gradients "
-                    f"(expected {len(edges)}, got {len(in_grads)})")
+                # extra trailing Nones are allowed, as PyTorch allows them
+                if len(in_grads) > len(edges) and all(g is None for g in
+                                                       in_grads[len(edges):]):
+                    in_grads = in_grads[:len(edges)]
+                else:
+                    raise RuntimeError(
+                        f"function {node.name()} returned an incorrect number of gradients "
+                        f"(expected {len(edges)}, got {len(in_grads)})")
             if node._hooks:
                 for hook in node._hooks:
                     r = hook(in_grads, tuple(grads))

@@ -344,7 +344,7 @@ class IndexSelect(Primitive):
 
     def backward(self, gy):
         shape, idx, dim = self.meta
-        return IndexAdd.apply(_zeros(gy, shape), gy, idx, dim), None, None
+        return IndexAdd.apply(_zeros(gy, shape), gy, idx, dim, 1), None, None
 
 
 class IndexAdd(Primitive):
