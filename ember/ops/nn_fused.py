@@ -104,15 +104,15 @@ def fused_linear(input, weight, bias):
 
 
 # ----- relu ----------------------------------------------------------------------------------
-_BLOCK = 4096
+_BLOCK = 65536
 _ZEROS = {}  # dtype -> a block of _BLOCK zeros, never written
 
 
 def _relu_array(x):
     """``max(x, 0)`` on an array. NumPy's ``maximum`` against the scalar 0 runs a
     broadcast inner loop without SIMD; against a block of zeros (the input seen as rows
-    of ``_BLOCK``) it is about twice as fast. Same values, NaNs and signed zeros."""
-    if type(x) is not np.ndarray or x.size < _BLOCK or x.dtype.kind != "f" \
+    of ``_BLOCK``) it is 2-3 times as fast. Same values, NaNs and signed zeros."""
+    if type(x) is not np.ndarray or x.size < 4096 or x.dtype.kind != "f" \
             or not x.flags.c_contiguous:
         return array_module(x).maximum(x, 0, dtype=x.dtype)
     z = _ZEROS.get(x.dtype)
@@ -122,7 +122,8 @@ def _relu_array(x):
     flat, oflat = x.reshape(-1), out.reshape(-1)
     n = flat.size
     m = n - n % _BLOCK
-    np.maximum(flat[:m].reshape(-1, _BLOCK), z, out=oflat[:m].reshape(-1, _BLOCK))
+    if m:
+        np.maximum(flat[:m].reshape(-1, _BLOCK), z, out=oflat[:m].reshape(-1, _BLOCK))
     if m < n:
         np.maximum(flat[m:], z[:n - m], out=oflat[m:])
     return out
