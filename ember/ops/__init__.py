@@ -1,5 +1,6 @@
 """ember's ops, one module per family. Importing this package binds every Tensor method."""
 from ember.ops import (  # noqa: F401
+    conv,
     conversion,
     diagonals,
     elementwise,
@@ -9,7 +10,10 @@ from ember.ops import (  # noqa: F401
     join,
     linalg,
     linalg_decomp,
+    normalization,
+    pooling,
     reduction,
+    resample,
     scan,
     shape,
     sorting,
@@ -33,3 +37,11 @@ from ember.ops.scan import *  # noqa: F401,F403
 from ember.ops.shape import *  # noqa: F401,F403
 from ember.ops.sorting import *  # noqa: F401,F403
 from ember.ops.unary import *  # noqa: F401,F403
+
+# `from ember.ops import *` gives the ops, not the family modules (so that, e.g.,
+# `ember.conv` or `ember.shape` do not appear as stray attributes of `ember`)
+__all__ = sorted({name for module in (conv, conversion, diagonals, elementwise, extrema,
+                                      gather_scatter, indexing, join, linalg, linalg_decomp,
+                                      normalization, pooling, reduction, resample, scan, shape,
+                                      sorting, unary)
+                  for name in getattr(module, "__all__", ())})
