@@ -67,7 +67,31 @@ FUSED = [
          logits_and_targets(0, 3), grad=False),
     Case("ce_all_ignored_mean", lambda m, x, t: F(m).cross_entropy(x, t * 0 - 100),
          logits_and_targets(3, 4), gradgrad=False),
+    # Sequential's Linear + ReLU pairs (one node, the ReLU in place)
+    Case("seq_linear_relu", lambda m, x, w1, b1, w2, b2: seq(m, (w1, b1), (w2, b2))(x).tanh(),
+         [(6, 3), (5, 3), (5,), (2, 5), (2,)]),
+    Case("seq_linear_relu_3d_nobias", lambda m, x, w: seq(m, (w, None))(x).tanh(),
+         [(2, 6, 3), (5, 3)]),
+    Case("seq_linear_relu_transposed_input", lambda m, x, w, b: seq(m, (w, b))(
+        x.transpose(0, 1)), [(6, 2, 3), (5, 3), (5,)]),
+    Case("seq_linear_relu_block", lambda m, x, w, b: seq(m, (w, b))(x), [(64, 3), (80, 3), (80,)],
+         dtype=np.float32),
+    Case("seq_linear_relu_params_only", lambda m, x, w, b: seq(m, (w, b))(x).tanh(),
+         [(6, 3), (5, 3), (5,)], requires_grad=[0, 1, 1]),
 ]
+
+
+def seq(m, *layers):
+    """Sequential(Linear, ReLU, ...) whose Linears hold the given (weight, bias) tensors."""
+    mods = []
+    for w, b in layers:
+        lin = m.nn.Linear(w.shape[1], w.shape[0], bias=b is not None, dtype=w.dtype)
+        for name, t in (("weight", w), ("bias", b)):
+            if t is not None:
+                delattr(lin, name)
+                setattr(lin, name, t)
+        mods += [lin, m.nn.ReLU()]
+    return m.nn.Sequential(*mods)
 
 
 @cases(FUSED)
@@ -149,3 +173,48 @@ FUSED_ERRORS = [
 def test_fused_errors(name, fn, shapes):
     rng = np.random.default_rng(0)
     check_raises(fn, *[rng.standard_normal(s) for s in shapes])
+
+
+def test_sequential_pair_is_one_node_and_hooks_keep_modules_separate():
+    lin, relu = ember.nn.Linear(3, 4), ember.nn.ReLU()
+    net = ember.nn.Sequential(lin, relu)
+    x = ember.randn(5, 3)
+    y = net(x)
+    assert y.grad_fn.name() == "ReluBackward0"
+    assert len(y.grad_fn.next_functions) == 3  # x, weight, bias: no separate addmm node
+    seen = []
+    handle = relu.register_forward_hook(lambda mod, inp, out: seen.append(inp[0]))
+    y2 = net(x)
+    handle.remove()
+    assert len(seen) == 1 and seen[0].grad_fn.name() == "AddmmBackward0"
+    np.testing.assert_array_equal(y.detach().numpy(), y2.detach().numpy())
+    with pytest.raises(RuntimeError, match=r"Linear\(in_features=3, out_features=4"):
+        net(ember.randn(5, 2))
+
+
+def test_sequential_pair_training_matches_torch():
+    """Two SGD steps of Linear-ReLU-Linear-ReLU-Linear with copied weights."""
+    rng = np.random.default_rng(3)
+    x, t = rng.standard_normal((16, 6)).astype(np.float32), rng.integers(0, 3, 16)
+    sizes = [(6, 8), (8, 5), (5, 3)]
+    params = [(rng.standard_normal((o, i)).astype(np.float32) * 0.4,
+               rng.standard_normal(o).astype(np.float32) * 0.1) for i, o in sizes]
+    results = []
+    for m in (ember, torch):
+        layers = []
+        for k, (w, b) in enumerate(params):
+            lin = m.nn.Linear(*w.shape[::-1])
+            with m.no_grad():
+                lin.weight.copy_(m.tensor(w))
+                lin.bias.copy_(m.tensor(b))
+            layers += [lin] + ([m.nn.ReLU()] if k < 2 else [])
+        net = m.nn.Sequential(*layers)
+        opt = m.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        for _ in range(2):
+            opt.zero_grad()
+            loss = m.nn.CrossEntropyLoss()(net(m.tensor(x)), m.tensor(t))
+            loss.backward()
+            opt.step()
+        results.append([loss.item()] + [p.detach().numpy().copy() for p in net.parameters()])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -382,6 +382,26 @@ def _linear_shape_msg(input, weight):
             f"shape {list(weight.shape)} expects {n}")
 
 
+def _fusable_linear(input, weight, bias):
+    """Whether ``linear(input, weight, bias)`` is one fused node (the common case)."""
+    if not (isinstance(input, Tensor) and isinstance(weight, Tensor)):
+        return False
+    x, w = input._data, weight._data
+    dt = x.dtype
+    return x.ndim >= 2 and w.ndim == 2 and x.shape[-1] == w.shape[1] and w.dtype == dt \
+        and dt.kind == "f" and (bias is None or (
+            isinstance(bias, Tensor) and bias._data.dtype == dt
+            and bias._data.shape == (w.shape[0],)))
+
+
+def _linear_relu(input, weight, bias=None):
+    """``relu(linear(input, weight, bias))``, one node in the common case (used by
+    ``Sequential`` for a Linear followed by a ReLU)."""
+    if _fusable_linear(input, weight, bias):
+        return _fused.fused_linear_relu(input, weight, bias)
+    return relu(linear(input, weight, bias))
+
+
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``: ``(*, in_features) -> (*, out_features)``.
 
@@ -389,14 +409,8 @@ def linear(input, weight, bias=None):
     (out_features,) or None, one floating dtype) is one node whose gradient needs no
     transposed copies; every other case is built from ``matmul`` and ``add``.
     """
-    if isinstance(input, Tensor) and isinstance(weight, Tensor):
-        x, w = input._data, weight._data
-        dt = x.dtype
-        if x.ndim >= 2 and w.ndim == 2 and x.shape[-1] == w.shape[1] and w.dtype == dt \
-                and dt.kind == "f" and (bias is None or (
-                    isinstance(bias, Tensor) and bias._data.dtype == dt
-                    and bias._data.shape == (w.shape[0],))):
-            return _fused.fused_linear(input, weight, bias)
+    if _fusable_linear(input, weight, bias):
+        return _fused.fused_linear(input, weight, bias)
     if input.ndim == 0 or weight.ndim == 0:
         raise RuntimeError("both arguments to linear need to be at least 1D, but they are "
                            f"{input.ndim}D and {weight.ndim}D")
@@ -408,11 +422,6 @@ def linear(input, weight, bias=None):
                                                            or input.is_contiguous()):
         raise RuntimeError(f"self and mat2 must have the same dtype, but got "
                            f"{_tname(bias.dtype)} and {_tname(input.dtype)}")
-    if input.ndim > 2 and weight.ndim == 2 and input.is_contiguous():
-        # one (rows, in) @ (in, out) product instead of a batched one, as PyTorch folds it
-        out = ember.matmul(input.reshape(-1, input.shape[-1]), weight.t())
-        out = out if bias is None else out + bias
-        return out.view(*input.shape[:-1], weight.shape[0])
     out = ember.matmul(input, weight.t() if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 

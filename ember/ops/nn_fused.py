@@ -43,10 +43,13 @@ class _Linear(Primitive):
 
     def backward(self, gy):
         x, w = self.saved_tensors
-        ex, ew, eb = self._edges
         if not _grad_state.grad_enabled:
             return self._backward_arrays(gy._data, x._data, w._data)
-        # recorded (create_graph): differentiable Tensor ops
+        return self._backward_tensors(gy, x, w)
+
+    def _backward_tensors(self, gy, x, w):
+        """The gradients in differentiable Tensor ops (a graph is being recorded)."""
+        ex, ew, eb = self._edges
         flat = x._data.ndim != 2
         g2 = gy.reshape(-1, gy.shape[-1]) if flat else gy
         gx = gw = gb = None
@@ -90,6 +93,23 @@ class _LinearUnsafeView(_Linear):
     _node_name = "UnsafeViewBackward0"
 
 
+class _LinearRelu(_Linear):
+    """``relu(x @ w.T + b)`` as one node, the ReLU applied in place on the fresh product
+    (a Linear followed by a ReLU in a Sequential)."""
+    save_output = True
+    _node_name = "ReluBackward0"
+
+    def forward(self, x, w, b):
+        out = _Linear.forward(self, x, w, b)
+        return _relu_array(out, out)
+
+    def backward(self, gy):
+        x, w, y = self.saved_tensors
+        if not _grad_state.grad_enabled:
+            return self._backward_arrays(np.multiply(gy._data, y._data > 0), x._data, w._data)
+        return self._backward_tensors(gy * (y > 0), x, w)
+
+
 # PyTorch's name for the node on top of linear's output: addmm / mm for a 2-D input,
 # the view back to (*, out) for more dims; keyed by (input is 2-D, bias given)
 _LINEAR_NODES = {(True, True): _Linear, (True, False): _LinearMm,
@@ -103,22 +123,30 @@ def fused_linear(input, weight, bias):
     return _LINEAR_NODES[input._data.ndim == 2, bias is not None].apply(input, weight, bias)
 
 
+def fused_linear_relu(input, weight, bias):
+    """``relu(input @ weight.T + bias)`` as one node, on the inputs ``fused_linear``
+    takes."""
+    return _LinearRelu.apply(input, weight, bias)
+
+
 # ----- relu ----------------------------------------------------------------------------------
 _BLOCK = 65536
 _ZEROS = {}  # dtype -> a block of _BLOCK zeros, never written
 
 
-def _relu_array(x):
-    """``max(x, 0)`` on an array. NumPy's ``maximum`` against the scalar 0 runs a
-    broadcast inner loop without SIMD; against a block of zeros (the input seen as rows
-    of ``_BLOCK``) it is 2-3 times as fast. Same values, NaNs and signed zeros."""
+def _relu_array(x, out=None):
+    """``max(x, 0)`` on an array (into ``out``, which may be ``x``, when given). NumPy's
+    ``maximum`` against the scalar 0 runs a broadcast inner loop without SIMD; against a
+    block of zeros (the input seen as rows of ``_BLOCK``) it is 2-3 times as fast. Same
+    values, NaNs and signed zeros."""
     if type(x) is not np.ndarray or x.size < 4096 or x.dtype.kind != "f" \
             or not x.flags.c_contiguous:
-        return array_module(x).maximum(x, 0, dtype=x.dtype)
+        return array_module(x).maximum(x, 0, dtype=x.dtype, out=out)
     z = _ZEROS.get(x.dtype)
     if z is None:
         z = _ZEROS[x.dtype] = np.zeros(_BLOCK, x.dtype)
-    out = np.empty_like(x)
+    if out is None:
+        out = np.empty_like(x)
     flat, oflat = x.reshape(-1), out.reshape(-1)
     n = flat.size
     m = n - n % _BLOCK
