@@ -8,14 +8,25 @@ process CPU time), the ratio ember/torch, and how far the two loss curves drift 
 with ``--profile``, where ember's time goes (cProfile, by own time). The machine may be
 shared: run it a few times and take the median.
 
-    python benchmarks/transformer_step.py [--steps N] [--batch B] [--seq L] [--threads T]
+ember and torch run in interleaved rounds (a few ember steps, a few torch steps, again)
+so that load from other processes hits both alike. ``--threads N`` sets torch's and
+OpenBLAS's thread counts (``--threads 1`` is the steadier comparison on a busy 2-core
+machine); the load average is printed with the figures.
+
+    python benchmarks/transformer_step.py [--rounds R] [--batch B] [--seq L] [--threads T]
                                           [--profile]
 """
 import argparse
+import os
 import statistics
+import sys
 import time
 
-import numpy as np
+if __name__ == "__main__" and "--threads" in sys.argv:
+    # OpenBLAS reads its thread count when NumPy is first imported
+    os.environ["OPENBLAS_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
+
+import numpy as np  # noqa: E402
 
 D_MODEL, NHEAD, FF = 128, 4, 256
 
@@ -40,20 +51,30 @@ def make_step(m, net):
     return step
 
 
-def bench(m, weights, xb, yb, steps, warmup):
-    net = build(m, weights)
-    step = make_step(m, net)
-    x, y = m.tensor(xb), m.tensor(yb)
-    losses, times, cpu = [], [], []
-    for i in range(warmup + steps):
-        t0, c0 = time.perf_counter(), time.process_time()
-        loss = step(x, y)
-        dt, dc = time.perf_counter() - t0, time.process_time() - c0
-        losses.append(float(loss.detach()))
-        if i >= warmup:
-            times.append(dt)
-            cpu.append(dc)
-    return statistics.median(times) * 1e3, statistics.median(cpu) * 1e3, losses
+def bench(weights, xb, yb, rounds, per_round=3, warmup=3):
+    """Interleaved rounds of ember and torch steps: (wall ms, CPU ms, losses) for each,
+    the times being medians over rounds of the per-step average."""
+    import torch
+
+    import ember
+    runs = []
+    for m in (ember, torch):
+        net = build(m, weights)
+        step = make_step(m, net)
+        x, y = m.tensor(xb), m.tensor(yb)
+        runs.append((step, x, y, [], [], []))
+    for step, x, y, losses, _, _ in runs:
+        for _ in range(warmup):
+            losses.append(float(step(x, y).detach()))
+    for _ in range(rounds):
+        for step, x, y, losses, wall, cpu in runs:
+            t0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(per_round):
+                losses.append(float(step(x, y).detach()))
+            wall.append((time.perf_counter() - t0) / per_round)
+            cpu.append((time.process_time() - c0) / per_round)
+    return [(statistics.median(w) * 1e3, statistics.median(c) * 1e3, losses)
+            for _, _, _, losses, w, c in runs]
 
 
 def profile(xb, yb, steps):
@@ -75,11 +96,11 @@ def profile(xb, yb, steps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch and OpenBLAS threads (default: the libraries' own)")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
 
@@ -94,15 +115,17 @@ def main():
     xb = rng.standard_normal((args.batch, args.seq, D_MODEL)).astype(np.float32)
     yb = rng.standard_normal((args.batch, args.seq, D_MODEL)).astype(np.float32)
     if args.profile:
-        profile(xb, yb, args.steps)
+        profile(xb, yb, 3 * args.rounds)
         return
     torch.manual_seed(0)
     weights = {k: v.detach().numpy().copy() for k, v in build(torch).state_dict().items()}
-    t_ms, t_cpu, t_loss = bench(torch, weights, xb, yb, args.steps, args.warmup)
-    e_ms, e_cpu, e_loss = bench(ember, weights, xb, yb, args.steps, args.warmup)
+    (e_ms, e_cpu, e_loss), (t_ms, t_cpu, t_loss) = bench(weights, xb, yb, args.rounds)
     print(f"TransformerEncoderLayer({D_MODEL}, {NHEAD}, {FF}) training step, batch "
-          f"{args.batch}x{args.seq}, float32, MSE + Adam (torch threads: "
-          f"{torch.get_num_threads()}; medians of {args.steps} steps)")
+          f"{args.batch}x{args.seq}, float32, MSE + Adam")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, torch threads "
+          f"{torch.get_num_threads()}, OpenBLAS threads "
+          f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}; medians of {args.rounds} "
+          "rounds of 3 steps")
     print("            wall ms/step   CPU ms/step")
     print(f"  torch : {t_ms:12.2f} {t_cpu:13.2f}")
     print(f"  ember : {e_ms:12.2f} {e_cpu:13.2f}")

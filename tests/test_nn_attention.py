@@ -120,6 +120,35 @@ def test_sdpa(case):
     check(case)
 
 
+SDPA_FIRST_ORDER = [Case(c.name, c.fn, c.inputs, gradgrad=False, dtype=c.dtype, rtol=c.rtol,
+                         atol=c.atol, noncontig=False) for c in SDPA if c.gradgrad]
+
+
+@cases(SDPA_FIRST_ORDER)
+def test_sdpa_first_order(case):
+    """Plain backward (no create_graph): ember's array kernel rather than its recorded
+    formulas."""
+    check(case)
+
+
+def test_sdpa_retain_graph_and_in_place_check():
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s) for s in _qkv()]
+    e = [ember.tensor(a, requires_grad=True) for a in arrays]
+    t = [torch.tensor(a, requires_grad=True) for a in arrays]
+    e_out, t_out = sdpa(ember, *e, ((5, 6), "bool")), sdpa(torch, *t, ((5, 6), "bool"))
+    for _ in range(2):   # the second pass recomputes the weights it released
+        e_out.sum().backward(retain_graph=True)
+        t_out.sum().backward(retain_graph=True)
+        for a, b in zip(e, t):
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-7, atol=1e-9)
+    q = ember.tensor(arrays[0], requires_grad=True) * 1
+    out = sdpa(ember, q, e[1], e[2])
+    q.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+
+
 def test_sdpa_masked_rows_second_derivative():
     """A fully masked query row gives zeros and zero gradients, to second order."""
     rng = np.random.default_rng(0)

@@ -13,6 +13,8 @@ import warnings
 
 import ember
 from ember._tensor import Tensor
+from ember.autograd.grad_mode import no_grad
+from ember.ops.attention import scaled_dot_product_attention as _attention_op
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -63,41 +65,39 @@ def _causal_bias(L, S, dtype, device):
     return ember.triu(ember.full((L, S), _NEG_INF, dtype=dtype, device=device), 1)
 
 
-def _fully_masked_rows(bias):
-    """Rows of ``bias`` that are all -inf (keepdim), or None when there is none."""
-    if bias is None or bias.shape[-1] == 0:
-        return None
-    rows = ember.isneginf(bias.detach()).all(-1, keepdim=True)
-    return rows if bool(rows.any()) else None
-
-
 # ----- the attention core ------------------------------------------------------------------
+def _dropout_mask(shape, p, like):
+    """The scaled keep-mask ``F.dropout`` would draw for weights of ``shape`` (same random
+    stream: ``bernoulli_(1 - p)`` in the weights' dtype, divided by ``1 - p``)."""
+    with no_grad():
+        if p == 1.0:
+            return ember.zeros(shape, dtype=like.dtype, device=like.device)
+        keep = ember.empty(shape, dtype=like.dtype, device=like.device).bernoulli_(1 - p)
+        return keep / (1 - p)
+
+
 def _attend(q, k, v, bias, scale, dropout_p, safe, need_weights=False):
     """``dropout(softmax(q @ k^T * scale + bias)) @ v`` over the last two dims.
 
-    ``safe``: rows whose bias is all -inf give zero weights (PyTorch's sdpa, through
+    ``safe``: rows whose scores are all -inf give zero weights (PyTorch's sdpa, through
     ``_safe_softmax``) instead of NaN (its ``need_weights`` path and fused kernels).
     Returns the output and, with ``need_weights``, also the weights (after dropout, as
     PyTorch returns them).
     """
+    if not need_weights:
+        shape = tuple(ember.broadcast_shapes(q.shape[:-2], k.shape[:-2])) + (q.shape[-2],
+                                                                              k.shape[-2])
+        dm = None
+        if dropout_p > 0.0 and math.prod(shape):
+            dm = _dropout_mask(shape, dropout_p, q)
+        return _attention_op(q, k, v, bias, dm, scale, safe)
     s = ember.matmul(q * scale if scale != 1 else q, k.transpose(-2, -1))
-    rows = None
     if bias is not None:
-        if bias.dtype != s.dtype:
-            s = (s + bias).to(s.dtype)
-        else:
-            s = s + bias
-        if safe:
-            rows = _fully_masked_rows(bias)
-            if rows is not None:
-                s = ember.where(rows, ember.zeros((), dtype=s.dtype, device=s.device), s)
+        s = (s + bias).to(s.dtype) if bias.dtype != s.dtype else s + bias
     a = ember.softmax(s, -1)
-    if rows is not None:
-        a = ember.where(rows, ember.zeros((), dtype=a.dtype, device=a.device), a)
     if dropout_p > 0.0:
         a = ember.nn.functional.dropout(a, dropout_p, True)
-    out = ember.matmul(a, v)
-    return (out, a) if need_weights else out
+    return ember.matmul(a, v), a
 
 
 def _repeat_heads(x, r):
