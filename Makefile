@@ -28,7 +28,8 @@ demo: $(VENV)/.demo
 test: $(VENV)/.test
 	$(VENV)/bin/ruff check .
 	$(PY) -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
-	$(PY) -m pytest -n 2 -p no:cacheprovider
+	# two test workers on two cores: one BLAS/OpenMP thread each avoids oversubscription
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 -p no:cacheprovider
 
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check .
