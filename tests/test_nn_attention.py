@@ -268,12 +268,16 @@ def run_module(name, make, shapes, call, train=True, grad=True, no_grad=False,
     return e_out, t_out
 
 
-def bmask(m, shape, seed=1, p=0.3, col0=False):
-    """A bool mask with True (= masked out, torch.nn's convention) w.p. ``p``."""
+def _bool_array(shape, seed=1, p=0.3, col0=False):
     a = np.random.default_rng(seed).random(shape) < p
     if col0:
         a[..., 0] = False
-    return m.tensor(a)
+    return a
+
+
+def bmask(m, shape, seed=1, p=0.3, col0=False):
+    """A bool mask with True (= masked out, torch.nn's convention) w.p. ``p``."""
+    return m.tensor(_bool_array(shape, seed, p, col0))
 
 
 def fmask(m, shape, seed=2):
@@ -454,6 +458,8 @@ ENC_LAYER = [
     ("kpm_bool_batch_first", {"batch_first": True}, {"kpm": "bool"}),
     ("causal_hint", {"batch_first": True}, {"src_mask": "causal", "is_causal": True}),
     ("mask_3d", {}, {"src_mask": "3d"}),
+    ("mask_3d_batch_first", {"batch_first": True}, {"src_mask": "3d"}),
+    ("float_masks_batch_first", {"batch_first": True}, {"src_mask": "mixed", "kpm": "mixed"}),
 ]
 
 
@@ -469,9 +475,13 @@ def _enc_call(opts, mask_name="src_mask"):
             kw[mask_name] = causal(m, L)
         elif sm == "3d":
             kw[mask_name] = bmask(m, (N * 2, L, L), col0=True)
+        elif sm == "mixed":     # zeros and other values: torch's fused kernel reads it as bool
+            kw[mask_name] = m.tensor(np.where(_bool_array((L, L), col0=True), -0.5, 0.0))
+        kpm = [[False] * L, [False, False, True, True], [False, True, True, True]]
         if opts.get("kpm") == "bool":
-            kw["src_key_padding_mask"] = m.tensor([[False] * L, [False, False, True, True],
-                                                   [False, True, True, True]])
+            kw["src_key_padding_mask"] = m.tensor(kpm)
+        elif opts.get("kpm") == "mixed":
+            kw["src_key_padding_mask"] = m.tensor(np.where(kpm, -2.0, 0.0))
         if opts.get("is_causal"):
             kw["is_causal"] = True
         return mod(x, **kw)
@@ -484,6 +494,15 @@ def test_encoder_layer(name, ctor, opts, mode):
     shape = [(N, L, E)] if ctor.get("batch_first") else [(L, N, E)]
     run_module(name, enc_layer(**ctor), shape, _enc_call(opts), train=mode == "train",
                no_grad=mode == "eval_no_grad")
+
+
+def test_encoder_layer_causal_hint_without_mask():
+    """torch's slow path refuses ``is_causal`` without a mask; its fused eval kernel
+    ignores the hint."""
+    check_raises(lambda m, x: enc_layer(batch_first=True)(m).double()(x, is_causal=True),
+                 np.zeros((N, L, E)))
+    run_module("causal_no_mask", enc_layer(batch_first=True), [(N, L, E)],
+               lambda m, mod, x: mod(x, is_causal=True), train=False, no_grad=True)
 
 
 def test_encoder_layer_unbatched_and_fully_masked_rows():

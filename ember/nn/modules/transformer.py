@@ -298,7 +298,8 @@ class TransformerEncoderLayer(Module):
 
     def _uses_fastpath(self, src):
         """Whether PyTorch would run its fused encoder-layer kernel here (same numbers,
-        except rows with nothing to attend to, which come out NaN there)."""
+        except that rows with nothing to attend to come out NaN there, a float mask is
+        read as a bool one, and ``is_causal`` without a mask is ignored)."""
         sa = self.self_attn
         if (not _fastpath_enabled() or src.dim() != 3 or self.training or not sa.batch_first
                 or sa.in_proj_bias is None or not sa._qkv_same_embed_dim
@@ -336,6 +337,10 @@ class TransformerEncoderLayer(Module):
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False, fast=False):
         sa = self.self_attn
         if fast:
+            # PyTorch's fused kernel reads a float mask as a bool one: nonzero = masked out
+            attn_mask, key_padding_mask = (
+                None if mk is None else FA._bool_to_bias(mk != 0, x.dtype, allowed=False)
+                for mk in (attn_mask, key_padding_mask))
             x = FA._mha_forward(x, x, x, sa.embed_dim, sa.num_heads, sa.in_proj_weight,
                                 sa.in_proj_bias, None, None, False, 0.0, sa.out_proj.weight,
                                 sa.out_proj.bias, training=False,
