@@ -850,3 +850,16 @@ def test_torch_script_style_usage_through_ember_as_torch():
         out = model(m.ones(2, 5, 8), m.ones(2, 3, 8))
         buf.write(str(tuple(out.shape)))
     assert buf.getvalue() == "(2, 3, 8)(2, 3, 8)"
+
+
+def test_sdpa_kernel_context_is_accepted():
+    from ember.nn.attention import SDPBackend as ESDPBackend
+    from ember.nn.attention import sdpa_kernel as e_sdpa_kernel
+    assert list(ESDPBackend.__members__) == list(SDPBackend.__members__)
+    q = ember.ones(1, 2, 3, 4)
+    with e_sdpa_kernel([ESDPBackend.MATH, ESDPBackend.FLASH_ATTENTION]):
+        assert ember.nn.functional.scaled_dot_product_attention(q, q, q).shape == (1, 2, 3, 4)
+    for k in (sdpa_kernel, e_sdpa_kernel):
+        with pytest.raises(AssertionError):
+            with k("math"):
+                pass
