@@ -278,11 +278,15 @@ class Primitive(Node):
                 rg = a._requires_grad
             else:
                 da = a
+                if type(a) not in _PLAIN:
+                    _check_operand(cls, a)
             if isinstance(b, Tensor):
                 db = b._data
                 rg = rg or b._requires_grad
             else:
                 db = b
+                if type(b) not in _PLAIN:
+                    _check_operand(cls, b)
             try:
                 out = forward(self, da, db)
             except ValueError as e:
@@ -418,6 +422,20 @@ def _wrap(out):
     t._output_nr = 0
     t._vc = [0]
     return t
+
+
+_PLAIN = {int, float, bool}
+_SYMBOLS = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
+
+
+def _check_operand(cls, x):
+    """A binary op's non-Tensor operand must be a number or an array (PyTorch's TypeError)."""
+    import numpy as np
+    if isinstance(x, (int, float, np.generic, np.ndarray)) or \
+            hasattr(x, "__cuda_array_interface__"):
+        return
+    raise TypeError(f"unsupported operand type(s) for {_SYMBOLS.get(cls.__name__, cls.__name__)}:"
+                    f" 'Tensor' and '{type(x).__name__}'")
 
 
 def _as_runtime_error(cls, args, err):

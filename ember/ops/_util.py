@@ -105,6 +105,20 @@ def _promote_general(a, b):
     return a, b
 
 
+_TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+               "float32": "Float", "float64": "Double", "float16": "Half", "bool": "Bool"}
+
+
+def type_name(np_dtype):
+    """PyTorch's capitalised scalar type name (Float, Double, Long, Bool, ...)."""
+    return _TYPE_NAMES.get(np.dtype(np_dtype).name, np.dtype(np_dtype).name)
+
+
+def not_implemented_for(kernel, np_dtype):
+    """PyTorch's error for a kernel without a loop for this dtype."""
+    return NotImplementedError(f'"{kernel}" not implemented for \'{type_name(np_dtype)}\'')
+
+
 def to_float(x):
     """Integer and bool inputs of float-valued ops compute in the default float dtype."""
     if x.dtype.kind != "f":

@@ -3,12 +3,14 @@
 Each primitive's forward works on arrays and its backward on Tensors; gradients
 of broadcast inputs are summed back to shape by the engine, never here.
 """
+import math
+
 import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
-from ember.ops._util import check_out, default_float_np, promote_arrays
+from ember.ops._util import check_out, default_float_np, not_implemented_for, promote_arrays
 
 __all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide",
            "floor_divide", "remainder", "fmod", "pow", "float_power", "atan2", "arctan2",
@@ -16,7 +18,8 @@ __all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_d
            "ge", "greater", "greater_equal", "less", "less_equal", "not_equal", "equal",
            "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and",
            "bitwise_or", "bitwise_xor", "bitwise_not", "isclose", "allclose", "hypot", "xlogy",
-           "addcmul", "addcdiv", "copysign"]
+           "addcmul", "addcdiv", "copysign", "rsub", "logaddexp", "logaddexp2",
+           "bitwise_left_shift", "bitwise_right_shift"]
 
 
 def _float_result(a, b):
@@ -35,6 +38,49 @@ def _float_result(a, b):
 
 def _is_bool(x):
     return x.dtype.kind == "b" if hasattr(x, "dtype") else type(x) is bool
+
+
+def _kind(x):
+    if hasattr(x, "dtype"):
+        return x.dtype.kind
+    return "b" if type(x) is bool else "f" if isinstance(x, float) else "i"
+
+
+def _check_divisor(kernel, a, b):
+    """Integer division by zero raises (PyTorch's ZeroDivisionError); bool has no kernel."""
+    k = _kind(a) if hasattr(a, "dtype") or not hasattr(b, "dtype") else _kind(b)
+    if k == "b" and _kind(b) == "b" and _kind(a) == "b":
+        raise not_implemented_for(kernel, np.bool_)
+    if k in "iu" and np.any(np.asarray(b) == 0):
+        raise RuntimeError("ZeroDivisionError")
+
+
+def _int_pow(a, b):
+    """Integer powers with PyTorch's rule for negative exponents (1, +-1 or 0, no error)."""
+    b = np.asarray(b)
+    out = np.power(a, np.maximum(b, 0).astype(b.dtype))
+    neg = b < 0
+    if neg.any():
+        a = np.asarray(a)
+        odd = (b % 2) != 0
+        special = np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0))
+        out = np.where(neg, special, out).astype(out.dtype)
+    return out
+
+
+def _operand(x):
+    return isinstance(x, (Tensor, int, float, bool, np.generic, np.ndarray)) or \
+        hasattr(x, "__cuda_array_interface__")
+
+
+def _checked(op, symbol):
+    """A dunder that raises Python's TypeError for operands that are not numbers or arrays."""
+    def f(self, other):
+        if not _operand(other):
+            raise TypeError(f"unsupported operand type(s) for {symbol}: 'Tensor' and "
+                            f"'{type(other).__name__}'")
+        return op(self, other)
+    return f
 
 
 class Add(Primitive):
@@ -56,6 +102,14 @@ class AddScaled(Primitive):
     def forward(self, a, b, alpha):
         a, b = promote_arrays(a, b)
         self.alpha = alpha
+        k = _kind(a) if hasattr(a, "dtype") else _kind(b)
+        if isinstance(alpha, bool) and k != "b":
+            raise RuntimeError("Boolean alpha only supported for Boolean results.")
+        if isinstance(alpha, float) and k in "iub":
+            raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
+                               "point number.")
+        if k == "b":
+            return np.logical_or(a, np.logical_and(b, bool(alpha)))
         return a + alpha * b
 
     def backward(self, gy):
@@ -113,6 +167,7 @@ class FloorDivide(Primitive):
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
+        _check_divisor("div_floor_cpu", a, b)
         return np.floor_divide(a, b)
 
     def backward(self, gy):
@@ -125,6 +180,7 @@ class TruncDivide(Primitive):
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
+        _check_divisor("div_trunc_cpu", a, b)
         if a.dtype.kind == "f" if hasattr(a, "dtype") else isinstance(a, float):
             return np.trunc(a / b)
         q = np.abs(a) // np.abs(b)
@@ -140,6 +196,7 @@ class Remainder(Primitive):
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
+        _check_divisor("remainder_cpu", a, b)
         return np.remainder(a, b)
 
     def backward(self, gy):
@@ -153,6 +210,7 @@ class Fmod(Primitive):
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
+        _check_divisor("fmod_cpu", a, b)
         return np.fmod(a, b)
 
     def backward(self, gy):
@@ -166,8 +224,8 @@ class Pow(Primitive):
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
-        if hasattr(a, "dtype") and a.dtype.kind in "iu" and np.any(np.asarray(b) < 0):
-            raise RuntimeError("Integers to negative integer powers are not allowed.")
+        if _kind(a) in "iub":
+            return _int_pow(a, b)
         return np.power(a, b)
 
     def backward(self, gy):
@@ -221,11 +279,17 @@ class RPowScalar(Primitive):
     def forward(self, c, x):
         c, x = promote_arrays(c, x)
         self.logc = float(np.log(c)) if c > 0 else (float("-inf") if c == 0 else float("nan"))
+        if _kind(x) in "iub":
+            return _int_pow(c, x)
         return np.power(c, x)
 
     def backward(self, gy):
         y, = self.saved_tensors
-        return None, gy * y * self.logc
+        g = gy * y * self.logc
+        if self.logc == float("-inf"):
+            # 0 ** x: the gradient is 0 where x >= 0 (the output is then 0 or 1), as PyTorch
+            g = g.masked_fill(y <= 1, 0.0)
+        return None, g
 
 
 class Atan2(Primitive):
@@ -238,8 +302,9 @@ class Atan2(Primitive):
 
     def backward(self, gy):
         a, b = self.saved_tensors
-        d = a * a + b * b
-        return gy * b / d, gy * -a / d
+        r = (a * a + b * b).reciprocal()
+        r = r.masked_fill(r.isinf(), 0.0)  # zero gradient at the origin, as PyTorch
+        return gy * b * r, gy * -a * r
 
 
 class Hypot(Primitive):
@@ -328,6 +393,12 @@ class Where(Primitive):
                                f"tensor with dtype {cond.dtype}")
         a, b = promote_arrays(a, b)
         self.cond = cond
+        if not hasattr(a, "dtype") and not hasattr(b, "dtype"):
+            # two Python numbers: the result has PyTorch's dtype for them
+            k = "f" if _kind(a) == "f" or _kind(b) == "f" else \
+                "b" if _kind(a) == "b" and _kind(b) == "b" else "i"
+            dt = default_float_np() if k == "f" else np.bool_ if k == "b" else np.int64
+            return np.where(cond, a, b).astype(dt)
         return np.where(cond, a, b)
 
     def backward(self, gy):
@@ -344,6 +415,12 @@ class Lerp(Primitive):
     save_inputs = (0, 1, 2)
 
     def forward(self, start, end, weight):
+        if start.dtype.kind != "f":
+            raise not_implemented_for("lerp_kernel_scalar", start.dtype)
+        for name, t in (("end", end), ("weight", weight)):
+            if hasattr(t, "dtype") and t.dtype != start.dtype and (name == "end" or t.ndim):
+                raise RuntimeError(f"expected dtype {_C_NAMES[start.dtype.name]} for `{name}` "
+                                   f"but got dtype {_C_NAMES[t.dtype.name]}")
         start, end = promote_arrays(start, end)
         return start + weight * (end - start)
 
@@ -351,6 +428,11 @@ class Lerp(Primitive):
         start, end, w = self.saved_tensors
         gw = gy * (end - start) if self._edges[2] is not None else None
         return gy * (1 - w), gy * w, gw
+
+
+_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
+            "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+            "bool": "bool"}
 
 
 class _Compare(Primitive):
@@ -428,8 +510,40 @@ class LogicalNot(Primitive):
 class BitwiseNot(Primitive):
     def forward(self, x):
         if x.dtype.kind == "f":
-            raise NotImplementedError('"bitwise_not" not implemented for floating point tensors')
+            raise not_implemented_for("bitwise_not_cpu", x.dtype)
         return np.invert(x)
+
+
+class _Shift(Primitive):
+    def forward(self, a, b):
+        a, b = promote_arrays(a, b)
+        if _kind(a) == "f" or _kind(b) == "f":
+            raise not_implemented_for(self.kernel, a.dtype if hasattr(a, "dtype") else b.dtype)
+        if _kind(a) == "b":
+            a = np.asarray(a, np.int64)
+        return self.fn(a, b)
+
+
+class LeftShift(_Shift):
+    kernel = "lshift_cpu"
+    fn = staticmethod(np.left_shift)
+
+
+class RightShift(_Shift):
+    kernel = "rshift_cpu"
+    fn = staticmethod(np.right_shift)
+
+
+def bitwise_left_shift(input, other, *, out=None):
+    """``input << other`` for integer tensors."""
+    check_out("bitwise_left_shift", out)
+    return LeftShift.apply(input, other)
+
+
+def bitwise_right_shift(input, other, *, out=None):
+    """``input >> other`` (arithmetic shift) for integer tensors."""
+    check_out("bitwise_right_shift", out)
+    return RightShift.apply(input, other)
 
 
 def logical_not(input, *, out=None):
@@ -522,6 +636,13 @@ def fmod(input, other, *, out=None):
 def pow(input, exponent, *, out=None):
     """``input ** exponent``; either may be a Python number."""
     check_out("pow", out)
+    for x in (input, exponent):
+        if not _operand(x):
+            raise TypeError(f"unsupported operand type(s) for ** or pow(): "
+                            f"'{type(input).__name__}' and '{type(exponent).__name__}'")
+    if isinstance(exponent, np.ndarray) and isinstance(input, Tensor):
+        from ember._tensor import _make
+        exponent = _make(exponent)
     if not isinstance(exponent, Tensor):
         if isinstance(input, Tensor):
             return PowScalar.apply(input, exponent)
@@ -598,13 +719,51 @@ def lerp(input, end, weight, *, out=None):
 
 
 def copysign(input, other, *, out=None):
-    """``|input|`` with the sign of ``other``."""
+    """``|input|`` with the sign of ``other`` (a floating result, as PyTorch)."""
     check_out("copysign", out)
+    from ember.backend import dtypes
+    dt = dtypes.result_type(input, other)
+    if not dt.is_floating_point:
+        dt = dtypes.get_default_dtype()
+    a = input.to(dt).abs()
     if not isinstance(other, Tensor):
-        other = float(other)
-        sign = -1.0 if np.copysign(1.0, other) < 0 else 1.0
-        return input.abs() * sign
-    return input.abs() * where(other.signbit(), -1.0, 1.0)
+        return -a if np.copysign(1.0, float(other)) < 0 else a
+    return where(other.signbit(), -a, a)
+
+
+def rsub(input, other, *, alpha=1):
+    """``other - alpha * input`` (subtraction with the operands reversed)."""
+    if isinstance(other, Tensor):
+        return sub(other, input, alpha=alpha)
+    return other - input * alpha if alpha != 1 else other - input
+
+
+def logaddexp(input, other, *, out=None):
+    """``log(exp(input) + exp(other))`` without overflow."""
+    check_out("logaddexp", out)
+    return _logaddexp(input, other, base2=False)
+
+
+def logaddexp2(input, other, *, out=None):
+    """``log2(2 ** input + 2 ** other)`` without overflow."""
+    check_out("logaddexp2", out)
+    return _logaddexp(input, other, base2=True)
+
+
+def _logaddexp(a, b, base2):
+    for x in (a, b):
+        if isinstance(x, Tensor) and not x.is_floating_point():
+            raise not_implemented_for("logaddexp2_cpu" if base2 else "logaddexp_cpu",
+                                      x._data.dtype)
+    d = (a - b).abs()
+    if base2:
+        rest = (-d).exp2().log1p() / math.log(2)
+        same = a + 1.0
+    else:
+        rest = (-d).exp().log1p()
+        same = a + math.log(2)
+    # equal arguments (infinities included) give a + log(2) without inf - inf = nan
+    return where(a == b, same, maximum(a, b) + rest)
 
 
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):
@@ -644,7 +803,8 @@ def _bind():
                maximum, fmin, fmax, lerp, eq, ne, lt, le, gt, ge, greater, greater_equal, less,
                less_equal, not_equal, logical_and, logical_or, logical_xor, logical_not,
                bitwise_and, bitwise_or, bitwise_xor, bitwise_not, isclose, allclose, equal,
-               addcmul, addcdiv, copysign):
+               addcmul, addcdiv, copysign, logaddexp, logaddexp2, bitwise_left_shift,
+               bitwise_right_shift):
         setattr(T, fn.__name__, fn)
     for name, fn in (("ne", ne), ("not_equal", ne), ("lt", lt), ("less", lt), ("le", le),
                      ("less_equal", le), ("gt", gt), ("greater", gt), ("ge", ge),
@@ -664,10 +824,14 @@ def _bind():
     T.__rmul__ = Mul.binary_function(reflected=True)
     T.__truediv__ = _div
     T.__rtruediv__ = Div.binary_function(reflected=True)
-    T.__floordiv__ = lambda self, other: FloorDivide.apply(self, other)
-    T.__rfloordiv__ = lambda self, other: FloorDivide.apply(other, self)
-    T.__mod__ = lambda self, other: Remainder.apply(self, other)
-    T.__rmod__ = lambda self, other: Remainder.apply(other, self)
+    T.__floordiv__ = _checked(lambda self, other: FloorDivide.apply(self, other), "//")
+    T.__rfloordiv__ = _checked(lambda self, other: FloorDivide.apply(other, self), "//")
+    T.__mod__ = _checked(lambda self, other: Remainder.apply(self, other), "%")
+    T.__rmod__ = _checked(lambda self, other: Remainder.apply(other, self), "%")
+    T.__lshift__ = _checked(bitwise_left_shift, "<<")
+    T.__rshift__ = _checked(bitwise_right_shift, ">>")
+    T.__rlshift__ = _checked(lambda self, other: LeftShift.apply(other, self), "<<")
+    T.__rrshift__ = _checked(lambda self, other: RightShift.apply(other, self), ">>")
     T.__pow__ = lambda self, other: pow(self, other)
     T.__rpow__ = lambda self, other: pow(other, self)
     T.__eq__ = lambda self, other: eq(self, other) if _operand(other) else NotImplemented
@@ -679,7 +843,7 @@ def _bind():
     T.__and__ = T.__rand__ = lambda self, other: bitwise_and(self, other)
     T.__or__ = T.__ror__ = lambda self, other: bitwise_or(self, other)
     T.__xor__ = T.__rxor__ = lambda self, other: bitwise_xor(self, other)
-    T.__invert__ = lambda self: bitwise_not(self)
+    T.__invert__ = _invert
 
     copies = {"mul": True, "div": True, "pow": True, "atan2": True, "remainder": True,
               "fmod": True, "minimum": False, "maximum": False, "lerp": True, "hypot": True,
@@ -687,7 +851,7 @@ def _bind():
     for fn in (add, sub, mul, div, true_divide, floor_divide, remainder, fmod, pow, atan2,
                hypot, xlogy, lerp, addcmul, addcdiv, logical_and, logical_or, logical_xor,
                logical_not, bitwise_and, bitwise_or, bitwise_xor, bitwise_not, eq, ne, lt, le,
-               gt, ge, copysign):
+               gt, ge, copysign, bitwise_left_shift, bitwise_right_shift):
         setattr(T, fn.__name__ + "_", inplace_method(fn, copies.get(fn.__name__, False)))
     T.subtract_ = T.sub_
     T.multiply_ = T.mul_
@@ -702,10 +866,15 @@ def _bind():
     T.__iand__ = T.bitwise_and_
     T.__ior__ = T.bitwise_or_
     T.__ixor__ = T.bitwise_xor_
+    T.__ilshift__ = T.bitwise_left_shift_
+    T.__irshift__ = T.bitwise_right_shift_
 
 
-def _operand(x):
-    return isinstance(x, (Tensor, int, float, bool, np.generic, np.ndarray))
+def _invert(self):
+    if self._data.dtype.kind == "f":
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                        "tensors")
+    return bitwise_not(self)
 
 
 _bind()

@@ -306,6 +306,8 @@ def aminmax(input, *, dim=None, keepdim=False, out=None):
 
 class _ArgExtreme(Primitive):
     def forward(self, x, axis, keepdim):
+        if x.dtype == np.bool_:
+            raise RuntimeError(f"{self.op}(): does not support bool input")
         if axis is None:  # over all elements
             if x.size == 0:
                 raise IndexError(f"{self.op}(): Expected reduction dim to be specified for "

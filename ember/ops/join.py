@@ -13,7 +13,7 @@ from ember.ops.shape import _sizes, atleast_1d, atleast_2d, atleast_3d, write_ou
 
 __all__ = ["cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack",
            "column_stack", "split", "chunk", "tensor_split", "hsplit", "vsplit", "dsplit",
-           "unbind", "tile", "repeat_interleave"]
+           "unbind", "tile", "repeat_interleave", "split_with_sizes", "meshgrid"]
 
 
 def _xp(a):
@@ -404,10 +404,50 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     return index_select(input, d, _make(idx))
 
 
+def split_with_sizes(input, split_sizes, dim=0):
+    """Split along ``dim`` into pieces of the given sizes (they must add up to its length)."""
+    if isinstance(split_sizes, (int, np.integer)):
+        raise TypeError("split_with_sizes(): argument 'split_sizes' must be tuple of ints, "
+                        "not int")
+    return split(input, list(split_sizes), dim)
+
+
+def meshgrid(*tensors, indexing=None):
+    """Coordinate grids from 1-D tensors: ``indexing='ij'`` (the default, matrix order) or
+    ``'xy'`` (Cartesian: the first two dims of every grid are swapped). The outputs are
+    views."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but "
+                           f"received: {indexing}")
+    if not tensors:
+        raise RuntimeError("torch.meshgrid expects a non-empty TensorList")
+    for t in tensors:
+        if t._data.ndim > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but "
+                               f"got: {t}")
+        if t._data.dtype != tensors[0]._data.dtype:
+            raise RuntimeError("meshgrid expects all tensors to have the same dtype")
+    ts = [t.reshape(-1) for t in tensors]
+    swap = indexing == "xy" and len(ts) >= 2
+    if swap:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t._data.shape[0] for t in ts)
+    n = len(ts)
+    out = [t.reshape((1,) * i + (-1,) + (1,) * (n - i - 1)).expand(shape)
+           for i, t in enumerate(ts)]
+    if swap:
+        out[0], out[1] = out[1], out[0]
+    return tuple(out)
+
+
 def _bind():
     T = Tensor
     for fn in (split, chunk, tensor_split, hsplit, vsplit, dsplit, unbind, tile,
-               repeat_interleave, repeat):
+               repeat_interleave, repeat, split_with_sizes):
         setattr(T, fn.__name__, fn)
 
 

@@ -91,6 +91,9 @@ class Cumsum(Primitive):
             np_dtype = np.int64
         if axis is None:
             return x.astype(np_dtype or x.dtype, copy=True)
+        if x.dtype == np.float16 and np_dtype in (None, np.float16):
+            # PyTorch accumulates half in float32 and rounds each partial sum once
+            return array_module(x).cumsum(x, axis=axis, dtype=np.float32).astype(np.float16)
         return array_module(x).cumsum(x, axis=axis, dtype=np_dtype)
 
     def backward(self, gy):

@@ -2,7 +2,7 @@
 rolls, and padding. Joins and splits are in ``join``, diagonals in ``diagonal``."""
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Size, Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.ops._util import wrap_dim, wrap_dims
@@ -16,10 +16,22 @@ __all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "permute",
            "constant_pad_nd"]
 
 
-def _sizes(args):
+def _sizes(args, name="shape"):
     if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
         args = args[0]
-    return tuple(int(s) for s in args)
+    if isinstance(args, (str, bytes)) or not hasattr(args, "__iter__"):
+        raise TypeError(f"argument '{name}' must be tuple of ints, not {type(args).__name__}")
+    out = []
+    for i, s in enumerate(args):
+        if type(s) is int:
+            out.append(s)
+        elif isinstance(s, (np.integer, Tensor)) or (isinstance(s, int) and
+                                                      not isinstance(s, bool)):
+            out.append(s.__index__())  # integer 0-d tensors too; floats raise TypeError
+        else:
+            raise TypeError(f"argument '{name}' must be tuple of ints, but found element of "
+                            f"type {type(s).__name__} at pos {i}")
+    return tuple(out)
 
 
 def infer_shape(shape, numel):
@@ -154,7 +166,7 @@ class Permute(ViewPrimitive):
 
 def permute(input, *dims):
     """Reorder the dims (a view)."""
-    dims = _sizes(dims)
+    dims = _sizes(dims, "dims")
     n = input._data.ndim
     if len(dims) != n:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
@@ -305,8 +317,8 @@ broadcast_to.__doc__ = "``input.expand(size)``."
 def broadcast_shapes(*shapes):
     """The shape that the given shapes broadcast to."""
     try:
-        return tuple(np.broadcast_shapes(*[(s,) if isinstance(s, int) else tuple(s)
-                                           for s in shapes]))
+        return Size(np.broadcast_shapes(*[(s,) if isinstance(s, int) else tuple(s)
+                                          for s in shapes]))
     except ValueError:
         raise RuntimeError(f"Shape mismatch: objects cannot be broadcast to a single shape: "
                            f"{shapes}") from None
@@ -478,6 +490,13 @@ def flip(input, dims):
     """``input`` with the order of elements reversed along ``dims`` (a copy)."""
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
     return Flip.apply(input, wrap_dims(dims, input._data.ndim) if input._data.ndim else ())
+
+
+def _flip_method(self, *dims, **kw):
+    """``Tensor.flip(dims)``, also as ``x.flip(0, 1)``."""
+    if "dims" in kw:
+        return flip(self, kw.pop("dims"), **kw)
+    return flip(self, dims[0] if len(dims) == 1 else dims)
 
 
 def fliplr(input):
@@ -709,8 +728,9 @@ def pad(input, pad, mode="constant", value=None):
 
 def _bind():
     T = Tensor
-    for fn in (narrow, narrow_copy, select, flip, fliplr, flipud, roll, rot90, unfold):
+    for fn in (narrow, narrow_copy, select, fliplr, flipud, roll, rot90, unfold):
         setattr(T, fn.__name__, fn)
+    T.flip = _flip_method
     for name, fn in (("view", view), ("reshape", reshape), ("view_as", view_as),
                      ("reshape_as", reshape_as), ("flatten", flatten), ("unflatten", unflatten),
                      ("permute", permute), ("transpose", transpose), ("swapaxes", transpose),

@@ -7,7 +7,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
-from ember.ops._util import check_out, promote_arrays, to_float
+from ember.ops._util import check_out, not_implemented_for, promote_arrays, to_float
 from ember.ops.elementwise import where
 
 __all__ = ["neg", "negative", "abs", "absolute", "sign", "sgn", "exp", "exp2", "log", "log2",
@@ -106,7 +106,46 @@ def _erfc_np(x):
     return _erf_parts(x)[1]
 
 
-neg = negative = _unary("Neg", np.negative, lambda gy, x, y: -gy, save="", floating=False,
+def _neg_np(x):
+    if x.dtype == np.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you "
+                           "are trying to invert a mask, use the `~` or `logical_not()` operator "
+                           "instead.")
+    return np.negative(x)
+
+
+def _no_bool(kernel, fn):
+    """``fn`` for every dtype but bool, which PyTorch's kernel has no loop for."""
+    def f(x):
+        if x.dtype == np.bool_:
+            raise not_implemented_for(kernel, x.dtype)
+        return fn(x)
+    return f
+
+
+def _frac_np(x):
+    if x.dtype.kind != "f":
+        raise not_implemented_for("frac_cpu", x.dtype)
+    return x - np.trunc(x)
+
+
+def _sign_np(x):
+    if x.dtype == np.bool_:
+        return x.copy()
+    out = np.sign(x)
+    if x.dtype.kind == "f":
+        nan = np.isnan(x)
+        if nan.any():
+            out = np.where(nan, 0, out).astype(out.dtype)  # PyTorch's sign(nan) is 0
+    return out
+
+
+def _square_np(x):
+    # bool squares as int64, as in PyTorch (pow promotes bool to the default int)
+    return np.square(x.astype(np.int64) if x.dtype == np.bool_ else x)
+
+
+neg = negative = _unary("Neg", _neg_np, lambda gy, x, y: -gy, save="", floating=False,
                         doc="``-input``.")
 exp = _unary("Exp", np.exp, lambda gy, x, y: gy * y, save="y", doc="``e ** input``.")
 exp2 = _unary("Exp2", np.exp2, lambda gy, x, y: gy * y * math.log(2), save="y")
@@ -118,7 +157,7 @@ log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / (x + 1))
 sqrt = _unary("Sqrt", np.sqrt, lambda gy, x, y: gy / (y * 2), save="y")
 rsqrt = _unary("Rsqrt", lambda x: 1 / np.sqrt(x), lambda gy, x, y: gy * y.pow(3) * -0.5,
                save="y", doc="``1 / sqrt(input)``.")
-square = _unary("Square", np.square, lambda gy, x, y: gy * (x * 2), floating=False)
+square = _unary("Square", _square_np, lambda gy, x, y: gy * (x * 2), floating=False)
 sin = _unary("Sin", np.sin, lambda gy, x, y: gy * x.cos())
 cos = _unary("Cos", np.cos, lambda gy, x, y: gy * -x.sin())
 tan = _unary("Tan", np.tan, lambda gy, x, y: gy * (y * y + 1), save="y")
@@ -166,11 +205,12 @@ reciprocal = _unary("Reciprocal", lambda x: 1 / x, lambda gy, x, y: -gy * y * y,
                     doc="``1 / input``.")
 deg2rad = _unary("Deg2rad", np.deg2rad, lambda gy, x, y: gy * (math.pi / 180), save="")
 rad2deg = _unary("Rad2deg", np.rad2deg, lambda gy, x, y: gy * (180 / math.pi), save="")
-floor = _unary("Floor", np.floor, _zero_grad, save="", floating=False)
-ceil = _unary("Ceil", np.ceil, _zero_grad, save="", floating=False)
-trunc = fix = _unary("Trunc", np.trunc, _zero_grad, save="", floating=False)
-frac = _unary("Frac", lambda x: x - np.trunc(x), lambda gy, x, y: gy, save="", floating=False)
-sign = _unary("Sign", np.sign, _zero_grad, save="", floating=False)
+floor = _unary("Floor", _no_bool("floor_vml_cpu", np.floor), _zero_grad, save="", floating=False)
+ceil = _unary("Ceil", _no_bool("ceil_vml_cpu", np.ceil), _zero_grad, save="", floating=False)
+trunc = fix = _unary("Trunc", _no_bool("trunc_vml_cpu", np.trunc), _zero_grad, save="",
+                     floating=False)
+frac = _unary("Frac", _frac_np, lambda gy, x, y: gy, save="", floating=False)
+sign = _unary("Sign", _sign_np, _zero_grad, save="", floating=False)
 sgn = sign
 
 
@@ -226,7 +266,7 @@ class Abs(Primitive):
 
     def forward(self, x):
         if x.dtype == np.bool_:
-            raise RuntimeError('"abs" not implemented for bool tensors')
+            raise not_implemented_for("abs_cpu", x.dtype)
         return np.abs(x)
 
     def backward(self, gy):
@@ -284,6 +324,8 @@ def relu(input):
 
 class Round(Primitive):
     def forward(self, x, decimals):
+        if x.dtype == np.bool_ or (decimals and x.dtype.kind != "f"):
+            raise not_implemented_for("round_cpu" if decimals else "round_vml_cpu", x.dtype)
         return np.round(x, decimals)
 
     def backward(self, gy):
@@ -299,6 +341,7 @@ def round(input, *, decimals=0, out=None):
 class Clamp(Primitive):
     """Clamp to Python-number bounds."""
     save_inputs = (0,)
+    _node_name = "ClampBackward1"
 
     def forward(self, x, lo, hi):
         self.lo, self.hi = lo, hi
@@ -317,11 +360,19 @@ class Clamp(Primitive):
         return gy * mask, None, None
 
 
+class ClampMin(Clamp):
+    _node_name = "ClampMinBackward0"
+
+
+class ClampMax(Clamp):
+    _node_name = "ClampMaxBackward0"
+
+
 class ClampTensor(Primitive):
     """Clamp to tensor bounds; either bound may be None."""
     broadcasts = True
     save_inputs = (0, 1, 2)
-    _node_name = "ClampBackward1"
+    _node_name = "ClampBackward0"
 
     def forward(self, x, lo, hi):
         out = x
@@ -362,6 +413,14 @@ def clamp(input, min=None, max=None, *, out=None):
         lo = min if isinstance(min, Tensor) or min is None else _make(np.asarray(min, dt))
         hi = max if isinstance(max, Tensor) or max is None else _make(np.asarray(max, dt))
         return ClampTensor.apply(input, lo, hi)
+    for b in (min, max):
+        if b is not None and not isinstance(b, (int, float, np.number, np.bool_)):
+            raise TypeError(f"clamp(): argument 'min' and 'max' must be Number or Tensor, not "
+                            f"{type(b).__name__}")
+    if max is None:
+        return ClampMin.apply(input, min, max)
+    if min is None:
+        return ClampMax.apply(input, min, max)
     return Clamp.apply(input, min, max)
 
 
