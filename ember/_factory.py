@@ -42,15 +42,25 @@ def _finish(arr, device, requires_grad):
     return t
 
 
-def _shape(size):
+def _shape(size, kw=None, name="size"):
+    """The shape from ``f(2, 3)``, ``f((2, 3))`` or ``f(size=(2, 3))``: ints only, as PyTorch."""
+    if kw is not None:
+        if size:
+            raise TypeError(f"argument '{name}' given by name and position")
+        size = (kw,)
     if len(size) == 1 and not isinstance(size[0], (int, np.integer)):
         size = size[0]
     if isinstance(size, Tensor):
-        size = size.tolist()
-    try:
-        shape = tuple(builtins.int(s) for s in size)
-    except TypeError:
-        raise TypeError(f"size must be a sequence of ints, got {size!r}") from None
+        size = size.tolist() if size.dim() else (size,)
+    if isinstance(size, (str, bytes)) or not hasattr(size, "__iter__"):
+        raise TypeError(f"argument '{name}' must be tuple of ints, not {type(size).__name__}")
+    shape = []
+    for i, s in enumerate(size):
+        if isinstance(s, builtins.bool) or not isinstance(s, (int, np.integer, Tensor)):
+            raise TypeError(f"argument '{name}' must be tuple of ints, but found element of type "
+                            f"{type(s).__name__} at pos {i}")
+        shape.append(s.__index__())
+    shape = tuple(shape)
     for s in shape:
         if s < 0:
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: "
@@ -87,8 +97,22 @@ def _to_array(data):
         raise ValueError(f"could not build a tensor from the data: {e}") from None
 
 
+def _check_fits(data, arr, dt):
+    """Python numbers that do not fit the requested integer dtype raise, as in PyTorch."""
+    if isinstance(data, (np.ndarray, np.generic, Tensor)) or dt.is_floating_point or \
+            dt is _dt.bool or arr.size == 0:
+        return
+    info = np.iinfo(dt.np)
+    lo = -info.max if info.min == 0 else info.min  # unsigned types wrap negative numbers
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all() or \
+            arr.dtype.kind in "fiu" and (arr.min() < lo or arr.max() > info.max):
+        raise RuntimeError(f"value cannot be converted to type {dt.name} without overflow")
+
+
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor copying ``data`` (a number, nested lists, or an array)."""
+    if data is None:
+        raise RuntimeError("Could not infer dtype of NoneType")
     if isinstance(data, Tensor):
         warnings.warn("To copy construct from a tensor, it is recommended to use "
                       "sourceTensor.clone().detach() or sourceTensor.clone().detach()."
@@ -96,9 +120,15 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
                       UserWarning, stacklevel=2)
     arr = _to_array(data)
     if arr.dtype == object:
+        if isinstance(data, builtins.int) or any(isinstance(x, builtins.int) and abs(x) >= 2 ** 63
+                                                 for x in np.ravel(arr)):
+            raise ValueError("Overflow when unpacking long long")
         raise TypeError(f"Could not infer dtype of {type(data).__name__}: the data holds "
                         "values of mixed types or ragged nested sequences")
+    if arr.dtype == np.uint64 and not isinstance(data, (np.ndarray, np.generic)):
+        raise ValueError("Overflow when unpacking long long")  # a Python int >= 2**63
     dt = _dt.to_dtype(dtype) if dtype is not None else _infer_dtype(data, arr)
+    _check_fits(data, arr, dt)
     arr = np.array(arr, dtype=dt.np, copy=True, order="C")
     if device is None and isinstance(data, Tensor):
         device = data.device
@@ -155,20 +185,32 @@ def _filled(fill, size, dtype, device, requires_grad, default=None):
     return t
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None):
-    """A tensor of zeros: ``zeros(2, 3)`` or ``zeros((2, 3))``."""
-    return _filled(0, size, dtype, device, requires_grad)
+def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None,
+          **kw):
+    """A tensor of zeros: ``zeros(2, 3)``, ``zeros((2, 3))`` or ``zeros(size=(2, 3))``."""
+    return _filled(0, _sized(size, kw, "zeros"), dtype, device, requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+def ones(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, **kw):
     """A tensor of ones."""
-    return _filled(1, size, dtype, device, requires_grad)
+    return _filled(1, _sized(size, kw, "ones"), dtype, device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None,
-          pin_memory=False, memory_format=None):
+          pin_memory=False, memory_format=None, **kw):
     """An uninitialised tensor."""
-    return _filled(None, size, dtype, device, requires_grad)
+    return _filled(None, _sized(size, kw, "empty"), dtype, device, requires_grad)
+
+
+def _sized(size, kw, fn):
+    """``size`` given by keyword (``zeros(size=(2, 3))``) instead of by position."""
+    if not kw:
+        return size
+    if set(kw) != {"size"}:
+        raise TypeError(f"{fn}() got an unexpected keyword argument '{next(iter(kw))}'")
+    if size:
+        raise TypeError(f"{fn}(): argument 'size' given by name and position")
+    return (kw["size"],)
 
 
 def empty_strided(size, stride, dtype=None, device=None, requires_grad=False):
@@ -223,12 +265,19 @@ def _num(x):
     return x.item() if isinstance(x, Tensor) else x
 
 
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False, out=None,
-           layout=None):
-    """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 for int arguments."""
+def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=False,
+           out=None, layout=None):
+    """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 for int arguments:
+    ``arange(end)``, ``arange(start, end, step)`` or ``arange(end=5)``."""
     start, end, step = _num(start), _num(end), _num(step)
     if end is None:
         start, end = 0, start
+    elif start is None:
+        start = 0
+    for v in (start, end, step):
+        if not isinstance(v, (int, float, np.number)):
+            raise TypeError(f"arange() received an invalid combination of arguments - got "
+                            f"{type(v).__name__}")
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if (end - start) * step < 0:
@@ -279,6 +328,9 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False, out=None, layou
     """A 2-D tensor with ones on the diagonal."""
     dt = _dt.to_dtype(dtype) or _dt.get_default_dtype()
     xp, device = _xp(device)
+    for name, v in (("n", n), ("m", m)):
+        if v is not None and v < 0:
+            raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
     t = _make(xp.eye(n, n if m is None else m, dtype=dt.np), False)
     if requires_grad:
         t.requires_grad_(True)

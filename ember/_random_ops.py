@@ -342,13 +342,13 @@ def _dtype(dtype, default=None):
 
 
 def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
-         requires_grad=False, pin_memory=False):
+         requires_grad=False, pin_memory=False, **kw):
     """A tensor of samples from the uniform distribution on ``[0, 1)``.
 
         >>> ember.manual_seed(0); ember.rand(2)
         tensor([0.4963, 0.7682])
     """
-    shape = _factory._shape(size)
+    shape = _factory._shape(_factory._sized(size, kw, "rand"))
     npd = _dtype(dtype, out.dtype if out is not None else None)
     _need_float(npd, "check_uniform_bounds")
     arr = K.uniform(_gen(generator), int(np.prod(shape)), 0.0, 1.0, npd).reshape(shape)
@@ -356,13 +356,13 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
 
 
 def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
-          requires_grad=False, pin_memory=False):
+          requires_grad=False, pin_memory=False, **kw):
     """A tensor of samples from the standard normal distribution.
 
         >>> ember.manual_seed(0); ember.randn(2)
         tensor([ 1.5410, -0.2934])
     """
-    shape = _factory._shape(size)
+    shape = _factory._shape(_factory._sized(size, kw, "randn"))
     npd = _dtype(dtype, out.dtype if out is not None else None)
     _need_float(npd, "normal_kernel_cpu")
     arr = K.normal(_gen(generator), int(np.prod(shape)), 0.0, 1.0, npd).reshape(shape)

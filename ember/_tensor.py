@@ -310,6 +310,8 @@ class Tensor:
 
     def detach_(self):
         """Detach this tensor from the graph in place, making it a leaf."""
+        if self._base is not None and self._requires_grad:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
         self.grad_fn = None
         self._output_nr = 0
         self._requires_grad = False

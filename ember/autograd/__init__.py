@@ -29,6 +29,15 @@ def _as_tuple(x):
     return tuple(x)
 
 
+def _grads_tuple(x):
+    x = _as_tuple(x)
+    for g in x or ():
+        if g is not None and not isinstance(g, Tensor):
+            raise TypeError(f"gradients can be either Tensors or None, but got "
+                            f"{type(g).__name__}")
+    return x
+
+
 def _make_grads(outputs, grad_outputs, is_grads_batched=False):
     from ember._factory import ones_like
     grads = []
@@ -42,12 +51,14 @@ def _make_grads(outputs, grad_outputs, is_grads_batched=False):
                                    f"but got {out.dtype}")
             g = ones_like(out)
         elif not isinstance(g, Tensor):
-            from ember._factory import tensor
-            g = tensor(g, dtype=out.dtype, device=out.device)
+            raise TypeError(f"gradients can be either Tensors or None, but got "
+                            f"{type(g).__name__}")
         elif g._data.shape != out._data.shape:
             raise RuntimeError(
                 f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] "
                 f"has a shape of {out.shape}.")
+        elif g._data.dtype != out._data.dtype:
+            g = g.to(out.dtype)  # PyTorch casts a root's gradient to the root's dtype
         grads.append(g)
     return grads
 
@@ -63,7 +74,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None):
     """Compute the sum of gradients of ``tensors`` w.r.t. graph leaves into their ``.grad``."""
     tensors = _as_tuple(tensors)
-    grad_tensors = _as_tuple(grad_tensors if grad_tensors is not None else grad_variables)
+    grad_tensors = _grads_tuple(grad_tensors if grad_tensors is not None else grad_variables)
     if grad_tensors is not None and len(grad_tensors) != len(tensors):
         raise RuntimeError(f"grad_tensors has {len(grad_tensors)} tensors but tensors has "
                            f"{len(tensors)}")
@@ -101,7 +112,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise NotImplementedError("autograd.grad(is_grads_batched=True): ember has no vmap")
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
-    grad_outputs = _as_tuple(grad_outputs)
+    grad_outputs = _grads_tuple(grad_outputs)
     if allow_unused is None:
         allow_unused = materialize_grads
     if materialize_grads and allow_unused is False:

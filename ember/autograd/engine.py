@@ -66,7 +66,7 @@ def _needed(root_nodes, leaf_targets, node_targets):
     return needed
 
 
-def _accumulate(leaf, g, create_graph):
+def _accumulate(leaf, g, create_graph, seen):
     extra = leaf._extra
     if extra is not None and extra.hooks:
         for hook in list(extra.hooks):
@@ -76,13 +76,22 @@ def _accumulate(leaf, g, create_graph):
     if not create_graph and g._requires_grad:
         g = g.detach()
     if leaf._grad is None:
-        leaf._grad = g if create_graph else _own(g)
+        if not create_graph:
+            g = _own(g)
+            # one tensor must not become two leaves' .grad, nor the user's grad_output: an
+            # in-place change to one (clip_grad_norm_, zero_) would show in the other
+            if id(g) in seen:
+                g = g.clone()
+            else:
+                seen[id(g)] = g
+        leaf._grad = g
     else:
         # out of place: the old grad may be aliased by a user or another leaf
         leaf._grad = leaf._grad + g
     if extra is not None and extra.post_acc_hooks:
         for hook in list(extra.post_acc_hooks):
-            hook(leaf)
+            if hook(leaf) is not None:
+                raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 
 def _own(g):
@@ -150,6 +159,7 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
     buffers = {}
     root_nodes = []
     captured = {}
+    seen = {id(g): g for g in grad_roots}  # tensors the user holds, or already a leaf's .grad
     for t, g in zip(roots, grad_roots):
         fn = t.grad_fn
         if fn is None:
@@ -266,10 +276,10 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
                         g = g.to(e.dtype)
                     if leaf_targets is None:
                         if accumulate:
-                            _accumulate(e, g, create_graph)
+                            _accumulate(e, g, create_graph, seen)
                     elif id(e) in leaf_targets:
                         if accumulate:
-                            _accumulate(e, g, create_graph)
+                            _accumulate(e, g, create_graph, seen)
                         else:
                             captured.setdefault(id(e), []).append(g)
     finally:
@@ -279,7 +289,7 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
         for t in roots:
             if t.grad_fn is None and t._requires_grad and id(t) in captured:
                 for g in captured.pop(id(t)):
-                    _accumulate(t, g, create_graph)
+                    _accumulate(t, g, create_graph, seen)
         return None
     results = []
     for i in inputs:

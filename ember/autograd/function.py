@@ -132,7 +132,15 @@ class BackwardCFunction(FunctionCtx, Node):
                 grads[i] = None  # the gradient of a non-tensor output
             elif grads[i] is None and self._materialize:
                 grads[i] = _make(xp.zeros(*self._out_meta[i]))
-        result = self._forward_cls.backward(self, *grads)
+        cls = self._forward_cls
+        user_fn = cls.backward
+        vjp = cls.vjp
+        if vjp is not Function.vjp:  # ``vjp`` is the other name of ``backward``
+            if user_fn is not Function.backward:
+                raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function "
+                                   "is not allowed. You should only implement one of them.")
+            user_fn = vjp
+        result = user_fn(self, *grads)
         return self._check_grads(result)
 
     def _check_grads(self, result):

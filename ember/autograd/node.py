@@ -44,7 +44,7 @@ class Node:
             cls._node_name = cls.__name__ + "Backward0"
 
     def __repr__(self):
-        return f"<{self.name()} object at {hex(id(self))}>"
+        return f"<{self.name().rsplit('::', 1)[-1]} object at {hex(id(self))}>"
 
     @property
     def next_functions(self):

@@ -180,7 +180,7 @@ class TakeFlat(Primitive):
 
 class PutFlat(Primitive):
     """``base`` with the flat positions ``idx`` set to (or, accumulating, increased by) ``src``."""
-    _node_name = "CopySlices"
+    _node_name = "torch::autograd::CopySlices"
     broadcasts = True  # src broadcasts to idx's shape; its gradient is summed back
 
     def forward(self, base, src, idx, accumulate=False):

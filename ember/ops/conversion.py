@@ -3,7 +3,7 @@ writes ``copy_``, ``fill_``, ``zero_``."""
 import numpy as np
 
 from ember import backend
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
 
@@ -56,7 +56,15 @@ class Fill(Primitive):
         return xp.full(x.shape, value, dtype=x.dtype)
 
     def backward(self, gy):
-        return None, gy
+        return _zeros_for(self, gy), gy
+
+
+def _zeros_for(node, gy):
+    """The overwritten input's gradient: zeros (not None), as in PyTorch, so that its
+    leaves get a zero ``.grad``."""
+    if node._edges[0] is None:
+        return None
+    return _make(backend.array_module(gy._data).zeros_like(gy._data))
 
 
 # PyTorch names the node by the overload: fill(Scalar), fill(Tensor), fill_(Scalar),
@@ -70,7 +78,7 @@ _FILLS = {key: type(name, (Fill,), {"_node_name": name, "__doc__": Fill.__doc__}
 class Copy(Primitive):
     """``self.copy_(src)``: src broadcast to self's shape and cast to its dtype and
     device; the gradient goes back to src (summed and cast back by the engine)."""
-    _node_name = "CopyBackwards"
+    _node_name = "torch::autograd::CopyBackwards"
     broadcasts = True
 
     def forward(self, x, src):
@@ -82,7 +90,7 @@ class Copy(Primitive):
         return xp.broadcast_to(src, x.shape).astype(x.dtype, copy=True)
 
     def backward(self, gy):
-        return None, gy if self.src_device is None else gy.to(self.src_device)
+        return _zeros_for(self, gy), gy if self.src_device is None else gy.to(self.src_device)
 
 
 def _fill_value(name, value):
