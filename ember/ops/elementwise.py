@@ -421,6 +421,8 @@ class Lerp(Primitive):
             if hasattr(t, "dtype") and t.dtype != start.dtype and (name == "end" or t.ndim):
                 raise RuntimeError(f"expected dtype {_C_NAMES[start.dtype.name]} for `{name}` "
                                    f"but got dtype {_C_NAMES[t.dtype.name]}")
+        if hasattr(weight, "dtype") and weight.dtype != start.dtype:
+            weight = weight.astype(start.dtype)  # a 0-d weight does not change the dtype
         start, end = promote_arrays(start, end)
         return start + weight * (end - start)
 
@@ -568,7 +570,7 @@ _div = Div.binary_function()
 def add(input, other, *, alpha=1, out=None):
     """``input + alpha * other``, broadcasting, with PyTorch's type promotion."""
     check_out("add", out)
-    if alpha == 1:
+    if type(alpha) is int and alpha == 1:
         return _add(input, other)
     return AddScaled.apply(input, other, alpha)
 
@@ -576,7 +578,7 @@ def add(input, other, *, alpha=1, out=None):
 def sub(input, other, *, alpha=1, out=None):
     """``input - alpha * other``."""
     check_out("sub", out)
-    if alpha == 1:
+    if type(alpha) is int and alpha == 1:
         return _sub(input, other)
     return AddScaled.apply(input, other, -alpha)
 
@@ -756,12 +758,13 @@ def _logaddexp(a, b, base2):
             raise not_implemented_for("logaddexp2_cpu" if base2 else "logaddexp_cpu",
                                       x._data.dtype)
     d = (a - b).abs()
+    mid = (a + b) * 0.5  # equal arguments share the gradient, as in PyTorch
     if base2:
         rest = (-d).exp2().log1p() / math.log(2)
-        same = a + 1.0
+        same = mid + 1.0
     else:
         rest = (-d).exp().log1p()
-        same = a + math.log(2)
+        same = mid + math.log(2)
     # equal arguments (infinities included) give a + log(2) without inf - inf = nan
     return where(a == b, same, maximum(a, b) + rest)
 

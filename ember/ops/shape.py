@@ -17,7 +17,8 @@ __all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "permute",
 
 
 def _sizes(args, name="shape"):
-    if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+    if len(args) == 1 and not isinstance(args[0], (int, np.integer)) and \
+            not (isinstance(args[0], Tensor) and args[0]._data.ndim == 0):
         args = args[0]
     if isinstance(args, (str, bytes)) or not hasattr(args, "__iter__"):
         raise TypeError(f"argument '{name}' must be tuple of ints, not {type(args).__name__}")
@@ -99,6 +100,9 @@ class ReshapeCopy(Primitive):
 def view(self, *shape):
     """A view with another shape (one dim may be -1); fails if the strides do not allow it."""
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer, tuple, list, Tensor)):
+        if isinstance(shape[0], str):
+            raise TypeError("view() received an invalid combination of arguments - got (str), "
+                            "but expected (torch.dtype dtype) or (tuple of ints size)")
         return self.to(shape[0])  # view(dtype) reinterpretation is not supported: cast
     return View.apply(self, infer_shape(_sizes(shape), self._data.size))
 

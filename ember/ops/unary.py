@@ -417,10 +417,6 @@ def clamp(input, min=None, max=None, *, out=None):
         if b is not None and not isinstance(b, (int, float, np.number, np.bool_)):
             raise TypeError(f"clamp(): argument 'min' and 'max' must be Number or Tensor, not "
                             f"{type(b).__name__}")
-    if max is None:
-        return ClampMin.apply(input, min, max)
-    if min is None:
-        return ClampMax.apply(input, min, max)
     return Clamp.apply(input, min, max)
 
 
@@ -429,11 +425,15 @@ clip = clamp
 
 def clamp_min(input, min):
     """``clamp(input, min=min)``."""
+    if isinstance(min, (int, float, np.number)):
+        return ClampMin.apply(input, min, None)
     return clamp(input, min=min)
 
 
 def clamp_max(input, max):
     """``clamp(input, max=max)``."""
+    if isinstance(max, (int, float, np.number)):
+        return ClampMax.apply(input, None, max)
     return clamp(input, max=max)
 
 
