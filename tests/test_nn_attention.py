@@ -113,6 +113,8 @@ SDPA += [Case(c.name + "_f32", c.fn, c.inputs, gradgrad=c.gradgrad, dtype=np.flo
               rtol=1e-4, atol=1e-5)
          for c in SDPA if c.name in ("plain_4d", "bool_mask_2d", "float_mask", "causal",
                                      "fused_plain", "dropout")]
+SDPA += [Case(c.name + "_f16", c.fn, c.inputs, gradgrad=False, dtype=np.float16)
+         for c in SDPA if c.name in ("bool_mask_2d", "fused_causal")]
 
 
 @cases(SDPA)
