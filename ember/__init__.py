@@ -41,6 +41,7 @@ import ember.utils.data  # torch.utils.data is there after `import torch`
 
 from ember import accelerator, amp, backends
 from ember.amp import autocast
+from ember.sparse import sparse_coo, sparse_coo_tensor, spmm, strided
 from ember._legacy import *
 
 __version__ = "0.1.0"
