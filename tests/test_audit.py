@@ -151,6 +151,31 @@ DTYPE_RULES = {
     "flip_varargs": lambda m: m.arange(6).reshape(2, 3).flip(0, 1),
     "flip_dims_kw": lambda m: m.arange(6).reshape(2, 3).flip(dims=(1,)),
     "clip_tensor_bounds": lambda m: m.clip(m.arange(5.0), m.tensor(1.0), m.tensor(3.0)),
+    "unique": lambda m: m.unique(m.tensor([3.0, 1.0, 2.0, 3.0, float("nan"), float("nan")]),
+                                 return_inverse=True, return_counts=True),
+    "unique_dim": lambda m: m.tensor([[1, 2], [1, 2], [0, 5]]).unique(dim=0, return_inverse=True,
+                                                                     return_counts=True),
+    "unique_0d_bool": lambda m: (m.unique(m.tensor(5)), m.tensor([True, False, True]).unique()),
+    "unique_inverse_shape": lambda m: m.unique(m.tensor([[3, 1], [1, 2]]), return_inverse=True),
+    "unique_consecutive": lambda m: m.unique_consecutive(m.tensor([1, 1, 2, 2, 3, 1, 1]),
+                                                         return_inverse=True, return_counts=True),
+    "unique_consecutive_dim": lambda m: m.tensor([[1, 1], [1, 1], [2, 3]]).unique_consecutive(
+        dim=0, return_counts=True),
+    "flatten_0d_bad_dim": lambda m: m.tensor(1.0).flatten(1),
+    "nn_flatten_0d": lambda m: m.nn.Flatten()(m.tensor(1.0)),
+    "channels_last": lambda m: (lambda y: (y.stride(), y.is_contiguous(),
+                                           y.is_contiguous(memory_format=m.channels_last),
+                                           y.contiguous().stride()))(
+        m.arange(24.0).reshape(1, 2, 3, 4).to(memory_format=m.channels_last)),
+    "channels_last_clone_grad": lambda m: (lambda x: (
+        (x.clone(memory_format=m.channels_last) ** 2).sum().backward(), x.grad.stride(),
+        x.grad)[1:])(m.arange(24.0).reshape(1, 2, 3, 4).requires_grad_()),
+    "channels_last_rank": lambda m: m.ones(2, 3).contiguous(memory_format=m.channels_last),
+    "contiguous_preserve": lambda m: m.ones(2, 3).contiguous(memory_format=m.preserve_format),
+    "contiguous_preserve_copy": lambda m: m.ones(2, 3).t().contiguous(
+        memory_format=m.preserve_format),
+    "contiguous_format_noop": lambda m: m.ones(2, 3).t().contiguous(
+        memory_format=m.contiguous_format).stride(),
 }
 
 

@@ -97,9 +97,10 @@ def _accumulate(leaf, g, create_graph, seen):
 def _own(g):
     # a gradient that a backward formula passed straight through may be another
     # leaf's gradient, a view of something else, or the user's grad_output
-    if g._base is None and g._data.base is None and g._extra is None:
+    if g._base is None and g._data.base is None and g._extra is None and \
+            g._data.flags.c_contiguous:
         return g
-    return g.clone()
+    return g.clone()  # a row-major copy, like the leaves' own layout
 
 
 def _nan_check(node, grads):

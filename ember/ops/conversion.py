@@ -7,7 +7,56 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
 
-__all__ = ["clone", "fill", "fill_", "zero_"]
+__all__ = ["clone", "fill", "fill_", "zero_", "memory_format", "contiguous_format",
+           "preserve_format", "channels_last", "channels_last_3d"]
+
+
+class memory_format:
+    """How a tensor's elements are laid out in memory (``ember.contiguous_format``,
+    ``channels_last``, ...). Values never depend on it; ``contiguous``, ``to`` and
+    ``clone`` accept it and ``is_contiguous`` checks it."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "ember." + self.name
+
+    def __reduce__(self):
+        return self.name
+
+
+contiguous_format = memory_format("contiguous_format")
+preserve_format = memory_format("preserve_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+_CHANNELS_LAST = {channels_last: (4, (0, 2, 3, 1)), channels_last_3d: (5, (0, 2, 3, 4, 1))}
+
+
+def _channels_last_perm(fmt, ndim):
+    rank, perm = _CHANNELS_LAST[fmt]
+    if ndim != rank:
+        raise RuntimeError(f"required rank {rank} tensor to use {fmt.name} format")
+    return perm
+
+
+def _in_layout(a, fmt):
+    """``a`` copied into the layout ``fmt`` (a NumPy/CuPy view with those strides)."""
+    xp = backend.array_module(a)
+    if fmt in _CHANNELS_LAST:
+        perm = _channels_last_perm(fmt, a.ndim)
+        inv = tuple(int(i) for i in np.argsort(perm))
+        return xp.ascontiguousarray(a.transpose(perm)).transpose(inv)
+    return xp.ascontiguousarray(a)
+
+
+def _has_layout(a, fmt):
+    if fmt in _CHANNELS_LAST:
+        rank, perm = _CHANNELS_LAST[fmt]
+        return a.ndim == rank and a.transpose(perm).flags.c_contiguous
+    return a.flags.c_contiguous
 
 
 class ToCopy(Primitive):
@@ -37,11 +86,13 @@ class Clone(Primitive):
 class Contiguous(Primitive):
     _node_name = "CloneBackward0"
 
-    def forward(self, x):
+    def forward(self, x, fmt=None):
+        if fmt is not None:
+            return _in_layout(x, fmt)
         return np.ascontiguousarray(x) if type(x) is np.ndarray else x.copy()
 
     def backward(self, gy):
-        return gy
+        return (gy,) + (None,) * (len(self._edges) - 1)
 
 
 class Fill(Primitive):
@@ -146,7 +197,12 @@ def copy_(self, src, non_blocking=False):
 
 
 def clone(input, *, memory_format=None):
-    """A copy of ``input`` with its own memory; gradients flow back to ``input``."""
+    """A copy of ``input`` with its own memory; gradients flow back to ``input``.
+    ``memory_format=channels_last`` lays the copy out channels-last; otherwise ember's
+    copies are row-major (PyTorch's preserve_format may keep a transposed layout)."""
+    if memory_format in _CHANNELS_LAST:
+        _channels_last_perm(memory_format, input._data.ndim)
+        return Contiguous.apply(input, memory_format)
     return Clone.apply(input)
 
 
@@ -155,7 +211,6 @@ def _parse_to(args, kwargs):
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
     kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
@@ -175,6 +230,9 @@ def _parse_to(args, kwargs):
 
 def to(self, *args, **kwargs):
     """Return the tensor with another dtype and/or device (``self`` if nothing changes)."""
+    fmt = kwargs.pop("memory_format", None)
+    if fmt in _CHANNELS_LAST:
+        return contiguous(to(self, *args, **kwargs), memory_format=fmt)
     dtype, device, copy = _parse_to(args, kwargs)
     np_dtype = dtype.np if dtype is not None and dtype.np != self._data.dtype else None
     if device is not None:
@@ -208,11 +266,23 @@ def cuda(self, device=None, non_blocking=False, memory_format=None):
 
 
 def contiguous(self, memory_format=None):
-    """``self`` if row-major contiguous, else a contiguous copy."""
+    """``self`` if row-major contiguous, else a contiguous copy (with
+    ``memory_format=channels_last``: laid out channels-last)."""
     d = self._data
+    if memory_format in _CHANNELS_LAST:
+        _channels_last_perm(memory_format, d.ndim)
+        return self if _has_layout(d, memory_format) else Contiguous.apply(self, memory_format)
     if d.flags.c_contiguous:
         return self
+    if memory_format is preserve_format:
+        raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
     return Contiguous.apply(self)
+
+
+def is_contiguous(self, memory_format=None):
+    """True if the elements lie in row-major order without gaps (or in the order of
+    ``memory_format``)."""
+    return _has_layout(self._data, memory_format)
 
 
 def type_as(self, other):
@@ -225,6 +295,7 @@ Tensor.cpu = cpu
 Tensor.cuda = cuda
 Tensor.clone = clone
 Tensor.contiguous = contiguous
+Tensor.is_contiguous = is_contiguous
 Tensor.type_as = type_as
 Tensor.fill_ = fill_
 Tensor.zero_ = zero_

@@ -129,6 +129,8 @@ def flatten(input, start_dim=0, end_dim=-1):
     """Merge dims ``start_dim`` to ``end_dim`` into one."""
     shape = input._data.shape
     if len(shape) == 0:
+        wrap_dim(start_dim, 0)  # a 0-d tensor takes dims 0 and -1 only
+        wrap_dim(end_dim, 0)
         return reshape(input, (1,))
     s = wrap_dim(start_dim, len(shape))
     e = wrap_dim(end_dim, len(shape))

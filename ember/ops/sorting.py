@@ -1,4 +1,5 @@
-"""Sorting: ``sort``, ``argsort``, ``msort``, ``topk``, ``kthvalue``.
+"""Sorting: ``sort``, ``argsort``, ``msort``, ``topk``, ``kthvalue``, ``unique``,
+``unique_consecutive``.
 
 The order is found on arrays (a stable sort, so ties keep their index order, as
 PyTorch's CPU sort does; NaN sorts as the largest value); the values are then
@@ -12,7 +13,7 @@ from ember._tensor import Tensor, _make
 from ember.ops._util import wrap_dim
 from ember.ops.reduction import return_types
 
-__all__ = ["sort", "argsort", "msort", "topk", "kthvalue"]
+__all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "unique", "unique_consecutive"]
 
 
 def _check_tensor(name, input):
@@ -107,6 +108,66 @@ def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
     return return_types.kthvalue(values, idx)
 
 
+def _unique_results(values, inverse, counts, return_inverse, return_counts):
+    out = [_make(values)]
+    if return_inverse:
+        out.append(_make(inverse.astype(np.int64)))
+    if return_counts:
+        out.append(_make(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The distinct elements of ``input`` in ascending order (of the flattened tensor, or
+    the distinct slices along ``dim``), optionally with the index of each input element in
+    the result and the count of each value. NaNs are all distinct, as in PyTorch. The
+    result is not differentiable."""
+    _check_tensor("unique", input)
+    xp = backend.array_module(input._data)
+    a = input._data
+    if dim is None:
+        values, inverse, counts = xp.unique(a.reshape(-1), return_inverse=True,
+                                            return_counts=True, equal_nan=False)
+        inverse = inverse.reshape(a.shape)
+    else:
+        d = wrap_dim(dim, a.ndim)
+        if a.shape[d] == 0:
+            values = a
+            inverse = counts = xp.zeros(0, dtype=np.int64)
+        else:
+            values, inverse, counts = xp.unique(a, return_inverse=True, return_counts=True,
+                                                axis=d)
+            inverse = inverse.reshape(-1)
+    return _unique_results(values, inverse, counts, return_inverse, return_counts)
+
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """Collapse each run of equal consecutive elements (or slices along ``dim``) to one."""
+    _check_tensor("unique_consecutive", input)
+    xp = backend.array_module(input._data)
+    a = input._data
+    if dim is None:
+        a = a.reshape(-1)
+        d = 0
+    else:
+        d = wrap_dim(dim, a.ndim)
+    n = a.shape[d]
+    if n == 0:
+        empty = xp.zeros(0, dtype=np.int64)
+        return _unique_results(a, empty.reshape(input._data.shape if dim is None else 0), empty,
+                               return_inverse, return_counts)
+    moved = xp.moveaxis(a, d, 0).reshape(n, -1)
+    starts = xp.ones(n, dtype=bool)
+    starts[1:] = (moved[1:] != moved[:-1]).any(axis=1)
+    first = xp.nonzero(starts)[0]
+    values = xp.take(a, first, axis=d)
+    inverse = xp.cumsum(starts) - 1
+    if dim is None:
+        inverse = inverse.reshape(input._data.shape)
+    counts = xp.diff(xp.append(first, n))
+    return _unique_results(values, inverse, counts, return_inverse, return_counts)
+
+
 def _method(fn):
     def method(self, *args, **kwargs):
         return fn(self, *args, **kwargs)
@@ -115,5 +176,5 @@ def _method(fn):
     return method
 
 
-for _fn in (sort, argsort, msort, topk, kthvalue):
+for _fn in (sort, argsort, msort, topk, kthvalue, unique, unique_consecutive):
     setattr(Tensor, _fn.__name__, _method(_fn))
