@@ -118,10 +118,14 @@ def col2im(col, g):
             buf[sl] = src
         else:
             buf[sl] += src
-    if buf.shape[2:] == tuple(g.S):
-        return buf
-    return xp.ascontiguousarray(buf[(Ellipsis,) + tuple(slice(lo, lo + a)
-                                                         for lo, a in zip(g.lo, g.S))])
+    return _crop(buf, g)
+
+
+# ConvWeight: up to this many columns per window (C/G * prod(K)), per-sample products
+# summed over the batch beat one product over all samples (measured, OpenBLAS)
+_PER_SAMPLE_CK = 128
+# working-set size per block of samples for the multi-pass depthwise loops (L2-sized)
+_BLOCK_BYTES = 1 << 18
 
 
 def _bias_shape(b, nd):
@@ -135,6 +139,43 @@ def _kernel_slices(g):
                                       for k, d, s, o in zip(kk, g.d, g.s, g.O))
 
 
+def _stride1(g):
+    return all(s == 1 for s in g.s)
+
+
+def _crop(buf, g):
+    """The unpadded (N, C, *S) part of a padded (N, C, *padded) array, contiguous."""
+    if buf.shape[2:] == tuple(g.S):
+        return buf
+    return array_module(buf).ascontiguousarray(
+        buf[(Ellipsis,) + tuple(slice(lo, lo + a) for lo, a in zip(g.lo, g.S))])
+
+
+def _transposed(y, g):
+    """For a stride-1 geometry ``g``: ``(y', g')`` such that the convolution of ``y'``
+    with the flipped weight (:func:`_flipped`) over ``g'`` is the adjoint of ``conv(.,
+    w)`` over ``g`` applied to ``y``: ``y`` padded by ``d*(K-1) - lo`` before and
+    ``S - O + lo`` after (``d*(K-1) - hi`` unless input positions past the last window
+    exist, as with ``output_padding``), cropped where that is negative."""
+    lo = [d * (k - 1) - p for d, k, p in zip(g.d, g.K, g.lo)]
+    hi = [a - o + p for a, o, p in zip(g.S, g.O, g.lo)]
+    if any(v < 0 for v in lo + hi):
+        y = y[(Ellipsis,) + tuple(slice(max(-a, 0), o - max(-b, 0))
+                                  for a, b, o in zip(lo, hi, g.O))]
+        lo = [max(v, 0) for v in lo]
+        hi = [max(v, 0) for v in hi]
+    return y, Geom(tuple(y.shape[2:]), tuple(g.S), g.K, g.s, g.d, tuple(lo), tuple(hi), g.G)
+
+
+def _flipped(w, G):
+    """The weight (C, F/G, *K) of the transposed convolution of a weight (F, C/G, *K):
+    input and output channels swapped within each group, the kernel reversed."""
+    f, cg = w.shape[:2]
+    K = tuple(w.shape[2:])
+    wt = w.reshape((G, f // G, cg) + K).swapaxes(1, 2).reshape((G * cg, f // G) + K)
+    return wt[(Ellipsis,) + (slice(None, None, -1),) * len(K)]
+
+
 def _depthwise(g, cg):
     """Grouped convolutions with one input channel per group run as a few broadcast
     multiply-adds per kernel position instead of many tiny matrix products."""
@@ -142,10 +183,10 @@ def _depthwise(g, cg):
 
 
 class _Span:
-    """Stride-1 depthwise layout: every kernel position is one contiguous run of the
-    flattened padded plane, ``plane[off_k : off_k + L]``; output ``o`` sits at flat
-    position ``sum(o_i * P_i)`` of the run (the positions in between are discarded).
-    Long contiguous runs make the broadcast multiply-adds fast."""
+    """Stride-1 layout: every kernel position is one contiguous run of the flattened
+    padded plane, ``plane[off_k : off_k + L]``; output ``o`` sits at flat position
+    ``sum(o_i * P_i)`` of the run (the positions in between are discarded). Long
+    contiguous runs make the column copies and the adjoint's adds fast."""
 
     def __init__(self, g):
         sp = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
@@ -159,20 +200,17 @@ class _Span:
                      for kk in itertools.product(*[range(k) for k in g.K])]
         self.O = tuple(g.O)
 
-    def outputs(self, span):
-        """The (..., *O) outputs inside a (..., L) run."""
+    def view(self, span):
+        """The (..., *O) outputs inside a (..., L) run, as a strided view."""
         isz = span.itemsize
-        view = _as_strided(span, span.shape[:-1] + self.O,
+        return _as_strided(span, span.shape[:-1] + self.O,
                            span.strides[:-1] + tuple(p * isz for p in self.P))
-        return array_module(span).ascontiguousarray(view)
 
     def embed(self, y):
         """(..., *O) outputs placed in a zero (..., L) run."""
-        xm = array_module(y)
         nd = len(self.O)
-        span = xm.zeros(y.shape[:-nd] + (self.L,), dtype=y.dtype)
-        isz = span.itemsize
-        _as_strided(span, y.shape, span.strides[:-1] + tuple(p * isz for p in self.P))[...] = y
+        span = array_module(y).zeros(y.shape[:-nd] + (self.L,), dtype=y.dtype)
+        self.view(span)[...] = y
         return span
 
     def plane_of(self, x, g):
@@ -180,51 +218,117 @@ class _Span:
         return xp.reshape(x.shape[:2] + (self.plane,))
 
 
+def _input_path(g, fg, cg):
+    """How :class:`ConvInput` runs for ``fg`` / ``cg`` output / input channels per group
+    (chosen by measurements with OpenBLAS on one core):
+
+    - ``gemm``: 1x1 kernel, stride 1, no padding: the product is the answer;
+    - ``transposed``: stride 1, at least 16 input channels per group, no more output
+      than input channels (the columns of ``y`` are no larger than those of ``x``) and
+      no more input positions than span columns (same-size convolutions): the
+      convolution of the padded ``y`` with the flipped weight, with no adds at all;
+    - ``span``: stride 1, at least 32 columns per window: :func:`_col2im_span`;
+    - ``col2im``: otherwise (strided, or tiny products where the extra span columns
+      cost more than the short strided adds).
+    """
+    if not _stride1(g):
+        return "col2im"
+    if _prod(g.K) == 1 and not any(g.lo) and not any(g.hi) and tuple(g.S) == tuple(g.O):
+        return "gemm"
+    if cg >= 16 and fg <= cg and _prod(g.S) <= _Span(g).L:
+        return "transposed"
+    if cg * _prod(g.K) >= 32:
+        return "span"
+    return "col2im"
+
+
+def _col2im_span(y, w, g):
+    """Stride-1 ``conv_input(y, w)``: the columns made in the span layout (one matrix
+    product over ``y`` embedded in zero runs), then one contiguous add per kernel
+    position instead of a strided add with short rows."""
+    xm = array_module(y)
+    sp = _Span(g)
+    n, f = y.shape[:2]
+    G, cg, kp = g.G, w.shape[1], _prod(g.K)
+    ys = sp.embed(y)  # N, F, L
+    wm = w.reshape(G, f // G, cg * kp)
+    if G == 1:
+        col = wm[0].T @ ys
+    else:
+        col = wm.transpose(0, 2, 1) @ ys.reshape(n, G, f // G, sp.L)
+    col = col.reshape(n, G * cg, kp, sp.L)
+    buf = xm.zeros((n, G * cg, sp.plane), dtype=y.dtype)
+    for k, (_, off) in enumerate(sp.offs):
+        buf[..., off:off + sp.L] += col[:, :, k]
+    return _crop(buf.reshape((n, G * cg) + sp.sp), g)
+
+
+def _batch_blocks(n, item_bytes):
+    """Slices of the batch whose per-sample working arrays fit in about
+    ``_BLOCK_BYTES``: loops of several passes over data that stays in cache run up to
+    twice as fast as passes over the whole batch."""
+    b = max(1, _BLOCK_BYTES // max(item_bytes, 1))
+    return [slice(i, min(i + b, n)) for i in range(0, n, b)]
+
+
 def _dw_forward(x, w, g):
-    """Depthwise ``conv(x, w)``: x (N, C, *S), w (C*m, 1, *K) -> (N, C*m, *O)."""
+    """Depthwise ``conv(x, w)``: x (N, C, *S), w (C*m, 1, *K) -> (N, C*m, *O), as one
+    broadcast multiply-add per kernel position over a cache-sized block of samples."""
     xm = array_module(x)
     n, c = x.shape[:2]
     m = w.shape[0] // c
     nd = g.nd
-    wk = w.reshape((1, c, m) + tuple(g.K) + (1,) * nd)
-    if all(s == 1 for s in g.s):
+    O = tuple(g.O)
+    out = xm.empty((n, c, m) + O, dtype=x.dtype)
+    if _stride1(g):
         sp = _Span(g)
-        xpf = sp.plane_of(x, g)[:, :, None]
-        acc = xm.zeros((n, c, m, sp.L), dtype=x.dtype)
-        tmp = xm.empty_like(acc)
+        xpf = sp.plane_of(x, g)[:, :, None]  # N, C, 1, plane
         wk = w.reshape((1, c, m, _prod(g.K), 1))
-        for k, (_, off) in enumerate(sp.offs):
-            xm.multiply(wk[:, :, :, k], xpf[..., off:off + sp.L], out=tmp)
-            acc += tmp
-        return sp.outputs(acc).reshape((n, c * m) + tuple(g.O))
-    xp = pad_array(x, g.lo, g.hi)
-    out = xm.zeros((n, c, m) + tuple(g.O), dtype=x.dtype)
-    tmp = xm.empty_like(out)
-    for kk, sl in _kernel_slices(g):
-        xm.multiply(wk[(Ellipsis,) + kk + (slice(None),) * nd], xp[sl][:, :, None], out=tmp)
-        out += tmp
-    return out.reshape((n, c * m) + tuple(g.O))
+        blocks = _batch_blocks(n, c * m * sp.L * x.itemsize)
+        acc = xm.empty((blocks[0].stop, c, m, sp.L), dtype=x.dtype)
+        tmp = xm.empty_like(acc)
+        for sl in blocks:
+            a, t, xs = acc[:sl.stop - sl.start], tmp[:sl.stop - sl.start], xpf[sl]
+            for k, (_, off) in enumerate(sp.offs):
+                xm.multiply(wk[:, :, :, k], xs[..., off:off + sp.L], out=t if k else a)
+                if k:
+                    a += t
+            out[sl] = sp.view(a)
+        return out.reshape((n, c * m) + O)
+    xp = pad_array(x, g.lo, g.hi)[:, :, None]
+    wk = w.reshape((1, c, m) + tuple(g.K) + (1,) * nd)
+    blocks = _batch_blocks(n, c * m * _prod(O) * x.itemsize)
+    tmp = xm.empty((blocks[0].stop, c, m) + O, dtype=x.dtype)
+    for sl in blocks:
+        a, t, xs = out[sl], tmp[:sl.stop - sl.start], xp[sl]
+        for i, (kk, ksl) in enumerate(_kernel_slices(g)):
+            xm.multiply(wk[(Ellipsis,) + kk + (slice(None),) * nd], xs[ksl], out=t if i else a)
+            if i:
+                a += t
+    return out.reshape((n, c * m) + O)
 
 
 def _dw_input(y, w, g):
-    """The adjoint of :func:`_dw_forward` in ``x``: y (N, C*m, *O) -> (N, C, *S)."""
+    """The adjoint of :func:`_dw_forward` in ``x``: y (N, C*m, *O) -> (N, C, *S). With
+    stride 1 and m == 1 it is the depthwise convolution of the padded ``y`` with the
+    reversed kernel."""
     xm = array_module(y)
     n, f = y.shape[:2]
     c = g.G
     m = f // c
     nd = g.nd
+    if m == 1 and _stride1(g):
+        yp, gt = _transposed(y, g)
+        return _dw_forward(yp, w[(Ellipsis,) + (slice(None, None, -1),) * nd], gt)
     yv = y.reshape((n, c, m) + tuple(g.O))
     padded = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
-    if all(s == 1 for s in g.s):
+    if _stride1(g):
         sp = _Span(g)
         ys = sp.embed(yv)  # N, C, m, L
         wk = w.reshape(c, m, _prod(g.K))
         buf = xm.zeros((n, c, sp.plane), dtype=y.dtype)
         for k, (_, off) in enumerate(sp.offs):
-            if m == 1:
-                buf[..., off:off + sp.L] += ys[:, :, 0] * wk[:, :, k]
-            else:
-                buf[..., off:off + sp.L] += xm.einsum("ncml,cm->ncl", ys, wk[:, :, k])
+            buf[..., off:off + sp.L] += xm.einsum("ncml,cm->ncl", ys, wk[:, :, k])
         buf = buf.reshape((n, c) + padded)
     else:
         wk = w.reshape((c, m) + tuple(g.K))
@@ -236,32 +340,47 @@ def _dw_input(y, w, g):
                 buf[sl] += yv[:, :, 0] * wkk.reshape((1, c) + (1,) * nd)
             else:
                 buf[sl] += xm.einsum(f"ncm{letters},cm->nc{letters}", yv, wkk)
-    if buf.shape[2:] == tuple(g.S):
-        return buf
-    return xm.ascontiguousarray(buf[(Ellipsis,) + tuple(slice(lo, lo + a)
-                                                         for lo, a in zip(g.lo, g.S))])
+    return _crop(buf, g)
 
 
 def _dw_weight(x, y, g):
-    """The adjoint of :func:`_dw_forward` in ``w``: -> (C*m, 1, *K)."""
+    """The adjoint of :func:`_dw_forward` in ``w``: -> (C*m, 1, *K). With stride 1, each
+    kernel position is a batch of dot products (one matrix product) of the outputs'
+    gradient with a contiguous run of the input, summed over samples."""
     xm = array_module(x)
     n, c = x.shape[:2]
     f = y.shape[1]
     m = f // c
     yv = y.reshape((n, c, m) + tuple(g.O))
     out = xm.empty((c, m) + tuple(g.K), dtype=x.dtype)
-    if all(s == 1 for s in g.s):
+    if _stride1(g):
         sp = _Span(g)
-        ys = sp.embed(yv)
-        xpf = sp.plane_of(x, g)
+        ys = sp.embed(yv)  # N, C, m, L
+        xpf = sp.plane_of(x, g)[..., None]  # N, C, plane, 1
         for kk, off in sp.offs:
-            out[(Ellipsis,) + kk] = xm.einsum("ncml,ncl->cm", ys, xpf[..., off:off + sp.L])
+            out[(Ellipsis,) + kk] = (ys @ xpf[:, :, off:off + sp.L]).sum(0)[..., 0]
         return out.reshape((f, 1) + tuple(g.K))
     xp = pad_array(x, g.lo, g.hi)
     letters = "xyz"[:g.nd]
     for kk, sl in _kernel_slices(g):
         out[(Ellipsis,) + kk] = xm.einsum(f"ncm{letters},nc{letters}->cm", yv, xp[sl])
     return out.reshape((f, 1) + tuple(g.K))
+
+
+def _conv_arrays(x, w, g):
+    """``conv(x, w)`` on arrays, without bias: x (N, C, *S), w (F, C/G, *K) -> (N, F, *O)."""
+    if _depthwise(g, w.shape[1]):
+        return _dw_forward(x, w, g)
+    G = g.G
+    n, c = x.shape[:2]
+    f = w.shape[0]
+    col = im2col(x, g)  # N, C*K, O
+    if G == 1:
+        out = w.reshape(f, -1) @ col  # N, F, O: one gemm per sample, no transposes
+    else:
+        col = col.reshape(n, G, c // G * _prod(g.K), -1)
+        out = w.reshape(G, f // G, -1) @ col
+    return out.reshape((n, f) + tuple(g.O))
 
 
 class Conv(Primitive):
@@ -271,24 +390,10 @@ class Conv(Primitive):
 
     def forward(self, x, w, b, g):
         self.g = g
-        G = g.G
-        n, c = x.shape[:2]
-        f = w.shape[0]
-        o = _prod(g.O)
-        if _depthwise(g, w.shape[1]):
-            out = _dw_forward(x, w, g).reshape(n, f, o)
-            if b is not None:
-                out += b.reshape(f, 1)
-            return out.reshape((n, f) + tuple(g.O))
-        col = im2col(x, g)  # N, C*K, O
-        if G == 1:
-            out = w.reshape(f, -1) @ col  # N, F, O: one gemm per sample, no transposes
-        else:
-            col = col.reshape(n, G, c // G * _prod(g.K), o)
-            out = (w.reshape(G, f // G, -1) @ col).reshape(n, f, o)
+        out = _conv_arrays(x, w, g)
         if b is not None:
-            out += b.reshape(f, 1)
-        return out.reshape((n, f) + tuple(g.O))
+            out += _bias_shape(b, g.nd)
+        return out
 
     def backward(self, gy):
         x, w = self.saved_tensors
@@ -303,7 +408,10 @@ class Conv(Primitive):
 class ConvInput(Primitive):
     """``x = conv_input(y, w) + b``: the adjoint of ``conv`` in its input (conv_transpose).
 
-    y (N, F, *O), w (F, C/G, *K), b (C,) or None; the result is (N, C, *S).
+    y (N, F, *O), w (F, C/G, *K), b (C,) or None; the result is (N, C, *S). The path
+    (:func:`_input_path`): a convolution of the padded ``y`` with the flipped weight,
+    the span-layout columns of :func:`_col2im_span`, or columns added back with
+    :func:`col2im`.
     """
     save_inputs = (0, 1)
     _node_name = "ConvolutionBackward0"
@@ -313,16 +421,24 @@ class ConvInput(Primitive):
         G = g.G
         n, f = y.shape[:2]
         cg = w.shape[1]
+        kp = _prod(g.K)
         o = _prod(g.O)
-        wm = w.reshape(G, f // G, cg * _prod(g.K))
-        if _depthwise(g, cg):
+        wm = w.reshape(G, f // G, cg * kp)
+        path = _input_path(g, f // G, cg) if not _depthwise(g, cg) else "depthwise"
+        if path == "depthwise":
             out = _dw_input(y, w, g)
-        elif G == 1:
-            col = wm[0].T @ y.reshape(n, f, o)  # N, C*K, O
-            out = col2im(col.reshape((n, cg * G) + tuple(g.K) + tuple(g.O)), g)
+        elif path == "transposed":
+            yp, gt = _transposed(y, g)
+            out = _conv_arrays(yp, _flipped(w, G), gt)
+        elif path == "span":
+            out = _col2im_span(y, w, g)
         else:
-            col = wm.transpose(0, 2, 1) @ y.reshape(n, G, f // G, o)  # N, G, Cg*K, O
-            out = col2im(col.reshape((n, cg * G) + tuple(g.K) + tuple(g.O)), g)
+            if G == 1:
+                col = wm[0].T @ y.reshape(n, f, o)  # N, C*K, O
+            else:
+                col = wm.transpose(0, 2, 1) @ y.reshape(n, G, f // G, o)  # N, G, Cg*K, O
+            col = col.reshape((n, cg * G) + tuple(g.K) + tuple(g.O))
+            out = col.reshape((n, cg * G) + tuple(g.S)) if path == "gemm" else col2im(col, g)
         if b is not None:
             out += _bias_shape(b, g.nd)
         return out
@@ -355,15 +471,16 @@ class ConvWeight(Primitive):
         xm = array_module(x)
         if _depthwise(g, c // G):
             return _dw_weight(x, y, g)
-        if ck <= o:
+        if ck <= _PER_SAMPLE_CK:
             # few columns per window: per-sample products summed over the batch
             col = im2col(x, g).reshape(n, G, ck, o)
             out = (y.reshape(n, G, f // G, o) @ col.swapaxes(-1, -2)).sum(0)
         else:
-            # one matrix product over all samples and positions
+            # one matrix product over all samples and positions, the columns as the
+            # left operand (the faster orientation for OpenBLAS)
             col = im2col_rows(x, g).reshape(G, ck, n * o)
             rows = xm.ascontiguousarray(xm.moveaxis(y.reshape(n, G, f // G, o), 0, 2))
-            out = rows.reshape(G, f // G, n * o) @ col.swapaxes(-1, -2)
+            out = (col @ rows.reshape(G, f // G, n * o).swapaxes(-1, -2)).swapaxes(-1, -2)
         return out.reshape((f, c // G) + tuple(g.K))
 
     def backward(self, gw):
