@@ -343,3 +343,11 @@ class GLU(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}"
+
+
+def __getattr__(name):
+    # torch.nn.modules.activation.MultiheadAttention: ember keeps it in attention.py
+    if name == "MultiheadAttention":
+        from ember.nn.modules.attention import MultiheadAttention
+        return MultiheadAttention
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -106,3 +106,11 @@ class Bilinear(Module):
     def extra_repr(self):
         return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
                 f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+def __getattr__(name):
+    # torch.nn.modules.linear.NonDynamicallyQuantizableLinear: kept beside attention here
+    if name == "NonDynamicallyQuantizableLinear":
+        from ember.nn.modules.attention import NonDynamicallyQuantizableLinear
+        return NonDynamicallyQuantizableLinear
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
