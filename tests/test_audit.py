@@ -332,7 +332,7 @@ def test_node_names_match_torch():
         y = x * 1
         y[:1].mul_(2.0)
         out = [x.clamp(0, 1), x.clamp(min=0.0), x.clamp(max=0.0), x.clamp_min(0), x.clamp_max(1),
-               x.clamp(min=x), x.clamp(x, x), (x * 1).copy_(x), y]
+               x.clamp(min=x), x.clamp(x, x), (x * 1).copy_(x), x ** x, x ** 2, 2 ** x, y]
         return [t.grad_fn.name() for t in out] + [repr(y).split("grad_fn=")[1]]
     assert names(ember) == names(torch)
 

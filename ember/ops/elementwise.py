@@ -51,21 +51,21 @@ def _check_divisor(kernel, a, b):
     k = _kind(a) if hasattr(a, "dtype") or not hasattr(b, "dtype") else _kind(b)
     if k == "b" and _kind(b) == "b" and _kind(a) == "b":
         raise not_implemented_for(kernel, np.bool_)
-    if k in "iu" and np.any(np.asarray(b) == 0):
-        raise RuntimeError("ZeroDivisionError")
+    if k in "iu":
+        zero = b == 0  # no np.asarray: CuPy arrays stay on their device
+        if zero.any() if hasattr(zero, "any") else zero:
+            raise RuntimeError("ZeroDivisionError")
 
 
 def _int_pow(a, b):
-    """Integer powers with PyTorch's rule for negative exponents (1, +-1 or 0, no error)."""
-    b = np.asarray(b)
-    out = np.power(a, np.maximum(b, 0).astype(b.dtype))
+    """Integer powers with PyTorch's rule for negative exponents (1, +-1 or 0, no error);
+    ``b`` is an array."""
     neg = b < 0
-    if neg.any():
-        a = np.asarray(a)
-        odd = (b % 2) != 0
-        special = np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0))
-        out = np.where(neg, special, out).astype(out.dtype)
-    return out
+    if not neg.any():
+        return np.power(a, b)
+    out = np.power(a, np.where(neg, 0, b))
+    special = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 != 0, -1, 1), 0))
+    return np.where(neg, special, out).astype(out.dtype)
 
 
 def _operand(x):
@@ -184,7 +184,7 @@ class TruncDivide(Primitive):
         if a.dtype.kind == "f" if hasattr(a, "dtype") else isinstance(a, float):
             return np.trunc(a / b)
         q = np.abs(a) // np.abs(b)
-        return np.where((np.asarray(a) < 0) != (np.asarray(b) < 0), -q, q).astype(q.dtype)
+        return np.where((a < 0) != (b < 0), -q, q).astype(q.dtype)
 
     def backward(self, gy):
         return gy * 0, gy * 0
@@ -221,6 +221,7 @@ class Fmod(Primitive):
 class Pow(Primitive):
     broadcasts = True
     save_inputs = (0, 1)
+    _node_name = "PowBackward1"
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
@@ -274,7 +275,7 @@ class PowScalar(Primitive):
 class RPowScalar(Primitive):
     """``c ** x`` for a Python number ``c``."""
     save_output = True
-    _node_name = "PowBackward1"
+    _node_name = "PowBackward2"
 
     def forward(self, c, x):
         c, x = promote_arrays(c, x)
@@ -329,7 +330,7 @@ class Xlogy(Primitive):
         a, b = _float_result(a, b)
         with np.errstate(divide="ignore", invalid="ignore"):
             out = a * np.log(b)
-        return np.where(np.asarray(a) == 0, np.where(np.isnan(b), np.nan, 0.0), out).astype(
+        return np.where(a == 0, np.where(np.isnan(b), np.nan, 0.0), out).astype(
             out.dtype)
 
     def backward(self, gy):
@@ -522,7 +523,7 @@ class _Shift(Primitive):
         if _kind(a) == "f" or _kind(b) == "f":
             raise not_implemented_for(self.kernel, a.dtype if hasattr(a, "dtype") else b.dtype)
         if _kind(a) == "b":
-            a = np.asarray(a, np.int64)
+            a = a.astype(np.int64) if hasattr(a, "astype") else int(a)
         return self.fn(a, b)
 
 
