@@ -48,6 +48,11 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name):
+    if name == "random":
+        # torch.random, loaded on first use: an eager import would let `from ember import *`
+        # shadow Python's random module
+        import importlib
+        return importlib.import_module("ember.random")
     # a PyTorch program asking for something ember lacks gets a message saying so
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)

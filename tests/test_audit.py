@@ -389,3 +389,17 @@ def test_intermediate_gradients_keep_their_dtype(name, shape, dtype):
     (e_seen, e_grad), (t_seen, t_grad) = run(ember), run(torch)
     assert e_seen == t_seen, (e_seen, t_seen)
     _compare(e_grad, t_grad)
+
+
+@each_lib
+def test_random_module_fork_rng(m):
+    m.manual_seed(3)
+    with m.random.fork_rng():
+        m.rand(3)
+    a = m.rand(2)
+    m.random.manual_seed(3)
+    assert m.equal(a, m.rand(2)) and m.random.initial_seed() == 3
+    state = m.random.get_rng_state()
+    b = m.rand(2)
+    m.random.set_rng_state(state)
+    assert m.equal(b, m.rand(2))
