@@ -231,6 +231,14 @@ BAD = {
     "logaddexp_int": lambda m: m.logaddexp(_i(m), _i(m)),
     "meshgrid_dtypes": lambda m: m.meshgrid(m.arange(2), m.arange(2.0), indexing="ij"),
     "meshgrid_2d": lambda m: m.meshgrid(m.ones(2, 2), indexing="ij"),
+    "setitem_list_value": lambda m: _x(m).__setitem__(0, [1.0, 2.0, 3.0, 4.0]),
+    "setitem_str_value": lambda m: _x(m).__setitem__(0, "a"),
+    "setitem_none_value": lambda m: _x(m).__setitem__(0, None),
+    "setitem_numpy_scalar_ok": lambda m: (lambda t: (t.__setitem__(0, np.float64(2.0)), t)[1])(
+        _x(m)),
+    "sum_str_dim": lambda m: _x(m).sum("a"),
+    "sum_float_dims": lambda m: _x(m).sum((0.5,)),
+    "mean_dims_list_ok": lambda m: _x(m).mean([0, 1]),
     "backward_list_gradient": lambda m: (m.ones(2, requires_grad=True) * 2).backward([1.0, 1.0]),
     "detach_view_inplace": lambda m: (m.ones(2, requires_grad=True) * 1).view(2).detach_(),
 }

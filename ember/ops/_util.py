@@ -1,4 +1,6 @@
 """Helpers shared by the op families: binding to Tensor, dtype promotion, dims."""
+import operator
+
 import numpy as np
 
 from ember._tensor import Tensor, _make
@@ -140,7 +142,14 @@ def wrap_dims(dim, ndim):
         return tuple(range(ndim))
     if isinstance(dim, (int, np.integer)):
         return (wrap_dim(int(dim), ndim),)
-    dims = tuple(wrap_dim(int(d), ndim) for d in dim)
+    if isinstance(dim, str) or not hasattr(dim, "__iter__"):
+        raise TypeError(f"argument 'dim' must be int or tuple of ints, not {type(dim).__name__}")
+    try:
+        dims = tuple(wrap_dim(operator.index(d), ndim) for d in dim)
+    except TypeError:
+        raise TypeError("argument 'dim' must be tuple of ints, but found an element of type "
+                        f"{type(next(d for d in dim if not isinstance(d, int))).__name__}"
+                        ) from None
     if len(set(dims)) != len(dims):
         raise RuntimeError(f"dim {dims} appears multiple times in the list of dims")
     return dims

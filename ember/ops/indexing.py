@@ -444,6 +444,9 @@ def _put(self, basic, adv, value, accumulate):
 
 def setitem(self, idx, value):
     """``x[idx] = value``: in place, and differentiable w.r.t. both ``x`` and ``value``."""
+    if not isinstance(value, (Tensor, int, float, np.generic, np.ndarray)) and \
+            not hasattr(value, "__cuda_array_interface__"):
+        raise TypeError(f"can't assign a {type(value).__name__} to a {self.type()}")
     basic, adv = parse_index(idx, self._data.shape, self._data)
     _put(self, basic, adv, value, False)
 
