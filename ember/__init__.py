@@ -39,7 +39,7 @@ from ember.serialization import load, save
 from ember import nn
 import ember.utils.data  # torch.utils.data is there after `import torch`
 
-from ember import accelerator, amp, backends
+from ember import accelerator, amp, backends, distributed
 from ember.amp import autocast
 from ember.sparse import sparse_coo, sparse_coo_tensor, spmm, strided
 from ember._legacy import *

@@ -1,5 +1,6 @@
 """Legacy PyTorch spellings that real programs still use: ``torch.FloatTensor(...)``,
 ``Variable``, thread settings, ``torch.compile`` and friends."""
+import math
 import warnings
 
 from ember._tensor import Tensor
@@ -164,7 +165,11 @@ def _is_pinned(self, device=None):
 
 
 def _pin_memory(self, device=None):
-    """``self``: ember has no page-locked host memory (DataLoader(pin_memory=True) works)."""
+    """PyTorch pins host memory for an accelerator; without one it raises, as PyTorch
+    does. With CuPy's GPU it returns ``self`` (ember has no page-locked memory)."""
+    from ember import cuda
+    if not cuda.is_available():
+        raise RuntimeError("Cannot access accelerator device when none is available.")
     return self
 
 
@@ -263,3 +268,130 @@ complex64 = cfloat = _MissingDtype("complex64", False, True, 8)
 complex128 = cdouble = _MissingDtype("complex128", False, True, 16)
 complex32 = chalf = _MissingDtype("complex32", False, True, 4)
 __all__ += ["bfloat16", "complex64", "cfloat", "complex128", "cdouble", "complex32", "chalf"]
+
+
+# constants and aliases PyTorch keeps for NumPy-style and older spellings
+
+pi = math.pi
+e = math.e
+inf = math.inf
+nan = math.nan
+newaxis = None
+__all__ += ["pi", "e", "inf", "nan", "newaxis", "is_complex", "detach", "conj", "get_device"]
+
+
+def is_complex(input):
+    """False: ember has no complex tensors."""
+    return False
+
+
+def detach(input):
+    """``input.detach()``."""
+    return input.detach()
+
+
+def conj(input):
+    """The complex conjugate: ``input`` itself for ember's real tensors."""
+    return input
+
+
+def get_device(input):
+    """``input.get_device()``: -1 on the CPU."""
+    return input.get_device()
+
+
+def _new(self, *args, device=None):
+    """Legacy ``x.new(...)``: ``x.new(2, 3)`` is an uninitialised tensor with ``x``'s dtype
+    and device, ``x.new(data)`` a tensor of ``data`` with them."""
+    from ember import _factory
+    dev = self.device if device is None else device
+    if len(args) == 1 and not isinstance(args[0], int):
+        if isinstance(args[0], Tensor):
+            return args[0].to(self.dtype)
+        return _factory.tensor(args[0], dtype=self.dtype, device=dev)
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    return _factory.empty(*args, dtype=self.dtype, device=dev)
+
+
+def _imag(self):
+    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
+
+def _apply_(self, callable):
+    """Apply a Python function to each element in place (cpu tensors, no autograd)."""
+    import numpy as np
+    if self._requires_grad:
+        raise RuntimeError("apply_ is only implemented on CPU tensors that do not require "
+                           "grad")
+    flat = self.numpy().reshape(-1)
+    flat[...] = np.array([callable(v) for v in flat.tolist()], dtype=flat.dtype)
+    self._vc[0] += 1
+    return self
+
+
+def _map_(self, tensor, callable):
+    """``self[i] = callable(self[i], tensor[i])`` for each element, in place (cpu)."""
+    import numpy as np
+    if self._requires_grad:
+        raise RuntimeError("map_ is only implemented on CPU tensors that do not require grad")
+    other = np.broadcast_to(tensor.numpy(), self.shape).reshape(-1).tolist()
+    flat = self.numpy().reshape(-1)
+    flat[...] = np.array([callable(a, b) for a, b in zip(flat.tolist(), other)],
+                         dtype=flat.dtype)
+    self._vc[0] += 1
+    return self
+
+
+for _name, _fn in (("new", _new), ("conj", conj), ("conj_physical", conj),
+                   ("apply_", _apply_), ("map_", _map_)):
+    if not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _fn)
+for _name, _fn in (("real", lambda self: self), ("imag", _imag),
+                   ("volatile", lambda self: False)):
+    if not hasattr(Tensor, _name):
+        setattr(Tensor, _name, property(_fn))
+
+# PyTorch's alias names for methods ember has under another name. This module is
+# imported before the op families bind their methods, so the aliases look the target
+# up when called.
+_ALIASES = {"arccosh": "acosh", "arcsinh": "asinh", "arctanh": "atanh", "arccosh_": "acosh_",
+            "arcsinh_": "asinh_", "arctanh_": "atanh_", "arctan2_": "atan2_",
+            "less_": "lt_", "less_equal_": "le_", "greater_": "gt_", "greater_equal_": "ge_",
+            "not_equal_": "ne_", "swapaxes_": "transpose_", "swapdims_": "transpose_"}
+
+
+def _alias(alias, target):
+    def method(self, *args, **kwargs):
+        return getattr(self, target)(*args, **kwargs)
+    method.__name__ = alias
+    method.__doc__ = f"Alias for :meth:`Tensor.{target}`."
+    return method
+
+
+for _name, _target in _ALIASES.items():
+    if not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _alias(_name, _target))
+
+# torch.exp_(t) and friends: the in-place Tensor methods as functions
+_INPLACE_FUNCTIONS = [
+    "abs_", "acos_", "acosh_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_",
+    "arctanh_", "asin_", "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "clamp_max_",
+    "clamp_min_", "clip_", "cos_", "cosh_", "deg2rad_", "erf_", "erfc_", "exp2_", "exp_",
+    "expm1_", "fix_", "floor_", "frac_", "log10_", "log1p_", "log2_", "log_", "logit_",
+    "nan_to_num_", "neg_", "negative_", "rad2deg_", "reciprocal_", "relu_", "round_", "rsqrt_",
+    "sigmoid_", "sin_", "sinc_", "sinh_", "sqrt_", "square_", "tan_", "tanh_", "trunc_",
+    "xlogy_", "addmv_", "detach_", "arccosh", "arcsinh", "arctanh"]
+
+
+def _function(name):
+    def fn(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+    fn.__name__ = name
+    fn.__doc__ = f"``torch.{name}(input, ...)``: ``input.{name}(...)``."
+    return fn
+
+
+for _name in _INPLACE_FUNCTIONS:
+    globals()[_name] = _function(_name)
+__all__ += _INPLACE_FUNCTIONS

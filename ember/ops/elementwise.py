@@ -110,10 +110,20 @@ class AddScaled(Primitive):
                                "point number.")
         if k == "b":
             return np.logical_or(a, np.logical_and(b, bool(alpha)))
+        wider = _WIDER.get(getattr(a, "dtype", None))
+        if wider is not None and isinstance(alpha, (int, float)) and hasattr(b, "dtype"):
+            # PyTorch casts alpha to the result dtype and, for float32, computes a fused
+            # multiply-add (one rounding; the same bits as float64 arithmetic rounded
+            # once), for float16 in float32
+            al = float(a.dtype.type(alpha))
+            return (a.astype(wider) + al * b.astype(wider)).astype(a.dtype)
         return a + alpha * b
 
     def backward(self, gy):
         return gy, gy * self.alpha, None
+
+
+_WIDER = {np.dtype(np.float32): np.float64, np.dtype(np.float16): np.float32}
 
 
 class Sub(Primitive):
