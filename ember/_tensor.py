@@ -333,7 +333,9 @@ class Tensor:
         def retain(grad):
             t = ref()
             if t is not None:
-                t._grad = grad.detach() if t._grad is None else t._grad.detach() + grad.detach()
+                # a copy, as PyTorch: the gradient may be the user's grad_output or a leaf's
+                t._grad = grad.detach().clone() if t._grad is None else \
+                    t._grad.detach() + grad.detach()
             return grad
         retain._is_retain = True
         extra.retain_handle = self.grad_fn._add_tensor_pre_hook(self._output_nr, retain)

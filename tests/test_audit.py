@@ -308,6 +308,12 @@ def test_leaf_grads_do_not_alias_grad_output_or_each_other(m):
     c.backward(g)
     c.grad.add_(1)
     assert g.tolist() == [1.0, 1.0]
+    d = m.ones(2, requires_grad=True)
+    e = d + 0
+    e.retain_grad()
+    e.backward(g)
+    e.grad.add_(5)
+    assert g.tolist() == [1.0, 1.0] and d.grad.tolist() == [1.0, 1.0]
 
 
 @each_lib
