@@ -64,25 +64,34 @@ class MaxPool(Primitive):
         xm = array_module(x)
         pos = list(_positions(g))
         out_shape = x.shape[:x.ndim - g.nd] + tuple(g.O)
-        if _covers(pos[0][1], g):
-            best = x[pos[0][2]].copy()
-            rest = pos[1:]
+        arg = xm.empty(out_shape, np.int8 if len(pos) < 128 else np.int32)
+        c = next((i for i, p in enumerate(pos) if _covers(p[1], g)), None)
+        if c is None:
+            best = _first_max_general(xm, x, pos, out_shape, arg)
         else:
-            best = xm.full(out_shape, _lowest(x.dtype), dtype=x.dtype)
-            rest = pos
-        for _, osl, isl in rest:
-            b = best[osl]
-            xm.maximum(b, x[isl], out=b)
-        arg = xm.zeros(out_shape, np.int8 if len(pos) < 128 else np.int32)
-        found = xm.zeros(out_shape, bool)
-        for k, osl, isl in pos:
-            m = x[isl] == best[osl]
-            m &= ~found[osl]
-            if k:
-                a = arg[osl]
-                a += m.astype(arg.dtype) * k
-            f = found[osl]
-            f |= m
+            # start from a kernel position inside every window; later positions win
+            # only when larger, earlier ones (visited backwards) also on ties: the
+            # first maximum wins, as in PyTorch. ``arg`` is updated without masked
+            # writes (slow on random masks): later positions have larger codes, so
+            # taking one is a maximum; earlier ones have smaller codes, a minimum.
+            best = x[pos[c][2]].copy()
+            arg.fill(pos[c][0])
+            upd = xm.empty(out_shape, bool)
+            code = xm.empty(out_shape, arg.dtype)
+            top = np.iinfo(arg.dtype).max
+            for k, osl, isl in pos[c + 1:]:
+                b, xs, u, t, a = best[osl], x[isl], upd[osl], code[osl], arg[osl]
+                xm.greater(xs, b, out=u)
+                xm.multiply(_as_int(u, t.dtype), k, out=t)
+                xm.maximum(a, t, out=a)
+                xm.maximum(b, xs, out=b)
+            for k, osl, isl in reversed(pos[:c]):
+                b, xs, u, t, a = best[osl], x[isl], upd[osl], code[osl], arg[osl]
+                xm.greater_equal(xs, b, out=u)
+                xm.multiply(_as_int(u, t.dtype), k - top, out=t)
+                t += top
+                xm.minimum(a, t, out=a)
+                xm.maximum(b, xs, out=b)
         if x.dtype.kind == "f":
             nan = xm.isnan(best)
             if nan.any():
@@ -94,6 +103,31 @@ class MaxPool(Primitive):
 
     def backward(self, gy, *_):
         return PoolScatter.apply(gy, self.arg, self.g), None
+
+
+def _as_int(mask, dtype):
+    """A bool mask as 0/1 integers of ``dtype`` (a free view for int8)."""
+    return mask.view(dtype) if np.dtype(dtype).itemsize == 1 else mask.astype(dtype)
+
+
+def _first_max_general(xm, x, pos, out_shape, arg):
+    """Window maxima and the first position reaching each (into ``arg``) when no kernel
+    position lies inside every window (padding with ``ceil_mode``)."""
+    best = xm.full(out_shape, _lowest(x.dtype), dtype=x.dtype)
+    for _, osl, isl in pos:
+        b = best[osl]
+        xm.maximum(b, x[isl], out=b)
+    arg[...] = 0
+    found = xm.zeros(out_shape, bool)
+    for k, osl, isl in pos:
+        m = x[isl] == best[osl]
+        m &= ~found[osl]
+        if k:
+            a = arg[osl]
+            a += m.astype(arg.dtype) * k
+        f = found[osl]
+        f |= m
+    return best
 
 
 class MaxPoolWithIndices(MaxPool):
