@@ -18,7 +18,8 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.ops.unary import Relu
+from ember.ops.unary import _relu_array
+from ember.ops.unary import relu as _relu
 
 __all__ = []
 
@@ -130,52 +131,9 @@ def fused_linear_relu(input, weight, bias):
 
 
 # ----- relu ----------------------------------------------------------------------------------
-_BLOCK = 65536
-_ZEROS = {}  # dtype -> a block of _BLOCK zeros, never written
-
-
-def _relu_array(x, out=None):
-    """``max(x, 0)`` on an array (into ``out``, which may be ``x``, when given). NumPy's
-    ``maximum`` against the scalar 0 runs a broadcast inner loop without SIMD; against a
-    block of zeros (the input seen as rows of ``_BLOCK``) it is 2-3 times as fast. Same
-    values, NaNs and signed zeros."""
-    if type(x) is not np.ndarray or x.size < 4096 or x.dtype.kind != "f" \
-            or not x.flags.c_contiguous:
-        return array_module(x).maximum(x, 0, dtype=x.dtype, out=out)
-    z = _ZEROS.get(x.dtype)
-    if z is None:
-        z = _ZEROS[x.dtype] = np.zeros(_BLOCK, x.dtype)
-    if out is None:
-        out = np.empty_like(x)
-    flat, oflat = x.reshape(-1), out.reshape(-1)
-    n = flat.size
-    m = n - n % _BLOCK
-    if m:
-        np.maximum(flat[:m].reshape(-1, _BLOCK), z, out=oflat[:m].reshape(-1, _BLOCK))
-    if m < n:
-        np.maximum(flat[m:], z[:n - m], out=oflat[m:])
-    return out
-
-
-class _Relu(Relu):
-    """``ember.relu`` with the faster kernel and a first-order backward on arrays."""
-    _node_name = "ReluBackward0"
-
-    def forward(self, x):
-        if x.dtype == np.bool_:
-            raise RuntimeError('"relu" not implemented for bool tensors')
-        return _relu_array(x)
-
-    def backward(self, gy):
-        if _grad_state.grad_enabled:
-            return super().backward(gy)
-        y, = self.saved_tensors
-        return _make(np.multiply(gy._data, y._data > 0))
-
-
 def fused_relu(input):
-    """``max(input, 0)`` (``torch.relu``) as one node with a fast kernel."""
-    return _Relu.apply(input)
+    """``max(input, 0)`` (``torch.relu``): the same node as ``ember.relu``."""
+    return _relu(input)
 
 
 # ----- cross entropy ---------------------------------------------------------------------

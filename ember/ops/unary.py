@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
 from ember.ops._util import check_out, not_implemented_for, promote_arrays, to_float
@@ -283,16 +284,46 @@ def abs(input, *, out=None):
 absolute = abs
 
 
+_BLOCK = 65536
+_ZEROS = {}  # dtype -> a block of _BLOCK zeros, never written
+
+
+def _relu_array(x, out=None):
+    """``max(x, 0)`` on an array (into ``out``, which may be ``x``, when given). NumPy's
+    ``maximum`` against the scalar 0 runs a broadcast inner loop without SIMD; against a
+    block of zeros (the input seen as rows of ``_BLOCK``) it is 2-3 times as fast. Same
+    values, NaNs and signed zeros."""
+    if type(x) is not np.ndarray or x.size < 4096 or x.dtype.kind != "f" \
+            or not x.flags.c_contiguous:
+        return np.maximum(x, 0, dtype=x.dtype, out=out)
+    z = _ZEROS.get(x.dtype)
+    if z is None:
+        z = _ZEROS[x.dtype] = np.zeros(_BLOCK, x.dtype)
+    if out is None:
+        out = np.empty_like(x)
+    flat, oflat = x.reshape(-1), out.reshape(-1)
+    n = flat.size
+    m = n - n % _BLOCK
+    if m:
+        np.maximum(flat[:m].reshape(-1, _BLOCK), z, out=oflat[:m].reshape(-1, _BLOCK))
+    if m < n:
+        np.maximum(flat[m:], z[:n - m], out=oflat[m:])
+    return out
+
+
 class Relu(Primitive):
     save_output = True
 
     def forward(self, x):
         if x.dtype == np.bool_:
             raise RuntimeError('"relu" not implemented for bool tensors')
-        return np.maximum(x, 0, dtype=x.dtype)
+        return _relu_array(x)
 
     def backward(self, gy):
         y, = self.saved_tensors
+        if not _grad_state.grad_enabled:
+            # first order: one array multiply, no nodes
+            return _make(np.multiply(gy._data, y._data > 0))
         return _relu_grad(gy, y)
 
 
