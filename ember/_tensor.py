@@ -207,17 +207,28 @@ class Tensor:
                 f"but got {dim})")
         return dim + n if dim < 0 else dim
 
+    _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+                   "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
+                   "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+
     def _type_name(self):
         prefix = "torch.cuda." if self.is_cuda else "torch."
-        names = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
-                 "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
-                 "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
-        return prefix + names[self.dtype.name]
+        return prefix + Tensor._TYPE_NAMES[self.dtype.name]
 
-    def type(self, dtype=None):
-        """With no argument, the legacy type name (``'torch.FloatTensor'``); else a cast."""
+    def type(self, dtype=None, non_blocking=False):
+        """With no argument, the legacy type name (``'torch.FloatTensor'``); else a cast,
+        to a dtype or a legacy name such as ``'torch.DoubleTensor'``."""
         if dtype is None:
             return self._type_name()
+        if isinstance(dtype, str):
+            for pre, dev in (("torch.cuda.", "cuda"), ("ember.cuda.", "cuda"), ("torch.", "cpu"),
+                             ("ember.", "cpu")):
+                if dtype.startswith(pre):
+                    name = dtype[len(pre):]
+                    for dt_name, tname in Tensor._TYPE_NAMES.items():
+                        if tname == name:
+                            return self.to(device=dev, dtype=_dt._BY_NAME[dt_name])
+            raise ValueError(f"invalid type: '{dtype}'")
         return self.to(dtype)
 
     # ----- autograd state -------------------------------------------------------------

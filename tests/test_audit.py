@@ -107,6 +107,9 @@ CREATION = {
     "reshape_0d_tensor": lambda m: m.ones(12).reshape(m.tensor(12)),
     "permute_float": lambda m: m.ones(2, 3).permute((1.0, 0)),
     "view_str": lambda m: m.ones(2, 3).view("a"),
+    "type_legacy_name": lambda m: (m.ones(2).type("torch.DoubleTensor"),
+                                   m.ones(2).type("torch.IntTensor"), m.ones(2).type()),
+    "type_bad_name": lambda m: m.ones(2).type("float32"),
 }
 
 
