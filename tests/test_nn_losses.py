@@ -281,3 +281,16 @@ def test_cross_entropy_training_step_matches_torch():
         grads.append([loss.item()] + [p.grad.numpy() for p in net.parameters()])
     for a, b in zip(*grads):
         np.testing.assert_allclose(a, b, rtol=1e-10)
+
+
+def test_every_target_ignored_gives_nan_loss_and_zero_gradient():
+    import torch
+    for m in (ember, torch):
+        x = m.tensor(np.random.default_rng(0).standard_normal((3, 4)), requires_grad=True)
+        t = m.tensor([-100, -100, -100])
+        for loss in (m.nn.functional.nll_loss(m.log_softmax(x, 1), t),
+                     m.nn.functional.cross_entropy(x, t, weight=m.ones(4, dtype=m.float64))):
+            x.grad = None
+            loss.backward()
+            assert np.isnan(loss.item())
+            assert not x.grad.abs().sum().item()

@@ -307,7 +307,11 @@ def _nll(input, target, weight, ignore_index, reduction):
         return loss.reshape(target.shape)
     if reduction == "sum":
         return loss.sum()
-    return loss.sum() / w.sum()
+    total = w.sum()
+    if total.item() == 0:
+        # every target ignored: PyTorch's mean is nan and its gradient zero
+        return loss.sum() * 0 + float("nan")
+    return loss.sum() / total
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
