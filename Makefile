@@ -34,8 +34,15 @@ test: $(VENV)/.test
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check .
 
+# every benchmark runs the same workload on ember and torch in one process
 bench: $(VENV)/.test
 	$(PY) benchmarks/op_overhead.py
+	$(PY) benchmarks/training_steps.py --threads 1
+	$(PY) benchmarks/cnn_step.py
+	$(PY) benchmarks/rnn_steps.py --threads 1
+	$(PY) benchmarks/transformer_step.py --threads 1
+	$(PY) benchmarks/dataloader.py
+	$(PY) benchmarks/checkpoint_io.py
 
 clean:
 	rm -rf $(VENV)
