@@ -188,18 +188,34 @@ def _filled(fill, size, dtype, device, requires_grad, default=None):
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None,
           **kw):
     """A tensor of zeros: ``zeros(2, 3)``, ``zeros((2, 3))`` or ``zeros(size=(2, 3))``."""
-    return _filled(0, _sized(size, kw, "zeros"), dtype, device, requires_grad)
+    return _into(_filled(0, _sized(size, kw, "zeros"), _out_dtype(dtype, out), device,
+                         requires_grad), out)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, **kw):
     """A tensor of ones."""
-    return _filled(1, _sized(size, kw, "ones"), dtype, device, requires_grad)
+    return _into(_filled(1, _sized(size, kw, "ones"), _out_dtype(dtype, out), device,
+                         requires_grad), out)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None,
           pin_memory=False, memory_format=None, **kw):
     """An uninitialised tensor."""
-    return _filled(None, _sized(size, kw, "empty"), dtype, device, requires_grad)
+    return _into(_filled(None, _sized(size, kw, "empty"), _out_dtype(dtype, out), device,
+                         requires_grad), out)
+
+
+def _out_dtype(dtype, out):
+    """With ``out=`` and no ``dtype``, the result takes ``out``'s dtype, as in PyTorch."""
+    return out.dtype if dtype is None and out is not None else dtype
+
+
+def _into(result, out):
+    """PyTorch's ``out=``: write the result into ``out`` (resized if needed)."""
+    if out is None:
+        return result
+    from ember.ops.shape import write_out
+    return write_out(result, out)
 
 
 def _sized(size, kw, fn):
@@ -221,12 +237,13 @@ def empty_strided(size, stride, dtype=None, device=None, requires_grad=False):
 def full(size, fill_value, dtype=None, device=None, requires_grad=False, out=None,
          layout=None):
     """A tensor filled with ``fill_value``; its dtype follows the value as PyTorch's does."""
+    dtype = _out_dtype(dtype, out)
     if dtype is None:
         if isinstance(fill_value, Tensor):
             fill_value = fill_value.item()
         dtype = _dt._scalar_dtype(fill_value)
-    return _filled(fill_value, (size,) if isinstance(size, (int, np.integer)) else size, dtype,
-                   device, requires_grad)
+    return _into(_filled(fill_value, (size,) if isinstance(size, (int, np.integer)) else size,
+                         dtype, device, requires_grad), out)
 
 
 def _like(t, dtype, device):
@@ -282,6 +299,7 @@ def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=
         raise RuntimeError("step must be nonzero")
     if (end - start) * step < 0:
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    dtype = _out_dtype(dtype, out)
     if dtype is None:
         floaty = any(isinstance(v, float) for v in (start, end, step))
         dtype = _dt.get_default_dtype() if floaty else _dt.int64
@@ -293,14 +311,14 @@ def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=
         any(isinstance(v, float) for v in (start, end, step)) else \
         np.arange(start, end, step, dtype=np.int64)
     arr = arr.astype(dt.np)
-    return _finish(arr, device, requires_grad)
+    return _into(_finish(arr, device, requires_grad), out)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, out=None,
              layout=None):
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     start, end = _num(start), _num(end)
-    dt = _dt.to_dtype(dtype) or _dt.get_default_dtype()
+    dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     # PyTorch fills the first half from start and the second half from end
@@ -313,7 +331,7 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, ou
     if not dt.is_floating_point:
         arr = np.trunc(arr)
     _, device = _xp(device)
-    return _finish(arr.astype(dt.np), device, requires_grad)
+    return _into(_finish(arr.astype(dt.np), device, requires_grad), out)
 
 
 def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False):
@@ -326,7 +344,7 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
     """A 2-D tensor with ones on the diagonal."""
-    dt = _dt.to_dtype(dtype) or _dt.get_default_dtype()
+    dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
     xp, device = _xp(device)
     for name, v in (("n", n), ("m", m)):
         if v is not None and v < 0:
@@ -334,7 +352,7 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False, out=None, layou
     t = _make(xp.eye(n, n if m is None else m, dtype=dt.np), False)
     if requires_grad:
         t.requires_grad_(True)
-    return t
+    return _into(t, out)
 
 
 def tril_indices(row, col, offset=0, dtype=None, device=None):

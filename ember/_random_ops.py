@@ -17,6 +17,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
 from ember.ops._inplace import check_inplace, commit
+from ember.ops._util import with_out
 
 __all__ = ["rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial",
            "poisson", "rand_like", "randn_like", "randint_like"]
@@ -485,6 +486,7 @@ def _broadcast_msg(a, b):
     return "shapes cannot be broadcast"
 
 
+@with_out
 def bernoulli(input, p=None, *, generator=None, out=None):
     """0/1 draws: 1 with probability ``input`` (elementwise), or with probability ``p``
     when it is given (then ``input`` only gives the shape and dtype)."""

@@ -58,13 +58,13 @@ class device:
 
     def __enter__(self):
         from ember import _factory
-        self._prev = _factory._default_device[0]
+        _DEVICE_STACK.append(_factory._default_device[0])
         _factory._default_device[0] = self
         return self
 
     def __exit__(self, *exc):
         from ember import _factory
-        _factory._default_device[0] = self._prev
+        _factory._default_device[0] = _DEVICE_STACK.pop()
         return False
 
     def __reduce__(self):
@@ -72,6 +72,7 @@ class device:
 
 
 CPU = device("cpu")
+_DEVICE_STACK = []  # default devices saved by `with ember.device(...)` blocks
 _cupy = [None]
 
 

@@ -1,4 +1,5 @@
 """Helpers shared by the op families: binding to Tensor, dtype promotion, dims."""
+import functools
 import operator
 
 import numpy as np
@@ -176,3 +177,17 @@ def check_out(op, out):
     if out is not None:
         raise NotImplementedError(f"{op}(out=...): ember does not write into out= tensors; "
                                   "assign the result instead")
+
+
+def with_out(fn):
+    """Give ``fn`` PyTorch's ``out=``: the result is written into ``out`` (resized)."""
+    @functools.wraps(fn)
+    def wrapper(*args, out=None, **kwargs):
+        result = fn(*args, **kwargs)
+        if out is None:
+            return result
+        if not isinstance(result, Tensor):
+            raise NotImplementedError(f"{fn.__name__}(out=...) with several results")
+        from ember.ops.shape import write_out
+        return write_out(result, out)
+    return wrapper

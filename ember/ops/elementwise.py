@@ -10,7 +10,13 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
-from ember.ops._util import check_out, default_float_np, not_implemented_for, promote_arrays
+from ember.ops._util import (
+    check_out,
+    default_float_np,
+    not_implemented_for,
+    promote_arrays,
+    with_out,
+)
 
 __all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide",
            "floor_divide", "remainder", "fmod", "pow", "float_power", "atan2", "arctan2",
@@ -459,6 +465,7 @@ class _Compare(Primitive):
 def _compare(name, fn):
     cls = type(name, (_Compare,), {"fn": staticmethod(fn)})
 
+    @with_out
     def op(input, other, *, out=None):
         return cls.apply(input, other)
     op.__name__ = name.lower()
@@ -477,6 +484,7 @@ ge = greater_equal = _compare("Ge", np.greater_equal)
 def _logical(name, fn):
     cls = type(name, (_Compare,), {"forward": lambda self, a, b: fn(a, b)})
 
+    @with_out
     def op(input, other, *, out=None):
         return cls.apply(input, other)
     op.__name__ = name
@@ -503,6 +511,7 @@ class _Bitwise(Primitive):
 def _bitwise(name, fn):
     cls = type(name, (_Bitwise,), {"fn": staticmethod(fn), "name_": name})
 
+    @with_out
     def op(input, other, *, out=None):
         return cls.apply(input, other)
     op.__name__ = name

@@ -10,7 +10,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
-from ember.ops._util import wrap_dim
+from ember.ops._util import with_out, wrap_dim
 
 __all__ = ["gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add",
            "index_copy", "index_fill", "take_along_dim"]
@@ -178,6 +178,7 @@ def _scalar_wrap(fn):
 
 
 @_scalar_wrap
+@with_out
 def gather(input, dim, index, *, sparse_grad=False, out=None):
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim=1`` (likewise for others);
     ``index`` has ``input``'s number of dims and is no larger outside ``dim``."""
@@ -406,6 +407,7 @@ def _dim_and_index(op, input, dim, index, kinds="int32 or int64", exc=RuntimeErr
     return d, idx.reshape(-1)
 
 
+@with_out
 def index_select(input, dim, index, *, out=None):
     """The slices of ``input`` along ``dim`` at the positions in ``index`` (1-D)."""
     d, idx = _dim_and_index("index_select", input, dim, index)
@@ -442,6 +444,7 @@ def _slice_shape_check(op, input, source, idx, d):
                            f"{list(source._data.shape)}.")
 
 
+@with_out
 def index_add(input, dim, index, source, *, alpha=1, out=None):
     """``input`` with ``alpha * source``'s slices added along ``dim`` at ``index``;
     repeated indices sum."""
@@ -455,6 +458,7 @@ def index_add(input, dim, index, source, *, alpha=1, out=None):
     return IndexAdd.apply(input, src, idx, d, alpha)
 
 
+@with_out
 def index_copy(input, dim, index, source, *, out=None):
     """``input`` with ``source``'s slices written along ``dim`` at ``index``."""
     d, idx = _dim_and_index("index_copy_", input, dim, index)
@@ -490,6 +494,7 @@ def index_fill(input, dim, index, value):
     return IndexFill.apply(input, value, idx, d)
 
 
+@with_out
 def take_along_dim(input, indices, dim=None, *, out=None):
     """Values of ``input`` at ``indices`` along ``dim`` (``input`` and ``indices``
     broadcast outside ``dim``); with ``dim=None`` both are read as 1-D."""

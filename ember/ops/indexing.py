@@ -15,6 +15,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.ops._inplace import check_inplace, commit
+from ember.ops._util import with_out
 from ember.ops._views import ViewPrimitive
 
 __all__ = ["masked_fill", "masked_select", "masked_scatter", "index_put", "index_put_",
@@ -634,6 +635,7 @@ def masked_scatter_(self, mask, source):
     return commit(self, masked_scatter(self, mask, source))
 
 
+@with_out
 def nonzero(input, *, out=None, as_tuple=False):
     """Indices of the nonzero elements: an ``(n, input.dim())`` int64 tensor, or with
     ``as_tuple`` one 1-D tensor per dim (a 0-d input counts as 1-D)."""

@@ -62,11 +62,9 @@ class IterableExhausted:
 
 
 def seed_worker(base_seed, worker_id):
-    """Seed ember, Python's ``random`` and NumPy's global state differently per worker.
-
-    PyTorch seeds only torch and ``random``; identical NumPy states in every worker
-    give identical "random" augmentations, so ember seeds NumPy too.
-    """
+    """Seed ember, Python's ``random`` and NumPy's global state differently per worker,
+    exactly as PyTorch does (NumPy from ``SeedSequence([worker_id, base_seed])``), so
+    random augmentations differ between workers and match a PyTorch run."""
     import ember
     seed = (base_seed + worker_id) % (2 ** 63)
     ember.manual_seed(seed)
