@@ -37,7 +37,7 @@ from ember._tensor_str import get_printoptions, printoptions, set_printoptions
 from ember import optim
 from ember.serialization import load, save
 from ember import nn
-import ember.utils.data  # torch.utils.data is there after `import torch`
+import ember.utils.data as _utils_data  # torch.utils.data works after `import torch`
 
 from ember import accelerator, amp, backends, distributed
 from ember.amp import autocast
