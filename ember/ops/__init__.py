@@ -1,5 +1,6 @@
 """ember's ops, one module per family. Importing this package binds every Tensor method."""
 from ember.ops import (  # noqa: F401
+    bitwise,
     conv,
     conversion,
     diagonals,
@@ -19,6 +20,7 @@ from ember.ops import (  # noqa: F401
     sorting,
     unary,
 )
+from ember.ops.bitwise import *  # noqa: F401,F403
 from ember.ops.conv import *  # noqa: F401,F403
 from ember.ops.conversion import *  # noqa: F401,F403
 from ember.ops.diagonals import *  # noqa: F401,F403
@@ -40,7 +42,7 @@ from ember.ops.unary import *  # noqa: F401,F403
 
 # `from ember.ops import *` gives the ops, not the family modules (so that, e.g.,
 # `ember.conv` or `ember.shape` do not appear as stray attributes of `ember`)
-__all__ = sorted({name for module in (conv, conversion, diagonals, elementwise, extrema,
+__all__ = sorted({name for module in (bitwise, conv, conversion, diagonals, elementwise, extrema,
                                       gather_scatter, indexing, join, linalg, linalg_decomp,
                                       normalization, pooling, reduction, resample, scan, shape,
                                       sorting, unary)

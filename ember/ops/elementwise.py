@@ -22,10 +22,9 @@ __all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_d
            "floor_divide", "remainder", "fmod", "pow", "float_power", "atan2", "arctan2",
            "minimum", "maximum", "fmin", "fmax", "where", "lerp", "eq", "ne", "lt", "le", "gt",
            "ge", "greater", "greater_equal", "less", "less_equal", "not_equal", "equal",
-           "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and",
-           "bitwise_or", "bitwise_xor", "bitwise_not", "isclose", "allclose", "hypot", "xlogy",
-           "addcmul", "addcdiv", "copysign", "rsub", "logaddexp", "logaddexp2",
-           "bitwise_left_shift", "bitwise_right_shift"]
+           "logical_and", "logical_or", "logical_xor", "logical_not", "isclose", "allclose",
+           "hypot", "xlogy",
+           "addcmul", "addcdiv", "copysign", "rsub", "logaddexp", "logaddexp2"]
 
 
 def _float_result(a, b):
@@ -497,87 +496,15 @@ logical_or = _logical("logical_or", np.logical_or)
 logical_xor = _logical("logical_xor", np.logical_xor)
 
 
-class _Bitwise(Primitive):
-    def forward(self, a, b):
-        a, b = promote_arrays(a, b)
-        if getattr(a, "dtype", np.dtype("i")).kind == "f" or \
-                getattr(b, "dtype", np.dtype("i")).kind == "f" or isinstance(a, float) or \
-                isinstance(b, float):
-            raise NotImplementedError(f'"{self.name_}" not implemented for floating point '
-                                      'tensors')
-        return self.fn(a, b)
-
-
-def _bitwise(name, fn):
-    cls = type(name, (_Bitwise,), {"fn": staticmethod(fn), "name_": name})
-
-    @with_out
-    def op(input, other, *, out=None):
-        return cls.apply(input, other)
-    op.__name__ = name
-    op.__doc__ = f"Elementwise ``{name}`` of integer or bool tensors."
-    return op
-
-
-bitwise_and = _bitwise("bitwise_and", np.bitwise_and)
-bitwise_or = _bitwise("bitwise_or", np.bitwise_or)
-bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor)
-
-
 class LogicalNot(Primitive):
     def forward(self, x):
         return np.logical_not(x)
-
-
-class BitwiseNot(Primitive):
-    def forward(self, x):
-        if x.dtype.kind == "f":
-            raise not_implemented_for("bitwise_not_cpu", x.dtype)
-        return np.invert(x)
-
-
-class _Shift(Primitive):
-    def forward(self, a, b):
-        a, b = promote_arrays(a, b)
-        if _kind(a) == "f" or _kind(b) == "f":
-            raise not_implemented_for(self.kernel, a.dtype if hasattr(a, "dtype") else b.dtype)
-        if _kind(a) == "b":
-            a = a.astype(np.int64) if hasattr(a, "astype") else int(a)
-        return self.fn(a, b)
-
-
-class LeftShift(_Shift):
-    kernel = "lshift_cpu"
-    fn = staticmethod(np.left_shift)
-
-
-class RightShift(_Shift):
-    kernel = "rshift_cpu"
-    fn = staticmethod(np.right_shift)
-
-
-def bitwise_left_shift(input, other, *, out=None):
-    """``input << other`` for integer tensors."""
-    check_out("bitwise_left_shift", out)
-    return LeftShift.apply(input, other)
-
-
-def bitwise_right_shift(input, other, *, out=None):
-    """``input >> other`` (arithmetic shift) for integer tensors."""
-    check_out("bitwise_right_shift", out)
-    return RightShift.apply(input, other)
 
 
 def logical_not(input, *, out=None):
     """Elementwise logical not; a bool tensor."""
     check_out("logical_not", out)
     return LogicalNot.apply(input)
-
-
-def bitwise_not(input, *, out=None):
-    """Elementwise bitwise not (logical not for bool tensors)."""
-    check_out("bitwise_not", out)
-    return BitwiseNot.apply(input)
 
 
 # ----- public functions ------------------------------------------------------------------
@@ -825,9 +752,7 @@ def _bind():
                remainder, fmod, pow, float_power, atan2, arctan2, hypot, xlogy, minimum,
                maximum, fmin, fmax, lerp, eq, ne, lt, le, gt, ge, greater, greater_equal, less,
                less_equal, not_equal, logical_and, logical_or, logical_xor, logical_not,
-               bitwise_and, bitwise_or, bitwise_xor, bitwise_not, isclose, allclose, equal,
-               addcmul, addcdiv, copysign, logaddexp, logaddexp2, bitwise_left_shift,
-               bitwise_right_shift):
+               isclose, allclose, equal, addcmul, addcdiv, copysign, logaddexp, logaddexp2):
         setattr(T, fn.__name__, fn)
     for name, fn in (("ne", ne), ("not_equal", ne), ("lt", lt), ("less", lt), ("le", le),
                      ("less_equal", le), ("gt", gt), ("greater", gt), ("ge", ge),
@@ -851,10 +776,6 @@ def _bind():
     T.__rfloordiv__ = _checked(lambda self, other: FloorDivide.apply(other, self), "//")
     T.__mod__ = _checked(lambda self, other: Remainder.apply(self, other), "%")
     T.__rmod__ = _checked(lambda self, other: Remainder.apply(other, self), "%")
-    T.__lshift__ = _checked(bitwise_left_shift, "<<")
-    T.__rshift__ = _checked(bitwise_right_shift, ">>")
-    T.__rlshift__ = _checked(lambda self, other: LeftShift.apply(other, self), "<<")
-    T.__rrshift__ = _checked(lambda self, other: RightShift.apply(other, self), ">>")
     T.__pow__ = lambda self, other: pow(self, other)
     T.__rpow__ = lambda self, other: pow(other, self)
     T.__eq__ = lambda self, other: eq(self, other) if _operand(other) else NotImplemented
@@ -863,18 +784,13 @@ def _bind():
     T.__le__ = lambda self, other: le(self, other)
     T.__gt__ = lambda self, other: gt(self, other)
     T.__ge__ = lambda self, other: ge(self, other)
-    T.__and__ = T.__rand__ = lambda self, other: bitwise_and(self, other)
-    T.__or__ = T.__ror__ = lambda self, other: bitwise_or(self, other)
-    T.__xor__ = T.__rxor__ = lambda self, other: bitwise_xor(self, other)
-    T.__invert__ = _invert
 
     copies = {"mul": True, "div": True, "pow": True, "atan2": True, "remainder": True,
               "fmod": True, "minimum": False, "maximum": False, "lerp": True, "hypot": True,
               "xlogy": True, "addcmul": False, "addcdiv": False}
     for fn in (add, sub, mul, div, true_divide, floor_divide, remainder, fmod, pow, atan2,
                hypot, xlogy, lerp, addcmul, addcdiv, logical_and, logical_or, logical_xor,
-               logical_not, bitwise_and, bitwise_or, bitwise_xor, bitwise_not, eq, ne, lt, le,
-               gt, ge, copysign, bitwise_left_shift, bitwise_right_shift):
+               logical_not, eq, ne, lt, le, gt, ge, copysign):
         setattr(T, fn.__name__ + "_", inplace_method(fn, copies.get(fn.__name__, False)))
     T.subtract_ = T.sub_
     T.multiply_ = T.mul_
@@ -886,18 +802,6 @@ def _bind():
     T.__ifloordiv__ = T.floor_divide_
     T.__imod__ = T.remainder_
     T.__ipow__ = T.pow_
-    T.__iand__ = T.bitwise_and_
-    T.__ior__ = T.bitwise_or_
-    T.__ixor__ = T.bitwise_xor_
-    T.__ilshift__ = T.bitwise_left_shift_
-    T.__irshift__ = T.bitwise_right_shift_
-
-
-def _invert(self):
-    if self._data.dtype.kind == "f":
-        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
-                        "tensors")
-    return bitwise_not(self)
 
 
 _bind()

@@ -1,0 +1,116 @@
+"""Bitwise ops on integer and bool tensors: and/or/xor/not and the shifts, with their
+operators (``&``, ``|``, ``^``, ``~``, ``<<``, ``>>``) and in-place forms. None has a
+gradient."""
+import numpy as np
+
+from ember._tensor import Tensor
+from ember.autograd.node import Primitive
+from ember.ops._inplace import inplace_method
+from ember.ops._util import check_out, not_implemented_for, promote_arrays, with_out
+from ember.ops.elementwise import _checked, _kind
+
+__all__ = ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
+           "bitwise_right_shift"]
+
+
+class _Bitwise(Primitive):
+    def forward(self, a, b):
+        a, b = promote_arrays(a, b)
+        if getattr(a, "dtype", np.dtype("i")).kind == "f" or \
+                getattr(b, "dtype", np.dtype("i")).kind == "f" or isinstance(a, float) or \
+                isinstance(b, float):
+            raise NotImplementedError(f'"{self.name_}" not implemented for floating point '
+                                      'tensors')
+        return self.fn(a, b)
+
+
+def _bitwise(name, fn):
+    cls = type(name, (_Bitwise,), {"fn": staticmethod(fn), "name_": name})
+
+    @with_out
+    def op(input, other, *, out=None):
+        return cls.apply(input, other)
+    op.__name__ = name
+    op.__doc__ = f"Elementwise ``{name}`` of integer or bool tensors."
+    return op
+
+
+bitwise_and = _bitwise("bitwise_and", np.bitwise_and)
+bitwise_or = _bitwise("bitwise_or", np.bitwise_or)
+bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor)
+
+
+class BitwiseNot(Primitive):
+    def forward(self, x):
+        if x.dtype.kind == "f":
+            raise not_implemented_for("bitwise_not_cpu", x.dtype)
+        return np.invert(x)
+
+
+class _Shift(Primitive):
+    def forward(self, a, b):
+        a, b = promote_arrays(a, b)
+        if _kind(a) == "f" or _kind(b) == "f":
+            raise not_implemented_for(self.kernel, a.dtype if hasattr(a, "dtype") else b.dtype)
+        if _kind(a) == "b":
+            a = a.astype(np.int64) if hasattr(a, "astype") else int(a)
+        return self.fn(a, b)
+
+
+class LeftShift(_Shift):
+    kernel = "lshift_cpu"
+    fn = staticmethod(np.left_shift)
+
+
+class RightShift(_Shift):
+    kernel = "rshift_cpu"
+    fn = staticmethod(np.right_shift)
+
+
+def bitwise_left_shift(input, other, *, out=None):
+    """``input << other`` for integer tensors."""
+    check_out("bitwise_left_shift", out)
+    return LeftShift.apply(input, other)
+
+
+def bitwise_right_shift(input, other, *, out=None):
+    """``input >> other`` (arithmetic shift) for integer tensors."""
+    check_out("bitwise_right_shift", out)
+    return RightShift.apply(input, other)
+
+
+def bitwise_not(input, *, out=None):
+    """Elementwise bitwise not (logical not for bool tensors)."""
+    check_out("bitwise_not", out)
+    return BitwiseNot.apply(input)
+
+
+def _invert(self):
+    if self._data.dtype.kind == "f":
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                        "tensors")
+    return bitwise_not(self)
+
+
+def _bind():
+    T = Tensor
+    for fn in (bitwise_and, bitwise_or, bitwise_xor, bitwise_not, bitwise_left_shift,
+               bitwise_right_shift):
+        setattr(T, fn.__name__, fn)
+        setattr(T, fn.__name__ + "_", inplace_method(fn, False))
+    T.__and__ = T.__rand__ = lambda self, other: bitwise_and(self, other)
+    T.__or__ = T.__ror__ = lambda self, other: bitwise_or(self, other)
+    T.__xor__ = T.__rxor__ = lambda self, other: bitwise_xor(self, other)
+    T.__invert__ = _invert
+    T.__lshift__ = _checked(bitwise_left_shift, "<<")
+    T.__rshift__ = _checked(bitwise_right_shift, ">>")
+    T.__rlshift__ = _checked(lambda self, other: LeftShift.apply(other, self), "<<")
+    T.__rrshift__ = _checked(lambda self, other: RightShift.apply(other, self), ">>")
+    T.__iand__ = T.bitwise_and_
+    T.__ior__ = T.bitwise_or_
+    T.__ixor__ = T.bitwise_xor_
+    T.__ilshift__ = T.bitwise_left_shift_
+    T.__irshift__ = T.bitwise_right_shift_
+
+
+_bind()
