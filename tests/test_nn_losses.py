@@ -294,3 +294,17 @@ def test_every_target_ignored_gives_nan_loss_and_zero_gradient():
             loss.backward()
             assert np.isnan(loss.item())
             assert not x.grad.abs().sum().item()
+
+
+def test_binary_cross_entropy_at_saturated_probabilities():
+    import torch
+    out = []
+    for m in (ember, torch):
+        x = m.tensor([0.0, 1.0, 0.3, 1.0], requires_grad=True)
+        t = m.tensor([1.0, 0.0, 1.0, 1.0], requires_grad=True)
+        loss = m.nn.functional.binary_cross_entropy(x, t)
+        loss.backward()
+        out.append((loss.item(), x.grad.numpy().copy(), t.grad.numpy().copy()))
+    assert out[0][0] == pytest.approx(out[1][0])
+    np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-6)
+    np.testing.assert_array_equal(np.isinf(out[0][2]), np.isinf(out[1][2]))

@@ -133,9 +133,11 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          "size.")
     if input.numel() and bool(((input < 0) | (input > 1)).any()):
         raise RuntimeError("all elements of input should be between 0 and 1")
-    log_x = input.log().clamp_min(-100)
-    log_1mx = (1 - input).log().clamp_min(-100)
-    loss = -(target * log_x + (1 - target) * log_1mx)
+    if target.dtype != input.dtype:
+        raise RuntimeError(f"Found dtype {target.dtype.name.capitalize()} but expected "
+                           f"{input.dtype.name.capitalize()}")
+    from ember.ops.nn_fused import binary_cross_entropy_elementwise
+    loss = binary_cross_entropy_elementwise(input, target)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)

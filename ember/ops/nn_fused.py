@@ -210,3 +210,36 @@ def fused_cross_entropy(input, target, ignore_index, reduction):
     """Cross entropy of floating logits (N, C) and int64 class indices (N) as one node
     (no class weights, no label smoothing; the caller checks the rest)."""
     return _CrossEntropy.apply(input, target, ignore_index, reduction)
+
+
+# ----- binary cross entropy --------------------------------------------------------------
+class BinaryCrossEntropy(Primitive):
+    """Elementwise ``-(t log x + (1 - t) log(1 - x))`` with the logs clamped at -100.
+
+    Its input gradient is PyTorch's, ``(x - t) / max(x (1 - x), 1e-12)``: finite where
+    ``x`` is exactly 0 or 1 (a saturated float32 sigmoid), where the composite formula
+    would give nan.
+    """
+    save_inputs = (0, 1)
+    broadcasts = True
+    _node_name = "BinaryCrossEntropyBackward0"
+
+    def forward(self, x, t):
+        xp = array_module(x)
+        log_x = xp.maximum(xp.log(x), -100)
+        log_1mx = xp.maximum(xp.log(1 - x), -100)
+        return -(t * log_x + (1 - t) * log_1mx)
+
+    def backward(self, gy):
+        x, t = self.saved_tensors
+        gx = gt = None
+        if self._edges[0] is not None:
+            gx = gy * (x - t) / ((1 - x) * x).clamp_min(1e-12)
+        if self._edges[1] is not None:
+            gt = gy * ((1 - x).log() - x.log())  # unclamped, as PyTorch's
+        return gx, gt
+
+
+def binary_cross_entropy_elementwise(input, target):
+    """The unreduced, unweighted binary cross entropy of probabilities ``input``."""
+    return BinaryCrossEntropy.apply(input, target)
