@@ -22,7 +22,8 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.backend import dtypes as _dt
 
-__all__ = ["save", "load", "CheckpointError"]
+__all__ = ["save", "load", "CheckpointError", "add_safe_globals", "safe_globals",
+           "get_safe_globals", "clear_safe_globals"]
 
 FORMAT_VERSION = 3  # the `version` record torch 2.x writes and reads
 _ALIGN = 64
@@ -93,6 +94,9 @@ class _TorchPickler(pickle._Pickler):
         return super().save(obj, save_persistent_id)
 
     def _save_reduce_tensor(self, t):
+        if getattr(t, "is_sparse", False) is True:
+            raise NotImplementedError("ember.save of a sparse tensor: ember writes dense tensors "
+                                      "only; save tensor.to_dense() (or its indices and values)")
         if t.grad_fn is not None and t.requires_grad:
             raise RuntimeError("ember.save: can't save a tensor that is part of a graph; "
                                "save tensor.detach() instead")
@@ -257,6 +261,52 @@ for _name, _d in _DTYPE_OF_STORAGE.items():
     _TORCH_GLOBALS[("torch", _name)] = _StorageType(_d)
 
 
+_USER_SAFE = {}  # (module, name) -> object, allowed by the user for weights_only loads
+
+
+def _key(obj):
+    if isinstance(obj, tuple):
+        obj, name = obj
+        return (obj.__module__, name), obj
+    return (obj.__module__, obj.__qualname__), obj
+
+
+def add_safe_globals(safe_globals):
+    """Allow these classes or functions in ``load(..., weights_only=True)`` files.
+
+    Only add what you trust: the unpickler will construct or call them.
+    """
+    for obj in safe_globals:
+        key, value = _key(obj)
+        _USER_SAFE[key] = value
+
+
+def get_safe_globals():
+    """The globals added with ``add_safe_globals``."""
+    return list(_USER_SAFE.values())
+
+
+def clear_safe_globals():
+    """Forget every global added with ``add_safe_globals``."""
+    _USER_SAFE.clear()
+
+
+class safe_globals:
+    """``with safe_globals([...]):`` allows those globals for weights-only loads inside."""
+
+    def __init__(self, safe_globals):
+        self.safe_globals = safe_globals
+
+    def __enter__(self):
+        self._saved = dict(_USER_SAFE)
+        add_safe_globals(self.safe_globals)
+
+    def __exit__(self, *exc):
+        _USER_SAFE.clear()
+        _USER_SAFE.update(self._saved)
+        return False
+
+
 def _codecs_encode(s, encoding="latin1"):
     import codecs
     return codecs.encode(s, encoding)
@@ -278,6 +328,8 @@ class _Unpickler(pickle.Unpickler):
         key = (module, name)
         if key in _TORCH_GLOBALS:
             return _TORCH_GLOBALS[key]
+        if key in _USER_SAFE:
+            return _USER_SAFE[key]
         if module.startswith("ember.") and (module, name) in _EMBER_SAFE:
             return _EMBER_SAFE[(module, name)]()
         if module == "builtins" and name in _SAFE_BUILTINS:

@@ -592,3 +592,11 @@ def test_scatter_reduce_arg_backward_error():
         y = x.scatter(0, lib.tensor([[1, 0, 1]]), 2.0, reduce="multiply")
         with pytest.raises(RuntimeError):
             y.sum().backward()
+
+
+def test_range_index_reads_as_a_list():
+    import torch
+    for m in (ember, torch):
+        x = m.zeros(3, 4)
+        x[range(3), m.tensor([1, 0, 3])] = 5.0
+        assert x.sum().item() == 15.0 and tuple(x[range(2)].shape) == (2, 4)

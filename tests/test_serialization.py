@@ -211,3 +211,29 @@ def test_safetensors_bad_data():
     good = est.save({"a": ember.arange(4.0)})
     with pytest.raises(ValueError):
         est.load(good[:-3])
+
+
+class _Point:
+    def __init__(self, x):
+        self.x = x
+
+
+def test_safe_globals_admit_trusted_classes(tmp_path):
+    path = tmp_path / "p.pt"
+    ember.save({"p": _Point(ember.ones(2))}, path)
+    with pytest.raises(pickle.UnpicklingError, match="_Point"):
+        ember.load(path)
+    with ember.serialization.safe_globals([_Point]):
+        assert ember.load(path)["p"].x.tolist() == [1.0, 1.0]
+    with pytest.raises(pickle.UnpicklingError):
+        ember.load(path)
+    ember.serialization.add_safe_globals([_Point])
+    try:
+        assert isinstance(ember.load(path)["p"], _Point)
+    finally:
+        ember.serialization.clear_safe_globals()
+
+
+def test_sparse_tensors_are_refused_not_densified(tmp_path):
+    with pytest.raises(NotImplementedError, match="sparse"):
+        ember.save(ember.ones(2, 2).to_sparse(), tmp_path / "s.pt")

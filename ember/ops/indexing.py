@@ -74,6 +74,8 @@ def _convert_item(i):
         return slice(_int_or_none(i.start), _int_or_none(i.stop), step)
     if i is None or i is Ellipsis:
         return i
+    if isinstance(i, range):
+        i = list(i)  # PyTorch reads a range as the list of its values
     if isinstance(i, (list, tuple, np.ndarray)):
         if isinstance(i, np.ndarray):
             a = i
