@@ -1,4 +1,6 @@
 """ember.nn: neural network layers (PyTorch's ``torch.nn``)."""
+from ember import _nn_parallel as parallel  # noqa: E402  (torch.nn.parallel)
+from ember._nn_parallel import DataParallel  # noqa: E402
 from ember.nn import functional, init, utils  # noqa: F401
 from ember.nn.modules import *  # noqa: F401,F403
 from ember.nn.modules import __all__ as _modules_all
@@ -10,4 +12,11 @@ from ember.nn.modules.module import (  # noqa: F401
 )
 from ember.nn.parameter import Buffer, Parameter  # noqa: F401
 
-__all__ = _modules_all + ["Parameter", "Buffer", "functional", "init", "utils"]
+__all__ = _modules_all + ["Parameter", "Buffer", "functional", "init", "utils", "parallel",
+                          "DataParallel"]
+
+
+def __getattr__(name):
+    # a PyTorch program asking for a layer ember lacks gets a message saying so
+    from ember.compat import missing_attribute
+    raise missing_attribute(__name__, name)
