@@ -23,6 +23,8 @@ class Normalize(Primitive):
 
     ``w`` and ``b`` (or None) broadcast against ``x``. ``stats``, when given, is a
     :class:`_RunningStats` updated in place with the batch mean and unbiased variance.
+    Common layouts (:func:`_layout`) run in blocks of rows that stay in cache, with the
+    row sums and dot products as BLAS matrix-vector products.
     """
     save_inputs = (0, 1)
     broadcasts = True
@@ -31,18 +33,25 @@ class Normalize(Primitive):
     def forward(self, x, w, b, axes, eps, stats=None):
         self.axes, self.eps = axes, eps
         self.b_shape = None if b is None else b.shape
-        xm = array_module(x)
         n = _prod(x.shape[a] for a in axes)
-        mean = x.mean(axis=axes, keepdims=True)
-        out = x - mean
-        var = _sum_prod(out, out, axes) / max(n, 1)
-        invstd = 1.0 / xm.sqrt(var + eps)
-        self.mean, self.invstd = mean, invstd
-        out *= invstd
-        if w is not None:
-            out *= w
-        if b is not None:
-            out += b
+        self.layout = lay = _layout(x, w, b, axes)
+        if lay is not None:
+            out, mean, var = _FORWARD[lay[0]](x, w, b, eps, lay)
+            kshape = tuple(1 if i in axes else v for i, v in enumerate(x.shape))
+            mean, var = mean.reshape(kshape), var.reshape(kshape)
+            self.mean, self.invstd = mean, 1.0 / array_module(x).sqrt(var + eps)
+        else:
+            xm = array_module(x)
+            mean = x.mean(axis=axes, keepdims=True)
+            out = x - mean
+            var = _sum_prod(out, out, axes) / max(n, 1)
+            invstd = 1.0 / xm.sqrt(var + eps)
+            self.mean, self.invstd = mean, invstd
+            out *= invstd
+            if w is not None:
+                out *= w
+            if b is not None:
+                out += b
         if stats is not None:
             stats.update(mean, var * (n / (n - 1)) if n > 1 else var * np.nan)
         return out
@@ -50,6 +59,16 @@ class Normalize(Primitive):
     def backward(self, gy):
         x, w = self.saved_tensors
         if not _grad_state.grad_enabled:
+            need = tuple(e is not None for e in self._edges[:3])
+            if self.layout is not None:
+                gx, gw, gb = _BACKWARD[self.layout[0]](
+                    gy._data, x._data, None if w is None else w._data, self.mean, self.invstd,
+                    need, self.layout, self.b_shape)
+                if gw is not None:
+                    gw = gw.reshape(w.shape)
+                if gb is not None:
+                    gb = gb.reshape(self.b_shape)
+                return (_wrap(gx), _wrap(gw), _wrap(gb)) + (None,) * 3
             return self._backward_arrays(gy._data, x._data, None if w is None else w._data)
         # recorded (create_graph): the statistics recomputed in differentiable ops
         axes = self.axes
@@ -96,6 +115,289 @@ class Normalize(Primitive):
             gx *= self.invstd
             gx = _make(gx)
         return gx, gw, gb, None, None, None
+
+
+def _wrap(a):
+    return None if a is None else _make(a)
+
+
+# ----- blocked layouts -------------------------------------------------------------------
+#
+# NumPy makes one pass over memory per operation; over a block of rows that stays in
+# the (1 MiB) L2 cache the passes are cheaper, and the block temporaries are reused
+# instead of fresh full-size ones (a fresh large array costs a page fault per 4 KiB).
+# Row sums are ``rows @ ones`` and row dot products ``a[:, None, :] @ b[:, :, None]``
+# (BLAS; two to three times faster than NumPy's sum and einsum). The first-order
+# backward uses PyTorch's formulas with centred inputs: with ``r = invstd`` and
+# ``xc = x - mean`` over ``n`` elements,
+# ``gx = r*g - r*sum(g)/n - xc * r**3 * sum(g*xc)/n`` where ``g = gy * w``.
+
+# bytes of input per block of rows
+_BLOCK_BYTES = 1 << 20
+
+
+def _blocks(rows, row_bytes):
+    b = max(1, _BLOCK_BYTES // max(row_bytes, 1))
+    return [slice(i, min(i + b, rows)) for i in range(0, rows, b)]
+
+
+def _layout(x, w, b, axes):
+    """How ``x`` (with weight ``w`` and bias ``b`` broadcast against it) is normalized
+    over ``axes`` in blocks, or None for the general code:
+
+    - ``("rows", M, D)``: ``axes`` are the trailing dims (D elements per row); ``w``/``b``
+      absent or of the trailing shape (layer norm);
+    - ``("groups", R, P, L, t)``: ``axes`` are the trailing dims from ``k``; ``w``/``b``
+      vary only over the dims before ``t >= k`` (``R`` elements before ``k``, ``P`` from
+      ``k`` to ``t``, ``L`` after): group and instance norm, layer norm without affine;
+    - ``("channels", N, C, L)``: ``axes`` are all dims but 1, of an input with 3 or more
+      dims; ``w``/``b`` per channel (batch norm).
+    """
+    nd = x.ndim
+    if x.dtype not in (np.float32, np.float64) or x.size == 0 or not axes:
+        return None
+    for t in (w, b):
+        if t is not None and (t.dtype != x.dtype or t.ndim not in (nd, len(axes))):
+            return None
+    shape = x.shape
+    k = nd - len(axes)
+    if axes == tuple(range(k, nd)):
+        if all(t is None or (t.ndim == nd - k and t.shape == shape[k:]) for t in (w, b)) \
+                and (w is not None or b is not None):
+            return ("rows", _prod(shape[:k]), _prod(shape[k:]))
+        if any(t is not None and t.ndim != nd for t in (w, b)):
+            return None
+        t_ = k
+        for t in (w, b):
+            if t is not None:
+                t_ = max([t_] + [i + 1 for i in range(nd) if t.shape[i] != 1])
+        for t in (w, b):
+            if t is not None and any(t.shape[i] not in (1, shape[i]) for i in range(nd)):
+                return None
+        return ("groups", _prod(shape[:k]), _prod(shape[k:t_]), _prod(shape[t_:]), t_)
+    if nd >= 3 and axes == (0,) + tuple(range(2, nd)):
+        cshape = (1, shape[1]) + (1,) * (nd - 2)
+        if all(t is None or t.shape == cshape for t in (w, b)):
+            return ("channels", shape[0], shape[1], _prod(shape[2:]))
+    return None
+
+
+def _rows_dot(a, b):
+    """Dot products of the rows of two (R, L) arrays."""
+    return (a[:, None, :] @ b[:, :, None]).reshape(-1)
+
+
+def _affine_rows(t, lead):
+    """A weight/bias that is constant past the leading dims ``lead``, broadcast to them
+    and flattened to (R, P)."""
+    xm = array_module(t)
+    out = xm.broadcast_to(t.reshape(t.shape[:len(lead)]), lead)
+    return out.reshape(-1)
+
+
+def _fwd_rows(x, w, b, eps, lay):
+    _, M, D = lay
+    xm = array_module(x)
+    x2 = x.reshape(M, D)
+    out = xm.empty((M, D), dtype=x.dtype)
+    mean = xm.empty(M, dtype=x.dtype)
+    var = xm.empty(M, dtype=x.dtype)
+    ones = xm.ones(D, dtype=x.dtype)
+    w2 = None if w is None else w.reshape(D)
+    b2 = None if b is None else b.reshape(D)
+    for sl in _blocks(M, D * x.itemsize):
+        xb, ob = x2[sl], out[sl]
+        m = xb @ ones
+        m /= D
+        xm.subtract(xb, m[:, None], out=ob)
+        v = _rows_dot(ob, ob)
+        v /= D
+        ob *= (1.0 / xm.sqrt(v + eps))[:, None]
+        if w2 is not None:
+            ob *= w2
+        if b2 is not None:
+            ob += b2
+        mean[sl], var[sl] = m, v
+    return out.reshape(x.shape), mean, var
+
+
+def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape):
+    _, M, D = lay
+    xm = array_module(x)
+    x2, g2 = x.reshape(M, D), gy.reshape(M, D)
+    mean, invstd = mean.reshape(M), invstd.reshape(M)
+    w2 = None if w is None else w.reshape(D)
+    ones = xm.ones(D, dtype=x.dtype)
+    gx = xm.empty((M, D), dtype=x.dtype) if need[0] else None
+    gw = xm.zeros(D, dtype=x.dtype) if need[1] else None
+    gb = xm.zeros(D, dtype=x.dtype) if need[2] else None
+    for sl in _blocks(M, D * x.itemsize):
+        gyb, r = g2[sl], invstd[sl]
+        if gb is not None:
+            gb += xm.ones(gyb.shape[0], dtype=x.dtype) @ gyb
+        if gx is None and gw is None:
+            continue
+        xc = x2[sl] - mean[sl, None]
+        q = gyb * xc
+        if gw is not None:
+            gw += r @ q
+        if gx is None:
+            continue
+        wv = ones if w2 is None else w2
+        a = gyb @ wv  # sum(g)
+        c = q @ wv  # sum(g * xc)
+        gxb = gx[sl]
+        if w2 is None:
+            xm.multiply(gyb, r[:, None], out=gxb)
+        else:
+            xm.multiply(gyb, w2, out=gxb)
+            gxb *= r[:, None]
+        xc *= (r * r * r * c / D)[:, None]
+        gxb -= xc
+        gxb -= (r * a / D)[:, None]
+    return (None if gx is None else gx.reshape(x.shape)), gw, gb
+
+
+def _fwd_groups(x, w, b, eps, lay):
+    _, R, P, L, t = lay
+    xm = array_module(x)
+    n = P * L
+    lead = x.shape[:t]
+    x2 = x.reshape(R, n)
+    out = xm.empty((R, n), dtype=x.dtype)
+    mean = xm.empty(R, dtype=x.dtype)
+    var = xm.empty(R, dtype=x.dtype)
+    ones = xm.ones(n, dtype=x.dtype)
+    wr = None if w is None else _affine_rows(w, lead).reshape(R, P, 1)
+    br = None if b is None else _affine_rows(b, lead).reshape(R, P, 1)
+    for sl in _blocks(R, n * x.itemsize):
+        xb, ob = x2[sl], out[sl]
+        m = xb @ ones
+        m /= n
+        xm.subtract(xb, m[:, None], out=ob)
+        v = _rows_dot(ob, ob)
+        v /= n
+        r = (1.0 / xm.sqrt(v + eps))[:, None, None]
+        o3 = ob.reshape(-1, P, L)
+        o3 *= r if wr is None else r * wr[sl]
+        if br is not None:
+            o3 += br[sl]
+        mean[sl], var[sl] = m, v
+    return out.reshape(x.shape), mean, var
+
+
+def _bwd_groups(gy, x, w, mean, invstd, need, lay, b_shape):
+    _, R, P, L, t = lay
+    xm = array_module(x)
+    n = P * L
+    lead = x.shape[:t]
+    x2, g2 = x.reshape(R, n), gy.reshape(R, n)
+    mean, invstd = mean.reshape(R), invstd.reshape(R)
+    wr = None if w is None else _affine_rows(w, lead).reshape(R, P)
+    onesL = xm.ones(L, dtype=x.dtype)
+    gx = xm.empty((R, n), dtype=x.dtype) if need[0] else None
+    gw = xm.empty((R, P), dtype=x.dtype) if need[1] else None
+    gb = xm.empty((R, P), dtype=x.dtype) if need[2] else None
+    for sl in _blocks(R, n * x.itemsize):
+        gyb, r = g2[sl], invstd[sl]
+        rs = (gyb.reshape(-1, L) @ onesL).reshape(-1, P)  # sum of gy per (row, p)
+        if gb is not None:
+            gb[sl] = rs
+        if gx is None and gw is None:
+            continue
+        xc = x2[sl] - mean[sl, None]
+        rd = _rows_dot(gyb.reshape(-1, L), xc.reshape(-1, L)).reshape(-1, P)
+        if gw is not None:
+            gw[sl] = rd * r[:, None]
+        if gx is None:
+            continue
+        k0 = r[:, None] if wr is None else r[:, None] * wr[sl]
+        if wr is not None:
+            rs = rs * wr[sl]
+            rd = rd * wr[sl]
+        a, c = rs.sum(1), rd.sum(1)
+        gxb = gx[sl]
+        xm.multiply(gyb.reshape(-1, P, L), k0[:, :, None], out=gxb.reshape(-1, P, L))
+        xc *= (r * r * r * c / n)[:, None]
+        gxb -= xc
+        gxb -= (r * a / n)[:, None]
+    if gw is not None:
+        gw = _sum_to(gw.reshape(lead), w.shape[:t])
+    if gb is not None:
+        gb = _sum_to(gb.reshape(lead), b_shape[:t])
+    return (None if gx is None else gx.reshape(x.shape)), gw, gb
+
+
+def _fwd_channels(x, w, b, eps, lay):
+    _, N, C, L = lay
+    xm = array_module(x)
+    cnt = N * L
+    x3 = x.reshape(N, C, L)
+    out = xm.empty((N, C, L), dtype=x.dtype)
+    onesL = xm.ones(L, dtype=x.dtype)
+    blocks = _blocks(N, C * L * x.itemsize)
+    mean = xm.zeros(C, dtype=x.dtype)
+    for sl in blocks:
+        mean += (x3[sl].reshape(-1, L) @ onesL).reshape(-1, C).sum(0)
+    mean /= cnt
+    var = xm.zeros(C, dtype=x.dtype)
+    for sl in blocks:
+        ob = out[sl]
+        xm.subtract(x3[sl], mean[:, None], out=ob)
+        o2 = ob.reshape(-1, L)
+        var += _rows_dot(o2, o2).reshape(-1, C).sum(0)
+    var /= cnt
+    scale = 1.0 / xm.sqrt(var + eps)
+    if w is not None:
+        scale = scale * w.reshape(C)
+    scale = scale[:, None]
+    bias = None if b is None else b.reshape(C, 1)
+    for sl in blocks:
+        ob = out[sl]
+        ob *= scale
+        if bias is not None:
+            ob += bias
+    return out.reshape(x.shape), mean, var
+
+
+def _bwd_channels(gy, x, w, mean, invstd, need, lay, b_shape):
+    _, N, C, L = lay
+    xm = array_module(x)
+    cnt = N * L
+    x3, g3 = x.reshape(N, C, L), gy.reshape(N, C, L)
+    mean, r = mean.reshape(C, 1), invstd.reshape(C)
+    onesL = xm.ones(L, dtype=x.dtype)
+    blocks = _blocks(N, C * L * x.itemsize)
+    sg = xm.zeros(C, dtype=x.dtype)  # sum of gy
+    sgx = xm.zeros(C, dtype=x.dtype)  # sum of gy * xc
+    for sl in blocks:
+        gyb = g3[sl]
+        sg += (gyb.reshape(-1, L) @ onesL).reshape(-1, C).sum(0)
+        if need[0] or need[1]:
+            xc = x3[sl] - mean
+            sgx += _rows_dot(gyb.reshape(-1, L), xc.reshape(-1, L)).reshape(-1, C).sum(0)
+    gw = sgx * r if need[1] else None
+    gb = sg if need[2] else None
+    gx = None
+    if need[0]:
+        k0 = r if w is None else r * w.reshape(C)
+        k1 = (k0 * r * r * sgx / cnt)[:, None]
+        k2 = (k0 * sg / cnt)[:, None]
+        k0 = k0[:, None]
+        gx = xm.empty((N, C, L), dtype=x.dtype)
+        for sl in blocks:
+            gxb = gx[sl]
+            xm.multiply(g3[sl], k0, out=gxb)
+            xc = x3[sl] - mean
+            xc *= k1
+            gxb -= xc
+            gxb -= k2
+        gx = gx.reshape(x.shape)
+    return gx, gw, gb
+
+
+_FORWARD = {"rows": _fwd_rows, "groups": _fwd_groups, "channels": _fwd_channels}
+_BACKWARD = {"rows": _bwd_rows, "groups": _bwd_groups, "channels": _bwd_channels}
 
 
 def _sum_prod(a, b, axes):
