@@ -332,7 +332,7 @@ class _Unpickler(pickle.Unpickler):
             return _USER_SAFE[key]
         if module.startswith("ember.") and (module, name) in _EMBER_SAFE:
             return _EMBER_SAFE[(module, name)]()
-        if module == "builtins" and name in _SAFE_BUILTINS:
+        if module in ("builtins", "__builtin__") and name in _SAFE_BUILTINS:
             return super().find_class(module, name)
         if self._weights_only:
             raise pickle.UnpicklingError(

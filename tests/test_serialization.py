@@ -237,3 +237,9 @@ def test_safe_globals_admit_trusted_classes(tmp_path):
 def test_sparse_tensors_are_refused_not_densified(tmp_path):
     with pytest.raises(NotImplementedError, match="sparse"):
         ember.save(ember.ones(2, 2).to_sparse(), tmp_path / "s.pt")
+
+
+def test_sets_load_with_weights_only(tmp_path):
+    path = tmp_path / "s.pt"
+    ember.save({"s": {1, 2}, "f": frozenset([3])}, path)
+    assert ember.load(path) == {"s": {1, 2}, "f": frozenset([3])}
