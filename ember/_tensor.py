@@ -418,13 +418,6 @@ class Tensor:
 
     __hash__ = object.__hash__
 
-    def __getattr__(self, name):
-        # only reached when normal lookup fails, so it costs nothing on the hot path
-        if name.startswith("__") or name in Tensor.__slots__:
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}': "
-                             f"torch.Tensor.{name} is not implemented in ember yet")
-
     def item(self):
         """The single value as a Python number."""
         if self._data.size != 1:
