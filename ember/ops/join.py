@@ -132,7 +132,37 @@ def stack(tensors, dim=0, *, out=None):
             raise RuntimeError(f"stack expects each tensor to be equal size, but got "
                                f"{list(shape)} at entry 0 and {list(t._data.shape)} at entry {i}")
     d = wrap_dim(dim, len(shape) + 1)
-    return cat([t.unsqueeze(d) for t in tensors], d, out=out)
+    first = tensors[0]._data
+    if type(first) is not np.ndarray or any(type(t._data) is not np.ndarray for t in tensors):
+        check_same_device("stack", *tensors)
+    np_dtype = first.dtype
+    if any(t._data.dtype != np_dtype for t in tensors):
+        dtype = tensors[0].dtype
+        for t in tensors[1:]:
+            dtype = _dt.promote_types(dtype, t.dtype)
+        np_dtype = dtype.np
+    return write_out(Stack.apply(*tensors, dim=d, np_dtype=np_dtype), out)
+
+
+class Stack(Primitive):
+    """Same-shaped tensors joined along a new dim (one node, one copy: batches of
+    samples are stacked this way by every DataLoader)."""
+
+    def forward(self, *arrays, dim, np_dtype):
+        self.meta = ([a.dtype for a in arrays], dim)
+        return np.stack([a if a.dtype == np_dtype else a.astype(np_dtype) for a in arrays],
+                        axis=dim)  # CuPy arrays dispatch to cupy.stack
+
+    def backward(self, gy):
+        dtypes, dim = self.meta
+        grads = []
+        for i, dt in enumerate(dtypes):
+            if self._edges[i] is None:
+                grads.append(None)
+                continue
+            g = gy.select(dim, i)
+            grads.append(g if g._data.dtype == dt else g.to(_dt.FROM_NP[dt]))
+        return tuple(grads)
 
 
 def hstack(tensors, *, out=None):
