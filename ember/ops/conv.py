@@ -145,10 +145,9 @@ def _stride1(g):
 
 def _crop(buf, g):
     """The unpadded (N, C, *S) part of a padded (N, C, *padded) array, contiguous."""
-    if buf.shape[2:] == tuple(g.S):
-        return buf
-    return array_module(buf).ascontiguousarray(
-        buf[(Ellipsis,) + tuple(slice(lo, lo + a) for lo, a in zip(g.lo, g.S))])
+    if buf.shape[2:] != tuple(g.S):
+        buf = buf[(Ellipsis,) + tuple(slice(lo, lo + a) for lo, a in zip(g.lo, g.S))]
+    return array_module(buf).ascontiguousarray(buf)
 
 
 def _transposed(y, g):
@@ -218,28 +217,49 @@ class _Span:
         return xp.reshape(x.shape[:2] + (self.plane,))
 
 
-def _input_path(g, fg, cg):
-    """How :class:`ConvInput` runs for ``fg`` / ``cg`` output / input channels per group
-    (chosen by measurements with OpenBLAS on one core):
+def _input_path(g, n, fg, cg):
+    """How :class:`ConvInput` runs for ``n`` samples with ``fg`` / ``cg`` output / input
+    channels per group (chosen by measurements with OpenBLAS on one core):
 
     - ``gemm``: 1x1 kernel, stride 1, no padding: the product is the answer;
     - ``transposed``: stride 1, at least 16 input channels per group, no more output
       than input channels (the columns of ``y`` are no larger than those of ``x``) and
       no more input positions than span columns (same-size convolutions): the
       convolution of the padded ``y`` with the flipped weight, with no adds at all;
+    - ``last``: at most 128 output positions and at least 16 samples, with at least
+      32 columns per window: :func:`_col2im_last` (small feature maps of a large batch);
     - ``span``: stride 1, at least 32 columns per window: :func:`_col2im_span`;
     - ``col2im``: otherwise (strided, or tiny products where the extra span columns
       cost more than the short strided adds).
     """
-    if not _stride1(g):
-        return "col2im"
-    if _prod(g.K) == 1 and not any(g.lo) and not any(g.hi) and tuple(g.S) == tuple(g.O):
-        return "gemm"
-    if cg >= 16 and fg <= cg and _prod(g.S) <= _Span(g).L:
-        return "transposed"
-    if cg * _prod(g.K) >= 32:
+    wide = cg * _prod(g.K) >= 32
+    if _stride1(g):
+        if _prod(g.K) == 1 and not any(g.lo) and not any(g.hi) and tuple(g.S) == tuple(g.O):
+            return "gemm"
+        if cg >= 16 and fg <= cg and _prod(g.S) <= _Span(g).L:
+            return "transposed"
+    if wide and _prod(g.O) <= 128 and n >= 16:
+        return "last"
+    if wide and _stride1(g):
         return "span"
     return "col2im"
+
+
+def _col2im_last(y, w, g):
+    """``conv_input(y, w)`` with the batch as the last axis: one matrix product over all
+    samples, then one strided add per kernel position whose rows (last output dim times
+    the batch) are long even when the feature maps are small."""
+    xm = array_module(y)
+    n, f = y.shape[:2]
+    G, cg, kp, o = g.G, w.shape[1], _prod(g.K), _prod(g.O)
+    yt = xm.ascontiguousarray(xm.moveaxis(y.reshape(n, f, o), 0, -1))
+    col = w.reshape(G, f // G, cg * kp).transpose(0, 2, 1) @ yt.reshape(G, f // G, o * n)
+    col = col.reshape((G * cg,) + tuple(g.K) + tuple(g.O) + (n,))
+    padded = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
+    buf = xm.zeros((G * cg,) + padded + (n,), dtype=y.dtype)
+    for kk, sl in _kernel_slices(g):
+        buf[(slice(None),) + sl[1:] + (slice(None),)] += col[(slice(None),) + kk]
+    return _crop(xm.moveaxis(buf, -1, 0), g)
 
 
 def _col2im_span(y, w, g):
@@ -424,7 +444,7 @@ class ConvInput(Primitive):
         kp = _prod(g.K)
         o = _prod(g.O)
         wm = w.reshape(G, f // G, cg * kp)
-        path = _input_path(g, f // G, cg) if not _depthwise(g, cg) else "depthwise"
+        path = _input_path(g, n, f // G, cg) if not _depthwise(g, cg) else "depthwise"
         if path == "depthwise":
             out = _dw_input(y, w, g)
         elif path == "transposed":
@@ -432,6 +452,8 @@ class ConvInput(Primitive):
             out = _conv_arrays(yp, _flipped(w, G), gt)
         elif path == "span":
             out = _col2im_span(y, w, g)
+        elif path == "last":
+            out = _col2im_last(y, w, g)
         else:
             if G == 1:
                 col = wm[0].T @ y.reshape(n, f, o)  # N, C*K, O
