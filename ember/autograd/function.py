@@ -110,15 +110,7 @@ class BackwardCFunction(FunctionCtx, Node):
         return tuple(out)
 
     def _stale(self, t, version):
-        if t.grad_fn is not None:
-            role = f"output {t._output_nr} of {t.grad_fn.name()}"
-        else:
-            role = "a leaf Variable"
-        raise RuntimeError(
-            "one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: [{t._type_name()} {list(t.shape)}], which is {role}, is at "
-            f"version {t._vc[0]}; expected version {version} instead. Hint: the tensor was "
-            f"saved by {self.name()}; avoid changing it in place, or clone it first.")
+        self._raise_stale(t, 0, t._vc[0], version)
 
     def _release(self):
         if self._saved is not None:

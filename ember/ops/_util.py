@@ -188,6 +188,24 @@ def with_out(fn):
             return result
         if not isinstance(result, Tensor):
             raise NotImplementedError(f"{fn.__name__}(out=...) with several results")
-        from ember.ops.shape import write_out
         return write_out(result, out)
     return wrapper
+
+
+def write_out(result, out):
+    """PyTorch's ``out=``: the result is copied into ``out`` (resized if needed)."""
+    if out is None:
+        return result
+    from ember.autograd.grad_mode import state
+    if state.grad_enabled and (result._requires_grad or out._requires_grad):
+        raise RuntimeError("out=... arguments don't support automatic differentiation, but one "
+                           "of the arguments requires grad.")
+    if out._data.dtype != result._data.dtype:
+        raise RuntimeError(f"Expected out tensor to have dtype {result.dtype}, but got "
+                           f"{out.dtype} instead")
+    if out._data.shape == result._data.shape:
+        out._data[...] = result._data
+    else:
+        out._data = result._data.copy()
+    out._vc[0] += 1
+    return out

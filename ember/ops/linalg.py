@@ -9,13 +9,13 @@ import math
 import numpy as np
 
 from ember._tensor import Tensor, _make
-from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops._einsum import Diagonal, _tname, einsum
 from ember.ops._inplace import inplace_method
 from ember.ops._util import wrap_dim
+from ember.ops._util import write_out as _write_out
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm",
            "addmv", "addbmm", "baddbmm", "addr", "matrix_power", "kron", "tensordot", "einsum",
@@ -40,24 +40,6 @@ def _need_tensors(fname, names, *args):
         if not isinstance(a, Tensor):
             raise TypeError(f"{fname}(): argument '{n}' (position {pos + 1}) must be Tensor, "
                             f"not {type(a).__name__}")
-
-
-def _write_out(result, out):
-    """PyTorch's ``out=``: the result is copied into ``out`` (resized if needed)."""
-    if out is None:
-        return result
-    if _grad_state.grad_enabled and (result._requires_grad or out._requires_grad):
-        raise RuntimeError("out=... arguments don't support automatic differentiation, but one "
-                           "of the arguments requires grad.")
-    if out._data.dtype != result._data.dtype:
-        raise RuntimeError(f"Expected out tensor to have dtype {result.dtype}, but got "
-                           f"{out.dtype} instead")
-    if out._data.shape == result._data.shape:
-        out._data[...] = result._data
-    else:
-        out._data = result._data.copy()
-    out._vc[0] += 1
-    return out
 
 
 # ----- matmul ------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ rolls, and padding. Joins and splits are in ``join``, diagonals in ``diagonal``.
 import numpy as np
 
 from ember._tensor import Size, Tensor, _make
-from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.ops._util import wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
@@ -412,24 +411,6 @@ def _mT(self):
         raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
                            f"Got {self._data.ndim}-D tensor.")
     return transpose(self, -2, -1)
-
-
-def write_out(result, out):
-    """PyTorch's ``out=``: the result is copied into ``out`` (resized if needed)."""
-    if out is None:
-        return result
-    if _grad_state.grad_enabled and (result._requires_grad or out._requires_grad):
-        raise RuntimeError("out=... arguments don't support automatic differentiation, but one "
-                           "of the arguments requires grad.")
-    if out._data.dtype != result._data.dtype:
-        raise RuntimeError(f"Expected out tensor to have dtype {result.dtype}, but got "
-                           f"{out.dtype} instead")
-    if out._data.shape == result._data.shape:
-        out._data[...] = result._data
-    else:
-        out._data = result._data.copy()
-    out._vc[0] += 1
-    return out
 
 
 def _xp(a):
