@@ -214,7 +214,7 @@ def _into(result, out):
     """PyTorch's ``out=``: write the result into ``out`` (resized if needed)."""
     if out is None:
         return result
-    from ember.ops.shape import write_out
+    from ember.ops._util import write_out
     return write_out(result, out)
 
 

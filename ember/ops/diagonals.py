@@ -5,10 +5,9 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
-from ember.ops._util import wrap_dim
+from ember.ops._util import wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import IndexPut
-from ember.ops.shape import write_out
 
 __all__ = ["diagonal", "diag", "diag_embed", "diagonal_scatter", "select_scatter",
            "slice_scatter", "tril", "triu"]

@@ -6,10 +6,10 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
-from ember.ops._util import check_same_device, wrap_dim
+from ember.ops._util import check_same_device, wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import GetItem
-from ember.ops.shape import _sizes, atleast_1d, atleast_2d, atleast_3d, write_out
+from ember.ops.shape import _sizes, atleast_1d, atleast_2d, atleast_3d
 
 __all__ = ["cat", "concat", "concatenate", "stack", "hstack", "vstack", "row_stack", "dstack",
            "column_stack", "split", "chunk", "tensor_split", "hsplit", "vsplit", "dsplit",
