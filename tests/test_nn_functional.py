@@ -227,3 +227,30 @@ def test_inplace_functional_returns_input_and_bumps_version():
     out = ember.nn.functional.leaky_relu(x, 0.2, inplace=True)
     assert out is x and x._version > v
     np.testing.assert_allclose(x.numpy(), ref, rtol=1e-6)
+
+
+ACTIVATIONS_GP = [
+    ("relu", lambda m, t: m.relu(t)),
+    ("leaky_relu", lambda m, t: m.nn.functional.leaky_relu(t, 0.2)),
+    ("clamp", lambda m, t: t.clamp(-0.1, 0.1)),
+    ("abs", lambda m, t: t.abs()),
+    ("hardtanh", lambda m, t: m.nn.functional.hardtanh(t)),
+    ("relu6", lambda m, t: m.nn.functional.relu6(t)),
+]
+
+
+@pytest.mark.parametrize("name,act", ACTIVATIONS_GP, ids=[a[0] for a in ACTIVATIONS_GP])
+def test_gradient_penalty_reaches_earlier_biases_like_torch(name, act):
+    """Second derivatives through piecewise-linear activations: zeros where PyTorch
+    gives zeros, None where it gives None (its clamp is not connected)."""
+    import torch
+    results = []
+    for m in (ember, torch):
+        m.manual_seed(0)
+        l1, l2 = m.nn.Linear(3, 4), m.nn.Linear(4, 1)
+        x = m.randn(5, 3, requires_grad=True)
+        g, = m.autograd.grad(l2(act(m, l1(x))).sum(), x, create_graph=True)
+        gp = (g.norm(2, dim=1) - 1).pow(2).mean()
+        r, = m.autograd.grad(gp, [l1.bias], allow_unused=True)
+        results.append(None if r is None else r.detach().numpy().tolist())
+    assert results[0] == results[1]

@@ -76,6 +76,9 @@ def relu_(input):
 
 def _hardtanh(x, min_val, max_val):
     # gradient 1 strictly inside (min_val, max_val), as PyTorch's hardtanh_backward
+    if x.is_floating_point():
+        from ember.ops.unary import hardtanh as _hardtanh_op
+        return _hardtanh_op(x, min_val, max_val)
     lo = ember.full((), min_val, dtype=x.dtype, device=x.device)
     hi = ember.full((), max_val, dtype=x.dtype, device=x.device)
     return ember.where(x <= min_val, lo, ember.where(x >= max_val, hi, x))
@@ -143,8 +146,8 @@ def celu_(input, alpha=1.0):
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """``x`` if ``x > 0`` else ``negative_slope * x``."""
-    return _maybe_inplace(input, inplace,
-                          _opmath(lambda x: ember.where(x > 0, x, x * negative_slope)))
+    from ember.ops.unary import leaky_relu as _leaky
+    return _maybe_inplace(input, inplace, _opmath(lambda x: _leaky(x, negative_slope)))
 
 
 def leaky_relu_(input, negative_slope=0.01):

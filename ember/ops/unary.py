@@ -262,6 +262,36 @@ erfinv = _unary("Erfinv", _erfinv_np,
                 lambda gy, x, y: gy * (y * y).exp() * (_SQRT_PI / 2), save="xy")
 
 
+class PiecewiseGrad(Primitive):
+    """``gy * slope(x)`` for a function that is piecewise linear in ``x``.
+
+    ``slope`` maps the input array to the (piecewise constant) derivative. The op's own
+    derivative with respect to ``x`` is zero but it is a tensor: second derivatives
+    through clamps, abs and leaky ReLU reach earlier parameters as zeros, as PyTorch's
+    do, instead of leaving them out of the graph.
+    """
+    save_inputs = (1,)
+
+    def forward(self, gy, x, slope):
+        self.slope = slope
+        return gy * slope(x)
+
+    def backward(self, ggx):
+        x, = self.saved_tensors
+        return _piecewise_grad(ggx, x, self.slope), x * 0, None
+
+
+def _piecewise_grad(gy, x, slope):
+    if not _grad_state.grad_enabled:
+        # first order: one array product, no node
+        return _make(np.multiply(gy._data, slope(x._data)))
+    return PiecewiseGrad.apply(gy, x, slope)
+
+
+def _abs_slope(x):
+    return np.sign(x)
+
+
 class Abs(Primitive):
     save_inputs = (0,)
 
@@ -272,7 +302,7 @@ class Abs(Primitive):
 
     def backward(self, gy):
         x, = self.saved_tensors
-        return gy * x.sign()
+        return _piecewise_grad(gy, x, _abs_slope)
 
 
 def abs(input, *, out=None):
@@ -381,6 +411,7 @@ class Clamp(Primitive):
         return np.clip(x, lo, hi)
 
     def backward(self, gy):
+        # a plain mask product: PyTorch's clamp gradient is not connected to x either
         x, = self.saved_tensors
         mask = None
         if self.lo is not None:
@@ -389,6 +420,22 @@ class Clamp(Primitive):
             m = x <= self.hi
             mask = m if mask is None else mask & m
         return gy * mask, None, None
+
+
+class Hardtanh(Clamp):
+    """``clamp(x, min_val, max_val)`` as ``F.hardtanh``: its gradient, unlike clamp's,
+    stays connected to ``x`` (PyTorch's hardtanh_backward), and is zero at the bounds."""
+    _node_name = "HardtanhBackward0"
+
+    def backward(self, gy):
+        x, = self.saved_tensors
+        lo, hi = self.lo, self.hi
+        return _piecewise_grad(gy, x, lambda a: (a > lo) & (a < hi)), None, None
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0):
+    """``F.hardtanh``: ``min_val`` below it, ``max_val`` above, ``x`` between."""
+    return Hardtanh.apply(input, min_val, max_val)
 
 
 class ClampMin(Clamp):
@@ -535,6 +582,29 @@ signbit = _predicate("Signbit", np.signbit)
 def positive(input):
     """``input`` itself."""
     return input
+
+
+class LeakyRelu(Primitive):
+    """``x`` where ``x > 0``, else ``negative_slope * x``."""
+    save_inputs = (0,)
+
+    def forward(self, x, negative_slope):
+        self.negative_slope = negative_slope
+        return np.where(x > 0, x, x * np.asarray(negative_slope, x.dtype)).astype(x.dtype,
+                                                                                   copy=False)
+
+    def backward(self, gy):
+        x, = self.saved_tensors
+        ns = self.negative_slope
+
+        def slope(a):
+            return np.where(a > 0, np.ones((), a.dtype), np.asarray(ns, a.dtype))
+        return _piecewise_grad(gy, x, slope), None
+
+
+def leaky_relu(input, negative_slope=0.01):
+    """``x`` where ``x > 0``, else ``negative_slope * x`` (``F.leaky_relu``)."""
+    return LeakyRelu.apply(input, negative_slope)
 
 
 def _bind():
