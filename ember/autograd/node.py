@@ -30,9 +30,14 @@ class Node:
     Tensor (its gradient is accumulated), or ``(node, output_nr)``.
     """
 
-    __slots__ = ("_edges", "_saved", "_in_shapes", "_hooks", "_pre_hooks",
-                 "_tensor_pre_hooks", "__weakref__", "__dict__")
+    __slots__ = ("_edges", "__weakref__", "__dict__")
     n_outputs = 1
+    # class-level defaults: a new node writes only what it has (nodes are made per op)
+    _saved = None
+    _in_shapes = None
+    _hooks = None
+    _pre_hooks = None
+    _tensor_pre_hooks = None
 
     def name(self):
         """The node's name as PyTorch prints it, e.g. ``MulBackward0``."""
@@ -311,9 +316,8 @@ class Primitive(Node):
                 self._edges = (a if fn is None else (fn, a._output_nr),)
             else:
                 self._edges = (None,)
-            self._in_shapes = self._hooks = self._pre_hooks = self._tensor_pre_hooks = None
-            si = type(self).save_inputs
-            self._saved = [(a, a._vc[0]) if isinstance(a, Tensor) else (a, None)] if si else None
+            if type(self).save_inputs:
+                self._saved = [(a, a._vc[0]) if isinstance(a, Tensor) else (a, None)]
             if anomaly.enabled[0]:
                 self._trace = anomaly.forward_trace()
             return
@@ -325,15 +329,11 @@ class Primitive(Node):
             else:
                 edges.append(None)
         self._edges = edges
-        self._in_shapes = None
-        self._hooks = self._pre_hooks = self._tensor_pre_hooks = None
         cls = type(self)
         if cls.save_inputs:
             # Python numbers and None are kept as they are: backward formulas take them
             self._saved = [(args[i], args[i]._vc[0]) if isinstance(args[i], Tensor)
                            else (args[i], None) for i in cls.save_inputs]
-        else:
-            self._saved = None
         if anomaly.enabled[0]:
             self._trace = anomaly.forward_trace()
 
@@ -350,7 +350,6 @@ class Primitive(Node):
                 fn = b.grad_fn
                 eb = b if fn is None else (fn, b._output_nr)
             self._edges = (ea, eb)
-            self._in_shapes = self._hooks = self._pre_hooks = self._tensor_pre_hooks = None
             si = cls.save_inputs
             if si:
                 if si == (0, 1):
@@ -359,8 +358,6 @@ class Primitive(Node):
                 else:
                     self._saved = [(args[i], args[i]._vc[0]) if isinstance(args[i], Tensor)
                                    else (args[i], None) for i in si]
-            else:
-                self._saved = None
             if anomaly.enabled[0]:
                 self._trace = anomaly.forward_trace()
         else:
