@@ -2,20 +2,29 @@
 
 The model is the classic MNIST net: Conv2d(1,32,3)-ReLU-MaxPool2d(2)-Conv2d(32,64,3)-
 ReLU-MaxPool2d(2)-Linear(1600,128)-ReLU-Linear(128,10), cross-entropy loss, Adam, on a
-batch of 64 images 1x28x28 (float32). Both libraries start from the same weights. Prints
-milliseconds per step (median of the timed steps, wall clock and process CPU time) and
-the ratio ember/torch, and, with ``--profile``, where ember's time goes per op. On a
-shared machine the CPU-time figure with one thread each is the steadier comparison:
+batch of 64 images 1x28x28 (float32). Both libraries start from the same weights.
+Rounds of ember steps and torch steps alternate, so that load from other processes
+hits both alike. Prints milliseconds per step (median of the timed steps, wall clock
+and process CPU time), the ratio ember/torch, the load average, and, with
+``--profile``, where ember's time goes per op. On a shared machine the CPU-time figure
+with one thread each is the steadier comparison (``--threads 1`` also sets
+OpenBLAS's thread count, read when NumPy is first imported):
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/cnn_step.py --threads 1
+    python benchmarks/cnn_step.py --threads 1
 
     python benchmarks/cnn_step.py [--steps N] [--batch B] [--threads T] [--profile]
 """
 import argparse
+import os
 import statistics
+import sys
 import time
 
-import numpy as np
+if __name__ == "__main__" and "--threads" in sys.argv:
+    # OpenBLAS reads its thread count when NumPy is first imported
+    os.environ["OPENBLAS_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
+
+import numpy as np  # noqa: E402
 
 
 def build(m, weights=None):
@@ -55,21 +64,31 @@ def make_step(m, net):
     return step, ("Adam" if opt is not None else "SGD")
 
 
-def bench(m, weights, xb, yb, steps, warmup):
-    net = build(m, weights)
-    step, opt_name = make_step(m, net)
-    x, y = m.tensor(xb), m.tensor(yb)
-    losses, times, cpu = [], [], []
-    for i in range(warmup + steps):
-        t0, c0 = time.perf_counter(), time.process_time()
-        loss = step(x, y)
-        dt, dc = time.perf_counter() - t0, time.process_time() - c0
-        losses.append(float(loss.detach()))
-        if i >= warmup:
-            times.append(dt)
-            cpu.append(dc)
-    return (statistics.median(times) * 1e3, min(times) * 1e3, statistics.median(cpu) * 1e3,
-            losses, opt_name)
+def bench(libs, weights, xb, yb, steps, warmup, per_round=3):
+    """Interleaved rounds of ``per_round`` steps of each library in ``libs``; for each,
+    the median wall and CPU milliseconds per step, the fastest wall step, the losses of
+    every step in order, and the optimizer's name."""
+    runs = []
+    for m in libs:
+        net = build(m, weights)
+        step, opt_name = make_step(m, net)
+        runs.append((step, m.tensor(xb), m.tensor(yb), opt_name))
+    out = [([], [], []) for _ in libs]
+    done = 0
+    while done < warmup + steps:
+        n = min(per_round, warmup + steps - done)
+        for (step, x, y, _), (losses, times, cpu) in zip(runs, out):
+            for i in range(done, done + n):
+                t0, c0 = time.perf_counter(), time.process_time()
+                loss = step(x, y)
+                dt, dc = time.perf_counter() - t0, time.process_time() - c0
+                losses.append(float(loss.detach()))
+                if i >= warmup:
+                    times.append(dt)
+                    cpu.append(dc)
+        done += n
+    return [(statistics.median(t) * 1e3, min(t) * 1e3, statistics.median(c) * 1e3, losses,
+             run[3]) for (losses, t, c), run in zip(out, runs)]
 
 
 def profile(xb, yb, steps):
@@ -94,7 +113,8 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch and OpenBLAS threads (default: the libraries' own)")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
 
@@ -112,10 +132,12 @@ def main():
     if args.profile:
         profile(xb, yb, args.steps)
         return
-    t_ms, t_min, t_cpu, t_loss, t_opt = bench(torch, weights, xb, yb, args.steps, args.warmup)
-    e_ms, e_min, e_cpu, e_loss, e_opt = bench(ember, weights, xb, yb, args.steps, args.warmup)
+    (t_ms, t_min, t_cpu, t_loss, _), (e_ms, e_min, e_cpu, e_loss, e_opt) = bench(
+        [torch, ember], weights, xb, yb, args.steps, args.warmup)
     print(f"CNN training step, batch {args.batch}x1x28x28, float32, {e_opt} "
-          f"(torch threads: {torch.get_num_threads()}; {args.steps} timed steps)")
+          f"(torch threads: {torch.get_num_threads()}, OPENBLAS_NUM_THREADS="
+          f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}; {args.steps} timed steps; "
+          f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())})")
     print("          wall median   wall min   CPU median  (ms/step)")
     print(f"  torch : {t_ms:11.2f} {t_min:10.2f} {t_cpu:12.2f}")
     print(f"  ember : {e_ms:11.2f} {e_min:10.2f} {e_cpu:12.2f}")

@@ -65,32 +65,23 @@ class MaxPool(Primitive):
         pos = list(_positions(g))
         out_shape = x.shape[:x.ndim - g.nd] + tuple(g.O)
         arg = xm.empty(out_shape, np.int8 if len(pos) < 128 else np.int32)
-        c = next((i for i, p in enumerate(pos) if _covers(p[1], g)), None)
-        if c is None:
+        if not _covers(pos[0][1], g):
             best = _first_max_general(xm, x, pos, out_shape, arg)
         else:
-            # start from a kernel position inside every window; later positions win
-            # only when larger, earlier ones (visited backwards) also on ties: the
-            # first maximum wins, as in PyTorch. ``arg`` is updated without masked
+            # the first kernel position lies inside every window (no padding before):
+            # later positions win only when larger, so the first maximum wins, as in
+            # PyTorch; three passes per position. ``arg`` is updated without masked
             # writes (slow on random masks): later positions have larger codes, so
-            # taking one is a maximum; earlier ones have smaller codes, a minimum.
-            best = x[pos[c][2]].copy()
-            arg.fill(pos[c][0])
+            # taking one is a maximum.
+            best = x[pos[0][2]].copy()
+            arg.fill(pos[0][0])
             upd = xm.empty(out_shape, bool)
             code = xm.empty(out_shape, arg.dtype)
-            top = np.iinfo(arg.dtype).max
-            for k, osl, isl in pos[c + 1:]:
+            for k, osl, isl in pos[1:]:
                 b, xs, u, t, a = best[osl], x[isl], upd[osl], code[osl], arg[osl]
                 xm.greater(xs, b, out=u)
                 xm.multiply(_as_int(u, t.dtype), k, out=t)
                 xm.maximum(a, t, out=a)
-                xm.maximum(b, xs, out=b)
-            for k, osl, isl in reversed(pos[:c]):
-                b, xs, u, t, a = best[osl], x[isl], upd[osl], code[osl], arg[osl]
-                xm.greater_equal(xs, b, out=u)
-                xm.multiply(_as_int(u, t.dtype), k - top, out=t)
-                t += top
-                xm.minimum(a, t, out=a)
                 xm.maximum(b, xs, out=b)
         if x.dtype.kind == "f":
             nan = xm.isnan(best)
@@ -111,8 +102,9 @@ def _as_int(mask, dtype):
 
 
 def _first_max_general(xm, x, pos, out_shape, arg):
-    """Window maxima and the first position reaching each (into ``arg``) when no kernel
-    position lies inside every window (padding with ``ceil_mode``)."""
+    """Window maxima and the first position reaching each (into ``arg``) when the first
+    kernel position is not inside every window (padding): the maxima first, then a scan
+    for the first position equal to its window's maximum."""
     best = xm.full(out_shape, _lowest(x.dtype), dtype=x.dtype)
     for _, osl, isl in pos:
         b = best[osl]
