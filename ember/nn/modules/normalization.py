@@ -13,6 +13,27 @@ __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "Insta
            "InstanceNorm3d", "LayerNorm", "GroupNorm", "LocalResponseNorm", "RMSNorm"]
 
 
+def _affine_parameters(module, shape, affine, bias, device, dtype):
+    """Register ``weight`` (and ``bias`` when asked) of ``shape``, or None for both."""
+    if affine:
+        module.weight = Parameter(ember.empty(shape, device=device, dtype=dtype))
+        if bias:
+            module.bias = Parameter(ember.empty(shape, device=device, dtype=dtype))
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+
+
+def _reset_affine(module, affine):
+    """Weight to 1 and bias to 0, as PyTorch's norm layers start."""
+    if affine:
+        init.ones_(module.weight)
+        if module.bias is not None:
+            init.zeros_(module.bias)
+
+
 class _NormBase(Module):
     """Shared state of batch and instance norm: affine parameters and running statistics."""
 
@@ -26,15 +47,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(ember.empty(num_features, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(ember.empty(num_features, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, num_features, affine, bias, device, dtype)
         if track_running_stats:
             self.register_buffer("running_mean",
                                  ember.zeros(num_features, device=device, dtype=dtype))
@@ -58,10 +71,7 @@ class _NormBase(Module):
     def reset_parameters(self):
         """Reset the running statistics, weight to 1 and bias to 0."""
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self, self.affine)
 
     def _check_input_dim(self, input):
         raise NotImplementedError
@@ -200,25 +210,12 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(ember.empty(self.normalized_shape, device=device,
-                                                dtype=dtype))
-            if bias:
-                self.bias = Parameter(ember.empty(self.normalized_shape, device=device,
-                                                  dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
         """Weight to 1 and bias to 0."""
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self, self.elementwise_affine)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -274,23 +271,12 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(ember.empty(num_channels, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(ember.empty(num_channels, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, num_channels, affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
         """Weight to 1 and bias to 0."""
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self, self.affine)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
