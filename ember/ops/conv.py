@@ -10,8 +10,10 @@ Three primitives close under differentiation. With ``B(x, w, y) = <y, conv(x, w)
 Each one's backward is written with the other two, so second derivatives (a
 gradient penalty through a conv net) fall out. Forward is im2col: a strided
 window view of the padded input, one copy into ``(N, C*K, O)`` columns, one
-(batched) matmul that lands directly in (N, F, O) order; col2im adds columns back
-with one strided add per kernel position.
+(batched) matmul that lands directly in (N, F, O) order. ``conv_input`` picks its
+path by shape (:func:`_input_path`: the stride-1 transposed convolution, span-layout
+or batch-last columns, or col2im with one strided add per kernel position); the
+timings behind each choice are in docs/performance.md.
 """
 import itertools
 
