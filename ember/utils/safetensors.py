@@ -9,6 +9,8 @@ import struct
 
 import numpy as np
 
+from ember.utils._atomic import atomic_write
+
 __all__ = ["save_file", "load_file", "save", "load"]
 
 _CODES = {"float16": "F16", "float32": "F32", "float64": "F64", "int8": "I8", "int16": "I16",
@@ -60,9 +62,10 @@ def _check_no_sharing(arrays):
 
 
 def save_file(tensors, filename, metadata=None):
-    """Write a dict of name → tensor to a safetensors file."""
-    with open(filename, "wb") as f:
-        f.write(save(tensors, metadata))
+    """Write a dict of name → tensor to a safetensors file, replacing it atomically."""
+    data = save(tensors, metadata)
+    with atomic_write(filename, "wb") as f:
+        f.write(data)
 
 
 def load(data, device="cpu"):
