@@ -54,6 +54,8 @@ def _temp_prefix(target):
 
 
 def _alive(pid):
+    if os.name != "posix":
+        return True   # os.kill would terminate it on Windows: never judge, keep the file
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
