@@ -21,6 +21,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.backend import dtypes as _dt
+from ember.utils._atomic import atomic_write
 
 __all__ = ["save", "load", "CheckpointError", "add_safe_globals", "safe_globals",
            "get_safe_globals", "clear_safe_globals"]
@@ -170,7 +171,8 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
     """Save ``obj`` (tensors, state_dicts, nested containers) in PyTorch's zip format.
 
     ``f`` is a path or a writable binary file. The file loads in ``torch.load`` with
-    ``weights_only=True``.
+    ``weights_only=True``. A path is replaced atomically and durably (unlike
+    ``torch.save``): a crash or a full disk leaves the old file, never a broken one.
     """
     if not _use_new_zipfile_serialization:
         raise NotImplementedError("ember writes only PyTorch's zip checkpoint format")
@@ -179,7 +181,8 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
     _TorchPickler(buf, storages).dump(obj)
     if isinstance(f, (str, os.PathLike)):
         archive = os.path.splitext(os.path.basename(os.fspath(f)))[0] or "archive"
-        with open(f, "wb") as fh:
+        # a temporary file renamed over the target: a crash never destroys the old file
+        with atomic_write(f, "wb") as fh:
             _write_zip(fh, archive, buf.getvalue(), storages)
     else:
         _write_zip(f, "archive", buf.getvalue(), storages)
