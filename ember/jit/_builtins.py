@@ -16,6 +16,9 @@ import math
 import operator
 import warnings
 
+import ember
+from ember._tensor import Tensor
+
 __all__ = ["TABLE", "lookup", "register", "DUNDER_OPS", "scalar_type", "SCALAR_TYPES"]
 
 TABLE = {}
@@ -37,12 +40,10 @@ def register(*names):
 
 
 def _ember():
-    import ember
     return ember
 
 
 def _Tensor():
-    from ember._tensor import Tensor
     return Tensor
 
 
@@ -146,7 +147,7 @@ def _kw(kwargs):
 
 
 def _is_t(x):
-    return isinstance(x, _Tensor())
+    return isinstance(x, Tensor)
 
 
 # ----- arithmetic and comparisons on tensors or Python values ------------------------------
