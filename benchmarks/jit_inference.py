@@ -107,12 +107,12 @@ def make_inputs(name, n, rng):
     return [rng.standard_normal((n, 16, 64), dtype=np.float32), mask]
 
 
-def best(fn, repeat):
-    fn()
+def best(model, inputs, repeat):
+    model(*inputs)
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        fn()
+        model(*inputs)
         times.append(time.perf_counter() - t0)
     return min(times) * 1e3
 
@@ -155,9 +155,9 @@ def main():
                 with torch.no_grad(), ember.no_grad():
                     np.testing.assert_allclose(el(*ei).numpy(), tl(*ti).numpy(), rtol=1e-3,
                                                atol=1e-4)
-                    te = best(lambda: em(*ei), args.repeat)
-                    tle = best(lambda: el(*ei), args.repeat)
-                    tt = best(lambda: tl(*ti), args.repeat)
+                    te = best(em, ei, args.repeat)
+                    tle = best(el, ei, args.repeat)
+                    tt = best(tl, ti, args.repeat)
                 print(f"{name:<10}{n:>6}{te:>10.3f}{tle:>11.3f}{tt:>10.3f}{tle / te:>10.2f}"
                       f"{tle / tt:>10.2f}")
 

@@ -207,3 +207,27 @@ def test_freeze_and_optimize_for_inference(zoo):
         ember.jit.freeze(ember.jit.load(str(zoo / "block_script.pt")).train())
     with pytest.raises(RuntimeError, match="ScriptModule"):
         ember.jit.freeze(ember.nn.Linear(2, 2))
+
+
+def test_script_language_constructs(tmp_path):
+    """Loops over lists/dicts/strings, enumerate, Optional, early return, advanced
+    indexing, self-method calls, ModuleDict: torch's script printout runs in ember."""
+    from jit_zoo import Language
+    torch.manual_seed(0)
+    s = torch.jit.script(Language().eval())
+    s.save(str(tmp_path / "lang.pt"))
+    e = ember.jit.load(tmp_path / "lang.pt")
+
+    def em(v):
+        if isinstance(v, torch.Tensor):
+            return ember.from_numpy(v.numpy())
+        return [em(i) for i in v] if isinstance(v, list) else v
+    g = torch.Generator().manual_seed(3)
+    for scale in (1.0, 1000.0):
+        x = torch.randn(3, 4, generator=g) * scale
+        xs = [torch.randn(3, 4, generator=g), torch.randn(2, 4, generator=g)[:1].expand(3, 4)]
+        for args in ((x, xs), (x, xs, torch.ones(3, 4), {"a": 1, "b": 2})):
+            want, got = s(*args), e(*[em(a) for a in args])
+            np.testing.assert_allclose(got[0].detach().numpy(), want[0].detach().numpy(),
+                                       rtol=1e-5, atol=1e-5)
+            assert got[1] == want[1] and got[2] == want[2]

@@ -229,6 +229,26 @@ def _matmul(a, b):
     return a @ b
 
 
+def _index_key(indices):
+    return tuple(slice(None) if i is None else i for i in indices)
+
+
+@register("torch.index")
+def _index(x, indices):
+    """aten::index: advanced indexing with a list of Optional[Tensor] (None = all)."""
+    return x[_index_key(indices)]
+
+
+@register("torch.index_put_")
+def _index_put_(x, indices, values, accumulate=False):
+    return x.index_put_(tuple(indices), values, accumulate)
+
+
+@register("torch.index_put")
+def _index_put(x, indices, values, accumulate=False):
+    return x.index_put(tuple(indices), values, accumulate)
+
+
 @register("torch.masked_fill_")
 def _masked_fill_(x, mask, value):
     return x.masked_fill_(mask, value)
