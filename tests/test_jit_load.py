@@ -1,8 +1,10 @@
 """TorchScript interchange with real torch 2.13.0: torch.jit.save -> ember.jit.load (in a
 process where torch cannot be imported) and ember.jit.save -> torch.jit.load, for the zoo."""
+import copy
 import io
 import json
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -178,6 +180,11 @@ def test_module_api_matches_torch(zoo):
     m64 = ember.jit.load(str(zoo / "cnn_script.pt")).to(ember.float64)
     assert m64.fc.weight.dtype == ember.float64
     assert m64(ex.double()).dtype == ember.float64
+    c = copy.deepcopy(m)
+    assert c.fc.weight is not m.fc.weight and c._jit_class is m._jit_class
+    np.testing.assert_array_equal(c(ex).detach().numpy(), m(ex).detach().numpy())
+    with pytest.raises(pickle.PickleError):
+        pickle.dumps(m)
     g = ember.jit.load(str(zoo / "mlp_trace.pt"))
     g(ember.randn(3, 8)).sum().backward()
     assert g.l1.weight.grad is not None and g.l1.weight.grad.shape == (16, 8)

@@ -199,7 +199,7 @@ def _build(obj, cu, memo):
         if cls.kind != "module":
             raise NotImplementedError(f"TorchScript archive holds an object of script class "
                                       f"{obj._qual}; ember loads module objects only")
-        if not isinstance(state, dict):
+        if not isinstance(state, dict) or "__setstate__" in cls.methods:
             raise NotImplementedError(f"{obj._qual} is restored by __setstate__ code, which "
                                       "ember's loader does not run")
         from ember.nn.parameter import Parameter
