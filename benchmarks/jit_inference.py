@@ -4,8 +4,9 @@ Each zoo model is built in torch, captured (trace, or script where it has contro
 or TransformerEncoder's checks), saved with ``torch.jit.save``, and loaded by both
 ``ember.jit.load`` and ``torch.jit.load``; the eager ember model is the same class
 written against ember with torch's weights. One forward pass under ``no_grad`` is
-timed (best of ``--repeat``) at batch 1 and 64. Ratios: loaded ember / eager ember
-(target <= 1.0) and loaded ember / loaded torch (target <= 1.2 at batch 64).
+timed (median CPU time of ``--repeat`` alternating rounds) at batch 1 and 64. Ratios:
+loaded ember / eager ember (target <= 1.0) and loaded ember / loaded torch (target
+<= 1.2 at batch 64).
 
     python benchmarks/jit_inference.py [--threads 1] [--repeat 30]
 """
@@ -107,14 +108,18 @@ def make_inputs(name, n, rng):
     return [rng.standard_normal((n, 16, 64), dtype=np.float32), mask]
 
 
-def best(model, inputs, repeat):
-    model(*inputs)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
+def timed(runs, repeat):
+    """Median process (CPU) ms of each ``(model, inputs)``, rounds alternating between them
+    (steadier than wall time on a shared machine; with one thread CPU time is the cost)."""
+    for model, inputs in runs:
         model(*inputs)
-        times.append(time.perf_counter() - t0)
-    return min(times) * 1e3
+    times = [[] for _ in runs]
+    for _ in range(repeat):
+        for k, (model, inputs) in enumerate(runs):
+            t0 = time.process_time()
+            model(*inputs)
+            times[k].append(time.process_time() - t0)
+    return [float(np.median(t)) * 1e3 for t in times]
 
 
 def main():
@@ -155,9 +160,7 @@ def main():
                 with torch.no_grad(), ember.no_grad():
                     np.testing.assert_allclose(el(*ei).numpy(), tl(*ti).numpy(), rtol=1e-3,
                                                atol=1e-4)
-                    te = best(em, ei, args.repeat)
-                    tle = best(el, ei, args.repeat)
-                    tt = best(tl, ti, args.repeat)
+                    te, tle, tt = timed([(em, ei), (el, ei), (tl, ti)], args.repeat)
                 print(f"{name:<10}{n:>6}{te:>10.3f}{tle:>11.3f}{tt:>10.3f}{tle / te:>10.2f}"
                       f"{tle / tt:>10.2f}")
 
