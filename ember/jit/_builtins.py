@@ -309,12 +309,15 @@ def _all(x, *args, **kw):
 
 
 # ----- ops.prim ----------------------------------------------------------------------------
-def _raise(msg, cls_name=None):
-    exc = {"builtins.ValueError": ValueError, "builtins.TypeError": TypeError,
-           "builtins.AssertionError": AssertionError, "builtins.IndexError": IndexError,
-           "builtins.KeyError": KeyError, "builtins.NotImplementedError": NotImplementedError,
-           "builtins.AttributeError": AttributeError}.get(cls_name, RuntimeError)
-    raise exc(msg)
+_EXCEPTIONS = {"builtins." + e.__name__: e for e in (
+    ValueError, RuntimeError, TypeError, AssertionError, IndexError, KeyError,
+    NotImplementedError, AttributeError, ZeroDivisionError, StopIteration)}
+
+
+def raise_exception(msg, cls_name=None):
+    """``ops.prim.RaiseException(msg, "builtins.ValueError")``: raise that builtin exception
+    (any other class name raises RuntimeError; no class is looked up by name)."""
+    raise _EXCEPTIONS.get(cls_name, RuntimeError)(msg)
 
 
 TABLE.update({
@@ -325,7 +328,7 @@ TABLE.update({
     "ops.prim.is_nested": lambda x: False, "ops.prim.is_cuda": lambda x: x.is_cuda,
     "ops.prim.is_sparse": lambda x: False, "ops.prim.is_quantized": lambda x: False,
     "ops.prim.is_mkldnn": lambda x: False, "ops.prim.is_meta": lambda x: False,
-    "ops.prim.layout": lambda x: 0, "ops.prim.RaiseException": _raise,
+    "ops.prim.layout": lambda x: 0, "ops.prim.RaiseException": raise_exception,
     "ops.prim.unchecked_unwrap_optional": lambda x: x, "ops.prim.data": lambda x: x.detach(),
     "ops.prim.shape": lambda x: list(x.shape), "ops.prim.name": lambda x: None,
     "ops.prim.grad": lambda x: x.grad, "ops.prim.index": lambda d: d.index,

@@ -16,6 +16,7 @@ import ast
 import operator
 import textwrap
 
+from ember.jit._builtins import raise_exception
 from ember.jit._errors import ScriptError, ScriptSafetyError
 from ember.jit._expressions import (
     _BINOPS,
@@ -455,7 +456,7 @@ def _stmt_raw(node, ctx, tag, line):
         return assert_stmt
     if isinstance(node, ast.Raise):
         exc = compile_expr(node.exc, ctx) if node.exc is not None else (lambda env: "")
-        return lambda env: _raise(exc(env), "builtins.RuntimeError")
+        return lambda env: raise_exception(exc(env), "builtins.RuntimeError")
     raise ScriptSafetyError(f"{where(ctx, node)}: a {type(node).__name__} statement is not "
                             "TorchScript; ember refuses to run it")
 
@@ -469,14 +470,3 @@ def _iterable(v):
     if isinstance(v, Tensor):
         return list(v.unbind(0))
     raise ScriptError(f"cannot iterate over a TorchScript value of type {type(v).__name__}")
-
-
-_EXCEPTIONS = {"builtins." + e.__name__: e for e in (
-    ValueError, RuntimeError, TypeError, AssertionError, IndexError, KeyError,
-    NotImplementedError, AttributeError, ZeroDivisionError, StopIteration, Exception)}
-
-
-def _raise(msg, cls_name=None):
-    exc = _EXCEPTIONS.get(cls_name, RuntimeError)
-    raise exc(msg)
-
