@@ -91,9 +91,12 @@ def _method_caller(short):
     return call
 
 
+_PY_SCALAR = {"abs": abs, "round": lambda x: float(round(x)), "neg": operator.neg}
+
+
 def _scalar_aware(short, fn):
     """Math on Python numbers (``torch.sqrt(E)`` on an int) uses :mod:`math`."""
-    py = getattr(math, short, None)
+    py = _PY_SCALAR.get(short) or getattr(math, short, None)
     Tensor = _Tensor()
 
     def call(*args, **kwargs):
@@ -296,6 +299,20 @@ def _max(a, *rest, **kw):
     if not _is_t(a):
         return max(a) if not rest else max(a, *rest)
     return _ember().max(a, *rest, **kw)
+
+
+def _list_or_tensor(name):
+    def op(x, *args, **kw):
+        if isinstance(x, list):
+            return getattr(x, name)(*args, **kw)
+        return getattr(ember, name)(x, *args, **kw) if hasattr(ember, name) else \
+            getattr(x, name)(*args, **kw)
+    op.__name__ = name
+    return op
+
+
+for _n in ("sort", "count", "remove", "reverse", "clear"):
+    TABLE["torch." + _n] = _list_or_tensor(_n)
 
 
 @register("torch.any")
