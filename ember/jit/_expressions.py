@@ -244,6 +244,9 @@ def _e_attribute(node, ctx):
         o = obj(env)
         d = getattr(o, "__dict__", None)
         if d is not None and "_jit_class" in d:
+            params = d["_parameters"]  # the common case: self.weight
+            if name in params:
+                return params[name]
             return o._jit_attr(name)
         return get_attr(o, name, at)
     return attr

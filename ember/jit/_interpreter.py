@@ -204,25 +204,45 @@ def compile_function(cu, fdef, filename, method_of=None, lines=None):
     nparams = len(params)
     allnames = params + kwonly
 
-    def call(*args, **kwargs):
-        if len(args) == nparams and not kwargs:
-            env = dict(zip(params, args))
-        else:
-            if len(args) > nparams:
-                raise TypeError(f"{name}() takes {nparams} positional arguments but "
-                                f"{len(args)} were given")
-            env = dict(zip(params, args))
-            for k, v in kwargs.items():
-                if k not in allnames or k in env:
-                    raise TypeError(f"{name}() got an unexpected or repeated argument {k!r}")
-                env[k] = v
-            for k in allnames:
-                if k not in env:
-                    if k not in defaults:
-                        raise TypeError(f"{name}() missing required argument {k!r}")
-                    env[k] = defaults[k]
-        r = body(env)
-        return r.value if r is not None else None
+    def bind(args, kwargs):
+        """The frame for a call with keywords or defaults (checked as Python does)."""
+        if len(args) > nparams:
+            raise TypeError(f"{name}() takes {nparams} positional arguments but "
+                            f"{len(args)} were given")
+        env = dict(zip(params, args))
+        for k, v in kwargs.items():
+            if k not in allnames or k in env:
+                raise TypeError(f"{name}() got an unexpected or repeated argument {k!r}")
+            env[k] = v
+        for k in allnames:
+            if k not in env:
+                if k not in defaults:
+                    raise TypeError(f"{name}() missing required argument {k!r}")
+                env[k] = defaults[k]
+        return env
+
+    # the common calls (all arguments positional) build the frame without a loop
+    if nparams == 1:
+        p0, = params
+
+        def call(*args, **kwargs):
+            env = {p0: args[0]} if len(args) == 1 and not kwargs else bind(args, kwargs)
+            r = body(env)
+            return r.value if r is not None else None
+    elif nparams == 2:
+        p0, p1 = params
+
+        def call(*args, **kwargs):
+            env = {p0: args[0], p1: args[1]} if len(args) == 2 and not kwargs else \
+                bind(args, kwargs)
+            r = body(env)
+            return r.value if r is not None else None
+    else:
+        def call(*args, **kwargs):
+            env = dict(zip(params, args)) if len(args) == nparams and not kwargs else \
+                bind(args, kwargs)
+            r = body(env)
+            return r.value if r is not None else None
 
     call.__name__ = name
     call.__qualname__ = name
