@@ -1,0 +1,111 @@
+"""What ``jit.trace`` returns: a module (or function) that runs the traced graph.
+
+The traced module shares the original module's parameters, buffers and submodules
+(``named_parameters``, ``state_dict``, ``train()``/``eval()`` are the original's, as
+PyTorch's ``TracedModule``), and exposes ``.graph``, ``.inlined_graph`` and ``.code``.
+"""
+from ember.nn.modules.module import Module
+
+__all__ = ["TracedModule", "TracedFunction", "make_traced_module"]
+
+
+def _param_slots(mod, graph):
+    """[(qualified name, owning module, attribute)] for the graph's parameters."""
+    slots = []
+    for qn in graph.params:
+        owner = mod
+        *path, attr = qn.split(".")
+        for p in path:
+            owner = getattr(owner, p)
+        slots.append((qn, owner, attr))
+    return slots
+
+
+def _params_of(slots):
+    out = {}
+    for qn, owner, attr in slots:
+        t = owner._parameters.get(attr)
+        if t is None:
+            t = owner._buffers.get(attr)
+        out[qn] = t
+    return out
+
+
+class TracedModule(Module):
+    """A module whose ``forward`` runs the graph traced from ``original``."""
+
+    def __init__(self, original, graphs):
+        super().__init__()
+        # the original's parameter, buffer and submodule dicts themselves: shared, as
+        # PyTorch's traced module shares the tensors
+        self.__dict__["_parameters"] = original._parameters
+        self.__dict__["_buffers"] = original._buffers
+        self.__dict__["_modules"] = original._modules
+        self.__dict__["_non_persistent_buffers_set"] = getattr(
+            original, "_non_persistent_buffers_set", set())
+        self.training = original.training
+        self.__dict__["_graphs"] = graphs
+        self.__dict__["_slots"] = {k: _param_slots(self, g) for k, g in graphs.items()}
+        self.__dict__["original_name"] = type(original).__name__
+        for name in graphs:
+            if name != "forward":
+                self.__dict__[name] = self._method(name)
+
+    def _method(self, name):
+        def call(*args):
+            return self._graphs[name].run(*args, params=_params_of(self._slots[name]))
+        call.__name__ = name
+        return call
+
+    def forward(self, *args):
+        return self._graphs["forward"].run(*args, params=_params_of(self._slots["forward"]))
+
+    @property
+    def graph(self):
+        """The traced IR of ``forward`` (printable like torch's ``graph``)."""
+        return self._graphs["forward"]
+
+    @property
+    def inlined_graph(self):
+        """The same IR: ember's trace records one flat graph, submodules inlined."""
+        return self._graphs["forward"]
+
+    @property
+    def code(self):
+        """``forward`` as TorchScript source."""
+        from ember.jit._codegen import forward_source
+        return forward_source(self._graphs["forward"])
+
+    def _get_name(self):
+        return self.original_name
+
+
+class TracedFunction:
+    """A traced function: calling it runs the graph."""
+
+    def __init__(self, fn, graph, module=None):
+        self._fn_name = getattr(fn, "__name__", "fn")
+        self.graph = graph
+        self._module = module
+        self._slots = _param_slots(module, graph) if module is not None else []
+
+    @property
+    def inlined_graph(self):
+        return self.graph
+
+    @property
+    def name(self):
+        return self._fn_name
+
+    @property
+    def code(self):
+        from ember.jit._codegen import function_source
+        return function_source(self.graph, self._fn_name)
+
+    def __call__(self, *args):
+        return self.graph.run(*args, params=_params_of(self._slots))
+
+
+def make_traced_module(mod, graphs):
+    """The traced module for ``mod`` with one graph per traced method."""
+    return TracedModule(mod, graphs)
