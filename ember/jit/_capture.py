@@ -328,7 +328,7 @@ def _unary_template(cls, forward, multi):
         if not isinstance(x, Tensor):
             raise TypeError(f"{cls.__name__.lower()}(): argument 'input' must be Tensor, "
                             f"not {type(x).__name__}")
-        (forward, multi)  # the same free variables as the fast closure
+        _ = (forward, multi)  # the same free variables as the fast closure
         return cls.apply(x)
     return f
 
