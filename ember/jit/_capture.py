@@ -17,12 +17,13 @@ that runs is byte for byte the code that ran before (benchmarks/op_overhead.py a
 parity, measured in docs/jit.md).
 
 A few calls are recorded one level above the primitives, as one node each, because
-the primitives see their arguments already resolved: ``view``/``reshape``/``flatten``
-(``-1`` and sizes read from the input), ``view_as``/``reshape_as``/``expand``, and
-the factories ``zeros``/``ones``/``full``/``empty``/``*_like``/``arange`` (an LSTM's
-zero state has the batch size of its input). Their references are swapped in the
-``ember`` modules and on ``Tensor`` for the duration of the trace, and the
-primitives they run inside are not recorded.
+the primitives see their arguments already resolved: ``view``/``reshape``/``flatten``/
+``unflatten`` (``-1`` and sizes read from the input), ``view_as``/``reshape_as``/
+``expand``/``expand_as``, ``x[key]`` and ``x[key] = v`` (index tensors stay inputs,
+not constants), ``F.embedding``, and the factories ``zeros``/``ones``/``full``/
+``empty``/``*_like``/``arange`` (an LSTM's zero state has its input's batch size).
+Their references are swapped in the ``ember`` modules and on ``Tensor`` for the
+duration of the trace, and the primitives they run inside are not recorded.
 
 Sizes: ``Tensor.size``/``Tensor.shape`` of a traced tensor return :class:`SymInt`
 (an ``int`` that remembers the ``size`` node it came from); arithmetic on them is
@@ -225,6 +226,9 @@ class _Trace:
             return t(*(p[0] for p in pairs)), t(*(p[1] for p in pairs))
         if isinstance(tree, Size):
             return self.encode(tuple(tree), inputs)
+        if t is slice:
+            (a, b, c), (pa, pb, pc) = self.encode((tree.start, tree.stop, tree.step), inputs)
+            return slice(a, b, c), slice(pa, pb, pc)
         return tree, tree
 
     # ----- nodes ------------------------------------------------------------------------
@@ -302,6 +306,8 @@ class _Trace:
 def _has_ref(tree):
     if isinstance(tree, Ref):
         return True
+    if isinstance(tree, slice):
+        return _has_ref((tree.start, tree.stop, tree.step))
     if isinstance(tree, (tuple, list)):
         return any(_has_ref(x) for x in tree)
     if isinstance(tree, dict):
@@ -383,10 +389,13 @@ def _composite(op, fn):
 
 def _composites():
     from ember import _factory
-    from ember.ops import shape
+    from ember.nn import functional as F
+    from ember.ops import indexing, shape
     table = {"view": shape.view, "reshape": shape.reshape, "flatten": shape.flatten,
+             "getitem": indexing.getitem, "embedding": F.embedding,
              "view_as": shape.view_as, "reshape_as": shape.reshape_as,
-             "expand": shape.expand, "detach": Tensor.detach}
+             "expand": shape.expand, "expand_as": shape.expand_as,
+             "unflatten": shape.unflatten, "detach": Tensor.detach}
     for name in ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
                  "empty_like", "arange"):
         table[name] = getattr(_factory, name)
@@ -530,10 +539,33 @@ class capture:
                 if modname.startswith("ember") and isinstance(mod, types.ModuleType) and \
                         mod.__dict__.get(name) is orig:
                     self._set(mod, name, w)
+        self._set(Tensor, "__setitem__", _setitem_rec(Tensor.__dict__["__setitem__"]))
         for k, val in list(Tensor.__dict__.items()):
             w = wrappers.get(id(val))
             if w is not None and w[0] is val:
                 self._set(Tensor, k, w[1])
+
+
+def _setitem_rec(orig):
+    """``x[key] = value`` while tracing: recorded as ``setitem`` (a new value: ``x``
+    with the region replaced), which ``x`` stands for from then on."""
+    def run(x, key, value):
+        y = x.clone()
+        orig(y, key, value)
+        return y
+
+    def setitem(self, key, value):
+        st = _state()
+        if st is None:
+            return orig(self, key, value)
+        out = st.call("setitem", run, run, (self, key, value), {})
+        st.depth += 1
+        try:
+            orig(self, key, value)
+        finally:
+            st.depth -= 1
+        st.inplace(self, out)
+    return setitem
 
 
 def _source_for_rec(orig):

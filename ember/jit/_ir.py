@@ -222,6 +222,8 @@ class Graph:
 def _walk(tree, fn):
     if isinstance(tree, Ref):
         fn(tree)
+    elif isinstance(tree, slice):
+        _walk((tree.start, tree.stop, tree.step), fn)
     elif isinstance(tree, (tuple, list)):
         for t in tree:
             _walk(t, fn)
@@ -239,6 +241,8 @@ def _fill(tree, env):
         return t(_fill(x, env) for x in tree)
     if t is dict:
         return {k: _fill(x, env) for k, x in tree.items()}
+    if t is slice:
+        return slice(_fill(tree.start, env), _fill(tree.stop, env), _fill(tree.step, env))
     if isinstance(tree, tuple) and hasattr(tree, "_fields"):  # namedtuple (PackedSequence)
         return t(*(_fill(x, env) for x in tree))
     return tree
