@@ -142,10 +142,8 @@ def models(torch):
     }
 
 
-def copy_weights(src, dst):
-    """Load ``src``'s state_dict (ember or torch) into ``dst`` (the other one)."""
-    import importlib
-    mod = importlib.import_module(type(dst).__module__.split(".")[0])
-    sd = {k: mod.from_numpy(np.array(v.detach().numpy(), copy=True))
+def copy_weights(src, dst, framework):
+    """Load ``src``'s state_dict into ``dst``, a model of ``framework`` (ember or torch)."""
+    sd = {k: framework.from_numpy(np.array(v.detach().numpy(), copy=True))
           for k, v in src.state_dict().items()}
     dst.load_state_dict(sd)
