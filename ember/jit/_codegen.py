@@ -39,13 +39,13 @@ def _ident(name):
 class Emitter:
     """Names values and renders arguments while one graph is written out."""
 
-    def __init__(self, graph):
+    def __init__(self, graph, constant_offset=0):
         self.graph = graph
         self.names = {}
         self.lines = []
         self._tmp = 0
         for i, c in enumerate(graph.constants):
-            self.names[id(c)] = f"CONSTANTS.c{i}"
+            self.names[id(c)] = f"CONSTANTS.c{i + constant_offset}"
         for qn, v in graph.params.items():
             self.names[id(v)] = _attr_chain(qn)
 
@@ -500,8 +500,8 @@ def _result(em, spec):
     raise NotImplementedError(f"jit codegen: output {spec!r}")
 
 
-def _body(graph, arg_names):
-    em = Emitter(graph)
+def _body(graph, arg_names, constant_offset=0):
+    em = Emitter(graph, constant_offset)
     params = []
     for spec, name in zip(graph.input_spec, arg_names):
         params.append(f"{name}: {_type_of(spec)}")
@@ -535,12 +535,23 @@ def _arg_names(graph):
     return names
 
 
-def forward_source(graph, name="forward"):
+def forward_source(graph, name="forward", constant_offset=0):
     """The TorchScript ``def forward(self, ...)`` running ``graph``."""
-    params, lines = _body(graph, _arg_names(graph))
+    params, lines = _body(graph, _arg_names(graph), constant_offset)
     head = ",\n    ".join(["self"] + params)
     ret = _type_of(graph.output_spec)
     return f"def {name}({head}) -> {ret}:\n" + "".join(f"  {ln}\n" for ln in lines)
+
+
+def module_sources(graphs):
+    """(``{method name: source}``, constants) for a traced module's graphs; the
+    constants of all methods share one ``CONSTANTS`` table."""
+    methods, constants = {}, []
+    for name, g in graphs.items():
+        offset = len(constants)
+        methods[name] = forward_source(g, name, offset)
+        constants += [c.data for c in g.constants]
+    return methods, constants
 
 
 def function_source(graph, name):

@@ -72,9 +72,14 @@ class TracedModule(Module):
 
     @property
     def code(self):
-        """``forward`` as TorchScript source."""
+        """``forward`` as TorchScript source (raises naming an op without a spelling)."""
         from ember.jit._codegen import forward_source
         return forward_source(self._graphs["forward"])
+
+    def save(self, f, _extra_files=None):
+        """Raises: some op of this trace has no TorchScript spelling (named)."""
+        self.code  # noqa: B018  (raises the NotImplementedError naming the op)
+        raise NotImplementedError("jit: this trace cannot be saved")
 
     def _get_name(self):
         return self.original_name
@@ -107,5 +112,19 @@ class TracedFunction:
 
 
 def make_traced_module(mod, graphs):
-    """The traced module for ``mod`` with one graph per traced method."""
-    return TracedModule(mod, graphs)
+    """The traced module for ``mod``: a ``RecursiveScriptModule`` (jit-load's) running
+    the generated TorchScript, so what runs before ``save`` is what runs after
+    ``torch.jit.load``/``ember.jit.load``. When an op of the trace has no TorchScript
+    spelling yet, a :class:`TracedModule` replaying the IR, whose ``code``/``save``
+    raise ``NotImplementedError`` naming that op."""
+    from ember.jit._codegen import module_sources
+    from ember.jit._module import create_script_module
+    try:
+        methods, constants = module_sources(graphs)
+    except NotImplementedError:
+        return TracedModule(mod, graphs)
+    sm = create_script_module(mod, {"": methods}, constants=constants)
+    for name, g in graphs.items():
+        sm._jit_graphs[name] = g
+        sm._jit_inlined_graphs[name] = g
+    return sm
