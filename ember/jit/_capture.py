@@ -234,17 +234,27 @@ class _Trace:
     # ----- nodes ------------------------------------------------------------------------
     def call(self, op, target, run, args, kwargs, sym=False):
         """Run ``run(*args, **kwargs)`` unrecorded inside, and record it as one node."""
+        pre = self.begin(args, kwargs)
+        self.depth += 1
+        try:
+            out = run(*pre[3], **pre[4])
+        finally:
+            self.depth -= 1
+        return self.finish(op, target, pre, out, sym)
+
+    def begin(self, args, kwargs):
+        """Encode a call's arguments (before it runs: an in-place op changes them)."""
         inputs = []
         eargs, pargs = self.encode(args, inputs)
         ekw, pkw = self.encode(kwargs, inputs)
-        self.depth += 1
-        try:
-            out = run(*pargs, **pkw)
-        finally:
-            self.depth -= 1
+        return eargs, ekw, inputs, pargs, pkw
+
+    def finish(self, op, target, pre, out, sym=False):
+        """Record the node for a call encoded by :meth:`begin` that returned ``out``."""
+        eargs, ekw, inputs = pre[:3]
         f = _user_frame()
         source = (f.f_code.co_filename, f.f_lineno) if f is not None else None
-        names = arg_names(target, len(args))
+        names = arg_names(target, len(eargs))
         attrs = {names[i]: a for i, a in enumerate(eargs) if not _has_ref(a)}
         attrs.update((k, a) for k, a in ekw.items() if not _has_ref(a))
         node = Node(op, target, eargs, ekw, inputs, attrs, ".".join(
@@ -399,6 +409,10 @@ def _composites():
     for name in ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
                  "empty_like", "arange"):
         table[name] = getattr(_factory, name)
+    from ember import _random_ops
+    for name in RANDOM_OPS:
+        if not name.endswith("_"):
+            table[name] = getattr(_random_ops, name)
     return table
 
 
@@ -540,6 +554,9 @@ class capture:
                         mod.__dict__.get(name) is orig:
                     self._set(mod, name, w)
         self._set(Tensor, "__setitem__", _setitem_rec(Tensor.__dict__["__setitem__"]))
+        for name in RANDOM_OPS:
+            if name.endswith("_"):
+                self._set(Tensor, name, _random_inplace(name, Tensor.__dict__[name]))
         for k, val in list(Tensor.__dict__.items()):
             w = wrappers.get(id(val))
             if w is not None and w[0] is val:
@@ -566,6 +583,38 @@ def _setitem_rec(orig):
             st.depth -= 1
         st.inplace(self, out)
     return setitem
+
+
+def _random_inplace(op, fn):
+    """A random in-place fill (``bernoulli_``...) while tracing: recorded as a node whose
+    replay fills a fresh copy (so replays draw new values, as PyTorch's trace does)."""
+    def functional(x, *args, **kwargs):
+        y = x.clone()
+        fn(y, *args, **kwargs)
+        return y
+    functional.__name__ = op
+
+    def method(self, *args, **kwargs):
+        st = _state()
+        if st is None or id(self) not in st.tmap:
+            return fn(self, *args, **kwargs)
+        pre = st.begin((self,) + args, kwargs)
+        st.depth += 1
+        try:
+            out = fn(self, *args, **kwargs)
+        finally:
+            st.depth -= 1
+        st.finish(op, functional, pre, out)
+        st.inplace(self, out)
+        return out
+    method.__name__ = op
+    method.__doc__ = fn.__doc__
+    return method
+
+
+RANDOM_OPS = ("bernoulli_", "uniform_", "normal_", "random_", "exponential_", "geometric_",
+              "cauchy_", "log_normal_", "rand", "randn", "randint", "rand_like", "randn_like",
+              "randint_like", "bernoulli", "normal", "multinomial", "poisson", "randperm")
 
 
 def _source_for_rec(orig):

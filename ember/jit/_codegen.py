@@ -409,7 +409,23 @@ def _full(em, node, size, fill_value, dtype=None, device=None, requires_grad=Fal
             f"{_factory_kwargs(em, {'dtype': dtype, 'device': device})})")
 
 
-@emits("zeros_like", "ones_like", "empty_like")
+@emits("rand", "randn")
+def _random_new(em, node, *size, generator=None, out=None, dtype=None, layout=None,
+                device=None, requires_grad=False, pin_memory=False):
+    if generator is not None or out is not None:
+        raise NotImplementedError(f"jit codegen: {node.op} with a generator or out=")
+    return (f"torch.{node.op}({em.ints(_shape_args(size))}, "
+            f"{_factory_kwargs(em, {'dtype': dtype, 'device': device})})")
+
+
+@emits("bernoulli_", "uniform_", "normal_")
+def _random_fill(em, node, x, *args, generator=None, **kw):
+    if generator is not None or kw:
+        raise NotImplementedError(f"jit codegen: {node.op} with a generator or keywords")
+    return f"torch.{node.op}({', '.join(em.e(a) for a in (x,) + args)})"
+
+
+@emits("rand_like", "randn_like", "zeros_like", "ones_like", "empty_like")
 def _like(em, node, input, dtype=None, device=None, requires_grad=False, **kw):
     return (f"torch.{node.op}({em.e(input)}, "
             f"{_factory_kwargs(em, {'dtype': dtype, 'device': device})}, memory_format=None)")

@@ -1,20 +1,26 @@
 """``jit.trace``: run a function or module once on example inputs and keep what it did
 as an :class:`ember.jit._ir.Graph` (see ``_capture`` for how calls are recorded)."""
 import inspect
+import warnings
 
 import numpy as np
 
 from ember import _tensor
-from ember.jit._capture import TracerWarning, _meta, capture, is_tracing
+from ember.jit._capture import (
+    RANDOM_OPS,
+    TracerWarning,
+    _meta,
+    _user_frame,
+    _warn,
+    capture,
+    is_tracing,
+)
 from ember.jit._ir import Ref
 
 Tensor = _tensor.Tensor
 
 __all__ = ["trace", "trace_module", "is_tracing", "TracerWarning", "TracingCheckError"]
 
-# primitives whose output differs from run to run (PyTorch's nondeterministic nodes)
-_NONDETERMINISTIC = ("Bernoulli", "Rand", "Normal", "Uniform", "Multinomial", "Exponential",
-                     "Geometric", "Cauchy", "LogNormal", "RandomFill", "Poisson")
 
 
 class TracingCheckError(Exception):
@@ -131,13 +137,19 @@ def _where(node):
     return at
 
 
+_UNDEFINED = {"empty", "empty_like"}  # outputs whose values mean nothing
+
+
 def _check(graph, args, params, snapshots, eager_out, tol):
-    """Replay the graph on the example and compare every node with what the trace saw."""
-    nondet = [n for n in graph.nodes if n.op.startswith(_NONDETERMINISTIC)]
+    """Replay the graph on the example and compare every node with what the trace saw
+    (and the result with the eager one). A deterministic graph that differs raises
+    :class:`TracingCheckError` naming the first differing node; with random nodes the
+    differences are expected and a :class:`TracerWarning` says so, as in PyTorch."""
+    nondet = [n for n in graph.nodes if n.op in RANDOM_OPS]
     first = []
 
     def observe(node, outs):
-        if first:
+        if first or node.op in _UNDEFINED or node.op in RANDOM_OPS:
             return
         for v, o in zip(node.outputs, outs):
             snap = snapshots.get(id(v))
@@ -148,23 +160,77 @@ def _check(graph, args, params, snapshots, eager_out, tol):
     from ember.autograd.grad_mode import no_grad
     with no_grad():
         got = graph.run(*args, params=params, observer=observe)
-    extra = None
-    if nondet:
-        extra = "Trace had nondeterministic nodes. Did you forget call .eval() on your model? " \
-                "Nodes:\n" + "\n".join(f"\t{n!r}" for n in nondet[:5])
+    problem = None
     if first:
         node, v = first[0]
-        raise TracingCheckError(
-            f"The traced graph does not reproduce the example: the first differing node is\n"
-            f"{node!r}\n{node.op} gave a different %{v.name}{_where(node)}", None, extra)
-    flat_got, flat_ref = [], []
-    _flatten(got, flat_got)
-    _flatten(eager_out, flat_ref)
-    for i, (a, b) in enumerate(zip(flat_got, flat_ref)):
-        if isinstance(a, Tensor) and isinstance(b, Tensor) and not _close(a._data, b._data, tol):
-            raise TracingCheckError(None, f"Output nr {i + 1}. of the traced function does not "
-                                          "match the corresponding output of the Python "
-                                          "function.", extra)
+        problem = (f"The traced graph does not reproduce the example: the first differing "
+                   f"node is\n{node!r}\n{node.op} gave a different %{v.name}{_where(node)}",
+                   None)
+    else:
+        flat_got, flat_ref = [], []
+        _flatten(got, flat_got)
+        _flatten(eager_out, flat_ref)
+        for i, (a, b) in enumerate(zip(flat_got, flat_ref)):
+            if isinstance(a, Tensor) and isinstance(b, Tensor) and \
+                    not _close(a._data, b._data, tol):
+                problem = (None, f"Output nr {i + 1}. of the traced function does not match "
+                                 "the corresponding output of the Python function.")
+                break
+    if problem is None:
+        return
+    if nondet:
+        _warn("Trace had nondeterministic nodes. Did you forget call .eval() on your model? "
+              "Nodes:\n" + "\n".join(f"\t{n!r}" for n in nondet[:5]) + "\nThis may cause "
+              "errors in trace checking. To disable trace checking, pass check_trace=False "
+              "to torch.jit.trace()", _user_frame(1))
+        return
+    raise TracingCheckError(*problem)
+
+
+def _value_key(g, v, positions):
+    if v.kind in ("param", "buffer"):
+        return (v.kind, v.name)
+    if v.kind == "input":
+        return ("input", g.inputs.index(v))
+    if v.kind == "constant":
+        d = v.data._data
+        return ("constant", d.shape, str(d.dtype), d.tobytes())
+    return ("node", positions[id(v.node)], v.index)
+
+
+def _norm(x, g, positions):
+    if isinstance(x, Ref):
+        return _value_key(g, x.value, positions)
+    if isinstance(x, (tuple, list)):
+        return (type(x).__name__,) + tuple(_norm(y, g, positions) for y in x)
+    if isinstance(x, dict):
+        return tuple((k, _norm(y, g, positions)) for k, y in x.items())
+    if isinstance(x, slice):
+        return ("slice",) + _norm((x.start, x.stop, x.step), g, positions)
+    if isinstance(x, np.ndarray):
+        return ("array", x.shape, str(x.dtype), x.tobytes())
+    slots = getattr(type(x), "__slots__", None)
+    if slots and not isinstance(x, (int, float, str)):
+        return (type(x).__name__,) + tuple(_norm(getattr(x, k, None), g, positions)
+                                           for k in slots)
+    return x if isinstance(x, (int, float, str, bool, type(None))) else repr(x)
+
+
+def _first_difference(g1, g2):
+    """The first pair of nodes where two traces of the same call differ, or None."""
+    p1 = {id(n): i for i, n in enumerate(g1.nodes)}
+    p2 = {id(n): i for i, n in enumerate(g2.nodes)}
+    for a, b in zip(g1.nodes, g2.nodes):
+        if a.op != b.op or _norm((a.args, a.kwargs), g1, p1) != _norm((b.args, b.kwargs), g2,
+                                                                          p2):
+            return a, b
+    if len(g1.nodes) != len(g2.nodes):
+        n = min(len(g1.nodes), len(g2.nodes))
+        extra = (g1.nodes[n:] or g2.nodes[n:])[0]
+        return (extra, None) if len(g1.nodes) > n else (None, extra)
+    if _norm(g1.output_spec, g1, p1) != _norm(g2.output_spec, g2, p2):
+        return "outputs", "outputs"
+    return None
 
 
 def _flatten(tree, out):
@@ -191,6 +257,17 @@ def _snapshot_outputs(out):
 def _trace_one(fn, args, module, check_trace, tol, strict):
     g, out, snaps = _record(fn, args, module, strict, check_trace)
     if check_trace:
+        # trace again: a function whose recorded calls change from run to run (Python
+        # state, data-dependent branches) is caught here, as PyTorch re-traces
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TracerWarning)
+            g2 = _record(fn, args, module, strict, False)[0]
+        diff = _first_difference(g, g2)
+        if diff is not None and not any(n.op in RANDOM_OPS for n in g.nodes):
+            a, b = diff
+            raise TracingCheckError(
+                "The traces of two runs on the same inputs differ; the first diverging "
+                f"node is\n  first run:  {a!r}\n  second run: {b!r}", None)
         ref = _snapshot_outputs(out)
         params = {}
         if module is not None:
