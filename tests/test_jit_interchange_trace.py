@@ -1,0 +1,106 @@
+"""ember trace -> save -> real torch.jit.load: the same outputs as ember's eager model
+on the example and at another batch size; parameters bit for bit, both ways."""
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+import ember.jit as jit
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from jit_trace_zoo import models  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+ZOO = models(ember)
+ZOO_T = models(torch)
+
+
+def _flat(x):
+    if isinstance(x, (tuple, list)):
+        return [z for y in x for z in _flat(y)]
+    if isinstance(x, dict):
+        return [z for y in x.values() for z in _flat(y)]
+    return [x]
+
+
+def _to_torch(inputs):
+    return tuple(torch.from_numpy(np.array(x.numpy(), copy=True)) for x in inputs)
+
+
+def _assert_same(got, ref, tol):
+    got, ref = _flat(got), _flat(ref)
+    assert len(got) == len(ref)
+    for a, b in zip(got, ref):
+        a = a.detach().numpy()
+        b = b.detach().numpy()
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """{name: (eager ember model, path of its saved trace)} for the whole zoo."""
+    out = {}
+    d = tmp_path_factory.mktemp("traces")
+    for name, (make, inputs) in ZOO.items():
+        ember.manual_seed(0)
+        m = make().eval()
+        traced = jit.trace(m, inputs(2), strict=False)
+        path = d / f"{name}.pt"
+        traced.save(str(path))
+        out[name] = (m, traced, path)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_torch_loads_embers_trace_with_the_same_outputs(saved, name):
+    m, traced, path = saved[name]
+    loaded = torch.jit.load(str(path))
+    inputs = ZOO[name][1]
+    for batch in (2, 3):                      # the example's batch size, and another
+        x = inputs(batch)
+        ref = m(*x)
+        with torch.no_grad():
+            got = loaded(*_to_torch(x))
+        _assert_same(got, ref, 2e-5)
+        _assert_same(traced(*x), ref, 1e-6)   # what runs before save
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_state_dict_bit_equal_after_torch_load_and_back(saved, name, tmp_path):
+    m, traced, path = saved[name]
+    loaded = torch.jit.load(str(path))
+    sd_e, sd_t = m.state_dict(), loaded.state_dict()
+    assert list(sd_e) == list(sd_t)
+    for k in sd_e:
+        assert np.array_equal(sd_e[k].numpy(), sd_t[k].numpy()), k
+    # ember -> torch -> ember keeps parameters bit for bit and the code runs in ember
+    back = tmp_path / "back.pt"
+    torch.jit.save(loaded, str(back))
+    again = jit.load(str(back))
+    for k, v in again.state_dict().items():
+        assert np.array_equal(v.numpy(), sd_e[k].numpy()), k
+    x = ZOO[name][1](3)
+    _assert_same(again(*x), m(*x), 2e-5)
+
+
+def test_torch_reads_the_code_ember_wrote(saved):
+    _, traced, path = saved["mlp"]
+    loaded = torch.jit.load(str(path))
+    assert "torch.linear" in loaded.code and "torch.view" in loaded.code
+    assert "torch.linear(" in traced.code and "x.size(0)" in traced.code
+
+
+def test_torch_trace_of_the_same_weights_agrees(saved):
+    """The seed example: torch.jit.trace on a CNN and ember's trace give one answer."""
+    m, traced, _ = saved["seed_cnn"]
+    tm = ZOO_T["seed_cnn"][0]().eval()
+    tm.load_state_dict({k: torch.from_numpy(np.array(v.numpy(), copy=True))
+                        for k, v in m.state_dict().items()})
+    t_traced = torch.jit.trace(tm, torch.randn(1, 3, 224, 224), check_trace=False)
+    x = ZOO["seed_cnn"][1](2)
+    with torch.no_grad():
+        ref = t_traced(*_to_torch(x))
+    _assert_same(traced(*x), ref, 2e-5)
