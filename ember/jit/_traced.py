@@ -127,4 +127,29 @@ def make_traced_module(mod, graphs):
     for name, g in graphs.items():
         sm._jit_graphs[name] = g
         sm._jit_inlined_graphs[name] = g
+    sm.__class__ = _traced_script_class()
+    sm.__dict__["_jit_slots"] = _param_slots(sm, graphs["forward"])
     return sm
+
+
+_TRACED_SCRIPT_CLASS = []
+
+
+def _traced_script_class():
+    """``RecursiveScriptModule`` whose ``forward`` replays the IR (measured faster than
+    interpreting the same code: docs/jit.md), with ``code``/``save`` unchanged."""
+    if not _TRACED_SCRIPT_CLASS:
+        from ember.jit._module import RecursiveScriptModule
+
+        class TracedScriptModule(RecursiveScriptModule):
+            def forward(self, *args, **kwargs):
+                if kwargs:
+                    return super().forward(*args, **kwargs)
+                return self._jit_graphs["forward"].run(
+                    *args, params=_params_of(self.__dict__["_jit_slots"]))
+
+            def _get_name(self):
+                return "RecursiveScriptModule"
+        TracedScriptModule.__module__ = RecursiveScriptModule.__module__
+        _TRACED_SCRIPT_CLASS.append(TracedScriptModule)
+    return _TRACED_SCRIPT_CLASS[0]
