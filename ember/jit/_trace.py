@@ -312,8 +312,8 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     if check_inputs:
         for ci in check_inputs:
             _trace_one(func, _as_args(ci), module, True, check_tolerance, strict)
-    from ember.jit._traced import TracedFunction
-    return TracedFunction(func, g, module)
+    from ember.jit._traced import make_traced_function
+    return make_traced_function(func, g, module)
 
 
 def trace_module(mod, inputs, optimize=None, check_trace=True, check_inputs=None,

@@ -6,7 +6,7 @@ PyTorch's ``TracedModule``), and exposes ``.graph``, ``.inlined_graph`` and ``.c
 """
 from ember.nn.modules.module import Module
 
-__all__ = ["TracedModule", "TracedFunction", "make_traced_module"]
+__all__ = ["TracedModule", "make_traced_module", "make_traced_function"]
 
 
 def _param_slots(mod, graph):
@@ -85,30 +85,40 @@ class TracedModule(Module):
         return self.original_name
 
 
-class TracedFunction:
-    """A traced function: calling it runs the graph."""
+def make_traced_function(fn, graph, module=None):
+    """The traced function: a ``ScriptFunction`` (jit-load's, compiled from the
+    generated TorchScript) whose calls replay the IR; ``.graph`` is the IR."""
+    from ember.jit._codegen import function_source
+    from ember.jit._module import ScriptFunction, create_script_function
+    name = getattr(fn, "__name__", "fn")
+    qualname = "__torch__." + ("".join(c if c.isalnum() else "_" for c in name) or "fn")
+    try:
+        src = function_source(graph, qualname.rsplit(".", 1)[1])
+        sf = create_script_function(src, qualname,
+                                    constants=[c.data for c in graph.constants])
+    except NotImplementedError as e:
+        sf = ScriptFunction(None, qualname, f"# not expressible in TorchScript: {e}")
+    sf.__class__ = _traced_function_class()
+    sf.graph = sf.inlined_graph = graph
+    sf._jit_slots = _param_slots(module, graph) if module is not None else []
+    return sf
 
-    def __init__(self, fn, graph, module=None):
-        self._fn_name = getattr(fn, "__name__", "fn")
-        self.graph = graph
-        self._module = module
-        self._slots = _param_slots(module, graph) if module is not None else []
 
-    @property
-    def inlined_graph(self):
-        return self.graph
+_TRACED_FUNCTION_CLASS = []
 
-    @property
-    def name(self):
-        return self._fn_name
 
-    @property
-    def code(self):
-        from ember.jit._codegen import function_source
-        return function_source(self.graph, self._fn_name)
+def _traced_function_class():
+    if not _TRACED_FUNCTION_CLASS:
+        from ember.jit._module import ScriptFunction
 
-    def __call__(self, *args):
-        return self.graph.run(*args, params=_params_of(self._slots))
+        class TracedFunction(ScriptFunction):
+            """A traced function: calling it replays the IR."""
+
+            def __call__(self, *args):
+                return self.graph.run(*args, params=_params_of(self._jit_slots))
+        TracedFunction.__module__ = ScriptFunction.__module__
+        _TRACED_FUNCTION_CLASS.append(TracedFunction)
+    return _TRACED_FUNCTION_CLASS[0]
 
 
 def make_traced_module(mod, graphs):
