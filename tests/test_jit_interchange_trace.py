@@ -104,3 +104,55 @@ def test_torch_trace_of_the_same_weights_agrees(saved):
     with torch.no_grad():
         ref = t_traced(*_to_torch(x))
     _assert_same(traced(*x), ref, 2e-5)
+
+
+# ----- one function per op family: traced, saved, run by torch at another batch size ----
+def _ops():
+    F = ember.nn.functional
+    return {
+        "cat_transpose": lambda x: ember.cat([x, x.transpose(0, 1).transpose(0, 1)], 1),
+        "stack": lambda x: ember.stack([x, x * 2], 0).sum(0),
+        "chunk_split": lambda x: x.chunk(2, 1)[0] + x.split(2, 1)[1],
+        "matmul": lambda x: x @ x.transpose(-1, -2),
+        "softmax": lambda x: F.softmax(x, -1) + F.log_softmax(x, 1),
+        "activations": lambda x: F.gelu(x) + F.silu(x) + ember.tanh(x) + F.leaky_relu(x),
+        "reductions": lambda x: x.mean(1, keepdim=True) + x.sum(-1, keepdim=True) + x.mean(),
+        "max_dim": lambda x: x.max(1)[0] + x.amax(1) + x.argmax(1).float(),
+        "index": lambda x: x[:, 0] + x[..., 1] + x[1:, 2].sum(),
+        "none_index": lambda x: x[None, :, 1:3].squeeze(0),
+        "unsqueeze": lambda x: x.unsqueeze(1).squeeze(1) + x.unsqueeze(-1)[..., 0],
+        "clamp_pow": lambda x: x.clamp(-0.5, 0.5) + x.clamp(min=0) + x.abs().exp() + x.pow(2),
+        "casts": lambda x: (x > 0).float() * x + x.to(ember.float64).float(),
+        "expand": lambda x: x[:, :1].expand(-1, 4) + x[:, :1].expand_as(x),
+        "where_mask": lambda x: ember.where(x > 0, x, ember.zeros_like(x)) +
+        x.masked_fill(x < 0, 1.0),
+        "sub_div": lambda x: (1 - x) / (x.abs() + 1) - x / 2 + 2 / (x.abs() + 1),
+        "layer_norm": lambda x: F.layer_norm(x, (4,)),
+        "repeat_pad": lambda x: x.repeat(1, 2)[:, :4] + F.pad(x, (1, 1))[:, 1:5],
+        "permute": lambda x: x.permute(1, 0).reshape(-1),
+        "factories": lambda x: x + ember.arange(x.size(1)) + ember.ones(x.size(0), 4) +
+        ember.full((x.size(0), 4), 2.0),
+        "normalize": lambda x: F.normalize(x, dim=1),
+        "flip_cumsum": lambda x: x.flip(0).cumsum(1),
+    }
+
+
+OPS = _ops()
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_op_families_round_trip(name, tmp_path):
+    fn = OPS[name]
+
+    class M(ember.nn.Module):
+        def forward(self, x):
+            return fn(x)
+
+    traced = jit.trace(M(), ember.randn(3, 4))
+    path = str(tmp_path / "m.pt")
+    traced.save(path)
+    x = ember.randn(5, 4)
+    ref = fn(x)
+    with torch.no_grad():
+        _assert_same(torch.jit.load(path)(*_to_torch((x,))), ref, 1e-5)
+    _assert_same(jit.load(path)(x), ref, 1e-6)

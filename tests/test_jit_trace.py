@@ -322,3 +322,19 @@ def test_zoo_traced_matches_eager_and_torch(name):
         with torch.no_grad():
             ref = tm(*inputs_t(b))
         assert _max_diff(got, ref) <= 2e-5
+
+
+def test_an_op_without_torchscript_spelling_still_runs_and_save_names_it(tmp_path):
+    class Put(nn.Module):
+        def forward(self, x):
+            y = x * 1
+            y[:, 0] = 5.0  # LINE_SETITEM
+            return y
+
+    m = Put()
+    t = jit.trace(m, ember.randn(2, 3))
+    x = ember.randn(4, 3)
+    np.testing.assert_array_equal(t(x).numpy(), m(x).numpy())
+    with pytest.raises(NotImplementedError, match="'setitem'") as e:
+        t.save(str(tmp_path / "m.pt"))
+    assert f"{HERE}:{_line('LINE_SETITEM')}" in str(e.value)

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ember.jit import _builtins_trace  # noqa: F401  (rows the generated code needs)
 from ember.jit._ir import Ref
 
 __all__ = ["EMIT", "forward_source", "function_source", "Emitter"]
@@ -236,7 +237,101 @@ def _contiguous(em, node, x, fmt=None):
 
 @emits("Expand")
 def _expand_prim(em, node, x, shape):
-    return f"torch.expand({em.e(x)}, {em.ints(shape)}, False)"
+    return f"torch.expand({em.e(x)}, {em.ints(shape)}, implicit=False)"
+
+
+@emits("Mm", "Bmm", "Mv", "Dot")
+def _mm(em, node, a, b):
+    return f"torch.{node.op.lower()}({em.e(a)}, {em.e(b)})"
+
+
+@emits("_MaxDim", "_MinDim")
+def _max_dim(em, node, x, axis, keepdim):
+    if axis is None:
+        raise NotImplementedError(f"jit codegen: {node.op} of a 0-d tensor")
+    aten = "torch.max" if node.op == "_MaxDim" else "torch.min"
+    return f"{aten}({em.e(x)}, {em.e(axis)}, {literal(bool(keepdim))})"
+
+
+@emits("_Amax", "_Amin")
+def _amax(em, node, x, axes, keepdim):
+    dims = "[]" if axes is None else em.ints(tuple(axes))
+    return f"torch.{node.op[1:].lower()}({em.e(x)}, {dims}, {literal(bool(keepdim))})"
+
+
+@emits("_Argmax", "_Argmin")
+def _argmax(em, node, x, axis, keepdim):
+    return f"torch.{node.op[1:].lower()}({em.e(x)}, {em.e(axis)}, {literal(bool(keepdim))})"
+
+
+@emits("Clamp", "ClampMin", "ClampMax", "ClampTensor")
+def _clamp(em, node, x, lo, hi):
+    return f"torch.clamp({em.e(x)}, {em.e(lo)}, {em.e(hi)})"
+
+
+@emits("ToCopy")
+def _to_copy(em, node, x, np_dtype, device):
+    from ember.backend import dtypes
+    if np_dtype is None:
+        return f"torch.clone({em.e(x)})"
+    code = literal(dtypes.from_numpy_dtype(np.dtype(np_dtype)))
+    return f"torch.to({em.e(x)}, {code}, False, False, None)"
+
+
+@emits("MaskedFill")
+def _masked_fill(em, node, x, mask, value):
+    return f"torch.masked_fill({em.e(x)}, {em.e(mask)}, {em.e(value)})"
+
+
+@emits("Repeat")
+def _repeat(em, node, x, reps):
+    return f"torch.repeat({em.e(x)}, {em.ints(tuple(reps))})"
+
+
+@emits("ConstantPad")
+def _constant_pad(em, node, x, pads, value):
+    return f"torch.constant_pad_nd({em.e(x)}, {em.ints(tuple(pads))}, {em.e(value)})"
+
+
+@emits("_VectorNorm")
+def _vector_norm(em, node, x, p, axes, keepdim):
+    dims = "None" if axes is None else em.ints(tuple(axes))
+    return (f"torch.linalg_vector_norm({em.e(x)}, {literal(float(p))}, {dims}, "
+            f"{literal(bool(keepdim))})")
+
+
+@emits("SplitWithSizes", "Split")
+def _split(em, node, x, sizes, dim):
+    res = em.tmp(f"torch.split_with_sizes({em.e(x)}, {em.ints(tuple(sizes))}, {em.e(dim)})")
+    return [f"{res}[{i}]" for i in range(len(node.outputs))]
+
+
+@emits("LeakyRelu")
+def _leaky_relu(em, node, x, slope):
+    return f"torch.leaky_relu({em.e(x)}, {em.e(slope)})"
+
+
+@emits("Flip")
+def _flip(em, node, x, axis):
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    return f"torch.flip({em.e(x)}, {em.ints(tuple(axes))})"
+
+
+@emits("Cumsum")
+def _cumsum(em, node, x, axis, np_dtype):
+    if np_dtype is not None:
+        raise NotImplementedError("jit codegen: cumsum with dtype=")
+    return f"torch.cumsum({em.e(x)}, {em.e(axis)})"
+
+
+@emits("Gather")
+def _gather(em, node, x, idx, dim):
+    return f"torch.gather({em.e(x)}, {em.e(dim)}, {em.e(idx)})"
+
+
+@emits("IndexSelect")
+def _index_select(em, node, x, idx, dim):
+    return f"torch.index_select({em.e(x)}, {em.e(dim)}, {em.e(idx)})"
 
 
 @emits("Conv")
@@ -350,7 +445,7 @@ def _int_neg(em, node, a):
 @emits("view", "reshape", "expand")
 def _view(em, node, x, *shape):
     if node.op == "expand":
-        return f"torch.expand({em.e(x)}, {em.ints(_shape_args(shape))}, False)"
+        return f"torch.expand({em.e(x)}, {em.ints(_shape_args(shape))}, implicit=False)"
     return f"torch.{node.op}({em.e(x)}, {em.ints(_shape_args(shape))})"
 
 
@@ -407,6 +502,21 @@ def _filled(em, node, *size, dtype=None, device=None, requires_grad=False, **kw)
 def _full(em, node, size, fill_value, dtype=None, device=None, requires_grad=False, **kw):
     return (f"torch.full({em.ints(_shape_args((size,)))}, {em.e(fill_value)}, "
             f"{_factory_kwargs(em, {'dtype': dtype, 'device': device})})")
+
+
+@emits("arange")
+def _arange(em, node, *args, dtype=None, device=None, requires_grad=False, out=None,
+            layout=None, start=None, end=None, step=None):
+    if out is not None:
+        raise NotImplementedError("jit codegen: arange(out=)")
+    pos = [a for a in args]
+    for k, v in (("start", start), ("end", end), ("step", step)):
+        if v is not None:
+            raise NotImplementedError(f"jit codegen: arange({k}=) by keyword")
+    if len(pos) == 3 and not isinstance(pos[2], Ref) and pos[2] == 1:
+        pos = pos[:2]
+    nums = ", ".join(em.e(a) for a in pos)
+    return f"torch.arange({nums}, {_factory_kwargs(em, {'dtype': dtype, 'device': device})})"
 
 
 @emits("rand", "randn")

@@ -78,8 +78,8 @@ class TracedModule(Module):
 
     def save(self, f, _extra_files=None):
         """Raises: some op of this trace has no TorchScript spelling (named)."""
-        self.code  # noqa: B018  (raises the NotImplementedError naming the op)
-        raise NotImplementedError("jit: this trace cannot be saved")
+        why = self.__dict__.get("_why")
+        raise NotImplementedError(f"jit: this trace cannot be saved as TorchScript: {why}")
 
     def _get_name(self):
         return self.original_name
@@ -128,12 +128,15 @@ def make_traced_module(mod, graphs):
     spelling yet, a :class:`TracedModule` replaying the IR, whose ``code``/``save``
     raise ``NotImplementedError`` naming that op."""
     from ember.jit._codegen import module_sources
+    from ember.jit._errors import ScriptError
     from ember.jit._module import create_script_module
     try:
         methods, constants = module_sources(graphs)
-    except NotImplementedError:
-        return TracedModule(mod, graphs)
-    sm = create_script_module(mod, {"": methods}, constants=constants)
+        sm = create_script_module(mod, {"": methods}, constants=constants)
+    except (NotImplementedError, ScriptError) as e:
+        tm = TracedModule(mod, graphs)
+        tm.__dict__["_why"] = e
+        return tm
     for name, g in graphs.items():
         sm._jit_graphs[name] = g
         sm._jit_inlined_graphs[name] = g
