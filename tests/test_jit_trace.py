@@ -338,3 +338,43 @@ def test_an_op_without_torchscript_spelling_still_runs_and_save_names_it(tmp_pat
     with pytest.raises(NotImplementedError, match="'setitem'") as e:
         t.save(str(tmp_path / "m.pt"))
     assert f"{HERE}:{_line('LINE_SETITEM')}" in str(e.value)
+
+
+def test_an_exception_while_tracing_restores_everything():
+    def bad(x):
+        x * 2
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        jit.trace(bad, ember.randn(2))
+    assert type(ember.randn(3).size(0)) is int and not jit.is_tracing()
+    assert jit.trace(lambda x: x + 1, ember.randn(2))(ember.zeros(1)).item() == 1.0
+
+
+def test_check_inputs_outputs_that_are_inputs_and_gradients():
+    m = nn.Linear(3, 2)
+    t = jit.trace(m, ember.randn(2, 3), check_inputs=[(ember.randn(5, 3),)])
+    t(ember.randn(4, 3)).sum().backward()
+    assert m.weight.grad is not None                      # autograd through the replay
+    f = jit.trace(lambda x, y: (x, y * 2), (ember.randn(2), ember.randn(2)))
+    a = ember.randn(3)
+    assert f(a, a)[0] is a
+
+
+def test_a_traced_module_inside_another_trace():
+    inner = jit.trace(nn.Sequential(nn.Linear(3, 4), nn.ReLU()), ember.randn(2, 3))
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = inner
+            self.fc = nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.fc(self.inner(x))
+
+    o = Outer()
+    t = jit.trace(o, ember.randn(2, 3))
+    assert set(t.graph.params) == {"inner.0.weight", "inner.0.bias", "fc.weight", "fc.bias"}
+    x = ember.randn(6, 3)
+    np.testing.assert_array_equal(t(x).detach().numpy(), o(x).detach().numpy())

@@ -177,6 +177,11 @@ class Graph:
                 live.update(id(v) for v in n.inputs)
         self.nodes = kept[::-1]
         self.constants = [c for c in self.constants if id(c) in live]
+        n = 0
+        for node in self.nodes:  # number the surviving values 0, 1, 2... again
+            for v in node.outputs:
+                v.name = str(n)
+                n += 1
 
     def __str__(self):
         head = ",\n      ".join(repr(v) for v in self.inputs +
@@ -271,18 +276,21 @@ _SIG_CACHE = {}
 
 def arg_names(target, n):
     """Names of the first ``n`` positional parameters of ``target`` (a primitive's
-    ``forward`` after ``self``, or a function's), ``arg<i>`` where unknown."""
+    ``forward`` after ``self``, or a function's): ``shape[0]``... for ``*shape``,
+    ``arg<i>`` where unknown."""
     key = (target, n)
     names = _SIG_CACHE.get(key)
     if names is None:
         fn = target.forward if isinstance(target, type) else target
         try:
-            ps = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            params = list(inspect.signature(fn).parameters.values())
         except (TypeError, ValueError):
-            ps = []
+            params = []
+        ps = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         if isinstance(target, type):
             ps = ps[1:]
-        names = [ps[i].name if i < len(ps) else f"arg{i}" for i in range(n)]
+        var = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+        names = [ps[i].name if i < len(ps) else
+                 (f"{var}[{i - len(ps)}]" if var else f"arg{i}") for i in range(n)]
         _SIG_CACHE[key] = names
     return names
