@@ -156,3 +156,27 @@ def test_op_families_round_trip(name, tmp_path):
     with torch.no_grad():
         _assert_same(torch.jit.load(path)(*_to_torch((x,))), ref, 1e-5)
     _assert_same(jit.load(path)(x), ref, 1e-6)
+
+
+def test_nested_inputs_and_a_dict_output_through_torch(tmp_path):
+    class D(ember.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = ember.nn.Linear(3, 2)
+
+        def forward(self, pair, d):
+            a, b = pair
+            return {"y": self.fc(a) + d["k"], "z": b.sum(0)}
+
+    m = D()
+    traced = jit.trace(m, ((ember.randn(2, 3), ember.randn(2, 3)), {"k": ember.randn(2, 2)}),
+                       strict=False)
+    assert "pair: Tuple[Tensor, Tensor]" in traced.code and "d: Dict[str, Tensor]" in traced.code
+    path = str(tmp_path / "d.pt")
+    traced.save(path)
+    new = ((ember.randn(5, 3), ember.randn(5, 3)), {"k": ember.randn(5, 2)})
+    t_new = (_to_torch(new[0]), {"k": _to_torch((new[1]["k"],))[0]})
+    with torch.no_grad():
+        got = torch.jit.load(path)(*t_new)
+    assert set(got) == {"y", "z"}
+    _assert_same(got, m(*new), 1e-5)

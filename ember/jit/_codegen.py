@@ -654,6 +654,9 @@ def _body(graph, arg_names, constant_offset=0):
 
 
 def _arg_names(graph):
+    if graph.arg_names is not None and all(n.isidentifier() and n != "self"
+                                           for n in graph.arg_names):
+        return [_ident(n) for n in graph.arg_names]
     names = []
     for spec in graph.input_spec:
         v = spec.value if isinstance(spec, Ref) else None

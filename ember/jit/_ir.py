@@ -113,6 +113,7 @@ class Graph:
         self.params = {}          # qualified name -> Value (kind "param" or "buffer")
         self.constants = []       # Values of kind "constant"
         self.input_spec = None    # the structure of the arguments (Refs in place of tensors)
+        self.arg_names = None     # the traced function's parameter names
         self.output_spec = None   # the structure of the result (Refs in place of values)
         self._names = {}
 

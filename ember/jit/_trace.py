@@ -102,8 +102,8 @@ def _record(fn, args, module, strict, snapshot):
             for qn, b in module.named_buffers():
                 if b is not None:
                     st.register(b, g.add_param(qn, "buffer", _meta(b)))
-        g.input_spec = tuple(_bind_inputs(st, a, n)
-                             for a, n in zip(args, _arg_names(fn, len(args))))
+        g.arg_names = _arg_names(fn, len(args))
+        g.input_spec = tuple(_bind_inputs(st, a, n) for a, n in zip(args, g.arg_names))
         out = fn(*args)
         g.output_spec = _bind_outputs(st, out, strict, None)
     g.eliminate_dead_code()
