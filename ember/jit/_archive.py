@@ -124,10 +124,8 @@ def _unpickle(archive, record, map_location, view=None):
         return unpickler.load()
     except (ArchiveError, ScriptSafetyError):
         raise
-    except pickle.UnpicklingError as e:
-        raise ScriptSafetyError(f"TorchScript archive's {record}: {e}") from None
-    except (EOFError, ValueError, IndexError, KeyError, TypeError, AttributeError,
-            struct.error) as e:
+    except (pickle.UnpicklingError, EOFError, ValueError, IndexError, KeyError, TypeError,
+            AttributeError, struct.error) as e:
         raise ArchiveError(f"TorchScript archive damaged: its {record} cannot be read "
                            f"({type(e).__name__}: {e})") from None
 

@@ -231,8 +231,11 @@ def _global_chain(parts, node, ctx):
         return lazy
     fn = _builtins.lookup(full)
     if fn is None:
+        line = ""
+        if 0 < getattr(node, "lineno", 0) <= len(ctx.lines):
+            line = f"; the line reads: {ctx.lines[node.lineno - 1].strip()}"
         raise NotImplementedError(f"{where(ctx, node)}: TorchScript builtin {full} is not "
-                                  "supported by ember (no entry in ember.jit._builtins)")
+                                  f"supported by ember (no entry in ember.jit._builtins){line}")
     return _const(fn)
 
 

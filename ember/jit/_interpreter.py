@@ -50,8 +50,9 @@ class _Return:
 class _FnCtx:
     """What the compiler knows while compiling one function: file, unit, local names."""
 
-    def __init__(self, cu, filename, locals_):
+    def __init__(self, cu, filename, locals_, lines=None):
         self.cu, self.filename, self.locals = cu, filename, locals_
+        self.lines = lines or ()
 
 
 def _assigned_names(fdef):
@@ -90,7 +91,7 @@ class CompilationUnit:
                 self._define_class(node, prefix, filename, lines)
             elif isinstance(node, ast.FunctionDef):
                 qual = f"{prefix}.{node.name}"
-                self.functions[qual] = compile_function(self, node, filename)
+                self.functions[qual] = compile_function(self, node, filename, lines=lines)
                 self.function_sources[qual] = _segment(lines, node)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names]
@@ -123,7 +124,8 @@ class CompilationUnit:
         cls = ScriptClass(qual, kind)
         for item in node.body:
             if isinstance(item, ast.FunctionDef):
-                cls.methods[item.name] = compile_function(self, item, filename, method_of=cls)
+                cls.methods[item.name] = compile_function(self, item, filename, method_of=cls,
+                                                          lines=lines)
                 cls.method_sources[item.name] = textwrap.dedent(_segment(lines, item))
             elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                 check_type(item.annotation, ctx)
@@ -176,9 +178,9 @@ def _literal(node, ctx):
                                 "constant") from None
 
 
-def compile_function(cu, fdef, filename, method_of=None):
+def compile_function(cu, fdef, filename, method_of=None, lines=None):
     """Compile one validated ``def`` into a Python callable (closures, no exec)."""
-    ctx = _FnCtx(cu, filename, _assigned_names(fdef))
+    ctx = _FnCtx(cu, filename, _assigned_names(fdef), lines)
     ctx.fname = fdef.name
     a = fdef.args
     if a.vararg or a.kwarg or a.posonlyargs or fdef.decorator_list:

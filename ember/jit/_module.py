@@ -373,7 +373,8 @@ def create_script_module(module, methods, *, functions=None, attributes=None, co
         cls.attributes = dict(types)
         for n, s in srcs.items():
             where = f"<{cls.qualname}.{n}>"
-            cls.methods[n] = compile_function(cu, _parse_def(s, where), where, method_of=cls)
+            cls.methods[n] = compile_function(cu, _parse_def(s, where), where, method_of=cls,
+                                              lines=textwrap.dedent(s).splitlines())
             cls.method_sources[n] = s
         sm = RecursiveScriptModule(cls, mod._parameters, mod._buffers, children, attrs,
                                    mod._non_persistent_buffers_set)
