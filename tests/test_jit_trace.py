@@ -378,3 +378,11 @@ def test_a_traced_module_inside_another_trace():
     assert set(t.graph.params) == {"inner.0.weight", "inner.0.bias", "fc.weight", "fc.bias"}
     x = ember.randn(6, 3)
     np.testing.assert_array_equal(t(x).detach().numpy(), o(x).detach().numpy())
+
+
+def test_namedtuple_output_keeps_its_type():
+    f = jit.trace(lambda x: x.max(1), ember.randn(3, 4))
+    x = ember.randn(5, 4)
+    got, ref = f(x), x.max(1)
+    assert type(got) is type(ref) and _max_diff(got, ref) == 0
+    assert "torch.max(x, 1, False)" in f.code

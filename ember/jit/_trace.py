@@ -60,7 +60,7 @@ def _bind_inputs(st, tree, name):
         st.register(tree, v)
         return Ref(v)
     if isinstance(tree, (tuple, list)):
-        return type(tree)(_bind_inputs(st, x, name) for x in tree)
+        return _rebuild(tree, [_bind_inputs(st, x, name) for x in tree])
     if isinstance(tree, dict):
         return {k: _bind_inputs(st, x, name) for k, x in tree.items()}
     raise TypeError(f"Type '{type(tree).__name__}' cannot be traced. Only Tensors and "
@@ -80,13 +80,20 @@ def _bind_outputs(st, tree, strict, frame):
             "absolutely need this and know the side effects, pass strict=False to trace() to "
             "allow this behavior.")
     if isinstance(tree, (tuple, list)):
-        return type(tree)(_bind_outputs(st, x, strict, frame) for x in tree)
+        return _rebuild(tree, [_bind_outputs(st, x, strict, frame) for x in tree])
     if isinstance(tree, dict):
         return {k: _bind_outputs(st, x, strict, frame) for k, x in tree.items()}
     if tree is None:
         return None
     raise RuntimeError(f"Only tensors, lists, tuples of tensors, or dictionary of tensors can "
                        f"be output from traced functions, got {type(tree).__name__}")
+
+
+def _rebuild(like, items):
+    """A sequence of ``like``'s type (tuple, list or namedtuple) holding ``items``."""
+    if isinstance(like, tuple) and hasattr(like, "_fields"):
+        return type(like)(*items)
+    return type(like)(items)
 
 
 def _record(fn, args, module, strict, snapshot):
@@ -248,7 +255,7 @@ def _snapshot_outputs(out):
     if isinstance(out, Tensor):
         return _tensor._make(out._data.copy())
     if isinstance(out, (tuple, list)):
-        return type(out)(_snapshot_outputs(x) for x in out)
+        return _rebuild(out, [_snapshot_outputs(x) for x in out])
     if isinstance(out, dict):
         return {k: _snapshot_outputs(x) for k, x in out.items()}
     return out
