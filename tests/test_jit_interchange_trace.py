@@ -180,3 +180,17 @@ def test_nested_inputs_and_a_dict_output_through_torch(tmp_path):
         got = torch.jit.load(path)(*t_new)
     assert set(got) == {"y", "z"}
     _assert_same(got, m(*new), 1e-5)
+
+
+def test_batch_norm_in_training_mode_updates_the_same_statistics(tmp_path):
+    m = ember.nn.Sequential(ember.nn.Conv2d(3, 4, 3), ember.nn.BatchNorm2d(4)).train()
+    traced = jit.trace(m, ember.randn(2, 3, 6, 6))
+    assert "torch.batch_norm(" in traced.code
+    path = str(tmp_path / "bn.pt")
+    traced.save(path)
+    loaded = torch.jit.load(path)
+    x = ember.randn(5, 3, 6, 6)
+    _assert_same(loaded(*_to_torch((x,))), m(x), 1e-5)    # one update on each side
+    for k in ("1.running_mean", "1.running_var"):
+        np.testing.assert_allclose(loaded.state_dict()[k].numpy(), m.state_dict()[k].numpy(),
+                                   rtol=1e-6, atol=1e-7)

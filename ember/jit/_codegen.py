@@ -362,6 +362,32 @@ def _max_pool(em, node, x, g):
             f"{literal(tuple(g.lo))}, {literal(tuple(g.d))}, {literal(ceil)})")
 
 
+@emits("Normalize")
+def _batch_norm_train(em, node, x, w, b, axes, eps, stats):
+    """Batch norm in training mode: ``torch.batch_norm(..., training=True, ...)``, which
+    updates the running statistics as ember's node does."""
+    nd = len(node.inputs[0].shape)
+    if tuple(axes) != (0,) + tuple(range(2, nd)) or (stats is not None and
+                                                    stats.per_instance):
+        raise NotImplementedError("jit codegen: a normalization other than batch norm")
+    running = ["None", "None"]
+    momentum = 0.1
+    if stats is not None:
+        momentum = stats.momentum
+        for i, t in enumerate(stats.tensors):
+            if t is None:
+                continue
+            owner = [name for name, v in em.graph.params.items() if v.data is t]
+            if not owner:
+                raise NotImplementedError("jit codegen: batch norm statistics that are not "
+                                          "buffers of the traced module")
+            running[i] = _attr_chain(owner[0])
+    flat = (lambda t: "None" if t is None else f"torch.reshape({em.e(t)}, [-1])")
+    return (f"torch.batch_norm({em.e(x)}, {flat(w)}, {flat(b)}, {running[0]}, {running[1]}, "
+            f"True, {literal(float(momentum if momentum is not None else 0.0))}, "
+            f"{literal(float(eps))}, True)")
+
+
 @emits("_LayerNorm")
 def _layer_norm(em, node, x, w, b, axes, eps, stats=None):
     shape = [node.inputs[0].shape[a] for a in axes]

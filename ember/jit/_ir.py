@@ -6,7 +6,8 @@ A :class:`Graph` is an ordered list of :class:`Node` s over :class:`Value` s.
 - A **Value** is one tensor or int flowing through the graph. ``kind`` says where it
   comes from: ``"input"`` (an argument of the traced function), ``"param"`` /
   ``"buffer"`` (a module's parameter or buffer, named by its qualified name such as
-  ``layer1.0.weight``), ``"constant"`` (a tensor that is neither, kept in ``data``),
+  ``layer1.0.weight``, the traced tensor in ``data``), ``"constant"`` (a tensor that
+  is neither, kept in ``data``),
   or ``"node"`` (an output of a node). Tensor values carry ``shape``, ``dtype`` and
   ``strides`` as seen on the example; int values (sizes read with ``x.size(0)``)
   carry the example's number in ``data``.
@@ -134,8 +135,8 @@ class Graph:
         self.inputs.append(v)
         return v
 
-    def add_param(self, qualname, kind, meta):
-        v = Value(qualname, kind, **meta)
+    def add_param(self, qualname, kind, meta, tensor=None):
+        v = Value(qualname, kind, data=tensor, **meta)
         self.params[qualname] = v
         return v
 

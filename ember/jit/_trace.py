@@ -105,10 +105,10 @@ def _record(fn, args, module, strict, snapshot):
         g = st.graph
         if module is not None:
             for qn, p in module.named_parameters():
-                st.register(p, g.add_param(qn, "param", _meta(p)))
+                st.register(p, g.add_param(qn, "param", _meta(p), p))
             for qn, b in module.named_buffers():
                 if b is not None:
-                    st.register(b, g.add_param(qn, "buffer", _meta(b)))
+                    st.register(b, g.add_param(qn, "buffer", _meta(b), b))
         g.arg_names = _arg_names(fn, len(args))
         g.input_spec = tuple(_bind_inputs(st, a, n) for a, n in zip(args, g.arg_names))
         out = fn(*args)
@@ -216,11 +216,18 @@ def _norm(x, g, positions):
         return ("slice",) + _norm((x.start, x.stop, x.step), g, positions)
     if isinstance(x, np.ndarray):
         return ("array", x.shape, str(x.dtype), x.tobytes())
+    if isinstance(x, (int, float, str, bool, type(None))):
+        return x
+    if isinstance(x, Tensor):
+        return ("tensor", id(x))   # the same module state in both traces
     slots = getattr(type(x), "__slots__", None)
-    if slots and not isinstance(x, (int, float, str)):
+    if slots:
         return (type(x).__name__,) + tuple(_norm(getattr(x, k, None), g, positions)
                                            for k in slots)
-    return x if isinstance(x, (int, float, str, bool, type(None))) else repr(x)
+    if hasattr(x, "__dict__") and not callable(x):
+        return (type(x).__name__,) + tuple((k, _norm(v, g, positions))
+                                           for k, v in sorted(vars(x).items()))
+    return repr(x)
 
 
 def _first_difference(g1, g2):
