@@ -85,9 +85,10 @@ class SymInt(int):
     """An ``int`` read from a traced tensor's shape: arithmetic on it and calls that
     receive it are recorded, so the trace keeps the computation, not the number."""
 
-    def __new__(cls, n, value):
+    def __new__(cls, n, value, trace=None):
         o = int.__new__(cls, n)
         o._value = value
+        o._trace = trace  # a SymInt kept from an earlier trace is a plain number in this one
         return o
 
     def __reduce__(self):
@@ -96,15 +97,12 @@ class SymInt(int):
 
 def _int_binop(name, fn, reflected=False):
     def op(self, other):
-        plain = fn(int(other), int(self)) if reflected and isinstance(other, int) else None
         if not isinstance(other, int) or isinstance(other, bool):
             return fn(other, int(self)) if reflected else fn(int(self), other)
         a, b = (other, self) if reflected else (self, other)
-        if plain is None:
-            plain = fn(int(a), int(b))
         st = _state()
-        if st is None or not isinstance(plain, int):
-            return plain
+        if st is None:
+            return fn(int(a), int(b))
         return st.call(name, fn, fn, (a, b), {}, sym=True)
     op.__name__ = f"__{'r' if reflected else ''}{name.split('.')[1]}__"
     return op
@@ -213,6 +211,8 @@ class _Trace:
             inputs.append(v)
             return Ref(v), tree
         if t is SymInt:
+            if tree._trace is not self:
+                return int(tree), int(tree)
             inputs.append(tree._value)
             return Ref(tree._value), int(tree)
         if t is tuple or t is list:
@@ -262,7 +262,7 @@ class _Trace:
         g = self.graph
         if sym:
             (v,) = g.add_node(node, [{"type": "int", "data": out}])
-            return SymInt(out, v)
+            return SymInt(out, v, self)
         if isinstance(out, Tensor):
             (v,) = g.add_node(node, [_meta(out)])
             self.register(out, v)
@@ -295,7 +295,7 @@ class _Trace:
                         ".".join(x for x in self.scopes if x),
                         (f.f_code.co_filename, f.f_lineno) if f is not None else None)
             (out,) = self.graph.add_node(node, [{"type": "int", "data": n}])
-            s = self.sizes[key] = SymInt(n, out)
+            s = self.sizes[key] = SymInt(n, out, self)
         return s
 
     def inplace(self, t, result):
