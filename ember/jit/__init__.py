@@ -11,3 +11,9 @@ from ember.jit._serialize import freeze, load, optimize_for_inference, save
 __all__ = ["ScriptModule", "RecursiveScriptModule", "ScriptFunction", "load", "save",
            "freeze", "optimize_for_inference", "ArchiveError", "ScriptError",
            "ScriptSafetyError"]
+from ember.jit._frontend import FrontendError, NotSupportedError  # noqa: E402
+from ember.jit._script import (Final, annotate, export, ignore, is_scripting,  # noqa: E402
+                               script, unused)
+
+__all__ += ["script", "ignore", "unused", "export", "is_scripting", "annotate", "Final",
+            "FrontendError", "NotSupportedError"]

@@ -37,7 +37,7 @@ _FLIP = {"gt": "lt", "lt": "gt", "ge": "le", "le": "ge", "eq": "eq", "ne": "ne"}
 class ExprMixin:
     BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
               ast.FloorDiv: "floordiv", ast.Mod: "remainder", ast.Pow: "pow",
-              ast.MatMul: "matmul", ast.BitAnd: "__and__", ast.BitOr: "__or__",
+              ast.MatMult: "matmul", ast.BitAnd: "__and__", ast.BitOr: "__or__",
               ast.BitXor: "__xor__", ast.LShift: "__lshift__", ast.RShift: "__rshift__"}
 
     # -- entry points -----------------------------------------------------------------

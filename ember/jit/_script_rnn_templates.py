@@ -1,0 +1,3 @@
+"""TorchScript templates for ember's recurrent and transformer modules."""
+
+RNN_TEMPLATES = {}
