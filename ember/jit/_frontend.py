@@ -316,7 +316,7 @@ class FunctionCompiler(ExprMixin):
         if node.value is None:
             self.error(node, "an annotated name needs a value in TorchScript")
         v = self.rvalue(node.value, hint=ty)
-        if v.ty != ty:
+        if v.ty != ty or self.empty_literal(node.value):
             if not T.subtype(v.ty, ty) and not self.empty_literal(node.value):
                 self.error(node, f"variable annotated {ty} is assigned a value of type {v.ty}")
             v = Val(f"annotate({ty}, {v.code})", ty)

@@ -13,6 +13,7 @@ compiled code — before ``save`` exactly as after ``torch.jit.load``.
 import ast
 import inspect
 
+from ember.jit import _builtins_script  # noqa: F401  (registers the cell builtins)
 from ember.jit import _types as T
 from ember.jit._frontend import FrontendError, FunctionCompiler, NotSupportedError
 from ember.jit._frontend_expr import Val, static
