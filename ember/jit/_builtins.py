@@ -319,7 +319,7 @@ def _raise(msg, cls_name=None):
 TABLE.update({
     "ops.prim.NumToTensor": lambda v: _ember().scalar_tensor(v, dtype=_ember().int64)
     if isinstance(v, int) and not isinstance(v, bool) else _ember().scalar_tensor(v),
-    "ops.prim.dtype": lambda x: x.dtype, "ops.prim.device": lambda x: x.device,
+    "ops.prim.dtype": lambda x: dtype_code(x.dtype), "ops.prim.device": lambda x: x.device,
     "ops.prim.type": lambda d: d.type, "ops.prim.requires_grad": lambda x: x.requires_grad,
     "ops.prim.is_nested": lambda x: False, "ops.prim.is_cuda": lambda x: x.is_cuda,
     "ops.prim.is_sparse": lambda x: False, "ops.prim.is_quantized": lambda x: False,

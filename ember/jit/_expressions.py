@@ -30,6 +30,12 @@ _TYPE_ROOTS = {"__torch__", "torch", "ops", "typing"}
 RESERVED = {"torch", "ops", "__torch__", "CONSTANTS", "math"}
 
 
+def bad_name(p):
+    """A dunder path part other than ``__torch__`` and torch's ``___torch_mangle_N``."""
+    return p.startswith("__") and p != "__torch__" and not (
+        p.startswith("___torch_mangle_") and p[16:].isdigit())
+
+
 def where(ctx, node):
     return f"{ctx.filename}, line {getattr(node, 'lineno', '?')}"
 
@@ -57,8 +63,7 @@ def check_type(node, ctx):
             return
     elif isinstance(node, ast.Attribute):
         parts = dotted(node)
-        if parts and parts[0] in _TYPE_ROOTS and not any(
-                p.startswith("__") and p != "__torch__" for p in parts):
+        if parts and parts[0] in _TYPE_ROOTS and not any(bad_name(p) for p in parts):
             return
     elif isinstance(node, ast.Subscript):
         check_type(node.value, ctx)
@@ -213,7 +218,7 @@ def _global_chain(parts, node, ctx):
                               f"({len(ctx.cu.constants)} constants)")
         return _const(ctx.cu.constants[i])
     for p in parts[1:]:
-        if p.startswith("__") and not (root == "torch" and p in _builtins.DUNDER_OPS):
+        if bad_name(p) and not (root == "torch" and p in _builtins.DUNDER_OPS):
             raise ScriptSafetyError(f"{where(ctx, node)}: {full}: dunder names are refused")
     if root == "__torch__":
         cu, at = ctx.cu, where(ctx, node)

@@ -14,6 +14,7 @@ with :class:`ScriptSafetyError` before anything runs.
 """
 import ast
 import operator
+import textwrap
 
 from ember.jit._errors import ScriptError, ScriptSafetyError
 from ember.jit._expressions import (
@@ -123,7 +124,7 @@ class CompilationUnit:
         for item in node.body:
             if isinstance(item, ast.FunctionDef):
                 cls.methods[item.name] = compile_function(self, item, filename, method_of=cls)
-                cls.method_sources[item.name] = _segment(lines, item)
+                cls.method_sources[item.name] = textwrap.dedent(_segment(lines, item))
             elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                 check_type(item.annotation, ctx)
                 cls.declare(item.target.id, item.annotation,
@@ -149,6 +150,7 @@ class CompilationUnit:
             else:
                 raise ScriptSafetyError(f"{where(ctx, item)}: {type(item).__name__} in a "
                                         "class body is not TorchScript")
+        cls.source = _segment(lines, node)
         self.classes[qual] = cls
         return cls
 
@@ -177,6 +179,7 @@ def _literal(node, ctx):
 def compile_function(cu, fdef, filename, method_of=None):
     """Compile one validated ``def`` into a Python callable (closures, no exec)."""
     ctx = _FnCtx(cu, filename, _assigned_names(fdef))
+    ctx.fname = fdef.name
     a = fdef.args
     if a.vararg or a.kwarg or a.posonlyargs or fdef.decorator_list:
         raise ScriptSafetyError(f"{where(ctx, fdef)}: *args, **kwargs and decorators are "
@@ -225,10 +228,17 @@ def compile_function(cu, fdef, filename, method_of=None):
     return call
 
 
+def _note(e, tag, line):
+    """Name the TorchScript file, line and function once per function on the error."""
+    if not any(n.endswith(tag) for n in getattr(e, "__notes__", ())):
+        e.add_note(f"TorchScript: line {line} of {tag}")
+
+
 def _block(stmts, ctx):
     compiled = [(_stmt(s, ctx), s.lineno) for s in stmts]
     fns = [c for c, _ in compiled]
     filename = ctx.filename
+    tag = f"{filename}, in {getattr(ctx, 'fname', '?')}"
 
     def run(env):
         i = 0
@@ -239,9 +249,7 @@ def _block(stmts, ctx):
                     return r
                 i += 1
         except Exception as e:
-            note = f"TorchScript: {filename}, line {compiled[i][1]}"
-            if note not in getattr(e, "__notes__", ()):
-                e.add_note(note)
+            _note(e, tag, compiled[i][1])
             raise
         return None
     if len(fns) == 1:
@@ -251,9 +259,7 @@ def _block(stmts, ctx):
             try:
                 return only(env)
             except Exception as e:
-                note = f"TorchScript: {filename}, line {line}"
-                if note not in getattr(e, "__notes__", ()):
-                    e.add_note(note)
+                _note(e, tag, line)
                 raise
         return run1
     return run
