@@ -12,8 +12,7 @@ __all__ = ["ScriptModule", "RecursiveScriptModule", "ScriptFunction", "load", "s
            "freeze", "optimize_for_inference", "ArchiveError", "ScriptError",
            "ScriptSafetyError"]
 from ember.jit._frontend import FrontendError, NotSupportedError  # noqa: E402
-from ember.jit._script import (Final, annotate, export, ignore, is_scripting,  # noqa: E402
-                               script, unused)
+from ember.jit._script import Final, annotate, export, ignore, is_scripting, script, unused  # noqa: E402
 
 __all__ += ["script", "ignore", "unused", "export", "is_scripting", "annotate", "Final",
             "FrontendError", "NotSupportedError"]

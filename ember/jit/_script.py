@@ -423,8 +423,12 @@ def script(obj, optimize=None, _frontend=None, _rcb=None, example_inputs=None):
     ember.Size([1, 3])
     """
     import ember
-    from ember.jit._module import (RecursiveScriptModule, ScriptFunction,
-                                   create_script_function, create_script_module)
+    from ember.jit._module import (
+        RecursiveScriptModule,
+        ScriptFunction,
+        create_script_function,
+        create_script_module,
+    )
     if isinstance(obj, (RecursiveScriptModule, ScriptFunction)):
         return obj
     if isinstance(obj, ember.nn.Module):

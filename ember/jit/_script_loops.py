@@ -104,7 +104,7 @@ def _unrolled(fc, node, srcs, body_fn):
                            "are unrolled)")
     lengths = [len(items) for kind, items in srcs if kind == "unroll"]
     n = min(lengths)
-    for kind, items in srcs:
+    for kind, _ in srcs:
         if kind not in ("unroll", "count"):
             fc.unsupported(node.iter, "zip() of a module container with a runtime list")
     targets = _targets(fc, node.target, len(srcs))

@@ -95,16 +95,17 @@ def _rnn(m):
              "device=ops.prim.device(input0))")
     args = (f"{weights}, {m.bias}, {m.num_layers}, {T.literal(float(m.dropout))}, "
             f"self.training, {m.bidirectional}, {m.batch_first}")
+    lstm_ret, pair = "Tuple[Tensor, Tuple[Tensor, Tensor]]", "Tuple[Tensor, Tensor]"
     head = f"""
   is_batched = torch.eq(torch.dim(input), 3)
   if is_batched:
     input0 = input
   else:
-    input0 = torch.unsqueeze(input, {bdim})
-"""
+    input0 = torch.unsqueeze(input, {bdim})"""
     if mode == "LSTM":
         return _methods(f"""
-def forward(self, input: Tensor, hx: Optional[Tuple[Tensor, Tensor]]=None) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:{head}  if torch.__is__(hx, None):
+def forward(self, input: Tensor, hx: Optional[Tuple[Tensor, Tensor]]=None) -> {lstm_ret}:{head}
+  if torch.__is__(hx, None):
     z = {zeros}
     h0 = z
     c0 = z
@@ -124,7 +125,8 @@ def forward(self, input: Tensor, hx: Optional[Tuple[Tensor, Tensor]]=None) -> Tu
   return out
 """)
     return _methods(f"""
-def forward(self, input: Tensor, hx: Optional[Tensor]=None) -> Tuple[Tensor, Tensor]:{head}  if torch.__is__(hx, None):
+def forward(self, input: Tensor, hx: Optional[Tensor]=None) -> {pair}:{head}
+  if torch.__is__(hx, None):
     h0 = {zeros}
   else:
     hx1 = unchecked_cast(Tensor, hx)

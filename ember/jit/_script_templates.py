@@ -75,9 +75,10 @@ def _conv(m):
         raise NotSupportedError(f"jit.script of {type(m).__name__} with padding_mode="
                                 f"{m.padding_mode!r} is not supported yet")
     pad = T.literal(m.padding) if isinstance(m.padding, str) else _ints(m.padding)
+    geometry = f"{_ints(m.stride)}, {pad}, {_ints(m.dilation)}, {m.groups}"
     return _methods(f"""
         def forward(self, input: Tensor) -> Tensor:
-          return torch.conv{nd}d(input, self.weight, {bias}, {_ints(m.stride)}, {pad}, {_ints(m.dilation)}, {m.groups})
+          return torch.conv{nd}d(input, self.weight, {bias}, {geometry})
         """)
 
 
@@ -92,6 +93,7 @@ def _batchnorm(m):
         use_batch = "self.training"
         pre = ""
     momentum = 0.0 if m.momentum is None else m.momentum
+    rest = f"{_f(momentum)}, {_f(m.eps)}, True"
     track = m.track_running_stats and m.running_mean is not None
     update = ""
     if track:
@@ -102,7 +104,7 @@ def _batchnorm(m):
             pass"""
     return _methods(f"""
         def forward(self, input: Tensor) -> Tensor:{pre}{update}
-          return torch.batch_norm(input, {w}, {b}, {stats}, {use_batch}, {_f(momentum)}, {_f(m.eps)}, True)
+          return torch.batch_norm(input, {w}, {b}, {stats}, {use_batch}, {rest})
         """)
 
 
