@@ -92,7 +92,11 @@ def _batchnorm(m):
         stats = "self.running_mean, self.running_var"
         use_batch = "self.training"
         pre = ""
-    momentum = 0.0 if m.momentum is None else m.momentum
+    if m.momentum is None:
+        from ember.jit._frontend import NotSupportedError
+        raise NotSupportedError("jit.script of BatchNorm with momentum=None (cumulative "
+                                "average) is not supported yet")
+    momentum = m.momentum
     rest = f"{_f(momentum)}, {_f(m.eps)}, True"
     track = m.track_running_stats and m.running_mean is not None
     update = ""
