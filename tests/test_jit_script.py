@@ -364,3 +364,35 @@ def test_type_errors_are_frontend_errors():
         return y
     with pytest.raises(jit.FrontendError, match="previously had type int"):
         jit.script(bad)
+
+
+class Refined(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x, y: ember.Tensor | None = None):
+        x = x.clone()
+        z = x if y is None else x + y
+        out: ember.Tensor | None = None
+        if x.sum() > -100:
+            out = self.fc(z)
+        if out is None:
+            return z
+        a = [v * 2 for v in [x, z]]
+        x[0, 1:2] = 3.0
+        return out + a[1] + x[..., 0:1] + x[:, None, 1].sum()
+
+
+def test_optional_refinement_comprehension_and_item_assignment(tmp_path):
+    ember.manual_seed(5)
+    x = ember.randn(2, 3)
+    sm, _ = _check(Refined(), [(x,), (x, ember.randn(2, 3)), (ember.randn(4, 3),)], tmp_path)
+    assert "unchecked_cast(Tensor, out)" in sm.code
+
+
+def test_binop_on_optional_is_a_frontend_error():
+    def f(x, y: ember.Tensor | None):
+        return x + y
+    with pytest.raises(jit.FrontendError, match="Optional"):
+        jit.script(f)

@@ -472,6 +472,16 @@ class FunctionCompiler(ExprMixin):
             self.lines.append("  " * (self.depth + 1) + cond.refine_lines[name])
         s2, t2 = self.sub_block(node.orelse, else_scope)
         self.merge(node, s1, t1, s2, t2)
+        if t1 != t2:
+            # `if x is None: return ...` refines x for the rest of the block
+            live = cond.refine_else if t1 else cond.refine
+            for name, (_, ty) in live.items():
+                entry = self.scope.vars.get(name)
+                if entry is None or entry[0] is None or entry[1].kind != "Optional":
+                    continue
+                new = self.fresh()
+                self.emit(f"{new} = unchecked_cast({ty}, {entry[0]})")
+                self.scope.vars[name] = (new, ty, entry[:2])
 
     def merge(self, node, s1, t1, s2, t2):
         if t1 and t2:
@@ -556,13 +566,13 @@ class FunctionCompiler(ExprMixin):
         body_scope = self.scope
         self.scope, self.terminated = saved_scope, saved_term
         for name in list(body_scope.vars):
-            if name in self.scope.vars:
+            if name in self.scope.vars and body_scope.vars[name] is not self.scope.vars[name]:
                 entry = self._unrefined(body_scope.vars[name])
-                old = self.scope.vars[name]
+                old = self._unrefined(self.scope.vars[name])
                 if old[0] is not None and entry[0] is not None and \
                         not T.subtype(entry[1], old[1]):
-                    self.error(stmts[0], f"variable '{name}' changes type from {old[1]} to "
-                               f"{entry[1]} inside a loop")
+                    self.error(stmts[0] if stmts else self.node, f"variable '{name}' changes "
+                               f"type from {old[1]} to {entry[1]} inside a loop")
         return body_scope, None
 
     def stmt_For(self, node):

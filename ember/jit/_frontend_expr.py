@@ -51,7 +51,9 @@ class ExprMixin:
                     "Starred": "starred expressions", "NamedExpr": "assignment expressions",
                     }.get(type(node).__name__, f"{type(node).__name__} expressions")
             self.unsupported(node, what)
-        return meth(node, hint) if hint is not None else meth(node)
+        if hint is not None and isinstance(node, (ast.List, ast.Dict)):
+            return meth(node, hint)
+        return meth(node)
 
     def rvalue(self, node, hint=None):
         """A runtime value: compile-time constants become literals."""
@@ -145,6 +147,10 @@ class ExprMixin:
         if name is None:
             self.unsupported(node, f"the {type(op).__name__} operator")
         ta, tb = a.ty, b.ty
+        for t in (ta, tb):
+            if t.kind in ("Optional", "NoneType"):
+                self.error(node, f"unsupported operand type {t} for {type(op).__name__}: "
+                           "refine it with `is not None` first")
         if ta.is_tensor or tb.is_tensor:
             if name == "floordiv":
                 name = "floor_divide"
@@ -306,20 +312,27 @@ class ExprMixin:
             return self.rvalue(node.body if c.const else node.orelse)
         out = self.fresh()
         self.emit(f"if {c.code}:")
-        self.depth += 1
-        a = self.rvalue(node.body)
-        self.emit(f"{out} = {a.code}")
-        self.depth -= 1
+        a = self._refined_branch(node.body, c, c.refine, out)
         self.emit("else:")
-        self.depth += 1
-        b = self.rvalue(node.orelse)
-        self.emit(f"{out} = {b.code}")
-        self.depth -= 1
+        b = self._refined_branch(node.orelse, c, c.refine_else, out)
         u = T.unify(a.ty, b.ty)
         if u is None:
             self.error(node, f"the two sides of a conditional expression have types {a.ty} "
                        f"and {b.ty}")
         return Val(out, u)
+
+    def _refined_branch(self, expr_node, c, refine, out):
+        saved = self.scope
+        self.scope = self.scope.copy()
+        self.depth += 1
+        for name, (emitted, ty) in refine.items():
+            self.emit(c.refine_lines[name])
+            self.scope.vars[name] = (emitted, ty, saved.vars[name][:2])
+        v = self.rvalue(expr_node)
+        self.emit(f"{out} = {v.code}")
+        self.depth -= 1
+        self.scope = saved
+        return v
 
     # -- literals ---------------------------------------------------------------------
     def expr_Tuple(self, node):

@@ -346,6 +346,8 @@ class ModuleCompiler:
         if getattr(fn, "_ember_jit_ignore", False):
             comp = FunctionCompiler(fn, owner=self, is_method=True)
             comp.compile_signature_only()
+            if comp.ret_ann is None:
+                comp.ret_ann = T.TENSOR  # as TorchScript types an unannotated ignored fn
             self.ignored[name] = fn
             return comp
         if name in self.in_progress:

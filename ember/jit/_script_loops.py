@@ -148,6 +148,13 @@ def _range_loop(fc, node, body_fn):
 
 
 def _indexed(fc, node, srcs, body_fn, tuple_target):
+    hoisted = []
+    for kind, v in srcs:
+        if kind != "count" and not v.code.isidentifier():
+            # evaluated once, before the loop, as Python does
+            v = Val(fc.emit_tmp(v.code), v.ty)
+        hoisted.append((kind, v))
+    srcs = hoisted
     lens = []
     for kind, v in srcs:
         if kind == "count":
