@@ -396,3 +396,26 @@ def test_binop_on_optional_is_a_frontend_error():
         return x + y
     with pytest.raises(jit.FrontendError, match="Optional"):
         jit.script(f)
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x, pad):
+        return self.head(self.enc(x, src_key_padding_mask=pad))
+
+
+def test_transformer_encoder_with_padding_mask(tmp_path):
+    ember.manual_seed(6)
+    pad2 = ember.tensor([[False] * 5, [False, False, False, True, True]])
+    pad3 = ember.tensor([[False] * 4, [False, True, True, True], [False, False, True, True]])
+    inputs = [(ember.randn(2, 5, 8), pad2), (ember.randn(3, 4, 8), pad3)]
+    # inference (PyTorch's nested-tensor numbers: padded positions are 0 before the head)
+    with ember.no_grad(), torch.no_grad():
+        _check(Encoder(), inputs, tmp_path)
+    # with gradients: the composite path, every position computed
+    _check(Encoder(), inputs, tmp_path)

@@ -223,11 +223,13 @@ def _nothing(m):
 def template_for(module, library_cls):
     """The TorchScript methods of an ember ``nn`` module (by its library class)."""
     from ember.jit._frontend import NotSupportedError
+    from ember.jit._script_attention_templates import ATTENTION_TEMPLATES
     from ember.jit._script_rnn_templates import RNN_TEMPLATES
     name = library_cls.__name__
     make = None
     for klass in type(module).__mro__:
-        make = _TEMPLATES.get(klass.__name__) or RNN_TEMPLATES.get(klass.__name__)
+        make = (_TEMPLATES.get(klass.__name__) or RNN_TEMPLATES.get(klass.__name__)
+                or ATTENTION_TEMPLATES.get(klass.__name__))
         if make is not None or klass is library_cls:
             break
     if make is None:
