@@ -1,5 +1,7 @@
 """jit.script: Python source -> TorchScript, run by ember, loaded by real torch.jit.load."""
 
+import typing
+
 import numpy as np
 import pytest
 import torch
@@ -419,3 +421,53 @@ def test_transformer_encoder_with_padding_mask(tmp_path):
         _check(Encoder(), inputs, tmp_path)
     # with gradients: the composite path, every position computed
     _check(Encoder(), inputs, tmp_path)
+
+
+class Heads(nn.Module):
+    scale: jit.Final[float]
+
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleDict({"a": nn.Linear(4, 2), "b": nn.Linear(4, 2)})
+        self.bn = nn.BatchNorm1d(4)
+        self.scale = 0.25
+
+    def forward(self, x: "ember.Tensor") -> typing.Dict[str, ember.Tensor]:  # noqa: UP006
+        x = self.bn(x)
+        out: typing.Dict[str, ember.Tensor] = {}  # noqa: UP006
+        for name, head in self.heads.items():
+            out[name] = head(x) * self.scale
+        for key in self.heads:
+            out[key + "_sum"] = out[key].sum(dim=1)
+        sizes: typing.List[int] = []  # noqa: UP006
+        for h in self.heads.values():
+            sizes.append(h.out_features if False else 2)
+        picked: typing.Optional[ember.Tensor] = None  # noqa: UP007
+        if len(sizes) == 2:
+            picked = out["a"]
+        if picked is not None:
+            out["picked"] = picked
+        return out
+
+
+def test_module_dict_typing_spellings_final_and_training_batchnorm(tmp_path):
+    ember.manual_seed(7)
+    m = Heads()
+    _check(m, [(ember.randn(3, 4),), (ember.randn(6, 4),)], tmp_path)
+    sm = jit.script(m)
+    assert "0.25" in sm.code and "self.scale" not in sm.code  # Final is a constant
+    # training mode: batch statistics, running stats and the counter updated in place
+    m2 = Heads().train()
+    sm2 = jit.script(m2)
+    x = ember.randn(5, 4)
+    y = sm2(x)
+    assert int(m2.bn.num_batches_tracked) == 1  # shared buffers: the eager module sees it
+    np.testing.assert_allclose(_np(y["a"]), _np(m2(x)["a"]), rtol=1e-5, atol=1e-6)
+
+
+def test_ignored_method_module_refuses_to_save(tmp_path):
+    sm = jit.script(WithDecorators())
+    with pytest.raises(RuntimeError, match="python_side"):
+        sm.save(str(tmp_path / "x.pt"))
+    with pytest.raises(RuntimeError, match="python_side"):
+        jit.save(sm, str(tmp_path / "y.pt"))

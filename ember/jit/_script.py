@@ -286,6 +286,8 @@ class ModuleCompiler:
     def module_items(self, fc, node, v):
         mod = v.obj
         import ember
+        if isinstance(mod, _ModuleDictView):
+            return mod.items()
         if isinstance(mod, ember.nn.ModuleDict):
             return [Val(T.literal(k), T.STR) for k in mod._modules]
         if not isinstance(mod, (ember.nn.ModuleList, ember.nn.Sequential)):
@@ -297,6 +299,11 @@ class ModuleCompiler:
         mod = base.obj
         comp = self.ctx.compiler_for(mod)
         from ember.jit._script_calls import _args
+        import ember
+        if isinstance(mod, ember.nn.ModuleDict) and name in ("items", "values", "keys"):
+            if node.args or node.keywords:
+                fc.error(node, f"ModuleDict.{name}() takes no arguments")
+            return static(_ModuleDictView(mod, base.code, name))
         if name != "forward" and name in mod._modules:
             sub = mod._modules[name]
             return self.call_method(fc, node, static(sub, f"{base.code}.{name}"), "forward")
@@ -384,6 +391,21 @@ class ModuleCompiler:
     def sources(self):
         return {name: (m.source() if hasattr(m, "source") else m.text)
                 for name, m in self.methods.items() if name not in self.ignored}
+
+
+class _ModuleDictView:
+    """``self.heads.items()`` / ``.values()`` / ``.keys()``: iterated by unrolling."""
+
+    def __init__(self, mod, code, kind):
+        self.mod, self.code, self.kind = mod, code, kind
+
+    def items(self):
+        out = []
+        for k, sub in self.mod._modules.items():
+            key = Val(T.literal(k), T.STR)
+            val = static(sub, f"getattr({self.code}, {T.literal(k)})")
+            out.append({"items": (key, val), "values": val, "keys": key}[self.kind])
+        return out
 
 
 def _unused_method(fn, owner, name):
@@ -480,4 +502,11 @@ def _attach_ignored(sm, root, ctx):
             def call(_self, *args, _fn=fn, _m=eager, **kwargs):
                 return _fn(_m, *args, **kwargs)
             twin._jit_class.methods[name] = call
-            twin.__dict__["_ember_jit_python_methods"] = tuple(comp.ignored)
+        names = ", ".join(repr(n) for n in comp.ignored)
+
+        def refuse(f, _extra_files=None, _names=names):
+            raise RuntimeError(f"Could not export Python function call {_names}: it is "
+                               "marked @jit.ignore and runs as Python, which an archive "
+                               "cannot hold. Remove the call (or use @jit.unused) to save.")
+        for holder in {id(twin): twin, id(sm): sm}.values():
+            holder.__dict__["save"] = refuse

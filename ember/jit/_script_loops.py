@@ -71,7 +71,7 @@ def _source(fc, it):
     v = fc.expr(it)
     if v.is_static:
         owner = fc.owner
-        if owner is not None and owner.is_module(v.obj):
+        if owner is not None and (owner.is_module(v.obj) or hasattr(v.obj, "mod")):
             return "unroll", owner.module_items(fc, it, v)
         obj = v.obj
         if isinstance(obj, (list, tuple)):
@@ -111,6 +111,13 @@ def _unrolled(fc, node, srcs, body_fn):
     for i in range(n):
         for (kind, items), t in zip(srcs, targets):
             val = Val(str(i), T.INT) if kind == "count" else items[i]
+            if isinstance(val, tuple):
+                # a (key, module) pair of ModuleDict.items(): bound name by name
+                names = _targets(fc, t, len(val))
+                for nm, part in zip(names, val):
+                    fc.scope.vars[_name(fc, nm)] = (None, part) if part.is_static else (
+                        None, static(_literal_value(part)))
+                continue
             if isinstance(t, ast.Name):
                 if val.is_static:
                     fc.scope.vars[t.id] = (None, val)
@@ -121,6 +128,10 @@ def _unrolled(fc, node, srcs, body_fn):
         _run_body(fc, node, body_fn)
         if fc.terminated:
             return
+
+
+def _literal_value(v):
+    return ast.literal_eval(v.code)
 
 
 def _range_loop(fc, node, body_fn):
