@@ -442,7 +442,7 @@ class Heads(nn.Module):
         sizes: typing.List[int] = []  # noqa: UP006
         for h in self.heads.values():
             sizes.append(h.out_features if False else 2)
-        picked: typing.Optional[ember.Tensor] = None  # noqa: UP007
+        picked: ember.Tensor | None = None  # noqa: UP007
         if len(sizes) == 2:
             picked = out["a"]
         if picked is not None:

@@ -92,7 +92,8 @@ class ExprMixin:
         ty = T.type_of_value(v)
         if ty is None:
             self.unsupported(node, f"constants of type {type(v).__name__}")
-        return Val(T.literal(v), ty)
+        # `if False:` / `while True:` are decided at compile time, as TorchScript folds them
+        return Val(T.literal(v), ty, const=v if isinstance(v, bool) else None)
 
     def expr_Name(self, node):
         entry = self.scope.vars.get(node.id)

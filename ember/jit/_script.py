@@ -298,8 +298,8 @@ class ModuleCompiler:
     def call_method(self, fc, node, base, name):
         mod = base.obj
         comp = self.ctx.compiler_for(mod)
-        from ember.jit._script_calls import _args
         import ember
+        from ember.jit._script_calls import _args
         if isinstance(mod, ember.nn.ModuleDict) and name in ("items", "values", "keys"):
             if node.args or node.keywords:
                 fc.error(node, f"ModuleDict.{name}() takes no arguments")
