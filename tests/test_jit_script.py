@@ -1,5 +1,6 @@
 """jit.script: Python source -> TorchScript, run by ember, loaded by real torch.jit.load."""
 
+import math
 import typing
 
 import numpy as np
@@ -471,3 +472,55 @@ def test_ignored_method_module_refuses_to_save(tmp_path):
         sm.save(str(tmp_path / "x.pt"))
     with pytest.raises(RuntimeError, match="python_side"):
         jit.save(sm, str(tmp_path / "y.pt"))
+
+
+def helper(x, k: int = 2, scale: float = 1.0):
+    return F.max_pool2d(x, k) * scale
+
+class Many(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.a = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.b = nn.ModuleList([nn.ReLU(), nn.Tanh()])
+        self.d = 4
+
+    def extra(self, x, w: float = 2.0):
+        return x * w
+
+    def forward(self, x, mask):
+        x = helper(self.conv(x), k=2, scale=0.5)
+        x = x.view(x.size(0), -1)
+        x = x.reshape(x.shape[0], 4, -1).mean(-1)
+        assert x.dim() == 2, "rank 2 expected"
+        if x.size(1) != self.d:
+            raise ValueError(f"bad width {x.size(1)}")
+        for i, layer in enumerate(self.a):
+            x = layer(x) + i
+        for l1, l2 in zip(self.a, self.b):
+            x = l2(l1(x))
+        vals, idx = x.max(dim=1)
+        z = _zeros_like(x)
+        m = x.masked_fill(~mask & (x > 0), float("-inf"))
+        m = _where(mask, m, z)
+        s = x.size()
+        r = x[:, -1] + x[:, 0:2].sum(1) + x ** 0.5 if x.min() > 0 else x[:, -1]
+        q = ember.cat([x, -x], dim=1).float() / math.sqrt(self.d)
+        n = self.d // 3 + len(s)
+        y = ember.zeros(x.size(0), 2, dtype=ember.float32) + n
+        return vals, idx, m, r, q, y, self.extra(x), self.extra(x, w=3.0)
+
+def _zeros_like(x):
+    return ember.zeros_like(x)
+
+def _where(c, a, b):
+    return ember.where(c, a, b)
+
+
+def test_many_constructs_against_torch(tmp_path):
+    ember.manual_seed(8)
+    mask = ember.tensor([[True, False, True, False]] * 3)
+    mask5 = ember.tensor([[False, False, True, True]] * 5)
+    sm, _ = _check(Many(), [(ember.randn(3, 2, 4, 4), mask), (ember.randn(5, 2, 4, 4), mask5)],
+                   tmp_path)
+    assert "torch.max_pool2d(" in sm.code or "helper" in sm.code

@@ -42,10 +42,11 @@ _VARARG_SIZE = {"view", "reshape", "permute", "repeat", "expand", "tile", "new_z
                 "new_ones", "new_empty", "flip"}
 _SIZE_FACTORIES = {"zeros", "ones", "empty", "rand", "randn"}
 
-_MATH_FLOAT = {"sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "atan",
+# math.* as TorchScript spells it: the scalar overloads of aten ops (aten::sqrt.float)
+_MATH_FLOAT = {"sqrt", "exp", "log", "log10", "sin", "cos", "tan", "tanh", "atan",
                "asin", "acos", "erf", "fabs", "log1p", "expm1", "pow", "atan2", "gamma",
-               "lgamma", "hypot", "copysign", "degrees", "radians", "fmod"}
-_MATH_INT = {"floor", "ceil", "trunc", "factorial", "gcd"}
+               "lgamma", "copysign", "degrees", "radians", "fmod"}
+_MATH_INT = {"floor", "ceil", "factorial", "gcd"}
 _MATH_BOOL = {"isnan", "isinf", "isfinite"}
 
 
@@ -262,12 +263,15 @@ def math_call(fc, node, name):
     if name in ("pi", "e", "inf", "nan", "tau"):
         return Val(T.literal(getattr(math, name)), T.FLOAT)
     codes = ", ".join(a.code for a in args)
+    for a in args:
+        if not a.ty.is_scalar:
+            fc.error(node, f"math.{name} takes numbers, not {a.ty}")
     if name in _MATH_FLOAT:
-        return Val(f"math.{name}({codes})", T.FLOAT)
+        return Val(f"torch.{name}({codes})", T.FLOAT)
     if name in _MATH_INT:
-        return Val(f"math.{name}({codes})", T.INT)
+        return Val(f"torch.{name}({codes})", T.INT)
     if name in _MATH_BOOL:
-        return Val(f"math.{name}({codes})", T.BOOL)
+        return Val(f"torch.{name}({codes})", T.BOOL)
     fc.error(node, f"math.{name} is not supported in scripted code", _nse())
 
 
