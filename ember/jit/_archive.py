@@ -124,10 +124,8 @@ def _unpickle(archive, record, map_location, view=None):
         return unpickler.load()
     except (ArchiveError, ScriptSafetyError):
         raise
-    except pickle.UnpicklingError as e:
-        raise ScriptSafetyError(f"TorchScript archive's {record}: {e}") from None
-    except (EOFError, ValueError, IndexError, KeyError, TypeError, AttributeError,
-            struct.error) as e:
+    except (pickle.UnpicklingError, EOFError, ValueError, IndexError, KeyError, TypeError,
+            AttributeError, struct.error) as e:
         raise ArchiveError(f"TorchScript archive damaged: its {record} cannot be read "
                            f"({type(e).__name__}: {e})") from None
 
@@ -201,7 +199,7 @@ def _build(obj, cu, memo):
         if cls.kind != "module":
             raise NotImplementedError(f"TorchScript archive holds an object of script class "
                                       f"{obj._qual}; ember loads module objects only")
-        if not isinstance(state, dict):
+        if not isinstance(state, dict) or "__setstate__" in cls.methods:
             raise NotImplementedError(f"{obj._qual} is restored by __setstate__ code, which "
                                       "ember's loader does not run")
         from ember.nn.parameter import Parameter

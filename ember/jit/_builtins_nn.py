@@ -3,12 +3,12 @@
 Each entry adapts one aten schema (argument order as TorchScript prints it) to
 ember's functional API. Imported by :mod:`ember.jit._builtins`.
 """
+import ember.nn.functional as _functional
 from ember.jit._builtins import TABLE, _ember, _is_t, register, scalar_type
 
 
 def _F():
-    import ember.nn.functional as F
-    return F
+    return _functional
 
 
 @register("torch.linear")
@@ -229,6 +229,26 @@ def _matmul(a, b):
     return a @ b
 
 
+def _index_key(indices):
+    return tuple(slice(None) if i is None else i for i in indices)
+
+
+@register("torch.index")
+def _index(x, indices):
+    """aten::index: advanced indexing with a list of Optional[Tensor] (None = all)."""
+    return x[_index_key(indices)]
+
+
+@register("torch.index_put_")
+def _index_put_(x, indices, values, accumulate=False):
+    return x.index_put_(tuple(indices), values, accumulate)
+
+
+@register("torch.index_put")
+def _index_put(x, indices, values, accumulate=False):
+    return x.index_put(tuple(indices), values, accumulate)
+
+
 @register("torch.masked_fill_")
 def _masked_fill_(x, mask, value):
     return x.masked_fill_(mask, value)
@@ -329,22 +349,28 @@ TABLE["torch.rnn_relu"] = _packed_guard("RNN_RELU")
 def _native_mha(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
                 proj_bias, mask=None, need_weights=True, average_attn_weights=True,
                 mask_type=None):
-    """Batch-first multi-head attention (PyTorch's fused kernel), composed from ember ops."""
-    F = _F()
-    q, k, v = (t.transpose(0, 1) for t in (query, key, value))
+    """Batch-first multi-head attention as PyTorch's fused kernel computes it.
+
+    ``mask_type`` 0: ``(L, S)`` attention mask, 1: ``(N, S)`` key padding mask,
+    2: merged ``(N, H, L, S)``. The kernel reads a float mask as a bool one (nonzero =
+    masked out), and ember's attention in ``fast_path`` mode matches its numbers.
+    """
+    import ember.nn.functional_attention as FA
     key_padding_mask = attn_mask = None
     if mask is not None:
-        if mask_type == 1 or (mask_type is None and mask.dim() == 2
-                              and mask.shape[0] == query.shape[0]):
-            key_padding_mask = mask
+        n, length, s = query.shape[0], query.shape[1], key.shape[1]
+        bias = FA._bool_to_bias(mask != 0, query.dtype, allowed=False)
+        if mask_type == 1 or (mask_type is None and tuple(mask.shape) == (n, s)):
+            key_padding_mask = bias
+        elif mask.dim() == 4:
+            attn_mask = bias.reshape(-1, length, s)
         else:
-            attn_mask = mask
-    out, weights = F.multi_head_attention_forward(
-        q, k, v, embed_dim, num_head, qkv_weight, qkv_bias, None, None, False, 0.0,
-        proj_weight, proj_bias, training=False, key_padding_mask=key_padding_mask,
-        need_weights=need_weights, attn_mask=attn_mask,
-        average_attn_weights=average_attn_weights)
-    return out.transpose(0, 1), weights
+            attn_mask = bias
+    return FA._mha_forward(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, None,
+                           None, False, 0.0, proj_weight, proj_bias, training=False,
+                           key_padding_mask=key_padding_mask, need_weights=need_weights,
+                           attn_mask=attn_mask, average_attn_weights=average_attn_weights,
+                           batch_first=True, fast_path=True)
 
 
 @register("torch._transformer_encoder_layer_fwd")

@@ -16,6 +16,7 @@ import ast
 import operator
 import textwrap
 
+from ember.jit._builtins import raise_exception
 from ember.jit._errors import ScriptError, ScriptSafetyError
 from ember.jit._expressions import (
     _BINOPS,
@@ -50,8 +51,9 @@ class _Return:
 class _FnCtx:
     """What the compiler knows while compiling one function: file, unit, local names."""
 
-    def __init__(self, cu, filename, locals_):
+    def __init__(self, cu, filename, locals_, lines=None):
         self.cu, self.filename, self.locals = cu, filename, locals_
+        self.lines = lines or ()
 
 
 def _assigned_names(fdef):
@@ -90,7 +92,7 @@ class CompilationUnit:
                 self._define_class(node, prefix, filename, lines)
             elif isinstance(node, ast.FunctionDef):
                 qual = f"{prefix}.{node.name}"
-                self.functions[qual] = compile_function(self, node, filename)
+                self.functions[qual] = compile_function(self, node, filename, lines=lines)
                 self.function_sources[qual] = _segment(lines, node)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names]
@@ -123,7 +125,8 @@ class CompilationUnit:
         cls = ScriptClass(qual, kind)
         for item in node.body:
             if isinstance(item, ast.FunctionDef):
-                cls.methods[item.name] = compile_function(self, item, filename, method_of=cls)
+                cls.methods[item.name] = compile_function(self, item, filename, method_of=cls,
+                                                          lines=lines)
                 cls.method_sources[item.name] = textwrap.dedent(_segment(lines, item))
             elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                 check_type(item.annotation, ctx)
@@ -176,9 +179,9 @@ def _literal(node, ctx):
                                 "constant") from None
 
 
-def compile_function(cu, fdef, filename, method_of=None):
+def compile_function(cu, fdef, filename, method_of=None, lines=None):
     """Compile one validated ``def`` into a Python callable (closures, no exec)."""
-    ctx = _FnCtx(cu, filename, _assigned_names(fdef))
+    ctx = _FnCtx(cu, filename, _assigned_names(fdef), lines)
     ctx.fname = fdef.name
     a = fdef.args
     if a.vararg or a.kwarg or a.posonlyargs or fdef.decorator_list:
@@ -234,34 +237,41 @@ def _note(e, tag, line):
         e.add_note(f"TorchScript: line {line} of {tag}")
 
 
+_SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass, ast.Assert)
+
+
+def _guard(fn, tag, line):
+    """Wrap a statement so that an error raised in it names its TorchScript line."""
+    def guarded(env):
+        try:
+            return fn(env)
+        except Exception as e:
+            _note(e, tag, line)
+            raise
+    return guarded
+
+
 def _block(stmts, ctx):
-    compiled = [(_stmt(s, ctx), s.lineno) for s in stmts]
-    fns = [c for c, _ in compiled]
-    filename = ctx.filename
-    tag = f"{filename}, in {getattr(ctx, 'fname', '?')}"
+    """One closure running a statement list; it returns a _Return/_BREAK/_CONTINUE or None.
+
+    Errors are annotated inside each statement (try costs nothing until it raises), so
+    the loop here carries no bookkeeping.
+    """
+    fns = [_stmt(s, ctx) for s in stmts]
+    if len(fns) == 1:
+        return fns[0]
+    if all(isinstance(s, _SIMPLE) for s in stmts):
+        def run_simple(env):
+            for s in fns:
+                s(env)
+        return run_simple
 
     def run(env):
-        i = 0
-        try:
-            for s in fns:
-                r = s(env)
-                if r is not None:
-                    return r
-                i += 1
-        except Exception as e:
-            _note(e, tag, compiled[i][1])
-            raise
+        for s in fns:
+            r = s(env)
+            if r is not None:
+                return r
         return None
-    if len(fns) == 1:
-        only, line = compiled[0]
-
-        def run1(env):
-            try:
-                return only(env)
-            except Exception as e:
-                _note(e, tag, line)
-                raise
-        return run1
     return run
 
 
@@ -305,6 +315,14 @@ def _assign_target(node, ctx):
 
 
 def _stmt(node, ctx):
+    tag, line = f"{ctx.filename}, in {getattr(ctx, 'fname', '?')}", node.lineno
+    fn = _stmt_raw(node, ctx, tag, line)
+    if isinstance(node, (ast.If, ast.For, ast.While)) or getattr(fn, "_guarded", False):
+        return fn
+    return _guard(fn, tag, line)
+
+
+def _stmt_raw(node, ctx, tag, line):
     if isinstance(node, ast.Assign):
         value = compile_expr(node.value, ctx)
         stores = [_assign_target(t, ctx) for t in node.targets]
@@ -312,7 +330,12 @@ def _stmt(node, ctx):
             name = node.targets[0].id
 
             def assign_name(env):
-                env[name] = value(env)
+                try:
+                    env[name] = value(env)
+                except Exception as e:
+                    _note(e, tag, line)
+                    raise
+            assign_name._guarded = True
             return assign_name
         if len(stores) == 1:
             store = stores[0]
@@ -349,15 +372,28 @@ def _stmt(node, ctx):
         value = compile_expr(node.value, ctx)
 
         def expr_stmt(env):
-            value(env)
+            try:
+                value(env)
+            except Exception as e:
+                _note(e, tag, line)
+                raise
+        expr_stmt._guarded = True
         return expr_stmt
     if isinstance(node, ast.Return):
         if node.value is None:
             return lambda env: _Return(None)
         value = compile_expr(node.value, ctx)
-        return lambda env: _Return(value(env))
+
+        def return_stmt(env):
+            try:
+                return _Return(value(env))
+            except Exception as e:
+                _note(e, tag, line)
+                raise
+        return_stmt._guarded = True
+        return return_stmt
     if isinstance(node, ast.If):
-        test = compile_expr(node.test, ctx)
+        test = _guard(compile_expr(node.test, ctx), tag, line)
         body = _block(node.body, ctx)
         orelse = _block(node.orelse, ctx) if node.orelse else None
 
@@ -371,7 +407,7 @@ def _stmt(node, ctx):
     if isinstance(node, ast.For):
         if node.orelse:
             raise ScriptSafetyError(f"{where(ctx, node)}: for/else is not TorchScript")
-        it = compile_expr(node.iter, ctx)
+        it = _guard(compile_expr(node.iter, ctx), tag, line)
         store = _assign_target(node.target, ctx)
         body = _block(node.body, ctx)
 
@@ -390,7 +426,7 @@ def _stmt(node, ctx):
     if isinstance(node, ast.While):
         if node.orelse:
             raise ScriptSafetyError(f"{where(ctx, node)}: while/else is not TorchScript")
-        test = compile_expr(node.test, ctx)
+        test = _guard(compile_expr(node.test, ctx), tag, line)
         body = _block(node.body, ctx)
 
         def while_stmt(env):
@@ -420,7 +456,7 @@ def _stmt(node, ctx):
         return assert_stmt
     if isinstance(node, ast.Raise):
         exc = compile_expr(node.exc, ctx) if node.exc is not None else (lambda env: "")
-        return lambda env: _raise(exc(env), "builtins.RuntimeError")
+        return lambda env: raise_exception(exc(env), "builtins.RuntimeError")
     raise ScriptSafetyError(f"{where(ctx, node)}: a {type(node).__name__} statement is not "
                             "TorchScript; ember refuses to run it")
 
@@ -434,14 +470,3 @@ def _iterable(v):
     if isinstance(v, Tensor):
         return list(v.unbind(0))
     raise ScriptError(f"cannot iterate over a TorchScript value of type {type(v).__name__}")
-
-
-_EXCEPTIONS = {"builtins." + e.__name__: e for e in (
-    ValueError, RuntimeError, TypeError, AssertionError, IndexError, KeyError,
-    NotImplementedError, AttributeError, ZeroDivisionError, StopIteration, Exception)}
-
-
-def _raise(msg, cls_name=None):
-    exc = _EXCEPTIONS.get(cls_name, RuntimeError)
-    raise exc(msg)
-
