@@ -524,3 +524,82 @@ def test_many_constructs_against_torch(tmp_path):
     sm, _ = _check(Many(), [(ember.randn(3, 2, 4, 4), mask), (ember.randn(5, 2, 4, 4), mask5)],
                    tmp_path)
     assert "torch.max_pool2d(" in sm.code or "helper" in sm.code
+
+
+# ----- the interchange zoo's own torch source, scripted by ember and by torch -------------
+def _zoo_in_ember():
+    """tests/jit_zoo.py's classes with ``torch`` bound to ember: the same source text (and
+    line numbers, so jit.script reads it), scripted by both frameworks."""
+    import os
+    path = os.path.join(os.path.dirname(__file__), "jit_zoo.py")
+    with open(path) as f:
+        text = f.read()
+    text = (text.replace("import torch.nn.functional as F", "F = __ember__.nn.functional")
+            .replace("import torch.nn as nn", "nn = __ember__.nn")
+            .replace("import torch\n", "torch = __ember__\n"))
+    ns = {"__ember__": ember, "__name__": "jit_zoo_ember"}
+    exec(compile(text, path, "exec"), ns)  # noqa: S102 (our own test source)
+    return ns
+
+
+def _zoo_pair(name):
+    import jit_zoo
+    ember.manual_seed(9)
+    ours = _zoo_in_ember()[jit_zoo.MODELS[name].__name__ if name in jit_zoo.MODELS
+                           else name]().eval()
+    theirs = (jit_zoo.MODELS[name] if name in jit_zoo.MODELS else getattr(jit_zoo, name))()
+    theirs.load_state_dict({k: torch.from_numpy(np.array(v.numpy()))
+                            for k, v in ours.state_dict().items()})
+    return ours, theirs.eval()
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "block", "lstm", "gru", "encoder", "control",
+                                  "tupledict"])
+def test_zoo_source_scripted_by_ember_matches_torch_script(name, tmp_path):
+    import jit_zoo
+    ours, theirs = _zoo_pair(name)
+    sm = jit.script(ours)
+    sm.save(str(tmp_path / "e.pt"))
+    loaded = torch.jit.load(str(tmp_path / "e.pt"))
+    ts = torch.jit.script(theirs)
+    for n in (2, 3):
+        args = jit_zoo.inputs(name, n)
+        eargs = [ember.tensor(a.numpy()) for a in args]
+        with torch.no_grad(), ember.no_grad():
+            want = jit_zoo.flatten(ts(*args))
+            got = [_np(v) for v in _flatten(sm(*eargs))]
+            back = jit_zoo.flatten(loaded(*args))
+        for a, b, c in zip(got, want, back):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(c, b, rtol=1e-4, atol=1e-5)
+
+
+def _flatten(y):
+    if isinstance(y, (tuple, list)):
+        return [a for v in y for a in _flatten(v)]
+    if isinstance(y, dict):
+        return [a for k in sorted(y) for a in _flatten(y[k])]
+    return [y]
+
+
+def test_zoo_language_constructs_match_torch_script(tmp_path):
+    ours, theirs = _zoo_pair("Language")
+    sm = jit.script(ours)
+    sm.save(str(tmp_path / "l.pt"))
+    loaded = torch.jit.load(str(tmp_path / "l.pt"))
+    ts = torch.jit.script(theirs)
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 4, generator=g)
+    xs = [torch.randn(3, 4, generator=g), torch.randn(3, 4, generator=g)]
+    opt = torch.randn(3, 4, generator=g)
+    for args in ((x, xs), (x, xs, opt, {"a": 2, "b": 3})):
+        eargs = [ember.tensor(a.numpy()) if isinstance(a, torch.Tensor) else
+                 [ember.tensor(t.numpy()) for t in a] if isinstance(a, list) else a
+                 for a in args]
+        want = ts(*args)
+        got = sm(*eargs)
+        back = loaded(*args)
+        np.testing.assert_allclose(_np(got[0]), want[0].detach().numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(back[0].detach().numpy(), want[0].detach().numpy(),
+                                   rtol=1e-4, atol=1e-5)
+        assert got[1:] == want[1:] == back[1:]

@@ -365,6 +365,12 @@ class FunctionCompiler(ExprMixin):
                 self.error(node, f"variable '{name}' previously had type {declared} but is "
                            f"now being assigned a value of type {v.ty}")
             self.emit(f"{emitted} = {v.code}")
+            if declared.kind == "Optional" and v.ty.kind not in ("Optional", "NoneType"):
+                # the variable now holds a T: later uses see it refined, as in TorchScript
+                new = self.fresh()
+                self.emit(f"{new} = unchecked_cast({declared.elem}, {emitted})")
+                self.scope.vars[name] = (new, declared.elem, (emitted, declared))
+                return
             self.scope.vars[name] = (emitted, declared)
             return
         self.emit(f"{emitted} = {v.code}")
@@ -510,6 +516,14 @@ class FunctionCompiler(ExprMixin):
             if name not in merged:
                 merged[name] = self._unrefined(entry)
         self.scope.vars = merged
+        # refined on both sides (`if d is None: d = {...}`): still refined after the if
+        for name in set(s1.vars) & set(s2.vars):
+            a, b = s1.vars[name], s2.vars[name]
+            if len(a) > 2 and len(b) > 2 and a[2] == b[2] and a[1] == b[1] and \
+                    merged.get(name) == a[2]:
+                new = self.fresh()
+                self.emit(f"{new} = unchecked_cast({a[1]}, {a[2][0]})")
+                self.scope.vars[name] = (new, a[1], a[2])
 
     @staticmethod
     def _unrefined(entry):

@@ -130,6 +130,10 @@ class ExprMixin:
                 self.error(node, f"'{type(obj).__name__}' has no attribute '{attr}'")
             return static(getattr(obj, attr))
         ty = base.ty
+        if ty.kind == "Tuple" and len(ty.args) == 2 and attr in ("values", "indices"):
+            # torch.return_types of max/min/sort/topk...: (values, indices)
+            i = 0 if attr == "values" else 1
+            return Val(f"({base.code})[{i}]", ty.args[i])
         if ty.is_tensor:
             from ember.jit._script_calls import TENSOR_PROPS
             if attr in TENSOR_PROPS:
@@ -469,10 +473,13 @@ class ExprMixin:
         for it in reversed(back):
             code, dim = self._index_one(it, code, dim, -1, tensor_idx)
         if tensor_idx:
-            if len(tensor_idx) > 1 or tensor_idx[0][0] != 0:
-                self.unsupported(node, "advanced indexing other than one tensor at dim 0")
+            if code != base.code or any(d < 0 for d, _ in tensor_idx):
+                self.unsupported(node, "tensor indices mixed with ints, partial slices, "
+                                 "None or ... (only tensors and full ':' slices)")
+            dims = dict(tensor_idx)
+            entries = [dims.get(d, "None") for d in range(max(dims) + 1)]
             code = f"torch.index({code}, annotate(List[Optional[Tensor]], " \
-                   f"[{tensor_idx[0][1]}]))"
+                   f"[{', '.join(entries)}]))"
         return Val(code, T.TENSOR)
 
     def _index_one(self, it, code, dim, step, tensor_idx):

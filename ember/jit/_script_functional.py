@@ -74,6 +74,17 @@ _TABLE = {
 _REDUCTIONS = {"mean": 1, "sum": 2, "none": 0}
 
 
+def _gelu(input, approximate="none"):
+    """PyTorch's signature of F.gelu (ember's wraps it in *args)."""
+
+
+def _logsigmoid(input):
+    """PyTorch's signature of F.logsigmoid."""
+
+
+_SIGNATURES = {"gelu": _gelu, "logsigmoid": _logsigmoid}
+
+
 def functional_call(fc, node, name, fn):
     from ember.jit._frontend import NotSupportedError
     from ember.jit._script_calls import _args
@@ -82,7 +93,7 @@ def functional_call(fc, node, name, fn):
         fc.error(node, f"F.{name} is not supported in scripted code yet", NotSupportedError)
     builtin, order = spec
     args, kwargs = _args(fc, node)
-    sig = inspect.signature(fn)
+    sig = inspect.signature(_SIGNATURES.get(name, fn))
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError as e:
@@ -110,7 +121,10 @@ def functional_call(fc, node, name, fn):
             if pname == "reduction" and code.strip('"') in _REDUCTIONS:
                 code = str(_REDUCTIONS[code.strip('"')])
         else:
-            d = params[pname].default if pname in params else None
+            if pname not in params:
+                fc.error(node, f"F.{name}: no parameter '{pname}' in ember's signature",
+                         NotSupportedError)
+            d = params[pname].default
             if d is inspect.Parameter.empty:
                 fc.error(node, f"F.{name} is missing argument '{pname}'")
             if pname == "stride" and d is None:
