@@ -1,0 +1,257 @@
+"""TorchScript methods for ember's own ``nn`` classes (one template per class).
+
+ember's eager forwards check shapes with f-string errors and choose fast paths in Python,
+which TorchScript cannot express; PyTorch likewise writes its library modules' own
+TorchScript into every archive. So each class here has its TorchScript source, with the
+module's configuration (strides, eps, ...) written in as constants, the way PyTorch inlines
+``Final`` attributes. A class without a template raises NotSupportedError naming it.
+"""
+import ast
+
+from ember.jit import _types as T
+
+__all__ = ["template_for", "TemplateMethod"]
+
+
+class TemplateMethod:
+    """One TorchScript ``def`` with the signature the frontend checks calls against."""
+
+    def __init__(self, text):
+        import textwrap
+        self.text = textwrap.dedent(text).strip("\n") + "\n"
+        node = ast.parse(self.text).body[0]
+        self.name = node.name
+
+        def err(n, msg):
+            raise AssertionError(f"template {self.name}: {msg}")
+        args = node.args.args[1:]
+        defaults = [None] * (len(args) - len(node.args.defaults)) + list(node.args.defaults)
+        self.params = []
+        for a, d in zip(args, defaults):
+            ty = T.type_from_ast(a.annotation, err) if a.annotation is not None else T.TENSOR
+            self.params.append((a.arg, ty, None if d is None else ast.unparse(d)))
+        self.return_type = T.type_from_ast(node.returns, err)
+
+    def source(self):
+        return self.text
+
+
+def _ints(v):
+    return "[" + ", ".join(str(int(x)) for x in v) + "]"
+
+
+def _f(x):
+    return T.literal(float(x))
+
+
+def _methods(*texts):
+    out = {}
+    for t in texts:
+        m = TemplateMethod(t)
+        out[m.name] = m
+    return out
+
+
+def _unary(builtin):
+    return lambda m: _methods(f"""
+        def forward(self, input: Tensor) -> Tensor:
+          return {builtin}
+        """)
+
+
+def _linear(m):
+    bias = "self.bias" if m.bias is not None else "None"
+    return _methods(f"""
+        def forward(self, input: Tensor) -> Tensor:
+          return torch.linear(input, self.weight, {bias})
+        """)
+
+
+def _conv(m):
+    nd = len(m.kernel_size)
+    bias = "self.bias" if m.bias is not None else "None"
+    if m.padding_mode != "zeros":
+        from ember.jit._frontend import NotSupportedError
+        raise NotSupportedError(f"jit.script of {type(m).__name__} with padding_mode="
+                                f"{m.padding_mode!r} is not supported yet")
+    pad = T.literal(m.padding) if isinstance(m.padding, str) else _ints(m.padding)
+    geometry = f"{_ints(m.stride)}, {pad}, {_ints(m.dilation)}, {m.groups}"
+    return _methods(f"""
+        def forward(self, input: Tensor) -> Tensor:
+          return torch.conv{nd}d(input, self.weight, {bias}, {geometry})
+        """)
+
+
+def _batchnorm(m):
+    w = "self.weight" if m.weight is not None else "None"
+    b = "self.bias" if m.bias is not None else "None"
+    if m.running_mean is None:
+        stats, use_batch = "None, None", "True"
+        pre = ""
+    else:
+        stats = "self.running_mean, self.running_var"
+        use_batch = "self.training"
+        pre = ""
+    if m.momentum is None:
+        from ember.jit._frontend import NotSupportedError
+        raise NotSupportedError("jit.script of BatchNorm with momentum=None (cumulative "
+                                "average) is not supported yet")
+    momentum = m.momentum
+    rest = f"{_f(momentum)}, {_f(m.eps)}, True"
+    track = m.track_running_stats and m.running_mean is not None
+    update = ""
+    if track:
+        update = """
+          if self.training:
+            torch.add_(self.num_batches_tracked, 1)
+          else:
+            pass"""
+    return _methods(f"""
+        def forward(self, input: Tensor) -> Tensor:{pre}{update}
+          return torch.batch_norm(input, {w}, {b}, {stats}, {use_batch}, {rest})
+        """)
+
+
+def _layernorm(m):
+    w = "self.weight" if m.weight is not None else "None"
+    b = "self.bias" if getattr(m, "bias", None) is not None else "None"
+    return _methods(f"""
+        def forward(self, input: Tensor) -> Tensor:
+          return torch.layer_norm(input, {_ints(m.normalized_shape)}, {w}, {b}, {_f(m.eps)}, True)
+        """)
+
+
+def _dropout(m):
+    return _methods(f"""
+        def forward(self, input: Tensor) -> Tensor:
+          return torch.dropout(input, {_f(m.p)}, self.training)
+        """)
+
+
+def _pool(kind):
+    def make(m):
+        nd = 2 if "2d" in type(m).__name__ else 1
+        k = _ints(_tuple(m.kernel_size, nd))
+        s = _ints(_tuple(m.stride if m.stride is not None else m.kernel_size, nd))
+        p = _ints(_tuple(m.padding, nd))
+        if kind == "max":
+            if getattr(m, "return_indices", False):
+                from ember.jit._frontend import NotSupportedError
+                raise NotSupportedError("jit.script of MaxPool with return_indices=True")
+            d = _ints(_tuple(m.dilation, nd))
+            call = f"torch.max_pool{nd}d(input, {k}, {s}, {p}, {d}, {m.ceil_mode})"
+        else:
+            extra = f", {T.literal(m.divisor_override)}" if nd == 2 else ""
+            call = (f"torch.avg_pool{nd}d(input, {k}, {s}, {p}, {m.ceil_mode}, "
+                    f"{m.count_include_pad}{extra})")
+        return _methods(f"""
+            def forward(self, input: Tensor) -> Tensor:
+              return {call}
+            """)
+    return make
+
+
+def _tuple(v, n):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
+
+
+def _adaptive_avg(m):
+    nd = 2 if "2d" in type(m).__name__ else 1
+    size = _tuple(m.output_size, nd)
+    if any(s is None for s in size):
+        from ember.jit._frontend import NotSupportedError
+        raise NotSupportedError("jit.script of AdaptiveAvgPool with a None output size")
+    return _methods(f"""
+        def forward(self, input: Tensor) -> Tensor:
+          return torch.adaptive_avg_pool{nd}d(input, {_ints(size)})
+        """)
+
+
+def _flatten(m):
+    return _methods(f"""
+        def forward(self, input: Tensor) -> Tensor:
+          return torch.flatten(input, {m.start_dim}, {m.end_dim})
+        """)
+
+
+def _sequential(m):
+    lines = ["def forward(self, input: Tensor) -> Tensor:"]
+    cur = "input"
+    for i, name in enumerate(m._modules):
+        nxt = f"input{i}"
+        lines.append(f'  {nxt} = getattr(self, "{name}").forward({cur})')
+        cur = nxt
+    lines.append(f"  return {cur}")
+    return _methods("\n".join(lines) + "\n")
+
+
+def _embedding(m):
+    pad = -1 if m.padding_idx is None else m.padding_idx
+    if m.max_norm is not None:
+        from ember.jit._frontend import NotSupportedError
+        raise NotSupportedError("jit.script of Embedding with max_norm")
+    return _methods(f"""
+        def forward(self, input: Tensor) -> Tensor:
+          return torch.embedding(self.weight, input, {pad}, {m.scale_grad_by_freq}, {m.sparse})
+        """)
+
+
+def _softmax(name):
+    def make(m):
+        if m.dim is None:
+            from ember.jit._frontend import NotSupportedError
+            raise NotSupportedError(f"jit.script of {type(m).__name__} with dim=None")
+        return _methods(f"""
+            def forward(self, input: Tensor) -> Tensor:
+              return torch.{name}(input, {m.dim})
+            """)
+    return make
+
+
+def _leaky(m):
+    return _unary(f"torch.leaky_relu(input, {_f(m.negative_slope)})")(m)
+
+
+def _gelu(m):
+    return _unary(f'torch.gelu(input, approximate="{m.approximate}")')(m)
+
+
+def _nothing(m):
+    return {}
+
+
+def template_for(module, library_cls):
+    """The TorchScript methods of an ember ``nn`` module (by its library class)."""
+    from ember.jit._frontend import NotSupportedError
+    from ember.jit._script_attention_templates import ATTENTION_TEMPLATES
+    from ember.jit._script_rnn_templates import RNN_TEMPLATES
+    name = library_cls.__name__
+    make = None
+    for klass in type(module).__mro__:
+        make = (_TEMPLATES.get(klass.__name__) or RNN_TEMPLATES.get(klass.__name__)
+                or ATTENTION_TEMPLATES.get(klass.__name__))
+        if make is not None or klass is library_cls:
+            break
+    if make is None:
+        raise NotSupportedError(f"jit.script of ember.nn.{name} is not supported yet (no "
+                                "TorchScript template for it)")
+    return make(module)
+
+
+_TEMPLATES = {
+    "Linear": _linear, "Identity": _unary("input"), "Conv1d": _conv, "Conv2d": _conv,
+    "BatchNorm1d": _batchnorm, "BatchNorm2d": _batchnorm, "LayerNorm": _layernorm,
+    "Dropout": _dropout, "Dropout1d": _dropout, "Dropout2d": _dropout,
+    "MaxPool1d": _pool("max"), "MaxPool2d": _pool("max"), "AvgPool1d": _pool("avg"),
+    "AvgPool2d": _pool("avg"), "AdaptiveAvgPool1d": _adaptive_avg,
+    "AdaptiveAvgPool2d": _adaptive_avg, "Flatten": _flatten, "Sequential": _sequential,
+    "ModuleList": _nothing, "ModuleDict": _nothing, "Embedding": _embedding,
+    "ReLU": _unary("torch.relu(input)"), "Tanh": _unary("torch.tanh(input)"),
+    "Sigmoid": _unary("torch.sigmoid(input)"), "SiLU": _unary("torch.silu(input)"),
+    "GELU": _gelu, "LeakyReLU": _leaky, "ELU": lambda m: _unary(
+        f"torch.elu(input, {_f(m.alpha)})")(m),
+    "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"),
+    "Hardtanh": lambda m: _unary(f"torch.hardtanh(input, {_f(m.min_val)}, "
+                                 f"{_f(m.max_val)})")(m),
+    "ReLU6": _unary("torch.hardtanh(input, 0., 6.)"),
+}
