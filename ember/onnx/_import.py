@@ -30,6 +30,7 @@ def _ensure_converters():
         _import_ops,
         _import_resize,
         _import_shape,
+        _import_signal,
     )
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import ember as E
 import ember.nn.functional as F
 from ember.onnx._import import UnsupportedOnnxOp
-from ember.onnx._import_ops import const, ints
+from ember.onnx._import_ops import ints
 from ember.onnx._registry import importer
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
