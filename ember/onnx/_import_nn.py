@@ -61,7 +61,7 @@ def _conv_transpose(cx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1
     k = kernel_shape or list(w.shape[2:])
     strides = strides or [1] * n
     dilations = dilations or [1] * n
-    out_pad = output_padding or [0] * n
+    out_pad = list(output_padding or [0] * n)
     if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         target = output_shape[-n:] if output_shape is not None else \
             [x.shape[2 + i] * strides[i] for i in range(n)]
@@ -69,7 +69,9 @@ def _conv_transpose(cx, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1
         for i in range(n):
             total = strides[i] * (x.shape[2 + i] - 1) + out_pad[i] + \
                 ((k[i] - 1) * dilations[i] + 1) - target[i]
-            total = max(total, 0)
+            if total < 0:  # the requested output is larger: extend the far side
+                out_pad[i] -= total
+                total = 0
             if auto_pad == "SAME_UPPER":
                 pads[i], pads[i + n] = total // 2, total - total // 2
             else:
@@ -103,9 +105,11 @@ def _max_pool(cx, x, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=Non
     fill = -math.inf if x.is_floating_point() else int(np.iinfo(x.numpy().dtype).min)
     begin, end = p[:n], p[n:]
     if begin != end or any(b > k // 2 for b, k in zip(begin, kernel_shape)):
-        x, sym = _pad_input(x, p, n, fill)
-        if sym != begin and any(b > k // 2 for b, k in zip(begin, kernel_shape)):
-            x = F.pad(x, sum(([b, b] for b in reversed(begin)), []), "constant", fill)
+        # pads the kernel call cannot take: pad the input with the lowest value instead
+        pad = []
+        for i in reversed(range(n)):
+            pad += [begin[i], end[i]]
+        x = F.pad(x if x.is_floating_point() else x.to(E.float64), pad, "constant", fill)
         sym = [0] * n
     else:
         sym = begin
@@ -516,11 +520,13 @@ def _max_unpool(cx, x, idx, output_shape=None, kernel_shape=None, pads=None, str
     n = x.dim() - 2
     strides = strides or [1] * n
     pads = pads or [0] * (2 * n)
-    if output_shape is not None:
+    size = list(x.shape[:2]) + [(x.shape[2 + i] - 1) * strides[i] + kernel_shape[i] -
+                                pads[i] - pads[i + n] for i in range(n)]
+    if output_shape is not None and ints(output_shape) != size:
+        # indices count positions in the default output: move them into the requested one
+        coords = np.unravel_index(idx.numpy().reshape(-1), size)
         size = ints(output_shape)
-    else:
-        size = list(x.shape[:2]) + [(x.shape[2 + i] - 1) * strides[i] + kernel_shape[i] -
-                                    pads[i] - pads[i + n] for i in range(n)]
+        idx = E.from_numpy(np.ravel_multi_index(coords, size).astype(np.int64))
     flat = E.zeros(size[0] * size[1] * int(np.prod(size[2:])), dtype=x.dtype)
     flat = flat.scatter(0, idx.reshape(-1), x.reshape(-1))
     return flat.reshape(size)

@@ -201,16 +201,28 @@ def _empty_extreme(x, dims, keep, value):
     return E.full(shape, value, dtype=x.dtype)
 
 
+def _lowest(x):
+    if x.is_floating_point():
+        return -math.inf
+    return False if x.dtype == E.bool else int(np.iinfo(x.numpy().dtype).min)
+
+
+def _highest(x):
+    if x.is_floating_point():
+        return math.inf
+    return True if x.dtype == E.bool else int(np.iinfo(x.numpy().dtype).max)
+
+
 def _amax(x, dims, keep):
     if x.numel() == 0:
-        lo = -math.inf if x.is_floating_point() else np.iinfo(x.numpy().dtype).min
+        lo = _lowest(x)
         return _empty_extreme(x, dims, keep, lo)
     return E.amax(x, dims, keepdim=keep)
 
 
 def _amin(x, dims, keep):
     if x.numel() == 0:
-        hi = math.inf if x.is_floating_point() else np.iinfo(x.numpy().dtype).max
+        hi = _highest(x)
         return _empty_extreme(x, dims, keep, hi)
     return E.amin(x, dims, keepdim=keep)
 

@@ -241,6 +241,9 @@ def _depth_to_space(cx, x, blocksize, mode="DCR"):
 def _space_to_depth(cx, x, blocksize, mode="DCR"):
     n, c, h, w = x.shape
     b = blocksize
+    if mode == "CRD":
+        y = x.reshape(n, c, h // b, b, w // b, b).permute(0, 1, 3, 5, 2, 4)
+        return y.reshape(n, c * b * b, h // b, w // b)
     y = x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
     return y.reshape(n, c * b * b, h // b, w // b)
 
@@ -410,9 +413,27 @@ def _loop(cx, max_trip, cond, *carried, body):
     return tuple(state) + tuple(stacked)
 
 
+class _Opset9:
+    """The context of a Scan-8 node seen as Scan-9, for one batch entry."""
+
+    def __init__(self, cx):
+        self.opset, self.node, self.n_outputs = 9, cx.node, cx.n_outputs
+        self.runner, self.training = cx.runner, cx.training
+
+
 @importer("Scan")
 def _scan_op(cx, *xs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None,
-             scan_output_axes=None, scan_output_directions=None):
+             scan_output_axes=None, scan_output_directions=None, directions=None):
+    if cx.opset < 9:
+        # Scan-8: a leading sequence_lens input and a batch axis in front of everything
+        seq_lens, xs = xs[0], xs[1:]
+        if seq_lens is not None:
+            raise UnsupportedOnnxOp("ember.onnx: Scan-8 with sequence_lens")
+        per_batch = [_scan_op(_Opset9(cx), *[x[b] for x in xs], body=body,
+                              num_scan_inputs=num_scan_inputs,
+                              scan_input_directions=directions)
+                     for b in range(xs[0].shape[0])]
+        return tuple(E.stack(col) for col in zip(*per_batch))
     n_state = len(xs) - num_scan_inputs
     state = list(xs[:n_state])
     scan_in = list(xs[n_state:])

@@ -73,30 +73,42 @@ def _dft(cx, x, dft_length=None, axis_in=None, axis=1, inverse=0, onesided=0):
         axis = int(axis_in.item())
     if axis < 0:
         axis += x.dim()
-    re = x[..., 0]
-    im = x[..., 1] if x.shape[-1] == 2 else None
-    n = int(dft_length.item()) if dft_length is not None else re.shape[axis]
-    if onesided and im is not None:
-        raise UnsupportedOnnxOp("ember.onnx: a one-sided DFT of a complex signal")
+    # float64 inside: the products round less than a float32 FFT would
+    re = x[..., 0].to(E.float64)
+    im = x[..., 1].to(E.float64) if x.shape[-1] == 2 else None
+    real_out = bool(onesided and inverse)
+    n = int(dft_length.item()) if dft_length is not None else \
+        2 * (re.shape[axis] - 1) if real_out else re.shape[axis]
+    if onesided and inverse and im is not None:
+        # the inverse of a one-sided spectrum: rebuild the other half by symmetry
+        half = re.shape[axis]
+        tail = E.flip(E.narrow(re, axis, 1, n - half), [axis]), \
+            -E.flip(E.narrow(im, axis, 1, n - half), [axis])
+        re, im = E.cat([re, tail[0]], axis), E.cat([im, tail[1]], axis)
+        onesided = 0
+    elif onesided and im is not None:
+        raise UnsupportedOnnxOp("ember.onnx: a one-sided forward DFT of a complex signal")
     y_re, y_im = _dft_along(re, im, axis, n, bool(inverse), bool(onesided))
-    return E.stack([y_re, y_im], -1)
+    if real_out:  # the inverse of a one-sided spectrum is a real signal
+        return y_re.unsqueeze(-1).to(x.dtype)
+    return E.stack([y_re, y_im], -1).to(x.dtype)
 
 
 @importer("STFT")
 def _stft(cx, signal, frame_step, window=None, frame_length=None, onesided=1):
     step = int(frame_step.item())
     n = int(frame_length.item()) if frame_length is not None else window.shape[0]
-    re = signal[..., 0]
-    im = signal[..., 1] if signal.shape[-1] == 2 else None
+    re = signal[..., 0].to(E.float64)
+    im = signal[..., 1].to(E.float64) if signal.shape[-1] == 2 else None
     frames = 1 + (re.shape[1] - n) // step
     idx = E.from_numpy(np.arange(frames)[:, None] * step + np.arange(n)[None, :])
     fr = re[:, idx]
     fi = im[:, idx] if im is not None else None
     if window is not None:
-        fr = fr * window
-        fi = fi * window if fi is not None else None
+        fr = fr * window.to(E.float64)
+        fi = fi * window.to(E.float64) if fi is not None else None
     y_re, y_im = _dft_along(fr, fi, 2, n, False, bool(onesided) and fi is None)
-    return E.stack([y_re, y_im], -1)
+    return E.stack([y_re, y_im], -1).to(signal.dtype)
 
 
 # ---- quantization --------------------------------------------------------------------------
@@ -131,8 +143,10 @@ def _quantize(cx, x, scale, zero_point=None, axis=1, block_size=0, output_dtype=
         out = E.uint8
     if out.np not in _INT_RANGES:
         raise UnsupportedOnnxOp(f"ember.onnx: QuantizeLinear to {out}")
-    s = _per_axis(scale, x, axis, block_size).to(E.float64)
-    y = E.round(x.to(E.float64) / s)
+    # the division happens in the input's float type, as ONNX specifies: rounding of
+    # halves depends on it
+    ft = x.dtype if x.is_floating_point() else E.float32
+    y = E.round(x.to(ft) / _per_axis(scale, x, axis, block_size).to(ft)).to(E.float64)
     if zero_point is not None:
         y = y + _per_axis(zero_point, x, axis, block_size).to(E.float64)
     return _saturate(y, out.np).to(out)
@@ -209,7 +223,7 @@ def _qlinear_conv(cx, x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, b=None,
 @importer("BitCast")
 def _bitcast(cx, x, to):
     target = ember_dtype(to, "BitCast")
-    return E.from_numpy(np.ascontiguousarray(x.numpy()).view(target.np).copy())
+    return E.from_numpy(np.array(x.numpy(), order="C").view(target.np).copy())
 
 
 @importer("CenterCropPad")
