@@ -11,10 +11,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
+from onnx_node_cases import collect, run_case
 
 import ember
 import ember.onnx
-from onnx_node_cases import collect, run_case
 
 # Cases whose reference output comes from a random generator ember cannot reproduce
 # (ONNX's reference draws with NumPy's global RNG): they run, but cannot be compared.
