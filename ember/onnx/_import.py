@@ -26,6 +26,7 @@ def _ensure_converters():
     # the converter families register themselves on import
     from ember.onnx import (  # noqa: F401
         _import_attention,
+        _import_misc,
         _import_nn,
         _import_ops,
         _import_resize,

@@ -119,10 +119,13 @@ def _max_pool(cx, x, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=Non
                return_indices=want_idx)
     if want_idx:
         y, idx = out
-        if storage_order:
-            raise UnsupportedOnnxOp("ember.onnx: MaxPool indices with storage_order=1")
         # ONNX indices are flat over the whole (N, C, ...) tensor
         spatial = int(np.prod(x.shape[2:]))
+        if storage_order:  # column-major positions within each (h, w) plane
+            if n != 2:
+                raise UnsupportedOnnxOp("ember.onnx: MaxPool storage_order=1 beyond 2-D")
+            h, w = x.shape[2:]
+            idx = (idx % w) * h + idx // w
         base = E.arange(x.shape[0] * x.shape[1]).reshape(x.shape[0], x.shape[1],
                                                           *([1] * n)) * spatial
         return y.to(x.dtype), idx + base
@@ -419,7 +422,7 @@ def _run_rnn(cx, x, W, R, B, h0, c0, step, n_gates, direction, hidden_size, layo
         steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
         outs = [None] * x.shape[0]
         for t in steps:
-            h, c = step(x[t], w, r, bias, rb, h, c)
+            h, c = step(x[t], w, r, bias, rb, h, c, d)
             outs[t] = h
         ys.append(E.stack(outs) if outs else E.zeros(0, b, hs))
         hs_out.append(h)
@@ -435,21 +438,32 @@ def _run_rnn(cx, x, W, R, B, h0, c0, step, n_gates, direction, hidden_size, layo
 def _lstm(cx, x, W, R, B=None, seq_lens=None, h0=None, c0=None, P=None, activation_alpha=None,
           activation_beta=None, activations=None, clip=None, direction="forward",
           hidden_size=None, input_forget=0, layout=0):
-    if P is not None or clip is not None or input_forget:
-        raise UnsupportedOnnxOp("ember.onnx: LSTM with peepholes, clip or input_forget")
     x = _rnn_common(x, seq_lens, layout)
     if layout:
         h0 = h0.transpose(0, 1) if h0 is not None else None
         c0 = c0.transpose(0, 1) if c0 is not None else None
     f_, g_, h_ = _acts(activations, ["Sigmoid", "Tanh", "Tanh"])[:3]
+    hs = hidden_size
+    peep = [P[d] for d in range(P.shape[0])] if P is not None else None
 
-    def step(xt, w, r, bias, rb, h, c):
+    def clipped(z):
+        return E.clamp(z, -clip, clip) if clip is not None else z
+
+    def step(xt, w, r, bias, rb, h, c, d):
         z = xt @ w.t() + h @ r.t()
         if bias is not None:
             z = z + bias
         i, o, f, cc = z.chunk(4, 1)  # ONNX's gate order: i, o, f, c
-        c = f_(f) * c + f_(i) * g_(cc)
-        return f_(o) * h_(c), c
+        p = peep[d] if peep is not None else None
+        if p is not None:
+            i = i + p[:hs] * c
+            f = f + p[2 * hs:] * c
+        i = f_(clipped(i))
+        f = 1 - i if input_forget else f_(clipped(f))
+        c = f * c + i * g_(clipped(cc))
+        if p is not None:
+            o = o + p[hs:2 * hs] * c
+        return f_(clipped(o)) * h_(c), c
 
     y, hn, cn = _run_rnn(cx, x, W, R, B, h0, c0, step, 4, direction, hidden_size, layout)
     return y, hn, cn
@@ -465,7 +479,7 @@ def _gru(cx, x, W, R, B=None, seq_lens=None, h0=None, activation_alpha=None,
     f_, g_ = _acts(activations, ["Sigmoid", "Tanh"])[:2]
     hs = hidden_size
 
-    def step(xt, w, r, bias, rb, h, c):
+    def step(xt, w, r, bias, rb, h, c, d):
         wb = bias - rb if bias is not None else None
         gx = xt @ w.t() + (wb if wb is not None else 0)
         rz = gx[:, :2 * hs] + h @ r[:2 * hs].t() + (rb[:2 * hs] if rb is not None else 0)
@@ -491,7 +505,7 @@ def _rnn(cx, x, W, R, B=None, seq_lens=None, h0=None, activation_alpha=None,
         h0 = h0.transpose(0, 1)
     f_ = _acts(activations, ["Tanh"])[0]
 
-    def step(xt, w, r, bias, rb, h, c):
+    def step(xt, w, r, bias, rb, h, c, d):
         z = xt @ w.t() + h @ r.t()
         return f_(z + bias if bias is not None else z), c
 

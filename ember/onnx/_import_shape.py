@@ -257,23 +257,6 @@ def _reverse_sequence(cx, x, lens, batch_axis=1, time_axis=0):
     return E.gather(x, time_axis, src.expand(*x.shape))
 
 
-@importer("Unique")
-def _unique(cx, x, axis=None, sorted=1):  # noqa: A002 - ONNX's name
-    if axis is not None:
-        raise UnsupportedOnnxOp("ember.onnx: Unique with an axis")
-    arr = x.numpy().reshape(-1)
-    vals, first, inverse, counts = np.unique(arr, return_index=True, return_inverse=True,
-                                             return_counts=True)
-    if not sorted:
-        order = np.argsort(first, kind="stable")
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
-        vals, first, counts, inverse = vals[order], first[order], counts[order], \
-            rank[inverse.reshape(-1)]
-    return (const(vals), const(first.astype(np.int64)),
-            const(inverse.reshape(-1).astype(np.int64)), const(counts.astype(np.int64)))
-
-
 @importer("Pad")
 def _pad(cx, x, pads=None, value=None, axes=None, mode="constant", **attrs):
     if pads is None or not isinstance(pads, E.Tensor):  # opset < 11: attributes
