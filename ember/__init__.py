@@ -40,6 +40,7 @@ from ember import nn
 import ember.utils.data as _utils_data  # torch.utils.data works after `import torch`
 
 from ember import accelerator, amp, backends, distributed
+from ember import jit  # torch.jit: TorchScript archives and interpreter
 from ember.amp import autocast
 from ember.sparse import sparse_coo, sparse_coo_tensor, spmm, strided
 from ember._legacy import *

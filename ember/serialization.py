@@ -402,6 +402,9 @@ def _map_location(arr, location, map_location):
 class _Archive:
     """Read access to a checkpoint's records, with errors that name the damaged part."""
 
+    storage_dir = "data"  # TorchScript archives keep constants' storages in constants/
+    max_version = FORMAT_VERSION
+
     def __init__(self, f):
         self.path = os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
         try:
@@ -422,9 +425,9 @@ class _Archive:
             except ValueError:
                 raise CheckpointError(f"checkpoint damaged: bad version record {raw!r}") \
                     from None
-            if version > FORMAT_VERSION:
+            if version > self.max_version:
                 raise CheckpointError(f"checkpoint format version {version} is newer than "
-                                      f"this ember reads (versions 1 to {FORMAT_VERSION})")
+                                      f"this ember reads (versions 1 to {self.max_version})")
         if self.prefix + "byteorder" in self.names:
             order = self.read("byteorder").decode("ascii", "replace")
             if order not in ("little", "big"):
@@ -444,7 +447,7 @@ class _Archive:
                                   f"({e})") from None
 
     def read_storage(self, key, dtype, numel, mmap_file):
-        name = f"data/{key}"
+        name = f"{self.storage_dir}/{key}"
         np_dtype = dtype.np.newbyteorder(self.byteorder)
         nbytes = numel * np_dtype.itemsize
         if mmap_file is not None:

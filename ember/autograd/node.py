@@ -265,6 +265,7 @@ class Primitive(Node):
             if multi:
                 return cls._finish(self, (x,), out)
             return _wrap(out)
+        _FAST_FUNCTIONS.append(f)
         return f
 
     @classmethod
@@ -299,6 +300,7 @@ class Primitive(Node):
             if rg and _grad_state.grad_enabled:
                 return self._record((a, b), out)
             return _wrap(out)
+        _FAST_FUNCTIONS.append(f)
         return f
 
     @classmethod
@@ -422,6 +424,9 @@ def _wrap(out):
 
 
 _PLAIN = {int, float, bool}
+# every closure made by unary_function/binary_function: jit.trace swaps their code for
+# recording code while a trace runs (ember.jit._capture), so they stay check-free
+_FAST_FUNCTIONS = []
 _SYMBOLS = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
 
 

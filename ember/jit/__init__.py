@@ -1,0 +1,17 @@
+"""``ember.jit``: TorchScript in PyTorch's own archive format, both ways.
+
+``jit.load`` runs archives that ``torch.jit.save`` wrote (no torch needed) through
+ember's safe TorchScript interpreter; ``jit.save`` / ``ScriptModule.save`` write
+archives that ``torch.jit.load`` (and libtorch) read. See docs/jit.md.
+"""
+from ember.jit._errors import ArchiveError, ScriptError, ScriptSafetyError
+from ember.jit._module import RecursiveScriptModule, ScriptFunction, ScriptModule
+from ember.jit._serialize import freeze, load, optimize_for_inference, save
+
+__all__ = ["ScriptModule", "RecursiveScriptModule", "ScriptFunction", "load", "save",
+           "freeze", "optimize_for_inference", "ArchiveError", "ScriptError",
+           "ScriptSafetyError"]
+from ember.jit._capture import TracerWarning, is_tracing  # noqa: E402
+from ember.jit._trace import TracingCheckError, trace, trace_module  # noqa: E402
+
+__all__ += ["trace", "trace_module", "is_tracing", "TracerWarning", "TracingCheckError"]

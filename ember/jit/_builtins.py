@@ -1,0 +1,350 @@
+"""One table: TorchScript builtin names (``torch.linear``, ``ops.prim.NumToTensor``) -> ember.
+
+TorchScript code calls aten operators by their schema: ``torch.batch_norm(input, weight,
+bias, running_mean, running_var, training, momentum, eps, cudnn_enabled)``. Where a
+schema differs from ember's Python API, an entry here adapts it; where it matches,
+:func:`lookup` falls back to ember's own operator of the same name (only operators:
+functions defined in ``ember.ops``, factories and random draws, and tensor methods —
+never file, process or global-state functions). ``ops.aten.X`` is ``torch.X``.
+
+Names that TorchScript code uses but ember cannot run (nested tensors, packed RNN
+sequences) have entries that raise ``NotImplementedError`` naming them when called,
+so an archive whose code merely mentions them in an untaken branch still loads.
+jit-trace and jit-script add entries here (additive).
+"""
+import math
+import operator
+import warnings
+
+__all__ = ["TABLE", "lookup", "register", "DUNDER_OPS", "scalar_type", "SCALAR_TYPES"]
+
+TABLE = {}
+
+# torch.* names with double underscores that are ordinary TorchScript operators
+DUNDER_OPS = {"__is__", "__isnot__", "__not__", "__contains__", "__getitem__", "__and__",
+              "__or__", "__xor__", "__range_length", "__derive_index", "__round_to_zero_floordiv",
+              "__interpolate", "__upsample", "__upsample_bilinear", "__lshift__", "__rshift__",
+              "__iand__", "__ior__"}
+
+
+def register(*names):
+    """Decorator: ``@register("torch.linear")`` adds a builtin under each name."""
+    def deco(fn):
+        for n in names:
+            TABLE[n] = fn
+        return fn
+    return deco
+
+
+def _ember():
+    import ember
+    return ember
+
+
+def _Tensor():
+    from ember._tensor import Tensor
+    return Tensor
+
+
+_FALLBACK_MODULES = ("ember.ops.", "ember.autograd.node", "ember._factory", "ember._random_ops",
+                     "ember._legacy")
+_NEVER = {"save", "load", "set_default_device", "set_default_dtype", "manual_seed", "seed",
+          "set_rng_state", "get_rng_state", "set_num_threads", "set_num_interop_threads",
+          "use_deterministic_algorithms", "set_default_tensor_type", "compile",
+          "set_float32_matmul_precision", "from_numpy", "register_hook", "backward",
+          "register_post_accumulate_grad_hook", "numpy", "share_memory_", "apply_", "map_",
+          "map2_", "storage", "untyped_storage", "data_ptr", "tolist", "pin_memory",
+          "set_", "requires_grad_", "retain_grad", "cuda", "Variable"}
+
+
+def lookup(name):
+    """The ember callable for a TorchScript builtin name, or None when there is none."""
+    fn = TABLE.get(name)
+    if fn is not None:
+        return fn
+    if name.startswith("ops.aten."):
+        return lookup("torch." + name[len("ops.aten."):])
+    if not name.startswith("torch.") or name.count(".") != 1:
+        return None
+    short = name[len("torch."):]
+    if short.startswith("_") or short in _NEVER:
+        return None
+    ember = _ember()
+    obj = getattr(ember, short, None) if short in dir(ember) else None
+    if callable(obj) and not isinstance(obj, type) and \
+            getattr(obj, "__module__", "").startswith(_FALLBACK_MODULES):
+        fn = _scalar_aware(short, obj)
+    else:
+        meth = getattr(_Tensor(), short, None)
+        if meth is None or not callable(meth) or isinstance(meth, type):
+            return None
+        fn = _scalar_aware(short, _method_caller(short))
+    TABLE[name] = fn
+    return fn
+
+
+def _method_caller(short):
+    def call(self, *args, **kwargs):
+        return getattr(self, short)(*_dtypes(args), **_kw(kwargs))
+    call.__name__ = short
+    return call
+
+
+def _scalar_aware(short, fn):
+    """Math on Python numbers (``torch.sqrt(E)`` on an int) uses :mod:`math`."""
+    py = getattr(math, short, None)
+    Tensor = _Tensor()
+
+    def call(*args, **kwargs):
+        if py is not None and args and not isinstance(args[0], Tensor) \
+                and isinstance(args[0], (int, float)) and not kwargs:
+            return py(*args)
+        return fn(*_dtypes(args), **_kw(kwargs))
+    call.__name__ = short
+    return call
+
+
+# ----- dtype codes: TorchScript writes dtype=6 (c10::ScalarType) -------------------------
+SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
+                6: "float32", 7: "float64", 8: "complex32", 9: "complex64", 10: "complex128",
+                11: "bool", 15: "bfloat16"}
+_CODE_OF = {v: k for k, v in SCALAR_TYPES.items()}
+
+
+def scalar_type(v):
+    """An ember dtype for a ScalarType code (ints pass through other values unchanged)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        from ember.backend import dtypes
+        name = SCALAR_TYPES.get(v)
+        if name is None or name not in dtypes._BY_NAME:
+            raise NotImplementedError(f"TorchScript dtype code {v} has no ember dtype")
+        return dtypes._BY_NAME[name]
+    return v
+
+
+def dtype_code(d):
+    """The ScalarType code for an ember dtype (ember's writers use it)."""
+    return _CODE_OF[d.name]
+
+
+def _dtypes(args):
+    return args
+
+
+_DROP = ("layout", "pin_memory", "memory_format", "non_blocking", "copy")
+
+
+def _kw(kwargs):
+    if not kwargs:
+        return kwargs
+    out = {}
+    for k, v in kwargs.items():
+        if k in _DROP:
+            continue
+        out[k] = scalar_type(v) if k == "dtype" else v
+    return out
+
+
+def _is_t(x):
+    return isinstance(x, _Tensor())
+
+
+# ----- arithmetic and comparisons on tensors or Python values ------------------------------
+def _binary(name, py):
+    def op(a, b, *rest, **kw):
+        if not (_is_t(a) or _is_t(b)) and not rest and not kw:
+            return py(a, b)
+        return getattr(_ember(), name)(a, b, *rest, **kw)
+    op.__name__ = name
+    return op
+
+
+for _n, _py in (("eq", operator.eq), ("ne", operator.ne), ("lt", operator.lt),
+                ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge),
+                ("mul", operator.mul), ("remainder", lambda a, b: a % b),
+                ("fmod", math.fmod), ("pow", operator.pow), ("atan2", math.atan2),
+                ("floor_divide", operator.floordiv)):
+    TABLE["torch." + _n] = _binary(_n, _py)
+TABLE["torch.floordiv"] = operator.floordiv
+TABLE["torch.__round_to_zero_floordiv"] = lambda a, b: int(a / b)
+
+
+@register("torch.add")
+def _add(a, b, alpha=1):
+    if not (_is_t(a) or _is_t(b)):
+        return a + b * alpha if alpha != 1 else a + b
+    return _ember().add(a, b, alpha=alpha)
+
+
+@register("torch.sub")
+def _sub(a, b, alpha=1):
+    if not (_is_t(a) or _is_t(b)):
+        return a - b * alpha
+    return _ember().sub(a, b, alpha=alpha)
+
+
+@register("torch.rsub")
+def _rsub(a, b, alpha=1):
+    return _ember().sub(b, a, alpha=alpha) if _is_t(a) or _is_t(b) else b - a * alpha
+
+
+@register("torch.div")
+def _div(a, b, rounding_mode=None):
+    if not (_is_t(a) or _is_t(b)):
+        if rounding_mode == "floor":
+            return a // b
+        if rounding_mode == "trunc":
+            return float(math.trunc(a / b))
+        return a / b
+    return _ember().div(a, b, rounding_mode=rounding_mode)
+
+
+@register("torch.neg")
+def _neg(a):
+    return -a
+
+
+for _n in ("add_", "sub_", "mul_", "div_"):
+    TABLE["torch." + _n] = (lambda m: lambda a, b, **kw: getattr(a, m)(b, **kw))(_n)
+
+# ----- the TorchScript language's own operators --------------------------------------------
+TABLE.update({
+    "torch.__is__": operator.is_, "torch.__isnot__": operator.is_not,
+    "torch.__not__": operator.not_, "torch.__contains__": lambda c, x: x in c,
+    "torch.__getitem__": operator.getitem, "torch.__and__": lambda a, b: a and b if not
+    _is_t(a) else a & b, "torch.__or__": lambda a, b: a or b if not _is_t(a) else a | b,
+    "torch.__xor__": operator.xor, "torch.len": len, "torch.list": list,
+    "torch.append": lambda lst, x: (lst.append(x), lst)[1],
+    "torch.format": lambda fmt, *args: fmt.format(*args),
+    "torch.warn": lambda msg, stacklevel=2: warnings.warn(msg, stacklevel=2),
+    "torch.__range_length": lambda lo, hi, step: max(0, -(-(hi - lo) // step)) if step > 0
+    else max(0, -(-(lo - hi) // -step)),
+    "torch.__derive_index": lambda i, start, step: start + i * step,
+    "torch.is_grad_enabled": lambda: _ember().is_grad_enabled(),
+    "torch.is_autocast_enabled": lambda *a: False,
+    "torch.is_autocast_cpu_enabled": lambda: False,
+    "torch.device": lambda spec, index=None: _ember().device(spec if index is None
+                                                           else f"{spec}:{index}"),
+    "torch.keys": lambda d: list(d.keys()), "torch.values": lambda d: list(d.values()),
+    "torch.items": lambda d: list(d.items()),
+    "torch.copy": lambda x: list(x) if isinstance(x, list) else x.copy(),
+    "torch.extend": lambda lst, other: lst.extend(other),
+    "torch.insert": lambda lst, i, x: lst.insert(i, x),
+    "torch.pop": lambda c, *k: c.pop(*k),
+    "torch.get": lambda d, k, default=None: d.get(k, default),
+    "torch.sqrt_": lambda x: x.sqrt_(),
+    "torch.str": str, "torch.Float": float, "torch.Int": int, "torch.Bool": bool,
+    "torch.ScalarImplicit": lambda t: t.item(), "torch.FloatImplicit": lambda t: t.item(),
+    "torch.IntImplicit": lambda t: int(t.item()),
+    "math.sqrt": math.sqrt, "math.exp": math.exp, "math.log": math.log, "math.pi": math.pi,
+    "math.inf": math.inf, "math.floor": math.floor, "math.ceil": math.ceil,
+    "math.isnan": math.isnan, "math.isinf": math.isinf, "math.pow": math.pow,
+})
+
+
+@register("torch.__getitem__")
+def _getitem(c, i):
+    return c[i]
+
+
+@register("torch.dim")
+def _dim(x):
+    return x.dim()
+
+
+@register("torch.numel")
+def _numel(x):
+    return x.numel()
+
+
+@register("torch.size")
+def _size(x, dim=None):
+    return list(x.shape) if dim is None else x.shape[dim]
+
+
+@register("torch.slice")
+def _slice(x, *args, **kw):
+    if isinstance(x, (list, str, tuple)):
+        start, end, step = (list(args) + [None, None, 1])[:3]
+        start, end, step = kw.get("start", start), kw.get("end", end), kw.get("step", step)
+        return x[slice(start, end, step)]
+    dim, start, end, step = (list(args) + [0, None, None, 1][len(args):])[:4]
+    dim = kw.get("dim", dim)
+    start, end, step = kw.get("start", start), kw.get("end", end), kw.get("step", step)
+    idx = [slice(None)] * x.dim()
+    idx[dim] = slice(start, end, step)
+    return x[tuple(idx)]
+
+
+@register("torch.select")
+def _select(x, dim, index=None):
+    if index is None:  # list select
+        return x[dim]
+    return x.select(dim, index)
+
+
+@register("torch.min", "ops.prim.min")
+def _min(a, *rest, **kw):
+    if not _is_t(a):
+        return min(a) if not rest else min(a, *rest)
+    return _ember().min(a, *rest, **kw)
+
+
+@register("torch.max", "ops.prim.max")
+def _max(a, *rest, **kw):
+    if not _is_t(a):
+        return max(a) if not rest else max(a, *rest)
+    return _ember().max(a, *rest, **kw)
+
+
+@register("torch.any")
+def _any(x, *args, **kw):
+    return any(x) if isinstance(x, list) else _ember().any(x, *args, **kw)
+
+
+@register("torch.all")
+def _all(x, *args, **kw):
+    return all(x) if isinstance(x, list) else _ember().all(x, *args, **kw)
+
+
+# ----- ops.prim ----------------------------------------------------------------------------
+def _raise(msg, cls_name=None):
+    exc = {"builtins.ValueError": ValueError, "builtins.TypeError": TypeError,
+           "builtins.AssertionError": AssertionError, "builtins.IndexError": IndexError,
+           "builtins.KeyError": KeyError, "builtins.NotImplementedError": NotImplementedError,
+           "builtins.AttributeError": AttributeError}.get(cls_name, RuntimeError)
+    raise exc(msg)
+
+
+TABLE.update({
+    "ops.prim.NumToTensor": lambda v: _ember().scalar_tensor(v, dtype=_ember().int64)
+    if isinstance(v, int) and not isinstance(v, bool) else _ember().scalar_tensor(v),
+    "ops.prim.dtype": lambda x: dtype_code(x.dtype), "ops.prim.device": lambda x: x.device,
+    "ops.prim.type": lambda d: d.type, "ops.prim.requires_grad": lambda x: x.requires_grad,
+    "ops.prim.is_nested": lambda x: False, "ops.prim.is_cuda": lambda x: x.is_cuda,
+    "ops.prim.is_sparse": lambda x: False, "ops.prim.is_quantized": lambda x: False,
+    "ops.prim.is_mkldnn": lambda x: False, "ops.prim.is_meta": lambda x: False,
+    "ops.prim.layout": lambda x: 0, "ops.prim.RaiseException": _raise,
+    "ops.prim.unchecked_unwrap_optional": lambda x: x, "ops.prim.data": lambda x: x.detach(),
+    "ops.prim.shape": lambda x: list(x.shape), "ops.prim.name": lambda x: None,
+    "ops.prim.grad": lambda x: x.grad, "ops.prim.index": lambda d: d.index,
+    "ops.prim.abs": abs, "ops.prim.is_xpu": lambda x: False, "ops.prim.is_mps": lambda x: False,
+    "ops.prim.is_vulkan": lambda x: False, "ops.prim.is_ipu": lambda x: False,
+    "ops.prim.is_maia": lambda x: False, "ops.prim.is_xla": lambda x: False,
+    "ops.prim.is_mtia": lambda x: False,
+})
+
+
+def _not_in_ember(name, why):
+    def fn(*args, **kwargs):
+        raise NotImplementedError(f"TorchScript builtin {name} is not supported by ember: "
+                                  f"{why}")
+    fn.__name__ = name
+    return fn
+
+
+for _n in ("_nested_tensor_from_mask", "_nested_tensor_from_mask_left_aligned",
+           "to_padded_tensor", "_nested_tensor_from_tensor_list", "nested_tensor"):
+    TABLE["torch." + _n] = _not_in_ember("torch." + _n, "ember has no nested tensors")
+
+from ember.jit import _builtins_nn  # noqa: E402,F401  (registers the nn entries)

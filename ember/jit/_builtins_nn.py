@@ -1,0 +1,374 @@
+"""The neural-network rows of the TorchScript builtin table (aten schemas -> ember).
+
+Each entry adapts one aten schema (argument order as TorchScript prints it) to
+ember's functional API. Imported by :mod:`ember.jit._builtins`.
+"""
+from ember.jit._builtins import TABLE, _ember, _is_t, register, scalar_type
+
+
+def _F():
+    import ember.nn.functional as F
+    return F
+
+
+@register("torch.linear")
+def _linear(input, weight, bias=None):
+    return _F().linear(input, weight, bias)
+
+
+@register("torch.relu")
+def _relu(x):
+    return _F().relu(x)
+
+
+@register("torch.relu_")
+def _relu_(x):
+    return _F().relu(x, inplace=True)
+
+
+@register("torch.gelu")
+def _gelu(x, approximate="none"):
+    return _F().gelu(x, approximate=approximate)
+
+
+@register("torch.softmax")
+def _softmax(x, dim, dtype=None):
+    return _F().softmax(x, dim, dtype=scalar_type(dtype))
+
+
+@register("torch.log_softmax")
+def _log_softmax(x, dim, dtype=None):
+    return _F().log_softmax(x, dim, dtype=scalar_type(dtype))
+
+
+@register("torch.dropout", "torch.feature_dropout", "torch.alpha_dropout")
+def _dropout(x, p, train):
+    return _F().dropout(x, p, train)
+
+
+@register("torch.dropout_")
+def _dropout_(x, p, train):
+    return _F().dropout(x, p, train, inplace=True)
+
+
+@register("torch.embedding")
+def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return _F().embedding(indices, weight, None if padding_idx < 0 else padding_idx,
+                          scale_grad_by_freq=scale_grad_by_freq)
+
+
+@register("torch.batch_norm")
+def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
+                cudnn_enabled=True):
+    return _F().batch_norm(input, running_mean, running_var, weight, bias, training,
+                           momentum, eps)
+
+
+@register("torch.layer_norm")
+def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5,
+                cudnn_enable=True):
+    return _F().layer_norm(input, list(normalized_shape), weight, bias, eps)
+
+
+@register("torch.group_norm")
+def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    return _F().group_norm(input, num_groups, weight, bias, eps)
+
+
+def _conv(nd):
+    def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        return getattr(_F(), f"conv{nd}d")(input, weight, bias, stride, padding, dilation,
+                                           groups)
+    return conv
+
+
+for _nd in (1, 2, 3):
+    TABLE[f"torch.conv{_nd}d"] = _conv(_nd)
+
+
+@register("torch._convolution", "torch.convolution")
+def _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+                 groups, *flags):
+    nd = weight.dim() - 2
+    F = _F()
+    if transposed:
+        return getattr(F, f"conv_transpose{nd}d")(input, weight, bias, stride, padding,
+                                                  output_padding, groups, dilation)
+    return getattr(F, f"conv{nd}d")(input, weight, bias, stride, padding, dilation, groups)
+
+
+@register("torch.max_pool2d")
+def _max_pool2d(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return _F().max_pool2d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+
+@register("torch.max_pool1d")
+def _max_pool1d(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return _F().max_pool1d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+
+@register("torch.avg_pool2d")
+def _avg_pool2d(input, kernel_size, stride=(), padding=0, ceil_mode=False,
+                count_include_pad=True, divisor_override=None):
+    return _F().avg_pool2d(input, kernel_size, stride or None, padding, ceil_mode,
+                           count_include_pad, divisor_override)
+
+
+@register("torch.adaptive_avg_pool2d")
+def _adaptive_avg_pool2d(input, output_size):
+    return _F().adaptive_avg_pool2d(input, output_size)
+
+
+@register("torch.adaptive_avg_pool1d")
+def _adaptive_avg_pool1d(input, output_size):
+    return _F().adaptive_avg_pool1d(input, output_size)
+
+
+@register("torch.adaptive_max_pool2d")
+def _adaptive_max_pool2d(input, output_size):
+    return _F().adaptive_max_pool2d(input, output_size, return_indices=True)
+
+
+@register("torch.pad")
+def _pad(input, pad, mode="constant", value=None):
+    return _F().pad(input, list(pad), mode, value)
+
+
+@register("torch.constant_pad_nd")
+def _constant_pad_nd(input, pad, value=0):
+    return _F().pad(input, list(pad), "constant", value)
+
+
+@register("torch.scaled_dot_product_attention")
+def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+          enable_gqa=False):
+    return _F().scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
+                                             scale=scale, enable_gqa=enable_gqa)
+
+
+@register("torch.contiguous")
+def _contiguous(x, memory_format=0):
+    return x.contiguous()
+
+
+@register("torch.to")
+def _to(x, *args, **kw):
+    """aten::to's schemas: (dtype, ...), (device, dtype, ...), (other tensor, ...)."""
+    device = dtype = None
+    args = list(args)
+    if args and _is_t(args[0]):
+        return x.to(args[0])
+    if args and not isinstance(args[0], (int, bool)) and args[0] is not None \
+            and hasattr(args[0], "type") and not hasattr(args[0], "is_floating_point"):
+        device = args.pop(0)
+    if args and args[0] is not None and not isinstance(args[0], bool):
+        dtype = scalar_type(args.pop(0))
+    dtype = scalar_type(kw.get("dtype", dtype))
+    device = kw.get("device", device)
+    if device is not None:
+        x = x.to(device)
+    return x.to(dtype) if dtype is not None else x
+
+
+@register("torch.type_as")
+def _type_as(x, other):
+    return x.to(other.dtype)
+
+
+@register("torch.tensor")
+def _tensor(data, dtype=None, device=None, requires_grad=False):
+    return _ember().tensor(data, dtype=scalar_type(dtype), device=device,
+                           requires_grad=requires_grad)
+
+
+@register("torch.expand")
+def _expand(x, size, implicit=False):
+    return x.expand(*size)
+
+
+@register("torch.view")
+def _view(x, size):
+    return x.view(*size) if isinstance(size, (list, tuple)) else x.view(scalar_type(size))
+
+
+@register("torch.reshape")
+def _reshape(x, size):
+    return x.reshape(*size)
+
+
+@register("torch.repeat")
+def _repeat(x, sizes):
+    return x.repeat(*sizes)
+
+
+@register("torch.permute")
+def _permute(x, dims):
+    return x.permute(*dims)
+
+
+@register("torch.sum")
+def _sum(x, dim=None, keepdim=False, dtype=None):
+    if isinstance(x, list):
+        return sum(x)
+    if dim is None:
+        return x.sum(dtype=scalar_type(dtype))
+    return x.sum(dim if not isinstance(dim, list) else tuple(dim), keepdim,
+                 dtype=scalar_type(dtype))
+
+
+@register("torch.mean")
+def _mean(x, dim=None, keepdim=False, dtype=None):
+    if dim is None:
+        return x.mean(dtype=scalar_type(dtype))
+    return x.mean(dim if not isinstance(dim, list) else tuple(dim), keepdim,
+                  dtype=scalar_type(dtype))
+
+
+@register("torch.matmul")
+def _matmul(a, b):
+    return a @ b
+
+
+@register("torch.masked_fill_")
+def _masked_fill_(x, mask, value):
+    return x.masked_fill_(mask, value)
+
+
+def _factory(name):
+    def make(size, *args, dtype=None, layout=None, device=None, pin_memory=None,
+             memory_format=None, requires_grad=False, names=None):
+        if args:  # positional (dtype, layout, device, pin_memory) as aten prints them
+            dtype = args[0]
+            device = args[2] if len(args) > 2 else device
+        return getattr(_ember(), name)(*size, dtype=scalar_type(dtype), device=device,
+                                       requires_grad=requires_grad)
+    return make
+
+
+for _n in ("zeros", "ones", "empty", "rand", "randn"):
+    TABLE["torch." + _n] = _factory(_n)
+
+
+@register("torch.full")
+def _full(size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
+    return _ember().full(list(size), fill_value, dtype=scalar_type(dtype), device=device)
+
+
+def _like(name):
+    def make(x, *args, dtype=None, layout=None, device=None, pin_memory=None,
+             memory_format=None, requires_grad=False):
+        return getattr(_ember(), name)(x, *args, dtype=scalar_type(dtype), device=device)
+    return make
+
+
+for _n in ("zeros_like", "ones_like", "empty_like", "rand_like", "randn_like", "full_like"):
+    TABLE["torch." + _n] = _like(_n)
+
+
+@register("torch.arange")
+def _arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
+    return _ember().arange(*args, dtype=scalar_type(dtype), device=device)
+
+
+# ----- recurrent layers: aten::lstm / aten::gru / aten::rnn_tanh ----------------------------
+class _RNNShim:
+    """What ember's multi-layer RNN loop (``RNNBase._run``) reads from its module."""
+
+    def __init__(self, mode, params, has_biases, num_layers, dropout, train, bidirectional):
+        self.mode, self.num_layers, self.dropout = mode, num_layers, dropout
+        self.training, self.bidirectional = train, bidirectional
+        D = 2 if bidirectional else 1
+        per = len(params) // (num_layers * D)
+        self._weights = []
+        for k in range(num_layers * D):
+            ws = params[k * per:(k + 1) * per]
+            b_ih, b_hh = (ws[2], ws[3]) if has_biases else (None, None)
+            w_hr = ws[-1] if per in (3, 5) and mode == "LSTM" else None
+            self._weights.append((ws[0], ws[1], b_ih, b_hh, w_hr))
+
+    def _layer_weights(self):
+        return self._weights
+
+
+def _rnn(mode, input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+         batch_first):
+    from ember.nn.modules.rnn import RNNBase
+    if _is_t(hx) and hx.dtype.is_floating_point is False:
+        raise NotImplementedError(f"aten::{mode.lower()} over a packed sequence (data, "
+                                  "batch_sizes) is not supported by ember's TorchScript "
+                                  "interpreter")
+    shim = _RNNShim(mode, list(params), has_biases, num_layers, dropout, train, bidirectional)
+    x = input.transpose(0, 1) if batch_first else input
+    steps, batch = x.shape[0], x.shape[1]
+    h0, c0 = (hx[0], hx[1]) if mode == "LSTM" else (hx, None)
+    out, hn, cn = RNNBase._run(shim, x.reshape(steps * batch, x.shape[2]), (batch,) * steps,
+                               h0, c0)
+    out = out.reshape(steps, batch, out.shape[-1])
+    if batch_first:
+        out = out.transpose(0, 1)
+    return (out, hn, cn) if mode == "LSTM" else (out, hn)
+
+
+def _packed_guard(mode):
+    def op(input, second, *rest):
+        if _is_t(second) and not second.is_floating_point():
+            raise NotImplementedError(f"aten::{mode.lower()} over a packed sequence is not "
+                                      "supported by ember's TorchScript interpreter")
+        return _rnn(mode, input, second, *rest)
+    return op
+
+
+TABLE["torch.lstm"] = _packed_guard("LSTM")
+TABLE["torch.gru"] = _packed_guard("GRU")
+TABLE["torch.rnn_tanh"] = _packed_guard("RNN_TANH")
+TABLE["torch.rnn_relu"] = _packed_guard("RNN_RELU")
+
+
+# ----- attention fast paths that nn.MultiheadAttention / TransformerEncoderLayer take ------
+@register("torch._native_multi_head_attention")
+def _native_mha(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
+                proj_bias, mask=None, need_weights=True, average_attn_weights=True,
+                mask_type=None):
+    """Batch-first multi-head attention (PyTorch's fused kernel), composed from ember ops."""
+    F = _F()
+    q, k, v = (t.transpose(0, 1) for t in (query, key, value))
+    key_padding_mask = attn_mask = None
+    if mask is not None:
+        if mask_type == 1 or (mask_type is None and mask.dim() == 2
+                              and mask.shape[0] == query.shape[0]):
+            key_padding_mask = mask
+        else:
+            attn_mask = mask
+    out, weights = F.multi_head_attention_forward(
+        q, k, v, embed_dim, num_head, qkv_weight, qkv_bias, None, None, False, 0.0,
+        proj_weight, proj_bias, training=False, key_padding_mask=key_padding_mask,
+        need_weights=need_weights, attn_mask=attn_mask,
+        average_attn_weights=average_attn_weights)
+    return out.transpose(0, 1), weights
+
+
+@register("torch._transformer_encoder_layer_fwd")
+def _encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
+                       proj_bias, use_gelu, norm_first, eps, norm_weight_1, norm_bias_1,
+                       norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2,
+                       ffn_bias_2, mask=None, mask_type=None):
+    """One batch-first TransformerEncoderLayer in inference mode (PyTorch's fast path)."""
+    F = _F()
+
+    def attend(x):
+        return _native_mha(x, x, x, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
+                           proj_bias, mask, False, True, mask_type)[0]
+
+    def ffn(x):
+        h = F.linear(x, ffn_weight_1, ffn_bias_1)
+        h = F.gelu(h) if use_gelu else F.relu(h)
+        return F.linear(h, ffn_weight_2, ffn_bias_2)
+    shape = [embed_dim]
+    x = src
+    if norm_first:
+        x = x + attend(F.layer_norm(x, shape, norm_weight_1, norm_bias_1, eps))
+        x = x + ffn(F.layer_norm(x, shape, norm_weight_2, norm_bias_2, eps))
+    else:
+        x = F.layer_norm(x + attend(x), shape, norm_weight_1, norm_bias_1, eps)
+        x = F.layer_norm(x + ffn(x), shape, norm_weight_2, norm_bias_2, eps)
+    return x

@@ -1,0 +1,403 @@
+"""ScriptModule, RecursiveScriptModule, ScriptFunction, and the constructor trace/script use.
+
+A :class:`RecursiveScriptModule` is an ``nn.Module`` whose methods are TorchScript
+source run by ember's interpreter (:mod:`ember.jit._interpreter`). Its class is a
+:class:`ScriptClass`: a qualified name (``__torch__.torch.nn.modules.linear.Linear``),
+the names of its parameters and buffers, its typed attributes and its compiled
+methods. ``jit.load`` builds these from an archive; :func:`create_script_module`
+builds them from an eager module plus the TorchScript source that ``jit.trace`` or
+``jit.script`` produced, sharing the eager module's parameters and buffers. Either
+way the same interpreter runs the same source, before ``save`` and after ``load``.
+"""
+import ast
+import collections
+import functools
+import itertools
+import re
+import textwrap
+
+from ember.jit._errors import ScriptError
+from ember.nn.modules.module import Module
+
+__all__ = ["ScriptModule", "RecursiveScriptModule", "ScriptFunction", "ScriptClass",
+           "create_script_module", "create_script_function", "qualified_name"]
+
+
+class ScriptClass:
+    """A TorchScript class type: name, state layout and compiled methods."""
+
+    def __init__(self, qualname, kind="module"):
+        self.qualname = qualname
+        self.kind = kind  # "module", "namedtuple", "class", "enum", "interface"
+        self.parameters = []
+        self.buffers = []
+        self.attributes = {}  # name -> TorchScript type string, in declaration order
+        self.constants = {}  # Final name -> value, with its type string in const_types
+        self.const_types = {}
+        self.methods = {}  # name -> compiled callable(self, *args)
+        self.method_sources = {}  # name -> source text of the def (dedented)
+        self._ctor = None
+
+    @property
+    def name(self):
+        return self.qualname.rsplit(".", 1)[-1]
+
+    def declare(self, name, type_node, value, has_value):
+        type_s = ast.unparse(type_node) if isinstance(type_node, ast.AST) else type_node
+        if has_value:
+            self.constants[name] = value
+            self.const_types[name] = type_s
+        else:
+            self.attributes[name] = type_s
+
+    def constructor(self):
+        """``__torch__.X(...)`` in code: builds a NamedTuple value; modules cannot be built."""
+        if self._ctor is None:
+            if self.kind != "namedtuple":
+                raise ScriptError(f"{self.qualname} cannot be constructed by TorchScript code "
+                                  "in ember (only NamedTuple classes can)")
+            fields = list(self.attributes)
+            nt = collections.namedtuple(self.name, fields)
+            nt._jit_qualname = self.qualname
+            self._ctor = nt
+        return self._ctor
+
+
+def _bind(fn, obj):
+    return functools.partial(fn, obj)
+
+
+class ScriptModule(Module):
+    """The base class of modules whose methods are TorchScript (PyTorch's ``ScriptModule``)."""
+
+
+class RecursiveScriptModule(ScriptModule):
+    """A module whose methods run as TorchScript in ember's interpreter.
+
+    Made by ``jit.load``, ``jit.trace`` and ``jit.script``. Behaves as an
+    ``nn.Module`` (parameters, ``state_dict``, ``train``/``eval``, ``to``) and adds
+    ``code``, ``graph`` and ``save``.
+    """
+
+    def __init__(self, script_class, parameters, buffers, modules, attributes,
+                 non_persistent=None):
+        super().__init__()
+        d = self.__dict__
+        d["_parameters"] = parameters
+        d["_buffers"] = buffers
+        d["_modules"] = modules
+        if non_persistent is not None:
+            d["_non_persistent_buffers_set"] = non_persistent
+        d["_jit_class"] = script_class
+        d["_jit_graphs"] = {}
+        d["_jit_inlined_graphs"] = {}
+        d["_jit_cu"] = None
+        for k, v in attributes.items():
+            d[k] = v
+
+    # ----- the interpreter's doors (see _expressions.get_attr / call_method) -------------
+    def _jit_attr(self, name):
+        d = self.__dict__
+        for store in (d["_parameters"], d["_buffers"], d["_modules"]):
+            if name in store:
+                return store[name]
+        if name in d:
+            return d[name]
+        cls = d["_jit_class"]
+        if name in cls.constants:
+            return cls.constants[name]
+        if name in cls.methods:
+            return _bind(cls.methods[name], self)
+        raise ScriptError(f"module {cls.qualname} has no attribute {name!r}")
+
+    def _jit_method(self, name):
+        fn = self.__dict__["_jit_class"].methods.get(name)
+        if fn is None:
+            raise ScriptError(f"module {self._jit_class.qualname} has no method {name!r}")
+        return _bind(fn, self)
+
+    def _jit_setattr(self, name, value):
+        d = self.__dict__
+        if name in d["_parameters"] or name in d["_buffers"]:
+            (d["_parameters"] if name in d["_parameters"] else d["_buffers"])[name] = value
+        elif name in d["_jit_class"].attributes or name in d:
+            d[name] = value
+        else:
+            raise ScriptError(f"module {self._jit_class.qualname} has no attribute {name!r} "
+                              "to assign")
+
+    # ----- nn.Module surface ----------------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        fn = self.__dict__["_jit_class"].methods.get("forward")
+        if fn is None:
+            raise RuntimeError(f"{self._jit_class.qualname} has no forward method")
+        return fn(self, *args, **kwargs)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            cls = self.__dict__.get("_jit_class")
+            if cls is not None:
+                if name in cls.methods:
+                    return _bind(cls.methods[name], self)
+                if name in cls.constants:
+                    return cls.constants[name]
+            raise
+
+    @property
+    def original_name(self):
+        """The class name the module had in Python (``Linear``)."""
+        return self._jit_class.name
+
+    @property
+    def qualified_name(self):
+        return self._jit_class.qualname
+
+    def _method_code(self, name):
+        src = self._jit_class.method_sources.get(name)
+        if src is None:
+            raise RuntimeError(f"{self._jit_class.qualname} has no method {name!r}")
+        return src + "\n"
+
+    @property
+    def code(self):
+        """The TorchScript source of ``forward``."""
+        return self._method_code("forward")
+
+    @property
+    def code_with_constants(self):
+        return self.code, dict(enumerate(self._root_cu().constants))
+
+    def _root_cu(self):
+        return self.__dict__.get("_jit_cu")
+
+    @property
+    def graph(self):
+        """``forward``'s graph: the IR when the module was traced, else its code, printed."""
+        g = self._jit_graphs.get("forward")
+        return g if g is not None else _CodeGraph(self.code)
+
+    @property
+    def inlined_graph(self):
+        g = self._jit_inlined_graphs.get("forward")
+        return g if g is not None else self.graph
+
+    def save(self, f, _extra_files=None):
+        """Write this module as a TorchScript archive that ``torch.jit.load`` reads."""
+        from ember.jit._archive import save_archive
+        save_archive(self, f, _extra_files)
+
+    def _save_for_lite_interpreter(self, *args, **kwargs):
+        raise NotImplementedError("ember does not write PyTorch Mobile (lite interpreter) "
+                                  "archives; use save()")
+
+    def __repr__(self):
+        return f"RecursiveScriptModule(original_name={self.original_name})" if not \
+            self._modules else super().__repr__()
+
+    def _get_name(self):
+        return "RecursiveScriptModule"
+
+    def extra_repr(self):
+        return f"original_name={self.original_name}"
+
+    def __getstate__(self):
+        raise RuntimeError("a ScriptModule cannot be pickled; use jit.save / "
+                           "ScriptModule.save")
+
+
+class _CodeGraph:
+    """Stands in for ``.graph`` on modules without a traced IR: prints the code."""
+
+    def __init__(self, code):
+        self.code = code
+
+    def __str__(self):
+        return self.code
+
+    __repr__ = __str__
+
+
+class ScriptFunction:
+    """A free TorchScript function (``jit.script`` of a function, archive helpers)."""
+
+    def __init__(self, fn, qualname, source, cu=None):
+        self._fn, self.qualified_name, self._source, self._cu = fn, qualname, source, cu
+        self.graph = _CodeGraph(source)
+        self.inlined_graph = self.graph
+
+    @property
+    def name(self):
+        return self.qualified_name.rsplit(".", 1)[-1]
+
+    @property
+    def code(self):
+        return self._source + "\n"
+
+    def __call__(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
+
+    def save(self, f, _extra_files=None):
+        raise NotImplementedError("saving a ScriptFunction on its own is not supported by "
+                                  "ember; wrap it in a module's forward and script that")
+
+    def __repr__(self):
+        return f"<ember.jit.ScriptFunction object {self.qualified_name}>"
+
+
+# ----- building script modules from an eager module + TorchScript source -------------------
+_MANGLE = itertools.count()
+_TYPES = {}  # base qualified name -> [(type key, qualified name)]
+
+
+def qualified_name(cls):
+    """PyTorch's class naming: ``__torch__.<module path>.<class>``.
+
+    ``__main__`` is dropped (``__torch__.Net``) and ember's own modules take torch's
+    names (``ember.nn.modules.linear.Linear`` -> ``__torch__.torch.nn.modules.linear.Linear``).
+    """
+    mod = cls.__module__
+    if mod == "__main__":
+        path = ""
+    elif mod == "ember" or mod.startswith("ember."):
+        path = "torch" + mod[len("ember"):]
+    else:
+        path = mod
+    name = cls.__qualname__.replace("<locals>.", "").replace(".", "_")
+    return "__torch__." + (path + "." if path else "") + name
+
+
+def _mangled(base, key):
+    """``base`` for the first distinct class of that name, else ``...___torch_mangle_N.X``."""
+    seen = _TYPES.setdefault(base, [])
+    for k, q in seen:
+        if k == key:
+            return q
+    if not seen:
+        q = base
+    else:
+        prefix, name = base.rsplit(".", 1)
+        q = f"{prefix}.___torch_mangle_{next(_MANGLE)}.{name}"
+    seen.append((key, q))
+    return q
+
+
+def _infer_type(value):
+    from ember._tensor import Tensor
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, Tensor):
+        return "Tensor"
+    if value is None:
+        return "NoneType"
+    if isinstance(value, (list, tuple)) and value:
+        inner = [_infer_type(v) for v in value]
+        if isinstance(value, tuple):
+            return f"Tuple[{', '.join(inner)}]"
+        if len(set(inner)) == 1:
+            return f"List[{inner[0]}]"
+    if isinstance(value, list):
+        return "List[Tensor]"
+    raise TypeError(f"cannot infer a TorchScript type for attribute value {value!r}; "
+                    "pass its type in attributes=")
+
+
+def _parse_def(source, where):
+    tree = ast.parse(textwrap.dedent(source), filename=where)
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if len(tree.body) != 1 or len(defs) != 1:
+        raise ScriptError(f"{where}: expected exactly one def in the method source")
+    return defs[0]
+
+
+def create_script_module(module, methods, *, functions=None, attributes=None, constants=(),
+                         qualnames=None):
+    """Wrap an eager module tree as a :class:`RecursiveScriptModule` running TorchScript.
+
+    Args:
+        module: the eager ``nn.Module``. Every module in its tree gets a script twin
+            whose ``_parameters``/``_buffers`` dicts *are* the eager module's (shared).
+        methods: ``{submodule path: {method name: source}}``; path ``""`` is the root,
+            others as in ``named_modules()`` (``"seq.0"``). A source is one TorchScript
+            ``def``: ``def forward(self, x: Tensor) -> Tensor: ...`` (``self`` unannotated).
+        functions: ``{qualified name: source}`` for free functions the methods call,
+            e.g. ``"__torch__.torch.nn.functional.relu"``.
+        attributes: ``{path: {name: type string or None}}``: plain attributes the code
+            reads (copied from the eager module; ``None`` infers the type from the value).
+            ``training`` is always declared.
+        constants: tensors the code reads as ``CONSTANTS.c0``, ``CONSTANTS.c1``, ...
+        qualnames: ``{path: qualified name}`` to override :func:`qualified_name`.
+
+    Returns the root :class:`RecursiveScriptModule`.
+    """
+    from ember.jit._interpreter import CompilationUnit, compile_function
+    cu = CompilationUnit(constants)
+    for qual, src in (functions or {}).items():
+        fdef = _parse_def(src, f"<{qual}>")
+        cu.functions[qual] = compile_function(cu, fdef, f"<{qual}>")
+        cu.function_sources[qual] = textwrap.dedent(src).rstrip()
+    methods = methods or {}
+    attributes = attributes or {}
+    qualnames = qualnames or {}
+    memo = {}
+
+    def build(mod, path):
+        if id(mod) in memo:
+            return memo[id(mod)]
+        children = {}
+        for name, child in mod._modules.items():
+            if child is not None:
+                children[name] = build(child, f"{path}.{name}" if path else name)
+        attrs = {"training": mod.training}
+        types = {"training": "bool"}
+        for name, t in (attributes.get(path) or {}).items():
+            value = getattr(mod, name)
+            attrs[name] = value
+            types[name] = t or _infer_type(value)
+        for name, child in children.items():
+            types[name] = child._jit_class.qualname
+        srcs = {n: textwrap.dedent(s).rstrip() for n, s in (methods.get(path) or {}).items()}
+        base = qualnames.get(path) or qualified_name(type(mod))
+        key = (tuple(sorted(srcs.items())), tuple(mod._parameters), tuple(mod._buffers),
+               tuple(types.items()))
+        cls = ScriptClass(_mangled(base, key) if path not in qualnames else base)
+        cls.parameters = list(mod._parameters)
+        cls.buffers = list(mod._buffers)
+        cls.attributes = dict(types)
+        for n, s in srcs.items():
+            where = f"<{cls.qualname}.{n}>"
+            cls.methods[n] = compile_function(cu, _parse_def(s, where), where, method_of=cls)
+            cls.method_sources[n] = s
+        sm = RecursiveScriptModule(cls, mod._parameters, mod._buffers, children, attrs,
+                                   mod._non_persistent_buffers_set)
+        memo[id(mod)] = sm
+        return sm
+    root = build(module, "")
+    root.__dict__["_jit_cu"] = cu
+    return root
+
+
+def create_script_function(source, qualname, *, functions=None, constants=()):
+    """A :class:`ScriptFunction` running one TorchScript ``def`` (plus helper functions)."""
+    from ember.jit._interpreter import CompilationUnit, compile_function
+    cu = CompilationUnit(constants)
+    for qual, src in {**(functions or {}), qualname: source}.items():
+        fdef = _parse_def(src, f"<{qual}>")
+        cu.functions[qual] = compile_function(cu, fdef, f"<{qual}>")
+        cu.function_sources[qual] = textwrap.dedent(src).rstrip()
+    return ScriptFunction(cu.functions[qualname], qualname, cu.function_sources[qualname], cu)
+
+
+_SELF_RE = re.compile(r"def\s+\w+\(\s*(\w+)\s*(?=[,)])")
+
+
+def annotate_self(source, qualname):
+    """``def forward(self, ...`` -> ``def forward(self: <qualname>, ...`` for writing."""
+    return _SELF_RE.sub(lambda m: m.group(0) + f": {qualname}", source, count=1)
