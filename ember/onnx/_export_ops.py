@@ -732,3 +732,26 @@ def custom_symbolic(g, node, *args, **kwargs):
     fn = node.target.symbolic
     out = fn(_SymbolicGraph(g), *args, **kwargs)
     return out if isinstance(out, (list, tuple)) else [out]
+
+
+# ---- random ops (exported in training mode, e.g. dropout) ---------------------------------
+
+@exports("bernoulli_")
+def _bernoulli(g, node, x, p=0.5, **kw):
+    dt = g.np_dtype(x)
+    probs = p if isinstance(p, Ref) else g.tensor(float(p), dtype=dt)
+    probs = g.op("Expand", [g.tensor(probs) if isinstance(probs, Ref) else probs,
+                            g.op("Shape", [g.tensor(x)])])
+    return g.op("Bernoulli", [probs], dtype=g.elem_type(dt))
+
+
+@exports("uniform_", "rand_like")
+def _uniform(g, node, x, a=0.0, b=1.0, **kw):
+    return g.op("RandomUniformLike", [g.tensor(x)], low=float(a), high=float(b),
+                dtype=g.elem_type(np.dtype(node.outputs[0].dtype.np)))
+
+
+@exports("normal_", "randn_like")
+def _normal(g, node, x, mean=0.0, std=1.0, **kw):
+    return g.op("RandomNormalLike", [g.tensor(x)], mean=float(mean), scale=float(std),
+                dtype=g.elem_type(np.dtype(node.outputs[0].dtype.np)))
