@@ -98,9 +98,8 @@ class _TorchPickler(pickle._Pickler):
         if getattr(t, "is_sparse", False) is True:
             raise NotImplementedError("ember.save of a sparse tensor: ember writes dense tensors "
                                       "only; save tensor.to_dense() (or its indices and values)")
-        if t.grad_fn is not None and t.requires_grad:
-            raise RuntimeError("ember.save: can't save a tensor that is part of a graph; "
-                               "save tensor.detach() instead")
+        # a tensor inside a graph is saved as PyTorch saves it: its values, with
+        # requires_grad, loading as a leaf
         storage, offset, stride = self._storage_of(t._host())
         args = (storage, offset, tuple(t.shape), stride, t.requires_grad,
                 collections.OrderedDict())
