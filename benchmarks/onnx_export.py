@@ -91,46 +91,48 @@ def main():
           f"{'dynamo ms':>11}{'ratio':>7}{'ort ember':>11}{'ort torch':>11}{'ratio':>7}")
     ez, tz = build(ember), build(torch)
     for name in ez:
-        em, emake = ez[name]
-        tm, _ = tz[name]
-        tm.load_state_dict({k: torch.from_numpy(v.numpy().copy())
-                            for k, v in em.state_dict().items()})
-        em.eval()
-        tm.eval()
-        ex = emake(2)
-        tx = tuple(torch.from_numpy(a.numpy()) for a in ex)
-        dyn = {"x": {0: "batch"}}
-        e_buf, t_buf = io.BytesIO(), io.BytesIO()
+        print(_row(name, ez[name], tz[name], args, dynamo, ember, torch, ort))
 
-        def e_export(buf=None):
-            ember.onnx.export(em, ex, buf or io.BytesIO(), input_names=["x"],
-                              dynamic_axes=dyn)
 
-        def t_export(buf=None):
-            torch.onnx.export(tm, tx, buf or io.BytesIO(), dynamo=False, input_names=["x"],
-                              dynamic_axes=dyn)
-        e_export(e_buf)
-        t_export(t_buf)
-        te = best(e_export, args.repeat)
-        tt = best(t_export, args.repeat)
-        td = "n/a"
-        rd = ""
-        if dynamo:
-            try:
-                td_ms = best(lambda: torch.onnx.export(tm, tx, dynamo=True, verbose=False),
-                             max(1, args.repeat // 2))
-                td, rd = f"{td_ms:.1f}", f"{te / td_ms:.2f}"
-            except Exception as e:  # noqa: BLE001 - reported, not hidden
-                td = type(e).__name__
-        feeds = {"x": emake(args.batch)[0].numpy()}
-        se = ort.InferenceSession(e_buf.getvalue(), providers=["CPUExecutionProvider"])
-        st = ort.InferenceSession(t_buf.getvalue(), providers=["CPUExecutionProvider"])
-        ie = best(lambda: se.run(None, feeds), args.repeat * 4)
-        it = best(lambda: st.run(None, feeds), args.repeat * 4)
-        diff = float(np.abs(se.run(None, feeds)[0] - st.run(None, feeds)[0]).max())
-        print(f"{name:<12}{te:>10.1f}{tt:>10.1f}{te / tt:>7.2f}{td:>11}{rd:>7}"
-              f"{ie:>11.2f}{it:>11.2f}{ie / it:>7.2f}   max |ember - torch| {diff:.1e}")
+def _row(name, ember_entry, torch_entry, args, dynamo, ember, torch, ort):
+    """One model: export times, onnxruntime times on both files, and their difference."""
+    em, emake = ember_entry
+    tm = torch_entry[0]
+    tm.load_state_dict({k: torch.from_numpy(v.numpy().copy())
+                        for k, v in em.state_dict().items()})
+    em.eval()
+    tm.eval()
+    ex = emake(2)
+    tx = tuple(torch.from_numpy(a.numpy()) for a in ex)
+    dyn = {"x": {0: "batch"}}
+    e_buf, t_buf = io.BytesIO(), io.BytesIO()
 
+    def e_export(buf=None):
+        ember.onnx.export(em, ex, buf or io.BytesIO(), input_names=["x"], dynamic_axes=dyn)
+
+    def t_export(buf=None):
+        torch.onnx.export(tm, tx, buf or io.BytesIO(), dynamo=False, input_names=["x"],
+                          dynamic_axes=dyn)
+    e_export(e_buf)
+    t_export(t_buf)
+    te = best(e_export, args.repeat)
+    tt = best(t_export, args.repeat)
+    td, rd = "n/a", ""
+    if dynamo:
+        try:
+            td_ms = best(lambda: torch.onnx.export(tm, tx, dynamo=True, verbose=False),
+                         max(1, args.repeat // 2))
+            td, rd = f"{td_ms:.1f}", f"{te / td_ms:.2f}"
+        except Exception as e:  # noqa: BLE001 - reported, not hidden
+            td = type(e).__name__
+    feeds = {"x": emake(args.batch)[0].numpy()}
+    se = ort.InferenceSession(e_buf.getvalue(), providers=["CPUExecutionProvider"])
+    st = ort.InferenceSession(t_buf.getvalue(), providers=["CPUExecutionProvider"])
+    ie = best(lambda: se.run(None, feeds), args.repeat * 4)
+    it = best(lambda: st.run(None, feeds), args.repeat * 4)
+    diff = float(np.abs(se.run(None, feeds)[0] - st.run(None, feeds)[0]).max())
+    return (f"{name:<12}{te:>10.1f}{tt:>10.1f}{te / tt:>7.2f}{td:>11}{rd:>7}"
+            f"{ie:>11.2f}{it:>11.2f}{ie / it:>7.2f}   max |ember - torch| {diff:.1e}")
 
 if __name__ == "__main__":
     main()

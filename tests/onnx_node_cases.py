@@ -81,7 +81,17 @@ def run_case(case):
         return False, f"{type(e).__name__}: {str(e)[:200]}"
 
 
+def _op_of(case):
+    """The op a case tests: its one node, or for an expanded function the op it names."""
+    if len(case.model.graph.node) == 1:
+        return case.model.graph.node[0].op_type
+    return case.model.graph.node[-1].op_type if "_expanded" not in case.name else \
+        case.name[5:].split("_")[0]
+
+
 if __name__ == "__main__":
+    # python tests/onnx_node_cases.py [-v] [--markdown]: the pass count (per op with
+    # --markdown, the table docs/onnx.md shows; each failure's reason with -v)
     import collections
     import sys
     cases = collect()
@@ -91,14 +101,18 @@ if __name__ == "__main__":
     for c in cases:
         passed, why = run_case(c)
         ok += passed
-        key = c.model.graph.node[0].op_type if len(c.model.graph.node) == 1 else \
-            c.name.replace("test_", "").split("_expanded")[0]
-        for op in [c.model.graph.node[-1].op_type]:
-            per_op[op][0] += passed
-            per_op[op][1] += 1
+        op = c.model.graph.node[0].op_type if len(c.model.graph.node) == 1 else None
+        key = op or next((n.op_type for n in c.model.graph.node
+                          if n.op_type.lower() in c.name.replace("_", "")), _op_of(c))
+        per_op[key][0] += passed
+        per_op[key][1] += 1
         if not passed:
             fails.append((c.name, why))
     print(f"{ok} of {len(cases)} passed ({100 * ok / len(cases):.1f}%)")
+    if "--markdown" in sys.argv:
+        print("| op | passed | cases |\n|---|---|---|")
+        for op in sorted(per_op):
+            print(f"| {op} | {per_op[op][0]} | {per_op[op][1]} |")
     if "-v" in sys.argv:
         for name, why in fails:
             print(name, "|", why)
