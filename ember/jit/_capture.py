@@ -337,7 +337,13 @@ def _apply_rec(cls, *args, **params):
     st = _state()
     if st is None:
         return _ORIG_APPLY(cls, *args, **params)
-    return st.call(cls.__name__, cls, lambda *a, **k: _ORIG_APPLY(cls, *a, **k), args, params)
+    return st.call(_op_key(cls), cls, lambda *a, **k: _ORIG_APPLY(cls, *a, **k), args, params)
+
+
+def _op_key(cls):
+    """The IR op name of a primitive: ember's own class name (``Add``), which stays
+    stable whatever name the class shows PyTorch users (``AddBackward0``)."""
+    return cls.__dict__.get("_op_name") or cls.__name__
 
 
 def _function_apply_rec(cls, *args, **kwargs):
@@ -354,8 +360,9 @@ def _function_apply_rec(cls, *args, **kwargs):
 def _unary_template(cls, forward, multi):
     def f(x):
         if not isinstance(x, Tensor):
-            raise TypeError(f"{cls.__name__.lower()}(): argument 'input' must be Tensor, "
-                            f"not {type(x).__name__}")
+            # this code runs with node.py's globals: builtins only
+            raise TypeError(f"{getattr(cls, '_op_name', cls.__name__).lower()}(): argument "
+                            f"'input' must be Tensor, not {type(x).__name__}")
         _ = (forward, multi)  # the same free variables as the fast closure
         return cls.apply(x)
     return f
