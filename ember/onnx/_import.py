@@ -196,7 +196,12 @@ def _attributes(node):
 
 def run_graph(graph, env, opset, training=False):
     """Run ``graph``'s nodes over ``env`` (name -> value, updated in place); return its
-    outputs in order. Subgraphs (If, Loop, Scan) call this with a copy of the outer env."""
+    outputs in order. Subgraphs (If, Loop, Scan) call this with a copy of the outer env;
+    their own initializers are constants here (the main graph's are parameters, already
+    in ``env``)."""
+    for init in graph.initializer:
+        if init.name not in env:
+            env[init.name] = _tensor_of(_proto.to_array(init), init.name)
     for node in graph.node:
         fn = IMPORTERS.get((node.domain if node.domain != "ai.onnx" else "", node.op_type))
         if fn is None:

@@ -1,6 +1,8 @@
 """ONNX converters: the attention family (Attention, RotaryEmbedding)."""
 import math
 
+import numpy as np
+
 import ember as E
 import ember.nn.functional as F
 from ember.onnx._import_ops import ember_dtype
@@ -147,3 +149,72 @@ def _rotary(cx, x, cos_cache, sin_cache, position_ids=None, interleaved=0, num_h
 @importer("SwiGLU")
 def _swiglu(cx, a, b, alpha=1.0):
     return a * E.sigmoid(alpha * a) * b
+
+
+@importer("LinearAttention")
+def _linear_attention(cx, q, k, v, past_state=None, decay=None, beta=None, chunk_size=None,
+                      kv_num_heads=None, q_num_heads=None, scale=None,
+                      update_rule="gated_delta"):
+    """The recurrent (linear) attention family: a (d_k, d_v) state per KV head, decayed
+    (gated rules), corrected toward the value (delta rules), written with k ⊗ v and read
+    with q, computed in float32 step by step."""
+    gating = update_rule in ("gated", "gated_delta")
+    delta = update_rule in ("delta", "gated_delta")
+    b, t, _ = q.shape
+    out_dtype = q.dtype
+    q4 = _heads(q, q_num_heads).float()
+    k4 = _heads(k, kv_num_heads).float()
+    v4 = _heads(v, kv_num_heads).float()
+    d_k, d_v = q4.shape[-1], v4.shape[-1]
+    group = q_num_heads // kv_num_heads
+    if decay is not None:
+        g4 = decay.reshape(b, t, kv_num_heads, -1).transpose(1, 2).float()
+    if beta is not None:
+        beta4 = beta.reshape(b, t, beta.shape[-1], 1).transpose(1, 2).float()
+    state_dtype = past_state.dtype if past_state is not None else out_dtype
+    state = past_state.float() if past_state is not None else \
+        E.zeros(b, kv_num_heads, d_k, d_v)
+    s = 1.0 / math.sqrt(d_k) if not scale else float(scale)
+    outs = []
+    for i in range(t):
+        kt, vt = k4[:, :, i], v4[:, :, i]
+        if gating:
+            state = state * E.exp(g4[:, :, i]).unsqueeze(-1)
+        if delta:
+            retrieved = (state * kt.unsqueeze(-1)).sum(-2)
+            vt = beta4[:, :, i] * (vt - retrieved)
+        state = state + kt.unsqueeze(-1) * vt.unsqueeze(-2)
+        read = state.repeat_interleave(group, 1) if group > 1 else state
+        outs.append(s * (q4[:, :, i].unsqueeze(-1) * read).sum(-2))
+    y = E.stack(outs, 2).transpose(1, 2).reshape(b, t, -1)
+    return y.to(out_dtype), state.to(state_dtype)
+
+
+@importer("FlexAttention", domain="ai.onnx.preview")
+def _flex_attention(cx, q, k, v, scale=None, score_mod=None, prob_mod=None,
+                    softmax_precision=None):
+    """Attention with optional ``score_mod``/``prob_mod`` subgraphs applied to the scores
+    and to the probabilities."""
+    hq, hkv = q.shape[1], k.shape[1]
+    if hq != hkv:
+        k = k.repeat_interleave(hq // hkv, 1)
+        v = v.repeat_interleave(hq // hkv, 1)
+    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    root = E.tensor(math.sqrt(float(np.float32(s))), dtype=q.dtype)
+    scores = (q * root) @ (k * root).transpose(-1, -2)
+    compute = ember_dtype(softmax_precision, "FlexAttention") if softmax_precision else \
+        (E.float32 if q.dtype == E.float16 else q.dtype)
+    scores = scores.to(compute)
+    if score_mod is not None:
+        scores = _mod(cx, score_mod, scores).to(compute)
+    probs = F.softmax(scores, -1)
+    if prob_mod is not None:
+        probs = _mod(cx, prob_mod, probs).to(compute)
+    return (probs @ v.to(compute)).to(v.dtype)
+
+
+def _mod(cx, graph, x):
+    from ember.onnx._import import run_graph
+    env = dict(cx.runner)
+    env[graph.input[0].name] = x
+    return run_graph(graph, env, cx.opset, cx.training)[0]
