@@ -4,6 +4,8 @@ Each entry names a torch model that PyTorch's deployment guides would trace or s
 (MLP, CNN with BatchNorm/pooling/dropout, ResNet block, LSTM and GRU language models,
 TransformerEncoder with a padding mask, control flow, tuple+dict outputs).
 """
+import typing
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -218,3 +220,21 @@ def flatten(y):
     if isinstance(y, dict):
         return [a for k in sorted(y) for a in flatten(y[k])]
     return [y.detach().numpy()]
+
+
+class Pair(typing.NamedTuple):
+    logits: torch.Tensor
+    length: int
+
+
+class TiedLM(nn.Module):
+    """Tied input/output embeddings and a NamedTuple result."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+        self.out = nn.Linear(4, 10, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, x) -> Pair:
+        return Pair(self.out(self.emb(x)), x.size(1))

@@ -238,3 +238,23 @@ def test_script_language_constructs(tmp_path):
             np.testing.assert_allclose(got[0].detach().numpy(), want[0].detach().numpy(),
                                        rtol=1e-5, atol=1e-5)
             assert got[1] == want[1] and got[2] == want[2]
+
+
+def test_tied_weights_and_named_tuples_both_ways(tmp_path):
+    from jit_zoo import TiedLM
+    torch.manual_seed(0)
+    s = torch.jit.script(TiedLM())
+    s.save(str(tmp_path / "tied.pt"))
+    m = ember.jit.load(tmp_path / "tied.pt")
+    assert m.emb.weight is m.out.weight and len(list(m.parameters())) == 1
+    x = torch.randint(0, 10, (2, 3))
+    got, want = m(ember.from_numpy(x.numpy())), s(x)
+    assert type(got).__name__ == "Pair" and got.length == want.length == 3
+    np.testing.assert_allclose(got.logits.detach().numpy(), want.logits.detach().numpy(),
+                               rtol=1e-6)
+    m.save(str(tmp_path / "again.pt"))
+    back = torch.jit.load(str(tmp_path / "again.pt"))
+    assert len(list(back.parameters())) == 1
+    assert back.emb.weight.data_ptr() == back.out.weight.data_ptr()
+    np.testing.assert_array_equal(back(x).logits.detach().numpy(),
+                                  want.logits.detach().numpy())

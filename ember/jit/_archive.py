@@ -206,7 +206,12 @@ def _build(obj, cu, memo):
         params, buffers, modules, attrs = {}, {}, {}, {}
         for name in cls.parameters:
             t = state.get(name)
-            params[name] = None if t is None else Parameter(t, t.requires_grad)
+            if t is not None:  # a tensor pickled twice (tied weights) is one Parameter
+                key = ("param", id(t))
+                if key not in memo:
+                    memo[key] = Parameter(t, t.requires_grad)
+                t = memo[key]
+            params[name] = t
         for name in cls.buffers:
             buffers[name] = state.get(name)
         sm = RecursiveScriptModule(cls, params, buffers, modules, attrs)
