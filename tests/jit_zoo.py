@@ -4,6 +4,8 @@ Each entry names a torch model that PyTorch's deployment guides would trace or s
 (MLP, CNN with BatchNorm/pooling/dropout, ResNet block, LSTM and GRU language models,
 TransformerEncoder with a padding mask, control flow, tuple+dict outputs).
 """
+import typing
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -114,6 +116,56 @@ class TupleDict(nn.Module):
         return y, {"sum": y.sum(1), "max": y.max(1)[0]}
 
 
+class Language(nn.Module):
+    """Constructs that TorchScript prints in many ways: list/dict/str loops, Optional,
+    enumerate, early return, advanced indexing, method calls on self, ModuleDict."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.names: list[str] = ["a", "b"]
+        self.scale = 2.0
+        self.blocks = nn.ModuleDict({"x": nn.Linear(4, 4), "y": nn.ReLU()})
+
+    def helper(self, x: torch.Tensor, k: int) -> torch.Tensor:
+        return x * k
+
+    def forward(self, x: torch.Tensor, xs: list[torch.Tensor], opt: torch.Tensor | None = None,
+                d: dict[str, int] | None = None) -> tuple[torch.Tensor, list[int], str]:
+        if d is None:
+            d = {"a": 1}
+        total = torch.zeros_like(x)
+        for t in xs:
+            total = total + t
+        sizes: list[int] = []
+        for i, t in enumerate(xs):
+            sizes.append(t.size(0) + i)
+        if opt is not None:
+            total = total + opt
+        for _k, v in d.items():
+            total = total + v
+        acc = 0
+        for n in self.names:
+            acc += len(n)
+        y = self.lin(total).clamp(min=-1.0, max=1.0)
+        y = y.view(-1).reshape(x.shape)[:, 1:3]
+        y = torch.cat([y, y * self.scale], dim=1)
+        y = y.transpose(0, 1).contiguous().t()
+        z = self.helper(y, acc)
+        for _name, m in self.blocks.items():
+            z = m(z)
+        s = "n={}".format(len(sizes))  # noqa: UP032 (TorchScript prints torch.format)
+        if z.sum() > 1000.0:
+            return z, sizes, s
+        mx = z.max(dim=1).values.mean()
+        w = torch.where(z > mx, z, torch.full_like(z, 0.5))
+        w = w.masked_fill(w < 0, 0.0).softmax(-1) + F.gelu(w) + torch.sigmoid(w)
+        q = w.unsqueeze(0).squeeze(0).sum(dim=[0], keepdim=True).float()
+        idx = torch.argmax(w, dim=1)
+        r = w[torch.arange(w.size(0)), idx] if w.dim() == 2 else w
+        return q * r.mean() + x.mean(), sizes, s
+
+
 MODELS = {"mlp": MLP, "cnn": CNN, "block": Block, "lstm": LSTMLM, "gru": GRULM,
           "encoder": Encoder, "control": Control, "tupledict": TupleDict}
 # how each model is captured: torch can't trace TransformerEncoder's mask checks
@@ -168,3 +220,21 @@ def flatten(y):
     if isinstance(y, dict):
         return [a for k in sorted(y) for a in flatten(y[k])]
     return [y.detach().numpy()]
+
+
+class Pair(typing.NamedTuple):
+    logits: torch.Tensor
+    length: int
+
+
+class TiedLM(nn.Module):
+    """Tied input/output embeddings and a NamedTuple result."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+        self.out = nn.Linear(4, 10, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, x) -> Pair:
+        return Pair(self.out(self.emb(x)), x.size(1))

@@ -1,8 +1,10 @@
 """TorchScript interchange with real torch 2.13.0: torch.jit.save -> ember.jit.load (in a
 process where torch cannot be imported) and ember.jit.save -> torch.jit.load, for the zoo."""
+import copy
 import io
 import json
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -178,6 +180,11 @@ def test_module_api_matches_torch(zoo):
     m64 = ember.jit.load(str(zoo / "cnn_script.pt")).to(ember.float64)
     assert m64.fc.weight.dtype == ember.float64
     assert m64(ex.double()).dtype == ember.float64
+    c = copy.deepcopy(m)
+    assert c.fc.weight is not m.fc.weight and c._jit_class is m._jit_class
+    np.testing.assert_array_equal(c(ex).detach().numpy(), m(ex).detach().numpy())
+    with pytest.raises(pickle.PickleError):
+        pickle.dumps(m)
     g = ember.jit.load(str(zoo / "mlp_trace.pt"))
     g(ember.randn(3, 8)).sum().backward()
     assert g.l1.weight.grad is not None and g.l1.weight.grad.shape == (16, 8)
@@ -207,3 +214,47 @@ def test_freeze_and_optimize_for_inference(zoo):
         ember.jit.freeze(ember.jit.load(str(zoo / "block_script.pt")).train())
     with pytest.raises(RuntimeError, match="ScriptModule"):
         ember.jit.freeze(ember.nn.Linear(2, 2))
+
+
+def test_script_language_constructs(tmp_path):
+    """Loops over lists/dicts/strings, enumerate, Optional, early return, advanced
+    indexing, self-method calls, ModuleDict: torch's script printout runs in ember."""
+    from jit_zoo import Language
+    torch.manual_seed(0)
+    s = torch.jit.script(Language().eval())
+    s.save(str(tmp_path / "lang.pt"))
+    e = ember.jit.load(tmp_path / "lang.pt")
+
+    def em(v):
+        if isinstance(v, torch.Tensor):
+            return ember.from_numpy(v.numpy())
+        return [em(i) for i in v] if isinstance(v, list) else v
+    g = torch.Generator().manual_seed(3)
+    for scale in (1.0, 1000.0):
+        x = torch.randn(3, 4, generator=g) * scale
+        xs = [torch.randn(3, 4, generator=g), torch.randn(2, 4, generator=g)[:1].expand(3, 4)]
+        for args in ((x, xs), (x, xs, torch.ones(3, 4), {"a": 1, "b": 2})):
+            want, got = s(*args), e(*[em(a) for a in args])
+            np.testing.assert_allclose(got[0].detach().numpy(), want[0].detach().numpy(),
+                                       rtol=1e-5, atol=1e-5)
+            assert got[1] == want[1] and got[2] == want[2]
+
+
+def test_tied_weights_and_named_tuples_both_ways(tmp_path):
+    from jit_zoo import TiedLM
+    torch.manual_seed(0)
+    s = torch.jit.script(TiedLM())
+    s.save(str(tmp_path / "tied.pt"))
+    m = ember.jit.load(tmp_path / "tied.pt")
+    assert m.emb.weight is m.out.weight and len(list(m.parameters())) == 1
+    x = torch.randint(0, 10, (2, 3))
+    got, want = m(ember.from_numpy(x.numpy())), s(x)
+    assert type(got).__name__ == "Pair" and got.length == want.length == 3
+    np.testing.assert_allclose(got.logits.detach().numpy(), want.logits.detach().numpy(),
+                               rtol=1e-6)
+    m.save(str(tmp_path / "again.pt"))
+    back = torch.jit.load(str(tmp_path / "again.pt"))
+    assert len(list(back.parameters())) == 1
+    assert back.emb.weight.data_ptr() == back.out.weight.data_ptr()
+    np.testing.assert_array_equal(back(x).logits.detach().numpy(),
+                                  want.logits.detach().numpy())

@@ -19,7 +19,7 @@ def _archive():
     sm = create_script_module(lin, {"": {"forward": """
         def forward(self, x: Tensor) -> Tensor:
           return torch.linear(x, self.weight, self.bias)
-    """}})
+    """}}, qualnames={"": "__torch__.torch.nn.modules.linear.Linear"})
     buf = io.BytesIO()
     sm.save(buf)
     return buf.getvalue()

@@ -199,14 +199,19 @@ def _build(obj, cu, memo):
         if cls.kind != "module":
             raise NotImplementedError(f"TorchScript archive holds an object of script class "
                                       f"{obj._qual}; ember loads module objects only")
-        if not isinstance(state, dict):
+        if not isinstance(state, dict) or "__setstate__" in cls.methods:
             raise NotImplementedError(f"{obj._qual} is restored by __setstate__ code, which "
                                       "ember's loader does not run")
         from ember.nn.parameter import Parameter
         params, buffers, modules, attrs = {}, {}, {}, {}
         for name in cls.parameters:
             t = state.get(name)
-            params[name] = None if t is None else Parameter(t, t.requires_grad)
+            if t is not None:  # a tensor pickled twice (tied weights) is one Parameter
+                key = ("param", id(t))
+                if key not in memo:
+                    memo[key] = Parameter(t, t.requires_grad)
+                t = memo[key]
+            params[name] = t
         for name in cls.buffers:
             buffers[name] = state.get(name)
         sm = RecursiveScriptModule(cls, params, buffers, modules, attrs)

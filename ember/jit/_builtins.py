@@ -16,6 +16,9 @@ import math
 import operator
 import warnings
 
+import ember
+from ember._tensor import Tensor
+
 __all__ = ["TABLE", "lookup", "register", "DUNDER_OPS", "scalar_type", "SCALAR_TYPES"]
 
 TABLE = {}
@@ -37,12 +40,10 @@ def register(*names):
 
 
 def _ember():
-    import ember
     return ember
 
 
 def _Tensor():
-    from ember._tensor import Tensor
     return Tensor
 
 
@@ -90,9 +91,12 @@ def _method_caller(short):
     return call
 
 
+_PY_SCALAR = {"abs": abs, "round": lambda x: float(round(x)), "neg": operator.neg}
+
+
 def _scalar_aware(short, fn):
     """Math on Python numbers (``torch.sqrt(E)`` on an int) uses :mod:`math`."""
-    py = getattr(math, short, None)
+    py = _PY_SCALAR.get(short) or getattr(math, short, None)
     Tensor = _Tensor()
 
     def call(*args, **kwargs):
@@ -146,7 +150,7 @@ def _kw(kwargs):
 
 
 def _is_t(x):
-    return isinstance(x, _Tensor())
+    return isinstance(x, Tensor)
 
 
 # ----- arithmetic and comparisons on tensors or Python values ------------------------------
@@ -297,6 +301,20 @@ def _max(a, *rest, **kw):
     return _ember().max(a, *rest, **kw)
 
 
+def _list_or_tensor(name):
+    def op(x, *args, **kw):
+        if isinstance(x, list):
+            return getattr(x, name)(*args, **kw)
+        return getattr(ember, name)(x, *args, **kw) if hasattr(ember, name) else \
+            getattr(x, name)(*args, **kw)
+    op.__name__ = name
+    return op
+
+
+for _n in ("sort", "count", "remove", "reverse", "clear"):
+    TABLE["torch." + _n] = _list_or_tensor(_n)
+
+
 @register("torch.any")
 def _any(x, *args, **kw):
     return any(x) if isinstance(x, list) else _ember().any(x, *args, **kw)
@@ -308,12 +326,15 @@ def _all(x, *args, **kw):
 
 
 # ----- ops.prim ----------------------------------------------------------------------------
-def _raise(msg, cls_name=None):
-    exc = {"builtins.ValueError": ValueError, "builtins.TypeError": TypeError,
-           "builtins.AssertionError": AssertionError, "builtins.IndexError": IndexError,
-           "builtins.KeyError": KeyError, "builtins.NotImplementedError": NotImplementedError,
-           "builtins.AttributeError": AttributeError}.get(cls_name, RuntimeError)
-    raise exc(msg)
+_EXCEPTIONS = {"builtins." + e.__name__: e for e in (
+    ValueError, RuntimeError, TypeError, AssertionError, IndexError, KeyError,
+    NotImplementedError, AttributeError, ZeroDivisionError, StopIteration)}
+
+
+def raise_exception(msg, cls_name=None):
+    """``ops.prim.RaiseException(msg, "builtins.ValueError")``: raise that builtin exception
+    (any other class name raises RuntimeError; no class is looked up by name)."""
+    raise _EXCEPTIONS.get(cls_name, RuntimeError)(msg)
 
 
 TABLE.update({
@@ -324,7 +345,7 @@ TABLE.update({
     "ops.prim.is_nested": lambda x: False, "ops.prim.is_cuda": lambda x: x.is_cuda,
     "ops.prim.is_sparse": lambda x: False, "ops.prim.is_quantized": lambda x: False,
     "ops.prim.is_mkldnn": lambda x: False, "ops.prim.is_meta": lambda x: False,
-    "ops.prim.layout": lambda x: 0, "ops.prim.RaiseException": _raise,
+    "ops.prim.layout": lambda x: 0, "ops.prim.RaiseException": raise_exception,
     "ops.prim.unchecked_unwrap_optional": lambda x: x, "ops.prim.data": lambda x: x.detach(),
     "ops.prim.shape": lambda x: list(x.shape), "ops.prim.name": lambda x: None,
     "ops.prim.grad": lambda x: x.grad, "ops.prim.index": lambda d: d.index,

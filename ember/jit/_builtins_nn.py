@@ -3,81 +3,77 @@
 Each entry adapts one aten schema (argument order as TorchScript prints it) to
 ember's functional API. Imported by :mod:`ember.jit._builtins`.
 """
+import ember.nn.functional as _functional
 from ember.jit._builtins import TABLE, _ember, _is_t, register, scalar_type
-
-
-def _F():
-    import ember.nn.functional as F
-    return F
 
 
 @register("torch.linear")
 def _linear(input, weight, bias=None):
-    return _F().linear(input, weight, bias)
+    return _functional.linear(input, weight, bias)
 
 
 @register("torch.relu")
 def _relu(x):
-    return _F().relu(x)
+    return _functional.relu(x)
 
 
 @register("torch.relu_")
 def _relu_(x):
-    return _F().relu(x, inplace=True)
+    return _functional.relu(x, inplace=True)
 
 
 @register("torch.gelu")
 def _gelu(x, approximate="none"):
-    return _F().gelu(x, approximate=approximate)
+    return _functional.gelu(x, approximate=approximate)
 
 
 @register("torch.softmax")
 def _softmax(x, dim, dtype=None):
-    return _F().softmax(x, dim, dtype=scalar_type(dtype))
+    return _functional.softmax(x, dim, dtype=scalar_type(dtype))
 
 
 @register("torch.log_softmax")
 def _log_softmax(x, dim, dtype=None):
-    return _F().log_softmax(x, dim, dtype=scalar_type(dtype))
+    return _functional.log_softmax(x, dim, dtype=scalar_type(dtype))
 
 
 @register("torch.dropout", "torch.feature_dropout", "torch.alpha_dropout")
 def _dropout(x, p, train):
-    return _F().dropout(x, p, train)
+    return _functional.dropout(x, p, train)
 
 
 @register("torch.dropout_")
 def _dropout_(x, p, train):
-    return _F().dropout(x, p, train, inplace=True)
+    return _functional.dropout(x, p, train, inplace=True)
 
 
 @register("torch.embedding")
 def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    return _F().embedding(indices, weight, None if padding_idx < 0 else padding_idx,
+    return _functional.embedding(indices, weight, None if padding_idx < 0 else padding_idx,
                           scale_grad_by_freq=scale_grad_by_freq)
 
 
 @register("torch.batch_norm")
 def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
                 cudnn_enabled=True):
-    return _F().batch_norm(input, running_mean, running_var, weight, bias, training,
+    return _functional.batch_norm(input, running_mean, running_var, weight, bias, training,
                            momentum, eps)
 
 
 @register("torch.layer_norm")
 def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5,
                 cudnn_enable=True):
-    return _F().layer_norm(input, list(normalized_shape), weight, bias, eps)
+    return _functional.layer_norm(input, list(normalized_shape), weight, bias, eps)
 
 
 @register("torch.group_norm")
 def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
-    return _F().group_norm(input, num_groups, weight, bias, eps)
+    return _functional.group_norm(input, num_groups, weight, bias, eps)
 
 
 def _conv(nd):
     def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-        return getattr(_F(), f"conv{nd}d")(input, weight, bias, stride, padding, dilation,
+        return getattr(_functional, f"conv{nd}d")(input, weight, bias, stride, padding, dilation,
                                            groups)
     return conv
 
@@ -90,7 +86,7 @@ for _nd in (1, 2, 3):
 def _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
                  groups, *flags):
     nd = weight.dim() - 2
-    F = _F()
+    F = _functional
     if transposed:
         return getattr(F, f"conv_transpose{nd}d")(input, weight, bias, stride, padding,
                                                   output_padding, groups, dilation)
@@ -99,50 +95,50 @@ def _convolution(input, weight, bias, stride, padding, dilation, transposed, out
 
 @register("torch.max_pool2d")
 def _max_pool2d(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    return _F().max_pool2d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+    return _functional.max_pool2d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
 
 
 @register("torch.max_pool1d")
 def _max_pool1d(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    return _F().max_pool1d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+    return _functional.max_pool1d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
 
 
 @register("torch.avg_pool2d")
 def _avg_pool2d(input, kernel_size, stride=(), padding=0, ceil_mode=False,
                 count_include_pad=True, divisor_override=None):
-    return _F().avg_pool2d(input, kernel_size, stride or None, padding, ceil_mode,
+    return _functional.avg_pool2d(input, kernel_size, stride or None, padding, ceil_mode,
                            count_include_pad, divisor_override)
 
 
 @register("torch.adaptive_avg_pool2d")
 def _adaptive_avg_pool2d(input, output_size):
-    return _F().adaptive_avg_pool2d(input, output_size)
+    return _functional.adaptive_avg_pool2d(input, output_size)
 
 
 @register("torch.adaptive_avg_pool1d")
 def _adaptive_avg_pool1d(input, output_size):
-    return _F().adaptive_avg_pool1d(input, output_size)
+    return _functional.adaptive_avg_pool1d(input, output_size)
 
 
 @register("torch.adaptive_max_pool2d")
 def _adaptive_max_pool2d(input, output_size):
-    return _F().adaptive_max_pool2d(input, output_size, return_indices=True)
+    return _functional.adaptive_max_pool2d(input, output_size, return_indices=True)
 
 
 @register("torch.pad")
 def _pad(input, pad, mode="constant", value=None):
-    return _F().pad(input, list(pad), mode, value)
+    return _functional.pad(input, list(pad), mode, value)
 
 
 @register("torch.constant_pad_nd")
 def _constant_pad_nd(input, pad, value=0):
-    return _F().pad(input, list(pad), "constant", value)
+    return _functional.pad(input, list(pad), "constant", value)
 
 
 @register("torch.scaled_dot_product_attention")
 def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
           enable_gqa=False):
-    return _F().scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
+    return _functional.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
                                              scale=scale, enable_gqa=enable_gqa)
 
 
@@ -227,6 +223,26 @@ def _mean(x, dim=None, keepdim=False, dtype=None):
 @register("torch.matmul")
 def _matmul(a, b):
     return a @ b
+
+
+def _index_key(indices):
+    return tuple(slice(None) if i is None else i for i in indices)
+
+
+@register("torch.index")
+def _index(x, indices):
+    """aten::index: advanced indexing with a list of Optional[Tensor] (None = all)."""
+    return x[_index_key(indices)]
+
+
+@register("torch.index_put_")
+def _index_put_(x, indices, values, accumulate=False):
+    return x.index_put_(tuple(indices), values, accumulate)
+
+
+@register("torch.index_put")
+def _index_put(x, indices, values, accumulate=False):
+    return x.index_put(tuple(indices), values, accumulate)
 
 
 @register("torch.masked_fill_")
@@ -329,22 +345,28 @@ TABLE["torch.rnn_relu"] = _packed_guard("RNN_RELU")
 def _native_mha(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
                 proj_bias, mask=None, need_weights=True, average_attn_weights=True,
                 mask_type=None):
-    """Batch-first multi-head attention (PyTorch's fused kernel), composed from ember ops."""
-    F = _F()
-    q, k, v = (t.transpose(0, 1) for t in (query, key, value))
+    """Batch-first multi-head attention as PyTorch's fused kernel computes it.
+
+    ``mask_type`` 0: ``(L, S)`` attention mask, 1: ``(N, S)`` key padding mask,
+    2: merged ``(N, H, L, S)``. The kernel reads a float mask as a bool one (nonzero =
+    masked out), and ember's attention in ``fast_path`` mode matches its numbers.
+    """
+    import ember.nn.functional_attention as FA
     key_padding_mask = attn_mask = None
     if mask is not None:
-        if mask_type == 1 or (mask_type is None and mask.dim() == 2
-                              and mask.shape[0] == query.shape[0]):
-            key_padding_mask = mask
+        n, length, s = query.shape[0], query.shape[1], key.shape[1]
+        bias = FA._bool_to_bias(mask != 0, query.dtype, allowed=False)
+        if mask_type == 1 or (mask_type is None and tuple(mask.shape) == (n, s)):
+            key_padding_mask = bias
+        elif mask.dim() == 4:
+            attn_mask = bias.reshape(-1, length, s)
         else:
-            attn_mask = mask
-    out, weights = F.multi_head_attention_forward(
-        q, k, v, embed_dim, num_head, qkv_weight, qkv_bias, None, None, False, 0.0,
-        proj_weight, proj_bias, training=False, key_padding_mask=key_padding_mask,
-        need_weights=need_weights, attn_mask=attn_mask,
-        average_attn_weights=average_attn_weights)
-    return out.transpose(0, 1), weights
+            attn_mask = bias
+    return FA._mha_forward(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, None,
+                           None, False, 0.0, proj_weight, proj_bias, training=False,
+                           key_padding_mask=key_padding_mask, need_weights=need_weights,
+                           attn_mask=attn_mask, average_attn_weights=average_attn_weights,
+                           batch_first=True, fast_path=True)
 
 
 @register("torch._transformer_encoder_layer_fwd")
@@ -353,7 +375,7 @@ def _encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_wei
                        norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2,
                        ffn_bias_2, mask=None, mask_type=None):
     """One batch-first TransformerEncoderLayer in inference mode (PyTorch's fast path)."""
-    F = _F()
+    F = _functional
 
     def attend(x):
         return _native_mha(x, x, x, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,

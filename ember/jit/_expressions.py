@@ -187,15 +187,8 @@ _NAME_CONSTS = {"inf": float("inf"), "nan": float("nan")}
 def _e_name(node, ctx):
     name = node.id
     if name in ctx.locals:
-        at = where(ctx, node)
-
-        def load(env):
-            try:
-                return env[name]
-            except KeyError:
-                raise ScriptError(f"{at}: variable {name!r} is used before it is "
-                                  "assigned") from None
-        return load
+        # a KeyError here (used before assignment) is named by the statement's note
+        return operator.itemgetter(name)
     if name in _NAME_CONSTS:
         return _const(_NAME_CONSTS[name])
     if name in _SIMPLE_BUILTINS:
@@ -248,7 +241,14 @@ def _e_attribute(node, ctx):
     name, at = node.attr, where(ctx, node)
 
     def attr(env):
-        return get_attr(obj(env), name, at)
+        o = obj(env)
+        d = getattr(o, "__dict__", None)
+        if d is not None and "_jit_class" in d:
+            params = d["_parameters"]  # the common case: self.weight
+            if name in params:
+                return params[name]
+            return o._jit_attr(name)
+        return get_attr(o, name, at)
     return attr
 
 
@@ -323,9 +323,11 @@ def _e_call(node, ctx):
 
                 def meth1(env):
                     o = obj(env)
-                    m = getattr(type(o), "_jit_method", None)
-                    if m is not None:
-                        return m(o, name)(a0(env))
+                    d = getattr(o, "__dict__", None)
+                    if d is not None and "_jit_class" in d:
+                        fn = d["_jit_class"].methods.get(name)
+                        if fn is not None:
+                            return fn(o, a0(env))
                     return call_method(o, name, (a0(env),), {}, at)
                 return meth1
 

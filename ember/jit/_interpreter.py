@@ -16,6 +16,7 @@ import ast
 import operator
 import textwrap
 
+from ember.jit._builtins import raise_exception
 from ember.jit._errors import ScriptError, ScriptSafetyError
 from ember.jit._expressions import (
     _BINOPS,
@@ -203,25 +204,45 @@ def compile_function(cu, fdef, filename, method_of=None, lines=None):
     nparams = len(params)
     allnames = params + kwonly
 
-    def call(*args, **kwargs):
-        if len(args) == nparams and not kwargs:
-            env = dict(zip(params, args))
-        else:
-            if len(args) > nparams:
-                raise TypeError(f"{name}() takes {nparams} positional arguments but "
-                                f"{len(args)} were given")
-            env = dict(zip(params, args))
-            for k, v in kwargs.items():
-                if k not in allnames or k in env:
-                    raise TypeError(f"{name}() got an unexpected or repeated argument {k!r}")
-                env[k] = v
-            for k in allnames:
-                if k not in env:
-                    if k not in defaults:
-                        raise TypeError(f"{name}() missing required argument {k!r}")
-                    env[k] = defaults[k]
-        r = body(env)
-        return r.value if r is not None else None
+    def bind(args, kwargs):
+        """The frame for a call with keywords or defaults (checked as Python does)."""
+        if len(args) > nparams:
+            raise TypeError(f"{name}() takes {nparams} positional arguments but "
+                            f"{len(args)} were given")
+        env = dict(zip(params, args))
+        for k, v in kwargs.items():
+            if k not in allnames or k in env:
+                raise TypeError(f"{name}() got an unexpected or repeated argument {k!r}")
+            env[k] = v
+        for k in allnames:
+            if k not in env:
+                if k not in defaults:
+                    raise TypeError(f"{name}() missing required argument {k!r}")
+                env[k] = defaults[k]
+        return env
+
+    # the common calls (all arguments positional) build the frame without a loop
+    if nparams == 1:
+        p0, = params
+
+        def call(*args, **kwargs):
+            env = {p0: args[0]} if len(args) == 1 and not kwargs else bind(args, kwargs)
+            r = body(env)
+            return r.value if r is not None else None
+    elif nparams == 2:
+        p0, p1 = params
+
+        def call(*args, **kwargs):
+            env = {p0: args[0], p1: args[1]} if len(args) == 2 and not kwargs else \
+                bind(args, kwargs)
+            r = body(env)
+            return r.value if r is not None else None
+    else:
+        def call(*args, **kwargs):
+            env = dict(zip(params, args)) if len(args) == nparams and not kwargs else \
+                bind(args, kwargs)
+            r = body(env)
+            return r.value if r is not None else None
 
     call.__name__ = name
     call.__qualname__ = name
@@ -236,34 +257,41 @@ def _note(e, tag, line):
         e.add_note(f"TorchScript: line {line} of {tag}")
 
 
+_SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass, ast.Assert)
+
+
+def _guard(fn, tag, line):
+    """Wrap a statement so that an error raised in it names its TorchScript line."""
+    def guarded(env):
+        try:
+            return fn(env)
+        except Exception as e:
+            _note(e, tag, line)
+            raise
+    return guarded
+
+
 def _block(stmts, ctx):
-    compiled = [(_stmt(s, ctx), s.lineno) for s in stmts]
-    fns = [c for c, _ in compiled]
-    filename = ctx.filename
-    tag = f"{filename}, in {getattr(ctx, 'fname', '?')}"
+    """One closure running a statement list; it returns a _Return/_BREAK/_CONTINUE or None.
+
+    Errors are annotated inside each statement (try costs nothing until it raises), so
+    the loop here carries no bookkeeping.
+    """
+    fns = [_stmt(s, ctx) for s in stmts]
+    if len(fns) == 1:
+        return fns[0]
+    if all(isinstance(s, _SIMPLE) for s in stmts):
+        def run_simple(env):
+            for s in fns:
+                s(env)
+        return run_simple
 
     def run(env):
-        i = 0
-        try:
-            for s in fns:
-                r = s(env)
-                if r is not None:
-                    return r
-                i += 1
-        except Exception as e:
-            _note(e, tag, compiled[i][1])
-            raise
+        for s in fns:
+            r = s(env)
+            if r is not None:
+                return r
         return None
-    if len(fns) == 1:
-        only, line = compiled[0]
-
-        def run1(env):
-            try:
-                return only(env)
-            except Exception as e:
-                _note(e, tag, line)
-                raise
-        return run1
     return run
 
 
@@ -307,6 +335,14 @@ def _assign_target(node, ctx):
 
 
 def _stmt(node, ctx):
+    tag, line = f"{ctx.filename}, in {getattr(ctx, 'fname', '?')}", node.lineno
+    fn = _stmt_raw(node, ctx, tag, line)
+    if isinstance(node, (ast.If, ast.For, ast.While)) or getattr(fn, "_guarded", False):
+        return fn
+    return _guard(fn, tag, line)
+
+
+def _stmt_raw(node, ctx, tag, line):
     if isinstance(node, ast.Assign):
         value = compile_expr(node.value, ctx)
         stores = [_assign_target(t, ctx) for t in node.targets]
@@ -314,7 +350,12 @@ def _stmt(node, ctx):
             name = node.targets[0].id
 
             def assign_name(env):
-                env[name] = value(env)
+                try:
+                    env[name] = value(env)
+                except Exception as e:
+                    _note(e, tag, line)
+                    raise
+            assign_name._guarded = True
             return assign_name
         if len(stores) == 1:
             store = stores[0]
@@ -351,15 +392,28 @@ def _stmt(node, ctx):
         value = compile_expr(node.value, ctx)
 
         def expr_stmt(env):
-            value(env)
+            try:
+                value(env)
+            except Exception as e:
+                _note(e, tag, line)
+                raise
+        expr_stmt._guarded = True
         return expr_stmt
     if isinstance(node, ast.Return):
         if node.value is None:
             return lambda env: _Return(None)
         value = compile_expr(node.value, ctx)
-        return lambda env: _Return(value(env))
+
+        def return_stmt(env):
+            try:
+                return _Return(value(env))
+            except Exception as e:
+                _note(e, tag, line)
+                raise
+        return_stmt._guarded = True
+        return return_stmt
     if isinstance(node, ast.If):
-        test = compile_expr(node.test, ctx)
+        test = _guard(compile_expr(node.test, ctx), tag, line)
         body = _block(node.body, ctx)
         orelse = _block(node.orelse, ctx) if node.orelse else None
 
@@ -373,7 +427,7 @@ def _stmt(node, ctx):
     if isinstance(node, ast.For):
         if node.orelse:
             raise ScriptSafetyError(f"{where(ctx, node)}: for/else is not TorchScript")
-        it = compile_expr(node.iter, ctx)
+        it = _guard(compile_expr(node.iter, ctx), tag, line)
         store = _assign_target(node.target, ctx)
         body = _block(node.body, ctx)
 
@@ -392,7 +446,7 @@ def _stmt(node, ctx):
     if isinstance(node, ast.While):
         if node.orelse:
             raise ScriptSafetyError(f"{where(ctx, node)}: while/else is not TorchScript")
-        test = compile_expr(node.test, ctx)
+        test = _guard(compile_expr(node.test, ctx), tag, line)
         body = _block(node.body, ctx)
 
         def while_stmt(env):
@@ -422,7 +476,7 @@ def _stmt(node, ctx):
         return assert_stmt
     if isinstance(node, ast.Raise):
         exc = compile_expr(node.exc, ctx) if node.exc is not None else (lambda env: "")
-        return lambda env: _raise(exc(env), "builtins.RuntimeError")
+        return lambda env: raise_exception(exc(env), "builtins.RuntimeError")
     raise ScriptSafetyError(f"{where(ctx, node)}: a {type(node).__name__} statement is not "
                             "TorchScript; ember refuses to run it")
 
@@ -436,14 +490,3 @@ def _iterable(v):
     if isinstance(v, Tensor):
         return list(v.unbind(0))
     raise ScriptError(f"cannot iterate over a TorchScript value of type {type(v).__name__}")
-
-
-_EXCEPTIONS = {"builtins." + e.__name__: e for e in (
-    ValueError, RuntimeError, TypeError, AssertionError, IndexError, KeyError,
-    NotImplementedError, AttributeError, ZeroDivisionError, StopIteration, Exception)}
-
-
-def _raise(msg, cls_name=None):
-    exc = _EXCEPTIONS.get(cls_name, RuntimeError)
-    raise exc(msg)
-

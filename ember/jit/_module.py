@@ -11,8 +11,10 @@ way the same interpreter runs the same source, before ``save`` and after ``load`
 """
 import ast
 import collections
+import copy
 import functools
 import itertools
+import pickle
 import re
 import textwrap
 
@@ -203,8 +205,19 @@ class RecursiveScriptModule(ScriptModule):
         return f"original_name={self.original_name}"
 
     def __getstate__(self):
-        raise RuntimeError("a ScriptModule cannot be pickled; use jit.save / "
-                           "ScriptModule.save")
+        raise pickle.PickleError("ScriptModules cannot be pickled; use jit.save / "
+                                 "ScriptModule.save")
+
+    _SHARED_ON_COPY = ("_jit_class", "_jit_cu", "_jit_graphs", "_jit_inlined_graphs")
+
+    def __deepcopy__(self, memo):
+        """A copy with its own parameters, buffers and attributes, running the same code."""
+        new = RecursiveScriptModule.__new__(type(self))
+        memo[id(self)] = new
+        d = new.__dict__
+        for k, v in self.__dict__.items():
+            d[k] = v if k in self._SHARED_ON_COPY else copy.deepcopy(v, memo)
+        return new
 
 
 class _CodeGraph:
