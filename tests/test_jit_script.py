@@ -603,3 +603,32 @@ def test_zoo_language_constructs_match_torch_script(tmp_path):
         np.testing.assert_allclose(back[0].detach().numpy(), want[0].detach().numpy(),
                                    rtol=1e-4, atol=1e-5)
         assert got[1:] == want[1:] == back[1:]
+
+
+class LayerZoo(nn.Module):
+    """One of each templated layer beyond the zoo's."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1)
+        self.gn = nn.GroupNorm(2, 4)
+        self.pad = nn.ZeroPad2d((1, 0, 2, 1))
+        self.acts = nn.Sequential(nn.PReLU(), nn.Softplus(beta=2.0), nn.Hardswish(),
+                                  nn.ELU(0.5), nn.CELU(0.7), nn.SELU(), nn.Mish(),
+                                  nn.Hardsigmoid(), nn.LeakyReLU(0.2), nn.ReLU6(),
+                                  nn.Hardtanh(-0.5, 0.5), nn.LogSigmoid(), nn.Softsign(),
+                                  nn.Threshold(0.1, -1.0), nn.GELU("tanh"), nn.SiLU())
+        self.shuffle = nn.PixelShuffle(2)
+        self.flat = nn.Flatten(1)
+        self.unflat = nn.Unflatten(1, (1, -1))
+        self.glu = nn.GLU(-1)
+
+    def forward(self, x):
+        y = self.acts(self.pad(self.gn(self.up(x))))
+        y = self.unflat(self.flat(self.shuffle(y)))
+        return self.glu(y)
+
+
+def test_more_layer_templates(tmp_path):
+    ember.manual_seed(10)
+    _check(LayerZoo(), [(ember.randn(2, 3, 4, 4),), (ember.randn(3, 3, 4, 4),)], tmp_path)

@@ -143,6 +143,15 @@ def functional_call(fc, node, name, fn):
             kws.append(f"{pname}={code}")
         else:
             pos.append(code)
+    if name == "gelu" and "approximate" in given and given["approximate"].code != '"none"':
+        if given["approximate"].code != '"tanh"':
+            fc.error(node, "F.gelu: approximate must be a constant 'none' or 'tanh'")
+        # approximate= needs archive operator version 10 (not written yet): spelled out
+        x = fc.emit_tmp(given["input"].code)
+        inner = f"torch.mul(torch.add({x}, torch.mul(torch.pow({x}, 3), 0.044715)), " \
+                "0.7978845608028654)"
+        return Val(f"torch.mul(torch.mul({x}, 0.5), torch.add(torch.tanh({inner}), 1.))",
+                   T.TENSOR)
     if name in ("relu", "relu_") and given.get("inplace") is not None and \
             given["inplace"].code == "True":
         builtin = "torch.relu_"
