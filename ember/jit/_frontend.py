@@ -174,6 +174,21 @@ class FunctionCompiler(ExprMixin):
             self.emit("pass")
         return self
 
+    def compile_signature_only(self):
+        """Types of the parameters and the annotated return, without the body (for
+        ``@jit.ignore`` / ``@jit.unused`` methods)."""
+        body = self.node.body
+        self.node.body = [ast.Pass()]
+        try:
+            self.compile()
+        finally:
+            self.node.body = body
+        return self
+
+    def owner_ctx(self):
+        """The compile context shared by the whole ``jit.script`` call."""
+        return self.owner.ctx
+
     def default_code(self, node, ty):
         try:
             value = ast.literal_eval(node)

@@ -10,7 +10,6 @@ its library modules' own TorchScript into archives the same way). The sources go
 jit-load's :func:`ember.jit._module.create_script_module`, so the scripted module runs the
 compiled code — before ``save`` exactly as after ``torch.jit.load``.
 """
-import ast
 import inspect
 
 from ember.jit import _builtins_script  # noqa: F401  (registers the cell builtins)
@@ -142,21 +141,15 @@ class _FreeOwner:
         import ember
         return isinstance(obj, ember.nn.Module)
 
-    def call_method(self, fc, node, base, name):
-        fc.error(node, "calling modules from a free script function is not supported",
+    @staticmethod
+    def _no_modules(fc, node, *args):
+        fc.error(node, "modules cannot be used from a free script function",
                  NotSupportedError)
 
-    module_attr = module_index = module_items = call_method
+    call_method = module_attr = module_index = module_items = _no_modules
 
     def self_val(self):
         raise AssertionError("free functions have no self")
-
-
-def _owner_ctx(fc):
-    return fc.owner.ctx
-
-
-FunctionCompiler.owner_ctx = lambda fc: fc.owner.ctx if fc.owner is not None else _Context()
 
 
 def _library_class(cls):
@@ -184,10 +177,6 @@ class ModuleCompiler:
         if self.library is not None:
             from ember.jit._script_templates import template_for
             self.template = template_for(module, self.library)
-
-    @property
-    def ctx_(self):
-        return self.ctx
 
     # -- helpers used by the frontend ---------------------------------------------------
     @staticmethod
@@ -415,19 +404,6 @@ def _unused_method(fn, owner, name):
         comp.ret_ann = T.TENSOR
     comp.lines = [f'  ops.prim.RaiseException("{_UNUSED_MSG}")']
     return comp
-
-
-def _compile_signature_only(self):
-    body = self.node.body
-    self.node.body = [ast.Pass()]
-    try:
-        self.compile()
-    finally:
-        self.node.body = body
-    return self
-
-
-FunctionCompiler.compile_signature_only = _compile_signature_only
 
 
 # ---------------------------------------------------------------------------------------
