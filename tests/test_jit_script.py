@@ -632,3 +632,36 @@ class LayerZoo(nn.Module):
 def test_more_layer_templates(tmp_path):
     ember.manual_seed(10)
     _check(LayerZoo(), [(ember.randn(2, 3, 4, 4),), (ember.randn(3, 3, 4, 4),)], tmp_path)
+
+
+class Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+        self.register_buffer("acc", ember.zeros(3))
+
+    def forward(self, x):
+        self.count += 1
+        self.acc += x.sum(0)
+        h: list[int] = [1, 2]
+        h[0] += 5
+        y = x.clone()
+        y[0] *= 2
+        k = 0
+        while k < 3 and self.count > 0:
+            k += 1
+        return y * self.count + h[0] + k
+
+
+def test_augmented_assignment_to_attributes_items_and_state(tmp_path):
+    m = Counter()
+    sm = jit.script(m)
+    x = ember.ones(2, 3)
+    first, second = _np(sm(x)), _np(sm(x))
+    np.testing.assert_allclose(first, [[11.0] * 3, [10.0] * 3])
+    np.testing.assert_allclose(second, [[13.0] * 3, [11.0] * 3])
+    assert sm.count == 2
+    np.testing.assert_allclose(_np(m.acc), [4.0] * 3)  # buffers are shared, in place
+    sm.save(str(tmp_path / "c.pt"))
+    loaded = torch.jit.load(str(tmp_path / "c.pt"))
+    np.testing.assert_allclose(loaded(torch.ones(2, 3)).numpy(), [[15.0] * 3, [12.0] * 3])

@@ -61,6 +61,19 @@ def parse_function(fn):
     return node, file, first, src.splitlines()
 
 
+def _has_continue(stmts):
+    """Whether ``continue`` appears in ``stmts`` outside nested loops."""
+    todo = list(stmts)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Continue):
+            return True
+        if isinstance(n, (ast.For, ast.While)):
+            continue
+        todo.extend(ast.iter_child_nodes(n))
+    return False
+
+
 class Scope:
     """Python name -> (emitted name, type) for the locals of one block."""
 
@@ -427,8 +440,19 @@ class FunctionCompiler(ExprMixin):
 
     def stmt_AugAssign(self, node):
         t = node.target
+        if isinstance(t, (ast.Attribute, ast.Subscript)):
+            cur = self.rvalue(t)
+            rhs = self.rvalue(node.value)
+            if cur.ty.is_tensor:
+                # in place, as Python's += on a tensor (the attribute/item is the same tensor)
+                op = self.BINOPS[type(node.op)]
+                op = "floor_divide" if isinstance(node.op, ast.FloorDiv) else op
+                self.emit(f"torch.{op}_({cur.code}, {rhs.code})")
+                return
+            self.assign(t, self.binop(node, node.op, cur, rhs))
+            return
         if not isinstance(t, ast.Name):
-            self.unsupported(node, "augmented assignments to anything but a name")
+            self.unsupported(node, f"augmented assignments to {type(t).__name__}")
         cur = self.expr(t)
         rhs = self.rvalue(node.value)
         if cur.ty.is_tensor:
@@ -554,6 +578,9 @@ class FunctionCompiler(ExprMixin):
         if cond.const is False:
             return
         pre = self.lines[saved:]
+        if pre and _has_continue(node.body):
+            self.unsupported(node, "continue in a while loop whose condition needs "
+                             "statements (and/or, comparisons chains)")
         if pre:
             del self.lines[saved:]
             flag = self.fresh()
