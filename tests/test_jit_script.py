@@ -665,3 +665,20 @@ def test_augmented_assignment_to_attributes_items_and_state(tmp_path):
     sm.save(str(tmp_path / "c.pt"))
     loaded = torch.jit.load(str(tmp_path / "c.pt"))
     np.testing.assert_allclose(loaded(torch.ones(2, 3)).numpy(), [[15.0] * 3, [12.0] * 3])
+
+
+class UpNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.conv = nn.Conv2d(2, 2, 1)
+
+    def forward(self, x):
+        y = self.conv(self.up(x))
+        z = F.interpolate(x, size=(6, 6), mode="nearest")
+        return y[:, :, :6, :6] + z + F.interpolate(x, scale_factor=3.0)[:, :, :6, :6]
+
+
+def test_upsample_and_interpolate(tmp_path):
+    ember.manual_seed(11)
+    _check(UpNet(), [(ember.randn(1, 2, 3, 3),), (ember.randn(2, 2, 3, 3),)], tmp_path)

@@ -112,3 +112,23 @@ for _name, _fn in (
         ("torch.gcd", _math("gcd")), ("torch.factorial", _math("factorial")),
         ("torch.degrees", _math("degrees")), ("ops.prim.divmod", divmod)):
     TABLE.setdefault(_name, _fn)
+
+
+def _upsample(mode):
+    def op(input, output_size, *rest):
+        align = None
+        if mode == "bilinear":
+            align, rest = rest[0], rest[1:]
+        scales = rest[0] if rest else None
+        if output_size is not None and not isinstance(scales, (list, tuple)):
+            scales = None  # the (output_size, scales_h, scales_w) overload: size decides
+        if output_size is not None:
+            scales = None
+        return _F().interpolate(input, size=None if output_size is None else list(output_size),
+                                scale_factor=None if scales is None else list(scales),
+                                mode=mode, align_corners=align)
+    return op
+
+
+TABLE.setdefault("torch.upsample_nearest2d", _upsample("nearest"))
+TABLE.setdefault("torch.upsample_bilinear2d", _upsample("bilinear"))

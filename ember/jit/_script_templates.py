@@ -229,6 +229,31 @@ def _nothing(m):
     return {}
 
 
+def upsample_call(fc_error, x, size, scale, mode, align):
+    """``torch.upsample_nearest2d`` / ``upsample_bilinear2d`` for F.interpolate and
+    Upsample (4-D input: the aten op rejects other ranks loudly)."""
+    if mode not in ("nearest", "bilinear"):
+        fc_error(f"interpolate mode {mode!r} is not supported in scripted code yet "
+                 "(nearest, bilinear)")
+    if mode == "nearest":
+        return f"torch.upsample_nearest2d({x}, {size}, {scale})"
+    return f"torch.upsample_bilinear2d({x}, {size}, {align}, {scale})"
+
+
+def _upsample(m):
+    from ember.jit._frontend import NotSupportedError
+
+    def err(msg):
+        raise NotSupportedError(msg)
+    size = "None" if m.size is None else _ints(_tuple(m.size, 2))
+    scale = "None" if m.scale_factor is None else (
+        "[" + ", ".join(_f(v) for v in _tuple(m.scale_factor, 2)) + "]")
+    if m.recompute_scale_factor:
+        err("jit.script of Upsample with recompute_scale_factor=True")
+    call = upsample_call(err, "input", size, scale, m.mode, bool(m.align_corners))
+    return _unary(call)(m)
+
+
 def _conv_transpose(m):
     nd = len(m.kernel_size)
     bias = "self.bias" if m.bias is not None else "None"
@@ -313,6 +338,6 @@ _TEMPLATES = {
     "GroupNorm": _group_norm, "ConvTranspose1d": _conv_transpose,
     "ConvTranspose2d": _conv_transpose, "ConstantPad1d": _const_pad,
     "ConstantPad2d": _const_pad, "ZeroPad1d": _const_pad, "ZeroPad2d": _const_pad,
-    "Unflatten": _unflatten,
+    "Unflatten": _unflatten, "Upsample": _upsample,
     "PixelShuffle": lambda m: _unary(f"torch.pixel_shuffle(input, {m.upscale_factor})")(m),
 }
