@@ -682,3 +682,11 @@ class UpNet(nn.Module):
 def test_upsample_and_interpolate(tmp_path):
     ember.manual_seed(11)
     _check(UpNet(), [(ember.randn(1, 2, 3, 3),), (ember.randn(2, 2, 3, 3),)], tmp_path)
+
+
+def test_missing_return_on_some_path_is_an_error():
+    def f(x):
+        if x.sum() > 0:
+            return x
+    with pytest.raises(jit.FrontendError, match="does not return along all paths"):
+        jit.script(f)

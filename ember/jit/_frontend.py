@@ -183,6 +183,12 @@ class FunctionCompiler(ExprMixin):
                 and isinstance(body[0].value.value, str):
             body = body[1:]
         self.block(body)
+        if not self.terminated and self.ret_types and self.return_type.kind not in (
+                "NoneType", "Optional"):
+            self.error(self.node, f"function '{self.node.name}' returns {self.return_type} "
+                       "on some paths but does not return along all paths")
+        if not self.terminated and self.ret_types and self.return_type.kind == "Optional":
+            self.emit("return None")
         if not self.lines:
             self.emit("pass")
         return self
