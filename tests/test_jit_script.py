@@ -690,3 +690,22 @@ def test_missing_return_on_some_path_is_an_error():
             return x
     with pytest.raises(jit.FrontendError, match="does not return along all paths"):
         jit.script(f)
+
+
+@jit.script
+def _scaled(x, k: float = 2.0):
+    return x * k
+
+
+class UsesScriptFunction(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return _scaled(self.fc(x), k=3.0) + _scaled(x)
+
+
+def test_calling_a_script_function(tmp_path):
+    assert isinstance(_scaled, jit.ScriptFunction)
+    _check(UsesScriptFunction(), [(ember.randn(2, 3),), (ember.randn(4, 3),)], tmp_path)

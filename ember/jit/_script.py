@@ -89,6 +89,25 @@ class _Context:
         self.functions = {}       # qualname -> FunctionCompiler
         self.function_names = {}  # fn -> qualname
         self.in_progress = set()
+        self.script_functions = {}  # qualname -> source, of ScriptFunctions called
+
+    def call_script_function(self, fc, node, sf):
+        """A call of an already scripted function: its code is added to the archive."""
+        from ember.jit._script_calls import _args
+        from ember.jit._script_templates import TemplateMethod
+        cu = getattr(sf, "_cu", None)
+        sources = dict(getattr(cu, "function_sources", {}) or {})
+        sources.setdefault(sf.qualified_name, sf.code)
+        self.script_functions.update(sources)
+        sig = TemplateMethod(sources[sf.qualified_name], is_method=False)
+        args, kwargs = _args(fc, node)
+        codes = bind_call(fc, node, sig.params, args, kwargs, sf.qualified_name)
+        return Val(f"{sf.qualified_name}({', '.join(codes)})", sig.return_type)
+
+    def all_functions(self):
+        out = dict(self.script_functions)
+        out.update({q: c.source() for q, c in self.functions.items()})
+        return out
 
     def compiler_for(self, module):
         c = self.compilers.get(id(module))
@@ -444,7 +463,7 @@ def script(obj, optimize=None, _frontend=None, _rcb=None, example_inputs=None):
             methods[path] = comp.sources()
             if comp.attrs:
                 attributes[path] = dict(comp.attrs)
-        functions = {q: c.source() for q, c in ctx.functions.items()}
+        functions = ctx.all_functions()
         sm = create_script_module(obj, methods, functions=functions, attributes=attributes)
         _attach_ignored(sm, obj, ctx)
         return sm
@@ -455,7 +474,7 @@ def script(obj, optimize=None, _frontend=None, _rcb=None, example_inputs=None):
         comp = FunctionCompiler(obj, owner=_FreeOwner(ctx)).compile()
         qual = _function_qualname(obj)
         comp.name = qual.rsplit(".", 1)[-1]
-        functions = {q: c.source() for q, c in ctx.functions.items()}
+        functions = ctx.all_functions()
         return create_script_function(comp.source(), qual, functions=functions)
     if inspect.isclass(obj):
         raise NotSupportedError(f"jit.script of the Python class {obj.__name__} is not "

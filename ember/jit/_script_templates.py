@@ -16,7 +16,7 @@ __all__ = ["template_for", "TemplateMethod"]
 class TemplateMethod:
     """One TorchScript ``def`` with the signature the frontend checks calls against."""
 
-    def __init__(self, text):
+    def __init__(self, text, is_method=True):
         import textwrap
         self.text = textwrap.dedent(text).strip("\n") + "\n"
         node = ast.parse(self.text).body[0]
@@ -24,7 +24,7 @@ class TemplateMethod:
 
         def err(n, msg):
             raise AssertionError(f"template {self.name}: {msg}")
-        args = node.args.args[1:]
+        args = node.args.args[1:] if is_method else node.args.args
         defaults = [None] * (len(args) - len(node.args.defaults)) + list(node.args.defaults)
         self.params = []
         for a, d in zip(args, defaults):
