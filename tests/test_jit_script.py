@@ -603,3 +603,109 @@ def test_zoo_language_constructs_match_torch_script(tmp_path):
         np.testing.assert_allclose(back[0].detach().numpy(), want[0].detach().numpy(),
                                    rtol=1e-4, atol=1e-5)
         assert got[1:] == want[1:] == back[1:]
+
+
+class LayerZoo(nn.Module):
+    """One of each templated layer beyond the zoo's."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1)
+        self.gn = nn.GroupNorm(2, 4)
+        self.pad = nn.ZeroPad2d((1, 0, 2, 1))
+        self.acts = nn.Sequential(nn.PReLU(), nn.Softplus(beta=2.0), nn.Hardswish(),
+                                  nn.ELU(0.5), nn.CELU(0.7), nn.SELU(), nn.Mish(),
+                                  nn.Hardsigmoid(), nn.LeakyReLU(0.2), nn.ReLU6(),
+                                  nn.Hardtanh(-0.5, 0.5), nn.LogSigmoid(), nn.Softsign(),
+                                  nn.Threshold(0.1, -1.0), nn.GELU("tanh"), nn.SiLU())
+        self.shuffle = nn.PixelShuffle(2)
+        self.flat = nn.Flatten(1)
+        self.unflat = nn.Unflatten(1, (1, -1))
+        self.glu = nn.GLU(-1)
+
+    def forward(self, x):
+        y = self.acts(self.pad(self.gn(self.up(x))))
+        y = self.unflat(self.flat(self.shuffle(y)))
+        return self.glu(y)
+
+
+def test_more_layer_templates(tmp_path):
+    ember.manual_seed(10)
+    _check(LayerZoo(), [(ember.randn(2, 3, 4, 4),), (ember.randn(3, 3, 4, 4),)], tmp_path)
+
+
+class Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+        self.register_buffer("acc", ember.zeros(3))
+
+    def forward(self, x):
+        self.count += 1
+        self.acc += x.sum(0)
+        h: list[int] = [1, 2]
+        h[0] += 5
+        y = x.clone()
+        y[0] *= 2
+        k = 0
+        while k < 3 and self.count > 0:
+            k += 1
+        return y * self.count + h[0] + k
+
+
+def test_augmented_assignment_to_attributes_items_and_state(tmp_path):
+    m = Counter()
+    sm = jit.script(m)
+    x = ember.ones(2, 3)
+    first, second = _np(sm(x)), _np(sm(x))
+    np.testing.assert_allclose(first, [[11.0] * 3, [10.0] * 3])
+    np.testing.assert_allclose(second, [[13.0] * 3, [11.0] * 3])
+    assert sm.count == 2
+    np.testing.assert_allclose(_np(m.acc), [4.0] * 3)  # buffers are shared, in place
+    sm.save(str(tmp_path / "c.pt"))
+    loaded = torch.jit.load(str(tmp_path / "c.pt"))
+    np.testing.assert_allclose(loaded(torch.ones(2, 3)).numpy(), [[15.0] * 3, [12.0] * 3])
+
+
+class UpNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.conv = nn.Conv2d(2, 2, 1)
+
+    def forward(self, x):
+        y = self.conv(self.up(x))
+        z = F.interpolate(x, size=(6, 6), mode="nearest")
+        return y[:, :, :6, :6] + z + F.interpolate(x, scale_factor=3.0)[:, :, :6, :6]
+
+
+def test_upsample_and_interpolate(tmp_path):
+    ember.manual_seed(11)
+    _check(UpNet(), [(ember.randn(1, 2, 3, 3),), (ember.randn(2, 2, 3, 3),)], tmp_path)
+
+
+def test_missing_return_on_some_path_is_an_error():
+    def f(x):
+        if x.sum() > 0:
+            return x
+    with pytest.raises(jit.FrontendError, match="does not return along all paths"):
+        jit.script(f)
+
+
+@jit.script
+def _scaled(x, k: float = 2.0):
+    return x * k
+
+
+class UsesScriptFunction(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return _scaled(self.fc(x), k=3.0) + _scaled(x)
+
+
+def test_calling_a_script_function(tmp_path):
+    assert isinstance(_scaled, jit.ScriptFunction)
+    _check(UsesScriptFunction(), [(ember.randn(2, 3),), (ember.randn(4, 3),)], tmp_path)

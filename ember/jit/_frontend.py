@@ -61,6 +61,19 @@ def parse_function(fn):
     return node, file, first, src.splitlines()
 
 
+def _has_continue(stmts):
+    """Whether ``continue`` appears in ``stmts`` outside nested loops."""
+    todo = list(stmts)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Continue):
+            return True
+        if isinstance(n, (ast.For, ast.While)):
+            continue
+        todo.extend(ast.iter_child_nodes(n))
+    return False
+
+
 class Scope:
     """Python name -> (emitted name, type) for the locals of one block."""
 
@@ -170,9 +183,30 @@ class FunctionCompiler(ExprMixin):
                 and isinstance(body[0].value.value, str):
             body = body[1:]
         self.block(body)
+        if not self.terminated and self.ret_types and self.return_type.kind not in (
+                "NoneType", "Optional"):
+            self.error(self.node, f"function '{self.node.name}' returns {self.return_type} "
+                       "on some paths but does not return along all paths")
+        if not self.terminated and self.ret_types and self.return_type.kind == "Optional":
+            self.emit("return None")
         if not self.lines:
             self.emit("pass")
         return self
+
+    def compile_signature_only(self):
+        """Types of the parameters and the annotated return, without the body (for
+        ``@jit.ignore`` / ``@jit.unused`` methods)."""
+        body = self.node.body
+        self.node.body = [ast.Pass()]
+        try:
+            self.compile()
+        finally:
+            self.node.body = body
+        return self
+
+    def owner_ctx(self):
+        """The compile context shared by the whole ``jit.script`` call."""
+        return self.owner.ctx
 
     def default_code(self, node, ty):
         try:
@@ -412,8 +446,19 @@ class FunctionCompiler(ExprMixin):
 
     def stmt_AugAssign(self, node):
         t = node.target
+        if isinstance(t, (ast.Attribute, ast.Subscript)):
+            cur = self.rvalue(t)
+            rhs = self.rvalue(node.value)
+            if cur.ty.is_tensor:
+                # in place, as Python's += on a tensor (the attribute/item is the same tensor)
+                op = self.BINOPS[type(node.op)]
+                op = "floor_divide" if isinstance(node.op, ast.FloorDiv) else op
+                self.emit(f"torch.{op}_({cur.code}, {rhs.code})")
+                return
+            self.assign(t, self.binop(node, node.op, cur, rhs))
+            return
         if not isinstance(t, ast.Name):
-            self.unsupported(node, "augmented assignments to anything but a name")
+            self.unsupported(node, f"augmented assignments to {type(t).__name__}")
         cur = self.expr(t)
         rhs = self.rvalue(node.value)
         if cur.ty.is_tensor:
@@ -539,6 +584,9 @@ class FunctionCompiler(ExprMixin):
         if cond.const is False:
             return
         pre = self.lines[saved:]
+        if pre and _has_continue(node.body):
+            self.unsupported(node, "continue in a while loop whose condition needs "
+                             "statements (and/or, comparisons chains)")
         if pre:
             del self.lines[saved:]
             flag = self.fresh()

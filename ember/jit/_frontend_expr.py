@@ -2,7 +2,6 @@
 :class:`ember.jit._frontend.FunctionCompiler`)."""
 import ast
 import builtins
-import math
 
 from ember.jit import _types as T
 
@@ -512,7 +511,3 @@ class ExprMixin:
     def for_loop(self, node, body_fn=None):
         from ember.jit._script_loops import compile_for
         compile_for(self, node, body_fn)
-
-
-def _isfinite(x):
-    return math.isfinite(x)

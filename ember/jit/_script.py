@@ -10,7 +10,6 @@ its library modules' own TorchScript into archives the same way). The sources go
 jit-load's :func:`ember.jit._module.create_script_module`, so the scripted module runs the
 compiled code — before ``save`` exactly as after ``torch.jit.load``.
 """
-import ast
 import inspect
 
 from ember.jit import _builtins_script  # noqa: F401  (registers the cell builtins)
@@ -90,6 +89,25 @@ class _Context:
         self.functions = {}       # qualname -> FunctionCompiler
         self.function_names = {}  # fn -> qualname
         self.in_progress = set()
+        self.script_functions = {}  # qualname -> source, of ScriptFunctions called
+
+    def call_script_function(self, fc, node, sf):
+        """A call of an already scripted function: its code is added to the archive."""
+        from ember.jit._script_calls import _args
+        from ember.jit._script_templates import TemplateMethod
+        cu = getattr(sf, "_cu", None)
+        sources = dict(getattr(cu, "function_sources", {}) or {})
+        sources.setdefault(sf.qualified_name, sf.code)
+        self.script_functions.update(sources)
+        sig = TemplateMethod(sources[sf.qualified_name], is_method=False)
+        args, kwargs = _args(fc, node)
+        codes = bind_call(fc, node, sig.params, args, kwargs, sf.qualified_name)
+        return Val(f"{sf.qualified_name}({', '.join(codes)})", sig.return_type)
+
+    def all_functions(self):
+        out = dict(self.script_functions)
+        out.update({q: c.source() for q, c in self.functions.items()})
+        return out
 
     def compiler_for(self, module):
         c = self.compilers.get(id(module))
@@ -142,21 +160,15 @@ class _FreeOwner:
         import ember
         return isinstance(obj, ember.nn.Module)
 
-    def call_method(self, fc, node, base, name):
-        fc.error(node, "calling modules from a free script function is not supported",
+    @staticmethod
+    def _no_modules(fc, node, *args):
+        fc.error(node, "modules cannot be used from a free script function",
                  NotSupportedError)
 
-    module_attr = module_index = module_items = call_method
+    call_method = module_attr = module_index = module_items = _no_modules
 
     def self_val(self):
         raise AssertionError("free functions have no self")
-
-
-def _owner_ctx(fc):
-    return fc.owner.ctx
-
-
-FunctionCompiler.owner_ctx = lambda fc: fc.owner.ctx if fc.owner is not None else _Context()
 
 
 def _library_class(cls):
@@ -184,10 +196,6 @@ class ModuleCompiler:
         if self.library is not None:
             from ember.jit._script_templates import template_for
             self.template = template_for(module, self.library)
-
-    @property
-    def ctx_(self):
-        return self.ctx
 
     # -- helpers used by the frontend ---------------------------------------------------
     @staticmethod
@@ -417,19 +425,6 @@ def _unused_method(fn, owner, name):
     return comp
 
 
-def _compile_signature_only(self):
-    body = self.node.body
-    self.node.body = [ast.Pass()]
-    try:
-        self.compile()
-    finally:
-        self.node.body = body
-    return self
-
-
-FunctionCompiler.compile_signature_only = _compile_signature_only
-
-
 # ---------------------------------------------------------------------------------------
 # the entry point
 # ---------------------------------------------------------------------------------------
@@ -468,7 +463,7 @@ def script(obj, optimize=None, _frontend=None, _rcb=None, example_inputs=None):
             methods[path] = comp.sources()
             if comp.attrs:
                 attributes[path] = dict(comp.attrs)
-        functions = {q: c.source() for q, c in ctx.functions.items()}
+        functions = ctx.all_functions()
         sm = create_script_module(obj, methods, functions=functions, attributes=attributes)
         _attach_ignored(sm, obj, ctx)
         return sm
@@ -479,7 +474,7 @@ def script(obj, optimize=None, _frontend=None, _rcb=None, example_inputs=None):
         comp = FunctionCompiler(obj, owner=_FreeOwner(ctx)).compile()
         qual = _function_qualname(obj)
         comp.name = qual.rsplit(".", 1)[-1]
-        functions = {q: c.source() for q, c in ctx.functions.items()}
+        functions = ctx.all_functions()
         return create_script_function(comp.source(), qual, functions=functions)
     if inspect.isclass(obj):
         raise NotSupportedError(f"jit.script of the Python class {obj.__name__} is not "

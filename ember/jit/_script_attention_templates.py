@@ -125,7 +125,7 @@ def _activation(m):
     if kind == 1:
         return "torch.relu({})"
     if kind == 2:
-        return 'torch.gelu({}, approximate="none")'
+        return "torch.gelu({})"
     _unsupported("TransformerEncoderLayer with an activation other than relu/gelu")
 
 

@@ -138,6 +138,9 @@ def call_static(fc, node, obj, key):
             return functional_call(fc, node, name, obj)
         if ns in ("torch", "linalg", "special", "fft"):
             return torch_call(fc, node, name, ns)
+    from ember.jit._module import ScriptFunction
+    if isinstance(obj, ScriptFunction):
+        return fc.owner_ctx().call_script_function(fc, node, obj)
     if inspect.isclass(obj):
         import ember
         if issubclass(obj, ember.nn.Module):

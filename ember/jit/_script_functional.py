@@ -88,6 +88,8 @@ _SIGNATURES = {"gelu": _gelu, "logsigmoid": _logsigmoid}
 def functional_call(fc, node, name, fn):
     from ember.jit._frontend import NotSupportedError
     from ember.jit._script_calls import _args
+    if name == "interpolate":
+        return _interpolate(fc, node, fn)
     spec = _TABLE.get(name)
     if spec is None:
         fc.error(node, f"F.{name} is not supported in scripted code yet", NotSupportedError)
@@ -143,6 +145,15 @@ def functional_call(fc, node, name, fn):
             kws.append(f"{pname}={code}")
         else:
             pos.append(code)
+    if name == "gelu" and "approximate" in given and given["approximate"].code != '"none"':
+        if given["approximate"].code != '"tanh"':
+            fc.error(node, "F.gelu: approximate must be a constant 'none' or 'tanh'")
+        # approximate= needs archive operator version 10 (not written yet): spelled out
+        x = fc.emit_tmp(given["input"].code)
+        inner = f"torch.mul(torch.add({x}, torch.mul(torch.pow({x}, 3), 0.044715)), " \
+                "0.7978845608028654)"
+        return Val(f"torch.mul(torch.mul({x}, 0.5), torch.add(torch.tanh({inner}), 1.))",
+                   T.TENSOR)
     if name in ("relu", "relu_") and given.get("inplace") is not None and \
             given["inplace"].code == "True":
         builtin = "torch.relu_"
@@ -150,3 +161,47 @@ def functional_call(fc, node, name, fn):
             given["inplace"].code == "True":
         builtin = "torch.dropout_"
     return Val(f"{builtin}({', '.join(pos + kws)})", T.TENSOR)
+
+
+def _interpolate(fc, node, fn):
+    from ember.jit._frontend import NotSupportedError
+    from ember.jit._script_calls import _args
+    from ember.jit._script_templates import upsample_call
+    args, kwargs = _args(fc, node)
+    try:
+        given = inspect.signature(fn).bind(*args, **kwargs).arguments
+    except TypeError as e:
+        fc.error(node, f"F.interpolate: {e}")
+
+    def const(name, default):
+        v = given.get(name)
+        if v is None:
+            return default
+        try:
+            return ast_literal(v.code)
+        except ValueError:
+            fc.error(node, f"F.interpolate: {name} must be a constant in scripted code")
+
+    def err(msg):
+        fc.error(node, msg, NotSupportedError)
+    if const("recompute_scale_factor", None) or const("antialias", False):
+        err("F.interpolate with recompute_scale_factor or antialias in scripted code")
+    mode, align = const("mode", "nearest"), bool(const("align_corners", None))
+    size = given.get("size")
+    scale = given.get("scale_factor")
+    size_code = "None"
+    if size is not None:
+        size_code = f"[{size.code}, {size.code}]" if size.ty == T.INT else size.code
+    scale_code = "None"
+    if scale is not None:
+        if scale.ty.kind in ("float", "int"):
+            scale_code = f"[float({scale.code}), float({scale.code})]"
+        else:
+            scale_code = scale.code
+    x = given["input"].code
+    return Val(upsample_call(err, x, size_code, scale_code, mode, align), T.TENSOR)
+
+
+def ast_literal(code):
+    import ast
+    return ast.literal_eval(code)

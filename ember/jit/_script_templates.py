@@ -16,7 +16,7 @@ __all__ = ["template_for", "TemplateMethod"]
 class TemplateMethod:
     """One TorchScript ``def`` with the signature the frontend checks calls against."""
 
-    def __init__(self, text):
+    def __init__(self, text, is_method=True):
         import textwrap
         self.text = textwrap.dedent(text).strip("\n") + "\n"
         node = ast.parse(self.text).body[0]
@@ -24,7 +24,7 @@ class TemplateMethod:
 
         def err(n, msg):
             raise AssertionError(f"template {self.name}: {msg}")
-        args = node.args.args[1:]
+        args = node.args.args[1:] if is_method else node.args.args
         defaults = [None] * (len(args) - len(node.args.defaults)) + list(node.args.defaults)
         self.params = []
         for a, d in zip(args, defaults):
@@ -213,11 +213,80 @@ def _leaky(m):
 
 
 def _gelu(m):
-    return _unary(f'torch.gelu(input, approximate="{m.approximate}")')(m)
+    if m.approximate == "none":
+        return _unary("torch.gelu(input)")(m)
+    # gelu's approximate= needs archive operator version 10, which jit-load does not
+    # write yet, so the tanh form is spelled out
+    return _methods("""
+        def forward(self, input: Tensor) -> Tensor:
+          inner = torch.mul(torch.add(input, torch.mul(torch.pow(input, 3), 0.044715)),
+                            0.7978845608028654)
+          return torch.mul(torch.mul(input, 0.5), torch.add(torch.tanh(inner), 1.))
+        """)
 
 
 def _nothing(m):
     return {}
+
+
+def upsample_call(fc_error, x, size, scale, mode, align):
+    """``torch.upsample_nearest2d`` / ``upsample_bilinear2d`` for F.interpolate and
+    Upsample (4-D input: the aten op rejects other ranks loudly)."""
+    if mode not in ("nearest", "bilinear"):
+        fc_error(f"interpolate mode {mode!r} is not supported in scripted code yet "
+                 "(nearest, bilinear)")
+    if mode == "nearest":
+        return f"torch.upsample_nearest2d({x}, {size}, {scale})"
+    return f"torch.upsample_bilinear2d({x}, {size}, {align}, {scale})"
+
+
+def _upsample(m):
+    from ember.jit._frontend import NotSupportedError
+
+    def err(msg):
+        raise NotSupportedError(msg)
+    size = "None" if m.size is None else _ints(_tuple(m.size, 2))
+    scale = "None" if m.scale_factor is None else (
+        "[" + ", ".join(_f(v) for v in _tuple(m.scale_factor, 2)) + "]")
+    if m.recompute_scale_factor:
+        err("jit.script of Upsample with recompute_scale_factor=True")
+    call = upsample_call(err, "input", size, scale, m.mode, bool(m.align_corners))
+    return _unary(call)(m)
+
+
+def _conv_transpose(m):
+    nd = len(m.kernel_size)
+    bias = "self.bias" if m.bias is not None else "None"
+    if m.padding_mode != "zeros":
+        from ember.jit._frontend import NotSupportedError
+        raise NotSupportedError(f"jit.script of {type(m).__name__} with padding_mode="
+                                f"{m.padding_mode!r} is not supported")
+    geometry = (f"{_ints(m.stride)}, {_ints(m.padding)}, {_ints(m.output_padding)}, "
+                f"{m.groups}, {_ints(m.dilation)}")
+    return _methods(f"""
+        def forward(self, input: Tensor, output_size: Optional[List[int]]=None) -> Tensor:
+          if torch.__isnot__(output_size, None):
+            ops.prim.RaiseException("output_size is not supported in scripted code",
+                                    "builtins.NotImplementedError")
+          else:
+            pass
+          return torch.conv_transpose{nd}d(input, self.weight, {bias}, {geometry})
+        """)
+
+
+def _group_norm(m):
+    w = "self.weight" if m.weight is not None else "None"
+    b = "self.bias" if m.bias is not None else "None"
+    return _unary(f"torch.group_norm(input, {m.num_groups}, {w}, {b}, {_f(m.eps)}, True)")(m)
+
+
+def _const_pad(m):
+    value = _f(m.value) if not isinstance(m.value, int) else str(m.value)
+    return _unary(f"torch.constant_pad_nd(input, {_ints(m.padding)}, {value})")(m)
+
+
+def _unflatten(m):
+    return _unary(f"torch.unflatten(input, {m.dim}, {_ints(m.unflattened_size)})")(m)
 
 
 def template_for(module, library_cls):
@@ -254,4 +323,21 @@ _TEMPLATES = {
     "Hardtanh": lambda m: _unary(f"torch.hardtanh(input, {_f(m.min_val)}, "
                                  f"{_f(m.max_val)})")(m),
     "ReLU6": _unary("torch.hardtanh(input, 0., 6.)"),
+    "CELU": lambda m: _unary(f"torch.celu(input, {_f(m.alpha)})")(m),
+    "SELU": _unary("torch.selu(input)"), "Mish": _unary("torch.mish(input)"),
+    "Hardswish": _unary("torch.hardswish(input)"),
+    "Hardsigmoid": _unary("torch.hardsigmoid(input)"),
+    "LogSigmoid": _unary("torch.log_sigmoid(input)"),
+    "Softsign": _unary("torch.div(input, torch.add(torch.abs(input), 1))"),
+    "Softplus": lambda m: _unary(f"torch.softplus(input, {_f(m.beta)}, "
+                                 f"{_f(m.threshold)})")(m),
+    "PReLU": _unary("torch.prelu(input, self.weight)"),
+    "GLU": lambda m: _unary(f"torch.glu(input, {m.dim})")(m),
+    "Threshold": lambda m: _unary(f"torch.threshold(input, {_f(m.threshold)}, "
+                                  f"{_f(m.value)})")(m),
+    "GroupNorm": _group_norm, "ConvTranspose1d": _conv_transpose,
+    "ConvTranspose2d": _conv_transpose, "ConstantPad1d": _const_pad,
+    "ConstantPad2d": _const_pad, "ZeroPad1d": _const_pad, "ZeroPad2d": _const_pad,
+    "Unflatten": _unflatten, "Upsample": _upsample,
+    "PixelShuffle": lambda m: _unary(f"torch.pixel_shuffle(input, {m.upscale_factor})")(m),
 }

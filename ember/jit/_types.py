@@ -10,7 +10,7 @@ import typing
 
 __all__ = ["Ty", "TENSOR", "INT", "FLOAT", "BOOL", "STR", "NONE", "NUMBER", "DEVICE",
            "list_of", "tuple_of", "dict_of", "optional", "unify", "type_of_value",
-           "FinalMarker", "Final"]
+           "Final"]
 
 
 class Ty:
@@ -127,13 +127,7 @@ def unify(a, b):
 # ---------------------------------------------------------------------------------------
 # annotations
 # ---------------------------------------------------------------------------------------
-class FinalMarker:
-    """``jit.Final[T]``: a module attribute that scripted code reads as a constant."""
-
-    def __class_getitem__(cls, item):
-        return typing.Final[item]
-
-
+# ``jit.Final[T]``: a module attribute that scripted code reads as a constant
 Final = typing.Final
 
 _SIMPLE = {"int": INT, "float": FLOAT, "bool": BOOL, "str": STR, "Tensor": TENSOR,
