@@ -47,6 +47,13 @@ class Node:
         super().__init_subclass__(**kw)
         if "_node_name" not in cls.__dict__:
             cls._node_name = cls.__name__ + "Backward0"
+        # From the outside a node's class is PyTorch's (``type(fn).__name__`` is
+        # ``MulBackward0``: torchviz and tutorials print it); ember's own op name stays in
+        # ``_op_name`` for error messages. ``__qualname__`` is kept, so pickling by
+        # module path still finds the class.
+        cls._op_name = cls.__dict__.get("_op_name", cls.__name__)
+        if not cls.__dict__.get("_base_class"):
+            cls.__name__ = cls._node_name.rsplit("::", 1)[-1]
 
     def __repr__(self):
         return f"<{self.name().rsplit('::', 1)[-1]} object at {hex(id(self))}>"
@@ -208,6 +215,7 @@ class Primitive(Node):
     - ``n_outputs`` and ``differentiable_outputs`` for ops with several outputs.
     """
 
+    _base_class = True  # keeps its own __name__: no node is ever a plain Primitive
     save_inputs = ()
     save_output = False
     broadcasts = False
@@ -257,7 +265,7 @@ class Primitive(Node):
         def f(x):
             self = _new(cls)
             if not isinstance(x, Tensor):
-                raise TypeError(f"{cls.__name__.lower()}(): argument 'input' must be Tensor, "
+                raise TypeError(f"{cls._op_name.lower()}(): argument 'input' must be Tensor, "
                                 f"not {type(x).__name__}")
             out = forward(self, x._data)
             if x._requires_grad and _grad_state.grad_enabled and not multi:
@@ -431,7 +439,7 @@ def _check_operand(cls, x):
     if isinstance(x, (int, float, np.generic, np.ndarray)) or \
             hasattr(x, "__cuda_array_interface__"):
         return
-    raise TypeError(f"unsupported operand type(s) for {_SYMBOLS.get(cls.__name__, cls.__name__)}:"
+    raise TypeError(f"unsupported operand type(s) for {_SYMBOLS.get(cls._op_name, cls._op_name)}:"
                     f" 'Tensor' and '{type(x).__name__}'")
 
 
@@ -447,5 +455,5 @@ def _as_runtime_error(cls, args, err):
             if pa[d] != pb[d] and pa[d] != 1 and pb[d] != 1:
                 return RuntimeError(
                     f"The size of tensor a ({pa[d]}) must match the size of tensor b ({pb[d]}) "
-                    f"at non-singleton dimension {d} (in {cls.__name__.lower()})")
-    return RuntimeError(f"{cls.__name__.lower()}: {msg}")
+                    f"at non-singleton dimension {d} (in {cls._op_name.lower()})")
+    return RuntimeError(f"{cls._op_name.lower()}: {msg}")
