@@ -1,5 +1,7 @@
 """Graph nodes. A :class:`Primitive` is both an op (its forward on arrays) and the
 node it leaves in the graph (its backward, written in ember Tensor ops)."""
+import os
+import sys
 import weakref
 
 from ember import _tensor
@@ -201,6 +203,9 @@ class AccumulateGrad(Node):
         return acc
 
 
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
 class Primitive(Node):
     """Base of every op in ``ember.ops``.
 
@@ -221,6 +226,17 @@ class Primitive(Node):
     broadcasts = False
     n_outputs = 1
     differentiable_outputs = None  # None: all floating outputs are differentiable
+
+    @property
+    def saved_tensors(self):
+        """What backward saved; read by ember's own backward formulas only."""
+        # PyTorch's built-in nodes have no ``saved_tensors`` (custom Functions do), and
+        # tools test for it with hasattr (torchviz draws every saved tensor it finds):
+        # outside ember the attribute is absent, as in PyTorch.
+        if not sys._getframe(1).f_code.co_filename.startswith(_EMBER_DIR):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute "
+                                 "'saved_tensors'")
+        return Node.saved_tensors.fget(self)
 
     @classmethod
     def apply(cls, *args, **params):
