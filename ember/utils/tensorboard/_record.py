@@ -100,7 +100,9 @@ class EventFileWriter:
         self._lock = threading.Lock()
         self._max_queue = max(int(max_queue), 1)
         self._closed = False
-        self.add_event(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+        self.add_event(event_pb2.Event(
+            wall_time=time.time(), file_version="brain.Event:2",
+            source_metadata=event_pb2.SourceMetadata(writer="ember.utils.tensorboard")))
         self.flush()
         self._stop = threading.Event()
         if flush_secs and flush_secs > 0:

@@ -282,9 +282,8 @@ def audio(tag, value, sample_rate=44100):
 
 def _hparam_value(k, v, ssi, discrete, api):
     from google.protobuf import struct_pb2
-    if isinstance(v, bool):  # before int: a bool is an int in Python
-        kind, field = "DATA_TYPE_BOOL", "bool_value"
-    elif isinstance(v, (int, float)):
+    # as PyTorch: a bool is an int in Python, so True is logged as the number 1.0
+    if isinstance(v, (int, float)):
         kind, field = "DATA_TYPE_FLOAT64", "number_value"
     elif isinstance(v, str):
         kind, field = "DATA_TYPE_STRING", "string_value"
