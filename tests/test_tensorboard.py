@@ -393,3 +393,45 @@ def test_torch_import_path_under_ember_run(tmp_path):
                          env={**os.environ, "PYTHONPATH": ROOT})
     assert out.stdout.strip() == "ember.utils.tensorboard.writer", out.stderr
     assert _losses(str(tmp_path / "r")) == [(1, 3.5)]
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_tensorboard_server_serves_ember_scalars(tmp_path):
+    import json
+    import time
+    import urllib.request
+    with SummaryWriter(str(tmp_path / "run1")) as w:
+        for i in range(4):
+            w.add_scalar("loss", 1.0 / (i + 1), i)
+    port = _free_port()
+    # the real server, on loopback only, started and stopped here
+    p = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path),
+                          "--host", "127.0.0.1", "--port", str(port), "--load_fast=false"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/data"
+    try:
+        runs = None
+        for _ in range(240):  # bounded: at most about 60 s
+            try:
+                with urllib.request.urlopen(base + "/runs", timeout=5) as r:
+                    runs = json.load(r)
+                if runs == ["run1"]:
+                    break
+            except OSError:
+                pass
+            assert p.poll() is None, "tensorboard exited"
+            time.sleep(0.25)
+        assert runs == ["run1"]
+        url = base + "/plugin/scalars/scalars?run=run1&tag=loss"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            got = json.load(r)
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+    assert [(step, v) for _, step, v in got] == [(i, np.float32(1.0 / (i + 1))) for i in range(4)]
