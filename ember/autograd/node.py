@@ -40,6 +40,7 @@ class Node:
     _hooks = None
     _pre_hooks = None
     _tensor_pre_hooks = None
+    _n_in = None  # set when trailing inputs were plain values (dims, flags), not Tensors
 
     def name(self):
         """The node's name as PyTorch prints it, e.g. ``MulBackward0``."""
@@ -64,7 +65,8 @@ class Node:
     def next_functions(self):
         """((node, output_nr), ...) for each input; leaves appear as ``AccumulateGrad``."""
         out = []
-        for e in self._edges:
+        edges = self._edges if self._n_in is None else self._edges[:self._n_in]
+        for e in edges:
             if e is None:
                 out.append((None, 0))
             elif type(e) is tuple:
@@ -346,13 +348,19 @@ class Primitive(Node):
                 self._trace = anomaly.forward_trace()
             return
         edges = []
-        for a in args:
-            if isinstance(a, Tensor) and a._requires_grad:
-                fn = a.grad_fn
-                edges.append(a if fn is None else (fn, a._output_nr))
-            else:
-                edges.append(None)
+        last = 0
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                last = i
+                if a._requires_grad:
+                    fn = a.grad_fn
+                    edges.append(a if fn is None else (fn, a._output_nr))
+                    continue
+            edges.append(None)
         self._edges = edges
+        if last + 1 < len(edges):
+            # PyTorch lists Tensor inputs only: dims and flags after them are not edges
+            self._n_in = last + 1
         cls = type(self)
         if cls.save_inputs:
             # Python numbers and None are kept as they are: backward formulas take them
@@ -370,9 +378,14 @@ class Primitive(Node):
             if isinstance(a, Tensor) and a._requires_grad:
                 fn = a.grad_fn
                 ea = a if fn is None else (fn, a._output_nr)
-            if isinstance(b, Tensor) and b._requires_grad:
-                fn = b.grad_fn
-                eb = b if fn is None else (fn, b._output_nr)
+            if isinstance(b, Tensor):
+                if b._requires_grad:
+                    fn = b.grad_fn
+                    eb = b if fn is None else (fn, b._output_nr)
+            elif not cls.broadcasts:
+                # a plain parameter (shape, dim), not an operand: PyTorch has no edge for
+                # it; an arithmetic op's number is an operand (a wrapped tensor there)
+                self._n_in = 1
             self._edges = (ea, eb)
             si = cls.save_inputs
             if si:
