@@ -155,7 +155,7 @@ def draw_module(model, example):
     for op in cap.ops:
         key = f"n{op.key}"
         if op.kind == "input":
-            dot.node(key, f"input {op.name}\n{shape(op)}", fillcolor="darkolivegreen1")
+            dot.node(key, f"{op.name}\n{shape(op)}", fillcolor="darkolivegreen1")
             continue
         if op.kind == "output":
             dot.node(key, f"output\n{shape(op)}", fillcolor="darkolivegreen1")

@@ -151,7 +151,7 @@ def test_draw_module_layers_with_shapes(tmp_path):
     dot = draw_module(net, ember.randn(2, 1, 8, 8))
     src = dot.source
     for label in ("Conv2d[0]", "ReLU[1]", "Linear[3]", "convolution\n(2, 4, 6, 6)",
-                  "relu\n(2, 4, 6, 6)", "input input\n(2, 1, 8, 8)", "output\n(2, 10)",
+                  "relu\n(2, 4, 6, 6)", "input\n(2, 1, 8, 8)", "output\n(2, 10)",
                   "weight\n(10, 144)"):
         assert label in src, label
     svg = dot.render(str(tmp_path / "net"), format="svg")
