@@ -42,9 +42,10 @@ class Captured:
 
 
 def op_name(node_name):
-    """``AddmmBackward0`` -> ``addmm``; ``BinaryCrossEntropyWithLogitsBackward0`` ->
-    ``binary_cross_entropy_with_logits`` (the forward op's name, as ATen spells it)."""
+    """``AddmmBackward0`` -> ``addmm``; ``MaxPool2DWithIndicesBackward0`` ->
+    ``max_pool2d_with_indices`` (the forward op's name, as ATen spells it)."""
     base = re.sub(r"Backward\d*$", "", node_name.rsplit("::", 1)[-1]) or node_name
+    base = re.sub(r"(\d)D", r"\1d", base)  # MaxPool2DWithIndices: max_pool2d_with_indices
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", base).lower()
 
 
