@@ -436,3 +436,19 @@ def test_tensorboard_server_serves_ember_scalars(tmp_path):
         p.terminate()
         p.wait(timeout=30)
     assert [(step, v) for _, step, v in got] == [(i, np.float32(1.0 / (i + 1))) for i in range(4)]
+
+
+def test_forked_child_does_not_write_the_parents_events(tmp_path):
+    # a DataLoader worker forked while events are pending must not write them again
+    w = SummaryWriter(str(tmp_path), max_queue=100)
+    w.add_scalar("loss", 1.0, 0)
+    w.add_scalar("loss", 2.0, 1)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            w.close()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    w.close()
+    assert _losses(str(tmp_path)) == [(0, 1.0), (1, 2.0)]

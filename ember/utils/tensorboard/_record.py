@@ -96,6 +96,7 @@ class EventFileWriter:
                 f"{os.getpid()}.{next(_uid)}{filename_suffix}")
         self.path = os.path.join(self._logdir, name)
         self._file = open(self.path, "ab")
+        self._pid = os.getpid()
         self._pending = []
         self._lock = threading.Lock()
         self._max_queue = max(int(max_queue), 1)
@@ -129,6 +130,11 @@ class EventFileWriter:
 
     def flush(self):
         """Write every queued record to the file and hand it to the OS."""
+        if os.getpid() != self._pid:
+            # a forked child (a DataLoader worker) holds a copy of the queue: only the
+            # process that opened the file writes it, or events would be doubled
+            self._pending = []
+            return
         with self._lock:
             if self._closed and self._file.closed:
                 return
