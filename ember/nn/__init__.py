@@ -1,6 +1,6 @@
 """ember.nn: neural network layers (PyTorch's ``torch.nn``)."""
-from ember import _nn_parallel as parallel  # noqa: E402  (torch.nn.parallel)
-from ember._nn_parallel import DataParallel  # noqa: E402
+from ember.nn import parallel  # noqa: E402  (torch.nn.parallel)
+from ember.nn.parallel import DataParallel  # noqa: E402
 from ember.nn import functional, init, utils  # noqa: F401
 from ember.nn.modules import *  # noqa: F401,F403
 from ember.nn.modules import __all__ as _modules_all
