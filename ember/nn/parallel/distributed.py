@@ -267,6 +267,8 @@ class DistributedDataParallel(Module):
 
     def _finish_backward(self):
         pg = self.process_group
+        # how many buckets were already on their way when backward ended (for tests)
+        self._launched_before_end = self._next
         missing = [p for p in self._params if id(p) not in self._ready]
         if missing:
             # parameters that got no gradient in this step
