@@ -16,7 +16,7 @@ from enum import IntEnum
 import numpy as np
 
 from ember.distributed._mpi import DistError, mpi
-from ember.distributed._pg import Work, done_work, resolve
+from ember.distributed._pg import Work, resolve
 
 __all__ = ["ReduceOp", "all_reduce", "broadcast", "reduce", "all_gather",
            "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "gather",
@@ -395,7 +395,6 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
 
 
 def _reduce_scatter(pg, what, output, stacked, op, async_op):
-    MPI = mpi()
     rop = _op(op, stacked, what)
     seq = pg.next_seq()
     agree(pg, seq, what, stacked.dtype, stacked.shape, op=int(op))

@@ -1,7 +1,7 @@
 """Point-to-point: ``send``, ``recv``, ``isend``, ``irecv``, ``P2POp`` and
 ``batch_isend_irecv``. Tensors travel as bytes (every dtype); a receive checks that it
 got as many bytes as its tensor holds."""
-from ember.distributed._collectives import _bytes, _Bufs, _src_array
+from ember.distributed._collectives import _Bufs, _bytes, _src_array
 from ember.distributed._mpi import DistError, mpi
 from ember.distributed._pg import Work, resolve
 

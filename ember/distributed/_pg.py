@@ -7,7 +7,6 @@ collective #k" notes that let a timeout name the ranks that never arrived.
 import atexit
 import logging
 import os
-import pickle
 import socket
 import sys
 import time
@@ -107,10 +106,9 @@ class ProcessGroup:
                 and not _alive(self.info[r][1])]
 
     def announce(self, seq, what):
-        msg = pickle.dumps((seq, what))
         for r in range(self._size):
             if r != self._rank:
-                self._sends.append(self.ctrl.isend(msg, dest=r, tag=_ANNOUNCE_TAG))
+                self._sends.append(self.ctrl.isend((seq, what), dest=r, tag=_ANNOUNCE_TAG))
 
     def drain_announcements(self):
         MPI = mpi()
@@ -306,7 +304,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     _state.groups.append(pg)
     _hook_exit()
     if me == 0:
-        version = MPI.Get_library_version().splitlines()[0].strip()
+        version = " ".join(MPI.Get_library_version().splitlines()[0].split())
         level = logging.INFO if name == "mpi" else logging.WARNING
         log.log(level, "ember.distributed: backend %r runs on MPI (%s), %d processes",
                 str(name), version, size)
@@ -378,8 +376,8 @@ def get_group_rank(group, global_rank):
         raise ValueError(f"Global rank {global_rank} is not part of group {pg}") from None
 
 
-def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
-              group_desc=None, device_id=None):
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
+              use_local_synchronization=False, group_desc=None, device_id=None):
     """A group of the given global ``ranks`` (all ranks when None). Every rank of the
     default group must call it, members or not, as in PyTorch; non-members get
     ``GroupMember.NON_GROUP_MEMBER``."""

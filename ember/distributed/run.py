@@ -78,7 +78,10 @@ def build_command(ns):
     cmd = mpiexec_command(nnodes * per_node, per_node if nnodes > 1 or ns.hostfile else None,
                           ns.hostfile)
     cmd += list(ns.mpiexec_arg)
-    agent = [sys.executable, "-m", "ember.distributed._agent", "--nnodes", str(nnodes),
+    # the supervisor runs as a plain script: importing the ember package would cost every
+    # rank a second of start-up for nothing
+    agent = [sys.executable, os.path.join(os.path.dirname(__file__), "_agent.py"),
+             "--nnodes", str(nnodes),
              "--master-addr", ns.master_addr, "--master-port", str(ns.master_port),
              "--run-id", str(ns.rdzv_id or uuid.uuid4().hex[:12]), "--"]
     if ns.no_python:

@@ -4,7 +4,6 @@ Prints one ``OK <name> <figure>`` line per check from rank 0; any failure raises
 import sys
 
 import numpy as np
-import torch
 
 import ember
 import ember.distributed as dist
@@ -56,6 +55,7 @@ class _null:
 
 
 def torch_train(state, kind, batches, steps):
+    import torch
     if kind == "mlp":
         model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
                                     torch.nn.Linear(16, 16), torch.nn.ReLU(),
@@ -104,12 +104,12 @@ def check(kind, accumulate, world, rank):
     ddp = nn.parallel.DistributedDataParallel(local, bucket_cap_mb=0.001)
     train(ddp, local_batches, STEPS, accumulate)
     train(ref, global_batches, STEPS, accumulate)
-    theirs = torch_train(init, kind, global_batches, STEPS)
+    theirs = torch_train(init, kind, global_batches, STEPS) if WITH_TORCH else {}
     got = {k[len("module."):]: v for k, v in ddp.state_dict().items()}
     worst_ref = max(rel(got[k].numpy(), v.numpy()) for k, v in ref.state_dict().items()
                     if v.dtype == ember.float32)
-    worst_torch = max(rel(got[k].numpy(), theirs[k]) for k in theirs
-                      if theirs[k].dtype == np.float32)
+    worst_torch = max([rel(got[k].numpy(), theirs[k]) for k in theirs
+                       if theirs[k].dtype == np.float32], default=0.0)
     # every rank holds the same parameters
     flat = np.concatenate([p.detach().numpy().reshape(-1) for p in ddp.parameters()])
     everyone = [None] * world
@@ -120,14 +120,32 @@ def check(kind, accumulate, world, rank):
     assert worst_torch <= 1e-5, f"{name}: DDP vs torch: rel {worst_torch:.3g}"
     assert spread == 0.0, f"{name}: ranks differ by {spread}"
     if rank == 0:
-        print(f"OK {name} vs_one_process={worst_ref:.2e} vs_torch={worst_torch:.2e}",
-              flush=True)
+        print(f"OK {name} vs_one_process={worst_ref:.2e}"
+              + (f" vs_torch={worst_torch:.2e}" if WITH_TORCH else ""), flush=True)
+
+
+def check_subgroup(rank, world):
+    """A group of the first and last rank; the ranks between are not members."""
+    g = dist.new_group([0, world - 1])
+    t = ember.ones(2) * rank
+    if rank in (0, world - 1):
+        dist.all_reduce(t, group=g)
+        assert t.tolist() == [world - 1.0] * 2 and dist.get_rank(g) == (rank > 0)
+    else:
+        assert g is dist.GroupMember.NON_GROUP_MEMBER and dist.get_rank(g) == -1
+        assert dist.all_reduce(t, group=g) is None and t.tolist() == [rank] * 2
+    if rank == 0:
+        print(f"OK subgroup_world{world}", flush=True)
+
+
+WITH_TORCH = "--no-torch" not in sys.argv
 
 
 def main():
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    kinds = sys.argv[1:] or ["mlp", "cnn"]
+    kinds = [a for a in sys.argv[1:] if not a.startswith("--")] or ["mlp", "cnn"]
+    check_subgroup(rank, world)
     for kind in kinds:
         for accumulate in (1, 2):
             check(kind, accumulate, world, rank)

@@ -192,7 +192,7 @@ class DistributedDataParallel(Module):
             if sum(q._data.nbytes for q in group) >= self.bucket_bytes_cap:
                 buckets.append(_Bucket(group, p._data.dtype))
                 current[key] = []
-        for key, group in current.items():
+        for group in current.values():
             if group:
                 buckets.append(_Bucket(group, group[0]._data.dtype))
         bucket_of = {}
