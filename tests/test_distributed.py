@@ -130,3 +130,35 @@ def test_collective_before_init_is_loud():
         ember.distributed.all_reduce(ember.ones(2))
     with pytest.raises(ValueError, match="init_process_group"):
         ember.distributed.get_world_size()
+
+
+def _ember_torchrun(n, *args, timeout=240):
+    return _run([sys.executable, "-m", "ember", "run", "-m", "torch.distributed.run",
+                 "--nproc-per-node", str(n), str(PROGS / "torchrun_program.py"), *args],
+                timeout)
+
+
+def test_torch_program_under_ember_run_with_snapshot_resume(tmp_path):
+    snap = str(tmp_path / "snapshot.pt")
+    rc, out, _ = _ember_torchrun(2, "torchrun", snap, "2")
+    assert rc == 0, out
+    assert "[rank 0] done epochs 0..2" in out and "[rank 1] done epochs 0..2" in out, out
+    rc, out, _ = _ember_torchrun(2, "torchrun", snap, "3")
+    assert rc == 0, out
+    for r in (0, 1):
+        assert f"[rank {r}] resumed at epoch 2" in out and f"[rank {r}] done epochs 2..3" \
+            in out, out
+
+
+def test_spawn_tutorial_pattern_under_the_launcher():
+    rc, out, _ = _ember_torchrun(2, "spawn")
+    assert rc == 0, out
+    assert "spawned rank 0: [1.0, 1.0]" in out and "spawned rank 1: [1.0, 1.0]" in out, out
+
+
+def test_spawn_without_the_launcher_names_the_launcher_command():
+    rc, out, _ = _run([sys.executable, "-m", "ember", "run",
+                       str(PROGS / "torchrun_program.py"), "spawn"], timeout=240)
+    assert rc != 0, out
+    assert "python -m ember run -m torch.distributed.run --nproc-per-node 2 " \
+           "torchrun_program.py" in out, out

@@ -289,8 +289,8 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
             raise RuntimeError(
                 f"init_process_group(world_size={world_size}) in a process that MPI did not "
                 f"start: ember.distributed runs on MPI, so start the {world_size} processes "
-                f"with `python -m ember.distributed.run --nproc-per-node {world_size} "
-                f"{_program()}` or `mpiexec -n {world_size} python {_program()}`")
+                f"with `{_launcher()} --nproc-per-node {world_size} {_program()}` or "
+                f"`mpiexec -n {world_size} python {_program()}`")
         raise ValueError(f"init_process_group(world_size={world_size}) but MPI started "
                          f"{size} processes")
     if rank not in (-1, None) and int(rank) != me:
@@ -308,6 +308,13 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         level = logging.INFO if name == "mpi" else logging.WARNING
         log.log(level, "ember.distributed: backend %r runs on MPI (%s), %d processes",
                 str(name), version, size)
+
+
+def _launcher():
+    from ember.distributed.run import _under_ember_alias
+    if _under_ember_alias():
+        return "python -m ember run -m torch.distributed.run"
+    return "python -m ember.distributed.run"
 
 
 def _program():

@@ -58,8 +58,9 @@ def parse_args(args=None):
 
 
 def _under_ember_alias():
-    torch = sys.modules.get("torch")
-    return torch is not None and getattr(torch, "__name__", "") == "ember"
+    """Whether ``python -m ember run`` serves ``import torch`` in this process."""
+    from ember.compat import TorchAliasFinder
+    return any(isinstance(f, TorchAliasFinder) for f in sys.meta_path)
 
 
 def _nproc(value):
