@@ -15,6 +15,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from ember._tensor import Tensor
 from ember.distributed._mpi import DistError, mpi
 from ember.distributed._pg import Work, resolve
 
@@ -63,23 +64,35 @@ _NUMPY_REDUCE = {RedOpType.SUM: np.add, RedOpType.AVG: np.add, RedOpType.PRODUCT
 _BOOL_OPS = {RedOpType.SUM: RedOpType.MAX, RedOpType.PRODUCT: RedOpType.MIN}
 
 
+_TYPES = {}
+_MPI_OPS = {}
+
+
 def _mpi_type(dt):
-    MPI = mpi()
-    return {np.dtype(np.float32): MPI.FLOAT, np.dtype(np.float64): MPI.DOUBLE,
-            np.dtype(np.int8): MPI.INT8_T, np.dtype(np.int16): MPI.INT16_T,
-            np.dtype(np.int32): MPI.INT32_T, np.dtype(np.int64): MPI.INT64_T,
-            np.dtype(np.uint8): MPI.UINT8_T}.get(np.dtype(dt))
+    """MPI's datatype for a NumPy dtype that MPI can reduce, else None."""
+    if not _TYPES:
+        MPI = mpi()
+        _TYPES.update({np.dtype(np.float32): MPI.FLOAT, np.dtype(np.float64): MPI.DOUBLE,
+                       np.dtype(np.int8): MPI.INT8_T, np.dtype(np.int16): MPI.INT16_T,
+                       np.dtype(np.int32): MPI.INT32_T, np.dtype(np.int64): MPI.INT64_T,
+                       np.dtype(np.uint8): MPI.UINT8_T})
+    return _TYPES.get(dt)
 
 
 def _mpi_op(op):
-    MPI = mpi()
-    return {RedOpType.SUM: MPI.SUM, RedOpType.AVG: MPI.SUM, RedOpType.PRODUCT: MPI.PROD,
-            RedOpType.MIN: MPI.MIN, RedOpType.MAX: MPI.MAX, RedOpType.BAND: MPI.BAND,
-            RedOpType.BOR: MPI.BOR, RedOpType.BXOR: MPI.BXOR}[op]
+    if not _MPI_OPS:
+        MPI = mpi()
+        _MPI_OPS.update({RedOpType.SUM: MPI.SUM, RedOpType.AVG: MPI.SUM,
+                         RedOpType.PRODUCT: MPI.PROD, RedOpType.MIN: MPI.MIN,
+                         RedOpType.MAX: MPI.MAX, RedOpType.BAND: MPI.BAND,
+                         RedOpType.BOR: MPI.BOR, RedOpType.BXOR: MPI.BXOR})
+    return _MPI_OPS[op]
 
 
 def _op(op, arr, what):
     """Check ``op`` against the array's dtype; the op to run on its (maybe byte) view."""
+    if op is RedOpType.SUM and arr.dtype.kind != "b":
+        return op  # the common case, checked first
     try:
         op = RedOpType(int(op))
     except (TypeError, ValueError):
@@ -105,7 +118,6 @@ def _torch_dtype_name(dt):
 
 
 def _tensor_array(t, what, name="tensor"):
-    from ember._tensor import Tensor
     if not isinstance(t, Tensor):
         raise TypeError(f"{what}: {name} must be a Tensor, got {type(t).__name__}")
     a = t._data
@@ -146,6 +158,14 @@ def _bytes(a):
     return [a.reshape(-1).view(np.uint8), mpi().BYTE]
 
 
+@functools.lru_cache(maxsize=1024)
+def _signature(what, dtype, shape, root, op):
+    """The int64 vector [sig, -sig] that ``agree`` all-reduces with MAX."""
+    sig = np.array([_OPS.index(what), _dtype_code(dtype), _shape_code(shape), root, op],
+                   np.int64)
+    return np.concatenate([sig, -sig])
+
+
 def _shape_code(shape):
     h = 1469598103934665603
     for d in (len(shape),) + tuple(shape):
@@ -161,13 +181,12 @@ def agree(pg, seq, what, dtype, shape, root=-1, op=-1, detail=None):
     """Every rank checks that the others called ``what`` with the same dtype, shape,
     root and op; raises DistError (on every rank) listing what each passed if not."""
     MPI = mpi()
-    sig = np.array([_OPS.index(what), _dtype_code(dtype), _shape_code(shape), root, op],
-                   np.int64)
-    both = np.concatenate([sig, -sig])
+    both = _signature(what, np.dtype(dtype), tuple(shape), root, op).copy()
     req = pg.comm.Iallreduce(MPI.IN_PLACE, [both, MPI.INT64_T], op=MPI.MAX)
     pg.wait([req], what, seq)
-    n = len(sig)
-    if np.array_equal(both[:n], -both[n:]):
+    n = len(both) // 2
+    vals = both.tolist()
+    if vals[:n] == [-v for v in vals[n:]]:
         return
     mine = detail or (f"{what}({_torch_dtype_name(dtype)} tensor of shape {list(shape)}"
                       + (f", root {root}" if root >= 0 else "")

@@ -64,7 +64,7 @@ def _alive(pid):
         return True
 
 
-SPIN_S = 2e-3      # poll without sleeping this long: small collectives end well within it
+SPIN_S = 0.2       # poll (yielding the core to others) this long before sleeping
 MAX_SLEEP_S = 1e-3
 CHECK_EVERY_S = 0.2  # how often a waiting rank looks for dead peers
 GRACE_S = 0.5      # after this long a waiting rank announces which collective it is in
@@ -79,30 +79,29 @@ def wait_all(pg, requests, what, peers, seq=None, deadline=None, statuses=None):
     DistTimeoutError past the group's timeout, naming the ranks that never arrived.
     """
     MPI = mpi()
-    pending = [r for r in requests if r is not None]
-    if not pending:
-        return
+    testall = MPI.Request.Testall
+    try:
+        if testall(requests, statuses):
+            return
+    except MPI.Exception as e:
+        pg.fail(DistError(f"{what} failed in MPI: {e.Get_error_string()}"))
     start = time.monotonic()
     if deadline is None:
         deadline = start + pg.timeout_s
 
     def test(reqs):
         try:
-            return MPI.Request.Testall(reqs, statuses)
+            return testall(reqs, statuses)
         except MPI.Exception as e:
             pg.fail(DistError(f"{what} failed in MPI: {e.Get_error_string()}"))
 
-    if test(pending):
-        return
     announced = False
     next_check = start + CHECK_EVERY_S
     sleep = 1e-5
     while True:
-        if test(pending):
+        if test(requests):
             return
         now = time.monotonic()
-        if now - start < SPIN_S:
-            continue
         if now >= next_check:
             next_check = now + CHECK_EVERY_S
             dead = pg.dead_peers(peers)
@@ -118,6 +117,11 @@ def wait_all(pg, requests, what, peers, seq=None, deadline=None, statuses=None):
                 pg.drain_announcements()
         if now >= deadline:
             pg.fail(DistTimeoutError(pg.timeout_message(what, seq, peers)))
+        if now - start < SPIN_S:
+            # MPI's own blocking calls poll too; yielding lets ranks that share a core
+            # with this one run
+            os.sched_yield()
+            continue
         time.sleep(sleep)
         sleep = min(sleep * 2, MAX_SLEEP_S)
 
