@@ -26,6 +26,8 @@ from ember.nn.modules.module import Module
 
 __all__ = ["DistributedDataParallel"]
 
+_FIRST_BUCKET_BYTES = 1024 * 1024
+
 _UNUSED_ERROR = (
     "Expected to have finished reduction in the prior iteration before starting a new one. "
     "This error indicates that your module has parameters that were not used in producing "
@@ -183,13 +185,17 @@ class DistributedDataParallel(Module):
                 off += n
 
     def _make_buckets(self):
+        # as PyTorch: the first bucket is small (1 MB), so that its all-reduce starts
+        # early in backward; the others hold up to bucket_cap_mb
         buckets = []
         current = {}
         for p in reversed(self._params):
             key = p._data.dtype.str
             group = current.setdefault(key, [])
             group.append(p)
-            if sum(q._data.nbytes for q in group) >= self.bucket_bytes_cap:
+            cap = min(_FIRST_BUCKET_BYTES, self.bucket_bytes_cap) if not buckets else \
+                self.bucket_bytes_cap
+            if sum(q._data.nbytes for q in group) >= cap:
                 buckets.append(_Bucket(group, p._data.dtype))
                 current[key] = []
         for group in current.values():
@@ -240,6 +246,16 @@ class DistributedDataParallel(Module):
         self._uses[id(p)] = left
         if left == 0:
             self._mark_ready(p, used=True)
+        self._progress()
+
+    def _progress(self):
+        """Let MPI move the buckets in flight: without a progress thread, a nonblocking
+        collective advances only while its process calls into MPI."""
+        from ember.distributed._mpi import mpi
+        testall = mpi().Request.Testall
+        for bucket in self._buckets[:self._next]:
+            if bucket.requests:
+                testall(bucket.requests)
 
     def _mark_ready(self, p, used):
         if id(p) in self._ready:
