@@ -101,7 +101,7 @@ def is_ucc_available():
 
 
 def __getattr__(name):
-    if name in ("nn", "run", "launch"):
+    if name in ("nn", "run"):
         import importlib
         return importlib.import_module(f"{__name__}.{name}")
     from ember.compat import missing_attribute

@@ -55,7 +55,7 @@ class ReduceOp:
 _OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
         "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter", "all_to_all",
         "all_to_all_single", "bucket_all_reduce", "broadcast_object_list",
-        "all_gather_object", "gather_object", "scatter_object_list")
+        "all_gather_object", "gather_object", "scatter_object_list", "new_group")
 _NUMPY_REDUCE = {RedOpType.SUM: np.add, RedOpType.AVG: np.add, RedOpType.PRODUCT: np.multiply,
                  RedOpType.MIN: np.minimum, RedOpType.MAX: np.maximum,
                  RedOpType.BAND: np.bitwise_and, RedOpType.BOR: np.bitwise_or,

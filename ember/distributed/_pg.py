@@ -167,6 +167,7 @@ group = GroupMember  # ``torch.distributed.group.WORLD``
 
 class _State:
     world = None
+    pid = None
     crashed = False
     exit_hooked = False
     groups = []
@@ -219,8 +220,8 @@ def _at_exit():
     # uncaught exception here while the others wait in a collective) it would hang, so
     # it is skipped: the process exits and mpiexec stops the rest
     MPI = mpi()
-    if MPI.Is_finalized():
-        return
+    if MPI.Is_finalized() or os.getpid() != _state.pid:
+        return  # a forked child (a DataLoader worker) must not finalize its parent's MPI
     if _state.crashed or any(g.error is not None for g in _state.groups):
         return
     MPI.Finalize()
@@ -230,6 +231,7 @@ def _hook_exit():
     if _state.exit_hooked:
         return
     _state.exit_hooked = True
+    _state.pid = os.getpid()
     atexit.register(_at_exit)
     previous = sys.excepthook
 
@@ -395,6 +397,11 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
         if not 0 <= r < world.size():
             raise ValueError(f"new_group: rank {r} is not in the default group of size "
                              f"{world.size()}")
+    # MPI's communicator creation blocks; agreeing first (with the timeout) makes a rank
+    # that never calls new_group, or calls it with other ranks, an error and not a hang
+    from ember.distributed._collectives import agree
+    agree(world, world.next_seq(), "new_group", np.uint8, tuple(ranks),
+          detail=f"new_group(ranks={ranks})")
     comm = world.comm.Create(world.comm.Get_group().Incl(ranks))
     if comm == mpi().COMM_NULL:
         return GroupMember.NON_GROUP_MEMBER

@@ -205,6 +205,8 @@ def check_mismatch(r, n):
                  "split sizes disagree")
     expect_error(lambda: dist.all_reduce(ember.ones(2), op=dist.ReduceOp.BAND),
                  "Cannot use ReduceOp.BAND with Float")
+    expect_error(lambda: dist.new_group([0, 1] if r == 0 else [1]),
+                 "rank 0: new_group(ranks=[0, 1])", "rank 1: new_group(ranks=[1])")
     # the group still works after these errors
     t = ember.ones(1)
     dist.all_reduce(t)
