@@ -254,6 +254,17 @@ def check_ddp_details(r, n):
     dist.barrier()
     if r == 0:
         os.remove(path)
+    # a parameter used outside forward gets more gradients than DDP counted: loud
+    expect_error(lambda: (ddp(ember.ones(1, 4)).sum() + model[1].weight.sum()).backward(),
+                 "Expected to mark a variable ready only once", "1.weight")
+    # DistributedSampler takes rank and world size from the group
+    from ember.utils.data import DistributedSampler
+    sampler = DistributedSampler(range(10), shuffle=True, seed=3)
+    sampler.set_epoch(1)
+    shards = [None] * n
+    dist.all_gather_object(shards, list(sampler))
+    assert sampler.rank == r and sampler.num_replicas == n
+    assert set(sum(shards, [])) == set(range(10)) and len(shards[0]) == 10 // n, shards
     ok("ddp_details")
 
 

@@ -211,6 +211,7 @@ class DistributedDataParallel(Module):
     def _reset_step(self):
         self._uses = None
         self._ready = set()
+        self._fired = set()
         self._next = 0
         self._queued = False
         for b in self._buckets:
@@ -242,10 +243,19 @@ class DistributedDataParallel(Module):
         if not self._queued:
             self._queued = True
             engine.queue_callback(self._finish_backward)
+        self._fired.add(id(p))
         left = self._uses[id(p)] - 1
         self._uses[id(p)] = left
         if left == 0:
             self._mark_ready(p, used=True)
+        elif left < 0:
+            raise RuntimeError(
+                f"Expected to mark a variable ready only once. Parameter "
+                f"{self._names[id(p)]} received more gradients in this backward than its "
+                "uses in the last forward of DistributedDataParallel: it was used outside "
+                "the wrapped module's forward, or several forwards shared one backward. "
+                "Call the DDP module once per backward and compute the loss from its "
+                "output.")
         self._progress()
 
     def _progress(self):
@@ -285,6 +295,11 @@ class DistributedDataParallel(Module):
         pg = self.process_group
         # how many buckets were already on their way when backward ended (for tests)
         self._launched_before_end = self._next
+        for p in self._params:
+            if id(p) in self._fired and id(p) not in self._ready:
+                # a use that delivered no gradient (a None from a backward formula): what
+                # arrived is the whole gradient
+                self._mark_ready(p, used=True)
         missing = [p for p in self._params if id(p) not in self._ready]
         if missing:
             # parameters that got no gradient in this step
