@@ -162,3 +162,19 @@ def test_spawn_without_the_launcher_names_the_launcher_command():
     assert rc != 0, out
     assert "python -m ember run -m torch.distributed.run --nproc-per-node 2 " \
            "torchrun_program.py" in out, out
+
+
+def test_launcher_command_for_several_hosts(tmp_path):
+    from ember.distributed import run
+    hosts = tmp_path / "hosts"
+    hosts.write_text("node1:4\nnode2:4\n")
+    cmd = run.build_command(run.parse_args(["--nnodes", "2", "--nproc-per-node", "4",
+                                            "--hostfile", str(hosts), "train.py", "--lr",
+                                            "0.1"]))
+    assert cmd[:7] == [mpiexec_path(), "-f", str(hosts), "-ppn", "4", "-n", "8"], cmd
+    assert cmd[-3:] == ["train.py", "--lr", "0.1"] and "_agent.py" in cmd[8], cmd
+    one = run.build_command(run.parse_args(["--nproc-per-node", "2", "t.py"]))
+    assert one[:5] == [mpiexec_path(), "-launcher", "fork", "-n", "2"], one
+    import pytest
+    with pytest.raises(SystemExit, match="needs --hostfile"):
+        run.build_command(run.parse_args(["--nnodes", "2", "t.py"]))
