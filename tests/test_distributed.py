@@ -66,9 +66,10 @@ def test_ddp_equals_one_process_and_torch_two_ranks():
 
 
 def test_ddp_equals_one_process_four_ranks():
-    rc, out, _ = _mpi(4, "ddp_equality.py", "cnn", "--no-torch")
+    rc, out, _ = _mpi(4, "ddp_equality.py", "mlp", "cnn", "--no-torch")
     assert rc == 0, out
-    assert "OK cnn_world4 " in out and "OK cnn_no_sync_world4 " in out, out
+    for name in ("mlp_world4", "mlp_no_sync_world4", "cnn_world4", "cnn_no_sync_world4"):
+        assert f"OK {name} " in out, out
     assert "OK subgroup_world4" in out, out
 
 

@@ -106,19 +106,28 @@ class ProcessGroup:
                 and not _alive(self.info[r][1])]
 
     def announce(self, seq, what):
-        for r in range(self._size):
-            if r != self._rank:
-                self._sends.append(self.ctrl.isend((seq, what), dest=r, tag=_ANNOUNCE_TAG))
+        # best effort: a note to a dead peer may fail, and the wait loop reports that
+        # peer itself
+        try:
+            for r in range(self._size):
+                if r != self._rank:
+                    self._sends.append(self.ctrl.isend((seq, what), dest=r,
+                                                       tag=_ANNOUNCE_TAG))
+        except mpi().Exception:
+            pass
 
     def drain_announcements(self):
         MPI = mpi()
         status = MPI.Status()
-        while self.ctrl.Iprobe(source=MPI.ANY_SOURCE, tag=_ANNOUNCE_TAG, status=status):
-            src = status.Get_source()
-            seq, what = self.ctrl.recv(source=src, tag=_ANNOUNCE_TAG)
-            if seq >= self._seen.get(src, (0, ""))[0]:
-                self._seen[src] = (seq, what)
-        self._sends = [r for r in self._sends if not r.Test()]
+        try:
+            while self.ctrl.Iprobe(source=MPI.ANY_SOURCE, tag=_ANNOUNCE_TAG, status=status):
+                src = status.Get_source()
+                seq, what = self.ctrl.recv(source=src, tag=_ANNOUNCE_TAG)
+                if seq >= self._seen.get(src, (0, ""))[0]:
+                    self._seen[src] = (seq, what)
+            self._sends = [r for r in self._sends if not r.Test()]
+        except MPI.Exception:
+            pass
 
     def timeout_message(self, what, seq, peers):
         head = (f"{what} timed out after {self.timeout} on rank {self._ranks[self._rank]}"
