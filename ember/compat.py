@@ -24,7 +24,6 @@ _RENAMES = {
     "torch.nn.parameter": "ember.nn.parameter",
     "torch.serialization": "ember.serialization",
     "torch.testing": "ember.testing",
-    "torch.nn.parallel": "ember._nn_parallel",
 }
 
 

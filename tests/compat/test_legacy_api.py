@@ -109,15 +109,14 @@ def test_not_implemented_pieces_say_so():
     with pytest.raises(NotImplementedError):
         ember.ones(2).to(ember.complex64)
     assert repr(ember.bfloat16) == "ember.bfloat16" and ember.bfloat16.is_floating_point
-    assert not ember.distributed.is_available() and not ember.distributed.is_initialized()
-    with pytest.raises(NotImplementedError):
-        ember.distributed.init_process_group("gloo")
+    # ember.distributed runs on MPI (tests/test_distributed*.py); no group exists here
+    assert not ember.distributed.is_initialized()
     with pytest.raises(ValueError):
         ember.distributed.get_rank()
 
 
 def test_data_parallel_on_one_device():
-    from ember import _nn_parallel as parallel
+    from ember.nn import parallel
     lin = ember.nn.Linear(2, 2)
     dp = parallel.DataParallel(lin)
     x = ember.ones(1, 2)
