@@ -12,6 +12,15 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED
 from ember.backend.dtypes import FROM_NP as _FROM_NP
 
+# False while a pass runs for autograd.grad() or backward(inputs=...): the reentrant
+# checkpoint cannot deliver its gradients then (PyTorch's _is_checkpoint_valid)
+checkpoint_valid = [True]
+
+
+def _is_checkpoint_valid():
+    """Whether the running backward pass accumulates into every leaf (see ``checkpoint``)."""
+    return checkpoint_valid[0]
+
 
 def _dependencies(root_nodes):
     """For each node reachable from the roots: how many edges lead into it."""
@@ -191,6 +200,8 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
     ready = [n for n in root_nodes if n not in deps]
     prev_mode = _grad_state.grad_enabled
     _grad_state.grad_enabled = create_graph
+    prev_valid = checkpoint_valid[0]
+    checkpoint_valid[0] = inputs is None
     check_nan = anomaly.enabled[0] and anomaly.nan_check[0]
     try:
         while ready:
@@ -285,6 +296,7 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
                             captured.setdefault(id(e), []).append(g)
     finally:
         _grad_state.grad_enabled = prev_mode
+        checkpoint_valid[0] = prev_valid
 
     if accumulate:
         for t in roots:
