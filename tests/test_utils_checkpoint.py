@@ -30,7 +30,7 @@ def test_gradients_and_dropout_masks_match_torch(reentrant):
         x = m.randn(5, 4, requires_grad=True)
         calls = [0]
 
-        def f(inp):
+        def f(inp, net=net, calls=calls):
             calls[0] += 1
             return net(inp)
         m.manual_seed(1)
@@ -78,7 +78,7 @@ def test_non_reentrant_kwargs_grad_and_double_backward():
     for m, cp in LIBS:
         y = m.tensor([0.5, -1.0, 2.0], requires_grad=True)
         w = m.tensor([1.5, 2.0, -0.5], requires_grad=True)
-        out = cp.checkpoint(lambda t, scale: (t ** 3 * w).sum() * scale, y,
+        out = cp.checkpoint(lambda t, scale, w=w: (t ** 3 * w).sum() * scale, y,
                             use_reentrant=False, scale=2.0)
         g, gw = m.autograd.grad(out, (y, w), create_graph=True)
         h, = m.autograd.grad(g.sum(), y)

@@ -126,8 +126,9 @@ def _flatten(obj):
     if isinstance(obj, (tuple, list)):
         parts = [_flatten(o) for o in obj]
         leaves = [x for p in parts for x in p[0]]
+        kind = type(obj)
 
-        def rebuild(flat, parts=parts, kind=type(obj)):
+        def rebuild(flat):
             out, i = [], 0
             for sub, fn in parts:
                 out.append(fn(flat[i:i + len(sub)]))
