@@ -42,3 +42,9 @@ from ember.nn.modules.attention import *  # noqa: E402,F403
 from ember.nn.modules.transformer import *  # noqa: E402,F403
 
 __all__ += attention.__all__ + transformer.__all__
+
+# Lazy layers (shapes from the first input)
+from ember.nn.modules import lazy  # noqa: E402
+from ember.nn.modules.lazy import *  # noqa: E402,F403
+
+__all__ += lazy.__all__
