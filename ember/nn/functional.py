@@ -811,3 +811,6 @@ from ember.nn.functional_attention import __all__ as _attn_all  # noqa: E402,F40
 from ember.nn.functional_attention import _canonical_mask, _none_or_dtype  # noqa: E402,F401
 
 __all__ += _attn_all
+from ember.ops.grid_sample import affine_grid, grid_sample  # noqa: E402,F401
+
+__all__ += ["affine_grid", "grid_sample"]
