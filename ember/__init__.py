@@ -44,6 +44,7 @@ from ember.amp import autocast
 from ember.sparse import sparse_coo, sparse_coo_tensor, spmm, strided
 from ember._legacy import *
 from ember import testing
+from ember import profiler
 
 __version__ = "0.1.0"
 

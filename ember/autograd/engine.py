@@ -10,6 +10,7 @@ from ember._tensor import Tensor
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED
+from ember.autograd.node import profiler_hook as _profiler_hook
 from ember.backend.dtypes import FROM_NP as _FROM_NP
 
 # False while a pass runs for autograd.grad() or backward(inputs=...): the reentrant
@@ -236,7 +237,10 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
             if len(grads) > 1 and any(g is None for g in grads):
                 grads = _fill_zeros(node, grads)
             try:
-                in_grads = node.backward(*grads)
+                if _profiler_hook[0] is None:
+                    in_grads = node.backward(*grads)
+                else:
+                    in_grads = _profiler_hook[0].node(node, grads)
             except Exception:
                 if anomaly.enabled[0]:
                     _report_anomaly(node)

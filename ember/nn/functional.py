@@ -814,3 +814,24 @@ __all__ += _attn_all
 from ember.ops.grid_sample import affine_grid, grid_sample  # noqa: E402,F401
 
 __all__ += ["affine_grid", "grid_sample"]
+
+
+def channel_shuffle(input, groups):
+    """Split the channels (dim 1) into ``groups`` and interleave them:
+    (N, g*k, *) -> view (N, g, k, *) -> transpose -> (N, k*g, *)."""
+    if input.dim() <= 2:
+        raise RuntimeError("channel_shuffle expects input with > 2 dims, but got input with "
+                           f"sizes {list(input.shape)}")
+    if groups <= 0:
+        raise RuntimeError("Number of groups to divide channels in must be positive. Value of "
+                           f"groups:{groups}")
+    c = input.shape[1]
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
+                           f"and {groups} groups.")
+    n, rest = input.shape[0], tuple(input.shape[2:])
+    return (input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
+            .reshape(n, c, *rest))
+
+
+__all__ += ["channel_shuffle"]
