@@ -5,6 +5,7 @@ from ember.nn.utils import (  # noqa: F401
     convert_parameters,
     parametrizations,
     parametrize,
+    prune,
     rnn,
 )
 from ember.nn.utils.clip_grad import (  # noqa: F401
