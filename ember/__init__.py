@@ -45,6 +45,7 @@ from ember.sparse import sparse_coo, sparse_coo_tensor, spmm, strided
 from ember._legacy import *
 from ember import testing
 from ember import profiler
+from ember import masked
 
 __version__ = "0.1.0"
 
