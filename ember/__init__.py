@@ -46,6 +46,7 @@ from ember._legacy import *
 from ember import testing
 from ember import profiler
 from ember import masked
+from ember import hub
 
 __version__ = "0.1.0"
 
