@@ -99,3 +99,30 @@ def test_integer_scalar_wraps_like_torch(dtype, value):
         t = op(torch.tensor([1, 2, 100], dtype=getattr(torch, dtype)))
         assert e.tolist() == t.tolist()
         assert e.dtype.name == str(t.dtype).split(".")[1]
+
+
+SECOND_ORDER = {
+    "threshold": lambda m, x: m.nn.functional.threshold(x, 0.1, 0.0),
+    "hardshrink": lambda m, x: m.nn.functional.hardshrink(x),
+    "softshrink": lambda m, x: m.nn.functional.softshrink(x),
+    "prelu": lambda m, x: m.nn.functional.prelu(x, m.tensor([0.25], dtype=m.float64)),
+    "rrelu": lambda m, x: m.nn.functional.rrelu(x, training=False),
+    "max_pool": lambda m, x: m.nn.functional.max_pool1d(x.reshape(1, 1, -1), 2),
+    "max_pool_indices": lambda m, x: m.nn.functional.max_pool1d(x.reshape(1, 1, -1), 2,
+                                                                return_indices=True)[0],
+    "avg_pool": lambda m, x: m.nn.functional.avg_pool2d(x.reshape(1, 2, 4), 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SECOND_ORDER))
+def test_second_derivative_is_zeros_not_none(name):
+    a = np.random.default_rng(2).standard_normal(8)
+    res = []
+    for m in (ember, torch):
+        x = m.tensor(a, requires_grad=True)
+        g, = m.autograd.grad(SECOND_ORDER[name](m, x).pow(1).sum(), x, create_graph=True)
+        h, = m.autograd.grad(g.sum(), x)
+        res.append((g.requires_grad, g.detach().numpy(), h.numpy()))
+    assert res[0][0] and res[1][0]
+    np.testing.assert_allclose(res[0][1], res[1][1])
+    np.testing.assert_array_equal(res[0][2], res[1][2])

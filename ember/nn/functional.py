@@ -13,6 +13,7 @@ from ember.autograd.grad_mode import no_grad
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
 from ember.ops.shape import pad  # noqa: F401  (torch.nn.functional.pad)
+from ember.ops.unary import zero_curvature as _zero_curvature
 
 __all__ = [
     "relu", "relu_", "relu6", "elu", "elu_", "selu", "selu_", "celu", "celu_", "leaky_relu",
@@ -175,7 +176,7 @@ def prelu(input, weight):
         w = weight.reshape((1, n) + (1,) * (input.ndim - 2))
     else:
         w = weight.reshape(()) if weight.ndim else weight
-    return ember.where(input > 0, input, w * input)
+    return _zero_curvature(ember.where(input > 0, input, w * input), input)
 
 
 @_opmath
@@ -254,14 +255,14 @@ def softshrink(input, lambd=0.5):
         raise RuntimeError("lambda must be greater or equal to 0, but found to be "
                            f"{lambd:.6f}.")
     zero = _zero_like_scalar(input)
-    return ember.where(input > lambd, input - lambd,
-                       ember.where(input < -lambd, input + lambd, zero))
+    return _zero_curvature(ember.where(input > lambd, input - lambd,
+                                       ember.where(input < -lambd, input + lambd, zero)), input)
 
 
 def hardshrink(input, lambd=0.5):
     """``x`` where ``|x| > lambd``, else 0."""
     zero = _zero_like_scalar(input)
-    return ember.where((input >= -lambd) & (input <= lambd), zero, input)
+    return _zero_curvature(ember.where((input >= -lambd) & (input <= lambd), zero, input), input)
 
 
 @_opmath
@@ -307,7 +308,7 @@ def threshold(input, threshold, value, inplace=False):
     """``x`` where ``x > threshold``, else ``value``."""
     def fn(x):
         v = ember.full((), value, dtype=x.dtype, device=x.device)
-        return ember.where(x > threshold, x, v)
+        return _zero_curvature(ember.where(x > threshold, x, v), x)
     return _maybe_inplace(input, inplace, fn)
 
 
@@ -335,7 +336,8 @@ def _rrelu(x, lower, upper, training):
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Randomized leaky ReLU: slope drawn from U(lower, upper) per negative element when
     ``training``, else the fixed slope ``(lower + upper) / 2``."""
-    return _maybe_inplace(input, inplace, lambda x: _rrelu(x, lower, upper, training))
+    return _maybe_inplace(input, inplace,
+                          lambda x: _zero_curvature(_rrelu(x, lower, upper, training), x))
 
 
 def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
