@@ -44,6 +44,10 @@ from ember import jit  # torch.jit: TorchScript archives and interpreter
 from ember.amp import autocast
 from ember.sparse import sparse_coo, sparse_coo_tensor, spmm, strided
 from ember._legacy import *
+from ember import testing
+from ember import profiler
+from ember import masked
+from ember import hub
 
 __version__ = "0.1.0"
 
