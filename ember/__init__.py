@@ -43,6 +43,7 @@ from ember import accelerator, amp, backends, distributed
 from ember.amp import autocast
 from ember.sparse import sparse_coo, sparse_coo_tensor, spmm, strided
 from ember._legacy import *
+import ember.special as special  # torch.special
 
 __version__ = "0.1.0"
 
