@@ -44,6 +44,7 @@ from ember.amp import autocast
 from ember.sparse import sparse_coo, sparse_coo_tensor, spmm, strided
 from ember._legacy import *
 import ember.special as special  # torch.special
+import ember.distributions as distributions  # torch.distributions
 
 __version__ = "0.1.0"
 
