@@ -7,6 +7,8 @@ from ember.distributions.categorical import (
     OneHotCategorical,
     OneHotCategoricalStraightThrough,
 )
+from ember.distributions.circular import VonMises
+from ember.distributions.constraint_registry import biject_to, transform_to
 from ember.distributions.continuous import (
     Cauchy,
     Exponential,
@@ -24,7 +26,7 @@ from ember.distributions.discrete import (
     Poisson,
 )
 from ember.distributions.distribution import Distribution
-from ember.distributions.gamma import Beta, Chi2, Dirichlet, Gamma, StudentT
+from ember.distributions.gamma import Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, StudentT
 from ember.distributions.kl import kl_divergence, register_kl
 from ember.distributions.multivariate_normal import (
     LowRankMultivariateNormal,
@@ -41,6 +43,9 @@ from ember.distributions.transformed import (
     Gumbel,
     HalfCauchy,
     HalfNormal,
+    InverseGamma,
+    Kumaraswamy,
+    LogisticNormal,
     LogNormal,
     Pareto,
     TransformedDistribution,
@@ -70,13 +75,21 @@ __all__ = [
     "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy",
     "Chi2", "ComposeTransform", "ContinuousBernoulli", "CumulativeDistributionTransform",
     "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",
-    "ExponentialFamily", "Gamma", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal",
-    "Independent", "IndependentTransform", "Laplace", "LogNormal", "LogitRelaxedBernoulli",
+    "ExponentialFamily", "FisherSnedecor", "Gamma", "Geometric", "Gumbel", "HalfCauchy",
+    "HalfNormal", "Independent", "IndependentTransform", "InverseGamma", "Kumaraswamy",
+    "Laplace", "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli",
     "LowRankMultivariateNormal", "LowerCholeskyTransform", "MixtureSameFamily", "Multinomial",
     "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
     "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "PowerTransform",
     "RelaxedBernoulli", "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform",
     "SoftmaxTransform", "SoftplusTransform", "StickBreakingTransform", "StudentT",
-    "TanhTransform", "Transform", "TransformedDistribution", "Uniform", "Weibull",
-    "constraints", "identity_transform", "kl_divergence", "register_kl", "transforms",
+    "TanhTransform", "Transform", "TransformedDistribution", "Uniform", "VonMises", "Weibull",
+    "biject_to", "constraints", "identity_transform", "kl_divergence", "register_kl",
+    "transform_to", "transforms",
 ]
+
+def __getattr__(name):
+    # what torch.distributions has and ember lacks (LKJCholesky, Wishart, GeneralizedPareto,
+    # the Cat/Stack/CorrCholesky/PositiveDefinite transforms) gets an error naming it
+    from ember.compat import missing_attribute
+    raise missing_attribute(__name__, name)

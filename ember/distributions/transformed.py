@@ -6,19 +6,21 @@ import ember
 from ember.distributions import constraints
 from ember.distributions.continuous import Cauchy, Exponential, Normal, Uniform
 from ember.distributions.distribution import Distribution
+from ember.distributions.gamma import Gamma
 from ember.distributions.transforms import (
     AbsTransform,
     AffineTransform,
     ComposeTransform,
     ExpTransform,
     PowerTransform,
+    StickBreakingTransform,
     Transform,
     _sum_rightmost,
 )
 from ember.distributions.utils import _finfo, broadcast_all, euler_constant
 
 __all__ = ["TransformedDistribution", "LogNormal", "HalfNormal", "HalfCauchy", "Gumbel",
-           "Weibull", "Pareto"]
+           "Weibull", "Pareto", "InverseGamma", "Kumaraswamy", "LogisticNormal"]
 
 
 class TransformedDistribution(Distribution):
@@ -406,3 +408,123 @@ class Pareto(TransformedDistribution):
 
     def entropy(self):
         return (self.scale / self.alpha).log() + (1 + self.alpha.reciprocal())
+
+
+class InverseGamma(TransformedDistribution):
+    """``1 / X`` for ``X ~ Gamma(concentration, rate)``."""
+    arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
+    support = constraints.positive
+    has_rsample = True
+
+    def __init__(self, concentration, rate, validate_args=None):
+        base_dist = Gamma(concentration, rate, validate_args=validate_args)
+        neg_one = -base_dist.rate.new_ones(())
+        super().__init__(base_dist, PowerTransform(neg_one), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return _expand_transformed(self, InverseGamma, batch_shape, _instance)
+
+    @property
+    def concentration(self):
+        return self.base_dist.concentration
+
+    @property
+    def rate(self):
+        return self.base_dist.rate
+
+    @property
+    def mean(self):
+        result = self.rate / (self.concentration - 1)
+        return ember.where(self.concentration > 1, result, math.inf)
+
+    @property
+    def mode(self):
+        return self.rate / (self.concentration + 1)
+
+    @property
+    def variance(self):
+        result = self.rate.square() / ((self.concentration - 1).square()
+                                       * (self.concentration - 2))
+        return ember.where(self.concentration > 2, result, math.inf)
+
+    def entropy(self):
+        return (self.concentration + self.rate.log() + self.concentration.lgamma()
+                - (1 + self.concentration) * self.concentration.digamma())
+
+
+def _moments(a, b, n):
+    """The n-th moment of Kumaraswamy(a, b): ``b B(1 + n/a, b)``."""
+    arg1 = 1 + n / a
+    log_value = ember.lgamma(arg1) + ember.lgamma(b) - ember.lgamma(arg1 + b)
+    return b * ember.exp(log_value)
+
+
+class Kumaraswamy(TransformedDistribution):
+    """The Kumaraswamy distribution on [0, 1]: ``(1 - U^(1/c0))^(1/c1)``."""
+    arg_constraints = {"concentration1": constraints.positive,
+                       "concentration0": constraints.positive}
+    support = constraints.unit_interval
+    has_rsample = True
+
+    def __init__(self, concentration1, concentration0, validate_args=None):
+        self.concentration1, self.concentration0 = broadcast_all(concentration1,
+                                                                 concentration0)
+        base_dist = Uniform(ember.full_like(self.concentration0, 0),
+                            ember.full_like(self.concentration0, 1),
+                            validate_args=validate_args)
+        transforms = [PowerTransform(exponent=self.concentration0.reciprocal()),
+                      AffineTransform(loc=1.0, scale=-1.0),
+                      PowerTransform(exponent=self.concentration1.reciprocal())]
+        super().__init__(base_dist, transforms, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Kumaraswamy, _instance)
+        new.concentration1 = self.concentration1.expand(batch_shape)
+        new.concentration0 = self.concentration0.expand(batch_shape)
+        return TransformedDistribution.expand(self, batch_shape, _instance=new)
+
+    @property
+    def mean(self):
+        return _moments(self.concentration1, self.concentration0, 1)
+
+    @property
+    def mode(self):
+        log_mode = self.concentration0.reciprocal() * (-self.concentration0).log1p() - \
+            (-self.concentration0 * self.concentration1).log1p()
+        log_mode = log_mode.masked_fill((self.concentration0 < 1) | (self.concentration1 < 1),
+                                        math.nan)
+        return log_mode.exp()
+
+    @property
+    def variance(self):
+        return _moments(self.concentration1, self.concentration0, 2) - self.mean.pow(2)
+
+    def entropy(self):
+        t1 = 1 - self.concentration1.reciprocal()
+        t0 = 1 - self.concentration0.reciprocal()
+        H0 = ember.digamma(self.concentration0 + 1) + euler_constant
+        return t0 + t1 * H0 - ember.log(self.concentration1) - ember.log(self.concentration0)
+
+
+class LogisticNormal(TransformedDistribution):
+    """Stick-breaking of ``Normal(loc, scale)`` draws: a distribution on the simplex."""
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.simplex
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        base_dist = Normal(loc, scale, validate_args=validate_args)
+        if not base_dist.batch_shape:
+            base_dist = base_dist.expand([1])
+        super().__init__(base_dist, StickBreakingTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return _expand_transformed(self, LogisticNormal, batch_shape, _instance)
+
+    @property
+    def loc(self):
+        return self.base_dist.base_dist.loc
+
+    @property
+    def scale(self):
+        return self.base_dist.base_dist.scale
