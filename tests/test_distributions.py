@@ -541,3 +541,31 @@ def test_biject_to_and_transform_to(make):
         ED.biject_to(ED.constraints.lower_cholesky)
     with pytest.raises(AttributeError, match="not implemented in ember"):
         ED.Wishart  # noqa: B018
+
+
+def test_torch_programs_import_paths(tmp_path):
+    """Under `python -m ember run`, torch's per-distribution module paths resolve."""
+    import os
+    import subprocess
+    import sys
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import torch\n"
+        "import torch.distributions as dist\n"
+        "from torch.distributions.normal import Normal\n"
+        "from torch.distributions.categorical import Categorical\n"
+        "from torch.distributions.kl import kl_divergence\n"
+        "from torch.distributions.transforms import ExpTransform\n"
+        "import torch.special\n"
+        "p = Normal(torch.zeros(2), torch.ones(2))\n"
+        "print(type(p).__module__, float(kl_divergence(p, dist.Normal(1.0, 2.0)).sum()),\n"
+        "      torch.special.gammaln(torch.tensor([4.0])).item())\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(ember.__file__)))
+    out = subprocess.run([sys.executable, "-m", "ember", "run", str(prog)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    mod, kl, lg = out.stdout.split()
+    assert mod == "ember.distributions.continuous"
+    expected = TD.kl_divergence(TD.Normal(torch.zeros(2), torch.ones(2)), TD.Normal(1.0, 2.0))
+    assert abs(float(kl) - float(expected.sum())) < 1e-6
+    assert abs(float(lg) - np.log(6)) < 1e-6

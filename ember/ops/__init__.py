@@ -15,6 +15,7 @@ from ember.ops import (  # noqa: F401
     pooling,
     reduction,
     resample,
+    sampling,
     scan,
     shape,
     sorting,
@@ -36,6 +37,7 @@ from ember.ops.normalization import *  # noqa: F401,F403
 from ember.ops.pooling import *  # noqa: F401,F403
 from ember.ops.reduction import *  # noqa: F401,F403
 from ember.ops.resample import *  # noqa: F401,F403
+from ember.ops.sampling import *  # noqa: F401,F403
 from ember.ops.scan import *  # noqa: F401,F403
 from ember.ops.shape import *  # noqa: F401,F403
 from ember.ops.sorting import *  # noqa: F401,F403
@@ -47,5 +49,5 @@ from ember.ops.unary import *  # noqa: F401,F403
 __all__ = sorted({name for module in (bitwise, conv, conversion, diagonals, elementwise, extrema,
                                       gather_scatter, indexing, join, linalg, linalg_decomp,
                                       normalization, pooling, reduction, resample, scan, shape,
-                                      sorting, special, unary)
+                                      sampling, sorting, special, unary)
                   for name in getattr(module, "__all__", ())})

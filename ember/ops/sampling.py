@@ -14,7 +14,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.ops import _gamma_kernels as _gk
 
-__all__ = []
+__all__ = ["binomial"]
 
 
 def _numpy_rng(generator):
@@ -62,7 +62,10 @@ def standard_gamma(alpha, generator=None):
 
 
 def binomial(count, prob, generator=None):
-    """``Binomial(count, prob)`` draws (``torch.binomial``); no gradient."""
+    """``Binomial(count, prob)`` draws (``torch.binomial``); no gradient. Not PyTorch's
+    stream: NumPy's sampler seeded from ``generator``."""
+    if not isinstance(count, Tensor) or not isinstance(prob, Tensor):
+        raise TypeError("binomial(): arguments 'count' and 'prob' must be Tensors")
     c, p = np.broadcast_arrays(np.asarray(count._data), np.asarray(prob._data))
     draws = _numpy_rng(generator).binomial(c.astype(np.int64), np.clip(p, 0, 1))
     return _make(draws.astype(prob._data.dtype), False)
