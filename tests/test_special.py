@@ -391,3 +391,18 @@ def test_api_surface():
         ember.igamma(ember.tensor([1.0]), 2.0)
     assert math.isclose(ember.polygamma(0, ember.tensor(2.0, dtype=ember.float64)).item(),
                         1 - 0.5772156649015329)
+
+
+@pytest.mark.parametrize("name", ["zeta", "xlog1py", "xlogy", "chebyshev_polynomial_t",
+                                  "hermite_polynomial_h", "laguerre_polynomial_l"])
+def test_binary_dtypes_with_numbers(name):
+    """Python numbers and integer tensors promote as in torch."""
+    cases = [(2.0, np.array([1.0, 2.0], np.float32)), (np.array([2.0], np.float32), 1),
+             (2, np.array([3])), (np.array([2.0]), 3.0), (np.array([2, 3]), np.array([1.5]))]
+    for a, b in cases:
+        ea = ember.tensor(a) if isinstance(a, np.ndarray) else a
+        eb = ember.tensor(b) if isinstance(b, np.ndarray) else b
+        ta = torch.tensor(a) if isinstance(a, np.ndarray) else a
+        tb = torch.tensor(b) if isinstance(b, np.ndarray) else b
+        e, t = getattr(ember.special, name)(ea, eb), getattr(S, name)(ta, tb)
+        _close(e, t, 1e-6, 1e-6, f"{name}({a!r}, {b!r})")

@@ -12,6 +12,7 @@ import numpy as np
 from ember._random import _gen
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
+from ember.backend import CPU, device_of, to_device
 from ember.ops import _gamma_kernels as _gk
 
 __all__ = ["binomial"]
@@ -42,16 +43,18 @@ class StandardGamma(Primitive):
     save_output = True
 
     def forward(self, alpha, generator):
-        a = np.asarray(alpha)
+        dev = device_of(alpha)
+        a = to_device(alpha, CPU)  # NumPy's sampler draws on the host
         draws = _numpy_rng(generator).standard_gamma(a.astype(np.float64))
         # a draw of exactly 0 (tiny alpha underflows) is lifted to the smallest normal
         tiny = np.finfo(a.dtype).tiny
-        return np.maximum(draws, tiny).astype(a.dtype)
+        return to_device(np.maximum(draws, tiny).astype(a.dtype), dev)
 
     def backward(self, gy):
         alpha, x = self.saved_tensors
-        g = standard_gamma_grad(alpha._data, x._data).astype(x._data.dtype)
-        return gy * _make(g), None
+        dev = device_of(x._data)
+        g = standard_gamma_grad(to_device(alpha._data, CPU), to_device(x._data, CPU))
+        return gy * _make(to_device(g.astype(x._data.dtype), dev)), None
 
 
 def standard_gamma(alpha, generator=None):
@@ -66,6 +69,7 @@ def binomial(count, prob, generator=None):
     stream: NumPy's sampler seeded from ``generator``."""
     if not isinstance(count, Tensor) or not isinstance(prob, Tensor):
         raise TypeError("binomial(): arguments 'count' and 'prob' must be Tensors")
-    c, p = np.broadcast_arrays(np.asarray(count._data), np.asarray(prob._data))
+    dev = device_of(prob._data)
+    c, p = np.broadcast_arrays(to_device(count._data, CPU), to_device(prob._data, CPU))
     draws = _numpy_rng(generator).binomial(c.astype(np.int64), np.clip(p, 0, 1))
-    return _make(draws.astype(prob._data.dtype), False)
+    return _make(to_device(draws.astype(p.dtype), dev), False)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
+from ember.backend import CPU, array_module, device_of, to_device
 from ember.ops import _bessel_kernels as _bk
 from ember.ops import _gamma_kernels as _gk
 from ember.ops._inplace import inplace_method
@@ -25,10 +26,21 @@ __all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "igamma", "igammac", "i
 _SQRT_2PI = math.sqrt(2 * math.pi)
 
 
+def _on_host(kernel, *arrays, **kw):
+    """Run a NumPy kernel; arrays on a GPU make a round trip through the host."""
+    dev = next((d for d in map(device_of, arrays) if d.type != "cpu"), CPU)
+    if dev.type == "cpu":
+        return kernel(*arrays, **kw)
+    return to_device(kernel(*[to_device(a, CPU) for a in arrays], **kw), dev)
+
+
 def _cast(kernel):
     """A kernel computing in float64 (on a flat copy), returning the input's dtype."""
-    def fn(x):
+    def flat(x):
         return kernel(x.reshape(-1)).reshape(x.shape).astype(x.dtype, copy=False)
+
+    def fn(x):
+        return _on_host(flat, x)
     return fn
 
 
@@ -46,17 +58,24 @@ def _exp_overflow_f32(kernel):
 
 
 def _binary(kernel, a, b, **kw):
-    a, b = np.broadcast_arrays(a, b)
-    return kernel(a.reshape(-1), b.reshape(-1), **kw).reshape(a.shape).astype(a.dtype,
-                                                                            copy=False)
+    def flat(a, b):
+        a, b = np.broadcast_arrays(a, b)
+        return kernel(a.reshape(-1), b.reshape(-1), **kw).reshape(a.shape).astype(
+            a.dtype, copy=False)
+    return _on_host(flat, a, b)
 
 
 def _float_pair(a, b):
+    """Two operands (arrays or Python numbers) as arrays of PyTorch's result dtype,
+    integer results lifted to the default float dtype."""
     a, b = promote_arrays(a, b)
-    a, b = np.asarray(a), np.asarray(b)
+    arrays = [v for v in (a, b) if hasattr(v, "dtype") and not isinstance(v, np.generic)]
+    ref = arrays[0] if arrays else np.asarray(a)
+    xp = array_module(ref)
+    a, b = xp.asarray(a, dtype=ref.dtype), xp.asarray(b, dtype=ref.dtype)
     if a.dtype.kind != "f":
         a, b = to_float(a), to_float(b)
-    return a, b.astype(a.dtype, copy=False)
+    return a, b
 
 
 def _digamma_grad(gy, x, y):
@@ -301,12 +320,16 @@ def _polynomial(name, kind, shifted=False):
         x = input._data if isinstance(input, Tensor) else input
         nn = n._data if isinstance(n, Tensor) else n
         x, nn = _float_pair(x, nn)
-        xb, nb = np.broadcast_arrays(x, nn)
-        # float32 is evaluated in float64 and rounded: fewer cancellations than PyTorch's
-        res = _bk.orthogonal_polynomial(kind, xb.reshape(-1).astype(np.float64),
-                                        nb.reshape(-1), shifted).reshape(xb.shape)
-        if x.dtype != np.float64 and kind in "he":
-            res = np.where(_bk._degree(nb) > 128, np.nan, res)  # float32's limit
+
+        def flat(x, nn):
+            xb, nb = np.broadcast_arrays(x, nn)
+            # float32 is evaluated in float64 and rounded: fewer cancellations than PyTorch's
+            res = _bk.orthogonal_polynomial(kind, xb.reshape(-1).astype(np.float64),
+                                            nb.reshape(-1), shifted).reshape(xb.shape)
+            if x.dtype != np.float64 and kind in "he":
+                res = np.where(_bk._degree(nb) > 128, np.nan, res)  # float32's limit
+            return res
+        res = _on_host(flat, x, nn)
         return with_out(lambda: _make(res.astype(x.dtype, copy=False), False))(out=out)
     op.__name__ = name
     op.__doc__ = (f"The {name.replace('_', ' ')} of degree ``n`` at ``input`` (``n`` is "
