@@ -48,6 +48,8 @@ from ember import testing
 from ember import profiler
 from ember import masked
 from ember import hub
+import ember.special as special  # torch.special
+import ember.distributions as distributions  # torch.distributions
 
 __version__ = "0.1.0"
 

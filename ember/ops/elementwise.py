@@ -366,6 +366,11 @@ class Xlogy(Primitive):
 
     def forward(self, a, b):
         a, b = _float_result(a, b)
+        # a Python number takes the tensor's dtype (np.log(1) alone would be float64)
+        if not hasattr(b, "dtype"):
+            b = np.asarray(b, a.dtype)
+        elif not hasattr(a, "dtype"):
+            a = np.asarray(a, b.dtype)
         with np.errstate(divide="ignore", invalid="ignore"):
             out = a * np.log(b)
         return np.where(a == 0, np.where(np.isnan(b), np.nan, 0.0), out).astype(
