@@ -103,6 +103,13 @@ def test_missing_rank_times_out_naming_collective_and_rank():
     assert "missing rank [1] never reached it" in out, out
 
 
+def test_rank_missing_at_init_times_out():
+    rc, out, _ = _mpi(2, "faults.py", "late_init", "2")
+    assert rc != 0, out
+    assert "DistTimeoutError: init_process_group timed out after 0:00:02 on rank 0: not " \
+           "all of the 2 ranks called it" in out, out
+
+
 def test_without_mpi_a_clear_error(monkeypatch):
     import ember.distributed._mpi as m
     monkeypatch.setattr(m, "_MPI", None)
