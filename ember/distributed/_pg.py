@@ -348,12 +348,12 @@ def _program():
 def destroy_process_group(group=None):
     """Free ``group`` (by default every group, ending the distributed session)."""
     if group is None or group is GroupMember.WORLD:
-        pg = _default_group()
+        _default_group()  # raises when there is none, as PyTorch
         for g in _state.groups:
             if g.error is None:
                 g.free()
+        # broken groups are kept: at exit they tell _at_exit not to finalize MPI
         _state.groups = [g for g in _state.groups if g.error is not None]
-        del pg
         _state.world = None
         return
     if isinstance(group, ProcessGroup):
