@@ -19,7 +19,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops.conv import Geom, ntuple
-from ember.ops.unary import zero_curvature
+from ember.ops.unary import _ZerosLikeOf
 
 # the names torch also has at top level, with the same signature
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "adaptive_avg_pool1d"]
@@ -104,7 +104,8 @@ def _flat_in_x(node, gx):
     marked so that its derivative in the input is zero (PyTorch's), not missing."""
     if _grad_state.grad_enabled:
         x, = node.saved_tensors
-        return zero_curvature(gx, x)
+        if x._requires_grad:
+            return gx + _ZerosLikeOf.apply(gx, x)
     return gx
 
 
