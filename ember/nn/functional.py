@@ -811,3 +811,7 @@ from ember.nn.functional_attention import __all__ as _attn_all  # noqa: E402,F40
 from ember.nn.functional_attention import _canonical_mask, _none_or_dtype  # noqa: E402,F401
 
 __all__ += _attn_all
+
+from ember.nn._node_names import install as _install_node_names  # noqa: E402
+
+_install_node_names(globals())  # PyTorch's node names for the composite functions
