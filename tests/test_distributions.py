@@ -601,3 +601,29 @@ def test_float32(name):
     tv, terr = _try(t.entropy)
     if terr is None:
         np.testing.assert_allclose(e.entropy().numpy(), tv.numpy(), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("dim,conc", [(2, 0.7), (3, [0.5, 1.0, 2.5]), (5, 1.7)])
+def test_lkj_cholesky(dim, conc):
+    """log_prob equals torch's on torch's samples; ember's samples are Cholesky factors
+    of correlation matrices whose off-diagonal correlations have mean 0 (and, for
+    dim 2, the variance 1 / (2 eta + 1) of 2 Beta(eta, eta) - 1)."""
+    c = np.asarray(conc, dtype=np.float64)
+    t = TD.LKJCholesky(dim, torch.tensor(c))
+    e = ED.LKJCholesky(dim, ember.tensor(c))
+    torch.manual_seed(0)
+    s = t.sample((6,))
+    _same(e.log_prob(ember.tensor(s.numpy())), t.log_prob(s), "LKJCholesky.log_prob")
+    ember.manual_seed(0)
+    es = e.sample((4000,))
+    assert tuple(es.shape) == tuple(t.sample((4000,)).shape)
+    assert bool(e.support.check(es).all())
+    corr = (es @ es.mT).numpy()
+    np.testing.assert_allclose(np.diagonal(corr, axis1=-2, axis2=-1), 1, atol=1e-12)
+    off = corr[..., 1, 0]
+    assert np.all(np.abs(off.mean(0)) < 0.06)
+    if dim == 2:
+        # r ~ 2 Beta(eta, eta) - 1: Var r = 1 / (2 eta + 1)
+        np.testing.assert_allclose(off.var(0), 1 / (2 * c + 1), rtol=0.08)
+    assert tuple(e.expand((3,) + tuple(e.batch_shape)).batch_shape) == \
+        tuple(t.expand((3,) + tuple(t.batch_shape)).batch_shape)

@@ -28,6 +28,7 @@ from ember.distributions.discrete import (
 from ember.distributions.distribution import Distribution
 from ember.distributions.gamma import Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, StudentT
 from ember.distributions.kl import kl_divergence, register_kl
+from ember.distributions.lkj import LKJCholesky
 from ember.distributions.multivariate_normal import (
     LowRankMultivariateNormal,
     MultivariateNormal,
@@ -77,6 +78,7 @@ __all__ = [
     "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",
     "ExponentialFamily", "FisherSnedecor", "Gamma", "Geometric", "Gumbel", "HalfCauchy",
     "HalfNormal", "Independent", "IndependentTransform", "InverseGamma", "Kumaraswamy",
+    "LKJCholesky",
     "Laplace", "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli",
     "LowRankMultivariateNormal", "LowerCholeskyTransform", "MixtureSameFamily", "Multinomial",
     "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
@@ -89,7 +91,7 @@ __all__ = [
 ]
 
 def __getattr__(name):
-    # what torch.distributions has and ember lacks (LKJCholesky, Wishart, GeneralizedPareto,
+    # what torch.distributions has and ember lacks (Wishart, GeneralizedPareto,
     # the Cat/Stack/CorrCholesky/PositiveDefinite transforms) gets an error naming it
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)
