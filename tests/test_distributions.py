@@ -627,3 +627,27 @@ def test_lkj_cholesky(dim, conc):
         np.testing.assert_allclose(off.var(0), 1 / (2 * c + 1), rtol=0.08)
     assert tuple(e.expand((3,) + tuple(e.batch_shape)).batch_shape) == \
         tuple(t.expand((3,) + tuple(t.batch_shape)).batch_shape)
+
+
+def test_generalized_pareto():
+    """float32 (torch's log_prob compares with a float32 zero and fails on float64):
+    samples on torch's stream, log_prob, cdf, icdf, moments, entropy, support."""
+    params = [real(*B), pos(*B), np.array([[0.3, -0.2], [0.0, 0.4], [-0.4, 0.1]])]
+    t = TD.GeneralizedPareto(*[torch.tensor(p, dtype=torch.float32) for p in params])
+    e = ED.GeneralizedPareto(*[ember.tensor(p, dtype=ember.float32) for p in params])
+    torch.manual_seed(2)
+    ember.manual_seed(2)
+    ts, es = t.sample((5,)), e.sample((5,))
+    np.testing.assert_allclose(es.numpy(), ts.numpy(), rtol=5e-6, atol=1e-6)
+    x = ember.tensor(ts.numpy())
+    for what in ("log_prob", "cdf", "log_survival_function"):
+        np.testing.assert_allclose(getattr(e, what)(x).numpy(), getattr(t, what)(ts).numpy(),
+                                   rtol=2e-5, atol=2e-5, err_msg=what)
+    q = np.linspace(0.1, 0.9, 5)[:, None, None] * np.ones(B, np.float32)
+    np.testing.assert_allclose(e.icdf(ember.tensor(q)).numpy(), t.icdf(torch.tensor(q)).numpy(),
+                               rtol=2e-5, atol=2e-5)
+    for attr in ("mean", "variance", "mode"):
+        np.testing.assert_allclose(getattr(e, attr).numpy(), getattr(t, attr).numpy(),
+                                   rtol=2e-5, equal_nan=True, err_msg=attr)
+    np.testing.assert_allclose(e.entropy().numpy(), t.entropy().numpy(), rtol=2e-5)
+    assert bool(e.support.check(es).all())

@@ -13,6 +13,7 @@ from ember.distributions.continuous import (
     Cauchy,
     Exponential,
     ExponentialFamily,
+    GeneralizedPareto,
     Laplace,
     Normal,
     Uniform,
@@ -76,7 +77,8 @@ __all__ = [
     "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy",
     "Chi2", "ComposeTransform", "ContinuousBernoulli", "CumulativeDistributionTransform",
     "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",
-    "ExponentialFamily", "FisherSnedecor", "Gamma", "Geometric", "Gumbel", "HalfCauchy",
+    "ExponentialFamily", "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric",
+    "Gumbel", "HalfCauchy",
     "HalfNormal", "Independent", "IndependentTransform", "InverseGamma", "Kumaraswamy",
     "LKJCholesky",
     "Laplace", "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli",
@@ -91,7 +93,7 @@ __all__ = [
 ]
 
 def __getattr__(name):
-    # what torch.distributions has and ember lacks (Wishart, GeneralizedPareto,
+    # what torch.distributions has and ember lacks (Wishart,
     # the Cat/Stack/CorrCholesky/PositiveDefinite transforms) gets an error naming it
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)
