@@ -71,6 +71,7 @@ from ember.distributions.transforms import (
     Transform,
     identity_transform,
 )
+from ember.distributions.wishart import Wishart
 from ember.distributions.wrappers import Independent, MixtureSameFamily
 
 __all__ = [
@@ -88,12 +89,13 @@ __all__ = [
     "RelaxedBernoulli", "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform",
     "SoftmaxTransform", "SoftplusTransform", "StickBreakingTransform", "StudentT",
     "TanhTransform", "Transform", "TransformedDistribution", "Uniform", "VonMises", "Weibull",
+    "Wishart",
     "biject_to", "constraints", "identity_transform", "kl_divergence", "register_kl",
     "transform_to", "transforms",
 ]
 
 def __getattr__(name):
-    # what torch.distributions has and ember lacks (Wishart,
-    # the Cat/Stack/CorrCholesky/PositiveDefinite transforms) gets an error naming it
+    # what torch.distributions has and ember lacks (the Cat/Stack/CorrCholesky/
+    # PositiveDefinite transforms) gets an error naming it
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)
