@@ -446,6 +446,13 @@ TRANSFORMS = [
     ("Independent", lambda m: m.distributions.IndependentTransform(
         m.distributions.ExpTransform(), 1), real(3, 2)),
     ("Reshape", lambda m: m.distributions.ReshapeTransform((2, 3), (6,)), real(4, 2, 3)),
+    ("CorrCholesky", lambda m: m.distributions.CorrCholeskyTransform(), real(4, 6)),
+    ("Cat", lambda m: m.distributions.CatTransform(
+        [m.distributions.ExpTransform(), m.distributions.AffineTransform(1.0, 2.0)], dim=1,
+        lengths=[2, 4]), real(3, 6)),
+    ("Stack", lambda m: m.distributions.StackTransform(
+        [m.distributions.ExpTransform(), m.distributions.SigmoidTransform(),
+         m.distributions.TanhTransform()], dim=0), real(3, 5)),
 ]
 
 
@@ -540,7 +547,25 @@ def test_biject_to_and_transform_to(make):
     with pytest.raises(NotImplementedError):
         ED.biject_to(ED.constraints.lower_cholesky)
     with pytest.raises(AttributeError, match="not implemented in ember"):
-        ED.CatTransform  # noqa: B018
+        ED.NoSuchDistribution  # noqa: B018
+    # every public name of torch.distributions exists
+    assert [n for n in TD.__all__ if not hasattr(ED, n)] == []
+
+
+def test_positive_definite_and_corr_cholesky_registry():
+    m = real(2, 3, 3)
+    t, e = TD.PositiveDefiniteTransform(), ED.PositiveDefiniteTransform()
+    yt, ye = t(torch.tensor(m)), e(ember.tensor(m))
+    _same(ye, yt, "PositiveDefiniteTransform")
+    _same(e.inv(ye), t.inv(yt), "PositiveDefiniteTransform.inv")
+    assert bool(ED.constraints.positive_definite.check(ye).all())
+    x = real(5, 3)
+    for reg in ("biject_to", "transform_to"):
+        tt = getattr(TD, reg)(TD.constraints.corr_cholesky)
+        et = getattr(ED, reg)(ED.constraints.corr_cholesky)
+        _same(et(ember.tensor(x)), tt(torch.tensor(x)), reg + " corr_cholesky")
+    _same(ED.transform_to(ED.constraints.positive_definite)(ember.tensor(m)),
+          TD.transform_to(TD.constraints.positive_definite)(torch.tensor(m)), "pd")
 
 
 def test_torch_programs_import_paths(tmp_path):

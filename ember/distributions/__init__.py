@@ -56,16 +56,20 @@ from ember.distributions.transformed import (
 from ember.distributions.transforms import (
     AbsTransform,
     AffineTransform,
+    CatTransform,
     ComposeTransform,
+    CorrCholeskyTransform,
     CumulativeDistributionTransform,
     ExpTransform,
     IndependentTransform,
     LowerCholeskyTransform,
+    PositiveDefiniteTransform,
     PowerTransform,
     ReshapeTransform,
     SigmoidTransform,
     SoftmaxTransform,
     SoftplusTransform,
+    StackTransform,
     StickBreakingTransform,
     TanhTransform,
     Transform,
@@ -75,7 +79,8 @@ from ember.distributions.wishart import Wishart
 from ember.distributions.wrappers import Independent, MixtureSameFamily
 
 __all__ = [
-    "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy",
+    "AbsTransform", "AffineTransform", "Bernoulli", "CatTransform", "CorrCholeskyTransform",
+    "PositiveDefiniteTransform", "StackTransform", "Beta", "Binomial", "Categorical", "Cauchy",
     "Chi2", "ComposeTransform", "ContinuousBernoulli", "CumulativeDistributionTransform",
     "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",
     "ExponentialFamily", "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric",
@@ -94,8 +99,8 @@ __all__ = [
     "transform_to", "transforms",
 ]
 
+
 def __getattr__(name):
-    # what torch.distributions has and ember lacks (the Cat/Stack/CorrCholesky/
-    # PositiveDefinite transforms) gets an error naming it
+    # a torch.distributions name ember lacks gets an error naming it
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)
