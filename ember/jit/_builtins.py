@@ -58,6 +58,12 @@ _NEVER = {"save", "load", "set_default_device", "set_default_dtype", "manual_see
           "set_", "requires_grad_", "retain_grad", "cuda", "Variable"}
 
 
+def refused(name):
+    """Names TorchScript code may not call in ember: file, seed, thread and global state."""
+    short = name.rpartition(".")[2]
+    return name.startswith(("torch.", "ops.aten.")) and short in _NEVER and name not in TABLE
+
+
 def lookup(name):
     """The ember callable for a TorchScript builtin name, or None when there is none."""
     fn = TABLE.get(name)

@@ -222,14 +222,29 @@ def _global_chain(parts, node, ctx):
                 cache.append(cu.resolve(full, at))
             return cache[0]
         return lazy
+    if _builtins.refused(full):
+        raise ScriptSafetyError(f"{where(ctx, node)}: {full} (files, seeds, threads or "
+                                "global settings) is refused in TorchScript code")
     fn = _builtins.lookup(full)
     if fn is None:
+        # an operator ember lacks: loading goes on (PyTorch's own library code names many
+        # operators in branches a model never takes), the unit lists it for a warning,
+        # and reaching it raises
         line = ""
         if 0 < getattr(node, "lineno", 0) <= len(ctx.lines):
             line = f"; the line reads: {ctx.lines[node.lineno - 1].strip()}"
-        raise NotImplementedError(f"{where(ctx, node)}: TorchScript builtin {full} is not "
-                                  f"supported by ember (no entry in ember.jit._builtins){line}")
+        msg = (f"{where(ctx, node)}: TorchScript builtin {full} is not supported by ember "
+               f"(no entry in ember.jit._builtins){line}")
+        ctx.cu.missing.append((full, where(ctx, node)))
+        fn = _missing(full, msg)
     return _const(fn)
+
+
+def _missing(name, msg):
+    def missing(*args, **kwargs):
+        raise NotImplementedError(msg)
+    missing.__name__ = name
+    return missing
 
 
 def _e_attribute(node, ctx):

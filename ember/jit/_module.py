@@ -395,6 +395,7 @@ def create_script_module(module, methods, *, functions=None, attributes=None, co
         return sm
     root = build(module, "")
     root.__dict__["_jit_cu"] = cu
+    cu.warn_missing(f"the TorchScript code of {type(module).__name__}")
     return root
 
 
@@ -406,6 +407,7 @@ def create_script_function(source, qualname, *, functions=None, constants=()):
         fdef = _parse_def(src, f"<{qual}>")
         cu.functions[qual] = compile_function(cu, fdef, f"<{qual}>")
         cu.function_sources[qual] = textwrap.dedent(src).rstrip()
+    cu.warn_missing(f"the TorchScript function {qualname}")
     return ScriptFunction(cu.functions[qualname], qualname, cu.function_sources[qualname], cu)
 
 
