@@ -1,0 +1,42 @@
+"""TorchScript builtins that traced code uses and that ``_builtins`` does not adapt
+(additive rows of the one table, kept in their own file to keep merges easy)."""
+from ember.jit._builtins import TABLE, register
+
+
+def _add(name, fn):
+    if name not in TABLE:   # jit-load's own row, when there is one, wins
+        register(name)(fn)
+
+
+def _vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
+    from ember import linalg
+    return linalg.vector_norm(x, ord, dim, keepdim)
+
+
+def _split_with_sizes(x, sizes, dim=0):
+    return list(x.split(list(sizes), dim))
+
+
+_add("torch.linalg_vector_norm", _vector_norm)
+_add("torch.split_with_sizes", _split_with_sizes)
+
+
+def _index(x, indices):
+    """``aten::index(self, Tensor?[] indices)``: advanced indexing, None = the whole dim."""
+    key = tuple(slice(None) if i is None else i for i in indices)
+    return x[key]
+
+
+def _leaky_relu(x, negative_slope=0.01):
+    from ember.nn import functional as F
+    return F.leaky_relu(x, negative_slope)
+
+
+def _max_pool3d(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    from ember.nn import functional as F
+    return F.max_pool3d(x, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+
+_add("torch.index", _index)
+_add("torch.leaky_relu", _leaky_relu)
+_add("torch.max_pool3d", _max_pool3d)

@@ -1,0 +1,720 @@
+"""IR -> TorchScript source: the ``forward`` of a traced module in PyTorch's spelling.
+
+One table, :data:`EMIT`, keyed by the node's op name (a primitive's class name or a
+recorded function's name), holds a small function per op that writes the
+TorchScript expression (``torch.linear(x, w, b)``, ``torch._convolution(...)``,
+``torch.size(x, 0)``...). An op with no row raises ``NotImplementedError`` naming it
+and the user's line that made it, never a silent omission.
+
+The forward is one inlined function: parameters are read as ``self.<path>.<name>``
+(``getattr(self.layers, "0")`` where a path segment is not an identifier), sizes are
+plain ``int`` values, tensors that are neither inputs nor parameters are
+``CONSTANTS.c<i>``.
+"""
+import math
+
+import numpy as np
+
+from ember.jit import _builtins_trace  # noqa: F401  (rows the generated code needs)
+from ember.jit._ir import Ref
+
+__all__ = ["EMIT", "forward_source", "function_source", "Emitter"]
+
+EMIT = {}
+
+
+def emits(*ops):
+    """Decorator: register one emitter for each of ``ops``."""
+    def deco(fn):
+        for op in ops:
+            EMIT[op] = fn
+        return fn
+    return deco
+
+
+def _ident(name):
+    s = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return s if s and not s[0].isdigit() else "_" + s
+
+
+class Emitter:
+    """Names values and renders arguments while one graph is written out."""
+
+    def __init__(self, graph, constant_offset=0):
+        self.graph = graph
+        self.names = {}
+        self.lines = []
+        self._tmp = 0
+        for i, c in enumerate(graph.constants):
+            self.names[id(c)] = f"CONSTANTS.c{i + constant_offset}"
+        for qn, v in graph.params.items():
+            self.names[id(v)] = _attr_chain(qn)
+
+    def tmp(self, expr, hint="_t"):
+        """Assign ``expr`` to a fresh local; returns its name."""
+        self._tmp += 1
+        name = f"{hint}{self._tmp}"
+        self.lines.append(f"{name} = {expr}")
+        return name
+
+    def name(self, v):
+        n = self.names.get(id(v))
+        if n is None:
+            n = self.names[id(v)] = _ident(v.name)
+        return n
+
+    def e(self, x):
+        """TorchScript source for an argument (a Ref, a number, a list...)."""
+        if isinstance(x, Ref):
+            return self.name(x.value)
+        return literal(x, self)
+
+    def ints(self, xs):
+        """An ``int[]`` argument: ``[_0, -1]``."""
+        if isinstance(xs, (int, Ref)):
+            xs = (xs,)
+        return "[" + ", ".join(self.e(x) for x in xs) + "]"
+
+
+def literal(x, em=None):
+    """A Python value as a TorchScript literal."""
+    if x is None or isinstance(x, bool):
+        return repr(x)
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        if math.isinf(x):
+            return 'float("inf")' if x > 0 else 'float("-inf")'
+        if math.isnan(x):
+            return 'float("nan")'
+        return repr(x)
+    if isinstance(x, str):
+        return '"' + x.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(x, (tuple, list)):
+        return "[" + ", ".join(em.e(v) if em is not None else literal(v) for v in x) + "]"
+    from ember.backend.dtypes import dtype
+    if isinstance(x, dtype):
+        from ember.jit._builtins import dtype_code
+        return str(dtype_code(x))
+    if type(x).__name__ == "device":
+        return f'torch.device("{x}")'
+    raise NotImplementedError(f"jit codegen: no TorchScript literal for {type(x).__name__} "
+                              f"{x!r}")
+
+
+def _attr_chain(qualname):
+    out = "self"
+    for part in qualname.split("."):
+        out = f"{out}.{part}" if part.isidentifier() else f'getattr({out}, "{part}")'
+    return out
+
+
+# ----- the table -------------------------------------------------------------------------
+def _simple(aten):
+    def emit(em, node, *args, **kwargs):
+        return f"{aten}({', '.join(em.e(a) for a in args)})"
+    return emit
+
+
+_UNARY = ["Neg", "Exp", "Log", "Sqrt", "Rsqrt", "Sin", "Cos", "Tanh", "Sigmoid", "Abs",
+          "Relu", "Reciprocal", "Erf", "Floor", "Ceil", "Sign", "Log1p", "Expm1", "Sinh",
+          "Cosh", "Tan", "Asin", "Acos", "Atan", "Square", "Trunc", "Frac", "LogicalNot"]
+for _op in _UNARY:
+    _n = {"LogicalNot": "logical_not"}.get(_op, _op.lower())
+    EMIT[_op] = _simple(f"torch.{_n}")
+for _op, _aten in (("Where", "torch.where"), ("MatMul", "torch.matmul"),
+                   ("Maximum", "torch.maximum"), ("Minimum", "torch.minimum"),
+                   ("Atan2", "torch.atan2"), ("Eq", "torch.eq"), ("Ne", "torch.ne"),
+                   ("Lt", "torch.lt"), ("Le", "torch.le"), ("Gt", "torch.gt"),
+                   ("Ge", "torch.ge"), ("LogicalAnd", "torch.logical_and"),
+                   ("LogicalOr", "torch.logical_or"), ("FloorDivide", "torch.floor_divide"),
+                   ("Remainder", "torch.remainder"), ("Detach", "torch.detach")):
+    EMIT[_op] = _simple(_aten)
+
+
+def _is_tensor_arg(x):
+    return isinstance(x, Ref) and x.value.type == "Tensor"
+
+
+@emits("Add", "Mul")
+def _commutative(em, node, a, b):
+    aten = "torch.add" if node.op == "Add" else "torch.mul"
+    if not _is_tensor_arg(a):
+        a, b = b, a
+    return f"{aten}({em.e(a)}, {em.e(b)})"
+
+
+@emits("Sub")
+def _sub(em, node, a, b):
+    if not _is_tensor_arg(a):
+        return f"torch.rsub({em.e(b)}, {em.e(a)})"
+    return f"torch.sub({em.e(a)}, {em.e(b)})"
+
+
+@emits("Div")
+def _div(em, node, a, b):
+    if not _is_tensor_arg(a):
+        return f"torch.mul(torch.reciprocal({em.e(b)}), {em.e(a)})"
+    return f"torch.div({em.e(a)}, {em.e(b)})"
+
+
+@emits("Pow", "PowScalar")
+def _pow(em, node, a, b):
+    if not _is_tensor_arg(a):
+        return f"torch.pow({em.e(a)}, {em.e(b)})"
+    return f"torch.pow({em.e(a)}, {em.e(b)})"
+
+
+@emits("AddScaled")
+def _add_scaled(em, node, a, b, alpha):
+    return f"torch.add({em.e(a)}, {em.e(b)}, alpha={em.e(alpha)})"
+
+
+@emits("_Linear", "_LinearMm", "_LinearView", "_LinearUnsafeView")
+def _linear(em, node, x, w, b=None):
+    return f"torch.linear({em.e(x)}, {em.e(w)}, {em.e(b)})"
+
+
+@emits("_LinearRelu")
+def _linear_relu(em, node, x, w, b=None):
+    return f"torch.relu(torch.linear({em.e(x)}, {em.e(w)}, {em.e(b)}))"
+
+
+@emits("Softmax", "LogSoftmax")
+def _softmax(em, node, x, axis):
+    aten = "torch.softmax" if node.op == "Softmax" else "torch.log_softmax"
+    return f"{aten}({em.e(x)}, {em.e(axis)}, None)"
+
+
+@emits("Mean", "Sum")
+def _reduce(em, node, x, axes, keepdim, np_dtype):
+    aten = "torch.mean" if node.op == "Mean" else "torch.sum"
+    if np_dtype is not None:
+        raise NotImplementedError(f"jit codegen: {node.op} with dtype={np_dtype}")
+    if axes is None:
+        return f"{aten}({em.e(x)})"
+    return f"{aten}({em.e(x)}, {em.ints(tuple(axes))}, {em.e(bool(keepdim))})"
+
+
+@emits("Permute")
+def _permute(em, node, x, dims):
+    return f"torch.permute({em.e(x)}, {em.ints(dims)})"
+
+
+@emits("Transpose")
+def _transpose(em, node, x, d0, d1):
+    return f"torch.transpose({em.e(x)}, {em.e(d0)}, {em.e(d1)})"
+
+
+@emits("Unsqueeze")
+def _unsqueeze(em, node, x, dim):
+    return f"torch.unsqueeze({em.e(x)}, {em.e(dim)})"
+
+
+@emits("Squeeze")
+def _squeeze(em, node, x, dims):
+    if dims is None:
+        return f"torch.squeeze({em.e(x)})"
+    return f"torch.squeeze({em.e(x)}, {em.ints(tuple(dims))})"
+
+
+@emits("Unbind")
+def _unbind(em, node, x, dim):
+    return f"torch.unbind({em.e(x)}, {em.e(dim)})"
+
+
+@emits("Cat", "Stack")
+def _cat(em, node, *tensors, dim, np_dtype=None):
+    aten = "torch.cat" if node.op == "Cat" else "torch.stack"
+    return f"{aten}([{', '.join(em.e(t) for t in tensors)}], {em.e(dim)})"
+
+
+@emits("Contiguous")
+def _contiguous(em, node, x, fmt=None):
+    return f"torch.contiguous({em.e(x)})"
+
+
+@emits("Expand")
+def _expand_prim(em, node, x, shape):
+    return f"torch.expand({em.e(x)}, {em.ints(shape)}, implicit=False)"
+
+
+@emits("Mm", "Bmm", "Mv", "Dot")
+def _mm(em, node, a, b):
+    return f"torch.{node.op.lower()}({em.e(a)}, {em.e(b)})"
+
+
+@emits("_MaxDim", "_MinDim")
+def _max_dim(em, node, x, axis, keepdim):
+    if axis is None:
+        raise NotImplementedError(f"jit codegen: {node.op} of a 0-d tensor")
+    aten = "torch.max" if node.op == "_MaxDim" else "torch.min"
+    return f"{aten}({em.e(x)}, {em.e(axis)}, {literal(bool(keepdim))})"
+
+
+@emits("_Amax", "_Amin")
+def _amax(em, node, x, axes, keepdim):
+    dims = "[]" if axes is None else em.ints(tuple(axes))
+    return f"torch.{node.op[1:].lower()}({em.e(x)}, {dims}, {literal(bool(keepdim))})"
+
+
+@emits("_Argmax", "_Argmin")
+def _argmax(em, node, x, axis, keepdim):
+    return f"torch.{node.op[1:].lower()}({em.e(x)}, {em.e(axis)}, {literal(bool(keepdim))})"
+
+
+@emits("Clamp", "ClampMin", "ClampMax", "ClampTensor")
+def _clamp(em, node, x, lo, hi):
+    return f"torch.clamp({em.e(x)}, {em.e(lo)}, {em.e(hi)})"
+
+
+@emits("ToCopy")
+def _to_copy(em, node, x, np_dtype, device):
+    from ember.backend import dtypes
+    if np_dtype is None:
+        return f"torch.clone({em.e(x)})"
+    code = literal(dtypes.from_numpy_dtype(np.dtype(np_dtype)))
+    return f"torch.to({em.e(x)}, {code}, False, False, None)"
+
+
+@emits("MaskedFill")
+def _masked_fill(em, node, x, mask, value):
+    return f"torch.masked_fill({em.e(x)}, {em.e(mask)}, {em.e(value)})"
+
+
+@emits("Repeat")
+def _repeat(em, node, x, reps):
+    return f"torch.repeat({em.e(x)}, {em.ints(tuple(reps))})"
+
+
+@emits("ConstantPad")
+def _constant_pad(em, node, x, pads, value):
+    return f"torch.constant_pad_nd({em.e(x)}, {em.ints(tuple(pads))}, {em.e(value)})"
+
+
+@emits("_VectorNorm")
+def _vector_norm(em, node, x, p, axes, keepdim):
+    dims = "None" if axes is None else em.ints(tuple(axes))
+    return (f"torch.linalg_vector_norm({em.e(x)}, {literal(float(p))}, {dims}, "
+            f"{literal(bool(keepdim))})")
+
+
+@emits("SplitWithSizes", "Split")
+def _split(em, node, x, sizes, dim):
+    res = em.tmp(f"torch.split_with_sizes({em.e(x)}, {em.ints(tuple(sizes))}, {em.e(dim)})")
+    return [f"{res}[{i}]" for i in range(len(node.outputs))]
+
+
+@emits("LeakyRelu")
+def _leaky_relu(em, node, x, slope):
+    return f"torch.leaky_relu({em.e(x)}, {em.e(slope)})"
+
+
+@emits("Flip")
+def _flip(em, node, x, axis):
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    return f"torch.flip({em.e(x)}, {em.ints(tuple(axes))})"
+
+
+@emits("Cumsum")
+def _cumsum(em, node, x, axis, np_dtype):
+    if np_dtype is not None:
+        raise NotImplementedError("jit codegen: cumsum with dtype=")
+    return f"torch.cumsum({em.e(x)}, {em.e(axis)})"
+
+
+@emits("Gather")
+def _gather(em, node, x, idx, dim):
+    return f"torch.gather({em.e(x)}, {em.e(dim)}, {em.e(idx)})"
+
+
+@emits("IndexSelect")
+def _index_select(em, node, x, idx, dim):
+    return f"torch.index_select({em.e(x)}, {em.e(dim)}, {em.e(idx)})"
+
+
+@emits("Conv")
+def _conv(em, node, x, w, b, g):
+    nd = g.nd
+    x_src = em.e(x)
+    lo, hi = tuple(int(v) for v in g.lo), tuple(int(v) for v in g.hi)
+    if lo != hi:
+        pads = []
+        for a, c in zip(reversed(lo), reversed(hi)):
+            pads += [a, c]
+        x_src = f"torch.constant_pad_nd({x_src}, {literal(pads)}, 0.)"
+        lo = (0,) * nd
+    return (f"torch._convolution({x_src}, {em.e(w)}, {em.e(b)}, {literal(tuple(g.s))}, "
+            f"{literal(lo)}, {literal(tuple(g.d))}, False, {literal((0,) * nd)}, {g.G}, "
+            "False, False, True, True)")
+
+
+@emits("MaxPool")
+def _max_pool(em, node, x, g):
+    nd = g.nd
+    if nd not in (1, 2, 3):
+        raise NotImplementedError(f"jit codegen: {nd}-d max pooling")
+    floor = tuple((s + 2 * p - d * (k - 1) - 1) // st + 1
+                  for s, p, d, k, st in zip(g.S, g.lo, g.d, g.K, g.s))
+    ceil = tuple(int(o) for o in g.O) != floor
+    return (f"torch.max_pool{nd}d({em.e(x)}, {literal(tuple(g.K))}, {literal(tuple(g.s))}, "
+            f"{literal(tuple(g.lo))}, {literal(tuple(g.d))}, {literal(ceil)})")
+
+
+@emits("Normalize")
+def _batch_norm_train(em, node, x, w, b, axes, eps, stats):
+    """Batch norm in training mode: ``torch.batch_norm(..., training=True, ...)``, which
+    updates the running statistics as ember's node does."""
+    nd = len(node.inputs[0].shape)
+    if tuple(axes) != (0,) + tuple(range(2, nd)) or (stats is not None and
+                                                    stats.per_instance):
+        raise NotImplementedError("jit codegen: a normalization other than batch norm")
+    running = ["None", "None"]
+    momentum = 0.1
+    if stats is not None:
+        momentum = stats.momentum
+        for i, t in enumerate(stats.tensors):
+            if t is None:
+                continue
+            owner = [name for name, v in em.graph.params.items() if v.data is t]
+            if not owner:
+                raise NotImplementedError("jit codegen: batch norm statistics that are not "
+                                          "buffers of the traced module")
+            running[i] = _attr_chain(owner[0])
+    flat = (lambda t: "None" if t is None else f"torch.reshape({em.e(t)}, [-1])")
+    return (f"torch.batch_norm({em.e(x)}, {flat(w)}, {flat(b)}, {running[0]}, {running[1]}, "
+            f"True, {literal(float(momentum if momentum is not None else 0.0))}, "
+            f"{literal(float(eps))}, True)")
+
+
+@emits("_LayerNorm")
+def _layer_norm(em, node, x, w, b, axes, eps, stats=None):
+    shape = [node.inputs[0].shape[a] for a in axes]
+    return (f"torch.layer_norm({em.e(x)}, {literal(shape)}, {em.e(w)}, {em.e(b)}, "
+            f"{literal(eps)}, True)")
+
+
+@emits("ScaledDotProductAttention")
+def _sdpa(em, node, q, k, v, bias, dmask, scale, safe):
+    if dmask is not None:
+        raise NotImplementedError("jit codegen: attention with dropout while tracing (call "
+                                  ".eval() before tracing)")
+    return (f"torch.scaled_dot_product_attention({em.e(q)}, {em.e(k)}, {em.e(v)}, "
+            f"{em.e(bias)}, 0., False, scale={literal(float(scale))})")
+
+
+_RNN_ATEN = {"LSTMLayer": "torch.lstm", "GRULayer": "torch.gru",
+             "RNNTanhLayer": "torch.rnn_tanh", "RNNReluLayer": "torch.rnn_relu"}
+
+
+@emits(*_RNN_ATEN)
+def _rnn_layer(em, node, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, batch_sizes, reverse):
+    """One layer of one direction over (steps * batch, I) rows, as torch's fused op on
+    (steps, batch, I): the op torch records for an ``nn.LSTM``/``GRU``/``RNN``."""
+    b0 = batch_sizes[0]
+    key = (lambda b: ("ref", id(b.value)) if isinstance(b, Ref) else ("int", int(b)))
+    if any(key(b) != key(b0) for b in batch_sizes):
+        raise NotImplementedError("jit codegen: a recurrent layer over a packed sequence of "
+                                  "varying batch sizes")
+    n_in = node.inputs[0].shape[-1]
+    seq = f"torch.view({em.e(x)}, [-1, {em.e(b0)}, {n_in}])"
+    if reverse:
+        seq = f"torch.flip({seq}, [0])"
+    params = [w_ih, w_hh] + ([b_ih, b_hh] if b_ih is not None else []) + \
+        ([w_hr] if w_hr is not None else [])
+    plist = "[" + ", ".join(em.e(p) for p in params) + "]"
+    has_b = literal(b_ih is not None)
+    aten = _RNN_ATEN[node.op]
+    h = f"torch.unsqueeze({em.e(h0)}, 0)"
+    if node.op == "LSTMLayer":
+        hx = f"[{h}, torch.unsqueeze({em.e(c0)}, 0)]"
+    else:
+        hx = h
+    res = em.tmp(f"{aten}({seq}, {hx}, {plist}, {has_b}, 1, 0., False, False, False)")
+    y = f"{res}[0]"
+    if reverse:
+        y = f"torch.flip({y}, [0])"
+    h_out = node.outputs[0].shape[-1]
+    outs = [f"torch.reshape({y}, [-1, {h_out}])", f"torch.select({res}[1], 0, 0)"]
+    if node.op == "LSTMLayer":
+        outs.append(f"torch.select({res}[2], 0, 0)")
+    return outs
+
+
+# ----- calls recorded above the primitives -----------------------------------------------
+def _shape_args(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+@emits("size")
+def _size(em, node, t, dim):
+    return f"{em.e(t)}.size({em.e(dim)})"
+
+
+_INT_OPS = {"int.add": "+", "int.sub": "-", "int.mul": "*", "int.floordiv": "//",
+            "int.mod": "%"}
+
+
+@emits(*_INT_OPS)
+def _int_op(em, node, a, b):
+    return f"({em.e(a)} {_INT_OPS[node.op]} {em.e(b)})"
+
+
+@emits("int.neg")
+def _int_neg(em, node, a):
+    return f"(-{em.e(a)})"
+
+
+@emits("view", "reshape", "expand")
+def _view(em, node, x, *shape):
+    if node.op == "expand":
+        return f"torch.expand({em.e(x)}, {em.ints(_shape_args(shape))}, implicit=False)"
+    return f"torch.{node.op}({em.e(x)}, {em.ints(_shape_args(shape))})"
+
+
+@emits("view_as", "reshape_as", "expand_as")
+def _view_as(em, node, x, other):
+    return f"torch.{node.op}({em.e(x)}, {em.e(other)})"
+
+
+@emits("flatten")
+def _flatten(em, node, x, start_dim=0, end_dim=-1):
+    return f"torch.flatten({em.e(x)}, {em.e(start_dim)}, {em.e(end_dim)})"
+
+
+@emits("unflatten")
+def _unflatten(em, node, x, dim, sizes):
+    return f"torch.unflatten({em.e(x)}, {em.e(dim)}, {em.ints(tuple(sizes))})"
+
+
+@emits("detach")
+def _detach(em, node, x):
+    return f"torch.detach({em.e(x)})"
+
+
+@emits("embedding")
+def _embedding(em, node, input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+               scale_grad_by_freq=False, sparse=False):
+    if max_norm is not None:
+        raise NotImplementedError("jit codegen: embedding with max_norm")
+    pad = -1 if padding_idx is None else padding_idx
+    return (f"torch.embedding({em.e(weight)}, {em.e(input)}, {em.e(pad)}, "
+            f"{literal(bool(scale_grad_by_freq))}, False)")
+
+
+def _factory_kwargs(em, kw):
+    dtype = kw.get("dtype")
+    device = kw.get("device")
+    dev = "torch.device(\"cpu\")" if device is None else literal(_as_device(device))
+    return (f"dtype={em.e(dtype) if dtype is not None else 'None'}, layout=None, "
+            f"device={dev}, pin_memory=False")
+
+
+def _as_device(d):
+    from ember.backend import device as _device
+    return _device(d) if isinstance(d, str) else d
+
+
+@emits("zeros", "ones", "empty")
+def _filled(em, node, *size, dtype=None, device=None, requires_grad=False, **kw):
+    return (f"torch.{node.op}({em.ints(_shape_args(size))}, "
+            f"{_factory_kwargs(em, {'dtype': dtype, 'device': device})})")
+
+
+@emits("full")
+def _full(em, node, size, fill_value, dtype=None, device=None, requires_grad=False, **kw):
+    return (f"torch.full({em.ints(_shape_args((size,)))}, {em.e(fill_value)}, "
+            f"{_factory_kwargs(em, {'dtype': dtype, 'device': device})})")
+
+
+@emits("arange")
+def _arange(em, node, *args, dtype=None, device=None, requires_grad=False, out=None,
+            layout=None, start=None, end=None, step=None):
+    if out is not None:
+        raise NotImplementedError("jit codegen: arange(out=)")
+    pos = [a for a in args]
+    for k, v in (("start", start), ("end", end), ("step", step)):
+        if v is not None:
+            raise NotImplementedError(f"jit codegen: arange({k}=) by keyword")
+    if len(pos) == 3 and not isinstance(pos[2], Ref) and pos[2] == 1:
+        pos = pos[:2]
+    nums = ", ".join(em.e(a) for a in pos)
+    return f"torch.arange({nums}, {_factory_kwargs(em, {'dtype': dtype, 'device': device})})"
+
+
+@emits("rand", "randn")
+def _random_new(em, node, *size, generator=None, out=None, dtype=None, layout=None,
+                device=None, requires_grad=False, pin_memory=False):
+    if generator is not None or out is not None:
+        raise NotImplementedError(f"jit codegen: {node.op} with a generator or out=")
+    return (f"torch.{node.op}({em.ints(_shape_args(size))}, "
+            f"{_factory_kwargs(em, {'dtype': dtype, 'device': device})})")
+
+
+@emits("bernoulli_", "uniform_", "normal_")
+def _random_fill(em, node, x, *args, generator=None, **kw):
+    if generator is not None or kw:
+        raise NotImplementedError(f"jit codegen: {node.op} with a generator or keywords")
+    return f"torch.{node.op}({', '.join(em.e(a) for a in (x,) + args)})"
+
+
+@emits("rand_like", "randn_like", "zeros_like", "ones_like", "empty_like")
+def _like(em, node, input, dtype=None, device=None, requires_grad=False, **kw):
+    return (f"torch.{node.op}({em.e(input)}, "
+            f"{_factory_kwargs(em, {'dtype': dtype, 'device': device})}, memory_format=None)")
+
+
+@emits("getitem")
+def _getitem(em, node, x, key):
+    """``x[key]`` as torch's trace writes it: select/slice/unsqueeze per dim, then
+    ``torch.index`` for tensor indices."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    ndim = len(node.inputs[0].shape)
+    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    cur = em.e(x)
+    d = 0
+    tensors = []
+    for k in key:
+        if k is Ellipsis:
+            d += ndim - n_real
+        elif k is None:
+            cur = f"torch.unsqueeze({cur}, {d})"
+            d += 1
+        elif isinstance(k, slice):
+            if not (k.start is None and k.stop is None and k.step is None):
+                start = "None" if k.start is None else em.e(k.start)
+                stop = "None" if k.stop is None else em.e(k.stop)
+                step = "1" if k.step is None else em.e(k.step)
+                cur = f"torch.slice({cur}, {d}, {start}, {stop}, {step})"
+            d += 1
+        elif isinstance(k, Ref) and k.value.type == "Tensor":
+            tensors.append((d, em.e(k)))
+            d += 1
+        elif isinstance(k, (int, Ref)):
+            cur = f"torch.select({cur}, {d}, {em.e(k)})"
+        else:
+            raise NotImplementedError(f"jit codegen: indexing with {type(k).__name__}")
+    if tensors:
+        if [t[0] for t in tensors] != list(range(len(tensors))):
+            raise NotImplementedError("jit codegen: tensor indices after other indices")
+        idx = ", ".join(t[1] for t in tensors)
+        cur = f"torch.index({cur}, annotate(List[Optional[Tensor]], [{idx}]))"
+    return cur
+
+
+# ----- writing a graph -------------------------------------------------------------------
+def _type_of(spec):
+    if isinstance(spec, Ref):
+        return "Tensor" if spec.value.type == "Tensor" else spec.value.type
+    if isinstance(spec, tuple):
+        return "Tuple[" + ", ".join(_type_of(s) for s in spec) + "]"
+    if isinstance(spec, list):
+        inner = {_type_of(s) for s in spec}
+        return f"List[{inner.pop() if len(inner) == 1 else 'Tensor'}]"
+    if isinstance(spec, dict):
+        inner = {_type_of(s) for s in spec.values()}
+        return f"Dict[str, {inner.pop() if len(inner) == 1 else 'Tensor'}]"
+    if spec is None:
+        return "NoneType"
+    raise NotImplementedError(f"jit codegen: output of type {type(spec).__name__}")
+
+
+def _unpack_inputs(em, spec, src):
+    """Statements binding the nested input ``spec`` from the local ``src``."""
+    if isinstance(spec, Ref):
+        em.names[id(spec.value)] = src
+    elif isinstance(spec, (tuple, list)):
+        for i, s in enumerate(spec):
+            name = em.tmp(f"{src}[{i}]", "_in")
+            _unpack_inputs(em, s, name)
+    elif isinstance(spec, dict):
+        for k, s in spec.items():
+            name = em.tmp(f"{src}[{literal(k)}]", "_in")
+            _unpack_inputs(em, s, name)
+
+
+def _result(em, spec):
+    if isinstance(spec, Ref):
+        return em.e(spec)
+    if isinstance(spec, tuple):
+        items = [_result(em, s) for s in spec]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if isinstance(spec, list):
+        return "[" + ", ".join(_result(em, s) for s in spec) + "]"
+    if isinstance(spec, dict):
+        return "{" + ", ".join(f"{literal(k)}: {_result(em, s)}" for k, s in spec.items()) + "}"
+    if spec is None:
+        return "None"
+    raise NotImplementedError(f"jit codegen: output {spec!r}")
+
+
+def _body(graph, arg_names, constant_offset=0):
+    em = Emitter(graph, constant_offset)
+    params = []
+    for spec, name in zip(graph.input_spec, arg_names):
+        params.append(f"{name}: {_type_of(spec)}")
+        _unpack_inputs(em, spec, name)
+    for node in graph.nodes:
+        fn = EMIT.get(node.op)
+        if fn is None:
+            where = f" (made at {node.source[0]}:{node.source[1]})" if node.source else ""
+            raise NotImplementedError(f"jit: no TorchScript spelling for the traced op "
+                                      f"'{node.op}'{where}; ember cannot write .code or save "
+                                      "this trace")
+        out = fn(em, node, *node.args, **node.kwargs)
+        if node.multi:
+            names = [em.name(v) for v in node.outputs]
+            if isinstance(out, list):
+                for n, expr in zip(names, out):
+                    em.lines.append(f"{n} = {expr}")
+            else:
+                em.lines.append(f"{', '.join(names)} = {out}")
+        else:
+            em.lines.append(f"{em.name(node.outputs[0])} = {out}")
+    em.lines.append(f"return {_result(em, graph.output_spec)}")
+    return params, em.lines
+
+
+def _arg_names(graph):
+    if graph.arg_names is not None and all(n.isidentifier() and n != "self"
+                                           for n in graph.arg_names):
+        return [_ident(n) for n in graph.arg_names]
+    names = []
+    for spec in graph.input_spec:
+        v = spec.value if isinstance(spec, Ref) else None
+        names.append(_ident(v.name) if v is not None else f"argument_{len(names) + 1}")
+    return names
+
+
+def forward_source(graph, name="forward", constant_offset=0):
+    """The TorchScript ``def forward(self, ...)`` running ``graph``."""
+    params, lines = _body(graph, _arg_names(graph), constant_offset)
+    head = ",\n    ".join(["self"] + params)
+    ret = _type_of(graph.output_spec)
+    return f"def {name}({head}) -> {ret}:\n" + "".join(f"  {ln}\n" for ln in lines)
+
+
+def module_sources(graphs):
+    """(``{method name: source}``, constants) for a traced module's graphs; the
+    constants of all methods share one ``CONSTANTS`` table."""
+    methods, constants = {}, []
+    for name, g in graphs.items():
+        offset = len(constants)
+        methods[name] = forward_source(g, name, offset)
+        constants += [c.data for c in g.constants]
+    return methods, constants
+
+
+def function_source(graph, name):
+    """A free TorchScript function running ``graph`` (a traced function)."""
+    if graph.params:
+        raise NotImplementedError("jit codegen: a traced function that reads module "
+                                  "parameters (trace the module instead)")
+    params, lines = _body(graph, _arg_names(graph))
+    ret = _type_of(graph.output_spec)
+    return f"def {_ident(name)}({', '.join(params)}) -> {ret}:\n" + \
+        "".join(f"  {ln}\n" for ln in lines)
