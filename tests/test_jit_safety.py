@@ -121,6 +121,33 @@ def test_hostile_pickle_is_refused(record, tmp_path):
     assert ("GLOBAL", "os system") in ops and ("REDUCE", None) in ops
 
 
+@pytest.mark.parametrize("fmt", ["{0.__class__}", "{0.shape}", "{0[0]}", "{:{}}"])
+def test_format_strings_cannot_walk_attributes(fmt):
+    m = ember.jit.load(io.BytesIO(_with_code(
+        f"s = torch.format({fmt!r}, x, 3)\nt = {fmt!r}.format(x, 3)\nreturn x")))
+    with pytest.raises(ValueError, match="not supported"):
+        m(ember.ones(1, 3))
+
+
+def test_format_strings_that_torch_writes_work():
+    from ember.jit._builtins import safe_format
+    assert safe_format("got {}D input, {} {!r} {:.2f}", 4, [1, 2], "a", 0.5) == \
+        "got 4D input, [1, 2] 'a' 0.50"
+    assert safe_format("{1}{0}", "a", "b") == "ba"
+
+
+@pytest.mark.parametrize("body", [
+    "h = self._forward_hooks\nreturn x",
+    "h = self._jit_cu\nreturn x",
+    "h = getattr(self, '_jit_class')\nreturn x",
+    "self._forward_hooks = 1\nreturn x",
+])
+def test_private_module_state_is_out_of_reach(body):
+    m = ember.jit.load(io.BytesIO(_with_code(body)))
+    with pytest.raises(ember.jit.ScriptError, match="has no attribute"):
+        m(ember.ones(1, 3))
+
+
 def test_missing_op_names_op_file_and_line():
     data = _with_code("y = torch.frobnicate(x, 3)\nreturn y")
     with pytest.warns(UserWarning, match=r"torch\.frobnicate \(.*linear\.py, line 9\)"):

@@ -140,6 +140,8 @@ def call_method(obj, name, args, kwargs, at=""):
     allowed = (_LIST_METHODS if isinstance(obj, list) else _DICT_METHODS
                if isinstance(obj, dict) else _STR_METHODS if isinstance(obj, str) else ())
     if name in allowed:
+        if name == "format":
+            return _builtins.safe_format(obj, *args)
         return getattr(obj, name)(*args, **kwargs)
     raise ScriptError(f"{at}: a TorchScript value of type {type(obj).__name__} has no method "
                       f"{name!r} that ember's interpreter allows")
