@@ -118,6 +118,13 @@ _STR_METHODS = {"format", "join", "split", "strip", "lower", "upper", "startswit
                 "endswith", "replace", "find", "isdigit", "lstrip", "rstrip", "count"}
 
 
+# tensor methods that reach memory, hooks or callables: refused wherever they appear
+_REFUSED_METHODS = {"as_strided", "as_strided_", "as_subclass", "register_hook",
+                    "register_post_accumulate_grad_hook", "numpy", "apply_", "map_", "map2_",
+                    "backward", "set_", "share_memory_", "storage", "untyped_storage",
+                    "data_ptr"}
+
+
 def call_method(obj, name, args, kwargs, at=""):
     """``obj.name(*args)`` in TorchScript: module methods, tensor ops, container methods."""
     script_method = getattr(type(obj), "_jit_method", None)
@@ -133,6 +140,8 @@ def call_method(obj, name, args, kwargs, at=""):
     allowed = (_LIST_METHODS if isinstance(obj, list) else _DICT_METHODS
                if isinstance(obj, dict) else _STR_METHODS if isinstance(obj, str) else ())
     if name in allowed:
+        if name == "format":
+            return _builtins.safe_format(obj, *args)
         return getattr(obj, name)(*args, **kwargs)
     raise ScriptError(f"{at}: a TorchScript value of type {type(obj).__name__} has no method "
                       f"{name!r} that ember's interpreter allows")
@@ -330,6 +339,9 @@ def _e_call(node, ctx):
         if not (parts is not None and parts[0] in RESERVED and parts[0] not in ctx.locals):
             # a method call on a value: script module method, tensor op, container method
             check_attr_name(func.attr, func, ctx)
+            if func.attr in _REFUSED_METHODS:
+                raise ScriptSafetyError(f"{where(ctx, node)}: the tensor method "
+                                        f"{func.attr!r} is refused in TorchScript code")
             obj = compile_expr(func.value, ctx)
             args, kws = _args(node, ctx)
             name, at = func.attr, where(ctx, node)

@@ -103,9 +103,11 @@ class RecursiveScriptModule(ScriptModule):
         for store in (d["_parameters"], d["_buffers"], d["_modules"]):
             if name in store:
                 return store[name]
-        if name in d:
-            return d[name]
         cls = d["_jit_class"]
+        # only what the class declares: the module's private state (hook dicts, the
+        # compilation unit) must not be reachable from a file's code
+        if name in d and (name in cls.attributes or name == "training"):
+            return d[name]
         if name in cls.constants:
             return cls.constants[name]
         if name in cls.methods:
@@ -122,7 +124,7 @@ class RecursiveScriptModule(ScriptModule):
         d = self.__dict__
         if name in d["_parameters"] or name in d["_buffers"]:
             (d["_parameters"] if name in d["_parameters"] else d["_buffers"])[name] = value
-        elif name in d["_jit_class"].attributes or name in d:
+        elif name in d["_jit_class"].attributes or name == "training":
             d[name] = value
         else:
             raise ScriptError(f"module {self._jit_class.qualname} has no attribute {name!r} "
