@@ -166,13 +166,49 @@ class Language(nn.Module):
         return q * r.mean() + x.mean(), sizes, s
 
 
+class Ops(nn.Module):
+    """Many operators in one model: resampling, group/layer/batch norm, transposed conv,
+    einsum, top-k, sort, gather, masked fill, where, reductions over several dims."""
+
+    def __init__(self):
+        super().__init__()
+        self.ct = nn.ConvTranspose2d(4, 4, 2, stride=2)
+        self.gn = nn.GroupNorm(2, 4)
+        self.ln = nn.LayerNorm(8)
+        self.c1 = nn.Conv1d(4, 4, 3, padding=1)
+        self.bn1 = nn.BatchNorm1d(4)
+        self.prelu = nn.PReLU()
+    def forward(self, x):
+        y = F.interpolate(x, scale_factor=2.0, mode="nearest")
+        y = F.avg_pool2d(y, 2)
+        y = self.gn(self.ct(y))
+        y = F.interpolate(y, size=(8, 8), mode="bilinear", align_corners=False)
+        a, b = torch.chunk(y, 2, dim=1)
+        y = torch.cat([torch.sigmoid(a) * torch.tanh(b), F.gelu(a), F.leaky_relu(b, 0.1),
+                       F.hardswish(a), F.elu(b)], 1)
+        y = self.ln(y)
+        z = y.flatten(2)
+        z = self.prelu(self.bn1(self.c1(z[:, :4])))
+        w = torch.einsum("ncl,ndl->ncd", z, z) / 8.0
+        w = w.softmax(-1) + F.log_softmax(w, dim=1)
+        v, i = w.max(dim=-1)
+        t = torch.topk(w, 2, dim=-1).values.sum(-1)
+        s = torch.sort(w, dim=-1)[0].cumsum(-1)[..., -1]
+        g = torch.gather(w, 2, i.unsqueeze(-1)).squeeze(-1)
+        m = w.masked_fill(w > 0.5, 0.0).clamp(-1, 1).pow(2).sqrt().exp().log().abs()
+        u = torch.stack([v, t, s, g], 0).permute(1, 0, 2).mean(dim=(1, 2))
+        out = u + m.mean((1, 2)) + torch.matmul(z.mean(-1), torch.ones(4, 1)).squeeze(1)
+        out = out + torch.where(u > 0, u, -u) + F.adaptive_max_pool2d(x, 1).flatten(1).sum(1)
+        return out + F.max_pool1d(z, 2).amax((1, 2))
+
+
 MODELS = {"mlp": MLP, "cnn": CNN, "block": Block, "lstm": LSTMLM, "gru": GRULM,
-          "encoder": Encoder, "control": Control, "tupledict": TupleDict}
+          "encoder": Encoder, "control": Control, "tupledict": TupleDict, "ops": Ops}
 # how each model is captured: torch can't trace TransformerEncoder's mask checks
 # (its trace sanity check fails in torch itself); control flow only survives script
 MODES = {"mlp": ("trace", "script"), "cnn": ("trace", "script"), "block": ("trace", "script"),
          "lstm": ("trace", "script"), "gru": ("trace", "script"), "encoder": ("script",),
-         "control": ("script",), "tupledict": ("trace", "script")}
+         "control": ("script",), "tupledict": ("trace", "script"), "ops": ("trace", "script")}
 
 
 def inputs(name, n, seed=0):
@@ -196,6 +232,8 @@ def inputs(name, n, seed=0):
         return (torch.randn(n, 6, generator=g),)
     if name == "tupledict":
         return (torch.randn(n, 5, generator=g),)
+    if name == "ops":
+        return (torch.randn(n, 4, 4, 4, generator=g),)
     raise KeyError(name)
 
 

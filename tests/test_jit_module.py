@@ -173,11 +173,16 @@ def test_unsupported_constructs_raise_at_construction():
               f = lambda: x
               return x
         """}})
-    with pytest.raises(NotImplementedError, match="torch.no_such_op"):
-        create_script_module(ember.nn.ReLU(), {"": {"forward": """
+    with pytest.warns(UserWarning, match="torch.no_such_op"):
+        sm = create_script_module(ember.nn.ReLU(), {"": {"forward": """
             def forward(self, x: Tensor) -> Tensor:
-              return torch.no_such_op(x)
+              if torch.gt(torch.dim(x), 5):
+                return torch.no_such_op(x)
+              return torch.relu(x)
         """}})
+    assert float(sm(-ember.ones(2)).sum()) == 0.0  # the untaken branch does not matter
+    with pytest.raises(NotImplementedError, match="torch.no_such_op"):
+        sm(ember.ones(1, 1, 1, 1, 1, 1))
 
 
 def test_torch_jit_in_python_m_ember_run(tmp_path):

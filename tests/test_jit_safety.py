@@ -80,6 +80,10 @@ HOSTILE = {
     "mangle-lookalike": ("s = __torch__.__builtins__\nreturn x", ""),
     "torch.save": ('torch.save(x, "{m}")\nreturn x', ""),
     "torch.load": ('y = torch.load("{m}")\nreturn x', ""),
+    "as_strided": ("return torch.as_strided(x, [1000000], [1])", ""),
+    "manual_seed": ("_0 = torch.manual_seed(0)\nreturn x", ""),
+    "method-as_strided": ("return x.as_strided([1000000], [1])", ""),
+    "method-register_hook": ("_0 = x.register_hook(torch.relu)\nreturn x", ""),
     "module-level-call": ("return x", 'ops.prim.RaiseException("boom")\n'),
     "class-decorator": ("return x", "@staticmethod\nclass Other(Module):\n  pass\n"),
     "fstring": ('s = f"{{x}}"\nreturn x', ""),
@@ -117,10 +121,39 @@ def test_hostile_pickle_is_refused(record, tmp_path):
     assert ("GLOBAL", "os system") in ops and ("REDUCE", None) in ops
 
 
+@pytest.mark.parametrize("fmt", ["{0.__class__}", "{0.shape}", "{0[0]}", "{:{}}"])
+def test_format_strings_cannot_walk_attributes(fmt):
+    m = ember.jit.load(io.BytesIO(_with_code(
+        f"s = torch.format({fmt!r}, x, 3)\nt = {fmt!r}.format(x, 3)\nreturn x")))
+    with pytest.raises(ValueError, match="not supported"):
+        m(ember.ones(1, 3))
+
+
+def test_format_strings_that_torch_writes_work():
+    from ember.jit._builtins import safe_format
+    assert safe_format("got {}D input, {} {!r} {:.2f}", 4, [1, 2], "a", 0.5) == \
+        "got 4D input, [1, 2] 'a' 0.50"
+    assert safe_format("{1}{0}", "a", "b") == "ba"
+
+
+@pytest.mark.parametrize("body", [
+    "h = self._forward_hooks\nreturn x",
+    "h = self._jit_cu\nreturn x",
+    "h = getattr(self, '_jit_class')\nreturn x",
+    "self._forward_hooks = 1\nreturn x",
+])
+def test_private_module_state_is_out_of_reach(body):
+    m = ember.jit.load(io.BytesIO(_with_code(body)))
+    with pytest.raises(ember.jit.ScriptError, match="has no attribute"):
+        m(ember.ones(1, 3))
+
+
 def test_missing_op_names_op_file_and_line():
     data = _with_code("y = torch.frobnicate(x, 3)\nreturn y")
+    with pytest.warns(UserWarning, match=r"torch\.frobnicate \(.*linear\.py, line 9\)"):
+        m = ember.jit.load(io.BytesIO(data))
     with pytest.raises(NotImplementedError, match=r"torch\.frobnicate") as info:
-        ember.jit.load(io.BytesIO(data))
+        m(ember.ones(1, 3))
     assert "linear.py, line 9" in str(info.value)
     assert "y = torch.frobnicate(x, 3)" in str(info.value)
 

@@ -709,3 +709,35 @@ class UsesScriptFunction(nn.Module):
 def test_calling_a_script_function(tmp_path):
     assert isinstance(_scaled, jit.ScriptFunction)
     _check(UsesScriptFunction(), [(ember.randn(2, 3),), (ember.randn(4, 3),)], tmp_path)
+
+
+class Wrapper(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.fc(self.inner(x, 1)) + self.inner.doubled(x)
+
+
+def test_already_scripted_and_loaded_submodules(tmp_path):
+    ember.manual_seed(12)
+    class Inner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+            self.k = 3
+
+        def forward(self, x, n: int):
+            return self.fc(x) * (n + self.k)
+
+        @jit.export
+        def doubled(self, x):
+            return x * 2
+
+    scripted = jit.script(Inner())
+    _check(Wrapper(scripted), [(ember.randn(2, 2),), (ember.randn(5, 2),)], tmp_path)
+    scripted.save(str(tmp_path / "inner.pt"))
+    loaded = jit.load(str(tmp_path / "inner.pt"))
+    _check(Wrapper(loaded), [(ember.randn(3, 2),)], tmp_path)

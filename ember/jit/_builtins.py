@@ -55,7 +55,16 @@ _NEVER = {"save", "load", "set_default_device", "set_default_dtype", "manual_see
           "set_float32_matmul_precision", "from_numpy", "register_hook", "backward",
           "register_post_accumulate_grad_hook", "numpy", "share_memory_", "apply_", "map_",
           "map2_", "storage", "untyped_storage", "data_ptr", "tolist", "pin_memory",
-          "set_", "requires_grad_", "retain_grad", "cuda", "Variable"}
+          "set_", "requires_grad_", "retain_grad", "cuda", "Variable",
+          # views with caller-chosen strides are not bounds-checked by NumPy: a file must
+          # not be able to read memory outside its tensors
+          "as_strided", "as_strided_", "as_subclass", "new", "type"}
+
+
+def refused(name):
+    """Names TorchScript code may not call in ember: file, seed, thread and global state."""
+    short = name.rpartition(".")[2]
+    return name.startswith(("torch.", "ops.aten.")) and short in _NEVER and name not in TABLE
 
 
 def lookup(name):
@@ -219,7 +228,7 @@ TABLE.update({
     _is_t(a) else a & b, "torch.__or__": lambda a, b: a or b if not _is_t(a) else a | b,
     "torch.__xor__": operator.xor, "torch.len": len, "torch.list": list,
     "torch.append": lambda lst, x: (lst.append(x), lst)[1],
-    "torch.format": lambda fmt, *args: fmt.format(*args),
+    "torch.format": lambda fmt, *args: safe_format(fmt, *args),
     "torch.warn": lambda msg, stacklevel=2: warnings.warn(msg, stacklevel=2),
     "torch.__range_length": lambda lo, hi, step: max(0, -(-(hi - lo) // step)) if step > 0
     else max(0, -(-(lo - hi) // -step)),
@@ -244,6 +253,30 @@ TABLE.update({
     "math.inf": math.inf, "math.floor": math.floor, "math.ceil": math.ceil,
     "math.isnan": math.isnan, "math.isinf": math.isinf, "math.pow": math.pow,
 })
+
+
+def safe_format(fmt, *args):
+    """``"...{}...".format(*args)`` without ``{0.attr}`` / ``{0[key]}`` fields (Python's
+    format mini-language can walk attributes: a file must not read ember's globals)."""
+    import string
+    out, auto = [], 0
+    for literal, field, spec, conv in string.Formatter().parse(fmt):
+        out.append(literal)
+        if field is None:
+            continue
+        if field == "":
+            index, auto = auto, auto + 1
+        elif field.isdigit():
+            index = int(field)
+        else:
+            raise ValueError(f"TorchScript format field {{{field}}} is not supported (only "
+                             "{} and {N})")
+        if "{" in (spec or ""):
+            raise ValueError("nested format fields are not supported in TorchScript format")
+        value = args[index]
+        value = repr(value) if conv == "r" else str(value) if conv == "s" else value
+        out.append(format(value, spec or ""))
+    return "".join(out)
 
 
 @register("torch.__getitem__")

@@ -394,3 +394,104 @@ def _encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_wei
         x = F.layer_norm(x + attend(x), shape, norm_weight_1, norm_bias_1, eps)
         x = F.layer_norm(x + ffn(x), shape, norm_weight_2, norm_bias_2, eps)
     return x
+
+
+# ----- resampling: aten::upsample_* (what F.interpolate lowers to) -------------------------
+def _upsample(mode, nd, has_align):
+    def op(input, output_size, *rest):
+        """Both overloads: (input, output_size, [align_corners,] scale_factors) and the
+        older (input, output_size, [align_corners,] scales...)."""
+        rest = list(rest)
+        align = rest.pop(0) if has_align and rest and isinstance(rest[0], bool) else None
+        scales = None
+        if rest:
+            if isinstance(rest[0], (list, tuple)) or rest[0] is None and len(rest) == 1:
+                scales = rest[0]
+            elif any(r is not None for r in rest):
+                scales = [r for r in rest[:nd]]
+        if output_size is not None:
+            return _functional.interpolate(input, size=list(output_size), mode=mode,
+                                           align_corners=align)
+        return _functional.interpolate(input, scale_factor=list(scales), mode=mode,
+                                       align_corners=align)
+    return op
+
+
+for _name, _mode, _nd, _align in (
+        ("upsample_nearest1d", "nearest", 1, False), ("upsample_nearest2d", "nearest", 2, False),
+        ("upsample_nearest3d", "nearest", 3, False), ("upsample_linear1d", "linear", 1, True),
+        ("upsample_bilinear2d", "bilinear", 2, True), ("upsample_bicubic2d", "bicubic", 2, True),
+        ("upsample_trilinear3d", "trilinear", 3, True),
+        ("_upsample_nearest_exact1d", "nearest-exact", 1, False),
+        ("_upsample_nearest_exact2d", "nearest-exact", 2, False)):
+    TABLE["torch." + _name] = _upsample(_mode, _nd, _align)
+
+
+@register("torch.hardswish", "torch.hardswish_")
+def _hardswish(x):
+    return _functional.hardswish(x)
+
+
+@register("torch.leaky_relu", "torch.leaky_relu_")
+def _leaky_relu(x, negative_slope=0.01):
+    return _functional.leaky_relu(x, negative_slope)
+
+
+@register("torch.elu", "torch.elu_")
+def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    return _functional.elu(x, alpha)
+
+
+@register("torch.hardtanh", "torch.hardtanh_")
+def _hardtanh(x, min_val=-1.0, max_val=1.0):
+    return _functional.hardtanh(x, min_val, max_val)
+
+
+@register("torch.silu", "torch.silu_")
+def _silu(x):
+    return _functional.silu(x)
+
+
+@register("torch.prelu")
+def _prelu(x, weight):
+    return _functional.prelu(x, weight)
+
+
+# aten schemas that match ember.nn.functional's argument order one for one
+for _name in ("adaptive_avg_pool3d", "pixel_shuffle", "pixel_unshuffle", "glu", "softplus",
+              "relu6", "hardsigmoid", "mish", "celu", "selu", "softshrink", "hardshrink",
+              "tanhshrink", "softsign", "logsigmoid", "instance_norm", "local_response_norm",
+              "cosine_similarity", "pairwise_distance", "one_hot", "normalize"):
+    if hasattr(_functional, _name):
+        TABLE.setdefault("torch." + _name, getattr(_functional, _name))
+
+
+def _adaptive_max(nd):
+    def op(input, output_size):
+        return getattr(_functional, f"adaptive_max_pool{nd}d")(input, output_size,
+                                                              return_indices=True)
+    return op
+
+
+for _nd in (1, 3):
+    TABLE[f"torch.adaptive_max_pool{_nd}d"] = _adaptive_max(_nd)
+
+
+@register("torch.avg_pool1d")
+def _avg_pool1d(input, kernel_size, stride=(), padding=0, ceil_mode=False,
+                count_include_pad=True):
+    return _functional.avg_pool1d(input, kernel_size, stride or None, padding, ceil_mode,
+                                  count_include_pad)
+
+
+@register("torch.avg_pool3d")
+def _avg_pool3d(input, kernel_size, stride=(), padding=0, ceil_mode=False,
+                count_include_pad=True, divisor_override=None):
+    return _functional.avg_pool3d(input, kernel_size, stride or None, padding, ceil_mode,
+                                  count_include_pad, divisor_override)
+
+
+@register("torch.max_pool3d")
+def _max_pool3d(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return _functional.max_pool3d(input, kernel_size, stride or None, padding, dilation,
+                                  ceil_mode)

@@ -118,6 +118,13 @@ _STR_METHODS = {"format", "join", "split", "strip", "lower", "upper", "startswit
                 "endswith", "replace", "find", "isdigit", "lstrip", "rstrip", "count"}
 
 
+# tensor methods that reach memory, hooks or callables: refused wherever they appear
+_REFUSED_METHODS = {"as_strided", "as_strided_", "as_subclass", "register_hook",
+                    "register_post_accumulate_grad_hook", "numpy", "apply_", "map_", "map2_",
+                    "backward", "set_", "share_memory_", "storage", "untyped_storage",
+                    "data_ptr"}
+
+
 def call_method(obj, name, args, kwargs, at=""):
     """``obj.name(*args)`` in TorchScript: module methods, tensor ops, container methods."""
     script_method = getattr(type(obj), "_jit_method", None)
@@ -133,6 +140,8 @@ def call_method(obj, name, args, kwargs, at=""):
     allowed = (_LIST_METHODS if isinstance(obj, list) else _DICT_METHODS
                if isinstance(obj, dict) else _STR_METHODS if isinstance(obj, str) else ())
     if name in allowed:
+        if name == "format":
+            return _builtins.safe_format(obj, *args)
         return getattr(obj, name)(*args, **kwargs)
     raise ScriptError(f"{at}: a TorchScript value of type {type(obj).__name__} has no method "
                       f"{name!r} that ember's interpreter allows")
@@ -222,14 +231,29 @@ def _global_chain(parts, node, ctx):
                 cache.append(cu.resolve(full, at))
             return cache[0]
         return lazy
+    if _builtins.refused(full):
+        raise ScriptSafetyError(f"{where(ctx, node)}: {full} (files, seeds, threads or "
+                                "global settings) is refused in TorchScript code")
     fn = _builtins.lookup(full)
     if fn is None:
+        # an operator ember lacks: loading goes on (PyTorch's own library code names many
+        # operators in branches a model never takes), the unit lists it for a warning,
+        # and reaching it raises
         line = ""
         if 0 < getattr(node, "lineno", 0) <= len(ctx.lines):
             line = f"; the line reads: {ctx.lines[node.lineno - 1].strip()}"
-        raise NotImplementedError(f"{where(ctx, node)}: TorchScript builtin {full} is not "
-                                  f"supported by ember (no entry in ember.jit._builtins){line}")
+        msg = (f"{where(ctx, node)}: TorchScript builtin {full} is not supported by ember "
+               f"(no entry in ember.jit._builtins){line}")
+        ctx.cu.missing.append((full, where(ctx, node)))
+        fn = _missing(full, msg)
     return _const(fn)
+
+
+def _missing(name, msg):
+    def missing(*args, **kwargs):
+        raise NotImplementedError(msg)
+    missing.__name__ = name
+    return missing
 
 
 def _e_attribute(node, ctx):
@@ -315,6 +339,9 @@ def _e_call(node, ctx):
         if not (parts is not None and parts[0] in RESERVED and parts[0] not in ctx.locals):
             # a method call on a value: script module method, tensor op, container method
             check_attr_name(func.attr, func, ctx)
+            if func.attr in _REFUSED_METHODS:
+                raise ScriptSafetyError(f"{where(ctx, node)}: the tensor method "
+                                        f"{func.attr!r} is refused in TorchScript code")
             obj = compile_expr(func.value, ctx)
             args, kws = _args(node, ctx)
             name, at = func.attr, where(ctx, node)

@@ -79,6 +79,7 @@ class CompilationUnit:
         self.functions = {}
         self.function_sources = {}
         self.constants = list(constants)
+        self.missing = []  # (builtin name, where) of operators ember lacks
 
     def define(self, source, prefix, filename="<torchscript>"):
         try:
@@ -156,6 +157,17 @@ class CompilationUnit:
         cls.source = _segment(lines, node)
         self.classes[qual] = cls
         return cls
+
+    def warn_missing(self, what, stacklevel=3):
+        """One warning naming every operator the code uses that ember lacks."""
+        if self.missing:
+            import warnings
+            names = sorted({n for n, _ in self.missing})
+            first = {n: w for n, w in reversed(self.missing)}
+            listed = "; ".join(f"{n} ({first[n]})" for n in names)
+            warnings.warn(f"{what} uses TorchScript operators that ember does not support: "
+                          f"{listed}. Code that reaches them raises NotImplementedError.",
+                          stacklevel=stacklevel)
 
     def resolve(self, qual, where):
         """A ``__torch__.*`` name: a function, a class, or an error naming it."""

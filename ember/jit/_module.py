@@ -103,9 +103,11 @@ class RecursiveScriptModule(ScriptModule):
         for store in (d["_parameters"], d["_buffers"], d["_modules"]):
             if name in store:
                 return store[name]
-        if name in d:
-            return d[name]
         cls = d["_jit_class"]
+        # only what the class declares: the module's private state (hook dicts, the
+        # compilation unit) must not be reachable from a file's code
+        if name in d and (name in cls.attributes or name == "training"):
+            return d[name]
         if name in cls.constants:
             return cls.constants[name]
         if name in cls.methods:
@@ -122,7 +124,7 @@ class RecursiveScriptModule(ScriptModule):
         d = self.__dict__
         if name in d["_parameters"] or name in d["_buffers"]:
             (d["_parameters"] if name in d["_parameters"] else d["_buffers"])[name] = value
-        elif name in d["_jit_class"].attributes or name in d:
+        elif name in d["_jit_class"].attributes or name == "training":
             d[name] = value
         else:
             raise ScriptError(f"module {self._jit_class.qualname} has no attribute {name!r} "
@@ -395,6 +397,7 @@ def create_script_module(module, methods, *, functions=None, attributes=None, co
         return sm
     root = build(module, "")
     root.__dict__["_jit_cu"] = cu
+    cu.warn_missing(f"the TorchScript code of {type(module).__name__}")
     return root
 
 
@@ -406,6 +409,7 @@ def create_script_function(source, qualname, *, functions=None, constants=()):
         fdef = _parse_def(src, f"<{qual}>")
         cu.functions[qual] = compile_function(cu, fdef, f"<{qual}>")
         cu.function_sources[qual] = textwrap.dedent(src).rstrip()
+    cu.warn_missing(f"the TorchScript function {qualname}")
     return ScriptFunction(cu.functions[qualname], qualname, cu.function_sources[qualname], cu)
 
 

@@ -191,11 +191,28 @@ class ModuleCompiler:
         self.attrs = {}        # plain attributes the code reads: name -> type string
         self.ignored = {}      # name -> python function run through Python
         self.in_progress = set()
+        self.qualname = None
         self.library = _library_class(type(module))
         self.template = None
-        if self.library is not None:
+        from ember.jit._module import RecursiveScriptModule
+        if isinstance(module, RecursiveScriptModule):
+            self._adopt_script_module(module)
+        elif self.library is not None:
             from ember.jit._script_templates import template_for
             self.template = template_for(module, self.library)
+
+    def _adopt_script_module(self, module):
+        """An already scripted (or loaded) submodule keeps its class, code and attributes."""
+        from ember.jit._script_templates import TemplateMethod
+        cls = module._jit_class
+        self.library = type(module)
+        self.template = {n: TemplateMethod(src) for n, src in cls.method_sources.items()}
+        self.attrs = {n: t for n, t in cls.attributes.items()
+                      if n != "training" and n not in module._modules}
+        self.qualname = cls.qualname
+        cu = module.__dict__.get("_jit_cu")
+        if cu is not None:
+            self.ctx.script_functions.update(getattr(cu, "function_sources", {}) or {})
 
     # -- helpers used by the frontend ---------------------------------------------------
     @staticmethod
@@ -207,6 +224,9 @@ class ModuleCompiler:
         return static(self.module, "self")
 
     def constants(self):
+        jit_class = self.module.__dict__.get("_jit_class")
+        if jit_class is not None:
+            return set(jit_class.constants)
         names = set(getattr(type(self.module), "__constants__", ()) or ())
         for klass in type(self.module).__mro__:
             for name, ann in getattr(klass, "__annotations__", {}).items():
@@ -236,7 +256,8 @@ class ModuleCompiler:
         if attr == "training":
             return Val(f"{code}.training", T.BOOL)
         if attr in self.constants():
-            value = getattr(mod, attr)
+            jit_class = d.get("_jit_class")
+            value = jit_class.constants[attr] if jit_class is not None else getattr(mod, attr)
             if self.is_module(value):
                 return static(value, f"{code}.{attr}")
             try:
@@ -455,7 +476,7 @@ def script(obj, optimize=None, _frontend=None, _rcb=None, example_inputs=None):
         paths = ctx.paths
         for mod in obj.modules():
             ctx.compiler_for(mod).compile_all()
-        methods, attributes = {}, {}
+        methods, attributes, qualnames = {}, {}, {}
         for key, comp in ctx.compilers.items():
             path = paths.get(key)
             if path is None:
@@ -463,8 +484,11 @@ def script(obj, optimize=None, _frontend=None, _rcb=None, example_inputs=None):
             methods[path] = comp.sources()
             if comp.attrs:
                 attributes[path] = dict(comp.attrs)
+            if comp.qualname is not None:
+                qualnames[path] = comp.qualname
         functions = ctx.all_functions()
-        sm = create_script_module(obj, methods, functions=functions, attributes=attributes)
+        sm = create_script_module(obj, methods, functions=functions, attributes=attributes,
+                                  qualnames=qualnames)
         _attach_ignored(sm, obj, ctx)
         return sm
     if inspect.isfunction(obj):
