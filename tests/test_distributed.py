@@ -8,7 +8,6 @@ without it. Every run has a timeout, so a hang fails instead of blocking the sui
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -29,10 +28,9 @@ def _env():
 
 
 def _run(cmd, timeout=240):
-    start = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(),
                        cwd=str(ROOT))
-    return p.returncode, p.stdout + p.stderr, time.monotonic() - start
+    return p.returncode, p.stdout + p.stderr, None
 
 
 def _mpi(n, prog, *args, plain=False, timeout=240):
@@ -82,27 +80,34 @@ def test_launcher_sets_torchrun_environment():
 
 
 def test_killed_rank_stops_the_others_with_an_error_naming_it():
-    rc, out, wall = _launch(2, "faults.py", "kill", "30")
+    rc, out, _ = _launch(2, "faults.py", "kill", "30")
     assert rc != 0, out
     assert "rank 1 (pid" in out and "was killed by SIGKILL" in out, out
-    # rank 0 notices the dead peer itself, long before its 30 s timeout
+    # rank 0 notices the dead peer itself (its 30 s timeout would say "timed out")
     assert "DistError: all_reduce: rank 1 (pid" in out and "died" in out, out
     assert "finished" not in out, out
-    assert wall < 25, (wall, out)
 
 
 def test_killed_rank_under_plain_mpiexec_does_not_hang():
-    rc, out, wall = _mpi(2, "faults.py", "kill", "30", plain=True)
+    # MPICH's launcher stops the job and names the dead process; the subprocess
+    # timeout would catch a hang
+    rc, out, _ = _mpi(2, "faults.py", "kill", "30", plain=True)
     assert rc != 0 and "finished" not in out, out
-    assert wall < 25, (wall, out)
+    assert "BAD TERMINATION" in out and "Killed" in out, out
 
 
 def test_missing_rank_times_out_naming_collective_and_rank():
-    rc, out, wall = _mpi(2, "faults.py", "late", "2")
+    rc, out, _ = _mpi(2, "faults.py", "late", "2")
     assert rc != 0, out
     assert "DistTimeoutError: all_reduce timed out after 0:00:02 on rank 0" in out, out
     assert "missing rank [1] never reached it" in out, out
-    assert wall < 30, (wall, out)
+
+
+def test_rank_missing_at_init_times_out():
+    rc, out, _ = _mpi(2, "faults.py", "late_init", "2")
+    assert rc != 0, out
+    assert "DistTimeoutError: init_process_group timed out after 0:00:02 on rank 0: not " \
+           "all of the 2 ranks called it" in out, out
 
 
 def test_without_mpi_a_clear_error(monkeypatch):

@@ -446,6 +446,13 @@ TRANSFORMS = [
     ("Independent", lambda m: m.distributions.IndependentTransform(
         m.distributions.ExpTransform(), 1), real(3, 2)),
     ("Reshape", lambda m: m.distributions.ReshapeTransform((2, 3), (6,)), real(4, 2, 3)),
+    ("CorrCholesky", lambda m: m.distributions.CorrCholeskyTransform(), real(4, 6)),
+    ("Cat", lambda m: m.distributions.CatTransform(
+        [m.distributions.ExpTransform(), m.distributions.AffineTransform(1.0, 2.0)], dim=1,
+        lengths=[2, 4]), real(3, 6)),
+    ("Stack", lambda m: m.distributions.StackTransform(
+        [m.distributions.ExpTransform(), m.distributions.SigmoidTransform(),
+         m.distributions.TanhTransform()], dim=0), real(3, 5)),
 ]
 
 
@@ -540,7 +547,25 @@ def test_biject_to_and_transform_to(make):
     with pytest.raises(NotImplementedError):
         ED.biject_to(ED.constraints.lower_cholesky)
     with pytest.raises(AttributeError, match="not implemented in ember"):
-        ED.Wishart  # noqa: B018
+        ED.NoSuchDistribution  # noqa: B018
+    # every public name of torch.distributions exists
+    assert [n for n in TD.__all__ if not hasattr(ED, n)] == []
+
+
+def test_positive_definite_and_corr_cholesky_registry():
+    m = real(2, 3, 3)
+    t, e = TD.PositiveDefiniteTransform(), ED.PositiveDefiniteTransform()
+    yt, ye = t(torch.tensor(m)), e(ember.tensor(m))
+    _same(ye, yt, "PositiveDefiniteTransform")
+    _same(e.inv(ye), t.inv(yt), "PositiveDefiniteTransform.inv")
+    assert bool(ED.constraints.positive_definite.check(ye).all())
+    x = real(5, 3)
+    for reg in ("biject_to", "transform_to"):
+        tt = getattr(TD, reg)(TD.constraints.corr_cholesky)
+        et = getattr(ED, reg)(ED.constraints.corr_cholesky)
+        _same(et(ember.tensor(x)), tt(torch.tensor(x)), reg + " corr_cholesky")
+    _same(ED.transform_to(ED.constraints.positive_definite)(ember.tensor(m)),
+          TD.transform_to(TD.constraints.positive_definite)(torch.tensor(m)), "pd")
 
 
 def test_torch_programs_import_paths(tmp_path):
@@ -601,3 +626,83 @@ def test_float32(name):
     tv, terr = _try(t.entropy)
     if terr is None:
         np.testing.assert_allclose(e.entropy().numpy(), tv.numpy(), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("dim,conc", [(2, 0.7), (3, [0.5, 1.0, 2.5]), (5, 1.7)])
+def test_lkj_cholesky(dim, conc):
+    """log_prob equals torch's on torch's samples; ember's samples are Cholesky factors
+    of correlation matrices whose off-diagonal correlations have mean 0 (and, for
+    dim 2, the variance 1 / (2 eta + 1) of 2 Beta(eta, eta) - 1)."""
+    c = np.asarray(conc, dtype=np.float64)
+    t = TD.LKJCholesky(dim, torch.tensor(c))
+    e = ED.LKJCholesky(dim, ember.tensor(c))
+    torch.manual_seed(0)
+    s = t.sample((6,))
+    _same(e.log_prob(ember.tensor(s.numpy())), t.log_prob(s), "LKJCholesky.log_prob")
+    ember.manual_seed(0)
+    es = e.sample((4000,))
+    assert tuple(es.shape) == tuple(t.sample((4000,)).shape)
+    assert bool(e.support.check(es).all())
+    corr = (es @ es.mT).numpy()
+    np.testing.assert_allclose(np.diagonal(corr, axis1=-2, axis2=-1), 1, atol=1e-12)
+    off = corr[..., 1, 0]
+    assert np.all(np.abs(off.mean(0)) < 0.06)
+    if dim == 2:
+        # r ~ 2 Beta(eta, eta) - 1: Var r = 1 / (2 eta + 1)
+        np.testing.assert_allclose(off.var(0), 1 / (2 * c + 1), rtol=0.08)
+    assert tuple(e.expand((3,) + tuple(e.batch_shape)).batch_shape) == \
+        tuple(t.expand((3,) + tuple(t.batch_shape)).batch_shape)
+
+
+def test_generalized_pareto():
+    """float32 (torch's log_prob compares with a float32 zero and fails on float64):
+    samples on torch's stream, log_prob, cdf, icdf, moments, entropy, support."""
+    params = [real(*B), pos(*B), np.array([[0.3, -0.2], [0.0, 0.4], [-0.4, 0.1]])]
+    t = TD.GeneralizedPareto(*[torch.tensor(p, dtype=torch.float32) for p in params])
+    e = ED.GeneralizedPareto(*[ember.tensor(p, dtype=ember.float32) for p in params])
+    torch.manual_seed(2)
+    ember.manual_seed(2)
+    ts, es = t.sample((5,)), e.sample((5,))
+    np.testing.assert_allclose(es.numpy(), ts.numpy(), rtol=5e-6, atol=1e-6)
+    x = ember.tensor(ts.numpy())
+    for what in ("log_prob", "cdf", "log_survival_function"):
+        np.testing.assert_allclose(getattr(e, what)(x).numpy(), getattr(t, what)(ts).numpy(),
+                                   rtol=2e-5, atol=2e-5, err_msg=what)
+    q = np.linspace(0.1, 0.9, 5)[:, None, None] * np.ones(B, np.float32)
+    np.testing.assert_allclose(e.icdf(ember.tensor(q)).numpy(), t.icdf(torch.tensor(q)).numpy(),
+                               rtol=2e-5, atol=2e-5)
+    for attr in ("mean", "variance", "mode"):
+        np.testing.assert_allclose(getattr(e, attr).numpy(), getattr(t, attr).numpy(),
+                                   rtol=2e-5, equal_nan=True, err_msg=attr)
+    np.testing.assert_allclose(e.entropy().numpy(), t.entropy().numpy(), rtol=2e-5)
+    assert bool(e.support.check(es).all())
+
+
+@pytest.mark.parametrize("kw", ["covariance_matrix", "precision_matrix", "scale_tril"])
+def test_wishart(kw):
+    """log_prob, entropy and moments equal torch's for each parameterisation; Bartlett
+    samples (not torch's stream) have the right mean and variance; rsample carries
+    gradients to the scale matrix."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 3, 3))
+    C = a @ a.transpose(0, 2, 1) + 3 * np.eye(3)
+    M = np.linalg.cholesky(C) if kw == "scale_tril" else C
+    df = np.array([4.5, 7.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = TD.Wishart(torch.tensor(df), **{kw: torch.tensor(M)})
+    e = ED.Wishart(ember.tensor(df), **{kw: ember.tensor(M)})
+    torch.manual_seed(0)
+    s = t.sample((4,))
+    _same(e.log_prob(ember.tensor(s.numpy())), t.log_prob(s), "Wishart.log_prob")
+    for attr in ("mean", "variance", "mode"):
+        _same(getattr(e, attr), getattr(t, attr), f"Wishart.{attr}")
+    _same(e.entropy(), t.entropy(), "Wishart.entropy")
+    ember.manual_seed(0)
+    es = e.sample((20000,)).numpy()
+    np.testing.assert_allclose(es.mean(0), e.mean.numpy(), rtol=0.03, atol=0.3)
+    np.testing.assert_allclose(es.var(0), e.variance.numpy(), rtol=0.12)
+    assert bool(e.support.check(ember.tensor(es[:50])).all())
+    m = ember.tensor(M, requires_grad=True)
+    g, = ember.autograd.grad(ED.Wishart(ember.tensor(df), **{kw: m}).rsample().sum(), m)
+    assert np.isfinite(g.numpy()).all() and np.abs(g.numpy()).sum() > 0

@@ -68,8 +68,11 @@ def survey():
         except Exception as err:  # a case made to raise (an error table)
             out[key] = (f"raised {type(err).__name__}", "", 0, 0)
             continue
+        # a composite's renamed node keeps ember's inputs: its edges are not compared
+        renamed = e is not None and "_renamed_from" in type(e).__dict__
         out[key] = (e.name() if e is not None else None, t.name(),
-                    len(e.next_functions) if e is not None else -1, len(t.next_functions))
+                    len(e.next_functions) if e is not None and not renamed else -1,
+                    -1 if renamed else len(t.next_functions))
         if e is not None:
             assert type(e).__name__ == e.name().rsplit("::", 1)[-1], key
     return out
@@ -88,7 +91,7 @@ def test_node_names_equal_torch_over_oracle_tables():
     assert not gaps - known, f"new differences from torch: {sorted(gaps - known)}"
     assert not known - gaps - {k for k in known if k not in result}, \
         f"now equal to torch, remove from node_name_gaps.txt: {sorted(known & set(result) - gaps)}"
-    assert equal > 1000
+    assert equal >= 1141
     # where the names agree, the number of inputs agrees too (no trailing (None, 0))
     edges = sorted(k for k, (en, tn, ne, nt) in result.items() if en == tn and ne != nt)
     assert len(edges) <= 62, edges

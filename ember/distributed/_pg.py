@@ -232,7 +232,14 @@ def _at_exit():
     if MPI.Is_finalized() or os.getpid() != _state.pid:
         return  # a forked child (a DataLoader worker) must not finalize its parent's MPI
     if _state.crashed or any(g.error is not None for g in _state.groups):
-        return
+        # mpi4py finalizes at exit too when the program imported it before ember did:
+        # leave now, before that handler runs
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(1)
     MPI.Finalize()
 
 
@@ -262,8 +269,12 @@ def _exchange_info(comm, timeout):
     deadline = time.monotonic() + timeout.total_seconds()
     while not req.Test():
         if time.monotonic() > deadline:
-            raise DistTimeoutError(f"init_process_group timed out after {timeout}: not every "
-                                   f"one of the {comm.Get_size()} ranks started")
+            # the exchange stays pending: MPI cannot cancel it, so this process must not
+            # finalize MPI at exit
+            _state.crashed = True
+            raise DistTimeoutError(f"init_process_group timed out after {timeout} on rank "
+                                   f"{comm.Get_rank()}: not all of the {comm.Get_size()} "
+                                   "ranks called it")
         time.sleep(1e-3)
     return [(bytes(row[:64]).rstrip(b"\0").decode(), int(row[64:].view(np.int64)[0]))
             for row in everyone]
@@ -293,6 +304,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         raise NotImplementedError("init_process_group(store=...): ember's process groups "
                                   "come from MPI and need no store")
     MPI = mpi()
+    _hook_exit()
     world = MPI.COMM_WORLD
     size, me = world.Get_size(), world.Get_rank()
     if world_size not in (-1, None) and int(world_size) != size:
@@ -307,13 +319,14 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if rank not in (-1, None) and int(rank) != me:
         raise ValueError(f"init_process_group(rank={rank}) but MPI gave this process rank "
                          f"{me}; ember's ranks are MPI's")
+    # first a nonblocking exchange with the timeout: duplicating the communicator blocks
+    # until every rank takes part, and a rank that never calls init would hang it
+    info = _exchange_info(world, timeout)
     comm = world.Dup()
     comm.Set_errhandler(MPI.ERRORS_RETURN)
-    info = _exchange_info(comm, timeout)
     pg = ProcessGroup(comm, range(size), name, timeout, info)
     _state.world = pg
     _state.groups.append(pg)
-    _hook_exit()
     if me == 0:
         version = " ".join(MPI.Get_library_version().splitlines()[0].split())
         level = logging.INFO if name == "mpi" else logging.WARNING
@@ -335,12 +348,12 @@ def _program():
 def destroy_process_group(group=None):
     """Free ``group`` (by default every group, ending the distributed session)."""
     if group is None or group is GroupMember.WORLD:
-        pg = _default_group()
+        _default_group()  # raises when there is none, as PyTorch
         for g in _state.groups:
             if g.error is None:
                 g.free()
+        # broken groups are kept: at exit they tell _at_exit not to finalize MPI
         _state.groups = [g for g in _state.groups if g.error is not None]
-        del pg
         _state.world = None
         return
     if isinstance(group, ProcessGroup):

@@ -13,6 +13,7 @@ from ember.distributions.continuous import (
     Cauchy,
     Exponential,
     ExponentialFamily,
+    GeneralizedPareto,
     Laplace,
     Normal,
     Uniform,
@@ -28,6 +29,7 @@ from ember.distributions.discrete import (
 from ember.distributions.distribution import Distribution
 from ember.distributions.gamma import Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, StudentT
 from ember.distributions.kl import kl_divergence, register_kl
+from ember.distributions.lkj import LKJCholesky
 from ember.distributions.multivariate_normal import (
     LowRankMultivariateNormal,
     MultivariateNormal,
@@ -54,29 +56,37 @@ from ember.distributions.transformed import (
 from ember.distributions.transforms import (
     AbsTransform,
     AffineTransform,
+    CatTransform,
     ComposeTransform,
+    CorrCholeskyTransform,
     CumulativeDistributionTransform,
     ExpTransform,
     IndependentTransform,
     LowerCholeskyTransform,
+    PositiveDefiniteTransform,
     PowerTransform,
     ReshapeTransform,
     SigmoidTransform,
     SoftmaxTransform,
     SoftplusTransform,
+    StackTransform,
     StickBreakingTransform,
     TanhTransform,
     Transform,
     identity_transform,
 )
+from ember.distributions.wishart import Wishart
 from ember.distributions.wrappers import Independent, MixtureSameFamily
 
 __all__ = [
-    "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy",
+    "AbsTransform", "AffineTransform", "Bernoulli", "CatTransform", "CorrCholeskyTransform",
+    "PositiveDefiniteTransform", "StackTransform", "Beta", "Binomial", "Categorical", "Cauchy",
     "Chi2", "ComposeTransform", "ContinuousBernoulli", "CumulativeDistributionTransform",
     "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",
-    "ExponentialFamily", "FisherSnedecor", "Gamma", "Geometric", "Gumbel", "HalfCauchy",
+    "ExponentialFamily", "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric",
+    "Gumbel", "HalfCauchy",
     "HalfNormal", "Independent", "IndependentTransform", "InverseGamma", "Kumaraswamy",
+    "LKJCholesky",
     "Laplace", "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli",
     "LowRankMultivariateNormal", "LowerCholeskyTransform", "MixtureSameFamily", "Multinomial",
     "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
@@ -84,12 +94,13 @@ __all__ = [
     "RelaxedBernoulli", "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform",
     "SoftmaxTransform", "SoftplusTransform", "StickBreakingTransform", "StudentT",
     "TanhTransform", "Transform", "TransformedDistribution", "Uniform", "VonMises", "Weibull",
+    "Wishart",
     "biject_to", "constraints", "identity_transform", "kl_divergence", "register_kl",
     "transform_to", "transforms",
 ]
 
+
 def __getattr__(name):
-    # what torch.distributions has and ember lacks (LKJCholesky, Wishart, GeneralizedPareto,
-    # the Cat/Stack/CorrCholesky/PositiveDefinite transforms) gets an error naming it
+    # a torch.distributions name ember lacks gets an error naming it
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)

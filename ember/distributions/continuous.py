@@ -8,7 +8,8 @@ from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
 from ember.distributions.utils import _finfo, broadcast_all
 
-__all__ = ["ExponentialFamily", "Normal", "Uniform", "Laplace", "Cauchy", "Exponential"]
+__all__ = ["ExponentialFamily", "Normal", "Uniform", "Laplace", "Cauchy", "Exponential",
+           "GeneralizedPareto"]
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
@@ -352,3 +353,87 @@ class Exponential(ExponentialFamily):
 
     def _log_normalizer(self, x):
         return -ember.log(-x)
+
+
+class GeneralizedPareto(Distribution):
+    """The generalized Pareto distribution: ``loc``, ``scale`` and shape
+    ``concentration`` (xi). Exponential at xi = 0, Pareto for xi > 0, bounded above at
+    ``loc - scale / xi`` for xi < 0. Samples are ``icdf(U)``."""
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive,
+                       "concentration": constraints.real}
+    has_rsample = True
+
+    def __init__(self, loc, scale, concentration, validate_args=None):
+        self.loc, self.scale, self.concentration = broadcast_all(loc, scale, concentration)
+        batch_shape = _batch(loc, scale, concentration)
+        super().__init__(self.loc.size() if batch_shape is None else batch_shape,
+                         validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return _expand_params(self, GeneralizedPareto, ("loc", "scale", "concentration"),
+                              batch_shape, _instance)
+
+    def _safe_concentration(self):
+        # xi == 0 has its own (exponential) formulas; elsewhere divide by xi
+        zero = ember.isclose(self.concentration, ember.zeros_like(self.concentration))
+        return zero, ember.where(zero, ember.ones_like(self.concentration),
+                                 self.concentration)
+
+    def rsample(self, sample_shape=()):
+        shape = tuple(self._extended_shape(sample_shape))
+        return self.icdf(ember.rand(shape, dtype=self.loc.dtype))
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        z = (value - self.loc) / self.scale
+        zero, xi = self._safe_concentration()
+        y = 1 / xi + ember.ones_like(z)
+        nonzero = ember.where(y == 0, y, y * ember.log1p(xi * z))
+        return -self.scale.log() - ember.where(zero, z, nonzero)
+
+    def log_survival_function(self, value):
+        """``log P(X > value)``."""
+        if self._validate_args:
+            self._validate_sample(value)
+        z = (value - self.loc) / self.scale
+        zero, xi = self._safe_concentration()
+        return ember.where(zero, -z, -ember.log1p(xi * z) / xi)
+
+    def log_cdf(self, value):
+        return ember.log1p(-ember.exp(self.log_survival_function(value)))
+
+    def cdf(self, value):
+        return ember.exp(self.log_cdf(value))
+
+    def icdf(self, value):
+        zero, xi = self._safe_concentration()
+        logu = ember.log1p(-value)
+        nonzero = self.loc + self.scale / xi * ember.expm1(-xi * logu)
+        return ember.where(zero, self.loc - self.scale * logu, nonzero)
+
+    @property
+    def mean(self):
+        valid = self.concentration < 1
+        xi = ember.where(valid, self.concentration, 0.5)
+        return ember.where(valid, self.loc + self.scale / (1 - xi), math.nan)
+
+    @property
+    def variance(self):
+        valid = self.concentration < 0.5
+        xi = ember.where(valid, self.concentration, 0.25)
+        return ember.where(valid, self.scale ** 2 / ((1 - xi) ** 2 * (1 - 2 * xi)), math.nan)
+
+    def entropy(self):
+        return ember.broadcast_to(ember.log(self.scale) + self.concentration + 1,
+                                  tuple(self._batch_shape))
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        upper = ember.where(self.concentration < 0,
+                            self.loc - self.scale / self.concentration, math.inf)
+        return constraints.interval(self.loc, upper)

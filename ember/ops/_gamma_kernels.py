@@ -208,9 +208,24 @@ def polygamma(n, x):
 
 
 def _log_prefactor(a, x):
-    # log(x^a e^-x / Gamma(a))
+    """log(x^a e^-x / Gamma(a)). For a >= 10 it is rewritten as
+    a (log1p(t) - t) + log(a)/2 - log(2 pi)/2 - (Stirling's remainder), t = x/a - 1, so
+    that the large terms a log x, x and lgamma(a) never cancel."""
+    out = np.empty(np.broadcast(a, x).shape)
+    big = a >= 10
     with np.errstate(divide="ignore", invalid="ignore"):
-        return a * np.log(x) - x - lgamma(a)
+        small = ~big
+        if small.any():
+            out[small] = a[small] * np.log(x[small]) - x[small] - lgamma(a[small])
+        if big.any():
+            ab, t = a[big], x[big] / a[big] - 1
+            remainder = _stirling_lgamma(ab) - ((ab - 0.5) * np.log(ab) - ab + _HALF_LOG_2PI)
+            out[big] = ab * (np.log1p(t) - t) + 0.5 * np.log(ab) - _HALF_LOG_2PI - remainder
+    return out
+
+
+def _iterations(a):
+    return int(20 * np.sqrt(np.max(a, initial=1.0))) + 200
 
 
 def _igamma_series(a, x):
@@ -219,7 +234,8 @@ def _igamma_series(a, x):
     total = np.ones_like(a)
     ap = a.copy()
     active = np.arange(a.size)
-    for _ in range(20000):
+    # the terms fall like exp(-k^2 / 2a): about 9 sqrt(a) of them reach the rounding
+    for _ in range(_iterations(a)):
         ap[active] += 1
         term[active] *= x[active] / ap[active]
         total[active] += term[active]
@@ -238,7 +254,7 @@ def _igammac_cf(a, x):
     d = 1 / b
     h = d.copy()
     active = np.arange(a.size)
-    for i in range(1, 20000):
+    for i in range(1, _iterations(a)):
         an = -i * (i - a[active])
         b[active] += 2
         dd = an * d[active] + b[active]

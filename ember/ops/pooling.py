@@ -15,10 +15,11 @@ import math
 import numpy as np
 
 from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops.conv import Geom, ntuple
-from ember.ops.unary import zero_curvature
+from ember.ops.unary import _ZerosLikeOf
 
 # the names torch also has at top level, with the same signature
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "adaptive_avg_pool1d"]
@@ -59,6 +60,7 @@ def _lowest(dtype):
 class MaxPool(Primitive):
     """Max over each window; remembers the first position of the max (PyTorch's)."""
     _node_name = "MaxPool2DWithIndicesBackward0"
+    save_inputs = (0,)  # as PyTorch's node: for a zero (not missing) second derivative
 
     def forward(self, x, g):
         self.g = g
@@ -94,7 +96,17 @@ class MaxPool(Primitive):
         return best
 
     def backward(self, gy, *_):
-        return PoolScatter.apply(gy, self.arg, self.g), None
+        return _flat_in_x(self, PoolScatter.apply(gy, self.arg, self.g)), None
+
+
+def _flat_in_x(node, gx):
+    """Pooling's input gradient does not depend on the input: under create_graph it is
+    marked so that its derivative in the input is zero (PyTorch's), not missing."""
+    if _grad_state.grad_enabled:
+        x, = node.saved_tensors
+        if x._requires_grad:
+            return gx + _ZerosLikeOf.apply(gx, x)
+    return gx
 
 
 def _as_int(mask, dtype):
@@ -186,6 +198,7 @@ class PoolGather(Primitive):
 class AvgPool(Primitive):
     """Sum over each window divided by ``div`` (broadcastable to the output)."""
     _node_name = "AvgPool2DBackward0"
+    save_inputs = (0,)
 
     def forward(self, x, g, div):
         self.g, self.div = g, div
@@ -207,7 +220,7 @@ class AvgPool(Primitive):
         return acc
 
     def backward(self, gy):
-        return AvgPoolAdjoint.apply(gy, self.g, self.div), None, None
+        return _flat_in_x(self, AvgPoolAdjoint.apply(gy, self.g, self.div)), None, None
 
 
 class AvgPoolAdjoint(Primitive):
@@ -347,8 +360,8 @@ def _max_pool(name, nd, input, kernel_size, stride, padding, dilation, ceil_mode
     g = _pool_geom(input.shape, nd, k, s, p, d, ceil_mode)
     if return_indices:
         out, idx = MaxPoolWithIndices.apply(input, g)
-        return zero_curvature(out, input), idx
-    return zero_curvature(MaxPool.apply(input, g), input)
+        return out, idx
+    return MaxPool.apply(input, g)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -420,7 +433,7 @@ def _avg_pool(name, nd, input, kernel_size, stride, padding, ceil_mode, count_in
     div = _avg_divisor(g, count_include_pad, divisor_override)
     if not isinstance(div, float):
         div = array_module(input._data).asarray(div)
-    return zero_curvature(AvgPool.apply(input, g, div), input)
+    return AvgPool.apply(input, g, div)
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,

@@ -135,6 +135,20 @@ def check_async_p2p_objects(r, n):
     same(t, torch.ones(1000) * (n * (n + 1) // 2), "async all_reduce")
     assert dist.barrier() is None
     assert dist.barrier(async_op=True).wait()
+    # several async collectives in flight at once, waited in reverse order
+    b = ember.full((3,), float(r))
+    outs = [ember.zeros(2, dtype=ember.int32) for _ in range(n)]
+    rs = ember.zeros(2)
+    works = [dist.broadcast(b, src=1, async_op=True),
+             dist.all_gather(outs, ember.full((2,), r, dtype=ember.int32), async_op=True),
+             dist.reduce_scatter_tensor(rs, ember.ones(2 * n), async_op=True)]
+    for w in reversed(works):
+        w.wait()
+    same(b, torch.ones(3), "async broadcast")
+    same(torch.stack([torch.tensor(o.numpy()) for o in outs]),
+         torch.arange(n, dtype=torch.int32)[:, None].expand(n, 2), "async all_gather")
+    same(rs, torch.full((2,), float(n)), "async reduce_scatter_tensor")
+    assert works[1].result() is outs
     nxt, prv = (r + 1) % n, (r - 1) % n
     recv = ember.zeros(4, dtype=ember.float16)
     works = dist.batch_isend_irecv([dist.P2POp(dist.isend, ember.ones(4, dtype=ember.float16)

@@ -274,7 +274,8 @@ class RNNBase(Module):
             return (PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices),
                     self.permute_hidden(hidden, unsorted_indices))
         # -1, not len(bs): a trace keeps the number of steps a computation
-        output = output.reshape(-1 if bs else 0, bs[0] if bs else 0, output.shape[-1])
+        output = output.reshape(-1 if bs and bs[0] else len(bs), bs[0] if bs else 0,
+                                output.shape[-1])
         if self.batch_first:
             output = output.transpose(0, 1)
         if not is_batched:
