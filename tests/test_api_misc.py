@@ -7,13 +7,17 @@ import ember
 
 
 def test_backends_cudnn_flags_and_distributed_sampler():
-    for m in (ember, torch):
-        cudnn = m.backends.cudnn
-        assert cudnn.enabled is True and cudnn.is_available() is False
-        cudnn.benchmark = True
-        cudnn.deterministic = True
-        assert cudnn.benchmark and cudnn.deterministic
-        cudnn.benchmark = cudnn.deterministic = False
+    cudnn = ember.backends.cudnn
+    assert cudnn.enabled is True and cudnn.is_available() is False
+    cudnn.benchmark = True
+    cudnn.deterministic = True
+    assert cudnn.benchmark and cudnn.deterministic
+    cudnn.benchmark = cudnn.deterministic = False
+    # torch's test helpers (imported by other tests in this process) freeze its global
+    # flags; its flags() context manager still sets them
+    with torch.backends.cudnn.flags(enabled=True, benchmark=True, deterministic=True):
+        assert torch.backends.cudnn.benchmark and torch.backends.cudnn.deterministic
+    assert torch.backends.cudnn.is_available() is False
     from ember.utils.data.distributed import DistributedSampler
     e = list(DistributedSampler(range(10), num_replicas=3, rank=1, shuffle=False))
     t = list(torch.utils.data.distributed.DistributedSampler(range(10), num_replicas=3, rank=1,
