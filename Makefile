@@ -43,6 +43,7 @@ bench: $(VENV)/.test
 	$(PY) benchmarks/transformer_step.py --threads 1
 	$(PY) benchmarks/dataloader.py
 	$(PY) benchmarks/checkpoint_io.py
+	$(VENV)/bin/mpiexec -n 2 $(PY) benchmarks/distributed.py
 
 clean:
 	rm -rf $(VENV)

@@ -13,7 +13,12 @@ def main(argv=None):
     run.add_argument("program", help="a Python file, or -m MODULE")
     run.add_argument("args", nargs=argparse.REMAINDER, help="the program's own arguments")
     sub.add_parser("version", help="print ember's version")
-    ns = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["run", "-m"]:
+        # `run -m MODULE ARGS`: argparse would take -m for an option of its own
+        ns = argparse.Namespace(command="run", program="-m", args=argv[2:])
+    else:
+        ns = parser.parse_args(argv)
     if ns.command == "version":
         import ember
         print(ember.__version__)
@@ -25,6 +30,10 @@ def main(argv=None):
             parser.error("run -m needs a module name")
         module, rest = ns.args[0], ns.args[1:]
         sys.argv = [module] + rest
+        if module == "torch" or module.startswith("torch."):
+            # `-m torch.distributed.run` runs the ember module that serves it
+            from ember.compat import _RENAMES
+            module = _RENAMES.get(module) or "ember" + module[len("torch"):]
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         return 0
     path = ns.program

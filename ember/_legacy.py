@@ -44,11 +44,20 @@ ByteTensor = _legacy("ByteTensor", _dt.uint8)
 BoolTensor = _legacy("BoolTensor", _dt.bool)
 
 
-def Variable(tensor, requires_grad=False, volatile=False):
-    """The pre-0.4 wrapper: returns ``tensor`` itself, with ``requires_grad`` set."""
-    if requires_grad:
-        tensor.requires_grad_(True)
-    return tensor
+class _VariableMeta(type):
+    # as in PyTorch, ``isinstance(t, Variable)`` holds for every Tensor (torchviz checks it)
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor)
+
+    def __call__(cls, tensor, requires_grad=False, volatile=False):
+        if requires_grad:
+            tensor.requires_grad_(True)
+        return tensor
+
+
+class Variable(metaclass=_VariableMeta):
+    """The pre-0.4 wrapper: ``Variable(t)`` returns ``t`` itself, with ``requires_grad``
+    set; every Tensor is an instance."""
 
 
 _threads = {"intra": 1, "inter": 1, "deterministic": False, "precision": "highest"}

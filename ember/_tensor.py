@@ -290,6 +290,10 @@ class Tensor:
     def _version(self):
         return self._vc[0]
 
+    def _is_view(self):
+        """True for a view of another tensor (``_base``), as PyTorch's private method."""
+        return self._base is not None
+
     @property
     def data(self):
         """A tensor sharing this one's storage, detached from the graph."""

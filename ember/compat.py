@@ -24,7 +24,6 @@ _RENAMES = {
     "torch.nn.parameter": "ember.nn.parameter",
     "torch.serialization": "ember.serialization",
     "torch.testing": "ember.testing",
-    "torch.nn.parallel": "ember._nn_parallel",
 }
 
 
@@ -54,33 +53,6 @@ def _module_attribute(target_name):
     return obj if isinstance(obj, types.ModuleType) else None
 
 
-# torch modules that programs import at the top but use only on request (an ONNX export
-# behind a flag): while ember has no such module, the import gets a placeholder whose
-# functions raise NotImplementedError when called
-_PLACEHOLDERS = {"torch.onnx": ("export", "dynamo_export", "is_in_onnx_export")}
-
-
-def _placeholder(fullname):
-    names = _PLACEHOLDERS.get(fullname)
-    if names is None:
-        return None
-    mod = types.ModuleType(fullname, f"{fullname}: not implemented in ember (placeholder).")
-
-    def make(name):
-        def fn(*args, **kwargs):
-            raise NotImplementedError(f"{fullname}.{name} is not implemented in ember")
-        fn.__name__ = name
-        return fn
-    for name in names:
-        setattr(mod, name, make(name))
-
-    def __getattr__(name):
-        raise AttributeError(f"module '{fullname}' has no attribute '{name}': {fullname}."
-                             f"{name} is not implemented in ember yet")
-    mod.__getattr__ = __getattr__
-    return mod
-
-
 class TorchAliasFinder(importlib.abc.MetaPathFinder):
     """Serve ``torch`` and ``torch.*`` imports with ember's modules."""
 
@@ -94,7 +66,7 @@ class TorchAliasFinder(importlib.abc.MetaPathFinder):
         try:
             module = importlib.import_module(target_name)
         except ModuleNotFoundError as e:
-            module = _module_attribute(target_name) or _placeholder(fullname)
+            module = _module_attribute(target_name)
             if module is None and e.name and (e.name == target_name
                                               or target_name.startswith(e.name + ".")):
                 raise MissingTorchAPI(

@@ -21,6 +21,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.backend import dtypes as _dt
+from ember.utils._atomic import atomic_write
 
 __all__ = ["save", "load", "CheckpointError", "add_safe_globals", "safe_globals",
            "get_safe_globals", "clear_safe_globals"]
@@ -97,9 +98,8 @@ class _TorchPickler(pickle._Pickler):
         if getattr(t, "is_sparse", False) is True:
             raise NotImplementedError("ember.save of a sparse tensor: ember writes dense tensors "
                                       "only; save tensor.to_dense() (or its indices and values)")
-        if t.grad_fn is not None and t.requires_grad:
-            raise RuntimeError("ember.save: can't save a tensor that is part of a graph; "
-                               "save tensor.detach() instead")
+        # a tensor inside a graph is saved as PyTorch saves it: its values, with
+        # requires_grad, loading as a leaf
         storage, offset, stride = self._storage_of(t._host())
         args = (storage, offset, tuple(t.shape), stride, t.requires_grad,
                 collections.OrderedDict())
@@ -170,7 +170,8 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
     """Save ``obj`` (tensors, state_dicts, nested containers) in PyTorch's zip format.
 
     ``f`` is a path or a writable binary file. The file loads in ``torch.load`` with
-    ``weights_only=True``.
+    ``weights_only=True``. A path is replaced atomically and durably (unlike
+    ``torch.save``): a crash or a full disk leaves the old file, never a broken one.
     """
     if not _use_new_zipfile_serialization:
         raise NotImplementedError("ember writes only PyTorch's zip checkpoint format")
@@ -179,7 +180,8 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
     _TorchPickler(buf, storages).dump(obj)
     if isinstance(f, (str, os.PathLike)):
         archive = os.path.splitext(os.path.basename(os.fspath(f)))[0] or "archive"
-        with open(f, "wb") as fh:
+        # a temporary file renamed over the target: a crash never destroys the old file
+        with atomic_write(f, "wb") as fh:
             _write_zip(fh, archive, buf.getvalue(), storages)
     else:
         _write_zip(f, "archive", buf.getvalue(), storages)

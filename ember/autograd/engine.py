@@ -150,13 +150,38 @@ def _fill_zeros(node, grads):
             for i, g in enumerate(grads)]
 
 
+_final_callbacks = []
+
+
+def queue_callback(fn):
+    """Run ``fn()`` once the backward pass now running has finished (PyTorch's
+    ``Variable._execution_engine.queue_callback``; DistributedDataParallel waits for its
+    gradient all-reduces this way)."""
+    _final_callbacks.append(fn)
+
+
 def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
                  accumulate=True, allow_unused=False):
     """Propagate ``grad_roots`` from ``roots`` back through the graph.
 
     With ``accumulate`` the gradients land in leaves' ``.grad`` (only ``inputs``'
     when given); without it the gradients of ``inputs`` are returned (``grad``).
+    Callbacks queued during the pass (``queue_callback``) run at its end.
     """
+    outer = len(_final_callbacks)
+    try:
+        result = _run_backward(roots, grad_roots, retain_graph, create_graph, inputs,
+                               accumulate, allow_unused)
+    except BaseException:
+        del _final_callbacks[outer:]
+        raise
+    while len(_final_callbacks) > outer:
+        _final_callbacks.pop(outer)()
+    return result
+
+
+def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumulate,
+                  allow_unused):
     buffers = {}
     root_nodes = []
     captured = {}

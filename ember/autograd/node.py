@@ -1,5 +1,7 @@
 """Graph nodes. A :class:`Primitive` is both an op (its forward on arrays) and the
 node it leaves in the graph (its backward, written in ember Tensor ops)."""
+import os
+import sys
 import weakref
 
 from ember import _tensor
@@ -38,6 +40,7 @@ class Node:
     _hooks = None
     _pre_hooks = None
     _tensor_pre_hooks = None
+    _n_in = None  # set when trailing inputs were plain values (dims, flags), not Tensors
 
     def name(self):
         """The node's name as PyTorch prints it, e.g. ``MulBackward0``."""
@@ -47,6 +50,13 @@ class Node:
         super().__init_subclass__(**kw)
         if "_node_name" not in cls.__dict__:
             cls._node_name = cls.__name__ + "Backward0"
+        # From the outside a node's class is PyTorch's (``type(fn).__name__`` is
+        # ``MulBackward0``: torchviz and tutorials print it); ember's own op name stays in
+        # ``_op_name`` for error messages. ``__qualname__`` is kept, so pickling by
+        # module path still finds the class.
+        cls._op_name = cls.__dict__.get("_op_name", cls.__name__)
+        if not cls.__dict__.get("_base_class"):
+            cls.__name__ = cls._node_name.rsplit("::", 1)[-1]
 
     def __repr__(self):
         return f"<{self.name().rsplit('::', 1)[-1]} object at {hex(id(self))}>"
@@ -55,7 +65,8 @@ class Node:
     def next_functions(self):
         """((node, output_nr), ...) for each input; leaves appear as ``AccumulateGrad``."""
         out = []
-        for e in self._edges:
+        edges = self._edges if self._n_in is None else self._edges[:self._n_in]
+        for e in edges:
             if e is None:
                 out.append((None, 0))
             elif type(e) is tuple:
@@ -194,6 +205,9 @@ class AccumulateGrad(Node):
         return acc
 
 
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
 class Primitive(Node):
     """Base of every op in ``ember.ops``.
 
@@ -208,11 +222,23 @@ class Primitive(Node):
     - ``n_outputs`` and ``differentiable_outputs`` for ops with several outputs.
     """
 
+    _base_class = True  # keeps its own __name__: no node is ever a plain Primitive
     save_inputs = ()
     save_output = False
     broadcasts = False
     n_outputs = 1
     differentiable_outputs = None  # None: all floating outputs are differentiable
+
+    @property
+    def saved_tensors(self):
+        """What backward saved; read by ember's own backward formulas only."""
+        # PyTorch's built-in nodes have no ``saved_tensors`` (custom Functions do), and
+        # tools test for it with hasattr (torchviz draws every saved tensor it finds):
+        # outside ember the attribute is absent, as in PyTorch.
+        if not sys._getframe(1).f_code.co_filename.startswith(_EMBER_DIR):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute "
+                                 "'saved_tensors'")
+        return Node.saved_tensors.fget(self)
 
     @classmethod
     def apply(cls, *args, **params):
@@ -257,7 +283,7 @@ class Primitive(Node):
         def f(x):
             self = _new(cls)
             if not isinstance(x, Tensor):
-                raise TypeError(f"{cls.__name__.lower()}(): argument 'input' must be Tensor, "
+                raise TypeError(f"{cls._op_name.lower()}(): argument 'input' must be Tensor, "
                                 f"not {type(x).__name__}")
             out = forward(self, x._data)
             if x._requires_grad and _grad_state.grad_enabled and not multi:
@@ -324,13 +350,19 @@ class Primitive(Node):
                 self._trace = anomaly.forward_trace()
             return
         edges = []
-        for a in args:
-            if isinstance(a, Tensor) and a._requires_grad:
-                fn = a.grad_fn
-                edges.append(a if fn is None else (fn, a._output_nr))
-            else:
-                edges.append(None)
+        last = 0
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                last = i
+                if a._requires_grad:
+                    fn = a.grad_fn
+                    edges.append(a if fn is None else (fn, a._output_nr))
+                    continue
+            edges.append(None)
         self._edges = edges
+        if last + 1 < len(edges):
+            # PyTorch lists Tensor inputs only: dims and flags after them are not edges
+            self._n_in = last + 1
         cls = type(self)
         if cls.save_inputs:
             # Python numbers and None are kept as they are: backward formulas take them
@@ -348,9 +380,14 @@ class Primitive(Node):
             if isinstance(a, Tensor) and a._requires_grad:
                 fn = a.grad_fn
                 ea = a if fn is None else (fn, a._output_nr)
-            if isinstance(b, Tensor) and b._requires_grad:
-                fn = b.grad_fn
-                eb = b if fn is None else (fn, b._output_nr)
+            if isinstance(b, Tensor):
+                if b._requires_grad:
+                    fn = b.grad_fn
+                    eb = b if fn is None else (fn, b._output_nr)
+            elif not cls.broadcasts:
+                # a plain parameter (shape, dim), not an operand: PyTorch has no edge for
+                # it; an arithmetic op's number is an operand (a wrapped tensor there)
+                self._n_in = 1
             self._edges = (ea, eb)
             si = cls.save_inputs
             if si:
@@ -436,7 +473,7 @@ def _check_operand(cls, x):
     if isinstance(x, (int, float, np.generic, np.ndarray)) or \
             hasattr(x, "__cuda_array_interface__"):
         return
-    raise TypeError(f"unsupported operand type(s) for {_SYMBOLS.get(cls.__name__, cls.__name__)}:"
+    raise TypeError(f"unsupported operand type(s) for {_SYMBOLS.get(cls._op_name, cls._op_name)}:"
                     f" 'Tensor' and '{type(x).__name__}'")
 
 
@@ -452,5 +489,5 @@ def _as_runtime_error(cls, args, err):
             if pa[d] != pb[d] and pa[d] != 1 and pb[d] != 1:
                 return RuntimeError(
                     f"The size of tensor a ({pa[d]}) must match the size of tensor b ({pb[d]}) "
-                    f"at non-singleton dimension {d} (in {cls.__name__.lower()})")
-    return RuntimeError(f"{cls.__name__.lower()}: {msg}")
+                    f"at non-singleton dimension {d} (in {cls._op_name.lower()})")
+    return RuntimeError(f"{cls._op_name.lower()}: {msg}")

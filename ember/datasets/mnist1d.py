@@ -6,6 +6,7 @@ import os
 import numpy as np
 
 from ember.datasets.vision import _ArrayBacked
+from ember.utils._atomic import atomic_write
 
 __all__ = ["MNIST1D"]
 
@@ -99,8 +100,8 @@ class MNIST1D(_ArrayBacked):
         if self.root is not None:
             path = self._cache_path()
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            np.savez(path + ".part.npz", **arrays)
-            os.replace(path + ".part.npz", path)
+            with atomic_write(path, "wb") as f:
+                np.savez(f, **arrays)
         return arrays
 
     def __getitem__(self, index):

@@ -1,8 +1,8 @@
 """Downloading and checking dataset files, as ``torchvision.datasets.utils``.
 
-Every download goes to a temporary ``*.part`` file first; a file whose MD5 does not
-match is deleted, never renamed into place, so a corrupted or truncated download is
-never read as data.
+Every download goes to a temporary file beside its target first (through
+``ember.utils._atomic.atomic_write``); a file whose MD5 does not match is deleted, never
+renamed into place, so a corrupted or truncated download is never read as data.
 """
 import gzip
 import hashlib
@@ -12,6 +12,8 @@ import tarfile
 import urllib.error
 import urllib.request
 import zipfile
+
+from ember.utils._atomic import atomic_write
 
 __all__ = ["calculate_md5", "check_md5", "check_integrity", "download_url", "extract_archive",
            "download_and_extract_archive", "download_from_mirrors", "ChecksumError"]
@@ -47,10 +49,19 @@ def check_integrity(fpath, md5=None):
     return check_md5(fpath, md5)
 
 
-def _urlretrieve(url, dest, timeout):
+def _urlretrieve(url, dest, timeout, md5):
+    """Stream ``url`` into ``dest``; it replaces ``dest`` only if complete and its MD5 matches."""
     request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
-    with urllib.request.urlopen(request, timeout=timeout) as response, open(dest, "wb") as fh:
-        shutil.copyfileobj(response, fh, _CHUNK)
+    digest = hashlib.md5(usedforsecurity=False)
+    with urllib.request.urlopen(request, timeout=timeout) as response, \
+            atomic_write(dest, "wb") as fh:
+        for chunk in iter(lambda: response.read(_CHUNK), b""):
+            digest.update(chunk)
+            fh.write(chunk)
+        got = digest.hexdigest()
+        if md5 is not None and got != md5.lower():
+            raise ChecksumError(f"{url}: checksum mismatch: the downloaded file's MD5 is {got}, "
+                                f"expected {md5}; the corrupted file was deleted")
 
 
 def download_url(url, root, filename=None, md5=None, max_redirect_hops=3, *, timeout=60.0):
@@ -77,20 +88,7 @@ def download_url(url, root, filename=None, md5=None, max_redirect_hops=3, *, tim
     os.makedirs(root, exist_ok=True)
     if check_integrity(fpath, md5):
         return fpath
-    part = fpath + ".part"
-    try:
-        _urlretrieve(url, part, timeout)
-    except BaseException:
-        if os.path.exists(part):
-            os.remove(part)
-        raise
-    if md5 is not None:
-        got = calculate_md5(part)
-        if got != md5.lower():
-            os.remove(part)
-            raise ChecksumError(f"{url}: checksum mismatch: the downloaded file's MD5 is {got}, "
-                                f"expected {md5}; the corrupted file was deleted")
-    os.replace(part, fpath)
+    _urlretrieve(url, fpath, timeout, md5)
     return fpath
 
 
@@ -114,13 +112,8 @@ def extract_archive(from_path, to_path=None, remove_finished=False):
             zf.extractall(to_path)
     elif name.endswith(".gz"):
         dest = os.path.join(to_path, name[:-3])
-        try:
-            with gzip.open(from_path, "rb") as src, open(dest + ".part", "wb") as dst:
-                shutil.copyfileobj(src, dst, _CHUNK)
-        except BaseException:
-            os.remove(dest + ".part")
-            raise
-        os.replace(dest + ".part", dest)
+        with gzip.open(from_path, "rb") as src, atomic_write(dest, "wb") as dst:
+            shutil.copyfileobj(src, dst, _CHUNK)
     else:
         raise NotImplementedError(f"extract_archive: cannot extract {name!r} (known: .gz, .tar, "
                                   f".tar.gz, .tgz, .tar.bz2, .tar.xz, .zip)")

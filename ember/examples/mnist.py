@@ -56,6 +56,8 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=1,
                    help="NumPy's BLAS threads (via threadpoolctl); 1 is fastest for these small "
                         "matrices, and far faster on a busy machine")
+    p.add_argument("--logdir", default=None,
+                   help="TensorBoard runs directory; default: runs/ beside --out")
     p.add_argument("--limit", type=int, default=None,
                    help="train on only the first N training images (quick tries)")
     return p.parse_args(argv)
@@ -192,6 +194,28 @@ def save_plot(history, path, title):
     plt.close(fig)
 
 
+def _open_writer(logdir):
+    """A SummaryWriter, or None with a note when TensorBoard is not installed."""
+    try:
+        from ember.utils.tensorboard import SummaryWriter
+    except ImportError:
+        print("tensorboard: skipped (pip install 'ember[tensorboard]')")
+        return None
+    return SummaryWriter(logdir)
+
+
+def save_graph_picture(model, example, stem):
+    """The model's forward graph as a PNG (needs Graphviz); returns the path or None."""
+    import shutil
+    try:
+        from ember.viz import draw_module
+    except ImportError:
+        return None
+    if shutil.which("dot") is None:
+        return None
+    return draw_module(model, example).render(stem, format="png", cleanup=True)
+
+
 def main(argv=None):
     """Run the training job; returns a dict of the results (accuracy, paths, timings)."""
     args = parse_args(argv)
@@ -226,6 +250,12 @@ def _run(args):
           f"; {args.model} with {n_params:,} parameters; {args.epochs} epochs, batch "
           f"{args.batch_size}, Adam lr {args.lr} (cosine decay)")
 
+    logdir = args.logdir or os.path.join(os.path.dirname(os.path.normpath(args.out)), "runs")
+    run_dir = os.path.join(logdir, f"{name}-{args.model}")
+    writer = _open_writer(run_dir)
+    example = test_set[0][0].unsqueeze(0)
+    if writer is not None:
+        writer.add_graph(model, example)
     history = {"train_loss": [], "test_acc": [], "samples_per_s": []}
     for epoch in range(1, args.epochs + 1):
         loss, rate = train_one_epoch(model, train_loader, optimizer,
@@ -235,6 +265,12 @@ def _run(args):
         history["train_loss"].append(loss)
         history["test_acc"].append(acc)
         history["samples_per_s"].append(rate)
+        if writer is not None:
+            writer.add_scalar("loss/train", loss, epoch)
+            writer.add_scalar("accuracy/test", acc, epoch)
+            writer.add_scalar("learning_rate", optimizer.param_groups[0]["lr"], epoch)
+            for pname, param in model.named_parameters():
+                writer.add_histogram(f"weights/{pname}", param, epoch)
         _write(f"epoch {epoch:>2}/{args.epochs}  loss {loss:.4f}  "
                f"test accuracy {100 * acc:.2f}%  {rate:,.0f} samples/s")
     elapsed = time.perf_counter() - wall
@@ -251,12 +287,21 @@ def _run(args):
         save_plot(history, plot, title)
     except ImportError:
         plot = None
+    if writer is not None:
+        writer.close()
+    graph = save_graph_picture(model, example, stem + "-graph")
     print(f"test accuracy {100 * history['test_acc'][-1]:.2f}% after {args.epochs} epochs; "
           f"wall time {elapsed:.1f} s")
     print(f"checkpoint: {stem}.pt")
     print(f"plot: {plot}" if plot else
           "plot: skipped (matplotlib is not installed: pip install 'ember[demo]')")
-    return {"dataset": name, "test_acc": history["test_acc"][-1], "wall_s": elapsed,
+    print(f"graph picture: {graph}" if graph else
+          "graph picture: skipped (needs Graphviz: apt-get install graphviz, and "
+          "pip install 'ember[viz]')")
+    if writer is not None:
+        print(f"TensorBoard: tensorboard --logdir {logdir}")
+    return {"graph": graph, "logdir": run_dir if writer is not None else None,
+            "dataset": name, "test_acc": history["test_acc"][-1], "wall_s": elapsed,
             "history": history, "checkpoint": stem + ".pt", "plot": plot, "args": vars(args)}
 
 

@@ -15,3 +15,16 @@ from ember.jit._capture import TracerWarning, is_tracing  # noqa: E402
 from ember.jit._trace import TracingCheckError, trace, trace_module  # noqa: E402
 
 __all__ += ["trace", "trace_module", "is_tracing", "TracerWarning", "TracingCheckError"]
+from ember.jit._frontend import FrontendError, NotSupportedError  # noqa: E402
+from ember.jit._script import (  # noqa: E402
+    Final,
+    annotate,
+    export,
+    ignore,
+    is_scripting,
+    script,
+    unused,
+)
+
+__all__ += ["script", "ignore", "unused", "export", "is_scripting", "annotate", "Final",
+            "FrontendError", "NotSupportedError"]

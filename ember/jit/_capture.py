@@ -45,6 +45,7 @@ import warnings
 
 from ember import _tensor
 from ember.autograd import node as _node
+from ember.autograd.function import Function
 from ember.jit._ir import Graph, Node, Ref, arg_names
 
 Tensor = _tensor.Tensor
@@ -336,14 +337,32 @@ def _apply_rec(cls, *args, **params):
     st = _state()
     if st is None:
         return _ORIG_APPLY(cls, *args, **params)
-    return st.call(cls.__name__, cls, lambda *a, **k: _ORIG_APPLY(cls, *a, **k), args, params)
+    return st.call(_op_key(cls), cls, lambda *a, **k: _ORIG_APPLY(cls, *a, **k), args, params)
+
+
+def _op_key(cls):
+    """The IR op name of a primitive: ember's own class name (``Add``), which stays
+    stable whatever name the class shows PyTorch users (``AddBackward0``)."""
+    return cls.__dict__.get("_op_name") or cls.__name__
+
+
+def _function_apply_rec(cls, *args, **kwargs):
+    """A custom ``autograd.Function`` with a ``symbolic`` (its ONNX spelling) is recorded
+    as one node, so that exporters can call it; others are recorded op by op."""
+    run = Function.__dict__["apply"].__func__ if _ORIG_FUNCTION_APPLY is None else \
+        _ORIG_FUNCTION_APPLY
+    st = _state()
+    if st is None or getattr(cls, "symbolic", None) is None:
+        return run(cls, *args, **kwargs)
+    return st.call(cls.__name__, cls, lambda *a, **k: run(cls, *a, **k), args, kwargs)
 
 
 def _unary_template(cls, forward, multi):
     def f(x):
         if not isinstance(x, Tensor):
-            raise TypeError(f"{cls.__name__.lower()}(): argument 'input' must be Tensor, "
-                            f"not {type(x).__name__}")
+            # this code runs with node.py's globals: builtins only
+            raise TypeError(f"{getattr(cls, '_op_name', cls.__name__).lower()}(): argument "
+                            f"'input' must be Tensor, not {type(x).__name__}")
         _ = (forward, multi)  # the same free variables as the fast closure
         return cls.apply(x)
     return f
@@ -472,6 +491,7 @@ def _shape_rec(self):
 
 _ORIG_SIZE = Tensor.size
 _ORIG_CALL = None  # nn.Module.__call__, filled on first capture (nn imports jit lazily)
+_ORIG_FUNCTION_APPLY = None  # autograd.Function.apply, filled on first capture
 
 
 # ----- installing and removing -----------------------------------------------------------
@@ -495,6 +515,10 @@ class capture:
                 _ORIG_CALL = Module.__dict__["__call__"]
             self._set(Primitive, "apply", classmethod(_apply_rec))
             self._set(Module, "__call__", _call_rec)
+            global _ORIG_FUNCTION_APPLY
+            if _ORIG_FUNCTION_APPLY is None:
+                _ORIG_FUNCTION_APPLY = Function.__dict__["apply"].__func__
+            self._set(Function, "apply", classmethod(_function_apply_rec))
             for f in list(_node._FAST_FUNCTIONS):
                 code = _TEMPLATES[f.__code__.co_freevars]
                 self._undo.append((f, "__code__", f.__code__))

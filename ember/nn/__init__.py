@@ -1,7 +1,5 @@
 """ember.nn: neural network layers (PyTorch's ``torch.nn``)."""
-from ember import _nn_parallel as parallel  # noqa: E402  (torch.nn.parallel)
-from ember._nn_parallel import DataParallel  # noqa: E402
-from ember.nn import functional, init, utils  # noqa: F401
+from ember.nn import functional, init, parallel, utils  # noqa: F401
 from ember.nn.modules import *  # noqa: F401,F403
 from ember.nn.modules import __all__ as _modules_all
 from ember.nn.modules.module import (  # noqa: F401
@@ -10,6 +8,7 @@ from ember.nn.modules.module import (  # noqa: F401
     register_module_full_backward_hook,
     register_module_full_backward_pre_hook,
 )
+from ember.nn.parallel import DataParallel  # noqa: F401
 from ember.nn.parameter import Buffer, Parameter  # noqa: F401
 
 __all__ = _modules_all + ["Parameter", "Buffer", "functional", "init", "utils", "parallel",

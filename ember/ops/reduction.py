@@ -179,6 +179,15 @@ class Mean(Primitive):
         return _restore(gy / self.n, in_shape, axes, keepdim), None, None, None
 
 
+# PyTorch names the node of a reduction over given dims after its second overload
+class SumDim(Sum):
+    _node_name = "SumBackward1"
+
+
+class MeanDim(Mean):
+    _node_name = "MeanBackward1"
+
+
 def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Sum of ``input`` over ``dim`` (an int, a tuple of ints, or all dims when None).
 
@@ -189,7 +198,8 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
         tensor([4, 6])
     """
     _no_out("sum", out)
-    return Sum.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
+    op = Sum if dim is None else SumDim
+    return op.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
 
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None, out=None):
@@ -202,7 +212,8 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Mean of ``input`` over ``dim`` (an int, a tuple, or all dims); floating inputs only,
     unless ``dtype`` names a floating dtype to compute in. The mean of nothing is NaN."""
     _no_out("mean", out)
-    return Mean.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
+    op = Mean if dim is None else MeanDim
+    return op.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
 
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
@@ -292,6 +303,10 @@ class Prod(Primitive):
         return g * others, None, None, None
 
 
+class ProdDim(Prod):
+    _node_name = "ProdBackward1"
+
+
 def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Product of ``input``'s elements over one ``dim`` (an int) or all of them.
 
@@ -300,7 +315,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """
     _no_out("prod", out)
     axis = None if dim is None else _axis(input, dim, "prod")
-    return Prod.apply(input, axis, keepdim, _np_dtype(dtype))
+    return (Prod if axis is None else ProdDim).apply(input, axis, keepdim, _np_dtype(dtype))
 
 
 # ----- variance and standard deviation --------------------------------------------------------

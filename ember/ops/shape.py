@@ -204,12 +204,16 @@ def transpose(input, dim0, dim1):
 swapaxes = swapdims = transpose
 
 
+class T(Transpose):
+    _node_name = "TBackward0"
+
+
 def t(input):
     """Transpose a tensor of at most 2 dims."""
     n = input._data.ndim
     if n > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
-    return transpose(input, 0, 1) if n == 2 else View.apply(input, input._data.shape)
+    return T.apply(input, 0, 1) if n == 2 else View.apply(input, input._data.shape)
 
 
 def movedim(input, source, destination):
@@ -247,6 +251,14 @@ class Squeeze(ViewPrimitive):
         return gy.reshape(self.in_shape), None
 
 
+class SqueezeDim(Squeeze):
+    _node_name = "SqueezeBackward1"  # PyTorch's overloads: squeeze(), (dim), (dims)
+
+
+class SqueezeDims(Squeeze):
+    _node_name = "SqueezeBackward2"
+
+
 def squeeze(input, dim=None):
     """Remove dims of size 1 (all, or those in ``dim``)."""
     shape = input._data.shape
@@ -254,7 +266,8 @@ def squeeze(input, dim=None):
         dims = tuple(i for i, s in enumerate(shape) if s == 1)
     else:
         dims = tuple(d for d in wrap_dims(dim, len(shape)) if shape[d] == 1) if shape else ()
-    return Squeeze.apply(input, dims)
+    op = Squeeze if dim is None else SqueezeDim if isinstance(dim, int) else SqueezeDims
+    return op.apply(input, dims)
 
 
 class Unsqueeze(ViewPrimitive):

@@ -9,7 +9,9 @@ import struct
 
 import numpy as np
 
-__all__ = ["save_file", "load_file", "save", "load"]
+from ember.utils._atomic import atomic_write
+
+__all__ = ["save_file", "load_file", "save", "load", "save_model", "load_model"]
 
 _CODES = {"float16": "F16", "float32": "F32", "float64": "F64", "int8": "I8", "int16": "I16",
           "int32": "I32", "int64": "I64", "uint8": "U8", "bool": "BOOL"}
@@ -60,9 +62,89 @@ def _check_no_sharing(arrays):
 
 
 def save_file(tensors, filename, metadata=None):
-    """Write a dict of name → tensor to a safetensors file."""
-    with open(filename, "wb") as f:
-        f.write(save(tensors, metadata))
+    """Write a dict of name → tensor to a safetensors file, replacing it atomically."""
+    data = save(tensors, metadata)
+    with atomic_write(filename, "wb") as f:
+        f.write(data)
+
+
+def _root(arr):
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
+
+
+def _duplicates(state_dict, preferred=()):
+    """Map a kept name to the names that alias it (tied weights), as the safetensors package.
+
+    Names whose data overlap form a group; the kept one must cover its whole buffer
+    (the others are views of it), preferring names in ``preferred``, then the first by name.
+    """
+    arrays = {k: v.detach()._host() for k, v in state_dict.items()}
+    groups = {}
+    for name, arr in arrays.items():
+        if arr.size:
+            groups.setdefault(id(_root(arr)), []).append(name)
+    out = {}
+    for names in groups.values():
+        if len(names) < 2:
+            continue
+        root = _root(arrays[names[0]])
+        start = root.__array_interface__["data"][0]
+        complete = sorted(n for n in names if arrays[n].nbytes == root.nbytes
+                          and arrays[n].__array_interface__["data"][0] == start)
+        if not complete:
+            raise RuntimeError(f"safetensors: tensors {sorted(names)} share memory but none "
+                               "covers it all; clone them before saving")
+        keep = ([n for n in complete if n in preferred] or complete)[0]
+        out[keep] = sorted(n for n in names if n != keep)
+    return out
+
+
+def save_model(model, filename, metadata=None, force_contiguous=True):
+    """Save ``model.state_dict()`` to a safetensors file, storing tied weights once.
+
+    Each dropped alias is recorded in the metadata as ``alias -> kept name`` (unless
+    ``metadata`` already has that key), as ``safetensors.torch.save_model`` does. The
+    file is replaced atomically. Tensors are always stored contiguous, so
+    ``force_contiguous`` is accepted for compatibility only.
+    """
+    state_dict = model.state_dict()
+    for keep, aliases in _duplicates(state_dict).items():
+        for alias in aliases:
+            metadata = {} if metadata is None else metadata
+            metadata.setdefault(alias, keep)
+            del state_dict[alias]
+    save_file(state_dict, filename, metadata=metadata)
+
+
+def load_model(model, filename, strict=True, device="cpu"):
+    """Load a file written by :func:`save_model` into ``model``; aliases are refilled by tying.
+
+    Returns ``(missing, unexpected)`` as ``safetensors.torch.load_model`` does; with
+    ``strict=True`` either being non-empty raises ``RuntimeError``.
+    """
+    state_dict = load_file(filename, device=device)
+    aliases = _duplicates(model.state_dict(), preferred=set(state_dict))
+    missing, unexpected = model.load_state_dict(state_dict, strict=False)
+    missing = set(missing)
+    unexpected = list(unexpected)
+    for group in aliases.values():
+        for alias in group:
+            if alias in missing:
+                missing.remove(alias)
+            else:
+                unexpected.append(alias)
+    if strict and (missing or unexpected):
+        error = f"Error(s) in loading state_dict for {type(model).__name__}:"
+        if missing:
+            error += "\n    Missing key(s) in state_dict: " + \
+                ", ".join(f'"{k}"' for k in sorted(missing))
+        if unexpected:
+            error += "\n    Unexpected key(s) in state_dict: " + \
+                ", ".join(f'"{k}"' for k in sorted(unexpected))
+        raise RuntimeError(error)
+    return missing, unexpected
 
 
 def load(data, device="cpu"):

@@ -109,15 +109,14 @@ def test_not_implemented_pieces_say_so():
     with pytest.raises(NotImplementedError):
         ember.ones(2).to(ember.complex64)
     assert repr(ember.bfloat16) == "ember.bfloat16" and ember.bfloat16.is_floating_point
-    assert not ember.distributed.is_available() and not ember.distributed.is_initialized()
-    with pytest.raises(NotImplementedError):
-        ember.distributed.init_process_group("gloo")
+    # ember.distributed runs on MPI (tests/test_distributed*.py); no group exists here
+    assert not ember.distributed.is_initialized()
     with pytest.raises(ValueError):
         ember.distributed.get_rank()
 
 
 def test_data_parallel_on_one_device():
-    from ember import _nn_parallel as parallel
+    from ember.nn import parallel
     lin = ember.nn.Linear(2, 2)
     dp = parallel.DataParallel(lin)
     x = ember.ones(1, 2)
@@ -140,17 +139,14 @@ def test_served_torch_submodules(tmp_path):
         cudnn.benchmark = True
         print(torch.utils.data.DataLoader.__name__, torch.nn.parallel.DataParallel.__name__,
               torch.cuda.amp.GradScaler.__name__, torch.sparse.mm.__name__)
-        try:
-            torch.onnx.export(None, None, "x.onnx")
-        except NotImplementedError as e:
-            print("onnx:", e)
+        torch.onnx.export(torch.nn.Linear(2, 1), (torch.ones(1, 2),), "x.onnx")
+        import os
+        print("onnx:", os.path.getsize("x.onnx") > 0)
     """))
     r = subprocess.run([sys.executable, "-m", "ember", "run", str(prog)], capture_output=True,
-                       text=True, timeout=120)
+                       text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == [
-        "DataLoader DataParallel GradScaler mm",
-        "onnx: torch.onnx.export is not implemented in ember"]
+    assert r.stdout.splitlines() == ["DataLoader DataParallel GradScaler mm", "onnx: True"]
 
 
 @pytest.mark.parametrize("op", ["add", "sub"])

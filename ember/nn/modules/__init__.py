@@ -42,3 +42,9 @@ from ember.nn.modules.attention import *  # noqa: E402,F403
 from ember.nn.modules.transformer import *  # noqa: E402,F403
 
 __all__ += attention.__all__ + transformer.__all__
+
+# SyncBatchNorm (owned by the distributed engineer).
+from ember.nn.modules import sync_batchnorm  # noqa: E402
+from ember.nn.modules.sync_batchnorm import *  # noqa: E402,F403
+
+__all__ += sync_batchnorm.__all__

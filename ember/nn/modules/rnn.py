@@ -273,7 +273,8 @@ class RNNBase(Module):
         if batch_sizes is not None:
             return (PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices),
                     self.permute_hidden(hidden, unsorted_indices))
-        output = output.reshape(len(bs), bs[0] if bs else 0, output.shape[-1])
+        # -1, not len(bs): a trace keeps the number of steps a computation
+        output = output.reshape(-1 if bs else 0, bs[0] if bs else 0, output.shape[-1])
         if self.batch_first:
             output = output.transpose(0, 1)
         if not is_batched:

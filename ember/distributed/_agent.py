@@ -1,0 +1,64 @@
+"""The supervisor that ``ember.distributed.run`` starts for each rank under ``mpiexec``.
+
+It sets torchrun's environment variables from MPI's, starts the worker (which inherits
+MPI's connection to the launcher) and waits for it. When the worker is killed, the
+supervisor says which rank died and stays alive for a few seconds: mpiexec would
+otherwise stop every other rank at once, before they could report which peer they lost.
+"""
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+STAY_S = 5.0  # how long a dead rank's supervisor waits for the others to report it
+
+
+def _env(ns):
+    env = dict(os.environ)
+    get = env.get
+    rank = get("PMI_RANK") or get("OMPI_COMM_WORLD_RANK") or "0"
+    size = get("PMI_SIZE") or get("OMPI_COMM_WORLD_SIZE") or "1"
+    local = get("MPI_LOCALRANKID") or get("OMPI_COMM_WORLD_LOCAL_RANK") or "0"
+    local_size = get("MPI_LOCALNRANKS") or get("OMPI_COMM_WORLD_LOCAL_SIZE") or size
+    env.update(RANK=rank, WORLD_SIZE=size, LOCAL_RANK=local, LOCAL_WORLD_SIZE=local_size,
+               GROUP_RANK=str(int(rank) // max(int(local_size), 1)),
+               GROUP_WORLD_SIZE=str(ns.nnodes), ROLE_RANK=rank, ROLE_WORLD_SIZE=size,
+               ROLE_NAME="default", MASTER_ADDR=ns.master_addr,
+               MASTER_PORT=str(ns.master_port), TORCHELASTIC_RUN_ID=ns.run_id,
+               TORCHELASTIC_RESTART_COUNT="0", TORCHELASTIC_MAX_RESTARTS="0")
+    return env
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="ember.distributed._agent")
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--master-addr", default="127.0.0.1")
+    p.add_argument("--master-port", type=int, default=29500)
+    p.add_argument("--run-id", default="none")
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    ns = p.parse_args(argv)
+    cmd = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
+    env = _env(ns)
+    # close_fds=False: the worker needs the file descriptor of MPI's launcher (PMI_FD)
+    child = subprocess.Popen(cmd, env=env, close_fds=False)
+
+    def forward(signum, frame):
+        child.send_signal(signum)
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(s, forward)
+    rc = child.wait()
+    if rc < 0:
+        name = signal.Signals(-rc).name
+        sys.stderr.write(f"ember.distributed.run: rank {env['RANK']} (pid {child.pid} on "
+                         f"{socket.gethostname()}) was killed by {name}\n")
+        sys.stderr.flush()
+        time.sleep(STAY_S)
+        return 128 - rc
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,757 @@
+"""ember IR op -> ONNX nodes: one converter per IR op name.
+
+A converter is ``f(g, node, *args, **kwargs)``: ``args``/``kwargs`` are the recorded
+call's arguments (``Ref`` where a traced tensor or size was), ``g`` the
+:class:`~ember.onnx._export.GraphBuilder`. It returns the ONNX name of each output.
+"""
+import math
+
+import numpy as np
+
+from ember.jit._ir import Ref
+from ember.onnx._export import UnsupportedOnnxExport
+
+__all__ = ["EXPORTERS", "exports", "custom_symbolic"]
+
+EXPORTERS = {}
+
+
+def exports(*ops):
+    """Register one converter for the IR ops ``ops``."""
+    def deco(fn):
+        for op in ops:
+            EXPORTERS[op] = fn
+        return fn
+    return deco
+
+
+def _axes(g, axes, hint="axes"):
+    return g.const(np.asarray(list(axes), np.int64), hint)
+
+
+def _rank(ref):
+    return len(ref.value.shape)
+
+
+# ---- elementwise -------------------------------------------------------------------------
+
+_UNARY = {"Neg": "Neg", "Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt", "Sin": "Sin",
+          "Cos": "Cos", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Abs": "Abs", "Relu": "Relu",
+          "Reciprocal": "Reciprocal", "Erf": "Erf", "Floor": "Floor", "Ceil": "Ceil",
+          "Sign": "Sign", "Sinh": "Sinh", "Cosh": "Cosh", "Tan": "Tan", "Asin": "Asin",
+          "Acos": "Acos", "Atan": "Atan", "LogicalNot": "Not", "Round": "Round",
+          "Softsign": "Softsign", "Softplus": "Softplus"}
+
+
+def _unary(onnx_op):
+    def f(g, node, x, *rest, **kw):
+        return g.op(onnx_op, [g.tensor(x)])
+    return f
+
+
+for _ir, _onnx in _UNARY.items():
+    EXPORTERS[_ir] = _unary(_onnx)
+
+
+@exports("Rsqrt")
+def _rsqrt(g, node, x):
+    return g.op("Reciprocal", [g.op("Sqrt", [g.tensor(x)])])
+
+
+@exports("Square")
+def _square(g, node, x):
+    t = g.tensor(x)
+    return g.op("Mul", [t, t])
+
+
+@exports("Log1p")
+def _log1p(g, node, x):
+    return g.op("Log", [g.op("Add", [g.tensor(x), g.tensor(1.0, like=x)])])
+
+
+@exports("Expm1")
+def _expm1(g, node, x):
+    return g.op("Sub", [g.op("Exp", [g.tensor(x)]), g.tensor(1.0, like=x)])
+
+
+def _operands(g, node, a, b):
+    """Both operands as ONNX names of the node's result dtype (ONNX does not promote)."""
+    out_dt = np.dtype(node.outputs[0].dtype.np) if node.outputs[0].dtype is not None else None
+    names = []
+    for x in (a, b):
+        if isinstance(x, Ref):
+            name = g.tensor(x)
+            if out_dt is not None and x.value.type == "Tensor" and g.np_dtype(x) != out_dt \
+                    and node.op not in _COMPARISONS:
+                name = g.op("Cast", [name], to=g.elem_type(out_dt))
+            elif x.value.type == "int" and out_dt is not None and out_dt != np.int64 and \
+                    node.op not in _COMPARISONS:
+                name = g.op("Cast", [name], to=g.elem_type(out_dt))
+            names.append(name)
+        else:
+            other = b if x is a else a
+            dt = out_dt if node.op not in _COMPARISONS else \
+                (g.np_dtype(other) if isinstance(other, Ref) else None)
+            names.append(g.tensor(x, dtype=dt))
+    return names
+
+
+_BINARY = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Pow": "Pow",
+           "PowScalar": "Pow", "Maximum": "Max", "Minimum": "Min", "Eq": "Equal",
+           "Lt": "Less", "Le": "LessOrEqual", "Gt": "Greater", "Ge": "GreaterOrEqual",
+           "LogicalAnd": "And", "LogicalOr": "Or", "LogicalXor": "Xor",
+           "Remainder": "Mod", "Fmod": "Mod"}
+_COMPARISONS = {"Eq", "Ne", "Lt", "Le", "Gt", "Ge"}
+
+
+def _binary(onnx_op):
+    def f(g, node, a, b, *rest, **kw):
+        ins = _operands(g, node, a, b)
+        if onnx_op == "Mod":
+            fmod = int(node.op == "Fmod" or np.dtype(node.outputs[0].dtype.np).kind == "f")
+            if node.op == "Remainder" and fmod:
+                # Python's remainder on floats: a - floor(a / b) * b
+                q = g.op("Floor", [g.op("Div", ins)])
+                return g.op("Sub", [ins[0], g.op("Mul", [q, ins[1]])])
+            return g.op("Mod", ins, fmod=fmod)
+        if onnx_op == "Pow" and isinstance(b, (int, float)) and b == 2:
+            return g.op("Mul", [ins[0], ins[0]])
+        return g.op(onnx_op, ins)
+    return f
+
+
+for _ir, _onnx in _BINARY.items():
+    EXPORTERS[_ir] = _binary(_onnx)
+
+
+@exports("Ne")
+def _ne(g, node, a, b):
+    return g.op("Not", [g.op("Equal", _operands(g, node, a, b))])
+
+
+@exports("AddScaled")
+def _add_scaled(g, node, a, b, alpha):
+    a_, b_ = _operands(g, node, a, b)
+    if alpha != 1:
+        b_ = g.op("Mul", [b_, g.tensor(alpha, dtype=node.outputs[0].dtype.np)])
+    return g.op("Add", [a_, b_])
+
+
+@exports("SubScaled", "Rsub")
+def _sub_scaled(g, node, a, b, alpha=1):
+    a_, b_ = _operands(g, node, a, b)
+    if alpha != 1:
+        b_ = g.op("Mul", [b_, g.tensor(alpha, dtype=node.outputs[0].dtype.np)])
+    return g.op("Sub", [a_, b_])
+
+
+@exports("Where")
+def _where(g, node, cond, a, b):
+    dt = node.outputs[0].dtype.np
+    return g.op("Where", [g.tensor(cond), g.tensor(a, dtype=dt) if not isinstance(a, Ref)
+                          else g.tensor(a),
+                          g.tensor(b, dtype=dt) if not isinstance(b, Ref) else g.tensor(b)])
+
+
+@exports("MaskedFill")
+def _masked_fill(g, node, x, mask, value):
+    return g.op("Where", [g.tensor(mask), g.tensor(value, like=x), g.tensor(x)])
+
+
+@exports("Clamp", "ClampMin", "ClampMax", "Hardtanh", "ClampTensor")
+def _clamp(g, node, x, lo=None, hi=None, *rest):
+    if node.op == "ClampMax":
+        lo, hi = None, lo
+    lo_n = g.tensor(lo, like=x) if lo is not None else ""
+    hi_n = g.tensor(hi, like=x) if hi is not None else ""
+    return g.op("Clip", [g.tensor(x), lo_n, hi_n])
+
+
+@exports("LeakyRelu")
+def _leaky_relu(g, node, x, slope):
+    return g.op("LeakyRelu", [g.tensor(x)], alpha=float(slope))
+
+
+@exports("Elu")
+def _elu(g, node, x, alpha=1.0, *rest):
+    return g.op("Elu", [g.tensor(x)], alpha=float(alpha))
+
+
+@exports("Gelu")
+def _gelu(g, node, x, approximate="none"):
+    if g.opset >= 20:
+        return g.op("Gelu", [g.tensor(x)], approximate=approximate)
+    t = g.tensor(x)
+    if approximate == "tanh":
+        inner = g.op("Mul", [g.tensor(math.sqrt(2 / math.pi), like=x), g.op("Add", [
+            t, g.op("Mul", [g.tensor(0.044715, like=x), g.op("Pow", [t, g.tensor(
+                3.0, like=x)])])])])
+        gate = g.op("Add", [g.tensor(1.0, like=x), g.op("Tanh", [inner])])
+    else:
+        gate = g.op("Add", [g.tensor(1.0, like=x), g.op("Erf", [
+            g.op("Div", [t, g.tensor(math.sqrt(2.0), like=x)])])])
+    return g.op("Mul", [g.op("Mul", [t, gate]), g.tensor(0.5, like=x)])
+
+
+@exports("Silu")
+def _silu(g, node, x):
+    t = g.tensor(x)
+    return g.op("Mul", [t, g.op("Sigmoid", [t])])
+
+
+@exports("ToCopy")
+def _to_copy(g, node, x, np_dtype=None, device=None, *rest, **kw):
+    out = np.dtype(node.outputs[0].dtype.np)
+    if g.np_dtype(x) == out:
+        return g.op("Identity", [g.tensor(x)])
+    return g.op("Cast", [g.tensor(x)], to=g.elem_type(out))
+
+
+@exports("Contiguous", "Clone", "Detach", "detach", "Dropout", "Alias")
+def _identity(g, node, x, *rest, **kw):
+    return g.op("Identity", [g.tensor(x)])
+
+
+# ---- linear algebra ------------------------------------------------------------------------
+
+@exports("_Linear", "_LinearMm", "_LinearView", "_LinearUnsafeView")
+def _linear(g, node, x, w, b=None):
+    if _rank(x) == 2 and b is not None:
+        return g.op("Gemm", [g.tensor(x), g.tensor(w), g.tensor(b)], transB=1)
+    y = g.op("MatMul", [g.tensor(x), g.op("Transpose", [g.tensor(w)], perm=[1, 0])])
+    return g.op("Add", [y, g.tensor(b)]) if b is not None else y
+
+
+@exports("_LinearRelu")
+def _linear_relu(g, node, x, w, b=None):
+    return g.op("Relu", [_linear(g, node, x, w, b)])
+
+
+@exports("MatMul", "Mm", "Bmm", "Mv", "Dot")
+def _matmul(g, node, a, b):
+    return g.op("MatMul", [g.tensor(a), g.tensor(b)])
+
+
+# ---- reductions ----------------------------------------------------------------------------
+
+def _reduce_axes(g, onnx_op, x, axes, keepdim):
+    axes = list(range(_rank(x))) if axes is None else list(axes)
+    if onnx_op in ("ReduceSum",) or g.opset >= 18:
+        return g.op(onnx_op, [g.tensor(x), _axes(g, axes)], keepdims=int(bool(keepdim)))
+    return g.op(onnx_op, [g.tensor(x)], axes=axes, keepdims=int(bool(keepdim)))
+
+
+@exports("Sum", "Mean")
+def _sum_mean(g, node, x, axes, keepdim, np_dtype=None):
+    t = g.tensor(x)
+    out_dt = np.dtype(node.outputs[0].dtype.np)
+    if g.np_dtype(x) != out_dt:
+        t = g.op("Cast", [t], to=g.elem_type(out_dt))
+    name = "ReduceSum" if node.op == "Sum" else "ReduceMean"
+    axes = list(range(_rank(x))) if axes is None or axes == () and False else list(axes)
+    return g.op(name, [t, _axes(g, axes)] if (name == "ReduceSum" or g.opset >= 18)
+                else [t], keepdims=int(bool(keepdim)),
+                **({} if name == "ReduceSum" or g.opset >= 18 else {"axes": axes}))
+
+
+@exports("_Amax", "_Amin")
+def _amax(g, node, x, axes, keepdim):
+    return _reduce_axes(g, "ReduceMax" if node.op == "_Amax" else "ReduceMin", x, axes,
+                        keepdim)
+
+
+@exports("_MaxDim", "_MinDim")
+def _max_dim(g, node, x, axis, keepdim):
+    op = "ReduceMax" if node.op == "_MaxDim" else "ReduceMin"
+    values = _reduce_axes(g, op, x, [axis], keepdim)
+    idx = g.op("ArgMax" if node.op == "_MaxDim" else "ArgMin", [g.tensor(x)], axis=axis,
+               keepdims=int(bool(keepdim)))
+    return [values, idx]
+
+
+@exports("_Argmax", "_Argmin")
+def _argmax(g, node, x, axis, keepdim):
+    op = "ArgMax" if node.op == "_Argmax" else "ArgMin"
+    if axis is None:
+        flat = g.op("Reshape", [g.tensor(x), g.const(np.asarray([-1], np.int64))])
+        return g.op(op, [flat], axis=0, keepdims=0)
+    return g.op(op, [g.tensor(x)], axis=axis, keepdims=int(bool(keepdim)))
+
+
+@exports("Softmax", "LogSoftmax")
+def _softmax(g, node, x, axis, *rest):
+    return g.op(node.op, [g.tensor(x)], axis=axis)
+
+
+@exports("_VectorNorm")
+def _vector_norm(g, node, x, p, axes, keepdim):
+    axes = list(range(_rank(x))) if axes is None else list(axes)
+    if p == 2:
+        return _reduce_axes(g, "ReduceL2", x, axes, keepdim)
+    if p == 1:
+        return _reduce_axes(g, "ReduceL1", x, axes, keepdim)
+    raise UnsupportedOnnxExport(f"vector_norm with p={p}")
+
+
+@exports("Cumsum")
+def _cumsum(g, node, x, axis, np_dtype=None):
+    return g.op("CumSum", [g.tensor(x), g.const(np.asarray(axis, np.int64))])
+
+
+# ---- shapes ----------------------------------------------------------------------------------
+
+@exports("size")
+def _size(g, node, t, dim):
+    shape = g.op("Shape", [g.tensor(t)])
+    return g.op("Gather", [shape, g.const(np.asarray(dim, np.int64))], axis=0)
+
+
+_INT = {"int.add": "Add", "int.sub": "Sub", "int.mul": "Mul", "int.floordiv": "Div",
+        "int.mod": "Mod"}
+
+
+@exports(*_INT)
+def _int_op(g, node, a, b):
+    return g.op(_INT[node.op], [g.tensor(a, dtype=np.int64), g.tensor(b, dtype=np.int64)])
+
+
+@exports("int.neg")
+def _int_neg(g, node, a):
+    return g.op("Neg", [g.tensor(a, dtype=np.int64)])
+
+
+def _shape_list(args):
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return list(args[0])
+    return list(args)
+
+
+@exports("view", "reshape")
+def _view(g, node, x, *shape):
+    return g.op("Reshape", [g.tensor(x), g.ints(_shape_list(shape))])
+
+
+@exports("View", "Reshape", "_UnsafeView")
+def _view_prim(g, node, x, shape, *rest):
+    return g.op("Reshape", [g.tensor(x), g.ints(list(shape))])
+
+
+@exports("expand", "Expand")
+def _expand(g, node, x, *shape):
+    sizes = _shape_list(shape)
+    # -1 keeps the input's size: Expand broadcasts, so a 1 there does the same
+    sizes = [1 if (not isinstance(s, Ref) and s == -1) else s for s in sizes]
+    return g.op("Expand", [g.tensor(x), g.ints(sizes)])
+
+
+@exports("view_as", "reshape_as")
+def _view_as(g, node, x, other):
+    return g.op("Reshape", [g.tensor(x), g.op("Shape", [g.tensor(other)])])
+
+
+@exports("expand_as")
+def _expand_as(g, node, x, other):
+    return g.op("Expand", [g.tensor(x), g.op("Shape", [g.tensor(other)])])
+
+
+@exports("flatten")
+def _flatten(g, node, x, start_dim=0, end_dim=-1):
+    r = _rank(x)
+    s, e = start_dim % max(r, 1), end_dim % max(r, 1)
+    if e == r - 1 and s <= 1:
+        if s == 1:
+            return g.op("Flatten", [g.tensor(x)], axis=1)
+        return g.op("Reshape", [g.tensor(x), g.const(np.asarray([-1], np.int64))])
+    shape = g.op("Shape", [g.tensor(x)])
+    parts = []
+    if s > 0:
+        parts.append(g.op("Slice", [shape, g.const(np.asarray([0], np.int64)),
+                                    g.const(np.asarray([s], np.int64))]))
+    parts.append(g.const(np.asarray([-1], np.int64)))
+    if e < r - 1:
+        parts.append(g.op("Slice", [shape, g.const(np.asarray([e + 1], np.int64)),
+                                    g.const(np.asarray([r], np.int64))]))
+    return g.op("Reshape", [g.tensor(x), g.op("Concat", parts, axis=0)])
+
+
+@exports("unflatten")
+def _unflatten(g, node, x, dim, sizes):
+    r = _rank(x)
+    dim %= r
+    shape = g.op("Shape", [g.tensor(x)])
+    parts = []
+    if dim > 0:
+        parts.append(g.op("Slice", [shape, g.const(np.asarray([0], np.int64)),
+                                    g.const(np.asarray([dim], np.int64))]))
+    parts.append(g.ints(list(sizes)))
+    if dim < r - 1:
+        parts.append(g.op("Slice", [shape, g.const(np.asarray([dim + 1], np.int64)),
+                                    g.const(np.asarray([r], np.int64))]))
+    return g.op("Reshape", [g.tensor(x), g.op("Concat", parts, axis=0)])
+
+
+@exports("Permute")
+def _permute(g, node, x, dims):
+    return g.op("Transpose", [g.tensor(x)], perm=[d % _rank(x) for d in dims])
+
+
+@exports("Transpose")
+def _transpose(g, node, x, d0, d1):
+    perm = list(range(_rank(x)))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return g.op("Transpose", [g.tensor(x)], perm=perm)
+
+
+@exports("Unsqueeze")
+def _unsqueeze(g, node, x, dim):
+    return g.op("Unsqueeze", [g.tensor(x), _axes(g, [dim])])
+
+
+@exports("Squeeze")
+def _squeeze(g, node, x, dims=None):
+    if dims is None:
+        return g.op("Squeeze", [g.tensor(x)])
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    dims = [d for d in dims if x.value.shape[d] == 1]
+    if not dims:
+        return g.op("Identity", [g.tensor(x)])
+    return g.op("Squeeze", [g.tensor(x), _axes(g, dims)])
+
+
+@exports("Cat")
+def _cat(g, node, *tensors, dim=0, np_dtype=None):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tensors[0]
+    return g.op("Concat", [g.tensor(t) for t in tensors], axis=dim)
+
+
+@exports("Stack")
+def _stack(g, node, *tensors, dim=0, np_dtype=None):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tensors[0]
+    axes = _axes(g, [dim])
+    return g.op("Concat", [g.op("Unsqueeze", [g.tensor(t), axes]) for t in tensors], axis=dim)
+
+
+@exports("Unbind")
+def _unbind(g, node, x, dim=0):
+    n = x.value.shape[dim]
+    parts = g.op("Split", [g.tensor(x), g.const(np.ones(n, np.int64))], n_outputs=n,
+                 axis=dim) if n > 1 else [g.tensor(x)]
+    axes = _axes(g, [dim])
+    return [g.op("Squeeze", [p, axes]) for p in parts]
+
+
+@exports("SplitWithSizes", "Split")
+def _split(g, node, x, sizes, dim=0):
+    n = len(node.outputs)
+    if isinstance(sizes, int):
+        total = x.value.shape[dim]
+        sizes = [min(sizes, total - i) for i in range(0, total, sizes)]
+    return g.op("Split", [g.tensor(x), g.const(np.asarray(list(sizes), np.int64))],
+                n_outputs=n, axis=dim) if n > 1 else [g.op("Identity", [g.tensor(x)])]
+
+
+@exports("Repeat")
+def _repeat(g, node, x, reps):
+    reps = list(reps)
+    r = _rank(x)
+    t = g.tensor(x)
+    if len(reps) > r:
+        t = g.op("Reshape", [t, g.const(np.asarray([1] * (len(reps) - r) + list(
+            x.value.shape), np.int64))])
+    return g.op("Tile", [t, g.ints(reps)])
+
+
+@exports("Flip")
+def _flip(g, node, x, axis):
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    n = len(axes)
+    big = np.iinfo(np.int64)
+    return g.op("Slice", [g.tensor(x), g.const(np.full(n, -1, np.int64)),
+                          g.const(np.full(n, big.min, np.int64)), _axes(g, axes),
+                          g.const(np.full(n, -1, np.int64))])
+
+
+@exports("ConstantPad")
+def _constant_pad(g, node, x, pads, value=0.0):
+    r = _rank(x)
+    begin, end = [0] * r, [0] * r
+    for i in range(len(pads) // 2):
+        d = r - 1 - i
+        begin[d], end[d] = pads[2 * i], pads[2 * i + 1]
+    return g.op("Pad", [g.tensor(x), g.const(np.asarray(begin + end, np.int64)),
+                        g.tensor(value, like=x)], mode="constant")
+
+
+@exports("Gather")
+def _gather(g, node, x, idx, dim):
+    return g.op("GatherElements", [g.tensor(x), g.tensor(idx)], axis=dim)
+
+
+@exports("IndexSelect")
+def _index_select(g, node, x, idx, dim):
+    return g.op("Gather", [g.tensor(x), g.tensor(idx)], axis=dim)
+
+
+@exports("embedding")
+def _embedding(g, node, input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+               scale_grad_by_freq=False, sparse=False):
+    if max_norm is not None:
+        raise UnsupportedOnnxExport("embedding with max_norm (it renormalizes the weight)")
+    return g.op("Gather", [g.tensor(weight), g.tensor(input)], axis=0)
+
+
+@exports("getitem")
+def _getitem(g, node, x, key):
+    if not isinstance(key, tuple):
+        key = (key,)
+    ndim = _rank(x)
+    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    cur = g.tensor(x)
+    d = 0
+    big = np.iinfo(np.int64).max
+    for k in key:
+        if k is Ellipsis:
+            d += ndim - n_real
+        elif k is None:
+            cur = g.op("Unsqueeze", [cur, _axes(g, [d])])
+            d += 1
+        elif isinstance(k, slice):
+            if not (k.start is None and k.stop is None and k.step in (None, 1)):
+                start = [0] if k.start is None else [k.start]
+                stop = [big] if k.stop is None else [k.stop]
+                step = [1] if k.step is None else [k.step]
+                cur = g.op("Slice", [cur, g.ints(start), g.ints(stop), _axes(g, [d]),
+                                     g.ints(step)])
+            d += 1
+        elif isinstance(k, Ref) and k.value.type == "Tensor":
+            if k.value.dtype is not None and k.value.dtype.name == "bool":
+                raise UnsupportedOnnxExport("indexing with a boolean mask")
+            cur = g.op("Gather", [cur, g.tensor(k)], axis=d)
+            d += len(k.value.shape)
+        elif isinstance(k, (int, Ref)):
+            cur = g.op("Gather", [cur, g.tensor(k, dtype=np.int64)], axis=d)
+        else:
+            raise UnsupportedOnnxExport(f"indexing with {type(k).__name__}")
+    return cur
+
+
+# ---- creation ------------------------------------------------------------------------------
+
+def _fill(g, node, sizes, value):
+    dt = np.dtype(node.outputs[0].dtype.np)
+    return g.op("ConstantOfShape", [g.ints(list(sizes))],
+                value=g.onnx.numpy_helper.from_array(np.asarray([value], dt)))
+
+
+@exports("zeros", "ones", "empty")
+def _filled(g, node, *size, **kw):
+    return _fill(g, node, _shape_list(size), 1 if node.op == "ones" else 0)
+
+
+@exports("full")
+def _full(g, node, size, fill_value, **kw):
+    return _fill(g, node, _shape_list((size,)) if not isinstance(size, (tuple, list))
+                 else list(size), fill_value)
+
+
+@exports("zeros_like", "ones_like", "empty_like")
+def _like(g, node, input, **kw):
+    dt = np.dtype(node.outputs[0].dtype.np)
+    return g.op("ConstantOfShape", [g.op("Shape", [g.tensor(input)])],
+                value=g.onnx.numpy_helper.from_array(np.asarray(
+                    [1 if node.op == "ones_like" else 0], dt)))
+
+
+@exports("arange")
+def _arange(g, node, *args, **kw):
+    nums = [a for a in args]
+    if len(nums) == 1:
+        start, end, step = 0, nums[0], 1
+    elif len(nums) == 2:
+        start, end, step = nums[0], nums[1], 1
+    else:
+        start, end, step = nums[:3]
+    dt = np.dtype(node.outputs[0].dtype.np)
+    return g.op("Range", [g.tensor(start, dtype=dt) if not isinstance(start, Ref) else
+                          g.op("Cast", [g.tensor(start)], to=g.elem_type(dt)),
+                          g.tensor(end, dtype=dt) if not isinstance(end, Ref) else
+                          g.op("Cast", [g.tensor(end)], to=g.elem_type(dt)),
+                          g.tensor(step, dtype=dt)])
+
+
+# ---- convolution, pooling, normalization ---------------------------------------------------
+
+def _conv_pads(geom):
+    return [int(v) for v in geom.lo] + [int(v) for v in geom.hi]
+
+
+@exports("Conv")
+def _conv(g, node, x, w, b, geom):
+    ins = [g.tensor(x), g.tensor(w)] + ([g.tensor(b)] if b is not None else [])
+    return g.op("Conv", ins, kernel_shape=[int(k) for k in geom.K],
+                strides=[int(s) for s in geom.s], dilations=[int(d) for d in geom.d],
+                pads=_conv_pads(geom), group=int(geom.G))
+
+
+@exports("MaxPool")
+def _max_pool(g, node, x, geom, *rest):
+    floor = tuple((s + lo + hi - d * (k - 1) - 1) // st + 1 for s, lo, hi, d, k, st in
+                  zip(geom.S, geom.lo, geom.hi, geom.d, geom.K, geom.s))
+    ceil = int(tuple(int(o) for o in geom.O) != floor)
+    outs = g.op("MaxPool", [g.tensor(x)], kernel_shape=[int(k) for k in geom.K],
+                strides=[int(s) for s in geom.s], pads=_conv_pads(geom),
+                dilations=[int(d) for d in geom.d], ceil_mode=ceil,
+                n_outputs=len(node.outputs))
+    return outs
+
+
+@exports("_LayerNorm")
+def _layer_norm(g, node, x, w, b, axes, eps, stats=None):
+    first = min(axes)
+    if g.opset >= 17:
+        ins = [g.tensor(x), g.tensor(w) if w is not None else
+               g.const(np.ones(x.value.shape[first:], g.np_dtype(x)))]
+        if b is not None:
+            ins.append(g.tensor(b))
+        return g.op("LayerNormalization", ins, axis=first, epsilon=float(eps))
+    t = g.tensor(x)
+    ax = list(axes)
+    mean = _reduce_axes(g, "ReduceMean", x, ax, True)
+    d = g.op("Sub", [t, mean])
+    var = g.op("ReduceMean", [g.op("Mul", [d, d])], axes=ax, keepdims=1)
+    y = g.op("Div", [d, g.op("Sqrt", [g.op("Add", [var, g.tensor(float(eps), like=x)])])])
+    if w is not None:
+        y = g.op("Mul", [y, g.tensor(w)])
+    if b is not None:
+        y = g.op("Add", [y, g.tensor(b)])
+    return y
+
+
+@exports("ScaledDotProductAttention")
+def _sdpa(g, node, q, k, v, bias, dmask, scale, safe):
+    if dmask is not None:
+        raise UnsupportedOnnxExport("attention with dropout (export in eval mode)")
+    r = _rank(k)
+    perm = list(range(r))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    s = g.op("MatMul", [g.tensor(q), g.op("Transpose", [g.tensor(k)], perm=perm)])
+    s = g.op("Mul", [s, g.tensor(float(scale), like=q)])
+    if bias is not None:
+        s = g.op("Add", [s, g.tensor(bias)])
+    w = g.op("Softmax", [s], axis=-1)
+    if safe and bias is not None:
+        # PyTorch's safe softmax: a row that is all -inf gives zeros, not NaN
+        w = g.op("Where", [g.op("IsNaN", [w]), g.tensor(0.0, like=q), w])
+    return g.op("MatMul", [w, g.tensor(v)])
+
+
+_RNN = {"LSTMLayer": ("LSTM", 4, [0, 3, 1, 2]), "GRULayer": ("GRU", 3, [1, 0, 2]),
+        "RNNTanhLayer": ("RNN", 1, [0]), "RNNReluLayer": ("RNN", 1, [0])}
+
+
+def _gates(g, w, n_gates, order, hint):
+    """An ember/PyTorch gate-stacked weight reordered for ONNX, with a leading axis of 1."""
+    if id(w.value) in g.folded or w.value.kind in ("param", "buffer", "constant"):
+        arr = g.folded.get(id(w.value))
+        if arr is None:
+            arr = g.param_arrays[w.value.name] if w.value.kind != "constant" else \
+                w.value.data.detach().numpy()
+        parts = np.split(arr, n_gates, axis=0)
+        return g.const(np.concatenate([parts[i] for i in order], 0)[None], hint)
+    raise UnsupportedOnnxExport("a recurrent layer whose weights are computed in the graph")
+
+
+@exports(*_RNN)
+def _rnn_layer(g, node, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, batch_sizes, reverse):
+    onnx_op, n_gates, order = _RNN[node.op]
+    if w_hr is not None:
+        raise UnsupportedOnnxExport("LSTM with proj_size (ONNX's LSTM has no projection)")
+    b0 = batch_sizes[0]
+    key = (lambda b: ("ref", id(b.value)) if isinstance(b, Ref) else ("int", int(b)))
+    if any(key(b) != key(b0) for b in batch_sizes):
+        raise UnsupportedOnnxExport("a recurrent layer over a packed sequence of varying "
+                                    "batch sizes")
+    hidden = node.outputs[1].shape[-1]
+    n_in = x.value.shape[-1]
+    seq = g.op("Reshape", [g.tensor(x), g.ints([-1, b0, n_in])])
+    W = _gates(g, w_ih, n_gates, order, "W")
+    R = _gates(g, w_hh, n_gates, order, "R")
+    B = ""
+    if b_ih is not None:
+        bi = _gates(g, b_ih, n_gates, order, "Bi")
+        bh = _gates(g, b_hh, n_gates, order, "Bh")
+        B = g.op("Concat", [bi, bh], axis=1)
+    axes0 = _axes(g, [0])
+    ins = [seq, W, R, B, "", g.op("Unsqueeze", [g.tensor(h0), axes0])]
+    attrs = {"hidden_size": int(hidden), "direction": "reverse" if reverse else "forward"}
+    if onnx_op == "LSTM":
+        ins.append(g.op("Unsqueeze", [g.tensor(c0), axes0]))
+    if onnx_op == "GRU":
+        attrs["linear_before_reset"] = 1
+    if node.op == "RNNReluLayer":
+        attrs["activations"] = ["Relu"]
+    n_out = 3 if onnx_op == "LSTM" else 2
+    outs = g.op(onnx_op, ins, n_outputs=n_out, **attrs)
+    y = g.op("Reshape", [g.op("Squeeze", [outs[0], g.const(np.asarray([1], np.int64))]),
+                         g.const(np.asarray([-1, hidden], np.int64))])
+    result = [y, g.op("Squeeze", [outs[1], axes0])]
+    if onnx_op == "LSTM":
+        result.append(g.op("Squeeze", [outs[2], axes0]))
+    return result
+
+
+# ---- custom autograd.Function with symbolic() ---------------------------------------------
+
+class _SymbolicGraph:
+    """The ``g`` PyTorch passes to ``Function.symbolic``: ``g.op("Name", *inputs,
+    attr_f=1.0, attr_i=2, attr_s="x", attr_t=tensor, outputs=n)``."""
+
+    def __init__(self, builder):
+        self._b = builder
+
+    def op(self, name, *inputs, outputs=1, **attrs):
+        domain = ""
+        if "::" in name:
+            domain, name = name.split("::", 1)
+            domain = "" if domain == "onnx" else domain
+        plain = {}
+        for k, v in attrs.items():
+            base = k.rsplit("_", 1)[0] if k[-2:] in ("_f", "_i", "_s", "_t") else k
+            if k.endswith("_t"):
+                v = self._b.onnx.numpy_helper.from_array(np.asarray(v.detach().numpy()
+                                                                    if hasattr(v, "detach")
+                                                                    else v))
+            plain[base] = v
+        ins = [self._b.tensor(i) if isinstance(i, Ref) else i for i in inputs]
+        return self._b.op(name, ins, n_outputs=outputs, domain=domain, **plain)
+
+
+def custom_symbolic(g, node, *args, **kwargs):
+    fn = node.target.symbolic
+    out = fn(_SymbolicGraph(g), *args, **kwargs)
+    return out if isinstance(out, (list, tuple)) else [out]
+
+
+# ---- random ops (exported in training mode, e.g. dropout) ---------------------------------
+
+@exports("bernoulli_")
+def _bernoulli(g, node, x, p=0.5, **kw):
+    dt = g.np_dtype(x)
+    probs = p if isinstance(p, Ref) else g.tensor(float(p), dtype=dt)
+    probs = g.op("Expand", [g.tensor(probs) if isinstance(probs, Ref) else probs,
+                            g.op("Shape", [g.tensor(x)])])
+    return g.op("Bernoulli", [probs], dtype=g.elem_type(dt))
+
+
+@exports("uniform_", "rand_like")
+def _uniform(g, node, x, a=0.0, b=1.0, **kw):
+    return g.op("RandomUniformLike", [g.tensor(x)], low=float(a), high=float(b),
+                dtype=g.elem_type(np.dtype(node.outputs[0].dtype.np)))
+
+
+@exports("normal_", "randn_like")
+def _normal(g, node, x, mean=0.0, std=1.0, **kw):
+    return g.op("RandomNormalLike", [g.tensor(x)], mean=float(mean), scale=float(std),
+                dtype=g.elem_type(np.dtype(node.outputs[0].dtype.np)))
