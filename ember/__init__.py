@@ -44,6 +44,12 @@ from ember import jit  # torch.jit: TorchScript archives and interpreter
 from ember.amp import autocast
 from ember.sparse import sparse_coo, sparse_coo_tensor, spmm, strided
 from ember._legacy import *
+from ember import testing
+from ember import profiler
+from ember import masked
+from ember import hub
+import ember.special as special  # torch.special
+import ember.distributions as distributions  # torch.distributions
 
 __version__ = "0.1.0"
 

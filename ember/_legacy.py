@@ -33,6 +33,33 @@ def _legacy(name, dtype):
                                   "__doc__": f"``torch.{name}``: a {dtype} tensor."})
 
 
+class _LegacyCudaType(_LegacyType):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype is cls._dtype and obj.is_cuda
+
+    def __repr__(cls):
+        return f"<class 'torch.cuda.{cls.__name__}'>"
+
+
+def _legacy_cuda(name, dtype):
+    """``torch.cuda.FloatTensor`` and friends: the names exist everywhere (programs test
+    ``isinstance`` against them or pass them to ``.type()``); making one needs a GPU."""
+    def __new__(cls, *args, device=None):
+        from ember import _factory
+        if len(args) == 1 and not isinstance(args[0], int):
+            if isinstance(args[0], Tensor):
+                return args[0].to(device="cuda", dtype=dtype)
+            return _factory.tensor(args[0], dtype=dtype, device="cuda")
+        return _factory.empty(*args, dtype=dtype, device="cuda")
+    return _LegacyCudaType(name, (), {"__new__": __new__, "_dtype": dtype, "_cuda": True,
+                                      "__doc__": f"``torch.cuda.{name}``: a {dtype} tensor "
+                                                 "on the GPU."})
+
+
+_CUDA_TYPES = ("FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor",
+               "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor")
+
+
 FloatTensor = _legacy("FloatTensor", _dt.float32)
 DoubleTensor = _legacy("DoubleTensor", _dt.float64)
 HalfTensor = _legacy("HalfTensor", _dt.float16)
@@ -404,3 +431,6 @@ def _function(name):
 for _name in _INPLACE_FUNCTIONS:
     globals()[_name] = _function(_name)
 __all__ += _INPLACE_FUNCTIONS
+
+
+cuda_legacy_types = {name: _legacy_cuda(name, globals()[name]._dtype) for name in _CUDA_TYPES}

@@ -229,6 +229,15 @@ class Tensor:
                         if tname == name:
                             return self.to(device=dev, dtype=_dt._BY_NAME[dt_name])
             raise ValueError(f"invalid type: '{dtype}'")
+        if isinstance(dtype, type):
+            # a legacy type class (torch.FloatTensor, torch.cuda.LongTensor) or Tensor itself
+            legacy = getattr(dtype, "_dtype", None)
+            if legacy is not None:
+                return self.to(device="cuda" if getattr(dtype, "_cuda", False) else "cpu",
+                               dtype=legacy)
+            if issubclass(dtype, Tensor):
+                return self.to(_dt.get_default_dtype())
+            raise ValueError(f"invalid type: '{dtype.__name__}'")
         return self.to(dtype)
 
     # ----- autograd state -------------------------------------------------------------

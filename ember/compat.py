@@ -25,6 +25,22 @@ _RENAMES = {
     "torch.serialization": "ember.serialization",
     "torch.testing": "ember.testing",
 }
+# torch.distributions keeps one module per distribution; ember groups them by family
+_RENAMES.update({f"torch.distributions.{sub}": f"ember.distributions.{family}"
+                 for family, subs in {
+                     "continuous": "normal uniform laplace cauchy exponential exp_family",
+                     "discrete": "bernoulli binomial multinomial poisson geometric "
+                                 "negative_binomial",
+                     "categorical": "one_hot_categorical",
+                     "gamma": "chi2 beta dirichlet studentT fishersnedecor",
+                     "multivariate_normal": "lowrank_multivariate_normal",
+                     "wrappers": "independent mixture_same_family",
+                     "relaxed": "relaxed_bernoulli relaxed_categorical continuous_bernoulli",
+                     "transformed": "transformed_distribution log_normal half_normal "
+                                    "half_cauchy gumbel weibull pareto inverse_gamma "
+                                    "kumaraswamy logistic_normal",
+                     "circular": "von_mises"}.items()
+                 for sub in subs.split()})
 
 
 class MissingTorchAPI(ModuleNotFoundError):

@@ -96,4 +96,9 @@ def seed():
 
 seed_all = seed
 
+# torch.cuda.FloatTensor and the other legacy type names
+from ember._legacy import cuda_legacy_types as _legacy_types  # noqa: E402
 from ember.amp import cuda_amp as amp  # noqa: E402,F401  (torch.cuda.amp)
+
+globals().update(_legacy_types)
+__all__ += list(_legacy_types)

@@ -247,4 +247,29 @@ lu = _not_implemented("lu")
 lu_factor = _not_implemented("lu_factor")
 lu_solve = _not_implemented("lu_solve", ": use linalg.solve")
 ldl_factor = _not_implemented("ldl_factor")
-householder_product = _not_implemented("householder_product")
+
+
+def householder_product(A, tau, *, out=None):
+    """The first ``n`` columns of ``H_1 H_2 ... H_k`` with ``H_i = I - tau_i v_i v_i^T``,
+    where ``v_i`` is column ``i`` of ``A`` below the diagonal with a 1 on it
+    (``torch.linalg.householder_product``). A composite of ember ops, so it is
+    differentiable in ``A`` and ``tau``."""
+    import ember
+    m, n = A.shape[-2], A.shape[-1]
+    k = tau.shape[-1]
+    if m < n:
+        raise RuntimeError("torch.linalg.householder_product: input.shape[-2] must be greater "
+                           "than or equal to input.shape[-1]")
+    if n < k:
+        raise RuntimeError("torch.linalg.householder_product: input.shape[-1] must be greater "
+                           "than or equal to tau.shape[-1]")
+    rows = ember.arange(m).unsqueeze(-1)
+    q = ember.eye(m, n, dtype=A.dtype).expand(*A.shape[:-2], m, n)
+    # apply the reflectors last to first: Q = H_1 (H_2 (... (H_k I)))
+    for i in range(k - 1, -1, -1):
+        v = ember.where(rows > i, A[..., :, i:i + 1], (rows == i).to(A.dtype))
+        q = q - tau[..., i:i + 1].unsqueeze(-1) * (v @ (v.mT @ q))
+    return q if out is None else _write_out(q, out)
+
+
+orgqr = householder_product

@@ -491,7 +491,34 @@ def _data_offset(path, info):
         return info.header_offset + 30 + n + m
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=False,
+def _weights_only_from_env(weights_only, pickle_module):
+    """PyTorch's rule for ``weights_only``: unset means True (False when a
+    ``pickle_module`` is given); ``TORCH_FORCE_WEIGHTS_ONLY_LOAD`` forces True, and
+    ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` forces False when the caller did not choose."""
+    unset = weights_only is None
+    if unset:
+        weights_only = pickle_module is None
+    true_values = ("1", "y", "yes", "true")
+    force = os.getenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in true_values
+    force_no = os.getenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0").lower() in true_values
+    if force and force_no:
+        raise RuntimeError("Only one of `TORCH_FORCE_WEIGHTS_ONLY_LOAD` or "
+                           "`TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD` should be set, but both were set.")
+    if force:
+        weights_only = True
+    elif force_no and unset:
+        import warnings
+        warnings.warn("Environment variable TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD detected, since "
+                      "the`weights_only` argument was not explicitly passed to `torch.load`, "
+                      "forcing weights_only=False.", UserWarning, stacklevel=3)
+        weights_only = False
+    if weights_only and pickle_module is not None:
+        raise RuntimeError("Can not safely load weights when explicit pickle_module is "
+                           "specified")
+    return weights_only
+
+
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=False,
          **pickle_load_args):
     """Load an object that ``ember.save`` or ``torch.save`` wrote.
 
@@ -500,7 +527,10 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=Fa
     be used on files you trust. ``map_location`` may be a device, a string, a dict
     from saved to target locations, or ``callable(tensor, location)``. ``mmap=True``
     backs tensors by the file instead of reading them into memory (needs a path).
+    The environment switches ``TORCH_FORCE_WEIGHTS_ONLY_LOAD`` and
+    ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` act as in PyTorch.
     """
+    weights_only = _weights_only_from_env(weights_only, pickle_module)
     if mmap and not isinstance(f, (str, os.PathLike)):
         raise ValueError("mmap=True needs the checkpoint's path, not a file object")
     if isinstance(f, (str, os.PathLike)) and not os.path.exists(f):

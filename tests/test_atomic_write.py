@@ -480,3 +480,53 @@ def test_safetensors_save_model_matches_package(tmp_path):
     np.testing.assert_array_equal(e2[1].weight.detach().numpy(), e[0].weight.detach().numpy())
     with pytest.raises(RuntimeError, match="Missing key"):
         est.load_model(ember.nn.Sequential(ember.nn.Linear(3, 5)), tmp_path / "e.safetensors")
+
+
+def _writers():
+    """Each writer of the other subsystems that takes a path: (name, write(path, n))."""
+    import ember.onnx
+
+    def jit_save(path, n):
+        m = ember.jit.trace(ember.nn.Linear(n, 2), ember.randn(1, n))
+        ember.jit.save(m, str(path))
+
+    def onnx_export(path, n):
+        ember.onnx.export(ember.nn.Linear(n, 2), (ember.randn(1, n),), str(path))
+
+    def projector(path, n):
+        from ember.utils.tensorboard import SummaryWriter
+        with SummaryWriter(str(path.parent / "runs")) as w:
+            w.add_embedding(ember.randn(4, n), metadata=list("abcd"))
+    return {"jit.save": jit_save, "onnx.export": onnx_export, "add_embedding": projector}
+
+
+@pytest.mark.parametrize("name", ["jit.save", "onnx.export"])
+def test_other_writers_keep_old_file_when_replace_fails(tmp_path, monkeypatch, name):
+    """jit.save and onnx.export go through atomic_write: a failure at the last step leaves
+    the previous file whole and no temporary file."""
+    write = _writers()[name]
+    path = tmp_path / "model.bin"
+    write(path, 3)
+    before = path.read_bytes()
+
+    def no_replace(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "replace", no_replace)
+    with pytest.raises(OSError):
+        write(path, 5)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert _temps(tmp_path) == []
+
+
+def test_tensorboard_side_files_are_atomic(tmp_path, monkeypatch):
+    calls = []
+    real = _atomic.atomic_write
+
+    def spy(path, *a, **k):
+        calls.append(os.fspath(path))
+        return real(path, *a, **k)
+    import ember.utils.tensorboard._embedding as emb
+    monkeypatch.setattr(emb, "atomic_write", spy)
+    _writers()["add_embedding"](tmp_path / "x", 3)
+    assert any(c.endswith("projector_config.pbtxt") or c.endswith(".tsv") for c in calls)

@@ -1,9 +1,17 @@
 """Automatic differentiation: ``backward``, ``grad``, grad modes, and user Functions."""
 from ember._legacy import Variable  # the pre-0.4 spelling, still in many programs
 from ember._tensor import Tensor
-from ember.autograd import anomaly, functional, grad_mode
+from ember.autograd import (
+    anomaly,
+    functional,
+    grad_mode,
+    profiler,  # torch.autograd.profiler
+)
 from ember.autograd.anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
-from ember.autograd.engine import run_backward
+from ember.autograd.engine import (
+    _is_checkpoint_valid,  # noqa: F401  (torch.autograd._is_checkpoint_valid)
+    run_backward,
+)
 from ember.autograd.function import Function, FunctionCtx, once_differentiable
 from ember.autograd.grad_mode import (
     enable_grad,
@@ -18,7 +26,7 @@ __all__ = ["Variable", "backward", "grad", "no_grad", "enable_grad", "set_grad_e
            "inference_mode",
            "is_grad_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
            "anomaly", "grad_mode", "Function", "FunctionCtx", "once_differentiable",
-           "gradcheck", "gradgradcheck", "GradcheckError", "functional"]
+           "gradcheck", "gradgradcheck", "GradcheckError", "functional", "profiler"]
 
 
 def _as_tuple(x):

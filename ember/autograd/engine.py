@@ -10,7 +10,17 @@ from ember._tensor import Tensor
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED
+from ember.autograd.node import profiler_hook as _profiler_hook
 from ember.backend.dtypes import FROM_NP as _FROM_NP
+
+# False while a pass runs for autograd.grad() or backward(inputs=...): the reentrant
+# checkpoint cannot deliver its gradients then (PyTorch's _is_checkpoint_valid)
+checkpoint_valid = [True]
+
+
+def _is_checkpoint_valid():
+    """Whether the running backward pass accumulates into every leaf (see ``checkpoint``)."""
+    return checkpoint_valid[0]
 
 
 def _dependencies(root_nodes):
@@ -216,6 +226,8 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
     ready = [n for n in root_nodes if n not in deps]
     prev_mode = _grad_state.grad_enabled
     _grad_state.grad_enabled = create_graph
+    prev_valid = checkpoint_valid[0]
+    checkpoint_valid[0] = inputs is None
     check_nan = anomaly.enabled[0] and anomaly.nan_check[0]
     try:
         while ready:
@@ -250,7 +262,10 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
             if len(grads) > 1 and any(g is None for g in grads):
                 grads = _fill_zeros(node, grads)
             try:
-                in_grads = node.backward(*grads)
+                if _profiler_hook[0] is None:
+                    in_grads = node.backward(*grads)
+                else:
+                    in_grads = _profiler_hook[0].node(node, grads)
             except Exception:
                 if anomaly.enabled[0]:
                     _report_anomaly(node)
@@ -310,6 +325,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                             captured.setdefault(id(e), []).append(g)
     finally:
         _grad_state.grad_enabled = prev_mode
+        checkpoint_valid[0] = prev_valid
 
     if accumulate:
         for t in roots:

@@ -536,7 +536,71 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     return _reduce((margin + d_pos - d_neg).clamp_min(0), reduction)
 
 
+def _lengths(x, name):
+    import numpy as np
+    if isinstance(x, Tensor):
+        return np.asarray(x.detach().cpu().numpy(), dtype=np.int64).reshape(-1)
+    return np.asarray(x, dtype=np.int64).reshape(-1)
+
+
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
              zero_infinity=False):
-    """Not implemented in ember."""
-    raise NotImplementedError("ctc_loss (nn.CTCLoss) is not implemented in ember")
+    """Connectionist temporal classification loss.
+
+    ``log_probs`` (T, N, C) (or (T, C) unbatched) are log-probabilities, usually from
+    ``log_softmax``; ``targets`` are padded (N, S) or concatenated (sum of
+    ``target_lengths``,); ``input_lengths`` and ``target_lengths`` are per sample.
+    ``'mean'`` divides each loss by its target length, then averages over the batch.
+    """
+    import numpy as np
+
+    from ember.ops.ctc import ctc_nll
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    unbatched = log_probs.dim() == 2
+    if unbatched:
+        log_probs = log_probs.unsqueeze(1)
+        if isinstance(targets, Tensor):
+            targets = targets.unsqueeze(0)
+    if log_probs.dim() != 3:
+        raise RuntimeError(f"ctc_loss: expected log_probs to be 2-D or 3-D, got "
+                           f"{log_probs.dim()}-D")
+    T, N, C = log_probs.shape
+    il, tl = _lengths(input_lengths, "input_lengths"), _lengths(target_lengths, "target_lengths")
+    if il.shape[0] != N:
+        raise RuntimeError(f"input_lengths must be of size batch_size, but got {il.shape[0]} "
+                           f"and batch_size {N}")
+    if tl.shape[0] != N:
+        raise RuntimeError(f"target_lengths must be of size batch_size, but got {tl.shape[0]} "
+                           f"and batch_size {N}")
+    if (il > T).any():
+        bad = int(il[il > T][0])
+        raise RuntimeError(f"Expected input_lengths to have value at most {T}, but got value "
+                           f"{bad} (while checking arguments for ctc_loss_cpu)")
+    tg = np.asarray(targets.detach().cpu().numpy() if isinstance(targets, Tensor) else targets,
+                    dtype=np.int64)
+    if tg.ndim == 1 and tg.shape[0] != tl.sum():
+        raise RuntimeError(f"Expected tensor to have size {tl.sum()} at dimension 0, but got "
+                           f"size {tg.shape[0]} for argument #2 'targets' (while checking "
+                           "arguments for ctc_loss_allocate_outputs)")
+    max_len = int(tl.max()) if N else 0
+    ext = np.full((N, 2 * max_len + 1), blank, dtype=np.int64)
+    offset = 0
+    for n in range(N):
+        if tg.ndim == 2:
+            if tl[n] > tg.shape[1]:
+                raise RuntimeError(f"Expected tensor to have size at least {tl[n]} at dimension "
+                                   f"1, but got size {tg.shape[1]} for argument #2 'targets' "
+                                   "(while checking arguments for ctc_loss_cpu)")
+            seq = tg[n, :tl[n]]
+        else:
+            seq = tg[offset:offset + tl[n]]
+            offset += tl[n]
+        ext[n, 1:2 * tl[n]:2] = seq
+    losses = ctc_nll(log_probs, ext, tl, il, blank, zero_infinity)
+    if reduction == "mean":
+        div = ember.tensor(np.maximum(tl, 1), dtype=losses.dtype, device=losses.device)
+        return (losses / div).mean()
+    if reduction == "sum":
+        return losses.sum()
+    return losses.squeeze(0) if unbatched else losses

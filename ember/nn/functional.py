@@ -13,6 +13,7 @@ from ember.autograd.grad_mode import no_grad
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
 from ember.ops.shape import pad  # noqa: F401  (torch.nn.functional.pad)
+from ember.ops.unary import zero_curvature as _zero_curvature
 
 __all__ = [
     "relu", "relu_", "relu6", "elu", "elu_", "selu", "selu_", "celu", "celu_", "leaky_relu",
@@ -175,7 +176,7 @@ def prelu(input, weight):
         w = weight.reshape((1, n) + (1,) * (input.ndim - 2))
     else:
         w = weight.reshape(()) if weight.ndim else weight
-    return ember.where(input > 0, input, w * input)
+    return _zero_curvature(ember.where(input > 0, input, w * input), input)
 
 
 @_opmath
@@ -254,14 +255,14 @@ def softshrink(input, lambd=0.5):
         raise RuntimeError("lambda must be greater or equal to 0, but found to be "
                            f"{lambd:.6f}.")
     zero = _zero_like_scalar(input)
-    return ember.where(input > lambd, input - lambd,
-                       ember.where(input < -lambd, input + lambd, zero))
+    return _zero_curvature(ember.where(input > lambd, input - lambd,
+                                       ember.where(input < -lambd, input + lambd, zero)), input)
 
 
 def hardshrink(input, lambd=0.5):
     """``x`` where ``|x| > lambd``, else 0."""
     zero = _zero_like_scalar(input)
-    return ember.where((input >= -lambd) & (input <= lambd), zero, input)
+    return _zero_curvature(ember.where((input >= -lambd) & (input <= lambd), zero, input), input)
 
 
 @_opmath
@@ -307,7 +308,7 @@ def threshold(input, threshold, value, inplace=False):
     """``x`` where ``x > threshold``, else ``value``."""
     def fn(x):
         v = ember.full((), value, dtype=x.dtype, device=x.device)
-        return ember.where(x > threshold, x, v)
+        return _zero_curvature(ember.where(x > threshold, x, v), x)
     return _maybe_inplace(input, inplace, fn)
 
 
@@ -335,7 +336,8 @@ def _rrelu(x, lower, upper, training):
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Randomized leaky ReLU: slope drawn from U(lower, upper) per negative element when
     ``training``, else the fixed slope ``(lower + upper) / 2``."""
-    return _maybe_inplace(input, inplace, lambda x: _rrelu(x, lower, upper, training))
+    return _maybe_inplace(input, inplace,
+                          lambda x: _zero_curvature(_rrelu(x, lower, upper, training), x))
 
 
 def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
@@ -811,3 +813,27 @@ from ember.nn.functional_attention import __all__ as _attn_all  # noqa: E402,F40
 from ember.nn.functional_attention import _canonical_mask, _none_or_dtype  # noqa: E402,F401
 
 __all__ += _attn_all
+from ember.ops.grid_sample import affine_grid, grid_sample  # noqa: E402,F401
+
+__all__ += ["affine_grid", "grid_sample"]
+
+
+def channel_shuffle(input, groups):
+    """Split the channels (dim 1) into ``groups`` and interleave them:
+    (N, g*k, *) -> view (N, g, k, *) -> transpose -> (N, k*g, *)."""
+    if input.dim() <= 2:
+        raise RuntimeError("channel_shuffle expects input with > 2 dims, but got input with "
+                           f"sizes {list(input.shape)}")
+    if groups <= 0:
+        raise RuntimeError("Number of groups to divide channels in must be positive. Value of "
+                           f"groups:{groups}")
+    c = input.shape[1]
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
+                           f"and {groups} groups.")
+    n, rest = input.shape[0], tuple(input.shape[2:])
+    return (input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
+            .reshape(n, c, *rest))
+
+
+__all__ += ["channel_shuffle"]

@@ -1,7 +1,7 @@
 """Parameter and Buffer: tensors that a Module registers as its state."""
 from ember._tensor import Tensor, _make
 
-__all__ = ["Parameter", "Buffer"]
+__all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer", "is_lazy"]
 
 
 def _alias(data):
@@ -90,3 +90,62 @@ class Buffer(Tensor):
 
     def __init__(self, data=None, *, persistent=True):
         pass
+
+
+class _UninitializedMixin:
+    """What UninitializedParameter and UninitializedBuffer share: no shape yet, and
+    ``materialize(shape)`` turns the object itself into an ordinary one."""
+
+    cls_to_become = None
+
+    def materialize(self, shape, device=None, dtype=None):
+        """Give the tensor ``shape`` (uninitialized values) and make it the ordinary
+        class; the object stays the same, so optimizers holding it see the change."""
+        from ember._factory import empty
+        data = empty(shape, device=device or self.device, dtype=dtype or self.dtype)
+        self._data = data._data
+        self._vc[0] += 1
+        self.__class__ = self.cls_to_become
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+
+class UninitializedParameter(_UninitializedMixin, Parameter):
+    """A parameter whose shape a lazy module learns from its first input
+    (PyTorch's ``torch.nn.parameter.UninitializedParameter``). Until
+    ``materialize`` it holds no elements."""
+
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad=True, device=None, dtype=None):
+        from ember._factory import empty
+        return Parameter.__new__(cls, empty(0, device=device, dtype=dtype), requires_grad)
+
+    def __init__(self, requires_grad=True, device=None, dtype=None):
+        pass
+
+
+class _MaterializedBuffer(Tensor):
+    """What an UninitializedBuffer becomes: a plain Tensor (a subclass only because
+    Python cannot turn an object with a ``__dict__`` back into a slotted Tensor)."""
+
+
+class UninitializedBuffer(_UninitializedMixin, Tensor):
+    """A buffer whose shape a lazy module learns from its first input."""
+
+    cls_to_become = _MaterializedBuffer
+
+    def __new__(cls, requires_grad=False, device=None, dtype=None, persistent=True):
+        from ember._factory import empty
+        t = _alias(empty(0, device=device, dtype=dtype)).as_subclass(cls)
+        t.persistent = persistent
+        return t
+
+    def __init__(self, requires_grad=False, device=None, dtype=None, persistent=True):
+        pass
+
+
+def is_lazy(param):
+    """Whether ``param`` is still an uninitialized parameter or buffer."""
+    return isinstance(param, _UninitializedMixin)

@@ -15,9 +15,11 @@ from ember.ops import (  # noqa: F401
     pooling,
     reduction,
     resample,
+    sampling,
     scan,
     shape,
     sorting,
+    special,
     unary,
 )
 from ember.ops.bitwise import *  # noqa: F401,F403
@@ -35,9 +37,11 @@ from ember.ops.normalization import *  # noqa: F401,F403
 from ember.ops.pooling import *  # noqa: F401,F403
 from ember.ops.reduction import *  # noqa: F401,F403
 from ember.ops.resample import *  # noqa: F401,F403
+from ember.ops.sampling import *  # noqa: F401,F403
 from ember.ops.scan import *  # noqa: F401,F403
 from ember.ops.shape import *  # noqa: F401,F403
 from ember.ops.sorting import *  # noqa: F401,F403
+from ember.ops.special import *  # noqa: F401,F403
 from ember.ops.unary import *  # noqa: F401,F403
 
 # `from ember.ops import *` gives the ops, not the family modules (so that, e.g.,
@@ -45,5 +49,5 @@ from ember.ops.unary import *  # noqa: F401,F403
 __all__ = sorted({name for module in (bitwise, conv, conversion, diagonals, elementwise, extrema,
                                       gather_scatter, indexing, join, linalg, linalg_decomp,
                                       normalization, pooling, reduction, resample, scan, shape,
-                                      sorting, unary)
+                                      sampling, sorting, special, unary)
                   for name in getattr(module, "__all__", ())})

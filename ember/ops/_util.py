@@ -65,7 +65,24 @@ def _scalar_pair(arr, s):
         return arr.astype(default_float_np()), s
     if ts is int and k == "b":
         return arr.astype(np.int64), s
+    if ts is int and k in "iu":
+        lo, hi, span = _int_bounds(arr.dtype)
+        if not lo <= s <= hi and -2 ** 63 <= s < 2 ** 63:
+            # PyTorch converts the number to the tensor's dtype first, wrapping around
+            # (uint8 + 1000 adds 232); NumPy would raise OverflowError
+            s = (s - lo) % span + lo
     return arr, s
+
+
+_BOUNDS = {}
+
+
+def _int_bounds(dt):
+    b = _BOUNDS.get(dt)
+    if b is None:
+        info = np.iinfo(dt)
+        b = _BOUNDS[dt] = (int(info.min), int(info.max), int(info.max) - int(info.min) + 1)
+    return b
 
 
 _PROMO_CACHE = {}

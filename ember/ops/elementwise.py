@@ -259,6 +259,31 @@ class Pow(Primitive):
         return ga, gb
 
 
+def _float_pow_scalar(x, c):
+    """``x ** c`` rounded as PyTorch's CPU kernel rounds it: the exponents it special-cases
+    are products and reciprocals (``x**3`` is ``x*x*x``), half precision is computed in
+    float32, and other float32 powers go through float64 (one rounding, the closest to
+    PyTorch's vectorized pow that NumPy offers)."""
+    if x.dtype == np.float16:
+        return _float_pow_scalar(x.astype(np.float32), c).astype(np.float16)
+    one = x.dtype.type(1)
+    if c == 2:
+        return x * x
+    if c == 3:
+        return x * x * x
+    if c == 0.5:
+        return np.sqrt(x)
+    if c == -0.5:
+        return one / np.sqrt(x)
+    if c == -1:
+        return one / x
+    if c == -2:
+        return one / (x * x)
+    if x.dtype == np.float32:
+        return np.power(x.astype(np.float64), c).astype(np.float32)
+    return np.power(x, c)
+
+
 class PowScalar(Primitive):
     """``x ** c`` for a Python number ``c`` (the common case, kept cheap)."""
     save_inputs = (0,)
@@ -269,11 +294,9 @@ class PowScalar(Primitive):
         if x.dtype.kind in "iu" and isinstance(c, int) and c < 0:
             raise RuntimeError("Integers to negative integer powers are not allowed.")
         self.c = c
-        if c == 2:
-            return x * x
-        if c == 0.5:
-            return np.sqrt(x)
-        return np.power(x, c)
+        if x.dtype.kind != "f":
+            return np.power(x, c)
+        return _float_pow_scalar(x, c)
 
     def backward(self, gy):
         x, = self.saved_tensors
@@ -343,6 +366,11 @@ class Xlogy(Primitive):
 
     def forward(self, a, b):
         a, b = _float_result(a, b)
+        # a Python number takes the tensor's dtype (np.log(1) alone would be float64)
+        if not hasattr(b, "dtype"):
+            b = np.asarray(b, a.dtype)
+        elif not hasattr(a, "dtype"):
+            a = np.asarray(a, b.dtype)
         with np.errstate(divide="ignore", invalid="ignore"):
             out = a * np.log(b)
         return np.where(a == 0, np.where(np.isnan(b), np.nan, 0.0), out).astype(

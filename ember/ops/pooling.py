@@ -18,6 +18,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops.conv import Geom, ntuple
+from ember.ops.unary import zero_curvature
 
 # the names torch also has at top level, with the same signature
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "adaptive_avg_pool1d"]
@@ -345,8 +346,9 @@ def _max_pool(name, nd, input, kernel_size, stride, padding, dilation, ceil_mode
     k, s, p, d = _pool_args(name, nd, kernel_size, stride, padding, dilation)
     g = _pool_geom(input.shape, nd, k, s, p, d, ceil_mode)
     if return_indices:
-        return MaxPoolWithIndices.apply(input, g)
-    return MaxPool.apply(input, g)
+        out, idx = MaxPoolWithIndices.apply(input, g)
+        return zero_curvature(out, input), idx
+    return zero_curvature(MaxPool.apply(input, g), input)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -418,7 +420,7 @@ def _avg_pool(name, nd, input, kernel_size, stride, padding, ceil_mode, count_in
     div = _avg_divisor(g, count_include_pad, divisor_override)
     if not isinstance(div, float):
         div = array_module(input._data).asarray(div)
-    return AvgPool.apply(input, g, div)
+    return zero_curvature(AvgPool.apply(input, g, div), input)
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,

@@ -182,10 +182,12 @@ class Mean(Primitive):
 # PyTorch names the node of a reduction over given dims after its second overload
 class SumDim(Sum):
     _node_name = "SumBackward1"
+    _op_name = "Sum"  # the same op to the graph IR and its consumers
 
 
 class MeanDim(Mean):
     _node_name = "MeanBackward1"
+    _op_name = "Mean"
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
@@ -305,6 +307,7 @@ class Prod(Primitive):
 
 class ProdDim(Prod):
     _node_name = "ProdBackward1"
+    _op_name = "Prod"
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):

@@ -206,6 +206,7 @@ swapaxes = swapdims = transpose
 
 class T(Transpose):
     _node_name = "TBackward0"
+    _op_name = "Transpose"  # the same op to the graph IR and its consumers
 
 
 def t(input):
@@ -253,10 +254,12 @@ class Squeeze(ViewPrimitive):
 
 class SqueezeDim(Squeeze):
     _node_name = "SqueezeBackward1"  # PyTorch's overloads: squeeze(), (dim), (dims)
+    _op_name = "Squeeze"
 
 
 class SqueezeDims(Squeeze):
     _node_name = "SqueezeBackward2"
+    _op_name = "Squeeze"
 
 
 def squeeze(input, dim=None):

@@ -378,6 +378,47 @@ class ReluBackward(Primitive):
 _relu_grad = ReluBackward.binary_function()
 
 
+class _ZerosLikeOf(Primitive):
+    """Zeros shaped like ``x``, computed from ``(g, x)`` so that they stay in the graph:
+    a derivative that is zero, but a tensor rather than None."""
+    save_inputs = (1,)
+    _node_name = "ZerosLikeBackward0"
+
+    def forward(self, g, x):
+        return np.zeros_like(x)
+
+    def backward(self, gz):
+        x, = self.saved_tensors
+        return None, _ZerosLikeOf.apply(gz, x)
+
+
+class ZeroCurvature(Primitive):
+    """``y`` unchanged, marking that ``y``'s second derivative with respect to ``x`` is
+    zero. Piecewise-linear ops built from ``where`` (threshold, the shrinks, prelu,
+    rrelu) and pooling would otherwise leave a first derivative that does not depend on
+    ``x`` at all, so ``grad(grad(y), x)`` would be None where PyTorch's dedicated backward
+    ops give zeros."""
+    _node_name = "AliasBackward0"
+    save_inputs = (1,)
+
+    def forward(self, y, x):
+        return y
+
+    def backward(self, gy):
+        if not _grad_state.grad_enabled:
+            return gy, None
+        x, = self.saved_tensors
+        return gy, _ZerosLikeOf.apply(gy, x)
+
+
+def zero_curvature(y, x):
+    """``y``, with a zero (rather than missing) second derivative in ``x`` (see
+    ``ZeroCurvature``); a no-op outside autograd."""
+    if not (x._requires_grad and _grad_state.grad_enabled):
+        return y
+    return ZeroCurvature.apply(y, x)
+
+
 def relu(input):
     """``max(input, 0)``."""
     return Relu.apply(input)

@@ -179,6 +179,19 @@ def _lerp_(a, b, w):
         np.subtract(b, d, out=a)
 
 
+def _axpy(a, alpha, b):
+    """``a + alpha * b`` rounded once, as PyTorch's ``add(b, alpha=alpha)`` computes it on
+    the CPU (a fused multiply-add in float32 arithmetic): the product of two float32
+    values is exact in float64, so one float64 add and one rounding back match it."""
+    if a.dtype == np.float64:
+        return a + alpha * b
+    if a.dtype == np.float16:
+        alpha = float(np.float32(alpha))
+    else:
+        alpha = float(a.dtype.type(alpha))
+    return (a.astype(np.float64) + alpha * b.astype(np.float64)).astype(a.dtype)
+
+
 class Optimizer:
     r"""Base class for all optimizers.
 
@@ -422,7 +435,7 @@ class Optimizer:
                 if decoupled:
                     p._data *= _decay_factor(group["lr"], wd)
                 else:
-                    g = g + wd * p._data
+                    g = _axpy(g, wd, p._data)
             yield p, g, state
             p._vc[0] += 1
             if with_state:

@@ -1,8 +1,7 @@
 """Stochastic gradient descent, optionally with (Nesterov) momentum."""
-import numpy as np
 
 from ember._tensor import _make
-from ember.optim.optimizer import Optimizer, _check_flags, _check_lr, _value
+from ember.optim.optimizer import Optimizer, _axpy, _check_flags, _check_lr, _value
 
 __all__ = ["SGD"]
 
@@ -67,6 +66,10 @@ class SGD(Optimizer):
                 else:
                     b = buf._data
                     b *= momentum
-                    b += g if dampening == 0 else (1 - dampening) * g
-                g = g + momentum * b if nesterov else b
-            p._data -= np.multiply(g, lr)
+                    if dampening == 0:
+                        b += g
+                    else:
+                        b[...] = _axpy(b, 1 - dampening, g)
+                g = _axpy(g, momentum, b) if nesterov else b
+            # one rounding for p - lr * g, as PyTorch's param.add_(g, alpha=-lr)
+            p._data[...] = _axpy(p._data, -lr, g)

@@ -43,8 +43,14 @@ from ember.nn.modules.transformer import *  # noqa: E402,F403
 
 __all__ += attention.__all__ + transformer.__all__
 
-# SyncBatchNorm (owned by the distributed engineer).
+# SyncBatchNorm (batch statistics across processes)
 from ember.nn.modules import sync_batchnorm  # noqa: E402
 from ember.nn.modules.sync_batchnorm import *  # noqa: E402,F403
 
 __all__ += sync_batchnorm.__all__
+
+# Lazy layers (shapes from the first input)
+from ember.nn.modules import lazy  # noqa: E402
+from ember.nn.modules.lazy import *  # noqa: E402,F403
+
+__all__ += lazy.__all__

@@ -272,7 +272,7 @@ class TripletMarginWithDistanceLoss(_Loss):
 
 
 class CTCLoss(_Loss):
-    """Connectionist temporal classification loss: not implemented in ember."""
+    """Connectionist temporal classification loss (see ``F.ctc_loss``)."""
 
     def __init__(self, blank=0, reduction="mean", zero_infinity=False):
         super().__init__(reduction=reduction)

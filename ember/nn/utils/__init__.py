@@ -1,5 +1,13 @@
-"""ember.nn.utils: gradient clipping and parameter/vector conversion."""
-from ember.nn.utils import clip_grad, convert_parameters, rnn  # noqa: F401
+"""ember.nn.utils: gradient clipping, parameter/vector conversion, parametrizations,
+weight and spectral norm, pruning."""
+from ember.nn.utils import (  # noqa: F401
+    clip_grad,
+    convert_parameters,
+    parametrizations,
+    parametrize,
+    prune,
+    rnn,
+)
 from ember.nn.utils.clip_grad import (  # noqa: F401
     clip_grad_norm,
     clip_grad_norm_,
@@ -11,3 +19,5 @@ from ember.nn.utils.convert_parameters import (  # noqa: F401
     parameters_to_vector,
     vector_to_parameters,
 )
+from ember.nn.utils.spectral_norm import remove_spectral_norm, spectral_norm  # noqa: F401
+from ember.nn.utils.weight_norm import remove_weight_norm, weight_norm  # noqa: F401

@@ -1,0 +1,370 @@
+"""Array kernels of the gamma family and the normal distribution, in NumPy alone.
+
+Every kernel takes a float array, computes in float64 and returns float64; the
+callers in ``ember.ops.special`` cast back to the input's dtype. The methods are the
+textbook ones, written vectorised: Stirling's series after an upward shift for
+lgamma and digamma (with Taylor series around 1 and 2, where lgamma vanishes and a
+shifted Stirling sum would lose its relative precision), Euler-Maclaurin for the
+Hurwitz zeta (hence polygamma), the power series and Legendre's continued fraction
+for the incomplete gamma, and Newton steps on erfc for the normal quantile.
+"""
+import math
+
+import numpy as np
+
+from ember.ops.unary import _erf_parts
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+_EULER = 0.57721566490153286061
+_SQRT_PI = math.sqrt(math.pi)
+_SQRT2 = math.sqrt(2.0)
+
+# B_2k for k = 1..12
+_BERNOULLI = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510,
+              43867 / 798, -174611 / 330, 854513 / 138, -236364091 / 2730]
+# Stirling's series for lgamma: B_2k / (2k (2k - 1) x^(2k-1)), k = 1..7
+_STIRLING = [b / (2 * k * (2 * k - 1)) for k, b in enumerate(_BERNOULLI[:7], 1)]
+
+
+def _f64(x):
+    return np.asarray(x, dtype=np.float64)
+
+
+def sinpi(x):
+    """``sin(pi x)`` with the argument reduced exactly first (no error growth in |x|)."""
+    r = x - 2.0 * np.round(x / 2.0)
+    return np.sin(np.pi * r)
+
+
+def cospi(x):
+    r = x - 2.0 * np.round(x / 2.0)
+    return np.cos(np.pi * r)
+
+
+def _stirling_lgamma(x):
+    """lgamma for x >= 10: the asymptotic series, 7 terms reach 1 ulp."""
+    inv = 1.0 / x
+    inv2 = inv * inv
+    s = np.zeros_like(x)
+    for c in reversed(_STIRLING):
+        s = s * inv2 + c
+    return (x - 0.5) * np.log(x) - x + _HALF_LOG_2PI + s * inv
+
+
+def _taylor_coeffs():
+    # lgamma(1 + e) = -gamma e + sum_k (-1)^k zeta(k) / k e^k; zeta(k) from our own kernel
+    ks = np.arange(2, 40, dtype=np.float64)
+    z = hurwitz_zeta(ks, np.ones_like(ks))
+    return [-_EULER] + [(-1) ** int(k) * zk / k for k, zk in zip(ks, z)]
+
+
+_LGAMMA_TAYLOR = None
+
+
+def _lgamma1p_small(e):
+    """lgamma(1 + e) for |e| <= 0.25 from its Taylor series: exact zeros at 1 and 2."""
+    global _LGAMMA_TAYLOR
+    if _LGAMMA_TAYLOR is None:
+        _LGAMMA_TAYLOR = _taylor_coeffs()
+    s = np.zeros_like(e)
+    for c in reversed(_LGAMMA_TAYLOR):
+        s = s * e + c
+    return s * e
+
+
+def _lgamma_pos(x):
+    """lgamma for x >= 0.5 (finite)."""
+    out = np.empty_like(x)
+    near1 = np.abs(x - 1) <= 0.25
+    near2 = np.abs(x - 2) <= 0.25
+    big = x >= 10
+    mid = ~(near1 | near2 | big)
+    if near1.any():
+        out[near1] = _lgamma1p_small(x[near1] - 1)
+    if near2.any():
+        e = x[near2] - 2
+        out[near2] = _lgamma1p_small(e) + np.log1p(e)
+    if big.any():
+        out[big] = _stirling_lgamma(x[big])
+    if mid.any():
+        xm = x[mid]
+        prod = np.ones_like(xm)
+        z = xm.copy()
+        for _ in range(10):
+            step = z < 10
+            prod = np.where(step, prod * z, prod)
+            z = np.where(step, z + 1, z)
+        out[mid] = _stirling_lgamma(z) - np.log(prod)
+    return out
+
+
+def lgamma(x):
+    """log|Gamma(x)|: +inf at the poles 0, -1, -2, ... and at +-inf."""
+    x = _f64(x)
+    out = np.full(x.shape, np.nan)
+    fin = np.isfinite(x)
+    out[np.isinf(x)] = np.inf
+    pole = fin & (x <= 0) & (x == np.floor(x))
+    out[pole] = np.inf
+    pos = fin & (x >= 0.5)
+    if pos.any():
+        out[pos] = _lgamma_pos(x[pos])
+    neg = fin & (x < 0.5) & ~pole
+    if neg.any():
+        xn = x[neg]
+        with np.errstate(divide="ignore"):
+            out[neg] = np.log(np.pi / np.abs(sinpi(xn))) - _lgamma_pos(1 - xn)
+    return out
+
+
+def _digamma_asym(x):
+    inv2 = 1.0 / (x * x)
+    coef = [b / (2 * k) for k, b in enumerate(_BERNOULLI[:7], 1)]
+    s = np.zeros_like(x)
+    for c in reversed(coef):
+        s = s * inv2 + c
+    return np.log(x) - 0.5 / x - s * inv2
+
+
+def _digamma_pos(x):
+    acc = np.zeros_like(x)
+    z = x.copy()
+    for _ in range(10):
+        step = z < 10
+        acc = np.where(step, acc + 1 / np.where(step, z, 1.0), acc)
+        z = np.where(step, z + 1, z)
+    return _digamma_asym(z) - acc
+
+
+def digamma(x):
+    """psi(x) = d/dx lgamma(x): -inf at 0, NaN at the negative integers (as PyTorch)."""
+    x = _f64(x)
+    out = np.full(x.shape, np.nan)
+    out[x == np.inf] = np.inf
+    fin = np.isfinite(x)
+    out[x == 0] = np.copysign(np.inf, -np.copysign(1.0, x[x == 0]))
+    pos = fin & (x > 0)
+    if pos.any():
+        out[pos] = _digamma_pos(x[pos])
+    neg = fin & (x < 0) & (x != np.floor(x))
+    if neg.any():
+        xn = x[neg]
+        out[neg] = _digamma_pos(1 - xn) - np.pi * cospi(xn) / sinpi(xn)
+    return out
+
+
+def hurwitz_zeta(s, q):
+    """zeta(s, q) = sum_k (q + k)^-s, for s > 1 (PyTorch/Cephes conventions elsewhere)."""
+    s, q = np.broadcast_arrays(_f64(s), _f64(q))
+    out = np.full(s.shape, np.nan)
+    out[s == 1] = np.inf
+    pole = (s > 1) & (q <= 0) & (q == np.floor(q))
+    out[pole] = np.inf
+    ok = (s > 1) & ~pole & ~np.isnan(q) & ((q > 0) | (s == np.floor(s)))
+    inf_s = (s == np.inf) & ~np.isnan(q)
+    # PyTorch's values at s = inf: 1 at q = 1, inf below, NaN above
+    out[inf_s] = np.where(q[inf_s] == 1, 1.0, np.where(q[inf_s] > 1, np.nan, np.inf))
+    ok &= np.isfinite(q) & np.isfinite(s)
+    if not ok.any():
+        return out
+    sv, qv = s[ok], q[ok]
+    # shift q up to a = q + N >= max(12, s + 2), then Euler-Maclaurin on the tail
+    lo = np.maximum(12.0, np.minimum(sv, 1e4) + 2)
+    total = np.zeros_like(sv)
+    a = qv.copy()
+    for _ in range(int(np.max(np.ceil(lo - qv)).clip(0, 1e6)) + 1):
+        step = a < lo
+        if not step.any():
+            break
+        total = np.where(step, total + np.power(np.where(step, a, 1.0), -sv), total)
+        a = np.where(step, a + 1, a)
+    with np.errstate(over="ignore", under="ignore"):
+        a_s = np.power(a, -sv)
+        total += np.power(a, 1 - sv) / (sv - 1) + 0.5 * a_s
+        fact = 1.0
+        rising = sv.copy()  # s (s+1) ... (s + 2j - 2)
+        term_pow = a_s / a  # a^(-s-1)
+        inv2 = 1.0 / (a * a)
+        for j, b in enumerate(_BERNOULLI, 1):
+            fact *= (2 * j - 1) * (2 * j)
+            total += b / fact * rising * term_pow
+            rising = rising * (sv + 2 * j - 1) * (sv + 2 * j)
+            term_pow = term_pow * inv2
+    out[ok] = total
+    return out
+
+
+def polygamma(n, x):
+    """The n-th derivative of digamma: (-1)^(n+1) n! zeta(n + 1, x) for n >= 1."""
+    x = _f64(x)
+    if n == 0:
+        return digamma(x)
+    sign = -1.0 if n % 2 == 0 else 1.0
+    z = hurwitz_zeta(np.full(x.shape, n + 1.0), x)
+    if n == 1:
+        z[x == np.inf] = 0.0  # PyTorch's trigamma has its own kernel, which gives 0 there
+    with np.errstate(over="ignore", invalid="ignore"):
+        return sign * (math.gamma(n + 1) if n < 171 else np.inf) * z
+
+
+def _log_prefactor(a, x):
+    # log(x^a e^-x / Gamma(a))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return a * np.log(x) - x - lgamma(a)
+
+
+def _igamma_series(a, x):
+    """P(a, x) by its power series (x < a + 1)."""
+    term = np.ones_like(a)
+    total = np.ones_like(a)
+    ap = a.copy()
+    active = np.arange(a.size)
+    for _ in range(20000):
+        ap[active] += 1
+        term[active] *= x[active] / ap[active]
+        total[active] += term[active]
+        done = np.abs(term[active]) <= np.abs(total[active]) * 1e-17
+        active = active[~done]
+        if active.size == 0:
+            break
+    return np.exp(_log_prefactor(a, x)) * total / a
+
+
+def _igammac_cf(a, x):
+    """Q(a, x) by Legendre's continued fraction, modified Lentz (x >= a + 1)."""
+    tiny = 1e-300
+    b = x + 1 - a
+    c = np.full_like(a, 1 / tiny)
+    d = 1 / b
+    h = d.copy()
+    active = np.arange(a.size)
+    for i in range(1, 20000):
+        an = -i * (i - a[active])
+        b[active] += 2
+        dd = an * d[active] + b[active]
+        dd = np.where(np.abs(dd) < tiny, tiny, dd)
+        cc = b[active] + an / c[active]
+        cc = np.where(np.abs(cc) < tiny, tiny, cc)
+        dd = 1 / dd
+        delta = dd * cc
+        d[active], c[active] = dd, cc
+        h[active] *= delta
+        done = np.abs(delta - 1) <= 1e-16
+        active = active[~done]
+        if active.size == 0:
+            break
+    return np.exp(_log_prefactor(a, x)) * h
+
+
+def igamma(a, x, upper=False):
+    """Regularised incomplete gamma: P(a, x) (``upper=False``) or Q(a, x)."""
+    a, x = np.broadcast_arrays(_f64(a), _f64(x))
+    out = np.full(a.shape, np.nan)
+    lower = not upper
+    valid = (a >= 0) & (x >= 0) & ~np.isnan(a) & ~np.isnan(x)
+    zero_a = valid & (a == 0)
+    out[zero_a & (x > 0)] = 1.0 if lower else 0.0
+    zero_x = valid & (x == 0) & (a > 0)
+    out[zero_x] = 0.0 if lower else 1.0
+    inf_x = valid & (x == np.inf) & (a > 0) & (a < np.inf)
+    out[inf_x] = 1.0 if lower else 0.0
+    inf_a = valid & (a == np.inf) & (x < np.inf) & (x > 0)
+    out[inf_a] = 0.0 if lower else 1.0
+    body = valid & (a > 0) & (x > 0) & np.isfinite(a) & np.isfinite(x)
+    ser = body & (x < a + 1)
+    cf = body & ~ser
+    if ser.any():
+        p = _igamma_series(a[ser], x[ser])
+        out[ser] = p if lower else 1 - p
+    if cf.any():
+        q = _igammac_cf(a[cf], x[cf])
+        out[cf] = 1 - q if lower else q
+    return out
+
+
+def igamma_grad_x(a, x):
+    """dP/dx = x^(a-1) e^-x / Gamma(a)."""
+    a, x = np.broadcast_arrays(_f64(a), _f64(x))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.exp((a - 1) * np.log(x) - x - lgamma(a))
+
+
+# ---------------------------------------------------------------- the normal distribution
+
+def _erfc_cf(ax):
+    """erfc(ax) e^(ax^2) for ax >= 1.5 by the continued fraction (120 terms reach 1 ulp there,
+    where 1 - erf would already have lost a digit)."""
+    f = ax.copy()
+    for k in range(120, 0, -1):
+        f = ax + (k / 2) / f
+    return 1 / (_SQRT_PI * f)
+
+
+def erfcx(x):
+    """exp(x^2) erfc(x), without overflow for large positive x."""
+    x = _f64(x)
+    out = np.empty_like(x)
+    big = x >= 1.5
+    with np.errstate(over="ignore", invalid="ignore"):
+        xs = np.where(big, 0.0, x)
+        small = np.exp(xs * xs) * _erf_parts(xs)[1]
+    out[:] = small
+    if big.any():
+        xb = x[big]
+        out[big] = np.where(xb == np.inf, 0.0, _erfc_cf(np.where(xb == np.inf, 1.5, xb)))
+    out[x == -np.inf] = np.inf
+    return out
+
+
+def ndtr(x):
+    """The standard normal CDF, with relative accuracy in the lower tail."""
+    z = -_f64(x) / _SQRT2
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        tail = np.exp(-z * z) * _erfc_cf(np.maximum(z, 1.5))
+    near = _erf_parts(np.minimum(z, 1.5))[1]
+    return 0.5 * np.where(z >= 1.5, np.where(z == np.inf, 0.0, tail), near)
+
+
+def log_ndtr(x):
+    """log of the normal CDF, accurate in both tails."""
+    x = _f64(x)
+    out = np.empty_like(x)
+    low = x < -1
+    if low.any():
+        z = -x[low] / _SQRT2
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[low] = np.log(erfcx(z) / 2) - z * z
+        out[low & (x == -np.inf)] = -np.inf
+    hi = ~low
+    if hi.any():
+        out[hi] = np.log1p(-ndtr(-x[hi]))
+    return out
+
+
+def ndtri(p):
+    """The standard normal quantile: Abramowitz-Stegun 26.2.23 start, then Newton on erfc."""
+    p = _f64(p)
+    out = np.full(p.shape, np.nan)
+    out[p == 0] = -np.inf
+    out[p == 1] = np.inf
+    body = (p > 0) & (p < 1)
+    if not body.any():
+        return out
+    pv = p[body]
+    upper = pv > 0.5
+    q = np.where(upper, 1 - pv, pv)  # the smaller tail, where x <= 0
+    t = np.sqrt(-2 * np.log(q))
+    x = -(t - (2.515517 + 0.802853 * t + 0.010328 * t * t)
+          / (1 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t ** 3))
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for _ in range(4):
+            # Halley on f(x) = ndtr(x) - q; ndtr(x) for x <= 0 is 0.5 erfc(-x / sqrt 2)
+            z = -x / _SQRT2
+            cdf = 0.5 * np.where(z >= 1.5, np.exp(-z * z) * _erfc_cf(np.maximum(z, 1.5)),
+                                 _erf_parts(np.minimum(z, 1.5))[1])
+            pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+            u = (cdf - q) / pdf
+            x = x - u / (1 + 0.5 * x * u)
+    out[body] = np.where(upper, -x, x)
+    out[p == 0.5] = 0.0
+    return out
