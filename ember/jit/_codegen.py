@@ -230,6 +230,12 @@ def _cat(em, node, *tensors, dim, np_dtype=None):
     return f"{aten}([{', '.join(em.e(t) for t in tensors)}], {em.e(dim)})"
 
 
+@emits("ZeroCurvature")
+def _zero_curvature(em, node, y, x):
+    """``y`` itself (the node only shapes ember's second derivatives)."""
+    return em.e(y)
+
+
 @emits("Contiguous")
 def _contiguous(em, node, x, fmt=None):
     return f"torch.contiguous({em.e(x)})"
