@@ -232,7 +232,7 @@ def _cat(em, node, *tensors, dim, np_dtype=None):
 
 @emits("ZeroCurvature")
 def _zero_curvature(em, node, y, x):
-    """Only an autograd marker (a zero second derivative): the value is ``y``."""
+    """``y`` itself (the node only shapes ember's second derivatives)."""
     return em.e(y)
 
 
@@ -658,6 +658,30 @@ def _result(em, spec):
     raise NotImplementedError(f"jit codegen: output {spec!r}")
 
 
+class _Renamed:
+    """``node`` seen under the op name of the row that writes it (a subclass's base)."""
+
+    def __init__(self, node, op):
+        self._node, self.op = node, op
+
+    def __getattr__(self, name):
+        return getattr(self._node, name)
+
+
+def _emitter(node):
+    """(row, node as the row sees it) for ``node``: its op's row, else the nearest
+    primitive base class's (ops that subclass another only to be named differently,
+    such as ``MeanDim(Mean)``), the node then seen under the base's op name."""
+    fn = EMIT.get(node.op)
+    if fn is None and isinstance(node.target, type):
+        for base in node.target.__mro__[1:]:
+            key = base.__dict__.get("_op_name") or base.__name__
+            fn = EMIT.get(key)
+            if fn is not None:
+                return fn, _Renamed(node, key)
+    return fn, node
+
+
 def _body(graph, arg_names, constant_offset=0):
     em = Emitter(graph, constant_offset)
     params = []
@@ -665,13 +689,13 @@ def _body(graph, arg_names, constant_offset=0):
         params.append(f"{name}: {_type_of(spec)}")
         _unpack_inputs(em, spec, name)
     for node in graph.nodes:
-        fn = EMIT.get(node.op)
+        fn, seen = _emitter(node)
         if fn is None:
             where = f" (made at {node.source[0]}:{node.source[1]})" if node.source else ""
             raise NotImplementedError(f"jit: no TorchScript spelling for the traced op "
                                       f"'{node.op}'{where}; ember cannot write .code or save "
                                       "this trace")
-        out = fn(em, node, *node.args, **node.kwargs)
+        out = fn(em, seen, *node.args, **node.kwargs)
         if node.multi:
             names = [em.name(v) for v in node.outputs]
             if isinstance(out, list):
