@@ -184,81 +184,28 @@ class LogNormal(TransformedDistribution):
         return self.base_dist.entropy() + self.loc
 
 
-class HalfNormal(TransformedDistribution):
-    """``|X|`` for ``X ~ Normal(0, scale)``."""
+class _Folded(TransformedDistribution):
+    """``|X|`` for ``X`` symmetric about 0 (``base(0, scale)``): the half distributions
+    share their density, cdf, icdf and entropy from the base."""
     arg_constraints = {"scale": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
+    _base = None
 
     def __init__(self, scale, validate_args=None):
-        base_dist = Normal(0, scale, validate_args=False)
+        base_dist = type(self)._base(0, scale, validate_args=False)
         super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        return _expand_transformed(self, HalfNormal, batch_shape, _instance)
+        return _expand_transformed(self, type(self), batch_shape, _instance)
 
     @property
     def scale(self):
         return self.base_dist.scale
 
     @property
-    def mean(self):
-        return self.scale * math.sqrt(2 / math.pi)
-
-    @property
     def mode(self):
         return ember.zeros_like(self.scale)
-
-    @property
-    def variance(self):
-        return self.scale.pow(2) * (1 - 2 / math.pi)
-
-    def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        log_prob = self.base_dist.log_prob(value) + math.log(2)
-        return ember.where(value >= 0, log_prob, -math.inf)
-
-    def cdf(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        return 2 * self.base_dist.cdf(value) - 1
-
-    def icdf(self, prob):
-        return self.base_dist.icdf((prob + 1) / 2)
-
-    def entropy(self):
-        return self.base_dist.entropy() - math.log(2)
-
-
-class HalfCauchy(TransformedDistribution):
-    """``|X|`` for ``X ~ Cauchy(0, scale)``."""
-    arg_constraints = {"scale": constraints.positive}
-    support = constraints.nonnegative
-    has_rsample = True
-
-    def __init__(self, scale, validate_args=None):
-        base_dist = Cauchy(0, scale, validate_args=False)
-        super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return _expand_transformed(self, HalfCauchy, batch_shape, _instance)
-
-    @property
-    def scale(self):
-        return self.base_dist.scale
-
-    @property
-    def mean(self):
-        return ember.full(tuple(self._extended_shape()), math.inf, dtype=self.scale.dtype)
-
-    @property
-    def mode(self):
-        return ember.zeros_like(self.scale)
-
-    @property
-    def variance(self):
-        return self.base_dist.variance
 
     def log_prob(self, value):
         if self._validate_args:
@@ -277,6 +224,32 @@ class HalfCauchy(TransformedDistribution):
 
     def entropy(self):
         return self.base_dist.entropy() - math.log(2)
+
+
+class HalfNormal(_Folded):
+    """``|X|`` for ``X ~ Normal(0, scale)``."""
+    _base = Normal
+
+    @property
+    def mean(self):
+        return self.scale * math.sqrt(2 / math.pi)
+
+    @property
+    def variance(self):
+        return self.scale.pow(2) * (1 - 2 / math.pi)
+
+
+class HalfCauchy(_Folded):
+    """``|X|`` for ``X ~ Cauchy(0, scale)``."""
+    _base = Cauchy
+
+    @property
+    def mean(self):
+        return ember.full(tuple(self._extended_shape()), math.inf, dtype=self.scale.dtype)
+
+    @property
+    def variance(self):
+        return self.base_dist.variance
 
 
 class Gumbel(TransformedDistribution):
