@@ -285,3 +285,30 @@ def test_torch_compile_under_ember_run(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["OptimizedModule", "1"]
+
+
+_SCALE = ember.tensor([2.0])
+
+
+def _scaled(x):
+    return x * _SCALE
+
+
+def test_function_guards_its_modules_and_tensors():
+    global _SCALE
+    ember.manual_seed(3)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    f = ember.compile(lambda x: model(x))
+    x = ember.ones(2, 4)
+    f(x)
+    model.eval()                       # the closed-over module's training flag is guarded
+    np.testing.assert_array_equal(f(x).detach().numpy(), model(x).detach().numpy())
+    assert f.stats["captures"] == 2
+    g = ember.compile(_scaled)
+    assert g(ember.ones(2)).tolist() == [2.0, 2.0]
+    _SCALE = ember.tensor([5.0])      # a global tensor rebound: recapture, never stale
+    try:
+        assert g(ember.ones(2)).tolist() == [5.0, 5.0]
+    finally:
+        _SCALE = ember.tensor([2.0])
+    assert g.stats["captures"] == 2

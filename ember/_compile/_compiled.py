@@ -12,6 +12,7 @@ import warnings
 from ember import _logging, _tensor
 from ember._compile._capture import Unsupported, busy, capture_graph, signature
 from ember.autograd import grad_mode
+from ember.nn.modules.module import Module
 
 Tensor = _tensor.Tensor
 
@@ -49,6 +50,24 @@ def _flat(x, out):
         for v in x:
             _flat(v, out)
     return out
+
+
+def _free_objects(fn):
+    """The tensors and modules a function reads from its closure and globals (by
+    name): the graph holds them, so their identity (and a module's ``training`` and
+    parameters) is guarded. Objects reached only through other functions are not."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return ()
+    found = []
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            found.append((name, cell.cell_contents))
+        except ValueError:  # an empty cell
+            pass
+    g = getattr(fn, "__globals__", {})
+    found += [(n, g[n]) for n in code.co_names if n in g]
+    return tuple((n, o) for n, o in found if isinstance(o, (Tensor, Module)))
 
 
 def _const_key(v):
@@ -105,13 +124,15 @@ class CompiledFunction:
                         if not _tensor_tree(v))
         struct = (len(args), tuple(sorted(kwargs)),
                   tuple(i for i, a in enumerate(args) if _tensor_tree(a)))
-        m = self._module
-        if m is None:
-            training, params = (), ()
-        else:
-            training = tuple(s.training for s in m.modules())
-            params = tuple((id(p), p.requires_grad) for p in m.parameters()) + \
-                tuple(id(b) for b in m.buffers())
+        mods = [self._module] if self._module is not None else []
+        free = ()
+        if self._module is None:
+            free = _free_objects(self._fn)
+            mods = [o for _, o in free if isinstance(o, Module)]
+            free = tuple((n, id(o)) for n, o in free)
+        training = tuple(s.training for m in mods for s in m.modules())
+        params = tuple((id(p), p.requires_grad) for m in mods for p in m.parameters()) + \
+            tuple(id(b) for m in mods for b in m.buffers()) + free
         return (struct, consts, grad_mode.is_grad_enabled(), training, params)
 
     def _split(self, args, kwargs):
