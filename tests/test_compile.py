@@ -312,3 +312,20 @@ def test_function_guards_its_modules_and_tensors():
     finally:
         _SCALE = ember.tensor([2.0])
     assert g.stats["captures"] == 2
+
+
+def test_module_python_attribute_is_guarded():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = 2.0
+
+        def forward(self, x):
+            return x * self.scale
+    m = Scaled()
+    cm = ember.compile(m)
+    x = ember.ones(2)
+    assert cm(x).tolist() == [2.0, 2.0] and cm(x).tolist() == [2.0, 2.0]
+    cm.scale = 3.0                     # written through to _orig_mod
+    assert m.scale == 3.0 and cm(x).tolist() == [3.0, 3.0]
+    assert cm._compiled.stats["captures"] == 2

@@ -52,6 +52,9 @@ def _flat(x, out):
     return out
 
 
+_PLAIN = (bool, int, float, str, type(None))
+
+
 def _free_objects(fn):
     """The tensors and modules a function reads from its closure and globals (by
     name): the graph holds them, so their identity (and a module's ``training`` and
@@ -89,7 +92,7 @@ class _Entry:
         """The first guard this call fails, in words, or None when all hold."""
         if key != self.key:
             names = ("argument structure", "non-tensor arguments", "grad mode",
-                     "training flags", "parameter identity/requires_grad")
+                     "module attributes (training...)", "parameter identity/requires_grad")
             for name, a, b in zip(names, key, self.key):
                 if a != b:
                     return f"{name} changed ({b!r} -> {a!r})" if name in (
@@ -130,7 +133,9 @@ class CompiledFunction:
             free = _free_objects(self._fn)
             mods = [o for _, o in free if isinstance(o, Module)]
             free = tuple((n, id(o)) for n, o in free)
-        training = tuple(s.training for m in mods for s in m.modules())
+        # every submodule's plain Python attributes (``training``, ``self.scale = 2.0``...)
+        training = tuple(tuple((k, v) for k, v in s.__dict__.items() if type(v) in _PLAIN)
+                         for m in mods for s in m.modules())
         params = tuple((id(p), p.requires_grad) for m in mods for p in m.parameters()) + \
             tuple(id(b) for m in mods for b in m.buffers()) + free
         return (struct, consts, grad_mode.is_grad_enabled(), training, params)
