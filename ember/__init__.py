@@ -60,6 +60,9 @@ def __getattr__(name):
         # shadow Python's random module
         import importlib
         return importlib.import_module("ember.random")
+    if name in ("export", "_logging"):  # torch.export, torch._logging: loaded on first use
+        import importlib
+        return importlib.import_module("ember." + name)
     # a PyTorch program asking for something ember lacks gets a message saying so
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)

@@ -1,7 +1,6 @@
 """Legacy PyTorch spellings that real programs still use: ``torch.FloatTensor(...)``,
 ``Variable``, thread settings, ``torch.compile`` and friends."""
 import math
-import warnings
 
 from ember._tensor import Tensor
 from ember.backend import dtypes as _dt
@@ -128,12 +127,11 @@ def get_float32_matmul_precision():
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None,
             options=None, disable=False):
-    """``torch.compile``: ember runs eagerly, so this returns ``model`` unchanged."""
-    if model is None:
-        return lambda m: m
-    warnings.warn("ember.compile: ember runs eagerly; the model is returned unchanged",
-                  UserWarning, stacklevel=2)
-    return model
+    """``torch.compile``: capture on the first call, replay the IR while guards hold
+    (``ember._compile``; see docs/compile.md)."""
+    from ember._compile import compile as _compile
+    return _compile(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                    options=options, disable=disable)
 
 
 def is_floating_point(input):

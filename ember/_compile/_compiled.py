@@ -1,0 +1,286 @@
+"""``ember.compile``: capture once, replay the IR while the guards hold.
+
+A call is split into its tensor arguments (passed to the graph) and its other
+arguments (baked into the capture and guarded by value). The guards of one cache
+entry are: the other arguments, grad mode, each module's ``training``, the identity
+and ``requires_grad`` of every parameter and buffer, and per tensor input its rank,
+dtype, ``requires_grad`` and sizes — where a size that differed between two calls
+and gave the same graph structure both times is symbolic (any value passes).
+"""
+import warnings
+
+from ember import _logging, _tensor
+from ember._compile._capture import Unsupported, busy, capture_graph, signature
+from ember.autograd import grad_mode
+from ember.nn.modules.module import Module
+
+Tensor = _tensor.Tensor
+
+__all__ = ["CompiledFunction", "OptimizedModule", "config"]
+
+
+class _Config:
+    """``torch._dynamo.config``'s knobs that ember honours."""
+
+    cache_size_limit = 8
+
+
+config = _Config()
+_BACKENDS = (None, "inductor", "eager", "aot_eager")
+_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _tensor_tree(x):
+    if isinstance(x, Tensor):
+        return True
+    if isinstance(x, (tuple, list)):
+        return len(x) > 0 and all(_tensor_tree(i) for i in x)
+    if isinstance(x, dict):
+        return len(x) > 0 and all(_tensor_tree(i) for i in x.values())
+    return False
+
+
+def _flat(x, out):
+    if isinstance(x, Tensor):
+        out.append(x)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _flat(v, out)
+    else:
+        for v in x:
+            _flat(v, out)
+    return out
+
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def _free_objects(fn):
+    """The tensors and modules a function reads from its closure and globals (by
+    name): the graph holds them, so their identity (and a module's ``training`` and
+    parameters) is guarded. Objects reached only through other functions are not."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return ()
+    found = []
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            found.append((name, cell.cell_contents))
+        except ValueError:  # an empty cell
+            pass
+    g = getattr(fn, "__globals__", {})
+    found += [(n, g[n]) for n in code.co_names if n in g]
+    return tuple((n, o) for n, o in found if isinstance(o, (Tensor, Module)))
+
+
+def _const_key(v):
+    try:
+        hash(v)
+        return (type(v).__name__, v)
+    except TypeError:
+        return (type(v).__name__, id(v))
+
+
+class _Entry:
+    __slots__ = ("key", "specs", "graph", "breaks", "dynamic")
+
+    def __init__(self, key, specs, graph, breaks):
+        self.key, self.specs, self.graph, self.breaks = key, specs, graph, breaks
+        self.dynamic = False
+
+    def failed(self, key, specs):
+        """The first guard this call fails, in words, or None when all hold."""
+        if key != self.key:
+            names = ("argument structure", "non-tensor arguments", "grad mode",
+                     "module attributes (training...)", "parameter identity/requires_grad")
+            for name, a, b in zip(names, key, self.key):
+                if a != b:
+                    return f"{name} changed ({b!r} -> {a!r})" if name in (
+                        "grad mode", "non-tensor arguments") else f"{name} changed"
+            return "guards changed"
+        for i, ((shape, dtype, rg), (s2, d2, r2)) in enumerate(zip(specs, self.specs)):
+            if dtype != d2:
+                return f"tensor input {i}: dtype mismatch, expected {d2}, got {dtype}"
+            if rg != r2:
+                return f"tensor input {i}: requires_grad mismatch, expected {r2}, got {rg}"
+            if len(shape) != len(s2):
+                return f"tensor input {i}: rank mismatch, expected {len(s2)}, got {len(shape)}"
+            for d, (a, b) in enumerate(zip(shape, s2)):
+                if b is not None and a != b:
+                    return f"tensor input {i}: size mismatch at index {d}, expected {b}, got {a}"
+        return None
+
+
+class CompiledFunction:
+    """A function (or a module's call) compiled by :func:`compile`."""
+
+    def __init__(self, fn, module=None, fullgraph=False, dynamic=None):
+        self._fn, self._module = fn, module
+        self.fullgraph, self.dynamic = fullgraph, dynamic
+        self._cache = []
+        self._warned = False
+        self.stats = {"captures": 0, "replays": 0, "eager": 0}
+
+    def _guard_key(self, args, kwargs):
+        consts = tuple((i, _const_key(a)) for i, a in enumerate(args) if not _tensor_tree(a))
+        consts += tuple((k, _const_key(v)) for k, v in sorted(kwargs.items())
+                        if not _tensor_tree(v))
+        struct = (len(args), tuple(sorted(kwargs)),
+                  tuple(i for i, a in enumerate(args) if _tensor_tree(a)))
+        mods = [self._module] if self._module is not None else []
+        free = ()
+        if self._module is None:
+            free = _free_objects(self._fn)
+            mods = [o for _, o in free if isinstance(o, Module)]
+            free = tuple((n, id(o)) for n, o in free)
+        # every submodule's plain Python attributes (``training``, ``self.scale = 2.0``...)
+        training = tuple(tuple((k, v) for k, v in s.__dict__.items() if type(v) in _PLAIN)
+                         for m in mods for s in m.modules())
+        params = tuple((id(p), p.requires_grad) for m in mods for p in m.parameters()) + \
+            tuple(id(b) for m in mods for b in m.buffers()) + free
+        return (struct, consts, grad_mode.is_grad_enabled(), training, params)
+
+    def _split(self, args, kwargs):
+        """(tensor arguments in order, a function of them running the user's call)."""
+        tpos = [i for i, a in enumerate(args) if _tensor_tree(a)]
+        tkeys = [k for k in sorted(kwargs) if _tensor_tree(kwargs[k])]
+        targs = tuple(args[i] for i in tpos) + tuple(kwargs[k] for k in tkeys)
+
+        def call(*t):
+            full = list(args)
+            for i, v in zip(tpos, t):
+                full[i] = v
+            kw = dict(kwargs)
+            for k, v in zip(tkeys, t[len(tpos):]):
+                kw[k] = v
+            return self._fn(*full, **kw)
+        return targs, call
+
+    def _params(self):
+        m = self._module
+        if m is None:
+            return {}
+        p = dict(m.named_parameters())
+        p.update((k, b) for k, b in m.named_buffers() if b is not None)
+        return p
+
+    def __call__(self, *args, **kwargs):
+        if busy():  # inside a jit trace or another capture: run (and be recorded) eagerly
+            return self._fn(*args, **kwargs)
+        key = self._guard_key(args, kwargs)
+        targs, call = self._split(args, kwargs)
+        tensors = _flat(targs, [])
+        specs = [(tuple(t.shape), t.dtype, t.requires_grad) for t in tensors]
+        reasons = []
+        for e in self._cache:
+            why = e.failed(key, specs)
+            if why is None:
+                if e.graph is None:
+                    self.stats["eager"] += 1
+                    return self._fn(*args, **kwargs)
+                self.stats["replays"] += 1
+                return e.graph.run(*targs, params=self._params())
+            reasons.append(why)
+        if len(self._cache) >= config.cache_size_limit:
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"ember.compile: cache_size_limit ({config.cache_size_limit}) "
+                              f"reached for {getattr(self._fn, '__name__', self._fn)!r}; last "
+                              f"reason: {reasons[-1]}. Further new guard sets run eagerly.",
+                              UserWarning, stacklevel=2)
+            self.stats["eager"] += 1
+            return self._fn(*args, **kwargs)
+        if reasons:
+            _logging.log("recompiles", f"Recompiling function "
+                         f"{getattr(self._fn, '__name__', type(self._fn).__name__)}: "
+                         f"triggered by the following guard failure(s):\n    - "
+                         + "\n    - ".join(reasons))
+        self.stats["captures"] += 1
+        graph, out, breaks = capture_graph(call, targs, self._module)
+        if breaks:
+            for b in breaks:
+                _logging.log("graph_breaks", f"Graph break: {b}")
+            if self.fullgraph:
+                raise Unsupported(f"ember.compile(fullgraph=True): graph break: {breaks[0]}")
+        entry = _Entry(key, specs, graph, breaks)
+        self._promote(entry)
+        self._cache.append(entry)
+        return out
+
+    def _promote(self, entry):
+        """A capture whose guards differ from an earlier one only in sizes: when both
+        graphs have the same structure, mark the differing sizes symbolic and keep one
+        entry (``dynamic=None`` and ``True``; ``dynamic=False`` keeps sizes static)."""
+        if self.dynamic is False or entry.graph is None:
+            return
+        for e in self._cache:
+            if e.graph is None or e.key != entry.key or len(e.specs) != len(entry.specs):
+                continue
+            if any(d != d2 or r != r2 or len(s) != len(s2)
+                   for (s, d, r), (s2, d2, r2) in zip(entry.specs, e.specs)):
+                continue
+            if signature(e.graph) != signature(entry.graph):
+                continue
+            entry.specs = [(tuple(None if a != b else a for a, b in zip(s, s2)), d, r)
+                           for (s, d, r), (s2, _, _) in zip(entry.specs, e.specs)]
+            entry.dynamic = True
+            self._cache.remove(e)
+            return
+
+
+class OptimizedModule:
+    """What :func:`compile` returns for a module: calls go through the compiled
+    forward; every other attribute is the original module's (``_orig_mod``)."""
+
+    def __init__(self, mod, compiled):
+        object.__setattr__(self, "_orig_mod", mod)
+        object.__setattr__(self, "_compiled", compiled)
+
+    def __call__(self, *args, **kwargs):
+        return self._compiled(*args, **kwargs)
+
+    forward = __call__
+
+    def __getattr__(self, name):
+        return getattr(self._orig_mod, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._orig_mod, name, value)
+
+    def train(self, mode=True):
+        self._orig_mod.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def __repr__(self):
+        return f"OptimizedModule(\n  (_orig_mod): {self._orig_mod!r}\n)"
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None,
+            options=None, disable=False):
+    """``torch.compile``: capture ``model`` (a module or function) on its first call and
+    replay the captured graph while the guards hold (see docs/compile.md). Used as a
+    decorator without arguments too. ``backend``/``mode``/``options`` are accepted;
+    ember has one backend (the IR replay)."""
+    if model is None:
+        return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                 mode=mode, options=options, disable=disable)
+    if callable(backend) or backend not in _BACKENDS:
+        raise NotImplementedError(f"ember.compile: backend {backend!r} is not supported "
+                                  "(ember replays its own IR; use the default)")
+    if mode not in _MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: "
+                           + ", ".join(m for m in _MODES if m))
+    if options is not None and mode not in (None, "default"):
+        raise RuntimeError("Either mode or options can be specified, but both can't be "
+                           "specified at the same time.")
+    if disable:
+        return model
+    from ember.nn.modules.module import Module
+    if isinstance(model, Module):
+        return OptimizedModule(model, CompiledFunction(model, model, fullgraph, dynamic))
+    if not callable(model):
+        raise RuntimeError("compile() expects a callable or a Module")
+    return CompiledFunction(model, None, fullgraph, dynamic)

@@ -1,0 +1,331 @@
+"""ember.compile: capture once, replay the IR under guards; graph breaks run eagerly;
+training through the replay equals eager ember's loss curve; torch.compile under
+``python -m ember run`` is this function."""
+import copy
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+import ember.nn as nn
+from ember._compile import Unsupported, config
+
+
+def _mlp():
+    ember.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+
+
+def test_module_replay_equals_eager_and_gradients():
+    m = _mlp()
+    cm = ember.compile(m)
+    assert cm._orig_mod is m and isinstance(cm, ember._compile.OptimizedModule)
+    x = ember.randn(4, 6)
+    for _ in range(3):
+        out = cm(x)
+        np.testing.assert_array_equal(out.detach().numpy(), m(x).detach().numpy())
+    assert cm._compiled.stats == {"captures": 1, "replays": 2, "eager": 0}
+    out.sum().backward()
+    g_compiled = [p.grad.numpy().copy() for p in m.parameters()]
+    m.zero_grad()
+    m(x).sum().backward()
+    for a, p in zip(g_compiled, m.parameters()):
+        np.testing.assert_allclose(a, p.grad.numpy(), rtol=1e-6)
+    assert cm.state_dict().keys() == m.state_dict().keys()
+
+
+def test_guards_recapture():
+    m = _mlp()
+    cm = ember.compile(m, dynamic=False)
+    x = ember.randn(4, 6)
+    cm(x)
+    cm(x.double().float())            # same guards: replay
+    assert cm._compiled.stats["captures"] == 1
+    cm(x.requires_grad_())            # requires_grad changed
+    assert cm._compiled.stats["captures"] == 2
+    m.eval()
+    cm(x)                             # training changed
+    with ember.no_grad():
+        y = cm(x)                     # grad mode changed
+    assert y.grad_fn is None
+    m[0].weight = nn.Parameter(ember.zeros(16, 6))  # parameter identity changed
+    np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+    assert cm._compiled.stats["captures"] == 5
+    cm(ember.randn(5, 6))             # dynamic=False: a new size is a new entry
+    assert cm._compiled.stats["captures"] == 6
+
+
+def test_recompile_log_and_cache_limit(monkeypatch):
+    records = []
+
+    class H(logging.Handler):
+        def emit(self, r):
+            records.append(r.getMessage())
+    h = H()
+    logging.getLogger("ember._dynamo").addHandler(h)
+    ember._logging.set_logs(recompiles=True)
+    monkeypatch.setattr(config, "cache_size_limit", 2)
+    try:
+        f = ember.compile(lambda x, k: x * k)
+        x = ember.ones(3)
+        f(x, 1)
+        f(x, 2)
+        assert "non-tensor arguments changed" in records[-1]
+        with pytest.warns(UserWarning, match="cache_size_limit"):
+            assert f(x, 3).tolist() == [3.0, 3.0, 3.0]   # beyond the limit: eager, correct
+        assert f.stats["eager"] == 1
+    finally:
+        ember._logging.set_logs(recompiles=False)
+        logging.getLogger("ember._dynamo").removeHandler(h)
+
+
+def test_torch_logs_env_var():
+    code = ("import ember; f = ember.compile(lambda x: x + 1); f(ember.ones(2)); "
+            "f(ember.ones(2, dtype=ember.float64))")
+    env = dict(os.environ, TORCH_LOGS="recompiles", PYTHONPATH=os.getcwd())
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert "Recompiling" in r.stderr and "dtype mismatch" in r.stderr, r.stderr
+
+
+def test_dynamic_batch_one_graph():
+    m = _mlp()
+    cm = ember.compile(m)
+    for b in (2, 3, 5, 9):
+        x = ember.randn(b, 6)
+        np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+    assert cm._compiled.stats == {"captures": 2, "replays": 2, "eager": 0}
+    assert len(cm._compiled._cache) == 1 and cm._compiled._cache[0].dynamic
+
+
+def test_size_specialized_graph_stays_static():
+    def g(x):  # int() freezes the size into a literal: not batch-generic
+        return x + ember.arange(int(x.shape[0])).reshape(-1, 1)
+    f = ember.compile(g)
+    for b in (4, 8, 12):
+        x = ember.randn(b, 3)
+        np.testing.assert_allclose(f(x).numpy(), g(x).numpy())
+    assert f.stats["captures"] == 3 and not any(e.dynamic for e in f._cache)
+
+
+def _branchy(x):
+    if x.sum() > 0:          # data-dependent: a graph break
+        return x * 2
+    return x - 1
+
+
+def test_graph_break_runs_eagerly_and_correctly():
+    f = ember.compile(_branchy)
+    a, b = ember.ones(3), -ember.ones(3)
+    assert f(a).tolist() == [2.0] * 3
+    assert f(b).tolist() == [-2.0] * 3     # the other branch: eager, not a stale graph
+    assert f(a).tolist() == [2.0] * 3
+    assert f.stats["replays"] == 0 and "Python boolean" in str(f._cache[0].breaks[0])
+
+
+def test_item_breaks_and_fullgraph_raises_with_line():
+    def g(x):
+        return x * x.max().item()
+    assert ember.compile(g)(ember.tensor([1.0, 3.0])).tolist() == [3.0, 9.0]
+    with pytest.raises(Unsupported, match=r"Python number .*test_compile.py:\d+"):
+        ember.compile(g, fullgraph=True)(ember.tensor([1.0, 3.0]))
+    with pytest.raises(Unsupported, match="Python boolean"):
+        ember.compile(_branchy, fullgraph=True)(ember.ones(2))
+
+
+def test_gradients_and_create_graph_through_replay():
+    def f(x, w):
+        return (ember.tanh(x @ w) ** 2).sum()
+    cf = ember.compile(f)
+    rng = np.random.default_rng(0)
+    xa, wa = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    cf(ember.tensor(xa, requires_grad=True), ember.tensor(wa, requires_grad=True))
+    results = []
+    for fn in (cf, f, None):
+        if fn is None:
+            x = torch.tensor(xa, requires_grad=True)
+            w = torch.tensor(wa, requires_grad=True)
+            y = (torch.tanh(x @ w) ** 2).sum()
+            (gx,) = torch.autograd.grad(y, x, create_graph=True)
+            (ggw,) = torch.autograd.grad(gx.sum(), w)
+        else:
+            x = ember.tensor(xa, requires_grad=True)
+            w = ember.tensor(wa, requires_grad=True)
+            y = fn(x, w)
+            (gx,) = ember.autograd.grad(y, x, create_graph=True)
+            (ggw,) = ember.autograd.grad(gx.sum(), w)
+        results.append((gx.detach().numpy(), ggw.numpy()))
+    assert cf.stats["replays"] == 1
+    for r in results[1:]:
+        np.testing.assert_allclose(results[0][0], r[0], rtol=1e-10)
+        np.testing.assert_allclose(results[0][1], r[1], rtol=1e-10)
+
+
+class _CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(ember.relu(self.bn(self.conv(x))), 2)
+        return self.fc(x.flatten(1))
+
+
+class _LSTM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(5, 8, batch_first=True)
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x):
+        out, _ = self.lstm(x)
+        return self.fc(out[:, -1])
+
+
+class _Transformer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc(self.enc(x).mean(1))
+
+
+_MODELS = {
+    "mlp": (lambda: nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3)), (8, 6)),
+    "cnn": (_CNN, (8, 1, 8, 8)),
+    "lstm": (_LSTM, (8, 4, 5)),
+    "transformer": (_Transformer, (8, 4, 8)),
+}
+
+
+def _curve(model, step_model, steps, data):
+    opt = ember.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for i in range(steps):
+        x, y = data[i % len(data)]
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(step_model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return np.array(losses)
+
+
+@pytest.mark.parametrize("name", list(_MODELS))
+def test_compiled_training_equals_eager_loss_curve(name):
+    make, shape = _MODELS[name]
+    ember.manual_seed(1)
+    eager = make()
+    compiled_src = copy.deepcopy(eager)
+    data = [(ember.randn(*shape), ember.randint(0, 3, (shape[0],))) for _ in range(3)]
+    ref = _curve(eager, eager, 30, data)
+    cm = ember.compile(compiled_src)
+    got = _curve(compiled_src, cm, 30, data)
+    assert cm._compiled.stats["replays"] == 29
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+    assert ref[-1] < ref[0]
+
+
+def test_whole_train_step_compiled_graph_breaks_and_matches():
+    ember.manual_seed(2)
+    eager = _MODELS["mlp"][0]()
+    other = copy.deepcopy(eager)
+    data = [(ember.randn(8, 6), ember.randint(0, 3, (8,))) for _ in range(3)]
+    ref = _curve(eager, eager, 10, data)
+    opt = ember.optim.SGD(other.parameters(), lr=0.05, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(other(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    cstep = ember.compile(step)
+    got = np.array([cstep(*data[i % 3]).item() for i in range(10)])
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+    assert cstep.stats["replays"] == 0
+    assert "zero_grad" in str(cstep._cache[0].breaks[0])
+    with pytest.raises(Unsupported, match="inside a compiled function"):
+        ember.compile(step, fullgraph=True)(*data[0])
+
+
+def test_options_and_errors():
+    m = _mlp()
+    assert ember.compile(m, disable=True) is m
+    deco = ember.compile(mode="reduce-overhead")
+    f = deco(lambda x: x + 1)
+    assert f(ember.ones(2)).tolist() == [2.0, 2.0]
+    with pytest.raises(RuntimeError, match="Unrecognized mode"):
+        ember.compile(m, mode="fast")
+    with pytest.raises(NotImplementedError, match="backend"):
+        ember.compile(m, backend="tvm")
+
+
+def test_torch_compile_under_ember_run(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import torch\n"
+        "m = torch.nn.Linear(3, 2)\n"
+        "cm = torch.compile(m)\n"
+        "x = torch.randn(4, 3)\n"
+        "assert (cm(x) - m(x)).abs().max().item() == 0\n"
+        "cm(x)\n"
+        "print(type(cm).__name__, cm._compiled.stats['replays'])\n")
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    r = subprocess.run([sys.executable, "-m", "ember", "run", str(script)], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["OptimizedModule", "1"]
+
+
+_SCALE = ember.tensor([2.0])
+
+
+def _scaled(x):
+    return x * _SCALE
+
+
+def test_function_guards_its_modules_and_tensors():
+    global _SCALE
+    ember.manual_seed(3)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    f = ember.compile(lambda x: model(x))
+    x = ember.ones(2, 4)
+    f(x)
+    model.eval()                       # the closed-over module's training flag is guarded
+    np.testing.assert_array_equal(f(x).detach().numpy(), model(x).detach().numpy())
+    assert f.stats["captures"] == 2
+    g = ember.compile(_scaled)
+    assert g(ember.ones(2)).tolist() == [2.0, 2.0]
+    _SCALE = ember.tensor([5.0])      # a global tensor rebound: recapture, never stale
+    try:
+        assert g(ember.ones(2)).tolist() == [5.0, 5.0]
+    finally:
+        _SCALE = ember.tensor([2.0])
+    assert g.stats["captures"] == 2
+
+
+def test_module_python_attribute_is_guarded():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = 2.0
+
+        def forward(self, x):
+            return x * self.scale
+    m = Scaled()
+    cm = ember.compile(m)
+    x = ember.ones(2)
+    assert cm(x).tolist() == [2.0, 2.0] and cm(x).tolist() == [2.0, 2.0]
+    cm.scale = 3.0                     # written through to _orig_mod
+    assert m.scale == 3.0 and cm(x).tolist() == [3.0, 3.0]
+    assert cm._compiled.stats["captures"] == 2
