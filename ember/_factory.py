@@ -80,7 +80,7 @@ def _infer_dtype(data, arr):
     if k == "b":
         return _dt.bool
     if k == "c":
-        raise TypeError("ember does not support complex tensors")
+        return _dt.get_default_dtype().to_complex()
     raise TypeError(f"Could not infer dtype of {type(data).__name__}")
 
 
@@ -100,7 +100,7 @@ def _to_array(data):
 def _check_fits(data, arr, dt):
     """Python numbers that do not fit the requested integer dtype raise, as in PyTorch."""
     if isinstance(data, (np.ndarray, np.generic, Tensor)) or dt.is_floating_point or \
-            dt is _dt.bool or arr.size == 0:
+            dt.is_complex or dt is _dt.bool or arr.size == 0:
         return
     info = np.iinfo(dt.np)
     lo = -info.max if info.min == 0 else info.min  # unsigned types wrap negative numbers

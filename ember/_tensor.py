@@ -41,7 +41,7 @@ class _Extra:
     """Rarely used per-tensor state, allocated on first use to keep tensors small."""
 
     __slots__ = ("hooks", "retains_grad", "post_acc_hooks", "grad_accumulator", "name",
-                 "retain_handle")
+                 "retain_handle", "conj")
 
     def __init__(self):
         self.hooks = None
@@ -50,6 +50,7 @@ class _Extra:
         self.grad_accumulator = None
         self.name = None
         self.retain_handle = None
+        self.conj = False  # PyTorch's conjugate bit, set by conj() (ember computes the values)
 
 
 def _as_array(data):
@@ -173,7 +174,8 @@ class Tensor:
         return self._data.dtype.kind == "f"
 
     def is_complex(self):
-        return False
+        """True for complex64/complex128 tensors."""
+        return self._data.dtype.kind == "c"
 
     def is_contiguous(self, memory_format=None):
         """True if the elements lie in row-major order without gaps."""
@@ -209,7 +211,8 @@ class Tensor:
 
     _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                    "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
-                   "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+                   "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor",
+                   "complex64": "ComplexFloatTensor", "complex128": "ComplexDoubleTensor"}
 
     def _type_name(self):
         prefix = "torch.cuda." if self.is_cuda else "torch."
@@ -249,7 +252,7 @@ class Tensor:
                 "you can only change requires_grad flags of leaf variables. If you want to use "
                 "a computed variable in a subgraph that doesn't require differentiation use "
                 "var_no_grad = var.detach().")
-        if requires_grad and self._data.dtype.kind != "f":
+        if requires_grad and self._data.dtype.kind not in "fc":
             raise RuntimeError("Only Tensors of floating point and complex dtype can require "
                                "gradients")
         self._requires_grad = bool(requires_grad)
@@ -438,6 +441,9 @@ class Tensor:
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
+        if self._extra is not None and self._extra.conj and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that has conjugate bit set. Use "
+                               "tensor.resolve_conj().numpy() instead.")
         if type(self._data) is not _ndarray:
             if not force:
                 raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use "

@@ -378,7 +378,7 @@ class Primitive(Node):
         t._grad = t._base = t._extra = None
         t._output_nr = 0
         t._vc = vc = [0]
-        if out.dtype.kind == "f":
+        if out.dtype.kind in "fc":
             t._requires_grad = True
             t.grad_fn = self
             if cls.save_output:
@@ -400,7 +400,7 @@ class Primitive(Node):
         diff = cls.differentiable_outputs
         outs = []
         for nr, o in enumerate(out):
-            t = _make(o, o.dtype.kind == "f" and (diff is None or nr in diff))
+            t = _make(o, o.dtype.kind in "fc" and (diff is None or nr in diff))
             if t._requires_grad:
                 t.grad_fn = self
                 t._output_nr = nr
@@ -421,14 +421,14 @@ def _wrap(out):
     return t
 
 
-_PLAIN = {int, float, bool}
+_PLAIN = {int, float, bool, complex}
 _SYMBOLS = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
 
 
 def _check_operand(cls, x):
     """A binary op's non-Tensor operand must be a number or an array (PyTorch's TypeError)."""
     import numpy as np
-    if isinstance(x, (int, float, np.generic, np.ndarray)) or \
+    if isinstance(x, (int, float, complex, np.generic, np.ndarray)) or \
             hasattr(x, "__cuda_array_interface__"):
         return
     raise TypeError(f"unsupported operand type(s) for {_SYMBOLS.get(cls.__name__, cls.__name__)}:"

@@ -159,7 +159,7 @@ class Nansum(Primitive):
 
 class Mean(Primitive):
     def forward(self, x, axes, keepdim, np_dtype):
-        if np_dtype is None and x.dtype.kind != "f":
+        if np_dtype is None and x.dtype.kind not in "fc":
             raise RuntimeError(
                 f"mean(): could not infer output dtype. Input dtype must be either a floating "
                 f"point or complex dtype. Got: {_dtype_name(x.dtype)}")
