@@ -27,6 +27,7 @@ from ember.autograd.grad_mode import (
 )
 from ember import autograd
 import ember.linalg as linalg  # torch.linalg (replaces the ember.ops.linalg name)
+import ember.fft as fft  # torch.fft
 from ember.autograd.anomaly import (
     is_anomaly_check_nan_enabled,
     is_anomaly_enabled,
