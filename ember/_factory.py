@@ -129,7 +129,11 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
         raise ValueError("Overflow when unpacking long long")  # a Python int >= 2**63
     dt = _dt.to_dtype(dtype) if dtype is not None else _infer_dtype(data, arr)
     _check_fits(data, arr, dt)
-    arr = np.array(arr, dtype=dt.np, copy=True, order="C")
+    if dt in _dt._FEW_OPS or dt is _dt.bfloat16:
+        from ember.ops.conversion import cast
+        arr = np.ascontiguousarray(cast(arr, dt.np))
+    else:
+        arr = np.array(arr, dtype=dt.np, copy=True, order="C")
     if device is None and isinstance(data, Tensor):
         device = data.device
     return _finish(arr, backend.as_device(device) or _default_device[0], requires_grad)

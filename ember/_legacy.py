@@ -257,9 +257,8 @@ def _dtypes_module():
     return ember
 
 
-bfloat16 = _MissingDtype("bfloat16", True, False, 2)
 complex32 = chalf = _MissingDtype("complex32", False, True, 4)
-__all__ += ["bfloat16", "complex32", "chalf"]
+__all__ += ["complex32", "chalf"]
 
 
 # constants and aliases PyTorch keeps for NumPy-style and older spellings

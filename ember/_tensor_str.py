@@ -230,7 +230,7 @@ def tensor_repr(t, tensor_contents=None):
         suffixes.append(f"device='{dev}'")
     dt = t.dtype
     default_dt = _dt.get_default_dtype()
-    a = t._host()
+    a = t._host_numbers()
     if a.size == 0:
         if a.ndim != 1:
             suffixes.append(f"size={tuple(a.shape)}")

@@ -378,7 +378,7 @@ class Primitive(Node):
         t._grad = t._base = t._extra = None
         t._output_nr = 0
         t._vc = vc = [0]
-        if out.dtype.kind in "fc":
+        if out.dtype.kind in "fcV":
             t._requires_grad = True
             t.grad_fn = self
             if cls.save_output:
@@ -400,7 +400,7 @@ class Primitive(Node):
         diff = cls.differentiable_outputs
         outs = []
         for nr, o in enumerate(out):
-            t = _make(o, o.dtype.kind in "fc" and (diff is None or nr in diff))
+            t = _make(o, o.dtype.kind in "fcV" and (diff is None or nr in diff))
             if t._requires_grad:
                 t.grad_fn = self
                 t._output_nr = nr

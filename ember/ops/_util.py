@@ -61,7 +61,7 @@ def _scalar_pair(arr, s):
         return _promote_general(arr, s)
     k = arr.dtype.kind
     ts = type(s)
-    if ts is float and k not in "fc":
+    if ts is float and k not in "fcV":
         return arr.astype(default_float_np()), s
     if ts is complex and k != "c":
         # float32 + 1j is complex64, float64 + 1j complex128, ints the default complex
@@ -114,7 +114,10 @@ def _promote_general(a, b):
 
 _TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
                "float32": "Float", "float64": "Double", "float16": "Half", "bool": "Bool",
-               "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+               "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+               "bfloat16": "BFloat16", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
+               "float8_e4m3fn": "Float8_e4m3fn", "float8_e5m2": "Float8_e5m2",
+               "float8_e4m3fnuz": "Float8_e4m3fnuz", "float8_e5m2fnuz": "Float8_e5m2fnuz"}
 
 
 def type_name(np_dtype):
@@ -129,7 +132,7 @@ def not_implemented_for(kernel, np_dtype):
 
 def to_float(x):
     """Integer and bool inputs of float-valued ops compute in the default float dtype."""
-    if x.dtype.kind not in "fc":
+    if x.dtype.kind not in "fcV":
         return x.astype(default_float_np())
     return x
 

@@ -62,12 +62,23 @@ def _has_layout(a, fmt):
 def cast(x, np_dtype, copy=True):
     """``x.astype(np_dtype)`` with PyTorch's warning when complex values lose their
     imaginary parts (NumPy's ComplexWarning is not one a PyTorch program filters)."""
-    if x.dtype.kind == "c" and np.dtype(np_dtype).kind != "c":
+    np_dtype = np.dtype(np_dtype)
+    if x.dtype.kind == "c" and np_dtype.kind != "c":
         import warnings
         warnings.warn("Casting complex values to real discards the imaginary part",
                       UserWarning, stacklevel=4)
         x = x.real
+    if np_dtype == _E4M3FN and x.dtype.kind in "fV":
+        # PyTorch saturates to the largest finite value (+-448), ml_dtypes gives NaN
+        with np.errstate(invalid="ignore"):
+            x = np.clip(x if x.dtype.kind == "f" else x.astype(np.float32), -448, 448)
+    elif np_dtype.kind == "V" and x.dtype.kind in "iub" or x.dtype.kind == "V" and \
+            np_dtype.kind in "iub":
+        x = x.astype(np.float64)  # ml_dtypes converts integers through float
     return x.astype(np_dtype, copy=copy)
+
+
+_E4M3FN = _dt.float8_e4m3fn.np if _dt._ml is not None else None
 
 
 class ToCopy(Primitive):

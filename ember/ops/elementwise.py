@@ -35,7 +35,7 @@ def _float_result(a, b):
         ("f" if type(a) is float or type(a) is complex else "i")
     kb = b.dtype.kind if type(b) is np.ndarray or hasattr(b, "dtype") else \
         ("f" if type(b) is float or type(b) is complex else "i")
-    if ka not in "fc" and kb not in "fc":
+    if ka not in "fcV" and kb not in "fcV":
         f = default_float_np()
         a = a.astype(f) if hasattr(a, "astype") else float(a)
         b = b.astype(f) if hasattr(b, "astype") else float(b)

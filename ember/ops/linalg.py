@@ -97,6 +97,9 @@ class MatMul(Primitive):
 
     def forward(self, a, b):
         _matmul_check(a, b)
+        if a.dtype.kind == "V":
+            # bfloat16: products accumulated in float32 and rounded once, as PyTorch's
+            return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
         return np.matmul(a, b)
 
     def backward(self, gy):
