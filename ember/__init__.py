@@ -57,3 +57,12 @@ def __getattr__(name):
     # a PyTorch program asking for something ember lacks gets a message saying so
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)
+from ember import signal
+from ember._spectral import istft, stft
+from ember.signal.windows import (
+    bartlett_window,
+    blackman_window,
+    hamming_window,
+    hann_window,
+    kaiser_window,
+)
