@@ -169,3 +169,22 @@ def test_checkpoints_bit_exact_with_torch(name):
     assert back["w"].dtype == t.dtype
     np.testing.assert_array_equal(_bits(back["w"]), _bits(t))
     np.testing.assert_array_equal(_bits(back["col"]), _bits(t[:, 1]))
+
+
+def test_module_bfloat16():
+    for m in (ember, torch):
+        lin = m.nn.Linear(3, 2).bfloat16()
+        assert lin.weight.dtype == m.bfloat16 and lin.weight.requires_grad
+
+
+def test_without_ml_dtypes_the_error_names_the_extra():
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['ml_dtypes'] = None\n"
+            "import ember\n"
+            "assert ember.ones(2, dtype=ember.uint16).dtype is ember.uint16\n"
+            "try:\n    ember.zeros(2, dtype=ember.bfloat16)\n"
+            "except ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert "pip install ember[numerics]" in out.stdout, out.stdout + out.stderr
