@@ -27,6 +27,7 @@ from ember.autograd.grad_mode import (
 )
 from ember import autograd
 import ember.linalg as linalg  # torch.linalg (replaces the ember.ops.linalg name)
+import ember.fft as fft  # torch.fft
 from ember.autograd.anomaly import (
     is_anomaly_check_nan_enabled,
     is_anomaly_enabled,
@@ -66,3 +67,12 @@ def __getattr__(name):
     # a PyTorch program asking for something ember lacks gets a message saying so
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)
+from ember import signal
+from ember._spectral import istft, stft
+from ember.signal.windows import (
+    bartlett_window,
+    blackman_window,
+    hamming_window,
+    hann_window,
+    kaiser_window,
+)

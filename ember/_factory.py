@@ -80,7 +80,7 @@ def _infer_dtype(data, arr):
     if k == "b":
         return _dt.bool
     if k == "c":
-        raise TypeError("ember does not support complex tensors")
+        return _dt.get_default_dtype().to_complex()
     raise TypeError(f"Could not infer dtype of {type(data).__name__}")
 
 
@@ -100,7 +100,7 @@ def _to_array(data):
 def _check_fits(data, arr, dt):
     """Python numbers that do not fit the requested integer dtype raise, as in PyTorch."""
     if isinstance(data, (np.ndarray, np.generic, Tensor)) or dt.is_floating_point or \
-            dt is _dt.bool or arr.size == 0:
+            dt.is_complex or dt is _dt.bool or arr.size == 0:
         return
     info = np.iinfo(dt.np)
     lo = -info.max if info.min == 0 else info.min  # unsigned types wrap negative numbers
@@ -129,7 +129,11 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
         raise ValueError("Overflow when unpacking long long")  # a Python int >= 2**63
     dt = _dt.to_dtype(dtype) if dtype is not None else _infer_dtype(data, arr)
     _check_fits(data, arr, dt)
-    arr = np.array(arr, dtype=dt.np, copy=True, order="C")
+    if dt in _dt._FEW_OPS or dt is _dt.bfloat16:
+        from ember.ops.conversion import cast
+        arr = np.ascontiguousarray(cast(arr, dt.np))
+    else:
+        arr = np.array(arr, dtype=dt.np, copy=True, order="C")
     if device is None and isinstance(data, Tensor):
         device = data.device
     return _finish(arr, backend.as_device(device) or _default_device[0], requires_grad)

@@ -12,7 +12,7 @@ __all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor
            "are_deterministic_algorithms_enabled", "set_float32_matmul_precision",
            "get_float32_matmul_precision", "compile", "is_floating_point", "is_nonzero",
            "typename", "set_default_tensor_type", "is_same_size", "is_signed",
-           "is_inference", "is_conj", "is_neg", "resolve_conj", "resolve_neg"]
+           "is_inference", "is_neg", "resolve_neg"]
 
 
 class _LegacyType(type):
@@ -226,10 +226,6 @@ def _is_same_size(self, other):
     return self.shape == other.shape
 
 
-def _is_conj(self):
-    return False
-
-
 def _is_neg(self):
     return False
 
@@ -248,8 +244,7 @@ for _name, _fn in (("is_signed", _is_signed), ("get_device", _get_device),
                    ("is_pinned", _is_pinned), ("pin_memory", _pin_memory),
                    ("share_memory_", _share_memory_), ("is_shared", _is_shared),
                    ("is_inference", _is_inference), ("is_same_size", _is_same_size),
-                   ("is_conj", _is_conj), ("is_neg", _is_neg), ("resolve_conj", _resolve),
-                   ("resolve_neg", _resolve), ("is_nonzero", is_nonzero)):
+                   ("is_neg", _is_neg), ("resolve_neg", _resolve), ("is_nonzero", is_nonzero)):
     if not hasattr(Tensor, _name):
         setattr(Tensor, _name, _fn)
 if not hasattr(Tensor, "output_nr"):
@@ -258,9 +253,8 @@ if not hasattr(Tensor, "output_nr"):
 is_same_size = _is_same_size
 is_signed = _is_signed
 is_inference = _is_inference
-is_conj = _is_conj
 is_neg = _is_neg
-resolve_conj = resolve_neg = _resolve
+resolve_neg = _resolve
 
 
 # dtypes ember does not have, as names programs can mention (a table of dtypes,
@@ -297,11 +291,8 @@ def _dtypes_module():
     return ember
 
 
-bfloat16 = _MissingDtype("bfloat16", True, False, 2)
-complex64 = cfloat = _MissingDtype("complex64", False, True, 8)
-complex128 = cdouble = _MissingDtype("complex128", False, True, 16)
 complex32 = chalf = _MissingDtype("complex32", False, True, 4)
-__all__ += ["bfloat16", "complex64", "cfloat", "complex128", "cdouble", "complex32", "chalf"]
+__all__ += ["complex32", "chalf"]
 
 
 # constants and aliases PyTorch keeps for NumPy-style and older spellings
@@ -311,22 +302,12 @@ e = math.e
 inf = math.inf
 nan = math.nan
 newaxis = None
-__all__ += ["pi", "e", "inf", "nan", "newaxis", "is_complex", "detach", "conj", "get_device"]
-
-
-def is_complex(input):
-    """False: ember has no complex tensors."""
-    return False
+__all__ += ["pi", "e", "inf", "nan", "newaxis", "detach", "get_device"]
 
 
 def detach(input):
     """``input.detach()``."""
     return input.detach()
-
-
-def conj(input):
-    """The complex conjugate: ``input`` itself for ember's real tensors."""
-    return input
 
 
 def get_device(input):
@@ -346,10 +327,6 @@ def _new(self, *args, device=None):
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
     return _factory.empty(*args, dtype=self.dtype, device=dev)
-
-
-def _imag(self):
-    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
 
 
 def _apply_(self, callable):
@@ -377,12 +354,10 @@ def _map_(self, tensor, callable):
     return self
 
 
-for _name, _fn in (("new", _new), ("conj", conj), ("conj_physical", conj),
-                   ("apply_", _apply_), ("map_", _map_)):
+for _name, _fn in (("new", _new), ("apply_", _apply_), ("map_", _map_)):
     if not hasattr(Tensor, _name):
         setattr(Tensor, _name, _fn)
-for _name, _fn in (("real", lambda self: self), ("imag", _imag),
-                   ("volatile", lambda self: False)):
+for _name, _fn in (("volatile", lambda self: False),):
     if not hasattr(Tensor, _name):
         setattr(Tensor, _name, property(_fn))
 

@@ -41,7 +41,7 @@ class _Extra:
     """Rarely used per-tensor state, allocated on first use to keep tensors small."""
 
     __slots__ = ("hooks", "retains_grad", "post_acc_hooks", "grad_accumulator", "name",
-                 "retain_handle")
+                 "retain_handle", "conj")
 
     def __init__(self):
         self.hooks = None
@@ -50,6 +50,7 @@ class _Extra:
         self.grad_accumulator = None
         self.name = None
         self.retain_handle = None
+        self.conj = False  # PyTorch's conjugate bit, set by conj() (ember computes the values)
 
 
 def _as_array(data):
@@ -169,11 +170,12 @@ class Tensor:
         return self._data.nbytes
 
     def is_floating_point(self):
-        """True for float16/32/64 tensors."""
-        return self._data.dtype.kind == "f"
+        """True for float16/32/64, bfloat16 and float8 tensors."""
+        return self._data.dtype.kind in "fV"
 
     def is_complex(self):
-        return False
+        """True for complex64/complex128 tensors."""
+        return self._data.dtype.kind == "c"
 
     def is_contiguous(self, memory_format=None):
         """True if the elements lie in row-major order without gaps."""
@@ -209,7 +211,13 @@ class Tensor:
 
     _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                    "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
-                   "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+                   "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor",
+                   "complex64": "ComplexFloatTensor", "complex128": "ComplexDoubleTensor",
+                   "bfloat16": "BFloat16Tensor", "uint16": "UInt16Tensor",
+                   "uint32": "UInt32Tensor", "uint64": "UInt64Tensor",
+                   "float8_e4m3fn": "Float8_e4m3fnTensor", "float8_e5m2": "Float8_e5m2Tensor",
+                   "float8_e4m3fnuz": "Float8_e4m3fnuzTensor",
+                   "float8_e5m2fnuz": "Float8_e5m2fnuzTensor"}
 
     def _type_name(self):
         prefix = "torch.cuda." if self.is_cuda else "torch."
@@ -258,7 +266,7 @@ class Tensor:
                 "you can only change requires_grad flags of leaf variables. If you want to use "
                 "a computed variable in a subgraph that doesn't require differentiation use "
                 "var_no_grad = var.detach().")
-        if requires_grad and self._data.dtype.kind != "f":
+        if requires_grad and self._data.dtype.kind not in "fcV":
             raise RuntimeError("Only Tensors of floating point and complex dtype can require "
                                "gradients")
         self._requires_grad = bool(requires_grad)
@@ -436,21 +444,29 @@ class Tensor:
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
                                "to Scalar")
-        return self._host().item()
+        return self._host_numbers().item()
 
     def tolist(self):
         """The data as (nested) Python lists of numbers."""
-        return self._host().tolist()
+        return self._host_numbers().tolist()
 
     def _host(self):
         d = self._data
         return d if type(d) is _ndarray else d.get()
+
+    def _host_numbers(self):
+        """The host array in a dtype whose ``item``/``tolist`` give Python numbers."""
+        d = self._host()
+        return d.astype(np.float32) if d.dtype.kind == "V" else d
 
     def numpy(self, force=False):
         """A NumPy array sharing this tensor's memory (cpu tensors only)."""
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
+        if self._extra is not None and self._extra.conj and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that has conjugate bit set. Use "
+                               "tensor.resolve_conj().numpy() instead.")
         if type(self._data) is not _ndarray:
             if not force:
                 raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use "

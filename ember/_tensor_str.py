@@ -128,6 +128,21 @@ class _Formatter:
         return (self.max_width - len(ret)) * " " + ret
 
 
+class _ComplexFormatter:
+    """Complex elements: the real and imaginary parts each get a formatter of their own."""
+
+    def __init__(self, a):
+        self.re, self.im = _Formatter(a.real), _Formatter(a.imag)
+
+    def width(self):
+        return self.re.width() + self.im.width() + 1  # the "j"
+
+    def format(self, value):
+        re = self.re.format(value.real)
+        im = (self.im.format(value.imag) + "j").lstrip()
+        return re + im if im[0] in "+-" else re + "+" + im
+
+
 def _vector_str(a, indent, summarize, fmt):
     element_length = fmt.width() + 2
     per_line = max(1, math.floor((PRINT_OPTS.linewidth - indent) / element_length))
@@ -182,7 +197,8 @@ def _tensor_str(a, indent):
     if a.size == 0:
         return "[]"
     summarize = a.size > PRINT_OPTS.threshold
-    fmt = _Formatter(_summarized_data(a) if summarize else a)
+    data = _summarized_data(a) if summarize else a
+    fmt = _ComplexFormatter(data) if a.dtype.kind == "c" else _Formatter(data)
     return _tensor_str_with_formatter(a, indent, summarize, fmt)
 
 
@@ -214,7 +230,7 @@ def tensor_repr(t, tensor_contents=None):
         suffixes.append(f"device='{dev}'")
     dt = t.dtype
     default_dt = _dt.get_default_dtype()
-    a = t._host()
+    a = t._host_numbers()
     if a.size == 0:
         if a.ndim != 1:
             suffixes.append(f"size={tuple(a.shape)}")
@@ -224,7 +240,7 @@ def tensor_repr(t, tensor_contents=None):
     else:
         if not PRINT_OPTS.edgeitems:
             suffixes.append(f"size={tuple(a.shape)}")
-        if dt not in (default_dt, _dt.int64, _dt.bool):
+        if dt not in (default_dt, _dt.int64, _dt.bool, _dt._TO_COMPLEX.get(default_dt)):
             suffixes.append(f"dtype={dt!r}")
         tensor_str = _tensor_str(a, indent)
     if tensor_contents is not None:

@@ -31,8 +31,13 @@ _ALIGN = 64
 
 _STORAGE_OF = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
                "int64": "LongStorage", "int32": "IntStorage", "int16": "ShortStorage",
-               "int8": "CharStorage", "uint8": "ByteStorage", "bool": "BoolStorage"}
-_DTYPE_OF_STORAGE = {v: _dt._BY_NAME[k] for k, v in _STORAGE_OF.items()}
+               "int8": "CharStorage", "uint8": "ByteStorage", "bool": "BoolStorage",
+               "complex64": "ComplexFloatStorage", "complex128": "ComplexDoubleStorage",
+               "bfloat16": "BFloat16Storage"}
+_DTYPE_OF_STORAGE = {v: _dt._BY_NAME[k] for k, v in _STORAGE_OF.items() if k in _dt._BY_NAME}
+# dtypes torch 2.x writes as untyped (byte) storages rebuilt by _rebuild_tensor_v3
+_UNTYPED = {"uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+            "float8_e5m2fnuz"}
 
 
 class CheckpointError(RuntimeError):
@@ -66,6 +71,9 @@ class _TorchPickler(pickle._Pickler):
 
     def persistent_id(self, obj):
         if type(obj) is _StorageRef:
+            if obj.dtype.name in _UNTYPED:
+                return ("storage", _Global("torch.storage", "UntypedStorage"), obj.key, "cpu",
+                        obj.numel * obj.dtype.itemsize)
             return ("storage", _Global("torch", _STORAGE_OF[obj.dtype.name]), obj.key, "cpu",
                     obj.numel)
         return None
@@ -103,7 +111,11 @@ class _TorchPickler(pickle._Pickler):
         storage, offset, stride = self._storage_of(t._host())
         args = (storage, offset, tuple(t.shape), stride, t.requires_grad,
                 collections.OrderedDict())
-        rebuild = (_Global("torch._utils", "_rebuild_tensor_v2"), args)
+        if t.dtype.name in _UNTYPED:
+            rebuild = (_Global("torch._utils", "_rebuild_tensor_v3"),
+                       args + (_Global("torch", t.dtype.name),))
+        else:
+            rebuild = (_Global("torch._utils", "_rebuild_tensor_v2"), args)
         from ember.nn.parameter import Parameter
         if isinstance(t, Parameter):
             self.save_reduce(_Global("torch._utils", "_rebuild_parameter"),
@@ -196,7 +208,8 @@ def _write_zip(fh, archive, pickled, storages):
         for key, root in storages.values():
             little = root.astype(root.dtype.newbyteorder("<"), copy=False)
             # a byte view of the array, not a copy: checkpoints can be large
-            data = memoryview(np.ascontiguousarray(little)).cast("B") if little.size else b""
+            data = memoryview(np.ascontiguousarray(little).reshape(-1).view(np.uint8)) \
+                if little.size else b""
             _aligned_write(zf, f"{archive}/data/{key}", data)
         _aligned_write(zf, f"{archive}/version", f"{FORMAT_VERSION}\n".encode())
         _aligned_write(zf, f"{archive}/.data/serialization_id",
@@ -225,12 +238,27 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
         raise CheckpointError(f"checkpoint damaged: a tensor of size {list(size)} at offset "
                               f"{storage_offset} does not fit its storage of {arr.size} "
                               "elements")
-    view = np.lib.stride_tricks.as_strided(arr[storage_offset:] if arr.size else arr, size,
+    src = arr[storage_offset:] if arr.size else arr
+    plain = arr.dtype.kind in "biufc" and arr.dtype.itemsize > 1 or arr.dtype.kind in "biu"
+    # as_strided goes through __array_interface__, which loses ml_dtypes' dtypes: stride
+    # unsigned integers of the same width and view the result back
+    view = np.lib.stride_tricks.as_strided(src if plain else src.view(f"u{isz}"), size,
                                            tuple(st * isz for st in stride))
+    if not plain:
+        view = view.view(arr.dtype)
     t = _make(view, False)
-    if requires_grad and t.is_floating_point():
+    if requires_grad and (t.is_floating_point() or t.is_complex()):
         t.requires_grad_(True)
     return t
+
+
+def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, backward_hooks,
+                       dtype, metadata=None):
+    arr, location = storage
+    if not isinstance(dtype, _dt.dtype):
+        raise CheckpointError(f"checkpoint names an unsupported dtype {dtype!r}")
+    typed = arr.view(dtype.np) if arr.size else np.zeros(0, dtype.np)
+    return _rebuild_tensor_v2((typed, location), storage_offset, size, stride, requires_grad)
 
 
 def _rebuild_tensor(storage, storage_offset, size, stride):
@@ -250,6 +278,8 @@ def _torch_device(spec):
 
 _TORCH_GLOBALS = {
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+    ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
+    ("torch.storage", "UntypedStorage"): _StorageType(_dt.uint8),
     ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
@@ -471,7 +501,7 @@ class _Archive:
         arr = np.empty(numel, dtype=np_dtype)
         try:
             with self.zip.open(info) as fh:
-                got = fh.readinto(memoryview(arr).cast("B")) if nbytes else 0
+                got = fh.readinto(memoryview(arr.view(np.uint8))) if nbytes else 0
         except (zipfile.BadZipFile, EOFError, OSError, struct.error) as e:
             raise CheckpointError(f"checkpoint damaged: record {full!r} cannot be read "
                                   f"({e})") from None

@@ -54,7 +54,7 @@ def _make_grads(outputs, grad_outputs, is_grads_batched=False):
         if g is None:
             if out._data.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            if out._data.dtype.kind != "f":
+            if out._data.dtype.kind not in "fV":
                 raise RuntimeError("grad can be implicitly created only for real scalar outputs "
                                    f"but got {out.dtype}")
             g = ones_like(out)

@@ -146,6 +146,8 @@ def _restore_meta(g, meta):
     if g._data.shape != shape:
         g = g.sum_to_size(shape)
     if g._data.dtype != dt:
+        if g._data.dtype.kind == "c" and dt.kind != "c":
+            g = g.real  # a real input's gradient is the real part (PyTorch's handle_r_to_c)
         g = g.to(_FROM_NP[dt])
     return g
 

@@ -342,7 +342,7 @@ def _wrap_outputs(ctx, args, output, recording):
             alias._vc = o._vc
             alias._base = o if o._base is None else o._base
             o = alias
-        differentiable = (recording and id(o) not in non_diff and o._data.dtype.kind == "f")
+        differentiable = (recording and id(o) not in non_diff and o._data.dtype.kind in "fcV")
         if differentiable:
             if is_dirty and o._base is not None:
                 from ember.ops._views import rebase_view
@@ -424,7 +424,7 @@ def once_differentiable(fn):
         outs = (outputs,) if single else outputs
         wrapped = []
         for o in outs:
-            if isinstance(o, Tensor) and o._data.dtype.kind == "f":
+            if isinstance(o, Tensor) and o._data.dtype.kind in "fcV":
                 o = _DelayedError.apply(_make(o._data, True))
             wrapped.append(o)
         return wrapped[0] if single else tuple(wrapped)

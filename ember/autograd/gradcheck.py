@@ -35,7 +35,7 @@ def _check_inputs(inputs):
     any_rg = False
     for idx, inp in enumerate(inputs):
         if isinstance(inp, Tensor) and inp.requires_grad:
-            if inp.dtype.name != "float64":
+            if inp.dtype.name not in ("float64", "complex128"):
                 warnings.warn(f"Input #{idx} requires gradient and is not a double precision "
                               "floating point or complex. This check will likely fail if all "
                               "the inputs are not of double precision floating point or "
@@ -189,9 +189,27 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         return False
 
 
+def _realified(func, inputs):
+    """``func`` and ``inputs`` with every complex tensor seen as real pairs (a trailing
+    dim of 2), in and out. Checking the real function checks PyTorch's convention for
+    complex gradients: the gradient of ``z = x + iy`` is ``dL/dx + i dL/dy``."""
+    from ember.ops.complex_numbers import view_as_complex, view_as_real
+    cplx = [isinstance(t, Tensor) and t._data.dtype.kind == "c" for t in inputs]
+    new_inputs = tuple(_make(view_as_real(t.detach())._data.copy(), t.requires_grad) if c else t
+                       for t, c in zip(inputs, cplx))
+
+    def real_func(*xs):
+        out = func(*[view_as_complex(x) if c else x for x, c in zip(xs, cplx)])
+        outs = tuple(view_as_real(o) if isinstance(o, Tensor) and o._data.dtype.kind == "c"
+                     else o for o in _as_tuple(out))
+        return outs if isinstance(out, (tuple, list)) else outs[0]
+    return real_func, new_inputs
+
+
 def _gradcheck(func, inputs, eps, atol, rtol, nondet_tol, check_grad_dtypes,
                check_undefined_grad):
     inputs = _as_tuple(inputs)
+    func, inputs = _realified(func, inputs)
     _check_inputs(inputs)
     out = _as_tuple(func(*inputs))
     tensors_out = [o for o in out if isinstance(o, Tensor)]

@@ -430,7 +430,7 @@ class Primitive(Node):
         t._grad = t._base = t._extra = None
         t._output_nr = 0
         t._vc = vc = [0]
-        if out.dtype.kind == "f":
+        if out.dtype.kind in "fcV":
             t._requires_grad = True
             t.grad_fn = self
             if cls.save_output:
@@ -452,7 +452,7 @@ class Primitive(Node):
         diff = cls.differentiable_outputs
         outs = []
         for nr, o in enumerate(out):
-            t = _make(o, o.dtype.kind == "f" and (diff is None or nr in diff))
+            t = _make(o, o.dtype.kind in "fcV" and (diff is None or nr in diff))
             if t._requires_grad:
                 t.grad_fn = self
                 t._output_nr = nr
@@ -473,7 +473,7 @@ def _wrap(out):
     return t
 
 
-_PLAIN = {int, float, bool}
+_PLAIN = {int, float, bool, complex}
 # every closure made by unary_function/binary_function: jit.trace swaps their code for
 # recording code while a trace runs (ember.jit._capture), so they stay check-free
 _FAST_FUNCTIONS = []
@@ -483,7 +483,7 @@ _SYMBOLS = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
 def _check_operand(cls, x):
     """A binary op's non-Tensor operand must be a number or an array (PyTorch's TypeError)."""
     import numpy as np
-    if isinstance(x, (int, float, np.generic, np.ndarray)) or \
+    if isinstance(x, (int, float, complex, np.generic, np.ndarray)) or \
             hasattr(x, "__cuda_array_interface__"):
         return
     raise TypeError(f"unsupported operand type(s) for {_SYMBOLS.get(cls._op_name, cls._op_name)}:"

@@ -5,9 +5,11 @@ __all__ = [
     "dtype", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
     "bool", "half", "float", "double", "short", "int", "long", "result_type", "promote_types",
     "get_default_dtype", "set_default_dtype", "can_cast", "finfo", "iinfo",
+    "complex64", "complex128", "cfloat", "cdouble", "bfloat16", "uint16", "uint32", "uint64",
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
 ]
 
-_BOOL, _INT, _FLOAT = 0, 1, 2
+_BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
 
 
 class dtype:
@@ -20,15 +22,26 @@ class dtype:
         self.np = np.dtype(np_dtype)
         self._category = category
         self.is_floating_point = category == _FLOAT
-        self.is_signed = self.np.kind in "fi"
+        self.is_signed = self.np.kind in "fic" or category == _FLOAT
         self.itemsize = self.np.itemsize
 
     @property
     def is_complex(self):
-        return False
+        return self._category == _COMPLEX
 
     def to_real(self):
-        return self
+        """The real dtype of a complex one's parts (complex64 -> float32); else itself."""
+        return _TO_REAL.get(self, self)
+
+    def to_complex(self):
+        """The complex dtype with this float dtype's parts (float64 -> complex128)."""
+        if self._category == _COMPLEX:
+            return self
+        c = _TO_COMPLEX.get(self)
+        if c is None:
+            raise NotImplementedError(f"ember has no complex dtype with {self.name} parts "
+                                      "(NumPy has no complex32)")
+        return c
 
     def __repr__(self):
         return "ember." + self.name
@@ -46,10 +59,61 @@ int32 = dtype("int32", np.int32, _INT)
 int64 = long = dtype("int64", np.int64, _INT)
 uint8 = dtype("uint8", np.uint8, _INT)
 bool = dtype("bool", np.bool_, _BOOL)  # noqa: A001 - PyTorch's public name
+complex64 = cfloat = dtype("complex64", np.complex64, _COMPLEX)
+complex128 = cdouble = dtype("complex128", np.complex128, _COMPLEX)
 float = float32  # noqa: A001
 int = int32  # noqa: A001
 
-ALL = (float16, float32, float64, int8, int16, int32, int64, uint8, bool)
+_TO_REAL = {complex64: float32, complex128: float64}
+_TO_COMPLEX = {float32: complex64, float64: complex128}
+
+# Storage dtypes PyTorch has few kernels for: the wide unsigned integers (NumPy's own)
+# and, from ml_dtypes (`pip install ember[numerics]`), bfloat16 and the float8 family
+uint16 = dtype("uint16", np.uint16, _INT)
+uint32 = dtype("uint32", np.uint32, _INT)
+uint64 = dtype("uint64", np.uint64, _INT)
+_FEW_OPS = {uint16, uint32, uint64}
+try:
+    import ml_dtypes as _ml
+except ImportError:  # pragma: no cover - the extra is installed in the test environment
+    _ml = None
+
+
+class _NeedsExtra:
+    """A dtype whose NumPy twin comes from ml_dtypes, which is not installed."""
+
+    __slots__ = ("name", "is_floating_point", "is_complex", "is_signed", "itemsize")
+
+    def __init__(self, name, itemsize):
+        self.name, self.itemsize = name, itemsize
+        self.is_floating_point, self.is_complex, self.is_signed = True, False, True
+
+    @property
+    def np(self):
+        raise ImportError(f"ember.{self.name} needs the ml_dtypes package: "
+                          "pip install ember[numerics]")
+
+    dtype = np
+
+    def __repr__(self):
+        return "ember." + self.name
+
+
+_ML_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+if _ml is not None:
+    bfloat16, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz = (
+        dtype(n, getattr(_ml, n), _FLOAT) for n in _ML_NAMES)
+    _FLOAT8 = {float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz}
+    _ML = (bfloat16,) + tuple(_FLOAT8)
+else:  # pragma: no cover
+    bfloat16, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz = (
+        _NeedsExtra(n, 2 if n == "bfloat16" else 1) for n in _ML_NAMES)
+    _FLOAT8 = set()
+    _ML = ()
+_FEW_OPS |= _FLOAT8
+
+ALL = (float16, float32, float64, int8, int16, int32, int64, uint8, bool, complex64,
+       complex128, uint16, uint32, uint64) + _ML
 _BY_NAME = {d.name: d for d in ALL}
 # Keyed by numpy dtype; used on every tensor's `.dtype`, so it stays a plain dict.
 FROM_NP = {d.np: d for d in ALL}
@@ -68,7 +132,8 @@ def from_numpy_dtype(np_dtype):
     except (KeyError, TypeError):
         raise TypeError(
             f"can't convert np.ndarray of type {np.dtype(np_dtype)}. The only supported types "
-            "are: float64, float32, float16, int64, int32, int16, int8, uint8, and bool."
+            "are: float64, float32, float16, complex64, complex128, int64, int32, int16, int8, "
+            "uint64, uint32, uint16, uint8, and bool."
         ) from None
 
 
@@ -85,6 +150,8 @@ def to_dtype(d):
         return int64
     if d is builtins.bool:
         return bool
+    if d is builtins.complex:
+        return complex128  # as PyTorch: dtype=complex is complex128 whatever the default
     if isinstance(d, str) and d in _BY_NAME:
         return _BY_NAME[d]
     return from_numpy_dtype(d)
@@ -115,7 +182,12 @@ def promote_types(a, b):
     key = (a, b)
     r = _PROMO.get(key)
     if r is None:
-        if a._category != b._category:
+        if a is not b and (a in _FEW_OPS or b in _FEW_OPS):
+            # PyTorch refuses to promote these (a wide unsigned integer may still meet a
+            # floating dtype)
+            if a in _FLOAT8 or b in _FLOAT8 or a._category <= _INT and b._category <= _INT:
+                _refuse_promotion(a, b)
+        if a._category != b._category and (a._category < _FLOAT or b._category < _FLOAT):
             # Unlike NumPy, PyTorch keeps the higher category's type: int64 + float16 is float16.
             r = a if a._category > b._category else b
         else:
@@ -124,11 +196,24 @@ def promote_types(a, b):
     return r
 
 
+def _refuse_promotion(a, b):
+    from ember.ops._util import type_name
+    kind = "Float8 Types" if a in _FLOAT8 or b in _FLOAT8 else "uint16, uint32, uint64 types"
+    raise RuntimeError(f"Promotion for {kind} is not supported, attempted to promote "
+                       f"{type_name(a.np)} and {type_name(b.np)}")
+
+
 def _combine(higher, lower):
     if higher is None:
         return lower
     if lower is None:
         return higher
+    if higher._category == _COMPLEX:
+        return higher
+    if lower._category == _COMPLEX:
+        # a complex scalar (or 0-d tensor) keeps a float tensor's precision: float32 + 1j
+        # is complex64, float64 + 1j complex128; an integer tensor takes the scalar's
+        return higher.to_complex() if higher._category == _FLOAT else lower
     if higher.is_floating_point:
         return higher
     if higher is bool or lower.is_floating_point:
@@ -152,9 +237,11 @@ def _scalar_dtype(x):
     if isinstance(x, np.generic):
         # NumPy scalars behave as Python numbers of their kind.
         k = x.dtype.kind
+        if k == "c":
+            return _default[0].to_complex()
         return bool if k == "b" else int64 if k in "iu" else _default[0]
     if isinstance(x, complex):
-        raise TypeError("ember does not support complex numbers")
+        return _default[0].to_complex()
     raise TypeError(f"unsupported operand type: {t.__name__}")
 
 
@@ -194,6 +281,7 @@ class finfo:
 
     def __init__(self, type=None):
         type = to_dtype(type) or _default[0]
+        type = type.to_real()
         if not type.is_floating_point:
             raise TypeError(f"finfo needs a floating point dtype, got {type}")
         fi = np.finfo(type.np)

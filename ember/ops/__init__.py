@@ -1,6 +1,7 @@
 """ember's ops, one module per family. Importing this package binds every Tensor method."""
 from ember.ops import (  # noqa: F401
     bitwise,
+    complex_numbers,
     conv,
     conversion,
     diagonals,
@@ -23,6 +24,7 @@ from ember.ops import (  # noqa: F401
     unary,
 )
 from ember.ops.bitwise import *  # noqa: F401,F403
+from ember.ops.complex_numbers import *  # noqa: F401,F403
 from ember.ops.conv import *  # noqa: F401,F403
 from ember.ops.conversion import *  # noqa: F401,F403
 from ember.ops.diagonals import *  # noqa: F401,F403
@@ -49,5 +51,5 @@ from ember.ops.unary import *  # noqa: F401,F403
 __all__ = sorted({name for module in (bitwise, conv, conversion, diagonals, elementwise, extrema,
                                       gather_scatter, indexing, join, linalg, linalg_decomp,
                                       normalization, pooling, reduction, resample, scan, shape,
-                                      sampling, sorting, special, unary)
+                                      sampling, sorting, special, unary, complex_numbers)
                   for name in getattr(module, "__all__", ())})

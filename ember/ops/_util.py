@@ -46,11 +46,11 @@ def promote_arrays(a, b):
             return a, b
         r = _promote_np(da, a.ndim == 0, db, b.ndim == 0)
         return (a if da == r else a.astype(r)), (b if db == r else b.astype(r))
-    if tb is float or tb is int or tb is bool:
+    if tb is float or tb is int or tb is bool or tb is complex:
         if ta is _ndarray:
             return _scalar_pair(a, b)
         return _promote_general(a, b)
-    if ta is float or ta is int or ta is bool:
+    if ta is float or ta is int or ta is bool or ta is complex:
         bb, aa = _scalar_pair(b, a)
         return aa, bb
     return _promote_general(a, b)
@@ -61,8 +61,12 @@ def _scalar_pair(arr, s):
         return _promote_general(arr, s)
     k = arr.dtype.kind
     ts = type(s)
-    if ts is float and k != "f":
+    if ts is float and k not in "fcV":
         return arr.astype(default_float_np()), s
+    if ts is complex and k != "c":
+        # float32 + 1j is complex64, float64 + 1j complex128, ints the default complex
+        r = _dt._combine(_FROM_NP[arr.dtype], _dt._default[0].to_complex()).np
+        return arr.astype(r), s
     if ts is int and k == "b":
         return arr.astype(np.int64), s
     if ts is int and k in "iu":
@@ -107,9 +111,9 @@ def _promote_general(a, b):
         raise RuntimeError("Expected all tensors to be on the same device, but found at least two "
                            "devices (one operand is on cpu, the other on cuda)")
     if not hasattr(a, "dtype"):
-        a = np.asarray(a) if not isinstance(a, (int, float, bool)) else a
+        a = np.asarray(a) if not isinstance(a, (int, float, bool, complex)) else a
     if not hasattr(b, "dtype"):
-        b = np.asarray(b) if not isinstance(b, (int, float, bool)) else b
+        b = np.asarray(b) if not isinstance(b, (int, float, bool, complex)) else b
     if isinstance(a, np.generic):
         a = a.item()
     if isinstance(b, np.generic):
@@ -126,7 +130,11 @@ def _promote_general(a, b):
 
 
 _TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-               "float32": "Float", "float64": "Double", "float16": "Half", "bool": "Bool"}
+               "float32": "Float", "float64": "Double", "float16": "Half", "bool": "Bool",
+               "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+               "bfloat16": "BFloat16", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
+               "float8_e4m3fn": "Float8_e4m3fn", "float8_e5m2": "Float8_e5m2",
+               "float8_e4m3fnuz": "Float8_e4m3fnuz", "float8_e5m2fnuz": "Float8_e5m2fnuz"}
 
 
 def type_name(np_dtype):
@@ -141,9 +149,19 @@ def not_implemented_for(kernel, np_dtype):
 
 def to_float(x):
     """Integer and bool inputs of float-valued ops compute in the default float dtype."""
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "fcV":
         return x.astype(default_float_np())
     return x
+
+
+def cj(t):
+    """``t``'s complex conjugate, ``t`` itself when real: backward formulas of holomorphic
+    ops pass ``grad * conj(f'(z))`` back (PyTorch's convention for complex gradients)."""
+    if type(t) is Tensor:
+        return t.conj_physical() if t._data.dtype.kind == "c" else t
+    if isinstance(t, Tensor):
+        return t.conj_physical() if t._data.dtype.kind == "c" else t
+    return t.conjugate() if isinstance(t, complex) else t
 
 
 def wrap_dim(dim, ndim):

@@ -60,10 +60,10 @@ def refresh_views(base, skip=None):
         v = ref()
         if v is None or v is skip or not v._requires_grad or v._base is not base:
             continue
-        idx = _flat_index_of(v._data, base._data)
+        idx = _flat_index_of(v._data, _as_parts(base, v)._data)
         if idx is None:
             continue
-        node = TakeFlat.apply(_make_alias(base), idx)
+        node = TakeFlat.apply(_as_parts(_make_alias(base), v), idx)
         v.grad_fn = node.grad_fn
         v._output_nr = 0
 
@@ -216,12 +216,14 @@ def rebase_view(view, result):
     if base.grad_fn is None and base._requires_grad:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
                            "in-place operation.")
-    idx = _flat_index_of(view._data, base._data)
+    idx = _flat_index_of(view._data, _as_parts(base, view)._data)
     if idx is None:
         raise RuntimeError("in-place operation on a view whose base's data was replaced "
                            "(e.g. through .data); write into the base directly")
     old_base = _make_alias(base)
-    new_base = PutFlat.apply(old_base, result, idx, False)
+    new_base = PutFlat.apply(_as_parts(old_base, view), result, idx, False)
+    if new_base._data.dtype != base._data.dtype:
+        new_base = _from_parts(new_base)
     try:
         view._data[...] = result._data
     except ValueError:
@@ -232,11 +234,25 @@ def rebase_view(view, result):
     base.grad_fn = new_base.grad_fn
     base._output_nr = 0
     base._requires_grad = True
-    new_view = TakeFlat.apply(_make_alias(base), idx)
+    new_view = TakeFlat.apply(_as_parts(_make_alias(base), view), idx)
     view.grad_fn = new_view.grad_fn
     view._output_nr = 0
     view._requires_grad = True
     refresh_views(base, skip=view)
+
+
+def _as_parts(base, view=None):
+    """``base`` itself, or, when ``view`` is its real or imaginary part (another dtype),
+    ``base`` seen as real pairs, so that the view's elements have flat positions in it."""
+    if view is None or view._data.dtype == base._data.dtype:
+        return base
+    from ember.ops.complex_numbers import ViewAsReal
+    return Primitive.apply.__func__(ViewAsReal, base)
+
+
+def _from_parts(pairs):
+    from ember.ops.complex_numbers import ViewAsComplex
+    return Primitive.apply.__func__(ViewAsComplex, pairs)
 
 
 def _make_alias(t):

@@ -59,6 +59,28 @@ def _has_layout(a, fmt):
     return a.flags.c_contiguous
 
 
+def cast(x, np_dtype, copy=True):
+    """``x.astype(np_dtype)`` with PyTorch's warning when complex values lose their
+    imaginary parts (NumPy's ComplexWarning is not one a PyTorch program filters)."""
+    np_dtype = np.dtype(np_dtype)
+    if x.dtype.kind == "c" and np_dtype.kind != "c":
+        import warnings
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      UserWarning, stacklevel=4)
+        x = x.real
+    if np_dtype == _E4M3FN and x.dtype.kind in "fV":
+        # PyTorch saturates to the largest finite value (+-448), ml_dtypes gives NaN
+        with np.errstate(invalid="ignore"):
+            x = np.clip(x if x.dtype.kind == "f" else x.astype(np.float32), -448, 448)
+    elif np_dtype.kind == "V" and x.dtype.kind in "iub" or x.dtype.kind == "V" and \
+            np_dtype.kind in "iub":
+        x = x.astype(np.float64)  # ml_dtypes converts integers through float
+    return x.astype(np_dtype, copy=copy)
+
+
+_E4M3FN = _dt.float8_e4m3fn.np if _dt._ml is not None else None
+
+
 class ToCopy(Primitive):
     """A copy with another dtype and/or device; the gradient goes back to the input's."""
 
@@ -67,11 +89,13 @@ class ToCopy(Primitive):
         if device is not None:
             x = backend.to_device(x, device)
         if np_dtype is not None and x.dtype != np_dtype:
-            return x.astype(np_dtype)
+            return cast(x, np_dtype)
         return x.copy() if device is None else x
 
     def backward(self, gy):
         dt, dev = self.src
+        if gy._data.dtype.kind == "c" and dt.kind != "c":
+            gy = gy.real  # the gradient of a real input is real
         return gy.to(dtype=_dt.FROM_NP[dt], device=dev), None, None
 
 
@@ -138,7 +162,7 @@ class Copy(Primitive):
         if backend.array_module(src) is not xp:
             self.src_device = backend.device_of(src)
             src = backend.to_device(src, backend.device_of(x))
-        return xp.broadcast_to(src, x.shape).astype(x.dtype, copy=True)
+        return cast(xp.broadcast_to(src, x.shape), x.dtype)
 
     def backward(self, gy):
         return _zeros_for(self, gy), gy if self.src_device is None else gy.to(self.src_device)

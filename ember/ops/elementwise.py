@@ -12,6 +12,7 @@ from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
 from ember.ops._util import (
     check_out,
+    cj,
     default_float_np,
     not_implemented_for,
     promote_arrays,
@@ -31,10 +32,10 @@ def _float_result(a, b):
     """Operands of true division: integers divide as the default float dtype."""
     a, b = promote_arrays(a, b)
     ka = a.dtype.kind if type(a) is np.ndarray or hasattr(a, "dtype") else \
-        ("f" if type(a) is float else "i")
+        ("f" if type(a) is float or type(a) is complex else "i")
     kb = b.dtype.kind if type(b) is np.ndarray or hasattr(b, "dtype") else \
-        ("f" if type(b) is float else "i")
-    if ka != "f" and kb != "f":
+        ("f" if type(b) is float or type(b) is complex else "i")
+    if ka not in "fcV" and kb not in "fcV":
         f = default_float_np()
         a = a.astype(f) if hasattr(a, "astype") else float(a)
         b = b.astype(f) if hasattr(b, "astype") else float(b)
@@ -48,7 +49,8 @@ def _is_bool(x):
 def _kind(x):
     if hasattr(x, "dtype"):
         return x.dtype.kind
-    return "b" if type(x) is bool else "f" if isinstance(x, float) else "i"
+    return "b" if type(x) is bool else "f" if isinstance(x, float) else \
+        "c" if isinstance(x, complex) else "i"
 
 
 def _check_divisor(kernel, a, b):
@@ -157,7 +159,8 @@ class Mul(Primitive):
     def backward(self, gy):
         a, b = self.saved_tensors
         e = self._edges
-        return (gy * b if e[0] is not None else None), (gy * a if e[1] is not None else None)
+        return (gy * cj(b) if e[0] is not None else None), \
+            (gy * cj(a) if e[1] is not None else None)
 
 
 class Div(Primitive):
@@ -171,8 +174,8 @@ class Div(Primitive):
     def backward(self, gy):
         a, b = self.saved_tensors
         e = self._edges
-        ga = gy / b if e[0] is not None else None
-        gb = -gy * a / (b * b) if e[1] is not None else None
+        ga = gy / cj(b) if e[0] is not None else None
+        gb = -gy * cj(a) / cj(b * b) if e[1] is not None else None
         return ga, gb
 
 
@@ -250,12 +253,14 @@ class Pow(Primitive):
         ga = gb = None
         if e[0] is not None:
             # d/da a**b = b * a**(b-1), and 0 where b == 0 (so 0**0 has gradient 0)
-            ga = gy * b * a.pow(b - 1)
+            ga = gy * cj(b * a.pow(b - 1))
             ga = ga.masked_fill(b == 0, 0.0)
         if e[1] is not None:
             out = a.pow(b)
+            la = a.log() if a._data.dtype.kind == out._data.dtype.kind else \
+                a.to(out.dtype).log()  # a real base of a complex power: log of a negative
             # d/db a**b = a**b log a, taken as 0 where a == 0 and b >= 0
-            gb = (gy * out * a.log()).masked_fill((a == 0) & (b >= 0), 0.0)
+            gb = (gy * cj(out * la)).masked_fill((a == 0) & (b >= 0), 0.0)
         return ga, gb
 
 
@@ -306,8 +311,8 @@ class PowScalar(Primitive):
         if c == 1:
             return gy, None
         if c == 2:
-            return gy * (x * 2), None
-        return gy * (x.pow(c - 1) * c), None
+            return gy * cj(x * 2), None
+        return gy * cj(x.pow(c - 1) * c), None
 
 
 class RPowScalar(Primitive):

@@ -14,7 +14,7 @@ from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops._einsum import Diagonal, _tname, einsum
 from ember.ops._inplace import inplace_method
-from ember.ops._util import wrap_dim
+from ember.ops._util import cj, wrap_dim
 from ember.ops._util import write_out as _write_out
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm",
@@ -97,6 +97,9 @@ class MatMul(Primitive):
 
     def forward(self, a, b):
         _matmul_check(a, b)
+        if a.dtype.kind == "V":
+            # bfloat16: products accumulated in float32 and rounded once, as PyTorch's
+            return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
         return np.matmul(a, b)
 
     def backward(self, gy):
@@ -104,18 +107,19 @@ class MatMul(Primitive):
         e = self._edges
         va, vb = a._data.ndim == 1, b._data.ndim == 1
         if va and vb:
-            return (gy * b if e[0] is not None else None), (gy * a if e[1] is not None else None)
+            return (gy * cj(b) if e[0] is not None else None), \
+                (gy * cj(a) if e[1] is not None else None)
         # a 1-D operand acts as a row (left) or column (right) vector
         a2 = a.unsqueeze(0) if va else a
         b2 = b.unsqueeze(-1) if vb else b
         g2 = gy.unsqueeze(-2) if va else gy.unsqueeze(-1) if vb else gy
         ga = gb = None
         if e[0] is not None:
-            ga = g2.matmul(b2.mT)
+            ga = g2.matmul(cj(b2).mT)
             if va:
                 ga = ga.squeeze(-2)
         if e[1] is not None:
-            gb = a2.mT.matmul(g2)
+            gb = cj(a2).mT.matmul(g2)
             if vb:
                 gb = gb.squeeze(-1)
         return ga, gb

@@ -129,8 +129,9 @@ class Sum(Primitive):
     def forward(self, x, axes, keepdim, np_dtype):
         self.meta = (x.shape, axes, keepdim, x.dtype)
         np_dtype = _int64_if_integral(x, np_dtype)
-        if x.dtype == np.float16 and np_dtype is None:
-            return x.sum(axis=axes, keepdims=keepdim, dtype=np.float32).astype(np.float16)
+        if (x.dtype == np.float16 or x.dtype.kind == "V") and np_dtype is None:
+            # half and bfloat16 accumulate in float32, as PyTorch's kernels
+            return x.sum(axis=axes, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
         return x.sum(axis=axes, keepdims=keepdim, dtype=np_dtype)
 
     def backward(self, gy):
@@ -159,7 +160,7 @@ class Nansum(Primitive):
 
 class Mean(Primitive):
     def forward(self, x, axes, keepdim, np_dtype):
-        if np_dtype is None and x.dtype.kind != "f":
+        if np_dtype is None and x.dtype.kind not in "fcV":
             raise RuntimeError(
                 f"mean(): could not infer output dtype. Input dtype must be either a floating "
                 f"point or complex dtype. Got: {_dtype_name(x.dtype)}")
@@ -168,8 +169,8 @@ class Mean(Primitive):
         if self.n == 0:  # the mean of nothing is NaN (without NumPy's warning)
             s = x.sum(axis=axes, keepdims=keepdim, dtype=np_dtype)
             return array_module(x).full_like(s, np.nan, dtype=np_dtype or x.dtype)
-        if x.dtype == np.float16 and np_dtype is None:
-            return x.mean(axis=axes, keepdims=keepdim, dtype=np.float32).astype(np.float16)
+        if (x.dtype == np.float16 or x.dtype.kind == "V") and np_dtype is None:
+            return x.mean(axis=axes, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
         return x.mean(axis=axes, keepdims=keepdim, dtype=np_dtype)
 
     def backward(self, gy):

@@ -8,7 +8,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
-from ember.ops._util import check_out, not_implemented_for, promote_arrays, to_float
+from ember.ops._util import check_out, cj, not_implemented_for, promote_arrays, to_float
 from ember.ops.elementwise import where
 
 __all__ = ["neg", "negative", "abs", "absolute", "sign", "sgn", "exp", "exp2", "log", "log2",
@@ -148,31 +148,33 @@ def _square_np(x):
 
 neg = negative = _unary("Neg", _neg_np, lambda gy, x, y: -gy, save="", floating=False,
                         doc="``-input``.")
-exp = _unary("Exp", np.exp, lambda gy, x, y: gy * y, save="y", doc="``e ** input``.")
-exp2 = _unary("Exp2", np.exp2, lambda gy, x, y: gy * y * math.log(2), save="y")
-expm1 = _unary("Expm1", np.expm1, lambda gy, x, y: gy * (y + 1), save="y")
-log = _unary("Log", np.log, lambda gy, x, y: gy / x, doc="Natural logarithm.")
-log2 = _unary("Log2", np.log2, lambda gy, x, y: gy / (x * math.log(2)))
-log10 = _unary("Log10", np.log10, lambda gy, x, y: gy / (x * math.log(10)))
-log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / (x + 1))
-sqrt = _unary("Sqrt", np.sqrt, lambda gy, x, y: gy / (y * 2), save="y")
-rsqrt = _unary("Rsqrt", lambda x: 1 / np.sqrt(x), lambda gy, x, y: gy * y.pow(3) * -0.5,
+exp = _unary("Exp", np.exp, lambda gy, x, y: gy * cj(y), save="y", doc="``e ** input``.")
+exp2 = _unary("Exp2", np.exp2, lambda gy, x, y: gy * cj(y) * math.log(2), save="y")
+expm1 = _unary("Expm1", np.expm1, lambda gy, x, y: gy * cj(y + 1), save="y")
+log = _unary("Log", np.log, lambda gy, x, y: gy / cj(x), doc="Natural logarithm.")
+log2 = _unary("Log2", np.log2, lambda gy, x, y: gy / cj(x * math.log(2)))
+log10 = _unary("Log10", np.log10, lambda gy, x, y: gy / cj(x * math.log(10)))
+log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / cj(x + 1))
+sqrt = _unary("Sqrt", np.sqrt, lambda gy, x, y: gy / cj(y * 2), save="y")
+rsqrt = _unary("Rsqrt", lambda x: 1 / np.sqrt(x), lambda gy, x, y: gy * cj(y.pow(3)) * -0.5,
                save="y", doc="``1 / sqrt(input)``.")
-square = _unary("Square", _square_np, lambda gy, x, y: gy * (x * 2), floating=False)
-sin = _unary("Sin", np.sin, lambda gy, x, y: gy * x.cos())
-cos = _unary("Cos", np.cos, lambda gy, x, y: gy * -x.sin())
-tan = _unary("Tan", np.tan, lambda gy, x, y: gy * (y * y + 1), save="y")
+square = _unary("Square", _square_np, lambda gy, x, y: gy * cj(x * 2), floating=False)
+sin = _unary("Sin", np.sin, lambda gy, x, y: gy * cj(x.cos()))
+cos = _unary("Cos", np.cos, lambda gy, x, y: gy * -cj(x.sin()))
+tan = _unary("Tan", np.tan, lambda gy, x, y: gy * cj(y * y + 1), save="y")
 asin = arcsin = _unary("Asin", np.arcsin, lambda gy, x, y: gy * (1 - x * x).rsqrt())
 acos = arccos = _unary("Acos", np.arccos, lambda gy, x, y: -gy * (1 - x * x).rsqrt())
 atan = arctan = _unary("Atan", np.arctan, lambda gy, x, y: gy / (x * x + 1))
-sinh = _unary("Sinh", np.sinh, lambda gy, x, y: gy * x.cosh())
-cosh = _unary("Cosh", np.cosh, lambda gy, x, y: gy * x.sinh())
+sinh = _unary("Sinh", np.sinh, lambda gy, x, y: gy * cj(x.cosh()))
+cosh = _unary("Cosh", np.cosh, lambda gy, x, y: gy * cj(x.sinh()))
 class TanhBackward(Primitive):
     """``gy * (1 - y**2)`` as one op: tanh's derivative is on every RNN's hot path."""
     save_inputs = (0, 1)
     _node_name = "TanhBackwardBackward0"
 
     def forward(self, gy, y):
+        if y.dtype.kind == "c":
+            return gy * np.conj(1 - y * y)
         return gy * (1 - y * y)
 
     def backward(self, ggx):
@@ -202,7 +204,7 @@ atanh = _unary("Atanh", np.arctanh, lambda gy, x, y: gy / (1 - x * x))
 erf = _unary("Erf", _erf_np, lambda gy, x, y: gy * (-x * x).exp() * (2 / _SQRT_PI),
              doc="The error function.")
 erfc = _unary("Erfc", _erfc_np, lambda gy, x, y: gy * (-x * x).exp() * (-2 / _SQRT_PI))
-reciprocal = _unary("Reciprocal", lambda x: 1 / x, lambda gy, x, y: -gy * y * y, save="y",
+reciprocal = _unary("Reciprocal", lambda x: 1 / x, lambda gy, x, y: -gy * cj(y * y), save="y",
                     doc="``1 / input``.")
 deg2rad = _unary("Deg2rad", np.deg2rad, lambda gy, x, y: gy * (math.pi / 180), save="")
 rad2deg = _unary("Rad2deg", np.rad2deg, lambda gy, x, y: gy * (180 / math.pi), save="")
@@ -302,6 +304,10 @@ class Abs(Primitive):
 
     def backward(self, gy):
         x, = self.saved_tensors
+        if x._data.dtype.kind == "c":
+            # gy * z / |z| (0 at 0): the direction of steepest ascent of |z|
+            a = x.abs()
+            return gy * (x / a).masked_fill(a == 0, 0)
         return _piecewise_grad(gy, x, _abs_slope)
 
 

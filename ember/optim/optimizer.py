@@ -119,6 +119,17 @@ def _scalar_tensor(value):
     return _make(np.array(value, dtype=_scalar_dtype()))
 
 
+def _real_pairs(a):
+    """A complex array's memory as its real dtype with a trailing axis of 2 (a view)."""
+    return a[..., None].view(a.real.dtype)
+
+
+def _real_pairs_of(t):
+    r = _make(_real_pairs(t._data))
+    r._vc = t._vc
+    return r
+
+
 def _zeros_like(p):
     """A zero state tensor shaped (and strided) like parameter ``p``."""
     return _make(np.zeros_like(p._data))
@@ -436,7 +447,23 @@ class Optimizer:
                     p._data *= _decay_factor(group["lr"], wd)
                 else:
                     g = _axpy(g, wd, p._data)
-            yield p, g, state
+            if g.dtype.kind == "c":
+                # as PyTorch: a complex parameter is updated as real pairs (Adam's second
+                # moment then sums the squares of both parts, not z * z)
+                pairs = None if state is None else \
+                    {k: _real_pairs_of(t) if isinstance(t, Tensor) and
+                     t._data.dtype.kind == "c" else t for k, t in state.items()}
+                yield _real_pairs_of(p), _real_pairs(g), pairs
+                for k, t in (pairs or {}).items():
+                    old = state.get(k)
+                    if isinstance(old, Tensor) and old._data.dtype.kind == "c":
+                        continue  # updated in place through its real pairs
+                    if isinstance(t, Tensor) and t._data.shape == p._data.shape + (2,):
+                        # state the step created (a momentum buffer), stored complex
+                        t = _make(np.ascontiguousarray(t._data).view(p._data.dtype)[..., 0])
+                    state[k] = t
+            else:
+                yield p, g, state
             p._vc[0] += 1
             if with_state:
                 for t in state.values():

@@ -104,10 +104,10 @@ def test_not_implemented_pieces_say_so():
         ember.autocast("cpu", dtype=ember.bfloat16)
     with ember.autocast("cpu", enabled=False):
         pass
+    assert ember.zeros(2, dtype=ember.bfloat16).dtype is ember.bfloat16  # via ml_dtypes
+    assert ember.ones(2).to(ember.complex64).is_complex()
     with pytest.raises(NotImplementedError):
-        ember.zeros(2, dtype=ember.bfloat16)
-    with pytest.raises(NotImplementedError):
-        ember.ones(2).to(ember.complex64)
+        ember.ones(2).to(ember.complex32)
     assert repr(ember.bfloat16) == "ember.bfloat16" and ember.bfloat16.is_floating_point
     # ember.distributed runs on MPI (tests/test_distributed*.py); no group exists here
     assert not ember.distributed.is_initialized()

@@ -312,8 +312,9 @@ class Module(StateDictMixin):
         return self._apply(lambda t: t.half() if t.is_floating_point() else t)
 
     def bfloat16(self):
-        """Not supported: ember has no bfloat16 dtype."""
-        raise NotImplementedError("Module.bfloat16(): ember has no bfloat16 dtype")
+        """Cast all floating point parameters and buffers to bfloat16 (needs ml_dtypes)."""
+        from ember.backend.dtypes import bfloat16
+        return self._apply(lambda t: t.to(bfloat16) if t.is_floating_point() else t)
 
     def to_empty(self, *, device, recurse=True):
         """Move parameters and buffers to ``device`` without copying their values."""

@@ -1,0 +1,263 @@
+"""Complex numbers: the real/imaginary views, ``complex``/``polar``, ``angle``, the
+conjugate (and its bit, as far as PyTorch lets a program observe it), ``isreal``.
+
+Gradients follow PyTorch's convention for a real loss ``L`` of a complex ``z = x + iy``:
+the gradient is ``dL/dx + i dL/dy`` (the conjugate Wirtinger derivative times two), so
+a holomorphic ``f`` passes ``grad * conj(f'(z))`` back.
+"""
+import numpy as np
+
+from ember._tensor import Tensor, _Extra, _make
+from ember.autograd.node import Primitive
+from ember.backend import dtypes as _dt
+from ember.ops._util import check_out, tensor_method, to_float
+from ember.ops._views import ViewPrimitive
+
+__all__ = ["view_as_real", "view_as_complex", "real", "imag", "angle", "polar", "complex",
+           "conj", "conj_physical", "is_conj", "resolve_conj", "isreal", "is_complex"]
+
+_REAL_NP = {np.dtype(np.complex64): np.dtype(np.float32),
+            np.dtype(np.complex128): np.dtype(np.float64)}
+_COMPLEX_NP = {v: k for k, v in _REAL_NP.items()}
+
+
+class ViewAsReal(ViewPrimitive):
+    """A complex tensor's memory as floats with a trailing dimension of 2 (a view)."""
+
+    def forward(self, z):
+        if z.dtype.kind != "c":
+            raise RuntimeError("view_as_real is only supported for complex tensors")
+        rd = _REAL_NP[z.dtype]
+        # a zero-copy view for any strides: the real parts sit where the complex numbers
+        # start, the imaginary parts one real item later
+        out = z.real[..., None]
+        return np.lib.stride_tricks.as_strided(out, z.shape + (2,),
+                                               z.strides + (rd.itemsize,))
+
+    def backward(self, gy):
+        return view_as_complex(gy.contiguous())
+
+
+class ViewAsComplex(ViewPrimitive):
+    """Floats with a trailing dimension of 2 as complex numbers (a view)."""
+
+    def forward(self, x):
+        if x.dtype not in _COMPLEX_NP:
+            if x.dtype == np.float16:
+                raise NotImplementedError("view_as_complex of float16 (complex32): NumPy has "
+                                          "no complex32; use float32")
+            raise RuntimeError("view_as_complex is only supported for float and double "
+                               f"tensors, but got a tensor of scalar type: "
+                               f"{_dt.FROM_NP[x.dtype].name}")
+        if x.ndim == 0 or x.shape[-1] != 2:
+            raise RuntimeError("Tensor must have a last dimension of size 2")
+        if x.strides[-1] != x.itemsize:
+            raise RuntimeError("Tensor must have a last dimension with stride 1")
+        if any(s % (2 * x.itemsize) for s in x.strides[:-1]):
+            raise RuntimeError("Tensor must have a stride divisible by 2 for all but last "
+                               "dimension")
+        return x.view(_COMPLEX_NP[x.dtype])[..., 0]
+
+    def backward(self, gy):
+        return view_as_real(gy)
+
+
+def view_as_real(input):
+    """A view of a complex tensor as floats with a trailing dimension of size 2."""
+    return ViewAsReal.apply(input)
+
+
+def view_as_complex(input):
+    """A view of a float tensor whose last dimension has size 2 as complex numbers."""
+    return ViewAsComplex.apply(input)
+
+
+class Real(ViewPrimitive):
+    def forward(self, z):
+        return z.real
+
+    def backward(self, gy):
+        return gy.to(_dt.FROM_NP[_COMPLEX_NP[gy._data.dtype]])
+
+
+class Imag(ViewPrimitive):
+    def forward(self, z):
+        return z.imag
+
+    def backward(self, gy):
+        return Complex.apply(gy * 0, gy)
+
+
+def real(input):
+    """The real part: a view for complex tensors, ``input`` itself for real ones."""
+    if input._data.dtype.kind != "c":
+        return input
+    return Real.apply(input)
+
+
+def imag(input):
+    """The imaginary part of a complex tensor, as a view (writable)."""
+    if input._data.dtype.kind != "c":
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return Imag.apply(input)
+
+
+def _set_part(part):
+    def setter(self, value):
+        view = real(self) if part == "real" else imag(self)
+        view.copy_(value if isinstance(value, Tensor) else _make(np.asarray(value)))
+    return setter
+
+
+Tensor.real = property(real, _set_part("real"))
+Tensor.imag = property(imag, _set_part("imag"))
+
+
+class Angle(Primitive):
+    save_inputs = (0,)
+
+    def forward(self, x):
+        if x.dtype.kind == "c":
+            return np.angle(x)
+        x = to_float(x)
+        # real inputs: 0 or pi, and nan stays nan (np.angle gives 0 for -0.0 as PyTorch)
+        out = np.where(x < 0, np.pi, 0).astype(x.dtype)
+        return np.where(np.isnan(x), x, out)
+
+    def backward(self, gy):
+        x, = self.saved_tensors
+        if x._data.dtype.kind != "c":
+            return gy * 0
+        # d angle = (-y dx + x dy) / |z|^2, as one complex number i z / |z|^2
+        a2 = (x.real * x.real + x.imag * x.imag)
+        g = (gy / a2).masked_fill(a2 == 0, 0.0)
+        return Complex.apply(-g * x.imag, g * x.real)
+
+
+@tensor_method()
+def angle(input, *, out=None):
+    """The argument of each element (radians); 0 or pi for real inputs."""
+    check_out("angle", out)
+    return Angle.apply(input)
+
+
+class Complex(Primitive):
+    def forward(self, re, im):
+        if re.dtype != im.dtype:
+            raise RuntimeError(f"Expected object of scalar type {_dt.FROM_NP[re.dtype].name} "
+                               f"but got scalar type {_dt.FROM_NP[im.dtype].name} for second "
+                               "argument")
+        if re.dtype not in _COMPLEX_NP:
+            if re.dtype == np.float16:
+                raise NotImplementedError("complex of float16 parts (complex32): NumPy has no "
+                                          "complex32; use float32")
+            raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but "
+                               f"got {_dt.FROM_NP[re.dtype].name.capitalize()} and "
+                               f"{_dt.FROM_NP[im.dtype].name.capitalize()}")
+        shape = np.broadcast_shapes(re.shape, im.shape)
+        out = np.empty(shape, _COMPLEX_NP[re.dtype])
+        out.real = re
+        out.imag = im
+        return out
+
+    broadcasts = True
+
+    def backward(self, gz):
+        return gz.real, gz.imag
+
+
+def complex(real, imag, *, out=None):
+    """The complex tensor ``real + i imag`` (both float32 or both float64)."""
+    check_out("complex", out)
+    return Complex.apply(real, imag)
+
+
+class Polar(Primitive):
+    save_output = True
+    broadcasts = True
+
+    def forward(self, r, theta):
+        return Complex.forward(self, r * np.cos(theta), r * np.sin(theta))
+
+    def backward(self, gz):
+        z, = self.saved_tensors
+        # PyTorch's formula: the modulus's gradient runs along sgn(z), so a negative
+        # ``abs`` (outside polar's domain) gets the sign PyTorch gives it
+        a = z.abs()
+        sgn = (z / a).masked_fill(a == 0, 0)
+        gc = gz.conj_physical()
+        return (gc * sgn).real, (gc * z * 1j).real
+
+
+def polar(abs, angle, *, out=None):
+    """The complex tensor ``abs * (cos(angle) + i sin(angle))``."""
+    check_out("polar", out)
+    return Polar.apply(abs, angle)
+
+
+class ConjPhysical(Primitive):
+    def forward(self, z):
+        return np.conj(z)
+
+    def backward(self, gy):
+        return conj_physical(gy)
+
+
+class Conj(ConjPhysical):
+    pass
+
+
+@tensor_method()
+def conj_physical(input):
+    """The complex conjugate, computed (``input`` itself's values for real tensors)."""
+    return ConjPhysical.apply(input)
+
+
+@tensor_method()
+def conj(input):
+    """The complex conjugate; ``input`` itself for real tensors.
+
+    PyTorch returns a lazy view with the conjugate bit set; ember computes the values
+    (so a later write to ``input`` does not show through) and keeps the bit, so that
+    ``is_conj()`` answers as PyTorch's.
+    """
+    if input._data.dtype.kind != "c":
+        return input
+    out = Conj.apply(input)
+    if not is_conj(input):
+        out._extra = _Extra()
+        out._extra.conj = True
+    return out
+
+
+@tensor_method()
+def is_conj(input):
+    """Whether ``input`` carries PyTorch's conjugate bit (made by ``conj()``)."""
+    e = input._extra
+    return e is not None and e.conj
+
+
+@tensor_method()
+def resolve_conj(input):
+    """A tensor without the conjugate bit: ``input`` itself if it has none."""
+    if not is_conj(input):
+        return input
+    return ConjPhysical.apply(ConjPhysical.apply(input))
+
+
+@tensor_method()
+def isreal(input):
+    """True where the element is real (its imaginary part is zero)."""
+    d = input._data
+    if d.dtype.kind != "c":
+        return _make(np.ones(d.shape, np.bool_))
+    return _make(d.imag == 0)
+
+
+@tensor_method()
+def is_complex(input):
+    """True for complex64/complex128 tensors."""
+    return input._data.dtype.kind == "c"
+
+
+Tensor.view_as_real = view_as_real
