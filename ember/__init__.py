@@ -63,3 +63,5 @@ def __getattr__(name):
     # a PyTorch program asking for something ember lacks gets a message saying so
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)
+from ember import func  # torch.func transforms
+from ember.func import vmap  # torch.vmap
