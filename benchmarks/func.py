@@ -60,6 +60,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     import torch
+
     import ember
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)

@@ -3,6 +3,7 @@ from ember._legacy import Variable  # the pre-0.4 spelling, still in many progra
 from ember._tensor import Tensor
 from ember.autograd import (
     anomaly,
+    forward_ad,  # torch.autograd.forward_ad (double-vjp tangents)
     functional,
     grad_mode,
     profiler,  # torch.autograd.profiler
@@ -26,7 +27,7 @@ __all__ = ["Variable", "backward", "grad", "no_grad", "enable_grad", "set_grad_e
            "inference_mode",
            "is_grad_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
            "anomaly", "grad_mode", "Function", "FunctionCtx", "once_differentiable",
-           "gradcheck", "gradgradcheck", "GradcheckError", "functional", "profiler"]
+           "gradcheck", "gradgradcheck", "GradcheckError", "functional", "profiler", "forward_ad"]
 
 
 def _as_tuple(x):
