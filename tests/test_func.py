@@ -295,3 +295,11 @@ def test_torch_func_and_torch_vmap_under_ember_run(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["ember", "[0.0,", "2.0,", "4.0]", "[0.0,", "2.0,", "4.0]",
                                 "True"]
+
+
+def test_autograd_grad_is_grads_batched():
+    xa = arr(3)
+    ex, tx = ember.tensor(xa, requires_grad=True), torch.tensor(xa, requires_grad=True)
+    eg, = ember.autograd.grad(ex.sin() * 2, ex, ember.eye(3), is_grads_batched=True)
+    tg, = torch.autograd.grad(tx.sin() * 2, tx, torch.eye(3), is_grads_batched=True)
+    close(eg, tg)
