@@ -33,7 +33,7 @@ def _track(x, name):
         raise RuntimeError(f"{name}: Expected inputs to be Tensors, got {type(x).__name__}")
     if not (x.is_floating_point() or x.is_complex()):
         raise RuntimeError(f"{name}: only Tensors of floating point dtype can require "
-                           "gradients, got {x.dtype}")
+                           f"gradients, got {x.dtype}")
     # a view keeps the outer graph (nesting); a fresh leaf otherwise
     return x.view_as(x) if x.requires_grad else x.detach().requires_grad_(True)
 
