@@ -76,3 +76,5 @@ from ember.signal.windows import (
     hann_window,
     kaiser_window,
 )
+from ember import func  # torch.func transforms
+from ember.func import vmap  # torch.vmap

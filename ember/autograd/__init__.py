@@ -3,6 +3,7 @@ from ember._legacy import Variable  # the pre-0.4 spelling, still in many progra
 from ember._tensor import Tensor
 from ember.autograd import (
     anomaly,
+    forward_ad,  # torch.autograd.forward_ad (double-vjp tangents)
     functional,
     grad_mode,
     profiler,  # torch.autograd.profiler
@@ -26,7 +27,7 @@ __all__ = ["Variable", "backward", "grad", "no_grad", "enable_grad", "set_grad_e
            "inference_mode",
            "is_grad_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
            "anomaly", "grad_mode", "Function", "FunctionCtx", "once_differentiable",
-           "gradcheck", "gradgradcheck", "GradcheckError", "functional", "profiler"]
+           "gradcheck", "gradgradcheck", "GradcheckError", "functional", "profiler", "forward_ad"]
 
 
 def _as_tuple(x):
@@ -113,11 +114,29 @@ def _accumulator(t, create_graph):
     return hook
 
 
+def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                  materialize_grads):
+    """``is_grads_batched=True``: one backward pass per row of the grad_outputs' leading
+    dim (ember's vmap has no batching rules for backward ops, so this is a loop), stacked."""
+    from ember.ops.join import stack
+    outputs = _as_tuple(outputs)
+    grad_outputs = _grads_tuple(grad_outputs)
+    if grad_outputs is None or any(g is None for g in grad_outputs):
+        raise RuntimeError("autograd.grad(is_grads_batched=True) needs a batched grad_output "
+                           "for every output")
+    n = grad_outputs[0].shape[0]
+    rows = [grad(outputs, inputs, [g[b] for g in grad_outputs], retain_graph=True,
+                 create_graph=create_graph, allow_unused=allow_unused,
+                 materialize_grads=materialize_grads) for b in range(n)]
+    return tuple(None if col[0] is None else stack(list(col)) for col in zip(*rows))
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Return the gradients of ``outputs`` w.r.t. ``inputs`` (without touching ``.grad``)."""
     if is_grads_batched:
-        raise NotImplementedError("autograd.grad(is_grads_batched=True): ember has no vmap")
+        return _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                             allow_unused, materialize_grads)
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
     grad_outputs = _grads_tuple(grad_outputs)

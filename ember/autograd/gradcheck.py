@@ -150,8 +150,8 @@ def _mismatch(a, n, i, j):
 def _unsupported(**flags):
     for name, on in flags.items():
         if on:
-            raise NotImplementedError(f"gradcheck({name}=True): ember has no vmap or "
-                                      "forward-mode AD")
+            raise NotImplementedError(f"gradcheck({name}=True): ember has no batching "
+                                      "rules or forward-mode engine to check")
 
 
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
