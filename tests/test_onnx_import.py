@@ -37,14 +37,15 @@ def test_node_cases_pass_rate(node_results):
     passed = sum(ok for _, ok, _ in node_results.values())
     total = len(node_results)
     # the figure docs/onnx.md reports; raise it as converters are added
-    assert passed >= 1545, f"{passed} of {total} ONNX node cases pass"
+    assert passed >= 1715, f"{passed} of {total} ONNX node cases pass"
 
 
 def test_node_cases_fail_loudly(node_results):
     """A case ember cannot compute must raise naming the op or dtype, never give a
     wrong answer."""
     silent = {name: why for name, (_, ok, why) in node_results.items()
-              if not ok and not why.startswith("UnsupportedOnnxOp") and name not in
+              if not ok and not why.startswith(("UnsupportedOnnxOp", "NotImplementedError")) and
+              name not in
               RANDOM_CASES | REFERENCE_ROUNDING}
     assert not silent, silent
 

@@ -58,14 +58,36 @@ def _identity(cx, x):
     return x
 
 
+_FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+
+
+def _to(x, target, saturate):
+    """``x.to(target)``, with ONNX's rules for float8 targets: ``saturate`` clamps values
+    beyond the type's range (infinities included) to its largest finite value; without
+    it they become NaN (or infinity where the type has one)."""
+    if target.name not in _FLOAT8 or not x.is_floating_point():
+        return x.to(target)
+    import ml_dtypes
+    big = float(ml_dtypes.finfo(target.np).max)
+    xf = x.to(E.float32)
+    if saturate:
+        return E.where(E.isnan(xf), xf, E.clamp(xf, -big, big)).to(target)
+    over = E.abs(xf) > big
+    if target.name == "float8_e5m2":
+        special = E.where(xf > 0, E.tensor(math.inf), E.tensor(-math.inf))
+    else:
+        special = E.full_like(xf, math.nan)
+    return E.where(over, special, xf).to(target)
+
+
 @importer("Cast")
 def _cast(cx, x, to, saturate=1, round_mode="up"):
-    return x.to(ember_dtype(to))
+    return _to(x, ember_dtype(to), saturate)
 
 
 @importer("CastLike")
 def _cast_like(cx, x, like, saturate=1, round_mode="up"):
-    return x.to(like.dtype)
+    return _to(x, like.dtype, saturate)
 
 
 # ---- elementwise arithmetic -----------------------------------------------------------
