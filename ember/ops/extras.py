@@ -328,3 +328,43 @@ def nextafter(input, other):
     step = np.nextafter(a, b.astype(a.dtype) if b.dtype != a.dtype else b) - a
     # input plus a constant step: PyTorch's gradient (1 for input, 0 for other)
     return input + _make(step)
+
+
+def _copy_variant(view_name, doc_name=None):
+    def fn(*args, out=None, **kwargs):
+        if view_name == "alias":
+            res = args[0]
+        elif hasattr(ember, view_name):
+            res = getattr(ember, view_name)(*args, **kwargs)
+        else:  # a view that PyTorch has only as a method (expand, view, unfold ...)
+            res = getattr(args[0], view_name)(*args[1:], **kwargs)
+        res = tuple(r.clone() for r in res) if isinstance(res, (tuple, list)) else res.clone()
+        if out is not None:
+            from ember.ops._util import write_out
+            return write_out(res, out)
+        return res
+    fn.__name__ = doc_name or view_name + "_copy"
+    fn.__doc__ = f"``{view_name}`` as a new tensor (PyTorch's ``{fn.__name__}``), not a view."
+    return fn
+
+
+alias_copy = _copy_variant("alias")
+as_strided_copy = _copy_variant("as_strided")
+diagonal_copy = _copy_variant("diagonal")
+expand_copy = _copy_variant("expand")
+permute_copy = _copy_variant("permute")
+squeeze_copy = _copy_variant("squeeze")
+t_copy = _copy_variant("t")
+transpose_copy = _copy_variant("transpose")
+unbind_copy = _copy_variant("unbind")
+unfold_copy = _copy_variant("unfold")
+unsqueeze_copy = _copy_variant("unsqueeze")
+view_copy = _copy_variant("view")
+split_with_sizes_copy = _copy_variant("split", "split_with_sizes_copy")
+unsafe_chunk = _copy_variant("chunk", "unsafe_chunk")
+unsafe_split = _copy_variant("split", "unsafe_split")
+
+__all__ += ["alias_copy", "as_strided_copy", "diagonal_copy", "expand_copy", "permute_copy",
+            "squeeze_copy", "t_copy", "transpose_copy", "unbind_copy", "unfold_copy",
+            "unsqueeze_copy", "view_copy", "split_with_sizes_copy", "unsafe_chunk",
+            "unsafe_split"]
