@@ -677,3 +677,16 @@ def test_named_results_and_out_tuples():
         r = m.linalg.slogdet(x, out=out)
         assert r[0] is out[0] and r[1] is out[1]
         np.testing.assert_allclose(out[1].numpy(), np.linalg.slogdet(a)[1])
+
+
+def test_householder_product_matches_torch():
+    rng = np.random.default_rng(3)
+    a, tau = rng.standard_normal((2, 5, 3)), rng.standard_normal((2, 3))
+    res = []
+    for m in (ember, torch):
+        ta, tt = m.tensor(a, requires_grad=True), m.tensor(tau, requires_grad=True)
+        q = m.linalg.householder_product(ta, tt)
+        q.backward(m.tensor(np.linspace(-1, 1, q.numel()).reshape(q.shape)))
+        res.append((q.detach().numpy(), ta.grad.numpy(), tt.grad.numpy()))
+    for e, t in zip(*res):
+        np.testing.assert_allclose(e, t, rtol=1e-10, atol=1e-12)

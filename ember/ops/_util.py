@@ -221,8 +221,13 @@ def with_out(fn):
         result = fn(*args, **kwargs)
         if out is None:
             return result
-        if not isinstance(result, Tensor):
-            raise NotImplementedError(f"{fn.__name__}(out=...) with several results")
+        if isinstance(result, tuple):
+            # (values, indices) results take a tuple of out tensors, as in PyTorch
+            if not isinstance(out, (tuple, list)) or len(out) != len(result):
+                raise TypeError(f"{fn.__name__}(): argument 'out' must be tuple of "
+                                f"{len(result)} Tensors")
+            written = [write_out(r, o) for r, o in zip(result, out)]
+            return type(result)(*written) if hasattr(result, "_fields") else tuple(written)
         return write_out(result, out)
     return wrapper
 

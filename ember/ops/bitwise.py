@@ -6,7 +6,7 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
-from ember.ops._util import check_out, not_implemented_for, promote_arrays, with_out
+from ember.ops._util import not_implemented_for, promote_arrays, with_out
 from ember.ops.elementwise import _checked, _kind
 
 __all__ = ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
@@ -67,21 +67,21 @@ class RightShift(_Shift):
     fn = staticmethod(np.right_shift)
 
 
+@with_out
 def bitwise_left_shift(input, other, *, out=None):
     """``input << other`` for integer tensors."""
-    check_out("bitwise_left_shift", out)
     return LeftShift.apply(input, other)
 
 
+@with_out
 def bitwise_right_shift(input, other, *, out=None):
     """``input >> other`` (arithmetic shift) for integer tensors."""
-    check_out("bitwise_right_shift", out)
     return RightShift.apply(input, other)
 
 
+@with_out
 def bitwise_not(input, *, out=None):
     """Elementwise bitwise not (logical not for bool tensors)."""
-    check_out("bitwise_not", out)
     return BitwiseNot.apply(input)
 
 

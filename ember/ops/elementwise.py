@@ -11,7 +11,6 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
 from ember.ops._util import (
-    check_out,
     cj,
     default_float_np,
     not_implemented_for,
@@ -534,9 +533,9 @@ class LogicalNot(Primitive):
         return np.logical_not(x)
 
 
+@with_out
 def logical_not(input, *, out=None):
     """Elementwise logical not; a bool tensor."""
-    check_out("logical_not", out)
     return LogicalNot.apply(input)
 
 
@@ -547,17 +546,17 @@ _mul = Mul.binary_function()
 _div = Div.binary_function()
 
 
+@with_out
 def add(input, other, *, alpha=1, out=None):
     """``input + alpha * other``, broadcasting, with PyTorch's type promotion."""
-    check_out("add", out)
     if type(alpha) is int and alpha == 1:
         return _add(input, other)
     return AddScaled.apply(input, other, alpha)
 
 
+@with_out
 def sub(input, other, *, alpha=1, out=None):
     """``input - alpha * other``."""
-    check_out("sub", out)
     if type(alpha) is int and alpha == 1:
         return _sub(input, other)
     return AddScaled.apply(input, other, -alpha)
@@ -566,18 +565,18 @@ def sub(input, other, *, alpha=1, out=None):
 subtract = sub
 
 
+@with_out
 def mul(input, other, *, out=None):
     """Elementwise product."""
-    check_out("mul", out)
     return _mul(input, other)
 
 
 multiply = mul
 
 
+@with_out
 def div(input, other, *, rounding_mode=None, out=None):
     """True division (integers give floats), or rounded with ``'trunc'`` or ``'floor'``."""
-    check_out("div", out)
     if rounding_mode is None:
         return _div(input, other)
     if rounding_mode == "floor":
@@ -591,33 +590,33 @@ def div(input, other, *, rounding_mode=None, out=None):
 divide = div
 
 
+@with_out
 def true_divide(dividend, divisor, *, out=None):
     """True division."""
-    check_out("true_divide", out)
     return Div.apply(dividend, divisor)
 
 
+@with_out
 def floor_divide(input, other, *, out=None):
     """Division rounded toward negative infinity (Python's ``//``)."""
-    check_out("floor_divide", out)
     return FloorDivide.apply(input, other)
 
 
+@with_out
 def remainder(input, other, *, out=None):
     """Python-style modulus: the result has the sign of the divisor."""
-    check_out("remainder", out)
     return Remainder.apply(input, other)
 
 
+@with_out
 def fmod(input, other, *, out=None):
     """C-style modulus: the result has the sign of the dividend."""
-    check_out("fmod", out)
     return Fmod.apply(input, other)
 
 
+@with_out
 def pow(input, exponent, *, out=None):
     """``input ** exponent``; either may be a Python number."""
-    check_out("pow", out)
     for x in (input, exponent):
         if not _operand(x):
             raise TypeError(f"unsupported operand type(s) for ** or pow(): "
@@ -633,76 +632,76 @@ def pow(input, exponent, *, out=None):
     return Pow.apply(input, exponent)
 
 
+@with_out
 def float_power(input, exponent, *, out=None):
     """``pow`` computed in float64."""
-    check_out("float_power", out)
     input = input.double() if isinstance(input, Tensor) else float(input)
     exponent = exponent.double() if isinstance(exponent, Tensor) else float(exponent)
     return pow(input, exponent)
 
 
+@with_out
 def atan2(input, other, *, out=None):
     """Elementwise arctangent of ``input / other`` choosing the quadrant."""
-    check_out("atan2", out)
     return Atan2.apply(input, other)
 
 
 arctan2 = atan2
 
 
+@with_out
 def hypot(input, other, *, out=None):
     """``sqrt(input**2 + other**2)`` without overflow."""
-    check_out("hypot", out)
     return Hypot.apply(input, other)
 
 
+@with_out
 def xlogy(input, other, *, out=None):
     """``input * log(other)``, 0 where ``input`` is 0."""
-    check_out("xlogy", out)
     return Xlogy.apply(input, other)
 
 
+@with_out
 def minimum(input, other, *, out=None):
     """Elementwise minimum (NaN propagates); ties split the gradient evenly."""
-    check_out("minimum", out)
     return Minimum.apply(input, other)
 
 
+@with_out
 def maximum(input, other, *, out=None):
     """Elementwise maximum (NaN propagates); ties split the gradient evenly."""
-    check_out("maximum", out)
     return Maximum.apply(input, other)
 
 
+@with_out
 def fmin(input, other, *, out=None):
     """Elementwise minimum ignoring NaN."""
-    check_out("fmin", out)
     return Fmin.apply(input, other)
 
 
+@with_out
 def fmax(input, other, *, out=None):
     """Elementwise maximum ignoring NaN."""
-    check_out("fmax", out)
     return Fmax.apply(input, other)
 
 
+@with_out
 def where(condition, input=None, other=None, *, out=None):
     """``input`` where ``condition`` holds, else ``other``; with one argument, ``nonzero``."""
-    check_out("where", out)
     if input is None and other is None:
         return condition.nonzero(as_tuple=True)
     return Where.apply(condition, input, other)
 
 
+@with_out
 def lerp(input, end, weight, *, out=None):
     """``input + weight * (end - input)``."""
-    check_out("lerp", out)
     return Lerp.apply(input, end, weight)
 
 
+@with_out
 def copysign(input, other, *, out=None):
     """``|input|`` with the sign of ``other`` (a floating result, as PyTorch)."""
-    check_out("copysign", out)
     from ember.backend import dtypes
     dt = dtypes.result_type(input, other)
     if not dt.is_floating_point:
@@ -720,15 +719,15 @@ def rsub(input, other, *, alpha=1):
     return other - input * alpha if alpha != 1 else other - input
 
 
+@with_out
 def logaddexp(input, other, *, out=None):
     """``log(exp(input) + exp(other))`` without overflow."""
-    check_out("logaddexp", out)
     return _logaddexp(input, other, base2=False)
 
 
+@with_out
 def logaddexp2(input, other, *, out=None):
     """``log2(2 ** input + 2 ** other)`` without overflow."""
-    check_out("logaddexp2", out)
     return _logaddexp(input, other, base2=True)
 
 
@@ -749,15 +748,15 @@ def _logaddexp(a, b, base2):
     return where(a == b, same, maximum(a, b) + rest)
 
 
+@with_out
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 * tensor2``."""
-    check_out("addcmul", out)
     return input + value * tensor1 * tensor2 if value != 1 else input + tensor1 * tensor2
 
 
+@with_out
 def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 / tensor2``."""
-    check_out("addcdiv", out)
     return input + value * (tensor1 / tensor2)
 
 

@@ -6,14 +6,13 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.ops._util import wrap_dim
+from ember.ops._util import with_out, wrap_dim
 from ember.ops.reduction import (
     _axes,
     _axis,
     _check_nonempty,
     _keep,
     _keep_shape,
-    _no_out,
     _restore,
     return_types,
 )
@@ -204,6 +203,7 @@ def _select(cls, rtype, input, dim, keepdim):
     return rtype(v, i)
 
 
+@with_out
 def max(input, dim=None, keepdim=False, *, out=None):
     """The largest element (a 0-d tensor); with ``dim`` (an int), ``(values, indices)``
     along it; with a tensor second argument, the elementwise :func:`maximum`.
@@ -212,7 +212,6 @@ def max(input, dim=None, keepdim=False, *, out=None):
 
         >>> values, indices = ember.tensor([[1., 5.], [7., 2.]]).max(1)
     """
-    _no_out("max", out)
     if isinstance(dim, Tensor):
         from ember.ops.elementwise import maximum
         return maximum(input, dim)
@@ -223,10 +222,10 @@ def max(input, dim=None, keepdim=False, *, out=None):
     return _select(_MaxDim, return_types.max, input, dim, keepdim)
 
 
+@with_out
 def min(input, dim=None, keepdim=False, *, out=None):
     """The smallest element; with ``dim``, ``(values, indices)``; with a tensor second
     argument, the elementwise :func:`minimum`."""
-    _no_out("min", out)
     if isinstance(dim, Tensor):
         from ember.ops.elementwise import minimum
         return minimum(input, dim)
@@ -274,22 +273,22 @@ def _amax_amin(cls, input, dim, keepdim):
     return cls.apply(input, _axes(input, dim), keepdim)
 
 
+@with_out
 def amax(input, dim=(), keepdim=False, *, out=None):
     """The maximum over ``dim`` (an int, a tuple, or all dims when empty); ties share the
     gradient evenly. Unlike :func:`max` it returns values only."""
-    _no_out("amax", out)
     return _amax_amin(_Amax, input, dim, keepdim)
 
 
+@with_out
 def amin(input, dim=(), keepdim=False, *, out=None):
     """The minimum over ``dim`` (an int, a tuple, or all dims when empty)."""
-    _no_out("amin", out)
     return _amax_amin(_Amin, input, dim, keepdim)
 
 
+@with_out
 def aminmax(input, *, dim=None, keepdim=False, out=None):
     """``(min, max)`` over ``dim`` (an int) or all elements, as a named tuple."""
-    _no_out("aminmax", out)
     x = input._data
     if dim is None:
         if x.size == 0:
@@ -343,27 +342,27 @@ def argmin(input, dim=None, keepdim=False):
                          keepdim)
 
 
+@with_out
 def median(input, dim=None, keepdim=False, *, out=None):
     """The lower median of all elements (a 0-d tensor; NaN if any is NaN), or with ``dim``
     the named tuple ``(values, indices)`` along it."""
-    _no_out("median", out)
     if dim is None:
         return _MedianAll.apply(input)
     return _select(_MedianDim, return_types.median, input, dim, keepdim)
 
 
+@with_out
 def nanmedian(input, dim=None, keepdim=False, *, out=None):
     """:func:`median` ignoring NaNs (NaN only where a slice is all NaN)."""
-    _no_out("nanmedian", out)
     if dim is None:
         return _NanmedianAll.apply(input)
     return _select(_NanmedianDim, return_types.nanmedian, input, dim, keepdim)
 
 
+@with_out
 def mode(input, dim=-1, keepdim=False, *, out=None):
     """The most frequent value along ``dim`` (the smallest of equally frequent ones) and
     the index of its last occurrence, as ``(values, indices)``."""
-    _no_out("mode", out)
     return _select(_ModeDim, return_types.mode, input, dim, keepdim)
 
 

@@ -17,7 +17,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
-from ember.ops._util import to_float, wrap_dim, wrap_dims
+from ember.ops._util import to_float, with_out, wrap_dim, wrap_dims
 
 __all__ = ["sum", "mean", "nansum", "nanmean", "prod", "std", "var", "std_mean", "var_mean",
            "norm", "logsumexp", "softmax", "log_softmax", "all", "any", "count_nonzero",
@@ -85,12 +85,6 @@ def _keep(g, in_shape, axes, keepdim):
 def _restore(g, in_shape, axes, keepdim):
     """Broadcast a reduced gradient back over the reduced ``axes``."""
     return _keep(g, in_shape, axes, keepdim).expand(in_shape)
-
-
-def _no_out(op, out):
-    if out is not None:
-        raise NotImplementedError(f"{op}(out=...): ember does not write into out= tensors; "
-                                  "assign the result instead")
 
 
 def _dtype_name(np_dtype):
@@ -191,6 +185,7 @@ class MeanDim(Mean):
     _op_name = "Mean"
 
 
+@with_out
 def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Sum of ``input`` over ``dim`` (an int, a tuple of ints, or all dims when None).
 
@@ -200,28 +195,27 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
         >>> ember.tensor([[1, 2], [3, 4]]).sum(0)
         tensor([4, 6])
     """
-    _no_out("sum", out)
     op = Sum if dim is None else SumDim
     return op.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
 
 
+@with_out
 def nansum(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Sum over ``dim`` treating NaN as zero (their gradient is zero)."""
-    _no_out("nansum", out)
     return Nansum.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
 
 
+@with_out
 def mean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Mean of ``input`` over ``dim`` (an int, a tuple, or all dims); floating inputs only,
     unless ``dtype`` names a floating dtype to compute in. The mean of nothing is NaN."""
-    _no_out("mean", out)
     op = Mean if dim is None else MeanDim
     return op.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
 
 
+@with_out
 def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Mean over ``dim`` of the elements that are not NaN."""
-    _no_out("nanmean", out)
     if dtype is not None:
         input = input.to(dtype)
     if input._data.dtype.kind != "f":
@@ -311,13 +305,13 @@ class ProdDim(Prod):
     _op_name = "Prod"
 
 
+@with_out
 def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Product of ``input``'s elements over one ``dim`` (an int) or all of them.
 
     Bool and integer tensors multiply as int64. The gradient is exact with zeros in
     the input: with one zero, only that element gets a (nonzero) gradient.
     """
-    _no_out("prod", out)
     axis = None if dim is None else _axis(input, dim, "prod")
     return (Prod if axis is None else ProdDim).apply(input, axis, keepdim, _np_dtype(dtype))
 
@@ -385,29 +379,29 @@ def _var_args(op, input, dim, unbiased, keepdim, correction):
     return _axes(input, dim), correction, keepdim
 
 
+@with_out
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """Variance over ``dim`` with ``correction`` (Bessel's, 1, by default; ``unbiased=False``
     means 0): ``sum((x - mean)**2) / (N - correction)``."""
-    _no_out("var", out)
     return _Var.apply(input, *_var_args("var", input, dim, unbiased, keepdim, correction))
 
 
+@with_out
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """Standard deviation over ``dim``: ``sqrt(var(...))``; its gradient is 0 where it is 0."""
-    _no_out("std", out)
     return _Std.apply(input, *_var_args("std", input, dim, unbiased, keepdim, correction))
 
 
+@with_out
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """``(var, mean)`` over ``dim``, as a tuple."""
-    _no_out("var_mean", out)
     axes, c, keepdim = _var_args("var_mean", input, dim, unbiased, keepdim, correction)
     return _Var.apply(input, axes, c, keepdim), mean(input, axes, keepdim)
 
 
+@with_out
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """``(std, mean)`` over ``dim``, as a tuple."""
-    _no_out("std_mean", out)
     axes, c, keepdim = _var_args("std_mean", input, dim, unbiased, keepdim, correction)
     return _Std.apply(input, axes, c, keepdim), mean(input, axes, keepdim)
 
@@ -472,6 +466,7 @@ def _vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None):
     return _VectorNorm.apply(input, float(ord), _axes(input, dim), keepdim)
 
 
+@with_out
 def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     """The vector norm of ``input`` over ``dim`` (all dims when None) for a number ``p``
     (2 by default or for ``'fro'``; also 1, inf, -inf, 0 and any other p).
@@ -479,7 +474,6 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     The gradient at a zero vector is 0, as PyTorch's. ``p='nuc'`` (a matrix norm) is
     not implemented.
     """
-    _no_out("norm", out)
     if isinstance(p, str):
         dims = dim if dim is None or isinstance(dim, (tuple, list)) else (dim,)
         if p == "fro" and (dims is None or len(dims) <= 2):
@@ -520,9 +514,9 @@ class _Logsumexp(Primitive):
         ), None, None
 
 
+@with_out
 def logsumexp(input, dim, keepdim=False, *, out=None):
     """``log(sum(exp(input)))`` over ``dim`` (an int or tuple), computed without overflow."""
-    _no_out("logsumexp", out)
     if dim is None:
         raise TypeError("logsumexp(): argument 'dim' (position 1) must be tuple of ints, not "
                         "NoneType")
@@ -615,15 +609,15 @@ class _Any(_AllAny):
     fn = staticmethod(np.any)
 
 
+@with_out
 def all(input, dim=None, keepdim=False, *, out=None):
     """True where every element over ``dim`` (an int, a tuple, or all dims) is nonzero."""
-    _no_out("all", out)
     return _All.apply(input, _axes(input, dim), keepdim)
 
 
+@with_out
 def any(input, dim=None, keepdim=False, *, out=None):
     """True where some element over ``dim`` (an int, a tuple, or all dims) is nonzero."""
-    _no_out("any", out)
     return _Any.apply(input, _axes(input, dim), keepdim)
 
 

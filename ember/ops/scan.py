@@ -11,8 +11,8 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops._inplace import inplace_method
-from ember.ops._util import wrap_dim
-from ember.ops.reduction import _dtype_name, _eye_along, _no_out, _np_dtype, return_types
+from ember.ops._util import with_out, wrap_dim
+from ember.ops.reduction import _dtype_name, _eye_along, _np_dtype, return_types
 
 __all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "diff"]
 
@@ -154,15 +154,15 @@ class Cumprod(Primitive):
         return (gy.unsqueeze(axis) * rows).masked_fill(upper, 0.0).sum(axis + 1), None, None
 
 
+@with_out
 def cumsum(input, dim, *, dtype=None, out=None):
     """Cumulative sums along ``dim``; bool and integer tensors sum as int64."""
-    _no_out("cumsum", out)
     return Cumsum.apply(input, _axis(input, dim), _np_dtype(dtype))
 
 
+@with_out
 def cumprod(input, dim, *, dtype=None, out=None):
     """Cumulative products along ``dim``; the gradient is exact with zeros in the input."""
-    _no_out("cumprod", out)
     return Cumprod.apply(input, _axis(input, dim), _np_dtype(dtype))
 
 
@@ -248,9 +248,9 @@ class Logcumsumexp(Primitive):
         return (rev_lcse(pos - y) + x).exp() - (rev_lcse(neg - y) + x).exp(), None
 
 
+@with_out
 def logcumsumexp(input, dim, *, out=None):
     """``log(cumsum(exp(input)))`` along ``dim``, without overflow."""
-    _no_out("logcumsumexp", out)
     return Logcumsumexp.apply(input, _axis(input, dim))
 
 

@@ -8,7 +8,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.ops._inplace import inplace_method
-from ember.ops._util import check_out, cj, not_implemented_for, promote_arrays, to_float
+from ember.ops._util import cj, not_implemented_for, promote_arrays, to_float, with_out
 from ember.ops.elementwise import where
 
 __all__ = ["neg", "negative", "abs", "absolute", "sign", "sgn", "exp", "exp2", "log", "log2",
@@ -311,9 +311,9 @@ class Abs(Primitive):
         return _piecewise_grad(gy, x, _abs_slope)
 
 
+@with_out
 def abs(input, *, out=None):
     """Elementwise absolute value (gradient 0 at 0)."""
-    check_out("abs", out)
     return Abs.apply(input)
 
 
@@ -440,9 +440,9 @@ class Round(Primitive):
         return gy * 0, None
 
 
+@with_out
 def round(input, *, decimals=0, out=None):
     """Round half to even, as PyTorch (optionally to ``decimals`` places)."""
-    check_out("round", out)
     return Round.apply(input, decimals)
 
 
@@ -528,9 +528,9 @@ class ClampTensor(Primitive):
         return gy * keep, g_lo, g_hi
 
 
+@with_out
 def clamp(input, min=None, max=None, *, out=None):
     """Clamp every element into ``[min, max]``; bounds may be numbers or tensors."""
-    check_out("clamp", out)
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
@@ -597,9 +597,9 @@ class NanToNum(Primitive):
         return gy.masked_fill(~x.isfinite(), 0.0), None, None, None
 
 
+@with_out
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
     """Replace NaN, +inf and -inf with finite numbers (default: 0 and the dtype's extremes)."""
-    check_out("nan_to_num", out)
     return NanToNum.apply(input, nan, posinf, neginf)
 
 
@@ -685,3 +685,18 @@ def _bind():
 
 
 _bind()
+
+
+def _namespace_out():
+    """``torch.exp(x, out=y)``: the namespace functions made by ``_unary`` take ``out=``;
+    the Tensor methods bound above stay the one-call fast path."""
+    g = globals()
+    for name, fn in list(g.items()):
+        if callable(fn) and getattr(fn, "primitive", None) is not None \
+                and not name.startswith("_"):
+            wrapped = with_out(fn)
+            wrapped.primitive = fn.primitive
+            g[name] = wrapped
+
+
+_namespace_out()
