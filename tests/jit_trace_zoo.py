@@ -1,4 +1,4 @@
-"""The models of issue 9's zoo, written once against a framework namespace (``ember`` or
+"""The jit test zoo's models, written once against a framework namespace (``ember`` or
 ``torch``) so both build the same architecture; ``copy_weights`` makes them equal."""
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""The fidelity gaps found by running real programs (issue 17), each against torch."""
+"""The fidelity gaps found by running real programs, each against torch."""
 import io
 import pickle
 import warnings

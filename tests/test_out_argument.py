@@ -20,7 +20,7 @@ CASES = [
     ("nonzero", lambda m, o: m.nonzero(m.tensor([0, 1, 1]), out=o), "int64"),
     ("take_along_dim", lambda m, o: m.take_along_dim(m.arange(4.0), m.tensor([3, 0]), out=o),
      "float32"),
-    # elementwise ops and reductions (issue 17)
+    # elementwise ops and reductions
     ("add", lambda m, o: m.add(m.ones(2), 1, alpha=2, out=o), "float32"),
     ("mul", lambda m, o: m.mul(m.arange(3.0), m.arange(3.0), out=o), "float32"),
     ("exp", lambda m, o: m.exp(m.arange(3.0), out=o), "float32"),

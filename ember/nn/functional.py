@@ -800,15 +800,12 @@ from ember.nn._functional_losses import __all__ as _loss_all  # noqa: E402
 __all__ += _loss_all
 
 
-# ---------------------------------------------------------------------------
-# Convolution / pooling / normalization primitives (owned by the conv/pool/norm
-# engineer): add `from ember.ops.nn import ...` lines below this line.
-# ---------------------------------------------------------------------------
+# convolution, pooling and normalization functions
 from ember.ops.nn import *  # noqa: E402,F401,F403
 from ember.ops.nn import __all__ as _nn_all  # noqa: E402
 
 __all__ += _nn_all
-from ember.nn.functional_attention import *  # noqa: E402,F401,F403  (attention, attention engineer)
+from ember.nn.functional_attention import *  # noqa: E402,F401,F403
 from ember.nn.functional_attention import __all__ as _attn_all  # noqa: E402,F401,E501
 from ember.nn.functional_attention import _canonical_mask, _none_or_dtype  # noqa: E402,F401
 

@@ -53,7 +53,7 @@ __all__ = sorted({name for module in (bitwise, conv, conversion, diagonals, elem
                                       normalization, pooling, reduction, resample, scan, shape,
                                       sampling, sorting, special, unary, complex_numbers)
                   for name in getattr(module, "__all__", ())})
-from ember.ops import extras  # noqa: E402,F401  (issue 17: bincount, cov, cartesian_prod ...)
+from ember.ops import extras  # noqa: E402,F401  (bincount, cov, cartesian_prod ...)
 from ember.ops.extras import *  # noqa: E402,F401,F403
 
 __all__ += extras.__all__

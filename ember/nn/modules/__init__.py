@@ -14,11 +14,7 @@ from ember.nn.modules.sparse import *  # noqa: F403
 __all__ = (["Module"] + activation.__all__ + container.__all__ + distance.__all__
            + dropout.__all__ + flatten.__all__ + linear.__all__ + loss.__all__ + sparse.__all__)
 
-# ---------------------------------------------------------------------------
-# Convolution / pooling / normalization / upsampling modules (owned by the
-# conv/pool/norm engineer): add `from ember.nn.modules.<file> import ...` lines
-# and extend __all__ below this line.
-# ---------------------------------------------------------------------------
+# Convolution, pooling, normalization, padding and upsampling modules
 from ember.nn.modules import conv, normalization, padding, pixelshuffle, pooling, upsampling  # noqa: E402,E501
 from ember.nn.modules.conv import *  # noqa: E402,F403
 from ember.nn.modules.normalization import *  # noqa: E402,F403
@@ -30,13 +26,13 @@ from ember.nn.modules.upsampling import *  # noqa: E402,F403
 __all__ += (conv.__all__ + normalization.__all__ + padding.__all__ + pixelshuffle.__all__
             + pooling.__all__ + upsampling.__all__)
 
-# Recurrent layers (owned by the RNN engineer).
+# Recurrent layers
 from ember.nn.modules import rnn  # noqa: E402
 from ember.nn.modules.rnn import *  # noqa: E402,F403
 
 __all__ += rnn.__all__
 
-# Attention and transformer layers (owned by the attention engineer).
+# Attention and transformer layers
 from ember.nn.modules import attention, transformer  # noqa: E402
 from ember.nn.modules.attention import *  # noqa: E402,F403
 from ember.nn.modules.transformer import *  # noqa: E402,F403
