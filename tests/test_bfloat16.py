@@ -188,3 +188,15 @@ def test_without_ml_dtypes_the_error_names_the_extra():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert "pip install ember[numerics]" in out.stdout, out.stdout + out.stderr
+
+
+def test_cast_methods_and_einsum_in_bfloat16():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    b = rng.standard_normal((2, 4, 5)).astype(np.float32)
+    e = ember.einsum("bij,bjk->bik", ember.from_numpy(a).bfloat16(), ember.from_numpy(b).bfloat16())
+    t = torch.einsum("bij,bjk->bik", torch.from_numpy(a).bfloat16(), torch.from_numpy(b).bfloat16())
+    assert e.dtype == ember.bfloat16
+    np.testing.assert_array_equal(e.float().numpy(), t.float().numpy())
+    assert ember.ones(2).cfloat().dtype == ember.complex64
+    assert ember.ones(2).cdouble().dtype == ember.complex128

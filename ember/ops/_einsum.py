@@ -73,7 +73,14 @@ class Einsum(Primitive):
         self.spec = spec
         ins, out = spec
         big = len(arrays) > 2 or any(a.size > 4096 for a in arrays)
+        low = arrays[0].dtype if arrays[0].dtype.kind == "V" else None
+        if low is not None:
+            # bfloat16/float8 (ml_dtypes): NumPy's einsum has no loop for them; products
+            # accumulate in float32 and round once, as matmul does
+            arrays = [a.astype(np.float32) for a in arrays]
         res = np.einsum(",".join(ins) + "->" + out, *arrays, optimize=big)
+        if low is not None:
+            res = res.astype(low)
         if len(arrays) == 1:
             # a one-operand einsum may return a view of its input
             res = array_module(arrays[0]).array(res, copy=True)

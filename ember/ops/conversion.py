@@ -326,5 +326,7 @@ Tensor.zero_ = zero_
 Tensor.copy_ = copy_
 for _name, _d in (("float", _dt.float32), ("double", _dt.float64), ("half", _dt.float16),
                   ("long", _dt.int64), ("int", _dt.int32), ("short", _dt.int16),
-                  ("char", _dt.int8), ("byte", _dt.uint8), ("bool", _dt.bool)):
+                  ("char", _dt.int8), ("byte", _dt.uint8), ("bool", _dt.bool),
+                  ("bfloat16", _dt.bfloat16), ("cfloat", _dt.complex64),
+                  ("cdouble", _dt.complex128)):
     setattr(Tensor, _name, _cast(_d))
