@@ -124,11 +124,9 @@ def _clamp_by_zero(x):
     return (x.clamp(min=0) + x - x.clamp(max=0)) / 2
 
 
-class Binomial(Distribution):
-    """The number of successes in ``total_count`` Bernoulli trials."""
-    arg_constraints = {"total_count": constraints.nonnegative_integer,
-                       "probs": constraints.unit_interval, "logits": constraints.real}
-    has_enumerate_support = True
+class _Counts(Distribution):
+    """A count of trials: ``total_count`` with success ``probs`` or ``logits``
+    (Binomial, NegativeBinomial share this construction and expansion)."""
 
     def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
         if (probs is None) == (logits is None):
@@ -143,13 +141,21 @@ class Binomial(Distribution):
         super().__init__(self._param.size(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Binomial, _instance)
+        new = self._get_checked_instance(type(self), _instance)
         batch_shape = ember.Size(batch_shape)
         new.total_count = self.total_count.expand(batch_shape)
         _expand_binary(self, new, batch_shape)
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
+
+
+class Binomial(_Counts):
+    """The number of successes in ``total_count`` Bernoulli trials."""
+    arg_constraints = {"total_count": constraints.nonnegative_integer,
+                       "probs": constraints.unit_interval, "logits": constraints.real}
+    has_enumerate_support = True
+
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
@@ -410,7 +416,7 @@ class Geometric(Distribution):
         return _bce_logits(self.logits, self.probs) / self.probs
 
 
-class NegativeBinomial(Distribution):
+class NegativeBinomial(_Counts):
     """The number of successes before ``total_count`` failures, success prob ``probs``."""
     arg_constraints = {"total_count": constraints.greater_than_eq(0),
                        "probs": constraints.half_open_interval(0.0, 1.0),
@@ -418,25 +424,7 @@ class NegativeBinomial(Distribution):
     support = constraints.nonnegative_integer
 
     def __init__(self, total_count, probs=None, logits=None, validate_args=None):
-        if (probs is None) == (logits is None):
-            raise ValueError(_BOTH)
-        if probs is not None:
-            self.total_count, self.probs = broadcast_all(total_count, probs)
-            self.total_count = self.total_count.type_as(self.probs)
-        else:
-            self.total_count, self.logits = broadcast_all(total_count, logits)
-            self.total_count = self.total_count.type_as(self.logits)
-        self._param = self.probs if probs is not None else self.logits
-        super().__init__(self._param.size(), validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(NegativeBinomial, _instance)
-        batch_shape = ember.Size(batch_shape)
-        new.total_count = self.total_count.expand(batch_shape)
-        _expand_binary(self, new, batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        super().__init__(total_count, probs, logits, validate_args)
 
     @property
     def mean(self):
