@@ -57,7 +57,20 @@ def _batch(*params):
     return None
 
 
-class Normal(ExponentialFamily):
+class _LocScale:
+    """A location-scale family's construction and expansion (``loc``, ``scale``)."""
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        batch_shape = _batch(loc, scale)
+        super().__init__(self.loc.size() if batch_shape is None else batch_shape,
+                         validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return _expand_params(self, type(self), ("loc", "scale"), batch_shape, _instance)
+
+
+class Normal(_LocScale, ExponentialFamily):
     """The normal distribution ``N(loc, scale**2)``."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
@@ -79,15 +92,6 @@ class Normal(ExponentialFamily):
     @property
     def variance(self):
         return self.stddev.pow(2)
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = _batch(loc, scale)
-        super().__init__(self.loc.size() if batch_shape is None else batch_shape,
-                         validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return _expand_params(self, Normal, ("loc", "scale"), batch_shape, _instance)
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -190,7 +194,7 @@ class Uniform(Distribution):
         return ember.log(self.high - self.low)
 
 
-class Laplace(Distribution):
+class Laplace(_LocScale, Distribution):
     """The Laplace distribution with location ``loc`` and scale ``scale``."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
@@ -211,15 +215,6 @@ class Laplace(Distribution):
     @property
     def stddev(self):
         return (2 ** 0.5) * self.scale
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = _batch(loc, scale)
-        super().__init__(self.loc.size() if batch_shape is None else batch_shape,
-                         validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return _expand_params(self, Laplace, ("loc", "scale"), batch_shape, _instance)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -246,20 +241,11 @@ class Laplace(Distribution):
         return 1 + ember.log(2 * self.scale)
 
 
-class Cauchy(Distribution):
+class Cauchy(_LocScale, Distribution):
     """The Cauchy (Lorentz) distribution: no mean, infinite variance."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = _batch(loc, scale)
-        super().__init__(self.loc.size() if batch_shape is None else batch_shape,
-                         validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return _expand_params(self, Cauchy, ("loc", "scale"), batch_shape, _instance)
 
     @property
     def mean(self):
