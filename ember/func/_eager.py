@@ -10,6 +10,7 @@ another transform, or an input already requires grad.
 import ember
 from ember.autograd import grad as _autograd_grad
 from ember.autograd.grad_mode import enable_grad, is_grad_enabled
+from ember.func import _batched
 from ember.func._tree import flatten, unflatten
 
 _depth = [0]  # how many transforms are running around the current call
@@ -34,6 +35,8 @@ def _track(x, name):
     if not (x.is_floating_point() or x.is_complex()):
         raise RuntimeError(f"{name}: only Tensors of floating point dtype can require "
                            f"gradients, got {x.dtype}")
+    if _batched.levels:
+        x = _batched.lift(x)  # inside vmap: one gradient per sample (docs/autograd.md)
     # a view keeps the outer graph (nesting); a fresh leaf otherwise
     return x.view_as(x) if x.requires_grad else x.detach().requires_grad_(True)
 
@@ -49,6 +52,8 @@ def _needs_graph(args):
 
 def _grads(outputs, inputs, grad_outputs, create_graph):
     """``autograd.grad`` that returns zeros for inputs the outputs do not depend on."""
+    if _batched.levels:
+        return _batched.grads(outputs, inputs, grad_outputs, create_graph, _autograd_grad)
     pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
     if not pairs:
         return [ember.zeros_like(x) for x in inputs]

@@ -1,32 +1,21 @@
-"""torch.func.vmap on ember.
+"""torch.func.vmap on ember: one batched call through batching rules.
 
-Two strategies, chosen per call:
-
-* **one batched call** — when every op that ``func`` runs on one sample is *batch
-  transparent* (``_TRANSPARENT`` below: elementwise ops, ``matmul``/``linear`` with the
-  batched operand on the left), the batch dim can simply ride along as a leading dim, so
-  ``func`` runs once on the whole batch.  The ops are read from the autograd graph of one
-  per-sample call, and the batched result is checked against the per-sample results of the
-  first and the last sample (shape and values) before it is used; any mismatch or error
-  falls back to the loop.
-* **per-sample loop** — otherwise ``func`` runs on each sample and the results are stacked
-  (a warning names the ops without a rule, once per set of ops).  ``vmap(grad(f))`` always
-  takes this path (a gradient is not batch transparent: the batched call would sum the
-  per-sample losses), so per-sample gradients are exact but cost one backward per sample.
+``func`` runs once, on batched tensors (``ember/func/_batched.py``): every op it reaches
+runs the batching rule kept under its name in ``ember/func/_batching.py`` on the whole
+batch.  Transforms compose through the same tensors: ``grad`` inside ``vmap`` lifts the
+inputs it differentiates to the batch and runs one backward over the batched graph
+(``_batched.grads``), nested ``vmap`` calls stack levels.  An op without a rule (or code
+that needs a batched tensor's values, such as ``.item()``) makes the call start again as
+a per-sample loop, with one warning per op naming it.
 """
 import warnings
 
+import functools
+
 import ember
-from ember.autograd.grad_mode import enable_grad
+from ember.func import _batched as _b
 from ember.func._tree import flatten, unflatten
 
-# autograd node names (without the BackwardN suffix) whose forward is batch transparent
-# when the batch rides as a leading dim on inputs that are batched
-_TRANSPARENT = frozenset("""
-Add Sub Mul Div Neg Exp Exp2 Expm1 Log Log1p Log2 Tanh Sigmoid Relu Gelu Silu Elu LeakyRelu
-Softplus Pow Sqrt Rsqrt Sin Cos Tan Abs Clamp ClampMin ClampMax Where Maximum Minimum
-Reciprocal Square Erf Hardtanh Matmul Addmm Mm Mv ToCopy Clone Alias Sign
-""".split())
 _warned = set()
 
 
@@ -101,55 +90,121 @@ def _stack_outputs(outs, out_dims):
     return unflatten(stacked, spec)
 
 
-def _node_names(outs, probes):
-    """Names of the autograd nodes on a path from a batched input (one of ``probes``) to an
-    output: ops that only touch unbatched tensors do not matter to batching."""
-    ids = {id(p) for p in probes}
-    memo = {}
-
-    def reaches(node):
-        if node is None:
-            return False
-        if id(node) not in memo:
-            memo[id(node)] = False  # the graph is a DAG; this only guards re-entry
-            if type(node).__name__ == "AccumulateGrad":
-                memo[id(node)] = id(getattr(node, "variable", None)) in ids
-            else:
-                memo[id(node)] = any([reaches(n) for n, _ in node.next_functions])
-        return memo[id(node)]
-
-    names, seen = set(), set()
-    stack = [t.grad_fn for t in flatten(outs)[0]
-             if isinstance(t, ember.Tensor) and t.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen or not reaches(node):
-            continue
-        seen.add(id(node))
-        name = type(node).__name__
-        if name != "AccumulateGrad":
-            names.add(name.rstrip("0123456789").removesuffix("Backward"))
-        stack.extend(n for n, _ in getattr(node, "next_functions", ()))
-    return names
-
-
 def _sample(leaves, dims, b):
     return [x if d is None else x.select(d, b) for x, d in zip(leaves, dims)]
 
 
-def _close(a, b):
-    la, _ = flatten(a)
-    lb, _ = flatten(b)
-    if len(la) != len(lb):
-        return False
-    for x, y in zip(la, lb):
-        if not (isinstance(x, ember.Tensor) and isinstance(y, ember.Tensor)):
-            return False
-        if tuple(x.shape) != tuple(y.shape) or x.dtype != y.dtype:
-            return False
-        if not ember.allclose(x.detach(), y.detach(), rtol=1e-5, atol=1e-6, equal_nan=True):
-            return False
-    return True
+def _out_dims(out_dims, n):
+    od = [out_dims] * n if isinstance(out_dims, int) or out_dims is None else flatten(out_dims)[0]
+    if len(od) != n:
+        raise ValueError("vmap: out_dims is not compatible with the structure of the outputs")
+    return od
+
+
+def _check_leaf(o):
+    if not isinstance(o, ember.Tensor):
+        raise ValueError("vmap: `func` must only return Tensors, got type "
+                         f"{type(o).__name__}")
+
+
+def _unwrap_outputs(out, lv, out_dims):
+    leaves, spec = flatten(out)
+    res = []
+    for o, d in zip(leaves, _out_dims(out_dims, len(leaves))):
+        _check_leaf(o)
+        v, batched = _b.unwrap(o, lv.id)
+        if d is None:
+            if batched:
+                raise ValueError("vmap: out_dims=None for an output that depends on the "
+                                 "batched inputs; only unbatched outputs can have out_dim None")
+            res.append(o)
+            continue
+        n = o.dim() + 1
+        if not -n <= d < n:
+            raise IndexError(f"vmap: out_dim {d} is out of range for an output of "
+                             f"{o.dim()} dims (per sample)")
+        d %= n
+        if batched:
+            res.append(v if d == 0 else v.movedim(0, d))
+        else:
+            # an output that does not depend on the batch is the same for every sample
+            res.append(o.unsqueeze(d).expand(tuple(o.shape[:d]) + (lv.size,)
+                                             + tuple(o.shape[d:])))
+    return unflatten(res, spec)
+
+
+class _Random(Exception):
+    pass
+
+
+def _batched_call(func, leaves, spec, dims, kwargs, B, out_dims, randomness):
+    lv = _b.push(B, randomness)
+    try:
+        lv.rng_state = _b.rng_state()
+        wrapped = [x if d is None else _b.wrap(x if d % x.dim() == 0 else x.movedim(d, 0), lv.id)
+                   for x, d in zip(leaves, dims)]
+        out = func(*unflatten(wrapped, spec), **kwargs)
+        if not _b._same_state(lv.rng_state):
+            if randomness == "error":
+                raise _Random()
+            raise _b.NoRule("a random operation without a batching rule")
+        return _unwrap_outputs(out, lv, out_dims)
+    finally:
+        _b.pop(lv)
+
+
+_RANDOM_MSG = ("vmap: called random operation while in randomness error mode. Please either "
+               "use the 'same' or 'different' randomness flags on vmap or perform the "
+               "randomness operation out of vmap")
+
+
+def _loop(func, leaves, spec, dims, kwargs, B, out_dims, randomness):
+    rng = ember.get_rng_state()
+    outs = []
+    for b in range(B):
+        if randomness == "same":
+            ember.set_rng_state(rng)
+        before = ember.get_rng_state() if randomness == "error" else None
+        outs.append(func(*unflatten(_sample(leaves, dims, b), spec), **kwargs))
+        if before is not None and not ember.equal(before, ember.get_rng_state()):
+            raise RuntimeError(_RANDOM_MSG)
+    return _stack_outputs(outs, out_dims)
+
+
+def _run(func, leaves, spec, dims, kwargs, B, out_dims, randomness):
+    try:
+        return _batched_call(func, leaves, spec, dims, kwargs, B, out_dims, randomness)
+    except _Random:
+        raise RuntimeError(_RANDOM_MSG) from None
+    except (_b.NoRule, NotImplementedError) as e:
+        why = f"ember has no batching rule for {getattr(e, 'what', e)}"
+        err = e
+    except (ValueError, IndexError):
+        raise
+    except Exception as e:  # a failure of the batched call: the loop decides who is right
+        why = f"the batched call failed ({type(e).__name__}: {e})"
+        err = e
+    if _b.levels:
+        # inside an outer vmap the loop would see the outer batch: let it fall back too
+        raise _b.NoRule(getattr(err, "what", why))
+    if why not in _warned:
+        _warned.add(why)
+        warnings.warn(f"vmap: {why}; falling back to a per-sample loop (exact, but one call "
+                      "per sample)", stacklevel=4)
+    return _loop(func, leaves, spec, dims, kwargs, B, out_dims, randomness)
+
+
+def _cat_chunks(chunks, out_dims):
+    cols, spec = [], None
+    for c in chunks:
+        leaves, spec = flatten(c)
+        cols.append(leaves)
+    od = _out_dims(out_dims, len(cols[0]))
+    res = []
+    for j, d in enumerate(od):
+        col = [c[j] for c in cols]
+        res.append(col[0] if d is None else ember.cat(col, dim=d))
+    return unflatten(res, spec)
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
@@ -157,81 +212,27 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     None per argument, or a matching pytree), placing the batch dim of each output at
     ``out_dims``.  ``randomness``: 'error' raises if ``func`` draws random numbers,
     'different' gives each sample its own draws, 'same' gives every sample the same ones.
-    See the module docstring for how the batched result is computed."""
+    ``chunk_size`` runs the batch in chunks of that many samples.
+
+    >>> vmap(ember.dot)(ember.ones(3, 2), ember.ones(3, 2))
+    tensor([2., 2., 2.])
+    """
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
                            f"'same'. Got {randomness}")
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
         raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
 
+    @functools.wraps(func)
     def wrapper(*args, **kwargs):
         leaves, spec, dims = _leaf_dims(args, in_dims)
         B = _batch_size(leaves, dims)
-        rng = ember.get_rng_state()
-
-        def call(b):
-            if randomness == "same":
-                ember.set_rng_state(rng)
-            before = ember.get_rng_state() if randomness == "error" else None
-            out = func(*unflatten(_sample(leaves, dims, b), spec), **kwargs)
-            if before is not None and not ember.equal(before, ember.get_rng_state()):
-                raise RuntimeError("vmap: called random operation while in randomness error "
-                                   "mode. Please either use the 'same' or 'different' "
-                                   "randomness flags on vmap or perform the randomness "
-                                   "operation out of vmap")
-            return out
-
-        first = call(0)
-        fast = _try_batched(func, leaves, spec, dims, kwargs, B, first, call, out_dims,
-                            randomness)
-        if fast is not None:
-            return fast
-        outs = [first] + [call(b) for b in range(1, B)]
-        return _stack_outputs(outs, out_dims)
+        if chunk_size is None or chunk_size >= B:
+            return _run(func, leaves, spec, dims, kwargs, B, out_dims, randomness)
+        chunks = []
+        for start in range(0, B, chunk_size):
+            n = min(chunk_size, B - start)
+            part = [x if d is None else x.narrow(d, start, n) for x, d in zip(leaves, dims)]
+            chunks.append(_run(func, part, spec, dims, kwargs, n, out_dims, randomness))
+        return _cat_chunks(chunks, out_dims)
     return wrapper
-
-
-def _try_batched(func, leaves, spec, dims, kwargs, B, first, call, out_dims, randomness):
-    """The one-call strategy, or None when it does not apply (after warning once)."""
-    if randomness != "error":
-        return None  # random draws are not batch transparent
-    # read the ops of one sample from its autograd graph (inputs made to require grad)
-    probe, probes = [], []
-    for x, d in zip(_sample(leaves, dims, 0), dims):
-        if isinstance(x, ember.Tensor):
-            x = x.detach()
-            if d is not None and x.is_floating_point():
-                x.requires_grad_(True)
-                probes.append(x)
-        probe.append(x)
-    try:
-        with enable_grad():
-            names = _node_names(func(*unflatten(probe, spec), **kwargs), probes)
-    except Exception:
-        names = {"<not traceable>"}
-    missing = sorted(names - _TRANSPARENT)
-    if not missing and names:
-        moved = [x if d is None else x.movedim(d, 0) for x, d in zip(leaves, dims)]
-        try:
-            out = func(*unflatten(moved, spec), **kwargs)
-            o_leaves, o_spec = flatten(out)
-            if all(isinstance(o, ember.Tensor) and o.dim() > 0 and o.shape[0] == B
-                   for o in o_leaves):
-                sample = lambda b: unflatten([o[b] for o in o_leaves], o_spec)  # noqa: E731
-                if _close(sample(0), first) and (B == 1 or _close(sample(B - 1), call(B - 1))):
-                    od = ([out_dims] * len(o_leaves) if isinstance(out_dims, int)
-                          else flatten(out_dims)[0])
-                    if len(od) == len(o_leaves) and all(isinstance(d, int) for d in od):
-                        return unflatten([o.movedim(0, d) for o, d in zip(o_leaves, od)],
-                                         o_spec)
-        except Exception:
-            pass
-        why = ("the one batched call of ops " + ", ".join(sorted(names))
-               + " did not reproduce the per-sample results")
-    else:
-        why = "ember has no batching rule for " + ", ".join(missing)
-    if why not in _warned:
-        _warned.add(why)
-        warnings.warn(f"vmap: {why}; falling back to a per-sample loop (exact, but one call "
-                      "per sample)", stacklevel=3)
-    return None

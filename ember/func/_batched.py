@@ -1,0 +1,453 @@
+"""Batched tensors: what ``vmap`` hands to ``func`` in place of its batched inputs.
+
+A batched tensor is an ordinary ember :class:`~ember.Tensor` (class :class:`BatchedTensor`)
+whose ``_data`` is a :class:`BArr` instead of an array.  A ``BArr`` holds
+
+* ``value``: the *underlying* tensor, the whole batch with the batch dim in front; it is a
+  plain tensor, or for nested ``vmap`` a batched tensor of an outer level, and it is what
+  autograd records (so the graph, and any backward through it, is the batched one);
+* ``level``: which ``vmap`` call the batch dim belongs to (levels grow inwards);
+* the *logical* (per-sample) ``shape``, ``dtype`` and ``ndim`` that ``func`` sees.
+
+Every ember op reaches NumPy through ``Primitive.apply`` or the two fast closures of
+``ember.autograd.node``, and each of them first asks ``node.profiler_hook``.  While a
+``vmap`` runs, :class:`_Dispatch` sits in that hook: an op with no batched argument runs
+as usual; an op with one runs the batching rule that ``ember.func._batching.RULES`` keeps
+under the op's name, at the innermost level among its arguments.  A rule calls ordinary
+ember ops on the underlying tensors (those calls pass through the hook again, which is
+how nested levels unwind) and wraps the result.  An op without a rule raises
+:class:`NoRule`, and so does any other code that reaches for a batched tensor's array
+(``.numpy()``, ``.item()``, NumPy on ``_data``): ``vmap`` then falls back to its
+per-sample loop and names the op in a warning -- never a silently wrong batch.
+"""
+import math
+
+import numpy as np
+
+from ember._tensor import Tensor
+from ember.autograd import node as _node
+
+_new = object.__new__
+
+
+class NoRule(Exception):
+    """Raised inside a batched call for an op that has no batching rule."""
+
+    def __init__(self, what):
+        super().__init__(what)
+        self.what = what
+
+
+class _NoAttr(NoRule, AttributeError):
+    """A missing array attribute: also an AttributeError, so ``hasattr`` probes (is this
+    a CuPy array?) answer False instead of failing."""
+
+
+class Level:
+    """One running ``vmap``: its id, batch size and randomness mode."""
+
+    __slots__ = ("id", "size", "randomness", "rng_state")
+
+    def __init__(self, id_, size, randomness):
+        self.id, self.size, self.randomness = id_, size, randomness
+        self.rng_state = None
+
+
+levels = []  # the running vmaps, outermost first
+_next_id = [0]
+
+
+class BArr:
+    """The ``_data`` of a batched tensor (see the module docstring).  It answers the
+    metadata questions ember's Python code asks (shape, dtype, ndim, size) with the
+    per-sample values, and raises :class:`NoRule` for anything that needs the numbers."""
+
+    __slots__ = ("value", "level", "shape", "dtype", "ndim", "size")
+    __array_ufunc__ = None  # NumPy ufuncs on it raise TypeError instead of guessing
+
+    def __init__(self, value, level):
+        d = value._data
+        self.value, self.level = value, level
+        self.shape = tuple(d.shape[1:])
+        self.dtype = d.dtype
+        self.ndim = len(self.shape)
+        self.size = math.prod(self.shape)
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    @property
+    def strides(self):
+        # the strides of a contiguous per-sample tensor: ember reads them only to lay out
+        # new tensors ``like`` this one
+        st, acc = [], self.dtype.itemsize
+        for n in reversed(self.shape):
+            st.append(acc)
+            acc *= max(n, 1)
+        return tuple(reversed(st))
+
+    @property
+    def flags(self):
+        # contiguous underneath with the batch in front: each sample is contiguous too
+        return self.value._data.flags
+
+    def reshape(self, *shape):
+        # asked only by ``ops.shape._try_view`` (can this be a view?): the answer is
+        # whether the underlying tensor can be viewed with the batch in front
+        from ember.ops.shape import _try_view
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if _try_view(self.value._data, (self.value._data.shape[0],) + tuple(shape)) is None:
+            raise ValueError("not viewable")
+        return self
+
+    def min(self):
+        # index bounds checks (``ops.indexing.parse_index``): over every sample at once
+        return self.value._data.min()
+
+    def max(self):
+        return self.value._data.max()
+
+    def copy(self):
+        return BArr(self.value.clone(), self.level)
+
+    def __setitem__(self, key, src):
+        # the write of an in-place op (``ops._inplace.commit``): done in place on the
+        # underlying tensor, so views and versions behave as outside vmap
+        from ember._tensor import _make
+        if key is not Ellipsis:
+            raise NoRule("an indexed write into a batched tensor's array")
+        if type(src) is BArr and src.level == self.level:
+            self.value.copy_(src.value)
+        elif type(src) is np.ndarray:
+            self.value.copy_(_make(src))
+        else:
+            raise NoRule("an in-place write into a batched tensor")
+
+    def __array__(self, *args, **kwargs):
+        raise NoRule("reading a batched tensor's values (item(), tolist(), numpy(), bool(), "
+                     "data-dependent Python control flow)")
+
+    def __getattr__(self, name):
+        raise _NoAttr(f"array attribute .{name} of a batched tensor")
+
+    def __getitem__(self, key):
+        raise NoRule("indexing a batched tensor's array directly")
+
+    def __len__(self):
+        raise NoRule("len() of a batched tensor's array")
+
+    def __iter__(self):
+        raise NoRule("iterating over a batched tensor's array")
+
+    def __bool__(self):
+        raise NoRule("bool() of a batched tensor")
+
+
+class BatchedTensor(Tensor):
+    """A tensor inside ``vmap``: per-sample shape outside, the whole batch underneath."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        d = self._data
+        return f"BatchedTensor(lvl={d.level}, bdim=0, value=\n{d.value!r})"
+
+    @property
+    def requires_grad(self):
+        return self._data.value.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad=True):
+        self._data.value.requires_grad_(requires_grad)
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self):
+        d = self._data
+        return wrap(d.value.detach(), d.level)
+
+    def backward(self, *args, **kwargs):
+        raise RuntimeError("vmap: backward() of a batched tensor is not supported inside "
+                           "vmap; use ember.func.grad or ember.func.vjp inside the function")
+
+
+def wrap(value, level):
+    """A batched tensor at ``level`` over ``value`` (batch dim 0 of ``value``)."""
+    t = _new(BatchedTensor)
+    t._data = BArr(value, level)
+    t._requires_grad = value._requires_grad
+    t._grad = t._base = t._extra = None
+    t.grad_fn = value.grad_fn
+    t._output_nr = 0
+    t._vc = [0]
+    return t
+
+
+def level_of(x):
+    """The level of ``x``'s outermost batch (a tensor or a raw array), or None."""
+    d = x._data if isinstance(x, Tensor) else x
+    return d.level if type(d) is BArr else None
+
+
+def unwrap(x, lvl):
+    """``(underlying, True)`` if ``x`` is batched at level ``lvl``, else ``(x, False)``."""
+    if isinstance(x, Tensor):
+        d = x._data
+        if type(d) is BArr and d.level == lvl:
+            return d.value, True
+    return x, False
+
+
+def is_batched(x):
+    return isinstance(x, Tensor) and type(x._data) is BArr
+
+
+def _top(args, params):
+    top = None
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._data
+            if type(d) is BArr and (top is None or d.level > top):
+                top = d.level
+        elif type(a) is tuple or type(a) is list:
+            for b in a:
+                d = b._data if isinstance(b, Tensor) else b
+                if type(d) is BArr and (top is None or d.level > top):
+                    top = d.level
+    if params:
+        for a in params.values():
+            if isinstance(a, Tensor) and type(a._data) is BArr:
+                if top is None or a._data.level > top:
+                    top = a._data.level
+    return top
+
+
+def level(lvl_id):
+    for lv in levels:
+        if lv.id == lvl_id:
+            return lv
+    raise RuntimeError(f"vmap: a batched tensor of level {lvl_id} escaped its vmap; return it "
+                       "from the vmapped function instead of keeping it")
+
+
+class _Dispatch:
+    """The hook object in ``node.profiler_hook`` while a vmap runs (the protocol of
+    ``ember.profiler``: set ``entering`` to the class and call ``apply`` to run it)."""
+
+    def __init__(self, prev):
+        self.prev = prev
+        self.entering = None
+
+    def op(self, cls, args, params):
+        lvl = _top(args, params)
+        if lvl is None:
+            prev = self.prev
+            if prev is None:
+                self.entering = cls
+                return cls.apply(*args, **params)
+            _node.profiler_hook[0] = prev
+            try:
+                return prev.op(cls, args, params)
+            finally:
+                _node.profiler_hook[0] = self
+        from ember.func._batching import RULES
+        name = cls.__dict__.get("_op_name") or cls._op_name
+        rule = RULES.get(name)
+        if rule is None:
+            raise NoRule(name)
+        return rule(cls, lvl, args, params)
+
+    def node(self, node, grads):
+        # the engine's hook for a backward step: backward runs on plain tensors
+        if self.prev is None:
+            return node.backward(*grads)
+        return self.prev.node(node, grads)
+
+    def begin(self, *args, **kwargs):
+        return None if self.prev is None else self.prev.begin(*args, **kwargs)
+
+    def end(self, ev):
+        if self.prev is not None:
+            self.prev.end(ev)
+
+
+_installed = []  # (dispatcher, Function.apply) while the outermost vmap runs
+
+
+def push(size, randomness):
+    """Enter a vmap level; installs the dispatcher on the outermost one."""
+    _next_id[0] += 1
+    lv = Level(_next_id[0], size, randomness)
+    if not levels:
+        from ember.autograd.function import Function
+        disp = _Dispatch(_node.profiler_hook[0])
+        orig = Function.__dict__["apply"]
+        _installed.append((disp, orig))
+        _node.profiler_hook[0] = disp
+        Function.apply = classmethod(_function_apply(orig.__func__))
+        _random_install()
+    levels.append(lv)
+    return lv
+
+
+def pop(lv):
+    levels.remove(lv)
+    if not levels and _installed:
+        from ember.autograd.function import Function
+        disp, orig = _installed.pop()
+        _node.profiler_hook[0] = disp.prev
+        Function.apply = orig
+        _random_uninstall()
+
+
+def _function_apply(orig):
+    def apply(cls, *args, **kwargs):
+        if any(is_batched(a) for a in list(args) + list(kwargs.values())):
+            raise NoRule(f"autograd.Function {cls.__name__}")
+        return orig(cls, *args, **kwargs)
+    return apply
+
+
+# ----- lifting: a tensor batched at every running level ----------------------------------
+def lift(x, lvls=None):
+    """``x`` batched at every level in ``lvls`` (default: all running vmaps); levels it
+    lacks get the batch by expansion (a stride-0 view, no copy).  ``grad`` inside ``vmap``
+    lifts the inputs it differentiates, so that each sample gets its own gradient."""
+    lvls = levels if lvls is None else lvls
+    if not lvls:
+        return x
+    top = lvls[-1]
+    lv = level_of(x)
+    if lv == top.id:
+        inner = lift(x._data.value, lvls[:-1])
+        return x if inner is x._data.value else wrap(inner, top.id)
+    y = lift(x, lvls[:-1])
+    return wrap(y.unsqueeze(0).expand((top.size,) + tuple(y.shape)), top.id)
+
+
+def bottom(x):
+    """The plain tensor under every batch level of ``x`` (all batch dims in front)."""
+    while isinstance(x, Tensor) and type(x._data) is BArr:
+        x = x._data.value
+    return x
+
+
+def rewrap(t, lvls=None):
+    """Inverse of :func:`bottom` for a tensor batched at every level in ``lvls``."""
+    for lv in (levels if lvls is None else lvls):
+        t = wrap(t, lv.id)
+    return t
+
+
+def grads(outputs, inputs, grad_outputs, create_graph, autograd_grad):
+    """``autograd.grad`` inside vmap: one backward over the underlying batched graph.
+    Outputs and cotangents are lifted to every running level (a per-sample cotangent
+    is the same for every sample), the inputs were lifted by ``grad``'s tracking, and the
+    per-sample gradients come back batched."""
+    import ember
+    outs, gos = [], []
+    for o, g in zip(outputs, grad_outputs):
+        if o.requires_grad:
+            outs.append(bottom(lift(o)))
+            gos.append(bottom(lift(g)))
+    flat = [bottom(lift(x)) for x in inputs]
+    if outs:
+        res = autograd_grad(outs, flat, gos, retain_graph=True, create_graph=create_graph,
+                            allow_unused=True)
+    else:
+        res = [None] * len(flat)
+    out = []
+    for r, x in zip(res, inputs):
+        if r is None:
+            out.append(ember.zeros_like(x))
+            continue
+        out.append(rewrap(r if create_graph else r.detach()))
+    return out
+
+
+# ----- randomness ---------------------------------------------------------------------------
+_RANDOM = ("rand", "randn", "rand_like", "randn_like", "randint_like")
+_saved_random = []
+
+
+def _random_install():
+    import importlib
+
+    import ember
+    import ember.nn.functional as F
+    from ember.func._batching import FUNCTION_RULES
+    saved = [(F, "_noise", F._noise, _random_wrapper("_noise", F._noise))]
+    for name in _RANDOM:
+        orig = getattr(ember, name)
+        saved.append((ember, name, orig, _random_wrapper(name, orig)))
+    for mod_name, name, make in FUNCTION_RULES:
+        mod = importlib.import_module(mod_name)
+        orig = getattr(mod, name)
+        saved.append((mod, name, orig, make(orig)))
+    _saved_random.append(saved)
+    for mod, name, _, patched in saved:
+        setattr(mod, name, patched)
+
+
+def _random_uninstall():
+    for mod, name, orig, _ in _saved_random.pop():
+        setattr(mod, name, orig)
+
+
+def rng_state():
+    import ember
+    return ember.get_rng_state()
+
+
+def _random_wrapper(name, orig):
+    """A random factory that follows the running vmaps' ``randomness``: 'error' raises,
+    'same' draws one per-sample tensor, 'different' draws one per sample at each level
+    that asks for it."""
+    def draw(*args, **kwargs):
+        if not levels:
+            return orig(*args, **kwargs)
+        if any(lv.randomness == "error" for lv in levels):
+            raise RuntimeError("vmap: called random operation while in randomness error mode. "
+                               "Please either use the 'same' or 'different' randomness flags "
+                               "on vmap or perform the randomness operation out of vmap")
+        diff = [lv for lv in levels if lv.randomness == "different"]
+        if name == "_noise":  # (input, shape, q) of nn.functional's dropout masks
+            inp, shape, q = args
+            args = (_plain_like(inp), tuple(lv.size for lv in diff) + tuple(shape), q)
+        elif name.endswith("_like"):
+            inp = args[0]
+            shape = tuple(lv.size for lv in diff) + tuple(inp.shape)
+            like = _plain_like(inp, shape)
+            args = (like,) + args[1:]
+        else:
+            size = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+            if "size" in kwargs:
+                size = kwargs.pop("size")
+            args = (tuple(lv.size for lv in diff) + tuple(size),)
+        for lv in levels:
+            if lv.rng_state is not None and not _same_state(lv.rng_state):
+                raise NoRule("a random operation without a batching rule")
+        out = orig(*args, **kwargs)
+        for lv in levels:
+            lv.rng_state = rng_state()
+        return rewrap(out, diff)
+    return draw
+
+
+def _plain_like(inp, shape=None):
+    import ember
+    return ember.empty(tuple(inp.shape) if shape is None else shape, dtype=inp.dtype)
+
+
+def _same_state(state):
+    import ember
+    return bool(ember.equal(state, rng_state()))
