@@ -456,8 +456,14 @@ def _linear(cls, lvl, args, params):
     xv = _expand_batch(xv, xb, B)
     s = tuple(xv.shape)
     flat = xv.reshape(B, -1, s[-1])
-    wt = wv.transpose(-1, -2)
-    out = _matmul_values(flat, True, wt, wb)  # (B, rows, out)
+    if flat.shape[1] == 1 and wb:
+        # one row per sample (per-sample gradients): an einsum, whose weight gradient is
+        # the outer product as a broadcast multiply -- NumPy's matmul with an inner dim
+        # of 1 is about 3x slower (docs/performance.md)
+        from ember.ops._einsum import _einsum
+        out = _einsum(["bi", "boi"], "bo", [flat.squeeze(1), wv]).unsqueeze(1)
+    else:
+        out = _matmul_values(flat, True, wv.transpose(-1, -2), wb)  # (B, rows, out)
     if bv is not None:
         out = out + (bv.unsqueeze(1) if bb else bv)
     if cls._op_name == "_LinearRelu":
