@@ -21,6 +21,8 @@ how nested levels unwind) and wraps the result.  An op without a rule raises
 per-sample loop and names the op in a warning -- never a silently wrong batch.
 """
 import math
+import os
+import sys
 
 import numpy as np
 
@@ -36,6 +38,10 @@ class NoRule(Exception):
     def __init__(self, what):
         super().__init__(what)
         self.what = what
+
+
+class RandomnessError(RuntimeError):
+    """A random op inside ``vmap(..., randomness='error')``."""
 
 
 class _NoAttr(NoRule, AttributeError):
@@ -130,23 +136,49 @@ class BArr:
             raise NoRule("an in-place write into a batched tensor")
 
     def __array__(self, *args, **kwargs):
-        raise NoRule("reading a batched tensor's values (item(), tolist(), numpy(), bool(), "
-                     "data-dependent Python control flow)")
+        raise NoRule(_culprit("reads a batched tensor's values (item(), tolist(), numpy(), "
+                              "bool(), data-dependent Python control flow)"))
 
     def __getattr__(self, name):
-        raise _NoAttr(f"array attribute .{name} of a batched tensor")
+        raise _NoAttr(_culprit(f"uses array attribute .{name} of a batched tensor"))
 
     def __getitem__(self, key):
-        raise NoRule("indexing a batched tensor's array directly")
+        raise NoRule(_culprit("indexes a batched tensor's array"))
 
     def __len__(self):
-        raise NoRule("len() of a batched tensor's array")
+        raise NoRule(_culprit("takes len() of a batched tensor's array"))
 
     def __iter__(self):
-        raise NoRule("iterating over a batched tensor's array")
+        raise NoRule(_culprit("iterates over a batched tensor's array"))
 
     def __bool__(self):
-        raise NoRule("bool() of a batched tensor")
+        raise NoRule(_culprit("takes bool() of a batched tensor"))
+
+
+_EMBER = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _culprit(what):
+    """Name the ember function the user called that ``what`` (reaching for a batched
+    tensor's array, which no rule covers): the outermost of the ember frames on top of
+    the stack."""
+    f = sys._getframe(2)
+    while f is not None and not f.f_code.co_filename.startswith(_EMBER) and \
+            "site-packages" in f.f_code.co_filename:
+        f = f.f_back  # NumPy's Python wrappers (np.argsort ...) between ember and us
+    name = None
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_EMBER):
+            break
+        if fn.endswith("_tensor.py"):
+            if not f.f_code.co_name.startswith("_") or f.f_code.co_name.startswith("__"):
+                name = f"Tensor.{f.f_code.co_name}"
+        elif not fn.endswith("_batched.py"):
+            mod = f.f_globals.get("__name__", "")
+            name = f"{mod}.{f.f_code.co_name}"
+        f = f.f_back
+    return f"{name} (it {what})" if name else f"code that {what}"
 
 
 class BatchedTensor(Tensor):
@@ -218,6 +250,9 @@ def _top(args, params):
             d = a._data
             if type(d) is BArr and (top is None or d.level > top):
                 top = d.level
+        elif type(a) is BArr:
+            if top is None or a.level > top:
+                top = a.level
         elif type(a) is tuple or type(a) is list:
             for b in a:
                 d = b._data if isinstance(b, Tensor) else b
@@ -416,7 +451,7 @@ def _random_wrapper(name, orig):
         if not levels:
             return orig(*args, **kwargs)
         if any(lv.randomness == "error" for lv in levels):
-            raise RuntimeError("vmap: called random operation while in randomness error mode. "
+            raise RandomnessError("vmap: called random operation while in randomness error mode. "
                                "Please either use the 'same' or 'different' randomness flags "
                                "on vmap or perform the randomness operation out of vmap")
         diff = [lv for lv in levels if lv.randomness == "different"]

@@ -389,13 +389,26 @@ def _unbind(cls, lvl, args, params):
     return _wrap_out(cls.apply(v, _shift(args[1], v.dim() - 1)), lvl)
 
 
+def _raw(a, lvl):
+    """An index argument passed as an array: ``(array underneath, batched)``."""
+    from ember.func._batched import BArr
+    if type(a) is BArr:
+        if a.level != lvl or type(a.value._data) is BArr:
+            raise NoRule("an index batched at several vmap levels")
+        return a.value._data, True
+    return a, False
+
+
 def _gather(cls, lvl, args, params):
+    import numpy as np
     x, idx, dim = args
     B = _size(lvl)
-    (v, b), (i, ib) = unwrap(x, lvl), unwrap(idx, lvl)
+    v, b = unwrap(x, lvl)
+    i, ib = _raw(idx, lvl)
     n = _lnd(v, b)
-    return wrap(cls.apply(_expand_batch(v, b, B), _expand_batch(i, ib, B).contiguous(),
-                          _shift(dim, n)), lvl)
+    if not ib:
+        i = np.broadcast_to(i, (B,) + i.shape)
+    return wrap(cls.apply(_expand_batch(v, b, B), np.ascontiguousarray(i), _shift(dim, n)), lvl)
 
 
 def _index_select(cls, lvl, args, params):

@@ -8,9 +8,8 @@ inputs it differentiates to the batch and runs one backward over the batched gra
 that needs a batched tensor's values, such as ``.item()``) makes the call start again as
 a per-sample loop, with one warning per op naming it.
 """
-import warnings
-
 import functools
+import warnings
 
 import ember
 from ember.func import _batched as _b
@@ -175,7 +174,9 @@ def _run(func, leaves, spec, dims, kwargs, B, out_dims, randomness):
     try:
         return _batched_call(func, leaves, spec, dims, kwargs, B, out_dims, randomness)
     except _Random:
-        raise RuntimeError(_RANDOM_MSG) from None
+        raise _b.RandomnessError(_RANDOM_MSG) from None
+    except _b.RandomnessError:
+        raise
     except (_b.NoRule, NotImplementedError) as e:
         why = f"ember has no batching rule for {getattr(e, 'what', e)}"
         err = e

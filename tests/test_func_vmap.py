@@ -1,0 +1,321 @@
+"""ember.func.vmap's batching rules against torch.func.vmap: the per-sample-gradients
+tutorial CNN, ensembling, MAML on sine waves, per-sample Jacobians and Hessians, in_dims /
+out_dims / chunk_size / nesting, randomness modes, and a table of ops from every rule
+family.  Every batched call here runs with warnings as errors: a loop fallback (which
+warns) fails the test, except in the test of the fallback itself."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+import ember.nn.functional as EF
+from ember import func as efunc
+from ember.func._batching import RULES
+
+RNG = np.random.default_rng(1)
+
+
+def arr(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def close(e, t, atol=1e-5, rtol=1e-4):
+    np.testing.assert_allclose(e.detach().numpy(), t.detach().numpy(), atol=atol, rtol=rtol)
+
+
+def close_tree(e, t, **kw):
+    if isinstance(t, dict):
+        assert set(e) == set(t)
+        for k in t:
+            close_tree(e[k], t[k], **kw)
+    elif isinstance(t, (tuple, list)):
+        assert len(e) == len(t)
+        for a, b in zip(e, t):
+            close_tree(a, b, **kw)
+    else:
+        close(e, t, **kw)
+
+
+def no_fallback(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return fn(*args, **kwargs)
+
+
+def copy_weights(em, tm):
+    sd = {k: ember.tensor(v.detach().numpy().copy()) for k, v in tm.state_dict().items()}
+    em.load_state_dict(sd)
+
+
+def tutorial_cnn(T):
+    """The model of PyTorch's per-sample-gradients tutorial (MNIST-shaped input)."""
+    class CNN(T.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = T.nn.Conv2d(1, 32, 3, 1)
+            self.conv2 = T.nn.Conv2d(32, 64, 3, 1)
+            self.fc1 = T.nn.Linear(9216, 128)
+            self.fc2 = T.nn.Linear(128, 10)
+
+        def forward(self, x):
+            F = T.nn.functional
+            x = F.relu(self.conv1(x))
+            x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+            x = F.relu(self.fc1(T.flatten(x, 1)))
+            return F.log_softmax(self.fc2(x), dim=1)
+    return CNN()
+
+
+def test_per_sample_gradients_tutorial_cnn_one_batched_pass():
+    torch.manual_seed(0)
+    tm = tutorial_cnn(torch)
+    em = tutorial_cnn(ember)
+    copy_weights(em, tm)
+    xa, ya = arr(3, 1, 28, 28), RNG.integers(0, 10, 3)
+
+    def loss(T, fn, model):
+        def f(p, b, x, y):
+            out = fn.functional_call(model, (p, b), (x.unsqueeze(0),))
+            return T.nn.functional.nll_loss(out, y.unsqueeze(0))
+        return f
+
+    tp = {k: v.detach() for k, v in tm.named_parameters()}
+    ep = {k: v.detach() for k, v in em.named_parameters()}
+    tg = torch.func.vmap(torch.func.grad(loss(torch, torch.func, tm)),
+                         in_dims=(None, None, 0, 0))(tp, {}, torch.tensor(xa), torch.tensor(ya))
+    ex, ey = ember.tensor(xa), ember.tensor(ya)
+    # no warning: every op of the forward (and so of the backward) has a rule
+    eg = no_fallback(efunc.vmap(efunc.grad(loss(ember, efunc, em)), in_dims=(None, None, 0, 0)),
+                     ep, {}, ex, ey)
+    loop = [efunc.grad(loss(ember, efunc, em))(ep, {}, ex[i], ey[i]) for i in range(3)]
+    for k in tp:
+        assert tuple(eg[k].shape) == (3,) + tuple(tp[k].shape)
+        close(eg[k], tg[k], atol=1e-6)
+        close(ember.stack([g[k] for g in loop]), tg[k], atol=1e-6)
+
+
+_SMALL = {}
+
+
+def small_cnn(T):
+    if T in _SMALL:
+        return _SMALL[T]()
+
+    class Small(T.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = T.nn.Conv2d(2, 4, 3, padding=1)
+            self.fc = T.nn.Linear(4 * 4 * 4, 5)
+
+        def forward(self, x):
+            F = T.nn.functional
+            x = F.max_pool2d(F.relu(self.conv(x)), 2)
+            return F.softmax(self.fc(x.flatten(1)), -1)
+    _SMALL[T] = Small
+    return Small()
+
+
+def test_ensembling_with_stack_module_state_and_vmap_of_cnns():
+    tms = [small_cnn(torch) for _ in range(3)]
+    ems = [small_cnn(ember) for _ in range(3)]
+    for e, t in zip(ems, tms):
+        copy_weights(e, t)
+    tp, tb = torch.func.stack_module_state(tms)
+    ep, eb = efunc.stack_module_state(ems)
+    base_t, base_e = small_cnn(torch), small_cnn(ember)
+    xa = arr(2, 2, 8, 8)
+    run_t = lambda p, b, x: torch.func.functional_call(base_t, (p, b), (x,))  # noqa: E731
+    run_e = lambda p, b, x: efunc.functional_call(base_e, (p, b), (x,))  # noqa: E731
+    # the same minibatch for every model, then one minibatch per model
+    to = torch.func.vmap(run_t, in_dims=(0, 0, None))(tp, tb, torch.tensor(xa))
+    eo = no_fallback(efunc.vmap(run_e, in_dims=(0, 0, None)), ep, eb, ember.tensor(xa))
+    close(eo, to)
+    xs = arr(3, 2, 2, 8, 8)
+    to = torch.func.vmap(run_t)(tp, tb, torch.tensor(xs))
+    eo = no_fallback(efunc.vmap(run_e), ep, eb, ember.tensor(xs))
+    close(eo, to)
+
+
+def test_maml_on_sine_waves_vmapped_over_tasks():
+    """functorch's MAML example: an inner SGD step per task with functional_call and grad,
+    vmapped over tasks, differentiated by the outer loss."""
+    def mlp(T):
+        return T.nn.Sequential(T.nn.Linear(1, 16), T.nn.ReLU(), T.nn.Linear(16, 1))
+    tm, em = mlp(torch), mlp(ember)
+    copy_weights(em, tm)
+    amp, phase = RNG.uniform(0.5, 2, (4, 1, 1)), RNG.uniform(0, 3, (4, 1, 1))
+    xs, xq = RNG.uniform(-5, 5, (4, 5, 1)), RNG.uniform(-5, 5, (4, 5, 1))
+    ys, yq = amp * np.sin(xs + phase), amp * np.sin(xq + phase)
+    data = [a.astype(np.float32) for a in (xs, ys, xq, yq)]
+
+    def meta(T, fn, model):
+        params = dict(model.named_parameters())
+
+        def task(p, x_s, y_s, x_q, y_q):
+            inner = lambda q, a, b: T.nn.functional.mse_loss(  # noqa: E731
+                fn.functional_call(model, q, (a,)), b)
+            g = fn.grad(inner)(p, x_s, y_s)
+            fast = {k: p[k] - 0.1 * g[k] for k in p}
+            return T.nn.functional.mse_loss(fn.functional_call(model, fast, (x_q,)), y_q)
+
+        losses = fn.vmap(task, in_dims=(None, 0, 0, 0, 0))(params, *map(T.tensor, data))
+        return losses, T.autograd.grad(losses.sum(), list(params.values()))
+
+    tl, tg = meta(torch, torch.func, tm)
+    el, eg = no_fallback(meta, ember, efunc, em)
+    close(el, tl)
+    close_tree(list(eg), list(tg), atol=1e-5)
+
+
+def test_jacobians_and_hessians_of_an_mlp_per_sample():
+    wa, ba, va = arr(5, 3), arr(5), arr(2, 5)
+    xa = arr(4, 3)
+
+    def f(T):
+        w, b, v = T.tensor(wa), T.tensor(ba), T.tensor(va)
+        return lambda x: v @ T.tanh(w @ x + b)
+
+    def g(T):
+        w = T.tensor(wa)
+        return lambda x: (T.tanh(w @ x) ** 2).sum()
+
+    tx, ex = torch.tensor(xa), ember.tensor(xa)
+    close(no_fallback(efunc.vmap(efunc.jacrev(f(ember))), ex),
+          torch.func.vmap(torch.func.jacrev(f(torch)))(tx))
+    close(no_fallback(efunc.vmap(efunc.jacfwd(f(ember))), ex),
+          torch.func.vmap(torch.func.jacfwd(f(torch)))(tx))
+    close(no_fallback(efunc.vmap(efunc.hessian(g(ember))), ex),
+          torch.func.vmap(torch.func.hessian(g(torch)))(tx), atol=1e-5)
+    close(efunc.jacrev(efunc.jacrev(g(ember)))(ex[0]),
+          torch.func.jacrev(torch.func.jacrev(g(torch)))(tx[0]), atol=1e-5)
+    # grad w.r.t. a batched input, and a vmap of grad with two argnums
+    h = lambda T: lambda x, w: (T.sin(x) * w).sum()  # noqa: E731
+    wb = arr(4, 3)
+    te = torch.func.vmap(torch.func.grad(h(torch), argnums=(0, 1)))(tx, torch.tensor(wb))
+    ee = no_fallback(efunc.vmap(efunc.grad(h(ember), argnums=(0, 1))), ex, ember.tensor(wb))
+    close_tree(ee, te)
+
+
+def test_in_dims_out_dims_chunks_and_nesting():
+    xa, ya = arr(3, 5), arr(5, 3)
+    ex, ey, tx, ty = ember.tensor(xa), ember.tensor(ya), torch.tensor(xa), torch.tensor(ya)
+    cases = [
+        (lambda T: lambda a, b: a * b, dict(in_dims=(0, 1))),
+        (lambda T: lambda a, b: a * b, dict(in_dims=(-2, -1), out_dims=1)),
+        (lambda T: lambda a, b: (a.sum(0), b + 1), dict(in_dims=(1, 0), out_dims=(0, 1))),
+        (lambda T: lambda a, b: a.sum(), dict(in_dims=(0, None), chunk_size=2)),
+        (lambda T: lambda a, b: T.ones(2), dict(in_dims=(0, None))),
+        (lambda T: lambda a, b: (a, T.ones(2)), dict(in_dims=(0, None), out_dims=(0, None))),
+        (lambda T: lambda a, b: a @ b, dict(in_dims=(0, None), out_dims=-1)),
+    ]
+    for f, kw in cases:
+        e = no_fallback(efunc.vmap(f(ember), **kw), ex, ey)
+        t = torch.func.vmap(f(torch), **kw)(tx, ty)
+        close_tree(e, t)
+    # pytree in_dims
+    e = no_fallback(efunc.vmap(lambda d: d["a"] * d["b"], in_dims=({"a": 0, "b": None},)),
+                    {"a": ex, "b": ex[0]})
+    close(e, tx * tx[0])
+    # nested vmap: an outer product, and a batch of batches
+    outer = lambda T: T.func.vmap(T.func.vmap(T.dot, (None, 0)), (0, None))  # noqa: E731
+    close(no_fallback(outer(ember), ex, ex), outer(torch)(tx, tx))
+    nested = lambda T: T.func.vmap(T.func.vmap(lambda r: T.softmax(r, 0) * r.sum()))  # noqa
+    za = arr(2, 3, 4)
+    close(no_fallback(nested(ember), ember.tensor(za)), nested(torch)(torch.tensor(za)))
+    with pytest.raises(ValueError, match="same size"):
+        efunc.vmap(lambda a, b: a + b)(ember.ones(2), ember.ones(3))
+    with pytest.raises(ValueError, match="only return Tensors"):
+        efunc.vmap(lambda a: 3)(ember.ones(2))
+
+
+def test_randomness_modes_with_dropout():
+    x = ember.ones(4, 50)
+    tx = torch.ones(4, 50)
+    f = lambda F: lambda a: F.dropout(a, 0.5, training=True)  # noqa: E731
+    with pytest.raises(RuntimeError, match="randomness"):
+        torch.func.vmap(f(torch.nn.functional))(tx)
+    with pytest.raises(RuntimeError, match="randomness"):
+        efunc.vmap(f(EF))(x)
+    with pytest.raises(RuntimeError, match="randomness"):
+        efunc.vmap(lambda a: a + ember.rand(50))(x)
+    same = no_fallback(efunc.vmap(f(EF), randomness="same"), x)
+    diff = no_fallback(efunc.vmap(f(EF), randomness="different"), x)
+    for out in (same, diff):
+        assert set(np.unique(out.numpy())) <= {0.0, 2.0}
+    assert all(ember.equal(same[0], same[i]) for i in range(4))
+    assert not all(ember.equal(diff[0], diff[i]) for i in range(1, 4))
+    r = no_fallback(efunc.vmap(lambda a: a * ember.randn_like(a), randomness="different"), x)
+    assert not ember.equal(r[0], r[1])
+    r = no_fallback(efunc.vmap(lambda a: a * ember.randn_like(a), randomness="same"), x)
+    assert ember.equal(r[0], r[3])
+
+
+def test_op_without_rule_falls_back_with_one_named_warning():
+    xa = arr(3, 5)
+    f = lambda T: lambda x: T.sort(x, 0)[0] * 2  # noqa: E731
+    with pytest.warns(UserWarning, match="no batching rule for ember.ops.sorting.sort") as rec:
+        eo = efunc.vmap(f(ember))(ember.tensor(xa))
+    assert len([w for w in rec if "vmap" in str(w.message)]) == 1
+    close(eo, torch.func.vmap(f(torch))(torch.tensor(xa)))
+    # reading a value inside vmap (data-dependent control flow) takes the loop too
+    g = lambda x: x * 2 if float(x.sum()) > 0 else x  # noqa: E731
+    with pytest.warns(UserWarning, match="no batching rule for Tensor.__float__"):
+        eo = efunc.vmap(g)(ember.tensor(xa))
+    close(eo, torch.tensor(np.stack([r * 2 if r.sum() > 0 else r for r in xa])))
+
+
+def _table():
+    a, b, c, d = arr(4, 3, 5), arr(4, 5, 2), arr(4, 3), arr(4, 2, 3)
+    w4 = arr(4, 2, 3, 2, 2)
+    idx = RNG.integers(0, 3, (4, 2))
+    return [
+        ("sum_mean_var", lambda T: lambda x: x.sum(1) + x.mean(-1, keepdim=True).squeeze(-1)
+         + x.var(0).sum() + T.logsumexp(x, 1), (a,)),
+        ("amax_argmax_norm", lambda T: lambda x: (x.amax(0), x.argmax(1), x.max(), x.norm(),
+                                                  x.max(1)[0], x.argmax()), (a,)),
+        ("views", lambda T: lambda x: x.reshape(5, 3).t().unsqueeze(0).expand(2, 3, 5)
+         .permute(2, 0, 1).flatten().view(-1, 6), (a,)),
+        ("index", lambda T: lambda x: x[1:, ::2][:, 0] + x[..., 1].sum() + x[None, 0, -1], (a,)),
+        ("adv_index", lambda T: lambda x, i: (x[i], x[:, i], x[i, i], x[:, [1, 3]],
+                                                 x.unsqueeze(1)[[0, 2], :, [1, 3]]),
+         (a, idx)),
+        ("gather_where", lambda T: lambda x, i: T.where(x > 0, x, -x).gather(0, i[:1].unsqueeze(1)
+                                                        .expand(1, 5)), (a, idx)),
+        ("cat_stack", lambda T: lambda x, y: (T.cat([x, y[:3].repeat(1, 2)], 1),
+                                              T.stack([x[0], y[:, 0]])), (a, b)),
+        ("matmul", lambda T: lambda x, y: (x @ y, y.t() @ x[0], x[0] @ x[1], T.einsum("ij,jk->ik",
+                                                                                     x, y)),
+         (a, b)),
+        ("batched_weight", lambda T: lambda x, w: (T.nn.functional.linear(x, w),
+                                                   T.matmul(w, x.t())), (c, arr(4, 6, 3))),
+        ("conv_batched_weight", lambda T: lambda x, w: T.nn.functional.conv2d(x, w, padding=1),
+         (arr(4, 1, 3, 5, 5), w4)),
+        ("softmax_losses", lambda T: lambda x, y: (
+            T.nn.functional.log_softmax(x, -1), T.nn.functional.cross_entropy(x, y),
+            T.nn.functional.nll_loss(x, y, reduction="sum"),
+            T.nn.functional.mse_loss(x, x.flip(0))), (d, idx)),
+        ("norms_pool", lambda T: lambda x: (T.nn.functional.layer_norm(x, (5,)),
+                                            T.nn.functional.avg_pool1d(x, 2),
+                                            T.nn.functional.max_pool1d(x, 2)), (a,)),
+        ("cumsum_flip_roll", lambda T: lambda x: (x.cumsum(1), x.flip(0), x.roll(1, 1),
+                                                  T.tril(x), x.clamp(-0.5, 0.5)), (a,)),
+        ("inplace", lambda T: lambda x: x.clone().mul_(2).add_(1), (a,)),
+    ]
+
+
+@pytest.mark.parametrize("name", [t[0] for t in _table()])
+def test_batching_rules_match_torch_vmap(name):
+    entry = next(t for t in _table() if t[0] == name)
+    _, f, arrays = entry
+    eargs = [ember.tensor(x) for x in arrays]
+    targs = [torch.tensor(x) for x in arrays]
+    e = no_fallback(efunc.vmap(f(ember)), *eargs)
+    t = torch.func.vmap(f(torch))(*targs)
+    close_tree(e, t, atol=1e-5)
+
+
+def test_rule_count():
+    # the report's count: primitives with a batching rule
+    assert len(RULES) >= 200
