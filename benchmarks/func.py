@@ -1,10 +1,13 @@
 """Per-sample gradients of a small CNN (the torch.func tutorial's model on MNIST-shaped
 input, batch 64): ember's vmap(grad) and ember's Python loop of single-sample grads,
-beside torch.func's vmap(grad), in one run.
+beside torch.func's vmap(grad), in one run.  The three are timed in interleaved rounds
+(torch, ember vmap, ember loop, torch, ...) and the best of each is kept, so that a shared
+machine's load falls on all three alike; the load average is printed with the figures.
 
     python benchmarks/func.py [--batch 64] [--repeat 3]
 """
 import argparse
+import os
 import time
 import warnings
 
@@ -29,13 +32,15 @@ def model(T):
     return CNN()
 
 
-def best(fn, repeat):
-    times = []
+def interleaved(fns, repeat):
+    """Best time (ms) of each function over ``repeat`` rounds that run them in turn."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times) * 1e3
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return [b * 1e3 for b in best]
 
 
 def setup(T, func, x, y, sd=None):
@@ -73,10 +78,12 @@ def main():
         warnings.simplefilter("ignore")
         tg, eg = t_vmap(), e_vmap()
         err = max(float(np.abs(eg[k].numpy() - tg[k].numpy()).max()) for k in tg)
-        t_ms = best(t_vmap, a.repeat)
-        ev_ms = best(e_vmap, a.repeat)
-        el_ms = best(e_loop, a.repeat)
-    print(f"per-sample grads, CNN, batch {a.batch} (max |ember - torch| = {err:.2e})")
+        load0 = os.getloadavg()[0]
+        t_ms, ev_ms, el_ms = interleaved([t_vmap, e_vmap, e_loop], a.repeat)
+        load1 = os.getloadavg()[0]
+    print(f"per-sample grads, CNN, batch {a.batch} (max |ember - torch| = {err:.2e}); "
+          f"load average {load0:.1f} -> {load1:.1f} on {os.cpu_count()} cores, "
+          f"best of {a.repeat} interleaved rounds")
     print(f"  torch.func vmap(grad): {t_ms:9.1f} ms")
     print(f"  ember vmap(grad):      {ev_ms:9.1f} ms  ({ev_ms / t_ms:.1f}x torch.func)")
     print(f"  ember loop of grad:    {el_ms:9.1f} ms  ({el_ms / t_ms:.1f}x torch.func, "

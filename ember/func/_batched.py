@@ -394,7 +394,14 @@ def grads(outputs, inputs, grad_outputs, create_graph, autograd_grad):
         if o.requires_grad:
             outs.append(bottom(lift(o)))
             gos.append(bottom(lift(g)))
-    flat = [bottom(lift(x)) for x in inputs]
+    flat = []
+    for x in inputs:
+        if lift(x) is not x:
+            # a tensor missing a batch level is shared by the samples: the graph holds it
+            # once, so its per-sample gradients are not separable (jvp's double-vjp trick
+            # differentiates w.r.t. such a tensor): the per-sample loop is exact
+            raise NoRule("autograd.grad with respect to a tensor shared by the samples")
+        flat.append(bottom(x))
     if outs:
         res = autograd_grad(outs, flat, gos, retain_graph=True, create_graph=create_graph,
                             allow_unused=True)
