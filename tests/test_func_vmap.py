@@ -302,6 +302,16 @@ def _table():
         ("cumsum_flip_roll", lambda T: lambda x: (x.cumsum(1), x.flip(0), x.roll(1, 1),
                                                   T.tril(x), x.clamp(-0.5, 0.5)), (a,)),
         ("inplace", lambda T: lambda x: x.clone().mul_(2).add_(1), (a,)),
+        ("scatter", lambda T: lambda x, i: (T.zeros(3, 5).scatter_add(0, i[:1, None].expand(1, 5),
+                                                                     x[:1]),
+                                            x.index_add(0, T.tensor([0, 2]), x[:2]),
+                                            x.index_fill(1, T.tensor([1]), 0.5)), (a, idx)),
+        ("linalg", lambda T: lambda x: (T.linalg.inv(x @ x.mT + T.eye(3)), T.linalg.det(x[:, :3]),
+                                        T.linalg.vector_norm(x, dim=1)), (a,)),
+        ("attention", lambda T: lambda q, k: T.nn.functional.scaled_dot_product_attention(
+            q, k, k), (arr(4, 2, 3, 5), arr(4, 2, 6, 5))),
+        ("conv_transpose", lambda T: lambda x: T.nn.functional.conv_transpose2d(
+            x, T.ones(3, 2, 2, 2)), (arr(4, 1, 3, 4, 4),)),
     ]
 
 

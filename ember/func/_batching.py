@@ -411,6 +411,58 @@ def _gather(cls, lvl, args, params):
     return wrap(cls.apply(_expand_batch(v, b, B), np.ascontiguousarray(i), _shift(dim, n)), lvl)
 
 
+def _scatter(cls, lvl, args, params):
+    """scatter/scatter_add (index arrays as ``idx``) and index_add/copy/fill (a 1-d
+    index): the written tensor and the source get the batch, the dim moves by one."""
+    import numpy as np
+    x, src, idx, dim = args[:4]
+    B = _size(lvl)
+    v, b = unwrap(x, lvl)
+    sv, sb = unwrap(src, lvl)
+    i, ib = _raw(idx, lvl)
+    n = _lnd(v, b)
+    per_row = cls._op_name in ("Scatter", "ScatterAdd")
+    if ib and not per_row:
+        raise NoRule(f"{cls._op_name} with a batched index")
+    if per_row:
+        if not ib:
+            i = np.broadcast_to(i, (B,) + i.shape)
+        i = np.ascontiguousarray(i)
+    if isinstance(sv, Tensor) and (sb or per_row or sv.dim() > 0):
+        sv = _expand_batch(sv, sb, B)
+    return wrap(cls.apply(_expand_batch(v, b, B).clone(), sv, i, _shift(dim, n), *args[4:],
+                          **params), lvl)
+
+
+def _attention(cls, lvl, args, params):
+    """scaled_dot_product_attention works on the trailing (L, E) dims with any leading
+    dims: q, k, v get the batch; a mask or bias broadcasts as in a sample."""
+    q, k, v, bias, dmask, scale, safe = args
+    B = _size(lvl)
+    un = [unwrap(t, lvl) for t in (q, k, v)]
+    n = max(_lnd(t, b) for t, b in un)
+    qkv = [_to_rank(_expand_batch(t, b, B), _lnd(t, b), n) for t, b in un]
+    extra = []
+    for t in (bias, dmask):
+        if t is None:
+            extra.append(None)
+            continue
+        tv, tb = unwrap(t, lvl)
+        extra.append(_to_rank(tv, tv.dim() - 1, n) if tb else tv)
+    return wrap(cls.apply(*qkv, *extra, scale, safe), lvl)
+
+
+def _conv_input(cls, lvl, args, params):
+    """conv_transpose with an unbatched weight: the batch joins N."""
+    y, w, bias, g = args
+    yv, _ = unwrap(y, lvl)
+    if unwrap(w, lvl)[1] or (bias is not None and unwrap(bias, lvl)[1]):
+        raise NoRule("conv_transpose with batched weights")
+    s = tuple(yv.shape)
+    out = cls.apply(yv.reshape((s[0] * s[1],) + s[2:]), w, bias, g)
+    return wrap(out.reshape((s[0], s[1]) + tuple(out.shape[1:])), lvl)
+
+
 def _index_select(cls, lvl, args, params):
     x, idx, dim = args
     v, b = unwrap(x, lvl)
@@ -606,6 +658,12 @@ def _install():
     _register("MaxPool MaxPoolWithIndices AvgPool AdaptiveMaxPool ConstantPad Tril Triu "
               "ViewAsComplex ViewAsReal", _passthrough)
     RULES["_CrossEntropy"] = _cross_entropy
+    RULES["ConvInput"] = _conv_input
+    _register("Scatter ScatterAdd IndexAdd IndexCopy IndexFill", _scatter)
+    RULES["ScaledDotProductAttention"] = _attention
+    RULES["VectorNorm"] = _vector_norm
+    # linear algebra on the trailing two dims (NumPy's linalg loops over leading ones)
+    _register("Cholesky Det Eigh Inv Pinv Qr Slogdet Svd", _passthrough)
     _register("Normalize _LayerNorm _GroupNorm", _normalize)
 
 
