@@ -734,6 +734,32 @@ def _parse_index_rule(orig):
     return parse_index
 
 
-FUNCTION_RULES = [("ember.nn._functional_losses", "_nll", _nll_rule),
+def _sort_indices_rule(orig):
+    """The sorting family (sort, argsort, topk, kthvalue, msort) orders raw arrays in
+    ``_indices``; for a batched input the underlying tensor is ordered along the shifted
+    dim, and the values are then gathered by the batched ``Gather`` rule."""
+    def _indices(input, dim, descending):
+        from ember.func._batched import BArr
+        d = input._data
+        if type(d) is not BArr:
+            return orig(input, dim, descending)
+        if d.ndim == 0:
+            return orig(ember.zeros(()), 0, descending)  # a scalar's index is 0
+        return wrap(_indices(d.value, _shift(dim, d.ndim), descending), d.level)
+    return _indices
+
+
+def _check_indices_rule(orig):
+    """``embedding``'s bounds check reads the indices: for a batch, all of them at once
+    (the lookup itself is the batched ``GetItemAdvanced`` rule)."""
+    def _check_indices(input, num):
+        from ember.func._batched import bottom
+        return orig(bottom(input), num)
+    return _check_indices
+
+
+FUNCTION_RULES = [("ember.ops.sorting", "_indices", _sort_indices_rule),
+                  ("ember.nn.functional", "_check_indices", _check_indices_rule),
+                  ("ember.nn._functional_losses", "_nll", _nll_rule),
                   ("ember.ops.indexing", "_convert_item", _convert_item_rule),
                   ("ember.ops.indexing", "parse_index", _parse_index_rule)]
