@@ -23,6 +23,7 @@ per-sample loop and names the op in a warning -- never a silently wrong batch.
 import math
 import os
 import sys
+import threading
 
 import numpy as np
 
@@ -52,11 +53,12 @@ class _NoAttr(NoRule, AttributeError):
 class Level:
     """One running ``vmap``: its id, batch size and randomness mode."""
 
-    __slots__ = ("id", "size", "randomness", "rng_state")
+    __slots__ = ("id", "size", "randomness", "rng_state", "thread")
 
     def __init__(self, id_, size, randomness):
         self.id, self.size, self.randomness = id_, size, randomness
         self.rng_state = None
+        self.thread = threading.get_ident()
 
 
 levels = []  # the running vmaps, outermost first
@@ -426,7 +428,7 @@ def _random_install():
 
     import ember
     import ember.nn.functional as F
-    from ember.func._batching import FUNCTION_RULES
+    from ember.func._function_rules import FUNCTION_RULES
     saved = [(F, "_noise", F._noise, _random_wrapper("_noise", F._noise))]
     for name in _RANDOM:
         orig = getattr(ember, name)
@@ -455,8 +457,8 @@ def _random_wrapper(name, orig):
     'same' draws one per-sample tensor, 'different' draws one per sample at each level
     that asks for it."""
     def draw(*args, **kwargs):
-        if not levels:
-            return orig(*args, **kwargs)
+        if not levels or levels[0].thread != threading.get_ident():
+            return orig(*args, **kwargs)  # another thread's draws are its own business
         if any(lv.randomness == "error" for lv in levels):
             raise RandomnessError("vmap: called random operation while in randomness error mode. "
                                "Please either use the 'same' or 'different' randomness flags "

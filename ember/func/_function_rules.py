@@ -1,0 +1,103 @@
+"""Function-level batching rules: ember composites that read values on the way (a host
+bounds check, an ``.item()`` test, index parsing, sorting on raw arrays).  While a
+``vmap`` runs, ``_batched.push`` swaps each ``(module, name)`` listed in
+``FUNCTION_RULES`` for the version made here, which handles batched arguments and
+calls the original for everything else."""
+import ember
+from ember._tensor import Tensor
+from ember.func._batched import NoRule, wrap
+from ember.func._batching import _shift
+
+
+def _nll_rule(orig):
+    """``nll_loss``'s composite checks its targets on the host and tests the total weight
+    with ``.item()``; on a batch the check covers every sample at once and the empty-total
+    case is a ``where`` (NaN value, zero gradient, as PyTorch's)."""
+    def _nll(input, target, weight, ignore_index, reduction):
+        from ember.func._batched import bottom, is_batched
+        if not (is_batched(input) or is_batched(target) or is_batched(weight)):
+            return orig(input, target, weight, ignore_index, reduction)
+        from ember.nn import _functional_losses as L
+        n_classes = L._check_nll(input, target, weight)
+        target = target.to(ember.int64)
+        if input.ndim == 1:
+            scores, t = input.unsqueeze(0), target.reshape(1)
+        else:
+            scores, t = input.movedim(1, -1).reshape(-1, n_classes), target.reshape(-1)
+        valid = t != ignore_index
+        safe = ember.where(valid, t, ember.zeros((), dtype=ember.int64))
+        th = bottom(t)._host()
+        bad = (th != ignore_index) & ((th < 0) | (th >= n_classes))
+        if bad.any():
+            raise IndexError(f"Target {int(th[bad][0])} is out of bounds.")
+        picked = scores[ember.arange(t.shape[0]), safe]
+        w = valid.to(input.dtype)
+        if weight is not None:
+            w = w * weight[safe]
+        loss = -picked * w
+        if reduction == "none":
+            return loss.reshape(target.shape)
+        if reduction == "sum":
+            return loss.sum()
+        total = w.sum()
+        empty = total == 0
+        return ember.where(empty, float("nan"),
+                           loss.sum() / ember.where(empty, ember.ones_like(total), total))
+    return _nll
+
+
+def _convert_item_rule(orig):
+    """A batched index tensor stays an array (a ``BArr``) even when each sample's index
+    is 0-dim: ``x[i]`` then gathers one row per sample (see ``_getitem_advanced``)."""
+    def _convert_item(i):
+        from ember.func._batched import BArr
+        if isinstance(i, Tensor) and type(i._data) is BArr:
+            k = i._data.dtype.kind
+            if k not in "iu" or i._data.dtype == "uint8":
+                raise NoRule("indexing with a batched float, bool or uint8 mask (its result "
+                             "size depends on each sample's values)")
+            return i._data
+        return orig(i)
+    return _convert_item
+
+
+def _parse_index_rule(orig):
+    """``parse_index`` moves index arrays to the indexed tensor's array module; a batched
+    tensor's module is that of the arrays underneath."""
+    def parse_index(idx, shape, like=None):
+        from ember.func._batched import BArr
+        while type(like) is BArr:
+            like = like.value._data
+        return orig(idx, shape, like)
+    return parse_index
+
+
+def _sort_indices_rule(orig):
+    """The sorting family (sort, argsort, topk, kthvalue, msort) orders raw arrays in
+    ``_indices``; for a batched input the underlying tensor is ordered along the shifted
+    dim, and the values are then gathered by the batched ``Gather`` rule."""
+    def _indices(input, dim, descending):
+        from ember.func._batched import BArr
+        d = input._data
+        if type(d) is not BArr:
+            return orig(input, dim, descending)
+        if d.ndim == 0:
+            return orig(ember.zeros(()), 0, descending)  # a scalar's index is 0
+        return wrap(_indices(d.value, _shift(dim, d.ndim), descending), d.level)
+    return _indices
+
+
+def _check_indices_rule(orig):
+    """``embedding``'s bounds check reads the indices: for a batch, all of them at once
+    (the lookup itself is the batched ``GetItemAdvanced`` rule)."""
+    def _check_indices(input, num):
+        from ember.func._batched import bottom
+        return orig(bottom(input), num)
+    return _check_indices
+
+
+FUNCTION_RULES = [("ember.ops.sorting", "_indices", _sort_indices_rule),
+                  ("ember.nn.functional", "_check_indices", _check_indices_rule),
+                  ("ember.nn._functional_losses", "_nll", _nll_rule),
+                  ("ember.ops.indexing", "_convert_item", _convert_item_rule),
+                  ("ember.ops.indexing", "parse_index", _parse_index_rule)]
