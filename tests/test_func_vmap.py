@@ -250,6 +250,10 @@ def test_randomness_modes_with_dropout():
     assert not ember.equal(r[0], r[1])
     r = no_fallback(efunc.vmap(lambda a: a * ember.randn_like(a), randomness="same"), x)
     assert ember.equal(r[0], r[3])
+    r = no_fallback(efunc.vmap(f(EF), randomness="same", chunk_size=3), x)
+    assert ember.equal(r[0], r[3])
+    r = no_fallback(efunc.vmap(f(EF), randomness="different", chunk_size=2), x)
+    assert not ember.equal(r[0], r[2])
 
 
 def test_op_without_rule_falls_back_with_one_named_warning(monkeypatch):

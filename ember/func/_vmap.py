@@ -231,7 +231,10 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         if chunk_size is None or chunk_size >= B:
             return _run(func, leaves, spec, dims, kwargs, B, out_dims, randomness)
         chunks = []
+        rng = ember.get_rng_state() if randomness == "same" else None
         for start in range(0, B, chunk_size):
+            if rng is not None:
+                ember.set_rng_state(rng)  # 'same': every chunk draws what the first drew
             n = min(chunk_size, B - start)
             part = [x if d is None else x.narrow(d, start, n) for x, d in zip(leaves, dims)]
             chunks.append(_run(func, part, spec, dims, kwargs, n, out_dims, randomness))
