@@ -80,7 +80,7 @@ def _promote_zero_dim(new, un, tensors):
     from ember.ops._util import _promote_np
     za = _lnd(a, ab) == 0
     zb = _lnd(b, bb) == 0
-    r = _promote_np(a._data.dtype if not ab else a._data.dtype, za, b._data.dtype, zb)
+    r = _promote_np(a._data.dtype, za, b._data.dtype, zb)
     from ember.backend import dtypes
     dt = dtypes.FROM_NP[r]
     return [v.to(dt) if isinstance(v, Tensor) and v.dtype != dt and v.is_floating_point()
