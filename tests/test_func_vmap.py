@@ -338,3 +338,27 @@ def test_batching_rules_match_torch_vmap(name):
 def test_rule_count():
     # the report's count: primitives with a batching rule
     assert len(RULES) >= 200
+
+
+def test_vmap_of_a_transformer_layer_and_per_sample_grads_of_a_layernorm_mlp():
+    def layer(T):
+        T.manual_seed(0)
+        return T.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    tm, em = layer(torch), layer(ember)
+    copy_weights(em, tm)
+    xa = arr(3, 2, 5, 8)
+    close(no_fallback(efunc.vmap(em), ember.tensor(xa)), torch.func.vmap(tm)(torch.tensor(xa)))
+
+    def mlp(T):
+        return T.nn.Sequential(T.nn.Linear(6, 8), T.nn.LayerNorm(8), T.nn.GELU(),
+                               T.nn.Linear(8, 3))
+    tm, em = mlp(torch), mlp(ember)
+    copy_weights(em, tm)
+    xs, ys = arr(5, 6), RNG.integers(0, 3, 5)
+
+    def run(T, fn, m):
+        p = {k: v.detach() for k, v in m.named_parameters()}
+        loss = lambda p, x, y: T.nn.functional.cross_entropy(  # noqa: E731
+            fn.functional_call(m, p, (x.unsqueeze(0),)), y.unsqueeze(0))
+        return fn.vmap(fn.grad(loss), in_dims=(None, 0, 0))(p, T.tensor(xs), T.tensor(ys))
+    close_tree(no_fallback(run, ember, efunc, em), run(torch, torch.func, tm))
