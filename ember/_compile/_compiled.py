@@ -10,8 +10,10 @@ and gave the same graph structure both times is symbolic (any value passes).
 import warnings
 
 from ember import _logging, _tensor
+from ember._compile import _plan
 from ember._compile._capture import Unsupported, busy, capture_graph, signature
 from ember.autograd import grad_mode
+from ember.jit import _ir
 from ember.nn.modules.module import Module
 
 Tensor = _tensor.Tensor
@@ -82,11 +84,13 @@ def _const_key(v):
 
 
 class _Entry:
-    __slots__ = ("key", "specs", "graph", "breaks", "dynamic")
+    __slots__ = ("key", "specs", "graph", "breaks", "dynamic", "plan", "why_unplanned",
+                 "param_tensors")
 
     def __init__(self, key, specs, graph, breaks):
         self.key, self.specs, self.graph, self.breaks = key, specs, graph, breaks
         self.dynamic = False
+        self.plan = self.why_unplanned = self.param_tensors = None
 
     def failed(self, key, specs):
         """The first guard this call fails, in words, or None when all hold."""
@@ -119,6 +123,7 @@ class CompiledFunction:
         self.fullgraph, self.dynamic = fullgraph, dynamic
         self._cache = []
         self._warned = False
+        self._warned_recorded = False
         self.stats = {"captures": 0, "replays": 0, "eager": 0}
 
     def _guard_key(self, args, kwargs):
@@ -179,7 +184,7 @@ class CompiledFunction:
                     self.stats["eager"] += 1
                     return self._fn(*args, **kwargs)
                 self.stats["replays"] += 1
-                return e.graph.run(*targs, params=self._params())
+                return self._replay(e, targs, tensors)
             reasons.append(why)
         if len(self._cache) >= config.cache_size_limit:
             if not self._warned:
@@ -206,6 +211,46 @@ class CompiledFunction:
         self._promote(entry)
         self._cache.append(entry)
         return out
+
+    def _replay(self, e, targs, tensors):
+        """Run a cached entry: its plan (array kernels, one autograd node) when it has
+        one, else the graph op by op through ember's primitives."""
+        plan = e.plan
+        if plan is None:
+            if e.why_unplanned is None:
+                params = self._params()
+                plan, why = _plan.build(e.graph, [t.requires_grad for t in tensors],
+                                        {n: p.requires_grad for n, p in params.items()})
+                if plan is None:
+                    e.why_unplanned = why
+                    _logging.log("perf_hints", f"no array plan ({why}); the graph is replayed "
+                                            "op by op")
+                else:
+                    e.plan = plan
+                    e.param_tensors = [params[n] for n in plan.param_names]
+            if plan is None:
+                return e.graph.run(*targs, params=self._params())
+        ps = e.param_tensors
+        record = grad_mode.is_grad_enabled() and bool(plan.leaf_slots)
+        env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps], record)
+        leaves = [t for t in tensors if t.requires_grad] + \
+            [p for p in ps if p.requires_grad] + [c for _, c in plan.const_leaves]
+
+        def replay():
+            with grad_mode.enable_grad():
+                return leaves, _flat(e.graph.run(*targs, params=self._params()), [])
+
+        outs = _plan.attach(plan, env, tape, leaves, replay, self._note_recorded)
+        return _ir._fill(e.graph.output_spec,
+                         {id(v): o for v, o in zip(plan.output_values, outs)})
+
+    def _note_recorded(self):
+        if not self._warned_recorded:
+            self._warned_recorded = True
+            warnings.warn("ember.compile: a backward with create_graph=True through a "
+                          "compiled function runs eagerly (the captured graph is replayed in "
+                          "ember ops, so the gradient is differentiable)", UserWarning,
+                          stacklevel=4)
 
     def _promote(self, entry):
         """A capture whose guards differ from an earlier one only in sizes: when both
