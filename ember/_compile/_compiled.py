@@ -9,9 +9,12 @@ and gave the same graph structure both times is symbolic (any value passes).
 """
 import warnings
 
+import numpy as np
+
 from ember import _logging, _tensor
-from ember._compile import _plan
+from ember._compile import _optim, _plan
 from ember._compile._capture import Unsupported, busy, capture_graph, signature
+from ember.autograd import engine as _engine
 from ember.autograd import grad_mode
 from ember.jit import _ir
 from ember.nn.modules.module import Module
@@ -85,10 +88,11 @@ def _const_key(v):
 
 class _Entry:
     __slots__ = ("key", "specs", "graph", "breaks", "dynamic", "plan", "why_unplanned",
-                 "param_tensors")
+                 "param_tensors", "train")
 
-    def __init__(self, key, specs, graph, breaks):
+    def __init__(self, key, specs, graph, breaks, train=None):
         self.key, self.specs, self.graph, self.breaks = key, specs, graph, breaks
+        self.train = train
         self.dynamic = False
         self.plan = self.why_unplanned = self.param_tensors = None
 
@@ -124,6 +128,7 @@ class CompiledFunction:
         self._cache = []
         self._warned = False
         self._warned_recorded = False
+        self._scratch = {}
         self.stats = {"captures": 0, "replays": 0, "eager": 0}
 
     def _guard_key(self, args, kwargs):
@@ -184,6 +189,8 @@ class CompiledFunction:
                     self.stats["eager"] += 1
                     return self._fn(*args, **kwargs)
                 self.stats["replays"] += 1
+                if e.train is not None:
+                    return self._train_replay(e, targs, tensors, args, kwargs)
                 return self._replay(e, targs, tensors)
             reasons.append(why)
         if len(self._cache) >= config.cache_size_limit:
@@ -201,35 +208,74 @@ class CompiledFunction:
                          f"triggered by the following guard failure(s):\n    - "
                          + "\n    - ".join(reasons))
         self.stats["captures"] += 1
-        graph, out, breaks = capture_graph(call, targs, self._module)
+        graph, out, breaks, train = capture_graph(call, targs, self._module)
         if breaks:
             for b in breaks:
                 _logging.log("graph_breaks", f"Graph break: {b}")
             if self.fullgraph:
                 raise Unsupported(f"ember.compile(fullgraph=True): graph break: {breaks[0]}")
-        entry = _Entry(key, specs, graph, breaks)
+        entry = _Entry(key, specs, graph, breaks, train)
         self._promote(entry)
         self._cache.append(entry)
         return out
 
+    def _plan_of(self, e, tensors):
+        plan = e.plan
+        if plan is None and e.why_unplanned is None:
+            params = self._params()
+            plan, why = _plan.build(e.graph, [t.requires_grad for t in tensors],
+                                    {n: p.requires_grad for n, p in params.items()})
+            if plan is None:
+                e.why_unplanned = why
+                _logging.log("perf_hints", f"no array plan ({why}); the graph is replayed "
+                                           "op by op")
+            else:
+                e.plan = plan
+                e.param_tensors = [params[n] for n in plan.param_names]
+        return plan
+
+    def _train_replay(self, e, targs, tensors, args, kwargs):
+        """A training step: the events before ``backward`` (``zero_grad``), the plan's
+        forward and backward with the gradients accumulated into the leaves' ``.grad``
+        as ``backward()`` does, then the events after it (``optimizer.step()``, with
+        :func:`_optim.fused_step`). Without a plan the call runs eagerly."""
+        plan = self._plan_of(e, tensors)
+        if plan is None or any(t.grad_fn is not None for t in tensors if t.requires_grad):
+            self.stats["eager"] += 1
+            return self._fn(*args, **kwargs)
+        for ev in e.train.pre:
+            ev.call(*ev.args, **ev.kwargs)
+        ps = e.param_tensors
+        with grad_mode.no_grad():
+            env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps],
+                                     True)
+            root = env[plan.out_slots[-1]]
+            grads = plan.backward(env, tape, [None] * (len(plan.out_slots) - 1) +
+                                  [np.ones_like(root)])
+            leaves = [t for t in tensors if t.requires_grad] + \
+                [p for p in ps if p.requires_grad] + [c for _, c in plan.const_leaves]
+            seen = {}
+            for leaf, g in zip(leaves, grads):
+                if g is not None:
+                    if not g.flags.writeable or not g.flags.c_contiguous:
+                        g = np.ascontiguousarray(g).copy()
+                    _engine._accumulate(leaf, _tensor._make(g), False, seen)
+            for ev in e.train.post:
+                if ev.kind == "step":
+                    _optim.fused_step(ev.obj, self._scratch)
+                else:
+                    ev.call(*ev.args, **ev.kwargs)
+            outs = [_tensor._make(o) if type(o) is np.ndarray else o
+                    for o in (env[s] for s in plan.out_slots[:-1])]
+        return _ir._fill(e.graph.output_spec[0],
+                         {id(v): o for v, o in zip(plan.output_values, outs)})
+
     def _replay(self, e, targs, tensors):
         """Run a cached entry: its plan (array kernels, one autograd node) when it has
         one, else the graph op by op through ember's primitives."""
-        plan = e.plan
+        plan = self._plan_of(e, tensors)
         if plan is None:
-            if e.why_unplanned is None:
-                params = self._params()
-                plan, why = _plan.build(e.graph, [t.requires_grad for t in tensors],
-                                        {n: p.requires_grad for n, p in params.items()})
-                if plan is None:
-                    e.why_unplanned = why
-                    _logging.log("perf_hints", f"no array plan ({why}); the graph is replayed "
-                                            "op by op")
-                else:
-                    e.plan = plan
-                    e.param_tensors = [params[n] for n in plan.param_names]
-            if plan is None:
-                return e.graph.run(*targs, params=self._params())
+            return e.graph.run(*targs, params=self._params())
         ps = e.param_tensors
         record = grad_mode.is_grad_enabled() and bool(plan.leaf_slots)
         env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps], record)

@@ -169,7 +169,9 @@ class ExportedProgram:
 
 
 def _strict_capture(model, args):
-    graph, _, breaks = capture_graph(model, args, model)
+    graph, _, breaks, train = capture_graph(model, args, model)
+    if train is not None:
+        breaks = ["backward() inside the exported forward (export captures a forward only)"]
     if breaks:
         raise Unsupported(f"ember.export: cannot capture {breaks[0]}"
                           + (f" (and {len(breaks) - 1} more)" if len(breaks) > 1 else ""))
