@@ -247,8 +247,12 @@ def test_compiled_training_equals_eager_loss_curve(name):
                                    atol=1e-6)
 
 
-@pytest.mark.parametrize("name", list(_MODELS))
-def test_compiled_train_step_with_optimizer_inside(name):
+@pytest.mark.parametrize("name,numba", [(n, True) for n in _MODELS] +
+                         [("mlp", False), ("lstm", False)])
+def test_compiled_train_step_with_optimizer_inside(name, numba, monkeypatch):
+    from ember._compile import _optim
+    if not numba:  # the NumPy update (without the ember[compile] extra)
+        monkeypatch.setattr(_optim, "_kernels", {"sgd": None, "adam": None})
     eager, other, data, ref = _setup(name)
     opt = _opt(other, name)
 
@@ -264,6 +268,8 @@ def test_compiled_train_step_with_optimizer_inside(name):
     assert cstep.stats == {"captures": 1, "replays": 99, "eager": 0}
     assert cstep._cache[0].train is not None and cstep._cache[0].plan is not None
     np.testing.assert_allclose(got, ref, rtol=1e-6)
+    for p, q in zip(eager.parameters(), other.parameters()):  # the same update, bit for bit
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
 
 
 def test_train_step_breaks_on_gradient_use_after_backward():

@@ -128,7 +128,6 @@ class CompiledFunction:
         self._cache = []
         self._warned = False
         self._warned_recorded = False
-        self._scratch = {}
         self.stats = {"captures": 0, "replays": 0, "eager": 0}
 
     def _guard_key(self, args, kwargs):
@@ -262,7 +261,7 @@ class CompiledFunction:
                     _engine._accumulate(leaf, _tensor._make(g), False, seen)
             for ev in e.train.post:
                 if ev.kind == "step":
-                    _optim.fused_step(ev.obj, self._scratch)
+                    _optim.fused_step(ev.obj)
                 else:
                     ev.call(*ev.args, **ev.kwargs)
             outs = [_tensor._make(o) if type(o) is np.ndarray else o
