@@ -31,7 +31,7 @@ from ember.ops import (
 
 _make = _tensor._make
 
-__all__ = ["vjp_for"]
+__all__ = ["vjp_for", "Deferred"]
 
 
 def _generic(cls):
@@ -221,6 +221,52 @@ def _lstm(state, args, ys, gouts, needs):
     return list(grads)
 
 
+class Deferred:
+    """A weight gradient ``a.T @ b`` left for later: the plan stacks every such term of
+    one weight (an RNN cell's per-step products) and runs one matrix product."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+def _rnn_cell(cell):
+    """One step of an RNN layer (``nn.RNNCell``): gradients of (x, h0, -, w_ih, w_hh,
+    b_ih, b_hh, -), the weights' as :class:`Deferred` products."""
+    generic = _generic(cell)
+
+    def vjp(state, args, ys, gouts, needs):
+        x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr = args[:8]
+        bs = state["bs"]
+        if len(bs) != 1 or c0 is not None or w_hr is not None or bs[0] != h0.shape[0]:
+            return generic(state, args, ys, gouts, needs)
+        gy, ghn = gouts
+        dh = ghn if gy is None else (gy if ghn is None else ghn + gy)
+        h2, hp = state["_acts"][0]
+        if cell.cell.relu:
+            dpre = dh * (h2 > 0)
+        else:
+            dpre = h2 * h2
+            np.subtract(1, dpre, out=dpre)
+            dpre *= dh
+        out = [None] * 8
+        if needs[0]:
+            out[0] = dpre @ w_ih
+        if needs[1]:
+            out[1] = dpre @ w_hh
+        if needs[3]:
+            out[3] = Deferred(dpre, x)
+        if needs[4]:
+            out[4] = Deferred(dpre, hp)
+        if needs[5] or needs[6]:
+            db = dpre.sum(0)
+            out[5] = db if needs[5] else None
+            out[6] = (db * 1 if needs[5] else db) if needs[6] else None
+        return out
+    return vjp
+
+
 def _conv(state, args, ys, gouts, needs):
     x, w = args[0], args[1]
     g = state["g"]
@@ -248,6 +294,7 @@ _PRIMS = {
     join.Unbind: _unbind,
     attention.ScaledDotProductAttention: _sdpa, rnn.LSTMLayer: _lstm,
     conv.Conv: _conv, pooling.MaxPool: _maxpool,
+    rnn.RNNTanhLayer: _rnn_cell(rnn.RNNTanhLayer), rnn.RNNReluLayer: _rnn_cell(rnn.RNNReluLayer),
 }
 
 # the one-input ops ``ember.ops.unary`` declares from a table (classes made there)

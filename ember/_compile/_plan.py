@@ -89,8 +89,10 @@ class _Step:
         self.op = object.__new__(t) if self.prim else t
         self.args = list(node.args)
         self.refs = [(i, slots[id(a.value)]) for i, a in enumerate(node.args) if type(a) is Ref]
-        self.nested = any(type(a) is not Ref and _has_ref(a) for a in node.args) or \
-            _has_ref(node.kwargs)
+        nested_args = [(i, a) for i, a in enumerate(node.args)
+                       if type(a) is not Ref and _has_ref(a)]
+        nested_kw = [(k, a) for k, a in node.kwargs.items() if _has_ref(a)]
+        self.nested = (nested_args, nested_kw) if nested_args or nested_kw else None
         self.kwargs = dict(node.kwargs)
         self.outs = [slots[id(v)] for v in node.outputs]
         self.multi = node.multi
@@ -102,15 +104,19 @@ class _Step:
 
     def run(self, env, slots):
         """Run the step; returns (positional argument values, state) for the tape."""
-        if self.nested or not self.prim:
-            args = _fill(self.node.args, env, slots, not self.prim)
-            kwargs = _fill(self.node.kwargs, env, slots, not self.prim) if self.nested \
-                else self.kwargs
-        else:
-            args = self.args[:]
-            for i, s in self.refs:
-                args[i] = env[s]
-            kwargs = self.kwargs
+        args = self.args[:]
+        for i, s in self.refs:
+            args[i] = env[s]
+        kwargs = self.kwargs
+        if self.nested:
+            # sizes (and, for a call above the primitives, tensors) inside lists: a
+            # primitive receives nested tensors as Tensors, as ``apply`` passes them
+            for i, a in self.nested[0]:
+                args[i] = _fill(a, env, slots, True)
+            if self.nested[1]:
+                kwargs = dict(kwargs)
+                for k, a in self.nested[1]:
+                    kwargs[k] = _fill(a, env, slots, True)
         if self.prim:
             op = self.op
             out = op.forward(*args, **kwargs)
@@ -123,8 +129,9 @@ class _Step:
             else:
                 env[self.outs[0]] = out if type(out) is _ndarray else _as_array(out)
             return args, state
+        targs = [_make(a) if type(a) is _ndarray else a for a in args]
         with no_grad():
-            out = self.op(*args, **kwargs)
+            out = self.op(*targs, **kwargs)
         if self.multi:
             for s, o in zip(self.outs, out):
                 env[s] = o._data if isinstance(o, Tensor) else o
@@ -227,12 +234,13 @@ class Plan:
         """The gradients of the leaves (``leaf_slots`` order) given one gradient array
         (or None) per graph output."""
         G = {}
+        D = {}  # slot -> [Deferred]: weight products summed as one stacked product
         for s, g in zip(self.out_slots, out_grads):
             if g is not None:
                 _accumulate(G, s, g)
         for st in self.grad_steps:
             outs = st.outs
-            gouts = [G.pop(s, None) for s in outs]
+            gouts = [_take(G, D, s) for s in outs]
             if all(g is None for g in gouts):
                 continue
             args, state = tape[st.index]
@@ -244,13 +252,29 @@ class Plan:
                 g = grads[i]
                 if g is None:
                     continue
+                if type(g) is _kernels.Deferred:
+                    D.setdefault(s, []).append(g)
+                    continue
                 a = args[i]
                 if g.shape != a.shape:
                     g = _sum_to(g, a.shape)
                 if g.dtype != a.dtype:
                     g = g.astype(a.dtype)
                 _accumulate(G, s, g)
-        return [G.get(s) for s in self.leaf_slots]
+        return [_take(G, D, s) for s in self.leaf_slots]
+
+
+def _take(G, D, s):
+    """The gradient summed at slot ``s`` (its deferred products included), removed."""
+    g = G.pop(s, None)
+    terms = D.pop(s, None)
+    if terms is None:
+        return g
+    if len(terms) == 1:
+        d = terms[0].a.T @ terms[0].b
+    else:
+        d = np.concatenate([t.a for t in terms]).T @ np.concatenate([t.b for t in terms])
+    return d if g is None else g + d
 
 
 def _accumulate(G, s, g):
