@@ -31,7 +31,7 @@ from ember.ops import (
 
 _make = _tensor._make
 
-__all__ = ["vjp_for", "Deferred"]
+__all__ = ["vjp_for"]
 
 
 def _generic(cls):
@@ -221,19 +221,9 @@ def _lstm(state, args, ys, gouts, needs):
     return list(grads)
 
 
-class Deferred:
-    """A weight gradient ``a.T @ b`` left for later: the plan stacks every such term of
-    one weight (an RNN cell's per-step products) and runs one matrix product."""
-
-    __slots__ = ("a", "b")
-
-    def __init__(self, a, b):
-        self.a, self.b = a, b
-
-
 def _rnn_cell(cell):
     """One step of an RNN layer (``nn.RNNCell``): gradients of (x, h0, -, w_ih, w_hh,
-    b_ih, b_hh, -), the weights' as :class:`Deferred` products."""
+    b_ih, b_hh, -) on arrays, eager ember's formulas without its per-step lists."""
     generic = _generic(cell)
 
     def vjp(state, args, ys, gouts, needs):
@@ -256,9 +246,9 @@ def _rnn_cell(cell):
         if needs[1]:
             out[1] = dpre @ w_hh
         if needs[3]:
-            out[3] = Deferred(dpre, x)
+            out[3] = dpre.T @ x
         if needs[4]:
-            out[4] = Deferred(dpre, hp)
+            out[4] = dpre.T @ hp
         if needs[5] or needs[6]:
             db = dpre.sum(0)
             out[5] = db if needs[5] else None

@@ -234,13 +234,12 @@ class Plan:
         """The gradients of the leaves (``leaf_slots`` order) given one gradient array
         (or None) per graph output."""
         G = {}
-        D = {}  # slot -> [Deferred]: weight products summed as one stacked product
         for s, g in zip(self.out_slots, out_grads):
             if g is not None:
                 _accumulate(G, s, g)
         for st in self.grad_steps:
             outs = st.outs
-            gouts = [_take(G, D, s) for s in outs]
+            gouts = [G.pop(s, None) for s in outs]
             if all(g is None for g in gouts):
                 continue
             args, state = tape[st.index]
@@ -252,29 +251,13 @@ class Plan:
                 g = grads[i]
                 if g is None:
                     continue
-                if type(g) is _kernels.Deferred:
-                    D.setdefault(s, []).append(g)
-                    continue
                 a = args[i]
                 if g.shape != a.shape:
                     g = _sum_to(g, a.shape)
                 if g.dtype != a.dtype:
                     g = g.astype(a.dtype)
                 _accumulate(G, s, g)
-        return [_take(G, D, s) for s in self.leaf_slots]
-
-
-def _take(G, D, s):
-    """The gradient summed at slot ``s`` (its deferred products included), removed."""
-    g = G.pop(s, None)
-    terms = D.pop(s, None)
-    if terms is None:
-        return g
-    if len(terms) == 1:
-        d = terms[0].a.T @ terms[0].b
-    else:
-        d = np.concatenate([t.a for t in terms]).T @ np.concatenate([t.b for t in terms])
-    return d if g is None else g + d
+        return [G.get(s) for s in self.leaf_slots]
 
 
 def _accumulate(G, s, g):
