@@ -25,6 +25,7 @@ from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
 from ember.jit._ir import Ref
+from ember.ops.unary import _relu_array
 
 Tensor = _tensor.Tensor
 _make = _tensor._make
@@ -75,7 +76,7 @@ class _Step:
     """One node of the graph as a call on arrays."""
 
     __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
-                 "grad", "needs", "in_slots", "vjp", "index")
+                 "grad", "needs", "in_slots", "vjp", "index", "inplace")
 
     def __init__(self, node, slots):
         self.node = node
@@ -101,6 +102,7 @@ class _Step:
         self.needs = None
         self.vjp = None
         self.index = 0
+        self.inplace = None  # an array function writing into its input (see _fuse)
 
     def run(self, env, slots):
         """Run the step; returns (positional argument values, state) for the tape."""
@@ -117,6 +119,10 @@ class _Step:
                 kwargs = dict(kwargs)
                 for k, a in self.nested[1]:
                     kwargs[k] = _fill(a, env, slots, True)
+        if self.inplace is not None:
+            x = args[0]
+            env[self.outs[0]] = self.inplace(x, x)
+            return args, None
         if self.prim:
             op = self.op
             out = op.forward(*args, **kwargs)
@@ -205,6 +211,7 @@ class Plan:
                 raise Unplannable(f"{st.node.op} has no array gradient kernel")
         self.rg = rg
         self.out_rg = [rg[s] for s in self.out_slots]
+        _fuse(self)
         self.grad_steps = [st for st in self.steps if st.grad][::-1]
 
     # ----- running ---------------------------------------------------------------------
@@ -258,6 +265,48 @@ class Plan:
                     g = g.astype(a.dtype)
                 _accumulate(G, s, g)
         return [G.get(s) for s in self.leaf_slots]
+
+
+# one-input elementwise ops whose backward reads their output only, by op name: the
+# array function that computes them into a given array
+_INPLACE = {"Relu": lambda x, out: _relu_array(x, out), "Tanh": np.tanh}
+# producers whose backward reads neither their output nor keeps it in their state, and
+# whose output is a fresh array (not a view): a consumer may overwrite it
+_FRESH = {"_Linear", "_LinearMm", "_LinearView", "_LinearUnsafeView", "Add", "Sub", "Conv",
+          "AddScaled"}
+
+
+def _fuse(plan):
+    """Elementwise chains computed in place: a ReLU or tanh whose input is the fresh
+    output of a linear layer, a convolution or an addition that nothing else reads
+    (not another step, not the result) writes over that array instead of making a new
+    one (eager ember allocates one per op). Same values; one full-size array and one
+    memory pass fewer per fused pair."""
+    readers = {}
+    for st in plan.steps:
+        for s in st.in_slots:
+            readers[s] = readers.get(s, 0) + 1
+    for s in plan.out_slots:
+        readers[s] = readers.get(s, 0) + 2
+    producer = {}
+    for st in plan.steps:
+        for s in st.outs:
+            producer[s] = st
+    for st in plan.steps:
+        f = _INPLACE.get(st.node.op) if st.prim else None
+        if f is None or len(st.refs) != 1 or st.refs[0][0] != 0 or len(st.args) != 1:
+            continue
+        s = st.refs[0][1]
+        src = producer.get(s)
+        if src is None or not src.prim or src.node.op not in _FRESH or src.multi or \
+                readers.get(s) != 1:
+            continue
+        v = st.node.inputs[0]
+        if v.dtype is None or not v.dtype.is_floating_point or \
+                st.node.outputs[0].dtype != v.dtype or \
+                tuple(st.node.outputs[0].shape or ()) != tuple(v.shape or ()):
+            continue
+        st.inplace = f
 
 
 def _accumulate(G, s, g):
