@@ -217,6 +217,7 @@ def main():
               "".join(f"{ms.get(c, float('nan')) / t:>15.2f}" for c in cols if c != "torch") +
               f"{ember_s:>14.3f}" +
               ("" if args.no_inductor else f"{inductor_s or float('nan'):>12.1f}") + note)
+    print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
