@@ -423,3 +423,28 @@ def test_module_python_attribute_is_guarded():
     cm.scale = 3.0                     # written through to _orig_mod
     assert m.scale == 3.0 and cm(x).tolist() == [3.0, 3.0]
     assert cm._compiled.stats["captures"] == 2
+
+
+def test_in_place_changes_of_buffers_and_inputs_are_replayed():
+    ember.manual_seed(5)
+    m = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4, momentum=None))
+    ref = copy.deepcopy(m)
+    cm = ember.compile(m)
+    x = ember.randn(6, 4)
+    for _ in range(4):
+        cm(x)
+        ref(x)
+    assert cm._compiled._cache[0].plan is not None
+    for (k, a), (_, b) in zip(m.state_dict().items(), ref.state_dict().items()):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, err_msg=k)
+    assert int(m[1].num_batches_tracked) == 4
+
+    def double_(t):
+        t.mul_(2)
+        return t.sum()
+    f = ember.compile(double_)
+    for _ in range(3):
+        a = ember.ones(3)
+        assert f(a).item() == 6.0 and a.tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(NotImplementedError, match="eval mode"):
+        ember.export.export(m.train(), (x,))

@@ -15,7 +15,8 @@ from ember.jit._trace import _record
 
 Tensor = _tensor.Tensor
 
-__all__ = ["GraphBreak", "TrainStep", "Unsupported", "capture_graph", "signature", "busy"]
+__all__ = ["Extras", "GraphBreak", "TrainStep", "Unsupported", "capture_graph", "signature",
+           "busy"]
 
 
 class Unsupported(RuntimeError):
@@ -188,20 +189,50 @@ def _as_train_step(events, end_consts, root_value):
     return TrainStep(events[:i], events[i + 1:])
 
 
-def capture_graph(fn, args, module):
+class Extras:
+    """What a capture returns beyond the user's result, kept as extra graph outputs so
+    dead-code elimination keeps them: ``root`` (a training step's backward root, or
+    None) and ``writes``: where tensors that existed before the call were changed in
+    place (``("input", i)`` for the i-th flat tensor argument, ``("tensor", t)`` for a
+    parameter, buffer or closure tensor), each replay writing the new value back."""
+
+    __slots__ = ("root", "writes")
+
+    def __init__(self, root, writes):
+        self.root, self.writes = root, writes
+
+
+def capture_graph(fn, args, module, others=()):
     """Run ``fn(*args)`` once, recorded. Returns ``(graph or None, eager output,
-    [GraphBreak], TrainStep or None)``: with any break the graph is None and the output
-    is the eager one (computed by this very run, so it is correct). For a training step
-    the function is recorded as returning ``(output, root)``, so the backward's root is
-    the graph's last output."""
+    [GraphBreak], TrainStep or None, Extras or None)``: with any break the graph is None
+    and the output is the eager one (computed by this very run, so it is correct).
+    With extras the graph returns ``(output, root, (written tensors...))``.
+    ``others``: tensors besides the module's and the arguments whose in-place change
+    must be replayed (a compiled function's closure tensors)."""
     box, breaks, events = [], [], []
     side = _SideEffects(events)
+    flat_args = []
+    _flat_tensors(args, flat_args)
+    cands = [(("input", i), t) for i, t in enumerate(flat_args)]
+    if module is not None:
+        cands += [(("tensor", t), t) for t in module.parameters()]
+        cands += [(("tensor", t), t) for t in module.buffers() if t is not None]
+    cands += [(("tensor", t), t) for t in others]
+    written = []
 
     def run(*a):
         box.append(fn(*a))
-        side.end_consts = _trace_counts()[1]
-        if side.root is not None:
-            return (box[0], side.root)
+        from ember.jit import _capture as jc
+        st = jc._active
+        side.end_consts = len(st.graph.constants)
+        done = set()
+        for key, t in cands:
+            e = st.tmap.get(id(t))
+            if e is not None and e[0] is t and e[1].kind == "node" and id(t) not in done:
+                done.add(id(t))
+                written.append((key, t))
+        if side.root is not None or written:
+            return (box[0], side.root, tuple(t for _, t in written))
         return box[0]
 
     graph = None
@@ -219,11 +250,15 @@ def capture_graph(fn, args, module):
                                      (w.filename, w.lineno)))
         else:  # the user's own warnings are shown as usual
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    extras = None
+    if graph is not None and (side.root is not None or written):
+        spec = graph.output_spec
+        extras = Extras(spec[1].value if side.root is not None else None,
+                        [(key, r.value) for (key, _), r in zip(written, spec[2])])
     train = None
     if events:
-        root_value = graph.outputs()[-1] if graph is not None and side.root is not None \
-            else None
-        train = _as_train_step(events, side.end_consts, root_value)
+        train = _as_train_step(events, side.end_consts,
+                               extras.root if extras is not None else None)
         if isinstance(train, GraphBreak):
             breaks.append(train)
             train = None
@@ -231,7 +266,21 @@ def capture_graph(fn, args, module):
         for n in graph.nodes:
             if n.target is None:
                 breaks.append(GraphBreak(f"op {n.op} has no replayable target", n.source))
-    return (None if breaks else graph), box[0], breaks, (None if breaks else train)
+    if breaks:
+        return None, box[0], breaks, None, None
+    return graph, box[0], breaks, train, extras
+
+
+def _flat_tensors(tree, out):
+    if isinstance(tree, Tensor):
+        out.append(tree)
+    elif isinstance(tree, (tuple, list)):
+        for x in tree:
+            _flat_tensors(x, out)
+    elif isinstance(tree, dict):
+        for x in tree.values():
+            _flat_tensors(x, out)
+    return out
 
 
 def _strip(tree):

@@ -88,11 +88,12 @@ def _const_key(v):
 
 class _Entry:
     __slots__ = ("key", "specs", "graph", "breaks", "dynamic", "plan", "why_unplanned",
-                 "param_tensors", "train")
+                 "param_tensors", "train", "extras")
 
     def __init__(self, key, specs, graph, breaks, train=None):
         self.key, self.specs, self.graph, self.breaks = key, specs, graph, breaks
         self.train = train
+        self.extras = None
         self.dynamic = False
         self.plan = self.why_unplanned = self.param_tensors = None
 
@@ -207,13 +208,20 @@ class CompiledFunction:
                          f"triggered by the following guard failure(s):\n    - "
                          + "\n    - ".join(reasons))
         self.stats["captures"] += 1
-        graph, out, breaks, train = capture_graph(call, targs, self._module)
+        others = ()
+        if self._module is None:  # a function: the tensors it reads from its closure
+            others = []
+            for _, o in _free_objects(self._fn):
+                others += [o] if isinstance(o, Tensor) else \
+                    list(o.parameters()) + [b for b in o.buffers() if b is not None]
+        graph, out, breaks, train, extras = capture_graph(call, targs, self._module, others)
         if breaks:
             for b in breaks:
                 _logging.log("graph_breaks", f"Graph break: {b}")
             if self.fullgraph:
                 raise Unsupported(f"ember.compile(fullgraph=True): graph break: {breaks[0]}")
         entry = _Entry(key, specs, graph, breaks, train)
+        entry.extras = extras
         self._promote(entry)
         self._cache.append(entry)
         return out
@@ -248,9 +256,11 @@ class CompiledFunction:
         with grad_mode.no_grad():
             env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps],
                                      True)
-            root = env[plan.out_slots[-1]]
-            grads = plan.backward(env, tape, [None] * (len(plan.out_slots) - 1) +
-                                  [np.ones_like(root)])
+            n_user = _n_user(e)
+            seeds = [None] * len(plan.out_slots)
+            seeds[n_user] = np.ones_like(env[plan.out_slots[n_user]])
+            grads = plan.backward(env, tape, seeds)
+            _write_back(e, tensors, lambda v: env[plan.slots[id(v)]])
             leaves = [t for t in tensors if t.requires_grad] + \
                 [p for p in ps if p.requires_grad] + [c for _, c in plan.const_leaves]
             seen = {}
@@ -265,7 +275,7 @@ class CompiledFunction:
                 else:
                     ev.call(*ev.args, **ev.kwargs)
             outs = [_tensor._make(o) if type(o) is np.ndarray else o
-                    for o in (env[s] for s in plan.out_slots[:-1])]
+                    for o in (env[s] for s in plan.out_slots[:n_user])]
         return _ir._fill(e.graph.output_spec[0],
                          {id(v): o for v, o in zip(plan.output_values, outs)})
 
@@ -274,19 +284,26 @@ class CompiledFunction:
         one, else the graph op by op through ember's primitives."""
         plan = self._plan_of(e, tensors)
         if plan is None:
-            return e.graph.run(*targs, params=self._params())
+            out = e.graph.run(*targs, params=self._params())
+            if e.extras is None:
+                return out
+            vals = {id(v): o for v, o in zip(e.graph.outputs(), _flat_all(out))}
+            _write_back(e, tensors, lambda v: vals[id(v)]._data)
+            return out[0]
         ps = e.param_tensors
         record = grad_mode.is_grad_enabled() and bool(plan.leaf_slots)
         env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps], record)
+        _write_back(e, tensors, lambda v: env[plan.slots[id(v)]])
         leaves = [t for t in tensors if t.requires_grad] + \
             [p for p in ps if p.requires_grad] + [c for _, c in plan.const_leaves]
 
         def replay():
             with grad_mode.enable_grad():
-                return leaves, _flat(e.graph.run(*targs, params=self._params()), [])
+                return leaves, _flat_all(e.graph.run(*targs, params=self._params()))
 
         outs = _plan.attach(plan, env, tape, leaves, replay, self._note_recorded)
-        return _ir._fill(e.graph.output_spec,
+        spec = e.graph.output_spec if e.extras is None else e.graph.output_spec[0]
+        return _ir._fill(spec,
                          {id(v): o for v, o in zip(plan.output_values, outs)})
 
     def _note_recorded(self):
@@ -316,6 +333,41 @@ class CompiledFunction:
             entry.dynamic = True
             self._cache.remove(e)
             return
+
+
+def _n_user(e):
+    """How many of the graph's flat outputs are the user's (the rest are extras)."""
+    n = []
+    _ir._walk(e.graph.output_spec[0] if e.extras is not None else e.graph.output_spec,
+              n.append)
+    return len(n)
+
+
+def _flat_all(tree):
+    """The tensors of a result tree in the graph's output order (None skipped)."""
+    out = []
+    if isinstance(tree, Tensor):
+        out.append(tree)
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            out += _flat_all(v)
+    elif isinstance(tree, (tuple, list)):
+        for v in tree:
+            out += _flat_all(v)
+    return out
+
+
+def _write_back(e, tensors, value_of):
+    """Replay the in-place changes the captured call made to tensors that existed
+    before it (an input, a buffer such as ``num_batches_tracked``, a parameter)."""
+    if e.extras is None:
+        return
+    for key, v in e.extras.writes:
+        t = tensors[key[1]] if key[0] == "input" else key[1]
+        new = value_of(v)
+        if new is not t._data:
+            np.copyto(t._data, new, casting="unsafe")
+        t._vc[0] += 1
 
 
 class OptimizedModule:
