@@ -144,10 +144,13 @@ class CompiledFunction:
             mods = [o for _, o in free if isinstance(o, Module)]
             free = tuple((n, id(o)) for n, o in free)
         # every submodule's plain Python attributes (``training``, ``self.scale = 2.0``...)
+        # (one walk over the submodules: this key is computed on every call)
+        subs = [s for m in mods for s in m.modules()]
         training = tuple(tuple((k, v) for k, v in s.__dict__.items() if type(v) in _PLAIN)
-                         for m in mods for s in m.modules())
-        params = tuple((id(p), p.requires_grad) for m in mods for p in m.parameters()) + \
-            tuple(id(b) for m in mods for b in m.buffers()) + free
+                         for s in subs)
+        params = tuple((id(p), p.requires_grad) for s in subs
+                       for p in s._parameters.values() if p is not None) + \
+            tuple(id(b) for s in subs for b in s._buffers.values() if b is not None) + free
         return (struct, consts, grad_mode.is_grad_enabled(), training, params)
 
     def _split(self, args, kwargs):
