@@ -1,4 +1,6 @@
-"""``ember.compile``: capture once, replay the IR while the guards hold.
+"""``ember.compile``: capture once, then run the captured graph as an array plan
+(``_plan``) while the guards hold; a training step (``backward`` and
+``optimizer.step()`` inside the call) runs its backward and update in the same replay.
 
 A call is split into its tensor arguments (passed to the graph) and its other
 arguments (baked into the capture and guarded by value). The guards of one cache
