@@ -1,16 +1,26 @@
-"""Training steps: eager ember, ember.compile'd ember and torch eager, in one run.
+"""Training steps: eager ember, ember.compile'd ember, torch eager and torch.compile, in
+one run.
 
-    python benchmarks/compile_step.py [--threads 1|2] [--only mlp,cnn,lstm,transformer]
-                                      [--min-time S]
+    python benchmarks/compile_step.py [--threads 1|2] [--only mlp,mlp_infer,...]
+                                      [--min-time S] [--no-inductor]
 
-The compiled variant compiles the model (``ember.compile(model)``) and keeps
-``zero_grad``/``backward``/``optimizer.step`` outside it, as the correctness tests do.
-Rounds of the three are interleaved so machine load hits all alike; median wall
-milliseconds per step and the ratios to torch eager are printed, with the load
-average. Workloads (the sizes of benchmarks/training_steps.py):
+Variants, interleaved round by round so machine load hits all alike:
+- ``eager``: ember eager.
+- ``model``: ``ember.compile(model)``; ``zero_grad``/loss/``backward``/``step`` outside.
+- ``step``: the whole training step compiled, the optimizer inside
+  (``ember.compile(step)`` with ``opt.zero_grad(); loss(model(x)).backward();
+  opt.step()`` in ``step``).
+- ``torch``: torch eager, the same step.
+- ``inductor``: torch.compile (inductor) of the same step function (torch compiles
+  the forward and backward, the optimizer step runs in its graph too).
+Median wall milliseconds per step, ratios to torch eager, the load average, and the
+compile times (ember: first call plus the second, which builds the plan; torch: the
+first call) are printed. Workloads (the sizes of benchmarks/training_steps.py):
 - mlp: MLP 784-256-128-10, batch 128, SGD momentum
+- mlp_infer: the same MLP, inference under no_grad, batch 1024
 - cnn: Conv(1->8)-ReLU-MaxPool-Conv(8->16)-ReLU-MaxPool-Linear, batch 64, 28x28, SGD
 - lstm: LSTM(64->128, batch_first, seq 32, batch 32) + Linear, Adam
+- rnncell: a Python loop over RNNCell(64, 128) for 32 steps, SGD
 - transformer: TransformerEncoderLayer(128, 4, ff 256, dropout 0), batch 16, seq 64, Adam
 """
 import argparse
@@ -25,15 +35,25 @@ if __name__ == "__main__" and "--threads" in sys.argv:
 import numpy as np  # noqa: E402
 
 
-def mlp(m):
+def _mlp(m):
     nn = m.nn
-    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                          nn.Linear(128, 10))
+    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                         nn.Linear(128, 10))
+
+
+def mlp(m):
+    model = _mlp(m)
     rng = np.random.default_rng(0)
     x = m.tensor(rng.standard_normal((128, 784), dtype=np.float32))
     y = m.tensor(rng.integers(0, 10, 128))
     return model, m.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), x, \
         lambda out: m.nn.functional.cross_entropy(out, y)
+
+
+def mlp_infer(m):
+    model = _mlp(m)
+    x = m.tensor(np.random.default_rng(0).standard_normal((1024, 784), dtype=np.float32))
+    return model, None, x, None
 
 
 def cnn(m):
@@ -68,6 +88,25 @@ def lstm(m):
         lambda out: m.nn.functional.cross_entropy(out, y)
 
 
+def rnncell(m):
+    nn = m.nn
+
+    class Loop(nn.Module):  # the user's Python loop over the cell, as one module
+        def __init__(self):
+            super().__init__()
+            self.cell = nn.RNNCell(64, 128)
+
+        def forward(self, xs):
+            h = m.zeros(xs.shape[1], 128)
+            for t in range(xs.shape[0]):
+                h = self.cell(xs[t], h)
+            return h
+    model = Loop()
+    xs = m.tensor(np.random.default_rng(0).standard_normal((32, 32, 64), dtype=np.float32))
+    return model, m.optim.SGD(model.parameters(), lr=0.01), xs, \
+        lambda h: h.pow(2).mean()
+
+
 def transformer(m):
     model = m.nn.TransformerEncoderLayer(128, 4, dim_feedforward=256, dropout=0.0,
                                          batch_first=True)
@@ -78,18 +117,32 @@ def transformer(m):
         lambda out: m.nn.functional.mse_loss(out, target)
 
 
-WORKLOADS = {"mlp": mlp, "cnn": cnn, "lstm": lstm, "transformer": transformer}
+WORKLOADS = {"mlp": mlp, "mlp_infer": mlp_infer, "cnn": cnn, "lstm": lstm,
+             "rnncell": rnncell, "transformer": transformer}
 
 
-def make_step(m, make, compiled=False):
+def make_step(m, make, variant):
+    """(step function, compiled object or None) for one variant."""
     model, opt, x, loss_of = make(m)
-    run = m.compile(model) if compiled else model
+    if opt is None:  # inference
+        run = m.compile(model) if variant in ("model", "step", "inductor") else model
+
+        def infer():
+            with m.no_grad():
+                return run(x)
+        return infer, run
+    run = m.compile(model) if variant == "model" else model
 
     def step():
         opt.zero_grad()
-        loss_of(run(x)).backward()
+        loss = loss_of(run(x))
+        loss.backward()
         opt.step()
-    return step, run
+        return loss
+    if variant in ("step", "inductor"):
+        compiled = m.compile(step)
+        return compiled, compiled
+    return step, (run if variant == "model" else None)
 
 
 def time_rounds(steps, min_time, warmup=3, per_round=3):
@@ -108,12 +161,20 @@ def time_rounds(steps, min_time, warmup=3, per_round=3):
     return [float(np.median(w)) * 1e3 for w in wall]
 
 
+def _first_calls(step, n):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    return time.perf_counter() - t0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=",".join(WORKLOADS))
     ap.add_argument("--min-time", type=float, default=2.0)
     ap.add_argument("--threads", type=int, default=None,
                     help="torch and OpenBLAS threads (default: the libraries' own)")
+    ap.add_argument("--no-inductor", action="store_true")
     args = ap.parse_args()
     import torch
 
@@ -123,23 +184,40 @@ def main():
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
           f"torch threads {torch.get_num_threads()}, "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
-    print(f"{'workload':<13}{'ember ms':>10}{'compiled':>10}{'torch ms':>10}"
-          f"{'eager/torch':>13}{'compiled/torch':>16}{'compile s':>11}")
+    cols = ["eager", "model", "step", "torch"] + ([] if args.no_inductor else ["inductor"])
+    print(f"{'workload':<12}" + "".join(f"{c + ' ms':>12}" for c in cols) +
+          "".join(f"{c + '/torch':>15}" for c in cols if c != "torch") +
+          f"{'ember comp s':>14}" + ("" if args.no_inductor else f"{'inductor s':>12}"))
     for name in args.only.split(","):
         make = WORKLOADS[name]
         torch.manual_seed(0)
         ember.manual_seed(0)
-        eager, _ = make_step(ember, make)
-        comp, run = make_step(ember, make, compiled=True)
-        t0 = time.perf_counter()
-        comp()  # the first call captures
-        capture_s = time.perf_counter() - t0
-        t_step, _ = make_step(torch, make)
-        e, c, t = time_rounds([eager, comp, t_step], args.min_time)
-        stats = run._compiled.stats
+        steps = {}
+        eager, _ = make_step(ember, make, "eager")
+        model_step, _ = make_step(ember, make, "model")
+        step_step, compiled = make_step(ember, make, "step")
+        # ember's compile time: the capturing first call and the plan-building second
+        ember_s = _first_calls(step_step, 2)
+        steps = {"eager": eager, "model": model_step, "step": step_step}
+        steps["torch"], _ = make_step(torch, make, "torch")
+        inductor_s = None
+        if not args.no_inductor:
+            try:
+                steps["inductor"], _ = make_step(torch, make, "inductor")
+                inductor_s = _first_calls(steps["inductor"], 2)
+            except Exception as e:  # a missing C compiler, an unsupported op...
+                print(f"  torch.compile failed on {name}: {type(e).__name__}: {e}")
+                steps.pop("inductor", None)
+        names = [c for c in cols if c in steps]
+        ms = dict(zip(names, time_rounds([steps[c] for c in names], args.min_time)))
+        stats = compiled.stats if hasattr(compiled, "stats") else compiled._compiled.stats
         note = "" if stats["eager"] == 0 else "  (graph break: ran eagerly)"
-        print(f"{name:<13}{e:>10.2f}{c:>10.2f}{t:>10.2f}{e / t:>13.2f}{c / t:>16.2f}"
-              f"{capture_s:>11.3f}{note}")
+        t = ms["torch"]
+        print(f"{name:<12}" + "".join(f"{ms.get(c, float('nan')):>12.2f}" for c in cols) +
+              "".join(f"{ms.get(c, float('nan')) / t:>15.2f}" for c in cols if c != "torch") +
+              f"{ember_s:>14.3f}" +
+              ("" if args.no_inductor else f"{inductor_s or float('nan'):>12.1f}") + note)
+    print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

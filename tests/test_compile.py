@@ -206,8 +206,14 @@ _MODELS = {
 }
 
 
-def _curve(model, step_model, steps, data):
-    opt = ember.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+def _opt(model, name):
+    if name in ("lstm", "transformer"):
+        return ember.optim.Adam(model.parameters(), lr=0.01)
+    return ember.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+
+def _curve(model, step_model, steps, data, name="mlp"):
+    opt = _opt(model, name)
     losses = []
     for i in range(steps):
         x, y = data[i % len(data)]
@@ -219,28 +225,39 @@ def _curve(model, step_model, steps, data):
     return np.array(losses)
 
 
-@pytest.mark.parametrize("name", list(_MODELS))
-def test_compiled_training_equals_eager_loss_curve(name):
+def _setup(name):
     make, shape = _MODELS[name]
     ember.manual_seed(1)
     eager = make()
-    compiled_src = copy.deepcopy(eager)
     data = [(ember.randn(*shape), ember.randint(0, 3, (shape[0],))) for _ in range(3)]
-    ref = _curve(eager, eager, 30, data)
-    cm = ember.compile(compiled_src)
-    got = _curve(compiled_src, cm, 30, data)
-    assert cm._compiled.stats["replays"] == 29
+    return eager, copy.deepcopy(eager), data, _curve(eager, eager, 100, data, name)
+
+
+@pytest.mark.parametrize("name", list(_MODELS))
+def test_compiled_training_equals_eager_loss_curve(name):
+    eager, other, data, ref = _setup(name)
+    cm = ember.compile(other)
+    got = _curve(other, cm, 100, data, name)
+    assert cm._compiled.stats["replays"] == 99
+    plan = cm._compiled._cache[0].plan
+    assert plan is not None                              # run as an array plan
+    fused = [st.node.op for st in plan.steps if st.inplace is not None]
+    assert fused == {"cnn": [], "transformer": ["Relu"]}.get(name, fused)
     np.testing.assert_allclose(got, ref, rtol=1e-6)
     assert ref[-1] < ref[0]
+    for p, q in zip(eager.parameters(), other.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
 
 
-def test_whole_train_step_compiled_graph_breaks_and_matches():
-    ember.manual_seed(2)
-    eager = _MODELS["mlp"][0]()
-    other = copy.deepcopy(eager)
-    data = [(ember.randn(8, 6), ember.randint(0, 3, (8,))) for _ in range(3)]
-    ref = _curve(eager, eager, 10, data)
-    opt = ember.optim.SGD(other.parameters(), lr=0.05, momentum=0.9)
+@pytest.mark.parametrize("name,numba", [(n, True) for n in _MODELS] +
+                         [("mlp", False), ("lstm", False)])
+def test_compiled_train_step_with_optimizer_inside(name, numba, monkeypatch):
+    from ember._compile import _optim
+    if not numba:  # the NumPy update (without the ember[compile] extra)
+        monkeypatch.setattr(_optim, "_kernels", {"sgd": None, "adam": None})
+    eager, other, data, ref = _setup(name)
+    opt = _opt(other, name)
 
     def step(x, y):
         opt.zero_grad()
@@ -249,13 +266,90 @@ def test_whole_train_step_compiled_graph_breaks_and_matches():
         opt.step()
         return loss
 
-    cstep = ember.compile(step)
-    got = np.array([cstep(*data[i % 3]).item() for i in range(10)])
+    cstep = ember.compile(step, fullgraph=True)
+    got = np.array([cstep(*data[i % 3]).item() for i in range(100)])
+    assert cstep.stats == {"captures": 1, "replays": 99, "eager": 0}
+    assert cstep._cache[0].train is not None and cstep._cache[0].plan is not None
     np.testing.assert_allclose(got, ref, rtol=1e-6)
+    for p, q in zip(eager.parameters(), other.parameters()):  # the same update, bit for bit
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+
+
+def test_train_step_breaks_on_gradient_use_after_backward():
+    ember.manual_seed(2)
+    model = _MODELS["mlp"][0]()
+    ref_model = copy.deepcopy(model)
+    data = [(ember.randn(8, 6), ember.randint(0, 3, (8,))) for _ in range(3)]
+
+    def stepper(m):
+        opt = ember.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(m(x), y)
+            loss.backward()
+            for p in m.parameters():     # reads the gradients: not in the graph
+                p.grad.mul_(0.5)
+            opt.step()
+            return loss
+        return step
+    cstep, ref = ember.compile(stepper(model)), stepper(ref_model)
+    got = [cstep(*data[i % 3]).item() for i in range(6)]
+    np.testing.assert_allclose(got, [ref(*data[i % 3]).item() for i in range(6)], rtol=1e-6)
     assert cstep.stats["replays"] == 0
-    assert "zero_grad" in str(cstep._cache[0].breaks[0])
-    with pytest.raises(Unsupported, match="inside a compiled function"):
-        ember.compile(step, fullgraph=True)(*data[0])
+    assert "used after backward()" in str(cstep._cache[0].breaks[0])
+    with pytest.raises(Unsupported, match="after backward"):
+        ember.compile(stepper(model), fullgraph=True)(*data[0])
+
+
+def test_step_without_backward_breaks():
+    m = _mlp()
+    opt = ember.optim.SGD(m.parameters(), lr=0.1)
+
+    def f(x):
+        opt.zero_grad()
+        return m(x)
+    with pytest.raises(Unsupported, match="zero_grad"):
+        ember.compile(f, fullgraph=True)(ember.randn(2, 6))
+
+
+def test_create_graph_falls_back_to_eager_and_says_so():
+    m = _mlp()
+    cm = ember.compile(m)
+    x = ember.randn(4, 6, requires_grad=True)
+    cm(x)
+    y = cm(x).pow(2).sum()
+    with pytest.warns(UserWarning, match="create_graph=True .* runs eagerly"):
+        (gx,) = ember.autograd.grad(y, x, create_graph=True)
+    (ggx,) = ember.autograd.grad(gx.sum(), x)
+    x2 = x.detach().requires_grad_()
+    (gx2,) = ember.autograd.grad(m(x2).pow(2).sum(), x2, create_graph=True)
+    (ggx2,) = ember.autograd.grad(gx2.sum(), x2)
+    np.testing.assert_allclose(gx.detach().numpy(), gx2.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ggx.numpy(), ggx2.numpy(), rtol=1e-6)
+
+
+def test_plan_gradients_equal_eager_and_torch_and_free_after_backward():
+    ember.manual_seed(4)
+    m = _MODELS["transformer"][0]()
+    tm = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    tfc = torch.nn.Linear(8, 3)
+    with torch.no_grad():
+        for (_, p), (_, q) in zip(m.named_parameters(),
+                                  list(tm.named_parameters()) + list(tfc.named_parameters())):
+            q.copy_(torch.tensor(p.detach().numpy()))
+    cm = ember.compile(m)
+    x = ember.randn(2, 4, 8)
+    cm(x)
+    out = cm(x)
+    assert type(out.grad_fn).__name__ == "CompiledFunctionBackward"
+    out.pow(2).sum().backward(retain_graph=False)
+    tout = tfc(tm(torch.tensor(x.numpy())).mean(1))
+    tout.pow(2).sum().backward()
+    for p, q in zip(m.parameters(), list(tm.parameters()) + list(tfc.parameters())):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-6)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        out.pow(2).sum().backward()
 
 
 def test_options_and_errors():
@@ -329,3 +423,28 @@ def test_module_python_attribute_is_guarded():
     cm.scale = 3.0                     # written through to _orig_mod
     assert m.scale == 3.0 and cm(x).tolist() == [3.0, 3.0]
     assert cm._compiled.stats["captures"] == 2
+
+
+def test_in_place_changes_of_buffers_and_inputs_are_replayed():
+    ember.manual_seed(5)
+    m = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4, momentum=None))
+    ref = copy.deepcopy(m)
+    cm = ember.compile(m)
+    x = ember.randn(6, 4)
+    for _ in range(4):
+        cm(x)
+        ref(x)
+    assert cm._compiled._cache[0].plan is not None
+    for (k, a), (_, b) in zip(m.state_dict().items(), ref.state_dict().items()):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, err_msg=k)
+    assert int(m[1].num_batches_tracked) == 4
+
+    def double_(t):
+        t.mul_(2)
+        return t.sum()
+    f = ember.compile(double_)
+    for _ in range(3):
+        a = ember.ones(3)
+        assert f(a).item() == 6.0 and a.tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(NotImplementedError, match="eval mode"):
+        ember.export.export(m.train(), (x,))

@@ -1,5 +1,6 @@
-"""``ember.compile``: the forward captured once by jit's capture layer and replayed
-from the IR while guards hold (see docs/compile.md)."""
+"""``ember.compile``: the forward (and a training step's backward and optimizer
+update) captured once by jit's capture layer and run as a plan of array kernels while
+guards hold (see docs/compile.md)."""
 from ember._compile._capture import Unsupported
 from ember._compile._compiled import CompiledFunction, OptimizedModule, compile, config
 

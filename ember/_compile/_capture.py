@@ -15,7 +15,8 @@ from ember.jit._trace import _record
 
 Tensor = _tensor.Tensor
 
-__all__ = ["GraphBreak", "Unsupported", "capture_graph", "signature", "busy"]
+__all__ = ["Extras", "GraphBreak", "TrainStep", "Unsupported", "capture_graph", "signature",
+           "busy"]
 
 
 class Unsupported(RuntimeError):
@@ -50,22 +51,60 @@ def _user_where():
     return (f.f_code.co_filename, f.f_lineno) if f is not None else None
 
 
+def _trace_counts():
+    from ember.jit import _capture as jc
+    st = jc._active
+    return st, (len(st.graph.constants) if st is not None else 0)
+
+
+class Event:
+    """A call a captured function made that the graph does not hold: ``kind`` is
+    ``"backward"``, ``"zero_grad"`` or ``"step"``; ``obj`` the optimizer or module (for
+    a backward, the graph Values of its roots); ``n_consts`` how many constants the
+    graph had before it (a later one is a tensor the graph did not compute, such as a
+    ``.grad``)."""
+
+    __slots__ = ("kind", "obj", "args", "kwargs", "n_consts", "where", "call")
+
+    def __init__(self, kind, obj, args, kwargs, n_consts, where, call=None):
+        self.kind, self.obj, self.args, self.kwargs = kind, obj, args, kwargs
+        self.n_consts, self.where, self.call = n_consts, where, call
+
+
 class _SideEffects:
-    """Patch the calls whose effect a replayed graph would skip, so a capture that
-    makes them is a graph break (the whole call then runs eagerly)."""
+    """Note the calls whose effect a replayed graph would skip (``backward``,
+    ``zero_grad``, ``optimizer.step``) as events, running them unrecorded. A training
+    step (:class:`TrainStep`) replays them around the plan; any other use of them is a
+    graph break (the whole call then runs eagerly)."""
 
-    def __init__(self, breaks):
-        self.breaks = breaks
+    def __init__(self, events):
+        self.events = events
         self.undo = []
+        self.root = None
+        self.end_consts = None
 
-    def _wrap(self, owner, name, label):
+    def _wrap(self, owner, name, kind):
         orig = owner.__dict__[name]
-        breaks = self.breaks
+        side = self
 
         def wrapped(*args, **kwargs):
-            breaks.append(GraphBreak(f"{label} inside a compiled function (its effect is not "
-                                     "part of the captured graph)", _user_where()))
-            return orig(*args, **kwargs)
+            st, nc = _trace_counts()
+            ev = Event(kind, args[0] if kind == "zero_grad" else None, args, kwargs, nc,
+                       _user_where(), orig)
+            if kind == "backward" and st is not None:
+                roots = args[0]
+                ev.obj = [st.tmap[id(t)][1] if id(t) in st.tmap and st.tmap[id(t)][0] is t
+                          else None for t in roots]
+                if len(roots) == 1 and side.root is None:
+                    side.root = roots[0]
+            side.events.append(ev)
+            if st is not None:
+                st.depth += 1
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                if st is not None:
+                    st.depth -= 1
         setattr(owner, name, wrapped)
         self.undo.append((owner, name, orig))
 
@@ -73,34 +112,131 @@ class _SideEffects:
         from ember.autograd import engine
         from ember.nn.modules.module import Module
         from ember.optim import optimizer
-        self._wrap(engine, "_run_backward", "backward()/autograd.grad()")
-        self._wrap(Module, "zero_grad", "Module.zero_grad()")
-        self._wrap(optimizer.Optimizer, "zero_grad", "Optimizer.zero_grad()")
-        breaks = self.breaks
-        self.hook = optimizer.register_optimizer_step_pre_hook(
-            lambda opt, a, k: breaks.append(GraphBreak(
-                f"{type(opt).__name__}.step() inside a compiled function (a parameter "
-                "update is not part of the captured graph)", _user_where())))
+        self._wrap(engine, "_run_backward", "backward")
+        self._wrap(Module, "zero_grad", "zero_grad")
+        self._wrap(optimizer.Optimizer, "zero_grad", "zero_grad")
+        events = self.events
+
+        def pre(opt, a, k):
+            st, nc = _trace_counts()
+            events.append(Event("step", opt, a, k, nc, _user_where()))
+            if st is not None:
+                st.depth += 1
+
+        def post(opt, a, k):
+            st, _ = _trace_counts()
+            if st is not None:
+                st.depth -= 1
+        self.hooks = (optimizer.register_optimizer_step_pre_hook(pre),
+                      optimizer.register_optimizer_step_post_hook(post))
         return self
 
     def __exit__(self, *exc):
-        self.hook.remove()
+        for h in self.hooks:
+            h.remove()
         for owner, name, orig in reversed(self.undo):
             setattr(owner, name, orig)
 
 
-def capture_graph(fn, args, module):
+class TrainStep:
+    """A captured call that runs ``backward()`` on a value of its graph (with
+    ``zero_grad`` before and ``optimizer.step`` after, if any): ``pre`` and ``post``
+    are the events to run around the plan; the graph's last output is the root."""
+
+    __slots__ = ("pre", "post")
+
+    def __init__(self, pre, post):
+        self.pre, self.post = pre, post
+
+
+def _as_train_step(events, end_consts, root_value):
+    """A :class:`TrainStep` when ``events`` make a training step the plan can run, else
+    the :class:`GraphBreak` saying why not."""
+    back = [e for e in events if e.kind == "backward"]
+    if not back:
+        e = events[0]
+        what = "Module.zero_grad()/Optimizer.zero_grad()" if e.kind == "zero_grad" \
+            else f"{type(e.obj).__name__}.step()"
+        return GraphBreak(f"{what} inside a compiled function without a backward() (its "
+                          "effect is not part of the captured graph)", e.where)
+    if len(back) != 1:
+        return GraphBreak("backward()/autograd.grad() called more than once inside a "
+                          "compiled function", back[1].where)
+    b = back[0]
+    roots, grad_roots, retain_graph, create_graph, inputs, accumulate = b.args[:6]
+    why = None
+    if not accumulate or inputs is not None:
+        why = "autograd.grad() or backward(inputs=...) inside a compiled function"
+    elif create_graph or retain_graph:
+        why = "backward(create_graph=True or retain_graph=True) inside a compiled function"
+    elif len(roots) != 1 or root_value is None or b.obj[0] is not root_value:
+        why = "backward() of a tensor the graph did not compute"
+    elif grad_roots[0] is None or not bool((grad_roots[0]._data == 1).all()):
+        why = "backward(gradient) with a gradient other than ones"
+    elif end_consts != b.n_consts:
+        why = ("tensors the graph did not compute (such as .grad) used after backward() "
+               "inside a compiled function")
+    if why is not None:
+        return GraphBreak(why, b.where)
+    i = events.index(b)
+    for e in events[:i]:
+        if e.kind == "step":
+            return GraphBreak("optimizer.step() before backward() inside a compiled function",
+                              e.where)
+    for e in events:
+        if e.kind == "step" and (e.args or e.kwargs):
+            return GraphBreak("optimizer.step(closure) inside a compiled function", e.where)
+    return TrainStep(events[:i], events[i + 1:])
+
+
+class Extras:
+    """What a capture returns beyond the user's result, kept as extra graph outputs so
+    dead-code elimination keeps them: ``root`` (a training step's backward root, or
+    None) and ``writes``: where tensors that existed before the call were changed in
+    place (``("input", i)`` for the i-th flat tensor argument, ``("tensor", t)`` for a
+    parameter, buffer or closure tensor), each replay writing the new value back."""
+
+    __slots__ = ("root", "writes")
+
+    def __init__(self, root, writes):
+        self.root, self.writes = root, writes
+
+
+def capture_graph(fn, args, module, others=()):
     """Run ``fn(*args)`` once, recorded. Returns ``(graph or None, eager output,
-    [GraphBreak])``: with any break the graph is None and the output is the eager one
-    (computed by this very run, so it is correct)."""
-    box, breaks = [], []
+    [GraphBreak], TrainStep or None, Extras or None)``: with any break the graph is None
+    and the output is the eager one (computed by this very run, so it is correct).
+    With extras the graph returns ``(output, root, (written tensors...))``.
+    ``others``: tensors besides the module's and the arguments whose in-place change
+    must be replayed (a compiled function's closure tensors)."""
+    box, breaks, events = [], [], []
+    side = _SideEffects(events)
+    flat_args = []
+    _flat_tensors(args, flat_args)
+    cands = [(("input", i), t) for i, t in enumerate(flat_args)]
+    if module is not None:
+        cands += [(("tensor", t), t) for t in module.parameters()]
+        cands += [(("tensor", t), t) for t in module.buffers() if t is not None]
+    cands += [(("tensor", t), t) for t in others]
+    written = []
 
     def run(*a):
         box.append(fn(*a))
+        from ember.jit import _capture as jc
+        st = jc._active
+        side.end_consts = len(st.graph.constants)
+        done = set()
+        for key, t in cands:
+            e = st.tmap.get(id(t))
+            if e is not None and e[0] is t and e[1].kind == "node" and id(t) not in done:
+                done.add(id(t))
+                written.append((key, t))
+        if side.root is not None or written:
+            return (box[0], side.root, tuple(t for _, t in written))
         return box[0]
 
     graph = None
-    with warnings.catch_warnings(record=True) as seen, _SideEffects(breaks):
+    with warnings.catch_warnings(record=True) as seen, side:
         warnings.simplefilter("always", TracerWarning)
         try:
             graph, _, _ = _record(run, args, module, False, False)
@@ -114,11 +250,37 @@ def capture_graph(fn, args, module):
                                      (w.filename, w.lineno)))
         else:  # the user's own warnings are shown as usual
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    extras = None
+    if graph is not None and (side.root is not None or written):
+        spec = graph.output_spec
+        extras = Extras(spec[1].value if side.root is not None else None,
+                        [(key, r.value) for (key, _), r in zip(written, spec[2])])
+    train = None
+    if events:
+        train = _as_train_step(events, side.end_consts,
+                               extras.root if extras is not None else None)
+        if isinstance(train, GraphBreak):
+            breaks.append(train)
+            train = None
     if graph is not None:
         for n in graph.nodes:
             if n.target is None:
                 breaks.append(GraphBreak(f"op {n.op} has no replayable target", n.source))
-    return (None if breaks else graph), box[0], breaks
+    if breaks:
+        return None, box[0], breaks, None, None
+    return graph, box[0], breaks, train, extras
+
+
+def _flat_tensors(tree, out):
+    if isinstance(tree, Tensor):
+        out.append(tree)
+    elif isinstance(tree, (tuple, list)):
+        for x in tree:
+            _flat_tensors(x, out)
+    elif isinstance(tree, dict):
+        for x in tree.values():
+            _flat_tensors(x, out)
+    return out
 
 
 def _strip(tree):

@@ -1,4 +1,6 @@
-"""``ember.compile``: capture once, replay the IR while the guards hold.
+"""``ember.compile``: capture once, then run the captured graph as an array plan
+(``_plan``) while the guards hold; a training step (``backward`` and
+``optimizer.step()`` inside the call) runs its backward and update in the same replay.
 
 A call is split into its tensor arguments (passed to the graph) and its other
 arguments (baked into the capture and guarded by value). The guards of one cache
@@ -9,9 +11,14 @@ and gave the same graph structure both times is symbolic (any value passes).
 """
 import warnings
 
+import numpy as np
+
 from ember import _logging, _tensor
+from ember._compile import _optim, _plan
 from ember._compile._capture import Unsupported, busy, capture_graph, signature
+from ember.autograd import engine as _engine
 from ember.autograd import grad_mode
+from ember.jit import _ir
 from ember.nn.modules.module import Module
 
 Tensor = _tensor.Tensor
@@ -82,11 +89,15 @@ def _const_key(v):
 
 
 class _Entry:
-    __slots__ = ("key", "specs", "graph", "breaks", "dynamic")
+    __slots__ = ("key", "specs", "graph", "breaks", "dynamic", "plan", "why_unplanned",
+                 "param_tensors", "train", "extras")
 
-    def __init__(self, key, specs, graph, breaks):
+    def __init__(self, key, specs, graph, breaks, train=None):
         self.key, self.specs, self.graph, self.breaks = key, specs, graph, breaks
+        self.train = train
+        self.extras = None
         self.dynamic = False
+        self.plan = self.why_unplanned = self.param_tensors = None
 
     def failed(self, key, specs):
         """The first guard this call fails, in words, or None when all hold."""
@@ -119,6 +130,7 @@ class CompiledFunction:
         self.fullgraph, self.dynamic = fullgraph, dynamic
         self._cache = []
         self._warned = False
+        self._warned_recorded = False
         self.stats = {"captures": 0, "replays": 0, "eager": 0}
 
     def _guard_key(self, args, kwargs):
@@ -134,10 +146,13 @@ class CompiledFunction:
             mods = [o for _, o in free if isinstance(o, Module)]
             free = tuple((n, id(o)) for n, o in free)
         # every submodule's plain Python attributes (``training``, ``self.scale = 2.0``...)
+        # (one walk over the submodules: this key is computed on every call)
+        subs = [s for m in mods for s in m.modules()]
         training = tuple(tuple((k, v) for k, v in s.__dict__.items() if type(v) in _PLAIN)
-                         for m in mods for s in m.modules())
-        params = tuple((id(p), p.requires_grad) for m in mods for p in m.parameters()) + \
-            tuple(id(b) for m in mods for b in m.buffers()) + free
+                         for s in subs)
+        params = tuple((id(p), p.requires_grad) for s in subs
+                       for p in s._parameters.values() if p is not None) + \
+            tuple(id(b) for s in subs for b in s._buffers.values() if b is not None) + free
         return (struct, consts, grad_mode.is_grad_enabled(), training, params)
 
     def _split(self, args, kwargs):
@@ -179,7 +194,9 @@ class CompiledFunction:
                     self.stats["eager"] += 1
                     return self._fn(*args, **kwargs)
                 self.stats["replays"] += 1
-                return e.graph.run(*targs, params=self._params())
+                if e.train is not None:
+                    return self._train_replay(e, targs, tensors, args, kwargs)
+                return self._replay(e, targs, tensors)
             reasons.append(why)
         if len(self._cache) >= config.cache_size_limit:
             if not self._warned:
@@ -196,16 +213,111 @@ class CompiledFunction:
                          f"triggered by the following guard failure(s):\n    - "
                          + "\n    - ".join(reasons))
         self.stats["captures"] += 1
-        graph, out, breaks = capture_graph(call, targs, self._module)
+        others = ()
+        if self._module is None:  # a function: the tensors it reads from its closure
+            others = []
+            for _, o in _free_objects(self._fn):
+                others += [o] if isinstance(o, Tensor) else \
+                    list(o.parameters()) + [b for b in o.buffers() if b is not None]
+        graph, out, breaks, train, extras = capture_graph(call, targs, self._module, others)
         if breaks:
             for b in breaks:
                 _logging.log("graph_breaks", f"Graph break: {b}")
             if self.fullgraph:
                 raise Unsupported(f"ember.compile(fullgraph=True): graph break: {breaks[0]}")
-        entry = _Entry(key, specs, graph, breaks)
+        entry = _Entry(key, specs, graph, breaks, train)
+        entry.extras = extras
         self._promote(entry)
         self._cache.append(entry)
         return out
+
+    def _plan_of(self, e, tensors):
+        plan = e.plan
+        if plan is None and e.why_unplanned is None:
+            params = self._params()
+            plan, why = _plan.build(e.graph, [t.requires_grad for t in tensors],
+                                    {n: p.requires_grad for n, p in params.items()})
+            if plan is None:
+                e.why_unplanned = why
+                _logging.log("perf_hints", f"no array plan ({why}); the graph is replayed "
+                                           "op by op")
+            else:
+                e.plan = plan
+                e.param_tensors = [params[n] for n in plan.param_names]
+        return plan
+
+    def _train_replay(self, e, targs, tensors, args, kwargs):
+        """A training step: the events before ``backward`` (``zero_grad``), the plan's
+        forward and backward with the gradients accumulated into the leaves' ``.grad``
+        as ``backward()`` does, then the events after it (``optimizer.step()``, with
+        :func:`_optim.fused_step`). Without a plan the call runs eagerly."""
+        plan = self._plan_of(e, tensors)
+        if plan is None or any(t.grad_fn is not None for t in tensors if t.requires_grad):
+            self.stats["eager"] += 1
+            return self._fn(*args, **kwargs)
+        for ev in e.train.pre:
+            ev.call(*ev.args, **ev.kwargs)
+        ps = e.param_tensors
+        with grad_mode.no_grad():
+            env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps],
+                                     True)
+            n_user = _n_user(e)
+            seeds = [None] * len(plan.out_slots)
+            seeds[n_user] = np.ones_like(env[plan.out_slots[n_user]])
+            grads = plan.backward(env, tape, seeds)
+            _write_back(e, tensors, lambda v: env[plan.slots[id(v)]])
+            leaves = [t for t in tensors if t.requires_grad] + \
+                [p for p in ps if p.requires_grad] + [c for _, c in plan.const_leaves]
+            seen = {}
+            for leaf, g in zip(leaves, grads):
+                if g is not None:
+                    if not g.flags.writeable or not g.flags.c_contiguous:
+                        g = np.ascontiguousarray(g).copy()
+                    _engine._accumulate(leaf, _tensor._make(g), False, seen)
+            for ev in e.train.post:
+                if ev.kind == "step":
+                    _optim.fused_step(ev.obj)
+                else:
+                    ev.call(*ev.args, **ev.kwargs)
+            outs = [_tensor._make(o) if type(o) is np.ndarray else o
+                    for o in (env[s] for s in plan.out_slots[:n_user])]
+        return _ir._fill(e.graph.output_spec[0],
+                         {id(v): o for v, o in zip(plan.output_values, outs)})
+
+    def _replay(self, e, targs, tensors):
+        """Run a cached entry: its plan (array kernels, one autograd node) when it has
+        one, else the graph op by op through ember's primitives."""
+        plan = self._plan_of(e, tensors)
+        if plan is None:
+            out = e.graph.run(*targs, params=self._params())
+            if e.extras is None:
+                return out
+            vals = {id(v): o for v, o in zip(e.graph.outputs(), _flat_all(out))}
+            _write_back(e, tensors, lambda v: vals[id(v)]._data)
+            return out[0]
+        ps = e.param_tensors
+        record = grad_mode.is_grad_enabled() and bool(plan.leaf_slots)
+        env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps], record)
+        _write_back(e, tensors, lambda v: env[plan.slots[id(v)]])
+        leaves = [t for t in tensors if t.requires_grad] + \
+            [p for p in ps if p.requires_grad] + [c for _, c in plan.const_leaves]
+
+        def replay():
+            with grad_mode.enable_grad():
+                return leaves, _flat_all(e.graph.run(*targs, params=self._params()))
+
+        outs = _plan.attach(plan, env, tape, leaves, replay, self._note_recorded)
+        spec = e.graph.output_spec if e.extras is None else e.graph.output_spec[0]
+        return _ir._fill(spec,
+                         {id(v): o for v, o in zip(plan.output_values, outs)})
+
+    def _note_recorded(self):
+        if not self._warned_recorded:
+            self._warned_recorded = True
+            warnings.warn("ember.compile: a backward with create_graph=True through a "
+                          "compiled function runs eagerly (the captured graph is replayed in "
+                          "ember ops, so the gradient is differentiable)", UserWarning,
+                          stacklevel=4)
 
     def _promote(self, entry):
         """A capture whose guards differ from an earlier one only in sizes: when both
@@ -226,6 +338,41 @@ class CompiledFunction:
             entry.dynamic = True
             self._cache.remove(e)
             return
+
+
+def _n_user(e):
+    """How many of the graph's flat outputs are the user's (the rest are extras)."""
+    n = []
+    _ir._walk(e.graph.output_spec[0] if e.extras is not None else e.graph.output_spec,
+              n.append)
+    return len(n)
+
+
+def _flat_all(tree):
+    """The tensors of a result tree in the graph's output order (None skipped)."""
+    out = []
+    if isinstance(tree, Tensor):
+        out.append(tree)
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            out += _flat_all(v)
+    elif isinstance(tree, (tuple, list)):
+        for v in tree:
+            out += _flat_all(v)
+    return out
+
+
+def _write_back(e, tensors, value_of):
+    """Replay the in-place changes the captured call made to tensors that existed
+    before it (an input, a buffer such as ``num_batches_tracked``, a parameter)."""
+    if e.extras is None:
+        return
+    for key, v in e.extras.writes:
+        t = tensors[key[1]] if key[0] == "input" else key[1]
+        new = value_of(v)
+        if new is not t._data:
+            np.copyto(t._data, new, casting="unsafe")
+        t._vc[0] += 1
 
 
 class OptimizedModule:

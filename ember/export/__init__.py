@@ -169,7 +169,14 @@ class ExportedProgram:
 
 
 def _strict_capture(model, args):
-    graph, _, breaks = capture_graph(model, args, model)
+    graph, _, breaks, train, extras = capture_graph(model, args, model)
+    if train is not None:
+        breaks = ["backward() inside the exported forward (export captures a forward only)"]
+    elif extras is not None:
+        raise NotImplementedError(
+            "ember.export: the forward changes an input, parameter or buffer in place "
+            "(a training-mode BatchNorm's num_batches_tracked...); ember's ExportedProgram "
+            "does not record mutations: export the model in eval mode")
     if breaks:
         raise Unsupported(f"ember.export: cannot capture {breaks[0]}"
                           + (f" (and {len(breaks) - 1} more)" if len(breaks) > 1 else ""))

@@ -1,0 +1,395 @@
+"""A captured graph compiled into a plan: the forward as a list of array kernels over
+numbered slots, and the backward schedule derived from it once.
+
+At run time no Tensor and no autograd node is made per op: each step reads its input
+arrays from the slot list, calls the primitive's array ``forward`` on one op object
+made when the plan was built (reused every call), and writes its outputs to slots.
+When a gradient is wanted, each step on the gradient path keeps its inputs, outputs
+and the state its forward left (the arrays its backward reads: a softmax, an LSTM's
+gate activations...) on a tape. The backward pass walks the steps in reverse, calling
+the step's array vector-Jacobian product (:mod:`ember._compile._kernels`), sums
+gradients that meet, and reduces broadcast gradients to their input's shape. The
+whole plan appears to autograd as one node (``CompiledFunctionBackward``) whose edges
+are the graph's inputs and parameters that require grad.
+
+What a plan cannot run (an op with nested tensor arguments on the gradient path, an
+in-place op, a user ``autograd.Function``, a function call without an array kernel on
+the gradient path) makes :func:`build` return None and the caller replays the graph
+with :meth:`Graph.run`, as eager ember would run it.
+"""
+import numpy as np
+
+from ember import _tensor
+from ember._compile import _kernels
+from ember.autograd.grad_mode import no_grad
+from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import _FREED_MSG, Node, Primitive
+from ember.jit._ir import Ref
+from ember.ops.unary import _relu_array
+
+Tensor = _tensor.Tensor
+_make = _tensor._make
+_as_array = _tensor._as_array
+_ndarray = np.ndarray
+
+__all__ = ["Plan", "build", "Unplannable"]
+
+
+class Unplannable(Exception):
+    """Why a graph has no plan (the caller replays it op by op instead)."""
+
+
+def _has_ref(tree, tensor=False):
+    """Whether ``tree`` holds a Ref (to a tensor only, with ``tensor``)."""
+    t = type(tree)
+    if t is Ref:
+        return not tensor or tree.value.type == "Tensor"
+    if t in (tuple, list):
+        return any(_has_ref(x, tensor) for x in tree)
+    if t is dict:
+        return any(_has_ref(x, tensor) for x in tree.values())
+    if t is slice:
+        return _has_ref((tree.start, tree.stop, tree.step), tensor)
+    return False
+
+
+def _fill(tree, env, slots, wrap):
+    """``tree`` with each Ref replaced by its slot's value (arrays wrapped as Tensors
+    when ``wrap``)."""
+    t = type(tree)
+    if t is Ref:
+        v = env[slots[id(tree.value)]]
+        return _make(v) if wrap and type(v) is _ndarray else v
+    if t is tuple or t is list:
+        return t(_fill(x, env, slots, wrap) for x in tree)
+    if t is dict:
+        return {k: _fill(x, env, slots, wrap) for k, x in tree.items()}
+    if t is slice:
+        return slice(_fill(tree.start, env, slots, wrap), _fill(tree.stop, env, slots, wrap),
+                     _fill(tree.step, env, slots, wrap))
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return t(*(_fill(x, env, slots, wrap) for x in tree))
+    return tree
+
+
+class _Step:
+    """One node of the graph as a call on arrays."""
+
+    __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
+                 "grad", "needs", "in_slots", "vjp", "index", "inplace")
+
+    def __init__(self, node, slots):
+        self.node = node
+        t = node.target
+        self.prim = isinstance(t, type) and issubclass(t, Primitive)
+        if isinstance(t, type) and not self.prim:
+            raise Unplannable(f"{node.op} is a user autograd.Function")
+        if node.op.endswith("_") or getattr(t, "_side_effect", False):
+            raise Unplannable(f"{node.op} changes a tensor in place")
+        # the op object whose array forward every call runs (its state is per call)
+        self.op = object.__new__(t) if self.prim else t
+        self.args = list(node.args)
+        self.refs = [(i, slots[id(a.value)]) for i, a in enumerate(node.args) if type(a) is Ref]
+        nested_args = [(i, a) for i, a in enumerate(node.args)
+                       if type(a) is not Ref and _has_ref(a)]
+        nested_kw = [(k, a) for k, a in node.kwargs.items() if _has_ref(a)]
+        self.nested = (nested_args, nested_kw) if nested_args or nested_kw else None
+        self.kwargs = dict(node.kwargs)
+        self.outs = [slots[id(v)] for v in node.outputs]
+        self.multi = node.multi
+        self.in_slots = [slots[id(v)] for v in node.inputs]
+        self.grad = False
+        self.needs = None
+        self.vjp = None
+        self.index = 0
+        self.inplace = None  # an array function writing into its input (see _fuse)
+
+    def run(self, env, slots):
+        """Run the step; returns (positional argument values, state) for the tape."""
+        args = self.args[:]
+        for i, s in self.refs:
+            args[i] = env[s]
+        kwargs = self.kwargs
+        if self.nested:
+            # sizes (and, for a call above the primitives, tensors) inside lists: a
+            # primitive receives nested tensors as Tensors, as ``apply`` passes them
+            for i, a in self.nested[0]:
+                args[i] = _fill(a, env, slots, True)
+            if self.nested[1]:
+                kwargs = dict(kwargs)
+                for k, a in self.nested[1]:
+                    kwargs[k] = _fill(a, env, slots, True)
+        if self.inplace is not None:
+            x = args[0]
+            env[self.outs[0]] = self.inplace(x, x)
+            return args, None
+        if self.prim:
+            op = self.op
+            out = op.forward(*args, **kwargs)
+            state = op.__dict__
+            if state:
+                state = dict(state)
+            if self.multi:
+                for s, o in zip(self.outs, out):
+                    env[s] = o if type(o) is _ndarray else _as_array(o)
+            else:
+                env[self.outs[0]] = out if type(out) is _ndarray else _as_array(out)
+            return args, state
+        targs = [_make(a) if type(a) is _ndarray else a for a in args]
+        with no_grad():
+            out = self.op(*targs, **kwargs)
+        if self.multi:
+            for s, o in zip(self.outs, out):
+                env[s] = o._data if isinstance(o, Tensor) else o
+        else:
+            env[self.outs[0]] = out._data if isinstance(out, Tensor) else out
+        return [a._data if isinstance(a, Tensor) else a for a in args], None
+
+
+class Plan:
+    """The compiled form of one graph for one set of guards (see the module docstring).
+
+    ``input_rg``: per graph input, whether it requires grad; ``param_rg``: per
+    parameter name, whether it requires grad (both are guarded by the caller)."""
+
+    def __init__(self, graph, input_rg, param_rg):
+        self.graph = graph
+        slots = {}
+
+        def slot(v):
+            slots[id(v)] = len(slots)
+            return slots[id(v)]
+        self.input_slots = [slot(v) for v in graph.inputs]
+        self.param_names = list(graph.params)
+        self.param_slots = [slot(graph.params[n]) for n in self.param_names]
+        # constants: tensors a function reads from its closure or globals (a parameter
+        # among them, read afresh each call) and arrays the capture baked in
+        self.const = [(slot(c), c.data) for c in graph.constants]
+        for n in graph.nodes:
+            for v in n.outputs:
+                slot(v)
+        self.slots = slots
+        self.n_slots = len(slots)
+        self.steps = [_Step(n, slots) for n in graph.nodes]
+        self.output_values = graph.outputs()
+        self.out_slots = [slots[id(v)] for v in self.output_values]
+        # which slots carry a gradient: the inputs and parameters asked for, and every
+        # floating output of a step reading one
+        rg = [False] * self.n_slots
+        for s, r in zip(self.input_slots, input_rg):
+            rg[s] = r
+        for s, n in zip(self.param_slots, self.param_names):
+            rg[s] = param_rg[n]
+        for s, c in self.const:
+            rg[s] = isinstance(c, Tensor) and c.requires_grad
+        self.const_leaves = [(s, c) for s, c in self.const if rg[s]]
+        self.leaf_slots = [s for s in self.input_slots + self.param_slots if rg[s]] + \
+            [s for s, _ in self.const_leaves]
+        for i, st in enumerate(self.steps):
+            st.index = i
+            if not any(rg[s] for s in st.in_slots):
+                continue
+            diff = getattr(st.node.target, "differentiable_outputs", None) if st.prim else None
+            any_out = False
+            for k, v in enumerate(st.node.outputs):
+                floating = v.type == "Tensor" and v.dtype is not None and \
+                    v.dtype.is_floating_point
+                if floating and (diff is None or k in diff):
+                    rg[st.outs[k]] = any_out = True
+            if not any_out:
+                continue
+            if any(type(a) is not Ref and _has_ref(a, True) for a in st.node.args) or \
+                    _has_ref(st.node.kwargs, True):
+                raise Unplannable(f"{st.node.op} takes tensors inside a list on the "
+                                  "gradient path")
+            st.grad = True
+            st.needs = [False] * len(st.args)
+            for i2, s in st.refs:
+                st.needs[i2] = rg[s]
+            st.vjp = _kernels.vjp_for(st.node, st.prim)
+            if st.vjp is None:
+                raise Unplannable(f"{st.node.op} has no array gradient kernel")
+        self.rg = rg
+        self.out_rg = [rg[s] for s in self.out_slots]
+        _fuse(self)
+        self.grad_steps = [st for st in self.steps if st.grad][::-1]
+
+    # ----- running ---------------------------------------------------------------------
+    def forward(self, inputs, params, record):
+        """Run the forward on arrays. ``inputs``: one array per graph input; ``params``:
+        one array per name in ``param_names``. Returns (slot list, tape or None)."""
+        env = [None] * self.n_slots
+        for s, a in zip(self.input_slots, inputs):
+            env[s] = a
+        for s, a in zip(self.param_slots, params):
+            env[s] = a
+        for s, a in self.const:
+            env[s] = a._data if isinstance(a, Tensor) else a
+        slots = self.slots
+        if not record:
+            for st in self.steps:
+                st.run(env, slots)
+            return env, None
+        tape = [None] * len(self.steps)
+        for st in self.steps:
+            r = st.run(env, slots)
+            if st.grad:
+                tape[st.index] = r
+        return env, tape
+
+    def backward(self, env, tape, out_grads):
+        """The gradients of the leaves (``leaf_slots`` order) given one gradient array
+        (or None) per graph output."""
+        G = {}
+        for s, g in zip(self.out_slots, out_grads):
+            if g is not None:
+                _accumulate(G, s, g)
+        for st in self.grad_steps:
+            outs = st.outs
+            gouts = [G.pop(s, None) for s in outs]
+            if all(g is None for g in gouts):
+                continue
+            args, state = tape[st.index]
+            ys = [env[s] for s in outs]
+            grads = st.vjp(state, args, ys, gouts, st.needs)
+            for i, s in st.refs:
+                if not st.needs[i]:
+                    continue
+                g = grads[i]
+                if g is None:
+                    continue
+                a = args[i]
+                if g.shape != a.shape:
+                    g = _sum_to(g, a.shape)
+                if g.dtype != a.dtype:
+                    g = g.astype(a.dtype)
+                _accumulate(G, s, g)
+        return [G.get(s) for s in self.leaf_slots]
+
+
+# one-input elementwise ops whose backward reads their output only, by op name: the
+# array function that computes them into a given array
+_INPLACE = {"Relu": lambda x, out: _relu_array(x, out), "Tanh": np.tanh}
+# producers whose backward reads neither their output nor keeps it in their state, and
+# whose output is a fresh array (not a view): a consumer may overwrite it
+_FRESH = {"_Linear", "_LinearMm", "_LinearView", "_LinearUnsafeView", "Add", "Sub", "Conv",
+          "AddScaled"}
+
+
+def _fuse(plan):
+    """Elementwise chains computed in place: a ReLU or tanh whose input is the fresh
+    output of a linear layer, a convolution or an addition that nothing else reads
+    (not another step, not the result) writes over that array instead of making a new
+    one (eager ember allocates one per op). Same values; one full-size array and one
+    memory pass fewer per fused pair."""
+    readers = {}
+    for st in plan.steps:
+        for s in st.in_slots:
+            readers[s] = readers.get(s, 0) + 1
+    for s in plan.out_slots:
+        readers[s] = readers.get(s, 0) + 2
+    producer = {}
+    for st in plan.steps:
+        for s in st.outs:
+            producer[s] = st
+    for st in plan.steps:
+        f = _INPLACE.get(st.node.op) if st.prim else None
+        if f is None or len(st.refs) != 1 or st.refs[0][0] != 0 or len(st.args) != 1:
+            continue
+        s = st.refs[0][1]
+        src = producer.get(s)
+        if src is None or not src.prim or src.node.op not in _FRESH or src.multi or \
+                readers.get(s) != 1:
+            continue
+        v = st.node.inputs[0]
+        if v.dtype is None or not v.dtype.is_floating_point or \
+                st.node.outputs[0].dtype != v.dtype or \
+                tuple(st.node.outputs[0].shape or ()) != tuple(v.shape or ()):
+            continue
+        st.inplace = f
+
+
+def _accumulate(G, s, g):
+    prev = G.get(s)
+    G[s] = g if prev is None else prev + g
+
+
+def _sum_to(g, shape):
+    """``g`` summed over the dims broadcasting added or stretched to reach ``shape``."""
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape)
+                                      if n == 1 and g.shape[i + lead] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return g.reshape(shape)
+
+
+def build(graph, input_rg, param_rg):
+    """A :class:`Plan` for ``graph``, or None with the reason when it has none."""
+    try:
+        return Plan(graph, input_rg, param_rg), None
+    except Unplannable as e:
+        return None, str(e)
+
+
+# ----- the plan as one autograd node ------------------------------------------------------
+class CompiledFunctionBackward(Node):
+    """The node a planned forward leaves: its backward runs the plan's backward
+    schedule on arrays (or, under ``create_graph``, the graph again in ember ops)."""
+
+    _node_name = "CompiledFunctionBackward"
+    _custom_zeros = True
+
+    def backward(self, *grads):
+        saved = self._saved
+        if type(saved) is not tuple:  # the engine's "freed" mark
+            raise RuntimeError(_FREED_MSG)
+        if _grad_state.grad_enabled:
+            return self._recorded(grads)
+        env, tape = saved
+        plan = self.plan
+        out_grads = [None if g is None else g._data for g in grads]
+        leaf = plan.backward(env, tape, out_grads)
+        return tuple(None if g is None else _make(g) for g in leaf)
+
+    def _recorded(self, grads):
+        """``create_graph=True``: the graph is replayed in ember ops from the same
+        inputs (eager ember's graph), and differentiated with a graph recorded."""
+        from ember import _logging
+        from ember.autograd import grad as _grad
+        _logging.log("perf_hints", "create_graph=True through a compiled function: its "
+                                "backward runs eagerly (the graph replayed in ember ops)")
+        self.on_recorded()
+        leaves, outs = self.replay()
+        pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
+        got = _grad([o for o, _ in pairs], leaves, [g for _, g in pairs],
+                    create_graph=True, allow_unused=True)
+        return tuple(got)
+
+
+def attach(plan, env, tape, leaves, replay, on_recorded):
+    """The graph's outputs as Tensors, the differentiable ones sharing one
+    :class:`CompiledFunctionBackward` node with edges to ``leaves`` (the Tensors of
+    ``plan.leaf_slots``)."""
+    outs = [env[s] for s in plan.out_slots]
+    if not any(plan.out_rg) or not _grad_state.grad_enabled:
+        return [_make(o if type(o) is _ndarray else _as_array(o)) if not isinstance(o, int)
+                else o for o in outs]
+    node = object.__new__(CompiledFunctionBackward)
+    node._edges = tuple(t if t.grad_fn is None else (t.grad_fn, t._output_nr) for t in leaves)
+    node._saved = (env, tape)
+    node.plan = plan
+    node.replay = replay
+    node.on_recorded = on_recorded
+    node.n_outputs = len(outs)
+    result = []
+    for i, (o, rg) in enumerate(zip(outs, plan.out_rg)):
+        if isinstance(o, int):
+            result.append(o)
+            continue
+        t = _make(o if type(o) is _ndarray else _as_array(o), rg)
+        if rg:
+            t.grad_fn = node
+            t._output_nr = i
+        result.append(t)
+    return result
