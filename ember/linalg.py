@@ -242,10 +242,6 @@ eig = _not_implemented("eig", " (general eigendecompositions are complex; ember 
                               "dtypes): use linalg.eigh for symmetric matrices")
 eigvals = _not_implemented("eigvals", " (the eigenvalues are complex; ember has no complex "
                                       "dtypes): use linalg.eigvalsh for symmetric matrices")
-lstsq = _not_implemented("lstsq", ": linalg.pinv(A) @ B gives the minimum-norm solution")
-lu = _not_implemented("lu")
-lu_factor = _not_implemented("lu_factor")
-lu_solve = _not_implemented("lu_solve", ": use linalg.solve")
 ldl_factor = _not_implemented("ldl_factor")
 
 
@@ -269,7 +265,16 @@ def householder_product(A, tau, *, out=None):
     for i in range(k - 1, -1, -1):
         v = ember.where(rows > i, A[..., :, i:i + 1], (rows == i).to(A.dtype))
         q = q - tau[..., i:i + 1].unsqueeze(-1) * (v @ (v.mT @ q))
+    if k == 0 and (A.requires_grad or tau.requires_grad):
+        # no reflectors: Q is the identity, still attached to the graph as torch's is
+        q = q + (A.sum() + tau.sum()) * 0
     return q if out is None else _write_out(q, out)
 
 
 orgqr = householder_product
+
+from ember.ops.linalg_lu import cond, lstsq, lu_factor, lu_factor_ex  # noqa: E402
+from ember.ops.linalg_lu import linalg_lu as lu  # noqa: E402
+from ember.ops.linalg_lu import linalg_lu_solve as lu_solve  # noqa: E402
+
+__all__ += ["cond", "lu_factor_ex"]

@@ -57,3 +57,7 @@ from ember.ops import extras  # noqa: E402,F401  (bincount, cov, cartesian_prod 
 from ember.ops.extras import *  # noqa: E402,F401,F403
 
 __all__ += extras.__all__
+from ember.ops import linalg_lu  # noqa: E402,F401  (lu, lu_unpack, triangular_solve, ormqr ...)
+from ember.ops.linalg_lu import *  # noqa: E402,F401,F403
+
+__all__ += linalg_lu.__all__

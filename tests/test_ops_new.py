@@ -1,0 +1,166 @@
+"""The ops ember gained from PyTorch's OpInfo database (LU family, least squares,
+quantiles, histograms, native norms, index_reduce, ...): OpInfo's own sample inputs
+run through ember and torch, comparing every output (values, dtypes, shapes) and, on
+float64 samples of differentiable ops, the gradients of every input for a random
+output gradient. A few samples per op and dtype keep this fast."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+
+import ember
+
+MAX_SAMPLES = 8  # per op and dtype
+
+
+def _to_ember(x):
+    if isinstance(x, torch.Tensor):
+        return ember.tensor(x.detach().resolve_conj().numpy().copy(),
+                            requires_grad=x.requires_grad)
+    if isinstance(x, torch.dtype):
+        return getattr(ember, str(x).replace("torch.", ""))
+    if isinstance(x, torch.Size):
+        return tuple(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_ember(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_ember(v) for k, v in x.items()}
+    return x
+
+
+def _leaves(x):
+    """The tensors of a (nested) argument structure, in order."""
+    if isinstance(x, (torch.Tensor, ember.Tensor)):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _leaves(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _leaves(v)]
+    return []
+
+
+def _resolve(name):
+    for root in (ember, ember.nn.functional, ember.Tensor):
+        obj = root
+        for part in name.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                break
+        if obj is not None:
+            return obj
+    raise AssertionError(f"ember lacks {name}")
+
+
+def _close(e, t, tol, what):
+    if isinstance(t, (tuple, list)):
+        assert isinstance(e, (tuple, list)) and len(e) == len(t), what
+        for i, (a, b) in enumerate(zip(e, t)):
+            _close(a, b, tol, f"{what}[{i}]")
+        return
+    if not isinstance(t, torch.Tensor):
+        assert e == t, what
+        return
+    t = t.detach().resolve_conj()
+    assert e.dtype.name == str(t.dtype).replace("torch.", ""), (what, e.dtype, t.dtype)
+    assert tuple(e.shape) == tuple(t.shape), (what, tuple(e.shape), tuple(t.shape))
+    np.testing.assert_allclose(e.detach().numpy(), t.numpy(), rtol=tol, atol=tol, err_msg=what)
+
+
+# name -> (variants or None for all, dtypes, ember callable or None (resolve the name),
+#          what to compare: "values", or a function (ember_out, torch_out) -> (e, t) pairs)
+def _lowrank(fn_name):
+    def ember_fn(a, b, **kw):
+        return getattr(ember, fn_name)(a @ b.mT, **kw)
+    return ember_fn
+
+
+def _reconstruct(out):
+    U, S, V = out
+    return U @ (S.unsqueeze(-1) * V.mT) if isinstance(U, ember.Tensor) else \
+        U @ (S.unsqueeze(-1) * V.mT)
+
+
+FLOATS = (torch.float32, torch.float64)
+OPS = {
+    "linalg.lu_factor": {}, "linalg.lu_factor_ex": {}, "linalg.lu": {}, "linalg.lu_solve": {},
+    "lu": {}, "lu_unpack": {}, "lu_solve": {}, "triangular_solve": {}, "linalg.cond": {},
+    "linalg.lstsq": {"fn": {"grad_oriented": lambda a, b, **kw:
+                            ember.linalg.lstsq(a, b, **kw)[:2]}},
+    "geqrf": {}, "ormqr": {}, "linalg.householder_product": {},
+}
+
+
+def _cases():
+    out = []
+    for op in op_db:
+        spec = OPS.get(op.name)
+        if spec is None:
+            continue
+        if "variants" in spec and op.variant_test_name not in spec["variants"]:
+            continue
+        out.append(pytest.param(op, spec, id=op.name + ("." + op.variant_test_name
+                                                        if op.variant_test_name else "")))
+    return out
+
+
+CASES = _cases()
+
+
+def test_every_op_is_found():
+    assert {c.values[0].name for c in CASES} == set(OPS)
+
+
+def _call(fn, s):
+    return fn(_to_ember(s.input), *_to_ember(s.args), **_to_ember(s.kwargs))
+
+
+@pytest.mark.parametrize("op,spec", CASES)
+def test_opinfo_samples(op, spec):
+    fn = spec.get("fn") or _resolve(op.name)
+    if isinstance(fn, dict):
+        fn = fn.get(op.variant_test_name) or _resolve(op.name)
+    dtypes = [d for d in spec.get("dtypes", FLOATS) if d in op.supported_dtypes("cpu")]
+    checked = 0
+    for dt in dtypes:
+        grad = dt == torch.float64 and op.supports_autograd and not spec.get("no_grad")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            samples = list(op.sample_inputs("cpu", dt, requires_grad=grad))
+            samples = samples[:spec.get("samples", MAX_SAMPLES)]
+            for s in samples:
+                torch.manual_seed(0)
+                t_out = op(s.input, *s.args, **s.kwargs)
+                e_in = (_to_ember(s.input), _to_ember(s.args), _to_ember(s.kwargs))
+                ember.manual_seed(0)
+                e_out = fn(e_in[0], *e_in[1], **e_in[2])
+                compare = spec.get("compare")
+                e_cmp, t_cmp = compare(e_out, t_out) if compare else (e_out, t_out)
+                tol = spec.get("tol", 1e-4) if dt == torch.float32 else 1e-7
+                _close(e_cmp, t_cmp, tol, f"{op.name} {dt} forward")
+                checked += 1
+                if not grad:
+                    continue
+                pairs = [(e, t) for e, t in zip(_leaves(e_cmp), _leaves(t_cmp))
+                         if t.requires_grad]
+                # an empty output (lstsq's residuals) carries no gradient either way
+                pairs = [(e, t) for e, t in pairs if e.requires_grad or t.numel()]
+                e_outs = [e for e, _ in pairs]
+                t_outs = [t for _, t in pairs]
+                t_ins = [x for x in _leaves((s.input, s.args, s.kwargs)) if x.requires_grad]
+                e_ins = [x for x in _leaves(e_in) if x.requires_grad]
+                if not t_outs or not t_ins:
+                    continue
+                rng = np.random.default_rng(checked)
+                gos = [rng.standard_normal(tuple(o.shape)) for o in t_outs]
+                tg = torch.autograd.grad(t_outs, t_ins, [torch.tensor(g) for g in gos],
+                                         allow_unused=True)
+                eg = ember.autograd.grad(e_outs, e_ins, [ember.tensor(g) for g in gos],
+                                         allow_unused=True)
+                for i, (a, b) in enumerate(zip(eg, tg)):
+                    if b is None:
+                        assert a is None or not a.numpy().any()
+                    else:
+                        _close(a, b, spec.get("grad_tol", 1e-6), f"{op.name} grad {i}")
+    assert checked
