@@ -61,3 +61,7 @@ from ember.ops import linalg_lu  # noqa: E402,F401  (lu, lu_unpack, triangular_s
 from ember.ops.linalg_lu import *  # noqa: E402,F401,F403
 
 __all__ += linalg_lu.__all__
+from ember.ops import stats  # noqa: E402,F401  (quantile, nanquantile, histogram, histogramdd)
+from ember.ops.stats import *  # noqa: E402,F401,F403
+
+__all__ += stats.__all__
