@@ -65,3 +65,15 @@ from ember.ops import stats  # noqa: E402,F401  (quantile, nanquantile, histogra
 from ember.ops.stats import *  # noqa: E402,F401,F403
 
 __all__ += stats.__all__
+from ember.ops import scatter_extras  # noqa: E402,F401  (index_reduce, as_strided_scatter ...)
+from ember.ops.scatter_extras import *  # noqa: E402,F401,F403
+
+__all__ += scatter_extras.__all__
+from ember.ops import memory  # noqa: E402,F401  (empty_permuted, resize_, hash_tensor ...)
+from ember.ops.memory import *  # noqa: E402,F401,F403
+
+__all__ += memory.__all__
+from ember.ops import finite_diff  # noqa: E402,F401  (gradient)
+from ember.ops.finite_diff import *  # noqa: E402,F401,F403
+
+__all__ += finite_diff.__all__
