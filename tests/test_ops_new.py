@@ -109,6 +109,7 @@ OPS = {
                           "compare": _meta},
     "resize_": {"fn": lambda x, shape: x.clone().resize_(shape)},
     "resize_as_": {"fn": lambda x, other: ember.resize_as_(x.clone(), other)},
+    "native_batch_norm": {}, "native_layer_norm": {}, "native_group_norm": {},
     "hash_tensor": {"dtypes": FLOATS + (torch.int64, torch.bool, torch.int8)},
 }
 

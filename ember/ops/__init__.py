@@ -77,3 +77,7 @@ from ember.ops import finite_diff  # noqa: E402,F401  (gradient)
 from ember.ops.finite_diff import *  # noqa: E402,F401,F403
 
 __all__ += finite_diff.__all__
+from ember.ops import native_norms  # noqa: E402,F401  (native_batch_norm, native_layer_norm ...)
+from ember.ops.native_norms import *  # noqa: E402,F401,F403
+
+__all__ += native_norms.__all__
