@@ -82,6 +82,15 @@ def _reconstruct(out):
         U @ (S.unsqueeze(-1) * V.mT)
 
 
+def _seeded(name):
+    """OpInfo runs the random ops under ``torch.manual_seed(42)``; ember's generator
+    draws the same numbers from the same seed."""
+    def fn(*args, **kwargs):
+        ember.manual_seed(42)
+        return getattr(ember.nn.functional, name)(*args, **kwargs)
+    return fn
+
+
 def _meta(e, t):
     """Shape and dtype only: the values of an uninitialised tensor are arbitrary."""
     return (tuple(e.shape), e.dtype.name), (tuple(t.shape), str(t.dtype)[6:])
@@ -110,6 +119,11 @@ OPS = {
     "resize_": {"fn": lambda x, shape: x.clone().resize_(shape)},
     "resize_as_": {"fn": lambda x, other: ember.resize_as_(x.clone(), other)},
     "native_batch_norm": {}, "native_layer_norm": {}, "native_group_norm": {},
+    "nn.functional.fractional_max_pool2d": {"fn": _seeded("fractional_max_pool2d"),
+                                            "samples": 12},
+    "nn.functional.fractional_max_pool3d": {"fn": _seeded("fractional_max_pool3d"),
+                                            "samples": 12},
+    "nn.functional.linear_cross_entropy": {"samples": 12},
     "hash_tensor": {"dtypes": FLOATS + (torch.int64, torch.bool, torch.int8)},
 }
 
@@ -199,3 +213,18 @@ def test_as_strided_scatter_gradcheck():
         lambda a, b: ember.as_strided_scatter(a, b, (2, 2), (1, 2), storage_offset=1), (x, src))
     gx, = ember.autograd.grad(ember.as_strided_scatter(x, src, (2, 2), (1, 2), 1).sum(), x)
     assert gx.numpy().reshape(-1).tolist() == [1, 0, 0, 0, 0, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("nd", [2, 3])
+def test_fractional_max_pool_modules(nd):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3) + (7,) * nd).astype(np.float32)
+    u = rng.random((2, 3, nd)).astype(np.float32)
+    cls = f"FractionalMaxPool{nd}d"
+    t = getattr(torch.nn, cls)(2, output_ratio=0.5, return_indices=True,
+                               _random_samples=torch.tensor(u))(torch.tensor(x))
+    e = getattr(ember.nn, cls)(2, output_ratio=0.5, return_indices=True,
+                               _random_samples=ember.tensor(u))(ember.tensor(x))
+    _close(e, t, 0, cls)
+    with pytest.raises(ValueError):
+        getattr(ember.nn, cls)(2)
