@@ -70,16 +70,8 @@ def _close(e, t, tol, what):
 
 # name -> (variants or None for all, dtypes, ember callable or None (resolve the name),
 #          what to compare: "values", or a function (ember_out, torch_out) -> (e, t) pairs)
-def _lowrank(fn_name):
-    def ember_fn(a, b, **kw):
-        return getattr(ember, fn_name)(a @ b.mT, **kw)
-    return ember_fn
-
-
-def _reconstruct(out):
-    U, S, V = out
-    return U @ (S.unsqueeze(-1) * V.mT) if isinstance(U, ember.Tensor) else \
-        U @ (S.unsqueeze(-1) * V.mT)
+def _usv(e, t):
+    return tuple((U @ (S.unsqueeze(-1) * V.mT), S) for U, S, V in (e, t))
 
 
 def _seeded(name):
@@ -88,6 +80,14 @@ def _seeded(name):
     def fn(*args, **kwargs):
         ember.manual_seed(42)
         return getattr(ember.nn.functional, name)(*args, **kwargs)
+    return fn
+
+
+def _seeded_lowrank(name):
+    """OpInfo's lowrank samples: the op applied to ``a @ b.mT`` under seed 42."""
+    def fn(a, b, **kwargs):
+        ember.manual_seed(42)
+        return getattr(ember, name)(a @ b.mT, **kwargs)
     return fn
 
 
@@ -124,6 +124,9 @@ OPS = {
     "nn.functional.fractional_max_pool3d": {"fn": _seeded("fractional_max_pool3d"),
                                             "samples": 12},
     "nn.functional.linear_cross_entropy": {"samples": 12},
+    # singular vectors are defined up to sign (LAPACK builds differ): compare U S V^H and S
+    "svd_lowrank": {"fn": _seeded_lowrank("svd_lowrank"), "compare": _usv},
+    "pca_lowrank": {"fn": _seeded_lowrank("pca_lowrank"), "compare": _usv},
     "hash_tensor": {"dtypes": FLOATS + (torch.int64, torch.bool, torch.int8)},
 }
 

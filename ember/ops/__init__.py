@@ -81,3 +81,7 @@ from ember.ops import native_norms  # noqa: E402,F401  (native_batch_norm, nativ
 from ember.ops.native_norms import *  # noqa: E402,F401,F403
 
 __all__ += native_norms.__all__
+from ember.ops import lowrank  # noqa: E402,F401  (svd_lowrank, pca_lowrank)
+from ember.ops.lowrank import *  # noqa: E402,F401,F403
+
+__all__ += lowrank.__all__
