@@ -238,10 +238,6 @@ def _not_implemented(name, hint=""):
     return fn
 
 
-eig = _not_implemented("eig", " (general eigendecompositions are complex; ember has no complex "
-                              "dtypes): use linalg.eigh for symmetric matrices")
-eigvals = _not_implemented("eigvals", " (the eigenvalues are complex; ember has no complex "
-                                      "dtypes): use linalg.eigvalsh for symmetric matrices")
 ldl_factor = _not_implemented("ldl_factor")
 
 
@@ -273,6 +269,7 @@ def householder_product(A, tau, *, out=None):
 
 orgqr = householder_product
 
+from ember.ops.linalg_eig import eig, eigvals  # noqa: E402
 from ember.ops.linalg_lu import cond, lstsq, lu_factor, lu_factor_ex  # noqa: E402
 from ember.ops.linalg_lu import linalg_lu as lu  # noqa: E402
 from ember.ops.linalg_lu import linalg_lu_solve as lu_solve  # noqa: E402

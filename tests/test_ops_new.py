@@ -91,6 +91,14 @@ def _seeded_lowrank(name):
     return fn
 
 
+def _seeded_method(name):
+    """OpInfo's in-place random samplers, run under seed 42 like OpInfo's."""
+    def fn(x, *args, **kwargs):
+        ember.manual_seed(42)
+        return getattr(x, name)(*args, **kwargs)
+    return fn
+
+
 def _meta(e, t):
     """Shape and dtype only: the values of an uninitialised tensor are arbitrary."""
     return (tuple(e.shape), e.dtype.name), (tuple(t.shape), str(t.dtype)[6:])
@@ -127,6 +135,15 @@ OPS = {
     # singular vectors are defined up to sign (LAPACK builds differ): compare U S V^H and S
     "svd_lowrank": {"fn": _seeded_lowrank("svd_lowrank"), "compare": _usv},
     "pca_lowrank": {"fn": _seeded_lowrank("pca_lowrank"), "compare": _usv},
+    "cauchy": {"fn": _seeded_method("cauchy_")},
+    "exponential": {"fn": _seeded_method("exponential_")},
+    "geometric": {"fn": _seeded_method("geometric_")},
+    "log_normal": {"fn": _seeded_method("log_normal_")},
+    "uniform": {"fn": _seeded_method("uniform_")},
+    # eigenvectors are unit-norm up to a phase that LAPACK builds choose differently (and
+    # a loss must not depend on it): compare the eigenvalues and |V|
+    "linalg.eig": {"compare": lambda e, t: ((e[0], e[1].abs()), (t[0], t[1].abs()))},
+    "linalg.eigvals": {},
     "hash_tensor": {"dtypes": FLOATS + (torch.int64, torch.bool, torch.int8)},
 }
 
@@ -194,7 +211,9 @@ def test_opinfo_samples(op, spec):
                 if not t_outs or not t_ins:
                     continue
                 rng = np.random.default_rng(checked)
-                gos = [rng.standard_normal(tuple(o.shape)) for o in t_outs]
+                gos = [rng.standard_normal(tuple(o.shape)) + (
+                    1j * rng.standard_normal(tuple(o.shape)) if o.is_complex() else 0)
+                    for o in t_outs]
                 tg = torch.autograd.grad(t_outs, t_ins, [torch.tensor(g) for g in gos],
                                          allow_unused=True)
                 eg = ember.autograd.grad(e_outs, e_ins, [ember.tensor(g) for g in gos],
