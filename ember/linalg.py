@@ -230,17 +230,6 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
     return ember.diagonal(A, offset, dim1, dim2)
 
 
-def _not_implemented(name, hint=""):
-    def fn(*args, **kwargs):
-        raise NotImplementedError(f"ember.linalg.{name} is not implemented{hint}")
-    fn.__name__ = name
-    fn.__doc__ = f"Not implemented in ember: raises NotImplementedError{hint}."
-    return fn
-
-
-ldl_factor = _not_implemented("ldl_factor")
-
-
 def householder_product(A, tau, *, out=None):
     """The first ``n`` columns of ``H_1 H_2 ... H_k`` with ``H_i = I - tau_i v_i v_i^T``,
     where ``v_i`` is column ``i`` of ``A`` below the diagonal with a 1 on it
@@ -270,8 +259,9 @@ def householder_product(A, tau, *, out=None):
 orgqr = householder_product
 
 from ember.ops.linalg_eig import eig, eigvals  # noqa: E402
+from ember.ops.linalg_ldl import ldl_factor, ldl_factor_ex, ldl_solve  # noqa: E402
 from ember.ops.linalg_lu import cond, lstsq, lu_factor, lu_factor_ex  # noqa: E402
 from ember.ops.linalg_lu import linalg_lu as lu  # noqa: E402
 from ember.ops.linalg_lu import linalg_lu_solve as lu_solve  # noqa: E402
 
-__all__ += ["cond", "lu_factor_ex"]
+__all__ += ["cond", "lu_factor_ex", "ldl_factor_ex", "ldl_solve"]

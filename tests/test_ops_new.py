@@ -144,6 +144,7 @@ OPS = {
     # a loss must not depend on it): compare the eigenvalues and |V|
     "linalg.eig": {"compare": lambda e, t: ((e[0], e[1].abs()), (t[0], t[1].abs()))},
     "linalg.eigvals": {},
+    "linalg.ldl_factor": {}, "linalg.ldl_factor_ex": {}, "linalg.ldl_solve": {},
     "hash_tensor": {"dtypes": FLOATS + (torch.int64, torch.bool, torch.int8)},
 }
 
@@ -250,3 +251,20 @@ def test_fractional_max_pool_modules(nd):
     _close(e, t, 0, cls)
     with pytest.raises(ValueError):
         getattr(ember.nn, cls)(2)
+
+
+def test_ldl_two_by_two_pivots():
+    # symmetric indefinite matrices with small diagonals force Bunch-Kaufman's 2x2 blocks
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((6, 7, 7))
+    a = a + np.swapaxes(a, -1, -2)
+    a[..., np.arange(7), np.arange(7)] *= 1e-3
+    b = rng.standard_normal((6, 7, 2))
+    t = torch.linalg.ldl_factor_ex(torch.tensor(a))
+    e = ember.linalg.ldl_factor_ex(ember.tensor(a))
+    assert (t.pivots < 0).any()
+    _close(e, t, 1e-10, "ldl_factor_ex")
+    _close(ember.linalg.ldl_solve(e.LD, e.pivots, ember.tensor(b)),
+           torch.linalg.ldl_solve(t.LD, t.pivots, torch.tensor(b)), 1e-8, "ldl_solve")
+    with pytest.raises(NotImplementedError, match="hermitian"):
+        ember.linalg.ldl_factor(ember.tensor(a.astype(np.complex128)), hermitian=True)
