@@ -145,6 +145,7 @@ OPS = {
     "linalg.eig": {"compare": lambda e, t: ((e[0], e[1].abs()), (t[0], t[1].abs()))},
     "linalg.eigvals": {},
     "linalg.ldl_factor": {}, "linalg.ldl_factor_ex": {}, "linalg.ldl_solve": {},
+    "grid_sampler_2d": {"samples": 6}, "grid_sampler_3d": {"samples": 4},
     "hash_tensor": {"dtypes": FLOATS + (torch.int64, torch.bool, torch.int8)},
 }
 
@@ -268,3 +269,22 @@ def test_ldl_two_by_two_pivots():
            torch.linalg.ldl_solve(t.LD, t.pivots, torch.tensor(b)), 1e-8, "ldl_solve")
     with pytest.raises(NotImplementedError, match="hermitian"):
         ember.linalg.ldl_factor(ember.tensor(a.astype(np.complex128)), hermitian=True)
+
+
+@pytest.mark.parametrize("name,args", [
+    ("heaviside", ([-1.0, 0.0, 2.0], [0.5, 0.5, 0.5])), ("gcd", ([4, 6, 9], [6, 4, 3])),
+    ("lcm", ([4, 6, 9], [6, 4, 3])), ("ldexp", ([1.0, 2.0], [3, -1])),
+    ("nextafter", ([1.0, 2.0], [2.0, 1.0])), ("dist", ([1.0, 2.0], [3.0, -1.0])),
+    ("diagflat", ([1.0, 2.0],)), ("cov", ([[1.0, 2.0, 4.0], [0.0, 1.0, 3.0]],)),
+    ("corrcoef", ([[1.0, 2.0, 4.0], [0.0, 1.0, 3.0]],)), ("bincount", ([0, 2, 2, 5],)),
+    ("histc", ([1.0, 2.0, 2.5, 4.0],)), ("frexp", ([3.0, -0.25],)),
+])
+def test_tensor_methods(name, args):
+    t_args = [torch.tensor(a) for a in args]
+    e_args = [ember.tensor(a) for a in args]
+    _close(getattr(e_args[0], name)(*e_args[1:]), getattr(t_args[0], name)(*t_args[1:]), 1e-6,
+           name)
+    if hasattr(torch.Tensor, name + "_"):
+        getattr(e_args[0], name + "_")(*e_args[1:])
+        getattr(t_args[0], name + "_")(*t_args[1:])
+        _close(e_args[0], t_args[0], 1e-6, name + "_")

@@ -85,3 +85,7 @@ from ember.ops import lowrank  # noqa: E402,F401  (svd_lowrank, pca_lowrank)
 from ember.ops.lowrank import *  # noqa: E402,F401,F403
 
 __all__ += lowrank.__all__
+from ember.ops import method_extras  # noqa: E402,F401  (Tensor.gcd, ..., grid_sampler_2d)
+from ember.ops.method_extras import *  # noqa: E402,F401,F403
+
+__all__ += method_extras.__all__
