@@ -12,7 +12,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
-from ember.ops._util import type_name, write_out
+from ember.ops._util import not_implemented_for, write_out
 from ember.ops.linalg_decomp import _named
 
 __all__ = ["quantile", "nanquantile", "histogram", "histogramdd"]
@@ -132,8 +132,7 @@ def _hist_check(name, input, weight):
                         f"{type(input).__name__}")
     dt = input._data.dtype
     if dt.kind != "f":
-        raise RuntimeError(f"torch.{name}: input tensor and bins tensors should have the same "
-                           f"dtype, but got input {type_name(dt)}")
+        raise not_implemented_for("histogramdd", dt)
     if weight is not None and weight._data.dtype != dt:
         raise RuntimeError(f"torch.{name}: if weight tensor is provided, it should have the "
                            "same dtype as the input tensor")
