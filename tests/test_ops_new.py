@@ -324,3 +324,16 @@ def test_errors_match_torch(name, fn):
         fn(ember)
     assert type(e_err.value).__name__ == type(t_err.value).__name__ or (
         isinstance(e_err.value, type(t_err.value))), (e_err.value, t_err.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, x: m.norm(x, p="nuc", dim=(1, 2)), lambda m, x: m.norm(x[0], p="nuc"),
+    lambda m, x: x[1].norm(p="nuc", keepdim=True), lambda m, x: m.linalg.norm(x, "nuc", (0, 2)),
+])
+def test_nuclear_norm(call):
+    a = np.random.default_rng(0).standard_normal((2, 3, 4))
+    t_in, e_in = torch.tensor(a, requires_grad=True), ember.tensor(a, requires_grad=True)
+    t, e = call(torch, t_in), call(ember, e_in)
+    _close(e, t, 1e-10, "nuc")
+    _close(ember.autograd.grad(e.sum(), e_in)[0], torch.autograd.grad(t.sum(), t_in)[0], 1e-8,
+           "nuc grad")
