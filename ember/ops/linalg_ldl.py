@@ -3,8 +3,8 @@
 (``L`` below the diagonal, the 1x1 and 2x2 blocks of ``D`` on and next to it, the
 interchanges in 1-based ``pivots``, negative for 2x2 blocks), and the solve from it.
 
-ember writes the unblocked algorithm (LAPACK's ``sytf2``, which ``sytrf`` runs on
-matrices up to its block size) in NumPy, one matrix at a time: it is meant for small
+ember writes the unblocked algorithm (LAPACK's ``sytf2``; the blocked ``sytrf`` makes
+the same pivot choices) in NumPy, one matrix at a time: it is meant for small
 matrices. Neither op is differentiable (nor in PyTorch). Hermitian factorizations of
 complex matrices raise NotImplementedError.
 """
