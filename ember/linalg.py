@@ -230,25 +230,6 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
     return ember.diagonal(A, offset, dim1, dim2)
 
 
-def _not_implemented(name, hint=""):
-    def fn(*args, **kwargs):
-        raise NotImplementedError(f"ember.linalg.{name} is not implemented{hint}")
-    fn.__name__ = name
-    fn.__doc__ = f"Not implemented in ember: raises NotImplementedError{hint}."
-    return fn
-
-
-eig = _not_implemented("eig", " (general eigendecompositions are complex; ember has no complex "
-                              "dtypes): use linalg.eigh for symmetric matrices")
-eigvals = _not_implemented("eigvals", " (the eigenvalues are complex; ember has no complex "
-                                      "dtypes): use linalg.eigvalsh for symmetric matrices")
-lstsq = _not_implemented("lstsq", ": linalg.pinv(A) @ B gives the minimum-norm solution")
-lu = _not_implemented("lu")
-lu_factor = _not_implemented("lu_factor")
-lu_solve = _not_implemented("lu_solve", ": use linalg.solve")
-ldl_factor = _not_implemented("ldl_factor")
-
-
 def householder_product(A, tau, *, out=None):
     """The first ``n`` columns of ``H_1 H_2 ... H_k`` with ``H_i = I - tau_i v_i v_i^T``,
     where ``v_i`` is column ``i`` of ``A`` below the diagonal with a 1 on it
@@ -269,7 +250,18 @@ def householder_product(A, tau, *, out=None):
     for i in range(k - 1, -1, -1):
         v = ember.where(rows > i, A[..., :, i:i + 1], (rows == i).to(A.dtype))
         q = q - tau[..., i:i + 1].unsqueeze(-1) * (v @ (v.mT @ q))
+    if k == 0 and (A.requires_grad or tau.requires_grad):
+        # no reflectors: Q is the identity, still attached to the graph as torch's is
+        q = q + (A.sum() + tau.sum()) * 0
     return q if out is None else _write_out(q, out)
 
 
 orgqr = householder_product
+
+from ember.ops.linalg_eig import eig, eigvals  # noqa: E402
+from ember.ops.linalg_ldl import ldl_factor, ldl_factor_ex, ldl_solve  # noqa: E402
+from ember.ops.linalg_lu import cond, lstsq, lu_factor, lu_factor_ex  # noqa: E402
+from ember.ops.linalg_lu import linalg_lu as lu  # noqa: E402
+from ember.ops.linalg_lu import linalg_lu_solve as lu_solve  # noqa: E402
+
+__all__ += ["cond", "lu_factor_ex", "ldl_factor_ex", "ldl_solve"]

@@ -839,3 +839,9 @@ __all__ += ["channel_shuffle"]
 from ember.nn._node_names import install as _install_node_names  # noqa: E402
 
 _install_node_names(globals())  # PyTorch's node names for the composite functions
+
+# fractional max pooling and linear_cross_entropy
+from ember.nn.functional_fractional import *  # noqa: E402,F401,F403
+from ember.nn.functional_fractional import __all__ as _frac_all  # noqa: E402
+
+__all__ += _frac_all

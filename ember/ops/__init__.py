@@ -57,3 +57,35 @@ from ember.ops import extras  # noqa: E402,F401  (bincount, cov, cartesian_prod 
 from ember.ops.extras import *  # noqa: E402,F401,F403
 
 __all__ += extras.__all__
+from ember.ops import linalg_lu  # noqa: E402,F401  (lu, lu_unpack, triangular_solve, ormqr ...)
+from ember.ops.linalg_lu import *  # noqa: E402,F401,F403
+
+__all__ += linalg_lu.__all__
+from ember.ops import stats  # noqa: E402,F401  (quantile, nanquantile, histogram, histogramdd)
+from ember.ops.stats import *  # noqa: E402,F401,F403
+
+__all__ += stats.__all__
+from ember.ops import scatter_extras  # noqa: E402,F401  (index_reduce, as_strided_scatter ...)
+from ember.ops.scatter_extras import *  # noqa: E402,F401,F403
+
+__all__ += scatter_extras.__all__
+from ember.ops import memory  # noqa: E402,F401  (empty_permuted, resize_, hash_tensor ...)
+from ember.ops.memory import *  # noqa: E402,F401,F403
+
+__all__ += memory.__all__
+from ember.ops import finite_diff  # noqa: E402,F401  (gradient)
+from ember.ops.finite_diff import *  # noqa: E402,F401,F403
+
+__all__ += finite_diff.__all__
+from ember.ops import native_norms  # noqa: E402,F401  (native_batch_norm, native_layer_norm ...)
+from ember.ops.native_norms import *  # noqa: E402,F401,F403
+
+__all__ += native_norms.__all__
+from ember.ops import lowrank  # noqa: E402,F401  (svd_lowrank, pca_lowrank)
+from ember.ops.lowrank import *  # noqa: E402,F401,F403
+
+__all__ += lowrank.__all__
+from ember.ops import method_extras  # noqa: E402,F401  (Tensor.gcd, ..., grid_sampler_2d)
+from ember.ops.method_extras import *  # noqa: E402,F401,F403
+
+__all__ += method_extras.__all__

@@ -471,8 +471,8 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     """The vector norm of ``input`` over ``dim`` (all dims when None) for a number ``p``
     (2 by default or for ``'fro'``; also 1, inf, -inf, 0 and any other p).
 
-    The gradient at a zero vector is 0, as PyTorch's. ``p='nuc'`` (a matrix norm) is
-    not implemented.
+    The gradient at a zero vector is 0, as PyTorch's. ``p='nuc'`` is the nuclear norm
+    of the matrices over ``dim`` (a 2-D input when ``dim`` is None).
     """
     if isinstance(p, str):
         dims = dim if dim is None or isinstance(dim, (tuple, list)) else (dim,)
@@ -481,9 +481,13 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         if p == "fro":
             raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got "
                                f"{' '.join(str(d) for d in dims)}")
-        if p == "nuc":
-            raise NotImplementedError("ember.norm(p='nuc'): the nuclear norm (a matrix norm) "
-                                      "is not implemented in ember")
+        if p == "nuc":  # the nuclear norm: sum of the singular values (ember.linalg)
+            import ember.linalg
+            if dims is None and input.dim() != 2:
+                raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got "
+                                   f"{' '.join(str(d) for d in range(input.dim()))}")
+            return ember.linalg.matrix_norm(input, "nuc", (-2, -1) if dims is None else
+                                            tuple(dims), keepdim, dtype=dtype)
         raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
     return _vector_norm(input, 2.0 if p is None else p, dim, keepdim, dtype=dtype)
 

@@ -50,3 +50,9 @@ from ember.nn.modules import lazy  # noqa: E402
 from ember.nn.modules.lazy import *  # noqa: E402,F403
 
 __all__ += lazy.__all__
+
+# Fractional max pooling
+from ember.nn.modules import fractional_pooling  # noqa: E402
+from ember.nn.modules.fractional_pooling import *  # noqa: E402,F403
+
+__all__ += fractional_pooling.__all__

@@ -1,0 +1,163 @@
+"""``F.fractional_max_pool2d``/``3d`` (Graham's fractional max pooling) and
+``F.linear_cross_entropy``: composites of ember ops (gather, max, tensordot,
+cross_entropy), so their gradients need no code here.
+
+Fractional pooling draws one number in [0, 1) per (batch, channel, dim) from ember's
+generator, in the order and dtype PyTorch draws them (``rand(N, C, dims)``), so a
+seeded run picks the same windows as PyTorch; ``_random_samples`` fixes them.
+"""
+import math
+
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.backend import array_module
+
+__all__ = ["fractional_max_pool2d", "fractional_max_pool3d",
+           "fractional_max_pool2d_with_indices", "fractional_max_pool3d_with_indices",
+           "linear_cross_entropy", "LinearCrossEntropyOptions"]
+
+
+def _tuple(v, n, name):
+    if v is None:
+        return None
+    t = tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
+    if len(t) != n:
+        raise RuntimeError(f"{name} must be an int or a tuple of {n} ints")
+    return t
+
+
+def _starts(sample, in_size, out_size, pool, dtype):
+    """Window starts along one dim for each (n, c): PyTorch's interval sequence
+    ``int((i + u) * alpha) - int(u * alpha)``, the last window flush with the end."""
+    u = sample.astype(dtype)
+    seq = np.empty(u.shape + (out_size,), dtype=np.int64)
+    if out_size > 1:
+        alpha = dtype.type(in_size - pool) / dtype.type(out_size - 1)
+        i = np.arange(out_size - 1, dtype=dtype)
+        seq[..., :-1] = (((i + u[..., None]) * alpha).astype(np.int64) -
+                         (u * alpha).astype(np.int64)[..., None])
+    seq[..., -1] = in_size - pool
+    return seq
+
+
+def _fractional(input, kernel_size, output_size, output_ratio, return_indices,
+                _random_samples, nd):
+    import ember
+    name = f"fractional_max_pool{nd}d"
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{name} requires specifying either an output_size or an "
+                         "output_ratio")
+    k = _tuple(kernel_size, nd, "kernel_size")
+    batched = input.dim() == nd + 2
+    if input.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"{name}(): Expected {nd + 1}D or {nd + 2}D tensor, but got: "
+                           f"{list(input.shape)}")
+    x = input if batched else input.unsqueeze(0)
+    spatial = tuple(x.shape[2:])
+    if output_size is None:
+        ratio = _tuple(output_ratio, nd, "output_ratio")
+        out = tuple(int(s * r) for s, r in zip(spatial, ratio))
+    else:
+        out = _tuple(output_size, nd, "output_size")
+    for s, o, kk in zip(spatial, out, k):
+        if o + kk - 1 > s:
+            raise RuntimeError(f"{name}(): pool size {kk} too large relative to input size "
+                               f"{s} for output size {o}")
+    n, c = x.shape[:2]
+    if _random_samples is None:
+        _random_samples = ember.rand(n, c, nd, dtype=input.dtype)
+    u = np.asarray(_random_samples._data)
+    if u.shape != (n, c, nd):
+        raise RuntimeError(f"{name}(): Expect _random_samples to be of shape {(n, c, nd)}, got "
+                           f"{list(u.shape)}")
+    dt = np.dtype(input._data.dtype)
+    # PyTorch's sample order: the last spatial dim first for 2-D pooling (W, H), in
+    # order for 3-D (T, H, W)
+    order = (1, 0) if nd == 2 else (0, 1, 2)
+    starts = [_starts(u[..., order[d]], spatial[d], out[d], k[d], dt) for d in range(nd)]
+    # flat position of every window element: (n, c, *out, prod(k))
+    strides = [math.prod(spatial[d + 1:]) for d in range(nd)]
+    pos = np.zeros((n, c) + out + (math.prod(k),), dtype=np.int64)
+    offs = np.stack(np.meshgrid(*[np.arange(kk) for kk in k], indexing="ij"), -1).reshape(-1, nd)
+    for d in range(nd):
+        shape = (n, c) + tuple(out[e] if e == d else 1 for e in range(nd)) + (1,)
+        pos = pos + (starts[d].reshape(shape) + offs[:, d]) * strides[d]
+    xp = array_module(input._data)
+    flat = x.reshape(n, c, math.prod(spatial))
+    idx = _make(xp.asarray(pos.reshape(n, c, math.prod(pos.shape[2:]))), False)
+    windows = ember.gather(flat, 2, idx).reshape((n, c) + out + (pos.shape[-1],))
+    values, arg = windows.max(-1)
+    indices = ember.gather(idx.reshape(pos.shape), -1, arg.unsqueeze(-1)).squeeze(-1)
+    if not batched:
+        values, indices = values.squeeze(0), indices.squeeze(0)
+    return (values, indices) if return_indices else values
+
+
+def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None,
+                          return_indices=False, _random_samples=None):
+    """2-D fractional max pooling of ``(N, C, H, W)`` (or ``(C, H, W)``): windows of
+    ``kernel_size`` at pseudo-random starts giving ``output_size`` (or
+    ``output_ratio`` of the input size); with ``return_indices`` also the flat
+    ``H * W`` positions of the maxima."""
+    return _fractional(input, kernel_size, output_size, output_ratio, return_indices,
+                       _random_samples, 2)
+
+
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None,
+                          return_indices=False, _random_samples=None):
+    """3-D fractional max pooling of ``(N, C, T, H, W)`` (see ``fractional_max_pool2d``)."""
+    return _fractional(input, kernel_size, output_size, output_ratio, return_indices,
+                       _random_samples, 3)
+
+
+def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None,
+                                       output_ratio=None, return_indices=False,
+                                       _random_samples=None):
+    """``fractional_max_pool2d`` returning ``(values, indices)``."""
+    return _fractional(input, kernel_size, output_size, output_ratio, True, _random_samples, 2)
+
+
+def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None,
+                                       output_ratio=None, return_indices=False,
+                                       _random_samples=None):
+    """``fractional_max_pool3d`` returning ``(values, indices)``."""
+    return _fractional(input, kernel_size, output_size, output_ratio, True, _random_samples, 3)
+
+
+class LinearCrossEntropyOptions:
+    """PyTorch's chunking options for ``linear_cross_entropy``. ember accepts and
+    ignores them: it computes the logits in one piece (the same values and
+    gradients, without the memory saving)."""
+
+    def __init__(self, allow_retain_graph=True, batch_chunk_size=None, chunking_method="auto",
+                 acc_policy="auto", acc_dtype=None):
+        self.allow_retain_graph = allow_retain_graph
+        self.batch_chunk_size = batch_chunk_size
+        self.chunking_method = chunking_method
+        self.acc_policy = acc_policy
+        self.acc_dtype = acc_dtype
+
+
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None,
+                         reduction="mean", ignore_index=None, label_smoothing=0.0,
+                         options=None):
+    """``cross_entropy(linear(input, linear_weight, linear_bias), target, ...)``.
+
+    ``linear_weight`` is ``(C, in)`` or ``(C, d_1, ..., d_K, in)`` for a K-dimensional
+    loss (the logits are ``(N, C, d_1, ...)``). ``options`` (chunking) is accepted and
+    ignored.
+    """
+    import ember
+    if not isinstance(linear_weight, Tensor) or linear_weight.dim() < 2:
+        raise RuntimeError("linear_cross_entropy: linear_weight must be a tensor with at least "
+                           "2 dimensions")
+    logits = ember.tensordot(input, linear_weight, dims=([input.dim() - 1],
+                                                         [linear_weight.dim() - 1]))
+    if linear_bias is not None:
+        logits = logits + linear_bias
+    if ignore_index is None:
+        ignore_index = -100
+    return ember.nn.functional.cross_entropy(logits, target, weight=weight,
+                                             ignore_index=ignore_index, reduction=reduction,
+                                             label_smoothing=label_smoothing)

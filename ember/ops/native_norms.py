@@ -1,0 +1,119 @@
+"""ATen's fused normalization entry points as PyTorch exposes them (``torch.
+native_batch_norm``, ``native_layer_norm``, ``native_group_norm``) and
+``native_dropout``: composites of ember ops returning the extra statistics PyTorch's
+kernels return (the mean and the reciprocal standard deviation; differentiable only
+for group norm, as in PyTorch)."""
+from ember.autograd.grad_mode import no_grad
+
+__all__ = ["native_batch_norm", "native_layer_norm", "native_group_norm", "native_dropout"]
+
+
+def _stats(x, dims, eps):
+    mean = x.mean(dims, keepdim=True)
+    var = ((x - mean) ** 2).mean(dims, keepdim=True)
+    return mean, (var + eps).rsqrt()
+
+
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
+                      eps, *, out=None):
+    """``(output, save_mean, save_invstd)`` of batch normalization over every dim but 1.
+
+    In training the batch statistics normalize and update ``running_mean``/``running_var``
+    in place (``momentum``, unbiased variance); ``save_mean``/``save_invstd`` are
+    per-channel. In evaluation the running statistics normalize and the two are empty.
+    """
+    import ember
+    if input.dim() < 2:
+        raise RuntimeError(f"native_batch_norm: Expected input to have at least 2 dimensions, "
+                           f"got {input.dim()}")
+    c = input.shape[1]
+    dims = (0,) + tuple(range(2, input.dim()))
+    shape = (1, c) + (1,) * (input.dim() - 2)
+    if training:
+        mean, rstd = _stats(input, dims, eps)
+        n = input.numel() // max(c, 1)
+        with no_grad():
+            if running_mean is not None:
+                running_mean.mul_(1 - momentum).add_(mean.reshape(c) * momentum)
+            if running_var is not None:
+                unbiased = ((input - mean) ** 2).sum(dims) / max(n - 1, 1)
+                running_var.mul_(1 - momentum).add_(unbiased * momentum)
+        save_mean, save_invstd = mean.reshape(c).detach(), rstd.reshape(c).detach()
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+        mean = running_mean.reshape(shape)
+        rstd = (running_var.reshape(shape) + eps).rsqrt()
+        save_mean = save_invstd = ember.empty(0, dtype=input.dtype)
+    y = (input - mean) * rstd
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return _out((y, save_mean, save_invstd), out)
+
+
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """``(output, mean, rstd)`` of layer normalization over the trailing
+    ``normalized_shape`` dims; ``mean``/``rstd`` keep those dims as size 1."""
+    shape = tuple(normalized_shape)
+    k = len(shape)
+    if tuple(input.shape[input.dim() - k:]) != shape or k > input.dim():
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, shape))}], but got input of size"
+                           f"{list(input.shape)}")
+    dims = tuple(range(input.dim() - k, input.dim()))
+    if not dims:
+        mean = input * 0
+        rstd = (mean + eps).rsqrt()
+    else:
+        mean, rstd = _stats(input, dims, eps)
+    y = (input - mean) * rstd
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y, mean.detach(), rstd.detach()
+
+
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    """``(output, mean, rstd)`` of group normalization of an ``(N, C, *)`` input with
+    ``HxW`` elements per channel in ``group`` groups; ``mean``/``rstd`` are
+    ``(N, group)``."""
+    if C % group:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by "
+                           f"num_groups, but got input of shape {list(input.shape)} and "
+                           f"num_groups={group}")
+    if input.numel() != N * C * HxW:
+        raise RuntimeError(f"Expected input to have {N * C * HxW} elements, got "
+                           f"{input.numel()}")
+    x = input.reshape(N, group, (C // group) * HxW)
+    mean, rstd = _stats(x, (2,), eps)
+    y = ((x - mean) * rstd).reshape(input.shape)
+    shape = (1, C) + (1,) * (input.dim() - 2)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    # unlike the other two, PyTorch differentiates group norm's statistics too
+    return y, mean.reshape(N, group), rstd.reshape(N, group)
+
+
+def native_dropout(input, p, train):
+    """``(output, mask)``: dropout with keep-probability ``1 - p`` and the boolean mask
+    of kept elements (all kept when not ``train``)."""
+    import ember
+    if not train or p == 0:
+        return input.clone(), ember.ones(input.shape, dtype=ember.bool)
+    if p == 1:
+        return input * 0, ember.zeros(input.shape, dtype=ember.bool)
+    mask = ember.empty(input.shape, dtype=input.dtype).bernoulli_(1 - p).to(ember.bool)
+    return input * mask * (1.0 / (1 - p)), mask
+
+
+def _out(res, out):
+    if out is None:
+        return res
+    from ember.ops._util import write_out
+    return tuple(write_out(r, o) for r, o in zip(res, out))
+

@@ -1,0 +1,155 @@
+"""Scatter-like ops OpInfo lists that ember lacked: ``index_reduce``,
+``as_strided_scatter``, ``nonzero_static`` and the remaining ``*_copy`` variants
+(``slice_copy``, ``select_copy``, ``split_copy``, ``detach_copy``,
+``view_as_real_copy``, ``view_as_complex_copy``).
+
+``index_reduce`` is ``scatter_reduce`` with the index spread along the source's other
+dims, so it shares that primitive's derivative; ``as_strided_scatter`` is a primitive
+here (its gradient is a gather and a masked copy of the output gradient).
+"""
+import math
+
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.autograd.node import Primitive
+from ember.backend import array_module
+from ember.ops._inplace import inplace_method
+from ember.ops._util import wrap_dim, write_out
+from ember.ops.extras import _copy_variant
+
+__all__ = ["index_reduce", "as_strided_scatter", "nonzero_static", "slice_copy",
+           "select_copy", "split_copy", "detach_copy", "view_as_real_copy",
+           "view_as_complex_copy"]
+
+_INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
+
+
+def index_reduce(input, dim, index, source, reduce, *, include_self=True, out=None):
+    """``input`` with the slices ``source.select(dim, i)`` reduced into
+    ``input.select(dim, index[i])`` by ``reduce`` (``'prod'``, ``'mean'``, ``'amax'`` or
+    ``'amin'``); ``include_self=False`` leaves ``input``'s values out of the reduction
+    at the positions written to. Differentiable in ``input`` and ``source``."""
+    import ember
+    if reduce not in _INDEX_REDUCTIONS:
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
+                           f"amin but got {reduce}.")
+    if index.dim() > 1:
+        raise IndexError("index_reduce_(): Index is supposed to be a vector")
+    if index._data.dtype not in (np.int64, np.int32):
+        raise RuntimeError("index_reduce_(): Expected dtype int32/int64 for index")
+    if input.dtype != source.dtype:
+        raise RuntimeError("index_reduce_(): self and source must have the same scalar type")
+    d = wrap_dim(dim, max(input.dim(), 1))
+    x, src = input, source
+    if input.dim() == 0:  # a 0-d self is a 1-element vector along dim 0
+        x = input.reshape(1)
+    if src.dim() == 0:
+        src = src.reshape(1)
+    if src.dim() != x.dim():
+        raise IndexError("index_reduce_(): Source and self must have the same number of "
+                         "dimensions")
+    n = index.numel()
+    if src.shape[d] != n:
+        raise IndexError("index_reduce_(): Number of indices should be equal to "
+                         "source.size(dim)")
+    idx = index.reshape(-1).to(ember.int64).reshape((1,) * d + (n,) + (1,) * (src.dim() - d - 1))
+    res = ember.scatter_reduce(x, d, idx.expand(*src.shape), src, reduce,
+                               include_self=include_self)
+    if input.dim() == 0:
+        res = res.reshape(())
+    return write_out(res, out) if out is not None else res
+
+
+# ----- as_strided_scatter ------------------------------------------------------------------
+def _strided_positions(size, stride, offset):
+    """Flat (contiguous) positions of the elements of an ``as_strided`` view."""
+    pos = np.full(tuple(size), int(offset), dtype=np.int64)
+    for i, (n, s) in enumerate(zip(size, stride)):
+        pos = pos + (np.arange(n, dtype=np.int64) * s).reshape((1,) * i + (n,) +
+                                                                (1,) * (len(size) - i - 1))
+    return pos
+
+
+class AsStridedScatter(Primitive):
+    """``input`` with the strided view ``(size, stride, offset)`` of its (contiguous)
+    memory replaced by ``src``."""
+    _node_name = "AsStridedScatterBackward0"
+
+    def forward(self, x, src, size, stride, offset):
+        xp = array_module(x)
+        pos = _strided_positions(size, stride, offset)
+        if pos.size and (pos.min() < 0 or pos.max() >= x.size):
+            raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, "
+                               f"storage offset {offset} out of bounds for storage of "
+                               f"{x.size} elements")
+        flat = xp.array(x, copy=True).reshape(-1)
+        flat[xp.asarray(pos.reshape(-1))] = xp.broadcast_to(xp.asarray(src, dtype=x.dtype),
+                                                             pos.shape).reshape(-1)
+        self.meta = (x.shape, xp.asarray(pos))
+        return flat.reshape(x.shape)
+
+    def backward(self, gy):
+        shape, pos = self.meta
+        flat = gy.reshape(-1)
+        keep = np.ones(math.prod(shape), dtype=gy._data.dtype)
+        keep[np.asarray(pos).reshape(-1)] = 0
+        gx = (flat * _make(array_module(gy._data).asarray(keep), False)).reshape(shape)
+        gsrc = flat[_make(pos, False)]
+        return gx, gsrc, None, None, None
+
+
+def as_strided_scatter(input, src, size, stride, storage_offset=None):
+    """A copy of ``input`` where ``input.as_strided(size, stride, storage_offset)`` holds
+    ``src``. Differentiable in both tensors."""
+    size, stride = tuple(size), tuple(stride)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if tuple(src.shape) != size:
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = "
+                           f"{list(src.shape)}, slice size = {list(size)}")
+    return AsStridedScatter.apply(input, src, size, stride, int(storage_offset or 0))
+
+
+# ----- nonzero_static ----------------------------------------------------------------------
+def nonzero_static(input, *, size, fill_value=-1):
+    """``nonzero(input)`` with exactly ``size`` rows: truncated, or padded with
+    ``fill_value``."""
+    if size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got "
+                           f"{size}")
+    x = input._data
+    xp = array_module(x)
+    nz = xp.stack(xp.nonzero(x.reshape(()) if x.ndim == 0 else x), axis=-1) if x.ndim else \
+        xp.zeros((int(bool(x)), 0), dtype=np.int64)
+    res = xp.full((int(size), x.ndim), fill_value, dtype=np.int64)
+    k = min(int(size), nz.shape[0])
+    res[:k] = nz[:k]
+    return _make(res, False)
+
+
+# ----- copies of views ---------------------------------------------------------------------
+def slice_copy(input, dim=0, start=None, end=None, step=1):
+    """``input[..., start:end:step, ...]`` along ``dim`` as a new tensor (ATen's ``slice``
+    as a copy)."""
+    if step <= 0:
+        raise RuntimeError("slice step must be positive")
+    d = wrap_dim(dim, max(input.dim(), 1))
+    return input[(slice(None),) * d + (slice(start, end, step),)].clone()
+
+
+select_copy = _copy_variant("select")
+split_copy = _copy_variant("split")
+detach_copy = _copy_variant("detach")
+view_as_real_copy = _copy_variant("view_as_real")
+view_as_complex_copy = _copy_variant("view_as_complex")
+
+
+def _bind():
+    Tensor.index_reduce = index_reduce
+    Tensor.index_reduce_ = inplace_method(index_reduce, copies_self=True)
+    Tensor.as_strided_scatter = as_strided_scatter
+    Tensor.nonzero_static = nonzero_static
+
+
+_bind()
