@@ -78,3 +78,4 @@ from ember.signal.windows import (
 )
 from ember import func  # torch.func transforms
 from ember.func import vmap  # torch.vmap
+from ember._nn_kernels import *  # torch.dropout, torch.batch_norm, torch.lstm ... (ATen's forms)
