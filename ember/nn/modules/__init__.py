@@ -50,3 +50,10 @@ from ember.nn.modules import lazy  # noqa: E402
 from ember.nn.modules.lazy import *  # noqa: E402,F403
 
 __all__ += lazy.__all__
+
+# Adaptive softmax and legacy modules
+from ember.nn.modules import adaptive, legacy  # noqa: E402
+from ember.nn.modules.adaptive import *  # noqa: E402,F403
+from ember.nn.modules.legacy import *  # noqa: E402,F403
+
+__all__ += adaptive.__all__ + legacy.__all__
