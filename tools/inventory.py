@@ -63,7 +63,7 @@ EXCLUDED = [
     (r".*", r"^(cudnn_|miopen_|mkldnn_|fbgemm_)|^(to_mkldnn|is_vulkan_available)$",
      "kernels of one backend library (cuDNN, MIOpen, oneDNN, FBGEMM); the portable op is "
      "counted under its own name"),
-    (r".*", r"(^|_)(cuda|xpu|mps|mtia|ipu|hpu|xla|gpu|cupti|cudagraph)(_|$)|"
+    (r".*", r"(^|_)(cuda|xpu|mps|mtia|ipu|hpu|xla|gpu|cupti|cudagraph|stream)(_|$)|"
      r"^(Stream|Event|AcceleratorError|OutOfMemoryError|record_stream|StreamObjType)$",
      "CUDA/accelerator-only: devices, streams, events and their errors, which a CPU "
      "build of torch cannot use either"),
