@@ -158,6 +158,36 @@ _FOREIGN_ROOTS = {"typing", "typing_extensions", "collections", "__future__", "f
                   "builtins"}
 
 
+def _stub_function(fn):
+    """True when ``fn``'s body (after its docstring) only raises NotImplementedError."""
+    import ast
+    import textwrap
+    fn = inspect.unwrap(fn) if callable(fn) else fn
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
+        return False
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    body = tree.body[0].body if tree.body and hasattr(tree.body[0], "body") else []
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None),
+                                                             ast.Constant):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+        return False
+    exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
+    return getattr(exc, "id", None) == "NotImplementedError"
+
+
+def is_stub(obj):
+    """True for an ember name that only raises NotImplementedError: a function whose
+    body is that raise, or a class whose ``__new__``/``__init__`` is."""
+    if inspect.isclass(obj):
+        return any(_stub_function(obj.__dict__[m]) for m in ("__new__", "__init__")
+                   if m in obj.__dict__ and inspect.isfunction(obj.__dict__[m]))
+    return _stub_function(obj)
+
+
 def _resolve(root, path):
     obj, name = root, root.__name__
     for part in path.split(".")[1:]:
@@ -232,7 +262,8 @@ def coverage():
         excluded = {n: excluded_reason(path, n) for n in names}
         excluded = {n: why for n, why in excluded.items() if why}
         counted = [n for n in names if n not in excluded]
-        missing = [n for n in counted if ens is None or not hasattr(ens, n)]
+        missing = [n for n in counted if ens is None or not hasattr(ens, n)
+                   or (is_stub(getattr(ens, n)) and (path, n) not in NOT_APPLICABLE)]
         rows.append({"namespace": path, "counted": counted, "missing": missing,
                      "covered": len(counted) - len(missing), "excluded": excluded})
     return rows
