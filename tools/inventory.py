@@ -122,7 +122,7 @@ EXCLUDED = [
      "docs/compatibility.md)"),
     (r".*", r"_notes$", "fragments of docstring text (dicts of notes torch's docs reuse)"),
     # --- legacy storages
-    (r"^torch$", r"^(\w+Storage|Storage|TypedStorage)$",
+    (r"^torch$", r"^(?!Untyped)\w*Storage$",
      "typed storages, deprecated since torch 2.0 (TypedStorage warns when used); the "
      "untyped storage is counted"),
     (r"^torch\.Tensor$", r"^(storage|storage_type)$",
