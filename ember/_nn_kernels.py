@@ -14,7 +14,8 @@ __all__ = [
     "dropout", "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout",
     "feature_dropout_", "feature_alpha_dropout", "feature_alpha_dropout_", "native_dropout",
     "celu", "celu_", "selu", "selu_", "rrelu", "rrelu_", "threshold", "threshold_",
-    "hardshrink", "prelu", "bilinear", "embedding", "embedding_renorm_", "batch_norm",
+    "hardshrink", "prelu", "bilinear", "embedding", "embedding_renorm_", "embedding_bag",
+    "batch_norm",
     "instance_norm", "binary_cross_entropy_with_logits", "kl_div", "cosine_embedding_loss",
     "hinge_embedding_loss", "margin_ranking_loss", "poisson_nll_loss",
     "triplet_margin_loss", "ctc_loss", "cosine_similarity", "pairwise_distance", "pdist",
@@ -168,6 +169,58 @@ def embedding_renorm_(weight, indices, max_norm, norm_type):
     uses whose ``norm_type``-norm exceeds ``max_norm``; returns ``weight``."""
     F._renorm_(weight, indices, max_norm, norm_type)
     return weight
+
+
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """ATen's ``embedding_bag``: ``(output, offset2bag, bag_size, max_indices)``, the
+    reduced bags (``mode`` 0 sum, 1 mean, 2 max) and the bookkeeping torch's backward
+    uses, with torch's CPU values: ``offset2bag`` is each index's bag (empty for sum),
+    ``bag_size`` the non-padding count per bag (zeros for sum), ``max_indices`` the row
+    chosen per bag and column for max (``bag_size`` for mean, zeros for sum). For sum,
+    ``offset2bag`` is filled, except for float32 weights without a ``padding_idx``
+    (torch's fast path), where it is empty."""
+    import numpy as np
+    names = {0: "sum", 1: "mean", 2: "max"}
+    if mode not in names:
+        raise ValueError(f"embedding_bag: mode must be 0 (sum), 1 (mean) or 2 (max), "
+                         f"got {mode}")
+    pad = None if padding_idx is None or padding_idx < 0 else padding_idx
+    out = F.embedding_bag(indices, weight, offsets, scale_grad_by_freq=scale_grad_by_freq,
+                          mode=names[mode], sparse=sparse,
+                          per_sample_weights=per_sample_weights,
+                          include_last_offset=include_last_offset, padding_idx=pad)
+    idx = np.asarray(indices.tolist(), dtype=np.int64)
+    if idx.ndim == 2:
+        bags, width = idx.shape
+        starts = np.arange(bags) * width
+        idx = idx.reshape(-1)
+    else:
+        starts = np.asarray(offsets.tolist(), dtype=np.int64)
+        if include_last_offset:
+            starts = starts[:-1]
+        bags = len(starts)
+    bag_of = (np.searchsorted(starts, np.arange(idx.size), side="right") - 1).astype(np.int64)
+    keep = idx != pad if pad is not None else np.ones(idx.size, bool)
+    sizes = np.bincount(bag_of[keep], minlength=bags).astype(np.int64)[:bags]
+    dev = weight.device
+
+    def t(a):
+        return ember.tensor(a, dtype=ember.int64, device=dev)
+    if mode == 0:
+        zeros = np.zeros(bags, np.int64)
+        # torch's float32 sum has a fast path that leaves offset2bag empty
+        filled = weight.dtype != ember.float32 or pad is not None
+        return out, t(bag_of if filled else np.zeros(0, np.int64)), t(zeros), t(zeros)
+    if mode == 1:
+        return out, t(bag_of), t(sizes), t(sizes)
+    w = weight.detach().numpy() if dev.type == "cpu" else weight.detach().cpu().numpy()
+    chosen = np.zeros((bags, w.shape[1]), np.int64)
+    for b in range(bags):
+        rows = idx[(bag_of == b) & keep]
+        if rows.size:
+            chosen[b] = rows[np.argmax(w[rows], axis=0)]
+    return out, t(bag_of), t(sizes), t(chosen)
 
 
 def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,

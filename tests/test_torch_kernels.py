@@ -1,5 +1,6 @@
 """The neural-network kernels at torch's top level (ATen signatures), against torch."""
 import numpy as np
+import pytest
 from oracle import Case, cases, check
 
 ints = np.array
@@ -183,6 +184,37 @@ def test_kernel(case):
 def test_native_norm_dense_raises_as_torch():
     from oracle import check_raises
     check_raises(lambda m, x: m.native_norm(x), np.ones((2, 3)), exc=NotImplementedError)
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+@pytest.mark.parametrize("extra", ["plain", "last", "pad", "pad_none", "no_grad", "f32",
+                                   "f32_pad", "f32_pad_none", "f32_no_grad"])
+def test_embedding_bag(mode, extra):
+    import torch
+
+    import ember
+    rng = np.random.default_rng(mode)
+    w = rng.standard_normal((6, 3))
+    if extra.startswith("f32"):
+        w = w.astype(np.float32)
+        extra = extra[4:] or "plain"
+    idx, off = [0, 2, 4, 5, 4, 1], [0, 2, 2, 5]
+    outs = []
+    for m in (ember, torch):
+        wt = m.tensor(w, requires_grad=extra != "no_grad")
+        args = (m.tensor([0, 2, 2, 6]), False, mode, False, None, True) if extra == "last" \
+            else (m.tensor(off), False, mode, False, None, False)
+        if extra.startswith("pad"):
+            args += (2 if extra == "pad" else None,)
+        r = m.embedding_bag(wt, m.tensor(idx), *args)
+        grads = []
+        if wt.requires_grad:
+            r[0].sum().backward()
+            grads = [wt.grad.numpy()]
+        outs.append([x.detach().numpy() for x in r] + grads)
+    for a, b in zip(*outs):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-6 if a.dtype == np.float32 else 1e-12)
 
 
 def test_embedding_renorm_():
