@@ -7,7 +7,7 @@ import pytest
 _PATH = pathlib.Path(__file__).resolve().parents[1] / "tools" / "inventory.py"
 
 # the level reached on this branch; a change that loses torch names fails here
-MIN_OVERALL = 0.9529  # 1964 / 2061
+MIN_OVERALL = 0.9534  # 1965 / 2061
 
 
 @pytest.fixture(scope="module")
