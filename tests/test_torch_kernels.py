@@ -132,8 +132,9 @@ TABLE = [
     Case("convolution_2d", lambda m, x, w, b: m.convolution(
         x, w, b, [2, 1], [1, 0], [1, 2], False, [0, 0], 1), [(2, 3, 6, 7), (4, 3, 3, 2),
                                                              (4,)], gradgrad=False),
-    Case("convolution_transposed_1d_groups", lambda m, x, w: m.convolution(
-        x, w, None, [2], [1], [1], True, [1], 2), [(2, 4, 5), (4, 3, 3)], gradgrad=False),
+    Case("convolution_transposed_1d_groups", lambda m, x, w, b: m.convolution(
+        x, w, b, [2], [1], [1], True, [1], 2), [(2, 4, 5), (4, 3, 3), (6,)],
+        gradgrad=False),
     Case("native_norm_sparse", lambda m, x: m.native_norm((x * (x > 0)).to_sparse(), 3),
          [(3, 4)], grad=False),
     Case("native_norm_sparse_dims", lambda m, x: m.native_norm(
