@@ -212,6 +212,12 @@ def _resize_as(self, tensor):
     return self.reshape(tensor.shape)
 
 
+def _chalf(self, memory_format=None):
+    """``self.to(torch.complex32)``: not applicable in ember (NumPy has no complex32)."""
+    raise NotImplementedError("Tensor.chalf(): torch.complex32 tensors are not implemented "
+                              "in ember (no NumPy dtype); use cfloat/cdouble")
+
+
 def _const_data_ptr(self):
     return self.data_ptr()
 
@@ -275,7 +281,7 @@ _METHODS = {
     "eig": eig, "lstsq": lstsq, "solve": solve, "symeig": symeig, "reinforce": _reinforce,
     "dim_order": _dim_order, "is_set_to": _is_set_to, "set_": _set_, "map2_": _map2_,
     "module_load": _module_load, "resize": _resize, "resize_as": _resize_as,
-    "const_data_ptr": _const_data_ptr, "untyped_storage": _untyped_storage,
+    "const_data_ptr": _const_data_ptr, "chalf": _chalf, "untyped_storage": _untyped_storage,
     "indices": _needs_sparse("indices"), "values": _needs_sparse("values",
                                                                  "sparse tensor layout"),
     "coalesce": _needs_sparse("coalesce"), "is_coalesced": _needs_sparse("is_coalesced"),

@@ -7,7 +7,7 @@ import pytest
 _PATH = pathlib.Path(__file__).resolve().parents[1] / "tools" / "inventory.py"
 
 # the level reached on this branch; a change that loses torch names fails here
-MIN_OVERALL = 0.9534  # 1965 / 2061
+MIN_OVERALL = 0.9539  # 1966 / 2061
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +52,9 @@ def test_not_applicable_names_raise(inventory):
         assert why
         ns = inventory._resolve(ember, path)
         assert hasattr(ns, name), (path, name)
+        fn = getattr(ember.ones(1), name) if path == "torch.Tensor" else getattr(ns, name)
+        with pytest.raises(NotImplementedError, match=name):
+            fn()
 
 
 def test_main_prints_the_table(inventory, capsys):
