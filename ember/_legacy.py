@@ -109,6 +109,7 @@ def get_num_interop_threads():
 def use_deterministic_algorithms(mode, *, warn_only=False):
     """ember's CPU ops are deterministic already; the flag is recorded."""
     _threads["deterministic"] = bool(mode)
+    _threads["warn_only"] = bool(mode) and bool(warn_only)
 
 
 def are_deterministic_algorithms_enabled():

@@ -28,3 +28,12 @@ def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="device
         yield
     finally:
         set_rng_state(state)
+
+
+def thread_safe_generator():
+    """None: ember's DataLoader workers are processes, which draw from the default
+    generator (torch returns None outside thread workers too)."""
+    return None
+
+
+__all__ += ["thread_safe_generator"]

@@ -167,3 +167,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                    "used in the graph. Set allow_unused=True if this is the "
                                    "desired behavior.")
     return tuple(result)
+from ember.autograd import graph  # noqa: E402,F401  (torch.autograd.graph)
+from ember.autograd._threads import (  # noqa: E402,F401
+    is_multithreading_enabled,
+    set_multithreading_enabled,
+    variable,
+)

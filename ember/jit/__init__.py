@@ -28,3 +28,20 @@ from ember.jit._script import (  # noqa: E402
 
 __all__ += ["script", "ignore", "unused", "export", "is_scripting", "annotate", "Final",
             "FrontendError", "NotSupportedError"]
+from ember.jit._eager_api import (  # noqa: E402
+    Attribute,
+    Future,
+    enable_onednn_fusion,
+    fork,
+    interface,
+    isinstance,  # noqa: F401  (not in __all__: a star import would shadow the builtin)
+    onednn_fusion_enabled,
+    script_if_tracing,
+    set_fusion_strategy,
+    strict_fusion,
+    wait,
+)
+
+__all__ += ["Attribute", "Future", "fork", "wait", "interface",
+            "script_if_tracing", "set_fusion_strategy", "enable_onednn_fusion",
+            "onednn_fusion_enabled", "strict_fusion"]

@@ -277,3 +277,12 @@ def as_masked_tensor(data, mask):
     return MaskedTensor(data, mask)
 
 
+
+
+def is_masked_tensor(obj):
+    """True if ``obj`` is a ``MaskedTensor`` (never, in ember, where they cannot be
+    built; see ``MaskedTensor``)."""
+    return isinstance(obj, MaskedTensor)
+
+
+__all__ += ["is_masked_tensor"]

@@ -19,3 +19,5 @@ def __getattr__(name):
     # a PyTorch program asking for a layer ember lacks gets a message saying so
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)
+from ember.nn._factory_kwargs import factory_kwargs  # noqa: E402,F401
+from ember.nn.parameter import UninitializedBuffer, UninitializedParameter  # noqa: E402,F401

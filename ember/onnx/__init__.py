@@ -28,3 +28,6 @@ def __getattr__(name):
         from ember.onnx._export_ops import EXPORTERS
         return sorted(EXPORTERS)
     raise AttributeError(f"module 'ember.onnx' has no attribute {name!r}")
+from ember.onnx._export import OnnxExporterError  # noqa: E402,F401
+
+__all__ += ["OnnxExporterError"]

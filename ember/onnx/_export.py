@@ -40,7 +40,11 @@ class OperatorExportTypes(enum.IntEnum):
     ONNX_FALLTHROUGH = 3
 
 
-class UnsupportedOnnxExport(RuntimeError):
+class OnnxExporterError(RuntimeError):
+    """An error of the ONNX exporter (``torch.onnx.OnnxExporterError``)."""
+
+
+class UnsupportedOnnxExport(OnnxExporterError):
     """An op (or an argument of one) that ember cannot write in ONNX at this opset."""
 
 

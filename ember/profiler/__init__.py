@@ -241,3 +241,6 @@ class profile(_KinetoProfile):
     def __exit__(self, *exc):
         self.stop()
         return False
+from ember.profiler._events import DeviceType  # noqa: E402,F401
+
+__all__ += ["DeviceType"]

@@ -1,5 +1,6 @@
 """The profiler's recorder and its results: events, their averages, the table and the
 Chrome trace."""
+import enum
 import json
 import os
 import threading
@@ -42,6 +43,31 @@ class _Interval:
         return self.end - self.start
 
 
+class DeviceType(enum.IntEnum):
+    """Where an event ran (``torch.profiler.DeviceType``): ember records CPU events."""
+    CPU = 0
+    CUDA = 1
+    MKLDNN = 2
+    OPENGL = 3
+    OPENCL = 4
+    IDEEP = 5
+    HIP = 6
+    FPGA = 7
+    MAIA = 8
+    XLA = 9
+    Vulkan = 10
+    Metal = 11
+    XPU = 12
+    MPS = 13
+    Meta = 14
+    HPU = 15
+    VE = 16
+    Lazy = 17
+    IPU = 18
+    MTIA = 19
+    PrivateUse1 = 20
+
+
 class FunctionEvent:
     """One recorded call: an op, a ``record_function`` range or a backward node."""
 
@@ -53,7 +79,7 @@ class FunctionEvent:
         self.cpu_parent = None
         self.is_user_annotation = is_user
         self.count = 1
-        self.device_type = "CPU"
+        self.device_type = DeviceType.CPU
 
     @property
     def key(self):

@@ -315,3 +315,9 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
         input = checkpoint(run(start, end), input, use_reentrant=use_reentrant,
                            preserve_rng_state=preserve)
     return run(end + 1, len(functions) - 1)(input)
+
+
+from ember.utils._checkpoint_extras import *  # noqa: E402,F401,F403
+from ember.utils._checkpoint_extras import __all__ as _extras_all  # noqa: E402
+
+__all__ += _extras_all

@@ -56,3 +56,10 @@ from ember.nn.modules import fractional_pooling  # noqa: E402
 from ember.nn.modules.fractional_pooling import *  # noqa: E402,F403
 
 __all__ += fractional_pooling.__all__
+
+# Adaptive softmax and legacy modules
+from ember.nn.modules import adaptive, legacy  # noqa: E402
+from ember.nn.modules.adaptive import *  # noqa: E402,F403
+from ember.nn.modules.legacy import *  # noqa: E402,F403
+
+__all__ += adaptive.__all__ + legacy.__all__

@@ -27,3 +27,7 @@ __all__ = ["DataLoader", "Dataset", "IterableDataset", "TensorDataset", "StackDa
            "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
            "BatchSampler", "DistributedSampler", "default_collate", "default_convert",
            "get_worker_info", "WorkerInfo"]
+from ember.utils.data.datapipes import *  # noqa: E402,F401,F403
+from ember.utils.data.datapipes import __all__ as _datapipes_all  # noqa: E402
+
+__all__ += _datapipes_all

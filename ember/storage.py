@@ -1,0 +1,117 @@
+"""``torch.UntypedStorage``: the bytes under a tensor (``x.untyped_storage()``).
+
+An ember tensor's memory is a NumPy array; its storage is the bytes of the array at
+the root of its views, seen as a flat ``uint8`` array that shares that memory. So
+``x.untyped_storage().data_ptr()`` is the same for a tensor and its views, as in torch,
+and writing through the storage changes the tensor.
+
+The typed storages (``torch.FloatStorage``, ``TypedStorage``, ``x.storage()``) are
+deprecated in torch and not provided.
+"""
+import numpy as np
+
+__all__ = ["UntypedStorage", "is_storage"]
+
+
+def _root(a):
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+class UntypedStorage:
+    """A flat, byte-addressed block of memory.
+
+    ``UntypedStorage(n)`` allocates ``n`` zero bytes; ``x.untyped_storage()`` is the
+    memory under the tensor ``x``.
+    """
+
+    def __init__(self, size=0, *, device=None):
+        if device is not None and str(device) != "cpu":
+            raise NotImplementedError(f"UntypedStorage(device={device!r}) is not implemented "
+                                      "in ember (CPU storages only)")
+        self._bytes = np.zeros(int(size), dtype=np.uint8)
+
+    @classmethod
+    def _of(cls, tensor):
+        root = _root(tensor._data)
+        if not isinstance(root, np.ndarray):
+            raise NotImplementedError("untyped_storage() of a tensor that is not on the CPU "
+                                      "is not implemented in ember")
+        s = cls.__new__(cls)
+        s._bytes = root.reshape(-1).view(np.uint8) if root.flags.c_contiguous else \
+            np.frombuffer(root.tobytes(), np.uint8)
+        return s
+
+    def nbytes(self):
+        """The number of bytes."""
+        return int(self._bytes.size)
+
+    def size(self):
+        """The number of bytes (an untyped storage counts bytes)."""
+        return self.nbytes()
+
+    __len__ = size
+
+    def element_size(self):
+        return 1
+
+    def data_ptr(self):
+        """The address of the first byte."""
+        return self._bytes.__array_interface__["data"][0]
+
+    @property
+    def device(self):
+        from ember.backend import device
+        return device("cpu")
+
+    @property
+    def is_cuda(self):
+        return False
+
+    def __getitem__(self, idx):
+        out = self._bytes[idx]
+        return int(out) if np.ndim(out) == 0 else UntypedStorage._wrap(out.copy())
+
+    def __setitem__(self, idx, value):
+        self._bytes[idx] = value
+
+    @classmethod
+    def _wrap(cls, arr):
+        s = cls.__new__(cls)
+        s._bytes = arr
+        return s
+
+    def tolist(self):
+        return self._bytes.tolist()
+
+    def clone(self):
+        """A copy in new memory."""
+        return UntypedStorage._wrap(self._bytes.copy())
+
+    def copy_(self, source):
+        self._bytes[...] = source._bytes
+        return self
+
+    def fill_(self, value):
+        self._bytes[...] = value
+        return self
+
+    def cpu(self):
+        return self
+
+    def is_shared(self):
+        return False
+
+    def is_pinned(self, device="cuda"):
+        return False
+
+    def __repr__(self):
+        head = " ".join(str(b) for b in self._bytes[:8].tolist())
+        more = " ..." if self._bytes.size > 8 else ""
+        return f"[ember.storage.UntypedStorage(device=cpu) of size {self.nbytes()}] {head}{more}"
+
+
+def is_storage(obj):
+    """True if ``obj`` is a storage."""
+    return isinstance(obj, UntypedStorage)
