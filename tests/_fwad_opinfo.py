@@ -101,7 +101,7 @@ def check_op(op, samples=SAMPLES):
             ok_primal = True
             for t, e in zip(tf, ef):
                 if isinstance(t, torch.Tensor):
-                    tp = tfw.unpack_dual(t).primal.detach()
+                    tp = tfw.unpack_dual(t).primal.detach().resolve_conj()
                     if not isinstance(e, ember.Tensor) or tuple(e.shape) != tuple(tp.shape) \
                             or not np.allclose(efw.unpack_dual(e).primal.detach().numpy(),
                                                tp.numpy(), rtol=1e-6, atol=1e-7,
@@ -114,6 +114,8 @@ def check_op(op, samples=SAMPLES):
                 if not isinstance(t, torch.Tensor):
                     continue
                 tt = tfw.unpack_dual(t).tangent
+                if tt is not None:
+                    tt = torch.zeros_like(tt) if tt._is_zerotensor() else tt.resolve_conj()
                 et = efw.unpack_dual(e).tangent
                 if tt is None:
                     if et is not None and np.any(et.detach().numpy() != 0):
@@ -124,8 +126,10 @@ def check_op(op, samples=SAMPLES):
                         return "tangent", f"output {j}: ember has no tangent"
                     continue
                 if tuple(et.shape) != tuple(tt.shape) or not np.allclose(
-                        et.detach().numpy(), tt.numpy(), rtol=1e-6, atol=1e-7, equal_nan=True):
-                    return "tangent", f"output {j}: tangents differ"
+                        et.detach().numpy(), tt.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True):
+                    return "tangent", (f"sample {k} output {j}: tangents differ, ember "
+                                       f"{et.detach().numpy().ravel()[:4]} torch "
+                                       f"{tt.numpy().ravel()[:4]}")
             checked += 1
     if checked == 0:
         return "forward", problem or "no sample ran"

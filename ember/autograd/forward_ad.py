@@ -318,7 +318,12 @@ def make_dual(tensor, tangent, *, level=None):
 
 
 def _alias(t):
-    """A view of ``t`` with no tangent of its own (propagation suspended while made)."""
+    """``t``'s data under a new tensor with no tangent of its own: a view when ``t`` is in
+    a graph (so gradients still reach it), else a plain alias sharing data and version
+    (which, unlike PyTorch's, is not a view: ops that read a view's base, as_strided,
+    then see the dual itself)."""
+    if not t._requires_grad:
+        return t.detach()
     hook = _node.forward_ad_hook[0]
     _node.forward_ad_hook[0] = None
     try:

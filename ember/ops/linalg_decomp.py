@@ -396,6 +396,16 @@ class Cholesky(Primitive):
         gA = _solve(L.mT, gA)
         return _solve(L.mT, gA.mT).mT, None
 
+    def jvp(self, ta, _):
+        # dL = L Phi(L^-1 dA L^-H), Phi: the lower triangle with its diagonal halved
+        y = self.fw_output
+        L = y.mH if self.upper else y
+        Li = Inv.apply(L)
+        X = Li @ ta @ Li.mH
+        phi = X.tril() - X.diagonal(0, -2, -1).diag_embed() * 0.5
+        dL = L @ phi
+        return dL.mH if self.upper else dL
+
 
 def _is_pd(m):
     try:

@@ -261,6 +261,15 @@ class Logcumsumexp(Primitive):
         neg = where(gy < 0, log_abs, lowest)
         return (rev_lcse(pos - y) + x).exp() - (rev_lcse(neg - y) + x).exp(), None
 
+    def jvp(self, t, _):
+        # ty_i = sum_{j <= i} exp(x_j - y_i) t_j, shifted by the slice's max for range
+        x, a = self.fw_inputs
+        if a is None:
+            return t
+        m = x.amax(a, keepdim=True).detach()
+        m = m.masked_fill(~m.isfinite(), 0.0)
+        return ((x - m).exp() * t).cumsum(a) * (m - self.fw_output).exp()
+
 
 @with_out
 def logcumsumexp(input, dim, *, out=None):
