@@ -191,6 +191,24 @@ def _propagate(node, args, params, res):
     for o, tan in zip(targets, got):
         if o is not None:
             _set(o, _fit(tan, o), lvl)
+    if type(node).save_output and node._saved is not None:
+        # backward rebuilds saved outputs from arrays: they get their tangent back there
+        node._fw_out = _SavedTangents(lvl, [get_tangent(o, lvl) if o is not None else None
+                                            for o in targets])
+
+
+class _SavedTangents:
+    """Gives a node's rebuilt saved output its tangent while the level is open."""
+
+    __slots__ = ("lvl", "tangents")
+
+    def __init__(self, lvl, tangents):
+        self.lvl, self.tangents = lvl, tangents
+
+    def __call__(self, t, nr):
+        if self.lvl is _current[0] and nr < len(self.tangents) and \
+                self.tangents[nr] is not None:
+            _set(t, self.tangents[nr], self.lvl)
 
 
 def _fit(tan, o):

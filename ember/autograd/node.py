@@ -133,6 +133,9 @@ class Node:
                     t._output_nr = nr
                 if vc[0] != version:
                     self._raise_stale(t, i, vc[0], version, output=True)
+                fw = self.__dict__.get("_fw_out")
+                if fw is not None:  # the output's tangent (forward-over-reverse)
+                    fw(t, nr)
                 out.append(t)
             else:
                 t, version = item
