@@ -11,6 +11,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive, _SavedOutput
 from ember.backend import array_module
+from ember.ops import _jvp
 from ember.ops._einsum import DiagEmbed, _tname
 from ember.ops.linalg import _write_out
 from ember.ops.reduction import _return_type, return_types
@@ -169,6 +170,10 @@ class Inv(Primitive):
         inv, = self.saved_tensors
         t = inv.mT
         return -t.matmul(gy).matmul(t)
+
+    def jvp(self, t):
+        y = self.fw_output
+        return -(y @ t @ y)
 
 
 def inv(A, *, out=None):
@@ -765,6 +770,9 @@ class VectorNorm(Primitive):
         else:
             gx = x * x.abs().pow(p - 2) * (g / norm.pow(p - 1)).masked_fill(zero, 0.0)
         return gx, None, None, None
+
+    def jvp(self, t, *_):
+        return _jvp.reduced(self, t, self.meta[1], self.meta[2])
 
 
 Tensor.det = det

@@ -99,6 +99,9 @@ class MaxPool(Primitive):
     def backward(self, gy, *_):
         return _flat_in_x(self, PoolScatter.apply(gy, self.arg, self.g)), None
 
+    def jvp(self, t, _):
+        return PoolGather.apply(t, self.arg, self.g)  # the tangent at each window's max
+
 
 def _flat_in_x(node, gx):
     """Pooling's input gradient does not depend on the input: under create_graph it is
@@ -144,6 +147,9 @@ class MaxPoolWithIndices(MaxPool):
     def forward(self, x, g):
         out = MaxPool.forward(self, x, g)
         return out, flat_indices(self.arg, g)
+
+    def jvp(self, t, _):
+        return PoolGather.apply(t, self.arg, self.g), None
 
 
 def flat_indices(arg, g):
