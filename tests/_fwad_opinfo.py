@@ -70,6 +70,14 @@ class _Pair:
         return x, x
 
 
+def _numel(x):
+    if isinstance(x, torch.Tensor):
+        return x.numel()
+    if isinstance(x, (list, tuple)):
+        return sum(_numel(v) for v in x)
+    return 0
+
+
 def _flat(out):
     if isinstance(out, (tuple, list)):
         return [y for o in out for y in _flat(o)]
@@ -101,6 +109,8 @@ def check_op(op, samples=SAMPLES):
                 s = next(all_samples)
             except StopIteration:
                 break
+        if checked and _numel(s.input) > 300:
+            continue  # past the first, small samples only (the rules are the same)
         rng = np.random.default_rng(k)
         conv = _Pair(rng)
         with tfw.dual_level(), efw.dual_level():
