@@ -95,7 +95,9 @@ def check_op(op, samples=SAMPLES):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            all_samples = iter(op.sample_inputs("cpu", torch.float64, requires_grad=False))
+            # the generator itself: ``op.sample_inputs`` wraps it in a tracker that walks
+            # the whole Python stack for every sample (slow under pytest)
+            all_samples = iter(op.sample_inputs_func(op, "cpu", torch.float64, False))
         except Exception as e:  # noqa: BLE001 - torch's own sample generator
             return "forward", f"samples: {e}"
     checked = 0
@@ -157,8 +159,12 @@ def check_op(op, samples=SAMPLES):
                     if np.any(tt.numpy() != 0):
                         return "tangent", f"output {j}: ember has no tangent"
                     continue
+                # where the output itself is infinite or NaN its derivative is a
+                # convention (torch often gives NaN there): those elements are not compared
+                finite = np.isfinite(tfw.unpack_dual(t).primal.detach().resolve_conj().numpy())
                 if tuple(et.shape) != tuple(tt.shape) or not np.allclose(
-                        et.detach().numpy(), tt.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True):
+                        et.detach().numpy()[finite], tt.numpy()[finite], rtol=1e-5, atol=1e-6,
+                        equal_nan=True):
                     return "tangent", (f"sample {k} output {j}: tangents differ, ember "
                                        f"{et.detach().numpy().ravel()[:4]} torch "
                                        f"{tt.numpy().ravel()[:4]}")
