@@ -44,6 +44,9 @@ class _Sample(Primitive):
                      _factory.zeros(tuple(gy.shape), dtype=_dt.FROM_NP[dt], device=gy.device)
                      for e, dt in zip(self._edges, self._dtypes))
 
+    def jvp(self, *tangents):
+        return None  # a sample does not move with its parameters (zero tangent)
+
 
 def _node(name):
     return type(name, (_Sample,), {"_node_name": name})

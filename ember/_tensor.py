@@ -41,7 +41,7 @@ class _Extra:
     """Rarely used per-tensor state, allocated on first use to keep tensors small."""
 
     __slots__ = ("hooks", "retains_grad", "post_acc_hooks", "grad_accumulator", "name",
-                 "retain_handle", "conj")
+                 "retain_handle", "conj", "fw_grad")
 
     def __init__(self):
         self.hooks = None
@@ -51,6 +51,7 @@ class _Extra:
         self.name = None
         self.retain_handle = None
         self.conj = False  # PyTorch's conjugate bit, set by conj() (ember computes the values)
+        self.fw_grad = None  # (forward-AD level, tangent or None): see autograd.forward_ad
 
 
 def _as_array(data):

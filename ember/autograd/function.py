@@ -26,7 +26,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Node, Primitive
+from ember.autograd.node import Node, Primitive, forward_ad_hook
 
 _FREED = "freed"
 _FREED_MSG = (
@@ -58,7 +58,12 @@ class FunctionCtx:
         self._to_save = tensors
 
     def save_for_forward(self, *tensors):
-        raise NotImplementedError("ctx.save_for_forward: ember has no forward-mode AD")
+        """Save tensors (or None) for ``jvp``, which reads them as ``ctx.saved_tensors``."""
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_forward expects all arguments to be tensors; but "
+                                f"got argument {i} of type {type(t).__name__}.")
+        self._fw_saved = tensors
 
     def mark_dirty(self, *args):
         """Declare inputs that ``forward`` modified in place (they must also be returned)."""
@@ -87,7 +92,10 @@ class BackwardCFunction(FunctionCtx, Node):
 
     @property
     def saved_tensors(self):
-        """The tensors given to ``save_for_backward``, checked against in-place changes."""
+        """The tensors given to ``save_for_backward``, checked against in-place changes
+        (inside ``jvp``: those given to ``save_for_forward``)."""
+        if self.__dict__.get("_in_jvp"):
+            return tuple(self.__dict__.get("_fw_saved", ()))
         saved = self._saved
         if saved is None:
             return ()
@@ -254,7 +262,10 @@ class Function(metaclass=_FunctionMeta):
         ctx = _new_ctx(cls, args)
         recording = _grad_state.grad_enabled and any(ctx._needs_input_grad)
         prev = _grad_state.grad_enabled
+        fw_hook = forward_ad_hook[0]
+        tangents = _input_tangents(args) if fw_hook is not None else None
         _grad_state.grad_enabled = False
+        forward_ad_hook[0] = None  # forward runs on the primals, as in PyTorch
         try:
             if setup:
                 output = cls.forward(*args, **kwargs)
@@ -263,16 +274,60 @@ class Function(metaclass=_FunctionMeta):
                 output = cls.forward(ctx, *args, **kwargs)
         finally:
             _grad_state.grad_enabled = prev
-        return _wrap_outputs(ctx, args, output, recording)
+            forward_ad_hook[0] = fw_hook
+        result = _wrap_outputs(ctx, args, output, recording)
+        if tangents is not None:
+            _run_jvp(cls, ctx, args, tangents, result)
+        return result
 
     @staticmethod
     def vmap(info, in_dims, *args):
-        raise NotImplementedError("autograd.Function.vmap: ember has no vmap")
+        raise NotImplementedError(
+            "autograd.Function.vmap: ember has no custom batching rules for Functions; "
+            "vmap runs a Function per sample (with a warning)")
 
     @staticmethod
     def mark_shared_storage(*pairs):
         raise NotImplementedError("mark_shared_storage is deprecated in PyTorch; ember does "
                                   "not support it")
+
+
+def _input_tangents(args):
+    """Each input's tangent for ``jvp`` (zeros for a tensor without one, None for other
+    arguments), or None when no input has a tangent."""
+    from ember import zeros_like
+    from ember.autograd.forward_ad import get_tangent
+    tans = [get_tangent(a) if isinstance(a, Tensor) else None for a in args]
+    if all(t is None for t in tans):
+        return None
+    return [zeros_like(a).detach() if t is None and isinstance(a, Tensor) and
+            a._data.dtype.kind in "fcV" else t for a, t in zip(args, tans)]
+
+
+def _run_jvp(cls, ctx, args, tangents, result):
+    """Forward mode through a custom Function: its ``jvp`` gives the output tangents."""
+    from ember.autograd import forward_ad
+    ctx._in_jvp = True
+    hook = forward_ad_hook[0]
+    forward_ad_hook[0] = None
+    try:
+        out_t = cls.jvp(ctx, *tangents)
+    finally:
+        ctx._in_jvp = False
+        forward_ad_hook[0] = hook
+    outs = result if isinstance(result, tuple) else (result,)
+    if not isinstance(out_t, tuple):
+        out_t = (out_t,)
+    if len(out_t) != len(outs):
+        raise RuntimeError(f"{cls.__name__}.jvp returned {len(out_t)} tangents, expected one "
+                           f"per output of forward ({len(outs)})")
+    lvl = forward_ad._current[0]
+    for o, t in zip(outs, out_t):
+        if isinstance(o, Tensor) and o._data.dtype.kind in "fcV" and t is not None:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{cls.__name__}.jvp must return Tensors (or None), got "
+                                f"{type(t).__name__}")
+            forward_ad._set(o, forward_ad._fit(t, o), lvl)
 
 
 def _new_ctx(cls, args):

@@ -1,8 +1,10 @@
 """Higher-level differentiation of whole functions: ``jacobian``, ``hessian``, ``vjp``,
 ``jvp``, ``hvp`` and ``vhp`` (``torch.autograd.functional``).
 
-Everything is built on reverse mode: ``jvp`` and ``hvp`` use the double-backward
-trick, and ``vectorize=True`` gives the same result as the loop (ember has no vmap).
+``jvp`` runs in forward mode and ``hvp`` forward over reverse (see
+``autograd.forward_ad``), except with ``create_graph``/``strict``, where they use the
+double-backward trick as PyTorch does; ``vectorize=True`` gives the same result as the
+loop (ember has no vmap here).
 """
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import enable_grad, set_grad_enabled
@@ -169,12 +171,50 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
             _tuple_postprocess(res, is_inputs_tuple))
 
 
+def _fw_available(create_graph, strict):
+    from ember.autograd import forward_ad
+    return not create_graph and not strict and forward_ad._current[0] is None
+
+
+def _forward_mode(func, inputs, tangents, name):
+    """``(outputs, tangents)`` of ``func`` at ``inputs`` in one forward-mode pass."""
+    from ember._factory import zeros_like
+    from ember.autograd import forward_ad
+    with forward_ad.dual_level():
+        duals = tuple(forward_ad.make_dual(x.detach(), t.detach())
+                      for x, t in zip(inputs, tangents))
+        outputs = func(*duals)
+        is_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", name)
+        tans = []
+        for o in outputs:
+            t = forward_ad.unpack_dual(o).tangent
+            tans.append(zeros_like(o).detach() if t is None else t.detach())
+        outputs = tuple(o.detach() for o in outputs)
+    return is_tuple, outputs, tuple(tans)
+
+
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
-    """``(func(inputs), J v)``: the Jacobian-vector product, by the double-backward trick.
+    """``(func(inputs), J v)``: the Jacobian-vector product, in forward mode (one pass with
+    the tangents riding along); with ``create_graph`` or ``strict``, or inside an open
+    forward-AD level, by the double-backward trick as PyTorch computes it.
 
     ``v`` may be None only when the input is a single one-element tensor.
     """
-    from ember._factory import zeros_like
+    from ember._factory import ones_like, zeros_like
+    if _fw_available(create_graph, strict):
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
+        if v is not None:
+            _, v = _as_tuple(v, "v", "jvp")
+            _validate_v(v, inputs, is_inputs_tuple)
+        elif len(inputs) != 1 or inputs[0].nelement() != 1:
+            raise RuntimeError("The vector v can only be None if the input to the "
+                               "user-provided function is a single Tensor with a single "
+                               "element.")
+        else:
+            v = (ones_like(inputs[0]),)
+        is_outputs_tuple, outputs, res = _forward_mode(func, inputs, v, "jvp")
+        return (_tuple_postprocess(outputs, is_outputs_tuple),
+                _tuple_postprocess(res, is_outputs_tuple))
     with enable_grad():
         is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
         inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
@@ -221,8 +261,16 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                              'inputs, "forward-mode" tends to be more performant. Otherwise, '
                              'prefer to use "reverse-mode".')
     if strategy == "forward-mode":
-        raise NotImplementedError('jacobian(strategy="forward-mode"): ember has no '
-                                  'forward-mode AD; use strategy="reverse-mode"')
+        if create_graph:
+            raise NotImplementedError("torch.autograd.functional.jacobian: `create_graph=True` "
+                                      'and `strategy="forward-mode"` are not supported together '
+                                      "(yet). Please either set `create_graph=False` or "
+                                      '`strategy="reverse-mode"`.')
+        if not vectorize:
+            raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-"
+                                      "reverse Hessian is only implemented for "
+                                      "`vectorize=True`.")
+        return _jacobian_forward(func, inputs)
     if vectorize and strict:
         raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
                            "`vectorized=True` are not supported together. Please either set "
@@ -264,6 +312,34 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                 for k, row in enumerate(rows)))
         jac = _grad_postprocess(tuple(jac), create_graph)
         return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
+
+
+def _jacobian_forward(func, inputs):
+    """``jacobian(strategy="forward-mode")``: one forward-mode pass per input element (a
+    one-hot tangent), a column of every output's Jacobian each."""
+    from ember import stack
+    from ember._factory import zeros, zeros_like
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+    inputs = tuple(x.detach() for x in inputs)
+    zs = [zeros_like(x) for x in inputs]
+    cols = [[] for _ in inputs]
+    outputs = is_outputs_tuple = None
+    for k, x in enumerate(inputs):
+        for e in range(x.nelement()):
+            onehot = zeros(x.nelement(), dtype=x.dtype)
+            onehot._data[e] = 1
+            ts = list(zs)
+            ts[k] = onehot.view(x.shape)
+            is_outputs_tuple, outputs, tans = _forward_mode(func, inputs, ts, "jacobian")
+            cols[k].append(tans)
+    if outputs is None:
+        is_outputs_tuple, outputs, _ = _forward_mode(func, inputs, zs, "jacobian")
+    jac = tuple(tuple(
+        (stack([c[i] for c in cols[k]], -1) if cols[k] else
+         zeros(tuple(o.shape) + (0,), dtype=o.dtype)).view(tuple(o.shape) +
+                                                           tuple(inputs[k].shape))
+        for k in range(len(inputs))) for i, o in enumerate(outputs))
+    return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
 
 def _stack(rows):
@@ -367,8 +443,13 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
 
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
-    """``(func(inputs), H v)``: Hessian-vector product of a scalar function."""
+    """``(func(inputs), H v)``: Hessian-vector product of a scalar function, forward over
+    reverse (the gradient's tangent along ``v``: one forward and one backward pass carrying
+    tangents); with ``create_graph`` or ``strict``, or inside an open forward-AD level, by
+    the double-backward trick as PyTorch computes it."""
     from ember._factory import zeros_like
+    if _fw_available(create_graph, strict) and v is not None:
+        return _hvp_forward(func, inputs, v)
     with enable_grad():
         is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hvp")
         inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
@@ -386,3 +467,23 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
     res = _grad_postprocess(res, create_graph)
     return (_tuple_postprocess(outputs, is_outputs_tuple),
             _tuple_postprocess(res, is_inputs_tuple))
+
+
+def _hvp_forward(func, inputs, v):
+    from ember._factory import zeros_like
+    from ember.autograd import forward_ad
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hvp")
+    _, v = _as_tuple(v, "v", "hvp")
+    _validate_v(v, inputs, is_inputs_tuple)
+    with forward_ad.dual_level(), enable_grad():
+        leaves = tuple(x.detach().requires_grad_(True) for x in inputs)
+        duals = tuple(forward_ad.make_dual(x, t.detach()) for x, t in zip(leaves, v))
+        is_outputs_tuple, outputs = _scalar_output(func, duals, "hvp", False)
+        grads = _autograd_grad(outputs, duals, create_graph=True)
+        res = []
+        for g, x in zip(grads, inputs):
+            t = None if g is None else forward_ad.unpack_dual(g).tangent
+            res.append(zeros_like(x) if t is None else t.detach())
+        outputs = tuple(forward_ad.unpack_dual(o).primal.detach() for o in outputs)
+    return (_tuple_postprocess(outputs, is_outputs_tuple),
+            _tuple_postprocess(tuple(res), is_inputs_tuple))

@@ -151,7 +151,7 @@ def _unsupported(**flags):
     for name, on in flags.items():
         if on:
             raise NotImplementedError(f"gradcheck({name}=True): ember has no batching "
-                                      "rules or forward-mode engine to check")
+                                      "rules to check")
 
 
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
@@ -178,11 +178,10 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad "
                              "to be True")
     _unsupported(check_batched_grad=check_batched_grad,
-                 check_batched_forward_grad=check_batched_forward_grad,
-                 check_forward_ad=check_forward_ad)
+                 check_batched_forward_grad=check_batched_forward_grad)
     try:
         return _gradcheck(func, inputs, eps, atol, rtol, nondet_tol, check_grad_dtypes,
-                          check_undefined_grad)
+                          check_undefined_grad, check_forward_ad, check_backward_ad)
     except GradcheckError:
         if raise_exception:
             raise
@@ -207,13 +206,22 @@ def _realified(func, inputs):
 
 
 def _gradcheck(func, inputs, eps, atol, rtol, nondet_tol, check_grad_dtypes,
-               check_undefined_grad):
+               check_undefined_grad, check_forward_ad=False, check_backward_ad=True):
     inputs = _as_tuple(inputs)
     func, inputs = _realified(func, inputs)
     _check_inputs(inputs)
     out = _as_tuple(func(*inputs))
     tensors_out = [o for o in out if isinstance(o, Tensor)]
     numerical = _numerical(func, inputs, inputs, eps)  # [input][output]
+    if check_forward_ad:
+        forward = _forward_jacobian(func, inputs)  # [input][output]
+        for j, per_in in enumerate(forward):
+            for i, a in enumerate(per_in):
+                if not np.allclose(a, numerical[j][i], rtol=rtol, atol=atol):
+                    raise GradcheckError("While considering the forward AD gradient:\n" +
+                                         _mismatch(a, numerical[j][i], i, j))
+    if not check_backward_ad:
+        return True
     diff_out = [(i, o) for i, o in enumerate(tensors_out) if o.requires_grad]
     if not diff_out:
         for per_in in numerical:
@@ -229,6 +237,37 @@ def _gradcheck(func, inputs, eps, atol, rtol, nondet_tol, check_grad_dtypes,
                 raise GradcheckError(_mismatch(a, n, pos, j))
     _check_zero_grad_outputs([o for _, o in diff_out], inputs)
     return True
+
+
+def _forward_jacobian(func, inputs):
+    """[input][output] -> ndarray (input.numel(), output.numel()): one forward-mode pass
+    per input element, with a one-hot tangent."""
+    from ember.autograd import forward_ad as fwad
+    result = []
+    for j, inp in _diff_inputs(inputs):
+        n = inp._data.size
+        cols = None
+        for k in range(n):
+            onehot = np.zeros(n, dtype=inp._data.dtype)
+            onehot[k] = 1
+            with fwad.dual_level():
+                args = list(inputs)
+                args[j] = fwad.make_dual(inp, _make(onehot.reshape(inp._data.shape)))
+                outs = [o for o in _as_tuple(func(*args)) if isinstance(o, Tensor)]
+                tans = []
+                for o in outs:
+                    t = fwad.unpack_dual(o).tangent
+                    tans.append(np.zeros(o._data.size) if t is None else
+                                np.asarray(t.detach()._host(), dtype=np.float64).reshape(-1))
+            if cols is None:
+                cols = [np.zeros((n, t.size)) for t in tans]
+            for c, t in zip(cols, tans):
+                c[k] = t
+        if cols is None:  # an empty input
+            outs = [o for o in _as_tuple(func(*inputs)) if isinstance(o, Tensor)]
+            cols = [np.zeros((0, o._data.size)) for o in outs]
+        result.append(cols)
+    return result
 
 
 def _check_zero_grad_outputs(outputs, inputs):
@@ -262,7 +301,6 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     if not (check_fwd_over_rev or check_rev_over_rev):
         raise AssertionError("Expected at least one of check_fwd_over_rev or "
                              "check_rev_over_rev to be True")
-    _unsupported(check_fwd_over_rev=check_fwd_over_rev)
     inputs = _as_tuple(inputs)
     if grad_outputs is None:
         outs = [o for o in _as_tuple(func(*inputs)) if isinstance(o, Tensor) and o.requires_grad]
@@ -293,4 +331,5 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
                      raise_exception=raise_exception, nondet_tol=nondet_tol,
                      check_undefined_grad=check_undefined_grad,
                      check_grad_dtypes=check_grad_dtypes, check_batched_grad=check_batched_grad,
+                     check_forward_ad=check_fwd_over_rev, check_backward_ad=check_rev_over_rev,
                      fast_mode=fast_mode, masked=masked)

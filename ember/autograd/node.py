@@ -18,6 +18,8 @@ __all__ = ["Node", "Primitive", "AccumulateGrad"]
 
 # the running profiler's recorder (ember.profiler), or None: every op call checks it
 profiler_hook = [None]
+# forward_ad._propagate while a dual level is open, else None: every op call checks it
+forward_ad_hook = [None]
 
 _FREED = "freed"
 _FREED_MSG = (
@@ -131,6 +133,9 @@ class Node:
                     t._output_nr = nr
                 if vc[0] != version:
                     self._raise_stale(t, i, vc[0], version, output=True)
+                fw = self.__dict__.get("_fw_out")
+                if fw is not None:  # the output's tangent (forward-over-reverse)
+                    fw(t, nr)
                 out.append(t)
             else:
                 t, version = item
@@ -276,11 +281,25 @@ class Primitive(Node):
             raise _as_runtime_error(cls, args, e) from None
         if rg and _grad_state.grad_enabled:
             if cls.n_outputs == 1:
-                return self._record(args, out)
-            return self._record_many(args, out)
-        if cls.n_outputs == 1:
-            return _wrap(out)
-        return tuple(_make(o, False) for o in out)
+                res = self._record(args, out)
+            else:
+                res = self._record_many(args, out)
+        elif cls.n_outputs == 1:
+            res = _wrap(out)
+        else:
+            res = tuple(_make(o, False) for o in out)
+        if forward_ad_hook[0] is not None:
+            forward_ad_hook[0](self, args, params, res)
+        return res
+
+    def jvp(self, *tangents):
+        """Output tangent(s) from one tangent per positional input (None where the input
+        has none), in ember Tensor ops; read the primals from ``self.fw_inputs`` (the
+        positional arguments), ``self.fw_params`` and ``self.fw_output``. A None result
+        stands for zeros. This default is the mechanical double-vjp fallback
+        (``forward_ad.fallback_jvp``); ops override it with their rule."""
+        from ember.autograd.forward_ad import fallback_jvp
+        return fallback_jvp(self, tangents)
 
     @classmethod
     def unary_function(cls):
@@ -290,7 +309,7 @@ class Primitive(Node):
         multi = cls.n_outputs != 1
 
         def f(x):
-            if profiler_hook[0] is not None:
+            if profiler_hook[0] is not None or forward_ad_hook[0] is not None:
                 return cls.apply(x)
             self = _new(cls)
             if not isinstance(x, Tensor):
@@ -314,7 +333,7 @@ class Primitive(Node):
         def f(a, b):
             if reflected:
                 a, b = b, a
-            if profiler_hook[0] is not None:
+            if profiler_hook[0] is not None or forward_ad_hook[0] is not None:
                 return cls.apply(a, b)
             self = _new(cls)
             rg = False

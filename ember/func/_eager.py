@@ -8,6 +8,7 @@ and ``ember.autograd.grad`` walks the graph back.  The graph of the result is ke
 another transform, or an input already requires grad.
 """
 import ember
+from ember.autograd import forward_ad as _fwad
 from ember.autograd import grad as _autograd_grad
 from ember.autograd.grad_mode import enable_grad, is_grad_enabled
 from ember.func import _batched
@@ -177,31 +178,78 @@ def vjp(func, *primals, has_aux=False):
 
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
-    """torch.func.jvp: ``(func(*primals), J @ tangents)``.
-
-    ember has no forward-mode engine yet: the product is computed by the double-vjp trick
-    (``u -> J^T u`` is linear in ``u``; differentiating it w.r.t. ``u`` against the tangents
-    gives ``J t``).  Cost: one forward pass plus two backward passes, the second through the
-    graph of the first (about 3x a plain gradient, and it keeps that graph in memory)."""
+    """torch.func.jvp: ``(func(*primals), J @ tangents)`` in forward mode: ``func`` runs once
+    on dual tensors and the tangents ride along (see ``autograd.forward_ad``). Inside an
+    open forward-AD level (jvp of jvp, jacfwd of jacfwd) the inner product falls back to
+    the double-vjp trick, since levels do not nest."""
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to be "
                            "tuples")
     if len(primals) != len(tangents):
         raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have "
                            "the same python structure")
+    p_leaves, _ = flatten(list(primals))
+    t_leaves, _ = flatten(list(tangents))
+    if len(t_leaves) != len(p_leaves):
+        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have "
+                           "the same python structure")
+    for p, t in zip(p_leaves, t_leaves):
+        if isinstance(p, ember.Tensor) and tuple(p.shape) != tuple(t.shape):
+            raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to "
+                               f"have the same shape, got {tuple(p.shape)} and {tuple(t.shape)}")
+    if _fwad._current[0] is not None:
+        return _jvp_double_vjp(func, primals, tangents, has_aux)
+    out, tan, aux, graph = _forward_pass(func, list(primals), {}, range(len(primals)),
+                                         t_leaves, has_aux, "jvp")
+    if has_aux:
+        return out, tan, aux
+    return out, tan
+
+
+def _forward_pass(func, args, kwargs, nums, t_leaves, has_aux, name):
+    """Run ``func`` once in a forward-AD level with the inputs at ``nums`` made dual
+    (``t_leaves``: their flattened tangents); return ``(out, tangents, aux, graph)``.
+
+    The duals are tracked by autograd (so reverse transforms inside ``func`` keep the
+    tangents: forward-over-reverse), and the graph is kept only when someone outside can
+    still differentiate the result."""
+    graph = _needs_graph(list(args) + list(kwargs.values()) + [t_leaves])
+    k = 0
+    with _fwad.dual_level(), enable_grad(), _Nested():
+        for i in nums:
+            leaves, spec = flatten(args[i])
+            duals = []
+            for x in leaves:
+                x = _track(x, name)
+                duals.append(_fwad.make_dual(x, t_leaves[k]))
+                k += 1
+            args[i] = unflatten(duals, spec)
+        out = func(*args, **kwargs)
+        out, aux = _split_aux(out, has_aux, name)
+        out_leaves, out_spec = flatten(out)
+        prims, tans = [], []
+        for o in out_leaves:
+            if not isinstance(o, ember.Tensor):
+                raise RuntimeError(f"{name}(f, ...)(*args): expected f(*args) to return only "
+                                   f"tensors, got unsupported type {type(o).__name__}")
+            p, t = _fwad.unpack_dual(o)
+            prims.append(p if graph else p.detach())
+            tans.append(ember.zeros_like(o).detach() if t is None else
+                        (t if graph else t.detach()))
+    return (unflatten(prims, out_spec), unflatten(tans, out_spec),
+            _detach_tree(aux, graph) if has_aux else None, graph)
+
+
+def _jvp_double_vjp(func, primals, tangents, has_aux):
+    """``J t`` by the double-vjp trick (``u -> Jᵀu`` is linear in ``u``; its derivative
+    against ``t`` is ``J t``): used inside an open forward-AD level. Cost: one forward and
+    two backward passes, the second through the graph of the first."""
     nums = tuple(range(len(primals)))
     out, tracked, graph = _call_tracked(func, primals, {}, nums, "jvp")
     out, aux = _split_aux(out, has_aux, "jvp")
     out_leaves, out_spec = flatten(out)
     flat_in = [x for leaves, _ in tracked for x in leaves]
     t_leaves, _ = flatten(list(tangents))
-    if len(t_leaves) != len(flat_in):
-        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have "
-                           "the same python structure")
-    for p, t in zip(flat_in, t_leaves):
-        if tuple(p.shape) != tuple(t.shape):
-            raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to "
-                               f"have the same shape, got {tuple(p.shape)} and {tuple(t.shape)}")
     keep = graph or _needs_graph([tangents])
     with enable_grad():
         us = [ember.zeros_like(o).requires_grad_(True) for o in out_leaves]
@@ -212,6 +260,49 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     if has_aux:
         return result, tangent_out, _detach_tree(aux, graph)
     return result, tangent_out
+
+
+def _jacfwd(func, argnums, has_aux):
+    """The Jacobian by forward mode: one pass per input element, with a one-hot tangent."""
+    def wrapper(*args, **kwargs):
+        nums = _argnums_tuple(argnums, len(args), "jacfwd")
+        if _fwad._current[0] is not None:  # levels do not nest: columns by reverse mode
+            return _jacobian(func, argnums, has_aux, "jacfwd")(*args, **kwargs)
+        tracked = [flatten(args[i]) for i in nums]
+        flat_in = [x for leaves, _ in tracked for x in leaves]
+        for x in flat_in:
+            _track(x, "jacfwd")  # the type checks
+        zeros = [ember.zeros_like(x).detach() for x in flat_in]
+        cols = [[] for _ in flat_in]  # per input: one tangent tree per element
+        out = aux = None
+        for j, x in enumerate(flat_in):
+            for k in range(x.numel()):
+                ts = list(zeros)
+                onehot = ember.zeros(x.numel(), dtype=x.dtype)
+                onehot[k] = 1
+                ts[j] = onehot.reshape(x.shape)
+                out, tan, aux, graph = _forward_pass(func, list(args), kwargs, nums, ts,
+                                                     has_aux, "jacfwd")
+                cols[j].append(flatten(tan)[0])
+        if out is None:  # no input elements: one pass for the outputs' shapes
+            out, _, aux, graph = _forward_pass(func, list(args), kwargs, nums, zeros, has_aux,
+                                               "jacfwd")
+        out_leaves, out_spec = flatten(out)
+        per_output = []
+        for i, o in enumerate(out_leaves):
+            blocks = []
+            for j, x in enumerate(flat_in):
+                shape = tuple(o.shape) + tuple(x.shape)
+                if cols[j]:
+                    blocks.append(ember.stack([c[i] for c in cols[j]], -1).reshape(shape))
+                else:
+                    blocks.append(ember.zeros(shape, dtype=o.dtype))
+            per_output.append(_regroup(blocks, [(lv, sp) for lv, sp in tracked], argnums))
+        jac = unflatten(per_output, out_spec)
+        if has_aux:
+            return jac, aux
+        return jac
+    return wrapper
 
 
 def _jacobian(func, argnums, has_aux, name):
@@ -257,24 +348,25 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
-    """torch.func.jacfwd.  ember has no forward-mode engine: the same Jacobian is computed
-    in reverse mode (one backward pass per output element, as ``jacrev``), which gives equal
-    values; it is cheaper than forward columns when outputs are fewer than inputs and dearer
-    otherwise."""
+    """torch.func.jacfwd: the Jacobian of ``func`` w.r.t. ``argnums`` by forward mode, one
+    forward pass per input element with a one-hot tangent (cheaper than ``jacrev`` when
+    inputs are fewer than outputs). Nested in an open forward-AD level (``jacfwd(jacfwd)``)
+    the inner one computes its columns in reverse mode, since levels do not nest."""
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
                            f"'same'. Got {randomness}")
-    return _jacobian(func, argnums, has_aux, "jacfwd")
+    return _jacfwd(func, argnums, has_aux)
 
 
 def hessian(func, argnums=0):
-    """torch.func.hessian: ``jacfwd(jacrev(func, argnums), argnums)``."""
+    """torch.func.hessian: ``jacfwd(jacrev(func, argnums), argnums)``, forward-over-reverse:
+    the reverse-mode gradient carries the forward tangents through its backward pass."""
     return jacfwd(jacrev(func, argnums), argnums)
 
 
 def linearize(func, *primals):
     """torch.func.linearize: ``(func(*primals), jvp_fn)``; each ``jvp_fn(*tangents)`` call
-    reruns the double-vjp product (ember keeps no linearized graph)."""
+    reruns ``func`` in forward mode (ember keeps no linearized graph)."""
     out = func(*primals)
 
     def jvp_fn(*tangents):

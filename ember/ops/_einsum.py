@@ -8,6 +8,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
+from ember.ops import _jvp
 
 __all__ = ["einsum"]
 
@@ -32,6 +33,8 @@ class Diagonal(Primitive):
         shape, d1, d2 = self.meta
         return DiagEmbed.apply(gy, shape, d1, d2), None, None
 
+    jvp = _jvp.linear(0)
+
 
 class DiagEmbed(Primitive):
     """The adjoint of :class:`Diagonal`: zeros of ``shape`` with ``x`` on the diagonal."""
@@ -48,6 +51,8 @@ class DiagEmbed(Primitive):
     def backward(self, gy):
         d1, d2 = self.dims
         return Diagonal.apply(gy, d1, d2), None, None, None
+
+    jvp = _jvp.linear(0)
 
 
 def diag_embed_last(x):
@@ -98,6 +103,8 @@ class Einsum(Primitive):
             args = [gy] + [t for j, t in enumerate(ops) if j != i]
             grads.append(_einsum(subs, ins[i], args))
         return tuple(grads)
+
+    jvp = _jvp.multilinear()
 
 
 _EINSUM_NODES = {}

@@ -7,6 +7,7 @@ write touched.
 """
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import forward_ad_hook
 
 
 def check_inplace(t):
@@ -29,7 +30,16 @@ def source_for(t, copies_self, args=()):
     src = _make(t._data.copy(), t._requires_grad)
     src.grad_fn = t.grad_fn
     src._output_nr = t._output_nr
+    if forward_ad_hook[0] is not None:
+        _copy_tangent(t, src)
     return src
+
+
+def _copy_tangent(t, src):
+    from ember.autograd import forward_ad
+    tan = forward_ad.get_tangent(t)
+    if tan is not None:
+        forward_ad._set(src, tan.clone(), forward_ad._current[0])
 
 
 def commit(t, result):
@@ -46,6 +56,9 @@ def commit(t, result):
             raise RuntimeError(f"output with shape {list(td.shape)} doesn't match the broadcast "
                                f"shape {list(rd.shape)}")
     recording = _grad_state.grad_enabled and result._requires_grad
+    if forward_ad_hook[0] is not None:
+        from ember.autograd.forward_ad import commit_inplace
+        commit_inplace(t, result)
     if t._base is not None and recording:
         from ember.ops._views import rebase_view
         rebase_view(t, result)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
+from ember.ops import _jvp
 
 
 class ViewPrimitive(Primitive):
@@ -32,6 +33,12 @@ class ViewPrimitive(Primitive):
             if out._requires_grad and base.grad_fn is not None:
                 _track(base, out)
         return out
+
+    def jvp(self, t, *rest):
+        # a view's tangent is the same view of its input's tangent (it shares its memory)
+        if t is None:
+            return None
+        return type(self).apply(t, *self.fw_inputs[1:], **self.fw_params)
 
 
 # The differentiable views of each non-leaf base, so that when the base is changed in
@@ -127,6 +134,8 @@ class AsStridedScatter(Primitive):
         g_base = AsStridedScatter.apply(gy, _zeros(g_src, shape), shape, strides, offset)
         return g_base, g_src, None, None, None, None
 
+    jvp = _jvp.linear(0, 1)
+
 
 def _xp(arr):
     from ember.backend import array_module
@@ -177,6 +186,8 @@ class TakeFlat(Primitive):
         shape, idx = self.meta
         return PutFlat.apply(_zeros(gy, shape), gy, idx, True), None
 
+    jvp = _jvp.linear(0)
+
 
 class PutFlat(Primitive):
     """``base`` with the flat positions ``idx`` set to (or, accumulating, increased by) ``src``."""
@@ -202,6 +213,8 @@ class PutFlat(Primitive):
         if self._edges[1] is not None:
             g_src = TakeFlat.apply(gy, idx)
         return g_base, g_src, None, None
+
+    jvp = _jvp.linear(0, 1)
 
 
 def rebase_view(view, result):

@@ -10,6 +10,7 @@ import numpy as np
 from ember._tensor import Tensor, _Extra, _make
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
+from ember.ops import _jvp
 from ember.ops._util import check_out, tensor_method, to_float
 from ember.ops._views import ViewPrimitive
 
@@ -133,6 +134,8 @@ class Angle(Primitive):
         g = (gy / a2).masked_fill(a2 == 0, 0.0)
         return Complex.apply(-g * x.imag, g * x.real)
 
+    jvp = _jvp.diagonal
+
 
 @tensor_method()
 def angle(input, *, out=None):
@@ -164,6 +167,8 @@ class Complex(Primitive):
 
     def backward(self, gz):
         return gz.real, gz.imag
+
+    jvp = _jvp.linear(0, 1)
 
 
 def complex(real, imag, *, out=None):
@@ -201,6 +206,8 @@ class ConjPhysical(Primitive):
 
     def backward(self, gy):
         return conj_physical(gy)
+
+    jvp = _jvp.linear(0)
 
 
 class Conj(ConjPhysical):

@@ -23,6 +23,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
+from ember.ops import _jvp
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d"]
@@ -426,6 +427,9 @@ class Conv(Primitive):
         gb = gy.sum((0,) + tuple(range(2, 2 + g.nd))) if e[2] is not None else None
         return gx, gw, gb, None
 
+    def jvp(self, tx, tw, tb, _):
+        return _conv_jvp(self, tx, tw, tb)
+
 
 class ConvInput(Primitive):
     """``x = conv_input(y, w) + b``: the adjoint of ``conv`` in its input (conv_transpose).
@@ -476,6 +480,9 @@ class ConvInput(Primitive):
         gb = gx.sum((0,) + tuple(range(2, 2 + g.nd))) if e[2] is not None else None
         return gy, gw, gb, None
 
+    def jvp(self, ty, tw, tb, _):
+        return _conv_jvp(self, ty, tw, tb)
+
 
 class ConvWeight(Primitive):
     """``w = conv_weight(x, y)``: the adjoint of ``conv`` in its weight.
@@ -515,6 +522,8 @@ class ConvWeight(Primitive):
         gy = Conv.apply(x, gw, None, g) if e[1] is not None else None
         return gx, gy, None
 
+    jvp = _jvp.multilinear(0, 1)
+
 
 class Unfold(Primitive):
     """im2col: (N, C, *S) -> (N, C*prod(K), L), L the number of windows."""
@@ -526,6 +535,8 @@ class Unfold(Primitive):
 
     def backward(self, gy):
         return Fold.apply(gy, self.g), None
+
+    jvp = _jvp.linear(0)
 
 
 class Fold(Primitive):
@@ -540,6 +551,8 @@ class Fold(Primitive):
 
     def backward(self, gx):
         return Unfold.apply(gx, self.g), None
+
+    jvp = _jvp.linear(0)
 
 
 # ----- argument checks and the public functions ---------------------------------------
@@ -811,3 +824,17 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
                            f"{O[0] * O[1]}, but got input.size(2)={x.shape[2]}.")
     out = Fold.apply(x, Geom(S, O, k, s, d, p, p, 1))
     return out if input.dim() == 3 else out.squeeze(0)
+
+
+def _conv_jvp(self, tx, tw, tb):
+    """Tangent of ``conv(x, w) + b`` (also for the transposed conv): linear in each."""
+    x, w, _, g = self.fw_inputs
+    cls = type(self)
+    out = None if tx is None else cls.apply(tx, w, None, g)
+    if tw is not None:
+        r = cls.apply(x, tw, None, g)
+        out = r if out is None else out + r
+    if tb is not None:
+        r = tb.reshape((-1,) + (1,) * g.nd)
+        out = r if out is None else out + r
+    return out

@@ -6,6 +6,7 @@ from ember import backend
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
+from ember.ops import _jvp
 
 __all__ = ["clone", "fill", "fill_", "zero_", "memory_format", "contiguous_format",
            "preserve_format", "channels_last", "channels_last_3d"]
@@ -98,6 +99,8 @@ class ToCopy(Primitive):
             gy = gy.real  # the gradient of a real input is real
         return gy.to(dtype=_dt.FROM_NP[dt], device=dev), None, None
 
+    jvp = _jvp.linear(0)
+
 
 class Clone(Primitive):
     def forward(self, x):
@@ -105,6 +108,8 @@ class Clone(Primitive):
 
     def backward(self, gy):
         return gy
+
+    jvp = _jvp.linear(0)
 
 
 class Contiguous(Primitive):
@@ -117,6 +122,8 @@ class Contiguous(Primitive):
 
     def backward(self, gy):
         return (gy,) + (None,) * (len(self._edges) - 1)
+
+    jvp = _jvp.linear(0)
 
 
 class Fill(Primitive):
@@ -132,6 +139,9 @@ class Fill(Primitive):
 
     def backward(self, gy):
         return _zeros_for(self, gy), gy
+
+    def jvp(self, tx, tv):
+        return tv  # the value fills every element; the overwritten input's tangent is lost
 
 
 def _zeros_for(node, gy):
@@ -166,6 +176,9 @@ class Copy(Primitive):
 
     def backward(self, gy):
         return _zeros_for(self, gy), gy if self.src_device is None else gy.to(self.src_device)
+
+    def jvp(self, tx, tsrc):
+        return tsrc  # broadcast and cast to the output by forward_ad
 
 
 def _fill_value(name, value):

@@ -4,6 +4,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
+from ember.ops import _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
@@ -97,6 +98,8 @@ class DiagonalScatter(Primitive):
             g_src = Diagonal.apply(gy, offset, d1, d2)
         return g_base, g_src, None, None, None
 
+    jvp = _jvp.linear(0, 1)
+
 
 def _diag_dims(ndim, dim1, dim2):
     d1, d2 = wrap_dim(dim1, ndim), wrap_dim(dim2, ndim)
@@ -136,6 +139,8 @@ class DiagEmbed(Primitive):
         offset, d1, d2 = self.meta
         return Diagonal.apply(gy, offset, d1, d2), None, None, None
 
+    jvp = _jvp.linear(0)
+
 
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     """A tensor whose diagonals over ``dim1``, ``dim2`` are the last dim of ``input``
@@ -163,6 +168,8 @@ class Tril(Primitive):
     def backward(self, gy):
         return Tril.apply(gy, self.k), None
 
+    jvp = _jvp.linear(0)
+
 
 class Triu(Primitive):
     def forward(self, x, k):
@@ -171,6 +178,8 @@ class Triu(Primitive):
 
     def backward(self, gy):
         return Triu.apply(gy, self.k), None
+
+    jvp = _jvp.linear(0)
 
 
 def _tri(name, cls, input, diagonal, out):

@@ -9,6 +9,7 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
+from ember.ops import _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import (
     cj,
@@ -99,6 +100,9 @@ class Add(Primitive):
     def backward(self, gy):
         return gy, gy
 
+    def jvp(self, ta, tb):
+        return ta if tb is None else tb if ta is None else ta + tb
+
 
 class AddScaled(Primitive):
     """``a + alpha * b``."""
@@ -128,6 +132,10 @@ class AddScaled(Primitive):
     def backward(self, gy):
         return gy, gy * self.alpha, None
 
+    def jvp(self, ta, tb, _):
+        tb = None if tb is None else tb * self.alpha
+        return ta if tb is None else tb if ta is None else ta + tb
+
 
 _WIDER = {np.dtype(np.float32): np.float64, np.dtype(np.float16): np.float32}
 
@@ -146,6 +154,11 @@ class Sub(Primitive):
     def backward(self, gy):
         return gy, -gy if self._edges[1] is not None else None
 
+    def jvp(self, ta, tb):
+        if tb is None:
+            return ta
+        return -tb if ta is None else ta - tb
+
 
 class Mul(Primitive):
     broadcasts = True
@@ -160,6 +173,8 @@ class Mul(Primitive):
         e = self._edges
         return (gy * cj(b) if e[0] is not None else None), \
             (gy * cj(a) if e[1] is not None else None)
+
+    jvp = _jvp.multilinear(0, 1)
 
 
 class Div(Primitive):
@@ -177,6 +192,8 @@ class Div(Primitive):
         gb = -gy * cj(a) / cj(b * b) if e[1] is not None else None
         return ga, gb
 
+    jvp = _jvp.diagonal
+
 
 class FloorDivide(Primitive):
     broadcasts = True
@@ -189,6 +206,8 @@ class FloorDivide(Primitive):
 
     def backward(self, gy):
         return gy * 0, gy * 0
+
+    jvp = _jvp.diagonal
 
 
 class TruncDivide(Primitive):
@@ -206,6 +225,8 @@ class TruncDivide(Primitive):
     def backward(self, gy):
         return gy * 0, gy * 0
 
+    jvp = _jvp.diagonal
+
 
 class Remainder(Primitive):
     broadcasts = True
@@ -220,6 +241,8 @@ class Remainder(Primitive):
         a, b = self.saved_tensors
         return gy, (-gy * (a / b).floor() if self._edges[1] is not None else None)
 
+    jvp = _jvp.diagonal
+
 
 class Fmod(Primitive):
     broadcasts = True
@@ -233,6 +256,8 @@ class Fmod(Primitive):
     def backward(self, gy):
         a, b = self.saved_tensors
         return gy, (-gy * (a / b).trunc() if self._edges[1] is not None else None)
+
+    jvp = _jvp.diagonal
 
 
 class Pow(Primitive):
@@ -261,6 +286,8 @@ class Pow(Primitive):
             # d/db a**b = a**b log a, taken as 0 where a == 0 and b >= 0
             gb = (gy * cj(out * la)).masked_fill((a == 0) & (b >= 0), 0.0)
         return ga, gb
+
+    jvp = _jvp.diagonal
 
 
 def _float_pow_scalar(x, c):
@@ -313,6 +340,8 @@ class PowScalar(Primitive):
             return gy * cj(x * 2), None
         return gy * cj(x.pow(c - 1) * c), None
 
+    jvp = _jvp.diagonal
+
 
 class RPowScalar(Primitive):
     """``c ** x`` for a Python number ``c``."""
@@ -334,6 +363,8 @@ class RPowScalar(Primitive):
             g = g.masked_fill(y <= 1, 0.0)
         return None, g
 
+    jvp = _jvp.diagonal
+
 
 class Atan2(Primitive):
     broadcasts = True
@@ -349,6 +380,8 @@ class Atan2(Primitive):
         r = r.masked_fill(r.isinf(), 0.0)  # zero gradient at the origin, as PyTorch
         return gy * b * r, gy * -a * r
 
+    jvp = _jvp.diagonal
+
 
 class Hypot(Primitive):
     broadcasts = True
@@ -362,6 +395,8 @@ class Hypot(Primitive):
     def backward(self, gy):
         a, b, y = self.saved_tensors
         return gy * a / y, gy * b / y
+
+    jvp = _jvp.diagonal
 
 
 class Xlogy(Primitive):
@@ -385,6 +420,8 @@ class Xlogy(Primitive):
         ga = (gy * b.log()).masked_fill((a == 0) & (b <= 0), 0.0)
         return ga, gy * a / b
 
+    jvp = _jvp.diagonal
+
 
 class _MinMax(Primitive):
     broadcasts = True
@@ -398,6 +435,8 @@ class _MinMax(Primitive):
         ga = where(tie, half, gy.masked_fill(~pick_a, 0.0))
         gb = where(tie, half, gy.masked_fill(pick_a, 0.0))
         return ga, gb
+
+    jvp = _jvp.diagonal
 
 
 class Minimum(_MinMax):
@@ -457,6 +496,8 @@ class Where(Primitive):
                 gy.masked_fill(~c, 0.0) if e[1] is not None else None,
                 gy.masked_fill(c, 0.0) if e[2] is not None else None)
 
+    jvp = _jvp.diagonal
+
 
 class Lerp(Primitive):
     broadcasts = True
@@ -478,6 +519,8 @@ class Lerp(Primitive):
         start, end, w = self.saved_tensors
         gw = gy * (end - start) if self._edges[2] is not None else None
         return gy * (1 - w), gy * w, gw
+
+    jvp = _jvp.diagonal
 
 
 _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",

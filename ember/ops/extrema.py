@@ -6,6 +6,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.ops import _jvp
 from ember.ops._util import with_out, wrap_dim
 from ember.ops.reduction import (
     _axes,
@@ -37,6 +38,9 @@ class _EvenAll(Primitive):
         else:
             m = x == y
         return m * (gy / m.sum())
+
+    def jvp(self, t):
+        return _jvp.reduced(self, t, None, False)
 
 
 class _MaxAll(_EvenAll):
@@ -110,6 +114,11 @@ class _SelectDim(Primitive):
                                                for d in range(len(in_shape))])
         g = _restore(gv, in_shape, (axis,), keepdim)
         return g.masked_fill(_make(r != self.idx), 0.0), None, None
+
+    def jvp(self, t, *_):
+        _, axis, keepdim = self.meta
+        return _jvp.picked(self, t, axis, _make(self.idx) if axis is not None else None,
+                           keepdim), None
 
 
 def _nan_first(x, axis, base):
@@ -252,6 +261,9 @@ class _AmaxAmin(Primitive):
         mask = x == _keep(y, in_shape, axes, keepdim)
         return _keep(gy, in_shape, axes, keepdim) / mask.sum(axes, keepdim=True) * mask, \
             None, None
+
+    def jvp(self, t, *_):
+        return _jvp.reduced(self, t, self.meta[1], self.meta[2])
 
 
 class _Amax(_AmaxAmin):

@@ -9,6 +9,7 @@ opposite transform with norm ``"forward"`` (and ``"ortho"`` is its own dual).
 import numpy as np
 
 from ember.autograd.node import Primitive
+from ember.ops import _jvp
 
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 _COMPLEX_OF = {np.dtype(np.float32): np.complex64, np.dtype(np.complex64): np.complex64,
@@ -31,6 +32,8 @@ class FftC2C(Primitive):
         dims, norm, inverse = self.args
         return FftC2C.apply(gy, dims, _DUAL[norm], not inverse), None, None, None
 
+    jvp = _jvp.linear(0)
+
 
 class FftR2C(Primitive):
     """``rfftn`` of a real array: the last of ``dims`` keeps ``n // 2 + 1`` frequencies."""
@@ -45,6 +48,8 @@ class FftR2C(Primitive):
         # gradient of a real input is the real part
         full = _zero_pad(gy, dims[-1], n)
         return FftC2C.apply(full, dims, _DUAL[norm], True).real, None, None
+
+    jvp = _jvp.linear(0)
 
 
 class FftC2R(Primitive):
@@ -69,6 +74,8 @@ class FftC2R(Primitive):
             shape[dims[-1]] = m
             g = g * _array_tensor(w.reshape(shape))
         return g, None, None, None
+
+    jvp = _jvp.linear(0)
 
 
 def _array_tensor(a):

@@ -9,6 +9,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
+from ember.ops import _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim
 
@@ -92,6 +93,8 @@ class Gather(Primitive):
         shape, idx, dim = self.meta
         return ScatterAdd.apply(_zeros(gy, shape), gy, idx, dim), None, None
 
+    jvp = _jvp.linear(0)
+
 
 class ScatterAdd(Primitive):
     def forward(self, x, src, idx, dim):
@@ -106,6 +109,8 @@ class ScatterAdd(Primitive):
         if self._edges[1] is not None:
             g_src = _pad_to(Gather.apply(gy, idx, dim), src_shape)
         return gy, g_src, None, None
+
+    jvp = _jvp.linear(0, 1)
 
 
 class Scatter(Primitive):
@@ -133,6 +138,11 @@ class Scatter(Primitive):
         if self._edges[1] is not None:
             g_src = _pad_to(Gather.apply(gy, idx, dim), src_shape)
         return g_x, g_src, None, None, None
+
+    def jvp(self, *tangents):
+        if self.fw_inputs[4:5] not in ((), (None,)):
+            return _jvp._fallback(self, tangents)  # scatter with reduce= is not linear
+        return _LINEAR01(self, *tangents)
 
 
 def _gather_checks(op, input, dim, index, src=None):
@@ -347,6 +357,8 @@ class IndexSelect(Primitive):
         shape, idx, dim = self.meta
         return IndexAdd.apply(_zeros(gy, shape), gy, idx, dim, 1), None, None
 
+    jvp = _jvp.linear(0)
+
 
 class IndexAdd(Primitive):
     def forward(self, x, src, idx, dim, alpha=1):
@@ -365,6 +377,8 @@ class IndexAdd(Primitive):
                 g_src = g_src * alpha
         return gy, g_src, None, None, None
 
+    jvp = _jvp.linear(0, 1)
+
 
 class IndexCopy(Primitive):
     def forward(self, x, src, idx, dim):
@@ -378,6 +392,8 @@ class IndexCopy(Primitive):
         g_x = IndexFill.apply(gy, 0, idx, dim) if self._edges[0] is not None else None
         g_src = IndexSelect.apply(gy, idx, dim) if self._edges[1] is not None else None
         return g_x, g_src, None, None
+
+    jvp = _jvp.linear(0, 1)
 
 
 class IndexFill(Primitive):
@@ -396,6 +412,8 @@ class IndexFill(Primitive):
         if self._edges[1] is not None:
             g_v = IndexSelect.apply(gy, _xp(idx).unique(idx), dim).sum()
         return g_x, g_v, None, None
+
+    jvp = _jvp.linear(0, 1)
 
 
 def _dim_and_index(op, input, dim, index, kinds="int32 or int64", exc=RuntimeError):
@@ -528,3 +546,6 @@ def _bind():
 
 
 _bind()
+
+
+_LINEAR01 = _jvp.linear(0, 1)

@@ -14,6 +14,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
+from ember.ops import _jvp
 from ember.ops._inplace import check_inplace, commit
 from ember.ops._util import with_out
 from ember.ops._views import ViewPrimitive
@@ -275,6 +276,8 @@ class GetItemAdvanced(Primitive):
     def backward(self, gy):
         return IndexScatter.apply(gy, self.in_shape, self.idx, True), None
 
+    jvp = _jvp.linear(0)
+
 
 class IndexScatter(Primitive):
     """Zeros of ``shape`` with ``g`` written (or added, for advanced indices) at ``idx``:
@@ -294,6 +297,8 @@ class IndexScatter(Primitive):
     def backward(self, gy):
         cls = GetItemAdvanced if self.accumulate else GetItem
         return cls.apply(gy, self.idx), None, None, None
+
+    jvp = _jvp.linear(0)
 
 
 def gather_index(t, basic, adv):
@@ -405,6 +410,8 @@ class IndexPut(Primitive):
         if self._edges[1] is not None:
             g_v = _reduce_to(gather_index(gy, basic, adv), value_shape)
         return g_x, g_v, None, None, None
+
+    jvp = _jvp.linear(0, 1)
 
 
 def _reduce_to(g, shape):
@@ -560,6 +567,8 @@ class MaskedFill(Primitive):
             g_v = gy.masked_fill(~m, 0.0).sum()
         return g_x, None, g_v
 
+    jvp = _jvp.linear(0, 2)
+
 
 def masked_fill(input, mask, value):
     """``input`` with ``value`` (a number or 0-d tensor) where ``mask`` (bool,
@@ -619,6 +628,8 @@ class MaskedScatter(Primitive):
             g_src = pad(GetItemAdvanced.apply(gy, _xp(mask).nonzero(mask)),
                         (0, n - k)).reshape(src_shape)
         return g_x, g_src, None
+
+    jvp = _jvp.linear(0, 1)
 
 
 def masked_scatter(input, mask, source):

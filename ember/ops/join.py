@@ -6,6 +6,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
+from ember.ops import _jvp
 from ember.ops._util import check_same_device, wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import GetItem
@@ -58,6 +59,8 @@ class Cat(Primitive):
                 g = g.to(_dt.FROM_NP[dt])
             grads.append(g)
         return tuple(grads)
+
+    jvp = _jvp.linear()
 
 
 def _tensor_list(op, tensors):
@@ -163,6 +166,8 @@ class Stack(Primitive):
             g = gy.select(dim, i)
             grads.append(g if g._data.dtype == dt else g.to(_dt.FROM_NP[dt]))
         return tuple(grads)
+
+    jvp = _jvp.linear()
 
 
 def hstack(tensors, *, out=None):
@@ -364,6 +369,8 @@ class Repeat(Primitive):
             inter += [r, s]
         g = gy.reshape(inter).sum(tuple(range(0, 2 * len(reps), 2)))
         return g.reshape(in_shape), None
+
+    jvp = _jvp.linear(0)
 
 
 def repeat(self, *sizes):

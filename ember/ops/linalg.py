@@ -12,6 +12,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
+from ember.ops import _jvp
 from ember.ops._einsum import Diagonal, _tname, einsum
 from ember.ops._inplace import inplace_method
 from ember.ops._util import cj, wrap_dim
@@ -123,6 +124,8 @@ class MatMul(Primitive):
             if vb:
                 gb = gb.squeeze(-1)
         return ga, gb
+
+    jvp = _jvp.multilinear(0, 1)
 
 
 class Mm(MatMul):

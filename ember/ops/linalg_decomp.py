@@ -11,6 +11,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive, _SavedOutput
 from ember.backend import array_module
+from ember.ops import _jvp
 from ember.ops._einsum import DiagEmbed, _tname
 from ember.ops.linalg import _write_out
 from ember.ops.reduction import _return_type, return_types
@@ -169,6 +170,10 @@ class Inv(Primitive):
         inv, = self.saved_tensors
         t = inv.mT
         return -t.matmul(gy).matmul(t)
+
+    def jvp(self, t):
+        y = self.fw_output
+        return -(y @ t @ y)
 
 
 def inv(A, *, out=None):
@@ -395,6 +400,16 @@ class Cholesky(Primitive):
         gA = 0.5 * (gA + (gA * _tri_mask(L, n, -1, False)).mT)
         gA = _solve(L.mT, gA)
         return _solve(L.mT, gA.mT).mT, None
+
+    def jvp(self, ta, _):
+        # dL = L Phi(L^-1 dA L^-H), Phi: the lower triangle with its diagonal halved
+        y = self.fw_output
+        L = y.mH if self.upper else y
+        Li = Inv.apply(L)
+        X = Li @ ta @ Li.mH
+        phi = X.tril() - X.diagonal(0, -2, -1).diag_embed() * 0.5
+        dL = L @ phi
+        return dL.mH if self.upper else dL
 
 
 def _is_pd(m):
@@ -755,6 +770,9 @@ class VectorNorm(Primitive):
         else:
             gx = x * x.abs().pow(p - 2) * (g / norm.pow(p - 1)).masked_fill(zero, 0.0)
         return gx, None, None, None
+
+    def jvp(self, t, *_):
+        return _jvp.reduced(self, t, self.meta[1], self.meta[2])
 
 
 Tensor.det = det

@@ -81,6 +81,16 @@ class _Linear(Primitive):
             gb = _make(g.sum(0))
         return gx, gw, gb
 
+    def jvp(self, tx, tw, tb):
+        x, w, _ = self.fw_inputs
+        out = None if tx is None else _Linear.apply(tx, w, None)
+        if tw is not None:
+            r = _Linear.apply(x, tw, None)
+            out = r if out is None else out + r
+        if tb is not None:
+            out = tb if out is None else out + tb
+        return out
+
 
 class _LinearMm(_Linear):
     _node_name = "MmBackward0"
@@ -109,6 +119,10 @@ class _LinearRelu(_Linear):
         if not _grad_state.grad_enabled:
             return self._backward_arrays(np.multiply(gy._data, y._data > 0), x._data, w._data)
         return self._backward_tensors(gy * (y > 0), x, w)
+
+    def jvp(self, *tangents):
+        t = _Linear.jvp(self, *tangents)
+        return None if t is None else t * (self.fw_output > 0)
 
 
 # PyTorch's name for the node on top of linear's output: addmm / mm for a 2-D input,

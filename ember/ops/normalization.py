@@ -116,6 +116,26 @@ class Normalize(Primitive):
             gx = _make(gx)
         return gx, gw, gb, None, None, None
 
+    def jvp(self, tx, tw, tb, *_):
+        # d xhat = invstd (dxc - xhat mean(xhat dxc)), with the statistics recomputed in
+        # Tensor ops (as backward does) so the tangent stays differentiable
+        x, w = self.fw_inputs[:2]
+        axes = self.axes
+        xc = x - x.mean(axes, keepdim=True)
+        invstd = ((xc * xc).mean(axes, keepdim=True) + self.eps).rsqrt()
+        xhat = xc * invstd
+        out = None
+        if tx is not None:
+            dxc = tx - tx.mean(axes, keepdim=True)
+            out = (dxc - xhat * (xhat * dxc).mean(axes, keepdim=True)) * invstd
+            if w is not None:
+                out = out * w
+        if tw is not None:
+            out = xhat * tw if out is None else out + xhat * tw
+        if tb is not None:
+            out = tb if out is None else out + tb
+        return out
+
 
 def _wrap(a):
     return None if a is None else _make(a)

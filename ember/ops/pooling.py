@@ -18,6 +18,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.ops import _jvp
 from ember.ops.conv import Geom, ntuple
 from ember.ops.unary import _ZerosLikeOf
 
@@ -98,6 +99,9 @@ class MaxPool(Primitive):
     def backward(self, gy, *_):
         return _flat_in_x(self, PoolScatter.apply(gy, self.arg, self.g)), None
 
+    def jvp(self, t, _):
+        return PoolGather.apply(t, self.arg, self.g)  # the tangent at each window's max
+
 
 def _flat_in_x(node, gx):
     """Pooling's input gradient does not depend on the input: under create_graph it is
@@ -144,6 +148,9 @@ class MaxPoolWithIndices(MaxPool):
         out = MaxPool.forward(self, x, g)
         return out, flat_indices(self.arg, g)
 
+    def jvp(self, t, _):
+        return PoolGather.apply(t, self.arg, self.g), None
+
 
 def flat_indices(arg, g):
     """Flat input index (within one channel's plane) of kernel position ``arg``."""
@@ -179,6 +186,8 @@ class PoolScatter(Primitive):
     def backward(self, gx):
         return PoolGather.apply(gx, self.arg, self.g), None, None
 
+    jvp = _jvp.linear(0)
+
 
 class PoolGather(Primitive):
     """Each window's value at the remembered max position."""
@@ -193,6 +202,8 @@ class PoolGather(Primitive):
 
     def backward(self, gy):
         return PoolScatter.apply(gy, self.arg, self.g), None, None
+
+    jvp = _jvp.linear(0)
 
 
 class AvgPool(Primitive):
@@ -222,6 +233,8 @@ class AvgPool(Primitive):
     def backward(self, gy):
         return _flat_in_x(self, AvgPoolAdjoint.apply(gy, self.g, self.div)), None, None
 
+    jvp = _jvp.linear(0)
+
 
 class AvgPoolAdjoint(Primitive):
     """Each window's gradient divided by ``div`` and spread over the window."""
@@ -243,6 +256,8 @@ class AvgPoolAdjoint(Primitive):
     def backward(self, gx):
         return AvgPool.apply(gx, self.g, self.div), None, None
 
+    jvp = _jvp.linear(0)
+
 
 class GatherFlat(Primitive):
     """``out[..., o] = x[..., idx[..., o]]`` over the flattened spatial dims."""
@@ -258,6 +273,8 @@ class GatherFlat(Primitive):
 
     def backward(self, gy):
         return ScatterFlat.apply(gy, self.idx, self.S, True), None, None
+
+    jvp = _jvp.linear(0)
 
 
 class ScatterFlat(Primitive):
@@ -284,6 +301,8 @@ class ScatterFlat(Primitive):
 
     def backward(self, gx):
         return GatherFlat.apply(gx, self.idx, len(self.S)), None, None, None
+
+    jvp = _jvp.linear(0)
 
 
 # ----- geometry and argument checks ----------------------------------------------------

@@ -17,6 +17,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
+from ember.ops import _jvp
 from ember.ops._util import to_float, with_out, wrap_dim, wrap_dims
 
 __all__ = ["sum", "mean", "nansum", "nanmean", "prod", "std", "var", "std_mean", "var_mean",
@@ -134,6 +135,8 @@ class Sum(Primitive):
             gy = gy.to(FROM_NP[dt])
         return _restore(gy, in_shape, axes, keepdim), None, None, None
 
+    jvp = _jvp.linear(0)
+
 
 class Nansum(Primitive):
     def forward(self, x, axes, keepdim, np_dtype):
@@ -150,6 +153,9 @@ class Nansum(Primitive):
         if self.nan is not None:
             g = g * _make(~self.nan)  # a product, as PyTorch's: inf * 0 is NaN
         return g, None, None, None
+
+    def jvp(self, t, *_):
+        return Nansum.apply(t.masked_fill(self.fw_inputs[0].isnan(), 0.0), *self.fw_inputs[1:])
 
 
 class Mean(Primitive):
@@ -172,6 +178,8 @@ class Mean(Primitive):
         if gy._data.dtype != dt:
             gy = gy.to(FROM_NP[dt])
         return _restore(gy / self.n, in_shape, axes, keepdim), None, None, None
+
+    jvp = _jvp.linear(0)
 
 
 # PyTorch names the node of a reduction over given dims after its second overload
@@ -299,6 +307,10 @@ class Prod(Primitive):
             others = ProdOthers.apply(x, axis)
         return g * others, None, None, None
 
+    def jvp(self, t, *_):
+        axis, keepdim = self.fw_inputs[1:3]
+        return _jvp.reduced(self, t, None if axis is None else (axis,), keepdim)
+
 
 class ProdDim(Prod):
     _node_name = "ProdBackward1"
@@ -339,6 +351,9 @@ class _VarStd(Primitive):
         scale = 2.0 / dof if dof != 0 else math.copysign(math.inf, dof)
         centred = x - x.mean(axes, keepdim=True)
         return _keep(gy, in_shape, axes, keepdim) * centred * scale
+
+    def jvp(self, t, *_):
+        return _jvp.reduced(self, t, self.meta[1], self.meta[2])
 
 
 class _Var(_VarStd):
@@ -454,6 +469,9 @@ class _VectorNorm(Primitive):
             gx = scaled * (g / y.pow(p - 1)).masked_fill(y == 0, 0.0)
         return gx, None, None, None
 
+    def jvp(self, t, *_):
+        return _jvp.reduced(self, t, self.meta[1], self.meta[2])
+
 
 def _vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None):
     """``linalg.vector_norm``: ``sum(|x|**ord)**(1/ord)`` over ``dim`` (all dims when None),
@@ -517,6 +535,9 @@ class _Logsumexp(Primitive):
         return _keep(gy, in_shape, axes, keepdim) * (x - _keep(y, in_shape, axes, keepdim)).exp(
         ), None, None
 
+    def jvp(self, t, *_):
+        return _jvp.reduced(self, t, self.meta[1], self.meta[2])
+
 
 @with_out
 def logsumexp(input, dim, keepdim=False, *, out=None):
@@ -554,6 +575,8 @@ class Softmax(Primitive):
         a = self.axis
         return y * (gy - (gy * y).sum(a, keepdim=True)), None
 
+    jvp = _jvp.diagonal
+
 
 class LogSoftmax(Primitive):
     save_output = True
@@ -568,6 +591,9 @@ class LogSoftmax(Primitive):
         y, = self.saved_tensors
         a = self.axis
         return gy - y.exp() * gy.sum(a, keepdim=True), None
+
+    def jvp(self, t, _):
+        return t - (self.fw_output.exp() * t).sum(self.axis, keepdim=True)
 
 
 def _prepare(input, dim, dtype):

@@ -12,6 +12,7 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.ops import _jvp
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle"]
 
@@ -27,6 +28,8 @@ class Take(Primitive):
 
     def backward(self, gy):
         return TakeAdjoint.apply(gy, self.idx, self.axis, self.n), None, None
+
+    jvp = _jvp.linear(0)
 
 
 class TakeAdjoint(Primitive):
@@ -51,6 +54,8 @@ class TakeAdjoint(Primitive):
 
     def backward(self, gx):
         return Take.apply(gx, self.idx, self.axis), None, None, None
+
+    jvp = _jvp.linear(0)
 
 
 def _phases(idx):
@@ -191,6 +196,8 @@ class Resample(Primitive):
     def backward(self, gy):
         return ResampleAdjoint.apply(gy, self.axis, self.taps, self.n), None, None
 
+    jvp = _jvp.linear(0)
+
 
 class ResampleAdjoint(Primitive):
     """The adjoint of :class:`Resample`: each tap's weighted gradient added back at its
@@ -213,6 +220,8 @@ class ResampleAdjoint(Primitive):
 
     def backward(self, gx):
         return Resample.apply(gx, self.axis, self.taps), None, None, None
+
+    jvp = _jvp.linear(0)
 
 
 def _resample_dim(x, axis, taps):

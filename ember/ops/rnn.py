@@ -32,6 +32,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.ops import _jvp
 
 __all__ = []
 
@@ -504,6 +505,8 @@ class PackPadded(Primitive):
         return PadPacked.apply(gy, batch_sizes=bs, batch_first=bf, padding_value=0.0,
                                total_length=T, batch=B)
 
+    jvp = _jvp.linear(0)
+
 
 class PadPacked(Primitive):
     """A padded (T, B, *) (or (B, T, *)) batch from packed rows, ``padding_value``
@@ -522,6 +525,8 @@ class PadPacked(Primitive):
     def backward(self, gy):
         bs, bf = self.args
         return PackPadded.apply(gy, batch_sizes=bs, batch_first=bf)
+
+    jvp = _jvp.linear(0, 3)
 
 
 class PadSequence(Primitive):

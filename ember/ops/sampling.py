@@ -14,6 +14,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import CPU, device_of, to_device
 from ember.ops import _gamma_kernels as _gk
+from ember.ops import _jvp
 
 __all__ = ["binomial"]
 
@@ -55,6 +56,8 @@ class StandardGamma(Primitive):
         dev = device_of(x._data)
         g = standard_gamma_grad(to_device(alpha._data, CPU), to_device(x._data, CPU))
         return gy * _make(to_device(g.astype(x._data.dtype), dev)), None
+
+    jvp = _jvp.diagonal
 
 
 def standard_gamma(alpha, generator=None):

@@ -10,6 +10,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
+from ember.ops import _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim
 from ember.ops.reduction import _dtype_name, _eye_along, _np_dtype, return_types
@@ -41,6 +42,8 @@ class Flip(Primitive):
     def backward(self, gy):
         return Flip.apply(gy, self.axis), None
 
+    jvp = _jvp.linear(0)
+
 
 class ReverseCumsum(Primitive):
     """``flip(cumsum(flip(x)))``: the sums from each position to the end (cumsum's adjoint)."""
@@ -53,6 +56,8 @@ class ReverseCumsum(Primitive):
     def backward(self, gy):
         return Cumsum.apply(gy, self.axis, None), None
 
+    jvp = _jvp.linear(0)
+
 
 class GatherAlong(Primitive):
     """``take_along_axis(x, idx, axis)`` with a constant index array."""
@@ -64,6 +69,8 @@ class GatherAlong(Primitive):
     def backward(self, gy):
         idx, axis, shape = self.meta
         return ScatterAddAlong.apply(gy, idx, axis, shape), None, None
+
+    jvp = _jvp.linear(0)
 
 
 class ScatterAddAlong(Primitive):
@@ -81,6 +88,8 @@ class ScatterAddAlong(Primitive):
     def backward(self, gy):
         idx, axis = self.meta
         return GatherAlong.apply(gy, idx, axis), None, None, None
+
+    jvp = _jvp.linear(0)
 
 
 # ----- cumsum and cumprod ----------------------------------------------------------------------
@@ -102,6 +111,8 @@ class Cumsum(Primitive):
         if axis is None:
             return gy, None, None
         return ReverseCumsum.apply(gy, axis), None, None
+
+    jvp = _jvp.linear(0)
 
 
 def _cumprod_grad_numpy(gy, x, axis):
@@ -192,6 +203,9 @@ class _CumExtreme(Primitive):
             return gv, None
         return ScatterAddAlong.apply(gv, self.idx, self.axis, gv.shape), None
 
+    def jvp(self, t, *_):
+        return _jvp.picked(self, t, self.axis, self.fw_output[1], True), None
+
 
 class _Cummax(_CumExtreme):
     _node_name = "CummaxBackward0"
@@ -247,6 +261,15 @@ class Logcumsumexp(Primitive):
         neg = where(gy < 0, log_abs, lowest)
         return (rev_lcse(pos - y) + x).exp() - (rev_lcse(neg - y) + x).exp(), None
 
+    def jvp(self, t, _):
+        # ty_i = sum_{j <= i} exp(x_j - y_i) t_j, shifted by the slice's max for range
+        x, a = self.fw_inputs
+        if a is None:
+            return t
+        m = x.amax(a, keepdim=True).detach()
+        m = m.masked_fill(~m.isfinite(), 0.0)
+        return ((x - m).exp() * t).cumsum(a) * (m - self.fw_output).exp()
+
 
 @with_out
 def logcumsumexp(input, dim, *, out=None):
@@ -276,6 +299,8 @@ class _Concat(Primitive):
             out.append(gy[tuple(idx)])
             start += n
         return tuple(out)
+
+    jvp = _jvp.linear()
 
 
 def diff(input, n=1, dim=-1, prepend=None, append=None):

@@ -4,6 +4,7 @@ import numpy as np
 
 from ember._tensor import Size, Tensor, _make
 from ember.autograd.node import Primitive
+from ember.ops import _jvp
 from ember.ops._util import wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import GetItem
@@ -94,6 +95,8 @@ class ReshapeCopy(Primitive):
 
     def backward(self, gy):
         return gy.reshape(self.in_shape), None
+
+    jvp = _jvp.linear(0)
 
 
 def view(self, *shape):
@@ -368,6 +371,8 @@ class SumToSize(Primitive):
     def backward(self, gy):
         return gy.expand(self.in_shape), None
 
+    jvp = _jvp.linear(0)
+
 
 def sum_to_size(self, *size):
     """Sum ``self`` down to ``size``, which ``self``'s shape must broadcast from."""
@@ -488,6 +493,8 @@ class Flip(Primitive):
     def backward(self, gy):
         return Flip.apply(gy, self.dims), None
 
+    jvp = _jvp.linear(0)
+
 
 def flip(input, dims):
     """``input`` with the order of elements reversed along ``dims`` (a copy)."""
@@ -524,6 +531,8 @@ class Roll(Primitive):
     def backward(self, gy):
         shifts, dims = self.meta
         return Roll.apply(gy, tuple(-s for s in shifts), dims), None, None
+
+    jvp = _jvp.linear(0)
 
 
 def roll(input, shifts, dims=None):
@@ -596,6 +605,8 @@ class UnfoldBackward(Primitive):
     def backward(self, gy):
         return Unfold.apply(gy, *self.meta), None, None, None, None
 
+    jvp = _jvp.linear(0)
+
 
 def unfold(self, dimension, size, step):
     """A view with all windows of ``size`` elements, ``step`` apart, along ``dimension``
@@ -644,6 +655,8 @@ class ConstantPad(Primitive):
 
     def backward(self, gy):
         return ConstantPad.apply(gy, tuple(-p for p in self.pads), 0), None, None
+
+    jvp = _jvp.linear(0, 2)
 
 
 def constant_pad_nd(input, pad, value=0):

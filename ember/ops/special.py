@@ -17,6 +17,7 @@ from ember.autograd.node import Primitive
 from ember.backend import CPU, array_module, device_of, to_device
 from ember.ops import _bessel_kernels as _bk
 from ember.ops import _gamma_kernels as _gk
+from ember.ops import _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import promote_arrays, to_float, with_out
 from ember.ops.unary import _unary
@@ -100,6 +101,8 @@ class Polygamma(Primitive):
         x, = self.saved_tensors
         return gy * polygamma(self.n + 1, x), None
 
+    jvp = _jvp.diagonal
+
 
 def polygamma(n, input, *, out=None):
     """The ``n``-th derivative of ``digamma`` (``n = 0`` is ``digamma`` itself)."""
@@ -142,6 +145,8 @@ class _IgammaBase(Primitive):
                                       "input' is not implemented.")
         g = gy * ((a - 1) * x.log() - x - lgamma(a)).exp()
         return None, (-g if self.upper else g)
+
+    jvp = _jvp.diagonal
 
 
 class Igamma(_IgammaBase):
@@ -237,6 +242,8 @@ class Xlog1py(Primitive):
         ga = (gy * b.log1p()).masked_fill((a == 0) & (b <= -1), 0.0)
         return ga, gy * a / (b + 1)
 
+    jvp = _jvp.diagonal
+
 
 class Zeta(Primitive):
     broadcasts = True
@@ -251,6 +258,8 @@ class Zeta(Primitive):
         if self.needs_input_grad[0]:
             raise NotImplementedError("the derivative for 'zeta' is not implemented.")
         return None, gy * -s * zeta(s + 1, q)
+
+    jvp = _jvp.diagonal
 
 
 def _number_or_tensor(name, a, b):

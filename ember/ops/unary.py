@@ -7,6 +7,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
+from ember.ops import _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import cj, not_implemented_for, promote_arrays, to_float, with_out
 from ember.ops.elementwise import where
@@ -54,6 +55,7 @@ def _erf_parts(x):
 
 class _Unary(Primitive):
     """A float function of one tensor; integer inputs compute in the default float dtype."""
+    jvp = _jvp.diagonal
 
 
 def _unary(name, fn, grad, save="x", floating=True, doc=""):
@@ -181,6 +183,8 @@ class TanhBackward(Primitive):
         gy, y = self.saved_tensors
         return ggx * (1 - y * y), ggx * gy * y * -2
 
+    jvp = _jvp.diagonal
+
 
 class SigmoidBackward(Primitive):
     """``gy * y * (1 - y)`` as one op."""
@@ -193,6 +197,8 @@ class SigmoidBackward(Primitive):
     def backward(self, ggx):
         gy, y = self.saved_tensors
         return ggx * y * (1 - y), ggx * gy * (1 - y * 2)
+
+    jvp = _jvp.diagonal
 
 
 _tanh_grad = TanhBackward.binary_function()
@@ -282,6 +288,8 @@ class PiecewiseGrad(Primitive):
         x, = self.saved_tensors
         return _piecewise_grad(ggx, x, self.slope), x * 0, None
 
+    jvp = _jvp.diagonal
+
 
 def _piecewise_grad(gy, x, slope):
     if not _grad_state.grad_enabled:
@@ -309,6 +317,8 @@ class Abs(Primitive):
             a = x.abs()
             return gy * (x / a).masked_fill(a == 0, 0)
         return _piecewise_grad(gy, x, _abs_slope)
+
+    jvp = _jvp.diagonal
 
 
 @with_out
@@ -362,6 +372,8 @@ class Relu(Primitive):
             return _make(np.multiply(gy._data, y._data > 0))
         return _relu_grad(gy, y)
 
+    jvp = _jvp.diagonal
+
 
 class ReluBackward(Primitive):
     """``gy * (y > 0)`` as one op (PyTorch's threshold_backward).
@@ -380,6 +392,8 @@ class ReluBackward(Primitive):
         y, = self.saved_tensors
         return _relu_grad(ggx, y), y * 0
 
+    jvp = _jvp.diagonal
+
 
 _relu_grad = ReluBackward.binary_function()
 
@@ -396,6 +410,8 @@ class _ZerosLikeOf(Primitive):
     def backward(self, gz):
         x, = self.saved_tensors
         return None, _ZerosLikeOf.apply(gz, x)
+
+    jvp = _jvp.diagonal
 
 
 class ZeroCurvature(Primitive):
@@ -415,6 +431,8 @@ class ZeroCurvature(Primitive):
             return gy, None
         x, = self.saved_tensors
         return gy, _ZerosLikeOf.apply(gy, x)
+
+    jvp = _jvp.diagonal
 
 
 def zero_curvature(y, x):
@@ -438,6 +456,8 @@ class Round(Primitive):
 
     def backward(self, gy):
         return gy * 0, None
+
+    jvp = _jvp.diagonal
 
 
 @with_out
@@ -467,6 +487,8 @@ class Clamp(Primitive):
             m = x <= self.hi
             mask = m if mask is None else mask & m
         return gy * mask, None, None
+
+    jvp = _jvp.diagonal
 
 
 class Hardtanh(Clamp):
@@ -527,6 +549,8 @@ class ClampTensor(Primitive):
                 keep = keep & ~crossed
         return gy * keep, g_lo, g_hi
 
+    jvp = _jvp.diagonal
+
 
 @with_out
 def clamp(input, min=None, max=None, *, out=None):
@@ -580,6 +604,8 @@ class Logit(Primitive):
             g = g.masked_fill((x < self.eps) | (x > 1 - self.eps), 0.0)
         return g, None
 
+    jvp = _jvp.diagonal
+
 
 def logit(input, eps=None):
     """``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given."""
@@ -595,6 +621,8 @@ class NanToNum(Primitive):
     def backward(self, gy):
         x, = self.saved_tensors
         return gy.masked_fill(~x.isfinite(), 0.0), None, None, None
+
+    jvp = _jvp.diagonal
 
 
 @with_out
@@ -647,6 +675,8 @@ class LeakyRelu(Primitive):
         def slope(a):
             return np.where(a > 0, np.ones((), a.dtype), np.asarray(ns, a.dtype))
         return _piecewise_grad(gy, x, slope), None
+
+    jvp = _jvp.diagonal
 
 
 def leaky_relu(input, negative_slope=0.01):

@@ -30,6 +30,9 @@ class _Identity(Primitive):
     def backward(self, *grads):
         return grads if len(grads) > 1 else grads[0]
 
+    def jvp(self, *tangents):
+        return tangents if len(tangents) > 1 else tangents[0]
+
 
 _IDENTITIES = {}
 

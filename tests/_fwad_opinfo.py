@@ -1,0 +1,174 @@
+"""Drive ember's forward-mode AD from PyTorch's OpInfo database (used by test_forward_ad)."""
+import warnings
+
+import numpy as np
+import torch
+import torch.autograd.forward_ad as tfw
+
+import ember
+import ember.autograd.forward_ad as efw
+
+SAMPLES = 2  # per op
+
+
+# OpInfo entries whose ``op`` is a lambda reordering the arguments of the public function
+_REORDERED = {
+    "where": lambda x, cond, other: ember.where(cond, x, other),
+    "einsum": lambda tensors, eq: ember.einsum(eq, tensors),
+    "polygamma": lambda x, n: ember.polygamma(n, x),
+    "special.polygamma": lambda x, n: ember.special.polygamma(n, x),
+    "nn.functional.embedding": lambda w, idx, **k: ember.nn.functional.embedding(idx, w, **k),
+    "__rdiv__": lambda x, other: x.__rtruediv__(other),
+    "T": lambda x: x.T, "H": lambda x: x.H, "mT": lambda x: x.mT, "mH": lambda x: x.mH,
+    "double": lambda x, *a, **k: x.double(*a, **k),
+    "cdouble": lambda x, *a, **k: x.cdouble(*a, **k),
+}
+
+
+def ember_fn(name):
+    """ember's function for an OpInfo name, or None when ember lacks it."""
+    if name in _REORDERED:
+        return _REORDERED[name]
+    if name.startswith("__") or name in ("real", "imag"):
+        return lambda x, *a, **k: (getattr(x, name) if name in ("real", "imag") else
+                                   getattr(x, name)(*a, **k))
+    obj = ember
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            break
+    if obj is not None:
+        return obj
+    if "." not in name and hasattr(ember.Tensor, name):
+        return lambda x, *a, **k: getattr(x, name)(*a, **k)
+    return None
+
+
+class _Pair:
+    """Matched torch and ember arguments built from one OpInfo sample, tangents attached."""
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def convert(self, x, dual):
+        if isinstance(x, torch.Tensor):
+            arr = x.detach().numpy().copy()
+            e = ember.tensor(arr)
+            if dual and x.dtype == torch.float64:
+                tan = self.rng.standard_normal(arr.shape)
+                return (tfw.make_dual(x.detach(), torch.tensor(tan)),
+                        efw.make_dual(e, ember.tensor(tan)))
+            return x, e
+        if isinstance(x, torch.dtype):
+            return x, getattr(ember, str(x).replace("torch.", ""))
+        if isinstance(x, (list, tuple)):
+            pairs = [self.convert(v, dual) for v in x]
+            return type(x)(p[0] for p in pairs), type(x)(p[1] for p in pairs)
+        if isinstance(x, dict):
+            pairs = {k: self.convert(v, dual) for k, v in x.items()}
+            return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+        return x, x
+
+
+def _numel(x):
+    if isinstance(x, torch.Tensor):
+        return x.numel()
+    if isinstance(x, (list, tuple)):
+        return sum(_numel(v) for v in x)
+    return 0
+
+
+def _flat(out):
+    if isinstance(out, (tuple, list)):
+        return [y for o in out for y in _flat(o)]
+    return [out]
+
+
+def check_op(op, samples=SAMPLES):
+    """``(status, detail)``: "pass" (tangents equal torch's on every sample ember's forward
+    computes as torch does), "tangent" (a mismatch: a forward-AD bug), "missing" (ember
+    lacks the function) or "forward" (ember's forward raises or differs on every sample:
+    not a forward-AD matter)."""
+    fn = ember_fn(op.name)
+    if fn is None:
+        return "missing", op.name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            # the generator itself: ``op.sample_inputs`` wraps it in a tracker that walks
+            # the whole Python stack for every sample (slow under pytest)
+            all_samples = iter(op.sample_inputs_func(op, "cpu", torch.float64, False))
+        except Exception as e:  # noqa: BLE001 - torch's own sample generator
+            return "forward", f"samples: {e}"
+    checked = 0
+    problem = None
+    for k in range(samples + 3):  # a few spares for samples torch itself refuses
+        if checked >= samples:
+            break
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                s = next(all_samples)
+            except StopIteration:
+                break
+        if checked and _numel(s.input) > 300:
+            continue  # past the first, small samples only (the rules are the same)
+        rng = np.random.default_rng(k)
+        conv = _Pair(rng)
+        with tfw.dual_level(), efw.dual_level():
+            (ti, ei) = conv.convert(s.input, True)
+            (ta, ea) = conv.convert(list(s.args), True)
+            (tk, ek) = conv.convert(dict(s.kwargs), False)
+            try:
+                t_out = op.op(ti, *ta, **tk)
+            except Exception:  # noqa: BLE001 - torch itself refuses this sample
+                continue
+            try:
+                e_out = fn(ei, *ea, **ek)
+            except Exception as e:  # noqa: BLE001
+                problem = problem or f"ember raised {type(e).__name__}: {e}"[:200]
+                continue
+            tf, ef = _flat(t_out), _flat(e_out)
+            if len(tf) != len(ef):
+                problem = problem or "output structure differs"
+                continue
+            ok_primal = True
+            for t, e in zip(tf, ef):
+                if isinstance(t, torch.Tensor):
+                    tp = tfw.unpack_dual(t).primal.detach().resolve_conj()
+                    if not isinstance(e, ember.Tensor) or tuple(e.shape) != tuple(tp.shape) \
+                            or not np.allclose(efw.unpack_dual(e).primal.detach().numpy(),
+                                               tp.numpy(), rtol=1e-6, atol=1e-7,
+                                               equal_nan=True):
+                        ok_primal = False
+            if not ok_primal:
+                problem = problem or "primal differs from torch"
+                continue
+            for j, (t, e) in enumerate(zip(tf, ef)):
+                if not isinstance(t, torch.Tensor):
+                    continue
+                tt = tfw.unpack_dual(t).tangent
+                if tt is not None:
+                    tt = torch.zeros_like(tt) if tt._is_zerotensor() else tt.resolve_conj()
+                et = efw.unpack_dual(e).tangent
+                if tt is None:
+                    if et is not None and np.any(et.detach().numpy() != 0):
+                        return "tangent", f"output {j}: ember has a tangent, torch none"
+                    continue
+                if et is None:
+                    if np.any(tt.numpy() != 0):
+                        return "tangent", f"output {j}: ember has no tangent"
+                    continue
+                # where the output itself is infinite or NaN its derivative is a
+                # convention (torch often gives NaN there): those elements are not compared
+                finite = np.isfinite(tfw.unpack_dual(t).primal.detach().resolve_conj().numpy())
+                if tuple(et.shape) != tuple(tt.shape) or not np.allclose(
+                        et.detach().numpy()[finite], tt.numpy()[finite], rtol=1e-5, atol=1e-6,
+                        equal_nan=True):
+                    return "tangent", (f"sample {k} output {j}: tangents differ, ember "
+                                       f"{et.detach().numpy().ravel()[:4]} torch "
+                                       f"{tt.numpy().ravel()[:4]}")
+            checked += 1
+    if checked == 0:
+        return "forward", problem or "no sample ran"
+    return "pass", checked
