@@ -296,6 +296,10 @@ class _Dispatch:
                 return prev.op(cls, args, params)
             finally:
                 _node.profiler_hook[0] = self
+        if _node.forward_ad_hook[0] is not None:
+            # Batching rules run ops on the underlying tensors, which carry no tangents:
+            # with a dual level open the batched call would lose them, so run per sample.
+            raise NoRule("forward-mode AD (jvp, jacfwd, hessian) on batched tensors")
         from ember.func._batching import RULES
         name = cls.__dict__.get("_op_name") or cls._op_name
         rule = RULES.get(name)
