@@ -23,6 +23,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
+from ember.backend.threads import parallel_rows
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d"]
@@ -396,12 +397,21 @@ def _conv_arrays(x, w, g):
     G = g.G
     n, c = x.shape[:2]
     f = w.shape[0]
-    col = im2col(x, g)  # N, C*K, O
-    if G == 1:
-        out = w.reshape(f, -1) @ col  # N, F, O: one gemm per sample, no transposes
-    else:
-        col = col.reshape(n, G, c // G * _prod(g.K), -1)
-        out = w.reshape(G, f // G, -1) @ col
+    xm = array_module(x)
+    o = _prod(g.O)
+    out = xm.empty((n, f, o), dtype=xm.result_type(x, w))
+    wm = w.reshape(f, -1) if G == 1 else w.reshape(G, f // G, -1)
+
+    def block(lo, hi):
+        # every sample is its own im2col and gemm: blocks of the batch run on the
+        # intra-op threads with the same per-sample products
+        col = im2col(x[lo:hi], g)  # n, C*K, O
+        if G == 1:
+            xm.matmul(wm, col, out=out[lo:hi])  # n, F, O: no transposes
+        else:
+            col = col.reshape(hi - lo, G, c // G * _prod(g.K), -1)
+            xm.matmul(wm, col, out=out[lo:hi].reshape(hi - lo, G, f // G, o))
+    parallel_rows(block, n, out.size * w[0].size, xm)
     return out.reshape((n, f) + tuple(g.O))
 
 
@@ -496,9 +506,16 @@ class ConvWeight(Primitive):
         if _depthwise(g, c // G):
             return _dw_weight(x, y, g)
         if ck <= _PER_SAMPLE_CK:
-            # few columns per window: per-sample products summed over the batch
-            col = im2col(x, g).reshape(n, G, ck, o)
-            out = (y.reshape(n, G, f // G, o) @ col.swapaxes(-1, -2)).sum(0)
+            # few columns per window: per-sample products (blocks of the batch on the
+            # intra-op threads), then summed over the batch
+            per = xm.empty((n, G, f // G, ck), dtype=xm.result_type(x, y))
+
+            def block(lo, hi):
+                col = im2col(x[lo:hi], g).reshape(hi - lo, G, ck, o)
+                xm.matmul(y[lo:hi].reshape(hi - lo, G, f // G, o), col.swapaxes(-1, -2),
+                          out=per[lo:hi])
+            parallel_rows(block, n, per.size * o, xm)
+            out = per.sum(0)
         else:
             # one matrix product over all samples and positions, the columns as the
             # left operand (the faster orientation for OpenBLAS)

@@ -1,0 +1,176 @@
+"""ember's intra-op threads: ``torch.set_num_threads``/``get_num_threads`` and the pool
+that splits large array kernels across cores.
+
+NumPy runs each elementwise, reduction or pooling kernel on one core; only its BLAS
+uses more. ember's own kernels that dominate training steps (convolution over a batch,
+pooling, ReLU, the optimizer updates, row-wise softmax and normalization) are split
+here into independent row blocks run by a small pool of Python threads: NumPy releases
+the GIL inside its loops, so the blocks run on different cores at once.
+
+Results do not change with the thread count. A block is only ever a range of rows over
+which the kernel is independent (an elementwise op, a per-sample or per-row
+computation), and each block runs exactly the NumPy calls the whole array would, so
+every value is bit-identical to the single-threaded result; reductions across the
+split axis are never split.
+
+The thread count starts from ``OMP_NUM_THREADS`` (as PyTorch's does), else
+``OPENBLAS_NUM_THREADS`` (so that a BLAS limited by its environment variable and ember
+agree), else the cores this process may run on. ``set_num_threads`` also sets the
+threads of NumPy's BLAS when threadpoolctl is installed (``pip install ember[fast]``);
+without it only ember's own kernels follow it and BLAS keeps its environment's count.
+"""
+import os
+import queue
+import threading
+
+import numpy as np
+
+__all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads"]
+
+
+def _default_threads():
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        v = os.environ.get(var, "").split(",")[0].strip()
+        if v.isdigit() and int(v) > 0:
+            return int(v)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+_state = {"threads": _default_threads(), "blas": None}
+
+
+def get_num_threads():
+    """The number of threads ember's kernels (and, with threadpoolctl, its BLAS) use."""
+    return _state["threads"]
+
+
+def set_num_threads(n):
+    """Use ``n`` threads for intra-op parallelism: ember's split kernels and, when
+    threadpoolctl is installed (``ember[fast]``), NumPy's BLAS, so that the two agree.
+
+    >>> import ember
+    >>> ember.set_num_threads(1)
+    >>> ember.get_num_threads()
+    1
+    """
+    if isinstance(n, bool) or not isinstance(n, int):
+        if hasattr(n, "__index__") and not isinstance(n, bool):
+            n = n.__index__()
+        else:
+            raise RuntimeError(f"set_num_threads expects an int, but got {type(n).__name__}")
+    if n <= 0:
+        raise RuntimeError("set_num_threads expects a positive integer")
+    _state["threads"] = n
+    _set_blas_threads(n)
+
+
+def _set_blas_threads(n):
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # NumPy alone: BLAS keeps the count its environment gave it
+        _state["blas"] = None
+        return
+    threadpool_limits(limits=n, user_api="blas")
+    _state["blas"] = n
+
+
+def blas_threads():
+    """The BLAS thread count ember last set (None when it has not set one: no
+    threadpoolctl, or ``set_num_threads`` never called)."""
+    return _state["blas"]
+
+
+# ----- the pool ---------------------------------------------------------------------
+class _Pool:
+    """Worker threads, each fed by its own queue; the caller runs the first block
+    itself and waits for the others. A C-level queue per worker keeps a dispatch to
+    a few microseconds."""
+
+    def __init__(self):
+        self.workers = []  # (inbox, thread)
+        self.done = queue.SimpleQueue()
+        self.lock = threading.Lock()
+
+    def _grow(self, n):
+        while len(self.workers) < n:
+            inbox = queue.SimpleQueue()
+            t = threading.Thread(target=self._work, args=(inbox,), daemon=True,
+                                 name=f"ember-intraop-{len(self.workers)}")
+            t.start()
+            self.workers.append((inbox, t))
+
+    def _work(self, inbox):
+        local.in_worker = True
+        while True:
+            fn, lo, hi = inbox.get()
+            try:
+                fn(lo, hi)
+                self.done.put(None)
+            except BaseException as err:  # handed to the caller, raised there
+                self.done.put(err)
+
+    def run(self, fn, bounds):
+        """``fn(lo, hi)`` for each consecutive pair of ``bounds``, in parallel."""
+        self._grow(len(bounds) - 2)
+        for (inbox, _), lo, hi in zip(self.workers, bounds[1:-1], bounds[2:]):
+            inbox.put((fn, lo, hi))
+        error = None
+        try:
+            fn(bounds[0], bounds[1])
+        except BaseException as err:
+            error = err
+        for _ in range(len(bounds) - 2):  # wait for every block, even after an error
+            e = self.done.get()
+            if error is None and e is not None:
+                error = e
+        if error is not None:
+            raise error
+
+
+local = threading.local()
+_pool = [None]
+
+
+def _reset_after_fork():
+    # the child has only the forking thread: the workers must be made anew
+    _pool[0] = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def parallel_rows(fn, rows, cost, xp=np):
+    """Call ``fn(lo, hi)`` over blocks of ``range(rows)`` that cover it, in parallel when
+    the work (``cost``, about the number of element operations) is large enough to
+    repay a dispatch and more than one thread is set; else ``fn(0, rows)`` once (always
+    so for arrays of another module ``xp`` than NumPy: CuPy has its own parallelism).
+
+    ``fn`` must write disjoint outputs per row block and compute each row the same way
+    whatever the block, so that the result is independent of the split."""
+    n = min(_state["threads"], rows, int(cost // _MIN_COST_PER_THREAD))
+    if n < 2 or xp is not np or getattr(local, "in_worker", False):
+        fn(0, rows)
+        return
+    pool = _pool[0]
+    if pool is None:
+        pool = _pool[0] = _Pool()
+    if not pool.lock.acquire(blocking=False):  # another thread holds the pool: no split
+        fn(0, rows)
+        return
+    try:
+        step, extra = divmod(rows, n)
+        bounds = [0]
+        for i in range(n):
+            bounds.append(bounds[-1] + step + (i < extra))
+        pool.run(fn, bounds)
+    finally:
+        pool.lock.release()
+
+
+# the least work worth a thread: about 30 microseconds of simple elementwise work, several
+# times what a dispatch costs
+_MIN_COST_PER_THREAD = 1 << 16
