@@ -220,3 +220,35 @@ def test_lstm_step_is_bit_identical(threads):
             opt.step()
         return [p.detach().numpy().copy() for p in lstm.parameters()]
     _same(*threads(run))
+
+
+@pytest.mark.parametrize("shape,k", [((20, 8, 7, 7), 3), ((4, 3, 9, 9), 3)])
+def test_conv_layers_are_bit_identical_and_match_torch(threads, shape, k):
+    """Wide small maps (the batch-last input gradient) and narrow ones (per-sample
+    weight products)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((6, shape[1], k, k)).astype(np.float32)
+
+    def fn(m, x, w):
+        return m.nn.functional.max_pool2d(m.nn.functional.conv2d(x, w, padding=1), 2)
+    one, two = threads(lambda: _grads(fn, [x, w]))
+    _same(one, two)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    out = fn(torch, tx, tw)
+    out.backward(torch.tensor(np.random.default_rng(1).standard_normal(out.shape)
+                              .astype(np.float32)))
+    for e, t in zip(two, [out, tx.grad, tw.grad]):
+        np.testing.assert_allclose(e, t.detach().numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_contiguous_copy_in_blocks(monkeypatch):
+    monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        a = np.arange(60, dtype=np.float32).reshape(3, 4, 5).transpose(2, 0, 1)
+        c = T.contiguous(a)
+        assert c.flags.c_contiguous and np.array_equal(c, a)
+    finally:
+        ember.set_num_threads(before)

@@ -25,7 +25,8 @@ import threading
 
 import numpy as np
 
-__all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads"]
+__all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
+           "contiguous"]
 
 
 def _default_threads():
@@ -174,3 +175,16 @@ def parallel_rows(fn, rows, cost, xp=np):
 # the least work worth a thread: about 30 microseconds of simple elementwise work, several
 # times what a dispatch costs
 _MIN_COST_PER_THREAD = 1 << 16
+
+
+def contiguous(a, xp=np):
+    """A C-ordered copy of ``a`` (a transposed or strided view) made in blocks of its
+    first axis on the intra-op threads when large; ``a`` itself when already C-ordered."""
+    if xp is not np or a.flags.c_contiguous or a.ndim == 0:
+        return xp.ascontiguousarray(a)
+    out = np.empty(a.shape, a.dtype)
+
+    def block(lo, hi):
+        out[lo:hi] = a[lo:hi]
+    parallel_rows(block, a.shape[0], 2 * a.size)
+    return out

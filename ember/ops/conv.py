@@ -23,7 +23,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
-from ember.backend.threads import parallel_rows
+from ember.backend.threads import contiguous, parallel_rows
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d"]
@@ -150,7 +150,7 @@ def _crop(buf, g):
     """The unpadded (N, C, *S) part of a padded (N, C, *padded) array, contiguous."""
     if buf.shape[2:] != tuple(g.S):
         buf = buf[(Ellipsis,) + tuple(slice(lo, lo + a) for lo, a in zip(g.lo, g.S))]
-    return array_module(buf).ascontiguousarray(buf)
+    return contiguous(buf, array_module(buf))
 
 
 def _transposed(y, g):
@@ -255,13 +255,18 @@ def _col2im_last(y, w, g):
     xm = array_module(y)
     n, f = y.shape[:2]
     G, cg, kp, o = g.G, w.shape[1], _prod(g.K), _prod(g.O)
-    yt = xm.ascontiguousarray(xm.moveaxis(y.reshape(n, f, o), 0, -1))
+    yt = contiguous(xm.moveaxis(y.reshape(n, f, o), 0, -1), xm)
     col = w.reshape(G, f // G, cg * kp).transpose(0, 2, 1) @ yt.reshape(G, f // G, o * n)
     col = col.reshape((G * cg,) + tuple(g.K) + tuple(g.O) + (n,))
     padded = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
     buf = xm.zeros((G * cg,) + padded + (n,), dtype=y.dtype)
-    for kk, sl in _kernel_slices(g):
-        buf[(slice(None),) + sl[1:] + (slice(None),)] += col[(slice(None),) + kk]
+    slices = list(_kernel_slices(g))
+
+    def block(lo, hi):  # channels are independent: blocks of them on the intra-op threads
+        bb, cb = buf[lo:hi], col[lo:hi]
+        for kk, sl in slices:
+            bb[(slice(None),) + sl[1:] + (slice(None),)] += cb[(slice(None),) + kk]
+    parallel_rows(block, G * cg, col.size, xm)
     return _crop(xm.moveaxis(buf, -1, 0), g)
 
 
@@ -520,7 +525,7 @@ class ConvWeight(Primitive):
             # one matrix product over all samples and positions, the columns as the
             # left operand (the faster orientation for OpenBLAS)
             col = im2col_rows(x, g).reshape(G, ck, n * o)
-            rows = xm.ascontiguousarray(xm.moveaxis(y.reshape(n, G, f // G, o), 0, 2))
+            rows = contiguous(xm.moveaxis(y.reshape(n, G, f // G, o), 0, 2), xm)
             out = (col @ rows.reshape(G, f // G, n * o).swapaxes(-1, -2)).swapaxes(-1, -2)
         return out.reshape((f, c // G) + tuple(g.K))
 
