@@ -252,3 +252,18 @@ def test_contiguous_copy_in_blocks(monkeypatch):
         assert c.flags.c_contiguous and np.array_equal(c, a)
     finally:
         ember.set_num_threads(before)
+
+
+def test_blas_runs_one_thread_inside_a_split_region_and_is_restored(monkeypatch):
+    monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        seen = []
+        T.parallel_rows(lambda lo, hi: seen.append(_blas_threads()), 4, 4, blas=True)
+        assert seen == [{1}, {1}]
+        assert _blas_threads() == {2}
+        T.parallel_rows(lambda lo, hi: seen.append(_blas_threads()), 4, 4)
+        assert seen[2:] == [{2}, {2}]
+    finally:
+        ember.set_num_threads(before)

@@ -68,14 +68,26 @@ def set_num_threads(n):
     _set_blas_threads(n)
 
 
+def _blas_libs():
+    """threadpoolctl's controllers of the BLAS libraries loaded (NumPy's OpenBLAS),
+    found once; () without threadpoolctl."""
+    libs = _state.get("libs")
+    if libs is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # NumPy alone: BLAS keeps the count its environment gave it
+            libs = ()
+        else:
+            libs = tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
+        _state["libs"] = libs
+    return libs
+
+
 def _set_blas_threads(n):
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # NumPy alone: BLAS keeps the count its environment gave it
-        _state["blas"] = None
-        return
-    threadpool_limits(limits=n, user_api="blas")
-    _state["blas"] = n
+    libs = _blas_libs()
+    for lib in libs:
+        lib.set_num_threads(n)
+    _state["blas"] = n if libs else None
 
 
 def blas_threads():
@@ -144,14 +156,17 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def parallel_rows(fn, rows, cost, xp=np):
+def parallel_rows(fn, rows, cost, xp=np, blas=False):
     """Call ``fn(lo, hi)`` over blocks of ``range(rows)`` that cover it, in parallel when
     the work (``cost``, about the number of element operations) is large enough to
     repay a dispatch and more than one thread is set; else ``fn(0, rows)`` once (always
     so for arrays of another module ``xp`` than NumPy: CuPy has its own parallelism).
 
     ``fn`` must write disjoint outputs per row block and compute each row the same way
-    whatever the block, so that the result is independent of the split."""
+    whatever the block, so that the result is independent of the split. With ``blas``
+    (the blocks call matrix products), BLAS runs one thread per block while they run,
+    as PyTorch's kernels inside a parallel region do: the cores are already busy, and
+    BLAS threads woken for each of many small products only wait on each other."""
     n = min(_state["threads"], rows, int(cost // _MIN_COST_PER_THREAD))
     if n < 2 or xp is not np or getattr(local, "in_worker", False):
         fn(0, rows)
@@ -167,7 +182,16 @@ def parallel_rows(fn, rows, cost, xp=np):
         bounds = [0]
         for i in range(n):
             bounds.append(bounds[-1] + step + (i < extra))
-        pool.run(fn, bounds)
+        saved = [(lib, lib.num_threads) for lib in _blas_libs()] if blas else ()
+        for lib, k in saved:
+            if k > 1:
+                lib.set_num_threads(1)
+        try:
+            pool.run(fn, bounds)
+        finally:
+            for lib, k in saved:
+                if k > 1:
+                    lib.set_num_threads(k)
     finally:
         pool.lock.release()
 

@@ -121,7 +121,7 @@ class ScaledDotProductAttention(Primitive):
             if dmask is not None:
                 ab = ab * dmask[lo:hi]
             np.matmul(ab, v[lo:hi], out=out[lo:hi])
-        parallel_rows(run, lead, 2 * a.size * (q.shape[-1] + v.shape[-1]))
+        parallel_rows(run, lead, 2 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
         self.a = a
         return out
 
@@ -162,7 +162,7 @@ class ScaledDotProductAttention(Primitive):
                 _backward_arrays(a[lo:hi], g[lo:hi], None if dm is None else dm[lo:hi],
                                  q[lo:hi], k[lo:hi], v[lo:hi], scale, want,
                                  [None if t is None else t[lo:hi] for t in grads])
-            parallel_rows(run, lead, 4 * a.size * (q.shape[-1] + v.shape[-1]))
+            parallel_rows(run, lead, 4 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
             if not want[3]:
                 grads[3] = None
         return tuple(None if t is None else _make(t) for t in grads) + (None, None, None)

@@ -416,7 +416,7 @@ def _conv_arrays(x, w, g):
         else:
             col = col.reshape(hi - lo, G, c // G * _prod(g.K), -1)
             xm.matmul(wm, col, out=out[lo:hi].reshape(hi - lo, G, f // G, o))
-    parallel_rows(block, n, out.size * w[0].size, xm)
+    parallel_rows(block, n, out.size * w[0].size, xm, blas=True)
     return out.reshape((n, f) + tuple(g.O))
 
 
@@ -519,7 +519,7 @@ class ConvWeight(Primitive):
                 col = im2col(x[lo:hi], g).reshape(hi - lo, G, ck, o)
                 xm.matmul(y[lo:hi].reshape(hi - lo, G, f // G, o), col.swapaxes(-1, -2),
                           out=per[lo:hi])
-            parallel_rows(block, n, per.size * o, xm)
+            parallel_rows(block, n, per.size * o, xm, blas=True)
             out = per.sum(0)
         else:
             # one matrix product over all samples and positions, the columns as the

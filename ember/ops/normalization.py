@@ -222,7 +222,7 @@ def _fwd_rows(x, w, b, eps, lay):
             if b2 is not None:
                 ob += b2
             mean[sl], var[sl] = m, v
-    parallel_rows(run, len(blocks), 8 * M * D, xm)
+    parallel_rows(run, len(blocks), 8 * M * D, xm, blas=True)
     return out.reshape(x.shape), mean, var
 
 
@@ -267,7 +267,7 @@ def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape):
             xc *= (r * r * r * c / D)[:, None]
             gxb -= xc
             gxb -= (r * a / D)[:, None]
-    parallel_rows(run, len(blocks), 12 * M * D, xm)
+    parallel_rows(run, len(blocks), 12 * M * D, xm, blas=True)
     for pw, pb in zip(parts_w, parts_b):
         if gw is not None:
             gw += pw
