@@ -267,3 +267,14 @@ def test_blas_runs_one_thread_inside_a_split_region_and_is_restored(monkeypatch)
         assert seen[2:] == [{2}, {2}]
     finally:
         ember.set_num_threads(before)
+
+
+def test_single_blas_for_step_loops():
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        with T.single_blas():
+            assert _blas_threads() == {1}
+        assert _blas_threads() == {2}
+    finally:
+        ember.set_num_threads(before)

@@ -19,6 +19,7 @@ agree), else the cores this process may run on. ``set_num_threads`` also sets th
 threads of NumPy's BLAS when threadpoolctl is installed (``pip install ember[fast]``);
 without it only ember's own kernels follow it and BLAS keeps its environment's count.
 """
+import contextlib
 import os
 import queue
 import threading
@@ -26,7 +27,7 @@ import threading
 import numpy as np
 
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
-           "contiguous"]
+           "contiguous", "single_blas"]
 
 
 def _default_threads():
@@ -212,3 +213,24 @@ def contiguous(a, xp=np):
         out[lo:hi] = a[lo:hi]
     parallel_rows(block, a.shape[0], 2 * a.size)
     return out
+
+
+@contextlib.contextmanager
+def single_blas():
+    """BLAS at one thread inside the block (its count restored after), for loops of
+    many small matrix products in sequence (a recurrent layer's steps): OpenBLAS would
+    wake its threads for each, and they spend longer waiting on each other than the
+    product takes. Nothing to do when threadpoolctl is missing or BLAS has one thread."""
+    if _state["threads"] < 2 and _state["blas"] is not None:
+        yield
+        return
+    saved = [(lib, lib.num_threads) for lib in _blas_libs()]
+    for lib, k in saved:
+        if k > 1:
+            lib.set_num_threads(1)
+    try:
+        yield
+    finally:
+        for lib, k in saved:
+            if k > 1:
+                lib.set_num_threads(k)
