@@ -107,6 +107,7 @@ class _Pool:
         self.workers = []  # (inbox, thread)
         self.done = queue.SimpleQueue()
         self.lock = threading.Lock()
+        self.broken = False  # a wait was interrupted: results may still arrive
 
     def _grow(self, n):
         while len(self.workers) < n:
@@ -136,10 +137,14 @@ class _Pool:
             fn(bounds[0], bounds[1])
         except BaseException as err:
             error = err
-        for _ in range(len(bounds) - 2):  # wait for every block, even after an error
-            e = self.done.get()
-            if error is None and e is not None:
-                error = e
+        try:
+            for _ in range(len(bounds) - 2):  # wait for every block, even after an error
+                e = self.done.get()
+                if error is None and e is not None:
+                    error = e
+        except BaseException:  # e.g. KeyboardInterrupt: the next split gets a new pool
+            self.broken = True
+            raise
         if error is not None:
             raise error
 
@@ -173,7 +178,7 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False):
         fn(0, rows)
         return
     pool = _pool[0]
-    if pool is None:
+    if pool is None or pool.broken:
         pool = _pool[0] = _Pool()
     if not pool.lock.acquire(blocking=False):  # another thread holds the pool: no split
         fn(0, rows)
