@@ -124,6 +124,7 @@ def main():
     import ember.nn  # noqa: F401
     if args.threads:
         torch.set_num_threads(args.threads)
+        ember.set_num_threads(args.threads)  # its kernels and its BLAS alike
     rng = np.random.default_rng(0)
     xb = rng.standard_normal((args.batch, 1, 28, 28)).astype(np.float32)
     yb = rng.integers(0, 10, args.batch)

@@ -139,6 +139,7 @@ def main():
     import ember
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+        ember.set_num_threads(args.threads)  # its kernels and its BLAS alike
     print(f"{'workload':<14}{'ember ms':>10}{'torch ms':>10}{'ratio':>8}")
     for name in args.only.split(","):
         make = WORKLOADS[name]

@@ -154,6 +154,7 @@ def main():
     import ember
     if args.threads:
         torch.set_num_threads(args.threads)
+        ember.set_num_threads(args.threads)  # its kernels and its BLAS alike
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
           f"torch threads {torch.get_num_threads()}, "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")

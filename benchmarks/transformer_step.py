@@ -111,6 +111,7 @@ def main():
     import ember.optim  # noqa: F401
     if args.threads:
         torch.set_num_threads(args.threads)
+        ember.set_num_threads(args.threads)  # its kernels and its BLAS alike
     rng = np.random.default_rng(0)
     xb = rng.standard_normal((args.batch, args.seq, D_MODEL)).astype(np.float32)
     yb = rng.standard_normal((args.batch, args.seq, D_MODEL)).astype(np.float32)

@@ -4,6 +4,7 @@ import math
 
 from ember._tensor import Tensor
 from ember.backend import dtypes as _dt
+from ember.backend import threads as _intra
 
 __all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor",
            "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor", "Variable",
@@ -86,16 +87,19 @@ class Variable(metaclass=_VariableMeta):
     set; every Tensor is an instance."""
 
 
-_threads = {"intra": 1, "inter": 1, "deterministic": False, "precision": "highest"}
+_threads = {"inter": 1, "deterministic": False, "precision": "highest"}
 
 
 def set_num_threads(n):
-    """Accepted for compatibility; NumPy's BLAS decides its own threads."""
-    _threads["intra"] = int(n)
+    """Use ``n`` threads for ember's split kernels and, with threadpoolctl
+    (``ember[fast]``), for NumPy's BLAS (``ember.backend.threads``)."""
+    _intra.set_num_threads(n)
 
 
 def get_num_threads():
-    return _threads["intra"]
+    """The intra-op thread count (``OMP_NUM_THREADS``, else ``OPENBLAS_NUM_THREADS``,
+    else the cores available, until ``set_num_threads``)."""
+    return _intra.get_num_threads()
 
 
 def set_num_interop_threads(n):

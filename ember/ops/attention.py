@@ -15,6 +15,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend.threads import parallel_rows
 
 __all__ = []
 
@@ -39,6 +40,58 @@ def _softmax_rows_(s, safe):
     return s
 
 
+def _split_lead(q, k, v):
+    """The batch length to split attention over (NumPy arrays of 3+ dims with one
+    batch), or None."""
+    if type(q) is not np.ndarray or q.ndim < 3 or not (
+            type(k) is np.ndarray and type(v) is np.ndarray and
+            q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        return None
+    if not q.dtype == k.dtype == v.dtype or q.dtype.kind != "f":
+        return None
+    return q.shape[0]
+
+
+def _fits(bias, shape):
+    """Whether ``bias`` (or None) broadcasts to the scores' ``shape`` without growing it."""
+    return bias is None or (bias.ndim <= len(shape)
+                            and np.broadcast_shapes(bias.shape, shape) == shape)
+
+
+def _rows_of(t, lo, hi, ndim):
+    """Rows ``lo:hi`` of the batch of ``t`` (broadcasting against ``ndim`` dims), or
+    ``t`` itself when it broadcasts along the batch."""
+    if t is None or t.ndim < ndim or t.shape[0] == 1:
+        return t
+    return t[lo:hi]
+
+
+def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None):
+    """First-order gradients of q, k, v and the bias (those ``want`` asks for) from the
+    weights ``a``, into ``out`` when given."""
+    out = out or [None] * 4
+    gq = gk = gv = gb = None
+    if want[2]:
+        gv = np.matmul((a if dm is None else a * dm).swapaxes(-1, -2), g, out=out[2])
+    if not (want[0] or want[1] or want[3]):
+        return gq, gk, gv, gb
+    gs = np.matmul(g, v.swapaxes(-1, -2), out=out[3])      # d loss / d weights
+    if dm is not None:
+        gs *= dm
+    # softmax backward: a * (gs - sum(gs * a)), in place on gs
+    gs -= np.einsum("...ij,...ij->...i", gs, a)[..., None]
+    gs *= a
+    if want[0]:
+        gq = np.matmul(gs, k, out=out[0])
+        gq *= scale
+    if want[1]:
+        gk = np.matmul(gs.swapaxes(-1, -2), q, out=out[1])
+        gk *= scale
+    if want[3]:
+        gb = gs
+    return gq, gk, gv, gb
+
+
 class ScaledDotProductAttention(Primitive):
     """``apply(q, k, v, bias, dropout_mask, scale, safe)``.
 
@@ -52,12 +105,28 @@ class ScaledDotProductAttention(Primitive):
 
     def forward(self, q, k, v, bias, dmask, scale, safe):
         self.scale, self.safe, self.dmask = scale, safe, dmask
-        a = self._weights(q, k, bias)
-        self.a = a
-        return np.matmul(a if dmask is None else a * dmask, v)
+        lead = _split_lead(q, k, v)
+        shape = q.shape[:-1] + k.shape[-2:-1]
+        if lead is None or not _fits(bias, shape) or not (dmask is None or
+                                                           dmask.shape == shape):
+            a = self._weights(q, k, bias)
+            self.a = a
+            return np.matmul(a if dmask is None else a * dmask, v)
+        # every (batch, head) is independent: blocks of the batch on the intra-op threads
+        a = np.empty(shape, q.dtype)
+        out = np.empty(q.shape[:-1] + v.shape[-1:], q.dtype)
 
-    def _weights(self, q, k, bias):
-        s = np.matmul(q, k.swapaxes(-1, -2))
+        def run(lo, hi):
+            ab = self._weights(q[lo:hi], k[lo:hi], _rows_of(bias, lo, hi, q.ndim), a[lo:hi])
+            if dmask is not None:
+                ab = ab * dmask[lo:hi]
+            np.matmul(ab, v[lo:hi], out=out[lo:hi])
+        parallel_rows(run, lead, 2 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
+        self.a = a
+        return out
+
+    def _weights(self, q, k, bias, out=None):
+        s = np.matmul(q, k.swapaxes(-1, -2), out=out)
         if self.scale != 1:
             s *= self.scale
         if bias is not None:
@@ -76,28 +145,27 @@ class ScaledDotProductAttention(Primitive):
         self.a = None
         eq, ek, ev, eb = self._edges[:4]
         g, dm, scale = gy._data, self.dmask, self.scale
-        gq = gk = gv = gb = None
-        if ev is not None:
-            gv = _make(np.matmul((a if dm is None else a * dm).swapaxes(-1, -2), g))
-        if eq is None and ek is None and eb is None:
-            return gq, gk, gv, gb, None, None, None
-        gs = np.matmul(g, v._data.swapaxes(-1, -2))      # d loss / d weights
-        if dm is not None:
-            gs *= dm
-        # softmax backward: a * (gs - sum(gs * a)), in place on gs
-        gs -= np.einsum("...ij,...ij->...i", gs, a)[..., None]
-        gs *= a
-        if eq is not None:
-            gq = np.matmul(gs, k._data)
-            gq *= scale
-            gq = _make(gq)
-        if ek is not None:
-            gk = np.matmul(gs.swapaxes(-1, -2), q._data)
-            gk *= scale
-            gk = _make(gk)
-        if eb is not None:
-            gb = _make(gs)
-        return gq, gk, gv, gb, None, None, None
+        q, k, v = q._data, k._data, v._data
+        want = (eq is not None, ek is not None, ev is not None, eb is not None)
+        lead = _split_lead(q, k, v)
+        if lead is None or g.shape[:-1] != a.shape[:-1] or not (
+                g.dtype == a.dtype == q.dtype and (dm is None or dm.shape == a.shape)):
+            grads = _backward_arrays(a, g, dm, q, k, v, scale, want)
+        else:
+            # independent per (batch, head): blocks of the batch on the intra-op threads
+            grads = [np.empty(t.shape, q.dtype) if w else None
+                     for t, w in zip((q, k, v, a), want)]
+            if want[0] or want[1]:  # the weights' gradient is needed as scratch
+                grads[3] = np.empty(a.shape, q.dtype)
+
+            def run(lo, hi):
+                _backward_arrays(a[lo:hi], g[lo:hi], None if dm is None else dm[lo:hi],
+                                 q[lo:hi], k[lo:hi], v[lo:hi], scale, want,
+                                 [None if t is None else t[lo:hi] for t in grads])
+            parallel_rows(run, lead, 4 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
+            if not want[3]:
+                grads[3] = None
+        return tuple(None if t is None else _make(t) for t in grads) + (None, None, None)
 
     def _backward_recorded(self, gy, q, k, v, bias):
         """The same formulas in differentiable ember ops, from the saved inputs."""

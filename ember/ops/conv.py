@@ -23,6 +23,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
+from ember.backend.threads import contiguous, parallel_rows
 from ember.ops import _jvp
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -150,7 +151,7 @@ def _crop(buf, g):
     """The unpadded (N, C, *S) part of a padded (N, C, *padded) array, contiguous."""
     if buf.shape[2:] != tuple(g.S):
         buf = buf[(Ellipsis,) + tuple(slice(lo, lo + a) for lo, a in zip(g.lo, g.S))]
-    return array_module(buf).ascontiguousarray(buf)
+    return contiguous(buf, array_module(buf))
 
 
 def _transposed(y, g):
@@ -255,13 +256,18 @@ def _col2im_last(y, w, g):
     xm = array_module(y)
     n, f = y.shape[:2]
     G, cg, kp, o = g.G, w.shape[1], _prod(g.K), _prod(g.O)
-    yt = xm.ascontiguousarray(xm.moveaxis(y.reshape(n, f, o), 0, -1))
+    yt = contiguous(xm.moveaxis(y.reshape(n, f, o), 0, -1), xm)
     col = w.reshape(G, f // G, cg * kp).transpose(0, 2, 1) @ yt.reshape(G, f // G, o * n)
     col = col.reshape((G * cg,) + tuple(g.K) + tuple(g.O) + (n,))
     padded = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
     buf = xm.zeros((G * cg,) + padded + (n,), dtype=y.dtype)
-    for kk, sl in _kernel_slices(g):
-        buf[(slice(None),) + sl[1:] + (slice(None),)] += col[(slice(None),) + kk]
+    slices = list(_kernel_slices(g))
+
+    def block(lo, hi):  # channels are independent: blocks of them on the intra-op threads
+        bb, cb = buf[lo:hi], col[lo:hi]
+        for kk, sl in slices:
+            bb[(slice(None),) + sl[1:] + (slice(None),)] += cb[(slice(None),) + kk]
+    parallel_rows(block, G * cg, col.size, xm)
     return _crop(xm.moveaxis(buf, -1, 0), g)
 
 
@@ -397,12 +403,21 @@ def _conv_arrays(x, w, g):
     G = g.G
     n, c = x.shape[:2]
     f = w.shape[0]
-    col = im2col(x, g)  # N, C*K, O
-    if G == 1:
-        out = w.reshape(f, -1) @ col  # N, F, O: one gemm per sample, no transposes
-    else:
-        col = col.reshape(n, G, c // G * _prod(g.K), -1)
-        out = w.reshape(G, f // G, -1) @ col
+    xm = array_module(x)
+    o = _prod(g.O)
+    out = xm.empty((n, f, o), dtype=xm.result_type(x, w))
+    wm = w.reshape(f, -1) if G == 1 else w.reshape(G, f // G, -1)
+
+    def block(lo, hi):
+        # every sample is its own im2col and gemm: blocks of the batch run on the
+        # intra-op threads with the same per-sample products
+        col = im2col(x[lo:hi], g)  # n, C*K, O
+        if G == 1:
+            xm.matmul(wm, col, out=out[lo:hi])  # n, F, O: no transposes
+        else:
+            col = col.reshape(hi - lo, G, c // G * _prod(g.K), -1)
+            xm.matmul(wm, col, out=out[lo:hi].reshape(hi - lo, G, f // G, o))
+    parallel_rows(block, n, out.size * w[0].size, xm, blas=True)
     return out.reshape((n, f) + tuple(g.O))
 
 
@@ -503,14 +518,21 @@ class ConvWeight(Primitive):
         if _depthwise(g, c // G):
             return _dw_weight(x, y, g)
         if ck <= _PER_SAMPLE_CK:
-            # few columns per window: per-sample products summed over the batch
-            col = im2col(x, g).reshape(n, G, ck, o)
-            out = (y.reshape(n, G, f // G, o) @ col.swapaxes(-1, -2)).sum(0)
+            # few columns per window: per-sample products (blocks of the batch on the
+            # intra-op threads), then summed over the batch
+            per = xm.empty((n, G, f // G, ck), dtype=xm.result_type(x, y))
+
+            def block(lo, hi):
+                col = im2col(x[lo:hi], g).reshape(hi - lo, G, ck, o)
+                xm.matmul(y[lo:hi].reshape(hi - lo, G, f // G, o), col.swapaxes(-1, -2),
+                          out=per[lo:hi])
+            parallel_rows(block, n, per.size * o, xm, blas=True)
+            out = per.sum(0)
         else:
             # one matrix product over all samples and positions, the columns as the
             # left operand (the faster orientation for OpenBLAS)
             col = im2col_rows(x, g).reshape(G, ck, n * o)
-            rows = xm.ascontiguousarray(xm.moveaxis(y.reshape(n, G, f // G, o), 0, 2))
+            rows = contiguous(xm.moveaxis(y.reshape(n, G, f // G, o), 0, 2), xm)
             out = (col @ rows.reshape(G, f // G, n * o).swapaxes(-1, -2)).swapaxes(-1, -2)
         return out.reshape((f, c // G) + tuple(g.K))
 

@@ -18,7 +18,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.ops.unary import _relu_array
+from ember.ops.unary import _relu_array, _relu_grad_array
 from ember.ops.unary import relu as _relu
 
 __all__ = []
@@ -117,7 +117,8 @@ class _LinearRelu(_Linear):
     def backward(self, gy):
         x, w, y = self.saved_tensors
         if not _grad_state.grad_enabled:
-            return self._backward_arrays(np.multiply(gy._data, y._data > 0), x._data, w._data)
+            return self._backward_arrays(_relu_grad_array(gy._data, y._data), x._data,
+                                         w._data)
         return self._backward_tensors(gy * (y > 0), x, w)
 
     def jvp(self, *tangents):

@@ -13,6 +13,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend.threads import parallel_rows
 
 # the names torch also has at top level, with the same signature
 __all__ = ["layer_norm", "group_norm", "rms_norm"]
@@ -225,19 +226,23 @@ def _fwd_rows(x, w, b, eps, lay):
     ones = xm.ones(D, dtype=x.dtype)
     w2 = None if w is None else w.reshape(D)
     b2 = None if b is None else b.reshape(D)
-    for sl in _blocks(M, D * x.itemsize):
-        xb, ob = x2[sl], out[sl]
-        m = xb @ ones
-        m /= D
-        xm.subtract(xb, m[:, None], out=ob)
-        v = _rows_dot(ob, ob)
-        v /= D
-        ob *= (1.0 / xm.sqrt(v + eps))[:, None]
-        if w2 is not None:
-            ob *= w2
-        if b2 is not None:
-            ob += b2
-        mean[sl], var[sl] = m, v
+    blocks = _blocks(M, D * x.itemsize)
+
+    def run(lo, hi):  # rows are independent: blocks go to the intra-op threads
+        for sl in blocks[lo:hi]:
+            xb, ob = x2[sl], out[sl]
+            m = xb @ ones
+            m /= D
+            xm.subtract(xb, m[:, None], out=ob)
+            v = _rows_dot(ob, ob)
+            v /= D
+            ob *= (1.0 / xm.sqrt(v + eps))[:, None]
+            if w2 is not None:
+                ob *= w2
+            if b2 is not None:
+                ob += b2
+            mean[sl], var[sl] = m, v
+    parallel_rows(run, len(blocks), 8 * M * D, xm, blas=True)
     return out.reshape(x.shape), mean, var
 
 
@@ -251,30 +256,43 @@ def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape):
     gx = xm.empty((M, D), dtype=x.dtype) if need[0] else None
     gw = xm.zeros(D, dtype=x.dtype) if need[1] else None
     gb = xm.zeros(D, dtype=x.dtype) if need[2] else None
-    for sl in _blocks(M, D * x.itemsize):
-        gyb, r = g2[sl], invstd[sl]
-        if gb is not None:
-            gb += xm.ones(gyb.shape[0], dtype=x.dtype) @ gyb
-        if gx is None and gw is None:
-            continue
-        xc = x2[sl] - mean[sl, None]
-        q = gyb * xc
+    blocks = _blocks(M, D * x.itemsize)
+    # each block's share of gw and gb, added up in block order afterwards: the same sums
+    # in the same order whether the blocks ran on one thread or several
+    parts_w, parts_b = [None] * len(blocks), [None] * len(blocks)
+
+    def run(lo, hi):
+        for i in range(lo, hi):
+            sl = blocks[i]
+            gyb, r = g2[sl], invstd[sl]
+            if gb is not None:
+                parts_b[i] = xm.ones(gyb.shape[0], dtype=x.dtype) @ gyb
+            if gx is None and gw is None:
+                continue
+            xc = x2[sl] - mean[sl, None]
+            q = gyb * xc
+            if gw is not None:
+                parts_w[i] = r @ q
+            if gx is None:
+                continue
+            wv = ones if w2 is None else w2
+            a = gyb @ wv  # sum(g)
+            c = q @ wv  # sum(g * xc)
+            gxb = gx[sl]
+            if w2 is None:
+                xm.multiply(gyb, r[:, None], out=gxb)
+            else:
+                xm.multiply(gyb, w2, out=gxb)
+                gxb *= r[:, None]
+            xc *= (r * r * r * c / D)[:, None]
+            gxb -= xc
+            gxb -= (r * a / D)[:, None]
+    parallel_rows(run, len(blocks), 12 * M * D, xm, blas=True)
+    for pw, pb in zip(parts_w, parts_b):
         if gw is not None:
-            gw += r @ q
-        if gx is None:
-            continue
-        wv = ones if w2 is None else w2
-        a = gyb @ wv  # sum(g)
-        c = q @ wv  # sum(g * xc)
-        gxb = gx[sl]
-        if w2 is None:
-            xm.multiply(gyb, r[:, None], out=gxb)
-        else:
-            xm.multiply(gyb, w2, out=gxb)
-            gxb *= r[:, None]
-        xc *= (r * r * r * c / D)[:, None]
-        gxb -= xc
-        gxb -= (r * a / D)[:, None]
+            gw += pw
+        if gb is not None:
+            gb += pb
     return (None if gx is None else gx.reshape(x.shape)), gw, gb
 
 

@@ -18,6 +18,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend.threads import parallel_rows
 from ember.ops import _jvp
 from ember.ops.conv import Geom, ntuple
 from ember.ops.unary import _ZerosLikeOf
@@ -77,16 +78,21 @@ class MaxPool(Primitive):
             # PyTorch; three passes per position. ``arg`` is updated without masked
             # writes (slow on random masks): later positions have larger codes, so
             # taking one is a maximum.
-            best = x[pos[0][2]].copy()
-            arg.fill(pos[0][0])
-            upd = xm.empty(out_shape, bool)
-            code = xm.empty(out_shape, arg.dtype)
-            for k, osl, isl in pos[1:]:
-                b, xs, u, t, a = best[osl], x[isl], upd[osl], code[osl], arg[osl]
-                xm.greater(xs, b, out=u)
-                xm.multiply(_as_int(u, t.dtype), k, out=t)
-                xm.maximum(a, t, out=a)
-                xm.maximum(b, xs, out=b)
+            best = xm.empty(out_shape, x.dtype)
+
+            def block(lo, hi):  # samples (and channels) are independent: split over them
+                xb, bb, ab = x[lo:hi], best[lo:hi], arg[lo:hi]
+                bb[...] = xb[pos[0][2]]
+                ab.fill(pos[0][0])
+                upd = xm.empty(bb.shape, bool)
+                code = xm.empty(bb.shape, arg.dtype)
+                for k, osl, isl in pos[1:]:
+                    b, xs, u, t, a = bb[osl], xb[isl], upd[osl], code[osl], ab[osl]
+                    xm.greater(xs, b, out=u)
+                    xm.multiply(_as_int(u, t.dtype), k, out=t)
+                    xm.maximum(a, t, out=a)
+                    xm.maximum(b, xs, out=b)
+            parallel_rows(block, x.shape[0], best.size * 4 * len(pos), xm)
         if x.dtype.kind == "f":
             nan = xm.isnan(best)
             if nan.any():
@@ -176,11 +182,16 @@ class PoolScatter(Primitive):
         xm = array_module(gy)
         buf = xm.zeros(gy.shape[:gy.ndim - g.nd] + tuple(g.S), gy.dtype)
         disjoint = _disjoint(g)
-        for k, osl, isl in _positions(g):
-            if disjoint:
-                xm.multiply(gy[osl], arg[osl] == k, out=buf[isl])
-            else:
-                buf[isl] += gy[osl] * (arg[osl] == k)
+        pos = list(_positions(g))
+
+        def block(lo, hi):  # independent per sample and channel: split over them
+            bb, gb, ab = buf[lo:hi], gy[lo:hi], arg[lo:hi]
+            for k, osl, isl in pos:
+                if disjoint:
+                    xm.multiply(gb[osl], ab[osl] == k, out=bb[isl])
+                else:
+                    bb[isl] += gb[osl] * (ab[osl] == k)
+        parallel_rows(block, gy.shape[0], gy.size * 2 * len(pos), xm)
         return buf
 
     def backward(self, gx):

@@ -32,6 +32,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend.threads import single_blas
 from ember.ops import _jvp
 
 __all__ = []
@@ -271,11 +272,12 @@ def _layer_forward(m, cell, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse
     ys = [None] * T
     acts = [None] * T
     done = []
-    for t in steps:
-        n, o = bs[t], offs[t]
-        h, c = _enter(m, h, c, h0, c0, n, done)
-        h, c, acts[t] = cell.step(m, gx[o:o + n], h, c, w_hhT, b_hh, w_hrT)
-        ys[t] = h
+    with single_blas():  # one small matrix product per step
+        for t in steps:
+            n, o = bs[t], offs[t]
+            h, c = _enter(m, h, c, h0, c0, n, done)
+            h, c, acts[t] = cell.step(m, gx[o:o + n], h, c, w_hhT, b_hh, w_hrT)
+            ys[t] = h
     hn, cn = _final(m, h, c, done)
     return m.cat(ys), hn, cn, acts
 
@@ -290,12 +292,13 @@ def _layer_backward(m, cell, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, revers
     dhs = [None] * T
     h_parts, c_parts = [], []
     dh = dc = None
-    for t in (range(T) if reverse else range(T - 1, -1, -1)):
-        n, o = bs[t], offs[t]
-        dh, dc = _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts)
-        dh = dh + gy[o:o + n]
-        dhs[t] = dh
-        dgx[t], dgh[t], dh, dc = cell.step_backward(m, dh, dc, acts[t], w_hh, w_hr)
+    with single_blas():  # one small matrix product per step
+        for t in (range(T) if reverse else range(T - 1, -1, -1)):
+            n, o = bs[t], offs[t]
+            dh, dc = _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts)
+            dh = dh + gy[o:o + n]
+            dhs[t] = dh
+            dgx[t], dgh[t], dh, dc = cell.step_backward(m, dh, dc, acts[t], w_hh, w_hr)
     dh0 = m.cat([dh] + h_parts[::-1])
     dc0 = m.cat([dc] + c_parts[::-1]) if dc is not None else None
     dG = m.cat(dgx)
@@ -329,31 +332,32 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     n0 = bs[steps[0]]
     h, c = h0[:n0], c0[:n0]
     done = []
-    for t in steps:
-        n, o = bs[t], offs[t]
-        h, c = _enter(_NP_MATH if xp is np else _ArrayMath(xp), h, c, h0, c0, n, done)
-        sl = slice(o, o + n)
-        g = S[sl]
-        g += h @ w_hhT
-        Hp[sl] = h
-        Cp[sl] = c
-        gq = g[:, 2 * H:3 * H]
-        tg = xp.tanh(gq)
-        xp.negative(g, out=g)  # sigmoid in place, then the g quarter gets its tanh
-        xp.exp(g, out=g)
-        g += 1
-        xp.reciprocal(g, out=g)
-        gq[...] = tg
-        c = C[sl]
-        xp.multiply(g[:, H:2 * H], Cp[sl], out=c)
-        tg *= g[:, :H]
-        c += tg
-        tc = TC[sl]
-        xp.tanh(c, out=tc)
-        xp.multiply(g[:, 3 * H:], tc, out=M[sl])
-        if w_hr is not None:
-            xp.matmul(M[sl], w_hrT, out=Y[sl])
-        h = Y[sl]
+    with single_blas():  # one small matrix product per step
+        for t in steps:
+            n, o = bs[t], offs[t]
+            h, c = _enter(_NP_MATH if xp is np else _ArrayMath(xp), h, c, h0, c0, n, done)
+            sl = slice(o, o + n)
+            g = S[sl]
+            g += h @ w_hhT
+            Hp[sl] = h
+            Cp[sl] = c
+            gq = g[:, 2 * H:3 * H]
+            tg = xp.tanh(gq)
+            xp.negative(g, out=g)  # sigmoid in place, then the g quarter gets its tanh
+            xp.exp(g, out=g)
+            g += 1
+            xp.reciprocal(g, out=g)
+            gq[...] = tg
+            c = C[sl]
+            xp.multiply(g[:, H:2 * H], Cp[sl], out=c)
+            tg *= g[:, :H]
+            c += tg
+            tc = TC[sl]
+            xp.tanh(c, out=tc)
+            xp.multiply(g[:, 3 * H:], tc, out=M[sl])
+            if w_hr is not None:
+                xp.matmul(M[sl], w_hrT, out=Y[sl])
+            h = Y[sl]
     hn, cn = _final(_NP_MATH if xp is np else _ArrayMath(xp), h, c, done)
     return Y, hn, cn, (S, TC, Cp, Hp, M)
 
@@ -370,32 +374,33 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     offs = _offsets(bs)
     h_parts, c_parts = [], []
     dh = dc = None
-    for t in (range(T) if reverse else range(T - 1, -1, -1)):
-        n, o = bs[t], offs[t]
-        dh, dc = _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts)
-        sl = slice(o, o + n)
-        dh = dh + gy[sl]
-        if dhs is not None:
-            dhs[sl] = dh
-            dh = dh @ w_hr
-        s, tc, d = S[sl], TC[sl], dG[sl]
-        dct = tc * tc
-        xp.subtract(1, dct, out=dct)
-        dct *= s[:, 3 * H:]
-        dct *= dh
-        dct += dc
-        xp.multiply(dct, s[:, 2 * H:3 * H], out=d[:, :H])
-        xp.multiply(dct, Cp[sl], out=d[:, H:2 * H])
-        xp.multiply(dct, s[:, :H], out=d[:, 2 * H:3 * H])
-        xp.multiply(dh, tc, out=d[:, 3 * H:])
-        der = 1 - s  # s (1 - s) for the sigmoid gates, 1 - g**2 for the tanh one
-        der *= s
-        dq = der[:, 2 * H:3 * H]
-        xp.multiply(s[:, 2 * H:3 * H], s[:, 2 * H:3 * H], out=dq)
-        xp.subtract(1, dq, out=dq)
-        d *= der
-        dh = d @ w_hh
-        dc = dct * s[:, H:2 * H]
+    with single_blas():  # one small matrix product per step
+        for t in (range(T) if reverse else range(T - 1, -1, -1)):
+            n, o = bs[t], offs[t]
+            dh, dc = _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts)
+            sl = slice(o, o + n)
+            dh = dh + gy[sl]
+            if dhs is not None:
+                dhs[sl] = dh
+                dh = dh @ w_hr
+            s, tc, d = S[sl], TC[sl], dG[sl]
+            dct = tc * tc
+            xp.subtract(1, dct, out=dct)
+            dct *= s[:, 3 * H:]
+            dct *= dh
+            dct += dc
+            xp.multiply(dct, s[:, 2 * H:3 * H], out=d[:, :H])
+            xp.multiply(dct, Cp[sl], out=d[:, H:2 * H])
+            xp.multiply(dct, s[:, :H], out=d[:, 2 * H:3 * H])
+            xp.multiply(dh, tc, out=d[:, 3 * H:])
+            der = 1 - s  # s (1 - s) for the sigmoid gates, 1 - g**2 for the tanh one
+            der *= s
+            dq = der[:, 2 * H:3 * H]
+            xp.multiply(s[:, 2 * H:3 * H], s[:, 2 * H:3 * H], out=dq)
+            xp.subtract(1, dq, out=dq)
+            d *= der
+            dh = d @ w_hh
+            dc = dct * s[:, H:2 * H]
     dh0 = m.cat([dh] + h_parts[::-1])
     dc0 = m.cat([dc] + c_parts[::-1])
     dx, dw_ih, dw_hh, db_ih, db_hh, dw_hr = _param_grads(dG, dG, Hp, x, w_ih, needs, dhs, M)

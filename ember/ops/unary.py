@@ -7,6 +7,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
+from ember.backend.threads import parallel_rows
 from ember.ops import _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import cj, not_implemented_for, promote_arrays, to_float, with_out
@@ -351,9 +352,27 @@ def _relu_array(x, out=None):
     n = flat.size
     m = n - n % _BLOCK
     if m:
-        np.maximum(flat[:m].reshape(-1, _BLOCK), z, out=oflat[:m].reshape(-1, _BLOCK))
+        rows, orows = flat[:m].reshape(-1, _BLOCK), oflat[:m].reshape(-1, _BLOCK)
+
+        def block(lo, hi):
+            np.maximum(rows[lo:hi], z, out=orows[lo:hi])
+        parallel_rows(block, len(rows), m)
     if m < n:
         np.maximum(flat[m:], z[:n - m], out=oflat[m:])
+    return out
+
+
+def _relu_grad_array(gy, y):
+    """``gy * (y > 0)`` on arrays, split over the intra-op threads when large."""
+    if type(gy) is not np.ndarray or type(y) is not np.ndarray or gy.shape != y.shape \
+            or gy.size < 4096 or not (gy.flags.c_contiguous and y.flags.c_contiguous):
+        return np.multiply(gy, y > 0)
+    out = np.empty(gy.shape, np.result_type(gy.dtype, np.bool_))
+    g, yf, o = gy.reshape(-1), y.reshape(-1), out.reshape(-1)
+
+    def block(lo, hi):
+        np.multiply(g[lo:hi], yf[lo:hi] > 0, out=o[lo:hi])
+    parallel_rows(block, g.size, 2 * g.size)
     return out
 
 
@@ -369,7 +388,7 @@ class Relu(Primitive):
         y, = self.saved_tensors
         if not _grad_state.grad_enabled:
             # first order: one array multiply, no nodes
-            return _make(np.multiply(gy._data, y._data > 0))
+            return _make(_relu_grad_array(gy._data, y._data))
         return _relu_grad(gy, y)
 
     jvp = _jvp.diagonal

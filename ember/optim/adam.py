@@ -1,4 +1,6 @@
 """Adam (and, with ``decoupled_weight_decay``, AdamW)."""
+import functools
+
 import numpy as np
 
 from ember._tensor import Tensor
@@ -9,6 +11,7 @@ from ember.optim.optimizer import (
     _check_lr,
     _lerp_,
     _mul_addcmul_,
+    _split_update,
     _to_scalar,
     _value,
     _zeros_like,
@@ -85,18 +88,25 @@ class Adam(Optimizer):
         eps, amsgrad = group["eps"], group["amsgrad"]
         for p, g, state in self._grads(group):
             step = state["step"]._data.item()
-            m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
-            _lerp_(m, g, 1 - beta1)
-            gg = _mul_addcmul_(v, g, beta2)
             step_size = lr / (1 - beta1 ** step)
             bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+            arrays = [p._data, g, state["exp_avg"]._data, state["exp_avg_sq"]._data]
             if amsgrad:
-                vmax = state["max_exp_avg_sq"]._data
-                np.maximum(vmax, v, out=vmax)
-                v = vmax
-            denom = np.sqrt(v, out=gg)
-            denom /= bias_correction2_sqrt
-            denom += eps
-            np.divide(m, denom, out=denom)
-            denom *= step_size
-            p._data -= denom
+                arrays.append(state["max_exp_avg_sq"]._data)
+            _split_update(functools.partial(_update, beta1, beta2, eps, step_size,
+                                            bias_correction2_sqrt), 12, *arrays)
+
+
+def _update(beta1, beta2, eps, step_size, bias_correction2_sqrt, p, g, m, v, vmax=None):
+    """One Adam update of the arrays ``p``, ``m``, ``v`` (and ``vmax``), in place."""
+    _lerp_(m, g, 1 - beta1)
+    gg = _mul_addcmul_(v, g, beta2)
+    if vmax is not None:
+        np.maximum(vmax, v, out=vmax)
+        v = vmax
+    denom = np.sqrt(v, out=gg)
+    denom /= bias_correction2_sqrt
+    denom += eps
+    np.divide(m, denom, out=denom)
+    denom *= step_size
+    p -= denom

@@ -29,6 +29,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.backend import dtypes as _dt
+from ember.backend.threads import parallel_rows
 from ember.utils.hooks import RemovableHandle
 
 __all__ = ["Optimizer", "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook",
@@ -167,6 +168,23 @@ def _check_flags(defaults):
             "ember.optim; the step always runs under no_grad")
     if defaults.get("fused") and defaults.get("foreach"):
         raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
+def _split_update(fn, cost, *arrays):
+    """``fn(*arrays)`` (an elementwise in-place update), over blocks of the flattened
+    arrays on the intra-op threads when they are large NumPy arrays of one layout, else
+    once. Each element's arithmetic is the same either way."""
+    a0 = arrays[0]
+    if type(a0) is not np.ndarray or a0.size < _SPLIT_MIN or not all(
+            type(a) is np.ndarray and a.shape == a0.shape and a.flags.c_contiguous
+            for a in arrays):
+        fn(*arrays)
+        return
+    flat = [a.reshape(-1) for a in arrays]
+    parallel_rows(lambda lo, hi: fn(*[f[lo:hi] for f in flat]), a0.size, cost * a0.size)
+
+
+_SPLIT_MIN = 1 << 15
 
 
 def _mul_addcmul_(v, g, beta, out=None):

@@ -1,0 +1,241 @@
+"""ember's intra-op threads: ``torch.set_num_threads``/``get_num_threads`` and the pool
+that splits large array kernels across cores.
+
+NumPy runs each elementwise, reduction or pooling kernel on one core; only its BLAS
+uses more. ember's own kernels that dominate training steps (convolution over a batch,
+pooling, ReLU, the optimizer updates, row-wise softmax and normalization) are split
+here into independent row blocks run by a small pool of Python threads: NumPy releases
+the GIL inside its loops, so the blocks run on different cores at once.
+
+Results do not change with the thread count. A block is only ever a range of rows over
+which the kernel is independent (an elementwise op, a per-sample or per-row
+computation), and each block runs exactly the NumPy calls the whole array would, so
+every value is bit-identical to the single-threaded result; reductions across the
+split axis are never split.
+
+The thread count starts from ``OMP_NUM_THREADS`` (as PyTorch's does), else
+``OPENBLAS_NUM_THREADS`` (so that a BLAS limited by its environment variable and ember
+agree), else the cores this process may run on. ``set_num_threads`` also sets the
+threads of NumPy's BLAS when threadpoolctl is installed (``pip install ember[fast]``);
+without it only ember's own kernels follow it and BLAS keeps its environment's count.
+"""
+import contextlib
+import os
+import queue
+import threading
+
+import numpy as np
+
+__all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
+           "contiguous", "single_blas"]
+
+
+def _default_threads():
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        v = os.environ.get(var, "").split(",")[0].strip()
+        if v.isdigit() and int(v) > 0:
+            return int(v)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+_state = {"threads": _default_threads(), "blas": None}
+
+
+def get_num_threads():
+    """The number of threads ember's kernels (and, with threadpoolctl, its BLAS) use."""
+    return _state["threads"]
+
+
+def set_num_threads(n):
+    """Use ``n`` threads for intra-op parallelism: ember's split kernels and, when
+    threadpoolctl is installed (``ember[fast]``), NumPy's BLAS, so that the two agree.
+
+    >>> import ember
+    >>> ember.set_num_threads(1)
+    >>> ember.get_num_threads()
+    1
+    """
+    if isinstance(n, bool) or not isinstance(n, int):
+        if hasattr(n, "__index__") and not isinstance(n, bool):
+            n = n.__index__()
+        else:
+            raise RuntimeError(f"set_num_threads expects an int, but got {type(n).__name__}")
+    if n <= 0:
+        raise RuntimeError("set_num_threads expects a positive integer")
+    _state["threads"] = n
+    _set_blas_threads(n)
+
+
+def _blas_libs():
+    """threadpoolctl's controllers of the BLAS libraries loaded (NumPy's OpenBLAS),
+    found once; () without threadpoolctl."""
+    libs = _state.get("libs")
+    if libs is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # NumPy alone: BLAS keeps the count its environment gave it
+            libs = ()
+        else:
+            libs = tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
+        _state["libs"] = libs
+    return libs
+
+
+def _set_blas_threads(n):
+    libs = _blas_libs()
+    for lib in libs:
+        lib.set_num_threads(n)
+    _state["blas"] = n if libs else None
+
+
+def blas_threads():
+    """The BLAS thread count ember last set (None when it has not set one: no
+    threadpoolctl, or ``set_num_threads`` never called)."""
+    return _state["blas"]
+
+
+# ----- the pool ---------------------------------------------------------------------
+class _Pool:
+    """Worker threads, each fed by its own queue; the caller runs the first block
+    itself and waits for the others. A C-level queue per worker keeps a dispatch to
+    a few microseconds."""
+
+    def __init__(self):
+        self.workers = []  # (inbox, thread)
+        self.done = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.broken = False  # a wait was interrupted: results may still arrive
+
+    def _grow(self, n):
+        while len(self.workers) < n:
+            inbox = queue.SimpleQueue()
+            t = threading.Thread(target=self._work, args=(inbox,), daemon=True,
+                                 name=f"ember-intraop-{len(self.workers)}")
+            t.start()
+            self.workers.append((inbox, t))
+
+    def _work(self, inbox):
+        local.in_worker = True
+        while True:
+            fn, lo, hi = inbox.get()
+            try:
+                fn(lo, hi)
+                self.done.put(None)
+            except BaseException as err:  # handed to the caller, raised there
+                self.done.put(err)
+
+    def run(self, fn, bounds):
+        """``fn(lo, hi)`` for each consecutive pair of ``bounds``, in parallel."""
+        self._grow(len(bounds) - 2)
+        for (inbox, _), lo, hi in zip(self.workers, bounds[1:-1], bounds[2:]):
+            inbox.put((fn, lo, hi))
+        error = None
+        try:
+            fn(bounds[0], bounds[1])
+        except BaseException as err:
+            error = err
+        try:
+            for _ in range(len(bounds) - 2):  # wait for every block, even after an error
+                e = self.done.get()
+                if error is None and e is not None:
+                    error = e
+        except BaseException:  # e.g. KeyboardInterrupt: the next split gets a new pool
+            self.broken = True
+            raise
+        if error is not None:
+            raise error
+
+
+local = threading.local()
+_pool = [None]
+
+
+def _reset_after_fork():
+    # the child has only the forking thread: the workers must be made anew
+    _pool[0] = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def parallel_rows(fn, rows, cost, xp=np, blas=False):
+    """Call ``fn(lo, hi)`` over blocks of ``range(rows)`` that cover it, in parallel when
+    the work (``cost``, about the number of element operations) is large enough to
+    repay a dispatch and more than one thread is set; else ``fn(0, rows)`` once (always
+    so for arrays of another module ``xp`` than NumPy: CuPy has its own parallelism).
+
+    ``fn`` must write disjoint outputs per row block and compute each row the same way
+    whatever the block, so that the result is independent of the split. With ``blas``
+    (the blocks call matrix products), BLAS runs one thread per block while they run,
+    as PyTorch's kernels inside a parallel region do: the cores are already busy, and
+    BLAS threads woken for each of many small products only wait on each other."""
+    n = min(_state["threads"], rows, int(cost // _MIN_COST_PER_THREAD))
+    if n < 2 or xp is not np or getattr(local, "in_worker", False):
+        fn(0, rows)
+        return
+    pool = _pool[0]
+    if pool is None or pool.broken:
+        pool = _pool[0] = _Pool()
+    if not pool.lock.acquire(blocking=False):  # another thread holds the pool: no split
+        fn(0, rows)
+        return
+    try:
+        step, extra = divmod(rows, n)
+        bounds = [0]
+        for i in range(n):
+            bounds.append(bounds[-1] + step + (i < extra))
+        saved = [(lib, lib.num_threads) for lib in _blas_libs()] if blas else ()
+        for lib, k in saved:
+            if k > 1:
+                lib.set_num_threads(1)
+        try:
+            pool.run(fn, bounds)
+        finally:
+            for lib, k in saved:
+                if k > 1:
+                    lib.set_num_threads(k)
+    finally:
+        pool.lock.release()
+
+
+# the least work worth a thread: about 30 microseconds of simple elementwise work, several
+# times what a dispatch costs
+_MIN_COST_PER_THREAD = 1 << 16
+
+
+def contiguous(a, xp=np):
+    """A C-ordered copy of ``a`` (a transposed or strided view) made in blocks of its
+    first axis on the intra-op threads when large; ``a`` itself when already C-ordered."""
+    if xp is not np or a.flags.c_contiguous or a.ndim == 0:
+        return xp.ascontiguousarray(a)
+    out = np.empty(a.shape, a.dtype)
+
+    def block(lo, hi):
+        out[lo:hi] = a[lo:hi]
+    parallel_rows(block, a.shape[0], 2 * a.size)
+    return out
+
+
+@contextlib.contextmanager
+def single_blas():
+    """BLAS at one thread inside the block (its count restored after), for loops of
+    many small matrix products in sequence (a recurrent layer's steps): OpenBLAS would
+    wake its threads for each, and they spend longer waiting on each other than the
+    product takes. Nothing to do when threadpoolctl is missing or BLAS has one thread."""
+    if _state["threads"] < 2 and _state["blas"] is not None:
+        yield
+        return
+    saved = [(lib, lib.num_threads) for lib in _blas_libs()]
+    for lib, k in saved:
+        if k > 1:
+            lib.set_num_threads(1)
+    try:
+        yield
+    finally:
+        for lib, k in saved:
+            if k > 1:
+                lib.set_num_threads(k)

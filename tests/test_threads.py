@@ -1,0 +1,280 @@
+"""Intra-op threads: set/get_num_threads honoured (ember's pool and NumPy's BLAS), and
+every kernel split over the pool gives bit-identical results to one thread, which
+match torch's."""
+import threading
+
+import numpy as np
+import pytest
+import torch
+from threadpoolctl import threadpool_info
+
+import ember
+from ember.backend import threads as T
+from ember.optim import optimizer
+
+
+@pytest.fixture
+def threads(monkeypatch):
+    """A function running ``fn()`` at 1 and at 2 threads (every kernel split, however
+    small), returning both results; the pool is checked to have been used."""
+    before = ember.get_num_threads()
+    monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
+    monkeypatch.setattr(optimizer, "_SPLIT_MIN", 1)
+    calls = []
+    run = T._Pool.run
+
+    def counting(self, fn, bounds):
+        calls.append(len(bounds) - 1)
+        return run(self, fn, bounds)
+    monkeypatch.setattr(T._Pool, "run", counting)
+
+    def both(fn):
+        ember.set_num_threads(1)
+        one = fn()
+        assert not calls
+        ember.set_num_threads(2)
+        two = fn()
+        assert calls and max(calls) == 2, "the kernel did not split"
+        calls.clear()
+        return one, two
+    yield both
+    ember.set_num_threads(before)
+
+
+def _blas_threads():
+    return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+
+def test_set_num_threads_is_honoured_and_sets_blas():
+    before = ember.get_num_threads()
+    try:
+        ember.set_num_threads(1)
+        assert ember.get_num_threads() == 1 and _blas_threads() == {1}
+        ember.set_num_threads(2)
+        assert ember.get_num_threads() == 2 and _blas_threads() == {2}
+        assert T.blas_threads() == 2
+    finally:
+        ember.set_num_threads(before)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_set_num_threads_rejects_like_torch(bad):
+    with pytest.raises(RuntimeError) as te:
+        torch.set_num_threads(bad)
+    with pytest.raises(RuntimeError) as ee:
+        ember.set_num_threads(bad)
+    assert str(ee.value).split(",")[0] == str(te.value).split(",")[0]
+
+
+def test_default_follows_the_environment(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert T._default_threads() == 3
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    assert T._default_threads() == 1
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    assert T._default_threads() >= 1
+
+
+def test_parallel_rows_covers_each_row_once_and_raises(monkeypatch):
+    monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
+    before = ember.get_num_threads()
+    ember.set_num_threads(3)
+    try:
+        hits = np.zeros(10, int)
+        names = set()
+
+        def fn(lo, hi):
+            hits[lo:hi] += 1
+            names.add(threading.current_thread().name)
+        T.parallel_rows(fn, 10, 10)
+        assert hits.tolist() == [1] * 10 and len(names) == 3
+
+        def bad(lo, hi):
+            if lo:
+                raise ValueError("block failed")
+        with pytest.raises(ValueError, match="block failed"):
+            T.parallel_rows(bad, 10, 10)
+        # a nested split (a kernel inside a block) runs in its block's thread
+        inner = []
+        T.parallel_rows(lambda lo, hi: T.parallel_rows(
+            lambda a, b: inner.append(threading.current_thread().name), 4, 4), 4, 4)
+        assert len(inner) >= 3
+        hits[:] = 0
+        T.parallel_rows(fn, 10, 10)  # the pool still works after the error
+        assert hits.tolist() == [1] * 10
+    finally:
+        ember.set_num_threads(before)
+
+
+def _cnn_steps(m, weights, x, y, steps=2):
+    nn = m.nn
+    net = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 6, 3),
+                        nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(6, 5))
+    net.load_state_dict({k: m.tensor(v) for k, v in weights.items()})
+    opt = m.optim.Adam(net.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = m.nn.functional.cross_entropy(net(m.tensor(x)), m.tensor(y))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, {k: v.detach().numpy().copy() for k, v in net.state_dict().items()}
+
+
+def test_cnn_training_is_bit_identical_across_threads_and_matches_torch(threads):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 1, 12, 12)).astype(np.float32)
+    y = rng.integers(0, 5, 6)
+    torch.manual_seed(0)
+    weights = {k: v.detach().numpy() for k, v in torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(4, 6, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(6, 5)).state_dict().items()}
+    (l1, w1), (l2, w2) = threads(lambda: _cnn_steps(ember, weights, x, y))
+    assert l1 == l2
+    for k in w1:
+        np.testing.assert_array_equal(w1[k], w2[k], err_msg=k)
+    lt, wt = _cnn_steps(torch, weights, x, y)
+    np.testing.assert_allclose(l2, lt, rtol=1e-5)
+    for k in w2:
+        np.testing.assert_allclose(w2[k], wt[k], rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def _grads(fn, arrays):
+    ts = [ember.tensor(a, requires_grad=True) for a in arrays]
+    out = fn(ember, *ts)
+    g = np.random.default_rng(1).standard_normal(out.shape).astype(np.float32)
+    out.backward(ember.tensor(g))
+    return [out.detach().numpy().copy()] + [t.grad.numpy().copy() for t in ts]
+
+
+def _same(one, two):
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_relu_large_is_bit_identical(threads):
+    x = np.random.default_rng(0).standard_normal((3, 65536 + 17)).astype(np.float32)
+    _same(*threads(lambda: _grads(lambda m, t: m.relu(t), [x])))
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_attention_is_bit_identical_and_matches_torch(threads, with_mask):
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((3, 2, 5, 4)).astype(np.float32) for _ in range(3))
+    mask = rng.standard_normal((5, 5)).astype(np.float32) if with_mask else None
+
+    def fn(m, q, k, v):
+        return m.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=None if mask is None else m.tensor(mask))
+    one, two = threads(lambda: _grads(fn, [q, k, v]))
+    _same(one, two)
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    out = fn(torch, tq, tk, tv)
+    out.backward(torch.tensor(np.random.default_rng(1).standard_normal(out.shape)
+                              .astype(np.float32)))
+    for e, t in zip(two, [out, tq.grad, tk.grad, tv.grad]):
+        np.testing.assert_allclose(e, t.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_layer_norm_is_bit_identical(threads, monkeypatch):
+    from ember.ops import normalization
+    monkeypatch.setattr(normalization, "_BLOCK_BYTES", 64)  # several blocks to split
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 7, 16)).astype(np.float32)
+    w, b = rng.standard_normal(16).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+    one, two = threads(lambda: _grads(lambda m, x, w, b: m.nn.functional.layer_norm(
+        x, (16,), w, b), [x, w, b]))
+    _same(one, two)
+
+
+def test_transformer_layer_step_is_bit_identical(threads):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 6, 8)).astype(np.float32)
+
+    def run():
+        ember.manual_seed(0)
+        layer = ember.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        opt = ember.optim.Adam(layer.parameters(), lr=1e-2)
+        for _ in range(2):
+            opt.zero_grad()
+            layer(ember.tensor(x)).pow(2).mean().backward()
+            opt.step()
+        return [p.detach().numpy().copy() for p in layer.parameters()]
+    _same(*threads(run))
+
+
+def test_lstm_step_is_bit_identical(threads):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 5, 4)).astype(np.float32)
+
+    def run():
+        ember.manual_seed(0)
+        lstm = ember.nn.LSTM(4, 6, batch_first=True)
+        opt = ember.optim.Adam(lstm.parameters(), lr=1e-2)
+        for _ in range(2):
+            opt.zero_grad()
+            lstm(ember.tensor(x))[0].pow(2).mean().backward()
+            opt.step()
+        return [p.detach().numpy().copy() for p in lstm.parameters()]
+    _same(*threads(run))
+
+
+@pytest.mark.parametrize("shape,k", [((20, 8, 7, 7), 3), ((4, 3, 9, 9), 3)])
+def test_conv_layers_are_bit_identical_and_match_torch(threads, shape, k):
+    """Wide small maps (the batch-last input gradient) and narrow ones (per-sample
+    weight products)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((6, shape[1], k, k)).astype(np.float32)
+
+    def fn(m, x, w):
+        return m.nn.functional.max_pool2d(m.nn.functional.conv2d(x, w, padding=1), 2)
+    one, two = threads(lambda: _grads(fn, [x, w]))
+    _same(one, two)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    out = fn(torch, tx, tw)
+    out.backward(torch.tensor(np.random.default_rng(1).standard_normal(out.shape)
+                              .astype(np.float32)))
+    for e, t in zip(two, [out, tx.grad, tw.grad]):
+        np.testing.assert_allclose(e, t.detach().numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_contiguous_copy_in_blocks(monkeypatch):
+    monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        a = np.arange(60, dtype=np.float32).reshape(3, 4, 5).transpose(2, 0, 1)
+        c = T.contiguous(a)
+        assert c.flags.c_contiguous and np.array_equal(c, a)
+    finally:
+        ember.set_num_threads(before)
+
+
+def test_blas_runs_one_thread_inside_a_split_region_and_is_restored(monkeypatch):
+    monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        seen = []
+        T.parallel_rows(lambda lo, hi: seen.append(_blas_threads()), 4, 4, blas=True)
+        assert seen == [{1}, {1}]
+        assert _blas_threads() == {2}
+        T.parallel_rows(lambda lo, hi: seen.append(_blas_threads()), 4, 4)
+        assert seen[2:] == [{2}, {2}]
+    finally:
+        ember.set_num_threads(before)
+
+
+def test_single_blas_for_step_loops():
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        with T.single_blas():
+            assert _blas_threads() == {1}
+        assert _blas_threads() == {2}
+    finally:
+        ember.set_num_threads(before)
