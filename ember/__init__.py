@@ -78,3 +78,4 @@ from ember.signal.windows import (
 )
 from ember import func  # torch.func transforms
 from ember.func import vmap  # torch.vmap
+from ember.ops._views import as_strided  # torch.as_strided

@@ -131,7 +131,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     _check_fits(data, arr, dt)
     if dt in _dt._FEW_OPS or dt is _dt.bfloat16:
         from ember.ops.conversion import cast
-        arr = np.ascontiguousarray(cast(arr, dt.np))
+        arr = np.ascontiguousarray(cast(arr, dt.np)).reshape(arr.shape)  # keeps 0-d 0-d
     else:
         arr = np.array(arr, dtype=dt.np, copy=True, order="C")
     if device is None and isinstance(data, Tensor):
