@@ -214,7 +214,9 @@ def tensorsolve(A, B, dims=None, *, out=None):
 
 def vander(x, *, N=None):
     """The Vandermonde matrix: ``x[..., None] ** arange(N)`` (increasing powers)."""
-    n = (x.shape[-1] if x.dim() else 1) if N is None else int(N)
+    if x.dim() == 0:  # a 0-d input is one point
+        x = x.reshape(1)
+    n = x.shape[-1] if N is None else int(N)
     if n <= 1:
         raise RuntimeError("N must be greater than 1.")
     ones = _make(array_module(x._data).ones(x._data.shape, dtype=x._data.dtype), False)

@@ -788,8 +788,8 @@ def pdist(input, p=2):
     if input.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
     n = input.shape[0]
-    if n < 2:
-        return ember.zeros(0, dtype=input.dtype, device=input.device)
+    if n < 2:  # no pairs: an empty result, still attached to the graph
+        return input.reshape(-1)[:0]
     i, j = ember.triu_indices(n, n, 1, device=input.device)
     return ember.norm(input[i] - input[j], p, 1)
 
