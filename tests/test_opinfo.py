@@ -34,6 +34,13 @@ RANDOM = {
     "nn.functional.fractional_max_pool3d", "svd_lowrank", "pca_lowrank",
     "empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted",
 }
+# samples of deterministic ops that draw random numbers (dropout inside attention): only
+# their shapes and dtypes are compared
+RANDOM_SAMPLE = {
+    "nn.functional.scaled_dot_product_attention": lambda s: s.kwargs.get("dropout_p", 0) > 0,
+    "nn.functional.multi_head_attention_forward":
+        lambda s: s.kwargs.get("training", True) and s.args[9] > 0,
+}
 CUDA_ONLY_PREFIX = ("jiterator_",)
 SAMPLES = int(__import__("os").environ.get("OPINFO_SAMPLES", 4))  # per op and dtype
 
@@ -159,6 +166,11 @@ def _compare(e, t, key, what):
             np.testing.assert_array_equal(ea, ta, err_msg=what)
         else:
             rtol, atol = _tols(key, t.dtype)
+            if t.dtype in (torch.float32, torch.complex64) and ta.size:
+                # float32 sums in another order differ in proportion to the output's scale;
+                # float64 (and its gradients) checks the math itself tightly
+                finite = np.abs(ta[np.isfinite(ta)])
+                atol *= max(1.0, float(finite.max())) if finite.size else 1.0
             np.testing.assert_allclose(ea, ta, rtol=rtol, atol=atol, equal_nan=True,
                                        err_msg=what)
     else:
@@ -214,10 +226,13 @@ def check_op(op):
             t_flat, e_flat = _flat(t_out), _flat(e_out)
             assert len(e_flat) == len(t_flat), f"{where}: {len(e_flat)} outputs != " \
                 f"{len(t_flat)}"
+            random = RANDOM_SAMPLE.get(op.name, lambda s: False)(s)
             for j, (a, b) in enumerate(zip(e_flat, t_flat)):
+                if random and isinstance(b, torch.Tensor):
+                    a, b = ember.zeros_like(a), torch.zeros_like(b)
                 _compare(a, b, key, f"{where} output {j}")
             checked += 1
-            if grad:
+            if grad and not random:
                 _check_grad(s, t_out, e_out, (s.input, s.args, s.kwargs),
                             (e_in, e_args, e_kw), where)
     return checked
