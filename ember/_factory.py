@@ -1,8 +1,7 @@
 """Tensor creation: from data, filled, ranges, and ``*_like`` twins."""
 import builtins
-import warnings
-
 import math
+import warnings
 
 import numpy as np
 
