@@ -10,6 +10,7 @@ import numpy as np
 
 from ember import backend
 from ember._tensor import Tensor, _make
+from ember.ops import _cpu_order
 from ember.ops._util import wrap_dim
 from ember.ops.reduction import return_types
 
@@ -32,6 +33,35 @@ def _order(a, axis, descending):
     n = a.shape[axis]
     rev = xp.flip(a, axis=axis)
     return (n - 1) - xp.flip(xp.argsort(rev, axis=axis, kind="stable"), axis=axis)
+
+
+def _rows(a, axis):
+    """``a`` with ``axis`` last, as a 2-D array of rows (a view where possible)."""
+    m = np.moveaxis(a, axis, -1)
+    return m.reshape(-1, m.shape[-1])
+
+
+def _same(a, b):
+    return (a == b) | (np.isnan(a) & np.isnan(b)) if a.dtype.kind in "fc" else a == b
+
+
+def _cpu_choice(input, dim, idx, k, fix_row, needs):
+    """``idx`` (positions along ``dim``, ``k`` per row) with the rows where equal values
+    make the choice ambiguous redone as PyTorch's CPU kernel does (see _cpu_order).
+    ``needs(sorted_rows)`` says which rows may be ambiguous."""
+    a = input._data
+    if backend.array_module(a) is not np or a.size == 0:
+        return idx
+    axis = wrap_dim(dim, a.ndim)
+    vals = _rows(a.astype(np.uint8) if a.dtype == np.bool_ else a, axis)
+    rows = np.nonzero(needs(vals))[0]
+    if rows.size == 0:
+        return idx
+    out = _rows(idx._data, axis).copy()
+    for r in rows.tolist():
+        out[r] = fix_row(vals[r].tolist())
+    shape = np.moveaxis(idx._data, axis, -1).shape
+    return _make(np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, axis)))
 
 
 def _indices(input, dim, descending):
@@ -85,7 +115,14 @@ def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
     idx = _indices(input, dim, largest)
     if input.dim() == 0:
         return return_types.topk(input.clone(), idx)
-    idx = idx.narrow(dim, 0, k).contiguous()
+    full, idx = idx, idx.narrow(dim, 0, k).contiguous()
+    if k:
+        def needs(v):  # equal values among the k chosen and the next, or an unsorted pick
+            head = np.take_along_axis(v, _rows(full._data, wrap_dim(dim, input.dim()))[:, :k + 1],
+                                      1)
+            return _same(head[:, 1:], head[:, :-1]).any(1) | (not sorted and k * 64 > v.shape[1])
+        idx = _cpu_choice(input, dim, idx, k,
+                          lambda r: _cpu_order.topk_row(r, k, largest, sorted), needs)
     return return_types.topk(input.gather(dim, idx), idx)
 
 
@@ -102,6 +139,11 @@ def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
     if input.dim() == 0:
         return return_types.kthvalue(input.clone(), _indices(input, dim, False))
     idx = _indices(input, dim, False).narrow(dim, k - 1, 1).contiguous()
+
+    def needs(v):  # the k-th value occurs more than once
+        kth = np.take_along_axis(v, _rows(idx._data, wrap_dim(dim, input.dim())), 1)
+        return _same(v, kth).sum(1) > 1
+    idx = _cpu_choice(input, dim, idx, 1, lambda r: [_cpu_order.kthvalue_row(r, k - 1)], needs)
     values = input.gather(dim, idx)
     if not keepdim:
         values, idx = values.squeeze(dim), idx.squeeze(dim)
