@@ -41,8 +41,18 @@ RANDOM_SAMPLE = {
     "nn.functional.multi_head_attention_forward":
         lambda s: s.kwargs.get("training", True) and s.args[9] > 0,
 }
+# eigen/singular vectors are defined up to sign: compared after OpInfo's own
+# output_process_fn_grad, which removes that freedom
+SIGN_FREE = {"linalg.eigh", "linalg.svd", "svd"}
 CUDA_ONLY_PREFIX = ("jiterator_",)
-SAMPLES = int(__import__("os").environ.get("OPINFO_SAMPLES", 4))  # per op and dtype
+SAMPLES = int(__import__("os").environ.get("OPINFO_SAMPLES", 5))  # per op and dtype
+# ops whose telling samples (0-d operands, empty inputs, integer ends) come later
+DEEPER = {"diff": 24, "gather": 8, "scatter": 20, "linspace": 34, "logspace": 52,
+          "linspace.tensor_overload": 98, "logspace.tensor_overload": 152, "arange": 12,
+          "linalg.norm": 70, "linalg.norm.subgradients_at_zero": 60, "mode": 8,
+          "nn.functional.embedding": 10, "nn.functional.embedding_bag": 12,
+          "nn.functional.avg_pool2d": 6, "nn.functional.avg_pool3d": 6,
+          "nn.functional.multi_head_attention_forward": 12, "nn.functional.batch_norm": 6}
 
 
 def _torch_public(name):
@@ -62,7 +72,9 @@ def _selected(op):
     name = op.name
     if name.startswith(NUMERICS) or name.startswith(CUDA_ONLY_PREFIX) or name in RANDOM:
         return False
-    if name.startswith("_") and not name.startswith("__"):
+    if name.startswith("_") and not name.startswith("__") or name.startswith("torch."):
+        return False  # private: _names, torch._scaled_mm (CUDA), torch.ops.aten._* kernels
+    if not op.supported_dtypes("cpu"):  # a CUDA-only variant
         return False
     return _torch_public(name) is not None
 
@@ -102,8 +114,34 @@ def _ember_fn(op):
     return fn
 
 
-MISSING = set()
-KNOWN_GAPS = {}
+# ops ember does not have (another branch is adding most of them): the test fails when
+# one appears and is not removed from here
+MISSING = {
+    "as_strided_scatter", "chalf", "geqrf", "gradient", "grid_sampler_2d", "grid_sampler_3d",
+    "hash_tensor", "histogram", "histogramdd", "index_reduce.amax", "index_reduce.amin",
+    "index_reduce.mean", "index_reduce.prod", "linalg.cond", "linalg.ldl_factor_ex",
+    "linalg.ldl_solve", "linalg.lu_factor_ex", "lu", "lu_solve", "lu_unpack", "nanquantile",
+    "native_batch_norm", "native_group_norm", "native_layer_norm",
+    "nn.functional.linear_cross_entropy", "nn.functional.linear_cross_entropy.chunked",
+    "nn.functional.linear_cross_entropy.chunked_none", "nonzero_static", "ormqr", "quantile",
+    "resize_", "resize_as_", "sparse.sampled_addmm", "triangular_solve",
+}
+_PENDING = "raises NotImplementedError: being implemented on another branch (issue 17)"
+# ops with a sample ember gets wrong or refuses, and why; the goal is an empty dict
+KNOWN_GAPS = {
+    "as_strided.partial_views": "a leaf that is a partial view of a larger storage: ember's "
+                                "leaves own their memory, so as_strided cannot reach outside",
+    "linalg.eig": _PENDING, "linalg.eigvals": _PENDING, "linalg.ldl_factor": _PENDING,
+    "linalg.lstsq": _PENDING, "linalg.lstsq.grad_oriented": _PENDING, "linalg.lu": _PENDING,
+    "linalg.lu_factor": _PENDING, "linalg.lu_solve": _PENDING, "norm.nuc": _PENDING,
+    "linalg.householder_product": "no gradient (being reimplemented on another branch)",
+    "nn.functional.interpolate.bicubic": "uint8 bicubic interpolation is not implemented",
+    "nn.functional.interpolate.bilinear": "uint8 bilinear interpolation is not implemented",
+    "nn.functional.upsample_bilinear": "uint8 bilinear interpolation is not implemented",
+    "sparse.mm.reduce": "the CSR layout is not in ember (COO only)",
+    "to_sparse": "no gradients through sparse tensors",
+    "istft": "a two-sided (n_fft rows) complex64 spectrum gives other values",
+}
 
 
 def _to_ember(x):
@@ -111,8 +149,9 @@ def _to_ember(x):
         n = x.untyped_storage().nbytes() // max(x.element_size(), 1)
         if x.storage_offset() or n != x.numel() and x.is_contiguous():
             # a partial view of a larger storage (as_strided's samples): keep the storage
-            base = x.detach().as_strided((n,), (1,), 0).numpy().copy()
-            return ember.tensor(base).as_strided(tuple(x.shape), x.stride(), x.storage_offset())
+            base = ember.tensor(x.detach().as_strided((n,), (1,), 0).numpy().copy(),
+                                requires_grad=x.requires_grad)
+            return base.as_strided(tuple(x.shape), x.stride(), x.storage_offset())
         t = ember.tensor(x.detach().numpy().copy())
         if x.requires_grad:
             t.requires_grad_(True)
@@ -184,17 +223,20 @@ def _dtypes(op):
     supported = op.supported_dtypes("cpu")
     out = [d for d in (torch.float32, torch.float64) if d in supported]
     ints = [d for d in (torch.int64, torch.int32, torch.uint8, torch.bool) if d in supported]
+    if not out + ints:  # complex-only ops (view_as_real)
+        return [d for d in (torch.complex64, torch.complex128) if d in supported]
     return out + ints[:1]
 
 
 def _samples(op, dtype, grad):
+    limit = max(SAMPLES, DEEPER.get(_key(op), 0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.manual_seed(0)
         out = []
         for s in op.sample_inputs("cpu", dtype, requires_grad=grad):
             out.append(s)
-            if len(out) == SAMPLES:
+            if len(out) == limit:
                 break
         return out
 
@@ -205,7 +247,7 @@ def check_op(op):
     fn = _ember_fn(op)
     checked = 0
     for dtype in _dtypes(op):
-        grad = dtype == torch.float64 and op.supports_autograd
+        grad = dtype in (torch.float64, torch.complex128) and op.supports_autograd
         for i, s in enumerate(_samples(op, dtype, grad)):
             where = f"{key} {dtype} sample {i}"
             e_in, e_args, e_kw = _to_ember(s.input), _to_ember(s.args), _to_ember(s.kwargs)
@@ -226,7 +268,10 @@ def check_op(op):
                 except Exception as err:  # noqa: BLE001 - reported as a difference
                     raise AssertionError(f"{where}: ember raised {type(err).__name__}: "
                                          f"{err}") from err
-            t_flat, e_flat = _flat(t_out), _flat(e_out)
+            if op.name in SIGN_FREE:
+                t_flat, e_flat = (_flat(s.output_process_fn_grad(o)) for o in (t_out, e_out))
+            else:
+                t_flat, e_flat = _flat(t_out), _flat(e_out)
             assert len(e_flat) == len(t_flat), f"{where}: {len(e_flat)} outputs != " \
                 f"{len(t_flat)}"
             random = RANDOM_SAMPLE.get(op.name, lambda s: False)(s)
@@ -281,8 +326,8 @@ def test_missing_is_exact():
 @pytest.mark.parametrize("op", PRESENT, ids=_key)
 def test_opinfo_samples(op):
     key = _key(op)
-    if key in KNOWN_GAPS:
-        with pytest.raises(AssertionError):
+    if key in KNOWN_GAPS:  # still failing: once it passes, it leaves KNOWN_GAPS
+        with pytest.raises((AssertionError, NotImplementedError, RuntimeError, TypeError)):
             check_op(op)
     else:
         assert check_op(op) > 0
