@@ -333,6 +333,21 @@ def test_opinfo_samples(op):
         assert check_op(op) > 0
 
 
+@pytest.mark.parametrize("name", ["sort", "topk", "kthvalue"])
+def test_out_of_value_index_ops(name):
+    """``out=(values, indices)``, OpInfo's first samples, into resized empty tensors."""
+    op = next(o for o in OPS if o.name == name)
+    assert op.supports_out
+    for s in _samples(op, torch.int64, False):
+        res = []
+        for m, conv in ((torch, lambda x: x), (ember, _to_ember)):
+            out = (m.empty(0, dtype=m.int64), m.empty(0, dtype=m.int64))
+            getattr(m, name)(conv(s.input), *conv(s.args), **conv(s.kwargs), out=out)
+            res.append([o.numpy().copy() for o in out])
+        for a, b in zip(*res):
+            np.testing.assert_array_equal(a, b)
+
+
 def _report():
     import time
     t0 = time.time()

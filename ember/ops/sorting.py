@@ -11,7 +11,7 @@ import numpy as np
 from ember import backend
 from ember._tensor import Tensor, _make
 from ember.ops import _cpu_order
-from ember.ops._util import wrap_dim
+from ember.ops._util import with_out, wrap_dim
 from ember.ops.reduction import return_types
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "unique", "unique_consecutive"]
@@ -71,6 +71,7 @@ def _indices(input, dim, descending):
     return _make(_order(a, wrap_dim(dim, a.ndim), descending).astype(np.int64, copy=False))
 
 
+@with_out
 def sort(input, dim=-1, descending=False, stable=False, *, out=None):
     """Sort ``input`` along ``dim``; returns ``(values, indices)`` (a
     ``torch.return_types.sort``). Ties keep their original order; NaN is the largest.
@@ -79,8 +80,6 @@ def sort(input, dim=-1, descending=False, stable=False, *, out=None):
     and indices ``[1, 2, 0]``.
     """
     _check_tensor("sort", input)
-    if out is not None:
-        raise NotImplementedError("sort(out=...) is not supported in ember")
     if not isinstance(dim, int):
         raise TypeError(f"sort(): argument 'dim' must be int, not {type(dim).__name__}")
     idx = _indices(input, dim, descending)
@@ -100,12 +99,11 @@ def msort(input):
     return sort(input, dim=0).values
 
 
+@with_out
 def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
     """The ``k`` largest (``largest=False``: smallest) elements of ``input`` along ``dim``
     (default: the last), as ``(values, indices)`` (a ``torch.return_types.topk``)."""
     _check_tensor("topk", input)
-    if out is not None:
-        raise NotImplementedError("topk(out=...) is not supported in ember")
     dim = -1 if dim is None else dim
     size = input.shape[wrap_dim(dim, input.dim())] if input.dim() else 1
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
@@ -126,12 +124,11 @@ def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
     return return_types.topk(input.gather(dim, idx), idx)
 
 
+@with_out
 def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
     """The ``k``-th smallest element of ``input`` along ``dim`` (``k`` counts from 1)
     and its index, as a ``torch.return_types.kthvalue``."""
     _check_tensor("kthvalue", input)
-    if out is not None:
-        raise NotImplementedError("kthvalue(out=...) is not supported in ember")
     d = wrap_dim(dim, input.dim())
     size = input.shape[d] if input.dim() else 1
     if not 1 <= k <= size:
