@@ -84,3 +84,4 @@ from ember._tensor_extras import *  # torch.gcd_, torch.adjoint, removed torch.s
 from ember._runtime_api import *  # flags, autocast/determinism settings, dlpack, range ...
 from ember import cpu, storage  # torch.cpu, torch.storage
 from ember._sparse_extras import *  # torch.smm, hsmm, sspaddmm ...; sparse in-place resizes
+from ember.ops._views import as_strided  # torch.as_strided

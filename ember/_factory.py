@@ -1,5 +1,6 @@
 """Tensor creation: from data, filled, ranges, and ``*_like`` twins."""
 import builtins
+import math
 import warnings
 
 import numpy as np
@@ -131,7 +132,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     _check_fits(data, arr, dt)
     if dt in _dt._FEW_OPS or dt is _dt.bfloat16:
         from ember.ops.conversion import cast
-        arr = np.ascontiguousarray(cast(arr, dt.np))
+        arr = np.ascontiguousarray(cast(arr, dt.np)).reshape(arr.shape)  # keeps 0-d 0-d
     else:
         arr = np.array(arr, dtype=dt.np, copy=True, order="C")
     if device is None and isinstance(data, Tensor):
@@ -309,6 +310,8 @@ def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=
         dtype = _dt.get_default_dtype() if floaty else _dt.int64
     dt = _dt.to_dtype(dtype)
     xp, device = _xp(device)
+    if not (dt.is_floating_point or dt.is_complex or dt is _dt.bool):
+        return _into(_finish(_int_arange(start, end, step, dt), device, requires_grad), out)
     n = builtins.max(0, int(np.ceil((end - start) / step)))
     # computed in float64 then cast, as PyTorch does, so float32 steps do not drift
     arr = (start + np.arange(n, dtype=np.float64) * step) if dt.is_floating_point or \
@@ -318,6 +321,31 @@ def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=
     return _into(_finish(arr, device, requires_grad), out)
 
 
+def _int_arange(start, end, step, dt):
+    """PyTorch's integer arange: start and step are truncated to integers first; the
+    length is exact integer arithmetic for int64, from the float arguments otherwise."""
+    xs, xe, xst = (builtins.int(np.trunc(v)) for v in (start, end, step))
+    if dt is _dt.int64:
+        if xst == 0:
+            raise ValueError("step must be nonzero")
+        q = xe - xs + xst - ((xst > 0) - (xst < 0))
+        n = abs(q) // abs(xst) * (1 if (q >= 0) == (xst > 0) else -1)  # C's division
+    else:
+        n = int(np.ceil((float(end) - float(start)) / float(step)))
+    return (xs + xst * np.arange(builtins.max(n, 0), dtype=np.int64)).astype(dt.np)
+
+
+def _fma_line(start, end, step, steps, np_dt):
+    """``start + step * i`` for the first half and ``end - step * (steps - 1 - i)`` for
+    the rest, each rounded once (PyTorch's kernel compiles to fused multiply-adds)."""
+    from fractions import Fraction
+    s, e, d = Fraction(float(start)), Fraction(float(end)), Fraction(float(step))
+    half = steps // 2
+    vals = [float(s + d * i) if i < half else float(e - d * (steps - 1 - i))
+            for i in range(steps)]
+    return np.array(vals, dtype=np.float64).astype(np_dt)
+
+
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, out=None,
              layout=None):
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
@@ -325,6 +353,20 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, ou
     dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
+    integral = not (dt.is_floating_point or dt.is_complex)
+    if integral and dt is not _dt.bool or dt in (_dt.float32, _dt.float64):
+        # PyTorch converts start and end to the dtype first; an integer dtype steps in
+        # float64, a float one in itself
+        if integral:
+            start, end = (builtins.int(np.trunc(v)) for v in (start, end))
+        np_step = np.float64 if integral else np.dtype(dt.np).type
+        step = (np_step(end) - np_step(start)) / np_step(steps - 1) if steps > 1 else 0.0
+        if 1 < steps <= 4096:  # exact up to this size; beyond, rounded twice (rarely differs)
+            arr = _fma_line(np_step(start), np_step(end), step, steps, np.float64)
+            if integral:
+                arr = np.trunc(arr)
+            _, device = _xp(device)
+            return _into(_finish(arr.astype(dt.np), device, requires_grad), out)
     # PyTorch fills the first half from start and the second half from end
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
     idx = np.arange(steps, dtype=np.float64)
@@ -340,10 +382,28 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, ou
 
 def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False):
     """``base ** linspace(start, end, steps)``."""
-    lin = linspace(start, end, steps, dtype=_dt.float64)._data
     dt = _dt.to_dtype(dtype) or _dt.get_default_dtype()
+    start, end = _num(start), _num(end)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    if not (dt.is_floating_point or dt.is_complex or dt is _dt.bool):
+        # PyTorch truncates start and end, and raises a float32 base to float64 powers
+        start, end = (builtins.int(np.trunc(v)) for v in (start, end))
+        base = float(np.float32(base))
+    elif dt is _dt.float32:
+        start, end = (float(np.float32(v)) for v in (start, end))
+    if steps > 1:  # exponents in float64: the first half from start, the rest from end
+        step = (float(end) - float(start)) / (steps - 1)
+        i = np.arange(steps, dtype=np.float64)
+        lin = np.where(i < steps // 2, float(start) + step * i,
+                       float(end) - step * (steps - 1 - i))
+    else:
+        lin = np.full(builtins.max(steps, 0), float(start))
     _, device = _xp(device)
-    return _finish(np.power(base, lin).astype(dt.np), device, requires_grad)
+    # glibc's pow, as PyTorch's kernel calls, where NumPy's vectorised power may differ
+    vals = np.array([math.pow(base, v) for v in lin.tolist()]) if lin.size <= 4096 else \
+        np.power(base, lin)
+    return _finish(vals.astype(dt.np), device, requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):

@@ -92,6 +92,18 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     return _write_out(VectorNorm.apply(x, p, axes, bool(keepdim)), out)
 
 
+def _extreme(v, largest, shown_dim):
+    """The max (or min) over the last dim of nonnegative values: PyTorch's matrix norms
+    give 0 for a max over nothing and raise for a min over nothing."""
+    if v.shape[-1] == 0:
+        if not largest:
+            raise RuntimeError(f"amin(): Expected reduction dim {shown_dim} to have non-zero "
+                               "size.")
+        return v.sum(-1)
+    # amax/amin (not an inf-norm): ties share the gradient, as in PyTorch
+    return v.amax(-1) if largest else v.amin(-1)
+
+
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
     """A matrix norm over the two dims ``dim``.
 
@@ -118,11 +130,10 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
     if ord in (1, -1, math.inf, -math.inf):
         inner_dim = -2 if ord in (1, -1) else -1
         sums = vector_norm(M, 1, inner_dim)
-        res = vector_norm(sums, math.inf if ord > 0 else -math.inf, -1)
+        res = _extreme(sums, ord > 0, 0)
     else:
         s = svdvals(M)
-        res = s.sum(-1) if ord == "nuc" else vector_norm(s, math.inf if ord == 2 else -math.inf,
-                                                         -1)
+        res = s.sum(-1) if ord == "nuc" else _extreme(s, ord == 2, -1)
     if keepdim:
         for d in sorted((d0, d1)):
             res = res.unsqueeze(d)
@@ -214,7 +225,9 @@ def tensorsolve(A, B, dims=None, *, out=None):
 
 def vander(x, *, N=None):
     """The Vandermonde matrix: ``x[..., None] ** arange(N)`` (increasing powers)."""
-    n = (x.shape[-1] if x.dim() else 1) if N is None else int(N)
+    if x.dim() == 0:  # a 0-d input is one point
+        x = x.reshape(1)
+    n = x.shape[-1] if N is None else int(N)
     if n <= 1:
         raise RuntimeError("N must be greater than 1.")
     ones = _make(array_module(x._data).ones(x._data.shape, dtype=x._data.dtype), False)

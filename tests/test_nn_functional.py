@@ -216,8 +216,14 @@ def test_implicit_dim_warns_and_reexports():
         ember.nn.functional.softmax(ember.ones(2, 3))
     for name in ("relu", "cross_entropy", "embedding", "dropout", "normalize", "one_hot"):
         assert name in ember.nn.functional.__all__
-    with pytest.raises(NotImplementedError, match="sparse"):
-        ember.nn.functional.embedding(ember.tensor([0]), ember.ones(2, 2), sparse=True)
+    # sparse=True: the same gradient values, as a dense tensor
+    import torch
+    grads = []
+    for m in (ember, torch):
+        w = m.ones(3, 2, requires_grad=True)
+        m.nn.functional.embedding(m.tensor([0, 2, 0]), w, sparse=True).sum().backward()
+        grads.append(w.grad.to_dense().numpy())
+    np.testing.assert_array_equal(*grads)
 
 
 def test_inplace_functional_returns_input_and_bumps_version():

@@ -611,6 +611,20 @@ def _scale_grad(out, input, num):
     return out.detach() + (out - out.detach()) * s
 
 
+def _bag_scale_grad(rows, flat):
+    """embedding_bag's ``scale_grad_by_freq`` as PyTorch's CPU kernel computes it: the
+    i-th smallest distinct index is scaled by the count of the i-th smallest index
+    *occurrence* (not always its own count), which is what programs trained in PyTorch got."""
+    import numpy as np
+    a = flat._host().reshape(-1)
+    uniq, counts = np.unique(a, return_counts=True)
+    srt = np.sort(a)
+    scale = 1.0 / counts[np.searchsorted(uniq, srt[:len(uniq)])]
+    s = scale[np.searchsorted(uniq, a)].astype(rows._data.dtype)
+    s = ember.from_numpy(s).to(rows.device).unsqueeze(-1)
+    return rows.detach() + (rows - rows.detach()) * s
+
+
 def _padding_idx(padding_idx, num):
     if padding_idx is None:
         return None
@@ -629,10 +643,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     """Look up rows of ``weight`` (``num_embeddings x dim``) at the indices ``input``.
 
     Rows at ``padding_idx`` get no gradient; with ``max_norm`` the looked-up rows are
-    first renormalised in place, as PyTorch does.
+    first renormalised in place, as PyTorch does. ``sparse=True`` gives the same gradient
+    values as a dense tensor (ember's autograd has no sparse gradients).
     """
-    if sparse:
-        raise NotImplementedError("embedding(sparse=True): ember has no sparse gradients")
     num = weight.shape[0]
     padding_idx = _padding_idx(padding_idx, num)
     _check_indices(input, num)
@@ -642,6 +655,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     if padding_idx is not None:
         out = _pad_mask_grad(out, input, padding_idx)
     if scale_grad_by_freq and out.requires_grad:
+        if sparse:
+            raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with "
+                               "sparse gradients")
         out = _scale_grad(out, input, num)
     return out
 
@@ -653,17 +669,15 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
 
     ``input`` is 2-D ``(B, N)`` (B bags of N indices) or 1-D with ``offsets`` giving the
     start of each bag. Empty bags give zeros; ``padding_idx`` entries are skipped.
+    ``sparse=True`` gives the same gradient values as a dense tensor.
     """
-    if sparse:
-        raise NotImplementedError("embedding_bag(sparse=True): ember has no sparse gradients")
-    if scale_grad_by_freq:
-        raise NotImplementedError("embedding_bag(scale_grad_by_freq=True) is not implemented "
-                                  "in ember")
     if weight.ndim != 2:
         raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension "
                          f"{weight.ndim}")
     if mode not in ("sum", "mean", "max"):
         raise ValueError("mode has to be one of sum, mean or max")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
     if per_sample_weights is not None:
         if mode != "sum":
             raise NotImplementedError("embedding_bag: per_sample_weights was not None. "
@@ -717,6 +731,11 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         member &= flat._host() != padding_idx
     counts = member.sum(1)
     rows = weight[flat]
+    if scale_grad_by_freq and rows.requires_grad:
+        if sparse:  # PyTorch refuses in backward; ember says so as soon as it would matter
+            raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with "
+                               "sparse gradients")
+        rows = _bag_scale_grad(rows, flat)
     if mode == "max":
         mask = ember.from_numpy(member).to(weight.device).unsqueeze(-1)
         neg = ember.full((), -math.inf, dtype=weight.dtype, device=weight.device)
@@ -788,8 +807,8 @@ def pdist(input, p=2):
     if input.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
     n = input.shape[0]
-    if n < 2:
-        return ember.zeros(0, dtype=input.dtype, device=input.device)
+    if n < 2:  # no pairs: an empty result, still attached to the graph
+        return input.reshape(-1)[:0]
     i, j = ember.triu_indices(n, n, 1, device=input.device)
     return ember.norm(input[i] - input[j], p, 1)
 

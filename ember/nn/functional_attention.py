@@ -418,7 +418,7 @@ def _mha_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weigh
     if static_v is not None:
         v = static_v.view(bsz, num_heads, static_v.shape[1], head_dim)
     if extra:
-        bk, bv = extra[0]
+        bk, bv = (b.reshape(1, 1, -1) for b in extra[0])  # (E,) or (1, 1, E): one column
         k = ember.cat([k, _heads(bk, 0, num_heads, head_dim).expand(bsz, -1, -1, -1)], 2)
         v = ember.cat([v, _heads(bv, 0, num_heads, head_dim).expand(bsz, -1, -1, -1)], 2)
     if add_zero_attn:

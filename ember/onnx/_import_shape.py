@@ -214,8 +214,11 @@ def _nonzero(cx, x):
 
 @importer("TopK")
 def _topk(cx, x, k, axis=-1, largest=1, sorted=1):  # noqa: A002 - ONNX's name
-    v, i = E.topk(x, int(k.reshape(-1)[0].item()), axis, bool(largest), bool(sorted))
-    return v, i
+    # ONNX puts the lower index first among equal values (torch.topk follows its CPU
+    # kernel's order instead): a stable sort gives ONNX's choice
+    n = int(k.reshape(-1)[0].item())
+    v, i = E.sort(x, dim=axis, descending=bool(largest), stable=True)
+    return v.narrow(axis, 0, n), i.narrow(axis, 0, n)
 
 
 @importer("Compress")

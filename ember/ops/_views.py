@@ -275,13 +275,15 @@ def _make_alias(t):
     return a
 
 
-def as_strided(input, size, stride, storage_offset=0):
-    """A view with the given size and stride (in elements) over ``input``'s memory."""
+def as_strided(input, size, stride, storage_offset=None):
+    """A view with the given size and stride (in elements) over ``input``'s memory; an
+    explicit ``storage_offset`` counts from the start of the storage, as in PyTorch."""
     if input._base is None and input._data.flags.c_contiguous:
-        return AsStrided.apply(input, tuple(size), tuple(stride), storage_offset)
+        return AsStrided.apply(input, tuple(size), tuple(stride), storage_offset or 0)
     base = input if input._base is None else input._base
     _, _, off = _geometry(input._data, base._data)
-    return AsStrided.apply(base, tuple(size), tuple(stride), storage_offset or off)
+    return AsStrided.apply(base, tuple(size), tuple(stride),
+                           off if storage_offset is None else storage_offset)
 
 
 Tensor.as_strided = as_strided

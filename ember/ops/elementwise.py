@@ -847,6 +847,7 @@ def _bind():
     T.__rmul__ = Mul.binary_function(reflected=True)
     T.__truediv__ = _div
     T.__rtruediv__ = Div.binary_function(reflected=True)
+    T.__rdiv__ = T.__rtruediv__  # PyTorch keeps Python 2's name too
     T.__floordiv__ = _checked(lambda self, other: FloorDivide.apply(self, other), "//")
     T.__rfloordiv__ = _checked(lambda self, other: FloorDivide.apply(other, self), "//")
     T.__mod__ = _checked(lambda self, other: Remainder.apply(self, other), "%")

@@ -204,7 +204,20 @@ class _ModeDim(_SelectDim):
         value = np.moveaxis(np.take_along_axis(xm, best, -1), -1, axis)
         hits = np.where(x == value, xp.arange(x.shape[axis]).reshape(
             [-1 if d == axis else 1 for d in range(x.ndim)]), -1)
-        return hits.max(axis=axis, keepdims=True)
+        idx = hits.max(axis=axis, keepdims=True)
+        if xp is not np:
+            return idx
+        # a value occurring more than once: which occurrence PyTorch's CPU kernel reports
+        # depends on how std::sort moved the equal elements (see _cpu_order)
+        from ember.ops._cpu_order import mode_row
+        rows = np.moveaxis(x, axis, -1)
+        ties = np.argwhere((rows == np.moveaxis(value, axis, -1)).sum(-1) > 1)
+        if len(ties):
+            idx = np.moveaxis(idx, axis, -1).copy()
+            for r in map(tuple, ties):
+                idx[r] = mode_row(rows[r].tolist())[1]
+            idx = np.moveaxis(idx, -1, axis)
+        return idx
 
 
 def _select(cls, rtype, input, dim, keepdim):

@@ -192,7 +192,13 @@ def _scalar_wrap(fn):
 def gather(input, dim, index, *, sparse_grad=False, out=None):
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim=1`` (likewise for others);
     ``index`` has ``input``'s number of dims and is no larger outside ``dim``."""
+    if index._data.size == 0:
+        # an empty index gathers nothing, whatever its shape: PyTorch checks no more
+        _index_array("gather", index)
+        return input.reshape(-1)[:0].reshape(index.shape)
     d, idx = _gather_checks("gather", input, dim, index)
+    if input._data.ndim == 0:  # a 0-d input is one element; the result has index's shape
+        return Gather.apply(input.reshape(1), idx.reshape(1), 0).reshape(index.shape)
     if idx.ndim == 0:
         idx = idx.reshape(1)
     return Gather.apply(input, idx, d)
@@ -204,7 +210,10 @@ def _src_for(input, src):
             raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
         return src
     if isinstance(src, (int, float, bool, np.generic)):
-        return src
+        kind = input._data.dtype.kind
+        if kind in "iu" and not isinstance(src, bool):  # PyTorch converts the number first
+            return int(src)
+        return bool(src) if kind == "b" else src
     raise TypeError(f"scatter(): argument 'src' must be Tensor or a number, not "
                     f"{type(src).__name__}")
 
@@ -443,8 +452,10 @@ def index_select(input, dim, index, *, out=None):
 
 def _slice_shape_check(op, input, source, idx, d):
     xs, ss = input._data.shape, source._data.shape
-    if len(ss) == 0:
-        ss = (1,)
+    if op != "index_add_":  # index_copy sees a 0-d operand as one element
+        xs, ss = xs or (1,), ss or (1,)
+    elif not xs and not ss:
+        xs = ss = (1,)
     n_src = ss[d] if d < len(ss) else 1
     if idx.size != n_src:
         if op == "index_add_":
@@ -472,6 +483,8 @@ def index_add(input, dim, index, source, *, alpha=1, out=None):
                            f"({_dtype_name(source)}) must have the same scalar type")
     _slice_shape_check("index_add_", input, source, idx, d)
     _check_range(idx, input._data.shape[d] if input._data.ndim else 1, d)
+    if input._data.ndim == 0:  # a 0-d self is one element along dim 0
+        return index_add(input.reshape(1), 0, index, source.reshape(1), alpha=alpha).reshape(())
     src = source.reshape(input._data.shape[:d] + (idx.size,) + input._data.shape[d + 1:])
     return IndexAdd.apply(input, src, idx, d, alpha)
 
@@ -490,6 +503,10 @@ def index_copy(input, dim, index, source, *, out=None):
     _slice_shape_check("index_copy_", input, source, idx, d)
     _check_range(idx, input._data.shape[d] if input._data.ndim else 1, d, IndexError,
                  "index_copy_(): ")
+    if input._data.ndim == 0 or source._data.ndim == 0:  # 0-d operands are one element
+        res = index_copy(input.reshape(input.shape or (1,)), d, index,
+                         source.reshape(source.shape or (1,)))
+        return res.reshape(input.shape)
     src = source.reshape(input._data.shape[:d] + (idx.size,) + input._data.shape[d + 1:])
     return IndexCopy.apply(input, src, idx, d)
 

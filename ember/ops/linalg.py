@@ -266,6 +266,8 @@ def _scaled_add(input, prod, beta, alpha):
     if input.dtype != prod.dtype:
         raise RuntimeError(f"self and mat2 must have the same dtype, but got "
                            f"{_tname(input._data.dtype)} and {_tname(prod._data.dtype)}")
+    if prod._data.dtype.kind in "iu":  # PyTorch converts the scalars to the integer dtype
+        alpha, beta = int(alpha), int(beta)
     if alpha != 1:
         prod = prod * alpha
     # beta == 0 ignores input entirely (its nan and inf do not propagate), as in PyTorch
@@ -382,6 +384,12 @@ def tensordot(a, b, dims=2, out=None):
     if a.dtype != b.dtype:
         raise RuntimeError("both inputs should have same dtype")
     for x, y in zip(da, db):
+        if a.shape[x] != b.shape[y] and 1 in (a.shape[x], b.shape[y]):
+            # a size-1 contracted dim broadcasts against the other, as in PyTorch
+            if a.shape[x] == 1:
+                a = a.expand(a.shape[:x] + (b.shape[y],) + a.shape[x + 1:])
+            else:
+                b = b.expand(b.shape[:y] + (a.shape[x],) + b.shape[y + 1:])
         if a.shape[x] != b.shape[y]:
             raise RuntimeError(f"contracted dimensions need to match, but first has size "
                                f"{a.shape[x]} in dim {x} and second has size {b.shape[y]} in "

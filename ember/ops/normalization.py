@@ -496,8 +496,14 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     >>> batch_norm(x, None, None, training=True).mean(0).abs().max() < 1e-6
     tensor(True)
     """
+    if input.dim() == 1 and input.numel() == 0:  # PyTorch sees no channels: nothing to do
+        for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                        ("weight", weight), ("bias", bias)):
+            _check_channel_vec(name, t, 0)
+        return input.clone()
     if input.dim() < 2:
-        raise ValueError(f"Expected 2D or higher input (got {input.dim()}D input)")
+        raise IndexError(f"batch_norm: dimension 1 (the channels) is out of range for a "
+                         f"{input.dim()}-D input; expected 2D or higher input")
     c = input.shape[1]
     nd = input.dim()
     _check_channel_vec("running_mean", running_mean, c)

@@ -237,7 +237,8 @@ class AvgPool(Primitive):
         for _, osl, isl in rest:
             acc[osl] += x[isl]
         if integer:
-            return (xm.sign(acc) * (xm.abs(acc) // div)).astype(x.dtype)
+            # integer division truncates toward zero, as in PyTorch (div may be negative)
+            return (xm.sign(acc) * xm.sign(div) * (xm.abs(acc) // xm.abs(div))).astype(x.dtype)
         acc /= div
         return acc
 

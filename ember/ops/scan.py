@@ -312,6 +312,8 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     if n < 0:
         raise RuntimeError(f"order must be non-negative but got {n}")
     axis = wrap_dim(dim, input._data.ndim)
+    if n == 0:  # PyTorch ignores prepend and append then
+        return input.clone()
     for name, p in (("prepend", prepend), ("append", append)):
         if p is not None and not isinstance(p, Tensor):
             raise TypeError(f"diff(): argument '{name}' must be Tensor, not {type(p).__name__}")

@@ -10,7 +10,8 @@ import numpy as np
 
 from ember import backend
 from ember._tensor import Tensor, _make
-from ember.ops._util import wrap_dim
+from ember.ops import _cpu_order
+from ember.ops._util import with_out, wrap_dim
 from ember.ops.reduction import return_types
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "unique", "unique_consecutive"]
@@ -34,6 +35,35 @@ def _order(a, axis, descending):
     return (n - 1) - xp.flip(xp.argsort(rev, axis=axis, kind="stable"), axis=axis)
 
 
+def _rows(a, axis):
+    """``a`` with ``axis`` last, as a 2-D array of rows (a view where possible)."""
+    m = np.moveaxis(a, axis, -1)
+    return m.reshape(-1, m.shape[-1])
+
+
+def _same(a, b):
+    return (a == b) | (np.isnan(a) & np.isnan(b)) if a.dtype.kind in "fc" else a == b
+
+
+def _cpu_choice(input, dim, idx, k, fix_row, needs):
+    """``idx`` (positions along ``dim``, ``k`` per row) with the rows where equal values
+    make the choice ambiguous redone as PyTorch's CPU kernel does (see _cpu_order).
+    ``needs(sorted_rows)`` says which rows may be ambiguous."""
+    a = input._data
+    if backend.array_module(a) is not np or a.size == 0:
+        return idx
+    axis = wrap_dim(dim, a.ndim)
+    vals = _rows(a.astype(np.uint8) if a.dtype == np.bool_ else a, axis)
+    rows = np.nonzero(needs(vals))[0]
+    if rows.size == 0:
+        return idx
+    out = _rows(idx._data, axis).copy()
+    for r in rows.tolist():
+        out[r] = fix_row(vals[r].tolist())
+    shape = np.moveaxis(idx._data, axis, -1).shape
+    return _make(np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, axis)))
+
+
 def _indices(input, dim, descending):
     a = input._data
     if a.ndim == 0:
@@ -41,6 +71,7 @@ def _indices(input, dim, descending):
     return _make(_order(a, wrap_dim(dim, a.ndim), descending).astype(np.int64, copy=False))
 
 
+@with_out
 def sort(input, dim=-1, descending=False, stable=False, *, out=None):
     """Sort ``input`` along ``dim``; returns ``(values, indices)`` (a
     ``torch.return_types.sort``). Ties keep their original order; NaN is the largest.
@@ -49,8 +80,6 @@ def sort(input, dim=-1, descending=False, stable=False, *, out=None):
     and indices ``[1, 2, 0]``.
     """
     _check_tensor("sort", input)
-    if out is not None:
-        raise NotImplementedError("sort(out=...) is not supported in ember")
     if not isinstance(dim, int):
         raise TypeError(f"sort(): argument 'dim' must be int, not {type(dim).__name__}")
     idx = _indices(input, dim, descending)
@@ -70,12 +99,11 @@ def msort(input):
     return sort(input, dim=0).values
 
 
+@with_out
 def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
     """The ``k`` largest (``largest=False``: smallest) elements of ``input`` along ``dim``
     (default: the last), as ``(values, indices)`` (a ``torch.return_types.topk``)."""
     _check_tensor("topk", input)
-    if out is not None:
-        raise NotImplementedError("topk(out=...) is not supported in ember")
     dim = -1 if dim is None else dim
     size = input.shape[wrap_dim(dim, input.dim())] if input.dim() else 1
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
@@ -85,16 +113,22 @@ def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
     idx = _indices(input, dim, largest)
     if input.dim() == 0:
         return return_types.topk(input.clone(), idx)
-    idx = idx.narrow(dim, 0, k).contiguous()
+    full, idx = idx, idx.narrow(dim, 0, k).contiguous()
+    if k:
+        def needs(v):  # equal values among the k chosen and the next, or an unsorted pick
+            head = np.take_along_axis(v, _rows(full._data, wrap_dim(dim, input.dim()))[:, :k + 1],
+                                      1)
+            return _same(head[:, 1:], head[:, :-1]).any(1) | (not sorted and k * 64 > v.shape[1])
+        idx = _cpu_choice(input, dim, idx, k,
+                          lambda r: _cpu_order.topk_row(r, k, largest, sorted), needs)
     return return_types.topk(input.gather(dim, idx), idx)
 
 
+@with_out
 def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
     """The ``k``-th smallest element of ``input`` along ``dim`` (``k`` counts from 1)
     and its index, as a ``torch.return_types.kthvalue``."""
     _check_tensor("kthvalue", input)
-    if out is not None:
-        raise NotImplementedError("kthvalue(out=...) is not supported in ember")
     d = wrap_dim(dim, input.dim())
     size = input.shape[d] if input.dim() else 1
     if not 1 <= k <= size:
@@ -102,6 +136,11 @@ def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
     if input.dim() == 0:
         return return_types.kthvalue(input.clone(), _indices(input, dim, False))
     idx = _indices(input, dim, False).narrow(dim, k - 1, 1).contiguous()
+
+    def needs(v):  # the k-th value occurs more than once
+        kth = np.take_along_axis(v, _rows(idx._data, wrap_dim(dim, input.dim())), 1)
+        return _same(v, kth).sum(1) > 1
+    idx = _cpu_choice(input, dim, idx, 1, lambda r: [_cpu_order.kthvalue_row(r, k - 1)], needs)
     values = input.gather(dim, idx)
     if not keepdim:
         values, idx = values.squeeze(dim), idx.squeeze(dim)

@@ -121,6 +121,9 @@ def mvlgamma(input, p):
         raise RuntimeError("p has to be greater than or equal to 1")
     if not isinstance(input, Tensor):
         raise TypeError(f"mvlgamma(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if input._data.dtype.kind in "iu":  # integers promote to the default float, as in PyTorch
+        from ember.backend.dtypes import get_default_dtype
+        input = input.to(get_default_dtype())
     if input._data.dtype.kind != "f":
         raise RuntimeError(f"mvlgamma is not implemented for {input.dtype}")
     if not bool(np.all(input._data > (p - 1) / 2)):

@@ -26,15 +26,13 @@ class Embedding(Module):
 
     ``weight`` starts from N(0, 1) with the ``padding_idx`` row zeroed; that row gets
     no gradient. ``max_norm`` renormalises looked-up rows in place. ``sparse=True``
-    raises NotImplementedError (ember has no sparse gradients).
+    gives the same gradient values as a dense tensor (ember has no sparse gradients).
     """
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
                  _freeze=False, device=None, dtype=None):
         super().__init__()
-        if sparse:
-            raise NotImplementedError("Embedding(sparse=True): ember has no sparse gradients")
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         self.padding_idx = _check_padding_idx(padding_idx, num_embeddings)
@@ -104,9 +102,6 @@ class EmbeddingBag(Module):
                  scale_grad_by_freq=False, mode="mean", sparse=False, _weight=None,
                  include_last_offset=False, padding_idx=None, device=None, dtype=None):
         super().__init__()
-        if sparse:
-            raise NotImplementedError("EmbeddingBag(sparse=True): ember has no sparse "
-                                      "gradients")
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         self.max_norm = max_norm
