@@ -114,27 +114,21 @@ def _ember_fn(op):
     return fn
 
 
-# ops ember does not have (another branch is adding most of them): the test fails when
-# one appears and is not removed from here
-MISSING = {
-    "as_strided_scatter", "chalf", "geqrf", "gradient", "grid_sampler_2d", "grid_sampler_3d",
-    "hash_tensor", "histogram", "histogramdd", "index_reduce.amax", "index_reduce.amin",
-    "index_reduce.mean", "index_reduce.prod", "linalg.cond", "linalg.ldl_factor_ex",
-    "linalg.ldl_solve", "linalg.lu_factor_ex", "lu", "lu_solve", "lu_unpack", "nanquantile",
-    "native_batch_norm", "native_group_norm", "native_layer_norm",
-    "nn.functional.linear_cross_entropy", "nn.functional.linear_cross_entropy.chunked",
-    "nn.functional.linear_cross_entropy.chunked_none", "nonzero_static", "ormqr", "quantile",
-    "resize_", "resize_as_", "sparse.sampled_addmm", "triangular_solve",
-}
-_PENDING = "raises NotImplementedError: being implemented on another branch (issue 17)"
+# ops ember does not have: the test fails when one appears and is not removed from here
+MISSING = {"sparse.sampled_addmm"}  # needs the sparse CSR layout (ember has COO only)
 # ops with a sample ember gets wrong or refuses, and why; the goal is an empty dict
 KNOWN_GAPS = {
     "as_strided.partial_views": "a leaf that is a partial view of a larger storage: ember's "
                                 "leaves own their memory, so as_strided cannot reach outside",
-    "linalg.eig": _PENDING, "linalg.eigvals": _PENDING, "linalg.ldl_factor": _PENDING,
-    "linalg.lstsq": _PENDING, "linalg.lstsq.grad_oriented": _PENDING, "linalg.lu": _PENDING,
-    "linalg.lu_factor": _PENDING, "linalg.lu_solve": _PENDING, "norm.nuc": _PENDING,
-    "linalg.householder_product": "no gradient (being reimplemented on another branch)",
+    "as_strided_scatter": "torch 2.13's gradient for input zeroes the wrong elements (it "
+                          "fails torch's own gradcheck); ember's passes gradcheck "
+                          "(tests/test_ops_new.py)",
+    "chalf": "complex32 has no NumPy dtype: Tensor.chalf raises NotImplementedError",
+    "linalg.eig": "eigenvectors are defined up to a complex phase; ember's phase can differ "
+                  "from LAPACK-through-torch's (tests/test_ops_new.py compares |V|)",
+    "linalg.lstsq": "an auxiliary output does not carry requires_grad as torch's does",
+    "linalg.lstsq.grad_oriented": "an auxiliary output does not carry requires_grad as "
+                                  "torch's does",
     "nn.functional.interpolate.bicubic": "uint8 bicubic interpolation is not implemented",
     "nn.functional.interpolate.bilinear": "uint8 bilinear interpolation is not implemented",
     "nn.functional.upsample_bilinear": "uint8 bilinear interpolation is not implemented",
