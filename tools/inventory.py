@@ -19,7 +19,6 @@ Coverage of torch's public API, namespace by namespace (``NAMESPACES``):
 - a name is covered when the ember namespace of the same path has it (``hasattr``);
   ``NOT_APPLICABLE`` lists the few ember defines only to raise ``NotImplementedError``
   and says why each is not applicable;
-- ``IN_PROGRESS`` marks the missing names another branch is implementing now.
 """
 import importlib
 import inspect
@@ -141,19 +140,6 @@ NOT_APPLICABLE = {
                                "docs/differences.md)",
 }
 
-# missing names another branch implements now (counted as missing until it lands)
-IN_PROGRESS = re.compile(
-    r"^(as_strided_scatter|empty_permuted|geqrf|ormqr|orgqr|gradient|histogram|histogramdd|"
-    r"index_reduce_?|cond|ldl_factor|ldl_factor_ex|ldl_solve|lu|lu_factor|lu_factor_ex|"
-    r"lu_solve|lu_unpack|quantile|nanquantile|native_batch_norm|native_group_norm|"
-    r"native_layer_norm|new_empty_strided|nonzero_static|fractional_max_pool\w*|"
-    r"FractionalMaxPool\dd|pca_lowrank|svd_lowrank|resize_|resize_as_|triangular_solve|"
-    r"slice|\w+_copy|linear_cross_entropy|LinearCrossEntropy\w*|hash_tensor|lstsq|eig|"
-    r"eigvals|householder_product)$")
-# `cond` above is linalg.cond; torch.cond (control flow) is not in progress
-_IN_PROGRESS_NOT = {("torch", "cond"), ("torch", "lstsq"), ("torch", "eig"),
-                    ("torch.Tensor", "lstsq"), ("torch.Tensor", "eig")}
-
 # objects a namespace imports from elsewhere: not names of that namespace
 _FOREIGN_ROOTS = {"typing", "typing_extensions", "collections", "__future__", "functools",
                   "abc", "math", "enum", "dataclasses", "pathlib", "urllib", "datetime",
@@ -251,10 +237,6 @@ def excluded_reason(path, name):
     return None
 
 
-def in_progress(path, name):
-    return (path, name) not in _IN_PROGRESS_NOT and bool(IN_PROGRESS.match(name))
-
-
 def coverage():
     """A dict per namespace: names counted, covered, missing, excluded ({name: why})."""
     import torch
@@ -280,14 +262,13 @@ def overall(rows):
 def print_coverage(show_missing):
     rows = coverage()
     print("\ncoverage of torch's public names (excluding CUDA-only, backend and internal "
-          "names; * = in progress on another branch)")
+          "names)")
     for r in rows:
         n = len(r["counted"])
         print(f"  {r['namespace']:32s} {r['covered']:4d}/{n:<4d} "
               f"{100 * r['covered'] / max(n, 1):5.1f}%  (excluded {len(r['excluded'])})")
         if show_missing and r["missing"]:
-            marked = [m + ("*" if in_progress(r["namespace"], m) else "")
-                      for m in r["missing"]]
+            marked = list(r["missing"])
             print("      missing: " + ", ".join(marked))
     have, total = overall(rows)
     print(f"  {'overall':32s} {have:4d}/{total:<4d} {100 * have / total:5.1f}%")
