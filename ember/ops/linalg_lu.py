@@ -354,7 +354,9 @@ def lstsq(A, B, rcond=None, *, driver=None, out=None):
         res = ((A @ X - Bm).abs() ** 2).sum(-2)
         residuals = res.squeeze(-1) if vector else res
     else:
-        residuals = empty
+        # still an output of the differentiable solve: torch's empty residuals require
+        # grad when the inputs do
+        residuals = X.reshape(-1)[:0].abs() if X.requires_grad else empty
     sv = s if driver in ("gelsd", "gelss") else empty
     X = X.squeeze(-1) if vector else X
     return _results("linalg_lstsq", (X, residuals, rank, sv), out)
