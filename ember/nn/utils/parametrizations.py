@@ -197,8 +197,8 @@ class _Orthogonal(Module):
                 n, k = k, n
             if not hasattr(self, "base"):
                 raise NotImplementedError(
-                    "orthogonal(use_trivialization=False): assigning needs torch.geqrf, which "
-                    "ember does not implement; use the default use_trivialization=True")
+                    "orthogonal(use_trivialization=False) is not implemented in ember; use the "
+                    "default use_trivialization=True")
             if n == k:
                 q = _make_orthogonal(q) if not _is_orthogonal(q) else q.clone()
             else:
@@ -229,8 +229,8 @@ def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization
                          f"Got: {orthogonal_map}")
     if not use_trivialization:
         raise NotImplementedError(
-            "orthogonal(use_trivialization=False) needs torch.geqrf, which ember does not "
-            "implement; use the default use_trivialization=True")
+            "orthogonal(use_trivialization=False) is not implemented in ember; use the "
+            "default use_trivialization=True")
     orth = _Orthogonal(weight, orth_enum, use_trivialization=use_trivialization)
     parametrize.register_parametrization(module, name, orth, unsafe=True)
     return module
