@@ -132,10 +132,12 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
     cols = spec.transpose(-1, -2)  # (B, n_frames, freq)
     if onesided:
         frames = _fft.irfft(cols, n=n_fft, norm=norm)
+    elif not return_complex:
+        # a real signal from a two-sided spectrum: PyTorch reads only its first
+        # n_fft // 2 + 1 rows as a one-sided (Hermitian) spectrum
+        frames = _fft.irfft(cols[..., :n_fft // 2 + 1], n=n_fft, norm=norm)
     else:
         frames = _fft.ifft(cols, n=n_fft, norm=norm)
-        if not return_complex:
-            frames = frames.real
     w = _padded_window(window, win, n_fft, frames)
     total = n_fft + hop * (n_frames - 1)
     frames = frames * w

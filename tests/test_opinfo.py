@@ -131,7 +131,6 @@ KNOWN_GAPS = {
     "nn.functional.upsample_bilinear": "uint8 bilinear interpolation is not implemented",
     "sparse.mm.reduce": "the CSR layout is not in ember (COO only)",
     "to_sparse": "no gradients through sparse tensors",
-    "istft": "a two-sided (n_fft rows) complex64 spectrum gives other values",
 }
 
 
