@@ -42,8 +42,6 @@ def test_known_names_are_classified(inventory):
     assert inventory.excluded_reason("torch", "sparse_csr_tensor")
     assert inventory.excluded_reason("torch", "uint8") is None  # real dtypes count
     assert inventory.excluded_reason("torch", "add") is None
-    assert inventory.in_progress("torch", "quantile")
-    assert not inventory.in_progress("torch", "cond")  # control flow, not linalg.cond
 
 
 def test_not_applicable_names_raise(inventory):

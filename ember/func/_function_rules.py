@@ -87,6 +87,23 @@ def _sort_indices_rule(orig):
     return _indices
 
 
+def _cpu_choice_rule(orig):
+    """The tie-breaking pass of topk/kthvalue works row by row along ``dim``: for a batched
+    input it runs on the underlying arrays with the dim shifted past the batch."""
+    def _cpu_choice(input, dim, idx, k, fix_row, needs, ref):
+        from ember.func._batched import BArr
+        d = input._data
+        if type(d) is not BArr:
+            return orig(input, dim, idx, k, fix_row, needs, ref)
+        parts = [t._data for t in (idx, ref)]
+        if any(type(p) is not BArr or p.level != d.level for p in parts):
+            raise NoRule("topk/kthvalue ties with unbatched indices")
+        out = orig(d.value, _shift(dim, d.ndim), parts[0].value, k, fix_row, needs,
+                   parts[1].value)
+        return wrap(out, d.level)
+    return _cpu_choice
+
+
 def _check_indices_rule(orig):
     """``embedding``'s bounds check reads the indices: for a batch, all of them at once
     (the lookup itself is the batched ``GetItemAdvanced`` rule)."""
@@ -97,6 +114,7 @@ def _check_indices_rule(orig):
 
 
 FUNCTION_RULES = [("ember.ops.sorting", "_indices", _sort_indices_rule),
+                  ("ember.ops.sorting", "_cpu_choice", _cpu_choice_rule),
                   ("ember.nn.functional", "_check_indices", _check_indices_rule),
                   ("ember.nn._functional_losses", "_nll", _nll_rule),
                   ("ember.ops.indexing", "_convert_item", _convert_item_rule),

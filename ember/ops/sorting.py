@@ -45,16 +45,17 @@ def _same(a, b):
     return (a == b) | (np.isnan(a) & np.isnan(b)) if a.dtype.kind in "fc" else a == b
 
 
-def _cpu_choice(input, dim, idx, k, fix_row, needs):
+def _cpu_choice(input, dim, idx, k, fix_row, needs, ref):
     """``idx`` (positions along ``dim``, ``k`` per row) with the rows where equal values
     make the choice ambiguous redone as PyTorch's CPU kernel does (see _cpu_order).
-    ``needs(sorted_rows)`` says which rows may be ambiguous."""
+    ``needs(value_rows, ref_rows)`` says which rows may be ambiguous, from the values and
+    the rows of the index tensor ``ref`` (arrays only, so vmap can batch this function)."""
     a = input._data
     if backend.array_module(a) is not np or a.size == 0:
         return idx
     axis = wrap_dim(dim, a.ndim)
     vals = _rows(a.astype(np.uint8) if a.dtype == np.bool_ else a, axis)
-    rows = np.nonzero(needs(vals))[0]
+    rows = np.nonzero(needs(vals, _rows(ref._data, axis)))[0]
     if rows.size == 0:
         return idx
     out = _rows(idx._data, axis).copy()
@@ -115,12 +116,11 @@ def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
         return return_types.topk(input.clone(), idx)
     full, idx = idx, idx.narrow(dim, 0, k).contiguous()
     if k:
-        def needs(v):  # equal values among the k chosen and the next, or an unsorted pick
-            head = np.take_along_axis(v, _rows(full._data, wrap_dim(dim, input.dim()))[:, :k + 1],
-                                      1)
+        def needs(v, full_rows):  # equal values among the k chosen and the next, or an
+            head = np.take_along_axis(v, full_rows[:, :k + 1], 1)  # unsorted pick
             return _same(head[:, 1:], head[:, :-1]).any(1) | (not sorted and k * 64 > v.shape[1])
         idx = _cpu_choice(input, dim, idx, k,
-                          lambda r: _cpu_order.topk_row(r, k, largest, sorted), needs)
+                          lambda r: _cpu_order.topk_row(r, k, largest, sorted), needs, full)
     return return_types.topk(input.gather(dim, idx), idx)
 
 
@@ -137,10 +137,10 @@ def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
         return return_types.kthvalue(input.clone(), _indices(input, dim, False))
     idx = _indices(input, dim, False).narrow(dim, k - 1, 1).contiguous()
 
-    def needs(v):  # the k-th value occurs more than once
-        kth = np.take_along_axis(v, _rows(idx._data, wrap_dim(dim, input.dim())), 1)
-        return _same(v, kth).sum(1) > 1
-    idx = _cpu_choice(input, dim, idx, 1, lambda r: [_cpu_order.kthvalue_row(r, k - 1)], needs)
+    def needs(v, idx_rows):  # the k-th value occurs more than once
+        return _same(v, np.take_along_axis(v, idx_rows, 1)).sum(1) > 1
+    idx = _cpu_choice(input, dim, idx, 1, lambda r: [_cpu_order.kthvalue_row(r, k - 1)], needs,
+                      idx)
     values = input.gather(dim, idx)
     if not keepdim:
         values, idx = values.squeeze(dim), idx.squeeze(dim)
