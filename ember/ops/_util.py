@@ -232,6 +232,17 @@ def with_out(fn):
     return wrapper
 
 
+def with_out_unary(fn):
+    """``with_out`` for a one-input function, without the ``*args``/``**kwargs`` repacking
+    (the namespace's hot elementwise functions: ``torch.tanh(x)`` in a loop)."""
+    def wrapper(input, *, out=None):
+        if out is None:
+            return fn(input)
+        return write_out(fn(input), out)
+    functools.update_wrapper(wrapper, fn)
+    return wrapper
+
+
 def write_out(result, out):
     """PyTorch's ``out=``: the result is copied into ``out`` (resized if needed)."""
     if out is None:

@@ -10,7 +10,14 @@ from ember.autograd.node import Primitive
 from ember.backend.threads import parallel_rows
 from ember.ops import _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._util import cj, not_implemented_for, promote_arrays, to_float, with_out
+from ember.ops._util import (
+    cj,
+    not_implemented_for,
+    promote_arrays,
+    to_float,
+    with_out,
+    with_out_unary,
+)
 from ember.ops.elementwise import where
 
 __all__ = ["neg", "negative", "abs", "absolute", "sign", "sgn", "exp", "exp2", "log", "log2",
@@ -736,6 +743,13 @@ def _bind():
 _bind()
 
 
+def _takes_one(fn):
+    """Whether ``fn`` is called with the input alone (the fast one-input functions)."""
+    code = getattr(fn, "__code__", None)
+    return code is not None and code.co_argcount == 1 and not code.co_kwonlyargcount \
+        and not code.co_flags & 0x0C  # no *args, no **kwargs
+
+
 def _namespace_out():
     """``torch.exp(x, out=y)``: the namespace functions made by ``_unary`` take ``out=``;
     the Tensor methods bound above stay the one-call fast path."""
@@ -743,7 +757,7 @@ def _namespace_out():
     for name, fn in list(g.items()):
         if callable(fn) and getattr(fn, "primitive", None) is not None \
                 and not name.startswith("_"):
-            wrapped = with_out(fn)
+            wrapped = with_out_unary(fn) if _takes_one(fn) else with_out(fn)
             wrapped.primitive = fn.primitive
             g[name] = wrapped
 
