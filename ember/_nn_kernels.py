@@ -433,31 +433,44 @@ def nuclear_norm(input, dim=None, keepdim=False):
 
 
 # ----- recurrent cells and layers --------------------------------------------------------
-def _cell(mode, input, h, c, w_ih, w_hh, b_ih, b_hh):
-    return LAYERS[mode].apply(input, h, c, w_ih, w_hh, b_ih, b_hh, None,
-                              batch_sizes=(input.shape[0],), reverse=False)
+# The cells are compositions of ember ops, as PyTorch's are on the CPU: the same graph
+# (``cell(x, h).grad_fn`` is TanhBackward0, MulBackward0, AddBackward0 as in torch), the
+# same arithmetic, and for a Python loop over a cell each op is one fast ember call,
+# where a one-step recurrent layer would pay its sequence machinery at every step.
+def _gates(input, hx, w_ih, w_hh, b_ih, b_hh):
+    return F.linear(input, w_ih, b_ih), F.linear(hx, w_hh, b_hh)
 
 
 def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One LSTM step: ``hx`` is ``(h, c)``; returns ``(h', c')``."""
     h, c = hx
-    out = _cell("LSTM", input, h, c, w_ih, w_hh, b_ih, b_hh)
-    return out[1], out[2]
+    gi, gh = _gates(input, h, w_ih, w_hh, b_ih, b_hh)
+    i, f, g, o = (gi + gh).chunk(4, 1)
+    c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c2.tanh(), c2
 
 
 def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One GRU step; returns ``h'``."""
-    return _cell("GRU", input, hx, None, w_ih, w_hh, b_ih, b_hh)[1]
+    gi, gh = _gates(input, hx, w_ih, w_hh, b_ih, b_hh)
+    i_r, i_z, i_n = gi.chunk(3, 1)
+    h_r, h_z, h_n = gh.chunk(3, 1)
+    r = (i_r + h_r).sigmoid()
+    z = (i_z + h_z).sigmoid()
+    n = (i_n + r * h_n).tanh()
+    return n + z * (hx - n)
 
 
 def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One Elman step with tanh; returns ``h'``."""
-    return _cell("RNN_TANH", input, hx, None, w_ih, w_hh, b_ih, b_hh)[1]
+    gi, gh = _gates(input, hx, w_ih, w_hh, b_ih, b_hh)
+    return (gi + gh).tanh()
 
 
 def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One Elman step with ReLU; returns ``h'``."""
-    return _cell("RNN_RELU", input, hx, None, w_ih, w_hh, b_ih, b_hh)[1]
+    gi, gh = _gates(input, hx, w_ih, w_hh, b_ih, b_hh)
+    return (gi + gh).relu()
 
 
 def _layers(mode, args, name):

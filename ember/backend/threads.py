@@ -221,12 +221,13 @@ def contiguous(a, xp=np):
 
 
 @contextlib.contextmanager
-def single_blas():
+def single_blas(steps=2):
     """BLAS at one thread inside the block (its count restored after), for loops of
-    many small matrix products in sequence (a recurrent layer's steps): OpenBLAS would
-    wake its threads for each, and they spend longer waiting on each other than the
-    product takes. Nothing to do when threadpoolctl is missing or BLAS has one thread."""
-    if _state["threads"] < 2 and _state["blas"] is not None:
+    many small matrix products in sequence (a recurrent layer's ``steps``): OpenBLAS
+    would wake its threads for each, and they spend longer waiting on each other than the
+    product takes. Nothing to do when threadpoolctl is missing, BLAS has one thread, or
+    there is one step (a cell: switching BLAS's threads costs more than the product)."""
+    if steps < 2 or _state["threads"] < 2 and _state["blas"] is not None:
         yield
         return
     saved = [(lib, lib.num_threads) for lib in _blas_libs()]

@@ -59,10 +59,11 @@ class _ArrayMath:
     def relu(self, x):
         return self.xp.maximum(x, 0)
 
-    def t(self, w):
+    def t(self, w, steps=2):
         # OpenBLAS multiplies a C-ordered right operand about 1.5x faster than a
-        # transposed view, and the recurrent matmul runs at every step
-        return self.xp.ascontiguousarray(w.T)
+        # transposed view, and the recurrent matmul runs at every step; for one step (a
+        # cell) the copy would cost more than it saves
+        return self.xp.ascontiguousarray(w.T) if steps > 1 else w.T
 
 
 class _TensorMath:
@@ -84,7 +85,7 @@ class _TensorMath:
         return x.relu()
 
     @staticmethod
-    def t(w):
+    def t(w, steps=2):
         return w.T
 
 
@@ -255,13 +256,13 @@ def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None):
 
 def _layer_forward(m, cell, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     """Run one direction over packed ``x`` (N, I); returns (y, h_n, c_n, acts)."""
-    gx = x @ m.t(w_ih)
+    T = len(bs)
+    gx = x @ m.t(w_ih, T)
     bias = cell.input_bias(b_ih, b_hh)
     if bias is not None:
         gx = gx + bias
-    w_hhT = m.t(w_hh)
-    w_hrT = None if w_hr is None else m.t(w_hr)
-    T = len(bs)
+    w_hhT = m.t(w_hh, T)
+    w_hrT = None if w_hr is None else m.t(w_hr, T)
     offs = _offsets(bs)
     steps = range(T - 1, -1, -1) if reverse else range(T)
     n0 = bs[steps[0]]
@@ -272,7 +273,7 @@ def _layer_forward(m, cell, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse
     ys = [None] * T
     acts = [None] * T
     done = []
-    with single_blas():  # one small matrix product per step
+    with single_blas(T):  # one small matrix product per step
         for t in steps:
             n, o = bs[t], offs[t]
             h, c = _enter(m, h, c, h0, c0, n, done)
@@ -292,7 +293,7 @@ def _layer_backward(m, cell, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, revers
     dhs = [None] * T
     h_parts, c_parts = [], []
     dh = dc = None
-    with single_blas():  # one small matrix product per step
+    with single_blas(T):  # one small matrix product per step
         for t in (range(T) if reverse else range(T - 1, -1, -1)):
             n, o = bs[t], offs[t]
             dh, dc = _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts)
@@ -332,7 +333,7 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     n0 = bs[steps[0]]
     h, c = h0[:n0], c0[:n0]
     done = []
-    with single_blas():  # one small matrix product per step
+    with single_blas(T):  # one small matrix product per step
         for t in steps:
             n, o = bs[t], offs[t]
             h, c = _enter(_NP_MATH if xp is np else _ArrayMath(xp), h, c, h0, c0, n, done)
@@ -374,7 +375,7 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     offs = _offsets(bs)
     h_parts, c_parts = [], []
     dh = dc = None
-    with single_blas():  # one small matrix product per step
+    with single_blas(T):  # one small matrix product per step
         for t in (range(T) if reverse else range(T - 1, -1, -1)):
             n, o = bs[t], offs[t]
             dh, dc = _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts)

@@ -9,6 +9,7 @@ import numbers
 import warnings
 
 import ember
+from ember import _nn_kernels as _cells
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
@@ -462,10 +463,9 @@ class RNNCellBase(Module):
         _check_state_dtypes(states, input.dtype)
         return input, states, is_batched
 
-    def _cell(self, mode, input, h, c):
-        return LAYERS[mode].apply(input, h, c, self.weight_ih, self.weight_hh, self.bias_ih,
-                                  self.bias_hh, None, batch_sizes=(input.shape[0],),
-                                  reverse=False)
+    def _cell(self, kernel, input, *state):
+        return kernel(input, state[0] if len(state) == 1 else state, self.weight_ih,
+                      self.weight_hh, self.bias_ih, self.bias_hh)
 
 
 def _check_state_dtypes(states, dtype):
@@ -500,12 +500,12 @@ class RNNCell(RNNCellBase):
     def forward(self, input, hx=None):
         input, (h,), is_batched = self._prepare("RNNCell", input, hx, 1)
         if self.nonlinearity == "tanh":
-            mode = "RNN_TANH"
+            kernel = _cells.rnn_tanh_cell
         elif self.nonlinearity == "relu":
-            mode = "RNN_RELU"
+            kernel = _cells.rnn_relu_cell
         else:
             raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
-        ret = self._cell(mode, input, h, None)[0]
+        ret = self._cell(kernel, input, h)
         return ret if is_batched else ret.squeeze(0)
 
 
@@ -519,7 +519,7 @@ class LSTMCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         input, (h, c), is_batched = self._prepare("LSTMCell", input, hx, 2)
-        h2, _, c2 = self._cell("LSTM", input, h, c)
+        h2, c2 = self._cell(_cells.lstm_cell, input, h, c)
         if not is_batched:
             return h2.squeeze(0), c2.squeeze(0)
         return h2, c2
@@ -534,5 +534,5 @@ class GRUCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         input, (h,), is_batched = self._prepare("GRUCell", input, hx, 1)
-        ret = self._cell("GRU", input, h, None)[0]
+        ret = self._cell(_cells.gru_cell, input, h)
         return ret if is_batched else ret.squeeze(0)
