@@ -20,7 +20,7 @@ from ember import backend
 from ember._tensor import Tensor, _make
 from ember.backend import dtypes as _dt
 from ember.ops import sparse_ops as _sp
-from ember.sparse import sparse_coo, sparse_csr
+from ember.sparse import sparse_coo, sparse_csr, strided
 
 __all__ = ["sparse_csr_tensor"]
 
@@ -144,10 +144,32 @@ class SparseCsrTensor(Tensor):
                         "Tensor.to_dense() first.")
 
     def __add__(self, other):
-        return _add(self, other)
+        return _add(self, other, sys._getframe(1))
 
     def __radd__(self, other):
-        return _add(self, other)
+        return _add(self, other, sys._getframe(1))
+
+    def sum(self, *args, **kwargs):
+        """The sum of all elements (a dense 0-d tensor); ``dim=`` is not implemented."""
+        if args or kwargs:
+            raise NotImplementedError("Tensor.sum(dim=...) of a sparse CSR tensor is not "
+                                      "implemented in ember; call .to_dense() first")
+        from ember.ops.reduction import sum as _sum
+        return _sum(self)
+
+    def mm(self, mat2):
+        """``self @ mat2`` for a dense ``mat2`` (a dense result)."""
+        return _dense_product("mm", self, mat2)
+
+    def matmul(self, other):
+        """``self @ other`` for a dense ``other`` (a dense result)."""
+        return _dense_product("matmul", self, other)
+
+    def __matmul__(self, other):
+        return _dense_product("matmul", self, other)
+
+    def __rmatmul__(self, other):
+        return _dense_product("matmul", other, self)
 
     def __repr__(self):
         from ember._tensor_str import tensor_repr
@@ -360,24 +382,35 @@ def _to_coo(csr):
     return _sparse(idx, csr._csr_values.reshape(-1).copy(), csr._data.copy(), True)
 
 
-def _add(csr, other):
+def _add(csr, other, caller):
     """``csr + other``: a CSR tensor when ``other`` is CSR of the same pattern (how two
-    gradients of one CSR leaf add up), else the dense sum."""
+    gradients of one CSR leaf add up); inside ember (a leaf's gradients adding up) the
+    dense sum; any other sum raises."""
     if isinstance(other, SparseCsrTensor) and other.shape == csr.shape and \
             np.array_equal(other._crow, csr._crow) and np.array_equal(other._col, csr._col):
         return _sp.pack_values(csr.values() + other.values(), csr._pattern)
+    if not caller.f_code.co_filename.startswith(_EMBER_DIR):
+        raise NotImplementedError("adding a sparse CSR tensor to anything but a CSR tensor "
+                                  "of the same pattern is not implemented in ember; add its "
+                                  ".to_dense()")
     from ember.ops.elementwise import add
-    if isinstance(other, SparseCsrTensor):
-        raise NotImplementedError("adding CSR tensors of different patterns is not "
-                                  "implemented in ember; add their to_dense()")
     return add(csr, other)
+
+
+def _dense_product(name, a, b):
+    from ember.ops import linalg
+    if all(isinstance(t, Tensor) and t.layout is not strided for t in (a, b)):
+        raise NotImplementedError(f"{name} of two sparse tensors ({a.layout} and {b.layout}) "
+                                  "is not implemented in ember (only CSR @ dense and "
+                                  "dense @ CSR)")
+    return getattr(linalg, name)(a, b)
 
 
 # ----- everything else raises for a program, not for ember's own formulas ---------------
 _CSR_METHODS = {
     "crow_indices", "col_indices", "values", "to_dense", "to_sparse", "to_sparse_csr",
     "to_sparse_coo", "to", "double", "float", "cpu", "cuda", "detach", "clone", "numpy",
-    "mm", "matmul", "addmm", "__matmul__", "__rmatmul__", "sparse_dim", "dense_dim",
+    "mm", "matmul", "__matmul__", "__rmatmul__", "sparse_dim", "sum", "dense_dim",
     "_nnz", "__add__", "__radd__", "__repr__", "__str__", "__reduce_ex__",
     # metadata and autograd bookkeeping
     "size", "dim", "ndimension", "numel", "nelement", "element_size", "is_floating_point",
@@ -456,6 +489,32 @@ def _layout_word(t):
     return "Sparse" if getattr(t, "is_sparse", False) else "Strided"
 
 
+def _no_layout(name, layout_name):
+    def method(self, *args, **kwargs):
+        raise NotImplementedError(f"Tensor.{name}: the {layout_name} layout is not "
+                                  "implemented in ember (only torch.sparse_coo and "
+                                  "torch.sparse_csr)")
+    method.__name__ = name
+    method.__doc__ = f"Not implemented in ember: raises NotImplementedError ({name})."
+    return method
+
+
+def _needs_csc(name):
+    def method(self):
+        raise RuntimeError(f"{name} expected sparse column compressed tensor layout but got "
+                           f"{'SparseCsr' if self.layout is sparse_csr else _layout_word(self)}")
+    method.__name__ = name
+    method.__doc__ = f"CSC/BSC tensors only (not in ember): raises, as torch ({name})."
+    return method
+
+
+for _name, _lay in (("to_sparse_csc", "sparse_csc"), ("to_sparse_bsr", "sparse_bsr"),
+                    ("to_sparse_bsc", "sparse_bsc")):
+    if not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _no_layout(_name, _lay))
+for _name in ("ccol_indices", "row_indices"):
+    if not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _needs_csc(_name))
 Tensor.to_sparse_csr = _to_sparse_csr_method
 Tensor.crow_indices = _crow_indices
 Tensor.col_indices = _col_indices
