@@ -369,7 +369,7 @@ def _coo_to_csr(coo):
     col = idx[1].astype(np.int64)
     pattern = _pattern(crow, col, tuple(coo.shape))
     if coo._requires_grad:
-        return _sp.pack_values(_sp.gather_values(c, pattern), pattern)
+        return _sp.pack_values(_sp.gather_values(c, c._pattern), pattern)
     return _build(crow, col, c._sp_values.copy(), _make(c._data.copy()))
 
 
@@ -378,7 +378,8 @@ def _to_coo(csr):
     idx = backend.array_module(csr._col).stack(csr._pattern.index).astype(np.int64)
     if csr._requires_grad:
         pattern = _coo_pattern(idx, tuple(csr.shape), (idx.shape[1],), True)
-        return _sp.pack_values(_sp.gather_values(csr, pattern), pattern)
+        # the same elements in the same order: the gradient keeps the CSR layout
+        return _sp.pack_values(_sp.gather_values(csr, csr._pattern), pattern)
     return _sparse(idx, csr._csr_values.reshape(-1).copy(), csr._data.copy(), True)
 
 

@@ -376,7 +376,7 @@ def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):
         torch.sparse.sampled_addmm(c, torch.ones(3, 2), torch.ones(2, 3)).values()
         # tensor([3., 3., 3.])
     """
-    from ember.ops.elementwise import add, mul
+    from ember.ops.elementwise import add, mul, where
     from ember.ops.linalg import matmul
     if out is not None:
         raise NotImplementedError("torch.sparse.sampled_addmm(out=...) is not implemented "
@@ -407,9 +407,12 @@ def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):
     xp = backend.array_module(input._data)
     mask = _make(pattern.scatter(xp.ones(input._col.shape, dtype=input._data.dtype)))
     dense = mul(mul(matmul(mat1, mat2), mask), alpha)
-    if beta != 0:  # beta == 0 ignores input, its nan and inf included, as torch
+    if beta != 0:
         # computed densely: input's gradient is beta * grad_output everywhere, as torch's
-        dense = add(dense, mul(input, beta))
+        dense = add(dense, _sp.scale(input, beta))
+    elif input.requires_grad:
+        # beta == 0 ignores input, its nan and inf included; its gradient is zeros
+        dense = add(dense, where(_make(xp.zeros(input.shape, dtype=bool)), input, 0))
     return pattern.build(pattern.gather(dense._data), dense)
 
 
@@ -421,6 +424,8 @@ def spmm(input, mat2):
 def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
     """``torch.sparse.addmm``: ``beta * mat + alpha * (mat1 @ mat2)``."""
     from ember.ops.linalg import addmm as _addmm
+    if mat1.layout is not strided:  # the sparse operand's gradient is masked, as torch's
+        mat1 = _sp.masked_grad(mat1, mat1._pattern)
     return _addmm(mat, mat1, mat2, beta=beta, alpha=alpha)
 
 

@@ -21,7 +21,7 @@ from ember._tensor import _make
 from ember.autograd.node import Primitive
 
 __all__ = ["Pattern", "gather_values", "pack_values", "masked_grad", "to_dense", "from_dense",
-           "mm_reduce"]
+           "mm_reduce", "scale"]
 
 
 class Pattern:
@@ -112,6 +112,27 @@ class FromDense(Primitive):
 
     def backward(self, gy):
         return _dense_of(gy)
+
+
+class Scale(Primitive):
+    """``x * factor`` whose gradient keeps the layout of the incoming gradient
+    (``beta * input`` in ``sampled_addmm``: a sparse gradient stays sparse, as torch's)."""
+    _node_name = "MulBackward0"
+
+    def forward(self, x, *, factor):
+        self.factor = factor
+        return x * factor
+
+    def backward(self, gy):
+        if gy.layout.name == "strided":
+            return gy * self.factor
+        pattern = gy._pattern
+        return pack_values(gather_values(gy, pattern) * self.factor, pattern)
+
+
+def scale(x, factor):
+    """``x * factor`` (a dense result) whose gradient keeps the incoming layout."""
+    return Scale.apply(x, factor=factor)
 
 
 def _dense_of(g):
