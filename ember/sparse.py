@@ -167,6 +167,15 @@ class SparseTensor(Tensor):
     def float(self, memory_format=None):
         return self.to(_dt.float32)
 
+    def __add__(self, other):
+        """A sparse sum for two tensors of the same indices (how the gradients of one
+        sparse leaf add up); otherwise the dense sum."""
+        if isinstance(other, SparseTensor) and other.shape == self.shape and \
+                other._sp_indices.shape == self._sp_indices.shape and \
+                (other._sp_indices == self._sp_indices).all():
+            return _sp.pack_values(self._values() + other._values(), self._pattern)
+        return Tensor.__add__(self, other)
+
     def __repr__(self):
         from ember._tensor_str import tensor_repr
         ind = "\n" + " " * 7

@@ -333,3 +333,23 @@ def test_numpy_refuses_like_torch():
     for m in (ember, torch):
         with pytest.raises(TypeError):
             csr(m).numpy()
+
+
+def test_coo_gradients_accumulate_sparse_and_sparse_mask_differentiates():
+    for m in (ember, torch):
+        c = csr(m).to_sparse().requires_grad_()
+        for _ in range(2):
+            m.sparse.mm(c, m.ones(4, 2, dtype=m.float64)).sum().backward()
+        assert c.grad.layout == m.sparse_coo
+        if m is ember:
+            eg = c.grad
+        else:
+            same(eg, c.grad.coalesce())
+    check_grads(lambda m, x: x.sparse_mask(csr(m).to_sparse()).to_dense(),
+                lambda m: [m.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)])
+
+
+def test_old_sparse_products_refuse_gradients():
+    c = csr(ember).to_sparse().requires_grad_()
+    with pytest.raises(NotImplementedError):
+        ember.smm(c, ember.ones(4, 2, dtype=ember.float64))
