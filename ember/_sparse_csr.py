@@ -139,6 +139,15 @@ class SparseCsrTensor(Tensor):
     def data(self):
         return self.detach()
 
+    def __deepcopy__(self, memo):
+        if self.grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment.")
+        out = _build(self._crow.copy(), self._col.copy(), self._csr_values.copy(),
+                     _make(self._data.copy(), self._requires_grad))
+        memo[id(self)] = out
+        return out
+
     def numpy(self, *, force=False):
         raise TypeError("can't convert SparseCsr layout tensor to numpy. Use "
                         "Tensor.to_dense() first.")

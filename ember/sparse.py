@@ -167,6 +167,15 @@ class SparseTensor(Tensor):
     def float(self, memory_format=None):
         return self.to(_dt.float32)
 
+    def __deepcopy__(self, memo):
+        if self.grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment.")
+        out = _sparse(self._sp_indices.copy(), self._sp_values.copy(),
+                      _make(self._data.copy(), self._requires_grad), self._coalesced)
+        memo[id(self)] = out
+        return out
+
     def __add__(self, other):
         """A sparse sum for two tensors of the same indices (how the gradients of one
         sparse leaf add up); otherwise the dense sum."""

@@ -353,3 +353,14 @@ def test_old_sparse_products_refuse_gradients():
     c = csr(ember).to_sparse().requires_grad_()
     with pytest.raises(NotImplementedError):
         ember.smm(c, ember.ones(4, 2, dtype=ember.float64))
+
+
+def test_deepcopy_keeps_layout_and_grad_flag():
+    import copy
+    for make in (lambda: csr(ember, grad=True), lambda: csr(ember).to_sparse()):
+        s = make()
+        d = copy.deepcopy(s)
+        assert d.layout is s.layout and d.requires_grad == s.requires_grad
+        np.testing.assert_array_equal(d.to_dense().detach().numpy(),
+                                      s.to_dense().detach().numpy())
+    np.testing.assert_array_equal(copy.deepcopy(csr(ember)).crow_indices().numpy(), CROW)

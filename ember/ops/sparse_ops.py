@@ -194,7 +194,7 @@ class SparseMmReduce(Primitive):
             xp.add.at(out, rows, prod)
             if reduce == "mean":
                 self.scale = 1 / xp.maximum(counts, 1)
-                out = out * self.scale[:, None]
+                out = out / xp.maximum(counts, 1)[:, None]
             return out.astype(dense.dtype, copy=False)
         better = xp.greater if reduce == "amax" else xp.less
         out = xp.zeros((n_rows, n), dtype=dense.dtype)
