@@ -364,3 +364,21 @@ def test_deepcopy_keeps_layout_and_grad_flag():
         np.testing.assert_array_equal(d.to_dense().detach().numpy(),
                                       s.to_dense().detach().numpy())
     np.testing.assert_array_equal(copy.deepcopy(csr(ember)).crow_indices().numpy(), CROW)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+def test_second_derivatives_by_gradgradcheck(reduce):
+    """PyTorch has no second derivative of ``sparse.mm(reduce=)`` or of
+    ``sampled_addmm`` through a CSR input; ember's pass the finite-difference checks."""
+    rng = np.random.default_rng(0)
+    y = ember.tensor(rng.standard_normal((5, 4)), requires_grad=True)
+    v = ember.tensor([1.0, 0.5, 2.0, 3.0, -1.0, 2.0], dtype=ember.float64, requires_grad=True)
+
+    def f(v, y):
+        c = ember.sparse_csr_tensor(ember.tensor(CROW), ember.tensor(COL), v, (3, 4))
+        return ember.sparse.mm(c, y.T, reduce)
+    assert ember.autograd.gradcheck(f, (v, y))
+    assert ember.autograd.gradgradcheck(f, (v, y))
+    x = ember.tensor(rng.standard_normal((3, 5)), requires_grad=True)
+    assert ember.autograd.gradgradcheck(
+        lambda x, y: ember.sparse.sampled_addmm(csr(ember), x, y, alpha=0.6).to_dense(), (x, y))
