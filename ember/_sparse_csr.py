@@ -22,7 +22,7 @@ from ember.backend import dtypes as _dt
 from ember.ops import sparse_ops as _sp
 from ember.sparse import sparse_coo, sparse_csr, strided
 
-__all__ = ["sparse_csr_tensor"]
+__all__ = ["sparse_csr_tensor", "crow_indices_copy", "col_indices_copy"]
 
 _EMBER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -334,6 +334,20 @@ def _check_csr(crow, col, size):
         raise RuntimeError("`col_indices[..., crow_indices[..., i - 1]:crow_indices[..., i]] "
                            "for all i = 1, ..., nrows are sorted and distinct along the last "
                            "dimension values` is not satisfied.")
+
+
+def crow_indices_copy(input, *, out=None):
+    """``torch.crow_indices_copy``: a copy of a CSR tensor's ``crow_indices()``."""
+    if out is not None:
+        raise NotImplementedError("crow_indices_copy(out=...) is not implemented in ember")
+    return input.crow_indices().clone()
+
+
+def col_indices_copy(input, *, out=None):
+    """``torch.col_indices_copy``: a copy of a CSR tensor's ``col_indices()``."""
+    if out is not None:
+        raise NotImplementedError("col_indices_copy(out=...) is not implemented in ember")
+    return input.col_indices().clone()
 
 
 # ----- conversions -----------------------------------------------------------------------

@@ -382,3 +382,11 @@ def test_second_derivatives_by_gradgradcheck(reduce):
     x = ember.tensor(rng.standard_normal((3, 5)), requires_grad=True)
     assert ember.autograd.gradgradcheck(
         lambda x, y: ember.sparse.sampled_addmm(csr(ember), x, y, alpha=0.6).to_dense(), (x, y))
+
+
+def test_index_copies():
+    e, t = csr(ember), csr(torch)
+    for name in ("crow_indices_copy", "col_indices_copy"):
+        a, b = getattr(ember, name)(e), getattr(torch, name)(t)
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        assert a.dtype is ember.int64

@@ -171,9 +171,6 @@ def from_dense(x):
 
 
 # ----- torch.sparse.mm(csr, dense, reduce=...) --------------------------------------------
-_REDUCES = ("sum", "mean", "amax", "amin")
-
-
 class SparseMmReduce(Primitive):
     """``out[i] = reduce_k values[k] * dense[col[k]]`` over the stored elements ``k``
     of row ``i`` (an empty row gives 0). ``amax``/``amin`` send the gradient to the
@@ -227,7 +224,8 @@ class SparseMmReduce(Primitive):
         gd = None
         if e[1] is not None:
             from ember.ops.gather_scatter import index_add
-            zeros = _make(np.zeros(dense.shape, dtype=dense._data.dtype))
+            zeros = _make(backend.array_module(dense._data).zeros(dense.shape,
+                                                                  dtype=dense._data.dtype))
             gd = index_add(zeros, 0, cols, g * values[:, None])
         return gv, gd
 
