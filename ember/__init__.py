@@ -85,3 +85,5 @@ from ember._runtime_api import *  # flags, autocast/determinism settings, dlpack
 from ember import cpu, storage  # torch.cpu, torch.storage
 from ember._sparse_extras import *  # torch.smm, hsmm, sspaddmm ...; sparse in-place resizes
 from ember.ops._views import as_strided  # torch.as_strided
+from ember._sparse_csr import sparse_csr_tensor, crow_indices_copy, col_indices_copy  # noqa: E402, E501
+from ember.sparse import sparse_csr, sparse_csc, sparse_bsr, sparse_bsc  # noqa: E402

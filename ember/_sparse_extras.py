@@ -28,6 +28,9 @@ def _product_rows(mat1, mat2):
     if mat1.shape[1] != mat2.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x"
                            f"{mat1.shape[1]} and {mat2.shape[0]}x{mat2.shape[1]})")
+    if (mat1.requires_grad or mat2.requires_grad) and ember.is_grad_enabled():
+        raise NotImplementedError("gradients through smm/hsmm/sspaddmm are not implemented in "
+                                  "ember; use torch.sparse.mm")
     prod = np.matmul(mat1._data, mat2._data)
     rows = np.unique(mat1._sp_indices[0]).astype(np.int64)
     return rows, prod

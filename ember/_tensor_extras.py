@@ -263,6 +263,9 @@ def _sparse_mask(self, mask):
                            f"{list(self.shape)} but mask has size {list(mask.shape)}")
     m = mask.coalesce()
     idx = m.indices()
+    if self.requires_grad:  # differentiable: the gradient is read at the mask's elements
+        from ember.ops import sparse_ops
+        return sparse_ops.pack_values(sparse_ops.gather_values(self, m._pattern), m._pattern)
     values = _make(self._data[tuple(idx._data)].copy())
     return ember.sparse_coo_tensor(idx, values, tuple(self.shape), is_coalesced=True)
 

@@ -103,7 +103,7 @@ class _TorchPickler(pickle._Pickler):
         return super().save(obj, save_persistent_id)
 
     def _save_reduce_tensor(self, t):
-        if getattr(t, "is_sparse", False) is True:
+        if getattr(t, "is_sparse", False) is True or getattr(t, "is_sparse_csr", False) is True:
             raise NotImplementedError("ember.save of a sparse tensor: ember writes dense tensors "
                                       "only; save tensor.to_dense() (or its indices and values)")
         # a tensor inside a graph is saved as PyTorch saves it: its values, with

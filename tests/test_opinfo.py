@@ -115,7 +115,7 @@ def _ember_fn(op):
 
 
 # ops ember does not have: the test fails when one appears and is not removed from here
-MISSING = {"sparse.sampled_addmm"}  # needs the sparse CSR layout (ember has COO only)
+MISSING = set()
 # ops with a sample ember gets wrong or refuses, and why; the goal is an empty dict
 KNOWN_GAPS = {
     "as_strided.partial_views": "a leaf that is a partial view of a larger storage: ember's "
@@ -129,12 +129,25 @@ KNOWN_GAPS = {
     "nn.functional.interpolate.bicubic": "uint8 bicubic interpolation is not implemented",
     "nn.functional.interpolate.bilinear": "uint8 bilinear interpolation is not implemented",
     "nn.functional.upsample_bilinear": "uint8 bilinear interpolation is not implemented",
-    "sparse.mm.reduce": "the CSR layout is not in ember (COO only)",
-    "to_sparse": "no gradients through sparse tensors",
 }
 
 
+def _sparse_to_ember(x):
+    """A torch COO or CSR tensor as ember's, a leaf requiring grad as x does."""
+    if x.layout == torch.sparse_csr:
+        t = ember.sparse_csr_tensor(*(_to_ember(a.detach()) for a in
+                                      (x.crow_indices(), x.col_indices(), x.values())),
+                                    tuple(x.shape))
+    else:
+        t = ember.sparse_coo_tensor(_to_ember(x._indices().detach()),
+                                    _to_ember(x._values().detach()), tuple(x.shape),
+                                    is_coalesced=x.is_coalesced())
+    return t.requires_grad_(x.requires_grad)
+
+
 def _to_ember(x):
+    if isinstance(x, torch.Tensor) and x.layout != torch.strided:
+        return _sparse_to_ember(x)
     if isinstance(x, torch.Tensor):
         n = x.untyped_storage().nbytes() // max(x.element_size(), 1)
         if x.storage_offset() or n != x.numel() and x.is_contiguous():

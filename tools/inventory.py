@@ -79,11 +79,10 @@ EXCLUDED = [
      "quantized tensors (qint8, quint8, per-tensor/per-channel schemes): a separate "
      "runtime of int kernels ember does not model"),
     # --- layouts ember does not have
-    (r".*", r"sparse_(csr|csc|bsr|bsc|compressed)|(^|_)(crow|ccol|col|row)_indices|"
-     r"^jagged$|^to_padded_tensor$|SparseSemiStructured|semi_structured|"
-     r"^sampled_addmm$|^spsolve$",
-     "sparse compressed (CSR/CSC/BSR/BSC), semi-structured and nested (jagged) layouts; "
-     "ember's sparse support is COO"),
+    (r".*", r"sparse_(csc|bsr|bsc|compressed)|(^|_)(ccol|row)_indices|"
+     r"^jagged$|^to_padded_tensor$|SparseSemiStructured|semi_structured|^spsolve$",
+     "sparse compressed layouts other than CSR (CSC/BSR/BSC), semi-structured and nested "
+     "(jagged) layouts; ember's sparse support is COO and CSR"),
     (r"^torch$", r"^(bit|bits\d\w*|u?int[1-7]|float4_e2m1fn_x2)$",
      "shell dtypes: torch allocates them but defines no arithmetic on them (sub-byte "
      "and packed types for custom kernels)"),
