@@ -242,8 +242,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for "
             f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
             f"nearest-exact (got {mode})")
-    if antialias:
-        raise NotImplementedError("interpolate(antialias=True) is not implemented in ember")
+    dtype = np.dtype(input._data.dtype)
+    if antialias and (mode not in ("bilinear", "bicubic") or dtype != np.uint8):
+        raise NotImplementedError("interpolate(antialias=True) is not implemented in ember "
+                                  "(except for uint8 bilinear and bicubic)")
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating "
@@ -293,7 +295,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode == "area":
         from ember.ops.pooling import _adaptive_avg
         return _adaptive_avg(f"adaptive_avg_pool{nd}d", nd, input, out)
-    dtype = np.dtype(input._data.dtype)
+    if mode in ("bilinear", "bicubic") and dtype == np.uint8:
+        from ember.ops.resample_uint8 import interpolate_uint8
+        return interpolate_uint8(input, out, scales, mode, align_corners, antialias)
     if mode in ("linear", "bilinear", "trilinear", "bicubic") and dtype.kind != "f":
         raise NotImplementedError(f'"upsample_{mode}{nd}d_out_frame" not implemented for '
                                   f"'{input.dtype.name.capitalize()}'")
