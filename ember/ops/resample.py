@@ -242,16 +242,15 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for "
             f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
             f"nearest-exact (got {mode})")
-    dtype = np.dtype(input._data.dtype)
-    if antialias and (mode not in ("bilinear", "bicubic") or dtype != np.uint8):
-        raise NotImplementedError("interpolate(antialias=True) is not implemented in ember "
-                                  "(except for uint8 bilinear and bicubic)")
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating "
                              "modes: linear | bilinear | bicubic | trilinear")
     elif align_corners is None:
         align_corners = False
+    if antialias and not (mode in ("bilinear", "bicubic") and input.dim() == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and "
+                         "requires a 4-D tensor as input")
     nd = input.dim() - 2
     if nd < 1 or nd > 3:
         raise NotImplementedError(
@@ -295,9 +294,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode == "area":
         from ember.ops.pooling import _adaptive_avg
         return _adaptive_avg(f"adaptive_avg_pool{nd}d", nd, input, out)
+    dtype = np.dtype(input._data.dtype)
     if mode in ("bilinear", "bicubic") and dtype == np.uint8:
-        from ember.ops.resample_uint8 import interpolate_uint8
+        from ember.ops.resample_aa import interpolate_uint8
         return interpolate_uint8(input, out, scales, mode, align_corners, antialias)
+    if antialias and dtype.kind == "f":
+        from ember.ops.resample_aa import interpolate_aa
+        return interpolate_aa(input, out, scales, mode, align_corners)
     if mode in ("linear", "bilinear", "trilinear", "bicubic") and dtype.kind != "f":
         raise NotImplementedError(f'"upsample_{mode}{nd}d_out_frame" not implemented for '
                                   f"'{input.dtype.name.capitalize()}'")

@@ -1,5 +1,10 @@
-"""uint8 ``interpolate`` (bilinear and bicubic, with or without antialias), bit for bit
-as PyTorch's CPU kernels compute it.
+"""Window resampling: ``interpolate(antialias=True)`` in float, and uint8 ``interpolate``
+(bilinear and bicubic, with or without antialias) bit for bit as PyTorch's CPU kernels.
+
+Both resample separably, the width first, then the height, and leave an axis whose
+size does not change untouched. Each output position reads a window of inputs with
+weights normalised to sum to one; under antialias a downscaling stretches the filter
+(triangle for bilinear, Keys' cubic with a=-0.5 for bicubic) over ``scale`` inputs.
 
 PyTorch does not resize uint8 images in floating point. On CPUs with AVX2 (and
 AVX-512, which takes the same kernels) it resamples separably in fixed point, the way
@@ -17,14 +22,16 @@ Pillow-SIMD does, for every channel count and memory format; ember follows it:
   the height, each pass rounding to uint8, and an axis whose size does not change is
   not touched (even when a scale_factor would move its samples).
 
-These findings are ember's own, made by experiment against torch 2.13
+The uint8 findings are ember's own, made by experiment against torch 2.13
 (tests/test_interpolate_uint8.py sweeps them). Two corners where torch 2.13's kernels
 misbehave are refused rather than imitated; see :func:`interpolate_uint8`.
 """
 import numpy as np
 
 from ember._tensor import _make
+from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.ops import _jvp
 from ember.ops.conversion import _has_layout, _in_layout, channels_last
 
 _MAX_PRECISION = 22  # fraction bits of the int16 weights
@@ -142,7 +149,7 @@ def interpolate_uint8(input, out, scales, mode, align_corners, antialias):
                 f"1x1 output: PyTorch 2.13's CPU kernel fails an internal assertion "
                 f"(num_channels == unpacked_output.size(0)) here; pass a channels-last "
                 f"input or another channel count")
-        if c > 4 and ow == 1:
+        if c > 4 and _torch_repeats_row0(x, oh, ow):
             raise NotImplementedError(
                 f"interpolate(mode='{mode}') of a uint8 input with {c} (> 4) channels to "
                 f"an output width of 1 while the height changes, from a non-channels-last "
@@ -159,3 +166,66 @@ def interpolate_uint8(input, out, scales, mode, align_corners, antialias):
     if x is input._data:
         x = x.copy()
     return _make(_in_layout(x, channels_last) if cl and c > 1 else x)
+
+
+def _torch_repeats_row0(x, oh, ow):
+    """torch 2.13's generic separable kernel (float antialias; uint8 with more than 4
+    channels) writes output row 0 down the whole height when the output width is 1 and
+    the height changes, unless the input is channels-last with more than one channel."""
+    return ow == 1 and oh != x.shape[2] and not (x.shape[1] > 1 and
+                                                 _has_layout(x, channels_last))
+
+
+def interpolate_aa(input, out, scales, mode, align_corners):
+    """``F.interpolate(antialias=True)`` of a 4-D float tensor in 'bilinear' or 'bicubic'
+    mode: differentiable, one :class:`~ember.ops.resample.Resample` per resized axis."""
+    from ember.ops.resample import _resample_dim
+    x = input
+    n, c, h, w = x.shape
+    if _torch_repeats_row0(x._data, *out):
+        raise NotImplementedError(
+            f"interpolate(mode='{mode}', antialias=True) to an output width of 1 while the "
+            f"height changes: PyTorch 2.13's CPU kernel repeats output row 0 over the whole "
+            f"height there (unless the input is channels-last with more than one channel), "
+            f"and ember neither copies that nor silently differs")
+    dtype = np.dtype(x._data.dtype)
+    for axis, a, o, sc in ((3, w, out[1], scales[1]), (2, h, out[0], scales[0])):
+        start, wt = _window(a, o, sc, mode, align_corners, True)
+        if a != o:
+            taps = [(np.minimum(start + k, a - 1), wt[:, k].astype(dtype))
+                    for k in range(wt.shape[1])]
+            x = _resample_dim(x, axis, taps)
+        elif x.requires_grad and not _is_identity(start, wt):
+            x = _SkippedAxis.apply(x, f"the gradient of interpolate(mode='{mode}', "
+                                      f"antialias=True) along dim {axis}, whose size {a} "
+                                      f"does not change under scale_factor={sc}: the forward "
+                                      f"pass leaves that dim alone, but PyTorch 2.13's "
+                                      f"backward applies the scale_factor's weights to it "
+                                      f"(not the forward's adjoint); pass size= or "
+                                      f"recompute_scale_factor=True")
+    return x if x is not input else x * 1
+
+
+def _is_identity(start, w):
+    cols = np.arange(len(start)) - start
+    if (cols < 0).any() or (cols >= w.shape[1]).any():
+        return False
+    eye = np.zeros_like(w)
+    eye[np.arange(len(start)), cols] = 1.0
+    return np.array_equal(w, eye)
+
+
+class _SkippedAxis(Primitive):
+    """The identity, on an axis antialiased resampling leaves alone because its size does
+    not change; its backward raises ``message`` (torch's gradient there is not the
+    adjoint of its forward, and ember does not invent a third answer)."""
+    _node_name = "UpsampleBilinear2DAaBackward0"
+
+    def forward(self, x, message):
+        self.message = message
+        return x.copy()
+
+    def backward(self, gy):
+        raise NotImplementedError(self.message)
+
+    jvp = _jvp.linear(0)
