@@ -1,10 +1,12 @@
 """Window resampling: ``interpolate(antialias=True)`` in float, and uint8 ``interpolate``
-(bilinear and bicubic, with or without antialias) bit for bit as PyTorch's CPU kernels.
+(bilinear and bicubic, with or without antialias; lanczos) bit for bit as PyTorch's CPU
+kernels.
 
 Both resample separably, the width first, then the height, and leave an axis whose
 size does not change untouched. Each output position reads a window of inputs with
 weights normalised to sum to one; under antialias a downscaling stretches the filter
-(triangle for bilinear, Keys' cubic with a=-0.5 for bicubic) over ``scale`` inputs.
+(triangle for bilinear, Keys' cubic with a=-0.5 for bicubic, Lanczos-3 for lanczos)
+over ``scale`` inputs.
 
 PyTorch does not resize uint8 images in floating point. On CPUs with AVX2 (and
 AVX-512, which takes the same kernels) it resamples separably in fixed point, the way
@@ -57,6 +59,10 @@ def _cubic_filter(a):
     return f
 
 
+def _lanczos3(x):
+    return np.where(np.abs(x) < 3, np.sinc(x) * np.sinc(x / 3), 0.0)
+
+
 def _clamped_cubic_window(a, o, scale, align_corners):
     """Bicubic without antialias: four taps around ``floor(src)``, Keys' a=-0.75, indices
     clamped to the edge and their weights merged (as in PyTorch's float kernel)."""
@@ -79,7 +85,8 @@ def _window(a, o, scale, mode, align_corners, antialias):
     scale = _scale(a, o, scale, align_corners)
     if mode == "bicubic" and not antialias:
         return _clamped_cubic_window(a, o, scale, align_corners)
-    size, f = (2, _linear_filter) if mode == "bilinear" else (4, _cubic_filter(-0.5))
+    size, f = {"bilinear": (2, _linear_filter), "bicubic": (4, _cubic_filter(-0.5)),
+               "lanczos": (6, _lanczos3)}[mode]
     if antialias and scale >= 1.0:
         support, inv = size * 0.5 * scale, 1.0 / scale  # the filter stretched to the scale
     else:
@@ -128,7 +135,7 @@ def _pass(x, axis, a, o, scale, mode, align_corners, antialias):
 
 
 def interpolate_uint8(input, out, scales, mode, align_corners, antialias):
-    """``F.interpolate`` of a 4-D uint8 tensor in 'bilinear' or 'bicubic' mode to the
+    """``F.interpolate`` of a 4-D uint8 tensor in 'bilinear', 'bicubic' or 'lanczos' mode to the
     spatial size ``out`` (``scales``: the scale factors torch's kernel receives, or
     None per axis). A channels-last input gives a channels-last result, as in PyTorch.
 
@@ -177,8 +184,8 @@ def _torch_repeats_row0(x, oh, ow):
 
 
 def interpolate_aa(input, out, scales, mode, align_corners):
-    """``F.interpolate(antialias=True)`` of a 4-D float tensor in 'bilinear' or 'bicubic'
-    mode: differentiable, one :class:`~ember.ops.resample.Resample` per resized axis."""
+    """``F.interpolate(antialias=True)`` of a 4-D float tensor in 'bilinear', 'bicubic' or
+    'lanczos' mode: differentiable, one :class:`~ember.ops.resample.Resample` per resized axis."""
     from ember.ops.resample import _resample_dim
     x = input
     n, c, h, w = x.shape
@@ -207,12 +214,14 @@ def interpolate_aa(input, out, scales, mode, align_corners):
 
 
 def _is_identity(start, w):
+    """True if the window maps each input to itself (up to sinc's rounding at integers,
+    ~1e-17 for lanczos)."""
     cols = np.arange(len(start)) - start
     if (cols < 0).any() or (cols >= w.shape[1]).any():
         return False
     eye = np.zeros_like(w)
     eye[np.arange(len(start)), cols] = 1.0
-    return np.array_equal(w, eye)
+    return bool(np.abs(w - eye).max() < 1e-12)
 
 
 class _SkippedAxis(Primitive):
