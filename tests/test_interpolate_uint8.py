@@ -236,3 +236,27 @@ def test_float_antialias_refusals():
         rtol=1e-12, atol=1e-12)
     with pytest.raises(NotImplementedError, match="does not change"):
         y.sum().backward()
+
+
+@pytest.mark.parametrize("shape,mode,size", [
+    ((2, 3, 4), "linear", 0), ((2, 3, 0), "nearest", 2),
+    ((2, 3, 4, 5, 6), "trilinear", (1, 0, 2)), ((2, 0, 0, 5), "bilinear", (2, 2)),
+    ((2, 0, 4, 5), "bicubic", (2, 2)), ((2, 0, 4), "nearest-exact", 3)])
+def test_empty_sizes_raise_as_torch(shape, mode, size):
+    """Zero-sized spatial dims or channels: torch's RuntimeError and message."""
+    for dtype in (np.float32, np.uint8):
+        if dtype == np.uint8 and mode not in ("bilinear", "bicubic"):
+            continue
+        err = check_raises(lambda m, x: m.nn.functional.interpolate(x, size=size, mode=mode),
+                           np.zeros(shape, dtype), exc=RuntimeError)
+        with pytest.raises(RuntimeError) as t_err:
+            F.interpolate(torch.zeros(shape, dtype=getattr(torch, np.dtype(dtype).name)),
+                          size=size, mode=mode)
+        assert str(err) == str(t_err.value)
+
+
+def test_empty_batch():
+    for dtype, aa in ((np.uint8, False), (np.uint8, True), (np.float32, True)):
+        y = EF.interpolate(ember.tensor(np.zeros((0, 3, 4, 5), dtype)), size=(3, 7),
+                           mode="bicubic", antialias=aa)
+        assert tuple(y.shape) == (0, 3, 3, 7) and y.dtype == ember.tensor(np.zeros(1, dtype)).dtype

@@ -290,10 +290,20 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             scales = (None,) * nd
     else:
         raise ValueError("either size or scale_factor should be defined")
-    if any(o <= 0 for o in out):
+    if mode == "area":
+        if any(o <= 0 for o in out):
+            raise RuntimeError(f"Input and output sizes should be greater than 0, but got "
+                               f"input ({', '.join(map(str, S))}) and output "
+                               f"({', '.join(map(str, out))})")
+    elif any(v <= 0 for v in S + out):
+        names = ("D", "H", "W")[3 - nd:]
         raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
-                           f"({', '.join(map(str, S))}) and output "
-                           f"({', '.join(map(str, out))})")
+                           f"({', '.join(f'{k}: {v}' for k, v in zip(names, S))})"
+                           f"{' and' if nd == 1 else ''} output "
+                           f"({', '.join(f'{k}: {v}' for k, v in zip(names, out))})")
+    elif input.shape[1] == 0:
+        raise RuntimeError(f"Non-empty {nd + 2}D data tensor expected but got a tensor with "
+                           f"sizes {list(input.shape)}")
     if mode == "area":
         from ember.ops.pooling import _adaptive_avg
         return _adaptive_avg(f"adaptive_avg_pool{nd}d", nd, input, out)
