@@ -260,3 +260,27 @@ def test_empty_batch():
         y = EF.interpolate(ember.tensor(np.zeros((0, 3, 4, 5), dtype)), size=(3, 7),
                            mode="bicubic", antialias=aa)
         assert tuple(y.shape) == (0, 3, 3, 7) and y.dtype == ember.tensor(np.zeros(1, dtype)).dtype
+
+
+class _Resizes(torch.nn.Module):
+    def forward(self, x):
+        return (F.interpolate(x, size=(5, 7), mode="bilinear", antialias=True),
+                F.interpolate(x, scale_factor=0.5, mode="bicubic", antialias=True),
+                F.interpolate(x, size=(4, 4), mode="lanczos", antialias=True),
+                F.interpolate(x, size=(9, 3), mode="bicubic"))
+
+
+@pytest.mark.filterwarnings("ignore:this TorchScript archive uses")
+def test_torchscript_archive_with_antialias(tmp_path):
+    """A torch-scripted F.interpolate(antialias=True) reaches torch._upsample_*2d_aa,
+    which ember.jit.load runs through the same kernels."""
+    path = str(tmp_path / "aa.pt")
+    scripted = torch.jit.script(_Resizes())
+    scripted.save(path)
+    loaded = ember.jit.load(path)
+    a = np.random.default_rng(2).integers(0, 256, (2, 3, 12, 10), dtype=np.uint8)
+    for want, got in zip(scripted(torch.from_numpy(a)), loaded(ember.tensor(a))):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    f = a.astype(np.float32) / 255
+    for want, got in zip(scripted(torch.from_numpy(f)), loaded(ember.tensor(f))):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)

@@ -10,7 +10,8 @@ over ``scale`` inputs.
 
 PyTorch does not resize uint8 images in floating point. On CPUs with AVX2 (and
 AVX-512, which takes the same kernels) it resamples separably in fixed point, the way
-Pillow-SIMD does, for every channel count and memory format; ember follows it:
+Pillow-SIMD does, for every channel count and memory format and for all three modes;
+ember follows it:
 
 - each resized axis gets one window of weights per output position, computed in
   float64 and normalised to sum to one (for bicubic without antialias: PyTorch's
