@@ -32,7 +32,7 @@ misbehave are refused rather than imitated; see :func:`interpolate_uint8`.
 import numpy as np
 
 from ember._tensor import _make
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, rename_output_node
 from ember.backend import array_module
 from ember.ops import _jvp
 from ember.ops.conversion import _has_layout, _in_layout, channels_last
@@ -211,7 +211,8 @@ def interpolate_aa(input, out, scales, mode, align_corners):
                                       f"backward applies the scale_factor's weights to it "
                                       f"(not the forward's adjoint); pass size= or "
                                       f"recompute_scale_factor=True")
-    return x if x is not input else x * 1
+    x = x if x is not input else x * 1
+    return rename_output_node(x, f"Upsample{mode.capitalize()}2DAaBackward0", (input,))
 
 
 def _is_identity(start, w):
@@ -229,7 +230,7 @@ class _SkippedAxis(Primitive):
     """The identity, on an axis antialiased resampling leaves alone because its size does
     not change; its backward raises ``message`` (torch's gradient there is not the
     adjoint of its forward, and ember does not invent a third answer)."""
-    _node_name = "UpsampleBilinear2DAaBackward0"
+    _node_name = "UpsampleAaSkippedAxisBackward0"  # renamed to torch's by interpolate_aa
 
     def forward(self, x, message):
         self.message = message
