@@ -126,9 +126,6 @@ KNOWN_GAPS = {
     "chalf": "complex32 has no NumPy dtype: Tensor.chalf raises NotImplementedError",
     "linalg.eig": "eigenvectors are defined up to a complex phase; ember's phase can differ "
                   "from LAPACK-through-torch's (tests/test_ops_new.py compares |V|)",
-    "nn.functional.interpolate.bicubic": "uint8 bicubic interpolation is not implemented",
-    "nn.functional.interpolate.bilinear": "uint8 bilinear interpolation is not implemented",
-    "nn.functional.upsample_bilinear": "uint8 bilinear interpolation is not implemented",
 }
 
 

@@ -397,7 +397,7 @@ def _encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_wei
 
 
 # ----- resampling: aten::upsample_* (what F.interpolate lowers to) -------------------------
-def _upsample(mode, nd, has_align):
+def _upsample(mode, nd, has_align, antialias=False):
     def op(input, output_size, *rest):
         """Both overloads: (input, output_size, [align_corners,] scale_factors) and the
         older (input, output_size, [align_corners,] scales...)."""
@@ -411,9 +411,9 @@ def _upsample(mode, nd, has_align):
                 scales = [r for r in rest[:nd]]
         if output_size is not None:
             return _functional.interpolate(input, size=list(output_size), mode=mode,
-                                           align_corners=align)
+                                           align_corners=align, antialias=antialias)
         return _functional.interpolate(input, scale_factor=list(scales), mode=mode,
-                                       align_corners=align)
+                                       align_corners=align, antialias=antialias)
     return op
 
 
@@ -425,6 +425,8 @@ for _name, _mode, _nd, _align in (
         ("_upsample_nearest_exact1d", "nearest-exact", 1, False),
         ("_upsample_nearest_exact2d", "nearest-exact", 2, False)):
     TABLE["torch." + _name] = _upsample(_mode, _nd, _align)
+for _mode in ("bilinear", "bicubic", "lanczos"):  # F.interpolate(antialias=True)
+    TABLE[f"torch._upsample_{_mode}2d_aa"] = _upsample(_mode, 2, True, antialias=True)
 
 
 @register("torch.hardswish", "torch.hardswish_")

@@ -116,8 +116,9 @@ def take(x, idx, axis):
 
 # ----- interpolate ---------------------------------------------------------------------
 
-_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
-_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "lanczos", "area",
+          "nearest-exact")
+_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3, "lanczos": 2}
 
 
 def _scale(a, o, scale, align_corners):
@@ -232,7 +233,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                 recompute_scale_factor=None, antialias=False):
     """Resize (N, C, *spatial) to ``size`` or by ``scale_factor``. Modes: 'nearest',
     'nearest-exact', 'linear' (3-D input), 'bilinear' and 'bicubic' (4-D), 'trilinear'
-    (5-D) with ``align_corners``, and 'area' (adaptive average pooling).
+    (5-D) with ``align_corners``, 'lanczos' (4-D, ``antialias=True``) and 'area'
+    (adaptive average pooling). ``antialias`` and uint8 images follow PyTorch's kernels
+    (:mod:`ember.ops.resample_aa`).
 
     >>> interpolate(ember.ones(1, 1, 2, 2), scale_factor=2).shape
     ember.Size([1, 1, 4, 4])
@@ -240,22 +243,23 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode not in _MODES:
         raise NotImplementedError(
             f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for "
-            f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
-            f"nearest-exact (got {mode})")
-    if antialias:
-        raise NotImplementedError("interpolate(antialias=True) is not implemented in ember")
+            f"the modes: nearest | linear | bilinear | bicubic | trilinear | lanczos | area "
+            f"| nearest-exact (got {mode})")
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating "
                              "modes: linear | bilinear | bicubic | trilinear")
     elif align_corners is None:
         align_corners = False
+    if antialias and not (mode in ("bilinear", "bicubic", "lanczos") and input.dim() == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos "
+                         "modes and requires a 4-D tensor as input")
     nd = input.dim() - 2
-    if nd < 1 or nd > 3:
+    if nd < 1 or nd > 3 or mode == "lanczos" and nd != 2:
         raise NotImplementedError(
             f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for "
-            f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
-            f"nearest-exact (got {mode})")
+            f"the modes: nearest | linear | bilinear | bicubic | trilinear | lanczos | area "
+            f"| nearest-exact (got {mode})")
     if mode in _DIMS and _DIMS[mode] != nd:
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "
                                   f"{_DIMS[mode] + 2}D input")
@@ -286,14 +290,35 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             scales = (None,) * nd
     else:
         raise ValueError("either size or scale_factor should be defined")
-    if any(o <= 0 for o in out):
+    if mode == "area":
+        if any(o <= 0 for o in out):
+            raise RuntimeError(f"Input and output sizes should be greater than 0, but got "
+                               f"input ({', '.join(map(str, S))}) and output "
+                               f"({', '.join(map(str, out))})")
+    elif any(v <= 0 for v in S + out):
+        names = ("D", "H", "W")[3 - nd:]
         raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
-                           f"({', '.join(map(str, S))}) and output "
-                           f"({', '.join(map(str, out))})")
+                           f"({', '.join(f'{k}: {v}' for k, v in zip(names, S))})"
+                           f"{' and' if nd == 1 else ''} output "
+                           f"({', '.join(f'{k}: {v}' for k, v in zip(names, out))})")
+    elif input.shape[1] == 0:
+        raise RuntimeError(f"Non-empty {nd + 2}D data tensor expected but got a tensor with "
+                           f"sizes {list(input.shape)}")
     if mode == "area":
         from ember.ops.pooling import _adaptive_avg
         return _adaptive_avg(f"adaptive_avg_pool{nd}d", nd, input, out)
+    if mode == "lanczos":
+        if align_corners:
+            raise ValueError("Lanczos mode does not support align_corners=True")
+        if not antialias:
+            raise ValueError("Lanczos mode requires antialias=True")
     dtype = np.dtype(input._data.dtype)
+    if mode in ("bilinear", "bicubic", "lanczos") and dtype == np.uint8:
+        from ember.ops.resample_aa import interpolate_uint8
+        return interpolate_uint8(input, out, scales, mode, align_corners, antialias)
+    if antialias and dtype.kind == "f":
+        from ember.ops.resample_aa import interpolate_aa
+        return interpolate_aa(input, out, scales, mode, align_corners)
     if mode in ("linear", "bilinear", "trilinear", "bicubic") and dtype.kind != "f":
         raise NotImplementedError(f'"upsample_{mode}{nd}d_out_frame" not implemented for '
                                   f"'{input.dtype.name.capitalize()}'")
