@@ -32,7 +32,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.backend.threads import single_blas
+from ember.backend.threads import refresh_blas, single_blas
 from ember.ops import _jvp
 
 __all__ = []
@@ -327,6 +327,7 @@ def _lstm_kernels(xp, *arrays):
         except ImportError:  # numba missing (or unusable with this NumPy)
             _lstm_numba = None
         _FUSED["lstm"] = _lstm_numba
+        refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
     return _FUSED["lstm"]
 
 
@@ -351,6 +352,8 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     h, c = h0[:n0], c0[:n0]
     done = []
     fused = _lstm_kernels(xp, S, h0, c0)
+    if fused is not None:  # one compiled specialization: C-ordered arrays
+        h, c = xp.ascontiguousarray(h), xp.ascontiguousarray(c)
     with single_blas():  # one small matrix product per step
         for t in steps:
             n, o = bs[t], offs[t]
@@ -400,6 +403,8 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     h_parts, c_parts = [], []
     dh = dc = None
     fused = _lstm_kernels(xp, S, gy, ghn, gcn)
+    if fused is not None:  # one compiled specialization: C-ordered arrays
+        gy, ghn, gcn = (xp.ascontiguousarray(a) for a in (gy, ghn, gcn))
     with single_blas():  # one small matrix product per step
         for t in (range(T) if reverse else range(T - 1, -1, -1)):
             n, o = bs[t], offs[t]
