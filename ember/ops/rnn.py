@@ -22,6 +22,8 @@ The LSTM, the layer most used, also has an array-only version of its forward and
 first-order backward that works in place in whole-sequence buffers
 (``_lstm_forward_np``/``_lstm_backward_np``, about 10% faster); the tests check both
 paths against torch (first derivatives take it, second derivatives the generic one).
+With numba installed (the ``ember[fast]`` extra), their float32 steps run one fused
+kernel each (``ember/ops/_lstm_numba.py``) around the step's BLAS product.
 """
 import functools
 import itertools
