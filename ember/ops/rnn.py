@@ -406,7 +406,7 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     dh = dc = None
     fused = _lstm_kernels(xp, S, gy, ghn, gcn)
     if fused is not None:  # one compiled specialization: C-ordered arrays
-        gy, ghn, gcn = (xp.ascontiguousarray(a) for a in (gy, ghn, gcn))
+        gy, ghn, gcn = (None if a is None else xp.ascontiguousarray(a) for a in (gy, ghn, gcn))
     with single_blas():  # one small matrix product per step
         for t in (range(T) if reverse else range(T - 1, -1, -1)):
             n, o = bs[t], offs[t]
