@@ -91,6 +91,16 @@ def _set_blas_threads(n):
     _state["blas"] = n if libs else None
 
 
+def refresh_blas():
+    """Look up the BLAS libraries again after an import that may have loaded another
+    (numba imports SciPy, which brings its own OpenBLAS), and give them ember's count."""
+    if _state.get("libs") is None:  # not looked up yet: the first lookup finds them all
+        return
+    _state["libs"] = None
+    if _state["blas"] is not None:
+        _set_blas_threads(_state["blas"])
+
+
 def blas_threads():
     """The BLAS thread count ember last set (None when it has not set one: no
     threadpoolctl, or ``set_num_threads`` never called)."""

@@ -22,6 +22,8 @@ The LSTM, the layer most used, also has an array-only version of its forward and
 first-order backward that works in place in whole-sequence buffers
 (``_lstm_forward_np``/``_lstm_backward_np``, about 10% faster); the tests check both
 paths against torch (first derivatives take it, second derivatives the generic one).
+With numba installed (the ``ember[fast]`` extra), their float32 steps run one fused
+kernel each (``ember/ops/_lstm_numba.py``) around the step's BLAS product.
 """
 import functools
 import itertools
@@ -32,7 +34,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.backend.threads import single_blas
+from ember.backend.threads import refresh_blas, single_blas
 from ember.ops import _jvp
 
 __all__ = []
@@ -313,6 +315,25 @@ def _layer_backward(m, cell, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, revers
 
 
 # ----- the LSTM on arrays, in place: the hot path of a first-order pass -----------------
+_FUSED = {}  # "lstm": the numba kernels' module, or None without numba (tried once)
+
+
+def _lstm_kernels(xp, *arrays):
+    """numba's per-step LSTM kernels (``ember/ops/_lstm_numba.py``, the ``ember[fast]``
+    extra) when every array is float32 on NumPy, else None: the NumPy loop runs. numba
+    is imported here, the first time an LSTM layer runs, never at ``import ember``."""
+    if xp is not np or any(a is not None and a.dtype != np.float32 for a in arrays):
+        return None
+    if "lstm" not in _FUSED:
+        try:
+            from ember.ops import _lstm_numba
+        except ImportError:  # numba missing (or unusable with this NumPy)
+            _lstm_numba = None
+        _FUSED["lstm"] = _lstm_numba
+        refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
+    return _FUSED["lstm"]
+
+
 def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     """``_layer_forward`` for the LSTM on arrays, writing into whole-sequence buffers:
     S (gate activations i, f, g, o), TC (tanh c), Cp/Hp (each row's previous state),
@@ -333,11 +354,20 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     n0 = bs[steps[0]]
     h, c = h0[:n0], c0[:n0]
     done = []
+    fused = _lstm_kernels(xp, S, h0, c0)
+    if fused is not None:  # one compiled specialization: C-ordered arrays
+        h, c = xp.ascontiguousarray(h), xp.ascontiguousarray(c)
     with single_blas(T):  # one small matrix product per step
         for t in steps:
             n, o = bs[t], offs[t]
             h, c = _enter(_NP_MATH if xp is np else _ArrayMath(xp), h, c, h0, c0, n, done)
             sl = slice(o, o + n)
+            if fused is not None:
+                fused.forward_step(S, h @ w_hhT, h, c, C, TC, Cp, Hp, M, o)
+                if w_hr is not None:
+                    xp.matmul(M[sl], w_hrT, out=Y[sl])
+                c, h = C[sl], Y[sl]
+                continue
             g = S[sl]
             g += h @ w_hhT
             Hp[sl] = h
@@ -375,11 +405,23 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     offs = _offsets(bs)
     h_parts, c_parts = [], []
     dh = dc = None
+    fused = _lstm_kernels(xp, S, gy, ghn, gcn)
+    if fused is not None:  # one compiled specialization: C-ordered arrays
+        gy, ghn, gcn = (None if a is None else xp.ascontiguousarray(a) for a in (gy, ghn, gcn))
     with single_blas(T):  # one small matrix product per step
         for t in (range(T) if reverse else range(T - 1, -1, -1)):
             n, o = bs[t], offs[t]
             dh, dc = _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts)
             sl = slice(o, o + n)
+            if fused is not None:
+                if dhs is not None:
+                    dh = dh + gy[sl]
+                    dhs[sl] = dh
+                    dh = dh @ w_hr
+                dc_prev = xp.empty((n, H), S.dtype)
+                fused.backward_step(dG, S, TC, Cp, dh, gy, dhs is None, dc, dc_prev, o)
+                dh, dc = dG[sl] @ w_hh, dc_prev
+                continue
             dh = dh + gy[sl]
             if dhs is not None:
                 dhs[sl] = dh

@@ -1,0 +1,163 @@
+"""The LSTM's per-step elementwise work as two numba kernels (the ``ember[fast]`` extra).
+
+Imported lazily by ``ember.ops.rnn`` the first time a float32 LSTM layer runs on NumPy
+arrays (numba's import takes about a second, so never at ``import ember``); without
+numba that import fails and the NumPy loop runs unchanged.
+
+Each time step of ``_lstm_forward_np`` is one BLAS product (``h @ W_hh^T``, NumPy)
+followed by :func:`forward_step`: the four gate nonlinearities, the cell update,
+``tanh(c)`` and ``o * tanh(c)`` in one pass over the step's rows, writing the same
+whole-sequence buffers the NumPy loop writes. Each step of ``_lstm_backward_np`` is
+:func:`backward_step` (the gate derivatives and the carried cell gradient in one pass)
+followed by one BLAS product (``dG @ W_hh``).
+
+The backward kernel performs the NumPy loop's float32 operations in the same order, so
+given the same activations its gradients are the NumPy loop's to the bit. The forward
+needs ``exp`` and ``tanh``: numba would call the C library's scalar ``expf``/``tanhf``
+for each element (measured 4x and 50x slower than NumPy's SIMD loops on a (32, 512)
+block), so they are written here as polynomials LLVM vectorizes. ``exp`` reduces its
+argument to ``r`` in [-ln2/2, ln2/2] (``x = n ln2 + r``, ln2 split in two parts so that
+``n * hi`` is exact), evaluates a degree-6 polynomial fitted to ``exp`` on that interval
+(Chebyshev nodes) and scales by ``2**n`` built in the exponent bits; its relative error
+is under 2 float32 ulps. ``tanh`` is ``(1 - e) / (1 + e)`` with ``e = exp(-2|x|)`` for
+``|x| >= 0.5`` and an odd polynomial (degree 9, fitted the same way) below, where the
+quotient would cancel. Sigmoid is ``1 / (1 + exp(-x))``. The results differ from
+NumPy's by an ulp or two, well inside PyTorch's float32 tolerances.
+"""
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.core.extending import intrinsic
+
+__all__ = ["forward_step", "backward_step", "CACHED"]
+
+_F = np.float32
+_ONE, _HALF, _MTWO = _F(1.0), _F(0.5), _F(-2.0)
+# exp: inputs clamped so that 2**n stays a normal float32 (n in [-126, 127])
+_EXP_LO, _EXP_HI = _F(-87.0), _F(88.0)
+_LOG2E = _F(1.4426950408889634)
+_LN2_HI = _F(0.693359375)  # 355/512: 9 significant bits, so n * _LN2_HI is exact
+_LN2_LO = _F(np.log(2.0) - 0.693359375)
+_E2, _E3, _E4, _E5, _E6 = (_F(0.5), _F(0.16666415), _F(0.041666217), _F(0.008375129),
+                           _F(0.0013948581))
+# tanh(x) = x + x u P(u), u = x**2, for |x| < 0.5
+_T0, _T1, _T2, _T3, _T4 = (_F(-0.3333333), _F(0.13333227), _F(-0.053933788),
+                           _F(0.02147272), _F(-0.006947004))
+
+
+def _jit(fn=None, **flags):
+    """``numba.njit`` with the on-disk cache where one can be written (a read-only
+    install falls back to numba's per-user cache directory), else without it.
+
+    ``error_model="numpy"``: a float division follows IEEE instead of raising, which
+    is what lets the loops vectorize."""
+    if fn is None:
+        return lambda f: _jit(f, **flags)
+    opts = dict(nogil=True, error_model="numpy", **flags)
+    try:
+        return numba.njit(cache=True, **opts)(fn)
+    except RuntimeError:  # no cache locator: numba found no writable directory
+        return numba.njit(**opts)(fn)
+
+
+# the forward's polynomials may fuse a multiply and an add into one FMA (more accurate,
+# and half the instructions); the backward keeps NumPy's separate roundings
+_fwd_jit = _jit(fastmath={"contract"})
+
+
+@intrinsic
+def _pow2(typingctx, k):
+    """``2.0 ** k`` as float32 for an int32 ``k`` in [-126, 127]: the biased exponent
+    written into the bits (a shift and a bit cast, which vectorize)."""
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        bits = builder.shl(builder.add(args[0], ir.Constant(i32, 127)), ir.Constant(i32, 23))
+        return builder.bitcast(bits, ir.FloatType())
+    return types.float32(types.int32), codegen
+
+
+@_fwd_jit
+def _exp(x):
+    x = _EXP_HI if x > _EXP_HI else x  # NaN passes both comparisons unchanged
+    x = _EXP_LO if x < _EXP_LO else x
+    n = np.floor(x * _LOG2E + _HALF)
+    r = x - n * _LN2_HI
+    r = r - n * _LN2_LO
+    p = ((((_E6 * r + _E5) * r + _E4) * r + _E3) * r + _E2) * r
+    p = (p + _ONE) * r + _ONE
+    k = np.int32(n) if n == n else np.int32(0)  # NaN: p is NaN already
+    return p * _pow2(k)
+
+
+@_fwd_jit
+def _sigmoid(x):
+    return _ONE / (_ONE + _exp(-x))
+
+
+@_fwd_jit
+def _tanh(x):
+    a = abs(x)
+    e = _exp(_MTWO * a)
+    big = (_ONE - e) / (_ONE + e)
+    big = big if x >= 0 else -big
+    u = x * x
+    small = x + x * u * ((((_T4 * u + _T3) * u + _T2) * u + _T1) * u + _T0)
+    return small if a < _HALF else big
+
+
+@_fwd_jit
+def forward_step(S, P, h, c, C, TC, Cp, Hp, M, o):
+    """One LSTM step over rows ``o:o+n`` of the sequence buffers, ``n = len(h)``.
+
+    ``S`` holds the input projections (bias added) and receives the activations
+    ``i, f, g, o``; ``P`` is ``h @ W_hh^T``; ``h``, ``c`` are the previous state (copied
+    into ``Hp``, ``Cp``); ``C``, ``TC``, ``M`` receive ``c'``, ``tanh(c')`` and
+    ``o * tanh(c')`` (``M`` is the output unless there is a projection)."""
+    n, H = c.shape
+    for r in range(n):
+        row = o + r
+        for j in range(h.shape[1]):
+            Hp[row, j] = h[r, j]
+        for j in range(H):
+            i = _sigmoid(S[row, j] + P[r, j])
+            f = _sigmoid(S[row, H + j] + P[r, H + j])
+            g = _tanh(S[row, 2 * H + j] + P[r, 2 * H + j])
+            og = _sigmoid(S[row, 3 * H + j] + P[r, 3 * H + j])
+            S[row, j] = i
+            S[row, H + j] = f
+            S[row, 2 * H + j] = g
+            S[row, 3 * H + j] = og
+            cp = c[r, j]
+            Cp[row, j] = cp
+            c2 = f * cp + g * i
+            C[row, j] = c2
+            tc = _tanh(c2)
+            TC[row, j] = tc
+            M[row, j] = og * tc
+
+
+@_jit
+def backward_step(dG, S, TC, Cp, dh, gy, add_gy, dc, dc_out, o):
+    """The gate gradients of rows ``o:o+n`` into ``dG`` and the cell gradient carried to
+    the previous step into ``dc_out``, from ``dh`` (plus ``gy``'s rows when ``add_gy``)
+    and ``dc``; the same float32 operations in the same order as ``_lstm_backward_np``."""
+    n, H = dc_out.shape
+    for r in range(n):
+        row = o + r
+        for j in range(H):
+            d = dh[r, j] + gy[row, j] if add_gy else dh[r, j]
+            i = S[row, j]
+            f = S[row, H + j]
+            g = S[row, 2 * H + j]
+            og = S[row, 3 * H + j]
+            tc = TC[row, j]
+            dct = (_ONE - tc * tc) * og * d + dc[r, j]
+            dG[row, j] = dct * g * ((_ONE - i) * i)
+            dG[row, H + j] = dct * Cp[row, j] * ((_ONE - f) * f)
+            dG[row, 2 * H + j] = dct * i * (_ONE - g * g)
+            dG[row, 3 * H + j] = d * tc * ((_ONE - og) * og)
+            dc_out[r, j] = dct * f
+
+
+CACHED = forward_step._cache.__class__.__name__ != "NullCache"

@@ -1,0 +1,220 @@
+"""The LSTM's numba kernels (ember/ops/_lstm_numba.py, the ember[fast] extra): float32
+layers against torch on both paths (numba and the NumPy loop), the kernels against the
+NumPy loop they replace, a short training run, the compiled step, and numba staying
+optional and imported only when an LSTM first runs."""
+import dataclasses
+import os
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+from oracle import Case, cases, check
+from test_nn_rnn import packed_case, rnn_case
+
+import ember
+from ember.ops import rnn
+
+F32 = np.float32
+
+
+@pytest.fixture(params=["numba", "numpy"])
+def path(request, monkeypatch):
+    """Each test runs on the numba kernels and on the NumPy loop."""
+    if request.param == "numba":  # numba is a test dependency: the kernels must load
+        assert rnn._lstm_kernels(np, np.zeros(1, F32)) is not None
+    else:
+        monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    return request.param
+
+
+def _f32(case):
+    # second derivatives replay the layer in Tensor ops, never in the kernels (the float64
+    # tables of test_nn_rnn.py check them); in float32 they only add rounding noise
+    return dataclasses.replace(case, dtype=F32, gradgrad=False)
+
+
+def _saturating(rng):
+    """Inputs and weights large enough to drive every gate far into saturation, plus a
+    NaN and infinities in the input (they must propagate as in torch)."""
+    x = rng.uniform(-30, 30, (4, 2, 3))
+    x[1, 0, 1], x[2, 1, 0], x[3, 0, 2] = np.nan, np.inf, -np.inf
+    params = [rng.uniform(-30, 30, s) for s in ((16, 3), (16, 4), (16,), (16,))]
+    return [a.astype(F32) for a in [x] + params]
+
+
+def _lstm_fn(m, x, *params):
+    mod = m.nn.LSTM(3, 4)
+    for name, t in zip([n for n, _ in mod.named_parameters()], params):
+        delattr(mod, name)
+        setattr(mod, name, t)
+    out, (h, c) = mod(x)
+    return out, h, c
+
+
+FLOAT32 = [
+    _f32(rnn_case("LSTM_f32_odd_width", "LSTM", I=5, H=13, T=6, B=7, state=True)),
+    _f32(rnn_case("LSTM_f32_bidir_2layers_bf", "LSTM", I=3, H=9, T=5, B=4, state=True,
+                  num_layers=2, bidirectional=True, batch_first=True)),
+    _f32(rnn_case("LSTM_f32_proj", "LSTM", I=4, H=9, T=5, B=3, state=True, proj_size=5)),
+    _f32(rnn_case("LSTM_f32_unbatched_nobias", "LSTM", unbatched=True, bias=False)),
+    _f32(packed_case("LSTM_f32_packed_unsorted_bidir", "LSTM", [2, 6, 1, 4, 4],
+                     enforce_sorted=False, state=True, bidirectional=True, H=11)),
+    _f32(packed_case("LSTM_f32_proj_packed", "LSTM", [3, 5, 2], enforce_sorted=False,
+                     state=True, proj_size=3, H=7)),
+    Case("LSTM_f32_saturated_nan_inf", _lstm_fn, _saturating, dtype=F32, grad=False),
+]
+
+
+@cases(FLOAT32)
+def test_float32_lstm_matches_torch(case, path):
+    check(case)
+
+
+def _loop_inputs(rng, H=13, Hout=None, bs=(5, 5, 4, 2, 2, 1)):
+    I, B, N = 6, bs[0], sum(bs)
+    Hout = Hout or H
+    a = [rng.standard_normal(s).astype(F32) for s in
+         ((N, I), (B, Hout), (B, H), (4 * H, I), (4 * H, Hout), (4 * H,), (4 * H,))]
+    w_hr = rng.standard_normal((Hout, H)).astype(F32) if Hout != H else None
+    return a + [w_hr, bs]
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("proj", [False, True])
+def test_kernels_against_the_numpy_loop(reverse, proj, monkeypatch):
+    """Forward within float32 rounding of the NumPy loop (exp and tanh are the kernel's
+    own polynomials); backward from the same activations equal to it bit for bit."""
+    rng = np.random.default_rng(3)
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs = _loop_inputs(rng, Hout=5 if proj else None)
+    Hout = h0.shape[1]
+    args = (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse)
+    got = rnn._lstm_forward_np(np, *args)
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    want = rnn._lstm_forward_np(np, *args)
+    for g, w in zip(got[:3] + got[3], want[:3] + want[3]):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    gy, ghn, gcn = (rng.standard_normal(s).astype(F32) for s in
+                    ((x.shape[0], Hout), h0.shape, c0.shape))
+    needs = [True] * 8
+    bwd = (gy, ghn, gcn, got[3], x, w_ih, w_hh, w_hr, bs, reverse, needs)
+    want = rnn._lstm_backward_np(np, *bwd)
+    monkeypatch.undo()
+    got = rnn._lstm_backward_np(np, *bwd)
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if g is not None:
+            np.testing.assert_array_equal(g, w)
+
+
+def test_float64_and_other_devices_keep_the_numpy_loop():
+    assert rnn._lstm_kernels(np, np.zeros(1)) is None
+    assert rnn._lstm_kernels(np, np.zeros(1, F32), np.zeros(1)) is None
+    assert rnn._lstm_kernels(types.SimpleNamespace(), np.zeros(1, F32)) is None
+
+
+def _train(m, init, steps=15):
+    nn = m.nn
+    lstm, head = nn.LSTM(6, 16, batch_first=True), nn.Linear(16, 3)
+    params = list(lstm.parameters()) + list(head.parameters())
+    with m.no_grad():
+        for p, v in zip(params, init):
+            p.copy_(m.tensor(v))
+    opt = m.optim.Adam(params, lr=0.01)
+    rng = np.random.default_rng(4)
+    x = m.tensor(rng.standard_normal((10, 8, 6)).astype(F32))
+    y = m.tensor(rng.integers(0, 3, 10))
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(head(lstm(x)[0][:, -1]), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return np.array(losses), [p.detach().numpy() for p in params]
+
+
+def test_training_steps_match_torch(path):
+    torch.manual_seed(0)
+    init = [p.detach().numpy().copy() for p in list(torch.nn.LSTM(6, 16).parameters())
+            + list(torch.nn.Linear(16, 3).parameters())]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        t_loss, t_params = _train(torch, init)
+    finally:
+        torch.set_num_threads(threads)
+    e_loss, e_params = _train(ember, init)
+    np.testing.assert_allclose(e_loss, t_loss, rtol=1e-5)
+    assert e_loss[-1] < e_loss[0]
+    for e, t in zip(e_params, t_params):
+        np.testing.assert_allclose(e, t, rtol=1e-4, atol=1e-5)
+
+
+def test_compiled_step_runs_the_kernels(monkeypatch):
+    kernels = rnn._lstm_kernels(np, np.zeros(1, F32))
+    calls = {"forward_step": 0, "backward_step": 0}
+
+    def counted(name):
+        def run(*args):
+            calls[name] += 1
+            return getattr(kernels, name)(*args)
+        return run
+    monkeypatch.setitem(rnn._FUSED, "lstm", types.SimpleNamespace(
+        forward_step=counted("forward_step"), backward_step=counted("backward_step")))
+    ember.manual_seed(0)
+    lstm, head = ember.nn.LSTM(5, 8), ember.nn.Linear(8, 2)
+    opt = ember.optim.Adam(list(lstm.parameters()) + list(head.parameters()), lr=0.01)
+    x, y = ember.randn(4, 3, 5), ember.randint(0, 2, (3,))
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = ember.nn.functional.cross_entropy(head(lstm(x)[0][-1]), y)
+        loss.backward()
+        opt.step()
+        return loss
+    cstep = ember.compile(step, fullgraph=True)
+    for _ in range(3):
+        cstep(x, y)
+    assert cstep.stats["replays"] == 2
+    assert calls == {"forward_step": 12, "backward_step": 12}  # 3 steps x 4 time steps
+
+
+def test_without_numba_the_numpy_loop_runs(monkeypatch):
+    import ember.ops
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
+    monkeypatch.delitem(sys.modules, "ember.ops._lstm_numba", raising=False)
+    monkeypatch.delattr(ember.ops, "_lstm_numba", raising=False)
+    monkeypatch.delitem(rnn._FUSED, "lstm", raising=False)
+    assert rnn._lstm_kernels(np, np.zeros(1, F32)) is None
+    check(FLOAT32[0])
+
+
+def test_uncachable_kernels_still_compile(monkeypatch):
+    """Where numba finds no writable cache directory, the kernels compile in memory."""
+    from numba.core import caching
+
+    from ember.ops import _lstm_numba
+    monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])
+
+    def plus_one(x):
+        return x + 1
+    f = _lstm_numba._jit(plus_one)
+    assert f(1) == 2
+    assert type(f._cache).__name__ == "NullCache"
+
+
+def test_numba_is_imported_when_an_lstm_first_runs():
+    code = ("import sys, ember\n"
+            "assert 'numba' not in sys.modules\n"
+            "ember.nn.GRU(2, 3)(ember.randn(2, 1, 2))\n"
+            "ember.nn.LSTM(2, 3).double()(ember.randn(2, 1, 2).double())\n"
+            "assert 'numba' not in sys.modules\n"
+            "ember.nn.LSTM(2, 3)(ember.randn(2, 1, 2))\n"
+            "assert 'numba' in sys.modules\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(ember.__file__)))
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
