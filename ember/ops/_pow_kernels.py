@@ -207,3 +207,327 @@ def sleef_powf(x, y):
         r = np.where(zero_or_inf, _mulsign(big, np.where(yodd, x, _F32(1))), r)
         r = np.where(np.isnan(x) | np.isnan(y), np.uint32(0xFFFFFFFF).view(_F32), r)
         return np.where((y == 0) | (x == 1), _F32(1), r)
+
+
+# ---------------------------------------------------------------------------
+# float64 building blocks: a fused multiply-add from an exact product and a sum
+# rounded to odd (Boldo and Melquiond's emulation), then double-double arithmetic
+
+_SPLIT = 134217729.0  # 2**27 + 1, Veltkamp's splitting constant
+
+
+def _prod_err64(a, b, p):
+    """The exact error ``a * b - p`` of a float64 product ``p = fl(a * b)``."""
+    c = _SPLIT * a
+    ah = c - (c - a)
+    al = a - ah
+    c = _SPLIT * b
+    bh = c - (c - b)
+    bl = b - bh
+    return ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _fma64(a, b, c):
+    """``a * b + c`` rounded once to float64."""
+    p = a * b
+    pl = _prod_err64(a, b, p)
+    th = c + p
+    v = th - c
+    tl = (c - (th - v)) + (p - v)
+    # tl + pl rounded to odd, so that adding it to th rounds once
+    s = tl + pl
+    v = s - tl
+    e = (tl - (s - v)) + (pl - v)
+    bits = s.view(np.int64)
+    odd = (e != 0) & np.isfinite(e) & ((bits & 1) == 0)
+    if odd.any():
+        step = np.where((e > 0) == (s > 0), 1, -1)
+        s = np.where(odd, bits + step, bits).view(_F64)
+    r = th + s
+    return np.where(np.isfinite(r), r, p + c)
+
+
+def _dd_add2_dd(xx, xy, y):
+    s = xx + y
+    v = s - xx
+    return s, ((xx - (s - v)) + (y - v)) + xy
+
+
+def _dd_add(xx, xy, yx, yy):
+    s = xx + yx
+    return s, (((xx - s) + yx) + xy) + yy
+
+
+def _dd_mul_d(xx, xy, y):
+    s = xx * y
+    return s, _fma64(xy, y, _prod_err64(xx, y, s))
+
+
+def _dd_mul(xx, xy, yx, yy):
+    s = xx * yx
+    return s, _fma64(xx, yy, _fma64(xy, yx, _prod_err64(xx, yx, s)))
+
+
+def _dd_squ(xx, xy):
+    s = xx * xx
+    return s, _fma64(xx + xx, xy, _prod_err64(xx, xx, s))
+
+
+def _dd_div(nx, ny, dx, dy):
+    t = 1.0 / dx
+    s = nx * t
+    u = _prod_err64(t, nx, s)
+    v = _fma64(-dy, t, _fma64(-dx, t, 1.0))
+    return s, _fma64(s, v, _fma64(ny, t, u))
+
+
+def _poly8(x, x2, x4, c):
+    """SLEEF's Estrin scheme for degree 7 (coefficients highest first)."""
+    def p2(c1, c0):
+        return _fma64(x, c1, c0)
+
+    def p4(c3, c2, c1, c0):
+        return _fma64(x2, p2(c3, c2), p2(c1, c0))
+    return _fma64(x4, p4(*c[:4]), p4(*c[4:]))
+
+
+def _logk_d(d):
+    mant, ex = np.frexp(d)
+    m = np.where(mant >= 0.75, mant, mant * 2.0)
+    scaled = d * (1.0 / 0.75)
+    _, e = np.frexp(scaled)
+    e = (e - 1).astype(_F64)
+    e = np.where(d == 0, -np.inf, e)
+    e = np.where(np.isinf(scaled), 1024.0, e)
+    m = np.where(np.isinf(d), 1.0, m)
+    ax, ay = _add2_ff(-1.0, m)
+    bx, by = _add2_ff(1.0, m)
+    xx, xy = _dd_div(ax, ay, bx, by)
+    x2x, x2y = _dd_squ(xx, xy)
+    x4 = x2x * x2x
+    x8 = x4 * x4
+    x16 = x8 * x8
+    c = (0.116255524079935043668677, 0.103239680901072952701192, 0.117754809412463995466069,
+         0.13332981086846273921509, 0.153846227114512262845736, 0.181818180850050775676507,
+         0.222222222230083560345903, 0.285714285714249172087875, 0.400000000000000077715612)
+    t = _fma64(x16, c[0], _poly8(x2x, x4, x8, c[1:]))
+    sx, sy = _dd_mul_d(0.693147180559945286226764, 2.319046813846299558417771e-17, e)
+    sx, sy = _dd_add(sx, sy, xx * 2.0, xy * 2.0)
+    qx, qy = _dd_mul(x2x, x2y, xx, xy)
+    px, py = _dd_mul(qx, qy, 0.666666666666666629659233, 3.80554962542412056336616e-17)
+    sx, sy = _dd_add(sx, sy, px, py)
+    qx, qy = _dd_mul(x2x, x2y, qx, qy)
+    px, py = _dd_mul_d(qx, qy, t)
+    return _dd_add(sx, sy, px, py)
+
+
+def _pow2i(q):
+    """2**q from the exponent field alone, with the vector unit's int32 wraparound."""
+    hi = ((q + np.int32(0x3ff)) << 20).astype(np.uint32).astype(np.uint64) << np.uint64(32)
+    return hi.view(_F64)
+
+
+def _expk_d(dx, dy):
+    u = (dx + dy) * 1.442695040888963407359924681001892137426645954152985934135449406931
+    dq = np.rint(u)
+    ok = np.abs(dq) < 2.0 ** 31
+    q = np.where(ok, np.where(ok, dq, 0), -2.0 ** 31).astype(np.int32)
+    sx, sy = _dd_add2_dd(dx, dy, dq * -.69314718055966295651160180568695068359375)
+    sx, sy = _dd_add2_dd(sx, sy, dq * -.28235290563031577122588448175013436025525412068e-12)
+    s = sx + sy
+    sx, sy = s, (sx - s) + sy
+    s2 = sx * sx
+    s4 = s2 * s2
+    s8 = s4 * s4
+    c = (2.51069683420950419527139e-08, 2.76286166770270649116855e-07,
+         2.75572496725023574143864e-06, 2.48014973989819794114153e-05,
+         0.000198412698809069797676111, 0.0013888888939977128960529,
+         0.00833333333332371417601081, 0.0416666666665409524128449,
+         0.166666666666666740681535, 0.500000000000000999200722)
+    u = _fma64(s8, _fma64(sx, c[0], c[1]), _poly8(sx, s2, s4, c[2:]))
+    s = 1.0 + sx
+    tx, ty = s, ((1.0 - s) + sx) + sy
+    ax, ay = _dd_squ(sx, sy)
+    ax, ay = _dd_mul_d(ax, ay, u)
+    tx, ty = _dd_add(tx, ty, ax, ay)
+    u = tx + ty
+    h = q >> 1
+    u = u * _pow2i(h) * _pow2i(q - h)
+    return np.where(dx < -1000.0, 0.0, u)
+
+
+def _mulsign64(x, y):
+    return (x.view(np.uint64) ^ (y.view(np.uint64) & np.uint64(1 << 63))).view(_F64)
+
+
+def _sleef_pow_f64(x, y):
+    """SLEEF's 1-ulp vector ``pow`` on float64 arrays (``y`` may be 0-d)."""
+    x = np.ascontiguousarray(x, _F64)
+    y = np.ascontiguousarray(y, _F64)
+    with np.errstate(all="ignore"):
+        yint = np.rint(y) == y
+        half = y * 0.5
+        yodd = (np.rint(half) != half) & yint
+        lx, ly = _logk_d(np.abs(x))
+        dx, dy = _dd_mul_d(lx, ly, y)
+        r = _expk_d(dx, dy)
+        r = np.where(dx > float.fromhex("0x1.62e42fefa39efp+9"), np.inf, r)
+        sign = np.where(x > 0, 1.0, np.where(yint, np.where(yodd, -1.0, 1.0), np.nan))
+        r = r * sign
+        efx = _mulsign64(np.abs(x) - 1.0, np.broadcast_to(y, x.shape))
+        r = np.where(np.isinf(y), np.where(efx < 0, 0.0, np.where(efx == 0, 1.0, np.inf)), r)
+        zero_or_inf = np.isinf(x) | (x == 0)
+        big = np.where(np.signbit(y) ^ (x == 0), 0.0, np.inf)
+        r = np.where(zero_or_inf, _mulsign64(big, np.where(yodd, x, 1.0)), r)
+        nan = np.uint64(0xFFFFFFFFFFFFFFFF).view(_F64)
+        r = np.where(np.isnan(x) | np.isnan(y), nan, r)
+        return np.where((y == 0) | (x == 1), 1.0, r)
+
+
+# ---------------------------------------------------------------------------
+# the scalar path: the C library's pow, as PyTorch's scalar loop calls it
+
+def _load_libm():
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        fns = []
+        for name, t in (("pow", ctypes.c_double), ("powf", ctypes.c_float)):
+            f = getattr(lib, name)
+            f.restype = t
+            f.argtypes = (t, t)
+            fns.append(f)
+        return tuple(fns)
+    except (OSError, AttributeError):  # no C library to call: extended precision below
+        return None
+
+
+_LIBM = _load_libm()
+_SMALL = 4096  # above this many scalar-path elements, extended precision is used
+
+
+def _c_pow(x, y, single):
+    """The C library's ``pow`` (double) or ``powf`` (``single``) on flat arrays."""
+    out_t = _F32 if single else _F64
+    if _LIBM is None or x.size > _SMALL:
+        # powl and one rounding: the correctly rounded value, which glibc's pow and
+        # powf give in all but rare cases
+        with np.errstate(all="ignore"):
+            r = np.power(x.astype(np.longdouble), y.astype(np.longdouble)).astype(out_t)
+        # a domain error gives the x86 default NaN, whose sign bit is set
+        return np.where(np.isnan(r) & ~np.isnan(x) & ~np.isnan(y), -np.abs(r), r)
+    f = _LIBM[1] if single else _LIBM[0]
+    return np.array([f(a, b) for a, b in zip(x.tolist(), y.tolist())], out_t)
+
+
+# ---------------------------------------------------------------------------
+# which elements PyTorch's loop sends to the vector path
+
+def _iteration(arrays, shape):
+    """PyTorch's iteration over broadcast operands: the axis order (outermost first),
+    the length of the innermost coalesced run, and whether that run is vectorised
+    (every operand contiguous, or one a broadcast scalar)."""
+    ops = [np.broadcast_to(a, shape) for a in arrays]
+    axes = [d for d in range(len(shape)) if shape[d] != 1]
+    # order the axes as TensorIterator does: by the strides of the first operand that
+    # is not broadcast along them, larger strides outside
+    key = []
+    for d in axes:
+        st = next((abs(o.strides[d]) for o in ops if o.strides[d] != 0), 0)
+        key.append(st)
+    order = [d for _, d in sorted(zip(key, axes), key=lambda t: -t[0])] if axes else []
+    perm = order + [d for d in range(len(shape)) if d not in order]
+    if not order:
+        return perm, int(np.prod(shape, dtype=np.int64)), True
+    inner = shape[order[-1]]
+    k = len(order) - 1
+    while k > 0:
+        outer, inn = order[k - 1], order[k]
+        if all(o.strides[outer] == o.strides[inn] * shape[inn] for o in ops):
+            inner *= shape[outer]
+            k -= 1
+        else:
+            break
+    item = ops[0].itemsize
+    inn = order[-1]
+    strides = [o.strides[inn] for o in ops]
+    vec = all(s == item for s in strides) or (
+        len(ops) > 1 and sum(s == 0 for s in strides) == 1 and
+        all(s in (0, item) for s in strides))
+    return perm, inner, vec
+
+
+def vector_mask(n, inner, vec, block, threads):
+    """Flat mask over ``n`` elements in iteration order: True where PyTorch's loop
+    runs the vector kernel. Rows of ``inner`` elements; with at least 32768 elements
+    and several threads, the range is first cut into one chunk per thread."""
+    mask = np.zeros(n, bool)
+    if not vec or n == 0:
+        return mask
+    chunk = n
+    if n >= _GRAIN and threads > 1:
+        nt = min(threads, -(-n // _GRAIN))
+        chunk = -(-n // nt)
+    cuts = sorted(set(range(0, n, inner)) | set(range(0, n, chunk)))
+    if len(cuts) <= 256:
+        cuts.append(n)
+        for s, e in zip(cuts[:-1], cuts[1:]):
+            mask[s:s + (e - s) // block * block] = True
+        return mask
+    i = np.arange(n, dtype=np.int64)
+    s = np.maximum(i // inner * inner, i // chunk * chunk)
+    e = np.minimum(np.minimum(i // inner * inner + inner, i // chunk * chunk + chunk), n)
+    return i < s + (e - s) // block * block
+
+
+# ---------------------------------------------------------------------------
+# entry point
+
+def _threads():
+    from ember.backend.threads import get_num_threads
+    return get_num_threads()
+
+
+def cpu_pow(x, y):
+    """``x ** y`` as PyTorch's CPU kernel computes it, for a float ndarray ``x``
+    (float16, bfloat16, float32 or float64) and ``y`` either a Python number (the
+    tensor-scalar kernel: the exponent is cast to ``x``'s dtype, or kept in double
+    on the scalar path of float32/float64) or an ndarray of ``x``'s dtype (the
+    tensor-tensor kernel, broadcast). The exponents PyTorch special-cases (0, 1, 2,
+    3, -1, -2, 0.5, -0.5) are the caller's."""
+    dt = x.dtype
+    scalar = not isinstance(y, np.ndarray)
+    shape = x.shape if scalar else np.broadcast_shapes(x.shape, y.shape)
+    arrays = [x] if scalar else [x, y]
+    perm, inner, vec = _iteration(arrays, shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    mask = vector_mask(n, inner, vec, _BLOCK[dt.itemsize], _threads())
+    wide = dt == _F64
+    work = _F64 if wide else _F32
+    xf = np.broadcast_to(x, shape).transpose(perm).reshape(-1).astype(work, copy=False)
+    if scalar:
+        yv = np.array(y, dt).astype(work)  # the vector kernel's exponent, in x's dtype
+        ys = np.array(y, _F64) if dt.itemsize >= 4 else yv  # std::pow(float, double)
+        yf = None
+    else:
+        yf = np.broadcast_to(y, shape).transpose(perm).reshape(-1).astype(work, copy=False)
+    out = np.empty(n, work)
+    vec_fn = _sleef_pow_f64 if wide else sleef_powf
+    if mask.any():
+        xm = xf if mask.all() else xf[mask]
+        ym = yv if scalar else (yf if mask.all() else yf[mask])
+        out[mask] = vec_fn(xm, ym)
+    rest = ~mask
+    if rest.any():
+        xr = xf[rest]
+        if scalar:
+            yr = np.broadcast_to(ys, xr.shape)
+            single = dt.itemsize < 4  # Half and BFloat16 call powf, float32 calls pow
+        else:
+            yr = yf[rest]
+            single = not wide
+        if scalar and not single:
+            out[rest] = _c_pow(xr.astype(_F64), yr, False).astype(work)
+        else:
+            out[rest] = _c_pow(xr, yr.astype(work), single)
+    out = out.astype(dt, copy=False).reshape([shape[d] for d in perm])
+    return out.transpose(np.argsort(perm))
