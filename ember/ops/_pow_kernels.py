@@ -487,23 +487,77 @@ def _threads():
     return get_num_threads()
 
 
+def _bf16_special(c):
+    """PyTorch's bfloat16 kernels for the exponents it special-cases, on float32
+    values, each product rounded to bfloat16 as its bfloat16 arithmetic does; and
+    whether the kernel is a plain vectorised map (no scalar tail)."""
+    def rnd(v):
+        return v.astype(_BF16).astype(_F32)
+    one = _F32(1)
+    table = {0.5: (np.sqrt, True), -0.5: (lambda f: one / np.sqrt(f), False),
+             -1: (lambda f: one / f, False), 2: (lambda f: f * f, False),
+             3: (lambda f: rnd(f * f) * f, False), -2: (lambda f: one / rnd(f * f), False)}
+    return table.get(c)
+
+
+_BF16 = None
+
+
+def _round_bf16(v, vec):
+    """float32 to bfloat16 as PyTorch rounds: NaN becomes 0xFFFF in the vector
+    conversion and 0x7FC0 in the scalar one."""
+    r = v.astype(_BF16)
+    nan = np.isnan(v)
+    if nan.any():
+        b = r.view(np.uint16)
+        b[nan & vec] = 0xFFFF
+        b[nan & ~vec] = 0x7FC0
+    return r
+
+
+_LIMITS = {"float16": (65504.0, "c10::Half"), "bfloat16": (3.3895313892515355e38, "c10::BFloat16")}
+
+
 def cpu_pow(x, y):
     """``x ** y`` as PyTorch's CPU kernel computes it, for a float ndarray ``x``
     (float16, bfloat16, float32 or float64) and ``y`` either a Python number (the
     tensor-scalar kernel: the exponent is cast to ``x``'s dtype, or kept in double
     on the scalar path of float32/float64) or an ndarray of ``x``'s dtype (the
-    tensor-tensor kernel, broadcast). The exponents PyTorch special-cases (0, 1, 2,
-    3, -1, -2, 0.5, -0.5) are the caller's."""
+    tensor-tensor kernel, broadcast). Of the exponents PyTorch special-cases, the
+    float32/float64 ones (2, 3, -1, -2, 0.5, -0.5) are the caller's; bfloat16's are
+    here, since their NaNs depend on the element's position."""
+    global _BF16
     dt = x.dtype
     scalar = not isinstance(y, np.ndarray)
+    if scalar and dt.name in _LIMITS and np.isfinite(y) and abs(y) > _LIMITS[dt.name][0]:
+        raise RuntimeError(f"value cannot be converted to type {_LIMITS[dt.name][1]} "
+                           "without overflow")
+    if dt.name == "bfloat16":
+        _BF16 = dt
     shape = x.shape if scalar else np.broadcast_shapes(x.shape, y.shape)
     arrays = [x] if scalar else [x, y]
     perm, inner, vec = _iteration(arrays, shape)
     n = int(np.prod(shape, dtype=np.int64))
-    mask = vector_mask(n, inner, vec, _BLOCK[dt.itemsize], _threads())
+    special = _bf16_special(y) if scalar and dt.name == "bfloat16" else None
+    if special is not None and special[1]:
+        mask = np.ones(n, bool)
+    else:
+        mask = vector_mask(n, inner, vec, _BLOCK[dt.itemsize], _threads())
     wide = dt == _F64
     work = _F64 if wide else _F32
     xf = np.broadcast_to(x, shape).transpose(perm).reshape(-1).astype(work, copy=False)
+    with np.errstate(all="ignore"):
+        if special is not None:
+            out = special[0](xf)
+        else:
+            out = _pow_flat(xf, y, scalar, shape, perm, mask, dt, work)
+    out = _round_bf16(out, mask) if dt.name == "bfloat16" else out.astype(dt, copy=False)
+    return out.reshape([shape[d] for d in perm]).transpose(np.argsort(perm))
+
+
+def _pow_flat(xf, y, scalar, shape, perm, mask, dt, work):
+    wide = work == _F64
+    n = xf.size
     if scalar:
         yv = np.array(y, dt).astype(work)  # the vector kernel's exponent, in x's dtype
         ys = np.array(y, _F64) if dt.itemsize >= 4 else yv  # std::pow(float, double)
@@ -529,5 +583,4 @@ def cpu_pow(x, y):
             out[rest] = _c_pow(xr.astype(_F64), yr, False).astype(work)
         else:
             out[rest] = _c_pow(xr, yr.astype(work), single)
-    out = out.astype(dt, copy=False).reshape([shape[d] for d in perm])
-    return out.transpose(np.argsort(perm))
+    return out
