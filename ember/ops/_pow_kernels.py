@@ -38,20 +38,27 @@ _GRAIN = 32768  # ATen's internal grain size: smaller loops run on one thread
 # float32 building blocks: float32 arithmetic with fused multiply-adds
 
 def _fma32(a, b, c):
-    """``a * b + c`` rounded once to float32: the product is exact in float64, the sum
-    is rounded to odd there (so the second rounding cannot double-round)."""
+    """``a * b + c`` rounded once to float32. The product is exact in float64 and the
+    sum rounds there once more; that second rounding can only mislead the final one
+    when it lands exactly on a float32 midpoint (or below float32's normal range), so
+    only those elements are redone with the sum rounded to odd."""
     p = a.astype(_F64) * b
-    c = np.asarray(c, _F64)
     s = p + c
-    v = s - p
-    e = (p - (s - v)) + (c - v)
+    out = s.astype(_F32)
     bits = s.view(np.int64)
-    inexact = (e != 0) & np.isfinite(s) & ((bits & 1) == 0)
-    if inexact.any():
-        step = np.where((e > 0) == (s > 0), 1, -1)
-        bits = np.where(inexact, bits + step, bits)
-        s = bits.view(_F64)
-    return s.astype(_F32)
+    hard = ((bits & 0x1FFFFFFF) == 0x10000000) | \
+        ((bits & 0x7FF0000000000000) < 0x3810000000000000)  # |s| < 2**-126
+    if hard.any():
+        ph = np.broadcast_to(p, s.shape)[hard]
+        sh = s[hard]
+        ch = np.broadcast_to(np.asarray(c, _F64), s.shape)[hard]
+        v = sh - ph
+        e = (ph - (sh - v)) + (ch - v)
+        sb = sh.view(np.int64)
+        odd = (e != 0) & np.isfinite(e) & ((sb & 1) == 0)
+        sb = np.where(odd, sb + np.where((e > 0) == (sh > 0), 1, -1), sb)
+        out[hard] = sb.view(_F64).astype(_F32)
+    return out
 
 
 def _prod_err(a, b, s):
@@ -183,10 +190,86 @@ def _mulsign(x, y):
     return (x.view(np.uint32) ^ (y.view(np.uint32) & np.uint32(0x80000000))).view(_F32)
 
 
+_MID_TOL = 1 << 17  # 2**-12 ulp of float32, in units of the float64 bits below it
+
+
+def _near_mid32(v):
+    """Where a float64 lies within 2**-12 ulp of a float32 rounding midpoint, or
+    outside float32's normal range: there a small error could flip its rounding."""
+    bits = v.view(np.int64)
+    low = (bits & np.int64(0x1FFFFFFF)) - np.int64(0x10000000)
+    expo = bits & np.int64(0x7FF0000000000000)
+    return (np.abs(low) < _MID_TOL) | (expo < np.int64(0x3820000000000000)) | \
+        (expo > np.int64(0x47D0000000000000))
+
+
+def _powf_fast(x, y):
+    """SLEEF's ``powf`` for most elements at a fraction of the emulation's cost, and
+    the elements it cannot vouch for.
+
+    SLEEF's result is its double-float value rounded once to float32. That value is
+    recomputed here in float64 from the same formula, keeping exactly the float32
+    quantities that steer it (the polynomial evaluations, the exponent ``q``, the
+    reduced argument's leading part); the float64 value is then within about 2**-20
+    ulp of SLEEF's, so its rounding is SLEEF's wherever it is farther than 2**-12 ulp
+    from a rounding midpoint. Elements near a midpoint, and every special or extreme
+    case, are returned as ``hard`` for the full emulation."""
+    ax = np.abs(x)
+    mant, _ = np.frexp(ax)
+    m = np.where(mant >= _F32(0.75), mant, mant * _F32(2))
+    _, e = np.frexp(ax * _F32(1.0 / 0.75))
+    dx = _F32(1) + m
+    xx = (m - _F32(1)) * (_F32(1) / dx)
+    x2x = xx * xx
+    t = _fma32(np.full_like(x2x, 0.240320354700088500976562), x2x,
+               _F32(0.285112679004669189453125))
+    t = _fma32(t, x2x, _F32(0.400007992982864379882812)).astype(_F64)
+    m64 = m.astype(_F64)
+    X = (m64 - 1.0) / (m64 + 1.0)
+    X2 = X * X
+    c = float(_F32(0.66666662693023681640625)) + float(_F32(3.69183861259614332084311e-09))
+    ln2 = float(_F32(0.69314718246459960938)) + float(_F32(-1.904654323148236017e-09))
+    L = (e - 1).astype(_F64) * ln2 + (2.0 * X + X * X2 * (c + X2 * t))
+    D = L * y.astype(_F64)
+    hard = _near_mid32(D) & (D != 0)
+    u = D.astype(_F32) * _F32(1.442695040888963407359924681001892137426645954152985934135449406931)
+    q = np.rint(np.clip(u, -300, 300))
+    S = (D - q * float(_F32(0.693145751953125))) - q * float(_F32(1.428606765330187045e-06))
+    hard |= _near_mid32(S) & (S != 0)
+    sx = S.astype(_F32)
+    p = _fma32(np.full_like(sx, 0.00136324646882712841033936), sx,
+               _F32(0.00836596917361021041870117))
+    p = _fma32(p, sx, _F32(0.0416710823774337768554688))
+    p = _fma32(p, sx, _F32(0.166665524244308471679688))
+    p = _fma32(p, sx, _F32(0.499999850988388061523438))
+    T = 1.0 + (S + S * S * p.astype(_F64))
+    R = np.ldexp(T, q.astype(np.int32))
+    hard |= _near_mid32(R)
+    hard |= ~(ax < _F32(2.0 ** 127)) | (x == 0) | ~np.isfinite(y) | ~(np.abs(D) < 80)
+    yint = np.trunc(y) == y
+    hard |= (x < 0) & ~yint
+    odd = yint & (np.abs(y) < _F32(1 << 24)) & (np.fmod(y, _F32(2)) != 0)
+    r = R.astype(_F32)
+    r = np.where((x < 0) & odd, -r, r)
+    r = np.where((y == 0) | (x == 1), _F32(1), r)
+    return r, hard & (y != 0) & (x != 1)
+
+
 def sleef_powf(x, y):
-    """SLEEF's 1-ulp vector ``powf`` on float32 arrays of one shape."""
+    """SLEEF's 1-ulp vector ``powf`` on a flat float32 array ``x`` and an exponent
+    ``y`` of its shape or 0-d: the fast recomputation, then the full emulation where
+    that cannot vouch for the rounding."""
     x = np.ascontiguousarray(x, _F32)
     y = np.ascontiguousarray(y, _F32)
+    with np.errstate(all="ignore"):
+        r, hard = _powf_fast(x, y)
+    if hard.any():
+        r[hard] = _sleef_powf_exact(x[hard], y if y.shape != x.shape else y[hard])
+    return r
+
+
+def _sleef_powf_exact(x, y):
+    """SLEEF's ``powf``, every operation emulated."""
     with np.errstate(all="ignore"):
         ay = np.abs(y)
         yint = (np.trunc(y) == y) | (ay > _F32(1 << 24))
@@ -555,6 +638,17 @@ def cpu_pow(x, y):
     return out.reshape([shape[d] for d in perm]).transpose(np.argsort(perm))
 
 
+def _chunked(fn, x, y, size=1 << 16):
+    """``fn`` over cache-sized pieces: a few hundred array passes stay in cache."""
+    if x.size <= size:
+        return fn(x, y)
+    out = np.empty_like(x)
+    whole = np.shape(y) != x.shape
+    for i in range(0, x.size, size):
+        out[i:i + size] = fn(x[i:i + size], y if whole else y[i:i + size])
+    return out
+
+
 def _pow_flat(xf, y, scalar, shape, perm, mask, dt, work):
     wide = work == _F64
     n = xf.size
@@ -569,7 +663,7 @@ def _pow_flat(xf, y, scalar, shape, perm, mask, dt, work):
     if mask.any():
         xm = xf if mask.all() else xf[mask]
         ym = yv if scalar else (yf if mask.all() else yf[mask])
-        out[mask] = vec_fn(xm, ym)
+        out[mask] = _chunked(vec_fn, xm, ym)
     rest = ~mask
     if rest.any():
         xr = xf[rest]
