@@ -23,14 +23,33 @@ take which path depends on their position. This module reproduces both paths:
 """
 import ctypes
 import ctypes.util
+import os
 
 import numpy as np
 
 _F32 = np.float32
 _F64 = np.float64
 
-# elements per unrolled vector step (two 512-bit vectors) by dtype itemsize
-_BLOCK = {8: 16, 4: 32, 2: 64}
+
+
+def _vector_bytes():
+    """The width of PyTorch's CPU vectors here: 64 bytes where it dispatches to its
+    AVX-512 kernels (``ATEN_CPU_CAPABILITY`` or the CPU's flags), else 32 (AVX2)."""
+    cap = os.environ.get("ATEN_CPU_CAPABILITY", "").lower()
+    if cap in ("avx2", "default"):
+        return 32
+    if cap == "avx512":
+        return 64
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((ln for ln in f if ln.startswith("flags")), "").split()
+    except OSError:  # not Linux: the AVX-512 layout, the one ember is tested on
+        return 64
+    return 64 if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= set(flags) else 32
+
+
+# elements per unrolled vector step (two vectors) by dtype itemsize
+_BLOCK = {k: 2 * _vector_bytes() // k for k in (8, 4, 2)}
 _GRAIN = 32768  # ATen's internal grain size: smaller loops run on one thread
 
 
