@@ -528,6 +528,8 @@ def _iteration(arrays, shape):
     """PyTorch's iteration over broadcast operands: the axis order (outermost first),
     the length of the innermost coalesced run, and whether that run is vectorised
     (every operand contiguous, or one a broadcast scalar)."""
+    if all(a.flags.c_contiguous and (a.shape == shape or a.size == 1) for a in arrays):
+        return list(range(len(shape))), int(np.prod(shape, dtype=np.int64)), True
     ops = [np.broadcast_to(a, shape) for a in arrays]
     axes = [d for d in range(len(shape)) if shape[d] != 1]
     # order the axes as TensorIterator does: by the strides of the first operand that
@@ -620,6 +622,12 @@ def _round_bf16(v, vec):
 _LIMITS = {"float16": (65504.0, "c10::Half"), "bfloat16": (3.3895313892515355e38, "c10::BFloat16")}
 
 
+def _is_bf16(dt):
+    """Whether ``dt`` is ml_dtypes' bfloat16 (kind 'V', two bytes; checked without
+    ``dtype.name``, which is slow)."""
+    return dt.kind == "V" and dt.itemsize == 2 and dt.name == "bfloat16"
+
+
 def cpu_pow(x, y):
     """``x ** y`` as PyTorch's CPU kernel computes it, for a float ndarray ``x``
     (float16, bfloat16, float32 or float64) and ``y`` either a Python number (the
@@ -631,30 +639,39 @@ def cpu_pow(x, y):
     global _BF16
     dt = x.dtype
     scalar = not isinstance(y, np.ndarray)
-    if scalar and dt.name in _LIMITS and np.isfinite(y) and abs(y) > _LIMITS[dt.name][0]:
-        raise RuntimeError(f"value cannot be converted to type {_LIMITS[dt.name][1]} "
-                           "without overflow")
-    if dt.name == "bfloat16":
+    bf16 = _is_bf16(dt)
+    if scalar and dt.itemsize == 2 and np.isfinite(y):
+        limit, name = _LIMITS["bfloat16" if bf16 else "float16"]
+        if abs(y) > limit:
+            raise RuntimeError(f"value cannot be converted to type {name} without overflow")
+    if bf16:
         _BF16 = dt
     shape = x.shape if scalar else np.broadcast_shapes(x.shape, y.shape)
     arrays = [x] if scalar else [x, y]
     perm, inner, vec = _iteration(arrays, shape)
     n = int(np.prod(shape, dtype=np.int64))
-    special = _bf16_special(y) if scalar and dt.name == "bfloat16" else None
+    special = _bf16_special(y) if scalar and bf16 else None
     if special is not None and special[1]:
         mask = np.ones(n, bool)
     else:
         mask = vector_mask(n, inner, vec, _BLOCK[dt.itemsize], _threads())
     wide = dt == _F64
     work = _F64 if wide else _F32
-    xf = np.broadcast_to(x, shape).transpose(perm).reshape(-1).astype(work, copy=False)
+    xf = _flat(x, shape, perm).astype(work, copy=False)
     with np.errstate(all="ignore"):
         if special is not None:
             out = special[0](xf)
         else:
             out = _pow_flat(xf, y, scalar, shape, perm, mask, dt, work)
-    out = _round_bf16(out, mask) if dt.name == "bfloat16" else out.astype(dt, copy=False)
+    out = _round_bf16(out, mask) if bf16 else out.astype(dt, copy=False)
     return out.reshape([shape[d] for d in perm]).transpose(np.argsort(perm))
+
+
+def _flat(a, shape, perm):
+    """``a`` broadcast to ``shape``, flattened in the iteration order ``perm``."""
+    if a.shape == shape and a.flags.c_contiguous and perm == sorted(perm):
+        return a.reshape(-1)
+    return np.broadcast_to(a, shape).transpose(perm).reshape(-1)
 
 
 def _chunked(fn, x, y, size=1 << 16):
@@ -676,7 +693,7 @@ def _pow_flat(xf, y, scalar, shape, perm, mask, dt, work):
         ys = np.array(y, _F64) if dt.itemsize >= 4 else yv  # std::pow(float, double)
         yf = None
     else:
-        yf = np.broadcast_to(y, shape).transpose(perm).reshape(-1).astype(work, copy=False)
+        yf = _flat(y, shape, perm).astype(work, copy=False)
     out = np.empty(n, work)
     vec_fn = _sleef_pow_f64 if wide else sleef_powf
     if mask.any():

@@ -11,7 +11,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._pow_kernels import cpu_pow
+from ember.ops._pow_kernels import _is_bf16, cpu_pow
 from ember.ops._util import (
     cj,
     default_float_np,
@@ -295,10 +295,10 @@ class Pow(Primitive):
 
 def _cpu_float(x):
     """A NumPy array of a dtype PyTorch's CPU pow kernel rounds its own way."""
-    return type(x) is np.ndarray and x.dtype.name in _POW_DTYPES
-
-
-_POW_DTYPES = ("float16", "bfloat16", "float32", "float64")
+    if type(x) is not np.ndarray:
+        return False
+    dt = x.dtype
+    return (dt.kind == "f" and dt.itemsize <= 8) or _is_bf16(dt)
 
 
 def _float_pow_scalar(x, c):
@@ -315,7 +315,7 @@ def _float_pow_scalar(x, c):
         return x.copy()
     if x.dtype == np.float16:  # PyTorch's Half kernel has no special cases
         return cpu_pow(x, float(c))
-    if x.dtype.name == "bfloat16":  # its special cases round per product: the kernels'
+    if _is_bf16(x.dtype):  # its special cases round per product: the kernels'
         return cpu_pow(x, c)
     one = x.dtype.type(1)
     if c == 2:
