@@ -1,18 +1,22 @@
 """``pow`` rounded as PyTorch's CPU kernel rounds it, in NumPy alone.
 
-PyTorch's CPU ``pow`` (AVX-512 build, the one the test machines run) sends each full
-block of vector lanes through SLEEF's 1-ulp vector ``powf``/``pow`` and the elements
-left over at the end of each contiguous run through the C library's scalar ``pow``.
-SLEEF's result is within one ulp but not correctly rounded, so about 2% of float32
-powers differ from the correctly rounded value in the last bit, and which elements
-take which path depends on their position. This module reproduces both paths:
+PyTorch's CPU ``pow`` sends each full block of two vectors (AVX-512 or AVX2) through
+SLEEF's 1-ulp vector ``powf``/``pow`` and the elements left over at the end of each
+contiguous run through the C library's scalar ``pow``. SLEEF's result is within one
+ulp but not correctly rounded, so about 2% of float32 (4% of float64) powers differ
+from the correctly rounded value in the last bit, and which elements take which
+path depends on their position. This module reproduces both paths:
 
 * the vector path is an emulation of SLEEF's algorithm (double-float logarithm,
   scaled by the exponent, double-float exponential, with fused multiply-adds),
   written from its published description: float32 operations are NumPy float32
   operations (each correctly rounded, as the vector unit's), and a fused
-  multiply-add is computed in float64 and rounded to odd before the final rounding
-  to float32, which makes the double rounding exact;
+  multiply-add is computed in float64, redone with the sum rounded to odd where
+  the double rounding could mislead; float64 gets an exact fused multiply-add from
+  Veltkamp splitting and rounding to odd;
+* float32 first takes a fast path (:func:`_powf_fast`) that recomputes SLEEF's
+  value in float64 and keeps the full emulation for elements near a rounding
+  midpoint;
 * the scalar path calls the C library's ``pow``/``powf`` through ctypes (the same
   function PyTorch's scalar loop calls), falling back to extended precision where
   the C library cannot be loaded;
@@ -29,7 +33,6 @@ import numpy as np
 
 _F32 = np.float32
 _F64 = np.float64
-
 
 
 def _vector_bytes():
