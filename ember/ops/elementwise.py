@@ -11,6 +11,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _jvp
 from ember.ops._inplace import inplace_method
+from ember.ops._pow_kernels import _is_bf16, cpu_pow
 from ember.ops._util import (
     cj,
     default_float_np,
@@ -270,6 +271,8 @@ class Pow(Primitive):
         a, b = promote_arrays(a, b)
         if _kind(a) in "iub":
             return _int_pow(a, b)
+        if _cpu_float(a) and _cpu_float(b):
+            return cpu_pow(a, b)
         return np.power(a, b)
 
     def backward(self, gy):
@@ -291,29 +294,44 @@ class Pow(Primitive):
     jvp = _jvp.diagonal
 
 
+def _cpu_float(x):
+    """A NumPy array of a dtype PyTorch's CPU pow kernel rounds its own way."""
+    if type(x) is not np.ndarray:
+        return False
+    dt = x.dtype
+    return (dt.kind == "f" and dt.itemsize <= 8) or _is_bf16(dt)
+
+
 def _float_pow_scalar(x, c):
-    """``x ** c`` rounded as PyTorch's CPU kernel rounds it: the exponents it special-cases
-    are products and reciprocals (``x**3`` is ``x*x*x``), half precision is computed in
-    float32, and other float32 powers go through float64 (one rounding, the closest to
-    PyTorch's vectorized pow that NumPy offers)."""
-    if x.dtype == np.float16:
-        return _float_pow_scalar(x.astype(np.float32), c).astype(np.float16)
+    """``x ** c`` rounded as PyTorch's CPU kernel rounds it, bit for bit: float32,
+    float64 and bfloat16 special-case a few exponents (``x**3`` is ``x*x*x``, ``x**0.5``
+    a square root, ``x**-1`` a division; bfloat16 rounds after each product), and
+    every other power goes through SLEEF's vector ``pow`` or, for the elements left
+    over after the last full vector block, the C library's (``_pow_kernels``)."""
+    if not _cpu_float(x):  # CuPy arrays and complex: the array library's power
+        return np.power(x, c)
+    if c == 0:
+        return np.ones_like(x)
+    if c == 1:
+        return x.copy()
+    if x.dtype == np.float16:  # PyTorch's Half kernel has no special cases
+        return cpu_pow(x, float(c))
+    if _is_bf16(x.dtype):  # its special cases round per product: the kernels'
+        return cpu_pow(x, c)
     one = x.dtype.type(1)
     if c == 2:
         return x * x
     if c == 3:
         return x * x * x
-    if c == 0.5:
-        return np.sqrt(x)
+    if c == 0.5:  # PyTorch's vector square root gives +NaN below zero
+        return np.where(x < 0, x.dtype.type(np.nan), np.sqrt(x))
     if c == -0.5:
         return one / np.sqrt(x)
     if c == -1:
         return one / x
     if c == -2:
         return one / (x * x)
-    if x.dtype == np.float32:
-        return np.power(x.astype(np.float64), c).astype(np.float32)
-    return np.power(x, c)
+    return cpu_pow(x, float(c))
 
 
 class PowScalar(Primitive):
@@ -326,7 +344,7 @@ class PowScalar(Primitive):
         if x.dtype.kind in "iu" and isinstance(c, int) and c < 0:
             raise RuntimeError("Integers to negative integer powers are not allowed.")
         self.c = c
-        if x.dtype.kind != "f":
+        if x.dtype.kind != "f" and not _cpu_float(x):
             return np.power(x, c)
         return _float_pow_scalar(x, c)
 
@@ -354,6 +372,11 @@ class RPowScalar(Primitive):
         self.logc = float(np.log(c)) if c > 0 else (float("-inf") if c == 0 else float("nan"))
         if _kind(x) in "iub":
             return _int_pow(c, x)
+        if _cpu_float(x) and not isinstance(c, complex):
+            if c == 1:
+                return np.ones_like(x)
+            # PyTorch wraps the base in a tensor of the result dtype: a tensor power
+            return cpu_pow(np.array(c).astype(x.dtype), x)
         return np.power(c, x)
 
     def backward(self, gy):
