@@ -189,9 +189,8 @@ class Tensor:
         return st if dim is None else st[self._wrap_dim(dim)]
 
     def storage_offset(self):
-        base = self._data
-        while base.base is not None and isinstance(base.base, type(base)):
-            base = base.base
+        from ember.storage import _memory_root
+        base = _memory_root(self._data)
         off = self._data.__array_interface__["data"][0] - base.__array_interface__["data"][0]
         return off // self._data.itemsize
 

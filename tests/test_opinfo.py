@@ -118,8 +118,6 @@ def _ember_fn(op):
 MISSING = {"sparse.sampled_addmm"}  # needs the sparse CSR layout (ember has COO only)
 # ops with a sample ember gets wrong or refuses, and why; the goal is an empty dict
 KNOWN_GAPS = {
-    "as_strided.partial_views": "a leaf that is a partial view of a larger storage: ember's "
-                                "leaves own their memory, so as_strided cannot reach outside",
     "as_strided_scatter": "torch 2.13's gradient for input zeroes the wrong elements (it "
                           "fails torch's own gradcheck); ember's passes gradcheck "
                           "(tests/test_ops_new.py)",
@@ -138,10 +136,11 @@ def _to_ember(x):
     if isinstance(x, torch.Tensor):
         n = x.untyped_storage().nbytes() // max(x.element_size(), 1)
         if x.storage_offset() or n != x.numel() and x.is_contiguous():
-            # a partial view of a larger storage (as_strided's samples): keep the storage
-            base = ember.tensor(x.detach().as_strided((n,), (1,), 0).numpy().copy(),
-                                requires_grad=x.requires_grad)
-            return base.as_strided(tuple(x.shape), x.stride(), x.storage_offset())
+            # a partial view of a larger storage (as_strided's samples): the same view of
+            # the same storage, a leaf when torch's is (a view made to require grad)
+            base = ember.tensor(x.detach().as_strided((n,), (1,), 0).numpy().copy())
+            view = base.as_strided(tuple(x.shape), x.stride(), x.storage_offset())
+            return view.requires_grad_(x.requires_grad)
         t = ember.tensor(x.detach().numpy().copy())
         if x.requires_grad:
             t.requires_grad_(True)
