@@ -93,7 +93,7 @@ def test_math_torch_has():
         return [a + b, a - b, a * b, -a, a.abs(), a.conj(), a.conj_physical(), a.sgn(),
                 a.isnan(), a.isfinite(), a == b, a != a, a * 2, a + 1j, a + m.ones(4),
                 a + m.ones(4, dtype=m.float16), a + b.cfloat(), a.clone().add_(b),
-                a.clone().mul_(2), m.addcmul(a, a, b)]
+                a.clone().mul_(2), m.addcmul(a, a, b), m.isclose(a, b), m.isclose(a, a)]
     for e, t in zip(*_both(run)):
         _same(e, t)
 
@@ -123,3 +123,14 @@ def test_gradients_through_conversions():
         return g1, g2, g3
     for e, t in zip(*_both(run)):
         _same(e, t)
+
+
+def test_save_load_with_torch(tmp_path):
+    c = ember.tensor([1 + 2j, -3.3 + 0.1j, 7j], dtype=ember.complex64).chalf()
+    ember.save(c, tmp_path / "e.pt")
+    t = torch.load(tmp_path / "e.pt")
+    _same(c, t)
+    torch.save(t[1:], tmp_path / "t.pt")
+    e = ember.load(tmp_path / "t.pt")
+    _same(e, t[1:])
+    assert e.storage_offset() == t[1:].storage_offset()

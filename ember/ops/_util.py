@@ -143,7 +143,8 @@ _TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char"
 
 def type_name(np_dtype):
     """PyTorch's capitalised scalar type name (Float, Double, Long, Bool, ...)."""
-    return _TYPE_NAMES.get(np.dtype(np_dtype).name, np.dtype(np_dtype).name)
+    d = np.dtype(np_dtype)
+    return "ComplexHalf" if d.names else _TYPE_NAMES.get(d.name, d.name)
 
 
 def not_implemented_for(kernel, np_dtype):

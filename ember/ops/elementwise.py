@@ -806,7 +806,10 @@ def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Elementwise ``|input - other| <= atol + rtol * |other|``; a bool tensor."""
     from ember._tensor import _make
-    a, b = promote_arrays(input._data, other._data if isinstance(other, Tensor) else other)
+    from ember.backend import complex32 as c32
+    a, b = (c32.to_c64(v) if c32.is_c32(v) else v  # complex32 compares in complex64
+            for v in (input._data, other._data if isinstance(other, Tensor) else other))
+    a, b = promote_arrays(a, b)
     return _make(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
