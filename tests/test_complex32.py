@@ -93,7 +93,8 @@ def test_math_torch_has():
         return [a + b, a - b, a * b, -a, a.abs(), a.conj(), a.conj_physical(), a.sgn(),
                 a.isnan(), a.isfinite(), a == b, a != a, a * 2, a + 1j, a + m.ones(4),
                 a + m.ones(4, dtype=m.float16), a + b.cfloat(), a.clone().add_(b),
-                a.clone().mul_(2), m.addcmul(a, a, b), m.isclose(a, b), m.isclose(a, a)]
+                a.clone().mul_(2), m.addcmul(a, a, b), m.isclose(a, b), m.isclose(a, a),
+                a == (1 + 2j), a != 1, m.cat([a, b.cfloat()]), m.where(a.isnan(), b, 2.5)]
     for e, t in zip(*_both(run)):
         _same(e, t)
 

@@ -23,9 +23,11 @@ MATH = {
 
 
 def is_c32(arr):
-    """True for a complex32 array."""
-    dt = getattr(arr, "dtype", None)
-    return dt is not None and dt.kind == "V" and dt == NP
+    """True for a complex32 array (host arrays only: CuPy has no structured dtypes)."""
+    if type(arr) is not np.ndarray:
+        return False
+    dt = arr.dtype
+    return dt.kind == "V" and dt == NP
 
 
 def to_c64(arr):
@@ -84,7 +86,8 @@ def run(self, cls, args, arrays, params):
     if target:  # an explicit dtype (a conversion): complex32 only where asked
         half = any(t is NP for t in target)
     else:
-        operands = [a for a in args if isinstance(a, (Tensor, int, float, complex, bool))]
+        flat = [v for a in args for v in (a if isinstance(a, (list, tuple)) else (a,))]
+        operands = [a for a in flat if isinstance(a, (Tensor, int, float, complex, bool))]
         half = _dt.result_type_of(*operands) is _dt.complex32 if operands else True
     if not half:
         return out

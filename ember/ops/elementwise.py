@@ -76,7 +76,7 @@ def _int_pow(a, b):
 
 
 def _operand(x):
-    return isinstance(x, (Tensor, int, float, bool, np.generic, np.ndarray)) or \
+    return isinstance(x, (Tensor, int, float, bool, complex, np.generic, np.ndarray)) or \
         hasattr(x, "__cuda_array_interface__")
 
 
