@@ -130,7 +130,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
         raise ValueError("Overflow when unpacking long long")  # a Python int >= 2**63
     dt = _dt.to_dtype(dtype) if dtype is not None else _infer_dtype(data, arr)
     _check_fits(data, arr, dt)
-    if dt in _dt._FEW_OPS or dt is _dt.bfloat16:
+    if dt in _dt._FEW_OPS or dt is _dt.bfloat16 or dt is _dt.complex32:
         from ember.ops.conversion import cast
         arr = np.ascontiguousarray(cast(arr, dt.np)).reshape(arr.shape)  # keeps 0-d 0-d
     else:
@@ -182,6 +182,9 @@ def _filled(fill, size, dtype, device, requires_grad, default=None):
         arr = xp.empty(shape, dtype=dt.np)
     elif fill == 0:
         arr = xp.zeros(shape, dtype=dt.np)
+    elif dt is _dt.complex32:
+        from ember.backend.complex32 import from_complex
+        arr = from_complex(xp.full(shape, fill, dtype=np.complex64))
     else:
         arr = xp.full(shape, fill, dtype=dt.np)
     t = _make(arr, False)

@@ -262,44 +262,6 @@ is_neg = _is_neg
 resolve_neg = _resolve
 
 
-# dtypes ember does not have, as names programs can mention (a table of dtypes,
-# a comparison) without using them: any use as a dtype raises NotImplementedError
-
-class _MissingDtype:
-    """A PyTorch dtype ember cannot store (no NumPy twin); naming it is fine, using it as
-    a tensor's dtype raises ``NotImplementedError``."""
-
-    __slots__ = ("name", "is_floating_point", "is_complex", "itemsize")
-
-    def __init__(self, name, floating, complex_, itemsize):
-        self.name, self.is_floating_point = name, floating
-        self.is_complex, self.itemsize = complex_, itemsize
-
-    @property
-    def dtype(self):  # np.dtype(x) reads this: every to_dtype() path ends here
-        raise NotImplementedError(f"torch.{self.name} tensors are not implemented in ember "
-                                  "(no NumPy dtype); use float32/float64")
-
-    @property
-    def is_signed(self):
-        return True
-
-    def __repr__(self):
-        return "ember." + self.name
-
-    def __reduce__(self):
-        return (getattr, (_dtypes_module(), self.name))
-
-
-def _dtypes_module():
-    import ember
-    return ember
-
-
-complex32 = chalf = _MissingDtype("complex32", False, True, 4)
-__all__ += ["complex32", "chalf"]
-
-
 # constants and aliases PyTorch keeps for NumPy-style and older spellings
 
 pi = math.pi

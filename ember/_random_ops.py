@@ -137,7 +137,9 @@ def _result(node, inputs, arr):
 
 def _need_float(npd, kernel):
     if npd.kind != "f":
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_TYPE[npd.name]}'")
+        from ember.ops._util import type_name
+        raise NotImplementedError(f"\"{kernel}\" not implemented for "
+                                  f"'{_TYPE.get(npd.name) or type_name(npd)}'")
 
 
 def _g(x):

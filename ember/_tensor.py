@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from ember.backend import CPU, device_of
+from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 
 __all__ = ["Tensor", "Size"]
@@ -172,11 +173,13 @@ class Tensor:
 
     def is_floating_point(self):
         """True for float16/32/64, bfloat16 and float8 tensors."""
-        return self._data.dtype.kind in "fV"
+        d = self._data.dtype
+        return d.kind == "f" or d.kind == "V" and d.names is None
 
     def is_complex(self):
-        """True for complex64/complex128 tensors."""
-        return self._data.dtype.kind == "c"
+        """True for complex32/64/128 tensors."""
+        d = self._data.dtype
+        return d.kind == "c" or d.kind == "V" and d.names is not None
 
     def is_contiguous(self, memory_format=None):
         """True if the elements lie in row-major order without gaps."""
@@ -189,9 +192,8 @@ class Tensor:
         return st if dim is None else st[self._wrap_dim(dim)]
 
     def storage_offset(self):
-        base = self._data
-        while base.base is not None and isinstance(base.base, type(base)):
-            base = base.base
+        from ember.storage import _memory_root
+        base = _memory_root(self._data)
         off = self._data.__array_interface__["data"][0] - base.__array_interface__["data"][0]
         return off // self._data.itemsize
 
@@ -458,7 +460,9 @@ class Tensor:
     def _host_numbers(self):
         """The host array in a dtype whose ``item``/``tolist`` give Python numbers."""
         d = self._host()
-        return d.astype(np.float32) if d.dtype.kind == "V" else d
+        if d.dtype.kind == "V":
+            return _c32.to_c64(d) if d.dtype.names else d.astype(np.float32)
+        return d
 
     def numpy(self, force=False):
         """A NumPy array sharing this tensor's memory (cpu tensors only)."""
@@ -468,6 +472,8 @@ class Tensor:
         if self._extra is not None and self._extra.conj and not force:
             raise RuntimeError("Can't call numpy() on Tensor that has conjugate bit set. Use "
                                "tensor.resolve_conj().numpy() instead.")
+        if self._data.dtype.names:
+            raise TypeError("Got unsupported ScalarType ComplexHalf")
         if type(self._data) is not _ndarray:
             if not force:
                 raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use "

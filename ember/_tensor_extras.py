@@ -213,9 +213,8 @@ def _resize_as(self, tensor):
 
 
 def _chalf(self, memory_format=None):
-    """``self.to(torch.complex32)``: not applicable in ember (NumPy has no complex32)."""
-    raise NotImplementedError("Tensor.chalf(): torch.complex32 tensors are not implemented "
-                              "in ember (no NumPy dtype); use cfloat/cdouble")
+    """``self.to(torch.complex32)``: complex numbers with float16 parts."""
+    return self.to(ember.complex32, memory_format=memory_format)
 
 
 def _const_data_ptr(self):

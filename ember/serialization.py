@@ -37,7 +37,7 @@ _STORAGE_OF = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16":
 _DTYPE_OF_STORAGE = {v: _dt._BY_NAME[k] for k, v in _STORAGE_OF.items() if k in _dt._BY_NAME}
 # dtypes torch 2.x writes as untyped (byte) storages rebuilt by _rebuild_tensor_v3
 _UNTYPED = {"uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
-            "float8_e5m2fnuz"}
+            "float8_e5m2fnuz", "complex32"}
 
 
 class CheckpointError(RuntimeError):

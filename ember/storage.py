@@ -13,10 +13,16 @@ import numpy as np
 __all__ = ["UntypedStorage", "is_storage"]
 
 
-def _root(a):
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
+def _memory_root(arr):
+    """The array that owns the memory under ``arr``: NumPy's view chain, followed through
+    the wrapper that ``stride_tricks.as_strided`` puts in it."""
+    while True:
+        b = arr.base
+        if b is not None and not hasattr(b, "shape"):  # stride_tricks' DummyArray
+            b = getattr(b, "base", None)
+        if b is None or type(b) is not type(arr):
+            return arr
+        arr = b
 
 
 class UntypedStorage:
@@ -34,13 +40,15 @@ class UntypedStorage:
 
     @classmethod
     def _of(cls, tensor):
-        root = _root(tensor._data)
+        root = _memory_root(tensor._data)
         if not isinstance(root, np.ndarray):
             raise NotImplementedError("untyped_storage() of a tensor that is not on the CPU "
                                       "is not implemented in ember")
         s = cls.__new__(cls)
-        s._bytes = root.reshape(-1).view(np.uint8) if root.flags.c_contiguous else \
-            np.frombuffer(root.tobytes(), np.uint8)
+        if root.flags.c_contiguous or root.flags.f_contiguous:  # its memory, in place
+            s._bytes = root.reshape(-1, order="A").view(np.uint8)
+        else:
+            s._bytes = np.frombuffer(root.tobytes(), np.uint8)
         return s
 
     def nbytes(self):

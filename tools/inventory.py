@@ -133,11 +133,7 @@ EXCLUDED = [
 ]
 
 # names ember defines only to raise NotImplementedError (counted as covered), and why
-NOT_APPLICABLE = {
-    ("torch.Tensor", "chalf"): "complex32 has no NumPy dtype, so no ember tensor can hold "
-                               "it (ember.complex32 raises the same way, "
-                               "docs/differences.md)",
-}
+NOT_APPLICABLE = {}
 
 # objects a namespace imports from elsewhere: not names of that namespace
 _FOREIGN_ROOTS = {"typing", "typing_extensions", "collections", "__future__", "functools",

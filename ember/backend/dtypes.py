@@ -7,6 +7,7 @@ __all__ = [
     "get_default_dtype", "set_default_dtype", "can_cast", "finfo", "iinfo",
     "complex64", "complex128", "cfloat", "cdouble", "bfloat16", "uint16", "uint32", "uint64",
     "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "complex32", "chalf",
 ]
 
 _BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
@@ -64,8 +65,14 @@ complex128 = cdouble = dtype("complex128", np.complex128, _COMPLEX)
 float = float32  # noqa: A001
 int = int32  # noqa: A001
 
-_TO_REAL = {complex64: float32, complex128: float64}
-_TO_COMPLEX = {float32: complex64, float64: complex128}
+# complex32: two float16 parts in a NumPy structured element (see backend/complex32.py)
+from ember.backend import complex32 as _c32  # noqa: E402
+
+complex32 = chalf = dtype("complex32", _c32.NP, _COMPLEX)
+complex32.is_signed = True
+
+_TO_REAL = {complex64: float32, complex128: float64, complex32: float16}
+_TO_COMPLEX = {float32: complex64, float64: complex128, float16: complex32}
 
 # Storage dtypes PyTorch has few kernels for: the wide unsigned integers (NumPy's own)
 # and, from ml_dtypes (`pip install ember[numerics]`), bfloat16 and the float8 family
@@ -113,12 +120,13 @@ else:  # pragma: no cover
 _FEW_OPS |= _FLOAT8
 
 ALL = (float16, float32, float64, int8, int16, int32, int64, uint8, bool, complex64,
-       complex128, uint16, uint32, uint64) + _ML
+       complex128, uint16, uint32, uint64, complex32) + _ML
 _BY_NAME = {d.name: d for d in ALL}
 # Keyed by numpy dtype; used on every tensor's `.dtype`, so it stays a plain dict.
 FROM_NP = {d.np: d for d in ALL}
 for _d in ALL:
-    FROM_NP[_d.np.type] = _d
+    if _d is not complex32:  # its scalar type is NumPy's generic void
+        FROM_NP[_d.np.type] = _d
 
 
 def _dtype_by_name(name):
@@ -181,6 +189,11 @@ def promote_types(a, b):
     """The smallest dtype both ``a`` and ``b`` can be cast to, by PyTorch's table."""
     key = (a, b)
     r = _PROMO.get(key)
+    if r is None and (a is complex32 or b is complex32):
+        # NumPy cannot promote it: promote the parts, then back to complex
+        r = promote_types(a.to_real(), b.to_real())
+        r = complex32 if r._category < _FLOAT else r.to_complex()
+        _PROMO[key] = r
     if r is None:
         if a is not b and (a in _FEW_OPS or b in _FEW_OPS):
             # PyTorch refuses to promote these (a wide unsigned integer may still meet a

@@ -65,8 +65,12 @@ def _scalar_pair(arr, s):
         return arr.astype(default_float_np()), s
     if ts is complex and k != "c":
         # float32 + 1j is complex64, float64 + 1j complex128, ints the default complex
-        r = _dt._combine(_FROM_NP[arr.dtype], _dt._default[0].to_complex()).np
-        return arr.astype(r), s
+        r = _dt._combine(_FROM_NP[arr.dtype], _dt._default[0].to_complex())
+        if r is _dt.complex32:
+            raise NotImplementedError("a float16 tensor with a complex Python number (a "
+                                      "complex32 result) is not implemented in ember; convert "
+                                      "the tensor with .chalf() first")
+        return arr.astype(r.np), s
     if ts is int and k == "b":
         return arr.astype(np.int64), s
     if ts is int and k in "iu":
@@ -139,7 +143,8 @@ _TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char"
 
 def type_name(np_dtype):
     """PyTorch's capitalised scalar type name (Float, Double, Long, Bool, ...)."""
-    return _TYPE_NAMES.get(np.dtype(np_dtype).name, np.dtype(np_dtype).name)
+    d = np.dtype(np_dtype)
+    return "ComplexHalf" if d.names else _TYPE_NAMES.get(d.name, d.name)
 
 
 def not_implemented_for(kernel, np_dtype):
@@ -157,10 +162,9 @@ def to_float(x):
 def cj(t):
     """``t``'s complex conjugate, ``t`` itself when real: backward formulas of holomorphic
     ops pass ``grad * conj(f'(z))`` back (PyTorch's convention for complex gradients)."""
-    if type(t) is Tensor:
-        return t.conj_physical() if t._data.dtype.kind == "c" else t
-    if isinstance(t, Tensor):
-        return t.conj_physical() if t._data.dtype.kind == "c" else t
+    if type(t) is Tensor or isinstance(t, Tensor):
+        k = t._data.dtype.kind
+        return t.conj_physical() if k == "c" or k == "V" and t._data.dtype.names else t
     return t.conjugate() if isinstance(t, complex) else t
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.ops import _jvp
+from ember.storage import _memory_root
 
 
 class ViewPrimitive(Primitive):
@@ -275,15 +276,118 @@ def _make_alias(t):
     return a
 
 
+def _ptr(arr):
+    return arr.__array_interface__["data"][0] if type(arr) is np.ndarray else arr.data.ptr
+
+
+def _storage_of(arr):
+    """``(flat, offset)``: the storage under ``arr`` as a flat array of its dtype, and the
+    position of ``arr``'s first element in it; None when that memory is not one block."""
+    root = _memory_root(arr)
+    if root.flags.c_contiguous:
+        flat = root.reshape(-1)
+    elif root.flags.f_contiguous:
+        flat = root.reshape(-1, order="F")
+    else:
+        return None
+    if flat.dtype != arr.dtype:  # a real view of complex memory, or the reverse
+        try:
+            flat = flat.view(np.uint8).view(arr.dtype)
+        except ValueError:
+            return None
+    off, rem = divmod(_ptr(arr) - _ptr(flat), arr.itemsize) if arr.size else (0, 0)
+    return (flat, off) if rem == 0 else None
+
+
+def _span(shape, strides, offset):
+    """One past the last storage position a geometry reaches (``offset`` when empty)."""
+    if 0 in shape:
+        return offset
+    return offset + sum((n - 1) * s for n, s in zip(shape, strides)) + 1
+
+
+def _positions(shape, strides, offset):
+    """The storage position of each element of a geometry."""
+    pos = np.full(shape, offset, dtype=np.int64)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        pos = pos + (np.arange(n, dtype=np.int64) * s).reshape((n,) + (1,) * (len(shape) - d - 1))
+    return pos
+
+
+class StorageAsStrided(ViewPrimitive):
+    """``torch.as_strided``: a window on the storage under ``x``, which may reach elements
+    outside ``x`` itself (a partial view of a larger storage). The gradient goes to the
+    storage positions that ``x`` covers; positions ``x`` sees more than once share it."""
+    _node_name = "AsStridedBackward0"
+
+    def forward(self, x, shape, strides, offset):
+        found = _storage_of(x)
+        if found is None:  # memory in pieces: the tensor's values, in order, are its storage
+            flat, own, x_strides = _xp(x).ascontiguousarray(x).reshape(-1), 0, None
+        else:
+            (flat, own), x_strides = found, tuple(s // x.itemsize for s in x.strides)
+        if x_strides is None or x.size == 0:
+            x_strides = tuple(int(np.prod(x.shape[d + 1:])) for d in range(x.ndim))
+        offset = own if offset is None else offset
+        if offset < 0:
+            raise RuntimeError(f"Tensor: invalid storage offset {offset}")
+        need = _span(shape, strides, offset) if 0 not in shape else 0
+        if need > flat.size:
+            raise RuntimeError(
+                f"setStorage: sizes {list(shape)}, strides {list(strides)}, storage offset "
+                f"{offset}, and itemsize {x.itemsize} requiring a storage size of "
+                f"{need * x.itemsize} are out of bounds for storage of size "
+                f"{flat.size * x.itemsize}")
+        self.geom = ((x.shape, x_strides, own), (shape, strides, offset))
+        if 0 in shape:
+            return flat[:0].reshape(shape)
+        return _strided(flat, shape, strides, offset)
+
+    def _window(self):
+        """Storage positions [lo, hi) that both geometries lie in."""
+        live = [g for g in self.geom if 0 not in g[0]]
+        return min(g[2] for g in live), max(_span(*g) for g in live)
+
+    def backward(self, gy):
+        (ishape, istrides, ioff), (oshape, ostrides, ooff) = self.geom
+        if 0 in ishape or 0 in oshape:
+            return _zeros(gy, ishape), None, None, None
+        lo, hi = self._window()
+        buf = AsStridedScatter.apply(_zeros(gy, (hi - lo,)), gy, oshape, ostrides, ooff - lo,
+                                     True)
+        ipos = _positions(ishape, istrides, ioff - lo)
+        count = np.bincount(ipos.reshape(-1), minlength=hi - lo)
+        if count.max() > 1:  # x sees some positions more than once: they share the gradient
+            buf = buf / _make(_xp(gy._data).asarray(np.maximum(count, 1), gy._data.dtype))
+        return AsStrided.apply(buf, ishape, istrides, ioff - lo).contiguous(), None, None, None
+
+    def jvp(self, t, *rest):
+        # the tangent laid out as x in the storage; positions outside x have none
+        if t is None:
+            return None
+        (ishape, istrides, ioff), (oshape, ostrides, ooff) = self.geom
+        if 0 in ishape or 0 in oshape:
+            return _zeros(t, oshape)
+        lo, hi = self._window()
+        buf = AsStridedScatter.apply(_zeros(t, (hi - lo,)), t, ishape, istrides, ioff - lo)
+        return AsStrided.apply(buf, oshape, ostrides, ooff - lo)
+
+
 def as_strided(input, size, stride, storage_offset=None):
-    """A view with the given size and stride (in elements) over ``input``'s memory; an
-    explicit ``storage_offset`` counts from the start of the storage, as in PyTorch."""
-    if input._base is None and input._data.flags.c_contiguous:
-        return AsStrided.apply(input, tuple(size), tuple(stride), storage_offset or 0)
-    base = input if input._base is None else input._base
-    _, _, off = _geometry(input._data, base._data)
-    return AsStrided.apply(base, tuple(size), tuple(stride),
-                           off if storage_offset is None else storage_offset)
+    """A view with the given size and stride (in elements) over the storage under
+    ``input``, as in PyTorch: the offset counts from the start of the storage (default:
+    ``input``'s own), and the window may reach elements outside ``input`` when it is a
+    partial view of a larger storage. Strides must be non-negative."""
+    size, stride = tuple(int(n) for n in size), tuple(int(s) for s in stride)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, "
+                           f"got strides: {list(stride)}")
+    if any(n < 0 for n in size):
+        raise RuntimeError(f"as_strided: negative size in {list(size)}")
+    return StorageAsStrided.apply(input, size, stride,
+                                  None if storage_offset is None else int(storage_offset))
 
 
 Tensor.as_strided = as_strided

@@ -9,6 +9,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _Extra, _make
 from ember.autograd.node import Primitive
+from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 from ember.ops import _jvp
 from ember.ops._util import check_out, tensor_method, to_float
@@ -18,7 +19,7 @@ __all__ = ["view_as_real", "view_as_complex", "real", "imag", "angle", "polar", 
            "conj", "conj_physical", "is_conj", "resolve_conj", "isreal", "is_complex"]
 
 _REAL_NP = {np.dtype(np.complex64): np.dtype(np.float32),
-            np.dtype(np.complex128): np.dtype(np.float64)}
+            np.dtype(np.complex128): np.dtype(np.float64), _c32.NP: np.dtype(np.float16)}
 _COMPLEX_NP = {v: k for k, v in _REAL_NP.items()}
 
 
@@ -26,12 +27,12 @@ class ViewAsReal(ViewPrimitive):
     """A complex tensor's memory as floats with a trailing dimension of 2 (a view)."""
 
     def forward(self, z):
-        if z.dtype.kind != "c":
+        if z.dtype.kind != "c" and not z.dtype.names:
             raise RuntimeError("view_as_real is only supported for complex tensors")
         rd = _REAL_NP[z.dtype]
         # a zero-copy view for any strides: the real parts sit where the complex numbers
         # start, the imaginary parts one real item later
-        out = z.real[..., None]
+        out = _part(z, "real")[..., None]
         return np.lib.stride_tricks.as_strided(out, z.shape + (2,),
                                                z.strides + (rd.itemsize,))
 
@@ -44,9 +45,6 @@ class ViewAsComplex(ViewPrimitive):
 
     def forward(self, x):
         if x.dtype not in _COMPLEX_NP:
-            if x.dtype == np.float16:
-                raise NotImplementedError("view_as_complex of float16 (complex32): NumPy has "
-                                          "no complex32; use float32")
             raise RuntimeError("view_as_complex is only supported for float and double "
                                f"tensors, but got a tensor of scalar type: "
                                f"{_dt.FROM_NP[x.dtype].name}")
@@ -73,9 +71,14 @@ def view_as_complex(input):
     return ViewAsComplex.apply(input)
 
 
+def _part(z, name):
+    """The real or imaginary parts of complex ``z`` as a view (complex32 too)."""
+    return z[name] if z.dtype.names else getattr(z, name)
+
+
 class Real(ViewPrimitive):
     def forward(self, z):
-        return z.real
+        return _part(z, "real")
 
     def backward(self, gy):
         return gy.to(_dt.FROM_NP[_COMPLEX_NP[gy._data.dtype]])
@@ -83,7 +86,7 @@ class Real(ViewPrimitive):
 
 class Imag(ViewPrimitive):
     def forward(self, z):
-        return z.imag
+        return _part(z, "imag")
 
     def backward(self, gy):
         return Complex.apply(gy * 0, gy)
@@ -91,14 +94,14 @@ class Imag(ViewPrimitive):
 
 def real(input):
     """The real part: a view for complex tensors, ``input`` itself for real ones."""
-    if input._data.dtype.kind != "c":
+    if not input.is_complex():
         return input
     return Real.apply(input)
 
 
 def imag(input):
     """The imaginary part of a complex tensor, as a view (writable)."""
-    if input._data.dtype.kind != "c":
+    if not input.is_complex():
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
     return Imag.apply(input)
 
@@ -151,16 +154,16 @@ class Complex(Primitive):
                                f"but got scalar type {_dt.FROM_NP[im.dtype].name} for second "
                                "argument")
         if re.dtype not in _COMPLEX_NP:
-            if re.dtype == np.float16:
-                raise NotImplementedError("complex of float16 parts (complex32): NumPy has no "
-                                          "complex32; use float32")
             raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but "
                                f"got {_dt.FROM_NP[re.dtype].name.capitalize()} and "
                                f"{_dt.FROM_NP[im.dtype].name.capitalize()}")
         shape = np.broadcast_shapes(re.shape, im.shape)
         out = np.empty(shape, _COMPLEX_NP[re.dtype])
-        out.real = re
-        out.imag = im
+        if out.dtype.names:
+            out["real"], out["imag"] = re, im
+        else:
+            out.real = re
+            out.imag = im
         return out
 
     broadcasts = True
@@ -228,7 +231,7 @@ def conj(input):
     (so a later write to ``input`` does not show through) and keeps the bit, so that
     ``is_conj()`` answers as PyTorch's.
     """
-    if input._data.dtype.kind != "c":
+    if not input.is_complex():
         return input
     out = Conj.apply(input)
     if not is_conj(input):
@@ -256,15 +259,15 @@ def resolve_conj(input):
 def isreal(input):
     """True where the element is real (its imaginary part is zero)."""
     d = input._data
-    if d.dtype.kind != "c":
+    if not input.is_complex():
         return _make(np.ones(d.shape, np.bool_))
-    return _make(d.imag == 0)
+    return _make(_part(d, "imag") == 0)
 
 
 @tensor_method()
 def is_complex(input):
-    """True for complex64/complex128 tensors."""
-    return input._data.dtype.kind == "c"
+    """True for complex32/64/128 tensors."""
+    return input.dtype.is_complex
 
 
 Tensor.view_as_real = view_as_real

@@ -5,6 +5,7 @@ import numpy as np
 from ember import backend
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
+from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 from ember.ops import _jvp
 
@@ -64,6 +65,12 @@ def cast(x, np_dtype, copy=True):
     """``x.astype(np_dtype)`` with PyTorch's warning when complex values lose their
     imaginary parts (NumPy's ComplexWarning is not one a PyTorch program filters)."""
     np_dtype = np.dtype(np_dtype)
+    if _c32.is_c32(x):
+        if np_dtype == x.dtype:
+            return x.copy() if copy else x
+        x = _c32.to_c64(x)  # exact; then as from complex64
+    if np_dtype.names:  # to complex32: each part rounded once to float16
+        return _c32.from_complex(x)
     if x.dtype.kind == "c" and np_dtype.kind != "c":
         import warnings
         warnings.warn("Casting complex values to real discards the imaginary part",
@@ -95,7 +102,7 @@ class ToCopy(Primitive):
 
     def backward(self, gy):
         dt, dev = self.src
-        if gy._data.dtype.kind == "c" and dt.kind != "c":
+        if gy.is_complex() and dt.kind != "c" and not dt.names:
             gy = gy.real  # the gradient of a real input is real
         return gy.to(dtype=_dt.FROM_NP[dt], device=dev), None, None
 

@@ -78,7 +78,7 @@ def _int_pow(a, b):
 
 
 def _operand(x):
-    return isinstance(x, (Tensor, int, float, bool, np.generic, np.ndarray)) or \
+    return isinstance(x, (Tensor, int, float, bool, complex, np.generic, np.ndarray)) or \
         hasattr(x, "__cuda_array_interface__")
 
 
@@ -834,7 +834,10 @@ def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Elementwise ``|input - other| <= atol + rtol * |other|``; a bool tensor."""
     from ember._tensor import _make
-    a, b = promote_arrays(input._data, other._data if isinstance(other, Tensor) else other)
+    from ember.backend import complex32 as c32
+    a, b = (c32.to_c64(v) if c32.is_c32(v) else v  # complex32 compares in complex64
+            for v in (input._data, other._data if isinstance(other, Tensor) else other))
+    a, b = promote_arrays(a, b)
     return _make(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
