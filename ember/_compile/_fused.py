@@ -33,17 +33,19 @@ def _numba():
     except ImportError:
         return _kernels
 
+    # loops over whole (sliced) arrays from 0: indices known non-negative, so LLVM
+    # drops the wraparound checks and vectorizes the loop
     @numba.njit(nogil=True, cache=False)
-    def relu_grad(g, y, out, lo, hi):
+    def relu_grad(g, y, out):
         one = g.dtype.type(1)
         zero = g.dtype.type(0)
-        for i in range(lo, hi):
+        for i in range(out.size):
             out[i] = g[i] * (one if y[i] > 0 else zero)
 
     @numba.njit(nogil=True, cache=False)
-    def tanh_grad(g, y, out, lo, hi):
+    def tanh_grad(g, y, out):
         one = g.dtype.type(1)
-        for i in range(lo, hi):
+        for i in range(out.size):
             yi = y[i]
             d = yi * yi
             d = one - d
@@ -65,10 +67,12 @@ def _flat_ok(*arrays):
         a0.dtype in (np.float32, np.float64)
 
 
-def _run(kernel, arrays):
+def _run(kernel, arrays, extra=(), cost=2):
+    """``kernel`` over the arrays seen flat, split over the intra-op threads when large
+    (each block a slice of every array)."""
     flat = [a.reshape(-1) for a in arrays]
     n = flat[0].size
-    parallel_rows(lambda lo, hi: kernel(*flat, lo, hi), n, 2 * n)
+    parallel_rows(lambda lo, hi: kernel(*[f[lo:hi] for f in flat], *extra), n, cost * n)
 
 
 def relu_grad(g, y, out):
@@ -146,9 +150,9 @@ class Group:
                 body.append(f"        o{self.keep.index(st.outs[0])}[i] = t{k}")
         params = [f"a{i}" for i in range(len(self.inputs))] + \
             [f"o{i}" for i in range(len(self.keep))] + \
-            [f"c{i}" for i in range(len(consts))] + ["z", "lo", "hi"]
+            [f"c{i}" for i in range(len(consts))] + ["z"]
         src = (f"def chain({', '.join(params)}):\n"
-               "    for i in range(lo, hi):\n" + "\n".join(body) + "\n")
+               "    for i in range(a0.size):\n" + "\n".join(body) + "\n")
         return src, consts
 
     def compile(self):
@@ -175,11 +179,8 @@ class Group:
         outs = [np.empty(a0.shape, dt) if colors[s] is None else
                 arena.get(colors[s], a0.shape, dt) for s in self.keep]
         if self.kernel is not None and _flat_ok(*ins, *outs):
-            flat = [a.reshape(-1) for a in ins] + [o.reshape(-1) for o in outs]
-            cs = [dt.type(c) for c in self.consts] + [dt.type(0)]
-            n = a0.size
-            k = self.kernel
-            parallel_rows(lambda lo, hi: k(*flat, *cs, lo, hi), n, 2 * n * len(self.steps))
+            _run(self.kernel, ins + outs, [dt.type(c) for c in self.consts] + [dt.type(0)],
+                 2 * len(self.steps))
             for s, o in zip(self.keep, outs):
                 env[s] = o
             return
