@@ -13,6 +13,9 @@ Variants, interleaved round by round so machine load hits all alike:
 - ``torch``: torch eager, the same step.
 - ``inductor``: torch.compile (inductor) of the same step function (torch compiles
   the forward and backward, the optimizer step runs in its graph too).
+- ``nobuf`` (with ``--ab-buffers``): ``step`` with ``ember._compile.config.reuse_buffers``
+  off during its calls (no buffers kept across steps, no fused elementwise loops), and
+  the process-time ratio step/nobuf.
 Median wall milliseconds per step, ratios to torch eager, the median process (CPU)
 milliseconds of the compiled step and of torch (interpretable under machine load:
 wall time there includes waiting for a core), the load average, and the
@@ -147,6 +150,19 @@ def make_step(m, make, variant):
     return step, (run if variant == "model" else None)
 
 
+def _without_buffers(ember, step):
+    """``step`` run with the compiled plans' buffer reuse and fusion switched off."""
+    config = ember._compile.config
+
+    def run():
+        config.reuse_buffers = False
+        try:
+            return step()
+        finally:
+            config.reuse_buffers = True
+    return run
+
+
 def time_rounds(steps, min_time, warmup=3, per_round=3):
     """Interleaved rounds of each step; (median wall, median process-time) milliseconds
     per step for each. Process time counts this process's CPU seconds on all its
@@ -183,6 +199,8 @@ def main():
     ap.add_argument("--threads", type=int, default=None,
                     help="torch and OpenBLAS threads (default: the libraries' own)")
     ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--ab-buffers", action="store_true",
+                    help="also time the compiled step without buffer reuse and fusion")
     args = ap.parse_args()
     import torch
 
@@ -193,10 +211,12 @@ def main():
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
           f"torch threads {torch.get_num_threads()}, "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
-    cols = ["eager", "model", "step", "torch"] + ([] if args.no_inductor else ["inductor"])
+    cols = ["eager", "model", "step"] + (["nobuf"] if args.ab_buffers else []) + \
+        ["torch"] + ([] if args.no_inductor else ["inductor"])
     print(f"{'workload':<12}" + "".join(f"{c + ' ms':>12}" for c in cols) +
           "".join(f"{c + '/torch':>15}" for c in cols if c != "torch") +
           f"{'step cpu ms':>13}{'torch cpu ms':>14}{'cpu step/torch':>16}" +
+          (f"{'cpu step/nobuf':>16}" if args.ab_buffers else "") +
           f"{'ember comp s':>14}" + ("" if args.no_inductor else f"{'inductor s':>12}"))
     for name in args.only.split(","):
         make = WORKLOADS[name]
@@ -209,6 +229,10 @@ def main():
         # ember's compile time: the capturing first call and the plan-building second
         ember_s = _first_calls(step_step, 2)
         steps = {"eager": eager, "model": model_step, "step": step_step}
+        if args.ab_buffers:
+            nobuf, _ = make_step(ember, make, "step")
+            steps["nobuf"] = _without_buffers(ember, nobuf)
+            _first_calls(steps["nobuf"], 2)
         steps["torch"], _ = make_step(torch, make, "torch")
         inductor_s = None
         if not args.no_inductor:
@@ -227,6 +251,7 @@ def main():
         print(f"{name:<12}" + "".join(f"{ms.get(c, float('nan')):>12.2f}" for c in cols) +
               "".join(f"{ms.get(c, float('nan')) / t:>15.2f}" for c in cols if c != "torch") +
               f"{cpu['step']:>13.2f}{cpu['torch']:>14.2f}{cpu['step'] / cpu['torch']:>16.2f}" +
+              (f"{cpu['step'] / cpu['nobuf']:>16.2f}" if args.ab_buffers else "") +
               f"{ember_s:>14.3f}" +
               ("" if args.no_inductor else f"{inductor_s or float('nan'):>12.1f}") + note)
     print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -27,9 +27,13 @@ __all__ = ["CompiledFunction", "OptimizedModule", "config"]
 
 
 class _Config:
-    """``torch._dynamo.config``'s knobs that ember honours."""
+    """``torch._dynamo.config``'s knobs that ember honours, and ember's own:
+    ``reuse_buffers`` (default True): plans write into buffers kept across calls and
+    run elementwise chains fused (see ``_buffers``, ``_fused``); False allocates per
+    op, as eagerly (for measuring the difference)."""
 
     cache_size_limit = 8
+    reuse_buffers = True
 
 
 config = _Config()
@@ -258,7 +262,7 @@ class CompiledFunction:
         for ev in e.train.pre:
             ev.call(*ev.args, **ev.kwargs)
         ps = e.param_tensors
-        arena = plan.acquire("train")
+        arena = plan.acquire("train") if config.reuse_buffers else None
         try:
             with grad_mode.no_grad():
                 env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps],
@@ -303,7 +307,7 @@ class CompiledFunction:
         ps = e.param_tensors
         record = grad_mode.is_grad_enabled() and bool(plan.leaf_slots)
         # forward buffers only when nothing is kept for a later backward (see _buffers)
-        arena = plan.acquire(None if record else "infer")
+        arena = plan.acquire(None if record else "infer") if config.reuse_buffers else None
         try:
             env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps],
                                      record, arena)

@@ -230,8 +230,6 @@ def _member(st):
 def groups(plan, record):
     """The plan's elementwise chains of two steps or more (:class:`Group`), each kept
     output chosen for ``record`` (the backward reads the tape in this call)."""
-    if not available():
-        return []
     found, cur, key = [], [], None
     for st in plan.steps:
         k = _member(st)
@@ -243,6 +241,8 @@ def groups(plan, record):
         cur, key = ([st], k) if k is not None else ([], None)
     if len(cur) > 1:
         found.append(cur)
+    if not found or not available():  # numba is imported only when there is a chain
+        return []
     out = []
     for steps in found:
         members = {id(st) for st in steps}

@@ -433,7 +433,8 @@ class CompiledFunctionBackward(Node):
         env, tape = saved
         plan = self.plan
         out_grads = [None if g is None else g._data for g in grads]
-        arena = plan.acquire(None)
+        from ember._compile._compiled import config
+        arena = plan.acquire(None) if config.reuse_buffers else None
         try:
             leaf = plan.backward(env, tape, out_grads, arena)
         finally:
