@@ -152,7 +152,7 @@ def make_step(m, make, variant):
 
 def _without_buffers(ember, step):
     """``step`` run with the compiled plans' buffer reuse and fusion switched off."""
-    config = ember._compile.config
+    from ember._compile import config
 
     def run():
         config.reuse_buffers = False
