@@ -159,7 +159,7 @@ def _floating_same(node, positions):
 # primitives whose outputs are always new arrays, never views of their inputs (a
 # reduction, a convolution...): their outputs alias no buffer
 _FRESH_OUT = {"_CrossEntropy", "Mean", "MeanDim", "Conv", "MaxPool", "_LayerNorm",
-              "ScaledDotProductAttention"}
+              "ScaledDotProductAttention", "Add", "Sub", "Mul", "Div"}
 
 
 def assign(plan, record):
@@ -186,11 +186,11 @@ def assign(plan, record):
         for s in st.in_slots:
             last[s] = max(last[s], pos[st.index])
         if record and st.grad:
+            # its backward reads its inputs and outputs from the tape (an earlier
+            # reader's backward comes later: keep the latest)
             back = 2 * n - 1 - st.index
-            for s in st.in_slots:
-                last[s] = back
-            for s in st.outs:
-                last[s] = back
+            for s in st.in_slots + st.outs:
+                last[s] = max(last[s], back)
     for s in plan.out_slots:
         last[s] = inf
     # the buffers each slot may alias (a buffer is named by its slot)
@@ -209,7 +209,7 @@ def assign(plan, record):
             st.into = k[0]
             roots[st.outs[0]] = (st.outs[0],)
             cand.append((st.outs[0], st.index, st))
-        elif not (st.prim and st.node.op in _FRESH_OUT):
+        elif not (st.prim and st.node.op in _FRESH_OUT and st.inplace is None):
             r = set()
             for s in st.in_slots:
                 r.update(roots[s])
