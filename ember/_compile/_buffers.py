@@ -119,10 +119,18 @@ def _unary_into(f):
 
 
 def _binary_into(f):
+    """Two tensors of one floating dtype, or one and a Python number (NumPy casts the
+    number to the array's dtype, as eager ember's operators do)."""
     def into(args, arena, key):
         a, b = args[0], args[1]
-        shape = a.shape if a.shape == b.shape else np.broadcast_shapes(a.shape, b.shape)
-        return f(a, b, out=arena.get(key, shape, a.dtype))
+        if type(b) is not _ndarray:
+            t = a
+        elif type(a) is not _ndarray:
+            t = b
+        else:
+            t = a if a.shape == b.shape else None
+        shape = t.shape if t is not None else np.broadcast_shapes(a.shape, b.shape)
+        return f(a, b, out=arena.get(key, shape, (a if t is None else t).dtype))
     return into
 
 
@@ -132,8 +140,8 @@ INTO = {
     "_LinearView": (_linear_into, (0, 1)), "_LinearUnsafeView": (_linear_into, (0, 1)),
     "_LinearRelu": (_linear_relu_into, (0, 1)),
     "Relu": (_relu_into, (0,)), "Tanh": (_unary_into(np.tanh), (0,)),
-    "Add": (_binary_into(np.add), (0, 1)), "Sub": (_binary_into(np.subtract), (0, 1)),
-    "Mul": (_binary_into(np.multiply), (0, 1)), "Div": (_binary_into(np.divide), (0, 1)),
+    "Add": (_binary_into(np.add), "binary"), "Sub": (_binary_into(np.subtract), "binary"),
+    "Mul": (_binary_into(np.multiply), "binary"), "Div": (_binary_into(np.divide), "binary"),
 }
 
 
@@ -141,6 +149,14 @@ def _floating_same(node, positions):
     """Whether the node's arguments at ``positions`` are tensors of one floating dtype
     (and its other tensor arguments, a bias, of that dtype too)."""
     from ember.jit._ir import Ref
+    if positions == "binary":  # a Python number (not bool) may stand for one operand
+        if len(node.args) != 2:
+            return False
+        refs = tuple(i for i, a in enumerate(node.args) if type(a) is Ref)
+        if not refs or any(type(a) not in (int, float) for i, a in enumerate(node.args)
+                           if i not in refs):
+            return False
+        positions = refs
     dts = set()
     for i in positions:
         if i >= len(node.args) or type(node.args[i]) is not Ref:
@@ -297,8 +313,8 @@ def _mul_bvjp(state, args, ys, gouts, needs, arena, key):
     out = [None, None]
     for i, other in ((0, b), (1, a)):
         if needs[i]:
-            shape = g.shape if g.shape == other.shape else \
-                np.broadcast_shapes(g.shape, other.shape)
+            o = getattr(other, "shape", g.shape)  # a Python number: g's shape
+            shape = g.shape if g.shape == o else np.broadcast_shapes(g.shape, o)
             out[i] = np.multiply(g, other, out=_site(arena, key, i, shape, g.dtype))
     return out
 
