@@ -630,3 +630,26 @@ def test_liveness_keeps_values_read_later():
                 np.testing.assert_array_equal(cm(xs[0]).numpy(), m(xs[0]).numpy())
         finally:
             config.reuse_buffers = True
+
+
+def test_train_step_with_python_number_operands_equals_eager():
+    def f(x):
+        return ((x * 0.1) ** 2).sum() + (3 - x * 0.3).mean()
+
+    def step(x):
+        loss = f(x)
+        loss.backward()
+        return loss
+    cs = ember.compile(step)
+    x = ember.randn(5, 7, requires_grad=True)
+    for _ in range(3):
+        x.grad = None
+        loss = cs(x)
+    plan = cs._cache[0].plan
+    assert plan.steps[0].color is not None and plan.steps[0].bvjp is not None  # x * 0.1
+    got = x.grad.numpy().copy()
+    x.grad = None
+    ref = f(x)
+    ref.backward()
+    assert loss.item() == ref.item()
+    np.testing.assert_array_equal(got, x.grad.numpy())
