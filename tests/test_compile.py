@@ -567,6 +567,19 @@ def test_fused_chain_equals_eager_bitwise(numba, monkeypatch):
     assert [len(g.steps) for g in groups] == ([7] if numba else [])
     np.testing.assert_array_equal(got.numpy(), _chain(x, y).numpy())
     assert np.signbit(got.numpy()).tolist() == np.signbit(_chain(x, y).numpy()).tolist()
+    # ReLU of -0.0 and of NaNs of either sign, inside a chain
+    z = ember.tensor(np.array([-0.0, 0.0, np.nan, -np.nan, 1.0, -1.0] * 3, np.float32))
+
+    def relu_chain(a, b):
+        return ember.relu(a * b) + 0.0 * b
+    cr = ember.compile(relu_chain)
+    with ember.no_grad():
+        for _ in range(3):
+            r = cr(z, ember.ones(18))
+    assert len(cr._cache[0].plan.groups) == (1 if numba else 0)
+    want = relu_chain(z, ember.ones(18)).numpy()
+    np.testing.assert_array_equal(r.numpy(), want)
+    assert np.signbit(r.numpy()).tolist() == np.signbit(want).tolist()
 
     # training through the chain: the kept intermediates feed the backward
     def step(x, y):

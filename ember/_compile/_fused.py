@@ -101,8 +101,9 @@ def tanh_grad(g, y, out):
 # (``{0}``, ``{1}``: operands; ``z``: the dtype's zero)
 _OPS = {"Add": (2, "{0} + {1}"), "Sub": (2, "{0} - {1}"), "Mul": (2, "{0} * {1}"),
         "Div": (2, "{0} / {1}"), "Neg": (1, "-{0}"),
-        # np.maximum(x, 0): x when x >= 0 (so -0.0 stays -0.0) or x is NaN, else 0
-        "Relu": (1, "{0} if ({0} >= z or {0} != {0}) else z")}
+        # np.maximum(x, 0): x when x > 0 or x is NaN (its sign kept), else +0.0 (also
+        # for -0.0, as NumPy's loops return the second operand of equal ones)
+        "Relu": (1, "{0} if ({0} > z or {0} != {0}) else z")}
 
 
 _chains = {}  # loop source -> its compiled function (shared by the plans)
