@@ -237,7 +237,7 @@ class Plan:
         arena = self.arena
         if arena.busy:
             return None
-        if mode != self.mode:
+        if mode != self.mode and self.mode != "mixed":
             if self.mode is not None:  # used both ways: no forward buffers from now on
                 mode = "mixed"
             for st in self.steps:
