@@ -13,7 +13,12 @@ Variants, interleaved round by round so machine load hits all alike:
 - ``torch``: torch eager, the same step.
 - ``inductor``: torch.compile (inductor) of the same step function (torch compiles
   the forward and backward, the optimizer step runs in its graph too).
-Median wall milliseconds per step, ratios to torch eager, the load average, and the
+- ``nobuf`` (with ``--ab-buffers``): ``step`` with ``ember._compile.config.reuse_buffers``
+  off during its calls (no buffers kept across steps, no fused elementwise loops), and
+  the process-time ratio step/nobuf.
+Median wall milliseconds per step, ratios to torch eager, the median process (CPU)
+milliseconds of the compiled step and of torch (interpretable under machine load:
+wall time there includes waiting for a core), the load average, and the
 compile times (ember: first call plus the second, which builds the plan; torch: the
 first call) are printed. Workloads (the sizes of benchmarks/training_steps.py):
 - mlp: MLP 784-256-128-10, batch 128, SGD momentum
@@ -145,20 +150,39 @@ def make_step(m, make, variant):
     return step, (run if variant == "model" else None)
 
 
+def _without_buffers(ember, step):
+    """``step`` run with the compiled plans' buffer reuse and fusion switched off."""
+    from ember._compile import config
+
+    def run():
+        config.reuse_buffers = False
+        try:
+            return step()
+        finally:
+            config.reuse_buffers = True
+    return run
+
+
 def time_rounds(steps, min_time, warmup=3, per_round=3):
-    """Interleaved rounds of each step; median wall milliseconds per step for each."""
+    """Interleaved rounds of each step; (median wall, median process-time) milliseconds
+    per step for each. Process time counts this process's CPU seconds on all its
+    threads: under machine load it grows less than wall time, and with one thread it
+    is close to what the step costs on a quiet machine."""
     for step in steps:
         for _ in range(warmup):
             step()
     wall = [[] for _ in steps]
+    cpu = [[] for _ in steps]
     start = time.perf_counter()
     while time.perf_counter() - start < min_time * len(steps) or len(wall[0]) < 5:
         for i, step in enumerate(steps):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(per_round):
                 step()
             wall[i].append((time.perf_counter() - t0) / per_round)
-    return [float(np.median(w)) * 1e3 for w in wall]
+            cpu[i].append((time.process_time() - c0) / per_round)
+    return ([float(np.median(w)) * 1e3 for w in wall],
+            [float(np.median(c)) * 1e3 for c in cpu])
 
 
 def _first_calls(step, n):
@@ -175,18 +199,24 @@ def main():
     ap.add_argument("--threads", type=int, default=None,
                     help="torch and OpenBLAS threads (default: the libraries' own)")
     ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--ab-buffers", action="store_true",
+                    help="also time the compiled step without buffer reuse and fusion")
     args = ap.parse_args()
     import torch
 
     import ember
     if args.threads:
         torch.set_num_threads(args.threads)
+        ember.set_num_threads(args.threads)  # its kernels and its BLAS alike
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
           f"torch threads {torch.get_num_threads()}, "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
-    cols = ["eager", "model", "step", "torch"] + ([] if args.no_inductor else ["inductor"])
+    cols = ["eager", "model", "step"] + (["nobuf"] if args.ab_buffers else []) + \
+        ["torch"] + ([] if args.no_inductor else ["inductor"])
     print(f"{'workload':<12}" + "".join(f"{c + ' ms':>12}" for c in cols) +
           "".join(f"{c + '/torch':>15}" for c in cols if c != "torch") +
+          f"{'step cpu ms':>13}{'torch cpu ms':>14}{'cpu step/torch':>16}" +
+          (f"{'cpu step/nobuf':>16}" if args.ab_buffers else "") +
           f"{'ember comp s':>14}" + ("" if args.no_inductor else f"{'inductor s':>12}"))
     for name in args.only.split(","):
         make = WORKLOADS[name]
@@ -199,6 +229,10 @@ def main():
         # ember's compile time: the capturing first call and the plan-building second
         ember_s = _first_calls(step_step, 2)
         steps = {"eager": eager, "model": model_step, "step": step_step}
+        if args.ab_buffers:
+            nobuf, _ = make_step(ember, make, "step")
+            steps["nobuf"] = _without_buffers(ember, nobuf)
+            _first_calls(steps["nobuf"], 2)
         steps["torch"], _ = make_step(torch, make, "torch")
         inductor_s = None
         if not args.no_inductor:
@@ -209,12 +243,15 @@ def main():
                 print(f"  torch.compile failed on {name}: {type(e).__name__}: {e}")
                 steps.pop("inductor", None)
         names = [c for c in cols if c in steps]
-        ms = dict(zip(names, time_rounds([steps[c] for c in names], args.min_time)))
+        wall, cpu = time_rounds([steps[c] for c in names], args.min_time)
+        ms, cpu = dict(zip(names, wall)), dict(zip(names, cpu))
         stats = compiled.stats if hasattr(compiled, "stats") else compiled._compiled.stats
         note = "" if stats["eager"] == 0 else "  (graph break: ran eagerly)"
         t = ms["torch"]
         print(f"{name:<12}" + "".join(f"{ms.get(c, float('nan')):>12.2f}" for c in cols) +
               "".join(f"{ms.get(c, float('nan')) / t:>15.2f}" for c in cols if c != "torch") +
+              f"{cpu['step']:>13.2f}{cpu['torch']:>14.2f}{cpu['step'] / cpu['torch']:>16.2f}" +
+              (f"{cpu['step'] / cpu['nobuf']:>16.2f}" if args.ab_buffers else "") +
               f"{ember_s:>14.3f}" +
               ("" if args.no_inductor else f"{inductor_s or float('nan'):>12.1f}") + note)
     print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

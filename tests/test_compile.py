@@ -450,3 +450,221 @@ def test_in_place_changes_of_buffers_and_inputs_are_replayed():
         assert f(a).item() == 6.0 and a.tolist() == [2.0, 2.0, 2.0]
     with pytest.raises(NotImplementedError, match="eval mode"):
         ember.export.export(m.train(), (x,))
+
+
+# ----- buffers reused across steps, elementwise chains fused ----------------------------------
+def _deep_mlp():
+    ember.manual_seed(6)
+    return nn.Sequential(nn.Linear(6, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(),
+                         nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 3))
+
+
+def test_inference_buffers_shared_and_outputs_never_clobbered():
+    m = _deep_mlp()
+    cm = ember.compile(m)
+    xs = [ember.randn(5, 6) for _ in range(4)] + [ember.randn(7, 6), ember.randn(5, 6)]
+    with ember.no_grad():
+        outs = [cm(x) for x in xs]        # kept by the user across calls
+        plan = cm._compiled._cache[0].plan
+        assert plan.mode == "infer"
+        buffered = [st for st in plan.steps if st.color is not None]
+        # the Linear outputs (each Tanh runs in place on them) share two blocks
+        # (liveness: a layer reads one while writing the other), the result has none
+        assert [st.node.op for st in buffered] == ["_Linear"] * 3
+        assert len({st.color for st in buffered}) == 2
+        assert plan.steps[-1].color is None
+        for x, o in zip(xs, outs):
+            np.testing.assert_array_equal(o.numpy(), m(x).numpy())
+
+
+def test_outputs_that_view_a_buffer_are_not_buffered():
+    lin = nn.Linear(4, 6)
+
+    def f(x):
+        h = lin(x)
+        return h.reshape(-1), ember.relu(h) * 2
+    cf = ember.compile(f)
+    xs = [ember.randn(3, 4) for _ in range(3)]
+    with ember.no_grad():
+        got = [cf(x) for x in xs]
+        assert cf._cache[0].plan.steps[0].color is None    # reaches the result
+        for x, (a, b) in zip(xs, got):
+            ra, rb = f(x)
+            np.testing.assert_array_equal(a.numpy(), ra.numpy())
+            np.testing.assert_array_equal(b.numpy(), rb.numpy())
+
+
+def test_train_step_buffers_keep_user_held_losses_and_grads():
+    ember.manual_seed(7)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 16), nn.Tanh(),
+                          nn.Linear(16, 3))
+    ref_model = copy.deepcopy(model)
+    data = [(ember.randn(8, 6, requires_grad=True), ember.randint(0, 3, (8,)))
+            for _ in range(3)]
+
+    def stepper(m):
+        opt = ember.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(m(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    cstep, ref = ember.compile(stepper(model)), stepper(ref_model)
+    losses, grads, xgrads = [], [], []
+    for i in range(6):
+        x, y = data[i % 3]
+        x.grad = None
+        losses.append(cstep(x, y))
+        grads.append(model[0].weight.grad)       # zero_grad sets None: a new .grad each step
+        xgrads.append(x.grad)                    # an input's gradient (through a buffer)
+    assert cstep._cache[0].plan.mode == "train" and cstep.stats["replays"] == 5
+    assert any(st.color is not None for st in cstep._cache[0].plan.steps)
+    for i in range(6):
+        x, y = data[i % 3]
+        x.grad = None
+        r = ref(x, y)
+        assert losses[i].item() == r.item()
+        np.testing.assert_array_equal(grads[i].numpy(), ref_model[0].weight.grad.numpy())
+        np.testing.assert_array_equal(xgrads[i].numpy(), x.grad.numpy())
+
+
+def test_deferred_backward_after_more_calls_uses_its_own_activations():
+    m = _deep_mlp()
+    cm = ember.compile(m)
+    x1, x2, x3 = (ember.randn(4, 6) for _ in range(3))
+    cm(x1)
+    o1, o2, o3 = cm(x1), cm(x2), cm(x3)   # three forwards kept for one backward
+    (o1.pow(2).sum() + o2.sum() + o3.sum()).backward()
+    got = [p.grad.numpy().copy() for p in m.parameters()]
+    m.zero_grad()
+    (m(x1).pow(2).sum() + m(x2).sum() + m(x3).sum()).backward()
+    for a, p in zip(got, m.parameters()):
+        np.testing.assert_allclose(a, p.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def _chain(x, y):
+    return ember.relu((x + y) * 0.5 - 1) / (y - 0.25) - x
+
+
+@pytest.mark.parametrize("numba", [True, False])
+def test_fused_chain_equals_eager_bitwise(numba, monkeypatch):
+    from ember._compile import _fused
+    if not numba:   # without the ember[compile] extra: NumPy, op by op, into buffers
+        monkeypatch.setattr(_fused, "_kernels", {"ready": True})
+    rng = np.random.default_rng(8)
+    xa = rng.standard_normal((64, 33)).astype(np.float32)
+    ya = rng.standard_normal((64, 33)).astype(np.float32)
+    xa[0, :4] = [np.nan, -0.0, np.inf, -np.inf]
+    ya[1, :3] = [0.25, -2.0, 1.0]                 # a division by zero: inf, as eagerly
+    xa[1, 2] = -0.0
+    x, y = ember.tensor(xa), ember.tensor(ya)
+    cf = ember.compile(_chain)
+    with ember.no_grad():
+        for _ in range(3):
+            got = cf(x, y)
+    groups = cf._cache[0].plan.groups
+    assert [len(g.steps) for g in groups] == ([7] if numba else [])
+    np.testing.assert_array_equal(got.numpy(), _chain(x, y).numpy())
+    assert np.signbit(got.numpy()).tolist() == np.signbit(_chain(x, y).numpy()).tolist()
+    # ReLU of -0.0 and of NaNs of either sign, inside a chain
+    z = ember.tensor(np.array([-0.0, 0.0, np.nan, -np.nan, 1.0, -1.0] * 3, np.float32))
+
+    def relu_chain(a, b):
+        return ember.relu(a * b)
+    cr = ember.compile(relu_chain)
+    with ember.no_grad():
+        for _ in range(3):
+            r = cr(z, ember.ones(18))
+    assert len(cr._cache[0].plan.groups) == (1 if numba else 0)
+    want = relu_chain(z, ember.ones(18)).numpy()
+    np.testing.assert_array_equal(r.numpy(), want)
+    assert np.signbit(r.numpy()).tolist() == np.signbit(want).tolist()
+
+    # training through the chain: the kept intermediates feed the backward
+    def step(x, y):
+        loss = _chain(x, y).nan_to_num().sum()
+        loss.backward()
+        return loss
+    results = []
+    for f in (ember.compile(step), step):
+        xs, ys = x.clone().requires_grad_(), y.clone().requires_grad_()
+        for _ in range(3):
+            xs.grad = ys.grad = None
+            loss = f(xs, ys)
+        if f is not step:
+            plan = f._cache[0].plan
+            assert plan.mode == "train"
+            assert [len(g.steps) for g in plan.groups] == ([7] if numba else [])
+        results.append((loss.item(), xs.grad.numpy(), ys.grad.numpy()))
+    assert results[0][0] == results[1][0]
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    np.testing.assert_array_equal(results[0][2], results[1][2])
+
+
+def test_fused_chain_dynamic_batch_and_float64():
+    cf = ember.compile(_chain)
+    with ember.no_grad():
+        for shape, dt in (((4, 5), ember.float32), ((9, 5), ember.float32),
+                          ((4, 5), ember.float64), ((4, 5), ember.float32)):
+            x, y = ember.randn(*shape, dtype=dt), ember.randn(*shape, dtype=dt)
+            np.testing.assert_array_equal(cf(x, y).numpy(), _chain(x, y).numpy())
+
+
+class _Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        ember.manual_seed(9)
+        self.a, self.b, self.c = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.a(x)
+        u = self.b(h) * 0.5          # h is read again below: its block stays live
+        v = self.c(u) - h
+        return (v + u) / (h * h + 1)
+
+
+def test_liveness_keeps_values_read_later():
+    m = _Residual()
+    cm = ember.compile(m)
+    with ember.no_grad():
+        xs = [ember.randn(4, 8) for _ in range(3)]
+        got = [cm(x) for x in xs]
+        plan = cm._compiled._cache[0].plan
+        assert plan.mode == "infer"
+        # b's output is dead once scaled: c's output reuses its block, never h's
+        assert [st.color for st in plan.steps if st.node.op == "_Linear"] == [0, 1, 1]
+        for x, o in zip(xs, got):
+            np.testing.assert_array_equal(o.numpy(), m(x).numpy())
+    for flag in (True, False):   # the switch: the same values without buffers
+        config.reuse_buffers = flag
+        try:
+            with ember.no_grad():
+                np.testing.assert_array_equal(cm(xs[0]).numpy(), m(xs[0]).numpy())
+        finally:
+            config.reuse_buffers = True
+
+
+def test_train_step_with_python_number_operands_equals_eager():
+    def f(x):
+        return ((x * 0.1) ** 2).sum() + (3 - x * 0.3).mean()
+
+    def step(x):
+        loss = f(x)
+        loss.backward()
+        return loss
+    cs = ember.compile(step)
+    x = ember.randn(5, 7, requires_grad=True)
+    for _ in range(3):
+        x.grad = None
+        loss = cs(x)
+    plan = cs._cache[0].plan
+    assert plan.steps[0].color is not None and plan.steps[0].bvjp is not None  # x * 0.1
+    got = x.grad.numpy().copy()
+    x.grad = None
+    ref = f(x)
+    ref.backward()
+    assert loss.item() == ref.item()
+    np.testing.assert_array_equal(got, x.grad.numpy())

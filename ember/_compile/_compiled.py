@@ -27,9 +27,13 @@ __all__ = ["CompiledFunction", "OptimizedModule", "config"]
 
 
 class _Config:
-    """``torch._dynamo.config``'s knobs that ember honours."""
+    """``torch._dynamo.config``'s knobs that ember honours, and ember's own:
+    ``reuse_buffers`` (default True): plans write into buffers kept across calls and
+    run elementwise chains fused (see ``_buffers``, ``_fused``); False allocates per
+    op, as eagerly (for measuring the difference)."""
 
     cache_size_limit = 8
+    reuse_buffers = True
 
 
 config = _Config()
@@ -258,14 +262,19 @@ class CompiledFunction:
         for ev in e.train.pre:
             ev.call(*ev.args, **ev.kwargs)
         ps = e.param_tensors
+        arena = plan.acquire("train") if config.reuse_buffers else None
+        try:
+            with grad_mode.no_grad():
+                env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps],
+                                         True, arena)
+                n_user = _n_user(e)
+                seeds = [None] * len(plan.out_slots)
+                seeds[n_user] = np.ones_like(env[plan.out_slots[n_user]])
+                grads = plan.backward(env, tape, seeds, arena)
+                _write_back(e, tensors, lambda v: env[plan.slots[id(v)]])
+        finally:
+            plan.release(arena)
         with grad_mode.no_grad():
-            env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps],
-                                     True)
-            n_user = _n_user(e)
-            seeds = [None] * len(plan.out_slots)
-            seeds[n_user] = np.ones_like(env[plan.out_slots[n_user]])
-            grads = plan.backward(env, tape, seeds)
-            _write_back(e, tensors, lambda v: env[plan.slots[id(v)]])
             leaves = [t for t in tensors if t.requires_grad] + \
                 [p for p in ps if p.requires_grad] + [c for _, c in plan.const_leaves]
             seen = {}
@@ -297,7 +306,13 @@ class CompiledFunction:
             return out[0]
         ps = e.param_tensors
         record = grad_mode.is_grad_enabled() and bool(plan.leaf_slots)
-        env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps], record)
+        # forward buffers only when nothing is kept for a later backward (see _buffers)
+        arena = plan.acquire(None if record else "infer") if config.reuse_buffers else None
+        try:
+            env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps],
+                                     record, arena)
+        finally:
+            plan.release(arena)
         _write_back(e, tensors, lambda v: env[plan.slots[id(v)]])
         leaves = [t for t in tensors if t.requires_grad] + \
             [p for p in ps if p.requires_grad] + [c for _, c in plan.const_leaves]

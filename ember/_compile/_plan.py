@@ -20,7 +20,7 @@ with :meth:`Graph.run`, as eager ember would run it.
 import numpy as np
 
 from ember import _tensor
-from ember._compile import _kernels
+from ember._compile import _buffers, _kernels
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
@@ -76,7 +76,8 @@ class _Step:
     """One node of the graph as a call on arrays."""
 
     __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
-                 "grad", "needs", "in_slots", "vjp", "index", "inplace")
+                 "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
+                 "bvjp", "group", "skip")
 
     def __init__(self, node, slots):
         self.node = node
@@ -103,8 +104,13 @@ class _Step:
         self.vjp = None
         self.index = 0
         self.inplace = None  # an array function writing into its input (see _fuse)
+        self.into = None     # a forward writing into a buffer, and the buffer's colour
+        self.color = None    # (see _buffers.assign)
+        self.bvjp = None     # a vjp writing its gradients into buffers (_buffers.BVJP)
+        self.group = None    # the fused chain this step ends, and whether it is a chain
+        self.skip = False    # member the chain computes (see _fused.groups)
 
-    def run(self, env, slots):
+    def run(self, env, slots, arena=None):
         """Run the step; returns (positional argument values, state) for the tape."""
         args = self.args[:]
         for i, s in self.refs:
@@ -122,6 +128,9 @@ class _Step:
         if self.inplace is not None:
             x = args[0]
             env[self.outs[0]] = self.inplace(x, x)
+            return args, None
+        if arena is not None and self.color is not None:
+            env[self.outs[0]] = self.into(args, arena, self.color)
             return args, None
         if self.prim:
             op = self.op
@@ -213,11 +222,43 @@ class Plan:
         self.out_rg = [rg[s] for s in self.out_slots]
         _fuse(self)
         self.grad_steps = [st for st in self.steps if st.grad][::-1]
+        for st in self.grad_steps:
+            st.bvjp = _buffers.bvjp_for(st)
+        self.arena = _buffers.Arena()
+        self.mode = None  # what the forward buffers were laid out for ("train"/"infer")
+        self.groups, self.colors = [], {}
+
+    # ----- buffers ---------------------------------------------------------------------
+    def acquire(self, mode):
+        """The plan's arena for one call (None while another call holds it), its forward
+        buffers laid out for ``mode`` on first use: "train" (the backward runs in the
+        same call), "infer" (no backward), or None (the forward is kept for a later
+        backward: no forward buffers, only the backward's)."""
+        arena = self.arena
+        if arena.busy:
+            return None
+        if mode != self.mode and self.mode != "mixed":
+            if self.mode is not None:  # used both ways: no forward buffers from now on
+                mode = "mixed"
+            for st in self.steps:
+                st.color = st.group = None
+                st.skip = False
+            self.groups, self.colors = [], {}
+            if mode in ("train", "infer"):
+                _buffers.assign(self, mode == "train")
+            self.mode = mode
+        arena.busy = True
+        return arena
+
+    def release(self, arena):
+        if arena is not None:
+            arena.busy = False
 
     # ----- running ---------------------------------------------------------------------
-    def forward(self, inputs, params, record):
+    def forward(self, inputs, params, record, arena=None):
         """Run the forward on arrays. ``inputs``: one array per graph input; ``params``:
-        one array per name in ``param_names``. Returns (slot list, tape or None)."""
+        one array per name in ``param_names``; ``arena``: from :meth:`acquire` (its
+        forward buffers are used). Returns (slot list, tape or None)."""
         env = [None] * self.n_slots
         for s, a in zip(self.input_slots, inputs):
             env[s] = a
@@ -226,21 +267,46 @@ class Plan:
         for s, a in self.const:
             env[s] = a._data if isinstance(a, Tensor) else a
         slots = self.slots
-        if not record:
+        if arena is not None and self.mode not in ("train", "infer"):
+            arena = None
+        if arena is None:
+            if not record:
+                for st in self.steps:
+                    st.run(env, slots)
+                return env, None
+            tape = [None] * len(self.steps)
             for st in self.steps:
-                st.run(env, slots)
-            return env, None
-        tape = [None] * len(self.steps)
+                r = st.run(env, slots)
+                if st.grad:
+                    tape[st.index] = r
+            return env, tape
+        tape = [None] * len(self.steps) if record else None
         for st in self.steps:
-            r = st.run(env, slots)
-            if st.grad:
-                tape[st.index] = r
+            if st.skip:
+                continue
+            if st.group is None:
+                r = st.run(env, slots, arena)
+                if record and st.grad:
+                    tape[st.index] = r
+                continue
+            g = st.group
+            g.run(env, arena, self.colors)
+            if record:  # the members' arguments (all kept when recording)
+                for m in g.steps:
+                    if m.grad:
+                        args = m.args[:]
+                        for i, s in m.refs:
+                            args[i] = env[s]
+                        tape[m.index] = (args, None)
         return env, tape
 
-    def backward(self, env, tape, out_grads):
+    def backward(self, env, tape, out_grads, arena=None):
         """The gradients of the leaves (``leaf_slots`` order) given one gradient array
-        (or None) per graph output."""
+        (or None) per graph output; with ``arena``, gradient temporaries are written
+        into its buffers (the leaves' gradients are never among them)."""
         G = {}
+        acc = _accumulate if arena is None else \
+            (lambda G, s, g: _accumulate_into(G, s, g, arena))
         for s, g in zip(self.out_slots, out_grads):
             if g is not None:
                 _accumulate(G, s, g)
@@ -251,7 +317,10 @@ class Plan:
                 continue
             args, state = tape[st.index]
             ys = [env[s] for s in outs]
-            grads = st.vjp(state, args, ys, gouts, st.needs)
+            if arena is not None and st.bvjp is not None:
+                grads = st.bvjp(state, args, ys, gouts, st.needs, arena, st.index)
+            else:
+                grads = st.vjp(state, args, ys, gouts, st.needs)
             for i, s in st.refs:
                 if not st.needs[i]:
                     continue
@@ -263,8 +332,11 @@ class Plan:
                     g = _sum_to(g, a.shape)
                 if g.dtype != a.dtype:
                     g = g.astype(a.dtype)
-                _accumulate(G, s, g)
-        return [G.get(s) for s in self.leaf_slots]
+                acc(G, s, g)
+        leaf = [G.get(s) for s in self.leaf_slots]
+        if arena is not None:
+            leaf = [g.copy() if _buffers.owned(arena, g) else g for g in leaf]
+        return leaf
 
 
 # one-input elementwise ops whose backward reads their output only, by op name: the
@@ -314,6 +386,18 @@ def _accumulate(G, s, g):
     G[s] = g if prev is None else prev + g
 
 
+def _accumulate_into(G, s, g, arena):
+    """``_accumulate`` with the sum written into slot ``s``'s own buffer."""
+    prev = G.get(s)
+    if prev is None:
+        G[s] = g
+    elif prev.shape == g.shape and prev.dtype == g.dtype and type(prev) is _ndarray \
+            and type(g) is _ndarray:
+        G[s] = np.add(prev, g, out=arena.get(("acc", s), g.shape, g.dtype))
+    else:
+        G[s] = prev + g
+
+
 def _sum_to(g, shape):
     """``g`` summed over the dims broadcasting added or stretched to reach ``shape``."""
     lead = g.ndim - len(shape)
@@ -349,7 +433,12 @@ class CompiledFunctionBackward(Node):
         env, tape = saved
         plan = self.plan
         out_grads = [None if g is None else g._data for g in grads]
-        leaf = plan.backward(env, tape, out_grads)
+        from ember._compile._compiled import config
+        arena = plan.acquire(None) if config.reuse_buffers else None
+        try:
+            leaf = plan.backward(env, tape, out_grads, arena)
+        finally:
+            plan.release(arena)
         return tuple(None if g is None else _make(g) for g in leaf)
 
     def _recorded(self, grads):

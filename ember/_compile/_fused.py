@@ -1,0 +1,261 @@
+"""Elementwise chains as one kernel in a compiled plan.
+
+A chain of elementwise operations (``g * (y > 0)``, ``(1 - y * y) * g``, a forward
+``(a - b) * (a - b)``...) costs NumPy a full pass over memory per operation and a
+temporary array between each. With numba (the ``ember[compile]`` extra, as
+:mod:`ember._compile._optim`) the chain is one compiled loop doing, element by
+element, the same float operations in the same order as NumPy's calls (no fused
+multiply-add, no reassociation: numba compiles without fast-math), so the values are
+NumPy's to the bit. Without numba, or for arrays a loop over flat memory does not
+cover (non-contiguous, broadcast, mixed dtypes), each function here runs the NumPy
+calls of eager ember with ``out=`` into the given buffer: the same values either way.
+
+Transcendental functions (``exp``, ``tanh``...) are not fused: numba calls the C
+library's, which can differ in the last bit from NumPy's SIMD loops, and the compiled
+loss curves must stay eager ember's.
+"""
+import numpy as np
+
+from ember.backend.threads import parallel_rows
+
+__all__ = ["relu_grad", "tanh_grad", "available"]
+
+_kernels = {}
+
+
+def _numba():
+    """The compiled loops, built on first use (an empty dict without numba)."""
+    if "ready" in _kernels:
+        return _kernels
+    _kernels["ready"] = True
+    try:
+        import numba
+    except ImportError:
+        return _kernels
+
+    # loops over whole (sliced) arrays from 0: indices known non-negative, so LLVM
+    # drops the wraparound checks and vectorizes the loop
+    @numba.njit(nogil=True, cache=False)
+    def relu_grad(g, y, out):
+        one = g.dtype.type(1)
+        zero = g.dtype.type(0)
+        for i in range(out.size):
+            out[i] = g[i] * (one if y[i] > 0 else zero)
+
+    @numba.njit(nogil=True, cache=False)
+    def tanh_grad(g, y, out):
+        one = g.dtype.type(1)
+        for i in range(out.size):
+            yi = y[i]
+            d = yi * yi
+            d = one - d
+            out[i] = d * g[i]
+
+    _kernels.update(relu_grad=relu_grad, tanh_grad=tanh_grad, numba=numba)
+    return _kernels
+
+
+def available():
+    """True when numba is importable (the fused loops run)."""
+    return "numba" in _numba()
+
+
+def _flat_ok(*arrays):
+    a0 = arrays[0]
+    return all(type(a) is np.ndarray and a.shape == a0.shape and a.dtype == a0.dtype
+               and a.flags.c_contiguous for a in arrays) and \
+        a0.dtype in (np.float32, np.float64)
+
+
+def _run(kernel, arrays, extra=(), cost=2):
+    """``kernel`` over the arrays seen flat, split over the intra-op threads when large
+    (each block a slice of every array)."""
+    flat = [a.reshape(-1) for a in arrays]
+    n = flat[0].size
+    parallel_rows(lambda lo, hi: kernel(*[f[lo:hi] for f in flat], *extra), n, cost * n)
+
+
+def relu_grad(g, y, out):
+    """``g * (y > 0)`` into ``out``."""
+    k = _numba().get("relu_grad")
+    if k is not None and _flat_ok(g, y, out):
+        _run(k, (g, y, out))
+        return out
+    return np.multiply(g, y > 0, out=out)
+
+
+def tanh_grad(g, y, out):
+    """``(1 - y * y) * g`` (tanh's gradient from its output) into ``out``."""
+    k = _numba().get("tanh_grad")
+    if k is not None and _flat_ok(g, y, out):
+        _run(k, (g, y, out))
+        return out
+    np.multiply(y, y, out=out)
+    np.subtract(1, out, out=out)
+    out *= g
+    return out
+
+
+# ----- forward chains -------------------------------------------------------------------------
+# the elementwise primitives a chain may hold, by op name: their arity and the loop body
+# (``{0}``, ``{1}``: operands; ``z``: the dtype's zero)
+_OPS = {"Add": (2, "{0} + {1}"), "Sub": (2, "{0} - {1}"), "Mul": (2, "{0} * {1}"),
+        "Div": (2, "{0} / {1}"), "Neg": (1, "-{0}"),
+        # np.maximum(x, 0): x when x > 0 or x is NaN (its sign kept), else +0.0 (also
+        # for -0.0, as NumPy's loops return the second operand of equal ones)
+        "Relu": (1, "{0} if ({0} > z or {0} != {0}) else z")}
+
+
+_chains = {}  # loop source -> its compiled function (shared by the plans)
+
+
+class Group:
+    """Consecutive elementwise steps of one shape and floating dtype, run as one loop at
+    the position of the last (see :func:`groups`). ``inputs``: the slots it reads from
+    outside; ``keep``: the member outputs written to memory (read after the group, by
+    another step, the result or the backward); the others stay in registers."""
+
+    __slots__ = ("steps", "inputs", "keep", "kernel", "consts", "last")
+
+    def __init__(self, steps, keep):
+        self.steps = steps
+        self.last = steps[-1]
+        produced = {st.outs[0] for st in steps}
+        inputs = []
+        for st in steps:
+            for _, s in st.refs:
+                if s not in produced and s not in inputs:
+                    inputs.append(s)
+        self.inputs = inputs
+        self.keep = [st.outs[0] for st in steps if st.outs[0] in keep]
+        self.kernel = None
+        self.consts = None
+
+    def source(self):
+        """The loop's Python source (compiled by numba) and its constants, in order."""
+        names = {s: f"a{i}[i]" for i, s in enumerate(self.inputs)}
+        consts = []
+        body = []
+        for k, st in enumerate(self.steps):
+            ops = []
+            for j, a in enumerate(st.args):
+                ref = dict(st.refs).get(j)
+                if ref is not None:
+                    ops.append(names[ref])
+                else:
+                    consts.append(a)
+                    ops.append(f"c{len(consts) - 1}")
+            body.append(f"        t{k} = " + _OPS[st.node.op][1].format(*ops, z="z"))
+            names[st.outs[0]] = f"t{k}"
+            if st.outs[0] in self.keep:
+                body.append(f"        o{self.keep.index(st.outs[0])}[i] = t{k}")
+        params = [f"a{i}" for i in range(len(self.inputs))] + \
+            [f"o{i}" for i in range(len(self.keep))] + \
+            [f"c{i}" for i in range(len(consts))] + ["z"]
+        src = (f"def chain({', '.join(params)}):\n"
+               "    for i in range(a0.size):\n" + "\n".join(body) + "\n")
+        return src, consts
+
+    def compile(self):
+        numba = _numba().get("numba")
+        if numba is None:
+            return False
+        src, consts = self.source()
+        kernel = _chains.get(src)
+        if kernel is None:
+            scope = {}
+            exec(compile(src, "<ember fused chain>", "exec"), scope)
+            # error_model="numpy": a float division by zero is inf or NaN, as NumPy's
+            kernel = _chains[src] = numba.njit(nogil=True, cache=False,
+                                               error_model="numpy")(scope["chain"])
+        self.kernel = kernel
+        self.consts = consts
+        return True
+
+    def run(self, env, arena, colors):
+        """Compute the group's kept outputs into their buffers (``env`` updated)."""
+        ins = [env[s] for s in self.inputs]
+        a0 = ins[0]
+        dt = a0.dtype
+        outs = [np.empty(a0.shape, dt) if colors[s] is None else
+                arena.get(colors[s], a0.shape, dt) for s in self.keep]
+        if self.kernel is not None and _flat_ok(*ins, *outs):
+            _run(self.kernel, ins + outs, [dt.type(c) for c in self.consts] + [dt.type(0)],
+                 2 * len(self.steps))
+            for s, o in zip(self.keep, outs):
+                env[s] = o
+            return
+        # NumPy, op by op: kept outputs into their buffers, the others fresh
+        keep = dict(zip(self.keep, outs))
+        for st in self.steps:
+            args = list(st.args)
+            for j, s in st.refs:
+                args[j] = env[s]
+            o = keep.get(st.outs[0])
+            f = _NUMPY[st.node.op]
+            if st.node.op == "Relu":
+                from ember.ops.unary import _relu_array
+                env[st.outs[0]] = _relu_array(args[0], o)
+            else:
+                env[st.outs[0]] = f(*args, out=o) if o is not None else f(*args)
+
+
+_NUMPY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
+          "Neg": np.negative, "Relu": None}
+
+
+def _member(st):
+    """(shape, dtype) of an elementwise step a chain may hold, or None."""
+    from ember.jit._ir import Ref
+    if not st.prim or st.multi or st.nested or st.node.kwargs:
+        return None
+    op = _OPS.get(st.node.op)
+    if op is None or len(st.args) != op[0] or not st.refs:
+        return None
+    out = st.node.outputs[0]
+    if out.dtype is None or not out.dtype.is_floating_point or \
+            getattr(out.dtype, "is_complex", False) or out.shape is None:
+        return None
+    shape = tuple(out.shape)
+    for a in st.args:
+        if type(a) is Ref:
+            v = a.value
+            if v.type != "Tensor" or v.dtype != out.dtype or v.shape is None or \
+                    tuple(v.shape) != shape:
+                return None
+        elif type(a) not in (int, float):  # bool, complex: another promotion
+            return None
+    return shape, out.dtype
+
+
+def groups(plan, record):
+    """The plan's elementwise chains of two steps or more (:class:`Group`), each kept
+    output chosen for ``record`` (the backward reads the tape in this call)."""
+    found, cur, key = [], [], None
+    for st in plan.steps:
+        k = _member(st)
+        if k is not None and k == key:
+            cur.append(st)
+            continue
+        if len(cur) > 1:
+            found.append(cur)
+        cur, key = ([st], k) if k is not None else ([], None)
+    if len(cur) > 1:
+        found.append(cur)
+    if not found or not available():  # numba is imported only when there is a chain
+        return []
+    out = []
+    for steps in found:
+        members = {id(st) for st in steps}
+        keep = set(plan.out_slots)
+        for st in plan.steps:
+            if id(st) not in members:
+                keep.update(st.in_slots)
+            elif record and st.grad:
+                keep.update(st.in_slots)
+                keep.update(st.outs)
+        g = Group(steps, keep)
+        if not g.keep or not g.compile():
+            continue
+        out.append(g)
+    return out
