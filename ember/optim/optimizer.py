@@ -218,7 +218,10 @@ def _axpy(a, alpha, b):
         alpha = float(np.float32(alpha))
     else:
         alpha = float(a.dtype.type(alpha))
-    return (a.astype(np.float64) + alpha * b.astype(np.float64)).astype(a.dtype)
+    # the casts happen inside the ufunc loops: no float64 copies of a and b
+    t = np.multiply(b, alpha, dtype=np.float64)
+    np.add(t, a, out=t)
+    return t.astype(a.dtype)
 
 
 class Optimizer:
