@@ -14,6 +14,7 @@ from ember.ops import (  # noqa: F401
     linalg_decomp,
     normalization,
     pooling,
+    power,
     reduction,
     resample,
     sampling,
@@ -37,6 +38,7 @@ from ember.ops.linalg import *  # noqa: F401,F403
 from ember.ops.linalg_decomp import *  # noqa: F401,F403
 from ember.ops.normalization import *  # noqa: F401,F403
 from ember.ops.pooling import *  # noqa: F401,F403
+from ember.ops.power import *  # noqa: F401,F403
 from ember.ops.reduction import *  # noqa: F401,F403
 from ember.ops.resample import *  # noqa: F401,F403
 from ember.ops.sampling import *  # noqa: F401,F403
@@ -50,8 +52,8 @@ from ember.ops.unary import *  # noqa: F401,F403
 # `ember.conv` or `ember.shape` do not appear as stray attributes of `ember`)
 __all__ = sorted({name for module in (bitwise, conv, conversion, diagonals, elementwise, extrema,
                                       gather_scatter, indexing, join, linalg, linalg_decomp,
-                                      normalization, pooling, reduction, resample, scan, shape,
-                                      sampling, sorting, special, unary, complex_numbers)
+                                      normalization, pooling, power, reduction, resample, scan,
+                                      shape, sampling, sorting, special, unary, complex_numbers)
                   for name in getattr(module, "__all__", ())})
 from ember.ops import extras  # noqa: E402,F401  (bincount, cov, cartesian_prod ...)
 from ember.ops.extras import *  # noqa: E402,F401,F403
