@@ -284,8 +284,11 @@ def _check_nll(input, target, weight):
     return n_classes
 
 
-def _nll(input, target, weight, ignore_index, reduction):
-    """nll_loss on checked inputs; returns the loss."""
+def _nll(input, target, weight, ignore_index, reduction, host_of=None):
+    """nll_loss on checked inputs; returns the loss. ``host_of(t)`` reads the targets on
+    the host for the bounds check (default ``t._host()``; vmap passes one that reads the
+    whole batch), and when given, the all-ignored mean is a ``where`` instead of an
+    ``.item()`` test, so no value is read on the way."""
     n_classes = _check_nll(input, target, weight)
     target = target.to(ember.int64)
     if input.ndim == 1:
@@ -296,7 +299,7 @@ def _nll(input, target, weight, ignore_index, reduction):
         t = target.reshape(-1)
     valid = t != ignore_index
     safe = ember.where(valid, t, ember.zeros((), dtype=ember.int64, device=t.device))
-    th = t._host()
+    th = t._host() if host_of is None else host_of(t)
     bad = (th != ignore_index) & ((th < 0) | (th >= n_classes))
     if bad.any():
         raise IndexError(f"Target {int(th[bad][0])} is out of bounds.")
@@ -310,6 +313,10 @@ def _nll(input, target, weight, ignore_index, reduction):
     if reduction == "sum":
         return loss.sum()
     total = w.sum()
+    if host_of is not None:  # every target ignored: a NaN value and a zero gradient
+        empty = total == 0
+        return ember.where(empty, float("nan"),
+                           loss.sum() / ember.where(empty, ember.ones_like(total), total))
     if total.item() == 0:
         # every target ignored: PyTorch's mean is nan and its gradient zero
         return loss.sum() * 0 + float("nan")
