@@ -17,6 +17,7 @@ loss curves must stay eager ember's.
 import numpy as np
 
 from ember.backend.threads import parallel_rows
+from ember.ops.unary import _relu_grad_array
 
 __all__ = ["relu_grad", "tanh_grad", "available"]
 
@@ -37,10 +38,9 @@ def _numba():
     # drops the wraparound checks and vectorizes the loop
     @numba.njit(nogil=True, cache=False)
     def relu_grad(g, y, out):
-        one = g.dtype.type(1)
         zero = g.dtype.type(0)
         for i in range(out.size):
-            out[i] = g[i] * (one if y[i] > 0 else zero)
+            out[i] = zero if y[i] <= 0 else g[i]
 
     @numba.njit(nogil=True, cache=False)
     def tanh_grad(g, y, out):
@@ -76,12 +76,13 @@ def _run(kernel, arrays, extra=(), cost=2):
 
 
 def relu_grad(g, y, out):
-    """``g * (y > 0)`` into ``out``."""
+    """relu's derivative (``threshold_backward``: 0 where ``y <= 0``, else ``g``) into
+    ``out``."""
     k = _numba().get("relu_grad")
     if k is not None and _flat_ok(g, y, out):
         _run(k, (g, y, out))
         return out
-    return np.multiply(g, y > 0, out=out)
+    return _relu_grad_array(g, y, out)
 
 
 def tanh_grad(g, y, out):

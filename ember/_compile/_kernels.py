@@ -78,7 +78,7 @@ def _linear(state, args, ys, gouts, needs):
 
 
 def _linear_relu(state, args, ys, gouts, needs):
-    g = np.multiply(gouts[0], ys[0] > 0)
+    g = unary._relu_grad_array(gouts[0], ys[0])
     return _linear_grads(g, args[0], args[1], needs)
 
 
@@ -97,7 +97,7 @@ def _cross_entropy(state, args, ys, gouts, needs):
 
 # ----- elementwise ---------------------------------------------------------------------------
 def _relu(state, args, ys, gouts, needs):
-    return [np.multiply(gouts[0], ys[0] > 0)]
+    return [unary._relu_grad_array(gouts[0], ys[0])]
 
 
 def _tanh(state, args, ys, gouts, needs):
@@ -235,7 +235,7 @@ def _rnn_cell(cell):
         dh = ghn if gy is None else (gy if ghn is None else ghn + gy)
         h2, hp = state["_acts"][0]
         if cell.cell.relu:
-            dpre = dh * (h2 > 0)
+            dpre = unary._relu_grad_array(dh, h2)
         else:
             dpre = h2 * h2
             np.subtract(1, dpre, out=dpre)

@@ -314,11 +314,12 @@ class _MinMax(Primitive):
 
     def backward(self, gy):
         a, b = self.saved_tensors
-        pick_a = self._pick(a, b)
         tie = a == b
         half = gy / 2
-        ga = where(tie, half, gy.masked_fill(~pick_a, 0.0))
-        gb = where(tie, half, gy.masked_fill(pick_a, 0.0))
+        # each side's gradient is zeroed only where it strictly loses: where either is
+        # NaN (no order) both sides get the whole gradient, as PyTorch's formula does
+        ga = where(tie, half, gy.masked_fill(self._loses(a, b), 0.0))
+        gb = where(tie, half, gy.masked_fill(self._loses(b, a), 0.0))
         return ga, gb
 
     jvp = _jvp.diagonal
@@ -330,8 +331,8 @@ class Minimum(_MinMax):
         return np.minimum(a, b)
 
     @staticmethod
-    def _pick(a, b):
-        return a < b
+    def _loses(a, b):
+        return a > b
 
 
 class Maximum(_MinMax):
@@ -340,20 +341,37 @@ class Maximum(_MinMax):
         return np.maximum(a, b)
 
     @staticmethod
-    def _pick(a, b):
-        return a > b
+    def _loses(a, b):
+        return a < b
 
 
-class Fmin(Minimum):
+class _FMinMax(_MinMax):
+    def backward(self, gy):
+        # the NaN-ignoring forms give a tie, or a NaN on both sides, wholly to the first
+        # operand, and each gradient to the operand the result came from (PyTorch's rule)
+        a, b = self.saved_tensors
+        first = self._first_wins(a, b) | b.isnan()
+        return gy.masked_fill(~first, 0.0), gy.masked_fill(first, 0.0)
+
+
+class Fmin(_FMinMax):
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
         return np.fmin(a, b)
 
+    @staticmethod
+    def _first_wins(a, b):
+        return a <= b
 
-class Fmax(Maximum):
+
+class Fmax(_FMinMax):
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
         return np.fmax(a, b)
+
+    @staticmethod
+    def _first_wins(a, b):
+        return a >= b
 
 
 class Where(Primitive):

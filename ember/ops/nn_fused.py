@@ -18,7 +18,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.ops.unary import _relu_array, _relu_grad_array
+from ember.ops.unary import _relu_array, _relu_grad, _relu_grad_array
 from ember.ops.unary import relu as _relu
 
 __all__ = []
@@ -119,11 +119,11 @@ class _LinearRelu(_Linear):
         if not _grad_state.grad_enabled:
             return self._backward_arrays(_relu_grad_array(gy._data, y._data), x._data,
                                          w._data)
-        return self._backward_tensors(gy * (y > 0), x, w)
+        return self._backward_tensors(_relu_grad(gy, y), x, w)
 
     def jvp(self, *tangents):
         t = _Linear.jvp(self, *tangents)
-        return None if t is None else t * (self.fw_output > 0)
+        return None if t is None else _relu_grad(t, self.fw_output)
 
 
 # PyTorch's name for the node on top of linear's output: addmm / mm for a 2-D input,

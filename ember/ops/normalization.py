@@ -30,6 +30,7 @@ class Normalize(Primitive):
     save_inputs = (0, 1)
     broadcasts = True
     _node_name = "NativeBatchNormBackward0"
+    _overflow_is_nan = False  # batch and instance norm give 0 there, as PyTorch's do
 
     def forward(self, x, w, b, axes, eps, stats=None):
         self.axes, self.eps = axes, eps
@@ -53,6 +54,16 @@ class Normalize(Primitive):
                 out *= w
             if b is not None:
                 out += b
+        if self._overflow_is_nan:
+            xm = array_module(x)
+            overflow = xm.isinf(var)
+            if overflow.any():
+                # PyTorch's row moments overflow to NaN where the variance overflows, not
+                # to an infinite variance and a zero output
+                out = xm.where(overflow.reshape(self.mean.shape), xm.nan, out).astype(
+                    out.dtype, copy=False)
+                self.invstd = xm.where(overflow.reshape(self.mean.shape), xm.nan,
+                                       self.invstd).astype(self.invstd.dtype, copy=False)
         if stats is not None:
             stats.update(mean, var * (n / (n - 1)) if n > 1 else var * np.nan)
         return out
@@ -462,10 +473,12 @@ def _sum_to(g, shape):
 
 class _LayerNorm(Normalize):
     _node_name = "NativeLayerNormBackward0"
+    _overflow_is_nan = True
 
 
 class _GroupNorm(Normalize):
     _node_name = "NativeGroupNormBackward0"
+    _overflow_is_nan = True
 
 
 def _prod(xs):

@@ -553,13 +553,13 @@ def _shifted(x, axis, op):
     if x.dtype.kind != "f":
         raise NotImplementedError(f'"{op}_kernel_impl" not implemented for '
                                   f"'{_dtype_name(x.dtype)}'")
-    xp = array_module(x)
     if x.size == 0:
         return x.copy()
     m = x.max(axis=axis, keepdims=True)
-    # an infinite max is not subtracted (inf - inf is NaN); slices holding +inf, or only
-    # -inf, still come out NaN, as PyTorch's do
-    return x - xp.where(xp.isfinite(m), m, 0).astype(x.dtype)
+    # the max is subtracted even when infinite, as PyTorch does: a slice holding +inf (or
+    # only -inf) comes out all NaN, never a one-hot of the infinity
+    with np.errstate(invalid="ignore"):
+        return x - m
 
 
 class Softmax(Primitive):

@@ -307,7 +307,10 @@ def _piecewise_grad(gy, x, slope):
 
 
 def _abs_slope(x):
-    return np.sign(x)
+    # sgn as PyTorch's: 0 at NaN, so |x|'s gradient at a NaN input is 0
+    s = np.sign(x)
+    return np.where(np.isnan(s), 0, s).astype(s.dtype, copy=False) if s.dtype.kind == "f" \
+        else s
 
 
 class Abs(Primitive):
@@ -369,16 +372,26 @@ def _relu_array(x, out=None):
     return out
 
 
-def _relu_grad_array(gy, y):
-    """``gy * (y > 0)`` on arrays, split over the intra-op threads when large."""
+def _relu_grad_array(gy, y, out=None):
+    """relu's derivative on arrays, as PyTorch's ``threshold_backward``: 0 where
+    ``y <= 0`` and ``gy`` elsewhere. So a NaN output passes the gradient on, and an
+    infinite or NaN ``gy`` is not multiplied into the zeros (``inf * 0`` would be NaN).
+    Into ``out`` when given; split over the intra-op threads when large."""
+    dtype = np.result_type(gy.dtype, np.bool_) if hasattr(gy, "dtype") else None
     if type(gy) is not np.ndarray or type(y) is not np.ndarray or gy.shape != y.shape \
             or gy.size < 4096 or not (gy.flags.c_contiguous and y.flags.c_contiguous):
-        return np.multiply(gy, y > 0)
-    out = np.empty(gy.shape, np.result_type(gy.dtype, np.bool_))
+        res = np.where(y <= 0, np.zeros((), dtype), gy)
+        if out is None:
+            return res
+        np.copyto(out, res)
+        return out
+    if out is None:
+        out = np.empty(gy.shape, dtype)
     g, yf, o = gy.reshape(-1), y.reshape(-1), out.reshape(-1)
 
     def block(lo, hi):
-        np.multiply(g[lo:hi], yf[lo:hi] > 0, out=o[lo:hi])
+        np.copyto(o[lo:hi], g[lo:hi])
+        np.copyto(o[lo:hi], 0, where=yf[lo:hi] <= 0)
     parallel_rows(block, g.size, 2 * g.size)
     return out
 
@@ -412,7 +425,7 @@ class ReluBackward(Primitive):
     _node_name = "ThresholdBackwardBackward0"
 
     def forward(self, gy, y):
-        return gy * (y > 0)
+        return _relu_grad_array(gy, y)
 
     def backward(self, ggx):
         y, = self.saved_tensors
