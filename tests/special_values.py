@@ -69,12 +69,16 @@ def _arrays(outs):
                     o = o.to_dense()
                 if o.dtype in (torch.bfloat16, torch.float16):
                     o = o.float()
+                if o.dtype == torch.complex32:  # no NumPy twin: compare in complex64
+                    o = o.cfloat()
                 res.append(o.detach().numpy(force=True))
             else:
                 if getattr(o, "layout", ember.strided) != ember.strided:
                     o = o.to_dense()
                 if o.dtype in (ember.bfloat16, ember.float16):
                     o = o.float()
+                if o.dtype == ember.complex32:
+                    o = o.cfloat()
                 res.append(o.detach().numpy())
         else:
             res.append(np.asarray(o))

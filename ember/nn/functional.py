@@ -229,8 +229,12 @@ def hardsigmoid(input, inplace=False):
 def hardswish(input, inplace=False):
     """``x * relu6(x + 3) / 6`` (gradient as PyTorch's at the kinks)."""
     def fn(x):
-        zero = _zero_like_scalar(x)
-        return ember.where(x < -3.0, zero, ember.where(x <= 3.0, x * (x + 3.0) / 6.0, x))
+        # below -3, x * 0 as PyTorch's x * clamp(x + 3, 0, 6) / 6 gives: -0.0, NaN at -inf;
+        # the middle piece sees only (-3, 3), so no inf * 0 reaches its gradient; at the
+        # kinks the gradient is the outer pieces' (0 at -3, 1 at 3), as PyTorch's
+        mid = (x > -3.0) & (x < 3.0)
+        xs = ember.where(mid, x, _zero_like_scalar(x))
+        return ember.where(x <= -3.0, x * 0.0, ember.where(mid, xs * (xs + 3.0) / 6.0, x))
     return _maybe_inplace(input, inplace, _opmath(fn))
 
 
@@ -254,15 +258,17 @@ def softshrink(input, lambd=0.5):
     if lambd < 0:
         raise RuntimeError("lambda must be greater or equal to 0, but found to be "
                            f"{lambd:.6f}.")
-    zero = _zero_like_scalar(input)
+    # x - x: +0.0 for every finite x and NaN for NaN, with gradient 0 (PyTorch's values)
     return _zero_curvature(ember.where(input > lambd, input - lambd,
-                                       ember.where(input < -lambd, input + lambd, zero)), input)
+                                       ember.where(input < -lambd, input + lambd,
+                                                   input - input)), input)
 
 
 def hardshrink(input, lambd=0.5):
     """``x`` where ``|x| > lambd``, else 0."""
-    zero = _zero_like_scalar(input)
-    return _zero_curvature(ember.where((input >= -lambd) & (input <= lambd), zero, input), input)
+    # NaN stays NaN with gradient 0, as PyTorch's kernel tests |x| > lambd
+    return _zero_curvature(ember.where((input > lambd) | (input < -lambd), input,
+                                       input - input), input)
 
 
 @_opmath
@@ -305,10 +311,10 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def threshold(input, threshold, value, inplace=False):
-    """``x`` where ``x > threshold``, else ``value``."""
+    """``value`` where ``x <= threshold``, else ``x`` (so NaN stays NaN)."""
     def fn(x):
         v = ember.full((), value, dtype=x.dtype, device=x.device)
-        return _zero_curvature(ember.where(x > threshold, x, v), x)
+        return _zero_curvature(ember.where(x <= threshold, v, x), x)
     return _maybe_inplace(input, inplace, fn)
 
 

@@ -202,7 +202,9 @@ def polygamma(n, x):
     sign = -1.0 if n % 2 == 0 else 1.0
     z = hurwitz_zeta(np.full(x.shape, n + 1.0), x)
     if n == 1:
-        z[x == np.inf] = 0.0  # PyTorch's trigamma has its own kernel, which gives 0 there
+        # PyTorch's trigamma has its own kernel, which gives 0 at +inf and NaN at -inf
+        z[x == np.inf] = 0.0
+        z[x == -np.inf] = np.nan
     with np.errstate(over="ignore", invalid="ignore"):
         return sign * (math.gamma(n + 1) if n < 171 else np.inf) * z
 

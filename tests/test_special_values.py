@@ -1,0 +1,125 @@
+"""The special-value sweep (``special_values.py``) as a test: every OpInfo op outside
+linear algebra, on inputs holding NaN, +-inf, -0.0, subnormals and the largest finite
+values, gives torch's class of result (NaN, +-inf, +-0, finite) element by element,
+forward and first gradient — or is listed here.
+
+``TORCH_WRONG`` holds the ops where ember keeps the mathematically right value on
+purpose (docs/differences.md says why). ``OPEN`` holds differences not fixed yet, with
+the first element that differs; the goal is an empty dict. Both are exact: an op that
+starts to agree must leave its list, so the lists only shrink.
+"""
+import pytest
+import torch
+from special_values import LAPACK, check
+from test_opinfo import PRESENT, _key
+
+TORCH_WRONG = {
+    'nn.functional.gelu':
+        "gelu(+inf) is +inf (x * Phi(x) tends to x); torch's kernel gives NaN",
+    'nn.functional.hardswish':
+        "hardswish(x) is x above 3; torch's x * 6 / 6 overflows to inf above max/6",
+}
+OPEN = {
+    '__rmod__': 'gradient: ember +0, torch x',
+    'aminmax': 'forward: ember -0, torch +0',
+    'argsort': 'forward: ember 4, torch 7374',
+    'as_strided_scatter': 'gradient: ember +0, torch x',
+    'bmm': 'forward: ember -inf, torch nan',
+    'cdist': 'forward: ember x, torch nan',
+    'copysign': 'gradient: ember -0, torch nan',
+    'cross': 'forward: ember nan, torch +inf',
+    'cumprod': 'gradient: ember x, torch nan',
+    'cumsum': 'forward: ember -0, torch +0',
+    'digamma': 'gradient: ember +inf, torch nan',
+    'erf': 'forward: ember +0, torch -0',
+    'frexp': 'forward: ember +0, torch x',
+    'grid_sampler_2d': 'forward: ember nan, torch +0',
+    'grid_sampler_3d': 'forward: ember -0, torch +0',
+    'index_reduce.amax': 'gradient: ember +0, torch nan',
+    'index_reduce.amin': 'gradient: ember +0, torch nan',
+    'lgamma': 'forward: ember -0, torch +0',
+    'logcumsumexp': 'forward: ember -0, torch +0',
+    'logit': 'gradient: ember -0, torch nan',
+    'masked.cumprod': 'gradient: ember x, torch nan',
+    'mode': 'forward: ember -inf, torch nan',
+    'msort': 'forward: ember -0, torch +0',
+    'mvlgamma.mvlgamma_p_1': 'ember raised RuntimeError: All elements must be greater than (p-1)/2',
+    'mvlgamma.mvlgamma_p_3': 'ember raised RuntimeError: All elements must be greater than (p-1)/2',
+    'mvlgamma.mvlgamma_p_5': 'ember raised RuntimeError: All elements must be greater than (p-1)/2',
+    'native_batch_norm': 'forward: ember nan, torch x',
+    'native_group_norm': 'forward: ember x, torch nan',
+    'nextafter': 'forward: ember nan, torch x',
+    'nn.functional.adaptive_avg_pool1d': 'forward: ember nan, torch +inf',
+    'nn.functional.adaptive_avg_pool2d': 'forward: ember nan, torch +inf',
+    'nn.functional.adaptive_avg_pool3d': 'forward: ember nan, torch -inf',
+    'nn.functional.batch_norm': 'forward: ember nan, torch x',
+    'nn.functional.binary_cross_entropy': 'torch raised, ember did not',
+    'nn.functional.cosine_similarity': 'forward: ember nan, torch +0',
+    'nn.functional.embedding_bag': 'forward: ember nan, torch -inf',
+    'nn.functional.glu': 'gradient: ember +0, torch -0',
+    'nn.functional.grid_sample': 'forward: ember -0, torch +0',
+    'nn.functional.group_norm': 'forward: ember nan, torch x',
+    'nn.functional.huber_loss': 'gradient: ember nan, torch x',
+    'nn.functional.instance_norm': 'gradient: ember +0, torch -0',
+    'nn.functional.interpolate.area': 'forward: ember nan, torch +inf',
+    'nn.functional.interpolate.trilinear': 'forward: ember x, torch +0',
+    'nn.functional.logsigmoid': 'forward: ember -0, torch +0',
+    'nn.functional.multi_head_attention_forward': 'forward: ember +0, torch x',
+    'nn.functional.multi_margin_loss': 'forward: ember nan, torch +inf',
+    'nn.functional.multilabel_margin_loss': 'forward: ember nan, torch +inf',
+    'nn.functional.normalize': 'gradient: ember x, torch +0',
+    'nn.functional.silu': 'gradient: ember +0, torch -0',
+    'nn.functional.smooth_l1_loss': 'gradient: ember nan, torch x',
+    'nn.functional.softmin': 'gradient: ember x, torch -0',
+    'nn.functional.softmin.with_dtype': 'gradient: ember x, torch -0',
+    'nn.functional.softsign': 'gradient: ember x, torch +0',
+    'polygamma.polygamma_n_0': 'forward: ember +inf, torch nan',
+    'polygamma.polygamma_n_1': 'forward: ember +inf, torch nan',
+    'polygamma.polygamma_n_2': 'forward: ember +inf, torch nan',
+    'polygamma.polygamma_n_3': 'forward: ember +inf, torch nan',
+    'polygamma.polygamma_n_4': 'forward: ember +inf, torch nan',
+    'prod': 'gradient: ember nan, torch +0',
+    'renorm': 'gradient: ember nan, torch x',
+    'scatter_reduce.amax': 'gradient: ember +0, torch nan',
+    'scatter_reduce.amin': 'gradient: ember +0, torch nan',
+    'sinc': 'gradient: ember nan, torch +0',
+    'sort': 'forward: ember -0, torch +0',
+    'std': 'forward: ember +inf, torch x',
+    'std_mean': 'forward: ember +inf, torch x',
+    'stft': 'forward: ember nan, torch +inf',
+    'to_sparse': 'forward: ember -0, torch +0',
+    'var_mean': 'forward: ember +inf, torch nan',
+}
+
+OPS = [op for op in PRESENT if not op.name.startswith(LAPACK)]
+
+
+def _first_difference(op):
+    compared = 0
+    for dtype in (torch.float32, torch.float64):
+        if dtype not in op.supported_dtypes("cpu"):
+            continue
+        n, diff = check(op, dtype)
+        compared += n
+        if diff:
+            return compared, diff
+    return compared, None
+
+
+@pytest.mark.parametrize("op", OPS, ids=_key)
+def test_special_values_as_torch(op):
+    key = _key(op)
+    try:
+        _, diff = _first_difference(op)
+    except Exception as err:  # noqa: BLE001 - a harness failure counts as a difference
+        diff = f"harness: {type(err).__name__}: {err}"
+    if key in TORCH_WRONG or key in OPEN:
+        assert diff, f"{key} now agrees with torch: remove it from the lists"
+    else:
+        assert diff is None, diff
+
+
+def test_lists_name_live_ops():
+    keys = {_key(op) for op in OPS}
+    assert set(TORCH_WRONG) <= keys and set(OPEN) <= keys
+    assert not set(TORCH_WRONG) & set(OPEN)
