@@ -344,3 +344,14 @@ def test_load_file_memory_is_about_the_file_size(tmp_path):
         tracemalloc.stop()
     assert peak < 1.1 * size
     np.testing.assert_array_equal(got["x"].numpy(), x.numpy())
+
+
+def test_sharing_is_found_across_separate_views_of_one_buffer():
+    buf = bytearray(16)
+    a = ember.from_numpy(np.frombuffer(buf, np.float32))
+    b = ember.from_numpy(np.frombuffer(buf, np.float32)[2:])
+    with pytest.raises(RuntimeError, match="share memory"):
+        est.save({"a": a, "b": b})
+    z = ember.arange(10.0)
+    got = est.load(est.save({"even": z[::2], "odd": z[1::2]}))  # interleaved, disjoint
+    assert got["odd"].tolist() == [1.0, 3.0, 5.0, 7.0, 9.0]

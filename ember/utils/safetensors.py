@@ -75,18 +75,26 @@ def save(tensors, metadata=None):
     return out.getvalue()
 
 
+def _byte_bounds(arr):
+    try:
+        from numpy.lib.array_utils import byte_bounds
+    except ImportError:  # NumPy < 2
+        byte_bounds = np.byte_bounds
+    return byte_bounds(arr)
+
+
 def _check_no_sharing(arrays):
-    by_root = {}
-    for name, arr in arrays.items():
-        if arr.size:
-            by_root.setdefault(id(_root(arr)), []).append(name)
-    for names in by_root.values():
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                if np.shares_memory(arrays[a], arrays[b]):
-                    raise RuntimeError(f"tensors {a!r} and {b!r} share memory; safetensors "
-                                       "stores each tensor on its own: clone one of them "
-                                       "first")
+    """Refuse tensors whose memory overlaps, comparing only those whose byte spans meet
+    (a sweep over the spans sorted by start, so a large state dict costs n log n)."""
+    spans = sorted((*_byte_bounds(a), name) for name, a in arrays.items() if a.size)
+    open_spans = []
+    for lo, hi, name in spans:
+        open_spans = [(h, n) for h, n in open_spans if h > lo]
+        for _, other in open_spans:
+            if np.shares_memory(arrays[other], arrays[name]):
+                raise RuntimeError(f"tensors {other!r} and {name!r} share memory; safetensors "
+                                   "stores each tensor on its own: clone one of them first")
+        open_spans.append((hi, name))
 
 
 def save_file(tensors, filename, metadata=None):
