@@ -352,3 +352,31 @@ def test_huge_declared_sizes_name_their_node(op):
     error = RuntimeError if op == "Reshape" else MemoryError
     with pytest.raises(error, match=f"{op} node 'huge'"):
         m(ember.from_numpy(x))
+
+
+def test_external_data_and_data_types_are_checked(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.arange(4096, dtype=np.float32), "w")
+    model = _graph_model([helper.make_node("Add", ["x", "w"], ["y"])], [w],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4096])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "m.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, location="m.data",
+                    size_threshold=0)
+    x = np.ones(4096, np.float32)
+    np.testing.assert_array_equal(ember.onnx.load(str(path))(ember.from_numpy(x)).detach().numpy(),
+                                  _ort(str(path), [x])[0])
+    data = tmp_path / "m.data"
+    data.write_bytes(data.read_bytes()[:1000])  # a data file cut short
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime refuses it too
+        _ort(str(path), [x])
+    with pytest.raises(ember.onnx.InvalidOnnxModel, match="initializer 'w'.*exceeds"):
+        ember.onnx.load(str(path))
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3], [1.0, 2.0, 3.0])
+    w.data_type = 99
+    with pytest.raises(ember.onnx.InvalidOnnxModel, match="'w' has data type 99"):
+        ember.onnx.load(_graph_model(
+            [helper.make_node("Add", ["x", "w"], ["y"])], [w],
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))

@@ -49,7 +49,11 @@ def _check_declared_size(tensor_proto, what):
     """
     onnx = require_onnx()
     dims = list(tensor_proto.dims)
-    type_name = onnx.TensorProto.DataType.Name(tensor_proto.data_type)
+    try:
+        type_name = onnx.TensorProto.DataType.Name(tensor_proto.data_type)
+    except ValueError:
+        raise InvalidOnnxModel(f"ember.onnx: {what} has data type {tensor_proto.data_type}, "
+                               "which ONNX does not define") from None
     if any(d < 0 for d in dims):
         raise InvalidOnnxModel(f"ember.onnx: {what} has negative dims {dims}")
     n = 1
@@ -79,7 +83,10 @@ def to_array(tensor_proto, base_dir=None, what=None):
     what = what or f"tensor {tensor_proto.name!r}"
     if base_dir is not None and tensor_proto.data_location == onnx.TensorProto.EXTERNAL:
         from onnx.external_data_helper import load_external_data_for_tensor
-        load_external_data_for_tensor(tensor_proto, base_dir)
+        try:
+            load_external_data_for_tensor(tensor_proto, base_dir)
+        except ValueError as e:  # a data file shorter than the model says
+            raise InvalidOnnxModel(f"ember.onnx: {what}: {e}") from e
     _check_declared_size(tensor_proto, what)
     try:
         return onnx.numpy_helper.to_array(tensor_proto)
