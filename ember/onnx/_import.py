@@ -111,9 +111,8 @@ class OnnxModule(nn.Module):
             while i < len(parts) - 1 and parts[i] in owner._modules:
                 owner, i = owner._modules[parts[i]], i + 1
             fresh = parts[i:-1]  # submodules still to create, then the leaf
-            blank = nn.Module()
             if (_free(owner, parts[i]) and
-                    all(_free(blank, q) for q in parts[i + 1:])):
+                    all(_free(_blank_module(), q) for q in parts[i + 1:])):
                 for q in fresh:
                     owner.add_module(q, nn.Module())
                     owner = owner._modules[q]
@@ -155,6 +154,16 @@ class OnnxModule(nn.Module):
             env[name] = as_value(given[name])
         outs = run_graph(self._onnx_graph, env, self._opset, self.training)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+_BLANK = []
+
+
+def _blank_module():
+    """A plain nn.Module: what a submodule created for a dotted name starts as."""
+    if not _BLANK:
+        _BLANK.append(nn.Module())
+    return _BLANK[0]
 
 
 def _free(module, attr):
