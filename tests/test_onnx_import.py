@@ -220,3 +220,163 @@ def test_pass_counts_per_op_are_reported(node_results):
     for c, ok, _ in node_results.values():
         per_op[c.model.graph.node[-1].op_type] += ok
     assert per_op["Conv"] > 0 and per_op["Add"] > 0
+
+
+# ----- names and sizes taken from the file ---------------------------------------------
+_HOSTILE_NAMES = ["forward", "training", "eval", "_parameters", "__init__", "__class__",
+                  "__dict__", "state_dict", "input_names", "_onnx_graph", "register_buffer",
+                  "a.forward", "eval.x", "forward.weight", "a..b", ".a", "init_forward", "0",
+                  "x y"]
+
+
+def _graph_model(nodes, inits, inputs, outputs, opset=17):
+    from onnx import helper
+    g = helper.make_graph(nodes, "g", inputs, outputs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_names_from_the_file_never_collide_with_module_attributes():
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), n)
+             for n in _HOSTILE_NAMES]
+    inits.append(numpy_helper.from_array(np.array([1, 0, 2], np.int64), "training.idx"))
+    nodes, prev = [], "_modules"  # the graph input has a module attribute's name too
+    for i, init in enumerate(inits[:-1]):
+        out = ["eval", "__class__", "_modules", "state_dict"][i % 4] + f"_{i}" \
+            if i < len(inits) - 2 else "y0"
+        nodes.append(helper.make_node("Mul" if i % 2 else "Add", [prev, init.name], [out],
+                                      name=init.name))
+        prev = out
+    nodes.append(helper.make_node("Gather", ["y0", "training.idx"], ["__getattr__"]))
+    model = _graph_model(
+        nodes, inits, [helper.make_tensor_value_info("_modules", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("__getattr__", TensorProto.FLOAT, [3])])
+    x = rng.standard_normal(3).astype(np.float32)
+    want = _ort(model.SerializeToString(), [x])[0]
+    m = ember.onnx.load(model)
+    np.testing.assert_allclose(m(ember.from_numpy(x)).detach().numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(m(_modules=ember.from_numpy(x)).detach().numpy(), want,
+                               rtol=1e-6)
+    # the module still works as a module: its methods and flags are its own
+    assert m.eval() is m and m.training is False and m.train() is m and m.training is True
+    sd = m.state_dict()
+    assert len(sd) == len(inits)
+    # a name that would shadow an attribute moves to the top level as init_<name>
+    assert {"0", "x y", "init_forward", "init___class__", "init_a_forward", "init_eval_x",
+            "init_init_forward", "init_training_idx"} <= set(sd)
+    values = sorted(np.asarray(v.numpy()).tobytes() for v in sd.values())
+    assert values == sorted(numpy_helper.to_array(i).tobytes() for i in inits)
+    m.load_state_dict({k: v * 2 if v.is_floating_point() else v for k, v in sd.items()})
+    assert not np.allclose(m(ember.from_numpy(x)).detach().numpy(), want)
+
+
+def _bad_initializer(kind):
+    from onnx import TensorProto, helper
+    if kind == "typed":
+        w = helper.make_tensor("w", TensorProto.FLOAT, [3], [1.0, 2.0, 3.0])
+    else:
+        w = helper.make_tensor("w", TensorProto.FLOAT, [3], np.ones(3, np.float32).tobytes(),
+                               raw=True)
+    return w
+
+
+@pytest.mark.parametrize("kind,dims,match", [
+    ("raw", [2 ** 40], r"'w' declares dims \[1099511627776\]"),
+    ("typed", [2 ** 40], r"'w' declares dims \[1099511627776\]"),
+    ("raw", [4], r"'w' declares dims \[4\].*holds 12 bytes"),
+    ("typed", [2], r"'w' declares dims \[2\].*holds 3 values"),
+    ("raw", [2 ** 31] * 3, "'w' declares dims"),
+    ("raw", [-3], "'w' has negative dims"),
+])
+def test_initializer_dims_must_match_their_data(kind, dims, match):
+    from onnx import TensorProto, helper
+    w = _bad_initializer(kind)
+    w.dims[:] = dims
+    model = _graph_model([helper.make_node("Add", ["x", "w"], ["y"])], [w],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime refuses the model too
+        _ort(model.SerializeToString(), [np.ones(3, np.float32)])
+    with pytest.raises(ember.onnx.InvalidOnnxModel, match=match):
+        ember.onnx.load(model)
+    # the same tensor as a Constant node's value is named by its node
+    const = helper.make_node("Constant", [], ["w"], value=w, name="k")
+    model = _graph_model([const, helper.make_node("Add", ["x", "w"], ["y"])], [],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    with pytest.raises(ember.onnx.InvalidOnnxModel, match="attribute 'value' of Constant "
+                                                          "node 'k'"):
+        ember.onnx.load(model)(ember.ones(3))
+
+
+def _size_case(op):
+    from onnx import TensorProto, helper, numpy_helper
+    big = numpy_helper.from_array(np.array([2 ** 40], np.int64), "big")
+    x1 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    if op == "ConstantOfShape":
+        nodes = [helper.make_node(op, ["big"], ["c"], name="huge"),
+                 helper.make_node("Add", ["c", "x"], ["y"])]
+    elif op == "Expand":
+        nodes = [helper.make_node(op, ["x", "big"], ["c"], name="huge"),
+                 helper.make_node("Neg", ["c"], ["y"])]
+    elif op == "Tile":
+        nodes = [helper.make_node(op, ["x", "big"], ["y"], name="huge")]
+    elif op == "Pad":
+        pads = numpy_helper.from_array(np.array([0, 2 ** 40], np.int64), "pads")
+        return _graph_model([helper.make_node(op, ["x", "pads"], ["y"], name="huge")],
+                            [pads], [x1], [out])
+    elif op == "Range":
+        zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+        one = numpy_helper.from_array(np.array(1, np.int64), "one")
+        lim = numpy_helper.from_array(np.array(2 ** 40, np.int64), "lim")
+        return _graph_model([helper.make_node(op, ["zero", "lim", "one"], ["y"], name="huge")],
+                            [zero, lim, one], [x1],
+                            [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    else:  # Reshape to a shape that does not fit: NumPy's text, now naming the node
+        shape = numpy_helper.from_array(np.array([2 ** 20, 2 ** 20], np.int64), "big")
+        return _graph_model([helper.make_node(op, ["x", "big"], ["y"], name="huge")], [shape],
+                            [x1], [out])
+    return _graph_model(nodes, [big], [x1], [out])
+
+
+@pytest.mark.parametrize("op", ["ConstantOfShape", "Expand", "Tile", "Pad", "Range",
+                                "Reshape"])
+def test_huge_declared_sizes_name_their_node(op):
+    model = _size_case(op)
+    x = np.ones(1, np.float32)
+    with pytest.raises(Exception, match="huge|requested shape|exceeds"):  # onnxruntime too
+        _ort(model.SerializeToString(), [x])
+    m = ember.onnx.load(model)
+    error = RuntimeError if op == "Reshape" else MemoryError
+    with pytest.raises(error, match=f"{op} node 'huge'"):
+        m(ember.from_numpy(x))
+
+
+def test_external_data_and_data_types_are_checked(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.arange(4096, dtype=np.float32), "w")
+    model = _graph_model([helper.make_node("Add", ["x", "w"], ["y"])], [w],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4096])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "m.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, location="m.data",
+                    size_threshold=0)
+    x = np.ones(4096, np.float32)
+    np.testing.assert_array_equal(ember.onnx.load(str(path))(ember.from_numpy(x)).detach().numpy(),
+                                  _ort(str(path), [x])[0])
+    data = tmp_path / "m.data"
+    data.write_bytes(data.read_bytes()[:1000])  # a data file cut short
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime refuses it too
+        _ort(str(path), [x])
+    with pytest.raises(ember.onnx.InvalidOnnxModel, match="initializer 'w'.*exceeds"):
+        ember.onnx.load(str(path))
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3], [1.0, 2.0, 3.0])
+    w.data_type = 99
+    with pytest.raises(ember.onnx.InvalidOnnxModel, match="'w' has data type 99"):
+        ember.onnx.load(_graph_model(
+            [helper.make_node("Add", ["x", "w"], ["y"])], [w],
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))

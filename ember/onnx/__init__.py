@@ -11,10 +11,10 @@ from ember.onnx._export import (
     export,
     is_in_onnx_export,
 )
-from ember.onnx._import import OnnxModule, UnsupportedOnnxOp, load
+from ember.onnx._import import InvalidOnnxModel, OnnxModule, UnsupportedOnnxOp, load
 
 __all__ = ["export", "load", "OnnxModule", "TrainingMode", "OperatorExportTypes",
-           "UnsupportedOnnxOp", "UnsupportedOnnxExport", "is_in_onnx_export",
+           "UnsupportedOnnxOp", "InvalidOnnxModel", "UnsupportedOnnxExport", "is_in_onnx_export",
            "IMPORTABLE_OPS", "EXPORTABLE_OPS"]
 
 

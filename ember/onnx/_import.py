@@ -13,13 +13,16 @@ import numpy as np
 import ember
 from ember import nn
 from ember.onnx import _proto
-from ember.onnx._registry import IMPORTERS, ImportContext
+from ember.onnx._registry import IMPORTERS, ImportContext, node_label
 
-__all__ = ["load", "OnnxModule", "UnsupportedOnnxOp"]
+__all__ = ["load", "OnnxModule", "UnsupportedOnnxOp", "InvalidOnnxModel"]
 
 
 class UnsupportedOnnxOp(NotImplementedError):
     """An ONNX node whose op (or attribute, or dtype) ember cannot compute."""
+
+
+InvalidOnnxModel = _proto.InvalidOnnxModel
 
 
 def _ensure_converters():
@@ -75,12 +78,14 @@ class OnnxModule(nn.Module):
         self._opset = _opset_of(model)
         self._base_dir = base_dir
         self._initializer_keys = {}
-        for init in model.graph.initializer:
-            arr = _proto.to_array(init, base_dir)
-            self._add_initializer(init.name, _tensor_of(arr, init.name))
-        init_names = set(self._initializer_keys)
+        init_names = {init.name for init in model.graph.initializer}
+        # every plain attribute is set before the initializers are placed, so that none
+        # of them can take an attribute's name (see _place)
         self.input_names = [i.name for i in model.graph.input if i.name not in init_names]
         self.output_names = [o.name for o in model.graph.output]
+        for init in model.graph.initializer:
+            arr = _proto.to_array(init, base_dir, what=f"initializer {init.name!r}")
+            self._add_initializer(init.name, _tensor_of(arr, init.name))
         missing = sorted({(n.domain or "", n.op_type) for n in _all_nodes(model.graph)
                           if (n.domain or "", n.op_type) not in IMPORTERS
                           and n.domain not in ("ai.onnx",)})
@@ -90,22 +95,37 @@ class OnnxModule(nn.Module):
                 f"ember.onnx.load: this model uses ONNX ops that ember cannot compute: {ops} "
                 f"(opset {self._opset}); ember.onnx.IMPORTABLE_OPS lists the ones it can")
 
-    def _add_initializer(self, name, tensor):
+    def _place(self, name):
+        """(module, attribute) under which initializer ``name`` is stored.
+
+        A dotted name ("layer1.0.weight") becomes nested submodules, as PyTorch lays
+        out a state_dict. Names from the file never shadow anything: a name (or a part
+        of one) that is empty, or that is already an attribute of the module ("forward",
+        "training", "__class__", "_parameters", another initializer ...) is stored at
+        the top level as ``init_<name with dots as _>`` (with ``_1``, ``_2`` ... if that is
+        taken too). Lookups go through ``_initializer_keys``, never through attributes.
+        """
         parts = name.split(".")
-        owner = self
-        if len(parts) > 1 and all(parts):
-            for p in parts[:-1]:
-                sub = owner._modules.get(p)
-                if sub is None:
-                    if p in owner._parameters or p in owner._buffers or hasattr(owner, p):
-                        owner = None
-                        break
-                    sub = nn.Module()
-                    owner.add_module(p, sub)
-                owner = sub
-        leaf = parts[-1] if owner is not None else name.replace(".", "_")
-        if owner is None or not leaf or leaf in owner._modules:
-            owner, leaf = self, "init_" + name.replace(".", "_")
+        if all(parts):
+            owner, i = self, 0
+            while i < len(parts) - 1 and parts[i] in owner._modules:
+                owner, i = owner._modules[parts[i]], i + 1
+            fresh = parts[i:-1]  # submodules still to create, then the leaf
+            if (_free(owner, parts[i]) and
+                    all(_free(_blank_module(), q) for q in parts[i + 1:])):
+                for q in fresh:
+                    owner.add_module(q, nn.Module())
+                    owner = owner._modules[q]
+                return owner, parts[-1]
+        base = "init_" + (name.replace(".", "_") or "unnamed")
+        leaf, k = base, 0
+        while not _free(self, leaf):
+            k += 1
+            leaf = f"{base}_{k}"
+        return self, leaf
+
+    def _add_initializer(self, name, tensor):
+        owner, leaf = self._place(name)
         if tensor.is_floating_point():
             owner.register_parameter(leaf, nn.Parameter(tensor))
         else:
@@ -134,6 +154,24 @@ class OnnxModule(nn.Module):
             env[name] = as_value(given[name])
         outs = run_graph(self._onnx_graph, env, self._opset, self.training)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+_BLANK = []
+
+
+def _blank_module():
+    """A plain nn.Module: what a submodule created for a dotted name starts as."""
+    if not _BLANK:
+        _BLANK.append(nn.Module())
+    return _BLANK[0]
+
+
+def _free(module, attr):
+    """Whether ``attr`` can name a new parameter/buffer/submodule of ``module`` without
+    shadowing anything it already has (methods, flags, slots, other entries)."""
+    return bool(attr) and "." not in attr and attr not in module._parameters and \
+        attr not in module._buffers and attr not in module._modules and \
+        attr not in module.__dict__ and not hasattr(type(module), attr)
 
 
 def as_value(x):
@@ -182,7 +220,8 @@ def _attributes(node):
         if a.type == onnx.AttributeProto.GRAPH:
             attrs[a.name] = a.g
         elif a.type == onnx.AttributeProto.TENSOR:
-            attrs[a.name] = _proto.to_array(a.t)
+            attrs[a.name] = _proto.to_array(
+                a.t, what=f"attribute {a.name!r} of {node_label(node)}")
         elif a.type == onnx.AttributeProto.STRING:
             attrs[a.name] = a.s.decode()
         elif a.type == onnx.AttributeProto.STRINGS:
@@ -201,7 +240,8 @@ def run_graph(graph, env, opset, training=False):
     in ``env``)."""
     for init in graph.initializer:
         if init.name not in env:
-            env[init.name] = _tensor_of(_proto.to_array(init), init.name)
+            env[init.name] = _tensor_of(
+                _proto.to_array(init, what=f"initializer {init.name!r}"), init.name)
     for node in graph.node:
         fn = IMPORTERS.get((node.domain if node.domain != "ai.onnx" else "", node.op_type))
         if fn is None:
@@ -228,6 +268,16 @@ def run_graph(graph, env, opset, training=False):
             if "unexpected keyword argument" in str(e):
                 raise UnsupportedOnnxOp(f"ember.onnx: {node.op_type}: {e}") from None
             raise
+        except (MemoryError, ValueError, RuntimeError, IndexError) as e:
+            # NumPy's own words (a reshape that cannot be, an allocation that failed)
+            # say nothing of where: name the node; a nested node already named itself
+            if str(e).startswith("ember.onnx"):
+                raise
+            if isinstance(e, MemoryError):  # NumPy's _ArrayMemoryError included
+                raise MemoryError(f"ember.onnx: {node_label(node)}: {e}") from e
+            if type(e) not in (ValueError, RuntimeError, IndexError):
+                raise
+            raise type(e)(f"ember.onnx: {node_label(node)}: {e}") from e
         if not isinstance(result, tuple):
             result = (result,)
         for name, value in zip(node.output, result):

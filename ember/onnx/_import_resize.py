@@ -117,6 +117,10 @@ def _resize(cx, x, roi=None, scales=None, sizes=None, antialias=0, axes=None,
         if len(scale) == r and len(axes) != r:
             scale = [scale[a] for a in axes]
         want = [int(x.shape[a] * s) for a, s in zip(axes, scale)]
+    out_shape = list(x.shape)
+    for i, a in enumerate(axes):
+        out_shape[a] = want[i]
+    cx.reserve(out_shape, x.dtype.itemsize)
     y = x
     outside_all = None
     for i, a in enumerate(axes):

@@ -1,4 +1,6 @@
 """ONNX converters: shapes, indexing, creation, sequences and control flow."""
+import math
+
 import numpy as np
 
 import ember as E
@@ -110,12 +112,15 @@ def _expand(cx, x, shape):
     s = [1] * (nd - len(s)) + s
     xs = [1] * (nd - x.dim()) + list(x.shape)
     target = [a if b == 1 else b for a, b in zip(xs, s)]
+    cx.reserve(target, x.dtype.itemsize)
     return x.reshape(xs).expand(*target)
 
 
 @importer("Tile")
 def _tile(cx, x, repeats):
-    return x.repeat(*ints(repeats))
+    r = ints(repeats)
+    cx.reserve([a * b for a, b in zip(x.shape, r)], x.dtype.itemsize)
+    return x.repeat(*r)
 
 
 @importer("Gather")
@@ -175,12 +180,16 @@ def _scatter_nd(cx, x, idx, upd, reduction="none"):
 
 @importer("Range")
 def _range(cx, start, limit, delta):
-    return E.arange(start.item(), limit.item(), delta.item(), dtype=start.dtype)
+    a, b, d = start.item(), limit.item(), delta.item()
+    if d:
+        cx.reserve([math.ceil((b - a) / d)], start.dtype.itemsize)
+    return E.arange(a, b, d, dtype=start.dtype)
 
 
 @importer("ConstantOfShape")
 def _constant_of_shape(cx, shape, value=None):
     v = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    cx.reserve(ints(shape), v.dtype.itemsize)
     return E.full(ints(shape), v[0].item(), dtype=E.backend.dtypes.from_numpy_dtype(v.dtype))
 
 
@@ -200,6 +209,7 @@ def _trilu(cx, x, k=None, upper=1):
 @importer("OneHot")
 def _one_hot(cx, idx, depth, values, axis=-1):
     d = int(depth.reshape(-1)[0].item())
+    cx.reserve(list(idx.shape) + [d + 1], 8, "one-hot table")
     idx = idx.to(_i64)
     idx = E.where(idx < 0, idx + d, idx)
     hot = E.nn.functional.one_hot(E.where((idx >= 0) & (idx < d), idx, d), d + 1)[..., :d]
@@ -275,6 +285,7 @@ def _pad(cx, x, pads=None, value=None, axes=None, mode="constant", **attrs):
     for lo, hi in reversed(full):
         torch_pad += [lo, hi]
     v = value.item() if isinstance(value, E.Tensor) and value.numel() else (value or 0)
+    cx.reserve([s + lo + hi for s, (lo, hi) in zip(x.shape, full)], x.dtype.itemsize)
     if mode == "constant":
         return E.nn.functional.pad(x, torch_pad, "constant", v)
     # ember's reflect/replicate/circular pads work on the trailing dims only

@@ -5,7 +5,9 @@ ONNX node with ember ops (so gradients flow through an imported model). Optional
 inputs that the node leaves out arrive as None; attributes arrive under their ONNX
 names, so an attribute a converter does not know is a loud TypeError, never ignored.
 """
-__all__ = ["IMPORTERS", "importer", "ImportContext"]
+import os
+
+__all__ = ["IMPORTERS", "importer", "ImportContext", "node_label"]
 
 IMPORTERS = {}
 
@@ -19,6 +21,22 @@ def importer(*op_types, domain=""):
     return deco
 
 
+def node_label(node):
+    """How errors name a node: its op and its name (or, unnamed, its first output)."""
+    if node.name:
+        return f"{node.op_type} node {node.name!r}"
+    if node.output:
+        return f"{node.op_type} node (output {node.output[0]!r})"
+    return f"{node.op_type} node"
+
+
+def _physical_memory():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return None
+
+
 class ImportContext:
     """What a converter may need besides its inputs: the opset, the node, the runner."""
 
@@ -30,3 +48,21 @@ class ImportContext:
         self.n_outputs = n_outputs
         self.runner = runner
         self.training = training
+
+    def reserve(self, shape, itemsize, what="output"):
+        """Refuse, before anything is allocated, an output this machine cannot hold.
+
+        Sizes declared by the file (ConstantOfShape's shape, Tile's repeats, Range's
+        limit ...) are data, not promises: one larger than the machine's physical
+        memory raises MemoryError naming the node, instead of NumPy overflowing or the
+        process being killed while it fills the pages.
+        """
+        n = 1
+        for d in shape:
+            n *= max(int(d), 0)
+        limit = _physical_memory()
+        if limit is not None and n * itemsize > limit:
+            raise MemoryError(
+                f"ember.onnx: {node_label(self.node)}: its {what} of shape {list(shape)} "
+                f"would take {n * itemsize:,} bytes, more than this machine's "
+                f"{limit:,} bytes of memory")

@@ -1,29 +1,38 @@
 """The safetensors format: an 8-byte header length, a JSON header, then raw tensor bytes.
 
 Files written here load with the ``safetensors`` package (NumPy and torch APIs) and
-vice versa. Like safetensors itself, a file holds a flat dict of contiguous tensors
-that share no memory.
+vice versa, for every dtype both have: bool, the integers (u)int8..64, float16/32/64,
+bfloat16, the float8 kinds (``F8_E4M3`` is ``float8_e4m3fn``) and complex64 (``C64``).
+Like safetensors itself, a file holds a flat dict of contiguous tensors that share no
+memory. Headers are checked as the package checks them (see ``_safetensors_header``);
+problems raise :class:`SafetensorError`, a ``ValueError``.
 """
-import json
+import io
+import os
 import struct
+import sys
 
 import numpy as np
 
 from ember.utils._atomic import atomic_write
+from ember.utils._safetensors_header import (
+    MAX_HEADER,
+    SafetensorError,
+    code_for,
+    ember_dtype,
+    header_bytes,
+    parse_header,
+)
 
-__all__ = ["save_file", "load_file", "save", "load", "save_model", "load_model"]
-
-_CODES = {"float16": "F16", "float32": "F32", "float64": "F64", "int8": "I8", "int16": "I16",
-          "int32": "I32", "int64": "I64", "uint8": "U8", "bool": "BOOL"}
-_FROM_CODE = {v: k for k, v in _CODES.items()}
+__all__ = ["save_file", "load_file", "save", "load", "save_model", "load_model",
+           "SafetensorError"]
 
 
-def save(tensors, metadata=None):
-    """Serialise a dict of name → tensor to safetensors bytes."""
+def _arrays(tensors):
     from ember._tensor import Tensor
-    header = {}
-    blobs = []
-    offset = 0
+    if not isinstance(tensors, dict):
+        raise TypeError(f"safetensors expects a dict of name -> tensor, got "
+                        f"{type(tensors).__name__}")
     arrays = {}
     for name, t in tensors.items():
         if not isinstance(name, str):
@@ -31,41 +40,67 @@ def save(tensors, metadata=None):
         if not isinstance(t, Tensor):
             raise TypeError(f"safetensors values must be tensors; {name!r} is "
                             f"{type(t).__name__}")
+        if name == "__metadata__":
+            raise SafetensorError("safetensors: a tensor cannot be named '__metadata__' "
+                                  "(the name is reserved for the file's metadata)")
+        code_for(name, t.dtype.name)
         arrays[name] = t.detach()._host()
     _check_no_sharing(arrays)
-    # larger alignments first, then by name: the order the safetensors package uses
-    for name in sorted(arrays, key=lambda k: (-arrays[k].itemsize, k)):
+    return arrays
+
+
+def _write(f, tensors, metadata):
+    """Write the file's bytes to ``f`` one tensor at a time (no whole-file copy)."""
+    arrays = _arrays(tensors)
+    specs = [(name, code_for(name, t.dtype.name), arr.shape, arr.nbytes)
+             for (name, arr), t in zip(arrays.items(), tensors.values())]
+    raw, specs = header_bytes(specs, metadata)
+    f.write(struct.pack("<Q", len(raw)))
+    f.write(raw)
+    for name, *_ in specs:
         arr = arrays[name]
-        data = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"),
-                                                copy=False).tobytes()
-        header[name] = {"dtype": _CODES[str(arr.dtype)], "shape": list(arr.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    if metadata is not None:
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-            raise ValueError("safetensors metadata must map strings to strings")
-        header["__metadata__"] = metadata
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * ((-len(raw)) % 8)
-    return struct.pack("<Q", len(raw)) + raw + b"".join(blobs)
+        if not arr.size:
+            continue
+        arr = np.ascontiguousarray(arr).reshape(-1)
+        if sys.byteorder == "big" and arr.itemsize > 1:  # pragma: no cover
+            arr = arr.byteswap()
+        # a bytes view: ml_dtypes arrays do not export the buffer protocol themselves
+        f.write(memoryview(arr.view(np.uint8)))
+
+
+def save(tensors, metadata=None):
+    """Serialise a dict of name -> tensor to safetensors bytes."""
+    out = io.BytesIO()
+    _write(out, tensors, metadata)
+    return out.getvalue()
+
+
+def _byte_bounds(arr):
+    try:
+        from numpy.lib.array_utils import byte_bounds
+    except ImportError:  # NumPy < 2
+        byte_bounds = np.byte_bounds
+    return byte_bounds(arr)
 
 
 def _check_no_sharing(arrays):
-    names = list(arrays)
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            x, y = arrays[a], arrays[b]
-            if x.size and y.size and np.shares_memory(x, y):
-                raise RuntimeError(f"tensors {a!r} and {b!r} share memory; safetensors stores "
-                                   "each tensor on its own: clone one of them first")
+    """Refuse tensors whose memory overlaps, comparing only those whose byte spans meet
+    (a sweep over the spans sorted by start, so a large state dict costs n log n)."""
+    spans = sorted((*_byte_bounds(a), name) for name, a in arrays.items() if a.size)
+    open_spans = []
+    for lo, hi, name in spans:
+        open_spans = [(h, n) for h, n in open_spans if h > lo]
+        for _, other in open_spans:
+            if np.shares_memory(arrays[other], arrays[name]):
+                raise RuntimeError(f"tensors {other!r} and {name!r} share memory; safetensors "
+                                   "stores each tensor on its own: clone one of them first")
+        open_spans.append((hi, name))
 
 
 def save_file(tensors, filename, metadata=None):
-    """Write a dict of name → tensor to a safetensors file, replacing it atomically."""
-    data = save(tensors, metadata)
+    """Write a dict of name -> tensor to a safetensors file, replacing it atomically."""
     with atomic_write(filename, "wb") as f:
-        f.write(data)
+        _write(f, tensors, metadata)
 
 
 def _root(arr):
@@ -148,42 +183,82 @@ def load_model(model, filename, strict=True, device="cpu"):
 
 
 def load(data, device="cpu"):
-    """Read safetensors bytes into a dict of name → tensor."""
-    return _parse(memoryview(data), device)
+    """Read safetensors bytes into a dict of name -> tensor.
+
+    Each tensor gets its own writable copy of its bytes, taken straight from ``data``.
+    """
+    buf = np.frombuffer(memoryview(data).cast("B"), np.uint8)
+    entries, body = _read_header(len(buf), lambda lo, hi: buf[lo:hi])
+
+    def fill(arr, lo, hi):
+        arr.reshape(-1).view(np.uint8)[...] = buf[body + lo:body + hi]
+    return _tensors(entries, fill, device)
 
 
 def load_file(filename, device="cpu"):
-    """Read a safetensors file into a dict of name → tensor."""
+    """Read a safetensors file into a dict of name -> tensor.
+
+    The header is checked before any tensor is read; each tensor is then read straight
+    into its own array, so loading takes about the file's size in memory.
+    """
     with open(filename, "rb") as f:
-        return _parse(memoryview(f.read()), device)
+        size = os.fstat(f.fileno()).st_size
+
+        def read(lo, hi):
+            f.seek(lo)
+            return _read_exact(f, bytearray(hi - lo))
+        entries, body = _read_header(size, read)
+
+        def fill(arr, lo, hi):
+            f.seek(body + lo)
+            _read_exact(f, memoryview(arr.reshape(-1).view(np.uint8)))
+        return _tensors(entries, fill, device)
 
 
-def _parse(buf, device):
+def _read_exact(f, view):
+    view = memoryview(view)
+    got = 0
+    while got < len(view):
+        n = f.readinto(view[got:])
+        if not n:
+            raise SafetensorError("safetensors: the file ended early (was it truncated "
+                                  "while being read?)")
+        got += n
+    return view.obj
+
+
+def _read_header(size, read):
+    """Check the header length and the header; return (entries, offset of the data)."""
+    if size < 8:
+        raise SafetensorError(f"safetensors: {size} bytes is too short for the 8-byte "
+                              "header length")
+    (n,) = struct.unpack("<Q", bytes(read(0, 8)))
+    if n > MAX_HEADER:
+        raise SafetensorError(f"safetensors: header length {n} is over the "
+                              f"{MAX_HEADER:,}-byte limit")
+    if n > size - 8:
+        raise SafetensorError(f"safetensors: header length {n} runs past the end of the "
+                              f"data ({size} bytes)")
+    entries, _ = parse_header(read(8, 8 + n), size - 8 - n)
+    return entries, 8 + n
+
+
+def _tensors(entries, fill, device):
     from ember._tensor import _make
-    if len(buf) < 8:
-        raise ValueError("safetensors data is truncated: no header length")
-    (n,) = struct.unpack("<Q", buf[:8])
-    if n > len(buf) - 8:
-        raise ValueError(f"safetensors header of {n} bytes runs past the end of the data")
-    try:
-        header = json.loads(bytes(buf[8:8 + n]))
-    except ValueError as e:
-        raise ValueError(f"safetensors header is not valid JSON: {e}") from None
-    body = buf[8 + n:]
+    dtypes = [ember_dtype(name, code) for name, code, *_ in entries]
     out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        code = info["dtype"]
-        if code not in _FROM_CODE:
-            raise TypeError(f"safetensors dtype {code} of {name!r} is not supported by ember")
-        dt = np.dtype(_FROM_CODE[code]).newbyteorder("<")
-        begin, end = info["data_offsets"]
-        shape = tuple(info["shape"])
-        if end > len(body) or begin > end or (end - begin) != int(np.prod(shape)) * dt.itemsize:
-            raise ValueError(f"safetensors entry {name!r} does not fit the data (offsets "
-                             f"{begin}..{end}, shape {list(shape)})")
-        arr = np.frombuffer(body[begin:end], dtype=dt).reshape(shape).astype(dt.newbyteorder("="))
+    for (name, code, shape, lo, hi), dt in zip(entries, dtypes):
+        try:
+            arr = np.empty(shape, dt.np)
+        except ValueError:  # valid for the format, but past NumPy's (and torch's) limits
+            raise SafetensorError(f"safetensors: tensor {name!r} of shape {list(shape)} is "
+                                  "past what NumPy can represent") from None
+        if hi > lo:
+            fill(arr, lo, hi)
+            if sys.byteorder == "big" and arr.itemsize > 1:  # pragma: no cover
+                arr.byteswap(inplace=True)
+        if code == "BOOL":  # a byte other than 0/1 would be a bool NumPy mishandles
+            np.not_equal(arr.view(np.uint8), 0, out=arr)
         t = _make(arr, False)
         out[name] = t if device == "cpu" else t.to(device)
     return out
