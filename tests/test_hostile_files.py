@@ -24,7 +24,7 @@ HERE = Path(__file__).parent
 ALLOWED_ERRORS = {
     "ckpt": {"CheckpointError", "UnpicklingError"},
     "jit": {"ArchiveError", "ScriptSafetyError", "CheckpointError", "UnpicklingError"},
-    "onnx": {"OnnxLoadError", "UnsupportedOnnxOp", "DecodeError"},
+    "onnx": {"InvalidOnnxModel", "UnsupportedOnnxOp", "DecodeError", "ValidationError"},
     "st": {"SafetensorError"},
 }
 

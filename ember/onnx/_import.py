@@ -68,6 +68,28 @@ def _opset_of(model):
     return 1
 
 
+def _check_wiring(graph):
+    """Refuse, at load, a top-level graph that reads a value nothing defines before it, or
+    that has no outputs (an empty or cut-short file parses as such a graph), as
+    onnxruntime refuses them when it builds its session."""
+    from ember.onnx._proto import InvalidOnnxModel
+    if not graph.output:
+        raise InvalidOnnxModel("ember.onnx.load: the model's graph has no outputs (an empty "
+                               "or damaged file?)")
+    known = {v.name for v in graph.input} | {i.name for i in graph.initializer}
+    for node in graph.node:
+        for name in node.input:
+            if name and name not in known:
+                raise InvalidOnnxModel(
+                    f"ember.onnx.load: node {node.name or node.op_type!r} reads {name!r}, "
+                    "which is not a graph input, an initializer or an earlier node's output")
+        known.update(o for o in node.output if o)
+    for out in graph.output:
+        if out.name not in known:
+            raise InvalidOnnxModel(f"ember.onnx.load: graph output {out.name!r} is not "
+                                   "computed by any node")
+
+
 class OnnxModule(nn.Module):
     """An ONNX graph computed with ember ops (see :func:`load`)."""
 
@@ -86,6 +108,7 @@ class OnnxModule(nn.Module):
         for init in model.graph.initializer:
             arr = _proto.to_array(init, base_dir, what=f"initializer {init.name!r}")
             self._add_initializer(init.name, _tensor_of(arr, init.name))
+        _check_wiring(model.graph)
         missing = sorted({(n.domain or "", n.op_type) for n in _all_nodes(model.graph)
                           if (n.domain or "", n.op_type) not in IMPORTERS
                           and n.domain not in ("ai.onnx",)})
