@@ -5,13 +5,14 @@ Used by :mod:`ember.jit._interpreter`; see its docstring for the safety model.
 import ast
 import operator
 
-from ember.jit import _builtins
+from ember.jit import _builtins, _limits
 from ember.jit._errors import ScriptError, ScriptSafetyError
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+# `**`, `*` and `<<` check the size of their result first (see ember.jit._limits)
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: _limits.mul,
            ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-           ast.Pow: operator.pow, ast.MatMult: operator.matmul, ast.BitAnd: operator.and_,
-           ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.LShift: operator.lshift,
+           ast.Pow: _limits.pow_, ast.MatMult: operator.matmul, ast.BitAnd: operator.and_,
+           ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.LShift: _limits.lshift,
            ast.RShift: operator.rshift}
 _CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
            ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
@@ -132,10 +133,13 @@ def call_method(obj, name, args, kwargs, at=""):
         return script_method(obj, name)(*args, **kwargs)
     from ember._tensor import Tensor
     if isinstance(obj, Tensor):
-        fn = _builtins.lookup("torch." + name)
+        fn = _builtins.lookup_method(name)
         if fn is None:
-            raise NotImplementedError(f"{at}: tensor method {name!r} is not in ember's "
-                                      "TorchScript builtin table")
+            if _builtins.is_tensor_method(name):
+                raise NotImplementedError(f"{at}: tensor method {name!r} is not in ember's "
+                                          "TorchScript builtin table")
+            raise ScriptError(f"{at}: 'Tensor' object has no attribute or method {name!r} "
+                              "in TorchScript")
         return fn(obj, *args, **kwargs)
     allowed = (_LIST_METHODS if isinstance(obj, list) else _DICT_METHODS
                if isinstance(obj, dict) else _STR_METHODS if isinstance(obj, str) else ())
@@ -235,6 +239,11 @@ def _global_chain(parts, node, ctx):
         raise ScriptSafetyError(f"{where(ctx, node)}: {full} (files, seeds, threads or "
                                 "global settings) is refused in TorchScript code")
     fn = _builtins.lookup(full)
+    if fn is None and not _builtins.known(full):
+        raise ScriptSafetyError(f"{where(ctx, node)}: Unknown builtin op: "
+                                f"{_builtins.schema_name(full)}: {full} is not a TorchScript "
+                                "operator, and names in TorchScript code resolve only to "
+                                "TorchScript's operators and ember's builtin table")
     if fn is None:
         # an operator ember lacks: loading goes on (PyTorch's own library code names many
         # operators in branches a model never takes), the unit lists it for a warning,

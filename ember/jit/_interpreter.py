@@ -16,6 +16,7 @@ import ast
 import operator
 import textwrap
 
+from ember.jit import _limits
 from ember.jit._builtins import raise_exception
 from ember.jit._errors import ScriptError, ScriptSafetyError
 from ember.jit._expressions import (
@@ -205,12 +206,12 @@ def compile_function(cu, fdef, filename, method_of=None, lines=None):
     check_type(fdef.returns, ctx)
     params = [x.arg for x in a.args]
     kwonly = [x.arg for x in a.kwonlyargs]
-    defaults = {}
+    defaults = {}  # literals only: nothing in the file is evaluated while loading
     for arg, d in zip(a.args[len(a.args) - len(a.defaults):], a.defaults):
-        defaults[arg.arg] = compile_expr(d, ctx)({})
+        defaults[arg.arg] = _limits.literal_default(arg.arg, d, ctx, where(ctx, d))
     for arg, d in zip(a.kwonlyargs, a.kw_defaults):
         if d is not None:
-            defaults[arg.arg] = compile_expr(d, ctx)({})
+            defaults[arg.arg] = _limits.literal_default(arg.arg, d, ctx, where(ctx, d))
     body = _block(fdef.body, ctx)
     name = fdef.name
     nparams = len(params)
@@ -230,7 +231,7 @@ def compile_function(cu, fdef, filename, method_of=None, lines=None):
             if k not in env:
                 if k not in defaults:
                     raise TypeError(f"{name}() missing required argument {k!r}")
-                env[k] = defaults[k]
+                env[k] = _limits.fresh(defaults[k])
         return env
 
     # the common calls (all arguments positional) build the frame without a loop
@@ -395,7 +396,7 @@ def _stmt_raw(node, ctx, tag, line):
         name = node.target.id
         value = compile_expr(node.value, ctx)
         iop = {operator.add: operator.iadd, operator.sub: operator.isub,
-               operator.mul: operator.imul, operator.truediv: operator.itruediv}.get(op, op)
+               _limits.mul: _limits.imul, operator.truediv: operator.itruediv}.get(op, op)
 
         def aug(env):
             env[name] = iop(env[name], value(env))
