@@ -173,6 +173,7 @@ def load_archive(f, map_location=None, _extra_files=None):
             raise ArchiveError(f"TorchScript archive damaged: {record} is not UTF-8 "
                                "text") from None
         cu.define(text, qual_path, f"{archive.prefix}{record}")
+    cu.check_methods()
     cu.warn_missing("this TorchScript archive", stacklevel=4)  # the caller of jit.load
     root = _unpickle(archive, "data.pkl", map_location)
     module = _build(root, cu, {})

@@ -14,6 +14,7 @@ jit-trace and jit-script add entries here (additive).
 """
 import math
 import operator
+import re
 import warnings
 
 import ember
@@ -102,6 +103,9 @@ def schema_name(name):
     return name
 
 
+_UNRESOLVED = set()  # TorchScript operators that ember does not have
+
+
 def lookup(name):
     """The ember callable for a TorchScript builtin name, or None when there is none.
 
@@ -114,7 +118,7 @@ def lookup(name):
         return fn
     if name.startswith("ops.aten."):
         return lookup("torch." + name[len("ops.aten."):])
-    if not name.startswith("torch.") or name.count(".") != 1:
+    if not name.startswith("torch.") or name.count(".") != 1 or name in _UNRESOLVED:
         return None
     short = name[len("torch."):]
     if short.startswith("_") or short in _NEVER or not _aten(short):
@@ -127,6 +131,7 @@ def lookup(name):
     elif short in _names.ATEN_METHODS and callable(getattr(_Tensor(), short, None)):
         fn = _scalar_aware(short, _method_caller(short))
     else:
+        _UNRESOLVED.add(name)  # a file naming it a million times asks once
         return None
     TABLE[name] = fn
     return fn
@@ -337,6 +342,9 @@ def safe_format(fmt, *args):
                              "{} and {N})")
         if "{" in (spec or ""):
             raise ValueError("nested format fields are not supported in TorchScript format")
+        if any(int(n) > _limits.MAX_ELEMENTS for n in re.findall(r"\d+", spec or "")):
+            raise ValueError(f"TorchScript format spec {spec!r} asks for more than "
+                             f"{_limits.MAX_ELEMENTS} characters")
         value = args[index]
         value = repr(value) if conv == "r" else str(value) if conv == "s" else value
         out.append(format(value, spec or ""))

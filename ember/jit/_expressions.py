@@ -117,6 +117,7 @@ _DICT_METHODS = {"keys", "values", "items", "get", "pop", "setdefault", "update"
                  "copy", "popitem"}
 _STR_METHODS = {"format", "join", "split", "strip", "lower", "upper", "startswith",
                 "endswith", "replace", "find", "isdigit", "lstrip", "rstrip", "count"}
+CONTAINER_METHODS = _LIST_METHODS | _DICT_METHODS | _STR_METHODS
 
 
 # tensor methods that reach memory, hooks or callables: refused wherever they appear
@@ -191,6 +192,9 @@ def _e_constant(node, ctx):
     v = node.value
     if not (v is None or isinstance(v, (bool, int, float, str, complex)) or v is Ellipsis):
         raise ScriptSafetyError(f"{where(ctx, node)}: constant {v!r} is not TorchScript")
+    if type(v) is int and not -2 ** 63 <= v <= 2 ** 63:  # 2**63 for -2**63 spelled -(2**63)
+        raise ScriptError(f"{where(ctx, node)}: integral constant out of range (TorchScript "
+                          "ints must fit in a signed 64 bit integer)")
     return _const(v)
 
 
@@ -354,6 +358,7 @@ def _e_call(node, ctx):
             obj = compile_expr(func.value, ctx)
             args, kws = _args(node, ctx)
             name, at = func.attr, where(ctx, node)
+            ctx.cu.method_calls.append((name, at))
             if not kws and len(args) == 1:
                 a0, = args
 

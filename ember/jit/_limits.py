@@ -90,6 +90,9 @@ def _number(node):
 def _literal(node, ctx):
     if isinstance(node, ast.Constant) and (node.value is None or
                                            isinstance(node.value, _SCALARS)):
+        if type(node.value) is int and not -2 ** 63 <= node.value <= 2 ** 63:
+            raise ScriptError("integral constant out of range (TorchScript ints must fit "
+                              "in a signed 64 bit integer)")
         return node.value
     if isinstance(node, (ast.Tuple, ast.List)):
         items = [_literal(e, ctx) for e in node.elts]
