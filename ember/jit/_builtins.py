@@ -3,9 +3,11 @@
 TorchScript code calls aten operators by their schema: ``torch.batch_norm(input, weight,
 bias, running_mean, running_var, training, momentum, eps, cudnn_enabled)``. Where a
 schema differs from ember's Python API, an entry here adapts it; where it matches,
-:func:`lookup` falls back to ember's own operator of the same name (only operators:
-functions defined in ``ember.ops``, factories and random draws, and tensor methods —
-never file, process or global-state functions). ``ops.aten.X`` is ``torch.X``.
+:func:`lookup` falls back to ember's own operator of the same name — only for a name
+torch registers an ``aten`` operator for (:mod:`ember.jit._schema_names`), and only to
+functions defined in ``ember.ops``, factories and random draws, or to an aten Tensor
+method called on a Tensor; never file, process or global-state functions, never an
+attribute of any other object. ``ops.aten.X`` is ``torch.X``.
 
 Names that TorchScript code uses but ember cannot run (nested tensors, packed RNN
 sequences) have entries that raise ``NotImplementedError`` naming them when called,

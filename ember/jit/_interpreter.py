@@ -256,7 +256,7 @@ def compile_function(cu, fdef, filename, method_of=None, lines=None):
             if k not in env:
                 if k not in defaults:
                     raise TypeError(f"{name}() missing required argument {k!r}")
-                env[k] = _limits.fresh(defaults[k])
+                env[k] = defaults[k]
         return env
 
     # the common calls (all arguments positional) build the frame without a loop

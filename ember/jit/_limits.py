@@ -143,11 +143,3 @@ def literal_default(name, node, ctx, where):
     except ScriptError as e:
         raise ScriptError(f"{where}: {e}") from None
 
-
-def fresh(value):
-    """A new copy of a mutable default for each call (lists and dicts of literals)."""
-    if isinstance(value, list):
-        return [fresh(v) for v in value]
-    if isinstance(value, dict):
-        return {k: fresh(v) for k, v in value.items()}
-    return value
