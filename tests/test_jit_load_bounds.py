@@ -102,17 +102,16 @@ CALL_CASES = {
 }
 
 _CHILD = r"""
-import io, json, os, resource, sys, warnings
+import io, json, resource, sys, warnings
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 warnings.simplefilter("ignore")
 lib = __import__(sys.argv[1])
 call = sys.argv[2] == "call"
-folder = sys.argv[3]
-for name in sorted(os.listdir(folder)):
-    print(json.dumps({"case": name, "started": True}), flush=True)
-    out = {"case": name, "loaded": False}
+for path in sys.argv[3:]:
+    print(json.dumps({"path": path, "started": True}), flush=True)
+    out = {"path": path, "loaded": False}
     try:
-        with open(os.path.join(folder, name), "rb") as f:
+        with open(path, "rb") as f:
             m = lib.jit.load(io.BytesIO(f.read()))
         out["loaded"] = True
         if call:
@@ -123,27 +122,37 @@ for name in sorted(os.listdir(folder)):
 """
 
 
-def _run(lib, cases, tmp_path, call=False):
-    """{case: result} from one child process; a case it did not finish maps to None."""
+def _run(lib, cases, tmp_path, call=False, timeout=60):
+    """{case: result} from child processes; a case that hung or crashed maps to None.
+
+    One child runs every case; if one hangs past ``timeout`` (or the child dies), a
+    fresh child goes on with the cases after it.
+    """
     folder = tmp_path / lib
     folder.mkdir()
-    names = {}
+    paths = {}
     for i, (case, data) in enumerate(cases.items()):
-        names[f"{i:02d}.pt"] = case
-        (folder / f"{i:02d}.pt").write_bytes(data)
+        path = folder / f"{i:02d}.pt"
+        path.write_bytes(data)
+        paths[str(path)] = case
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=ROOT)
-    try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, lib, "call" if call else "load",
-                               str(folder)], capture_output=True, text=True, timeout=90,
-                              env=env, cwd=ROOT)
-        out = proc.stdout
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout or ""
     results = dict.fromkeys(cases)
-    for line in out.splitlines():
-        r = json.loads(line)
-        if "started" not in r:
-            results[names[r["case"]]] = r
+    todo = list(paths)
+    while todo:
+        try:
+            out = subprocess.run([sys.executable, "-c", _CHILD, lib,
+                                  "call" if call else "load", *todo],
+                                 capture_output=True, text=True, timeout=timeout,
+                                 env=env, cwd=ROOT).stdout
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout or ""
+        done = set()
+        for line in out.splitlines():
+            r = json.loads(line)
+            done.add(r["path"])
+            if "started" not in r:
+                results[paths[r.pop("path")]] = r
+        todo = [p for p in todo if p not in done] if done else []
     return results
 
 
@@ -265,3 +274,42 @@ def test_hand_written_list_and_dict_defaults_persist_across_calls_like_torch():
     for _ in range(3):
         np.testing.assert_allclose(ours(ember.ones(1, 3)).numpy(),
                                    theirs(torch.ones(1, 3)).numpy())
+
+
+def _with_attribute(value):
+    """ember's Linear archive with one more attribute ``x`` (type ``Any``) in data.pkl."""
+    lin = ember.nn.Linear(3, 2)
+    sm = create_script_module(lin, {"": {"forward": """
+        def forward(self, x: Tensor) -> Tensor:
+          return torch.linear(x, self.weight, self.bias)
+    """}}, qualnames={"": "__torch__.torch.nn.modules.linear.Linear"})
+    sm._jit_class.attributes["x"] = "Any"
+    sm.__dict__["x"] = value
+    buf = io.BytesIO()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(20000)  # the pickler recurses; writing a deep value needs room
+    try:
+        sm.save(buf)
+    finally:
+        sys.setrecursionlimit(limit)
+    return buf.getvalue()
+
+
+def test_values_shared_or_nested_in_data_pkl(tmp_path):
+    dag = [1]
+    for _ in range(64):  # 2 KiB of pickle; walked as a tree it would be 2**64 lists
+        dag = [dag, dag]
+    deep = [1]
+    for _ in range(3000):
+        deep = [deep]
+    archives = {"shared 64 deep": _with_attribute(dag), "nested 3000 deep": _with_attribute(deep)}
+    assert len(archives["shared 64 deep"]) < 4096
+    ours = _run("ember", archives, tmp_path)
+    theirs = _run("torch", archives, tmp_path)
+    assert ours["shared 64 deep"] == {"loaded": True}
+    assert theirs["shared 64 deep"]["loaded"] and theirs["nested 3000 deep"]["loaded"]
+    # torch builds the deep one; ember refuses it cleanly instead of a RecursionError
+    assert ours["nested 3000 deep"]["type"] == "ArchiveError"
+    assert "nests its values deeper" in ours["nested 3000 deep"]["message"]
+    m = ember.jit.load(io.BytesIO(archives["shared 64 deep"]))
+    assert m.x[0] is m.x[1]  # still shared, as the pickle has it

@@ -176,7 +176,11 @@ def load_archive(f, map_location=None, _extra_files=None):
     cu.check_methods()
     cu.warn_missing("this TorchScript archive", stacklevel=4)  # the caller of jit.load
     root = _unpickle(archive, "data.pkl", map_location)
-    module = _build(root, cu, {})
+    try:
+        module = _build(root, cu, {})
+    except RecursionError:
+        raise ArchiveError("TorchScript archive refused: data.pkl nests its values deeper "
+                           "than ember builds them (Python's recursion limit)") from None
     if not isinstance(module, RecursiveScriptModule):
         raise ArchiveError("TorchScript archive damaged: data.pkl does not hold a module")
     module.__dict__["_jit_cu"] = cu
@@ -227,12 +231,21 @@ def _build(obj, cu, memo):
             else:
                 sm.__dict__[name] = value
         return sm
-    if isinstance(obj, list):
-        return [_build(v, cu, memo) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_build(v, cu, memo) for v in obj)
-    if isinstance(obj, dict):
-        return {k: _build(v, cu, memo) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, dict)):
+        # once per container: a pickle may share one list many times over (a DAG that
+        # would take exponential time to walk as a tree), and torch keeps it shared
+        key = ("value", id(obj))
+        if key in memo:
+            return memo[key]
+        if isinstance(obj, list):
+            out = memo[key] = []
+            out.extend(_build(v, cu, memo) for v in obj)
+        elif isinstance(obj, dict):
+            out = memo[key] = {}
+            out.update((k, _build(v, cu, memo)) for k, v in obj.items())
+        else:
+            out = memo[key] = tuple(_build(v, cu, memo) for v in obj)
+        return out
     return obj
 
 
