@@ -313,3 +313,14 @@ def test_values_shared_or_nested_in_data_pkl(tmp_path):
     assert "nests its values deeper" in ours["nested 3000 deep"]["message"]
     m = ember.jit.load(io.BytesIO(archives["shared 64 deep"]))
     assert m.x[0] is m.x[1]  # still shared, as the pickle has it
+
+
+
+def test_oversized_code_record_is_refused_before_reading(monkeypatch):
+    import ember.jit._archive as archive_module
+    data = _archive("", "a = 1\n" * 200 + "return x")
+    monkeypatch.setattr(archive_module, "_MAX_CODE_BYTES", 1000)
+    with pytest.raises(ember.jit.ScriptSafetyError, match="ember parses at most 1000"):
+        ember.jit.load(io.BytesIO(data))
+    monkeypatch.undo()
+    ember.jit.load(io.BytesIO(data))

@@ -130,6 +130,10 @@ def _unpickle(archive, record, map_location, view=None):
                            f"({type(e).__name__}: {e})") from None
 
 
+# TorchScript code of real models is kilobytes to a few megabytes per file
+_MAX_CODE_BYTES = 16 << 20
+
+
 def _code_files(archive):
     """(qualified module path, record name) for every code file, in a stable order."""
     out = []
@@ -166,6 +170,10 @@ def load_archive(f, map_location=None, _extra_files=None):
             raise ArchiveError("TorchScript archive damaged: constants.pkl is not a tuple")
     cu = CompilationUnit(constants)
     for qual_path, record in code:  # parse and validate everything before anything runs
+        size = archive.zip.getinfo(archive.prefix + record).file_size
+        if size > _MAX_CODE_BYTES:  # the zip reader stops at this size; parsing is linear
+            raise ScriptSafetyError(f"TorchScript archive's {record} holds {size} bytes of "
+                                    f"code; ember parses at most {_MAX_CODE_BYTES} per file")
         raw = archive.read(record)
         try:
             text = raw.decode("utf-8")
