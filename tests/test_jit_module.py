@@ -173,15 +173,22 @@ def test_unsupported_constructs_raise_at_construction():
               f = lambda: x
               return x
         """}})
-    with pytest.warns(UserWarning, match="torch.no_such_op"):
+    # a name TorchScript has no operator for is refused at once, as torch refuses it
+    with pytest.raises(ember.jit.ScriptSafetyError, match="Unknown builtin op: aten::no_such_op"):
+        create_script_module(ember.nn.ReLU(), {"": {"forward": """
+            def forward(self, x: Tensor) -> Tensor:
+              return torch.no_such_op(x)
+        """}})
+    # a TorchScript operator ember lacks: loading goes on, reaching it raises
+    with pytest.warns(UserWarning, match="torch.fbgemm_pack_quantized_matrix"):
         sm = create_script_module(ember.nn.ReLU(), {"": {"forward": """
             def forward(self, x: Tensor) -> Tensor:
               if torch.gt(torch.dim(x), 5):
-                return torch.no_such_op(x)
+                return torch.fbgemm_pack_quantized_matrix(x)
               return torch.relu(x)
         """}})
     assert float(sm(-ember.ones(2)).sum()) == 0.0  # the untaken branch does not matter
-    with pytest.raises(NotImplementedError, match="torch.no_such_op"):
+    with pytest.raises(NotImplementedError, match="torch.fbgemm_pack_quantized_matrix"):
         sm(ember.ones(1, 1, 1, 1, 1, 1))
 
 

@@ -149,13 +149,16 @@ def test_private_module_state_is_out_of_reach(body):
 
 
 def test_missing_op_names_op_file_and_line():
-    data = _with_code("y = torch.frobnicate(x, 3)\nreturn y")
-    with pytest.warns(UserWarning, match=r"torch\.frobnicate \(.*linear\.py, line 9\)"):
+    # fbgemm_pack_quantized_matrix is a TorchScript operator that ember does not have
+    data = _with_code("y = torch.fbgemm_pack_quantized_matrix(x)\nreturn y")
+    with pytest.warns(UserWarning, match=r"torch\.fbgemm_pack_quantized_matrix "
+                      r"\(.*linear\.py, line 9\)"):
         m = ember.jit.load(io.BytesIO(data))
-    with pytest.raises(NotImplementedError, match=r"torch\.frobnicate") as info:
+    with pytest.raises(NotImplementedError, match=r"torch\.fbgemm_pack_quantized_matrix") \
+            as info:
         m(ember.ones(1, 3))
     assert "linear.py, line 9" in str(info.value)
-    assert "y = torch.frobnicate(x, 3)" in str(info.value)
+    assert "y = torch.fbgemm_pack_quantized_matrix(x)" in str(info.value)
 
 
 def test_runtime_error_names_torchscript_line():

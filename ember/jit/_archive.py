@@ -130,6 +130,10 @@ def _unpickle(archive, record, map_location, view=None):
                            f"({type(e).__name__}: {e})") from None
 
 
+# TorchScript code of real models is kilobytes to a few megabytes per file
+_MAX_CODE_BYTES = 16 << 20
+
+
 def _code_files(archive):
     """(qualified module path, record name) for every code file, in a stable order."""
     out = []
@@ -166,6 +170,10 @@ def load_archive(f, map_location=None, _extra_files=None):
             raise ArchiveError("TorchScript archive damaged: constants.pkl is not a tuple")
     cu = CompilationUnit(constants)
     for qual_path, record in code:  # parse and validate everything before anything runs
+        size = archive.zip.getinfo(archive.prefix + record).file_size
+        if size > _MAX_CODE_BYTES:  # the zip reader stops at this size; parsing is linear
+            raise ScriptSafetyError(f"TorchScript archive's {record} holds {size} bytes of "
+                                    f"code; ember parses at most {_MAX_CODE_BYTES} per file")
         raw = archive.read(record)
         try:
             text = raw.decode("utf-8")
@@ -173,9 +181,14 @@ def load_archive(f, map_location=None, _extra_files=None):
             raise ArchiveError(f"TorchScript archive damaged: {record} is not UTF-8 "
                                "text") from None
         cu.define(text, qual_path, f"{archive.prefix}{record}")
+    cu.check_methods()
     cu.warn_missing("this TorchScript archive", stacklevel=4)  # the caller of jit.load
     root = _unpickle(archive, "data.pkl", map_location)
-    module = _build(root, cu, {})
+    try:
+        module = _build(root, cu, {})
+    except RecursionError:
+        raise ArchiveError("TorchScript archive refused: data.pkl nests its values deeper "
+                           "than ember builds them (Python's recursion limit)") from None
     if not isinstance(module, RecursiveScriptModule):
         raise ArchiveError("TorchScript archive damaged: data.pkl does not hold a module")
     module.__dict__["_jit_cu"] = cu
@@ -226,12 +239,21 @@ def _build(obj, cu, memo):
             else:
                 sm.__dict__[name] = value
         return sm
-    if isinstance(obj, list):
-        return [_build(v, cu, memo) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_build(v, cu, memo) for v in obj)
-    if isinstance(obj, dict):
-        return {k: _build(v, cu, memo) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, dict)):
+        # once per container: a pickle may share one list many times over (a DAG that
+        # would take exponential time to walk as a tree), and torch keeps it shared
+        key = ("value", id(obj))
+        if key in memo:
+            return memo[key]
+        if isinstance(obj, list):
+            out = memo[key] = []
+            out.extend(_build(v, cu, memo) for v in obj)
+        elif isinstance(obj, dict):
+            out = memo[key] = {}
+            out.update((k, _build(v, cu, memo)) for k, v in obj.items())
+        else:
+            out = memo[key] = tuple(_build(v, cu, memo) for v in obj)
+        return out
     return obj
 
 

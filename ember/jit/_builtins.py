@@ -3,9 +3,11 @@
 TorchScript code calls aten operators by their schema: ``torch.batch_norm(input, weight,
 bias, running_mean, running_var, training, momentum, eps, cudnn_enabled)``. Where a
 schema differs from ember's Python API, an entry here adapts it; where it matches,
-:func:`lookup` falls back to ember's own operator of the same name (only operators:
-functions defined in ``ember.ops``, factories and random draws, and tensor methods —
-never file, process or global-state functions). ``ops.aten.X`` is ``torch.X``.
+:func:`lookup` falls back to ember's own operator of the same name — only for a name
+torch registers an ``aten`` operator for (:mod:`ember.jit._schema_names`), and only to
+functions defined in ``ember.ops``, factories and random draws, or to an aten Tensor
+method called on a Tensor; never file, process or global-state functions, never an
+attribute of any other object. ``ops.aten.X`` is ``torch.X``.
 
 Names that TorchScript code uses but ember cannot run (nested tensors, packed RNN
 sequences) have entries that raise ``NotImplementedError`` naming them when called,
@@ -14,12 +16,16 @@ jit-trace and jit-script add entries here (additive).
 """
 import math
 import operator
+import re
 import warnings
 
 import ember
 from ember._tensor import Tensor
+from ember.jit import _limits
+from ember.jit import _schema_names as _names
 
-__all__ = ["TABLE", "lookup", "register", "DUNDER_OPS", "scalar_type", "SCALAR_TYPES"]
+__all__ = ["TABLE", "lookup", "lookup_method", "known", "register", "DUNDER_OPS",
+           "scalar_type", "SCALAR_TYPES"]
 
 TABLE = {}
 
@@ -67,34 +73,99 @@ def refused(name):
     return name.startswith(("torch.", "ops.aten.")) and short in _NEVER and name not in TABLE
 
 
+# Tensor methods TorchScript has beyond the aten operators: x.float(), x.tolist() ...
+_CAST_METHODS = {"byte", "char", "short", "int", "long", "half", "float", "double",
+                 "bfloat16", "cfloat", "cdouble"}
+
+
+def _aten(short):
+    return short in _names.ATEN_METHODS or short in _names.ATEN_FUNCTIONS
+
+
+def known(name):
+    """Whether TorchScript has an operator ``name`` (``torch.X``, ``ops.prim.X``,
+    ``ops.quantized.X``...): an entry of :data:`TABLE` or one of torch's schemas."""
+    if name in TABLE:
+        return True
+    ns, _, short = name.rpartition(".")
+    if ns in ("torch", "ops.aten"):
+        return _aten(short)
+    if ns == "ops.prim":
+        return short in _names.PRIM
+    return ns.startswith("ops.") and ns.count(".") == 1 and f"{ns[4:]}.{short}" in _names.OTHER
+
+
+def schema_name(name):
+    """``torch.mro`` -> ``aten::mro``, ``ops.prim.X`` -> ``prim::X`` (for messages)."""
+    ns, _, short = name.rpartition(".")
+    if ns == "torch":
+        return f"aten::{short}"
+    if ns.startswith("ops.") and ns.count(".") == 1:
+        return f"{ns[4:]}::{short}"
+    return name
+
+
+_UNRESOLVED = set()  # TorchScript operators that ember does not have
+
+
 def lookup(name):
-    """The ember callable for a TorchScript builtin name, or None when there is none."""
+    """The ember callable for a TorchScript builtin name, or None when there is none.
+
+    An explicit allowlist: the entries of :data:`TABLE`, and for the ``aten`` operators
+    TorchScript has (``_schema_names``) ember's operator of the same name or, for the
+    ``aten`` Tensor methods, the method called on a Tensor. Nothing else resolves.
+    """
     fn = TABLE.get(name)
     if fn is not None:
         return fn
     if name.startswith("ops.aten."):
         return lookup("torch." + name[len("ops.aten."):])
-    if not name.startswith("torch.") or name.count(".") != 1:
+    if not name.startswith("torch.") or name.count(".") != 1 or name in _UNRESOLVED:
         return None
     short = name[len("torch."):]
-    if short.startswith("_") or short in _NEVER:
+    if short.startswith("_") or short in _NEVER or not _aten(short):
         return None
     ember = _ember()
     obj = getattr(ember, short, None) if short in dir(ember) else None
     if callable(obj) and not isinstance(obj, type) and \
             getattr(obj, "__module__", "").startswith(_FALLBACK_MODULES):
         fn = _scalar_aware(short, obj)
-    else:
-        meth = getattr(_Tensor(), short, None)
-        if meth is None or not callable(meth) or isinstance(meth, type):
-            return None
+    elif short in _names.ATEN_METHODS and callable(getattr(_Tensor(), short, None)):
         fn = _scalar_aware(short, _method_caller(short))
+    else:
+        _UNRESOLVED.add(name)  # a file naming it a million times asks once
+        return None
     TABLE[name] = fn
     return fn
 
 
+def lookup_method(name):
+    """The callable for the Tensor method ``x.name(...)`` in TorchScript, or None.
+
+    Only TorchScript's Tensor methods resolve: the ``aten`` operators whose first
+    argument is ``self: Tensor`` and the dtype casts (``x.float()``).
+    """
+    if name.startswith("_") or name in _NEVER:
+        return None
+    if name in _CAST_METHODS:
+        return _method_caller(name)
+    if name not in _names.ATEN_METHODS:
+        return None
+    return lookup("torch." + name)
+
+
+def is_tensor_method(name):
+    """Whether TorchScript has a Tensor method ``name`` (ember may still lack it)."""
+    return name in _names.ATEN_METHODS or name in _CAST_METHODS
+
+
 def _method_caller(short):
+    Tensor = _Tensor()
+
     def call(self, *args, **kwargs):
+        if not isinstance(self, Tensor):  # never a method of some other Python object
+            raise TypeError(f"TorchScript builtin torch.{short} expects a Tensor, not "
+                            f"{type(self).__name__}")
         return getattr(self, short)(*_dtypes(args), **_kw(kwargs))
     call.__name__ = short
     return call
@@ -174,8 +245,8 @@ def _binary(name, py):
 
 for _n, _py in (("eq", operator.eq), ("ne", operator.ne), ("lt", operator.lt),
                 ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge),
-                ("mul", operator.mul), ("remainder", lambda a, b: a % b),
-                ("fmod", math.fmod), ("pow", operator.pow), ("atan2", math.atan2),
+                ("mul", _limits.mul), ("remainder", lambda a, b: a % b),
+                ("fmod", math.fmod), ("pow", _limits.pow_), ("atan2", math.atan2),
                 ("floor_divide", operator.floordiv)):
     TABLE["torch." + _n] = _binary(_n, _py)
 TABLE["torch.floordiv"] = operator.floordiv
@@ -273,6 +344,9 @@ def safe_format(fmt, *args):
                              "{} and {N})")
         if "{" in (spec or ""):
             raise ValueError("nested format fields are not supported in TorchScript format")
+        if any(int(n) > _limits.MAX_ELEMENTS for n in re.findall(r"\d+", spec or "")):
+            raise ValueError(f"TorchScript format spec {spec!r} asks for more than "
+                             f"{_limits.MAX_ELEMENTS} characters")
         value = args[index]
         value = repr(value) if conv == "r" else str(value) if conv == "s" else value
         out.append(format(value, spec or ""))
@@ -338,6 +412,9 @@ def _list_or_tensor(name):
     def op(x, *args, **kw):
         if isinstance(x, list):
             return getattr(x, name)(*args, **kw)
+        if not isinstance(x, Tensor):
+            raise TypeError(f"TorchScript builtin torch.{name} takes a list or a Tensor, "
+                            f"not {type(x).__name__}")
         return getattr(ember, name)(x, *args, **kw) if hasattr(ember, name) else \
             getattr(x, name)(*args, **kw)
     op.__name__ = name

@@ -5,13 +5,14 @@ Used by :mod:`ember.jit._interpreter`; see its docstring for the safety model.
 import ast
 import operator
 
-from ember.jit import _builtins
+from ember.jit import _builtins, _limits
 from ember.jit._errors import ScriptError, ScriptSafetyError
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+# `**`, `*` and `<<` check the size of their result first (see ember.jit._limits)
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: _limits.mul,
            ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-           ast.Pow: operator.pow, ast.MatMult: operator.matmul, ast.BitAnd: operator.and_,
-           ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.LShift: operator.lshift,
+           ast.Pow: _limits.pow_, ast.MatMult: operator.matmul, ast.BitAnd: operator.and_,
+           ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.LShift: _limits.lshift,
            ast.RShift: operator.rshift}
 _CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
            ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
@@ -116,6 +117,7 @@ _DICT_METHODS = {"keys", "values", "items", "get", "pop", "setdefault", "update"
                  "copy", "popitem"}
 _STR_METHODS = {"format", "join", "split", "strip", "lower", "upper", "startswith",
                 "endswith", "replace", "find", "isdigit", "lstrip", "rstrip", "count"}
+CONTAINER_METHODS = _LIST_METHODS | _DICT_METHODS | _STR_METHODS
 
 
 # tensor methods that reach memory, hooks or callables: refused wherever they appear
@@ -132,10 +134,13 @@ def call_method(obj, name, args, kwargs, at=""):
         return script_method(obj, name)(*args, **kwargs)
     from ember._tensor import Tensor
     if isinstance(obj, Tensor):
-        fn = _builtins.lookup("torch." + name)
+        fn = _builtins.lookup_method(name)
         if fn is None:
-            raise NotImplementedError(f"{at}: tensor method {name!r} is not in ember's "
-                                      "TorchScript builtin table")
+            if _builtins.is_tensor_method(name):
+                raise NotImplementedError(f"{at}: tensor method {name!r} is not in ember's "
+                                          "TorchScript builtin table")
+            raise ScriptError(f"{at}: 'Tensor' object has no attribute or method {name!r} "
+                              "in TorchScript")
         return fn(obj, *args, **kwargs)
     allowed = (_LIST_METHODS if isinstance(obj, list) else _DICT_METHODS
                if isinstance(obj, dict) else _STR_METHODS if isinstance(obj, str) else ())
@@ -187,6 +192,9 @@ def _e_constant(node, ctx):
     v = node.value
     if not (v is None or isinstance(v, (bool, int, float, str, complex)) or v is Ellipsis):
         raise ScriptSafetyError(f"{where(ctx, node)}: constant {v!r} is not TorchScript")
+    if type(v) is int and not -2 ** 63 <= v <= 2 ** 63:  # 2**63 for -2**63 spelled -(2**63)
+        raise ScriptError(f"{where(ctx, node)}: integral constant out of range (TorchScript "
+                          "ints must fit in a signed 64 bit integer)")
     return _const(v)
 
 
@@ -235,6 +243,11 @@ def _global_chain(parts, node, ctx):
         raise ScriptSafetyError(f"{where(ctx, node)}: {full} (files, seeds, threads or "
                                 "global settings) is refused in TorchScript code")
     fn = _builtins.lookup(full)
+    if fn is None and not _builtins.known(full):
+        raise ScriptSafetyError(f"{where(ctx, node)}: Unknown builtin op: "
+                                f"{_builtins.schema_name(full)}: {full} is not a TorchScript "
+                                "operator, and names in TorchScript code resolve only to "
+                                "TorchScript's operators and ember's builtin table")
     if fn is None:
         # an operator ember lacks: loading goes on (PyTorch's own library code names many
         # operators in branches a model never takes), the unit lists it for a warning,
@@ -345,6 +358,7 @@ def _e_call(node, ctx):
             obj = compile_expr(func.value, ctx)
             args, kws = _args(node, ctx)
             name, at = func.attr, where(ctx, node)
+            ctx.cu.method_calls.append((name, at))
             if not kws and len(args) == 1:
                 a0, = args
 

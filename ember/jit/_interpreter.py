@@ -16,6 +16,7 @@ import ast
 import operator
 import textwrap
 
+from ember.jit import _limits
 from ember.jit._builtins import raise_exception
 from ember.jit._errors import ScriptError, ScriptSafetyError
 from ember.jit._expressions import (
@@ -80,8 +81,18 @@ class CompilationUnit:
         self.function_sources = {}
         self.constants = list(constants)
         self.missing = []  # (builtin name, where) of operators ember lacks
+        self.method_calls = []  # (method name, where) of every `value.name(...)`
 
     def define(self, source, prefix, filename="<torchscript>"):
+        try:
+            self._define(source, prefix, filename)
+        except RecursionError:
+            # Python's own stack bounds the depth; refuse instead of a bare RecursionError
+            raise ScriptError(f"{filename}: TorchScript code is nested too deeply (an "
+                              "expression or block deeper than Python's recursion limit); "
+                              "ember refuses to compile it") from None
+
+    def _define(self, source, prefix, filename):
         try:
             tree = ast.parse(source, filename=filename)
         except SyntaxError as e:
@@ -169,6 +180,21 @@ class CompilationUnit:
                           f"{listed}. Code that reaches them raises NotImplementedError.",
                           stacklevel=stacklevel)
 
+    def check_methods(self):
+        """Refuse ``value.name(...)`` where no TorchScript value has a method ``name``: not
+        a Tensor method, not a list, dict or str method, not a method of the unit's own
+        classes (torch refuses such a call when it loads the code). For a unit that holds
+        every class its code calls (an archive), once all its files are defined."""
+        from ember.jit import _builtins
+        from ember.jit._expressions import CONTAINER_METHODS
+        own = {m for cls in self.classes.values() for m in cls.methods}
+        for name, at in self.method_calls:
+            if not (name in own or name in CONTAINER_METHODS or
+                    _builtins.is_tensor_method(name)):
+                raise ScriptSafetyError(f"{at}: no TorchScript value has a method {name!r} "
+                                        "(not a Tensor, list, dict or str method, nor a "
+                                        "method of this code's classes)")
+
     def resolve(self, qual, where):
         """A ``__torch__.*`` name: a function, a class, or an error naming it."""
         if qual in self.functions:
@@ -205,12 +231,12 @@ def compile_function(cu, fdef, filename, method_of=None, lines=None):
     check_type(fdef.returns, ctx)
     params = [x.arg for x in a.args]
     kwonly = [x.arg for x in a.kwonlyargs]
-    defaults = {}
+    defaults = {}  # literals only: nothing in the file is evaluated while loading
     for arg, d in zip(a.args[len(a.args) - len(a.defaults):], a.defaults):
-        defaults[arg.arg] = compile_expr(d, ctx)({})
+        defaults[arg.arg] = _limits.literal_default(arg.arg, d, ctx, where(ctx, d))
     for arg, d in zip(a.kwonlyargs, a.kw_defaults):
         if d is not None:
-            defaults[arg.arg] = compile_expr(d, ctx)({})
+            defaults[arg.arg] = _limits.literal_default(arg.arg, d, ctx, where(ctx, d))
     body = _block(fdef.body, ctx)
     name = fdef.name
     nparams = len(params)
@@ -395,7 +421,7 @@ def _stmt_raw(node, ctx, tag, line):
         name = node.target.id
         value = compile_expr(node.value, ctx)
         iop = {operator.add: operator.iadd, operator.sub: operator.isub,
-               operator.mul: operator.imul, operator.truediv: operator.itruediv}.get(op, op)
+               _limits.mul: _limits.imul, operator.truediv: operator.itruediv}.get(op, op)
 
         def aug(env):
             env[name] = iop(env[name], value(env))
