@@ -23,7 +23,8 @@ HERE = Path(__file__).parent
 # KeyError/TypeError/MemoryError from deep inside a parser.
 ALLOWED_ERRORS = {
     "ckpt": {"CheckpointError", "UnpicklingError"},
-    "jit": {"ArchiveError", "ScriptSafetyError", "CheckpointError", "UnpicklingError"},
+    "jit": {"ArchiveError", "ScriptSafetyError", "ScriptError", "CheckpointError",
+            "UnpicklingError"},
     "onnx": {"InvalidOnnxModel", "UnsupportedOnnxOp", "DecodeError", "ValidationError"},
     "st": {"SafetensorError"},
 }
