@@ -42,15 +42,31 @@ def _copy_tangent(t, src):
         forward_ad._set(src, tan.clone(), forward_ad._current[0])
 
 
+def _check_cast(result_np, self_np):
+    """PyTorch's rule for writing an op's result into ``self``: no complex into a real
+    dtype, no floating point into an integer or bool, nothing but bool into bool."""
+    from ember.backend.dtypes import FROM_NP, can_cast
+    r, s = FROM_NP.get(result_np), FROM_NP.get(self_np)
+    if r is not None and s is not None and not can_cast(r, s):
+        from ember.ops._util import type_name
+        raise RuntimeError(f"result type {type_name(result_np)} can't be cast to the desired "
+                           f"output type {type_name(self_np)}")
+
+
+def _check_promotion(t, operands):
+    from ember.backend.dtypes import result_type_of
+    numbers = [a for a in operands if isinstance(a, (Tensor, bool, int, float, complex))]
+    if numbers:
+        _check_cast(result_type_of(t, *numbers).np, t._data.dtype)
+
+
 def commit(t, result):
     """Write ``result`` into ``t``'s memory and move ``t`` to ``result``'s graph node."""
     if not isinstance(result, Tensor):
         raise TypeError("in-place op produced no tensor")
     rd, td = result._data, t._data
-    if rd.dtype != td.dtype and rd.dtype.kind == "f" and td.dtype.kind in "iub":
-        from ember.backend.dtypes import FROM_NP
-        raise RuntimeError(f"result type {FROM_NP[rd.dtype].name.capitalize()} can't be cast "
-                           f"to the desired output type {FROM_NP[td.dtype].name.capitalize()}")
+    if rd.dtype != td.dtype:
+        _check_cast(rd.dtype, td.dtype)
     if rd.shape != td.shape:
         if td.ndim < rd.ndim or td.shape != _broadcast_shape(td.shape, rd.shape):
             raise RuntimeError(f"output with shape {list(td.shape)} doesn't match the broadcast "
@@ -87,10 +103,16 @@ def _broadcast_shape(a, b):
     return np.broadcast_shapes(a, b)
 
 
-def inplace_method(fn, copies_self=False):
-    """Make ``Tensor.op_`` from the out-of-place ``op``."""
+def inplace_method(fn, copies_self=False, promotes=False):
+    """Make ``Tensor.op_`` from the out-of-place ``op``.
+
+    ``promotes``: the op's result dtype is the promotion of ``self`` and its tensor and
+    number operands; a result ``self`` cannot hold is refused before anything is
+    computed, with PyTorch's message, as PyTorch checks it."""
     def method(self, *args, **kwargs):
         check_inplace(self)
+        if promotes:
+            _check_promotion(self, (*args, *kwargs.values()))
         return commit(self, fn(source_for(self, copies_self, args), *args, **kwargs))
     method.__name__ = fn.__name__ + "_"
     method.__doc__ = f"In-place version of :func:`{fn.__name__}`."

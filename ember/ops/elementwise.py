@@ -135,11 +135,12 @@ class Sub(Primitive):
     broadcasts = True
 
     def forward(self, a, b):
-        a, b = promote_arrays(a, b)
+        # checked before promotion, which would turn a bool tensor into the other's dtype
         if _is_bool(a) or _is_bool(b):
             raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
                                "supported. If you are trying to invert a mask, use the `~` or "
                                "`logical_not()` operator instead.")
+        a, b = promote_arrays(a, b)
         return a - b
 
     def backward(self, gy):
@@ -407,7 +408,7 @@ class Lerp(Primitive):
     save_inputs = (0, 1, 2)
 
     def forward(self, start, end, weight):
-        if start.dtype.kind != "f":
+        if start.dtype.kind not in "fc":
             raise not_implemented_for("lerp_kernel_scalar", start.dtype)
         for name, t in (("end", end), ("weight", weight)):
             if hasattr(t, "dtype") and t.dtype != start.dtype and (name == "end" or t.ndim):
@@ -428,7 +429,8 @@ class Lerp(Primitive):
 
 _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
             "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
-            "bool": "bool"}
+            "bool": "bool", "complex64": "c10::complex<float>",
+            "complex128": "c10::complex<double>", "bfloat16": "c10::BFloat16"}
 
 
 class _Compare(Primitive):
@@ -620,6 +622,9 @@ def where(condition, input=None, other=None, *, out=None):
 @with_out
 def lerp(input, end, weight, *, out=None):
     """``input + weight * (end - input)``."""
+    if not isinstance(end, Tensor):
+        raise TypeError(f"lerp(): argument 'end' (position 1) must be Tensor, not "
+                        f"{type(end).__name__}")
     return Lerp.apply(input, end, weight)
 
 
@@ -672,15 +677,26 @@ def _logaddexp(a, b, base2):
     return where(a == b, same, maximum(a, b) + rest)
 
 
+def _check_tensors(op, tensor1, tensor2):
+    for i, (name, t) in enumerate((("tensor1", tensor1), ("tensor2", tensor2))):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}(): argument '{name}' (position {i + 1}) must be Tensor, "
+                            f"not {type(t).__name__}")
+
+
 @with_out
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 * tensor2``."""
+    _check_tensors("addcmul", tensor1, tensor2)
+    if input.dtype.name == "bool":
+        raise RuntimeError('"addcmul_cpu_out" not implemented for \'Bool\'')
     return input + value * tensor1 * tensor2 if value != 1 else input + tensor1 * tensor2
 
 
 @with_out
 def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 / tensor2``."""
+    _check_tensors("addcdiv", tensor1, tensor2)
     return input + value * (tensor1 / tensor2)
 
 
@@ -743,13 +759,18 @@ def _bind():
     T.__gt__ = lambda self, other: gt(self, other)
     T.__ge__ = lambda self, other: ge(self, other)
 
+    # arithmetic whose result takes the promoted dtype (comparisons and logical ops give
+    # bool, which any dtype may hold)
+    _PROMOTING = {"add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder",
+                  "fmod", "atan2", "hypot", "xlogy", "lerp", "addcmul", "addcdiv", "copysign"}
     copies = {"mul": True, "div": True, "atan2": True, "remainder": True,
               "fmod": True, "minimum": False, "maximum": False, "lerp": True, "hypot": True,
               "xlogy": True, "addcmul": False, "addcdiv": False}
     for fn in (add, sub, mul, div, true_divide, floor_divide, remainder, fmod, atan2,
                hypot, xlogy, lerp, addcmul, addcdiv, logical_and, logical_or, logical_xor,
                logical_not, eq, ne, lt, le, gt, ge, copysign):
-        setattr(T, fn.__name__ + "_", inplace_method(fn, copies.get(fn.__name__, False)))
+        setattr(T, fn.__name__ + "_", inplace_method(fn, copies.get(fn.__name__, False),
+                                                     fn.__name__ in _PROMOTING))
     T.subtract_ = T.sub_
     T.multiply_ = T.mul_
     T.divide_ = T.div_

@@ -185,7 +185,7 @@ def _bind():
     T.float_power = float_power
     T.__pow__ = lambda self, other: pow(self, other)
     T.__rpow__ = lambda self, other: pow(other, self)
-    T.pow_ = inplace_method(pow, True)
+    T.pow_ = inplace_method(pow, True, promotes=True)
     T.__ipow__ = T.pow_
 
 

@@ -596,6 +596,7 @@ def clamp(input, min=None, max=None, *, out=None):
     """Clamp every element into ``[min, max]``; bounds may be numbers or tensors."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    _check_clampable(input, min, max)
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         dt = input._data.dtype
         lo = min if isinstance(min, Tensor) or min is None else _make(np.asarray(min, dt))
@@ -611,8 +612,16 @@ def clamp(input, min=None, max=None, *, out=None):
 clip = clamp
 
 
+def _check_clampable(input, *bounds):
+    if input.is_complex():
+        raise RuntimeError("clamp is not supported for complex types")
+    if input.dtype.name == "bool" and not any(isinstance(b, Tensor) for b in bounds):
+        raise RuntimeError('"clamp_scalar_cpu" not implemented for \'Bool\'')
+
+
 def clamp_min(input, min):
     """``clamp(input, min=min)``."""
+    _check_clampable(input, min)
     if isinstance(min, (int, float, np.number)):
         return ClampMin.apply(input, min, None)
     return clamp(input, min=min)
@@ -620,6 +629,7 @@ def clamp_min(input, min):
 
 def clamp_max(input, max):
     """``clamp(input, max=max)``."""
+    _check_clampable(input, max)
     if isinstance(max, (int, float, np.number)):
         return ClampMax.apply(input, None, max)
     return clamp(input, max=max)
@@ -747,7 +757,8 @@ def _bind():
             fn.primitive.save_inputs != ()) or name in ("abs", "absolute", "clamp", "clip",
                                                         "clamp_min", "clamp_max", "logit",
                                                         "nan_to_num")
-        setattr(T, name + "_", inplace_method(fn, copies))
+        setattr(T, name + "_", inplace_method(fn, copies, promotes=name in (
+            "clamp", "clip", "clamp_min", "clamp_max")))
     T.__neg__ = neg
     T.__pos__ = positive
     T.__abs__ = abs
