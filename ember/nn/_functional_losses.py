@@ -263,19 +263,25 @@ def _check_nll(input, target, weight):
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got {dt}")
     if input.ndim < 1:
         raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
+    if input.ndim <= 2 and target.ndim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     if input.ndim == 1 and target.ndim == 1 and target.shape[0] != 1:
         raise ValueError("For 1D input, 1D target must have size 1, but got target size: "
                          f"{target.shape[0]}")
     if input.ndim >= 2 and target.ndim >= 1 and input.shape[0] != target.shape[0]:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
                          f"batch_size ({target.shape[0]}).")
-    if input.ndim > 2:
-        if target.ndim != input.ndim - 1:
+    if input.ndim == 4:  # PyTorch's nll_loss2d kernel, with its own messages
+        if target.ndim != 3:
             raise RuntimeError("only batches of spatial targets supported (3D tensors) but got "
                                f"targets of dimension: {target.ndim}")
         if tuple(input.shape[2:]) != tuple(target.shape[1:]):
             raise RuntimeError(f"size mismatch (got input: {list(input.shape)} , target: "
                                f"{list(target.shape)}")
+    elif input.ndim > 2:
+        expected = [input.shape[0], *input.shape[2:]]
+        if list(target.shape) != expected:
+            raise RuntimeError(f"Expected target size {expected}, got {list(target.shape)}")
     n_classes = input.shape[1] if input.ndim >= 2 else input.shape[0]
     if weight is not None and weight.numel() != n_classes:
         raise RuntimeError(f"weight tensor should be defined either for all {n_classes} classes "
