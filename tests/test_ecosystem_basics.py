@@ -202,3 +202,150 @@ def test_contains_nan_and_unsupported():
         err = check_raises(lambda m, bad=bad: bad in m.tensor([1, 2]))
         assert "only supports Tensor or scalar" in str(err)
     check_raises(lambda m: m.tensor([1, 2, 3]) in m.tensor([[1, 2], [3, 4]]))
+
+
+# ----- NumPy's axis=/keepdims= spellings ------------------------------------------------------
+_A = np.random.default_rng(3).standard_normal((3, 4, 5))
+_IDX = np.random.default_rng(4).integers(0, 4, size=(3, 2, 5))
+
+# (name, call taking (m, x, kw) where kw holds the dim-like keywords, keyword sets to try)
+_D = [{"dim": 1}, {"dim": -1, "keepdim": True}, {"dim": 0, "keepdim": False}]
+_DIM_ONLY = [{"dim": 1}, {"dim": -1}, {"dim": 0}]
+AXIS_CASES = [
+    ("sum", lambda m, x, kw: m.sum(x, **kw), _D + [{"dim": (0, 2), "keepdim": True}]),
+    ("Tensor.sum", lambda m, x, kw: x.sum(**kw), _D),
+    ("mean", lambda m, x, kw: m.mean(x, **kw), _D + [{"dim": [0, 1]}]),
+    ("Tensor.mean", lambda m, x, kw: x.mean(**kw), _D),
+    ("nansum", lambda m, x, kw: m.nansum(x, **kw), _D),
+    ("nanmean", lambda m, x, kw: m.nanmean(x, **kw), _D),
+    ("prod", lambda m, x, kw: m.prod(x, **kw), _D),
+    ("max", lambda m, x, kw: m.max(x, **kw), _D),
+    ("Tensor.max", lambda m, x, kw: x.max(**kw), _D),
+    ("min", lambda m, x, kw: m.min(x, **kw), _D),
+    ("amax", lambda m, x, kw: m.amax(x, **kw), _D + [{"dim": (0, 1), "keepdim": True}]),
+    ("amin", lambda m, x, kw: x.amin(**kw), _D),
+    ("aminmax", lambda m, x, kw: m.aminmax(x, **kw), _D),
+    ("argmax", lambda m, x, kw: m.argmax(x, **kw), _D),
+    ("Tensor.argmax", lambda m, x, kw: x.argmax(**kw), _D),
+    ("argmin", lambda m, x, kw: x.argmin(**kw), _D),
+    ("all", lambda m, x, kw: m.all(x > 0, **kw), _D),
+    ("any", lambda m, x, kw: (x > 1).any(**kw), _D),
+    ("std", lambda m, x, kw: m.std(x, **kw), _D),
+    ("Tensor.std", lambda m, x, kw: x.std(**kw), _D),
+    ("var", lambda m, x, kw: m.var(x, **kw), _D),
+    ("std_mean", lambda m, x, kw: m.std_mean(x, **kw), _D),
+    ("var_mean", lambda m, x, kw: m.var_mean(x, **kw), _D),
+    ("logsumexp", lambda m, x, kw: m.logsumexp(x, **kw), _D),
+    ("median", lambda m, x, kw: m.median(x, **kw), _D),
+    ("nanmedian", lambda m, x, kw: x.nanmedian(**kw), _D),
+    ("mode", lambda m, x, kw: m.mode(x.round(), **kw), _D),
+    ("kthvalue", lambda m, x, kw: m.kthvalue(x, 2, **kw), _D),
+    ("Tensor.kthvalue", lambda m, x, kw: x.kthvalue(2, **kw), _D),
+    ("quantile", lambda m, x, kw: m.quantile(x, 0.3, **kw), _D),
+    ("count_nonzero", lambda m, x, kw: m.count_nonzero(x > 0, **kw), _DIM_ONLY),
+    ("softmax", lambda m, x, kw: m.softmax(x, **kw), _DIM_ONLY),
+    ("Tensor.log_softmax", lambda m, x, kw: x.log_softmax(**kw), _DIM_ONLY),
+    ("special.softmax", lambda m, x, kw: m.special.softmax(x, **kw), _DIM_ONLY),
+    ("cumsum", lambda m, x, kw: m.cumsum(x, **kw), _DIM_ONLY),
+    ("Tensor.cumsum_", lambda m, x, kw: x.clone().cumsum_(**kw), _DIM_ONLY),
+    ("cumprod", lambda m, x, kw: x.cumprod(**kw), _DIM_ONLY),
+    ("cummax", lambda m, x, kw: m.cummax(x, **kw), _DIM_ONLY),
+    ("logcumsumexp", lambda m, x, kw: m.logcumsumexp(x, **kw), _DIM_ONLY),
+    ("sort", lambda m, x, kw: m.sort(x, **kw), _DIM_ONLY),
+    ("Tensor.sort", lambda m, x, kw: x.sort(descending=True, **kw), _DIM_ONLY),
+    ("argsort", lambda m, x, kw: x.argsort(**kw), _DIM_ONLY),
+    ("topk", lambda m, x, kw: m.topk(x, 2, **kw), _DIM_ONLY),
+    ("Tensor.topk", lambda m, x, kw: x.topk(2, **kw), _DIM_ONLY),
+    ("cat", lambda m, x, kw: m.cat([x, x * 2], **kw), _DIM_ONLY),
+    ("concat", lambda m, x, kw: m.concat([x, x], **kw), _DIM_ONLY),
+    ("stack", lambda m, x, kw: m.stack([x, x], **kw), _DIM_ONLY),
+    ("squeeze", lambda m, x, kw: m.squeeze(x[:, :1, :1], **kw), _DIM_ONLY),
+    ("unsqueeze", lambda m, x, kw: x.unsqueeze(**kw), _DIM_ONLY),
+    ("unbind", lambda m, x, kw: x.unbind(**kw), _DIM_ONLY),
+    ("chunk", lambda m, x, kw: m.chunk(x, 2, **kw), _DIM_ONLY),
+    ("tensor_split", lambda m, x, kw: x.tensor_split(2, **kw), _DIM_ONLY),
+    ("select", lambda m, x, kw: m.select(x, index=1, **kw), _DIM_ONLY),
+    ("narrow", lambda m, x, kw: x.narrow(start=1, length=2, **kw), _DIM_ONLY),
+    ("index_select", lambda m, x, kw: m.index_select(x, index=m.tensor([0, 2]), **kw),
+     _DIM_ONLY),
+    ("gather", lambda m, x, kw: m.gather(x, index=m.tensor(_IDX)[:, :, :1].clamp(max=0),
+                                         **kw), _DIM_ONLY),
+    ("take_along_dim", lambda m, x, kw: m.take_along_dim(x, m.tensor(_IDX) % 3, **kw),
+     [{"dim": 1}]),
+    ("repeat_interleave", lambda m, x, kw: x.repeat_interleave(2, **kw), _DIM_ONLY),
+    ("diff", lambda m, x, kw: m.diff(x, **kw), _DIM_ONLY),
+    ("movedim-sum", lambda m, x, kw: m.movedim(x, 0, 1).sum(**kw), _D),
+    ("size", lambda m, x, kw: x.size(**kw), _DIM_ONLY),
+    ("stride", lambda m, x, kw: x.stride(**kw), _DIM_ONLY),
+    ("cross", lambda m, x, kw: m.cross(x[:, :3], x[:, 1:], **kw), [{"dim": 1}]),
+    ("linalg.vector_norm", lambda m, x, kw: m.linalg.vector_norm(x, **kw), _D),
+    ("linalg.norm", lambda m, x, kw: m.linalg.norm(x, **kw), _D),
+    ("fft.fft", lambda m, x, kw: m.fft.fft(x, **kw), _DIM_ONLY),
+    ("fft.rfftn", lambda m, x, kw: m.fft.rfftn(x, **kw), [{"dim": (0, 2)}]),
+    ("F.cosine_similarity", lambda m, x, kw: m.nn.functional.cosine_similarity(x, x + 1, **kw),
+     _DIM_ONLY),
+]
+
+
+def _same(e, t):
+    if isinstance(t, torch.Tensor):
+        assert tuple(e.shape) == tuple(t.shape) and str(e.dtype)[6:] == str(t.dtype)[6:]
+        np.testing.assert_allclose(e.detach().numpy(), t.detach().numpy(), rtol=1e-10,
+                                   atol=1e-12)
+    elif isinstance(t, (tuple, list)):
+        assert len(e) == len(t)
+        for a, b in zip(e, t):
+            _same(a, b)
+    else:
+        assert e == t
+
+
+def _numpy_spelling(kw):
+    return {{"dim": "axis", "keepdim": "keepdims"}[k]: v for k, v in kw.items()}
+
+
+@pytest.mark.parametrize("name,call,kwargs", AXIS_CASES, ids=[c[0] for c in AXIS_CASES])
+def test_axis_and_keepdims_aliases(name, call, kwargs):
+    for kw in kwargs:
+        np_kw = _numpy_spelling(kw)
+        spellings = [kw, np_kw]
+        if len(kw) == 2:  # one of each spelling
+            spellings += [{"axis": kw["dim"], "keepdim": kw["keepdim"]},
+                          {"dim": kw["dim"], "keepdims": kw["keepdim"]}]
+        for spelling in spellings:
+            t = call(torch, torch.tensor(_A), spelling)
+            e = call(ember, ember.tensor(_A), spelling)
+            _same(e, t)
+        # the alias given with its own name, or positionally as well, is a TypeError
+        both = dict(kw, axis=kw["dim"])
+        check_raises(lambda m, both=both: call(m, m.tensor(_A), both), exc=TypeError)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, x: m.split(x, 1, axis=1),            # torch writes these in Python
+    lambda m, x: m.norm(x, axis=1),
+    lambda m, x: m.unique(x, axis=0),
+    lambda m, x: x.norm(axis=1),
+    lambda m, x: x.split(2, axis=0),
+    lambda m, x: m.nn.functional.softmax(x, axis=1),
+    lambda m, x: m.nn.functional.log_softmax(x, axis=1),
+    lambda m, x: m.nn.functional.normalize(x, axis=1),
+    lambda m, x: m.sum(x, axes=1),                  # not an alias
+    lambda m, x: m.sum(x, 0, axis=1),
+    lambda m, x: m.flip(x, axis=0),                 # dims, not dim
+    lambda m, x: x.transpose(axis0=0, axis1=1),
+])
+def test_aliases_rejected_where_torch_rejects_them(call):
+    check_raises(lambda m: call(m, m.tensor(_A)), exc=TypeError)
+
+
+def test_axis_aliases_keep_gradients_and_identity():
+    x = ember.tensor(_A, requires_grad=True)
+    x.sum(axis=1, keepdims=True).pow(2).sum().backward()
+    tx = torch.tensor(_A, requires_grad=True)
+    tx.sum(axis=1, keepdims=True).pow(2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+    # one wrapper per function, wherever it is published, with the op's own metadata
+    assert ember.sum.__name__ == "sum" and ember.sum.__doc__ == ember.ops.reduction.sum.__doc__
+    import inspect
+    assert "dim" in inspect.signature(ember.sum).parameters
