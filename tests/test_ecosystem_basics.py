@@ -349,3 +349,50 @@ def test_axis_aliases_keep_gradients_and_identity():
     assert ember.sum.__name__ == "sum" and ember.sum.__doc__ == ember.ops.reduction.sum.__doc__
     import inspect
     assert "dim" in inspect.signature(ember.sum).parameters
+
+
+# ----- devices ----------------------------------------------------------------------------
+_DEVICE_STRINGS = ["cpu", "cuda", "cuda:1", "mps", "mps:0", "xpu", "xpu:3", "meta", "hpu",
+                   "xla:2", "mtia", "ipu", "privateuseone", "hip", "ve", "lazy", "vulkan",
+                   "fpga", "maia", "opengl", "opencl", "ideep", "cpu:0", "meta:2"]
+
+
+@pytest.mark.parametrize("spec", _DEVICE_STRINGS)
+def test_device_strings(spec):
+    e, t = ember.device(spec), torch.device(spec)
+    assert (e.type, e.index, str(e), f"{e}") == (t.type, t.index, str(t), f"{t}")
+    assert repr(e) == repr(t)
+    assert e == ember.device(spec) and hash(e) == hash(ember.device(spec))
+    assert ember.device(e) == e and ember.device(e.type, e.index) == e
+    assert ember.device(type=e.type, index=e.index) == e
+    # a device never equals a string, as in torch
+    assert (e == spec) is (t == spec) is False and (e != spec) is (t != spec) is True
+    assert (spec in [e]) is (spec in [t])
+    import pickle
+    assert pickle.loads(pickle.dumps(e)) == e and copy.deepcopy(e) == e
+    assert {e: 1}.get(ember.device(spec)) == 1
+
+
+@pytest.mark.parametrize("args", [
+    ("npu",), ("ort",), ("gpu",), ("CUDA",), ("",), ("cuda:",), ("cuda:-1",), ("cuda:01",),
+    ("cuda: 1",), (" cuda",), ("cuda:1 ",), ("cuda:+1",), ("cuda:1:2",), ("cuda:x",),
+    ("cuda", -1), ("cuda:1", 1), ("cuda", "1"), ("cuda", True), (None,), (3.0,), (True,),
+    (-1,), ("mps", 1.0),
+], ids=str)
+def test_device_errors(args):
+    check_raises(lambda m: m.device(*args))
+
+
+def test_device_comparisons_and_use():
+    for m in (ember, torch):
+        assert m.device("cuda:0") != m.device("cuda")
+        assert m.device("cpu") != m.device("meta") and m.device("mps") != m.device("xpu")
+        assert m.device("cuda", 1).index == 1 and m.device("cuda:1") == m.device("cuda", 1)
+        assert m.ones(2).device == m.device("cpu") and m.ones(2).device != "cpu"
+        assert m.ones(2).device.type == "cpu"
+        assert len({m.device("cpu"), m.device("cpu"), m.device("cpu", 0)}) == 2
+    # naming a device is fine; holding data there is not (ember computes on cpu and cuda)
+    with pytest.raises(RuntimeError, match="mps"):
+        ember.ones(2, device="mps")
+    with pytest.raises(RuntimeError, match="xpu"):
+        ember.ones(2).to(ember.device("xpu"))
