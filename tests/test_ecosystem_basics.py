@@ -396,3 +396,70 @@ def test_device_comparisons_and_use():
         ember.ones(2, device="mps")
     with pytest.raises(RuntimeError, match="xpu"):
         ember.ones(2).to(ember.device("xpu"))
+
+
+# ----- legacy constructors: torch.FloatTensor(...) ---------------------------------------------
+_LEGACY = ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
+           "CharTensor", "ByteTensor", "BoolTensor"]
+_LEGACY_DATA = [
+    lambda m: [1, 0, 2], lambda m: [[1.5, 2.7], [3.2, 0.0]], lambda m: (1, 2), lambda m: [],
+    lambda m: range(4), lambda m: np.array([[1.25, 2.0]]), lambda m: np.array(3.0),
+    lambda m: [[True, False]], lambda m: (),
+]
+
+
+@pytest.mark.parametrize("name", _LEGACY)
+def test_legacy_constructors_from_data(name):
+    for data in _LEGACY_DATA:
+        e, t = getattr(ember, name)(data(ember)), getattr(torch, name)(data(torch))
+        assert tuple(e.shape) == tuple(t.shape) and str(e.dtype)[6:] == str(t.dtype)[6:]
+        assert not e.requires_grad
+        np.testing.assert_array_equal(e.numpy(), t.numpy())
+    for m in (ember, torch):
+        cls = getattr(m, name)
+        x = cls([1, 2])
+        assert isinstance(x, cls) and x.type() == f"torch.{name}" and cls.dtype == x.dtype
+        assert not cls.is_cuda and not cls.is_sparse
+        assert repr(cls) == f"<class 'torch.{name}'>"
+        other = m.FloatTensor if name != "FloatTensor" else m.DoubleTensor
+        assert not isinstance(x, other) and not isinstance(x, getattr(m.cuda, name))
+
+
+@pytest.mark.parametrize("sizes", [(2, 3), (0,), (), (4,), (2, 0, 3), (np.int64(2), 3)], ids=str)
+def test_legacy_constructors_from_sizes(sizes):
+    for name in ("FloatTensor", "LongTensor", "BoolTensor"):
+        for make in (lambda m, n=name: getattr(m, n)(*sizes),
+                     lambda m, n=name: getattr(m, n)(m.Size([int(s) for s in sizes])),
+                     lambda m, n=name: getattr(m, n)(*sizes, device="cpu")):
+            e, t = make(ember), make(torch)
+            assert tuple(e.shape) == tuple(t.shape) and str(e.dtype)[6:] == str(t.dtype)[6:]
+            assert e.is_contiguous()
+
+
+def test_legacy_constructor_alias_and_storage():
+    for m in (ember, torch):
+        t = m.tensor([1.0, 2.0], requires_grad=True)
+        a = m.FloatTensor(t)
+        assert a is not t and a.requires_grad and a.grad_fn is not None
+        assert a.data_ptr() == t.data_ptr()
+        s = m.tensor([1.5, -2.0, 4.0]).untyped_storage()
+        assert m.FloatTensor(s).tolist() == [1.5, -2.0, 4.0]
+        assert m.LongTensor(m.tensor([7, -8]).untyped_storage()).tolist() == [7, -8]
+        assert m.ByteTensor(m.tensor([1], dtype=m.int16).untyped_storage()).tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.FloatTensor(m.tensor([1.0], dtype=m.float64)),
+    lambda m: m.LongTensor(m.tensor([1.5])),
+    lambda m: m.FloatTensor(m.tensor(3)),
+    lambda m: m.FloatTensor(2.0), lambda m: m.FloatTensor(True), lambda m: m.FloatTensor(None),
+    lambda m: m.FloatTensor(np.float32(2)), lambda m: m.FloatTensor("a"),
+    lambda m: m.FloatTensor({1: 2}), lambda m: m.FloatTensor(x for x in [1]),
+    lambda m: m.FloatTensor(2, [1]), lambda m: m.FloatTensor([1], 2),
+    lambda m: m.FloatTensor(2, 3.0), lambda m: m.FloatTensor(-1), lambda m: m.LongTensor(2, -3),
+    lambda m: m.FloatTensor([1], dtype=m.float64), lambda m: m.FloatTensor([1], requires_grad=True),
+    lambda m: m.FloatTensor(2, device="meta"), lambda m: m.FloatTensor([1], device="cuda"),
+    lambda m: m.FloatTensor([[1], [2, 3]]),
+])
+def test_legacy_constructor_errors(call):
+    check_raises(call)
