@@ -463,3 +463,63 @@ def test_legacy_constructor_alias_and_storage():
 ])
 def test_legacy_constructor_errors(call):
     check_raises(call)
+
+
+# ----- generic data classes: Sampler[int], Dataset[T] ---------------------------------------
+_DATA_CLASSES = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset",
+                 "ChainDataset", "Subset", "Sampler", "SequentialSampler", "RandomSampler",
+                 "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler",
+                 "DistributedSampler", "DataLoader", "IterDataPipe", "MapDataPipe"]
+
+
+@pytest.mark.parametrize("name", _DATA_CLASSES)
+def test_data_classes_generic_as_torch(name):
+    import typing
+    e, t = getattr(ember.utils.data, name), getattr(torch.utils.data, name)
+    assert (typing.Generic in e.__mro__) == (typing.Generic in t.__mro__)
+    assert [str(p) for p in e.__parameters__] == [str(p) for p in t.__parameters__]
+    if t.__parameters__:
+        alias = e[int]
+        assert typing.get_origin(alias) is e and typing.get_args(alias) == (int,)
+
+
+def test_generic_subclasses_work():
+    import collections.abc
+    import typing
+    D = ember.utils.data
+
+    class Squares(D.Dataset[int]):
+        def __len__(self):
+            return 5
+
+        def __getitem__(self, i):
+            return i * i
+
+    class Evens(D.Sampler[int]):
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            return iter(range(0, self.n, 2))
+
+        def __len__(self):
+            return (self.n + 1) // 2
+
+    class Stream(D.IterableDataset[int]):
+        def __iter__(self):
+            return iter(range(3))
+
+    loader: D.DataLoader[int] = D.DataLoader(Squares(), batch_size=2, sampler=Evens(5))
+    assert [b.tolist() for b in loader] == [[0, 4], [16]]
+    assert [b.tolist() for b in D.DataLoader(Stream(), batch_size=2)] == [[0, 1], [2]]
+    assert typing.get_args(Squares.__orig_bases__[0]) == (int,)
+    assert isinstance(Stream(), collections.abc.Iterable)
+    # __iter__ is abstract, as in torch
+    check_raises(lambda m: m.utils.data.IterableDataset())
+
+    class NoIter(D.IterableDataset):
+        pass
+    with pytest.raises(TypeError):
+        NoIter()
+    assert isinstance(D.TensorDataset(ember.ones(2)), D.Dataset)
+    assert list(D.BatchSampler(D.SequentialSampler(range(3)), 2, False)) == [[0, 1], [2]]
