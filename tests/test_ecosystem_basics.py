@@ -523,3 +523,50 @@ def test_generic_subclasses_work():
         NoIter()
     assert isinstance(D.TensorDataset(ember.ones(2)), D.Dataset)
     assert list(D.BatchSampler(D.SequentialSampler(range(3)), 2, False)) == [[0, 1], [2]]
+
+
+# ----- copy_ into expanded buffers (BERT's position_ids) --------------------------------------
+@pytest.mark.parametrize("sizes,expand", [
+    ((8,), (1, -1)), ((8,), (1, 1, 8)), ((3, 4), (1, 3, 4)), ((1, 5), (1, 5)), ((), (1,)),
+    ((2, 1), (2, 1)), ((4,), (1, 1, -1)), ((2, 1), (1, 2, 1)),
+], ids=str)
+def test_expand_strides_and_writes_as_torch(sizes, expand):
+    def run(m):
+        base = m.arange(int(np.prod(sizes)) or 1).reshape(sizes)
+        v = base.expand(expand)
+        v.copy_(m.arange(v.numel()).reshape(v.shape) * 3 + 1)
+        v.add_(1)
+        return v.stride(), v.is_contiguous(), v.tolist(), base.tolist()
+    assert run(ember) == run(torch)
+
+
+@pytest.mark.parametrize("sizes,expand", [((1,), (4,)), ((4,), (3, 4)), ((2, 1), (2, 3)),
+                                          ((), (2,)), ((), (1, 3))], ids=str)
+def test_writes_into_overlapping_expansions_raise_as_torch(sizes, expand):
+    def view(m):
+        return m.zeros(sizes).expand(expand)
+    assert view(ember).stride() == view(torch).stride()
+    n = int(np.prod(expand))
+    for write in (lambda m: view(m).copy_(m.arange(n).reshape(expand).float()),
+                  lambda m: view(m).add_(1), lambda m: view(m).mul_(m.ones(expand)),
+                  lambda m: view(m).copy_(m.tensor(5.0)), lambda m: view(m).clamp_(0, 1)):
+        check_raises(write)
+
+
+def test_bert_position_ids_buffer():
+    def run(m):
+        class Embeddings(m.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("position_ids", m.arange(8).expand((1, -1)))
+                self.register_buffer("token_type_ids", m.zeros(self.position_ids.size(),
+                                                                dtype=m.long), persistent=False)
+
+        a, b = Embeddings(), Embeddings()
+        with m.no_grad():
+            a.position_ids.copy_(m.arange(8).view(1, 8) + 100)
+        sd = a.state_dict()
+        result = b.load_state_dict(sd)
+        return (list(sd), sd["position_ids"].stride(), b.position_ids.tolist(),
+                b.position_ids.stride(), str(result), a.position_ids._base.tolist())
+    assert run(ember) == run(torch)
