@@ -570,3 +570,99 @@ def test_bert_position_ids_buffer():
         return (list(sd), sd["position_ids"].stride(), b.position_ids.tolist(),
                 b.position_ids.stride(), str(result), a.position_ids._base.tolist())
     assert run(ember) == run(torch)
+
+
+# ----- the torch version ember reports -------------------------------------------------------
+_VERSIONS = ["2.13.0+ember.0.1.0", "2.13.0", "2.13", "2.0", "2.13.0+cpu", "2.14.0a0",
+             "2.13.0.post1", "2.13.0rc1", "2.13.0.dev20250101", "1.13.1", "2.13.0+ember.1",
+             "2.13.0+ember.0.1", "2.13.0+ember.0.1.0.1", "3!1.0", "2.13.1a1.dev2", "v2.13.0",
+             "parrot", "2.13.0+Ember.0"]
+_OTHERS = _VERSIONS + [(2, 13), (2, 13, 0), (2, 14), [2, 0], (1, 9, 9)]
+
+
+@pytest.mark.parametrize("version", _VERSIONS)
+def test_torch_version_compares_as_torch(version):
+    import operator
+
+    from torch.torch_version import TorchVersion as TV
+
+    from ember.compat import TorchVersion as EV
+
+    def outcome(op, a, b):
+        try:
+            return op(a, b)
+        except Exception as e:  # noqa: BLE001 - the exception type is the outcome
+            return type(e)
+    for other in _OTHERS:
+        for op in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
+            assert outcome(op, EV(version), other) == outcome(op, TV(version), other), \
+                (version, op, other)
+            assert outcome(op, other, EV(version)) == outcome(op, other, TV(version)), \
+                (other, op, version)
+    assert hash(EV(version)) == hash(version) and str(EV(version)) == version
+    for bad in (3, 2.5, None):
+        check_raises(lambda m, bad=bad: (EV if m is ember else TV)(version) < bad)
+
+
+def _ember_run(tmp_path, source):
+    import subprocess
+    import sys
+    import textwrap
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(source))
+    return subprocess.run([sys.executable, "-m", "ember", "run", str(prog)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_torch_version_under_ember_run(tmp_path):
+    r = _ember_run(tmp_path, """
+        import importlib.metadata
+        import torch
+        import torch.version
+        from torch.torch_version import TorchVersion
+        import ember
+        v = torch.__version__
+        print(v, type(v).__name__, isinstance(v, TorchVersion), ember.__version__)
+        print(v >= "2.0", v < (2, 14), v > "2.13", v.split("+")[0])
+        print(torch.version.__version__ == v, torch.version.cuda, torch.version.hip,
+              torch.version.debug, bool(torch.version.git_version))
+        print(importlib.metadata.version("torch"), importlib.metadata.metadata("torch")["Name"])
+        print(torch.nn.Linear is ember.nn.Linear, hasattr(ember, "version"))
+        torch.patched_by_program = 1
+        print(ember.patched_by_program)
+    """)
+    assert r.returncode == 0, r.stderr
+    import ember
+    expected = f"2.13.0+ember.{ember.__version__}"
+    assert r.stdout.split("\n")[:6] == [
+        f"{expected} TorchVersion True {ember.__version__}",
+        "True True True 2.13.0",
+        "True None None False True",
+        f"{expected} torch",
+        "True False",
+        "1",
+    ]
+
+
+def test_plain_import_ember_leaves_torch_metadata_alone():
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent("""
+        import importlib.metadata, sys
+        import ember
+        before = importlib.metadata.version("torch")
+        import ember.compat
+        ember.compat.alias_torch()
+        import torch
+        during = (importlib.metadata.version("torch"), str(torch.__version__))
+        ember.compat.unalias_torch()
+        after = importlib.metadata.version("torch")
+        print(before, during, after, "torch" in sys.modules)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    import ember
+    mine = f"2.13.0+ember.{ember.__version__}"
+    assert r.stdout.split() == [torch.__version__, f"('{mine}',", f"'{mine}')",
+                                torch.__version__, "False"]
