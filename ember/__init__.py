@@ -87,3 +87,6 @@ from ember._sparse_extras import *  # torch.smm, hsmm, sspaddmm ...; sparse in-p
 from ember.ops._views import as_strided  # torch.as_strided
 from ember._sparse_csr import sparse_csr_tensor, crow_indices_copy, col_indices_copy  # noqa: E402, E501
 from ember.sparse import sparse_csr, sparse_csc, sparse_bsr, sparse_bsc  # noqa: E402
+from ember.ops import _numpy_names  # noqa: E402
+
+_numpy_names.install()  # axis=/keepdims= for dim=/keepdim=, as torch's argument parser

@@ -17,41 +17,123 @@ __all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor
 
 
 class _LegacyType(type):
+    """The type of ``torch.FloatTensor`` and its siblings (torch's ``tensortype``).
+
+    Calling one builds a tensor of its dtype, as torch's legacy constructor does:
+    ``FloatTensor()`` is empty, ``FloatTensor(2, 3)`` or ``FloatTensor(Size([2, 3]))``
+    is uninitialized of that shape, ``FloatTensor([[1, 2]])`` (a list, tuple, range or
+    NumPy array) holds that data cast to the dtype, ``FloatTensor(t)`` is an alias of a
+    tensor ``t`` of that very dtype and device, and ``FloatTensor(storage)`` sees an
+    untyped storage's bytes as that dtype. The only keyword is ``device``, which must
+    be of the type's kind. ``isinstance(t, FloatTensor)`` checks the dtype and kind.
+    """
+
+    _cuda = False
+
     def __instancecheck__(cls, obj):
-        return isinstance(obj, Tensor) and obj.dtype is cls._dtype and not obj.is_cuda
+        return isinstance(obj, Tensor) and obj.dtype is cls._dtype and obj.is_cuda == cls._cuda
+
+    def __repr__(cls):
+        return f"<class 'torch.{'cuda.' if cls._cuda else ''}{cls.__name__}'>"
+
+    @property
+    def dtype(cls):
+        return cls._dtype
+
+    @property
+    def is_cuda(cls):
+        return cls._cuda
+
+    @property
+    def is_sparse(cls):
+        return False
+
+    @property
+    def layout(cls):
+        from ember.sparse import strided
+        return strided
+
+    def __call__(cls, *args, **kwargs):
+        return _legacy_new(cls, args, kwargs)
+
+
+def _type_name(obj):
+    t = type(obj)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _is_size_int(x):
+    import numpy as np
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _legacy_new(cls, args, kwargs):
+    """``cls(*args, **kwargs)`` for a legacy tensor type (see :class:`_LegacyType`)."""
+    import numpy as np
+
+    from ember import _factory
+    from ember._tensor import Size, _make
+    from ember.backend import as_device
+    from ember.storage import UntypedStorage
+    kind = "cuda" if cls._cuda else "cpu"
+    device = kwargs.pop("device", None)
+    if kwargs:
+        raise TypeError(f"new() received an invalid combination of arguments - got unexpected "
+                        f"keyword argument(s) {', '.join(map(repr, kwargs))}; "
+                        f"{cls!r} takes sizes or data, and device=")
+    device = as_device(device)
+    if device is not None and device.type != kind:
+        raise RuntimeError(f"legacy constructor expects device type: {kind} but device type: "
+                           f"{device.type} was passed")
+    device = device or kind
+    dtype = cls._dtype
+    if len(args) == 1 and not _is_size_int(args[0]):
+        data = args[0]
+        if isinstance(data, Tensor):
+            if data.dtype is not dtype or data.device.type != kind:
+                raise TypeError(f"{cls!r} expected a tensor of dtype {dtype} on {kind} (got "
+                                f"dtype {data.dtype} on {data.device}); convert it with "
+                                f"t.to({dtype})")
+            return data.view_as(data)  # an alias: same memory, same autograd history
+        if isinstance(data, UntypedStorage):
+            if kind != "cpu":
+                raise TypeError(f"{cls!r}: expected a CUDA storage (got a CPU one)")
+            if dtype.np.kind not in "biufc":
+                raise NotImplementedError(f"{cls!r} over a storage is not implemented in ember")
+            if data.nbytes() % dtype.itemsize:
+                raise RuntimeError(f"the storage's {data.nbytes()} bytes are not a whole number "
+                                   f"of {dtype} elements ({dtype.itemsize} bytes each)")
+            return _make(data._bytes.view(dtype.np))
+        if isinstance(data, Size):
+            return _factory.empty(tuple(data), dtype=dtype, device=device)
+        if isinstance(data, str):
+            raise TypeError("new(): invalid data type 'str'")
+        if not isinstance(data, (list, tuple, range, np.ndarray)):
+            raise TypeError(f"new(): data must be a sequence (got {_type_name(data)})")
+        return _factory.tensor(data, dtype=dtype, device=device)
+    for i, size in enumerate(args):
+        if not _is_size_int(size):
+            raise TypeError(f"new(): argument 'size' failed to unpack the object at pos {i + 1} "
+                            f"with error \"type must be tuple of ints, but got "
+                            f"{_type_name(size)}\"")
+    return _factory.empty(tuple(int(n) for n in args) if args else (0,), dtype=dtype,
+                          device=device)
 
 
 def _legacy(name, dtype):
-    def __new__(cls, *args, device=None):
-        from ember import _factory
-        if len(args) == 1 and not isinstance(args[0], int):
-            if isinstance(args[0], Tensor):
-                return args[0].to(dtype)
-            return _factory.tensor(args[0], dtype=dtype)
-        return _factory.empty(*args, dtype=dtype)
-    return _LegacyType(name, (), {"__new__": __new__, "_dtype": dtype,
-                                  "__doc__": f"``torch.{name}``: a {dtype} tensor."})
+    return _LegacyType(name, (), {"_dtype": dtype, "__module__": "ember",
+                                  "__doc__": f"``torch.{name}``: a {dtype} tensor (see "
+                                             "the legacy constructor forms above)."})
 
 
 class _LegacyCudaType(_LegacyType):
-    def __instancecheck__(cls, obj):
-        return isinstance(obj, Tensor) and obj.dtype is cls._dtype and obj.is_cuda
-
-    def __repr__(cls):
-        return f"<class 'torch.cuda.{cls.__name__}'>"
+    """``torch.cuda.FloatTensor`` and friends."""
 
 
 def _legacy_cuda(name, dtype):
     """``torch.cuda.FloatTensor`` and friends: the names exist everywhere (programs test
     ``isinstance`` against them or pass them to ``.type()``); making one needs a GPU."""
-    def __new__(cls, *args, device=None):
-        from ember import _factory
-        if len(args) == 1 and not isinstance(args[0], int):
-            if isinstance(args[0], Tensor):
-                return args[0].to(device="cuda", dtype=dtype)
-            return _factory.tensor(args[0], dtype=dtype, device="cuda")
-        return _factory.empty(*args, dtype=dtype, device="cuda")
-    return _LegacyCudaType(name, (), {"__new__": __new__, "_dtype": dtype, "_cuda": True,
+    return _LegacyCudaType(name, (), {"_dtype": dtype, "_cuda": True, "__module__": "ember.cuda",
                                       "__doc__": f"``torch.cuda.{name}``: a {dtype} tensor "
                                                  "on the GPU."})
 

@@ -4,6 +4,7 @@ Math methods and operators are bound onto this class by ``ember.ops`` (see
 ``ember.ops._bind``); this file holds only state, conversions and autograd plumbing.
 """
 import warnings
+from numbers import Number as _Number
 
 import numpy as np
 
@@ -415,6 +416,14 @@ class Tensor:
         if self._data.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
         return iter(self.unbind(0))
+
+    def __contains__(self, element):
+        # as torch: `x in t` is `(x == t).any()`, broadcasting a tensor `x` against `t`
+        # (so `tensor([5, 4]) in t` asks whether any element matches), never iteration
+        if isinstance(element, (Tensor, _Number)):
+            return bool((element == self).any().item())
+        raise RuntimeError("Tensor.__contains__ only supports Tensor or scalar, but you "
+                           f"passed in a {type(element)}.")
 
     def __bool__(self):
         if self._data.size != 1:

@@ -65,8 +65,18 @@ class _Mode:
         return type(self)()
 
 
-class no_grad(_Mode):
-    """Disable gradient recording: ``with ember.no_grad(): ...`` or ``@ember.no_grad()``."""
+class _NoParamMode(_Mode):
+    """A mode that also decorates without parentheses: ``@no_grad`` as ``@no_grad()``."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+class no_grad(_NoParamMode):
+    """Disable gradient recording: ``with ember.no_grad():``, ``@ember.no_grad()`` or
+    ``@ember.no_grad``."""
 
     def __enter__(self):
         self._prev = state.grad_enabled
@@ -77,8 +87,8 @@ class no_grad(_Mode):
         return False
 
 
-class enable_grad(_Mode):
-    """Enable gradient recording inside a ``no_grad`` block."""
+class enable_grad(_NoParamMode):
+    """Enable gradient recording inside a ``no_grad`` block (also ``@enable_grad``)."""
 
     def __enter__(self):
         self._prev = state.grad_enabled
@@ -115,7 +125,16 @@ class set_grad_enabled(_Mode):
 
 
 class inference_mode(_Mode):
-    """Like ``no_grad``, for pure inference; ``inference_mode(False)`` is a no-op block."""
+    """Like ``no_grad``, for pure inference; ``inference_mode(False)`` is a no-op block.
+
+    Also a decorator, with or without parentheses: ``@inference_mode``,
+    ``@inference_mode()``, ``@inference_mode(False)``.
+    """
+
+    def __new__(cls, mode=True):
+        if isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)
 
     def __init__(self, mode=True):
         self.mode = mode

@@ -4,6 +4,8 @@
 this layer asks :func:`array_module` for the module of the array at hand and writes
 its forward once for both (Chainer's ``get_array_module`` idea).
 """
+import builtins
+
 import numpy as np
 
 from ember.backend.dtypes import FROM_NP, from_numpy_dtype, to_dtype  # noqa: F401
@@ -20,21 +22,7 @@ class device:
         if isinstance(type, device):
             self.type, self.index = type.type, type.index
             return
-        if isinstance(type, int) and not isinstance(type, bool):
-            type, index = "cuda", type
-        if not isinstance(type, str):
-            raise TypeError(f"device() expects a string or device, got {type!r}")
-        if ":" in type:
-            if index is not None:
-                raise ValueError(f"device string {type!r} already has an index")
-            type, _, idx = type.partition(":")
-            try:
-                index = int(idx)
-            except ValueError:
-                raise RuntimeError(f"Invalid device string: '{type}:{idx}'") from None
-        if type not in ("cpu", "cuda", "meta"):
-            raise RuntimeError(
-                f"Expected one of cpu, cuda device type at start of device string: {type}")
+        type, index = _parse_device(type, index)
         self.type = type
         self.index = index
 
@@ -47,8 +35,7 @@ class device:
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
     def __eq__(self, other):
-        if isinstance(other, str):
-            other = device(other)
+        # as torch: a device equals only a device (``device('cpu') == 'cpu'`` is False)
         if not isinstance(other, device):
             return NotImplemented
         return self.type == other.type and self.index == other.index
@@ -69,6 +56,47 @@ class device:
 
     def __reduce__(self):
         return (device, (self.type, self.index))
+
+
+# the device types torch's parser knows, in the order its error message lists them;
+# ember computes on "cpu" and "cuda" only, the others name devices (for comparisons,
+# state dicts, `map_location`) and raise when asked to hold data
+DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip",
+                "ve", "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia",
+                "privateuseone")
+
+
+def _parse_device(type, index):
+    """``(type, index)`` of ``device(type, index)``, checked as torch checks them."""
+    if isinstance(type, int) and not isinstance(type, bool):
+        # a bare index names a device of the accelerator, ember's "cuda"
+        type, index = "cuda", type
+    elif not isinstance(type, str):
+        raise TypeError("device() received an invalid combination of arguments - got "
+                        f"({builtins.type(type).__name__}), but expected one of: "
+                        "(torch.device device), (str type, int index = -1)")
+    if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
+        raise TypeError("device(): argument 'index' (position 2) must be int, not "
+                        f"{builtins.type(index).__name__}")
+    if not type:
+        raise RuntimeError("Device string must not be empty")
+    name, colon, idx = type.partition(":")
+    if colon:
+        # the index is plain decimal digits without a sign or leading zeros
+        if not (idx.isdigit() and idx.isascii() and (idx == "0" or idx[0] != "0")):
+            raise RuntimeError(f"Invalid device string: '{type}'")
+        if index is not None:
+            raise RuntimeError("type (string) must not include an index because index was "
+                               f"passed explicitly: {type}")
+        index = int(idx)
+    elif not name.isalnum():
+        raise RuntimeError(f"Invalid device string: '{type}'")
+    if name not in DEVICE_TYPES:
+        raise RuntimeError(f"Expected one of {', '.join(DEVICE_TYPES)} device type at start "
+                           f"of device string: {name}")
+    if index is not None and index < 0:
+        raise RuntimeError("Device index must not be negative")
+    return name, index
 
 
 CPU = device("cpu")
@@ -125,7 +153,8 @@ def module_for(dev):
         return np
     if dev.type == "cuda":
         return _load_cupy()
-    raise RuntimeError(f"ember cannot allocate on device {dev}")
+    raise RuntimeError(f"ember cannot allocate on device {dev}: it computes on 'cpu' "
+                       "(NumPy) and 'cuda' (CuPy) tensors only")
 
 
 def device_of(array):

@@ -116,4 +116,5 @@ def inplace_method(fn, copies_self=False, promotes=False):
         return commit(self, fn(source_for(self, copies_self, args), *args, **kwargs))
     method.__name__ = fn.__name__ + "_"
     method.__doc__ = f"In-place version of :func:`{fn.__name__}`."
+    method._forwards_to = fn  # its parameters, for ops._numpy_names
     return method

@@ -4,6 +4,7 @@ import numpy as np
 
 from ember._tensor import Size, Tensor, _make
 from ember.autograd.node import Primitive
+from ember.backend import array_module
 from ember.ops import _jvp
 from ember.ops._util import wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
@@ -293,10 +294,34 @@ def unsqueeze(input, dim):
 class Expand(ViewPrimitive):
     def forward(self, x, shape):
         self.in_shape = x.shape
-        return np.broadcast_to(x, shape)
+        if type(x) is not np.ndarray:
+            return array_module(x).broadcast_to(x, shape)
+        return _expanded(x, shape)
 
     def backward(self, gy):
         return gy.sum_to_size(self.in_shape), None
+
+
+def _expanded(x, shape):
+    """The view ``x.expand(shape)`` of a NumPy array, with torch's strides: a dim that is
+    broadcast has stride 0, a new dim of size 1 the stride of a contiguous step over the
+    dims after it (so ``arange(8).expand(1, -1)`` has strides ``(8, 1)``, not ``(0, 1)``);
+    every stride of an expanded 0-d tensor is 0. The view is writable, like ``x``, unless
+    elements share memory (a stride 0 over a dim longer than 1): NumPy then refuses
+    writes, as torch refuses in-place ops there."""
+    lead = len(shape) - x.ndim
+    strides = [0] * len(shape)
+    for i in range(len(shape) - 1, -1, -1):
+        d = i - lead
+        if d >= 0:
+            size, stride = x.shape[d], x.strides[d]
+        else:
+            size = 1
+            stride = shape[i + 1] * strides[i + 1] if i + 1 < len(shape) else 0
+        strides[i] = stride if size == shape[i] else 0
+    overlaps = any(st == 0 and n > 1 for st, n in zip(strides, shape))
+    return np.lib.stride_tricks.as_strided(x, shape, strides,
+                                           writeable=x.flags.writeable and not overlaps)
 
 
 def _expand_shape(in_shape, sizes):

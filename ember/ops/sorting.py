@@ -212,6 +212,7 @@ def _method(fn):
         return fn(self, *args, **kwargs)
     method.__name__ = fn.__name__
     method.__doc__ = fn.__doc__
+    method._forwards_to = fn  # its parameters, for ops._numpy_names
     return method
 
 

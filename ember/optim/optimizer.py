@@ -468,21 +468,8 @@ class Optimizer:
                     p._data *= _decay_factor(group["lr"], wd)
                 else:
                     g = _axpy(g, wd, p._data)
-            if g.dtype.kind == "c":
-                # as PyTorch: a complex parameter is updated as real pairs (Adam's second
-                # moment then sums the squares of both parts, not z * z)
-                pairs = None if state is None else \
-                    {k: _real_pairs_of(t) if isinstance(t, Tensor) and
-                     t._data.dtype.kind == "c" else t for k, t in state.items()}
-                yield _real_pairs_of(p), _real_pairs(g), pairs
-                for k, t in (pairs or {}).items():
-                    old = state.get(k)
-                    if isinstance(old, Tensor) and old._data.dtype.kind == "c":
-                        continue  # updated in place through its real pairs
-                    if isinstance(t, Tensor) and t._data.shape == p._data.shape + (2,):
-                        # state the step created (a momentum buffer), stored complex
-                        t = _make(np.ascontiguousarray(t._data).view(p._data.dtype)[..., 0])
-                    state[k] = t
+            if g.dtype.kind == "c" or g.ndim == 0:
+                yield from self._yield_views(p, g, state)
             else:
                 yield p, g, state
             p._vc[0] += 1
@@ -490,6 +477,49 @@ class Optimizer:
                 for t in state.values():
                     if isinstance(t, Tensor):
                         t._vc[0] += 1
+
+    def _yield_views(self, p, g, state):
+        """Yield ``(p, g, state)`` as views the in-place array updates can work on.
+
+        A 0-d parameter is seen as one element of shape ``(1,)``: a ufunc on 0-d arrays
+        returns a NumPy scalar, not an array, so scratch results could not be updated in
+        place or passed as ``out``. A complex parameter is updated as real pairs, as in
+        PyTorch (Adam's second moment then sums the squares of both parts, not z * z).
+        The state tensors shaped like the parameter are viewed the same way and so
+        updated in place; state the step creates (a momentum buffer) is stored back in
+        the parameter's own shape and dtype.
+        """
+        def view(a):
+            if a.ndim == 0:
+                a = a.reshape(1)
+            return _real_pairs(a) if a.dtype.kind == "c" else a
+
+        def like_param(key, t):
+            return (isinstance(t, Tensor) and key not in self._scalar_state
+                    and t._data.shape == p._data.shape and t._data.dtype == p._data.dtype)
+
+        pv = _make(view(p._data))
+        pv._vc = p._vc
+        views, converted = None, {}
+        if state is not None:
+            views = dict(state)
+            for k, t in state.items():
+                if like_param(k, t):
+                    v = converted[k] = _make(view(t._data))
+                    v._vc = t._vc
+                    views[k] = v
+        yield pv, view(g), views
+        for k, t in (views or {}).items():
+            if converted.get(k) is t:
+                continue  # a view of the stored tensor, updated in place
+            if (isinstance(t, Tensor) and k not in self._scalar_state
+                    and t._data.shape == pv._data.shape):
+                # state the step created (a momentum buffer), stored like the parameter
+                a = t._data
+                if p._data.dtype.kind == "c":
+                    a = np.ascontiguousarray(a).view(p._data.dtype)[..., 0]
+                t = _make(a.reshape(p._data.shape))
+            state[k] = t
 
     # ----- hooks ----------------------------------------------------------------------
     def register_step_pre_hook(self, hook):

@@ -51,7 +51,8 @@ class Rprop(Optimizer):
 
     def _init_state(self, p, state, group):
         state["prev"] = _zeros_like(p)
-        s = np.empty_like(p._grad._data)
+        # torch lays this out like the gradient, which torch gives the parameter's strides
+        s = np.empty_like(p._data)
         s.fill(_value(_to_scalar(group["lr"])))
         state["step_size"] = _make(s)
 

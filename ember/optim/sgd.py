@@ -1,5 +1,7 @@
 """Stochastic gradient descent, optionally with (Nesterov) momentum."""
 
+import numpy as np
+
 from ember._tensor import _make
 from ember.optim.optimizer import Optimizer, _axpy, _check_flags, _check_lr, _value
 
@@ -61,7 +63,9 @@ class SGD(Optimizer):
             if momentum != 0:
                 buf = state.get("momentum_buffer")
                 if buf is None:
-                    b = g.copy()
+                    # torch clones the gradient, which torch gives the parameter's strides
+                    b = np.empty_like(p._data)
+                    b[...] = g
                     state["momentum_buffer"] = _make(b)
                 else:
                     b = buf._data

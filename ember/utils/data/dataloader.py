@@ -4,6 +4,7 @@ import multiprocessing
 import os
 import queue
 import threading
+from typing import Generic, TypeVar
 
 from ember.utils.data import _worker
 from ember.utils.data._collate import CollateError, default_collate, default_convert
@@ -21,7 +22,10 @@ class _InfiniteConstantSampler(Sampler):
             yield None
 
 
-class DataLoader:
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class DataLoader(Generic[_T_co]):
     """Iterate over a dataset in batches, as ``torch.utils.data.DataLoader``.
 
     ``num_workers > 0`` loads batches in worker processes: each is seeded from the

@@ -17,7 +17,7 @@ __all__ = ["IterDataPipe", "MapDataPipe", "DFIterDataPipe", "DataChunk",
            "runtime_validation", "runtime_validation_disabled", "argument_validation"]
 
 _flags = {"determinism": False, "runtime_validation": True}
-_T = typing.TypeVar("_T")
+_T_co = typing.TypeVar("_T_co", covariant=True)
 
 
 class _Registry:
@@ -43,14 +43,19 @@ class _Registry:
         return list(super().__dir__()) + list(type(self).functions or ())
 
 
-class IterDataPipe(_Registry, IterableDataset, typing.Generic[_T]):
+class IterDataPipe(_Registry, IterableDataset[_T_co]):
     """An iterable-style pipe stage; subclasses define ``__iter__`` (and, optionally,
     ``__len__``). ``IterDataPipe[T]`` declares the type of the items."""
 
     functions = {}
 
+    def __iter__(self):
+        # as torch: a stage without its own __iter__ is its own iterator (and needs a
+        # __next__ to be iterated); it is not abstract, unlike IterableDataset
+        return self
 
-class MapDataPipe(_Registry, Dataset, typing.Generic[_T]):
+
+class MapDataPipe(_Registry, Dataset[_T_co]):
     """A map-style pipe stage; subclasses define ``__getitem__`` and ``__len__``."""
 
     functions = {}

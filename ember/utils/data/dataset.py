@@ -2,12 +2,18 @@
 import bisect
 import math
 import warnings
+from collections.abc import Iterable
+from typing import Generic, TypeVar
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset",
            "ChainDataset", "Subset", "random_split"]
 
+# as torch: the classes are generic, so `Dataset[int]` and `class D(Dataset[str])` work
+_T_co = TypeVar("_T_co", covariant=True)
+_T_stack = TypeVar("_T_stack", tuple, dict)
 
-class Dataset:
+
+class Dataset(Generic[_T_co]):
     """A map-style dataset: ``dataset[i]`` for ``i`` in ``range(len(dataset))``."""
 
     def __getitem__(self, index):
@@ -17,21 +23,20 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
-class IterableDataset(Dataset):
+class IterableDataset(Dataset[_T_co], Iterable[_T_co]):
     """A dataset that is a stream: subclasses implement ``__iter__``.
 
     With worker processes, each worker iterates its own copy; use
     ``ember.utils.data.get_worker_info()`` inside ``__iter__`` to shard the stream.
+    As in torch, ``__iter__`` is abstract (``collections.abc.Iterable``'s): a subclass
+    without one cannot be instantiated.
     """
-
-    def __iter__(self):
-        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
 
     def __add__(self, other):
         return ChainDataset([self, other])
 
 
-class TensorDataset(Dataset):
+class TensorDataset(Dataset[tuple]):
     """Samples are the ``index``-th rows of each tensor (all of the same length)."""
 
     def __init__(self, *tensors):
@@ -50,7 +55,7 @@ class TensorDataset(Dataset):
         return self.tensors[0].size(0)
 
 
-class StackDataset(Dataset):
+class StackDataset(Dataset[_T_stack]):
     """Zip datasets of equal length, as a tuple (positional) or dict (keyword) sample."""
 
     def __init__(self, *args, **kwargs):
@@ -72,7 +77,7 @@ class StackDataset(Dataset):
         return self._length
 
 
-class ConcatDataset(Dataset):
+class ConcatDataset(Dataset[_T_co]):
     """Datasets one after another."""
 
     def __init__(self, datasets):
@@ -117,7 +122,7 @@ class ChainDataset(IterableDataset):
         return sum(len(d) for d in self.datasets)
 
 
-class Subset(Dataset):
+class Subset(Dataset[_T_co]):
     """The samples of ``dataset`` at ``indices``."""
 
     def __init__(self, dataset, indices):

@@ -1,11 +1,14 @@
 """Samplers: which indices a DataLoader fetches, and in what order."""
 import math
+from typing import Generic, TypeVar
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
            "WeightedRandomSampler", "BatchSampler", "DistributedSampler"]
 
+_T_co = TypeVar("_T_co", covariant=True)
 
-class Sampler:
+
+class Sampler(Generic[_T_co]):
     """Base class: an iterable of dataset indices (or of lists of them)."""
 
     def __init__(self, data_source=None):
@@ -15,7 +18,7 @@ class Sampler:
         raise NotImplementedError
 
 
-class SequentialSampler(Sampler):
+class SequentialSampler(Sampler[int]):
     """``0, 1, ..., len(data_source) - 1``."""
 
     def __init__(self, data_source):
@@ -38,7 +41,7 @@ def _fresh_generator():
     return g
 
 
-class RandomSampler(Sampler):
+class RandomSampler(Sampler[int]):
     """A random permutation, or ``num_samples`` draws with replacement."""
 
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
@@ -76,7 +79,7 @@ class RandomSampler(Sampler):
         return self.num_samples
 
 
-class SubsetRandomSampler(Sampler):
+class SubsetRandomSampler(Sampler[int]):
     """The given indices in random order."""
 
     def __init__(self, indices, generator=None):
@@ -92,7 +95,7 @@ class SubsetRandomSampler(Sampler):
         return len(self.indices)
 
 
-class WeightedRandomSampler(Sampler):
+class WeightedRandomSampler(Sampler[int]):
     """``num_samples`` indices drawn with probabilities proportional to ``weights``."""
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
@@ -120,7 +123,7 @@ class WeightedRandomSampler(Sampler):
         return self.num_samples
 
 
-class BatchSampler(Sampler):
+class BatchSampler(Sampler[list[int]]):
     """Group another sampler's indices into lists of ``batch_size``."""
 
     def __init__(self, sampler, batch_size, drop_last):
@@ -150,7 +153,7 @@ class BatchSampler(Sampler):
         return (len(self.sampler) + self.batch_size - 1) // self.batch_size
 
 
-class DistributedSampler(Sampler):
+class DistributedSampler(Sampler[_T_co]):
     """The share of a dataset that one of ``num_replicas`` processes reads.
 
     Without a process group, ``num_replicas`` and ``rank`` must be given. Call
