@@ -429,10 +429,14 @@ def linear(input, weight, bias=None):
         raise RuntimeError(f"linear(): weight must be 1-D or 2-D, got {weight.ndim}-D")
     if input.shape[-1] != weight.shape[-1]:
         raise RuntimeError(_linear_shape_msg(input, weight))
-    if bias is not None and bias.dtype != input.dtype and (input.ndim <= 2
-                                                           or input.is_contiguous()):
-        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
-                           f"{_tname(bias.dtype)} and {_tname(input.dtype)}")
+    if bias is not None and (input.ndim <= 2 or input.is_contiguous()):
+        # PyTorch's addmm(bias, input, weight.t()): the two matrices are compared first
+        if input.dtype != weight.dtype:
+            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                               f"{_tname(input.dtype)} and {_tname(weight.dtype)}")
+        if bias.dtype != input.dtype:
+            raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                               f"{_tname(bias.dtype)} and {_tname(input.dtype)}")
     out = ember.matmul(input, weight.t() if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 

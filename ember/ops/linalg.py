@@ -48,11 +48,26 @@ def _shape_str(shape):
     return "x".join(map(str, shape))
 
 
+def _dtype_mismatch(da, db, na, nb):
+    """PyTorch's message for operands of two dtypes, which names the kernel ``a @ b``
+    reaches for these ranks (dot, addmv, bmm or mm)."""
+    from ember.ops._util import type_name
+    if na == 1 and nb == 1:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                           f"{type_name(da)} and {type_name(db)}")
+    if na >= 2 and nb == 1:  # a matrix (or folded batch of them) times a vector
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got "
+                           f"{type_name(db)}, {type_name(da)}, and {type_name(db)}")
+    if nb >= 3:  # a batched right operand: PyTorch expands both and calls bmm
+        raise RuntimeError(f"expected scalar type {type_name(da)} but found {type_name(db)}")
+    raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                       f"{_cname(da)} != {_cname(db)}")
+
+
 def _matmul_check(a, b):
     """PyTorch's errors for ``a @ b`` (dtype, rank, inner and batch sizes), on arrays."""
-    if a.dtype != b.dtype:
-        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                           f"{_cname(a.dtype)} != {_cname(b.dtype)}")
+    if a.dtype != b.dtype and a.ndim and b.ndim:
+        _dtype_mismatch(a.dtype, b.dtype, a.ndim, b.ndim)
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
                            f"{a.ndim}D and {b.ndim}D")
@@ -188,6 +203,8 @@ def bmm(input, mat2, *, out=None):
         raise RuntimeError("batch1 must be a 3D tensor")
     if mat2.dim() != 3:
         raise RuntimeError("batch2 must be a 3D tensor")
+    if input.dtype != mat2.dtype:
+        _dtype_mismatch(input._data.dtype, mat2._data.dtype, 3, 3)
     b, _, m = input.shape
     if mat2.shape[0] != b or mat2.shape[1] != m:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
@@ -201,6 +218,8 @@ def mv(input, vec, *, out=None):
     if input.dim() != 2 or vec.dim() != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {input.dim()}, "
                            f"{vec.dim()}")
+    if input.dtype != vec.dtype:
+        _dtype_mismatch(input._data.dtype, vec._data.dtype, 2, 1)
     return _write_out(Mv.apply(input, vec), out)
 
 
@@ -279,6 +298,9 @@ def _scaled_add(input, prod, beta, alpha):
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * (mat1 @ mat2)``; ``input`` broadcasts to the product."""
+    if isinstance(mat1, Tensor) and isinstance(mat2, Tensor) and mat1.dtype != mat2.dtype:
+        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                           f"{_tname(mat1._data.dtype)} and {_tname(mat2._data.dtype)}")
     return _write_out(_scaled_add(input, mm(mat1, mat2), beta, alpha), out)
 
 
