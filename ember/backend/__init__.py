@@ -6,19 +6,22 @@ its forward once for both (Chainer's ``get_array_module`` idea).
 """
 import numpy as np
 
+from ember.backend._frozen import Frozen
 from ember.backend.dtypes import FROM_NP, from_numpy_dtype, to_dtype  # noqa: F401
 
 __all__ = ["device", "array_module", "module_for", "to_device", "cuda_available", "np"]
 
 
-class device:
-    """A device a tensor lives on: ``device('cpu')``, ``device('cuda')``, ``device('cuda', 1)``."""
+class device(Frozen):
+    """A device a tensor lives on: ``device('cpu')``, ``device('cuda')``, ``device('cuda', 1)``.
+
+    Immutable, as in torch."""
 
     __slots__ = ("type", "index")
 
     def __init__(self, type, index=None):
         if isinstance(type, device):
-            self.type, self.index = type.type, type.index
+            self._set(type=type.type, index=type.index)
             return
         if isinstance(type, int) and not isinstance(type, bool):
             type, index = "cuda", type
@@ -35,8 +38,7 @@ class device:
         if type not in ("cpu", "cuda", "meta"):
             raise RuntimeError(
                 f"Expected one of cpu, cuda device type at start of device string: {type}")
-        self.type = type
-        self.index = index
+        self._set(type=type, index=index)
 
     def __repr__(self):
         if self.index is None:

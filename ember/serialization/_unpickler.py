@@ -31,6 +31,7 @@ import types
 
 import numpy as np
 
+from ember.backend._frozen import Frozen
 from ember.serialization._format import DTYPE_OF_STORAGE, CheckpointError
 
 _BLOCKED_MODULES = ("os", "sys", "posix", "nt")
@@ -39,29 +40,14 @@ _BUDGET_FLOOR = 1 << 16  # allocations allowed to any pickle, however small
 _MAX_DIMS = 64
 
 
-class _Frozen(type):
-    """Metaclass of ember's shared objects' classes: the class takes no new attributes."""
-
-    def __setattr__(cls, name, value):
-        raise AttributeError(f"ember.{cls.__name__} is immutable: cannot set {name!r}")
-
-    def __delattr__(cls, name):
-        raise AttributeError(f"ember.{cls.__name__} is immutable: cannot delete {name!r}")
-
-
-class _StorageType(metaclass=_Frozen):
-    """``torch.FloatStorage`` and friends as a checkpoint names them: just a dtype."""
+class _StorageType(Frozen):
+    """``torch.FloatStorage`` and friends as a checkpoint names them: just a dtype.
+    Immutable: one object per storage type serves every load."""
 
     __slots__ = ("dtype", "name")
 
     def __init__(self, name, dtype):
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "dtype", dtype)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"storage type {self.name} is immutable")
-
-    __delattr__ = __setattr__
+        self._set(name=name, dtype=dtype)
 
     def __repr__(self):
         return f"torch.{self.name}"
