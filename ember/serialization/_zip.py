@@ -17,6 +17,7 @@ read straight into the arrays that become tensors (no temporary copy):
 Every failure is a :class:`CheckpointError` that names the entry.
 """
 import os
+import queue
 import struct
 import zipfile
 import zlib
@@ -26,7 +27,7 @@ import numpy as np
 from ember.serialization._format import FORMAT_VERSION, CheckpointError
 
 _STORED, _DEFLATED = zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED
-_CHUNK = 32 << 20  # bytes read (and CRC-checked) at a time
+_CHUNK = 4 << 20  # bytes read (and CRC-checked) at a time
 _MAX_DEFLATE_RATIO = 1100  # deflate cannot expand more than ~1032:1
 # what zipfile raises on a damaged directory (it has no single error type)
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, OSError,
@@ -201,16 +202,40 @@ class _Archive:
         name = info.filename
         start = self._starts[name]
         crc = 0
-        if info.compress_type == _STORED:
-            for pos in range(0, len(mv), _CHUNK):
-                part = mv[pos:pos + _CHUNK]
-                if self._readinto(start + pos, part) != len(part):
-                    raise _damaged(f"record {name!r} ends early (the file is truncated)")
-                crc = zlib.crc32(part, crc)
+        if info.compress_type == _STORED and len(mv) > 2 * _CHUNK:
+            crc = self._read_checked(start, mv, name)
+        elif info.compress_type == _STORED:
+            if self._readinto(start, mv) != len(mv):
+                raise _damaged(f"record {name!r} ends early (the file is truncated)")
+            crc = zlib.crc32(mv)
         else:
             crc = self._inflate(info, start, mv)
         if crc != info.CRC:
             raise _damaged(f"record {name!r} fails its CRC-32 check (its bytes were altered)")
+
+    def _read_checked(self, start, mv, name):
+        """Read a large stored record chunk by chunk while one helper thread checksums
+        the chunks already read (both release the GIL): the CRC costs little extra time."""
+        import threading
+        chunks = queue.SimpleQueue()
+        crc = [0]
+
+        def checksum():
+            while (part := chunks.get()) is not None:
+                crc[0] = zlib.crc32(part, crc[0])
+
+        worker = threading.Thread(target=checksum, name="ember-checkpoint-crc", daemon=True)
+        worker.start()
+        try:
+            for pos in range(0, len(mv), _CHUNK):
+                part = mv[pos:pos + _CHUNK]
+                if self._readinto(start + pos, part) != len(part):
+                    raise _damaged(f"record {name!r} ends early (the file is truncated)")
+                chunks.put(part)
+        finally:
+            chunks.put(None)
+            worker.join()
+        return crc[0]
 
     def _inflate(self, info, start, mv):
         name = info.filename
