@@ -79,6 +79,21 @@ def big_checkpoint(d, gib):
     return path
 
 
+def small(ember, torch, d, mb):
+    """Save, load and mapped-load times of an ``mb`` MB state_dict, in this process."""
+    pe, pt = os.path.join(d, "e.pt"), os.path.join(d, "t.pt")
+    sde, sdt = state_dict(ember, mb), state_dict(torch, mb)
+    se = best(lambda: ember.save(sde, pe))
+    st = best(lambda: torch.save(sdt, pt))
+    print(f"{'save':<12}{se:>10.1f}{st:>10.1f}{se / st:>8.2f}")
+    le = best(lambda: ember.load(pe))
+    lt = best(lambda: torch.load(pt, weights_only=True))
+    print(f"{'load':<12}{le:>10.1f}{lt:>10.1f}{le / lt:>8.2f}")
+    me = best(lambda: ember.load(pe, mmap=True))
+    mt = best(lambda: torch.load(pt, weights_only=True, mmap=True))
+    print(f"{'load mmap':<12}{me:>10.1f}{mt:>10.1f}{me / mt:>8.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=float, default=100)
@@ -89,18 +104,7 @@ def main():
     import ember
     print(f"{'':<12}{'ember ms':>10}{'torch ms':>10}{'ratio':>8}")
     with tempfile.TemporaryDirectory() as d:
-        pe, pt = os.path.join(d, "e.pt"), os.path.join(d, "t.pt")
-        sde, sdt = state_dict(ember, args.mb), state_dict(torch, args.mb)
-        se = best(lambda: ember.save(sde, pe))
-        st = best(lambda: torch.save(sdt, pt))
-        print(f"{'save':<12}{se:>10.1f}{st:>10.1f}{se / st:>8.2f}")
-        le = best(lambda: ember.load(pe))
-        lt = best(lambda: torch.load(pt, weights_only=True))
-        print(f"{'load':<12}{le:>10.1f}{lt:>10.1f}{le / lt:>8.2f}")
-        me = best(lambda: ember.load(pe, mmap=True))
-        mt = best(lambda: torch.load(pt, weights_only=True, mmap=True))
-        print(f"{'load mmap':<12}{me:>10.1f}{mt:>10.1f}{me / mt:>8.2f}")
-        del sde, sdt
+        small(ember, torch, d, args.mb)
         if args.big_gib:
             path = big_checkpoint(d, args.big_gib)
             size = os.path.getsize(path) / 2**30
@@ -110,7 +114,6 @@ def main():
                 for lib in ("ember", "torch"):
                     dt, peak = load_in_child(lib, path, mmap)
                     print(f"{lib:<6} mmap={mmap!s:<6} {dt:7.2f} s  {peak / 2**20:6.2f} GiB")
-
 
 if __name__ == "__main__":
     main()

@@ -62,12 +62,8 @@ class _LoadedStorage:
         self.array, self.location = array, location
 
 
-class _Refused(pickle.UnpicklingError):
-    pass
-
-
 def _refuse(msg):
-    return _Refused("Weights only load failed: " + msg)
+    return pickle.UnpicklingError("Weights only load failed: " + msg)
 
 
 # ----- tensor rebuilds ---------------------------------------------------------------------

@@ -98,7 +98,7 @@ class _Archive:
             self.infos[name] = info
         self.names = set(self.infos)
         self._starts = {}
-        spans = sorted((self._local_header(i), i) for i in infos)
+        spans = sorted(((self._local_header(i), i) for i in infos), key=lambda p: p[0])
         for (start, a), (_, b) in zip(spans, spans[1:]):
             if start + a.compress_size > b.header_offset:
                 raise _damaged(f"entries {a.filename!r} and {b.filename!r} overlap")
