@@ -18,14 +18,17 @@ import os
 import warnings
 
 from ember._tensor import Tensor
-from ember.serialization._format import FORMAT_VERSION, CheckpointError  # noqa: F401
-from ember.serialization._unpickler import (  # noqa: F401 - _StorageType: used by others
+from ember.serialization import _format
+from ember.serialization._allowlist import (  # noqa: F401 - names other modules use
     _USER_SAFE,
+    _rebuild_parameter,
+    _rebuild_tensor_v2,
+    _rebuild_tensor_v3,
     _StorageType,
-    _TrustedUnpickler,
-    _Unpickler,
     _user_key,
 )
+from ember.serialization._format import FORMAT_VERSION, CheckpointError  # noqa: F401
+from ember.serialization._unpickler import _map_location, _TrustedUnpickler, _Unpickler  # noqa: F401
 from ember.serialization._write import (  # noqa: F401 - the jit's archive writer uses them
     _aligned_write,
     _Global,
@@ -34,6 +37,10 @@ from ember.serialization._write import (  # noqa: F401 - the jit's archive write
 )
 from ember.serialization._zip import _Archive
 from ember.utils._atomic import atomic_write
+
+# the format tables under the names they had before this module became a package
+_ALIGN, _STORAGE_OF, _DTYPE_OF_STORAGE, _UNTYPED = (
+    _format.ALIGN, _format.STORAGE_OF, _format.DTYPE_OF_STORAGE, _format.UNTYPED)
 
 __all__ = ["save", "load", "CheckpointError", "add_safe_globals", "safe_globals",
            "get_safe_globals", "clear_safe_globals"]
