@@ -488,3 +488,46 @@ def test_hub_is_weights_only_by_default(env, tmp_path, monkeypatch):
     with pytest.raises(pickle.UnpicklingError, match="os.system"):
         ember.hub.load_state_dict_from_url("https://example.com/w/evil.pth")
     assert not marker.exists()
+
+
+def test_overlapping_entries_are_refused(tmp_path):
+    # entry data/0 grown (in both headers) to cover data/1: one region, two storages
+    raw = bytearray(checkpoint(PROTO + tensor("0", 4) + STOP, {"0": F32, "1": F32}))
+    z = zipfile.ZipFile(io.BytesIO(bytes(raw)))
+    a, b = z.getinfo("archive/data/0"), z.getinfo("archive/data/1")
+    grown = b.header_offset + 30 + len(b.filename) + b.file_size - (
+        a.header_offset + 30 + len(a.filename))
+    raw[a.header_offset + 18:a.header_offset + 26] = struct.pack("<II", grown, grown)
+    for at in _all(raw, b"PK\x01\x02"):
+        n = struct.unpack("<H", raw[at + 28:at + 30])[0]
+        if raw[at + 46:at + 46 + n] == b"archive/data/0":
+            raw[at + 20:at + 28] = struct.pack("<II", grown, grown)
+    assert zipfile.ZipFile(io.BytesIO(bytes(raw))).getinfo("archive/data/0").file_size == grown
+    path = tmp_path / "overlap.pt"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="overlap"):
+        ember.load(path)
+
+
+class _Colour(__import__("enum").Enum):
+    RED = 1
+
+
+class _Box:
+    pass
+
+
+def test_allowlisted_classes_build_only_their_new_instances(tmp_path):
+    enum_build = call(G(__name__, "_Colour"), I(1)) + EMPTY_DICT + S("hacked") + I(1) + \
+        SETITEM + BUILD
+    box = G(__name__, "_Box") + EMPTY_TUPLE + NEWOBJ + EMPTY_DICT + S("w") + \
+        tensor("0", 4) + SETITEM + BUILD
+    path = tmp_path / "c.pt"
+    with ember.serialization.safe_globals([_Colour, _Box]):
+        path.write_bytes(checkpoint(PROTO + enum_build + STOP, {"0": F32}))
+        with pytest.raises(pickle.UnpicklingError, match="did not create"):
+            ember.load(path)
+        assert not hasattr(_Colour.RED, "hacked")
+        path.write_bytes(checkpoint(PROTO + box + STOP, {"0": F32}))
+        got = ember.load(path)
+        assert isinstance(got, _Box) and got.w.tolist() == [0, 1, 2, 3]
