@@ -267,6 +267,8 @@ def test_immutable_singletons():
                     setattr(cls_or_obj, name, None)
             with pytest.raises((AttributeError, TypeError)):
                 delattr(cls_or_obj, "__repr__")
+    with pytest.raises(AttributeError):
+        ember.UntypedStorage.nbytes = None
     # what torch allows stays: copies, pickling, equality
     import copy
     assert copy.deepcopy(ember.float32) is ember.float32
