@@ -185,7 +185,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=Fa
             f.seek(start)
         return jit.load(f, map_location=map_location)
     if callable(map_location) and not isinstance(map_location, (str, dict)):
-        result = _apply_callable(result, map_location, {})
+        try:
+            result = _apply_callable(result, map_location, {})
+        except RecursionError:
+            raise CheckpointError("checkpoint damaged: its pickle nests containers too deeply "
+                                  "to walk for map_location") from None
     return result
 
 
