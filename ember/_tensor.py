@@ -11,6 +11,7 @@ import numpy as np
 from ember.backend import CPU, device_of
 from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
+from ember.backend._frozen import FrozenClass
 
 __all__ = ["Tensor", "Size"]
 
@@ -19,8 +20,11 @@ _ndarray = np.ndarray
 _new = object.__new__
 
 
-class Size(tuple):
-    """A tensor's shape: a tuple that prints as ``ember.Size([2, 3])``."""
+class Size(tuple, metaclass=FrozenClass):
+    """A tensor's shape: a tuple that prints as ``ember.Size([2, 3])``. Immutable, class
+    included (it is shared by every tensor's ``.shape``)."""
+
+    __slots__ = ()
 
     def __repr__(self):
         return f"ember.Size({list(self)})"

@@ -55,10 +55,15 @@ def download_url_to_file(url, dst, hash_prefix=None, progress=True):
 
 
 def load_state_dict_from_url(url, model_dir=None, map_location=None, progress=True,
-                             check_hash=False, file_name=None, weights_only=False):
+                             check_hash=False, file_name=None, weights_only=True):
     """Load a checkpoint that is already in the hub cache (``<hub>/checkpoints/<name>``,
     the file name taken from the URL as PyTorch does); raise if it would need a
-    download."""
+    download.
+
+    Unlike PyTorch (whose default here is ``weights_only=False``), the file is read
+    with the restricted weights-only unpickler unless you pass ``weights_only=False``:
+    files from the internet are untrusted. Opt in to full unpickling only for a source
+    you trust, since it can run any code the file names."""
     import ember
     model_dir = model_dir or os.path.join(get_dir(), "checkpoints")
     name = file_name or os.path.basename(urlparse(url).path)

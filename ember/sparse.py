@@ -20,18 +20,21 @@ import numpy as np
 from ember import backend
 from ember._tensor import Tensor, _make
 from ember.backend import dtypes as _dt
+from ember.backend._frozen import Frozen
 from ember.ops import sparse_ops as _sp
 
 __all__ = ["mm", "sum", "addmm", "layout", "strided", "sparse_coo", "sparse_coo_tensor",
            "spmm", "sampled_addmm", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc"]
 
 
-class layout:
+class layout(Frozen):
     """A tensor memory layout: ``torch.strided`` (dense), ``torch.sparse_coo`` or
-    ``torch.sparse_csr`` (``sparse_csc``/``bsr``/``bsc`` exist as names only)."""
+    ``torch.sparse_csr`` (``sparse_csc``/``bsr``/``bsc`` exist as names only). Immutable."""
+
+    __slots__ = ("name",)
 
     def __init__(self, name):
-        self.name = name
+        self._set(name=name)
 
     def __repr__(self):
         return "torch." + self.name

@@ -10,6 +10,8 @@ deprecated in torch and not provided.
 """
 import numpy as np
 
+from ember.backend._frozen import FrozenClass
+
 __all__ = ["UntypedStorage", "is_storage"]
 
 
@@ -25,8 +27,9 @@ def _memory_root(arr):
         arr = b
 
 
-class UntypedStorage:
-    """A flat, byte-addressed block of memory.
+class UntypedStorage(metaclass=FrozenClass):
+    """A flat, byte-addressed block of memory. (The class takes no new attributes; a
+    storage's bytes are of course writable.)
 
     ``UntypedStorage(n)`` allocates ``n`` zero bytes; ``x.untyped_storage()`` is the
     memory under the tensor ``x``.

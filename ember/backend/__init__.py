@@ -8,23 +8,25 @@ import builtins
 
 import numpy as np
 
+from ember.backend._frozen import Frozen
 from ember.backend.dtypes import FROM_NP, from_numpy_dtype, to_dtype  # noqa: F401
 
 __all__ = ["device", "array_module", "module_for", "to_device", "cuda_available", "np"]
 
 
-class device:
-    """A device a tensor lives on: ``device('cpu')``, ``device('cuda')``, ``device('cuda', 1)``."""
+class device(Frozen):
+    """A device a tensor lives on: ``device('cpu')``, ``device('cuda')``, ``device('cuda', 1)``.
+
+    Immutable, as in torch."""
 
     __slots__ = ("type", "index")
 
     def __init__(self, type, index=None):
         if isinstance(type, device):
-            self.type, self.index = type.type, type.index
+            self._set(type=type.type, index=type.index)
             return
         type, index = _parse_device(type, index)
-        self.type = type
-        self.index = index
+        self._set(type=type, index=index)
 
     def __repr__(self):
         if self.index is None:

@@ -1,6 +1,8 @@
 """ember's dtypes, their NumPy twins, and PyTorch's type-promotion rules."""
 import numpy as np
 
+from ember.backend._frozen import Frozen
+
 __all__ = [
     "dtype", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
     "bool", "half", "float", "double", "short", "int", "long", "result_type", "promote_types",
@@ -13,18 +15,19 @@ __all__ = [
 _BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
 
 
-class dtype:
-    """The data type of a tensor's elements, e.g. ``ember.float32``."""
+class dtype(Frozen):
+    """The data type of a tensor's elements, e.g. ``ember.float32``. Immutable: one
+    object per dtype is shared by the whole process."""
 
     __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "_category")
 
-    def __init__(self, name, np_dtype, category):
-        self.name = name
-        self.np = np.dtype(np_dtype)
-        self._category = category
-        self.is_floating_point = category == _FLOAT
-        self.is_signed = self.np.kind in "fic" or category == _FLOAT
-        self.itemsize = self.np.itemsize
+    def __init__(self, name, np_dtype, category, is_signed=None):
+        np_dtype = np.dtype(np_dtype)
+        if is_signed is None:
+            is_signed = np_dtype.kind in "fic" or category == _FLOAT
+        self._set(name=name, np=np_dtype, _category=category,
+                  is_floating_point=category == _FLOAT, is_signed=is_signed,
+                  itemsize=np_dtype.itemsize)
 
     @property
     def is_complex(self):
@@ -68,8 +71,7 @@ int = int32  # noqa: A001
 # complex32: two float16 parts in a NumPy structured element (see backend/complex32.py)
 from ember.backend import complex32 as _c32  # noqa: E402
 
-complex32 = chalf = dtype("complex32", _c32.NP, _COMPLEX)
-complex32.is_signed = True
+complex32 = chalf = dtype("complex32", _c32.NP, _COMPLEX, is_signed=True)
 
 _TO_REAL = {complex64: float32, complex128: float64, complex32: float16}
 _TO_COMPLEX = {float32: complex64, float64: complex128, float16: complex32}
@@ -86,14 +88,14 @@ except ImportError:  # pragma: no cover - the extra is installed in the test env
     _ml = None
 
 
-class _NeedsExtra:
+class _NeedsExtra(Frozen):
     """A dtype whose NumPy twin comes from ml_dtypes, which is not installed."""
 
     __slots__ = ("name", "is_floating_point", "is_complex", "is_signed", "itemsize")
 
     def __init__(self, name, itemsize):
-        self.name, self.itemsize = name, itemsize
-        self.is_floating_point, self.is_complex, self.is_signed = True, False, True
+        self._set(name=name, itemsize=itemsize, is_floating_point=True, is_complex=False,
+                  is_signed=True)
 
     @property
     def np(self):

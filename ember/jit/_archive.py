@@ -23,7 +23,6 @@ import collections
 import io
 import os
 import pickle
-import struct
 import uuid
 import zipfile
 
@@ -50,22 +49,40 @@ class _Pending:
         self.__dict__["_state"] = state
 
 
-def _restore_type_tag(value, type_str=None):
-    return value
+def _restore_type_tag(u, args):
+    if not 1 <= len(args) <= 2:
+        raise _ser.CheckpointError("checkpoint damaged: restore_type_tag with "
+                                   f"{len(args)} arguments")
+    return args[0]  # the value itself: its container was made by this load, or is immutable
 
 
-_JIT_PICKLE = {"restore_type_tag": _restore_type_tag, "build_intlist": list,
-               "build_doublelist": list, "build_boollist": list,
-               "build_tensorlist": list}
+def _build_list(u, args):
+    if len(args) != 1 or type(args[0]) not in (list, tuple):
+        raise _ser.CheckpointError("checkpoint damaged: a typed list of a non-list")
+    u.charge(len(args[0]), "build_list")
+    return list(args[0])
+
+
+# torch.jit._pickle's helpers: (builder, whether the result is a new object)
+_JIT_PICKLE = {"restore_type_tag": (_restore_type_tag, False),
+               "build_intlist": (_build_list, True), "build_doublelist": (_build_list, True),
+               "build_boollist": (_build_list, True), "build_tensorlist": (_build_list, True)}
 
 
 class _JitUnpickler(_ser._Unpickler):
-    """The weights-only unpickler, plus inert records for ``__torch__`` classes."""
+    """ember's one restricted unpickler, plus inert records for the archive's own
+    ``__torch__`` classes (made by NEWOBJ, filled by BUILD) and torch.jit's list helpers."""
 
     def __init__(self, data, archive, map_location, part):
-        super().__init__(io.BytesIO(data), archive, True, map_location, None)
+        super().__init__(data, archive, map_location, None, record=part)
         self._pending = {}
         self._part = part
+        self._helpers = {}
+        for name, (builder, created) in _JIT_PICKLE.items():
+            # one marker object per helper: what a GLOBAL of it pushes and REDUCE calls
+            marker = type(name, (), {"__slots__": ()})
+            self._helpers[name] = marker
+            self._builders[id(marker)] = (marker, builder, created)
 
     def find_class(self, module, name):
         if module == "__torch__" or module.startswith("__torch__."):
@@ -74,16 +91,34 @@ class _JitUnpickler(_ser._Unpickler):
             if cls is None:
                 cls = self._pending[qual] = type(name, (_Pending,), {"_qual": qual})
             return cls
-        if module == "torch.jit._pickle" and name in _JIT_PICKLE:
-            return _JIT_PICKLE[name]
+        if module == "torch.jit._pickle" and name in self._helpers:
+            return self._helpers[name]
         try:
             return super().find_class(module, name)
         except pickle.UnpicklingError as e:
             raise ScriptSafetyError(f"TorchScript archive's {self._part}: {e}") from None
 
+    def newobj(self, cls, args):
+        if isinstance(cls, type) and self._pending.get(cls._qual if issubclass(cls, _Pending)
+                                                       else None) is cls:
+            if args:
+                raise _ser.CheckpointError(f"checkpoint damaged: NEWOBJ of {cls._qual} with "
+                                           "arguments")
+            return cls(), True
+        return super().newobj(cls, args)
+
+    def build(self, inst, state):
+        if isinstance(inst, _Pending):
+            if "_state" in inst.__dict__:
+                raise _ser.CheckpointError(f"checkpoint damaged: {inst._qual} built twice")
+            inst.__setstate__(state)
+            return True
+        return super().build(inst, state)
+
 
 class _JitArchive(_ser._Archive):
     max_version = 10  # torch writes 3 to 10 by the operators a model uses (PyTorch 2.x)
+
     def __init__(self, f):
         try:
             super().__init__(f)
@@ -124,10 +159,10 @@ def _unpickle(archive, record, map_location, view=None):
         return unpickler.load()
     except (ArchiveError, ScriptSafetyError):
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, IndexError, KeyError, TypeError,
-            AttributeError, struct.error) as e:
-        raise ArchiveError(f"TorchScript archive damaged: its {record} cannot be read "
-                           f"({type(e).__name__}: {e})") from None
+    except pickle.UnpicklingError as e:  # a refusal: the pickle does what archives never do
+        raise ScriptSafetyError(f"TorchScript archive's {record}: {e}") from None
+    except _ser.CheckpointError as e:
+        raise _damaged(e) from None
 
 
 # TorchScript code of real models is kilobytes to a few megabytes per file
@@ -157,7 +192,11 @@ def load_archive(f, map_location=None, _extra_files=None):
             raise ValueError(f"The provided filename {os.fspath(f)} does not exist")
         if os.path.isdir(f):
             raise ValueError(f"The provided filename {os.fspath(f)} is a directory")
-    archive = _JitArchive(f)
+    with _JitArchive(f) as archive:
+        return _load(archive, map_location, _extra_files)
+
+
+def _load(archive, map_location, _extra_files):
     code = _code_files(archive)
     if not code:
         raise ArchiveError("TorchScript archive damaged: it has no code/ records (is it a "

@@ -7,21 +7,22 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
+from ember.backend._frozen import Frozen
 from ember.ops import _jvp
 
 __all__ = ["clone", "fill", "fill_", "zero_", "memory_format", "contiguous_format",
            "preserve_format", "channels_last", "channels_last_3d"]
 
 
-class memory_format:
+class memory_format(Frozen):
     """How a tensor's elements are laid out in memory (``ember.contiguous_format``,
     ``channels_last``, ...). Values never depend on it; ``contiguous``, ``to`` and
-    ``clone`` accept it and ``is_contiguous`` checks it."""
+    ``clone`` accept it and ``is_contiguous`` checks it. Immutable."""
 
     __slots__ = ("name",)
 
     def __init__(self, name):
-        self.name = name
+        self._set(name=name)
 
     def __repr__(self):
         return "ember." + self.name
