@@ -209,7 +209,7 @@ def _load(archive, map_location, _extra_files):
             raise ArchiveError("TorchScript archive damaged: constants.pkl is not a tuple")
     cu = CompilationUnit(constants)
     for qual_path, record in code:  # parse and validate everything before anything runs
-        size = archive.zip.getinfo(archive.prefix + record).file_size
+        size = archive.infos[archive.prefix + record].file_size
         if size > _MAX_CODE_BYTES:  # the zip reader stops at this size; parsing is linear
             raise ScriptSafetyError(f"TorchScript archive's {record} holds {size} bytes of "
                                     f"code; ember parses at most {_MAX_CODE_BYTES} per file")
