@@ -28,7 +28,9 @@ def _env(ns):
                GROUP_WORLD_SIZE=str(ns.nnodes), ROLE_RANK=rank, ROLE_WORLD_SIZE=size,
                ROLE_NAME="default", MASTER_ADDR=ns.master_addr,
                MASTER_PORT=str(ns.master_port), TORCHELASTIC_RUN_ID=ns.run_id,
-               TORCHELASTIC_RESTART_COUNT="0", TORCHELASTIC_MAX_RESTARTS="0")
+               TORCHELASTIC_RESTART_COUNT="0", TORCHELASTIC_MAX_RESTARTS="0",
+               # this agent is the rank's supervisor: init_process_group need not fork one
+               EMBER_DIST_SUPERVISED="1")
     return env
 
 

@@ -104,12 +104,17 @@ def wait_all(pg, requests, what, peers, seq=None, deadline=None, statuses=None):
         now = time.monotonic()
         if now >= next_check:
             next_check = now + CHECK_EVERY_S
+            # a rank that left says so (ember.distributed._departures); one that died
+            # cannot, and is found by its process id
+            pg.check_departures(peers, seq, what)
             dead = pg.dead_peers(peers)
             if dead:
-                pg.fail(DistError(f"{what}: rank{'s' if len(dead) > 1 else ''} "
-                                  f"{_names(pg, dead)} died (process gone) while this rank "
-                                  f"({pg.rank()}) waited for it; the process group can no "
-                                  "longer be used"))
+                where = "" if seq is None else f" (collective #{seq} of {pg.label()})"
+                pg.fail(DistError(f"{what}{where} cannot complete on rank "
+                                  f"{pg._ranks[pg.rank()]}: rank"
+                                  f"{'s' if len(dead) > 1 else ''} {_names(pg, dead)} died "
+                                  "(process gone) while this rank waited for it; the "
+                                  "process group can no longer be used"))
             if seq is not None:
                 if not announced and now - start >= GRACE_S:
                     pg.announce(seq, what)
