@@ -44,22 +44,35 @@ def main(argv=None):
     ns = p.parse_args(argv)
     cmd = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
     env = _env(ns)
+    # the worker writes "J" here when it joins a process group and "L" when it leaves
+    # through ember's exit (the other ranks then know); one that joined and vanished
+    # without "L" has died
+    read, write = os.pipe()
+    os.set_inheritable(write, True)
+    env["EMBER_DIST_EXIT_FD"] = str(write)
     # close_fds=False: the worker needs the file descriptor of MPI's launcher (PMI_FD)
     child = subprocess.Popen(cmd, env=env, close_fds=False)
+    os.close(write)
 
     def forward(signum, frame):
         child.send_signal(signum)
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(s, forward)
     rc = child.wait()
-    if rc < 0:
-        name = signal.Signals(-rc).name
-        sys.stderr.write(f"ember.distributed.run: rank {env['RANK']} (pid {child.pid} on "
-                         f"{socket.gethostname()}) was killed by {name}\n")
-        sys.stderr.flush()
-        time.sleep(STAY_S)
-        return 128 - rc
-    return rc
+    os.set_blocking(read, False)
+    try:
+        told = os.read(read, 64)
+    except OSError:
+        told = b""
+    if b"J" not in told or b"L" in told:
+        return rc  # it never joined a process group, or it left through ember's exit
+    how = (f"was killed by {signal.Signals(-rc).name}" if rc < 0 else
+           f"exited with status {rc} without leaving its process group")
+    sys.stderr.write(f"ember.distributed.run: rank {env['RANK']} (pid {child.pid} on "
+                     f"{socket.gethostname()}) {how}\n")
+    sys.stderr.flush()
+    time.sleep(STAY_S)  # the other ranks see the process gone and report it themselves
+    return 128 - rc if rc < 0 else rc or 1
 
 
 if __name__ == "__main__":

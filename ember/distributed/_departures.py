@@ -41,6 +41,7 @@ LINGER_S = 5.0       # after a failure, how long a leaving rank waits for the ot
 STAY_S = 5.0         # how long a dead rank's supervisor keeps the job up
 P2P_GRACE_S = 1.0    # a message sent just before its sender left may still be arriving
 SUPERVISED_ENV = "EMBER_DIST_SUPERVISED"
+EXIT_FD_ENV = "EMBER_DIST_EXIT_FD"  # the pipe on which a rank tells its supervisor it left
 
 
 class _Departures:
@@ -60,6 +61,7 @@ def setup(world_comm, info):
         _d.comm = world_comm.Dup()
         _d.comm.Set_errhandler(mpi().ERRORS_RETURN)
     _d.info = list(info)
+    tell_supervisor(b"J")
 
 
 def active():
@@ -176,8 +178,11 @@ def leave(groups, clean, reason):
             break
         time.sleep(sleep)
         sleep = min(sleep * 2, 0.01)
-    if deadline is None:
-        MPI.Finalize()  # every rank left cleanly: they all finalize
+    if all(r in _d.notes for r in others):
+        # every rank left through here (cleanly or not) and finalizes: the job ends
+        # without mpiexec stopping anyone, and each process with its own exit status
+        MPI.Finalize()
+        tell_supervisor()
         return
     for _ in range(100):  # the notes to the others are out before this process goes
         poll()
@@ -185,7 +190,23 @@ def leave(groups, clean, reason):
             break
         time.sleep(0.01)
     _flush()
+    tell_supervisor()
+    # mpiexec stops the others when this process exits without finalizing: a moment for
+    # it to pass on what they printed
+    time.sleep(0.3)
     os._exit(1)
+
+
+def tell_supervisor(what=b"L"):
+    """Tell the supervisor (``supervise``, or ``_agent.py``) that this rank joined
+    (``b"J"``) or left through ember's exit (``b"L"``): it then exits as soon as this
+    process does, since the others know."""
+    fd = os.environ.get(EXIT_FD_ENV)
+    if fd:
+        try:
+            os.write(int(fd), what)
+        except (OSError, ValueError):
+            pass
 
 
 # ---- the supervisor under a bare mpiexec
@@ -202,14 +223,18 @@ def supervise():
             not hasattr(os, "fork") or threading.active_count() > 1):
         return
     _flush()
+    read, write = os.pipe()
     child = os.fork()
     if child == 0:
+        os.close(read)
         env[SUPERVISED_ENV] = "1"
+        env[EXIT_FD_ENV] = str(write)
         return
-    _wait_child(child, env.get("PMI_RANK", "?"))
+    os.close(write)
+    _wait_child(child, env.get("PMI_RANK", "?"), read)
 
 
-def _wait_child(child, rank):
+def _wait_child(child, rank, read):
     def forward(signum, frame):
         try:
             os.kill(child, signum)
@@ -224,14 +249,20 @@ def _wait_child(child, rank):
             break
         except ChildProcessError:
             os._exit(1)
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            os.write(2, (f"ember.distributed: rank {rank} (pid {child} on "
-                         f"{socket.gethostname()}) was killed by "
-                         f"{signal.Signals(sig).name}\n").encode())
-        except (OSError, ValueError):
-            pass
-        time.sleep(STAY_S)  # the others see the process gone and report it themselves
-        os._exit(128 + sig)
-    os._exit(os.waitstatus_to_exitcode(status))
+    code = os.waitstatus_to_exitcode(status)
+    os.set_blocking(read, False)
+    try:
+        told = os.read(read, 64)
+    except OSError:
+        told = b""
+    if b"J" not in told or b"L" in told:
+        os._exit(code)  # it never joined, or it left through ember's exit (they know)
+    how = (f"was killed by {signal.Signals(-code).name}" if code < 0 else
+           f"exited with status {code} without leaving the process group (os._exit?)")
+    try:
+        os.write(2, f"ember.distributed: rank {rank} (pid {child} on "
+                    f"{socket.gethostname()}) {how}\n".encode())
+    except (OSError, ValueError):
+        pass
+    time.sleep(STAY_S)  # the others see the process gone and report it themselves
+    os._exit(128 - code if code < 0 else code or 1)

@@ -269,8 +269,11 @@ def _at_exit():
     # may be waiting for it in a collective, and finalizes only when they all left
     # cleanly (see _departures)
     MPI = mpi()
-    if MPI.Is_finalized() or os.getpid() != _state.pid:
+    if os.getpid() != _state.pid:
         return  # a forked child (a DataLoader worker) must not finalize its parent's MPI
+    if MPI.Is_finalized():
+        _departures.tell_supervisor()
+        return
     errors = [g.error for g in _state.every_group if g.error is not None]
     if _departures.active():
         if _state.crashed:
@@ -289,8 +292,10 @@ def _at_exit():
                 f.flush()
             except (OSError, ValueError):
                 pass
+        _departures.tell_supervisor()
         os._exit(1)
     MPI.Finalize()
+    _departures.tell_supervisor()
 
 
 def _hook_exit():

@@ -1,7 +1,7 @@
 """Run under mpiexec, ember.distributed.run, or through mp.spawn under the launcher: one
 rank leaves while the others keep calling all_reduce. ``departures.py HOW VICTIM
-[spawn]``; HOW is exit (sys.exit(1)), return, raise, kill (SIGKILL) or stall (stops
-calling collectives; the group's timeout is 3 s).
+[spawn]``; HOW is exit (sys.exit(1)), return, raise, kill (SIGKILL), os_exit
+(os._exit(3)) or stall (stops calling collectives; the group's timeout is 3 s).
 
 The victim prints ``LEFT <rank> <time>`` just before it leaves, each other rank
 ``RAISED <rank> <time> <error>`` when its all_reduce raises."""
@@ -32,6 +32,8 @@ def main(rank_from_spawn=None, how=None, victim=None):
                     raise ValueError("boom on the victim")
                 if how == "kill":
                     os.kill(os.getpid(), signal.SIGKILL)
+                if how == "os_exit":
+                    os._exit(3)
                 if how == "stall":
                     time.sleep(60)
             dist.all_reduce(t)
