@@ -127,3 +127,29 @@ def test_spawn_under_the_launcher_rank_that_raises():
                 "raised ValueError: boom on the victim")
     # the supervisor of a rank that left through ember's exit does not call it dead
     assert "without leaving" not in out and "killed" not in out, out
+
+
+def test_rank_that_exits_before_init_process_group():
+    # starting MPI waits for every process and cannot time out: the rank's supervisor
+    # stops it after the group's timeout (3 s) with an error
+    rc, out = _mpiexec(2, "before_init", 1)
+    assert rc != 0, out
+    assert re.search(r"init_process_group timed out after 0:00:03 on rank 0 \(pid \d+\): MPI "
+                     r"did not start, because not every process of the job started it", out), \
+        out
+
+
+def _spawn_without_mpi(which):
+    rc, out = _run([sys.executable, str(PROGS / "departures.py"), "plain_spawn", which])
+    assert rc == 0, out
+    left = float(re.search(r"^LEFT 1 ([\d.]+)$", out, re.M).group(1))
+    kind, t, rest = re.search(r"^SPAWN (\w+) ([\d.]+) (.*)$", out, re.M).groups()
+    return kind, float(t) - left, rest
+
+
+def test_spawn_without_mpi_stops_the_others_when_one_raises():
+    # the other process would run for a minute: spawn stops it and raises at once
+    kind, took, rest = _spawn_without_mpi("ember")
+    print(f"mp.spawn without MPI, raise: spawn raised {took:.2f} s after process 1 left")
+    assert (kind, rest) == _spawn_without_mpi("torch")[::2], (kind, rest)
+    assert took <= LIMIT_S, took

@@ -211,11 +211,15 @@ def tell_supervisor(what=b"L"):
 
 # ---- the supervisor under a bare mpiexec
 
-def supervise():
+def supervise(timeout_s):
     """Under MPICH's ``mpiexec`` (and not already under a supervisor), fork before MPI
     starts: the child goes on as the rank; this process, ``mpiexec``'s child, waits for
     it and never returns. Skipped where forking is not safe: MPI already started by the
-    program, other threads running, or ``EMBER_DIST_SUPERVISOR=0``."""
+    program, other threads running, or ``EMBER_DIST_SUPERVISOR=0``.
+
+    Starting MPI waits for every process of the job, and cannot time out: when one has
+    exited without starting it, the supervisor stops the rank after ``timeout_s`` (the
+    group's timeout) with an error instead of letting it hang."""
     import threading
     env = os.environ
     if (env.get("PMI_FD") is None or env.get(SUPERVISED_ENV) or
@@ -231,10 +235,12 @@ def supervise():
         env[EXIT_FD_ENV] = str(write)
         return
     os.close(write)
-    _wait_child(child, env.get("PMI_RANK", "?"), read)
+    _wait_child(child, env.get("PMI_RANK", "?"), read, timeout_s)
 
 
-def _wait_child(child, rank, read):
+def _wait_child(child, rank, read, timeout_s):
+    import select
+
     def forward(signum, frame):
         try:
             os.kill(child, signum)
@@ -243,26 +249,55 @@ def _wait_child(child, rank, read):
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
               signal.SIGUSR2):
         signal.signal(s, forward)
-    while True:
+    told = b""
+    deadline = time.monotonic() + timeout_s
+    status = None
+    while b"M" not in told:  # MPI has not started yet: wait for it with the timeout
+        pid, status = os.waitpid(child, os.WNOHANG)
+        if pid:
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            _say(f"ember.distributed: init_process_group timed out after "
+                 f"{_hms(timeout_s)} on rank {rank} (pid {child}): MPI did not start, "
+                 "because not every process of the job started it (one exited, or has "
+                 "not called init_process_group)")
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            os._exit(1)
+        if select.select([read], [], [], min(left, 0.2))[0]:
+            more = os.read(read, 64)
+            if not more:
+                break  # the child closed the pipe: it is exiting
+            told += more
+        status = None
+    while status is None:
         try:
             _, status = os.waitpid(child, 0)
-            break
         except ChildProcessError:
             os._exit(1)
     code = os.waitstatus_to_exitcode(status)
     os.set_blocking(read, False)
     try:
-        told = os.read(read, 64)
+        told += os.read(read, 64)
     except OSError:
-        told = b""
+        pass
     if b"J" not in told or b"L" in told:
         os._exit(code)  # it never joined, or it left through ember's exit (they know)
     how = (f"was killed by {signal.Signals(-code).name}" if code < 0 else
            f"exited with status {code} without leaving the process group (os._exit?)")
-    try:
-        os.write(2, f"ember.distributed: rank {rank} (pid {child} on "
-                    f"{socket.gethostname()}) {how}\n".encode())
-    except (OSError, ValueError):
-        pass
+    _say(f"ember.distributed: rank {rank} (pid {child} on {socket.gethostname()}) {how}")
     time.sleep(STAY_S)  # the others see the process gone and report it themselves
     os._exit(128 - code if code < 0 else code or 1)
+
+
+def _say(line):
+    try:
+        os.write(2, (line + "\n").encode())
+    except (OSError, ValueError):
+        pass
+
+
+def _hms(seconds):
+    from datetime import timedelta
+    return str(timedelta(seconds=seconds))

@@ -367,8 +367,9 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
                                   "come from MPI and need no store")
     # before MPI starts: under a bare mpiexec this process may stay behind as the rank's
     # supervisor, so that the others outlive its death long enough to report it
-    _departures.supervise()
+    _departures.supervise(timeout.total_seconds())
     MPI = mpi()
+    _departures.tell_supervisor(b"M")  # MPI started
     _hook_exit()
     world = MPI.COMM_WORLD
     size, me = world.Get_size(), world.Get_rank()

@@ -1,7 +1,8 @@
 """Run under mpiexec, ember.distributed.run, or through mp.spawn under the launcher: one
 rank leaves while the others keep calling all_reduce. ``departures.py HOW VICTIM
 [spawn]``; HOW is exit (sys.exit(1)), return, raise, kill (SIGKILL), os_exit
-(os._exit(3)) or stall (stops calling collectives; the group's timeout is 3 s).
+(os._exit(3)), stall (stops calling collectives; the group's timeout is 3 s) or
+before_init (exits before init_process_group).
 
 The victim prints ``LEFT <rank> <time>`` just before it leaves, each other rank
 ``RAISED <rank> <time> <error>`` when its all_reduce raises."""
@@ -16,6 +17,9 @@ import ember.distributed as dist
 
 
 def main(rank_from_spawn=None, how=None, victim=None):
+    if how == "before_init" and int(os.environ["PMI_RANK"]) == victim:
+        print(f"LEFT {victim} {time.time():.3f}", flush=True)
+        sys.exit(1)
     dist.init_process_group("gloo", timeout=timedelta(seconds=3))
     r = dist.get_rank()
     assert rank_from_spawn in (None, r)
@@ -44,7 +48,31 @@ def main(rank_from_spawn=None, how=None, victim=None):
     print(f"FINISHED {r}", flush=True)
 
 
+def spawned_victim(i, started):
+    # mp.spawn without MPI: process 1 raises, process 0 would run for a minute
+    if i == 1:
+        time.sleep(0.5)
+        print(f"LEFT 1 {time.time():.3f}", flush=True)
+        raise ValueError("boom in spawned process 1")
+    time.sleep(60)
+
+
+def plain_spawn(which):
+    mp = __import__(f"{which}.multiprocessing", fromlist=["spawn"])
+    try:
+        # what mp.spawn does, with fork (a fresh interpreter per process is slow here)
+        mp.start_processes(spawned_victim, args=(time.time(),), nprocs=2,
+                           start_method="fork")
+    except Exception as e:  # noqa: BLE001 - reported for the test to compare
+        first = str(e).strip().splitlines()[0]
+        print(f"SPAWN {type(e).__name__} {time.time():.3f} index={e.error_index} "
+              f"{first}", flush=True)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "plain_spawn":
+        plain_spawn(sys.argv[2])
+        sys.exit(0)
     how, victim = sys.argv[1], int(sys.argv[2])
     if sys.argv[3:] == ["spawn"]:
         import ember.multiprocessing as mp
