@@ -139,7 +139,7 @@ def departure_message(pg, what, seq, left):
 
 
 def _note(groups, clean, reason):
-    return {"reason": reason, "clean": clean, "time": time.time(),
+    return {"reason": reason, "clean": clean,
             "done": {g.gid: g.finished_through() for g in groups},
             "started": {g.gid: g.seq for g in groups}}
 
@@ -222,7 +222,8 @@ def supervise(timeout_s):
     group's timeout) with an error instead of letting it hang."""
     import threading
     env = os.environ
-    if (env.get("PMI_FD") is None or env.get(SUPERVISED_ENV) or
+    if (env.get("PMI_FD") is None or env.get("PMI_SIZE", "1") == "1" or
+            env.get(SUPERVISED_ENV) or
             env.get("EMBER_DIST_SUPERVISOR", "1") == "0" or "mpi4py.MPI" in sys.modules or
             not hasattr(os, "fork") or threading.active_count() > 1):
         return
