@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from ember.distributed._launch_env import mpiexec_path
@@ -30,9 +31,14 @@ def _env():
 
 
 def _run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=90, env=_env(),
-                       cwd=str(ROOT))
-    return p.returncode, p.stdout + p.stderr
+    """The exit status, the output, and the report lines of every process."""
+    with tempfile.TemporaryDirectory() as folder:
+        env = _env()
+        env["DEPARTURES_REPORT"] = folder
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=90, env=env,
+                           cwd=str(ROOT))
+        report = "".join(Path(folder, name).read_text() for name in sorted(os.listdir(folder)))
+    return p.returncode, p.stdout + p.stderr + "\n-- reports:\n" + report
 
 
 def _mpiexec(n, how, victim):
@@ -49,10 +55,11 @@ def _check(label, n, victim, rc, out, expect):
     """Every rank but the victim raised ``expect`` (a format with {r}, the raising rank)
     soon after the victim left, and named no other rank."""
     assert rc != 0 and "FINISHED" not in out, out
-    left = re.findall(rf"^LEFT {victim} ([\d.]+)$", out, re.M)
+    reports = out.split("\n-- reports:\n")[1]
+    left = re.findall(rf"^LEFT {victim} ([\d.]+)$", reports, re.M)
     assert len(left) == 1, out
     raised = {int(r): (float(t), msg) for r, t, msg in
-              re.findall(r"^RAISED (\d+) ([\d.]+) (.*)$", out, re.M)}
+              re.findall(r"^RAISED (\d+) ([\d.]+) (.*)$", reports, re.M)}
     assert sorted(raised) == [r for r in range(n) if r != victim], out
     for r, (t, msg) in raised.items():
         assert expect.format(r=r) in msg, msg
@@ -142,8 +149,9 @@ def test_rank_that_exits_before_init_process_group():
 def _spawn_without_mpi(which):
     rc, out = _run([sys.executable, str(PROGS / "departures.py"), "plain_spawn", which])
     assert rc == 0, out
-    left = float(re.search(r"^LEFT 1 ([\d.]+)$", out, re.M).group(1))
-    kind, t, rest = re.search(r"^SPAWN (\w+) ([\d.]+) (.*)$", out, re.M).groups()
+    reports = out.split("\n-- reports:\n")[1]
+    left = float(re.search(r"^LEFT 1 ([\d.]+)$", reports, re.M).group(1))
+    kind, t, rest = re.search(r"^SPAWN (\w+) ([\d.]+) (.*)$", reports, re.M).groups()
     return kind, float(t) - left, rest
 
 

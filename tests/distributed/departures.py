@@ -2,10 +2,13 @@
 rank leaves while the others keep calling all_reduce. ``departures.py HOW VICTIM
 [spawn]``; HOW is exit (sys.exit(1)), return, raise, kill (SIGKILL), os_exit
 (os._exit(3)), stall (stops calling collectives; the group's timeout is 3 s) or
-before_init (exits before init_process_group).
+before_init (exits before init_process_group; the timeout is 3 s). The other cases
+keep the default 30-minute timeout.
 
-The victim prints ``LEFT <rank> <time>`` just before it leaves, each other rank
-``RAISED <rank> <time> <error>`` when its all_reduce raises."""
+The victim reports ``LEFT <rank> <time>`` just before it leaves, each other rank
+``RAISED <rank> <time> <error>`` when its all_reduce raises: on stdout, and as a line of
+its own file in ``$DEPARTURES_REPORT`` (a folder), since mpiexec may interleave the
+lines of ranks that print at the same moment."""
 import os
 import signal
 import sys
@@ -16,18 +19,29 @@ import ember
 import ember.distributed as dist
 
 
+def report(line):
+    print(line, flush=True)
+    folder = os.environ.get("DEPARTURES_REPORT")
+    if folder:
+        with open(os.path.join(folder, f"{os.getpid()}.txt"), "a") as f:
+            f.write(line + "\n")
+
+
 def main(rank_from_spawn=None, how=None, victim=None):
     if how == "before_init" and int(os.environ["PMI_RANK"]) == victim:
-        print(f"LEFT {victim} {time.time():.3f}", flush=True)
+        report(f"LEFT {victim} {time.time():.3f}")
         sys.exit(1)
-    dist.init_process_group("gloo", timeout=timedelta(seconds=3))
+    # the default timeout (30 minutes) unless the case is about the timeout: a rank that
+    # left must be noticed without it
+    timeout = timedelta(seconds=3) if how in ("stall", "before_init") else None
+    dist.init_process_group("gloo", timeout=timeout)
     r = dist.get_rank()
     assert rank_from_spawn in (None, r)
     t = ember.ones(4)
     try:
         for step in range(6):
             if step == 3 and r == victim:
-                print(f"LEFT {r} {time.time():.3f}", flush=True)
+                report(f"LEFT {r} {time.time():.3f}")
                 if how == "exit":
                     sys.exit(1)
                 if how == "return":
@@ -43,16 +57,16 @@ def main(rank_from_spawn=None, how=None, victim=None):
             dist.all_reduce(t)
             time.sleep(0.05)
     except dist.DistError as e:
-        print(f"RAISED {r} {time.time():.3f} {type(e).__name__}: {e}", flush=True)
+        report(f"RAISED {r} {time.time():.3f} {type(e).__name__}: {e}")
         raise
-    print(f"FINISHED {r}", flush=True)
+    report(f"FINISHED {r}")
 
 
 def spawned_victim(i, started):
     # mp.spawn without MPI: process 1 raises, process 0 would run for a minute
     if i == 1:
         time.sleep(0.5)
-        print(f"LEFT 1 {time.time():.3f}", flush=True)
+        report(f"LEFT 1 {time.time():.3f}")
         raise ValueError("boom in spawned process 1")
     time.sleep(60)
 
@@ -65,8 +79,7 @@ def plain_spawn(which):
                            start_method="fork")
     except Exception as e:  # noqa: BLE001 - reported for the test to compare
         first = str(e).strip().splitlines()[0]
-        print(f"SPAWN {type(e).__name__} {time.time():.3f} index={e.error_index} "
-              f"{first}", flush=True)
+        report(f"SPAWN {type(e).__name__} {time.time():.3f} index={e.error_index} {first}")
 
 
 if __name__ == "__main__":
