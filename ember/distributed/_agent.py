@@ -4,14 +4,19 @@ It sets torchrun's environment variables from MPI's, starts the worker (which in
 MPI's connection to the launcher) and waits for it. When the worker is killed, the
 supervisor says which rank died and stays alive for a few seconds: mpiexec would
 otherwise stop every other rank at once, before they could report which peer they lost.
+Under a bare ``mpiexec``, ``init_process_group`` forks the same supervisor itself
+(``ember.distributed._departures.supervise``).
 """
 import argparse
 import os
+import re
+import select
 import signal
 import socket
 import subprocess
 import sys
 import time
+from datetime import timedelta
 
 STAY_S = 5.0  # how long a dead rank's supervisor waits for the others to report it
 
@@ -32,6 +37,45 @@ def _env(ns):
                # this agent is the rank's supervisor: init_process_group need not fork one
                EMBER_DIST_SUPERVISED="1")
     return env
+
+
+def _wait(child, read, rank):
+    """Wait for the worker; its exit status and what it wrote on the pipe. Starting MPI
+    waits for every process of the job and cannot time out: the worker writes
+    ``T<seconds>;`` (its init_process_group timeout) before, and ``M`` once MPI has
+    started; past that timeout without ``M`` it is stopped with an error."""
+    told = b""
+    deadline = None
+    while b"M" not in told:
+        rc = child.poll()
+        if rc is not None:
+            break
+        found = re.search(rb"T([0-9.]+);", told)
+        if deadline is None and found:
+            timeout = float(found.group(1))
+            deadline = time.monotonic() + timeout
+        if deadline is not None and time.monotonic() >= deadline:
+            sys.stderr.write(f"ember.distributed.run: init_process_group timed out after "
+                             f"{timedelta(seconds=timeout)} on rank {rank} (pid "
+                             f"{child.pid}): MPI did not start, because not every process "
+                             "of the job started it (one exited, or has not called "
+                             "init_process_group)\n")
+            sys.stderr.flush()
+            child.kill()
+            child.wait()
+            return 1, told + b"L"
+        if select.select([read], [], [], 0.2)[0]:
+            more = os.read(read, 64)
+            if not more:
+                break  # the worker closed the pipe: it is exiting
+            told += more
+    rc = child.wait()
+    os.set_blocking(read, False)
+    try:
+        told += os.read(read, 64)
+    except OSError:
+        pass
+    return rc, told
 
 
 def main(argv=None):
@@ -58,12 +102,7 @@ def main(argv=None):
         child.send_signal(signum)
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(s, forward)
-    rc = child.wait()
-    os.set_blocking(read, False)
-    try:
-        told = os.read(read, 64)
-    except OSError:
-        told = b""
+    rc, told = _wait(child, read, env["RANK"])
     if b"J" not in told or b"L" in told:
         return rc  # it never joined a process group, or it left through ember's exit
     how = (f"was killed by {signal.Signals(-rc).name}" if rc < 0 else
@@ -72,7 +111,7 @@ def main(argv=None):
                      f"{socket.gethostname()}) {how}\n")
     sys.stderr.flush()
     time.sleep(STAY_S)  # the other ranks see the process gone and report it themselves
-    return 128 - rc if rc < 0 else rc or 1
+    return 128 - rc if rc < 0 else rc
 
 
 if __name__ == "__main__":

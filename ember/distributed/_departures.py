@@ -289,7 +289,7 @@ def _wait_child(child, rank, read, timeout_s):
            f"exited with status {code} without leaving the process group (os._exit?)")
     _say(f"ember.distributed: rank {rank} (pid {child} on {socket.gethostname()}) {how}")
     time.sleep(STAY_S)  # the others see the process gone and report it themselves
-    os._exit(128 - code if code < 0 else code or 1)
+    os._exit(128 - code if code < 0 else code)
 
 
 def _say(line):

@@ -368,6 +368,8 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     # before MPI starts: under a bare mpiexec this process may stay behind as the rank's
     # supervisor, so that the others outlive its death long enough to report it
     _departures.supervise(timeout.total_seconds())
+    # for ember.distributed.run's supervisor, which bounds MPI's start with it
+    _departures.tell_supervisor(b"T%.3f;" % timeout.total_seconds())
     MPI = mpi()
     _departures.tell_supervisor(b"M")  # MPI started
     _hook_exit()
