@@ -4,9 +4,10 @@ requests with a deadline, so that a missing or dead rank is an error and never a
 MPI's blocking calls cannot time out, so every collective here is started nonblocking
 and then polled: spinning first (a small collective finishes in microseconds), then
 sleeping in growing steps, so that several ranks sharing a few cores do not starve
-each other. While it waits, a rank checks that the ranks it waits for are alive (their
-process ids on this host; see ``_alive``) and, past a grace period, tells the others
-which collective it is in, so that a timeout can name the ranks that never arrived.
+each other. While it waits, a rank checks every 0.2 s that the ranks it waits for have
+not left (their departure notes, see ``_departures``) and are alive (their process ids
+on this host; see ``_alive``) and, past a grace period, tells the others which
+collective it is in, so that a timeout can name the ranks that never arrived.
 """
 import os
 import time
