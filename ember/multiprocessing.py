@@ -12,7 +12,9 @@ ranks are MPI processes, which MPI's launcher starts, so:
 """
 import multiprocessing as _mp
 import os
+import signal
 import sys
+import time
 import traceback
 from multiprocessing import *  # noqa: F403
 
@@ -85,28 +87,65 @@ class ProcessContext:
         self.processes = processes
         self.error_queues = [errors]
         self._errors = errors
+        self._joined = set()
+        self._failed = None  # the index of the first process that failed
+        self._tracebacks = {}
 
     def pids(self):
         return [p.pid for p in self.processes]
 
-    def join(self, timeout=None):
-        """Wait for every process; raise the first failure as PyTorch does."""
-        for p in self.processes:
-            p.join(timeout)
-        if any(p.is_alive() for p in self.processes):
-            return False
-        if not self._errors.empty():
+    def join(self, timeout=None, grace_period=None):
+        """Wait until a process ends (at most ``timeout`` seconds): True once every
+        process exited successfully, False while some still run. As soon as one fails,
+        the others are stopped (SIGTERM; SIGKILL after ``grace_period``, by default 30
+        s) and its failure is raised: ``ProcessRaisedException`` with its traceback, or
+        ``ProcessExitedException`` with its exit code or signal."""
+        from multiprocessing.connection import wait
+        running = {p.sentinel: i for i, p in enumerate(self.processes)
+                   if i not in self._joined}
+        if self._failed is None and running:
+            for sentinel in wait(list(running), timeout):
+                i = running[sentinel]
+                p = self.processes[i]
+                p.join()
+                self._joined.add(i)
+                if p.exitcode != 0 and self._failed is None:
+                    self._failed = i
+        if self._failed is None:
+            return len(self._joined) == len(self.processes)
+        self._stop_the_others(30.0 if grace_period is None else grace_period)
+        raise self._failure()
+
+    def _stop_the_others(self, grace_period):
+        alive = [p for p in self.processes if p.is_alive()]
+        for p in alive:
+            p.terminate()
+        deadline = time.monotonic() + grace_period
+        for p in alive:
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join()
+        while not self._errors.empty():
             i, tb = self._errors.get()
-            for p in self.processes:
-                if p.is_alive():
-                    p.terminate()
-            raise ProcessRaisedException(f"\n\n-- Process {i} terminated with the following "
-                                         f"error:\n{tb}", i, self.processes[i].pid)
-        for i, p in enumerate(self.processes):
-            if p.exitcode:
-                raise ProcessExitedException(f"process {i} terminated with exit code "
-                                             f"{p.exitcode}", i, p.pid, p.exitcode)
-        return True
+            self._tracebacks.setdefault(i, tb)
+
+    def _failure(self):
+        i = self._failed
+        p = self.processes[i]
+        if i in self._tracebacks:
+            return ProcessRaisedException(f"\n\n-- Process {i} terminated with the "
+                                          f"following error:\n{self._tracebacks[i]}", i,
+                                          p.pid)
+        if p.exitcode < 0:
+            try:
+                name = signal.Signals(-p.exitcode).name
+            except ValueError:
+                name = f"<Unknown signal {-p.exitcode}>"
+            return ProcessExitedException(f"process {i} terminated with signal {name}", i,
+                                          p.pid, p.exitcode, name)
+        return ProcessExitedException(f"process {i} terminated with exit code "
+                                      f"{p.exitcode}", i, p.pid, p.exitcode)
 
 
 def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):

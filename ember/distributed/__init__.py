@@ -8,8 +8,10 @@ is created, never by ``import ember``.
 
 Files by family: ``_pg`` (process groups, ranks, barrier, Work), ``_collectives``
 (tensor collectives), ``_p2p`` (send/recv), ``_objects`` (object collectives), ``_mpi``
-(loading MPI, waiting with a deadline), ``run`` (the launcher), ``nn`` (differentiable
-collectives); ``nn.parallel.DistributedDataParallel`` lives in ``ember.nn.parallel``.
+(loading MPI, waiting with a deadline), ``_departures`` (how a rank that exits or dies
+reaches the others; the per-rank supervisor), ``run`` and ``_agent`` (the launcher),
+``nn`` (differentiable collectives); ``nn.parallel.DistributedDataParallel`` lives in
+``ember.nn.parallel``.
 """
 from ember.distributed._collectives import (
     ReduceOp,

@@ -4,9 +4,10 @@ requests with a deadline, so that a missing or dead rank is an error and never a
 MPI's blocking calls cannot time out, so every collective here is started nonblocking
 and then polled: spinning first (a small collective finishes in microseconds), then
 sleeping in growing steps, so that several ranks sharing a few cores do not starve
-each other. While it waits, a rank checks that the ranks it waits for are alive (their
-process ids on this host; see ``_alive``) and, past a grace period, tells the others
-which collective it is in, so that a timeout can name the ranks that never arrived.
+each other. While it waits, a rank checks every 0.2 s that the ranks it waits for have
+not left (their departure notes, see ``_departures``) and are alive (their process ids
+on this host; see ``_alive``) and, past a grace period, tells the others which
+collective it is in, so that a timeout can name the ranks that never arrived.
 """
 import os
 import time
@@ -104,12 +105,17 @@ def wait_all(pg, requests, what, peers, seq=None, deadline=None, statuses=None):
         now = time.monotonic()
         if now >= next_check:
             next_check = now + CHECK_EVERY_S
+            # a rank that left says so (ember.distributed._departures); one that died
+            # cannot, and is found by its process id
+            pg.check_departures(peers, seq, what)
             dead = pg.dead_peers(peers)
             if dead:
-                pg.fail(DistError(f"{what}: rank{'s' if len(dead) > 1 else ''} "
-                                  f"{_names(pg, dead)} died (process gone) while this rank "
-                                  f"({pg.rank()}) waited for it; the process group can no "
-                                  "longer be used"))
+                where = "" if seq is None else f" (collective #{seq} of {pg.label()})"
+                pg.fail(DistError(f"{what}{where} cannot complete on rank "
+                                  f"{pg._ranks[pg.rank()]}: rank"
+                                  f"{'s' if len(dead) > 1 else ''} {_names(pg, dead)} died "
+                                  "(process gone) while this rank waited for it; the "
+                                  "process group can no longer be used"))
             if seq is not None:
                 if not announced and now - start >= GRACE_S:
                     pg.announce(seq, what)

@@ -10,10 +10,12 @@ import os
 import socket
 import sys
 import time
+import weakref
 from datetime import timedelta
 
 import numpy as np
 
+from ember.distributed import _departures
 from ember.distributed._mpi import DistError, DistTimeoutError, mpi, wait_all
 
 __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "get_rank",
@@ -51,7 +53,7 @@ class ProcessGroup:
     ``rank()`` and ``size()`` are this process's rank in the group and the group's size.
     """
 
-    def __init__(self, comm, ranks, backend, timeout, info):
+    def __init__(self, comm, ranks, backend, timeout, info, gid=0):
         self.comm = comm
         self.ctrl = comm.Dup()
         for c in (self.comm, self.ctrl):
@@ -63,7 +65,10 @@ class ProcessGroup:
         self.timeout = timeout
         self.timeout_s = timeout.total_seconds()
         self.info = info  # group rank -> (host, pid)
-        self.seq = 0
+        self.gid = gid  # the group's number, the same on every rank (new_group's order)
+        self.seq = 0  # collectives started
+        self.waiting = None  # the collective a wait is in (left set if it was interrupted)
+        self.pending = weakref.WeakSet()  # async Works not waited for yet
         self.error = None
         self._seen = {}
         self._sends = []
@@ -93,7 +98,11 @@ class ProcessGroup:
 
     def fail(self, exc):
         self.error = exc
+        self.waiting = None
         raise exc
+
+    def label(self):
+        return "the default group" if self is _state.world else f"group {self._ranks}"
 
     def describe(self, r):
         host, pid = self.info[r]
@@ -104,6 +113,20 @@ class ProcessGroup:
         me = self.info[self._rank][0]
         return [r for r in peers if r != self._rank and self.info[r][0] == me
                 and not _alive(self.info[r][1])]
+
+    def finished_through(self):
+        """The last collective this rank finished, with every one before it: what its
+        departure note tells the others."""
+        open_ = [w._seq for w in self.pending if not w._done and w._seq is not None]
+        if self.waiting is not None:
+            open_.append(self.waiting)
+        return min(open_) - 1 if open_ else self.seq
+
+    def check_departures(self, peers, seq, what):
+        """Raise when a rank of ``peers`` left without joining collective ``seq``."""
+        left = _departures.left_before(self, peers, seq)
+        if left:
+            self.fail(DistError(_departures.departure_message(self, what, seq, left)))
 
     def announce(self, seq, what):
         # best effort: a note to a dead peer may fail, and the wait loop reports that
@@ -149,8 +172,11 @@ class ProcessGroup:
         return f"{head}: {missing_txt}{tail}; the process group can no longer be used"
 
     def wait(self, requests, what, seq=None, peers=None, deadline=None, statuses=None):
+        if seq is not None:
+            self.waiting = seq
         wait_all(self, requests, what, range(self._size) if peers is None else peers, seq,
                  deadline, statuses)
+        self.waiting = None
 
     def free(self):
         for c in (self.comm, self.ctrl):
@@ -178,8 +204,22 @@ class _State:
     world = None
     pid = None
     crashed = False
+    reason = None  # why this rank leaves, when an uncaught exception ends it
     exit_hooked = False
     groups = []
+    every_group = []  # every group this rank was in, freed or not (for the exit note)
+    next_gid = 0
+
+
+def _add_group(pg):
+    _state.groups.append(pg)
+    _state.every_group.append(pg)
+
+
+def _new_gid():
+    # every rank numbers the groups in the same order: creating one is collective
+    _state.next_gid += 1
+    return _state.next_gid
 
 
 _state = _State()
@@ -225,13 +265,26 @@ def get_node_local_rank(fallback_rank=None):
 
 
 def _at_exit():
-    # MPI_Finalize waits for every rank; after an error (a dead or late peer, or an
-    # uncaught exception here while the others wait in a collective) it would hang, so
-    # it is skipped: the process exits and mpiexec stops the rest
+    # MPI_Finalize waits for every rank; a rank that leaves first tells the others, who
+    # may be waiting for it in a collective, and finalizes only when they all left
+    # cleanly (see _departures)
     MPI = mpi()
-    if MPI.Is_finalized() or os.getpid() != _state.pid:
+    if os.getpid() != _state.pid:
         return  # a forked child (a DataLoader worker) must not finalize its parent's MPI
-    if _state.crashed or any(g.error is not None for g in _state.groups):
+    if MPI.Is_finalized():
+        _departures.tell_supervisor()
+        return
+    errors = [g.error for g in _state.every_group if g.error is not None]
+    if _departures.active():
+        if _state.crashed:
+            reason = _state.reason or "crashed"
+        elif errors:
+            reason = f"exited after an error: {_first_line(errors[0])}"
+        else:
+            reason = "exited (sys.exit, or the end of its program)"
+        _departures.leave(_state.every_group, not (_state.crashed or errors), reason)
+        return
+    if _state.crashed or errors:
         # mpi4py finalizes at exit too when the program imported it before ember did:
         # leave now, before that handler runs
         for f in (sys.stdout, sys.stderr):
@@ -239,8 +292,10 @@ def _at_exit():
                 f.flush()
             except (OSError, ValueError):
                 pass
+        _departures.tell_supervisor()
         os._exit(1)
     MPI.Finalize()
+    _departures.tell_supervisor()
 
 
 def _hook_exit():
@@ -251,10 +306,17 @@ def _hook_exit():
     atexit.register(_at_exit)
     previous = sys.excepthook
 
-    def hook(*args):
+    def hook(kind, value, tb):
         _state.crashed = True
-        previous(*args)
+        _state.reason = f"raised {kind.__name__}" + (f": {_first_line(value)}"
+                                                      if str(value) else "")
+        previous(kind, value, tb)
     sys.excepthook = hook
+
+
+def _first_line(e):
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
 
 
 def _exchange_info(comm, timeout):
@@ -303,7 +365,13 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if store is not None:
         raise NotImplementedError("init_process_group(store=...): ember's process groups "
                                   "come from MPI and need no store")
+    # before MPI starts: under a bare mpiexec this process may stay behind as the rank's
+    # supervisor, so that the others outlive its death long enough to report it
+    _departures.supervise(timeout.total_seconds())
+    # for ember.distributed.run's supervisor, which bounds MPI's start with it
+    _departures.tell_supervisor(b"T%.3f;" % timeout.total_seconds())
     MPI = mpi()
+    _departures.tell_supervisor(b"M")  # MPI started
     _hook_exit()
     world = MPI.COMM_WORLD
     size, me = world.Get_size(), world.Get_rank()
@@ -324,9 +392,10 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     info = _exchange_info(world, timeout)
     comm = world.Dup()
     comm.Set_errhandler(MPI.ERRORS_RETURN)
-    pg = ProcessGroup(comm, range(size), name, timeout, info)
+    _departures.setup(world, info)
+    pg = ProcessGroup(comm, range(size), name, timeout, info, _new_gid())
     _state.world = pg
-    _state.groups.append(pg)
+    _add_group(pg)
     if me == 0:
         version = " ".join(MPI.Get_library_version().splitlines()[0].split())
         level = logging.INFO if name == "mpi" else logging.WARNING
@@ -425,11 +494,12 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     agree(world, world.next_seq(), "new_group", np.uint8, tuple(ranks),
           detail=f"new_group(ranks={ranks})")
     comm = world.comm.Create(world.comm.Get_group().Incl(ranks))
+    gid = _new_gid()
     if comm == mpi().COMM_NULL:
         return GroupMember.NON_GROUP_MEMBER
     pg = ProcessGroup(comm, ranks, Backend(backend) if backend else world.backend,
-                      timeout or world.timeout, [world.info[r] for r in ranks])
-    _state.groups.append(pg)
+                      timeout or world.timeout, [world.info[r] for r in ranks], gid)
+    _add_group(pg)
     return pg
 
 
@@ -476,6 +546,8 @@ class Work:
         self._result = result
         self._peers = peers
         self._done = False
+        if seq is not None and requests:
+            pg.pending.add(self)
 
     def _complete(self):
         self._done = True
