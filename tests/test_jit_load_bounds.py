@@ -15,6 +15,7 @@ import zipfile
 
 import numpy as np
 import pytest
+import test_jit_safety
 import torch
 
 import ember
@@ -26,15 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _records():
-    lin = ember.nn.Linear(3, 2)
-    sm = create_script_module(lin, {"": {"forward": """
-        def forward(self, x: Tensor) -> Tensor:
-          return torch.linear(x, self.weight, self.bias)
-    """}}, qualnames={"": "__torch__.torch.nn.modules.linear.Linear"})
-    buf = io.BytesIO()
-    sm.save(buf)
-    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as z:
-        return {n: z.read(n) for n in z.namelist()}
+    # the Linear archive tests/test_jit_safety.py builds its hostile variants from
+    return test_jit_safety._records(test_jit_safety._archive())
 
 
 def _archive(params="", body="return torch.linear(x, self.weight, self.bias)"):
