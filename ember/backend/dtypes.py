@@ -131,6 +131,30 @@ for _d in ALL:
         FROM_NP[_d.np.type] = _d
 
 
+# The float types narrower than float32 (float16, bfloat16, float8): PyTorch converts to
+# them from wider types through float32, so a float64 rounds twice, to float32 first.
+_NARROW = frozenset([np.dtype(np.float16)] + [d.np for d in _ML])
+
+
+def through_float32(x, np_dtype):
+    """``x`` (an array or a Python number) ready for conversion to ``np_dtype`` as PyTorch
+    converts: into float16, bfloat16 or a float8 type, a float64 value or a 32/64-bit
+    integer first becomes float32 (the double rounding of PyTorch's conversions, which
+    differs from rounding once for values just past a halfway point). Otherwise ``x``
+    itself."""
+    if np_dtype not in _NARROW:
+        return x
+    dt = getattr(x, "dtype", None)
+    if not isinstance(dt, np.dtype):
+        if isinstance(x, (_builtins.float, _builtins.int)) and \
+                not isinstance(x, _builtins.bool):
+            return np.float32(x)
+        return x
+    if dt.kind == "f" and dt.itemsize > 4 or dt.kind in "iu" and dt.itemsize >= 4:
+        return x.astype(np.float32)
+    return x
+
+
 def _dtype_by_name(name):
     return _BY_NAME[name]
 
