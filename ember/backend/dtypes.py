@@ -134,6 +134,7 @@ for _d in ALL:
 # The float types narrower than float32 (float16, bfloat16, float8): PyTorch converts to
 # them from wider types through float32, so a float64 rounds twice, to float32 first.
 _NARROW = frozenset([np.dtype(np.float16)] + [d.np for d in _ML])
+_E4M3FN = float8_e4m3fn.np if _ml is not None else None
 
 
 def through_float32(x, np_dtype):
@@ -146,12 +147,16 @@ def through_float32(x, np_dtype):
         return x
     dt = getattr(x, "dtype", None)
     if not isinstance(dt, np.dtype):
-        if isinstance(x, (_builtins.float, _builtins.int)) and \
-                not isinstance(x, _builtins.bool):
-            return np.float32(x)
-        return x
-    if dt.kind == "f" and dt.itemsize > 4 or dt.kind in "iu" and dt.itemsize >= 4:
-        return x.astype(np.float32)
+        if not isinstance(x, (_builtins.float, _builtins.int)) or \
+                isinstance(x, _builtins.bool):
+            return x
+        x = np.float32(x)
+    elif dt.kind == "f" and dt.itemsize > 4 or dt.kind in "iu" and dt.itemsize >= 4:
+        x = x.astype(np.float32)
+    if np_dtype == _E4M3FN and x.dtype.kind == "f":
+        # PyTorch saturates to the largest finite value (+-448), ml_dtypes gives NaN
+        with np.errstate(invalid="ignore"):
+            x = np.clip(x, -448, 448).astype(x.dtype)
     return x
 
 

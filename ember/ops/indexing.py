@@ -555,10 +555,9 @@ class MaskedFill(Primitive):
             if v.ndim != 0:
                 raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, "
                                    f"but got tensor with {v.ndim} dimension(s).")
-            v = v.astype(x.dtype)
+            v = _dt.through_float32(v, x.dtype).astype(x.dtype)  # PyTorch's double rounding
         elif x.dtype.kind != "f" and isinstance(v, float) and not v.is_integer():
-            v = x.dtype.type(v)
-        v = _dt.through_float32(v, x.dtype)
+            v = x.dtype.type(_dt.through_float32(v, x.dtype))
         return _xp(x).where(mask, _xp(x).asarray(v, dtype=x.dtype), x)
 
     def backward(self, gy):

@@ -40,29 +40,48 @@ def _byte_offset(arr):
     return arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
 
 
+def _strides(arr):
+    """Strides in elements as PyTorch reports them: an empty array's are the row-major ones
+    (NumPy's may be 0 there)."""
+    if arr.size == 0 and arr.flags.c_contiguous:
+        out, step = [], 1
+        for n in reversed(arr.shape):
+            out.append(step)
+            step *= max(n, 1)
+        return tuple(reversed(out))
+    return tuple(s // arr.itemsize for s in arr.strides)
+
+
 def _check(x, new):
-    """PyTorch's conditions for reading ``x`` as ``new`` when the element sizes differ."""
+    """PyTorch's conditions for reading ``x`` as ``new`` when the element sizes differ,
+    checked in PyTorch's order (so that the same message is given first)."""
     arr = x._data
     old_size, new_size = arr.itemsize, new.itemsize
     what = f"to view {type_name(arr.dtype)} as {type_name(new.np)} (different element sizes)"
     if arr.ndim == 0:
         raise RuntimeError(f"self.dim() cannot be 0 {what}")
-    strides = tuple(s // old_size for s in arr.strides)
-    if strides[-1] != 1:
-        raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {strides[-1]}")
-    if new_size > old_size:
-        ratio = new_size // old_size
-        if arr.shape[-1] % ratio:
-            raise RuntimeError(f"self.size(-1) must be divisible by {ratio} {what}, but got "
-                               f"{arr.shape[-1]}")
-        offset = _byte_offset(arr) // old_size
-        if offset % ratio:
-            raise RuntimeError(f"self.storage_offset() must be divisible by {ratio} {what}, "
-                               f"but got {offset}")
-        for d, s in enumerate(strides[:-1]):
-            if s % ratio:
-                raise RuntimeError(f"self.stride({d}) must be divisible by {ratio} {what}, "
-                                   f"but got {s}")
+    strides = _strides(arr)
+
+    def unit_last():
+        if strides[-1] != 1:
+            raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {strides[-1]}")
+
+    if new_size < old_size:
+        unit_last()
+        return
+    ratio = new_size // old_size
+    if arr.shape[-1] % ratio:
+        raise RuntimeError(f"self.size(-1) must be divisible by {ratio} {what}, but got "
+                           f"{arr.shape[-1]}")
+    offset = _byte_offset(arr) // old_size
+    if offset % ratio:
+        raise RuntimeError(f"self.storage_offset() must be divisible by {ratio} {what}, "
+                           f"but got {offset}")
+    unit_last()
+    for d, s in enumerate(strides[:-1]):
+        if s % ratio:
+            raise RuntimeError(f"self.stride({d}) must be divisible by {ratio} {what}, "
+                               f"but got {s}")
 
 
 def view_dtype(x, dtype):

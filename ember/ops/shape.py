@@ -100,6 +100,12 @@ class ReshapeCopy(Primitive):
     jvp = _jvp.linear(0)
 
 
+def _arg_type(a):
+    """An argument's type as PyTorch's argument errors name it (``ember.dtype``, ``int``)."""
+    return "ember.dtype" if type(a).__name__ == "dtype" and hasattr(a, "itemsize") else \
+        type(a).__name__
+
+
 def view(self, *shape, **kwargs):
     """A view with another shape (one dim may be -1; fails if the strides do not allow
     it), or, given a dtype (``view(ember.int32)``, ``view(dtype=...)``), the same bytes
@@ -110,8 +116,8 @@ def view(self, *shape, **kwargs):
         if len(kwargs) == 1 and not shape and "size" in kwargs:
             shape = (kwargs["size"],)
         else:
-            got = ", ".join([type(a).__name__ for a in shape] +
-                            [f"{k}={type(v).__name__}" for k, v in kwargs.items()])
+            got = ", ".join([_arg_type(a) for a in shape] +
+                            [f"{k}={_arg_type(v)}" for k, v in kwargs.items()])
             raise TypeError(f"view() received an invalid combination of arguments - got "
                             f"({got}), but expected one of:\n * (torch.dtype dtype)\n"
                             f" * (tuple of ints size)")
@@ -121,7 +127,7 @@ def view(self, *shape, **kwargs):
                             "but expected (torch.dtype dtype) or (tuple of ints size)")
         return reinterpret.view_dtype(self, shape[0])
     if any(not isinstance(s, (int, np.integer, tuple, list, Tensor)) for s in shape):
-        got = ", ".join(type(a).__name__ for a in shape)
+        got = ", ".join(_arg_type(a) for a in shape)
         raise TypeError(f"view() received an invalid combination of arguments - got ({got}), "
                         f"but expected one of:\n * (torch.dtype dtype)\n * (tuple of ints size)")
     return View.apply(self, infer_shape(_sizes(shape), self._data.size))
