@@ -320,7 +320,7 @@ def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=
     arr = (start + np.arange(n, dtype=np.float64) * step) if dt.is_floating_point or \
         any(isinstance(v, float) for v in (start, end, step)) else \
         np.arange(start, end, step, dtype=np.int64)
-    arr = arr.astype(dt.np)
+    arr = _dt.through_float32(arr, dt.np).astype(dt.np)  # PyTorch's double rounding
     return _into(_finish(arr, device, requires_grad), out)
 
 

@@ -282,6 +282,17 @@ def _paths(m, dt, vals, arr):
                                       for v in vals]),
         "add_ float64": lambda: z().add_(m.tensor(arr)),
         "complex128": lambda: m.tensor(arr.astype(np.complex128)).to(dt),
+        "full_like": lambda: m.cat([m.full_like(m.zeros(1, dtype=dt), v) for v in vals]),
+        "new_full": lambda: m.cat([m.zeros(1, dtype=dt).new_full((1,), v) for v in vals]),
+        "new_tensor": lambda: m.zeros(1, dtype=dt).new_tensor(vals),
+        "index_fill": lambda: m.cat([m.zeros(1, dtype=dt).index_fill(0, m.tensor([0]), v)
+                                     for v in vals]),
+        "scatter value": lambda: m.cat([m.zeros(1, dtype=dt).scatter(0, m.tensor([0]), v)
+                                        for v in vals]),
+        "nn.init.constant_": lambda: m.cat([m.nn.init.constant_(m.zeros(1, dtype=dt), v)
+                                            for v in vals]),
+        "arange": lambda: m.cat([m.arange(v, v + 0.5, 1, dtype=dt) for v in vals]),
+        "from_numpy": lambda: m.from_numpy(arr.copy()).to(dt),
     }
     if dt is m.float16:
         out["add 0-d float64"] = lambda: m.cat([m.zeros(1, dtype=dt) + m.tensor(v).double()
