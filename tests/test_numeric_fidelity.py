@@ -369,7 +369,7 @@ def _norm_case(fn, z, grad=True):
     assert not isinstance(re_, Exception), re_
     assert str(re_.dtype).split(".")[1] == str(rt.dtype).split(".")[1]
     assert tuple(re_.shape) == tuple(rt.shape)
-    tol = 1e-5 if rt.dtype == torch.float32 else 1e-12
+    tol = 1e-5 if rt.dtype in (torch.float32, torch.complex64) else 1e-12
     np.testing.assert_allclose(re_.detach().numpy(), rt.detach().numpy(), rtol=tol, atol=tol)
     if grad and rt.requires_grad:
         assert type(re_.grad_fn).__name__ == type(rt.grad_fn).__name__
@@ -425,6 +425,8 @@ def test_vector_norm_complex_dtype_and_errors():
         (lambda m, t: m.linalg.vector_norm(t, math.inf, out=m.empty(()))),
         (lambda m, t: m.linalg.vector_norm(t[:, ::2])),
         (lambda m, t: m.linalg.vector_norm(t.t(), 3, dim=0)),
+        (lambda m, t: m.nn.functional.normalize(t, dim=1)),
+        (lambda m, t: m.nn.functional.normalize(t, p=1, dim=0)),
     ]
     for i, f in enumerate(cases):
         _norm_case(f, z, grad=i != 13)  # 13: out= refuses tensors that need grad
