@@ -492,3 +492,72 @@ def test_sgn_and_real_sign_unchanged():
     y = ember.tensor(x[:4], requires_grad=True)
     ember.sign(y).sum().backward()
     assert y.grad.tolist() == [0.0] * 4
+
+
+# ----- PyTorch's OpInfo samples for the norms, on complex dtypes --------------------------
+
+def _opinfo_cases():
+    from torch.testing._internal.common_methods_invocations import op_db
+    return [o for o in op_db if o.name in ("linalg.vector_norm", "linalg.norm", "norm")]
+
+
+def _matrix_sv_norm(s):
+    """A matrix norm of singular values ('nuc', +-2 over two dims): ember's SVD is real
+    only (docs/numerics.md), so these samples are not part of the complex comparison."""
+    o = s.kwargs.get("ord", s.kwargs.get("p", s.args[0] if s.args else None))
+    dims = s.kwargs.get("dim", s.args[1] if len(s.args) > 1 else None)
+    two = isinstance(dims, (tuple, list)) and len(dims) == 2 or \
+        (dims is None and s.input.dim() == 2 and o is not None)
+    return o == "nuc" or (two and o in (2, -2))
+
+
+def _to_ember(v):
+    if isinstance(v, torch.Tensor):
+        return ember.from_numpy(v.detach().numpy().copy())
+    if isinstance(v, torch.dtype):
+        return getattr(ember, str(v).split(".")[1])
+    if isinstance(v, (list, tuple)):
+        return type(v)(_to_ember(x) for x in v)
+    return v
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_norm_opinfo_samples_complex(dtype):
+    """Every OpInfo sample of linalg.vector_norm, linalg.norm and Tensor.norm on complex
+    inputs: values, dtype and (complex128) gradients as torch's."""
+    seen = 0
+    grad = dtype == "complex128"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for op in _opinfo_cases():
+            torch.manual_seed(0)
+            for s in op.sample_inputs("cpu", getattr(torch, dtype), requires_grad=grad):
+                if _matrix_sv_norm(s):
+                    continue
+                fn_t = {"linalg.vector_norm": torch.linalg.vector_norm,
+                        "linalg.norm": torch.linalg.norm, "norm": torch.norm}[op.name]
+                fn_e = {"linalg.vector_norm": ember.linalg.vector_norm,
+                        "linalg.norm": ember.linalg.norm, "norm": ember.norm}[op.name]
+                xt = s.input.detach().clone().requires_grad_(grad)
+                xe = _to_ember(s.input).requires_grad_(grad)
+                rt = _outcome(lambda: fn_t(xt, *s.args, **s.kwargs))
+                re_ = _outcome(lambda: fn_e(xe, *_to_ember(s.args),
+                                            **{k: _to_ember(v) for k, v in s.kwargs.items()}))
+                if isinstance(rt, Exception):
+                    _same_error(re_, rt)
+                    continue
+                assert not isinstance(re_, Exception), (op.name, s, re_)
+                assert str(re_.dtype).split(".")[1] == str(rt.dtype).split(".")[1]
+                tol = 2e-5 if dtype == "complex64" else 1e-10
+                np.testing.assert_allclose(re_.detach().numpy(), rt.detach().numpy(),
+                                           rtol=tol, atol=tol)
+                seen += 1
+                if grad and rt.numel():
+                    w = np.random.default_rng(seen).standard_normal(tuple(rt.shape))
+                    (rt * torch.from_numpy(w)).sum().backward()
+                    (re_ * ember.from_numpy(w)).sum().backward()
+                    assert (xe.grad is None) == (xt.grad is None)  # ord=0: no gradient
+                    if xt.grad is not None:
+                        np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(),
+                                                   rtol=1e-8, atol=1e-8, err_msg=f"{op.name} {s}")
+    assert seen > 200
