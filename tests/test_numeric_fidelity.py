@@ -31,9 +31,9 @@ def _raw(t):
     return np.ascontiguousarray(t._data).tobytes()
 
 
-def _outcome(fn):
+def _outcome(fn, *args, **kwargs):
     try:
-        return fn()
+        return fn(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - the exception itself is compared
         return e
 
@@ -540,9 +540,9 @@ def test_norm_opinfo_samples_complex(dtype):
                         "linalg.norm": ember.linalg.norm, "norm": ember.norm}[op.name]
                 xt = s.input.detach().clone().requires_grad_(grad)
                 xe = _to_ember(s.input).requires_grad_(grad)
-                rt = _outcome(lambda: fn_t(xt, *s.args, **s.kwargs))
-                re_ = _outcome(lambda: fn_e(xe, *_to_ember(s.args),
-                                            **{k: _to_ember(v) for k, v in s.kwargs.items()}))
+                rt = _outcome(fn_t, xt, *s.args, **s.kwargs)
+                re_ = _outcome(fn_e, xe, *_to_ember(s.args),
+                               **{k: _to_ember(v) for k, v in s.kwargs.items()})
                 if isinstance(rt, Exception):
                     _same_error(re_, rt)
                     continue
