@@ -141,8 +141,12 @@ def through_float32(x, np_dtype):
     """``x`` (an array or a Python number) ready for conversion to ``np_dtype`` as PyTorch
     converts: into float16, bfloat16 or a float8 type, a float64 value or a 32/64-bit
     integer first becomes float32 (the double rounding of PyTorch's conversions, which
-    differs from rounding once for values just past a halfway point). Otherwise ``x``
-    itself."""
+    differs from rounding once for values just past a halfway point), and values bound
+    for float8_e4m3fn are clipped to +-448 (PyTorch saturates there). Otherwise ``x``
+    itself.
+
+    Example: ``through_float32(np.float64(1 + 2**-11 + 2**-40), np.dtype(np.float16))``
+    is ``np.float32(1 + 2**-11)``, which then rounds to 1.0 (to even), as in PyTorch."""
     if np_dtype not in _NARROW:
         return x
     dt = getattr(x, "dtype", None)
