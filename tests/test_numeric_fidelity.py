@@ -561,3 +561,16 @@ def test_norm_opinfo_samples_complex(dtype):
                         np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(),
                                                    rtol=1e-8, atol=1e-8, err_msg=f"{op.name} {s}")
     assert seen > 200
+
+
+@pytest.mark.parametrize("ord", [1, 2, math.inf, 3.5])
+def test_vector_norm_complex_forward_ad(ord):
+    z, tan = _cplx((3, 4), seed=5, dtype=np.complex128), _cplx((3, 4), seed=6,
+                                                               dtype=np.complex128)
+    out = []
+    for m in (torch, ember):
+        fa = m.autograd.forward_ad
+        with fa.dual_level():
+            x = fa.make_dual(m.from_numpy(z.copy()), m.from_numpy(tan.copy()))
+            out.append(fa.unpack_dual(m.linalg.vector_norm(x, ord, dim=1)).tangent.numpy())
+    np.testing.assert_allclose(out[1], out[0], rtol=1e-10, atol=1e-12)
