@@ -134,7 +134,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
         from ember.ops.conversion import cast
         arr = np.ascontiguousarray(cast(arr, dt.np)).reshape(arr.shape)  # keeps 0-d 0-d
     else:
-        arr = np.array(arr, dtype=dt.np, copy=True, order="C")
+        arr = np.array(_dt.through_float32(arr, dt.np), dtype=dt.np, copy=True, order="C")
     if device is None and isinstance(data, Tensor):
         device = data.device
     return _finish(arr, backend.as_device(device) or _default_device[0], requires_grad)
@@ -186,7 +186,7 @@ def _filled(fill, size, dtype, device, requires_grad, default=None):
         from ember.backend.complex32 import from_complex
         arr = from_complex(xp.full(shape, fill, dtype=np.complex64))
     else:
-        arr = xp.full(shape, fill, dtype=dt.np)
+        arr = xp.full(shape, _dt.through_float32(fill, dt.np), dtype=dt.np)
     t = _make(arr, False)
     if requires_grad:
         t.requires_grad_(True)
@@ -320,7 +320,7 @@ def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=
     arr = (start + np.arange(n, dtype=np.float64) * step) if dt.is_floating_point or \
         any(isinstance(v, float) for v in (start, end, step)) else \
         np.arange(start, end, step, dtype=np.int64)
-    arr = arr.astype(dt.np)
+    arr = _dt.through_float32(arr, dt.np).astype(dt.np)  # PyTorch's double rounding
     return _into(_finish(arr, device, requires_grad), out)
 
 

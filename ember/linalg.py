@@ -10,6 +10,7 @@ from ember._tensor import _make
 from ember.backend import array_module
 from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
+from ember.ops._util import type_name
 from ember.ops.linalg import _cross, _write_out, matmul, matrix_power
 from ember.ops.linalg_decomp import (
     LinAlgError,
@@ -61,17 +62,27 @@ def _dims(dim, ndim, name):
 
 
 def _cast(x, dtype, name):
-    if x._data.dtype.kind != "f":
+    """``x`` checked for a norm (floating point or complex) and converted to ``dtype``
+    under PyTorch's rules: complex stays complex, real stays real, nothing narrows."""
+    src = x._data.dtype
+    cplx = src.kind == "c" or bool(src.names)  # complex32 is a structured pair
+    if src.kind != "f" and not cplx:
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got "
-                           f"{_tname(x._data.dtype)}")
+                           f"{type_name(src)}")
     if dtype is None:
         return x
     dt = to_dtype(dtype)
-    if dt.np.kind != "f" or dt.np.itemsize < x._data.dtype.itemsize:
-        raise RuntimeError(f"{name}: the dtype of the input ({_tname(x._data.dtype)}) should be "
+    if cplx and not dt.is_complex:
+        raise RuntimeError(f"{name}: dtype should be complex for complex inputs, but got "
+                           f"{type_name(dt.np)}")
+    if not cplx and dt.is_complex:
+        raise RuntimeError(f"{name}: dtype should be real for real inputs, but got "
+                           f"{type_name(dt.np)}")
+    if not (dt.is_floating_point or dt.is_complex) or dt.itemsize < src.itemsize:
+        raise RuntimeError(f"{name}: the dtype of the input ({type_name(src)}) should be "
                            f"convertible without narrowing to the specified dtype "
-                           f"({_tname(dt.np)})")
-    return x.to(dt) if dt.np != x._data.dtype else x
+                           f"({type_name(dt.np)})")
+    return x.to(dt) if dt.np != src else x
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):

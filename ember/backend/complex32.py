@@ -19,6 +19,7 @@ MATH = {
     "Sign", "Isnan", "Isfinite", "Eq", "Ne", "Where", "MaskedFill", "Fill", "IndexPut",
     "Copy", "Addcmul", "Clone", "Contiguous", "Cat", "Stack", "Index", "IndexSelect",
     "Repeat", "Roll", "Tril", "Triu", "Diag", "Nonzero", "Complex", "ToCopy",
+    "VectorNorm",
 }
 
 

@@ -131,6 +131,39 @@ for _d in ALL:
         FROM_NP[_d.np.type] = _d
 
 
+# The float types narrower than float32 (float16, bfloat16, float8): PyTorch converts to
+# them from wider types through float32, so a float64 rounds twice, to float32 first.
+_NARROW = frozenset([np.dtype(np.float16)] + [d.np for d in _ML])
+_E4M3FN = float8_e4m3fn.np if _ml is not None else None
+
+
+def through_float32(x, np_dtype):
+    """``x`` (an array or a Python number) ready for conversion to ``np_dtype`` as PyTorch
+    converts: into float16, bfloat16 or a float8 type, a float64 value or a 32/64-bit
+    integer first becomes float32 (the double rounding of PyTorch's conversions, which
+    differs from rounding once for values just past a halfway point), and values bound
+    for float8_e4m3fn are clipped to +-448 (PyTorch saturates there). Otherwise ``x``
+    itself.
+
+    Example: ``through_float32(np.float64(1 + 2**-11 + 2**-40), np.dtype(np.float16))``
+    is ``np.float32(1 + 2**-11)``, which then rounds to 1.0 (to even), as in PyTorch."""
+    if np_dtype not in _NARROW:
+        return x
+    dt = getattr(x, "dtype", None)
+    if not isinstance(dt, np.dtype):
+        if not isinstance(x, (_builtins.float, _builtins.int)) or \
+                isinstance(x, _builtins.bool):
+            return x
+        x = np.float32(x)
+    elif dt.kind == "f" and dt.itemsize > 4 or dt.kind in "iu" and dt.itemsize >= 4:
+        x = x.astype(np.float32)
+    if np_dtype == _E4M3FN and x.dtype.kind == "f":
+        # PyTorch saturates to the largest finite value (+-448), ml_dtypes gives NaN
+        with np.errstate(invalid="ignore"):
+            x = np.clip(x, -448, 448).astype(x.dtype)
+    return x
+
+
 def _dtype_by_name(name):
     return _BY_NAME[name]
 

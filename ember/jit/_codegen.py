@@ -475,10 +475,20 @@ def _int_neg(em, node, a):
 
 
 @emits("view", "reshape", "expand")
-def _view(em, node, x, *shape):
+def _view(em, node, x, *shape, dtype=None):
+    if node.op == "view" and (dtype is not None or len(shape) == 1 and _is_dtype(shape[0])):
+        # TorchScript reads torch.view(x, <dtype code>) as a shape and has no spelling
+        # for view(dtype) (PyTorch's tracer and script reject it too)
+        raise NotImplementedError("jit codegen: view(dtype) (TorchScript has no spelling for "
+                                  "reading the bytes as another dtype)")
     if node.op == "expand":
         return f"torch.expand({em.e(x)}, {em.ints(_shape_args(shape))}, implicit=False)"
     return f"torch.{node.op}({em.e(x)}, {em.ints(_shape_args(shape))})"
+
+
+def _is_dtype(a):
+    from ember.backend import dtypes
+    return isinstance(a, (dtypes.dtype, type, np.dtype))
 
 
 @emits("view_as", "reshape_as", "expand_as")

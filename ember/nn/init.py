@@ -9,6 +9,7 @@ import warnings
 
 import ember
 from ember.autograd.grad_mode import no_grad
+from ember.backend.dtypes import through_float32
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
            "zeros_", "eye_", "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
@@ -19,7 +20,7 @@ __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_"
 
 def _write(tensor, array):
     """Write ``array`` (broadcast) into ``tensor``'s memory and bump its version."""
-    tensor._data[...] = array
+    tensor._data[...] = through_float32(array, tensor._data.dtype)  # PyTorch's rounding
     tensor._vc[0] += 1
     return tensor
 

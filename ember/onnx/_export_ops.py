@@ -333,7 +333,11 @@ def _shape_list(args):
 
 
 @exports("view", "reshape")
-def _view(g, node, x, *shape):
+def _view(g, node, x, *shape, dtype=None):
+    from ember.backend.dtypes import dtype as _dtype
+    if dtype is not None or len(shape) == 1 and isinstance(shape[0], (_dtype, type, np.dtype)):
+        raise UnsupportedOnnxExport("view(dtype) (a reinterpretation of the bytes: ONNX has no "
+                                    "such operator)")
     return g.op("Reshape", [g.tensor(x), g.ints(_shape_list(shape))])
 
 

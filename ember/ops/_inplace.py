@@ -8,6 +8,7 @@ write touched.
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import forward_ad_hook
+from ember.backend.dtypes import through_float32
 
 
 def check_inplace(t):
@@ -81,7 +82,7 @@ def commit(t, result):
         return t
     if rd is not td:
         try:
-            td[...] = rd
+            td[...] = rd if rd.dtype == td.dtype else through_float32(rd, td.dtype)
         except ValueError:
             # NumPy refuses to write into broadcast (expanded) arrays
             raise RuntimeError(

@@ -11,6 +11,12 @@ _ndarray = np.ndarray
 _FROM_NP = _dt.FROM_NP
 
 
+def _narrow(a, r):
+    """``a`` as dtype ``r`` (a 0-d float64 operand meeting a float16 tensor rounds through
+    float32, as PyTorch's conversion does)."""
+    return _dt.through_float32(a, r).astype(r)
+
+
 def tensor_method(*names):
     """Decorator: bind the function as ``Tensor.<name>`` for each name (default: its own)."""
     def deco(fn):
@@ -45,7 +51,7 @@ def promote_arrays(a, b):
         if da == db:
             return a, b
         r = _promote_np(da, a.ndim == 0, db, b.ndim == 0)
-        return (a if da == r else a.astype(r)), (b if db == r else b.astype(r))
+        return (a if da == r else _narrow(a, r)), (b if db == r else _narrow(b, r))
     if tb is float or tb is int or tb is bool or tb is complex:
         if ta is _ndarray:
             return _scalar_pair(a, b)
@@ -124,7 +130,7 @@ def _promote_general(a, b):
         b = b.item()
     if hasattr(a, "dtype") and hasattr(b, "dtype"):
         r = _promote_np(a.dtype, a.ndim == 0, b.dtype, b.ndim == 0)
-        return (a if a.dtype == r else a.astype(r)), (b if b.dtype == r else b.astype(r))
+        return (a if a.dtype == r else _narrow(a, r)), (b if b.dtype == r else _narrow(b, r))
     if hasattr(a, "dtype"):
         return _scalar_pair(a, b)
     if hasattr(b, "dtype"):

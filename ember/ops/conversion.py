@@ -77,6 +77,7 @@ def cast(x, np_dtype, copy=True):
         warnings.warn("Casting complex values to real discards the imaginary part",
                       UserWarning, stacklevel=4)
         x = x.real
+    x = _dt.through_float32(x, np_dtype)  # float64 rounds twice, as in PyTorch
     if np_dtype == _E4M3FN and x.dtype.kind in "fV":
         # PyTorch saturates to the largest finite value (+-448), ml_dtypes gives NaN
         with np.errstate(invalid="ignore"):
@@ -143,7 +144,7 @@ class Fill(Primitive):
         xp = backend.array_module(x)
         if hasattr(value, "shape") and backend.array_module(value) is not xp:
             value = backend.to_device(value, backend.device_of(x))
-        return xp.full(x.shape, value, dtype=x.dtype)
+        return xp.full(x.shape, _dt.through_float32(value, x.dtype), dtype=x.dtype)
 
     def backward(self, gy):
         return _zeros_for(self, gy), gy

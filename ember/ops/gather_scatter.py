@@ -9,6 +9,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
+from ember.backend.dtypes import through_float32
 from ember.ops import _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim
@@ -119,7 +120,7 @@ class Scatter(Primitive):
         self.meta = (idx, dim, np.shape(src), reduce)
         out = xp.array(x, copy=True)
         pos = _dim_index(idx, dim)
-        s = _extent(src, idx.shape) if hasattr(src, "ndim") else src
+        s = _extent(src, idx.shape) if hasattr(src, "ndim") else through_float32(src, x.dtype)
         if reduce is None:
             out[pos] = s
         elif reduce == "add":
@@ -411,7 +412,7 @@ class IndexFill(Primitive):
     def forward(self, x, value, idx, dim):
         self.meta = (idx, dim)
         out = _xp(x).array(x, copy=True)
-        out[_along(idx, dim)] = value
+        out[_along(idx, dim)] = through_float32(value, x.dtype)  # PyTorch's double rounding
         return out
 
     def backward(self, gy):

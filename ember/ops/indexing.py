@@ -14,6 +14,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
+from ember.backend import dtypes as _dt
 from ember.ops import _jvp
 from ember.ops._inplace import check_inplace, commit
 from ember.ops._util import with_out
@@ -434,7 +435,7 @@ def _value_for(self, value):
             value = value.to(self.dtype)
         return value
     if isinstance(value, (int, float, bool, np.generic)):
-        return value
+        return _dt.through_float32(value, self._data.dtype)  # PyTorch's double rounding
     from ember._factory import tensor
     return tensor(value, dtype=self.dtype, device=self.device)
 
@@ -554,9 +555,9 @@ class MaskedFill(Primitive):
             if v.ndim != 0:
                 raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, "
                                    f"but got tensor with {v.ndim} dimension(s).")
-            v = v.astype(x.dtype)
+            v = _dt.through_float32(v, x.dtype).astype(x.dtype)  # PyTorch's double rounding
         elif x.dtype.kind != "f" and isinstance(v, float) and not v.is_integer():
-            v = x.dtype.type(v)
+            v = x.dtype.type(_dt.through_float32(v, x.dtype))
         return _xp(x).where(mask, _xp(x).asarray(v, dtype=x.dtype), x)
 
     def backward(self, gy):

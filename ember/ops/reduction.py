@@ -476,6 +476,9 @@ class _VectorNorm(Primitive):
 def _vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None):
     """``linalg.vector_norm``: ``sum(|x|**ord)**(1/ord)`` over ``dim`` (all dims when None),
     with ``ord`` 0 (count of nonzeros), inf (max |x|) and -inf (min |x|)."""
+    if input._data.dtype.kind == "c" or input._data.dtype.names:  # complex (or complex32)
+        from ember.linalg import vector_norm
+        return vector_norm(input, ord, dim, keepdim, dtype=dtype)
     if input._data.dtype.kind != "f":
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
                            f"input. Got {_dtype_name(input._data.dtype)}")

@@ -5,7 +5,7 @@ import numpy as np
 from ember._tensor import Size, Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.ops import _jvp
+from ember.ops import _jvp, reinterpret
 from ember.ops._util import wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import GetItem
@@ -100,13 +100,36 @@ class ReshapeCopy(Primitive):
     jvp = _jvp.linear(0)
 
 
-def view(self, *shape):
-    """A view with another shape (one dim may be -1); fails if the strides do not allow it."""
+def _arg_type(a):
+    """An argument's type as PyTorch's argument errors name it (``ember.dtype``, ``int``)."""
+    return "ember.dtype" if type(a).__name__ == "dtype" and hasattr(a, "itemsize") else \
+        type(a).__name__
+
+
+def view(self, *shape, **kwargs):
+    """A view with another shape (one dim may be -1; fails if the strides do not allow
+    it), or, given a dtype (``view(ember.int32)``, ``view(dtype=...)``), the same bytes
+    read as that dtype (see ``ember.ops.reinterpret``)."""
+    if kwargs:
+        if len(kwargs) == 1 and not shape and "dtype" in kwargs:
+            return reinterpret.view_dtype(self, kwargs["dtype"])
+        if len(kwargs) == 1 and not shape and "size" in kwargs:
+            shape = (kwargs["size"],)
+        else:
+            got = ", ".join([_arg_type(a) for a in shape] +
+                            [f"{k}={_arg_type(v)}" for k, v in kwargs.items()])
+            raise TypeError(f"view() received an invalid combination of arguments - got "
+                            f"({got}), but expected one of:\n * (torch.dtype dtype)\n"
+                            f" * (tuple of ints size)")
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer, tuple, list, Tensor)):
         if isinstance(shape[0], str):
             raise TypeError("view() received an invalid combination of arguments - got (str), "
                             "but expected (torch.dtype dtype) or (tuple of ints size)")
-        return self.to(shape[0])  # view(dtype) reinterpretation is not supported: cast
+        return reinterpret.view_dtype(self, shape[0])
+    if any(not isinstance(s, (int, np.integer, tuple, list, Tensor)) for s in shape):
+        got = ", ".join(_arg_type(a) for a in shape)
+        raise TypeError(f"view() received an invalid combination of arguments - got ({got}), "
+                        f"but expected one of:\n * (torch.dtype dtype)\n * (tuple of ints size)")
     return View.apply(self, infer_shape(_sizes(shape), self._data.size))
 
 

@@ -227,8 +227,21 @@ ceil = _unary("Ceil", _no_bool("ceil_vml_cpu", np.ceil), _zero_grad, save="", fl
 trunc = fix = _unary("Trunc", _no_bool("trunc_vml_cpu", np.trunc), _zero_grad, save="",
                      floating=False)
 frac = _unary("Frac", _frac_np, lambda gy, x, y: gy, save="", floating=False)
-sign = _unary("Sign", _sign_np, _zero_grad, save="", floating=False)
-sgn = sign
+sgn = _unary("Sign", _sign_np, _zero_grad, save="", floating=False,
+             doc="Elementwise sign; of a complex number ``z / abs(z)`` (0 at 0).")
+
+
+def sign(input):
+    """Elementwise sign (-1, 0 or 1; 0 for NaN). Complex inputs raise, as in PyTorch:
+    their sign is ``sgn``."""
+    if isinstance(input, Tensor) and input._data.dtype.kind in "cV" and \
+            (input._data.dtype.kind == "c" or input._data.dtype.names):
+        raise NotImplementedError("Unlike NumPy, torch.sign is not intended to support complex "
+                                  "numbers. Please use torch.sgn instead.")
+    return sgn(input)
+
+
+sign.primitive = sgn.primitive
 
 
 def _sigmoid_np(x):

@@ -145,7 +145,7 @@ def _is_orthogonal(q):
 def _make_orthogonal(a):
     """The Q of ``a = QR`` with R's diagonal made non-negative."""
     q, r = ember.linalg.qr(a)
-    return q * r.diagonal(dim1=-2, dim2=-1).sign().unsqueeze(-2)
+    return q * r.diagonal(dim1=-2, dim2=-1).sgn().unsqueeze(-2)
 
 
 class _Orthogonal(Module):
