@@ -184,9 +184,12 @@ def _described(err):
     return err
 
 
-def _failed(e, target, doing, after="the old file was left as it was"):
+def _failed(e, target, doing, after=None):
     # the caller raises it "from None": the message carries the cause, so one traceback
     # tells the whole story
+    if after is None:
+        after = "the old file was left as it was" if os.path.lexists(target) else \
+            "no file was written"
     return io_error(e, target, doing, after)
 
 
