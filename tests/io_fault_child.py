@@ -4,14 +4,14 @@ file system and reports on stderr, between markers, what each one raised.
     python io_fault_child.py SCRATCH MODE:DIR [MODE:DIR ...] -- CASE [CASE ...]
     python io_fault_child.py tensorboard SCENARIO sim|real DIR
 
-Each MODE says where the fault comes from: ``enospc``/``erofs``/``eacces`` make the low-level
-calls fail with that errno (writes and fsync for a full disk; creating files and
-directories for the others); ``real`` (or ``real-<anything>``) leaves the file system
+Each MODE says where the fault comes from: ``enospc``/``erofs``/``eacces`` make the
+low-level calls fail with that errno (writes and fsync for a full disk; creating files
+and directories for the others); ``real`` (or ``real-<anything>``) leaves the file system
 as the parent made it (a full or read-only tmpfs), and ``drop`` first gives up root (a
-real permission-denied directory). Each case runs one writer into DIR after a first run into SCRATCH (so
-that every lazy import is done before the fault); its exception is printed with its
-traceback between ``@@CASE mode/name`` and ``@@DONE mode/name``. ``@@EXIT`` ends the run:
-anything printed after it came from interpreter exit.
+real permission-denied directory). Each case runs one writer into DIR after a first run
+into SCRATCH (so that every lazy import is done before the fault); its exception is
+printed with its traceback between ``@@CASE mode/name`` and ``@@DONE mode/name``.
+``@@EXIT`` ends the run: anything printed after it came from interpreter exit.
 """
 import errno
 import gc
