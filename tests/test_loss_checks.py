@@ -146,12 +146,30 @@ CASES = _cases()
 TORCH_UNINITIALISED = {"multi_margin_loss-empty", "multilabel_margin_loss-empty-ml"}
 
 
-def _run(lib, name, specs, kw):
+MODULES = {
+    "l1_loss": "L1Loss", "mse_loss": "MSELoss", "smooth_l1_loss": "SmoothL1Loss",
+    "huber_loss": "HuberLoss", "binary_cross_entropy": "BCELoss",
+    "binary_cross_entropy_with_logits": "BCEWithLogitsLoss",
+    "soft_margin_loss": "SoftMarginLoss", "multilabel_soft_margin_loss":
+    "MultiLabelSoftMarginLoss", "kl_div": "KLDivLoss", "poisson_nll_loss": "PoissonNLLLoss",
+    "hinge_embedding_loss": "HingeEmbeddingLoss", "gaussian_nll_loss": "GaussianNLLLoss",
+    "nll_loss": "NLLLoss", "cross_entropy": "CrossEntropyLoss",
+    "multi_margin_loss": "MultiMarginLoss", "multilabel_margin_loss": "MultiLabelMarginLoss",
+    "cosine_embedding_loss": "CosineEmbeddingLoss", "margin_ranking_loss":
+    "MarginRankingLoss", "triplet_margin_loss": "TripletMarginLoss",
+    "triplet_margin_with_distance_loss": "TripletMarginWithDistanceLoss",
+    "ctc_loss": "CTCLoss",
+}
+
+
+def _run(lib, name, specs, kw, module=False):
     args = [_t(lib, s, i) for i, s in enumerate(specs)]
+    fn = getattr(lib.nn, MODULES[name])(**kw) if module else \
+        lambda *a: getattr(lib.nn.functional, name)(*a, **kw)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         try:
-            out = getattr(lib.nn.functional, name)(*args, **kw)
+            out = fn(*args)
             res = ("ok", tuple(out.shape), str(out.dtype).rsplit(".", 1)[-1])
             value = np.asarray(out.detach().cpu().numpy(), dtype=np.float64)
         except Exception as e:  # noqa: BLE001 - the outcome compared
@@ -176,3 +194,17 @@ def test_loss_target_checks_as_torch(case):
     assert mine == ref, f"\nember: {mine}\ntorch: {ref}"
     if ref_value is not None and case not in TORCH_UNINITIALISED:   # the same loss too
         np.testing.assert_allclose(mine_value, ref_value, rtol=2e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_loss_modules_check_targets_as_torch(name):
+    """The nn loss modules refuse and warn as their functions (and torch's modules) do."""
+    differ = []
+    for case, (fname, specs, kw) in sorted(CASES.items()):
+        if fname != name:
+            continue
+        (mine, _), (ref, _) = _run(ember, name, specs, kw, True), \
+            _run(torch, name, specs, kw, True)
+        if mine != ref:
+            differ.append(f"{case}: ember {mine}, torch {ref}")
+    assert not differ, "\n".join(differ)
