@@ -151,11 +151,13 @@ def test_real_faults_every_writer(tmp_path):
         subprocess.run(["rm", "-rf", base], timeout=30)
 
 
-def _tensorboard(scenario, tmp_path):
+def _tensorboard(scenario, tmp_path, fault="real"):
     """Run one SummaryWriter scenario on a real small tmpfs that fills up (as root), else
-    on the simulated full disk."""
+    (or when ``fault`` is "sim") on the simulated full disk."""
     disk = tmp_path / "disk"
     disk.mkdir()
+    if fault == "sim":
+        return _run("tensorboard", scenario, "sim", disk)
     with _tmpfs(disk, "512k") as mounted:
         return _run("tensorboard", scenario, "real" if mounted else "sim", disk)
 
@@ -170,11 +172,12 @@ def _one_traceback_then_nothing(r):
     assert "events.out.tfevents." in last and "writes no more" in last
 
 
-@pytest.mark.parametrize("scenario", ["loop", "with", "thread-raised"])
-def test_summary_writer_full_disk_uncaught(tmp_path, scenario):
+@pytest.mark.parametrize("scenario,fault", [("loop", "real"), ("loop", "sim"),
+                                            ("with", "real"), ("thread-raised", "real")])
+def test_summary_writer_full_disk_uncaught(tmp_path, scenario, fault):
     """The training script dies of one traceback, the writer's own words, and the exit
     (atexit close, flush thread, ``__del__``) adds nothing."""
-    r = _tensorboard(scenario, tmp_path)
+    r = _tensorboard(scenario, tmp_path, fault)
     _one_traceback_then_nothing(r)
     if scenario == "thread-raised":
         assert "thread met the fault: True" in r.stdout
