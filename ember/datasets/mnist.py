@@ -244,7 +244,8 @@ class MNIST(_ArrayBacked):
         """Download the missing files into ``raw_folder``, trying each mirror in turn."""
         if self._check_exists():
             return
-        os.makedirs(self.raw_folder, exist_ok=True)
+        from ember.utils._atomic import makedirs
+        makedirs(self.raw_folder, "cannot create the dataset folder")
         for filename, md5 in self.resources:
             if self._find(os.path.splitext(filename)[0]) is None:
                 download_from_mirrors(self.mirrors, filename, self.raw_folder, md5)

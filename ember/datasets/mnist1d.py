@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from ember.datasets.vision import _ArrayBacked
-from ember.utils._atomic import atomic_write
+from ember.utils._atomic import atomic_write, makedirs
 
 __all__ = ["MNIST1D"]
 
@@ -99,7 +99,7 @@ class MNIST1D(_ArrayBacked):
         arrays = {k: np.asarray(made[k]) for k in ("x", "y", "x_test", "y_test", "t")}
         if self.root is not None:
             path = self._cache_path()
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            makedirs(os.path.dirname(path), "cannot create the dataset cache folder")
             with atomic_write(path, "wb") as f:
                 np.savez(f, **arrays)
         return arrays

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 import zipfile
 
-from ember.utils._atomic import atomic_write
+from ember.utils._atomic import atomic_write, io_error, makedirs
 
 __all__ = ["calculate_md5", "check_md5", "check_integrity", "download_url", "extract_archive",
            "download_and_extract_archive", "download_from_mirrors", "ChecksumError"]
@@ -85,7 +85,7 @@ def download_url(url, root, filename=None, md5=None, max_redirect_hops=3, *, tim
     if not filename:
         filename = os.path.basename(url.rstrip("/"))
     fpath = os.path.join(root, filename)
-    os.makedirs(root, exist_ok=True)
+    makedirs(root, "cannot create the download folder")
     if check_integrity(fpath, md5):
         return fpath
     _urlretrieve(url, fpath, timeout, md5)
@@ -101,6 +101,20 @@ def extract_archive(from_path, to_path=None, remove_finished=False):
     if to_path is None:
         to_path = os.path.dirname(from_path)
     name = os.path.basename(from_path)
+    try:
+        _extract(from_path, to_path, name)
+    except OSError as e:
+        if e.errno is None or e.filename == from_path:
+            raise
+        # a full disk or a read-only folder while unpacking: say so once, naming the file
+        raise io_error(e, e.filename if e.filename is not None else to_path,
+                       f"cannot extract {name}") from None
+    if remove_finished:
+        os.remove(from_path)
+    return to_path
+
+
+def _extract(from_path, to_path, name):
     if name.endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")):
         with tarfile.open(from_path) as tar:
             if hasattr(tarfile, "data_filter"):   # refuse absolute paths and links out
@@ -117,9 +131,6 @@ def extract_archive(from_path, to_path=None, remove_finished=False):
     else:
         raise NotImplementedError(f"extract_archive: cannot extract {name!r} (known: .gz, .tar, "
                                   f".tar.gz, .tgz, .tar.bz2, .tar.xz, .zip)")
-    if remove_finished:
-        os.remove(from_path)
-    return to_path
 
 
 def download_and_extract_archive(url, download_root, extract_root=None, filename=None, md5=None,

@@ -69,6 +69,32 @@ def _zero(x):
     return ember.zeros((), dtype=x.dtype, device=x.device)
 
 
+def _tname(dtype):
+    """PyTorch's scalar type name of ``dtype`` (Float, Double, Long, Bool ...)."""
+    from ember.ops._util import _TYPE_NAMES
+    return _TYPE_NAMES.get(dtype.name, dtype.name.capitalize())
+
+
+# the C++ names PyTorch's in-place kernels print for an integral output type
+_CPP_NAMES = {"int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+              "uint8": "unsigned char", "bool": "bool"}
+
+
+def _bool_as(target, input):
+    # a bool target takes part as 0/1 in the input's type, as PyTorch promotes it
+    if isinstance(target, Tensor) and target.dtype is ember.bool and input.is_floating_point():
+        return target.to(input.dtype)
+    return target
+
+
+def _in_dtype_of(target, input):
+    # kernels whose output has the input's type compute with a floating target cast to it
+    if isinstance(target, Tensor) and target.dtype != input.dtype \
+            and target.is_floating_point() and input.is_floating_point():
+        return target.to(input.dtype)
+    return target
+
+
 # ----- regression losses ---------------------------------------------------------------
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error ``|input - target|``."""
@@ -86,6 +112,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _warn_size(input, target)
+    target = _bool_as(target, input)
     d = input - target
     loss = d * d
     if weight is not None:
@@ -100,6 +127,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     _warn_size(input, target)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    target = _bool_as(target, input)
     d = input - target
     z = d.abs()
     if beta == 0:
@@ -113,6 +141,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _warn_size(input, target)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    target = _in_dtype_of(_bool_as(target, input), input)   # the output has input's type
     d = input - target
     z = d.abs()
     loss = ember.where(z < delta, d * d * 0.5, (z - 0.5 * delta) * delta)
@@ -134,8 +163,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if input.numel() and bool(((input < 0) | (input > 1)).any()):
         raise RuntimeError("all elements of input should be between 0 and 1")
     if target.dtype != input.dtype:
-        raise RuntimeError(f"Found dtype {target.dtype.name.capitalize()} but expected "
-                           f"{input.dtype.name.capitalize()}")
+        raise RuntimeError(f"Found dtype {_tname(target.dtype)} but expected "
+                           f"{_tname(input.dtype)}")
     from ember.ops.nn_fused import binary_cross_entropy_elementwise
     loss = binary_cross_entropy_elementwise(input, target)
     if weight is not None:
@@ -155,6 +184,17 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if target.shape != input.shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
+    # PyTorch computes into a tensor of the target's type: that type is the output's
+    if target.dtype is ember.bool:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if not target.is_floating_point():
+        raise RuntimeError(f"result type {_tname(input.dtype)} can't be cast to the desired "
+                           f"output type {_tname(target.dtype)}")
+    if input.is_floating_point() and target.dtype != input.dtype:
+        return binary_cross_entropy_with_logits(
+            input, target.to(input.dtype), weight, reduction=reduction,
+            pos_weight=pos_weight).to(target.dtype)
     log_sig = logsigmoid(input)
     if pos_weight is not None:
         log_sig = log_sig * ((pos_weight - 1) * target + 1)
@@ -168,7 +208,16 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     """``log(1 + exp(-target * input))``."""
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
-    _warn_size(input, target)
+    # PyTorch writes into a tensor of the input's shape and type, and does not warn
+    if isinstance(target, Tensor) and target.shape != input.shape:
+        try:
+            shape = tuple(ember.broadcast_shapes(input.shape, target.shape))
+        except RuntimeError:   # the product below says it in torch's words
+            shape = tuple(input.shape)
+        if shape != tuple(input.shape):
+            raise RuntimeError(f"output with shape {list(input.shape)} doesn't match the "
+                               f"broadcast shape {list(shape)}")
+    target = _in_dtype_of(target, input)
     return _reduce((-input * target).exp().log1p(), reduction)
 
 
@@ -201,6 +250,9 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
                       "'batchmean' in the next major release.", stacklevel=2)
     if reduction not in ("none", "mean", "sum", "batchmean"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
+    if any(isinstance(t, Tensor) and not (t.is_floating_point() or t.is_complex())
+           for t in (input, target)):
+        raise RuntimeError("kl_div: Integral inputs not supported.")
     if log_target:
         loss = target.exp() * (target - input)
     else:
@@ -236,6 +288,10 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
         var = var * ember.ones_like(input)
     elif bool((var < 0).any()):
         raise ValueError("var has negative entry/entries")
+    elif not var.is_floating_point():
+        # PyTorch clamps var in place: a float result cannot be stored in it
+        raise RuntimeError(f"result type {_tname(input.dtype)} can't be cast to the desired "
+                           f"output type {_CPP_NAMES.get(var.dtype.name, var.dtype.name)}")
     if var.shape != input.shape:
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = var.unsqueeze(-1)
@@ -256,6 +312,11 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
 
 # ----- classification --------------------------------------------------------------------
 def _check_nll(input, target, weight):
+    if isinstance(target, Tensor) and 1 <= input.ndim <= 2 and target.ndim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if isinstance(target, Tensor) and input.ndim >= 2 and target.ndim == 0:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
+                         "batch_size (0).")
     if not isinstance(target, Tensor) or target.dtype not in (ember.int64, ember.uint8):
         dt = target.dtype.name.capitalize() if isinstance(target, Tensor) else "?"
         dt = {"Int64": "Long", "Int32": "Int", "Float32": "Float", "Float64": "Double",
@@ -370,7 +431,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if input.shape == target.shape:
         if not target.is_floating_point():
             raise RuntimeError(f"Expected floating point type for target with class "
-                               f"probabilities, got {target.dtype.name.capitalize()}")
+                               f"probabilities, got {_tname(target.dtype)}")
         if ignore_index >= 0:
             raise RuntimeError("ignore_index is not supported for floating point target")
         if label_smoothing > 0:
@@ -416,11 +477,18 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if weight is not None and weight.ndim != 1:
         raise ValueError("weight must be one-dimensional")
     x = input if input.ndim == 2 else input.reshape(1, -1)
-    t = target.reshape(-1)
     n, c = x.shape
-    if t.shape[0] != n:
-        raise RuntimeError(f"inconsistent target size, expected {n} but got "
-                           f"{list(target.shape)}")
+    if (target.ndim != 1 or target.shape[0] != n) if input.ndim == 2 else \
+            (target.ndim > 1 or target.numel() != 1):
+        raise RuntimeError("multi_margin_loss: target tensor should be 1-D with size equal to "
+                           "the number of input samples (batch size). Expected target size "
+                           f"[{n}], but got {list(target.shape)}. Input has shape "
+                           f"{list(input.shape)}.")
+    if target.dtype is not ember.int64:
+        raise RuntimeError(f"expected scalar type Long but found {_tname(target.dtype)}")
+    t = target.reshape(-1)
+    if t.numel() and bool(((t < 0) | (t >= c)).any()):
+        raise RuntimeError("target out of range")
     rows = ember.arange(n, device=x.device)
     xy = x[rows, t].unsqueeze(1)
     z = (margin - xy + x).clamp_min(0)
@@ -444,6 +512,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     if target.shape != input.shape or input.ndim > 2:
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(input.shape)}")
+    if target.dtype is not ember.int64:
+        raise RuntimeError(f"expected scalar type Long but found {_tname(target.dtype)}")
     x = input.reshape(1, -1) if input.ndim < 2 else input
     t = target._host().reshape(x.shape).astype(np.int64)
     n, c = x.shape
@@ -470,6 +540,12 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     """``1 - cos(x1, x2)`` for ``target == 1``, ``max(0, cos(x1, x2) - margin)`` for -1."""
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
+    if target.ndim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if input1.ndim != target.ndim + 1 or input2.ndim != target.ndim + 1:
+        raise RuntimeError(f"{target.ndim}D target tensor expects {target.ndim + 1}D input "
+                           f"tensors, but found inputs with sizes {list(input1.shape)} and "
+                           f"{list(input2.shape)}.")
     if input1.ndim != input2.ndim:
         raise RuntimeError(f"cosine_embedding_loss: expected input1 and input2 to have the "
                            f"same number of dimensions, but got {input1.ndim} and {input2.ndim}")
@@ -552,6 +628,8 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
 def _lengths(x, name):
     import numpy as np
     if isinstance(x, Tensor):
+        if x.is_floating_point() or x.is_complex():
+            raise RuntimeError(f"{name} must be integral")
         return np.asarray(x.detach().cpu().numpy(), dtype=np.int64).reshape(-1)
     return np.asarray(x, dtype=np.int64).reshape(-1)
 
@@ -581,11 +659,17 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     T, N, C = log_probs.shape
     il, tl = _lengths(input_lengths, "input_lengths"), _lengths(target_lengths, "target_lengths")
     if il.shape[0] != N:
-        raise RuntimeError(f"input_lengths must be of size batch_size, but got {il.shape[0]} "
-                           f"and batch_size {N}")
+        raise RuntimeError("input_lengths must be of size batch_size")
     if tl.shape[0] != N:
-        raise RuntimeError(f"target_lengths must be of size batch_size, but got {tl.shape[0]} "
-                           f"and batch_size {N}")
+        raise RuntimeError("target_lengths must be of size batch_size")
+    if isinstance(targets, Tensor) and not 1 <= targets.ndim <= 2:
+        raise RuntimeError(f"Expected 1 to 2 dimensions, but got {targets.ndim}-dimensional "
+                           "tensor for argument #2 'targets' (while checking arguments for "
+                           "ctc_loss_allocate_outputs)")
+    if isinstance(targets, Tensor) and targets.ndim == 2 and targets.shape[0] != N:
+        raise RuntimeError(f"Expected tensor to have size {N} at dimension 0, but got size "
+                           f"{targets.shape[0]} for argument #2 'targets' (while checking "
+                           "arguments for ctc_loss_allocate_outputs)")
     if (il > T).any():
         bad = int(il[il > T][0])
         raise RuntimeError(f"Expected input_lengths to have value at most {T}, but got value "

@@ -47,7 +47,8 @@ class CtcNll(Primitive):
         emit = lp64[:, n_idx, ext]  # (T, N, S): log prob of each extended label
         s_idx = np.arange(S)[None, :]
         valid = s_idx < (2 * L + 1)[:, None]
-        prev2 = np.concatenate([np.full((N, 2), -1), ext[:, :-2]], axis=1)
+        # [:, :S]: with empty targets (S == 1) the padding alone is wider than ext
+        prev2 = np.concatenate([np.full((N, 2), -1), ext[:, :-2]], axis=1)[:, :S]
         skip = (s_idx >= 2) & (ext != blank) & (ext != prev2)
         alpha = np.full((T, N, S), -np.inf)
         if T:

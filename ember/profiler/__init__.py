@@ -93,7 +93,8 @@ def tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False):
                                   "implemented in ember")
 
     def handler(prof):
-        os.makedirs(dir_name, exist_ok=True)
+        from ember.utils._atomic import makedirs
+        makedirs(dir_name, "cannot create the trace directory")
         name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         prof.export_chrome_trace(os.path.join(dir_name,
                                               f"{name}.{time.time_ns()}.pt.trace.json"))

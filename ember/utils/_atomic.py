@@ -33,7 +33,7 @@ import secrets
 import socket
 import stat
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "io_error", "makedirs", "plain_words"]
 
 _SUFFIX = ".ember-tmp"
 _MODES = {"wb", "w", "wt"}
@@ -129,23 +129,101 @@ def _fsync_dir(directory):
         os.close(fd)
 
 
-def _failed(e, target, what):
-    """The same kind of OSError, naming the target, the cause and what became of the file."""
-    cause = e.strerror or str(e)
-    err = type(e)(e.errno, f"{cause} ({what})", target) if e.errno is not None else \
-        OSError(f"{cause} ({what}): {target!r}")
+# what each filesystem failure means, in the words a user would use
+_PLAIN = {
+    errno.ENOSPC: "the disk is full",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied (the operation is not permitted)",
+    errno.EFBIG: "the file is too large for the file system (or the process's file size "
+                 "limit)",
+    errno.EIO: "the device reported an input/output error",
+    errno.ENOENT: "the file or directory does not exist",
+    errno.ENOTDIR: "a part of the path is not a directory",
+    errno.EISDIR: "the path is a directory",
+    errno.ENAMETOOLONG: "the file name is too long",
+    errno.EMFILE: "too many files are open",
+}
+if hasattr(errno, "EDQUOT"):
+    _PLAIN[errno.EDQUOT] = "the disk quota is exceeded"
+
+
+def plain_words(e):
+    """What the ``OSError`` ``e`` means, in plain words, with the OS's own words after them:
+    ``"the disk is full (No space left on device)"``."""
+    os_text = e.strerror or str(e)
+    plain = _PLAIN.get(e.errno)
+    if plain is None:
+        return os_text
+    if plain.lower().startswith(os_text.lower()):
+        return plain
+    return f"{plain} ({os_text})"
+
+
+def io_error(e, path, doing, after=""):
+    """An ``OSError`` of ``e``'s kind (``PermissionError`` stays one) whose message reads
+    ``<doing>: <what happened, in plain words> (<the OS's words>); <after>`` and whose
+    ``filename`` is ``path``, so its text ends with the path.
+
+    >>> str(io_error(OSError(28, "No space left on device"), "/x", "cannot save"))
+    "[Errno 28] cannot save: the disk is full (No space left on device): '/x'"
+    """
+    if getattr(e, "_ember_described", False):
+        return e   # already says what happened and names its file
+    text = f"{doing}: {plain_words(e)}" + (f"; {after}" if after else "")
+    if e.errno is None:
+        err = OSError(f"{text}: {os.fspath(path)!r}")
+    else:
+        err = type(e)(e.errno, text, os.fspath(path))
+    return _described(err)
+
+
+def _described(err):
+    # marks an error whose message already speaks plainly, so no caller wraps it again
+    err._ember_described = True
     return err
+
+
+def _failed(e, target, doing, after=None):
+    # the caller raises it "from None": the message carries the cause, so one traceback
+    # tells the whole story
+    if after is None:
+        after = "the old file was left as it was" if os.path.lexists(target) else \
+            "no file was written"
+    return io_error(e, target, doing, after)
+
+
+def makedirs(path, what="cannot create the directory"):
+    """``os.makedirs(path, exist_ok=True)`` whose failure says in plain words why."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise io_error(e, e.filename if e.filename is not None else path, what) from None
+
+
+def _read_only(path):
+    """True when ``path`` lies on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):   # no statvfs on Windows
+        return False
 
 
 def _check_target(target):
     if os.path.isdir(target):
-        raise IsADirectoryError(errno.EISDIR, "Is a directory (cannot save over a directory)",
-                                target)
+        raise _described(IsADirectoryError(errno.EISDIR, "cannot save the file: the path is "
+                                           "a directory", target))
     # open(path, "wb") refuses a file the user may not write; so does ember, though a
     # rename in a writable directory would succeed
     if os.path.exists(target) and not os.access(target, os.W_OK):
-        raise PermissionError(errno.EACCES, "Permission denied (the file is not writable; "
-                              "it was left as it was)", target)
+        # access() also says "no" on a read-only mount: tell the two apart
+        if _read_only(target):
+            raise _described(OSError(errno.EROFS, "cannot save the file: the file system is "
+                                     "read-only (Read-only file system); the old file was "
+                                     "left as it was", target))
+        raise _described(PermissionError(errno.EACCES, "cannot save the file: permission "
+                                         "denied (the file is not writable); the old file "
+                                         "was left as it was", target))
 
 
 class _Passed(Exception):
@@ -183,9 +261,8 @@ def atomic_write(path, mode="wb", *, encoding=None, newline=None):
     try:
         fd, tmp = _create_temp(target)
     except OSError as e:
-        raise _failed(e, target, f"cannot create a temporary file in {directory!r}; "
-                      "the old file was left as it was") from e
-    kept = "the old file was left as it was"
+        raise _failed(e, target, "cannot save the file: cannot create a temporary file "
+                      f"in {directory!r}") from None
     try:
         try:
             _match_existing(fd, target)
@@ -200,7 +277,7 @@ def atomic_write(path, mode="wb", *, encoding=None, newline=None):
             except OSError as e:
                 # a failed write names no file; an error that names one came from elsewhere
                 if e.filename is None and e.errno is not None:
-                    raise _failed(e, target, f"while writing; {kept}") from e
+                    raise _failed(e, target, "cannot write the file") from None
                 raise _Passed(e) from None
             f.flush()
             os.fsync(f.fileno())
@@ -211,10 +288,10 @@ def atomic_write(path, mode="wb", *, encoding=None, newline=None):
         if isinstance(e, _Passed):
             raise e.error from None
         if isinstance(e, OSError) and e.filename != target:
-            raise _failed(e, target, f"while saving; {kept}") from e
+            raise _failed(e, target, "cannot save the file") from None
         raise
     try:
         _fsync_dir(directory)
     except OSError as e:
         raise _failed(e, target, "the new file is in place, but syncing its directory "
-                      "failed, so the rename may not survive a crash") from e
+                      "failed", "the rename may not survive a crash") from None

@@ -8,6 +8,7 @@ queues it as an ``Event``; the event file is flushed every ``flush_secs``, after
 import os
 import time
 
+from ember.utils._atomic import makedirs
 from ember.utils.tensorboard import _embedding, summary
 from ember.utils.tensorboard._lazy import pb
 from ember.utils.tensorboard._record import EventFileWriter
@@ -216,7 +217,7 @@ class SummaryWriter:
         if os.path.exists(save_path) and not os.path.isdir(save_path):
             raise NotADirectoryError(f"Path: `{save_path}` exists, but is a file. "
                                      "Cannot proceed.")
-        os.makedirs(save_path, exist_ok=True)
+        makedirs(save_path, "cannot create the embedding folder")
         if mat.ndim != 2:
             raise AssertionError("mat should be 2D, where mat.size(0) is the number of data "
                                  "points")
@@ -296,12 +297,29 @@ class SummaryWriter:
         """Flush and close the event files; a later ``add_*`` opens a new file."""
         if self.all_writers is None:
             return
+        first = None
         for w in self.all_writers.values():
-            w.close()
+            try:
+                w.close()
+            except OSError as e:   # close the others too, then raise the first failure
+                first = first or e
         self.file_writer = self.all_writers = None
+        if first is not None:
+            raise first
 
     def __enter__(self):
         return self
 
     def __exit__(self, exc_type, exc_val, exc_tb):
-        self.close()
+        try:
+            self.close()
+        except OSError as e:
+            if exc_val is None:
+                raise
+            # an exception is already on its way: one traceback, the failure as its note
+            note = f"while closing the TensorBoard writer: {e}"
+            if hasattr(exc_val, "add_note"):
+                exc_val.add_note(note)
+            else:   # Python 3.10
+                import sys
+                sys.stderr.write(f"ember.utils.tensorboard: {note}\n")
