@@ -181,7 +181,9 @@ class Div(Primitive):
         a, b = self.saved_tensors
         e = self._edges
         ga = gy / cj(b) if e[0] is not None else None
-        gb = -gy * cj(a) / cj(b * b) if e[1] is not None else None
+        # -gy * (a / b) / b, in torch's order: a / b first, so that b * b never overflows
+        # and the two parts of x / f(x)'s gradient cancel exactly where they should
+        gb = -gy * cj(a / b / b) if e[1] is not None else None
         return ga, gb
 
     jvp = _jvp.diagonal

@@ -246,6 +246,17 @@ sigmoid = _unary("Sigmoid", _sigmoid_np, lambda gy, x, y: _sigmoid_grad(gy, y), 
                  doc="``1 / (1 + exp(-input))``.")
 
 
+def _silu_grad(gy, x, y):
+    # s (1 + x (1 - s)) as torch factors it: at the most negative floats s = 0 and the
+    # product keeps the sign of 1 + x, so the slope there is -0.0
+    s = x.sigmoid()
+    return gy * (s * (1 + x * (1 - s)))
+
+
+silu = _unary("Silu", lambda x: x * _sigmoid_np(x), _silu_grad,
+              doc="``input * sigmoid(input)``.")
+
+
 def _sinc_np(x):
     with np.errstate(invalid="ignore"):
         return np.sinc(x)
