@@ -281,8 +281,13 @@ def renorm(input, p, dim, maxnorm):
     if p <= 0:
         raise RuntimeError("renorm: non-positive-norm not supported")
     dims = [d for d in range(input.ndim) if d != dim % input.ndim]
-    norms = ember.linalg.vector_norm(input, p, dims, keepdim=True)
-    factor = ember.where(norms > maxnorm, maxnorm / (norms + 1e-7), ember.ones_like(norms))
+    with ember.no_grad():
+        over = ember.linalg.vector_norm(input, p, dims, keepdim=True) > maxnorm
+    # only the slices that are rescaled differentiate through their norm: the others
+    # (a NaN norm among them) pass the gradient through unchanged, as torch's do
+    kept = ember.where(over, input, input.new_zeros(()))
+    norms = ember.linalg.vector_norm(kept, p, dims, keepdim=True)
+    factor = ember.where(over, maxnorm / (norms + 1e-7), ember.ones_like(norms))
     return input * factor
 
 
