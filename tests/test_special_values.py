@@ -14,31 +14,41 @@ from special_values import LAPACK, check
 from test_opinfo import PRESENT, _key
 
 TORCH_WRONG = {
-    'nn.functional.gelu':
-        "gelu(+inf) is +inf (x * Phi(x) tends to x); torch's kernel gives NaN",
-    'nn.functional.hardswish':
-        "hardswish(x) is x above 3; torch's x * 6 / 6 overflows to inf above max/6",
+    'as_strided_scatter':
+        "the input's gradient is 0 where src overwrites it; torch's passes it there only",
     'copysign':
         "copysign's gradient at +-inf is the sign it applies; torch's result / input is NaN",
+    'digamma':
+        "its gradient, trigamma, is +inf at -1, -2, ..., -max; torch's gives 6.6e32/NaN there",
     'frexp':
         "the mantissa's gradient is 2**-e; torch forms 2**e in float32 (inf/0 past 2**+-127)",
     'logit':
         "logit's gradient is NaN at NaN, 1/(x(1-x)) at -0; torch's SIMD loop and tail disagree",
+    'nn.functional.gelu':
+        "gelu(+inf) is +inf (x * Phi(x) tends to x); torch's kernel gives NaN",
+    'nn.functional.hardswish':
+        "hardswish(x) is x above 3; torch's x * 6 / 6 overflows to inf above max/6",
+    'polygamma.polygamma_n_0':
+        "trigamma is +inf at the poles -1, -2, ..., -max; torch's reflection gives 6.6e32/NaN",
+    'polygamma.polygamma_n_1':
+        "trigamma is +inf at the poles -1, -2, ..., -max; torch's reflection gives 6.6e32/NaN",
+    'polygamma.polygamma_n_2':
+        "trigamma is +inf at the poles -1, -2, ..., -max; torch's reflection gives 6.6e32/NaN",
+    'polygamma.polygamma_n_3':
+        "trigamma is +inf at the poles -1, -2, ..., -max; torch's reflection gives 6.6e32/NaN",
+    'polygamma.polygamma_n_4':
+        "trigamma is +inf at the poles -1, -2, ..., -max; torch's reflection gives 6.6e32/NaN",
 }
 OPEN = {
     'aminmax': 'forward: ember -0, torch +0',
     'argsort': 'forward: ember 4, torch 7374',
-    'as_strided_scatter': 'gradient: ember +0, torch x',
     'bmm': 'forward: ember -inf, torch nan',
     'cdist': 'forward: ember x, torch nan',
     'cross': 'forward: ember nan, torch +inf',
     'cumprod': 'gradient: ember nan, torch +inf',
     'cumsum': 'forward: ember -0, torch +0',
-    'digamma': 'gradient: ember +inf, torch nan',
     'grid_sampler_2d': 'forward: ember nan, torch +0',
     'grid_sampler_3d': 'forward: ember -0, torch +0',
-    'index_reduce.amax': 'gradient: ember +0, torch nan',
-    'index_reduce.amin': 'gradient: ember +0, torch nan',
     'logcumsumexp': 'forward: ember -0, torch +0',
     'mode': 'forward: ember -inf, torch nan',
     'msort': 'forward: ember -0, torch +0',
@@ -58,13 +68,6 @@ OPEN = {
     'nn.functional.multi_head_attention_forward': 'forward: ember +0, torch x',
     'nn.functional.softmin': 'gradient: ember x, torch -0',
     'nn.functional.softmin.with_dtype': 'gradient: ember x, torch -0',
-    'polygamma.polygamma_n_0': 'forward: ember +inf, torch nan',
-    'polygamma.polygamma_n_1': 'forward: ember +inf, torch nan',
-    'polygamma.polygamma_n_2': 'forward: ember +inf, torch nan',
-    'polygamma.polygamma_n_3': 'forward: ember +inf, torch nan',
-    'polygamma.polygamma_n_4': 'forward: ember +inf, torch nan',
-    'scatter_reduce.amax': 'gradient: ember +0, torch nan',
-    'scatter_reduce.amin': 'gradient: ember +0, torch nan',
     'sort': 'forward: ember -0, torch +0',
     'std': 'forward: ember +inf, torch x',
     'std_mean': 'forward: ember +inf, torch x',
