@@ -45,7 +45,6 @@ OPEN = {
     'bmm': 'forward: ember -inf, torch nan',
     'cdist': 'forward: ember x, torch nan',
     'cross': 'forward: ember nan, torch +inf',
-    'cumprod': 'gradient: ember nan, torch +inf',
     'cumsum': 'forward: ember -0, torch +0',
     'grid_sampler_2d': 'forward: ember nan, torch +0',
     'grid_sampler_3d': 'forward: ember -0, torch +0',
