@@ -252,3 +252,17 @@ def test_same_outputs_as_torchs_own_export():
     theirs = _run(f.getvalue(), ["x"], args)[0]
     ours = _run(_export(model, args, input_names=["x"]), ["x"], args)[0]
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_copysign_exports_with_the_sign_bit_of_zero():
+    import torch
+
+    class M(ember.nn.Module):
+        def forward(self, a, b):
+            return ember.copysign(a, b) + ember.copysign(a, -1.0)
+
+    a, b = [1.0, -2.0, 3.0, 4.0], [-1.0, 1.0, -0.0, 0.0]
+    args = (ember.tensor(a), ember.tensor(b))
+    got = _run(_export(M(), args, input_names=["a", "b"]), ["a", "b"], args)[0]
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    np.testing.assert_array_equal(got, (torch.copysign(ta, tb) + torch.copysign(ta, -1.0)).numpy())

@@ -138,7 +138,7 @@ def _div(state, args, ys, gouts, needs):
     ga = g / b if needs[0] else None
     gb = None
     if needs[1]:
-        gb = -g * a / (b * b)
+        gb = -g * (a / b / b)  # the eager Div's order, so compiled gradients are bitwise
     return [ga, gb]
 
 

@@ -119,7 +119,8 @@ def _simple(aten):
 
 _UNARY = ["Neg", "Exp", "Log", "Sqrt", "Rsqrt", "Sin", "Cos", "Tanh", "Sigmoid", "Abs",
           "Relu", "Reciprocal", "Erf", "Floor", "Ceil", "Sign", "Log1p", "Expm1", "Sinh",
-          "Cosh", "Tan", "Asin", "Acos", "Atan", "Square", "Trunc", "Frac", "LogicalNot"]
+          "Cosh", "Tan", "Asin", "Acos", "Atan", "Square", "Trunc", "Frac", "LogicalNot",
+          "Silu"]
 for _op in _UNARY:
     _n = {"LogicalNot": "logical_not"}.get(_op, _op.lower())
     EMIT[_op] = _simple(f"torch.{_n}")
@@ -129,7 +130,8 @@ for _op, _aten in (("Where", "torch.where"), ("MatMul", "torch.matmul"),
                    ("Lt", "torch.lt"), ("Le", "torch.le"), ("Gt", "torch.gt"),
                    ("Ge", "torch.ge"), ("LogicalAnd", "torch.logical_and"),
                    ("LogicalOr", "torch.logical_or"), ("FloorDivide", "torch.floor_divide"),
-                   ("Remainder", "torch.remainder"), ("Detach", "torch.detach")):
+                   ("Remainder", "torch.remainder"), ("Detach", "torch.detach"),
+                   ("Copysign", "torch.copysign"), ("Nextafter", "torch.nextafter")):
     EMIT[_op] = _simple(_aten)
 
 

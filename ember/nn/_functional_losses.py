@@ -120,6 +120,14 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return _reduce(loss, reduction)
 
 
+def _quadratic_part(d, z, bound):
+    """Where the Huber-type losses are quadratic (``|d| < bound``, and at NaN, whose
+    gradient is NaN as torch's), and ``d`` zeroed elsewhere: the unused square's gradient
+    is then 0 rather than ``inf * 0``, so an infinite ``d`` gets the linear part's slope."""
+    quad = ~(z >= bound)
+    return quad, ember.where(quad, d, _zero(d))
+
+
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
     reduction = _reduction(size_average, reduce, reduction)
@@ -132,7 +140,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     z = d.abs()
     if beta == 0:
         return _reduce(z, reduction)
-    return _reduce(ember.where(z < beta, d * d * (0.5 / beta), z - 0.5 * beta), reduction)
+    quad, dq = _quadratic_part(d, z, beta)
+    return _reduce(ember.where(quad, dq * dq * (0.5 / beta), z - 0.5 * beta), reduction)
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
@@ -144,7 +153,8 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     target = _in_dtype_of(_bool_as(target, input), input)   # the output has input's type
     d = input - target
     z = d.abs()
-    loss = ember.where(z < delta, d * d * 0.5, (z - 0.5 * delta) * delta)
+    quad, dq = _quadratic_part(d, z, delta)
+    loss = ember.where(quad, dq * dq * 0.5, (z - 0.5 * delta) * delta)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)
@@ -160,7 +170,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
                          f"size ({input.shape}) is deprecated. Please ensure they have the same "
                          "size.")
-    if input.numel() and bool(((input < 0) | (input > 1)).any()):
+    if input.numel() and not bool(((input >= 0) & (input <= 1)).all()):  # NaN too
         raise RuntimeError("all elements of input should be between 0 and 1")
     if target.dtype != input.dtype:
         raise RuntimeError(f"Found dtype {_tname(target.dtype)} but expected "
@@ -491,7 +501,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise RuntimeError("target out of range")
     rows = ember.arange(n, device=x.device)
     xy = x[rows, t].unsqueeze(1)
-    z = (margin - xy + x).clamp_min(0)
+    z = margin - xy + x
+    z = ember.where(z > 0, z, _zero(z))  # a NaN term counts as 0, as in torch's kernel
     if p == 2:
         z = z * z
     if weight is not None:
@@ -526,7 +537,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     dev = input.device
     safe = ember.from_numpy(np.where(valid, t, 0)).to(dev)
     xy = x[ember.arange(n, device=dev).unsqueeze(1), safe]
-    z = (1 - xy.unsqueeze(2) + x.unsqueeze(1)).clamp_min(0)
+    z = 1 - xy.unsqueeze(2) + x.unsqueeze(1)
+    z = ember.where(z > 0, z, _zero(z))  # a NaN term counts as 0, as in torch's kernel
     mask = ember.from_numpy(valid[:, :, None] & ~is_target[:, None, :]).to(dev)
     loss = ember.where(mask, z, _zero(z)).sum((1, 2)) / c
     if input.ndim < 2:

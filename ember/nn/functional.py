@@ -192,7 +192,8 @@ def gelu(input, approximate="none"):
 
 def silu(input, inplace=False):
     """``x * sigmoid(x)``."""
-    return _maybe_inplace(input, inplace, _opmath(lambda x: x * ember.sigmoid(x)))
+    from ember.ops.unary import silu as _silu
+    return _maybe_inplace(input, inplace, _opmath(_silu))
 
 
 @_opmath
@@ -278,7 +279,8 @@ def logsigmoid(input):
     neg = input < 0
     xn = ember.where(neg, input, zero)
     xp = ember.where(neg, zero, input)
-    return ember.where(neg, xn - xn.exp().log1p(), -(-xp).exp().log1p())
+    # 0 - log1p(...), not -log1p(...): logsigmoid(+inf) is +0.0, as min(x, 0) - ... gives
+    return ember.where(neg, xn - xn.exp().log1p(), zero - (-xp).exp().log1p())
 
 
 def _softmax_dim(name, ndim, stacklevel):
@@ -365,12 +367,6 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     return y_hard - y_soft.detach() + y_soft
 
 
-def _narrow(x, dim, start, length):
-    idx = [slice(None)] * x.ndim
-    idx[dim] = slice(start, start + length)
-    return x[tuple(idx)]
-
-
 def glu(input, dim=-1):
     """Gated linear unit: ``a * sigmoid(b)`` for the two halves ``a, b`` of ``dim``."""
     if input.ndim == 0:
@@ -379,8 +375,10 @@ def glu(input, dim=-1):
     n = input.shape[d]
     if n % 2:
         raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {n}")
-    h = n // 2
-    return _narrow(input, d, 0, h) * ember.sigmoid(_narrow(input, d, h, h))
+    # one split, so the gradient is one concatenation (a sum of two zero-padded slices
+    # would turn the gate half's -0.0 into +0.0)
+    a, b = input.chunk(2, d)
+    return a * ember.sigmoid(b)
 
 
 # ----- linear layers ---------------------------------------------------------------------

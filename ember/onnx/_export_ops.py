@@ -199,6 +199,16 @@ def _silu(g, node, x):
     return g.op("Mul", [t, g.op("Sigmoid", [t])])
 
 
+@exports("Copysign")
+def _copysign(g, node, a, b):
+    mag = g.op("Abs", [g.tensor(a)])
+    if not isinstance(b, Ref):
+        return g.op("Neg", [mag]) if math.copysign(1.0, float(b)) < 0 else mag
+    # the sign bit of b, -0.0 included: 1 / b is then -inf
+    neg = g.op("Less", [g.op("Reciprocal", [g.tensor(b)]), g.tensor(0.0, like=b)])
+    return g.op("Where", [neg, g.op("Neg", [mag]), mag])
+
+
 @exports("ToCopy")
 def _to_copy(g, node, x, np_dtype=None, device=None, *rest, **kw):
     out = np.dtype(node.outputs[0].dtype.np)

@@ -69,7 +69,7 @@ def _lgamma1p_small(e):
     s = np.zeros_like(e)
     for c in reversed(_LGAMMA_TAYLOR):
         s = s * e + c
-    return s * e
+    return s * e + 0.0  # +0.0, not -0.0, at e = 0: lgamma(1) and lgamma(2) are +0
 
 
 def _lgamma_pos(x):
@@ -113,7 +113,11 @@ def lgamma(x):
     if neg.any():
         xn = x[neg]
         with np.errstate(divide="ignore"):
-            out[neg] = np.log(np.pi / np.abs(sinpi(xn))) - _lgamma_pos(1 - xn)
+            vals = np.log(np.pi / np.abs(sinpi(xn))) - _lgamma_pos(1 - xn)
+        # pi / sin(pi x) overflows at subnormal x, where lgamma(x) = -log|x| to the last bit
+        tiny = np.abs(xn) < 1e-300
+        vals[tiny] = -np.log(np.abs(xn[tiny]))
+        out[neg] = vals
     return out
 
 

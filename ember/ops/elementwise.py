@@ -181,7 +181,9 @@ class Div(Primitive):
         a, b = self.saved_tensors
         e = self._edges
         ga = gy / cj(b) if e[0] is not None else None
-        gb = -gy * cj(a) / cj(b * b) if e[1] is not None else None
+        # -gy * (a / b) / b, in torch's order: a / b first, so that b * b never overflows
+        # and the two parts of x / f(x)'s gradient cancel exactly where they should
+        gb = -gy * cj(a / b / b) if e[1] is not None else None
         return ga, gb
 
     jvp = _jvp.diagonal
@@ -231,7 +233,9 @@ class Remainder(Primitive):
 
     def backward(self, gy):
         a, b = self.saved_tensors
-        return gy, (-gy * (a / b).floor() if self._edges[1] is not None else None)
+        # the quotient as floor division computes it (Python's //), not floor(a / b):
+        # they differ where a / b rounds, e.g. -3 // inf is -1 while floor(-3 / inf) is -0
+        return gy, (-gy * floor_divide(a, b) if self._edges[1] is not None else None)
 
     jvp = _jvp.diagonal
 
@@ -265,6 +269,42 @@ class Atan2(Primitive):
         r = (a * a + b * b).reciprocal()
         r = r.masked_fill(r.isinf(), 0.0)  # zero gradient at the origin, as PyTorch
         return gy * b * r, gy * -a * r
+
+    jvp = _jvp.diagonal
+
+
+class Copysign(Primitive):
+    """``|a|`` with the sign bit of ``b``; ``a`` is already of the floating result dtype."""
+    broadcasts = True
+    save_inputs = (0,)
+    save_output = True
+
+    def forward(self, a, b):
+        b = b if hasattr(b, "dtype") else np.asarray(b, a.dtype)
+        return np.copysign(a, b).astype(a.dtype, copy=False)
+
+    def backward(self, gy):
+        a, y = self.saved_tensors
+        # the factor +-1 applied to a, read off as y / a: NaN at a NaN input (as torch),
+        # 0 at a = 0, and at a = +-inf the sign it applies (where y / a is inf / inf)
+        r = where(a.isinf(), y.sign() * a.sign(), y / a).masked_fill(a == 0, 0.0)
+        return gy * r, (gy.new_zeros(gy.shape) if self._edges[1] is not None else None)
+
+    jvp = _jvp.diagonal
+
+
+class Nextafter(Primitive):
+    """The next float after ``a`` towards ``b`` (``b`` in ``a``'s dtype)."""
+    broadcasts = True
+
+    def forward(self, a, b):
+        b = b.astype(a.dtype, copy=False) if hasattr(b, "astype") else b
+        return np.nextafter(a, b)
+
+    def backward(self, gy):
+        # a step of one ulp is locally constant: gradient 1 for a (also at +-inf, where
+        # the step lands on the largest finite float), none for b
+        return gy, None
 
     jvp = _jvp.diagonal
 
@@ -635,10 +675,7 @@ def copysign(input, other, *, out=None):
     dt = dtypes.result_type(input, other)
     if not dt.is_floating_point:
         dt = dtypes.get_default_dtype()
-    a = input.to(dt).abs()
-    if not isinstance(other, Tensor):
-        return -a if np.copysign(1.0, float(other)) < 0 else a
-    return where(other.signbit(), -a, a)
+    return Copysign.apply(input.to(dt), other)
 
 
 def rsub(input, other, *, alpha=1):

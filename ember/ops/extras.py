@@ -281,8 +281,13 @@ def renorm(input, p, dim, maxnorm):
     if p <= 0:
         raise RuntimeError("renorm: non-positive-norm not supported")
     dims = [d for d in range(input.ndim) if d != dim % input.ndim]
-    norms = ember.linalg.vector_norm(input, p, dims, keepdim=True)
-    factor = ember.where(norms > maxnorm, maxnorm / (norms + 1e-7), ember.ones_like(norms))
+    with ember.no_grad():
+        over = ember.linalg.vector_norm(input, p, dims, keepdim=True) > maxnorm
+    # only the slices that are rescaled differentiate through their norm: the others
+    # (a NaN norm among them) pass the gradient through unchanged, as torch's do
+    kept = ember.where(over, input, input.new_zeros(()))
+    norms = ember.linalg.vector_norm(kept, p, dims, keepdim=True)
+    factor = ember.where(over, maxnorm / (norms + 1e-7), ember.ones_like(norms))
     return input * factor
 
 
@@ -317,17 +322,19 @@ def frexp(input):
     _, e = np.frexp(_arr(input))
     from collections import namedtuple
     Frexp = namedtuple("frexp", ["mantissa", "exponent"])
-    # the mantissa as input / 2**e: exact, and differentiable like PyTorch's
-    mantissa = input / _make(np.ldexp(np.ones_like(_arr(input)), e))
+    # the mantissa as input * 2**-e, exact and differentiable (gradient 2**-e); 2**-e is
+    # applied in two halves, since for the largest floats and the subnormals it is itself
+    # out of range (2**-1024, 2**1074)
+    half = -e // 2
+    one = np.ones_like(_arr(input))
+    mantissa = input * _make(np.ldexp(one, half)) * _make(np.ldexp(one, -e - half))
     return Frexp(mantissa, _make(e.astype(np.int32)))
 
 
 def nextafter(input, other):
     """The next representable value after ``input`` towards ``other``."""
-    a, b = _arr(input), _arr(other)
-    step = np.nextafter(a, b.astype(a.dtype) if b.dtype != a.dtype else b) - a
-    # input plus a constant step: PyTorch's gradient (1 for input, 0 for other)
-    return input + _make(step)
+    from ember.ops.elementwise import Nextafter
+    return Nextafter.apply(input, other)
 
 
 def _copy_variant(view_name, doc_name=None):

@@ -291,12 +291,14 @@ class ScatterReduce(Primitive):
             xp.minimum.at(out, pos, s)
         self.meta = (idx, dim, reduce, include_self, touched, count, src.shape)
         if reduce in ("amax", "amin") and x.dtype.kind == "f":
-            # ties share the gradient evenly, as in PyTorch
+            # ties share the gradient evenly, as in PyTorch. A NaN result equals none of
+            # its candidates: the count there is 0 and the shares 0 * (g / 0) are NaN, as
+            # torch's; an untouched NaN input likewise gets a NaN gradient
             mask_x = (x == out) if include_self else (x == out) & ~touched
             mask_s = s == out[pos]
             n = mask_x.astype(x.dtype)
             xp.add.at(n, pos, mask_s.astype(x.dtype))
-            self.amax = (mask_x, mask_s, xp.maximum(n, 1))
+            self.amax = (mask_x, mask_s, n)
         return out
 
     def backward(self, gy):

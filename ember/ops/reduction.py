@@ -302,6 +302,11 @@ class Prod(Primitive):
         if not (x._data == 0).any():
             return g * (_keep(y, in_shape, axes, keepdim) / x), None, None, None
         if axis is None:
+            from ember.autograd.grad_mode import state
+            if not state.grad_enabled and int((x._data == 0).sum()) > 1:
+                # two zeros make every product of the others 0, whatever else (NaN, inf)
+                # the input holds: zeros, as torch's first derivative gives
+                return x.new_zeros(in_shape), None, None, None
             others = ProdOthers.apply(x.reshape(-1), 0).reshape(in_shape)
         else:
             others = ProdOthers.apply(x, axis)

@@ -115,21 +115,52 @@ class Cumsum(Primitive):
     jvp = _jvp.linear(0)
 
 
-def _cumprod_grad_numpy(gy, x, axis):
-    """cumprod's exact gradient in O(n) without division, for inputs with zeros:
-    ``gx_k = prod_{j<k} x_j * R_k`` with ``R_k = gy_k + x_{k+1} R_{k+1}``."""
+def _four_lane_sum(t):
+    """``t`` summed along axis 0 as four interleaved running sums (element i into sum
+    i mod 4) added together in order, the order torch's CPU sum follows on most short
+    axes. It only shows where partial sums overflow (inf + -inf is NaN in one order and
+    inf in another), which is where it makes cumprod's gradient agree with torch's."""
+    lanes = []
+    for k in range(min(4, t.shape[0])):
+        acc = t[k]
+        for row in t[k + 4::4]:
+            acc = acc + row
+        lanes.append(acc)
+    total = lanes[0]
+    for lane in lanes[1:]:
+        total = total + lane
+    return total
+
+
+def _cumprod_grad_numpy(gy, x, y, axis):
+    """cumprod's first derivative without dividing by a zero, for inputs with zeros, in
+    O(n). Along each slice, with z1 its first zero and z2 its second:
+
+    - before z1: ``sum_{k>=i} gy_k y_k / x_i``, the sum taken over the part before z1 only;
+    - at z1: ``y_{z1-1} * sum_{z1<=k<z2} gy_k prod_{z1<j<=k} x_j``;
+    - from z1 on: 0.
+
+    These are the products of the other factors, grouped as torch groups them, so a NaN
+    or inf elsewhere in the slice reaches the same elements."""
     xp = array_module(x)
-    g = xp.moveaxis(gy, axis, 0)
-    v = xp.moveaxis(x, axis, 0)
-    n = v.shape[0]
-    r = xp.empty_like(g)
-    r[n - 1] = g[n - 1]
-    for k in range(n - 2, -1, -1):
-        r[k] = g[k] + v[k + 1] * r[k + 1]
-    before = xp.ones_like(v)
-    if n > 1:
-        before[1:] = xp.cumprod(v[:-1], axis=0)
-    return xp.moveaxis(before * r, 0, axis)
+    g, v, out = (xp.moveaxis(a, axis, 0) for a in (gy, x, y))
+    zero = v == 0
+    count = xp.cumsum(zero, axis=0)
+    before = count == 0
+    w = xp.where(before, out * g, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        res = xp.where(before, xp.flip(xp.cumsum(xp.flip(w, 0), axis=0), 0) / v, 0)
+    seg = count == 1  # from the first zero to the one before the second
+    first = seg & zero
+    partial = xp.cumprod(xp.where(seg & ~zero, v, 1), axis=0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = _four_lane_sum(partial * xp.where(seg, g, 0))[None]
+    z1 = xp.argmax(seg, axis=0)[None]
+    prev = xp.take_along_axis(out, xp.maximum(z1 - 1, 0), axis=0)
+    prev = xp.where(z1 == 0, 1, prev)
+    with np.errstate(invalid="ignore"):
+        res = xp.where(first, total * prev, res).astype(v.dtype, copy=False)
+    return xp.moveaxis(res, 0, axis)
 
 
 class Cumprod(Primitive):
@@ -154,7 +185,7 @@ class Cumprod(Primitive):
         if not (x._data == 0).any():
             return ReverseCumsum.apply(gy * y, axis) / x, None, None
         if not _grad_state.grad_enabled:
-            return _make(_cumprod_grad_numpy(gy._data, x._data, axis)), None, None
+            return _make(_cumprod_grad_numpy(gy._data, x._data, y._data, axis)), None, None
         # differentiable and exact with zeros, O(n^2): row k of `rows` is x with x_k set to
         # 1, so its cumprod at i >= k is prod_{j <= i, j != k} x_j = d y_i / d x_k
         n = x.shape[axis]

@@ -116,7 +116,8 @@ def polygamma(n, input, *, out=None):
 def mvlgamma(input, p):
     """The multivariate log-gamma of dimension ``p``:
     ``sum_i lgamma(input - i/2) + p (p - 1)/4 log(pi)`` (a composite: its derivative comes
-    from ``lgamma``'s)."""
+    from ``lgamma``'s). As in torch, inputs at or below ``(p - 1)/2`` are not refused:
+    they give the sum's value there (``inf`` at the poles, NaN at NaN)."""
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
     if not isinstance(input, Tensor):
@@ -126,9 +127,8 @@ def mvlgamma(input, p):
         input = input.to(get_default_dtype())
     if input._data.dtype.kind != "f":
         raise RuntimeError(f"mvlgamma is not implemented for {input.dtype}")
-    if not bool(np.all(input._data > (p - 1) / 2)):
-        raise RuntimeError("All elements must be greater than (p-1)/2")
-    shifts = _make(-np.arange(p, dtype=input._data.dtype) / 2)
+    # shifts 0, -1/2, -1, ...; the first a +0.0, so that x = -0.0 shifts to +0.0 (as torch)
+    shifts = _make(0.0 - np.arange(p, dtype=input._data.dtype) / 2)
     return lgamma(input.unsqueeze(-1) + shifts).sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
 
 

@@ -56,7 +56,8 @@ def _erf_parts(x):
         f = xl + (k / 2) / f
     erfc_large = np.exp(-xl * xl) / (_SQRT_PI * f)
     sgn = np.sign(xd)
-    erf = sgn * np.where(small, erf_small, 1 - erfc_large)
+    # copysign keeps erf odd at the signed zeros: erf(-0.0) is -0.0
+    erf = np.copysign(np.where(small, erf_small, 1 - erfc_large), xd)
     erfc = np.where(small, 1 - sgn * erf_small, np.where(xd > 0, erfc_large, 2 - erfc_large))
     return erf.astype(x.dtype), erfc.astype(x.dtype)
 
@@ -258,14 +259,28 @@ sigmoid = _unary("Sigmoid", _sigmoid_np, lambda gy, x, y: _sigmoid_grad(gy, y), 
                  doc="``1 / (1 + exp(-input))``.")
 
 
+def _silu_grad(gy, x, y):
+    # s (1 + x (1 - s)) as torch factors it: at the most negative floats s = 0 and the
+    # product keeps the sign of 1 + x, so the slope there is -0.0
+    s = x.sigmoid()
+    return gy * (s * (1 + x * (1 - s)))
+
+
+silu = _unary("Silu", lambda x: x * _sigmoid_np(x), _silu_grad,
+              doc="``input * sigmoid(input)``.")
+
+
 def _sinc_np(x):
     with np.errstate(invalid="ignore"):
         return np.sinc(x)
 
 
 def _sinc_grad(gy, x, y):
+    # (pi x cos(pi x) - sin(pi x)) / (pi x^2), taken as 0 wherever the denominator
+    # underflows to 0 (x = 0, subnormal and tiny x, where the true slope is ~0 too)
     px = x * math.pi
-    g = ((px.cos() * px - px.sin()) / (px * x)).masked_fill(x == 0, 0.0)
+    den = x * x * math.pi
+    g = ((px * px.cos() - px.sin()) / den).masked_fill(den == 0, 0.0)
     return gy * g
 
 
@@ -663,7 +678,11 @@ class Logit(Primitive):
         x, = self.saved_tensors
         g = gy / (x * (1 - x))
         if self.eps is not None:
+            # the clamp's flat parts: no gradient outside [eps, 1 - eps]
             g = g.masked_fill((x < self.eps) | (x > 1 - self.eps), 0.0)
+        else:
+            # logit is NaN outside [0, 1], and so is its derivative
+            g = g.masked_fill((x < 0) | (x > 1), math.nan)
         return g, None
 
     jvp = _jvp.diagonal
