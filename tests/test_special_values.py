@@ -22,7 +22,6 @@ TORCH_WRONG = {
 OPEN = {
     '__rmod__': 'gradient: ember +0, torch x',
     'aminmax': 'forward: ember -0, torch +0',
-    'argsort': 'forward: ember 4, torch 7374',
     'as_strided_scatter': 'gradient: ember +0, torch x',
     'bmm': 'forward: ember -inf, torch nan',
     'cdist': 'forward: ember x, torch nan',
@@ -42,7 +41,6 @@ OPEN = {
     'logit': 'gradient: ember -0, torch nan',
     'masked.cumprod': 'gradient: ember x, torch nan',
     'mode': 'forward: ember -inf, torch nan',
-    'msort': 'forward: ember -0, torch +0',
     'mvlgamma.mvlgamma_p_1': 'ember raised RuntimeError: All elements must be greater than (p-1)/2',
     'mvlgamma.mvlgamma_p_3': 'ember raised RuntimeError: All elements must be greater than (p-1)/2',
     'mvlgamma.mvlgamma_p_5': 'ember raised RuntimeError: All elements must be greater than (p-1)/2',
@@ -83,7 +81,6 @@ OPEN = {
     'scatter_reduce.amax': 'gradient: ember +0, torch nan',
     'scatter_reduce.amin': 'gradient: ember +0, torch nan',
     'sinc': 'gradient: ember nan, torch +0',
-    'sort': 'forward: ember -0, torch +0',
     'std': 'forward: ember +inf, torch x',
     'std_mean': 'forward: ember +inf, torch x',
     'stft': 'forward: ember nan, torch +inf',
