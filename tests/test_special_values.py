@@ -21,14 +21,12 @@ TORCH_WRONG = {
 }
 OPEN = {
     '__rmod__': 'gradient: ember +0, torch x',
-    'aminmax': 'forward: ember -0, torch +0',
     'as_strided_scatter': 'gradient: ember +0, torch x',
     'bmm': 'forward: ember -inf, torch nan',
     'cdist': 'forward: ember x, torch nan',
     'copysign': 'gradient: ember -0, torch nan',
     'cross': 'forward: ember nan, torch +inf',
     'cumprod': 'gradient: ember x, torch nan',
-    'cumsum': 'forward: ember -0, torch +0',
     'digamma': 'gradient: ember +inf, torch nan',
     'erf': 'forward: ember +0, torch -0',
     'frexp': 'forward: ember +0, torch x',
@@ -37,7 +35,6 @@ OPEN = {
     'index_reduce.amax': 'gradient: ember +0, torch nan',
     'index_reduce.amin': 'gradient: ember +0, torch nan',
     'lgamma': 'forward: ember -0, torch +0',
-    'logcumsumexp': 'forward: ember -0, torch +0',
     'logit': 'gradient: ember -0, torch nan',
     'masked.cumprod': 'gradient: ember x, torch nan',
     'mode': 'forward: ember -inf, torch nan',
