@@ -495,8 +495,8 @@ class Cdist(Primitive):
     def forward(self, x1, x2, p):
         self.p = p
         diff = np.abs(x1[..., :, None, :] - x2[..., None, :, :])
-        if p == 0:
-            return (diff != 0).sum(-1).astype(x1.dtype)
+        if p == 0:  # each differing coordinate counts 1; a NaN difference stays NaN
+            return np.minimum(np.ceil(diff), 1).sum(-1)
         if p == 1:
             return diff.sum(-1)
         if p == 2:
@@ -521,8 +521,8 @@ class Cdist(Primitive):
         g = gy.unsqueeze(-1)
         d = dist.unsqueeze(-1)
         zero = d == 0
-        if p == 0:
-            gd = diff * 0
+        if p == 0:  # a step function: zero gradient, even where the difference is NaN
+            gd = diff.new_zeros(diff.shape)
         elif p == 1:
             gd = g * diff.sign()
         elif math.isinf(p):
