@@ -23,7 +23,6 @@ OPEN = {
     '__rmod__': 'gradient: ember +0, torch x',
     'as_strided_scatter': 'gradient: ember +0, torch x',
     'copysign': 'gradient: ember -0, torch nan',
-    'cross': 'forward: ember nan, torch +inf',
     'cumprod': 'gradient: ember x, torch nan',
     'digamma': 'gradient: ember +inf, torch nan',
     'erf': 'forward: ember +0, torch -0',
