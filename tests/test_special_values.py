@@ -34,7 +34,6 @@ OPEN = {
     'lgamma': 'forward: ember -0, torch +0',
     'logit': 'gradient: ember -0, torch nan',
     'masked.cumprod': 'gradient: ember x, torch nan',
-    'mode': 'forward: ember -inf, torch nan',
     'mvlgamma.mvlgamma_p_1': 'ember raised RuntimeError: All elements must be greater than (p-1)/2',
     'mvlgamma.mvlgamma_p_3': 'ember raised RuntimeError: All elements must be greater than (p-1)/2',
     'mvlgamma.mvlgamma_p_5': 'ember raised RuntimeError: All elements must be greater than (p-1)/2',

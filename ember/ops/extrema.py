@@ -208,10 +208,15 @@ class _ModeDim(_SelectDim):
         if xp is not np:
             return idx
         # a value occurring more than once: which occurrence PyTorch's CPU kernel reports
-        # depends on how std::sort moved the equal elements (see _cpu_order)
+        # depends on how std::sort moved the equal elements (see _cpu_order); a row with
+        # NaN (unordered, so std::sort leaves it where its swaps put it, and never equal
+        # to itself) gets its value that way too
         from ember.ops._cpu_order import mode_row
         rows = np.moveaxis(x, axis, -1)
-        ties = np.argwhere((rows == np.moveaxis(value, axis, -1)).sum(-1) > 1)
+        odd = (rows == np.moveaxis(value, axis, -1)).sum(-1) > 1
+        if x.dtype.kind in "fc":
+            odd |= np.isnan(rows).any(-1)
+        ties = np.argwhere(odd)
         if len(ties):
             idx = np.moveaxis(idx, axis, -1).copy()
             for r in map(tuple, ties):
