@@ -75,7 +75,6 @@ OPEN = {
     'scatter_reduce.amin': 'gradient: ember +0, torch nan',
     'sinc': 'gradient: ember nan, torch +0',
     'stft': 'forward: ember nan, torch +inf',
-    'to_sparse': 'forward: ember -0, torch +0',
 }
 
 OPS = [op for op in PRESENT if not op.name.startswith(LAPACK)]
