@@ -786,8 +786,9 @@ def one_hot(tensor, num_classes=-1):
 # ----- distances -------------------------------------------------------------------------
 def _clamp_min_forward(t, eps):
     """``t.clamp_min(eps)`` in value, with ``t``'s own gradient (PyTorch clamps under
-    no_grad in cosine_similarity and gaussian_nll_loss)."""
-    return t + (t.clamp_min(eps) - t).detach()
+    no_grad in cosine_similarity and gaussian_nll_loss). Only the elements below ``eps``
+    are shifted, so an infinite one stays infinite (not inf - inf)."""
+    return ember.where(t < eps, t + (eps - t).detach(), t)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
