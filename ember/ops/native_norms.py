@@ -31,6 +31,13 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     shape = (1, c) + (1,) * (input.dim() - 2)
     if training:
         mean, rstd = _stats(input, dims, eps)
+        if input.dtype == ember.float32 and not (mean.isfinite().all() and
+                                                 rstd.isfinite().all()):
+            # PyTorch accumulates float32 moments in double (its rstd is then float32's)
+            xd = input.double()
+            mean = xd.mean(dims, keepdim=True)
+            rstd = (((xd - mean) ** 2).mean(dims, keepdim=True).float() + eps).rsqrt()
+            mean = mean.float()
         n = input.numel() // max(c, 1)
         with no_grad():
             if running_mean is not None:
@@ -45,11 +52,10 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
         mean = running_mean.reshape(shape)
         rstd = (running_var.reshape(shape) + eps).rsqrt()
         save_mean = save_invstd = ember.empty(0, dtype=input.dtype)
-    y = (input - mean) * rstd
-    if weight is not None:
-        y = y * weight.reshape(shape)
-    if bias is not None:
-        y = y + bias.reshape(shape)
+    # x * alpha + beta, as PyTorch's kernel: a huge x times a tiny alpha stays finite
+    alpha = rstd if weight is None else rstd * weight.reshape(shape)
+    beta = -mean * alpha if bias is None else bias.reshape(shape) - mean * alpha
+    y = input * alpha + beta
     return _out((y, save_mean, save_invstd), out)
 
 

@@ -54,6 +54,9 @@ class Normalize(Primitive):
                 out *= w
             if b is not None:
                 out += b
+        if not self._overflow_is_nan and x.dtype == np.float32 and n and \
+                not (array_module(x).isfinite(mean).all() and array_module(x).isfinite(var).all()):
+            out, mean, var = self._double_stats(x, w, b, axes, eps)
         if self._overflow_is_nan:
             xm = array_module(x)
             overflow = xm.isinf(var)
@@ -67,6 +70,23 @@ class Normalize(Primitive):
         if stats is not None:
             stats.update(mean, var * (n / (n - 1)) if n > 1 else var * np.nan)
         return out
+
+    def _double_stats(self, x, w, b, axes, eps):
+        """Batch and instance norm of float32 as PyTorch computes them when the float32
+        statistics overflow (or hold NaN): moments in double, then in float32
+        ``x * alpha + beta`` with ``alpha = invstd * w`` and ``beta = b - mean * alpha``,
+        so huge values give finite results where ``(x - mean) * invstd`` gives inf * 0."""
+        xm = array_module(x)
+        xd = x.astype(np.float64)
+        mean = xd.mean(axis=axes, keepdims=True)
+        var = xm.square(xd - mean).mean(axis=axes, keepdims=True)
+        with np.errstate(all="ignore"):
+            mean, var = mean.astype(x.dtype), var.astype(x.dtype)
+            invstd = (1.0 / xm.sqrt(var + eps)).astype(x.dtype)
+            alpha = invstd if w is None else invstd * w
+            beta = -mean * alpha if b is None else b - mean * alpha
+            self.mean, self.invstd = mean, invstd
+            return x * alpha + beta, mean, var
 
     def backward(self, gy):
         x, w = self.saved_tensors
