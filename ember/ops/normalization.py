@@ -31,6 +31,7 @@ class Normalize(Primitive):
     broadcasts = True
     _node_name = "NativeBatchNormBackward0"
     _overflow_is_nan = False  # batch and instance norm give 0 there, as PyTorch's do
+    _nan_in_double = True  # and for float64 input too
 
     def forward(self, x, w, b, axes, eps, stats=None):
         self.axes, self.eps = axes, eps
@@ -54,10 +55,11 @@ class Normalize(Primitive):
                 out *= w
             if b is not None:
                 out += b
-        if not self._overflow_is_nan and x.dtype == np.float32 and n and \
+        nan_rule = self._overflow_is_nan and (x.dtype != np.float64 or self._nan_in_double)
+        if not nan_rule and x.dtype in (np.float32, np.float64) and n and \
                 not (array_module(x).isfinite(mean).all() and array_module(x).isfinite(var).all()):
             out, mean, var = self._double_stats(x, w, b, axes, eps)
-        if self._overflow_is_nan:
+        if nan_rule:
             xm = array_module(x)
             overflow = xm.isinf(var)
             if overflow.any():
@@ -72,8 +74,8 @@ class Normalize(Primitive):
         return out
 
     def _double_stats(self, x, w, b, axes, eps):
-        """Batch and instance norm of float32 as PyTorch computes them when the float32
-        statistics overflow (or hold NaN): moments in double, then in float32
+        """Batch and instance norm (and group norm of float64) as PyTorch computes them
+        when the statistics overflow (or hold NaN): moments in double, then in x's dtype
         ``x * alpha + beta`` with ``alpha = invstd * w`` and ``beta = b - mean * alpha``,
         so huge values give finite results where ``(x - mean) * invstd`` gives inf * 0."""
         xm = array_module(x)
@@ -499,6 +501,7 @@ class _LayerNorm(Normalize):
 class _GroupNorm(Normalize):
     _node_name = "NativeGroupNormBackward0"
     _overflow_is_nan = True
+    _nan_in_double = False  # PyTorch's double moments keep an infinite variance: x * 0 + b
 
 
 def _prod(xs):
