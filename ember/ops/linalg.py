@@ -161,11 +161,10 @@ class Bmm(MatMul):
         if a.dtype in (np.float32, np.float64) and b.ndim == 3 and \
                 a.shape[1] * a.shape[2] * b.shape[2] < 400 and a.size and b.size:
             # PyTorch's CPU bmm of small matrices sums each row's products one by one
-            # from +0.0, in the working precision: where a product can overflow (or the
-            # input holds NaN/inf) BLAS's order and fused multiply-adds give another
+            # from +0.0, in the working precision: where the result is not finite (NaN/inf
+            # input, or overflow) BLAS's order and fused multiply-adds may give another
             # class of result (-inf for torch's NaN from inf - inf), so redo it that way
-            big = np.finfo(a.dtype).max / a.shape[2]
-            if not float(np.abs(a).max()) * float(np.abs(b).max()) < big:
+            if not np.isfinite(out).all():
                 with np.errstate(all="ignore"):
                     terms = a[:, :, :, None] * b[:, None, :, :]
                     out = np.cumsum(terms, axis=2)[:, :, -1] + 0.0
