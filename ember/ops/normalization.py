@@ -383,11 +383,19 @@ def _bwd_groups(gy, x, w, mean, invstd, need, lay, b_shape):
         if gx is None:
             continue
         k0 = r[:, None] if wr is None else r[:, None] * wr[sl]
+        gxb = gx[sl]
+        if P == 1:
+            # one weight per row (instance norm): PyTorch's order, the weight and invstd
+            # last, (gy - mean(gy) - xc * k) * (invstd * w), so an exact 0 takes w's sign
+            xm.subtract(gyb, (rs[:, 0] / n)[:, None], out=gxb)
+            xc *= (r * r * rd[:, 0] / n)[:, None]
+            gxb -= xc
+            gxb *= k0
+            continue
         if wr is not None:
             rs = rs * wr[sl]
             rd = rd * wr[sl]
         a, c = rs.sum(1), rd.sum(1)
-        gxb = gx[sl]
         xm.multiply(gyb.reshape(-1, P, L), k0[:, :, None], out=gxb.reshape(-1, P, L))
         xc *= (r * r * r * c / n)[:, None]
         gxb -= xc
