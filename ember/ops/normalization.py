@@ -19,6 +19,23 @@ from ember.backend.threads import parallel_rows
 __all__ = ["layer_norm", "group_norm", "rms_norm"]
 
 
+def seq_moments(x, axes):
+    """Mean and biased variance of the array ``x`` over ``axes`` (kept as size 1) in
+    double, each sum taken one element at a time in memory order, as PyTorch's batch
+    norm kernel: where the largest floats overflow, the order decides inf or NaN."""
+    xm = array_module(x)
+    xd = x.astype(np.float64)
+    kshape = tuple(1 if i in axes else v for i, v in enumerate(x.shape))
+    n = _prod(x.shape[a] for a in axes)
+
+    def seq_mean(a):
+        rows = xm.moveaxis(a, axes, tuple(range(-len(axes), 0))).reshape(-1, n)
+        return (xm.cumsum(rows, axis=1)[:, -1] / n).reshape(kshape)
+    with np.errstate(all="ignore"):
+        mean = seq_mean(xd)
+        return mean, seq_mean(xm.square(xd - mean))
+
+
 class Normalize(Primitive):
     """``(x - mean) * rsqrt(var + eps) * w + b`` with mean and (biased) var over ``axes``.
 
@@ -79,9 +96,7 @@ class Normalize(Primitive):
         ``x * alpha + beta`` with ``alpha = invstd * w`` and ``beta = b - mean * alpha``,
         so huge values give finite results where ``(x - mean) * invstd`` gives inf * 0."""
         xm = array_module(x)
-        xd = x.astype(np.float64)
-        mean = xd.mean(axis=axes, keepdims=True)
-        var = xm.square(xd - mean).mean(axis=axes, keepdims=True)
+        mean, var = seq_moments(x, axes)
         with np.errstate(all="ignore"):
             mean, var = mean.astype(x.dtype), var.astype(x.dtype)
             invstd = (1.0 / xm.sqrt(var + eps)).astype(x.dtype)
