@@ -44,7 +44,6 @@ OPEN = {
     'nn.functional.binary_cross_entropy': 'torch raised, ember did not',
     'nn.functional.glu': 'gradient: ember +0, torch -0',
     'nn.functional.huber_loss': 'gradient: ember nan, torch x',
-    'nn.functional.interpolate.trilinear': 'forward: ember x, torch +0',
     'nn.functional.logsigmoid': 'forward: ember -0, torch +0',
     'nn.functional.multi_head_attention_forward': 'forward: ember +0, torch x',
     'nn.functional.multi_margin_loss': 'forward: ember nan, torch +inf',
