@@ -35,9 +35,13 @@ def _from_plus_zero(y, axis):
     """``y`` (a sum-like scan along ``axis``, in place) as if it started from +0.0, as
     PyTorch's kernels do: only a run of -0.0 at the start can leave a -0.0 behind
     (any other addend turns it to +0.0), so the whole fix is needed only when the
-    first slice holds a zero."""
-    if y.dtype.kind in "fc" and y.shape[axis] and not y.take(0, axis).all():
-        y += 0.0
+    first slice holds a -0.0."""
+    if y.dtype.kind in "fc" and y.shape[axis]:
+        xp = array_module(y)
+        first = y.take(0, axis)
+        parts = (first.real, first.imag) if y.dtype.kind == "c" else (first,)
+        if any(((p == 0) & xp.signbit(p)).any() for p in parts):
+            y += 0.0
     return y
 
 
