@@ -325,6 +325,9 @@ def _to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=
     idx = xp.stack(xp.nonzero(mask)).astype(np.int64) if sd else xp.zeros((0, 1), np.int64)
     vals = a[tuple(idx)] if sd else a[None]
     data = _sp.from_dense(self) if self._requires_grad else a.copy()
+    if a.dtype.kind in "fc":
+        # PyTorch's dense form adds the stored values to zeros: -0.0 reads back as +0.0
+        (data._data if isinstance(data, Tensor) else data)[...] += 0
     return _sparse(idx.reshape(sd, -1), vals.copy(), data, True)
 
 

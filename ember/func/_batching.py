@@ -452,6 +452,15 @@ def _attention(cls, lvl, args, params):
     return wrap(cls.apply(*qkv, *extra, scale, safe), lvl)
 
 
+def _cross(cls, lvl, args, params):
+    """The cross product along a dim: both operands (of one rank) get the batch in front,
+    and the dim moves past it."""
+    a, b, axis = args
+    B = _size(lvl)
+    av, bv = (_expand_batch(*unwrap(t, lvl), B) for t in (a, b))
+    return wrap(cls.apply(av, bv, axis + 1), lvl)
+
+
 def _conv_input(cls, lvl, args, params):
     """conv_transpose with an unbatched weight: the batch joins N."""
     y, w, bias, g = args
@@ -654,6 +663,7 @@ def _install():
     _register("MatMul Mm Bmm Mv Dot", _matmul)
     _register("_Linear _LinearMm _LinearRelu _LinearView _LinearUnsafeView", _linear)
     RULES["Einsum"] = _einsum
+    RULES["Cross"] = _cross
     RULES["Conv"] = _conv
     _register("MaxPool MaxPoolWithIndices AvgPool AdaptiveMaxPool ConstantPad Tril Triu "
               "ViewAsComplex ViewAsReal", _passthrough)

@@ -53,14 +53,14 @@ def _sort_indices_rule(orig):
     """The sorting family (sort, argsort, topk, kthvalue, msort) orders raw arrays in
     ``_indices``; for a batched input the underlying tensor is ordered along the shifted
     dim, and the values are then gathered by the batched ``Gather`` rule."""
-    def _indices(input, dim, descending):
+    def _indices(input, dim, descending, stable=True):
         from ember.func._batched import BArr
         d = input._data
         if type(d) is not BArr:
-            return orig(input, dim, descending)
+            return orig(input, dim, descending, stable)
         if d.ndim == 0:
             return orig(ember.zeros(()), 0, descending)  # a scalar's index is 0
-        return wrap(_indices(d.value, _shift(dim, d.ndim), descending), d.level)
+        return wrap(_indices(d.value, _shift(dim, d.ndim), descending, stable), d.level)
     return _indices
 
 

@@ -753,10 +753,17 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
         empty = ember.from_numpy(counts == 0).to(weight.device).unsqueeze(-1)
         return ember.where(empty, ember.zeros((), dtype=weight.dtype, device=weight.device),
                            out)
-    m = ember.from_numpy(member.astype(weight._data.dtype)).to(weight.device)
+    # each bag's rows added one by one into zeros (as PyTorch's kernel), not a product
+    # with the 0/1 membership matrix, where 0 * inf would make NaN
+    keep = np.nonzero(member.any(0))[0]
+    bag_of = member[:, keep].argmax(0) if len(keep) else np.zeros(0, np.int64)
+    vals = rows
     if psw is not None:
-        m = m * psw.unsqueeze(0)
-    out = ember.matmul(m, rows)
+        vals = vals * psw.unsqueeze(-1)
+    if len(keep) < n:
+        vals = vals[ember.from_numpy(keep).to(weight.device)]
+    out = ember.zeros(len(starts), weight.shape[1], dtype=weight.dtype, device=weight.device)
+    out = out.index_add(0, ember.from_numpy(bag_of.astype(np.int64)).to(weight.device), vals)
     if mode == "mean":
         c = ember.from_numpy(np.maximum(counts, 1).astype(weight._data.dtype)).to(weight.device)
         out = out / c.unsqueeze(-1)
@@ -784,8 +791,9 @@ def one_hot(tensor, num_classes=-1):
 # ----- distances -------------------------------------------------------------------------
 def _clamp_min_forward(t, eps):
     """``t.clamp_min(eps)`` in value, with ``t``'s own gradient (PyTorch clamps under
-    no_grad in cosine_similarity and gaussian_nll_loss)."""
-    return t + (t.clamp_min(eps) - t).detach()
+    no_grad in cosine_similarity and gaussian_nll_loss). Only the elements below ``eps``
+    are shifted, so an infinite one stays infinite (not inf - inf)."""
+    return ember.where(t < eps, t + (eps - t).detach(), t)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):

@@ -208,10 +208,15 @@ class _ModeDim(_SelectDim):
         if xp is not np:
             return idx
         # a value occurring more than once: which occurrence PyTorch's CPU kernel reports
-        # depends on how std::sort moved the equal elements (see _cpu_order)
+        # depends on how std::sort moved the equal elements (see _cpu_order); a row with
+        # NaN (unordered, so std::sort leaves it where its swaps put it, and never equal
+        # to itself) gets its value that way too
         from ember.ops._cpu_order import mode_row
         rows = np.moveaxis(x, axis, -1)
-        ties = np.argwhere((rows == np.moveaxis(value, axis, -1)).sum(-1) > 1)
+        odd = (rows == np.moveaxis(value, axis, -1)).sum(-1) > 1
+        if x.dtype.kind in "fc":
+            odd |= np.isnan(rows).any(-1)
+        ties = np.argwhere(odd)
         if len(ties):
             idx = np.moveaxis(idx, axis, -1).copy()
             for r in map(tuple, ties):
@@ -325,7 +330,25 @@ def aminmax(input, *, dim=None, keepdim=False, out=None):
         if a is not None and x.shape[a] == 0:
             raise IndexError(f"aminmax(): Expected reduction dim {a} to have non-zero size.")
         axes = () if a is None else a
-    return return_types.aminmax(amin(input, axes, keepdim), amax(input, axes, keepdim))
+    mn, mx = amin(input, axes, keepdim), amax(input, axes, keepdim)
+    if axes != () and x.dtype.kind == "f":
+        for t in (mn, mx):
+            _first_zero_sign(t._data, x, axes, keepdim)
+    return return_types.aminmax(mn, mx)
+
+
+def _first_zero_sign(y, x, axis, keepdim):
+    """PyTorch's aminmax along a dim keeps the first of equal values, so a zero result
+    takes the sign of the first zero along ``axis``; NumPy's reduction may pick another
+    (``y`` is fixed in place, and only when it holds a zero)."""
+    xp = array_module(y)
+    zero = y == 0
+    if not zero.any():
+        return
+    first = xp.take_along_axis(x, xp.expand_dims(xp.argmax(x == 0, axis=axis), axis), axis)
+    if not keepdim:
+        first = xp.squeeze(first, axis)
+    y[zero] = first[zero]
 
 
 class _ArgExtreme(Primitive):

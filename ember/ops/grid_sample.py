@@ -122,7 +122,9 @@ class _Reader:
             ii = i.clamp(0, s - 1).long()
             linear = ii if linear is None else linear * s + ii
         gathered = self.flat.gather(2, linear.unsqueeze(1).expand(self.n, self.c, -1))
-        return gathered * valid.unsqueeze(1).to(gathered.dtype)
+        # a point outside reads 0 (not 0 * the clamped pixel, NaN where that is inf)
+        zero = ember.zeros((), dtype=gathered.dtype, device=gathered.device)
+        return ember.where(valid.unsqueeze(1), gathered, zero)
 
 
 def _cubic_coeffs(t):
@@ -194,7 +196,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
                     wi = f if bit else 1 - f
                     w = wi if w is None else w * wi
                 term = reader.read([lo + bit for lo, bit in zip(lows, corner)]) * w.unsqueeze(1)
-                out = term if out is None else out + term
+                # PyTorch's 3-D kernel adds the corners to +0.0 (its 2-D one does not)
+                out = (term + 0.0 if nd == 3 else term) if out is None else out + term
     return out.reshape(n, input.shape[1], *out_spatial)
 
 

@@ -156,7 +156,19 @@ class Dot(MatMul):
 
 
 class Bmm(MatMul):
-    pass
+    def forward(self, a, b):
+        out = super().forward(a, b)
+        if a.dtype in (np.float32, np.float64) and b.ndim == 3 and \
+                a.shape[1] * a.shape[2] * b.shape[2] < 400 and a.size and b.size:
+            # PyTorch's CPU bmm of small matrices sums each row's products one by one
+            # from +0.0, in the working precision: where the result is not finite (NaN/inf
+            # input, or overflow) BLAS's order and fused multiply-adds may give another
+            # class of result (-inf for torch's NaN from inf - inf), so redo it that way
+            if not np.isfinite(out).all():
+                with np.errstate(all="ignore"):
+                    terms = a[:, :, :, None] * b[:, None, :, :]
+                    out = np.cumsum(terms, axis=2)[:, :, -1] + 0.0
+        return out
 
 
 def _matmul_node(a, b):
@@ -435,13 +447,6 @@ def trace(input):
 
 
 # ----- cross, cdist ----------------------------------------------------------------------
-def _levi_civita(arr):
-    eps = np.zeros((3, 3, 3), dtype=arr.dtype)
-    eps[0, 1, 2] = eps[1, 2, 0] = eps[2, 0, 1] = 1
-    eps[0, 2, 1] = eps[2, 1, 0] = eps[1, 0, 2] = -1
-    return _make(array_module(arr).asarray(eps), False)
-
-
 def cross(input, other, dim=None, *, out=None):
     """Cross product of 3-vectors along ``dim`` (default: the first dim of size 3).
 
@@ -467,9 +472,42 @@ def _cross(a, b, dim, name):
     if a.shape[d] != 3 or b.shape[d] != 3:
         raise RuntimeError(f"{name}: inputs dimension {dim} must have length 3. Got "
                            f"{a.shape[d]} and {b.shape[d]}")
-    a, b = a.movedim(d, -1), b.movedim(d, -1)
-    res = einsum("ijk,...j,...k->...i", _levi_civita(a._data), a, b)
-    return res.movedim(-1, d)
+    return Cross.apply(a, b, d)
+
+
+def _fused_diff(p, q, r, s):
+    """``p * q - r * s`` as PyTorch's CPU kernel computes it: ``r * s`` rounded, then
+    subtracted from the exact ``p * q`` in one fused multiply-add (so an overflowing
+    ``p * q`` minus an infinite ``r * s`` is that infinity's opposite, not NaN)."""
+    rs = r * s
+    wide = {np.dtype(np.float32): np.float64, np.dtype(np.float64): np.longdouble}.get(p.dtype)
+    if wide is None:
+        return p * q - rs
+    return (p.astype(wide) * q.astype(wide) - rs.astype(wide)).astype(p.dtype)
+
+
+class Cross(Primitive):
+    """The cross product of 3-vectors along one axis; operands broadcast."""
+    _node_name = "LinalgCrossBackward0"
+    broadcasts = True
+    save_inputs = (0, 1)
+
+    def forward(self, a, b, axis):
+        self.axis = axis
+        a, b = np.broadcast_arrays(a, b)
+        a0, a1, a2 = (np.take(a, i, axis) for i in range(3))
+        b0, b1, b2 = (np.take(b, i, axis) for i in range(3))
+        with np.errstate(all="ignore"):
+            return np.stack([_fused_diff(a1, b2, a2, b1), _fused_diff(a2, b0, a0, b2),
+                             _fused_diff(a0, b1, a1, b0)], axis)
+
+    def backward(self, gy):
+        a, b = self.saved_tensors
+        e, d = self._edges, self.axis
+        return (Cross.apply(cj(b), gy, d) if e[0] is not None else None,
+                Cross.apply(gy, cj(a), d) if e[1] is not None else None, None)
+
+    jvp = _jvp.multilinear(0, 1)
 
 
 class Cdist(Primitive):
@@ -482,8 +520,8 @@ class Cdist(Primitive):
     def forward(self, x1, x2, p):
         self.p = p
         diff = np.abs(x1[..., :, None, :] - x2[..., None, :, :])
-        if p == 0:
-            return (diff != 0).sum(-1).astype(x1.dtype)
+        if p == 0:  # each differing coordinate counts 1; a NaN difference stays NaN
+            return np.minimum(np.ceil(diff), 1).sum(-1)
         if p == 1:
             return diff.sum(-1)
         if p == 2:
@@ -508,8 +546,8 @@ class Cdist(Primitive):
         g = gy.unsqueeze(-1)
         d = dist.unsqueeze(-1)
         zero = d == 0
-        if p == 0:
-            gd = diff * 0
+        if p == 0:  # a step function: zero gradient, even where the difference is NaN
+            gd = diff.new_zeros(diff.shape)
         elif p == 1:
             gd = g * diff.sign()
         elif math.isinf(p):

@@ -31,6 +31,16 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     shape = (1, c) + (1,) * (input.dim() - 2)
     if training:
         mean, rstd = _stats(input, dims, eps)
+        if input.dtype in (ember.float32, ember.float64) and not (
+                mean.isfinite().all() and rstd.isfinite().all() and rstd.all()):
+            # PyTorch's moments where they overflow: in double, summed in memory order
+            # (rstd in the input's dtype); the output below comes from batch_norm's
+            # kernel, which does the same
+            from ember._tensor import _make
+            from ember.ops.normalization import seq_moments
+            m, v = seq_moments(input._data, dims)
+            mean = _make(m.astype(input._data.dtype))
+            rstd = (_make(v.astype(input._data.dtype)) + eps).rsqrt()
         n = input.numel() // max(c, 1)
         with no_grad():
             if running_mean is not None:
@@ -45,11 +55,16 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
         mean = running_mean.reshape(shape)
         rstd = (running_var.reshape(shape) + eps).rsqrt()
         save_mean = save_invstd = ember.empty(0, dtype=input.dtype)
-    y = (input - mean) * rstd
-    if weight is not None:
-        y = y * weight.reshape(shape)
-    if bias is not None:
-        y = y + bias.reshape(shape)
+    if training and input.numel() > c:  # (batch_norm refuses one value per channel)
+        # the output from batch_norm's kernel, which follows PyTorch's where the
+        # statistics overflow
+        from ember.ops.normalization import batch_norm
+        y = batch_norm(input, None, None, weight, bias, True, momentum, eps)
+    else:
+        # x * alpha + beta, as PyTorch's kernel: a huge x times a tiny alpha stays finite
+        alpha = rstd if weight is None else rstd * weight.reshape(shape)
+        beta = -mean * alpha if bias is None else bias.reshape(shape) - mean * alpha
+        y = input * alpha + beta
     return _out((y, save_mean, save_invstd), out)
 
 
@@ -87,14 +102,11 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     if input.numel() != N * C * HxW:
         raise RuntimeError(f"Expected input to have {N * C * HxW} elements, got "
                            f"{input.numel()}")
+    from ember.ops.normalization import group_norm
     x = input.reshape(N, group, (C // group) * HxW)
     mean, rstd = _stats(x, (2,), eps)
-    y = ((x - mean) * rstd).reshape(input.shape)
-    shape = (1, C) + (1,) * (input.dim() - 2)
-    if weight is not None:
-        y = y * weight.reshape(shape)
-    if bias is not None:
-        y = y + bias.reshape(shape)
+    # the output from group_norm's kernel, which follows PyTorch's where moments overflow
+    y = group_norm(input.reshape(N, C, HxW), group, weight, bias, eps).reshape(input.shape)
     # unlike the other two, PyTorch differentiates group norm's statistics too
     return y, mean.reshape(N, group), rstd.reshape(N, group)
 

@@ -19,6 +19,23 @@ from ember.backend.threads import parallel_rows
 __all__ = ["layer_norm", "group_norm", "rms_norm"]
 
 
+def seq_moments(x, axes):
+    """Mean and biased variance of the array ``x`` over ``axes`` (kept as size 1) in
+    double, each sum taken one element at a time in memory order, as PyTorch's batch
+    norm kernel: where the largest floats overflow, the order decides inf or NaN."""
+    xm = array_module(x)
+    xd = x.astype(np.float64)
+    kshape = tuple(1 if i in axes else v for i, v in enumerate(x.shape))
+    n = _prod(x.shape[a] for a in axes)
+
+    def seq_mean(a):
+        rows = xm.moveaxis(a, axes, tuple(range(-len(axes), 0))).reshape(-1, n)
+        return (xm.cumsum(rows, axis=1)[:, -1] / n).reshape(kshape)
+    with np.errstate(all="ignore"):
+        mean = seq_mean(xd)
+        return mean, seq_mean(xm.square(xd - mean))
+
+
 class Normalize(Primitive):
     """``(x - mean) * rsqrt(var + eps) * w + b`` with mean and (biased) var over ``axes``.
 
@@ -31,6 +48,7 @@ class Normalize(Primitive):
     broadcasts = True
     _node_name = "NativeBatchNormBackward0"
     _overflow_is_nan = False  # batch and instance norm give 0 there, as PyTorch's do
+    _nan_in_double = True  # and for float64 input too
 
     def forward(self, x, w, b, axes, eps, stats=None):
         self.axes, self.eps = axes, eps
@@ -54,7 +72,11 @@ class Normalize(Primitive):
                 out *= w
             if b is not None:
                 out += b
-        if self._overflow_is_nan:
+        nan_rule = self._overflow_is_nan and (x.dtype != np.float64 or self._nan_in_double)
+        if not nan_rule and x.dtype in (np.float32, np.float64) and n and \
+                not (array_module(x).isfinite(mean).all() and array_module(x).isfinite(var).all()):
+            out, mean, var = self._double_stats(x, w, b, axes, eps)
+        if nan_rule:
             xm = array_module(x)
             overflow = xm.isinf(var)
             if overflow.any():
@@ -67,6 +89,21 @@ class Normalize(Primitive):
         if stats is not None:
             stats.update(mean, var * (n / (n - 1)) if n > 1 else var * np.nan)
         return out
+
+    def _double_stats(self, x, w, b, axes, eps):
+        """Batch and instance norm (and group norm of float64) as PyTorch computes them
+        when the statistics overflow (or hold NaN): moments in double, then in x's dtype
+        ``x * alpha + beta`` with ``alpha = invstd * w`` and ``beta = b - mean * alpha``,
+        so huge values give finite results where ``(x - mean) * invstd`` gives inf * 0."""
+        xm = array_module(x)
+        mean, var = seq_moments(x, axes)
+        with np.errstate(all="ignore"):
+            mean, var = mean.astype(x.dtype), var.astype(x.dtype)
+            invstd = (1.0 / xm.sqrt(var + eps)).astype(x.dtype)
+            alpha = invstd if w is None else invstd * w
+            beta = -mean * alpha if b is None else b - mean * alpha
+            self.mean, self.invstd = mean, invstd
+            return x * alpha + beta, mean, var
 
     def backward(self, gy):
         x, w = self.saved_tensors
@@ -361,11 +398,19 @@ def _bwd_groups(gy, x, w, mean, invstd, need, lay, b_shape):
         if gx is None:
             continue
         k0 = r[:, None] if wr is None else r[:, None] * wr[sl]
+        gxb = gx[sl]
+        if P == 1:
+            # one weight per row (instance norm): PyTorch's order, the weight and invstd
+            # last, (gy - mean(gy) - xc * k) * (invstd * w), so an exact 0 takes w's sign
+            xm.subtract(gyb, (rs[:, 0] / n)[:, None], out=gxb)
+            xc *= (r * r * rd[:, 0] / n)[:, None]
+            gxb -= xc
+            gxb *= k0
+            continue
         if wr is not None:
             rs = rs * wr[sl]
             rd = rd * wr[sl]
         a, c = rs.sum(1), rd.sum(1)
-        gxb = gx[sl]
         xm.multiply(gyb.reshape(-1, P, L), k0[:, :, None], out=gxb.reshape(-1, P, L))
         xc *= (r * r * r * c / n)[:, None]
         gxb -= xc
@@ -479,6 +524,7 @@ class _LayerNorm(Normalize):
 class _GroupNorm(Normalize):
     _node_name = "NativeGroupNormBackward0"
     _overflow_is_nan = True
+    _nan_in_double = False  # PyTorch's double moments keep an infinite variance: x * 0 + b
 
 
 def _prod(xs):

@@ -527,7 +527,45 @@ def _adaptive_matrix(a, o, dtype, xm):
     return _make(xm.asarray(m.astype(dtype)))
 
 
+def _adaptive_avg_exact(a, S, O):
+    """Adaptive average pooling as PyTorch's CPU kernel computes it: each window's
+    elements added one by one (row-major) to +0.0, then divided by the window's size.
+    The separable means and 0/1 matrix products of the fast path give other classes
+    of result on NaN, infinite or overflowing input (0 * inf, a different order)."""
+    nd = len(S)
+    bounds = [_bounds(s, o) for s, o in zip(S, O)]
+    out = np.empty(a.shape[:a.ndim - nd] + tuple(O), dtype=a.dtype)
+    with np.errstate(all="ignore"):
+        for pos in np.ndindex(*O):
+            sl = tuple(slice(int(b[0][i]), int(b[1][i])) for b, i in zip(bounds, pos))
+            win = a[(Ellipsis,) + sl].reshape(a.shape[:a.ndim - nd] + (-1,))
+            total = np.cumsum(win, axis=-1)[..., -1] + 0
+            out[(Ellipsis,) + pos] = total / a.dtype.type(win.shape[-1])
+    return out
+
+
 def _adaptive_avg(name, nd, input, output_size):
+    x = _adaptive_avg_fast(name, nd, input, output_size)
+    a, y = input._data, x._data
+    if array_module(a) is np and a.dtype.kind == "f" and a.size and _inexact(a, y):
+        # the fast path's gradient is right (it does not depend on the values); its
+        # forward values are replaced by the exact ones
+        x._data = _adaptive_avg_exact(a, tuple(a.shape[a.ndim - nd:]), tuple(y.shape[-nd:]))
+    return x
+
+
+def _inexact(a, y):
+    """Whether the fast path's classes of result may differ from PyTorch's: a result
+    that is not finite, is zero (maybe -0.0) or large enough for a window's running sum
+    to have overflowed. Only the (small) result is looked at, so ordinary input costs
+    next to nothing; a window whose huge values cancel is not caught."""
+    if not np.isfinite(y).all() or not y.all():
+        return True
+    big = np.finfo(a.dtype).max / a.size
+    return not (-big < y.min() and y.max() < big)
+
+
+def _adaptive_avg_fast(name, nd, input, output_size):
     S, O = _adaptive_args(name, input, nd, output_size)
     x = input
     xm = array_module(input._data)

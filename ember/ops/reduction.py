@@ -334,6 +334,38 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
 
 
 # ----- variance and standard deviation --------------------------------------------------------
+def _two_pass_var(x, axes, correction, keepdim, n):
+    centred = x - x.mean(axis=axes, keepdims=True)
+    # the divisor is clipped at 0, as PyTorch's (so too few elements give inf or NaN)
+    return (centred * centred).sum(axis=axes, keepdims=keepdim) / \
+        x.dtype.type(builtins.max(n - correction, 0))
+
+
+def _stat_mean(input, axes, keepdim):
+    """The mean beside var_mean's and std_mean's statistic, as PyTorch's running (Welford)
+    update gives it: in double for float32 (a sum that overflows float32 does not make
+    it infinite), and NaN once an infinite element is followed by any other (the next
+    update subtracts the infinite mean from it)."""
+    m = mean(input, axes, keepdim)
+    d = m._data
+    xp = array_module(d)
+    if d.dtype.kind != "f" or xp.isfinite(d).all():
+        return m
+    x = input._data
+    if d.dtype == np.float32:
+        d = xp.asarray(x.astype(np.float64).mean(axis=axes, keepdims=keepdim), np.float32)
+    else:
+        d = xp.array(d)
+    last = xp.ones((), dtype=bool)
+    for a in axes:
+        shape = [1] * x.ndim
+        shape[a] = x.shape[a]
+        last = last & (xp.arange(x.shape[a]) == x.shape[a] - 1).reshape(shape)
+    d[(xp.isinf(x) & ~last).any(axis=axes, keepdims=keepdim)] = np.nan
+    m._data = d
+    return m
+
+
 class _VarStd(Primitive):
     save_inputs = (0,)
 
@@ -345,10 +377,13 @@ class _VarStd(Primitive):
         if n == 0:
             v = array_module(x).full_like(x.sum(axis=axes, keepdims=keepdim), np.nan)
         else:
-            centred = x - x.mean(axis=axes, keepdims=True)
-            # the divisor is clipped at 0, as PyTorch's (so too few elements give inf or NaN)
-            v = (centred * centred).sum(axis=axes, keepdims=keepdim) / \
-                x.dtype.type(builtins.max(n - correction, 0))
+            v = self.finish(_two_pass_var(x, axes, correction, keepdim, n))
+            if x.dtype == np.float32 and not array_module(v).isfinite(v).all():
+                # PyTorch accumulates float32 statistics in double: squares of large
+                # values that overflow float32 stay finite there (and so does their root)
+                v = _two_pass_var(x.astype(np.float64), axes, correction, keepdim, n)
+                v = self.finish(v).astype(np.float32)
+            return v
         return self.finish(v)
 
     def _var_backward(self, gy, x):
@@ -416,14 +451,14 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=N
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """``(var, mean)`` over ``dim``, as a tuple."""
     axes, c, keepdim = _var_args("var_mean", input, dim, unbiased, keepdim, correction)
-    return _Var.apply(input, axes, c, keepdim), mean(input, axes, keepdim)
+    return _Var.apply(input, axes, c, keepdim), _stat_mean(input, axes, keepdim)
 
 
 @with_out
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """``(std, mean)`` over ``dim``, as a tuple."""
     axes, c, keepdim = _var_args("std_mean", input, dim, unbiased, keepdim, correction)
-    return _Std.apply(input, axes, c, keepdim), mean(input, axes, keepdim)
+    return _Std.apply(input, axes, c, keepdim), _stat_mean(input, axes, keepdim)
 
 
 # ----- norms ---------------------------------------------------------------------------------

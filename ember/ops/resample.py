@@ -323,7 +323,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise NotImplementedError(f'"upsample_{mode}{nd}d_out_frame" not implemented for '
                                   f"'{input.dtype.name.capitalize()}'")
     x = input
-    for i in range(nd):
+    # the last dim first: PyTorch's linear kernels nest the interpolation that way (the
+    # outermost dim's weights applied last), which decides how huge values cancel
+    for i in (reversed(range(nd)) if mode in ("linear", "bilinear", "trilinear") else range(nd)):
         a, o, sc = S[i], out[i], scales[i]
         axis = 2 + i
         if mode in ("nearest", "nearest-exact"):

@@ -31,6 +31,20 @@ def _to_input_dtype(g, dt):
     return g if g._data.dtype == dt else g.to(FROM_NP[dt])
 
 
+def _from_plus_zero(y, axis):
+    """``y`` (a sum-like scan along ``axis``, in place) as if it started from +0.0, as
+    PyTorch's kernels do: only a run of -0.0 at the start can leave a -0.0 behind
+    (any other addend turns it to +0.0), so the whole fix is needed only when the
+    first slice holds a -0.0."""
+    if y.dtype.kind in "fc" and y.shape[axis]:
+        xp = array_module(y)
+        first = y.take(0, axis)
+        parts = (first.real, first.imag) if y.dtype.kind == "c" else (first,)
+        if any(((p == 0) & xp.signbit(p)).any() for p in parts):
+            y += 0.0
+    return y
+
+
 # ----- private helpers: flips, reversed cumsum, gather and scatter-add along an axis ---------
 class Flip(Primitive):
     """Reverse along one axis (its own derivative)."""
@@ -102,8 +116,9 @@ class Cumsum(Primitive):
             return x.astype(np_dtype or x.dtype, copy=True)
         if x.dtype == np.float16 and np_dtype in (None, np.float16):
             # PyTorch accumulates half in float32 and rounds each partial sum once
-            return array_module(x).cumsum(x, axis=axis, dtype=np.float32).astype(np.float16)
-        return array_module(x).cumsum(x, axis=axis, dtype=np_dtype)
+            y = array_module(x).cumsum(x, axis=axis, dtype=np.float32).astype(np.float16)
+            return _from_plus_zero(y, axis)
+        return _from_plus_zero(array_module(x).cumsum(x, axis=axis, dtype=np_dtype), axis)
 
     def backward(self, gy):
         axis, dt = self.meta
@@ -273,7 +288,7 @@ class Logcumsumexp(Primitive):
         self.axis = axis
         if axis is None:
             return x.copy()
-        return np.logaddexp.accumulate(x, axis=axis)
+        return _from_plus_zero(np.logaddexp.accumulate(x, axis=axis), axis)
 
     def backward(self, gy):
         x, y = self.saved_tensors

@@ -1,9 +1,9 @@
 """Sorting: ``sort``, ``argsort``, ``msort``, ``topk``, ``kthvalue``, ``unique``,
 ``unique_consecutive``.
 
-The order is found on arrays (a stable sort, so ties keep their index order, as
-PyTorch's CPU sort does; NaN sorts as the largest value); the values are then
-``gather(input, dim, indices)``, so the gradients (scattered back to the chosen
+The order is found on arrays (NaN sorts as the largest value; ties keep their index
+order, as PyTorch's CPU sort does, except where it takes its unstable quicksort); the
+values are then ``gather(input, dim, indices)``, so the gradients (scattered back to the chosen
 places) and second derivatives come from ``gather`` with no derivative code here.
 """
 import numpy as np
@@ -23,13 +23,19 @@ def _check_tensor(name, input):
                         f"{type(input).__name__}")
 
 
-def _order(a, axis, descending):
-    """Stable argsort along ``axis``; descending keeps ties in ascending index order."""
+def _order(a, axis, descending, stable=True):
+    """Argsort along ``axis``; descending keeps ties in ascending index order.
+
+    PyTorch's CPU kernel sorts floats ascending with a vectorised quicksort when no
+    stable order is asked for, and so does NumPy's default kind: ties (``-0.0`` and
+    ``0.0`` among them) then land where PyTorch puts them. Otherwise the sort is stable.
+    """
     xp = backend.array_module(a)
     if a.dtype == np.bool_:
         a = a.astype(np.uint8)
     if not descending:
-        return xp.argsort(a, axis=axis, kind="stable")
+        fast = not stable and xp is np and a.dtype.kind == "f"
+        return xp.argsort(a, axis=axis, kind="quicksort" if fast else "stable")
     n = a.shape[axis]
     rev = xp.flip(a, axis=axis)
     return (n - 1) - xp.flip(xp.argsort(rev, axis=axis, kind="stable"), axis=axis)
@@ -65,11 +71,12 @@ def _cpu_choice(input, dim, idx, k, fix_row, needs, ref):
     return _make(np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, axis)))
 
 
-def _indices(input, dim, descending):
+def _indices(input, dim, descending, stable=True):
     a = input._data
     if a.ndim == 0:
         return _make(backend.array_module(a).zeros((), dtype=np.int64))
-    return _make(_order(a, wrap_dim(dim, a.ndim), descending).astype(np.int64, copy=False))
+    order = _order(a, wrap_dim(dim, a.ndim), descending, stable)
+    return _make(order.astype(np.int64, copy=False))
 
 
 @with_out
@@ -83,7 +90,7 @@ def sort(input, dim=-1, descending=False, stable=False, *, out=None):
     _check_tensor("sort", input)
     if not isinstance(dim, int):
         raise TypeError(f"sort(): argument 'dim' must be int, not {type(dim).__name__}")
-    idx = _indices(input, dim, descending)
+    idx = _indices(input, dim, descending, bool(stable))
     if input.dim() == 0:
         return return_types.sort(input.clone(), idx)
     return return_types.sort(input.gather(dim, idx), idx)
@@ -92,7 +99,7 @@ def sort(input, dim=-1, descending=False, stable=False, *, out=None):
 def argsort(input, dim=-1, descending=False, stable=False):
     """The indices that sort ``input`` along ``dim`` (``sort(...).indices``)."""
     _check_tensor("argsort", input)
-    return _indices(input, dim, descending)
+    return _indices(input, dim, descending, bool(stable))
 
 
 def msort(input):
