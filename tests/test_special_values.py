@@ -24,8 +24,6 @@ TORCH_WRONG = {
         "the mantissa's gradient is 2**-e; torch forms 2**e in float32 (inf/0 past 2**+-127)",
     'logit':
         "logit's gradient is NaN at NaN, 1/(x(1-x)) at -0; torch's SIMD loop and tail disagree",
-    'nn.functional.cosine_similarity':
-        "the gradient along a zero coordinate is exactly 0; torch's rounding leaves 1e-17",
     'nn.functional.gelu':
         "gelu(+inf) is +inf (x * Phi(x) tends to x); torch's kernel gives NaN",
     'nn.functional.hardswish':
