@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from io_fault_child import _Failing  # a file that fails as a full disk does
 
 import ember
 from ember.utils import _atomic
@@ -175,33 +176,12 @@ def test_sigkill_separate_interpreter(tmp_path):
     assert _temps(tmp_path) == []
 
 
-class _FullDisk:
-    """A file whose writes fail with ENOSPC after ``room`` bytes, as a full disk does."""
-
-    def __init__(self, f, room):
-        self.f, self.room = f, room
-
-    def write(self, b):
-        if len(b) > self.room:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        self.room -= len(b)
-        return self.f.write(b)
-
-    def __getattr__(self, name):
-        return getattr(self.f, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.f.close()
-
-
 def test_enospc_on_write_keeps_old_file(tmp_path, monkeypatch):
     path = tmp_path / "ckpt.pt"
     ember.save(_old_ckpt(), path)
     real = os.fdopen
-    monkeypatch.setattr(os, "fdopen", lambda fd, mode, **kw: _FullDisk(real(fd, mode), 3 << 20))
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode, **kw: _Failing(real(fd, mode), errno.ENOSPC,
+                                                              3 << 20))
     with pytest.raises(OSError) as info:
         ember.save(_big_ckpt(), path)
     assert info.value.errno == errno.ENOSPC

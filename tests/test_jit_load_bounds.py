@@ -22,33 +22,12 @@ import ember
 from ember.jit import ScriptError, _builtins
 from ember.jit._module import create_script_module
 
-LINEAR = "archive/code/__torch__/torch/nn/modules/linear.py"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _records():
-    # the Linear archive tests/test_jit_safety.py builds its hostile variants from
-    return test_jit_safety._records(test_jit_safety._archive())
 
 
 def _archive(params="", body="return torch.linear(x, self.weight, self.bias)"):
     """ember's Linear archive whose forward takes ``params`` after x and runs ``body``."""
-    recs = _records()
-    recs[LINEAR] = (
-        "class Linear(Module):\n"
-        '  __parameters__ = ["weight", "bias", ]\n'
-        "  __buffers__ = []\n"
-        "  weight : Tensor\n"
-        "  bias : Tensor\n"
-        "  training : bool\n"
-        "  def forward(self: __torch__.torch.nn.modules.linear.Linear,\n"
-        f"    x: Tensor{params}) -> Tensor:\n"
-        + "".join(f"    {line}\n" for line in body.splitlines())).encode()
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        for n, v in recs.items():
-            z.writestr(n, v)
-    return buf.getvalue()
+    return test_jit_safety._with_code(body, params=params)
 
 
 NOT_LITERAL = "is not a literal"

@@ -38,7 +38,8 @@ def _rebuild(records):
     return buf.getvalue()
 
 
-def _with_code(forward_body, header=""):
+def _with_code(forward_body, header="", params=""):
+    """The Linear archive whose forward takes ``params`` after x and runs the body."""
     recs = _records(_archive())
     code = header + (
         "class Linear(Module):\n"
@@ -48,7 +49,7 @@ def _with_code(forward_body, header=""):
         "  bias : Tensor\n"
         "  training : bool\n"
         "  def forward(self: __torch__.torch.nn.modules.linear.Linear,\n"
-        "    x: Tensor) -> Tensor:\n"
+        f"    x: Tensor{params}) -> Tensor:\n"
         + "".join(f"    {line}\n" for line in forward_body.splitlines()))
     recs["archive/" + LINEAR] = code.encode()
     return _rebuild(recs)
