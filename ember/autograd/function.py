@@ -453,6 +453,11 @@ class _DelayedError(Primitive):
 
     _node_name = "DelayedError"
 
+    def batch(cls, lvl, args, params):
+        # vmap: the identity, batched elementwise (ops/ sits above autograd/)
+        from ember.ops._batch import elementwise
+        return elementwise(cls, lvl, args, params)
+
     def forward(self, x):
         return x
 

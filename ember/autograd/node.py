@@ -229,6 +229,7 @@ class Primitive(Node):
     - ``save_output``: True if backward reads the (single) output
     - ``broadcasts``: True if inputs broadcast, so gradients are summed back to shape
     - ``n_outputs`` and ``differentiable_outputs`` for ops with several outputs.
+    - ``batch``: the vmap batching rule (``ember.ops._batch``); None: no rule.
     """
 
     _base_class = True  # keeps its own __name__: no node is ever a plain Primitive
@@ -236,6 +237,7 @@ class Primitive(Node):
     save_output = False
     broadcasts = False
     n_outputs = 1
+    batch = None  # the vmap rule, a function (cls, level, args, params): ops/_batch.py
     differentiable_outputs = None  # None: all floating outputs are differentiable
 
     @property

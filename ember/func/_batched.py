@@ -300,11 +300,9 @@ class _Dispatch:
             # Batching rules run ops on the underlying tensors, which carry no tangents:
             # with a dual level open the batched call would lose them, so run per sample.
             raise NoRule("forward-mode AD (jvp, jacfwd, hessian) on batched tensors")
-        from ember.func._batching import RULES
-        name = cls.__dict__.get("_op_name") or cls._op_name
-        rule = RULES.get(name)
+        rule = cls.batch  # the op's own rule (ember.ops._batch); a plain function
         if rule is None:
-            raise NoRule(name)
+            raise NoRule(cls._op_name)
         return rule(cls, lvl, args, params)
 
     def node(self, node, grads):

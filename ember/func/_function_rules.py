@@ -6,7 +6,7 @@ calls the original for everything else."""
 import ember
 from ember._tensor import Tensor
 from ember.func._batched import NoRule, wrap
-from ember.func._batching import _shift
+from ember.ops._batch import _shift
 
 
 def _nll_rule(orig):

@@ -8,7 +8,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
-from ember.ops import _jvp
+from ember.ops import _batch, _batch_nn, _jvp
 
 __all__ = ["einsum"]
 
@@ -34,6 +34,7 @@ class Diagonal(Primitive):
         return DiagEmbed.apply(gy, shape, d1, d2), None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.diagonal
 
 
 class DiagEmbed(Primitive):
@@ -53,6 +54,7 @@ class DiagEmbed(Primitive):
         return Diagonal.apply(gy, d1, d2), None, None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.diag_embed_shaped
 
 
 def diag_embed_last(x):
@@ -105,6 +107,7 @@ class Einsum(Primitive):
         return tuple(grads)
 
     jvp = _jvp.multilinear()
+    batch = _batch_nn.einsum
 
 
 _EINSUM_NODES = {}

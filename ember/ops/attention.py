@@ -16,6 +16,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.threads import parallel_rows
+from ember.ops import _batch_nn
 
 __all__ = []
 
@@ -102,6 +103,7 @@ class ScaledDotProductAttention(Primitive):
     _node_name = "ScaledDotProductFlashAttentionForCpuBackward0"
     broadcasts = True
     save_inputs = (0, 1, 2, 3)
+    batch = _batch_nn.attention
 
     def forward(self, q, k, v, bias, dmask, scale, safe):
         self.scale, self.safe, self.dmask = scale, safe, dmask

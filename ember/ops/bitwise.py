@@ -5,6 +5,7 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
+from ember.ops import _batch
 from ember.ops._inplace import inplace_method
 from ember.ops._util import not_implemented_for, promote_arrays, with_out
 from ember.ops.elementwise import _checked, _kind
@@ -14,6 +15,8 @@ __all__ = ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_l
 
 
 class _Bitwise(Primitive):
+    batch = _batch.elementwise
+
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
         if getattr(a, "dtype", np.dtype("i")).kind == "f" or \
@@ -41,6 +44,8 @@ bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor)
 
 
 class BitwiseNot(Primitive):
+    batch = _batch.elementwise
+
     def forward(self, x):
         if x.dtype.kind == "f":
             raise not_implemented_for("bitwise_not_cpu", x.dtype)
@@ -48,6 +53,8 @@ class BitwiseNot(Primitive):
 
 
 class _Shift(Primitive):
+    batch = _batch.elementwise
+
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
         if _kind(a) == "f" or _kind(b) == "f":

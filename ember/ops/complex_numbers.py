@@ -11,7 +11,7 @@ from ember._tensor import Tensor, _Extra, _make
 from ember.autograd.node import Primitive
 from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops._util import check_out, tensor_method, to_float
 from ember.ops._views import ViewPrimitive
 
@@ -25,6 +25,7 @@ _COMPLEX_NP = {v: k for k, v in _REAL_NP.items()}
 
 class ViewAsReal(ViewPrimitive):
     """A complex tensor's memory as floats with a trailing dimension of 2 (a view)."""
+    batch = _batch.passthrough
 
     def forward(self, z):
         if z.dtype.kind != "c" and not z.dtype.names:
@@ -42,6 +43,7 @@ class ViewAsReal(ViewPrimitive):
 
 class ViewAsComplex(ViewPrimitive):
     """Floats with a trailing dimension of 2 as complex numbers (a view)."""
+    batch = _batch.passthrough
 
     def forward(self, x):
         if x.dtype not in _COMPLEX_NP:
@@ -77,6 +79,8 @@ def _part(z, name):
 
 
 class Real(ViewPrimitive):
+    batch = _batch.elementwise
+
     def forward(self, z):
         return _part(z, "real")
 
@@ -85,6 +89,8 @@ class Real(ViewPrimitive):
 
 
 class Imag(ViewPrimitive):
+    batch = _batch.elementwise
+
     def forward(self, z):
         return _part(z, "imag")
 
@@ -138,6 +144,7 @@ class Angle(Primitive):
         return Complex.apply(-g * x.imag, g * x.real)
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 @tensor_method()
@@ -172,6 +179,7 @@ class Complex(Primitive):
         return gz.real, gz.imag
 
     jvp = _jvp.linear(0, 1)
+    batch = _batch.elementwise
 
 
 def complex(real, imag, *, out=None):
@@ -183,6 +191,7 @@ def complex(real, imag, *, out=None):
 class Polar(Primitive):
     save_output = True
     broadcasts = True
+    batch = _batch.elementwise
 
     def forward(self, r, theta):
         return Complex.forward(self, r * np.cos(theta), r * np.sin(theta))
@@ -211,6 +220,7 @@ class ConjPhysical(Primitive):
         return conj_physical(gy)
 
     jvp = _jvp.linear(0)
+    batch = _batch.elementwise
 
 
 class Conj(ConjPhysical):

@@ -24,7 +24,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.backend.threads import contiguous, parallel_rows
-from ember.ops import _jvp
+from ember.ops import _batch, _batch_nn, _jvp
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d"]
@@ -425,6 +425,7 @@ class Conv(Primitive):
     """``y = conv(x, w) + b``: x (N, C, *S), w (F, C/G, *K), b (F,) or None."""
     save_inputs = (0, 1)
     _node_name = "ConvolutionBackward0"
+    batch = _batch_nn.conv
 
     def forward(self, x, w, b, g):
         self.g = g
@@ -456,6 +457,7 @@ class ConvInput(Primitive):
     """
     save_inputs = (0, 1)
     _node_name = "ConvolutionBackward0"
+    batch = _batch_nn.conv_input
 
     def forward(self, y, w, b, g):
         self.g = g
@@ -559,6 +561,7 @@ class Unfold(Primitive):
         return Fold.apply(gy, self.g), None
 
     jvp = _jvp.linear(0)
+    batch = _batch.fold_into_n
 
 
 class Fold(Primitive):
@@ -575,6 +578,7 @@ class Fold(Primitive):
         return Unfold.apply(gx, self.g), None
 
     jvp = _jvp.linear(0)
+    batch = _batch.fold_into_n
 
 
 # ----- argument checks and the public functions ---------------------------------------

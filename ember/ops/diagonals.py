@@ -4,7 +4,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
@@ -72,6 +72,8 @@ def _diag_view(a, offset, d1, d2):
 
 
 class Diagonal(ViewPrimitive):
+    batch = _batch.diagonal
+
     def forward(self, x, offset, d1, d2):
         self.meta = (x.shape, offset, d1, d2)
         return _diag_view(x, offset, d1, d2)
@@ -140,6 +142,7 @@ class DiagEmbed(Primitive):
         return Diagonal.apply(gy, offset, d1, d2), None, None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.diag_embed
 
 
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
@@ -169,6 +172,7 @@ class Tril(Primitive):
         return Tril.apply(gy, self.k), None
 
     jvp = _jvp.linear(0)
+    batch = _batch.passthrough
 
 
 class Triu(Primitive):
@@ -180,6 +184,7 @@ class Triu(Primitive):
         return Triu.apply(gy, self.k), None
 
     jvp = _jvp.linear(0)
+    batch = _batch.passthrough
 
 
 def _tri(name, cls, input, diagonal, out):

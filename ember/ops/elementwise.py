@@ -9,7 +9,7 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import (
     cj,
@@ -83,6 +83,7 @@ def _checked(op, symbol):
 
 class Add(Primitive):
     broadcasts = True
+    batch = _batch.elementwise
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
@@ -99,6 +100,7 @@ class AddScaled(Primitive):
     """``a + alpha * b``."""
     broadcasts = True
     _node_name = "AddBackward0"
+    batch = _batch.elementwise
 
     def forward(self, a, b, alpha):
         a, b = promote_arrays(a, b)
@@ -133,6 +135,7 @@ _WIDER = {np.dtype(np.float32): np.float64, np.dtype(np.float16): np.float32}
 
 class Sub(Primitive):
     broadcasts = True
+    batch = _batch.elementwise
 
     def forward(self, a, b):
         # checked before promotion, which would turn a bool tensor into the other's dtype
@@ -167,6 +170,7 @@ class Mul(Primitive):
             (gy * cj(a) if e[1] is not None else None)
 
     jvp = _jvp.multilinear(0, 1)
+    batch = _batch.elementwise
 
 
 class Div(Primitive):
@@ -187,6 +191,7 @@ class Div(Primitive):
         return ga, gb
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class FloorDivide(Primitive):
@@ -202,6 +207,7 @@ class FloorDivide(Primitive):
         return gy * 0, gy * 0
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class TruncDivide(Primitive):
@@ -220,6 +226,7 @@ class TruncDivide(Primitive):
         return gy * 0, gy * 0
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class Remainder(Primitive):
@@ -238,6 +245,7 @@ class Remainder(Primitive):
         return gy, (-gy * floor_divide(a, b) if self._edges[1] is not None else None)
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class Fmod(Primitive):
@@ -254,6 +262,7 @@ class Fmod(Primitive):
         return gy, (-gy * (a / b).trunc() if self._edges[1] is not None else None)
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class Atan2(Primitive):
@@ -271,6 +280,7 @@ class Atan2(Primitive):
         return gy * b * r, gy * -a * r
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class Copysign(Primitive):
@@ -291,6 +301,7 @@ class Copysign(Primitive):
         return gy * r, (gy.new_zeros(gy.shape) if self._edges[1] is not None else None)
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class Nextafter(Primitive):
@@ -307,6 +318,7 @@ class Nextafter(Primitive):
         return gy, None
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class Hypot(Primitive):
@@ -323,6 +335,7 @@ class Hypot(Primitive):
         return gy * a / y, gy * b / y
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class Xlogy(Primitive):
@@ -347,6 +360,7 @@ class Xlogy(Primitive):
         return ga, gy * a / b
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class _MinMax(Primitive):
@@ -364,6 +378,7 @@ class _MinMax(Primitive):
         return ga, gb
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class Minimum(_MinMax):
@@ -441,6 +456,7 @@ class Where(Primitive):
                 gy.masked_fill(c, 0.0) if e[2] is not None else None)
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class Lerp(Primitive):
@@ -465,6 +481,7 @@ class Lerp(Primitive):
         return gy * (1 - w), gy * w, gw
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
@@ -475,6 +492,7 @@ _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "in
 
 class _Compare(Primitive):
     """Comparisons: bool results, no gradient."""
+    batch = _batch.elementwise
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
@@ -517,6 +535,8 @@ logical_xor = _logical("logical_xor", np.logical_xor)
 
 
 class LogicalNot(Primitive):
+    batch = _batch.elementwise
+
     def forward(self, x):
         return np.logical_not(x)
 

@@ -6,7 +6,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops._util import with_out, wrap_dim
 from ember.ops.reduction import (
     _axes,
@@ -45,6 +45,7 @@ class _EvenAll(Primitive):
 
 class _MaxAll(_EvenAll):
     _node_name = "MaxBackward1"
+    batch = _batch.all_reduce(lambda: _Amax)
 
     @staticmethod
     def select(x):
@@ -54,6 +55,7 @@ class _MaxAll(_EvenAll):
 
 class _MinAll(_EvenAll):
     _node_name = "MinBackward1"
+    batch = _batch.all_reduce(lambda: _Amin)
 
     @staticmethod
     def select(x):
@@ -92,6 +94,7 @@ class _SelectDim(Primitive):
     goes to the picked element only (PyTorch's ``value_selecting_reduction_backward``)."""
     n_outputs = 2
     differentiable_outputs = (0,)
+    batch = _batch.dim_rule(1)
 
     def forward(self, x, axis, keepdim):
         self.meta = (x.shape, axis, keepdim)
@@ -267,6 +270,7 @@ class _AmaxAmin(Primitive):
     """amax/amin over several dims; ties share the gradient evenly, as PyTorch's."""
     save_inputs = (0,)
     save_output = True
+    batch = _batch.dim_rule(1)
 
     def forward(self, x, axes, keepdim):
         _check_nonempty(self.op, x, axes, False)
@@ -352,6 +356,8 @@ def _first_zero_sign(y, x, axis, keepdim):
 
 
 class _ArgExtreme(Primitive):
+    batch = _batch.dim_rule(1, all_if_none=False)
+
     def forward(self, x, axis, keepdim):
         if x.dtype == np.bool_:
             raise RuntimeError(f"{self.op}(): does not support bool input")

@@ -9,7 +9,7 @@ opposite transform with norm ``"forward"`` (and ``"ortho"`` is its own dual).
 import numpy as np
 
 from ember.autograd.node import Primitive
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 _COMPLEX_OF = {np.dtype(np.float32): np.complex64, np.dtype(np.complex64): np.complex64,
@@ -33,6 +33,7 @@ class FftC2C(Primitive):
         return FftC2C.apply(gy, dims, _DUAL[norm], not inverse), None, None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.dim_rule(1)
 
 
 class FftR2C(Primitive):
@@ -50,6 +51,7 @@ class FftR2C(Primitive):
         return FftC2C.apply(full, dims, _DUAL[norm], True).real, None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.dim_rule(1)
 
 
 class FftC2R(Primitive):
@@ -76,6 +78,7 @@ class FftC2R(Primitive):
         return g, None, None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.dim_rule(1)
 
 
 def _array_tensor(a):

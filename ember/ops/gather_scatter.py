@@ -10,7 +10,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend.dtypes import through_float32
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim
 
@@ -95,6 +95,7 @@ class Gather(Primitive):
         return ScatterAdd.apply(_zeros(gy, shape), gy, idx, dim), None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.gather
 
 
 class ScatterAdd(Primitive):
@@ -112,9 +113,12 @@ class ScatterAdd(Primitive):
         return gy, g_src, None, None
 
     jvp = _jvp.linear(0, 1)
+    batch = _batch.scatter
 
 
 class Scatter(Primitive):
+    batch = _batch.scatter
+
     def forward(self, x, src, idx, dim, reduce=None):
         xp = _xp(x)
         self.meta = (idx, dim, np.shape(src), reduce)
@@ -370,6 +374,7 @@ class IndexSelect(Primitive):
         return IndexAdd.apply(_zeros(gy, shape), gy, idx, dim, 1), None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.index_select
 
 
 class IndexAdd(Primitive):
@@ -390,6 +395,7 @@ class IndexAdd(Primitive):
         return gy, g_src, None, None, None
 
     jvp = _jvp.linear(0, 1)
+    batch = _batch.index_scatter
 
 
 class IndexCopy(Primitive):
@@ -406,6 +412,7 @@ class IndexCopy(Primitive):
         return g_x, g_src, None, None
 
     jvp = _jvp.linear(0, 1)
+    batch = _batch.index_scatter
 
 
 class IndexFill(Primitive):
@@ -426,6 +433,7 @@ class IndexFill(Primitive):
         return g_x, g_v, None, None
 
     jvp = _jvp.linear(0, 1)
+    batch = _batch.index_scatter
 
 
 def _dim_and_index(op, input, dim, index, kinds="int32 or int64", exc=RuntimeError):

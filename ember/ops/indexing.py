@@ -15,7 +15,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit
 from ember.ops._util import with_out
 from ember.ops._views import ViewPrimitive
@@ -255,6 +255,7 @@ def _index(arr, idx):
 class GetItem(ViewPrimitive):
     """Basic indexing: a view."""
     _node_name = "SliceBackward0"
+    batch = _batch.getitem
 
     def forward(self, x, idx):
         self.idx = idx
@@ -278,6 +279,7 @@ class GetItemAdvanced(Primitive):
         return IndexScatter.apply(gy, self.in_shape, self.idx, True), None
 
     jvp = _jvp.linear(0)
+    batch = _batch.getitem_advanced
 
 
 class IndexScatter(Primitive):
@@ -569,6 +571,7 @@ class MaskedFill(Primitive):
         return g_x, None, g_v
 
     jvp = _jvp.linear(0, 2)
+    batch = _batch.elementwise
 
 
 def masked_fill(input, mask, value):

@@ -6,7 +6,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops._util import check_same_device, wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import GetItem
@@ -61,6 +61,7 @@ class Cat(Primitive):
         return tuple(grads)
 
     jvp = _jvp.linear()
+    batch = _batch.cat
 
 
 def _tensor_list(op, tensors):
@@ -168,6 +169,7 @@ class Stack(Primitive):
         return tuple(grads)
 
     jvp = _jvp.linear()
+    batch = _batch.stack
 
 
 def hstack(tensors, *, out=None):
@@ -204,6 +206,7 @@ def column_stack(tensors, *, out=None):
 class SplitWithSizes(ViewPrimitive):
     """Consecutive pieces of ``x`` along ``dim`` (views), one output per size."""
     n_outputs = 2  # several outputs; the instance holds the real count
+    batch = _batch.split
 
     def forward(self, x, sizes, dim):
         self.dim = dim
@@ -226,6 +229,7 @@ class Split(SplitWithSizes):
 
 class Unbind(ViewPrimitive):
     n_outputs = 2
+    batch = _batch.unbind
 
     def forward(self, x, dim):
         self.dim = dim
@@ -371,6 +375,7 @@ class Repeat(Primitive):
         return g.reshape(in_shape), None
 
     jvp = _jvp.linear(0)
+    batch = _batch.repeat
 
 
 def repeat(self, *sizes):

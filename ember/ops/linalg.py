@@ -12,7 +12,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
-from ember.ops import _jvp
+from ember.ops import _batch, _batch_nn, _jvp
 from ember.ops._einsum import Diagonal, _tname, einsum
 from ember.ops._inplace import inplace_method
 from ember.ops._util import cj, wrap_dim
@@ -141,6 +141,7 @@ class MatMul(Primitive):
         return ga, gb
 
     jvp = _jvp.multilinear(0, 1)
+    batch = _batch_nn.matmul
 
 
 class Mm(MatMul):
@@ -508,6 +509,7 @@ class Cross(Primitive):
                 Cross.apply(gy, cj(a), d) if e[1] is not None else None, None)
 
     jvp = _jvp.multilinear(0, 1)
+    batch = _batch_nn.cross
 
 
 class Cdist(Primitive):
@@ -516,6 +518,7 @@ class Cdist(Primitive):
     broadcasts = True
     save_inputs = (0, 1)
     save_output = True
+    batch = _batch.elementwise
 
     def forward(self, x1, x2, p):
         self.p = p

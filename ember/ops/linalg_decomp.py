@@ -11,7 +11,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive, _SavedOutput
 from ember.backend import array_module
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops._einsum import DiagEmbed, _tname
 from ember.ops.linalg import _write_out
 from ember.ops.reduction import _return_type, return_types
@@ -159,6 +159,7 @@ class _SavesOutputs(Primitive):
 class Inv(Primitive):
     _node_name = "LinalgInvExBackward0"
     save_output = True
+    batch = _batch.passthrough
 
     def forward(self, a):
         try:
@@ -220,6 +221,7 @@ class Det(Primitive):
     _node_name = "LinalgDetBackward0"
     save_inputs = (0,)
     save_output = True
+    batch = _batch.passthrough
 
     def forward(self, a):
         return np.linalg.det(a)
@@ -263,6 +265,7 @@ class Slogdet(_SavesOutputs):
     _node_name = "LinalgSlogdetBackward0"
     n_outputs = 2
     save_inputs = (0,)
+    batch = _batch.passthrough
 
     def forward(self, a):
         return np.linalg.slogdet(a)
@@ -298,6 +301,7 @@ class Solve(Primitive):
     broadcasts = True
     save_inputs = (0,)
     save_output = True
+    batch = _batch.elementwise
 
     def forward(self, a, b):
         try:
@@ -376,6 +380,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
 class Cholesky(Primitive):
     _node_name = "LinalgCholeskyExBackward0"
     save_output = True
+    batch = _batch.passthrough
 
     def forward(self, a, upper):
         self.upper = upper
@@ -469,6 +474,7 @@ class Eigh(_SavesOutputs):
     _node_name = "LinalgEighBackward0"
     n_outputs = 2
     saved_outputs = (0, 1)
+    batch = _batch.passthrough
 
     def forward(self, a, uplo):
         return tuple(np.linalg.eigh(a, UPLO=uplo))
@@ -510,6 +516,7 @@ class Svd(_SavesOutputs):
     _node_name = "LinalgSvdBackward0"
     n_outputs = 3
     saved_outputs = (0, 1, 2)
+    batch = _batch.passthrough
 
     def forward(self, a, full_matrices):
         self.full = full_matrices
@@ -591,6 +598,7 @@ class Qr(_SavesOutputs):
     _node_name = "LinalgQrBackward0"
     n_outputs = 2
     saved_outputs = (0, 1)
+    batch = _batch.passthrough
 
     def forward(self, a, mode):
         self.mode = mode
@@ -670,6 +678,7 @@ class Pinv(Primitive):
     _node_name = "LinalgPinvBackward0"
     save_inputs = (0,)
     save_output = True
+    batch = _batch.passthrough
 
     def forward(self, a, atol, rtol, hermitian):
         if hermitian:
@@ -738,6 +747,7 @@ class VectorNorm(Primitive):
     _node_name = "LinalgVectorNormBackward0"
     save_inputs = (0,)
     save_output = True
+    batch = _batch.vector_norm
 
     def forward(self, x, p, axes, keepdim):
         self.meta = (p, axes, keepdim, x.shape)

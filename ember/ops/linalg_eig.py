@@ -9,6 +9,7 @@ import numpy as np
 
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.ops import _batch
 from ember.ops._einsum import _tname
 from ember.ops.linalg import _write_out
 from ember.ops.linalg_decomp import _check_square, _named, _SavesOutputs
@@ -33,6 +34,7 @@ class Eig(_SavesOutputs):
     _node_name = "LinalgEigBackward0"
     n_outputs = 2
     saved_outputs = (0, 1)
+    batch = _batch.passthrough
 
     def forward(self, a):
         x, xp = _np(a)

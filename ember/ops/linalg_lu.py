@@ -14,6 +14,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.ops import _batch
 from ember.ops._einsum import _tname
 from ember.ops.linalg import _write_out
 from ember.ops.linalg_decomp import (
@@ -140,6 +141,7 @@ class LuFactorEx(_SavesOutputs):
     n_outputs = 3
     differentiable_outputs = (0,)
     saved_outputs = (0, 1)
+    batch = _batch.passthrough
 
     def forward(self, a):
         xp = array_module(a)
@@ -367,6 +369,7 @@ class Geqrf(Primitive):
     """LAPACK's ``geqrf`` through ``numpy.linalg.qr(mode='raw')`` (which returns the
     packed matrix transposed, Fortran order)."""
     n_outputs = 2
+    batch = _batch.passthrough
 
     def forward(self, x):
         xp = array_module(x)

@@ -18,6 +18,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.ops import _batch, _batch_nn
 from ember.ops.unary import _relu_array, _relu_grad, _relu_grad_array
 from ember.ops.unary import relu as _relu
 
@@ -30,6 +31,7 @@ class _Linear(Primitive):
     (out) or None, all of one floating dtype (checked by the caller)."""
     save_inputs = (0, 1)
     _node_name = "AddmmBackward0"
+    batch = _batch_nn.linear
 
     def forward(self, x, w, b):
         if x.ndim == 2:
@@ -109,6 +111,7 @@ class _LinearRelu(_Linear):
     (a Linear followed by a ReLU in a Sequential)."""
     save_output = True
     _node_name = "ReluBackward0"
+    batch = _batch_nn.linear_relu
 
     def forward(self, x, w, b):
         out = _Linear.forward(self, x, w, b)
@@ -157,6 +160,7 @@ class _CrossEntropy(Primitive):
     indices ``t`` (N), without class weights or label smoothing."""
     save_inputs = (0,)
     _node_name = "NllLossBackward0"
+    batch = _batch_nn.cross_entropy
 
     def forward(self, x, t, ignore_index, reduction):
         xp = array_module(x)
@@ -238,6 +242,7 @@ class BinaryCrossEntropy(Primitive):
     save_inputs = (0, 1)
     broadcasts = True
     _node_name = "BinaryCrossEntropyBackward0"
+    batch = _batch.elementwise
 
     def forward(self, x, t):
         xp = array_module(x)

@@ -14,6 +14,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.threads import parallel_rows
+from ember.ops import _batch_nn
 
 # the names torch also has at top level, with the same signature
 __all__ = ["layer_norm", "group_norm", "rms_norm"]
@@ -49,6 +50,7 @@ class Normalize(Primitive):
     _node_name = "NativeBatchNormBackward0"
     _overflow_is_nan = False  # batch and instance norm give 0 there, as PyTorch's do
     _nan_in_double = True  # and for float64 input too
+    batch = _batch_nn.normalize
 
     def forward(self, x, w, b, axes, eps, stats=None):
         self.axes, self.eps = axes, eps

@@ -19,7 +19,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.threads import parallel_rows
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops.conv import Geom, ntuple
 from ember.ops.unary import _ZerosLikeOf
 
@@ -63,6 +63,7 @@ class MaxPool(Primitive):
     """Max over each window; remembers the first position of the max (PyTorch's)."""
     _node_name = "MaxPool2DWithIndicesBackward0"
     save_inputs = (0,)  # as PyTorch's node: for a zero (not missing) second derivative
+    batch = _batch.passthrough
 
     def forward(self, x, g):
         self.g = g
@@ -246,6 +247,7 @@ class AvgPool(Primitive):
         return _flat_in_x(self, AvgPoolAdjoint.apply(gy, self.g, self.div)), None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.passthrough
 
 
 class AvgPoolAdjoint(Primitive):
@@ -606,6 +608,7 @@ class AdaptiveMaxPool(Primitive):
     n_outputs = 2
     differentiable_outputs = (0,)
     _node_name = "AdaptiveMaxPool2DBackward0"
+    batch = _batch.passthrough
 
     def forward(self, x, O):
         nd = len(O)

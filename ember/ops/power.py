@@ -5,7 +5,7 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._pow_kernels import _is_bf16, cpu_pow
 from ember.ops._util import cj, promote_arrays, with_out
@@ -54,6 +54,7 @@ class Pow(Primitive):
         return ga, gb
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 def _cpu_float(x):
@@ -122,6 +123,7 @@ class PowScalar(Primitive):
         return gy * cj(x.pow(c - 1) * c), None
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class RPowScalar(Primitive):
@@ -150,6 +152,7 @@ class RPowScalar(Primitive):
         return None, g
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 

@@ -17,7 +17,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops._util import to_float, with_out, wrap_dim, wrap_dims
 
 __all__ = ["sum", "mean", "nansum", "nanmean", "prod", "std", "var", "std_mean", "var_mean",
@@ -136,9 +136,12 @@ class Sum(Primitive):
         return _restore(gy, in_shape, axes, keepdim), None, None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.dim_rule(1)
 
 
 class Nansum(Primitive):
+    batch = _batch.dim_rule(1)
+
     def forward(self, x, axes, keepdim, np_dtype):
         self.meta = (x.shape, axes, keepdim, x.dtype)
         self.nan = np.isnan(x) if x.dtype.kind == "f" else None
@@ -180,6 +183,7 @@ class Mean(Primitive):
         return _restore(gy / self.n, in_shape, axes, keepdim), None, None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.dim_rule(1)
 
 
 # PyTorch names the node of a reduction over given dims after its second overload
@@ -262,6 +266,7 @@ class ProdOthers(Primitive):
     """Products of all other elements along an axis: the gradient of ``prod`` that stays
     exact when the input holds zeros. Its own derivative uses it again, one dim up."""
     save_inputs = (0,)
+    batch = _batch.dim_rule(1)
 
     def forward(self, x, axis):
         self.axis = axis
@@ -280,6 +285,7 @@ class ProdOthers(Primitive):
 class Prod(Primitive):
     save_inputs = (0,)
     save_output = True
+    batch = _batch.dim_rule(1, all_if_none=False)
 
     def forward(self, x, axis, keepdim, np_dtype):
         np_dtype = _int64_if_integral(x, np_dtype)
@@ -368,6 +374,7 @@ def _stat_mean(input, axes, keepdim):
 
 class _VarStd(Primitive):
     save_inputs = (0,)
+    batch = _batch.dim_rule(1)
 
     def forward(self, x, axes, correction, keepdim):
         if x.dtype.kind != "f":
@@ -466,6 +473,7 @@ class _VectorNorm(Primitive):
     _node_name = "LinalgVectorNormBackward0"
     save_inputs = (0,)
     save_output = True
+    batch = _batch.vector_norm
 
     def forward(self, x, p, axes, keepdim):
         self.meta = (x.shape, axes, keepdim, p)
@@ -558,6 +566,7 @@ class _Logsumexp(Primitive):
     _node_name = "LogsumexpBackward0"
     save_inputs = (0,)
     save_output = True
+    batch = _batch.dim_rule(1)
 
     def forward(self, x, axes, keepdim):
         x = to_float(x)
@@ -619,10 +628,12 @@ class Softmax(Primitive):
         return y * (gy - (gy * y).sum(a, keepdim=True)), None
 
     jvp = _jvp.diagonal
+    batch = _batch.dim_rule(1)
 
 
 class LogSoftmax(Primitive):
     save_output = True
+    batch = _batch.dim_rule(1)
 
     def forward(self, x, axis):
         self.axis = axis
@@ -667,6 +678,8 @@ def log_softmax(input, dim, dtype=None):
 
 # ----- logical reductions and counts ---------------------------------------------------------
 class _AllAny(Primitive):
+    batch = _batch.dim_rule(1)
+
     def forward(self, x, axes, keepdim):
         out = self.fn(x, axis=axes, keepdims=keepdim)
         if x.dtype == np.uint8:  # PyTorch keeps uint8 for uint8 inputs
@@ -695,6 +708,8 @@ def any(input, dim=None, keepdim=False, *, out=None):
 
 
 class _CountNonzero(Primitive):
+    batch = _batch.dim_rule(1)
+
     def forward(self, x, axes):
         return array_module(x).asarray((x != 0).sum(axis=axes), dtype=np.int64)
 

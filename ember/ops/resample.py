@@ -12,7 +12,7 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle"]
 
@@ -30,6 +30,7 @@ class Take(Primitive):
         return TakeAdjoint.apply(gy, self.idx, self.axis, self.n), None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.dim_rule(2)
 
 
 class TakeAdjoint(Primitive):
@@ -56,6 +57,7 @@ class TakeAdjoint(Primitive):
         return Take.apply(gx, self.idx, self.axis), None, None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.dim_rule(2)
 
 
 def _phases(idx):
@@ -198,6 +200,7 @@ class Resample(Primitive):
         return ResampleAdjoint.apply(gy, self.axis, self.taps, self.n), None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.dim_rule(1)
 
 
 class ResampleAdjoint(Primitive):
@@ -223,6 +226,7 @@ class ResampleAdjoint(Primitive):
         return Resample.apply(gx, self.axis, self.taps), None, None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.dim_rule(1)
 
 
 def _resample_dim(x, axis, taps):

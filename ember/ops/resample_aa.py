@@ -34,7 +34,7 @@ import numpy as np
 from ember._tensor import _make
 from ember.autograd.node import Primitive, rename_output_node
 from ember.backend import array_module
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops.conversion import _has_layout, _in_layout, channels_last
 
 _MAX_PRECISION = 22  # fraction bits of the int16 weights
@@ -240,3 +240,4 @@ class _SkippedAxis(Primitive):
         raise NotImplementedError(self.message)
 
     jvp = _jvp.linear(0)
+    batch = _batch.passthrough

@@ -10,7 +10,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim
 from ember.ops.reduction import _dtype_name, _eye_along, _np_dtype, return_types
@@ -57,6 +57,7 @@ class Flip(Primitive):
         return Flip.apply(gy, self.axis), None
 
     jvp = _jvp.linear(0)
+    batch = _batch.flip
 
 
 class ReverseCumsum(Primitive):
@@ -71,6 +72,7 @@ class ReverseCumsum(Primitive):
         return Cumsum.apply(gy, self.axis, None), None
 
     jvp = _jvp.linear(0)
+    batch = _batch.dim_rule(1)
 
 
 class GatherAlong(Primitive):
@@ -128,6 +130,7 @@ class Cumsum(Primitive):
         return ReverseCumsum.apply(gy, axis), None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.dim_rule(1)
 
 
 def _four_lane_sum(t):
@@ -181,6 +184,7 @@ def _cumprod_grad_numpy(gy, x, y, axis):
 class Cumprod(Primitive):
     save_inputs = (0,)
     save_output = True
+    batch = _batch.dim_rule(1)
 
     def forward(self, x, axis, np_dtype):
         self.meta = (axis, x.dtype)
@@ -227,6 +231,7 @@ def cumprod(input, dim, *, dtype=None, out=None):
 class _CumExtreme(Primitive):
     n_outputs = 2
     differentiable_outputs = (0,)
+    batch = _batch.dim_rule(1)
 
     def forward(self, x, axis):
         xp = array_module(x)
@@ -280,6 +285,7 @@ def cummin(input, dim):
 class Logcumsumexp(Primitive):
     save_inputs = (0,)
     save_output = True
+    batch = _batch.dim_rule(1)
 
     def forward(self, x, axis):
         if x.dtype.kind != "f":

@@ -5,7 +5,7 @@ import numpy as np
 from ember._tensor import Size, Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.ops import _jvp, reinterpret
+from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import GetItem
@@ -74,6 +74,8 @@ def _cupy_view(x, shape):
 
 
 class View(ViewPrimitive):
+    batch = _batch.view
+
     def forward(self, x, shape):
         self.in_shape = x.shape
         out = _try_view(x, shape)
@@ -98,6 +100,7 @@ class ReshapeCopy(Primitive):
         return gy.reshape(self.in_shape), None
 
     jvp = _jvp.linear(0)
+    batch = _batch.reshape_copy
 
 
 def _arg_type(a):
@@ -185,6 +188,8 @@ def unflatten(input, dim, sizes):
 
 
 class Permute(ViewPrimitive):
+    batch = _batch.permute
+
     def forward(self, x, dims):
         self.dims = dims
         return x.transpose(dims)
@@ -211,6 +216,8 @@ def permute(input, *dims):
 
 
 class Transpose(ViewPrimitive):
+    batch = _batch.transpose
+
     def forward(self, x, d0, d1):
         self.dims = (d0, d1)
         return x.swapaxes(d0, d1)
@@ -271,6 +278,8 @@ moveaxis = movedim
 
 
 class Squeeze(ViewPrimitive):
+    batch = _batch.squeeze
+
     def forward(self, x, dims):
         self.in_shape = x.shape
         return x.reshape([s for i, s in enumerate(x.shape) if i not in dims])
@@ -301,6 +310,8 @@ def squeeze(input, dim=None):
 
 
 class Unsqueeze(ViewPrimitive):
+    batch = _batch.unsqueeze
+
     def forward(self, x, dim):
         self.dim = dim
         return np.expand_dims(x, dim)
@@ -315,6 +326,8 @@ def unsqueeze(input, dim):
 
 
 class Expand(ViewPrimitive):
+    batch = _batch.expand
+
     def forward(self, x, shape):
         self.in_shape = x.shape
         if type(x) is not np.ndarray:
@@ -420,6 +433,7 @@ class SumToSize(Primitive):
         return gy.expand(self.in_shape), None
 
     jvp = _jvp.linear(0)
+    batch = _batch.sum_to_size
 
 
 def sum_to_size(self, *size):
@@ -542,6 +556,7 @@ class Flip(Primitive):
         return Flip.apply(gy, self.dims), None
 
     jvp = _jvp.linear(0)
+    batch = _batch.flip
 
 
 def flip(input, dims):
@@ -581,6 +596,7 @@ class Roll(Primitive):
         return Roll.apply(gy, tuple(-s for s in shifts), dims), None, None
 
     jvp = _jvp.linear(0)
+    batch = _batch.roll
 
 
 def roll(input, shifts, dims=None):
@@ -626,6 +642,8 @@ def rot90(input, k=1, dims=(0, 1)):
 
 
 class Unfold(ViewPrimitive):
+    batch = _batch.unfold
+
     def forward(self, x, d, size, step):
         self.meta = (x.shape, d, size, step)
         m = (x.shape[d] - size) // step + 1
@@ -705,6 +723,7 @@ class ConstantPad(Primitive):
         return ConstantPad.apply(gy, tuple(-p for p in self.pads), 0), None, None
 
     jvp = _jvp.linear(0, 2)
+    batch = _batch.passthrough
 
 
 def constant_pad_nd(input, pad, value=0):

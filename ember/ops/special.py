@@ -15,9 +15,9 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import CPU, array_module, device_of, to_device
+from ember.ops import _batch, _jvp
 from ember.ops import _bessel_kernels as _bk
 from ember.ops import _gamma_kernels as _gk
-from ember.ops import _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import promote_arrays, to_float, with_out
 from ember.ops.unary import _unary
@@ -102,6 +102,7 @@ class Polygamma(Primitive):
         return gy * polygamma(self.n + 1, x), None
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 def polygamma(n, input, *, out=None):
@@ -150,6 +151,7 @@ class _IgammaBase(Primitive):
         return None, (-g if self.upper else g)
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class Igamma(_IgammaBase):
@@ -246,6 +248,7 @@ class Xlog1py(Primitive):
         return ga, gy * a / (b + 1)
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class Zeta(Primitive):
@@ -263,6 +266,7 @@ class Zeta(Primitive):
         return None, gy * -s * zeta(s + 1, q)
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 def _number_or_tensor(name, a, b):

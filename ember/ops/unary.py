@@ -8,7 +8,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend.threads import parallel_rows
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import (
     cj,
@@ -65,6 +65,7 @@ def _erf_parts(x):
 class _Unary(Primitive):
     """A float function of one tensor; integer inputs compute in the default float dtype."""
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 def _unary(name, fn, grad, save="x", floating=True, doc=""):
@@ -193,6 +194,7 @@ class TanhBackward(Primitive):
         return ggx * (1 - y * y), ggx * gy * y * -2
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class SigmoidBackward(Primitive):
@@ -208,6 +210,7 @@ class SigmoidBackward(Primitive):
         return ggx * y * (1 - y), ggx * gy * (1 - y * 2)
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 _tanh_grad = TanhBackward.binary_function()
@@ -325,6 +328,7 @@ class PiecewiseGrad(Primitive):
         return _piecewise_grad(ggx, x, self.slope), x * 0, None
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 def _piecewise_grad(gy, x, slope):
@@ -358,6 +362,7 @@ class Abs(Primitive):
         return _piecewise_grad(gy, x, _abs_slope)
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 @with_out
@@ -440,6 +445,7 @@ class Relu(Primitive):
         return _relu_grad(gy, y)
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class ReluBackward(Primitive):
@@ -460,6 +466,7 @@ class ReluBackward(Primitive):
         return _relu_grad(ggx, y), y * 0
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 _relu_grad = ReluBackward.binary_function()
@@ -479,6 +486,7 @@ class _ZerosLikeOf(Primitive):
         return None, _ZerosLikeOf.apply(gz, x)
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class ZeroCurvature(Primitive):
@@ -500,6 +508,7 @@ class ZeroCurvature(Primitive):
         return gy, _ZerosLikeOf.apply(gy, x)
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 def zero_curvature(y, x):
@@ -525,6 +534,7 @@ class Round(Primitive):
         return gy * 0, None
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 @with_out
@@ -556,6 +566,7 @@ class Clamp(Primitive):
         return gy * mask, None, None
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 class Hardtanh(Clamp):
@@ -617,6 +628,7 @@ class ClampTensor(Primitive):
         return gy * keep, g_lo, g_hi
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 @with_out
@@ -686,6 +698,7 @@ class Logit(Primitive):
         return g, None
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 def logit(input, eps=None):
@@ -704,6 +717,7 @@ class NanToNum(Primitive):
         return gy.masked_fill(~x.isfinite(), 0.0), None, None, None
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 @with_out
@@ -713,6 +727,8 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
 
 
 class _Predicate(Primitive):
+    batch = _batch.elementwise
+
     def forward(self, x):
         return self.fn(x)
 
@@ -758,6 +774,7 @@ class LeakyRelu(Primitive):
         return _piecewise_grad(gy, x, slope), None
 
     jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 def leaky_relu(input, negative_slope=0.01):

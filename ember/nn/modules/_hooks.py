@@ -11,6 +11,7 @@ import warnings
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
+from ember.ops import _batch
 from ember.utils.hooks import RemovableHandle
 
 __all__ = ["RemovableHandle", "BackwardHook"]
@@ -20,6 +21,7 @@ class _Identity(Primitive):
     """The identity on n tensors: the node that module backward hooks attach to."""
 
     _node_name = "BackwardHookFunctionBackward"
+    batch = _batch.elementwise
 
     def forward(self, *arrays):
         # copies, not views: an in-place op inside the module must not change memory that
