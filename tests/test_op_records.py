@@ -60,3 +60,20 @@ def test_rules_are_plain_functions_of_the_rule_protocol():
             assert inspect.isfunction(c.batch), _name(c)
             assert len(inspect.signature(c.batch).parameters) == 4, _name(c)
 
+
+
+def test_declared_variants_match_torch():
+    # one Variants row per op makes its function, Tensor method and in-place method:
+    # each exists exactly where torch has it
+    import torch
+
+    from ember.ops import elementwise, unary
+    for mod in (unary, elementwise):
+        names = [n for row in mod._VARIANTS for n in row.names]
+        assert sorted(names) == sorted(mod.__all__)
+        assert len(set(names)) == len(names), "a name declared twice"
+        for n in names:
+            assert getattr(ember, n) is getattr(mod, n) and hasattr(torch, n), n
+            assert hasattr(ember.Tensor, n) == hasattr(torch.Tensor, n), n
+            assert hasattr(ember.Tensor, n + "_") == hasattr(torch.Tensor, n + "_"), n + "_"
+

@@ -10,7 +10,6 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
-from ember.ops._inplace import inplace_method
 from ember.ops._util import (
     cj,
     default_float_np,
@@ -19,14 +18,8 @@ from ember.ops._util import (
     with_out,
     write_out,
 )
-
-__all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide",
-           "floor_divide", "remainder", "fmod", "atan2", "arctan2",
-           "minimum", "maximum", "fmin", "fmax", "where", "lerp", "eq", "ne", "lt", "le", "gt",
-           "ge", "greater", "greater_equal", "less", "less_equal", "not_equal", "equal",
-           "logical_and", "logical_or", "logical_xor", "logical_not", "isclose", "allclose",
-           "hypot", "xlogy",
-           "addcmul", "addcdiv", "copysign", "rsub", "logaddexp", "logaddexp2"]
+from ember.ops._variants import Variants
+from ember.ops._variants import bind as bind_variants
 
 
 def _float_result(a, b):
@@ -777,20 +770,27 @@ def equal(input, other):
     return input.shape == other.shape and bool((input == other).all())
 
 
+# ----- the public ops, each named once: function, Tensor method, in-place method ------------
+_VARIANTS = [
+    # arithmetic: the in-place result takes the promoted dtype, checked against self
+    Variants("add sub subtract true_divide floor_divide addcmul addcdiv copysign",
+             inplace=True, copies=False, promotes=True),
+    Variants("mul multiply div divide remainder fmod atan2 lerp hypot xlogy", inplace=True,
+             copies=True, promotes=True),
+    # comparisons and logical ops give bool, which any dtype may hold
+    Variants("eq ne lt le gt ge logical_and logical_or logical_xor logical_not",
+             inplace=True, copies=False),
+    # (the in-place forms of arctan2, greater, less_equal... are ember._legacy's aliases)
+    Variants("arctan2 minimum maximum fmin fmax greater greater_equal less less_equal "
+             "not_equal isclose allclose equal logaddexp logaddexp2"),
+    Variants("where rsub", method=False),  # Tensor.where takes (condition, other)
+]
+
+
 # ----- Tensor methods and operators ------------------------------------------------------
 def _bind():
     T = Tensor
-    for fn in (add, sub, subtract, mul, multiply, div, divide, true_divide, floor_divide,
-               remainder, fmod, atan2, arctan2, hypot, xlogy, minimum,
-               maximum, fmin, fmax, lerp, eq, ne, lt, le, gt, ge, greater, greater_equal, less,
-               less_equal, not_equal, logical_and, logical_or, logical_xor, logical_not,
-               isclose, allclose, equal, addcmul, addcdiv, copysign, logaddexp, logaddexp2):
-        setattr(T, fn.__name__, fn)
-    for name, fn in (("ne", ne), ("not_equal", ne), ("lt", lt), ("less", lt), ("le", le),
-                     ("less_equal", le), ("gt", gt), ("greater", gt), ("ge", ge),
-                     ("greater_equal", ge), ("eq", eq), ("subtract", sub), ("multiply", mul),
-                     ("divide", div), ("arctan2", atan2)):
-        setattr(T, name, fn)
+    names = bind_variants(globals(), _VARIANTS)
 
     def where_method(self, condition, y):
         return Where.apply(condition, self, y)
@@ -815,28 +815,13 @@ def _bind():
     T.__le__ = lambda self, other: le(self, other)
     T.__gt__ = lambda self, other: gt(self, other)
     T.__ge__ = lambda self, other: ge(self, other)
-
-    # arithmetic whose result takes the promoted dtype (comparisons and logical ops give
-    # bool, which any dtype may hold)
-    _PROMOTING = {"add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder",
-                  "fmod", "atan2", "hypot", "xlogy", "lerp", "addcmul", "addcdiv", "copysign"}
-    copies = {"mul": True, "div": True, "atan2": True, "remainder": True,
-              "fmod": True, "minimum": False, "maximum": False, "lerp": True, "hypot": True,
-              "xlogy": True, "addcmul": False, "addcdiv": False}
-    for fn in (add, sub, mul, div, true_divide, floor_divide, remainder, fmod, atan2,
-               hypot, xlogy, lerp, addcmul, addcdiv, logical_and, logical_or, logical_xor,
-               logical_not, eq, ne, lt, le, gt, ge, copysign):
-        setattr(T, fn.__name__ + "_", inplace_method(fn, copies.get(fn.__name__, False),
-                                                     fn.__name__ in _PROMOTING))
-    T.subtract_ = T.sub_
-    T.multiply_ = T.mul_
-    T.divide_ = T.div_
     T.__iadd__ = T.add_
     T.__isub__ = T.sub_
     T.__imul__ = T.mul_
     T.__itruediv__ = T.div_
     T.__ifloordiv__ = T.floor_divide_
     T.__imod__ = T.remainder_
+    return names
 
 
-_bind()
+__all__ = _bind()

@@ -9,7 +9,6 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
-from ember.ops._inplace import inplace_method
 from ember.ops._util import (
     cj,
     not_implemented_for,
@@ -18,15 +17,9 @@ from ember.ops._util import (
     with_out,
     with_out_unary,
 )
+from ember.ops._variants import Variants
+from ember.ops._variants import bind as bind_variants
 from ember.ops.elementwise import where
-
-__all__ = ["neg", "negative", "abs", "absolute", "sign", "sgn", "exp", "exp2", "log", "log2",
-           "log10", "log1p", "expm1", "sqrt", "rsqrt", "square", "sin", "cos", "tan", "asin",
-           "acos", "atan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "asinh", "acosh",
-           "atanh", "sigmoid", "relu", "erf", "erfc", "floor", "ceil", "round", "trunc", "fix",
-           "frac", "reciprocal", "clamp", "clip", "clamp_min", "clamp_max", "isnan", "isinf",
-           "isfinite", "isposinf", "isneginf", "nan_to_num", "signbit", "logit", "positive",
-           "deg2rad", "rad2deg", "sinc", "erfinv"]
 
 _SQRT_PI = math.sqrt(math.pi)
 
@@ -782,38 +775,28 @@ def leaky_relu(input, negative_slope=0.01):
     return LeakyRelu.apply(input, negative_slope)
 
 
+# ----- the public ops, each named once: function, Tensor method, in-place method ------------
+_VARIANTS = [
+    # the in-place form keeps the old values when the op's primitive saves its input
+    Variants("neg negative sign sgn exp exp2 log log2 log10 log1p expm1 sqrt rsqrt square "
+             "sin cos tan asin acos atan arcsin arccos arctan sinh cosh tanh asinh acosh "
+             "atanh sigmoid relu erf erfc floor ceil round trunc fix frac reciprocal "
+             "deg2rad rad2deg sinc erfinv", inplace=True),
+    Variants("abs absolute logit nan_to_num", inplace=True, copies=True),
+    Variants("clamp clip clamp_min clamp_max", inplace=True, copies=True, promotes=True),
+    Variants("isnan isinf isfinite isposinf isneginf signbit positive"),  # no in-place form
+]
+
+
 def _bind():
     T = Tensor
-    public = [neg, negative, abs, absolute, sign, sgn, exp, exp2, log, log2, log10, log1p,
-              expm1, sqrt, rsqrt, square, sin, cos, tan, asin, acos, atan, arcsin, arccos,
-              arctan, sinh, cosh, tanh, asinh, acosh, atanh, sigmoid, relu, erf, erfc, floor,
-              ceil, round, trunc, fix, frac, reciprocal, clamp, clip, clamp_min, clamp_max,
-              isnan, isinf, isfinite, isposinf, isneginf, nan_to_num, signbit, logit, positive,
-              deg2rad, rad2deg, sinc, erfinv]
-    names = ["neg", "negative", "abs", "absolute", "sign", "sgn", "exp", "exp2", "log", "log2",
-             "log10", "log1p", "expm1", "sqrt", "rsqrt", "square", "sin", "cos", "tan", "asin",
-             "acos", "atan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "asinh",
-             "acosh", "atanh", "sigmoid", "relu", "erf", "erfc", "floor", "ceil", "round",
-             "trunc", "fix", "frac", "reciprocal", "clamp", "clip", "clamp_min", "clamp_max",
-             "isnan", "isinf", "isfinite", "isposinf", "isneginf", "nan_to_num", "signbit",
-             "logit", "positive", "deg2rad", "rad2deg", "sinc", "erfinv"]
-    for name, fn in zip(names, public):
-        setattr(T, name, fn)
-        if name in ("isnan", "isinf", "isfinite", "isposinf", "isneginf", "signbit",
-                    "positive"):
-            continue
-        copies = getattr(fn, "primitive", None) is not None and (
-            fn.primitive.save_inputs != ()) or name in ("abs", "absolute", "clamp", "clip",
-                                                        "clamp_min", "clamp_max", "logit",
-                                                        "nan_to_num")
-        setattr(T, name + "_", inplace_method(fn, copies, promotes=name in (
-            "clamp", "clip", "clamp_min", "clamp_max")))
     T.__neg__ = neg
     T.__pos__ = positive
     T.__abs__ = abs
+    return bind_variants(globals(), _VARIANTS)
 
 
-_bind()
+__all__ = _bind()
 
 
 def _takes_one(fn):
