@@ -67,8 +67,8 @@ def test_declared_variants_match_torch():
     # each exists exactly where torch has it
     import torch
 
-    from ember.ops import elementwise, unary
-    for mod in (unary, elementwise):
+    from ember.ops import bitwise, elementwise, power, special, unary
+    for mod in (unary, elementwise, bitwise, power, special):
         names = [n for row in mod._VARIANTS for n in row.names]
         assert sorted(names) == sorted(mod.__all__)
         assert len(set(names)) == len(names), "a name declared twice"

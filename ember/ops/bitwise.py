@@ -6,12 +6,10 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch
-from ember.ops._inplace import inplace_method
 from ember.ops._util import not_implemented_for, promote_arrays, with_out
+from ember.ops._variants import Variants
+from ember.ops._variants import bind as bind_variants
 from ember.ops.elementwise import _checked, _kind
-
-__all__ = ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
-           "bitwise_right_shift"]
 
 
 class _Bitwise(Primitive):
@@ -99,12 +97,16 @@ def _invert(self):
     return bitwise_not(self)
 
 
+# the public ops, each named once: function, Tensor method, in-place method
+_VARIANTS = [
+    Variants("bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift "
+             "bitwise_right_shift", inplace=True, copies=False),
+]
+
+
 def _bind():
     T = Tensor
-    for fn in (bitwise_and, bitwise_or, bitwise_xor, bitwise_not, bitwise_left_shift,
-               bitwise_right_shift):
-        setattr(T, fn.__name__, fn)
-        setattr(T, fn.__name__ + "_", inplace_method(fn, False))
+    names = bind_variants(globals(), _VARIANTS)
     T.__and__ = T.__rand__ = lambda self, other: bitwise_and(self, other)
     T.__or__ = T.__ror__ = lambda self, other: bitwise_or(self, other)
     T.__xor__ = T.__rxor__ = lambda self, other: bitwise_xor(self, other)
@@ -118,6 +120,7 @@ def _bind():
     T.__ixor__ = T.bitwise_xor_
     T.__ilshift__ = T.bitwise_left_shift_
     T.__irshift__ = T.bitwise_right_shift_
+    return names
 
 
-_bind()
+__all__ = _bind()

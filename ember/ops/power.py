@@ -6,12 +6,11 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
-from ember.ops._inplace import inplace_method
 from ember.ops._pow_kernels import _is_bf16, cpu_pow
 from ember.ops._util import cj, promote_arrays, with_out
+from ember.ops._variants import Variants
+from ember.ops._variants import bind as bind_variants
 from ember.ops.elementwise import _kind, _operand
-
-__all__ = ["pow", "float_power"]
 
 
 def _int_pow(a, b):
@@ -182,14 +181,20 @@ def float_power(input, exponent, *, out=None):
     return pow(input, exponent)
 
 
+# the public ops, each named once: function, Tensor method, in-place method
+_VARIANTS = [
+    Variants("pow", inplace=True, copies=True, promotes=True),
+    Variants("float_power"),  # its in-place form (a float64 check) is in _tensor_extras
+]
+
+
 def _bind():
     T = Tensor
-    T.pow = pow
-    T.float_power = float_power
+    names = bind_variants(globals(), _VARIANTS)
     T.__pow__ = lambda self, other: pow(self, other)
     T.__rpow__ = lambda self, other: pow(other, self)
-    T.pow_ = inplace_method(pow, True, promotes=True)
     T.__ipow__ = T.pow_
+    return names
 
 
-_bind()
+__all__ = _bind()

@@ -20,9 +20,9 @@ from ember.ops import _bessel_kernels as _bk
 from ember.ops import _gamma_kernels as _gk
 from ember.ops._inplace import inplace_method
 from ember.ops._util import promote_arrays, to_float, with_out
+from ember.ops._variants import Variants
+from ember.ops._variants import bind as bind_variants
 from ember.ops.unary import _unary
-
-__all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "igamma", "igammac", "i0"]
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
 
@@ -367,11 +367,16 @@ laguerre_polynomial_l = _polynomial("laguerre_polynomial_l", "l")
 legendre_polynomial_p = _polynomial("legendre_polynomial_p", "p")
 
 
+# the public ops, each named once: function, Tensor method, in-place method
+_VARIANTS = [
+    Variants("lgamma digamma i0 igamma igammac", inplace=True, copies=True),
+    Variants("polygamma mvlgamma", method=False),  # methods with the tensor first: below
+]
+
+
 def _bind():
     T = Tensor
-    for name, fn in (("lgamma", lgamma), ("digamma", digamma), ("i0", i0)):
-        setattr(T, name, fn)
-        setattr(T, name + "_", inplace_method(fn, True))
+    names = bind_variants(globals(), _VARIANTS)
 
     def t_polygamma(self, n):
         return polygamma(n, self)
@@ -387,9 +392,7 @@ def _bind():
 
     T.polygamma, T.polygamma_ = t_polygamma, t_polygamma_
     T.mvlgamma, T.mvlgamma_ = t_mvlgamma, t_mvlgamma_
-    T.igamma, T.igammac = igamma, igammac
-    T.igamma_ = inplace_method(igamma, True)
-    T.igammac_ = inplace_method(igammac, True)
+    return names
 
 
-_bind()
+__all__ = _bind()
