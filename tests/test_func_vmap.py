@@ -326,7 +326,12 @@ def _table():
         ("scatter", lambda T: lambda x, i: (T.zeros(3, 5).scatter_add(0, i[:1, None].expand(1, 5),
                                                                      x[:1]),
                                             x.index_add(0, T.tensor([0, 2]), x[:2]),
-                                            x.index_fill(1, T.tensor([1]), 0.5)), (a, idx)),
+                                            x.index_fill(1, T.tensor([1]), 0.5),
+                                            x.scatter_reduce(0, i[:1, None].expand(1, 5),
+                                                             x[1:2] * 2, "amax"),
+                                            x.scatter_reduce(0, i[:1, None].expand(1, 5),
+                                                             x[1:2], "prod",
+                                                             include_self=False)), (a, idx)),
         ("linalg", lambda T: lambda x: (T.linalg.inv(x @ x.mT + T.eye(3)), T.linalg.det(x[:, :3]),
                                         T.linalg.vector_norm(x, dim=1)), (a,)),
         ("attention", lambda T: lambda q, k: T.nn.functional.scaled_dot_product_attention(

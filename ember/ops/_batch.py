@@ -459,8 +459,8 @@ def _scatter(cls, lvl, args, params, per_row):
 
 
 def scatter(cls, lvl, args, params):
-    """scatter/scatter_add ``(x, src, index array, dim)``: the written tensor, the
-    source and the index get the batch; the dim moves by one."""
+    """scatter/scatter_add/scatter_reduce ``(x, src, index array, dim, ...)``: the
+    written tensor, the source and the index get the batch; the dim moves by one."""
     return _scatter(cls, lvl, args, params, True)
 
 
@@ -494,7 +494,6 @@ def _no_batch_rule():
         ctc,
         diagonals,
         extrema,
-        gather_scatter,
         indexing,
         linalg_eig,
         pooling,
@@ -521,12 +520,13 @@ def _no_batch_rule():
                                  "describe the batch",
         scatter_extras.AsStridedScatter: "strides of the storage: a per-sample stride does "
                                          "not describe the batch",
-        _views.TakeFlat: "flat positions in a view's storage (in-place ops on views)",
-        _views.PutFlat: "flat positions in a view's storage (in-place ops on views)",
+        _views.TakeFlat: "flat positions in a view's storage (writes through views); no "
+                         "rule written yet",
+        _views.PutFlat: "flat positions in a view's storage (writes through views); no "
+                        "rule written yet",
         extrema._MedianAll: _NOT_YET,
         extrema._NanmedianAll: _NOT_YET,
         diagonals.DiagonalScatter: _NOT_YET,
-        gather_scatter.ScatterReduce: _NOT_YET,
         indexing.IndexPut: _NOT_YET,
         indexing.MaskedScatter: _NOT_YET,
         ctc.CtcNll: _NOT_YET,
@@ -544,7 +544,7 @@ def _no_batch_rule():
         pooling.PoolGather: "takes max positions as a raw index array; no rule written yet",
         pooling.GatherFlat: "takes positions as a raw index array; no rule written yet",
         rnn.PackPadded: "data-dependent output shape (packed rows)",
-        rnn.PadPacked: "packed sequences: the batch is the data's own batch dim",
+        rnn.PadPacked: "packed sequences (a data-dependent layout); no rule written yet",
         rnn.PadSequence: "data-dependent output shape (the longest sequence)",
         sparse_ops.FromDense: "sparse layouts are not batched by vmap",
         sparse_ops.Scale: "sparse layouts are not batched by vmap",

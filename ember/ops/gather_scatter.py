@@ -255,6 +255,7 @@ _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 class ScatterReduce(Primitive):
     save_inputs = (0, 1)
     save_output = True
+    batch = _batch.scatter
 
     def forward(self, x, src, idx, dim, reduce, include_self):
         xp = _xp(x)
