@@ -172,6 +172,7 @@ class Complex(Primitive):
         return gz.real, gz.imag
 
     jvp = _jvp.linear(0, 1)
+    complex32_math = True
 
 
 def complex(real, imag, *, out=None):
@@ -211,10 +212,11 @@ class ConjPhysical(Primitive):
         return conj_physical(gy)
 
     jvp = _jvp.linear(0)
+    complex32_math = True
 
 
 class Conj(ConjPhysical):
-    pass
+    complex32_math = True
 
 
 @tensor_method()

@@ -109,6 +109,7 @@ class ToCopy(Primitive):
         return gy.to(dtype=_dt.FROM_NP[dt], device=dev), None, None
 
     jvp = _jvp.linear(0)
+    complex32_math = True
 
 
 class Clone(Primitive):
@@ -119,6 +120,7 @@ class Clone(Primitive):
         return gy
 
     jvp = _jvp.linear(0)
+    complex32_math = True
 
 
 class Contiguous(Primitive):
@@ -133,12 +135,14 @@ class Contiguous(Primitive):
         return (gy,) + (None,) * (len(self._edges) - 1)
 
     jvp = _jvp.linear(0)
+    complex32_math = True
 
 
 class Fill(Primitive):
     """Every element becomes ``value``; only a tensor ``value`` receives a gradient (the
     sum of the output's), the overwritten input gets none."""
     broadcasts = True  # the value's gradient is summed to its 0-d shape by the engine
+    complex32_math = True
 
     def forward(self, x, value):
         xp = backend.array_module(x)
@@ -174,6 +178,7 @@ class Copy(Primitive):
     device; the gradient goes back to src (summed and cast back by the engine)."""
     _node_name = "torch::autograd::CopyBackwards"
     broadcasts = True
+    complex32_math = True
 
     def forward(self, x, src):
         xp = backend.array_module(x)

@@ -169,6 +169,7 @@ class Tril(Primitive):
         return Tril.apply(gy, self.k), None
 
     jvp = _jvp.linear(0)
+    complex32_math = True
 
 
 class Triu(Primitive):
@@ -180,6 +181,7 @@ class Triu(Primitive):
         return Triu.apply(gy, self.k), None
 
     jvp = _jvp.linear(0)
+    complex32_math = True
 
 
 def _tri(name, cls, input, diagonal, out):

@@ -83,6 +83,8 @@ def _checked(op, symbol):
 
 class Add(Primitive):
     broadcasts = True
+    onnx = "Add"
+    complex32_math = True
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
@@ -99,6 +101,7 @@ class AddScaled(Primitive):
     """``a + alpha * b``."""
     broadcasts = True
     _node_name = "AddBackward0"
+    complex32_math = True
 
     def forward(self, a, b, alpha):
         a, b = promote_arrays(a, b)
@@ -133,6 +136,8 @@ _WIDER = {np.dtype(np.float32): np.float64, np.dtype(np.float16): np.float32}
 
 class Sub(Primitive):
     broadcasts = True
+    onnx = "Sub"
+    complex32_math = True
 
     def forward(self, a, b):
         # checked before promotion, which would turn a bool tensor into the other's dtype
@@ -167,6 +172,8 @@ class Mul(Primitive):
             (gy * cj(a) if e[1] is not None else None)
 
     jvp = _jvp.multilinear(0, 1)
+    complex32_math = True
+    onnx = "Mul"
 
 
 class Div(Primitive):
@@ -187,6 +194,7 @@ class Div(Primitive):
         return ga, gb
 
     jvp = _jvp.diagonal
+    onnx = "Div"
 
 
 class FloorDivide(Primitive):
@@ -202,6 +210,7 @@ class FloorDivide(Primitive):
         return gy * 0, gy * 0
 
     jvp = _jvp.diagonal
+    torchscript = "floor_divide"
 
 
 class TruncDivide(Primitive):
@@ -238,6 +247,7 @@ class Remainder(Primitive):
         return gy, (-gy * floor_divide(a, b) if self._edges[1] is not None else None)
 
     jvp = _jvp.diagonal
+    torchscript = "remainder"
 
 
 class Fmod(Primitive):
@@ -254,6 +264,7 @@ class Fmod(Primitive):
         return gy, (-gy * (a / b).trunc() if self._edges[1] is not None else None)
 
     jvp = _jvp.diagonal
+    torchscript = "fmod"
 
 
 class Atan2(Primitive):
@@ -271,6 +282,7 @@ class Atan2(Primitive):
         return gy * b * r, gy * -a * r
 
     jvp = _jvp.diagonal
+    torchscript = "atan2"
 
 
 class Copysign(Primitive):
@@ -291,6 +303,7 @@ class Copysign(Primitive):
         return gy * r, (gy.new_zeros(gy.shape) if self._edges[1] is not None else None)
 
     jvp = _jvp.diagonal
+    torchscript = "copysign"
 
 
 class Nextafter(Primitive):
@@ -307,6 +320,7 @@ class Nextafter(Primitive):
         return gy, None
 
     jvp = _jvp.diagonal
+    torchscript = "nextafter"
 
 
 class Hypot(Primitive):
@@ -323,6 +337,7 @@ class Hypot(Primitive):
         return gy * a / y, gy * b / y
 
     jvp = _jvp.diagonal
+    torchscript = "hypot"
 
 
 class Xlogy(Primitive):
@@ -347,6 +362,7 @@ class Xlogy(Primitive):
         return ga, gy * a / b
 
     jvp = _jvp.diagonal
+    torchscript = "xlogy"
 
 
 class _MinMax(Primitive):
@@ -367,6 +383,9 @@ class _MinMax(Primitive):
 
 
 class Minimum(_MinMax):
+    onnx = "Min"
+    torchscript = "minimum"
+
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
         return np.minimum(a, b)
@@ -377,6 +396,9 @@ class Minimum(_MinMax):
 
 
 class Maximum(_MinMax):
+    onnx = "Max"
+    torchscript = "maximum"
+
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
         return np.maximum(a, b)
@@ -396,6 +418,8 @@ class _FMinMax(_MinMax):
 
 
 class Fmin(_FMinMax):
+    torchscript = "fmin"
+
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
         return np.fmin(a, b)
@@ -406,6 +430,8 @@ class Fmin(_FMinMax):
 
 
 class Fmax(_FMinMax):
+    torchscript = "fmax"
+
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
         return np.fmax(a, b)
@@ -441,6 +467,8 @@ class Where(Primitive):
                 gy.masked_fill(c, 0.0) if e[2] is not None else None)
 
     jvp = _jvp.diagonal
+    complex32_math = True
+    torchscript = "where"
 
 
 class Lerp(Primitive):
@@ -481,42 +509,49 @@ class _Compare(Primitive):
         return self.fn(a, b)
 
 
-def _compare(name, fn):
-    cls = type(name, (_Compare,), {"fn": staticmethod(fn)})
+def _compare(name, fn, **rules):
+    cls = type(name, (_Compare,), {"fn": staticmethod(fn), "onnx": None, "torchscript": None,
+                                   **rules})
 
     @with_out
     def op(input, other, *, out=None):
         return cls.apply(input, other)
     op.__name__ = name.lower()
     op.__doc__ = f"Elementwise ``{fn.__name__}`` of ``input`` and ``other``; a bool tensor."
+    op.primitive = cls
     return op
 
 
-eq = _compare("Eq", np.equal)
-ne = not_equal = _compare("Ne", np.not_equal)
-lt = less = _compare("Lt", np.less)
-le = less_equal = _compare("Le", np.less_equal)
-gt = greater = _compare("Gt", np.greater)
-ge = greater_equal = _compare("Ge", np.greater_equal)
+eq = _compare("Eq", np.equal, onnx="Equal", torchscript="eq", complex32_math=True)
+ne = not_equal = _compare("Ne", np.not_equal, torchscript="ne", complex32_math=True)
+lt = less = _compare("Lt", np.less, onnx="Less", torchscript="lt")
+le = less_equal = _compare("Le", np.less_equal, onnx="LessOrEqual", torchscript="le")
+gt = greater = _compare("Gt", np.greater, onnx="Greater", torchscript="gt")
+ge = greater_equal = _compare("Ge", np.greater_equal, onnx="GreaterOrEqual", torchscript="ge")
 
 
-def _logical(name, fn):
-    cls = type(name, (_Compare,), {"forward": lambda self, a, b: fn(a, b)})
+def _logical(name, fn, onnx=None):
+    cls = type(name, (_Compare,), {"forward": lambda self, a, b: fn(a, b), "onnx": onnx,
+                                   "torchscript": name})
 
     @with_out
     def op(input, other, *, out=None):
         return cls.apply(input, other)
     op.__name__ = name
     op.__doc__ = f"Elementwise ``{name}``; a bool tensor."
+    op.primitive = cls
     return op
 
 
-logical_and = _logical("logical_and", np.logical_and)
-logical_or = _logical("logical_or", np.logical_or)
-logical_xor = _logical("logical_xor", np.logical_xor)
+logical_and = _logical("logical_and", np.logical_and, "And")
+logical_or = _logical("logical_or", np.logical_or, "Or")
+logical_xor = _logical("logical_xor", np.logical_xor, "Xor")
 
 
 class LogicalNot(Primitive):
+    onnx = "Not"
+    torchscript = "logical_not"
+
     def forward(self, x):
         return np.logical_not(x)
 

@@ -370,6 +370,7 @@ class IndexSelect(Primitive):
         return IndexAdd.apply(_zeros(gy, shape), gy, idx, dim, 1), None, None
 
     jvp = _jvp.linear(0)
+    complex32_math = True
 
 
 class IndexAdd(Primitive):

@@ -413,6 +413,7 @@ class IndexPut(Primitive):
         return g_x, g_v, None, None, None
 
     jvp = _jvp.linear(0, 1)
+    complex32_math = True
 
 
 def _reduce_to(g, shape):
@@ -569,6 +570,7 @@ class MaskedFill(Primitive):
         return g_x, None, g_v
 
     jvp = _jvp.linear(0, 2)
+    complex32_math = True
 
 
 def masked_fill(input, mask, value):

@@ -61,6 +61,7 @@ class Cat(Primitive):
         return tuple(grads)
 
     jvp = _jvp.linear()
+    complex32_math = True
 
 
 def _tensor_list(op, tensors):
@@ -168,6 +169,7 @@ class Stack(Primitive):
         return tuple(grads)
 
     jvp = _jvp.linear()
+    complex32_math = True
 
 
 def hstack(tensors, *, out=None):
@@ -371,6 +373,7 @@ class Repeat(Primitive):
         return g.reshape(in_shape), None
 
     jvp = _jvp.linear(0)
+    complex32_math = True
 
 
 def repeat(self, *sizes):

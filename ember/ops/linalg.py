@@ -141,21 +141,24 @@ class MatMul(Primitive):
         return ga, gb
 
     jvp = _jvp.multilinear(0, 1)
+    torchscript = "matmul"
 
 
 class Mm(MatMul):
-    pass
+    torchscript = "mm"
 
 
 class Mv(MatMul):
-    pass
+    torchscript = "mv"
 
 
 class Dot(MatMul):
-    pass
+    torchscript = "dot"
 
 
 class Bmm(MatMul):
+    torchscript = "bmm"
+
     def forward(self, a, b):
         out = super().forward(a, b)
         if a.dtype in (np.float32, np.float64) and b.ndim == 3 and \

@@ -738,6 +738,7 @@ class VectorNorm(Primitive):
     _node_name = "LinalgVectorNormBackward0"
     save_inputs = (0,)
     save_output = True
+    complex32_math = True
 
     def forward(self, x, p, axes, keepdim):
         self.meta = (p, axes, keepdim, x.shape)

@@ -695,6 +695,8 @@ def any(input, dim=None, keepdim=False, *, out=None):
 
 
 class _CountNonzero(Primitive):
+    complex32_math = True
+
     def forward(self, x, axes):
         return array_module(x).asarray((x != 0).sum(axis=axes), dtype=np.int64)
 

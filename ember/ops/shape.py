@@ -581,6 +581,7 @@ class Roll(Primitive):
         return Roll.apply(gy, tuple(-s for s in shifts), dims), None, None
 
     jvp = _jvp.linear(0)
+    complex32_math = True
 
 
 def roll(input, shifts, dims=None):
