@@ -38,6 +38,7 @@ from ember.ops import (
     rnn,
     scan,
     shape,
+    special,
     unary,
 )
 
@@ -178,6 +179,18 @@ def _commutative(aten):
 
 emits(elementwise.Add)(_commutative("torch.add"))
 emits(elementwise.Mul)(_commutative("torch.mul"))
+
+
+@emits(unary.Round)
+def _round(em, node, x, decimals=0):
+    if not decimals:
+        return f"torch.round({em.e(x)})"
+    return f"torch.round({em.e(x)}, decimals={em.e(decimals)})"
+
+
+@emits(special.Polygamma)
+def _polygamma(em, node, x, n):
+    return f"torch.polygamma({em.e(n)}, {em.e(x)})"
 
 
 @emits(elementwise.Sub)

@@ -20,6 +20,7 @@ from ember.jit._op_names import RECORDED_CALLS, spelling
 from ember.onnx._export import UnsupportedOnnxExport
 from ember.ops import (
     attention,
+    bitwise,
     conv,
     conversion,
     elementwise,
@@ -220,6 +221,23 @@ def _pow(g, node, a, b):
     if isinstance(b, (int, float)) and b == 2:
         return g.op("Mul", [ins[0], ins[0]])
     return g.op("Pow", ins)
+
+
+def _bitwise(bool_op, int_op):
+    def f(g, node, *args):
+        ins = [g.tensor(args[0])] if len(args) == 1 else _operands(g, node, *args)
+        if np.dtype(node.outputs[0].dtype.np) == np.bool_:
+            return g.op(bool_op, ins)
+        if g.opset < 18:
+            raise UnsupportedOnnxExport(f"{node.op} of integers (ONNX has it from opset 18)")
+        return g.op(int_op, ins)
+    return f
+
+
+exports(bitwise.bitwise_and.primitive)(_bitwise("And", "BitwiseAnd"))
+exports(bitwise.bitwise_or.primitive)(_bitwise("Or", "BitwiseOr"))
+exports(bitwise.bitwise_xor.primitive)(_bitwise("Xor", "BitwiseXor"))
+exports(bitwise.BitwiseNot)(_bitwise("Not", "BitwiseNot"))
 
 
 @exports(elementwise.ne.primitive)

@@ -25,13 +25,14 @@ class _Bitwise(Primitive):
 
 
 def _bitwise(name, fn):
-    cls = type(name, (_Bitwise,), {"fn": staticmethod(fn), "name_": name})
+    cls = type(name, (_Bitwise,), {"fn": staticmethod(fn), "name_": name, "torchscript": name})
 
     @with_out
     def op(input, other, *, out=None):
         return cls.apply(input, other)
     op.__name__ = name
     op.__doc__ = f"Elementwise ``{name}`` of integer or bool tensors."
+    op.primitive = cls
     return op
 
 
@@ -41,6 +42,8 @@ bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor)
 
 
 class BitwiseNot(Primitive):
+    torchscript = "bitwise_not"
+
     def forward(self, x):
         if x.dtype.kind == "f":
             raise not_implemented_for("bitwise_not_cpu", x.dtype)
@@ -60,11 +63,13 @@ class _Shift(Primitive):
 class LeftShift(_Shift):
     kernel = "lshift_cpu"
     fn = staticmethod(np.left_shift)
+    torchscript = "bitwise_left_shift"
 
 
 class RightShift(_Shift):
     kernel = "rshift_cpu"
     fn = staticmethod(np.right_shift)
+    torchscript = "bitwise_right_shift"
 
 
 @with_out

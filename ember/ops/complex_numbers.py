@@ -25,6 +25,7 @@ _COMPLEX_NP = {v: k for k, v in _REAL_NP.items()}
 
 class ViewAsReal(ViewPrimitive):
     """A complex tensor's memory as floats with a trailing dimension of 2 (a view)."""
+    torchscript = "view_as_real"
 
     def forward(self, z):
         if z.dtype.kind != "c" and not z.dtype.names:
@@ -42,6 +43,7 @@ class ViewAsReal(ViewPrimitive):
 
 class ViewAsComplex(ViewPrimitive):
     """Floats with a trailing dimension of 2 as complex numbers (a view)."""
+    torchscript = "view_as_complex"
 
     def forward(self, x):
         if x.dtype not in _COMPLEX_NP:
@@ -77,6 +79,8 @@ def _part(z, name):
 
 
 class Real(ViewPrimitive):
+    torchscript = "real"
+
     def forward(self, z):
         return _part(z, "real")
 
@@ -85,6 +89,8 @@ class Real(ViewPrimitive):
 
 
 class Imag(ViewPrimitive):
+    torchscript = "imag"
+
     def forward(self, z):
         return _part(z, "imag")
 
@@ -138,6 +144,7 @@ class Angle(Primitive):
         return Complex.apply(-g * x.imag, g * x.real)
 
     jvp = _jvp.diagonal
+    torchscript = "angle"
 
 
 @tensor_method()
@@ -172,6 +179,7 @@ class Complex(Primitive):
         return gz.real, gz.imag
 
     jvp = _jvp.linear(0, 1)
+    torchscript = "complex"
     complex32_math = True
 
 
@@ -184,6 +192,7 @@ def complex(real, imag, *, out=None):
 class Polar(Primitive):
     save_output = True
     broadcasts = True
+    torchscript = "polar"
 
     def forward(self, r, theta):
         return Complex.forward(self, r * np.cos(theta), r * np.sin(theta))
@@ -212,11 +221,13 @@ class ConjPhysical(Primitive):
         return conj_physical(gy)
 
     jvp = _jvp.linear(0)
+    torchscript = "conj_physical"
     complex32_math = True
 
 
 class Conj(ConjPhysical):
     complex32_math = True
+    torchscript = "conj"
 
 
 @tensor_method()

@@ -120,6 +120,7 @@ class Clone(Primitive):
         return gy
 
     jvp = _jvp.linear(0)
+    torchscript = "clone"
     complex32_math = True
 
 

@@ -169,6 +169,7 @@ class Tril(Primitive):
         return Tril.apply(gy, self.k), None
 
     jvp = _jvp.linear(0)
+    torchscript = "tril"
     complex32_math = True
 
 
@@ -181,6 +182,7 @@ class Triu(Primitive):
         return Triu.apply(gy, self.k), None
 
     jvp = _jvp.linear(0)
+    torchscript = "triu"
     complex32_math = True
 
 

@@ -493,6 +493,7 @@ class Lerp(Primitive):
         return gy * (1 - w), gy * w, gw
 
     jvp = _jvp.diagonal
+    torchscript = "lerp"
 
 
 _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",

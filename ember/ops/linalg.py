@@ -511,6 +511,7 @@ class Cross(Primitive):
                 Cross.apply(gy, cj(a), d) if e[1] is not None else None, None)
 
     jvp = _jvp.multilinear(0, 1)
+    torchscript = "cross"
 
 
 class Cdist(Primitive):
@@ -519,6 +520,7 @@ class Cdist(Primitive):
     broadcasts = True
     save_inputs = (0, 1)
     save_output = True
+    torchscript = "cdist"
 
     def forward(self, x1, x2, p):
         self.p = p

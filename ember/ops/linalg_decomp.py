@@ -159,6 +159,7 @@ class _SavesOutputs(Primitive):
 class Inv(Primitive):
     _node_name = "LinalgInvExBackward0"
     save_output = True
+    torchscript = "linalg_inv"
 
     def forward(self, a):
         try:
@@ -220,6 +221,8 @@ class Det(Primitive):
     _node_name = "LinalgDetBackward0"
     save_inputs = (0,)
     save_output = True
+    onnx = "Det"
+    torchscript = "linalg_det"
 
     def forward(self, a):
         return np.linalg.det(a)

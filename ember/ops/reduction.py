@@ -558,6 +558,7 @@ class _Logsumexp(Primitive):
     _node_name = "LogsumexpBackward0"
     save_inputs = (0,)
     save_output = True
+    torchscript = "logsumexp"
 
     def forward(self, x, axes, keepdim):
         x = to_float(x)

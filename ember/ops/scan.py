@@ -280,6 +280,7 @@ def cummin(input, dim):
 class Logcumsumexp(Primitive):
     save_inputs = (0,)
     save_output = True
+    torchscript = "logcumsumexp"
 
     def forward(self, x, axis):
         if x.dtype.kind != "f":

@@ -74,6 +74,8 @@ def _cupy_view(x, shape):
 
 
 class View(ViewPrimitive):
+    torchscript = "view"
+
     def forward(self, x, shape):
         self.in_shape = x.shape
         out = _try_view(x, shape)
@@ -98,6 +100,7 @@ class ReshapeCopy(Primitive):
         return gy.reshape(self.in_shape), None
 
     jvp = _jvp.linear(0)
+    torchscript = "reshape"
 
 
 def _arg_type(a):
@@ -581,6 +584,7 @@ class Roll(Primitive):
         return Roll.apply(gy, tuple(-s for s in shifts), dims), None, None
 
     jvp = _jvp.linear(0)
+    torchscript = "roll"
     complex32_math = True
 
 

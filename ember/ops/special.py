@@ -155,10 +155,12 @@ class _IgammaBase(Primitive):
 
 class Igamma(_IgammaBase):
     pass
+    torchscript = "igamma"
 
 
 class Igammac(_IgammaBase):
     upper = True
+    torchscript = "igammac"
 
 
 def _tensor_pair(name, a, b):
@@ -252,6 +254,7 @@ class Xlog1py(Primitive):
         return ga, gy * a / (b + 1)
 
     jvp = _jvp.diagonal
+    torchscript = "special_xlog1py"
 
 
 class Zeta(Primitive):
@@ -269,6 +272,7 @@ class Zeta(Primitive):
         return None, gy * -s * zeta(s + 1, q)
 
     jvp = _jvp.diagonal
+    torchscript = "special_zeta"
 
 
 def _number_or_tensor(name, a, b):
