@@ -149,14 +149,12 @@ def emitter(node):
     """The function writing ``node``'s expression, or None: its primitive's
     ``torchscript`` spelling (a string becomes a call of that aten function on the
     recorded arguments) or the row of a call recorded by name."""
+    if not isinstance(node.target, type):  # a call recorded by name
+        return EMIT.get(node.op)
     spell = spelling(node.target, "torchscript")
     if isinstance(spell, str):
         return lambda em, node, *args, **kwargs: call(em, f"torch.{spell}", args, kwargs)
-    if spell is not None:
-        return spell
-    if not isinstance(node.target, type) or not hasattr(node.target, "torchscript"):
-        return EMIT.get(node.op)
-    return None
+    return spell
 
 
 def call(em, fn, args, kwargs):

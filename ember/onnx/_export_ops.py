@@ -69,18 +69,14 @@ def converter(node):
     """The converter for a graph node, or None: its primitive's ``onnx`` spelling, the
     row of a call recorded by name, or a custom ``autograd.Function``'s ``symbolic``."""
     target = node.target
+    if not isinstance(target, type):  # a call recorded by name
+        return EXPORTERS.get(node.op)
     spell = spelling(target, "onnx")
     if isinstance(spell, str):
         return lambda g, node, *args, **kwargs: one_node(g, node, spell, args, kwargs)
-    if spell is not None:
-        return spell
-    if not isinstance(target, type) or not hasattr(target, "onnx"):
-        fn = EXPORTERS.get(node.op)
-        if fn is not None:
-            return fn
-    if getattr(target, "symbolic", None) is not None:
+    if spell is None and getattr(target, "symbolic", None) is not None:
         return custom_symbolic
-    return None
+    return spell
 
 
 def exportable_ops():
