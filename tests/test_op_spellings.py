@@ -22,6 +22,7 @@ from ember.autograd.node import Primitive
 from ember.jit import _capture, _codegen
 from ember.jit._op_exempt import NO_TORCHSCRIPT
 from ember.jit._op_names import RECORDED_CALLS, spelling
+from ember.nn import functional as F
 from ember.onnx import _export_ops
 from ember.onnx._op_exempt import NO_ONNX
 from ember.ops import bitwise, complex_numbers, elementwise, linalg, linalg_decomp, unary
@@ -324,3 +325,54 @@ def test_torchscript_string_spelling_loads_in_torch(cls):
     if want.dtype.is_complex:
         got, want = torch.view_as_real(got.resolve_conj()), ember.view_as_real(want)
     _same(got.numpy(), want.numpy())
+
+
+# ----- nn layers without a TorchScript template ---------------------------------------------
+def _scripted_in_torch(module, *xs):
+    scripted = ember.jit.script(module)
+    f = io.BytesIO()
+    ember.jit.save(scripted, f)
+    f.seek(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = torch.jit.load(f)
+    return scripted, loaded(*[torch.from_numpy(x.numpy().copy()) for x in xs])
+
+
+class _NewLayer(ember.nn.Module):
+    """A layer as ember.nn would add it: ``F`` calls only, no template."""
+    __module__ = "ember.nn.modules.activation"
+
+    def __init__(self, beta=2.0):
+        super().__init__()
+        self.beta = beta
+
+    def forward(self, input):
+        return F.softshrink(F.softplus(input, self.beta, 20.0), 0.5) * F.silu(input)
+
+
+@pytest.mark.parametrize("make,shapes", [
+    (lambda: _NewLayer(), [(2, 5)]),
+    (lambda: ember.nn.CosineSimilarity(dim=1), [(3, 4), (3, 4)]),
+    (lambda: ember.nn.PairwiseDistance(), [(3, 4), (3, 4)]),
+    (lambda: ember.nn.Hardshrink(0.3), [(2, 5)]),
+    (lambda: ember.nn.ChannelShuffle(2), [(1, 4, 2, 2)]),
+    (lambda: ember.nn.PixelUnshuffle(2), [(1, 1, 4, 4)]),
+], ids=["new_layer", "CosineSimilarity", "PairwiseDistance", "Hardshrink", "ChannelShuffle",
+        "PixelUnshuffle"])
+def test_a_layer_of_f_calls_scripts_without_a_template(make, shapes):
+    from ember.jit._script_templates import template_for
+    module = make()
+    assert template_for(module, type(module)) is None
+    xs = [ember.tensor(np.linspace(-2, 2, int(np.prod(s)), dtype=np.float32).reshape(s))
+          for s in shapes]
+    want = module(*xs).detach().numpy()
+    scripted, got = _scripted_in_torch(module, *xs)
+    _same(got.numpy(), want)
+    _same(scripted(*xs).detach().numpy(), want)
+
+
+def test_a_layer_whose_forward_does_not_compile_names_itself():
+    from ember.jit._frontend import NotSupportedError
+    with pytest.raises(NotSupportedError, match="ember.nn.Bilinear .*no TorchScript template"):
+        ember.jit.script(ember.nn.Bilinear(2, 2, 3))

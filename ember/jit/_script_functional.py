@@ -68,6 +68,11 @@ _TABLE = {
     "cosine_similarity": ("torch.cosine_similarity", ["x1", "x2", "dim", "eps"]),
     "pairwise_distance": ("torch.pairwise_distance", ["x1", "x2", "p", "eps", "keepdim"]),
     "one_hot": ("torch.one_hot", ["tensor", "num_classes"]),
+    "softshrink": ("torch.softshrink", ["input", "lambd"]),
+    "hardshrink": ("torch.hardshrink", ["input", "lambd"]),
+    "channel_shuffle": ("torch.channel_shuffle", ["input", "groups"]),
+    "pixel_unshuffle": ("torch.pixel_unshuffle", ["input", "downscale_factor"]),
+    "alpha_dropout": ("torch.alpha_dropout", ["input", "p", "training"]),
     "normalize": None,
 }
 

@@ -4,7 +4,10 @@ ember's eager forwards check shapes with f-string errors and choose fast paths i
 which TorchScript cannot express; PyTorch likewise writes its library modules' own
 TorchScript into every archive. So each class here has its TorchScript source, with the
 module's configuration (strides, eps, ...) written in as constants, the way PyTorch inlines
-``Final`` attributes. A class without a template raises NotSupportedError naming it.
+``Final`` attributes. A class without a template has its ``forward`` compiled from its
+source, as user code is (a layer whose forward is ``F`` calls needs no template: each
+``F`` call is written by its row in ``_script_functional``); a forward that does not
+compile raises NotSupportedError naming the class.
 """
 import ast
 
@@ -290,21 +293,17 @@ def _unflatten(m):
 
 
 def template_for(module, library_cls):
-    """The TorchScript methods of an ember ``nn`` module (by its library class)."""
-    from ember.jit._frontend import NotSupportedError
+    """The TorchScript methods of an ember ``nn`` module (by its library class), or None
+    when it has no template (its forward is then compiled from its source)."""
     from ember.jit._script_attention_templates import ATTENTION_TEMPLATES
     from ember.jit._script_rnn_templates import RNN_TEMPLATES
-    name = library_cls.__name__
     make = None
     for klass in type(module).__mro__:
         make = (_TEMPLATES.get(klass.__name__) or RNN_TEMPLATES.get(klass.__name__)
                 or ATTENTION_TEMPLATES.get(klass.__name__))
         if make is not None or klass is library_cls:
             break
-    if make is None:
-        raise NotSupportedError(f"jit.script of ember.nn.{name} is not supported yet (no "
-                                "TorchScript template for it)")
-    return make(module)
+    return None if make is None else make(module)
 
 
 _TEMPLATES = {
