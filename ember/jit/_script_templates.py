@@ -170,13 +170,6 @@ def _adaptive_avg(m):
         """)
 
 
-def _flatten(m):
-    return _methods(f"""
-        def forward(self, input: Tensor) -> Tensor:
-          return torch.flatten(input, {m.start_dim}, {m.end_dim})
-        """)
-
-
 def _sequential(m):
     lines = ["def forward(self, input: Tensor) -> Tensor:"]
     cur = "input"
@@ -209,10 +202,6 @@ def _softmax(name):
               return torch.{name}(input, {m.dim})
             """)
     return make
-
-
-def _leaky(m):
-    return _unary(f"torch.leaky_relu(input, {_f(m.negative_slope)})")(m)
 
 
 def _gelu(m):
@@ -288,10 +277,6 @@ def _const_pad(m):
     return _unary(f"torch.constant_pad_nd(input, {_ints(m.padding)}, {value})")(m)
 
 
-def _unflatten(m):
-    return _unary(f"torch.unflatten(input, {m.dim}, {_ints(m.unflattened_size)})")(m)
-
-
 def template_for(module, library_cls):
     """The TorchScript methods of an ember ``nn`` module (by its library class), or None
     when it has no template (its forward is then compiled from its source)."""
@@ -307,36 +292,21 @@ def template_for(module, library_cls):
 
 
 _TEMPLATES = {
-    "Linear": _linear, "Identity": _unary("input"), "Conv1d": _conv, "Conv2d": _conv,
+    "Linear": _linear, "Conv1d": _conv, "Conv2d": _conv,
     "BatchNorm1d": _batchnorm, "BatchNorm2d": _batchnorm, "LayerNorm": _layernorm,
     "Dropout": _dropout, "Dropout1d": _dropout, "Dropout2d": _dropout,
     "MaxPool1d": _pool("max"), "MaxPool2d": _pool("max"), "AvgPool1d": _pool("avg"),
     "AvgPool2d": _pool("avg"), "AdaptiveAvgPool1d": _adaptive_avg,
-    "AdaptiveAvgPool2d": _adaptive_avg, "Flatten": _flatten, "Sequential": _sequential,
+    "AdaptiveAvgPool2d": _adaptive_avg, "Sequential": _sequential,
     "ModuleList": _nothing, "ModuleDict": _nothing, "Embedding": _embedding,
-    "ReLU": _unary("torch.relu(input)"), "Tanh": _unary("torch.tanh(input)"),
-    "Sigmoid": _unary("torch.sigmoid(input)"), "SiLU": _unary("torch.silu(input)"),
-    "GELU": _gelu, "LeakyReLU": _leaky, "ELU": lambda m: _unary(
-        f"torch.elu(input, {_f(m.alpha)})")(m),
-    "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"),
-    "Hardtanh": lambda m: _unary(f"torch.hardtanh(input, {_f(m.min_val)}, "
-                                 f"{_f(m.max_val)})")(m),
-    "ReLU6": _unary("torch.hardtanh(input, 0., 6.)"),
-    "CELU": lambda m: _unary(f"torch.celu(input, {_f(m.alpha)})")(m),
-    "SELU": _unary("torch.selu(input)"), "Mish": _unary("torch.mish(input)"),
-    "Hardswish": _unary("torch.hardswish(input)"),
-    "Hardsigmoid": _unary("torch.hardsigmoid(input)"),
-    "LogSigmoid": _unary("torch.log_sigmoid(input)"),
+    "GELU": _gelu, "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"),
     "Softsign": _unary("torch.div(input, torch.add(torch.abs(input), 1))"),
-    "Softplus": lambda m: _unary(f"torch.softplus(input, {_f(m.beta)}, "
-                                 f"{_f(m.threshold)})")(m),
     "PReLU": _unary("torch.prelu(input, self.weight)"),
-    "GLU": lambda m: _unary(f"torch.glu(input, {m.dim})")(m),
-    "Threshold": lambda m: _unary(f"torch.threshold(input, {_f(m.threshold)}, "
-                                  f"{_f(m.value)})")(m),
     "GroupNorm": _group_norm, "ConvTranspose1d": _conv_transpose,
     "ConvTranspose2d": _conv_transpose, "ConstantPad1d": _const_pad,
     "ConstantPad2d": _const_pad, "ZeroPad1d": _const_pad, "ZeroPad2d": _const_pad,
-    "Unflatten": _unflatten, "Upsample": _upsample,
-    "PixelShuffle": lambda m: _unary(f"torch.pixel_shuffle(input, {m.upscale_factor})")(m),
+    "Upsample": _upsample,
 }
+# Layers whose forward is F calls (ReLU, Tanh, ELU, Softplus, Flatten, Identity...) have no
+# template: their forward compiles from its source, each F call written by its row in
+# _script_functional.
