@@ -78,6 +78,17 @@ def test_every_table_key_names_a_recorded_call(table):
     assert not shadowing, f"primitives belong on their class, not in the table: {shadowing}"
 
 
+def test_scripted_f_rows_name_f_functions():
+    """``F.*`` calls in scripted code are written by rows keyed by the function's name."""
+    from ember.jit._script_functional import _TABLE
+    dead = sorted(k for k in _TABLE if not callable(getattr(F, k, None)))
+    assert not dead, dead
+    builtins = {spec[0][len("torch."):] for spec in _TABLE.values() if spec is not None}
+    missing = sorted(b for b in builtins
+                     if not torch._C._jit_get_schemas_for_operator(f"aten::{b}"))
+    assert not missing, missing
+
+
 def test_a_string_key_for_a_primitive_is_refused():
     with pytest.raises(ValueError, match="not a call the capture records"):
         _export_ops.exports("LogicalAnd")(lambda g, node, a, b: None)
@@ -220,6 +231,15 @@ def test_softplus_below_the_default_threshold_keeps_embers_values():
                               (ember.tensor(x),))
     assert types.count("Softplus") == 1 and "Where" in types
     _same(got, want)
+
+
+@pytest.mark.parametrize("name", ["tril", "triu"])
+@pytest.mark.parametrize("k", [0, 1, -2])
+def test_tril_triu_export_as_trilu(name, k):
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    types, (got,) = _onnx_run(lambda t: getattr(ember, name)(t, k), (ember.tensor(x),))
+    assert types == ["Trilu"]
+    _same(got, getattr(torch, name)(torch.from_numpy(x), k).numpy())
 
 
 # ----- the sweep: every one-node spelling, one small input each ---------------------------

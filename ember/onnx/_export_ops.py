@@ -23,6 +23,7 @@ from ember.ops import (
     bitwise,
     conv,
     conversion,
+    diagonals,
     elementwise,
     extrema,
     gather_scatter,
@@ -530,6 +531,19 @@ def _unflatten(g, node, x, dim, sizes):
         parts.append(g.op("Slice", [shape, g.const(np.asarray([dim + 1], np.int64)),
                                     g.const(np.asarray([r], np.int64))]))
     return g.op("Reshape", [g.tensor(x), g.op("Concat", parts, axis=0)])
+
+
+def _trilu(upper):
+    def f(g, node, x, k=0):
+        if g.opset < 14:
+            raise UnsupportedOnnxExport(f"{node.op} (ONNX has Trilu from opset 14)")
+        return g.op("Trilu", [g.tensor(x), g.const(np.asarray(int(k), np.int64), "k")],
+                    upper=upper)
+    return f
+
+
+exports(diagonals.Tril)(_trilu(0))
+exports(diagonals.Triu)(_trilu(1))
 
 
 @exports(shape.Permute)

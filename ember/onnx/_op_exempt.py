@@ -78,10 +78,10 @@ _NO_OPERATOR = (
     reduction._Any, reduction._CountNonzero, reduction._Std, reduction._Var)
 
 _NOT_YET = (
-    "ONNX has an equivalent (Trilu, ScatterElements, Einsum...); no converter written yet",
+    "ONNX has an equivalent (ScatterElements, Einsum...); no converter written yet",
     _einsum.DiagEmbed, _einsum.Diagonal, _einsum.Einsum, conv.Fold, conv.Unfold, ctc.CtcNll,
-    diagonals.DiagEmbed, diagonals.Diagonal, diagonals.DiagonalScatter, diagonals.Tril,
-    diagonals.Triu, extrema._MaxAll, extrema._MinAll, extrema._MedianAll,
+    diagonals.DiagEmbed, diagonals.Diagonal, diagonals.DiagonalScatter, extrema._MaxAll,
+    extrema._MinAll, extrema._MedianAll,
     extrema._MedianDim, extrema._ModeDim, extrema._NanmedianAll, extrema._NanmedianDim,
     gather_scatter.IndexAdd, gather_scatter.IndexCopy, gather_scatter.IndexFill,
     gather_scatter.Scatter, gather_scatter.ScatterAdd, gather_scatter.ScatterReduce,
