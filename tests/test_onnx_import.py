@@ -58,7 +58,16 @@ def _emitted_onnx_ops():
     from ember.onnx import _export_ops
     src = inspect.getsource(_export_ops)
     ops = set(re.findall(r'g\.op\("([A-Za-z]+)"', src))
-    ops |= set(_export_ops._UNARY.values()) | set(_export_ops._BINARY.values())
+    from ember.autograd.node import Primitive
+    from ember.jit._op_names import spelling
+    stack, seen = [Primitive], set()
+    while stack:  # the one-node spellings declared on the op classes
+        for sub in stack.pop().__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                stack.append(sub)
+                if isinstance(spelling(sub, "onnx"), str):
+                    ops.add(spelling(sub, "onnx"))
     return ops | {"Constant", "Identity", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2",
                   "ReduceSum", "ReduceMean", "ArgMin", "Softmax", "LogSoftmax", "LSTM",
                   "GRU", "RNN"}

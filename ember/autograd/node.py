@@ -230,6 +230,15 @@ class Primitive(Node):
     - ``broadcasts``: True if inputs broadcast, so gradients are summed back to shape
     - ``n_outputs`` and ``differentiable_outputs`` for ops with several outputs.
     - ``batch``: the vmap batching rule (``ember.ops._batch``); None: no rule.
+
+    and how the op is written out by the exporters:
+
+    - ``onnx``: a string is the ONNX op type applied to the op's operands (``"Exp"``);
+      a callable ``f(g, node, *args, **kwargs)`` is its converter (``ember.onnx``)
+    - ``torchscript``: a string is the aten function called on the op's arguments
+      (``"exp"`` writes ``torch.exp(x)``); a callable ``f(em, node, *args, **kwargs)``
+      writes the expression (``ember.jit``)
+    - ``complex32_math``: True where PyTorch's CPU kernels compute the op on complex32.
     """
 
     _base_class = True  # keeps its own __name__: no node is ever a plain Primitive
@@ -239,6 +248,9 @@ class Primitive(Node):
     n_outputs = 1
     batch = None  # the vmap rule, a function (cls, level, args, params): ops/_batch.py
     differentiable_outputs = None  # None: all floating outputs are differentiable
+    onnx = None          # export spellings: see the docstring
+    torchscript = None
+    complex32_math = False
 
     @property
     def saved_tensors(self):

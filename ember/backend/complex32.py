@@ -5,22 +5,14 @@ float16 fields, ``real`` then ``imag``: 4 bytes, PyTorch's memory layout, so vie
 indexing and copies work on it directly and ``view(float16)`` shows the parts. Math
 runs in complex64 (exact for float16 parts) and rounds each part back to float16,
 as PyTorch's CPU kernels for ComplexHalf do. Only the ops PyTorch's CPU build has for
-ComplexHalf compute (``MATH``); the rest raise PyTorch's NotImplementedError.
+ComplexHalf compute (those whose class says ``complex32_math = True``); the rest raise
+PyTorch's NotImplementedError.
 """
 import numpy as np
 
 NP = np.dtype([("real", "<f2"), ("imag", "<f2")])
 _C64 = np.dtype(np.complex64)
 
-# primitives (class names) whose math PyTorch's CPU kernels do for ComplexHalf: they run
-# in complex64 here and round back; other ops that need math on complex32 raise
-MATH = {
-    "Add", "AddScaled", "Sub", "SubScaled", "Mul", "Neg", "Abs", "Conj", "ConjPhysical",
-    "Sign", "Isnan", "Isfinite", "Eq", "Ne", "Where", "MaskedFill", "Fill", "IndexPut",
-    "Copy", "Addcmul", "Clone", "Contiguous", "Cat", "Stack", "Index", "IndexSelect",
-    "Repeat", "Roll", "Tril", "Triu", "Diag", "Nonzero", "Complex", "ToCopy",
-    "VectorNorm",
-}
 
 
 def is_c32(arr):
@@ -75,8 +67,9 @@ def refuse(cls):
 def run(self, cls, args, arrays, params):
     """Run primitive ``cls`` on complex32 operands: in complex64 when PyTorch has the op
     for ComplexHalf (results whose dtype is complex32 by PyTorch's promotion are rounded
-    back, real ones to float16), else PyTorch's NotImplementedError."""
-    if getattr(cls, "_op_name", cls.__name__) not in MATH:
+    back, real ones to float16), else PyTorch's NotImplementedError. Whether PyTorch has
+    the op is the op's own record: its class attribute ``complex32_math``."""
+    if not getattr(cls, "complex32_math", False):
         raise refuse(cls)
     from ember._tensor import Tensor
     from ember.backend import dtypes as _dt

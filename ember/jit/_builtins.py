@@ -127,6 +127,10 @@ def lookup(name):
         return None
     ember = _ember()
     obj = getattr(ember, short, None) if short in dir(ember) else None
+    if obj is None and short.startswith("special_"):
+        # aten's special_* operators (torch.special.* in Python) are ember.ops.special's
+        from ember.ops import special
+        obj = getattr(special, short, None)
     if callable(obj) and not isinstance(obj, type) and \
             getattr(obj, "__module__", "").startswith(_FALLBACK_MODULES):
         fn = _scalar_aware(short, obj)

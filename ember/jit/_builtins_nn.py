@@ -463,7 +463,8 @@ def _prelu(x, weight):
 for _name in ("adaptive_avg_pool3d", "pixel_shuffle", "pixel_unshuffle", "glu", "softplus",
               "relu6", "hardsigmoid", "mish", "celu", "selu", "softshrink", "hardshrink",
               "tanhshrink", "softsign", "logsigmoid", "instance_norm", "local_response_norm",
-              "cosine_similarity", "pairwise_distance", "one_hot", "normalize"):
+              "cosine_similarity", "pairwise_distance", "one_hot", "normalize",
+              "channel_shuffle"):
     if hasattr(_functional, _name):
         TABLE.setdefault("torch." + _name, getattr(_functional, _name))
 

@@ -1,10 +1,13 @@
 """IR -> TorchScript source: the ``forward`` of a traced module in PyTorch's spelling.
 
-One table, :data:`EMIT`, keyed by the node's op name (a primitive's class name or a
-recorded function's name), holds a small function per op that writes the
-TorchScript expression (``torch.linear(x, w, b)``, ``torch._convolution(...)``,
-``torch.size(x, 0)``...). An op with no row raises ``NotImplementedError`` naming it
-and the user's line that made it, never a silent omission.
+A primitive's TorchScript spelling is its class's ``torchscript`` attribute: a string
+is the aten function called on the op's arguments (``"exp"`` writes ``torch.exp(x)``),
+a callable ``f(em, node, *args, **kwargs)`` writes the expression
+(``torch._convolution(...)``); the emitters here are attached to their classes with
+``@emits(SomeOpClass)``. The calls recorded by name (``view``, ``size``, factories...:
+``ember.jit._op_names.RECORDED_CALLS``) have their rows in :data:`EMIT`. An op with no
+spelling raises ``NotImplementedError`` naming it and the user's line that made it,
+never a silent omission.
 
 The forward is one inlined function: parameters are read as ``self.<path>.<name>``
 (``getattr(self.layers, "0")`` where a path segment is not an identifier), sizes are
@@ -17,17 +20,48 @@ import numpy as np
 
 from ember.jit import _builtins_trace  # noqa: F401  (rows the generated code needs)
 from ember.jit._ir import Ref
+from ember.jit._op_names import RECORDED_CALLS, spelling
+from ember.ops import (
+    attention,
+    conv,
+    conversion,
+    elementwise,
+    extrema,
+    gather_scatter,
+    indexing,
+    join,
+    nn_fused,
+    normalization,
+    pooling,
+    power,
+    reduction,
+    rnn,
+    scan,
+    shape,
+    special,
+    unary,
+)
 
-__all__ = ["EMIT", "forward_source", "function_source", "Emitter"]
+__all__ = ["EMIT", "emits", "emitter", "forward_source", "function_source", "Emitter"]
 
+# rows of the recorded calls that are not primitives, by the name the capture records
 EMIT = {}
 
 
-def emits(*ops):
-    """Decorator: register one emitter for each of ``ops``."""
+def emits(*targets):
+    """Decorator: attach one emitter to each target: a primitive class gets it as its
+    ``torchscript`` spelling; a string names a call the capture records by name."""
     def deco(fn):
-        for op in ops:
-            EMIT[op] = fn
+        for t in targets:
+            if isinstance(t, str):
+                if t not in RECORDED_CALLS:
+                    raise ValueError(f"ember.jit: {t!r} is not a call the capture records")
+                EMIT[t] = fn
+            else:
+                if t.__dict__.get("torchscript") is not None:
+                    raise TypeError(f"ember.jit: {t._op_name} already has a TorchScript "
+                                    "spelling")
+                t.torchscript = fn
         return fn
     return deco
 
@@ -110,174 +144,202 @@ def _attr_chain(qualname):
     return out
 
 
-# ----- the table -------------------------------------------------------------------------
-def _simple(aten):
-    def emit(em, node, *args, **kwargs):
-        return f"{aten}({', '.join(em.e(a) for a in args)})"
-    return emit
+# ----- spellings ---------------------------------------------------------------------------
+def emitter(node):
+    """The function writing ``node``'s expression, or None: its primitive's
+    ``torchscript`` spelling (a string becomes a call of that aten function on the
+    recorded arguments) or the row of a call recorded by name."""
+    if not isinstance(node.target, type):  # a call recorded by name
+        return EMIT.get(node.op)
+    spell = spelling(node.target, "torchscript")
+    if isinstance(spell, str):
+        return lambda em, node, *args, **kwargs: call(em, f"torch.{spell}", args, kwargs)
+    return spell
 
 
-_UNARY = ["Neg", "Exp", "Log", "Sqrt", "Rsqrt", "Sin", "Cos", "Tanh", "Sigmoid", "Abs",
-          "Relu", "Reciprocal", "Erf", "Floor", "Ceil", "Sign", "Log1p", "Expm1", "Sinh",
-          "Cosh", "Tan", "Asin", "Acos", "Atan", "Square", "Trunc", "Frac", "LogicalNot",
-          "Silu"]
-for _op in _UNARY:
-    _n = {"LogicalNot": "logical_not"}.get(_op, _op.lower())
-    EMIT[_op] = _simple(f"torch.{_n}")
-for _op, _aten in (("Where", "torch.where"), ("MatMul", "torch.matmul"),
-                   ("Maximum", "torch.maximum"), ("Minimum", "torch.minimum"),
-                   ("Atan2", "torch.atan2"), ("Eq", "torch.eq"), ("Ne", "torch.ne"),
-                   ("Lt", "torch.lt"), ("Le", "torch.le"), ("Gt", "torch.gt"),
-                   ("Ge", "torch.ge"), ("LogicalAnd", "torch.logical_and"),
-                   ("LogicalOr", "torch.logical_or"), ("FloorDivide", "torch.floor_divide"),
-                   ("Remainder", "torch.remainder"), ("Detach", "torch.detach"),
-                   ("Copysign", "torch.copysign"), ("Nextafter", "torch.nextafter")):
-    EMIT[_op] = _simple(_aten)
+def call(em, fn, args, kwargs):
+    """``fn(args..., key=value...)`` in TorchScript."""
+    parts = [em.e(a) for a in args] + [f"{k}={em.e(v)}" for k, v in kwargs.items()]
+    return f"{fn}({', '.join(parts)})"
 
 
 def _is_tensor_arg(x):
     return isinstance(x, Ref) and x.value.type == "Tensor"
 
 
-@emits("Add", "Mul")
-def _commutative(em, node, a, b):
-    aten = "torch.add" if node.op == "Add" else "torch.mul"
-    if not _is_tensor_arg(a):
-        a, b = b, a
-    return f"{aten}({em.e(a)}, {em.e(b)})"
+def _commutative(aten):
+    def emit(em, node, a, b):
+        if not _is_tensor_arg(a):
+            a, b = b, a
+        return f"{aten}({em.e(a)}, {em.e(b)})"
+    return emit
 
 
-@emits("Sub")
+emits(elementwise.Add)(_commutative("torch.add"))
+emits(elementwise.Mul)(_commutative("torch.mul"))
+
+
+@emits(unary.Round)
+def _round(em, node, x, decimals=0):
+    if not decimals:
+        return f"torch.round({em.e(x)})"
+    return f"torch.round({em.e(x)}, decimals={em.e(decimals)})"
+
+
+@emits(special.Polygamma)
+def _polygamma(em, node, x, n):
+    return f"torch.polygamma({em.e(n)}, {em.e(x)})"
+
+
+@emits(elementwise.Sub)
 def _sub(em, node, a, b):
     if not _is_tensor_arg(a):
         return f"torch.rsub({em.e(b)}, {em.e(a)})"
     return f"torch.sub({em.e(a)}, {em.e(b)})"
 
 
-@emits("Div")
+@emits(elementwise.Div)
 def _div(em, node, a, b):
     if not _is_tensor_arg(a):
         return f"torch.mul(torch.reciprocal({em.e(b)}), {em.e(a)})"
     return f"torch.div({em.e(a)}, {em.e(b)})"
 
 
-@emits("Pow", "PowScalar")
+@emits(power.Pow, power.PowScalar)
 def _pow(em, node, a, b):
     if not _is_tensor_arg(a):
         return f"torch.pow({em.e(a)}, {em.e(b)})"
     return f"torch.pow({em.e(a)}, {em.e(b)})"
 
 
-@emits("AddScaled")
+@emits(elementwise.AddScaled)
 def _add_scaled(em, node, a, b, alpha):
     return f"torch.add({em.e(a)}, {em.e(b)}, alpha={em.e(alpha)})"
 
 
-@emits("_Linear", "_LinearMm", "_LinearView", "_LinearUnsafeView")
+@emits(nn_fused._Linear)
 def _linear(em, node, x, w, b=None):
     return f"torch.linear({em.e(x)}, {em.e(w)}, {em.e(b)})"
 
 
-@emits("_LinearRelu")
+@emits(nn_fused._LinearRelu)
 def _linear_relu(em, node, x, w, b=None):
     return f"torch.relu(torch.linear({em.e(x)}, {em.e(w)}, {em.e(b)}))"
 
 
-@emits("Softmax", "LogSoftmax")
-def _softmax(em, node, x, axis):
-    aten = "torch.softmax" if node.op == "Softmax" else "torch.log_softmax"
-    return f"{aten}({em.e(x)}, {em.e(axis)}, None)"
+def _softmax(aten):
+    return lambda em, node, x, axis: f"{aten}({em.e(x)}, {em.e(axis)}, None)"
 
 
-@emits("Mean", "Sum")
-def _reduce(em, node, x, axes, keepdim, np_dtype):
-    aten = "torch.mean" if node.op == "Mean" else "torch.sum"
-    if np_dtype is not None:
-        raise NotImplementedError(f"jit codegen: {node.op} with dtype={np_dtype}")
-    if axes is None:
-        return f"{aten}({em.e(x)})"
-    return f"{aten}({em.e(x)}, {em.ints(tuple(axes))}, {em.e(bool(keepdim))})"
+emits(reduction.Softmax)(_softmax("torch.softmax"))
+emits(reduction.LogSoftmax)(_softmax("torch.log_softmax"))
 
 
-@emits("Permute")
+def _reduce(aten):
+    def emit(em, node, x, axes, keepdim, np_dtype):
+        if np_dtype is not None:
+            raise NotImplementedError(f"jit codegen: {node.op} with dtype={np_dtype}")
+        if axes is None:
+            return f"{aten}({em.e(x)})"
+        return f"{aten}({em.e(x)}, {em.ints(tuple(axes))}, {em.e(bool(keepdim))})"
+    return emit
+
+
+emits(reduction.Mean)(_reduce("torch.mean"))
+emits(reduction.Sum)(_reduce("torch.sum"))
+
+
+@emits(shape.Permute)
 def _permute(em, node, x, dims):
     return f"torch.permute({em.e(x)}, {em.ints(dims)})"
 
 
-@emits("Transpose")
+@emits(shape.Transpose)
 def _transpose(em, node, x, d0, d1):
     return f"torch.transpose({em.e(x)}, {em.e(d0)}, {em.e(d1)})"
 
 
-@emits("Unsqueeze")
+@emits(shape.Unsqueeze)
 def _unsqueeze(em, node, x, dim):
     return f"torch.unsqueeze({em.e(x)}, {em.e(dim)})"
 
 
-@emits("Squeeze")
+@emits(shape.Squeeze)
 def _squeeze(em, node, x, dims):
     if dims is None:
         return f"torch.squeeze({em.e(x)})"
     return f"torch.squeeze({em.e(x)}, {em.ints(tuple(dims))})"
 
 
-@emits("Unbind")
+@emits(join.Unbind)
 def _unbind(em, node, x, dim):
     return f"torch.unbind({em.e(x)}, {em.e(dim)})"
 
 
-@emits("Cat", "Stack")
-def _cat(em, node, *tensors, dim, np_dtype=None):
-    aten = "torch.cat" if node.op == "Cat" else "torch.stack"
-    return f"{aten}([{', '.join(em.e(t) for t in tensors)}], {em.e(dim)})"
+def _cat(aten):
+    def emit(em, node, *tensors, dim, np_dtype=None):
+        return f"{aten}([{', '.join(em.e(t) for t in tensors)}], {em.e(dim)})"
+    return emit
 
 
-@emits("ZeroCurvature")
+emits(join.Cat)(_cat("torch.cat"))
+emits(join.Stack)(_cat("torch.stack"))
+
+
+@emits(unary.ZeroCurvature)
 def _zero_curvature(em, node, y, x):
     """``y`` itself (the node only shapes ember's second derivatives)."""
     return em.e(y)
 
 
-@emits("Contiguous")
+@emits(conversion.Contiguous)
 def _contiguous(em, node, x, fmt=None):
     return f"torch.contiguous({em.e(x)})"
 
 
-@emits("Expand")
+@emits(shape.Expand)
 def _expand_prim(em, node, x, shape):
     return f"torch.expand({em.e(x)}, {em.ints(shape)}, implicit=False)"
 
 
-@emits("Mm", "Bmm", "Mv", "Dot")
-def _mm(em, node, a, b):
-    return f"torch.{node.op.lower()}({em.e(a)}, {em.e(b)})"
+def _max_dim(aten):
+    def emit(em, node, x, axis, keepdim):
+        if axis is None:
+            raise NotImplementedError(f"jit codegen: {node.op} of a 0-d tensor")
+        return f"{aten}({em.e(x)}, {em.e(axis)}, {literal(bool(keepdim))})"
+    return emit
 
 
-@emits("_MaxDim", "_MinDim")
-def _max_dim(em, node, x, axis, keepdim):
-    if axis is None:
-        raise NotImplementedError(f"jit codegen: {node.op} of a 0-d tensor")
-    aten = "torch.max" if node.op == "_MaxDim" else "torch.min"
-    return f"{aten}({em.e(x)}, {em.e(axis)}, {literal(bool(keepdim))})"
+emits(extrema._MaxDim)(_max_dim("torch.max"))
+emits(extrema._MinDim)(_max_dim("torch.min"))
 
 
-@emits("_Amax", "_Amin")
-def _amax(em, node, x, axes, keepdim):
-    dims = "[]" if axes is None else em.ints(tuple(axes))
-    return f"torch.{node.op[1:].lower()}({em.e(x)}, {dims}, {literal(bool(keepdim))})"
+def _amax(aten):
+    def emit(em, node, x, axes, keepdim):
+        dims = "[]" if axes is None else em.ints(tuple(axes))
+        return f"{aten}({em.e(x)}, {dims}, {literal(bool(keepdim))})"
+    return emit
 
 
-@emits("_Argmax", "_Argmin")
-def _argmax(em, node, x, axis, keepdim):
-    return f"torch.{node.op[1:].lower()}({em.e(x)}, {em.e(axis)}, {literal(bool(keepdim))})"
+emits(extrema._Amax)(_amax("torch.amax"))
+emits(extrema._Amin)(_amax("torch.amin"))
 
 
-@emits("Clamp", "ClampMin", "ClampMax", "ClampTensor")
+def _argmax(aten):
+    return lambda em, node, x, axis, keepdim: \
+        f"{aten}({em.e(x)}, {em.e(axis)}, {literal(bool(keepdim))})"
+
+
+emits(extrema._Argmax)(_argmax("torch.argmax"))
+emits(extrema._Argmin)(_argmax("torch.argmin"))
+
+
+@emits(unary.Clamp, unary.ClampTensor)
 def _clamp(em, node, x, lo, hi):
     return f"torch.clamp({em.e(x)}, {em.e(lo)}, {em.e(hi)})"
 
 
-@emits("ToCopy")
+@emits(conversion.ToCopy)
 def _to_copy(em, node, x, np_dtype, device):
     from ember.backend import dtypes
     if np_dtype is None:
@@ -286,63 +348,58 @@ def _to_copy(em, node, x, np_dtype, device):
     return f"torch.to({em.e(x)}, {code}, False, False, None)"
 
 
-@emits("MaskedFill")
+@emits(indexing.MaskedFill)
 def _masked_fill(em, node, x, mask, value):
     return f"torch.masked_fill({em.e(x)}, {em.e(mask)}, {em.e(value)})"
 
 
-@emits("Repeat")
+@emits(join.Repeat)
 def _repeat(em, node, x, reps):
     return f"torch.repeat({em.e(x)}, {em.ints(tuple(reps))})"
 
 
-@emits("ConstantPad")
+@emits(shape.ConstantPad)
 def _constant_pad(em, node, x, pads, value):
     return f"torch.constant_pad_nd({em.e(x)}, {em.ints(tuple(pads))}, {em.e(value)})"
 
 
-@emits("_VectorNorm")
+@emits(reduction._VectorNorm)
 def _vector_norm(em, node, x, p, axes, keepdim):
     dims = "None" if axes is None else em.ints(tuple(axes))
     return (f"torch.linalg_vector_norm({em.e(x)}, {literal(float(p))}, {dims}, "
             f"{literal(bool(keepdim))})")
 
 
-@emits("SplitWithSizes", "Split")
+@emits(join.SplitWithSizes)
 def _split(em, node, x, sizes, dim):
     res = em.tmp(f"torch.split_with_sizes({em.e(x)}, {em.ints(tuple(sizes))}, {em.e(dim)})")
     return [f"{res}[{i}]" for i in range(len(node.outputs))]
 
 
-@emits("LeakyRelu")
-def _leaky_relu(em, node, x, slope):
-    return f"torch.leaky_relu({em.e(x)}, {em.e(slope)})"
-
-
-@emits("Flip")
+@emits(shape.Flip, scan.Flip)
 def _flip(em, node, x, axis):
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     return f"torch.flip({em.e(x)}, {em.ints(tuple(axes))})"
 
 
-@emits("Cumsum")
+@emits(scan.Cumsum)
 def _cumsum(em, node, x, axis, np_dtype):
     if np_dtype is not None:
         raise NotImplementedError("jit codegen: cumsum with dtype=")
     return f"torch.cumsum({em.e(x)}, {em.e(axis)})"
 
 
-@emits("Gather")
+@emits(gather_scatter.Gather)
 def _gather(em, node, x, idx, dim):
     return f"torch.gather({em.e(x)}, {em.e(dim)}, {em.e(idx)})"
 
 
-@emits("IndexSelect")
+@emits(gather_scatter.IndexSelect)
 def _index_select(em, node, x, idx, dim):
     return f"torch.index_select({em.e(x)}, {em.e(dim)}, {em.e(idx)})"
 
 
-@emits("Conv")
+@emits(conv.Conv)
 def _conv(em, node, x, w, b, g):
     nd = g.nd
     x_src = em.e(x)
@@ -358,8 +415,10 @@ def _conv(em, node, x, w, b, g):
             "False, False, True, True)")
 
 
-@emits("MaxPool")
+@emits(pooling.MaxPool)
 def _max_pool(em, node, x, g):
+    if len(node.outputs) > 1:
+        raise NotImplementedError("jit codegen: max pooling with return_indices=True")
     nd = g.nd
     if nd not in (1, 2, 3):
         raise NotImplementedError(f"jit codegen: {nd}-d max pooling")
@@ -370,7 +429,7 @@ def _max_pool(em, node, x, g):
             f"{literal(tuple(g.lo))}, {literal(tuple(g.d))}, {literal(ceil)})")
 
 
-@emits("Normalize")
+@emits(normalization.Normalize)
 def _batch_norm_train(em, node, x, w, b, axes, eps, stats):
     """Batch norm in training mode: ``torch.batch_norm(..., training=True, ...)``, which
     updates the running statistics as ember's node does."""
@@ -396,14 +455,14 @@ def _batch_norm_train(em, node, x, w, b, axes, eps, stats):
             f"{literal(float(eps))}, True)")
 
 
-@emits("_LayerNorm")
+@emits(normalization._LayerNorm)
 def _layer_norm(em, node, x, w, b, axes, eps, stats=None):
     shape = [node.inputs[0].shape[a] for a in axes]
     return (f"torch.layer_norm({em.e(x)}, {literal(shape)}, {em.e(w)}, {em.e(b)}, "
             f"{literal(eps)}, True)")
 
 
-@emits("ScaledDotProductAttention")
+@emits(attention.ScaledDotProductAttention)
 def _sdpa(em, node, q, k, v, bias, dmask, scale, safe):
     if dmask is not None:
         raise NotImplementedError("jit codegen: attention with dropout while tracing (call "
@@ -412,8 +471,8 @@ def _sdpa(em, node, q, k, v, bias, dmask, scale, safe):
             f"{em.e(bias)}, 0., False, scale={literal(float(scale))})")
 
 
-_RNN_ATEN = {"LSTMLayer": "torch.lstm", "GRULayer": "torch.gru",
-             "RNNTanhLayer": "torch.rnn_tanh", "RNNReluLayer": "torch.rnn_relu"}
+_RNN_ATEN = {rnn.LSTMLayer: "torch.lstm", rnn.GRULayer: "torch.gru",
+             rnn.RNNTanhLayer: "torch.rnn_tanh", rnn.RNNReluLayer: "torch.rnn_relu"}
 
 
 @emits(*_RNN_ATEN)
@@ -433,9 +492,9 @@ def _rnn_layer(em, node, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, batch_sizes, r
         ([w_hr] if w_hr is not None else [])
     plist = "[" + ", ".join(em.e(p) for p in params) + "]"
     has_b = literal(b_ih is not None)
-    aten = _RNN_ATEN[node.op]
+    aten = _RNN_ATEN[node.target]
     h = f"torch.unsqueeze({em.e(h0)}, 0)"
-    if node.op == "LSTMLayer":
+    if node.target is rnn.LSTMLayer:
         hx = f"[{h}, torch.unsqueeze({em.e(c0)}, 0)]"
     else:
         hx = h
@@ -445,7 +504,7 @@ def _rnn_layer(em, node, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, batch_sizes, r
         y = f"torch.flip({y}, [0])"
     h_out = node.outputs[0].shape[-1]
     outs = [f"torch.reshape({y}, [-1, {h_out}])", f"torch.select({res}[1], 0, 0)"]
-    if node.op == "LSTMLayer":
+    if node.target is rnn.LSTMLayer:
         outs.append(f"torch.select({res}[2], 0, 0)")
     return outs
 
@@ -670,30 +729,6 @@ def _result(em, spec):
     raise NotImplementedError(f"jit codegen: output {spec!r}")
 
 
-class _Renamed:
-    """``node`` seen under the op name of the row that writes it (a subclass's base)."""
-
-    def __init__(self, node, op):
-        self._node, self.op = node, op
-
-    def __getattr__(self, name):
-        return getattr(self._node, name)
-
-
-def _emitter(node):
-    """(row, node as the row sees it) for ``node``: its op's row, else the nearest
-    primitive base class's (ops that subclass another only to be named differently,
-    such as ``MeanDim(Mean)``), the node then seen under the base's op name."""
-    fn = EMIT.get(node.op)
-    if fn is None and isinstance(node.target, type):
-        for base in node.target.__mro__[1:]:
-            key = base.__dict__.get("_op_name") or base.__name__
-            fn = EMIT.get(key)
-            if fn is not None:
-                return fn, _Renamed(node, key)
-    return fn, node
-
-
 def _body(graph, arg_names, constant_offset=0):
     em = Emitter(graph, constant_offset)
     params = []
@@ -701,13 +736,13 @@ def _body(graph, arg_names, constant_offset=0):
         params.append(f"{name}: {_type_of(spec)}")
         _unpack_inputs(em, spec, name)
     for node in graph.nodes:
-        fn, seen = _emitter(node)
+        fn = emitter(node)
         if fn is None:
             where = f" (made at {node.source[0]}:{node.source[1]})" if node.source else ""
             raise NotImplementedError(f"jit: no TorchScript spelling for the traced op "
                                       f"'{node.op}'{where}; ember cannot write .code or save "
                                       "this trace")
-        out = fn(em, seen, *node.args, **node.kwargs)
+        out = fn(em, node, *node.args, **node.kwargs)
         if node.multi:
             names = [em.name(v) for v in node.outputs]
             if isinstance(out, list):

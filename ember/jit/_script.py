@@ -395,6 +395,13 @@ class ModuleCompiler:
         self.in_progress.add(name)
         try:
             comp = FunctionCompiler(fn, owner=self, is_method=True).compile()
+        except (FrontendError, NotSupportedError) as e:
+            if self.library is None:
+                raise
+            # an ember.nn layer without a template whose own forward does not compile
+            raise NotSupportedError(
+                f"jit.script of ember.nn.{self.library.__name__} is not supported yet: it "
+                f"has no TorchScript template and its {name} does not compile ({e})") from e
         finally:
             self.in_progress.discard(name)
         self.methods[name] = comp

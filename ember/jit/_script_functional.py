@@ -68,6 +68,14 @@ _TABLE = {
     "cosine_similarity": ("torch.cosine_similarity", ["x1", "x2", "dim", "eps"]),
     "pairwise_distance": ("torch.pairwise_distance", ["x1", "x2", "p", "eps", "keepdim"]),
     "one_hot": ("torch.one_hot", ["tensor", "num_classes"]),
+    "softshrink": ("torch.softshrink", ["input", "lambd"]),
+    "glu": ("torch.glu", ["input", "dim"]),
+    "threshold": ("torch.threshold", ["input", "threshold", "value"]),
+    "pixel_shuffle": ("torch.pixel_shuffle", ["input", "upscale_factor"]),
+    "hardshrink": ("torch.hardshrink", ["input", "lambd"]),
+    "channel_shuffle": ("torch.channel_shuffle", ["input", "groups"]),
+    "pixel_unshuffle": ("torch.pixel_unshuffle", ["input", "downscale_factor"]),
+    "alpha_dropout": ("torch.alpha_dropout", ["input", "p", "training"]),
     "normalize": None,
 }
 

@@ -4,7 +4,10 @@ ember's eager forwards check shapes with f-string errors and choose fast paths i
 which TorchScript cannot express; PyTorch likewise writes its library modules' own
 TorchScript into every archive. So each class here has its TorchScript source, with the
 module's configuration (strides, eps, ...) written in as constants, the way PyTorch inlines
-``Final`` attributes. A class without a template raises NotSupportedError naming it.
+``Final`` attributes. A class without a template has its ``forward`` compiled from its
+source, as user code is (a layer whose forward is ``F`` calls needs no template: each
+``F`` call is written by its row in ``_script_functional``); a forward that does not
+compile raises NotSupportedError naming the class.
 """
 import ast
 
@@ -167,13 +170,6 @@ def _adaptive_avg(m):
         """)
 
 
-def _flatten(m):
-    return _methods(f"""
-        def forward(self, input: Tensor) -> Tensor:
-          return torch.flatten(input, {m.start_dim}, {m.end_dim})
-        """)
-
-
 def _sequential(m):
     lines = ["def forward(self, input: Tensor) -> Tensor:"]
     cur = "input"
@@ -206,10 +202,6 @@ def _softmax(name):
               return torch.{name}(input, {m.dim})
             """)
     return make
-
-
-def _leaky(m):
-    return _unary(f"torch.leaky_relu(input, {_f(m.negative_slope)})")(m)
 
 
 def _gelu(m):
@@ -285,59 +277,36 @@ def _const_pad(m):
     return _unary(f"torch.constant_pad_nd(input, {_ints(m.padding)}, {value})")(m)
 
 
-def _unflatten(m):
-    return _unary(f"torch.unflatten(input, {m.dim}, {_ints(m.unflattened_size)})")(m)
-
-
 def template_for(module, library_cls):
-    """The TorchScript methods of an ember ``nn`` module (by its library class)."""
-    from ember.jit._frontend import NotSupportedError
+    """The TorchScript methods of an ember ``nn`` module (by its library class), or None
+    when it has no template (its forward is then compiled from its source)."""
     from ember.jit._script_attention_templates import ATTENTION_TEMPLATES
     from ember.jit._script_rnn_templates import RNN_TEMPLATES
-    name = library_cls.__name__
     make = None
     for klass in type(module).__mro__:
         make = (_TEMPLATES.get(klass.__name__) or RNN_TEMPLATES.get(klass.__name__)
                 or ATTENTION_TEMPLATES.get(klass.__name__))
         if make is not None or klass is library_cls:
             break
-    if make is None:
-        raise NotSupportedError(f"jit.script of ember.nn.{name} is not supported yet (no "
-                                "TorchScript template for it)")
-    return make(module)
+    return None if make is None else make(module)
 
 
 _TEMPLATES = {
-    "Linear": _linear, "Identity": _unary("input"), "Conv1d": _conv, "Conv2d": _conv,
+    "Linear": _linear, "Conv1d": _conv, "Conv2d": _conv,
     "BatchNorm1d": _batchnorm, "BatchNorm2d": _batchnorm, "LayerNorm": _layernorm,
     "Dropout": _dropout, "Dropout1d": _dropout, "Dropout2d": _dropout,
     "MaxPool1d": _pool("max"), "MaxPool2d": _pool("max"), "AvgPool1d": _pool("avg"),
     "AvgPool2d": _pool("avg"), "AdaptiveAvgPool1d": _adaptive_avg,
-    "AdaptiveAvgPool2d": _adaptive_avg, "Flatten": _flatten, "Sequential": _sequential,
+    "AdaptiveAvgPool2d": _adaptive_avg, "Sequential": _sequential,
     "ModuleList": _nothing, "ModuleDict": _nothing, "Embedding": _embedding,
-    "ReLU": _unary("torch.relu(input)"), "Tanh": _unary("torch.tanh(input)"),
-    "Sigmoid": _unary("torch.sigmoid(input)"), "SiLU": _unary("torch.silu(input)"),
-    "GELU": _gelu, "LeakyReLU": _leaky, "ELU": lambda m: _unary(
-        f"torch.elu(input, {_f(m.alpha)})")(m),
-    "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"),
-    "Hardtanh": lambda m: _unary(f"torch.hardtanh(input, {_f(m.min_val)}, "
-                                 f"{_f(m.max_val)})")(m),
-    "ReLU6": _unary("torch.hardtanh(input, 0., 6.)"),
-    "CELU": lambda m: _unary(f"torch.celu(input, {_f(m.alpha)})")(m),
-    "SELU": _unary("torch.selu(input)"), "Mish": _unary("torch.mish(input)"),
-    "Hardswish": _unary("torch.hardswish(input)"),
-    "Hardsigmoid": _unary("torch.hardsigmoid(input)"),
-    "LogSigmoid": _unary("torch.log_sigmoid(input)"),
+    "GELU": _gelu, "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"),
     "Softsign": _unary("torch.div(input, torch.add(torch.abs(input), 1))"),
-    "Softplus": lambda m: _unary(f"torch.softplus(input, {_f(m.beta)}, "
-                                 f"{_f(m.threshold)})")(m),
     "PReLU": _unary("torch.prelu(input, self.weight)"),
-    "GLU": lambda m: _unary(f"torch.glu(input, {m.dim})")(m),
-    "Threshold": lambda m: _unary(f"torch.threshold(input, {_f(m.threshold)}, "
-                                  f"{_f(m.value)})")(m),
     "GroupNorm": _group_norm, "ConvTranspose1d": _conv_transpose,
     "ConvTranspose2d": _conv_transpose, "ConstantPad1d": _const_pad,
     "ConstantPad2d": _const_pad, "ZeroPad1d": _const_pad, "ZeroPad2d": _const_pad,
-    "Unflatten": _unflatten, "Upsample": _upsample,
-    "PixelShuffle": lambda m: _unary(f"torch.pixel_shuffle(input, {m.upscale_factor})")(m),
+    "Upsample": _upsample,
 }
+# Layers whose forward is F calls (ReLU, Tanh, ELU, Softplus, Flatten, Identity...) have no
+# template: their forward compiles from its source, each F call written by its row in
+# _script_functional.

@@ -213,7 +213,8 @@ def mish(input, inplace=False):
 
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
-    return _softplus(input, beta, threshold)
+    from ember.ops.unary import softplus as _softplus_op
+    return _softplus_op(input, beta, threshold)
 
 
 def softsign(input):

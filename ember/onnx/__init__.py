@@ -25,8 +25,8 @@ def __getattr__(name):
         _ensure_converters()
         return sorted(op for domain, op in IMPORTERS if domain == "")
     if name == "EXPORTABLE_OPS":
-        from ember.onnx._export_ops import EXPORTERS
-        return sorted(EXPORTERS)
+        from ember.onnx._export_ops import exportable_ops
+        return exportable_ops()
     raise AttributeError(f"module 'ember.onnx' has no attribute {name!r}")
 from ember.onnx._export import OnnxExporterError  # noqa: E402,F401
 

@@ -1,8 +1,9 @@
 """ember -> ONNX: :func:`export` traces a model with the capture layer of ``ember.jit``
 and writes the recorded graph (``ember.jit._ir.Graph``) as an ONNX model.
 
-Each IR node goes through its converter in ``_export_ops.EXPORTERS`` (keyed by the IR
-op name, the primitive's name), which emits ONNX nodes through :class:`GraphBuilder`.
+Each IR node is written by its op's ONNX spelling (the primitive class's ``onnx``
+attribute; ``_export_ops.EXPORTERS`` for the calls recorded by name), which emits ONNX
+nodes through :class:`GraphBuilder`.
 Before that, with ``do_constant_folding``, nodes that read only parameters, buffers and
 constants are evaluated once (a BatchNorm's scale and shift in eval mode, an LSTM's
 re-ordered weights), as PyTorch's exporter does. Sizes read with ``x.size(0)`` stay
@@ -331,12 +332,9 @@ def export(model, args, f=None, export_params=True, verbose=False,
         if n.op == "size" or (n.outputs and all(o.type == "int" for o in n.outputs)):
             if not any(id(o) in gb.dynamic for o in n.outputs):
                 continue
-        conv = _export_ops.EXPORTERS.get(n.op)
+        conv = _export_ops.converter(n)
         if conv is None:
-            custom = getattr(n.target, "symbolic", None)
-            if custom is None:
-                raise _unsupported(n, opset, "has no ONNX converter")
-            conv = _export_ops.custom_symbolic
+            raise _unsupported(n, opset, "has no ONNX converter")
         try:
             outs = conv(gb, n, *n.args, **n.kwargs)
         except UnsupportedOnnxExport as e:
@@ -387,10 +385,10 @@ def _ember_version():
 
 def _unsupported(node, opset, why):
     where = f" at {node.source[0]}:{node.source[1]}" if node.source else ""
-    from ember.onnx._export_ops import EXPORTERS
+    from ember.onnx._export_ops import exportable_ops
     return UnsupportedOnnxExport(
         f"ember.onnx.export: the op {node.op!r} (called{where}, module {node.scope or '<top>'})"
-        f" {why} at opset {opset}. Exportable ops: {', '.join(sorted(EXPORTERS))}.")
+        f" {why} at opset {opset}. Exportable ops: {', '.join(exportable_ops())}.")
 
 
 def _value_info(onnx, name, v, dyn):

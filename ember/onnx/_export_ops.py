@@ -1,28 +1,145 @@
-"""ember IR op -> ONNX nodes: one converter per IR op name.
+"""ember IR op -> ONNX nodes.
 
-A converter is ``f(g, node, *args, **kwargs)``: ``args``/``kwargs`` are the recorded
-call's arguments (``Ref`` where a traced tensor or size was), ``g`` the
-:class:`~ember.onnx._export.GraphBuilder`. It returns the ONNX name of each output.
+A primitive's ONNX spelling is its class's ``onnx`` attribute: a string is one ONNX
+node of that type over the op's operands (:func:`one_node`), a callable is a converter
+``f(g, node, *args, **kwargs)``. The converters here are attached to their classes with
+``@exports(SomeOpClass)``. Calls the capture records above the primitives (``view``,
+``x[key]``, factories, sizes: ``ember.jit._op_names.RECORDED_CALLS``) have no class, so
+their converters stay in :data:`EXPORTERS`, keyed by those names.
+
+``args``/``kwargs`` are the recorded call's arguments (``Ref`` where a traced tensor or
+size was), ``g`` the :class:`~ember.onnx._export.GraphBuilder`. A converter returns the
+ONNX name of each output.
 """
 import math
 
 import numpy as np
 
 from ember.jit._ir import Ref
+from ember.jit._op_names import RECORDED_CALLS, spelling
 from ember.onnx._export import UnsupportedOnnxExport
+from ember.ops import (
+    attention,
+    bitwise,
+    conv,
+    conversion,
+    diagonals,
+    elementwise,
+    extrema,
+    gather_scatter,
+    indexing,
+    join,
+    linalg,
+    nn_fused,
+    normalization,
+    pooling,
+    power,
+    reduction,
+    rnn,
+    scan,
+    shape,
+    unary,
+)
 
-__all__ = ["EXPORTERS", "exports", "custom_symbolic"]
+__all__ = ["EXPORTERS", "exports", "converter", "one_node", "custom_symbolic",
+           "exportable_ops"]
 
+# converters of the recorded calls that are not primitives, by the name the capture
+# records them under
 EXPORTERS = {}
 
 
-def exports(*ops):
-    """Register one converter for the IR ops ``ops``."""
+def exports(*targets):
+    """Attach one converter to each target: a primitive class gets it as its ``onnx``
+    spelling; a string names a call the capture records by name (``"view"``)."""
     def deco(fn):
-        for op in ops:
-            EXPORTERS[op] = fn
+        for t in targets:
+            if isinstance(t, str):
+                if t not in RECORDED_CALLS:
+                    raise ValueError(f"ember.onnx: {t!r} is not a call the capture records")
+                EXPORTERS[t] = fn
+            else:
+                if t.__dict__.get("onnx") is not None:
+                    raise TypeError(f"ember.onnx: {t._op_name} already has an ONNX spelling")
+                t.onnx = fn
         return fn
     return deco
+
+
+def converter(node):
+    """The converter for a graph node, or None: its primitive's ``onnx`` spelling, the
+    row of a call recorded by name, or a custom ``autograd.Function``'s ``symbolic``."""
+    target = node.target
+    if not isinstance(target, type):  # a call recorded by name
+        return EXPORTERS.get(node.op)
+    spell = spelling(target, "onnx")
+    if isinstance(spell, str):
+        return lambda g, node, *args, **kwargs: one_node(g, node, spell, args, kwargs)
+    if spell is None and getattr(target, "symbolic", None) is not None:
+        return custom_symbolic
+    return spell
+
+
+def exportable_ops():
+    """Sorted names of the ops ``export`` can write: primitives with an ONNX spelling
+    and the calls recorded by name that have a converter."""
+    from ember.autograd.node import Primitive
+    names, stack, seen = set(EXPORTERS), [Primitive], set()
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                stack.append(sub)
+                if spelling(sub, "onnx") is not None:
+                    names.add(sub._op_name)
+    return sorted(names)
+
+
+def _input_types(g, op_type):
+    """The element types ONNX's schema of ``op_type`` accepts for its first input."""
+    schema = g.onnx.defs.get_schema(op_type, g.opset)
+    name = schema.inputs[0].type_str
+    for c in schema.type_constraints:
+        if c.type_param_str == name:
+            return set(c.allowed_type_strs)
+    return {name}
+
+
+def one_node(g, node, op_type, args, kwargs):
+    """One ONNX node of ``op_type`` over the call's operands (traced tensors and sizes,
+    Python numbers as constants). ONNX does not promote, so the operands are brought to
+    one dtype first: the result's (``x + 1.5`` on an int tensor, ``exp`` of one), or for
+    a bool result of non-bool operands (a comparison) their own, unless the operator
+    takes only the result's type (``And`` of float tensors casts them to bool)."""
+    if kwargs or any(not isinstance(a, (Ref, bool, int, float)) for a in args):
+        raise UnsupportedOnnxExport(f"{node.op} with these arguments (its ONNX spelling "
+                                    f"{op_type} takes tensors and numbers only)")
+    refs = [a for a in args if isinstance(a, Ref)]
+    out_dt = np.dtype(node.outputs[0].dtype.np)
+    target = out_dt
+    if out_dt == np.bool_ and refs:
+        own = np.result_type(*[g.np_dtype(r) for r in refs])
+        if any(isinstance(a, float) for a in args) and own.kind in "iub":
+            own = np.dtype(np.float32)
+        if f"tensor({_proto_name(own)})" in _input_types(g, op_type):
+            target = own
+    names = []
+    for a in args:
+        if isinstance(a, Ref):
+            name = g.tensor(a)
+            if g.np_dtype(a) != target:
+                name = g.op("Cast", [name], to=g.elem_type(target))
+            names.append(name)
+        else:
+            names.append(g.tensor(a, dtype=target))
+    return g.op(op_type, names, n_outputs=len(node.outputs))
+
+
+def _proto_name(dt):
+    return {"f": {2: "float16", 4: "float", 8: "double"}, "b": {1: "bool"},
+            "u": {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"},
+            "i": {1: "int8", 2: "int16", 4: "int32", 8: "int64"}}.get(
+                dt.kind, {}).get(dt.itemsize, str(dt))
 
 
 def _axes(g, axes, hint="axes"):
@@ -35,101 +152,97 @@ def _rank(ref):
 
 # ---- elementwise -------------------------------------------------------------------------
 
-_UNARY = {"Neg": "Neg", "Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt", "Sin": "Sin",
-          "Cos": "Cos", "Tanh": "Tanh", "Sigmoid": "Sigmoid", "Abs": "Abs", "Relu": "Relu",
-          "Reciprocal": "Reciprocal", "Erf": "Erf", "Floor": "Floor", "Ceil": "Ceil",
-          "Sign": "Sign", "Sinh": "Sinh", "Cosh": "Cosh", "Tan": "Tan", "Asin": "Asin",
-          "Acos": "Acos", "Atan": "Atan", "LogicalNot": "Not", "Round": "Round",
-          "Softsign": "Softsign", "Softplus": "Softplus"}
-
-
-def _unary(onnx_op):
-    def f(g, node, x, *rest, **kw):
-        return g.op(onnx_op, [g.tensor(x)])
-    return f
-
-
-for _ir, _onnx in _UNARY.items():
-    EXPORTERS[_ir] = _unary(_onnx)
-
-
-@exports("Rsqrt")
+@exports(unary.rsqrt.primitive)
 def _rsqrt(g, node, x):
     return g.op("Reciprocal", [g.op("Sqrt", [g.tensor(x)])])
 
 
-@exports("Square")
+@exports(unary.square.primitive)
 def _square(g, node, x):
     t = g.tensor(x)
     return g.op("Mul", [t, t])
 
 
-@exports("Log1p")
+@exports(unary.log1p.primitive)
 def _log1p(g, node, x):
     return g.op("Log", [g.op("Add", [g.tensor(x), g.tensor(1.0, like=x)])])
 
 
-@exports("Expm1")
+@exports(unary.expm1.primitive)
 def _expm1(g, node, x):
     return g.op("Sub", [g.op("Exp", [g.tensor(x)]), g.tensor(1.0, like=x)])
 
 
-def _operands(g, node, a, b):
-    """Both operands as ONNX names of the node's result dtype (ONNX does not promote)."""
+def _operands(g, node, a, b, compare=False):
+    """Both operands as ONNX names of the node's result dtype (ONNX does not promote);
+    a comparison's operands keep a tensor operand's dtype."""
     out_dt = np.dtype(node.outputs[0].dtype.np) if node.outputs[0].dtype is not None else None
     names = []
     for x in (a, b):
         if isinstance(x, Ref):
             name = g.tensor(x)
             if out_dt is not None and x.value.type == "Tensor" and g.np_dtype(x) != out_dt \
-                    and node.op not in _COMPARISONS:
+                    and not compare:
                 name = g.op("Cast", [name], to=g.elem_type(out_dt))
             elif x.value.type == "int" and out_dt is not None and out_dt != np.int64 and \
-                    node.op not in _COMPARISONS:
+                    not compare:
                 name = g.op("Cast", [name], to=g.elem_type(out_dt))
             names.append(name)
         else:
             other = b if x is a else a
-            dt = out_dt if node.op not in _COMPARISONS else \
+            dt = out_dt if not compare else \
                 (g.np_dtype(other) if isinstance(other, Ref) else None)
             names.append(g.tensor(x, dtype=dt))
     return names
 
 
-_BINARY = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Pow": "Pow",
-           "PowScalar": "Pow", "Maximum": "Max", "Minimum": "Min", "Eq": "Equal",
-           "Lt": "Less", "Le": "LessOrEqual", "Gt": "Greater", "Ge": "GreaterOrEqual",
-           "LogicalAnd": "And", "LogicalOr": "Or", "LogicalXor": "Xor",
-           "Remainder": "Mod", "Fmod": "Mod"}
-_COMPARISONS = {"Eq", "Ne", "Lt", "Le", "Gt", "Ge"}
-
-
-def _binary(onnx_op):
-    def f(g, node, a, b, *rest, **kw):
+def _mod(python_remainder):
+    def f(g, node, a, b):
         ins = _operands(g, node, a, b)
-        if onnx_op == "Mod":
-            fmod = int(node.op == "Fmod" or np.dtype(node.outputs[0].dtype.np).kind == "f")
-            if node.op == "Remainder" and fmod:
-                # Python's remainder on floats: a - floor(a / b) * b
-                q = g.op("Floor", [g.op("Div", ins)])
-                return g.op("Sub", [ins[0], g.op("Mul", [q, ins[1]])])
-            return g.op("Mod", ins, fmod=fmod)
-        if onnx_op == "Pow" and isinstance(b, (int, float)) and b == 2:
-            return g.op("Mul", [ins[0], ins[0]])
-        return g.op(onnx_op, ins)
+        fmod = int(not python_remainder or np.dtype(node.outputs[0].dtype.np).kind == "f")
+        if python_remainder and fmod:
+            # Python's remainder on floats: a - floor(a / b) * b
+            q = g.op("Floor", [g.op("Div", ins)])
+            return g.op("Sub", [ins[0], g.op("Mul", [q, ins[1]])])
+        return g.op("Mod", ins, fmod=fmod)
     return f
 
 
-for _ir, _onnx in _BINARY.items():
-    EXPORTERS[_ir] = _binary(_onnx)
+exports(elementwise.Remainder)(_mod(True))
+exports(elementwise.Fmod)(_mod(False))
 
 
-@exports("Ne")
+@exports(power.Pow, power.PowScalar)
+def _pow(g, node, a, b):
+    ins = _operands(g, node, a, b)
+    if isinstance(b, (int, float)) and b == 2:
+        return g.op("Mul", [ins[0], ins[0]])
+    return g.op("Pow", ins)
+
+
+def _bitwise(bool_op, int_op):
+    def f(g, node, *args):
+        ins = [g.tensor(args[0])] if len(args) == 1 else _operands(g, node, *args)
+        if np.dtype(node.outputs[0].dtype.np) == np.bool_:
+            return g.op(bool_op, ins)
+        if g.opset < 18:
+            raise UnsupportedOnnxExport(f"{node.op} of integers (ONNX has it from opset 18)")
+        return g.op(int_op, ins)
+    return f
+
+
+exports(bitwise.bitwise_and.primitive)(_bitwise("And", "BitwiseAnd"))
+exports(bitwise.bitwise_or.primitive)(_bitwise("Or", "BitwiseOr"))
+exports(bitwise.bitwise_xor.primitive)(_bitwise("Xor", "BitwiseXor"))
+exports(bitwise.BitwiseNot)(_bitwise("Not", "BitwiseNot"))
+
+
+@exports(elementwise.ne.primitive)
 def _ne(g, node, a, b):
-    return g.op("Not", [g.op("Equal", _operands(g, node, a, b))])
+    return g.op("Not", [g.op("Equal", _operands(g, node, a, b, compare=True))])
 
 
-@exports("AddScaled")
+@exports(elementwise.AddScaled)
 def _add_scaled(g, node, a, b, alpha):
     a_, b_ = _operands(g, node, a, b)
     if alpha != 1:
@@ -137,15 +250,7 @@ def _add_scaled(g, node, a, b, alpha):
     return g.op("Add", [a_, b_])
 
 
-@exports("SubScaled", "Rsub")
-def _sub_scaled(g, node, a, b, alpha=1):
-    a_, b_ = _operands(g, node, a, b)
-    if alpha != 1:
-        b_ = g.op("Mul", [b_, g.tensor(alpha, dtype=node.outputs[0].dtype.np)])
-    return g.op("Sub", [a_, b_])
-
-
-@exports("Where")
+@exports(elementwise.Where)
 def _where(g, node, cond, a, b):
     dt = node.outputs[0].dtype.np
     return g.op("Where", [g.tensor(cond), g.tensor(a, dtype=dt) if not isinstance(a, Ref)
@@ -153,53 +258,55 @@ def _where(g, node, cond, a, b):
                           g.tensor(b, dtype=dt) if not isinstance(b, Ref) else g.tensor(b)])
 
 
-@exports("MaskedFill")
+@exports(indexing.MaskedFill)
 def _masked_fill(g, node, x, mask, value):
     return g.op("Where", [g.tensor(mask), g.tensor(value, like=x), g.tensor(x)])
 
 
-@exports("Clamp", "ClampMin", "ClampMax", "Hardtanh", "ClampTensor")
+@exports(unary.Clamp, unary.ClampTensor)
 def _clamp(g, node, x, lo=None, hi=None, *rest):
-    if node.op == "ClampMax":
+    """Clamp and its family (``ClampMin``, ``ClampMax``, ``Hardtanh``): one ``Clip``."""
+    if issubclass(node.target, unary.ClampMax):
         lo, hi = None, lo
     lo_n = g.tensor(lo, like=x) if lo is not None else ""
     hi_n = g.tensor(hi, like=x) if hi is not None else ""
     return g.op("Clip", [g.tensor(x), lo_n, hi_n])
 
 
-@exports("LeakyRelu")
+@exports(unary.LeakyRelu)
 def _leaky_relu(g, node, x, slope):
     return g.op("LeakyRelu", [g.tensor(x)], alpha=float(slope))
 
 
-@exports("Elu")
-def _elu(g, node, x, alpha=1.0, *rest):
-    return g.op("Elu", [g.tensor(x)], alpha=float(alpha))
+@exports(unary.Round)
+def _round(g, node, x, decimals=0):
+    if decimals:
+        raise UnsupportedOnnxExport("round with decimals (ONNX's Round has no such attribute)")
+    return g.op("Round", [g.tensor(x)])
 
 
-@exports("Gelu")
-def _gelu(g, node, x, approximate="none"):
-    if g.opset >= 20:
-        return g.op("Gelu", [g.tensor(x)], approximate=approximate)
+@exports(unary.Softplus)
+def _softplus(g, node, x, beta=1.0, threshold=20.0):
+    """One ``Softplus`` (between a Mul and a Div when ``beta != 1``), as PyTorch writes it.
+    ONNX's Softplus has no threshold: past PyTorch's default (20) the two agree to
+    float32 precision; a lower threshold keeps ember's values with a ``Where``."""
     t = g.tensor(x)
-    if approximate == "tanh":
-        inner = g.op("Mul", [g.tensor(math.sqrt(2 / math.pi), like=x), g.op("Add", [
-            t, g.op("Mul", [g.tensor(0.044715, like=x), g.op("Pow", [t, g.tensor(
-                3.0, like=x)])])])])
-        gate = g.op("Add", [g.tensor(1.0, like=x), g.op("Tanh", [inner])])
-    else:
-        gate = g.op("Add", [g.tensor(1.0, like=x), g.op("Erf", [
-            g.op("Div", [t, g.tensor(math.sqrt(2.0), like=x)])])])
-    return g.op("Mul", [g.op("Mul", [t, gate]), g.tensor(0.5, like=x)])
+    z = t if beta == 1 else g.op("Mul", [t, g.tensor(float(beta), like=x)])
+    y = g.op("Softplus", [z])
+    if beta != 1:
+        y = g.op("Div", [y, g.tensor(float(beta), like=x)])
+    if threshold < 20:
+        y = g.op("Where", [g.op("Greater", [z, g.tensor(float(threshold), like=x)]), t, y])
+    return y
 
 
-@exports("Silu")
+@exports(unary.silu.primitive)
 def _silu(g, node, x):
     t = g.tensor(x)
     return g.op("Mul", [t, g.op("Sigmoid", [t])])
 
 
-@exports("Copysign")
+@exports(elementwise.Copysign)
 def _copysign(g, node, a, b):
     mag = g.op("Abs", [g.tensor(a)])
     if not isinstance(b, Ref):
@@ -209,7 +316,7 @@ def _copysign(g, node, a, b):
     return g.op("Where", [neg, g.op("Neg", [mag]), mag])
 
 
-@exports("ToCopy")
+@exports(conversion.ToCopy)
 def _to_copy(g, node, x, np_dtype=None, device=None, *rest, **kw):
     out = np.dtype(node.outputs[0].dtype.np)
     if g.np_dtype(x) == out:
@@ -217,20 +324,20 @@ def _to_copy(g, node, x, np_dtype=None, device=None, *rest, **kw):
     return g.op("Cast", [g.tensor(x)], to=g.elem_type(out))
 
 
-@exports("ZeroCurvature")
+@exports(unary.ZeroCurvature)
 def _zero_curvature(g, node, y, x):
     """Only an autograd marker (a zero second derivative): the value is ``y``, no node."""
     return g.tensor(y)
 
 
-@exports("Contiguous", "Clone", "Detach", "detach", "Dropout", "Alias")
+@exports(conversion.Contiguous, conversion.Clone, "detach")
 def _identity(g, node, x, *rest, **kw):
     return g.op("Identity", [g.tensor(x)])
 
 
 # ---- linear algebra ------------------------------------------------------------------------
 
-@exports("_Linear", "_LinearMm", "_LinearView", "_LinearUnsafeView")
+@exports(nn_fused._Linear)
 def _linear(g, node, x, w, b=None):
     if _rank(x) == 2 and b is not None:
         return g.op("Gemm", [g.tensor(x), g.tensor(w), g.tensor(b)], transB=1)
@@ -238,12 +345,12 @@ def _linear(g, node, x, w, b=None):
     return g.op("Add", [y, g.tensor(b)]) if b is not None else y
 
 
-@exports("_LinearRelu")
+@exports(nn_fused._LinearRelu)
 def _linear_relu(g, node, x, w, b=None):
     return g.op("Relu", [_linear(g, node, x, w, b)])
 
 
-@exports("MatMul", "Mm", "Bmm", "Mv", "Dot")
+@exports(linalg.MatMul)
 def _matmul(g, node, a, b):
     return g.op("MatMul", [g.tensor(a), g.tensor(b)])
 
@@ -257,49 +364,65 @@ def _reduce_axes(g, onnx_op, x, axes, keepdim):
     return g.op(onnx_op, [g.tensor(x)], axes=axes, keepdims=int(bool(keepdim)))
 
 
-@exports("Sum", "Mean")
+@exports(reduction.Sum, reduction.Mean)
 def _sum_mean(g, node, x, axes, keepdim, np_dtype=None):
     t = g.tensor(x)
     out_dt = np.dtype(node.outputs[0].dtype.np)
     if g.np_dtype(x) != out_dt:
         t = g.op("Cast", [t], to=g.elem_type(out_dt))
-    name = "ReduceSum" if node.op == "Sum" else "ReduceMean"
+    name = "ReduceSum" if issubclass(node.target, reduction.Sum) else "ReduceMean"
     axes = list(range(_rank(x))) if axes is None or axes == () and False else list(axes)
     return g.op(name, [t, _axes(g, axes)] if (name == "ReduceSum" or g.opset >= 18)
                 else [t], keepdims=int(bool(keepdim)),
                 **({} if name == "ReduceSum" or g.opset >= 18 else {"axes": axes}))
 
 
-@exports("_Amax", "_Amin")
-def _amax(g, node, x, axes, keepdim):
-    return _reduce_axes(g, "ReduceMax" if node.op == "_Amax" else "ReduceMin", x, axes,
-                        keepdim)
+def _amax(reduce_op):
+    def f(g, node, x, axes, keepdim):
+        return _reduce_axes(g, reduce_op, x, axes, keepdim)
+    return f
 
 
-@exports("_MaxDim", "_MinDim")
-def _max_dim(g, node, x, axis, keepdim):
-    op = "ReduceMax" if node.op == "_MaxDim" else "ReduceMin"
-    values = _reduce_axes(g, op, x, [axis], keepdim)
-    idx = g.op("ArgMax" if node.op == "_MaxDim" else "ArgMin", [g.tensor(x)], axis=axis,
-               keepdims=int(bool(keepdim)))
-    return [values, idx]
+exports(extrema._Amax)(_amax("ReduceMax"))
+exports(extrema._Amin)(_amax("ReduceMin"))
 
 
-@exports("_Argmax", "_Argmin")
-def _argmax(g, node, x, axis, keepdim):
-    op = "ArgMax" if node.op == "_Argmax" else "ArgMin"
+def _max_dim(reduce_op, arg_op):
+    def f(g, node, x, axis, keepdim):
+        values = _reduce_axes(g, reduce_op, x, [axis], keepdim)
+        idx = g.op(arg_op, [g.tensor(x)], axis=axis, keepdims=int(bool(keepdim)))
+        return [values, idx]
+    return f
+
+
+exports(extrema._MaxDim)(_max_dim("ReduceMax", "ArgMax"))
+exports(extrema._MinDim)(_max_dim("ReduceMin", "ArgMin"))
+
+
+def _argmax(op):
+    return lambda g, node, x, axis, keepdim: _arg_extreme(g, op, x, axis, keepdim)
+
+
+def _arg_extreme(g, op, x, axis, keepdim):
     if axis is None:
         flat = g.op("Reshape", [g.tensor(x), g.const(np.asarray([-1], np.int64))])
         return g.op(op, [flat], axis=0, keepdims=0)
     return g.op(op, [g.tensor(x)], axis=axis, keepdims=int(bool(keepdim)))
 
 
-@exports("Softmax", "LogSoftmax")
-def _softmax(g, node, x, axis, *rest):
-    return g.op(node.op, [g.tensor(x)], axis=axis)
+exports(extrema._Argmax)(_argmax("ArgMax"))
+exports(extrema._Argmin)(_argmax("ArgMin"))
 
 
-@exports("_VectorNorm")
+def _softmax(op):
+    return lambda g, node, x, axis, *rest: g.op(op, [g.tensor(x)], axis=axis)
+
+
+exports(reduction.Softmax)(_softmax("Softmax"))
+exports(reduction.LogSoftmax)(_softmax("LogSoftmax"))
+
+
+@exports(reduction._VectorNorm)
 def _vector_norm(g, node, x, p, axes, keepdim):
     axes = list(range(_rank(x))) if axes is None else list(axes)
     if p == 2:
@@ -309,7 +432,7 @@ def _vector_norm(g, node, x, p, axes, keepdim):
     raise UnsupportedOnnxExport(f"vector_norm with p={p}")
 
 
-@exports("Cumsum")
+@exports(scan.Cumsum)
 def _cumsum(g, node, x, axis, np_dtype=None):
     return g.op("CumSum", [g.tensor(x), g.const(np.asarray(axis, np.int64))])
 
@@ -351,12 +474,12 @@ def _view(g, node, x, *shape, dtype=None):
     return g.op("Reshape", [g.tensor(x), g.ints(_shape_list(shape))])
 
 
-@exports("View", "Reshape", "_UnsafeView")
+@exports(shape.View, shape.ReshapeCopy)
 def _view_prim(g, node, x, shape, *rest):
     return g.op("Reshape", [g.tensor(x), g.ints(list(shape))])
 
 
-@exports("expand", "Expand")
+@exports("expand", shape.Expand)
 def _expand(g, node, x, *shape):
     sizes = _shape_list(shape)
     # -1 keeps the input's size: Expand broadcasts, so a 1 there does the same
@@ -410,24 +533,37 @@ def _unflatten(g, node, x, dim, sizes):
     return g.op("Reshape", [g.tensor(x), g.op("Concat", parts, axis=0)])
 
 
-@exports("Permute")
+def _trilu(upper):
+    def f(g, node, x, k=0):
+        if g.opset < 14:
+            raise UnsupportedOnnxExport(f"{node.op} (ONNX has Trilu from opset 14)")
+        return g.op("Trilu", [g.tensor(x), g.const(np.asarray(int(k), np.int64), "k")],
+                    upper=upper)
+    return f
+
+
+exports(diagonals.Tril)(_trilu(0))
+exports(diagonals.Triu)(_trilu(1))
+
+
+@exports(shape.Permute)
 def _permute(g, node, x, dims):
     return g.op("Transpose", [g.tensor(x)], perm=[d % _rank(x) for d in dims])
 
 
-@exports("Transpose")
+@exports(shape.Transpose)
 def _transpose(g, node, x, d0, d1):
     perm = list(range(_rank(x)))
     perm[d0], perm[d1] = perm[d1], perm[d0]
     return g.op("Transpose", [g.tensor(x)], perm=perm)
 
 
-@exports("Unsqueeze")
+@exports(shape.Unsqueeze)
 def _unsqueeze(g, node, x, dim):
     return g.op("Unsqueeze", [g.tensor(x), _axes(g, [dim])])
 
 
-@exports("Squeeze")
+@exports(shape.Squeeze)
 def _squeeze(g, node, x, dims=None):
     if dims is None:
         return g.op("Squeeze", [g.tensor(x)])
@@ -438,14 +574,14 @@ def _squeeze(g, node, x, dims=None):
     return g.op("Squeeze", [g.tensor(x), _axes(g, dims)])
 
 
-@exports("Cat")
+@exports(join.Cat)
 def _cat(g, node, *tensors, dim=0, np_dtype=None):
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tensors[0]
     return g.op("Concat", [g.tensor(t) for t in tensors], axis=dim)
 
 
-@exports("Stack")
+@exports(join.Stack)
 def _stack(g, node, *tensors, dim=0, np_dtype=None):
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tensors[0]
@@ -453,7 +589,7 @@ def _stack(g, node, *tensors, dim=0, np_dtype=None):
     return g.op("Concat", [g.op("Unsqueeze", [g.tensor(t), axes]) for t in tensors], axis=dim)
 
 
-@exports("Unbind")
+@exports(join.Unbind)
 def _unbind(g, node, x, dim=0):
     n = x.value.shape[dim]
     parts = g.op("Split", [g.tensor(x), g.const(np.ones(n, np.int64))], n_outputs=n,
@@ -462,7 +598,7 @@ def _unbind(g, node, x, dim=0):
     return [g.op("Squeeze", [p, axes]) for p in parts]
 
 
-@exports("SplitWithSizes", "Split")
+@exports(join.SplitWithSizes)
 def _split(g, node, x, sizes, dim=0):
     n = len(node.outputs)
     if isinstance(sizes, int):
@@ -472,7 +608,7 @@ def _split(g, node, x, sizes, dim=0):
                 n_outputs=n, axis=dim) if n > 1 else [g.op("Identity", [g.tensor(x)])]
 
 
-@exports("Repeat")
+@exports(join.Repeat)
 def _repeat(g, node, x, reps):
     reps = list(reps)
     r = _rank(x)
@@ -483,7 +619,7 @@ def _repeat(g, node, x, reps):
     return g.op("Tile", [t, g.ints(reps)])
 
 
-@exports("Flip")
+@exports(shape.Flip, scan.Flip)
 def _flip(g, node, x, axis):
     axes = [axis] if isinstance(axis, int) else list(axis)
     n = len(axes)
@@ -493,7 +629,7 @@ def _flip(g, node, x, axis):
                           g.const(np.full(n, -1, np.int64))])
 
 
-@exports("ConstantPad")
+@exports(shape.ConstantPad)
 def _constant_pad(g, node, x, pads, value=0.0):
     r = _rank(x)
     begin, end = [0] * r, [0] * r
@@ -504,12 +640,12 @@ def _constant_pad(g, node, x, pads, value=0.0):
                         g.tensor(value, like=x)], mode="constant")
 
 
-@exports("Gather")
+@exports(gather_scatter.Gather)
 def _gather(g, node, x, idx, dim):
     return g.op("GatherElements", [g.tensor(x), g.tensor(idx)], axis=dim)
 
 
-@exports("IndexSelect")
+@exports(gather_scatter.IndexSelect)
 def _index_select(g, node, x, idx, dim):
     return g.op("Gather", [g.tensor(x), g.tensor(idx)], axis=dim)
 
@@ -607,7 +743,7 @@ def _conv_pads(geom):
     return [int(v) for v in geom.lo] + [int(v) for v in geom.hi]
 
 
-@exports("Conv")
+@exports(conv.Conv)
 def _conv(g, node, x, w, b, geom):
     ins = [g.tensor(x), g.tensor(w)] + ([g.tensor(b)] if b is not None else [])
     return g.op("Conv", ins, kernel_shape=[int(k) for k in geom.K],
@@ -615,19 +751,20 @@ def _conv(g, node, x, w, b, geom):
                 pads=_conv_pads(geom), group=int(geom.G))
 
 
-@exports("MaxPool")
+@exports(pooling.MaxPool)
 def _max_pool(g, node, x, geom, *rest):
+    if len(node.outputs) > 1:
+        # ONNX numbers the indices over the whole tensor, PyTorch within each plane
+        raise UnsupportedOnnxExport("max pooling with return_indices=True")
     floor = tuple((s + lo + hi - d * (k - 1) - 1) // st + 1 for s, lo, hi, d, k, st in
                   zip(geom.S, geom.lo, geom.hi, geom.d, geom.K, geom.s))
     ceil = int(tuple(int(o) for o in geom.O) != floor)
-    outs = g.op("MaxPool", [g.tensor(x)], kernel_shape=[int(k) for k in geom.K],
+    return g.op("MaxPool", [g.tensor(x)], kernel_shape=[int(k) for k in geom.K],
                 strides=[int(s) for s in geom.s], pads=_conv_pads(geom),
-                dilations=[int(d) for d in geom.d], ceil_mode=ceil,
-                n_outputs=len(node.outputs))
-    return outs
+                dilations=[int(d) for d in geom.d], ceil_mode=ceil)
 
 
-@exports("_LayerNorm")
+@exports(normalization._LayerNorm)
 def _layer_norm(g, node, x, w, b, axes, eps, stats=None):
     first = min(axes)
     if g.opset >= 17:
@@ -649,7 +786,7 @@ def _layer_norm(g, node, x, w, b, axes, eps, stats=None):
     return y
 
 
-@exports("ScaledDotProductAttention")
+@exports(attention.ScaledDotProductAttention)
 def _sdpa(g, node, q, k, v, bias, dmask, scale, safe):
     if dmask is not None:
         raise UnsupportedOnnxExport("attention with dropout (export in eval mode)")
@@ -667,8 +804,9 @@ def _sdpa(g, node, q, k, v, bias, dmask, scale, safe):
     return g.op("MatMul", [w, g.tensor(v)])
 
 
-_RNN = {"LSTMLayer": ("LSTM", 4, [0, 3, 1, 2]), "GRULayer": ("GRU", 3, [1, 0, 2]),
-        "RNNTanhLayer": ("RNN", 1, [0]), "RNNReluLayer": ("RNN", 1, [0])}
+# ONNX op, gates, and the order of ember's (PyTorch's) gate blocks in ONNX's layout
+_RNN = {rnn.LSTMLayer: ("LSTM", 4, [0, 3, 1, 2]), rnn.GRULayer: ("GRU", 3, [1, 0, 2]),
+        rnn.RNNTanhLayer: ("RNN", 1, [0]), rnn.RNNReluLayer: ("RNN", 1, [0])}
 
 
 def _gates(g, w, n_gates, order, hint):
@@ -685,7 +823,7 @@ def _gates(g, w, n_gates, order, hint):
 
 @exports(*_RNN)
 def _rnn_layer(g, node, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, batch_sizes, reverse):
-    onnx_op, n_gates, order = _RNN[node.op]
+    onnx_op, n_gates, order = _RNN[node.target]
     if w_hr is not None:
         raise UnsupportedOnnxExport("LSTM with proj_size (ONNX's LSTM has no projection)")
     b0 = batch_sizes[0]
@@ -710,7 +848,7 @@ def _rnn_layer(g, node, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, batch_sizes, re
         ins.append(g.op("Unsqueeze", [g.tensor(c0), axes0]))
     if onnx_op == "GRU":
         attrs["linear_before_reset"] = 1
-    if node.op == "RNNReluLayer":
+    if node.target is rnn.RNNReluLayer:
         attrs["activations"] = ["Relu"]
     n_out = 3 if onnx_op == "LSTM" else 2
     outs = g.op(onnx_op, ins, n_outputs=n_out, **attrs)

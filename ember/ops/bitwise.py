@@ -26,13 +26,14 @@ class _Bitwise(Primitive):
 
 
 def _bitwise(name, fn):
-    cls = type(name, (_Bitwise,), {"fn": staticmethod(fn), "name_": name})
+    cls = type(name, (_Bitwise,), {"fn": staticmethod(fn), "name_": name, "torchscript": name})
 
     @with_out
     def op(input, other, *, out=None):
         return cls.apply(input, other)
     op.__name__ = name
     op.__doc__ = f"Elementwise ``{name}`` of integer or bool tensors."
+    op.primitive = cls
     return op
 
 
@@ -43,6 +44,7 @@ bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor)
 
 class BitwiseNot(Primitive):
     batch = _batch.elementwise
+    torchscript = "bitwise_not"
 
     def forward(self, x):
         if x.dtype.kind == "f":
@@ -65,11 +67,13 @@ class _Shift(Primitive):
 class LeftShift(_Shift):
     kernel = "lshift_cpu"
     fn = staticmethod(np.left_shift)
+    torchscript = "bitwise_left_shift"
 
 
 class RightShift(_Shift):
     kernel = "rshift_cpu"
     fn = staticmethod(np.right_shift)
+    torchscript = "bitwise_right_shift"
 
 
 @with_out

@@ -26,6 +26,7 @@ _COMPLEX_NP = {v: k for k, v in _REAL_NP.items()}
 class ViewAsReal(ViewPrimitive):
     """A complex tensor's memory as floats with a trailing dimension of 2 (a view)."""
     batch = _batch.passthrough
+    torchscript = "view_as_real"
 
     def forward(self, z):
         if z.dtype.kind != "c" and not z.dtype.names:
@@ -44,6 +45,7 @@ class ViewAsReal(ViewPrimitive):
 class ViewAsComplex(ViewPrimitive):
     """Floats with a trailing dimension of 2 as complex numbers (a view)."""
     batch = _batch.passthrough
+    torchscript = "view_as_complex"
 
     def forward(self, x):
         if x.dtype not in _COMPLEX_NP:
@@ -80,6 +82,7 @@ def _part(z, name):
 
 class Real(ViewPrimitive):
     batch = _batch.elementwise
+    torchscript = "real"
 
     def forward(self, z):
         return _part(z, "real")
@@ -90,6 +93,7 @@ class Real(ViewPrimitive):
 
 class Imag(ViewPrimitive):
     batch = _batch.elementwise
+    torchscript = "imag"
 
     def forward(self, z):
         return _part(z, "imag")
@@ -145,6 +149,7 @@ class Angle(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "angle"
 
 
 @tensor_method()
@@ -180,6 +185,8 @@ class Complex(Primitive):
 
     jvp = _jvp.linear(0, 1)
     batch = _batch.elementwise
+    torchscript = "complex"
+    complex32_math = True
 
 
 def complex(real, imag, *, out=None):
@@ -192,6 +199,7 @@ class Polar(Primitive):
     save_output = True
     broadcasts = True
     batch = _batch.elementwise
+    torchscript = "polar"
 
     def forward(self, r, theta):
         return Complex.forward(self, r * np.cos(theta), r * np.sin(theta))
@@ -221,10 +229,13 @@ class ConjPhysical(Primitive):
 
     jvp = _jvp.linear(0)
     batch = _batch.elementwise
+    torchscript = "conj_physical"
+    complex32_math = True
 
 
 class Conj(ConjPhysical):
-    pass
+    complex32_math = True
+    torchscript = "conj"
 
 
 @tensor_method()

@@ -110,6 +110,7 @@ class ToCopy(Primitive):
 
     jvp = _jvp.linear(0)
     batch = _batch.elementwise
+    complex32_math = True
 
 
 class Clone(Primitive):
@@ -121,6 +122,8 @@ class Clone(Primitive):
 
     jvp = _jvp.linear(0)
     batch = _batch.elementwise
+    torchscript = "clone"
+    complex32_math = True
 
 
 class Contiguous(Primitive):
@@ -136,6 +139,7 @@ class Contiguous(Primitive):
 
     jvp = _jvp.linear(0)
     batch = _batch.elementwise
+    complex32_math = True
 
 
 class Fill(Primitive):
@@ -143,6 +147,7 @@ class Fill(Primitive):
     sum of the output's), the overwritten input gets none."""
     broadcasts = True  # the value's gradient is summed to its 0-d shape by the engine
     batch = _batch.elementwise
+    complex32_math = True
 
     def forward(self, x, value):
         xp = backend.array_module(x)
@@ -179,6 +184,7 @@ class Copy(Primitive):
     _node_name = "torch::autograd::CopyBackwards"
     broadcasts = True
     batch = _batch.elementwise
+    complex32_math = True
 
     def forward(self, x, src):
         xp = backend.array_module(x)

@@ -173,6 +173,8 @@ class Tril(Primitive):
 
     jvp = _jvp.linear(0)
     batch = _batch.passthrough
+    torchscript = "tril"
+    complex32_math = True
 
 
 class Triu(Primitive):
@@ -185,6 +187,8 @@ class Triu(Primitive):
 
     jvp = _jvp.linear(0)
     batch = _batch.passthrough
+    torchscript = "triu"
+    complex32_math = True
 
 
 def _tri(name, cls, input, diagonal, out):

@@ -77,6 +77,8 @@ def _checked(op, symbol):
 class Add(Primitive):
     broadcasts = True
     batch = _batch.elementwise
+    onnx = "Add"
+    complex32_math = True
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
@@ -94,6 +96,7 @@ class AddScaled(Primitive):
     broadcasts = True
     _node_name = "AddBackward0"
     batch = _batch.elementwise
+    complex32_math = True
 
     def forward(self, a, b, alpha):
         a, b = promote_arrays(a, b)
@@ -129,6 +132,8 @@ _WIDER = {np.dtype(np.float32): np.float64, np.dtype(np.float16): np.float32}
 class Sub(Primitive):
     broadcasts = True
     batch = _batch.elementwise
+    onnx = "Sub"
+    complex32_math = True
 
     def forward(self, a, b):
         # checked before promotion, which would turn a bool tensor into the other's dtype
@@ -164,6 +169,8 @@ class Mul(Primitive):
 
     jvp = _jvp.multilinear(0, 1)
     batch = _batch.elementwise
+    complex32_math = True
+    onnx = "Mul"
 
 
 class Div(Primitive):
@@ -185,6 +192,7 @@ class Div(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    onnx = "Div"
 
 
 class FloorDivide(Primitive):
@@ -201,6 +209,7 @@ class FloorDivide(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "floor_divide"
 
 
 class TruncDivide(Primitive):
@@ -239,6 +248,7 @@ class Remainder(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "remainder"
 
 
 class Fmod(Primitive):
@@ -256,6 +266,7 @@ class Fmod(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "fmod"
 
 
 class Atan2(Primitive):
@@ -274,6 +285,7 @@ class Atan2(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "atan2"
 
 
 class Copysign(Primitive):
@@ -295,6 +307,7 @@ class Copysign(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "copysign"
 
 
 class Nextafter(Primitive):
@@ -312,6 +325,7 @@ class Nextafter(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "nextafter"
 
 
 class Hypot(Primitive):
@@ -329,6 +343,7 @@ class Hypot(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "hypot"
 
 
 class Xlogy(Primitive):
@@ -354,6 +369,7 @@ class Xlogy(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "xlogy"
 
 
 class _MinMax(Primitive):
@@ -375,6 +391,9 @@ class _MinMax(Primitive):
 
 
 class Minimum(_MinMax):
+    onnx = "Min"
+    torchscript = "minimum"
+
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
         return np.minimum(a, b)
@@ -385,6 +404,9 @@ class Minimum(_MinMax):
 
 
 class Maximum(_MinMax):
+    onnx = "Max"
+    torchscript = "maximum"
+
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
         return np.maximum(a, b)
@@ -404,6 +426,8 @@ class _FMinMax(_MinMax):
 
 
 class Fmin(_FMinMax):
+    torchscript = "fmin"
+
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
         return np.fmin(a, b)
@@ -414,6 +438,8 @@ class Fmin(_FMinMax):
 
 
 class Fmax(_FMinMax):
+    torchscript = "fmax"
+
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
         return np.fmax(a, b)
@@ -450,6 +476,8 @@ class Where(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    complex32_math = True
+    torchscript = "where"
 
 
 class Lerp(Primitive):
@@ -475,6 +503,7 @@ class Lerp(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "lerp"
 
 
 _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
@@ -492,43 +521,49 @@ class _Compare(Primitive):
         return self.fn(a, b)
 
 
-def _compare(name, fn):
-    cls = type(name, (_Compare,), {"fn": staticmethod(fn)})
+def _compare(name, fn, **rules):
+    cls = type(name, (_Compare,), {"fn": staticmethod(fn), "onnx": None, "torchscript": None,
+                                   **rules})
 
     @with_out
     def op(input, other, *, out=None):
         return cls.apply(input, other)
     op.__name__ = name.lower()
     op.__doc__ = f"Elementwise ``{fn.__name__}`` of ``input`` and ``other``; a bool tensor."
+    op.primitive = cls
     return op
 
 
-eq = _compare("Eq", np.equal)
-ne = not_equal = _compare("Ne", np.not_equal)
-lt = less = _compare("Lt", np.less)
-le = less_equal = _compare("Le", np.less_equal)
-gt = greater = _compare("Gt", np.greater)
-ge = greater_equal = _compare("Ge", np.greater_equal)
+eq = _compare("Eq", np.equal, onnx="Equal", torchscript="eq", complex32_math=True)
+ne = not_equal = _compare("Ne", np.not_equal, torchscript="ne", complex32_math=True)
+lt = less = _compare("Lt", np.less, onnx="Less", torchscript="lt")
+le = less_equal = _compare("Le", np.less_equal, onnx="LessOrEqual", torchscript="le")
+gt = greater = _compare("Gt", np.greater, onnx="Greater", torchscript="gt")
+ge = greater_equal = _compare("Ge", np.greater_equal, onnx="GreaterOrEqual", torchscript="ge")
 
 
-def _logical(name, fn):
-    cls = type(name, (_Compare,), {"forward": lambda self, a, b: fn(a, b)})
+def _logical(name, fn, onnx=None):
+    cls = type(name, (_Compare,), {"forward": lambda self, a, b: fn(a, b), "onnx": onnx,
+                                   "torchscript": name})
 
     @with_out
     def op(input, other, *, out=None):
         return cls.apply(input, other)
     op.__name__ = name
     op.__doc__ = f"Elementwise ``{name}``; a bool tensor."
+    op.primitive = cls
     return op
 
 
-logical_and = _logical("logical_and", np.logical_and)
-logical_or = _logical("logical_or", np.logical_or)
-logical_xor = _logical("logical_xor", np.logical_xor)
+logical_and = _logical("logical_and", np.logical_and, "And")
+logical_or = _logical("logical_or", np.logical_or, "Or")
+logical_xor = _logical("logical_xor", np.logical_xor, "Xor")
 
 
 class LogicalNot(Primitive):
     batch = _batch.elementwise
+    onnx = "Not"
+    torchscript = "logical_not"
 
     def forward(self, x):
         return np.logical_not(x)

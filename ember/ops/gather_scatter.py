@@ -376,6 +376,7 @@ class IndexSelect(Primitive):
 
     jvp = _jvp.linear(0)
     batch = _batch.index_select
+    complex32_math = True
 
 
 class IndexAdd(Primitive):

@@ -415,6 +415,7 @@ class IndexPut(Primitive):
         return g_x, g_v, None, None, None
 
     jvp = _jvp.linear(0, 1)
+    complex32_math = True
 
 
 def _reduce_to(g, shape):
@@ -572,6 +573,7 @@ class MaskedFill(Primitive):
 
     jvp = _jvp.linear(0, 2)
     batch = _batch.elementwise
+    complex32_math = True
 
 
 def masked_fill(input, mask, value):

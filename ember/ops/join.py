@@ -62,6 +62,7 @@ class Cat(Primitive):
 
     jvp = _jvp.linear()
     batch = _batch.cat
+    complex32_math = True
 
 
 def _tensor_list(op, tensors):
@@ -170,6 +171,7 @@ class Stack(Primitive):
 
     jvp = _jvp.linear()
     batch = _batch.stack
+    complex32_math = True
 
 
 def hstack(tensors, *, out=None):
@@ -376,6 +378,7 @@ class Repeat(Primitive):
 
     jvp = _jvp.linear(0)
     batch = _batch.repeat
+    complex32_math = True
 
 
 def repeat(self, *sizes):

@@ -142,21 +142,24 @@ class MatMul(Primitive):
 
     jvp = _jvp.multilinear(0, 1)
     batch = _batch_nn.matmul
+    torchscript = "matmul"
 
 
 class Mm(MatMul):
-    pass
+    torchscript = "mm"
 
 
 class Mv(MatMul):
-    pass
+    torchscript = "mv"
 
 
 class Dot(MatMul):
-    pass
+    torchscript = "dot"
 
 
 class Bmm(MatMul):
+    torchscript = "bmm"
+
     def forward(self, a, b):
         out = super().forward(a, b)
         if a.dtype in (np.float32, np.float64) and b.ndim == 3 and \
@@ -510,6 +513,7 @@ class Cross(Primitive):
 
     jvp = _jvp.multilinear(0, 1)
     batch = _batch_nn.cross
+    torchscript = "cross"
 
 
 class Cdist(Primitive):
@@ -519,6 +523,7 @@ class Cdist(Primitive):
     save_inputs = (0, 1)
     save_output = True
     batch = _batch.elementwise
+    torchscript = "cdist"
 
     def forward(self, x1, x2, p):
         self.p = p

@@ -160,6 +160,7 @@ class Inv(Primitive):
     _node_name = "LinalgInvExBackward0"
     save_output = True
     batch = _batch.passthrough
+    torchscript = "linalg_inv"
 
     def forward(self, a):
         try:
@@ -222,6 +223,8 @@ class Det(Primitive):
     save_inputs = (0,)
     save_output = True
     batch = _batch.passthrough
+    onnx = "Det"
+    torchscript = "linalg_det"
 
     def forward(self, a):
         return np.linalg.det(a)
@@ -748,6 +751,7 @@ class VectorNorm(Primitive):
     save_inputs = (0,)
     save_output = True
     batch = _batch.vector_norm
+    complex32_math = True
 
     def forward(self, x, p, axes, keepdim):
         self.meta = (p, axes, keepdim, x.shape)

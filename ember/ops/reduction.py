@@ -567,6 +567,7 @@ class _Logsumexp(Primitive):
     save_inputs = (0,)
     save_output = True
     batch = _batch.dim_rule(1)
+    torchscript = "logsumexp"
 
     def forward(self, x, axes, keepdim):
         x = to_float(x)
@@ -709,6 +710,7 @@ def any(input, dim=None, keepdim=False, *, out=None):
 
 class _CountNonzero(Primitive):
     batch = _batch.dim_rule(1)
+    complex32_math = True
 
     def forward(self, x, axes):
         return array_module(x).asarray((x != 0).sum(axis=axes), dtype=np.int64)

@@ -286,6 +286,7 @@ class Logcumsumexp(Primitive):
     save_inputs = (0,)
     save_output = True
     batch = _batch.dim_rule(1)
+    torchscript = "logcumsumexp"
 
     def forward(self, x, axis):
         if x.dtype.kind != "f":

@@ -75,6 +75,7 @@ def _cupy_view(x, shape):
 
 class View(ViewPrimitive):
     batch = _batch.view
+    torchscript = "view"
 
     def forward(self, x, shape):
         self.in_shape = x.shape
@@ -101,6 +102,7 @@ class ReshapeCopy(Primitive):
 
     jvp = _jvp.linear(0)
     batch = _batch.reshape_copy
+    torchscript = "reshape"
 
 
 def _arg_type(a):
@@ -597,6 +599,8 @@ class Roll(Primitive):
 
     jvp = _jvp.linear(0)
     batch = _batch.roll
+    torchscript = "roll"
+    complex32_math = True
 
 
 def roll(input, shifts, dims=None):

@@ -84,9 +84,10 @@ def _digamma_grad(gy, x, y):
 
 
 lgamma = _unary("Lgamma", _cast(_gk.lgamma), lambda gy, x, y: gy * digamma(x),
-                doc="``log |Gamma(input)|``.")
+                doc="``log |Gamma(input)|``.", torchscript="lgamma")
 digamma = _unary("Digamma", _cast(_gk.digamma), _digamma_grad,
-                 doc="The logarithmic derivative of the gamma function, ``psi``.")
+                 doc="The logarithmic derivative of the gamma function, ``psi``.",
+                 torchscript="digamma")
 
 
 class Polygamma(Primitive):
@@ -156,10 +157,12 @@ class _IgammaBase(Primitive):
 
 class Igamma(_IgammaBase):
     pass
+    torchscript = "igamma"
 
 
 class Igammac(_IgammaBase):
     upper = True
+    torchscript = "igammac"
 
 
 def _tensor_pair(name, a, b):
@@ -198,27 +201,31 @@ def _i1e_grad(gy, x, y):
 
 i0 = _unary("I0", _exp_overflow_f32(_cast(lambda x: _bk.bessel_i(x, 0))),
             lambda gy, x, y: gy * special_i1(x),
-            doc="The modified Bessel function of the first kind, order 0.")
+            doc="The modified Bessel function of the first kind, order 0.", torchscript="i0")
 special_i0e = _unary("I0e", _cast(lambda x: _bk.bessel_i_scaled(x, 0)),
                      lambda gy, x, y: gy * (special_i1e(x) - x.sign() * y), save="xy",
-                     doc="``i0(input) * exp(-|input|)``.")
+                     doc="``i0(input) * exp(-|input|)``.", torchscript="special_i0e")
 special_i1 = _unary("I1", _exp_overflow_f32(_cast(lambda x: _bk.bessel_i(x, 1))), _i1_grad,
                     save="xy",
-                    doc="The modified Bessel function of the first kind, order 1.")
+                    doc="The modified Bessel function of the first kind, order 1.",
+                    torchscript="special_i1")
 special_i1e = _unary("I1e", _cast(lambda x: _bk.bessel_i_scaled(x, 1)), _i1e_grad, save="xy",
-                     doc="``i1(input) * exp(-|input|)``.")
+                     doc="``i1(input) * exp(-|input|)``.", torchscript="special_i1e")
 special_erfcx = _unary("Erfcx", _cast(_gk.erfcx),
                        lambda gy, x, y: gy * (2 * x * y - 2 / math.sqrt(math.pi)), save="xy",
-                       doc="The scaled complementary error function ``exp(x^2) erfc(x)``.")
+                       doc="The scaled complementary error function ``exp(x^2) erfc(x)``.",
+                       torchscript="special_erfcx")
 special_ndtr = _unary("Ndtr", _cast(_gk.ndtr),
                       lambda gy, x, y: gy * (x * x * -0.5).exp() / _SQRT_2PI,
-                      doc="The standard normal CDF.")
+                      doc="The standard normal CDF.", torchscript="special_ndtr")
 special_ndtri = _unary("Ndtri", _cast(_gk.ndtri),
                        lambda gy, x, y: gy * (y * y * 0.5).exp() * _SQRT_2PI, save="y",
-                       doc="The standard normal quantile (the inverse of ``ndtr``).")
+                       doc="The standard normal quantile (the inverse of ``ndtr``).",
+                       torchscript="special_ndtri")
 special_log_ndtr = _unary("LogNdtr", _cast(_gk.log_ndtr),
                           lambda gy, x, y: gy * (x * x * -0.5 - y).exp() / _SQRT_2PI, save="xy",
-                          doc="``log(ndtr(input))``, accurate in the lower tail.")
+                          doc="``log(ndtr(input))``, accurate in the lower tail.",
+                          torchscript="special_log_ndtr")
 
 
 def _entr_np(x):
@@ -229,7 +236,8 @@ def _entr_np(x):
 
 
 special_entr = _unary("Entr", _entr_np, lambda gy, x, y: gy * -(x.log() + 1),
-                      doc="Elementwise entropy ``-x log x`` (0 at 0, -inf below).")
+                      doc="Elementwise entropy ``-x log x`` (0 at 0, -inf below).",
+                      torchscript="special_entr")
 
 
 class Xlog1py(Primitive):
@@ -249,6 +257,7 @@ class Xlog1py(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "special_xlog1py"
 
 
 class Zeta(Primitive):
@@ -267,6 +276,7 @@ class Zeta(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "special_zeta"
 
 
 def _number_or_tensor(name, a, b):

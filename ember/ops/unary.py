@@ -61,13 +61,16 @@ class _Unary(Primitive):
     batch = _batch.elementwise
 
 
-def _unary(name, fn, grad, save="x", floating=True, doc=""):
+def _unary(name, fn, grad, save="x", floating=True, doc="", **rules):
     """Declare a one-input primitive from its forward array function and gradient.
 
     ``grad(gy, x, y)`` returns the input gradient in Tensor ops; ``save`` says whether
     it reads the input (``"x"``), the output (``"y"``), both, or neither (``""``).
+    ``rules`` are more class attributes (``onnx=``, ``torchscript=``, ``complex32_math=``:
+    see ``Primitive``).
     """
-    attrs = {"save_inputs": (0,) if "x" in save else (), "save_output": "y" in save}
+    attrs = {"save_inputs": (0,) if "x" in save else (), "save_output": "y" in save,
+             "onnx": None, "torchscript": None, **rules}
     if floating:
         def forward(self, x):
             return fn(to_float(x))
@@ -152,26 +155,35 @@ def _square_np(x):
 
 
 neg = negative = _unary("Neg", _neg_np, lambda gy, x, y: -gy, save="", floating=False,
-                        doc="``-input``.")
-exp = _unary("Exp", np.exp, lambda gy, x, y: gy * cj(y), save="y", doc="``e ** input``.")
-exp2 = _unary("Exp2", np.exp2, lambda gy, x, y: gy * cj(y) * math.log(2), save="y")
-expm1 = _unary("Expm1", np.expm1, lambda gy, x, y: gy * cj(y + 1), save="y")
-log = _unary("Log", np.log, lambda gy, x, y: gy / cj(x), doc="Natural logarithm.")
-log2 = _unary("Log2", np.log2, lambda gy, x, y: gy / cj(x * math.log(2)))
-log10 = _unary("Log10", np.log10, lambda gy, x, y: gy / cj(x * math.log(10)))
-log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / cj(x + 1))
-sqrt = _unary("Sqrt", np.sqrt, lambda gy, x, y: gy / cj(y * 2), save="y")
+                        doc="``-input``.", onnx="Neg", torchscript="neg", complex32_math=True)
+exp = _unary("Exp", np.exp, lambda gy, x, y: gy * cj(y), save="y", doc="``e ** input``.",
+             onnx="Exp", torchscript="exp")
+exp2 = _unary("Exp2", np.exp2, lambda gy, x, y: gy * cj(y) * math.log(2), save="y",
+              torchscript="exp2")
+expm1 = _unary("Expm1", np.expm1, lambda gy, x, y: gy * cj(y + 1), save="y", torchscript="expm1")
+log = _unary("Log", np.log, lambda gy, x, y: gy / cj(x), doc="Natural logarithm.",
+             onnx="Log", torchscript="log")
+log2 = _unary("Log2", np.log2, lambda gy, x, y: gy / cj(x * math.log(2)), torchscript="log2")
+log10 = _unary("Log10", np.log10, lambda gy, x, y: gy / cj(x * math.log(10)), torchscript="log10")
+log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / cj(x + 1), torchscript="log1p")
+sqrt = _unary("Sqrt", np.sqrt, lambda gy, x, y: gy / cj(y * 2), save="y",
+              onnx="Sqrt", torchscript="sqrt")
 rsqrt = _unary("Rsqrt", lambda x: 1 / np.sqrt(x), lambda gy, x, y: gy * cj(y.pow(3)) * -0.5,
-               save="y", doc="``1 / sqrt(input)``.")
-square = _unary("Square", _square_np, lambda gy, x, y: gy * cj(x * 2), floating=False)
-sin = _unary("Sin", np.sin, lambda gy, x, y: gy * cj(x.cos()))
-cos = _unary("Cos", np.cos, lambda gy, x, y: gy * -cj(x.sin()))
-tan = _unary("Tan", np.tan, lambda gy, x, y: gy * cj(y * y + 1), save="y")
-asin = arcsin = _unary("Asin", np.arcsin, lambda gy, x, y: gy * (1 - x * x).rsqrt())
-acos = arccos = _unary("Acos", np.arccos, lambda gy, x, y: -gy * (1 - x * x).rsqrt())
-atan = arctan = _unary("Atan", np.arctan, lambda gy, x, y: gy / (x * x + 1))
-sinh = _unary("Sinh", np.sinh, lambda gy, x, y: gy * cj(x.cosh()))
-cosh = _unary("Cosh", np.cosh, lambda gy, x, y: gy * cj(x.sinh()))
+               save="y", doc="``1 / sqrt(input)``.", torchscript="rsqrt")
+square = _unary("Square", _square_np, lambda gy, x, y: gy * cj(x * 2), floating=False,
+                torchscript="square")
+sin = _unary("Sin", np.sin, lambda gy, x, y: gy * cj(x.cos()), onnx="Sin", torchscript="sin")
+cos = _unary("Cos", np.cos, lambda gy, x, y: gy * -cj(x.sin()), onnx="Cos", torchscript="cos")
+tan = _unary("Tan", np.tan, lambda gy, x, y: gy * cj(y * y + 1), save="y",
+             onnx="Tan", torchscript="tan")
+asin = arcsin = _unary("Asin", np.arcsin, lambda gy, x, y: gy * (1 - x * x).rsqrt(),
+                       onnx="Asin", torchscript="asin")
+acos = arccos = _unary("Acos", np.arccos, lambda gy, x, y: -gy * (1 - x * x).rsqrt(),
+                       onnx="Acos", torchscript="acos")
+atan = arctan = _unary("Atan", np.arctan, lambda gy, x, y: gy / (x * x + 1),
+                       onnx="Atan", torchscript="atan")
+sinh = _unary("Sinh", np.sinh, lambda gy, x, y: gy * cj(x.cosh()), onnx="Sinh", torchscript="sinh")
+cosh = _unary("Cosh", np.cosh, lambda gy, x, y: gy * cj(x.sinh()), onnx="Cosh", torchscript="cosh")
 class TanhBackward(Primitive):
     """``gy * (1 - y**2)`` as one op: tanh's derivative is on every RNN's hot path."""
     save_inputs = (0, 1)
@@ -208,24 +220,34 @@ class SigmoidBackward(Primitive):
 
 _tanh_grad = TanhBackward.binary_function()
 _sigmoid_grad = SigmoidBackward.binary_function()
-tanh = _unary("Tanh", np.tanh, lambda gy, x, y: _tanh_grad(gy, y), save="y")
-asinh = _unary("Asinh", np.arcsinh, lambda gy, x, y: gy * (x * x + 1).rsqrt())
-acosh = _unary("Acosh", np.arccosh, lambda gy, x, y: gy * (x * x - 1).rsqrt())
-atanh = _unary("Atanh", np.arctanh, lambda gy, x, y: gy / (1 - x * x))
+tanh = _unary("Tanh", np.tanh, lambda gy, x, y: _tanh_grad(gy, y), save="y",
+              onnx="Tanh", torchscript="tanh")
+asinh = _unary("Asinh", np.arcsinh, lambda gy, x, y: gy * (x * x + 1).rsqrt(),
+               onnx="Asinh", torchscript="asinh")
+acosh = _unary("Acosh", np.arccosh, lambda gy, x, y: gy * (x * x - 1).rsqrt(),
+               onnx="Acosh", torchscript="acosh")
+atanh = _unary("Atanh", np.arctanh, lambda gy, x, y: gy / (1 - x * x),
+               onnx="Atanh", torchscript="atanh")
 erf = _unary("Erf", _erf_np, lambda gy, x, y: gy * (-x * x).exp() * (2 / _SQRT_PI),
-             doc="The error function.")
-erfc = _unary("Erfc", _erfc_np, lambda gy, x, y: gy * (-x * x).exp() * (-2 / _SQRT_PI))
+             doc="The error function.", onnx="Erf", torchscript="erf")
+erfc = _unary("Erfc", _erfc_np, lambda gy, x, y: gy * (-x * x).exp() * (-2 / _SQRT_PI),
+              torchscript="erfc")
 reciprocal = _unary("Reciprocal", lambda x: 1 / x, lambda gy, x, y: -gy * cj(y * y), save="y",
-                    doc="``1 / input``.")
-deg2rad = _unary("Deg2rad", np.deg2rad, lambda gy, x, y: gy * (math.pi / 180), save="")
-rad2deg = _unary("Rad2deg", np.rad2deg, lambda gy, x, y: gy * (180 / math.pi), save="")
-floor = _unary("Floor", _no_bool("floor_vml_cpu", np.floor), _zero_grad, save="", floating=False)
-ceil = _unary("Ceil", _no_bool("ceil_vml_cpu", np.ceil), _zero_grad, save="", floating=False)
+                    doc="``1 / input``.", onnx="Reciprocal", torchscript="reciprocal")
+deg2rad = _unary("Deg2rad", np.deg2rad, lambda gy, x, y: gy * (math.pi / 180), save="",
+                 torchscript="deg2rad")
+rad2deg = _unary("Rad2deg", np.rad2deg, lambda gy, x, y: gy * (180 / math.pi), save="",
+                 torchscript="rad2deg")
+floor = _unary("Floor", _no_bool("floor_vml_cpu", np.floor), _zero_grad, save="", floating=False,
+               onnx="Floor", torchscript="floor")
+ceil = _unary("Ceil", _no_bool("ceil_vml_cpu", np.ceil), _zero_grad, save="", floating=False,
+              onnx="Ceil", torchscript="ceil")
 trunc = fix = _unary("Trunc", _no_bool("trunc_vml_cpu", np.trunc), _zero_grad, save="",
-                     floating=False)
-frac = _unary("Frac", _frac_np, lambda gy, x, y: gy, save="", floating=False)
+                     floating=False, torchscript="trunc")
+frac = _unary("Frac", _frac_np, lambda gy, x, y: gy, save="", floating=False, torchscript="frac")
 sgn = _unary("Sign", _sign_np, _zero_grad, save="", floating=False,
-             doc="Elementwise sign; of a complex number ``z / abs(z)`` (0 at 0).")
+             doc="Elementwise sign; of a complex number ``z / abs(z)`` (0 at 0).",
+             onnx="Sign", torchscript="sgn", complex32_math=True)
 
 
 def sign(input):
@@ -252,7 +274,7 @@ def _sigmoid_np(x):
 
 
 sigmoid = _unary("Sigmoid", _sigmoid_np, lambda gy, x, y: _sigmoid_grad(gy, y), save="y",
-                 doc="``1 / (1 + exp(-input))``.")
+                 doc="``1 / (1 + exp(-input))``.", onnx="Sigmoid", torchscript="sigmoid")
 
 
 def _silu_grad(gy, x, y):
@@ -263,7 +285,7 @@ def _silu_grad(gy, x, y):
 
 
 silu = _unary("Silu", lambda x: x * _sigmoid_np(x), _silu_grad,
-              doc="``input * sigmoid(input)``.")
+              doc="``input * sigmoid(input)``.", torchscript="silu")
 
 
 def _sinc_np(x):
@@ -280,7 +302,7 @@ def _sinc_grad(gy, x, y):
     return gy * g
 
 
-sinc = _unary("Sinc", _sinc_np, _sinc_grad)
+sinc = _unary("Sinc", _sinc_np, _sinc_grad, torchscript="sinc")
 
 
 def _erfinv_np(x):
@@ -299,7 +321,8 @@ def _erfinv_np(x):
 
 
 erfinv = _unary("Erfinv", _erfinv_np,
-                lambda gy, x, y: gy * (y * y).exp() * (_SQRT_PI / 2), save="xy")
+                lambda gy, x, y: gy * (y * y).exp() * (_SQRT_PI / 2), save="xy",
+                torchscript="erfinv")
 
 
 class PiecewiseGrad(Primitive):
@@ -356,6 +379,9 @@ class Abs(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    complex32_math = True
+    onnx = "Abs"
+    torchscript = "abs"
 
 
 @with_out
@@ -439,6 +465,8 @@ class Relu(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    onnx = "Relu"
+    torchscript = "relu"
 
 
 class ReluBackward(Primitive):
@@ -692,6 +720,7 @@ class Logit(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "logit"
 
 
 def logit(input, eps=None):
@@ -711,6 +740,7 @@ class NanToNum(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "nan_to_num"
 
 
 @with_out
@@ -726,22 +756,24 @@ class _Predicate(Primitive):
         return self.fn(x)
 
 
-def _predicate(name, fn):
-    cls = type(name, (_Predicate,), {"fn": staticmethod(fn)})
+def _predicate(name, fn, **rules):
+    cls = type(name, (_Predicate,), {"fn": staticmethod(fn), "onnx": None,
+                                     "torchscript": None, **rules})
 
     def op(input):
         return cls.apply(input)
     op.__name__ = name.lower()
     op.__doc__ = f"Elementwise ``{name.lower()}``; a bool tensor."
+    op.primitive = cls
     return op
 
 
-isnan = _predicate("Isnan", np.isnan)
-isinf = _predicate("Isinf", np.isinf)
-isfinite = _predicate("Isfinite", np.isfinite)
-isposinf = _predicate("Isposinf", np.isposinf)
-isneginf = _predicate("Isneginf", np.isneginf)
-signbit = _predicate("Signbit", np.signbit)
+isnan = _predicate("Isnan", np.isnan, onnx="IsNaN", torchscript="isnan", complex32_math=True)
+isinf = _predicate("Isinf", np.isinf, onnx="IsInf", torchscript="isinf")
+isfinite = _predicate("Isfinite", np.isfinite, torchscript="isfinite", complex32_math=True)
+isposinf = _predicate("Isposinf", np.isposinf, torchscript="isposinf")
+isneginf = _predicate("Isneginf", np.isneginf, torchscript="isneginf")
+signbit = _predicate("Signbit", np.signbit, torchscript="signbit")
 
 
 def positive(input):
@@ -768,11 +800,52 @@ class LeakyRelu(Primitive):
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
+    torchscript = "leaky_relu"
 
 
 def leaky_relu(input, negative_slope=0.01):
     """``x`` where ``x > 0``, else ``negative_slope * x`` (``F.leaky_relu``)."""
     return LeakyRelu.apply(input, negative_slope)
+
+
+class Softplus(Primitive):
+    """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``.
+
+    One op (not a chain of exp, log1p and where) so that exporters write it as one
+    node, as PyTorch's do. Half precision computes in float32 and rounds once."""
+    save_inputs = (0,)
+
+    def forward(self, x, beta, threshold):
+        if x.dtype.kind != "f":
+            raise not_implemented_for("softplus_cpu", x.dtype)
+        self.beta, self.threshold = beta, threshold
+        wide = x.astype(np.float32) if x.dtype.itemsize < 4 else x
+        z = wide * np.asarray(beta, wide.dtype)
+        big = z > threshold
+        with np.errstate(over="ignore"):
+            soft = np.log1p(np.exp(np.where(big, np.zeros((), wide.dtype), z)))
+        if beta != 1:
+            soft = soft / np.asarray(beta, wide.dtype)
+        return np.where(big, wide, soft).astype(x.dtype, copy=False)
+
+    def backward(self, gy):
+        x, = self.saved_tensors
+        wide = x.float() if x.dtype.itemsize < 4 else x
+        z = wide * self.beta
+        s = z.sigmoid()
+        # at and past the threshold the slope is a constant to a second derivative (torch's)
+        slope = where(z < self.threshold, s, s.detach().masked_fill(z > self.threshold, 1.0))
+        return gy * slope.to(gy.dtype), None, None
+
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+    torchscript = "softplus"
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``
+    (``F.softplus``)."""
+    return Softplus.apply(input, beta, threshold)
 
 
 # ----- the public ops, each named once: function, Tensor method, in-place method ------------

@@ -1,0 +1,55 @@
+"""Names of the recorded calls that are not primitives, and how an op's export spelling
+is found on its class.
+
+A graph node's ``op`` is a primitive's ``_op_name`` when ``node.target`` is a
+:class:`~ember.autograd.node.Primitive` subclass; its export spellings are then the
+class's ``onnx`` and ``torchscript`` attributes (:func:`spelling`). The few calls the
+capture records one level above the primitives (``view``, ``x[key]``, factories, sizes
+and arithmetic on them...) have no class to carry a spelling: they are named here, once,
+and the exporters' tables for them are keyed by these names (a test checks every key).
+"""
+
+# calls recorded by name (ember.jit._capture: its composite table, its random ops, sizes,
+# arithmetic on traced ints and ``x[key] = v``)
+SHAPE_CALLS = ("view", "reshape", "flatten", "unflatten", "view_as", "reshape_as", "expand",
+               "expand_as", "getitem", "setitem", "detach", "embedding")
+FACTORY_CALLS = ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
+                 "empty_like", "arange")
+RANDOM_CALLS = ("bernoulli_", "uniform_", "normal_", "random_", "exponential_", "geometric_",
+                "cauchy_", "log_normal_", "rand", "randn", "randint", "rand_like",
+                "randn_like", "randint_like", "bernoulli", "normal", "multinomial", "poisson",
+                "randperm")
+INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
+RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS)
+
+_MISSING = object()
+
+
+def spelling(target, kind):
+    """The ``kind`` spelling (``"onnx"`` or ``"torchscript"``) of a primitive class, or
+    None. Found on the class or its bases; a base's *string* spelling names that op only,
+    so it reaches a subclass only when the subclass is the same op under another node
+    name (a runtime-renamed node, or a class sharing the ``_op_name``). A callable
+    declared on a family base serves the whole family."""
+    if not isinstance(target, type):
+        return None
+    for owner in target.__mro__:
+        value = owner.__dict__.get(kind, _MISSING)
+        if value is _MISSING:
+            continue
+        if value is None or owner is target or not isinstance(value, str):
+            return value
+        return value if _same_op(target, owner) else None
+    return None
+
+
+def _same_op(cls, owner):
+    while cls is not None:
+        if cls is owner:
+            return True
+        renamed = cls.__dict__.get("_renamed_from")
+        if renamed is None:
+            return cls.__dict__.get("_op_name", cls.__name__) == owner._op_name and \
+                issubclass(cls, owner)
+        cls = renamed
+    return False

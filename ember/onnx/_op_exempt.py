@@ -1,0 +1,96 @@
+"""Primitives with no ONNX spelling, each with the reason.
+
+``tests/test_op_spellings.py`` checks that every primitive has an ``onnx`` spelling
+(``ember.jit._op_names.spelling``) or is listed here; a new op without either fails it.
+Exporting a graph that holds one of these raises ``UnsupportedOnnxExport`` naming the op
+and the user's line.
+"""
+from ember.jit._op_exempt import (
+    BACKWARD_ONLY,
+    FAMILY_BASES,
+    RANDOM,
+    SPARSE,
+    STORAGE,
+    exemptions,
+)
+from ember.ops import (
+    _einsum,
+    bitwise,
+    complex_numbers,
+    conv,
+    ctc,
+    diagonals,
+    elementwise,
+    extrema,
+    fft,
+    gather_scatter,
+    indexing,
+    linalg,
+    linalg_decomp,
+    linalg_eig,
+    linalg_lu,
+    nn_fused,
+    normalization,
+    pooling,
+    power,
+    reduction,
+    resample,
+    rnn,
+    scan,
+    shape,
+    special,
+    unary,
+)
+
+__all__ = ["NO_ONNX"]
+
+_COMPLEX = (
+    "complex numbers: ONNX tensors have no complex element type",
+    complex_numbers.Angle, complex_numbers.Complex, complex_numbers.Conj,
+    complex_numbers.ConjPhysical, complex_numbers.Imag, complex_numbers.Polar,
+    complex_numbers.Real, complex_numbers.ViewAsComplex, complex_numbers.ViewAsReal,
+    fft.FftC2C, fft.FftC2R, fft.FftR2C)
+
+_DECOMPOSITIONS = (
+    "a matrix factorization or solve: ONNX has no such operator",
+    linalg_decomp.Cholesky, linalg_decomp.Eigh, linalg_decomp.Inv, linalg_decomp.Pinv,
+    linalg_decomp.Qr, linalg_decomp.Slogdet, linalg_decomp.Solve, linalg_decomp.Svd,
+    linalg_eig.Eig, linalg_lu.Geqrf, linalg_lu.LuFactorEx)
+
+_NO_OPERATOR = (
+    "no ONNX operator computes it in one node; a composite converter is not written yet",
+    unary.deg2rad.primitive, unary.erfc.primitive, unary.erfinv.primitive,
+    unary.exp2.primitive, unary.frac.primitive, unary.log10.primitive, unary.log2.primitive,
+    unary.rad2deg.primitive, unary.sinc.primitive, unary.trunc.primitive,
+    unary.isfinite.primitive, unary.isneginf.primitive, unary.isposinf.primitive,
+    unary.signbit.primitive, unary.Logit, unary.NanToNum, special.lgamma.primitive,
+    special.digamma.primitive, special.i0.primitive, special.special_i0e.primitive,
+    special.special_i1.primitive, special.special_i1e.primitive,
+    special.special_erfcx.primitive, special.special_ndtr.primitive,
+    special.special_ndtri.primitive, special.special_log_ndtr.primitive,
+    special.special_entr.primitive, special.Igamma, special.Igammac, special.Polygamma,
+    special.Xlog1py, special.Zeta, elementwise.Atan2, elementwise.FloorDivide,
+    elementwise.Fmax, elementwise.Fmin, elementwise.Hypot, elementwise.Lerp,
+    elementwise.Nextafter, elementwise.TruncDivide, elementwise.Xlogy, power.RPowScalar,
+    bitwise.LeftShift, bitwise.RightShift, linalg.Cdist, linalg.Cross,
+    linalg_decomp.VectorNorm, scan.Logcumsumexp, scan.Cumprod, scan._Cummax, scan._Cummin,
+    reduction._Logsumexp, reduction.Nansum, reduction.Prod, reduction.ProdDim, reduction._All,
+    reduction._Any, reduction._CountNonzero, reduction._Std, reduction._Var)
+
+_NOT_YET = (
+    "ONNX has an equivalent (ScatterElements, Einsum...); no converter written yet",
+    _einsum.DiagEmbed, _einsum.Diagonal, _einsum.Einsum, conv.Fold, conv.Unfold, ctc.CtcNll,
+    diagonals.DiagEmbed, diagonals.Diagonal, diagonals.DiagonalScatter, extrema._MaxAll,
+    extrema._MinAll, extrema._MedianAll,
+    extrema._MedianDim, extrema._ModeDim, extrema._NanmedianAll, extrema._NanmedianDim,
+    gather_scatter.IndexAdd, gather_scatter.IndexCopy, gather_scatter.IndexFill,
+    gather_scatter.Scatter, gather_scatter.ScatterAdd, gather_scatter.ScatterReduce,
+    indexing.GetItem, indexing.GetItemAdvanced, indexing.IndexPut, indexing.IndexScatter,
+    indexing.MaskedScatter, nn_fused.BinaryCrossEntropy, nn_fused._CrossEntropy,
+    normalization.Normalize, normalization._GroupNorm, pooling.AdaptiveMaxPool,
+    pooling.AvgPool, pooling.GatherFlat, resample.Resample, resample.Take, rnn.PackPadded,
+    rnn.PadPacked, rnn.PadSequence, scan.GatherAlong, scan._Concat, shape.Roll, shape.Select,
+    shape.Unfold)
+
+NO_ONNX = exemptions(FAMILY_BASES, BACKWARD_ONLY, RANDOM, STORAGE, SPARSE, _COMPLEX,
+                     _DECOMPOSITIONS, _NO_OPERATOR, _NOT_YET)
