@@ -19,19 +19,49 @@ Backward steps run by the engine go through :func:`run_node` the same way, excep
 the backward formula itself runs with every mode visible (a profiler records the ops a
 backward step runs, as children of that step).
 
+Composite functions -- the few calls a graph capture records one level above the
+primitives, such as ``view``, ``reshape``, ``x[key]`` and the factories -- ask the stack
+themselves, with the same one check on their plain path: ``if active[0]`` and the
+innermost visible mode records composites (:func:`recorder`), the function hands itself
+to that mode's ``composite`` method, which records it as one node and runs it with the
+mode hidden (so the primitives inside are not recorded again). ``Tensor.size``/``shape``
+and the conversions of a tensor to a Python value likewise ask for the innermost visible
+mode with a ``sym_size`` / ``python_value`` method (``ember._tensor._mode_with``).
+
 The stack is process-wide, as ember's earlier hook slots were: a mode that must ignore
 other threads checks the thread itself.
 """
-__all__ = ["Mode", "stack", "active", "push", "pop", "dispatch", "run_node", "find",
-           "hidden"]
+from ember import _tensor
 
-stack = []      # the modes, outermost (pushed first) first
-active = [0]    # how many modes, from the bottom of the stack, the current call can see
+__all__ = ["Mode", "stack", "active", "push", "pop", "dispatch", "run_node", "find",
+           "hidden", "recorder", "visible_with"]
+
+# the modes, outermost (pushed first) first, and how many of them, from the bottom of the
+# stack, the current call can see; both objects live in ember._tensor, whose own methods
+# consult them
+stack = _tensor._mode_stack
+active = _tensor._mode_active
+visible_with = _tensor._mode_with
+# the innermost visible mode if it records composite functions (a graph capture), else
+# None. A composite function asks this after ``if active[0]``; the mode's
+# ``composite(op, fn, args, kwargs)`` records ``fn(*args, **kwargs)`` as one node and runs
+# it with the mode hidden, so the nested call of ``fn`` takes its plain path.
+recorder = _tensor._mode_recorder
 
 
 class Mode:
     """Base of every mode. Subclasses override :meth:`op` (and :meth:`node` to see
-    backward steps); both defaults pass the call down unchanged."""
+    backward steps); both defaults pass the call down unchanged. A mode that records
+    composite functions sets ``composites = True`` and defines ``composite(op, fn, args,
+    kwargs)`` (see :func:`recorder`)."""
+
+    composites = False
+
+    def transparent(self, values):
+        """Whether a composite function called with the argument ``values`` may be
+        recorded by a capturing mode below this one, hiding this mode while it runs
+        (this mode would pass on every op it makes). Default: no."""
+        return False
 
     def op(self, cls, args, params):
         """Handle a call of the primitive ``cls``; ``cls.apply(*args, **params)`` runs it

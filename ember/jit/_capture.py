@@ -1,57 +1,65 @@
 """Records ember op calls into an :class:`ember.jit._ir.Graph` while a trace runs.
 
-Design: swap in recording versions only while a trace is active
-----------------------------------------------------------------
-Every tensor op in ember reaches NumPy through one of three doors: the classmethod
-``Primitive.apply`` (views and ops with several outputs included, since
-``ViewPrimitive.apply`` and ``linalg_decomp``'s override call it), and the two fast
-closures that ``Primitive.unary_function`` / ``binary_function`` build for the hot
-elementwise ops and operators. A per-call "are we tracing?" test in those paths
-would be paid by every op of every program, so none is added: :func:`capture`
-installs recording versions when a trace starts and restores the originals when it
-ends. ``Primitive.apply`` is replaced on the class; the fast closures (listed by
-``node._FAST_FUNCTIONS`` when they are made) get a recording ``__code__`` with the
-same free variables, so every reference to them -- ``Tensor.__add__``, ``ember.exp``,
-a module's private alias -- records without being found. Outside a trace the code
-that runs is byte for byte the code that ran before (benchmarks/op_overhead.py at
-parity, measured in docs/jit.md).
+Design: the capture is a mode on the mode stack
+-----------------------------------------------
+A running capture is a mode (:class:`_Trace`) on ember's one stack of modes
+(``ember.autograd._modes``). Every tensor op already asks that stack before its plain
+path (``Primitive.apply`` and the fast closures check ``_modes.active[0]``), so the
+capture's :meth:`_Trace.op` sees each primitive call that reaches it, records it as one
+node and runs it below itself with ``cls.apply``. Modes pushed later sit above it: a
+``vmap`` level entered inside the traced function turns each batched call into calls on
+whole batches, and those are what the capture records, so the trace replays at other
+batch sizes. Outside a capture nothing is swapped or installed: the plain paths run
+with their one check.
 
 A few calls are recorded one level above the primitives, as one node each, because
 the primitives see their arguments already resolved: ``view``/``reshape``/``flatten``/
 ``unflatten`` (``-1`` and sizes read from the input), ``view_as``/``reshape_as``/
 ``expand``/``expand_as``, ``x[key]`` and ``x[key] = v`` (index tensors stay inputs,
-not constants), ``F.embedding``, and the factories ``zeros``/``ones``/``full``/
+not constants), ``F.embedding``, ``detach``, custom ``autograd.Function`` classes with a
+``symbolic``, the random functions and the factories ``zeros``/``ones``/``full``/
 ``empty``/``*_like``/``arange`` (an LSTM's zero state has its input's batch size).
-Their references are swapped in the ``ember`` modules and on ``Tensor`` for the
-duration of the trace, and the primitives they run inside are not recorded.
+Those functions ask the stack themselves (``if _modes.active[0]`` and
+``_modes.recorder()`` is a capture): the capture records them with :meth:`composite`
+and runs them with itself hidden, so the primitives inside are not recorded. A
+composite is recorded only when the capture is the innermost visible mode; under a
+``vmap`` level its primitives go through the level and are recorded batched.
 
 Sizes: ``Tensor.size``/``Tensor.shape`` of a traced tensor return :class:`SymInt`
 (an ``int`` that remembers the ``size`` node it came from); arithmetic on them is
 recorded (``int.mul``...), and a call that receives one records the dependency, so
 ``x.view(x.size(0), -1)`` replays at another batch size as PyTorch's trace does.
+``Tensor.size``/``shape`` ask the stack for a mode with ``sym_size`` (one check of
+``active[0]`` outside a capture).
 
 Loud tracing: ``bool``/``int``/``float``/``item``/``tolist``/``numpy``/``len``/
 iteration of a traced tensor, called from user code, emit :class:`TracerWarning` at
-the user's file and line (``warnings.warn_explicit``).
+the user's file and line (``warnings.warn_explicit``): those Tensor methods tell the
+visible modes (``python_value``).
 
-Only the thread that started the trace records; other threads run the originals.
+What cannot be recorded faithfully fails loudly, naming the op and the user's line:
+forward-mode AD computed beside the ops (``jvp``/``jacfwd`` while tangents are not a
+mode of their own) and ``vmap``'s per-sample fallback loop (its length is the example's
+batch size).
+
+Only the thread that started the trace records: the capture passes other threads'
+calls on down unrecorded.
 """
 import operator
 import os
 import sys
 import threading
-import types
 import warnings
 
 from ember import _tensor
+from ember.autograd import _modes
 from ember.autograd import node as _node
-from ember.autograd.function import Function
 from ember.jit._ir import Graph, Node, Ref, arg_names
 
 Tensor = _tensor.Tensor
 Primitive = _node.Primitive
 
-__all__ = ["TracerWarning", "SymInt", "capture", "is_tracing"]
+__all__ = ["TracerWarning", "SymInt", "capture", "is_tracing", "current", "call_args"]
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,18 +72,24 @@ class TracerWarning(Warning):
         warnings.filterwarnings("ignore", category=TracerWarning, module="ember.(?!jit)")
 
 
-_active = None  # the running _Trace, or None
+def current():
+    """The innermost capture on the mode stack started by this thread, or None."""
+    me = threading.get_ident()
+    for m in reversed(_modes.stack):
+        if type(m) is _Trace and m.thread == me:
+            return m
+    return None
 
 
 def is_tracing():
     """True while ``jit.trace`` is running the traced function (in its thread)."""
-    st = _active
-    return st is not None and st.thread == threading.get_ident()
+    return current() is not None
 
 
 def _state():
-    """The active trace if this call should record, else None."""
-    st = _active
+    """The capture that should record a call made here, else None: the innermost
+    visible one, started by this thread and not paused."""
+    st = _tensor._mode_with("sym_size")
     if st is None or st.depth or st.thread != threading.get_ident():
         return None
     return st
@@ -150,9 +164,12 @@ def _user_frame(start=2):
     return f
 
 
-class _Trace:
-    """The state of one running trace: the graph being built and the maps from live
-    tensors (and their arrays) to graph Values."""
+class _Trace(_modes.Mode):
+    """One running capture, a mode on the mode stack: the graph being built and the maps
+    from live tensors (and their arrays) to graph Values. ``depth`` > 0 pauses it (the
+    calls then go on down unrecorded)."""
+
+    composites = True
 
     def __init__(self, module_names=None, snapshot=False):
         self.graph = Graph()
@@ -167,6 +184,7 @@ class _Trace:
         self.module_names = module_names or {}
         self.snapshot = snapshot
         self.snapshots = {}  # id(Value) -> array copy, for check_trace
+        self.breaks = None  # a list: note what cannot be recorded instead of failing
 
     # ----- values -----------------------------------------------------------------------
     def register(self, t, v):
@@ -236,12 +254,165 @@ class _Trace:
     def call(self, op, target, run, args, kwargs, sym=False):
         """Run ``run(*args, **kwargs)`` unrecorded inside, and record it as one node."""
         pre = self.begin(args, kwargs)
+        with _modes.hidden(self):
+            out = run(*pre[3], **pre[4])
+        return self.finish(op, target, pre, out, sym)
+
+    # ----- the mode protocol (see ember.autograd._modes) ------------------------------
+    def _passes(self):
+        return self.depth or self.thread != threading.get_ident()
+
+    def op(self, cls, args, params):
+        """A primitive call reaching the capture: one node, run below."""
+        if self._passes():
+            return cls.apply(*args, **params)
+        if getattr(_node, "forward_ad_hook", _NO_HOOK)[0] is not None:
+            self.unfaithful(f"{_op_key(cls)} under forward-mode AD (jvp, jacfwd, hessian): its "
+                        "tangent is computed beside the op, out of the capture's sight")
+        return self.call(_op_key(cls), cls, cls.apply, args, params)
+
+    def composite(self, op, fn, args, kwargs, run=None):
+        """A composite function (``view``, ``x[key]``, a factory...) called while this
+        capture is the innermost visible mode: one node, its inside unrecorded."""
+        run = fn if run is None else run
+        if self._passes():
+            with _modes.hidden(self):
+                return run(*args, **kwargs)
+        return self.call(op, fn, run, args, kwargs)
+
+    def composite_locals(self, op, fn, given):
+        """:meth:`composite` for a function with defaults: ``given`` is its ``locals()``
+        on entry (see :func:`call_args`)."""
+        args, kwargs = call_args(fn, given)
+        return self.composite(op, fn, args, kwargs)
+
+    def sym_size(self, t, dim):
+        """``t.size(dim)`` / ``t.shape`` (dim None): traced ints for a traced tensor."""
+        if self._passes() or not self._known(t):
+            if dim is None:
+                return Size(t._data.shape)
+            return t._data.shape[t._wrap_dim(dim)]
+        if dim is None:
+            return Size(self.size(t, d) for d in range(t._data.ndim))
+        return self.size(t, t._wrap_dim(dim))
+
+    def _known(self, t):
+        """Whether ``t`` is a traced value (itself, or a tensor over a traced array, as
+        the engine makes for gradients)."""
+        e = self.tmap.get(id(t))
+        if e is not None and e[0] is t:
+            return True
+        d = t._data
+        e = self.amap.get(id(d))
+        return e is not None and e[0] is d
+
+    def python_value(self, t, what):
+        """A traced tensor became a Python value in user code: a TracerWarning there."""
+        if self.thread != threading.get_ident() or id(t) not in self.tmap:
+            return
+        f = sys._getframe(3)  # python_value <- _python_value <- Tensor method <- caller
+        if not f.f_code.co_filename.startswith(_EMBER_DIR):
+            _warn(_LOUD_MSGS[what], f)
+
+    def module_call(self, module, call, args, kwargs):
+        """An ``nn.Module`` call: the nodes its forward records carry its scope name."""
+        if self.thread != threading.get_ident():
+            return call(module, args, kwargs)
+        name = self.module_names.get(id(module))
+        self.scopes.append(name if name is not None else type(module).__name__)
+        saved = self.scopes
+        if name is not None:
+            self.scopes = [name]  # a qualified name is the whole path
+        try:
+            return call(module, args, kwargs)
+        finally:
+            self.scopes = saved
+            saved.pop()
+
+    def setitem(self, orig, x, key, value):
+        """``x[key] = value``: recorded as ``setitem`` (a new value: ``x`` with the region
+        replaced), which ``x`` stands for from then on."""
+        if self._passes():
+            with _modes.hidden(self):
+                return orig(x, key, value)
+
+        def run(x, key, value):
+            y = x.clone()
+            orig(y, key, value)
+            return y
+        out = self.call("setitem", run, run, (x, key, value), {})
+        with _modes.hidden(self):
+            orig(x, key, value)
+        self.inplace(x, out)
+
+    def random_inplace(self, op, fn, x, args, kwargs):
+        """A random in-place fill (``bernoulli_``...): recorded as a node whose replay
+        fills a fresh copy (so replays draw new values, as PyTorch's trace does)."""
+        if self._passes() or id(x) not in self.tmap:
+            with _modes.hidden(self):
+                return fn(x, *args, **kwargs)
+
+        def functional(x, *args, **kwargs):
+            y = x.clone()
+            fn(y, *args, **kwargs)
+            return y
+        functional.__name__ = op
+        pre = self.begin((x,) + tuple(args), kwargs)
+        with _modes.hidden(self):
+            out = fn(x, *args, **kwargs)
+        self.finish(op, functional, pre, out)
+        self.inplace(x, out)
+        return out
+
+    def random_inplace_locals(self, op, fn, given):
+        """:meth:`random_inplace` for ``fn(self, ...)`` whose ``locals()`` on entry are
+        ``given``."""
+        args, kwargs = call_args(fn, given)
+        return self.random_inplace(op, fn, args[0], args[1:], kwargs)
+
+    def commit(self, orig, t, result):
+        """An in-place write (``_inplace.commit``): not recorded (the value was computed
+        out of place by recorded ops); ``t`` now stands for that value. The capture is
+        paused, not hidden, while it runs: modes above it (a vmap level) still see it."""
+        if self.thread != threading.get_ident():
+            self.depth += 1  # (``commit`` asks for the mode again: a paused one passes)
+            try:
+                return orig(t, result)
+            finally:
+                self.depth -= 1
         self.depth += 1
         try:
-            out = run(*pre[3], **pre[4])
+            out = orig(t, result)
         finally:
             self.depth -= 1
-        return self.finish(op, target, pre, out, sym)
+        self.inplace(t, result)
+        return out
+
+    def alias(self, copy, t):
+        """``copy`` is a private copy of ``t``'s old values (``_inplace.source_for``):
+        the same graph value."""
+        if not self._passes() and id(t) in self.tmap:
+            self.tmap[id(copy)] = (copy, self.value_of(t))
+
+    def unrecordable(self, what):
+        """A transform above is about to do something a graph cannot replay."""
+        if not self._passes():
+            self.unfaithful(what)
+
+    def unfaithful(self, what):
+        """``what`` cannot be recorded so that it replays on other inputs (recording it
+        would keep the example's values or sizes as constants). ``jit.trace`` fails; a
+        capture with a ``breaks`` list (``compile``) notes it there and stops recording,
+        so the call finishes eagerly and the graph is not used."""
+        f = _user_frame(3)
+        where = (f.f_code.co_filename, f.f_lineno) if f is not None else None
+        if self.breaks is not None:
+            self.breaks.append((f"cannot record {what}", where))
+            self.depth += 1
+            return
+        at = f" (at {where[0]}:{where[1]})" if where else ""
+        raise NotImplementedError(f"jit.trace: cannot record {what}{at}; the graph would "
+                                  "replay the example's values as constants")
 
     def begin(self, args, kwargs):
         """Encode a call's arguments (before it runs: an in-place op changes them)."""
@@ -329,110 +500,56 @@ def _has_ref(tree):
 Size = _tensor.Size
 
 
-# ----- recording versions of the doors ---------------------------------------------------
-_ORIG_APPLY = Primitive.__dict__["apply"].__func__
-
-
-def _apply_rec(cls, *args, **params):
-    st = _state()
-    if st is None:
-        return _ORIG_APPLY(cls, *args, **params)
-    return st.call(_op_key(cls), cls, lambda *a, **k: _ORIG_APPLY(cls, *a, **k), args, params)
-
-
+# ----- helpers of the mode -------------------------------------------------------------
 def _op_key(cls):
     """The IR op name of a primitive: ember's own class name (``Add``), which stays
     stable whatever name the class shows PyTorch users (``AddBackward0``)."""
     return cls.__dict__.get("_op_name") or cls.__name__
 
 
-def _function_apply_rec(cls, *args, **kwargs):
-    """A custom ``autograd.Function`` with a ``symbolic`` (its ONNX spelling) is recorded
-    as one node, so that exporters can call it; others are recorded op by op."""
-    run = Function.__dict__["apply"].__func__ if _ORIG_FUNCTION_APPLY is None else \
-        _ORIG_FUNCTION_APPLY
-    st = _state()
-    if st is None or getattr(cls, "symbolic", None) is None:
-        return run(cls, *args, **kwargs)
-    return st.call(cls.__name__, cls, lambda *a, **k: run(cls, *a, **k), args, kwargs)
+_NO_HOOK = (None,)
 
 
-def _unary_template(cls, forward, multi):
-    def f(x):
-        if not isinstance(x, Tensor):
-            # this code runs with node.py's globals: builtins only
-            raise TypeError(f"{getattr(cls, '_op_name', cls.__name__).lower()}(): argument "
-                            f"'input' must be Tensor, not {type(x).__name__}")
-        _ = (forward, multi)  # the same free variables as the fast closure
-        return cls.apply(x)
-    return f
+def call_args(fn, given):
+    """``(args, kwargs)`` of a call of ``fn`` whose parameters hold the values in
+    ``given`` (the function's ``locals()`` on entry), spelled as programs usually spell
+    it: the positional parameters up to the last one not at its default, then ``*args``;
+    options (``dtype``, ``device``...), keyword-only parameters and ``**kwargs`` by
+    keyword when not at their defaults. What a composite function hands its recorder."""
+    co = fn.__code__
+    n, nk = co.co_argcount, co.co_kwonlyargcount
+    names = co.co_varnames
+    defaults = fn.__defaults__ or ()
+    first = n - len(defaults)
+    dflt = dict(zip(names[first:n], defaults))
+    dflt.update(fn.__kwdefaults__ or {})
+    npos = n
+    for i in range(first, n):
+        if names[i] in _OPTIONS:
+            npos = i
+            break
+    args = [given[p] for p in names[:npos]]
+    i = n + nk
+    var = ()
+    if co.co_flags & 4:  # *args
+        var = tuple(given[names[i]])
+        i += 1
+    if not var:
+        while len(args) > first and _is_default(args[-1], dflt[names[len(args) - 1]]):
+            args.pop()
+    kwargs = {k: given[k] for k in names[npos:n] + names[n:n + nk]
+              if not (k in dflt and _is_default(given[k], dflt[k]))}
+    if co.co_flags & 8:  # **kwargs
+        kwargs.update(given[names[i]])
+    return tuple(args) + var, kwargs
 
 
-def _binary_template(cls, forward, reflected):
-    def f(a, b):
-        if reflected:
-            a, b = b, a
-        # runs with node.py's globals (the closure's): Tensor, _PLAIN, _check_operand
-        for x in (a, b):
-            if not isinstance(x, Tensor) and type(x) not in _PLAIN and forward:
-                _check_operand(cls, x)
-        return cls.apply(a, b)
-    return f
+_OPTIONS = frozenset(("dtype", "device", "requires_grad", "out", "layout", "pin_memory",
+                      "memory_format", "generator"))
 
 
-_TEMPLATES = {("cls", "forward", "multi"): _unary_template(None, None, None).__code__,
-              ("cls", "forward", "reflected"): _binary_template(None, None, None).__code__}
-
-
-_PLAIN = _node._PLAIN
-_check_operand = _node._check_operand
-
-
-def _call_rec(self, *args, **kwargs):
-    st = _active
-    if st is None or st.thread != threading.get_ident():
-        return _ORIG_CALL(self, *args, **kwargs)
-    name = st.module_names.get(id(self))
-    st.scopes.append(name if name is not None else type(self).__name__)
-    saved = st.scopes
-    if name is not None:
-        st.scopes = [name]  # a qualified name is the whole path
-    try:
-        return _ORIG_CALL(self, *args, **kwargs)
-    finally:
-        st.scopes = saved
-        saved.pop()
-
-
-def _composite(op, fn):
-    def wrapper(*args, **kwargs):
-        st = _state()
-        if st is None:
-            return fn(*args, **kwargs)
-        return st.call(op, fn, fn, args, kwargs)
-    wrapper.__name__ = getattr(fn, "__name__", op)
-    wrapper.__doc__ = fn.__doc__
-    wrapper.__wrapped__ = fn
-    return wrapper
-
-
-def _composites():
-    from ember import _factory
-    from ember.nn import functional as F
-    from ember.ops import indexing, shape
-    table = {"view": shape.view, "reshape": shape.reshape, "flatten": shape.flatten,
-             "getitem": indexing.getitem, "embedding": F.embedding,
-             "view_as": shape.view_as, "reshape_as": shape.reshape_as,
-             "expand": shape.expand, "expand_as": shape.expand_as,
-             "unflatten": shape.unflatten, "detach": Tensor.detach}
-    for name in ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
-                 "empty_like", "arange"):
-        table[name] = getattr(_factory, name)
-    from ember import _random_ops
-    for name in RANDOM_OPS:
-        if not name.endswith("_"):
-            table[name] = getattr(_random_ops, name)
-    return table
+def _is_default(v, d):
+    return v is d or (type(v) is type(d) and type(v) in (int, float, bool, str) and v == d)
 
 
 # ----- loud tracing ----------------------------------------------------------------------
@@ -463,208 +580,31 @@ def _warn(msg, frame):
                            module_globals=g)
 
 
-def _loud(name, orig, msg):
-    def method(self, *args, **kwargs):
-        st = _active
-        if st is not None and st.thread == threading.get_ident() and id(self) in st.tmap:
-            f = sys._getframe(1)
-            if not f.f_code.co_filename.startswith(_EMBER_DIR):
-                _warn(msg, f)
-        return orig(self, *args, **kwargs)
-    method.__name__ = name
-    method.__doc__ = orig.__doc__
-    return method
+_LOUD_MSGS = {name: f"Converting a tensor to {what}" + _TAIL for name, what in _LOUD.items()}
+_LOUD_MSGS["__len__"] = _LEN_MSG
+_LOUD_MSGS["__iter__"] = _ITER_MSG
 
 
-def _size_rec(self, dim=None):
-    st = _state()
-    if st is None or id(self) not in st.tmap:
-        return _ORIG_SIZE(self, dim)
-    if dim is None:
-        return Size(st.size(self, d) for d in range(self._data.ndim))
-    return st.size(self, self._wrap_dim(dim))
-
-
-def _shape_rec(self):
-    return _size_rec(self)
-
-
-_ORIG_SIZE = Tensor.size
-_ORIG_CALL = None  # nn.Module.__call__, filled on first capture (nn imports jit lazily)
-_ORIG_FUNCTION_APPLY = None  # autograd.Function.apply, filled on first capture
-
-
-# ----- installing and removing -----------------------------------------------------------
+# ----- starting and ending -------------------------------------------------------------
 class capture:
-    """Context manager: record ember calls made in this thread into ``self.trace.graph``."""
-
-    _lock = threading.Lock()
+    """Context manager: record ember calls made in this thread into ``self.trace.graph``
+    (the trace is a mode on the mode stack while the block runs)."""
 
     def __init__(self, module_names=None, snapshot=False):
         self.trace = _Trace(module_names, snapshot)
-        self._undo = []
 
     def __enter__(self):
-        global _active, _ORIG_CALL
-        if not capture._lock.acquire(blocking=False):
-            raise RuntimeError("jit.trace: another trace is running (nested or in another "
-                               "thread); ember traces one function at a time")
-        try:
-            from ember.nn.modules.module import Module
-            if _ORIG_CALL is None:
-                _ORIG_CALL = Module.__dict__["__call__"]
-            self._set(Primitive, "apply", classmethod(_apply_rec))
-            self._set(Module, "__call__", _call_rec)
-            global _ORIG_FUNCTION_APPLY
-            if _ORIG_FUNCTION_APPLY is None:
-                _ORIG_FUNCTION_APPLY = Function.__dict__["apply"].__func__
-            self._set(Function, "apply", classmethod(_function_apply_rec))
-            for f in list(_node._FAST_FUNCTIONS):
-                code = _TEMPLATES[f.__code__.co_freevars]
-                self._undo.append((f, "__code__", f.__code__))
-                f.__code__ = code
-            self._swap_functions()
-            self._set(Tensor, "size", _size_rec)
-            self._set(Tensor, "shape", property(_shape_rec))
-            for name, what in _LOUD.items():
-                orig = Tensor.__dict__[name]
-                self._set(Tensor, name, _loud(name, orig, f"Converting a tensor to {what}"
-                                                          + _TAIL))
-            self._set(Tensor, "__len__", _loud("__len__", Tensor.__dict__["__len__"], _LEN_MSG))
-            self._set(Tensor, "__iter__", _loud("__iter__", Tensor.__dict__["__iter__"],
-                                                _ITER_MSG))
-        except BaseException:
-            self._restore()
-            capture._lock.release()
-            raise
-        _active = self.trace
+        if current() is not None:
+            raise RuntimeError("jit.trace: another trace is running in this thread (nested); "
+                               "ember traces one function at a time per thread")
+        _modes.push(self.trace)
         return self.trace
 
     def __exit__(self, *exc):
-        global _active
-        _active = None
-        self._restore()
-        capture._lock.release()
-
-    def _set(self, obj, name, value):
-        self._undo.append((obj, name, obj.__dict__[name]))
-        setattr(obj, name, value)
-
-    def _restore(self):
-        for obj, name, old in reversed(self._undo):
-            setattr(obj, name, old)
-        self._undo = []
-
-    def _swap_functions(self):
-        """Replace the composite functions by recording wrappers wherever ember refers
-        to them (module globals and Tensor methods)."""
-        table = _composites()
-        wrappers = {id(fn): (fn, _composite(op, fn)) for op, fn in table.items()}
-        for modname, mod in list(sys.modules.items()):
-            if not (modname == "ember" or modname.startswith("ember.")) or \
-                    modname.startswith("ember.jit") or not isinstance(mod, types.ModuleType):
-                continue
-            d = mod.__dict__
-            for k, val in list(d.items()):
-                w = wrappers.get(id(val))
-                if w is not None and w[0] is val:
-                    self._set(mod, k, w[1])
-        from ember.ops import _inplace
-        for name, make in (("commit", _commit_rec), ("source_for", _source_for_rec)):
-            orig = getattr(_inplace, name)
-            w = make(orig)
-            for modname, mod in list(sys.modules.items()):
-                if modname.startswith("ember") and isinstance(mod, types.ModuleType) and \
-                        mod.__dict__.get(name) is orig:
-                    self._set(mod, name, w)
-        self._set(Tensor, "__setitem__", _setitem_rec(Tensor.__dict__["__setitem__"]))
-        for name in RANDOM_OPS:
-            if name.endswith("_"):
-                self._set(Tensor, name, _random_inplace(name, Tensor.__dict__[name]))
-        for k, val in list(Tensor.__dict__.items()):
-            w = wrappers.get(id(val))
-            if w is not None and w[0] is val:
-                self._set(Tensor, k, w[1])
-
-
-def _setitem_rec(orig):
-    """``x[key] = value`` while tracing: recorded as ``setitem`` (a new value: ``x``
-    with the region replaced), which ``x`` stands for from then on."""
-    def run(x, key, value):
-        y = x.clone()
-        orig(y, key, value)
-        return y
-
-    def setitem(self, key, value):
-        st = _state()
-        if st is None:
-            return orig(self, key, value)
-        out = st.call("setitem", run, run, (self, key, value), {})
-        st.depth += 1
-        try:
-            orig(self, key, value)
-        finally:
-            st.depth -= 1
-        st.inplace(self, out)
-    return setitem
-
-
-def _random_inplace(op, fn):
-    """A random in-place fill (``bernoulli_``...) while tracing: recorded as a node whose
-    replay fills a fresh copy (so replays draw new values, as PyTorch's trace does)."""
-    def functional(x, *args, **kwargs):
-        y = x.clone()
-        fn(y, *args, **kwargs)
-        return y
-    functional.__name__ = op
-
-    def method(self, *args, **kwargs):
-        st = _state()
-        if st is None or id(self) not in st.tmap:
-            return fn(self, *args, **kwargs)
-        pre = st.begin((self,) + args, kwargs)
-        st.depth += 1
-        try:
-            out = fn(self, *args, **kwargs)
-        finally:
-            st.depth -= 1
-        st.finish(op, functional, pre, out)
-        st.inplace(self, out)
-        return out
-    method.__name__ = op
-    method.__doc__ = fn.__doc__
-    return method
+        _modes.pop(self.trace)
+        return False
 
 
 RANDOM_OPS = ("bernoulli_", "uniform_", "normal_", "random_", "exponential_", "geometric_",
               "cauchy_", "log_normal_", "rand", "randn", "randint", "rand_like", "randn_like",
               "randint_like", "bernoulli", "normal", "multinomial", "poisson", "randperm")
-
-
-def _source_for_rec(orig):
-    """``_inplace.source_for`` while tracing: a private copy of the old values is the
-    same graph value as the tensor it copies."""
-    def source_for(t, copies_self, args=()):
-        src = orig(t, copies_self, args)
-        st = _state()
-        if st is not None and src is not t and id(t) in st.tmap:
-            st.tmap[id(src)] = (src, st.value_of(t))
-        return src
-    return source_for
-
-
-def _commit_rec(orig):
-    """``_inplace.commit`` while tracing: the write itself is not recorded (the value
-    was computed out of place by recorded ops); ``t`` now stands for that value."""
-    def commit(t, result):
-        st = _state()
-        if st is None:
-            return orig(t, result)
-        st.depth += 1
-        try:
-            out = orig(t, result)
-        finally:
-            st.depth -= 1
-        st.inplace(t, result)
-        return out
-    return commit
