@@ -11,8 +11,8 @@ import torch
 import ember
 import ember.jit as jit
 import ember.nn as nn
+from ember._graph.ir import Graph
 from ember.autograd import node as _node
-from ember.jit._ir import Graph
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from jit_trace_zoo import copy_weights, models  # noqa: E402

@@ -9,9 +9,9 @@ import warnings
 import numpy as np
 
 from ember import _tensor
-from ember.jit._capture import TracerWarning, is_tracing
-from ember.jit._ir import Ref
-from ember.jit._trace import _record
+from ember._graph.capture import TracerWarning, is_tracing
+from ember._graph.ir import Ref
+from ember._graph.record import record as _record
 
 Tensor = _tensor.Tensor
 
@@ -44,7 +44,7 @@ def busy():
 
 
 def _user_where():
-    from ember.jit._capture import _EMBER_DIR
+    from ember._graph.capture import _EMBER_DIR
     f = sys._getframe(2)
     while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
         f = f.f_back
@@ -52,7 +52,7 @@ def _user_where():
 
 
 def _trace_counts():
-    from ember.jit import _capture as jc
+    from ember._graph import capture as jc
     st = jc.current()
     return st, (len(st.graph.constants) if st is not None else 0)
 
@@ -220,7 +220,7 @@ def capture_graph(fn, args, module, others=()):
     cands += [(("tensor", t), t) for t in others]
     written = []
 
-    from ember.jit import _capture as jc
+    from ember._graph import capture as jc
 
     def run(*a):
         st = jc.current()

@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
+from ember._graph.ir import Ref
 from ember.jit import _builtins_trace  # noqa: F401  (rows the generated code needs)
-from ember.jit._ir import Ref
 
 __all__ = ["EMIT", "forward_source", "function_source", "Emitter"]
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ember.jit._ir import Ref
+from ember._graph.ir import Ref
 from ember.onnx._export import UnsupportedOnnxExport
 
 __all__ = ["EXPORTERS", "exports", "custom_symbolic"]

@@ -1,4 +1,4 @@
-"""Records ember op calls into an :class:`ember.jit._ir.Graph` while a trace runs.
+"""Records ember op calls into an :class:`ember._graph.ir.Graph` while a trace runs.
 
 Design: the capture is a mode on the mode stack
 -----------------------------------------------
@@ -52,9 +52,9 @@ import threading
 import warnings
 
 from ember import _tensor
+from ember._graph.ir import Graph, Node, Ref, arg_names
 from ember.autograd import _modes
 from ember.autograd import node as _node
-from ember.jit._ir import Graph, Node, Ref, arg_names
 
 Tensor = _tensor.Tensor
 Primitive = _node.Primitive
