@@ -77,7 +77,8 @@ def test_trace_of_vmap_with_in_dims_and_an_unbatched_argument():
 def test_trace_of_grad_inside_vmap_replays_on_new_values():
     # torch.jit.trace cannot trace this program; ember records the batched backward
     f, tf = _grad_in_vmap(ember), _grad_in_vmap(torch)
-    t = jit.trace(f, ember.tensor(_x(3, 4)))
+    with pytest.warns(jit.TracerWarning, match="backward pass"):
+        t = jit.trace(f, ember.tensor(_x(3, 4)))
     x = _x(3, 4)
     np.testing.assert_allclose(t(ember.tensor(x)).numpy(), tf(torch.tensor(x)).numpy(),
                                rtol=1e-5, atol=1e-6)
@@ -182,3 +183,41 @@ def test_capture_swaps_nothing_and_records_only_its_own_thread():
     assert seen == {"same": True, "other": int}
     assert [n.op for n in t.graph.nodes] == ["Mul"]
     assert not _modes.stack and _modes.active[0] == 0
+
+
+def test_trace_of_grad_replays_on_new_values_and_refuses_other_sizes():
+    # torch.jit.trace cannot trace torch.func.grad; ember records the backward's ops,
+    # whose saved sizes are the example's: another size raises instead of a wrong answer
+    def f(x):
+        return efunc.grad(lambda r: (r.sin() * r).sum())(x)
+
+    def tf(x):
+        return torch.func.grad(lambda r: (r.sin() * r).sum())(x)
+    with pytest.warns(jit.TracerWarning, match="backward pass") as rec:
+        t = jit.trace(f, ember.tensor(_x(3, 4)))
+    assert rec[0].filename == __file__
+    x = _x(3, 4)
+    np.testing.assert_allclose(t(ember.tensor(x)).numpy(), tf(torch.tensor(x)).numpy(),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError):
+        t(ember.tensor(_x(5, 4)))
+
+
+class _Jacfwd(ember.nn.Module):
+    def forward(self, x):
+        return efunc.jacfwd(lambda r: r.sin() * r)(x)
+
+
+def test_onnx_export_of_jacfwd_records_or_fails_naming_the_op_and_line():
+    buf = io.BytesIO()
+    try:
+        ember.onnx.export(_Jacfwd(), (ember.tensor(_x(4)),), buf, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "n"}})
+    except NotImplementedError as e:
+        assert "Sin" in str(e) and "forward-mode AD" in str(e) and __file__ in str(e)
+        return
+    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    x = _x(6)
+    (got,) = sess.run(None, {"x": x})
+    want = torch.func.jacfwd(lambda r: r.sin() * r)(torch.tensor(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

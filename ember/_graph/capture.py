@@ -40,7 +40,9 @@ visible modes (``python_value``).
 What cannot be recorded faithfully fails loudly, naming the op and the user's line:
 forward-mode AD computed beside the ops (``jvp``/``jacfwd`` while tangents are not a
 mode of their own) and ``vmap``'s per-sample fallback loop (its length is the example's
-batch size).
+batch size). A backward pass (``grad``/``backward`` inside the traced code) is recorded
+op by op with a TracerWarning: its formulas read the sizes saved in the forward as
+numbers, so the trace holds at the example's sizes.
 
 Only the thread that started the trace records: the capture passes other threads'
 calls on down unrecorded.
@@ -57,7 +59,6 @@ from ember.autograd import _modes
 from ember.autograd import node as _node
 
 Tensor = _tensor.Tensor
-Primitive = _node.Primitive
 
 __all__ = ["TracerWarning", "SymInt", "capture", "is_tracing", "current", "call_args"]
 
@@ -185,6 +186,7 @@ class _Trace(_modes.Mode):
         self.snapshot = snapshot
         self.snapshots = {}  # id(Value) -> array copy, for check_trace
         self.breaks = None  # a list: note what cannot be recorded instead of failing
+        self.warned_backward = False
 
     # ----- values -----------------------------------------------------------------------
     def register(self, t, v):
@@ -270,6 +272,15 @@ class _Trace(_modes.Mode):
             self.unfaithful(f"{_op_key(cls)} under forward-mode AD (jvp, jacfwd, hessian): its "
                         "tangent is computed beside the op, out of the capture's sight")
         return self.call(_op_key(cls), cls, cls.apply, args, params)
+
+    def node(self, node, grads, below):
+        """A backward step (``grad``/``backward`` inside the traced code): its ops are
+        recorded as they run, but the sizes its formula saved in the forward are plain
+        numbers, so say once, at the user's line, that the trace is tied to them."""
+        if not self._passes() and not self.warned_backward:
+            self.warned_backward = True
+            _warn(_BACKWARD_MSG, _user_frame(2))
+        return below()
 
     def composite(self, op, fn, args, kwargs, run=None):
         """A composite function (``view``, ``x[key]``, a factory...) called while this
@@ -567,6 +578,11 @@ _LEN_MSG = ("Using len to get tensor shape might cause the trace to be incorrect
 _ITER_MSG = ("Iterating over a tensor might cause the trace to be incorrect. Passing a tensor "
              "of different shape won't change the number of iterations executed (and might "
              "lead to errors or silently give incorrect results).")
+
+
+_BACKWARD_MSG = ("Recording a backward pass: the sizes its formulas saved in the forward "
+                 "are recorded as constants, so the trace might not generalize to inputs "
+                 "of other sizes!")
 
 
 def _warn(msg, frame):
