@@ -221,3 +221,24 @@ def test_onnx_export_of_jacfwd_records_or_fails_naming_the_op_and_line():
     (got,) = sess.run(None, {"x": x})
     want = torch.func.jacfwd(lambda r: r.sin() * r)(torch.tensor(x)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_only_jit_imports_jits_private_modules():
+    # the shared capture layer is ember._graph; jit's private modules are jit's own
+    import ast
+    import pathlib
+    root = pathlib.Path(ember.__file__).parent
+    bad = []
+    for p in root.rglob("*.py"):
+        rel = p.relative_to(root)
+        if rel.parts[0] == "jit":
+            continue
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            if any(n.startswith("ember.jit._") for n in names):
+                bad.append(f"{rel}:{node.lineno}")
+    assert not bad, bad
