@@ -242,3 +242,15 @@ def test_only_jit_imports_jits_private_modules():
             if any(n.startswith("ember.jit._") for n in names):
                 bad.append(f"{rel}:{node.lineno}")
     assert not bad, bad
+
+
+def test_export_of_vmap_with_a_dynamic_batch_runs_at_another_batch_size():
+    from ember.export import Dim, export
+
+    class M(ember.nn.Module):
+        def forward(self, x):
+            return _sin_sum(ember)(x)
+    ep = export(M(), (ember.tensor(_x(3, 4)),), dynamic_shapes={"x": {0: Dim("b")}})
+    x = _x(6, 4)
+    np.testing.assert_allclose(ep.module()(ember.tensor(x)).numpy(),
+                               _sin_sum(torch)(torch.tensor(x)).numpy(), rtol=1e-5, atol=1e-6)
