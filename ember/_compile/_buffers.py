@@ -148,7 +148,7 @@ INTO = {
 def _floating_same(node, positions):
     """Whether the node's arguments at ``positions`` are tensors of one floating dtype
     (and its other tensor arguments, a bias, of that dtype too)."""
-    from ember.jit._ir import Ref
+    from ember._graph.ir import Ref
     if positions == "binary":  # a Python number (not bool) may stand for one operand
         if len(node.args) != 2:
             return False

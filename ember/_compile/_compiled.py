@@ -16,9 +16,9 @@ import numpy as np
 from ember import _logging, _tensor
 from ember._compile import _optim, _plan
 from ember._compile._capture import Unsupported, busy, capture_graph, signature
+from ember._graph import ir as _ir
 from ember.autograd import engine as _engine
 from ember.autograd import grad_mode
-from ember.jit import _ir
 from ember.nn.modules.module import Module
 
 Tensor = _tensor.Tensor

@@ -207,7 +207,7 @@ _NUMPY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divid
 
 def _member(st):
     """(shape, dtype) of an elementwise step a chain may hold, or None."""
-    from ember.jit._ir import Ref
+    from ember._graph.ir import Ref
     if not st.prim or st.multi or st.nested or st.node.kwargs:
         return None
     op = _OPS.get(st.node.op)

@@ -21,10 +21,10 @@ import numpy as np
 
 from ember import _tensor
 from ember._compile import _buffers, _kernels
+from ember._graph.ir import Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
-from ember.jit._ir import Ref
 from ember.ops.unary import _relu_array
 
 Tensor = _tensor.Tensor

@@ -8,7 +8,7 @@ import math
 import warnings
 
 import ember
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import no_grad
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
@@ -655,6 +655,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     first renormalised in place, as PyTorch does. ``sparse=True`` gives the same gradient
     values as a dense tensor (ember's autograd has no sparse gradients).
     """
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
+        return m.composite_locals("embedding", embedding, locals())
     num = weight.shape[0]
     padding_idx = _padding_idx(padding_idx, num)
     _check_indices(input, num)

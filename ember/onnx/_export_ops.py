@@ -4,7 +4,7 @@ A primitive's ONNX spelling is its class's ``onnx`` attribute: a string is one O
 node of that type over the op's operands (:func:`one_node`), a callable is a converter
 ``f(g, node, *args, **kwargs)``. The converters here are attached to their classes with
 ``@exports(SomeOpClass)``. Calls the capture records above the primitives (``view``,
-``x[key]``, factories, sizes: ``ember.jit._op_names.RECORDED_CALLS``) have no class, so
+``x[key]``, factories, sizes: ``ember._graph.names.RECORDED_CALLS``) have no class, so
 their converters stay in :data:`EXPORTERS`, keyed by those names.
 
 ``args``/``kwargs`` are the recorded call's arguments (``Ref`` where a traced tensor or
@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from ember.jit._ir import Ref
-from ember.jit._op_names import RECORDED_CALLS, spelling
+from ember._graph.ir import Ref
+from ember._graph.names import RECORDED_CALLS, spelling
 from ember.onnx._export import UnsupportedOnnxExport
 from ember.ops import (
     attention,

@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
@@ -315,6 +315,8 @@ def gather_index(t, basic, adv):
 
 def getitem(self, idx):
     """``x[idx]`` with ints, slices, None, ``...``, int/bool tensors or lists, mixed."""
+    if _mode_active[0] and (m := _mode_recorder((self, idx))) is not None:
+        return m.composite("getitem", getitem, (self, idx), {})
     ti = type(idx)
     if ti is int:
         shape = self._data.shape
@@ -458,6 +460,8 @@ def _put(self, basic, adv, value, accumulate):
 
 def setitem(self, idx, value):
     """``x[idx] = value``: in place, and differentiable w.r.t. both ``x`` and ``value``."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.setitem(setitem, self, idx, value)
     if not isinstance(value, (Tensor, int, float, np.generic, np.ndarray)) and \
             not hasattr(value, "__cuda_array_interface__"):
         raise TypeError(f"can't assign a {type(value).__name__} to a {self.type()}")
