@@ -236,6 +236,7 @@ class Primitive(Node):
     save_output = False
     broadcasts = False
     n_outputs = 1
+    vjp = None  # an array-level vjp for the compile plan; None: it uses ``backward``
     differentiable_outputs = None  # None: all floating outputs are differentiable
 
     @property
