@@ -72,13 +72,15 @@ def grad_loop(cls):
     ``fused_vjp``) into ``out`` as one compiled loop, False (nothing written) where the
     arrays are not flat arrays of one shape and float dtype; None without numba or
     without ``fused_vjp``."""
+    if not available():
+        return None
     if cls in _grad_loops:
         return _grad_loops[cls]
     expr = getattr(cls, "fused_vjp", None)
-    numba = _numba().get("numba") if expr is not None else None
-    if numba is None:
+    if expr is None:
         _grad_loops[cls] = None
         return None
+    numba = _numba()["numba"]
     # a loop over whole (sliced) arrays from 0: indices known non-negative, so LLVM
     # drops the wraparound checks and vectorizes the loop
     src = ("def grad(g, y, out):\n"
