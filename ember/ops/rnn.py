@@ -507,14 +507,15 @@ class _Layer(Primitive):
         if self.cell in (_RNNCellMath, _ReLUCellMath) and len(bs) == 1 and c0 is None and \
                 w_hr is None and bs[0] == h0.shape[0]:
             return self._cell_vjp(grads, x, w_ih, w_hh, needs)
-        gy, ghn, gcn = (list(np.zeros_like(y) if g is None else g
+        xp = array_module(x)
+        gy, ghn, gcn = (list(xp.zeros_like(y) if g is None else g
                              for g, y in zip(grads, outputs)) + [None])[:3]
         if self.fast is not None:
-            grads = self.fast[1](np, gy, ghn, gcn, self._acts, x, w_ih, w_hh, w_hr, bs,
+            grads = self.fast[1](xp, gy, ghn, gcn, self._acts, x, w_ih, w_hh, w_hr, bs,
                                  self.reverse, needs)
         else:
-            grads = _layer_backward(_NP_MATH, self.cell, gy, ghn, gcn, self._acts, x, w_ih,
-                                    w_hh, w_hr, bs, self.reverse, needs)
+            grads = _layer_backward(_array_math(x), self.cell, gy, ghn, gcn, self._acts, x,
+                                    w_ih, w_hh, w_hr, bs, self.reverse, needs)
         return list(grads)
 
     def _cell_vjp(self, grads, x, w_ih, w_hh, needs):
