@@ -217,17 +217,18 @@ def assign(plan, record):
 
 # ----- backward: the op's own vjp writing its gradient temporaries into buffers -------------
 def bvjp_for(st, arena):
-    """``run(state, args, ys, gouts)`` for a plan step: its vjp (``st.vjp``) given the
+    """``run(state, args, ys, gouts)`` for a plan step: its op's vjp given the
     buffers of its site in ``arena`` (each op puts its activation-sized results there,
     the parameter-sized ones, the ``.grad`` the user keeps, stay fresh), or None (the
     plain ``st.vjp`` runs). An op whose class declares a one-element gradient
     (``fused_vjp``), or an ``activation`` that does, runs that as one compiled loop
     (:mod:`ember._compile._fused`) where the arrays allow."""
-    from ember._compile import _fused
+    from ember._compile import _fused, _kernels
     if not st.prim or st.multi or st.node.target.vjp is None or \
             not _floating_same(st.node):
         return None
-    vjp, out = st.vjp, arena.site(("g", st.index))
+    out = arena.site(("g", st.index))
+    vjp = _kernels.vjp_for(st.node, True, st.needs, out)
     cls = st.node.target
     loop = _fused.grad_loop(cls)
     if loop is not None:
@@ -236,7 +237,7 @@ def bvjp_for(st, arena):
             o = out(0, g.shape, g.dtype)
             if loop(g, ys[0], o):
                 return [o]
-            return vjp(state, args, ys, gouts, out)
+            return vjp(state, args, ys, gouts)
         return run
     act = getattr(cls, "activation", None)
     loop = None if act is None else _fused.grad_loop(act)
@@ -250,9 +251,9 @@ def bvjp_for(st, arena):
             g = gouts[0]
             o = out("act", g.shape, g.dtype)
             if not loop(g, ys[0], o):
-                return vjp(state, args, ys, gouts, out)
+                return vjp(state, args, ys, gouts)
             if state:
                 op.__dict__ = state
             return base(op, (o,), args, ys, out)
         return run
-    return lambda state, args, ys, gouts: vjp(state, args, ys, gouts, out)
+    return vjp

@@ -9,12 +9,13 @@ A primitive whose ``vjp`` is None, and every primitive on complex tensors (whose
 gradients are conjugated), runs its own Tensor-level ``backward`` once under
 ``no_grad`` on Tensors wrapping the arrays: the first-order formulas eager ember runs.
 
-What :func:`vjp_for` returns is ``run(state, args, ys, gouts, out=None)``: ``state``
-what the op's forward left on its op object (a dict), ``args`` the positional
-arguments forward received (arrays in place of tensors), ``ys`` its outputs,
-``gouts`` one gradient array (or None) per output, ``out`` None or the buffers
-``out(key, shape, dtype)`` of the plan's arena; the result has one gradient array (or
-None) per argument, before broadcast reduction (the plan does it).
+What :func:`vjp_for` returns is ``run(state, args, ys, gouts)``: ``state`` what the
+op's forward left on its op object (a dict), ``args`` the positional arguments
+forward received (arrays in place of tensors), ``ys`` its outputs, ``gouts`` one
+gradient array (or None) per output; the result has one gradient array (or None) per
+argument, before broadcast reduction (the plan does it). Given ``out`` (the buffers
+``out(key, shape, dtype)`` of the plan's arena), the op writes its gradient
+temporaries there.
 """
 import numpy as np
 
@@ -31,7 +32,7 @@ def _backward(cls, edges):
     a backward may change its own state)."""
     si, so = cls.save_inputs, cls.save_output
 
-    def run(state, args, ys, gouts, out=None):
+    def run(state, args, ys, gouts):
         op = object.__new__(cls)
         if state:
             op.__dict__.update(state)
@@ -50,21 +51,21 @@ def _backward(cls, edges):
     return run
 
 
-def _declared(cls, edges):
+def _declared(cls, edges, out):
     """``run`` from the class's array ``vjp``, on one op object kept for the step (the
     state of each call is put on it before the call; a vjp only reads its state)."""
     vjp = cls.vjp
     op = object.__new__(cls)
     op._edges = edges
 
-    def run(state, args, ys, gouts, out=None):
+    def run(state, args, ys, gouts):
         if state:
             op.__dict__ = state
         return vjp(op, gouts, args, ys, out)
     return run
 
 
-def vjp_for(node, prim, needs):
+def vjp_for(node, prim, needs, out=None):
     """``run`` for ``node`` (see the module docstring), or None when its op has no
     array gradient (a call above the primitives without ``vjp``). ``needs``: whether
     each positional argument wants a gradient."""
@@ -72,10 +73,10 @@ def vjp_for(node, prim, needs):
         vjp = getattr(node.target, "vjp", None)
         if vjp is None:
             return None
-        return lambda state, args, ys, gouts, out=None: vjp(gouts, args, ys, out)
+        return lambda state, args, ys, gouts: vjp(gouts, args, ys, out)
     cls = node.target
     edges = tuple(1 if n else None for n in needs)
     if cls.vjp is None or any(v.dtype is not None and getattr(v.dtype, "is_complex", False)
                               for v in node.inputs):
         return _backward(cls, edges)
-    return _declared(cls, edges)
+    return _declared(cls, edges, out)
