@@ -211,6 +211,7 @@ def assign(plan, record):
         colors[s] = c
         if st.group is None and not st.skip:
             st.color = c
+            st.buffer = plan.arena.site(c)
     plan.groups = groups
     return len(colours)
 

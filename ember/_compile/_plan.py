@@ -78,7 +78,7 @@ class _Step:
 
     __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
-                 "bvjp", "group", "skip")
+                 "bvjp", "group", "skip", "buffer")
 
     def __init__(self, node, slots):
         self.node = node
@@ -107,6 +107,7 @@ class _Step:
         self.inplace = None  # an array function writing into its input (see _fuse)
         self.into = None     # a forward writing into a buffer, and the buffer's colour
         self.color = None    # (see _buffers.assign)
+        self.buffer = None   # the colour's ``out`` for ``into``
         self.bvjp = None     # the vjp writing its gradients into buffers (_buffers)
         self.group = None    # the fused chain this step ends, and whether it is a chain
         self.skip = False    # member the chain computes (see _fused.groups)
@@ -130,7 +131,7 @@ class _Step:
             env[self.outs[0]] = self.inplace(args[0])
             return args, None
         if arena is not None and self.color is not None:
-            env[self.outs[0]] = self.into(*args, out=arena.site(self.color))
+            env[self.outs[0]] = self.into(*args, out=self.buffer)
             return args, None
         if self.prim:
             op = self.op
