@@ -224,12 +224,12 @@ def bvjp_for(st, arena):
     plain ``st.vjp`` runs). An op whose class declares a one-element gradient
     (``fused_vjp``), or an ``activation`` that does, runs that as one compiled loop
     (:mod:`ember._compile._fused`) where the arrays allow."""
-    from ember._compile import _fused, _kernels
+    from ember._compile import _fused, _rules
     if not st.prim or st.multi or st.node.target.vjp is None or \
             not _floating_same(st.node):
         return None
     out = arena.site(("g", st.index))
-    vjp = _kernels.vjp_for(st.node, True, st.needs, out)
+    vjp = _rules.vjp_for(st.node, True, st.needs, out)
     cls = st.node.target
     loop = _fused.grad_loop(cls)
     if loop is not None:

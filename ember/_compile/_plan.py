@@ -8,7 +8,7 @@ When a gradient is wanted, each step on the gradient path keeps its inputs, outp
 and the state its forward left (the arrays its backward reads: a softmax, an LSTM's
 gate activations...) on a tape. The backward pass walks the steps in reverse, calling
 the vector-Jacobian product its op's class declares (found by
-:mod:`ember._compile._kernels`; the plan states no derivative of its own), sums
+:mod:`ember._compile._rules`; the plan states no derivative of its own), sums
 gradients that meet, and reduces broadcast gradients to their input's shape. The
 whole plan appears to autograd as one node (``CompiledFunctionBackward``) whose edges
 are the graph's inputs and parameters that require grad.
@@ -21,7 +21,7 @@ with :meth:`Graph.run`, as eager ember would run it.
 import numpy as np
 
 from ember import _tensor
-from ember._compile import _buffers, _kernels
+from ember._compile import _buffers, _rules
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
@@ -216,7 +216,7 @@ class Plan:
             st.needs = [False] * len(st.args)
             for i2, s in st.refs:
                 st.needs[i2] = rg[s]
-            st.vjp = _kernels.vjp_for(st.node, st.prim, st.needs)
+            st.vjp = _rules.vjp_for(st.node, st.prim, st.needs)
             if st.vjp is None:
                 raise Unplannable(f"{st.node.op} has no array gradient kernel")
         self.rg = rg
