@@ -97,12 +97,12 @@ def adam(p, g, m, v, beta1, beta2, eps, step_size, bc2):
     kernel = _numba_kernels()["adam"]
     if kernel is None:
         return False
-    flats = [_flat(a) for a in (p, g, m, v)]
-    if any(f is None for f in flats):
+    pf, gf, mf, vf = _flat(p), _flat(g), _flat(m), _flat(v)
+    if pf is None or gf is None or mf is None or vf is None:
         return False
     f32 = np.float32
     w1 = 1 - beta1
     low = w1 < 0.5
-    kernel(*flats, f32(w1 if low else 1 - w1), low, f32(beta2), f32(1 - beta2), f32(bc2),
-           f32(eps), f32(step_size))
+    kernel(pf, gf, mf, vf, f32(w1 if low else 1 - w1), low, f32(beta2), f32(1 - beta2),
+           f32(bc2), f32(eps), f32(step_size))
     return True

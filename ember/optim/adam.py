@@ -96,7 +96,8 @@ class Adam(Optimizer):
         (``_one_pass``): the same values in one pass over memory, where it covers the
         case (no amsgrad)."""
         lr = _value(group["lr"])
-        beta1, beta2 = (_value(b) for b in group["betas"])
+        beta1, beta2 = group["betas"]
+        beta1, beta2 = _value(beta1), _value(beta2)
         eps, amsgrad = group["eps"], group["amsgrad"]
         step = state["step"]._data.item()
         step_size = lr / (1 - beta1 ** step)
