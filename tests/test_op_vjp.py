@@ -282,6 +282,7 @@ def test_composite_vjp_matches_autograd(name, dt):
     ref = ember.autograd.grad([y], [args[i] for i in wrt], [ember.tensor(g)], allow_unused=True)
     arrays = [a.detach().numpy() if isinstance(a, ember.Tensor) else a for a in args]
     got = fn.vjp([g], arrays, (y.detach().numpy(),))
+    assert len(got) == len(args)
     for i, r in zip(wrt, ref):
         if r is None:  # the shape operand of reshape_as: no gradient
             assert got[i] is None
