@@ -247,6 +247,7 @@ class Primitive(Node):
     broadcasts = False
     n_outputs = 1
     batch = None  # the vmap rule, a function (cls, level, args, params): ops/_batch.py
+    vjp = None  # an array-level vjp for the compile plan; None: it uses ``backward``
     differentiable_outputs = None  # None: all floating outputs are differentiable
     onnx = None          # export spellings: see the docstring
     torchscript = None

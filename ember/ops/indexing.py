@@ -688,3 +688,25 @@ Tensor.put_ = put_
 Tensor.take = take
 Tensor.nonzero = nonzero
 Tensor.argwhere = argwhere
+
+
+def _is_basic(key):
+    key = key if type(key) is tuple else (key,)
+    return all(k is None or k is Ellipsis or type(k) in (int, slice) or isinstance(k, int)
+               for k in key)
+
+
+def _getitem_vjp(grads, inputs, outputs, out=None):
+    """``getitem``'s array gradient (``Primitive.vjp``'s form without ``self``, for the
+    compile plan, which records the call): zeros with the gradient put (or, for an
+    advanced index, added) at the indexed places."""
+    x, key = inputs[0], inputs[1]
+    gx = np.zeros(x.shape, x.dtype)
+    if _is_basic(key):
+        gx[key] = grads[0]
+    else:
+        np.add.at(gx, key, grads[0])
+    return [gx, None]
+
+
+getitem.vjp = _getitem_vjp

@@ -89,6 +89,10 @@ class View(ViewPrimitive):
     def backward(self, gy):
         return gy.reshape(self.in_shape), None
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``)."""
+        return [grads[0].reshape(self.in_shape), None]
+
 
 class ReshapeCopy(Primitive):
     _node_name = "ViewBackward0"
@@ -214,6 +218,10 @@ class Permute(ViewPrimitive):
             inv[d] = i
         return gy.permute(inv), None
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``)."""
+        return [grads[0].transpose(np.argsort(self.dims)), None]
+
 
 def permute(input, *dims):
     """Reorder the dims (a view)."""
@@ -238,6 +246,10 @@ class Transpose(ViewPrimitive):
 
     def backward(self, gy):
         return gy.transpose(*self.dims), None, None
+
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``)."""
+        return [grads[0].swapaxes(*self.dims), None, None]
 
 
 def transpose(input, dim0, dim1):
@@ -871,3 +883,19 @@ def _retarget(self, new):
 
 
 _bind()
+
+
+# ----- array gradients of the composites a graph capture records as calls ---------------
+# (``Primitive.vjp``'s form without ``self``: the compile plan finds them on the
+# function it recorded; gradients before broadcast reduction)
+def _reshape_vjp(grads, inputs, outputs, out=None):
+    return [grads[0].reshape(inputs[0].shape)] + [None] * (len(inputs) - 1)
+
+
+def _expand_vjp(grads, inputs, outputs, out=None):
+    return [grads[0]] + [None] * (len(inputs) - 1)
+
+
+for _f in (view, reshape, flatten, unflatten, view_as, reshape_as):
+    _f.vjp = _reshape_vjp
+expand.vjp = expand_as.vjp = _expand_vjp
