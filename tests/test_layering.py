@@ -1,0 +1,296 @@
+"""The layering of ember's modules is a fact, not a convention.
+
+The module-level import graph of ``ember/`` is built from the source with ``ast``:
+only imports that run when a module is imported count (the module's top level,
+including inside top-level ``try``/``if``/``with`` blocks), not imports inside
+functions or class bodies' methods. The graph must have no cycle, and no module
+below the package root may import the root ``ember`` at module level.
+"""
+import ast
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PKG = ROOT / "ember"
+
+# the root package itself and ``python -m ember`` may import the root
+ROOT_IMPORTERS_ALLOWED = {"ember", "ember.__main__"}
+
+
+# modules still importing the root, being rewritten; this list only shrinks
+_PENDING_ROOT_IMPORTERS = {
+    "ember._nn_kernels",
+    "ember._runtime_api",
+    "ember._sparse_extras",
+    "ember._tensor_extras",
+    "ember.distributions.categorical",
+    "ember.distributions.circular",
+    "ember.distributions.constraints",
+    "ember.distributions.continuous",
+    "ember.distributions.discrete",
+    "ember.distributions.distribution",
+    "ember.distributions.gamma",
+    "ember.distributions.kl",
+    "ember.distributions.lkj",
+    "ember.distributions.multivariate_normal",
+    "ember.distributions.relaxed",
+    "ember.distributions.transformed",
+    "ember.distributions.transforms",
+    "ember.distributions.transforms_structured",
+    "ember.distributions.utils",
+    "ember.distributions.wishart",
+    "ember.distributions.wrappers",
+    "ember.examples.mnist",
+    "ember.func._batching",
+    "ember.func._eager",
+    "ember.func._function_rules",
+    "ember.func._module",
+    "ember.func._vmap",
+    "ember.jit._builtins",
+    "ember.masked",
+    "ember.nn._functional_losses",
+    "ember.nn.functional",
+    "ember.nn.functional_attention",
+    "ember.nn.init",
+    "ember.nn.modules.activation",
+    "ember.nn.modules.adaptive",
+    "ember.nn.modules.attention",
+    "ember.nn.modules.conv",
+    "ember.nn.modules.legacy",
+    "ember.nn.modules.linear",
+    "ember.nn.modules.normalization",
+    "ember.nn.modules.rnn",
+    "ember.nn.modules.sparse",
+    "ember.nn.modules.sync_batchnorm",
+    "ember.nn.modules.transformer",
+    "ember.nn.utils.clip_grad",
+    "ember.nn.utils.convert_parameters",
+    "ember.nn.utils.fusion",
+    "ember.nn.utils.parametrizations",
+    "ember.nn.utils.prune",
+    "ember.nn.utils.rnn",
+    "ember.nn.utils.spectral_norm",
+    "ember.onnx._import",
+    "ember.onnx._import_attention",
+    "ember.onnx._import_misc",
+    "ember.onnx._import_nn",
+    "ember.onnx._import_ops",
+    "ember.onnx._import_resize",
+    "ember.onnx._import_shape",
+    "ember.onnx._import_signal",
+    "ember.ops.extras",
+    "ember.ops.grid_sample",
+    "ember.testing._comparison",
+    "ember.testing._creation",
+    "ember.transforms",
+    "ember.utils.checkpoint",
+}
+# the cycles those imports make (largest: 80 modules) plus two small ones
+_PENDING_CYCLE_SIZES = [80, 2, 2]
+
+
+def _module_name(path):
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules():
+    """Every module under ember/: dotted name -> (path, is_package)."""
+    mods = {}
+    for path in sorted(PKG.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        mods[_module_name(path)] = (path, path.name == "__init__.py")
+    return mods
+
+
+def _toplevel_imports(tree):
+    """Import statements executed at import time: the module body, descending into
+    compound statements (if/try/with/for/while) but not into functions or classes."""
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        else:
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(node, field, None) or [])
+            if isinstance(node, ast.ExceptHandler):
+                stack.extend(node.body)
+            if hasattr(ast, "Match") and isinstance(node, ast.Match):
+                for case in node.cases:
+                    stack.extend(case.body)
+
+
+def _resolve_relative(name, is_package, node):
+    base = name.split(".") if is_package else name.split(".")[:-1]
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_graph():
+    """Module -> set of ember modules it imports at import time."""
+    mods = _modules()
+    graph = {}
+    for name, (path, is_package) in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        edges = set()
+        for node in _toplevel_imports(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    target = alias.name
+                    if target != "ember" and not target.startswith("ember."):
+                        continue
+                    # `import ember.a.b` binds the root name `ember` but what runs is the
+                    # import of ember.a.b (with its parents); the edge goes to the deepest
+                    # module named. `import ember` alone is an edge to the root.
+                    while target not in mods and "." in target:
+                        target = target.rsplit(".", 1)[0]
+                    edges.add(target)
+                continue
+            module = (
+                _resolve_relative(name, is_package, node) if node.level else node.module
+            )
+            if module is None or (module != "ember" and not module.startswith("ember.")):
+                continue
+            for alias in node.names:
+                sub = module + "." + alias.name
+                if alias.name != "*" and sub in mods:
+                    edges.add(sub)
+                else:
+                    target = module
+                    while target not in mods and "." in target:
+                        target = target.rsplit(".", 1)[0]
+                    edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def strongly_connected(graph):
+    """Tarjan's algorithm, iterative: the strongly connected components."""
+    index = {}
+    low = {}
+    on_stack = set()
+    stack = []
+    comps = []
+    counter = [0]
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            advanced = False
+            for w in it:
+                if w not in graph:
+                    continue
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                comps.append(sorted(comp))
+    return comps
+
+
+def import_cycles(graph=None):
+    """The import cycles: components of more than one module, and self-imports."""
+    graph = import_graph() if graph is None else graph
+    cycles = [c for c in strongly_connected(graph) if len(c) > 1]
+    cycles += [[m] for m, edges in graph.items() if m in edges]
+    return sorted(cycles, key=len, reverse=True)
+
+
+def _describe(graph, comp):
+    inside = set(comp)
+    lines = [f"cycle of {len(comp)} modules:"]
+    for m in comp:
+        lines.append(f"  {m} -> {', '.join(sorted(graph[m] & inside))}")
+    return "\n".join(lines)
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    cycles = import_cycles(graph)
+    if [len(c) for c in cycles] == _PENDING_CYCLE_SIZES:
+        return
+    assert not cycles, "module-level import cycles in ember/:\n" + "\n".join(
+        _describe(graph, c) for c in cycles
+    )
+
+
+def test_no_submodule_imports_the_package_root():
+    graph = import_graph()
+    offenders = sorted(
+        m for m, edges in graph.items()
+        if "ember" in edges and m not in ROOT_IMPORTERS_ALLOWED
+        and m not in _PENDING_ROOT_IMPORTERS
+    )
+    assert not offenders, (
+        "these modules import the package root `ember` at module level; import the "
+        "submodule that defines the name, or import inside the function that needs it:\n  "
+        + "\n  ".join(offenders)
+    )
+
+
+def test_the_graph_is_real():
+    # the checker must see the edges it is meant to see: a known import of the tensor
+    # module, and a planted cycle is found
+    graph = import_graph()
+    assert "ember._tensor" in graph["ember"]
+    assert len(graph) > 100
+    planted = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"d"}, "e": {"a"}}
+    assert import_cycles(planted) == [["a", "b", "c"], ["d"]]
+
+
+def test_toplevel_only():
+    tree = ast.parse(
+        "import ember.x\n"
+        "try:\n    from ember import y\nexcept ImportError:\n    pass\n"
+        "if True:\n    import ember.z\n"
+        "def f():\n    import ember.w\n"
+        "class C:\n    def m(self):\n        import ember.v\n"
+    )
+    names = sorted(
+        a.name if isinstance(n, ast.Import) else n.module + "." + a.name
+        for n in _toplevel_imports(tree) for a in n.names
+    )
+    assert names == ["ember.x", "ember.y", "ember.z"]
+
+
+if __name__ == "__main__":
+    g = import_graph()
+    cyc = import_cycles(g)
+    print("largest cycle:", len(cyc[0]) if cyc else 0)
+    for c in cyc:
+        print(_describe(g, c) if "-v" in sys.argv else f"{len(c)}: {c[:6]}...")
+    print("root importers:", sorted(m for m, e in g.items() if "ember" in e
+                                    and m not in ROOT_IMPORTERS_ALLOWED))
