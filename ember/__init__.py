@@ -17,6 +17,7 @@ from ember import ops
 from ember.ops import *
 from ember._factory import *
 from ember._random import *
+from ember._random_ops import *  # rand, randn, normal ... and the Tensor methods
 from ember.autograd.grad_mode import (
     enable_grad,
     inference_mode,

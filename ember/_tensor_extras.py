@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-import ember
+from ember import _core as ember
 from ember._tensor import Tensor, _make
 from ember.nn import functional as _F
 from ember.ops import extras as _ex

@@ -15,7 +15,7 @@ convolution with the batch folded into the groups.
 """
 import string
 
-import ember
+from ember import _core as ember
 from ember._tensor import Tensor
 from ember.func._batched import NoRule, level, unwrap, wrap
 

@@ -7,7 +7,7 @@ argument names, defaults, dtypes and errors. Losses live in
 import math
 import warnings
 
-import ember
+from ember import _core as ember
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
 from ember.ops import nn_fused as _fused

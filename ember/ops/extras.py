@@ -10,9 +10,18 @@ import math
 
 import numpy as np
 
-import ember
+from ember import linalg
+from ember._factory import empty, ones, ones_like, tensor, zeros
 from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import no_grad
+from ember.backend.dtypes import get_default_dtype, promote_types
 from ember.ops._util import not_implemented_for, with_out
+from ember.ops.diagonals import diag
+from ember.ops.elementwise import where
+from ember.ops.gather_scatter import take_along_dim
+from ember.ops.join import cat, meshgrid, stack
+from ember.ops.power import pow as _pow
+from ember.ops.scan import diff
 
 __all__ = ["bincount", "histc", "bucketize", "searchsorted", "isin", "unravel_index", "cov",
            "corrcoef", "cartesian_prod", "combinations", "block_diag", "diagflat",
@@ -100,7 +109,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
         right = side == "right"
     seq = sorted_sequence
     if sorter is not None:
-        seq = ember.take_along_dim(sorted_sequence, sorter, dim=-1)
+        seq = take_along_dim(sorted_sequence, sorter, dim=-1)
     scalar = not isinstance(input, Tensor)
     values = np.asarray(input) if scalar else input
     res = _make(np.asarray(_search(seq, values, right),
@@ -122,7 +131,7 @@ def unravel_index(indices, shape):
     idx = _arr(indices)
     if idx.dtype.kind not in "iu":
         raise TypeError("expected 'indices' to be integer dtype, but got "
-                        f"{ember.tensor(idx).dtype}")
+                        f"{tensor(idx).dtype}")
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if any(s < 0 for s in shape):
         raise ValueError("'shape' cannot have negative values, but got "
@@ -138,7 +147,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     """Covariance of the variables in the rows of ``input`` (observations in columns)."""
     x = input if input.ndim == 2 else input.reshape(1, -1)
     if not x.is_floating_point():
-        x = x.to(ember.get_default_dtype())
+        x = x.to(get_default_dtype())
     n = x.shape[1]
     # the weights keep their own dtype, as in PyTorch (float32 weights give a float32
     # normalization factor even for float64 data)
@@ -184,8 +193,8 @@ def cartesian_prod(*tensors):
     """All tuples with one element from each 1-D tensor, as rows."""
     if len(tensors) == 1:
         return tensors[0]
-    grids = ember.meshgrid(*tensors, indexing="ij")
-    return ember.stack([g.reshape(-1) for g in grids], dim=1)
+    grids = meshgrid(*tensors, indexing="ij")
+    return stack([g.reshape(-1) for g in grids], dim=1)
 
 
 def combinations(input, r=2, with_replacement=False):
@@ -195,7 +204,7 @@ def combinations(input, r=2, with_replacement=False):
     if r < 0:
         raise RuntimeError(f"Expect a non-negative number, but got {r}")
     if r == 0:
-        return ember.empty(0, dtype=input.dtype)
+        return empty(0, dtype=input.dtype)
     n = input.shape[0]
     gen = itertools.combinations_with_replacement if with_replacement else \
         itertools.combinations
@@ -214,23 +223,23 @@ def block_diag(*tensors):
                                f"dimensions. Input {i} has {t.ndim} dimensions")
         mats.append(t.reshape(1, -1) if t.ndim < 2 else t)
     if not mats:
-        return ember.empty(1, 0)
+        return empty(1, 0)
     dtype = mats[0].dtype
     for m in mats[1:]:
-        dtype = ember.promote_types(dtype, m.dtype)
+        dtype = promote_types(dtype, m.dtype)
     cols = sum(m.shape[1] for m in mats)
     parts, c0 = [], 0
     for m in mats:
-        left = ember.zeros(m.shape[0], c0, dtype=dtype)
-        right = ember.zeros(m.shape[0], cols - c0 - m.shape[1], dtype=dtype)
-        parts.append(ember.cat([left, m.to(dtype), right], dim=1))
+        left = zeros(m.shape[0], c0, dtype=dtype)
+        right = zeros(m.shape[0], cols - c0 - m.shape[1], dtype=dtype)
+        parts.append(cat([left, m.to(dtype), right], dim=1))
         c0 += m.shape[1]
-    return ember.cat(parts, dim=0)
+    return cat(parts, dim=0)
 
 
 def diagflat(input, offset=0):
     """A 2-D tensor with the flattened input on diagonal ``offset``."""
-    return ember.diag(input.reshape(-1), offset)
+    return diag(input.reshape(-1), offset)
 
 
 def _trap_dx(y, x, dx, dim):
@@ -239,15 +248,15 @@ def _trap_dx(y, x, dx, dim):
     if x.ndim == 1:
         shape = [1] * y.ndim
         shape[dim] = -1
-        return ember.diff(x).reshape(shape)
-    return ember.diff(x, dim=dim)
+        return diff(x).reshape(shape)
+    return diff(x, dim=dim)
 
 
 def trapezoid(y, x=None, *, dx=None, dim=-1):
     """The trapezoidal rule along ``dim`` (spacing ``dx``, default 1, or samples ``x``)."""
     dim = dim % y.ndim if y.ndim else 0
     if y.shape[dim] == 0:
-        return ember.zeros(y.shape[:dim] + y.shape[dim + 1:], dtype=y.dtype)
+        return zeros(y.shape[:dim] + y.shape[dim + 1:], dtype=y.dtype)
     left = y.narrow(dim, 0, y.shape[dim] - 1)
     right = y.narrow(dim, 1, y.shape[dim] - 1)
     d = _trap_dx(y, x, 1 if dx is None else dx, dim)
@@ -273,7 +282,7 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
 
 def dist(input, other, p=2):
     """The ``p``-norm of ``input - other``."""
-    return ember.linalg.vector_norm(input - other, p)
+    return linalg.vector_norm(input - other, p)
 
 
 def renorm(input, p, dim, maxnorm):
@@ -281,13 +290,13 @@ def renorm(input, p, dim, maxnorm):
     if p <= 0:
         raise RuntimeError("renorm: non-positive-norm not supported")
     dims = [d for d in range(input.ndim) if d != dim % input.ndim]
-    with ember.no_grad():
-        over = ember.linalg.vector_norm(input, p, dims, keepdim=True) > maxnorm
+    with no_grad():
+        over = linalg.vector_norm(input, p, dims, keepdim=True) > maxnorm
     # only the slices that are rescaled differentiate through their norm: the others
     # (a NaN norm among them) pass the gradient through unchanged, as torch's do
-    kept = ember.where(over, input, input.new_zeros(()))
-    norms = ember.linalg.vector_norm(kept, p, dims, keepdim=True)
-    factor = ember.where(over, maxnorm / (norms + 1e-7), ember.ones_like(norms))
+    kept = where(over, input, input.new_zeros(()))
+    norms = linalg.vector_norm(kept, p, dims, keepdim=True)
+    factor = where(over, maxnorm / (norms + 1e-7), ones_like(norms))
     return input * factor
 
 
@@ -296,9 +305,9 @@ def heaviside(input, values):
     if input.dtype != values.dtype:
         raise RuntimeError("heaviside is not yet implemented for tensors with different "
                            "dtypes")
-    zero = ember.zeros((), dtype=input.dtype)
-    one = ember.ones((), dtype=input.dtype)
-    return ember.where(input == 0, values, ember.where(input > 0, one, zero))
+    zero = zeros((), dtype=input.dtype)
+    one = ones((), dtype=input.dtype)
+    return where(input == 0, values, where(input > 0, one, zero))
 
 
 def gcd(input, other):
@@ -313,8 +322,8 @@ def lcm(input, other):
 
 def ldexp(input, other):
     """``input * 2 ** other``."""
-    x = input if input.is_floating_point() else input.to(ember.get_default_dtype())
-    return x * ember.pow(2.0, other).to(x.dtype)
+    x = input if input.is_floating_point() else input.to(get_default_dtype())
+    return x * _pow(2.0, other).to(x.dtype)
 
 
 def frexp(input):
@@ -339,10 +348,11 @@ def nextafter(input, other):
 
 def _copy_variant(view_name, doc_name=None):
     def fn(*args, out=None, **kwargs):
+        from ember import _core  # the op namespace, complete once ember is imported
         if view_name == "alias":
             res = args[0]
-        elif hasattr(ember, view_name):
-            res = getattr(ember, view_name)(*args, **kwargs)
+        elif hasattr(_core, view_name):
+            res = getattr(_core, view_name)(*args, **kwargs)
         else:  # a view that PyTorch has only as a method (expand, view, unfold ...)
             res = getattr(args[0], view_name)(*args[1:], **kwargs)
         res = tuple(r.clone() for r in res) if isinstance(res, (tuple, list)) else res.clone()

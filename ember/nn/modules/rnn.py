@@ -8,7 +8,7 @@ import math
 import numbers
 import warnings
 
-import ember
+from ember import _core as ember
 from ember import _nn_kernels as _cells
 from ember.nn import functional as F
 from ember.nn import init
