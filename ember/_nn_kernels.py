@@ -8,7 +8,7 @@ Each is a thin adapter over ``ember.nn.functional`` or the recurrent layers of
 """
 from ember import _core as ember
 from ember.nn import functional as F
-from ember.nn._functional_extras import conv_tbc  # noqa: F401  (torch.conv_tbc)
+from ember.nn._functional_aten import conv_tbc  # noqa: F401  (torch.conv_tbc)
 from ember.ops.rnn import LAYERS
 
 __all__ = [

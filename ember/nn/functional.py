@@ -871,7 +871,7 @@ def channel_shuffle(input, groups):
 __all__ += ["channel_shuffle"]
 
 
-from ember.nn._functional_extras import *  # noqa: E402,F401,F403  (constants, ATen aliases)
+from ember.nn._functional_aten import *  # noqa: E402,F401,F403  (constants, ATen aliases)
 from ember.nn._node_names import install as _install_node_names  # noqa: E402
 
 _install_node_names(globals())  # PyTorch's node names for the composite functions

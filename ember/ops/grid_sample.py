@@ -20,7 +20,8 @@ from ember.ops.shape import Size
 from ember.ops.unary import floor
 from ember.ops.unary import round as _round
 
-__all__ = ["affine_grid", "grid_sample"]
+__all__ = ["affine_grid", "grid_sample", "grid_sampler", "grid_sampler_2d",
+           "grid_sampler_3d"]
 
 _ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to "
                   "align_corners=False since 1.3.0. Please specify align_corners=True if the "
@@ -221,3 +222,34 @@ def _bicubic(reader, coords, padding_mode, align_corners):
     return out
 
 
+# ATen's integer-coded entry points over grid_sample (ember.ops.grid_sampler*; the top
+# level ember.grid_sampler* are ember._nn_kernels' forms)
+_MODES = ("bilinear", "nearest", "bicubic")
+_PADDINGS = ("zeros", "border", "reflection")
+
+
+def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
+    """``F.grid_sample`` with PyTorch's integer codes: ``interpolation_mode`` 0 bilinear,
+    1 nearest, 2 bicubic; ``padding_mode`` 0 zeros, 1 border, 2 reflection."""
+    from ember.ops.grid_sample import grid_sample
+    if interpolation_mode not in range(3) or padding_mode not in range(3):
+        raise RuntimeError(f"grid_sampler(): expected interpolation_mode and padding_mode in "
+                           f"0..2, got {interpolation_mode} and {padding_mode}")
+    return grid_sample(input, grid, _MODES[interpolation_mode], _PADDINGS[padding_mode],
+                       bool(align_corners))
+
+
+def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """``grid_sampler`` of a 4-D input."""
+    if input.dim() != 4:
+        raise RuntimeError(f"grid_sampler_2d(): expected 4D input, but got input with sizes "
+                           f"{list(input.shape)}")
+    return grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """``grid_sampler`` of a 5-D input."""
+    if input.dim() != 5:
+        raise RuntimeError(f"grid_sampler_3d(): expected 5D input, but got input with sizes "
+                           f"{list(input.shape)}")
+    return grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)

@@ -318,7 +318,7 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
     return run(end + 1, len(functions) - 1)(input)
 
 
-from ember.utils._checkpoint_extras import *  # noqa: E402,F401,F403
-from ember.utils._checkpoint_extras import __all__ as _extras_all  # noqa: E402
+from ember.utils._checkpoint_settings import *  # noqa: E402,F401,F403
+from ember.utils._checkpoint_settings import __all__ as _settings_all  # noqa: E402
 
-__all__ += _extras_all
+__all__ += _settings_all
