@@ -7,6 +7,7 @@ functions or class bodies' methods. The graph must have no cycle, and no module
 below the package root may import the root ``ember`` at module level.
 """
 import ast
+import functools
 import pathlib
 import sys
 
@@ -69,12 +70,17 @@ def _resolve_relative(name, is_package, node):
     return ".".join(base + ([node.module] if node.module else []))
 
 
+@functools.cache
+def _parsed(path):
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
 def import_graph():
     """Module -> set of ember modules it imports at import time."""
     mods = _modules()
     graph = {}
     for name, (path, is_package) in mods.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = _parsed(path)
         edges = set()
         for node in _toplevel_imports(tree):
             if isinstance(node, ast.Import):
@@ -202,6 +208,50 @@ def test_core_namespace_is_the_roots():
     assert len(names) > 500
     differ = [n for n in names if getattr(ember, n, None) is not getattr(_core, n)]
     assert not differ, differ
+
+
+def _primitive_names():
+    import ember  # noqa: F401  (loads every op family)
+    import ember.nn  # noqa: F401
+    from ember.autograd.node import Primitive
+    # a primitive's class statement names it _op_name; __name__ is PyTorch's node name
+    names, seen, stack = {"Primitive"}, set(), [Primitive]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                names.update((sub.__name__, getattr(sub, "_op_name", sub.__name__)))
+                stack.append(sub)
+    return names
+
+
+def _is_primitive_class(module, cls_name):
+    """Whether the module-level class ``cls_name`` of ``module`` is a primitive (a class
+    whose base only shares a primitive's name, e.g. the nn.ReLU6 module, is not)."""
+    import importlib
+
+    from ember.autograd.node import Primitive
+    obj = getattr(importlib.import_module(module), cls_name, None)
+    return not isinstance(obj, type) or issubclass(obj, Primitive)
+
+
+def test_every_primitive_is_declared_under_ops():
+    # an op's forward and derivative live in ember/ops/; a class statement elsewhere whose
+    # base is Primitive (or a primitive) breaks that. Subclasses made at run time with
+    # type() (renamed nodes) are not class statements and are not counted.
+    primitives = _primitive_names()
+    assert {"Primitive", "Mul", "ViewPrimitive"} <= primitives
+    outside = []
+    for name, (path, _) in _modules().items():
+        if name.startswith("ember.ops.") or name in ("ember.ops", "ember.autograd.node"):
+            continue
+        for node in ast.walk(_parsed(path)):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", None)
+                         for b in node.bases}
+                if bases & primitives and _is_primitive_class(name, node.name):
+                    outside.append(f"{name}.{node.name}")
+    assert not outside, "primitives declared outside ember/ops/: " + ", ".join(outside)
 
 
 def test_the_graph_is_real():
