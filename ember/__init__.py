@@ -79,7 +79,7 @@ from ember.signal.windows import (
 )
 from ember import func  # torch.func transforms
 from ember.func import vmap  # torch.vmap
-from ember._nn_kernels import *  # torch.dropout, torch.batch_norm, torch.lstm ... (ATen's forms)
+from ember.nn._aten_ops import *  # torch.dropout, torch.batch_norm, torch.lstm ... (ATen's forms)
 import ember._tensor_methods  # Tensor.gcd, .renorm_, .dim_order, ... (bindings)
 from ember._tensor_methods import *  # torch.gcd_, torch.adjoint, removed torch.solve/eig ...
 from ember._runtime_api import *  # flags, autocast/determinism settings, dlpack, range ...

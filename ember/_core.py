@@ -32,6 +32,6 @@ from ember._legacy import *  # noqa: F401,F403
 # the namespaces at this layer (torch.linalg, torch.special, torch.autograd)
 from ember import autograd, backend, linalg, special  # noqa: E402,F401
 
-# the root publishes ATen's forms of these from ember._nn_kernels (above this layer);
+# the root publishes ATen's forms of these from ember.nn._aten_ops (above this layer);
 # the ops of the same names stay reachable as ember.ops.<name>
 del grid_sampler, grid_sampler_2d, grid_sampler_3d, native_dropout  # noqa: F821

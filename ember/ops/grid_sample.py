@@ -223,7 +223,7 @@ def _bicubic(reader, coords, padding_mode, align_corners):
 
 
 # ATen's integer-coded entry points over grid_sample (ember.ops.grid_sampler*; the top
-# level ember.grid_sampler* are ember._nn_kernels' forms)
+# level ember.grid_sampler* are ember.nn._aten_ops' forms)
 _MODES = ("bilinear", "nearest", "bicubic")
 _PADDINGS = ("zeros", "border", "reflection")
 

@@ -9,7 +9,7 @@ import numbers
 import warnings
 
 from ember import _core as ember
-from ember import _nn_kernels as _cells
+from ember.nn import _aten_ops as _cells
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
