@@ -4,7 +4,11 @@ The module-level import graph of ``ember/`` is built from the source with ``ast`
 only imports that run when a module is imported count (the module's top level,
 including inside top-level ``try``/``if``/``with`` blocks), not imports inside
 functions or class bodies' methods. The graph must have no cycle, and no module
-below the package root may import the root ``ember`` at module level.
+below the package root may import the root ``ember`` at module level. Every primitive
+is declared under ``ember/ops/``, and ``ember._core`` (the namespace that modules
+inside ember import instead of the root) holds the root's very objects.
+
+``python tests/test_layering.py [-v]`` prints the cycles and the root importers.
 """
 import ast
 import functools
