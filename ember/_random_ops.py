@@ -14,10 +14,28 @@ from ember import _random_kernels as K
 from ember._random import _gen
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
 from ember.ops._inplace import check_inplace, commit
 from ember.ops._util import with_out
+from ember.ops.sampling import (  # the nodes of sampled tensors
+    _Bernoulli0,
+    _Bernoulli1,
+    _Bernoulli2,
+    _BernoulliP,
+    _Cauchy,
+    _Exponential,
+    _Geometric,
+    _LogNormal,
+    _Normal0,
+    _Normal1,
+    _Normal2,
+    _Normal3,
+    _Poisson,
+    _Random0,
+    _Random1,
+    _Random2,
+    _Uniform,
+)
 
 __all__ = ["rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial",
            "poisson", "rand_like", "randn_like", "randint_like"]
@@ -27,48 +45,6 @@ _TYPE = {"float16": "Half", "float32": "Float", "float64": "Double", "int8": "Ch
 _CTYPE = {"float16": "c10::Half", "float32": "float", "float64": "double", "int8": "signed char",
           "int16": "short int", "int32": "int", "int64": "long int", "uint8": "unsigned char",
           "bool": "bool"}
-
-
-# ----- autograd: samples pass no gradient ----------------------------------------------------
-class _Sample(Primitive):
-    """A sampled tensor; its inputs (the tensor written to, mean, std, p) get zero gradients."""
-
-    broadcasts = True
-
-    def forward(self, *arrays, value=None):
-        self._dtypes = [getattr(a, "dtype", None) for a in arrays]
-        return value
-
-    def backward(self, gy):
-        return tuple(None if e is None else
-                     _factory.zeros(tuple(gy.shape), dtype=_dt.FROM_NP[dt], device=gy.device)
-                     for e, dt in zip(self._edges, self._dtypes))
-
-    def jvp(self, *tangents):
-        return None  # a sample does not move with its parameters (zero tangent)
-
-
-def _node(name):
-    return type(name, (_Sample,), {"_node_name": name})
-
-
-_Uniform, _Normal0, _Normal1, _Normal2, _Normal3 = map(_node, (
-    "UniformBackward0", "NormalBackward0", "NormalBackward1", "NormalBackward2",
-    "NormalBackward3"))
-_Bernoulli0, _Bernoulli1, _Bernoulli2 = map(_node, (
-    "BernoulliBackward0", "BernoulliBackward1", "BernoulliBackward2"))
-_Random0, _Random1, _Random2 = map(_node, ("RandomBackward0", "RandomBackward1",
-                                           "RandomBackward2"))
-_Exponential, _Geometric, _Cauchy, _LogNormal, _Poisson = map(_node, (
-    "ExponentialBackward0", "GeometricBackward0", "CauchyBackward0", "LogNormalBackward0",
-    "PoissonBackward0"))
-
-
-class _BernoulliP(_Sample):
-    _node_name = "NotImplemented"
-
-    def backward(self, gy):
-        raise RuntimeError("derivative for aten::bernoulli is not implemented")
 
 
 # ----- layout: the order PyTorch fills memory in ---------------------------------------------

@@ -1,9 +1,6 @@
 """The groups of primitives that no exporter writes, each with its reason: shared by the
 TorchScript writer's list (``ember.jit._op_exempt``) and the ONNX exporter's
 (``ember.onnx._op_exempt``)."""
-from ember import _random_ops
-from ember.autograd import function
-from ember.nn.modules import _hooks
 from ember.ops import (
     _views,
     bitwise,
@@ -11,6 +8,8 @@ from ember.ops import (
     conversion,
     elementwise,
     extrema,
+    identity,
+    index_scatter,
     linalg_decomp,
     linalg_eig,
     pooling,
@@ -20,7 +19,6 @@ from ember.ops import (
     rnn,
     sampling,
     scan,
-    scatter_extras,
     shape,
     sparse_ops,
     special,
@@ -38,7 +36,7 @@ def exemptions(*groups):
 
 FAMILY_BASES = (
     "a family base class: never recorded itself (its subclasses are)",
-    _random_ops._Sample, _views.ViewPrimitive, bitwise._Bitwise, bitwise._Shift,
+    sampling._Sample, _views.ViewPrimitive, bitwise._Bitwise, bitwise._Shift,
     elementwise._Compare, elementwise._MinMax, elementwise._FMinMax, extrema._AmaxAmin,
     extrema._ArgExtreme, extrema._EvenAll, extrema._SelectDim, linalg_decomp._SavesOutputs,
     reduction._AllAny, reduction._VarStd, rnn._Layer, scan._CumExtreme, special._IgammaBase,
@@ -50,21 +48,21 @@ BACKWARD_ONLY = (
     pooling.PoolGather, pooling.ScatterFlat, resample.ResampleAdjoint, resample.TakeAdjoint,
     shape.SumToSize, shape.UnfoldBackward, scan.ReverseCumsum, scan.ScatterAddAlong,
     unary.PiecewiseGrad, unary.ReluBackward, unary.SigmoidBackward, unary.TanhBackward,
-    unary._ZerosLikeOf, linalg_eig._EigGrad, reduction.ProdOthers, function._DelayedError,
-    _hooks._Identity, resample_aa._SkippedAxis)
+    unary._ZerosLikeOf, linalg_eig._EigGrad, reduction.ProdOthers, identity._DelayedError,
+    identity._Identity, resample_aa._SkippedAxis)
 
 RANDOM = (
     "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",
-    _random_ops._Uniform, _random_ops._Normal0, _random_ops._Normal1, _random_ops._Normal2,
-    _random_ops._Normal3, _random_ops._Bernoulli0, _random_ops._Bernoulli1,
-    _random_ops._Bernoulli2, _random_ops._Random0, _random_ops._Random1,
-    _random_ops._Random2, _random_ops._Cauchy, _random_ops._Exponential,
-    _random_ops._Geometric, _random_ops._LogNormal, _random_ops._Poisson,
-    _random_ops._BernoulliP, sampling.StandardGamma)
+    sampling._Uniform, sampling._Normal0, sampling._Normal1, sampling._Normal2,
+    sampling._Normal3, sampling._Bernoulli0, sampling._Bernoulli1,
+    sampling._Bernoulli2, sampling._Random0, sampling._Random1,
+    sampling._Random2, sampling._Cauchy, sampling._Exponential,
+    sampling._Geometric, sampling._LogNormal, sampling._Poisson,
+    sampling._BernoulliP, sampling.StandardGamma)
 
 STORAGE = (
     "reads or writes raw storage positions (or overwrites a tensor): not written",
-    _views.AsStrided, _views.AsStridedScatter, scatter_extras.AsStridedScatter,
+    _views.AsStrided, _views.AsStridedScatter, index_scatter.AsStridedScatter,
     _views.StorageAsStrided, _views.PutFlat, _views.TakeFlat, conversion.Copy,
     conversion.Fill, *conversion._FILLS.values())
 

@@ -11,7 +11,7 @@ a per-sample loop, with one warning per op naming it.
 import functools
 import warnings
 
-import ember
+from ember import _core as ember
 from ember.func import _batched as _b
 from ember.func._tree import flatten, unflatten
 

@@ -7,7 +7,7 @@ argument names, defaults, dtypes and errors. Losses live in
 import math
 import warnings
 
-import ember
+from ember import _core as ember
 from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import no_grad
 from ember.ops import nn_fused as _fused
@@ -874,7 +874,7 @@ def channel_shuffle(input, groups):
 __all__ += ["channel_shuffle"]
 
 
-from ember.nn._functional_extras import *  # noqa: E402,F401,F403  (constants, ATen aliases)
+from ember.nn._functional_aten import *  # noqa: E402,F401,F403  (constants, ATen aliases)
 from ember.nn._node_names import install as _install_node_names  # noqa: E402
 
 _install_node_names(globals())  # PyTorch's node names for the composite functions

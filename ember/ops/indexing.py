@@ -21,7 +21,7 @@ from ember.ops._util import with_out
 from ember.ops._views import ViewPrimitive
 
 __all__ = ["masked_fill", "masked_select", "masked_scatter", "index_put", "index_put_",
-           "nonzero", "argwhere", "take", "put"]
+           "nonzero", "nonzero_static", "argwhere", "take", "put"]
 
 _BASIC = (int, slice, type(None), type(Ellipsis))
 _FLOAT_INDEX = "tensors used as indices must be long, int, byte or bool tensors"
@@ -674,6 +674,22 @@ def argwhere(input):
     return nonzero(input)
 
 
+def nonzero_static(input, *, size, fill_value=-1):
+    """``nonzero(input)`` with exactly ``size`` rows: truncated, or padded with
+    ``fill_value``."""
+    if size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got "
+                           f"{size}")
+    x = input._data
+    xp = _xp(x)
+    nz = xp.stack(xp.nonzero(x.reshape(()) if x.ndim == 0 else x), axis=-1) if x.ndim else \
+        xp.zeros((int(bool(x)), 0), dtype=np.int64)
+    res = xp.full((int(size), x.ndim), fill_value, dtype=np.int64)
+    k = min(int(size), nz.shape[0])
+    res[:k] = nz[:k]
+    return _make(res, False)
+
+
 Tensor.__getitem__ = getitem
 Tensor.__setitem__ = setitem
 Tensor.masked_fill = masked_fill
@@ -687,6 +703,7 @@ Tensor.put = put
 Tensor.put_ = put_
 Tensor.take = take
 Tensor.nonzero = nonzero
+Tensor.nonzero_static = nonzero_static
 Tensor.argwhere = argwhere
 
 
