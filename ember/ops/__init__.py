@@ -91,3 +91,7 @@ from ember.ops import method_extras  # noqa: E402,F401  (Tensor.gcd, ..., grid_s
 from ember.ops.method_extras import *  # noqa: E402,F401,F403
 
 __all__ += method_extras.__all__
+from ember.ops import quantization  # noqa: E402,F401  (fake_quantize_per_tensor_affine ...)
+from ember.ops.quantization import *  # noqa: E402,F401,F403
+
+__all__ += quantization.__all__
