@@ -249,3 +249,18 @@ def test_forward_mode_is_the_straight_through_jacobian(fn):
     y = fn(torch, tx)
     _same_bits(out, y)
     _same_bits(tangent, torch.autograd.grad(y, tx, torch.from_numpy(v))[0])
+
+
+@pytest.mark.parametrize("axis,shape", [(-1, (5, 2, 3)), (0, (5,))])
+def test_vmap_keeps_the_per_sample_axis_checks(axis, shape):
+    def run(m):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return m.func.vmap(lambda t: m.fake_quantize_per_channel_affine(
+                t, *_qp(m, (0.1, 0.2, 0.3)[:shape[-1] if len(shape) > 1 else 1],
+                        (0, 1, 2)[:shape[-1] if len(shape) > 1 else 1]), axis, -20, 20))(
+                m.zeros(*shape))
+    with pytest.raises(Exception) as t:
+        run(torch)
+    with pytest.raises(type(t.value), match=str(t.value)[:20]):
+        run(ember)

@@ -129,9 +129,20 @@ class FakeQuantizePerChannelAffine(Primitive):
         return gy * _make(self.mask, False), None, None, None, None, None
 
     jvp = _jvp.diagonal
-    batch = _batch.dim_rule(3)        # the per-sample axis moves past the batch dim
+    def batch(cls, lvl, args, params):
+        """vmap: the per-sample ``axis`` moves past the batch dim (``_batch.dim_rule``),
+        once the per-sample checks that the shift would hide have run."""
+        axis = args[3]
+        if args[0].dim() == 0:
+            raise IndexError(f"Dimension specified as {axis} but tensor has no dimensions")
+        if axis < 0:
+            raise RuntimeError("`axis` must be between 0 and number of dimensions of input")
+        return _batch_axis(cls, lvl, args, params)
     torchscript = "fake_quantize_per_channel_affine"
     # onnx: QuantizeLinear + DequantizeLinear with ``axis``, in ember/onnx/_export_ops.py
+
+
+_batch_axis = _batch.dim_rule(3)
 
 
 def _to_int64(q):
