@@ -129,6 +129,7 @@ class FakeQuantizePerChannelAffine(Primitive):
         return gy * _make(self.mask, False), None, None, None, None, None
 
     jvp = _jvp.diagonal
+
     def batch(cls, lvl, args, params):
         """vmap: the per-sample ``axis`` moves past the batch dim (``_batch.dim_rule``),
         once the per-sample checks that the shift would hide have run."""
@@ -138,6 +139,7 @@ class FakeQuantizePerChannelAffine(Primitive):
         if axis < 0:
             raise RuntimeError("`axis` must be between 0 and number of dimensions of input")
         return _batch_axis(cls, lvl, args, params)
+
     torchscript = "fake_quantize_per_channel_affine"
     # onnx: QuantizeLinear + DequantizeLinear with ``axis``, in ember/onnx/_export_ops.py
 
