@@ -26,7 +26,15 @@ from ember.jit._op_exempt import NO_TORCHSCRIPT
 from ember.nn import functional as F
 from ember.onnx import _export_ops
 from ember.onnx._op_exempt import NO_ONNX
-from ember.ops import bitwise, complex_numbers, elementwise, linalg, linalg_decomp, unary
+from ember.ops import (
+    bitwise,
+    complex_numbers,
+    elementwise,
+    linalg,
+    linalg_decomp,
+    quantization,
+    unary,
+)
 
 _SKIP_MODULES = ("ember.examples", "ember.datasets", "ember.__main__")
 
@@ -301,6 +309,11 @@ _RECIPES = {  # the op's arguments where the default (one float tensor per input
     bitwise.BitwiseNot: lambda: [_t(_I)],
     bitwise.LeftShift: lambda: [_t(_I), _t(_J)],
     bitwise.RightShift: lambda: [_t(_I), _t(_J)],
+    quantization.FakeQuantizePerTensorAffine: lambda: [_t(_A), 0.1, 3, -8, 7],
+    quantization.FakeQuantizePerTensorAffineTensorQparams: lambda: [
+        _t(_A), _t(np.float32(0.1)), _t(np.int32(3)), -8, 7],
+    quantization.FakeQuantizePerChannelAffine: lambda: [
+        _t(_A), _t(np.float32([0.1, 0.2, 0.05])), _t(np.int32([0, 3, -1])), 1, -8, 7],
 }
 
 

@@ -105,3 +105,7 @@ from ember.ops import composite_methods  # noqa: E402,F401  (Tensor.gcd, .bincou
 from ember.ops.grid_sample import grid_sampler, grid_sampler_2d, grid_sampler_3d  # noqa: E402,F401
 
 __all__ += ["grid_sampler", "grid_sampler_2d", "grid_sampler_3d"]
+from ember.ops import quantization  # noqa: E402,F401  (fake_quantize_per_tensor_affine ...)
+from ember.ops.quantization import *  # noqa: E402,F401,F403
+
+__all__ += quantization.__all__

@@ -487,7 +487,6 @@ _BASE = "a base class, never applied itself: its subclasses declare their rules"
 
 
 def _no_batch_rule():
-    from ember.ops import sampling as rnd
     from ember.ops import (
         _views,
         conv,
@@ -504,6 +503,7 @@ def _no_batch_rule():
         shape,
         sparse_ops,
     )
+    from ember.ops import sampling as rnd
     from ember.ops.linalg_decomp import _SavesOutputs
     table = {
         rnd._Sample: _RANDOM,
