@@ -534,5 +534,5 @@ def _plain_like(inp, shape=None):
 
 
 def _same_state(state):
-    import ember
-    return bool(ember.equal(state, rng_state()))
+    # on the arrays: vmap's bookkeeping is no op of the user's (a profiler records none)
+    return bool(np.array_equal(state._data, rng_state()._data))
