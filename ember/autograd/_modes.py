@@ -192,17 +192,21 @@ class beneath:
     """``with beneath(mode, under):`` inside ``mode``'s handler, runs its block with
     ``mode`` moved to just beneath ``under`` (a mode lower on the stack) and the modes
     from ``under`` up to ``mode``'s own place visible: a call made in the block reaches
-    ``under`` and the modes above it first, and ``mode`` only after them. The order is
-    restored on exit."""
+    ``under`` and the modes above it first, and ``mode`` only after them. ``mode`` may be
+    a list of modes (the handler's own last): they move together, in their order. The
+    order is restored on exit."""
 
     def __init__(self, mode, under):
-        self.mode, self.under = mode, under
+        self.modes = list(mode) if isinstance(mode, (list, tuple)) else [mode]
+        self.under = under
 
     def __enter__(self):
         self.saved = (list(stack), active[0])
-        i = stack.index(self.mode)
-        del stack[i]
-        stack.insert(stack.index(self.under), self.mode)
+        i = max(stack.index(m) for m in self.modes)
+        for m in self.modes:
+            stack.remove(m)
+        at = stack.index(self.under)
+        stack[at:at] = self.modes
         active[0] = i + 1
         return self
 

@@ -391,42 +391,123 @@ def _carry_tangents(src, dst, mode, same=False):
     or ``src``'s tangent batched at the level (``dst`` wraps ``src``)."""
     from ember.autograd import forward_ad
     for lvl, tan in _fw_above(mode, src):
-        forward_ad._set(dst, tan if same else wrap(tan, dst._data.level), lvl)
+        forward_ad._set(dst, tan if same else _wrap_up(tan, mode.lv), lvl)
+
+
+def _wrap_up(t, lv):
+    """``wrap(t, lv)`` for a tensor whose tangents at forward-AD levels above ``lv`` were
+    computed on the whole batch: the wrapper gets them batched (and so on for the
+    tangents' own tangents)."""
+    w = wrap(t, lv.id)
+    _carry_tangents(t, w, lv.mode)
+    return w
+
+
+def _view_at(x, flvl):
+    """``x`` unwrapped through the vmap levels above the forward-AD level ``flvl``: the
+    tensor that holds ``x``'s tangent at ``flvl``."""
+    stack = _modes.stack
+    at = stack.index(flvl)
+    while isinstance(x, Tensor) and type(x._data) is BArr and \
+            stack.index(level(x._data.level).mode) > at:
+        x = x._data.value
+    return x
+
+
+def _collect(x, ids, top, seen):
+    """The vmap levels below stack index ``top`` that ``x``, or a tangent reachable from
+    it at a level below ``top``, is batched at."""
+    from ember.autograd import forward_ad
+    stack = _modes.stack
+    while isinstance(x, Tensor) and id(x) not in seen:
+        seen.add(id(x))
+        ex = x._extra
+        if ex is not None and ex.fw_grad:
+            for lvl, tan in list(ex.fw_grad.items()):
+                if tan is not None and type(lvl) is forward_ad._Level and lvl in stack \
+                        and stack.index(lvl) <= top:
+                    _collect(tan, ids, top, seen)
+        d = x._data
+        if type(d) is not BArr:
+            return
+        if stack.index(level(d.level).mode) < top:
+            ids.add(d.level)
+        x = d.value
+
+
+def _down(x, lvls, group):
+    """``x`` lifted to ``lvls`` and taken to the bottom, carrying its tangents at the
+    forward-AD levels of ``group`` (and their own tangents) as tangents of the whole
+    batch."""
+    from ember.autograd import forward_ad
+    stack = _modes.stack
+    xl = lift(x, lvls)
+    b = bottom(xl)
+    found, kept = [], []
+    for flvl in group:
+        has, own = forward_ad._own(b, flvl)
+        if has and own is not None:
+            kept.append((flvl, own))  # computed on the whole batch already
+            continue
+        t = forward_ad.get_tangent(_view_at(xl, flvl), flvl)
+        if t is None:
+            continue
+        at = stack.index(flvl)
+        found.append((flvl, _down(t, [lv for lv in lvls if stack.index(lv.mode) < at],
+                                  [g for g in group if stack.index(g) < at])))
+    if not found:
+        return b
+    d = forward_ad._alias(b, group[0])
+    for flvl, tb in kept:
+        forward_ad._set(d, tb, flvl)
+    for flvl, tb in found:
+        forward_ad._set(d, forward_ad._fit(tb, d), flvl)
+    return d
+
+
+def _up(o):
+    """Give each batched tensor in ``o``'s chain the tangents, at the forward-AD levels
+    above its level, that were computed for ``o``'s bottom on the whole batch."""
+    from ember.autograd import forward_ad
+    chain = []
+    while isinstance(o, Tensor) and type(o._data) is BArr:
+        chain.append(o)
+        o = o._data.value
+    for w in reversed(chain):
+        lv = level(w._data.level)
+        for flvl, tan in _fw_above(lv.mode, w._data.value):
+            has, own = forward_ad._own(w, flvl)
+            if not has or own is None:
+                forward_ad._set(w, _wrap_up(tan, lv), flvl)
 
 
 def jvp_beneath(flvl, cls, args, params, tangents):
     """Forward AD (level ``flvl``) of an op whose primal inputs are batched by vmap levels
-    below ``flvl``: the inputs with tangents are lifted, with their tangents, to every
-    level involved and made duals at the bottom; the op then runs with ``flvl`` beneath
-    those levels, so the batching rules run it on whole batches and ``flvl`` computes the
-    tangents there with the op's own ``jvp``; the outputs get them back batched."""
+    below ``flvl``. The op runs on whole batches: its inputs are lifted to every level
+    involved and taken to the bottom as duals, carrying their tangents at ``flvl`` and at
+    every forward-AD level between the lowest of those vmap levels and ``flvl`` (the
+    *group*); the group then moves beneath those vmap levels, in its order, for the
+    call, so the batching rules run the op on the batch and each level of the group
+    computes its tangents there with the op's own ``jvp`` (the inner levels' tangent
+    computations seen by the outer ones, as above). The outputs get them back batched."""
     from ember.autograd import forward_ad
-    ids = set()
+    stack = _modes.stack
+    top = stack.index(flvl)
+    ids, seen = set(), set()
     for x in list(args) + [t for t in tangents if t is not None]:
-        d = x._data if isinstance(x, Tensor) else None
-        while type(d) is BArr:
-            ids.add(d.level)
-            d = d.value._data
+        _collect(x, ids, top, seen)
     lvls = [lv for lv in levels if lv.id in ids]
+    low = stack.index(lvls[0].mode)
+    group = [m for m in stack[low + 1:top + 1] if type(m) is forward_ad._Level]
     new = list(args)
-    for i, t in enumerate(tangents):
-        if t is None:
-            continue
-        b = bottom(lift(args[i], lvls))
-        has, own = forward_ad._own(b, flvl)
-        if not has or own is None:
-            tb = bottom(lift(t, lvls))
-            d = forward_ad._alias(b, flvl)
-            forward_ad._set(d, forward_ad._fit(tb, d), flvl)
-            b = d
-        new[i] = rewrap(b, lvls)
-    with _modes.beneath(flvl, lvls[0].mode):
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor) and (tangents[i] is not None or len(group) > 1):
+            new[i] = rewrap(_down(a, lvls, group), lvls)
+    with _modes.beneath(group, lvls[0].mode):
         res = cls.apply(*new, **params)
     for o in (res if type(res) is tuple else (res,)):
         if isinstance(o, Tensor) and type(o._data) is BArr:
-            has, tb = forward_ad._own(bottom(o), flvl)
-            if has and tb is not None:
-                forward_ad._set(o, rewrap(tb, _chain(o)), flvl)
+            _up(o)
     return res
 
 
@@ -448,9 +529,7 @@ def _rewrap_carrying(t, lvls=None):
     """:func:`rewrap` of a result computed at the bottom, whose tangents at forward-AD
     levels above a level become the wrapper's tangents there (batched)."""
     for lv in (levels if lvls is None else lvls):
-        w = wrap(t, lv.id)
-        _carry_tangents(t, w, lv.mode)
-        t = w
+        t = _wrap_up(t, lv)
     return t
 
 
