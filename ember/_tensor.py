@@ -57,7 +57,7 @@ class _Extra:
         self.name = None
         self.retain_handle = None
         self.conj = False  # PyTorch's conjugate bit, set by conj() (ember computes the values)
-        self.fw_grad = None  # (forward-AD level, tangent or None): see autograd.forward_ad
+        self.fw_grad = None  # {forward-AD level: tangent or None}: see autograd.forward_ad
 
 
 def _as_array(data):
