@@ -19,6 +19,12 @@ the result.  An op without a rule raises
 :class:`NoRule`, and so does any other code that reaches for a batched tensor's array
 (``.numpy()``, ``.item()``, NumPy on ``_data``): ``vmap`` then falls back to its
 per-sample loop and names the op in a warning -- never a silently wrong batch.
+
+Forward AD meets vmap on the same stack.  A forward-AD level below a vmap level keeps its
+tangents on the underlying tensors (the rules' ops carry them).  A level above one keeps
+them on the batched tensors; an op whose primal is batched is then computed beneath the
+vmap levels (:func:`jvp_beneath`), and :func:`lift` and ``grads`` carry tangents across
+the batched/underlying boundary.
 """
 import math
 import os
