@@ -54,20 +54,29 @@ class _Level(_modes.Mode):
 
     def op(self, cls, args, params):
         tangents = None
+        batched = False
         for i, a in enumerate(args):
-            if isinstance(a, Tensor):
+            if not isinstance(a, Tensor):
+                continue
+            ex = a._extra
+            fw = ex.fw_grad if ex is not None else None
+            if fw and self in fw:
+                tan = fw[self]
+            elif a._base is not None:
                 tan = get_tangent(a, self)
-                if tan is not None:
-                    if tangents is None:
-                        tangents = [None] * len(args)
-                    tangents[i] = tan
+            else:
+                tan = None
+            if tan is not None:
+                if tangents is None:
+                    tangents = [None] * len(args)
+                tangents[i] = tan
+            if type(a._data) is not np.ndarray and hasattr(a._data, "level"):
+                batched = True  # a vmap level below batches this primal
         if tangents is None:
             return cls.apply(*args, **params)
-        for a in args:
-            if isinstance(a, Tensor) and type(a._data) is not np.ndarray and \
-                    hasattr(a._data, "level"):
-                from ember.func._batched import jvp_beneath
-                return jvp_beneath(self, cls, args, params, tangents)
+        if batched:
+            from ember.func._batched import jvp_beneath
+            return jvp_beneath(self, cls, args, params, tangents)
         res, node = _run_keeping_node(cls, args, params)
         _propagate(self, node, args, params, res, tangents)
         return res
@@ -237,7 +246,13 @@ def _run_keeping_node(cls, args, params):
     out of the graph again, so the caller sees what the plain call gives."""
     flipped = ()
     prev = _grad_state.grad_enabled
-    if not (prev and any(isinstance(a, Tensor) and a._requires_grad for a in args)):
+    recorded = False
+    if prev:
+        for a in args:
+            if isinstance(a, Tensor) and a._requires_grad:
+                recorded = True
+                break
+    if not recorded:
         flipped = [a for a in args if isinstance(a, Tensor) and not a._requires_grad
                    and a._data.dtype.kind in "fcV"]
         for a in flipped:
@@ -252,11 +267,14 @@ def _run_keeping_node(cls, args, params):
     outs = res if type(res) is tuple else (res,)
     node = None
     for o in outs:
-        if isinstance(o, Tensor) and isinstance(o.grad_fn, cls) and \
-                not any(o is a for a in args):
-            node = o.grad_fn
-            break
-    if flipped or not prev:
+        if isinstance(o, Tensor) and isinstance(o.grad_fn, cls):
+            for a in args:
+                if o is a:
+                    break
+            else:
+                node = o.grad_fn
+                break
+    if not recorded:
         for o in outs:
             if isinstance(o, Tensor) and o.grad_fn is node and node is not None:
                 o.grad_fn = None
