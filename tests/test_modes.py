@@ -366,3 +366,42 @@ def test_vmap_rewrites_no_module_globals():
     assert tuple(out.shape) == (2, 3)
     # the random draw differs per sample: the function rule ran, batched
     assert not np.allclose(out[0].numpy(), out[1].numpy())
+
+
+def _mul_in_place(m):
+    def f(z):
+        y = z.clone()
+        y.mul_(z)  # its backward reads the old values: a private copy under the modes
+        return y.sin()
+    return f
+
+
+CASES = {
+    "vmap(jvp(in-place))": lambda m, fm: lambda x, t: fm.vmap(
+        lambda a, b: fm.jvp(_mul_in_place(m), (a,), (b,)))(x, t),
+    "jvp(vmap(in-place))": lambda m, fm: lambda x, t: fm.jvp(
+        fm.vmap(_mul_in_place(m)), (x,), (t,)),
+    "vmap(grad(in-place))": lambda m, fm: lambda x, t: fm.vmap(
+        fm.grad(lambda a: _mul_in_place(m)(a).sum()))(x),
+    "vmap(jvp) of a shared primal": lambda m, fm: lambda x, t: fm.vmap(
+        lambda b: fm.jvp(lambda a: a.exp() * a, (x[0],), (b,))[1])(t),
+    "jacfwd(argnums, has_aux)": lambda m, fm: lambda x, t: fm.jacfwd(
+        lambda a, b: ((a * b).sin(), a.sum()), argnums=(0, 1), has_aux=True)(x[0], t[0]),
+    "jacfwd(jacfwd(jacrev))": lambda m, fm: lambda x, t: fm.jacfwd(fm.jacfwd(fm.jacrev(
+        lambda a: (m.sin(a) * a.exp()).sum())))(x[0]),
+}
+
+
+def _flat(tree):
+    if isinstance(tree, (tuple, list)):
+        return [leaf for item in tree for leaf in _flat(item)]
+    return [tree]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_more_compositions_match_torch_func(name):
+    for batch in (2, 3):
+        x, t = RNG.standard_normal((batch, N)), RNG.standard_normal((batch, N))
+        want = CASES[name](torch, torch.func)(torch.tensor(x), torch.tensor(t))
+        got = strict(CASES[name](ember, efunc), ember.tensor(x), ember.tensor(t))
+        close(_flat(got), _flat(want), atol=1e-6)

@@ -5,10 +5,14 @@ backward that needs the old values fails loudly), and, when the tensor is a view
 its base is rebased too (PyTorch's CopySlices), so gradients reach everything the
 write touched.
 """
+import numpy as np
+
 from ember._tensor import Tensor, _make
 from ember.autograd import _modes
 from ember.autograd.grad_mode import state as _grad_state
 from ember.backend.dtypes import through_float32
+
+_ndarray = np.ndarray
 
 
 def check_inplace(t):
@@ -28,9 +32,20 @@ def source_for(t, copies_self, args=()):
     if not t._requires_grad and not any(isinstance(a, Tensor) and a._requires_grad
                                         for a in args):
         return t
-    src = _make(t._data.copy(), t._requires_grad)
-    src.grad_fn = t.grad_fn
-    src._output_nr = t._output_nr
+    return _private_copy(t)
+
+
+def _private_copy(t):
+    """A copy of ``t``'s values at ``t``'s place in the graph, with its tangents."""
+    d = t._data
+    if type(d) is not _ndarray and hasattr(d, "level") and hasattr(d, "value"):
+        # a batched tensor (vmap): the graph is the underlying one, so copy underneath
+        from ember.func._batched import wrap
+        src = wrap(_private_copy(d.value), d.level)
+    else:
+        src = _make(d.copy(), t._requires_grad)
+        src.grad_fn = t.grad_fn
+        src._output_nr = t._output_nr
     if _modes.active[0]:
         _copy_tangents(t, src)
     return src
