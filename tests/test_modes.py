@@ -318,7 +318,7 @@ def test_routed_functions_and_custom_functions_consult_the_stack():
     seen = []
 
     class Taker(_modes.Mode):
-        def call(self, fn, args, kwargs):
+        def routed_call(self, fn, args, kwargs):
             seen.append(fn.__name__)
             return NotImplemented
 

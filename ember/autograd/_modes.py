@@ -21,7 +21,7 @@ backward step runs, as children of that step). Custom ``autograd.Function`` call
 through :func:`run_function` (:meth:`Mode.function`: forward AD runs the Function's
 ``jvp``, a vmap level refuses a batched argument), and the few Python composites that
 read values on the way (index parsing, random factories, host checks) are marked
-:func:`routed`: a mode may take such a call whole (:meth:`Mode.call`, vmap's
+:func:`routed`: a mode may take such a call whole (:meth:`Mode.routed_call`, vmap's
 function-level rules) with every mode still visible.
 
 A mode may also run a call *beneath* other modes (:class:`beneath`): forward AD over a
@@ -88,7 +88,7 @@ class Mode:
         ``(result, ctx)``, which this method returns too."""
         return below()
 
-    def call(self, fn, args, kwargs):
+    def routed_call(self, fn, args, kwargs):
         """Take a call of the :func:`routed` function ``fn`` whole (every mode stays
         visible), or return ``NotImplemented`` to leave it to the modes below."""
         return NotImplemented
@@ -162,8 +162,8 @@ def run_function(cls, args, kwargs, plain, n=None):
 
 def routed(fn):
     """Mark ``fn`` (a Python composite that reads values on the way) as one the visible
-    modes may take whole through :meth:`Mode.call`; with no mode visible it is ``fn``'s
-    cost plus one check."""
+    modes may take whole through :meth:`Mode.routed_call`; with no mode visible it is
+    ``fn``'s cost plus one check."""
     def wrapper(*args, **kwargs):
         if active[0]:
             return run_routed(wrapper, fn, args, kwargs)
@@ -178,8 +178,8 @@ def run_routed(key, fn, args, kwargs):
     """Offer a call of the routed function ``key`` to the visible modes, innermost first;
     the first that does not return ``NotImplemented`` answers it, else ``fn`` runs."""
     for mode in reversed(stack[:active[0]]):
-        if type(mode).call is not Mode.call:
-            out = mode.call(key, args, kwargs)
+        if type(mode).routed_call is not Mode.routed_call:
+            out = mode.routed_call(key, args, kwargs)
             if out is not NotImplemented:
                 return out
     return fn(*args, **kwargs)

@@ -311,7 +311,7 @@ class _LevelMode(_modes.Mode):
                 raise NoRule(f"autograd.Function {cls.__name__}")
         return below()
 
-    def call(self, fn, args, kwargs):
+    def routed_call(self, fn, args, kwargs):
         # the function-level rules (``_function_rules``): composites that read values
         if self.lv.thread != threading.get_ident():
             return NotImplemented

@@ -2,7 +2,7 @@
 bounds check, an ``.item()`` test, index parsing, sorting on raw arrays, random
 factories).  Each such function is marked ``ember.autograd._modes.routed``: while a
 ``vmap`` level is visible on the mode stack, a call of it is offered to the level
-(``_LevelMode.call``), which runs the rule made here from the function itself: the rule
+(``_LevelMode.routed_call``), which runs the rule made here from the function itself: the rule
 handles batched arguments and calls the function for everything else.  The table is
 keyed by the functions, not by names."""
 from ember import _core as ember
