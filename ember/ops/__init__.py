@@ -91,3 +91,14 @@ from ember.ops import method_extras  # noqa: E402,F401  (Tensor.gcd, ..., grid_s
 from ember.ops.method_extras import *  # noqa: E402,F401,F403
 
 __all__ += method_extras.__all__
+
+
+def __getattr__(name):
+    # torch.ops.NS.NAME: operators registered with ember.library (torch.library); none
+    # exist until that module is loaded
+    import sys
+    library = sys.modules.get("ember.library")
+    ns = None if library is None else library.namespace(name)
+    if ns is None:
+        raise AttributeError(f"module 'ember.ops' has no attribute '{name}'")
+    return ns
