@@ -112,6 +112,20 @@ def test_pytree_map_and_registration():
         assert (out.x, out.y) == (4, [5, 6])
     with pytest.raises(ValueError):
         epytree.register_pytree_node(Pair, lambda p: ([], None), lambda c, _: Pair(0, 0))
+    # torch's per-type helpers, which libraries register their dict-like classes with
+    class Record(dict):
+        pass
+    for mod in (epytree, tpytree):
+        mod.register_pytree_node(Record, mod._dict_flatten,
+                                 lambda v, c: Record(mod._dict_unflatten(v, c)),
+                                 flatten_with_keys_fn=mod._dict_flatten_with_keys)
+    tree = [Record(a=1, b=(2, 3))]
+    assert [epytree.keystr(p) for p, _ in epytree.tree_flatten_with_path(tree)[0]] == \
+        [tpytree.keystr(p) for p, _ in tpytree.tree_flatten_with_path(tree)[0]]
+    assert epytree.tree_map(lambda x: x * 2, tree) == tpytree.tree_map(lambda x: x * 2, tree)
+    assert type(epytree.tree_map(lambda x: x, tree)[0]) is Record
+    for name in ("_list_flatten", "_tuple_flatten"):
+        assert getattr(epytree, name)((1, 2)) == getattr(tpytree, name)((1, 2))
     # ember.Size flattens as torch.Size does
     assert epytree.tree_leaves(ember.Size([2, 3])) == tpytree.tree_leaves(torch.Size([2, 3]))
 

@@ -339,3 +339,42 @@ def keystr(kp):
 def treespec_pprint(treespec):
     """The spec as text."""
     return repr(treespec)
+
+
+# torch's per-type flatten helpers, which libraries pass to register_pytree_node for their
+# own dict-like classes (transformers' ModelOutput)
+def _dict_flatten(d):
+    return list(d.values()), list(d.keys())
+
+
+def _dict_unflatten(values, context):
+    return dict(zip(context, values))
+
+
+def _dict_flatten_with_keys(d):
+    values, context = _dict_flatten(d)
+    return [(MappingKey(k), v) for k, v in zip(context, values)], context
+
+
+def _list_flatten(d):
+    return d, None
+
+
+def _list_unflatten(values, context):
+    return list(values)
+
+
+def _list_flatten_with_keys(d):
+    return [(SequenceKey(i), v) for i, v in enumerate(d)], None
+
+
+def _tuple_flatten(d):
+    return list(d), None
+
+
+def _tuple_unflatten(values, context):
+    return tuple(values)
+
+
+def _tuple_flatten_with_keys(d):
+    return [(SequenceKey(i), v) for i, v in enumerate(d)], None
