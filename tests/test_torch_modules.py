@@ -117,7 +117,7 @@ def test_pytree_map_and_registration():
         pass
     for mod in (epytree, tpytree):
         mod.register_pytree_node(Record, mod._dict_flatten,
-                                 lambda v, c: Record(mod._dict_unflatten(v, c)),
+                                 lambda v, c, mod=mod: Record(mod._dict_unflatten(v, c)),
                                  flatten_with_keys_fn=mod._dict_flatten_with_keys)
     tree = [Record(a=1, b=(2, 3))]
     assert [epytree.keystr(p) for p, _ in epytree.tree_flatten_with_path(tree)[0]] == \
