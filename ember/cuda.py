@@ -8,7 +8,8 @@ from ember import backend
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "get_device_name",
            "synchronize", "empty_cache", "manual_seed", "manual_seed_all", "seed", "seed_all",
-           "is_initialized", "get_rng_state_all", "set_rng_state_all", "CUDAGraph"]
+           "is_initialized", "get_rng_state_all", "set_rng_state_all", "CUDAGraph",
+           "Stream", "Event"]
 
 _current = [0]
 
@@ -114,6 +115,27 @@ def set_rng_state_all(new_states):
         return
     raise NotImplementedError("torch.cuda.set_rng_state_all: CuPy's random generator "
                               "state cannot be set (seed with manual_seed_all)")
+
+
+class Stream:
+    """``torch.cuda.Stream``: ember queues no work on CUDA streams (CuPy's default
+    stream runs everything); making one raises, as in PyTorch without CUDA."""
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        if not is_available():
+            raise RuntimeError("torch.cuda.Stream requires CUDA support")
+        raise NotImplementedError("torch.cuda.Stream: ember runs CUDA work on CuPy's "
+                                  "default stream only")
+
+
+class Event:
+    """``torch.cuda.Event``: not in ember; making one raises, as in PyTorch without
+    CUDA."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        if not is_available():
+            raise RuntimeError("Tried to instantiate dummy base class Event")
+        raise NotImplementedError("torch.cuda.Event is not implemented in ember")
 
 
 class CUDAGraph:

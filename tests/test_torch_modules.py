@@ -136,6 +136,7 @@ def test_dynamo_names():
     from torch._dynamo._trace_wrapped_higher_order_op import trace_wrapped as t_tw
 
     import ember._dynamo
+    import ember.overrides
     from ember._dynamo._trace_wrapped_higher_order_op import trace_wrapped as e_tw
     compiled = ember.compile(ember.nn.Linear(2, 2))
     assert isinstance(compiled, ember._dynamo.eval_frame.OptimizedModule)
@@ -161,6 +162,11 @@ def test_dynamo_names():
         with pytest.raises(RuntimeError, match="dynamo"):
             getattr(ember._dynamo, name)(f)(ember.ones(1))
     assert ember._dynamo.eval_frame.is_dynamo_supported() is False
+    from ember._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
+    assert issubclass(TransformGetItemToIndex, ember.overrides.TorchFunctionMode)
+    with pytest.raises(NotImplementedError, match="TorchFunctionMode"):
+        with TransformGetItemToIndex():
+            pass
 
 
 # ----- torch.fx ------------------------------------------------------------------------
@@ -348,6 +354,8 @@ def test_small_names():
     ember.cuda.set_rng_state_all([])
     torch.cuda.set_rng_state_all([])
     check_raises(lambda m: m.cuda.CUDAGraph())
+    check_raises(lambda m: m.cuda.Stream())
+    check_raises(lambda m: m.cuda.Event())
     assert ember.hub.HASH_REGEX.pattern == torch.hub.HASH_REGEX.pattern
     assert ember.hub.HASH_REGEX.search("resnet18-f37072fd.pth").group(1) == "f37072fd"
     loader = edl.DataLoader(ember.arange(6.0), batch_size=2)

@@ -8,3 +8,16 @@ def trace_wrapped(*args, fn, **kwargs):
     from ember.autograd.grad_mode import no_grad
     with no_grad():
         return fn(*args, **kwargs)
+
+
+def __getattr__(name):
+    if name == "TransformGetItemToIndex":
+        # a TorchFunctionMode in torch (flex attention's score_mod indexing); ember's
+        # operators do not dispatch through such modes, so entering it raises
+        from ember.overrides import TorchFunctionMode
+        cls = type("TransformGetItemToIndex", (TorchFunctionMode,),
+                   {"__module__": __name__,
+                    "__doc__": "torch's flex-attention indexing mode (raises when entered)."})
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module '{__name__}' has no attribute '{name}'")
