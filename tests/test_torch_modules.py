@@ -42,6 +42,12 @@ def test_compiler_outside_and_inside_capture():
         assert m.compiler.disable(h)(1) == 2
         assert m.compiler.disable(recursive=False)(h)(1) == 2
         assert m.compiler.allow_in_graph(h)(1) == 2
+    outs = []
+    for m in (torch, ember):  # a NumPy function on tensors
+        f = m.compiler.wrap_numpy(lambda a, b: np.sum(a * b, axis=0))
+        outs.append(f(m.ones(2, 3), m.ones(2, 3) * 2))
+        assert type(f(m.ones(2), m.ones(2))) is np.float32
+    assert outs[1].tolist() == outs[0].tolist() and outs[1].dtype == ember.float32
     assert ember.compiler.get_default_backend() == "inductor"
     with pytest.raises(NotImplementedError, match="set_stance"):
         ember.compiler.set_stance("force_eager")
