@@ -17,6 +17,7 @@ from ember import ops
 from ember.ops import *
 from ember._factory import *
 from ember._random import *
+from ember._random_ops import *  # rand, randn, normal ... and the Tensor methods
 from ember.autograd.grad_mode import (
     enable_grad,
     inference_mode,
@@ -86,14 +87,14 @@ from ember.signal.windows import (
 )
 from ember import func  # torch.func transforms
 from ember.func import vmap  # torch.vmap
-from ember._nn_kernels import *  # torch.dropout, torch.batch_norm, torch.lstm ... (ATen's forms)
-import ember._tensor_extras  # Tensor.gcd, .renorm_, .dim_order, ... (bindings)
-from ember._tensor_extras import *  # torch.gcd_, torch.adjoint, removed torch.solve/eig ...
+from ember.nn._aten_ops import *  # torch.dropout, torch.batch_norm, torch.lstm ... (ATen's forms)
+import ember._tensor_methods  # Tensor.gcd, .renorm_, .dim_order, ... (bindings)
+from ember._tensor_methods import *  # torch.gcd_, torch.adjoint, removed torch.solve/eig ...
 from ember._runtime_api import *  # flags, autocast/determinism settings, dlpack, range ...
 from ember import cpu, storage  # torch.cpu, torch.storage
-from ember._sparse_extras import *  # torch.smm, hsmm, sspaddmm ...; sparse in-place resizes
+from ember.sparse._mm import *  # torch.smm, hsmm, sspaddmm ...; sparse in-place resizes
 from ember.ops._views import as_strided  # torch.as_strided
-from ember._sparse_csr import sparse_csr_tensor, crow_indices_copy, col_indices_copy  # noqa: E402, E501
+from ember.sparse._csr import sparse_csr_tensor, crow_indices_copy, col_indices_copy  # noqa: E402, E501
 from ember.sparse import sparse_csr, sparse_csc, sparse_bsr, sparse_bsc  # noqa: E402
 from ember.ops import _numpy_names  # noqa: E402
 

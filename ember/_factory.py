@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 
 from ember import backend
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.backend import dtypes as _dt
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "zeros", "ones", "full", "empty",
@@ -196,12 +196,16 @@ def _filled(fill, size, dtype, device, requires_grad, default=None):
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None,
           **kw):
     """A tensor of zeros: ``zeros(2, 3)``, ``zeros((2, 3))`` or ``zeros(size=(2, 3))``."""
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
+        return m.composite_locals("zeros", zeros, locals())
     return _into(_filled(0, _sized(size, kw, "zeros"), _out_dtype(dtype, out), device,
                          requires_grad), out)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, **kw):
     """A tensor of ones."""
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
+        return m.composite_locals("ones", ones, locals())
     return _into(_filled(1, _sized(size, kw, "ones"), _out_dtype(dtype, out), device,
                          requires_grad), out)
 
@@ -209,6 +213,8 @@ def ones(*size, dtype=None, device=None, requires_grad=False, out=None, layout=N
 def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None,
           pin_memory=False, memory_format=None, **kw):
     """An uninitialised tensor."""
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
+        return m.composite_locals("empty", empty, locals())
     return _into(_filled(None, _sized(size, kw, "empty"), _out_dtype(dtype, out), device,
                          requires_grad), out)
 
@@ -245,6 +251,8 @@ def empty_strided(size, stride, dtype=None, device=None, requires_grad=False):
 def full(size, fill_value, dtype=None, device=None, requires_grad=False, out=None,
          layout=None):
     """A tensor filled with ``fill_value``; its dtype follows the value as PyTorch's does."""
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
+        return m.composite_locals("full", full, locals())
     dtype = _out_dtype(dtype, out)
     if dtype is None:
         if isinstance(fill_value, Tensor):
@@ -261,6 +269,8 @@ def _like(t, dtype, device):
 def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_format=None,
                layout=None):
     """Zeros with ``input``'s shape, dtype and device."""
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
+        return m.composite_locals("zeros_like", zeros_like, locals())
     dt, dev = _like(input, dtype, device)
     return _filled(0, input.shape, dt, dev, requires_grad)
 
@@ -268,6 +278,8 @@ def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_forma
 def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format=None,
               layout=None):
     """Ones with ``input``'s shape, dtype and device."""
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
+        return m.composite_locals("ones_like", ones_like, locals())
     dt, dev = _like(input, dtype, device)
     return _filled(1, input.shape, dt, dev, requires_grad)
 
@@ -275,6 +287,8 @@ def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format
 def empty_like(input, dtype=None, device=None, requires_grad=False, memory_format=None,
                layout=None):
     """Uninitialised, with ``input``'s shape, dtype and device."""
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
+        return m.composite_locals("empty_like", empty_like, locals())
     dt, dev = _like(input, dtype, device)
     return _filled(None, input.shape, dt, dev, requires_grad)
 
@@ -282,6 +296,8 @@ def empty_like(input, dtype=None, device=None, requires_grad=False, memory_forma
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False,
               memory_format=None, layout=None):
     """Filled with ``fill_value``, with ``input``'s shape, dtype and device."""
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
+        return m.composite_locals("full_like", full_like, locals())
     dt, dev = _like(input, dtype, device)
     return _filled(fill_value, input.shape, dt, dev, requires_grad)
 
@@ -294,6 +310,8 @@ def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=
            out=None, layout=None):
     """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 for int arguments:
     ``arange(end)``, ``arange(start, end, step)`` or ``arange(end=5)``."""
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
+        return m.composite_locals("arange", arange, locals())
     start, end, step = _num(start), _num(end), _num(step)
     if end is None:
         start, end = 0, start

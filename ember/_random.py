@@ -212,8 +212,3 @@ def bernoulli_array(p, shape, generator=None, np_dtype=np.float32):
     p = np.ascontiguousarray(np.broadcast_to(p, shape))
     return K.bernoulli_tensor(g, p, np_dtype).reshape(shape)
 
-
-from ember._random_ops import *  # noqa: E402,F401,F403  (factories and Tensor methods)
-from ember._random_ops import __all__ as _ops_all  # noqa: E402
-
-__all__ = __all__ + list(_ops_all)

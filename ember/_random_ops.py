@@ -12,12 +12,30 @@ import numpy as np
 from ember import _factory, backend
 from ember import _random_kernels as K
 from ember._random import _gen
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
 from ember.ops._inplace import check_inplace, commit
 from ember.ops._util import with_out
+from ember.ops.sampling import (  # the nodes of sampled tensors
+    _Bernoulli0,
+    _Bernoulli1,
+    _Bernoulli2,
+    _BernoulliP,
+    _Cauchy,
+    _Exponential,
+    _Geometric,
+    _LogNormal,
+    _Normal0,
+    _Normal1,
+    _Normal2,
+    _Normal3,
+    _Poisson,
+    _Random0,
+    _Random1,
+    _Random2,
+    _Uniform,
+)
 
 __all__ = ["rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial",
            "poisson", "rand_like", "randn_like", "randint_like"]
@@ -27,48 +45,6 @@ _TYPE = {"float16": "Half", "float32": "Float", "float64": "Double", "int8": "Ch
 _CTYPE = {"float16": "c10::Half", "float32": "float", "float64": "double", "int8": "signed char",
           "int16": "short int", "int32": "int", "int64": "long int", "uint8": "unsigned char",
           "bool": "bool"}
-
-
-# ----- autograd: samples pass no gradient ----------------------------------------------------
-class _Sample(Primitive):
-    """A sampled tensor; its inputs (the tensor written to, mean, std, p) get zero gradients."""
-
-    broadcasts = True
-
-    def forward(self, *arrays, value=None):
-        self._dtypes = [getattr(a, "dtype", None) for a in arrays]
-        return value
-
-    def backward(self, gy):
-        return tuple(None if e is None else
-                     _factory.zeros(tuple(gy.shape), dtype=_dt.FROM_NP[dt], device=gy.device)
-                     for e, dt in zip(self._edges, self._dtypes))
-
-    def jvp(self, *tangents):
-        return None  # a sample does not move with its parameters (zero tangent)
-
-
-def _node(name):
-    return type(name, (_Sample,), {"_node_name": name})
-
-
-_Uniform, _Normal0, _Normal1, _Normal2, _Normal3 = map(_node, (
-    "UniformBackward0", "NormalBackward0", "NormalBackward1", "NormalBackward2",
-    "NormalBackward3"))
-_Bernoulli0, _Bernoulli1, _Bernoulli2 = map(_node, (
-    "BernoulliBackward0", "BernoulliBackward1", "BernoulliBackward2"))
-_Random0, _Random1, _Random2 = map(_node, ("RandomBackward0", "RandomBackward1",
-                                           "RandomBackward2"))
-_Exponential, _Geometric, _Cauchy, _LogNormal, _Poisson = map(_node, (
-    "ExponentialBackward0", "GeometricBackward0", "CauchyBackward0", "LogNormalBackward0",
-    "PoissonBackward0"))
-
-
-class _BernoulliP(_Sample):
-    _node_name = "NotImplemented"
-
-    def backward(self, gy):
-        raise RuntimeError("derivative for aten::bernoulli is not implemented")
 
 
 # ----- layout: the order PyTorch fills memory in ---------------------------------------------
@@ -149,6 +125,8 @@ def _g(x):
 # ----- in-place Tensor methods -----------------------------------------------------------------
 def uniform_(self, from_=0, to=1, *, generator=None, **kw):
     """Fill with samples from the uniform distribution on ``[from, to)``."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.random_inplace_locals("uniform_", uniform_, locals())
     from_ = kw.pop("from", from_)
     if kw:
         raise TypeError(f"uniform_() got an unexpected keyword argument '{next(iter(kw))}'")
@@ -166,6 +144,8 @@ def uniform_(self, from_=0, to=1, *, generator=None, **kw):
 
 def normal_(self, mean=0, std=1, *, generator=None):
     """Fill with samples from the normal distribution ``N(mean, std**2)``."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.random_inplace_locals("normal_", normal_, locals())
     if not std >= 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
     _need_float(self._data.dtype, "normal_kernel_cpu")
@@ -175,6 +155,8 @@ def normal_(self, mean=0, std=1, *, generator=None):
 
 def bernoulli_(self, p=0.5, *, generator=None):
     """Fill with 0/1 draws that are 1 with probability ``p`` (a float or a tensor)."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.random_inplace_locals("bernoulli_", bernoulli_, locals())
     g, npd = _gen(generator), self._data.dtype
     if isinstance(p, Tensor):
         pd = p._host()
@@ -206,6 +188,8 @@ def _check_p_tensor(pd):
 def random_(self, *args, generator=None, **kw):
     """Fill with integers from ``[from, to - 1]``; ``random_(to)`` draws from ``[0, to - 1]``
     and ``random_()`` from ``[0, 2**mantissa]`` (floats) or ``[0, max]`` (integers)."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.random_inplace_locals("random_", random_, locals())
     args = list(args)
     if "from" in kw:
         args.insert(0, kw.pop("from"))
@@ -295,6 +279,8 @@ def _check_from_to(frm, to_inc, npd, digits):
 
 def exponential_(self, lambd=1, *, generator=None):
     """Fill with samples from the exponential distribution with rate ``lambd``."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.random_inplace_locals("exponential_", exponential_, locals())
     npd = self._data.dtype
     if npd.kind != "f":
         raise RuntimeError("Exponential distribution is a continuous probability distribution. "
@@ -307,6 +293,8 @@ def exponential_(self, lambd=1, *, generator=None):
 
 def geometric_(self, p, *, generator=None):
     """Fill with the number of Bernoulli(``p``) trials up to the first success."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.random_inplace_locals("geometric_", geometric_, locals())
     npd = self._data.dtype
     if npd.kind == "b":
         raise NotImplementedError("\"geometric_cpu\" not implemented for 'Bool'")
@@ -318,6 +306,8 @@ def geometric_(self, p, *, generator=None):
 
 def cauchy_(self, median=0, sigma=1, *, generator=None):
     """Fill with samples from the Cauchy distribution."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.random_inplace_locals("cauchy_", cauchy_, locals())
     npd = self._data.dtype
     if npd.kind != "f":
         raise RuntimeError("Cauchy distribution is a continuous probability distribution. "
@@ -330,6 +320,8 @@ def cauchy_(self, median=0, sigma=1, *, generator=None):
 
 def log_normal_(self, mean=1, std=2, *, generator=None):
     """Fill with ``exp`` of samples from ``N(mean, std**2)``."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.random_inplace_locals("log_normal_", log_normal_, locals())
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={_g(std)}")
     _need_float(self._data.dtype, "log_normal_cpu")
@@ -354,6 +346,8 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
         >>> ember.manual_seed(0); ember.rand(2)
         tensor([0.4963, 0.7682])
     """
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.composite_locals("rand", rand, locals())
     shape = _factory._shape(_factory._sized(size, kw, "rand"))
     npd = _dtype(dtype, out.dtype if out is not None else None)
     _need_float(npd, "check_uniform_bounds")
@@ -368,6 +362,8 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
         >>> ember.manual_seed(0); ember.randn(2)
         tensor([ 1.5410, -0.2934])
     """
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.composite_locals("randn", randn, locals())
     shape = _factory._shape(_factory._sized(size, kw, "randn"))
     npd = _dtype(dtype, out.dtype if out is not None else None)
     _need_float(npd, "normal_kernel_cpu")
@@ -379,6 +375,8 @@ def randint(*args, size=None, generator=None, out=None, dtype=None, layout=None,
             requires_grad=False, pin_memory=False, low=None, high=None):
     """A tensor of integers drawn uniformly from ``[low, high)`` (``low`` defaults to 0):
     ``randint(high, size)`` or ``randint(low, high, size)``; int64 unless ``dtype`` says."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.composite_locals("randint", randint, locals())
     args = list(args)
     if size is None:
         if not args:
@@ -408,6 +406,8 @@ _PERM_MAX = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": 
 def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None,
              requires_grad=False, pin_memory=False):
     """A random permutation of ``0 .. n-1`` (int64 unless ``dtype`` says)."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.composite_locals("randperm", randperm, locals())
     n = operator.index(n)
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
@@ -437,6 +437,8 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
         >>> ember.normal(ember.zeros(3), 1.0).shape
         ember.Size([3])
     """
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.composite_locals("normal", normal, locals())
     g = _gen(generator)
     mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
     if not mt and not st:
@@ -495,6 +497,8 @@ def _broadcast_msg(a, b):
 def bernoulli(input, p=None, *, generator=None, out=None):
     """0/1 draws: 1 with probability ``input`` (elementwise), or with probability ``p``
     when it is given (then ``input`` only gives the shape and dtype)."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.composite_locals("bernoulli", bernoulli, locals())
     g = _gen(generator)
     d = input._host()
     if p is None:  # the result is allocated contiguous (LEGACY_CONTIGUOUS_MEMORY_FORMAT)
@@ -510,6 +514,8 @@ def bernoulli(input, p=None, *, generator=None, out=None):
 
 def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
     """Indices drawn from the categories of each row of ``input`` (unnormalised weights)."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.composite_locals("multinomial", multinomial, locals())
     p = input._host()
     if not 1 <= p.ndim <= 2:
         raise RuntimeError("prob_dist must be 1 or 2 dim")
@@ -560,6 +566,8 @@ def poisson(input, generator=None):
     Not PyTorch's stream (its sampler is a per-element rejection loop): the draws come
     from NumPy's Poisson sampler, seeded with 64 bits of ``generator``'s stream.
     """
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.composite_locals("poisson", poisson, locals())
     lam = input._host()
     if lam.size and not (lam >= 0).all():
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
@@ -571,12 +579,16 @@ def poisson(input, generator=None):
 def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None, generator=None):
     """``rand`` with the shape (and, by default, dtype and device) of ``input``."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.composite_locals("rand_like", rand_like, locals())
     return _like(input, dtype, device, requires_grad, "uniform_", (), generator)
 
 
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None, generator=None):
     """``randn`` with the shape (and, by default, dtype and device) of ``input``."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.composite_locals("randn_like", randn_like, locals())
     return _like(input, dtype, device, requires_grad, "normal_", (), generator)
 
 
@@ -584,6 +596,8 @@ def randint_like(input, *args, low=None, high=None, dtype=None, layout=None, dev
                  requires_grad=False, memory_format=None, generator=None):
     """``randint`` with the shape (and, by default, dtype and device) of ``input``:
     ``randint_like(input, high)`` or ``randint_like(input, low, high)``."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.composite_locals("randint_like", randint_like, locals())
     args = list(args)
     if high is None:
         if not args:

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-import ember
+from ember import _core as ember
 from ember._legacy import _legacy, _threads, use_deterministic_algorithms
 from ember._tensor import Tensor, _make
 from ember.amp import GradScaler  # noqa: F401  (torch.GradScaler)

@@ -19,6 +19,46 @@ _FROM_NP = _dt.FROM_NP
 _ndarray = np.ndarray
 _new = object.__new__
 
+# The state of the mode stack (``ember.autograd._modes`` works on these very objects). It
+# lives here, below every other module, because Tensor's own methods consult it: under a
+# graph capture ``size``/``shape`` return traced ints and turning a tensor into a Python
+# value is reported. Outside any mode that costs one check of ``_mode_active[0]``.
+_mode_stack = []
+_mode_active = [0]
+
+
+def _mode_with(attr):
+    """The innermost mode the current call can see that has ``attr``, or None."""
+    i = _mode_active[0]
+    while i:
+        i -= 1
+        m = _mode_stack[i]
+        if hasattr(m, attr):
+            return m
+    return None
+
+
+def _mode_recorder(values=None):
+    """The visible mode that records composite functions (a graph capture) if it is the
+    innermost one, or if every visible mode above it is ``transparent`` to a call with
+    the argument ``values``; else None (see ``ember.autograd._modes.recorder``)."""
+    n = _mode_active[0]
+    while n:
+        n -= 1
+        m = _mode_stack[n]
+        if m.composites:
+            return m
+        if values is None or not m.transparent(values):
+            return None
+    return None
+
+
+def _python_value(t, what):
+    """``t`` becomes a Python value (``what`` names the conversion): tell the modes."""
+    m = _mode_with("python_value")
+    if m is not None:
+        m.python_value(t, what)
+
 
 class Size(tuple, metaclass=FrozenClass):
     """A tensor's shape: a tuple that prints as ``ember.Size([2, 3])``. Immutable, class
@@ -123,10 +163,18 @@ class Tensor:
     # ----- metadata -------------------------------------------------------------------
     @property
     def shape(self):
+        if _mode_active[0]:
+            m = _mode_with("sym_size")
+            if m is not None:
+                return m.sym_size(self, None)
         return Size(self._data.shape)
 
     def size(self, dim=None):
         """The shape, or its length along ``dim``."""
+        if _mode_active[0]:
+            m = _mode_with("sym_size")
+            if m is not None:
+                return m.sym_size(self, dim)
         if dim is None:
             return Size(self._data.shape)
         return self._data.shape[self._wrap_dim(dim)]
@@ -344,6 +392,8 @@ class Tensor:
         As in PyTorch it is not a view (``_base`` is None): an in-place change of it
         bumps the shared version, so a backward that needs the old values fails.
         """
+        if _mode_active[0] and (m := _mode_recorder()) is not None:
+            return m.composite("detach", Tensor.detach, (self,), {})
         t = _make(self._data, False)
         t._vc = self._vc
         return t
@@ -412,11 +462,15 @@ class Tensor:
 
     # ----- Python protocol ------------------------------------------------------------
     def __len__(self):
+        if _mode_active[0]:
+            _python_value(self, "__len__")
         if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
         return self._data.shape[0]
 
     def __iter__(self):
+        if _mode_active[0]:
+            _python_value(self, "__iter__")
         if self._data.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
         return iter(self.unbind(0))
@@ -430,21 +484,29 @@ class Tensor:
                            f"passed in a {type(element)}.")
 
     def __bool__(self):
+        if _mode_active[0]:
+            _python_value(self, "__bool__")
         if self._data.size != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self._data)
 
     def __float__(self):
+        if _mode_active[0]:
+            _python_value(self, "__float__")
         if self._data.size != 1:
             raise ValueError("only one element tensors can be converted to Python scalars")
         return float(self.item())
 
     def __int__(self):
+        if _mode_active[0]:
+            _python_value(self, "__int__")
         if self._data.size != 1:
             raise ValueError("only one element tensors can be converted to Python scalars")
         return int(self.item())
 
     def __index__(self):
+        if _mode_active[0]:
+            _python_value(self, "__index__")
         if self._data.dtype.kind not in "iub" or self._data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an "
                             "index")
@@ -457,6 +519,8 @@ class Tensor:
 
     def item(self):
         """The single value as a Python number."""
+        if _mode_active[0]:
+            _python_value(self, "item")
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
                                "to Scalar")
@@ -464,6 +528,8 @@ class Tensor:
 
     def tolist(self):
         """The data as (nested) Python lists of numbers."""
+        if _mode_active[0]:
+            _python_value(self, "tolist")
         return self._host_numbers().tolist()
 
     def _host(self):
@@ -479,6 +545,8 @@ class Tensor:
 
     def numpy(self, force=False):
         """A NumPy array sharing this tensor's memory (cpu tensors only)."""
+        if _mode_active[0]:
+            _python_value(self, "numpy")
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
@@ -495,6 +563,8 @@ class Tensor:
         return self._data
 
     def __array__(self, dtype=None, copy=None):
+        if _mode_active[0]:
+            _python_value(self, "__array__")
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-import ember
+from ember import _core as ember
 from ember.backend import array_module
 
 __all__ = ["Compose", "ToTensor", "Normalize", "Lambda", "Pad", "RandomCrop", "CenterCrop",

@@ -253,11 +253,11 @@ def test_compiled_training_equals_eager_loss_curve(name):
 @pytest.mark.parametrize("name,numba", [(n, True) for n in _MODELS] +
                          [("mlp", False), ("lstm", False)])
 def test_compiled_train_step_with_optimizer_inside(name, numba, monkeypatch):
-    from ember._compile import _optim
-    if numba:  # numba is a test dependency: this case must run the compiled passes
-        assert _optim.available()
+    from ember.optim import _one_pass
+    if numba:  # numba is a test dependency: this case must run the one-pass loops
+        assert _one_pass.available()
     else:  # the NumPy update (without the ember[compile] extra)
-        monkeypatch.setattr(_optim, "_kernels", {"sgd": None, "adam": None})
+        monkeypatch.setattr(_one_pass, "_kernels", {"sgd": None, "adam": None})
     eager, other, data, ref = _setup(name)
     opt = _opt(other, name)
 

@@ -11,8 +11,8 @@ import torch
 import ember
 import ember.jit as jit
 import ember.nn as nn
+from ember._graph.ir import Graph
 from ember.autograd import node as _node
-from ember.jit._ir import Graph
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from jit_trace_zoo import copy_weights, models  # noqa: E402
@@ -94,7 +94,8 @@ def test_constants_are_distinguished_and_graph_run_replays():
     np.testing.assert_array_equal(t(x).numpy(), f(x).numpy())
 
 
-def test_capture_restores_the_fast_paths():
+def test_capture_leaves_the_op_paths_alone():
+    # the capture is a mode on the mode stack: nothing is swapped in or restored
     add = ember.Tensor.__add__
     code = add.__code__
     apply = _node.Primitive.__dict__["apply"]
@@ -102,7 +103,6 @@ def test_capture_restores_the_fast_paths():
     jit.trace(MLP().eval(), ember.randn(2, 12))
     assert ember.Tensor.__add__ is add and add.__code__ is code
     assert _node.Primitive.__dict__["apply"] is apply and ember.Tensor.size is size
-    assert all(f.__code__.co_name == "f" for f in _node._FAST_FUNCTIONS)
     assert type(ember.randn(3, 4).size(0)) is int
 
 

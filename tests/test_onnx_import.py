@@ -58,8 +58,8 @@ def _emitted_onnx_ops():
     from ember.onnx import _export_ops
     src = inspect.getsource(_export_ops)
     ops = set(re.findall(r'g\.op\("([A-Za-z]+)"', src))
+    from ember._graph.names import spelling
     from ember.autograd.node import Primitive
-    from ember.jit._op_names import spelling
     stack, seen = [Primitive], set()
     while stack:  # the one-node spellings declared on the op classes
         for sub in stack.pop().__subclasses__():

@@ -18,14 +18,23 @@ import torch
 import ember
 import ember.jit
 import ember.onnx
+from ember._graph import capture as _capture
+from ember._graph.names import RECORDED_CALLS, spelling
 from ember.autograd.node import Primitive
-from ember.jit import _capture, _codegen
+from ember.jit import _codegen
 from ember.jit._op_exempt import NO_TORCHSCRIPT
-from ember.jit._op_names import RECORDED_CALLS, spelling
 from ember.nn import functional as F
 from ember.onnx import _export_ops
 from ember.onnx._op_exempt import NO_ONNX
-from ember.ops import bitwise, complex_numbers, elementwise, linalg, linalg_decomp, unary
+from ember.ops import (
+    bitwise,
+    complex_numbers,
+    elementwise,
+    linalg,
+    linalg_decomp,
+    quantization,
+    unary,
+)
 
 _SKIP_MODULES = ("ember.examples", "ember.datasets", "ember.__main__")
 
@@ -52,10 +61,26 @@ PRIMITIVES = _all_primitives()
 
 
 # ----- (a) the string-keyed tables name only calls the capture records -------------------
+def _composite_names():
+    """The literal op names of ``*.composite(...)``/``*.composite_locals(...)`` calls in
+    ember's source."""
+    import ast
+    import pathlib
+    names = set()
+    for path in pathlib.Path(ember.__file__).parent.rglob("*.py"):
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                    n.func.attr in ("composite", "composite_locals") and n.args and \
+                    isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str):
+                names.add(n.args[0].value)
+    return names
+
+
 def test_recorded_call_names_are_the_captures():
-    """``RECORDED_CALLS`` is what the capture records by name: its composite table, its
-    random calls, ``setitem`` and the size arithmetic of a real trace."""
-    recorded = set(_capture._composites()) | set(_capture.RANDOM_OPS) | {"setitem"}
+    """``RECORDED_CALLS`` is what the capture records by name: the names every composite
+    passes to the capture (``m.composite("view", ...)`` in ember's source), its random
+    calls, ``setitem`` and the size arithmetic of a real trace."""
+    recorded = _composite_names() | set(_capture.RANDOM_OPS) | {"setitem"}
 
     def sizes(x):
         n = x.size(0)
@@ -284,6 +309,11 @@ _RECIPES = {  # the op's arguments where the default (one float tensor per input
     bitwise.BitwiseNot: lambda: [_t(_I)],
     bitwise.LeftShift: lambda: [_t(_I), _t(_J)],
     bitwise.RightShift: lambda: [_t(_I), _t(_J)],
+    quantization.FakeQuantizePerTensorAffine: lambda: [_t(_A), 0.1, 3, -8, 7],
+    quantization.FakeQuantizePerTensorAffineTensorQparams: lambda: [
+        _t(_A), _t(np.float32(0.1)), _t(np.int32(3)), -8, 7],
+    quantization.FakeQuantizePerChannelAffine: lambda: [
+        _t(_A), _t(np.float32([0.1, 0.2, 0.05])), _t(np.int32([0, 3, -1])), 1, -8, 7],
 }
 
 

@@ -56,6 +56,8 @@ UNARY = [
     Case("sinc", lambda m, x: m.sinc(x), [(6,)]),
     Case("deg2rad", lambda m, x: m.deg2rad(x), [(6,)]),
     Case("nan_to_num", lambda m, x: m.nan_to_num(m.log(x)), [(6,)]),
+    Case("fake_quantize", lambda m, x: m.fake_quantize_per_tensor_affine(x * 3, 0.1, 3, -20, 20),
+         [(3, 4)], dtype=np.float32),
     Case("scalar_0d", lambda m, x: m.exp(x) * 2, [()]),
     Case("empty", lambda m, x: m.exp(x), [(0, 3)]),
     Case("f32_chain", lambda m, x: (x.sin() * x.exp()).tanh(), [(8,)], dtype=np.float32),

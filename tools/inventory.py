@@ -72,8 +72,9 @@ EXCLUDED = [
     (r"^torch\.nn\.functional$", r"^(scaled_mm|scaled_grouped_mm|grouped_mm|ScalingType|"
      r"SwizzleType)$",
      "low-precision (FP8/MX) grouped and scaled matmuls for CUDA tensor cores"),
-    # --- quantization
-    (r".*", r"^(quantize_|quantized_|q_|fake_quantize|dequantize$|int_repr$|"
+    # --- quantization (fake quantization on float tensors is counted: ember has it)
+    (r".*", r"^(quantize_|quantized_|q_|fake_quantize(?!_per_(tensor|channel)_affine$)|"
+     r"dequantize$|int_repr$|"
      r"choose_qparams|fused_moving_avg_obs_fake_quant$|empty_quantized$|qscheme$|"
      r"per_(tensor|channel)_|^qu?int\d+(x\d+)?$|QU?Int\w*Storage$)",
      "quantized tensors (qint8, quint8, per-tensor/per-channel schemes): a separate "

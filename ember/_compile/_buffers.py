@@ -2,17 +2,19 @@
 
 Once a plan's guards hold, every intermediate has the same shape and dtype on every
 call (or, for a symbolic batch size, the same shape as on the previous call of that
-size): the plan's steps that have an *into* kernel here write their outputs with
-NumPy's ``out=`` into arrays kept by the plan's :class:`Arena`, instead of allocating
-a fresh array per op and call (large fresh arrays come back from the allocator as
-untouched pages, a page fault per 4 KiB, whenever the heap was trimmed in between).
+size): the plan's steps whose op class declares ``forward_out`` (its forward written
+into a given array) write their outputs into arrays kept by the plan's
+:class:`Arena`, instead of allocating a fresh array per op and call (large fresh
+arrays come back from the allocator as untouched pages, a page fault per 4 KiB,
+whenever the heap was trimmed in between).
 
 Forward outputs share memory: a liveness analysis over the step order (the forward,
 then the backward in reverse, where a step's backward reads its inputs and outputs
 from the tape) gives each buffer the interval from the step that writes it to the last
-step that reads it, or reads a view of it (a step without an into kernel may return a
-view of its input, so its outputs are taken to alias all its inputs). Buffers whose
-intervals do not overlap share one block of memory (greedy interval colouring).
+step that reads it, or reads a view of it (a step without ``forward_out`` may return a
+view of its input, so its outputs are taken to alias all its inputs, unless its class
+is in ``_FRESH_OUT``). Buffers whose intervals do not overlap share one block of
+memory (greedy interval colouring).
 
 What the user can hold is never a buffer: a buffer that reaches one of the graph's
 outputs (through any chain of views) is not used (that step allocates, as eagerly),
@@ -21,13 +23,14 @@ becomes a ``.grad``. A plan whose forward is kept for a later ``backward()`` (a
 compiled module called with grad enabled) does not use forward buffers at all: the
 next call would overwrite the activations the pending backward reads. The backward's
 gradient temporaries live in dedicated buffers (one per producing site, written once
-per backward), which no later step of the same backward overwrites.
+per backward), which no later step of the same backward overwrites: the op's own
+``vjp`` writes them, given ``out`` (:func:`bvjp_for`).
 """
 import numpy as np
 
-from ember.ops.unary import _relu_array
+from ember.ops import attention, conv, elementwise, nn_fused, normalization, pooling, reduction
 
-__all__ = ["Arena", "assign", "INTO", "owned"]
+__all__ = ["Arena", "assign", "bvjp_for", "owned"]
 
 _ndarray = np.ndarray
 
@@ -37,13 +40,30 @@ class Arena:
     buffers given that colour) and one per backward site, grown when a larger shape
     arrives, with the typed views of each block cached per (shape, dtype)."""
 
-    __slots__ = ("blocks", "views", "busy", "roots")
+    __slots__ = ("blocks", "views", "busy", "roots", "sites")
 
     def __init__(self):
         self.blocks = {}
         self.views = {}
         self.busy = False
         self.roots = set()  # ids of the blocks (for ``owned``)
+        self.sites = {}
+
+    def site(self, key):
+        """The ``out(i, shape, dtype)`` an op's ``forward_out`` or ``vjp`` takes: arrays
+        in block ``key`` (a forward buffer: one output) or, for a tuple ``key``, in
+        block ``key + (i,)`` (a backward site: one block per result)."""
+        f = self.sites.get(key)
+        if f is None:
+            get = self.get
+            if type(key) is tuple:
+                def f(i, shape, dtype):
+                    return get(key + (i,), shape, dtype)
+            else:
+                def f(i, shape, dtype):
+                    return get(key, shape, dtype)
+            self.sites[key] = f
+        return f
 
     def get(self, key, shape, dtype):
         """An array of ``shape`` and ``dtype`` in block ``key`` (its contents are
@@ -85,97 +105,32 @@ def owned(arena, a):
     return id(b) in arena.roots
 
 
-# ----- forward kernels writing into a buffer ------------------------------------------------
-# ``into(args, arena, key)``: the op's array forward (the same NumPy calls, so the same
-# values) with its result written into ``arena.get(key, shape, dtype)``.
-def _linear_into(args, arena, key):
-    x, w, b = args[0], args[1], args[2]
-    n = w.shape[0]
-    out = arena.get(key, x.shape[:-1] + (n,), np.result_type(x.dtype, w.dtype))
-    if x.ndim == 2:
-        np.matmul(x, w.T, out=out)
-    else:
-        np.matmul(x.reshape(-1, x.shape[-1]), w.T, out=out.reshape(-1, n))
-    if b is not None:
-        out += b
-    return out
-
-
-def _linear_relu_into(args, arena, key):
-    out = _linear_into(args, arena, key)
-    return _relu_array(out, out)
-
-
-def _relu_into(args, arena, key):
-    x = args[0]
-    return _relu_array(x, arena.get(key, x.shape, x.dtype))
-
-
-def _unary_into(f):
-    def into(args, arena, key):
-        x = args[0]
-        return f(x, out=arena.get(key, x.shape, x.dtype))
-    return into
-
-
-def _binary_into(f):
-    """Two tensors of one floating dtype, or one and a Python number (NumPy casts the
-    number to the array's dtype, as eager ember's operators do)."""
-    def into(args, arena, key):
-        a, b = args[0], args[1]
-        if type(b) is not _ndarray:
-            t = a
-        elif type(a) is not _ndarray:
-            t = b
-        else:
-            t = a if a.shape == b.shape else None
-        shape = t.shape if t is not None else np.broadcast_shapes(a.shape, b.shape)
-        return f(a, b, out=arena.get(key, shape, (a if t is None else t).dtype))
-    return into
-
-
-# by op name: (kernel, which argument positions must be arrays of one floating dtype)
-INTO = {
-    "_Linear": (_linear_into, (0, 1)), "_LinearMm": (_linear_into, (0, 1)),
-    "_LinearView": (_linear_into, (0, 1)), "_LinearUnsafeView": (_linear_into, (0, 1)),
-    "_LinearRelu": (_linear_relu_into, (0, 1)),
-    "Relu": (_relu_into, (0,)), "Tanh": (_unary_into(np.tanh), (0,)),
-    "Add": (_binary_into(np.add), "binary"), "Sub": (_binary_into(np.subtract), "binary"),
-    "Mul": (_binary_into(np.multiply), "binary"), "Div": (_binary_into(np.divide), "binary"),
-}
-
-
-def _floating_same(node, positions):
-    """Whether the node's arguments at ``positions`` are tensors of one floating dtype
-    (and its other tensor arguments, a bias, of that dtype too)."""
-    from ember.jit._ir import Ref
-    if positions == "binary":  # a Python number (not bool) may stand for one operand
-        if len(node.args) != 2:
-            return False
-        refs = tuple(i for i, a in enumerate(node.args) if type(a) is Ref)
-        if not refs or any(type(a) not in (int, float) for i, a in enumerate(node.args)
-                           if i not in refs):
-            return False
-        positions = refs
+def _floating_same(node):
+    """Whether the node's tensor arguments and its output are of one floating dtype
+    (not complex), and its other arguments Python numbers (not bool) or None: then an
+    op's NumPy calls give the same values written into a buffer of that dtype."""
+    from ember._graph.ir import Ref
+    if node.kwargs:
+        return False
     dts = set()
-    for i in positions:
-        if i >= len(node.args) or type(node.args[i]) is not Ref:
-            return False
-        v = node.args[i].value
-        if v.type != "Tensor" or v.dtype is None or not v.dtype.is_floating_point:
-            return False
-        dts.add(v.dtype)
     for a in node.args:
-        if type(a) is Ref and a.value.type == "Tensor":
-            dts.add(a.value.dtype)
+        if type(a) is Ref:
+            v = a.value
+            if v.type != "Tensor" or v.dtype is None or not v.dtype.is_floating_point or \
+                    getattr(v.dtype, "is_complex", False):
+                return False
+            dts.add(v.dtype)
+        elif a is not None and type(a) not in (int, float):
+            return False
     out = node.outputs[0]
     return len(dts) == 1 and out.dtype in dts
 
 
 # primitives whose outputs are always new arrays, never views of their inputs (a
 # reduction, a convolution...): their outputs alias no buffer
-_FRESH_OUT = {"_CrossEntropy", "Mean", "MeanDim", "Conv", "MaxPool", "_LayerNorm",
-              "ScaledDotProductAttention", "Add", "Sub", "Mul", "Div"}
+_FRESH_OUT = {nn_fused._CrossEntropy, reduction.Mean, reduction.MeanDim, conv.Conv,
+              pooling.MaxPool, normalization._LayerNorm, attention.ScaledDotProductAttention,
+              elementwise.Add, elementwise.Sub, elementwise.Mul, elementwise.Div}
 
 
 def assign(plan, record):
@@ -220,12 +175,13 @@ def assign(plan, record):
                     roots[s] = (s,)
                     cand.append((s, pos[st.index], st))
             continue
-        k = INTO.get(st.node.op) if st.prim and not st.multi and st.inplace is None else None
-        if k is not None and _floating_same(st.node, k[1]):
-            st.into = k[0]
+        into = getattr(st.op, "forward_out", None) if st.prim and not st.multi and \
+            st.inplace is None else None
+        if into is not None and _floating_same(st.node):
+            st.into = into
             roots[st.outs[0]] = (st.outs[0],)
             cand.append((st.outs[0], st.index, st))
-        elif not (st.prim and st.node.op in _FRESH_OUT and st.inplace is None):
+        elif not (st.prim and st.node.target in _FRESH_OUT and st.inplace is None):
             r = set()
             for s in st.in_slots:
                 r.update(roots[s])
@@ -255,83 +211,50 @@ def assign(plan, record):
         colors[s] = c
         if st.group is None and not st.skip:
             st.color = c
+            st.buffer = plan.arena.site(c)
     plan.groups = groups
     return len(colours)
 
 
-# ----- backward kernels writing their gradient temporaries into buffers -----------------------
-# ``bvjp(state, args, ys, gouts, needs, arena, key)``: the ``_kernels`` vjp of the same
-# op, its activation-sized results written into ``arena.get(("g", key, i), ...)``, the
-# parameter-sized ones (a weight's, a bias's gradient: the ``.grad`` the user keeps)
-# fresh as before.
-def _site(arena, key, i, shape, dtype):
-    return arena.get(("g", key, i), shape, dtype)
-
-
-def _linear_bvjp(relu):
-    def bvjp(state, args, ys, gouts, needs, arena, key):
-        from ember._compile import _fused
-        x, w = args[0], args[1]
-        g = gouts[0]
-        if relu:
-            g = _fused.relu_grad(g, ys[0], _site(arena, key, "m", g.shape, g.dtype))
-        n = g.shape[-1]
-        g2 = g if g.ndim == 2 else g.reshape(-1, n)
-        gx = gw = gb = None
-        if needs[0]:
-            gx = _site(arena, key, 0, x.shape, np.result_type(g.dtype, w.dtype))
-            np.matmul(g2, w, out=gx if gx.ndim == 2 else gx.reshape(-1, w.shape[1]))
-        if needs[1]:
-            gw = np.matmul(g2.T, x if x.ndim == 2 else x.reshape(-1, x.shape[-1]))
-        if len(needs) > 2 and needs[2]:
-            gb = g2.sum(0)
-        return [gx, gw, gb]
-    return bvjp
-
-
-def _relu_bvjp(state, args, ys, gouts, needs, arena, key):
-    from ember._compile import _fused
-    g = gouts[0]
-    return [_fused.relu_grad(g, ys[0], _site(arena, key, 0, g.shape, g.dtype))]
-
-
-def _tanh_bvjp(state, args, ys, gouts, needs, arena, key):
-    from ember._compile import _fused
-    g = gouts[0]
-    return [_fused.tanh_grad(g, ys[0], _site(arena, key, 0, g.shape, g.dtype))]
-
-
-def _sub_bvjp(state, args, ys, gouts, needs, arena, key):
-    g = gouts[0]
-    return [g, np.negative(g, out=_site(arena, key, 1, g.shape, g.dtype))
-            if needs[1] else None]
-
-
-def _mul_bvjp(state, args, ys, gouts, needs, arena, key):
-    g = gouts[0]
-    a, b = args
-    out = [None, None]
-    for i, other in ((0, b), (1, a)):
-        if needs[i]:
-            o = getattr(other, "shape", g.shape)  # a Python number: g's shape
-            shape = g.shape if g.shape == o else np.broadcast_shapes(g.shape, o)
-            out[i] = np.multiply(g, other, out=_site(arena, key, i, shape, g.dtype))
-    return out
-
-
-_BVJP = {
-    "_Linear": _linear_bvjp(False), "_LinearMm": _linear_bvjp(False),
-    "_LinearView": _linear_bvjp(False), "_LinearUnsafeView": _linear_bvjp(False),
-    "_LinearRelu": _linear_bvjp(True), "Relu": _relu_bvjp, "Tanh": _tanh_bvjp,
-    "Sub": _sub_bvjp, "Mul": _mul_bvjp,
-}
-
-
-def bvjp_for(st):
-    """The buffered vjp of a plan step, or None (its ``_kernels`` vjp runs)."""
-    if not st.prim or st.multi:
+# ----- backward: the op's own vjp writing its gradient temporaries into buffers -------------
+def bvjp_for(st, arena):
+    """``run(state, args, ys, gouts)`` for a plan step: its op's vjp given the
+    buffers of its site in ``arena`` (each op puts its activation-sized results there,
+    the parameter-sized ones, the ``.grad`` the user keeps, stay fresh), or None (the
+    plain ``st.vjp`` runs). An op whose class declares a one-element gradient
+    (``fused_vjp``), or an ``activation`` that does, runs that as one compiled loop
+    (:mod:`ember._compile._fused`) where the arrays allow."""
+    from ember._compile import _fused, _rules
+    if not st.prim or st.multi or st.node.target.vjp is None or \
+            not _floating_same(st.node):
         return None
-    f = _BVJP.get(st.node.op)
-    if f is None or not _floating_same(st.node, INTO[st.node.op][1]):
-        return None
-    return f
+    out = arena.site(("g", st.index))
+    vjp = _rules.vjp_for(st.node, True, st.needs, out)
+    cls = st.node.target
+    loop = _fused.grad_loop(cls)
+    if loop is not None:
+        def run(state, args, ys, gouts):
+            g = gouts[0]
+            o = out(0, g.shape, g.dtype)
+            if loop(g, ys[0], o):
+                return [o]
+            return vjp(state, args, ys, gouts)
+        return run
+    act = getattr(cls, "activation", None)
+    loop = None if act is None else _fused.grad_loop(act)
+    if loop is not None:
+        # the base class's op, then the activation: its loop, then the base's vjp
+        base = next(c.__dict__["vjp"] for c in cls.__mro__[1:] if "vjp" in c.__dict__)
+        op = object.__new__(cls)
+        op._edges = tuple(1 if n else None for n in st.needs)
+
+        def run(state, args, ys, gouts):
+            g = gouts[0]
+            o = out("act", g.shape, g.dtype)
+            if not loop(g, ys[0], o):
+                return vjp(state, args, ys, gouts)
+            if state:
+                op.__dict__ = state
+            return base(op, (o,), args, ys, out)
+        return run
+    return vjp

@@ -9,9 +9,9 @@ import warnings
 import numpy as np
 
 from ember import _tensor
-from ember.jit._capture import TracerWarning, capture, is_tracing
-from ember.jit._ir import Ref
-from ember.jit._trace import _record
+from ember._graph.capture import TracerWarning, is_tracing
+from ember._graph.ir import Ref
+from ember._graph.record import record as _record
 
 Tensor = _tensor.Tensor
 
@@ -38,13 +38,13 @@ class GraphBreak:
 
 
 def busy():
-    """True when a jit trace or another capture is running (then compile runs eagerly,
-    and an enclosing trace records the eager ops)."""
-    return is_tracing() or capture._lock.locked()
+    """True when a jit trace or another capture is running in this thread (then compile
+    runs eagerly, and an enclosing trace records the eager ops)."""
+    return is_tracing()
 
 
 def _user_where():
-    from ember.jit._capture import _EMBER_DIR
+    from ember._graph.capture import _EMBER_DIR
     f = sys._getframe(2)
     while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
         f = f.f_back
@@ -52,8 +52,8 @@ def _user_where():
 
 
 def _trace_counts():
-    from ember.jit import _capture as jc
-    st = jc._active
+    from ember._graph import capture as jc
+    st = jc.current()
     return st, (len(st.graph.constants) if st is not None else 0)
 
 
@@ -209,7 +209,7 @@ def capture_graph(fn, args, module, others=()):
     With extras the graph returns ``(output, root, (written tensors...))``.
     ``others``: tensors besides the module's and the arguments whose in-place change
     must be replayed (a compiled function's closure tensors)."""
-    box, breaks, events = [], [], []
+    box, breaks, events, unfaithful = [], [], [], []
     side = _SideEffects(events)
     flat_args = []
     _flat_tensors(args, flat_args)
@@ -220,10 +220,12 @@ def capture_graph(fn, args, module, others=()):
     cands += [(("tensor", t), t) for t in others]
     written = []
 
+    from ember._graph import capture as jc
+
     def run(*a):
+        st = jc.current()
+        st.breaks = unfaithful
         box.append(fn(*a))
-        from ember.jit import _capture as jc
-        st = jc._active
         side.end_consts = len(st.graph.constants)
         done = set()
         for key, t in cands:
@@ -244,6 +246,9 @@ def capture_graph(fn, args, module, others=()):
             if not box:
                 raise
             breaks.append(GraphBreak(f"the output cannot be captured: {e}"))
+    # what the capture could not record (a vmap per-sample loop...): this call ran
+    # eagerly from there on, and its graph would replay constants
+    breaks.extend(GraphBreak(why, where) for why, where in unfaithful)
     for w in seen:
         if issubclass(w.category, TracerWarning):
             breaks.append(GraphBreak(str(w.message).split(" might cause")[0],

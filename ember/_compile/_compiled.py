@@ -14,11 +14,11 @@ import warnings
 import numpy as np
 
 from ember import _logging, _tensor
-from ember._compile import _optim, _plan
+from ember._compile import _plan
 from ember._compile._capture import Unsupported, busy, capture_graph, signature
+from ember._graph import ir as _ir
 from ember.autograd import engine as _engine
 from ember.autograd import grad_mode
-from ember.jit import _ir
 from ember.nn.modules.module import Module
 
 Tensor = _tensor.Tensor
@@ -37,6 +37,19 @@ class _Config:
 
 
 config = _Config()
+
+
+def _step_one_pass(opt):
+    """``opt.step()`` (its hooks, counters, state and ``param_groups`` stay the
+    optimizer's) with its per-parameter update (``apply_single``) asked to run as one
+    pass over memory where it can (SGD, Adam, AdamW with numba: the same values)."""
+    if "_one_pass" in getattr(opt, "__dict__", ()):
+        return opt.step()
+    opt._one_pass = True
+    try:
+        return opt.step()
+    finally:
+        del opt._one_pass
 _BACKENDS = (None, "inductor", "eager", "aot_eager")
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -253,8 +266,8 @@ class CompiledFunction:
     def _train_replay(self, e, targs, tensors, args, kwargs):
         """A training step: the events before ``backward`` (``zero_grad``), the plan's
         forward and backward with the gradients accumulated into the leaves' ``.grad``
-        as ``backward()`` does, then the events after it (``optimizer.step()``, with
-        :func:`_optim.fused_step`). Without a plan the call runs eagerly."""
+        as ``backward()`` does, then the events after it (``optimizer.step()``, through
+        :func:`_step_one_pass`). Without a plan the call runs eagerly."""
         plan = self._plan_of(e, tensors)
         if plan is None or any(t.grad_fn is not None for t in tensors if t.requires_grad):
             self.stats["eager"] += 1
@@ -285,7 +298,7 @@ class CompiledFunction:
                     _engine._accumulate(leaf, _tensor._make(g), False, seen)
             for ev in e.train.post:
                 if ev.kind == "step":
-                    _optim.fused_step(ev.obj)
+                    _step_one_pass(ev.obj)
                 else:
                     ev.call(*ev.args, **ev.kwargs)
             outs = [_tensor._make(o) if type(o) is np.ndarray else o

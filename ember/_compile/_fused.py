@@ -13,13 +13,19 @@ calls of eager ember with ``out=`` into the given buffer: the same values either
 Transcendental functions (``exp``, ``tanh``...) are not fused: numba calls the C
 library's, which can differ in the last bit from NumPy's SIMD loops, and the compiled
 loss curves must stay eager ember's.
+
+No op's math is written here: each op class a loop may hold declares one element of
+its forward (``fused = "{0} + {1}"``: ``{0}``, ``{1}`` its operands, ``z`` the dtype's
+zero, ``one`` its one) and, for a gradient read from the output, one element of that
+(``fused_vjp = "(one - {y} * {y}) * {g}"``); this module only strings them into loops.
 """
+import string
+
 import numpy as np
 
 from ember.backend.threads import parallel_rows
-from ember.ops.unary import _relu_grad_array
 
-__all__ = ["relu_grad", "tanh_grad", "available"]
+__all__ = ["grad_loop", "available", "groups"]
 
 _kernels = {}
 
@@ -34,24 +40,7 @@ def _numba():
     except ImportError:
         return _kernels
 
-    # loops over whole (sliced) arrays from 0: indices known non-negative, so LLVM
-    # drops the wraparound checks and vectorizes the loop
-    @numba.njit(nogil=True, cache=False)
-    def relu_grad(g, y, out):
-        zero = g.dtype.type(0)
-        for i in range(out.size):
-            out[i] = zero if y[i] <= 0 else g[i]
-
-    @numba.njit(nogil=True, cache=False)
-    def tanh_grad(g, y, out):
-        one = g.dtype.type(1)
-        for i in range(out.size):
-            yi = y[i]
-            d = yi * yi
-            d = one - d
-            out[i] = d * g[i]
-
-    _kernels.update(relu_grad=relu_grad, tanh_grad=tanh_grad, numba=numba)
+    _kernels.update(numba=numba)
     return _kernels
 
 
@@ -75,36 +64,48 @@ def _run(kernel, arrays, extra=(), cost=2):
     parallel_rows(lambda lo, hi: kernel(*[f[lo:hi] for f in flat], *extra), n, cost * n)
 
 
-def relu_grad(g, y, out):
-    """relu's derivative (``threshold_backward``: 0 where ``y <= 0``, else ``g``) into
-    ``out``."""
-    k = _numba().get("relu_grad")
-    if k is not None and _flat_ok(g, y, out):
-        _run(k, (g, y, out))
-        return out
-    return _relu_grad_array(g, y, out)
+_grad_loops = {}  # op class -> its gradient loop (or None)
 
 
-def tanh_grad(g, y, out):
-    """``(1 - y * y) * g`` (tanh's gradient from its output) into ``out``."""
-    k = _numba().get("tanh_grad")
-    if k is not None and _flat_ok(g, y, out):
-        _run(k, (g, y, out))
-        return out
-    np.multiply(y, y, out=out)
-    np.subtract(1, out, out=out)
-    out *= g
-    return out
+def grad_loop(cls):
+    """``loop(g, y, out) -> bool`` writing ``cls``'s gradient from its output (its
+    ``fused_vjp``) into ``out`` as one compiled loop, False (nothing written) where the
+    arrays are not flat arrays of one shape and float dtype; None without numba or
+    without ``fused_vjp``."""
+    if not available():
+        return None
+    if cls in _grad_loops:
+        return _grad_loops[cls]
+    expr = getattr(cls, "fused_vjp", None)
+    if expr is None:
+        _grad_loops[cls] = None
+        return None
+    numba = _numba()["numba"]
+    # a loop over whole (sliced) arrays from 0: indices known non-negative, so LLVM
+    # drops the wraparound checks and vectorizes the loop
+    src = ("def grad(g, y, out):\n"
+           "    z = g.dtype.type(0)\n"
+           "    one = g.dtype.type(1)\n"
+           "    for i in range(out.size):\n"
+           f"        out[i] = {expr.format(g='g[i]', y='y[i]')}\n")
+    scope = {}
+    exec(compile(src, f"<ember fused {cls.__name__} gradient>", "exec"), scope)
+    kernel = numba.njit(nogil=True, cache=False)(scope["grad"])
+
+    def loop(g, y, out):
+        if not _flat_ok(g, y, out):
+            return False
+        _run(kernel, (g, y, out))
+        return True
+    _grad_loops[cls] = loop
+    return loop
 
 
 # ----- forward chains -------------------------------------------------------------------------
-# the elementwise primitives a chain may hold, by op name: their arity and the loop body
-# (``{0}``, ``{1}``: operands; ``z``: the dtype's zero)
-_OPS = {"Add": (2, "{0} + {1}"), "Sub": (2, "{0} - {1}"), "Mul": (2, "{0} * {1}"),
-        "Div": (2, "{0} / {1}"), "Neg": (1, "-{0}"),
-        # np.maximum(x, 0): x when x > 0 or x is NaN (its sign kept), else +0.0 (also
-        # for -0.0, as NumPy's loops return the second operand of equal ones)
-        "Relu": (1, "{0} if ({0} > z or {0} != {0}) else z")}
+def _arity(expr):
+    """The number of operands of a ``fused`` expression (``{0}``, ``{1}``...)."""
+    return 1 + max(int(f) for _, f, _, _ in string.Formatter().parse(expr)
+                   if f is not None and f.isdigit())
 
 
 _chains = {}  # loop source -> its compiled function (shared by the plans)
@@ -146,13 +147,14 @@ class Group:
                 else:
                     consts.append(a)
                     ops.append(f"c{len(consts) - 1}")
-            body.append(f"        t{k} = " + _OPS[st.node.op][1].format(*ops, z="z"))
+            body.append(f"        t{k} = " + st.node.target.fused.format(*ops, z="z",
+                                                                        one="one"))
             names[st.outs[0]] = f"t{k}"
             if st.outs[0] in self.keep:
                 body.append(f"        o{self.keep.index(st.outs[0])}[i] = t{k}")
         params = [f"a{i}" for i in range(len(self.inputs))] + \
             [f"o{i}" for i in range(len(self.keep))] + \
-            [f"c{i}" for i in range(len(consts))] + ["z"]
+            [f"c{i}" for i in range(len(consts))] + ["z", "one"]
         src = (f"def chain({', '.join(params)}):\n"
                "    for i in range(a0.size):\n" + "\n".join(body) + "\n")
         return src, consts
@@ -181,37 +183,37 @@ class Group:
         outs = [np.empty(a0.shape, dt) if colors[s] is None else
                 arena.get(colors[s], a0.shape, dt) for s in self.keep]
         if self.kernel is not None and _flat_ok(*ins, *outs):
-            _run(self.kernel, ins + outs, [dt.type(c) for c in self.consts] + [dt.type(0)],
+            _run(self.kernel, ins + outs,
+                 [dt.type(c) for c in self.consts] + [dt.type(0), dt.type(1)],
                  2 * len(self.steps))
             for s, o in zip(self.keep, outs):
                 env[s] = o
             return
-        # NumPy, op by op: kept outputs into their buffers, the others fresh
+        # NumPy, op by op (each op's ``forward_out``, else ``forward``): kept outputs
+        # into their buffers, the others fresh
         keep = dict(zip(self.keep, outs))
         for st in self.steps:
             args = list(st.args)
             for j, s in st.refs:
                 args[j] = env[s]
             o = keep.get(st.outs[0])
-            f = _NUMPY[st.node.op]
-            if st.node.op == "Relu":
-                from ember.ops.unary import _relu_array
-                env[st.outs[0]] = _relu_array(args[0], o)
+            into = getattr(st.op, "forward_out", None)
+            if o is not None and into is not None:
+                env[st.outs[0]] = into(*args, out=lambda key, shape, dtype, o=o: o)
+            elif o is not None:
+                np.copyto(o, st.op.forward(*args))
+                env[st.outs[0]] = o
             else:
-                env[st.outs[0]] = f(*args, out=o) if o is not None else f(*args)
-
-
-_NUMPY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
-          "Neg": np.negative, "Relu": None}
+                env[st.outs[0]] = st.op.forward(*args)
 
 
 def _member(st):
     """(shape, dtype) of an elementwise step a chain may hold, or None."""
-    from ember.jit._ir import Ref
+    from ember._graph.ir import Ref
     if not st.prim or st.multi or st.nested or st.node.kwargs:
         return None
-    op = _OPS.get(st.node.op)
-    if op is None or len(st.args) != op[0] or not st.refs:
+    expr = getattr(st.node.target, "fused", None)
+    if expr is None or len(st.args) != _arity(expr) or not st.refs:
         return None
     out = st.node.outputs[0]
     if out.dtype is None or not out.dtype.is_floating_point or \

@@ -7,7 +7,8 @@ made when the plan was built (reused every call), and writes its outputs to slot
 When a gradient is wanted, each step on the gradient path keeps its inputs, outputs
 and the state its forward left (the arrays its backward reads: a softmax, an LSTM's
 gate activations...) on a tape. The backward pass walks the steps in reverse, calling
-the step's array vector-Jacobian product (:mod:`ember._compile._kernels`), sums
+the vector-Jacobian product its op's class declares (found by
+:mod:`ember._compile._rules`; the plan states no derivative of its own), sums
 gradients that meet, and reduces broadcast gradients to their input's shape. The
 whole plan appears to autograd as one node (``CompiledFunctionBackward``) whose edges
 are the graph's inputs and parameters that require grad.
@@ -20,12 +21,12 @@ with :meth:`Graph.run`, as eager ember would run it.
 import numpy as np
 
 from ember import _tensor
-from ember._compile import _buffers, _kernels
+from ember._compile import _buffers, _rules
+from ember._graph.ir import Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
-from ember.jit._ir import Ref
-from ember.ops.unary import _relu_array
+from ember.ops import conv, elementwise, nn_fused, unary
 
 Tensor = _tensor.Tensor
 _make = _tensor._make
@@ -77,7 +78,7 @@ class _Step:
 
     __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
-                 "bvjp", "group", "skip")
+                 "bvjp", "group", "skip", "buffer")
 
     def __init__(self, node, slots):
         self.node = node
@@ -106,7 +107,8 @@ class _Step:
         self.inplace = None  # an array function writing into its input (see _fuse)
         self.into = None     # a forward writing into a buffer, and the buffer's colour
         self.color = None    # (see _buffers.assign)
-        self.bvjp = None     # a vjp writing its gradients into buffers (_buffers.BVJP)
+        self.buffer = None   # the colour's ``out`` for ``into``
+        self.bvjp = None     # the vjp writing its gradients into buffers (_buffers)
         self.group = None    # the fused chain this step ends, and whether it is a chain
         self.skip = False    # member the chain computes (see _fused.groups)
 
@@ -126,11 +128,10 @@ class _Step:
                 for k, a in self.nested[1]:
                     kwargs[k] = _fill(a, env, slots, True)
         if self.inplace is not None:
-            x = args[0]
-            env[self.outs[0]] = self.inplace(x, x)
+            env[self.outs[0]] = self.inplace(args[0])
             return args, None
         if arena is not None and self.color is not None:
-            env[self.outs[0]] = self.into(args, arena, self.color)
+            env[self.outs[0]] = self.into(*args, out=self.buffer)
             return args, None
         if self.prim:
             op = self.op
@@ -215,16 +216,16 @@ class Plan:
             st.needs = [False] * len(st.args)
             for i2, s in st.refs:
                 st.needs[i2] = rg[s]
-            st.vjp = _kernels.vjp_for(st.node, st.prim)
+            st.vjp = _rules.vjp_for(st.node, st.prim, st.needs)
             if st.vjp is None:
                 raise Unplannable(f"{st.node.op} has no array gradient kernel")
         self.rg = rg
         self.out_rg = [rg[s] for s in self.out_slots]
         _fuse(self)
         self.grad_steps = [st for st in self.steps if st.grad][::-1]
-        for st in self.grad_steps:
-            st.bvjp = _buffers.bvjp_for(st)
         self.arena = _buffers.Arena()
+        for st in self.grad_steps:
+            st.bvjp = _buffers.bvjp_for(st, self.arena)
         self.mode = None  # what the forward buffers were laid out for ("train"/"infer")
         self.groups, self.colors = [], {}
 
@@ -318,9 +319,9 @@ class Plan:
             args, state = tape[st.index]
             ys = [env[s] for s in outs]
             if arena is not None and st.bvjp is not None:
-                grads = st.bvjp(state, args, ys, gouts, st.needs, arena, st.index)
+                grads = st.bvjp(state, args, ys, gouts)
             else:
-                grads = st.vjp(state, args, ys, gouts, st.needs)
+                grads = st.vjp(state, args, ys, gouts)
             for i, s in st.refs:
                 if not st.needs[i]:
                     continue
@@ -339,13 +340,23 @@ class Plan:
         return leaf
 
 
-# one-input elementwise ops whose backward reads their output only, by op name: the
-# array function that computes them into a given array
-_INPLACE = {"Relu": lambda x, out: _relu_array(x, out), "Tanh": np.tanh}
+# one-input elementwise ops whose backward reads their output only (they run in place
+# through their class's ``forward_out``)
+_INPLACE = {unary.Relu, unary.tanh.primitive}
 # producers whose backward reads neither their output nor keeps it in their state, and
 # whose output is a fresh array (not a view): a consumer may overwrite it
-_FRESH = {"_Linear", "_LinearMm", "_LinearView", "_LinearUnsafeView", "Add", "Sub", "Conv",
-          "AddScaled"}
+_FRESH = {nn_fused._Linear, nn_fused._LinearMm, nn_fused._LinearView,
+          nn_fused._LinearUnsafeView, elementwise.Add, elementwise.Sub, conv.Conv,
+          elementwise.AddScaled}
+
+
+def _in_place(op):
+    """``x -> op(x)`` written over ``x``."""
+    forward_out = op.forward_out
+
+    def run(x):
+        return forward_out(x, out=lambda key, shape, dtype: x)
+    return run
 
 
 def _fuse(plan):
@@ -365,12 +376,12 @@ def _fuse(plan):
         for s in st.outs:
             producer[s] = st
     for st in plan.steps:
-        f = _INPLACE.get(st.node.op) if st.prim else None
-        if f is None or len(st.refs) != 1 or st.refs[0][0] != 0 or len(st.args) != 1:
+        if not st.prim or st.node.target not in _INPLACE or len(st.refs) != 1 or \
+                st.refs[0][0] != 0 or len(st.args) != 1:
             continue
         s = st.refs[0][1]
         src = producer.get(s)
-        if src is None or not src.prim or src.node.op not in _FRESH or src.multi or \
+        if src is None or not src.prim or src.node.target not in _FRESH or src.multi or \
                 readers.get(s) != 1:
             continue
         v = st.node.inputs[0]
@@ -378,7 +389,7 @@ def _fuse(plan):
                 st.node.outputs[0].dtype != v.dtype or \
                 tuple(st.node.outputs[0].shape or ()) != tuple(v.shape or ()):
             continue
-        st.inplace = f
+        st.inplace = _in_place(st.op)
 
 
 def _accumulate(G, s, g):

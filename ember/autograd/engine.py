@@ -7,10 +7,9 @@ graph of their own, which is what makes higher derivatives work.
 import sys
 
 from ember._tensor import Tensor
-from ember.autograd import anomaly
+from ember.autograd import _modes, anomaly
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED
-from ember.autograd.node import profiler_hook as _profiler_hook
 from ember.backend.dtypes import FROM_NP as _FROM_NP
 
 # False while a pass runs for autograd.grad() or backward(inputs=...): the reentrant
@@ -264,10 +263,10 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
             if len(grads) > 1 and any(g is None for g in grads):
                 grads = _fill_zeros(node, grads)
             try:
-                if _profiler_hook[0] is None:
-                    in_grads = node.backward(*grads)
+                if _modes.active[0]:
+                    in_grads = _modes.run_node(node, grads)
                 else:
-                    in_grads = _profiler_hook[0].node(node, grads)
+                    in_grads = node.backward(*grads)
             except Exception:
                 if anomaly.enabled[0]:
                     _report_anomaly(node)

@@ -5,7 +5,7 @@ import sys
 import weakref
 
 from ember import _tensor
-from ember.autograd import anomaly
+from ember.autograd import _modes, anomaly
 from ember.autograd.grad_mode import state as _grad_state
 from ember.backend import complex32 as _c32
 
@@ -17,8 +17,8 @@ _new = object.__new__
 
 __all__ = ["Node", "Primitive", "AccumulateGrad"]
 
-# the running profiler's recorder (ember.profiler), or None: every op call checks it
-profiler_hook = [None]
+# how many modes (ember.autograd._modes) the current call sees: every op call checks it
+_active = _modes.active
 # forward_ad._propagate while a dual level is open, else None: every op call checks it
 forward_ad_hook = [None]
 
@@ -247,6 +247,7 @@ class Primitive(Node):
     broadcasts = False
     n_outputs = 1
     batch = None  # the vmap rule, a function (cls, level, args, params): ops/_batch.py
+    vjp = None  # an array-level vjp for the compile plan; None: it uses ``backward``
     differentiable_outputs = None  # None: all floating outputs are differentiable
     onnx = None          # export spellings: see the docstring
     torchscript = None
@@ -266,12 +267,8 @@ class Primitive(Node):
     @classmethod
     def apply(cls, *args, **params):
         """Run the op on Tensors (and plain values) and record it in the graph."""
-        rec = profiler_hook[0]
-        if rec is not None:
-            if rec.entering is cls:
-                rec.entering = None
-            else:
-                return rec.op(cls, args, params)
+        if _active[0]:
+            return _modes.dispatch(cls, args, params)
         self = _new(cls)
         rg = False
         if len(args) == 1:
@@ -329,7 +326,7 @@ class Primitive(Node):
         multi = cls.n_outputs != 1
 
         def f(x):
-            if profiler_hook[0] is not None or forward_ad_hook[0] is not None:
+            if _active[0] or forward_ad_hook[0] is not None:
                 return cls.apply(x)
             self = _new(cls)
             if not isinstance(x, Tensor):
@@ -358,7 +355,7 @@ class Primitive(Node):
         def f(a, b):
             if reflected:
                 a, b = b, a
-            if profiler_hook[0] is not None or forward_ad_hook[0] is not None:
+            if _active[0] or forward_ad_hook[0] is not None:
                 return cls.apply(a, b)
             self = _new(cls)
             rg = False

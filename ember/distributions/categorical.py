@@ -1,9 +1,10 @@
 """Categorical distributions: Categorical, OneHotCategorical (and its straight-through
 variant)."""
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
 from ember.distributions.utils import lazy_property, logits_to_probs, probs_to_logits
+from ember.nn import functional as F
 
 __all__ = ["Categorical", "OneHotCategorical", "OneHotCategoricalStraightThrough"]
 
@@ -154,7 +155,7 @@ class OneHotCategorical(Distribution):
     def mode(self):
         probs = self._categorical.probs
         mode = probs.argmax(-1)
-        return ember.nn.functional.one_hot(mode, num_classes=probs.shape[-1]).to(probs.dtype)
+        return F.one_hot(mode, num_classes=probs.shape[-1]).to(probs.dtype)
 
     @property
     def variance(self):
@@ -169,7 +170,7 @@ class OneHotCategorical(Distribution):
         probs = self._categorical.probs
         num_events = self._categorical._num_events
         indices = self._categorical.sample(sample_shape)
-        return ember.nn.functional.one_hot(indices, num_events).to(probs.dtype)
+        return F.one_hot(indices, num_events).to(probs.dtype)
 
     def log_prob(self, value):
         if self._validate_args:

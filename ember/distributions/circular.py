@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
 from ember.distributions.utils import broadcast_all

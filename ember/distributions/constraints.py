@@ -1,7 +1,7 @@
 """Constraints: the set a parameter or a sample must lie in (``torch.distributions.
 constraints``). ``check(value)`` returns a bool tensor over the batch: an event of
 ``event_dim`` dims is valid when all of it is."""
-import ember
+from ember import _core as ember
 
 __all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property",
            "greater_than", "greater_than_eq", "independent", "integer_interval", "interval",

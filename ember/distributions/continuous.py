@@ -3,7 +3,7 @@ Exponential (and the ExponentialFamily base)."""
 import math
 import numbers
 
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
 from ember.distributions.utils import _finfo, broadcast_all

@@ -2,7 +2,7 @@
 NegativeBinomial."""
 import numbers
 
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.categorical import Categorical
 from ember.distributions.continuous import ExponentialFamily
@@ -14,6 +14,7 @@ from ember.distributions.utils import (
     logits_to_probs,
     probs_to_logits,
 )
+from ember.nn import functional as F
 from ember.ops import sampling as _sampling
 
 __all__ = ["Bernoulli", "Binomial", "Multinomial", "Poisson", "Geometric", "NegativeBinomial"]
@@ -22,7 +23,7 @@ _BOTH = "Either `probs` or `logits` must be specified, but not both."
 
 
 def _bce_logits(logits, target):
-    return ember.nn.functional.binary_cross_entropy_with_logits(logits, target,
+    return F.binary_cross_entropy_with_logits(logits, target,
                                                                 reduction="none")
 
 
@@ -460,7 +461,6 @@ class NegativeBinomial(_Counts):
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
-        F = ember.nn.functional
         log_unnormalized_prob = (self.total_count * F.logsigmoid(-self.logits)
                                  + value * F.logsigmoid(self.logits))
         log_normalization = (-ember.lgamma(self.total_count + value) + ember.lgamma(1.0 + value)

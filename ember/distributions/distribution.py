@@ -2,7 +2,7 @@
 interface (``sample``/``rsample``/``log_prob``/``entropy``/``cdf``/``icdf``/moments)."""
 import warnings
 
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.utils import lazy_property
 

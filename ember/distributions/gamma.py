@@ -7,11 +7,12 @@ reparameterisation one, as ``torch._standard_gamma``'s.
 import math
 import numbers
 
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.continuous import ExponentialFamily
 from ember.distributions.distribution import Distribution
 from ember.distributions.utils import _finfo, broadcast_all
+from ember.nn import functional as F
 from ember.ops import sampling as _sampling
 
 __all__ = ["Gamma", "Chi2", "Beta", "Dirichlet", "StudentT", "FisherSnedecor"]
@@ -145,7 +146,7 @@ class Dirichlet(ExponentialFamily):
         concentrationm1 = (self.concentration - 1).clamp(min=0.0)
         mode = concentrationm1 / concentrationm1.sum(-1, True)
         mask = (self.concentration < 1).all(dim=-1)
-        one_hot = ember.nn.functional.one_hot(concentrationm1.argmax(dim=-1),
+        one_hot = F.one_hot(concentrationm1.argmax(dim=-1),
                                               concentrationm1.shape[-1]).to(mode.dtype)
         return ember.where(mask.unsqueeze(-1), one_hot, mode)
 

@@ -3,7 +3,7 @@ registered pair of types wins, as in PyTorch."""
 import math
 import warnings
 
-import ember
+from ember import _core as ember
 from ember.distributions.categorical import Categorical, OneHotCategorical
 from ember.distributions.continuous import Cauchy, Exponential, Laplace, Normal, Uniform
 from ember.distributions.discrete import Bernoulli, Binomial, Geometric, Poisson
@@ -24,6 +24,7 @@ from ember.distributions.transformed import (
 from ember.distributions.transforms import _sum_rightmost
 from ember.distributions.utils import euler_constant
 from ember.distributions.wrappers import Independent
+from ember.nn import functional as F
 
 __all__ = ["register_kl", "kl_divergence"]
 
@@ -87,7 +88,7 @@ def _kl_normal_normal(p, q):
 
 @register_kl(Bernoulli, Bernoulli)
 def _kl_bernoulli_bernoulli(p, q):
-    softplus = ember.nn.functional.softplus
+    softplus = F.softplus
     t1 = p.probs * (softplus(-q.logits) - softplus(-p.logits))
     t1 = t1.masked_fill(q.probs == 0, _INF).masked_fill(p.probs == 0, 0.0)
     t2 = (1 - p.probs) * (softplus(q.logits) - softplus(p.logits))

@@ -1,7 +1,7 @@
 """The LKJ distribution over Cholesky factors of correlation matrices."""
 import math
 
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
 from ember.distributions.gamma import Beta

@@ -2,7 +2,7 @@
 and LowRankMultivariateNormal (covariance ``W W^T + diag(D)``)."""
 import math
 
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
 from ember.distributions.utils import lazy_property

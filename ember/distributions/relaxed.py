@@ -3,7 +3,7 @@ form), RelaxedOneHotCategorical (and ExpRelaxedCategorical), ContinuousBernoulli
 import math
 import numbers
 
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.categorical import Categorical
 from ember.distributions.continuous import ExponentialFamily
@@ -17,6 +17,7 @@ from ember.distributions.utils import (
     logits_to_probs,
     probs_to_logits,
 )
+from ember.nn import functional as F
 
 __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli", "ExpRelaxedCategorical",
            "RelaxedOneHotCategorical", "ContinuousBernoulli"]
@@ -298,7 +299,7 @@ class ContinuousBernoulli(ExponentialFamily):
         if self._validate_args:
             self._validate_sample(value)
         logits, value = broadcast_all(self.logits, value)
-        return -ember.nn.functional.binary_cross_entropy_with_logits(
+        return -F.binary_cross_entropy_with_logits(
             logits, value, reduction="none") + self._cont_bern_log_norm()
 
     def cdf(self, value):

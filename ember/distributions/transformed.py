@@ -2,7 +2,7 @@
 HalfNormal, HalfCauchy, Gumbel, Weibull, Pareto."""
 import math
 
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.continuous import Cauchy, Exponential, Normal, Uniform
 from ember.distributions.distribution import Distribution

@@ -4,14 +4,18 @@ import math
 import numbers
 import weakref
 
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.utils import _finfo
+from ember.nn import functional as F
 
-__all__ = ["AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform",
-           "CorrCholeskyTransform", "CumulativeDistributionTransform",
-           "PositiveDefiniteTransform", "StackTransform",
-           "ExpTransform", "IndependentTransform", "LowerCholeskyTransform", "PowerTransform",
+# the structured transforms live in their own file (this one would pass 800 lines) that
+# builds on the classes here; they are loaded on first use (__getattr__ at the end)
+_STRUCTURED = ("CatTransform", "CorrCholeskyTransform", "PositiveDefiniteTransform",
+               "StackTransform")
+__all__ = ["AbsTransform", "AffineTransform", "ComposeTransform", *_STRUCTURED,
+           "CumulativeDistributionTransform", "ExpTransform", "IndependentTransform",
+           "LowerCholeskyTransform", "PowerTransform",
            "ReshapeTransform", "SigmoidTransform", "SoftplusTransform", "TanhTransform",
            "SoftmaxTransform", "StickBreakingTransform", "Transform", "identity_transform"]
 
@@ -464,7 +468,7 @@ class SigmoidTransform(Transform):
         return y.log() - (-y).log1p()
 
     def log_abs_det_jacobian(self, x, y):
-        return -ember.nn.functional.softplus(-x) - ember.nn.functional.softplus(x)
+        return -F.softplus(-x) - F.softplus(x)
 
 
 class SoftplusTransform(Transform):
@@ -478,13 +482,13 @@ class SoftplusTransform(Transform):
         return isinstance(other, SoftplusTransform)
 
     def _call(self, x):
-        return ember.nn.functional.softplus(x)
+        return F.softplus(x)
 
     def _inverse(self, y):
         return (-y).expm1().neg().log() + y
 
     def log_abs_det_jacobian(self, x, y):
-        return -ember.nn.functional.softplus(-x)
+        return -F.softplus(-x)
 
 
 class TanhTransform(Transform):
@@ -505,7 +509,7 @@ class TanhTransform(Transform):
 
     def log_abs_det_jacobian(self, x, y):
         # log(1 - tanh(x)^2) written without cancellation for large |x|
-        return 2.0 * (math.log(2.0) - x - ember.nn.functional.softplus(-2.0 * x))
+        return 2.0 * (math.log(2.0) - x - F.softplus(-2.0 * x))
 
 
 class AbsTransform(Transform):
@@ -639,8 +643,8 @@ class StickBreakingTransform(Transform):
         offset = x.shape[-1] + 1 - ember.ones(x.shape[-1], dtype=x.dtype).cumsum(-1)
         z = _clipped_sigmoid(x - offset.log())
         z_cumprod = (1 - z).cumprod(-1)
-        return ember.nn.functional.pad(z, [0, 1], value=1) * \
-            ember.nn.functional.pad(z_cumprod, [1, 0], value=1)
+        return F.pad(z, [0, 1], value=1) * \
+            F.pad(z_cumprod, [1, 0], value=1)
 
     def _inverse(self, y):
         y_crop = y[..., :-1]
@@ -652,7 +656,7 @@ class StickBreakingTransform(Transform):
     def log_abs_det_jacobian(self, x, y):
         offset = x.shape[-1] + 1 - ember.ones(x.shape[-1], dtype=x.dtype).cumsum(-1)
         x = x - offset.log()
-        detj = (-x + ember.nn.functional.logsigmoid(x) + y[..., :-1].log()).sum(-1)
+        detj = (-x + F.logsigmoid(x) + y[..., :-1].log()).sum(-1)
         return detj
 
     def forward_shape(self, shape):
@@ -711,11 +715,14 @@ class CumulativeDistributionTransform(Transform):
 
 
 
-# the structured transforms live in their own file (this one would pass 800 lines); they
-# build on the classes above, so they are imported last
-from ember.distributions.transforms_structured import (  # noqa: E402
-    CatTransform,
-    CorrCholeskyTransform,
-    PositiveDefiniteTransform,
-    StackTransform,
-)
+def __getattr__(name):
+    # they live in ember.distributions.transforms_structured, which builds on the classes
+    # above: imported on first use, so that neither module imports the other on load
+    if name in _STRUCTURED:
+        from ember.distributions import transforms_structured
+        return getattr(transforms_structured, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_STRUCTURED))

@@ -2,7 +2,7 @@
 and transforms applied piecewise along a dim (CatTransform, StackTransform)."""
 import math
 
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.transforms import (
     LowerCholeskyTransform,
@@ -10,6 +10,7 @@ from ember.distributions.transforms import (
     _sum_rightmost,
 )
 from ember.distributions.utils import _finfo
+from ember.nn import functional as F
 
 __all__ = ["CatTransform", "CorrCholeskyTransform", "PositiveDefiniteTransform",
            "StackTransform"]
@@ -54,12 +55,12 @@ class CorrCholeskyTransform(Transform):
         z = r ** 2
         z1m_cumprod_sqrt = (1 - z).sqrt().cumprod(-1)
         r = r + ember.eye(r.shape[-1], dtype=r.dtype)
-        return r * ember.nn.functional.pad(z1m_cumprod_sqrt[..., :-1], [1, 0], value=1)
+        return r * F.pad(z1m_cumprod_sqrt[..., :-1], [1, 0], value=1)
 
     def _inverse(self, y):
         from ember.distributions.utils import tril_matrix_to_vec
         y_cumsum = 1 - ember.cumsum(y * y, dim=-1)
-        y_cumsum_shifted = ember.nn.functional.pad(y_cumsum[..., :-1], [1, 0], value=1)
+        y_cumsum_shifted = F.pad(y_cumsum[..., :-1], [1, 0], value=1)
         y_vec = tril_matrix_to_vec(y, diag=-1)
         y_cumsum_vec = tril_matrix_to_vec(y_cumsum_shifted, diag=-1)
         t = y_vec / y_cumsum_vec.sqrt()
@@ -70,7 +71,7 @@ class CorrCholeskyTransform(Transform):
         y1m_cumsum = 1 - (y * y).cumsum(dim=-1)
         y1m_cumsum_tril = tril_matrix_to_vec(y1m_cumsum, diag=-2)
         stick_breaking_logdet = 0.5 * y1m_cumsum_tril.log().sum(-1)
-        tanh_logdet = -2 * (x + ember.nn.functional.softplus(-2 * x) - math.log(2.0)).sum(-1)
+        tanh_logdet = -2 * (x + F.softplus(-2 * x) - math.log(2.0)).sum(-1)
         return stick_breaking_logdet + tanh_logdet
 
     def forward_shape(self, shape):

@@ -4,7 +4,7 @@ import numbers
 
 import numpy as np
 
-import ember
+from ember import _core as ember
 
 __all__ = ["broadcast_all", "logits_to_probs", "probs_to_logits", "clamp_probs",
            "lazy_property", "tril_matrix_to_vec", "vec_to_tril_matrix"]

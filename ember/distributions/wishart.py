@@ -3,7 +3,7 @@ import math
 import numbers
 import warnings
 
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.continuous import ExponentialFamily
 from ember.distributions.distribution import Distribution

@@ -1,5 +1,5 @@
 """Distributions built from others: Independent and MixtureSameFamily."""
-import ember
+from ember import _core as ember
 from ember.distributions import constraints
 from ember.distributions.categorical import Categorical
 from ember.distributions.distribution import Distribution

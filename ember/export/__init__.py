@@ -205,7 +205,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=True,
         if not isinstance(a, Tensor):
             raise NotImplementedError(f"ember.export: input {i} is a {type(a).__name__}; "
                                       "only tensor inputs are supported")
-    from ember.jit._trace import _arg_names
+    from ember._graph.record import arg_names as _arg_names
     names = _arg_names(mod.forward, len(args))
     dims = _arg_dims(dynamic_shapes, names, len(args))
     for i, (a, dm) in enumerate(zip(args, dims)):

@@ -16,6 +16,6 @@ from ember.func._vmap import vmap
 
 __all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp",
            "linearize", "stack_module_state", "vjp", "vmap"]
-from ember.func._extras import functionalize, replace_all_batch_norm_modules_  # noqa: E402
+from ember.func._functionalize import functionalize, replace_all_batch_norm_modules_  # noqa: E402
 
 __all__ += ["functionalize", "replace_all_batch_norm_modules_"]

@@ -10,12 +10,12 @@ whose ``_data`` is a :class:`BArr` instead of an array.  A ``BArr`` holds
 * the *logical* (per-sample) ``shape``, ``dtype`` and ``ndim`` that ``func`` sees.
 
 Every ember op reaches NumPy through ``Primitive.apply`` or the two fast closures of
-``ember.autograd.node``, and each of them first asks ``node.profiler_hook``.  While a
-``vmap`` runs, :class:`_Dispatch` sits in that hook: an op with no batched argument runs
-as usual; an op with one runs the batching rule that ``ember.func._batching.RULES`` keeps
-under the op's name, at the innermost level among its arguments.  A rule calls ordinary
-ember ops on the underlying tensors (those calls pass through the hook again, which is
-how nested levels unwind) and wraps the result.  An op without a rule raises
+``ember.autograd.node``, and each of them first asks the mode stack
+(``ember.autograd._modes``).  Each running ``vmap`` level is a mode on it
+(:class:`_LevelMode`): an op with no argument batched at that level goes on down; an op
+with one runs the op's batching rule.  A rule calls ordinary ember ops on the underlying
+tensors (those calls go to the modes below, which is how nested levels unwind) and wraps
+the result.  An op without a rule raises
 :class:`NoRule`, and so does any other code that reaches for a batched tensor's array
 (``.numpy()``, ``.item()``, NumPy on ``_data``): ``vmap`` then falls back to its
 per-sample loop and names the op in a warning -- never a silently wrong batch.
@@ -28,6 +28,7 @@ import threading
 import numpy as np
 
 from ember._tensor import Tensor
+from ember.autograd import _modes
 from ember.autograd import node as _node
 
 _new = object.__new__
@@ -53,11 +54,11 @@ class _NoAttr(NoRule, AttributeError):
 class Level:
     """One running ``vmap``: its id, batch size and randomness mode."""
 
-    __slots__ = ("id", "size", "randomness", "rng_state", "thread")
+    __slots__ = ("id", "size", "randomness", "rng_state", "thread", "mode")
 
     def __init__(self, id_, size, randomness):
         self.id, self.size, self.randomness = id_, size, randomness
-        self.rng_state = None
+        self.rng_state = self.mode = None
         self.thread = threading.get_ident()
 
 
@@ -276,26 +277,23 @@ def level(lvl_id):
                        "from the vmapped function instead of keeping it")
 
 
-class _Dispatch:
-    """The hook object in ``node.profiler_hook`` while a vmap runs (the protocol of
-    ``ember.profiler``: set ``entering`` to the class and call ``apply`` to run it)."""
+class _LevelMode(_modes.Mode):
+    """A running ``vmap`` level on the mode stack: a call with an argument batched at
+    this level runs the op's batching rule (``cls.batch``); any other call goes on down.
+    A rule's own calls on the underlying tensors go to the modes below (outer levels,
+    capture, the profiler)."""
 
-    def __init__(self, prev):
-        self.prev = prev
-        self.entering = None
+    def __init__(self, lv):
+        self.lv = lv
+
+    def transparent(self, values):
+        # a composite function with no argument batched at this level (a graph capture
+        # below may record it as one node, hiding this level: it would pass every op)
+        return _top(tuple(values), None) != self.lv.id
 
     def op(self, cls, args, params):
-        lvl = _top(args, params)
-        if lvl is None:
-            prev = self.prev
-            if prev is None:
-                self.entering = cls
-                return cls.apply(*args, **params)
-            _node.profiler_hook[0] = prev
-            try:
-                return prev.op(cls, args, params)
-            finally:
-                _node.profiler_hook[0] = self
+        if _top(args, params) != self.lv.id:
+            return cls.apply(*args, **params)
         if _node.forward_ad_hook[0] is not None:
             # Batching rules run ops on the underlying tensors, which carry no tangents:
             # with a dual level open the batched call would lose them, so run per sample.
@@ -303,48 +301,34 @@ class _Dispatch:
         rule = cls.batch  # the op's own rule (ember.ops._batch); a plain function
         if rule is None:
             raise NoRule(cls._op_name)
-        return rule(cls, lvl, args, params)
-
-    def node(self, node, grads):
-        # the engine's hook for a backward step: backward runs on plain tensors
-        if self.prev is None:
-            return node.backward(*grads)
-        return self.prev.node(node, grads)
-
-    def begin(self, *args, **kwargs):
-        return None if self.prev is None else self.prev.begin(*args, **kwargs)
-
-    def end(self, ev):
-        if self.prev is not None:
-            self.prev.end(ev)
+        return rule(cls, self.lv.id, args, params)
 
 
-_installed = []  # (dispatcher, Function.apply) while the outermost vmap runs
+_installed = []  # Function.apply while the outermost vmap runs
 
 
 def push(size, randomness):
-    """Enter a vmap level; installs the dispatcher on the outermost one."""
+    """Enter a vmap level: a mode of its own on the mode stack."""
     _next_id[0] += 1
     lv = Level(_next_id[0], size, randomness)
     if not levels:
         from ember.autograd.function import Function
-        disp = _Dispatch(_node.profiler_hook[0])
         orig = Function.__dict__["apply"]
-        _installed.append((disp, orig))
-        _node.profiler_hook[0] = disp
+        _installed.append(orig)
         Function.apply = classmethod(_function_apply(orig.__func__))
         _random_install()
     levels.append(lv)
+    lv.mode = _LevelMode(lv)
+    _modes.push(lv.mode)
     return lv
 
 
 def pop(lv):
+    _modes.pop(lv.mode)
     levels.remove(lv)
     if not levels and _installed:
         from ember.autograd.function import Function
-        disp, orig = _installed.pop()
-        _node.profiler_hook[0] = disp.prev
-        Function.apply = orig
+        Function.apply = _installed.pop()
         _random_uninstall()
 
 

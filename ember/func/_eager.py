@@ -7,7 +7,7 @@ and ``ember.autograd.grad`` walks the graph back.  The graph of the result is ke
 (``create_graph``) only when someone outside can still differentiate it: we are nested in
 another transform, or an input already requires grad.
 """
-import ember
+from ember import _core as ember
 from ember.autograd import forward_ad as _fwad
 from ember.autograd import grad as _autograd_grad
 from ember.autograd.grad_mode import enable_grad, is_grad_enabled

@@ -3,7 +3,7 @@ bounds check, an ``.item()`` test, index parsing, sorting on raw arrays).  While
 ``vmap`` runs, ``_batched.push`` swaps each ``(module, name)`` listed in
 ``FUNCTION_RULES`` for the version made here, which handles batched arguments and
 calls the original for everything else."""
-import ember
+from ember import _core as ember
 from ember._tensor import Tensor
 from ember.func._batched import NoRule, wrap
 from ember.ops._batch import _shift

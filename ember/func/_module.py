@@ -2,7 +2,7 @@
 place of its parameters and buffers."""
 import contextlib
 
-import ember
+from ember import _core as ember
 
 
 def _owner(module, name):

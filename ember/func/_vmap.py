@@ -11,7 +11,7 @@ a per-sample loop, with one warning per op naming it.
 import functools
 import warnings
 
-import ember
+from ember import _core as ember
 from ember.func import _batched as _b
 from ember.func._tree import flatten, unflatten
 
@@ -188,6 +188,10 @@ def _run(func, leaves, spec, dims, kwargs, B, out_dims, randomness):
     if _b.levels:
         # inside an outer vmap the loop would see the outer batch: let it fall back too
         raise _b.NoRule(getattr(err, "what", why))
+    from ember._tensor import _mode_with
+    rec = _mode_with("unrecordable")  # a graph capture cannot replay a per-sample loop
+    if rec is not None:
+        rec.unrecordable(f"vmap's per-sample fallback loop ({why})")
     if why not in _warned:
         _warned.add(why)
         warnings.warn(f"vmap: {why}; falling back to a per-sample loop (exact, but one call "

@@ -11,7 +11,7 @@ from ember.jit._serialize import freeze, load, optimize_for_inference, save
 __all__ = ["ScriptModule", "RecursiveScriptModule", "ScriptFunction", "load", "save",
            "freeze", "optimize_for_inference", "ArchiveError", "ScriptError",
            "ScriptSafetyError"]
-from ember.jit._capture import TracerWarning, is_tracing  # noqa: E402
+from ember._graph.capture import TracerWarning, is_tracing  # noqa: E402
 from ember.jit._trace import TracingCheckError, trace, trace_module  # noqa: E402
 
 __all__ += ["trace", "trace_module", "is_tracing", "TracerWarning", "TracingCheckError"]

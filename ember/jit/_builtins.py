@@ -19,7 +19,6 @@ import operator
 import re
 import warnings
 
-import ember
 from ember._tensor import Tensor
 from ember.jit import _limits
 from ember.jit import _schema_names as _names
@@ -46,6 +45,7 @@ def register(*names):
 
 
 def _ember():
+    import ember  # the torch namespace, looked up when a builtin is resolved
     return ember
 
 
@@ -419,6 +419,7 @@ def _list_or_tensor(name):
         if not isinstance(x, Tensor):
             raise TypeError(f"TorchScript builtin torch.{name} takes a list or a Tensor, "
                             f"not {type(x).__name__}")
+        ember = _ember()
         return getattr(ember, name)(x, *args, **kw) if hasattr(ember, name) else \
             getattr(x, name)(*args, **kw)
     op.__name__ = name
@@ -481,5 +482,3 @@ def _not_in_ember(name, why):
 for _n in ("_nested_tensor_from_mask", "_nested_tensor_from_mask_left_aligned",
            "to_padded_tensor", "_nested_tensor_from_tensor_list", "nested_tensor"):
     TABLE["torch." + _n] = _not_in_ember("torch." + _n, "ember has no nested tensors")
-
-from ember.jit import _builtins_nn  # noqa: E402,F401  (registers the nn entries)

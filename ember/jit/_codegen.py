@@ -5,7 +5,7 @@ is the aten function called on the op's arguments (``"exp"`` writes ``torch.exp(
 a callable ``f(em, node, *args, **kwargs)`` writes the expression
 (``torch._convolution(...)``); the emitters here are attached to their classes with
 ``@emits(SomeOpClass)``. The calls recorded by name (``view``, ``size``, factories...:
-``ember.jit._op_names.RECORDED_CALLS``) have their rows in :data:`EMIT`. An op with no
+``ember._graph.names.RECORDED_CALLS``) have their rows in :data:`EMIT`. An op with no
 spelling raises ``NotImplementedError`` naming it and the user's line that made it,
 never a silent omission.
 
@@ -18,9 +18,9 @@ import math
 
 import numpy as np
 
+from ember._graph.ir import Ref
+from ember._graph.names import RECORDED_CALLS, spelling
 from ember.jit import _builtins_trace  # noqa: F401  (rows the generated code needs)
-from ember.jit._ir import Ref
-from ember.jit._op_names import RECORDED_CALLS, spelling
 from ember.ops import (
     attention,
     conv,

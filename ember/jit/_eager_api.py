@@ -129,7 +129,7 @@ def script_if_tracing(fn):
     ``ember.jit.trace`` the branch taken is recorded and a ``TracerWarning`` says so."""
     import functools
 
-    from ember.jit import _capture
+    from ember._graph import capture as _capture
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):

@@ -5,7 +5,7 @@ Used by :mod:`ember.jit._interpreter`; see its docstring for the safety model.
 import ast
 import operator
 
-from ember.jit import _builtins, _limits
+from ember.jit import _builtins, _builtins_nn, _limits  # noqa: F401  (_nn registers entries)
 from ember.jit._errors import ScriptError, ScriptSafetyError
 
 # `**`, `*` and `<<` check the size of their result first (see ember.jit._limits)

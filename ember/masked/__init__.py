@@ -10,8 +10,9 @@ implemented.
 """
 import math
 
-import ember
+from ember import _core as ember
 from ember._tensor import Tensor
+from ember.nn import functional as F
 
 __all__ = ["sum", "prod", "cumsum", "cumprod", "amax", "amin", "argmax", "argmin", "mean",
            "median", "logsumexp", "logaddexp", "norm", "var", "std", "softmax", "log_softmax",
@@ -233,21 +234,21 @@ def softmax(input, dim, *, dtype=None, mask=None):
     """Softmax along ``dim`` with masked-out elements given probability 0."""
     dtype = input.dtype if dtype is None else dtype
     d = _canonical_dim(dim, input.ndim)[0]
-    return ember.nn.functional.softmax(_combine("amax", input, mask), d, dtype=dtype)
+    return F.softmax(_combine("amax", input, mask), d, dtype=dtype)
 
 
 def log_softmax(input, dim, *, dtype=None, mask=None):
     """Log-softmax along ``dim`` with masked-out elements at -inf."""
     dtype = input.dtype if dtype is None else dtype
     d = _canonical_dim(dim, input.ndim)[0]
-    return ember.nn.functional.log_softmax(_combine("amax", input, mask), d, dtype=dtype)
+    return F.log_softmax(_combine("amax", input, mask), d, dtype=dtype)
 
 
 def softmin(input, dim, *, dtype=None, mask=None):
     """Softmin along ``dim`` with masked-out elements given probability 0."""
     dtype = input.dtype if dtype is None else dtype
     d = _canonical_dim(dim, input.ndim)[0]
-    return ember.nn.functional.softmin(_combine("amin", input, mask), d, dtype=dtype)
+    return F.softmin(_combine("amin", input, mask), d, dtype=dtype)
 
 
 def normalize(input, ord, dim, *, eps=1e-12, dtype=None, mask=None):

@@ -6,7 +6,7 @@ pair, and reduces with ``reduction='none' | 'mean' | 'sum'``.
 import math
 import warnings
 
-import ember
+from ember import _core as ember
 from ember._tensor import Tensor
 from ember.ops import nn_fused as _fused
 

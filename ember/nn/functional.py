@@ -7,8 +7,8 @@ argument names, defaults, dtypes and errors. Losses live in
 import math
 import warnings
 
-import ember
-from ember._tensor import Tensor
+from ember import _core as ember
+from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import no_grad
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
@@ -655,6 +655,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     first renormalised in place, as PyTorch does. ``sparse=True`` gives the same gradient
     values as a dense tensor (ember's autograd has no sparse gradients).
     """
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
+        return m.composite_locals("embedding", embedding, locals())
     num = weight.shape[0]
     padding_idx = _padding_idx(padding_idx, num)
     _check_indices(input, num)
@@ -872,7 +874,7 @@ def channel_shuffle(input, groups):
 __all__ += ["channel_shuffle"]
 
 
-from ember.nn._functional_extras import *  # noqa: E402,F401,F403  (constants, ATen aliases)
+from ember.nn._functional_aten import *  # noqa: E402,F401,F403  (constants, ATen aliases)
 from ember.nn._node_names import install as _install_node_names  # noqa: E402
 
 _install_node_names(globals())  # PyTorch's node names for the composite functions

@@ -11,7 +11,7 @@ Re-exported from ``ember.nn.functional``.
 import math
 import warnings
 
-import ember
+from ember import _core as ember
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
 from ember.ops.attention import scaled_dot_product_attention as _attention_op
@@ -96,7 +96,8 @@ def _attend(q, k, v, bias, scale, dropout_p, safe, need_weights=False):
         s = (s + bias).to(s.dtype) if bias.dtype != s.dtype else s + bias
     a = ember.softmax(s, -1)
     if dropout_p > 0.0:
-        a = ember.nn.functional.dropout(a, dropout_p, True)
+        from ember.nn.functional import dropout  # nn.functional imports this module
+        a = dropout(a, dropout_p, True)
     return ember.matmul(a, v), a
 
 
@@ -258,7 +259,8 @@ def _in_projection(q, k, v, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None):
 
 
 def _linear(x, w, b):
-    return ember.nn.functional.linear(x, w, b)
+    from ember.nn.functional import linear  # nn.functional imports this module
+    return linear(x, w, b)
 
 
 def _heads(x, seq_dim, num_heads, head_dim):
@@ -426,7 +428,7 @@ def _mha_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weigh
         k, v = ember.cat([k, z], 2), ember.cat([v, z], 2)
     n_extra = len(extra) + bool(add_zero_attn)
     if n_extra:
-        pad = ember.nn.functional.pad
+        from ember.nn.functional import pad  # nn.functional imports this module
         if attn_mask is not None:
             attn_mask = pad(attn_mask, (0, n_extra))
         if key_padding_mask is not None:

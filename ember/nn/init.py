@@ -7,7 +7,7 @@ ones draw from ember's generator exactly as PyTorch draws from its own
 import math
 import warnings
 
-import ember
+from ember import _core as ember
 from ember.autograd.grad_mode import no_grad
 from ember.backend.dtypes import through_float32
 

@@ -1,5 +1,5 @@
 """ember -> ONNX: :func:`export` traces a model with the capture layer of ``ember.jit``
-and writes the recorded graph (``ember.jit._ir.Graph``) as an ONNX model.
+and writes the recorded graph (``ember._graph.ir.Graph``) as an ONNX model.
 
 Each IR node is written by its op's ONNX spelling (the primitive class's ``onnx``
 attribute; ``_export_ops.EXPORTERS`` for the calls recorded by name), which emits ONNX
@@ -105,7 +105,7 @@ class GraphBuilder:
 
     def ints(self, values, hint="shape"):
         """A 1-D int64 tensor from Python ints and traced sizes (IR int Values)."""
-        from ember.jit._ir import Ref
+        from ember._graph.ir import Ref
         if all(not isinstance(v, Ref) or id(v.value) not in self.dynamic for v in values):
             return self.const(np.asarray([self.number(v) for v in values], np.int64), hint)
         parts = []
@@ -120,19 +120,19 @@ class GraphBuilder:
     def number(self, v):
         """The example's Python number behind an int argument (a Ref to a size or a plain
         int)."""
-        from ember.jit._ir import Ref
+        from ember._graph.ir import Ref
         if isinstance(v, Ref):
             return int(v.value.data)
         return v
 
     def is_dynamic(self, v):
-        from ember.jit._ir import Ref
+        from ember._graph.ir import Ref
         return isinstance(v, Ref) and id(v.value) in self.dynamic
 
     def tensor(self, x, like=None, dtype=None):
         """The ONNX name of an argument: a traced value, or a Python number made a
         constant of ``like``'s dtype (or ``dtype``)."""
-        from ember.jit._ir import Ref
+        from ember._graph.ir import Ref
         if isinstance(x, Ref):
             v = x.value
             if id(v) in self.names:
@@ -197,8 +197,8 @@ def _dynamic_int_values(graph, dynamic_axes, input_names):
 
 def _fold_constants(graph, gb, params, training):
     """Evaluate nodes that read only parameters, buffers, constants and folded values."""
-    from ember.jit._capture import RANDOM_OPS
-    from ember.jit._ir import _fill
+    from ember._graph.capture import RANDOM_OPS
+    from ember._graph.ir import _fill
     known = {}
     for name, v in graph.params.items():
         known[id(v)] = params[name]
@@ -247,7 +247,7 @@ def export(model, args, f=None, export_params=True, verbose=False,
     ...                   input_names=["x"], dynamic_axes={"x": {0: "batch"}})
     """
     onnx = _proto.require_onnx()
-    from ember.jit._trace import _record
+    from ember._graph.record import record as _record
     from ember.nn.modules.module import Module
     from ember.onnx import _export_ops
 
@@ -374,7 +374,7 @@ def export(model, args, f=None, export_params=True, verbose=False,
 
 
 def _ref(v):
-    from ember.jit._ir import Ref
+    from ember._graph.ir import Ref
     return Ref(v)
 
 

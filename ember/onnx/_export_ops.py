@@ -4,7 +4,7 @@ A primitive's ONNX spelling is its class's ``onnx`` attribute: a string is one O
 node of that type over the op's operands (:func:`one_node`), a callable is a converter
 ``f(g, node, *args, **kwargs)``. The converters here are attached to their classes with
 ``@exports(SomeOpClass)``. Calls the capture records above the primitives (``view``,
-``x[key]``, factories, sizes: ``ember.jit._op_names.RECORDED_CALLS``) have no class, so
+``x[key]``, factories, sizes: ``ember._graph.names.RECORDED_CALLS``) have no class, so
 their converters stay in :data:`EXPORTERS`, keyed by those names.
 
 ``args``/``kwargs`` are the recorded call's arguments (``Ref`` where a traced tensor or
@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from ember.jit._ir import Ref
-from ember.jit._op_names import RECORDED_CALLS, spelling
+from ember._graph.ir import Ref
+from ember._graph.names import RECORDED_CALLS, spelling
 from ember.onnx._export import UnsupportedOnnxExport
 from ember.ops import (
     attention,
@@ -34,6 +34,7 @@ from ember.ops import (
     normalization,
     pooling,
     power,
+    quantization,
     reduction,
     rnn,
     scan,
@@ -333,6 +334,52 @@ def _zero_curvature(g, node, y, x):
 @exports(conversion.Contiguous, conversion.Clone, "detach")
 def _identity(g, node, x, *rest, **kw):
     return g.op("Identity", [g.tensor(x)])
+
+
+# ---- fake quantization: QuantizeLinear + DequantizeLinear, as PyTorch writes it ----------
+_QUANT_TYPES = {(0, 255): np.uint8, (-128, 127): np.int8, (0, 127): np.uint8}
+
+
+def _quantize_dequantize(g, node, x, scale, zero_point, quant_min, quant_max, axis=None):
+    zp_type = _QUANT_TYPES.get((quant_min, quant_max))
+    if zp_type is None:
+        raise UnsupportedOnnxExport(
+            f"with (quant_min, quant_max) = ({quant_min}, {quant_max}): ONNX's QuantizeLinear "
+            "allows only (0, 127), (0, 255) and (-128, 127)")
+    scalar = g.const(np.zeros(0, np.int64), "scalar_shape")
+
+    def operand(v, dt):
+        if not isinstance(v, Ref):
+            return g.const(np.asarray(v, dt), "qparam")
+        name = g.tensor(v)
+        if g.np_dtype(v) != dt:
+            name = g.op("Cast", [name], to=g.elem_type(np.dtype(dt)))
+        # one quantization for the tensor: ONNX wants 0-d parameters
+        return name if axis is not None else g.op("Reshape", [name, scalar])
+
+    s, z = operand(scale, np.float32), operand(zero_point, zp_type)
+    t, x_dt = g.tensor(x), g.np_dtype(x)
+    if x_dt != np.float32:  # QuantizeLinear's input has the scale's dtype, float32 here
+        t = g.op("Cast", [t], to=g.elem_type(np.dtype(np.float32)))
+    q = g.op("QuantizeLinear", [t, s, z], axis=axis)
+    if (quant_min, quant_max) == (0, 127):  # uint8 saturates at 255: clip to 127
+        q = g.op("Clip", [q, "", g.const(np.asarray(127, np.uint8), "quant_max")])
+    y = g.op("DequantizeLinear", [q, s, z], axis=axis)
+    return y if x_dt == np.float32 else g.op("Cast", [y], to=g.elem_type(x_dt))
+
+
+@exports(quantization.FakeQuantizePerTensorAffine)   # the TensorQparams node inherits it
+def _fake_quantize_per_tensor(g, node, x, scale, zero_point, quant_min, quant_max):
+    return _quantize_dequantize(g, node, x, scale, zero_point, quant_min, quant_max)
+
+
+@exports(quantization.FakeQuantizePerChannelAffine)
+def _fake_quantize_per_channel(g, node, x, scale, zero_point, axis, quant_min, quant_max):
+    if isinstance(zero_point, Ref) and np.dtype(g.np_dtype(zero_point)).kind == "f":
+        # ember adds a float zero point before rounding; ONNX's are integers
+        raise UnsupportedOnnxExport("with a floating zero_point (ONNX's QuantizeLinear takes "
+                                    "uint8/int8 zero points)")
+    return _quantize_dequantize(g, node, x, scale, zero_point, quant_min, quant_max, axis)
 
 
 # ---- linear algebra ------------------------------------------------------------------------

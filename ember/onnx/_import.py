@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-import ember
+from ember import _core as ember
 from ember import nn
 from ember.onnx import _proto
 from ember.onnx._registry import IMPORTERS, ImportContext, node_label

@@ -3,8 +3,8 @@ import math
 
 import numpy as np
 
-import ember as E
 import ember.nn.functional as F
+from ember import _core as E
 from ember.onnx._import_ops import ember_dtype
 from ember.onnx._registry import importer
 

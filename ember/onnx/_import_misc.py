@@ -3,7 +3,7 @@ ops. The optimizer ops are ONNX's update rules written with ember ops (so an imp
 training graph computes the same step as onnxruntime-training would)."""
 import numpy as np
 
-import ember as E
+from ember import _core as E
 from ember.onnx._import import UnsupportedOnnxOp, run_graph
 from ember.onnx._import_ops import const
 from ember.onnx._registry import importer

@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-import ember as E
+from ember import _core as E
 from ember.onnx import _proto
 from ember.onnx._import import UnsupportedOnnxOp, _tensor_of
 from ember.onnx._registry import importer

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-import ember as E
+from ember import _core as E
 from ember.onnx._import import UnsupportedOnnxOp
 from ember.onnx._import_ops import ints
 from ember.onnx._registry import importer

@@ -3,7 +3,8 @@ import math
 
 import numpy as np
 
-import ember as E
+from ember import _core as E
+from ember.nn import functional as F
 from ember.onnx._import import UnsupportedOnnxOp, run_graph
 from ember.onnx._import_ops import const, ember_dtype, ints
 from ember.onnx._registry import importer
@@ -212,7 +213,7 @@ def _one_hot(cx, idx, depth, values, axis=-1):
     cx.reserve(list(idx.shape) + [d + 1], 8, "one-hot table")
     idx = idx.to(_i64)
     idx = E.where(idx < 0, idx + d, idx)
-    hot = E.nn.functional.one_hot(E.where((idx >= 0) & (idx < d), idx, d), d + 1)[..., :d]
+    hot = F.one_hot(E.where((idx >= 0) & (idx < d), idx, d), d + 1)[..., :d]
     hot = E.movedim(hot, -1, axis % (idx.dim() + 1))
     return E.where(hot.bool(), values[1], values[0])
 
@@ -287,7 +288,7 @@ def _pad(cx, x, pads=None, value=None, axes=None, mode="constant", **attrs):
     v = value.item() if isinstance(value, E.Tensor) and value.numel() else (value or 0)
     cx.reserve([s + lo + hi for s, (lo, hi) in zip(x.shape, full)], x.dtype.itemsize)
     if mode == "constant":
-        return E.nn.functional.pad(x, torch_pad, "constant", v)
+        return F.pad(x, torch_pad, "constant", v)
     # ember's reflect/replicate/circular pads work on the trailing dims only
     lead = next((i for i, pp in enumerate(full) if pp != (0, 0)), x.dim())
     k = x.dim() - lead
@@ -296,7 +297,7 @@ def _pad(cx, x, pads=None, value=None, axes=None, mode="constant", **attrs):
         y = x.unsqueeze(0).unsqueeze(0) if k >= x.dim() - 1 else x
         return _pad_any(y, torch_pad[:2 * k], torch_mode, k).reshape(
             [s + lo + hi for s, (lo, hi) in zip(x.shape, full)])
-    return E.nn.functional.pad(x, torch_pad[:2 * k], torch_mode)
+    return F.pad(x, torch_pad[:2 * k], torch_mode)
 
 
 def _pad_any(y, pad, mode, k):
@@ -304,7 +305,7 @@ def _pad_any(y, pad, mode, k):
     flat = y.reshape([1, int(np.prod(lead))] + list(y.shape[y.dim() - k:]))
     if k > 3:
         raise UnsupportedOnnxOp(f"ember.onnx: Pad mode {mode} over {k} axes")
-    return E.nn.functional.pad(flat, pad, mode)
+    return F.pad(flat, pad, mode)
 
 
 # ---- sequences and optionals ----------------------------------------------------------

@@ -1,11 +1,11 @@
 """Primitives with no ONNX spelling, each with the reason.
 
 ``tests/test_op_spellings.py`` checks that every primitive has an ``onnx`` spelling
-(``ember.jit._op_names.spelling``) or is listed here; a new op without either fails it.
+(``ember._graph.names.spelling``) or is listed here; a new op without either fails it.
 Exporting a graph that holds one of these raises ``UnsupportedOnnxExport`` naming the op
 and the user's line.
 """
-from ember.jit._op_exempt import (
+from ember._graph.exempt import (
     BACKWARD_ONLY,
     FAMILY_BASES,
     RANDOM,

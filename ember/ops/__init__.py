@@ -55,22 +55,36 @@ __all__ = sorted({name for module in (bitwise, conv, conversion, diagonals, elem
                                       normalization, pooling, power, reduction, resample, scan,
                                       shape, sampling, sorting, special, unary, complex_numbers)
                   for name in getattr(module, "__all__", ())})
-from ember.ops import extras  # noqa: E402,F401  (bincount, cov, cartesian_prod ...)
-from ember.ops.extras import *  # noqa: E402,F401,F403
+# composites of the ops above, by family (no derivative code of their own)
+from ember.ops import (  # noqa: E402,F401
+    combinatorics,  # cartesian_prod, block_diag ...
+    elementwise_composites,  # gcd, lcm, ldexp, frexp ...
+    integration,  # trapezoid, cumulative_trapezoid ...
+    norms,  # dist, renorm
+    searching,  # bincount, histc, bucketize, isin ...
+    view_copies,  # diagonal_copy, slice_copy ...
+)
+from ember.ops.combinatorics import *  # noqa: E402,F401,F403
+from ember.ops.elementwise_composites import *  # noqa: E402,F401,F403
+from ember.ops.integration import *  # noqa: E402,F401,F403
+from ember.ops.norms import *  # noqa: E402,F401,F403
+from ember.ops.searching import *  # noqa: E402,F401,F403
+from ember.ops.view_copies import *  # noqa: E402,F401,F403
 
-__all__ += extras.__all__
+__all__ += (searching.__all__ + combinatorics.__all__ + integration.__all__ + norms.__all__
+            + elementwise_composites.__all__ + view_copies.__all__)
 from ember.ops import linalg_lu  # noqa: E402,F401  (lu, lu_unpack, triangular_solve, ormqr ...)
 from ember.ops.linalg_lu import *  # noqa: E402,F401,F403
 
 __all__ += linalg_lu.__all__
-from ember.ops import stats  # noqa: E402,F401  (quantile, nanquantile, histogram, histogramdd)
+from ember.ops import stats  # noqa: E402,F401  (quantile, histogram, cov, corrcoef ...)
 from ember.ops.stats import *  # noqa: E402,F401,F403
 
 __all__ += stats.__all__
-from ember.ops import scatter_extras  # noqa: E402,F401  (index_reduce, as_strided_scatter ...)
-from ember.ops.scatter_extras import *  # noqa: E402,F401,F403
+from ember.ops import index_scatter  # noqa: E402,F401  (index_reduce, as_strided_scatter)
+from ember.ops.index_scatter import *  # noqa: E402,F401,F403
 
-__all__ += scatter_extras.__all__
+__all__ += index_scatter.__all__
 from ember.ops import memory  # noqa: E402,F401  (empty_permuted, resize_, hash_tensor ...)
 from ember.ops.memory import *  # noqa: E402,F401,F403
 
@@ -87,10 +101,14 @@ from ember.ops import lowrank  # noqa: E402,F401  (svd_lowrank, pca_lowrank)
 from ember.ops.lowrank import *  # noqa: E402,F401,F403
 
 __all__ += lowrank.__all__
-from ember.ops import method_extras  # noqa: E402,F401  (Tensor.gcd, ..., grid_sampler_2d)
-from ember.ops.method_extras import *  # noqa: E402,F401,F403
+from ember.ops import composite_methods  # noqa: E402,F401  (Tensor.gcd, .bincount, .orgqr ...)
+from ember.ops.grid_sample import grid_sampler, grid_sampler_2d, grid_sampler_3d  # noqa: E402,F401
 
-__all__ += method_extras.__all__
+__all__ += ["grid_sampler", "grid_sampler_2d", "grid_sampler_3d"]
+from ember.ops import quantization  # noqa: E402,F401  (fake_quantize_per_tensor_affine ...)
+from ember.ops.quantization import *  # noqa: E402,F401,F403
+
+__all__ += quantization.__all__
 
 
 def __getattr__(name):

@@ -487,23 +487,23 @@ _BASE = "a base class, never applied itself: its subclasses declare their rules"
 
 
 def _no_batch_rule():
-    from ember import _random_ops as rnd
     from ember.ops import (
         _views,
         conv,
         ctc,
         diagonals,
         extrema,
+        index_scatter,
         indexing,
         linalg_eig,
         pooling,
         rnn,
         sampling,
         scan,
-        scatter_extras,
         shape,
         sparse_ops,
     )
+    from ember.ops import sampling as rnd
     from ember.ops.linalg_decomp import _SavesOutputs
     table = {
         rnd._Sample: _RANDOM,
@@ -518,7 +518,7 @@ def _no_batch_rule():
                                  "describe the batch",
         _views.AsStridedScatter: "strides of the storage: a per-sample stride does not "
                                  "describe the batch",
-        scatter_extras.AsStridedScatter: "strides of the storage: a per-sample stride does "
+        index_scatter.AsStridedScatter: "strides of the storage: a per-sample stride does "
                                          "not describe the batch",
         _views.TakeFlat: "flat positions in a view's storage (writes through views); no "
                          "rule written yet",

@@ -5,7 +5,7 @@ backward that needs the old values fails loudly), and, when the tensor is a view
 its base is rebased too (PyTorch's CopySlices), so gradients reach everything the
 write touched.
 """
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_with
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import forward_ad_hook
 from ember.backend.dtypes import through_float32
@@ -33,6 +33,8 @@ def source_for(t, copies_self, args=()):
     src._output_nr = t._output_nr
     if forward_ad_hook[0] is not None:
         _copy_tangent(t, src)
+    if _mode_active[0] and (m := _mode_with("alias")) is not None:
+        m.alias(src, t)  # a graph capture: the copy is the same value as ``t``
     return src
 
 
@@ -63,6 +65,8 @@ def _check_promotion(t, operands):
 
 def commit(t, result):
     """Write ``result`` into ``t``'s memory and move ``t`` to ``result``'s graph node."""
+    if _mode_active[0] and (m := _mode_with("commit")) is not None and not m.depth:
+        return m.commit(commit, t, result)  # a graph capture notes the write
     if not isinstance(result, Tensor):
         raise TypeError("in-place op produced no tensor")
     rd, td = result._data, t._data

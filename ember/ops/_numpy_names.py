@@ -92,7 +92,7 @@ def install():
     published under several names (``ember.sum`` and ``Tensor.sum``) gets one wrapper.
     """
     import ember
-    from ember import fft, linalg, special
+    from ember import _core, fft, linalg, special
     from ember._tensor import Tensor
     from ember.nn import functional
 
@@ -103,6 +103,9 @@ def install():
 
     _wrap_namespace(list(vars(ember).items()), _TORCH_PYTHON["torch"], done,
                     module_setter(ember))
+    # ember._core holds the same functions for modules inside ember: same wrappers
+    _wrap_namespace(list(vars(_core).items()), _TORCH_PYTHON["torch"], done,
+                    module_setter(_core))
     _wrap_namespace(list(vars(Tensor).items()), _TORCH_PYTHON["Tensor"], done,
                     lambda name, fn: setattr(Tensor, name, fn))
     for mod in (linalg, fft, special):

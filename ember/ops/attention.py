@@ -199,6 +199,31 @@ class ScaledDotProductAttention(Primitive):
         gb = gs if eb is not None else None
         return gq, gk, gv, gb, None, None, None
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradients (``Primitive.vjp``) from the weights forward kept."""
+        q, k, v = inputs[0], inputs[1], inputs[2]
+        a, dm, scale = self.a, self.dmask, self.scale
+        eq, ek, ev, eb = (e is not None for e in self._edges[:4])
+        g = grads[0]
+        gq = gk = gv = gb = None
+        if ev:
+            gv = np.matmul((a if dm is None else a * dm).swapaxes(-1, -2), g)
+        if eq or ek or eb:
+            gs = np.matmul(g, v.swapaxes(-1, -2))
+            if dm is not None:
+                gs *= dm
+            gs -= np.einsum("...ij,...ij->...i", gs, a)[..., None]
+            gs *= a
+            if eq:
+                gq = np.matmul(gs, k)
+                gq *= scale
+            if ek:
+                gk = np.matmul(gs.swapaxes(-1, -2), q)
+                gk *= scale
+            if eb:
+                gb = gs
+        return [gq, gk, gv, gb, None, None, None]
+
 
 def scaled_dot_product_attention(q, k, v, bias, dropout_mask, scale, safe):
     """The attention output as one node (arguments as :class:`ScaledDotProductAttention`)."""

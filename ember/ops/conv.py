@@ -446,6 +446,15 @@ class Conv(Primitive):
     def jvp(self, tx, tw, tb, _):
         return _conv_jvp(self, tx, tw, tb)
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradients (``Primitive.vjp``): the adjoint convolutions' forwards."""
+        x, w = inputs[0], inputs[1]
+        e, g, gy = self._edges, self.g, grads[0]
+        gx = object.__new__(ConvInput).forward(gy, w, None, g) if e[0] is not None else None
+        gw = object.__new__(ConvWeight).forward(x, gy, g) if e[1] is not None else None
+        gb = gy.sum((0,) + tuple(range(2, 2 + g.nd))) if e[2] is not None else None
+        return [gx, gw, gb, None]
+
 
 class ConvInput(Primitive):
     """``x = conv_input(y, w) + b``: the adjoint of ``conv`` in its input (conv_transpose).

@@ -90,6 +90,18 @@ class Add(Primitive):
     def jvp(self, ta, tb):
         return ta if tb is None else tb if ta is None else ta + tb
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradients (``Primitive.vjp``; before broadcast reduction)."""
+        g = grads[0]
+        return [g, g]
+
+    def forward_out(self, a, b, out):
+        """``forward`` written into ``out(0, shape, dtype)`` (the compile plan's buffers;
+        two floating arrays of one dtype, or one and a Python number)."""
+        return _binary_out(np.add, a, b, out)
+
+    fused = "{0} + {1}"  # one element, for the compile plan's fused loops
+
 
 class AddScaled(Primitive):
     """``a + alpha * b``."""
@@ -152,6 +164,20 @@ class Sub(Primitive):
             return ta
         return -tb if ta is None else ta - tb
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradients (``Primitive.vjp``; before broadcast reduction)."""
+        g = grads[0]
+        if self._edges[1] is None:
+            return [g, None]
+        return [g, np.negative(g, out=None if out is None else out(1, g.shape, g.dtype))]
+
+    def forward_out(self, a, b, out):
+        """``forward`` written into ``out(0, shape, dtype)`` (the compile plan's buffers;
+        two floating arrays of one dtype, or one and a Python number)."""
+        return _binary_out(np.subtract, a, b, out)
+
+    fused = "{0} - {1}"  # one element, for the compile plan's fused loops
+
 
 class Mul(Primitive):
     broadcasts = True
@@ -171,6 +197,29 @@ class Mul(Primitive):
     batch = _batch.elementwise
     complex32_math = True
     onnx = "Mul"
+
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradients (``Primitive.vjp``; real operands, before broadcast reduction)."""
+        g = grads[0]
+        a, b = inputs
+        res = [None, None]
+        for i, other in ((0, b), (1, a)):
+            if self._edges[i] is None:
+                continue
+            if out is None:
+                res[i] = g * other
+                continue
+            o = getattr(other, "shape", g.shape)  # a Python number: g's shape
+            shape = g.shape if g.shape == o else np.broadcast_shapes(g.shape, o)
+            res[i] = np.multiply(g, other, out=out(i, shape, g.dtype))
+        return res
+
+    def forward_out(self, a, b, out):
+        """``forward`` written into ``out(0, shape, dtype)`` (the compile plan's buffers;
+        two floating arrays of one dtype, or one and a Python number)."""
+        return _binary_out(np.multiply, a, b, out)
+
+    fused = "{0} * {1}"  # one element, for the compile plan's fused loops
 
 
 class Div(Primitive):
@@ -193,6 +242,36 @@ class Div(Primitive):
     jvp = _jvp.diagonal
     batch = _batch.elementwise
     onnx = "Div"
+
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradients (``Primitive.vjp``; real operands, before broadcast reduction)."""
+        g = grads[0]
+        a, b = inputs
+        e = self._edges
+        ga = g / b if e[0] is not None else None
+        gb = -g * (a / b / b) if e[1] is not None else None  # backward's order
+        return [ga, gb]
+
+    def forward_out(self, a, b, out):
+        """``forward`` written into ``out(0, shape, dtype)`` (the compile plan's buffers;
+        two floating arrays of one dtype, or one and a Python number)."""
+        return _binary_out(np.divide, a, b, out)
+
+    fused = "{0} / {1}"  # one element, for the compile plan's fused loops
+
+
+def _binary_out(ufunc, a, b, out):
+    """``ufunc(a, b)`` written into ``out(0, shape, dtype)``: two floating arrays of one
+    dtype, or one and a Python number (NumPy casts the number to the array's dtype, as
+    the operators do)."""
+    if type(b) is not np.ndarray:
+        t = a
+    elif type(a) is not np.ndarray:
+        t = b
+    else:
+        t = a if a.shape == b.shape else None
+    shape = t.shape if t is not None else np.broadcast_shapes(a.shape, b.shape)
+    return ufunc(a, b, out=out(0, shape, (a if t is None else t).dtype))
 
 
 class FloorDivide(Primitive):

@@ -12,9 +12,16 @@ zero).
 import itertools
 import warnings
 
-import ember
+from ember._factory import linspace, ones, zeros, zeros_like
+from ember.ops.elementwise import fmod, where
+from ember.ops.join import meshgrid, stack
+from ember.ops.linalg import bmm
+from ember.ops.shape import Size
+from ember.ops.unary import floor
+from ember.ops.unary import round as _round
 
-__all__ = ["affine_grid", "grid_sample"]
+__all__ = ["affine_grid", "grid_sample", "grid_sampler", "grid_sampler_2d",
+           "grid_sampler_3d"]
 
 _ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to "
                   "align_corners=False since 1.3.0. Please specify align_corners=True if the "
@@ -24,8 +31,8 @@ _ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to "
 def _base_coords(steps, align_corners, dtype, device):
     """PyTorch's ``linspace_from_neg_one``: pixel centres in [-1, 1]."""
     if steps <= 1:
-        return ember.zeros(1, dtype=dtype, device=device)
-    r = ember.linspace(-1, 1, steps, dtype=dtype, device=device)
+        return zeros(1, dtype=dtype, device=device)
+    r = linspace(-1, 1, steps, dtype=dtype, device=device)
     if not align_corners:
         r = r * (steps - 1) / steps
     return r
@@ -44,12 +51,12 @@ def affine_grid(theta, size, align_corners=None):
     if len(size) == 4:
         if theta.dim() != 3 or theta.shape[-2] != 2 or theta.shape[-1] != 3:
             raise ValueError("Expected a batch of 2D affine matrices of shape Nx2x3 for size "
-                             f"{ember.Size(size)}. Got {theta.shape}.")
+                             f"{Size(size)}. Got {theta.shape}.")
         spatial = size[-2:]
     elif len(size) == 5:
         if theta.dim() != 3 or theta.shape[-2] != 3 or theta.shape[-1] != 4:
             raise ValueError("Expected a batch of 3D affine matrices of shape Nx3x4 for size "
-                             f"{ember.Size(size)}. Got {theta.shape}.")
+                             f"{Size(size)}. Got {theta.shape}.")
         spatial = size[-3:]
     else:
         raise NotImplementedError("affine_grid only supports 4D and 5D sizes, for 2D and 3D "
@@ -65,10 +72,10 @@ def affine_grid(theta, size, align_corners=None):
     dt, dev = theta.dtype, theta.device
     # coordinate k of the grid runs along spatial dim nd-1-k (x along the last dim)
     axes = [_base_coords(s, align_corners, dt, dev) for s in spatial]
-    mesh = ember.meshgrid(*axes, indexing="ij")
-    cols = [mesh[nd - 1 - k] for k in range(nd)] + [ember.ones(spatial, dtype=dt, device=dev)]
-    base = ember.stack(cols, dim=-1).reshape(1, -1, nd + 1).expand(n, -1, -1)
-    grid = ember.bmm(base, theta.transpose(1, 2))
+    mesh = meshgrid(*axes, indexing="ij")
+    cols = [mesh[nd - 1 - k] for k in range(nd)] + [ones(spatial, dtype=dt, device=dev)]
+    base = stack(cols, dim=-1).reshape(1, -1, nd + 1).expand(n, -1, -1)
+    grid = bmm(base, theta.transpose(1, 2))
     return grid.reshape(n, *spatial, nd)
 
 
@@ -80,13 +87,13 @@ def _unnormalize(c, size, align_corners):
 
 def _reflect(c, twice_low, twice_high):
     if twice_low == twice_high:
-        return ember.zeros_like(c)
+        return zeros_like(c)
     low = twice_low / 2
     span = (twice_high - twice_low) / 2
     c = (c - low).abs()
-    extra = ember.fmod(c, span)
-    flips = ember.floor(c / span).detach()
-    return ember.where(flips % 2 == 0, extra + low, span - extra + low)
+    extra = fmod(c, span)
+    flips = floor(c / span).detach()
+    return where(flips % 2 == 0, extra + low, span - extra + low)
 
 
 def _pad_coords(c, size, padding_mode, align_corners):
@@ -123,8 +130,8 @@ class _Reader:
             linear = ii if linear is None else linear * s + ii
         gathered = self.flat.gather(2, linear.unsqueeze(1).expand(self.n, self.c, -1))
         # a point outside reads 0 (not 0 * the clamped pixel, NaN where that is inf)
-        zero = ember.zeros((), dtype=gathered.dtype, device=gathered.device)
-        return ember.where(valid.unsqueeze(1), gathered, zero)
+        zero = zeros((), dtype=gathered.dtype, device=gathered.device)
+        return where(valid.unsqueeze(1), gathered, zero)
 
 
 def _cubic_coeffs(t):
@@ -181,13 +188,13 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     else:
         coords = [_pad_coords(c, s, padding_mode, align_corners) for c, s in zip(coords, sizes)]
         if mode == "nearest":
-            out = reader.read([ember.round(c).detach() for c in coords])
+            out = reader.read([_round(c).detach() for c in coords])
             # the grid's gradient is zero, not absent, as in PyTorch: an exact zero that
             # depends on the grid through round (whose derivative is 0)
-            link = sum((ember.round(c) * 0).nan_to_num(0.0, 0.0, 0.0) for c in coords)
+            link = sum((_round(c) * 0).nan_to_num(0.0, 0.0, 0.0) for c in coords)
             out = out + link.unsqueeze(1)
         else:
-            lows = [ember.floor(c).detach() for c in coords]
+            lows = [floor(c).detach() for c in coords]
             fracs = [c - lo for c, lo in zip(coords, lows)]
             out = None
             for corner in itertools.product((0, 1), repeat=nd):
@@ -203,7 +210,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
 
 def _bicubic(reader, coords, padding_mode, align_corners):
     (sy, sx), (cy, cx) = reader.sizes, coords
-    y0, x0 = ember.floor(cy).detach(), ember.floor(cx).detach()
+    y0, x0 = floor(cy).detach(), floor(cx).detach()
     wy, wx = _cubic_coeffs(cy - y0), _cubic_coeffs(cx - x0)
     out = None
     for i in range(4):
@@ -215,3 +222,34 @@ def _bicubic(reader, coords, padding_mode, align_corners):
     return out
 
 
+# ATen's integer-coded entry points over grid_sample (ember.ops.grid_sampler*; the top
+# level ember.grid_sampler* are ember.nn._aten_ops' forms)
+_MODES = ("bilinear", "nearest", "bicubic")
+_PADDINGS = ("zeros", "border", "reflection")
+
+
+def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
+    """``F.grid_sample`` with PyTorch's integer codes: ``interpolation_mode`` 0 bilinear,
+    1 nearest, 2 bicubic; ``padding_mode`` 0 zeros, 1 border, 2 reflection."""
+    from ember.ops.grid_sample import grid_sample
+    if interpolation_mode not in range(3) or padding_mode not in range(3):
+        raise RuntimeError(f"grid_sampler(): expected interpolation_mode and padding_mode in "
+                           f"0..2, got {interpolation_mode} and {padding_mode}")
+    return grid_sample(input, grid, _MODES[interpolation_mode], _PADDINGS[padding_mode],
+                       bool(align_corners))
+
+
+def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """``grid_sampler`` of a 4-D input."""
+    if input.dim() != 4:
+        raise RuntimeError(f"grid_sampler_2d(): expected 4D input, but got input with sizes "
+                           f"{list(input.shape)}")
+    return grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """``grid_sampler`` of a 5-D input."""
+    if input.dim() != 5:
+        raise RuntimeError(f"grid_sampler_3d(): expected 5D input, but got input with sizes "
+                           f"{list(input.shape)}")
+    return grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)

@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
@@ -21,7 +21,7 @@ from ember.ops._util import with_out
 from ember.ops._views import ViewPrimitive
 
 __all__ = ["masked_fill", "masked_select", "masked_scatter", "index_put", "index_put_",
-           "nonzero", "argwhere", "take", "put"]
+           "nonzero", "nonzero_static", "argwhere", "take", "put"]
 
 _BASIC = (int, slice, type(None), type(Ellipsis))
 _FLOAT_INDEX = "tensors used as indices must be long, int, byte or bool tensors"
@@ -315,6 +315,8 @@ def gather_index(t, basic, adv):
 
 def getitem(self, idx):
     """``x[idx]`` with ints, slices, None, ``...``, int/bool tensors or lists, mixed."""
+    if _mode_active[0] and (m := _mode_recorder((self, idx))) is not None:
+        return m.composite("getitem", getitem, (self, idx), {})
     ti = type(idx)
     if ti is int:
         shape = self._data.shape
@@ -458,6 +460,8 @@ def _put(self, basic, adv, value, accumulate):
 
 def setitem(self, idx, value):
     """``x[idx] = value``: in place, and differentiable w.r.t. both ``x`` and ``value``."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.setitem(setitem, self, idx, value)
     if not isinstance(value, (Tensor, int, float, np.generic, np.ndarray)) and \
             not hasattr(value, "__cuda_array_interface__"):
         raise TypeError(f"can't assign a {type(value).__name__} to a {self.type()}")
@@ -670,6 +674,22 @@ def argwhere(input):
     return nonzero(input)
 
 
+def nonzero_static(input, *, size, fill_value=-1):
+    """``nonzero(input)`` with exactly ``size`` rows: truncated, or padded with
+    ``fill_value``."""
+    if size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got "
+                           f"{size}")
+    x = input._data
+    xp = _xp(x)
+    nz = xp.stack(xp.nonzero(x.reshape(()) if x.ndim == 0 else x), axis=-1) if x.ndim else \
+        xp.zeros((int(bool(x)), 0), dtype=np.int64)
+    res = xp.full((int(size), x.ndim), fill_value, dtype=np.int64)
+    k = min(int(size), nz.shape[0])
+    res[:k] = nz[:k]
+    return _make(res, False)
+
+
 Tensor.__getitem__ = getitem
 Tensor.__setitem__ = setitem
 Tensor.masked_fill = masked_fill
@@ -683,4 +703,27 @@ Tensor.put = put
 Tensor.put_ = put_
 Tensor.take = take
 Tensor.nonzero = nonzero
+Tensor.nonzero_static = nonzero_static
 Tensor.argwhere = argwhere
+
+
+def _is_basic(key):
+    key = key if type(key) is tuple else (key,)
+    return all(k is None or k is Ellipsis or type(k) in (int, slice) or isinstance(k, int)
+               for k in key)
+
+
+def _getitem_vjp(grads, inputs, outputs, out=None):
+    """``getitem``'s array gradient (``Primitive.vjp``'s form without ``self``, for the
+    compile plan, which records the call): zeros with the gradient put (or, for an
+    advanced index, added) at the indexed places."""
+    x, key = inputs[0], inputs[1]
+    gx = np.zeros(x.shape, x.dtype)
+    if _is_basic(key):
+        gx[key] = grads[0]
+    else:
+        np.add.at(gx, key, grads[0])
+    return [gx, None]
+
+
+getitem.vjp = _getitem_vjp

@@ -243,6 +243,12 @@ class Unbind(ViewPrimitive):
     def backward(self, *grads):
         return stack(list(grads), self.dim), None
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``): the pieces' gradients stacked (zeros for
+        the pieces without one)."""
+        return [np.stack([np.zeros_like(y) if g is None else g
+                          for g, y in zip(grads, outputs)], self.dim), None]
+
 
 def split(tensor, split_size_or_sections, dim=0):
     """Split into pieces of ``split_size_or_sections`` (an int: equal pieces, the last

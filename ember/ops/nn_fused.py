@@ -19,7 +19,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _batch_nn
-from ember.ops.unary import _relu_array, _relu_grad, _relu_grad_array
+from ember.ops.unary import Relu, _relu_array, _relu_grad, _relu_grad_array
 from ember.ops.unary import relu as _relu
 
 __all__ = []
@@ -93,6 +93,42 @@ class _Linear(Primitive):
             out = tb if out is None else out + tb
         return out
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradients (``Primitive.vjp``); with ``out``, the input's gradient is
+        written into a buffer, the weight's and bias's stay fresh (the user keeps them)."""
+        x, w = inputs[0], inputs[1]
+        e = self._edges
+        g = grads[0]
+        flat = x.ndim != 2
+        g2 = g.reshape(-1, g.shape[-1]) if flat else g
+        gx = gw = gb = None
+        if e[0] is not None:
+            if out is None:
+                gx = np.matmul(g2, w)
+                if flat:
+                    gx = gx.reshape(x.shape)
+            else:
+                gx = out(0, x.shape, np.result_type(g.dtype, w.dtype))
+                np.matmul(g2, w, out=gx.reshape(-1, w.shape[1]) if flat else gx)
+        if e[1] is not None:
+            gw = np.matmul(g2.T, x.reshape(-1, x.shape[-1]) if flat else x)
+        if len(e) > 2 and e[2] is not None:
+            gb = g2.sum(0)
+        return [gx, gw, gb]
+
+    def forward_out(self, x, w, b, out):
+        """``forward`` written into ``out(0, shape, dtype)`` (the compile plan's buffers;
+        all of one floating dtype)."""
+        n = w.shape[0]
+        y = out(0, x.shape[:-1] + (n,), np.result_type(x.dtype, w.dtype))
+        if x.ndim == 2:
+            np.matmul(x, w.T, out=y)
+        else:
+            np.matmul(x.reshape(-1, x.shape[-1]), w.T, out=y.reshape(-1, n))
+        if b is not None:
+            y += b
+        return y
+
 
 class _LinearMm(_Linear):
     _node_name = "MmBackward0"
@@ -127,6 +163,22 @@ class _LinearRelu(_Linear):
     def jvp(self, *tangents):
         t = _Linear.jvp(self, *tangents)
         return None if t is None else _relu_grad(t, self.fw_output)
+
+    # relu applied to the base class's output: the compile plan may run relu's fused
+    # gradient loop, then the base class's vjp
+    activation = Relu
+
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradients (``Primitive.vjp``): relu's, then the linear layer's."""
+        g = grads[0]
+        g = _relu_grad_array(g, outputs[0], None if out is None else
+                             out("act", g.shape, g.dtype))
+        return _Linear.vjp(self, (g,), inputs, outputs, out)
+
+    def forward_out(self, x, w, b, out):
+        """``forward`` written into ``out(0, shape, dtype)``."""
+        y = _Linear.forward_out(self, x, w, b, out)
+        return _relu_array(y, y)
 
 
 # PyTorch's name for the node on top of linear's output: addmm / mm for a 2-D input,
@@ -223,6 +275,10 @@ class _CrossEntropy(Primitive):
             g = g * self.valid
         gx *= g[:, None] if g.ndim else g
         return _make(gx)
+
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradients (``Primitive.vjp``): the logits' only."""
+        return [self._backward_arrays(grads[0])._data, None, None, None]
 
 
 def fused_cross_entropy(input, target, ignore_index, reduction):

@@ -109,6 +109,10 @@ class MaxPool(Primitive):
     def jvp(self, t, _):
         return PoolGather.apply(t, self.arg, self.g)  # the tangent at each window's max
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``): each window's gradient at its maximum."""
+        return [object.__new__(PoolScatter).forward(grads[0], self.arg, self.g), None]
+
 
 def _flat_in_x(node, gx):
     """Pooling's input gradient does not depend on the input: under create_graph it is

@@ -184,7 +184,7 @@ def float_power(input, exponent, *, out=None):
 # the public ops, each named once: function, Tensor method, in-place method
 _VARIANTS = [
     Variants("pow", inplace=True, copies=True, promotes=True),
-    Variants("float_power"),  # its in-place form (a float64 check) is in _tensor_extras
+    Variants("float_power"),  # its in-place form (a float64 check) is in _tensor_methods
 ]
 
 

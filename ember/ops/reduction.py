@@ -185,6 +185,14 @@ class Mean(Primitive):
     jvp = _jvp.linear(0)
     batch = _batch.dim_rule(1)
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``): ``g / n`` broadcast back to the input."""
+        in_shape, axes, keepdim, dt = self.meta
+        g = np.asarray(grads[0].astype(dt, copy=False) / dt.type(self.n), dt)
+        if not keepdim:
+            g = np.expand_dims(g, tuple(sorted(a % len(in_shape) for a in axes)))
+        return [np.broadcast_to(g, in_shape), None, None, None]
+
 
 # PyTorch names the node of a reduction over given dims after its second overload
 class SumDim(Sum):

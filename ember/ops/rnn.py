@@ -36,6 +36,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.threads import refresh_blas, single_blas
 from ember.ops import _jvp
+from ember.ops.unary import _relu_grad_array
 
 __all__ = []
 
@@ -496,6 +497,51 @@ class _Layer(Primitive):
             grads = _layer_backward(_array_math(x), cell, gy._data, ghn._data, gcn,
                                     self._acts, x, w_ih, w_hh, w_hr, bs, rev, needs)
         return tuple(None if g is None else _make(g) for g in grads)
+
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradients (``Primitive.vjp``): the array backward from the activations
+        forward kept; one step of an RNN cell without the per-step lists."""
+        x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr = inputs[:8]
+        needs = [e is not None for e in self._edges]
+        bs = self.bs
+        if self.cell in (_RNNCellMath, _ReLUCellMath) and len(bs) == 1 and c0 is None and \
+                w_hr is None and bs[0] == h0.shape[0]:
+            return self._cell_vjp(grads, x, w_ih, w_hh, needs)
+        xp = array_module(x)
+        gy, ghn, gcn = (list(xp.zeros_like(y) if g is None else g
+                             for g, y in zip(grads, outputs)) + [None])[:3]
+        if self.fast is not None:
+            grads = self.fast[1](xp, gy, ghn, gcn, self._acts, x, w_ih, w_hh, w_hr, bs,
+                                 self.reverse, needs)
+        else:
+            grads = _layer_backward(_array_math(x), self.cell, gy, ghn, gcn, self._acts, x,
+                                    w_ih, w_hh, w_hr, bs, self.reverse, needs)
+        return list(grads)
+
+    def _cell_vjp(self, grads, x, w_ih, w_hh, needs):
+        gy, ghn = grads
+        dh = ghn if gy is None else (gy if ghn is None else ghn + gy)
+        h2, hp = self._acts[0]
+        if self.cell.relu:
+            dpre = _relu_grad_array(dh, h2)
+        else:
+            dpre = h2 * h2
+            np.subtract(1, dpre, out=dpre)
+            dpre *= dh
+        res = [None] * 8
+        if needs[0]:
+            res[0] = dpre @ w_ih
+        if needs[1]:
+            res[1] = dpre @ w_hh
+        if needs[3]:
+            res[3] = dpre.T @ x
+        if needs[4]:
+            res[4] = dpre.T @ hp
+        if needs[5] or needs[6]:
+            db = dpre.sum(0)
+            res[5] = db if needs[5] else None
+            res[6] = (db * 1 if needs[5] else db) if needs[6] else None
+        return res
 
 
 class RNNTanhLayer(_Layer):

@@ -9,10 +9,12 @@ generator advances; the distributions are checked statistically against torch.
 """
 import numpy as np
 
+from ember import _factory
 from ember._random import _gen
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import CPU, device_of, to_device
+from ember.backend import dtypes as _dt
 from ember.ops import _gamma_kernels as _gk
 from ember.ops import _jvp
 
@@ -76,3 +78,45 @@ def binomial(count, prob, generator=None):
     c, p = np.broadcast_arrays(to_device(count._data, CPU), to_device(prob._data, CPU))
     draws = _numpy_rng(generator).binomial(c.astype(np.int64), np.clip(p, 0, 1))
     return _make(to_device(draws.astype(p.dtype), dev), False)
+
+
+# ----- the nodes of samples: no gradient passes (PyTorch gives zeros) ------------------------
+class _Sample(Primitive):
+    """A sampled tensor; its inputs (the tensor written to, mean, std, p) get zero gradients."""
+
+    broadcasts = True
+
+    def forward(self, *arrays, value=None):
+        self._dtypes = [getattr(a, "dtype", None) for a in arrays]
+        return value
+
+    def backward(self, gy):
+        return tuple(None if e is None else
+                     _factory.zeros(tuple(gy.shape), dtype=_dt.FROM_NP[dt], device=gy.device)
+                     for e, dt in zip(self._edges, self._dtypes))
+
+    def jvp(self, *tangents):
+        return None  # a sample does not move with its parameters (zero tangent)
+
+
+def _node(name):
+    return type(name, (_Sample,), {"_node_name": name})
+
+
+_Uniform, _Normal0, _Normal1, _Normal2, _Normal3 = map(_node, (
+    "UniformBackward0", "NormalBackward0", "NormalBackward1", "NormalBackward2",
+    "NormalBackward3"))
+_Bernoulli0, _Bernoulli1, _Bernoulli2 = map(_node, (
+    "BernoulliBackward0", "BernoulliBackward1", "BernoulliBackward2"))
+_Random0, _Random1, _Random2 = map(_node, ("RandomBackward0", "RandomBackward1",
+                                           "RandomBackward2"))
+_Exponential, _Geometric, _Cauchy, _LogNormal, _Poisson = map(_node, (
+    "ExponentialBackward0", "GeometricBackward0", "CauchyBackward0", "LogNormalBackward0",
+    "PoissonBackward0"))
+
+
+class _BernoulliP(_Sample):
+    _node_name = "NotImplemented"
+
+    def backward(self, gy):
+        raise RuntimeError("derivative for aten::bernoulli is not implemented")

@@ -2,7 +2,7 @@
 rolls, and padding. Joins and splits are in ``join``, diagonals in ``diagonal``."""
 import numpy as np
 
-from ember._tensor import Size, Tensor, _make
+from ember._tensor import Size, Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
@@ -89,6 +89,10 @@ class View(ViewPrimitive):
     def backward(self, gy):
         return gy.reshape(self.in_shape), None
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``)."""
+        return [grads[0].reshape(self.in_shape), None]
+
 
 class ReshapeCopy(Primitive):
     _node_name = "ViewBackward0"
@@ -115,6 +119,8 @@ def view(self, *shape, **kwargs):
     """A view with another shape (one dim may be -1; fails if the strides do not allow
     it), or, given a dtype (``view(ember.int32)``, ``view(dtype=...)``), the same bytes
     read as that dtype (see ``ember.ops.reinterpret``)."""
+    if _mode_active[0] and (m := _mode_recorder((self,) + shape)) is not None:
+        return m.composite("view", view, (self,) + shape, kwargs)
     if kwargs:
         if len(kwargs) == 1 and not shape and "dtype" in kwargs:
             return reinterpret.view_dtype(self, kwargs["dtype"])
@@ -140,6 +146,8 @@ def view(self, *shape, **kwargs):
 
 def reshape(input, *shape):
     """``input`` with another shape: a view when possible, else a copy."""
+    if _mode_active[0] and (m := _mode_recorder((input,) + shape)) is not None:
+        return m.composite("reshape", reshape, (input,) + shape, {})
     shape = infer_shape(_sizes(shape), input._data.size)
     if _try_view(input._data, shape) is not None:
         return View.apply(input, shape)
@@ -148,16 +156,22 @@ def reshape(input, *shape):
 
 def view_as(self, other):
     """``self.view(other.shape)``."""
+    if _mode_active[0] and (m := _mode_recorder((self, other))) is not None:
+        return m.composite("view_as", view_as, (self, other), {})
     return view(self, other._data.shape)
 
 
 def reshape_as(self, other):
     """``self.reshape(other.shape)``."""
+    if _mode_active[0] and (m := _mode_recorder((self, other))) is not None:
+        return m.composite("reshape_as", reshape_as, (self, other), {})
     return reshape(self, other._data.shape)
 
 
 def flatten(input, start_dim=0, end_dim=-1):
     """Merge dims ``start_dim`` to ``end_dim`` into one."""
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
+        return m.composite_locals("flatten", flatten, locals())
     shape = input._data.shape
     if len(shape) == 0:
         wrap_dim(start_dim, 0)  # a 0-d tensor takes dims 0 and -1 only
@@ -181,6 +195,8 @@ ravel.__doc__ = "A 1-D tensor of all elements (a view when possible)."
 
 def unflatten(input, dim, sizes):
     """Split dim ``dim`` into ``sizes`` (one may be -1)."""
+    if _mode_active[0] and (m := _mode_recorder((input, dim, sizes))) is not None:
+        return m.composite("unflatten", unflatten, (input, dim, sizes), {})
     shape = input._data.shape
     d = wrap_dim(dim, len(shape))
     sizes = infer_shape(tuple(sizes), shape[d])
@@ -201,6 +217,10 @@ class Permute(ViewPrimitive):
         for i, d in enumerate(self.dims):
             inv[d] = i
         return gy.permute(inv), None
+
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``)."""
+        return [grads[0].transpose(np.argsort(self.dims)), None]
 
 
 def permute(input, *dims):
@@ -226,6 +246,10 @@ class Transpose(ViewPrimitive):
 
     def backward(self, gy):
         return gy.transpose(*self.dims), None, None
+
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``)."""
+        return [grads[0].swapaxes(*self.dims), None, None]
 
 
 def transpose(input, dim0, dim1):
@@ -386,6 +410,8 @@ def _expand_shape(in_shape, sizes):
 
 def expand(self, *sizes):
     """A broadcast view of ``self`` with the given sizes (-1 keeps a dim)."""
+    if _mode_active[0] and (m := _mode_recorder((self,) + sizes)) is not None:
+        return m.composite("expand", expand, (self,) + sizes, {})
     shape = _expand_shape(self._data.shape, _sizes(sizes))
     if shape == self._data.shape:
         return View.apply(self, shape)
@@ -394,6 +420,8 @@ def expand(self, *sizes):
 
 def expand_as(self, other):
     """``self.expand(other.shape)``."""
+    if _mode_active[0] and (m := _mode_recorder((self, other))) is not None:
+        return m.composite("expand_as", expand_as, (self, other), {})
     return expand(self, other._data.shape)
 
 
@@ -855,3 +883,19 @@ def _retarget(self, new):
 
 
 _bind()
+
+
+# ----- array gradients of the composites a graph capture records as calls ---------------
+# (``Primitive.vjp``'s form without ``self``: the compile plan finds them on the
+# function it recorded; gradients before broadcast reduction)
+def _reshape_vjp(grads, inputs, outputs, out=None):
+    return [grads[0].reshape(inputs[0].shape)] + [None] * (len(inputs) - 1)
+
+
+def _expand_vjp(grads, inputs, outputs, out=None):
+    return [grads[0]] + [None] * (len(inputs) - 1)
+
+
+for _f in (view, reshape, flatten, unflatten, view_as, reshape_as):
+    _f.vjp = _reshape_vjp
+expand.vjp = expand_as.vjp = _expand_vjp

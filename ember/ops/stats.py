@@ -1,9 +1,10 @@
-"""Order statistics and histograms: ``quantile``, ``nanquantile``, ``histogram``,
-``histogramdd``.
+"""Order statistics, histograms and covariances: ``quantile``, ``nanquantile``,
+``histogram``, ``histogramdd``, ``cov``, ``corrcoef``.
 
 The quantiles are composites of ``sort``, ``gather`` and ``lerp`` (as in PyTorch),
 so they are differentiable without derivative code here; only the ranks to read are
 computed on arrays. Histograms count, so they are not differentiable (nor in PyTorch).
+``cov`` and ``corrcoef`` are composites of ember ops.
 """
 import math
 
@@ -11,11 +12,11 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.backend import array_module
-from ember.backend.dtypes import FROM_NP
+from ember.backend.dtypes import FROM_NP, get_default_dtype
 from ember.ops._util import not_implemented_for, write_out
 from ember.ops.linalg_decomp import _named
 
-__all__ = ["quantile", "nanquantile", "histogram", "histogramdd"]
+__all__ = ["quantile", "nanquantile", "histogram", "histogramdd", "cov", "corrcoef"]
 
 _rt = {n: _named(n, f) for n, f in [("histogram", "hist bin_edges"),
                                      ("histogramdd", "hist bin_edges")]}
@@ -268,3 +269,49 @@ def _bind():
 
 
 _bind()
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """Covariance of the variables in the rows of ``input`` (observations in columns)."""
+    x = input if input.ndim == 2 else input.reshape(1, -1)
+    if not x.is_floating_point():
+        x = x.to(get_default_dtype())
+    n = x.shape[1]
+    # the weights keep their own dtype, as in PyTorch (float32 weights give a float32
+    # normalization factor even for float64 data)
+    w = fweights
+    if aweights is not None:
+        w = aweights if w is None else w * aweights
+    if w is None:
+        mean = x.mean(1, keepdim=True)
+        norm = n - correction
+    else:
+        wsum = w.sum()
+        mean = (x * w).sum(1, keepdim=True) / wsum
+        if correction == 0:
+            norm = wsum
+        elif aweights is None:
+            norm = wsum - correction
+        else:
+            norm = wsum - correction * (w * aweights).sum() / wsum
+    xc = x - mean
+    xw = xc if w is None else xc * w
+    c = xc @ xw.T
+    if isinstance(norm, Tensor):
+        norm = norm.clamp_min(0)
+    else:
+        norm = max(norm, 0)
+    c = c / norm
+    return c.reshape(()) if c.shape == (1, 1) else c
+
+
+def corrcoef(input):
+    """Pearson correlation coefficients of the rows of ``input``."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    d = c.diagonal()
+    stddev = d.sqrt()
+    c = c / stddev.unsqueeze(1)
+    c = c / stddev.unsqueeze(0)
+    return c.clamp(-1, 1)

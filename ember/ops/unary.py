@@ -168,6 +168,7 @@ log10 = _unary("Log10", np.log10, lambda gy, x, y: gy / cj(x * math.log(10)), to
 log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / cj(x + 1), torchscript="log1p")
 sqrt = _unary("Sqrt", np.sqrt, lambda gy, x, y: gy / cj(y * 2), save="y",
               onnx="Sqrt", torchscript="sqrt")
+neg.primitive.fused = "-{0}"  # one element, for the compile plan's fused loops
 rsqrt = _unary("Rsqrt", lambda x: 1 / np.sqrt(x), lambda gy, x, y: gy * cj(y.pow(3)) * -0.5,
                save="y", doc="``1 / sqrt(input)``.", torchscript="rsqrt")
 square = _unary("Square", _square_np, lambda gy, x, y: gy * cj(x * 2), floating=False,
@@ -222,6 +223,24 @@ _tanh_grad = TanhBackward.binary_function()
 _sigmoid_grad = SigmoidBackward.binary_function()
 tanh = _unary("Tanh", np.tanh, lambda gy, x, y: _tanh_grad(gy, y), save="y",
               onnx="Tanh", torchscript="tanh")
+
+
+def _tanh_vjp(self, grads, inputs, outputs, out=None):
+    """tanh's array gradient (``Primitive.vjp``): ``(1 - y * y) * g`` from the output."""
+    y = outputs[0]
+    d = np.multiply(y, y, out=None if out is None else out(0, y.shape, y.dtype))
+    np.subtract(1, d, out=d)
+    d *= grads[0]
+    return [d]
+
+
+def _tanh_out(self, x, out):
+    return np.tanh(x, out=out(0, x.shape, x.dtype))
+
+
+tanh.primitive.vjp = _tanh_vjp
+tanh.primitive.forward_out = _tanh_out  # ``forward`` into a buffer (a floating x)
+tanh.primitive.fused_vjp = "(one - {y} * {y}) * {g}"  # one element, for fused loops
 asinh = _unary("Asinh", np.arcsinh, lambda gy, x, y: gy * (x * x + 1).rsqrt(),
                onnx="Asinh", torchscript="asinh")
 acosh = _unary("Acosh", np.arccosh, lambda gy, x, y: gy * (x * x - 1).rsqrt(),
@@ -275,6 +294,18 @@ def _sigmoid_np(x):
 
 sigmoid = _unary("Sigmoid", _sigmoid_np, lambda gy, x, y: _sigmoid_grad(gy, y), save="y",
                  doc="``1 / (1 + exp(-input))``.", onnx="Sigmoid", torchscript="sigmoid")
+
+
+def _sigmoid_vjp(self, grads, inputs, outputs, out=None):
+    """sigmoid's array gradient (``Primitive.vjp``): ``(1 - y) * y * g``."""
+    y = outputs[0]
+    d = np.subtract(1, y, out=None if out is None else out(0, y.shape, y.dtype))
+    d *= y
+    d *= grads[0]
+    return [d]
+
+
+sigmoid.primitive.vjp = _sigmoid_vjp
 
 
 def _silu_grad(gy, x, y):
@@ -467,6 +498,23 @@ class Relu(Primitive):
     batch = _batch.elementwise
     onnx = "Relu"
     torchscript = "relu"
+
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``), from the output."""
+        g = grads[0]
+        return [_relu_grad_array(g, outputs[0], None if out is None else
+                                 out(0, g.shape, g.dtype))]
+
+    def forward_out(self, x, out):
+        """``forward`` written into ``out(0, shape, dtype)`` (a floating ``x``)."""
+        return _relu_array(x, out(0, x.shape, x.dtype))
+
+    # one element of the forward and of the gradient from the output, for the compile
+    # plan's fused loops (``z``: the dtype's zero). np.maximum(x, 0) is x when x > 0 or
+    # x is NaN (its sign kept), else +0.0 (also for -0.0: NumPy returns the second of
+    # equal operands); the gradient is threshold_backward's
+    fused = "{0} if ({0} > z or {0} != {0}) else z"
+    fused_vjp = "z if {y} <= z else {g}"
 
 
 class ReluBackward(Primitive):

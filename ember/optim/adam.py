@@ -4,6 +4,7 @@ import functools
 import numpy as np
 
 from ember._tensor import Tensor
+from ember.optim import _one_pass
 from ember.optim.optimizer import (
     Optimizer,
     _check_betas,
@@ -83,18 +84,34 @@ class Adam(Optimizer):
             state["max_exp_avg_sq"] = _zeros_like(p)
 
     def _step_group(self, group):
-        lr = _value(group["lr"])
-        beta1, beta2 = (_value(b) for b in group["betas"])
-        eps, amsgrad = group["eps"], group["amsgrad"]
         for p, g, state in self._grads(group):
-            step = state["step"]._data.item()
-            step_size = lr / (1 - beta1 ** step)
-            bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
-            arrays = [p._data, g, state["exp_avg"]._data, state["exp_avg_sq"]._data]
-            if amsgrad:
-                arrays.append(state["max_exp_avg_sq"]._data)
-            _split_update(functools.partial(_update, beta1, beta2, eps, step_size,
-                                            bias_correction2_sqrt), 12, *arrays)
+            self.apply_single(g, p._data, state, group)
+
+    def apply_single(self, gradient, parameter, state, group):
+        """Update one parameter in place, on arrays (MLX's ``apply_single``): ``gradient``
+        after ``maximize`` and weight decay (as ``_grads`` yields it, with the step
+        counter already advanced), ``parameter`` the parameter's array, ``state`` its
+        state dict, ``group`` its param group. ``step`` runs it for each parameter, and
+        so does a compiled training step, which asks for the one-pass loop
+        (``_one_pass``): the same values in one pass over memory, where it covers the
+        case (no amsgrad)."""
+        lr = _value(group["lr"])
+        beta1, beta2 = group["betas"]
+        beta1, beta2 = _value(beta1), _value(beta2)
+        eps, amsgrad = group["eps"], group["amsgrad"]
+        step = state["step"]._data.item()
+        step_size = lr / (1 - beta1 ** step)
+        bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
+        if self._one_pass and not amsgrad and \
+                _one_pass.adam(parameter, gradient, m, v, beta1, beta2, eps, step_size,
+                               bias_correction2_sqrt):
+            return
+        arrays = [parameter, gradient, m, v]
+        if amsgrad:
+            arrays.append(state["max_exp_avg_sq"]._data)
+        _split_update(functools.partial(_update, beta1, beta2, eps, step_size,
+                                        bias_correction2_sqrt), 12, *arrays)
 
 
 def _update(beta1, beta2, eps, step_size, bias_correction2_sqrt, p, g, m, v, vmax=None):

@@ -17,10 +17,12 @@ from weakref import ref
 from ember._tensor import Tensor
 from ember.optim.optimizer import Optimizer, _to_scalar
 
+# the composite, plateau and cyclic schedulers live in a sibling file (for size) that
+# builds on the classes here; they are loaded on first use (__getattr__ at the end)
+_COMPOSITE = ("SequentialLR", "ChainedScheduler", "ReduceLROnPlateau", "CyclicLR", "OneCycleLR")
 __all__ = ["LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
-           "ExponentialLR", "SequentialLR", "CosineAnnealingLR", "ChainedScheduler",
-           "ReduceLROnPlateau", "CyclicLR", "CosineAnnealingWarmRestarts", "OneCycleLR",
-           "PolynomialLR", "LRScheduler"]
+           "ExponentialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts",
+           "PolynomialLR", "LRScheduler", *_COMPOSITE]
 
 EPOCH_DEPRECATION_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated "
@@ -589,11 +591,16 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self._set_lrs(self.get_lr)
 
 
-# the composite, plateau and cyclic schedulers live in a sibling file (size)
-from ember.optim._lr_composite import (  # noqa: E402
-    ChainedScheduler,
-    CyclicLR,
-    OneCycleLR,
-    ReduceLROnPlateau,
-    SequentialLR,
-)
+
+
+def __getattr__(name):
+    # they live in ember.optim._lr_composite, which builds on the classes
+    # above: imported on first use, so that neither module imports the other on load
+    if name in _COMPOSITE:
+        from ember.optim import _lr_composite
+        return getattr(_lr_composite, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_COMPOSITE))

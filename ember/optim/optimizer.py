@@ -419,6 +419,10 @@ class Optimizer:
         """Update the parameters of one param group in place (each optimizer's own)."""
         raise NotImplementedError
 
+    # set while a compiled training step runs ``step``: an ``apply_single`` may then
+    # run its one-pass loop (:mod:`ember.optim._one_pass`; the same values)
+    _one_pass = False
+
     def _init_state(self, p, state, group):
         """Lay out the state of parameter ``p`` before its first update.
 

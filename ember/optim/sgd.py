@@ -3,6 +3,7 @@
 import numpy as np
 
 from ember._tensor import _make
+from ember.optim import _one_pass
 from ember.optim.optimizer import Optimizer, _axpy, _check_flags, _check_lr, _value
 
 __all__ = ["SGD"]
@@ -57,23 +58,39 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _step_group(self, group):
+        for p, g, state in self._grads(group, with_state=group["momentum"] != 0):
+            self.apply_single(g, p._data, state, group)
+
+    def apply_single(self, gradient, parameter, state, group):
+        """Update one parameter in place, on arrays (MLX's ``apply_single``): ``gradient``
+        after ``maximize`` and weight decay (as ``_grads`` yields it), ``parameter`` the
+        parameter's array, ``state`` its state dict (None without momentum), ``group``
+        its param group. ``step`` runs it for each parameter, and so does a compiled
+        training step, which asks for the one-pass loop (``_one_pass``): the same values
+        in one pass over memory, where it covers the case."""
         lr = _value(group["lr"])
         momentum, dampening, nesterov = group["momentum"], group["dampening"], group["nesterov"]
-        for p, g, state in self._grads(group, with_state=momentum != 0):
-            if momentum != 0:
-                buf = state.get("momentum_buffer")
-                if buf is None:
-                    # torch clones the gradient, which torch gives the parameter's strides
-                    b = np.empty_like(p._data)
-                    b[...] = g
-                    state["momentum_buffer"] = _make(b)
+        g = gradient
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                # torch clones the gradient, which torch gives the parameter's strides
+                b = np.empty_like(parameter)
+                b[...] = g
+                state["momentum_buffer"] = _make(b)
+            else:
+                b = buf._data
+            if self._one_pass and dampening == 0 and not nesterov and \
+                    _one_pass.sgd(parameter, g, b, momentum, lr, buf is not None):
+                return
+            if buf is not None:
+                b *= momentum
+                if dampening == 0:
+                    b += g
                 else:
-                    b = buf._data
-                    b *= momentum
-                    if dampening == 0:
-                        b += g
-                    else:
-                        b[...] = _axpy(b, 1 - dampening, g)
-                g = _axpy(g, momentum, b) if nesterov else b
-            # one rounding for p - lr * g, as PyTorch's param.add_(g, alpha=-lr)
-            p._data[...] = _axpy(p._data, -lr, g)
+                    b[...] = _axpy(b, 1 - dampening, g)
+            g = _axpy(g, momentum, b) if nesterov else b
+        elif self._one_pass and _one_pass.sgd(parameter, g, None, 0, lr, False):
+            return
+        # one rounding for p - lr * g, as PyTorch's param.add_(g, alpha=-lr)
+        parameter[...] = _axpy(parameter, -lr, g)

@@ -18,7 +18,7 @@ import socket
 import time
 import warnings
 
-from ember.autograd import node as _node
+from ember.autograd import _modes
 from ember.profiler._events import EventList, FunctionEvent, FunctionEventAvg, Recorder
 
 __all__ = ["profile", "record_function", "ProfilerActivity", "ProfilerAction", "schedule",
@@ -110,7 +110,7 @@ class record_function:
         self._ev = None
 
     def __enter__(self):
-        rec = _node.profiler_hook[0]
+        rec = _modes.find(Recorder)
         if rec is not None:
             self._rec = rec
             self._ev = rec.begin(self.name, [], is_user=True)
@@ -146,13 +146,16 @@ class _KinetoProfile:
                           "with_stack/with_modules are ignored", stacklevel=3)
 
     def _start(self):
-        if _node.profiler_hook[0] is not None and _node.profiler_hook[0] is not self._rec:
+        running = _modes.find(Recorder)
+        if running is self._rec:
+            return
+        if running is not None:
             raise RuntimeError("Profiler is already enabled on this thread")
-        _node.profiler_hook[0] = self._rec
+        _modes.push(self._rec)
 
     def _stop(self):
-        if _node.profiler_hook[0] is self._rec:
-            _node.profiler_hook[0] = None
+        if _modes.find(Recorder) is self._rec:
+            _modes.pop(self._rec)
 
     def events(self):
         """The recorded events in the order they started."""
@@ -232,7 +235,7 @@ class profile(_KinetoProfile):
             self._rec = Recorder(self.record_shapes)
         if self._action == ProfilerAction.NONE:
             self._stop()
-        elif _node.profiler_hook[0] is not self._rec:
+        elif _modes.find(Recorder) is not self._rec:
             self._start()
 
     def __enter__(self):

@@ -7,7 +7,7 @@ import threading
 import time
 
 from ember._tensor import Tensor
-from ember.autograd import node as _node
+from ember.autograd import _modes
 
 __all__ = ["FunctionEvent", "FunctionEventAvg", "EventList", "Recorder"]
 
@@ -260,13 +260,12 @@ class EventList(list):
             f.write(json.dumps(doc, indent=1).encode())
 
 
-class Recorder:
-    """Collects events while installed as ``ember.autograd.node.profiler_hook``."""
+class Recorder(_modes.Mode):
+    """Collects events while on the mode stack (``ember.autograd._modes``)."""
 
     def __init__(self, record_shapes=False):
         self.record_shapes = record_shapes
         self.events = []
-        self.entering = None
         self._local = threading.local()
         self._next_id = 0
         self._lock = threading.Lock()
@@ -302,15 +301,13 @@ class Recorder:
         shapes = [_shape(a) for a in args] if self.record_shapes else []
         ev = self.begin(_op_name(cls), shapes)
         try:
-            self.entering = cls
-            return _node.Primitive.apply.__func__(cls, *args, **params)
+            return cls.apply(*args, **params)
         finally:
-            self.entering = None
             self.end(ev)
 
-    def node(self, node, grads):
+    def node(self, node, grads, below):
         ev = self.begin("autograd::engine::evaluate_function: " + node.name(), [])
         try:
-            return node.backward(*grads)
+            return below()
         finally:
             self.end(ev)

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-import ember
+from ember import _core as ember
 from ember.backend import dtypes as _dt
 
 __all__ = ["assert_close", "assert_allclose"]

@@ -2,7 +2,7 @@
 import math
 import warnings
 
-import ember
+from ember import _core as ember
 from ember.backend import dtypes as _dt
 
 __all__ = ["make_tensor"]

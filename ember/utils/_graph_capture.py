@@ -55,7 +55,7 @@ def _module_scopes(model):
 def capture(model, args):
     """Run ``model(*args)`` once (in eval mode, without building a gradient graph) under
     ``ember.jit``'s capture layer and return its ops."""
-    from ember.jit._trace import _record
+    from ember._graph.record import record as _record
     if not isinstance(args, (tuple, list)):
         args = (args,)
     names = _module_scopes(model)

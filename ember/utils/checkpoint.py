@@ -17,7 +17,7 @@ forward pass saw, so dropout draws the same mask twice.
 """
 import warnings
 
-import ember
+from ember import _core as ember
 from ember._random import get_rng_state, set_rng_state
 from ember._tensor import Tensor
 from ember.autograd import engine
@@ -306,7 +306,8 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
             return x
         return forward
 
-    if isinstance(functions, ember.nn.Sequential):
+    from ember.nn import Sequential  # nn sits above utils
+    if isinstance(functions, Sequential):
         functions = list(functions.children())
     size = len(functions) // segments
     end = -1
@@ -317,7 +318,7 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
     return run(end + 1, len(functions) - 1)(input)
 
 
-from ember.utils._checkpoint_extras import *  # noqa: E402,F401,F403
-from ember.utils._checkpoint_extras import __all__ as _extras_all  # noqa: E402
+from ember.utils._checkpoint_settings import *  # noqa: E402,F401,F403
+from ember.utils._checkpoint_settings import __all__ as _settings_all  # noqa: E402
 
-__all__ += _extras_all
+__all__ += _settings_all

@@ -10,30 +10,10 @@ import warnings
 
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive
-from ember.ops import _batch
+from ember.ops.identity import _Identity
 from ember.utils.hooks import RemovableHandle
 
 __all__ = ["RemovableHandle", "BackwardHook"]
-
-
-class _Identity(Primitive):
-    """The identity on n tensors: the node that module backward hooks attach to."""
-
-    _node_name = "BackwardHookFunctionBackward"
-    batch = _batch.elementwise
-
-    def forward(self, *arrays):
-        # copies, not views: an in-place op inside the module must not change memory that
-        # the caller's tensors (and the nodes that saved them) still own
-        outs = tuple(a.copy() for a in arrays)
-        return outs if type(self).n_outputs > 1 else outs[0]
-
-    def backward(self, *grads):
-        return grads if len(grads) > 1 else grads[0]
-
-    def jvp(self, *tangents):
-        return tangents if len(tangents) > 1 else tangents[0]
 
 
 _IDENTITIES = {}

@@ -1,5 +1,5 @@
 """Activation layers: thin modules over ``ember.nn.functional``."""
-import ember
+from ember import _core as ember
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter

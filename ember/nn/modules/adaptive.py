@@ -3,7 +3,7 @@ GPUs"): frequent classes in a head softmax, rare ones in clusters whose probabil
 the head's cluster entry times a softmax within the cluster."""
 from collections import namedtuple
 
-import ember
+from ember import _core as ember
 from ember.nn import functional as F
 from ember.nn.modules.container import ModuleList, Sequential
 from ember.nn.modules.linear import Linear

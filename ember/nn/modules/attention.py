@@ -1,5 +1,5 @@
 """MultiheadAttention (PyTorch's ``torch.nn.MultiheadAttention``)."""
-import ember
+from ember import _core as ember
 from ember.nn import functional_attention as FA
 from ember.nn import init
 from ember.nn.modules.linear import Linear
@@ -14,7 +14,8 @@ class NonDynamicallyQuantizableLinear(Linear):
 
 
 def _fastpath_enabled():
-    return ember.backends.mha.get_fastpath_enabled()
+    from ember.backends import mha  # torch.backends sits above nn
+    return mha.get_fastpath_enabled()
 
 
 def _grad_blocks_fastpath(tensors):

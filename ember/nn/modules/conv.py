@@ -1,7 +1,7 @@
 """Convolution layers (Conv1d/2d/3d, ConvTranspose1d/2d/3d) and Fold/Unfold."""
 import math
 
-import ember
+from ember import _core as ember
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module

@@ -2,7 +2,7 @@
 ``nn.CrossMapLRN2d`` (Lua Torch's SpatialCrossMapLRN)."""
 import warnings
 
-import ember
+from ember import _core as ember
 from ember.nn.modules.module import Module
 
 __all__ = ["Container", "CrossMapLRN2d"]

@@ -1,7 +1,7 @@
 """Identity, Linear and Bilinear layers."""
 import math
 
-import ember
+from ember import _core as ember
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module

@@ -10,7 +10,7 @@ import itertools
 import warnings
 from collections import OrderedDict
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_with
 from ember.autograd.grad_mode import no_grad
 from ember.nn.modules._hooks import BackwardHook, RemovableHandle
 from ember.nn.modules._state_dict import StateDictMixin, _IncompatibleKeys  # noqa: F401
@@ -423,6 +423,8 @@ class Module(StateDictMixin):
 
     # ----- calling ---------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if _mode_active[0] and (m := _mode_with("module_call")) is not None:
+            return m.module_call(self, _plain_call, args, kwargs)  # a graph capture: scopes
         if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
                 or self._backward_pre_hooks or _any_global_hook()):
             return self.forward(*args, **kwargs)
@@ -729,3 +731,11 @@ class Module(StateDictMixin):
 
 def _old_style_hook(hook, module, grad_input, grad_output):
     return hook(module, grad_input, grad_output)
+
+
+def _plain_call(module, args, kwargs):
+    """``module(*args, **kwargs)`` as ``Module.__call__`` runs it outside any mode."""
+    if not (module._forward_pre_hooks or module._forward_hooks or module._backward_hooks
+            or module._backward_pre_hooks or _any_global_hook()):
+        return module.forward(*args, **kwargs)
+    return module._call_impl(*args, **kwargs)

@@ -3,7 +3,7 @@ LocalResponseNorm."""
 import numbers
 import warnings
 
-import ember
+from ember import _core as ember
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module

@@ -8,8 +8,8 @@ import math
 import numbers
 import warnings
 
-import ember
-from ember import _nn_kernels as _cells
+from ember import _core as ember
+from ember.nn import _aten_ops as _cells
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module

@@ -1,5 +1,5 @@
 """Embedding and EmbeddingBag: lookup tables."""
-import ember
+from ember import _core as ember
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module

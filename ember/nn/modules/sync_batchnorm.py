@@ -7,7 +7,7 @@ backward reaches every rank's input through the shared statistics, as one proces
 the whole batch would. The variance is taken around the global mean (two rounds of
 sums), as ``batch_norm`` does on one process. Otherwise it is ``BatchNorm``.
 """
-import ember
+from ember import _core as ember
 from ember.nn.modules.normalization import _BatchNorm
 
 __all__ = ["SyncBatchNorm"]

@@ -8,7 +8,7 @@ kernels; ember computes the same math and reproduces where their numbers differ
 """
 import copy
 
-import ember
+from ember import _core as ember
 from ember.nn import functional as F
 from ember.nn import functional_attention as FA
 from ember.nn import init

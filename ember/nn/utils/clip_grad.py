@@ -2,7 +2,7 @@
 import functools
 import warnings
 
-import ember
+from ember import _core as ember
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
 

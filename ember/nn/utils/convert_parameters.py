@@ -1,5 +1,5 @@
 """Flatten parameters into one vector and back."""
-import ember
+from ember import _core as ember
 from ember._tensor import Tensor
 
 __all__ = ["parameters_to_vector", "vector_to_parameters"]

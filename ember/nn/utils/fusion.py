@@ -3,7 +3,7 @@
 computed."""
 import copy
 
-import ember
+from ember import _core as ember
 from ember.nn.parameter import Parameter
 
 __all__ = ["fuse_conv_bn_eval", "fuse_conv_bn_weights", "fuse_linear_bn_eval",

@@ -2,7 +2,7 @@
 ``orthogonal`` as parametrizations (see ``ember.nn.utils.parametrize``)."""
 from enum import Enum, auto
 
-import ember
+from ember import _core as ember
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
 from ember.nn import functional as F
@@ -111,7 +111,7 @@ class _SpectralNorm(Module):
 
 
 def _transposed_conv(module):
-    nn = ember.nn
+    from ember import nn  # the package this module is part of
     return isinstance(module, (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d))
 
 

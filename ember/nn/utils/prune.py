@@ -12,7 +12,7 @@ import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
-import ember
+from ember import _core as ember
 from ember.nn.utils.convert_parameters import parameters_to_vector
 
 __all__ = ["BasePruningMethod", "PruningContainer", "Identity", "RandomUnstructured",

@@ -7,7 +7,7 @@ the permutation that sorted the batch by decreasing length.
 from collections.abc import Iterable
 from typing import NamedTuple
 
-import ember
+from ember import _core as ember
 from ember._tensor import Tensor
 from ember.ops import rnn as _ops
 

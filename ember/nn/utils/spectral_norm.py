@@ -1,7 +1,7 @@
 """Legacy ``torch.nn.utils.spectral_norm`` / ``remove_spectral_norm``: ``<name>_orig``
 parameter, ``<name>_u``/``<name>_v`` buffers, and a forward pre-hook that runs the power
 iteration (in training mode) and divides by the estimated largest singular value."""
-import ember
+from ember import _core as ember
 from ember.autograd.grad_mode import no_grad
 from ember.nn import functional as F
 from ember.nn.parameter import Parameter

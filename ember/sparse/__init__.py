@@ -12,7 +12,7 @@ graphs of thousands of nodes, not millions.
 Gradients flow through the values as in PyTorch (``ember/ops/sparse_ops.py``): a
 sparse leaf's gradient is sparse where PyTorch's is (``values()``, ``to_dense()``,
 ``torch.sparse.mm``) and dense where PyTorch's is (``torch.mm``). The CSR layout is in
-``ember/_sparse_csr.py``. Left out (``NotImplementedError``): the CSC/BSR/BSC layouts,
+``ember/sparse/_csr.py``. Left out (``NotImplementedError``): the CSC/BSR/BSC layouts,
 saving sparse tensors with ``torch.save``.
 """
 import numpy as np

@@ -6,8 +6,9 @@ integers, weight before indices in ``embedding``.
 Each is a thin adapter over ``ember.nn.functional`` or the recurrent layers of
 ``ember.ops.rnn``: no math is declared here.
 """
-import ember
+from ember import _core as ember
 from ember.nn import functional as F
+from ember.nn._functional_aten import conv_tbc  # noqa: F401  (torch.conv_tbc)
 from ember.ops.rnn import LAYERS
 
 __all__ = [
@@ -358,13 +359,6 @@ def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners
 
 
 # ----- convolution -------------------------------------------------------------------
-def conv_tbc(input, weight, bias, pad=0):
-    """Time-batch-channel 1-D convolution: ``input`` (T, B, C_in), ``weight``
-    (k, C_in, C_out), ``bias`` (C_out); returns (T', B, C_out)."""
-    out = F.conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
-    return out.permute(2, 0, 1)
-
-
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
                 groups):
     """ATen's generic convolution: ``conv{1,2,3}d`` or, ``transposed``,

@@ -8,10 +8,10 @@ import warnings
 
 import numpy as np
 
-import ember
+from ember import _core as ember
+from ember import ops as _ops
 from ember._tensor import Tensor, _make
 from ember.nn import functional as _F
-from ember.ops import extras as _ex
 from ember.ops._inplace import check_inplace, commit, inplace_method
 from ember.ops._views import as_strided  # noqa: F401  (torch.as_strided)
 
@@ -60,9 +60,9 @@ def _dtype_word(dtype):
                                                                            dtype.name)
 
 
-gcd_ = inplace_method(_ex.gcd)
-lcm_ = inplace_method(_ex.lcm)
-ldexp_ = inplace_method(_ex.ldexp)
+gcd_ = inplace_method(_ops.gcd)
+lcm_ = inplace_method(_ops.lcm)
+ldexp_ = inplace_method(_ops.ldexp)
 i0_ = inplace_method(ember.i0)
 
 
@@ -271,14 +271,14 @@ def _sparse_mask(self, mask):
 
 _METHODS = {
     "adjoint": adjoint, "as_strided_": as_strided_, "conj_physical_": conj_physical_,
-    "bincount": _ex.bincount, "corrcoef": _ex.corrcoef, "cov": _ex.cov,
-    "diagflat": _ex.diagflat, "dist": _ex.dist, "frexp": _ex.frexp, "gcd": _ex.gcd,
-    "gcd_": gcd_, "lcm": _ex.lcm, "lcm_": lcm_, "heaviside": _ex.heaviside,
-    "heaviside_": inplace_method(_ex.heaviside), "histc": _ex.histc, "ldexp": _ex.ldexp,
-    "ldexp_": ldexp_, "nextafter": _ex.nextafter, "nextafter_": inplace_method(_ex.nextafter),
-    "renorm": _ex.renorm, "renorm_": inplace_method(_ex.renorm),
+    "bincount": _ops.bincount, "corrcoef": _ops.corrcoef, "cov": _ops.cov,
+    "diagflat": _ops.diagflat, "dist": _ops.dist, "frexp": _ops.frexp, "gcd": _ops.gcd,
+    "gcd_": gcd_, "lcm": _ops.lcm, "lcm_": lcm_, "heaviside": _ops.heaviside,
+    "heaviside_": inplace_method(_ops.heaviside), "histc": _ops.histc, "ldexp": _ops.ldexp,
+    "ldexp_": ldexp_, "nextafter": _ops.nextafter, "nextafter_": inplace_method(_ops.nextafter),
+    "renorm": _ops.renorm, "renorm_": inplace_method(_ops.renorm),
     "float_power_": _float_power_, "hardshrink": _F.hardshrink, "prelu": _F.prelu,
-    "unsafe_chunk": _ex.unsafe_chunk, "unsafe_split": _ex.unsafe_split,
+    "unsafe_chunk": _ops.unsafe_chunk, "unsafe_split": _ops.unsafe_split,
     "unsafe_split_with_sizes": unsafe_split_with_sizes, "is_distributed": is_distributed,
     "eig": eig, "lstsq": lstsq, "solve": solve, "symeig": symeig, "reinforce": _reinforce,
     "dim_order": _dim_order, "is_set_to": _is_set_to, "set_": _set_, "map2_": _map2_,

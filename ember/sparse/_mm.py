@@ -8,7 +8,7 @@ as one sparse dim with dense rows, ``smm`` as row x column entries, zeros includ
 """
 import numpy as np
 
-import ember
+from ember import _core as ember
 from ember._tensor import Tensor
 from ember.sparse import _densify, _sparse
 

@@ -1,6 +1,5 @@
 """Names of ``torch.nn.functional`` that are constants or ATen aliases."""
-from ember._nn_kernels import channel_shuffle as native_channel_shuffle  # noqa: F401
-from ember._nn_kernels import conv_tbc  # noqa: F401
+from ember.ops.conv import conv1d
 
 __all__ = ["GRID_SAMPLE_INTERPOLATION_MODES", "GRID_SAMPLE_PADDING_MODES",
            "assert_int_or_pair", "conv_tbc", "native_channel_shuffle"]
@@ -13,3 +12,16 @@ GRID_SAMPLE_PADDING_MODES = {"zeros": 0, "border": 1, "reflection": 2}
 def assert_int_or_pair(arg, arg_name, message):
     """Assert that ``arg`` is an int or a pair (``message`` formats ``arg_name``)."""
     assert isinstance(arg, int) or len(arg) == 2, message.format(arg_name)
+
+
+def conv_tbc(input, weight, bias, pad=0):
+    """Time-batch-channel 1-D convolution: ``input`` (T, B, C_in), ``weight``
+    (k, C_in, C_out), ``bias`` (C_out); returns (T', B, C_out)."""
+    out = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
+    return out.permute(2, 0, 1)
+
+
+def native_channel_shuffle(input, groups):
+    """``torch.nn.functional.native_channel_shuffle``: :func:`channel_shuffle`."""
+    from ember.nn.functional import channel_shuffle  # which re-exports this module
+    return channel_shuffle(input, groups)

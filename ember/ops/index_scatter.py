@@ -1,7 +1,4 @@
-"""Scatter-like ops OpInfo lists that ember lacked: ``index_reduce``,
-``as_strided_scatter``, ``nonzero_static`` and the remaining ``*_copy`` variants
-(``slice_copy``, ``select_copy``, ``split_copy``, ``detach_copy``,
-``view_as_real_copy``, ``view_as_complex_copy``).
+"""Scatters by index and by stride: ``index_reduce`` and ``as_strided_scatter``.
 
 ``index_reduce`` is ``scatter_reduce`` with the index spread along the source's other
 dims, so it shares that primitive's derivative; ``as_strided_scatter`` is a primitive
@@ -16,11 +13,8 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops._inplace import inplace_method
 from ember.ops._util import wrap_dim, write_out
-from ember.ops.extras import _copy_variant
 
-__all__ = ["index_reduce", "as_strided_scatter", "nonzero_static", "slice_copy",
-           "select_copy", "split_copy", "detach_copy", "view_as_real_copy",
-           "view_as_complex_copy"]
+__all__ = ["index_reduce", "as_strided_scatter"]
 
 _INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
 
@@ -111,45 +105,10 @@ def as_strided_scatter(input, src, size, stride, storage_offset=None):
     return AsStridedScatter.apply(input, src, size, stride, int(storage_offset or 0))
 
 
-# ----- nonzero_static ----------------------------------------------------------------------
-def nonzero_static(input, *, size, fill_value=-1):
-    """``nonzero(input)`` with exactly ``size`` rows: truncated, or padded with
-    ``fill_value``."""
-    if size < 0:
-        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got "
-                           f"{size}")
-    x = input._data
-    xp = array_module(x)
-    nz = xp.stack(xp.nonzero(x.reshape(()) if x.ndim == 0 else x), axis=-1) if x.ndim else \
-        xp.zeros((int(bool(x)), 0), dtype=np.int64)
-    res = xp.full((int(size), x.ndim), fill_value, dtype=np.int64)
-    k = min(int(size), nz.shape[0])
-    res[:k] = nz[:k]
-    return _make(res, False)
-
-
-# ----- copies of views ---------------------------------------------------------------------
-def slice_copy(input, dim=0, start=None, end=None, step=1):
-    """``input[..., start:end:step, ...]`` along ``dim`` as a new tensor (ATen's ``slice``
-    as a copy)."""
-    if step <= 0:
-        raise RuntimeError("slice step must be positive")
-    d = wrap_dim(dim, max(input.dim(), 1))
-    return input[(slice(None),) * d + (slice(start, end, step),)].clone()
-
-
-select_copy = _copy_variant("select")
-split_copy = _copy_variant("split")
-detach_copy = _copy_variant("detach")
-view_as_real_copy = _copy_variant("view_as_real")
-view_as_complex_copy = _copy_variant("view_as_complex")
-
-
 def _bind():
     Tensor.index_reduce = index_reduce
     Tensor.index_reduce_ = inplace_method(index_reduce, copies_self=True)
     Tensor.as_strided_scatter = as_strided_scatter
-    Tensor.nonzero_static = nonzero_static
 
 
 _bind()

@@ -9,8 +9,8 @@ and arithmetic on them...) have no class to carry a spelling: they are named her
 and the exporters' tables for them are keyed by these names (a test checks every key).
 """
 
-# calls recorded by name (ember.jit._capture: its composite table, its random ops, sizes,
-# arithmetic on traced ints and ``x[key] = v``)
+# calls recorded by name (the composites that ask the mode stack, ember._graph.capture's
+# random ops, sizes, arithmetic on traced ints and ``x[key] = v``)
 SHAPE_CALLS = ("view", "reshape", "flatten", "unflatten", "view_as", "reshape_as", "expand",
                "expand_as", "getitem", "setitem", "detach", "embedding")
 FACTORY_CALLS = ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",

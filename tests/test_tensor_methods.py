@@ -1,5 +1,5 @@
 """Tensor method bindings, top-level in-place twins, removed functions, storages and
-runtime settings (ember/_tensor_extras.py, ember/_runtime_api.py, ember/storage.py),
+runtime settings (ember/_tensor_methods.py, ember/_runtime_api.py, ember/storage.py),
 against torch."""
 import warnings
 

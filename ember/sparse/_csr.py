@@ -4,7 +4,7 @@
 A CSR tensor of shape ``(*batch, rows, cols)`` keeps PyTorch's description
 (``crow_indices`` of shape ``(*batch, rows + 1)``, ``col_indices`` and ``values`` of
 shape ``(*batch, nnz)``) *and* the dense array it stands for, like ember's COO tensors
-(``ember/sparse.py``): ``torch.mm``/``matmul``/``addmm`` of CSR @ dense compute on it.
+(``ember/sparse/__init__.py``): ``torch.mm``/``matmul``/``addmm`` of CSR @ dense compute on it.
 Gradients flow through the values (``ember/ops/sparse_ops.py``).
 
 Methods that are not written for the CSR layout raise NotImplementedError naming
@@ -24,7 +24,8 @@ from ember.sparse import sparse_coo, sparse_csr, strided
 
 __all__ = ["sparse_csr_tensor", "crow_indices_copy", "col_indices_copy"]
 
-_EMBER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# ember's own directory (this file is ember/sparse/_csr.py)
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class SparseCsrTensor(Tensor):

@@ -1,0 +1,625 @@
+"""Records ember op calls into an :class:`ember._graph.ir.Graph` while a trace runs.
+
+Design: the capture is a mode on the mode stack
+-----------------------------------------------
+A running capture is a mode (:class:`_Trace`) on ember's one stack of modes
+(``ember.autograd._modes``). Every tensor op already asks that stack before its plain
+path (``Primitive.apply`` and the fast closures check ``_modes.active[0]``), so the
+capture's :meth:`_Trace.op` sees each primitive call that reaches it, records it as one
+node and runs it below itself with ``cls.apply``. Modes pushed later sit above it: a
+``vmap`` level entered inside the traced function turns each batched call into calls on
+whole batches, and those are what the capture records, so the trace replays at other
+batch sizes. Outside a capture nothing is swapped or installed: the plain paths run
+with their one check.
+
+A few calls are recorded one level above the primitives, as one node each, because
+the primitives see their arguments already resolved: ``view``/``reshape``/``flatten``/
+``unflatten`` (``-1`` and sizes read from the input), ``view_as``/``reshape_as``/
+``expand``/``expand_as``, ``x[key]`` and ``x[key] = v`` (index tensors stay inputs,
+not constants), ``F.embedding``, ``detach``, custom ``autograd.Function`` classes with a
+``symbolic``, the random functions and the factories ``zeros``/``ones``/``full``/
+``empty``/``*_like``/``arange`` (an LSTM's zero state has its input's batch size).
+Those functions ask the stack themselves (``if _modes.active[0]`` and
+``_modes.recorder()`` is a capture): the capture records them with :meth:`composite`
+and runs them with itself hidden, so the primitives inside are not recorded. A
+composite is recorded only when the capture is the innermost visible mode; under a
+``vmap`` level its primitives go through the level and are recorded batched.
+
+Sizes: ``Tensor.size``/``Tensor.shape`` of a traced tensor return :class:`SymInt`
+(an ``int`` that remembers the ``size`` node it came from); arithmetic on them is
+recorded (``int.mul``...), and a call that receives one records the dependency, so
+``x.view(x.size(0), -1)`` replays at another batch size as PyTorch's trace does.
+``Tensor.size``/``shape`` ask the stack for a mode with ``sym_size`` (one check of
+``active[0]`` outside a capture).
+
+Loud tracing: ``bool``/``int``/``float``/``item``/``tolist``/``numpy``/``len``/
+iteration of a traced tensor, called from user code, emit :class:`TracerWarning` at
+the user's file and line (``warnings.warn_explicit``): those Tensor methods tell the
+visible modes (``python_value``).
+
+What cannot be recorded faithfully fails loudly, naming the op and the user's line:
+forward-mode AD computed beside the ops (``jvp``/``jacfwd`` while tangents are not a
+mode of their own) and ``vmap``'s per-sample fallback loop (its length is the example's
+batch size). A backward pass (``grad``/``backward`` inside the traced code) is recorded
+op by op with a TracerWarning: its formulas read the sizes saved in the forward as
+numbers, so the trace holds at the example's sizes.
+
+Only the thread that started the trace records: the capture passes other threads'
+calls on down unrecorded.
+"""
+import operator
+import os
+import sys
+import threading
+import warnings
+
+from ember import _tensor
+from ember._graph.ir import Graph, Node, Ref, arg_names
+from ember._graph.names import RANDOM_CALLS
+from ember.autograd import _modes
+from ember.autograd import node as _node
+
+Tensor = _tensor.Tensor
+
+__all__ = ["TracerWarning", "SymInt", "capture", "is_tracing", "current", "call_args"]
+
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class TracerWarning(Warning):
+    """A trace may not generalize to other inputs (PyTorch's ``torch.jit.TracerWarning``)."""
+
+    @staticmethod
+    def ignore_lib_warnings():
+        warnings.filterwarnings("ignore", category=TracerWarning, module="ember.(?!jit)")
+
+
+def current():
+    """The innermost capture on the mode stack started by this thread, or None."""
+    me = threading.get_ident()
+    for m in reversed(_modes.stack):
+        if type(m) is _Trace and m.thread == me:
+            return m
+    return None
+
+
+def is_tracing():
+    """True while ``jit.trace`` is running the traced function (in its thread)."""
+    return current() is not None
+
+
+def _state():
+    """The capture that should record a call made here, else None: the innermost
+    visible one, started by this thread and not paused."""
+    st = _tensor._mode_with("sym_size")
+    if st is None or st.depth or st.thread != threading.get_ident():
+        return None
+    return st
+
+
+# ----- traced ints -----------------------------------------------------------------------
+class SymInt(int):
+    """An ``int`` read from a traced tensor's shape: arithmetic on it and calls that
+    receive it are recorded, so the trace keeps the computation, not the number."""
+
+    def __new__(cls, n, value, trace=None):
+        o = int.__new__(cls, n)
+        o._value = value
+        o._trace = trace  # a SymInt kept from an earlier trace is a plain number in this one
+        return o
+
+    def __reduce__(self):
+        return (int, (int(self),))
+
+
+def _int_binop(name, fn, reflected=False):
+    def op(self, other):
+        if not isinstance(other, int) or isinstance(other, bool):
+            return fn(other, int(self)) if reflected else fn(int(self), other)
+        a, b = (other, self) if reflected else (self, other)
+        st = _state()
+        if st is None:
+            return fn(int(a), int(b))
+        return st.call(name, fn, fn, (a, b), {}, sym=True)
+    op.__name__ = f"__{'r' if reflected else ''}{name.split('.')[1]}__"
+    return op
+
+
+for _name, _fn in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                   ("floordiv", operator.floordiv), ("mod", operator.mod)):
+    setattr(SymInt, f"__{_name}__", _int_binop(f"int.{_name}", _fn))
+    setattr(SymInt, f"__r{_name}__", _int_binop(f"int.{_name}", _fn, reflected=True))
+
+
+def _neg(x):
+    return -x
+
+
+def _sym_neg(self):
+    st = _state()
+    if st is None:
+        return -int(self)
+    return st.call("int.neg", _neg, _neg, (self,), {}, sym=True)
+
+
+SymInt.__neg__ = _sym_neg
+
+
+def _size(t, dim):
+    """``t.size(dim)`` (the replay target of a recorded ``size`` node)."""
+    return t.size(dim)
+
+
+# ----- the trace -------------------------------------------------------------------------
+def _meta(t):
+    d = t._data
+    isz = d.itemsize
+    return {"shape": tuple(d.shape), "dtype": t.dtype,
+            "strides": tuple(s // isz for s in d.strides), "requires_grad": t._requires_grad}
+
+
+def _user_frame(start=2):
+    """The innermost frame outside the ember package (where the user's code is)."""
+    f = sys._getframe(start)
+    while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
+        f = f.f_back
+    return f
+
+
+class _Trace(_modes.Mode):
+    """One running capture, a mode on the mode stack: the graph being built and the maps
+    from live tensors (and their arrays) to graph Values. ``depth`` > 0 pauses it (the
+    calls then go on down unrecorded)."""
+
+    composites = True
+
+    def __init__(self, module_names=None, snapshot=False):
+        self.graph = Graph()
+        self.thread = threading.get_ident()
+        self.depth = 0
+        self.tmap = {}   # id(tensor) -> (tensor, Value); the tensor kept alive
+        self.amap = {}   # id(array) -> (array, Value): aliases made without an op (.data)
+        self.sizes = {}  # (id(Value), dim) -> SymInt
+        self.views = {}  # id(base tensor) -> [views recorded]
+        self.stale = set()
+        self.scopes = []
+        self.module_names = module_names or {}
+        self.snapshot = snapshot
+        self.snapshots = {}  # id(Value) -> array copy, for check_trace
+        self.breaks = None  # a list: note what cannot be recorded instead of failing
+        self.warned_backward = False
+
+    # ----- values -----------------------------------------------------------------------
+    def register(self, t, v):
+        self.tmap[id(t)] = (t, v)
+        self.amap[id(t._data)] = (t._data, v)
+        if self.snapshot and v.kind == "node":
+            self.snapshots[id(v)] = t._data.copy()
+
+    def value_of(self, t):
+        e = self.tmap.get(id(t))
+        if e is not None and e[0] is t:
+            if id(t) in self.stale:
+                raise NotImplementedError(
+                    "jit.trace: this tensor is a view (or the base of a view) that was changed "
+                    "in place through another view while tracing; ember's tracer does not "
+                    "follow writes through views. Clone before writing in place.")
+            return e[1]
+        d = t._data
+        e = self.amap.get(id(d))
+        if e is not None and e[0] is d:
+            # the same array as a traced tensor (``.data``, ``detach``): the same value
+            self.tmap[id(t)] = (t, e[1])
+            return e[1]
+        base = getattr(d, "base", None)
+        for _ in range(4):
+            if base is None:
+                break
+            if id(base) in self.amap and self.amap[id(base)][0] is base:
+                f = _user_frame()
+                _warn("A tensor derived from a traced tensor outside ember's recorded ops is "
+                      "used as a constant; the trace might not generalize to other inputs!", f)
+                break
+            base = getattr(base, "base", None)
+        v = self.graph.add_constant(t, _meta(t))
+        self.tmap[id(t)] = (t, v)
+        return v
+
+    def encode(self, tree, inputs):
+        """(tree with Refs in place of tensors and traced ints, plain tree to run)."""
+        t = type(tree)
+        if t is Tensor or isinstance(tree, Tensor):
+            v = self.value_of(tree)
+            inputs.append(v)
+            return Ref(v), tree
+        if t is SymInt:
+            if tree._trace is not self:
+                return int(tree), int(tree)
+            inputs.append(tree._value)
+            return Ref(tree._value), int(tree)
+        if t is tuple or t is list:
+            pairs = [self.encode(x, inputs) for x in tree]
+            return t(p[0] for p in pairs), t(p[1] for p in pairs)
+        if t is dict:
+            pairs = {k: self.encode(x, inputs) for k, x in tree.items()}
+            return ({k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()})
+        if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+            pairs = [self.encode(x, inputs) for x in tree]
+            return t(*(p[0] for p in pairs)), t(*(p[1] for p in pairs))
+        if isinstance(tree, Size):
+            return self.encode(tuple(tree), inputs)
+        if t is slice:
+            (a, b, c), (pa, pb, pc) = self.encode((tree.start, tree.stop, tree.step), inputs)
+            return slice(a, b, c), slice(pa, pb, pc)
+        return tree, tree
+
+    # ----- nodes ------------------------------------------------------------------------
+    def call(self, op, target, run, args, kwargs, sym=False):
+        """Run ``run(*args, **kwargs)`` unrecorded inside, and record it as one node."""
+        pre = self.begin(args, kwargs)
+        with _modes.hidden(self):
+            out = run(*pre[3], **pre[4])
+        return self.finish(op, target, pre, out, sym)
+
+    # ----- the mode protocol (see ember.autograd._modes) ------------------------------
+    def _passes(self):
+        return self.depth or self.thread != threading.get_ident()
+
+    def op(self, cls, args, params):
+        """A primitive call reaching the capture: one node, run below."""
+        if self._passes():
+            return cls.apply(*args, **params)
+        if getattr(_node, "forward_ad_hook", _NO_HOOK)[0] is not None:
+            self.unfaithful(f"{_op_key(cls)} under forward-mode AD (jvp, jacfwd, hessian): its "
+                        "tangent is computed beside the op, out of the capture's sight")
+        return self.call(_op_key(cls), cls, cls.apply, args, params)
+
+    def node(self, node, grads, below):
+        """A backward step (``grad``/``backward`` inside the traced code): its ops are
+        recorded as they run, but the sizes its formula saved in the forward are plain
+        numbers, so say once, at the user's line, that the trace is tied to them."""
+        if not self._passes() and not self.warned_backward:
+            self.warned_backward = True
+            _warn(_BACKWARD_MSG, _user_frame(2))
+        return below()
+
+    def composite(self, op, fn, args, kwargs, run=None):
+        """A composite function (``view``, ``x[key]``, a factory...) called while this
+        capture is the innermost visible mode: one node, its inside unrecorded."""
+        run = fn if run is None else run
+        if self._passes():
+            with _modes.hidden(self):
+                return run(*args, **kwargs)
+        return self.call(op, fn, run, args, kwargs)
+
+    def composite_locals(self, op, fn, given):
+        """:meth:`composite` for a function with defaults: ``given`` is its ``locals()``
+        on entry (see :func:`call_args`)."""
+        args, kwargs = call_args(fn, given)
+        return self.composite(op, fn, args, kwargs)
+
+    def sym_size(self, t, dim):
+        """``t.size(dim)`` / ``t.shape`` (dim None): traced ints for a traced tensor."""
+        if self._passes() or not self._known(t):
+            if dim is None:
+                return Size(t._data.shape)
+            return t._data.shape[t._wrap_dim(dim)]
+        if dim is None:
+            return Size(self.size(t, d) for d in range(t._data.ndim))
+        return self.size(t, t._wrap_dim(dim))
+
+    def _known(self, t):
+        """Whether ``t`` is a traced value (itself, or a tensor over a traced array, as
+        the engine makes for gradients)."""
+        e = self.tmap.get(id(t))
+        if e is not None and e[0] is t:
+            return True
+        d = t._data
+        e = self.amap.get(id(d))
+        return e is not None and e[0] is d
+
+    def python_value(self, t, what):
+        """A traced tensor became a Python value in user code: a TracerWarning there."""
+        if self.thread != threading.get_ident() or id(t) not in self.tmap:
+            return
+        f = sys._getframe(3)  # python_value <- _python_value <- Tensor method <- caller
+        if not f.f_code.co_filename.startswith(_EMBER_DIR):
+            _warn(_LOUD_MSGS[what], f)
+
+    def module_call(self, module, call, args, kwargs):
+        """An ``nn.Module`` call: the nodes its forward records carry its scope name."""
+        if self.thread != threading.get_ident():
+            return call(module, args, kwargs)
+        name = self.module_names.get(id(module))
+        self.scopes.append(name if name is not None else type(module).__name__)
+        saved = self.scopes
+        if name is not None:
+            self.scopes = [name]  # a qualified name is the whole path
+        try:
+            return call(module, args, kwargs)
+        finally:
+            self.scopes = saved
+            saved.pop()
+
+    def setitem(self, orig, x, key, value):
+        """``x[key] = value``: recorded as ``setitem`` (a new value: ``x`` with the region
+        replaced), which ``x`` stands for from then on."""
+        if self._passes():
+            with _modes.hidden(self):
+                return orig(x, key, value)
+
+        def run(x, key, value):
+            y = x.clone()
+            orig(y, key, value)
+            return y
+        out = self.call("setitem", run, run, (x, key, value), {})
+        with _modes.hidden(self):
+            orig(x, key, value)
+        self.inplace(x, out)
+
+    def random_inplace(self, op, fn, x, args, kwargs):
+        """A random in-place fill (``bernoulli_``...): recorded as a node whose replay
+        fills a fresh copy (so replays draw new values, as PyTorch's trace does)."""
+        if self._passes() or id(x) not in self.tmap:
+            with _modes.hidden(self):
+                return fn(x, *args, **kwargs)
+
+        def functional(x, *args, **kwargs):
+            y = x.clone()
+            fn(y, *args, **kwargs)
+            return y
+        functional.__name__ = op
+        pre = self.begin((x,) + tuple(args), kwargs)
+        with _modes.hidden(self):
+            out = fn(x, *args, **kwargs)
+        self.finish(op, functional, pre, out)
+        self.inplace(x, out)
+        return out
+
+    def random_inplace_locals(self, op, fn, given):
+        """:meth:`random_inplace` for ``fn(self, ...)`` whose ``locals()`` on entry are
+        ``given``."""
+        args, kwargs = call_args(fn, given)
+        return self.random_inplace(op, fn, args[0], args[1:], kwargs)
+
+    def commit(self, orig, t, result):
+        """An in-place write (``_inplace.commit``): not recorded (the value was computed
+        out of place by recorded ops); ``t`` now stands for that value. The capture is
+        paused, not hidden, while it runs: modes above it (a vmap level) still see it."""
+        if self.thread != threading.get_ident():
+            self.depth += 1  # (``commit`` asks for the mode again: a paused one passes)
+            try:
+                return orig(t, result)
+            finally:
+                self.depth -= 1
+        self.depth += 1
+        try:
+            out = orig(t, result)
+        finally:
+            self.depth -= 1
+        self.inplace(t, result)
+        return out
+
+    def alias(self, copy, t):
+        """``copy`` is a private copy of ``t``'s old values (``_inplace.source_for``):
+        the same graph value."""
+        if not self._passes() and id(t) in self.tmap:
+            self.tmap[id(copy)] = (copy, self.value_of(t))
+
+    def unrecordable(self, what):
+        """A transform above is about to do something a graph cannot replay."""
+        if not self._passes():
+            self.unfaithful(what)
+
+    def unfaithful(self, what):
+        """``what`` cannot be recorded so that it replays on other inputs (recording it
+        would keep the example's values or sizes as constants). ``jit.trace`` fails; a
+        capture with a ``breaks`` list (``compile``) notes it there and stops recording,
+        so the call finishes eagerly and the graph is not used."""
+        f = _user_frame(3)
+        where = (f.f_code.co_filename, f.f_lineno) if f is not None else None
+        if self.breaks is not None:
+            self.breaks.append((f"cannot record {what}", where))
+            self.depth += 1
+            return
+        at = f" (at {where[0]}:{where[1]})" if where else ""
+        raise NotImplementedError(f"jit.trace: cannot record {what}{at}; the graph would "
+                                  "replay the example's values as constants")
+
+    def begin(self, args, kwargs):
+        """Encode a call's arguments (before it runs: an in-place op changes them)."""
+        inputs = []
+        eargs, pargs = self.encode(args, inputs)
+        ekw, pkw = self.encode(kwargs, inputs)
+        return eargs, ekw, inputs, pargs, pkw
+
+    def finish(self, op, target, pre, out, sym=False):
+        """Record the node for a call encoded by :meth:`begin` that returned ``out``."""
+        eargs, ekw, inputs = pre[:3]
+        f = _user_frame()
+        source = (f.f_code.co_filename, f.f_lineno) if f is not None else None
+        names = arg_names(target, len(eargs))
+        attrs = {names[i]: a for i, a in enumerate(eargs) if not _has_ref(a)}
+        attrs.update((k, a) for k, a in ekw.items() if not _has_ref(a))
+        node = Node(op, target, eargs, ekw, inputs, attrs, ".".join(
+            s for s in self.scopes if s), source)
+        g = self.graph
+        if sym:
+            (v,) = g.add_node(node, [{"type": "int", "data": out}])
+            return SymInt(out, v, self)
+        if isinstance(out, Tensor):
+            (v,) = g.add_node(node, [_meta(out)])
+            self.register(out, v)
+            self._note_view(out)
+            return out
+        if isinstance(out, (tuple, list)) and all(isinstance(o, Tensor) for o in out):
+            node.multi = True
+            vs = g.add_node(node, [_meta(o) for o in out])
+            for o, v in zip(out, vs):
+                self.register(o, v)
+                self._note_view(o)
+            return out
+        raise NotImplementedError(f"jit.trace: {op} returned {type(out).__name__}, which the "
+                                  "tracer cannot record")
+
+    def _note_view(self, t):
+        base = t._base
+        if base is not None:
+            self.views.setdefault(id(base), []).append(t)
+
+    def size(self, t, dim):
+        v = self.value_of(t)
+        key = (id(v), dim)
+        s = self.sizes.get(key)
+        if s is None:
+            n = t._data.shape[dim]
+            inputs = [v]
+            f = _user_frame()
+            node = Node("size", _size, (Ref(v), dim), {}, inputs, {"dim": dim},
+                        ".".join(x for x in self.scopes if x),
+                        (f.f_code.co_filename, f.f_lineno) if f is not None else None)
+            (out,) = self.graph.add_node(node, [{"type": "int", "data": n}])
+            s = self.sizes[key] = SymInt(n, out, self)
+        return s
+
+    def inplace(self, t, result):
+        """``t`` now holds ``result``'s value (after an in-place op)."""
+        v = self.value_of(result)
+        base = t._base if t._base is not None else t
+        family = [base] + self.views.get(id(base), [])
+        for other in family:
+            if other is not t:
+                self.stale.add(id(other))
+        self.stale.discard(id(t))
+        self.tmap[id(t)] = (t, v)
+        self.amap[id(t._data)] = (t._data, v)
+        if self.snapshot:
+            self.snapshots[id(v)] = t._data.copy()
+
+
+def _has_ref(tree):
+    if isinstance(tree, Ref):
+        return True
+    if isinstance(tree, slice):
+        return _has_ref((tree.start, tree.stop, tree.step))
+    if isinstance(tree, (tuple, list)):
+        return any(_has_ref(x) for x in tree)
+    if isinstance(tree, dict):
+        return any(_has_ref(x) for x in tree.values())
+    return False
+
+
+Size = _tensor.Size
+
+
+# ----- helpers of the mode -------------------------------------------------------------
+def _op_key(cls):
+    """The IR op name of a primitive: ember's own class name (``Add``), which stays
+    stable whatever name the class shows PyTorch users (``AddBackward0``)."""
+    return cls.__dict__.get("_op_name") or cls.__name__
+
+
+_NO_HOOK = (None,)
+
+
+def call_args(fn, given):
+    """``(args, kwargs)`` of a call of ``fn`` whose parameters hold the values in
+    ``given`` (the function's ``locals()`` on entry), spelled as programs usually spell
+    it: the positional parameters up to the last one not at its default, then ``*args``;
+    options (``dtype``, ``device``...), keyword-only parameters and ``**kwargs`` by
+    keyword when not at their defaults. What a composite function hands its recorder."""
+    co = fn.__code__
+    n, nk = co.co_argcount, co.co_kwonlyargcount
+    names = co.co_varnames
+    defaults = fn.__defaults__ or ()
+    first = n - len(defaults)
+    dflt = dict(zip(names[first:n], defaults))
+    dflt.update(fn.__kwdefaults__ or {})
+    npos = n
+    for i in range(first, n):
+        if names[i] in _OPTIONS:
+            npos = i
+            break
+    args = [given[p] for p in names[:npos]]
+    i = n + nk
+    var = ()
+    if co.co_flags & 4:  # *args
+        var = tuple(given[names[i]])
+        i += 1
+    if not var:
+        while len(args) > first and _is_default(args[-1], dflt[names[len(args) - 1]]):
+            args.pop()
+    kwargs = {k: given[k] for k in names[npos:n] + names[n:n + nk]
+              if not (k in dflt and _is_default(given[k], dflt[k]))}
+    if co.co_flags & 8:  # **kwargs
+        kwargs.update(given[names[i]])
+    return tuple(args) + var, kwargs
+
+
+_OPTIONS = frozenset(("dtype", "device", "requires_grad", "out", "layout", "pin_memory",
+                      "memory_format", "generator"))
+
+
+def _is_default(v, d):
+    return v is d or (type(v) is type(d) and type(v) in (int, float, bool, str) and v == d)
+
+
+# ----- loud tracing ----------------------------------------------------------------------
+_LOUD = {
+    "__bool__": "a Python boolean", "__int__": "a Python integer",
+    "__float__": "a Python float", "__index__": "a Python index", "item": "a Python number",
+    "tolist": "a Python list", "numpy": "a NumPy array", "__array__": "a NumPy array",
+}
+_TAIL = (" might cause the trace to be incorrect. We can't record the data flow of Python "
+         "values, so this value will be treated as a constant in the future. This means that "
+         "the trace might not generalize to other inputs!")
+_LEN_MSG = ("Using len to get tensor shape might cause the trace to be incorrect. Recommended "
+            "usage would be tensor.shape[0]. Passing a tensor of different shape might lead to "
+            "errors or silently give incorrect results.")
+_ITER_MSG = ("Iterating over a tensor might cause the trace to be incorrect. Passing a tensor "
+             "of different shape won't change the number of iterations executed (and might "
+             "lead to errors or silently give incorrect results).")
+
+
+_BACKWARD_MSG = ("Recording a backward pass: the sizes its formulas saved in the forward "
+                 "are recorded as constants, so the trace might not generalize to inputs "
+                 "of other sizes!")
+
+
+def _warn(msg, frame):
+    if frame is None:
+        warnings.warn(msg, TracerWarning, stacklevel=3)
+        return
+    g = frame.f_globals
+    warnings.warn_explicit(msg, TracerWarning, frame.f_code.co_filename, frame.f_lineno,
+                           module=g.get("__name__"),
+                           registry=g.setdefault("__warningregistry__", {}),
+                           module_globals=g)
+
+
+_LOUD_MSGS = {name: f"Converting a tensor to {what}" + _TAIL for name, what in _LOUD.items()}
+_LOUD_MSGS["__len__"] = _LEN_MSG
+_LOUD_MSGS["__iter__"] = _ITER_MSG
+
+
+# ----- starting and ending -------------------------------------------------------------
+class capture:
+    """Context manager: record ember calls made in this thread into ``self.trace.graph``
+    (the trace is a mode on the mode stack while the block runs)."""
+
+    def __init__(self, module_names=None, snapshot=False):
+        self.trace = _Trace(module_names, snapshot)
+
+    def __enter__(self):
+        if current() is not None:
+            raise RuntimeError("jit.trace: another trace is running in this thread (nested); "
+                               "ember traces one function at a time per thread")
+        _modes.push(self.trace)
+        return self.trace
+
+    def __exit__(self, *exc):
+        _modes.pop(self.trace)
+        return False
+
+
+RANDOM_OPS = RANDOM_CALLS  # the random calls recorded as one node each

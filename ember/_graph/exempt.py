@@ -1,0 +1,72 @@
+"""The groups of primitives that no exporter writes, each with its reason: shared by the
+TorchScript writer's list (``ember.jit._op_exempt``) and the ONNX exporter's
+(``ember.onnx._op_exempt``)."""
+from ember.ops import (
+    _views,
+    bitwise,
+    conv,
+    conversion,
+    elementwise,
+    extrema,
+    identity,
+    index_scatter,
+    linalg_decomp,
+    linalg_eig,
+    pooling,
+    reduction,
+    resample,
+    resample_aa,
+    rnn,
+    sampling,
+    scan,
+    shape,
+    sparse_ops,
+    special,
+    unary,
+)
+
+__all__ = ["exemptions", "FAMILY_BASES", "BACKWARD_ONLY", "RANDOM",
+           "STORAGE", "SPARSE"]
+
+
+def exemptions(*groups):
+    """``{class: reason}`` from ``(reason, class, class, ...)`` groups."""
+    return {cls: reason for reason, *classes in groups for cls in classes}
+
+
+FAMILY_BASES = (
+    "a family base class: never recorded itself (its subclasses are)",
+    sampling._Sample, _views.ViewPrimitive, bitwise._Bitwise, bitwise._Shift,
+    elementwise._Compare, elementwise._MinMax, elementwise._FMinMax, extrema._AmaxAmin,
+    extrema._ArgExtreme, extrema._EvenAll, extrema._SelectDim, linalg_decomp._SavesOutputs,
+    reduction._AllAny, reduction._VarStd, rnn._Layer, scan._CumExtreme, special._IgammaBase,
+    unary._Predicate, unary._Unary)
+
+BACKWARD_ONLY = (
+    "made only by backward formulas: traces record forward graphs",
+    conv.ConvInput, conv.ConvWeight, pooling.AvgPoolAdjoint, pooling.PoolScatter,
+    pooling.PoolGather, pooling.ScatterFlat, resample.ResampleAdjoint, resample.TakeAdjoint,
+    shape.SumToSize, shape.UnfoldBackward, scan.ReverseCumsum, scan.ScatterAddAlong,
+    unary.PiecewiseGrad, unary.ReluBackward, unary.SigmoidBackward, unary.TanhBackward,
+    unary._ZerosLikeOf, linalg_eig._EigGrad, reduction.ProdOthers, identity._DelayedError,
+    identity._Identity, resample_aa._SkippedAxis)
+
+RANDOM = (
+    "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",
+    sampling._Uniform, sampling._Normal0, sampling._Normal1, sampling._Normal2,
+    sampling._Normal3, sampling._Bernoulli0, sampling._Bernoulli1,
+    sampling._Bernoulli2, sampling._Random0, sampling._Random1,
+    sampling._Random2, sampling._Cauchy, sampling._Exponential,
+    sampling._Geometric, sampling._LogNormal, sampling._Poisson,
+    sampling._BernoulliP, sampling.StandardGamma)
+
+STORAGE = (
+    "reads or writes raw storage positions (or overwrites a tensor): not written",
+    _views.AsStrided, _views.AsStridedScatter, index_scatter.AsStridedScatter,
+    _views.StorageAsStrided, _views.PutFlat, _views.TakeFlat, conversion.Copy,
+    conversion.Fill, *conversion._FILLS.values())
+
+SPARSE = (
+    "a sparse-layout op: graphs with sparse tensors are not written",
+    sparse_ops.FromDense, sparse_ops.Scale, sparse_ops.SparseGather,
+    sparse_ops.SparseMmReduce, sparse_ops.SparsePack, sparse_ops.ToDense)

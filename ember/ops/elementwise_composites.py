@@ -1,0 +1,61 @@
+"""Elementwise functions built from ember ops (no derivative code of their own):
+``heaviside``, ``gcd``, ``lcm``, ``ldexp``, ``frexp``, ``nextafter``."""
+import numpy as np
+
+from ember._factory import ones, zeros
+from ember._tensor import Tensor, _make
+from ember.backend.dtypes import get_default_dtype
+from ember.ops.elementwise import where
+from ember.ops.power import pow as _pow
+
+__all__ = ["heaviside", "gcd", "lcm", "ldexp", "frexp", "nextafter"]
+
+
+def _arr(t):
+    return t._data if isinstance(t, Tensor) else np.asarray(t)
+
+
+def heaviside(input, values):
+    """0 where ``input < 0``, 1 where ``input > 0``, ``values`` where it is 0."""
+    if input.dtype != values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different "
+                           "dtypes")
+    zero = zeros((), dtype=input.dtype)
+    one = ones((), dtype=input.dtype)
+    return where(input == 0, values, where(input > 0, one, zero))
+
+
+def gcd(input, other):
+    """Greatest common divisor, elementwise (integers)."""
+    return _make(np.gcd(_arr(input), _arr(other)))
+
+
+def lcm(input, other):
+    """Least common multiple, elementwise (integers)."""
+    return _make(np.lcm(_arr(input), _arr(other)))
+
+
+def ldexp(input, other):
+    """``input * 2 ** other``."""
+    x = input if input.is_floating_point() else input.to(get_default_dtype())
+    return x * _pow(2.0, other).to(x.dtype)
+
+
+def frexp(input):
+    """Mantissa in [0.5, 1) and integer exponent with ``input = m * 2 ** e``."""
+    _, e = np.frexp(_arr(input))
+    from collections import namedtuple
+    Frexp = namedtuple("frexp", ["mantissa", "exponent"])
+    # the mantissa as input * 2**-e, exact and differentiable (gradient 2**-e); 2**-e is
+    # applied in two halves, since for the largest floats and the subnormals it is itself
+    # out of range (2**-1024, 2**1074)
+    half = -e // 2
+    one = np.ones_like(_arr(input))
+    mantissa = input * _make(np.ldexp(one, half)) * _make(np.ldexp(one, -e - half))
+    return Frexp(mantissa, _make(e.astype(np.int32)))
+
+
+def nextafter(input, other):
+    """The next representable value after ``input`` towards ``other``."""
+    from ember.ops.elementwise import Nextafter
+    return Nextafter.apply(input, other)

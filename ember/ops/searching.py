@@ -1,0 +1,126 @@
+"""Counting and searching, as composites of ember ops (no derivative code of their own):
+``bincount``, ``histc``, ``bucketize``, ``searchsorted``, ``isin``, ``unravel_index``."""
+import math
+
+import numpy as np
+
+from ember._factory import tensor
+from ember._tensor import Tensor, _make
+from ember.ops._util import not_implemented_for, with_out
+from ember.ops.gather_scatter import take_along_dim
+
+__all__ = ["bincount", "histc", "bucketize", "searchsorted", "isin", "unravel_index"]
+
+
+def _arr(t):
+    return t._data if isinstance(t, Tensor) else np.asarray(t)
+
+
+def bincount(input, weights=None, minlength=0):
+    """Count of each value of a 1-D non-negative integer tensor (weighted sums with
+    ``weights``)."""
+    x = _arr(input)
+    if x.ndim != 1 or x.dtype.kind not in "iub":
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if x.size and x.min() < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if weights is None:
+        return _make(np.bincount(x, minlength=minlength).astype(np.int64))
+    w = _arr(weights)
+    out = np.bincount(x, weights=w.astype(np.float64), minlength=minlength)
+    return _make(out.astype(w.dtype if w.dtype.kind == "f" else np.float64))
+
+
+@with_out
+def histc(input, bins=100, min=0, max=0):
+    """Histogram of ``bins`` equal bins between ``min`` and ``max`` (the data's range
+    when both are 0); values outside are ignored."""
+    x = _arr(input)
+    if x.dtype.kind != "f":
+        raise not_implemented_for("histogram_cpu", x.dtype)
+    lo, hi = float(min), float(max)
+    if lo == hi and x.size:
+        lo, hi = float(x.min()), float(x.max())
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if lo > hi:
+        raise RuntimeError("torch.histc: max must be larger than min")
+    xs = x.reshape(-1)
+    xs = xs[(xs >= lo) & (xs <= hi)]
+    idx = ((xs - lo) * bins / (hi - lo)).astype(np.int64)
+    idx[idx == bins] = bins - 1
+    return _make(np.bincount(idx, minlength=bins).astype(x.dtype))
+
+
+def _search(sorted_seq, values, right):
+    side = "right" if right else "left"
+    s, v = _arr(sorted_seq), _arr(values)
+    if s.shape[-1:] == (0,):
+        return np.zeros(v.shape, dtype=np.int64)
+    if s.ndim == 1:
+        return np.searchsorted(s, v, side=side)
+    flat_s = s.reshape(-1, s.shape[-1])
+    flat_v = v.reshape(-1, v.shape[-1])
+    out = np.stack([np.searchsorted(a, b, side=side) for a, b in zip(flat_s, flat_v)])
+    return out.reshape(v.shape)
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
+    """Index of the bucket of ``boundaries`` (1-D, sorted) each value falls in."""
+    scalar = not isinstance(input, Tensor)
+    res = _search(boundaries, input, right)
+    res = _make(np.asarray(res, dtype=np.int32 if out_int32 else np.int64))
+    if out is not None:
+        from ember.ops._util import write_out
+        return write_out(res, out)
+    return res if not scalar else res.reshape(())
+
+
+def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None,
+                 sorter=None, out=None):
+    """Insertion points of ``input`` into the innermost dimension of
+    ``sorted_sequence``."""
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but "
+                               f"got {side}")
+        if right and side == "left":
+            raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites,"
+                               " got side of left while right was True")
+        right = side == "right"
+    seq = sorted_sequence
+    if sorter is not None:
+        seq = take_along_dim(sorted_sequence, sorter, dim=-1)
+    scalar = not isinstance(input, Tensor)
+    values = np.asarray(input) if scalar else input
+    res = _make(np.asarray(_search(seq, values, right),
+                           dtype=np.int32 if out_int32 else np.int64))
+    if out is not None:
+        from ember.ops._util import write_out
+        return write_out(res, out)
+    return res
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each element of ``elements`` is in ``test_elements``."""
+    e, t = _arr(elements), _arr(test_elements)
+    return _make(np.isin(e, t, invert=invert))
+
+
+def unravel_index(indices, shape):
+    """The coordinates (one tensor per dimension) of flat ``indices`` in ``shape``."""
+    idx = _arr(indices)
+    if idx.dtype.kind not in "iu":
+        raise TypeError("expected 'indices' to be integer dtype, but got "
+                        f"{tensor(idx).dtype}")
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if any(s < 0 for s in shape):
+        raise ValueError("'shape' cannot have negative values, but got "
+                         f"{tuple(shape)}")
+    total = math.prod(shape)
+    if idx.size and (idx.min() < -total or idx.max() >= total):
+        raise RuntimeError(f"'indices' must be in range [-{total}, {total})")
+    idx = np.where(idx < 0, idx + total, idx)
+    return tuple(_make(c.astype(np.int64)) for c in np.unravel_index(idx, shape))

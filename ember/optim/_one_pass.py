@@ -1,0 +1,108 @@
+"""SGD's and Adam's per-parameter update as one pass over memory (numba, lazily).
+
+``SGD.apply_single`` and ``Adam.apply_single`` run these when asked to
+(``Optimizer._one_pass``, which a compiled training step sets while it calls
+``optimizer.step()``; see :mod:`ember._compile`) and numba is importable (the
+``ember[compile]`` extra). Each loop does, element by element, the same float32
+operations in the same order as the NumPy update in ``apply_single``, so the
+parameters come out the same to the bit: SGD's ``p - lr * g`` is rounded once (the
+float32 product is exact in float64), as PyTorch's fused multiply-add. Each function
+returns False, having changed nothing, where its loop does not cover the arrays
+(not float32, not contiguous) or numba is missing; the caller then runs NumPy.
+"""
+import numpy as np
+
+__all__ = ["available", "sgd", "adam"]
+
+_kernels = {}
+
+
+def _numba_kernels():
+    """The compiled loops, built on first use (None without numba)."""
+    if "sgd" in _kernels:
+        return _kernels
+    try:
+        import numba
+    except ImportError:
+        _kernels.update(sgd=None, adam=None)
+        return _kernels
+    f32, f64 = np.float32, np.float64
+
+    @numba.njit(nogil=True, cache=False)
+    def sgd(p, g, b, momentum, alpha, has_buf):
+        for i in range(p.size):
+            gi = g[i]
+            if has_buf:
+                bi = b[i] * momentum
+                bi = bi + gi
+                b[i] = bi
+                gi = bi
+            p[i] = f32(f64(p[i]) + alpha * f64(gi))
+
+    @numba.njit(nogil=True, cache=False)
+    def adam(p, g, m, v, w1, low, beta2, omb2, bc2, eps, step_size):
+        for i in range(p.size):
+            gi = g[i]
+            mi = m[i]
+            d = gi - mi
+            if low:
+                mi = mi + d * w1
+            else:
+                mi = gi - d * w1
+            m[i] = mi
+            vi = v[i] * beta2
+            gg = gi * gi
+            gg = gg * omb2
+            vi = vi + gg
+            v[i] = vi
+            den = np.sqrt(vi)
+            den = den / bc2
+            den = den + eps
+            den = mi / den
+            den = den * step_size
+            p[i] = p[i] - den
+
+    _kernels.update(sgd=sgd, adam=adam)
+    return _kernels
+
+
+def available():
+    """True when numba is importable (the one-pass loops run)."""
+    return _numba_kernels()["sgd"] is not None
+
+
+def _flat(a):
+    return a.reshape(-1) if type(a) is np.ndarray and a.flags.c_contiguous and \
+        a.dtype == np.float32 else None
+
+
+def sgd(p, g, b, momentum, lr, has_buf):
+    """``b = momentum * b + g`` (when ``has_buf``; else ``b`` is not read) and
+    ``p -= lr * (b if has_buf else g)`` in place, without dampening or nesterov; False
+    where not covered."""
+    kernel = _numba_kernels()["sgd"]
+    if kernel is None:
+        return False
+    pf, gf = _flat(p), _flat(g)
+    bf = gf if b is None else _flat(b)
+    if pf is None or gf is None or bf is None or pf.size != gf.size:
+        return False
+    kernel(pf, gf, bf, np.float32(momentum), float(np.float32(-lr)), has_buf)
+    return True
+
+
+def adam(p, g, m, v, beta1, beta2, eps, step_size, bc2):
+    """Adam's update of ``p``, ``m``, ``v`` in place (no amsgrad), ``step_size`` and
+    ``bc2`` the bias corrections of this step; False where not covered."""
+    kernel = _numba_kernels()["adam"]
+    if kernel is None:
+        return False
+    pf, gf, mf, vf = _flat(p), _flat(g), _flat(m), _flat(v)
+    if pf is None or gf is None or mf is None or vf is None:
+        return False
+    f32 = np.float32
+    w1 = 1 - beta1
+    low = w1 < 0.5
+    kernel(pf, gf, mf, vf, f32(w1 if low else 1 - w1), low, f32(beta2), f32(1 - beta2),
+           f32(bc2), f32(eps), f32(step_size))
+    return True
