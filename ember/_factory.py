@@ -429,6 +429,8 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
     """A 2-D tensor with ones on the diagonal."""
+    if _mode_active[0] and (rec := _mode_recorder(locals().values())) is not None:
+        return rec.composite_locals("eye", eye, locals())
     dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
     xp, device = _xp(device)
     for name, v in (("n", n), ("m", m)):

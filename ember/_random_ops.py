@@ -13,6 +13,7 @@ from ember import _factory, backend
 from ember import _random_kernels as K
 from ember._random import _gen
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
+from ember.autograd._modes import routed
 from ember.autograd.grad_mode import state as _grad_state
 from ember.backend import dtypes as _dt
 from ember.ops._inplace import check_inplace, commit
@@ -339,6 +340,7 @@ def _dtype(dtype, default=None):
     return (_dt.to_dtype(dtype) or default or _dt.get_default_dtype()).np
 
 
+@routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False, **kw):
     """A tensor of samples from the uniform distribution on ``[0, 1)``.
@@ -355,6 +357,7 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     return _new(arr, device, requires_grad, out)
 
 
+@routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False, **kw):
     """A tensor of samples from the standard normal distribution.
@@ -576,6 +579,7 @@ def poisson(input, generator=None):
     return _result(_Poisson, [input], arr)
 
 
+@routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
               memory_format=None, generator=None):
     """``rand`` with the shape (and, by default, dtype and device) of ``input``."""
@@ -584,6 +588,7 @@ def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fals
     return _like(input, dtype, device, requires_grad, "uniform_", (), generator)
 
 
+@routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None, generator=None):
     """``randn`` with the shape (and, by default, dtype and device) of ``input``."""
@@ -592,6 +597,7 @@ def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fal
     return _like(input, dtype, device, requires_grad, "normal_", (), generator)
 
 
+@routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def randint_like(input, *args, low=None, high=None, dtype=None, layout=None, device=None,
                  requires_grad=False, memory_format=None, generator=None):
     """``randint`` with the shape (and, by default, dtype and device) of ``input``:

@@ -97,7 +97,7 @@ class _Extra:
         self.name = None
         self.retain_handle = None
         self.conj = False  # PyTorch's conjugate bit, set by conj() (ember computes the values)
-        self.fw_grad = None  # (forward-AD level, tangent or None): see autograd.forward_ad
+        self.fw_grad = None  # {forward-AD level: tangent or None}: see autograd.forward_ad
 
 
 def _as_array(data):
@@ -208,6 +208,8 @@ class Tensor:
 
     def numel(self):
         """Number of elements."""
+        if _mode_active[0] and _mode_with("sym_size") is not None:
+            return self.shape.numel()  # traced sizes: a count that replays at other shapes
         return self._data.size
 
     nelement = numel

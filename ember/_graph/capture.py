@@ -57,7 +57,6 @@ from ember import _tensor
 from ember._graph.ir import Graph, Node, Ref, arg_names
 from ember._graph.names import RANDOM_CALLS
 from ember.autograd import _modes
-from ember.autograd import node as _node
 
 Tensor = _tensor.Tensor
 
@@ -269,10 +268,17 @@ class _Trace(_modes.Mode):
         """A primitive call reaching the capture: one node, run below."""
         if self._passes():
             return cls.apply(*args, **params)
-        if getattr(_node, "forward_ad_hook", _NO_HOOK)[0] is not None:
+        if self._under_forward_ad():
             self.unfaithful(f"{_op_key(cls)} under forward-mode AD (jvp, jacfwd, hessian): its "
-                        "tangent is computed beside the op, out of the capture's sight")
+                            "tangents are built from sizes the capture cannot trace yet")
         return self.call(_op_key(cls), cls, cls.apply, args, params)
+
+    def _under_forward_ad(self):
+        from ember.autograd.forward_ad import _Level
+        for m in _modes.stack[_modes.stack.index(self) + 1:]:
+            if isinstance(m, _Level):
+                return True
+        return False
 
     def node(self, node, grads, below):
         """A backward step (``grad``/``backward`` inside the traced code): its ops are
@@ -519,7 +525,6 @@ def _op_key(cls):
     return cls.__dict__.get("_op_name") or cls.__name__
 
 
-_NO_HOOK = (None,)
 
 
 def call_args(fn, given):

@@ -14,7 +14,7 @@ and the exporters' tables for them are keyed by these names (a test checks every
 SHAPE_CALLS = ("view", "reshape", "flatten", "unflatten", "view_as", "reshape_as", "expand",
                "expand_as", "getitem", "setitem", "detach", "embedding")
 FACTORY_CALLS = ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
-                 "empty_like", "arange")
+                 "empty_like", "arange", "eye")
 RANDOM_CALLS = ("bernoulli_", "uniform_", "normal_", "random_", "exponential_", "geometric_",
                 "cauchy_", "log_normal_", "rand", "randn", "randint", "rand_like",
                 "randn_like", "randint_like", "bernoulli", "normal", "multinomial", "poisson",

@@ -17,7 +17,15 @@ a batched call into calls on whole batches, and capture records those).
 
 Backward steps run by the engine go through :func:`run_node` the same way, except that
 the backward formula itself runs with every mode visible (a profiler records the ops a
-backward step runs, as children of that step).
+backward step runs, as children of that step). Custom ``autograd.Function`` calls go
+through :func:`run_function` (:meth:`Mode.function`: forward AD runs the Function's
+``jvp``, a vmap level refuses a batched argument), and the few Python composites that
+read values on the way (index parsing, random factories, host checks) are marked
+:func:`routed`: a mode may take such a call whole (:meth:`Mode.call`, vmap's
+function-level rules) with every mode still visible.
+
+A mode may also run a call *beneath* other modes (:class:`beneath`): forward AD over a
+vmap level computes a batched op's tangents on the whole batch, under the level.
 
 Composite functions -- the few calls a graph capture records one level above the
 primitives, such as ``view``, ``reshape``, ``x[key]`` and the factories -- ask the stack
@@ -34,7 +42,8 @@ other threads checks the thread itself.
 from ember import _tensor
 
 __all__ = ["Mode", "stack", "active", "push", "pop", "dispatch", "run_node", "find",
-           "hidden", "recorder", "visible_with"]
+           "hidden", "recorder", "visible_with", "run_function", "routed", "run_routed",
+           "beneath", "visible"]
 
 # the modes, outermost (pushed first) first, and how many of them, from the bottom of the
 # stack, the current call can see; both objects live in ember._tensor, whose own methods
@@ -72,6 +81,17 @@ class Mode:
         """Handle the backward step of ``node``; ``below()`` runs it under the modes
         beneath this one and returns its input gradients."""
         return below()
+
+    def function(self, cls, args, kwargs, below):
+        """Handle a call of the custom ``autograd.Function`` ``cls`` (this mode and those
+        above it hidden); ``below()`` runs it under the modes beneath and returns
+        ``(result, ctx)``, which this method returns too."""
+        return below()
+
+    def call(self, fn, args, kwargs):
+        """Take a call of the :func:`routed` function ``fn`` whole (every mode stays
+        visible), or return ``NotImplemented`` to leave it to the modes below."""
+        return NotImplemented
 
     def __enter__(self):
         push(self)
@@ -122,6 +142,54 @@ def run_node(node, grads, n=None):
     return node.backward(*grads)
 
 
+def run_function(cls, args, kwargs, plain, n=None):
+    """Run the custom Function ``cls`` through the visible modes' :meth:`Mode.function`;
+    ``plain(args, kwargs)`` runs it and returns ``(result, ctx)``."""
+    n = active[0] if n is None else n
+    while n > 0:
+        mode = stack[n - 1]
+        if type(mode).function is not Mode.function:
+            saved = active[0]
+            active[0] = n - 1
+            try:
+                return mode.function(cls, args, kwargs,
+                                     lambda m=n - 1: run_function(cls, args, kwargs, plain, m))
+            finally:
+                active[0] = saved
+        n -= 1
+    return plain(args, kwargs)
+
+
+def routed(fn):
+    """Mark ``fn`` (a Python composite that reads values on the way) as one the visible
+    modes may take whole through :meth:`Mode.call`; with no mode visible it is ``fn``'s
+    cost plus one check."""
+    def wrapper(*args, **kwargs):
+        if active[0]:
+            return run_routed(wrapper, fn, args, kwargs)
+        return fn(*args, **kwargs)
+    wrapper.__wrapped__ = fn
+    for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+        setattr(wrapper, attr, getattr(fn, attr))
+    return wrapper
+
+
+def run_routed(key, fn, args, kwargs):
+    """Offer a call of the routed function ``key`` to the visible modes, innermost first;
+    the first that does not return ``NotImplemented`` answers it, else ``fn`` runs."""
+    for mode in reversed(stack[:active[0]]):
+        if type(mode).call is not Mode.call:
+            out = mode.call(key, args, kwargs)
+            if out is not NotImplemented:
+                return out
+    return fn(*args, **kwargs)
+
+
+def visible():
+    """The modes the current call can see, outermost first."""
+    return stack[:active[0]]
+
+
 def find(kind):
     """The innermost mode on the stack that is an instance of ``kind``, or None."""
     for mode in reversed(stack):
@@ -149,3 +217,30 @@ class hidden:
         active[0] = self.saved
         return False
 
+
+
+class beneath:
+    """``with beneath(mode, under):`` inside ``mode``'s handler, runs its block with
+    ``mode`` moved to just beneath ``under`` (a mode lower on the stack) and the modes
+    from ``under`` up to ``mode``'s own place visible: a call made in the block reaches
+    ``under`` and the modes above it first, and ``mode`` only after them. ``mode`` may be
+    a list of modes (the handler's own last): they move together, in their order. The
+    order is restored on exit."""
+
+    def __init__(self, mode, under):
+        self.modes = list(mode) if isinstance(mode, (list, tuple)) else [mode]
+        self.under = under
+
+    def __enter__(self):
+        self.saved = (list(stack), active[0])
+        i = max(stack.index(m) for m in self.modes)
+        for m in self.modes:
+            stack.remove(m)
+        at = stack.index(self.under)
+        stack[at:at] = self.modes
+        active[0] = i + 1
+        return self
+
+    def __exit__(self, *exc):
+        stack[:], active[0] = self.saved
+        return False

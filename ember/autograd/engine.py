@@ -12,6 +12,8 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED
 from ember.backend.dtypes import FROM_NP as _FROM_NP
 
+_active = _modes.active  # how many modes (ember.autograd._modes) a backward step sees
+
 # False while a pass runs for autograd.grad() or backward(inputs=...): the reentrant
 # checkpoint cannot deliver its gradients then (PyTorch's _is_checkpoint_valid)
 checkpoint_valid = [True]
@@ -263,7 +265,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
             if len(grads) > 1 and any(g is None for g in grads):
                 grads = _fill_zeros(node, grads)
             try:
-                if _modes.active[0]:
+                if _active[0]:
                     in_grads = _modes.run_node(node, grads)
                 else:
                     in_grads = node.backward(*grads)

@@ -23,10 +23,10 @@ import functools
 import inspect
 
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
-from ember.autograd import anomaly
+from ember.autograd import _modes, anomaly
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Node, forward_ad_hook
+from ember.autograd.node import Node
 
 _FREED = "freed"
 _FREED_MSG = (
@@ -263,13 +263,20 @@ class Function(metaclass=_FunctionMeta):
                 bound.apply_defaults()
             args = bound.args[0 if setup else 1:]
             kwargs = bound.kwargs
+        if _modes.active[0]:
+            # the modes see the call (forward AD runs ``jvp``, vmap refuses a batched
+            # argument); the forward itself runs under the modes beneath them
+            return _modes.run_function(cls, args, kwargs, cls._forward_and_record)[0]
+        return cls._forward_and_record(args, kwargs)[0]
+
+    @classmethod
+    def _forward_and_record(cls, args, kwargs):
+        """Run ``forward`` and record the node: ``(result, ctx)``."""
+        setup = _is_overridden(cls, "setup_context")
         ctx = _new_ctx(cls, args)
         recording = _grad_state.grad_enabled and any(ctx._needs_input_grad)
         prev = _grad_state.grad_enabled
-        fw_hook = forward_ad_hook[0]
-        tangents = _input_tangents(args) if fw_hook is not None else None
         _grad_state.grad_enabled = False
-        forward_ad_hook[0] = None  # forward runs on the primals, as in PyTorch
         try:
             if setup:
                 output = cls.forward(*args, **kwargs)
@@ -278,11 +285,7 @@ class Function(metaclass=_FunctionMeta):
                 output = cls.forward(ctx, *args, **kwargs)
         finally:
             _grad_state.grad_enabled = prev
-            forward_ad_hook[0] = fw_hook
-        result = _wrap_outputs(ctx, args, output, recording)
-        if tangents is not None:
-            _run_jvp(cls, ctx, args, tangents, result)
-        return result
+        return _wrap_outputs(ctx, args, output, recording), ctx
 
     @staticmethod
     def vmap(info, in_dims, *args):
@@ -294,44 +297,6 @@ class Function(metaclass=_FunctionMeta):
     def mark_shared_storage(*pairs):
         raise NotImplementedError("mark_shared_storage is deprecated in PyTorch; ember does "
                                   "not support it")
-
-
-def _input_tangents(args):
-    """Each input's tangent for ``jvp`` (zeros for a tensor without one, None for other
-    arguments), or None when no input has a tangent."""
-    from ember import zeros_like
-    from ember.autograd.forward_ad import get_tangent
-    tans = [get_tangent(a) if isinstance(a, Tensor) else None for a in args]
-    if all(t is None for t in tans):
-        return None
-    return [zeros_like(a).detach() if t is None and isinstance(a, Tensor) and
-            a._data.dtype.kind in "fcV" else t for a, t in zip(args, tans)]
-
-
-def _run_jvp(cls, ctx, args, tangents, result):
-    """Forward mode through a custom Function: its ``jvp`` gives the output tangents."""
-    from ember.autograd import forward_ad
-    ctx._in_jvp = True
-    hook = forward_ad_hook[0]
-    forward_ad_hook[0] = None
-    try:
-        out_t = cls.jvp(ctx, *tangents)
-    finally:
-        ctx._in_jvp = False
-        forward_ad_hook[0] = hook
-    outs = result if isinstance(result, tuple) else (result,)
-    if not isinstance(out_t, tuple):
-        out_t = (out_t,)
-    if len(out_t) != len(outs):
-        raise RuntimeError(f"{cls.__name__}.jvp returned {len(out_t)} tangents, expected one "
-                           f"per output of forward ({len(outs)})")
-    lvl = forward_ad._current[0]
-    for o, t in zip(outs, out_t):
-        if isinstance(o, Tensor) and o._data.dtype.kind in "fcV" and t is not None:
-            if not isinstance(t, Tensor):
-                raise TypeError(f"{cls.__name__}.jvp must return Tensors (or None), got "
-                                f"{type(t).__name__}")
-            forward_ad._set(o, forward_ad._fit(t, o), lvl)
 
 
 def _new_ctx(cls, args):

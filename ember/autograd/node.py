@@ -19,8 +19,6 @@ __all__ = ["Node", "Primitive", "AccumulateGrad"]
 
 # how many modes (ember.autograd._modes) the current call sees: every op call checks it
 _active = _modes.active
-# forward_ad._propagate while a dual level is open, else None: every op call checks it
-forward_ad_hook = [None]
 
 _FREED = "freed"
 _FREED_MSG = (
@@ -305,8 +303,6 @@ class Primitive(Node):
             res = _wrap(out)
         else:
             res = tuple(_make(o, False) for o in out)
-        if forward_ad_hook[0] is not None:
-            forward_ad_hook[0](self, args, params, res)
         return res
 
     def jvp(self, *tangents):
@@ -326,7 +322,7 @@ class Primitive(Node):
         multi = cls.n_outputs != 1
 
         def f(x):
-            if _active[0] or forward_ad_hook[0] is not None:
+            if _active[0]:
                 return cls.apply(x)
             self = _new(cls)
             if not isinstance(x, Tensor):
@@ -355,7 +351,7 @@ class Primitive(Node):
         def f(a, b):
             if reflected:
                 a, b = b, a
-            if _active[0] or forward_ad_hook[0] is not None:
+            if _active[0]:
                 return cls.apply(a, b)
             self = _new(cls)
             rg = False

@@ -19,6 +19,12 @@ the result.  An op without a rule raises
 :class:`NoRule`, and so does any other code that reaches for a batched tensor's array
 (``.numpy()``, ``.item()``, NumPy on ``_data``): ``vmap`` then falls back to its
 per-sample loop and names the op in a warning -- never a silently wrong batch.
+
+Forward AD meets vmap on the same stack.  A forward-AD level below a vmap level keeps its
+tangents on the underlying tensors (the rules' ops carry them).  A level above one keeps
+them on the batched tensors; an op whose primal is batched is then computed beneath the
+vmap levels (:func:`jvp_beneath`), and :func:`lift` and ``grads`` carry tangents across
+the batched/underlying boundary.
 """
 import math
 import os
@@ -29,7 +35,6 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd import _modes
-from ember.autograd import node as _node
 
 _new = object.__new__
 
@@ -281,7 +286,7 @@ class _LevelMode(_modes.Mode):
     """A running ``vmap`` level on the mode stack: a call with an argument batched at
     this level runs the op's batching rule (``cls.batch``); any other call goes on down.
     A rule's own calls on the underlying tensors go to the modes below (outer levels,
-    capture, the profiler)."""
+    forward-AD levels entered outside this vmap, capture, the profiler)."""
 
     def __init__(self, lv):
         self.lv = lv
@@ -294,29 +299,52 @@ class _LevelMode(_modes.Mode):
     def op(self, cls, args, params):
         if _top(args, params) != self.lv.id:
             return cls.apply(*args, **params)
-        if _node.forward_ad_hook[0] is not None:
-            # Batching rules run ops on the underlying tensors, which carry no tangents:
-            # with a dual level open the batched call would lose them, so run per sample.
-            raise NoRule("forward-mode AD (jvp, jacfwd, hessian) on batched tensors")
         rule = cls.batch  # the op's own rule (ember.ops._batch); a plain function
         if rule is None:
             raise NoRule(cls._op_name)
         return rule(cls, self.lv.id, args, params)
 
+    def function(self, cls, args, kwargs, below):
+        # a custom autograd.Function has no batching rule: vmap runs it per sample
+        for a in list(args) + list(kwargs.values()):
+            if is_batched(a) and _chain_has(a, self.lv.id):
+                raise NoRule(f"autograd.Function {cls.__name__}")
+        return below()
 
-_installed = []  # Function.apply while the outermost vmap runs
+    def call(self, fn, args, kwargs):
+        # the function-level rules (``_function_rules``): composites that read values
+        if self.lv.thread != threading.get_ident():
+            return NotImplemented
+        from ember.func._function_rules import rule_for
+        rule = rule_for(fn)
+        if rule is None:
+            return NotImplemented
+        return rule(*args, **kwargs)
+
+
+def _chain_has(x, lvl_id):
+    d = x._data
+    while type(d) is BArr:
+        if d.level == lvl_id:
+            return True
+        d = d.value._data
+    return False
+
+
+def _chain(x):
+    """The running levels ``x`` is batched at, outermost first."""
+    ids = []
+    d = x._data if isinstance(x, Tensor) else None
+    while type(d) is BArr:
+        ids.append(d.level)
+        d = d.value._data
+    return [level(i) for i in reversed(ids)]
 
 
 def push(size, randomness):
     """Enter a vmap level: a mode of its own on the mode stack."""
     _next_id[0] += 1
     lv = Level(_next_id[0], size, randomness)
-    if not levels:
-        from ember.autograd.function import Function
-        orig = Function.__dict__["apply"]
-        _installed.append(orig)
-        Function.apply = classmethod(_function_apply(orig.__func__))
-        _random_install()
     levels.append(lv)
     lv.mode = _LevelMode(lv)
     _modes.push(lv.mode)
@@ -326,25 +354,15 @@ def push(size, randomness):
 def pop(lv):
     _modes.pop(lv.mode)
     levels.remove(lv)
-    if not levels and _installed:
-        from ember.autograd.function import Function
-        Function.apply = _installed.pop()
-        _random_uninstall()
-
-
-def _function_apply(orig):
-    def apply(cls, *args, **kwargs):
-        if any(is_batched(a) for a in list(args) + list(kwargs.values())):
-            raise NoRule(f"autograd.Function {cls.__name__}")
-        return orig(cls, *args, **kwargs)
-    return apply
 
 
 # ----- lifting: a tensor batched at every running level ----------------------------------
 def lift(x, lvls=None):
     """``x`` batched at every level in ``lvls`` (default: all running vmaps); levels it
     lacks get the batch by expansion (a stride-0 view, no copy).  ``grad`` inside ``vmap``
-    lifts the inputs it differentiates, so that each sample gets its own gradient."""
+    lifts the inputs it differentiates, so that each sample gets its own gradient.  The
+    lifted tensor keeps ``x``'s tangents at the forward-AD levels above the new batch
+    (the same per sample)."""
     lvls = levels if lvls is None else lvls
     if not lvls:
         return x
@@ -352,9 +370,154 @@ def lift(x, lvls=None):
     lv = level_of(x)
     if lv == top.id:
         inner = lift(x._data.value, lvls[:-1])
-        return x if inner is x._data.value else wrap(inner, top.id)
-    y = lift(x, lvls[:-1])
-    return wrap(y.unsqueeze(0).expand((top.size,) + tuple(y.shape)), top.id)
+        if inner is x._data.value:
+            return x
+        out = wrap(inner, top.id)
+    else:
+        y = lift(x, lvls[:-1])
+        with _modes.hidden(top.mode):  # levels above the new batch see no op here
+            e = y.unsqueeze(0).expand((top.size,) + tuple(y.shape))
+        out = wrap(e, top.id)
+    _carry_tangents(x, out, top.mode, same=True)
+    return out
+
+
+def _fw_above(mode, t):
+    """``(level, tangent)`` for each forward-AD level above ``mode`` on the stack at which
+    ``t`` has a tangent."""
+    ex = t._extra
+    if ex is None or not ex.fw_grad:
+        return ()
+    stack = _modes.stack
+    at = stack.index(mode) if mode in stack else -1
+    return [(lvl, tan) for lvl, tan in ex.fw_grad.items()
+            if tan is not None and lvl in stack and stack.index(lvl) > at]
+
+
+def _carry_tangents(src, dst, mode, same=False):
+    """Give ``dst`` (``src`` batched at ``mode``'s level) ``src``'s tangents at the
+    forward-AD levels above ``mode``: the same tangent (``same``, for a lifted tensor)
+    or ``src``'s tangent batched at the level (``dst`` wraps ``src``)."""
+    from ember.autograd import forward_ad
+    for lvl, tan in _fw_above(mode, src):
+        forward_ad._set(dst, tan if same else _wrap_up(tan, mode.lv), lvl)
+
+
+def _wrap_up(t, lv):
+    """``wrap(t, lv)`` for a tensor whose tangents at forward-AD levels above ``lv`` were
+    computed on the whole batch: the wrapper gets them batched (and so on for the
+    tangents' own tangents)."""
+    w = wrap(t, lv.id)
+    _carry_tangents(t, w, lv.mode)
+    return w
+
+
+def _view_at(x, flvl):
+    """``x`` unwrapped through the vmap levels above the forward-AD level ``flvl``: the
+    tensor that holds ``x``'s tangent at ``flvl``."""
+    stack = _modes.stack
+    at = stack.index(flvl)
+    while isinstance(x, Tensor) and type(x._data) is BArr and \
+            stack.index(level(x._data.level).mode) > at:
+        x = x._data.value
+    return x
+
+
+def _collect(x, ids, top, seen):
+    """The vmap levels below stack index ``top`` that ``x``, or a tangent reachable from
+    it at a level below ``top``, is batched at."""
+    from ember.autograd import forward_ad
+    stack = _modes.stack
+    while isinstance(x, Tensor) and id(x) not in seen:
+        seen.add(id(x))
+        ex = x._extra
+        if ex is not None and ex.fw_grad:
+            for lvl, tan in list(ex.fw_grad.items()):
+                if tan is not None and type(lvl) is forward_ad._Level and lvl in stack \
+                        and stack.index(lvl) <= top:
+                    _collect(tan, ids, top, seen)
+        d = x._data
+        if type(d) is not BArr:
+            return
+        if stack.index(level(d.level).mode) < top:
+            ids.add(d.level)
+        x = d.value
+
+
+def _down(x, lvls, group):
+    """``x`` lifted to ``lvls`` and taken to the bottom, carrying its tangents at the
+    forward-AD levels of ``group`` (and their own tangents) as tangents of the whole
+    batch."""
+    from ember.autograd import forward_ad
+    stack = _modes.stack
+    xl = lift(x, lvls)
+    b = bottom(xl)
+    found, kept = [], []
+    for flvl in group:
+        has, own = forward_ad._own(b, flvl)
+        if has and own is not None:
+            kept.append((flvl, own))  # computed on the whole batch already
+            continue
+        t = forward_ad.get_tangent(_view_at(xl, flvl), flvl)
+        if t is None:
+            continue
+        at = stack.index(flvl)
+        found.append((flvl, _down(t, [lv for lv in lvls if stack.index(lv.mode) < at],
+                                  [g for g in group if stack.index(g) < at])))
+    if not found:
+        return b
+    d = forward_ad._alias(b, group[0])
+    for flvl, tb in kept:
+        forward_ad._set(d, tb, flvl)
+    for flvl, tb in found:
+        forward_ad._set(d, forward_ad._fit(tb, d), flvl)
+    return d
+
+
+def _up(o):
+    """Give each batched tensor in ``o``'s chain the tangents, at the forward-AD levels
+    above its level, that were computed for ``o``'s bottom on the whole batch."""
+    from ember.autograd import forward_ad
+    chain = []
+    while isinstance(o, Tensor) and type(o._data) is BArr:
+        chain.append(o)
+        o = o._data.value
+    for w in reversed(chain):
+        lv = level(w._data.level)
+        for flvl, tan in _fw_above(lv.mode, w._data.value):
+            has, own = forward_ad._own(w, flvl)
+            if not has or own is None:
+                forward_ad._set(w, _wrap_up(tan, lv), flvl)
+
+
+def jvp_beneath(flvl, cls, args, params, tangents):
+    """Forward AD (level ``flvl``) of an op whose primal inputs are batched by vmap levels
+    below ``flvl``. The op runs on whole batches: its inputs are lifted to every level
+    involved and taken to the bottom as duals, carrying their tangents at ``flvl`` and at
+    every forward-AD level between the lowest of those vmap levels and ``flvl`` (the
+    *group*); the group then moves beneath those vmap levels, in its order, for the
+    call, so the batching rules run the op on the batch and each level of the group
+    computes its tangents there with the op's own ``jvp`` (the inner levels' tangent
+    computations seen by the outer ones, as above). The outputs get them back batched."""
+    from ember.autograd import forward_ad
+    stack = _modes.stack
+    top = stack.index(flvl)
+    ids, seen = set(), set()
+    for x in list(args) + [t for t in tangents if t is not None]:
+        _collect(x, ids, top, seen)
+    lvls = [lv for lv in levels if lv.id in ids]
+    low = stack.index(lvls[0].mode)
+    group = [m for m in stack[low + 1:top + 1] if type(m) is forward_ad._Level]
+    new = list(args)
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor) and (tangents[i] is not None or len(group) > 1):
+            new[i] = rewrap(_down(a, lvls, group), lvls)
+    with _modes.beneath(group, lvls[0].mode):
+        res = cls.apply(*new, **params)
+    for o in (res if type(res) is tuple else (res,)):
+        if isinstance(o, Tensor) and type(o._data) is BArr:
+            _up(o)
+    return res
 
 
 def bottom(x):
@@ -368,6 +531,14 @@ def rewrap(t, lvls=None):
     """Inverse of :func:`bottom` for a tensor batched at every level in ``lvls``."""
     for lv in (levels if lvls is None else lvls):
         t = wrap(t, lv.id)
+    return t
+
+
+def _rewrap_carrying(t, lvls=None):
+    """:func:`rewrap` of a result computed at the bottom, whose tangents at forward-AD
+    levels above a level become the wrapper's tangents there (batched)."""
+    for lv in (levels if lvls is None else lvls):
+        t = _wrap_up(t, lv)
     return t
 
 
@@ -400,48 +571,20 @@ def grads(outputs, inputs, grad_outputs, create_graph, autograd_grad):
         if r is None:
             out.append(ember.zeros_like(x))
             continue
-        out.append(rewrap(r if create_graph else r.detach()))
+        out.append(_rewrap_carrying(r if create_graph else r.detach()))
     return out
 
 
 # ----- randomness ---------------------------------------------------------------------------
-_RANDOM = ("rand", "randn", "rand_like", "randn_like", "randint_like")
-_saved_random = []
-
-
-def _random_install():
-    import importlib
-
-    import ember
-    import ember.nn.functional as F
-    from ember.func._function_rules import FUNCTION_RULES
-    saved = [(F, "_noise", F._noise, _random_wrapper("_noise", F._noise))]
-    for name in _RANDOM:
-        orig = getattr(ember, name)
-        saved.append((ember, name, orig, _random_wrapper(name, orig)))
-    for mod_name, name, make in FUNCTION_RULES:
-        mod = importlib.import_module(mod_name)
-        orig = getattr(mod, name)
-        saved.append((mod, name, orig, make(orig)))
-    _saved_random.append(saved)
-    for mod, name, _, patched in saved:
-        setattr(mod, name, patched)
-
-
-def _random_uninstall():
-    for mod, name, orig, _ in _saved_random.pop():
-        setattr(mod, name, orig)
-
-
 def rng_state():
     import ember
     return ember.get_rng_state()
 
 
-def _random_wrapper(name, orig):
-    """A random factory that follows the running vmaps' ``randomness``: 'error' raises,
-    'same' draws one per-sample tensor, 'different' draws one per sample at each level
-    that asks for it."""
+def random_rule(name, orig):
+    """The rule of a random factory (``orig``: the factory itself) under the running
+    vmaps' ``randomness``: 'error' raises, 'same' draws one per-sample tensor, 'different'
+    draws one per sample at each level that asks for it."""
     def draw(*args, **kwargs):
         if not levels or levels[0].thread != threading.get_ident():
             return orig(*args, **kwargs)  # another thread's draws are its own business
@@ -479,5 +622,5 @@ def _plain_like(inp, shape=None):
 
 
 def _same_state(state):
-    import ember
-    return bool(ember.equal(state, rng_state()))
+    # on the arrays: vmap's bookkeeping is no op of the user's (a profiler records none)
+    return bool(np.array_equal(state._data, rng_state()._data))

@@ -30,13 +30,13 @@ def _argnums_tuple(argnums, nargs, name):
     return tuple(n % nargs for n in nums)
 
 
-def _track(x, name):
+def _track(x, name, lift=True):
     if not isinstance(x, ember.Tensor):
         raise RuntimeError(f"{name}: Expected inputs to be Tensors, got {type(x).__name__}")
     if not (x.is_floating_point() or x.is_complex()):
         raise RuntimeError(f"{name}: only Tensors of floating point dtype can require "
                            f"gradients, got {x.dtype}")
-    if _batched.levels:
+    if lift and _batched.levels:
         x = _batched.lift(x)  # inside vmap: one gradient per sample (docs/autograd.md)
     # a view keeps the outer graph (nesting); a fresh leaf otherwise
     return x.view_as(x) if x.requires_grad else x.detach().requires_grad_(True)
@@ -179,9 +179,9 @@ def vjp(func, *primals, has_aux=False):
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """torch.func.jvp: ``(func(*primals), J @ tangents)`` in forward mode: ``func`` runs once
-    on dual tensors and the tangents ride along (see ``autograd.forward_ad``). Inside an
-    open forward-AD level (jvp of jvp, jacfwd of jacfwd) the inner product falls back to
-    the double-vjp trick, since levels do not nest."""
+    on dual tensors and the tangents ride along (see ``autograd.forward_ad``). Each call
+    opens a forward-AD level of its own, so jvp of jvp nests, and under ``vmap`` batched
+    primals and tangents run batched."""
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to be "
                            "tuples")
@@ -197,8 +197,6 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         if isinstance(p, ember.Tensor) and tuple(p.shape) != tuple(t.shape):
             raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to "
                                f"have the same shape, got {tuple(p.shape)} and {tuple(t.shape)}")
-    if _fwad._current[0] is not None:
-        return _jvp_double_vjp(func, primals, tangents, has_aux)
     out, tan, aux, graph = _forward_pass(func, list(primals), {}, range(len(primals)),
                                          t_leaves, has_aux, "jvp")
     if has_aux:
@@ -215,12 +213,14 @@ def _forward_pass(func, args, kwargs, nums, t_leaves, has_aux, name):
     still differentiate the result."""
     graph = _needs_graph(list(args) + list(kwargs.values()) + [t_leaves])
     k = 0
-    with _fwad.dual_level(), enable_grad(), _Nested():
+    with _fwad.inner_level(), enable_grad(), _Nested():
         for i in nums:
             leaves, spec = flatten(args[i])
             duals = []
             for x in leaves:
-                x = _track(x, name)
+                # not lifted to the running vmaps: a batched tangent on a shared primal
+                # runs the primal once and the tangents batched
+                x = _track(x, name, lift=False)
                 duals.append(_fwad.make_dual(x, t_leaves[k]))
                 k += 1
             args[i] = unflatten(duals, spec)
@@ -240,63 +240,64 @@ def _forward_pass(func, args, kwargs, nums, t_leaves, has_aux, name):
             _detach_tree(aux, graph) if has_aux else None, graph)
 
 
-def _jvp_double_vjp(func, primals, tangents, has_aux):
-    """``J t`` by the double-vjp trick (``u -> Jᵀu`` is linear in ``u``; its derivative
-    against ``t`` is ``J t``): used inside an open forward-AD level. Cost: one forward and
-    two backward passes, the second through the graph of the first."""
-    nums = tuple(range(len(primals)))
-    out, tracked, graph = _call_tracked(func, primals, {}, nums, "jvp")
-    out, aux = _split_aux(out, has_aux, "jvp")
-    out_leaves, out_spec = flatten(out)
-    flat_in = [x for leaves, _ in tracked for x in leaves]
-    t_leaves, _ = flatten(list(tangents))
-    keep = graph or _needs_graph([tangents])
-    with enable_grad():
-        us = [ember.zeros_like(o).requires_grad_(True) for o in out_leaves]
-        jtu = _grads(out_leaves, flat_in, us, True)
-        jv = _grads(jtu, us, t_leaves, keep)
-    result = _detach_tree(out, graph)
-    tangent_out = unflatten(jv, out_spec)
-    if has_aux:
-        return result, tangent_out, _detach_tree(aux, graph)
-    return result, tangent_out
-
-
-def _jacfwd(func, argnums, has_aux):
-    """The Jacobian by forward mode: one pass per input element, with a one-hot tangent."""
+def _jacfwd(func, argnums, has_aux, randomness):
+    """The Jacobian by forward mode: ``jvp`` mapped with ``vmap`` over the basis tangents
+    (one batched forward pass: row ``k`` of the basis is the one-hot tangent of input
+    element ``k``)."""
     def wrapper(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args), "jacfwd")
-        if _fwad._current[0] is not None:  # levels do not nest: columns by reverse mode
-            return _jacobian(func, argnums, has_aux, "jacfwd")(*args, **kwargs)
         tracked = [flatten(args[i]) for i in nums]
         flat_in = [x for leaves, _ in tracked for x in leaves]
         for x in flat_in:
-            _track(x, "jacfwd")  # the type checks
-        zeros = [ember.zeros_like(x).detach() for x in flat_in]
-        cols = [[] for _ in flat_in]  # per input: one tangent tree per element
-        out = aux = None
-        for j, x in enumerate(flat_in):
-            for k in range(x.numel()):
-                ts = list(zeros)
-                onehot = ember.zeros(x.numel(), dtype=x.dtype)
-                onehot[k] = 1
-                ts[j] = onehot.reshape(x.shape)
-                out, tan, aux, graph = _forward_pass(func, list(args), kwargs, nums, ts,
-                                                     has_aux, "jacfwd")
-                cols[j].append(flatten(tan)[0])
-        if out is None:  # no input elements: one pass for the outputs' shapes
-            out, _, aux, graph = _forward_pass(func, list(args), kwargs, nums, zeros, has_aux,
-                                               "jacfwd")
+            _track(x, "jacfwd", lift=False)  # the type checks
+        sizes = [x.numel() for x in flat_in]
+        n = sum(sizes)
+        if n == 0:  # no input elements: one pass for the outputs' shapes
+            zeros = [ember.zeros_like(x).detach() for x in flat_in]
+            out, _, aux, graph = _forward_pass(func, list(args), kwargs, nums, zeros,
+                                               has_aux, "jacfwd")
+            cols = None
+        else:
+            eye = ember.eye(n, dtype=flat_in[0].dtype)
+            basis, k = [], 0
+            for x, m in zip(flat_in, sizes):
+                basis.append(eye[:, k:k + m].to(x.dtype).reshape((n,) + tuple(x.shape)))
+                k += m
+            box = {}
+
+            def push(*ts):
+                o, tan, a, _ = _forward_pass(func, list(args), kwargs, nums, list(ts),
+                                             has_aux, "jacfwd")
+                o_leaves, box["out"] = flatten(o)
+                a_leaves, box["aux"] = flatten(a)
+                box["aux_leaves"] = a_leaves
+                box["n"] = (len(o_leaves), [isinstance(v, ember.Tensor) for v in a_leaves])
+                t_leaves = flatten(tan)[0]
+                # the primal outputs come out of the vmap too: batched when func lifts
+                # its inputs to the basis (reverse mode inside, as in hessian), the same
+                # for every basis row
+                return t_leaves + o_leaves + [v for v in a_leaves
+                                              if isinstance(v, ember.Tensor)]
+            from ember.func._vmap import vmap
+            res = vmap(push, randomness=randomness)(*basis)
+            n_out, is_t = box["n"]
+            cols = res[:n_out]
+            out = unflatten([v[0] for v in res[n_out:2 * n_out]], box["out"])
+            rest = iter(res[2 * n_out:])
+            aux = unflatten([next(rest)[0] if t else v
+                             for v, t in zip(box["aux_leaves"], is_t)], box["aux"])
         out_leaves, out_spec = flatten(out)
         per_output = []
         for i, o in enumerate(out_leaves):
-            blocks = []
-            for j, x in enumerate(flat_in):
+            blocks, k = [], 0
+            for x, m in zip(flat_in, sizes):
                 shape = tuple(o.shape) + tuple(x.shape)
-                if cols[j]:
-                    blocks.append(ember.stack([c[i] for c in cols[j]], -1).reshape(shape))
-                else:
+                if cols is None or m == 0:
                     blocks.append(ember.zeros(shape, dtype=o.dtype))
+                else:
+                    col = cols[i].narrow(0, k, m)  # [m, *o.shape]
+                    blocks.append(col.movedim(0, -1).reshape(shape))
+                k += m
             per_output.append(_regroup(blocks, [(lv, sp) for lv, sp in tracked], argnums))
         jac = unflatten(per_output, out_spec)
         if has_aux:
@@ -348,14 +349,14 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
-    """torch.func.jacfwd: the Jacobian of ``func`` w.r.t. ``argnums`` by forward mode, one
-    forward pass per input element with a one-hot tangent (cheaper than ``jacrev`` when
-    inputs are fewer than outputs). Nested in an open forward-AD level (``jacfwd(jacfwd)``)
-    the inner one computes its columns in reverse mode, since levels do not nest."""
+    """torch.func.jacfwd: the Jacobian of ``func`` w.r.t. ``argnums`` by forward mode:
+    ``jvp`` under ``vmap`` over the one-hot basis tangents, one batched forward pass
+    (cheaper than ``jacrev`` when inputs are fewer than outputs). ``randomness`` is the
+    basis vmap's."""
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or "
                            f"'same'. Got {randomness}")
-    return _jacfwd(func, argnums, has_aux)
+    return _jacfwd(func, argnums, has_aux, randomness)
 
 
 def hessian(func, argnums=0):

@@ -1,8 +1,10 @@
 """Function-level batching rules: ember composites that read values on the way (a host
-bounds check, an ``.item()`` test, index parsing, sorting on raw arrays).  While a
-``vmap`` runs, ``_batched.push`` swaps each ``(module, name)`` listed in
-``FUNCTION_RULES`` for the version made here, which handles batched arguments and
-calls the original for everything else."""
+bounds check, an ``.item()`` test, index parsing, sorting on raw arrays, random
+factories).  Each such function is marked ``ember.autograd._modes.routed``: while a
+``vmap`` level is visible on the mode stack, a call of it is offered to the level
+(``_LevelMode.call``), which runs the rule made here from the function itself: the rule
+handles batched arguments and calls the function for everything else.  The table is
+keyed by the functions, not by names."""
 from ember import _core as ember
 from ember._tensor import Tensor
 from ember.func._batched import NoRule, wrap
@@ -17,7 +19,7 @@ def _nll_rule(orig):
         from ember.func._batched import bottom, is_batched
         if not (is_batched(input) or is_batched(target) or is_batched(weight)):
             return orig(input, target, weight, ignore_index, reduction)
-        # the composite itself (``orig``: the module's name is this rule while vmap runs)
+        # the composite itself (``orig``: the unrouted function)
         return orig(input, target, weight, ignore_index, reduction,
                     host_of=lambda t: bottom(t)._host())
     return _nll
@@ -90,9 +92,32 @@ def _check_indices_rule(orig):
     return _check_indices
 
 
-FUNCTION_RULES = [("ember.ops.sorting", "_indices", _sort_indices_rule),
-                  ("ember.ops.sorting", "_cpu_choice", _cpu_choice_rule),
-                  ("ember.nn.functional", "_check_indices", _check_indices_rule),
-                  ("ember.nn._functional_losses", "_nll", _nll_rule),
-                  ("ember.ops.indexing", "_convert_item", _convert_item_rule),
-                  ("ember.ops.indexing", "parse_index", _parse_index_rule)]
+def _table():
+    import ember.nn._functional_losses as losses
+    import ember.nn.functional as F
+    from ember import _random_ops as R
+    from ember.func._batched import random_rule
+    from ember.ops import indexing, sorting
+    table = {sorting._indices: _sort_indices_rule,
+             sorting._cpu_choice: _cpu_choice_rule,
+             F._check_indices: _check_indices_rule,
+             losses._nll: _nll_rule,
+             indexing._convert_item: _convert_item_rule,
+             indexing.parse_index: _parse_index_rule}
+    for fn in (R.rand, R.randn, R.rand_like, R.randn_like, R.randint_like, F._noise):
+        table[fn] = (lambda name: lambda orig: random_rule(name, orig))(fn.__name__)
+    for fn in table:
+        if getattr(fn, "__wrapped__", None) is None:
+            raise TypeError(f"{fn.__module__}.{fn.__name__} has a vmap rule but is not "
+                            "marked _modes.routed, so vmap would never see its calls")
+    return {fn: make(fn.__wrapped__) for fn, make in table.items()}
+
+
+FUNCTION_RULES = {}  # routed function -> its rule (filled on first use)
+
+
+def rule_for(fn):
+    """The function-level batching rule of the routed function ``fn``, or None."""
+    if not FUNCTION_RULES:
+        FUNCTION_RULES.update(_table())
+    return FUNCTION_RULES.get(fn)

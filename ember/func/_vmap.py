@@ -1,7 +1,7 @@
 """torch.func.vmap on ember: one batched call through batching rules.
 
 ``func`` runs once, on batched tensors (``ember/func/_batched.py``): every op it reaches
-runs the batching rule kept under its name in ``ember/func/_batching.py`` on the whole
+runs its batching rule (``cls.batch``, shapes in ``ember/ops/_batch.py``) on the whole
 batch.  Transforms compose through the same tensors: ``grad`` inside ``vmap`` lifts the
 inputs it differentiates to the batch and runs one backward over the batched graph
 (``_batched.grads``), nested ``vmap`` calls stack levels.  An op without a rule (or code

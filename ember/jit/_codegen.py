@@ -601,6 +601,12 @@ def _filled(em, node, *size, dtype=None, device=None, requires_grad=False, **kw)
             f"{_factory_kwargs(em, {'dtype': dtype, 'device': device})})")
 
 
+@emits("eye")
+def _eye(em, node, n, m=None, dtype=None, device=None, requires_grad=False, **kw):
+    sizes = em.e(n) if m is None else f"{em.e(n)}, {em.e(m)}"
+    return f"torch.eye({sizes}, {_factory_kwargs(em, {'dtype': dtype, 'device': device})})"
+
+
 @emits("full")
 def _full(em, node, size, fill_value, dtype=None, device=None, requires_grad=False, **kw):
     return (f"torch.full({em.ints(_shape_args((size,)))}, {em.e(fill_value)}, "

@@ -8,6 +8,7 @@ import warnings
 
 from ember import _core as ember
 from ember._tensor import Tensor
+from ember.autograd._modes import routed
 from ember.ops import nn_fused as _fused
 
 __all__ = ["l1_loss", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
@@ -361,6 +362,7 @@ def _check_nll(input, target, weight):
     return n_classes
 
 
+@routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def _nll(input, target, weight, ignore_index, reduction, host_of=None):
     """nll_loss on checked inputs; returns the loss. ``host_of(t)`` reads the targets on
     the host for the bounds check (default ``t._host()``; vmap passes one that reads the

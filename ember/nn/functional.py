@@ -9,6 +9,7 @@ import warnings
 
 from ember import _core as ember
 from ember._tensor import Tensor, _mode_active, _mode_recorder
+from ember.autograd._modes import routed
 from ember.autograd.grad_mode import no_grad
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
@@ -471,6 +472,7 @@ def _check_p(p):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
+@routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def _noise(input, shape, q):
     """A 0/1 tensor of ``shape`` in input's dtype, 1 with probability ``q`` (ember's RNG,
     drawn as PyTorch draws its dropout masks: ``empty(shape).bernoulli_(q)``)."""
@@ -576,6 +578,7 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
 
 
 # ----- embeddings ------------------------------------------------------------------------
+@routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def _check_indices(input, num):
     if not isinstance(input, Tensor) or input.dtype not in (ember.int64, ember.int32):
         dt = input._type_name() if isinstance(input, Tensor) else type(input).__name__

@@ -759,6 +759,14 @@ def _full(g, node, size, fill_value, **kw):
                  else list(size), fill_value)
 
 
+@exports("eye")
+def _eye(g, node, n, m=None, **kw):
+    """ONNX ``EyeLike`` of a zero matrix of the (traced) size."""
+    dt = np.dtype(node.outputs[0].dtype.np)
+    square = _fill(g, node, [n, n if m is None else m], 0)
+    return g.op("EyeLike", [square], dtype=g.elem_type(dt))
+
+
 @exports("zeros_like", "ones_like", "empty_like")
 def _like(g, node, input, **kw):
     dt = np.dtype(node.outputs[0].dtype.np)

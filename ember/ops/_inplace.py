@@ -5,10 +5,14 @@ backward that needs the old values fails loudly), and, when the tensor is a view
 its base is rebased too (PyTorch's CopySlices), so gradients reach everything the
 write touched.
 """
+import numpy as np
+
 from ember._tensor import Tensor, _make, _mode_active, _mode_with
+from ember.autograd import _modes
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import forward_ad_hook
 from ember.backend.dtypes import through_float32
+
+_ndarray = np.ndarray
 
 
 def check_inplace(t):
@@ -28,21 +32,34 @@ def source_for(t, copies_self, args=()):
     if not t._requires_grad and not any(isinstance(a, Tensor) and a._requires_grad
                                         for a in args):
         return t
-    src = _make(t._data.copy(), t._requires_grad)
-    src.grad_fn = t.grad_fn
-    src._output_nr = t._output_nr
-    if forward_ad_hook[0] is not None:
-        _copy_tangent(t, src)
+    return _private_copy(t)
+
+
+def _private_copy(t):
+    """A copy of ``t``'s values at ``t``'s place in the graph, with its tangents."""
+    d = t._data
+    if type(d) is not _ndarray and hasattr(d, "level") and hasattr(d, "value"):
+        # a batched tensor (vmap): the graph is the underlying one, so copy underneath
+        from ember.func._batched import wrap
+        src = wrap(_private_copy(d.value), d.level)
+    else:
+        src = _make(d.copy(), t._requires_grad)
+        src.grad_fn = t.grad_fn
+        src._output_nr = t._output_nr
+    if _modes.active[0]:
+        _copy_tangents(t, src)
     if _mode_active[0] and (m := _mode_with("alias")) is not None:
         m.alias(src, t)  # a graph capture: the copy is the same value as ``t``
     return src
 
 
-def _copy_tangent(t, src):
+def _copy_tangents(t, src):
+    """The copy keeps ``t``'s tangent at every forward-AD level the call can see."""
     from ember.autograd import forward_ad
-    tan = forward_ad.get_tangent(t)
-    if tan is not None:
-        forward_ad._set(src, tan.clone(), forward_ad._current[0])
+    for lvl in forward_ad.visible_levels():
+        tan = forward_ad.get_tangent(t, lvl)
+        if tan is not None:
+            forward_ad._set(src, tan.clone(), lvl)
 
 
 def _check_cast(result_np, self_np):
@@ -77,9 +94,10 @@ def commit(t, result):
             raise RuntimeError(f"output with shape {list(td.shape)} doesn't match the broadcast "
                                f"shape {list(rd.shape)}")
     recording = _grad_state.grad_enabled and result._requires_grad
-    if forward_ad_hook[0] is not None:
-        from ember.autograd.forward_ad import commit_inplace
-        commit_inplace(t, result)
+    if _modes.active[0]:
+        from ember.autograd import forward_ad
+        for lvl in forward_ad.visible_levels():
+            forward_ad.commit_inplace(t, result, lvl)
     if t._base is not None and recording:
         from ember.ops._views import rebase_view
         rebase_view(t, result)

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
+from ember.autograd._modes import routed
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
@@ -52,6 +53,7 @@ def _int_or_none(v):
     return None if v is None else int(v)
 
 
+@routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def _convert_item(i):
     """One index item as int, slice, None, Ellipsis, bool (a Python bool), or an array."""
     if isinstance(i, Tensor):
@@ -99,6 +101,7 @@ def _convert_item(i):
                      f"Variables are valid indices (got {type(i).__name__})")
 
 
+@routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def parse_index(idx, shape, like=None):
     """Split a user index into ``(basic, advanced)`` for a tensor of ``shape``.
 

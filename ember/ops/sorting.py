@@ -10,6 +10,7 @@ import numpy as np
 
 from ember import backend
 from ember._tensor import Tensor, _make
+from ember.autograd._modes import routed
 from ember.ops import _cpu_order
 from ember.ops._util import with_out, wrap_dim
 from ember.ops.reduction import return_types
@@ -51,6 +52,7 @@ def _same(a, b):
     return (a == b) | (np.isnan(a) & np.isnan(b)) if a.dtype.kind in "fc" else a == b
 
 
+@routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def _cpu_choice(input, dim, idx, k, fix_row, needs, ref):
     """``idx`` (positions along ``dim``, ``k`` per row) with the rows where equal values
     make the choice ambiguous redone as PyTorch's CPU kernel does (see _cpu_order).
@@ -71,6 +73,7 @@ def _cpu_choice(input, dim, idx, k, fix_row, needs, ref):
     return _make(np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, axis)))
 
 
+@routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def _indices(input, dim, descending, stable=True):
     a = input._data
     if a.ndim == 0:

@@ -187,6 +187,9 @@ sinh = _unary("Sinh", np.sinh, lambda gy, x, y: gy * cj(x.cosh()), onnx="Sinh", 
 cosh = _unary("Cosh", np.cosh, lambda gy, x, y: gy * cj(x.sinh()), onnx="Cosh", torchscript="cosh")
 class TanhBackward(Primitive):
     """``gy * (1 - y**2)`` as one op: tanh's derivative is on every RNN's hot path."""
+    # operands broadcast (a batched gradient against an unbatched output under vmap):
+    # each operand's gradient is summed back to its shape
+    broadcasts = True
     save_inputs = (0, 1)
     _node_name = "TanhBackwardBackward0"
 
@@ -205,6 +208,9 @@ class TanhBackward(Primitive):
 
 class SigmoidBackward(Primitive):
     """``gy * y * (1 - y)`` as one op."""
+    # operands broadcast (a batched gradient against an unbatched output under vmap):
+    # each operand's gradient is summed back to its shape
+    broadcasts = True
     save_inputs = (0, 1)
     _node_name = "SigmoidBackwardBackward0"
 
@@ -364,6 +370,9 @@ class PiecewiseGrad(Primitive):
     through clamps, abs and leaky ReLU reach earlier parameters as zeros, as PyTorch's
     do, instead of leaving them out of the graph.
     """
+    # operands broadcast (a batched gradient against an unbatched output under vmap):
+    # each operand's gradient is summed back to its shape
+    broadcasts = True
     save_inputs = (1,)
 
     def forward(self, gy, x, slope):
@@ -524,6 +533,9 @@ class ReluBackward(Primitive):
     gradient penalty through ReLU layers then reaches the earlier biases with zeros,
     as in PyTorch, instead of leaving them out of the graph.
     """
+    # operands broadcast (a batched gradient against an unbatched output under vmap):
+    # each operand's gradient is summed back to its shape
+    broadcasts = True
     save_inputs = (1,)
     _node_name = "ThresholdBackwardBackward0"
 
@@ -544,6 +556,9 @@ _relu_grad = ReluBackward.binary_function()
 class _ZerosLikeOf(Primitive):
     """Zeros shaped like ``x``, computed from ``(g, x)`` so that they stay in the graph:
     a derivative that is zero, but a tensor rather than None."""
+    # operands broadcast (a batched gradient against an unbatched output under vmap):
+    # each operand's gradient is summed back to its shape
+    broadcasts = True
     save_inputs = (1,)
     _node_name = "ZerosLikeBackward0"
 
@@ -564,6 +579,9 @@ class ZeroCurvature(Primitive):
     rrelu) and pooling would otherwise leave a first derivative that does not depend on
     ``x`` at all, so ``grad(grad(y), x)`` would be None where PyTorch's dedicated backward
     ops give zeros."""
+    # operands broadcast (a batched gradient against an unbatched output under vmap):
+    # each operand's gradient is summed back to its shape
+    broadcasts = True
     _node_name = "AliasBackward0"
     save_inputs = (1,)
 
