@@ -63,3 +63,21 @@ def test_einops_own_test_suite_on_ember(tmp_path):
 
 def test_torchmetrics_basic_use(tmp_path):
     assert _compare_driver("torchmetrics_basic.py", tmp_path) >= 20
+
+
+def test_long_float32_einsum_sum_is_as_accurate_as_torch():
+    # einops' torch.compile test sums 68880 float32 products in one einsum and compares
+    # with float64 at rtol 1e-5; BLAS's float32 dot drifted past that
+    import torch
+
+    import ember
+    rng = np.random.default_rng(0)
+    x = rng.random((40, 41, 42)).astype(np.float32)
+    ref = np.einsum("abc,abc->", x.astype(np.float64), x.astype(np.float64) * 2)
+    errors = []
+    for m in (torch, ember):
+        t = m.tensor(x)
+        out = m.einsum("abc,abcd->d", t, (t * 2)[..., None].expand(-1, -1, -1, 4))
+        assert out.dtype == m.float32
+        errors.append(np.abs(out.numpy().astype(np.float64) / ref - 1).max())
+    assert errors[1] <= max(errors[0], 1e-6), errors
