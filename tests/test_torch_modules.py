@@ -441,3 +441,29 @@ def test_import_ember_loads_no_extra():
                        timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
     assert ember.onnx.__name__ == "ember.onnx"
+
+
+def test_nn_modules_utils_and_model_zoo():
+    from collections import OrderedDict
+
+    import torch.nn.modules.utils as tu
+    import torch.utils.model_zoo as tz
+
+    import ember.nn.modules.utils as eu
+    import ember.utils.model_zoo as ez
+    for name in ("_single", "_pair", "_triple", "_quadruple"):
+        for arg in (3, [1, 2], "ab", (4,)):
+            assert getattr(eu, name)(arg) == getattr(tu, name)(arg)
+    assert eu._reverse_repeat_tuple((1, 2, 3), 2) == tu._reverse_repeat_tuple((1, 2, 3), 2)
+    assert eu._list_with_default([None, 5], [1, 2, 3]) == \
+        tu._list_with_default([None, 5], [1, 2, 3])
+    check_raises(lambda m: (eu if m is ember else tu)._list_with_default([1, 2], [3]))
+    stripped = []
+    for mod in (eu, tu):
+        sd = OrderedDict([("module.w", 1), ("b", 2)])
+        sd._metadata = OrderedDict([("", {"v": 0}), ("module", {"v": 1}),
+                                    ("module.lin", {"v": 2})])
+        mod.consume_prefix_in_state_dict_if_present(sd, "module.")
+        stripped.append((list(sd.items()), list(sd._metadata.items())))
+    assert stripped[0] == stripped[1] and stripped[0][0] == [("b", 2), ("w", 1)]
+    assert ez.load_url is ember.hub.load_state_dict_from_url and callable(tz.load_url)
