@@ -13,8 +13,9 @@ $(VENV)/.base:
 	touch $@
 
 $(VENV)/.test: $(VENV)/.base pyproject.toml
-	# torch is the test oracle; the exact pin takes the CPU wheel and never a CUDA build.
-	$(PIP) install -q -e '.[test]'
+	# torch is the test oracle; the exact pin takes the CPU wheel and never a CUDA build,
+	# and the constraints file keeps any library among the test extras from moving it.
+	$(PIP) install -q -c .ci/constraints.txt -e '.[test]'
 	touch $@
 
 $(VENV)/.demo: $(VENV)/.base pyproject.toml

@@ -56,15 +56,23 @@ import ember.distributions as distributions  # torch.distributions
 __version__ = "0.1.0"
 
 
+# torch's submodules reachable as attributes after `import torch`; optional extras among
+# them (onnx) are imported only when first asked for
+_LAZY_MODULES = ("export", "_logging", "onnx", "multiprocessing", "compiler", "library",
+                 "fx", "overrides", "xpu", "_dynamo", "_functorch", "_C")
+
+
 def __getattr__(name):
     if name == "random":
         # torch.random, loaded on first use: an eager import would let `from ember import *`
         # shadow Python's random module
         import importlib
         return importlib.import_module("ember.random")
-    if name in ("export", "_logging"):  # torch.export, torch._logging: loaded on first use
+    if name in _LAZY_MODULES:  # torch.export, torch.onnx, ...: loaded on first use
         import importlib
         return importlib.import_module("ember." + name)
+    if name == "ScriptModule":
+        return jit.ScriptModule
     # a PyTorch program asking for something ember lacks gets a message saying so
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)

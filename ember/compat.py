@@ -27,7 +27,7 @@ __all__ = ["alias_torch", "unalias_torch", "MissingTorchAPI", "TorchVersion", "T
 
 # torch submodules that live elsewhere in ember
 _RENAMES = {
-    "torch._C": None,
+    "torch._C": "ember._C",
     "torch.utils.data.dataloader": "ember.utils.data.dataloader",
     "torch.utils.data.dataset": "ember.utils.data.dataset",
     "torch.utils.data.sampler": "ember.utils.data.sampler",
@@ -252,8 +252,14 @@ class TorchAliasFinder(importlib.abc.MetaPathFinder):
     """Serve ``torch`` and ``torch.*`` imports with ember's modules."""
 
     def find_spec(self, fullname, path=None, target=None):
+        if fullname == "functorch" or fullname.startswith("functorch."):
+            # the functorch package (torch's wheel ships one) is ember.func's transforms
+            return self._spec(fullname, "torch._functorch" + fullname[len("functorch"):])
         if fullname != "torch" and not fullname.startswith("torch."):
             return None
+        return self._spec(fullname, fullname)
+
+    def _spec(self, requested, fullname):
         if fullname in ("torch", "torch.version", "torch.torch_version"):
             return importlib.util.spec_from_loader(
                 fullname, _Loader(_served_module(fullname)), is_package=fullname == "torch")
@@ -273,7 +279,7 @@ class TorchAliasFinder(importlib.abc.MetaPathFinder):
             if module is None:
                 raise
         # every served module may have submodules (torch.cuda.amp, torch.backends.cudnn)
-        return importlib.util.spec_from_loader(fullname, _Loader(module), is_package=True)
+        return importlib.util.spec_from_loader(requested, _Loader(module), is_package=True)
 
 
 _finder = TorchAliasFinder()
@@ -311,7 +317,7 @@ def unalias_torch():
     for finder in (_finder, _dist_finder):
         if finder in sys.meta_path:
             sys.meta_path.remove(finder)
-    for name in [n for n in sys.modules if n == "torch" or n.startswith("torch.")]:
+    for name in [n for n in sys.modules if n.split(".")[0] in ("torch", "functorch")]:
         if _served_by_ember(sys.modules[name]):
             del sys.modules[name]
 

@@ -8,7 +8,8 @@ from ember import backend
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "get_device_name",
            "synchronize", "empty_cache", "manual_seed", "manual_seed_all", "seed", "seed_all",
-           "is_initialized"]
+           "is_initialized", "get_rng_state_all", "set_rng_state_all", "CUDAGraph",
+           "Stream", "Event"]
 
 _current = [0]
 
@@ -95,6 +96,56 @@ def seed():
 
 
 seed_all = seed
+
+
+def get_rng_state_all():
+    """The random generator state of every GPU: [] without a GPU; CuPy's generator
+    state cannot be read back, so with a GPU this raises."""
+    if device_count() == 0:
+        return []
+    raise NotImplementedError("torch.cuda.get_rng_state_all: CuPy's random generator "
+                              "state cannot be read back (seed with manual_seed_all)")
+
+
+def set_rng_state_all(new_states):
+    """Set every GPU's random generator state. Without a GPU this is deferred and never
+    applied, as in PyTorch (like seeding); with a GPU it raises (see
+    :func:`get_rng_state_all`)."""
+    if device_count() == 0:
+        return
+    raise NotImplementedError("torch.cuda.set_rng_state_all: CuPy's random generator "
+                              "state cannot be set (seed with manual_seed_all)")
+
+
+class Stream:
+    """``torch.cuda.Stream``: ember queues no work on CUDA streams (CuPy's default
+    stream runs everything); making one raises, as in PyTorch without CUDA."""
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        if not is_available():
+            raise RuntimeError("torch.cuda.Stream requires CUDA support")
+        raise NotImplementedError("torch.cuda.Stream: ember runs CUDA work on CuPy's "
+                                  "default stream only")
+
+
+class Event:
+    """``torch.cuda.Event``: not in ember; making one raises, as in PyTorch without
+    CUDA."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        if not is_available():
+            raise RuntimeError("Tried to instantiate dummy base class Event")
+        raise NotImplementedError("torch.cuda.Event is not implemented in ember")
+
+
+class CUDAGraph:
+    """``torch.cuda.CUDAGraph``: recording CUDA graphs is not in ember. Without CUDA,
+    making one raises as in PyTorch built without CUDA."""
+
+    def __init__(self, keep_graph=False):
+        if not is_available():
+            raise RuntimeError("Tried to instantiate dummy base class CUDAGraph")
+        raise NotImplementedError("torch.cuda.CUDAGraph: ember does not record CUDA graphs")
 
 # torch.cuda.FloatTensor and the other legacy type names
 from ember._legacy import cuda_legacy_types as _legacy_types  # noqa: E402

@@ -3,12 +3,16 @@ the hub cache (``get_dir()/checkpoints``, as PyTorch lays it out) load with
 ``load_state_dict_from_url``; everything that would fetch code or files from the
 network raises a RuntimeError saying so."""
 import os
+import re
 from urllib.parse import urlparse
 
 __all__ = ["get_dir", "set_dir", "list", "help", "load", "download_url_to_file",
            "load_state_dict_from_url"]
 
 _hub_dir = [None]
+
+# the hash prefix in a checkpoint's file name (``resnet18-f37072fd.pth``), as torch's
+HASH_REGEX = re.compile(r"-([a-f0-9]*)\.")
 
 
 def get_dir():

@@ -16,6 +16,9 @@ __all__ = _modules_all + ["Parameter", "Buffer", "functional", "init", "utils", 
 
 
 def __getattr__(name):
+    if name == "attention":  # torch.nn.attention, reachable after `import torch`
+        import importlib
+        return importlib.import_module("ember.nn.attention")
     # a PyTorch program asking for a layer ember lacks gets a message saying so
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)

@@ -109,3 +109,14 @@ from ember.ops import quantization  # noqa: E402,F401  (fake_quantize_per_tensor
 from ember.ops.quantization import *  # noqa: E402,F401,F403
 
 __all__ += quantization.__all__
+
+
+def __getattr__(name):
+    # torch.ops.NS.NAME: operators registered with ember.library (torch.library); none
+    # exist until that module is loaded
+    import sys
+    library = sys.modules.get("ember.library")
+    ns = None if library is None else library.namespace(name)
+    if ns is None:
+        raise AttributeError(f"module 'ember.ops' has no attribute '{name}'")
+    return ns

@@ -71,6 +71,18 @@ def diagonal_last(x):
 
 
 # ----- einsum --------------------------------------------------------------------------------
+def _summed(ins, out, arrays):
+    """How many terms each output element of the einsum ``ins -> out`` sums."""
+    sizes = {}
+    for labels, a in zip(ins, arrays):
+        sizes.update(zip(labels, a.shape))
+    n = 1
+    for label, size in sizes.items():
+        if label not in out:
+            n *= size
+    return n
+
+
 class Einsum(Primitive):
     """``np.einsum`` over operands whose labels are distinct, of equal sizes, and each
     either kept in the output or shared with another operand (``einsum`` arranges
@@ -85,6 +97,11 @@ class Einsum(Primitive):
             # bfloat16/float8 (ml_dtypes): NumPy's einsum has no loop for them; products
             # accumulate in float32 and round once, as matmul does
             arrays = [a.astype(np.float32) for a in arrays]
+        if low is None and arrays[0].dtype == np.float32 and _summed(ins, out, arrays) > 16384:
+            # BLAS's float32 dot over a long sum drifts (1e-5 over 70k terms, several
+            # times torch's blocked sgemm): long sums accumulate in float64, rounded once
+            low = np.float32
+            arrays = [a.astype(np.float64) for a in arrays]
         res = np.einsum(",".join(ins) + "->" + out, *arrays, optimize=big)
         if low is not None:
             res = res.astype(low)

@@ -2,7 +2,7 @@
 import importlib
 
 # loaded on first use, as ``torch.utils.checkpoint`` is reachable after ``import torch``
-_LAZY = ("checkpoint", "hooks", "data")
+_LAZY = ("checkpoint", "hooks", "data", "_pytree", "benchmark", "flop_counter")
 
 
 def __getattr__(name):

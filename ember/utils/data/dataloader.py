@@ -351,3 +351,9 @@ class _MultiProcessIter(_BaseIter):
     def __del__(self):
         if os.getpid() and threading is not None:
             self._shutdown()
+
+
+# torch's names for the iterator classes (libraries subclass or isinstance-check them)
+_BaseDataLoaderIter = _BaseIter
+_SingleProcessDataLoaderIter = _SingleProcessIter
+_MultiProcessingDataLoaderIter = _MultiProcessIter

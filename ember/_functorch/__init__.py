@@ -1,0 +1,25 @@
+"""``torch._functorch`` and the ``functorch`` package: the function transforms of
+``ember.func`` under their functorch names."""
+from ember.func import (  # noqa: F401
+    functional_call,
+    grad,
+    grad_and_value,
+    hessian,
+    jacfwd,
+    jacrev,
+    jvp,
+    linearize,
+    vjp,
+    vmap,
+)
+
+__all__ = ["vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",
+           "functional_call", "linearize"]
+
+
+def __getattr__(name):
+    import ember.func as func
+    if hasattr(func, name):
+        return getattr(func, name)
+    from ember.compat import missing_attribute
+    raise missing_attribute(__name__, name)
