@@ -19,8 +19,11 @@ RANDOM_CALLS = ("bernoulli_", "uniform_", "normal_", "random_", "exponential_", 
                 "cauchy_", "log_normal_", "rand", "randn", "randint", "rand_like",
                 "randn_like", "randint_like", "bernoulli", "normal", "multinomial", "poisson",
                 "randperm")
+# the multi-layer recurrent functions (``ember.nn.functional_rnn``: ``torch.lstm``...)
+RNN_CALLS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
-RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS)
+RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
+                           RNN_CALLS)
 
 _MISSING = object()
 

@@ -509,6 +509,38 @@ def _rnn_layer(em, node, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, batch_sizes, r
     return outs
 
 
+@emits("lstm", "gru", "rnn_tanh", "rnn_relu")
+def _rnn_call(em, node, *args):
+    """A whole ``nn.LSTM``/``GRU``/``RNN`` call: ``torch.lstm(...)`` with ATen's layout,
+    the one op PyTorch's tracer records for the module."""
+    from ember.nn.functional_rnn import per_layer, split_args
+    (x, bs, hx, params, has_b, layers, p, train, bidir,
+     batch_first) = split_args(args, node.op)
+    lstm = node.op == "lstm"
+    if hx is None:  # packed, no state given: zeros of the largest batch
+        D = 2 if bidir else 1
+        per = per_layer(node.op.upper(), len(params), has_b, layers, D, node.op)
+        ins = {id(v): v for v in node.inputs}
+        shape = (lambda r: ins[id(r.value)].shape)
+        size = shape(params[per - 1])[0] if per in (3, 5) else shape(params[1])[1]
+        dt = _factory_kwargs(em, {"dtype": node.outputs[0].dtype, "device": None})
+        b = f"int(torch.select({em.e(bs)}, 0, 0))"
+        zs = [f"torch.zeros([{layers * D}, {b}, {size}], {dt})"]
+        if lstm:
+            zs.append(f"torch.zeros([{layers * D}, {b}, {shape(params[1])[1]}], {dt})")
+        hx = zs if lstm else zs[0]
+        hx = "[" + ", ".join(hx) + "]" if lstm else hx
+    else:
+        hx = literal(hx, em) if lstm else em.e(hx)
+    head = [em.e(x)] + ([em.e(bs)] if bs is not None else []) + [hx]
+    tail = [literal(params, em), literal(bool(has_b)), literal(int(layers)),
+            literal(float(p)), literal(bool(train)), literal(bool(bidir))]
+    if bs is None:
+        tail.append(literal(bool(batch_first)))
+    res = em.tmp(f"torch.{node.op}({', '.join(head + tail)})")
+    return [f"{res}[{i}]" for i in range(len(node.outputs))]
+
+
 # ----- calls recorded above the primitives -----------------------------------------------
 def _shape_args(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
