@@ -205,7 +205,8 @@ class RNNBase(Module):
                 self.check_forward_args(data, hx, batch_sizes)
             else:
                 self.check_input(data, batch_sizes)
-            _check_state_dtypes(hx if lstm else (hx,), data.dtype)
+            if hx is not None:
+                _check_state_dtypes(hx if lstm else (hx,), data.dtype)
             # hx None: zeros of the largest batch, made inside the recorded call
             out = self._flat_call(data, batch_sizes, list(hx) if lstm and hx is not None
                                   else hx, *flat)
