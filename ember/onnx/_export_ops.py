@@ -860,6 +860,82 @@ def _rnn_layer(g, node, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, batch_sizes, re
     return result
 
 
+def _gate_array(g, w, n_gates, order):
+    """An ember/PyTorch gate-stacked weight as a NumPy array in ONNX's gate order."""
+    if id(w.value) in g.folded or w.value.kind in ("param", "buffer", "constant"):
+        arr = g.folded.get(id(w.value))
+        if arr is None:
+            arr = g.param_arrays[w.value.name] if w.value.kind != "constant" else \
+                w.value.data.detach().numpy()
+        parts = np.split(arr, n_gates, axis=0)
+        return np.concatenate([parts[i] for i in order], 0)
+    raise UnsupportedOnnxExport("a recurrent layer whose weights are computed in the graph")
+
+
+_RNN_CALLS = {"lstm": ("LSTM", 4, [0, 3, 1, 2]), "gru": ("GRU", 3, [1, 0, 2]),
+              "rnn_tanh": ("RNN", 1, [0]), "rnn_relu": ("RNN", 1, [0])}
+
+
+@exports(*_RNN_CALLS)
+def _rnn_call(g, node, *args):
+    """A whole ``nn.LSTM``/``GRU``/``RNN`` call as PyTorch's exporter writes it: one ONNX
+    ``LSTM``/``GRU``/``RNN`` node per layer (both directions in one), its initial states
+    sliced from ``hx``, the directions' outputs joined by Transpose and Reshape."""
+    from ember.nn.functional_rnn import per_layer, split_args
+    (x, bs, hx, params, has_b, layers, p, train, bidir,
+     batch_first) = split_args(args, node.op)
+    onnx_op, n_gates, order = _RNN_CALLS[node.op]
+    if bs is not None:
+        raise UnsupportedOnnxExport(f"{node.op} over a packed sequence")
+    if p and train and layers > 1:
+        raise UnsupportedOnnxExport(f"{node.op} with dropout in training mode (export in "
+                                    "eval mode)")
+    D = 2 if bidir else 1
+    per = per_layer(node.op.upper(), len(params), has_b, layers, D, node.op)
+    if per in (3, 5):
+        raise UnsupportedOnnxExport("LSTM with proj_size (ONNX's LSTM has no projection)")
+    lstm = onnx_op == "LSTM"
+    h0, c0 = (hx[0], hx[1]) if lstm else (hx, None)
+    hidden = node.outputs[1].shape[-1]
+    seq = g.tensor(x)
+    if batch_first:
+        seq = g.op("Transpose", [seq], perm=[1, 0, 2])
+    axes0 = _axes(g, [0])
+    hn, cn = [], []
+    for layer in range(layers):
+        ws = [params[(layer * D + d) * per:(layer * D + d + 1) * per] for d in range(D)]
+        W = g.const(np.stack([_gate_array(g, w[0], n_gates, order) for w in ws]), "W")
+        R = g.const(np.stack([_gate_array(g, w[1], n_gates, order) for w in ws]), "R")
+        B = ""
+        if has_b:
+            B = g.const(np.stack([np.concatenate([_gate_array(g, w[2], n_gates, order),
+                                                  _gate_array(g, w[3], n_gates, order)])
+                                  for w in ws]), "B")
+        lo, hi = g.ints([layer * D], "starts"), g.ints([(layer + 1) * D], "ends")
+        ins = [seq, W, R, B, "", g.op("Slice", [g.tensor(h0), lo, hi, axes0])]
+        if lstm:
+            ins.append(g.op("Slice", [g.tensor(c0), lo, hi, axes0]))
+        attrs = {"hidden_size": int(hidden),
+                 "direction": "bidirectional" if bidir else "forward"}
+        if onnx_op == "GRU":
+            attrs["linear_before_reset"] = 1
+        if node.op == "rnn_relu":
+            attrs["activations"] = ["Relu"] * D
+        outs = g.op(onnx_op, ins, n_outputs=3 if lstm else 2, **attrs)
+        if D == 1:
+            seq = g.op("Squeeze", [outs[0], g.const(np.asarray([1], np.int64), "axes1")])
+        else:
+            seq = g.op("Reshape", [g.op("Transpose", [outs[0]], perm=[0, 2, 1, 3]),
+                                   g.const(np.asarray([0, 0, -1], np.int64), "shape")])
+        hn.append(outs[1])
+        if lstm:
+            cn.append(outs[2])
+    if batch_first:
+        seq = g.op("Transpose", [seq], perm=[1, 0, 2])
+    join = (lambda xs: xs[0] if len(xs) == 1 else g.op("Concat", xs, axis=0))
+    return [seq, join(hn)] + ([join(cn)] if lstm else [])
+
+
 # ---- custom autograd.Function with symbolic() ---------------------------------------------
 
 class _SymbolicGraph:
