@@ -21,9 +21,12 @@ RANDOM_CALLS = ("bernoulli_", "uniform_", "normal_", "random_", "exponential_", 
                 "randperm")
 # the multi-layer recurrent functions (``ember.nn.functional_rnn``: ``torch.lstm``...)
 RNN_CALLS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+# calls whose windows or sampling positions depend on the input's size
+RESIZE_CALLS = ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+                "interpolate")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
-                           RNN_CALLS)
+                           RNN_CALLS + RESIZE_CALLS)
 
 _MISSING = object()
 

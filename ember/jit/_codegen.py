@@ -541,6 +541,44 @@ def _rnn_call(em, node, *args):
     return [f"{res}[{i}]" for i in range(len(node.outputs))]
 
 
+@emits("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d")
+def _adaptive_avg(em, node, x, output_size):
+    nd = int(node.op[-2])
+    sizes = list(output_size) if isinstance(output_size, (tuple, list)) else \
+        [output_size] * nd
+    rank = len(node.inputs[0].shape)
+    parts = [f"{em.e(x)}.size({rank - nd + i})" if o is None else em.e(o)
+             for i, o in enumerate(sizes)]
+    return f"torch.{node.op}({em.e(x)}, [{', '.join(parts)}])"
+
+
+_UPSAMPLE = {"nearest": "upsample_nearest", "nearest-exact": "_upsample_nearest_exact",
+             "linear": "upsample_linear", "bilinear": "upsample_bilinear",
+             "bicubic": "upsample_bicubic", "trilinear": "upsample_trilinear"}
+
+
+@emits("interpolate")
+def _interpolate(em, node, input, size=None, scale_factor=None, mode="nearest",
+                 align_corners=None, recompute_scale_factor=None, antialias=False):
+    """``F.interpolate`` as the ``aten::upsample_*`` call PyTorch's tracer records."""
+    if mode not in _UPSAMPLE or antialias or recompute_scale_factor:
+        raise NotImplementedError(f"jit codegen: interpolate(mode={mode!r}, antialias="
+                                  f"{antialias}, recompute_scale_factor="
+                                  f"{recompute_scale_factor})")
+    nd = len(node.inputs[0].shape) - 2
+    fn = f"torch.{_UPSAMPLE[mode]}{nd}d"
+    out = "None" if size is None else em.ints(size if isinstance(size, (tuple, list))
+                                              else [size] * nd)
+    if scale_factor is None:
+        scales = "None"
+    else:
+        sf = scale_factor if isinstance(scale_factor, (tuple, list)) else [scale_factor] * nd
+        scales = "[" + ", ".join(literal(float(v)) for v in sf) + "]"
+    if mode.startswith("nearest"):
+        return f"{fn}({em.e(input)}, {out}, {scales})"
+    return f"{fn}({em.e(input)}, {out}, {literal(bool(align_corners))}, {scales})"
+
+
 # ----- calls recorded above the primitives -----------------------------------------------
 def _shape_args(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):

@@ -936,6 +936,54 @@ def _rnn_call(g, node, *args):
     return [seq, join(hn)] + ([join(cn)] if lstm else [])
 
 
+@exports("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d")
+def _adaptive_avg(g, node, x, output_size):
+    """Output size 1: ``GlobalAveragePool`` (right at any input size). Otherwise, as
+    PyTorch's exporter, ``AveragePool`` with the example's windows, only where they
+    tile the input and no size is dynamic."""
+    nd = int(node.op[-2])
+    sizes = list(output_size) if isinstance(output_size, (tuple, list)) else \
+        [output_size] * nd
+    S = node.inputs[0].shape[-nd:]
+    O = [s if o is None else g.number(o) for s, o in zip(S, sizes)]
+    if all(o == 1 for o in O):
+        return g.op("GlobalAveragePool", [g.tensor(x)])
+    if g.dynamic or any(s % o for s, o in zip(S, O)):
+        raise UnsupportedOnnxExport(f"{node.op} to output size {O} (ONNX has no adaptive "
+                                    "pooling: only output size 1, or a static input that "
+                                    "the output size divides)")
+    k = [s // o for s, o in zip(S, O)]
+    return g.op("AveragePool", [g.tensor(x)], kernel_shape=k, strides=k)
+
+
+@exports("interpolate")
+def _interpolate(g, node, input, size=None, scale_factor=None, mode="nearest",
+                 align_corners=None, recompute_scale_factor=None, antialias=False):
+    """``Resize`` as PyTorch's exporter writes it, for nearest and (bi/tri)linear."""
+    if mode not in ("nearest", "linear", "bilinear", "trilinear") or antialias:
+        raise UnsupportedOnnxExport(f"interpolate(mode={mode!r}, antialias={antialias})")
+    nd = _rank(input) - 2
+    attrs = {"mode": "nearest" if mode == "nearest" else "linear"}
+    if mode == "nearest":
+        attrs.update(coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    else:
+        attrs["coordinate_transformation_mode"] = "align_corners" if align_corners else \
+            "pytorch_half_pixel"
+    x = g.tensor(input)
+    if size is None and not recompute_scale_factor:
+        sf = scale_factor if isinstance(scale_factor, (tuple, list)) else [scale_factor] * nd
+        scales = g.const(np.asarray([1.0, 1.0] + [float(v) for v in sf], np.float32),
+                         "scales")
+        return g.op("Resize", [x, "", scales], **attrs)
+    if size is None:
+        raise UnsupportedOnnxExport("interpolate(recompute_scale_factor=True)")
+    sz = list(size) if isinstance(size, (tuple, list)) else [size] * nd
+    lead = g.op("Slice", [g.op("Shape", [x]), g.const(np.asarray([0], np.int64)),
+                          g.const(np.asarray([2], np.int64))])
+    sizes = g.op("Concat", [lead, g.ints(sz)], axis=0)
+    return g.op("Resize", [x, "", "", sizes], **attrs)
+
+
 # ---- custom autograd.Function with symbolic() ---------------------------------------------
 
 class _SymbolicGraph:
