@@ -21,9 +21,10 @@ RANDOM_CALLS = ("bernoulli_", "uniform_", "normal_", "random_", "exponential_", 
                 "randperm")
 # the multi-layer recurrent functions (``ember.nn.functional_rnn``: ``torch.lstm``...)
 RNN_CALLS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
-# calls whose windows or sampling positions depend on the input's size
+# calls whose windows or sampling positions depend on the input's size (``pad``: its
+# reflect/replicate/circular modes)
 RESIZE_CALLS = ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-                "interpolate")
+                "interpolate", "pad")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
                            RNN_CALLS + RESIZE_CALLS)

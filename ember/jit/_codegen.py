@@ -579,6 +579,11 @@ def _interpolate(em, node, input, size=None, scale_factor=None, mode="nearest",
     return f"{fn}({em.e(input)}, {out}, {literal(bool(align_corners))}, {scales})"
 
 
+@emits("pad")
+def _pad(em, node, x, pad, mode):
+    return f"torch.pad({em.e(x)}, {em.ints(pad)}, {literal(mode)})"
+
+
 # ----- calls recorded above the primitives -----------------------------------------------
 def _shape_args(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):

@@ -984,6 +984,20 @@ def _interpolate(g, node, input, size=None, scale_factor=None, mode="nearest",
     return g.op("Resize", [x, "", "", sizes], **attrs)
 
 
+@exports("pad")
+def _pad(g, node, x, pad, mode):
+    """Reflect and replicate padding: ONNX ``Pad`` (modes ``reflect``/``edge``)."""
+    if mode not in ("reflect", "replicate") or any(p < 0 for p in pad):
+        raise UnsupportedOnnxExport(f"pad(mode={mode!r}) with widths {list(pad)}")
+    r = _rank(x)
+    n = len(pad) // 2
+    begins, ends = [0] * r, [0] * r
+    for k in range(n):
+        begins[r - 1 - k], ends[r - 1 - k] = pad[2 * k], pad[2 * k + 1]
+    return g.op("Pad", [g.tensor(x), g.const(np.asarray(begins + ends, np.int64), "pads")],
+                mode="reflect" if mode == "reflect" else "edge")
+
+
 # ---- custom autograd.Function with symbolic() ---------------------------------------------
 
 class _SymbolicGraph:

@@ -790,6 +790,9 @@ def pad(input, pad, mode="constant", value=None):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
     if value is not None and value != 0:
         raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node: the positions read depend on the input's size
+        return m.composite("pad", _pad_call, (input, tuple(pad), mode), {})
     n = len(pad) // 2
     if n not in (1, 2, 3) or nd not in (n + 1, n + 2):
         raise NotImplementedError(
@@ -827,6 +830,9 @@ def pad(input, pad, mode="constant", value=None):
             idx = idx[max(-lo, 0):len(idx) - max(-hi, 0)]
         x = index_select(x, d, _make(_xp(x._data).asarray(idx, dtype=np.int64)))
     return x
+
+
+_pad_call = pad  # (``pad`` names the widths inside the function)
 
 
 def _bind():
