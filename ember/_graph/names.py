@@ -20,7 +20,8 @@ RANDOM_CALLS = ("bernoulli_", "uniform_", "normal_", "random_", "exponential_", 
                 "randn_like", "randint_like", "bernoulli", "normal", "multinomial", "poisson",
                 "randperm")
 # the multi-layer recurrent functions (``ember.nn.functional_rnn``: ``torch.lstm``...)
-RNN_CALLS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+RNN_CALLS = ("lstm", "gru", "rnn_tanh", "rnn_relu", "pack_padded_sequence",
+             "pad_packed_sequence")
 # calls whose windows or sampling positions depend on the input's size (``pad``: its
 # reflect/replicate/circular modes)
 RESIZE_CALLS = ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",

@@ -450,8 +450,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if weight is not None:
             prod = prod * weight.reshape(wshape)
         if reduction == "mean":
-            return -prod.sum() / (input.numel() / n_classes) if input.numel() else \
-                -prod.sum() / 0.0
+            # the mean over the samples (a traced batch size stays a computation)
+            return -prod.sum(class_dim).mean()
         if reduction == "sum":
             return -prod.sum()
         return -prod.sum(class_dim)

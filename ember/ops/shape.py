@@ -429,8 +429,17 @@ def broadcast_shapes(*shapes):
 
 def broadcast_tensors(*tensors):
     """Expand all tensors to their common broadcast shape."""
-    shape = broadcast_shapes(*[t._data.shape for t in tensors])
-    return tuple(expand(t, shape) for t in tensors)
+    shape = list(broadcast_shapes(*[t._data.shape for t in tensors]))
+    if _mode_active[0]:
+        # a size read from a traced tensor (a SymInt) where one has it: the graph then
+        # expands to the input's size, not the example's
+        for t in tensors:
+            ts = t.shape
+            for k, s in enumerate(ts):
+                i = len(shape) - len(ts) + k
+                if s != 1 and type(shape[i]) is int:
+                    shape[i] = s
+    return tuple(expand(t, tuple(shape)) for t in tensors)
 
 
 class SumToSize(Primitive):
