@@ -21,11 +21,6 @@ import ember.onnx
 # Entries that still fail the sweep, with the reason. Each is checked to fail still, so
 # the list shrinks as they are fixed.
 KNOWN = {
-    # embedding_bag computes bag offsets and segment sizes as NumPy arrays from the
-    # example's indices: the replay at another size raises a size error
-    **{f"layers.EMBEDDING:EmbeddingBag_{n}": "bag offsets computed as constants"
-       for n in ("mean_2d", "sum_offsets", "mean_offsets", "max_offsets", "max_2d", "psw",
-                 "padding", "last_offset")},
     # cross_entropy with ignore_index/label_smoothing writes through a view of a traced
     # tensor: the trace refuses with NotImplementedError
     **{f"losses.LOSSES:CE_{n}_{r}": "trace refuses (write through a view)"
