@@ -20,15 +20,15 @@ RANDOM_CALLS = ("bernoulli_", "uniform_", "normal_", "random_", "exponential_", 
                 "randn_like", "randint_like", "bernoulli", "normal", "multinomial", "poisson",
                 "randperm")
 # the multi-layer recurrent functions (``ember.nn.functional_rnn``: ``torch.lstm``...)
-RNN_CALLS = ("lstm", "gru", "rnn_tanh", "rnn_relu", "pack_padded_sequence",
-             "pad_packed_sequence")
+RNN_CALLS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+PACKING_CALLS = ("pack_padded_sequence", "pad_packed_sequence")
 # calls whose windows or sampling positions depend on the input's size (``pad``: its
 # reflect/replicate/circular modes)
 RESIZE_CALLS = ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
                 "interpolate", "pad")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
-                           RNN_CALLS + RESIZE_CALLS)
+                           RNN_CALLS + PACKING_CALLS + RESIZE_CALLS)
 
 _MISSING = object()
 

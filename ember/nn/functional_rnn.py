@@ -113,28 +113,32 @@ def _layers(mode, args, name):
 def lstm(*args):
     """``torch.lstm``: the multi-layer LSTM over flat ``params``; returns ``(output,
     h_n, c_n)`` (see the module docstring for the two argument layouts)."""
-    if _mode_active[0] and (m := _mode_recorder(_tensors(args))) is not None:
+    if _mode_active[0] and (m := _mode_recorder(_tensors(args))) is not None and \
+            "lstm" not in m.unrolled:
         return m.composite("lstm", lstm, args, {})
     return _layers("LSTM", args, "lstm")
 
 
 def gru(*args):
     """``torch.gru``: returns ``(output, h_n)`` (arguments as :func:`lstm`)."""
-    if _mode_active[0] and (m := _mode_recorder(_tensors(args))) is not None:
+    if _mode_active[0] and (m := _mode_recorder(_tensors(args))) is not None and \
+            "gru" not in m.unrolled:
         return m.composite("gru", gru, args, {})
     return _layers("GRU", args, "gru")
 
 
 def rnn_tanh(*args):
     """``torch.rnn_tanh``: returns ``(output, h_n)`` (arguments as :func:`lstm`)."""
-    if _mode_active[0] and (m := _mode_recorder(_tensors(args))) is not None:
+    if _mode_active[0] and (m := _mode_recorder(_tensors(args))) is not None and \
+            "rnn_tanh" not in m.unrolled:
         return m.composite("rnn_tanh", rnn_tanh, args, {})
     return _layers("RNN_TANH", args, "rnn_tanh")
 
 
 def rnn_relu(*args):
     """``torch.rnn_relu``: returns ``(output, h_n)`` (arguments as :func:`lstm`)."""
-    if _mode_active[0] and (m := _mode_recorder(_tensors(args))) is not None:
+    if _mode_active[0] and (m := _mode_recorder(_tensors(args))) is not None and \
+            "rnn_relu" not in m.unrolled:
         return m.composite("rnn_relu", rnn_relu, args, {})
     return _layers("RNN_RELU", args, "rnn_relu")
 
