@@ -26,10 +26,6 @@ KNOWN = {
     **{f"losses.LOSSES:CE_{n}_{r}": "trace refuses (write through a view)"
        for n in ("weight_ignore", "smoothing", "smoothing_weight")
        for r in ("none", "mean", "sum")},
-    # multilabel_margin_loss builds index arrays from the example's target
-    "losses.LOSSES:MultiLabelMargin": "index arrays computed as constants",
-    "losses.LOSSES:MultiLabelMargin_none": "index arrays computed as constants",
-    "losses.LOSSES:MultiLabelMargin_1d": "index arrays computed as constants",
     # a Python loop over range(x.size(0)) in user code is unrolled (PyTorch's tracer
     # unrolls it silently too)
     "jit_zoo:dynamic_rnn": "user loop over a size is unrolled",

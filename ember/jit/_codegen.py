@@ -606,6 +606,12 @@ def _embedding_bag(em, node, input, weight, offsets=None, max_norm=None, norm_ty
             f"{em.e(per_sample_weights)}, {literal(bool(include_last_offset))}, {literal(pad)})[0]")
 
 
+@emits("multilabel_margin_loss")
+def _multilabel_margin(em, node, input, target, reduction="mean"):
+    r = {"none": 0, "mean": 1, "sum": 2}[reduction]
+    return f"torch.multilabel_margin_loss({em.e(input)}, {em.e(target)}, {r})"
+
+
 # ----- calls recorded above the primitives -----------------------------------------------
 def _shape_args(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):

@@ -7,7 +7,7 @@ import math
 import warnings
 
 import ember
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.ops import nn_fused as _fused
 
 __all__ = ["l1_loss", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
@@ -520,6 +520,10 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     import numpy as np
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
+    if _mode_active[0] and (m := _mode_recorder((input, target))) is not None:
+        # one node: which classes are targets is read from the traced target
+        return m.composite("multilabel_margin_loss", multilabel_margin_loss, (input, target),
+                           {"reduction": reduction})
     if target.shape != input.shape or input.ndim > 2:
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(input.shape)}")
