@@ -55,7 +55,7 @@ import warnings
 
 from ember import _tensor
 from ember._graph.ir import Graph, Node, Ref, arg_names
-from ember._graph.names import RANDOM_CALLS
+from ember._graph.names import RANDOM_CALLS, RNN_CALLS
 from ember.autograd import _modes
 
 Tensor = _tensor.Tensor
@@ -297,6 +297,14 @@ class _Trace(_modes.Mode):
             with _modes.hidden(self):
                 return run(*args, **kwargs)
         return self.call(op, fn, run, args, kwargs)
+
+    @property
+    def unrolled(self):
+        """Composite names recorded by their primitives instead of as one node. A capture
+        for ``compile`` (one with a ``breaks`` list) guards its graphs on the input sizes,
+        so it records the recurrent layers step by step, which its array plans run; a
+        trace for ``jit``/``onnx``/``export`` records each as one node."""
+        return RNN_CALLS if self.breaks is not None else ()
 
     def composite_locals(self, op, fn, given):
         """:meth:`composite` for a function with defaults: ``given`` is its ``locals()``

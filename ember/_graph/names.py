@@ -12,15 +12,24 @@ and the exporters' tables for them are keyed by these names (a test checks every
 # calls recorded by name (the composites that ask the mode stack, ember._graph.capture's
 # random ops, sizes, arithmetic on traced ints and ``x[key] = v``)
 SHAPE_CALLS = ("view", "reshape", "flatten", "unflatten", "view_as", "reshape_as", "expand",
-               "expand_as", "getitem", "setitem", "detach", "embedding")
+               "expand_as", "getitem", "setitem", "detach", "embedding", "embedding_bag",
+               "multilabel_margin_loss")
 FACTORY_CALLS = ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
                  "empty_like", "arange", "eye")
 RANDOM_CALLS = ("bernoulli_", "uniform_", "normal_", "random_", "exponential_", "geometric_",
                 "cauchy_", "log_normal_", "rand", "randn", "randint", "rand_like",
                 "randn_like", "randint_like", "bernoulli", "normal", "multinomial", "poisson",
                 "randperm")
+# the multi-layer recurrent functions (``ember.nn.functional_rnn``: ``torch.lstm``...)
+RNN_CALLS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
+PACKING_CALLS = ("pack_padded_sequence", "pad_packed_sequence")
+# calls whose windows or sampling positions depend on the input's size (``pad``: its
+# reflect/replicate/circular modes)
+RESIZE_CALLS = ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+                "interpolate", "pad")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
-RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS)
+RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
+                           RNN_CALLS + PACKING_CALLS + RESIZE_CALLS)
 
 _MISSING = object()
 

@@ -287,57 +287,17 @@ def _arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
 
 
 # ----- recurrent layers: aten::lstm / aten::gru / aten::rnn_tanh ----------------------------
-class _RNNShim:
-    """What ember's multi-layer RNN loop (``RNNBase._run``) reads from its module."""
-
-    def __init__(self, mode, params, has_biases, num_layers, dropout, train, bidirectional):
-        self.mode, self.num_layers, self.dropout = mode, num_layers, dropout
-        self.training, self.bidirectional = train, bidirectional
-        D = 2 if bidirectional else 1
-        per = len(params) // (num_layers * D)
-        self._weights = []
-        for k in range(num_layers * D):
-            ws = params[k * per:(k + 1) * per]
-            b_ih, b_hh = (ws[2], ws[3]) if has_biases else (None, None)
-            w_hr = ws[-1] if per in (3, 5) and mode == "LSTM" else None
-            self._weights.append((ws[0], ws[1], b_ih, b_hh, w_hr))
-
-    def _layer_weights(self):
-        return self._weights
-
-
-def _rnn(mode, input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
-         batch_first):
-    from ember.nn.modules.rnn import RNNBase
-    if _is_t(hx) and hx.dtype.is_floating_point is False:
-        raise NotImplementedError(f"aten::{mode.lower()} over a packed sequence (data, "
-                                  "batch_sizes) is not supported by ember's TorchScript "
-                                  "interpreter")
-    shim = _RNNShim(mode, list(params), has_biases, num_layers, dropout, train, bidirectional)
-    x = input.transpose(0, 1) if batch_first else input
-    steps, batch = x.shape[0], x.shape[1]
-    h0, c0 = (hx[0], hx[1]) if mode == "LSTM" else (hx, None)
-    out, hn, cn = RNNBase._run(shim, x.reshape(steps * batch, x.shape[2]), (batch,) * steps,
-                               h0, c0)
-    out = out.reshape(steps, batch, out.shape[-1])
-    if batch_first:
-        out = out.transpose(0, 1)
-    return (out, hn, cn) if mode == "LSTM" else (out, hn)
-
-
-def _packed_guard(mode):
-    def op(input, second, *rest):
-        if _is_t(second) and not second.is_floating_point():
-            raise NotImplementedError(f"aten::{mode.lower()} over a packed sequence is not "
-                                      "supported by ember's TorchScript interpreter")
-        return _rnn(mode, input, second, *rest)
+def _rnn(mode):
+    def op(*args):
+        from ember.nn import functional_rnn
+        return functional_rnn.FUNCTIONS[mode](*args)
     return op
 
 
-TABLE["torch.lstm"] = _packed_guard("LSTM")
-TABLE["torch.gru"] = _packed_guard("GRU")
-TABLE["torch.rnn_tanh"] = _packed_guard("RNN_TANH")
-TABLE["torch.rnn_relu"] = _packed_guard("RNN_RELU")
+TABLE["torch.lstm"] = _rnn("LSTM")
+TABLE["torch.gru"] = _rnn("GRU")
+TABLE["torch.rnn_tanh"] = _rnn("RNN_TANH")
+TABLE["torch.rnn_relu"] = _rnn("RNN_RELU")
 
 
 # ----- attention fast paths that nn.MultiheadAttention / TransformerEncoderLayer take ------

@@ -509,6 +509,109 @@ def _rnn_layer(em, node, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, batch_sizes, r
     return outs
 
 
+@emits("lstm", "gru", "rnn_tanh", "rnn_relu")
+def _rnn_call(em, node, *args):
+    """A whole ``nn.LSTM``/``GRU``/``RNN`` call: ``torch.lstm(...)`` with ATen's layout,
+    the one op PyTorch's tracer records for the module."""
+    from ember.nn.functional_rnn import per_layer, split_args
+    (x, bs, hx, params, has_b, layers, p, train, bidir,
+     batch_first) = split_args(args, node.op)
+    lstm = node.op == "lstm"
+    if hx is None:  # packed, no state given: zeros of the largest batch
+        D = 2 if bidir else 1
+        per = per_layer(node.op.upper(), len(params), has_b, layers, D, node.op)
+        ins = {id(v): v for v in node.inputs}
+        shape = (lambda r: ins[id(r.value)].shape)
+        size = shape(params[per - 1])[0] if per in (3, 5) else shape(params[1])[1]
+        dt = _factory_kwargs(em, {"dtype": node.outputs[0].dtype, "device": None})
+        b = f"int(torch.select({em.e(bs)}, 0, 0))"
+        zs = [f"torch.zeros([{layers * D}, {b}, {size}], {dt})"]
+        if lstm:
+            zs.append(f"torch.zeros([{layers * D}, {b}, {shape(params[1])[1]}], {dt})")
+        hx = zs if lstm else zs[0]
+        hx = "[" + ", ".join(hx) + "]" if lstm else hx
+    else:
+        hx = literal(hx, em) if lstm else em.e(hx)
+    head = [em.e(x)] + ([em.e(bs)] if bs is not None else []) + [hx]
+    tail = [literal(params, em), literal(bool(has_b)), literal(int(layers)),
+            literal(float(p)), literal(bool(train)), literal(bool(bidir))]
+    if bs is None:
+        tail.append(literal(bool(batch_first)))
+    res = em.tmp(f"torch.{node.op}({', '.join(head + tail)})")
+    return [f"{res}[{i}]" for i in range(len(node.outputs))]
+
+
+@emits("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d")
+def _adaptive_avg(em, node, x, output_size):
+    nd = int(node.op[-2])
+    sizes = list(output_size) if isinstance(output_size, (tuple, list)) else \
+        [output_size] * nd
+    rank = len(node.inputs[0].shape)
+    parts = [f"{em.e(x)}.size({rank - nd + i})" if o is None else em.e(o)
+             for i, o in enumerate(sizes)]
+    return f"torch.{node.op}({em.e(x)}, [{', '.join(parts)}])"
+
+
+_UPSAMPLE = {"nearest": "upsample_nearest", "nearest-exact": "_upsample_nearest_exact",
+             "linear": "upsample_linear", "bilinear": "upsample_bilinear",
+             "bicubic": "upsample_bicubic", "trilinear": "upsample_trilinear"}
+
+
+@emits("interpolate")
+def _interpolate(em, node, input, size=None, scale_factor=None, mode="nearest",
+                 align_corners=None, recompute_scale_factor=None, antialias=False):
+    """``F.interpolate`` as the ``aten::upsample_*`` call PyTorch's tracer records."""
+    if mode not in _UPSAMPLE or antialias or recompute_scale_factor:
+        raise NotImplementedError(f"jit codegen: interpolate(mode={mode!r}, antialias="
+                                  f"{antialias}, recompute_scale_factor="
+                                  f"{recompute_scale_factor})")
+    nd = len(node.inputs[0].shape) - 2
+    fn = f"torch.{_UPSAMPLE[mode]}{nd}d"
+    out = "None" if size is None else em.ints(size if isinstance(size, (tuple, list))
+                                              else [size] * nd)
+    if scale_factor is None:
+        scales = "None"
+    else:
+        sf = scale_factor if isinstance(scale_factor, (tuple, list)) else [scale_factor] * nd
+        scales = "[" + ", ".join(literal(float(v)) for v in sf) + "]"
+    if mode.startswith("nearest"):
+        return f"{fn}({em.e(input)}, {out}, {scales})"
+    return f"{fn}({em.e(input)}, {out}, {literal(bool(align_corners))}, {scales})"
+
+
+@emits("pad")
+def _pad(em, node, x, pad, mode):
+    return f"torch.pad({em.e(x)}, {em.ints(pad)}, {literal(mode)})"
+
+
+@emits("embedding_bag")
+def _embedding_bag(em, node, input, weight, offsets=None, max_norm=None, norm_type=2,
+                   scale_grad_by_freq=False, mode="mean", sparse=False,
+                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """``torch.embedding_bag(weight, indices, offsets, ...)[0]``: a 2-D input is
+    flattened with offsets every row, as ``F.embedding_bag`` does in PyTorch."""
+    if max_norm is not None:
+        raise NotImplementedError("jit codegen: embedding_bag(max_norm=...)")
+    i = em.e(input)
+    if len(node.inputs[0].shape) == 2:
+        offsets = f"torch.arange(0, torch.numel({i}), torch.size({i}, 1))"
+        i = f"torch.reshape({i}, [-1])"
+    else:
+        offsets = em.e(offsets)
+    n = node.inputs[1].shape[0] if offsets is not None else 0
+    pad = None if padding_idx is None else (padding_idx + n if padding_idx < 0 else padding_idx)
+    modes = {"sum": 0, "mean": 1, "max": 2}
+    return (f"torch.embedding_bag({em.e(weight)}, {i}, {offsets}, "
+            f"{literal(bool(scale_grad_by_freq))}, {modes[mode]}, {literal(bool(sparse))}, "
+            f"{em.e(per_sample_weights)}, {literal(bool(include_last_offset))}, {literal(pad)})[0]")
+
+
+@emits("multilabel_margin_loss")
+def _multilabel_margin(em, node, input, target, reduction="mean"):
+    r = {"none": 0, "mean": 1, "sum": 2}[reduction]
+    return f"torch.multilabel_margin_loss({em.e(input)}, {em.e(target)}, {r})"
+
+
 # ----- calls recorded above the primitives -----------------------------------------------
 def _shape_args(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):

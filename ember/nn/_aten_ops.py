@@ -9,7 +9,9 @@ Each is a thin adapter over ``ember.nn.functional`` or the recurrent layers of
 from ember import _core as ember
 from ember.nn import functional as F
 from ember.nn._functional_aten import conv_tbc  # noqa: F401  (torch.conv_tbc)
-from ember.ops.rnn import LAYERS
+
+# the multi-layer recurrent functions (one node each in a graph capture)
+from ember.nn.functional_rnn import gru, lstm, rnn_relu, rnn_tanh
 
 __all__ = [
     "dropout", "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout",
@@ -466,79 +468,3 @@ def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     gi, gh = _gates(input, hx, w_ih, w_hh, b_ih, b_hh)
     return (gi + gh).relu()
 
-
-def _layers(mode, args, name):
-    """ATen's two overloads: ``(input, hx, params, has_biases, num_layers, dropout, train,
-    bidirectional, batch_first)`` and, for packed data, ``(data, batch_sizes, hx, params,
-    has_biases, num_layers, dropout, train, bidirectional)``."""
-    if len(args) == 9 and isinstance(args[3], (list, tuple)):
-        data, batch_sizes, hx, params, has_biases, num_layers, p, train, bidir = args
-        x, bs, batch_first, packed = data, tuple(int(b) for b in batch_sizes.tolist()), \
-            False, True
-    elif len(args) == 9:
-        x, hx, params, has_biases, num_layers, p, train, bidir, batch_first = args
-        packed = False
-    else:
-        raise TypeError(f"{name}() takes 9 positional arguments ({len(args)} given)")
-    lstm = mode == "LSTM"
-    h0, c0 = (hx[0], hx[1]) if lstm else (hx, None)
-    if not packed:
-        if batch_first:
-            x = x.transpose(0, 1)
-        steps, batch = x.shape[0], x.shape[1]
-        bs = (batch,) * steps
-        x = x.reshape(steps * batch, x.shape[2])
-    D = 2 if bidir else 1
-    per = 4 if has_biases else 2
-    if lstm and len(params) == num_layers * D * (per + 1):
-        per += 1  # LSTM with projections: w_hr last
-    if len(params) != num_layers * D * per:
-        raise RuntimeError(f"{name}: got {len(params)} parameters for {num_layers} layer(s), "
-                           f"{D} direction(s)")
-    hs, cs = h0.unbind(0), (c0.unbind(0) if lstm else None)
-    hn, cn = [], []
-    for layer in range(num_layers):
-        ys = []
-        for d in range(D):
-            k = layer * D + d
-            w = list(params[k * per:(k + 1) * per])
-            w_ih, w_hh = w[0], w[1]
-            b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
-            w_hr = w[-1] if per in (3, 5) else None
-            out = LAYERS[mode].apply(x, hs[k], cs[k] if lstm else None, w_ih, w_hh, b_ih,
-                                     b_hh, w_hr, batch_sizes=bs, reverse=d == 1)
-            ys.append(out[0])
-            hn.append(out[1])
-            if lstm:
-                cn.append(out[2])
-        x = ys[0] if D == 1 else ember.cat(ys, 1)
-        if p and train and layer < num_layers - 1:
-            x = F.dropout(x, p, True)
-    if not packed:
-        x = x.reshape(len(bs), bs[0], x.shape[-1])
-        if batch_first:
-            x = x.transpose(0, 1)
-    if lstm:
-        return x, ember.stack(hn), ember.stack(cn)
-    return x, ember.stack(hn)
-
-
-def lstm(*args):
-    """``torch.lstm``: ATen's multi-layer LSTM over flat ``params`` (per layer and
-    direction ``w_ih, w_hh[, b_ih, b_hh][, w_hr]``); returns ``(output, h_n, c_n)``."""
-    return _layers("LSTM", args, "lstm")
-
-
-def gru(*args):
-    """``torch.gru``: returns ``(output, h_n)`` (see :func:`lstm`)."""
-    return _layers("GRU", args, "gru")
-
-
-def rnn_tanh(*args):
-    """``torch.rnn_tanh``: returns ``(output, h_n)`` (see :func:`lstm`)."""
-    return _layers("RNN_TANH", args, "rnn_tanh")
-
-
-def rnn_relu(*args):
-    """``torch.rnn_relu``: returns ``(output, h_n)`` (see :func:`lstm`)."""
-    return _layers("RNN_RELU", args, "rnn_relu")

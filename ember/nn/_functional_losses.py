@@ -7,7 +7,7 @@ import math
 import warnings
 
 from ember import _core as ember
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.ops import nn_fused as _fused
 
@@ -452,8 +452,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if weight is not None:
             prod = prod * weight.reshape(wshape)
         if reduction == "mean":
-            return -prod.sum() / (input.numel() / n_classes) if input.numel() else \
-                -prod.sum() / 0.0
+            # the mean over the samples (a traced batch size stays a computation)
+            return -prod.sum(class_dim).mean()
         if reduction == "sum":
             return -prod.sum()
         return -prod.sum(class_dim)
@@ -522,6 +522,10 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     import numpy as np
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
+    if _mode_active[0] and (m := _mode_recorder((input, target))) is not None:
+        # one node: which classes are targets is read from the traced target
+        return m.composite("multilabel_margin_loss", multilabel_margin_loss, (input, target),
+                           {"reduction": reduction})
     if target.shape != input.shape or input.ndim > 2:
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(input.shape)}")

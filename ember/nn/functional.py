@@ -685,6 +685,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     start of each bag. Empty bags give zeros; ``padding_idx`` entries are skipped.
     ``sparse=True`` gives the same gradient values as a dense tensor.
     """
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
+        # one node: the bags' offsets and sizes are computed from the traced indices
+        return m.composite_locals("embedding_bag", embedding_bag, locals())
     if weight.ndim != 2:
         raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension "
                          f"{weight.ndim}")

@@ -38,11 +38,53 @@ class Geom:
     ``G`` groups.
     """
 
-    __slots__ = ("S", "O", "K", "s", "d", "lo", "hi", "G")
+    __slots__ = ("S", "O", "K", "s", "d", "lo", "hi", "G", "ceil", "extra")
 
-    def __init__(self, S, O, K, s, d, lo, hi, G):
+    def __init__(self, S, O, K, s, d, lo, hi, G, ceil=None, extra=None):
         self.S, self.O, self.K, self.s, self.d = S, O, K, s, d
         self.lo, self.hi, self.G = lo, hi, G
+        self.ceil = ceil    # pooling: ceil_mode (None: a convolution's floor and padding)
+        self.extra = extra  # average pooling: (count_include_pad, divisor_override)
+
+    def at(self, S):
+        """This geometry for an input of spatial size ``S``. A recorded graph keeps the
+        geometry computed for the example; replayed on an input of another size, each
+        op recomputes it from the same arguments, as the functional call did."""
+        S = tuple(S)
+        if S == self.S:
+            return self
+        K, s, d, lo = self.K, self.s, self.d, self.lo
+        if self.ceil is None:
+            hi = self.hi
+            O = tuple((a + p + q - e * (k - 1) - 1) // t + 1
+                      for a, p, q, e, k, t in zip(S, lo, hi, d, K, s))
+        else:
+            O = []
+            for a, k, t, p, e in zip(S, K, s, lo, d):
+                o = (a + 2 * p - e * (k - 1) - 1 + (t - 1 if self.ceil else 0)) // t + 1
+                if self.ceil and (o - 1) * t >= a + p:
+                    o -= 1
+                O.append(o)
+            O = tuple(O)
+            hi = tuple(max(p, (o - 1) * t + e * (k - 1) + 1 - a - p)
+                       for a, o, k, t, p, e in zip(S, O, K, s, lo, d))
+        if any(o < 1 for o in O):
+            raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, S))}). "
+                               f"Calculated output size per channel: "
+                               f"({' x '.join(map(str, O))}). Output size is too small")
+        return Geom(S, O, K, s, d, lo, hi, self.G, self.ceil, self.extra)
+
+    def at_transposed(self, O):
+        """For a transposed convolution (whose input has the spatial size ``O``): this
+        geometry for an input of spatial size ``O``, the output_padding kept."""
+        O = tuple(O)
+        if O == self.O:
+            return self
+        K, s, d, lo, hi = self.K, self.s, self.d, self.lo, self.hi
+        S = tuple(a - ((o - 1) * t - p - q + e * (k - 1) + 1) + (n - 1) * t - p - q +
+                  e * (k - 1) + 1
+                  for a, o, n, t, p, q, e, k in zip(self.S, self.O, O, s, lo, hi, d, K))
+        return Geom(S, O, K, s, d, lo, hi, self.G)
 
     @property
     def nd(self):
@@ -428,7 +470,7 @@ class Conv(Primitive):
     batch = _batch_nn.conv
 
     def forward(self, x, w, b, g):
-        self.g = g
+        g = self.g = g.at(x.shape[2:])
         out = _conv_arrays(x, w, g)
         if b is not None:
             out += _bias_shape(b, g.nd)
@@ -469,7 +511,7 @@ class ConvInput(Primitive):
     batch = _batch_nn.conv_input
 
     def forward(self, y, w, b, g):
-        self.g = g
+        g = self.g = g.at_transposed(y.shape[2:])
         G = g.G
         n, f = y.shape[:2]
         cg = w.shape[1]
@@ -563,7 +605,7 @@ class Unfold(Primitive):
     _node_name = "Im2ColBackward0"
 
     def forward(self, x, g):
-        self.g = g
+        g = self.g = g.at(x.shape[2:])
         return im2col(x, g)
 
     def backward(self, gy):

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
@@ -66,7 +66,7 @@ class MaxPool(Primitive):
     batch = _batch.passthrough
 
     def forward(self, x, g):
-        self.g = g
+        g = self.g = g.at(x.shape[x.ndim - g.nd:])  # (a recorded graph at another size)
         xm = array_module(x)
         pos = list(_positions(g))
         out_shape = x.shape[:x.ndim - g.nd] + tuple(g.O)
@@ -157,7 +157,7 @@ class MaxPoolWithIndices(MaxPool):
 
     def forward(self, x, g):
         out = MaxPool.forward(self, x, g)
-        return out, flat_indices(self.arg, g)
+        return out, flat_indices(self.arg, self.g)
 
     def jvp(self, t, _):
         return PoolGather.apply(t, self.arg, self.g), None
@@ -228,6 +228,12 @@ class AvgPool(Primitive):
     save_inputs = (0,)
 
     def forward(self, x, g, div):
+        nd = len(g.K)
+        if tuple(x.shape[x.ndim - nd:]) != g.S:  # a recorded graph replayed at another size
+            g = g.at(x.shape[x.ndim - nd:])
+            div = _avg_divisor(g, *g.extra)
+            if not isinstance(div, float):
+                div = array_module(x).asarray(div)
         self.g, self.div = g, div
         xm = array_module(x)
         integer = x.dtype.kind in "iub"
@@ -379,7 +385,7 @@ def _pool_geom(x_shape, nd, k, s, p, d, ceil_mode):
                            f"size is too small")
     hi = tuple(max(pi, (o - 1) * si + di * (ki - 1) + 1 - a - pi)
                for a, o, ki, si, pi, di in zip(S, O, k, s, p, d))
-    return Geom(S, tuple(O), k, s, d, p, hi, 1)
+    return Geom(S, tuple(O), k, s, d, p, hi, 1, bool(ceil_mode))
 
 
 def _check_input(name, x, nd):
@@ -467,6 +473,7 @@ def _avg_pool(name, nd, input, kernel_size, stride, padding, ceil_mode, count_in
     _check_input(name, input, nd)
     k, s, p, d = _pool_args(name, nd, kernel_size, stride, padding, 1)
     g = _pool_geom(input.shape, nd, k, s, p, d, ceil_mode)
+    g.extra = (count_include_pad, divisor_override)
     div = _avg_divisor(g, count_include_pad, divisor_override)
     if not isinstance(div, float):
         div = array_module(input._data).asarray(div)
@@ -593,17 +600,26 @@ def _adaptive_avg_fast(name, nd, input, output_size):
 
 def adaptive_avg_pool1d(input, output_size):
     """1-D adaptive average pooling: (N, C, L) -> (N, C, output_size)."""
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node with the output size: the windows depend on the input's size
+        return m.composite("adaptive_avg_pool1d", adaptive_avg_pool1d, (input, output_size), {})
     return _adaptive_avg("adaptive_avg_pool1d", 1, input, output_size)
 
 
 def adaptive_avg_pool2d(input, output_size):
     """2-D adaptive average pooling: (N, C, H, W) -> (N, C, *output_size); window ``i``
     covers ``floor(i*H/oH)`` to ``ceil((i+1)*H/oH)``. ``None`` keeps an input size."""
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node with the output size: the windows depend on the input's size
+        return m.composite("adaptive_avg_pool2d", adaptive_avg_pool2d, (input, output_size), {})
     return _adaptive_avg("adaptive_avg_pool2d", 2, input, output_size)
 
 
 def adaptive_avg_pool3d(input, output_size):
     """3-D adaptive average pooling: (N, C, D, H, W) -> (N, C, *output_size)."""
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node with the output size: the windows depend on the input's size
+        return m.composite("adaptive_avg_pool3d", adaptive_avg_pool3d, (input, output_size), {})
     return _adaptive_avg("adaptive_avg_pool3d", 3, input, output_size)
 
 

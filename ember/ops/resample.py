@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
@@ -244,6 +244,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     >>> interpolate(ember.ones(1, 1, 2, 2), scale_factor=2).shape
     ember.Size([1, 1, 4, 4])
     """
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node: the sampling positions depend on the input's size
+        return m.composite_locals("interpolate", interpolate, locals())
     if mode not in _MODES:
         raise NotImplementedError(
             f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for "

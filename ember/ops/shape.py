@@ -441,8 +441,17 @@ def broadcast_shapes(*shapes):
 
 def broadcast_tensors(*tensors):
     """Expand all tensors to their common broadcast shape."""
-    shape = broadcast_shapes(*[t._data.shape for t in tensors])
-    return tuple(expand(t, shape) for t in tensors)
+    shape = list(broadcast_shapes(*[t._data.shape for t in tensors]))
+    if _mode_active[0]:
+        # a size read from a traced tensor (a SymInt) where one has it: the graph then
+        # expands to the input's size, not the example's
+        for t in tensors:
+            ts = t.shape
+            for k, s in enumerate(ts):
+                i = len(shape) - len(ts) + k
+                if s != 1 and type(shape[i]) is int:
+                    shape[i] = s
+    return tuple(expand(t, tuple(shape)) for t in tensors)
 
 
 class SumToSize(Primitive):
@@ -802,6 +811,9 @@ def pad(input, pad, mode="constant", value=None):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
     if value is not None and value != 0:
         raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node: the positions read depend on the input's size
+        return m.composite("pad", _pad_call, (input, tuple(pad), mode), {})
     n = len(pad) // 2
     if n not in (1, 2, 3) or nd not in (n + 1, n + 2):
         raise NotImplementedError(
@@ -839,6 +851,9 @@ def pad(input, pad, mode="constant", value=None):
             idx = idx[max(-lo, 0):len(idx) - max(-hi, 0)]
         x = index_select(x, d, _make(_xp(x._data).asarray(idx, dtype=np.int64)))
     return x
+
+
+_pad_call = pad  # (``pad`` names the widths inside the function)
 
 
 def _bind():

@@ -10,12 +10,11 @@ import warnings
 
 from ember import _core as ember
 from ember.nn import _aten_ops as _cells
-from ember.nn import functional as F
+from ember.nn import functional_rnn as _functional_rnn
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.nn.utils.rnn import PackedSequence
-from ember.ops.rnn import LAYERS
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -185,103 +184,77 @@ class RNNBase(Module):
             out.append((w_ih, w_hh, b_ih, b_hh, w_hr))
         return out
 
-    def _run(self, x, batch_sizes, hx, cx):
-        """All layers over packed ``x`` (N, input_size): (output, h_n, c_n or None)."""
-        layer_cls = LAYERS[self.mode]
-        D = 2 if self.bidirectional else 1
-        hs = hx.unbind(0)
-        cs = cx.unbind(0) if cx is not None else None
-        weights = self._layer_weights()
-        hn, cn = [], []
-        for layer in range(self.num_layers):
-            ys = []
-            for d in range(D):
-                k = layer * D + d
-                out = layer_cls.apply(x, hs[k], None if cs is None else cs[k], *weights[k],
-                                      batch_sizes=batch_sizes, reverse=d == 1)
-                ys.append(out[0])
-                hn.append(out[1])
-                if cs is not None:
-                    cn.append(out[2])
-            x = ys[0] if D == 1 else ember.cat(ys, 1)
-            if self.dropout and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout, True)
-        return x, ember.stack(hn), (ember.stack(cn) if cs is not None else None)
-
     def _zeros(self, batch, size, input):
         return ember.zeros(self.num_layers * (2 if self.bidirectional else 1), batch, size,
                            dtype=input.dtype, device=input.device)
 
+    def _flat_call(self, *args):
+        """The layer's one functional call (``torch.lstm``'s layout): a graph capture
+        records it as one node, whatever the sequence length and batch size."""
+        return _functional_rnn.FUNCTIONS[self.mode](*args)
+
     def _forward(self, input, hx, name):
         lstm = self.mode == "LSTM"
         real = self.proj_size if self.proj_size > 0 else self.hidden_size
-        orig_input = input
-        if isinstance(orig_input, PackedSequence):
-            input, batch_sizes, sorted_indices, unsorted_indices = input
-            bs = tuple(batch_sizes.tolist())
-            if hx is None:
-                hx = self._zeros(bs[0], real, input)
-                if lstm:
-                    hx = (hx, self._zeros(bs[0], self.hidden_size, input))
-            else:
+        flat = (self._flat_weights, self.bias, self.num_layers, self.dropout, self.training,
+                self.bidirectional)
+        if isinstance(input, PackedSequence):
+            data, batch_sizes, sorted_indices, unsorted_indices = input
+            if hx is not None:
                 hx = self.permute_hidden(hx, sorted_indices)
-            self.check_forward_args(input, hx, batch_sizes)
-            is_batched = True
-        else:
-            batch_sizes = sorted_indices = unsorted_indices = None
-            if input.dim() not in (2, 3):
-                tensor = " tensor" if self.mode.startswith("RNN") else ""
-                raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D"
-                                 f"{tensor} instead")
-            is_batched = input.dim() == 3
-            batch_dim = 0 if self.batch_first else 1
-            if not is_batched:
-                input = input.unsqueeze(batch_dim)
-            if hx is not None and not lstm:
-                if not is_batched and hx.dim() != 2:
-                    raise RuntimeError(f"For unbatched 2-D input, hx should also be 2-D but "
-                                       f"got {hx.dim()}-D tensor")
-                if is_batched and hx.dim() != 3:
-                    raise RuntimeError(f"For batched 3-D input, hx should also be 3-D but got "
-                                       f"{hx.dim()}-D tensor")
-                if not is_batched:
-                    hx = hx.unsqueeze(1)
-            elif hx is not None:
-                want = 3 if is_batched else 2
-                if hx[0].dim() != want or hx[1].dim() != want:
-                    kind = "batched 3-D" if is_batched else "unbatched 2-D"
-                    raise RuntimeError(f"For {kind} input, hx and cx should also be {want}-D "
-                                       f"but got ({hx[0].dim()}-D, {hx[1].dim()}-D) tensors")
-                if not is_batched:
-                    hx = (hx[0].unsqueeze(1), hx[1].unsqueeze(1))
-            batch = input.size(0) if self.batch_first else input.size(1)
-            if hx is None:
-                hx = self._zeros(batch, real, input)
-                if lstm:
-                    hx = (hx, self._zeros(batch, self.hidden_size, input))
-            self.check_forward_args(input, hx, None)
-            steps = input.size(1) if self.batch_first else input.size(0)
-            if steps == 0:
-                raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
-            bs = (batch,) * steps
-            if self.batch_first:
-                input = input.transpose(0, 1)
-            input = input.reshape(steps * batch, self.input_size)
-        h0, c0 = hx if lstm else (hx, None)
-        _check_state_dtypes((h0, c0), input.dtype)
-        output, hn, cn = self._run(input, bs, h0, c0)
-        hidden = (hn, cn) if lstm else hn
-        if batch_sizes is not None:
-            return (PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices),
+                self.check_forward_args(data, hx, batch_sizes)
+            else:
+                self.check_input(data, batch_sizes)
+            if hx is not None:
+                _check_state_dtypes(hx if lstm else (hx,), data.dtype)
+            # hx None: zeros of the largest batch, made inside the recorded call
+            out = self._flat_call(data, batch_sizes, list(hx) if lstm and hx is not None
+                                  else hx, *flat)
+            hidden = (out[1], out[2]) if lstm else out[1]
+            return (PackedSequence(out[0], batch_sizes, sorted_indices, unsorted_indices),
                     self.permute_hidden(hidden, unsorted_indices))
-        # -1, not len(bs): a trace keeps the number of steps a computation
-        output = output.reshape(-1 if bs and bs[0] else len(bs), bs[0] if bs else 0,
-                                output.shape[-1])
-        if self.batch_first:
-            output = output.transpose(0, 1)
+        if input.dim() not in (2, 3):
+            tensor = " tensor" if self.mode.startswith("RNN") else ""
+            raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D"
+                             f"{tensor} instead")
+        is_batched = input.dim() == 3
+        batch_dim = 0 if self.batch_first else 1
+        if not is_batched:
+            input = input.unsqueeze(batch_dim)
+        if hx is not None and not lstm:
+            if not is_batched and hx.dim() != 2:
+                raise RuntimeError(f"For unbatched 2-D input, hx should also be 2-D but "
+                                   f"got {hx.dim()}-D tensor")
+            if is_batched and hx.dim() != 3:
+                raise RuntimeError(f"For batched 3-D input, hx should also be 3-D but got "
+                                   f"{hx.dim()}-D tensor")
+            if not is_batched:
+                hx = hx.unsqueeze(1)
+        elif hx is not None:
+            want = 3 if is_batched else 2
+            if hx[0].dim() != want or hx[1].dim() != want:
+                kind = "batched 3-D" if is_batched else "unbatched 2-D"
+                raise RuntimeError(f"For {kind} input, hx and cx should also be {want}-D "
+                                   f"but got ({hx[0].dim()}-D, {hx[1].dim()}-D) tensors")
+            if not is_batched:
+                hx = (hx[0].unsqueeze(1), hx[1].unsqueeze(1))
+        batch = input.size(0) if self.batch_first else input.size(1)
+        if hx is None:
+            # sized by the input's batch (a traced size), as PyTorch's module does
+            hx = self._zeros(batch, real, input)
+            if lstm:
+                hx = (hx, self._zeros(batch, self.hidden_size, input))
+        self.check_forward_args(input, hx, None)
+        steps = input.size(1) if self.batch_first else input.size(0)
+        if steps == 0:
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
+        _check_state_dtypes(hx if lstm else (hx,), input.dtype)
+        out = self._flat_call(input, list(hx) if lstm else hx, *flat, self.batch_first)
+        output = out[0]
+        hidden = (out[1], out[2]) if lstm else out[1]
         if not is_batched:
             output = output.squeeze(batch_dim)
-            hidden = (hn.squeeze(1), cn.squeeze(1)) if lstm else hn.squeeze(1)
+            hidden = (out[1].squeeze(1), out[2].squeeze(1)) if lstm else out[1].squeeze(1)
         return output, hidden
 
 

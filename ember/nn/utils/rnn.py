@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from ember import _core as ember
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.ops import rnn as _ops
 
 __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence",
@@ -158,6 +158,19 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     permutation is kept in the result, so RNN outputs come back in the input's order.
     The result is differentiable with respect to ``input``.
     """
+    parts = _pack_padded(input, lengths, batch_first, enforce_sorted)
+    if len(parts) == 2:
+        return PackedSequence(parts[0], parts[1], None, None)
+    return PackedSequence(*parts)
+
+
+def _pack_padded(input, lengths, batch_first, enforce_sorted):
+    """The tensors of the packed sequence: (data, batch_sizes) or (data, batch_sizes,
+    sorted_indices, unsorted_indices). One node in a graph capture: the batch sizes and
+    the order are computed from ``lengths`` (an input of the traced function)."""
+    if _mode_active[0] and (m := _mode_recorder((input, lengths))) is not None:
+        return m.composite("pack_padded_sequence", _pack_padded,
+                           (input, lengths, batch_first, enforce_sorted), {})
     if not isinstance(lengths, Tensor):
         lengths = ember.as_tensor(lengths, dtype=ember.int64, device="cpu")
     else:
@@ -201,7 +214,10 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
                            f"sequence length ({steps})")
     bs = _batch_sizes(lens)
     data = _ops.PackPadded.apply(input, batch_sizes=bs, batch_first=batch_first)
-    return PackedSequence(data, ember.as_tensor(bs, dtype=ember.int64), sorted_indices, None)
+    bs = ember.as_tensor(bs, dtype=ember.int64)
+    if sorted_indices is None:
+        return data, bs
+    return data, bs, sorted_indices, invert_permutation(sorted_indices)
 
 
 def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_length=None):
@@ -211,7 +227,18 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     end and ``T = total_length`` when given (it must be at least the longest length);
     ``lengths`` is an int64 tensor, both in the batch's original order.
     """
-    bs = tuple(sequence.batch_sizes.tolist())
+    data, batch_sizes, _, unsorted_indices = sequence
+    if _mode_active[0] and (m := _mode_recorder((data, batch_sizes))) is not None:
+        # one node: the padded length and the lengths are read from batch_sizes
+        args = (data, batch_sizes, unsorted_indices, batch_first, padding_value, total_length)
+        return tuple(m.composite("pad_packed_sequence", _pad_packed, args, {}))
+    return _pad_packed(data, batch_sizes, unsorted_indices, batch_first, padding_value,
+                       total_length)
+
+
+def _pad_packed(data, batch_sizes, unsorted_indices, batch_first, padding_value,
+                total_length):
+    bs = tuple(batch_sizes.tolist())
     max_seq_length = len(bs)
     if total_length is not None:
         if total_length < max_seq_length:
@@ -219,14 +246,13 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
                              f"sequence in input, but got total_length={total_length} and max "
                              f"sequence length being {max_seq_length}")
         max_seq_length = total_length
-    padded = _ops.PadPacked.apply(sequence.data, batch_sizes=bs, batch_first=batch_first,
+    padded = _ops.PadPacked.apply(data, batch_sizes=bs, batch_first=batch_first,
                                   padding_value=padding_value, total_length=max_seq_length)
     lens = [0] * (bs[0] if bs else 0)
     for n in bs:
         for b in range(n):
             lens[b] += 1
     lengths = ember.as_tensor(lens, dtype=ember.int64)
-    unsorted_indices = sequence.unsorted_indices
     if unsorted_indices is not None:
         return (_select(padded, 0 if batch_first else 1, unsorted_indices),
                 lengths[unsorted_indices.cpu()])

@@ -1,0 +1,146 @@
+"""ATen's multi-layer recurrent functions (``torch.lstm``, ``torch.gru``,
+``torch.rnn_tanh``, ``torch.rnn_relu``): what ``nn.LSTM``/``GRU``/``RNN`` call.
+
+Each has ATen's two overloads: ``(input, hx, params, has_biases, num_layers, dropout,
+train, bidirectional, batch_first)`` over a padded batch, and ``(data, batch_sizes, hx,
+params, has_biases, num_layers, dropout, train, bidirectional)`` over a packed one.
+``params`` is the flat weight list (per layer and direction ``w_ih, w_hh[, b_ih,
+b_hh][, w_hr]``); ``hx`` is ``[h_0, c_0]`` for the LSTM, ``h_0`` otherwise. ember also
+takes ``hx=None`` for zeros of the right batch size (the packed form's default state).
+
+A graph capture records each call as one node (as PyTorch's tracer records
+``aten::lstm``): the layers loop over the sequence's time steps in Python, so
+recording their inside would keep the example's sequence length and batch size.
+"""
+from ember import _tensor
+from ember.ops.rnn import LAYERS
+
+__all__ = ["lstm", "gru", "rnn_tanh", "rnn_relu"]
+
+_mode_active, _mode_recorder = _tensor._mode_active, _tensor._mode_recorder
+
+
+def _tensors(args):
+    out = []
+    for a in args:
+        if isinstance(a, _tensor.Tensor):
+            out.append(a)
+        elif isinstance(a, (tuple, list)):
+            out.extend(x for x in a if isinstance(x, _tensor.Tensor))
+    return out
+
+
+def split_args(args, name):
+    """``(x, batch_sizes or None, hx, params, has_biases, num_layers, dropout, train,
+    bidirectional, batch_first)`` from either overload."""
+    if len(args) != 9:
+        raise TypeError(f"{name}() takes 9 positional arguments ({len(args)} given)")
+    if isinstance(args[3], (list, tuple)):
+        data, batch_sizes, hx, params, has_biases, num_layers, p, train, bidir = args
+        return data, batch_sizes, hx, params, has_biases, num_layers, p, train, bidir, False
+    x, hx, params, has_biases, num_layers, p, train, bidir, batch_first = args
+    return x, None, hx, params, has_biases, num_layers, p, train, bidir, batch_first
+
+
+def per_layer(mode, n_params, has_biases, num_layers, D, name):
+    """How many of ``params`` each layer and direction holds."""
+    per = 4 if has_biases else 2
+    if mode == "LSTM" and n_params == num_layers * D * (per + 1):
+        per += 1  # LSTM with projections: w_hr last
+    if n_params != num_layers * D * per:
+        raise RuntimeError(f"{name}: got {n_params} parameters for {num_layers} layer(s), "
+                           f"{D} direction(s)")
+    return per
+
+
+def _layers(mode, args, name):
+    import ember
+    from ember.nn import functional as F
+    (x, batch_sizes, hx, params, has_biases, num_layers, p, train, bidir,
+     batch_first) = split_args(args, name)
+    lstm = mode == "LSTM"
+    D = 2 if bidir else 1
+    per = per_layer(mode, len(params), has_biases, num_layers, D, name)
+    if batch_sizes is not None:
+        bs = tuple(int(b) for b in batch_sizes.tolist())
+        batch = bs[0] if bs else 0
+    else:
+        if x.dim() != 3:
+            raise RuntimeError(f"{name}: input must have 3 dimensions, got {x.dim()}")
+        if batch_first:
+            x = x.transpose(0, 1)
+        steps, batch = x.shape[0], x.shape[1]
+        bs = (batch,) * steps
+        x = x.reshape(steps * batch, x.shape[2])
+    if hx is None:
+        out_size = params[per - 1].shape[0] if per in (3, 5) else params[1].shape[1]
+        z = ember.zeros(num_layers * D, batch, out_size, dtype=x.dtype, device=x.device)
+        hx = [z, ember.zeros(num_layers * D, batch, params[1].shape[1], dtype=x.dtype,
+                             device=x.device)] if lstm else z
+    h0, c0 = (hx[0], hx[1]) if lstm else (hx, None)
+    for s in (h0, c0):
+        if s is not None and (s.dim() != 3 or s.shape[0] != num_layers * D
+                              or s.shape[1] != batch):
+            raise RuntimeError(f"{name}: expected hidden state of size ({num_layers * D}, "
+                               f"{batch}, *), got {list(s.shape)}")
+    hs, cs = h0.unbind(0), (c0.unbind(0) if lstm else None)
+    hn, cn = [], []
+    for layer in range(num_layers):
+        ys = []
+        for d in range(D):
+            k = layer * D + d
+            w = list(params[k * per:(k + 1) * per])
+            b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
+            w_hr = w[-1] if per in (3, 5) else None
+            out = LAYERS[mode].apply(x, hs[k], cs[k] if lstm else None, w[0], w[1], b_ih,
+                                     b_hh, w_hr, batch_sizes=bs, reverse=d == 1)
+            ys.append(out[0])
+            hn.append(out[1])
+            if lstm:
+                cn.append(out[2])
+        x = ys[0] if D == 1 else ember.cat(ys, 1)
+        if p and train and layer < num_layers - 1:
+            x = F.dropout(x, p, True)
+    if batch_sizes is None:
+        x = x.reshape(len(bs), batch, x.shape[-1])
+        if batch_first:
+            x = x.transpose(0, 1)
+    if lstm:
+        return x, ember.stack(hn), ember.stack(cn)
+    return x, ember.stack(hn)
+
+
+def lstm(*args):
+    """``torch.lstm``: the multi-layer LSTM over flat ``params``; returns ``(output,
+    h_n, c_n)`` (see the module docstring for the two argument layouts)."""
+    if _mode_active[0] and (m := _mode_recorder(_tensors(args))) is not None and \
+            "lstm" not in m.unrolled:
+        return m.composite("lstm", lstm, args, {})
+    return _layers("LSTM", args, "lstm")
+
+
+def gru(*args):
+    """``torch.gru``: returns ``(output, h_n)`` (arguments as :func:`lstm`)."""
+    if _mode_active[0] and (m := _mode_recorder(_tensors(args))) is not None and \
+            "gru" not in m.unrolled:
+        return m.composite("gru", gru, args, {})
+    return _layers("GRU", args, "gru")
+
+
+def rnn_tanh(*args):
+    """``torch.rnn_tanh``: returns ``(output, h_n)`` (arguments as :func:`lstm`)."""
+    if _mode_active[0] and (m := _mode_recorder(_tensors(args))) is not None and \
+            "rnn_tanh" not in m.unrolled:
+        return m.composite("rnn_tanh", rnn_tanh, args, {})
+    return _layers("RNN_TANH", args, "rnn_tanh")
+
+
+def rnn_relu(*args):
+    """``torch.rnn_relu``: returns ``(output, h_n)`` (arguments as :func:`lstm`)."""
+    if _mode_active[0] and (m := _mode_recorder(_tensors(args))) is not None and \
+            "rnn_relu" not in m.unrolled:
+        return m.composite("rnn_relu", rnn_relu, args, {})
+    return _layers("RNN_RELU", args, "rnn_relu")
+
+
+FUNCTIONS = {"LSTM": lstm, "GRU": gru, "RNN_TANH": rnn_tanh, "RNN_RELU": rnn_relu}
