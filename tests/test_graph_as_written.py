@@ -96,3 +96,11 @@ def test_compiled_plan_of_demo_mlp_equals_eager():
     eager = model(x)
     compiled = ember.compile(model)
     np.testing.assert_array_equal(compiled(x).detach().numpy(), eager.detach().numpy())
+
+
+def test_draw_module_of_demo_mlp_has_a_box_per_module():
+    from ember.viz import draw_module
+    src = draw_module(_model(ember), ember.tensor(_x())).source
+    for label in ("Flatten[0]", "Linear[1]", "ReLU[2]", "Linear[3]", "ReLU[4]", "Linear[5]",
+                  "addmm\n(4, 256)", "relu\n(4, 256)", "relu\n(4, 128)", "addmm\n(4, 10)"):
+        assert label in src, label

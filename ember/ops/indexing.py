@@ -266,6 +266,22 @@ class GetItem(ViewPrimitive):
         return IndexScatter.apply(gy, self.in_shape, self.idx, False), None
 
 
+class Select(GetItem):
+    """Basic indexing whose last index that does something is an int (``x[0]``,
+    ``x[:, 2]``): PyTorch's last node for it is a ``select``."""
+    _node_name = "SelectBackward0"
+
+
+def _basic_class(idx):
+    """GetItem, or Select when the last item of the index tuple that is not ``...``
+    or a plain ``:`` is an int (the node PyTorch's indexing leaves last)."""
+    for it in reversed(idx):
+        if it is Ellipsis or (type(it) is slice and it == _FULL):
+            continue
+        return Select if type(it) is int else GetItem
+    return GetItem
+
+
 class GetItemAdvanced(Primitive):
     """Advanced indexing: a copy."""
     _node_name = "IndexBackward0"
@@ -326,7 +342,7 @@ def getitem(self, idx):
         n = shape[0]
         if not -n <= idx < n:
             raise IndexError(f"index {idx} is out of bounds for dimension 0 with size {n}")
-        return GetItem.apply(self, (idx, Ellipsis))
+        return Select.apply(self, (idx, Ellipsis))
     if ti is slice and (idx.step is None or (type(idx.step) is int and idx.step > 0)) \
             and self._data.ndim:
         return GetItem.apply(self, (idx, Ellipsis))
@@ -357,7 +373,7 @@ def getitem(self, idx):
             break
         else:
             if n_ell <= 1:
-                return GetItem.apply(self, idx if n_ell else idx + (Ellipsis,))
+                return _basic_class(idx).apply(self, idx if n_ell else idx + (Ellipsis,))
     basic, adv = parse_index(idx, self._data.shape, self._data)
     if adv is None:
         return GetItem.apply(self, basic)

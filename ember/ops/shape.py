@@ -8,7 +8,7 @@ from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
-from ember.ops.indexing import GetItem
+from ember.ops.indexing import GetItem, Select
 
 __all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose",
            "swapaxes", "swapdims", "t", "movedim", "moveaxis", "broadcast_to", "broadcast_tensors",
@@ -532,10 +532,6 @@ def _xp(a):
 
 
 # ----- slices along one dim -----------------------------------------------------------
-
-class Select(GetItem):
-    _node_name = "SelectBackward0"
-
 
 def narrow(input, dim, start, length):
     """The view of ``length`` elements of ``input`` from ``start`` along ``dim``."""
