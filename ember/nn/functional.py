@@ -420,14 +420,6 @@ def _fusable_linear(input, weight, bias):
             and bias._data.shape == (w.shape[0],)))
 
 
-def _linear_relu(input, weight, bias=None):
-    """``relu(linear(input, weight, bias))``, one node in the common case (used by
-    ``Sequential`` for a Linear followed by a ReLU)."""
-    if _fusable_linear(input, weight, bias):
-        return _fused.fused_linear_relu(input, weight, bias)
-    return relu(linear(input, weight, bias))
-
-
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``: ``(*, in_features) -> (*, out_features)``.
 
@@ -690,6 +682,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     return out
 
 
+@node_name("EmbeddingBagBackward0")
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   scale_grad_by_freq=False, mode="mean", sparse=False,
                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
@@ -838,6 +831,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     return ember.norm(x1 - x2 + eps, p, nd - 1 if nd else None, keepdim=keepdim)
 
 
+@node_name("PdistBackward0")
 def pdist(input, p=2):
     """Distances between every pair of rows of a 2-D input (upper triangle, row-major)."""
     if input.ndim != 2:

@@ -4,6 +4,7 @@ import numpy as np
 
 from ember._tensor import Size, Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
+from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import wrap_dim, wrap_dims
@@ -772,6 +773,13 @@ def constant_pad_nd(input, pad, value=0):
 _NP_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
+
+def _pad_name(input, pad, mode="constant", value=None):
+    # PyTorch's reflection kernels are named for the number of padded dims
+    return f"ReflectionPad{len(pad) // 2}DBackward0" if mode == "reflect" else None
+
+
+@node_name(_pad_name)
 def pad(input, pad, mode="constant", value=None):
     """Pad ``input`` (PyTorch's ``torch.nn.functional.pad``).
 
