@@ -17,7 +17,7 @@ PyTorch. The node keeps ember's inputs and backward.
 ``name`` may be a function of the call's arguments returning the name, or None where
 PyTorch itself runs a composite for that call (``smooth_l1_loss`` with ``beta=0`` is
 ``l1_loss``). Only a node the call made is named: none when the output is one of the
-inputs (an in-place call) or shares an input's node.
+inputs (an in-place call), was passed as ``out=``, or shares an input's node.
 """
 import functools
 
@@ -33,7 +33,7 @@ def node_name(name):
         @functools.wraps(fn)
         def named(*args, **kwargs):
             out = fn(*args, **kwargs)
-            if kwargs.get("inplace"):
+            if kwargs.get("inplace") or kwargs.get("out") is not None:
                 return out
             n = name(*args, **kwargs) if callable(name) else name
             if n is not None:

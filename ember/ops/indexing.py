@@ -14,6 +14,7 @@ import numpy as np
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
+from ember.autograd.node_names import node_name
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit
@@ -557,6 +558,7 @@ def _check_flat_index(index, n):
     return index._data
 
 
+@node_name("TakeBackward0")
 def take(input, index):
     """The elements of ``input`` (read as 1-D) at ``index``; the result has ``index``'s shape."""
     idx = _check_flat_index(index, input._data.size)
@@ -613,6 +615,7 @@ def _check_bool_mask(op, mask):
         raise RuntimeError(f"{op}: expected BoolTensor for mask")
 
 
+@node_name("MaskedSelectBackward0")
 def masked_select(input, mask):
     """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""
     _check_bool_mask("masked_select", mask)

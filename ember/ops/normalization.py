@@ -667,6 +667,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     return out.reshape(tuple(input.shape))
 
 
+@node_name("ViewBackward0")
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-05):
     """Instance normalization: each (sample, channel) plane normalized over its spatial

@@ -647,6 +647,7 @@ def roll(input, shifts, dims=None):
     return Roll.apply(input, shifts, tuple(wrap_dim(d, input._data.ndim) for d in dims))
 
 
+@node_name("Rot90Backward0")
 def rot90(input, k=1, dims=(0, 1)):
     """Rotate by 90 degrees ``k`` times in the plane of ``dims`` (from the first dim
     towards the second)."""
