@@ -104,3 +104,33 @@ def test_draw_module_of_demo_mlp_has_a_box_per_module():
     for label in ("Flatten[0]", "Linear[1]", "ReLU[2]", "Linear[3]", "ReLU[4]", "Linear[5]",
                   "addmm\n(4, 256)", "relu\n(4, 256)", "relu\n(4, 128)", "addmm\n(4, 10)"):
         assert label in src, label
+
+
+def test_tensorboard_graph_of_demo_mlp_has_torchs_module_scopes(tmp_path):
+    """``SummaryWriter.add_graph``: the ops sit in torch's module scopes (Flatten[0],
+    Linear[1], ReLU[2]...), with torch's op types in each."""
+    import torch.utils.tensorboard as ttb
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from ember.utils.tensorboard import SummaryWriter
+    graphs = []
+    for lib, writer in ((ember, SummaryWriter), (torch, ttb.SummaryWriter)):
+        path = str(tmp_path / lib.__name__)
+        with writer(path) as w:
+            w.add_graph(_model(lib), lib.tensor(_x()))
+        ea = EventAccumulator(path)
+        ea.Reload()
+        graphs.append(ea.Graph())
+
+    def ops_by_scope(g):
+        out = {}
+        for n in g.node:
+            if n.op.startswith("aten::") and "/" in n.name:
+                scope = n.name.rsplit("/", 1)[0].split("/", 1)[1]
+                out.setdefault(scope, set()).add(n.op)
+        return out
+    e, t = (ops_by_scope(g) for g in graphs)
+    assert set(e) == set(t) == {"Flatten[0]", "Linear[1]", "ReLU[2]", "Linear[3]", "ReLU[4]",
+                                "Linear[5]"}
+    for scope in ("ReLU[2]", "ReLU[4]"):
+        assert e[scope] == t[scope] == {"aten::relu"}
