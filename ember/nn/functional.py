@@ -357,6 +357,7 @@ def _rrelu(x, lower, upper, training):
     return x * noise
 
 
+@node_name("RreluWithNoiseBackward0")
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Randomized leaky ReLU: slope drawn from U(lower, upper) per negative element when
     ``training``, else the fixed slope ``(lower + upper) / 2``."""

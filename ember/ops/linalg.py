@@ -313,6 +313,7 @@ def _scaled_add(input, prod, beta, alpha):
     return prod + (input if beta == 1 else input * beta)
 
 
+@node_name("AddmmBackward0")
 def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * (mat1 @ mat2)``; ``input`` broadcasts to the product."""
     if isinstance(mat1, Tensor) and isinstance(mat2, Tensor) and mat1.dtype != mat2.dtype:
