@@ -20,7 +20,7 @@ def _import_everything():
 
 
 def primitives():
-    """Every Primitive subclass except the classes ``rename_output_node`` makes at run
+    """Every Primitive subclass except the classes ``ember.autograd.node_names`` makes at run
     time (they inherit their parent's record)."""
     _import_everything()
     seen, stack = set(), [Primitive]

@@ -545,28 +545,3 @@ def _as_runtime_error(cls, args, err):
                     f"The size of tensor a ({pa[d]}) must match the size of tensor b ({pb[d]}) "
                     f"at non-singleton dimension {d} (in {cls._op_name.lower()})")
     return RuntimeError(f"{cls._op_name.lower()}: {msg}")
-
-
-_RENAMED = {}
-
-
-def rename_output_node(out, name, inputs=()):
-    """Give the node that produced ``out`` PyTorch's name ``name`` for the composite op
-    that made it (``MseLossBackward0`` where ember's last step was a ``MeanBackward0``),
-    so that pictures and printed ``grad_fn`` agree with PyTorch. Only a node made by
-    this call is renamed: none when ``out`` is one of ``inputs`` or shares its node.
-    The node's class becomes a subclass named ``name``; its backward is unchanged."""
-    fn = getattr(out, "grad_fn", None)
-    if fn is None or type(fn)._node_name == name:
-        return out
-    for a in inputs:
-        if a is out or getattr(a, "grad_fn", None) is fn:
-            return out
-    cls = type(fn)
-    sub = _RENAMED.get((cls, name))
-    if sub is None:
-        sub = _RENAMED[(cls, name)] = type(cls)(cls._op_name, (cls,), {
-            "_node_name": name, "_op_name": cls._op_name, "__module__": cls.__module__,
-            "__qualname__": cls.__qualname__, "_renamed_from": cls})
-    fn.__class__ = sub
-    return out

@@ -9,6 +9,7 @@ import warnings
 from ember import _core as ember
 from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
+from ember.autograd.node_names import node_name
 from ember.ops import nn_fused as _fused
 
 __all__ = ["l1_loss", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
@@ -108,6 +109,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return _reduce(loss, reduction)
 
 
+@node_name("MseLossBackward0")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean squared error ``(input - target)**2``."""
     reduction = _reduction(size_average, reduce, reduction)
@@ -129,6 +131,13 @@ def _quadratic_part(d, z, bound):
     return quad, ember.where(quad, d, _zero(d))
 
 
+
+def _smooth_l1_name(input, target, size_average=None, reduce=None, reduction="mean",
+                    beta=1.0):
+    # with beta=0 PyTorch runs l1_loss, a composite of its own
+    return None if beta == 0 else "SmoothL1LossBackward0"
+
+@node_name(_smooth_l1_name)
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
     reduction = _reduction(size_average, reduce, reduction)
@@ -145,6 +154,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(ember.where(quad, dq * dq * (0.5 / beta), z - 0.5 * beta), reduction)
 
 
+@node_name("HuberLossBackward0")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d**2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 delta)``."""
     _check_reduction(reduction)
@@ -162,6 +172,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
 
 
 # ----- binary classification -------------------------------------------------------------
+@node_name("BinaryCrossEntropyBackward0")
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     """``-(t log x + (1 - t) log(1 - x))`` with the logs clamped at -100, as PyTorch."""
@@ -183,6 +194,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _reduce(loss, reduction)
 
 
+@node_name("BinaryCrossEntropyWithLogitsBackward0")
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction="mean", pos_weight=None):
     """``binary_cross_entropy(sigmoid(input), target)`` computed stably from logits.
@@ -215,6 +227,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss, reduction)
 
 
+@node_name("SoftMarginLossBackward0")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """``log(1 + exp(-target * input))``."""
     reduction = _reduction(size_average, reduce, reduction)
@@ -362,7 +375,17 @@ def _check_nll(input, target, weight):
     return n_classes
 
 
+def _nll_name(input, target, weight, ignore_index, reduction, host_of=None):
+    # PyTorch's kernel for (C) and (N, C) inputs is nll_loss; (N, C, H, W) runs
+    # nll_loss2d, and other ranks are viewed as 4-d for it (then viewed back for 'none')
+    if input.ndim <= 2:
+        return "NllLossBackward0"
+    return "ViewBackward0" if input.ndim != 4 and reduction == "none" else \
+        "NllLoss2DBackward0"
+
+
 @routed  # vmap has a function-level rule for it (ember.func._function_rules)
+@node_name(_nll_name)
 def _nll(input, target, weight, ignore_index, reduction, host_of=None):
     """nll_loss on checked inputs; returns the loss. ``host_of(t)`` reads the targets on
     the host for the bounds check (default ``t._host()``; vmap passes one that reads the
@@ -479,6 +502,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return (1 - label_smoothing) * nll + ret * (label_smoothing / n_classes)
 
 
+@node_name("MultiMarginLossBackward0")
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
                       reduce=None, reduction="mean"):
     """Multi-class hinge loss: ``sum_{j != y} max(0, margin - x[y] + x[j])**p / C``."""
@@ -516,6 +540,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     return _reduce(loss, reduction)
 
 
+@node_name("MultilabelMarginLossBackward0")
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Multi-label hinge loss: for each target class ``y`` (``target`` lists them, ended
     by the first -1) and each non-target class ``i``: ``max(0, 1 - (x[y] - x[i])) / C``."""

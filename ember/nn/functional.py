@@ -11,6 +11,7 @@ from ember import _core as ember
 from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.autograd.grad_mode import no_grad
+from ember.autograd.node_names import node_name
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
 from ember.ops.shape import pad  # noqa: F401  (torch.nn.functional.pad)
@@ -110,6 +111,7 @@ def _elu(x, alpha, scale=1.0, input_scale=1.0):
     return out * scale if scale != 1.0 else out
 
 
+@node_name("EluBackward0")
 def elu(input, alpha=1.0, inplace=False):
     """``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``."""
     return _maybe_inplace(input, inplace, lambda x: _elu(x, alpha))
@@ -124,6 +126,7 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+@node_name("EluBackward0")
 def selu(input, inplace=False):
     """``scale * elu(x, alpha)`` with the self-normalising constants."""
     return _maybe_inplace(input, inplace, lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE))
@@ -134,6 +137,7 @@ def selu_(input):
     return selu(input, inplace=True)
 
 
+@node_name("CeluBackward0")
 def celu(input, alpha=1.0, inplace=False):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
     if alpha == 0:
@@ -157,6 +161,7 @@ def leaky_relu_(input, negative_slope=0.01):
     return leaky_relu(input, negative_slope, inplace=True)
 
 
+@node_name("PreluKernelBackward0")
 def prelu(input, weight):
     """``x`` if ``x > 0`` else ``weight * x``, with one weight per channel (dim 1) or one
     shared weight."""
@@ -180,6 +185,7 @@ def prelu(input, weight):
     return _zero_curvature(ember.where(input > 0, input, w * input), input)
 
 
+@node_name("GeluBackward0")
 @_opmath
 def gelu(input, approximate="none"):
     """``x * Phi(x)`` (``approximate='tanh'``: PyTorch's tanh approximation)."""
@@ -191,6 +197,7 @@ def gelu(input, approximate="none"):
     raise RuntimeError("approximate argument must be either none or tanh.")
 
 
+@node_name("SiluBackward0")
 def silu(input, inplace=False):
     """``x * sigmoid(x)``."""
     from ember.ops.unary import silu as _silu
@@ -207,11 +214,13 @@ def _softplus(x, beta=1.0, threshold=20.0):
     return ember.where(big, x, soft)
 
 
+@node_name("MishBackward0")
 def mish(input, inplace=False):
     """``x * tanh(softplus(x))``."""
     return _maybe_inplace(input, inplace, _opmath(lambda x: x * ember.tanh(_softplus(x))))
 
 
+@node_name("SoftplusBackward0")
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
     from ember.ops.unary import softplus as _softplus_op
@@ -223,12 +232,14 @@ def softsign(input):
     return input / (input.abs() + 1)
 
 
+@node_name("HardsigmoidBackward0")
 def hardsigmoid(input, inplace=False):
     """``relu6(x + 3) / 6``."""
     return _maybe_inplace(input, inplace,
                           _opmath(lambda x: _hardtanh(x + 3.0, 0.0, 6.0) / 6.0))
 
 
+@node_name("HardswishBackward0")
 def hardswish(input, inplace=False):
     """``x * relu6(x + 3) / 6`` (gradient as PyTorch's at the kinks)."""
     def fn(x):
@@ -256,6 +267,7 @@ def tanhshrink(input):
     return input - ember.tanh(input)
 
 
+@node_name("SoftshrinkBackward0")
 def softshrink(input, lambd=0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
     if lambd < 0:
@@ -267,6 +279,7 @@ def softshrink(input, lambd=0.5):
                                                    input - input)), input)
 
 
+@node_name("HardshrinkBackward0")
 def hardshrink(input, lambd=0.5):
     """``x`` where ``|x| > lambd``, else 0."""
     # NaN stays NaN with gradient 0, as PyTorch's kernel tests |x| > lambd
@@ -274,6 +287,7 @@ def hardshrink(input, lambd=0.5):
                                        input - input), input)
 
 
+@node_name("LogSigmoidBackward0")
 @_opmath
 def logsigmoid(input):
     """``log(sigmoid(x))``, computed without overflow."""
@@ -314,6 +328,7 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
     return ember.softmax(-input, dim)
 
 
+@node_name("ThresholdBackward0")
 def threshold(input, threshold, value, inplace=False):
     """``value`` where ``x <= threshold``, else ``x`` (so NaN stays NaN)."""
     def fn(x):
@@ -343,6 +358,7 @@ def _rrelu(x, lower, upper, training):
     return x * noise
 
 
+@node_name("RreluWithNoiseBackward0")
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Randomized leaky ReLU: slope drawn from U(lower, upper) per negative element when
     ``training``, else the fixed slope ``(lower + upper) / 2``."""
@@ -369,6 +385,7 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     return y_hard - y_soft.detach() + y_soft
 
 
+@node_name("GluBackward0")
 def glu(input, dim=-1):
     """Gated linear unit: ``a * sigmoid(b)`` for the two halves ``a, b`` of ``dim``."""
     if input.ndim == 0:
@@ -403,14 +420,6 @@ def _fusable_linear(input, weight, bias):
         and dt.kind == "f" and (bias is None or (
             isinstance(bias, Tensor) and bias._data.dtype == dt
             and bias._data.shape == (w.shape[0],)))
-
-
-def _linear_relu(input, weight, bias=None):
-    """``relu(linear(input, weight, bias))``, one node in the common case (used by
-    ``Sequential`` for a Linear followed by a ReLU)."""
-    if _fusable_linear(input, weight, bias):
-        return _fused.fused_linear_relu(input, weight, bias)
-    return relu(linear(input, weight, bias))
 
 
 def linear(input, weight, bias=None):
@@ -650,6 +659,7 @@ def _padding_idx(padding_idx, num):
     return padding_idx
 
 
+@node_name("EmbeddingBackward0")
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """Look up rows of ``weight`` (``num_embeddings x dim``) at the indices ``input``.
@@ -676,6 +686,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     return out
 
 
+@node_name("EmbeddingBagBackward0")
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   scale_grad_by_freq=False, mode="mean", sparse=False,
                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
@@ -821,12 +832,14 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
+@node_name("NormBackward1")
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     """``||x1 - x2 + eps||_p`` over the last dimension."""
     nd = max(x1.ndim, x2.ndim)
     return ember.norm(x1 - x2 + eps, p, nd - 1 if nd else None, keepdim=keepdim)
 
 
+@node_name("PdistBackward0")
 def pdist(input, p=2):
     """Distances between every pair of rows of a 2-D input (upper triangle, row-major)."""
     if input.ndim != 2:
@@ -881,9 +894,6 @@ __all__ += ["channel_shuffle"]
 
 
 from ember.nn._functional_aten import *  # noqa: E402,F401,F403  (constants, ATen aliases)
-from ember.nn._node_names import install as _install_node_names  # noqa: E402
-
-_install_node_names(globals())  # PyTorch's node names for the composite functions
 
 # fractional max pooling and linear_cross_entropy
 from ember.nn.functional_fractional import *  # noqa: E402,F401,F403

@@ -15,6 +15,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
+from ember.autograd.node_names import node_name
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit
@@ -269,6 +270,22 @@ class GetItem(ViewPrimitive):
         return IndexScatter.apply(gy, self.in_shape, self.idx, False), None
 
 
+class Select(GetItem):
+    """Basic indexing whose last index that does something is an int (``x[0]``,
+    ``x[:, 2]``): PyTorch's last node for it is a ``select``."""
+    _node_name = "SelectBackward0"
+
+
+def _basic_class(idx):
+    """GetItem, or Select when the last item of the index tuple that is not ``...``
+    or a plain ``:`` is an int (the node PyTorch's indexing leaves last)."""
+    for it in reversed(idx):
+        if it is Ellipsis or (type(it) is slice and it == _FULL):
+            continue
+        return Select if type(it) is int else GetItem
+    return GetItem
+
+
 class GetItemAdvanced(Primitive):
     """Advanced indexing: a copy."""
     _node_name = "IndexBackward0"
@@ -329,7 +346,7 @@ def getitem(self, idx):
         n = shape[0]
         if not -n <= idx < n:
             raise IndexError(f"index {idx} is out of bounds for dimension 0 with size {n}")
-        return GetItem.apply(self, (idx, Ellipsis))
+        return Select.apply(self, (idx, Ellipsis))
     if ti is slice and (idx.step is None or (type(idx.step) is int and idx.step > 0)) \
             and self._data.ndim:
         return GetItem.apply(self, (idx, Ellipsis))
@@ -360,7 +377,7 @@ def getitem(self, idx):
             break
         else:
             if n_ell <= 1:
-                return GetItem.apply(self, idx if n_ell else idx + (Ellipsis,))
+                return _basic_class(idx).apply(self, idx if n_ell else idx + (Ellipsis,))
     basic, adv = parse_index(idx, self._data.shape, self._data)
     if adv is None:
         return GetItem.apply(self, basic)
@@ -544,6 +561,7 @@ def _check_flat_index(index, n):
     return index._data
 
 
+@node_name("TakeBackward0")
 def take(input, index):
     """The elements of ``input`` (read as 1-D) at ``index``; the result has ``index``'s shape."""
     idx = _check_flat_index(index, input._data.size)
@@ -600,6 +618,7 @@ def _check_bool_mask(op, mask):
         raise RuntimeError(f"{op}: expected BoolTensor for mask")
 
 
+@node_name("MaskedSelectBackward0")
 def masked_select(input, mask):
     """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""
     _check_bool_mask("masked_select", mask)

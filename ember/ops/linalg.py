@@ -10,6 +10,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
+from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _batch_nn, _jvp
@@ -312,6 +313,7 @@ def _scaled_add(input, prod, beta, alpha):
     return prod + (input if beta == 1 else input * beta)
 
 
+@node_name("AddmmBackward0")
 def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * (mat1 @ mat2)``; ``input`` broadcasts to the product."""
     if isinstance(mat1, Tensor) and isinstance(mat2, Tensor) and mat1.dtype != mat2.dtype:
@@ -382,6 +384,7 @@ def _eye_like(arr, n):
     return xp.eye(n, dtype=arr.dtype)
 
 
+@node_name("UnsafeViewBackward0")
 def kron(input, other, *, out=None):
     """Kronecker product; the operand with fewer dims gets leading size-1 dims."""
     _need_tensors("kron", ["input", "other"], input, other)
@@ -442,6 +445,7 @@ def tensordot(a, b, dims=2, out=None):
     return _write_out(Mm.apply(am, bm).reshape(sa + sb), out)
 
 
+@node_name("TraceBackward0")
 def trace(input):
     """Sum of the main diagonal of a matrix (integers sum as int64)."""
     _need_tensors("trace", ["input"], input)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive, _SavedOutput
+from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
 from ember.ops._einsum import DiagEmbed, _tname
@@ -368,6 +369,7 @@ def solve_ex(A, B, *, left=True, check_errors=False, out=None):
                     out)
 
 
+@node_name("LinalgSolveTriangularBackward0")
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     """Solve ``A X = B`` (or ``X A = B``) reading only the upper or lower triangle of ``A``."""
     _check_square("linalg.solve_triangular", A)
@@ -438,6 +440,7 @@ def cholesky_linalg(A, *, upper=False, out=None):
     return _write_out(Cholesky.apply(A, bool(upper)), out)
 
 
+@node_name("CholeskyBackward0")
 def cholesky(input, upper=False, *, out=None):
     """``torch.cholesky``: the Cholesky factor, upper if ``upper``."""
     return cholesky_linalg(input, upper=upper, out=out)
@@ -457,6 +460,7 @@ def _from_cholesky(L, upper, name):
     return L.mT.matmul(L) if upper else L.matmul(L.mT)
 
 
+@node_name("CholeskySolveBackward0")
 def cholesky_solve(B, L, upper=False, *, out=None):
     """The solution of ``A X = B`` given the Cholesky factor ``L`` of ``A = L L^T``."""
     if B.dtype != L.dtype:
@@ -821,6 +825,7 @@ _PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796
            40840800., 960960., 16380., 182., 1.)
 
 
+@node_name("LinalgMatrixExpBackward0")
 def matrix_exp(A):
     """The matrix exponential ``sum_k A^k / k!`` of a square matrix (or batch).
 

@@ -143,8 +143,10 @@ class _LinearUnsafeView(_Linear):
 
 
 class _LinearRelu(_Linear):
-    """``relu(x @ w.T + b)`` as one node, the ReLU applied in place on the fresh product
-    (a Linear followed by a ReLU in a Sequential)."""
+    """``relu(x @ w.T + b)`` as one node, the ReLU applied in place on the fresh product.
+    Eager ember records a Linear and a ReLU as two nodes, as the user wrote them (a
+    compiled plan runs the ReLU in place over the Linear's output); the exporters and
+    batching rules keep this node's spelling for graphs that hold it."""
     save_output = True
     _node_name = "ReluBackward0"
     batch = _batch_nn.linear_relu
@@ -192,12 +194,6 @@ def fused_linear(input, weight, bias):
     dims, a 2-D ``weight`` and a ``bias`` of shape (out_features,) or None, all of one
     dtype (the caller checks; ``ember.nn.functional.linear`` covers every other case)."""
     return _LINEAR_NODES[input._data.ndim == 2, bias is not None].apply(input, weight, bias)
-
-
-def fused_linear_relu(input, weight, bias):
-    """``relu(input @ weight.T + bias)`` as one node, on the inputs ``fused_linear``
-    takes."""
-    return _LinearRelu.apply(input, weight, bias)
 
 
 # ----- relu ----------------------------------------------------------------------------------

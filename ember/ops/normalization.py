@@ -12,6 +12,7 @@ import numpy as np
 from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
+from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch_nn
@@ -642,6 +643,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return out * weight if weight is not None else out
 
 
+@node_name("NativeGroupNormBackward0")
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     """Group normalization: the C channels of (N, C, *) split into ``num_groups`` groups,
     each normalized over its channels and spatial dims; per-channel ``weight``/``bias``."""
@@ -665,6 +667,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     return out.reshape(tuple(input.shape))
 
 
+@node_name("ViewBackward0")
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-05):
     """Instance normalization: each (sample, channel) plane normalized over its spatial

@@ -11,6 +11,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
+from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
 
@@ -233,6 +234,21 @@ def _resample_dim(x, axis, taps):
     return Resample.apply(x, axis, [(np.asarray(i, dtype=np.int64), w) for i, w in taps])
 
 
+
+def _interpolate_name(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                      recompute_scale_factor=None, antialias=False):
+    # PyTorch's upsample kernel for the mode and rank ('area' is adaptive average
+    # pooling there; antialiased modes name themselves in resample_aa)
+    if antialias:
+        return None
+    d = input.ndim - 2
+    name = {"nearest": f"UpsampleNearest{d}D", "nearest-exact": f"UpsampleNearestExact{d}D",
+            "linear": "UpsampleLinear1D", "bilinear": "UpsampleBilinear2D",
+            "bicubic": "UpsampleBicubic2D", "trilinear": "UpsampleTrilinear3D"}.get(mode)
+    return None if name is None else name + "Backward0"
+
+
+@node_name(_interpolate_name)
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resize (N, C, *spatial) to ``size`` or by ``scale_factor``. Modes: 'nearest',
@@ -363,6 +379,7 @@ def upsample_bilinear(input, size=None, scale_factor=None):
 
 # ----- pixel shuffle -------------------------------------------------------------------
 
+@node_name("PixelShuffleBackward0")
 def pixel_shuffle(input, upscale_factor):
     """Rearrange (*, C*r*r, H, W) into (*, C, H*r, W*r) (sub-pixel convolution)."""
     if not isinstance(input, Tensor):
@@ -385,6 +402,7 @@ def pixel_shuffle(input, upscale_factor):
     return x.reshape(tuple(lead) + (c // (r * r), h * r, w * r))
 
 
+@node_name("PixelUnshuffleBackward0")
 def pixel_unshuffle(input, downscale_factor):
     """Rearrange (*, C, H*r, W*r) into (*, C*r*r, H, W): the inverse of pixel_shuffle."""
     if not isinstance(input, Tensor):

@@ -32,7 +32,8 @@ misbehave are refused rather than imitated; see :func:`interpolate_uint8`.
 import numpy as np
 
 from ember._tensor import _make
-from ember.autograd.node import Primitive, rename_output_node
+from ember.autograd.node import Primitive
+from ember.autograd.node_names import name_output
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
 from ember.ops.conversion import _has_layout, _in_layout, channels_last
@@ -212,7 +213,7 @@ def interpolate_aa(input, out, scales, mode, align_corners):
                                       f"(not the forward's adjoint); pass size= or "
                                       f"recompute_scale_factor=True")
     x = x if x is not input else x * 1
-    return rename_output_node(x, f"Upsample{mode.capitalize()}2DAaBackward0", (input,))
+    return name_output(x, f"Upsample{mode.capitalize()}2DAaBackward0", (input,))
 
 
 def _is_identity(start, w):

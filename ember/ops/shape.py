@@ -4,11 +4,12 @@ import numpy as np
 
 from ember._tensor import Size, Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
+from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
-from ember.ops.indexing import GetItem
+from ember.ops.indexing import GetItem, Select
 
 __all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose",
            "swapaxes", "swapdims", "t", "movedim", "moveaxis", "broadcast_to", "broadcast_tensors",
@@ -542,10 +543,6 @@ def _xp(a):
 
 # ----- slices along one dim -----------------------------------------------------------
 
-class Select(GetItem):
-    _node_name = "SelectBackward0"
-
-
 def narrow(input, dim, start, length):
     """The view of ``length`` elements of ``input`` from ``start`` along ``dim``."""
     shape = input._data.shape
@@ -659,6 +656,7 @@ def roll(input, shifts, dims=None):
     return Roll.apply(input, shifts, tuple(wrap_dim(d, input._data.ndim) for d in dims))
 
 
+@node_name("Rot90Backward0")
 def rot90(input, k=1, dims=(0, 1)):
     """Rotate by 90 degrees ``k`` times in the plane of ``dims`` (from the first dim
     towards the second)."""
@@ -785,6 +783,13 @@ def constant_pad_nd(input, pad, value=0):
 _NP_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
+
+def _pad_name(input, pad, mode="constant", value=None):
+    # PyTorch's reflection kernels are named for the number of padded dims
+    return f"ReflectionPad{len(pad) // 2}DBackward0" if mode == "reflect" else None
+
+
+@node_name(_pad_name)
 def pad(input, pad, mode="constant", value=None):
     """Pad ``input`` (PyTorch's ``torch.nn.functional.pad``).
 

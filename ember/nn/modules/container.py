@@ -5,18 +5,10 @@ from collections import abc as container_abcs
 from itertools import chain, islice
 
 from ember._tensor import Tensor
-from ember.nn.modules.activation import ReLU
-from ember.nn.modules.linear import Linear
-from ember.nn.modules.module import Module, _any_global_hook, _typename
+from ember.nn.modules.module import Module, _typename
 from ember.nn.parameter import Parameter
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
-
-
-def _no_hooks(module):
-    """True if calling ``module`` runs its ``forward`` alone (no hooks of any kind)."""
-    return not (module._forward_pre_hooks or module._forward_hooks or module._backward_hooks
-                or module._backward_pre_hooks or _any_global_hook())
 
 
 def _addindent(s_, num_spaces):
@@ -144,19 +136,11 @@ class Sequential(Module):
         return iter(self._modules.values())
 
     def forward(self, input):
-        modules = tuple(self._modules.values())
-        n = len(modules)
-        i = 0
-        while i < n:
-            module = modules[i]
-            if type(module) is Linear and i + 1 < n and type(modules[i + 1]) is ReLU \
-                    and _no_hooks(module) and _no_hooks(modules[i + 1]):
-                # a Linear and its ReLU as one node, the ReLU in place on the fresh product
-                input = module._forward_relu(input)
-                i += 2
-                continue
+        # each module called in turn, as written: the graph, hooks and profiler show
+        # every Linear and ReLU (a compiled plan, ember.compile, runs a ReLU in place
+        # over its Linear's fresh output instead)
+        for module in self._modules.values():
             input = module(input)
-            i += 1
         return input
 
     def append(self, module):

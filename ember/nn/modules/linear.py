@@ -58,13 +58,6 @@ class Linear(Module):
             raise RuntimeError(f"{self!r}: {F._linear_shape_msg(input, self.weight)}")
         return F.linear(input, self.weight, self.bias)
 
-    def _forward_relu(self, input):
-        """``relu(self(input))`` as one node (``Sequential`` calls it for a Linear followed
-        by a ReLU when neither has hooks)."""
-        if input.ndim and input.shape[-1] != self.in_features:
-            raise RuntimeError(f"{self!r}: {F._linear_shape_msg(input, self.weight)}")
-        return F._linear_relu(input, self.weight, self.bias)
-
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
