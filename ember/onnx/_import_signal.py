@@ -114,7 +114,10 @@ def _stft(cx, signal, frame_step, window=None, frame_length=None, onesided=1):
 # ---- quantization --------------------------------------------------------------------------
 
 _INT_RANGES = {np.dtype(t): (np.iinfo(t).min, np.iinfo(t).max)
-               for t in (np.uint8, np.int8, np.int16, np.int32)}
+               for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32)}
+# the largest finite values of the float8 types (a saturating QuantizeLinear clamps there)
+_FLOAT8_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0,
+               "float8_e5m2fnuz": 57344.0}
 
 
 def _per_axis(scale, x, axis, block_size):
@@ -141,11 +144,21 @@ def _quantize(cx, x, scale, zero_point=None, axis=1, block_size=0, output_dtype=
         out = ember_dtype(output_dtype, "QuantizeLinear")
     else:
         out = E.uint8
-    if out.np not in _INT_RANGES:
-        raise UnsupportedOnnxOp(f"ember.onnx: QuantizeLinear to {out}")
     # the division happens in the input's float type, as ONNX specifies: rounding of
     # halves depends on it
     ft = x.dtype if x.is_floating_point() else E.float32
+    name = str(out).rsplit(".", 1)[-1]
+    if name in _FLOAT8_MAX:
+        # float8: no rounding to integers; the cast rounds to the nearest float8, and
+        # saturate clamps to the largest finite value (infinities included)
+        y = x.to(ft) / _per_axis(scale, x, axis, block_size).to(ft)
+        if zero_point is not None:
+            y = y + _per_axis(zero_point, x, axis, block_size).to(ft)
+        if saturate:
+            y = E.clamp(y.to(E.float32), -_FLOAT8_MAX[name], _FLOAT8_MAX[name])
+        return y.to(out)
+    if out.np not in _INT_RANGES:
+        raise UnsupportedOnnxOp(f"ember.onnx: QuantizeLinear to {out}")
     y = E.round(x.to(ft) / _per_axis(scale, x, axis, block_size).to(ft)).to(E.float64)
     if zero_point is not None:
         y = y + _per_axis(zero_point, x, axis, block_size).to(E.float64)
