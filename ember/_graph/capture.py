@@ -268,17 +268,7 @@ class _Trace(_modes.Mode):
         """A primitive call reaching the capture: one node, run below."""
         if self._passes():
             return cls.apply(*args, **params)
-        if self._under_forward_ad():
-            self.unfaithful(f"{_op_key(cls)} under forward-mode AD (jvp, jacfwd, hessian): its "
-                            "tangents are built from sizes the capture cannot trace yet")
         return self.call(_op_key(cls), cls, cls.apply, args, params)
-
-    def _under_forward_ad(self):
-        from ember.autograd.forward_ad import _Level
-        for m in _modes.stack[_modes.stack.index(self) + 1:]:
-            if isinstance(m, _Level):
-                return True
-        return False
 
     def node(self, node, grads, below):
         """A backward step (``grad``/``backward`` inside the traced code): its ops are

@@ -11,7 +11,8 @@ and the exporters' tables for them are keyed by these names (a test checks every
 
 # calls recorded by name (the composites that ask the mode stack, ember._graph.capture's
 # random ops, sizes, arithmetic on traced ints and ``x[key] = v``)
-SHAPE_CALLS = ("view", "reshape", "flatten", "unflatten", "view_as", "reshape_as", "expand",
+SHAPE_CALLS = ("view", "reshape", "flatten", "unflatten", "view_as", "reshape_as", "narrow",
+               "expand",
                "expand_as", "getitem", "setitem", "detach", "embedding", "embedding_bag",
                "multilabel_margin_loss")
 FACTORY_CALLS = ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",

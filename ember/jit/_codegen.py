@@ -704,6 +704,11 @@ def _filled(em, node, *size, dtype=None, device=None, requires_grad=False, **kw)
             f"{_factory_kwargs(em, {'dtype': dtype, 'device': device})})")
 
 
+@emits("narrow")
+def _narrow(em, node, x, dim, start, length):
+    return f"torch.narrow({em.e(x)}, {em.e(dim)}, {em.e(start)}, {em.e(length)})"
+
+
 @emits("eye")
 def _eye(em, node, n, m=None, dtype=None, device=None, requires_grad=False, **kw):
     sizes = em.e(n) if m is None else f"{em.e(n)}, {em.e(m)}"

@@ -759,6 +759,15 @@ def _full(g, node, size, fill_value, **kw):
                  else list(size), fill_value)
 
 
+@exports("narrow")
+def _narrow(g, node, x, dim, start, length):
+    """ONNX ``Slice`` of ``length`` elements from ``start`` (traced sizes stay inputs)."""
+    dim %= _rank(x)
+    starts = g.ints([start])
+    return g.op("Slice", [g.tensor(x), starts, g.op("Add", [starts, g.ints([length])]),
+                          g.ints([dim])])
+
+
 @exports("eye")
 def _eye(g, node, n, m=None, **kw):
     """ONNX ``EyeLike`` of a zero matrix of the (traced) size."""

@@ -545,6 +545,8 @@ def _xp(a):
 
 def narrow(input, dim, start, length):
     """The view of ``length`` elements of ``input`` from ``start`` along ``dim``."""
+    if _mode_active[0] and (m := _mode_recorder((input, start, length))) is not None:
+        return m.composite("narrow", narrow, (input, dim, start, length), {})
     shape = input._data.shape
     if not shape:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
