@@ -52,7 +52,7 @@ class ViewAsComplex(ViewPrimitive):
                                f"{_dt.FROM_NP[x.dtype].name}")
         if x.ndim == 0 or x.shape[-1] != 2:
             raise RuntimeError("Tensor must have a last dimension of size 2")
-        if x.strides[-1] != x.itemsize:
+        if x.strides[-1] != x.itemsize and x.size:  # an empty tensor has no layout to check
             raise RuntimeError("Tensor must have a last dimension with stride 1")
         if any(s % (2 * x.itemsize) for s in x.strides[:-1]):
             raise RuntimeError("Tensor must have a stride divisible by 2 for all but last "

@@ -205,7 +205,8 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=N
         U = LU_data[..., :k, :].triu()
     else:
         L = U = empty
-    P = _perm_matrix(LU_pivots, m, LU_data) if unpack_pivots else empty
+    # only the first min(m, n) pivots are swaps (as torch reads them)
+    P = _perm_matrix(LU_pivots._data[..., :k], m, LU_data) if unpack_pivots else empty
     return _results("lu_unpack", (P, L, U), out)
 
 
@@ -292,6 +293,9 @@ def cond(A, p=None, *, out=None):
     import ember
     _check_matrix("linalg.cond", A)
     if p in (None, 2, -2):
+        if A.numel() == 0:  # torch's value for an empty matrix (no singular values)
+            real = A.abs().dtype if A.is_complex() else A.dtype
+            return _write_out(ember.zeros(A.shape[:-2], dtype=real), out)
         s = svdvals(A)
         big, small = s[..., 0], s[..., -1]
         res = big / small if p in (None, 2) else small / big

@@ -281,8 +281,10 @@ class GatherFlat(Primitive):
         self.idx, self.nd, self.S = idx, nd, x.shape[x.ndim - nd:]
         lead = x.shape[:x.ndim - nd]
         xm = array_module(x)
-        flat = x.reshape(lead + (-1,))
-        out = xm.take_along_axis(flat, idx.reshape(lead + (-1,)), -1)
+        # explicit sizes: with a 0 in lead, -1 would be ambiguous
+        flat = x.reshape(lead + (int(np.prod(self.S)),))
+        pos = idx.reshape(lead + (int(np.prod(idx.shape[len(lead):])),))
+        out = xm.take_along_axis(flat, pos, -1)
         return out.reshape(idx.shape)
 
     def backward(self, gy):
@@ -303,6 +305,8 @@ class ScatterFlat(Primitive):
         lead = gy.shape[:gy.ndim - nd]
         rows = int(np.prod(lead))
         plane = int(np.prod(S))
+        if rows == 0 or gy.size == 0:  # nothing to place (and -1 in a reshape is ambiguous)
+            return xm.zeros(lead + self.S, gy.dtype)
         if accumulate:
             offs = (xm.arange(rows) * plane).reshape(-1, 1)
             pos = (idx.reshape(rows, -1) + offs).ravel()
@@ -627,7 +631,7 @@ class AdaptiveMaxPool(Primitive):
             flat_pos = flat_pos * a + t.reshape(shape)
         vals = x[(Ellipsis,) + tuple(xm.asarray(t) for t in idx)]  # (..., *O, *kmax)
         lead = vals.shape[:vals.ndim - nd]
-        vals = vals.reshape(lead + (-1,))
+        vals = vals.reshape(lead + (int(np.prod(vals.shape[vals.ndim - nd:])),))  # lead may hold 0
         arg = vals.argmax(-1)
         if x.dtype.kind == "f":
             nan = xm.isnan(vals)

@@ -779,6 +779,11 @@ def pad(input, pad, mode="constant", value=None):
             "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
     from ember.ops.gather_scatter import index_select
     x = input
+    # torch's kernels allow a 0 only in the batch dim (present when nd is n + 2)
+    if mode in ("reflect", "replicate") and 0 in input.shape[1 if nd == n + 2 else 0:]:
+        raise RuntimeError(f"Expected {n + 1}D or {n + 2}D (batch mode) tensor with "
+                           f"possibly 0 batch size and other non-zero dimensions for input, "
+                           f"but got: {list(input.shape)}")
     for k in range(n):
         d = nd - 1 - k
         lo, hi = pad[2 * k], pad[2 * k + 1]
