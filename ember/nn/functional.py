@@ -803,10 +803,9 @@ def _clamp_min_forward(t, eps):
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """``input / max(||input||_p, eps)`` along ``dim``."""
-    if out is not None:
-        raise NotImplementedError("normalize(out=...) is not implemented in ember")
+    from ember.ops._util import write_out
     denom = ember.norm(input, p, dim, keepdim=True).clamp_min(eps).expand_as(input)
-    return input / denom
+    return write_out(input / denom, out, "normalize")
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):

@@ -12,7 +12,7 @@ from ember.autograd.node import Primitive
 from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
-from ember.ops._util import check_out, tensor_method, to_float
+from ember.ops._util import tensor_method, to_float, write_out
 from ember.ops._views import ViewPrimitive
 
 __all__ = ["view_as_real", "view_as_complex", "real", "imag", "angle", "polar", "complex",
@@ -150,8 +150,7 @@ class Angle(Primitive):
 @tensor_method()
 def angle(input, *, out=None):
     """The argument of each element (radians); 0 or pi for real inputs."""
-    check_out("angle", out)
-    return Angle.apply(input)
+    return write_out(Angle.apply(input), out, "angle")
 
 
 class Complex(Primitive):
@@ -184,8 +183,7 @@ class Complex(Primitive):
 
 def complex(real, imag, *, out=None):
     """The complex tensor ``real + i imag`` (both float32 or both float64)."""
-    check_out("complex", out)
-    return Complex.apply(real, imag)
+    return write_out(Complex.apply(real, imag), out, "complex")
 
 
 class Polar(Primitive):
@@ -208,8 +206,7 @@ class Polar(Primitive):
 
 def polar(abs, angle, *, out=None):
     """The complex tensor ``abs * (cos(angle) + i sin(angle))``."""
-    check_out("polar", out)
-    return Polar.apply(abs, angle)
+    return write_out(Polar.apply(abs, angle), out, "polar")
 
 
 class ConjPhysical(Primitive):

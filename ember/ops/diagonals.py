@@ -155,6 +155,11 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
 def diag(input, diagonal=0, *, out=None):
     """A 1-D input becomes a 2-D matrix with it on diagonal ``diagonal``; a 2-D input
     gives a copy of that diagonal."""
+    if out is not None and out.dtype != input.dtype:
+        from ember.ops._util import can_cast, scalar_type_name
+        if not can_cast(input._data.dtype, out._data.dtype):  # torch's wording for diag
+            raise RuntimeError(f"diag: result type {scalar_type_name(input.dtype)} can't be "
+                               f"cast to the desired out= type {scalar_type_name(out.dtype)}")
     nd = input._data.ndim
     if nd == 1:
         return write_out(diag_embed(input, diagonal, 0, 1), out)

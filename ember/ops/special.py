@@ -19,7 +19,7 @@ from ember.ops import _batch, _jvp
 from ember.ops import _bessel_kernels as _bk
 from ember.ops import _gamma_kernels as _gk
 from ember.ops._inplace import inplace_method
-from ember.ops._util import promote_arrays, to_float, with_out
+from ember.ops._util import promote_arrays, to_float, with_out, write_out
 from ember.ops._variants import Variants
 from ember.ops._variants import bind as bind_variants
 from ember.ops.unary import _unary
@@ -111,7 +111,7 @@ def polygamma(n, input, *, out=None):
         raise TypeError(f"polygamma(): argument 'n' must be int, not {type(n).__name__}")
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
-    return with_out(lambda: Polygamma.apply(input, int(n)))(out=out)
+    return write_out(Polygamma.apply(input, int(n)), out, "polygamma")
 
 
 def mvlgamma(input, p):
