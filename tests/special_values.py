@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 import torch
-from test_opinfo import PRESENT, _ember_fn, _flat, _key, _samples, _to_ember
+from test_opinfo import PRESENT, RANDOM_SAMPLE, _ember_fn, _flat, _key, _samples, _to_ember
 
 import ember
 
@@ -134,10 +134,15 @@ def check(op, dtype):
                 except Exception as err:  # noqa: BLE001
                     return compared, f"{where}: ember raised {type(err).__name__}: {err}"[:300]
             compared += 1
-            diff = _differs(_arrays(e_out), _arrays(t_out))
+            e_arrs, t_arrs = _arrays(e_out), _arrays(t_out)
+            random = RANDOM_SAMPLE.get(op.name, lambda s: False)(s)
+            if random:  # dropout draws from each library's own stream: shapes only
+                e_arrs = [np.zeros_like(a) for a in e_arrs]
+                t_arrs = [np.zeros_like(a) for a in t_arrs]
+            diff = _differs(e_arrs, t_arrs)
             if diff:
                 return compared, f"{where} forward: {diff}"
-            if grad:
+            if grad and not random:
                 diff = _grad_differs(x, s, t_out, e_x, e_args, e_kw, e_out)
                 compared += 1
                 if diff:
