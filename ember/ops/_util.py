@@ -271,10 +271,10 @@ CASTING_OUT = frozenset("""
     cholesky cholesky_inverse cholesky_solve cond geqrf householder_product linalg_lstsq lu
     matrix_power matrix_rank pinv tensorinv tensorsolve polar complex
 """.split())
-# torch.lu writes its factor into out of any dtype, and, like addbmm, resizes a wrong
-# out without a warning
+# torch.lu writes its factor into out of any dtype, and, like addbmm and narrow_copy,
+# resizes a wrong out without a warning
 _ANY_OUT = frozenset({"lu"})
-_QUIET_RESIZE = frozenset({"lu", "addbmm"})
+_QUIET_RESIZE = frozenset({"lu", "addbmm", "narrow_copy"})
 _KIND = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 _SCALAR = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
            "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float",

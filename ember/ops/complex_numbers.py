@@ -12,7 +12,7 @@ from ember.autograd.node import Primitive
 from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
-from ember.ops._util import tensor_method, to_float, write_out
+from ember.ops._util import tensor_method, to_float, with_out, write_out
 from ember.ops._views import ViewPrimitive
 
 __all__ = ["view_as_real", "view_as_complex", "real", "imag", "angle", "polar", "complex",
@@ -225,6 +225,7 @@ class Conj(ConjPhysical):
 
 
 @tensor_method()
+@with_out
 def conj_physical(input):
     """The complex conjugate, computed (``input`` itself's values for real tensors)."""
     return ConjPhysical.apply(input)

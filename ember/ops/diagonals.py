@@ -6,7 +6,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._util import wrap_dim, write_out
+from ember.ops._util import with_out, wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import IndexPut
 
@@ -42,6 +42,7 @@ def select_scatter(input, src, dim, index):
     return _scatter_into(input, src, (slice(None),) * d + (int(index), Ellipsis))
 
 
+@with_out
 def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     """``input`` with ``src`` embedded at ``start:end:step`` along ``dim`` (out of place)."""
     d = wrap_dim(dim, input._data.ndim)

@@ -111,6 +111,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     return res
 
 
+@with_out
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
     """Whether each element of ``elements`` is in ``test_elements``."""
     e, t = _arr(elements), _arr(test_elements)
@@ -276,6 +277,7 @@ def dist(input, other, p=2):
     return ember.linalg.vector_norm(input - other, p)
 
 
+@with_out
 def renorm(input, p, dim, maxnorm):
     """Each slice along ``dim`` rescaled so that its ``p``-norm is at most ``maxnorm``."""
     if p <= 0:
@@ -291,6 +293,7 @@ def renorm(input, p, dim, maxnorm):
     return input * factor
 
 
+@with_out
 def heaviside(input, values):
     """0 where ``input < 0``, 1 where ``input > 0``, ``values`` where it is 0."""
     if input.dtype != values.dtype:
@@ -301,22 +304,26 @@ def heaviside(input, values):
     return ember.where(input == 0, values, ember.where(input > 0, one, zero))
 
 
+@with_out
 def gcd(input, other):
     """Greatest common divisor, elementwise (integers)."""
     return _make(np.gcd(_arr(input), _arr(other)))
 
 
+@with_out
 def lcm(input, other):
     """Least common multiple, elementwise (integers)."""
     return _make(np.lcm(_arr(input), _arr(other)))
 
 
+@with_out
 def ldexp(input, other):
     """``input * 2 ** other``."""
     x = input if input.is_floating_point() else input.to(ember.get_default_dtype())
     return x * ember.pow(2.0, other).to(x.dtype)
 
 
+@with_out
 def frexp(input):
     """Mantissa in [0.5, 1) and integer exponent with ``input = m * 2 ** e``."""
     _, e = np.frexp(_arr(input))
@@ -331,6 +338,7 @@ def frexp(input):
     return Frexp(mantissa, _make(e.astype(np.int32)))
 
 
+@with_out
 def nextafter(input, other):
     """The next representable value after ``input`` towards ``other``."""
     from ember.ops.elementwise import Nextafter

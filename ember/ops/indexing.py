@@ -536,6 +536,7 @@ def _check_flat_index(index, n):
     return index._data
 
 
+@with_out
 def take(input, index):
     """The elements of ``input`` (read as 1-D) at ``index``; the result has ``index``'s shape."""
     idx = _check_flat_index(index, input._data.size)
@@ -591,6 +592,7 @@ def _check_bool_mask(op, mask):
         raise RuntimeError(f"{op}: expected BoolTensor for mask")
 
 
+@with_out
 def masked_select(input, mask):
     """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""
     _check_bool_mask("masked_select", mask)

@@ -281,6 +281,7 @@ class _Cummin(_CumExtreme):
     acc = np.minimum
 
 
+@with_out
 def cummax(input, dim):
     """Running maximum along ``dim`` and the index where it was reached, as
     ``(values, indices)``; NaN propagates."""
@@ -288,6 +289,7 @@ def cummax(input, dim):
     return return_types.cummax(v, i)
 
 
+@with_out
 def cummin(input, dim):
     """Running minimum along ``dim`` and its index, as ``(values, indices)``."""
     v, i = _Cummin.apply(input, _axis(input, dim))
@@ -368,6 +370,7 @@ class _Concat(Primitive):
     jvp = _jvp.linear()
 
 
+@with_out
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     """The ``n``-th forward difference along ``dim`` (``out[i] = x[i + 1] - x[i]``), after
     joining ``prepend`` and ``append`` to ``input`` along ``dim``. Bool tensors give

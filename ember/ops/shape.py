@@ -6,7 +6,7 @@ from ember._tensor import Size, Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
-from ember.ops._util import wrap_dim, wrap_dims
+from ember.ops._util import with_out, wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import GetItem
 
@@ -527,6 +527,7 @@ def narrow(input, dim, start, length):
     return GetItem.apply(input, (slice(None),) * d + (slice(start, start + length), Ellipsis))
 
 
+@with_out
 def narrow_copy(input, dim, start, length):
     """A copy of ``narrow(input, dim, start, length)``."""
     return narrow(input, dim, start, length).clone()

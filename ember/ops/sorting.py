@@ -102,6 +102,7 @@ def argsort(input, dim=-1, descending=False, stable=False):
     return _indices(input, dim, descending, bool(stable))
 
 
+@with_out
 def msort(input):
     """``sort(input, dim=0).values``."""
     return sort(input, dim=0).values

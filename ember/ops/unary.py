@@ -652,6 +652,7 @@ def _check_clampable(input, *bounds):
         raise RuntimeError('"clamp_scalar_cpu" not implemented for \'Bool\'')
 
 
+@with_out
 def clamp_min(input, min):
     """``clamp(input, min=min)``."""
     _check_clampable(input, min)
@@ -660,6 +661,7 @@ def clamp_min(input, min):
     return clamp(input, min=min)
 
 
+@with_out
 def clamp_max(input, max):
     """``clamp(input, max=max)``."""
     _check_clampable(input, max)
@@ -694,6 +696,7 @@ class Logit(Primitive):
     batch = _batch.elementwise
 
 
+@with_out
 def logit(input, eps=None):
     """``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given."""
     return Logit.apply(input, eps)
