@@ -23,6 +23,7 @@ import multiprocessing.connection
 import os
 import signal
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -178,6 +179,15 @@ def _child(conn, ops, skip, only):
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)  # torch's kernels print before they die
     torch.set_num_threads(1)
+    # a fresh thread has a shallow stack: OpInfo's sample iterator walks the whole stack
+    # (inspect.stack, reading source lines) on each call, and a child forked under
+    # pytest inherits pytest's deep one (13x slower)
+    worker = threading.Thread(target=_work, args=(conn, ops, skip, only))
+    worker.start()
+    worker.join()
+
+
+def _work(conn, ops, skip, only):
     for op in ops:
         fn = _ember_fn(op)
         try:
