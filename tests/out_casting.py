@@ -13,37 +13,18 @@ wrong nonzero shape: both must resize them and warn that they did (torch's
 every difference; ``test_out_casting.py`` asserts them.
 """
 import sys
-import threading
 import warnings
 
 import numpy as np
 import torch
 from special_empty import _error_type
+from special_values import _shallow
 from test_opinfo import PRESENT, SIGN_FREE, _ember_fn, _flat, _key, _samples, _to_ember
 
 import ember
 
 DTYPES = ["bool", "uint8", "int32", "int64", "float16", "float32", "float64", "complex64"]
 SAMPLE_DTYPES = (torch.float32, torch.int64, torch.bool, torch.complex64)
-
-
-def _shallow(fn, *args):
-    """``fn(*args)`` on a fresh thread, whose stack is shallow: OpInfo's sample iterator
-    walks the whole stack (``inspect.stack``) on each call, and pytest's is deep."""
-    box = []
-
-    def run():
-        try:
-            box.append((True, fn(*args)))
-        except BaseException as err:  # noqa: BLE001 - raised again on the caller's thread
-            box.append((False, err))
-    t = threading.Thread(target=run)
-    t.start()
-    t.join()
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
 
 
 def first_sample(op):
