@@ -20,6 +20,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
+from ember.ops._util import with_out
 from ember.ops.conv import Geom, ntuple
 from ember.ops.unary import _ZerosLikeOf
 
@@ -480,6 +481,7 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                      count_include_pad, None)
 
 
+@with_out
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """2-D average pooling over (N, C, H, W) or (C, H, W). ``count_include_pad`` counts the
@@ -488,6 +490,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                      count_include_pad, divisor_override)
 
 
+@with_out
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """3-D average pooling over (N, C, D, H, W) or (C, D, H, W)."""

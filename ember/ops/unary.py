@@ -742,9 +742,9 @@ def _predicate(name, fn):
 isnan = _predicate("Isnan", np.isnan)
 isinf = _predicate("Isinf", np.isinf)
 isfinite = _predicate("Isfinite", np.isfinite)
-isposinf = _predicate("Isposinf", np.isposinf)
-isneginf = _predicate("Isneginf", np.isneginf)
-signbit = _predicate("Signbit", np.signbit)
+isposinf = with_out(_predicate("Isposinf", np.isposinf))
+isneginf = with_out(_predicate("Isneginf", np.isneginf))
+signbit = with_out(_predicate("Signbit", np.signbit))
 
 
 def positive(input):
