@@ -12,6 +12,44 @@ from ember.ops._util import tensor_method
 __all__ = ["stft", "istft"]
 
 
+def _infinite_frames(frames, spec, onesided, norm):
+    """Bins of real frames holding NaN or +-inf as the transform in extended reals gives
+    them, written into ``spec`` (the frames' transforms, last dim the bins).
+
+    An FFT's butterflies meet ``inf - inf`` where the sum itself has a sign, and spread a
+    NaN to every bin (NumPy's pocketfft gives NaN there); torch's gives the extended-real
+    sum: each component of bin k is the finite frame's value plus, over the non-finite
+    x_n, x_n times that component of the twiddle: nothing where the twiddle is exactly 0
+    (quarter turns), NaN for a NaN x_n, +-inf by the sign of the product, and NaN where
+    those signs disagree.
+    """
+    frames = np.asarray(frames)
+    if np.isfinite(frames).all():
+        return
+    n = frames.shape[-1]
+    flat, out = frames.reshape(-1, n), spec.reshape(-1, spec.shape[-1])
+    assert np.shares_memory(out, spec)  # written in place
+    for f in np.flatnonzero(~np.isfinite(flat).all(-1)):
+        frame = flat[f]
+        finite = np.where(np.isfinite(frame), frame, 0).astype(np.float64)
+        bins = (np.fft.rfft if onesided else np.fft.fft)(finite, norm=norm)
+        where = np.flatnonzero(~np.isfinite(frame))
+        for k in range(len(bins)):
+            r = (k * where) % n
+            parts = []
+            for comp, zero, tw in ((0, (4 * r == n) | (4 * r == 3 * n), np.cos),
+                                   (1, (r == 0) | (2 * r == n), lambda t: -np.sin(t))):
+                s = np.sign(tw(2 * np.pi * r / n)) * np.sign(frame[where])
+                s = s[~zero]
+                part = bins[k].imag if comp else bins[k].real
+                if len(s):
+                    part = s[0] * np.inf if (s == s[0]).all() else np.nan
+                parts.append(part)
+            v = np.zeros((), out.dtype)
+            v.real, v.imag = parts
+            out[f, k] = v
+
+
 def _padded_window(window, win_length, n_fft, like):
     """The window (ones when None) zero-padded on both sides to ``n_fft``, centred."""
     if window is None:
@@ -82,7 +120,10 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     elif onesided and complex_in:
         raise RuntimeError("Cannot have onesided output if window or input is complex")
     norm = "ortho" if normalized else "backward"
-    spec = (_fft.rfft if onesided else _fft.fft)(frames, norm=norm).transpose(-1, -2)
+    spec = (_fft.rfft if onesided else _fft.fft)(frames, norm=norm)
+    if not complex_in:
+        _infinite_frames(frames._data, spec._data, onesided, norm)
+    spec = spec.transpose(-1, -2)
     if input.dim() == 1:
         spec = spec.squeeze(0)
     if not return_complex:

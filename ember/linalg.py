@@ -220,7 +220,7 @@ def tensorinv(A, ind=2, *, out=None):
     if rows != cols:
         raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
                            f"prod(self.shape[:ind]), but got {cols} != {rows}")
-    return _write_out(inv(A.reshape(rows, cols)).reshape(right + left), out)
+    return _write_out(inv(A.reshape(rows, cols)).reshape(right + left), out, "tensorinv")
 
 
 def tensorsolve(A, B, dims=None, *, out=None):
@@ -231,7 +231,8 @@ def tensorsolve(A, B, dims=None, *, out=None):
         A = A.permute([d for d in range(nd) if d not in dims] + dims)
     rest = tuple(A.shape[B.dim():])
     n = math.prod(rest)
-    return _write_out(solve(A.reshape(B.numel(), n), B.reshape(B.numel())).reshape(rest), out)
+    x = solve(A.reshape(B.numel(), n), B.reshape(B.numel())).reshape(rest)
+    return _write_out(x, out, "tensorsolve")
 
 
 def vander(x, *, N=None):
@@ -277,7 +278,7 @@ def householder_product(A, tau, *, out=None):
     if k == 0 and (A.requires_grad or tau.requires_grad):
         # no reflectors: Q is the identity, still attached to the graph as torch's is
         q = q + (A.sum() + tau.sum()) * 0
-    return q if out is None else _write_out(q, out)
+    return q if out is None else _write_out(q, out, "householder_product")
 
 
 orgqr = householder_product

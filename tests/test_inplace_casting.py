@@ -2,7 +2,8 @@
 
 A sweep of in-place ops × the dtype of ``self`` × the other operand (a tensor of each
 dtype, a 0-d tensor, a Python bool/int/float/complex): ember accepts where torch accepts
-(with torch's values and dtype) and raises ``RuntimeError`` where torch does.
+(with torch's values and dtype) and raises ``RuntimeError`` where torch does. ``out=``
+across dtypes, for every OpInfo op that takes it, is swept in ``test_out_casting.py``.
 """
 import itertools
 import warnings

@@ -397,7 +397,7 @@ def _nll(input, target, weight, ignore_index, reduction, host_of=None):
         scores = input.unsqueeze(0)
         t = target.reshape(1)
     else:
-        scores = input.movedim(1, -1).reshape(-1, n_classes)
+        scores = input.movedim(1, -1).reshape(target.numel(), n_classes)  # C may be 0
         t = target.reshape(-1)
     valid = t != ignore_index
     safe = ember.where(valid, t, ember.zeros((), dtype=ember.int64, device=t.device))
@@ -475,6 +475,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if weight is not None:
             prod = prod * weight.reshape(wshape)
         if reduction == "mean":
+            if not input.numel():  # torch divides by numel / C: NaN with no elements
+                return -prod.sum() / 0.0
             # the mean over the samples (a traced batch size stays a computation)
             return -prod.sum(class_dim).mean()
         if reduction == "sum":
@@ -556,6 +558,9 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
                            f"{list(input.shape)}")
     if target.dtype is not ember.int64:
         raise RuntimeError(f"expected scalar type Long but found {_tname(target.dtype)}")
+    if input.numel() == 0 and (input.ndim < 2 or input.shape[1] == 0):
+        raise RuntimeError("Expected non-empty vector or matrix with optional 0-dim batch "
+                           f"size, but got: {list(input.shape)}")
     x = input.reshape(1, -1) if input.ndim < 2 else input
     t = target._host().reshape(x.shape).astype(np.int64)
     n, c = x.shape
@@ -700,6 +705,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         raise RuntimeError(f"ctc_loss: expected log_probs to be 2-D or 3-D, got "
                            f"{log_probs.dim()}-D")
     T, N, C = log_probs.shape
+    if log_probs.numel() == 0:
+        raise RuntimeError("log_probs tensor must not be empty")
     il, tl = _lengths(input_lengths, "input_lengths"), _lengths(target_lengths, "target_lengths")
     if il.shape[0] != N:
         raise RuntimeError("input_lengths must be of size batch_size")

@@ -588,7 +588,7 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
 
 # ----- embeddings ------------------------------------------------------------------------
 @routed  # vmap has a function-level rule for it (ember.func._function_rules)
-def _check_indices(input, num):
+def _check_indices(input, num, bag=False):
     if not isinstance(input, Tensor) or input.dtype not in (ember.int64, ember.int32):
         dt = input._type_name() if isinstance(input, Tensor) else type(input).__name__
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
@@ -596,6 +596,11 @@ def _check_indices(input, num):
                            "(while checking arguments for embedding)")
     if input.numel():
         lo, hi = int(input.min()), int(input.max())
+        if bag and (lo < 0 or hi >= num):  # torch's bag kernel checks, as RuntimeError
+            raise RuntimeError("embedding_bag: Expected idx >= 0 && idx < num_embeddings but "
+                               f"found idx to be {lo if lo < 0 else hi}")
+        if num == 0:  # torch's index_select refuses an empty table before any bound
+            raise RuntimeError("index_select(): self indexing axis dim should be positive")
         if lo < 0 or hi >= num:
             raise IndexError("index out of range in self")
 
@@ -744,7 +749,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     else:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
                          f"{input.ndim}")
-    _check_indices(flat, num)
+    _check_indices(flat, num, bag=True)
     if max_norm is not None:
         _renorm_(weight, flat, max_norm, norm_type)
     n = flat.shape[0]
@@ -818,10 +823,9 @@ def _clamp_min_forward(t, eps):
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """``input / max(||input||_p, eps)`` along ``dim``."""
-    if out is not None:
-        raise NotImplementedError("normalize(out=...) is not implemented in ember")
+    from ember.ops._util import write_out
     denom = ember.norm(input, p, dim, keepdim=True).clamp_min(eps).expand_as(input)
-    return input / denom
+    return write_out(input / denom, out, "normalize")
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):

@@ -168,7 +168,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if hq != hk:
             key, value = _repeat_heads(key, hq // hk), _repeat_heads(value, hq // hv)
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
-    scale_factor = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    # with E == 0 every score is an empty sum, 0 (torch scales the empty q and k by inf,
+    # leaving them empty): any finite scale gives the same
+    scale_factor = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else float(scale)
     bias = None
     if is_causal:
         bias = _causal_bias(L, S, query.dtype, query.device)

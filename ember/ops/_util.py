@@ -231,14 +231,16 @@ def with_out(fn):
         result = fn(*args, **kwargs)
         if out is None:
             return result
-        if isinstance(result, tuple):
-            # (values, indices) results take a tuple of out tensors, as in PyTorch
+        if isinstance(result, (tuple, list)):
+            # (values, indices) results take a tuple of out tensors, as in PyTorch; each
+            # must have its result's dtype (torch casts only single results)
             if not isinstance(out, (tuple, list)) or len(out) != len(result):
                 raise TypeError(f"{fn.__name__}(): argument 'out' must be tuple of "
                                 f"{len(result)} Tensors")
             written = [write_out(r, o) for r, o in zip(result, out)]
-            return type(result)(*written) if hasattr(result, "_fields") else tuple(written)
-        return write_out(result, out)
+            return type(result)(*written) if hasattr(result, "_fields") else \
+                type(result)(written)
+        return write_out(result, out, wrapper.__name__)  # the name given after wrapping
     return wrapper
 
 
@@ -248,25 +250,85 @@ def with_out_unary(fn):
     def wrapper(input, *, out=None):
         if out is None:
             return fn(input)
-        return write_out(fn(input), out)
+        return write_out(fn(input), out, wrapper.__name__)
     functools.update_wrapper(wrapper, fn)
     return wrapper
 
 
-def write_out(result, out):
-    """PyTorch's ``out=``: the result is copied into ``out`` (resized if needed)."""
+# the functions whose out= follows torch's elementwise rule: the result is cast to out's
+# dtype unless that is a lower category (complex to real, float to integer, anything
+# but bool to bool); every other out= wants the result's dtype exactly
+CASTING_OUT = frozenset("""
+    abs_ acos acosh add addcdiv addcmul addr angle asin asinh atan atan2 atanh
+    bitwise_and bitwise_left_shift bitwise_or bitwise_right_shift bitwise_xor clamp
+    clamp_max clamp_min copysign cos cosh cumprod cumsum deg2rad digamma div eq erf erfc
+    erfinv exp exp2 expm1 floor_divide fmax fmin fmod gcd ge gt hypot i0 igamma igammac
+    kron lcm ldexp le lerp max min lgamma log log10 log1p log2 logaddexp logaddexp2 logical_and
+    logical_not logical_or logical_xor logit logsumexp lt maximum mean minimum mul
+    multiply mvlgamma nanmean nansum ne nextafter normalize outer polygamma pow rad2deg
+    reciprocal remainder rsqrt sigmoid sin sinc sinh sqrt square std sub subtract tan
+    tanh true_divide var xlogy
+    cholesky cholesky_inverse cholesky_solve cond geqrf householder_product linalg_lstsq lu
+    matrix_power matrix_rank pinv tensorinv tensorsolve polar complex
+""".split())
+# torch.lu writes its factor into out of any dtype, and, like addbmm and narrow_copy,
+# resizes a wrong out without a warning
+_ANY_OUT = frozenset({"lu"})
+_QUIET_RESIZE = frozenset({"lu", "addbmm", "narrow_copy"})
+_KIND = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+_SCALAR = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+           "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float",
+           "float64": "Double", "complex32": "ComplexHalf", "complex64": "ComplexFloat",
+           "complex128": "ComplexDouble"}
+
+
+def scalar_type_name(dtype):
+    """torch's C++ name of ``dtype`` (``Float`` for ``float32``), as its messages use."""
+    short = str(dtype).split(".")[-1]
+    return _SCALAR.get(short, short)
+
+
+def _kind(dt):
+    return 2 if dt.names else _KIND.get(dt.kind, 2)  # complex32 is a structured dtype
+
+
+def can_cast(src, dst):
+    """torch's ``can_cast`` for NumPy dtypes: not to a lower category (complex, float,
+    integer, bool), and nothing but bool to bool."""
+    a, b = _kind(src), _kind(dst)
+    return not (a > b or (b == 0 and a != 0))
+
+
+def write_out(result, out, name=None):
+    """PyTorch's ``out=``: the result is copied into ``out`` (resized if needed, with
+    torch's warning when ``out`` had elements). ``name`` is the function's: for those
+    in ``CASTING_OUT`` the result is cast to ``out``'s dtype where torch allows it."""
     if out is None:
         return result
     from ember.autograd.grad_mode import state
     if state.grad_enabled and (result._requires_grad or out._requires_grad):
         raise RuntimeError("out=... arguments don't support automatic differentiation, but one "
                            "of the arguments requires grad.")
-    if out._data.dtype != result._data.dtype:
-        raise RuntimeError(f"Expected out tensor to have dtype {result.dtype}, but got "
-                           f"{out.dtype} instead")
-    if out._data.shape == result._data.shape:
-        out._data[...] = result._data
+    src = result._data
+    if out._data.dtype != src.dtype:
+        if name not in CASTING_OUT:
+            raise RuntimeError(f"Expected out tensor to have dtype {result.dtype}, but got "
+                               f"{out.dtype} instead")
+        if not can_cast(src.dtype, out._data.dtype) and name not in _ANY_OUT:
+            raise RuntimeError(f"result type {scalar_type_name(result.dtype)} can't be cast to "
+                               f"the desired output type {scalar_type_name(out.dtype)}")
+        src = result.to(out.dtype)._data  # torch's conversion (float16 through float32...)
+    if out._data.shape == src.shape:
+        out._data[...] = src
     else:
-        out._data = result._data.copy()
+        if out._data.size and name not in _QUIET_RESIZE:
+            import warnings
+            warnings.warn(f"An output with one or more elements was resized since it had shape "
+                          f"{list(out._data.shape)}, which does not match the required output "
+                          f"shape {list(src.shape)}. This behavior is deprecated, and in a "
+                          "future PyTorch release outputs will not be resized unless they have "
+                          "zero elements. You can explicitly reuse an out tensor t by resizing "
+                          "it, inplace, to zero elements with t.resize_(0).", stacklevel=3)
+        out._data = src.copy()
     out._vc[0] += 1
     return out

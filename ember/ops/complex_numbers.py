@@ -12,7 +12,7 @@ from ember.autograd.node import Primitive
 from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
-from ember.ops._util import check_out, tensor_method, to_float
+from ember.ops._util import tensor_method, to_float, with_out, write_out
 from ember.ops._views import ViewPrimitive
 
 __all__ = ["view_as_real", "view_as_complex", "real", "imag", "angle", "polar", "complex",
@@ -54,7 +54,7 @@ class ViewAsComplex(ViewPrimitive):
                                f"{_dt.FROM_NP[x.dtype].name}")
         if x.ndim == 0 or x.shape[-1] != 2:
             raise RuntimeError("Tensor must have a last dimension of size 2")
-        if x.strides[-1] != x.itemsize:
+        if x.strides[-1] != x.itemsize and x.size:  # an empty tensor has no layout to check
             raise RuntimeError("Tensor must have a last dimension with stride 1")
         if any(s % (2 * x.itemsize) for s in x.strides[:-1]):
             raise RuntimeError("Tensor must have a stride divisible by 2 for all but last "
@@ -155,8 +155,7 @@ class Angle(Primitive):
 @tensor_method()
 def angle(input, *, out=None):
     """The argument of each element (radians); 0 or pi for real inputs."""
-    check_out("angle", out)
-    return Angle.apply(input)
+    return write_out(Angle.apply(input), out, "angle")
 
 
 class Complex(Primitive):
@@ -191,8 +190,7 @@ class Complex(Primitive):
 
 def complex(real, imag, *, out=None):
     """The complex tensor ``real + i imag`` (both float32 or both float64)."""
-    check_out("complex", out)
-    return Complex.apply(real, imag)
+    return write_out(Complex.apply(real, imag), out, "complex")
 
 
 class Polar(Primitive):
@@ -216,8 +214,7 @@ class Polar(Primitive):
 
 def polar(abs, angle, *, out=None):
     """The complex tensor ``abs * (cos(angle) + i sin(angle))``."""
-    check_out("polar", out)
-    return Polar.apply(abs, angle)
+    return write_out(Polar.apply(abs, angle), out, "polar")
 
 
 class ConjPhysical(Primitive):
@@ -239,6 +236,7 @@ class Conj(ConjPhysical):
 
 
 @tensor_method()
+@with_out
 def conj_physical(input):
     """The complex conjugate, computed (``input`` itself's values for real tensors)."""
     return ConjPhysical.apply(input)

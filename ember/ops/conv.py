@@ -726,6 +726,10 @@ def _conv(name, nd, input, weight, bias, stride, padding, dilation, groups):
             f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). "
             f"Kernel size: ({' x '.join(map(str, ext))}). Kernel size can't be greater than "
             f"actual input size")
+    if 0 in S and x.shape[0] and c:  # torch's kernels take only an empty batch or channels
+        shown = list(x.shape[:2]) + [1] * (nd == 1) + list(S)  # conv1d runs as 2-D there
+        raise RuntimeError("Only zero batch or zero channel inputs are supported, but got "
+                           f"input shape: {shown}")
     O = tuple((p - e) // s + 1 for p, e, s in zip(padded, ext, stride))
     g = Geom(S, O, K, stride, dilation, lo, hi, groups)
     out = Conv.apply(x, weight, bias, g)

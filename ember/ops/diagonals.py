@@ -6,7 +6,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._util import wrap_dim, write_out
+from ember.ops._util import with_out, wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import IndexPut
 
@@ -42,6 +42,7 @@ def select_scatter(input, src, dim, index):
     return _scatter_into(input, src, (slice(None),) * d + (int(index), Ellipsis))
 
 
+@with_out
 def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     """``input`` with ``src`` embedded at ``start:end:step`` along ``dim`` (out of place)."""
     d = wrap_dim(dim, input._data.ndim)
@@ -155,6 +156,11 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
 def diag(input, diagonal=0, *, out=None):
     """A 1-D input becomes a 2-D matrix with it on diagonal ``diagonal``; a 2-D input
     gives a copy of that diagonal."""
+    if out is not None and out.dtype != input.dtype:
+        from ember.ops._util import can_cast, scalar_type_name
+        if not can_cast(input._data.dtype, out._data.dtype):  # torch's wording for diag
+            raise RuntimeError(f"diag: result type {scalar_type_name(input.dtype)} can't be "
+                               f"cast to the desired out= type {scalar_type_name(out.dtype)}")
     nd = input._data.ndim
     if nd == 1:
         return write_out(diag_embed(input, diagonal, 0, 1), out)

@@ -668,7 +668,7 @@ def add(input, other, *, alpha=1, out=None):
         result = _add(input, other)
     else:
         result = AddScaled.apply(input, other, alpha)
-    return result if out is None else write_out(result, out)
+    return result if out is None else write_out(result, out, "add")
 
 
 def sub(input, other, *, alpha=1, out=None):
@@ -677,7 +677,7 @@ def sub(input, other, *, alpha=1, out=None):
         result = _sub(input, other)
     else:
         result = AddScaled.apply(input, other, -alpha)
-    return result if out is None else write_out(result, out)
+    return result if out is None else write_out(result, out, "sub")
 
 
 subtract = sub
@@ -686,7 +686,7 @@ subtract = sub
 def mul(input, other, *, out=None):
     """Elementwise product."""
     result = _mul(input, other)
-    return result if out is None else write_out(result, out)
+    return result if out is None else write_out(result, out, "mul")
 
 
 multiply = mul
@@ -703,7 +703,7 @@ def div(input, other, *, rounding_mode=None, out=None):
     else:
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
                            f"but found '{rounding_mode}'")
-    return result if out is None else write_out(result, out)
+    return result if out is None else write_out(result, out, "div")
 
 
 divide = div

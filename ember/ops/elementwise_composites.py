@@ -5,6 +5,7 @@ import numpy as np
 from ember._factory import ones, zeros
 from ember._tensor import Tensor, _make
 from ember.backend.dtypes import get_default_dtype
+from ember.ops._util import with_out
 from ember.ops.elementwise import where
 from ember.ops.power import pow as _pow
 
@@ -15,6 +16,7 @@ def _arr(t):
     return t._data if isinstance(t, Tensor) else np.asarray(t)
 
 
+@with_out
 def heaviside(input, values):
     """0 where ``input < 0``, 1 where ``input > 0``, ``values`` where it is 0."""
     if input.dtype != values.dtype:
@@ -25,22 +27,26 @@ def heaviside(input, values):
     return where(input == 0, values, where(input > 0, one, zero))
 
 
+@with_out
 def gcd(input, other):
     """Greatest common divisor, elementwise (integers)."""
     return _make(np.gcd(_arr(input), _arr(other)))
 
 
+@with_out
 def lcm(input, other):
     """Least common multiple, elementwise (integers)."""
     return _make(np.lcm(_arr(input), _arr(other)))
 
 
+@with_out
 def ldexp(input, other):
     """``input * 2 ** other``."""
     x = input if input.is_floating_point() else input.to(get_default_dtype())
     return x * _pow(2.0, other).to(x.dtype)
 
 
+@with_out
 def frexp(input):
     """Mantissa in [0.5, 1) and integer exponent with ``input = m * 2 ** e``."""
     _, e = np.frexp(_arr(input))
@@ -55,6 +61,7 @@ def frexp(input):
     return Frexp(mantissa, _make(e.astype(np.int32)))
 
 
+@with_out
 def nextafter(input, other):
     """The next representable value after ``input`` towards ``other``."""
     from ember.ops.elementwise import Nextafter

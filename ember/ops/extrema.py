@@ -383,6 +383,7 @@ class _Argmin(_ArgExtreme):
     fn = staticmethod(np.argmin)
 
 
+@with_out
 def argmax(input, dim=None, keepdim=False):
     """Index of the largest element: of the flattened tensor when ``dim`` is None, else
     along ``dim``. The first occurrence wins ties; NaN counts as the largest."""
@@ -390,6 +391,7 @@ def argmax(input, dim=None, keepdim=False):
                          keepdim)
 
 
+@with_out
 def argmin(input, dim=None, keepdim=False):
     """Index of the smallest element (flattened when ``dim`` is None)."""
     return _Argmin.apply(input, None if dim is None else wrap_dim(dim, input._data.ndim),

@@ -223,6 +223,7 @@ def _src_for(input, src):
                     f"{type(src).__name__}")
 
 
+@with_out
 @_scalar_wrap
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     """``input`` with ``src`` (a tensor, or the number ``value``) written at ``index``
@@ -239,6 +240,7 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     return Scatter.apply(input, src, idx, d, reduce)
 
 
+@with_out
 @_scalar_wrap
 def scatter_add(input, dim, index, src):
     """``input`` with ``src`` added at ``index`` along ``dim``; repeated indices sum."""
@@ -346,6 +348,7 @@ def _prod_grads(gy, x, src, out, idx, dim, include_self):
     return g_x, g_s
 
 
+@with_out
 @_scalar_wrap
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     """``input`` with ``src`` combined in at ``index`` along ``dim`` by ``reduce``

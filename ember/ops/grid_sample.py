@@ -10,6 +10,7 @@ to the coordinates, then mix the neighbouring pixels (pixels outside the input r
 zero).
 """
 import itertools
+import math
 import warnings
 
 from ember._factory import linspace, ones, zeros, zeros_like
@@ -115,7 +116,7 @@ class _Reader:
     def __init__(self, input, out_spatial):
         self.n, self.c = input.shape[0], input.shape[1]
         self.sizes = list(input.shape[2:])
-        self.flat = input.reshape(self.n, self.c, -1)
+        self.flat = input.reshape(self.n, self.c, math.prod(input.shape[2:]))  # n may be 0
         self.out_spatial = out_spatial
 
     def read(self, idx):
@@ -178,7 +179,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
                            f"input has {input.dtype} and grid has {grid.dtype}")
     n = input.shape[0]
     out_spatial = list(grid.shape[1:-1])
-    g = grid.reshape(n, -1, nd)
+    g = grid.reshape(n, math.prod(out_spatial), nd)  # explicit: n may be 0
     reader = _Reader(input, out_spatial)
     sizes = reader.sizes
     # coordinates per spatial dim, slowest (depth/height) first; the grid lists x first

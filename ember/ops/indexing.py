@@ -562,6 +562,7 @@ def _check_flat_index(index, n):
 
 
 @node_name("TakeBackward0")
+@with_out
 def take(input, index):
     """The elements of ``input`` (read as 1-D) at ``index``; the result has ``index``'s shape."""
     idx = _check_flat_index(index, input._data.size)
@@ -619,6 +620,7 @@ def _check_bool_mask(op, mask):
 
 
 @node_name("MaskedSelectBackward0")
+@with_out
 def masked_select(input, mask):
     """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""
     _check_bool_mask("masked_select", mask)

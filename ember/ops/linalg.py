@@ -279,7 +279,7 @@ def outer(input, vec2, *, out=None):
         raise RuntimeError(f"outer: Expected 1-D argument self, but got {input.dim()}-D")
     if vec2.dim() != 1:
         raise RuntimeError(f"outer: Expected 1-D argument vec2, but got {vec2.dim()}-D")
-    return _write_out(input.unsqueeze(1) * vec2.unsqueeze(0), out)
+    return _write_out(input.unsqueeze(1) * vec2.unsqueeze(0), out, "outer")
 
 
 ger = outer
@@ -335,12 +335,12 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (the batch is summed)."""
     return _write_out(_scaled_add(input, bmm(batch1, batch2).sum(0), beta, alpha),
-                      out)
+                      out, "addbmm")
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * outer(vec1, vec2)``."""
-    return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out)
+    return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out, "addr")
 
 
 # ----- powers, Kronecker, tensordot ----------------------------------------------------------
@@ -362,7 +362,7 @@ def matrix_power(input, n, *, out=None):
         eye = _make(_eye_like(input._data, rows), False)
         # an identity that still depends on input, with a zero gradient, as PyTorch's
         everywhere = _make(array_module(input._data).ones((), dtype=bool), False)
-        return _write_out(input.masked_fill(everywhere, 0) + eye, out)
+        return _write_out(input.masked_fill(everywhere, 0) + eye, out, "matrix_power")
     if n < 0:
         from ember.ops.linalg_decomp import inverse
         input = inverse(input)
@@ -376,7 +376,7 @@ def matrix_power(input, n, *, out=None):
         if not n:
             break
         base = base.matmul(base)
-    return _write_out(result if result is not input else result.clone(), out)
+    return _write_out(result if result is not input else result.clone(), out, "matrix_power")
 
 
 def _eye_like(arr, n):
@@ -394,7 +394,7 @@ def kron(input, other, *, out=None):
     sa, sb = tuple(a.shape), tuple(b.shape)
     a = a.reshape(tuple(s for d in sa for s in (d, 1)))
     b = b.reshape(tuple(s for d in sb for s in (1, d)))
-    return _write_out((a * b).reshape(tuple(x * y for x, y in zip(sa, sb))), out)
+    return _write_out((a * b).reshape(tuple(x * y for x, y in zip(sa, sb))), out, "kron")
 
 
 def tensordot(a, b, dims=2, out=None):

@@ -47,7 +47,8 @@ def _results(name, results, out):
     if out is not None:
         if len(out) != len(results):
             raise TypeError(f"{name}(): argument 'out' must be a tuple of {len(results)} Tensors")
-        results = [_write_out(r, o) for r, o in zip(results, out)]
+        short = name.removeprefix("_").removesuffix("_with_info")  # torch.lu's is _lu_with_info
+        results = [_write_out(r, o, short) for r, o in zip(results, out)]
     return _rt[name](*results)
 
 
@@ -443,7 +444,8 @@ def cholesky_linalg(A, *, upper=False, out=None):
 @node_name("CholeskyBackward0")
 def cholesky(input, upper=False, *, out=None):
     """``torch.cholesky``: the Cholesky factor, upper if ``upper``."""
-    return cholesky_linalg(input, upper=upper, out=out)
+    # torch.cholesky casts into out (torch.linalg.cholesky wants out's dtype exact)
+    return _write_out(cholesky_linalg(input, upper=upper), out, "cholesky")
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
@@ -467,13 +469,13 @@ def cholesky_solve(B, L, upper=False, *, out=None):
         raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
                            f"{_tname(B._data.dtype)} and A of type {_tname(L._data.dtype)} "
                            "instead.")
-    return _write_out(solve(_from_cholesky(L, upper, "cholesky_solve"), B), out)
+    return _write_out(solve(_from_cholesky(L, upper, "cholesky_solve"), B), out, "cholesky_solve")
 
 
 def cholesky_inverse(L, upper=False, *, out=None):
     """The inverse of ``A = L L^T`` (or ``U^T U``) from its Cholesky factor."""
     _check_float("cholesky_inverse", L)
-    return _write_out(inv(_from_cholesky(L, upper, "cholesky_inverse")), out)
+    return _write_out(inv(_from_cholesky(L, upper, "cholesky_inverse")), out, "cholesky_inverse")
 
 
 # ----- eigh, svd, qr -------------------------------------------------------------------------
@@ -719,7 +721,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
     """The Moore-Penrose pseudo-inverse; singular values at most ``max(atol, rtol * smax)``
     count as zero (default ``rtol``: ``eps * max(m, n)``)."""
     _check_matrix("linalg.pinv", A)
-    return _write_out(Pinv.apply(A, _tol(atol), _tol(rtol), bool(hermitian)), out)
+    return _write_out(Pinv.apply(A, _tol(atol), _tol(rtol), bool(hermitian)), out, "pinv")
 
 
 def pinverse(input, rcond=1e-15):
@@ -736,7 +738,7 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, out=None):
         s = -np.sort(-s, axis=-1)
     cut = _cutoff(s, _tol(atol), _tol(rtol), a.shape)
     rank = (s > cut).sum(-1).astype(np.int64)
-    return _write_out(_make(array_module(a).asarray(rank), False), out)
+    return _write_out(_make(array_module(a).asarray(rank), False), out, "matrix_rank")
 
 
 # ----- vector norm -------------------------------------------------------------------------

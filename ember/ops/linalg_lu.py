@@ -43,7 +43,8 @@ def _results(name, results, out=None):
     if out is not None:
         if len(out) != len(results):
             raise TypeError(f"{name}(): argument 'out' must be a tuple of {len(results)} Tensors")
-        results = [_write_out(r, o) for r, o in zip(results, out)]
+        short = name.removeprefix("_").removesuffix("_with_info")  # torch.lu's is _lu_with_info
+        results = [_write_out(r, o, short) for r, o in zip(results, out)]
     return _rt[name](*results)
 
 
@@ -205,7 +206,8 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=N
         U = LU_data[..., :k, :].triu()
     else:
         L = U = empty
-    P = _perm_matrix(LU_pivots, m, LU_data) if unpack_pivots else empty
+    # only the first min(m, n) pivots are swaps (as torch reads them)
+    P = _perm_matrix(LU_pivots._data[..., :k], m, LU_data) if unpack_pivots else empty
     return _results("lu_unpack", (P, L, U), out)
 
 
@@ -292,21 +294,24 @@ def cond(A, p=None, *, out=None):
     import ember
     _check_matrix("linalg.cond", A)
     if p in (None, 2, -2):
+        if A.numel() == 0:  # torch's value for an empty matrix (no singular values)
+            real = A.abs().dtype if A.is_complex() else A.dtype
+            return _write_out(ember.zeros(A.shape[:-2], dtype=real), out, "cond")
         s = svdvals(A)
         big, small = s[..., 0], s[..., -1]
         res = big / small if p in (None, 2) else small / big
-        return _write_out(res, out)
+        return _write_out(res, out, "cond")
     if p not in ("fro", "nuc", 1, -1, math.inf, -math.inf):
         raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
     _check_square("linalg.cond", A)
     real = A.abs().dtype if A.is_complex() else A.dtype
     if A.numel() == 0:
-        return _write_out(ember.zeros(A.shape[:-2], dtype=real), out)
+        return _write_out(ember.zeros(A.shape[:-2], dtype=real), out, "cond")
     Ainv, info = inv_ex(A)
     res = ember.linalg.matrix_norm(A, p) * ember.linalg.matrix_norm(Ainv, p)
     bad = _make(array_module(info._data).asarray(info._data != 0), False)
     res = ember.where(bad, ember.full((), math.inf, dtype=real), res)
-    return _write_out(res, out)
+    return _write_out(res, out, "cond")
 
 
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")

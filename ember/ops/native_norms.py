@@ -26,6 +26,9 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     if input.dim() < 2:
         raise RuntimeError(f"native_batch_norm: Expected input to have at least 2 dimensions, "
                            f"got {input.dim()}")
+    if training and input.numel() == 0:  # torch refuses (no batch statistics)
+        raise RuntimeError("input tensor must have at least one element, but got "
+                           f"input_sizes = {list(input.shape)}")
     c = input.shape[1]
     dims = (0,) + tuple(range(2, input.dim()))
     shape = (1, c) + (1,) * (input.dim() - 2)

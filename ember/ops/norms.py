@@ -1,6 +1,7 @@
 """Norms between and within tensors, as composites of ember ops: ``dist``, ``renorm``."""
 from ember._factory import ones_like
 from ember.autograd.grad_mode import no_grad
+from ember.ops._util import with_out
 from ember.ops.elementwise import where
 
 __all__ = ["dist", "renorm"]
@@ -12,6 +13,7 @@ def dist(input, other, p=2):
     return vector_norm(input - other, p)
 
 
+@with_out
 def renorm(input, p, dim, maxnorm):
     """Each slice along ``dim`` rescaled so that its ``p``-norm is at most ``maxnorm``."""
     if p <= 0:

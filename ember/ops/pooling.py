@@ -20,6 +20,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
+from ember.ops._util import with_out
 from ember.ops.conv import Geom, ntuple
 from ember.ops.unary import _ZerosLikeOf
 
@@ -291,8 +292,10 @@ class GatherFlat(Primitive):
         self.idx, self.nd, self.S = idx, nd, x.shape[x.ndim - nd:]
         lead = x.shape[:x.ndim - nd]
         xm = array_module(x)
-        flat = x.reshape(lead + (-1,))
-        out = xm.take_along_axis(flat, idx.reshape(lead + (-1,)), -1)
+        # explicit sizes: with a 0 in lead, -1 would be ambiguous
+        flat = x.reshape(lead + (int(np.prod(self.S)),))
+        pos = idx.reshape(lead + (int(np.prod(idx.shape[len(lead):])),))
+        out = xm.take_along_axis(flat, pos, -1)
         return out.reshape(idx.shape)
 
     def backward(self, gy):
@@ -313,6 +316,8 @@ class ScatterFlat(Primitive):
         lead = gy.shape[:gy.ndim - nd]
         rows = int(np.prod(lead))
         plane = int(np.prod(S))
+        if rows == 0 or gy.size == 0:  # nothing to place (and -1 in a reshape is ambiguous)
+            return xm.zeros(lead + self.S, gy.dtype)
         if accumulate:
             offs = (xm.arange(rows) * plane).reshape(-1, 1)
             pos = (idx.reshape(rows, -1) + offs).ravel()
@@ -487,6 +492,7 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                      count_include_pad, None)
 
 
+@with_out
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """2-D average pooling over (N, C, H, W) or (C, H, W). ``count_include_pad`` counts the
@@ -495,6 +501,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                      count_include_pad, divisor_override)
 
 
+@with_out
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """3-D average pooling over (N, C, D, H, W) or (C, D, H, W)."""
@@ -647,7 +654,7 @@ class AdaptiveMaxPool(Primitive):
             flat_pos = flat_pos * a + t.reshape(shape)
         vals = x[(Ellipsis,) + tuple(xm.asarray(t) for t in idx)]  # (..., *O, *kmax)
         lead = vals.shape[:vals.ndim - nd]
-        vals = vals.reshape(lead + (-1,))
+        vals = vals.reshape(lead + (int(np.prod(vals.shape[vals.ndim - nd:])),))  # lead may hold 0
         arg = vals.argmax(-1)
         if x.dtype.kind == "f":
             nan = xm.isnan(vals)

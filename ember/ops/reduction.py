@@ -669,6 +669,7 @@ def _prepare(input, dim, dtype):
     return input, (None if nd == 0 else axis)
 
 
+@with_out
 def softmax(input, dim, dtype=None):
     """``exp(x) / exp(x).sum(dim)`` along ``dim``; ``dtype`` casts the input first.
 
@@ -679,6 +680,7 @@ def softmax(input, dim, dtype=None):
     return Softmax.apply(input, axis)
 
 
+@with_out
 def log_softmax(input, dim, dtype=None):
     """``log(softmax(x, dim))``, computed as ``x - logsumexp(x, dim)`` for stability."""
     input, axis = _prepare(input, dim, dtype)

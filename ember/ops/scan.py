@@ -12,7 +12,7 @@ from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._util import with_out, wrap_dim
+from ember.ops._util import with_out, wrap_dim, write_out
 from ember.ops.reduction import _dtype_name, _eye_along, _np_dtype, return_types
 
 __all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "diff"]
@@ -215,16 +215,29 @@ class Cumprod(Primitive):
         return (gy.unsqueeze(axis) * rows).masked_fill(upper, 0.0).sum(axis + 1), None, None
 
 
-@with_out
+# out dtypes a scan with out= does not run in: bool (refused), and the half floats, which
+# torch accumulates in float32
+_OWN_ACC = ("ember.bool", "ember.float16", "ember.bfloat16")
+
+
 def cumsum(input, dim, *, dtype=None, out=None):
     """Cumulative sums along ``dim``; bool and integer tensors sum as int64."""
-    return Cumsum.apply(input, _axis(input, dim), _np_dtype(dtype))
+    if out is not None and dtype is None and str(out.dtype) not in _OWN_ACC:
+        dtype = out.dtype  # torch scans in out's dtype (integer outs included)
+    elif out is not None and dtype is None and str(out.dtype) in _OWN_ACC[1:] \
+            and input.is_floating_point():
+        input = input.to(out.dtype).float()  # rounded to out's dtype, summed in float32
+    return write_out(Cumsum.apply(input, _axis(input, dim), _np_dtype(dtype)), out, "cumsum")
 
 
-@with_out
 def cumprod(input, dim, *, dtype=None, out=None):
     """Cumulative products along ``dim``; the gradient is exact with zeros in the input."""
-    return Cumprod.apply(input, _axis(input, dim), _np_dtype(dtype))
+    if out is not None and dtype is None and str(out.dtype) not in _OWN_ACC:
+        dtype = out.dtype  # torch scans in out's dtype (integer outs included)
+    elif out is not None and dtype is None and str(out.dtype) in _OWN_ACC[1:] \
+            and input.is_floating_point():
+        input = input.to(out.dtype).float()  # rounded to out's dtype, summed in float32
+    return write_out(Cumprod.apply(input, _axis(input, dim), _np_dtype(dtype)), out, "cumprod")
 
 
 # ----- cummax and cummin -----------------------------------------------------------------------
@@ -268,6 +281,7 @@ class _Cummin(_CumExtreme):
     acc = np.minimum
 
 
+@with_out
 def cummax(input, dim):
     """Running maximum along ``dim`` and the index where it was reached, as
     ``(values, indices)``; NaN propagates."""
@@ -275,6 +289,7 @@ def cummax(input, dim):
     return return_types.cummax(v, i)
 
 
+@with_out
 def cummin(input, dim):
     """Running minimum along ``dim`` and its index, as ``(values, indices)``."""
     v, i = _Cummin.apply(input, _axis(input, dim))
@@ -356,6 +371,7 @@ class _Concat(Primitive):
     jvp = _jvp.linear()
 
 
+@with_out
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     """The ``n``-th forward difference along ``dim`` (``out[i] = x[i + 1] - x[i]``), after
     joining ``prepend`` and ``append`` to ``input`` along ``dim``. Bool tensors give

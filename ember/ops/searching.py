@@ -103,6 +103,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     return res
 
 
+@with_out
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
     """Whether each element of ``elements`` is in ``test_elements``."""
     e, t = _arr(elements), _arr(test_elements)

@@ -7,7 +7,7 @@ from ember.autograd.node import Primitive
 from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
-from ember.ops._util import wrap_dim, wrap_dims
+from ember.ops._util import with_out, wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import GetItem, Select
 
@@ -565,6 +565,7 @@ def narrow(input, dim, start, length):
     return GetItem.apply(input, (slice(None),) * d + (slice(start, start + length), Ellipsis))
 
 
+@with_out
 def narrow_copy(input, dim, start, length):
     """A copy of ``narrow(input, dim, start, length)``."""
     return narrow(input, dim, start, length).clone()
@@ -830,6 +831,11 @@ def pad(input, pad, mode="constant", value=None):
             "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
     from ember.ops.gather_scatter import index_select
     x = input
+    # torch's kernels allow a 0 only in the batch dim (present when nd is n + 2)
+    if mode in ("reflect", "replicate") and 0 in input.shape[1 if nd == n + 2 else 0:]:
+        raise RuntimeError(f"Expected {n + 1}D or {n + 2}D (batch mode) tensor with "
+                           f"possibly 0 batch size and other non-zero dimensions for input, "
+                           f"but got: {list(input.shape)}")
     for k in range(n):
         d = nd - 1 - k
         lo, hi = pad[2 * k], pad[2 * k + 1]

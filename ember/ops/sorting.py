@@ -105,6 +105,7 @@ def argsort(input, dim=-1, descending=False, stable=False):
     return _indices(input, dim, descending, bool(stable))
 
 
+@with_out
 def msort(input):
     """``sort(input, dim=0).values``."""
     return sort(input, dim=0).values
@@ -141,6 +142,8 @@ def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
     _check_tensor("kthvalue", input)
     d = wrap_dim(dim, input.dim())
     size = input.shape[d] if input.dim() else 1
+    if size == 0:
+        raise IndexError(f"kthvalue(): Expected reduction dim {d} to have non-zero size.")
     if not 1 <= k <= size:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
     if input.dim() == 0:

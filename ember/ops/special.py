@@ -19,7 +19,7 @@ from ember.ops import _batch, _jvp
 from ember.ops import _bessel_kernels as _bk
 from ember.ops import _gamma_kernels as _gk
 from ember.ops._inplace import inplace_method
-from ember.ops._util import promote_arrays, to_float, with_out
+from ember.ops._util import promote_arrays, to_float, with_out, with_out_unary, write_out
 from ember.ops._variants import Variants
 from ember.ops._variants import bind as bind_variants
 from ember.ops.unary import _unary
@@ -88,6 +88,7 @@ lgamma = _unary("Lgamma", _cast(_gk.lgamma), lambda gy, x, y: gy * digamma(x),
 digamma = _unary("Digamma", _cast(_gk.digamma), _digamma_grad,
                  doc="The logarithmic derivative of the gamma function, ``psi``.",
                  torchscript="digamma")
+lgamma, digamma = with_out_unary(lgamma), with_out_unary(digamma)  # torch's out=
 
 
 class Polygamma(Primitive):
@@ -112,9 +113,10 @@ def polygamma(n, input, *, out=None):
         raise TypeError(f"polygamma(): argument 'n' must be int, not {type(n).__name__}")
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
-    return with_out(lambda: Polygamma.apply(input, int(n)))(out=out)
+    return write_out(Polygamma.apply(input, int(n)), out, "polygamma")
 
 
+@with_out
 def mvlgamma(input, p):
     """The multivariate log-gamma of dimension ``p``:
     ``sum_i lgamma(input - i/2) + p (p - 1)/4 log(pi)`` (a composite: its derivative comes
@@ -202,6 +204,7 @@ def _i1e_grad(gy, x, y):
 i0 = _unary("I0", _exp_overflow_f32(_cast(lambda x: _bk.bessel_i(x, 0))),
             lambda gy, x, y: gy * special_i1(x),
             doc="The modified Bessel function of the first kind, order 0.", torchscript="i0")
+i0 = with_out_unary(i0)
 special_i0e = _unary("I0e", _cast(lambda x: _bk.bessel_i_scaled(x, 0)),
                      lambda gy, x, y: gy * (special_i1e(x) - x.sign() * y), save="xy",
                      doc="``i0(input) * exp(-|input|)``.", torchscript="special_i0e")

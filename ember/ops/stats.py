@@ -250,6 +250,9 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density=False):
         raise RuntimeError("torch.histogramdd: input tensor should have at least 2 dimensions, "
                            f"but got {input.dim()}")
     D = input.shape[-1]
+    if D == 0:
+        raise RuntimeError("torch.histogramdd: the innermost dimension of the input is 0, so "
+                           "there are no coordinates to bin")
     x = np.asarray(input._data).reshape(-1, D)
     if isinstance(bins, Tensor):
         bins = [bins]

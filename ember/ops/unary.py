@@ -746,6 +746,7 @@ def _check_clampable(input, *bounds):
         raise RuntimeError('"clamp_scalar_cpu" not implemented for \'Bool\'')
 
 
+@with_out
 def clamp_min(input, min):
     """``clamp(input, min=min)``."""
     _check_clampable(input, min)
@@ -754,6 +755,7 @@ def clamp_min(input, min):
     return clamp(input, min=min)
 
 
+@with_out
 def clamp_max(input, max):
     """``clamp(input, max=max)``."""
     _check_clampable(input, max)
@@ -789,6 +791,7 @@ class Logit(Primitive):
     torchscript = "logit"
 
 
+@with_out
 def logit(input, eps=None):
     """``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given."""
     return Logit.apply(input, eps)
@@ -837,9 +840,9 @@ def _predicate(name, fn, **rules):
 isnan = _predicate("Isnan", np.isnan, onnx="IsNaN", torchscript="isnan", complex32_math=True)
 isinf = _predicate("Isinf", np.isinf, onnx="IsInf", torchscript="isinf")
 isfinite = _predicate("Isfinite", np.isfinite, torchscript="isfinite", complex32_math=True)
-isposinf = _predicate("Isposinf", np.isposinf, torchscript="isposinf")
-isneginf = _predicate("Isneginf", np.isneginf, torchscript="isneginf")
-signbit = _predicate("Signbit", np.signbit, torchscript="signbit")
+isposinf = with_out(_predicate("Isposinf", np.isposinf, torchscript="isposinf"))
+isneginf = with_out(_predicate("Isneginf", np.isneginf, torchscript="isneginf"))
+signbit = with_out(_predicate("Signbit", np.signbit, torchscript="signbit"))
 
 
 def positive(input):

@@ -22,6 +22,11 @@ def _copy_variant(view_name, doc_name=None):
         res = tuple(r.clone() for r in res) if isinstance(res, (tuple, list)) else res.clone()
         if out is not None:
             from ember.ops._util import write_out
+            if isinstance(res, tuple):  # one out tensor per piece
+                if len(out) != len(res):
+                    raise RuntimeError(f"{fn.__name__}: expected {len(res)} out tensors, "
+                                       f"got {len(out)}")
+                return [write_out(r, o) for r, o in zip(res, out)]
             return write_out(res, out)
         return res
     fn.__name__ = doc_name or view_name + "_copy"

@@ -321,7 +321,8 @@ def _to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=
     if not 0 <= sd <= a.ndim:
         raise RuntimeError(f"sparse_dim must be in [0, {a.ndim}], got {sd}")
     xp = backend.array_module(a)
-    mask = a != 0 if sd == a.ndim else (a != 0).reshape(a.shape[:sd] + (-1,)).any(-1)
+    mask = a != 0 if sd == a.ndim else (a != 0).reshape(
+        a.shape[:sd] + (int(np.prod(a.shape[sd:])),)).any(-1)
     idx = xp.stack(xp.nonzero(mask)).astype(np.int64) if sd else xp.zeros((0, 1), np.int64)
     vals = a[tuple(idx)] if sd else a[None]
     data = _sp.from_dense(self) if self._requires_grad else a.copy()
