@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from test_func_vmap import no_fallback
 
 import ember
 import ember.nn as enn
@@ -29,19 +30,6 @@ def close(e, t, atol=1e-5, rtol=1e-4):
 
 def both(a):
     return ember.tensor(a), torch.tensor(a)
-
-
-def no_fallback(fn, *args, **kwargs):
-    """``fn(*args)`` failing on a vmap fallback to the per-sample loop (which warns once
-    per op and process: the record of what has warned is emptied for the call)."""
-    from ember.func import _vmap
-    saved, _vmap._warned = _vmap._warned, set()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            return fn(*args, **kwargs)
-    finally:
-        _vmap._warned = saved
 
 
 def test_grad_argnums_has_aux_and_value():
