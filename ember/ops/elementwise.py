@@ -1,4 +1,5 @@
-"""Elementwise arithmetic, comparison and logic ops (binary and ternary).
+"""Elementwise arithmetic ops (binary and ternary), with the Tensor methods and operators
+of these and of the comparison and logic ops (which live in ``comparison``).
 
 Each primitive's forward works on arrays and its backward on Tensors; gradients
 of broadcast inputs are summed back to shape by the engine, never here.
@@ -20,6 +21,44 @@ from ember.ops._util import (
 )
 from ember.ops._variants import Variants
 from ember.ops._variants import bind as bind_variants
+
+# comparisons, logical ops, minimum/maximum/fmin/fmax and isclose/allclose/equal live in
+# ``comparison``; their names stay importable from here (``elementwise.Maximum`` ...), and
+# the Variants rows and operators below bind their Tensor methods
+from ember.ops.comparison import (  # noqa: F401
+    Fmax,
+    Fmin,
+    LogicalNot,
+    Maximum,
+    Minimum,
+    _Compare,
+    _compare,
+    _FMinMax,
+    _logical,
+    _MinMax,
+    allclose,
+    eq,
+    equal,
+    fmax,
+    fmin,
+    ge,
+    greater,
+    greater_equal,
+    gt,
+    isclose,
+    le,
+    less,
+    less_equal,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    lt,
+    maximum,
+    minimum,
+    ne,
+    not_equal,
+)
 
 
 def _float_result(a, b):
@@ -451,83 +490,6 @@ class Xlogy(Primitive):
     torchscript = "xlogy"
 
 
-class _MinMax(Primitive):
-    broadcasts = True
-    save_inputs = (0, 1)
-
-    def backward(self, gy):
-        a, b = self.saved_tensors
-        tie = a == b
-        half = gy / 2
-        # each side's gradient is zeroed only where it strictly loses: where either is
-        # NaN (no order) both sides get the whole gradient, as PyTorch's formula does
-        ga = where(tie, half, gy.masked_fill(self._loses(a, b), 0.0))
-        gb = where(tie, half, gy.masked_fill(self._loses(b, a), 0.0))
-        return ga, gb
-
-    jvp = _jvp.diagonal
-    batch = _batch.elementwise
-
-
-class Minimum(_MinMax):
-    onnx = "Min"
-    torchscript = "minimum"
-
-    def forward(self, a, b):
-        a, b = promote_arrays(a, b)
-        return np.minimum(a, b)
-
-    @staticmethod
-    def _loses(a, b):
-        return a > b
-
-
-class Maximum(_MinMax):
-    onnx = "Max"
-    torchscript = "maximum"
-
-    def forward(self, a, b):
-        a, b = promote_arrays(a, b)
-        return np.maximum(a, b)
-
-    @staticmethod
-    def _loses(a, b):
-        return a < b
-
-
-class _FMinMax(_MinMax):
-    def backward(self, gy):
-        # the NaN-ignoring forms give a tie, or a NaN on both sides, wholly to the first
-        # operand, and each gradient to the operand the result came from (PyTorch's rule)
-        a, b = self.saved_tensors
-        first = self._first_wins(a, b) | b.isnan()
-        return gy.masked_fill(~first, 0.0), gy.masked_fill(first, 0.0)
-
-
-class Fmin(_FMinMax):
-    torchscript = "fmin"
-
-    def forward(self, a, b):
-        a, b = promote_arrays(a, b)
-        return np.fmin(a, b)
-
-    @staticmethod
-    def _first_wins(a, b):
-        return a <= b
-
-
-class Fmax(_FMinMax):
-    torchscript = "fmax"
-
-    def forward(self, a, b):
-        a, b = promote_arrays(a, b)
-        return np.fmax(a, b)
-
-    @staticmethod
-    def _first_wins(a, b):
-        return a >= b
-
-
 class Where(Primitive):
     broadcasts = True
 
@@ -585,73 +547,11 @@ class Lerp(Primitive):
     torchscript = "lerp"
 
 
+
 _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
             "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
             "bool": "bool", "complex64": "c10::complex<float>",
             "complex128": "c10::complex<double>", "bfloat16": "c10::BFloat16"}
-
-
-class _Compare(Primitive):
-    """Comparisons: bool results, no gradient."""
-    batch = _batch.elementwise
-
-    def forward(self, a, b):
-        a, b = promote_arrays(a, b)
-        return self.fn(a, b)
-
-
-def _compare(name, fn, **rules):
-    cls = type(name, (_Compare,), {"fn": staticmethod(fn), "onnx": None, "torchscript": None,
-                                   **rules})
-
-    @with_out
-    def op(input, other, *, out=None):
-        return cls.apply(input, other)
-    op.__name__ = name.lower()
-    op.__doc__ = f"Elementwise ``{fn.__name__}`` of ``input`` and ``other``; a bool tensor."
-    op.primitive = cls
-    return op
-
-
-eq = _compare("Eq", np.equal, onnx="Equal", torchscript="eq", complex32_math=True)
-ne = not_equal = _compare("Ne", np.not_equal, torchscript="ne", complex32_math=True)
-lt = less = _compare("Lt", np.less, onnx="Less", torchscript="lt")
-le = less_equal = _compare("Le", np.less_equal, onnx="LessOrEqual", torchscript="le")
-gt = greater = _compare("Gt", np.greater, onnx="Greater", torchscript="gt")
-ge = greater_equal = _compare("Ge", np.greater_equal, onnx="GreaterOrEqual", torchscript="ge")
-
-
-def _logical(name, fn, onnx=None):
-    cls = type(name, (_Compare,), {"forward": lambda self, a, b: fn(a, b), "onnx": onnx,
-                                   "torchscript": name})
-
-    @with_out
-    def op(input, other, *, out=None):
-        return cls.apply(input, other)
-    op.__name__ = name
-    op.__doc__ = f"Elementwise ``{name}``; a bool tensor."
-    op.primitive = cls
-    return op
-
-
-logical_and = _logical("logical_and", np.logical_and, "And")
-logical_or = _logical("logical_or", np.logical_or, "Or")
-logical_xor = _logical("logical_xor", np.logical_xor, "Xor")
-
-
-class LogicalNot(Primitive):
-    batch = _batch.elementwise
-    onnx = "Not"
-    torchscript = "logical_not"
-
-    def forward(self, x):
-        return np.logical_not(x)
-
-
-@with_out
-def logical_not(input, *, out=None):
-    """Elementwise logical not; a bool tensor."""
-    return LogicalNot.apply(input)
 
 
 # ----- public functions ------------------------------------------------------------------
@@ -755,30 +655,6 @@ def xlogy(input, other, *, out=None):
 
 
 @with_out
-def minimum(input, other, *, out=None):
-    """Elementwise minimum (NaN propagates); ties split the gradient evenly."""
-    return Minimum.apply(input, other)
-
-
-@with_out
-def maximum(input, other, *, out=None):
-    """Elementwise maximum (NaN propagates); ties split the gradient evenly."""
-    return Maximum.apply(input, other)
-
-
-@with_out
-def fmin(input, other, *, out=None):
-    """Elementwise minimum ignoring NaN."""
-    return Fmin.apply(input, other)
-
-
-@with_out
-def fmax(input, other, *, out=None):
-    """Elementwise maximum ignoring NaN."""
-    return Fmax.apply(input, other)
-
-
-@with_out
 def where(condition, input=None, other=None, *, out=None):
     """``input`` where ``condition`` holds, else ``other``; with one argument, ``nonzero``."""
     if input is None and other is None:
@@ -862,26 +738,6 @@ def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 / tensor2``."""
     _check_tensors("addcdiv", tensor1, tensor2)
     return input + value * (tensor1 / tensor2)
-
-
-def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """Elementwise ``|input - other| <= atol + rtol * |other|``; a bool tensor."""
-    from ember._tensor import _make
-    from ember.backend import complex32 as c32
-    a, b = (c32.to_c64(v) if c32.is_c32(v) else v  # complex32 compares in complex64
-            for v in (input._data, other._data if isinstance(other, Tensor) else other))
-    a, b = promote_arrays(a, b)
-    return _make(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
-
-
-def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """True if every element of ``input`` is close to ``other``."""
-    return bool(isclose(input, other, rtol, atol, equal_nan).all())
-
-
-def equal(input, other):
-    """True if both tensors have the same shape and elements."""
-    return input.shape == other.shape and bool((input == other).all())
 
 
 # ----- the public ops, each named once: function, Tensor method, in-place method ------------

@@ -1,15 +1,39 @@
-"""Shape and movement ops: views (reshape, permute, expand, narrow, unfold, ...), flips and
-rolls, and padding. Joins and splits are in ``join``, diagonals in ``diagonal``."""
+"""Shape and movement ops: views (reshape, permute, expand, narrow, ...) and their Tensor
+methods. Flips, rolls and ``unfold`` are in ``reorder``, padding in ``padding`` (both
+re-exported here), joins and splits in ``join``, diagonals in ``diagonal``."""
 import numpy as np
 
-from ember._tensor import Size, Tensor, _make, _mode_active, _mode_recorder
+from ember._tensor import Size, Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import with_out, wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import GetItem, Select
+
+# flips, rolls and unfold live in ``reorder``, padding in ``padding``; their names stay
+# importable from here (``from ember.ops.shape import pad``, ``shape.Flip`` ...)
+from ember.ops.padding import (  # noqa: F401
+    _NP_MODES,
+    ConstantPad,
+    _pad_call,
+    _pad_name,
+    constant_pad_nd,
+    pad,
+)
+from ember.ops.reorder import (  # noqa: F401
+    Flip,
+    Roll,
+    Unfold,
+    UnfoldBackward,
+    _flip_method,
+    flip,
+    fliplr,
+    flipud,
+    roll,
+    rot90,
+    unfold,
+)
 
 __all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose",
            "swapaxes", "swapdims", "t", "movedim", "moveaxis", "broadcast_to", "broadcast_tensors",
@@ -582,291 +606,6 @@ def select(input, dim, index):
         raise IndexError(f"select(): index {index} out of range for tensor of size "
                          f"{list(shape)} at dimension {d}")
     return Select.apply(input, (slice(None),) * d + (index, Ellipsis))
-
-
-# ----- reordering elements ------------------------------------------------------------
-
-class Flip(Primitive):
-    def forward(self, x, dims):
-        self.dims = dims
-        return _xp(x).ascontiguousarray(_xp(x).flip(x, dims)) if dims else x.copy()
-
-    def backward(self, gy):
-        return Flip.apply(gy, self.dims), None
-
-    jvp = _jvp.linear(0)
-    batch = _batch.flip
-
-
-def flip(input, dims):
-    """``input`` with the order of elements reversed along ``dims`` (a copy)."""
-    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
-    return Flip.apply(input, wrap_dims(dims, input._data.ndim) if input._data.ndim else ())
-
-
-def _flip_method(self, *dims, **kw):
-    """``Tensor.flip(dims)``, also as ``x.flip(0, 1)``."""
-    if "dims" in kw:
-        return flip(self, kw.pop("dims"), **kw)
-    return flip(self, dims[0] if len(dims) == 1 else dims)
-
-
-def fliplr(input):
-    """Flip dim 1 (left/right)."""
-    if input._data.ndim < 2:
-        raise RuntimeError("Input must be >= 2-d.")
-    return flip(input, (1,))
-
-
-def flipud(input):
-    """Flip dim 0 (up/down)."""
-    if input._data.ndim < 1:
-        raise RuntimeError("Input must be >= 1-d.")
-    return flip(input, (0,))
-
-
-class Roll(Primitive):
-    def forward(self, x, shifts, dims):
-        self.meta = (shifts, dims)
-        return _xp(x).roll(x, shifts, axis=dims)
-
-    def backward(self, gy):
-        shifts, dims = self.meta
-        return Roll.apply(gy, tuple(-s for s in shifts), dims), None, None
-
-    jvp = _jvp.linear(0)
-    batch = _batch.roll
-    torchscript = "roll"
-    complex32_math = True
-
-
-def roll(input, shifts, dims=None):
-    """Shift elements cyclically by ``shifts`` along ``dims`` (all elements, read as 1-D,
-    when ``dims`` is None)."""
-    shifts = (int(shifts),) if isinstance(shifts, (int, np.integer)) else tuple(
-        int(s) for s in shifts)
-    if not shifts:
-        raise RuntimeError("`shifts` required")
-    if dims is None:
-        if len(shifts) != 1:
-            raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
-                               "dims:0")
-        return Roll.apply(input.reshape(-1), shifts, (0,)).reshape(input._data.shape)
-    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
-    if len(shifts) != len(dims):
-        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:"
-                           f"{len(dims)}")
-    return Roll.apply(input, shifts, tuple(wrap_dim(d, input._data.ndim) for d in dims))
-
-
-@node_name("Rot90Backward0")
-def rot90(input, k=1, dims=(0, 1)):
-    """Rotate by 90 degrees ``k`` times in the plane of ``dims`` (from the first dim
-    towards the second)."""
-    dims = tuple(dims)
-    if len(dims) != 2:
-        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
-    nd = input._data.ndim
-    if nd < 2:
-        raise RuntimeError(f"expected total dims >= 2, but got total dims = {nd}")
-    d0, d1 = wrap_dim(dims[0], nd), wrap_dim(dims[1], nd)
-    if d0 == d1:
-        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {d0} and "
-                           f"dim1 = {d1}")
-    k %= 4
-    if k == 1:
-        return flip(input, (d1,)).transpose(d0, d1)
-    if k == 2:
-        return flip(input, (d0, d1))
-    if k == 3:
-        return flip(input, (d0,)).transpose(d0, d1)
-    return input.clone()
-
-
-class Unfold(ViewPrimitive):
-    batch = _batch.unfold
-
-    def forward(self, x, d, size, step):
-        self.meta = (x.shape, d, size, step)
-        m = (x.shape[d] - size) // step + 1
-        shape = x.shape[:d] + (m,) + x.shape[d + 1:] + (size,)
-        st = x.strides
-        strides = st[:d] + (st[d] * step,) + st[d + 1:] + (st[d],)
-        return _xp(x).lib.stride_tricks.as_strided(x, shape, strides)
-
-    def backward(self, gy):
-        return UnfoldBackward.apply(gy, *self.meta), None, None, None
-
-
-class UnfoldBackward(Primitive):
-    """The adjoint of ``unfold``: windows added back where they came from."""
-
-    def forward(self, g, in_shape, d, size, step):
-        self.meta = (d, size, step)
-        out = _xp(g).zeros(in_shape, g.dtype)
-        m = g.shape[d]
-        for i in range(size):
-            # element i of every window: input positions i, i + step, ...
-            out[(slice(None),) * d + (slice(i, i + step * (m - 1) + 1, step),)] += g[..., i]
-        return out
-
-    def backward(self, gy):
-        return Unfold.apply(gy, *self.meta), None, None, None, None
-
-    jvp = _jvp.linear(0)
-
-
-def unfold(self, dimension, size, step):
-    """A view with all windows of ``size`` elements, ``step`` apart, along ``dimension``
-    (the windows form a new last dim)."""
-    if self._data.ndim == 0:
-        if size > 1:
-            raise RuntimeError(f"maximum size for tensor at dimension 0 is 1 but size is {size}")
-        return self.reshape(1)
-    d = wrap_dim(dimension, self._data.ndim)
-    n = self._data.shape[d]
-    if size > n:
-        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
-    if size < 0:
-        raise RuntimeError(f"size is {size} but must be >= 0")
-    if step <= 0:
-        raise RuntimeError(f"step is {step} but must be > 0")
-    return Unfold.apply(self, d, int(size), int(step))
-
-
-# ----- padding ------------------------------------------------------------------------
-
-class ConstantPad(Primitive):
-    _node_name = "ConstantPadNdBackward0"
-
-    def forward(self, x, pads, value):
-        self.pads = pads
-        nd = x.ndim
-        shape = list(x.shape)
-        src, dst = [slice(None)] * nd, [slice(None)] * nd
-        for k in range(len(pads) // 2):
-            d = nd - 1 - k
-            lo, hi = pads[2 * k], pads[2 * k + 1]
-            n = x.shape[d]
-            new = n + lo + hi
-            keep = n - max(-lo, 0) - max(-hi, 0)
-            if new < 0 or keep < 0:
-                raise RuntimeError(f"The input size {n}, plus negative padding {lo} and {hi} "
-                                   f"resulted in a negative output size, which is invalid. "
-                                   f"Check dimension {d} of your input.")
-            shape[d] = new
-            src[d] = slice(max(-lo, 0), max(-lo, 0) + keep)
-            dst[d] = slice(max(lo, 0), max(lo, 0) + keep)
-        out = _xp(x).full(shape, value, dtype=x.dtype)
-        out[tuple(dst)] = x[tuple(src)]
-        return out
-
-    def backward(self, gy):
-        return ConstantPad.apply(gy, tuple(-p for p in self.pads), 0), None, None
-
-    jvp = _jvp.linear(0, 2)
-    batch = _batch.passthrough
-
-
-def constant_pad_nd(input, pad, value=0):
-    """``input`` padded with ``value``; ``pad`` lists (before, after) pairs from the
-    last dim backwards. Negative amounts crop."""
-    pad = tuple(int(p) for p in pad)
-    if len(pad) % 2:
-        raise RuntimeError("Length of pad must be even but instead it equals " + str(len(pad)))
-    if len(pad) // 2 > input._data.ndim:
-        raise RuntimeError(f"Length of pad should be no more than twice the number of dimensions "
-                           f"of the input. Pad length is {len(pad)} while the input has "
-                           f"{input._data.ndim} dimensions.")
-    if isinstance(value, Tensor):
-        value = value.item()
-    return ConstantPad.apply(input, pad, value)
-
-
-_NP_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
-
-
-
-def _pad_name(input, pad, mode="constant", value=None):
-    # PyTorch's reflection kernels are named for the number of padded dims
-    return f"ReflectionPad{len(pad) // 2}DBackward0" if mode == "reflect" else None
-
-
-@node_name(_pad_name)
-def pad(input, pad, mode="constant", value=None):
-    """Pad ``input`` (PyTorch's ``torch.nn.functional.pad``).
-
-    ``pad`` lists (before, after) amounts from the last dim backwards:
-    ``(1, 1)`` pads the last dim, ``(1, 1, 2, 2)`` the last two. ``mode`` is
-    ``'constant'`` (with ``value``, any number of dims, negative amounts crop),
-    ``'reflect'``, ``'replicate'`` or ``'circular'`` (the last 1 to 3 dims of a
-    batched or unbatched input, as PyTorch allows).
-
-        >>> pad(ember.ones(2, 3), (1, 1)).shape
-        ember.Size([2, 5])
-    """
-    pad = tuple(int(p) for p in pad)
-    nd = input._data.ndim
-    if len(pad) % 2:
-        raise RuntimeError("Padding length must be divisible by 2")
-    if len(pad) // 2 > nd:
-        raise RuntimeError(f"Padding length should be less than or equal to two times the input "
-                           f"dimension but got padding length {len(pad)} and input of dimension "
-                           f"{nd}")
-    if mode == "constant":
-        return constant_pad_nd(input, pad, 0 if value is None else value)
-    if mode not in _NP_MODES:
-        raise NotImplementedError(f"Unrecognised padding mode {mode}")
-    if value is not None and value != 0:
-        raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
-    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
-        # one node: the positions read depend on the input's size
-        return m.composite("pad", _pad_call, (input, tuple(pad), mode), {})
-    n = len(pad) // 2
-    if n not in (1, 2, 3) or nd not in (n + 1, n + 2):
-        raise NotImplementedError(
-            f"Padding size {len(pad)} is not supported for {nd}D input tensor.\nSupported "
-            "combinations for non-constant padding:\n  - 2D or 3D input: padding size = 2 (pads "
-            "last dimension)\n  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
-            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
-    from ember.ops.gather_scatter import index_select
-    x = input
-    # torch's kernels allow a 0 only in the batch dim (present when nd is n + 2)
-    if mode in ("reflect", "replicate") and 0 in input.shape[1 if nd == n + 2 else 0:]:
-        raise RuntimeError(f"Expected {n + 1}D or {n + 2}D (batch mode) tensor with "
-                           f"possibly 0 batch size and other non-zero dimensions for input, "
-                           f"but got: {list(input.shape)}")
-    for k in range(n):
-        d = nd - 1 - k
-        lo, hi = pad[2 * k], pad[2 * k + 1]
-        size = x._data.shape[d]
-        if mode == "reflect" and (lo >= size or hi >= size):
-            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding "
-                               f"input dimension, but got: padding ({lo}, {hi}) at dimension "
-                               f"{d} of input {list(input.shape)}")
-        if mode == "circular" and (lo > size or hi > size):
-            raise RuntimeError("Padding value causes wrapping around more than once.")
-        if size == 0:
-            raise RuntimeError(f"Expected {nd - n}D or {nd - n + 1}D (batch mode) tensor with "
-                               f"possibly 0 batch size and other non-zero dimensions for input, "
-                               f"but got: {list(input.shape)}")
-        if size + lo + hi < 0:
-            raise RuntimeError(f"input size {size} with padding ({lo}, {hi}) gives a negative "
-                               f"output size at dimension {d}")
-        if mode == "circular":
-            # PyTorch crops first and wraps around what is left
-            kept = np.arange(size)[max(-lo, 0):size - max(-hi, 0)]
-            if max(lo, hi) > len(kept):
-                raise RuntimeError("Padding value causes wrapping around more than once.")
-            idx = np.pad(kept, (max(lo, 0), max(hi, 0)), mode="wrap")
-        else:
-            idx = np.pad(np.arange(size), (max(lo, 0), max(hi, 0)), mode=_NP_MODES[mode])
-            idx = idx[max(-lo, 0):len(idx) - max(-hi, 0)]
-        x = index_select(x, d, _make(_xp(x._data).asarray(idx, dtype=np.int64)))
-    return x
-
-
-_pad_call = pad  # (``pad`` names the widths inside the function)
 
 
 def _bind():

@@ -1,0 +1,395 @@
+"""Activation functions of ``ember.nn.functional`` (relu, gelu, softmax, glu ...) and the
+in-place / float16 helpers they share with the rest of it.
+
+Composites only: no derivative code lives here. Re-exported by :mod:`ember.nn.functional`,
+where users find them.
+"""
+import math
+import warnings
+
+from ember import _core as ember
+from ember._tensor import Tensor
+from ember.autograd.grad_mode import no_grad
+from ember.autograd.node_names import node_name
+from ember.ops import nn_fused as _fused
+from ember.ops._inplace import check_inplace, commit, source_for
+from ember.ops.unary import zero_curvature as _zero_curvature
+
+__all__ = [
+    "relu", "relu_", "relu6", "elu", "elu_", "selu", "selu_", "celu", "celu_", "leaky_relu",
+    "leaky_relu_", "prelu", "gelu", "silu", "mish", "softplus", "softsign", "hardtanh",
+    "hardtanh_", "hardsigmoid", "hardswish", "sigmoid", "tanh", "tanhshrink", "softshrink",
+    "hardshrink", "logsigmoid", "softmax", "log_softmax", "softmin", "threshold", "threshold_",
+    "glu", "rrelu", "rrelu_", "gumbel_softmax",
+]
+
+
+# ----- helpers ---------------------------------------------------------------------------
+def _inplace(input, fn):
+    """Run ``fn`` out of place and write the result into ``input`` (autograd-correct)."""
+    check_inplace(input)
+    return commit(input, fn(source_for(input, True)))
+
+
+def _maybe_inplace(input, inplace, fn):
+    return _inplace(input, fn) if inplace else fn(input)
+
+
+def _zero_like_scalar(x):
+    """0 in ``x``'s dtype, so ``where`` keeps the dtype."""
+    return ember.zeros((), dtype=x.dtype, device=x.device)
+
+
+def _nonpositive(x):
+    """``min(x, 0)`` with the gradient of ``x`` where ``x <= 0`` and 0 elsewhere.
+
+    Used so that ``exp`` of a large positive input is never evaluated inside a
+    masked-out branch (whose zero gradient times ``inf`` would give NaN).
+    """
+    return ember.where(x > 0, _zero_like_scalar(x), x)
+
+
+def _opmath(fn):
+    """Compute float16 inputs in float32 and round the result back once, as PyTorch's CPU
+    kernels do for half precision (a chain of float16 ops would round at every step)."""
+    def wrapped(x, *args, **kwargs):
+        if x.dtype is ember.float16:
+            return fn(x.float(), *args, **kwargs).half()
+        return fn(x, *args, **kwargs)
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+# ----- activations -----------------------------------------------------------------------
+def relu(input, inplace=False):
+    """``max(0, x)`` elementwise."""
+    return input.relu_() if inplace else _fused.fused_relu(input)
+
+
+def relu_(input):
+    """In-place :func:`relu`."""
+    return input.relu_()
+
+
+def _hardtanh(x, min_val, max_val):
+    # gradient 1 strictly inside (min_val, max_val), as PyTorch's hardtanh_backward
+    if x.is_floating_point():
+        from ember.ops.unary import hardtanh as _hardtanh_op
+        return _hardtanh_op(x, min_val, max_val)
+    lo = ember.full((), min_val, dtype=x.dtype, device=x.device)
+    hi = ember.full((), max_val, dtype=x.dtype, device=x.device)
+    return ember.where(x <= min_val, lo, ember.where(x >= max_val, hi, x))
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """Clamp to ``[min_val, max_val]`` (gradient 1 strictly inside the interval)."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _maybe_inplace(input, inplace, lambda x: _hardtanh(x, min_val, max_val))
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    """In-place :func:`hardtanh`."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def relu6(input, inplace=False):
+    """``min(max(0, x), 6)``."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+@_opmath
+def _elu(x, alpha, scale=1.0, input_scale=1.0):
+    neg = (_nonpositive(x) * input_scale).expm1() * alpha
+    out = ember.where(x > 0, x, neg)
+    return out * scale if scale != 1.0 else out
+
+
+@node_name("EluBackward0")
+def elu(input, alpha=1.0, inplace=False):
+    """``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``."""
+    return _maybe_inplace(input, inplace, lambda x: _elu(x, alpha))
+
+
+def elu_(input, alpha=1.0):
+    """In-place :func:`elu`."""
+    return elu(input, alpha, inplace=True)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+@node_name("EluBackward0")
+def selu(input, inplace=False):
+    """``scale * elu(x, alpha)`` with the self-normalising constants."""
+    return _maybe_inplace(input, inplace, lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE))
+
+
+def selu_(input):
+    """In-place :func:`selu`."""
+    return selu(input, inplace=True)
+
+
+@node_name("CeluBackward0")
+def celu(input, alpha=1.0, inplace=False):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError")
+    return _maybe_inplace(input, inplace, lambda x: _elu(x, alpha, 1.0, 1.0 / alpha))
+
+
+def celu_(input, alpha=1.0):
+    """In-place :func:`celu`."""
+    return celu(input, alpha, inplace=True)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``x`` if ``x > 0`` else ``negative_slope * x``."""
+    from ember.ops.unary import leaky_relu as _leaky
+    return _maybe_inplace(input, inplace, _opmath(lambda x: _leaky(x, negative_slope)))
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    """In-place :func:`leaky_relu`."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+@node_name("PreluKernelBackward0")
+def prelu(input, weight):
+    """``x`` if ``x > 0`` else ``weight * x``, with one weight per channel (dim 1) or one
+    shared weight."""
+    if not isinstance(weight, Tensor):
+        raise TypeError(f"prelu(): argument 'weight' must be Tensor, not {type(weight).__name__}")
+    n = weight.numel()
+    if input.ndim == 0:
+        if n != 1:
+            raise RuntimeError("Not allow zero-dim input tensor.")
+    if n != 1:
+        if weight.ndim != 1:
+            raise RuntimeError("prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
+                               f"ndim = {weight.ndim}")
+        channels = input.shape[1] if input.ndim >= 2 else 1
+        if channels != n:
+            raise RuntimeError("Mismatch of parameter numbers and input channel size. Found "
+                               f"parameter numbers = {n} and channel size = {channels}.")
+        w = weight.reshape((1, n) + (1,) * (input.ndim - 2))
+    else:
+        w = weight.reshape(()) if weight.ndim else weight
+    return _zero_curvature(ember.where(input > 0, input, w * input), input)
+
+
+@node_name("GeluBackward0")
+@_opmath
+def gelu(input, approximate="none"):
+    """``x * Phi(x)`` (``approximate='tanh'``: PyTorch's tanh approximation)."""
+    if approximate == "none":
+        return input * 0.5 * (1.0 + ember.erf(input * (1.0 / math.sqrt(2.0))))
+    if approximate == "tanh":
+        inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
+        return input * 0.5 * (1.0 + ember.tanh(inner))
+    raise RuntimeError("approximate argument must be either none or tanh.")
+
+
+@node_name("SiluBackward0")
+def silu(input, inplace=False):
+    """``x * sigmoid(x)``."""
+    from ember.ops.unary import silu as _silu
+    return _maybe_inplace(input, inplace, _opmath(_silu))
+
+
+@_opmath
+def _softplus(x, beta=1.0, threshold=20.0):
+    big = x * beta > threshold
+    safe = ember.where(big, _zero_like_scalar(x), x)
+    soft = (safe * beta).exp().log1p()
+    if beta != 1.0:
+        soft = soft / beta
+    return ember.where(big, x, soft)
+
+
+@node_name("MishBackward0")
+def mish(input, inplace=False):
+    """``x * tanh(softplus(x))``."""
+    return _maybe_inplace(input, inplace, _opmath(lambda x: x * ember.tanh(_softplus(x))))
+
+
+@node_name("SoftplusBackward0")
+def softplus(input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
+    from ember.ops.unary import softplus as _softplus_op
+    return _softplus_op(input, beta, threshold)
+
+
+def softsign(input):
+    """``x / (1 + |x|)``."""
+    return input / (input.abs() + 1)
+
+
+@node_name("HardsigmoidBackward0")
+def hardsigmoid(input, inplace=False):
+    """``relu6(x + 3) / 6``."""
+    return _maybe_inplace(input, inplace,
+                          _opmath(lambda x: _hardtanh(x + 3.0, 0.0, 6.0) / 6.0))
+
+
+@node_name("HardswishBackward0")
+def hardswish(input, inplace=False):
+    """``x * relu6(x + 3) / 6`` (gradient as PyTorch's at the kinks)."""
+    def fn(x):
+        # below -3, x * 0 as PyTorch's x * clamp(x + 3, 0, 6) / 6 gives: -0.0, NaN at -inf;
+        # the middle piece sees only (-3, 3), so no inf * 0 reaches its gradient; at the
+        # kinks the gradient is the outer pieces' (0 at -3, 1 at 3), as PyTorch's
+        mid = (x > -3.0) & (x < 3.0)
+        xs = ember.where(mid, x, _zero_like_scalar(x))
+        return ember.where(x <= -3.0, x * 0.0, ember.where(mid, xs * (xs + 3.0) / 6.0, x))
+    return _maybe_inplace(input, inplace, _opmath(fn))
+
+
+def sigmoid(input):
+    """``1 / (1 + exp(-x))``."""
+    return ember.sigmoid(input)
+
+
+def tanh(input):
+    """Hyperbolic tangent."""
+    return ember.tanh(input)
+
+
+def tanhshrink(input):
+    """``x - tanh(x)``."""
+    return input - ember.tanh(input)
+
+
+@node_name("SoftshrinkBackward0")
+def softshrink(input, lambd=0.5):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    if lambd < 0:
+        raise RuntimeError("lambda must be greater or equal to 0, but found to be "
+                           f"{lambd:.6f}.")
+    # x - x: +0.0 for every finite x and NaN for NaN, with gradient 0 (PyTorch's values)
+    return _zero_curvature(ember.where(input > lambd, input - lambd,
+                                       ember.where(input < -lambd, input + lambd,
+                                                   input - input)), input)
+
+
+@node_name("HardshrinkBackward0")
+def hardshrink(input, lambd=0.5):
+    """``x`` where ``|x| > lambd``, else 0."""
+    # NaN stays NaN with gradient 0, as PyTorch's kernel tests |x| > lambd
+    return _zero_curvature(ember.where((input > lambd) | (input < -lambd), input,
+                                       input - input), input)
+
+
+@node_name("LogSigmoidBackward0")
+@_opmath
+def logsigmoid(input):
+    """``log(sigmoid(x))``, computed without overflow."""
+    zero = _zero_like_scalar(input)
+    neg = input < 0
+    xn = ember.where(neg, input, zero)
+    xp = ember.where(neg, zero, input)
+    # 0 - log1p(...), not -log1p(...): logsigmoid(+inf) is +0.0, as min(x, 0) - ... gives
+    return ember.where(neg, xn - xn.exp().log1p(), zero - (-xp).exp().log1p())
+
+
+def _softmax_dim(name, ndim, stacklevel):
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
+                  "to include dim=X as an argument.", stacklevel=stacklevel)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """``exp(x) / sum(exp(x))`` along ``dim``; ``dtype`` casts the input first."""
+    if dim is None:
+        dim = _softmax_dim("softmax", input.ndim, _stacklevel)
+    return ember.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """``log(softmax(x))`` along ``dim``, computed stably."""
+    if dim is None:
+        dim = _softmax_dim("log_softmax", input.ndim, _stacklevel)
+    return ember.log_softmax(input, dim, dtype=dtype)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """``softmax(-x)`` along ``dim``."""
+    if dim is None:
+        dim = _softmax_dim("softmin", input.ndim, _stacklevel)
+    if dtype is not None:
+        input = input.to(dtype)
+    return ember.softmax(-input, dim)
+
+
+@node_name("ThresholdBackward0")
+def threshold(input, threshold, value, inplace=False):
+    """``value`` where ``x <= threshold``, else ``x`` (so NaN stays NaN)."""
+    def fn(x):
+        v = ember.full((), value, dtype=x.dtype, device=x.device)
+        return _zero_curvature(ember.where(x <= threshold, v, x), x)
+    return _maybe_inplace(input, inplace, fn)
+
+
+def threshold_(input, threshold, value):
+    """In-place :func:`threshold`."""
+    return globals()["threshold"](input, threshold, value, inplace=True)
+
+
+def _rrelu(x, lower, upper, training):
+    if not training:
+        return ember.where(x >= 0, x, x * ((lower + upper) / 2))
+    # PyTorch draws one double from U(lower, upper) per non-positive element, in order,
+    # with the bounds first rounded to the input's dtype
+    with no_grad():
+        neg = x.detach().contiguous() <= 0
+        k = int(neg.sum())
+        noise = ember.ones_like(x)
+        if k:
+            lo, hi = (ember.tensor([lower, upper], dtype=x.dtype)).tolist()
+            r = ember.empty(k, dtype=ember.float64, device=x.device).uniform_(lo, hi)
+            noise[neg] = r.to(x.dtype)
+    return x * noise
+
+
+@node_name("RreluWithNoiseBackward0")
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: slope drawn from U(lower, upper) per negative element when
+    ``training``, else the fixed slope ``(lower + upper) / 2``."""
+    return _maybe_inplace(input, inplace,
+                          lambda x: _zero_curvature(_rrelu(x, lower, upper, training), x))
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    """In-place :func:`rrelu`."""
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """Sample from the Gumbel-softmax distribution; ``hard=True`` returns one-hot samples
+    whose gradient is the soft sample's (straight-through)."""
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    gumbels = -ember.empty_like(logits).exponential_().log()
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    index = y_soft.max(dim, keepdim=True)[1]
+    y_hard = ember.zeros_like(logits).scatter_(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+@node_name("GluBackward0")
+def glu(input, dim=-1):
+    """Gated linear unit: ``a * sigmoid(b)`` for the two halves ``a, b`` of ``dim``."""
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = input._wrap_dim(dim)
+    n = input.shape[d]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {n}")
+    # one split, so the gradient is one concatenation (a sum of two zero-padded slices
+    # would turn the gate half's -0.0 into +0.0)
+    a, b = input.chunk(2, d)
+    return a * ember.sigmoid(b)

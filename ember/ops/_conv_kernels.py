@@ -1,0 +1,445 @@
+"""Array kernels of the convolutions in :mod:`ember.ops.conv`: the window geometry
+(:class:`Geom`), im2col / col2im, and the forward / adjoint paths (depthwise, span-layout
+and batch-last columns, the stride-1 transposed convolution) on plain arrays.
+
+No autograd here: the primitives in :mod:`ember.ops.conv` call these from their
+forwards; which path ``conv_input`` takes is :func:`_input_path`, timed in
+docs/performance.md.
+"""
+import itertools
+
+from ember.backend import array_module
+from ember.backend.threads import contiguous, parallel_rows
+
+
+class Geom:
+    """Geometry of one convolution: everything but the tensors.
+
+    ``S`` input spatial size, ``O`` output spatial size, ``K`` kernel size, ``s``
+    stride, ``d`` dilation, ``lo``/``hi`` zero padding before/after each spatial dim,
+    ``G`` groups.
+    """
+
+    __slots__ = ("S", "O", "K", "s", "d", "lo", "hi", "G", "ceil", "extra")
+
+    def __init__(self, S, O, K, s, d, lo, hi, G, ceil=None, extra=None):
+        self.S, self.O, self.K, self.s, self.d = S, O, K, s, d
+        self.lo, self.hi, self.G = lo, hi, G
+        self.ceil = ceil    # pooling: ceil_mode (None: a convolution's floor and padding)
+        self.extra = extra  # average pooling: (count_include_pad, divisor_override)
+
+    def at(self, S):
+        """This geometry for an input of spatial size ``S``. A recorded graph keeps the
+        geometry computed for the example; replayed on an input of another size, each
+        op recomputes it from the same arguments, as the functional call did."""
+        S = tuple(S)
+        if S == self.S:
+            return self
+        K, s, d, lo = self.K, self.s, self.d, self.lo
+        if self.ceil is None:
+            hi = self.hi
+            O = tuple((a + p + q - e * (k - 1) - 1) // t + 1
+                      for a, p, q, e, k, t in zip(S, lo, hi, d, K, s))
+        else:
+            O = []
+            for a, k, t, p, e in zip(S, K, s, lo, d):
+                o = (a + 2 * p - e * (k - 1) - 1 + (t - 1 if self.ceil else 0)) // t + 1
+                if self.ceil and (o - 1) * t >= a + p:
+                    o -= 1
+                O.append(o)
+            O = tuple(O)
+            hi = tuple(max(p, (o - 1) * t + e * (k - 1) + 1 - a - p)
+                       for a, o, k, t, p, e in zip(S, O, K, s, lo, d))
+        if any(o < 1 for o in O):
+            raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, S))}). "
+                               f"Calculated output size per channel: "
+                               f"({' x '.join(map(str, O))}). Output size is too small")
+        return Geom(S, O, K, s, d, lo, hi, self.G, self.ceil, self.extra)
+
+    def at_transposed(self, O):
+        """For a transposed convolution (whose input has the spatial size ``O``): this
+        geometry for an input of spatial size ``O``, the output_padding kept."""
+        O = tuple(O)
+        if O == self.O:
+            return self
+        K, s, d, lo, hi = self.K, self.s, self.d, self.lo, self.hi
+        S = tuple(a - ((o - 1) * t - p - q + e * (k - 1) + 1) + (n - 1) * t - p - q +
+                  e * (k - 1) + 1
+                  for a, o, n, t, p, q, e, k in zip(self.S, self.O, O, s, lo, hi, d, K))
+        return Geom(S, O, K, s, d, lo, hi, self.G)
+
+    @property
+    def nd(self):
+        return len(self.K)
+
+
+def _prod(xs):
+    n = 1
+    for v in xs:
+        n *= v
+    return n
+
+
+def _as_strided(a, shape, strides):
+    xp = array_module(a)
+    return xp.lib.stride_tricks.as_strided(a, shape, strides)
+
+
+def pad_array(x, lo, hi, value=0):
+    """``x`` with its trailing ``len(lo)`` dims padded by ``value`` (no copy if no pad)."""
+    nd = len(lo)
+    if not any(lo) and not any(hi):
+        return x
+    lead = x.shape[:x.ndim - nd]
+    sp = x.shape[x.ndim - nd:]
+    out = array_module(x).full(lead + tuple(n + a + b for n, a, b in zip(sp, lo, hi)), value,
+                               dtype=x.dtype)
+    out[(Ellipsis,) + tuple(slice(a, a + n) for a, n in zip(lo, sp))] = x
+    return out
+
+
+def windows(xp, O, K, s, d):
+    """The view ``(N, C, *O, *K)`` of sliding windows over padded ``xp``."""
+    nd = len(K)
+    st = xp.strides
+    sp = st[xp.ndim - nd:]
+    shape = xp.shape[:xp.ndim - nd] + tuple(O) + tuple(K)
+    strides = st[:xp.ndim - nd] + tuple(a * b for a, b in zip(sp, s)) + \
+        tuple(a * b for a, b in zip(sp, d))
+    return _as_strided(xp, shape, strides)
+
+
+def im2col(x, g):
+    """Columns ``(N, C*prod(K), prod(O))`` of ``x`` (N, C, *S) for geometry ``g``: one
+    strided window view of the padded input, copied once."""
+    nd = g.nd
+    n, c = x.shape[:2]
+    win = windows(pad_array(x, g.lo, g.hi), g.O, g.K, g.s, g.d)  # N C *O *K
+    order = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
+    col = array_module(x).ascontiguousarray(win.transpose(order))
+    return col.reshape(n, c * _prod(g.K), _prod(g.O))
+
+
+def im2col_rows(x, g):
+    """Columns as one matrix ``(C*prod(K), N*prod(O))`` (for the weight gradient)."""
+    nd = g.nd
+    n, c = x.shape[:2]
+    win = windows(pad_array(x, g.lo, g.hi), g.O, g.K, g.s, g.d)
+    order = (1,) + tuple(range(2 + nd, 2 + 2 * nd)) + (0,) + tuple(range(2, 2 + nd))
+    col = array_module(x).ascontiguousarray(win.transpose(order))
+    return col.reshape(c * _prod(g.K), n * _prod(g.O))
+
+
+def col2im(col, g):
+    """The adjoint of :func:`im2col`: columns ``(N, C, *K, *O)`` (any strides) summed
+    into a contiguous (N, C, *S), one strided add per kernel position."""
+    xp = array_module(col)
+    n, c = col.shape[:2]
+    sp = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
+    buf = xp.zeros((n, c) + sp, dtype=col.dtype)
+    disjoint = all(s >= d * (k - 1) + 1 for s, d, k in zip(g.s, g.d, g.K))
+    for kk in itertools.product(*[range(k) for k in g.K]):
+        sl = (Ellipsis,) + tuple(slice(k * d, k * d + s * (o - 1) + 1, s)
+                                 for k, d, s, o in zip(kk, g.d, g.s, g.O))
+        src = col[(slice(None), slice(None)) + kk]
+        if disjoint:
+            buf[sl] = src
+        else:
+            buf[sl] += src
+    return _crop(buf, g)
+
+
+# ConvWeight: up to this many columns per window (C/G * prod(K)), per-sample products
+# summed over the batch beat one product over all samples (measured, OpenBLAS)
+_PER_SAMPLE_CK = 128
+# working-set size per block of samples for the multi-pass depthwise loops (L2-sized)
+_BLOCK_BYTES = 1 << 18
+
+
+def _bias_shape(b, nd):
+    return b.reshape((1, -1) + (1,) * nd)
+
+
+def _kernel_slices(g):
+    """(kernel position, slice of the padded input it meets) for each kernel position."""
+    for kk in itertools.product(*[range(k) for k in g.K]):
+        yield kk, (Ellipsis,) + tuple(slice(k * d, k * d + s * (o - 1) + 1, s)
+                                      for k, d, s, o in zip(kk, g.d, g.s, g.O))
+
+
+def _stride1(g):
+    return all(s == 1 for s in g.s)
+
+
+def _crop(buf, g):
+    """The unpadded (N, C, *S) part of a padded (N, C, *padded) array, contiguous."""
+    if buf.shape[2:] != tuple(g.S):
+        buf = buf[(Ellipsis,) + tuple(slice(lo, lo + a) for lo, a in zip(g.lo, g.S))]
+    return contiguous(buf, array_module(buf))
+
+
+def _transposed(y, g):
+    """For a stride-1 geometry ``g``: ``(y', g')`` such that the convolution of ``y'``
+    with the flipped weight (:func:`_flipped`) over ``g'`` is the adjoint of ``conv(.,
+    w)`` over ``g`` applied to ``y``: ``y`` padded by ``d*(K-1) - lo`` before and
+    ``S - O + lo`` after (``d*(K-1) - hi`` unless input positions past the last window
+    exist, as with ``output_padding``), cropped where that is negative."""
+    lo = [d * (k - 1) - p for d, k, p in zip(g.d, g.K, g.lo)]
+    hi = [a - o + p for a, o, p in zip(g.S, g.O, g.lo)]
+    if any(v < 0 for v in lo + hi):
+        y = y[(Ellipsis,) + tuple(slice(max(-a, 0), o - max(-b, 0))
+                                  for a, b, o in zip(lo, hi, g.O))]
+        lo = [max(v, 0) for v in lo]
+        hi = [max(v, 0) for v in hi]
+    return y, Geom(tuple(y.shape[2:]), tuple(g.S), g.K, g.s, g.d, tuple(lo), tuple(hi), g.G)
+
+
+def _flipped(w, G):
+    """The weight (C, F/G, *K) of the transposed convolution of a weight (F, C/G, *K):
+    input and output channels swapped within each group, the kernel reversed."""
+    f, cg = w.shape[:2]
+    K = tuple(w.shape[2:])
+    wt = w.reshape((G, f // G, cg) + K).swapaxes(1, 2).reshape((G * cg, f // G) + K)
+    return wt[(Ellipsis,) + (slice(None, None, -1),) * len(K)]
+
+
+def _depthwise(g, cg):
+    """Grouped convolutions with one input channel per group run as a few broadcast
+    multiply-adds per kernel position instead of many tiny matrix products."""
+    return g.G > 1 and cg == 1
+
+
+class _Span:
+    """Stride-1 layout: every kernel position is one contiguous run of the flattened
+    padded plane, ``plane[off_k : off_k + L]``; output ``o`` sits at flat position
+    ``sum(o_i * P_i)`` of the run (the positions in between are discarded). Long
+    contiguous runs make the column copies and the adjoint's adds fast."""
+
+    def __init__(self, g):
+        sp = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
+        P = [1] * len(sp)
+        for i in range(len(sp) - 2, -1, -1):
+            P[i] = P[i + 1] * sp[i + 1]
+        self.sp, self.P = sp, tuple(P)
+        self.plane = _prod(sp)
+        self.L = sum((o - 1) * p for o, p in zip(g.O, P)) + 1
+        self.offs = [(kk, sum(k * d * p for k, d, p in zip(kk, g.d, P)))
+                     for kk in itertools.product(*[range(k) for k in g.K])]
+        self.O = tuple(g.O)
+
+    def view(self, span):
+        """The (..., *O) outputs inside a (..., L) run, as a strided view."""
+        isz = span.itemsize
+        return _as_strided(span, span.shape[:-1] + self.O,
+                           span.strides[:-1] + tuple(p * isz for p in self.P))
+
+    def embed(self, y):
+        """(..., *O) outputs placed in a zero (..., L) run."""
+        nd = len(self.O)
+        span = array_module(y).zeros(y.shape[:-nd] + (self.L,), dtype=y.dtype)
+        self.view(span)[...] = y
+        return span
+
+    def plane_of(self, x, g):
+        xp = array_module(x).ascontiguousarray(pad_array(x, g.lo, g.hi))
+        return xp.reshape(x.shape[:2] + (self.plane,))
+
+
+def _input_path(g, n, fg, cg):
+    """How :class:`ConvInput` runs for ``n`` samples with ``fg`` / ``cg`` output / input
+    channels per group (chosen by measurements with OpenBLAS on one core):
+
+    - ``gemm``: 1x1 kernel, stride 1, no padding: the product is the answer;
+    - ``transposed``: stride 1, at least 16 input channels per group, no more output
+      than input channels (the columns of ``y`` are no larger than those of ``x``) and
+      no more input positions than span columns (same-size convolutions): the
+      convolution of the padded ``y`` with the flipped weight, with no adds at all;
+    - ``last``: at most 128 output positions and at least 16 samples, with at least
+      32 columns per window: :func:`_col2im_last` (small feature maps of a large batch);
+    - ``span``: stride 1, at least 32 columns per window: :func:`_col2im_span`;
+    - ``col2im``: otherwise (strided, or tiny products where the extra span columns
+      cost more than the short strided adds).
+    """
+    wide = cg * _prod(g.K) >= 32
+    if _stride1(g):
+        if _prod(g.K) == 1 and not any(g.lo) and not any(g.hi) and tuple(g.S) == tuple(g.O):
+            return "gemm"
+        if cg >= 16 and fg <= cg and _prod(g.S) <= _Span(g).L:
+            return "transposed"
+    if wide and _prod(g.O) <= 128 and n >= 16:
+        return "last"
+    if wide and _stride1(g):
+        return "span"
+    return "col2im"
+
+
+def _col2im_last(y, w, g):
+    """``conv_input(y, w)`` with the batch as the last axis: one matrix product over all
+    samples, then one strided add per kernel position whose rows (last output dim times
+    the batch) are long even when the feature maps are small."""
+    xm = array_module(y)
+    n, f = y.shape[:2]
+    G, cg, kp, o = g.G, w.shape[1], _prod(g.K), _prod(g.O)
+    yt = contiguous(xm.moveaxis(y.reshape(n, f, o), 0, -1), xm)
+    col = w.reshape(G, f // G, cg * kp).transpose(0, 2, 1) @ yt.reshape(G, f // G, o * n)
+    col = col.reshape((G * cg,) + tuple(g.K) + tuple(g.O) + (n,))
+    padded = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
+    buf = xm.zeros((G * cg,) + padded + (n,), dtype=y.dtype)
+    slices = list(_kernel_slices(g))
+
+    def block(lo, hi):  # channels are independent: blocks of them on the intra-op threads
+        bb, cb = buf[lo:hi], col[lo:hi]
+        for kk, sl in slices:
+            bb[(slice(None),) + sl[1:] + (slice(None),)] += cb[(slice(None),) + kk]
+    parallel_rows(block, G * cg, col.size, xm)
+    return _crop(xm.moveaxis(buf, -1, 0), g)
+
+
+def _col2im_span(y, w, g):
+    """Stride-1 ``conv_input(y, w)``: the columns made in the span layout (one matrix
+    product over ``y`` embedded in zero runs), then one contiguous add per kernel
+    position instead of a strided add with short rows."""
+    xm = array_module(y)
+    sp = _Span(g)
+    n, f = y.shape[:2]
+    G, cg, kp = g.G, w.shape[1], _prod(g.K)
+    ys = sp.embed(y)  # N, F, L
+    wm = w.reshape(G, f // G, cg * kp)
+    if G == 1:
+        col = wm[0].T @ ys
+    else:
+        col = wm.transpose(0, 2, 1) @ ys.reshape(n, G, f // G, sp.L)
+    col = col.reshape(n, G * cg, kp, sp.L)
+    buf = xm.zeros((n, G * cg, sp.plane), dtype=y.dtype)
+    for k, (_, off) in enumerate(sp.offs):
+        buf[..., off:off + sp.L] += col[:, :, k]
+    return _crop(buf.reshape((n, G * cg) + sp.sp), g)
+
+
+def _batch_blocks(n, item_bytes):
+    """Slices of the batch whose per-sample working arrays fit in about
+    ``_BLOCK_BYTES``: loops of several passes over data that stays in cache run up to
+    twice as fast as passes over the whole batch."""
+    b = max(1, _BLOCK_BYTES // max(item_bytes, 1))
+    return [slice(i, min(i + b, n)) for i in range(0, n, b)]
+
+
+def _dw_forward(x, w, g):
+    """Depthwise ``conv(x, w)``: x (N, C, *S), w (C*m, 1, *K) -> (N, C*m, *O), as one
+    broadcast multiply-add per kernel position over a cache-sized block of samples."""
+    xm = array_module(x)
+    n, c = x.shape[:2]
+    m = w.shape[0] // c
+    nd = g.nd
+    O = tuple(g.O)
+    out = xm.empty((n, c, m) + O, dtype=x.dtype)
+    if _stride1(g):
+        sp = _Span(g)
+        xpf = sp.plane_of(x, g)[:, :, None]  # N, C, 1, plane
+        wk = w.reshape((1, c, m, _prod(g.K), 1))
+        blocks = _batch_blocks(n, c * m * sp.L * x.itemsize)
+        acc = xm.empty((blocks[0].stop, c, m, sp.L), dtype=x.dtype)
+        tmp = xm.empty_like(acc)
+        for sl in blocks:
+            a, t, xs = acc[:sl.stop - sl.start], tmp[:sl.stop - sl.start], xpf[sl]
+            for k, (_, off) in enumerate(sp.offs):
+                xm.multiply(wk[:, :, :, k], xs[..., off:off + sp.L], out=t if k else a)
+                if k:
+                    a += t
+            out[sl] = sp.view(a)
+        return out.reshape((n, c * m) + O)
+    xp = pad_array(x, g.lo, g.hi)[:, :, None]
+    wk = w.reshape((1, c, m) + tuple(g.K) + (1,) * nd)
+    blocks = _batch_blocks(n, c * m * _prod(O) * x.itemsize)
+    tmp = xm.empty((blocks[0].stop, c, m) + O, dtype=x.dtype)
+    for sl in blocks:
+        a, t, xs = out[sl], tmp[:sl.stop - sl.start], xp[sl]
+        for i, (kk, ksl) in enumerate(_kernel_slices(g)):
+            xm.multiply(wk[(Ellipsis,) + kk + (slice(None),) * nd], xs[ksl], out=t if i else a)
+            if i:
+                a += t
+    return out.reshape((n, c * m) + O)
+
+
+def _dw_input(y, w, g):
+    """The adjoint of :func:`_dw_forward` in ``x``: y (N, C*m, *O) -> (N, C, *S). With
+    stride 1 and m == 1 it is the depthwise convolution of the padded ``y`` with the
+    reversed kernel."""
+    xm = array_module(y)
+    n, f = y.shape[:2]
+    c = g.G
+    m = f // c
+    nd = g.nd
+    if m == 1 and _stride1(g):
+        yp, gt = _transposed(y, g)
+        return _dw_forward(yp, w[(Ellipsis,) + (slice(None, None, -1),) * nd], gt)
+    yv = y.reshape((n, c, m) + tuple(g.O))
+    padded = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
+    if _stride1(g):
+        sp = _Span(g)
+        ys = sp.embed(yv)  # N, C, m, L
+        wk = w.reshape(c, m, _prod(g.K))
+        buf = xm.zeros((n, c, sp.plane), dtype=y.dtype)
+        for k, (_, off) in enumerate(sp.offs):
+            buf[..., off:off + sp.L] += xm.einsum("ncml,cm->ncl", ys, wk[:, :, k])
+        buf = buf.reshape((n, c) + padded)
+    else:
+        wk = w.reshape((c, m) + tuple(g.K))
+        buf = xm.zeros((n, c) + padded, dtype=y.dtype)
+        letters = "xyz"[:nd]
+        for kk, sl in _kernel_slices(g):
+            wkk = wk[(Ellipsis,) + kk]
+            if m == 1:
+                buf[sl] += yv[:, :, 0] * wkk.reshape((1, c) + (1,) * nd)
+            else:
+                buf[sl] += xm.einsum(f"ncm{letters},cm->nc{letters}", yv, wkk)
+    return _crop(buf, g)
+
+
+def _dw_weight(x, y, g):
+    """The adjoint of :func:`_dw_forward` in ``w``: -> (C*m, 1, *K). With stride 1, each
+    kernel position is a batch of dot products (one matrix product) of the outputs'
+    gradient with a contiguous run of the input, summed over samples."""
+    xm = array_module(x)
+    n, c = x.shape[:2]
+    f = y.shape[1]
+    m = f // c
+    yv = y.reshape((n, c, m) + tuple(g.O))
+    out = xm.empty((c, m) + tuple(g.K), dtype=x.dtype)
+    if _stride1(g):
+        sp = _Span(g)
+        ys = sp.embed(yv)  # N, C, m, L
+        xpf = sp.plane_of(x, g)[..., None]  # N, C, plane, 1
+        for kk, off in sp.offs:
+            out[(Ellipsis,) + kk] = (ys @ xpf[:, :, off:off + sp.L]).sum(0)[..., 0]
+        return out.reshape((f, 1) + tuple(g.K))
+    xp = pad_array(x, g.lo, g.hi)
+    letters = "xyz"[:g.nd]
+    for kk, sl in _kernel_slices(g):
+        out[(Ellipsis,) + kk] = xm.einsum(f"ncm{letters},nc{letters}->cm", yv, xp[sl])
+    return out.reshape((f, 1) + tuple(g.K))
+
+
+def _conv_arrays(x, w, g):
+    """``conv(x, w)`` on arrays, without bias: x (N, C, *S), w (F, C/G, *K) -> (N, F, *O)."""
+    if _depthwise(g, w.shape[1]):
+        return _dw_forward(x, w, g)
+    G = g.G
+    n, c = x.shape[:2]
+    f = w.shape[0]
+    xm = array_module(x)
+    o = _prod(g.O)
+    out = xm.empty((n, f, o), dtype=xm.result_type(x, w))
+    wm = w.reshape(f, -1) if G == 1 else w.reshape(G, f // G, -1)
+
+    def block(lo, hi):
+        # every sample is its own im2col and gemm: blocks of the batch run on the
+        # intra-op threads with the same per-sample products
+        col = im2col(x[lo:hi], g)  # n, C*K, O
+        if G == 1:
+            xm.matmul(wm, col, out=out[lo:hi])  # n, F, O: no transposes
+        else:
+            col = col.reshape(hi - lo, G, c // G * _prod(g.K), -1)
+            xm.matmul(wm, col, out=out[lo:hi].reshape(hi - lo, G, f // G, o))
+    parallel_rows(block, n, out.size * w[0].size, xm, blas=True)
+    return out.reshape((n, f) + tuple(g.O))

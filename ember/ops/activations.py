@@ -1,0 +1,259 @@
+"""Activation primitives: relu (with its array fast paths and threshold-style
+gradient), leaky_relu, softplus, and ``zero_curvature``, which keeps the zero second
+derivative of the piecewise-linear activations in the graph. Re-exported by
+:mod:`ember.ops.unary`, which binds their Tensor methods and in-place forms."""
+import numpy as np
+
+from ember._tensor import _make
+from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import Primitive
+from ember.backend.threads import parallel_rows
+from ember.ops import _batch, _jvp
+from ember.ops._util import not_implemented_for
+from ember.ops.elementwise import where
+
+_BLOCK = 65536
+_ZEROS = {}  # dtype -> a block of _BLOCK zeros, never written
+
+
+def _relu_array(x, out=None):
+    """``max(x, 0)`` on an array (into ``out``, which may be ``x``, when given). NumPy's
+    ``maximum`` against the scalar 0 runs a broadcast inner loop without SIMD; against a
+    block of zeros (the input seen as rows of ``_BLOCK``) it is 2-3 times as fast. Same
+    values, NaNs and signed zeros."""
+    if type(x) is not np.ndarray or x.size < 4096 or x.dtype.kind != "f" \
+            or not x.flags.c_contiguous:
+        return np.maximum(x, 0, dtype=x.dtype, out=out)
+    z = _ZEROS.get(x.dtype)
+    if z is None:
+        z = _ZEROS[x.dtype] = np.zeros(_BLOCK, x.dtype)
+    if out is None:
+        out = np.empty_like(x)
+    flat, oflat = x.reshape(-1), out.reshape(-1)
+    n = flat.size
+    m = n - n % _BLOCK
+    if m:
+        rows, orows = flat[:m].reshape(-1, _BLOCK), oflat[:m].reshape(-1, _BLOCK)
+
+        def block(lo, hi):
+            np.maximum(rows[lo:hi], z, out=orows[lo:hi])
+        parallel_rows(block, len(rows), m)
+    if m < n:
+        np.maximum(flat[m:], z[:n - m], out=oflat[m:])
+    return out
+
+
+def _relu_grad_array(gy, y, out=None):
+    """relu's derivative on arrays, as PyTorch's ``threshold_backward``: 0 where
+    ``y <= 0`` and ``gy`` elsewhere. So a NaN output passes the gradient on, and an
+    infinite or NaN ``gy`` is not multiplied into the zeros (``inf * 0`` would be NaN).
+    Into ``out`` when given; split over the intra-op threads when large."""
+    dtype = np.result_type(gy.dtype, np.bool_) if hasattr(gy, "dtype") else None
+    if type(gy) is not np.ndarray or type(y) is not np.ndarray or gy.shape != y.shape \
+            or gy.size < 4096 or not (gy.flags.c_contiguous and y.flags.c_contiguous):
+        res = np.where(y <= 0, np.zeros((), dtype), gy)
+        if out is None:
+            return res
+        np.copyto(out, res)
+        return out
+    if out is None:
+        out = np.empty(gy.shape, dtype)
+    g, yf, o = gy.reshape(-1), y.reshape(-1), out.reshape(-1)
+
+    def block(lo, hi):
+        np.copyto(o[lo:hi], g[lo:hi])
+        np.copyto(o[lo:hi], 0, where=yf[lo:hi] <= 0)
+    parallel_rows(block, g.size, 2 * g.size)
+    return out
+
+
+class Relu(Primitive):
+    save_output = True
+
+    def forward(self, x):
+        if x.dtype == np.bool_:
+            raise RuntimeError('"relu" not implemented for bool tensors')
+        return _relu_array(x)
+
+    def backward(self, gy):
+        y, = self.saved_tensors
+        if not _grad_state.grad_enabled:
+            # first order: one array multiply, no nodes
+            return _make(_relu_grad_array(gy._data, y._data))
+        return _relu_grad(gy, y)
+
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+    onnx = "Relu"
+    torchscript = "relu"
+
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``), from the output."""
+        g = grads[0]
+        return [_relu_grad_array(g, outputs[0], None if out is None else
+                                 out(0, g.shape, g.dtype))]
+
+    def forward_out(self, x, out):
+        """``forward`` written into ``out(0, shape, dtype)`` (a floating ``x``)."""
+        return _relu_array(x, out(0, x.shape, x.dtype))
+
+    # one element of the forward and of the gradient from the output, for the compile
+    # plan's fused loops (``z``: the dtype's zero). np.maximum(x, 0) is x when x > 0 or
+    # x is NaN (its sign kept), else +0.0 (also for -0.0: NumPy returns the second of
+    # equal operands); the gradient is threshold_backward's
+    fused = "{0} if ({0} > z or {0} != {0}) else z"
+    fused_vjp = "z if {y} <= z else {g}"
+
+
+class ReluBackward(Primitive):
+    """``gy * (y > 0)`` as one op (PyTorch's threshold_backward).
+
+    Its derivative with respect to ``y`` is zero, but it is a tensor, not None: a
+    gradient penalty through ReLU layers then reaches the earlier biases with zeros,
+    as in PyTorch, instead of leaving them out of the graph.
+    """
+    # operands broadcast (a batched gradient against an unbatched output under vmap):
+    # each operand's gradient is summed back to its shape
+    broadcasts = True
+    save_inputs = (1,)
+    _node_name = "ThresholdBackwardBackward0"
+
+    def forward(self, gy, y):
+        return _relu_grad_array(gy, y)
+
+    def backward(self, ggx):
+        y, = self.saved_tensors
+        return _relu_grad(ggx, y), y * 0
+
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+
+
+_relu_grad = ReluBackward.binary_function()
+
+
+class _ZerosLikeOf(Primitive):
+    """Zeros shaped like ``x``, computed from ``(g, x)`` so that they stay in the graph:
+    a derivative that is zero, but a tensor rather than None."""
+    # operands broadcast (a batched gradient against an unbatched output under vmap):
+    # each operand's gradient is summed back to its shape
+    broadcasts = True
+    save_inputs = (1,)
+    _node_name = "ZerosLikeBackward0"
+
+    def forward(self, g, x):
+        return np.zeros_like(x)
+
+    def backward(self, gz):
+        x, = self.saved_tensors
+        return None, _ZerosLikeOf.apply(gz, x)
+
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+
+
+class ZeroCurvature(Primitive):
+    """``y`` unchanged, marking that ``y``'s second derivative with respect to ``x`` is
+    zero. Piecewise-linear ops built from ``where`` (threshold, the shrinks, prelu,
+    rrelu) and pooling would otherwise leave a first derivative that does not depend on
+    ``x`` at all, so ``grad(grad(y), x)`` would be None where PyTorch's dedicated backward
+    ops give zeros."""
+    # operands broadcast (a batched gradient against an unbatched output under vmap):
+    # each operand's gradient is summed back to its shape
+    broadcasts = True
+    _node_name = "AliasBackward0"
+    save_inputs = (1,)
+
+    def forward(self, y, x):
+        return y
+
+    def backward(self, gy):
+        if not _grad_state.grad_enabled:
+            return gy, None
+        x, = self.saved_tensors
+        return gy, _ZerosLikeOf.apply(gy, x)
+
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+
+
+def zero_curvature(y, x):
+    """``y``, with a zero (rather than missing) second derivative in ``x`` (see
+    ``ZeroCurvature``); a no-op outside autograd."""
+    if not (x._requires_grad and _grad_state.grad_enabled):
+        return y
+    return ZeroCurvature.apply(y, x)
+
+
+def relu(input):
+    """``max(input, 0)``."""
+    return Relu.apply(input)
+
+
+class LeakyRelu(Primitive):
+    """``x`` where ``x > 0``, else ``negative_slope * x``."""
+    save_inputs = (0,)
+
+    def forward(self, x, negative_slope):
+        self.negative_slope = negative_slope
+        return np.where(x > 0, x, x * np.asarray(negative_slope, x.dtype)).astype(x.dtype,
+                                                                                   copy=False)
+
+    def backward(self, gy):
+        x, = self.saved_tensors
+        ns = self.negative_slope
+
+        def slope(a):
+            return np.where(a > 0, np.ones((), a.dtype), np.asarray(ns, a.dtype))
+        # (lazily: unary imports this module)
+        from ember.ops.unary import _piecewise_grad
+        return _piecewise_grad(gy, x, slope), None
+
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+    torchscript = "leaky_relu"
+
+
+def leaky_relu(input, negative_slope=0.01):
+    """``x`` where ``x > 0``, else ``negative_slope * x`` (``F.leaky_relu``)."""
+    return LeakyRelu.apply(input, negative_slope)
+
+
+class Softplus(Primitive):
+    """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``.
+
+    One op (not a chain of exp, log1p and where) so that exporters write it as one
+    node, as PyTorch's do. Half precision computes in float32 and rounds once."""
+    save_inputs = (0,)
+
+    def forward(self, x, beta, threshold):
+        if x.dtype.kind != "f":
+            raise not_implemented_for("softplus_cpu", x.dtype)
+        self.beta, self.threshold = beta, threshold
+        wide = x.astype(np.float32) if x.dtype.itemsize < 4 else x
+        z = wide * np.asarray(beta, wide.dtype)
+        big = z > threshold
+        with np.errstate(over="ignore"):
+            soft = np.log1p(np.exp(np.where(big, np.zeros((), wide.dtype), z)))
+        if beta != 1:
+            soft = soft / np.asarray(beta, wide.dtype)
+        return np.where(big, wide, soft).astype(x.dtype, copy=False)
+
+    def backward(self, gy):
+        x, = self.saved_tensors
+        wide = x.float() if x.dtype.itemsize < 4 else x
+        z = wide * self.beta
+        s = z.sigmoid()
+        # at and past the threshold the slope is a constant to a second derivative (torch's)
+        slope = where(z < self.threshold, s, s.detach().masked_fill(z > self.threshold, 1.0))
+        return gy * slope.to(gy.dtype), None, None
+
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+    torchscript = "softplus"
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``
+    (``F.softplus``)."""
+    return Softplus.apply(input, beta, threshold)

@@ -1,0 +1,148 @@
+"""Padding: ``constant_pad_nd`` and ``pad`` (``torch.nn.functional.pad``: constant, reflect,
+replicate, circular). Re-exported by :mod:`ember.ops.shape`, where users import ``pad``."""
+import numpy as np
+
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
+from ember.autograd.node import Primitive
+from ember.autograd.node_names import node_name
+from ember.backend import array_module
+from ember.ops import _batch, _jvp
+
+__all__ = ["constant_pad_nd"]
+
+
+def _xp(a):
+    return array_module(a)
+
+
+class ConstantPad(Primitive):
+    _node_name = "ConstantPadNdBackward0"
+
+    def forward(self, x, pads, value):
+        self.pads = pads
+        nd = x.ndim
+        shape = list(x.shape)
+        src, dst = [slice(None)] * nd, [slice(None)] * nd
+        for k in range(len(pads) // 2):
+            d = nd - 1 - k
+            lo, hi = pads[2 * k], pads[2 * k + 1]
+            n = x.shape[d]
+            new = n + lo + hi
+            keep = n - max(-lo, 0) - max(-hi, 0)
+            if new < 0 or keep < 0:
+                raise RuntimeError(f"The input size {n}, plus negative padding {lo} and {hi} "
+                                   f"resulted in a negative output size, which is invalid. "
+                                   f"Check dimension {d} of your input.")
+            shape[d] = new
+            src[d] = slice(max(-lo, 0), max(-lo, 0) + keep)
+            dst[d] = slice(max(lo, 0), max(lo, 0) + keep)
+        out = _xp(x).full(shape, value, dtype=x.dtype)
+        out[tuple(dst)] = x[tuple(src)]
+        return out
+
+    def backward(self, gy):
+        return ConstantPad.apply(gy, tuple(-p for p in self.pads), 0), None, None
+
+    jvp = _jvp.linear(0, 2)
+    batch = _batch.passthrough
+
+
+def constant_pad_nd(input, pad, value=0):
+    """``input`` padded with ``value``; ``pad`` lists (before, after) pairs from the
+    last dim backwards. Negative amounts crop."""
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2:
+        raise RuntimeError("Length of pad must be even but instead it equals " + str(len(pad)))
+    if len(pad) // 2 > input._data.ndim:
+        raise RuntimeError(f"Length of pad should be no more than twice the number of dimensions "
+                           f"of the input. Pad length is {len(pad)} while the input has "
+                           f"{input._data.ndim} dimensions.")
+    if isinstance(value, Tensor):
+        value = value.item()
+    return ConstantPad.apply(input, pad, value)
+
+
+_NP_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+
+def _pad_name(input, pad, mode="constant", value=None):
+    # PyTorch's reflection kernels are named for the number of padded dims
+    return f"ReflectionPad{len(pad) // 2}DBackward0" if mode == "reflect" else None
+
+
+@node_name(_pad_name)
+def pad(input, pad, mode="constant", value=None):
+    """Pad ``input`` (PyTorch's ``torch.nn.functional.pad``).
+
+    ``pad`` lists (before, after) amounts from the last dim backwards:
+    ``(1, 1)`` pads the last dim, ``(1, 1, 2, 2)`` the last two. ``mode`` is
+    ``'constant'`` (with ``value``, any number of dims, negative amounts crop),
+    ``'reflect'``, ``'replicate'`` or ``'circular'`` (the last 1 to 3 dims of a
+    batched or unbatched input, as PyTorch allows).
+
+        >>> pad(ember.ones(2, 3), (1, 1)).shape
+        ember.Size([2, 5])
+    """
+    pad = tuple(int(p) for p in pad)
+    nd = input._data.ndim
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > nd:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the input "
+                           f"dimension but got padding length {len(pad)} and input of dimension "
+                           f"{nd}")
+    if mode == "constant":
+        return constant_pad_nd(input, pad, 0 if value is None else value)
+    if mode not in _NP_MODES:
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if value is not None and value != 0:
+        raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node: the positions read depend on the input's size
+        return m.composite("pad", _pad_call, (input, tuple(pad), mode), {})
+    n = len(pad) // 2
+    if n not in (1, 2, 3) or nd not in (n + 1, n + 2):
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {nd}D input tensor.\nSupported "
+            "combinations for non-constant padding:\n  - 2D or 3D input: padding size = 2 (pads "
+            "last dimension)\n  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+    from ember.ops.gather_scatter import index_select
+    x = input
+    # torch's kernels allow a 0 only in the batch dim (present when nd is n + 2)
+    if mode in ("reflect", "replicate") and 0 in input.shape[1 if nd == n + 2 else 0:]:
+        raise RuntimeError(f"Expected {n + 1}D or {n + 2}D (batch mode) tensor with "
+                           f"possibly 0 batch size and other non-zero dimensions for input, "
+                           f"but got: {list(input.shape)}")
+    for k in range(n):
+        d = nd - 1 - k
+        lo, hi = pad[2 * k], pad[2 * k + 1]
+        size = x._data.shape[d]
+        if mode == "reflect" and (lo >= size or hi >= size):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding "
+                               f"input dimension, but got: padding ({lo}, {hi}) at dimension "
+                               f"{d} of input {list(input.shape)}")
+        if mode == "circular" and (lo > size or hi > size):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        if size == 0:
+            raise RuntimeError(f"Expected {nd - n}D or {nd - n + 1}D (batch mode) tensor with "
+                               f"possibly 0 batch size and other non-zero dimensions for input, "
+                               f"but got: {list(input.shape)}")
+        if size + lo + hi < 0:
+            raise RuntimeError(f"input size {size} with padding ({lo}, {hi}) gives a negative "
+                               f"output size at dimension {d}")
+        if mode == "circular":
+            # PyTorch crops first and wraps around what is left
+            kept = np.arange(size)[max(-lo, 0):size - max(-hi, 0)]
+            if max(lo, hi) > len(kept):
+                raise RuntimeError("Padding value causes wrapping around more than once.")
+            idx = np.pad(kept, (max(lo, 0), max(hi, 0)), mode="wrap")
+        else:
+            idx = np.pad(np.arange(size), (max(lo, 0), max(hi, 0)), mode=_NP_MODES[mode])
+            idx = idx[max(-lo, 0):len(idx) - max(-hi, 0)]
+        x = index_select(x, d, _make(_xp(x._data).asarray(idx, dtype=np.int64)))
+    return x
+
+
+_pad_call = pad  # (``pad`` names the widths inside the function)
