@@ -142,7 +142,7 @@ def mean(input, dim=None, *, keepdim=False, dtype=None, mask=None):
     source = "Optional"
     if dtype is None:
         dtype, source = input.dtype, "Input"
-    if not dtype.is_floating_point:
+    if not (dtype.is_floating_point or dtype.is_complex):
         raise ValueError(f"mean(): Could not infer output dtype. {source} dtype must be either "
                          f"a floating point or complex dtype. Got: {dtype}")
     if mask is None:
