@@ -52,6 +52,8 @@ def _identity(op, input, ord=2):
         return ember.tensor(0, dtype=dt)
     if op in ("prod", "cumprod"):
         return ember.tensor(1, dtype=dt)
+    if op in ("logaddexp", "logsumexp") and dt.is_complex:
+        return ember.tensor(complex(-math.inf, 0.0), dtype=dt)  # exp of it is 0
     if op in ("amax", "argmax", "logaddexp", "logsumexp"):
         if floating:
             return ember.tensor(-math.inf, dtype=dt)

@@ -593,11 +593,13 @@ class _Logsumexp(Primitive):
         x = to_float(x)
         xp = array_module(x)
         self.meta = (x.shape, axes, keepdim)
-        if not axes:
+        if not axes and x.dtype.kind != "c":
             return x.copy()
         if x.size == 0:  # the log of an empty sum
             return xp.full_like(x.sum(axis=axes, keepdims=keepdim), -np.inf)
-        m = x.max(axis=axes, keepdims=True)
+        # complex: shifted by the largest real part only, so the result's imaginary part is
+        # the principal log's, in (-pi, pi], as torch's (even for a single element)
+        m = (x.real if x.dtype.kind == "c" else x).max(axis=axes, keepdims=True)
         m = xp.where(xp.isfinite(m), m, 0).astype(x.dtype)
         s = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
         return s if keepdim else s.squeeze(axes)
