@@ -445,13 +445,15 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False, out=None, layou
 def tril_indices(row, col, offset=0, dtype=None, device=None):
     """Indices (2 x N, int64) of the lower triangle of a row x col matrix."""
     r, c = np.tril_indices(row, offset, col)
-    return _finish(np.stack([r, c]).astype(np.int64), backend.as_device(device), False)
+    dt = _dt.to_dtype(dtype) or _dt.int64
+    return _finish(np.stack([r, c]).astype(dt.np), backend.as_device(device), False)
 
 
 def triu_indices(row, col, offset=0, dtype=None, device=None):
     """Indices (2 x N, int64) of the upper triangle of a row x col matrix."""
     r, c = np.triu_indices(row, offset, col)
-    return _finish(np.stack([r, c]).astype(np.int64), backend.as_device(device), False)
+    dt = _dt.to_dtype(dtype) or _dt.int64
+    return _finish(np.stack([r, c]).astype(dt.np), backend.as_device(device), False)
 
 
 def is_tensor(obj):
