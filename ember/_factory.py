@@ -395,7 +395,7 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, ou
     arr = np.where(idx < half, start + step * idx, end - step * (steps - 1 - idx))
     if steps == 1:
         arr = np.full(1, start, dtype=np.float64)
-    if not dt.is_floating_point:
+    if integral:  # complex values are kept as they are
         arr = np.trunc(arr)
     _, device = _xp(device)
     return _into(_finish(arr.astype(dt.np), device, requires_grad), out)
