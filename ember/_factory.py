@@ -395,7 +395,7 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, ou
     arr = np.where(idx < half, start + step * idx, end - step * (steps - 1 - idx))
     if steps == 1:
         arr = np.full(1, start, dtype=np.float64)
-    if not dt.is_floating_point:
+    if integral:  # complex values are kept as they are
         arr = np.trunc(arr)
     _, device = _xp(device)
     return _into(_finish(arr.astype(dt.np), device, requires_grad), out)
@@ -445,13 +445,15 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False, out=None, layou
 def tril_indices(row, col, offset=0, dtype=None, device=None):
     """Indices (2 x N, int64) of the lower triangle of a row x col matrix."""
     r, c = np.tril_indices(row, offset, col)
-    return _finish(np.stack([r, c]).astype(np.int64), backend.as_device(device), False)
+    dt = _dt.to_dtype(dtype) or _dt.int64
+    return _finish(np.stack([r, c]).astype(dt.np), backend.as_device(device), False)
 
 
 def triu_indices(row, col, offset=0, dtype=None, device=None):
     """Indices (2 x N, int64) of the upper triangle of a row x col matrix."""
     r, c = np.triu_indices(row, offset, col)
-    return _finish(np.stack([r, c]).astype(np.int64), backend.as_device(device), False)
+    dt = _dt.to_dtype(dtype) or _dt.int64
+    return _finish(np.stack([r, c]).astype(dt.np), backend.as_device(device), False)
 
 
 def is_tensor(obj):

@@ -203,12 +203,13 @@ def multi_dot(tensors, *, out=None):
 
 
 def vecdot(x, y, *, dim=-1, out=None):
-    """``sum(x * y, dim)`` (the dot product along ``dim``, broadcasting)."""
+    """``sum(conj(x) * y, dim)`` (the dot product along ``dim``, broadcasting; ``x`` is
+    conjugated when complex, as torch)."""
     if x.dtype != y.dtype:
         raise RuntimeError(f"linalg.vecdot: Expected x and y to have the same dtype, but found "
                            f"x of type {_tname(x._data.dtype)} and y of type "
                            f"{_tname(y._data.dtype)} instead")
-    return _write_out((x * y).sum(dim), out)
+    return _write_out(((x.conj() if x.is_complex() else x) * y).sum(dim), out)
 
 
 def tensorinv(A, ind=2, *, out=None):

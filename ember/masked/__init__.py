@@ -52,6 +52,8 @@ def _identity(op, input, ord=2):
         return ember.tensor(0, dtype=dt)
     if op in ("prod", "cumprod"):
         return ember.tensor(1, dtype=dt)
+    if op in ("logaddexp", "logsumexp") and dt.is_complex:
+        return ember.tensor(complex(-math.inf, 0.0), dtype=dt)  # exp of it is 0
     if op in ("amax", "argmax", "logaddexp", "logsumexp"):
         if floating:
             return ember.tensor(-math.inf, dtype=dt)
@@ -142,7 +144,7 @@ def mean(input, dim=None, *, keepdim=False, dtype=None, mask=None):
     source = "Optional"
     if dtype is None:
         dtype, source = input.dtype, "Input"
-    if not dtype.is_floating_point:
+    if not (dtype.is_floating_point or dtype.is_complex):
         raise ValueError(f"mean(): Could not infer output dtype. {source} dtype must be either "
                          f"a floating point or complex dtype. Got: {dtype}")
     if mask is None:
@@ -196,8 +198,9 @@ def _std_var(input, dim, unbiased, correction_opt, keepdim, dtype, mask, take_sq
     if correction_opt is not None:
         correction = float(correction_opt)
     if dtype is None:
-        dtype = input.dtype if input.dtype.is_floating_point else ember.float32
-    compute = dtype if dtype.is_floating_point else ember.float32
+        dtype = input.dtype if input.dtype.is_floating_point or input.dtype.is_complex \
+            else ember.float32
+    compute = dtype if dtype.is_floating_point or dtype.is_complex else ember.float32
     if mask is None:
         count = sum(ember.ones(input.shape, dtype=ember.int64), dim, keepdim=True)
         sample_total = sum(input, dim, keepdim=True, dtype=dtype)
@@ -206,14 +209,17 @@ def _std_var(input, dim, unbiased, correction_opt, keepdim, dtype, mask, take_sq
         count = inmask.sum(dim=dim, keepdim=True)
         sample_total = sum(input, dim, keepdim=True, dtype=dtype, mask=inmask)
     x = input - sample_total / count
+    # |x|**2 for complex data (a complex result with zero imaginary part, as torch)
+    sq = x * x.conj() if x.is_complex() else x * x
     if mask is None:
-        total = sum(x * x, dim, keepdim=keepdim, dtype=compute)
+        total = sum(sq, dim, keepdim=keepdim, dtype=compute)
     else:
-        total = sum(x * x, dim, keepdim=keepdim, dtype=compute, mask=inmask)
+        total = sum(sq, dim, keepdim=keepdim, dtype=compute, mask=inmask)
     if not keepdim:
         count = count.reshape(total.shape)
     if correction != 0:
-        count = (count.to(compute) - correction).clamp_min(0)
+        # clamped as a real count (complex has no order), then in the compute dtype
+        count = (count.to(ember.float64) - correction).clamp_min(0).to(compute)
     out = (total / count).to(dtype=dtype)
     return out.sqrt() if take_sqrt else out
 

@@ -219,7 +219,8 @@ def polar(abs, angle, *, out=None):
 
 class ConjPhysical(Primitive):
     def forward(self, z):
-        return np.conj(z)
+        # real tensors keep their values and dtype (NumPy's conj turns bool into int8)
+        return np.conj(z) if z.dtype.kind == "c" else z.copy()
 
     def backward(self, gy):
         return conj_physical(gy)

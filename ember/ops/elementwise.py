@@ -701,6 +701,14 @@ def logaddexp2(input, other, *, out=None):
 
 
 def _logaddexp(a, b, base2):
+    if not base2 and any(isinstance(x, Tensor) and x.is_complex() for x in (a, b)):
+        # complex: factor out the operand of larger real part, so exp cannot overflow
+        a = a if isinstance(a, Tensor) else b * 0 + a
+        b = b if isinstance(b, Tensor) else a * 0 + b
+        first = a.real >= b.real
+        big, small = where(first, a, b), where(first, b, a)
+        # equal arguments (infinities included) give a + log(2) without inf - inf = nan
+        return where(a == b, a + math.log(2), big + (small - big).exp().log1p())
     for x in (a, b):
         if isinstance(x, Tensor) and not x.is_floating_point():
             raise not_implemented_for("logaddexp2_cpu" if base2 else "logaddexp_cpu",

@@ -42,7 +42,8 @@ def lcm(input, other):
 @with_out
 def ldexp(input, other):
     """``input * 2 ** other``."""
-    x = input if input.is_floating_point() else input.to(get_default_dtype())
+    x = input if input.is_floating_point() or input.is_complex() else \
+        input.to(get_default_dtype())
     return x * _pow(2.0, other).to(x.dtype)
 
 

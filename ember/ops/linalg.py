@@ -334,7 +334,9 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (the batch is summed)."""
-    return _write_out(_scaled_add(input, bmm(batch1, batch2).sum(0), beta, alpha),
+    prod = bmm(batch1, batch2)
+    # summed in the operands' dtype: a plain integer sum would promote int32 to int64
+    return _write_out(_scaled_add(input, prod.sum(0, dtype=prod.dtype), beta, alpha),
                       out, "addbmm")
 
 

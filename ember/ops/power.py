@@ -175,10 +175,16 @@ def pow(input, exponent, *, out=None):
 
 @with_out
 def float_power(input, exponent, *, out=None):
-    """``pow`` computed in float64."""
-    input = input.double() if isinstance(input, Tensor) else float(input)
-    exponent = exponent.double() if isinstance(exponent, Tensor) else float(exponent)
-    return pow(input, exponent)
+    """``pow`` computed in float64 (complex128 when either operand is complex)."""
+    cplx = any(v.is_complex() if isinstance(v, Tensor) else isinstance(v, complex)
+               for v in (input, exponent))
+    from ember.backend import dtypes
+
+    def conv(v):
+        if isinstance(v, Tensor):
+            return v.to(dtypes.complex128) if cplx else v.double()
+        return complex(v) if cplx else float(v)
+    return pow(conv(input), conv(exponent))
 
 
 # the public ops, each named once: function, Tensor method, in-place method

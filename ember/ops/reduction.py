@@ -452,13 +452,19 @@ def _var_args(op, input, dim, unbiased, keepdim, correction):
 @with_out
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """Variance over ``dim`` with ``correction`` (Bessel's, 1, by default; ``unbiased=False``
-    means 0): ``sum((x - mean)**2) / (N - correction)``."""
+    means 0): ``sum((x - mean)**2) / (N - correction)``; of a complex input, the real
+    variance of ``|x - mean|`` (that of the real part plus that of the imaginary part)."""
+    if input.is_complex():
+        return var(input.real, dim, unbiased, keepdim, correction=correction) + \
+            var(input.imag, dim, unbiased, keepdim, correction=correction)
     return _Var.apply(input, *_var_args("var", input, dim, unbiased, keepdim, correction))
 
 
 @with_out
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """Standard deviation over ``dim``: ``sqrt(var(...))``; its gradient is 0 where it is 0."""
+    if input.is_complex():
+        return var(input, dim, unbiased, keepdim, correction=correction).sqrt()
     return _Std.apply(input, *_var_args("std", input, dim, unbiased, keepdim, correction))
 
 
@@ -466,6 +472,9 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=N
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """``(var, mean)`` over ``dim``, as a tuple."""
     axes, c, keepdim = _var_args("var_mean", input, dim, unbiased, keepdim, correction)
+    if input.is_complex():
+        return var(input, dim, unbiased, keepdim, correction=correction), \
+            _stat_mean(input, axes, keepdim)
     return _Var.apply(input, axes, c, keepdim), _stat_mean(input, axes, keepdim)
 
 
@@ -473,6 +482,9 @@ def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """``(std, mean)`` over ``dim``, as a tuple."""
     axes, c, keepdim = _var_args("std_mean", input, dim, unbiased, keepdim, correction)
+    if input.is_complex():
+        return std(input, dim, unbiased, keepdim, correction=correction), \
+            _stat_mean(input, axes, keepdim)
     return _Std.apply(input, axes, c, keepdim), _stat_mean(input, axes, keepdim)
 
 
@@ -581,11 +593,13 @@ class _Logsumexp(Primitive):
         x = to_float(x)
         xp = array_module(x)
         self.meta = (x.shape, axes, keepdim)
-        if not axes:
+        if not axes and x.dtype.kind != "c":
             return x.copy()
         if x.size == 0:  # the log of an empty sum
             return xp.full_like(x.sum(axis=axes, keepdims=keepdim), -np.inf)
-        m = x.max(axis=axes, keepdims=True)
+        # complex: shifted by the largest real part only, so the result's imaginary part is
+        # the principal log's, in (-pi, pi], as torch's (even for a single element)
+        m = (x.real if x.dtype.kind == "c" else x).max(axis=axes, keepdims=True)
         m = xp.where(xp.isfinite(m), m, 0).astype(x.dtype)
         s = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
         return s if keepdim else s.squeeze(axes)

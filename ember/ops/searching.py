@@ -116,6 +116,7 @@ def unravel_index(indices, shape):
     if idx.dtype.kind not in "iu":
         raise TypeError("expected 'indices' to be integer dtype, but got "
                         f"{tensor(idx).dtype}")
+    idx = idx.astype(np.int64)  # compared with the shape's product, which may pass int32's
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if any(s < 0 for s in shape):
         raise ValueError("'shape' cannot have negative values, but got "

@@ -623,8 +623,9 @@ def _bind():
         setattr(T, name, fn)
     T.T = property(_T)
     T.mT = property(_mT)
-    T.H = property(_T)
-    T.mH = property(_mT)
+    # the conjugate transposes: for complex tensors a conjugate view, as torch
+    T.H = property(lambda s: _T(s).conj() if s.is_complex() else _T(s))
+    T.mH = property(lambda s: _mT(s).conj() if s.is_complex() else _mT(s))
 
     def t_(self):
         return _retarget(self, t(self))

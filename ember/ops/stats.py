@@ -277,7 +277,7 @@ _bind()
 def cov(input, *, correction=1, fweights=None, aweights=None):
     """Covariance of the variables in the rows of ``input`` (observations in columns)."""
     x = input if input.ndim == 2 else input.reshape(1, -1)
-    if not x.is_floating_point():
+    if not (x.is_floating_point() or x.is_complex()):
         x = x.to(get_default_dtype())
     n = x.shape[1]
     # the weights keep their own dtype, as in PyTorch (float32 weights give a float32
@@ -299,7 +299,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
             norm = wsum - correction * (w * aweights).sum() / wsum
     xc = x - mean
     xw = xc if w is None else xc * w
-    c = xc @ xw.T
+    c = xc @ (xw.T.conj() if xw.is_complex() else xw.T)  # the conjugate for complex data
     if isinstance(norm, Tensor):
         norm = norm.clamp_min(0)
     else:
@@ -317,4 +317,7 @@ def corrcoef(input):
     stddev = d.sqrt()
     c = c / stddev.unsqueeze(1)
     c = c / stddev.unsqueeze(0)
+    if c.is_complex():  # the real and imaginary parts are clipped each, as torch
+        from ember.ops.complex_numbers import complex as _complex
+        return _complex(c.real.clamp(-1, 1), c.imag.clamp(-1, 1))
     return c.clamp(-1, 1)
