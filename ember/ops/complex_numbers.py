@@ -219,8 +219,9 @@ def polar(abs, angle, *, out=None):
 
 class ConjPhysical(Primitive):
     def forward(self, z):
-        # real tensors keep their values and dtype (NumPy's conj turns bool into int8)
-        return np.conj(z) if z.dtype.kind == "c" else z.copy()
+        # real tensors keep their values and dtype (NumPy's conj turns bool into int8);
+        # complex32's structured arrays make np.conj raise, which takes apply's complex32 route
+        return z.copy() if z.dtype.kind in "biuf" else np.conj(z)
 
     def backward(self, gy):
         return conj_physical(gy)
