@@ -339,7 +339,6 @@ class Primitive(Node):
             if multi:
                 return cls._finish(self, (x,), out)
             return _wrap(out)
-        _FAST_FUNCTIONS.append(f)
         return f
 
     @classmethod
@@ -380,7 +379,6 @@ class Primitive(Node):
             if rg and _grad_state.grad_enabled:
                 return self._record((a, b), out)
             return _wrap(out)
-        _FAST_FUNCTIONS.append(f)
         return f
 
     @classmethod
@@ -515,9 +513,6 @@ def _wrap(out):
 
 
 _PLAIN = {int, float, bool, complex}
-# every closure made by unary_function/binary_function: jit.trace swaps their code for
-# recording code while a trace runs (ember.jit._capture), so they stay check-free
-_FAST_FUNCTIONS = []
 _SYMBOLS = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
 
 
