@@ -224,12 +224,18 @@ def _out_dtype(dtype, out):
     return out.dtype if dtype is None and out is not None else dtype
 
 
-def _into(result, out):
+def _into(result, out, name=None):
     """PyTorch's ``out=``: write the result into ``out`` (resized if needed)."""
     if out is None:
         return result
     from ember.ops._util import write_out
-    return write_out(result, out)
+    return write_out(result, out, name)
+
+
+def _range_out_name(start, end):
+    """torch's overloads of linspace/logspace that take a tensor ``start`` or ``end``
+    resize a wrong-sized ``out`` without the resize warning the scalar ones give."""
+    return "tensor_range" if isinstance(start, Tensor) or isinstance(end, Tensor) else None
 
 
 def _sized(size, kw, fn):
@@ -370,6 +376,7 @@ def _fma_line(start, end, step, steps, np_dt):
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, out=None,
              layout=None):
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    out_name = _range_out_name(start, end)
     start, end = _num(start), _num(end)
     dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
     if steps < 0:
@@ -387,7 +394,7 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, ou
             if integral:
                 arr = np.trunc(arr)
             _, device = _xp(device)
-            return _into(_finish(arr.astype(dt.np), device, requires_grad), out)
+            return _into(_finish(arr.astype(dt.np), device, requires_grad), out, out_name)
     # PyTorch fills the first half from start and the second half from end
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
     idx = np.arange(steps, dtype=np.float64)
@@ -398,12 +405,14 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, ou
     if integral:  # complex values are kept as they are
         arr = np.trunc(arr)
     _, device = _xp(device)
-    return _into(_finish(arr.astype(dt.np), device, requires_grad), out)
+    return _into(_finish(arr.astype(dt.np), device, requires_grad), out, out_name)
 
 
-def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False):
+def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False,
+             out=None, layout=None):
     """``base ** linspace(start, end, steps)``."""
-    dt = _dt.to_dtype(dtype) or _dt.get_default_dtype()
+    dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
+    out_name = _range_out_name(start, end)
     start, end = _num(start), _num(end)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
@@ -424,7 +433,7 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
     # glibc's pow, as PyTorch's kernel calls, where NumPy's vectorised power may differ
     vals = np.array([math.pow(base, v) for v in lin.tolist()]) if lin.size <= 4096 else \
         np.power(base, lin)
-    return _finish(vals.astype(dt.np), device, requires_grad)
+    return _into(_finish(vals.astype(dt.np), device, requires_grad), out, out_name)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):

@@ -238,6 +238,13 @@ def tensorsolve(A, B, dims=None, *, out=None):
 
 def vander(x, *, N=None):
     """The Vandermonde matrix: ``x[..., None] ** arange(N)`` (increasing powers)."""
+    kind = x._data.dtype.kind
+    if kind == "b" or x._data.dtype.itemsize == 2 and kind == "f" or x.dtype.name == "bfloat16":
+        from ember.ops._util import scalar_type_name
+        raise RuntimeError("linalg.vander supports floating point, complex, and integer "
+                           f"tensors, but got {scalar_type_name(x.dtype)}")
+    if kind in "iu":  # torch's cumulative product promotes integers to int64
+        x = x.long()
     if x.dim() == 0:  # a 0-d input is one point
         x = x.reshape(1)
     n = x.shape[-1] if N is None else int(N)
@@ -257,7 +264,7 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
 
 
 def householder_product(A, tau, *, out=None):
-    """The first ``n`` columns of ``H_1 H_2 ... H_k`` with ``H_i = I - tau_i v_i v_i^T``,
+    """The first ``n`` columns of ``H_1 H_2 ... H_k`` with ``H_i = I - tau_i v_i v_i^H``,
     where ``v_i`` is column ``i`` of ``A`` below the diagonal with a 1 on it
     (``torch.linalg.householder_product``). A composite of ember ops, so it is
     differentiable in ``A`` and ``tau``."""
@@ -275,7 +282,7 @@ def householder_product(A, tau, *, out=None):
     # apply the reflectors last to first: Q = H_1 (H_2 (... (H_k I)))
     for i in range(k - 1, -1, -1):
         v = ember.where(rows > i, A[..., :, i:i + 1], (rows == i).to(A.dtype))
-        q = q - tau[..., i:i + 1].unsqueeze(-1) * (v @ (v.mT @ q))
+        q = q - tau[..., i:i + 1].unsqueeze(-1) * (v @ (v.mH @ q))  # v^H: LAPACK's ungqr
     if k == 0 and (A.requires_grad or tau.requires_grad):
         # no reflectors: Q is the identity, still attached to the graph as torch's is
         q = q + (A.sum() + tau.sum()) * 0

@@ -12,17 +12,10 @@ import pytest
 from out_casting import OPS, cases, differs
 from test_opinfo import SIGN_FREE, _key
 
-# (the nn.functional ones are torch's C builtins, whose out= its Python API does not
-# document; ember's are plain Python functions on hot paths)
-NO_OUT = set("""
-    logspace.tensor_overload nn.functional.gelu nn.functional.hardshrink
-    nn.functional.linear nn.functional.logsigmoid nn.functional.softplus
-    nn.functional.softshrink
-""".split())
+NO_OUT = set()
 KNOWN = {
     "all": "torch also takes a uint8 out (its legacy byte-mask result); ember wants bool",
     "any": "torch also takes a uint8 out (its legacy byte-mask result); ember wants bool",
-    "linspace.tensor_overload": "torch resizes a wrong out without its resize warning",
     "nanmean": "torch's nansum kernel has no complex out; ember casts the real result",
     "nansum": "torch's nansum kernel has no complex out; ember casts the real result",
 }

@@ -105,13 +105,22 @@ def _fusable_linear(input, weight, bias):
             and bias._data.shape == (w.shape[0],)))
 
 
-def linear(input, weight, bias=None):
+def linear(input, weight, bias=None, *, out=None):
     """``input @ weight.T + bias``: ``(*, in_features) -> (*, out_features)``.
 
     The common case (an input of 2 or more dims, a 2-D weight, a bias of shape
     (out_features,) or None, one floating dtype) is one node whose gradient needs no
     transposed copies; every other case is built from ``matmul`` and ``add``.
     """
+    if out is not None:
+        from ember.ops._util import resize_warning, write_out
+        result = linear(input, weight, bias)
+        if input.ndim == 1 and weight.ndim == 2 and out.numel():
+            # torch's kernel writes a vector input's product as a (1, out_features) row
+            # first, so it warns of a resize even when ``out`` had the final shape
+            resize_warning(out.shape, (1, weight.shape[0]), stacklevel=3)
+            return write_out(result, out, "quiet_resize")
+        return write_out(result, out, "linear")
     if _fusable_linear(input, weight, bias):
         return _fused.fused_linear(input, weight, bias)
     if input.ndim == 0 or weight.ndim == 0:
@@ -154,7 +163,8 @@ def bilinear(input1, input2, weight, bias=None):
                                f"shape {list(x.shape)}, weight shape {list(weight.shape)})")
     # (..., 1, 1, in1) @ (out, in1, in2) -> (..., out, 1, in2)
     t = ember.matmul(input1.unsqueeze(-2).unsqueeze(-2), weight).squeeze(-2)
-    out = (t * input2.unsqueeze(-2)).sum(-1)
+    # sum in the operands' dtype: an integer sum would promote to int64, torch's bmm keeps it
+    out = (t * input2.unsqueeze(-2)).sum(-1, dtype=t.dtype)
     return out if bias is None else out + bias
 
 

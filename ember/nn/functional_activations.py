@@ -4,6 +4,7 @@ in-place / float16 helpers they share with the rest of it.
 Composites only: no derivative code lives here. Re-exported by :mod:`ember.nn.functional`,
 where users find them.
 """
+import functools
 import math
 import warnings
 
@@ -59,6 +60,19 @@ def _opmath(fn):
     wrapped.__name__ = fn.__name__
     wrapped.__doc__ = fn.__doc__
     return wrapped
+
+
+def _takes_out(fn):
+    """Give an ``F`` function torch's keyword-only ``out=`` (the builtin's): the result
+    is written into ``out`` by ``write_out``, which casts and resizes as torch does."""
+    @functools.wraps(fn)
+    def with_out(*args, out=None, **kwargs):
+        result = fn(*args, **kwargs)
+        if out is None:
+            return result
+        from ember.ops._util import write_out
+        return write_out(result, out, fn.__name__)
+    return with_out
 
 
 # ----- activations -----------------------------------------------------------------------
@@ -180,6 +194,7 @@ def prelu(input, weight):
     return _zero_curvature(ember.where(input > 0, input, w * input), input)
 
 
+@_takes_out
 @node_name("GeluBackward0")
 @_opmath
 def gelu(input, approximate="none"):
@@ -215,6 +230,7 @@ def mish(input, inplace=False):
     return _maybe_inplace(input, inplace, _opmath(lambda x: x * ember.tanh(_softplus(x))))
 
 
+@_takes_out
 @node_name("SoftplusBackward0")
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
@@ -262,6 +278,7 @@ def tanhshrink(input):
     return input - ember.tanh(input)
 
 
+@_takes_out
 @node_name("SoftshrinkBackward0")
 def softshrink(input, lambd=0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
@@ -274,6 +291,7 @@ def softshrink(input, lambd=0.5):
                                                    input - input)), input)
 
 
+@_takes_out
 @node_name("HardshrinkBackward0")
 def hardshrink(input, lambd=0.5):
     """``x`` where ``|x| > lambd``, else 0."""
@@ -282,6 +300,7 @@ def hardshrink(input, lambd=0.5):
                                        input - input), input)
 
 
+@_takes_out
 @node_name("LogSigmoidBackward0")
 @_opmath
 def logsigmoid(input):

@@ -274,7 +274,8 @@ CASTING_OUT = frozenset("""
 # torch.lu writes its factor into out of any dtype, and, like addbmm and narrow_copy,
 # resizes a wrong out without a warning
 _ANY_OUT = frozenset({"lu"})
-_QUIET_RESIZE = frozenset({"lu", "addbmm", "narrow_copy"})
+_QUIET_RESIZE = frozenset({"lu", "addbmm", "narrow_copy", "tensor_range", "logsigmoid",
+                           "quiet_resize"})
 _KIND = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 _SCALAR = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
            "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float",
@@ -297,6 +298,17 @@ def can_cast(src, dst):
     integer, bool), and nothing but bool to bool."""
     a, b = _kind(src), _kind(dst)
     return not (a > b or (b == 0 and a != 0))
+
+
+def resize_warning(had, required, stacklevel=2):
+    """torch's deprecation warning for an ``out=`` tensor with elements that is resized."""
+    import warnings
+    warnings.warn(f"An output with one or more elements was resized since it had shape "
+                  f"{list(had)}, which does not match the required output shape "
+                  f"{list(required)}. This behavior is deprecated, and in a future PyTorch "
+                  "release outputs will not be resized unless they have zero elements. You can "
+                  "explicitly reuse an out tensor t by resizing it, inplace, to zero elements "
+                  "with t.resize_(0).", stacklevel=stacklevel)
 
 
 def write_out(result, out, name=None):
@@ -322,13 +334,7 @@ def write_out(result, out, name=None):
         out._data[...] = src
     else:
         if out._data.size and name not in _QUIET_RESIZE:
-            import warnings
-            warnings.warn(f"An output with one or more elements was resized since it had shape "
-                          f"{list(out._data.shape)}, which does not match the required output "
-                          f"shape {list(src.shape)}. This behavior is deprecated, and in a "
-                          "future PyTorch release outputs will not be resized unless they have "
-                          "zero elements. You can explicitly reuse an out tensor t by resizing "
-                          "it, inplace, to zero elements with t.resize_(0).", stacklevel=3)
+            resize_warning(out._data.shape, src.shape, stacklevel=4)
         out._data = src.copy()
     out._vc[0] += 1
     return out

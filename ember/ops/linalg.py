@@ -342,6 +342,12 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * outer(vec1, vec2)``."""
+    if input.dtype.name == vec1.dtype.name == vec2.dtype.name == "bool":
+        # torch's boolean addr: (beta and input) or (alpha and vec1 x vec2), still bool
+        prod = outer(vec1, vec2)
+        both = (input if beta else input & False) | (prod if alpha else prod & False)
+        return _write_out(both.expand(prod.shape) if both.shape != prod.shape else both,
+                          out, "addr")
     return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out, "addr")
 
 
