@@ -113,7 +113,7 @@ def _load_cupy():
         except ImportError:
             raise RuntimeError(
                 "ember's 'cuda' device is backed by CuPy, which is not installed. "
-                "Install it with `pip install ember[cuda]` (or a cupy-cudaXXx wheel "
+                "Install it with `pip install -e '.[cuda]'` (or a cupy-cudaXXx wheel "
                 "matching your CUDA toolkit).") from None
         try:
             if cupy.cuda.runtime.getDeviceCount() < 1:
