@@ -277,7 +277,7 @@ def _check_indices(input, num, bag=False):
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
                            f"following scalar types: Long, Int; but got {dt} instead "
                            "(while checking arguments for embedding)")
-    if input.numel():
+    if input.numel() and not input.is_meta:
         lo, hi = int(input.min()), int(input.max())
         if bag and (lo < 0 or hi >= num):  # torch's bag kernel checks, as RuntimeError
             raise RuntimeError("embedding_bag: Expected idx >= 0 && idx < num_embeddings but "

@@ -10,6 +10,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend.dtypes import through_float32
+from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim
@@ -76,7 +77,7 @@ def _index_array(op, index, kinds="int32/int64", exc=RuntimeError):
 
 
 def _check_range(a, n, dim, exc=RuntimeError, prefix=""):
-    if a.size:
+    if a.size and not _is_meta(a):  # meta indices have no values to check
         lo, hi = int(a.min()), int(a.max())
         if lo < -n or hi >= n:
             raise exc(f"{prefix}index {lo if lo < -n else hi} is out of bounds for dimension "
@@ -461,7 +462,7 @@ def index_select(input, dim, index, *, out=None):
         _check_range(idx, 1, 0, IndexError)
         return input.clone()
     n = input._data.shape[d]
-    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
+    if idx.size and not _is_meta(idx) and (int(idx.min()) < 0 or int(idx.max()) >= n):
         raise IndexError("index out of range in self")
     return IndexSelect.apply(input, idx, d)
 
