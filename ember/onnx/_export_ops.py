@@ -383,6 +383,40 @@ def _cumsum(g, node, x, axis, np_dtype=None):
     return g.op("CumSum", [g.tensor(x), g.const(np.asarray(axis, np.int64))])
 
 
+# ---- orderings -------------------------------------------------------------------------------
+
+def _top(g, x, k, dim, largest):
+    """ONNX TopK along ``dim`` (``k`` a number, or None for the whole axis, read from the
+    input's runtime shape so that a dynamic axis stays dynamic): [values, indices].
+    Among equal values ONNX puts the lower index first, as a stable sort does."""
+    r = _rank(x)
+    if r == 0:
+        raise UnsupportedOnnxExport("sort/topk of a 0-d tensor")
+    d = dim % r
+    if k is None:
+        size = g.op("Gather", [g.op("Shape", [g.tensor(x)]),
+                               g.const(np.asarray([d], np.int64))], axis=0)
+    else:
+        size = g.const(np.asarray([k], np.int64), "k")
+    return g.op("TopK", [g.tensor(x), size], n_outputs=2, axis=d, largest=int(bool(largest)),
+                sorted=1)
+
+
+@exports("topk")
+def _topk(g, node, input, k, dim=None, largest=True, sorted=True, out=None):
+    return _top(g, input, int(k), -1 if dim is None else dim, largest)
+
+
+@exports("sort")
+def _sort(g, node, input, dim=-1, descending=False, stable=False, out=None):
+    return _top(g, input, None, dim, descending)
+
+
+@exports("argsort")
+def _argsort(g, node, input, dim=-1, descending=False, stable=False):
+    return _top(g, input, None, dim, descending)[1]
+
+
 # ---- shapes ----------------------------------------------------------------------------------
 
 @exports("size")

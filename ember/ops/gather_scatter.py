@@ -205,9 +205,9 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
     d, idx = _gather_checks("gather", input, dim, index)
     if input._data.ndim == 0:  # a 0-d input is one element; the result has index's shape
         return Gather.apply(input.reshape(1), idx.reshape(1), 0).reshape(index.shape)
-    if idx.ndim == 0:
-        idx = idx.reshape(1)
-    return Gather.apply(input, idx, d)
+    # the index goes in as the tensor, so that a capture (jit.trace, onnx.export) records
+    # it as an input of the op rather than as a constant of the example's values
+    return Gather.apply(input, index if index._data.ndim else index.reshape(1), d)
 
 
 def _src_for(input, src):
