@@ -563,6 +563,14 @@ def _argsort(em, node, input, dim=-1, descending=False, stable=False):
             f"dim={em.e(dim)}, descending={literal(bool(descending))})")
 
 
+@emits("nonzero")
+def _nonzero(em, node, input, out=None, as_tuple=False):
+    if as_tuple:
+        res = em.tmp(f"torch.unbind(torch.nonzero({em.e(input)}), 1)")
+        return [f"{res}[{i}]" for i in range(len(node.outputs))]
+    return f"torch.nonzero({em.e(input)})"
+
+
 @emits("embedding")
 def _embedding(em, node, input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                scale_grad_by_freq=False, sparse=False):

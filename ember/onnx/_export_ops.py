@@ -417,6 +417,13 @@ def _argsort(g, node, input, dim=-1, descending=False, stable=False):
     return _top(g, input, None, dim, descending)[1]
 
 
+@exports("nonzero")
+def _nonzero(g, node, input, out=None, as_tuple=False):
+    if as_tuple or _rank(input) == 0:
+        raise UnsupportedOnnxExport("nonzero with as_tuple=True or of a 0-d tensor")
+    return g.op("Transpose", [g.op("NonZero", [g.tensor(input)])], perm=[1, 0])
+
+
 # ---- shapes ----------------------------------------------------------------------------------
 
 @exports("size")

@@ -687,6 +687,8 @@ def masked_scatter_(self, mask, source):
 def nonzero(input, *, out=None, as_tuple=False):
     """Indices of the nonzero elements: an ``(n, input.dim())`` int64 tensor, or with
     ``as_tuple`` one 1-D tensor per dim (a 0-d input counts as 1-D)."""
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        return m.composite_locals("nonzero", nonzero, locals())
     a = input._data
     xp = _xp(a)
     if as_tuple:
