@@ -143,7 +143,7 @@ def run_case(case):
         for g, e in zip(got, w):
             if g.shape != e.shape:
                 return f"{label}: shape {g.shape}, eager {e.shape}"
-            tol = 1e-4
+            tol = 1e-2 if e.dtype == np.float16 else 1e-4
             if e.dtype.kind in "fc" and not np.allclose(g, e, rtol=tol, atol=tol,
                                                         equal_nan=True):
                 return f"{label}: values differ (max {np.nanmax(np.abs(g - e))})"

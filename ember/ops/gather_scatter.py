@@ -565,9 +565,13 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     xs = list(input._data.shape)
     xs[d] = indices._data.shape[d]
     shape = list(broadcast_shapes(tuple(xs), indices._data.shape))
-    idx = indices.expand(tuple(shape))
+    # expand only what broadcasting grows (-1 keeps a size: a traced size stays traced)
+    idx = indices if list(indices._data.shape) == shape else indices.expand(
+        tuple(s if s != n else -1 for s, n in zip(shape, indices._data.shape)))
     shape[d] = input._data.shape[d]
-    return gather(input.expand(tuple(shape)), d, idx)
+    if list(input._data.shape) != shape:
+        input = input.expand(tuple(s if s != n else -1 for s, n in zip(shape, input._data.shape)))
+    return gather(input, d, idx)
 
 
 def _bind():

@@ -198,7 +198,7 @@ def dstack(tensors, *, out=None):
 
 def column_stack(tensors, *, out=None):
     """Join along dim 1, after making 0-d and 1-D tensors columns."""
-    ts = [t.reshape(t._data.size, 1) if t._data.ndim <= 1 else t
+    ts = [t.reshape(-1, 1) if t._data.ndim <= 1 else t
           for t in _tensor_list("column_stack", tensors)]
     return hstack(ts, out=out)
 
