@@ -600,9 +600,8 @@ def _repeat(g, node, x, reps):
     reps = list(reps)
     r = _rank(x)
     t = g.tensor(x)
-    if len(reps) > r:
-        t = g.op("Reshape", [t, g.const(np.asarray([1] * (len(reps) - r) + list(
-            x.value.shape), np.int64))])
+    if len(reps) > r:  # leading size-1 dims (Unsqueeze keeps a dynamic size dynamic)
+        t = g.op("Unsqueeze", [t, _axes(g, list(range(len(reps) - r)))])
     return g.op("Tile", [t, g.ints(reps)])
 
 
@@ -645,20 +644,77 @@ def _embedding(g, node, input, weight, padding_idx=None, max_norm=None, norm_typ
     return g.op("Gather", [g.tensor(weight), g.tensor(input)], axis=0)
 
 
+def _is_index_tensor(k):
+    return isinstance(k, Ref) and k.value.type == "Tensor"
+
+
+def _advanced_getitem(g, x, key):
+    """``x[key]`` with several tensor (and int) indices, which NumPy broadcasts together:
+    GatherND over the indexed dims moved to the front, then the indexed block put where
+    NumPy puts it (in place if the indices are adjacent, else first)."""
+    if any(k is None or k is Ellipsis or isinstance(k, bool) for k in key):
+        raise UnsupportedOnnxExport("indexing with several tensors together with None, "
+                                    "... or a bool")
+    r = _rank(x)
+    cur = g.tensor(x)
+    adv = []
+    big = np.iinfo(np.int64).max
+    for d, k in enumerate(key):
+        if isinstance(k, slice):
+            if not (k.start is None and k.stop is None and k.step in (None, 1)):
+                cur = g.op("Slice", [cur, g.ints([0 if k.start is None else k.start]),
+                                     g.ints([big if k.stop is None else k.stop]),
+                                     _axes(g, [d]), g.ints([1 if k.step is None else k.step])])
+        elif _is_index_tensor(k):
+            if k.value.dtype is not None and k.value.dtype.name == "bool":
+                raise UnsupportedOnnxExport("indexing with a boolean mask")
+            adv.append((d, g.op("Cast", [g.tensor(k)], to=7), len(k.value.shape)))
+        else:
+            adv.append((d, g.tensor(k, dtype=np.int64), 0))
+    dims = [d for d, _, _ in adv]
+    rest = [d for d in range(r) if d not in dims]
+    if dims + rest != list(range(r)):
+        cur = g.op("Transpose", [cur], perm=dims + rest)
+    total = adv[0][1]
+    for _, name, _ in adv[1:]:
+        total = g.op("Add", [total, name])
+    bshape = g.op("Shape", [total])
+    axm1 = g.const(np.asarray([-1], np.int64), "axes_last")
+    parts = [g.op("Unsqueeze", [g.op("Expand", [name, bshape]), axm1]) for _, name, _ in adv]
+    idx = g.op("Concat", parts, axis=-1)
+    out = g.op("GatherND", [cur, idx])
+    nb = max(n for _, _, n in adv)
+    adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+    if adjacent and dims[0] > 0:
+        pre = dims[0]
+        n_out = nb + len(rest)
+        perm = list(range(nb, nb + pre)) + list(range(nb)) + list(range(nb + pre, n_out))
+        out = g.op("Transpose", [out], perm=perm)
+    return out
+
+
 @exports("getitem")
 def _getitem(g, node, x, key):
     if not isinstance(key, tuple):
         key = (key,)
+    if sum(1 for k in key if _is_index_tensor(k) or (
+            isinstance(k, (int, Ref)) and not isinstance(k, bool))) > 1 and any(
+            _is_index_tensor(k) for k in key):
+        return _advanced_getitem(g, x, key)
     ndim = _rank(x)
-    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    n_real = sum(1 for k in key if k is not None and k is not Ellipsis and
+                 not isinstance(k, bool))
     cur = g.tensor(x)
     d = 0
     big = np.iinfo(np.int64).max
     for k in key:
         if k is Ellipsis:
             d += ndim - n_real
-        elif k is None:
+        elif k is None or isinstance(k, bool):
+            # x[True] adds a dim of 1, x[False] one of 0
             cur = g.op("Unsqueeze", [cur, _axes(g, [d])])
+            if k is False:
+                cur = g.op("Slice", [cur, g.ints([0]), g.ints([0]), _axes(g, [d])])
             d += 1
         elif isinstance(k, slice):
             if not (k.start is None and k.stop is None and k.step in (None, 1)):
@@ -703,6 +759,11 @@ def _full(g, node, size, fill_value, **kw):
 def _narrow(g, node, x, dim, start, length):
     """ONNX ``Slice`` of ``length`` elements from ``start`` (traced sizes stay inputs)."""
     dim %= _rank(x)
+    if isinstance(start, int) and start < 0:  # counted from the end of the (runtime) dim
+        size = g.op("Gather", [g.op("Shape", [g.tensor(x)]), g.ints([dim])], axis=0)
+        starts = g.op("Add", [size, g.ints([start])])
+        return g.op("Slice", [g.tensor(x), starts, g.op("Add", [starts, g.ints([length])]),
+                              g.ints([dim])])
     starts = g.ints([start])
     return g.op("Slice", [g.tensor(x), starts, g.op("Add", [starts, g.ints([length])]),
                           g.ints([dim])])
