@@ -571,6 +571,18 @@ def _nonzero(em, node, input, out=None, as_tuple=False):
     return f"torch.nonzero({em.e(input)})"
 
 
+@emits("repeat_interleave")
+def _repeat_interleave(em, node, input, repeats=None, dim=None, output_size=None):
+    if repeats is None:
+        return f"torch.repeat_interleave({em.e(input)})"
+    return f"torch.repeat_interleave({em.e(input)}, {em.e(repeats)}, {em.e(dim)})"
+
+
+@emits("pdist")
+def _pdist(em, node, input, p=2):
+    return f"torch.pdist({em.e(input)}, {literal(float(p))})"
+
+
 @emits("embedding")
 def _embedding(em, node, input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                scale_grad_by_freq=False, sparse=False):
