@@ -147,9 +147,8 @@ class MetaArray(np.ndarray):
         views_of = [a.view(np.ndarray) for a in args if isinstance(a, MetaArray)]
         with np.errstate(all="ignore"):
             r = func(*_plain(args), **_plain(kwargs))
-        # a view of an input keeps pointing into it: compare against the plain views
-        return _wrap(r, views_of + [np.asarray(v) for v in _plain(
-            [a for a in args if isinstance(a, MetaArray)])])
+        # a view of an input placeholder stays a view of it
+        return _wrap(r, views_of)
 
     # ----- reading values: PyTorch's errors -------------------------------------------
     def get(self):
@@ -207,8 +206,8 @@ class MetaArray(np.ndarray):
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         if not copy and np.dtype(dtype) == self.dtype:
             return self
-        np.can_cast(self.dtype, dtype, casting) or np.zeros((), self.dtype).astype(
-            dtype, casting=casting)  # raises NumPy's casting error
+        if not np.can_cast(self.dtype, dtype, casting):
+            np.zeros((), self.dtype).astype(dtype, casting=casting)  # NumPy's casting error
         return empty(self.shape, dtype)
 
 
