@@ -16,6 +16,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.autograd.grad_mode import state as _grad_state
 from ember.backend import dtypes as _dt
+from ember.backend.meta import MetaArray as _MetaArray
 from ember.ops._inplace import check_inplace, commit
 from ember.ops._util import with_out
 from ember.ops.sampling import (  # the nodes of sampled tensors
@@ -80,6 +81,8 @@ def _fill_(t, node, draw, *extra):
     """Write ``draw(n, contiguous)`` (a flat array in memory order) into ``t``."""
     check_inplace(t)
     d = t._data
+    if type(d) is _MetaArray:
+        return t  # a meta tensor holds no values: nothing is drawn (as in PyTorch)
     arr = _arrange(draw(d.size, bool(d.flags.c_contiguous)), d.shape, _perm(d))
     if type(d) is not np.ndarray:
         arr = backend.to_device(arr, t.device)
@@ -88,6 +91,14 @@ def _fill_(t, node, draw, *extra):
     d[...] = arr
     t._vc[0] += 1
     return t
+
+
+def _to_meta(device, out):
+    """True when a factory's result goes to the meta device (then nothing is drawn)."""
+    if out is not None:
+        return out.is_meta
+    dev = backend.as_device(device) or _factory._default_device[0]
+    return dev is not None and dev.type == "meta"
 
 
 def _new(arr, device, requires_grad, out=None):
@@ -353,6 +364,8 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     shape = _factory._shape(_factory._sized(size, kw, "rand"))
     npd = _dtype(dtype, out.dtype if out is not None else None)
     _need_float(npd, "check_uniform_bounds")
+    if _to_meta(device, out):
+        return _new(np.zeros(shape, npd), device, requires_grad, out)
     arr = K.uniform(_gen(generator), int(np.prod(shape)), 0.0, 1.0, npd).reshape(shape)
     return _new(arr, device, requires_grad, out)
 
@@ -370,6 +383,8 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
     shape = _factory._shape(_factory._sized(size, kw, "randn"))
     npd = _dtype(dtype, out.dtype if out is not None else None)
     _need_float(npd, "normal_kernel_cpu")
+    if _to_meta(device, out):
+        return _new(np.zeros(shape, npd), device, requires_grad, out)
     arr = K.normal(_gen(generator), int(np.prod(shape)), 0.0, 1.0, npd).reshape(shape)
     return _new(arr, device, requires_grad, out)
 
@@ -398,6 +413,8 @@ def randint(*args, size=None, generator=None, out=None, dtype=None, layout=None,
                         f"{type(size).__name__}")
     shape = _factory._shape((size,))
     npd = _dtype(dtype, out.dtype if out is not None else _dt.int64)
+    if _to_meta(device, out):
+        return _new(np.zeros(shape, npd), device, requires_grad, out)
     draw = _random_from_to(npd, operator.index(low), operator.index(high), _gen(generator))
     arr = draw(int(np.prod(shape)), True).reshape(shape)
     return _new(arr, device, requires_grad, out)
@@ -428,6 +445,8 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
     if n >= 0xFFFFFFFF // 20:
         raise NotImplementedError("randperm for n >= 2**32 / 20 (PyTorch's 64-bit "
                                   "Fisher-Yates branch)")
+    if _to_meta(device, out):
+        return _new(np.zeros(n, npd), device, requires_grad, out)
     arr = K.randperm(_gen(generator), n).astype(npd)
     return _new(arr, device, requires_grad, out)
 
@@ -453,6 +472,8 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
         if not std >= 0:
             raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
         _need_float(npd, "normal_kernel_cpu")
+        if _to_meta(device, out):
+            return _new(np.zeros(shape, npd), device, requires_grad, out)
         arr = K.normal(g, int(np.prod(shape)), mean, std, npd).reshape(shape)
         return _new(arr, device, requires_grad, out)
     if mt and not st:
@@ -617,6 +638,9 @@ def randint_like(input, *args, low=None, high=None, dtype=None, layout=None, dev
 def _like(input, dtype, device, requires_grad, method, args, generator):
     d = input._data
     npd = _dtype(dtype, input.dtype)
+    if _to_meta(device if device is not None else input.device, None):
+        return _new(np.zeros(d.shape, npd), device if device is not None else input.device,
+                    requires_grad)
     perm = _like_perm(d)
     buf = np.empty(d.shape if perm is None else [d.shape[i] for i in perm], npd)
     t = _make(buf if perm is None else buf.transpose(np.argsort(perm)), False)

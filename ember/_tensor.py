@@ -12,6 +12,7 @@ from ember.backend import CPU, device_of
 from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 from ember.backend._frozen import FrozenClass
+from ember.backend.meta import MetaArray as _MetaArray
 
 __all__ = ["Tensor", "Size"]
 
@@ -103,7 +104,7 @@ class _Extra:
 def _as_array(data):
     if isinstance(data, np.generic):
         return np.asarray(data)
-    if hasattr(data, "__cuda_array_interface__"):
+    if hasattr(data, "__cuda_array_interface__") or type(data) is _MetaArray:
         return data
     return np.asarray(data)
 
@@ -195,6 +196,11 @@ class Tensor:
     @property
     def is_cpu(self):
         return self.device.type == "cpu"
+
+    @property
+    def is_meta(self):
+        """True for a tensor on the ``meta`` device (shape and dtype, no data)."""
+        return type(self._data) is _MetaArray
 
     @property
     def ndim(self):
@@ -488,6 +494,8 @@ class Tensor:
     def __bool__(self):
         if _mode_active[0]:
             _python_value(self, "__bool__")
+        if type(self._data) is _MetaArray:
+            raise RuntimeError("Tensor.item() cannot be called on meta tensors")
         if self._data.size != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self._data)
@@ -523,6 +531,8 @@ class Tensor:
         """The single value as a Python number."""
         if _mode_active[0]:
             _python_value(self, "item")
+        if type(self._data) is _MetaArray:
+            raise RuntimeError("Tensor.item() cannot be called on meta tensors")
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
                                "to Scalar")

@@ -230,8 +230,19 @@ def tensor_repr(t, tensor_contents=None):
         suffixes.append(f"device='{dev}'")
     dt = t.dtype
     default_dt = _dt.get_default_dtype()
-    a = t._host_numbers()
-    if a.size == 0:
+    if t.is_meta:
+        # no values to show: PyTorch's "..." with the size (and a dtype other than the
+        # default float)
+        suffixes.append(f"size={tuple(t.shape)}")
+        if dt is not default_dt:
+            suffixes.append(f"dtype={dt!r}")
+        tensor_contents = "..." if tensor_contents is None else tensor_contents
+        a = None
+    else:
+        a = t._host_numbers()
+    if a is None:
+        tensor_str = "..."
+    elif a.size == 0:
         if a.ndim != 1:
             suffixes.append(f"size={tuple(a.shape)}")
         if dt is not default_dt:

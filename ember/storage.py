@@ -54,6 +54,32 @@ class UntypedStorage(metaclass=FrozenClass):
             s._bytes = np.frombuffer(root.tobytes(), np.uint8)
         return s
 
+    @classmethod
+    def from_file(cls, filename, shared=False, nbytes=0):
+        """A CPU storage of ``nbytes`` bytes mapped from ``filename``: with ``shared``,
+        writes reach the file (which is created or grown as needed); without, the mapping
+        is private (copy-on-write) and the file must hold ``nbytes`` bytes."""
+        import os
+        nbytes = int(nbytes)
+        filename = os.fspath(filename)
+        if shared:
+            if not os.path.exists(filename) or os.path.getsize(filename) < nbytes:
+                with open(filename, "ab") as f:
+                    f.truncate(max(nbytes, os.path.getsize(filename)))
+        elif not os.path.exists(filename):
+            raise RuntimeError(f"unable to open file <{filename}> in read-only mode: No such "
+                               "file or directory (2)")
+        else:
+            have = os.path.getsize(filename)
+            if have < nbytes:
+                raise RuntimeError(f"file <{filename}> size <{have}> is smaller than the "
+                                   f"required mapping size <{nbytes}>")
+        if nbytes == 0:
+            return cls._wrap(np.zeros(0, np.uint8))
+        mapped = np.memmap(filename, dtype=np.uint8, mode="r+" if shared else "c",
+                           shape=(nbytes,))
+        return cls._wrap(mapped.view(np.ndarray))
+
     def nbytes(self):
         """The number of bytes."""
         return int(self._bytes.size)

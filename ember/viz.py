@@ -1,7 +1,7 @@
 """Pictures of computation: ``make_dot`` (torchviz's picture of the backward graph) and
 ``draw_module`` (a model's forward pass, layers as boxes with output shapes).
 
-Both return a ``graphviz.Digraph`` (optional extra: ``pip install ember[viz]``): its
+Both return a ``graphviz.Digraph`` (optional extra: ``pip install -e '.[viz]'``): its
 ``.source`` is DOT text, and ``.render(format="svg")`` or ``"png"`` draws it with
 Graphviz's ``dot`` program (Debian: ``apt-get install graphviz``).
 """
@@ -21,7 +21,7 @@ def _digraph(**kw):
         from graphviz import Digraph
     except ImportError:
         raise ImportError("ember.viz needs the graphviz Python package (and Graphviz's dot "
-                          "to render): pip install ember[viz]") from None
+                          "to render): pip install -e '.[viz]'") from None
     return Digraph(**kw)
 
 

@@ -187,7 +187,7 @@ def test_without_ml_dtypes_the_error_names_the_extra():
             "except ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
-    assert "pip install ember[numerics]" in out.stdout, out.stdout + out.stderr
+    assert "pip install -e '.[numerics]'" in out.stdout, out.stdout + out.stderr
 
 
 def test_cast_methods_and_einsum_in_bfloat16():

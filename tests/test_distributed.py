@@ -121,7 +121,7 @@ def test_without_mpi_a_clear_error(monkeypatch):
     try:
         m.mpi()
     except ImportError as e:
-        assert "pip install ember[distributed]" in str(e)
+        assert "pip install -e '.[distributed]'" in str(e)
     else:
         raise AssertionError("no ImportError")
 

@@ -220,7 +220,7 @@ def test_missing_extra_is_named(monkeypatch):
         return real_import(name, *a, **k)
     monkeypatch.setattr(builtins, "__import__", no_onnx)
     monkeypatch.setattr("importlib.import_module", lambda n: no_onnx(n))
-    with pytest.raises(ImportError, match=r"ember\[onnx\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[onnx\]'"):
         ember.onnx.load(b"")
 
 

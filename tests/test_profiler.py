@@ -2,7 +2,6 @@
 counts, record_function ranges, shapes, the table, the Chrome trace, schedules."""
 import json
 
-import pytest
 import torch
 import torch.profiler as tprof
 
@@ -105,5 +104,19 @@ def test_autograd_profiler_and_decorator():
             f(m.ones(2))
         names = [e.name for e in prof.function_events]
         assert "decorated" in names and "aten::exp" in names
-    with pytest.raises(NotImplementedError, match="profile_memory"):
-        eprof.profile(profile_memory=True)
+
+
+
+def test_profile_memory_counts_new_results():
+    """An op's CPU Mem is the bytes of the arrays it allocated (its result here)."""
+    got = {}
+    for m in (ember, torch):
+        x = m.ones(256)
+        with m.profiler.profile(profile_memory=True) as prof:
+            x.exp()
+            x.view(16, 16)
+        rows = {e.key: e for e in prof.key_averages()}
+        got[m.__name__] = (rows["aten::exp"].cpu_memory_usage,
+                           rows["aten::view"].cpu_memory_usage)
+        assert "CPU Mem" in prof.key_averages().table(sort_by="self_cpu_memory_usage")
+    assert got["ember"] == got["torch"] == (1024, 0)

@@ -378,7 +378,7 @@ def test_missing_tensorboard_names_the_extra(monkeypatch):
                  m.startswith("ember.utils.tensorboard.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "tensorboard", None)
-    with pytest.raises(ImportError, match=r"pip install ember\[tensorboard\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[tensorboard\]'"):
         importlib.import_module("ember.utils.tensorboard")
 
 

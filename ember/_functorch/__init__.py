@@ -1,5 +1,9 @@
 """``torch._functorch`` and the ``functorch`` package: the function transforms of
 ``ember.func`` under their functorch names."""
+from ember._functorch.make_functional import (
+    make_functional,
+    make_functional_with_buffers,
+)
 from ember.func import (  # noqa: F401
     functional_call,
     grad,
@@ -14,7 +18,7 @@ from ember.func import (  # noqa: F401
 )
 
 __all__ = ["vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",
-           "functional_call", "linearize"]
+           "functional_call", "linearize", "make_functional", "make_functional_with_buffers"]
 
 
 def __getattr__(name):

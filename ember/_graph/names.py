@@ -28,9 +28,12 @@ PACKING_CALLS = ("pack_padded_sequence", "pad_packed_sequence")
 # reflect/replicate/circular modes)
 RESIZE_CALLS = ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
                 "interpolate", "pad")
+# orderings: their indices are values of the input, so a trace records the call (an
+# order computed at the example would be a constant of the example's values)
+SORT_CALLS = ("sort", "argsort", "topk", "nonzero", "repeat_interleave", "pdist")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
-                           RNN_CALLS + PACKING_CALLS + RESIZE_CALLS)
+                           RNN_CALLS + PACKING_CALLS + RESIZE_CALLS + SORT_CALLS)
 
 _MISSING = object()
 

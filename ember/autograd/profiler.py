@@ -27,7 +27,7 @@ class profile(_KinetoProfile):
             raise NotImplementedError("autograd.profiler.profile(use_cuda/use_device): ember "
                                       "records CPU activity only")
         self._check_options(profile_memory, with_flops, with_stack, with_modules)
-        self._rec = Recorder(record_shapes)
+        self._rec = Recorder(record_shapes, profile_memory)
 
     def __enter__(self):
         if self.enabled:

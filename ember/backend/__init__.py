@@ -8,6 +8,7 @@ import builtins
 
 import numpy as np
 
+from ember.backend import meta as _meta
 from ember.backend._frozen import Frozen
 from ember.backend.dtypes import FROM_NP, from_numpy_dtype, to_dtype  # noqa: F401
 
@@ -61,8 +62,9 @@ class device(Frozen):
 
 
 # the device types torch's parser knows, in the order its error message lists them;
-# ember computes on "cpu" and "cuda" only, the others name devices (for comparisons,
-# state dicts, `map_location`) and raise when asked to hold data
+# ember computes on "cpu" and "cuda" and holds shapes without data on "meta"; the
+# others name devices (for comparisons, state dicts, `map_location`) and raise when
+# asked to hold data
 DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip",
                 "ve", "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia",
                 "privateuseone")
@@ -102,6 +104,7 @@ def _parse_device(type, index):
 
 
 CPU = device("cpu")
+META = device("meta")
 _DEVICE_STACK = []  # default devices saved by `with ember.device(...)` blocks
 _cupy = [None]
 
@@ -113,7 +116,7 @@ def _load_cupy():
         except ImportError:
             raise RuntimeError(
                 "ember's 'cuda' device is backed by CuPy, which is not installed. "
-                "Install it with `pip install ember[cuda]` (or a cupy-cudaXXx wheel "
+                "Install it with `pip install -e '.[cuda]'` (or a cupy-cudaXXx wheel "
                 "matching your CUDA toolkit).") from None
         try:
             if cupy.cuda.runtime.getDeviceCount() < 1:
@@ -140,9 +143,12 @@ def cuda_device_count():
 
 
 def array_module(array):
-    """NumPy or CuPy, whichever owns ``array``."""
+    """NumPy or CuPy, whichever owns ``array`` (for a meta placeholder, NumPy's functions
+    returning placeholders)."""
     if type(array) is np.ndarray:
         return np
+    if type(array) is _meta.MetaArray:
+        return _meta.namespace
     cp = _cupy[0]
     if cp is not None and isinstance(array, cp.ndarray):
         return cp
@@ -155,6 +161,8 @@ def module_for(dev):
         return np
     if dev.type == "cuda":
         return _load_cupy()
+    if dev.type == "meta":
+        return _meta.namespace
     raise RuntimeError(f"ember cannot allocate on device {dev}: it computes on 'cpu' "
                        "(NumPy) and 'cuda' (CuPy) tensors only")
 
@@ -163,6 +171,8 @@ def device_of(array):
     """The ember device an array lives on."""
     if type(array) is np.ndarray:
         return CPU
+    if type(array) is _meta.MetaArray:
+        return META
     cp = _cupy[0]
     if cp is not None and isinstance(array, cp.ndarray):
         return device("cuda", array.device.id)
@@ -171,6 +181,8 @@ def device_of(array):
 
 def to_device(array, dev):
     """Copy ``array`` to device ``dev`` (a no-op when it is already there)."""
+    if dev.type == "meta":
+        return _meta.as_meta(array)
     if dev.type == "cpu":
         if type(array) is np.ndarray:
             return array

@@ -77,7 +77,7 @@ _TO_REAL = {complex64: float32, complex128: float64, complex32: float16}
 _TO_COMPLEX = {float32: complex64, float64: complex128, float16: complex32}
 
 # Storage dtypes PyTorch has few kernels for: the wide unsigned integers (NumPy's own)
-# and, from ml_dtypes (`pip install ember[numerics]`), bfloat16 and the float8 family
+# and, from ml_dtypes (`pip install -e '.[numerics]'`), bfloat16 and the float8 family
 uint16 = dtype("uint16", np.uint16, _INT)
 uint32 = dtype("uint32", np.uint32, _INT)
 uint64 = dtype("uint64", np.uint64, _INT)
@@ -100,7 +100,7 @@ class _NeedsExtra(Frozen):
     @property
     def np(self):
         raise ImportError(f"ember.{self.name} needs the ml_dtypes package: "
-                          "pip install ember[numerics]")
+                          "pip install -e '.[numerics]'")
 
     dtype = np
 

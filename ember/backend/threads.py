@@ -16,7 +16,7 @@ split axis are never split.
 The thread count starts from ``OMP_NUM_THREADS`` (as PyTorch's does), else
 ``OPENBLAS_NUM_THREADS`` (so that a BLAS limited by its environment variable and ember
 agree), else the cores this process may run on. ``set_num_threads`` also sets the
-threads of NumPy's BLAS when threadpoolctl is installed (``pip install ember[fast]``);
+threads of NumPy's BLAS when threadpoolctl is installed (``pip install -e '.[fast]'``);
 without it only ember's own kernels follow it and BLAS keeps its environment's count.
 """
 import contextlib

@@ -8,7 +8,7 @@ from ember.datasets.vision import _ArrayBacked
 __all__ = ["Digits"]
 
 _EXTRA_HINT = ("ember.datasets.Digits needs scikit-learn, which ships the digits data; "
-               "install the demo extra: pip install 'ember[demo]' (or pip install scikit-learn)")
+               "install the demo extra: pip install -e '.[demo]' (or pip install scikit-learn)")
 
 
 def _load_digits():
@@ -60,7 +60,7 @@ class Digits(_ArrayBacked):
     tensor ``(N,)``), ``classes``, ``indices`` (the rows of ``load_digits()`` used).
 
     scikit-learn is an optional dependency: without it this raises ``ImportError``
-    naming the ``demo`` extra (``pip install 'ember[demo]'``).
+    naming the ``demo`` extra (``pip install -e '.[demo]'``).
     """
 
     classes = [str(i) for i in range(10)]

@@ -11,7 +11,7 @@ from ember.utils._atomic import atomic_write, makedirs
 __all__ = ["MNIST1D"]
 
 _EXTRA_HINT = ("ember.datasets.MNIST1D generates its data with the mnist1d package; install "
-               "the extra: pip install 'ember[mnist1d]' (or pip install mnist1d)")
+               "the extra: pip install -e '.[mnist1d]' (or pip install mnist1d)")
 
 
 def _mnist1d_data():
@@ -63,7 +63,7 @@ class MNIST1D(_ArrayBacked):
     never downloaded. Attributes: ``data`` (``float32`` tensor ``(N, 40)``),
     ``targets`` (``int64`` tensor ``(N,)``), ``t`` (the sample positions), ``args``.
     Without the ``mnist1d`` package this raises ``ImportError`` naming the extra
-    (``pip install 'ember[mnist1d]'``).
+    (``pip install -e '.[mnist1d]'``).
     """
 
     classes = [str(i) for i in range(10)]

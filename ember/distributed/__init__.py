@@ -1,4 +1,4 @@
-"""``torch.distributed`` on MPI (mpi4py and MPICH: ``pip install ember[distributed]``).
+"""``torch.distributed`` on MPI (mpi4py and MPICH: ``pip install -e '.[distributed]'``).
 
 Processes are started by MPI's launcher, ``mpiexec -n 4 python train.py``, or by
 ``python -m ember.distributed.run --nproc-per-node 4 train.py`` (torchrun's interface).

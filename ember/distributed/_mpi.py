@@ -14,7 +14,7 @@ import time
 
 _MPI = None
 
-INSTALL_HINT = "pip install ember[distributed]"  # mpi4py and the mpich wheel
+INSTALL_HINT = "pip install -e '.[distributed]'"  # mpi4py and the mpich wheel
 
 
 def mpi():

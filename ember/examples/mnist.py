@@ -11,7 +11,7 @@ backward, Adam step; evaluation under ``no_grad``. At the end it prints the test
 accuracy and the wall time, and writes a checkpoint (``ember.save`` of the model and
 optimizer state_dicts and the epoch) and a PNG of the loss and accuracy curves.
 
-tqdm and matplotlib are optional (``pip install 'ember[demo]'``): without tqdm each
+tqdm and matplotlib are optional (``pip install -e '.[demo]'``): without tqdm each
 epoch prints one line, without matplotlib there is no plot.
 """
 import argparse
@@ -199,7 +199,7 @@ def _open_writer(logdir):
     try:
         from ember.utils.tensorboard import SummaryWriter
     except ImportError:
-        print("tensorboard: skipped (pip install 'ember[tensorboard]')")
+        print("tensorboard: skipped (pip install -e '.[tensorboard]')")
         return None
     return SummaryWriter(logdir)
 
@@ -294,10 +294,10 @@ def _run(args):
           f"wall time {elapsed:.1f} s")
     print(f"checkpoint: {stem}.pt")
     print(f"plot: {plot}" if plot else
-          "plot: skipped (matplotlib is not installed: pip install 'ember[demo]')")
+          "plot: skipped (matplotlib is not installed: pip install -e '.[demo]')")
     print(f"graph picture: {graph}" if graph else
           "graph picture: skipped (needs Graphviz: apt-get install graphviz, and "
-          "pip install 'ember[viz]')")
+          "pip install -e '.[viz]')")
     if writer is not None:
         print(f"TensorBoard: tensorboard --logdir {logdir}")
     return {"graph": graph, "logdir": run_dir if writer is not None else None,

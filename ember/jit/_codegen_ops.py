@@ -542,6 +542,47 @@ def _detach(em, node, x):
     return f"torch.detach({em.e(x)})"
 
 
+@emits("topk")
+def _topk(em, node, input, k, dim=None, largest=True, sorted=True, out=None):
+    d = -1 if dim is None else dim
+    res = em.tmp(f"torch.topk({em.e(input)}, {em.e(k)}, {em.e(d)}, "
+                 f"{literal(bool(largest))}, {literal(bool(sorted))})")
+    return [f"{res}[0]", f"{res}[1]"]
+
+
+@emits("sort")
+def _sort(em, node, input, dim=-1, descending=False, stable=False, out=None):
+    res = em.tmp(f"torch.sort({em.e(input)}, stable={literal(bool(stable))}, "
+                 f"dim={em.e(dim)}, descending={literal(bool(descending))})")
+    return [f"{res}[0]", f"{res}[1]"]
+
+
+@emits("argsort")
+def _argsort(em, node, input, dim=-1, descending=False, stable=False):
+    return (f"torch.argsort({em.e(input)}, stable={literal(bool(stable))}, "
+            f"dim={em.e(dim)}, descending={literal(bool(descending))})")
+
+
+@emits("nonzero")
+def _nonzero(em, node, input, out=None, as_tuple=False):
+    if as_tuple:
+        res = em.tmp(f"torch.unbind(torch.nonzero({em.e(input)}), 1)")
+        return [f"{res}[{i}]" for i in range(len(node.outputs))]
+    return f"torch.nonzero({em.e(input)})"
+
+
+@emits("repeat_interleave")
+def _repeat_interleave(em, node, input, repeats=None, dim=None, output_size=None):
+    if repeats is None:
+        return f"torch.repeat_interleave({em.e(input)})"
+    return f"torch.repeat_interleave({em.e(input)}, {em.e(repeats)}, {em.e(dim)})"
+
+
+@emits("pdist")
+def _pdist(em, node, input, p=2):
+    return f"torch.pdist({em.e(input)}, {literal(float(p))})"
+
+
 @emits("embedding")
 def _embedding(em, node, input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                scale_grad_by_freq=False, sparse=False):

@@ -43,7 +43,7 @@ __all__ = ["NO_TORCHSCRIPT"]
 # index arrays, several ember ops for one aten op): each needs an emitter, not yet written
 _NOT_YET = (
     "its arguments differ from its aten schema's; no emitter written yet",
-    _einsum.DiagEmbed, _einsum.Diagonal, _einsum.Einsum, conv.Fold, conv.Unfold,
+    _einsum.DiagEmbed, _einsum.Diagonal, _einsum.Einsum, conv.ConvInput, conv.Fold, conv.Unfold,
     ctc.CtcNll, diagonals.DiagEmbed, diagonals.Diagonal, diagonals.DiagonalScatter,
     elementwise.TruncDivide, extrema._MaxAll, extrema._MinAll, extrema._MedianAll,
     extrema._MedianDim, extrema._ModeDim, extrema._NanmedianAll, extrema._NanmedianDim,

@@ -287,7 +287,7 @@ def _check_indices(input, num, bag=False):
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
                            f"following scalar types: Long, Int; but got {dt} instead "
                            "(while checking arguments for embedding)")
-    if input.numel():
+    if input.numel() and not input.is_meta:
         lo, hi = int(input.min()), int(input.max())
         if bag and (lo < 0 or hi >= num):  # torch's bag kernel checks, as RuntimeError
             raise RuntimeError("embedding_bag: Expected idx >= 0 && idx < num_embeddings but "
@@ -541,6 +541,9 @@ def pdist(input, p=2):
     """Distances between every pair of rows of a 2-D input (upper triangle, row-major)."""
     if input.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one call in a capture: the pairs it picks follow the number of rows
+        return m.composite_locals("pdist", pdist, locals())
     n = input.shape[0]
     if n < 2:  # no pairs: an empty result, still attached to the graph
         return input.reshape(-1)[:0]

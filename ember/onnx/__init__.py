@@ -1,7 +1,7 @@
 """ember.onnx: ONNX import (and, with the capture layer, export).
 
 ``ember.onnx.load(path)`` builds an ``nn.Module`` that computes an ONNX model with ember
-ops. The ``onnx`` package is an optional extra (``pip install ember[onnx]``), imported
+ops. The ``onnx`` package is an optional extra (``pip install -e '.[onnx]'``), imported
 only when a function here is called.
 """
 from ember.onnx._export import (

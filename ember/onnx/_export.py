@@ -89,18 +89,23 @@ class GraphBuilder:
         return outs[0] if n_outputs == 1 else outs
 
     def const(self, array, hint="const"):
-        """An initializer holding ``array`` (shared between equal small constants)."""
+        """A constant holding ``array``: a small one (shapes, axes, scalars; shared between
+        equal ones) is a ``Constant`` node, as in PyTorch's files, so that the
+        initializers hold the model's parameters (and larger folded values) only."""
         array = np.asarray(array)
-        key = None
-        if array.size <= 16:
-            key = (array.dtype.str, array.shape, array.tobytes())
-            hit = self._consts.get(key)
-            if hit is not None:
-                return hit
+        if array.size > 16:
+            name = self.fresh(hint)
+            self.initializers.append(self.onnx.numpy_helper.from_array(array, name))
+            return name
+        key = (array.dtype.str, array.shape, array.tobytes())
+        hit = self._consts.get(key)
+        if hit is not None:
+            return hit
         name = self.fresh(hint)
-        self.initializers.append(self.onnx.numpy_helper.from_array(array, name))
-        if key is not None:
-            self._consts[key] = name
+        self.nodes.append(self.onnx.helper.make_node(
+            "Constant", [], [name], name=self.fresh(f"/Constant_{hint}"),
+            value=self.onnx.numpy_helper.from_array(array, name)))
+        self._consts[key] = name
         return name
 
     def ints(self, values, hint="shape"):

@@ -27,6 +27,21 @@ def _conv(g, node, x, w, b, geom):
                 pads=_conv_pads(geom), group=int(geom.G))
 
 
+@exports(conv.ConvInput)
+def _conv_transpose(g, node, y, w, b, geom):
+    """A transposed convolution (the adjoint of ``Conv`` in its input): ONNX
+    ``ConvTranspose`` with the forward convolution's pads, and the output_padding that
+    makes the spatial size the one recorded."""
+    ins = [g.tensor(y), g.tensor(w)] + ([g.tensor(b)] if b is not None else [])
+    O = node.inputs[0].shape[2:]
+    extra = [int(S) - ((int(o) - 1) * int(s) - int(lo) - int(hi) + int(d) * (int(k) - 1) + 1)
+             for S, o, s, lo, hi, d, k in zip(node.outputs[0].shape[2:], O, geom.s, geom.lo,
+                                              geom.hi, geom.d, geom.K)]
+    return g.op("ConvTranspose", ins, kernel_shape=[int(k) for k in geom.K],
+                strides=[int(s) for s in geom.s], dilations=[int(d) for d in geom.d],
+                pads=_conv_pads(geom), output_padding=extra, group=int(geom.G))
+
+
 @exports(pooling.MaxPool)
 def _max_pool(g, node, x, geom, *rest):
     if len(node.outputs) > 1:

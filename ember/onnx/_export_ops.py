@@ -177,7 +177,23 @@ def _clamp(g, node, x, lo=None, hi=None, *rest):
         lo, hi = None, lo
     lo_n = g.tensor(lo, like=x) if lo is not None else ""
     hi_n = g.tensor(hi, like=x) if hi is not None else ""
+    if any(isinstance(b, Ref) and b.value.type == "Tensor" and len(b.value.shape)
+           for b in (lo, hi)):
+        # tensor bounds broadcast elementwise; Clip takes scalars only
+        out = g.tensor(x)
+        if lo is not None:
+            out = g.op("Max", [out, _cast_to(g, lo_n, g.np_dtype(x), lo)])
+        if hi is not None:
+            out = g.op("Min", [out, _cast_to(g, hi_n, g.np_dtype(x), hi)])
+        return out
     return g.op("Clip", [g.tensor(x), lo_n, hi_n])
+
+
+def _cast_to(g, name, dt, ref=None):
+    """``name`` cast to NumPy dtype ``dt`` unless the value ``ref`` already has it."""
+    if ref is not None and isinstance(ref, Ref) and g.np_dtype(ref) == dt:
+        return name
+    return g.op("Cast", [name], to=g.elem_type(np.dtype(dt)))
 
 
 @exports(unary.LeakyRelu)
@@ -314,8 +330,16 @@ def _matmul(g, node, a, b):
 def _sum_mean(g, node, x, axes, keepdim, np_dtype=None):
     t = g.tensor(x)
     out_dt = np.dtype(node.outputs[0].dtype.np)
-    if g.np_dtype(x) != out_dt:
-        t = g.op("Cast", [t], to=g.elem_type(out_dt))
+    sum_dt = np.dtype(np.int64) if out_dt == np.bool_ else out_dt  # ONNX sums no bools
+    if g.np_dtype(x) != sum_dt:
+        t = g.op("Cast", [t], to=g.elem_type(sum_dt))
+    if sum_dt != out_dt:
+        return g.op("Cast", [_sum_mean_op(g, node, x, t, axes, keepdim)],
+                    to=g.elem_type(out_dt))
+    return _sum_mean_op(g, node, x, t, axes, keepdim)
+
+
+def _sum_mean_op(g, node, x, t, axes, keepdim):
     name = "ReduceSum" if issubclass(node.target, reduction.Sum) else "ReduceMean"
     axes = list(range(_rank(x))) if axes is None or axes == () and False else list(axes)
     return g.op(name, [t, _axes(g, axes)] if (name == "ReduceSum" or g.opset >= 18)
@@ -352,6 +376,9 @@ def _argmax(op):
 def _arg_extreme(g, op, x, axis, keepdim):
     if axis is None:
         flat = g.op("Reshape", [g.tensor(x), g.const(np.asarray([-1], np.int64))])
+        if keepdim:  # every dim kept, of size 1
+            return g.op("Reshape", [g.op(op, [flat], axis=0, keepdims=1),
+                                    g.const(np.ones(_rank(x), np.int64), "ones")])
         return g.op(op, [flat], axis=0, keepdims=0)
     return g.op(op, [g.tensor(x)], axis=axis, keepdims=int(bool(keepdim)))
 
@@ -380,7 +407,98 @@ def _vector_norm(g, node, x, p, axes, keepdim):
 
 @exports(scan.Cumsum)
 def _cumsum(g, node, x, axis, np_dtype=None):
-    return g.op("CumSum", [g.tensor(x), g.const(np.asarray(axis, np.int64))])
+    out_dt = np.dtype(node.outputs[0].dtype.np)
+    return g.op("CumSum", [_cast_to(g, g.tensor(x), out_dt, x),
+                           g.const(np.asarray(axis, np.int64))])
+
+
+# ---- orderings -------------------------------------------------------------------------------
+
+def _top(g, x, k, dim, largest):
+    """ONNX TopK along ``dim`` (``k`` a number, or None for the whole axis, read from the
+    input's runtime shape so that a dynamic axis stays dynamic): [values, indices].
+    Among equal values ONNX puts the lower index first, as a stable sort does."""
+    r = _rank(x)
+    if r == 0:
+        raise UnsupportedOnnxExport("sort/topk of a 0-d tensor")
+    d = dim % r
+    if k is None:
+        size = g.op("Gather", [g.op("Shape", [g.tensor(x)]),
+                               g.const(np.asarray([d], np.int64))], axis=0)
+    else:
+        size = g.const(np.asarray([k], np.int64), "k")
+    return g.op("TopK", [g.tensor(x), size], n_outputs=2, axis=d, largest=int(bool(largest)),
+                sorted=1)
+
+
+@exports("topk")
+def _topk(g, node, input, k, dim=None, largest=True, sorted=True, out=None):
+    return _top(g, input, int(k), -1 if dim is None else dim, largest)
+
+
+@exports("sort")
+def _sort(g, node, input, dim=-1, descending=False, stable=False, out=None):
+    return _top(g, input, None, dim, descending)
+
+
+@exports("argsort")
+def _argsort(g, node, input, dim=-1, descending=False, stable=False):
+    return _top(g, input, None, dim, descending)[1]
+
+
+@exports("nonzero")
+def _nonzero(g, node, input, out=None, as_tuple=False):
+    if as_tuple or _rank(input) == 0:
+        raise UnsupportedOnnxExport("nonzero with as_tuple=True or of a 0-d tensor")
+    return g.op("Transpose", [g.op("NonZero", [g.tensor(input)])], perm=[1, 0])
+
+
+@exports("repeat_interleave")
+def _repeat_interleave(g, node, input, repeats=None, dim=None, output_size=None):
+    """Each slice along ``dim`` ``repeats`` times: Unsqueeze, Expand, Reshape, with the
+    sizes read from the runtime shape."""
+    if not isinstance(repeats, int):
+        raise UnsupportedOnnxExport("repeat_interleave with tensor repeats (the output size "
+                                    "follows their values)")
+    x = g.tensor(input)
+    if dim is None:
+        x, r, d = g.op("Reshape", [x, g.const(np.asarray([-1], np.int64))]), 1, 0
+    else:
+        r = _rank(input)
+        d = dim % r
+    shape = g.op("Shape", [x])
+
+    def part(lo, hi):
+        return g.op("Slice", [shape, g.ints([lo]), g.ints([hi])])
+    big = g.op("Expand", [g.op("Unsqueeze", [x, _axes(g, [d + 1])]),
+                          g.op("Concat", [part(0, d + 1), g.ints([int(repeats)]),
+                                          part(d + 1, r)], axis=0)])
+    return g.op("Reshape", [big, g.op("Concat", [part(0, d), g.ints([-1]), part(d + 1, r)],
+                                      axis=0)])
+
+
+@exports("pdist")
+def _pdist(g, node, input, p=2):
+    """The (n, n) distances, then the upper triangle's entries in row-major order
+    (``Compress`` with a ``Trilu`` mask built at the runtime n)."""
+    x = g.tensor(input)
+    diff = g.op("Sub", [g.op("Unsqueeze", [x, _axes(g, [1])]),
+                        g.op("Unsqueeze", [x, _axes(g, [0])])])
+    last = _axes(g, [2])
+    if p == 2:
+        dist = g.op("ReduceL2", [diff, last], keepdims=0)
+    elif p == 1:
+        dist = g.op("ReduceL1", [diff, last], keepdims=0)
+    else:
+        raise UnsupportedOnnxExport(f"pdist with p={p}")
+    n = g.op("Gather", [g.op("Shape", [x]), g.ints([0])], axis=0)
+    ones = g.op("ConstantOfShape", [g.op("Concat", [n, n], axis=0)],
+                value=g.onnx.numpy_helper.from_array(np.asarray([1], np.int64)))
+    mask = g.op("Cast", [g.op("Trilu", [ones, g.const(np.asarray(1, np.int64), "k")],
+                              upper=1)], to=9)
+    flat = g.const(np.asarray([-1], np.int64))
+    return g.op("Compress", [g.op("Reshape", [dist, flat]), g.op("Reshape", [mask, flat])],
+                axis=0)
 
 
 # ---- shapes ----------------------------------------------------------------------------------
@@ -417,12 +535,18 @@ def _view(g, node, x, *shape, dtype=None):
     if dtype is not None or len(shape) == 1 and isinstance(shape[0], (_dtype, type, np.dtype)):
         raise UnsupportedOnnxExport("view(dtype) (a reinterpretation of the bytes: ONNX has no "
                                     "such operator)")
-    return g.op("Reshape", [g.tensor(x), g.ints(_shape_list(shape))])
+    return _reshape(g, x, _shape_list(shape))
+
+
+def _reshape(g, x, sizes):
+    # a literal 0 is a size of 0 (allowzero), not ONNX's "copy this dim"
+    zero = any(not isinstance(v, Ref) and v == 0 for v in sizes)
+    return g.op("Reshape", [g.tensor(x), g.ints(sizes)], **({"allowzero": 1} if zero else {}))
 
 
 @exports(shape.View, shape.ReshapeCopy)
 def _view_prim(g, node, x, shape, *rest):
-    return g.op("Reshape", [g.tensor(x), g.ints(list(shape))])
+    return _reshape(g, x, list(shape))
 
 
 @exports("expand", shape.Expand)
@@ -524,7 +648,12 @@ def _squeeze(g, node, x, dims=None):
 def _cat(g, node, *tensors, dim=0, np_dtype=None):
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tensors[0]
-    return g.op("Concat", [g.tensor(t) for t in tensors], axis=dim)
+    out_dt = np.dtype(node.outputs[0].dtype.np)
+    r = len(node.outputs[0].shape)
+    # legacy 1-D empty tensors are skipped by cat; the inputs take the promoted dtype
+    tensors = [t for t in tensors if not (r > 1 and isinstance(t, Ref) and
+                                          tuple(t.value.shape) == (0,))]
+    return g.op("Concat", [_cast_to(g, g.tensor(t), out_dt, t) for t in tensors], axis=dim)
 
 
 @exports(join.Stack)
@@ -532,7 +661,9 @@ def _stack(g, node, *tensors, dim=0, np_dtype=None):
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tensors[0]
     axes = _axes(g, [dim])
-    return g.op("Concat", [g.op("Unsqueeze", [g.tensor(t), axes]) for t in tensors], axis=dim)
+    out_dt = np.dtype(node.outputs[0].dtype.np)
+    return g.op("Concat", [g.op("Unsqueeze", [_cast_to(g, g.tensor(t), out_dt, t), axes])
+                           for t in tensors], axis=dim)
 
 
 @exports(join.Unbind)
@@ -559,9 +690,8 @@ def _repeat(g, node, x, reps):
     reps = list(reps)
     r = _rank(x)
     t = g.tensor(x)
-    if len(reps) > r:
-        t = g.op("Reshape", [t, g.const(np.asarray([1] * (len(reps) - r) + list(
-            x.value.shape), np.int64))])
+    if len(reps) > r:  # leading size-1 dims (Unsqueeze keeps a dynamic size dynamic)
+        t = g.op("Unsqueeze", [t, _axes(g, list(range(len(reps) - r)))])
     return g.op("Tile", [t, g.ints(reps)])
 
 
@@ -604,20 +734,77 @@ def _embedding(g, node, input, weight, padding_idx=None, max_norm=None, norm_typ
     return g.op("Gather", [g.tensor(weight), g.tensor(input)], axis=0)
 
 
+def _is_index_tensor(k):
+    return isinstance(k, Ref) and k.value.type == "Tensor"
+
+
+def _advanced_getitem(g, x, key):
+    """``x[key]`` with several tensor (and int) indices, which NumPy broadcasts together:
+    GatherND over the indexed dims moved to the front, then the indexed block put where
+    NumPy puts it (in place if the indices are adjacent, else first)."""
+    if any(k is None or k is Ellipsis or isinstance(k, bool) for k in key):
+        raise UnsupportedOnnxExport("indexing with several tensors together with None, "
+                                    "... or a bool")
+    r = _rank(x)
+    cur = g.tensor(x)
+    adv = []
+    big = np.iinfo(np.int64).max
+    for d, k in enumerate(key):
+        if isinstance(k, slice):
+            if not (k.start is None and k.stop is None and k.step in (None, 1)):
+                cur = g.op("Slice", [cur, g.ints([0 if k.start is None else k.start]),
+                                     g.ints([big if k.stop is None else k.stop]),
+                                     _axes(g, [d]), g.ints([1 if k.step is None else k.step])])
+        elif _is_index_tensor(k):
+            if k.value.dtype is not None and k.value.dtype.name == "bool":
+                raise UnsupportedOnnxExport("indexing with a boolean mask")
+            adv.append((d, g.op("Cast", [g.tensor(k)], to=7), len(k.value.shape)))
+        else:
+            adv.append((d, g.tensor(k, dtype=np.int64), 0))
+    dims = [d for d, _, _ in adv]
+    rest = [d for d in range(r) if d not in dims]
+    if dims + rest != list(range(r)):
+        cur = g.op("Transpose", [cur], perm=dims + rest)
+    total = adv[0][1]
+    for _, name, _ in adv[1:]:
+        total = g.op("Add", [total, name])
+    bshape = g.op("Shape", [total])
+    axm1 = g.const(np.asarray([-1], np.int64), "axes_last")
+    parts = [g.op("Unsqueeze", [g.op("Expand", [name, bshape]), axm1]) for _, name, _ in adv]
+    idx = g.op("Concat", parts, axis=-1)
+    out = g.op("GatherND", [cur, idx])
+    nb = max(n for _, _, n in adv)
+    adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+    if adjacent and dims[0] > 0:
+        pre = dims[0]
+        n_out = nb + len(rest)
+        perm = list(range(nb, nb + pre)) + list(range(nb)) + list(range(nb + pre, n_out))
+        out = g.op("Transpose", [out], perm=perm)
+    return out
+
+
 @exports("getitem")
 def _getitem(g, node, x, key):
     if not isinstance(key, tuple):
         key = (key,)
+    if sum(1 for k in key if _is_index_tensor(k) or (
+            isinstance(k, (int, Ref)) and not isinstance(k, bool))) > 1 and any(
+            _is_index_tensor(k) for k in key):
+        return _advanced_getitem(g, x, key)
     ndim = _rank(x)
-    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    n_real = sum(1 for k in key if k is not None and k is not Ellipsis and
+                 not isinstance(k, bool))
     cur = g.tensor(x)
     d = 0
     big = np.iinfo(np.int64).max
     for k in key:
         if k is Ellipsis:
             d += ndim - n_real
-        elif k is None:
+        elif k is None or isinstance(k, bool):
+            # x[True] adds a dim of 1, x[False] one of 0
             cur = g.op("Unsqueeze", [cur, _axes(g, [d])])
+            if k is False:
+                cur = g.op("Slice", [cur, g.ints([0]), g.ints([0]), _axes(g, [d])])
             d += 1
         elif isinstance(k, slice):
             if not (k.start is None and k.stop is None and k.step in (None, 1)):
@@ -662,6 +849,11 @@ def _full(g, node, size, fill_value, **kw):
 def _narrow(g, node, x, dim, start, length):
     """ONNX ``Slice`` of ``length`` elements from ``start`` (traced sizes stay inputs)."""
     dim %= _rank(x)
+    if isinstance(start, int) and start < 0:  # counted from the end of the (runtime) dim
+        size = g.op("Gather", [g.op("Shape", [g.tensor(x)]), g.ints([dim])], axis=0)
+        starts = g.op("Add", [size, g.ints([start])])
+        return g.op("Slice", [g.tensor(x), starts, g.op("Add", [starts, g.ints([length])]),
+                              g.ints([dim])])
     starts = g.ints([start])
     return g.op("Slice", [g.tensor(x), starts, g.op("Add", [starts, g.ints([length])]),
                           g.ints([dim])])

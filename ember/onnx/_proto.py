@@ -16,7 +16,7 @@ def require_onnx():
     try:
         return importlib.import_module("onnx")
     except ImportError as e:
-        raise ImportError("ember.onnx needs the 'onnx' package: pip install ember[onnx]") from e
+        raise ImportError("ember.onnx needs the 'onnx' package: pip install -e '.[onnx]'") from e
 
 
 def np_dtype_of(elem_type):

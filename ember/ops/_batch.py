@@ -415,8 +415,11 @@ def _as_tensor(a):
 
 
 def _raw(a, lvl):
-    """An index argument passed as an array: ``(array underneath, batched)``."""
+    """An index argument passed as an array (or as a tensor, as ``gather`` passes it):
+    ``(array underneath, batched)``."""
     b = _b()
+    if isinstance(a, Tensor):
+        a = a._data
     if type(a) is b.BArr:
         if a.level != lvl or type(a.value._data) is b.BArr:
             raise b.NoRule("an index batched at several vmap levels")

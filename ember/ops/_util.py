@@ -118,8 +118,9 @@ def _promote_np(da, za, db, zb):
 
 def _promote_general(a, b):
     if hasattr(a, "dtype") and hasattr(b, "dtype") and a.ndim and b.ndim and type(a) is not type(b):
+        from ember.backend import device_of
         raise RuntimeError("Expected all tensors to be on the same device, but found at least two "
-                           "devices (one operand is on cpu, the other on cuda)")
+                           f"devices, {device_of(a)} and {device_of(b)}!")
     if not hasattr(a, "dtype"):
         a = np.asarray(a) if not isinstance(a, (int, float, bool, complex)) else a
     if not hasattr(b, "dtype"):

@@ -11,6 +11,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
+from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
 from ember.storage import _memory_root
 
@@ -164,7 +165,7 @@ def _flat_index_of(view_arr, base_arr):
         bstrides = tuple(s // isz for s in base_arr.strides)
         lo = sum((n - 1) * s for n, s in zip(base_arr.shape, bstrides) if s < 0 and n)
         hi = sum((n - 1) * s for n, s in zip(base_arr.shape, bstrides) if s > 0 and n)
-    if mem.size and (int(mem.min()) < lo or int(mem.max()) > hi):
+    if mem.size and not _is_meta(mem) and (int(mem.min()) < lo or int(mem.max()) > hi):
         return None  # not inside the base's memory (its data was replaced)
     if base_arr.flags.c_contiguous:
         return mem

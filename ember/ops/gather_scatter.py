@@ -10,6 +10,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend.dtypes import through_float32
+from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim
@@ -76,7 +77,7 @@ def _index_array(op, index, kinds="int32/int64", exc=RuntimeError):
 
 
 def _check_range(a, n, dim, exc=RuntimeError, prefix=""):
-    if a.size:
+    if a.size and not _is_meta(a):  # meta indices have no values to check
         lo, hi = int(a.min()), int(a.max())
         if lo < -n or hi >= n:
             raise exc(f"{prefix}index {lo if lo < -n else hi} is out of bounds for dimension "
@@ -204,9 +205,9 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
     d, idx = _gather_checks("gather", input, dim, index)
     if input._data.ndim == 0:  # a 0-d input is one element; the result has index's shape
         return Gather.apply(input.reshape(1), idx.reshape(1), 0).reshape(index.shape)
-    if idx.ndim == 0:
-        idx = idx.reshape(1)
-    return Gather.apply(input, idx, d)
+    # the index goes in as the tensor, so that a capture (jit.trace, onnx.export) records
+    # it as an input of the op rather than as a constant of the example's values
+    return Gather.apply(input, index if index._data.ndim else index.reshape(1), d)
 
 
 def _src_for(input, src):
@@ -461,7 +462,7 @@ def index_select(input, dim, index, *, out=None):
         _check_range(idx, 1, 0, IndexError)
         return input.clone()
     n = input._data.shape[d]
-    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
+    if idx.size and not _is_meta(idx) and (int(idx.min()) < 0 or int(idx.max()) >= n):
         raise IndexError("index out of range in self")
     return IndexSelect.apply(input, idx, d)
 
@@ -564,9 +565,13 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     xs = list(input._data.shape)
     xs[d] = indices._data.shape[d]
     shape = list(broadcast_shapes(tuple(xs), indices._data.shape))
-    idx = indices.expand(tuple(shape))
+    # expand only what broadcasting grows (-1 keeps a size: a traced size stays traced)
+    idx = indices if list(indices._data.shape) == shape else indices.expand(
+        tuple(s if s != n else -1 for s, n in zip(shape, indices._data.shape)))
     shape[d] = input._data.shape[d]
-    return gather(input.expand(tuple(shape)), d, idx)
+    if list(input._data.shape) != shape:
+        input = input.expand(tuple(s if s != n else -1 for s, n in zip(shape, input._data.shape)))
+    return gather(input, d, idx)
 
 
 def _bind():

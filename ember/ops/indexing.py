@@ -17,6 +17,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.autograd.node_names import node_name
 from ember.backend import dtypes as _dt
+from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit
 from ember.ops._util import with_out
@@ -170,7 +171,7 @@ def parse_index(idx, shape, like=None):
             dim += k
         else:
             n = shape[dim]
-            if it.size:
+            if it.size and not _is_meta(it):
                 lo, hi = int(it.min()), int(it.max())
                 if lo < -n or hi >= n:
                     bad.append((len(adv), lo if lo < -n else hi, dim, n))
@@ -352,7 +353,7 @@ def getitem(self, idx):
         return GetItem.apply(self, (idx, Ellipsis))
     if ti is Tensor and self._data.size:
         a = idx._data
-        if a.ndim and a.dtype.kind == "i" and a.size:
+        if a.ndim and a.dtype.kind == "i" and a.size and not _is_meta(a):
             # fast path: one int tensor, the common gather of rows
             n = self._data.shape[0]
             lo, hi = int(a.min()), int(a.max())
@@ -552,7 +553,7 @@ def _check_flat_index(index, n):
         raise RuntimeError(f"take(): Expected a long tensor for index, but got "
                            f"{index.dtype.name.capitalize()}")
     a = a.reshape(-1) if a.ndim != 1 else a
-    if a.size:
+    if a.size and not _is_meta(a):
         lo, hi = int(a.min()), int(a.max())
         if lo < -n or hi >= n:
             bad = lo if lo < -n else hi
@@ -686,6 +687,8 @@ def masked_scatter_(self, mask, source):
 def nonzero(input, *, out=None, as_tuple=False):
     """Indices of the nonzero elements: an ``(n, input.dim())`` int64 tensor, or with
     ``as_tuple`` one 1-D tensor per dim (a 0-d input counts as 1-D)."""
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        return m.composite_locals("nonzero", nonzero, locals())
     a = input._data
     xp = _xp(a)
     if as_tuple:

@@ -3,7 +3,7 @@
 ``repeat_interleave``."""
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
@@ -198,7 +198,7 @@ def dstack(tensors, *, out=None):
 
 def column_stack(tensors, *, out=None):
     """Join along dim 1, after making 0-d and 1-D tensors columns."""
-    ts = [t.reshape(t._data.size, 1) if t._data.ndim <= 1 else t
+    ts = [t.reshape(-1, 1) if t._data.ndim <= 1 else t
           for t in _tensor_list("column_stack", tensors)]
     return hstack(ts, out=out)
 
@@ -414,6 +414,10 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     ``repeats`` is an int or a tensor with one count per element. With only a 1-D
     int tensor of counts, the indices ``0, 0, 1, ...`` are returned."""
     from ember.ops.gather_scatter import index_select
+    if _mode_active[0] and not isinstance(repeats, bool) and \
+            (m := _mode_recorder((input,))) is not None:
+        # a whole call in a capture: the gather positions it makes would be constants
+        return m.composite_locals("repeat_interleave", repeat_interleave, locals())
     if repeats is None:
         r = input._data
         if r.ndim > 1 or r.dtype.kind not in "iu":

@@ -18,6 +18,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _batch_nn
 from ember.ops.unary import Relu, _relu_array, _relu_grad, _relu_grad_array
 from ember.ops.unary import relu as _relu
@@ -213,7 +214,7 @@ class _CrossEntropy(Primitive):
     def forward(self, x, t, ignore_index, reduction):
         xp = array_module(x)
         n, c = x.shape
-        lo, hi = (int(t.min()), int(t.max())) if n else (0, -1)
+        lo, hi = (int(t.min()), int(t.max())) if n and not _is_meta(t) else (0, -1)
         if 0 <= lo and hi < c and not lo <= ignore_index <= hi:
             # every target is a class (the common case): no mask needed
             valid, all_valid, safe = None, True, t

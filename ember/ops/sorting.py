@@ -9,7 +9,7 @@ places) and second derivatives come from ``gather`` with no derivative code here
 import numpy as np
 
 from ember import backend
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.ops import _cpu_order
 from ember.ops._util import with_out, wrap_dim
@@ -91,6 +91,8 @@ def sort(input, dim=-1, descending=False, stable=False, *, out=None):
     and indices ``[1, 2, 0]``.
     """
     _check_tensor("sort", input)
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        return m.composite_locals("sort", sort, locals())
     if not isinstance(dim, int):
         raise TypeError(f"sort(): argument 'dim' must be int, not {type(dim).__name__}")
     idx = _indices(input, dim, descending, bool(stable))
@@ -102,6 +104,8 @@ def sort(input, dim=-1, descending=False, stable=False, *, out=None):
 def argsort(input, dim=-1, descending=False, stable=False):
     """The indices that sort ``input`` along ``dim`` (``sort(...).indices``)."""
     _check_tensor("argsort", input)
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        return m.composite_locals("argsort", argsort, locals())
     return _indices(input, dim, descending, bool(stable))
 
 
@@ -116,6 +120,8 @@ def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
     """The ``k`` largest (``largest=False``: smallest) elements of ``input`` along ``dim``
     (default: the last), as ``(values, indices)`` (a ``torch.return_types.topk``)."""
     _check_tensor("topk", input)
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        return m.composite_locals("topk", topk, locals())
     dim = -1 if dim is None else dim
     size = input.shape[wrap_dim(dim, input.dim())] if input.dim() else 1
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool):

@@ -136,9 +136,6 @@ class _KinetoProfile:
     """State shared by ``torch.profiler.profile`` and ``torch.autograd.profiler.profile``."""
 
     def _check_options(self, profile_memory, with_flops, with_stack, with_modules):
-        if profile_memory:
-            raise NotImplementedError("profile(profile_memory=True): ember does not count "
-                                      "memory allocations")
         if with_flops:
             raise NotImplementedError("profile(with_flops=True): ember does not count FLOPs")
         if with_stack or with_modules:
@@ -160,7 +157,7 @@ class _KinetoProfile:
     def events(self):
         """The recorded events in the order they started."""
         evs = sorted(self._rec.events, key=lambda e: e.time_range.start)
-        return EventList(evs, self._rec.record_shapes)
+        return EventList(evs, self._rec.record_shapes, self._rec.profile_memory)
 
     def key_averages(self, group_by_input_shape=False, group_by_stack_n=0,
                      group_by_overload_name=False):
@@ -180,7 +177,9 @@ class profile(_KinetoProfile):
 
     ``record_shapes`` keeps each op's input shapes; ``schedule`` and ``step()`` limit
     recording to some steps of a loop, calling ``on_trace_ready(prof)`` after each
-    recorded cycle. ``profile_memory`` and ``with_flops`` raise NotImplementedError.
+    recorded cycle. ``profile_memory`` counts the bytes of the new arrays each op returns
+    (its temporaries and later releases are not seen); ``with_flops`` raises
+    NotImplementedError.
     """
 
     def __init__(self, *, activities=None, schedule=None, on_trace_ready=None,
@@ -198,7 +197,8 @@ class profile(_KinetoProfile):
         self.schedule = schedule
         self.on_trace_ready = on_trace_ready
         self.step_num = 0
-        self._rec = Recorder(record_shapes)
+        self.profile_memory = profile_memory
+        self._rec = Recorder(record_shapes, profile_memory)
         self._action = None
 
     def _recording(self, action):
@@ -232,7 +232,7 @@ class profile(_KinetoProfile):
             self._rec.events.clear()
         if prev in (ProfilerAction.NONE, ProfilerAction.RECORD_AND_SAVE) and \
                 self._action != ProfilerAction.NONE:
-            self._rec = Recorder(self.record_shapes)
+            self._rec = Recorder(self.record_shapes, self.profile_memory)
         if self._action == ProfilerAction.NONE:
             self._stop()
         elif _modes.find(Recorder) is not self._rec:

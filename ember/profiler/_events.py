@@ -80,6 +80,12 @@ class FunctionEvent:
         self.is_user_annotation = is_user
         self.count = 1
         self.device_type = DeviceType.CPU
+        self.self_cpu_memory_usage = 0  # bytes of the new arrays this op itself made
+
+    @property
+    def cpu_memory_usage(self):
+        """Bytes allocated by the event and the events inside it."""
+        return self.self_cpu_memory_usage + sum(c.cpu_memory_usage for c in self.cpu_children)
 
     @property
     def key(self):
@@ -111,12 +117,16 @@ class FunctionEventAvg:
         self.count = 0
         self.cpu_time_total = 0.0
         self.self_cpu_time_total = 0.0
+        self.cpu_memory_usage = 0
+        self.self_cpu_memory_usage = 0
         self.is_user_annotation = False
 
     def add(self, ev):
         self.count += ev.count
         self.cpu_time_total += ev.cpu_time_total
         self.self_cpu_time_total += ev.self_cpu_time_total
+        self.cpu_memory_usage += ev.cpu_memory_usage
+        self.self_cpu_memory_usage += ev.self_cpu_memory_usage
         self.is_user_annotation = ev.is_user_annotation
         if self.input_shapes is None:
             self.input_shapes = ev.input_shapes
@@ -145,21 +155,28 @@ def _fmt_time(us):
 
 
 _SORT_KEYS = {"cpu_time_total", "self_cpu_time_total", "cpu_time", "self_cpu_time", "count",
-              "cpu_time_avg"}
+              "cpu_time_avg", "cpu_memory_usage", "self_cpu_memory_usage"}
+
+
+def _fmt_mem(n):
+    for unit, size in (("Gb", 1 << 30), ("Mb", 1 << 20), ("Kb", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} b"
 
 
 class EventList(list):
     """A list of events (or of averages) with PyTorch's reporting methods."""
 
-    def __init__(self, events=(), record_shapes=False):
+    def __init__(self, events=(), record_shapes=False, profile_memory=False):
         super().__init__(events)
         self._record_shapes = record_shapes
+        self._profile_memory = profile_memory
 
     def key_averages(self, group_by_input_shape=False, group_by_stack_n=0):
-        """One ``FunctionEventAvg`` per name (and per input shapes when grouping)."""
-        if group_by_stack_n:
-            raise NotImplementedError("key_averages(group_by_stack_n=...): ember records no "
-                                      "stacks")
+        """One ``FunctionEventAvg`` per name (and per input shapes when grouping). ember
+        records no Python stacks, so ``group_by_stack_n`` groups as without it (every
+        event's stack is empty, as in PyTorch for a profile without ``with_stack``)."""
         table = {}
         for ev in self:
             key = (ev.key, str(ev.input_shapes)) if group_by_input_shape else ev.key
@@ -167,7 +184,7 @@ class EventList(list):
                 table[key] = FunctionEventAvg(ev.key, ev.input_shapes if group_by_input_shape
                                               else None)
             table[key].add(ev)
-        out = EventList(table.values(), self._record_shapes)
+        out = EventList(table.values(), self._record_shapes, self._profile_memory)
         out._grouped_shapes = group_by_input_shape
         return out
 
@@ -204,6 +221,9 @@ class EventList(list):
         heads = ["Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg",
                  "# of Calls"]
         widths = [name_w] + [12] * 6
+        if self._profile_memory:
+            heads[-1:-1] = ["CPU Mem", "Self CPU Mem"]
+            widths += [12, 12]
         shapes = getattr(self, "_grouped_shapes", False)
         if shapes:
             shape_strs = [str(r.input_shapes) for r in rows]
@@ -225,6 +245,8 @@ class EventList(list):
             cells = [name, pct(r.self_cpu_time_total), _fmt_time(r.self_cpu_time_total),
                      pct(r.cpu_time_total), _fmt_time(r.cpu_time_total),
                      _fmt_time(r.cpu_time_total / max(r.count, 1)), str(r.count)]
+            if self._profile_memory:
+                cells[-1:-1] = [_fmt_mem(r.cpu_memory_usage), _fmt_mem(r.self_cpu_memory_usage)]
             if shapes:
                 s = shape_strs[i]
                 cells.append(s if len(s) <= widths[-1] else s[:widths[-1] - 3] + "...")
@@ -260,11 +282,25 @@ class EventList(list):
             f.write(json.dumps(doc, indent=1).encode())
 
 
+def _new_bytes(out):
+    """Bytes of the arrays an op returned that own new memory (a view allocates none).
+    The op's temporaries and the memory released later are not seen."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    n = 0
+    for t in outs:
+        if isinstance(t, Tensor):
+            a = t._data
+            if getattr(a, "base", None) is None:
+                n += int(a.nbytes)
+    return n
+
+
 class Recorder(_modes.Mode):
     """Collects events while on the mode stack (``ember.autograd._modes``)."""
 
-    def __init__(self, record_shapes=False):
+    def __init__(self, record_shapes=False, profile_memory=False):
         self.record_shapes = record_shapes
+        self.profile_memory = profile_memory
         self.events = []
         self._local = threading.local()
         self._next_id = 0
@@ -301,7 +337,10 @@ class Recorder(_modes.Mode):
         shapes = [_shape(a) for a in args] if self.record_shapes else []
         ev = self.begin(_op_name(cls), shapes)
         try:
-            return cls.apply(*args, **params)
+            out = cls.apply(*args, **params)
+            if self.profile_memory:
+                ev.self_cpu_memory_usage = _new_bytes(out)
+            return out
         finally:
             self.end(ev)
 

@@ -14,7 +14,7 @@ The backend is chosen before anything else is imported, and the rest is written
 ``import ember as torch`` style: the same lines build and train the models on both.
 ``--backend both`` runs the script once per backend in a subprocess and prints a
 Markdown table of test accuracy and training wall time beside the paper's numbers.
-Needs the mnist1d extra: ``pip install 'ember[mnist1d]'``.
+Needs the mnist1d extra: ``pip install -e '.[mnist1d]'``.
 """
 import argparse
 import json

@@ -339,7 +339,15 @@ class Module(StateDictMixin):
                 kw["device"] = device
             if dtype is not None and t.is_floating_point():
                 kw["dtype"] = dtype
-            return t.to(**kw) if kw else t
+            if not kw:
+                return t
+            if t.is_meta and device is not None and backend_device(device).type != "meta":
+                raise NotImplementedError(
+                    "Cannot copy out of meta tensor; no data! Please use "
+                    "torch.nn.Module.to_empty() instead of torch.nn.Module.to() when moving "
+                    "module from meta to a different device.")
+            return t.to(**kw)
+        from ember.backend import device as backend_device
         return self._apply(convert)
 
     def share_memory(self):

@@ -1,11 +1,11 @@
 """``ember.utils.tensorboard`` (``torch.utils.tensorboard``): ``SummaryWriter`` writing
 TensorBoard event files. Needs the optional ``tensorboard`` package
-(``pip install ember[tensorboard]``); ``import ember`` alone never imports it."""
+(``pip install -e '.[tensorboard]'``); ``import ember`` alone never imports it."""
 try:
     import tensorboard  # noqa: F401
 except ImportError:
     raise ImportError("ember.utils.tensorboard needs the tensorboard package: "
-                      "pip install ember[tensorboard]") from None
+                      "pip install -e '.[tensorboard]'") from None
 
 from ember.utils.tensorboard.writer import FileWriter, SummaryWriter
 

@@ -3,7 +3,7 @@ that ``import ember`` never needs them; a missing package is named with its extr
 import types
 
 _MISSING = ("TensorBoard logging needs the tensorboard and protobuf packages: "
-            "pip install ember[tensorboard]")
+            "pip install -e '.[tensorboard]'")
 _modules = None
 
 

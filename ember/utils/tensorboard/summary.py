@@ -184,7 +184,7 @@ def _pil():
     try:
         from PIL import Image
     except ImportError:
-        raise ImportError("images in TensorBoard need Pillow: pip install ember[tensorboard]") \
+        raise ImportError("images in TensorBoard need Pillow: pip install -e '.[tensorboard]'") \
             from None
     return Image
 
