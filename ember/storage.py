@@ -54,6 +54,30 @@ class UntypedStorage(metaclass=FrozenClass):
             s._bytes = np.frombuffer(root.tobytes(), np.uint8)
         return s
 
+    @classmethod
+    def from_file(cls, filename, shared=False, nbytes=0):
+        """The first ``nbytes`` bytes of the file ``filename``, mapped into memory: with
+        ``shared`` writes reach the file, without it they stay in this process."""
+        import os
+        try:
+            size = os.path.getsize(filename)
+        except OSError as e:
+            mode = "read-write" if shared else "read-only"
+            raise RuntimeError(f"unable to open file <{filename}> in {mode} mode: "
+                               f"{e.strerror} ({e.errno})") from None
+        nbytes = int(nbytes)
+        if size < nbytes:
+            raise RuntimeError(f"file <{filename}> size <{size}> is smaller than the required "
+                               f"mapping size <{nbytes}>")
+        if nbytes == 0:
+            return cls._wrap(np.zeros(0, np.uint8))
+        return cls._wrap(np.memmap(filename, np.uint8, "r+" if shared else "c",
+                                   shape=(nbytes,)))
+
+    def untyped(self):
+        """The storage itself (it is untyped already)."""
+        return self
+
     def nbytes(self):
         """The number of bytes."""
         return int(self._bytes.size)
@@ -82,7 +106,8 @@ class UntypedStorage(metaclass=FrozenClass):
 
     def __getitem__(self, idx):
         out = self._bytes[idx]
-        return int(out) if np.ndim(out) == 0 else UntypedStorage._wrap(out.copy())
+        # a slice shares the bytes, as PyTorch's does
+        return int(out) if np.ndim(out) == 0 else UntypedStorage._wrap(out)
 
     def __setitem__(self, idx, value):
         self._bytes[idx] = value
@@ -112,7 +137,8 @@ class UntypedStorage(metaclass=FrozenClass):
         return self
 
     def is_shared(self):
-        return False
+        """True for a storage mapped from a file."""
+        return isinstance(self._bytes, np.memmap)
 
     def is_pinned(self, device="cuda"):
         return False
