@@ -104,11 +104,9 @@ class BackwardCFunction(FunctionCtx, Node):
         out = []
         for item in saved:
             if type(item) is _saved_hooks.Packed:
-                t = item.input() if not item.output else self._rebuild(item.value(), item)
-                version = item.version
-                if item.vc[0] != version:
-                    self._stale(t, version)
-                out.append(t)
+                # as in PyTorch, what the hooks keep is not checked for in-place changes
+                out.append(item.input() if not item.output else
+                           self._rebuild(item.value(), item))
                 continue
             if type(item) is _SavedOutput:
                 # an output of this node, rebuilt on access so the graph holds no cycle

@@ -126,10 +126,9 @@ class Node:
         out = []
         for i, item in enumerate(saved):
             if type(item) is _Packed:
-                t = item.input() if not item.output else self._rebuild(item.value(), item)
-                if item.vc[0] != item.version:
-                    self._raise_stale(t, i, item.vc[0], item.version, output=item.output)
-                out.append(t)
+                # as in PyTorch, what the hooks keep is not checked for in-place changes
+                out.append(item.input() if not item.output else
+                           self._rebuild(item.value(), item))
             elif len(item) == 5:
                 # a saved output: rebuilt here so that the graph holds no cycle
                 arr, vc, version, rg, nr = item
