@@ -106,47 +106,53 @@ def test_every_saved_tensor_goes_through_the_hooks(name):
     np.testing.assert_allclose(w.grad.numpy(), gw, rtol=1e-10, atol=1e-13)
 
 
+def _nested(m):
+    seen = []
+    x, _ = _leaves(m)
+    with m.autograd.graph.saved_tensors_hooks(lambda t: seen.append("outer") or t,
+                                              lambda t: t):
+        with m.autograd.graph.saved_tensors_hooks(
+                lambda t: seen.append(("inner", m.is_grad_enabled())) or t.exp(),
+                lambda t: t.log()):
+            y = (x * x).sum()
+        z = (x.sin()).sum()
+    (y + z).backward()
+    return seen, x.grad.numpy()
+
+
 def test_pack_runs_without_grad_and_nests_innermost_first():
     for m in (torch, ember):
-        seen = []
-        x, _ = _leaves(m)
-        with m.autograd.graph.saved_tensors_hooks(lambda t: seen.append("outer") or t,
-                                                  lambda t: t):
-            with m.autograd.graph.saved_tensors_hooks(
-                    lambda t: seen.append(("inner", m.is_grad_enabled())) or t.exp(),
-                    lambda t: t.log()):
-                y = (x * x).sum()
-            z = (x.sin()).sum()
+        seen, grad = _nested(m)
         assert seen == [("inner", False), ("inner", False), "outer"], seen
-        (y + z).backward()
-        np.testing.assert_allclose(x.grad.numpy(), 2 * X + np.cos(X), rtol=1e-12)
+        np.testing.assert_allclose(grad, 2 * X + np.cos(X), rtol=1e-12)
+
+
+def _custom(m):
+    class F(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            r = a.sin()
+            ctx.save_for_backward(a, r)
+            return r
+
+        @staticmethod
+        def backward(ctx, g):
+            a, r = ctx.saved_tensors
+            return g * a.cos() + 0 * r
+
+    shapes = []
+    x, _ = _leaves(m)
+    with m.autograd.graph.saved_tensors_hooks(
+            lambda t: shapes.append(tuple(t.shape)) or t.detach() * 3, lambda p: p / 3):
+        y = F.apply(x).sum()
+    y.backward()
+    return shapes, x.grad.numpy()
 
 
 def test_custom_function_saved_tensors_go_through_hooks():
-    out = []
-    for m in (torch, ember):
-        class F(m.autograd.Function):
-            @staticmethod
-            def forward(ctx, a):
-                r = a.sin()
-                ctx.save_for_backward(a, r)
-                return r
-
-            @staticmethod
-            def backward(ctx, g):
-                a, r = ctx.saved_tensors
-                return g * a.cos() + 0 * r
-
-        shapes = []
-        x, _ = _leaves(m)
-        with m.autograd.graph.saved_tensors_hooks(
-                lambda t: shapes.append(tuple(t.shape)) or t.detach() * 3,
-                lambda p: p / 3):
-            y = F.apply(x).sum()
-        y.backward()
-        out.append((shapes, x.grad.numpy()))
-    assert out[0][0] == out[1][0]
-    np.testing.assert_allclose(out[1][1], out[0][1], rtol=1e-12)
+    want, got = _custom(torch), _custom(ember)
+    assert got[0] == want[0] == [(2, 3), (2, 3)]
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
 
 
 def test_double_backward_through_unpacked_tensors():

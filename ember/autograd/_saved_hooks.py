@@ -6,7 +6,8 @@ Nodes keep saved inputs as ``(tensor, version)`` and saved outputs as
 ``(array, counter, version, requires_grad, output_nr)`` (see ``node.py``). While a pair of
 hooks is active, each entry that holds a tensor becomes a :class:`Packed`: the pack hook's
 result and the unpack hook. As in PyTorch, a packed tensor is not checked for in-place
-changes (the hooks own what they keep). Nothing is done (one list test per recorded node) when no hook is active.
+changes (the hooks own what they keep). Nothing is done (one list test per recorded node)
+when no hook is active.
 """
 from ember import _tensor
 
