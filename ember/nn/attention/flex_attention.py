@@ -159,6 +159,10 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     if return_lse and return_aux is not None:
         raise ValueError("Cannot specify both return_lse and return_aux. return_lse is "
                          "deprecated, please use return_aux=AuxRequest(lse=True)")
+    if return_lse:
+        import warnings
+        warnings.warn("return_lse is deprecated and will be removed in v2.10. Please use "
+                      "return_aux=AuxRequest(lse=True) instead.", FutureWarning, stacklevel=2)
     scale = 1.0 / math.sqrt(E) if scale is None else scale
     scores = (query @ key.transpose(-2, -1)) * scale
     b, h, q_idx, kv_idx = _indices(B, Hq, L, S, query.device)
