@@ -6,8 +6,9 @@ temporary directory, and greedy ``generate()`` for the language models; then the
 ``Trainer`` trains a tiny model for a few steps on a tiny dataset.
 
 Usage: ``transformers_basic.py OUT.npz [MODEL ...]`` (models: gpt2 bert llama t5 vit
-trainer; all by default). The numbers go to OUT.npz; the time of each training step is
-printed (``step_seconds MODEL t``) for the timings in docs/compatibility.md."""
+trainer; all by default). The numbers go to OUT.npz; the wall and CPU time of each
+training step are printed (``step_seconds MODEL WALL CPU``) for the timings in
+docs/compatibility.md (``tools/time_library_driver.py``)."""
 import os
 import sys
 import tempfile
@@ -36,7 +37,8 @@ transformers.logging.set_verbosity_error()
 transformers.utils.logging.disable_progress_bar()
 rng = np.random.default_rng(0)
 out = {}
-STEPS = 3
+# training steps per model (more for timing: docs/compatibility.md)
+STEPS = int(os.environ.get("DRIVER_STEPS", "3"))
 
 
 def ids(shape, vocab):
@@ -106,12 +108,13 @@ def run_model(name, build):
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     opt.step()
     for step in range(STEPS):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad()
         loss = model(**batch).loss
         loss.backward()
         opt.step()
-        print(f"step_seconds {name} {time.perf_counter() - t0:.6f}")
+        print(f"step_seconds {name} {time.perf_counter() - t0:.6f} "
+              f"{time.process_time() - c0:.6f}")
         out[f"{name}/loss{step + 1}"] = loss.detach().numpy()
     model.eval()
     with torch.no_grad():
@@ -155,14 +158,16 @@ def trainer():
     torch.manual_seed(0)
     model = BertForSequenceClassification(config)
     with tempfile.TemporaryDirectory() as tmp:
-        args = TrainingArguments(output_dir=tmp, max_steps=4, per_device_train_batch_size=4,
+        args = TrainingArguments(output_dir=tmp, max_steps=STEPS + 1,
+                                 per_device_train_batch_size=4,
                                  learning_rate=1e-2, logging_steps=1, save_strategy="no",
                                  report_to=[], use_cpu=True, seed=0, data_seed=0,
                                  dataloader_num_workers=0, disable_tqdm=True)
         t = Trainer(model=model, args=args, train_dataset=Tiny())
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = t.train()
-        print(f"step_seconds trainer {(time.perf_counter() - t0) / 4:.6f}")
+        print(f"step_seconds trainer {(time.perf_counter() - t0) / (STEPS + 1):.6f} "
+              f"{(time.process_time() - c0) / (STEPS + 1):.6f}")
         out["trainer/losses"] = np.array([h["loss"] for h in t.state.log_history
                                           if "loss" in h])
         out["trainer/train_loss"] = np.array(result.training_loss)
