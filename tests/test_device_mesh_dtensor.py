@@ -78,6 +78,16 @@ def test_fsdp_names_exist_and_wrapping_raises():
     assert FullyShardedDataParallel is efsdp.FullyShardedDataParallel
 
 
+def test_reachable_as_attributes_as_in_torch():
+    import torch
+
+    import ember
+    for name in ("device_mesh", "algorithms", "DeviceMesh", "init_device_mesh"):
+        assert hasattr(torch.distributed, name) and hasattr(ember.distributed, name), name
+    assert ember.distributed.DeviceMesh is ember.distributed.device_mesh.DeviceMesh
+    assert ember.distributed.algorithms.Join is Join
+
+
 def test_join_raises_instead_of_hanging():
     with pytest.raises(ValueError, match="at least one joinable"):
         Join([])
