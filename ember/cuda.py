@@ -9,6 +9,7 @@ from ember import backend
 __all__ = ["is_available", "device_count", "current_device", "set_device", "get_device_name",
            "synchronize", "empty_cache", "manual_seed", "manual_seed_all", "seed", "seed_all",
            "is_initialized", "get_rng_state_all", "set_rng_state_all", "CUDAGraph",
+           "StreamContext", "stream", "graph",
            "Stream", "Event"]
 
 _current = [0]
@@ -146,6 +147,44 @@ class CUDAGraph:
         if not is_available():
             raise RuntimeError("Tried to instantiate dummy base class CUDAGraph")
         raise NotImplementedError("torch.cuda.CUDAGraph: ember does not record CUDA graphs")
+
+
+
+class StreamContext:
+    """``torch.cuda.StreamContext``: selects ``stream`` inside the ``with``. ``None`` (and,
+    as in PyTorch, any stream while no GPU is present) selects nothing; since ember has
+    no stream objects (:class:`Stream` raises), there is never one to select."""
+
+    def __init__(self, stream):
+        if stream is not None and is_available():
+            raise NotImplementedError("torch.cuda.StreamContext: ember runs CUDA work on "
+                                      "CuPy's default stream only")
+        self.stream = stream
+        self.idx = -1 if not is_available() else 0
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
+
+
+def stream(stream):
+    """``torch.cuda.stream``: a :class:`StreamContext` for ``stream``."""
+    return StreamContext(stream)
+
+
+class graph:
+    """``torch.cuda.graph``: capturing CUDA work into a :class:`CUDAGraph`. It makes its
+    own side stream, so without CUDA it raises as PyTorch's CPU build does; with CUDA,
+    ember does not record graphs."""
+
+    def __init__(self, cuda_graph, pool=None, stream=None, capture_error_mode="global",
+                 **kwargs):
+        if not is_available():
+            raise RuntimeError("torch.cuda.Stream requires CUDA support")
+        raise NotImplementedError("torch.cuda.graph: ember does not record CUDA graphs")
+
 
 # torch.cuda.FloatTensor and the other legacy type names
 from ember._legacy import cuda_legacy_types as _legacy_types  # noqa: E402

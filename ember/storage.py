@@ -80,6 +80,10 @@ class UntypedStorage(metaclass=FrozenClass):
                            shape=(nbytes,))
         return cls._wrap(mapped.view(np.ndarray))
 
+    def untyped(self):
+        """The storage itself (it is untyped already)."""
+        return self
+
     def nbytes(self):
         """The number of bytes."""
         return int(self._bytes.size)
@@ -108,7 +112,8 @@ class UntypedStorage(metaclass=FrozenClass):
 
     def __getitem__(self, idx):
         out = self._bytes[idx]
-        return int(out) if np.ndim(out) == 0 else UntypedStorage._wrap(out.copy())
+        # a slice shares the bytes, as PyTorch's does
+        return int(out) if np.ndim(out) == 0 else UntypedStorage._wrap(out)
 
     def __setitem__(self, idx, value):
         self._bytes[idx] = value
@@ -138,7 +143,8 @@ class UntypedStorage(metaclass=FrozenClass):
         return self
 
     def is_shared(self):
-        return False
+        """True for a storage mapped from a file."""
+        return isinstance(self._bytes, np.memmap)
 
     def is_pinned(self, device="cuda"):
         return False

@@ -23,9 +23,9 @@ def _run(args, timeout=180):
     return r.stdout
 
 
-def _compare_driver(name, tmp_path, rtol=1e-5, atol=1e-6):
+def _compare_driver(name, tmp_path, rtol=1e-5, atol=1e-6, loose=None):
     """Run ``library_drivers/<name>`` on torch and on ember; compare every saved array
-    (values, shapes and dtypes)."""
+    (values, shapes and dtypes). ``loose`` maps a key prefix to its own (rtol, atol)."""
     on_torch, on_ember = tmp_path / "torch.npz", tmp_path / "ember.npz"
     _run([str(DRIVERS / name), str(on_torch)])
     out = _run(["-m", "ember", "run", str(DRIVERS / name), str(on_ember)])
@@ -38,7 +38,9 @@ def _compare_driver(name, tmp_path, rtol=1e-5, atol=1e-6):
         if w.dtype.kind in "USb" or w.dtype.kind in "iu":
             assert (g == w).all(), (key, g, w)
         else:
-            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=key)
+            tol = next((t for p, t in (loose or {}).items() if key.startswith(p)),
+                       (rtol, atol))
+            np.testing.assert_allclose(g, w, rtol=tol[0], atol=tol[1], err_msg=key)
     return len(want)
 
 
@@ -63,6 +65,19 @@ def test_einops_own_test_suite_on_ember(tmp_path):
 
 def test_torchmetrics_basic_use(tmp_path):
     assert _compare_driver("torchmetrics_basic.py", tmp_path) >= 20
+
+
+def test_transformers_basic_use(tmp_path):
+    # tiny GPT-2, BERT, Llama, T5 and ViT: initial weights (ember draws torch's numbers
+    # for the same seed), forward, gradients, SGD steps, state_dict and
+    # save_pretrained/from_pretrained round trips, greedy generate(); the Trainer's logged
+    # losses and eval loss. Its final weights get a looser bound: AdamW divides
+    # gradients that are zero in exact arithmetic (attention key biases, 1e-10 of
+    # rounding) by their own square root, which turns float32 rounding into steps of
+    # up to 6e-6 after 4 steps
+    n = _compare_driver("transformers_basic.py", tmp_path,
+                        loose={"trainer/final/": (1e-4, 2e-5)})
+    assert n >= 450
 
 
 def test_long_float32_einsum_sum_is_as_accurate_as_torch():

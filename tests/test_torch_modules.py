@@ -395,6 +395,73 @@ def test_small_names():
                                              for x in outs[1]], (args, kwargs)
 
 
+def test_cuda_stream_context_and_graph_without_cuda():
+    for m in (torch, ember):
+        ctx = m.cuda.StreamContext(None)
+        assert ctx.__enter__() is None and ctx.idx == -1
+        ctx.__exit__(None, None, None)
+        with m.cuda.stream(None) as entered:
+            assert entered is None
+        assert isinstance(m.cuda.stream(None), m.cuda.StreamContext)
+    check_raises(lambda m: m.cuda.graph(None))
+    e = check_raises(lambda m: m.cuda.graph(None))
+    assert "requires CUDA support" in str(e)
+
+
+def test_untyped_storage_from_file(tmp_path):
+    path = tmp_path / "bytes.bin"
+    path.write_bytes(np.arange(64, dtype=np.float32).tobytes())
+    for shared in (False, True):
+        got, want = (m.UntypedStorage.from_file(str(path), shared=shared, nbytes=40)
+                     for m in (ember, torch))
+        assert got.nbytes() == want.nbytes() == 40 and got.tolist() == want.tolist()
+        assert got.untyped() is got and want.untyped() is want
+        assert got.is_shared() is want.is_shared() is True
+        piece = got[8:24]  # a slice shares the bytes, as in torch
+        piece[0] = 7
+        assert got[8] == 7
+        t = ember.asarray(got[8:24], dtype=ember.uint8).view(dtype=ember.float32)
+        tt = torch.asarray(want[8:24], dtype=torch.uint8).view(dtype=torch.float32)
+        assert t.shape == tt.shape and t[1:].tolist() == tt[1:].tolist()
+    # shared: writes reach the file; not shared: they stay in this process
+    s = ember.UntypedStorage.from_file(str(path), shared=True, nbytes=8)
+    s[0] = 65
+    del s
+    s = ember.UntypedStorage.from_file(str(path), shared=False, nbytes=8)
+    s[1] = 66
+    del s
+    assert path.read_bytes()[:2] == b"A\x00"
+    assert ember.UntypedStorage.from_file(str(path), False).nbytes() == \
+        torch.UntypedStorage.from_file(str(path), False).nbytes() == 0
+    for args in ((str(path), False, 1000), (str(tmp_path / "missing"), False, 4)):
+        e = check_raises(lambda m, args=args: m.UntypedStorage.from_file(*args))
+        assert str(e).split(" ")[0] in ("file", "unable"), e
+
+
+def test_safetensors_loads_through_storage_from_file(tmp_path):
+    # safetensors' "pt" loader maps the file with UntypedStorage.from_file
+    from safetensors.torch import save_file
+    path = str(tmp_path / "w.safetensors")
+    arrays = {"a": np.arange(6, dtype=np.float32).reshape(2, 3),
+              "b": np.array([1, -2], dtype=np.int64), "c": np.ones((2, 2), np.float16)}
+    save_file({k: torch.tensor(v) for k, v in arrays.items()}, path)
+    prog = tmp_path / "load.py"
+    prog.write_text("import sys, numpy as np, torch\n"
+                    "from safetensors import safe_open\n"
+                    "with safe_open(sys.argv[1], framework='pt') as f:\n"
+                    "    t = {k: f.get_tensor(k) for k in f.keys()}\n"
+                    "assert all(type(v) is torch.Tensor for v in t.values())\n"
+                    "np.savez(sys.argv[2], **{k: v.numpy() for k, v in t.items()})\n")
+    r = subprocess.run([sys.executable, "-m", "ember", "run", str(prog), path,
+                        str(tmp_path / "out.npz")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = np.load(tmp_path / "out.npz")
+    for k, v in arrays.items():
+        assert got[k].dtype == v.dtype
+        np.testing.assert_array_equal(got[k], v)
+
+
 # ----- under `ember run`: lazily reachable modules, functorch --------------------------
 def test_modules_under_ember_run(tmp_path):
     prog = tmp_path / "prog.py"

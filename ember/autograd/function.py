@@ -23,7 +23,7 @@ import functools
 import inspect
 
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
-from ember.autograd import _modes, anomaly
+from ember.autograd import _modes, _saved_hooks, anomaly
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Node
@@ -103,6 +103,11 @@ class BackwardCFunction(FunctionCtx, Node):
             raise RuntimeError(_FREED_MSG)
         out = []
         for item in saved:
+            if type(item) is _saved_hooks.Packed:
+                # as in PyTorch, what the hooks keep is not checked for in-place changes
+                out.append(item.input() if not item.output else
+                           self._rebuild(item.value(), item))
+                continue
             if type(item) is _SavedOutput:
                 # an output of this node, rebuilt on access so the graph holds no cycle
                 t = _make(item.arr, True)
@@ -386,6 +391,10 @@ def _wrap_outputs(ctx, args, output, recording):
         result.append(o)
     if recording:
         ctx._saved = _saved_list(ctx, result)
+        if _saved_hooks.stack and ctx._saved:
+            ctx._saved = _saved_hooks.pack_entries(
+                [(o.arr, o.vc, o.version, True, o.nr) if type(o) is _SavedOutput else o
+                 for o in ctx._saved], lambda e: ctx._rebuild(_make(e[0]), _Out(*e)))
     ctx._to_save = ()
     return tuple(result) if is_tuple else result[0]
 
@@ -403,6 +412,15 @@ def _saved_list(ctx, outputs):
         else:
             saved.append((t, t._vc[0]))
     return saved
+
+
+class _Out:
+    """A saved output entry's fields by name (for ``Node._rebuild``)."""
+
+    __slots__ = ("arr", "vc", "version", "rg", "nr")
+
+    def __init__(self, arr, vc, version, rg, nr):
+        self.arr, self.vc, self.version, self.rg, self.nr = arr, vc, version, rg, nr
 
 
 class _SavedOutput:

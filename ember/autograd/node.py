@@ -5,7 +5,7 @@ import sys
 import weakref
 
 from ember import _tensor
-from ember.autograd import _modes, anomaly
+from ember.autograd import _modes, _saved_hooks, anomaly
 from ember.autograd.grad_mode import state as _grad_state
 from ember.backend import complex32 as _c32
 
@@ -19,6 +19,9 @@ __all__ = ["Node", "Primitive", "AccumulateGrad"]
 
 # how many modes (ember.autograd._modes) the current call sees: every op call checks it
 _active = _modes.active
+# the active saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks)
+_hook_stack = _saved_hooks.stack
+_Packed = _saved_hooks.Packed
 
 _FREED = "freed"
 _FREED_MSG = (
@@ -122,7 +125,11 @@ class Node:
             return ()
         out = []
         for i, item in enumerate(saved):
-            if len(item) == 5:
+            if type(item) is _Packed:
+                # as in PyTorch, what the hooks keep is not checked for in-place changes
+                out.append(item.input() if not item.output else
+                           self._rebuild(item.value(), item))
+            elif len(item) == 5:
                 # a saved output: rebuilt here so that the graph holds no cycle
                 arr, vc, version, rg, nr = item
                 t = _make(arr, rg)
@@ -142,6 +149,26 @@ class Node:
                     self._raise_stale(t, i, t._vc[0], version)
                 out.append(t)
         return tuple(out)
+
+    def _rebuild(self, value, item):
+        """A saved output as a Tensor of this node: its values, counter and output slot."""
+        t = _make(value._data, item.rg)
+        t._vc = item.vc
+        if item.rg:
+            t.grad_fn = self
+            t._output_nr = item.nr
+        return t
+
+    def _pack_saved(self):
+        """Pack this node's saved entries with the active saved-tensor hooks."""
+        def output(entry):
+            arr, vc, version, rg, nr = entry
+            t = _make(arr, rg)
+            t._vc = vc
+            if rg:
+                t.grad_fn, t._output_nr = self, nr
+            return t
+        self._saved = _saved_hooks.pack_entries(self._saved, output)
 
     def _raise_stale(self, t, i, cur, version, output=False):
         if output:
@@ -482,6 +509,8 @@ class Primitive(Node):
         else:
             t._requires_grad = False
             t.grad_fn = None
+        if _hook_stack and self._saved:
+            self._pack_saved()
         return t
 
     def _record_many(self, args, out):
@@ -496,6 +525,8 @@ class Primitive(Node):
                 t.grad_fn = self
                 t._output_nr = nr
             outs.append(t)
+        if _hook_stack and self._saved:
+            self._pack_saved()
         return tuple(outs)
 
 

@@ -103,8 +103,13 @@ def is_ucc_available():
 
 
 def __getattr__(name):
-    if name in ("nn", "run"):
+    # torch.distributed has device_mesh and algorithms (and the mesh's names) after
+    # `import torch`; ember loads them on first use
+    if name in ("nn", "run", "device_mesh", "algorithms"):
         import importlib
         return importlib.import_module(f"{__name__}.{name}")
+    if name in ("DeviceMesh", "init_device_mesh"):
+        from ember.distributed import device_mesh
+        return getattr(device_mesh, name)
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)

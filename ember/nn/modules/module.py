@@ -13,7 +13,11 @@ from collections import OrderedDict
 from ember._tensor import Tensor, _make, _mode_active, _mode_with
 from ember.autograd.grad_mode import no_grad
 from ember.nn.modules._hooks import BackwardHook, RemovableHandle
-from ember.nn.modules._state_dict import StateDictMixin, _IncompatibleKeys  # noqa: F401
+from ember.nn.modules._state_dict import (  # noqa: F401
+    _EXTRA_STATE_KEY_SUFFIX,
+    StateDictMixin,
+    _IncompatibleKeys,
+)
 from ember.nn.parameter import Buffer, Parameter
 
 __all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
