@@ -78,7 +78,7 @@ class UntypedStorage(metaclass=FrozenClass):
             return cls._wrap(np.zeros(0, np.uint8))
         mapped = np.memmap(filename, dtype=np.uint8, mode="r+" if shared else "c",
                            shape=(nbytes,))
-        return cls._wrap(mapped.view(np.ndarray))
+        return cls._wrap(mapped)
 
     def untyped(self):
         """The storage itself (it is untyped already)."""

@@ -301,7 +301,7 @@ def test_digits_split_is_deterministic_and_stratified():
 def test_digits_without_sklearn_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "sklearn", None)
     monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
-    with pytest.raises(ImportError, match=r"ember\[demo\]"):
+    with pytest.raises(ImportError, match=r"\.\[demo\]"):
         Digits()
 
 
@@ -352,7 +352,7 @@ def test_mnist1d_generates_with_the_package(fake_mnist1d, tmp_path):
 def test_mnist1d_without_package_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "mnist1d", None)
     monkeypatch.setitem(sys.modules, "mnist1d.data", None)
-    with pytest.raises(ImportError, match=r"ember\[mnist1d\]"):
+    with pytest.raises(ImportError, match=r"\.\[mnist1d\]"):
         MNIST1D()
 
 
