@@ -14,7 +14,8 @@ __all__ = ["DeviceMesh", "init_device_mesh"]
 class DeviceMesh:
     """A grid of global ranks (``mesh``, an int64 tensor) on ``device_type``, with
     optional names for its dimensions. Every rank of the default group must build the
-    same mesh, in the same order."""
+    same mesh, in the same order. ``backend_override`` names backends, and every backend
+    runs on MPI in ember, so the mesh's groups are the same whatever it says."""
 
     def __init__(self, device_type, mesh, *, mesh_dim_names=None, backend_override=None,
                  _init_backend=True, _groups=None):
