@@ -1,6 +1,6 @@
 """erf and erfc on NumPy arrays: piecewise polynomial fits, evaluated in float64.
 
-Three pieces of ``|x|`` (coefficients fitted for this module by weighted least squares
+Three pieces of ``|x|`` (coefficients fitted for this module by tools/fit_erf.py: least squares
 in Chebyshev form against 40-digit values, then written as powers of the piece's
 variable ``u``, which maps the piece onto [-1, 1]):
 
@@ -8,7 +8,7 @@ variable ``u``, which maps the piece onto [-1, 1]):
 - ``0.5 <= |x| < 4.5``: ``erfc(|x|) = exp(-x**2) * B(1 / (1 + |x|))`` (``B`` is erfcx);
 - ``4.5 <= |x|`` (up to where erfc underflows): ``erfc(|x|) = exp(-x**2) * C(1/x**2) / |x|``.
 
-Float64 inputs use the float64 fits (at most 2 ulp of relative error against exact
+Float64 inputs use the float64 fits (at most 3 ulp of relative error against exact
 values over each piece, checked on dense grids); float32 and narrower inputs use
 shorter fits good to 3e-12, far below half a float32 ulp, so the result rounds to the
 same float32 as the exact value except within 3e-12 of a halfway point. ``exp(-x**2)``
