@@ -167,7 +167,9 @@ def _box_muller16_f32(d, mean, std):
     s, c = _sincos256(f32(2 * _PI) * d[:, 8:])
     n1, n2 = radius * c, radius * s
     mean, std = f32(mean), f32(std)
-    if _is_pow2(std):
+    if _is_pow2(std) or mean == 0:
+        # exact products, or fma(n, std, 0): the product rounded once, as the float32
+        # multiply rounds it; adding +0.0 turns its -0.0 into +0.0 as the FMA does
         d[:, :8], d[:, 8:] = n1 * std + mean, n2 * std + mean
     else:
         d[:, :8], d[:, 8:] = fma32(n1, std, mean), fma32(n2, std, mean)

@@ -10,6 +10,7 @@ from ember._tensor import Tensor
 from ember.autograd import _modes, anomaly
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED
+from ember.autograd.node import in_backward as _in_backward
 from ember.backend.dtypes import FROM_NP as _FROM_NP
 
 _active = _modes.active  # how many modes (ember.autograd._modes) a backward step sees
@@ -268,7 +269,11 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 if _active[0]:
                     in_grads = _modes.run_node(node, grads)
                 else:
-                    in_grads = node.backward(*grads)
+                    _in_backward[0] += 1
+                    try:
+                        in_grads = node.backward(*grads)
+                    finally:
+                        _in_backward[0] -= 1
             except Exception:
                 if anomaly.enabled[0]:
                     _report_anomaly(node)

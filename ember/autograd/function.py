@@ -27,6 +27,7 @@ from ember.autograd import _modes, _saved_hooks, anomaly
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Node
+from ember.autograd.node import in_backward as _in_backward
 
 _FREED = "freed"
 _FREED_MSG = (
@@ -145,7 +146,13 @@ class BackwardCFunction(FunctionCtx, Node):
                 raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function "
                                    "is not allowed. You should only implement one of them.")
             user_fn = vjp
-        result = user_fn(self, *grads)
+        # the user's code is not ember's: built-in nodes hide ``saved_tensors`` from it
+        depth = _in_backward[0]
+        _in_backward[0] = 0
+        try:
+            result = user_fn(self, *grads)
+        finally:
+            _in_backward[0] = depth
         return self._check_grads(result)
 
     def _check_grads(self, result):

@@ -8,9 +8,13 @@ import builtins
 
 import numpy as np
 
+from ember.backend import allocator as _allocator
 from ember.backend import meta as _meta
 from ember.backend._frozen import Frozen
 from ember.backend.dtypes import FROM_NP, from_numpy_dtype, to_dtype  # noqa: F401
+
+# keep a step's freed memory in the process (glibc mallopt, once; EMBER_MALLOPT=0: off)
+_allocator.tune_on_import()
 
 __all__ = ["device", "array_module", "module_for", "to_device", "cuda_available", "np"]
 

@@ -82,10 +82,7 @@ uint16 = dtype("uint16", np.uint16, _INT)
 uint32 = dtype("uint32", np.uint32, _INT)
 uint64 = dtype("uint64", np.uint64, _INT)
 _FEW_OPS = {uint16, uint32, uint64}
-try:
-    import ml_dtypes as _ml
-except ImportError:  # pragma: no cover - the extra is installed in the test environment
-    _ml = None
+_ml = None  # the ml_dtypes module once loaded (it costs ~1 s of CPU: not at import)
 
 
 class _NeedsExtra(Frozen):
@@ -108,10 +105,32 @@ class _NeedsExtra(Frozen):
         return "ember." + self.name
 
 
+class _OnFirstUse(dtype):
+    """An ml_dtypes dtype before ml_dtypes is imported: the first read of ``.np`` imports
+    it and turns every such object into a plain :class:`dtype` (same object, same
+    identity), so later reads cost nothing."""
+
+    __slots__ = ()
+
+    def __init__(self, name, itemsize):
+        self._set(name=name, _category=_FLOAT, is_floating_point=True, is_signed=True,
+                  itemsize=itemsize)
+
+    @property
+    def np(self):
+        load_ml_dtypes()
+        return dtype.np.__get__(self)
+
+
 _ML_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
-if _ml is not None:
+try:
+    import importlib.util as _iu
+    _HAVE_ML = _iu.find_spec("ml_dtypes") is not None
+except (ImportError, ValueError):  # pragma: no cover
+    _HAVE_ML = False
+if _HAVE_ML:
     bfloat16, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz = (
-        dtype(n, getattr(_ml, n), _FLOAT) for n in _ML_NAMES)
+        _OnFirstUse(n, 2 if n == "bfloat16" else 1) for n in _ML_NAMES)
     _FLOAT8 = {float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz}
     _ML = (bfloat16,) + tuple(_FLOAT8)
 else:  # pragma: no cover
@@ -121,20 +140,54 @@ else:  # pragma: no cover
     _ML = ()
 _FEW_OPS |= _FLOAT8
 
+
+def load_ml_dtypes():
+    """Import ml_dtypes and give bfloat16 and the float8 dtypes their NumPy twins (once).
+
+    Called on the first use of one of them, or when an array of theirs reaches ember
+    (``FROM_NP`` asks when a NumPy dtype is unknown and ml_dtypes is already imported)."""
+    global _ml, _NARROW, _E4M3FN
+    if _ml is not None or not _HAVE_ML:
+        return
+    import ml_dtypes
+    set_np = dtype.np.__set__
+    for d in _ML:
+        set_np(d, np.dtype(getattr(ml_dtypes, d.name)))
+        object.__setattr__(d, "__class__", dtype)
+        FROM_NP[d.np] = d
+        FROM_NP[d.np.type] = d
+    _NARROW = _NARROW | frozenset(d.np for d in _ML)
+    _E4M3FN = float8_e4m3fn.np
+    _ml = ml_dtypes
+
+
+class _FromNumpy(dict):
+    """NumPy dtype -> ember dtype; a miss on an ml_dtypes dtype (its package imported by
+    someone else) loads ember's side of them and answers."""
+
+    def __missing__(self, key):
+        import sys
+        if _ml is None and "ml_dtypes" in sys.modules:
+            load_ml_dtypes()
+            if dict.__contains__(self, key):
+                return dict.__getitem__(self, key)
+        raise KeyError(key)
+
+
 ALL = (float16, float32, float64, int8, int16, int32, int64, uint8, bool, complex64,
        complex128, uint16, uint32, uint64, complex32) + _ML
 _BY_NAME = {d.name: d for d in ALL}
 # Keyed by numpy dtype; used on every tensor's `.dtype`, so it stays a plain dict.
-FROM_NP = {d.np: d for d in ALL}
+FROM_NP = _FromNumpy((d.np, d) for d in ALL if d not in _ML)
 for _d in ALL:
-    if _d is not complex32:  # its scalar type is NumPy's generic void
+    if _d is not complex32 and _d not in _ML:  # complex32's scalar type is NumPy's void
         FROM_NP[_d.np.type] = _d
 
 
 # The float types narrower than float32 (float16, bfloat16, float8): PyTorch converts to
 # them from wider types through float32, so a float64 rounds twice, to float32 first.
-_NARROW = frozenset([np.dtype(np.float16)] + [d.np for d in _ML])
-_E4M3FN = float8_e4m3fn.np if _ml is not None else None
+_NARROW = frozenset([np.dtype(np.float16)])  # load_ml_dtypes adds its own
+_E4M3FN = None  # float8_e4m3fn's NumPy dtype, once ml_dtypes is loaded
 
 
 def through_float32(x, np_dtype):
@@ -183,6 +236,10 @@ def from_numpy_dtype(np_dtype):
 def to_dtype(d):
     """Accept an ember dtype, a NumPy dtype, a Python type or a name; return the ember dtype."""
     if type(d) is dtype:
+        return d
+    if d is None:
+        return None
+    if isinstance(d, dtype):  # an ml_dtypes dtype not used yet
         return d
     if d is None:
         return None

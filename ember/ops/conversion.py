@@ -78,7 +78,7 @@ def cast(x, np_dtype, copy=True):
                       UserWarning, stacklevel=4)
         x = x.real
     x = _dt.through_float32(x, np_dtype)  # float64 rounds twice, as in PyTorch
-    if np_dtype == _E4M3FN and x.dtype.kind in "fV":
+    if np_dtype == _dt._E4M3FN and x.dtype.kind in "fV":
         # PyTorch saturates to the largest finite value (+-448), ml_dtypes gives NaN
         with np.errstate(invalid="ignore"):
             x = np.clip(x if x.dtype.kind == "f" else x.astype(np.float32), -448, 448)
@@ -87,8 +87,6 @@ def cast(x, np_dtype, copy=True):
         x = x.astype(np.float64)  # ml_dtypes converts integers through float
     return x.astype(np_dtype, copy=copy)
 
-
-_E4M3FN = _dt.float8_e4m3fn.np if _dt._ml is not None else None
 
 
 class ToCopy(Primitive):

@@ -8,7 +8,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
-from ember.ops import _batch, _jvp
+from ember.ops import _batch, _erf_kernels, _jvp
 from ember.ops._util import (
     cj,
     not_implemented_for,
@@ -46,34 +46,8 @@ _SQRT_PI = math.sqrt(math.pi)
 
 
 def _erf_parts(x):
-    """erf and erfc to the dtype's precision, with NumPy alone.
-
-    |x| < 2.5: the all-positive series 2/sqrt(pi) e^{-x^2} sum 2^n x^{2n+1}/(2n+1)!!;
-    beyond: the continued fraction for erfc. Vectorised; the term counts are the
-    fewest that reach 1 ulp against ``math.erf`` in float64 and float32.
-    """
-    n_series, n_frac = (40, 30) if x.dtype == np.float64 else (25, 15)
-    xd = x.astype(np.float64)
-    ax = np.abs(xd)
-    small = ax < 2.5
-    xs = np.where(small, ax, 0.0)
-    x2 = xs * xs
-    term = xs.copy()
-    total = xs.copy()
-    for n in range(1, n_series):
-        term *= 2 * x2 / (2 * n + 1)
-        total += term
-    erf_small = (2 / _SQRT_PI) * np.exp(-x2) * total
-    xl = np.where(small, 3.0, ax)
-    f = xl.copy()
-    for k in range(n_frac, 0, -1):
-        f = xl + (k / 2) / f
-    erfc_large = np.exp(-xl * xl) / (_SQRT_PI * f)
-    sgn = np.sign(xd)
-    # copysign keeps erf odd at the signed zeros: erf(-0.0) is -0.0
-    erf = np.copysign(np.where(small, erf_small, 1 - erfc_large), xd)
-    erfc = np.where(small, 1 - sgn * erf_small, np.where(xd > 0, erfc_large, 2 - erfc_large))
-    return erf.astype(x.dtype), erfc.astype(x.dtype)
+    """erf and erfc to the dtype's precision, with NumPy alone (``_erf_kernels``)."""
+    return _erf_kernels.erf_erfc(x)
 
 
 class _Unary(Primitive):
@@ -129,11 +103,11 @@ def _zero_grad(gy, x, y):
 
 
 def _erf_np(x):
-    return _erf_parts(x)[0]
+    return _erf_kernels.erf_erfc(x, want_erfc=False)[0]
 
 
 def _erfc_np(x):
-    return _erf_parts(x)[1]
+    return _erf_kernels.erf_erfc(x, want_erf=False)[1]
 
 
 def _neg_np(x):
@@ -364,18 +338,8 @@ sinc = _unary("Sinc", _sinc_np, _sinc_grad, torchscript="sinc")
 
 
 def _erfinv_np(x):
-    # Newton on erf from Giles' single-precision start: converges to full precision
-    xd = x.astype(np.float64)
-    w = -np.log((1.0 - xd) * (1.0 + xd))
-    y = xd * np.where(w < 5, 1.50140941 + 0.246640727 * (w - 2.5),
-                      2.83297682 + 1.00167406 * (np.sqrt(np.abs(w)) - 3))
-    with np.errstate(all="ignore"):
-        for _ in range(6):
-            e = _erf_parts(y)[0] - xd
-            y = y - e / (2 / _SQRT_PI * np.exp(-y * y))
-    y = np.where(xd == 1, np.inf, np.where(xd == -1, -np.inf, y))
-    y = np.where(np.abs(xd) > 1, np.nan, y)
-    return y.astype(x.dtype)
+    # Giles' start and Halley steps on the fitted erf/erfc (``_erf_kernels``)
+    return _erf_kernels.erfinv(x)
 
 
 erfinv = _unary("Erfinv", _erfinv_np,

@@ -213,20 +213,48 @@ def _lerp_(a, b, w):
         np.subtract(b, d, out=a)
 
 
-def _axpy(a, alpha, b):
+_AXPY_CHUNK = 1 << 14  # elements: the float64 scratch (128 KiB) stays in cache
+
+
+def _axpy(a, alpha, b, out=None):
     """``a + alpha * b`` rounded once, as PyTorch's ``add(b, alpha=alpha)`` computes it on
     the CPU (a fused multiply-add in float32 arithmetic): the product of two float32
-    values is exact in float64, so one float64 add and one rounding back match it."""
+    values is exact in float64, so one float64 add and one rounding back match it.
+
+    Large contiguous arrays go through a small float64 scratch piece by piece instead of
+    a whole-array float64 temporary (the same values, less memory traffic). ``out``
+    (which may be ``a`` itself) receives the result."""
     if a.dtype == np.float64:
-        return a + alpha * b
+        r = a + alpha * b
+        if out is None:
+            return r
+        out[...] = r
+        return out
     if a.dtype == np.float16:
         alpha = float(np.float32(alpha))
     else:
         alpha = float(a.dtype.type(alpha))
-    # the casts happen inside the ufunc loops: no float64 copies of a and b
-    t = np.multiply(b, alpha, dtype=np.float64)
-    np.add(t, a, out=t)
-    return t.astype(a.dtype)
+    n = a.size
+    if n <= 2 * _AXPY_CHUNK or a.shape != b.shape or not (
+            a.flags.c_contiguous and b.flags.c_contiguous and
+            (out is None or out.flags.c_contiguous and out.shape == a.shape)):
+        # the casts happen inside the ufunc loops: no float64 copies of a and b
+        t = np.multiply(b, alpha, dtype=np.float64)
+        np.add(t, a, out=t)
+        if out is None:
+            return t.astype(a.dtype)
+        out[...] = t
+        return out
+    res = np.empty_like(a) if out is None else out
+    af, bf, rf = a.reshape(-1), b.reshape(-1), res.reshape(-1)
+    scratch = np.empty(_AXPY_CHUNK, np.float64)
+    for i in range(0, n, _AXPY_CHUNK):
+        j = min(i + _AXPY_CHUNK, n)
+        t = scratch[:j - i]
+        np.multiply(bf[i:j], alpha, out=t, dtype=np.float64)  # the product exact
+        np.add(t, af[i:j], out=t)
+        rf[i:j] = t  # one rounding to a's dtype
+    return res
 
 
 class Optimizer:

@@ -88,9 +88,9 @@ class SGD(Optimizer):
                 if dampening == 0:
                     b += g
                 else:
-                    b[...] = _axpy(b, 1 - dampening, g)
+                    _axpy(b, 1 - dampening, g, out=b)
             g = _axpy(g, momentum, b) if nesterov else b
         elif self._one_pass and _one_pass.sgd(parameter, g, None, 0, lr, False):
             return
         # one rounding for p - lr * g, as PyTorch's param.add_(g, alpha=-lr)
-        parameter[...] = _axpy(parameter, -lr, g)
+        _axpy(parameter, -lr, g, out=parameter)

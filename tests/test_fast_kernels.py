@@ -1,0 +1,109 @@
+"""The fitted erf/erfc/erfinv kernels, the mean-0 path of float32 ``normal_`` and the
+chunked optimizer update, against torch over dense sweeps (values torch's to the last
+bit where ember promises it, else within a few ulp)."""
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember.optim.optimizer import _axpy
+
+
+def _sweep(dt):
+    rng = np.random.default_rng(0)
+    tiny = np.finfo(dt).tiny
+    x = np.concatenate([
+        np.linspace(-12, 12, 48001), rng.standard_normal(20000) * 3,
+        np.linspace(-30, 30, 6001) if dt == np.float64 else np.linspace(-11, 11, 2001),
+        rng.standard_normal(2000) * 1e-20, rng.uniform(-1, 1, 500) * tiny,  # subnormals
+        [0.0, -0.0, np.inf, -np.inf, np.nan, tiny, -tiny, 0.5, -0.5, 4.5, -4.5,
+         np.finfo(dt).max, -np.finfo(dt).max]])
+    return x.astype(dt)
+
+
+def _ulps(a, b):
+    """Distance in units in the last place of ``b`` (0 where both are NaN or equal)."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    sp = np.spacing(np.abs(b)).astype(np.float64)
+    d = np.abs(a64 - b64) / np.where(sp > 0, sp, 1)
+    return np.where(same, 0, d)
+
+
+# (max ulp from torch, least fraction bit-equal to torch); torch's own float32 kernels
+# are vectorised polynomials, so even the exactly rounded value differs from theirs
+BOUNDS = {("erf", np.float32): (1, 0.975), ("erf", np.float64): (3, 0.9),
+          ("erfc", np.float32): (2, 0.96), ("erfc", np.float64): (6, 0.7)}
+
+
+@pytest.mark.parametrize("name", ["erf", "erfc"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_erf_erfc_dense_sweep(name, dt):
+    x = _sweep(dt)
+    e = getattr(ember, name)(ember.from_numpy(x)).numpy()
+    t = getattr(torch, name)(torch.from_numpy(x)).numpy()
+    assert e.dtype == t.dtype
+    d = _ulps(e, t)
+    finite_small = np.abs(t) > np.finfo(dt).tiny * 2 ** 30  # far from the subnormal tail
+    max_ulp, frac = BOUNDS[name, dt]
+    assert d[finite_small].max() <= max_ulp, x[finite_small][np.argmax(d[finite_small])]
+    assert np.mean(d == 0) >= frac
+    # signed zero, NaN and the limits exactly
+    np.testing.assert_array_equal(np.signbit(e[x == 0]), np.signbit(t[x == 0]))
+    np.testing.assert_array_equal(np.isnan(e), np.isnan(t))
+    np.testing.assert_array_equal(e[np.isinf(x)], t[np.isinf(x)])
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_erfinv_dense_sweep(dt):
+    rng = np.random.default_rng(1)
+    u = np.concatenate([np.linspace(-1, 1, 40001), rng.uniform(-1, 1, 20000),
+                        1 - np.logspace(-16, -1, 2000), -(1 - np.logspace(-16, -1, 2000)),
+                        rng.uniform(-1, 1, 300) * 1e-300,
+                        [0.0, -0.0, 1.0, -1.0, 1.5, -1.5, np.nan, np.inf, -np.inf]]).astype(dt)
+    e = ember.erfinv(ember.from_numpy(u)).numpy()
+    t = torch.erfinv(torch.from_numpy(u)).numpy()
+    d = _ulps(e, t)
+    assert d.max() <= (1 if dt == np.float32 else 4)
+    assert np.mean(d == 0) >= (0.99 if dt == np.float32 else 0.5)
+    np.testing.assert_array_equal(np.signbit(e[u == 0]), np.signbit(t[u == 0]))
+
+
+def test_gelu_exact_matches_torch():
+    x = _sweep(np.float32)
+    x = x[np.isfinite(x)]
+    e = ember.nn.functional.gelu(ember.from_numpy(x)).numpy()
+    t = torch.nn.functional.gelu(torch.from_numpy(x)).numpy()
+    # below about -1, x/2 (1 + erf(x/sqrt 2)) cancels in float32 in both libraries
+    keep = (x > -1) & (np.abs(x) < 1e30)
+    assert _ulps(e, t)[keep & (np.abs(t) > 1e-30)].max() <= 4
+    rest = ~keep & (np.abs(x) < 1e30)  # gelu(max): ember max, torch inf (differences.md)
+    np.testing.assert_allclose(e[rest], t[rest], rtol=1e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("std", [0.02, 1.0, 0.7071, 3.3e-3, 1e-30])
+@pytest.mark.parametrize("mean", [0.0, -0.0, 1.0])
+def test_normal_float32_bit_exact(mean, std):
+    for seed, n in ((0, 4096), (7, 100003), (11, 48)):
+        torch.manual_seed(seed)
+        ember.manual_seed(seed)
+        t = torch.empty(n).normal_(mean, std).numpy()
+        e = ember.empty(n).normal_(mean, std).numpy()
+        assert t.tobytes() == e.tobytes(), (seed, n)
+
+
+@pytest.mark.parametrize("n", [10, 50000, 123457])
+@pytest.mark.parametrize("dt", [np.float32, np.float16], ids=["f32", "f16"])
+def test_chunked_axpy_bit_equal_to_torch_add(n, dt):
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal(n).astype(dt)
+    b = rng.standard_normal(n).astype(dt)
+    if dt == np.float32:
+        expect = torch.from_numpy(a).add(torch.from_numpy(b), alpha=-0.013).numpy()
+    else:  # float16: the whole-array float64 formula the chunks replace, to the bit
+        expect = (np.multiply(b, float(np.float32(-0.013)), dtype=np.float64) + a).astype(dt)
+    got = _axpy(a.copy(), -0.013, b)
+    out = a.copy()
+    _axpy(out, -0.013, b, out=out)
+    assert got.tobytes() == expect.tobytes()
+    assert out.tobytes() == expect.tobytes()
