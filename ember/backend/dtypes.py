@@ -210,7 +210,7 @@ def through_float32(x, np_dtype):
         x = np.float32(x)
     elif dt.kind == "f" and dt.itemsize > 4 or dt.kind in "iu" and dt.itemsize >= 4:
         x = x.astype(np.float32)
-    if np_dtype == _E4M3FN and x.dtype.kind == "f":
+    if _E4M3FN is not None and np_dtype == _E4M3FN and x.dtype.kind == "f":
         # PyTorch saturates to the largest finite value (+-448), ml_dtypes gives NaN
         with np.errstate(invalid="ignore"):
             x = np.clip(x, -448, 448).astype(x.dtype)

@@ -78,7 +78,7 @@ def cast(x, np_dtype, copy=True):
                       UserWarning, stacklevel=4)
         x = x.real
     x = _dt.through_float32(x, np_dtype)  # float64 rounds twice, as in PyTorch
-    if np_dtype == _dt._E4M3FN and x.dtype.kind in "fV":
+    if _dt._E4M3FN is not None and np_dtype == _dt._E4M3FN and x.dtype.kind in "fV":
         # PyTorch saturates to the largest finite value (+-448), ml_dtypes gives NaN
         with np.errstate(invalid="ignore"):
             x = np.clip(x if x.dtype.kind == "f" else x.astype(np.float32), -448, 448)
