@@ -59,7 +59,8 @@ _TORCHVISION = {"torchvision": "ember._torchvision",
                 "torchvision.transforms.functional": "ember._torchvision.functional",
                 "torchvision.datasets": "ember._torchvision.datasets",
                 "torchvision.ops": "ember._torchvision.ops",
-                "torchvision.ops.misc": "ember._torchvision.ops"}
+                "torchvision.ops.misc": "ember._torchvision.ops",
+                "torchvision.models": "ember._torchvision.models"}
 
 # the torch release whose API ember implements (and whose behaviour its tests compare)
 TORCH_VERSION = "2.13.0"
@@ -276,7 +277,7 @@ class TorchAliasFinder(importlib.abc.MetaPathFinder):
         if target_name is None:
             raise MissingTorchAPI(f"{fullname} is not provided by ember's torchvision "
                                   "stand-in (it has transforms, transforms.functional, "
-                                  "datasets and ops.misc.FrozenBatchNorm2d)", name=fullname)
+                                  "datasets, ops, ops.misc and models)", name=fullname)
         module = importlib.import_module(target_name)
         return importlib.util.spec_from_loader(fullname, _Loader(module), is_package=True)
 

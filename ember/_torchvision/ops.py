@@ -1,9 +1,15 @@
-"""``torchvision.ops`` and ``torchvision.ops.misc`` under ``ember run``: only
-``FrozenBatchNorm2d`` (torchvision's detection and box operators are compiled code)."""
+"""``torchvision.ops`` and ``torchvision.ops.misc`` under ``ember run``:
+``FrozenBatchNorm2d``; the box operators libraries import by name are there, and
+calling one raises NotImplementedError."""
+from ember._torchvision import absent
 from ember.compat import missing_torchvision
 from ember.nn.modules.module import Module
 
-__all__ = ["FrozenBatchNorm2d"]
+_ABSENT = ("box_iou", "generalized_box_iou", "distance_box_iou", "complete_box_iou",
+           "box_area", "box_convert", "nms", "batched_nms", "roi_align", "roi_pool")
+
+__all__ = ["FrozenBatchNorm2d", *_ABSENT]
+globals().update({name: absent("torchvision.ops", name) for name in _ABSENT})
 
 
 class FrozenBatchNorm2d(Module):
