@@ -18,6 +18,8 @@ from torchvision.transforms.functional import InterpolationMode
 from torchvision.datasets import CIFAR10, MNIST, ImageFolder
 from torchvision.ops.misc import FrozenBatchNorm2d
 import torchvision.transforms as T
+import torchvision.models
+import torchvision.ops
 assert torchvision.__version__.endswith("+ember")
 assert T.Compose is ember.transforms.Compose and MNIST is ember.datasets.MNIST
 assert InterpolationMode.BOX.value == "box"
@@ -26,7 +28,11 @@ for fail, kind in ((lambda: CIFAR10("."), NotImplementedError),
                    (lambda: T.RandomResizedCrop, AttributeError),
                    (lambda: T.Resize(8, interpolation=InterpolationMode.BICUBIC),
                     NotImplementedError),
-                   (lambda: __import__("torchvision.models"), ModuleNotFoundError)):
+                   (lambda: __import__("torchvision.models.feature_extraction"),
+                    ModuleNotFoundError),
+                   (lambda: torchvision.models.resnet50(), NotImplementedError),
+                   (lambda: torchvision.ops.box_iou(None, None), NotImplementedError),
+                   (lambda: torchvision.io, AttributeError)):
     try:
         fail()
     except kind as e:
