@@ -92,3 +92,9 @@ def test_lightning_trainer_fit(tmp_path):
     # seed_everything, shuffling, dropout masks, BatchNorm, Adam + StepLR, logged metrics,
     # validate/predict, a checkpoint round trip
     assert _compare_driver("lightning_fit.py", tmp_path) >= 15
+
+
+def test_accelerate_prepared_loop(tmp_path):
+    # prepare(model, optimizer, dataloaders, scheduler), gradient accumulation, clipping,
+    # gather_for_metrics, save_state/load_state
+    assert _compare_driver("accelerate_loop.py", tmp_path) >= 10
