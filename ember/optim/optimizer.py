@@ -70,9 +70,10 @@ def _with_step_hooks(step):
     """Wrap a ``step`` method so registered step pre/post hooks run around it."""
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
-        if "_optimizer_step_pre_hooks" not in vars(self):
-            # a subclass that never ran Optimizer.__init__ (accelerate's wrapper of
-            # another optimizer): PyTorch installs the hooks in __init__, so none run
+        if "_optimizer_step_pre_hooks" not in self.__dict__:
+            # A subclass that wraps another optimizer without calling
+            # ``Optimizer.__init__`` (accelerate's) has no hook tables of its own;
+            # as in PyTorch, its ``step`` runs unhooked and the inner one's hooks fire.
             return step(self, *args, **kwargs)
         if _global_optimizer_pre_hooks or self._optimizer_step_pre_hooks:
             for pre_hook in chain(_global_optimizer_pre_hooks.values(),
