@@ -55,7 +55,7 @@ unwrapped = accelerator.unwrap_model(model)
 out["trained"] = torch.cat([p.detach().flatten() for p in unwrapped.parameters()]).numpy()
 out["state_keys"] = np.array(sorted(accelerator.get_state_dict(model)))
 with tempfile.TemporaryDirectory() as tmp:
-    accelerator.save_state(tmp, safe_serialization=False)
+    accelerator.save_state(tmp)
     with torch.no_grad():
         for p in unwrapped.parameters():
             p.zero_()
