@@ -526,7 +526,7 @@ def _hardsigmoid_slope(a):
 
 hardsigmoid = _unary(
     "Hardsigmoid", lambda x: np.clip(x + x.dtype.type(3), 0, 6) / x.dtype.type(6),
-    lambda gy, x, y: _piecewise_grad(gy, x, _hardsigmoid_slope),
+    lambda gy, x, y: _piecewise_grad(gy, x, _hardsigmoid_slope), torchscript="hardsigmoid",
     doc="``F.hardsigmoid``: ``clamp(x + 3, 0, 6) / 6``; its gradient is PyTorch's "
         "(``1/6`` as float32 strictly inside ``(-3, 3)``, 0 outside).")
 
