@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
+# the timm release tests/library_drivers/timm_models.py runs (installed with --no-deps)
+TIMM := timm==1.0.31
 
 .PHONY: demo test lint bench clean
 
@@ -16,6 +18,10 @@ $(VENV)/.test: $(VENV)/.base pyproject.toml
 	# torch is the test oracle; the exact pin takes the CPU wheel and never a CUDA build,
 	# and the constraints file keeps any library among the test extras from moving it.
 	$(PIP) install -q -c .ci/constraints.txt -e '.[test]'
+	# timm without its dependencies: it requires torchvision, whose index build is CUDA's
+	# and cannot load beside the CPU torch (tests/library_drivers/timm_models.py stands in
+	# for the torchvision names timm imports; its other dependencies are in the extra)
+	$(PIP) install -q -c .ci/constraints.txt --no-deps '$(TIMM)'
 	touch $@
 
 $(VENV)/.demo: $(VENV)/.base pyproject.toml

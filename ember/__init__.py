@@ -73,6 +73,9 @@ def __getattr__(name):
         return importlib.import_module("ember." + name)
     if name == "ScriptModule":
         return jit.ScriptModule
+    if name == "PyTorchFileReader":  # torch._C's checkpoint record reader, under torch too
+        from ember._C._serialization import PyTorchFileReader
+        return PyTorchFileReader
     # a PyTorch program asking for something ember lacks gets a message saying so
     from ember.compat import missing_attribute
     raise missing_attribute(__name__, name)

@@ -53,6 +53,15 @@ _RENAMES.update({f"torch.distributions.{sub}": f"ember.distributions.{family}"
                      "circular": "von_mises"}.items()
                  for sub in subs.split()})
 
+# the torchvision modules ember's stand-in serves (``import torchvision`` under ember run)
+_TORCHVISION = {"torchvision": "ember._torchvision",
+                "torchvision.transforms": "ember._torchvision.transforms",
+                "torchvision.transforms.functional": "ember._torchvision.functional",
+                "torchvision.datasets": "ember._torchvision.datasets",
+                "torchvision.ops": "ember._torchvision.ops",
+                "torchvision.ops.misc": "ember._torchvision.ops",
+                "torchvision.models": "ember._torchvision.models"}
+
 # the torch release whose API ember implements (and whose behaviour its tests compare)
 TORCH_VERSION = "2.13.0"
 
@@ -255,9 +264,22 @@ class TorchAliasFinder(importlib.abc.MetaPathFinder):
         if fullname == "functorch" or fullname.startswith("functorch."):
             # the functorch package (torch's wheel ships one) is ember.func's transforms
             return self._spec(fullname, "torch._functorch" + fullname[len("functorch"):])
+        if fullname == "torchvision" or fullname.startswith("torchvision."):
+            return self._torchvision_spec(fullname)
         if fullname != "torch" and not fullname.startswith("torch."):
             return None
         return self._spec(fullname, fullname)
+
+    def _torchvision_spec(self, fullname):
+        # torchvision's compiled operators cannot load without PyTorch's C++ library:
+        # its import-time names come from ember's stand-in (ember/_torchvision)
+        target_name = _TORCHVISION.get(fullname)
+        if target_name is None:
+            raise MissingTorchAPI(f"{fullname} is not provided by ember's torchvision "
+                                  "stand-in (it has transforms, transforms.functional, "
+                                  "datasets, ops, ops.misc and models)", name=fullname)
+        module = importlib.import_module(target_name)
+        return importlib.util.spec_from_loader(fullname, _Loader(module), is_package=True)
 
     def _spec(self, requested, fullname):
         if fullname in ("torch", "torch.version", "torch.torch_version"):
@@ -317,7 +339,8 @@ def unalias_torch():
     for finder in (_finder, _dist_finder):
         if finder in sys.meta_path:
             sys.meta_path.remove(finder)
-    for name in [n for n in sys.modules if n.split(".")[0] in ("torch", "functorch")]:
+    for name in [n for n in sys.modules
+                 if n.split(".")[0] in ("torch", "functorch", "torchvision")]:
         if _served_by_ember(sys.modules[name]):
             del sys.modules[name]
 
@@ -327,3 +350,10 @@ def missing_attribute(module_name, name):
     torch_name = "torch" + module_name[len("ember"):]
     return AttributeError(f"module '{module_name}' has no attribute '{name}': "
                           f"{torch_name}.{name} is not implemented in ember yet")
+
+
+def missing_torchvision(module_name, name):
+    """The AttributeError for a torchvision name that ember's stand-in lacks."""
+    return AttributeError(f"module '{module_name}' has no attribute '{name}': "
+                          f"{module_name}.{name} is not provided by ember's torchvision "
+                          "stand-in")

@@ -32,11 +32,16 @@ __all__ = ["Compose", "ToTensor", "Normalize", "Lambda", "Pad", "RandomCrop", "C
 
 
 class InterpolationMode(enum.Enum):
-    """Interpolation modes of ``Resize`` (torchvision's enum); strings work too."""
+    """Interpolation modes (torchvision's enum); strings work too. ``Resize`` does
+    ``NEAREST`` and ``BILINEAR``; the others raise ``NotImplementedError`` there."""
 
     NEAREST = "nearest"
+    NEAREST_EXACT = "nearest-exact"
     BILINEAR = "bilinear"
     BICUBIC = "bicubic"
+    BOX = "box"
+    HAMMING = "hamming"
+    LANCZOS = "lanczos"
 
 
 # ----- helpers: the two layouts ----------------------------------------------------------
@@ -421,7 +426,7 @@ class Resize:
 
     ``interpolation`` is ``"bilinear"`` (default, PyTorch's half-pixel bilinear; with
     ``antialias=True`` downscaling uses PyTorch's antialiasing triangle filter) or
-    ``"nearest"``; ``"bicubic"`` raises ``NotImplementedError``. ``uint8`` images are
+    ``"nearest"``; the other modes raise ``NotImplementedError``. ``uint8`` images are
     rounded back to ``uint8``.
     """
 
@@ -437,8 +442,8 @@ class Resize:
             raise ValueError("max_size should only be passed if size specifies the length of the "
                              "smaller edge, i.e. size should be an int or a sequence of length 1")
         mode = InterpolationMode(interpolation).value
-        if mode == "bicubic":
-            raise NotImplementedError("Resize: bicubic interpolation is not implemented in "
+        if mode not in ("bilinear", "nearest"):
+            raise NotImplementedError(f"Resize: {mode} interpolation is not implemented in "
                                       "ember; use 'bilinear' or 'nearest'")
         self.size, self.max_size, self.antialias = size, max_size, antialias
         self.interpolation = InterpolationMode(mode)

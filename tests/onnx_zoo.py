@@ -72,4 +72,8 @@ def zoo():
         "transformer": (Encoder(), lambda b, t: (ember.randn(b, t, 16), _mask(b, t)),
                         [both, both]),
         "tuple_dict": (TupleDict(), lambda b, t: (ember.randn(b, 5),), [batch]),
+        # MobileNetV3's gates: HardSigmoid with PyTorch's alpha 1/6, and hardswish
+        "hard_gates": (nn.Sequential(nn.Linear(6, 8), nn.Hardsigmoid(), nn.Linear(8, 8),
+                                     nn.Hardswish(), nn.Linear(8, 3)),
+                       lambda b, t: (ember.randn(b, 6) * 4,), [batch]),
     }

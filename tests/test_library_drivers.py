@@ -96,3 +96,20 @@ def test_long_float32_einsum_sum_is_as_accurate_as_torch():
         assert out.dtype == m.float32
         errors.append(np.abs(out.numpy().astype(np.float64) / ref - 1).max())
     assert errors[1] <= max(errors[0], 1e-6), errors
+
+
+def test_timm_models(tmp_path):
+    # five architectures in float64: every weight, gradient and output within 1e-9
+    assert _compare_driver("timm_models.py", tmp_path, rtol=1e-7, atol=1e-9) >= 60
+
+
+def test_lightning_trainer_fit(tmp_path):
+    # seed_everything, shuffling, dropout masks, BatchNorm, Adam + StepLR, logged metrics,
+    # validate/predict, a checkpoint round trip
+    assert _compare_driver("lightning_fit.py", tmp_path) >= 15
+
+
+def test_accelerate_prepared_loop(tmp_path):
+    # prepare(model, optimizer, dataloaders, scheduler), gradient accumulation, clipping,
+    # gather_for_metrics, save_state/load_state
+    assert _compare_driver("accelerate_loop.py", tmp_path) >= 10

@@ -651,3 +651,42 @@ def test_update_bn_matches_torch():
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-12)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-12)
     assert results[1][2] == results[0][2]
+
+
+def test_wrapping_optimizer_without_optimizer_init_steps_as_torch():
+    # accelerate's AcceleratedOptimizer subclasses Optimizer, never calls its __init__ and
+    # forwards step to the optimizer it wraps: no hooks of its own run, the inner ones do
+    import importlib
+
+    def run(m):
+        class Wrapper(m.optim.Optimizer):
+            def __init__(self, inner):
+                self.inner = inner
+
+            @property
+            def param_groups(self):
+                return self.inner.param_groups
+
+            def step(self, closure=None):
+                return self.inner.step(closure)
+
+        w = m.nn.Parameter(m.tensor([1.0, -2.0]))
+        inner = m.optim.SGD([w], lr=0.1, momentum=0.9)
+        calls = []
+        inner.register_step_pre_hook(lambda o, a, k: calls.append("inner"))
+        optimizer_module = importlib.import_module(m.__name__ + ".optim.optimizer")
+        handle = optimizer_module.register_optimizer_step_pre_hook(
+            lambda o, a, k: calls.append(type(o).__name__))
+        try:
+            wrapper = Wrapper(inner)
+            for _ in range(2):
+                (w * w).sum().backward()
+                wrapper.step()
+                w.grad = None
+        finally:
+            handle.remove()
+        return w.detach().numpy(), calls
+
+    (want, want_calls), (got, got_calls) = run(torch), run(ember)
+    np.testing.assert_array_equal(got, want)
+    assert got_calls == want_calls == ["SGD", "inner"] * 2

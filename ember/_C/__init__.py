@@ -6,7 +6,7 @@ from ember._C import _nn  # noqa: F401
 __all__ = ["_log_api_usage_once", "_TensorMeta", "_get_tracing_state", "Generator",
            "_disabled_torch_function_impl", "_nn", "_get_cpp_backtrace",
            "_cuda_getDeviceCount", "_set_grad_enabled", "ScriptModule", "ScriptFunction",
-           "_TensorBase", "TensorBase"]
+           "_TensorBase", "TensorBase", "PyTorchFileReader"]
 
 _api_usage = set()  # the keys logged, as torch's once-only usage logger keeps
 
@@ -56,6 +56,9 @@ def __getattr__(name):
     if name == "Generator":
         from ember._random import Generator
         return Generator
+    if name == "PyTorchFileReader":
+        from ember._C._serialization import PyTorchFileReader
+        return PyTorchFileReader
     if name in ("ScriptModule", "ScriptFunction"):
         import ember.jit as jit
         return getattr(jit, name)

@@ -246,8 +246,12 @@ def softsign(input):
 @node_name("HardsigmoidBackward0")
 def hardsigmoid(input, inplace=False):
     """``relu6(x + 3) / 6``."""
-    return _maybe_inplace(input, inplace,
-                          _opmath(lambda x: _hardtanh(x + 3.0, 0.0, 6.0) / 6.0))
+    def fn(x):
+        if x.is_floating_point():
+            from ember.ops.unary import hardsigmoid as _hardsigmoid_op
+            return _hardsigmoid_op(x)
+        return _hardtanh(x + 3.0, 0.0, 6.0) / 6.0
+    return _maybe_inplace(input, inplace, _opmath(fn))
 
 
 @node_name("HardswishBackward0")

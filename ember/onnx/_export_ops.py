@@ -223,6 +223,12 @@ def _softplus(g, node, x, beta=1.0, threshold=20.0):
     return y
 
 
+@exports(unary.hardsigmoid.primitive)
+def _hardsigmoid(g, node, x):
+    # ONNX's HardSigmoid is max(0, min(1, alpha * x + beta)); PyTorch's is alpha 1/6
+    return g.op("HardSigmoid", [g.tensor(x)], alpha=1.0 / 6.0, beta=0.5)
+
+
 @exports(unary.silu.primitive)
 def _silu(g, node, x):
     t = g.tensor(x)

@@ -479,6 +479,22 @@ def hardtanh(input, min_val=-1.0, max_val=1.0):
     return Hardtanh.apply(input, min_val, max_val)
 
 
+# PyTorch's hardsigmoid_backward multiplies by 1/6 rounded to float32 in every dtype
+# (its forward divides by 6): float64 gradients carry that 3e-8 relative offset too
+_ONE_SIXTH_F32 = float(np.float32(1.0) / np.float32(6.0))
+
+
+def _hardsigmoid_slope(a):
+    return np.where((a > -3) & (a < 3), a.dtype.type(_ONE_SIXTH_F32), a.dtype.type(0))
+
+
+hardsigmoid = _unary(
+    "Hardsigmoid", lambda x: np.clip(x + x.dtype.type(3), 0, 6) / x.dtype.type(6),
+    lambda gy, x, y: _piecewise_grad(gy, x, _hardsigmoid_slope), torchscript="hardsigmoid",
+    doc="``F.hardsigmoid``: ``clamp(x + 3, 0, 6) / 6``; its gradient is PyTorch's "
+        "(``1/6`` as float32 strictly inside ``(-3, 3)``, 0 outside).")
+
+
 class ClampMin(Clamp):
     _node_name = "ClampMinBackward0"
 

@@ -26,6 +26,11 @@ class _Node:
     unflatten: object  # (children, context) -> obj
     with_keys: object = None
 
+    # torch's NodeDef field names, which libraries read (Lightning's own flatten)
+    flatten_fn = property(lambda self: self.flatten)
+    unflatten_fn = property(lambda self: self.unflatten)
+    flatten_with_keys_fn = property(lambda self: self.with_keys)
+
 
 SUPPORTED_NODES = {}
 
@@ -56,6 +61,12 @@ def _node_type(obj):
     if is_namedtuple(cls):
         return collections.namedtuple
     return None
+
+
+def _get_node_type(tree):
+    """The key of ``tree``'s kind in ``SUPPORTED_NODES``: ``collections.namedtuple`` for
+    a namedtuple, else its type (which may not be a registered node)."""
+    return collections.namedtuple if is_namedtuple(type(tree)) else type(tree)
 
 
 def _namedtuple_flatten(t):

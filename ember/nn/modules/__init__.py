@@ -63,3 +63,7 @@ from ember.nn.modules.adaptive import *  # noqa: E402,F403
 from ember.nn.modules.legacy import *  # noqa: E402,F403
 
 __all__ += adaptive.__all__ + legacy.__all__
+
+# torch's module path for the batch norms, reached as an attribute after `import torch`
+# (timm checks isinstance against torch.nn.modules.batchnorm.BatchNorm2d)
+from ember.nn.modules import batchnorm  # noqa: E402,F401
