@@ -165,6 +165,46 @@ def _user_frame(start=2):
     return f
 
 
+class ModuleCall:
+    """One call of a submodule seen by a capture: its qualified ``path``, the Values of
+    its tensor (and traced int) arguments in order (None when one was a constant), the
+    nodes recorded while it ran and its result as a tree of Refs (None when it returned
+    something else)."""
+
+    __slots__ = ("path", "inputs", "nodes", "output_spec")
+
+    def __init__(self, path, inputs, start):
+        self.path, self.inputs, self.nodes, self.output_spec = path, inputs, start, None
+
+
+class ScriptCall:
+    """The target of a ``CallMethod`` node: calls a TorchScript module's ``forward``."""
+
+    def __init__(self, module, path, method="forward"):
+        self.module, self.path, self.method = module, path, method
+        self.__name__ = method
+
+    def __call__(self, module, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+
+def _plain_call_of(call):
+    def run(module, *args, **kwargs):
+        return call(module, args, kwargs)
+    return run
+
+
+def _flat_leaves(tree):
+    if isinstance(tree, (tuple, list)):
+        for x in tree:
+            yield from _flat_leaves(x)
+    elif isinstance(tree, dict):
+        for x in tree.values():
+            yield from _flat_leaves(x)
+    else:
+        yield tree
+
+
 class _Trace(_modes.Mode):
     """One running capture, a mode on the mode stack: the graph being built and the maps
     from live tensors (and their arrays) to graph Values. ``depth`` > 0 pauses it (the
@@ -172,8 +212,10 @@ class _Trace(_modes.Mode):
 
     composites = True
 
-    def __init__(self, module_names=None, snapshot=False):
+    def __init__(self, module_names=None, snapshot=False, script_calls=False):
         self.graph = Graph()
+        self.script_calls = script_calls
+        self.calls_open = []  # ids of the module calls running, innermost last
         self.thread = threading.get_ident()
         self.depth = 0
         self.tmap = {}   # id(tensor) -> (tensor, Value); the tensor kept alive
@@ -331,19 +373,65 @@ class _Trace(_modes.Mode):
             _warn(_LOUD_MSGS[what], f)
 
     def module_call(self, module, call, args, kwargs):
-        """An ``nn.Module`` call: the nodes its forward records carry its scope name."""
+        """An ``nn.Module`` call: the nodes its forward records carry its scope name, and
+        the call itself is noted (:class:`ModuleCall`) so TorchScript can write it as a
+        method call of that submodule. With ``script_calls`` (``jit.trace``), a call of a
+        compiled TorchScript module is one node that runs its code, as PyTorch's tracer
+        records ``prim::CallMethod``: its loops and branches stay as written."""
         if self.thread != threading.get_ident():
             return call(module, args, kwargs)
         name = self.module_names.get(id(module))
+        if name and self.script_calls and not self.depth and \
+                getattr(module, "_jit_class", None) is not None:
+            return self.call("CallMethod", ScriptCall(module, name), _plain_call_of(call),
+                             (module,) + tuple(args), kwargs)
         self.scopes.append(name if name is not None else type(module).__name__)
         saved = self.scopes
         if name is not None:
             self.scopes = [name]  # a qualified name is the whole path
+        rec = self._begin_call(name, args, kwargs) if name and not self.depth else None
         try:
-            return call(module, args, kwargs)
+            out = call(module, args, kwargs)
+        except BaseException:
+            if rec is not None:
+                self.calls_open.pop()
+            raise
         finally:
             self.scopes = saved
             saved.pop()
+        if rec is not None:
+            self._end_call(rec, out)
+        return out
+
+    def _begin_call(self, name, args, kwargs):
+        ins = []
+        for a in _flat_leaves((args, kwargs)):
+            if isinstance(a, SymInt) and a._trace is self:
+                ins.append(a._value)
+            elif isinstance(a, Tensor):
+                if not self._known(a):
+                    ins = None  # a constant argument: the call is written inline
+                    break
+                ins.append(self.value_of(a))
+        rec = ModuleCall(name, ins, len(self.graph.nodes))
+        self.graph.calls.append(rec)
+        self.calls_open.append(id(rec))
+        return rec
+
+    def _end_call(self, rec, out):
+        self.calls_open.pop()
+        rec.nodes = self.graph.nodes[rec.nodes:]
+        try:
+            rec.output_spec = self._out_refs(out)
+        except (TypeError, NotImplementedError):
+            rec.output_spec = None
+
+    def _out_refs(self, out):
+        if isinstance(out, Tensor) and self._known(out):
+            return Ref(self.value_of(out))
+        if type(out) is tuple:
+            return tuple(self._out_refs(o) for o in out)
+        raise TypeError("not a tensor or a tuple of tensors")
 
     def setitem(self, orig, x, key, value):
         """``x[key] = value``: recorded as ``setitem`` (a new value: ``x`` with the region
@@ -473,7 +561,9 @@ class _Trace(_modes.Mode):
 
     def size(self, t, dim):
         v = self.value_of(t)
-        key = (id(v), dim)
+        # one size node per value and module call: a size read inside a submodule's
+        # forward stays that method's own (a written method call is self-contained)
+        key = (id(v), dim, self.calls_open[-1] if self.calls_open else None)
         s = self.sizes.get(key)
         if s is None:
             n = t._data.shape[dim]
@@ -611,8 +701,8 @@ class capture:
     """Context manager: record ember calls made in this thread into ``self.trace.graph``
     (the trace is a mode on the mode stack while the block runs)."""
 
-    def __init__(self, module_names=None, snapshot=False):
-        self.trace = _Trace(module_names, snapshot)
+    def __init__(self, module_names=None, snapshot=False, script_calls=False):
+        self.trace = _Trace(module_names, snapshot, script_calls)
 
     def __enter__(self):
         if current() is not None:
