@@ -283,7 +283,9 @@ def qualified_name(cls):
         path = "torch" + mod[len("ember"):]
     else:
         path = mod
-    name = cls.__qualname__.replace("<locals>.", "").replace(".", "_")
+    # the class's own name, as PyTorch's qualified names use (a nested or local class
+    # of the same name as another gets a ``___torch_mangle_N`` prefix, see _mangled)
+    name = cls.__name__
     return "__torch__." + (path + "." if path else "") + name
 
 
