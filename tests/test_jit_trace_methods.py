@@ -3,6 +3,7 @@
 submodules kept as calls (their loops run at any length, and torch loads the archive),
 the printed module and code as torch prints them; single-int sizes in ``jit.script``."""
 import io
+import warnings
 
 import numpy as np
 import pytest
@@ -195,3 +196,63 @@ def test_single_int_sizes_in_script(fn):
     se.save(buf)
     buf.seek(0)
     assert tuple(torch.jit.load(buf)(torch.tensor(x)).shape) == (2, 3)
+
+
+def _built_inside(lib, fill):
+    def f(x):
+        lin = lib.nn.Linear(4, 4)
+        if fill == "zeros":
+            lib.nn.init.zeros_(lin.bias)
+        elif fill == "eye":
+            lib.nn.init.eye_(lin.weight)
+        return lin(x)
+    return f
+
+
+@pytest.mark.parametrize("fill", [None, "zeros", "eye"])
+def test_a_module_built_inside_a_traced_function(fill):
+    """Its initial fills are recorded as torch records them (``empty``, ``uniform_``,
+    ``fill``): every call of the trace draws new parameters, the same numbers as torch's
+    trace for the same seed. A fill ember writes outside its ops (``nn.init.eye_``)
+    becomes a constant, with a TracerWarning at the user's line."""
+    outs = []
+    for lib in (ember, torch):
+        lib.manual_seed(0)
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            t = lib.jit.trace(_built_inside(lib, fill), lib.ones(2, 4), check_trace=False)
+        if lib is ember:
+            mine = [w for w in rec if issubclass(w.category, ember.jit.TracerWarning)]
+            assert bool(mine) == (fill == "eye")
+            assert all(w.filename == __file__ and "nn.init wrote values" in str(w.message)
+                       for w in mine)
+        lib.manual_seed(1)
+        outs.append([t(lib.ones(n, 4)).detach().numpy() for n in (2, 5)])
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_a_scripted_module_called_by_a_traced_function_runs_its_loop():
+    ember.manual_seed(0)
+    loop = _loop_model(ember).loop
+    traced = ember.jit.trace(lambda xs: loop(xs) * 2, (ember.rand(5, 3, 4),))
+    for n in (5, 2):
+        x = ember.rand(n, 3, 4)
+        np.testing.assert_allclose(traced(x).detach().numpy(), (loop(x) * 2).detach().numpy(),
+                                   rtol=1e-6)
+    assert "not expressible in TorchScript" in traced.code and "not a submodule" in traced.code
+
+
+def test_select_called_as_an_op_is_written():
+    class M(ember.nn.Module):
+        def forward(self, x):
+            return x.select(0, 1) + x.select(1, -1)[:, None].sum()
+
+    m = M()
+    traced = ember.jit.trace(m, ember.rand(3, 3))
+    buf = io.BytesIO()
+    traced.save(buf)
+    buf.seek(0)
+    x = ember.rand(3, 3)
+    got = torch.jit.load(buf)(torch.tensor(x.numpy())).numpy()
+    np.testing.assert_allclose(got, m(x).numpy(), rtol=1e-6)

@@ -73,6 +73,22 @@ class TracerWarning(Warning):
         warnings.filterwarnings("ignore", category=TracerWarning, module="ember.(?!jit)")
 
 
+def written_as_constant(t, what):
+    """``t``'s memory was filled outside the recorded ops (``nn.init.constant_``,
+    ``orthogonal_``...): while a trace in this thread knows ``t``, it keeps the values
+    written as a constant from here on, and says so with a ``TracerWarning`` at the
+    user's line."""
+    tr = current()
+    if tr is None or tr._passes() or not tr._known(t):
+        return
+    _warn(f"{what} wrote values into a traced tensor outside the recorded ops; the trace "
+          "keeps them as a constant, so they are the same on every call (PyTorch records "
+          "its fills as ops)", _user_frame())
+    v = tr.graph.add_constant(_tensor._make(t._data.copy()), _meta(t))
+    tr.tmap[id(t)] = (t, v)
+    tr.amap[id(t._data)] = (t._data, v)
+
+
 def current():
     """The innermost capture on the mode stack started by this thread, or None."""
     me = threading.get_ident()
@@ -381,7 +397,7 @@ class _Trace(_modes.Mode):
         if self.thread != threading.get_ident():
             return call(module, args, kwargs)
         name = self.module_names.get(id(module))
-        if name and self.script_calls and not self.depth and \
+        if self.script_calls and not self.depth and name != "" and \
                 getattr(module, "_jit_class", None) is not None:
             return self.call("CallMethod", ScriptCall(module, name), _plain_call_of(call),
                              (module,) + tuple(args), kwargs)
@@ -452,7 +468,7 @@ class _Trace(_modes.Mode):
     def random_inplace(self, op, fn, x, args, kwargs):
         """A random in-place fill (``bernoulli_``...): recorded as a node whose replay
         fills a fresh copy (so replays draw new values, as PyTorch's trace does)."""
-        if self._passes() or id(x) not in self.tmap:
+        if self._passes() or not self._known(x):
             with _modes.hidden(self):
                 return fn(x, *args, **kwargs)
 
@@ -461,6 +477,9 @@ class _Trace(_modes.Mode):
             fn(y, *args, **kwargs)
             return y
         functional.__name__ = op
+        # kept when its result goes unused (a fill overwritten later): its draw moves
+        # the generator, which later draws of a replay depend on, as in PyTorch
+        functional._side_effect = True
         pre = self.begin((x,) + tuple(args), kwargs)
         with _modes.hidden(self):
             out = fn(x, *args, **kwargs)

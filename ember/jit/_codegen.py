@@ -253,6 +253,10 @@ def _call_line(em, child, plan, prefix, locals_, header):
 def _script_call(em, node, prefix, locals_, header):
     """A call of a TorchScript submodule (``CallMethod``): ``(loop).forward(xs, )``."""
     target = node.target
+    if target.path is None:
+        raise NotImplementedError("jit codegen: a traced function calls a TorchScript module "
+                                  "that is not a submodule of the traced module; trace a "
+                                  "module that holds it to write or save its code")
     local = _module_local(em, target.path, prefix, locals_, header)
     args = "".join(f"{em.e(a)}, " for a in node.args[1:])
     if node.kwargs:

@@ -46,6 +46,12 @@ emits(elementwise.Add)(_commutative("torch.add"))
 emits(elementwise.Mul)(_commutative("torch.mul"))
 
 
+@emits(conversion.Fill)
+def _fill(em, node, x, value):
+    """Every fill overload (``fill_``, ``zero_``, ``nn.init.constant_``): ``torch.fill``."""
+    return f"torch.fill({em.e(x)}, {em.e(value)})"
+
+
 @emits(unary.Round)
 def _round(em, node, x, decimals=0):
     if not decimals:
@@ -662,3 +668,11 @@ def _getitem(em, node, x, key):
         idx = ", ".join(t[1] for t in tensors)
         cur = f"torch.index({cur}, annotate(List[Optional[Tensor]], [{idx}]))"
     return cur
+
+
+@emits(indexing.GetItem)
+def _getitem_primitive(em, node, x, idx):
+    """Basic indexing called as a primitive (``torch.select`` in scripted code run by a
+    trace, ``x.select(0, i)``): written as ``x[key]`` is (``Select`` too)."""
+    return _getitem(em, node, x, idx)
+
