@@ -244,6 +244,7 @@ class _Trace(_modes.Mode):
         self.snapshot = snapshot
         self.snapshots = {}  # id(Value) -> array copy, for check_trace
         self.breaks = None  # a list: note what cannot be recorded instead of failing
+        self.whole_rnn = False  # with breaks: recurrent layers still one node (export)
         self.warned_backward = False
 
     # ----- values -----------------------------------------------------------------------
@@ -352,7 +353,7 @@ class _Trace(_modes.Mode):
         for ``compile`` (one with a ``breaks`` list) guards its graphs on the input sizes,
         so it records the recurrent layers step by step, which its array plans run; a
         trace for ``jit``/``onnx``/``export`` records each as one node."""
-        return RNN_CALLS if self.breaks is not None else ()
+        return RNN_CALLS if self.breaks is not None and not self.whole_rnn else ()
 
     def composite_locals(self, op, fn, given):
         """:meth:`composite` for a function with defaults: ``given`` is its ``locals()``
