@@ -124,16 +124,42 @@ def test_lstm_export_dynamic_batch_and_gradients():
             return self.fc(out)
     model = LM()
     tok = ember.randint(0, 10, (3, 5))
-    # ember's LSTM records one batch size per step: the length is specialized, and
-    # marking it dynamic is caught by the second capture
-    with pytest.raises(ConstraintViolationError, match="batch, seq"):
-        export(model, (tok,), dynamic_shapes={"tok": {0: Dim("batch"), 1: Dim("seq")}})
-    ep = export(model, (tok,), dynamic_shapes={"tok": {0: Dim("batch")}})
+    # the LSTM is one node: the batch and the length are both dynamic
+    ep = export(model, (tok,), dynamic_shapes={"tok": {0: Dim("batch"), 1: Dim("seq")}})
     m = ep.module()
+    for shape in ((6, 5), (2, 9)):
+        t2 = ember.randint(0, 10, shape)
+        np.testing.assert_allclose(m(t2).detach().numpy(), model(t2).detach().numpy(),
+                                   rtol=1e-6)
     t2 = ember.randint(0, 10, (6, 5))
-    np.testing.assert_allclose(m(t2).detach().numpy(), model(t2).detach().numpy(), rtol=1e-6)
     m(t2).sum().backward()  # the module shares the original's parameters
     g = model.fc.weight.grad.numpy().copy()
     model.zero_grad()
     model(t2).sum().backward()
     np.testing.assert_allclose(g, model.fc.weight.grad.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind,kw", [("LSTM", {"num_layers": 2}),
+                                     ("LSTM", {"batch_first": True, "bidirectional": True}),
+                                     ("GRU", {"num_layers": 2}), ("RNN", {"nonlinearity": "relu"})])
+def test_recurrent_layer_with_a_dynamic_sequence_length(kind, kw):
+    """The recurrent layers are one node in the exported graph (``lstm``...), so a
+    sequence length marked dynamic runs at other lengths with torch's answer."""
+    ember.manual_seed(0)
+    m = getattr(ember.nn, kind)(4, 6, **kw).eval()
+    tm = getattr(torch.nn, kind)(4, 6, **kw).eval()
+    tm.load_state_dict({k: torch.tensor(v.numpy()) for k, v in m.state_dict().items()})
+    seq = 1 if kw.get("batch_first") else 0
+    shape = [2, 2, 4]
+    shape[seq] = 5
+    T = Dim("T", min=2, max=32)
+    ep = export(m, (ember.randn(*shape),), dynamic_shapes=({seq: T},))
+    assert [n.op for n in ep.graph.nodes].count(kind.lower() if kind != "RNN" else
+                                                "rnn_relu") == 1
+    for n in (5, 3, 11):
+        shape[seq] = n
+        x = np.random.RandomState(n).randn(*shape).astype("float32")
+        got = ep.module()(ember.tensor(x))
+        want = tm(torch.tensor(x))
+        np.testing.assert_allclose(got[0].detach().numpy(), want[0].detach().numpy(),
+                                   rtol=1e-5, atol=1e-5)

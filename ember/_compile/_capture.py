@@ -202,13 +202,15 @@ class Extras:
         self.root, self.writes = root, writes
 
 
-def capture_graph(fn, args, module, others=()):
+def capture_graph(fn, args, module, others=(), whole_rnn=False):
     """Run ``fn(*args)`` once, recorded. Returns ``(graph or None, eager output,
     [GraphBreak], TrainStep or None, Extras or None)``: with any break the graph is None
     and the output is the eager one (computed by this very run, so it is correct).
     With extras the graph returns ``(output, root, (written tensors...))``.
     ``others``: tensors besides the module's and the arguments whose in-place change
-    must be replayed (a compiled function's closure tensors)."""
+    must be replayed (a compiled function's closure tensors). ``whole_rnn``: the
+    recurrent layers are one node each (``export``'s graph runs them at any length)
+    rather than their steps (``compile``'s array plans)."""
     box, breaks, events, unfaithful = [], [], [], []
     side = _SideEffects(events)
     flat_args = []
@@ -225,6 +227,7 @@ def capture_graph(fn, args, module, others=()):
     def run(*a):
         st = jc.current()
         st.breaks = unfaithful
+        st.whole_rnn = whole_rnn
         box.append(fn(*a))
         side.end_consts = len(st.graph.constants)
         done = set()

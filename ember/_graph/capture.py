@@ -73,6 +73,22 @@ class TracerWarning(Warning):
         warnings.filterwarnings("ignore", category=TracerWarning, module="ember.(?!jit)")
 
 
+def written_as_constant(t, what):
+    """``t``'s memory was filled outside the recorded ops (``nn.init.constant_``,
+    ``orthogonal_``...): while a trace in this thread knows ``t``, it keeps the values
+    written as a constant from here on, and says so with a ``TracerWarning`` at the
+    user's line."""
+    tr = current()
+    if tr is None or tr._passes() or not tr._known(t):
+        return
+    _warn(f"{what} wrote values into a traced tensor outside the recorded ops; the trace "
+          "keeps them as a constant, so they are the same on every call (PyTorch records "
+          "its fills as ops)", _user_frame())
+    v = tr.graph.add_constant(_tensor._make(t._data.copy()), _meta(t))
+    tr.tmap[id(t)] = (t, v)
+    tr.amap[id(t._data)] = (t._data, v)
+
+
 def current():
     """The innermost capture on the mode stack started by this thread, or None."""
     me = threading.get_ident()
@@ -165,6 +181,46 @@ def _user_frame(start=2):
     return f
 
 
+class ModuleCall:
+    """One call of a submodule seen by a capture: its qualified ``path``, the Values of
+    its tensor (and traced int) arguments in order (None when one was a constant), the
+    nodes recorded while it ran and its result as a tree of Refs (None when it returned
+    something else)."""
+
+    __slots__ = ("path", "inputs", "nodes", "output_spec")
+
+    def __init__(self, path, inputs, start):
+        self.path, self.inputs, self.nodes, self.output_spec = path, inputs, start, None
+
+
+class ScriptCall:
+    """The target of a ``CallMethod`` node: calls a TorchScript module's ``forward``."""
+
+    def __init__(self, module, path, method="forward"):
+        self.module, self.path, self.method = module, path, method
+        self.__name__ = method
+
+    def __call__(self, module, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+
+def _plain_call_of(call):
+    def run(module, *args, **kwargs):
+        return call(module, args, kwargs)
+    return run
+
+
+def _flat_leaves(tree):
+    if isinstance(tree, (tuple, list)):
+        for x in tree:
+            yield from _flat_leaves(x)
+    elif isinstance(tree, dict):
+        for x in tree.values():
+            yield from _flat_leaves(x)
+    else:
+        yield tree
+
+
 class _Trace(_modes.Mode):
     """One running capture, a mode on the mode stack: the graph being built and the maps
     from live tensors (and their arrays) to graph Values. ``depth`` > 0 pauses it (the
@@ -172,8 +228,10 @@ class _Trace(_modes.Mode):
 
     composites = True
 
-    def __init__(self, module_names=None, snapshot=False):
+    def __init__(self, module_names=None, snapshot=False, script_calls=False):
         self.graph = Graph()
+        self.script_calls = script_calls
+        self.calls_open = []  # ids of the module calls running, innermost last
         self.thread = threading.get_ident()
         self.depth = 0
         self.tmap = {}   # id(tensor) -> (tensor, Value); the tensor kept alive
@@ -186,6 +244,7 @@ class _Trace(_modes.Mode):
         self.snapshot = snapshot
         self.snapshots = {}  # id(Value) -> array copy, for check_trace
         self.breaks = None  # a list: note what cannot be recorded instead of failing
+        self.whole_rnn = False  # with breaks: recurrent layers still one node (export)
         self.warned_backward = False
 
     # ----- values -----------------------------------------------------------------------
@@ -294,7 +353,7 @@ class _Trace(_modes.Mode):
         for ``compile`` (one with a ``breaks`` list) guards its graphs on the input sizes,
         so it records the recurrent layers step by step, which its array plans run; a
         trace for ``jit``/``onnx``/``export`` records each as one node."""
-        return RNN_CALLS if self.breaks is not None else ()
+        return RNN_CALLS if self.breaks is not None and not self.whole_rnn else ()
 
     def composite_locals(self, op, fn, given):
         """:meth:`composite` for a function with defaults: ``given`` is its ``locals()``
@@ -331,19 +390,65 @@ class _Trace(_modes.Mode):
             _warn(_LOUD_MSGS[what], f)
 
     def module_call(self, module, call, args, kwargs):
-        """An ``nn.Module`` call: the nodes its forward records carry its scope name."""
+        """An ``nn.Module`` call: the nodes its forward records carry its scope name, and
+        the call itself is noted (:class:`ModuleCall`) so TorchScript can write it as a
+        method call of that submodule. With ``script_calls`` (``jit.trace``), a call of a
+        compiled TorchScript module is one node that runs its code, as PyTorch's tracer
+        records ``prim::CallMethod``: its loops and branches stay as written."""
         if self.thread != threading.get_ident():
             return call(module, args, kwargs)
         name = self.module_names.get(id(module))
+        if self.script_calls and not self.depth and name != "" and \
+                getattr(module, "_jit_class", None) is not None:
+            return self.call("CallMethod", ScriptCall(module, name), _plain_call_of(call),
+                             (module,) + tuple(args), kwargs)
         self.scopes.append(name if name is not None else type(module).__name__)
         saved = self.scopes
         if name is not None:
             self.scopes = [name]  # a qualified name is the whole path
+        rec = self._begin_call(name, args, kwargs) if name and not self.depth else None
         try:
-            return call(module, args, kwargs)
+            out = call(module, args, kwargs)
+        except BaseException:
+            if rec is not None:
+                self.calls_open.pop()
+            raise
         finally:
             self.scopes = saved
             saved.pop()
+        if rec is not None:
+            self._end_call(rec, out)
+        return out
+
+    def _begin_call(self, name, args, kwargs):
+        ins = []
+        for a in _flat_leaves((args, kwargs)):
+            if isinstance(a, SymInt) and a._trace is self:
+                ins.append(a._value)
+            elif isinstance(a, Tensor):
+                if not self._known(a):
+                    ins = None  # a constant argument: the call is written inline
+                    break
+                ins.append(self.value_of(a))
+        rec = ModuleCall(name, ins, len(self.graph.nodes))
+        self.graph.calls.append(rec)
+        self.calls_open.append(id(rec))
+        return rec
+
+    def _end_call(self, rec, out):
+        self.calls_open.pop()
+        rec.nodes = self.graph.nodes[rec.nodes:]
+        try:
+            rec.output_spec = self._out_refs(out)
+        except (TypeError, NotImplementedError):
+            rec.output_spec = None
+
+    def _out_refs(self, out):
+        if isinstance(out, Tensor) and self._known(out):
+            return Ref(self.value_of(out))
+        if type(out) is tuple:
+            return tuple(self._out_refs(o) for o in out)
+        raise TypeError("not a tensor or a tuple of tensors")
 
     def setitem(self, orig, x, key, value):
         """``x[key] = value``: recorded as ``setitem`` (a new value: ``x`` with the region
@@ -364,7 +469,7 @@ class _Trace(_modes.Mode):
     def random_inplace(self, op, fn, x, args, kwargs):
         """A random in-place fill (``bernoulli_``...): recorded as a node whose replay
         fills a fresh copy (so replays draw new values, as PyTorch's trace does)."""
-        if self._passes() or id(x) not in self.tmap:
+        if self._passes() or not self._known(x):
             with _modes.hidden(self):
                 return fn(x, *args, **kwargs)
 
@@ -373,6 +478,9 @@ class _Trace(_modes.Mode):
             fn(y, *args, **kwargs)
             return y
         functional.__name__ = op
+        # kept when its result goes unused (a fill overwritten later): its draw moves
+        # the generator, which later draws of a replay depend on, as in PyTorch
+        functional._side_effect = True
         pre = self.begin((x,) + tuple(args), kwargs)
         with _modes.hidden(self):
             out = fn(x, *args, **kwargs)
@@ -473,7 +581,9 @@ class _Trace(_modes.Mode):
 
     def size(self, t, dim):
         v = self.value_of(t)
-        key = (id(v), dim)
+        # one size node per value and module call: a size read inside a submodule's
+        # forward stays that method's own (a written method call is self-contained)
+        key = (id(v), dim, self.calls_open[-1] if self.calls_open else None)
         s = self.sizes.get(key)
         if s is None:
             n = t._data.shape[dim]
@@ -611,8 +721,8 @@ class capture:
     """Context manager: record ember calls made in this thread into ``self.trace.graph``
     (the trace is a mode on the mode stack while the block runs)."""
 
-    def __init__(self, module_names=None, snapshot=False):
-        self.trace = _Trace(module_names, snapshot)
+    def __init__(self, module_names=None, snapshot=False, script_calls=False):
+        self.trace = _Trace(module_names, snapshot, script_calls)
 
     def __enter__(self):
         if current() is not None:

@@ -116,6 +116,7 @@ class Graph:
         self.input_spec = None    # the structure of the arguments (Refs in place of tensors)
         self.arg_names = None     # the traced function's parameter names
         self.output_spec = None   # the structure of the result (Refs in place of values)
+        self.calls = []           # the submodule calls seen (capture.ModuleCall), in order
         self._names = {}
 
     # ----- building -------------------------------------------------------------------
@@ -178,6 +179,10 @@ class Graph:
                 kept.append(n)
                 live.update(id(v) for v in n.inputs)
         self.nodes = kept[::-1]
+        alive = {id(n) for n in kept}
+        for c in self.calls:
+            if isinstance(c.nodes, list):
+                c.nodes = [n for n in c.nodes if id(n) in alive]
         self.constants = [c for c in self.constants if id(c) in live]
         n = 0
         for node in self.nodes:  # number the surviving values 0, 1, 2... again

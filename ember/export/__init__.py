@@ -169,7 +169,7 @@ class ExportedProgram:
 
 
 def _strict_capture(model, args):
-    graph, _, breaks, train, extras = capture_graph(model, args, model)
+    graph, _, breaks, train, extras = capture_graph(model, args, model, whole_rnn=True)
     if train is not None:
         breaks = ["backward() inside the exported forward (export captures a forward only)"]
     elif extras is not None:

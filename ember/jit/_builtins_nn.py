@@ -253,6 +253,9 @@ def _masked_fill_(x, mask, value):
 def _factory(name):
     def make(size, *args, dtype=None, layout=None, device=None, pin_memory=None,
              memory_format=None, requires_grad=False, names=None):
+        if isinstance(size, int):  # torch.zeros(3) / torch.zeros(2, 3): int[] sizes
+            size, args = (size,) + tuple(a for a in args if isinstance(a, int)), \
+                tuple(a for a in args if not isinstance(a, int))
         if args:  # positional (dtype, layout, device, pin_memory) as aten prints them
             dtype = args[0]
             device = args[2] if len(args) > 2 else device

@@ -40,3 +40,11 @@ def _max_pool3d(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=Fals
 _add("torch.index", _index)
 _add("torch.leaky_relu", _leaky_relu)
 _add("torch.max_pool3d", _max_pool3d)
+
+
+def _fill(x, value):
+    """``aten::fill.Scalar``/``fill.Tensor``: a new tensor like ``x`` filled with ``value``."""
+    return x.clone().fill_(value)
+
+
+_add("torch.fill", _fill)

@@ -18,9 +18,21 @@ The registry and :class:`Emitter` are in :mod:`ember.jit._codegen_emitter`, the 
 in :mod:`ember.jit._codegen_ops`, which this module imports so that importing it
 registers every spelling.
 """
+import re
+
 from ember._graph.ir import Ref
 from ember.jit import _codegen_ops  # noqa: F401  (registers every op's emitter)
-from ember.jit._codegen_emitter import EMIT, Emitter, _ident, call, emits, emitter, literal
+from ember.jit._codegen_calls import call_graph, plan_calls
+from ember.jit._codegen_emitter import (
+    EMIT,
+    Emitter,
+    _attr_chain,
+    _ident,
+    call,
+    emits,
+    emitter,
+    literal,
+)
 
 __all__ = ["EMIT", "emits", "emitter", "forward_source", "function_source", "Emitter",
            "call", "literal"]
@@ -71,31 +83,193 @@ def _result(em, spec):
     raise NotImplementedError(f"jit codegen: output {spec!r}")
 
 
-def _body(graph, arg_names, constant_offset=0):
+def _body(graph, arg_names, constant_offset=0, plan=None, call=None):
+    """(typed parameters, lines) of a method running ``graph`` (or, with ``call``, one
+    submodule call of it); the calls ``plan`` writes as methods become method calls."""
     em = Emitter(graph, constant_offset)
     params = []
-    for spec, name in zip(graph.input_spec, arg_names):
-        params.append(f"{name}: {_type_of(spec)}")
-        _unpack_inputs(em, spec, name)
-    for node in graph.nodes:
-        fn = emitter(node)
-        if fn is None:
-            where = f" (made at {node.source[0]}:{node.source[1]})" if node.source else ""
-            raise NotImplementedError(f"jit: no TorchScript spelling for the traced op "
-                                      f"'{node.op}'{where}; ember cannot write .code or save "
-                                      "this trace")
-        out = fn(em, node, *node.args, **node.kwargs)
-        if node.multi:
+    if call is None:
+        for spec, name in zip(graph.input_spec, arg_names):
+            params.append(f"{name}: {_type_of(spec)}")
+            _unpack_inputs(em, spec, name)
+        nodes, prefix = graph.nodes, ""
+    else:
+        for v, name in zip(call.inputs, arg_names):
+            params.append(f"{name}: {_type_of(Ref(v))}")
+            em.names[id(v)] = name
+        nodes, prefix = call.nodes, call.path + "."
+        for qn, v in graph.params.items():
+            if qn.startswith(prefix):
+                em.names[id(v)] = _attr_chain(qn[len(prefix):])
+    children = plan.children.get(id(call) if call is not None else None, ()) if plan else ()
+    first = {id(c.nodes[0]): c for c in children}
+    covered = {id(n) for c in children for n in c.nodes}
+    header = len(em.lines)
+    locals_ = {}
+    for node in nodes:
+        if id(node) in first:
+            _call_line(em, first[id(node)], plan, prefix, locals_, header)
+            continue
+        if id(node) in covered:
+            continue
+        if node.op == "CallMethod":
+            out = _script_call(em, node, prefix, locals_, header)
+        else:
+            fn = emitter(node)
+            if fn is None:
+                where = f" (made at {node.source[0]}:{node.source[1]})" if node.source else ""
+                raise NotImplementedError(f"jit: no TorchScript spelling for the traced op "
+                                          f"'{node.op}'{where}; ember cannot write .code or "
+                                          "save this trace")
+            out = fn(em, node, *node.args, **node.kwargs)
+        if node.multi and node.op == "CallMethod":
+            names = _out_names(em, node.outputs)
+            em.lines.append(f"{''.join(n + ', ' for n in names)}= {out}")
+        elif node.multi:
             names = [em.name(v) for v in node.outputs]
             if isinstance(out, list):
                 for n, expr in zip(names, out):
                     em.lines.append(f"{n} = {expr}")
             else:
-                em.lines.append(f"{', '.join(names)} = {out}")
+                lhs = ", ".join(names) + ("," if len(names) == 1 else "")
+                em.lines.append(f"{lhs} = {out}")
         else:
             em.lines.append(f"{em.name(node.outputs[0])} = {out}")
-    em.lines.append(f"return {_result(em, graph.output_spec)}")
-    return params, em.lines
+    spec = graph.output_spec if call is None else call.output_spec
+    em.lines.append(f"return {_result(em, spec)}")
+    own = [qn[len(prefix):] for qn in graph.params if qn.startswith(prefix) and
+           "." not in qn[len(prefix):] and qn[len(prefix):].isidentifier()]
+    return params, _tidy(em.lines, header, locals_, own, arg_names)
+
+
+def _module_local(em, path, prefix, locals_, header):
+    """The local holding submodule ``path`` (``linear = self.linear``), made once; a
+    placeholder as long as the name, until :func:`_tidy` writes the reads."""
+    if not path.startswith(prefix) and prefix:
+        raise NotImplementedError(f"jit codegen: module {path!r} is called from outside "
+                                  "its parent's forward")
+    rel = path[len(prefix):]
+    name = locals_.get(rel)
+    if name is None:
+        real = _ident(rel.replace(".", "_"))
+        name = locals_[rel] = "@" + real[1:] if _TEMP.fullmatch(real) else real
+    return name
+
+
+_TEMP = re.compile(r"\b_\d+\b")
+_ASSIGN = re.compile(r"^(_\d+) = (.*)$")
+
+
+def _inline(body):
+    """A temporary used once is written inside its single use when it is the statement
+    just before (so the order of evaluation is kept) and its expression is short (under
+    40 characters with the indent, PyTorch's limit), as PyTorch prints code."""
+    uses = {}
+    for ln in body:
+        m = _ASSIGN.match(ln)
+        for t in _TEMP.findall(m.group(2) if m else ln):
+            uses[t] = uses.get(t, 0) + 1
+    out = []  # [target or None, expression or whole line]
+    for ln in body:
+        m = _ASSIGN.match(ln)
+        if m:
+            target, expr = m.group(1), m.group(2)
+        elif ln.startswith("return "):
+            target, expr = "return", ln[7:]
+        else:
+            out.append([None, ln])
+            continue
+        for t in reversed(_TEMP.findall(expr)):
+            prev = out[-1] if out else None
+            if prev is None or prev[0] != t or uses.get(t) != 1 or len(prev[1]) + 2 >= 40:
+                break
+            out.pop()
+            expr = re.sub(rf"\b{t}\b", lambda _m, e=prev[1]: e, expr, count=1)
+        out.append([target, expr])
+    return [e if t is None else (f"return {e}" if t == "return" else f"{t} = {e}")
+            for t, e in out]
+
+
+def _tidy(lines, header, locals_, own_params, args):
+    """PyTorch's layout of a method body: the submodules and own parameters it reads
+    bound first (``weight = self.weight``; the last read first, as PyTorch writes
+    them), temporaries inlined (:func:`_inline`) and numbered ``_0, _1...`` in order."""
+    body = lines[header:]
+    reads = dict(locals_)
+    taken = set(args)
+    for p in own_params:
+        if p not in taken and re.search(rf"\bself\.{p}\b", "\n".join(body)):
+            body = [re.sub(rf"\bself\.{p}\b", p, ln) for ln in body]
+            reads[p] = p
+    text = "\n".join(body)  # in the order the calls ran
+    first = {ph: (re.search(rf"(?<![\w.@]){re.escape(ph)}(?!\w)", text) or
+                  re.search(re.escape(ph), text)).start() for ph in reads.values()}
+    order = sorted(reads.items(), key=lambda kv: first[kv[1]], reverse=True)
+    body = _inline(body)
+    real = {ph: (ph if not ph.startswith("@") else "_" + ph[1:]) for ph in reads.values()}
+    taken |= set(real.values())
+    names, counter = {}, [0]
+
+    def rename(m):
+        old = m.group(0)
+        if old not in names:
+            while f"_{counter[0]}" in taken:
+                counter[0] += 1
+            names[old] = f"_{counter[0]}"
+            counter[0] += 1
+        return names[old]
+    body = [_TEMP.sub(rename, ln) for ln in body]
+    head = [f"{real[ph]} = {_attr_chain(rel)}" for rel, ph in order]
+    out = lines[:header] + head + body
+    for ph, r in real.items():
+        if ph != r:
+            out = [ln.replace(ph, r) for ln in out]
+    return out
+
+
+def _out_names(em, values):
+    """Names for the values a call returns (a fresh one where a value is named already)."""
+    names = []
+    for v in values:
+        if id(v) in em.names:
+            names.append(em.tmp_name())
+        else:
+            names.append(em.name(v))
+    return names
+
+
+def _call_line(em, child, plan, prefix, locals_, header):
+    local = _module_local(em, child.path, prefix, locals_, header)
+    args = "".join(f"{em.name(v)}, " for v in child.inputs)
+    expr = f"({local}).{plan.method[id(child)]}({args})"
+    spec = child.output_spec
+    if isinstance(spec, Ref):
+        em.lines.append(f"{_out_names(em, [spec.value])[0]} = {expr}")
+    else:
+        names = _out_names(em, [r.value for r in spec])
+        em.lines.append(f"{''.join(n + ', ' for n in names)}= {expr}")
+
+
+def _script_call(em, node, prefix, locals_, header):
+    """A call of a TorchScript submodule (``CallMethod``): ``(loop).forward(xs, )``."""
+    target = node.target
+    if target.path is None:
+        raise NotImplementedError("jit codegen: a traced function calls a TorchScript module "
+                                  "that is not a submodule of the traced module; trace a "
+                                  "module that holds it to write or save its code")
+    local = _module_local(em, target.path, prefix, locals_, header)
+    args = "".join(f"{em.e(a)}, " for a in node.args[1:])
+    if node.kwargs:
+        raise NotImplementedError(f"jit codegen: keyword arguments to {target.path}")
+    return f"({local}).{target.method}({args})"
+
+
+def _sub_arg_names(call):
+    names = []
+    for i, v in enumerate(call.inputs):
+        n = _ident(v.name) if v.kind == "input" else f"argument_{i + 1}"
+        names.append(n if n not in names else f"argument_{i + 1}")
+    return names
 
 
 def _arg_names(graph):
@@ -109,23 +283,38 @@ def _arg_names(graph):
     return names
 
 
-def forward_source(graph, name="forward", constant_offset=0):
+def forward_source(graph, name="forward", constant_offset=0, plan=None):
     """The TorchScript ``def forward(self, ...)`` running ``graph``."""
-    params, lines = _body(graph, _arg_names(graph), constant_offset)
+    params, lines = _body(graph, _arg_names(graph), constant_offset, plan)
     head = ",\n    ".join(["self"] + params)
     ret = _type_of(graph.output_spec)
     return f"def {name}({head}) -> {ret}:\n" + "".join(f"  {ln}\n" for ln in lines)
 
 
+def _call_source(graph, call, name, plan):
+    params, lines = _body(graph, _sub_arg_names(call), 0, plan, call)
+    head = ",\n    ".join(["self"] + params)
+    ret = _type_of(call.output_spec)
+    return f"def {name}({head}) -> {ret}:\n" + "".join(f"  {ln}\n" for ln in lines)
+
+
 def module_sources(graphs):
-    """(``{method name: source}``, constants) for a traced module's graphs; the
-    constants of all methods share one ``CONSTANTS`` table."""
-    methods, constants = {}, []
+    """(``{submodule path: {method name: source}}``, constants, ``{(path, method):
+    graph}``) for a traced module's graphs: the constants of all methods share one
+    ``CONSTANTS`` table; ``forward``'s submodule calls are methods of their modules,
+    as PyTorch writes a trace (``ember.jit._codegen_calls``)."""
+    methods, constants, sub_graphs = {"": {}}, [], {}
     for name, g in graphs.items():
         offset = len(constants)
-        methods[name] = forward_source(g, name, offset)
+        plan = plan_calls(g) if name == "forward" and offset == 0 else None
+        methods[""][name] = forward_source(g, name, offset, plan)
+        if plan is not None:
+            for c in plan.calls:
+                m = plan.method[id(c)]
+                methods.setdefault(c.path, {})[m] = _call_source(g, c, m, plan)
+                sub_graphs[(c.path, m)] = call_graph(g, c)
         constants += [c.data for c in g.constants]
-    return methods, constants
+    return methods, constants, sub_graphs
 
 
 def function_source(graph, name):

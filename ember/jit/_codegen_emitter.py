@@ -65,6 +65,11 @@ class Emitter:
         self.lines.append(f"{name} = {expr}")
         return name
 
+    def tmp_name(self, hint="_t"):
+        """A fresh local name."""
+        self._tmp += 1
+        return f"{hint}{self._tmp}"
+
     def name(self, v):
         n = self.names.get(id(v))
         if n is None:

@@ -7,7 +7,7 @@ module, so importing it registers every emitter.
 import numpy as np
 
 from ember._graph.ir import Ref
-from ember.jit._codegen_emitter import _attr_chain, emits, literal
+from ember.jit._codegen_emitter import emits, literal
 from ember.ops import (
     attention,
     conv,
@@ -44,6 +44,12 @@ def _commutative(aten):
 
 emits(elementwise.Add)(_commutative("torch.add"))
 emits(elementwise.Mul)(_commutative("torch.mul"))
+
+
+@emits(conversion.Fill)
+def _fill(em, node, x, value):
+    """Every fill overload (``fill_``, ``zero_``, ``nn.init.constant_``): ``torch.fill``."""
+    return f"torch.fill({em.e(x)}, {em.e(value)})"
 
 
 @emits(unary.Round)
@@ -311,11 +317,11 @@ def _batch_norm_train(em, node, x, w, b, axes, eps, stats):
         for i, t in enumerate(stats.tensors):
             if t is None:
                 continue
-            owner = [name for name, v in em.graph.params.items() if v.data is t]
+            owner = [v for v in em.graph.params.values() if v.data is t]
             if not owner:
                 raise NotImplementedError("jit codegen: batch norm statistics that are not "
                                           "buffers of the traced module")
-            running[i] = _attr_chain(owner[0])
+            running[i] = em.name(owner[0])
     flat = (lambda t: "None" if t is None else f"torch.reshape({em.e(t)}, [-1])")
     return (f"torch.batch_norm({em.e(x)}, {flat(w)}, {flat(b)}, {running[0]}, {running[1]}, "
             f"True, {literal(float(momentum if momentum is not None else 0.0))}, "
@@ -703,3 +709,11 @@ def _getitem(em, node, x, key):
         idx = ", ".join(t[1] for t in tensors)
         cur = f"torch.index({cur}, annotate(List[Optional[Tensor]], [{idx}]))"
     return cur
+
+
+@emits(indexing.GetItem)
+def _getitem_primitive(em, node, x, idx):
+    """Basic indexing called as a primitive (``torch.select`` in scripted code run by a
+    trace, ``x.select(0, i)``): written as ``x[key]`` is (``Select`` too)."""
+    return _getitem(em, node, x, idx)
+

@@ -162,7 +162,8 @@ class RecursiveScriptModule(ScriptModule):
         src = self._jit_class.method_sources.get(name)
         if src is None:
             raise RuntimeError(f"{self._jit_class.qualname} has no method {name!r}")
-        return src + "\n"
+        # a file's ``self: __torch__.X`` annotation is not shown, as PyTorch prints code
+        return _SELF_ANNOTATION.sub(r"\1self", src, count=1) + "\n"
 
     @property
     def code(self):
@@ -222,6 +223,9 @@ class RecursiveScriptModule(ScriptModule):
         return new
 
 
+_SELF_ANNOTATION = re.compile(r"^(def \w+\()self\s*:\s*[\w.]+")
+
+
 class _CodeGraph:
     """Stands in for ``.graph`` on modules without a traced IR: prints the code."""
 
@@ -279,7 +283,9 @@ def qualified_name(cls):
         path = "torch" + mod[len("ember"):]
     else:
         path = mod
-    name = cls.__qualname__.replace("<locals>.", "").replace(".", "_")
+    # the class's own name, as PyTorch's qualified names use (a nested or local class
+    # of the same name as another gets a ``___torch_mangle_N`` prefix, see _mangled)
+    name = cls.__name__
     return "__torch__." + (path + "." if path else "") + name
 
 
@@ -363,9 +369,18 @@ def create_script_module(module, methods, *, functions=None, attributes=None, co
     qualnames = qualnames or {}
     memo = {}
 
+    reused = set()
+
     def build(mod, path):
         if id(mod) in memo:
             return memo[id(mod)]
+        if isinstance(mod, RecursiveScriptModule) and path:
+            # a compiled TorchScript module inside the tree (a trace through scripted
+            # code): kept as it is, its functions joining this compilation unit
+            _adopt(cu, mod)
+            memo[id(mod)] = mod
+            reused.add(id(mod))
+            return mod
         children = {}
         for name, child in mod._modules.items():
             if child is not None:
@@ -397,8 +412,27 @@ def create_script_module(module, methods, *, functions=None, attributes=None, co
         return sm
     root = build(module, "")
     root.__dict__["_jit_cu"] = cu
+    root.__dict__["_jit_reused"] = reused
     cu.warn_missing(f"the TorchScript code of {type(module).__name__}")
     return root
+
+
+def _adopt(cu, sm):
+    """Join the free functions of ``sm``'s compilation unit (and its submodules') to
+    ``cu``, so that an archive of the tree writes them."""
+    for sub in sm.modules():
+        other = sub.__dict__.get("_jit_cu")
+        if other is None or other is cu:
+            continue
+        if other.constants:
+            raise NotImplementedError("jit: a TorchScript submodule whose code reads "
+                                      "CONSTANTS cannot be part of another module's archive")
+        for qual, fn in other.functions.items():
+            cu.functions.setdefault(qual, fn)
+        for qual, src in other.function_sources.items():
+            cu.function_sources.setdefault(qual, src)
+        for qual, c in other.classes.items():
+            cu.classes.setdefault(qual, c)
 
 
 def create_script_function(source, qualname, *, functions=None, constants=()):

@@ -17,6 +17,7 @@ from ember._graph.exempt import (
 from ember.ops import (
     _einsum,
     conv,
+    conversion,
     ctc,
     diagonals,
     elementwise,
@@ -49,7 +50,7 @@ _NOT_YET = (
     extrema._MedianDim, extrema._ModeDim, extrema._NanmedianAll, extrema._NanmedianDim,
     fft.FftC2C, fft.FftC2R, fft.FftR2C, gather_scatter.IndexAdd, gather_scatter.IndexCopy,
     gather_scatter.IndexFill, gather_scatter.Scatter, gather_scatter.ScatterAdd,
-    gather_scatter.ScatterReduce, indexing.GetItem, indexing.GetItemAdvanced,
+    gather_scatter.ScatterReduce, indexing.GetItemAdvanced,
     indexing.IndexPut, indexing.IndexScatter, indexing.MaskedScatter, linalg_decomp.Cholesky,
     linalg_decomp.Eigh, linalg_decomp.Pinv, linalg_decomp.Qr, linalg_decomp.Slogdet,
     linalg_decomp.Solve, linalg_decomp.Svd, linalg_decomp.VectorNorm, linalg_eig.Eig,
@@ -58,7 +59,10 @@ _NOT_YET = (
     reduction.Nansum, reduction.Prod, reduction.ProdDim, reduction._All, reduction._Any,
     reduction._CountNonzero, reduction._Std, reduction._Var, resample.Resample, resample.Take,
     rnn.PackPadded, rnn.PadPacked, rnn.PadSequence, scan.Cumprod, scan.GatherAlong,
-    scan._Concat, scan._Cummax, scan._Cummin, shape.Select, shape.Unfold)
+    scan._Concat, scan._Cummax, scan._Cummin, shape.Unfold)
 
-NO_TORCHSCRIPT = exemptions(FAMILY_BASES, BACKWARD_ONLY, RANDOM, STORAGE, SPARSE,
+# the fills are written (``torch.fill``); the rest of the storage group is not
+_STORAGE = tuple(c for c in STORAGE if not (isinstance(c, type) and
+                                            issubclass(c, conversion.Fill)))
+NO_TORCHSCRIPT = exemptions(FAMILY_BASES, BACKWARD_ONLY, RANDOM, _STORAGE, SPARSE,
                             _NOT_YET)

@@ -193,13 +193,13 @@ def _snapshot_outputs(out):
 
 
 def _trace_one(fn, args, module, check_trace, tol, strict):
-    g, out, snaps = _record(fn, args, module, strict, check_trace)
+    g, out, snaps = _record(fn, args, module, strict, check_trace, True)
     if check_trace:
         # trace again: a function whose recorded calls change from run to run (Python
         # state, data-dependent branches) is caught here, as PyTorch re-traces
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TracerWarning)
-            g2 = _record(fn, args, module, strict, False)[0]
+            g2 = _record(fn, args, module, strict, False, True)[0]
         diff = _first_difference(g, g2)
         if diff is not None and not any(n.op in RANDOM_OPS for n in g.nodes):
             a, b = diff

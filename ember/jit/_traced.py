@@ -131,8 +131,8 @@ def make_traced_module(mod, graphs):
     from ember.jit._errors import ScriptError
     from ember.jit._module import create_script_module
     try:
-        methods, constants = module_sources(graphs)
-        sm = create_script_module(mod, {"": methods}, constants=constants)
+        methods, constants, sub_graphs = module_sources(graphs)
+        sm = create_script_module(mod, methods, constants=constants)
     except (NotImplementedError, ScriptError) as e:
         tm = TracedModule(mod, graphs)
         tm.__dict__["_why"] = e
@@ -140,9 +140,55 @@ def make_traced_module(mod, graphs):
     for name, g in graphs.items():
         sm._jit_graphs[name] = g
         sm._jit_inlined_graphs[name] = g
+    sub_class = _traced_submodule_class()
+    kept = {id(m) for r in _reused(sm) for m in r.modules()}
+    for path, sub in sm.named_modules():
+        if path and sub.__class__ is sub_class.__base__ and id(sub) not in kept:
+            sub.__class__ = sub_class
+    for (path, method), g in sub_graphs.items():
+        sub = sm.get_submodule(path)
+        sub._jit_graphs[method] = g
+        sub._jit_inlined_graphs[method] = g
     sm.__class__ = _traced_script_class()
     sm.__dict__["_jit_slots"] = _param_slots(sm, graphs["forward"])
     return sm
+
+
+def _reused(sm):
+    """The TorchScript modules a trace kept as they were (its scripted parts)."""
+    ids = sm.__dict__.get("_jit_reused", ())
+    return [m for m in sm.modules() if id(m) in ids]
+
+
+def _traced_name(self):
+    return self.original_name
+
+
+def _traced_repr(self):
+    if self._modules:
+        return Module.__repr__(self)
+    return f"{self._get_name()}(original_name={self.original_name})"
+
+
+_TRACED_SUB_CLASS = []
+
+
+def _traced_submodule_class():
+    """The submodules of a traced module: they print by their class name and have the
+    ``.code``/``.graph`` of their calls in the trace; like PyTorch's, they cannot be
+    called on their own (the root's code calls their methods)."""
+    if not _TRACED_SUB_CLASS:
+        from ember.jit._module import RecursiveScriptModule
+
+        class TracedSubmodule(RecursiveScriptModule):
+            def forward(self, *args, **kwargs):
+                raise RuntimeError("Trace submodules cannot be called.")
+
+            _get_name = _traced_name
+            __repr__ = _traced_repr
+        TracedSubmodule.__module__ = RecursiveScriptModule.__module__
+        _TRACED_SUB_CLASS.append(TracedSubmodule)
+    return _TRACED_SUB_CLASS[0]
 
 
 _TRACED_SCRIPT_CLASS = []
@@ -161,8 +207,8 @@ def _traced_script_class():
                 return self._jit_graphs["forward"].run(
                     *args, params=_params_of(self.__dict__["_jit_slots"]))
 
-            def _get_name(self):
-                return "RecursiveScriptModule"
+            _get_name = _traced_name
+            __repr__ = _traced_repr
         TracedScriptModule.__module__ = RecursiveScriptModule.__module__
         _TRACED_SCRIPT_CLASS.append(TracedScriptModule)
     return _TRACED_SCRIPT_CLASS[0]

@@ -54,6 +54,20 @@ def per_layer(mode, n_params, has_biases, num_layers, D, name):
 
 
 def _layers(mode, args, name):
+    if _mode_active[0]:
+        from ember.autograd import _modes
+        from ember.profiler._events import Recorder
+        rec = _modes.find(Recorder)
+        if rec is not None:  # one ``aten::lstm`` row, as PyTorch's profiler shows it
+            ev = rec.begin("aten::" + name, [])
+            try:
+                return _run_layers(mode, args, name)
+            finally:
+                rec.end(ev)
+    return _run_layers(mode, args, name)
+
+
+def _run_layers(mode, args, name):
     import ember
     from ember.nn import functional as F
     (x, batch_sizes, hx, params, has_biases, num_layers, p, train, bidir,

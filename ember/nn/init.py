@@ -8,6 +8,7 @@ import math
 import warnings
 
 from ember import _core as ember
+from ember._tensor import _mode_active
 from ember.autograd.grad_mode import no_grad
 from ember.backend.dtypes import through_float32
 
@@ -22,6 +23,9 @@ def _write(tensor, array):
     """Write ``array`` (broadcast) into ``tensor``'s memory and bump its version."""
     tensor._data[...] = through_float32(array, tensor._data.dtype)  # PyTorch's rounding
     tensor._vc[0] += 1
+    if _mode_active[0]:  # inside a trace the values become a constant, said loudly
+        from ember._graph.capture import written_as_constant
+        written_as_constant(tensor, "nn.init")
     return tensor
 
 
@@ -123,7 +127,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 def constant_(tensor, val):
     """Fill with the value ``val``."""
     with no_grad():
-        return _write(tensor, val)
+        return tensor.fill_(val)  # an op: a trace records it, as PyTorch's records fill_
 
 
 def ones_(tensor):
@@ -163,6 +167,9 @@ def dirac_(tensor, groups=1):
             for i in range(min_dim):
                 d[(g * per_group + i, i) + centre] = 1
         tensor._vc[0] += 1
+    if _mode_active[0]:
+        from ember._graph.capture import written_as_constant
+        written_as_constant(tensor, "nn.init.dirac_")
     return tensor
 
 
@@ -258,6 +265,9 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
             zero_rows = ember.randperm(rows)[:num_zeros]
             tensor._data[zero_rows._data, col] = 0
         tensor._vc[0] += 1
+    if _mode_active[0]:
+        from ember._graph.capture import written_as_constant
+        written_as_constant(tensor, "nn.init.sparse_")
     return tensor
 
 

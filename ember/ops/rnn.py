@@ -461,6 +461,9 @@ class _Layer(Primitive):
     save_inputs = (0, 1, 2, 3, 4, 5, 6, 7)
     cell = None
     n_outputs = 2
+    # no profiler row of its own: it runs inside ``aten::lstm``/``gru``/``rnn_*``, as
+    # PyTorch's layers run inside theirs
+    profiler_name = None
     fast = None  # (forward, backward) specialised for arrays, or None
 
     def forward(self, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, batch_sizes, reverse):

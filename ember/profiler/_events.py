@@ -3,6 +3,7 @@ Chrome trace."""
 import enum
 import json
 import os
+import re
 import threading
 import time
 
@@ -24,15 +25,36 @@ def _shape(a):
     return []
 
 
+# aten names that PyTorch's node names drop a leading underscore from
+_UNDERSCORED = {"to_copy", "unsafe_view", "index_put_impl", "fft_r2c", "fft_c2r",
+                "fft_c2c", "cdist_forward", "weight_norm_interface", "pdist_forward",
+                "adaptive_avg_pool2d", "adaptive_avg_pool3d"}
+_PUBLIC = {"adaptive_avg_pool2d", "adaptive_avg_pool3d"}  # the public name is the row
+_NAMES = {}
+
+
 def _op_name(cls):
-    """``aten::mul`` for the op whose node is ``MulBackward0``, as PyTorch names it."""
-    name = getattr(cls, "_node_name", cls.__name__)
-    name = name.rsplit("::", 1)[-1]
-    for tail in ("Backward0", "Backward1", "Backward"):
-        if name.endswith(tail):
-            name = name[:-len(tail)]
-            break
-    return "aten::" + name.lower()
+    """``aten::native_batch_norm`` for the op whose node is ``NativeBatchNormBackward0``:
+    PyTorch's node names are its aten names in CamelCase (``2d`` as ``2D``), so the
+    name is turned back into snake case. A class's ``profiler_name`` overrides it
+    (None: the op has no row of its own)."""
+    name = _NAMES.get(cls, False)
+    if name is False:
+        if "profiler_name" in dir(cls):
+            name = _NAMES[cls] = cls.profiler_name
+            return name
+        name = getattr(cls, "_node_name", cls.__name__)
+        name = name.rsplit("::", 1)[-1]
+        for tail in ("Backward0", "Backward1", "Backward2", "Backward"):
+            if name.endswith(tail):
+                name = name[:-len(tail)]
+                break
+        name = re.sub(r"(\d)D(?=[A-Z]|$)", r"\1d", name.lstrip("_"))
+        name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+        if name in _UNDERSCORED and name not in _PUBLIC:
+            name = "_" + name
+        name = _NAMES[cls] = "aten::" + name
+    return name
 
 
 class _Interval:
@@ -334,8 +356,11 @@ class Recorder(_modes.Mode):
             st.remove(ev)
 
     def op(self, cls, args, params):
+        name = _op_name(cls)
+        if name is None:
+            return cls.apply(*args, **params)
         shapes = [_shape(a) for a in args] if self.record_shapes else []
-        ev = self.begin(_op_name(cls), shapes)
+        ev = self.begin(name, shapes)
         try:
             out = cls.apply(*args, **params)
             if self.profile_memory:

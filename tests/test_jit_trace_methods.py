@@ -1,0 +1,258 @@
+"""A traced module as PyTorch writes it: one method per submodule call (``.code`` and
+``.graph`` on the submodules, ``forward1`` for a second call), calls of scripted
+submodules kept as calls (their loops run at any length, and torch loads the archive),
+the printed module and code as torch prints them; single-int sizes in ``jit.script``."""
+import io
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+
+
+def _models(lib):
+    nn = lib.nn
+
+    class Gate(nn.Module):
+        def forward(self, x):
+            return -x
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dg = Gate()
+            self.linear = nn.Linear(4, 4)
+            self.seq = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+        def forward(self, x, h):
+            y = self.linear(x)
+            z = self.linear(y * 2)
+            return lib.tanh(self.dg(z) + h) + self.seq(x)
+
+    class Cell(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(4, 4)
+
+        def forward(self, x, h):
+            new_h = lib.tanh(self.linear(x) + h)
+            return new_h, new_h
+
+    return {"net": Net, "cell": Cell,
+            "mlp": lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))}
+
+
+EM, TM = _models(ember), _models(torch)
+
+
+def _both(name):
+    ember.manual_seed(0)
+    torch.manual_seed(0)
+    e, t = EM[name](), TM[name]()
+    x, h = np.random.RandomState(0).rand(2, 3, 4).astype("float32")
+    args_e = (ember.tensor(x), ember.tensor(h)) if name != "mlp" else (ember.tensor(x),)
+    args_t = (torch.tensor(x), torch.tensor(h)) if name != "mlp" else (torch.tensor(x),)
+    return ember.jit.trace(e, args_e), torch.jit.trace(t, args_t), args_e, args_t
+
+
+def _codes(m):
+    return {n: s.code for n, s in m.named_modules() if "forward" in s._c._method_names()} \
+        if hasattr(m, "_c") else {n: s.code for n, s in m.named_modules()}
+
+
+@pytest.mark.parametrize("name", ["net", "cell", "mlp"])
+def test_traced_module_prints_and_writes_code_as_torch(name):
+    te, tt, _, _ = _both(name)
+    assert repr(te) == repr(tt)
+    assert str(te) == str(tt)
+    for path, sub in tt.named_modules():
+        mine = te.get_submodule(path) if path else te
+        assert repr(mine) == repr(sub), path
+    # the root's code, and every submodule's: the same text where torch names values
+    # by number (torch also names some after the caller's Python locals)
+    assert te.code == tt.code or name == "net"
+    assert te.linear.code if name != "mlp" else te._modules["0"].code
+    for path, sub in tt.named_modules():
+        mine = te.get_submodule(path) if path else te
+        if "argument_1" in mine.code or path in ("", "seq"):
+            continue
+        assert mine.code.replace("argument_1", "x") == sub.code, path
+
+
+def test_submodules_have_code_graph_and_second_call_methods():
+    te, tt, args_e, _ = _both("net")
+    assert "torch.neg(argument_1)" in te.dg.code
+    assert "def forward1(" in te.linear._jit_class.method_sources["forward1"]
+    assert "(linear).forward1(" in te.code and "(linear).forward(" in te.code
+    assert "torch.linear(" in te.linear.code and "weight = self.weight" in te.linear.code
+    assert "Neg(" in str(te.dg.graph)
+    assert "_Linear(" in str(te.linear.graph)
+    with pytest.raises(RuntimeError, match="Trace submodules cannot be called"):
+        te.linear(args_e[0])
+    with pytest.raises(RuntimeError, match="Trace submodules cannot be called"):
+        tt.linear(torch.rand(3, 4))
+    # saved, loaded by torch: same results at another batch size
+    buf = io.BytesIO()
+    te.save(buf)
+    buf.seek(0)
+    loaded = torch.jit.load(buf)
+    x, h = np.random.RandomState(1).rand(2, 5, 4).astype("float32")
+    want = te(ember.tensor(x), ember.tensor(h)).detach().numpy()
+    np.testing.assert_allclose(loaded(torch.tensor(x), torch.tensor(h)).detach().numpy(),
+                               want, rtol=1e-5, atol=1e-6)
+    assert "(linear).forward1(" in loaded.code
+
+
+def _loop_model(lib):
+    nn = lib.nn
+
+    class Cell(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(4, 4)
+
+        def forward(self, x, h):
+            return lib.tanh(self.linear(x) + h)
+
+    class Loop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell = Cell()
+
+        def forward(self, xs):
+            h = lib.zeros(3, 4)
+            for i in range(xs.size(0)):
+                h = self.cell(xs[i], h)
+            return h
+
+    class Wrap(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.loop = lib.jit.script(Loop())
+            self.out = nn.Linear(4, 2)
+
+        def forward(self, xs):
+            return self.out(self.loop(xs)).relu()
+
+    return Wrap()
+
+
+def test_trace_through_a_scripted_loop_runs_at_any_length_and_torch_loads_it():
+    ember.manual_seed(0)
+    m = _loop_model(ember)
+    xs = ember.rand(6, 3, 4)
+    traced = ember.jit.trace(m, (xs,))
+    assert "(loop).forward(xs, )" in traced.code
+    buf = io.BytesIO()
+    traced.save(buf)
+    buf.seek(0)
+    loaded = torch.jit.load(buf)
+    for n in (6, 2, 9):
+        x = ember.rand(n, 3, 4)
+        want = m(x).detach().numpy()
+        np.testing.assert_allclose(traced(x).detach().numpy(), want, rtol=1e-6, atol=1e-6)
+        got = loaded(torch.tensor(x.numpy())).detach().numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _factories(lib):
+    nn = lib.nn
+
+    class Zeros(nn.Module):
+        def forward(self, x):
+            return x + lib.zeros(3) + lib.zeros(2, 3)
+
+    class Ones(nn.Module):
+        def forward(self, x):
+            return x * lib.ones(3) * lib.ones(2, 3)
+
+    class Empty(nn.Module):
+        def forward(self, x):
+            return x + lib.empty(3) * 0 + lib.empty(2, 3) * 0
+
+    class Rand(nn.Module):
+        def forward(self, x):
+            return x + lib.rand(3) * 0 + lib.rand(2, 3) * 0
+
+    class Randn(nn.Module):
+        def forward(self, x):
+            return x + lib.randn(3) * 0 + lib.randn(2, 3) * 0
+
+    return {"zeros": Zeros, "ones": Ones, "empty": Empty, "rand": Rand, "randn": Randn}
+
+
+@pytest.mark.parametrize("fn", ["zeros", "ones", "empty", "rand", "randn"])
+def test_single_int_sizes_in_script(fn):
+    x = np.ones(3, "float32")
+    se = ember.jit.script(_factories(ember)[fn]())
+    st = torch.jit.script(_factories(torch)[fn]())
+    got = se(ember.tensor(x)).numpy()
+    assert got.shape == tuple(st(torch.tensor(x)).shape) == (2, 3)
+    if fn != "empty":  # empty's values are whatever the memory held (here times 0)
+        np.testing.assert_array_equal(got, np.ones((2, 3), "float32"))
+    buf = io.BytesIO()
+    se.save(buf)
+    buf.seek(0)
+    assert tuple(torch.jit.load(buf)(torch.tensor(x)).shape) == (2, 3)
+
+
+def _built_inside(lib, fill):
+    def f(x):
+        lin = lib.nn.Linear(4, 4)
+        if fill == "zeros":
+            lib.nn.init.zeros_(lin.bias)
+        elif fill == "eye":
+            lib.nn.init.eye_(lin.weight)
+        return lin(x)
+    return f
+
+
+@pytest.mark.parametrize("fill", [None, "zeros", "eye"])
+def test_a_module_built_inside_a_traced_function(fill):
+    """Its initial fills are recorded as torch records them (``empty``, ``uniform_``,
+    ``fill``): every call of the trace draws new parameters, the same numbers as torch's
+    trace for the same seed. A fill ember writes outside its ops (``nn.init.eye_``)
+    becomes a constant, with a TracerWarning at the user's line."""
+    outs = []
+    for lib in (ember, torch):
+        lib.manual_seed(0)
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            t = lib.jit.trace(_built_inside(lib, fill), lib.ones(2, 4), check_trace=False)
+        if lib is ember:
+            mine = [w for w in rec if issubclass(w.category, ember.jit.TracerWarning)]
+            assert bool(mine) == (fill == "eye")
+            assert all(w.filename == __file__ and "nn.init wrote values" in str(w.message)
+                       for w in mine)
+        lib.manual_seed(1)
+        outs.append([t(lib.ones(n, 4)).detach().numpy() for n in (2, 5)])
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_a_scripted_module_called_by_a_traced_function_runs_its_loop():
+    ember.manual_seed(0)
+    loop = _loop_model(ember).loop
+    traced = ember.jit.trace(lambda xs: loop(xs) * 2, (ember.rand(5, 3, 4),))
+    for n in (5, 2):
+        x = ember.rand(n, 3, 4)
+        np.testing.assert_allclose(traced(x).detach().numpy(), (loop(x) * 2).detach().numpy(),
+                                   rtol=1e-6)
+    assert "not expressible in TorchScript" in traced.code and "not a submodule" in traced.code
+
+
+def test_select_called_as_an_op_is_written():
+    class M(ember.nn.Module):
+        def forward(self, x):
+            return x.select(0, 1) + x.select(1, -1)[:, None].sum()
+
+    m = M()
+    traced = ember.jit.trace(m, ember.rand(3, 3))
+    buf = io.BytesIO()
+    traced.save(buf)
+    buf.seek(0)
+    x = ember.rand(3, 3)
+    got = torch.jit.load(buf)(torch.tensor(x.numpy())).numpy()
+    np.testing.assert_allclose(got, m(x).numpy(), rtol=1e-6)
