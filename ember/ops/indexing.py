@@ -600,18 +600,31 @@ class MaskedFill(Primitive):
     jvp = _jvp.linear(0, 2)
     batch = _batch.elementwise
     complex32_math = True
+    _edge_inputs = (0,)  # PyTorch's node lists the input only: the mask is no edge
+
+
+class MaskedFillTensor(MaskedFill):
+    """``masked_fill`` with a 0-d Tensor value: PyTorch's second overload."""
+    _node_name = "MaskedFillBackward1"
+    _op_name = "MaskedFill"
+    _edge_inputs = (0, 2)
+
+
+def _masked_fill(input, mask, value):
+    op = MaskedFillTensor if isinstance(value, Tensor) else MaskedFill
+    return op.apply(input, mask, value)
 
 
 def masked_fill(input, mask, value):
     """``input`` with ``value`` (a number or 0-d tensor) where ``mask`` (bool,
     broadcastable) is True."""
-    return MaskedFill.apply(input, mask, value)
+    return _masked_fill(input, mask, value)
 
 
 def masked_fill_(self, mask, value):
     """In-place ``masked_fill``."""
     check_inplace(self)
-    return commit(self, MaskedFill.apply(self, mask, value))
+    return commit(self, _masked_fill(self, mask, value))
 
 
 def _check_bool_mask(op, mask):
