@@ -246,9 +246,12 @@ def dot(input, tensor, *, out=None):
     return _write_out(_dot("dot", input, tensor), out)
 
 
+@node_name("VdotBackward0")
 def vdot(input, other, *, out=None):
     """Dot product of two 1-D tensors, conjugating the first (real tensors: ``dot``)."""
     _need_tensors("vdot", ["input", "other"], input, other)
+    if input.is_complex() and other.dtype == input.dtype:
+        input = input.conj()
     return _write_out(_dot("vdot", input, other), out)
 
 
@@ -322,16 +325,19 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     return _write_out(_scaled_add(input, mm(mat1, mat2), beta, alpha), out)
 
 
+@node_name("AddmvBackward0")
 def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * (mat @ vec)``."""
     return _write_out(_scaled_add(input, mv(mat, vec), beta, alpha), out)
 
 
+@node_name("BaddbmmBackward0")
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * bmm(batch1, batch2)``."""
     return _write_out(_scaled_add(input, bmm(batch1, batch2), beta, alpha), out)
 
 
+@node_name("AddbmmBackward0")
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (the batch is summed)."""
     prod = bmm(batch1, batch2)
@@ -340,6 +346,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
                       out, "addbmm")
 
 
+@node_name("AddrBackward0")
 def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * outer(vec1, vec2)``."""
     return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out, "addr")
