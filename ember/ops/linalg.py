@@ -613,10 +613,16 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     P, R = x1.shape[-2], x2.shape[-2]
     if p == 2 and (compute_mode == "use_mm_for_euclid_dist" or (
             compute_mode == "use_mm_for_euclid_dist_if_necessary" and (P > 25 or R > 25))):
-        n1 = (x1 * x1).sum(-1, keepdim=True)
-        n2 = (x2 * x2).sum(-1, keepdim=True)
-        d2 = n1 - 2 * x1.matmul(x2.mT) + n2.mT
-        return d2.clamp_min(1e-30).sqrt()
+        # on the batch flattened to one dim, viewed back at the end (PyTorch's graph for
+        # this route ends in that view)
+        batch = tuple(np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
+        M = x1.shape[-1]
+        a = x1.expand(*batch, P, M).reshape(-1, P, M)
+        b = x2.expand(*batch, R, M).reshape(-1, R, M)
+        n1 = (a * a).sum(-1, keepdim=True)
+        n2 = (b * b).sum(-1, keepdim=True)
+        d2 = n1 - 2 * a.matmul(b.mT) + n2.mT
+        return d2.clamp_min(1e-30).sqrt().view(*batch, P, R)
     return Cdist.apply(x1, x2, float(p))
 
 
