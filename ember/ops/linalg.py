@@ -369,9 +369,9 @@ def matrix_power(input, n, *, out=None):
     n = int(n)
     if n == 0:
         eye = _make(_eye_like(input._data, rows), False)
-        # an identity that still depends on input, with a zero gradient, as PyTorch's
-        everywhere = _make(array_module(input._data).ones((), dtype=bool), False)
-        return _write_out(input.masked_fill(everywhere, 0) + eye, out, "matrix_power")
+        # identities copied over a copy of input: still depending on it, with a zero
+        # gradient (PyTorch's graph: the copy's node)
+        return _write_out(input.clone().copy_(eye.expand(input.shape)), out, "matrix_power")
     if n < 0:
         from ember.ops.linalg_decomp import inverse
         input = inverse(input)

@@ -534,6 +534,7 @@ class ClampTensor(Primitive):
     broadcasts = True
     save_inputs = (0, 1, 2)
     _node_name = "ClampBackward0"
+    _edge_inputs = (0, 1, 2)  # a missing bound is an empty edge in PyTorch's node too
 
     def forward(self, x, lo, hi):
         out = x
@@ -595,12 +596,27 @@ def _check_clampable(input, *bounds):
         raise RuntimeError('"clamp_scalar_cpu" not implemented for \'Bool\'')
 
 
+# PyTorch's clamp_min/clamp_max with a tensor bound: their own nodes, listing that bound
+class ClampMinTensor(ClampTensor):
+    _node_name = "ClampMinBackward1"
+    _op_name = "ClampTensor"
+    _edge_inputs = (0, 1)
+
+
+class ClampMaxTensor(ClampTensor):
+    _node_name = "ClampMaxBackward1"
+    _op_name = "ClampTensor"
+    _edge_inputs = (0, 2)
+
+
 @with_out
 def clamp_min(input, min):
     """``clamp(input, min=min)``."""
     _check_clampable(input, min)
     if isinstance(min, (int, float, np.number)):
         return ClampMin.apply(input, min, None)
+    if isinstance(min, Tensor):
+        return ClampMinTensor.apply(input, min, None)
     return clamp(input, min=min)
 
 
@@ -610,6 +626,8 @@ def clamp_max(input, max):
     _check_clampable(input, max)
     if isinstance(max, (int, float, np.number)):
         return ClampMax.apply(input, None, max)
+    if isinstance(max, Tensor):
+        return ClampMaxTensor.apply(input, None, max)
     return clamp(input, max=max)
 
 
