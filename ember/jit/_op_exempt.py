@@ -43,7 +43,8 @@ __all__ = ["NO_TORCHSCRIPT"]
 # index arrays, several ember ops for one aten op): each needs an emitter, not yet written
 _NOT_YET = (
     "its arguments differ from its aten schema's; no emitter written yet",
-    extrema._Aminmax, reduction._StdMean, reduction._VarMean,
+    elementwise.Addcdiv, elementwise.Addcmul, extrema._Aminmax, reduction._StdMean,
+    reduction._VarMean,
     gather_scatter.IndexFillValue, gather_scatter.ScatterValue, indexing.GetItemAlias,
     indexing.GetItemUnsqueeze, indexing.SetItemCopy, indexing.SetItemSlices,
     _einsum.DiagEmbed, _einsum.Diagonal, _einsum.Einsum, conv.Fold, conv.Unfold,

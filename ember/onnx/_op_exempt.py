@@ -79,7 +79,8 @@ _NO_OPERATOR = (
 
 _NOT_YET = (
     "ONNX has an equivalent (ScatterElements, Einsum...); no converter written yet",
-    extrema._Aminmax, reduction._StdMean, reduction._VarMean,
+    elementwise.Addcdiv, elementwise.Addcmul, extrema._Aminmax, reduction._StdMean,
+    reduction._VarMean,
     gather_scatter.IndexFillValue, gather_scatter.ScatterValue, indexing.GetItemAlias,
     indexing.GetItemUnsqueeze, indexing.SetItemCopy, indexing.SetItemSlices,
     _einsum.DiagEmbed, _einsum.Diagonal, _einsum.Einsum, conv.Fold, conv.Unfold, ctc.CtcNll,

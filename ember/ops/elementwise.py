@@ -810,22 +810,66 @@ def _check_tensors(op, tensor1, tensor2):
                             f"not {type(t).__name__}")
 
 
-@node_name("AddcmulBackward0")
+class Addcmul(Primitive):
+    """``x + value * t1 * t2`` in one node, as PyTorch's; computed as the products and
+    the sum would be, one rounding each."""
+    broadcasts = True
+    save_inputs = (1, 2)
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+
+    def forward(self, x, t1, t2, value):
+        self.value = value
+        p = t1 if value == 1 else Mul.forward(self, value, t1)
+        return Add.forward(self, x, Mul.forward(self, p, t2))
+
+    def backward(self, gy):
+        t1, t2 = self.saved_tensors
+        e, v = self._edges, self.value
+        g1 = g2 = None
+        if e[1] is not None:
+            g1 = gy * cj(t2) if v == 1 else gy * cj(t2) * cj(v)
+        if e[2] is not None:
+            g2 = gy * cj(t1 if v == 1 else v * t1)
+        return gy, g1, g2, None
+
+
+class Addcdiv(Primitive):
+    """``x + value * (t1 / t2)`` in one node, as PyTorch's; computed as the quotient,
+    product and sum would be, one rounding each."""
+    broadcasts = True
+    save_inputs = (1, 2)
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+
+    def forward(self, x, t1, t2, value):
+        self.value = value
+        q = Div.forward(self, t1, t2)
+        return Add.forward(self, x, Mul.forward(self, value, q))
+
+    def backward(self, gy):
+        t1, t2 = self.saved_tensors
+        e = self._edges
+        gq = gy * cj(self.value)
+        g1 = gq / cj(t2) if e[1] is not None else None
+        g2 = -gq * cj(t1 / t2 / t2) if e[2] is not None else None
+        return gy, g1, g2, None
+
+
 @with_out
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 * tensor2``."""
     _check_tensors("addcmul", tensor1, tensor2)
     if input.dtype.name == "bool":
         raise RuntimeError('"addcmul_cpu_out" not implemented for \'Bool\'')
-    return input + value * tensor1 * tensor2 if value != 1 else input + tensor1 * tensor2
+    return Addcmul.apply(input, tensor1, tensor2, value)
 
 
-@node_name("AddcdivBackward0")
 @with_out
 def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 / tensor2``."""
     _check_tensors("addcdiv", tensor1, tensor2)
-    return input + value * (tensor1 / tensor2)
+    return Addcdiv.apply(input, tensor1, tensor2, value)
 
 
 # ----- the public ops, each named once: function, Tensor method, in-place method ------------
