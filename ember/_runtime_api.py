@@ -13,6 +13,7 @@ from ember import _core as ember
 from ember._legacy import _legacy, _threads, use_deterministic_algorithms
 from ember._tensor import Tensor, _make
 from ember.amp import GradScaler  # noqa: F401  (torch.GradScaler)
+from ember.autograd.node_names import node_name
 from ember.backend import dtypes as _dt
 from ember.ops.conversion import memory_format
 from ember.sparse import layout  # noqa: F401  (torch.layout)
@@ -213,7 +214,10 @@ def cond(pred, true_fn, false_fn, operands=()):
     if not isinstance(operands, (tuple, list)):
         raise RuntimeError("Expect operands to be a tuple of possibly nested dict/list/tuple "
                            "that only consists of tensor leaves")
-    return (true_fn if _truth(pred) else false_fn)(*operands)
+    out = (true_fn if _truth(pred) else false_fn)(*operands)
+    # PyTorch records the whole call as one node of this name
+    from ember.autograd.node_names import name_output
+    return name_output(out, "CondAutogradOpBackward", tuple(operands))
 
 
 def while_loop(cond_fn, body_fn, carried_inputs):
@@ -311,6 +315,7 @@ def vander(x, N=None, increasing=False):
     return out if increasing else out.flip(-1)
 
 
+@node_name("SegmentReduceBackward0")
 def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
                    unsafe=False, initial=None):
     """Reduce consecutive segments of ``data`` along ``axis`` ("sum", "mean", "max",

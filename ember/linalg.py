@@ -7,15 +7,16 @@ of the vector norm primitive and the singular values.
 import math
 
 from ember._tensor import _make
+from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
 from ember.ops._util import type_name
+from ember.ops.join import cat
 from ember.ops.linalg import _cross, _write_out, matmul, matrix_power
 from ember.ops.linalg_decomp import (
     LinAlgError,
     VectorNorm,
-    _stack_last,
     cholesky_ex,
     det,
     eigh,
@@ -103,16 +104,16 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     return _write_out(VectorNorm.apply(x, p, axes, bool(keepdim)), out)
 
 
-def _extreme(v, largest, shown_dim):
-    """The max (or min) over the last dim of nonnegative values: PyTorch's matrix norms
+def _extreme(v, largest, shown_dim, dim=-1, keepdim=False):
+    """The max (or min) over ``dim`` of nonnegative values: PyTorch's matrix norms
     give 0 for a max over nothing and raise for a min over nothing."""
-    if v.shape[-1] == 0:
+    if v.shape[dim] == 0:
         if not largest:
             raise RuntimeError(f"amin(): Expected reduction dim {shown_dim} to have non-zero "
                                "size.")
-        return v.sum(-1)
+        return v.sum(dim, keepdim)
     # amax/amin (not an inf-norm): ties share the gradient, as in PyTorch
-    return v.amax(-1) if largest else v.amin(-1)
+    return v.amax(dim, keepdim) if largest else v.amin(dim, keepdim)
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
@@ -137,6 +138,12 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
         return _write_out(vector_norm(A, 2, (d0, d1), keepdim), out)
     if ord not in ("nuc", 2, -2, 1, -1, math.inf, -math.inf):
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if keepdim and ord in (1, -1, math.inf, -math.inf):
+        # the abs-sums over one dim, then their extreme over the other, both kept in place
+        # (PyTorch's graph: its last node is the amax/amin)
+        inner, outer = (d0, d1) if ord in (1, -1) else (d1, d0)
+        sums = vector_norm(A, 1, inner, True)
+        return _write_out(_extreme(sums, ord > 0, 0, outer, True), out)
     M = A.movedim((d0, d1), (-2, -1))
     if ord in (1, -1, math.inf, -math.inf):
         inner_dim = -2 if ord in (1, -1) else -1
@@ -146,8 +153,9 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
         s = svdvals(M)
         res = s.sum(-1) if ord == "nuc" else _extreme(s, ord == 2, -1)
     if keepdim:
-        for d in sorted((d0, d1)):
-            res = res.unsqueeze(d)
+        # back in place by the inverse of the move, as PyTorch (its last node a permute)
+        order = [d for d in range(A.dim()) if d not in (d0, d1)] + [d0, d1]
+        res = res.unsqueeze(-1).unsqueeze(-1).permute([order.index(d) for d in range(A.dim())])
     return _write_out(res, out)
 
 
@@ -212,6 +220,9 @@ def vecdot(x, y, *, dim=-1, out=None):
     return _write_out(((x.conj() if x.is_complex() else x) * y).sum(dim), out)
 
 
+# PyTorch's inverse is column-major (LAPACK's layout), so reshaping it back to tensor
+# dims is a ``_reshape_alias`` there
+@node_name("ReshapeAliasBackward0")
 def tensorinv(A, ind=2, *, out=None):
     """The inverse of ``A`` seen as a map from its first ``ind`` dims to the rest."""
     if ind <= 0:
@@ -250,11 +261,11 @@ def vander(x, *, N=None):
     n = x.shape[-1] if N is None else int(N)
     if n <= 1:
         raise RuntimeError("N must be greater than 1.")
-    ones = _make(array_module(x._data).ones(x._data.shape, dtype=x._data.dtype), False)
-    cols = [ones, x]
-    for _ in range(2, n):
-        cols.append(cols[-1] * x)
-    return _stack_last(cols)
+    # PyTorch's: a column of ones, then the running products of x (its graph ends in cat)
+    powers = x.unsqueeze(-1).expand(*x.shape, n - 1).cumprod(-1)
+    ones = _make(array_module(powers._data).ones(powers._data.shape[:-1] + (1,),
+                                                 dtype=powers._data.dtype), False)
+    return cat([ones, powers], -1)
 
 
 def diagonal(A, *, offset=0, dim1=-2, dim2=-1):

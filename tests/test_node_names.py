@@ -6,7 +6,7 @@ Cases where ember's graph has a different top node (a composite op whose last st
 another primitive, a fused torch kernel ember writes as several ops) are listed in
 ``node_name_gaps.txt``; the test fails when a listed case starts to match (remove it)
 and when an unlisted one stops matching. ``python tests/test_node_names.py`` rewrites
-the list.
+the list. An entry may carry its reason after ``#`` (kept when the list is rewritten).
 """
 import glob
 import importlib
@@ -78,23 +78,33 @@ def survey():
     return out
 
 
+def _read_gaps():
+    """{case id: the reason written after ``#`` on its line ('' if none)}."""
+    out = {}
+    for line in open(GAPS).read().splitlines():
+        key, _, why = line.partition("#")
+        if key.strip():
+            out[key.strip()] = why.strip()
+    return out
+
+
 def _gaps(result):
     return sorted(k for k, (en, tn, _, _) in result.items() if en != tn)
 
 
 def test_node_names_equal_torch_over_oracle_tables():
     result = survey()
-    known = set(open(GAPS).read().split())
+    known = set(_read_gaps())
     gaps = set(_gaps(result))
     equal = len(result) - len(gaps)
     print(f"\nnode names: {equal} of {len(result)} oracle cases equal torch's")
     assert not gaps - known, f"new differences from torch: {sorted(gaps - known)}"
     assert not known - gaps - {k for k in known if k not in result}, \
         f"now equal to torch, remove from node_name_gaps.txt: {sorted(known & set(result) - gaps)}"
-    assert equal >= 1353
+    assert equal >= 1492
     # where the names agree, the number of inputs agrees too (no trailing (None, 0))
     edges = sorted(k for k, (en, tn, ne, nt) in result.items() if en == tn and ne != nt)
-    assert len(edges) <= 62, edges
+    assert len(edges) <= 53, edges
 
 
 
@@ -102,21 +112,19 @@ def _index_cases():
     full = slice(None)
     return [(0,), (-1,), (0, full), (full, 2), (full, 0, full), (0, Ellipsis), (Ellipsis, 1),
             (1, 2, 3), (slice(1, 3), 2), (0, slice(1, 3)), (slice(1, 3),), (full, None),
-            (0, None)]
+            (0, None), (Ellipsis,), (slice(0, 3),), (slice(None), slice(0, 4)),
+            (slice(-3, None),), (None, Ellipsis, 0)]
 
 
 def test_basic_index_node_names_as_torch():
-    """``x[0]``, ``x[:, 2]``...: torch's last node is a select when the last index item
-    that does something is an int."""
+    """``x[0]``, ``x[:, 2]``, ``x[None]``, ``x[...]``...: torch's last node is that of
+    the last index item that does something (select, slice, unsqueeze; alias if none)."""
     for idx in _index_cases():
         names = []
         for lib in (ember, torch):
             x = lib.zeros(3, 4, 5, requires_grad=True)
             fn = x[idx].grad_fn
             names.append((fn.name(), len(fn.next_functions)))
-        if idx[-1] is None:  # torch's unsqueeze: still a slice node in ember
-            assert names[0][0] == "SliceBackward0", idx
-            continue
         assert names[0] == names[1], idx
 
 
@@ -142,8 +150,9 @@ def test_composite_names_are_declared_on_the_functions():
 
 if __name__ == "__main__":
     res = survey()
+    why = _read_gaps()
     with open(GAPS, "w") as f:
-        f.write("\n".join(_gaps(res)) + "\n")
+        f.write("".join(f"{k}  # {why[k]}\n" if why.get(k) else f"{k}\n" for k in _gaps(res)))
     print(f"{len(res) - len(_gaps(res))} of {len(res)} equal; wrote {GAPS}")
     for k, (en, tn, ne, nt) in sorted(res.items()):
         if en == tn and ne != nt:

@@ -89,6 +89,9 @@ CASES = {
                         lambda r, d: ([_t(r, (3, 4), d, rg=False), _t(r, (4,), d)], {})),
     "Sub-first-only": (elementwise.Sub,
                        lambda r, d: ([_t(r, (3, 4), d), _t(r, (3, 4), d, rg=False)], {})),
+    # torch.rsub(x, y) and 2.5 - x: Sub on (other, input) under PyTorch's node names
+    "Rsub": (elementwise.Rsub, lambda r, d: ([_t(r, (4,), d), _t(r, (3, 4), d)], {})),
+    "RsubScalar": (elementwise.RsubScalar, lambda r, d: ([2.5, _t(r, (3, 4), d)], {})),
     "Mul-broadcast": (elementwise.Mul, lambda r, d: ([_t(r, (3, 1, 4), d), _t(r, (2, 4), d)], {})),
     "Mul-scalar": (elementwise.Mul, lambda r, d: ([-1.5, _t(r, (3, 4), d)], {})),
     "Div-broadcast": (elementwise.Div,

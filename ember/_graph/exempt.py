@@ -39,7 +39,8 @@ FAMILY_BASES = (
     sampling._Sample, _views.ViewPrimitive, bitwise._Bitwise, bitwise._Shift,
     elementwise._Compare, elementwise._MinMax, elementwise._FMinMax, extrema._AmaxAmin,
     extrema._ArgExtreme, extrema._EvenAll, extrema._SelectDim, linalg_decomp._SavesOutputs,
-    reduction._AllAny, reduction._VarStd, rnn._Layer, scan._CumExtreme, special._IgammaBase,
+    reduction._AllAny, reduction._StatMean, reduction._VarStd, rnn._Layer, scan._CumExtreme,
+    special._IgammaBase,
     unary._Predicate, unary._Unary)
 
 BACKWARD_ONLY = (

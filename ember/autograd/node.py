@@ -48,6 +48,9 @@ class Node:
     _pre_hooks = None
     _tensor_pre_hooks = None
     _n_in = None  # set when trailing inputs were plain values (dims, flags), not Tensors
+    # the inputs PyTorch's node lists, in its order, where they are not all of ember's
+    # (``where``'s condition and ``masked_fill``'s mask are no edges in PyTorch's graph)
+    _edge_inputs = None
 
     def name(self):
         """The node's name as PyTorch prints it, e.g. ``MulBackward0``."""
@@ -72,7 +75,10 @@ class Node:
     def next_functions(self):
         """((node, output_nr), ...) for each input; leaves appear as ``AccumulateGrad``."""
         out = []
-        edges = self._edges if self._n_in is None else self._edges[:self._n_in]
+        if self._edge_inputs is not None:
+            edges = [self._edges[i] for i in self._edge_inputs if i < len(self._edges)]
+        else:
+            edges = self._edges if self._n_in is None else self._edges[:self._n_in]
         for e in edges:
             if e is None:
                 out.append((None, 0))

@@ -44,6 +44,10 @@ __all__ = ["NO_TORCHSCRIPT"]
 # index arrays, several ember ops for one aten op): each needs an emitter, not yet written
 _NOT_YET = (
     "its arguments differ from its aten schema's; no emitter written yet",
+    elementwise.Addcdiv, elementwise.Addcmul, extrema._Aminmax, reduction._StdMean,
+    reduction._VarMean,
+    gather_scatter.IndexFillValue, gather_scatter.ScatterValue, indexing.GetItemAlias,
+    indexing.GetItemUnsqueeze, indexing.SetItemCopy, indexing.SetItemSlices,
     _einsum.DiagEmbed, _einsum.Diagonal, _einsum.Einsum, conv.ConvInput, conv.Fold, conv.Unfold,
     ctc.CtcNll, diagonals.DiagEmbed, diagonals.Diagonal, diagonals.DiagonalScatter,
     elementwise.TruncDivide, extrema._MaxAll, extrema._MinAll, extrema._MedianAll,

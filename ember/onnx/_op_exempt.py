@@ -69,8 +69,8 @@ _NO_OPERATOR = (
     special.special_erfcx.primitive, special.special_ndtr.primitive,
     special.special_ndtri.primitive, special.special_log_ndtr.primitive,
     special.special_entr.primitive, special.Igamma, special.Igammac, special.Polygamma,
-    special.Xlog1py, special.Zeta, elementwise.Atan2, elementwise.FloorDivide,
-    elementwise.Fmax, elementwise.Fmin, elementwise.Hypot, elementwise.Lerp,
+    special.Xlog1py, special.Zeta, elementwise.Atan2, elementwise.FloorDivide, elementwise.DivFloor,
+    elementwise.Fmax, elementwise.Fmin, elementwise.Hypot, elementwise.Lerp, elementwise.LerpTensor,
     elementwise.Nextafter, elementwise.TruncDivide, elementwise.Xlogy, power.RPowScalar,
     bitwise.LeftShift, bitwise.RightShift, linalg.Cdist, linalg.Cross,
     linalg_decomp.VectorNorm, scan.Logcumsumexp, scan.Cumprod, scan._Cummax, scan._Cummin,
@@ -79,6 +79,10 @@ _NO_OPERATOR = (
 
 _NOT_YET = (
     "ONNX has an equivalent (ScatterElements, Einsum...); no converter written yet",
+    elementwise.Addcdiv, elementwise.Addcmul, extrema._Aminmax, reduction._StdMean,
+    reduction._VarMean,
+    gather_scatter.IndexFillValue, gather_scatter.ScatterValue, indexing.GetItemAlias,
+    indexing.GetItemUnsqueeze, indexing.SetItemCopy, indexing.SetItemSlices,
     _einsum.DiagEmbed, _einsum.Diagonal, _einsum.Einsum, conv.Fold, conv.Unfold, ctc.CtcNll,
     diagonals.DiagEmbed, diagonals.Diagonal, diagonals.DiagonalScatter, extrema._MaxAll,
     extrema._MinAll, extrema._MedianAll,

@@ -4,6 +4,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
+from ember.autograd.node_names import name_output, node_name
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim, write_out
@@ -32,6 +33,7 @@ def _scatter_into(input, src, basic):
     return IndexPut.apply(input, src, basic, None, False)
 
 
+@node_name("SelectScatterBackward0")
 def select_scatter(input, src, dim, index):
     """``input`` with ``src`` embedded at ``index`` along ``dim`` (out of place)."""
     d = wrap_dim(dim, input._data.ndim)
@@ -42,6 +44,7 @@ def select_scatter(input, src, dim, index):
     return _scatter_into(input, src, (slice(None),) * d + (int(index), Ellipsis))
 
 
+@node_name("SliceScatterBackward0")
 @with_out
 def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     """``input`` with ``src`` embedded at ``start:end:step`` along ``dim`` (out of place)."""
@@ -165,7 +168,9 @@ def diag(input, diagonal=0, *, out=None):
     if nd == 1:
         return write_out(diag_embed(input, diagonal, 0, 1), out)
     if nd == 2:
-        return write_out(Diagonal.apply(input, int(diagonal), 0, 1).clone(), out)
+        # PyTorch's node for the copy of a diagonal
+        return write_out(name_output(Diagonal.apply(input, int(diagonal), 0, 1).clone(),
+                                     "DiagonalBackward0_copy"), out)
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {nd}D")
 
 

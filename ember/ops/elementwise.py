@@ -10,6 +10,7 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
+from ember.autograd.node_names import node_name
 from ember.ops import _batch, _jvp
 from ember.ops._util import (
     cj,
@@ -299,6 +300,38 @@ class Div(Primitive):
     fused = "{0} / {1}"  # one element, for the compile plan's fused loops
 
 
+# PyTorch's nodes for subtraction with a scale or reversed operands: the same arithmetic
+# as ``AddScaled``/``Sub`` on (other, input), listing the inputs in PyTorch's order
+class SubScaled(AddScaled):
+    _node_name = "SubBackward0"
+    _op_name = "AddScaled"
+
+
+class RsubScaled(AddScaled):
+    _node_name = "RsubBackward0"
+    _op_name = "AddScaled"
+    _edge_inputs = (1, 0)
+
+
+class Rsub(Sub):
+    _node_name = "RsubBackward0"
+    _op_name = "Sub"
+    _edge_inputs = (1, 0)
+
+
+class RsubScalar(Sub):
+    _node_name = "RsubBackward1"  # ``number - tensor``: PyTorch's Scalar overload
+    _op_name = "Sub"
+    _edge_inputs = (1,)
+
+
+def _rdiv(self, other):
+    """``other / self`` for a number ``other``: the reciprocal times ``other``, as
+    PyTorch computes it (its node is a ``MulBackward0``)."""
+    from ember.ops.unary import reciprocal
+    return _mul(reciprocal(self), other)
+
+
 def _binary_out(ufunc, a, b, out):
     """``ufunc(a, b)`` written into ``out(0, shape, dtype)``: two floating arrays of one
     dtype, or one and a Python number (NumPy casts the number to the array's dtype, as
@@ -351,6 +384,7 @@ class TruncDivide(Primitive):
 
 class Remainder(Primitive):
     broadcasts = True
+    _node_name = "RemainderBackward1"  # PyTorch's Tensor overload; a number: RemainderScalar
     save_inputs = (0, 1)
 
     def forward(self, a, b):
@@ -371,6 +405,7 @@ class Remainder(Primitive):
 
 class Fmod(Primitive):
     broadcasts = True
+    _node_name = "FmodBackward1"  # PyTorch's Tensor overload; a number: FmodScalar
     save_inputs = (0, 1)
 
     def forward(self, a, b):
@@ -385,6 +420,31 @@ class Fmod(Primitive):
     jvp = _jvp.diagonal
     batch = _batch.elementwise
     torchscript = "fmod"
+
+
+class RemainderScalar(Remainder):
+    """``remainder`` by a Python number: PyTorch's Scalar overload, one edge."""
+    _node_name = "RemainderBackward0"
+    _op_name = "Remainder"
+    _edge_inputs = (0,)
+
+
+class FmodScalar(Fmod):
+    """``fmod`` by a Python number: PyTorch's Scalar overload, one edge."""
+    _node_name = "FmodBackward0"
+    _op_name = "Fmod"
+    _edge_inputs = (0,)
+
+
+def _remainder(a, b):
+    op = RemainderScalar if isinstance(a, Tensor) and not isinstance(b, Tensor) else Remainder
+    return op.apply(a, b)
+
+
+class DivFloor(FloorDivide):
+    """``div(..., rounding_mode='floor')``: PyTorch's ``div.Tensor_mode`` node."""
+    _node_name = "DivBackward2"
+    _op_name = "FloorDivide"
 
 
 class Atan2(Primitive):
@@ -519,6 +579,7 @@ class Where(Primitive):
     batch = _batch.elementwise
     complex32_math = True
     torchscript = "where"
+    _edge_inputs = (1, 2)  # PyTorch's node lists the two values, not the condition
 
 
 class Lerp(Primitive):
@@ -546,6 +607,11 @@ class Lerp(Primitive):
     batch = _batch.elementwise
     torchscript = "lerp"
 
+
+
+class LerpTensor(Lerp):
+    _node_name = "LerpBackward1"  # a Tensor weight: PyTorch's second overload
+    _op_name = "Lerp"
 
 
 _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
@@ -576,7 +642,7 @@ def sub(input, other, *, alpha=1, out=None):
     if type(alpha) is int and alpha == 1:
         result = _sub(input, other)
     else:
-        result = AddScaled.apply(input, other, -alpha)
+        result = SubScaled.apply(input, other, -alpha)
     return result if out is None else write_out(result, out, "sub")
 
 
@@ -597,7 +663,7 @@ def div(input, other, *, rounding_mode=None, out=None):
     if rounding_mode is None:
         result = _div(input, other)
     elif rounding_mode == "floor":
-        result = FloorDivide.apply(input, other)
+        result = DivFloor.apply(input, other)
     elif rounding_mode == "trunc":
         result = TruncDivide.apply(input, other)
     else:
@@ -624,13 +690,14 @@ def floor_divide(input, other, *, out=None):
 @with_out
 def remainder(input, other, *, out=None):
     """Python-style modulus: the result has the sign of the divisor."""
-    return Remainder.apply(input, other)
+    return _remainder(input, other)
 
 
 @with_out
 def fmod(input, other, *, out=None):
     """C-style modulus: the result has the sign of the dividend."""
-    return Fmod.apply(input, other)
+    op = FmodScalar if isinstance(input, Tensor) and not isinstance(other, Tensor) else Fmod
+    return op.apply(input, other)
 
 
 @with_out
@@ -668,7 +735,7 @@ def lerp(input, end, weight, *, out=None):
     if not isinstance(end, Tensor):
         raise TypeError(f"lerp(): argument 'end' (position 1) must be Tensor, not "
                         f"{type(end).__name__}")
-    return Lerp.apply(input, end, weight)
+    return (LerpTensor if isinstance(weight, Tensor) else Lerp).apply(input, end, weight)
 
 
 @with_out
@@ -684,16 +751,27 @@ def copysign(input, other, *, out=None):
 def rsub(input, other, *, alpha=1):
     """``other - alpha * input`` (subtraction with the operands reversed)."""
     if isinstance(other, Tensor):
-        return sub(other, input, alpha=alpha)
-    return other - input * alpha if alpha != 1 else other - input
+        if type(alpha) is int and alpha == 1:
+            return Rsub.apply(other, input)
+        return RsubScaled.apply(other, input, -alpha)
+    if alpha != 1:
+        return other - input * alpha
+    return RsubScalar.apply(other, input)
 
 
+def _rsub_scalar(self, other):
+    """``other - self`` for a number ``other`` (the reflected ``-``)."""
+    return RsubScalar.apply(other, self)
+
+
+@node_name("LogaddexpBackward0")
 @with_out
 def logaddexp(input, other, *, out=None):
     """``log(exp(input) + exp(other))`` without overflow."""
     return _logaddexp(input, other, base2=False)
 
 
+@node_name("Logaddexp2Backward0")
 @with_out
 def logaddexp2(input, other, *, out=None):
     """``log2(2 ** input + 2 ** other)`` without overflow."""
@@ -732,20 +810,66 @@ def _check_tensors(op, tensor1, tensor2):
                             f"not {type(t).__name__}")
 
 
+class Addcmul(Primitive):
+    """``x + value * t1 * t2`` in one node, as PyTorch's; computed as the products and
+    the sum would be, one rounding each."""
+    broadcasts = True
+    save_inputs = (1, 2)
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+
+    def forward(self, x, t1, t2, value):
+        self.value = value
+        p = t1 if value == 1 else Mul.forward(self, value, t1)
+        return Add.forward(self, x, Mul.forward(self, p, t2))
+
+    def backward(self, gy):
+        t1, t2 = self.saved_tensors
+        e, v = self._edges, self.value
+        g1 = g2 = None
+        if e[1] is not None:
+            g1 = gy * cj(t2) if v == 1 else gy * cj(t2) * cj(v)
+        if e[2] is not None:
+            g2 = gy * cj(t1 if v == 1 else v * t1)
+        return gy, g1, g2, None
+
+
+class Addcdiv(Primitive):
+    """``x + value * (t1 / t2)`` in one node, as PyTorch's; computed as the quotient,
+    product and sum would be, one rounding each."""
+    broadcasts = True
+    save_inputs = (1, 2)
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+
+    def forward(self, x, t1, t2, value):
+        self.value = value
+        q = Div.forward(self, t1, t2)
+        return Add.forward(self, x, Mul.forward(self, value, q))
+
+    def backward(self, gy):
+        t1, t2 = self.saved_tensors
+        e = self._edges
+        gq = gy * cj(self.value)
+        g1 = gq / cj(t2) if e[1] is not None else None
+        g2 = -gq * cj(t1 / t2 / t2) if e[2] is not None else None
+        return gy, g1, g2, None
+
+
 @with_out
 def addcmul(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 * tensor2``."""
     _check_tensors("addcmul", tensor1, tensor2)
     if input.dtype.name == "bool":
         raise RuntimeError('"addcmul_cpu_out" not implemented for \'Bool\'')
-    return input + value * tensor1 * tensor2 if value != 1 else input + tensor1 * tensor2
+    return Addcmul.apply(input, tensor1, tensor2, value)
 
 
 @with_out
 def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 / tensor2``."""
     _check_tensors("addcdiv", tensor1, tensor2)
-    return input + value * (tensor1 / tensor2)
+    return Addcdiv.apply(input, tensor1, tensor2, value)
 
 
 # ----- the public ops, each named once: function, Tensor method, in-place method ------------
@@ -777,15 +901,15 @@ def _bind():
     T.__add__ = _add
     T.__radd__ = Add.binary_function(reflected=True)
     T.__sub__ = _sub
-    T.__rsub__ = Sub.binary_function(reflected=True)
+    T.__rsub__ = _checked(_rsub_scalar, "-")
     T.__mul__ = _mul
     T.__rmul__ = Mul.binary_function(reflected=True)
     T.__truediv__ = _div
-    T.__rtruediv__ = Div.binary_function(reflected=True)
+    T.__rtruediv__ = _checked(_rdiv, "/")
     T.__rdiv__ = T.__rtruediv__  # PyTorch keeps Python 2's name too
     T.__floordiv__ = _checked(lambda self, other: FloorDivide.apply(self, other), "//")
     T.__rfloordiv__ = _checked(lambda self, other: FloorDivide.apply(other, self), "//")
-    T.__mod__ = _checked(lambda self, other: Remainder.apply(self, other), "%")
+    T.__mod__ = _checked(_remainder, "%")
     T.__rmod__ = _checked(lambda self, other: Remainder.apply(other, self), "%")
     T.__eq__ = lambda self, other: eq(self, other) if _operand(other) else NotImplemented
     T.__ne__ = lambda self, other: ne(self, other) if _operand(other) else NotImplemented

@@ -334,11 +334,51 @@ def aminmax(input, *, dim=None, keepdim=False, out=None):
         if a is not None and x.shape[a] == 0:
             raise IndexError(f"aminmax(): Expected reduction dim {a} to have non-zero size.")
         axes = () if a is None else a
-    mn, mx = amin(input, axes, keepdim), amax(input, axes, keepdim)
-    if axes != () and x.dtype.kind == "f":
-        for t in (mn, mx):
-            _first_zero_sign(t._data, x, axes, keepdim)
+    mn, mx = _Aminmax.apply(input, _axes(input, axes), keepdim, axes != ())
     return return_types.aminmax(mn, mx)
+
+
+class _Aminmax(Primitive):
+    """``(min, max)`` over ``axes`` in one node, as PyTorch's ``aminmax``; each gradient
+    is shared evenly among ties, as ``amin``'s and ``amax``'s."""
+    _node_name = "AminmaxBackward0"
+    n_outputs = 2
+    save_inputs = (0,)
+    batch = _batch.dim_rule(1)
+
+    def forward(self, x, axes, keepdim, along_dim):
+        self.meta = (x.shape, axes, keepdim)
+        mn = np.amin(x, axis=axes, keepdims=keepdim)
+        mx = np.amax(x, axis=axes, keepdims=keepdim)
+        if along_dim and x.dtype.kind == "f":
+            for y in (mn, mx):
+                _first_zero_sign(y, x, axes[0], keepdim)
+        self.picked = (mn.copy(), mx.copy())  # the user may write into the results
+        return mn, mx
+
+    def _weights(self, x, y):
+        """Where ``x`` equals the reduced ``y``, 1 / (the number of ties); else 0."""
+        in_shape, axes, keepdim = self.meta
+        mask = x == _keep(_make(y), in_shape, axes, keepdim)
+        return mask / mask.sum(axes, keepdim=True)
+
+    def backward(self, gmin, gmax):
+        x, = self.saved_tensors
+        in_shape, axes, keepdim = self.meta
+        g = None
+        for gy, y in zip((gmin, gmax), self.picked):
+            if gy is not None:
+                part = _keep(gy, in_shape, axes, keepdim) * self._weights(x, y)
+                g = part if g is None else g + part
+        return g, None, None, None
+
+    def jvp(self, t, *_):
+        if t is None:
+            return None, None
+        x = self.fw_inputs[0].detach()
+        _, axes, keepdim = self.meta
+        return tuple((self._weights(x, y) * t).sum(axes, keepdim=keepdim)
+                     for y in self.picked)
 
 
 def _first_zero_sign(y, x, axis, keepdim):

@@ -9,6 +9,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
+from ember.autograd.node_names import name_output
 from ember.backend.dtypes import through_float32
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
@@ -187,7 +188,10 @@ def _scalar_wrap(fn):
         if input._data.ndim == 0 and index._data.ndim == 0:
             rest = tuple(r.reshape(1) if isinstance(r, Tensor) and r._data.ndim == 0 else r
                          for r in rest)
-            return fn(input.reshape(1), dim, index.reshape(1), *rest, **kw).reshape(())
+            out = fn(input.reshape(1), dim, index.reshape(1), *rest, **kw)
+            # PyTorch's kernel takes 0-d operands itself: the node is the op's, not a view's
+            return name_output(out.reshape(()), out.grad_fn.name(), (input,) + rest) \
+                if out.grad_fn is not None else out.reshape(())
         return fn(input, dim, index, *rest, **kw)
     wrapped.__name__, wrapped.__doc__ = fn.__name__, fn.__doc__
     return wrapped
@@ -224,6 +228,11 @@ def _src_for(input, src):
                     f"{type(src).__name__}")
 
 
+class ScatterValue(Scatter):
+    _node_name = "ScatterBackward1"  # PyTorch's ``scatter.value`` overload (a number)
+    _op_name = "Scatter"
+
+
 @with_out
 @_scalar_wrap
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
@@ -238,7 +247,8 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     src = _src_for(input, src)
     d, idx = _gather_checks("scatter", input, dim, index,
                             src if isinstance(src, Tensor) else None)
-    return Scatter.apply(input, src, idx, d, reduce)
+    op = Scatter if isinstance(src, Tensor) else ScatterValue
+    return op.apply(input, src, idx, d, reduce)
 
 
 @with_out
@@ -422,7 +432,7 @@ class IndexCopy(Primitive):
 
 
 class IndexFill(Primitive):
-    _node_name = "IndexFillBackward1"
+    _node_name = "IndexFillBackward1"  # a Tensor value; a number: IndexFillValue
 
     def forward(self, x, value, idx, dim):
         self.meta = (idx, dim)
@@ -528,6 +538,11 @@ def index_copy(input, dim, index, source, *, out=None):
     return IndexCopy.apply(input, src, idx, d)
 
 
+class IndexFillValue(IndexFill):
+    _node_name = "IndexFillBackward0"  # PyTorch's overload with a number
+    _op_name = "IndexFill"
+
+
 def index_fill(input, dim, index, value):
     """``input`` with the slices along ``dim`` at ``index`` set to ``value`` (a number or
     a 0-d tensor, which gets a gradient)."""
@@ -541,9 +556,10 @@ def index_fill(input, dim, index, value):
         if value._data.dtype != input._data.dtype:
             value = value.to(input.dtype)
     _check_range(idx, input._data.shape[d] if input._data.ndim else 1, d, IndexError)
+    op = IndexFill if isinstance(value, Tensor) else IndexFillValue
     if input._data.ndim == 0:
-        return IndexFill.apply(input.reshape(1), value, idx, 0).reshape(())
-    return IndexFill.apply(input, value, idx, d)
+        return op.apply(input.reshape(1), value, idx, 0).reshape(())
+    return op.apply(input, value, idx, d)
 
 
 @with_out

@@ -277,14 +277,45 @@ class Select(GetItem):
     _node_name = "SelectBackward0"
 
 
-def _basic_class(idx):
-    """GetItem, or Select when the last item of the index tuple that is not ``...``
-    or a plain ``:`` is an int (the node PyTorch's indexing leaves last)."""
-    for it in reversed(idx):
-        if it is Ellipsis or (type(it) is slice and it == _FULL):
-            continue
-        return Select if type(it) is int else GetItem
-    return GetItem
+class GetItemUnsqueeze(GetItem):
+    """Basic indexing whose last index that does something is None (``x[None]``)."""
+    _node_name = "UnsqueezeBackward0"
+    _op_name = "GetItem"
+
+
+class GetItemAlias(GetItem):
+    """Basic indexing that does nothing (``x[...]``, ``x[:]``): PyTorch's alias."""
+    _node_name = "AliasBackward0"
+    _op_name = "GetItem"
+
+
+def _basic_class(idx, shape):
+    """The class whose node PyTorch's indexing leaves last for the basic index tuple
+    ``idx`` (ints, slices, None and one ``...``) on ``shape``: its items act in order (an
+    int selects, None unsqueezes, a slice slices unless it keeps the whole dim) and the
+    last one that does something names the node; none does: an alias."""
+    last, dim = GetItemAlias, 0
+    for it in idx:
+        t = type(it)
+        if t is int:
+            last, dim = Select, dim + 1
+        elif it is None:
+            last = GetItemUnsqueeze
+        elif t is slice:
+            if not (it.start in (None, 0) and it.step in (None, 1) and
+                    (it.stop is None or (type(it.stop) is int and dim < len(shape) and
+                                         it.stop >= shape[dim]))):
+                last = GetItem
+            dim += 1
+        elif it is Ellipsis:
+            dim = len(shape) - _n_dims_after(idx, it)
+    return last
+
+
+def _n_dims_after(idx, ell):
+    """How many dims the items after ``...`` in ``idx`` index."""
+    after = idx[next(i for i, it in enumerate(idx) if it is ell) + 1:]
+    return len([it for it in after if it is not None and it is not Ellipsis])
 
 
 class GetItemAdvanced(Primitive):
@@ -350,6 +381,7 @@ def getitem(self, idx):
         return Select.apply(self, (idx, Ellipsis))
     if ti is slice and (idx.step is None or (type(idx.step) is int and idx.step > 0)) \
             and self._data.ndim:
+        # a lone slice is always PyTorch's slice node (even ``x[:]``; ``x[:,]`` is not)
         return GetItem.apply(self, (idx, Ellipsis))
     if ti is Tensor and self._data.size:
         a = idx._data
@@ -378,10 +410,11 @@ def getitem(self, idx):
             break
         else:
             if n_ell <= 1:
-                return _basic_class(idx).apply(self, idx if n_ell else idx + (Ellipsis,))
+                return _basic_class(idx, self._data.shape).apply(
+                    self, idx if n_ell else idx + (Ellipsis,))
     basic, adv = parse_index(idx, self._data.shape, self._data)
     if adv is None:
-        return GetItem.apply(self, basic)
+        return _basic_class(basic, self._data.shape).apply(self, basic)
     return gather_index(self, basic, adv)
 
 
@@ -421,6 +454,7 @@ def _write_checked(arr, basic, adv, value, accumulate=False):
 class IndexPut(Primitive):
     """``x`` with ``value`` written (or added) at ``x[basic][adv]``; out of place."""
     _node_name = "IndexPutBackward0"
+    _edge_inputs = (0, 1)  # a number value is an edge too (a wrapped tensor in PyTorch)
 
     def forward(self, x, value, basic, adv, accumulate=False):
         self.meta = (basic, adv, accumulate, np.shape(value))
@@ -466,7 +500,19 @@ def _value_for(self, value):
     return tensor(value, dtype=self.dtype, device=self.device)
 
 
-def _put(self, basic, adv, value, accumulate):
+# ``x[idx] = v`` as PyTorch records it: a copy into the view ``x[basic]`` (its node wraps
+# the copy: CopySlices), or, where ``basic`` is all of ``x``, the copy itself
+class SetItemSlices(IndexPut):
+    _node_name = "torch::autograd::CopySlices"
+    _op_name = "IndexPut"
+
+
+class SetItemCopy(IndexPut):
+    _node_name = "torch::autograd::CopyBackwards"
+    _op_name = "IndexPut"
+
+
+def _put(self, basic, adv, value, accumulate, op=IndexPut):
     """Write into ``self`` in place, recording the write when a graph is being built."""
     value = _value_for(self, value)
     if not _grad_state.grad_enabled or not (self._requires_grad or (
@@ -476,7 +522,7 @@ def _put(self, basic, adv, value, accumulate):
         self._vc[0] += 1
         return self
     check_inplace(self)
-    return commit(self, IndexPut.apply(self, value, basic, adv, accumulate))
+    return commit(self, op.apply(self, value, basic, adv, accumulate))
 
 
 def setitem(self, idx, value):
@@ -487,7 +533,11 @@ def setitem(self, idx, value):
             not hasattr(value, "__cuda_array_interface__"):
         raise TypeError(f"can't assign a {type(value).__name__} to a {self.type()}")
     basic, adv = parse_index(idx, self._data.shape, self._data)
-    _put(self, basic, adv, value, False)
+    if _basic_class(basic, self._data.shape) is not GetItemAlias:
+        op = SetItemSlices
+    else:
+        op = IndexPut if adv is not None else SetItemCopy
+    _put(self, basic, adv, value, False, op)
 
 
 def _index_put_args(input, indices, values):
@@ -525,6 +575,7 @@ def index_put_(input, indices, values, accumulate=False):
     return _put(input, basic, adv, values, bool(accumulate))
 
 
+@node_name("PutBackward0")
 def put(input, index, source, accumulate=False):
     """``input`` with ``source``'s elements written at the flat positions ``index``."""
     idx = _check_flat_index(index, input._data.size).reshape(-1)
@@ -601,18 +652,31 @@ class MaskedFill(Primitive):
     jvp = _jvp.linear(0, 2)
     batch = _batch.elementwise
     complex32_math = True
+    _edge_inputs = (0,)  # PyTorch's node lists the input only: the mask is no edge
+
+
+class MaskedFillTensor(MaskedFill):
+    """``masked_fill`` with a 0-d Tensor value: PyTorch's second overload."""
+    _node_name = "MaskedFillBackward1"
+    _op_name = "MaskedFill"
+    _edge_inputs = (0, 2)
+
+
+def _masked_fill(input, mask, value):
+    op = MaskedFillTensor if isinstance(value, Tensor) else MaskedFill
+    return op.apply(input, mask, value)
 
 
 def masked_fill(input, mask, value):
     """``input`` with ``value`` (a number or 0-d tensor) where ``mask`` (bool,
     broadcastable) is True."""
-    return MaskedFill.apply(input, mask, value)
+    return _masked_fill(input, mask, value)
 
 
 def masked_fill_(self, mask, value):
     """In-place ``masked_fill``."""
     check_inplace(self)
-    return commit(self, MaskedFill.apply(self, mask, value))
+    return commit(self, _masked_fill(self, mask, value))
 
 
 def _check_bool_mask(op, mask):

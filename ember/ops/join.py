@@ -287,8 +287,8 @@ def chunk(input, chunks, dim=0):
         raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     d = wrap_dim(dim, nd)
     n = input._data.shape[d]
-    if n == 0:
-        return Split.apply(input, (0,) * chunks, d)
+    if n == 0:  # PyTorch's split_with_sizes, and its node
+        return SplitWithSizes.apply(input, (0,) * chunks, d)
     return split(input, -(-n // chunks), d)
 
 
@@ -452,11 +452,19 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         r = int(repeats)
     if (int(r.min()) if hasattr(r, "min") and r.size else r if isinstance(r, int) else 0) < 0:
         raise RuntimeError("repeats can not be negative")
-    idx = xp.repeat(xp.arange(n, dtype=np.int64), r)
-    if output_size is not None and idx.size != output_size:
+    total = n * r if isinstance(r, int) else int(r.sum())
+    if output_size is not None and total != output_size:
         raise RuntimeError(f"allocated size does not match required size: {output_size} vs "
-                           f"{idx.size}")
+                           f"{total}")
+    if not isinstance(repeats, Tensor):
+        # an int count: PyTorch expands a new dim after ``d``, copies and flattens
+        # (its graph ends in that view)
+        shape = input._data.shape
+        wide = input.unsqueeze(d + 1).expand(*shape[:d + 1], r, *shape[d + 1:])
+        return wide.clone().flatten(d, d + 1)
+    idx = xp.repeat(xp.arange(n, dtype=np.int64), r)
     return index_select(input, d, _make(idx))
+
 
 
 def split_with_sizes(input, split_sizes, dim=0):

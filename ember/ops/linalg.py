@@ -246,9 +246,12 @@ def dot(input, tensor, *, out=None):
     return _write_out(_dot("dot", input, tensor), out)
 
 
+@node_name("VdotBackward0")
 def vdot(input, other, *, out=None):
     """Dot product of two 1-D tensors, conjugating the first (real tensors: ``dot``)."""
     _need_tensors("vdot", ["input", "other"], input, other)
+    if input.is_complex() and other.dtype == input.dtype:
+        input = input.conj()
     return _write_out(_dot("vdot", input, other), out)
 
 
@@ -322,16 +325,19 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     return _write_out(_scaled_add(input, mm(mat1, mat2), beta, alpha), out)
 
 
+@node_name("AddmvBackward0")
 def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * (mat @ vec)``."""
     return _write_out(_scaled_add(input, mv(mat, vec), beta, alpha), out)
 
 
+@node_name("BaddbmmBackward0")
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * bmm(batch1, batch2)``."""
     return _write_out(_scaled_add(input, bmm(batch1, batch2), beta, alpha), out)
 
 
+@node_name("AddbmmBackward0")
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (the batch is summed)."""
     prod = bmm(batch1, batch2)
@@ -340,6 +346,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
                       out, "addbmm")
 
 
+@node_name("AddrBackward0")
 def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * outer(vec1, vec2)``."""
     if input.dtype.name == vec1.dtype.name == vec2.dtype.name == "bool":
@@ -368,9 +375,9 @@ def matrix_power(input, n, *, out=None):
     n = int(n)
     if n == 0:
         eye = _make(_eye_like(input._data, rows), False)
-        # an identity that still depends on input, with a zero gradient, as PyTorch's
-        everywhere = _make(array_module(input._data).ones((), dtype=bool), False)
-        return _write_out(input.masked_fill(everywhere, 0) + eye, out, "matrix_power")
+        # identities copied over a copy of input: still depending on it, with a zero
+        # gradient (PyTorch's graph: the copy's node)
+        return _write_out(input.clone().copy_(eye.expand(input.shape)), out, "matrix_power")
     if n < 0:
         from ember.ops.linalg_decomp import inverse
         input = inverse(input)
@@ -612,10 +619,16 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     P, R = x1.shape[-2], x2.shape[-2]
     if p == 2 and (compute_mode == "use_mm_for_euclid_dist" or (
             compute_mode == "use_mm_for_euclid_dist_if_necessary" and (P > 25 or R > 25))):
-        n1 = (x1 * x1).sum(-1, keepdim=True)
-        n2 = (x2 * x2).sum(-1, keepdim=True)
-        d2 = n1 - 2 * x1.matmul(x2.mT) + n2.mT
-        return d2.clamp_min(1e-30).sqrt()
+        # on the batch flattened to one dim, viewed back at the end (PyTorch's graph for
+        # this route ends in that view)
+        batch = tuple(np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
+        M = x1.shape[-1]
+        a = x1.expand(*batch, P, M).reshape(-1, P, M)
+        b = x2.expand(*batch, R, M).reshape(-1, R, M)
+        n1 = (a * a).sum(-1, keepdim=True)
+        n2 = (b * b).sum(-1, keepdim=True)
+        d2 = n1 - 2 * a.matmul(b.mT) + n2.mT
+        return d2.clamp_min(1e-30).sqrt().view(*batch, P, R)
     return Cdist.apply(x1, x2, float(p))
 
 

@@ -296,7 +296,11 @@ def logdet(input):
     """``log(det(input))``: nan for a negative determinant, -inf for a singular matrix."""
     _check_square("logdet", input)
     sign, logabs = Slogdet.apply(input)
-    return logabs + sign.detach().log()
+    if input.is_complex():
+        return logabs + sign.detach().log()
+    # PyTorch's: NaN where the determinant is negative (no gradient there)
+    from ember.ops.elementwise import where
+    return where(sign.detach() == -1, math.nan, logabs)
 
 
 # ----- solve -----------------------------------------------------------------------------
@@ -326,6 +330,7 @@ def _solve(a, b):
     return Solve.apply(a, b)
 
 
+@node_name("LinalgSolveExBackward0")  # vectors and left=False in PyTorch's one node
 def solve(A, B, *, left=True, out=None):
     """The solution ``X`` of ``A @ X = B`` (or ``X @ A = B`` with ``left=False``).
 
@@ -472,6 +477,7 @@ def cholesky_solve(B, L, upper=False, *, out=None):
     return _write_out(solve(_from_cholesky(L, upper, "cholesky_solve"), B), out, "cholesky_solve")
 
 
+@node_name("CholeskyInverseBackward0")
 def cholesky_inverse(L, upper=False, *, out=None):
     """The inverse of ``A = L L^T`` (or ``U^T U``) from its Cholesky factor."""
     _check_float("cholesky_inverse", L)

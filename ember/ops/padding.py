@@ -67,8 +67,12 @@ _NP_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
 def _pad_name(input, pad, mode="constant", value=None):
-    # PyTorch's reflection kernels are named for the number of padded dims
-    return f"ReflectionPad{len(pad) // 2}DBackward0" if mode == "reflect" else None
+    # PyTorch's reflection and replication kernels are named for the number of padded
+    # dims; its circular padding copies the pieces into a new tensor (the last copy's node)
+    if mode in ("reflect", "replicate"):
+        kind = "Reflection" if mode == "reflect" else "Replication"
+        return f"{kind}Pad{len(pad) // 2}DBackward0"
+    return "torch::autograd::CopySlices" if mode == "circular" else None
 
 
 @node_name(_pad_name)

@@ -129,6 +129,7 @@ class RPowScalar(Primitive):
     """``c ** x`` for a Python number ``c``."""
     save_output = True
     _node_name = "PowBackward2"
+    _edge_inputs = (1,)  # the number is no edge in PyTorch's node
 
     def forward(self, c, x):
         c, x = promote_arrays(c, x)

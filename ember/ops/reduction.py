@@ -205,8 +205,21 @@ class MeanDim(Mean):
     _op_name = "Mean"
 
 
+class _AllDims:
+    """The default ``dim`` of ``sum`` and ``mean``: all dims, and PyTorch's node of the
+    overload without ``dim`` (``SumBackward0``); ``dim=None`` given explicitly is the
+    ``dim`` overload (``SumBackward1``), as in PyTorch."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "None"
+
+
+_ALL_DIMS = _AllDims()
+
+
 @with_out
-def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
+def sum(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None, out=None):
     """Sum of ``input`` over ``dim`` (an int, a tuple of ints, or all dims when None).
 
     Bool and integer tensors sum as int64 unless ``dtype`` is given; ``dtype`` casts
@@ -215,7 +228,10 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, out=None):
         >>> ember.tensor([[1, 2], [3, 4]]).sum(0)
         tensor([4, 6])
     """
-    op = Sum if dim is None else SumDim
+    if dim is _ALL_DIMS:
+        op, dim = Sum, None
+    else:
+        op = SumDim
     return op.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
 
 
@@ -226,10 +242,13 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None, out=None):
 
 
 @with_out
-def mean(input, dim=None, keepdim=False, *, dtype=None, out=None):
+def mean(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None, out=None):
     """Mean of ``input`` over ``dim`` (an int, a tuple, or all dims); floating inputs only,
     unless ``dtype`` names a floating dtype to compute in. The mean of nothing is NaN."""
-    op = Mean if dim is None else MeanDim
+    if dim is _ALL_DIMS:
+        op, dim = Mean, None
+    else:
+        op = MeanDim
     return op.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
 
 
@@ -344,7 +363,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
     the input: with one zero, only that element gets a (nonzero) gradient.
     """
     axis = None if dim is None else _axis(input, dim, "prod")
-    return (Prod if axis is None else ProdDim).apply(input, axis, keepdim, _np_dtype(dtype))
+    return (Prod if dim is None else ProdDim).apply(input, axis, keepdim, _np_dtype(dtype))
 
 
 # ----- variance and standard deviation --------------------------------------------------------
@@ -365,7 +384,13 @@ def _stat_mean(input, axes, keepdim):
     xp = array_module(d)
     if d.dtype.kind != "f" or xp.isfinite(d).all():
         return m
-    x = input._data
+    m._data = _stat_mean_fix(d, input._data, axes, keepdim)
+    return m
+
+
+def _stat_mean_fix(d, x, axes, keepdim):
+    """:func:`_stat_mean`'s correction of a mean ``d`` that is not finite (a new array)."""
+    xp = array_module(d)
     if d.dtype == np.float32:
         d = xp.asarray(x.astype(np.float64).mean(axis=axes, keepdims=keepdim), np.float32)
     else:
@@ -376,8 +401,7 @@ def _stat_mean(input, axes, keepdim):
         shape[a] = x.shape[a]
         last = last & (xp.arange(x.shape[a]) == x.shape[a] - 1).reshape(shape)
     d[(xp.isinf(x) & ~last).any(axis=axes, keepdims=keepdim)] = np.nan
-    m._data = d
-    return m
+    return d
 
 
 class _VarStd(Primitive):
@@ -437,6 +461,70 @@ class _Std(_VarStd):
         return self._var_backward(g_var, x), None, None, None
 
 
+class _StatMean(_VarStd):
+    """``(statistic, mean)`` in one node, as PyTorch's ``var_mean``/``std_mean``; the
+    mean as :func:`_stat_mean` gives it."""
+    n_outputs = 2
+
+    def forward(self, x, axes, correction, keepdim):
+        v = _VarStd.forward(self, x, axes, correction, keepdim)
+        m = object.__new__(Mean).forward(x, axes, keepdim, None)
+        if not array_module(m).isfinite(m).all():
+            m = _stat_mean_fix(array_module(m).asarray(m), x, axes, keepdim)
+        return v, m
+
+    def backward(self, g_stat, g_mean):
+        x, = self.saved_tensors
+        in_shape, axes, keepdim, _ = self.meta
+        g = None if g_stat is None else self.stat_backward(g_stat, x)
+        if g_mean is not None:
+            n = math.prod(in_shape[a] for a in axes)
+            part = _restore(g_mean / n, in_shape, axes, keepdim)
+            g = part if g is None else g + part
+        return g, None, None, None
+
+    def jvp(self, t, *_):
+        if t is None:
+            return None, None
+        x = self.fw_inputs[0].detach()
+        _, axes, keepdim, dof = self.meta
+        scale = 2.0 / dof if dof != 0 else math.copysign(math.inf, dof)
+        t_var = ((x - x.mean(axes, keepdim=True)) * t).sum(axes, keepdim=keepdim) * scale
+        return self.stat_tangent(t_var, x), t.mean(axes, keepdim=keepdim)
+
+
+class _VarMean(_StatMean):
+    _node_name = "VarMeanBackward0"
+    finish = staticmethod(_Var.finish)
+
+    def stat_backward(self, gy, x):
+        return self._var_backward(gy, x)
+
+    @staticmethod
+    def stat_tangent(t_var, x):
+        return t_var
+
+
+class _StdMean(_StatMean):
+    _node_name = "StdMeanBackward0"
+    finish = staticmethod(_Std.finish)
+
+    def _std(self, x):
+        # the forward's standard deviation again, recorded under create_graph so that
+        # second derivatives see it depend on x (a node with two outputs saves no output)
+        _, axes, keepdim, dof = self.meta
+        n = math.prod(x.shape[a] for a in axes)
+        return _Std.apply(x, axes, n - dof, keepdim)
+
+    def stat_backward(self, gy, x):
+        y = self._std(x)
+        return self._var_backward((gy / (y * 2)).masked_fill(y == 0, 0.0), x)
+
+    def stat_tangent(self, t_var, x):
+        y = self._std(x)
+        return (t_var / (y * 2)).masked_fill(y == 0, 0.0)
+
+
 def _var_args(op, input, dim, unbiased, keepdim, correction):
     if isinstance(dim, bool):  # var(input, unbiased)
         if unbiased is not None:
@@ -475,7 +563,7 @@ def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, 
     if input.is_complex():
         return var(input, dim, unbiased, keepdim, correction=correction), \
             _stat_mean(input, axes, keepdim)
-    return _Var.apply(input, axes, c, keepdim), _stat_mean(input, axes, keepdim)
+    return _VarMean.apply(input, axes, c, keepdim)
 
 
 @with_out
@@ -485,7 +573,7 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, 
     if input.is_complex():
         return std(input, dim, unbiased, keepdim, correction=correction), \
             _stat_mean(input, axes, keepdim)
-    return _Std.apply(input, axes, c, keepdim), _stat_mean(input, axes, keepdim)
+    return _StdMean.apply(input, axes, c, keepdim)
 
 
 # ----- norms ---------------------------------------------------------------------------------

@@ -58,7 +58,8 @@ def flipud(input):
 class Roll(Primitive):
     def forward(self, x, shifts, dims):
         self.meta = (shifts, dims)
-        return _xp(x).roll(x, shifts, axis=dims)
+        # no dims (PyTorch's ``dims=[]``): the elements rolled in row-major order
+        return _xp(x).roll(x, shifts, axis=dims or None)
 
     def backward(self, gy):
         shifts, dims = self.meta
@@ -81,7 +82,7 @@ def roll(input, shifts, dims=None):
         if len(shifts) != 1:
             raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
                                "dims:0")
-        return Roll.apply(input.reshape(-1), shifts, (0,)).reshape(input._data.shape)
+        return Roll.apply(input, shifts, ())  # over the flattened elements, in one node
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:"

@@ -381,8 +381,9 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     if n < 0:
         raise RuntimeError(f"order must be non-negative but got {n}")
     axis = wrap_dim(dim, input._data.ndim)
-    if n == 0:  # PyTorch ignores prepend and append then
-        return input.clone()
+    if n == 0:  # PyTorch ignores prepend and append then, and copies input into a new tensor
+        from ember._factory import empty_like
+        return empty_like(input).copy_(input)
     for name, p in (("prepend", prepend), ("append", append)):
         if p is not None and not isinstance(p, Tensor):
             raise TypeError(f"diff(): argument '{name}' must be Tensor, not {type(p).__name__}")

@@ -304,8 +304,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         norm = norm.clamp_min(0)
     else:
         norm = max(norm, 0)
-    c = c / norm
-    return c.reshape(()) if c.shape == (1, 1) else c
+    return (c / norm).squeeze()  # one variable: a 0-d result, as PyTorch
 
 
 def corrcoef(input):

@@ -160,14 +160,15 @@ log = _unary("Log", np.log, lambda gy, x, y: gy / cj(x), doc="Natural logarithm.
              onnx="Log", torchscript="log")
 log2 = _unary("Log2", np.log2, lambda gy, x, y: gy / cj(x * math.log(2)), torchscript="log2")
 log10 = _unary("Log10", np.log10, lambda gy, x, y: gy / cj(x * math.log(10)), torchscript="log10")
-log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / cj(x + 1), torchscript="log1p")
+log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / cj(x + 1), torchscript="log1p",
+               _node_name="Log1PBackward0")
 sqrt = _unary("Sqrt", np.sqrt, lambda gy, x, y: gy / cj(y * 2), save="y",
               onnx="Sqrt", torchscript="sqrt")
 neg.primitive.fused = "-{0}"  # one element, for the compile plan's fused loops
 rsqrt = _unary("Rsqrt", lambda x: 1 / np.sqrt(x), lambda gy, x, y: gy * cj(y.pow(3)) * -0.5,
                save="y", doc="``1 / sqrt(input)``.", torchscript="rsqrt")
 square = _unary("Square", _square_np, lambda gy, x, y: gy * cj(x * 2), floating=False,
-                torchscript="square")
+                torchscript="square", _node_name="PowBackward0")  # PyTorch: pow(x, 2)
 sin = _unary("Sin", np.sin, lambda gy, x, y: gy * cj(x.cos()), onnx="Sin", torchscript="sin")
 cos = _unary("Cos", np.cos, lambda gy, x, y: gy * -cj(x.sin()), onnx="Cos", torchscript="cos")
 tan = _unary("Tan", np.tan, lambda gy, x, y: gy * cj(y * y + 1), save="y",
@@ -255,9 +256,9 @@ erfc = _unary("Erfc", _erfc_np, lambda gy, x, y: gy * (-x * x).exp() * (-2 / _SQ
 reciprocal = _unary("Reciprocal", lambda x: 1 / x, lambda gy, x, y: -gy * cj(y * y), save="y",
                     doc="``1 / input``.", onnx="Reciprocal", torchscript="reciprocal")
 deg2rad = _unary("Deg2rad", np.deg2rad, lambda gy, x, y: gy * (math.pi / 180), save="",
-                 torchscript="deg2rad")
+                 torchscript="deg2rad", _node_name="Deg2RadBackward0")
 rad2deg = _unary("Rad2deg", np.rad2deg, lambda gy, x, y: gy * (180 / math.pi), save="",
-                 torchscript="rad2deg")
+                 torchscript="rad2deg", _node_name="Rad2DegBackward0")
 floor = _unary("Floor", _no_bool("floor_vml_cpu", np.floor), _zero_grad, save="", floating=False,
                onnx="Floor", torchscript="floor")
 ceil = _unary("Ceil", _no_bool("ceil_vml_cpu", np.ceil), _zero_grad, save="", floating=False,
@@ -431,10 +432,15 @@ class Round(Primitive):
     batch = _batch.elementwise
 
 
+class RoundDecimals(Round):
+    _node_name = "RoundBackward1"  # PyTorch's ``round.decimals`` overload
+    _op_name = "Round"
+
+
 @with_out
 def round(input, *, decimals=0, out=None):
     """Round half to even, as PyTorch (optionally to ``decimals`` places)."""
-    return Round.apply(input, decimals)
+    return (RoundDecimals if decimals else Round).apply(input, decimals)
 
 
 class Clamp(Primitive):
@@ -508,6 +514,7 @@ class ClampTensor(Primitive):
     broadcasts = True
     save_inputs = (0, 1, 2)
     _node_name = "ClampBackward0"
+    _edge_inputs = (0, 1, 2)  # a missing bound is an empty edge in PyTorch's node too
 
     def forward(self, x, lo, hi):
         out = x
@@ -569,12 +576,27 @@ def _check_clampable(input, *bounds):
         raise RuntimeError('"clamp_scalar_cpu" not implemented for \'Bool\'')
 
 
+# PyTorch's clamp_min/clamp_max with a tensor bound: their own nodes, listing that bound
+class ClampMinTensor(ClampTensor):
+    _node_name = "ClampMinBackward1"
+    _op_name = "ClampTensor"
+    _edge_inputs = (0, 1)
+
+
+class ClampMaxTensor(ClampTensor):
+    _node_name = "ClampMaxBackward1"
+    _op_name = "ClampTensor"
+    _edge_inputs = (0, 2)
+
+
 @with_out
 def clamp_min(input, min):
     """``clamp(input, min=min)``."""
     _check_clampable(input, min)
     if isinstance(min, (int, float, np.number)):
         return ClampMin.apply(input, min, None)
+    if isinstance(min, Tensor):
+        return ClampMinTensor.apply(input, min, None)
     return clamp(input, min=min)
 
 
@@ -584,6 +606,8 @@ def clamp_max(input, max):
     _check_clampable(input, max)
     if isinstance(max, (int, float, np.number)):
         return ClampMax.apply(input, None, max)
+    if isinstance(max, Tensor):
+        return ClampMaxTensor.apply(input, None, max)
     return clamp(input, max=max)
 
 
