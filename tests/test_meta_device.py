@@ -53,6 +53,10 @@ OPS = [
         _meta(m, 4, 3), _meta(m, 4, dtype=m.int64))),
     ("embedding", lambda m: m.nn.functional.embedding(_meta(m, 2, 3, dtype=m.int64),
                                                       _meta(m, 10, 4))),
+    # (contiguous: the cpu kernels' result layouts are compared elsewhere)
+    ("linalg", lambda m: [r.contiguous() for r in (
+        m.linalg.inv(_meta(m, 2, 3, 3)), m.linalg.cholesky(_meta(m, 3, 3)),
+        m.linalg.solve(_meta(m, 3, 3), _meta(m, 3, 2)), m.linalg.det(_meta(m, 3, 3)))]),
     ("factories", lambda m: [m.arange(5, device="meta"), m.zeros(2, device="meta"),
                              m.full((2,), 3, device="meta"), m.tensor([1.0], device="meta"),
                              m.randn(3, device="meta"), m.randint(5, (2,), device="meta")]),
