@@ -53,6 +53,10 @@ OPS = [
         _meta(m, 4, 3), _meta(m, 4, dtype=m.int64))),
     ("embedding", lambda m: m.nn.functional.embedding(_meta(m, 2, 3, dtype=m.int64),
                                                       _meta(m, 10, 4))),
+    # (contiguous: the cpu kernels' result layouts are compared elsewhere)
+    ("linalg", lambda m: [r.contiguous() for r in (
+        m.linalg.inv(_meta(m, 2, 3, 3)), m.linalg.cholesky(_meta(m, 3, 3)),
+        m.linalg.solve(_meta(m, 3, 3), _meta(m, 3, 2)), m.linalg.det(_meta(m, 3, 3)))]),
     ("factories", lambda m: [m.arange(5, device="meta"), m.zeros(2, device="meta"),
                              m.full((2,), 3, device="meta"), m.tensor([1.0], device="meta"),
                              m.randn(3, device="meta"), m.randint(5, (2,), device="meta")]),
@@ -190,3 +194,18 @@ def test_ensembling_with_a_meta_base_model():
         assert base[0].weight.is_meta
     for a, b in zip(results[1], results[0]):
         np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_save_and_load_meta_tensors_across_libraries(tmp_path):
+    """Meta tensors are written without data (torch's _rebuild_meta_tensor_no_storage)
+    and load back on meta, from either library's file."""
+    for saver, loader in ((torch, ember), (ember, torch), (ember, ember)):
+        path = tmp_path / f"{saver.__name__}_{loader.__name__}.pt"
+        net = saver.nn.Linear(3, 2).to("meta")
+        saver.save({"sd": net.state_dict(), "t": saver.empty(4, 3, device="meta").t(),
+                    "p": net.weight}, str(path))
+        got = loader.load(str(path))
+        for v in list(got["sd"].values()) + [got["t"], got["p"]]:
+            assert v.is_meta
+        assert tuple(got["t"].shape) == (3, 4) and tuple(got["t"].stride()) == (1, 3)
+        assert got["p"].requires_grad and tuple(got["sd"]["weight"].shape) == (2, 3)

@@ -98,6 +98,17 @@ def _first_element(x):
     return x
 
 
+def _identities(args):
+    """Meta arrays among ``args`` as stacks of identity matrices of their shape."""
+    out = []
+    for a in args:
+        if isinstance(a, MetaArray) and a.ndim >= 2:
+            eye = np.eye(a.shape[-2], a.shape[-1], dtype=a.dtype)
+            a = np.broadcast_to(eye, a.shape).copy()
+        out.append(_plain(a))
+    return out
+
+
 # NumPy functions whose output shape or Python result depends on the values
 _DATA_DEPENDENT = {np.nonzero, np.argwhere, np.flatnonzero, np.unique, np.compress,
                    np.extract, np.bincount, np.array_equal, np.array_equiv, np.allclose,
@@ -146,7 +157,12 @@ class MetaArray(np.ndarray):
             raise NotImplementedError(NO_DATA)
         views_of = [a.view(np.ndarray) for a in args if isinstance(a, MetaArray)]
         with np.errstate(all="ignore"):
-            r = func(*_plain(args), **_plain(kwargs))
+            try:
+                r = func(*_plain(args), **_plain(kwargs))
+            except np.linalg.LinAlgError:
+                # a factorization refuses the zeros: the shapes are those of any
+                # well-conditioned input, so ask again with identity matrices
+                r = func(*_identities(args), **_plain(kwargs))
         # a view of an input placeholder stays a view of it
         return _wrap(r, views_of)
 

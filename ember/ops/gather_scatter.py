@@ -7,7 +7,7 @@ derivatives come from the same few primitives.
 """
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active
 from ember.autograd.node import Primitive
 from ember.autograd.node_names import name_output
 from ember.backend.dtypes import through_float32
@@ -209,9 +209,12 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
     d, idx = _gather_checks("gather", input, dim, index)
     if input._data.ndim == 0:  # a 0-d input is one element; the result has index's shape
         return Gather.apply(input.reshape(1), idx.reshape(1), 0).reshape(index.shape)
-    # the index goes in as the tensor, so that a capture (jit.trace, onnx.export) records
-    # it as an input of the op rather than as a constant of the example's values
-    return Gather.apply(input, index if index._data.ndim else index.reshape(1), d)
+    if _mode_active[0]:
+        # under a mode the index goes in as the tensor, so that a capture (jit.trace,
+        # onnx.export) records it as an input of the op rather than as a constant of
+        # the example's values; eagerly it is the array (the node's inputs are torch's)
+        return Gather.apply(input, index if index._data.ndim else index.reshape(1), d)
+    return Gather.apply(input, idx if idx.ndim else idx.reshape(1), d)
 
 
 def _src_for(input, src):

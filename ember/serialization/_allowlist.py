@@ -100,6 +100,29 @@ def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, bac
                               stride, requires_grad)
 
 
+def _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad=False):
+    """A tensor saved from the meta device: dtype, size and strides, no data."""
+    from ember._tensor import _make
+    from ember.backend import dtypes as _dt
+    from ember.backend.meta import MetaArray
+    if type(dtype) is not _dt.dtype:
+        raise CheckpointError(f"checkpoint names an unsupported dtype {dtype!r:.80}")
+    dims = [size, stride]
+    if any(type(d) not in (tuple, list) or len(d) > _MAX_DIMS or
+           any(type(v) is not int or v < 0 for v in d) for d in dims) or \
+            len(size) != len(stride):
+        raise CheckpointError("checkpoint damaged: a meta tensor's size or stride is invalid")
+    extent = 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
+    isz = np.dtype(dtype.np).itemsize
+    arr = np.lib.stride_tricks.as_strided(np.zeros(max(extent, 1), dtype.np), tuple(size),
+                                          tuple(s * isz for s in stride)).view(MetaArray)
+    arr.flags.writeable = False
+    t = _make(arr)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
 def _rebuild_tensor(storage, storage_offset, size, stride):
     return _rebuild_tensor_v2(storage, storage_offset, size, stride)
 
@@ -217,7 +240,8 @@ def _allowlist():
     od, ctr = collections.OrderedDict, collections.Counter
     rebuild = {"_rebuild_tensor_v2": _rebuild_tensor_v2, "_rebuild_tensor_v3": _rebuild_tensor_v3,
                "_rebuild_tensor": _rebuild_tensor, "_rebuild_parameter": _rebuild_parameter,
-               "_rebuild_parameter_with_state": _rebuild_parameter}
+               "_rebuild_parameter_with_state": _rebuild_parameter,
+               "_rebuild_meta_tensor_no_storage": _rebuild_meta_tensor_no_storage}
     table = {
         ("builtins", "bytearray"): (bytearray, _b_bytearray, True),
         ("builtins", "set"): (set, _b_container(set), True),

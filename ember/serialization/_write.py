@@ -76,14 +76,20 @@ class _TorchPickler(pickle._Pickler):
                                       "only; save tensor.to_dense() (or its indices and values)")
         # a tensor inside a graph is saved as PyTorch saves it: its values, with
         # requires_grad, loading as a leaf
-        storage, offset, stride = self._storage_of(t._host())
-        args = (storage, offset, tuple(t.shape), stride, t.requires_grad,
-                collections.OrderedDict())
-        if t.dtype.name in UNTYPED:
-            rebuild = (_Global("torch._utils", "_rebuild_tensor_v3"),
-                       args + (_Global("torch", t.dtype.name),))
+        if t.is_meta:
+            # no data: torch's record of a meta tensor, its dtype, size and strides
+            rebuild = (_Global("torch._utils", "_rebuild_meta_tensor_no_storage"),
+                       (_Global("torch", t.dtype.name), tuple(t.shape), tuple(t.stride()),
+                        t.requires_grad))
         else:
-            rebuild = (_Global("torch._utils", "_rebuild_tensor_v2"), args)
+            storage, offset, stride = self._storage_of(t._host())
+            args = (storage, offset, tuple(t.shape), stride, t.requires_grad,
+                    collections.OrderedDict())
+            if t.dtype.name in UNTYPED:
+                rebuild = (_Global("torch._utils", "_rebuild_tensor_v3"),
+                           args + (_Global("torch", t.dtype.name),))
+            else:
+                rebuild = (_Global("torch._utils", "_rebuild_tensor_v2"), args)
         from ember.nn.parameter import Parameter
         if isinstance(t, Parameter):
             self.save_reduce(_Global("torch._utils", "_rebuild_parameter"),
