@@ -150,7 +150,7 @@ def draw_module(model, example):
     clusters = {}  # (scope, call) -> boxes
     scopes = {op.scope for op in cap.ops}
     leaves = {s for s in scopes if not any(t.startswith(s + "/") for t in scopes)}
-    calls, last = {}, None
+    calls, ran, last = {}, set(), None  # scope -> call number; scopes that ran an op
 
     def shape(op):
         return "" if op.shape is None else "(" + ", ".join(str(d) for d in op.shape) + ")"
@@ -164,12 +164,14 @@ def draw_module(model, example):
             dot.node(key, f"output\n{shape(op)}", fillcolor="darkolivegreen1")
         else:
             color = "lightblue" if op.kind == "param" else "lightgray"
-            if op.scope != last and op.scope in calls and op.scope in leaves:
-                # a module without submodules run again (ResNet's one ReLU, called
-                # twice): a frame per call
-                calls[op.scope] += 1
+            if op.kind == "op":
+                if op.scope != last and op.scope in ran and op.scope in leaves:
+                    # a module without submodules run again (ResNet's one ReLU, called
+                    # twice): a frame per call
+                    calls[op.scope] += 1
+                last = op.scope
+                ran.add(op.scope)
             calls.setdefault(op.scope, 0)
-            last = op.scope
             clusters.setdefault((op.scope, calls[op.scope]), []).append(
                 (key, f"{op.name}\n{shape(op)}", color))
         for src in op.inputs:

@@ -194,9 +194,15 @@ def test_add_graph_graph_def_equals_torchs(zoo, tmp_path):
 
 
 def _module_calls(model, x):
-    """The module calls of ``model(x)`` that run ops themselves (not the model itself)."""
+    """The module calls of ``model(x)`` (not the model's own) that run an op: a call
+    returning its input untouched (Dropout in eval mode; not an in-place ReLU) draws
+    nothing."""
     calls = []
-    hooks = [m.register_forward_hook(lambda mod, i, o, n=n: calls.append(n))
+
+    def hook(mod, inputs, out, name):
+        if not (len(inputs) == 1 and out is inputs[0] and not getattr(mod, "inplace", 0)):
+            calls.append(name)
+    hooks = [m.register_forward_hook(lambda mod, i, o, n=n: hook(mod, i, o, n))
              for n, m in model.named_modules() if n]
     try:
         with ember.no_grad():
@@ -207,12 +213,15 @@ def _module_calls(model, x):
     return calls
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "resnet_block", "custom_function"])
+# the Transformer layer in eval mode takes PyTorch's fast path, which calls none of its
+# attention's submodules (as torch's): the frames are not one per hooked call there
+@pytest.mark.parametrize("name", [n for n in Z.ZOO if n != "transformer_layer"])
 def test_draw_module_draws_a_frame_per_module_call(name):
     m = Z.model(ember, name, Z.weights(name))
     x = ember.tensor(Z.example_input(name))
     src = draw_module(m, x).source
-    labels = re.findall(r"\blabel=\"?([A-Za-z0-9_]+\[[^\]]+\])", src)
+    # a frame's label is its module path below the model: Block[b]/Linear[fc]
+    labels = [lb.rsplit("/", 1)[-1] for lb in re.findall(r"\blabel=\"([^\"]+\])\"", src)]
     want = [f"{type(m.get_submodule(n)).__name__}[{n.rsplit('.', 1)[-1]}]"
             for n in _module_calls(m, x)]
     assert sorted(labels) == sorted(want)
