@@ -100,7 +100,7 @@ def _fusable_linear(input, weight, bias):
         return False
     x, w = input._data, weight._data
     dt = x.dtype
-    if x.ndim == 1 and not _mode_active[0]:
+    if x.ndim == 1:
         # a vector: PyTorch's nodes when recorded, matmul and add otherwise
         return w.ndim == 2 and x.shape[0] == w.shape[1] and w.dtype == dt and dt.kind == "f" \
             and (bias is None or (isinstance(bias, Tensor) and bias._data.dtype == dt
@@ -120,7 +120,7 @@ def linear(input, weight, bias=None):
     transposed copies; every other case is built from ``matmul`` and ``add``.
     """
     if _fusable_linear(input, weight, bias):
-        if not _mode_active[0] and _mg.records_graph(input, weight, bias):
+        if _mg.records_graph(input, weight, bias):
             # PyTorch's nodes (AddmmBackward0 over TBackward0...), as the user sees them
             return _mg.linear_graph(input, weight, bias)
         return _fused.fused_linear(input, weight, bias)

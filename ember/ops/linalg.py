@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make, _mode_active
+from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.autograd.node_names import node_name
 from ember.backend import array_module
@@ -200,7 +200,7 @@ def matmul(input, other, *, out=None):
     """
     if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
         _need_tensors("matmul", ["input", "other"], input, other)
-    if out is None and not _mode_active[0] and _mg.records_graph(input, other):
+    if out is None and _mg.records_graph(input, other):
         # recorded with PyTorch's nodes (UnsafeViewBackward0 over BmmBackward0...)
         _matmul_check(input._data, other._data)
         return _mg.matmul_graph(input, other)
@@ -633,7 +633,7 @@ for _name in ("addmm", "addmv", "addbmm", "baddbmm", "addr"):
 def _matmul_op(self, other):
     if not isinstance(other, Tensor):
         return NotImplemented
-    if not _mode_active[0] and _mg.records_graph(self, other):
+    if _mg.records_graph(self, other):
         _matmul_check(self._data, other._data)
         return _mg.matmul_graph(self, other)
     return _matmul_node(self, other).apply(self, other)

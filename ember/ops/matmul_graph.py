@@ -14,23 +14,24 @@ PyTorch's own decomposition leaves, not ember's single kernel:
   ``CloneBackward0`` + ``UnsafeViewBackward0`` where a view is impossible), multiplied by
   ``BmmBackward0`` and brought to the result's shape by ``UnsafeViewBackward0``.
 
-These graphs are built only where someone can see them: in eager mode, when the call
-records a graph. Without a recorded graph (``no_grad``, inputs that need no gradient),
-and under a mode (a graph capture records one ``aten::linear``/``aten::matmul`` as
-PyTorch's tracer does; vmap, forward AD and the profiler run their own rules), one
-kernel runs instead. Each node's backward works on arrays on a first-order pass, so the
-decomposition costs a few small nodes, not extra copies: the weight's gradient comes out
-of the transposed product already in the weight's row-major layout.
+These graphs are built only where someone can see them: in eager mode (the profiler
+included), when the call records a graph. Without a recorded graph (``no_grad``, inputs
+that need no gradient), and under a transforming mode (a graph capture records one
+``aten::linear``/``aten::matmul`` as PyTorch's tracer does; vmap and forward AD run
+their own rules), one kernel runs instead. Each node's backward works on arrays on a
+first-order pass, so the decomposition costs a few small nodes, not extra copies: the
+weight's gradient comes out of the transposed product already in the weight's row-major
+layout.
 """
 import math
 
 import numpy as np
 
-from ember._tensor import _make
+from ember._tensor import _make, _mode_active, _mode_stack
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.ops import _jvp
-from ember.ops.shape import Expand, SqueezeDim, Unsqueeze, View, _try_view
+from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, _try_view
 from ember.ops.shape import t as _t
 
 __all__ = ["linear_graph", "matmul_graph", "records_graph"]
@@ -38,9 +39,13 @@ __all__ = ["linear_graph", "matmul_graph", "records_graph"]
 
 def records_graph(*tensors):
     """Whether a call on ``tensors`` (None allowed) records PyTorch's decomposition: grad
-    mode on, some input requiring grad (the caller checks that no mode is active)."""
+    mode on, some input requiring grad, and no mode visible but observers (the profiler,
+    which then times the ops PyTorch's decomposition runs)."""
     if not _grad_state.grad_enabled:
         return False
+    for i in range(_mode_active[0]):
+        if not getattr(_mode_stack[i], "observer", False):
+            return False
     for x in tensors:
         if x is not None and x._requires_grad:
             return True
@@ -65,12 +70,21 @@ class Addmm(Primitive):
             g = gy._data
             return (_make(g.sum(0)) if eb is not None else None,
                     _make(np.matmul(g, wt._data.T)) if ex is not None else None,
-                    # (g.T @ x).T: the weight's gradient, once TBackward0 turns it back,
-                    # is the row-major (out, in) array BLAS made, handed to .grad uncopied
-                    _make(np.matmul(g.T, x._data).T) if ew is not None else None)
+                    self._mat2_grad(ew, np.matmul(g.T, x._data)))
         return (gy.sum(0) if eb is not None else None,
                 gy.matmul(wt.mT) if ex is not None else None,
                 gy.mT.matmul(x).mT if ew is not None else None)
+
+    @staticmethod
+    def _mat2_grad(edge, gw):
+        """``gw.T``, the gradient of ``mat2`` from the row-major product ``gw`` (g.T @ x):
+        when ``mat2`` is linear's transposed weight, its ``TBackward0`` hands ``gw``
+        itself on to the weight, so ``.grad`` gets BLAS's array without a copy."""
+        if edge is None:
+            return None
+        if type(edge) is tuple and type(edge[0]) is WeightT:
+            edge[0].fresh = gw
+        return _make(gw.T)
 
     def jvp(self, tb, tx, tw):
         _, x, wt = self.fw_inputs
@@ -79,6 +93,23 @@ class Addmm(Primitive):
             if t is not None:
                 out = t if out is None else out + t
         return out
+
+
+class WeightT(T):
+    """``weight.t()`` inside ``linear`` (PyTorch's ``TBackward0``). On a first-order pass
+    the gradient ``Addmm`` computes for it is the transpose of a fresh row-major array;
+    this node hands that array on (the weight's gradient in its own layout, which the
+    engine stores as ``.grad`` without copying) instead of a transposed view of it."""
+    _node_name = "TBackward0"
+    _op_name = "Transpose"
+    vjp = None  # eager graphs only: compiled plans run linear as one kernel
+    fresh = None
+
+    def backward(self, gy):
+        fresh, self.fresh = self.fresh, None
+        if fresh is not None and gy._data.base is fresh and not _grad_state.grad_enabled:
+            return _make(fresh), None, None
+        return T.backward(self, gy)
 
 
 class UnsafeView(Primitive):
@@ -186,7 +217,7 @@ def matmul_graph(a, b):
 def linear_graph(x, w, b):
     """``linear`` recorded with PyTorch's nodes, for a floating input of 2 or more dims, a
     2-D weight and a bias of shape (out_features,) or None, all of one dtype."""
-    wt = _t(w)
+    wt = WeightT.apply(w, 0, 1)
     shape = x._data.shape
     if len(shape) == 2:
         if b is None:

@@ -263,6 +263,10 @@ class EventList(list):
 class Recorder(_modes.Mode):
     """Collects events while on the mode stack (``ember.autograd._modes``)."""
 
+    # it times the ops a call runs and changes none: composites that build PyTorch's
+    # nodes (``linear``, ``matmul``) build them under it, as in eager mode
+    observer = True
+
     def __init__(self, record_shapes=False):
         self.record_shapes = record_shapes
         self.events = []
