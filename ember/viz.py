@@ -140,14 +140,17 @@ def make_dot(var, params=None, show_attrs=False, show_saved=False, max_attr_char
 
 def draw_module(model, example):
     """Draw ``model``'s forward pass on ``example`` (a Tensor or a tuple of inputs):
-    every op as a box labelled with its name and output shape, grouped in one cluster
-    per module (``Linear[fc1]``), with inputs, parameters and outputs.
+    every op as a box labelled with its name and output shape, grouped in one frame
+    per module call (``Linear[fc1]``), with inputs, parameters and outputs.
 
     >>> draw_module(net, torch.randn(1, 1, 28, 28)).render("net", format="png")  # doctest: +SKIP
     """
     cap = capture(model, example)
     dot = _digraph(node_attr=dict(_NODE_ATTR), graph_attr=dict(rankdir="TB"))
-    clusters = {}
+    clusters = {}  # (scope, call) -> boxes
+    scopes = {op.scope for op in cap.ops}
+    leaves = {s for s in scopes if not any(t.startswith(s + "/") for t in scopes)}
+    calls, ran, last = {}, set(), None  # scope -> call number; scopes that ran an op
 
     def shape(op):
         return "" if op.shape is None else "(" + ", ".join(str(d) for d in op.shape) + ")"
@@ -161,13 +164,19 @@ def draw_module(model, example):
             dot.node(key, f"output\n{shape(op)}", fillcolor="darkolivegreen1")
         else:
             color = "lightblue" if op.kind == "param" else "lightgray"
-            sub = clusters.get(op.scope)
-            if sub is None:
-                sub = clusters[op.scope] = []
-            sub.append((key, f"{op.name}\n{shape(op)}", color))
+            if op.kind == "op":
+                if op.scope != last and op.scope in ran and op.scope in leaves:
+                    # a module without submodules run again (ResNet's one ReLU, called
+                    # twice): a frame per call
+                    calls[op.scope] += 1
+                last = op.scope
+                ran.add(op.scope)
+            calls.setdefault(op.scope, 0)
+            clusters.setdefault((op.scope, calls[op.scope]), []).append(
+                (key, f"{op.name}\n{shape(op)}", color))
         for src in op.inputs:
             dot.edge(f"n{src}", key)
-    for i, (scope, nodes) in enumerate(clusters.items()):
+    for i, ((scope, _), nodes) in enumerate(clusters.items()):
         with dot.subgraph(name=f"cluster_{i}") as c:
             c.attr(label=scope.split("/", 1)[-1] if "/" in scope else scope, style="rounded",
                    color="gray50", fontname="monospace", fontsize="10")

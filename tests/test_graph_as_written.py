@@ -1,12 +1,9 @@
 """The demo's MLP (``Sequential(Flatten, Linear, ReLU, Linear, ReLU, Linear)``) records
 the ops the user wrote, as torch does: every Linear and every ReLU has its own node in
 the ``grad_fn`` graph, its own profiler row and its own forward hook call, and the
-output of a Linear inside the Sequential keeps ``retain_grad``.
-
-One difference from torch stays and is written out here: ember's linear node takes the
-weight directly, where torch's ``AddmmBackward0`` reaches it through a ``TBackward0``
-node (and lists bias, input, weight in that order); the walk below passes over
-``TBackward0`` and compares each node's inputs as a sorted list.
+output of a Linear inside the Sequential keeps ``retain_grad``. Each Linear is torch's
+``AddmmBackward0`` over (bias, input, ``TBackward0`` over the weight), compared below
+node by node, inputs in order.
 """
 import numpy as np
 import torch
@@ -23,12 +20,10 @@ def _model(lib):
 
 
 def _walk(fn):
-    """(name, sorted inputs) of ``fn`` down to the leaves, ``TBackward0`` passed over."""
+    """(name, inputs in order) of ``fn`` down to the leaves."""
     if fn is None:
         return None
-    while fn.name() == "TBackward0":
-        fn = fn.next_functions[0][0]
-    return (fn.name(), tuple(sorted((repr(_walk(f)) for f, _ in fn.next_functions))))
+    return (fn.name(), tuple(_walk(f) for f, _ in fn.next_functions))
 
 
 def _x():
@@ -44,6 +39,7 @@ def test_grad_fn_graph_of_demo_mlp_equals_torch():
     # the ReLUs are there: Addmm <- Relu <- Addmm <- Relu <- Addmm
     assert repr(walks[0]).count("ReluBackward0") == 2
     assert repr(walks[0]).count("AddmmBackward0") == 3
+    assert repr(walks[0]).count("TBackward0") == 3
 
 
 def test_profiler_rows_of_demo_mlp_follow_torch():
@@ -102,7 +98,7 @@ def test_draw_module_of_demo_mlp_has_a_box_per_module():
     from ember.viz import draw_module
     src = draw_module(_model(ember), ember.tensor(_x())).source
     for label in ("Flatten[0]", "Linear[1]", "ReLU[2]", "Linear[3]", "ReLU[4]", "Linear[5]",
-                  "addmm\n(4, 256)", "relu\n(4, 256)", "relu\n(4, 128)", "addmm\n(4, 10)"):
+                  "linear\n(4, 256)", "relu\n(4, 256)", "relu\n(4, 128)", "linear\n(4, 10)"):
         assert label in src, label
 
 

@@ -150,7 +150,7 @@ def test_draw_module_layers_with_shapes(tmp_path):
                               ember.nn.Linear(4 * 6 * 6, 10))
     dot = draw_module(net, ember.randn(2, 1, 8, 8))
     src = dot.source
-    for label in ("Conv2d[0]", "ReLU[1]", "Linear[3]", "convolution\n(2, 4, 6, 6)",
+    for label in ("Conv2d[0]", "ReLU[1]", "Linear[3]", "_convolution\n(2, 4, 6, 6)",
                   "relu\n(2, 4, 6, 6)", "input\n(2, 1, 8, 8)", "output\n(2, 10)",
                   "weight\n(10, 144)"):
         assert label in src, label

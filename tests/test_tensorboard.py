@@ -282,7 +282,7 @@ def test_graph_read_back_with_torch_scopes(tmp_path):
     assert io_e == io_t == {("input/x", (5, 4)), ("output/output.1", (5, 2))}
     by_name = {n.name: n for n in e.node}
     relu = by_name["_Net/ReLU[act]/relu"]
-    assert relu.op == "aten::relu" and list(relu.input) == ["_Net/Linear[fc1]/addmm"]
+    assert relu.op == "aten::relu" and list(relu.input) == ["_Net/Linear[fc1]/linear"]
     assert list(by_name["output/output.1"].input) == ["_Net/mul"]
 
 

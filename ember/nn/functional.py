@@ -66,6 +66,7 @@ from ember.nn.functional_activations import (  # noqa: F401
     threshold,
     threshold_,
 )
+from ember.ops import matmul_graph as _mg
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for  # noqa: F401  (kept on F)
 from ember.ops.shape import pad  # noqa: F401  (torch.nn.functional.pad)
@@ -99,6 +100,12 @@ def _fusable_linear(input, weight, bias):
         return False
     x, w = input._data, weight._data
     dt = x.dtype
+    if x.ndim == 1:
+        # a vector: PyTorch's nodes when recorded, matmul and add otherwise
+        return w.ndim == 2 and x.shape[0] == w.shape[1] and w.dtype == dt and dt.kind == "f" \
+            and (bias is None or (isinstance(bias, Tensor) and bias._data.dtype == dt
+                                  and bias._data.shape == (w.shape[0],))) \
+            and _mg.records_graph(input, weight, bias)
     return x.ndim >= 2 and w.ndim == 2 and x.shape[-1] == w.shape[1] and w.dtype == dt \
         and dt.kind == "f" and (bias is None or (
             isinstance(bias, Tensor) and bias._data.dtype == dt
@@ -122,6 +129,9 @@ def linear(input, weight, bias=None, *, out=None):
             return write_out(result, out, "quiet_resize")
         return write_out(result, out, "linear")
     if _fusable_linear(input, weight, bias):
+        if _mg.records_graph(input, weight, bias):
+            # PyTorch's nodes (AddmmBackward0 over TBackward0...), as the user sees them
+            return _mg.linear_graph(input, weight, bias)
         return _fused.fused_linear(input, weight, bias)
     if input.ndim == 0 or weight.ndim == 0:
         raise RuntimeError("both arguments to linear need to be at least 1D, but they are "

@@ -14,6 +14,7 @@ from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _batch_nn, _jvp
+from ember.ops import matmul_graph as _mg
 from ember.ops._einsum import Diagonal, _tname, einsum
 from ember.ops._inplace import inplace_method
 from ember.ops._util import cj, wrap_dim
@@ -199,6 +200,10 @@ def matmul(input, other, *, out=None):
     """
     if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
         _need_tensors("matmul", ["input", "other"], input, other)
+    if out is None and _mg.records_graph(input, other):
+        # recorded with PyTorch's nodes (UnsafeViewBackward0 over BmmBackward0...)
+        _matmul_check(input._data, other._data)
+        return _mg.matmul_graph(input, other)
     res = _matmul_node(input, other).apply(input, other)
     return res if out is None else _write_out(res, out)
 
@@ -647,6 +652,9 @@ for _name in ("addmm", "addmv", "addbmm", "baddbmm", "addr"):
 def _matmul_op(self, other):
     if not isinstance(other, Tensor):
         return NotImplemented
+    if _mg.records_graph(self, other):
+        _matmul_check(self._data, other._data)
+        return _mg.matmul_graph(self, other)
     return _matmul_node(self, other).apply(self, other)
 
 

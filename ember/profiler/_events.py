@@ -320,6 +320,10 @@ def _new_bytes(out):
 class Recorder(_modes.Mode):
     """Collects events while on the mode stack (``ember.autograd._modes``)."""
 
+    # it times the ops a call runs and changes none: composites that build PyTorch's
+    # nodes (``linear``, ``matmul``) build them under it, as in eager mode
+    observer = True
+
     def __init__(self, record_shapes=False, profile_memory=False):
         self.record_shapes = record_shapes
         self.profile_memory = profile_memory

@@ -25,6 +25,8 @@ class CapturedOp:
     inputs: list = field(default_factory=list)  # keys of the ops it reads
     shape: tuple = None
     node_name: str = ""  # PyTorch's backward node name, e.g. ``AddmmBackward0``
+    n_outputs: int = 1   # a call that returned a tuple (``lstm``): how many items
+    input_items: list = field(default_factory=list)  # which item of each input op is read
 
 
 @dataclass
@@ -69,6 +71,31 @@ def capture(model, args):
     return _build(model, graph, names)
 
 
+def _aten_names(graph):
+    """{id(node): the aten function PyTorch's tracer records for it} (``linear``,
+    ``_convolution``, ``max_pool2d``): the function ``ember.jit`` writes for the node in
+    TorchScript, the outermost call of its expression. Nodes without a TorchScript
+    spelling are named from their backward node instead (see :func:`op_name`)."""
+    from ember.jit import _codegen  # noqa: F401  (attaches the emitters to their ops)
+    from ember.jit._codegen_emitter import Emitter, emitter
+    em = Emitter(graph)
+    out = {}
+    for n in graph.nodes:
+        fn = emitter(n)
+        if fn is None:
+            continue
+        try:
+            expr = fn(em, n, *n.args, **n.kwargs)
+        except NotImplementedError:  # no TorchScript form for these arguments
+            continue
+        m = re.match(r"[\w.]*?(\w+)\(", expr.strip()) if isinstance(expr, str) else None
+        if m:
+            out[id(n)] = m.group(1)
+        elif isinstance(expr, list):  # several outputs: the call recorded by name (lstm)
+            out[id(n)] = n.op
+    return out
+
+
 def _shape(v):
     return tuple(v.shape) if v.type == "Tensor" and v.shape is not None else None
 
@@ -80,6 +107,7 @@ def _build(model, graph, names):
     except (TypeError, ValueError):
         arg_names = []
     ops, keys = [], {}
+    items = {}  # id(value) -> its index among a multi-output node's items
     for i, v in enumerate(graph.inputs):
         keys[id(v)] = len(ops)
         nm = arg_names[i] if i < len(arg_names) else f"input.{i}"
@@ -98,16 +126,21 @@ def _build(model, graph, names):
             ops.append(CapturedOp(len(ops), "param", last, scope, shape=_shape(v)))
         return keys[id(v)]
 
+    aten = _aten_names(graph)
     for n in graph.nodes:
         ins = [source_key(v) for v in n.inputs]
         node_name = getattr(n.target, "_node_name", "") if isinstance(n.target, type) else ""
-        name = op_name(node_name) if node_name else n.op.replace(".", "_")
+        name = aten.get(id(n)) or (op_name(node_name) if node_name else n.op.replace(".", "_"))
         key = len(ops)
-        for o in n.outputs:
+        for i, o in enumerate(n.outputs):
             keys[id(o)] = key
+            items[id(o)] = i
         ops.append(CapturedOp(key, "op", name, names.get(n.scope, root), ins,
-                              _shape(n.outputs[0]) if n.outputs else None, node_name))
+                              _shape(n.outputs[0]) if n.outputs else None, node_name,
+                              len(n.outputs) if n.multi else 1,
+                              [items.get(id(v), 0) for v in n.inputs]))
     for i, v in enumerate(graph.outputs()):
         src = source_key(v)
-        ops.append(CapturedOp(len(ops), "output", f"output.{i + 1}", "", [src], _shape(v)))
+        ops.append(CapturedOp(len(ops), "output", f"output.{i + 1}", "", [src], _shape(v),
+                              input_items=[items.get(id(v), 0)]))
     return Captured(root, ops)

@@ -15,6 +15,12 @@ def graph_def(captured):
     ts = p.tensor_shape
     av = p.attr_value.AttrValue
     names, used, nodes = {}, {}, []
+
+    def unique(name):
+        n = used.get(name, 0)
+        used[name] = n + 1
+        return f"{name}.{n}" if n else name
+
     for op in captured.ops:
         if op.kind == "input":
             name, kind = f"input/{op.name}", "IO Node"
@@ -24,19 +30,19 @@ def graph_def(captured):
             name, kind = f"{op.scope}/{op.name}", "prim::GetAttr"
         else:
             name, kind = f"{op.scope}/{op.name}", f"aten::{op.name}"
-        n = used.get(name, 0)
-        used[name] = n + 1
-        if n:
-            name = f"{name}.{n}"
-        names[op.key] = name
         attr = {}
         if op.shape is not None:
             shape = ts.TensorShapeProto(dim=[ts.TensorShapeProto.Dim(size=d) for d in op.shape])
             attr["_output_shapes"] = av(list=av.ListValue(shape=[shape]))
         if op.node_name:
             attr["attr"] = av(s=f"{{ grad_fn : {op.node_name} }}".encode())
-        nodes.append(p.node_def.NodeDef(name=name, op=kind,
-                                        input=[names[k] for k in op.inputs], attr=attr))
+        items = op.input_items or [0] * len(op.inputs)
+        inputs = [names[k][i] for k, i in zip(op.inputs, items)]
+        # one node per item of a call that returned several (PyTorch's graph has a node
+        # per output value: lstm's output, h_n and c_n)
+        names[op.key] = [unique(name) for _ in range(op.n_outputs)]
+        for nm in names[op.key]:
+            nodes.append(p.node_def.NodeDef(name=nm, op=kind, input=inputs, attr=attr))
     return p.graph.GraphDef(node=nodes, versions=p.versions.VersionDef(producer=22))
 
 

@@ -1,0 +1,231 @@
+"""``matmul`` and ``linear`` recorded as PyTorch records them.
+
+A user who looks at ``grad_fn``/``next_functions``, torchviz or a profiler sees the nodes
+PyTorch's own decomposition leaves, not ember's single kernel:
+
+- ``linear`` of a 2-D input: ``AddmmBackward0`` over (bias, input, ``TBackward0`` over the
+  weight), or ``MmBackward0`` over (input, ``TBackward0``) without a bias; of a contiguous
+  N-D input with a bias: ``ViewBackward0`` over that ``AddmmBackward0``, whose input is
+  the ``ViewBackward0`` flattening the input; otherwise ``matmul(input, weight.t())``
+  (plus ``AddBackward0`` for the bias);
+- ``matmul`` of N-D operands: the larger operand folded into a matrix when PyTorch folds
+  it (``MmBackward0``/``MvBackward0`` under ``UnsafeViewBackward0``), else both operands
+  expanded to the broadcast batch (``ExpandBackward0``), reshaped to 3-D (a view, or
+  ``CloneBackward0`` + ``UnsafeViewBackward0`` where a view is impossible), multiplied by
+  ``BmmBackward0`` and brought to the result's shape by ``UnsafeViewBackward0``.
+
+These graphs are built only where someone can see them: in eager mode (the profiler
+included), when the call records a graph. Without a recorded graph (``no_grad``, inputs
+that need no gradient), and under a transforming mode (a graph capture records one
+``aten::linear``/``aten::matmul`` as PyTorch's tracer does; vmap and forward AD run
+their own rules), one kernel runs instead. Each node's backward works on arrays on a
+first-order pass, so the decomposition costs a few small nodes, not extra copies: the
+weight's gradient comes out of the transposed product already in the weight's row-major
+layout.
+"""
+import math
+
+import numpy as np
+
+from ember._tensor import _make, _mode_active, _mode_stack
+from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import Primitive
+from ember.ops import _jvp
+from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, _try_view
+from ember.ops.shape import t as _t
+
+__all__ = ["linear_graph", "matmul_graph", "records_graph"]
+
+
+def records_graph(*tensors):
+    """Whether a call on ``tensors`` (None allowed) records PyTorch's decomposition: grad
+    mode on, some input requiring grad, and no mode visible but observers (the profiler,
+    which then times the ops PyTorch's decomposition runs)."""
+    if not _grad_state.grad_enabled:
+        return False
+    for i in range(_mode_active[0]):
+        if not getattr(_mode_stack[i], "observer", False):
+            return False
+    for x in tensors:
+        if x is not None and x._requires_grad:
+            return True
+    return False
+
+
+class Addmm(Primitive):
+    """``bias + mat1 @ mat2`` for matrices ``mat1`` (n, k), ``mat2`` (k, m) and a
+    ``bias`` of shape (m,): ``linear``'s kernel, with PyTorch's inputs in PyTorch's order
+    (``mat2`` is the transposed weight)."""
+    save_inputs = (1, 2)
+
+    def forward(self, b, x, wt):
+        out = np.matmul(x, wt)
+        out += b
+        return out
+
+    def backward(self, gy):
+        x, wt = self.saved_tensors
+        eb, ex, ew = self._edges
+        if not _grad_state.grad_enabled:
+            g = gy._data
+            return (_make(g.sum(0)) if eb is not None else None,
+                    _make(np.matmul(g, wt._data.T)) if ex is not None else None,
+                    self._mat2_grad(ew, np.matmul(g.T, x._data)))
+        return (gy.sum(0) if eb is not None else None,
+                gy.matmul(wt.mT) if ex is not None else None,
+                gy.mT.matmul(x).mT if ew is not None else None)
+
+    @staticmethod
+    def _mat2_grad(edge, gw):
+        """``gw.T``, the gradient of ``mat2`` from the row-major product ``gw`` (g.T @ x):
+        when ``mat2`` is linear's transposed weight, its ``TBackward0`` hands ``gw``
+        itself on to the weight, so ``.grad`` gets BLAS's array without a copy."""
+        if edge is None:
+            return None
+        if type(edge) is tuple and type(edge[0]) is WeightT:
+            edge[0].fresh = gw
+        return _make(gw.T)
+
+    def jvp(self, tb, tx, tw):
+        _, x, wt = self.fw_inputs
+        out = tb
+        for t in (None if tx is None else tx.matmul(wt), None if tw is None else x.matmul(tw)):
+            if t is not None:
+                out = t if out is None else out + t
+        return out
+
+
+class WeightT(T):
+    """``weight.t()`` inside ``linear`` (PyTorch's ``TBackward0``). On a first-order pass
+    the gradient ``Addmm`` computes for it is the transpose of a fresh row-major array;
+    this node hands that array on (the weight's gradient in its own layout, which the
+    engine stores as ``.grad`` without copying) instead of a transposed view of it."""
+    _node_name = "TBackward0"
+    _op_name = "Transpose"
+    vjp = None  # eager graphs only: compiled plans run linear as one kernel
+    fresh = None
+
+    def backward(self, gy):
+        fresh, self.fresh = self.fresh, None
+        if fresh is not None and gy._data.base is fresh and not _grad_state.grad_enabled:
+            return _make(fresh), None, None
+        return T.backward(self, gy)
+
+
+class UnsafeView(Primitive):
+    """``_unsafe_view``: a reshape of a fresh result that is not recorded as a view of it
+    (how PyTorch's ``matmul`` and ``reshape``-with-copy end)."""
+    _node_name = "UnsafeViewBackward0"
+    jvp = _jvp.linear(0)
+
+    def forward(self, x, shape):
+        self.in_shape = x.shape
+        return x.reshape(shape)
+
+    def backward(self, gy):
+        return gy.reshape(self.in_shape), None
+
+
+class SqueezeInplace(SqueezeDim):
+    """``squeeze_(dim)``'s node: PyTorch's ``matmul`` of a vector and a matrix ends so."""
+    _node_name = "SqueezeBackward4"
+
+
+def _reshape(x, shape):
+    """PyTorch's ``reshape``: a view where the strides allow, else a contiguous clone
+    under ``UnsafeViewBackward0``."""
+    from ember.ops.conversion import Clone
+    if _try_view(x._data, shape) is not None:
+        return View.apply(x, shape)
+    return UnsafeView.apply(Clone.apply(x), shape)
+
+
+def _contiguous(x):
+    from ember.ops.conversion import Clone
+    return x if x._data.flags.c_contiguous else Clone.apply(x)
+
+
+def _should_fold(a, b):
+    """PyTorch's rule for multiplying an N-D operand folded into one matrix (mm/mv)
+    rather than by a batched product."""
+    na, nb = a._data.ndim, b._data.ndim
+    if na >= nb:
+        big, small_rg = a._data, b._requires_grad
+        dim_small = nb
+    else:
+        big, small_rg = np.swapaxes(b._data, -1, -2), a._requires_grad
+        dim_small = na
+    if not (big.ndim >= 3 and dim_small <= 2):
+        return False
+    if small_rg:
+        # folding makes the small operand's gradient one product, not a batch of them
+        return True
+    if na == 2:
+        return False
+    if big.size == 0:
+        return True
+    sh, st = big.shape, big.strides
+    return all(st[i] == st[i + 1] * sh[i + 1] for i in range(big.ndim - 2))
+
+
+def matmul_graph(a, b):
+    """``a @ b`` recorded with PyTorch's nodes (see the module's docstring); the caller
+    has checked the operands (``ember.ops.linalg._matmul_check``)."""
+    from ember.ops.linalg import Bmm, Dot, Mm, Mv
+    na, nb = a._data.ndim, b._data.ndim
+    if na == 1 and nb == 1:
+        return Dot.apply(a, b)
+    if na == 2 and nb == 1:
+        return Mv.apply(a, b)
+    if na == 1 and nb == 2:
+        return SqueezeInplace.apply(Mm.apply(Unsqueeze.apply(a, 0), b), (0,))
+    if na == 2 and nb == 2:
+        return Mm.apply(a, b)
+    if _should_fold(a, b):
+        transpose = nb > na
+        if transpose:
+            t1 = b.mT
+            t2 = _t(a) if na == 2 else a
+        else:
+            t1, t2 = a, b
+        shape1 = t1._data.shape
+        out_shape = shape1[:-1]
+        folded = _reshape(t1, (math.prod(out_shape), shape1[-1]))
+        if t2._data.ndim == 2:
+            out = UnsafeView.apply(Mm.apply(folded, t2), out_shape + (t2._data.shape[1],))
+            return _contiguous(out.mT) if transpose else out
+        return UnsafeView.apply(Mv.apply(folded, t2), out_shape)
+    sa, sb = a._data.shape, b._data.shape
+    n = sa[-2] if na > 1 else 1
+    m1 = sa[-1]
+    m2 = sb[-2] if nb > 1 else sb[0]
+    p = sb[-1] if nb > 1 else 1
+    batch = tuple(np.broadcast_shapes(sa[:max(na - 2, 0)], sb[:max(nb - 2, 0)]))
+    count = math.prod(batch)
+    a3 = _reshape(Expand.apply(a, batch + (n, m1)), (count, n, m1))
+    if nb == 1:
+        b3 = Unsqueeze.apply(_reshape(Expand.apply(b, batch + (m2,)), (count, m2)), 2)
+    else:
+        b3 = _reshape(Expand.apply(b, batch + (m2, p)), (count, m2, p))
+    out_shape = batch + ((n,) if na > 1 else ()) + ((p,) if nb > 1 else ())
+    out = Bmm.apply(a3, b3)
+    if nb == 1:
+        out = SqueezeDim.apply(out, (2,))
+    return UnsafeView.apply(out, out_shape)
+
+
+def linear_graph(x, w, b):
+    """``linear`` recorded with PyTorch's nodes, for a floating input of 2 or more dims, a
+    2-D weight and a bias of shape (out_features,) or None, all of one dtype."""
+    wt = WeightT.apply(w, 0, 1)
+    shape = x._data.shape
+    if len(shape) == 2:
+        if b is None:
+            from ember.ops.linalg import Mm
+            return Mm.apply(x, wt)
+        return Addmm.apply(b, x, wt)
+    if b is not None and x._data.flags.c_contiguous:
+        flat = View.apply(x, (math.prod(shape[:-1]), shape[-1]))
+        return View.apply(Addmm.apply(b, flat, wt), shape[:-1] + (w._data.shape[0],))
+    out = matmul_graph(x, wt)
+    return out if b is None else out + b
