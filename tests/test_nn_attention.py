@@ -30,7 +30,7 @@ def _mask_array(shape, seed, kind):
 
 
 def sdpa(m, q, k, v, mask=None, *, math=True, seed=None, **kw):
-    """ember's sdpa, or torch's (its math kernel unless ``math=False``: torch's fused CPU
+    """sdpa in ember or torch, in the math kernel unless ``math=False`` (torch's fused CPU
     kernel has no double backward)."""
     if isinstance(mask, tuple):      # (shape, kind[, dtype]): built here for each library
         shape, kind = mask[:2]
@@ -40,8 +40,8 @@ def sdpa(m, q, k, v, mask=None, *, math=True, seed=None, **kw):
     if seed is not None:
         m.manual_seed(seed)
     f = m.nn.functional.scaled_dot_product_attention
-    if m is torch and math:
-        with sdpa_kernel([SDPBackend.MATH]):
+    if math:
+        with m.nn.attention.sdpa_kernel([m.nn.attention.SDPBackend.MATH]):
             return f(q, k, v, mask, **kw)
     return f(q, k, v, mask, **kw)
 

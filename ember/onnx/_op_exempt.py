@@ -89,6 +89,7 @@ _NOT_YET = (
     indexing.MaskedScatter, nn_fused.BinaryCrossEntropy, nn_fused._CrossEntropy,
     normalization.Normalize, normalization._GroupNorm, pooling.AdaptiveMaxPool,
     pooling.AvgPool, pooling.GatherFlat, resample.Resample, resample.Take, rnn.PackPadded,
+    pooling.AdaptiveMaxPool3D, pooling.AvgPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
     rnn.PadPacked, rnn.PadSequence, scan.GatherAlong, scan._Concat, shape.Roll, shape.Select,
     shape.Unfold)
 

@@ -153,6 +153,7 @@ def _first_max_general(xm, x, pos, out_shape, arg):
 
 class MaxPoolWithIndices(MaxPool):
     """:class:`MaxPool` that also returns PyTorch's flat indices into each input plane."""
+    _node_name = "MaxPool2DWithIndicesBackward0"
     n_outputs = 2
     differentiable_outputs = (0,)
 
@@ -162,6 +163,16 @@ class MaxPoolWithIndices(MaxPool):
 
     def jvp(self, t, _):
         return PoolGather.apply(t, self.arg, self.g), None
+
+
+class MaxPool3D(MaxPool):
+    """:class:`MaxPool` over three dims (PyTorch's 3-d node)."""
+    _node_name = "MaxPool3DWithIndicesBackward0"
+
+
+class MaxPool3DWithIndices(MaxPoolWithIndices):
+    """:class:`MaxPoolWithIndices` over three dims (PyTorch's 3-d node)."""
+    _node_name = "MaxPool3DWithIndicesBackward0"
 
 
 def flat_indices(arg, g):
@@ -284,6 +295,11 @@ class AvgPoolAdjoint(Primitive):
     jvp = _jvp.linear(0)
 
 
+class AvgPool3D(AvgPool):
+    """:class:`AvgPool` over three dims (PyTorch's 3-d node)."""
+    _node_name = "AvgPool3DBackward0"
+
+
 class GatherFlat(Primitive):
     """``out[..., o] = x[..., idx[..., o]]`` over the flattened spatial dims."""
     _node_name = "GatherBackward0"
@@ -332,6 +348,26 @@ class ScatterFlat(Primitive):
         return GatherFlat.apply(gx, self.idx, len(self.S)), None, None, None
 
     jvp = _jvp.linear(0)
+
+
+class MaxUnpool(ScatterFlat):
+    """``max_unpool2d``: :class:`ScatterFlat` writing (not adding) each value at its
+    index, PyTorch's unpooling node."""
+    _node_name = "MaxUnpool2DBackward0"
+
+
+class MaxUnpool3D(ScatterFlat):
+    """``max_unpool3d``: as :class:`MaxUnpool`, PyTorch's 3-d node."""
+    _node_name = "MaxUnpool3DBackward0"
+
+
+def _as_2d(fn, input, *rest):
+    """A 1-d pooling as PyTorch runs it: on ``input.unsqueeze(-2)`` by the 2-d kernel
+    ``fn(x, *rest)``, its outputs squeezed back (unsqueeze, the 2-d node, squeeze)."""
+    out = fn(input.unsqueeze(-2), *rest)
+    if isinstance(out, tuple):
+        return tuple(o.squeeze(-2) for o in out)
+    return out.squeeze(-2)
 
 
 # ----- geometry and argument checks ----------------------------------------------------
@@ -406,10 +442,18 @@ def _max_pool(name, nd, input, kernel_size, stride, padding, dilation, ceil_mode
     _check_input(name, input, nd)
     k, s, p, d = _pool_args(name, nd, kernel_size, stride, padding, dilation)
     g = _pool_geom(input.shape, nd, k, s, p, d, ceil_mode)
+    if nd == 1:  # PyTorch's 1-d pooling is its 2-d kernel over a height of 1
+        g = _pool_geom(input.shape[:-1] + (1,) + input.shape[-1:], 2, (1,) + k, (1,) + s,
+                       (0,) + p, (1,) + d, ceil_mode)
+        return _as_2d(_max_pool_op, input, g, return_indices)
+    return _max_pool_op(input, g, return_indices)
+
+
+def _max_pool_op(input, g, return_indices):
     if return_indices:
-        out, idx = MaxPoolWithIndices.apply(input, g)
+        out, idx = (MaxPool3DWithIndices if g.nd == 3 else MaxPoolWithIndices).apply(input, g)
         return out, idx
-    return MaxPool.apply(input, g)
+    return (MaxPool3D if g.nd == 3 else MaxPool).apply(input, g)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -478,11 +522,15 @@ def _avg_pool(name, nd, input, kernel_size, stride, padding, ceil_mode, count_in
     _check_input(name, input, nd)
     k, s, p, d = _pool_args(name, nd, kernel_size, stride, padding, 1)
     g = _pool_geom(input.shape, nd, k, s, p, d, ceil_mode)
+    if nd == 1:  # PyTorch's 1-d pooling is its 2-d kernel over a height of 1
+        g = _pool_geom(input.shape[:-1] + (1,) + input.shape[-1:], 2, (1,) + k, (1,) + s,
+                       (0,) + p, (1, 1), ceil_mode)
     g.extra = (count_include_pad, divisor_override)
     div = _avg_divisor(g, count_include_pad, divisor_override)
     if not isinstance(div, float):
         div = array_module(input._data).asarray(div)
-    return AvgPool.apply(input, g, div)
+    op = AvgPool3D if nd == 3 else AvgPool
+    return _as_2d(op.apply, input, g, div) if nd == 1 else op.apply(input, g, div)
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
@@ -671,6 +719,11 @@ class AdaptiveMaxPool(Primitive):
         return ScatterFlat.apply(gy, self.idx, self.S, True), None
 
 
+class AdaptiveMaxPool3D(AdaptiveMaxPool):
+    """:class:`AdaptiveMaxPool` over three dims (PyTorch's 3-d node)."""
+    _node_name = "AdaptiveMaxPool3DBackward0"
+
+
 def _pick(xm, table, arg, O):
     """``table[o, arg[..., o]]`` for a table (*O, kk) and choices (..., *O)."""
     nd = len(O)
@@ -681,7 +734,10 @@ def _pick(xm, table, arg, O):
 
 def _adaptive_max(name, nd, input, output_size, return_indices):
     S, O = _adaptive_args(name, input, nd, output_size)
-    out, idx = AdaptiveMaxPool.apply(input, O)
+    if nd == 1:  # PyTorch's 1-d pooling is its 2-d kernel over a height of 1
+        out, idx = _as_2d(AdaptiveMaxPool.apply, input, (1,) + tuple(O))
+    else:
+        out, idx = (AdaptiveMaxPool3D if nd == 3 else AdaptiveMaxPool).apply(input, O)
     return (out, idx) if return_indices else out
 
 
@@ -766,7 +822,9 @@ def _max_unpool(name, nd, input, indices, kernel_size, stride, padding, output_s
     if idx.size and (idx.min() < 0 or idx.max() >= math.prod(out)):
         raise RuntimeError(f"Found an invalid max index: {int(idx.max())} (output volumes are "
                            f"of size {'x'.join(map(str, out))}")
-    return ScatterFlat.apply(input, idx, out, False)
+    if nd == 1:  # PyTorch's 1-d unpooling is its 2-d kernel over a height of 1
+        return _as_2d(MaxUnpool.apply, input, idx[..., None, :], (1,) + out, False)
+    return (MaxUnpool3D if nd == 3 else MaxUnpool).apply(input, idx, out, False)
 
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
