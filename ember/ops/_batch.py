@@ -541,6 +541,8 @@ def _no_batch_rule():
         pooling.AvgPoolAdjoint: _BACKWARD,
         pooling.PoolScatter: _BACKWARD,
         pooling.ScatterFlat: _BACKWARD,
+        pooling.MaxUnpool: "takes positions as a raw index array; no rule written yet",
+        pooling.MaxUnpool3D: "takes positions as a raw index array; no rule written yet",
         pooling.PoolGather: "takes max positions as a raw index array; no rule written yet",
         pooling.GatherFlat: "takes positions as a raw index array; no rule written yet",
         rnn.PackPadded: "data-dependent output shape (packed rows)",
