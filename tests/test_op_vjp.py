@@ -107,6 +107,7 @@ CASES = {
     "Permute": (shape.Permute, lambda r, d: ([_t(r, (2, 3, 4), d), (2, 0, 1)], {})),
     "Transpose": (shape.Transpose, lambda r, d: ([_t(r, (2, 3, 4), d), 0, 2], {})),
     "T": (shape.T, lambda r, d: ([_t(r, (3, 4), d), 0, 1], {})),
+    "TransposeInplace": (shape.TransposeInplace, lambda r, d: ([_t(r, (2, 3, 4), d), 2, 0], {})),
     "Unbind": (join.Unbind, lambda r, d: ([_t(r, (3, 4), d), 1], {})),
     "Conv": (conv.Conv, _conv),
     "MaxPool": (pooling.MaxPool, _pool(False)),

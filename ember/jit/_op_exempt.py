@@ -8,6 +8,7 @@ fails it. Tracing one of these and writing the trace's code raises
 """
 from ember._graph.exempt import (
     BACKWARD_ONLY,
+    EAGER_ONLY,
     FAMILY_BASES,
     RANDOM,
     SPARSE,
@@ -61,5 +62,5 @@ _NOT_YET = (
     rnn.PackPadded, rnn.PadPacked, rnn.PadSequence, scan.Cumprod, scan.GatherAlong,
     scan._Concat, scan._Cummax, scan._Cummin, shape.Select, shape.Unfold)
 
-NO_TORCHSCRIPT = exemptions(FAMILY_BASES, BACKWARD_ONLY, RANDOM, STORAGE, SPARSE,
+NO_TORCHSCRIPT = exemptions(FAMILY_BASES, BACKWARD_ONLY, EAGER_ONLY, RANDOM, STORAGE, SPARSE,
                             _NOT_YET)

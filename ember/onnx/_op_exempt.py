@@ -7,6 +7,7 @@ and the user's line.
 """
 from ember._graph.exempt import (
     BACKWARD_ONLY,
+    EAGER_ONLY,
     FAMILY_BASES,
     RANDOM,
     SPARSE,
@@ -93,5 +94,5 @@ _NOT_YET = (
     rnn.PadPacked, rnn.PadSequence, scan.GatherAlong, scan._Concat, shape.Roll, shape.Select,
     shape.Unfold)
 
-NO_ONNX = exemptions(FAMILY_BASES, BACKWARD_ONLY, RANDOM, STORAGE, SPARSE, _COMPLEX,
+NO_ONNX = exemptions(FAMILY_BASES, BACKWARD_ONLY, EAGER_ONLY, RANDOM, STORAGE, SPARSE, _COMPLEX,
                      _DECOMPOSITIONS, _NO_OPERATOR, _NOT_YET)

@@ -561,7 +561,8 @@ def _no_batch_rule():
             if not c.__dict__.get("_renamed_from"):
                 table[c] = _RANDOM
                 stack.append(c)
-    for c in (rnn.GRULayer, rnn.LSTMLayer, rnn.RNNReluLayer, rnn.RNNTanhLayer):
+    for c in (rnn.GRULayer, rnn.LSTMLayer, rnn.RNNReluLayer, rnn.RNNTanhLayer,
+              rnn.MkldnnLSTMLayer):
         table[c] = "recurrent layers over packed rows; no rule written yet"
     return table
 
