@@ -147,8 +147,9 @@ def celu_(input, alpha=1.0):
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """``x`` if ``x > 0`` else ``negative_slope * x``."""
-    from ember.ops.unary import leaky_relu as _leaky
-    return _maybe_inplace(input, inplace, _opmath(lambda x: _leaky(x, negative_slope)))
+    from ember.ops.activations import LeakyRelu, LeakyReluInplace
+    op = LeakyReluInplace if inplace else LeakyRelu
+    return _maybe_inplace(input, inplace, lambda x: op.apply(x, negative_slope))
 
 
 def leaky_relu_(input, negative_slope=0.01):
@@ -326,10 +327,9 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
 @node_name("ThresholdBackward0")
 def threshold(input, threshold, value, inplace=False):
     """``value`` where ``x <= threshold``, else ``x`` (so NaN stays NaN)."""
-    def fn(x):
-        v = ember.full((), value, dtype=x.dtype, device=x.device)
-        return _zero_curvature(ember.where(x <= threshold, v, x), x)
-    return _maybe_inplace(input, inplace, fn)
+    from ember.ops.activations import Threshold, ThresholdInplace
+    op = ThresholdInplace if inplace else Threshold
+    return _maybe_inplace(input, inplace, lambda x: op.apply(x, threshold, value))
 
 
 def threshold_(input, threshold, value):

@@ -35,6 +35,7 @@ from ember.onnx._export_registry import (
     one_node,
 )
 from ember.ops import (
+    activations,
     bitwise,
     conversion,
     diagonals,
@@ -183,6 +184,14 @@ def _clamp(g, node, x, lo=None, hi=None, *rest):
 @exports(unary.LeakyRelu)
 def _leaky_relu(g, node, x, slope):
     return g.op("LeakyRelu", [g.tensor(x)], alpha=float(slope))
+
+
+@exports(activations.Threshold)
+def _threshold(g, node, x, threshold, value):
+    """``Where(x <= threshold, value, x)``: NaN stays NaN, as in ember and PyTorch."""
+    t = g.tensor(x)
+    low = g.op("LessOrEqual", [t, g.tensor(float(threshold), like=x)])
+    return g.op("Where", [low, g.tensor(float(value), like=x), t])
 
 
 @exports(unary.Round)

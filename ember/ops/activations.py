@@ -196,7 +196,9 @@ class LeakyRelu(Primitive):
 
     def forward(self, x, negative_slope):
         self.negative_slope = negative_slope
-        return np.where(x > 0, x, x * np.asarray(negative_slope, x.dtype)).astype(x.dtype,
+        # half precision: the product in float32, rounded once (PyTorch's CPU kernel)
+        w = x.astype(np.float32) if x.dtype == np.float16 else x
+        return np.where(x > 0, x, w * np.asarray(negative_slope, w.dtype)).astype(x.dtype,
                                                                                    copy=False)
 
     def backward(self, gy):
@@ -214,9 +216,45 @@ class LeakyRelu(Primitive):
     torchscript = "leaky_relu"
 
 
+class LeakyReluInplace(LeakyRelu):
+    """``leaky_relu_``: the same op, PyTorch's in-place node."""
+    _node_name = "LeakyReluBackward1"
+    _op_name = "LeakyRelu"
+
+
 def leaky_relu(input, negative_slope=0.01):
     """``x`` where ``x > 0``, else ``negative_slope * x`` (``F.leaky_relu``)."""
     return LeakyRelu.apply(input, negative_slope)
+
+
+class Threshold(Primitive):
+    """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN); the gradient passes
+    where ``x > threshold`` (``F.threshold``)."""
+    save_inputs = (0,)
+
+    def forward(self, x, threshold, value):
+        self.threshold = threshold
+        return np.where(x <= threshold, np.asarray(value, x.dtype), x).astype(x.dtype,
+                                                                              copy=False)
+
+    def backward(self, gy):
+        x, = self.saved_tensors
+        th = self.threshold
+
+        def slope(a):
+            return (a > th).astype(a.dtype)
+        from ember.ops.unary import _piecewise_grad  # (lazily: unary imports this module)
+        return _piecewise_grad(gy, x, slope), None, None
+
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+    torchscript = "threshold"
+
+
+class ThresholdInplace(Threshold):
+    """``threshold_``: the same op, PyTorch's in-place node."""
+    _node_name = "ThresholdBackward1"
+    _op_name = "Threshold"
 
 
 class Softplus(Primitive):
