@@ -106,10 +106,11 @@ def _elu(x, alpha, scale=1.0, input_scale=1.0):
     return out * scale if scale != 1.0 else out
 
 
-@node_name("EluBackward0")
 def elu(input, alpha=1.0, inplace=False):
     """``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``."""
-    return _maybe_inplace(input, inplace, lambda x: _elu(x, alpha))
+    from ember.ops.activations import Elu, EluInplace
+    op = EluInplace if inplace else Elu
+    return _maybe_inplace(input, inplace, lambda x: op.apply(x, alpha))
 
 
 def elu_(input, alpha=1.0):
@@ -121,10 +122,12 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-@node_name("EluBackward0")
 def selu(input, inplace=False):
-    """``scale * elu(x, alpha)`` with the self-normalising constants."""
-    return _maybe_inplace(input, inplace, lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE))
+    """``scale * elu(x, alpha)`` with the self-normalising constants (PyTorch's node is
+    its elu's)."""
+    from ember.ops.activations import Elu, EluInplace
+    op = EluInplace if inplace else Elu
+    return _maybe_inplace(input, inplace, lambda x: op.apply(x, _SELU_ALPHA, _SELU_SCALE))
 
 
 def selu_(input):
@@ -132,12 +135,13 @@ def selu_(input):
     return selu(input, inplace=True)
 
 
-@node_name("CeluBackward0")
 def celu(input, alpha=1.0, inplace=False):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    from ember.ops.activations import Celu, CeluInplace
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError")
-    return _maybe_inplace(input, inplace, lambda x: _elu(x, alpha, 1.0, 1.0 / alpha))
+    op = CeluInplace if inplace else Celu
+    return _maybe_inplace(input, inplace, lambda x: op.apply(x, alpha))
 
 
 def celu_(input, alpha=1.0):
