@@ -45,6 +45,10 @@ class Node:
     _pre_hooks = None
     _tensor_pre_hooks = None
     _n_in = None  # set when trailing inputs were plain values (dims, flags), not Tensors
+    # how many inputs PyTorch's node lists in ``next_functions`` when that is not "every
+    # Tensor argument up to the last one given": a node of an op whose optional Tensor
+    # (a bias) may be None, or whose integer operands (targets) PyTorch does not list
+    n_inputs = None
 
     def name(self):
         """The node's name as PyTorch prints it, e.g. ``MulBackward0``."""
@@ -70,6 +74,9 @@ class Node:
         """((node, output_nr), ...) for each input; leaves appear as ``AccumulateGrad``."""
         out = []
         edges = self._edges if self._n_in is None else self._edges[:self._n_in]
+        n = type(self).n_inputs
+        if n is not None:
+            edges = (list(self._edges) + [None] * n)[:n]
         for e in edges:
             if e is None:
                 out.append((None, 0))

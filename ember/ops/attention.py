@@ -230,11 +230,7 @@ class FlashAttentionForCpu(ScaledDotProductAttention):
     bias is a constant there (the kernel is not chosen for a mask that needs a gradient),
     and the node's inputs are query, key and value."""
     _node_name = "ScaledDotProductFlashAttentionForCpuBackward0"
-
-    @property
-    def next_functions(self):
-        """The edges of query, key and value."""
-        return ScaledDotProductAttention.next_functions.fget(self)[:3]
+    n_inputs = 3
 
 
 def scaled_dot_product_attention(q, k, v, bias, dropout_mask, scale, safe):
