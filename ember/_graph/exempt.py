@@ -44,7 +44,8 @@ FAMILY_BASES = (
 
 BACKWARD_ONLY = (
     "made only by backward formulas: traces record forward graphs",
-    conv.ConvInput, conv.ConvWeight, pooling.AvgPoolAdjoint, pooling.PoolScatter,
+    conv.ConvInput, conv.ConvWeight, pooling.AdaptiveAvgPoolAdjoint, pooling.AvgPoolAdjoint,
+    pooling.PoolScatter,
     pooling.PoolGather, pooling.ScatterFlat, resample.ResampleAdjoint, resample.TakeAdjoint,
     shape.SumToSize, shape.UnfoldBackward, scan.ReverseCumsum, scan.ScatterAddAlong,
     unary.PiecewiseGrad, unary.ReluBackward, unary.SigmoidBackward, unary.TanhBackward,

@@ -57,6 +57,7 @@ _NOT_YET = (
     linalg_lu.Geqrf, linalg_lu.LuFactorEx, nn_fused.BinaryCrossEntropy, nn_fused._CrossEntropy,
     pooling.AdaptiveMaxPool, pooling.AvgPool, pooling.GatherFlat, power.RPowScalar,
     pooling.AdaptiveMaxPool3D, pooling.AvgPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
+    pooling.AdaptiveAvgPool, pooling.AdaptiveAvgPool3D,
     reduction.Nansum, reduction.Prod, reduction.ProdDim, reduction._All, reduction._Any,
     reduction._CountNonzero, reduction._Std, reduction._Var, resample.Resample, resample.Take,
     rnn.PackPadded, rnn.PadPacked, rnn.PadSequence, scan.Cumprod, scan.GatherAlong,

@@ -91,6 +91,7 @@ _NOT_YET = (
     normalization.Normalize, normalization._GroupNorm, pooling.AdaptiveMaxPool,
     pooling.AvgPool, pooling.GatherFlat, resample.Resample, resample.Take, rnn.PackPadded,
     pooling.AdaptiveMaxPool3D, pooling.AvgPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
+    pooling.AdaptiveAvgPool, pooling.AdaptiveAvgPool3D,
     rnn.PadPacked, rnn.PadSequence, scan.GatherAlong, scan._Concat, shape.Roll, shape.Select,
     shape.Unfold)
 

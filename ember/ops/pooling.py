@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
+from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
@@ -588,13 +588,6 @@ def _bounds(a, o):
     return (i * a) // o, -((-(i + 1) * a) // o)
 
 
-def _adaptive_matrix(a, o, dtype, xm):
-    start, end = _bounds(a, o)
-    cols = np.arange(a)
-    m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
-    return _make(xm.asarray(m.astype(dtype)))
-
-
 def _adaptive_avg_exact(a, S, O):
     """Adaptive average pooling as PyTorch's CPU kernel computes it: each window's
     elements added one by one (row-major) to +0.0, then divided by the window's size.
@@ -613,13 +606,90 @@ def _adaptive_avg_exact(a, S, O):
 
 
 def _adaptive_avg(name, nd, input, output_size):
-    x = _adaptive_avg_fast(name, nd, input, output_size)
-    a, y = input._data, x._data
-    if array_module(a) is np and a.dtype.kind == "f" and a.size and _inexact(a, y):
-        # the fast path's gradient is right (it does not depend on the values); its
-        # forward values are replaced by the exact ones
-        x._data = _adaptive_avg_exact(a, tuple(a.shape[a.ndim - nd:]), tuple(y.shape[-nd:]))
-    return x
+    """Adaptive average pooling as PyTorch records it: a mean where every output size is
+    1 (2-d and 3-d), the 2-d node over a height of 1 for 1-d, else one node."""
+    S, O = _adaptive_args(name, input, nd, output_size)
+    if nd == 1:
+        return _as_2d(_adaptive_avg_op, input, (1,) + tuple(O))
+    return _adaptive_avg_op(input, tuple(O))
+
+
+def _adaptive_avg_op(input, O):
+    nd = len(O)
+    if all(o == 1 for o in O):
+        return input.mean(tuple(range(-nd, 0)), keepdim=True)
+    return (AdaptiveAvgPool3D if nd == 3 else AdaptiveAvgPool).apply(input, O)
+
+
+def _avg_matrices(S, O, dtype, xm):
+    """Per pooled dim, the (o, a) matrix of window weights (None where o == a)."""
+    out = []
+    for a, o in zip(S, O):
+        if a == o:
+            out.append(None)
+            continue
+        start, end = _bounds(a, o)
+        cols = np.arange(a)
+        m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
+        out.append(xm.asarray(m.astype(dtype)))
+    return out
+
+
+def _separable(x, mats, transpose=False):
+    """``x`` with each of its last ``len(mats)`` dims multiplied by its matrix."""
+    xm = array_module(x)
+    nd = len(mats)
+    for i, m in enumerate(mats):
+        if m is not None:
+            ax = x.ndim - nd + i
+            x = xm.moveaxis(xm.tensordot(x, m.T if not transpose else m, axes=([ax], [0])),
+                            -1, ax)
+    return xm.ascontiguousarray(x)
+
+
+class AdaptiveAvgPool(Primitive):
+    """``apply(x, O)``: the mean of each adaptive window of the last ``len(O)`` dims (as
+    separable window-weight products; PyTorch's running sums where that could give
+    another class of result)."""
+    _node_name = "AdaptiveAvgPool2DBackward0"
+    batch = _batch.passthrough
+
+    def forward(self, x, O):
+        nd = len(O)
+        S = tuple(x.shape[x.ndim - nd:])
+        self.S = S
+        y = _separable(x, _avg_matrices(S, O, x.dtype, array_module(x)))
+        if array_module(x) is np and x.size and _inexact(x, y):
+            y = _adaptive_avg_exact(x, S, O)
+        return y
+
+    def backward(self, gy):
+        return AdaptiveAvgPoolAdjoint.apply(gy, self.S), None
+
+    jvp = _jvp.linear(0)
+
+
+class AdaptiveAvgPool3D(AdaptiveAvgPool):
+    """:class:`AdaptiveAvgPool` over three dims (PyTorch's 3-d node)."""
+    _node_name = "AdaptiveAvgPool3DBackward0"
+
+
+class AdaptiveAvgPoolAdjoint(Primitive):
+    """``apply(g, S)``: each output's gradient spread evenly over its window in a
+    plane of size ``S`` (the adjoint of :class:`AdaptiveAvgPool`)."""
+    _node_name = "AdaptiveAvgPool2DBackwardBackward0"
+    batch = _batch.passthrough
+
+    def forward(self, g, S):
+        nd = len(S)
+        O = tuple(g.shape[g.ndim - nd:])
+        self.O = O
+        return _separable(g, _avg_matrices(S, O, g.dtype, array_module(g)), transpose=True)
+
+    def backward(self, gx):
+        return AdaptiveAvgPool.apply(gx, self.O), None
+
+    jvp = _jvp.linear(0)
 
 
 def _inexact(a, y):
@@ -631,26 +701,6 @@ def _inexact(a, y):
         return True
     big = np.finfo(a.dtype).max / a.size
     return not (-big < y.min() and y.max() < big)
-
-
-def _adaptive_avg_fast(name, nd, input, output_size):
-    S, O = _adaptive_args(name, input, nd, output_size)
-    x = input
-    xm = array_module(input._data)
-    for i in range(nd):
-        dim = x.dim() - nd + i
-        a, o = S[i], O[i]
-        if a == o:
-            continue
-        if o == 1:
-            x = x.mean(dim, keepdim=True)
-        elif a % o == 0:
-            shape = tuple(x.shape)
-            x = x.reshape(shape[:dim] + (o, a // o) + shape[dim + 1:]).mean(dim + 1)
-        else:
-            m = _adaptive_matrix(a, o, input._data.dtype, xm)
-            x = (x.transpose(dim, -1) @ m.t()).transpose(dim, -1)
-    return x if x is not input else x * 1
 
 
 def adaptive_avg_pool1d(input, output_size):
