@@ -30,7 +30,7 @@ def _mask_array(shape, seed, kind):
 
 
 def sdpa(m, q, k, v, mask=None, *, math=True, seed=None, **kw):
-    """ember's sdpa, or torch's (its math kernel unless ``math=False``: torch's fused CPU
+    """sdpa in ember or torch, in the math kernel unless ``math=False`` (torch's fused CPU
     kernel has no double backward)."""
     if isinstance(mask, tuple):      # (shape, kind[, dtype]): built here for each library
         shape, kind = mask[:2]
@@ -40,8 +40,8 @@ def sdpa(m, q, k, v, mask=None, *, math=True, seed=None, **kw):
     if seed is not None:
         m.manual_seed(seed)
     f = m.nn.functional.scaled_dot_product_attention
-    if m is torch and math:
-        with sdpa_kernel([SDPBackend.MATH]):
+    if math:
+        with m.nn.attention.sdpa_kernel([m.nn.attention.SDPBackend.MATH]):
             return f(q, k, v, mask, **kw)
     return f(q, k, v, mask, **kw)
 
@@ -865,3 +865,50 @@ def test_sdpa_kernel_context_is_accepted():
         with pytest.raises(AssertionError):
             with k("math"):
                 pass
+
+
+def test_sdpa_kernel_choice_as_torch():
+    """The kernel sdpa runs, seen in its node, is the one PyTorch's CPU build chooses:
+    the fused node where its conditions hold (4-d, one batch size, equal head dims,
+    non-empty sequences, no dropout, a 2-d or 4-d mask needing no gradient), else the math
+    composite; ``sdpa_kernel`` restricts the choice."""
+    rng = np.random.default_rng(0)
+
+    def arr(*shape):
+        return rng.standard_normal(shape)
+    q4, k4, v3 = arr(2, 3, 5, 8), arr(2, 3, 6, 8), arr(2, 3, 6, 3)
+    cases = [
+        ((q4, k4, k4), {}), ((arr(3, 5, 8), arr(3, 6, 8), arr(3, 6, 8)), {}),
+        ((q4, k4, v3), {}), ((q4, k4, k4), {"dropout_p": 0.2}),
+        ((q4, k4, k4), {"is_causal": True}), ((arr(2, 1, 5, 8), arr(1, 3, 6, 8),
+                                               arr(1, 3, 6, 8)), {}),
+        ((arr(2, 4, 5, 8), arr(2, 2, 6, 8), arr(2, 2, 6, 8)), {"enable_gqa": True}),
+        ((q4, k4, k4), {"attn_mask": ("bool", (5, 6))}),
+        ((q4, k4, k4), {"attn_mask": ("bool", (2, 1, 1, 6))}),
+        ((q4, k4, k4), {"attn_mask": ("float", (3, 5, 6))}),
+        ((q4, k4, k4), {"attn_mask": ("grad", (5, 6))}),
+    ]
+    for arrays, kw in cases:
+        names = []
+        for m in (ember, torch):
+            ts = [m.tensor(a, requires_grad=True) for a in arrays]
+            kwm = dict(kw)
+            if "attn_mask" in kw:
+                kind, shape = kw["attn_mask"]
+                a = arr(*shape)
+                kwm["attn_mask"] = m.tensor(a > 0) if kind == "bool" else \
+                    m.tensor(a, requires_grad=kind == "grad")
+            if "dropout_p" in kw:
+                m.manual_seed(0)
+            out = m.nn.functional.scaled_dot_product_attention(*ts, **kwm)
+            names.append(out.grad_fn.name())
+        fused = "ScaledDotProductFlashAttentionForCpuBackward0"
+        assert (names[0] == fused) == (names[1] == fused), (kw, names)
+    q = ember.ones(2, 3, 5, 8, requires_grad=True)
+    with ember.nn.attention.sdpa_kernel([ember.nn.attention.SDPBackend.FLASH_ATTENTION]):
+        with pytest.raises(RuntimeError, match="No available kernel"):
+            ember.nn.functional.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+    with torch.nn.attention.sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        with pytest.raises(RuntimeError, match="No available kernel"):
+            t = torch.ones(2, 3, 5, 8, requires_grad=True)
+            torch.nn.functional.scaled_dot_product_attention(t, t, t, dropout_p=0.5)

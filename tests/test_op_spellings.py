@@ -27,6 +27,7 @@ from ember.nn import functional as F
 from ember.onnx import _export_ops
 from ember.onnx._op_exempt import NO_ONNX
 from ember.ops import (
+    activations,
     bitwise,
     complex_numbers,
     elementwise,
@@ -279,6 +280,9 @@ _I = np.array([[3, -6, 0], [9, 4, 12]], np.int64)
 _J = np.array([[1, 2, 0], [3, 1, 2]], np.int64)
 _RECIPES = {  # the op's arguments where the default (one float tensor per input) won't do
     unary.LeakyRelu: lambda: [_t(_A), 0.1],
+    activations.Threshold: lambda: [_t(_A), 0.1, -2.0],
+    activations.Elu: lambda: [_t(_A), 1.5, 1.2, 0.8],
+    activations.Celu: lambda: [_t(_A), 1.5],
     unary.Logit: lambda: [_t(np.abs(_A) + 0.05), None],
     unary.NanToNum: lambda: [_t(np.array([np.nan, np.inf, -np.inf, 1], np.float32)), 0.0,
                              None, None],

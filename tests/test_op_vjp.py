@@ -55,10 +55,11 @@ def _conv(rng, dt):
     return [x, w, b, F.conv2d(x, w, b, stride=2, padding=1).grad_fn.g], {}
 
 
-def _pool(indices):
+def _pool(indices, nd=2):
     def make(rng, dt):
-        x = _t(rng, (2, 3, 6, 6), dt)
-        y = F.max_pool2d(x, 3, 2, padding=1, return_indices=indices)
+        x = _t(rng, (2, 3) + (6,) * nd, dt)
+        pool = F.max_pool3d if nd == 3 else F.max_pool2d
+        y = pool(x, 3, 2, padding=1, return_indices=indices)
         return [x, (y[0] if indices else y).grad_fn.g], {}
     return make
 
@@ -94,6 +95,7 @@ CASES = {
     "RsubScalar": (elementwise.RsubScalar, lambda r, d: ([2.5, _t(r, (3, 4), d)], {})),
     "Mul-broadcast": (elementwise.Mul, lambda r, d: ([_t(r, (3, 1, 4), d), _t(r, (2, 4), d)], {})),
     "Mul-scalar": (elementwise.Mul, lambda r, d: ([-1.5, _t(r, (3, 4), d)], {})),
+    "MulScalar": (elementwise.MulScalar, lambda r, d: ([_t(r, (3, 4), d), -1.5], {})),
     "Div-broadcast": (elementwise.Div,
                       lambda r, d: ([_t(r, (3, 1, 4), d), _t(r, (2, 4), d, low=0.5)], {})),
     "Div-scalar": (elementwise.Div, lambda r, d: ([_t(r, (3, 4), d), 3.0], {})),
@@ -108,10 +110,13 @@ CASES = {
     "Permute": (shape.Permute, lambda r, d: ([_t(r, (2, 3, 4), d), (2, 0, 1)], {})),
     "Transpose": (shape.Transpose, lambda r, d: ([_t(r, (2, 3, 4), d), 0, 2], {})),
     "T": (shape.T, lambda r, d: ([_t(r, (3, 4), d), 0, 1], {})),
+    "TransposeInplace": (shape.TransposeInplace, lambda r, d: ([_t(r, (2, 3, 4), d), 2, 0], {})),
     "Unbind": (join.Unbind, lambda r, d: ([_t(r, (3, 4), d), 1], {})),
     "Conv": (conv.Conv, _conv),
     "MaxPool": (pooling.MaxPool, _pool(False)),
     "MaxPoolWithIndices": (pooling.MaxPoolWithIndices, _pool(True)),
+    "MaxPool3D": (pooling.MaxPool3D, _pool(False, 3)),
+    "MaxPool3DWithIndices": (pooling.MaxPool3DWithIndices, _pool(True, 3)),
     "_Linear": (nn_fused._Linear,
                 lambda r, d: ([_t(r, (5, 4), d), _t(r, (3, 4), d), _t(r, (3,), d)], {})),
     "_LinearMm": (nn_fused._LinearMm,
@@ -130,6 +135,7 @@ CASES = {
     "ScaledDotProductAttention": (attention.ScaledDotProductAttention, _sdpa(True, False)),
     "ScaledDotProductAttention-dropout": (attention.ScaledDotProductAttention,
                                           _sdpa(False, True)),
+    "FlashAttentionForCpu": (attention.FlashAttentionForCpu, _sdpa(True, False)),
     "RNNTanhLayer": _layer(rnn.RNNTanhLayer, 1, False, (4, 3, 1)),
     "RNNTanhLayer-one-step": _layer(rnn.RNNTanhLayer, 1, False, (4,)),
     "RNNReluLayer-one-step": _layer(rnn.RNNReluLayer, 1, False, (4,)),

@@ -25,7 +25,7 @@ from ember.ops import (
     unary,
 )
 
-__all__ = ["exemptions", "FAMILY_BASES", "BACKWARD_ONLY", "RANDOM",
+__all__ = ["exemptions", "FAMILY_BASES", "BACKWARD_ONLY", "EAGER_ONLY", "RANDOM",
            "STORAGE", "SPARSE"]
 
 
@@ -45,12 +45,16 @@ FAMILY_BASES = (
 
 BACKWARD_ONLY = (
     "made only by backward formulas: traces record forward graphs",
-    conv.ConvWeight, pooling.AvgPoolAdjoint, pooling.PoolScatter,
+    conv.ConvWeight, pooling.AdaptiveAvgPoolAdjoint, pooling.AvgPoolAdjoint, pooling.PoolScatter,
     pooling.PoolGather, pooling.ScatterFlat, resample.ResampleAdjoint, resample.TakeAdjoint,
     shape.SumToSize, shape.UnfoldBackward, scan.ReverseCumsum, scan.ScatterAddAlong,
     unary.PiecewiseGrad, unary.ReluBackward, unary.SigmoidBackward, unary.TanhBackward,
     unary._ZerosLikeOf, linalg_eig._EigGrad, reduction.ProdOthers, identity._DelayedError,
     identity._Identity, resample_aa._SkippedAxis)
+
+EAGER_ONLY = (
+    "made only outside graph captures: a capture records the call it stands for instead",
+    rnn.MkldnnLSTMLayer)
 
 RANDOM = (
     "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",

@@ -51,6 +51,10 @@ class Node:
     # the inputs PyTorch's node lists, in its order, where they are not all of ember's
     # (``where``'s condition and ``masked_fill``'s mask are no edges in PyTorch's graph)
     _edge_inputs = None
+    # how many inputs PyTorch's node lists in ``next_functions`` when that is not "every
+    # Tensor argument up to the last one given": a node of an op whose optional Tensor
+    # (a bias) may be None, or whose integer operands (targets) PyTorch does not list
+    n_inputs = None
 
     def name(self):
         """The node's name as PyTorch prints it, e.g. ``MulBackward0``."""
@@ -79,6 +83,9 @@ class Node:
             edges = [self._edges[i] for i in self._edge_inputs if i < len(self._edges)]
         else:
             edges = self._edges if self._n_in is None else self._edges[:self._n_in]
+            n = type(self).n_inputs
+            if n is not None:
+                edges = (list(self._edges) + [None] * n)[:n]
         for e in edges:
             if e is None:
                 out.append((None, 0))

@@ -8,6 +8,7 @@ fails it. Tracing one of these and writing the trace's code raises
 """
 from ember._graph.exempt import (
     BACKWARD_ONLY,
+    EAGER_ONLY,
     FAMILY_BASES,
     RANDOM,
     SPARSE,
@@ -60,6 +61,8 @@ _NOT_YET = (
     linalg_decomp.Solve, linalg_decomp.Svd, linalg_decomp.VectorNorm, linalg_eig.Eig,
     linalg_lu.Geqrf, linalg_lu.LuFactorEx, nn_fused.BinaryCrossEntropy, nn_fused._CrossEntropy,
     pooling.AdaptiveMaxPool, pooling.AvgPool, pooling.GatherFlat, power.RPowScalar,
+    pooling.AdaptiveMaxPool3D, pooling.AvgPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
+    pooling.AdaptiveAvgPool, pooling.AdaptiveAvgPool3D,
     reduction.Nansum, reduction.Prod, reduction.ProdDim, reduction._All, reduction._Any,
     reduction._CountNonzero, reduction._Std, reduction._Var, resample.Resample, resample.Take,
     rnn.PackPadded, rnn.PadPacked, rnn.PadSequence, scan.Cumprod, scan.GatherAlong,
@@ -68,5 +71,5 @@ _NOT_YET = (
 # the fills are written (``torch.fill``); the rest of the storage group is not
 _STORAGE = tuple(c for c in STORAGE if not (isinstance(c, type) and
                                             issubclass(c, conversion.Fill)))
-NO_TORCHSCRIPT = exemptions(FAMILY_BASES, BACKWARD_ONLY, RANDOM, _STORAGE, SPARSE,
+NO_TORCHSCRIPT = exemptions(FAMILY_BASES, BACKWARD_ONLY, EAGER_ONLY, RANDOM, _STORAGE, SPARSE,
                             _NOT_YET)

@@ -120,10 +120,11 @@ def _elu(x, alpha, scale=1.0, input_scale=1.0):
     return out * scale if scale != 1.0 else out
 
 
-@node_name("EluBackward0")
 def elu(input, alpha=1.0, inplace=False):
     """``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``."""
-    return _maybe_inplace(input, inplace, lambda x: _elu(x, alpha))
+    from ember.ops.activations import Elu, EluInplace
+    op = EluInplace if inplace else Elu
+    return _maybe_inplace(input, inplace, lambda x: op.apply(x, alpha))
 
 
 def elu_(input, alpha=1.0):
@@ -135,10 +136,12 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-@node_name("EluBackward0")
 def selu(input, inplace=False):
-    """``scale * elu(x, alpha)`` with the self-normalising constants."""
-    return _maybe_inplace(input, inplace, lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE))
+    """``scale * elu(x, alpha)`` with the self-normalising constants (PyTorch's node is
+    its elu's)."""
+    from ember.ops.activations import Elu, EluInplace
+    op = EluInplace if inplace else Elu
+    return _maybe_inplace(input, inplace, lambda x: op.apply(x, _SELU_ALPHA, _SELU_SCALE))
 
 
 def selu_(input):
@@ -146,12 +149,13 @@ def selu_(input):
     return selu(input, inplace=True)
 
 
-@node_name("CeluBackward0")
 def celu(input, alpha=1.0, inplace=False):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    from ember.ops.activations import Celu, CeluInplace
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError")
-    return _maybe_inplace(input, inplace, lambda x: _elu(x, alpha, 1.0, 1.0 / alpha))
+    op = CeluInplace if inplace else Celu
+    return _maybe_inplace(input, inplace, lambda x: op.apply(x, alpha))
 
 
 def celu_(input, alpha=1.0):
@@ -161,8 +165,9 @@ def celu_(input, alpha=1.0):
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """``x`` if ``x > 0`` else ``negative_slope * x``."""
-    from ember.ops.unary import leaky_relu as _leaky
-    return _maybe_inplace(input, inplace, _opmath(lambda x: _leaky(x, negative_slope)))
+    from ember.ops.activations import LeakyRelu, LeakyReluInplace
+    op = LeakyReluInplace if inplace else LeakyRelu
+    return _maybe_inplace(input, inplace, lambda x: op.apply(x, negative_slope))
 
 
 def leaky_relu_(input, negative_slope=0.01):
@@ -349,10 +354,9 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
 @node_name("ThresholdBackward0")
 def threshold(input, threshold, value, inplace=False):
     """``value`` where ``x <= threshold``, else ``x`` (so NaN stays NaN)."""
-    def fn(x):
-        v = ember.full((), value, dtype=x.dtype, device=x.device)
-        return _zero_curvature(ember.where(x <= threshold, v, x), x)
-    return _maybe_inplace(input, inplace, fn)
+    from ember.ops.activations import Threshold, ThresholdInplace
+    op = ThresholdInplace if inplace else Threshold
+    return _maybe_inplace(input, inplace, lambda x: op.apply(x, threshold, value))
 
 
 def threshold_(input, threshold, value):

@@ -14,7 +14,9 @@ import warnings
 from ember import _core as ember
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
+from ember.ops.attention import FlashAttentionForCpu
 from ember.ops.attention import scaled_dot_product_attention as _attention_op
+from ember.ops.elementwise import MulScalar as _MulScalar
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -28,6 +30,9 @@ def _dtype_label(dtype):
             "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
             "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
             "bool": "bool"}.get(dtype.name, dtype.name)
+
+
+_fused_attention = FlashAttentionForCpu.apply
 
 
 def _bool_to_bias(mask, dtype, allowed):
@@ -144,7 +149,7 @@ def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal):
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """``softmax(query @ key^T * scale + mask) @ value`` (PyTorch's
-    ``F.scaled_dot_product_attention``, its math path).
+    ``F.scaled_dot_product_attention`` on CPU).
 
     ``query`` is ``(N, ..., Hq, L, E)``, ``key`` ``(N, ..., H, S, E)``, ``value``
     ``(N, ..., H, S, Ev)``; batch dims broadcast. ``attn_mask`` broadcasts to
@@ -155,40 +160,112 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     With ``enable_gqa``, key and value heads are repeated to the query's head count.
     Query rows that can attend to nothing give zeros, as in PyTorch.
 
+    The kernel is chosen as PyTorch chooses on CPU (and within
+    ``ember.nn.attention.sdpa_kernel``): the fused one, one node, for 4-d inputs of one
+    batch size, equal head dims, non-empty sequences, no dropout and a mask that is 2-d
+    or 4-d and needs no gradient; else the math one, PyTorch's ops one by one.
+
         >>> q = ember.randn(2, 4, 8, 16)
         >>> F.scaled_dot_product_attention(q, q, q, is_causal=True).shape
         ember.Size([2, 4, 8, 16])
     """
+    from ember.nn.attention import SDPBackend, enabled
     _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal)
     if enable_gqa and query.ndim >= 3:
         hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
         if hk != hv or hq % hk != 0:
             raise RuntimeError("Number of heads in key and value must divide the number of "
                                f"heads in query (query has {hq}, key {hk}, value {hv})")
-        if hq != hk:
-            key, value = _repeat_heads(key, hq // hk), _repeat_heads(value, hq // hv)
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
-    # with E == 0 every score is an empty sum, 0 (torch scales the empty q and k by inf,
-    # leaving them empty): any finite scale gives the same
-    scale_factor = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else float(scale)
-    bias = None
-    if is_causal:
-        bias = _causal_bias(L, S, query.dtype, query.device)
-    elif attn_mask is not None:
-        if attn_mask.dtype == ember.bool:
-            bias = _bool_to_bias(attn_mask, query.dtype, allowed=True)
-        else:
-            bias = attn_mask
-        out_shape = tuple(ember.broadcast_shapes(query.shape[:-1], key.shape[:-2] + (1,)))
-        score_shape = out_shape + (S,)
+    kv_batch = key.shape[:-2]
+    if enable_gqa and query.ndim >= 3:
+        kv_batch = kv_batch[:-1] + query.shape[-3:-2]
+    out_shape = tuple(ember.broadcast_shapes(query.shape[:-2], kv_batch,
+                                             value.shape[:-3] + kv_batch[-1:])) + (
+        L, value.shape[-1])
+    if attn_mask is not None and not is_causal:
+        score_shape = out_shape[:-1] + (S,)
         try:
-            full = tuple(ember.broadcast_shapes(score_shape, tuple(bias.shape)))
+            full = tuple(ember.broadcast_shapes(score_shape, tuple(attn_mask.shape)))
         except RuntimeError:
             full = None
         if full != score_shape:
             raise RuntimeError(f"output with shape {list(score_shape)} doesn't match the "
-                               f"broadcast shape {list(full or bias.shape)}")
-    return _attend(query, key, value, bias, scale_factor, dropout_p, safe=True)
+                               f"broadcast shape {list(full or attn_mask.shape)}")
+    if value.numel() == 0 or 0 in out_shape:
+        # nothing to attend to or nothing asked: zeros, still linked to the inputs (as
+        # PyTorch: their sums times zero)
+        zero = ember.zeros(out_shape, dtype=query.dtype, device=query.device)
+        return zero + _MulScalar.apply(query.sum() + key.sum() + value.sum(), 0.0)
+    # with E == 0 every score is an empty sum, 0 (torch scales the empty q and k by inf,
+    # leaving them empty): any finite scale gives the same
+    scale_factor = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else float(scale)
+    if enabled(SDPBackend.FLASH_ATTENTION) and _fused_fits(query, key, value, attn_mask,
+                                                            dropout_p, enable_gqa):
+        if query.shape[-3] != key.shape[-3]:
+            r = query.shape[-3] // key.shape[-3]
+            key, value = _repeat_heads(key, r), _repeat_heads(value, r)
+        bias = _causal_bias(L, S, query.dtype, query.device) if is_causal else \
+            _bias_of(attn_mask, query.dtype)
+        return _fused_attention(query, key, value, bias, None, scale_factor, True)
+    if not enabled(SDPBackend.MATH):
+        raise RuntimeError("No available kernel. Aborting execution.")
+    return _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale_factor,
+                           enable_gqa)
+
+
+def _bias_of(mask, dtype):
+    """A mask as the additive bias on the scores (None for None)."""
+    if mask is None or mask.dtype != ember.bool:
+        return mask
+    return _bool_to_bias(mask, dtype, allowed=True)
+
+
+def _fused_fits(q, k, v, mask, dropout_p, enable_gqa):
+    """PyTorch's conditions for its fused CPU attention kernel."""
+    if dropout_p > 0.0 or not (q.ndim == k.ndim == v.ndim == 4):
+        return False
+    if q.dtype not in (ember.float32, ember.float64, ember.float16, ember.bfloat16):
+        return False
+    if not q.shape[0] == k.shape[0] == v.shape[0] or k.shape[1] != v.shape[1]:
+        return False
+    if q.shape[1] != k.shape[1] and not (enable_gqa and q.shape[1] % k.shape[1] == 0):
+        return False
+    if not q.shape[-1] == k.shape[-1] == v.shape[-1] or 0 in (q.shape[2], k.shape[2]):
+        return False
+    if any(t.stride(-1) != 1 for t in (q, k, v)):
+        return False
+    if mask is None:
+        return True
+    if mask.requires_grad or mask.ndim not in (2, 4) or mask.shape[-2] not in (1, q.shape[2]) \
+            or mask.shape[-1] not in (1, k.shape[2]):
+        return False
+    return mask.ndim == 2 or (mask.shape[0] in (1, q.shape[0]) and mask.shape[1] in (1, q.shape[1]))
+
+
+def _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    """PyTorch's math kernel, op for op: q and k^T each scaled by ``sqrt(scale)``, the
+    mask added in place to the scores, ``_safe_softmax``, dropout, the product with v.
+    Half-precision inputs are computed in float32, as PyTorch does on CPU."""
+    from ember.ops.reduction import _safe_softmax
+    dtype = query.dtype
+    bias = _causal_bias(query.shape[-2], key.shape[-2], dtype, query.device) if is_causal \
+        else _bias_of(attn_mask, dtype)
+    if dtype in (ember.float16, ember.bfloat16):
+        query, key, value = (t.to(ember.float32) for t in (query, key, value))
+    root = math.sqrt(abs(scale))
+    q = _MulScalar.apply(query, -root if scale < 0 else root)
+    if enable_gqa and query.ndim >= 3 and query.shape[-3] != key.shape[-3]:
+        r = query.shape[-3] // key.shape[-3]
+        key, value = key.repeat_interleave(r, -3), value.repeat_interleave(r, -3)
+    attn = ember.matmul(q, _MulScalar.apply(key.transpose(-2, -1), root))
+    if bias is not None:
+        attn.add_(bias)
+    attn = _safe_softmax(attn, -1)
+    if dropout_p > 0.0:
+        attn = attn * _dropout_mask(tuple(attn.shape), dropout_p, attn)
+    out = ember.matmul(attn, value)
+    return out.to(dtype) if out.dtype != dtype else out
 
 
 # ----- multi-head attention ----------------------------------------------------------------

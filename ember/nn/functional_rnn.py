@@ -12,8 +12,10 @@ A graph capture records each call as one node (as PyTorch's tracer records
 ``aten::lstm``): the layers loop over the sequence's time steps in Python, so
 recording their inside would keep the example's sequence length and batch size.
 """
+from ember import _core as ember_core
 from ember import _tensor
-from ember.ops.rnn import LAYERS
+from ember.autograd.grad_mode import is_grad_enabled as grad_enabled
+from ember.ops.rnn import LAYERS, MkldnnLSTMLayer
 
 __all__ = ["lstm", "gru", "rnn_tanh", "rnn_relu"]
 
@@ -85,7 +87,10 @@ def _run_layers(mode, args, name):
             x = x.transpose(0, 1)
         steps, batch = x.shape[0], x.shape[1]
         bs = (batch,) * steps
-        x = x.reshape(steps * batch, x.shape[2])
+        if _onednn_path(mode, x, batch_sizes, per):
+            x = x.contiguous()   # PyTorch's kernel reads (T, B, I) rows in order
+        else:
+            x = x.reshape(steps * batch, x.shape[2])
     if hx is None:
         out_size = params[per - 1].shape[0] if per in (3, 5) else params[1].shape[1]
         z = ember.zeros(num_layers * D, batch, out_size, dtype=x.dtype, device=x.device)
@@ -101,27 +106,45 @@ def _run_layers(mode, args, name):
     hn, cn = [], []
     for layer in range(num_layers):
         ys = []
+        last = layer == num_layers - 1
         for d in range(D):
             k = layer * D + d
             w = list(params[k * per:(k + 1) * per])
             b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
             w_hr = w[-1] if per in (3, 5) else None
-            out = LAYERS[mode].apply(x, hs[k], cs[k] if lstm else None, w[0], w[1], b_ih,
-                                     b_hh, w_hr, batch_sizes=bs, reverse=d == 1)
-            ys.append(out[0])
+            if x.dim() == 3:   # PyTorch's oneDNN layer: (T, B, *) in and out, one node
+                y, h, c = MkldnnLSTMLayer.apply(x, w[0], w[1], b_ih, b_hh, hs[k], cs[k],
+                                                batch_sizes=bs, reverse=d == 1)
+                out = (y, h, c)
+            else:
+                out = LAYERS[mode].apply(x, hs[k], cs[k] if lstm else None, w[0], w[1], b_ih,
+                                         b_hh, w_hr, batch_sizes=bs, reverse=d == 1)
+                y = out[0]
+                if last and bs:   # PyTorch's output: the steps stacked (joined when packed)
+                    y = ember.cat(y.split(bs)) if batch_sizes is not None else \
+                        ember.stack(y.view(len(bs), batch, y.shape[-1]).unbind(0))
+            ys.append(y)
             hn.append(out[1])
             if lstm:
                 cn.append(out[2])
-        x = ys[0] if D == 1 else ember.cat(ys, 1)
+        x = ys[0] if D == 1 else ember.cat(ys, -1)
         if p and train and layer < num_layers - 1:
             x = F.dropout(x, p, True)
-    if batch_sizes is None:
-        x = x.reshape(len(bs), batch, x.shape[-1])
-        if batch_first:
-            x = x.transpose(0, 1)
+    if batch_sizes is None and x.dim() == 2:   # no time steps
+        x = x.reshape(0, batch, x.shape[-1])
+    if batch_first:   # PyTorch turns the LSTM's output back by a copy, the others' in place
+        x = x.transpose(0, 1) if lstm else x.transpose_(0, 1)
     if lstm:
         return x, ember.stack(hn), ember.stack(cn)
     return x, ember.stack(hn)
+
+
+def _onednn_path(mode, x, batch_sizes, per):
+    """Whether PyTorch runs this call through its oneDNN LSTM kernel (its CPU build's
+    choice, from the inputs alone: a float32 LSTM without projections over a padded
+    batch, recording a graph), whose node is one layer over (T, B, *)."""
+    return (mode == "LSTM" and batch_sizes is None and x.dtype == ember_core.float32
+            and per in (2, 4) and x.numel() != 0 and grad_enabled() and not _mode_active[0])
 
 
 def lstm(*args):

@@ -35,6 +35,7 @@ from ember.onnx._export_registry import (
     one_node,
 )
 from ember.ops import (
+    activations,
     bitwise,
     conversion,
     diagonals,
@@ -199,6 +200,36 @@ def _cast_to(g, name, dt, ref=None):
 @exports(unary.LeakyRelu)
 def _leaky_relu(g, node, x, slope):
     return g.op("LeakyRelu", [g.tensor(x)], alpha=float(slope))
+
+
+@exports(activations.Elu)
+def _elu(g, node, x, alpha, scale=1.0, input_scale=1.0):
+    """``Elu`` or ``Selu`` where they fit, else the pieces (``Where`` of the two branches)."""
+    t = g.tensor(x)
+    if scale == 1.0 and input_scale == 1.0:
+        return g.op("Elu", [t], alpha=float(alpha))
+    if input_scale == 1.0:
+        return g.op("Selu", [t], alpha=float(alpha), gamma=float(scale))
+    zero = g.tensor(0.0, like=x)
+    neg = g.op("Exp", [g.op("Mul", [g.op("Min", [t, zero]), g.tensor(float(input_scale),
+                                                                        like=x)])])
+    neg = g.op("Mul", [g.op("Sub", [neg, g.tensor(1.0, like=x)]),
+                       g.tensor(float(alpha * scale), like=x)])
+    pos = g.op("Mul", [t, g.tensor(float(scale), like=x)])
+    return g.op("Where", [g.op("Greater", [t, zero]), pos, neg])
+
+
+@exports(activations.Celu)
+def _celu(g, node, x, alpha):
+    return _elu(g, node, x, alpha, 1.0, 1.0 / alpha)
+
+
+@exports(activations.Threshold)
+def _threshold(g, node, x, threshold, value):
+    """``Where(x <= threshold, value, x)``: NaN stays NaN, as in ember and PyTorch."""
+    t = g.tensor(x)
+    low = g.op("LessOrEqual", [t, g.tensor(float(threshold), like=x)])
+    return g.op("Where", [low, g.tensor(float(value), like=x), t])
 
 
 @exports(unary.Round)

@@ -7,6 +7,7 @@ and the user's line.
 """
 from ember._graph.exempt import (
     BACKWARD_ONLY,
+    EAGER_ONLY,
     FAMILY_BASES,
     RANDOM,
     SPARSE,
@@ -93,8 +94,10 @@ _NOT_YET = (
     indexing.MaskedScatter, nn_fused.BinaryCrossEntropy, nn_fused._CrossEntropy,
     normalization.Normalize, normalization._GroupNorm, pooling.AdaptiveMaxPool,
     pooling.AvgPool, pooling.GatherFlat, resample.Resample, resample.Take, rnn.PackPadded,
+    pooling.AdaptiveMaxPool3D, pooling.AvgPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
+    pooling.AdaptiveAvgPool, pooling.AdaptiveAvgPool3D,
     rnn.PadPacked, rnn.PadSequence, scan.GatherAlong, scan._Concat, shape.Roll, shape.Select,
     shape.Unfold)
 
-NO_ONNX = exemptions(FAMILY_BASES, BACKWARD_ONLY, RANDOM, STORAGE, SPARSE, _COMPLEX,
+NO_ONNX = exemptions(FAMILY_BASES, BACKWARD_ONLY, EAGER_ONLY, RANDOM, STORAGE, SPARSE, _COMPLEX,
                      _DECOMPOSITIONS, _NO_OPERATOR, _NOT_YET)

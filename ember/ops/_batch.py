@@ -545,6 +545,8 @@ def _no_batch_rule():
         pooling.AvgPoolAdjoint: _BACKWARD,
         pooling.PoolScatter: _BACKWARD,
         pooling.ScatterFlat: _BACKWARD,
+        pooling.MaxUnpool: "takes positions as a raw index array; no rule written yet",
+        pooling.MaxUnpool3D: "takes positions as a raw index array; no rule written yet",
         pooling.PoolGather: "takes max positions as a raw index array; no rule written yet",
         pooling.GatherFlat: "takes positions as a raw index array; no rule written yet",
         rnn.PackPadded: "data-dependent output shape (packed rows)",
@@ -563,7 +565,8 @@ def _no_batch_rule():
             if not c.__dict__.get("_renamed_from"):
                 table[c] = _RANDOM
                 stack.append(c)
-    for c in (rnn.GRULayer, rnn.LSTMLayer, rnn.RNNReluLayer, rnn.RNNTanhLayer):
+    for c in (rnn.GRULayer, rnn.LSTMLayer, rnn.RNNReluLayer, rnn.RNNTanhLayer,
+              rnn.MkldnnLSTMLayer):
         table[c] = "recurrent layers over packed rows; no rule written yet"
     return table
 

@@ -196,7 +196,9 @@ class LeakyRelu(Primitive):
 
     def forward(self, x, negative_slope):
         self.negative_slope = negative_slope
-        return np.where(x > 0, x, x * np.asarray(negative_slope, x.dtype)).astype(x.dtype,
+        # half precision: the product in float32, rounded once (PyTorch's CPU kernel)
+        w = x.astype(np.float32) if x.dtype == np.float16 else x
+        return np.where(x > 0, x, w * np.asarray(negative_slope, w.dtype)).astype(x.dtype,
                                                                                    copy=False)
 
     def backward(self, gy):
@@ -214,9 +216,99 @@ class LeakyRelu(Primitive):
     torchscript = "leaky_relu"
 
 
+class LeakyReluInplace(LeakyRelu):
+    """``leaky_relu_``: the same op, PyTorch's in-place node."""
+    _node_name = "LeakyReluBackward1"
+    _op_name = "LeakyRelu"
+
+
 def leaky_relu(input, negative_slope=0.01):
     """``x`` where ``x > 0``, else ``negative_slope * x`` (``F.leaky_relu``)."""
     return LeakyRelu.apply(input, negative_slope)
+
+
+class Elu(Primitive):
+    """``scale * x`` where ``x > 0``, else ``scale * alpha * (exp(input_scale * x) - 1)``
+    (``F.elu``; ``selu`` is it with fixed constants). Half precision computes in float32
+    and rounds once, as PyTorch's CPU kernel."""
+    save_inputs = (0,)
+
+    def forward(self, x, alpha, scale=1.0, input_scale=1.0):
+        self.p = (alpha, scale, input_scale)
+        w = x.astype(np.float32) if x.dtype == np.float16 else x
+        neg = np.expm1(np.where(w > 0, w.dtype.type(0), w) * input_scale) * alpha
+        out = np.where(w > 0, w, neg)
+        if scale != 1.0:
+            out = out * scale
+        return out.astype(x.dtype, copy=False)
+
+    def backward(self, gy):
+        import ember  # (lazily: ember imports this module)
+        x, = self.saved_tensors
+        alpha, scale, input_scale = self.p
+        zero = ember.zeros((), dtype=x.dtype, device=x.device)
+        xn = ember.where(x > 0, zero, x)   # no exp of a large input in the unused branch
+        neg = (xn * input_scale).exp() * (alpha * scale * input_scale)
+        d = ember.where(x > 0, ember.full((), scale, dtype=x.dtype, device=x.device), neg)
+        return gy * d, None, None, None
+
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+    torchscript = "elu"
+
+
+class EluInplace(Elu):
+    """``elu_``/``selu_``: the same op, PyTorch's in-place node."""
+    _node_name = "EluBackward1"
+    _op_name = "Elu"
+
+
+class Celu(Elu):
+    """``F.celu``: :class:`Elu` with ``input_scale = 1 / alpha`` (PyTorch's own node)."""
+
+    def forward(self, x, alpha):
+        return Elu.forward(self, x, alpha, 1.0, 1.0 / alpha)
+
+    def backward(self, gy):
+        return Elu.backward(self, gy)[:2]
+
+    torchscript = "celu"
+
+
+class CeluInplace(Celu):
+    """``celu_``: the same op, PyTorch's in-place node."""
+    _node_name = "CeluBackward1"
+    _op_name = "Celu"
+
+
+class Threshold(Primitive):
+    """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN); the gradient passes
+    where ``x > threshold`` (``F.threshold``)."""
+    save_inputs = (0,)
+
+    def forward(self, x, threshold, value):
+        self.threshold = threshold
+        return np.where(x <= threshold, np.asarray(value, x.dtype), x).astype(x.dtype,
+                                                                              copy=False)
+
+    def backward(self, gy):
+        x, = self.saved_tensors
+        th = self.threshold
+
+        def slope(a):
+            return (a > th).astype(a.dtype)
+        from ember.ops.unary import _piecewise_grad  # (lazily: unary imports this module)
+        return _piecewise_grad(gy, x, slope), None, None
+
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+    torchscript = "threshold"
+
+
+class ThresholdInplace(Threshold):
+    """``threshold_``: the same op, PyTorch's in-place node."""
+    _node_name = "ThresholdBackward1"
+    _op_name = "Threshold"
 
 
 class Softplus(Primitive):

@@ -225,6 +225,14 @@ class ScaledDotProductAttention(Primitive):
         return [gq, gk, gv, gb, None, None, None]
 
 
+class FlashAttentionForCpu(ScaledDotProductAttention):
+    """:class:`ScaledDotProductAttention` where PyTorch runs its fused CPU kernel: the
+    bias is a constant there (the kernel is not chosen for a mask that needs a gradient),
+    and the node's inputs are query, key and value."""
+    _node_name = "ScaledDotProductFlashAttentionForCpuBackward0"
+    n_inputs = 3
+
+
 def scaled_dot_product_attention(q, k, v, bias, dropout_mask, scale, safe):
     """The attention output as one node (arguments as :class:`ScaledDotProductAttention`)."""
     return ScaledDotProductAttention.apply(q, k, v, bias, dropout_mask, scale, safe)

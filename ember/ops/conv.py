@@ -64,6 +64,7 @@ __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
 class Conv(Primitive):
     """``y = conv(x, w) + b``: x (N, C, *S), w (F, C/G, *K), b (F,) or None."""
     save_inputs = (0, 1)
+    n_inputs = 3   # input, weight, bias (None when there is none), as PyTorch lists them
     _node_name = "ConvolutionBackward0"
     batch = _batch_nn.conv
 
@@ -106,6 +107,7 @@ class ConvInput(Primitive):
     """
     save_inputs = (0, 1)
     _node_name = "ConvolutionBackward0"
+    n_inputs = 3   # input, weight, bias (None when there is none), as PyTorch lists them
     batch = _batch_nn.conv_input
 
     def forward(self, y, w, b, g):

@@ -262,6 +262,14 @@ class Mul(Primitive):
     fused = "{0} * {1}"  # one element, for the compile plan's fused loops
 
 
+class MulScalar(Mul):
+    """``mul.Scalar``: a tensor times a Python number, the node PyTorch's own composites
+    record (``MulBackward1``, one edge); ``x * 2.0`` from Python stays :class:`Mul`."""
+    _node_name = "MulBackward1"
+    _op_name = "Mul"   # the same op: Mul's spellings write it
+    broadcasts = False
+
+
 class Div(Primitive):
     broadcasts = True
     save_inputs = (0, 1)

@@ -207,6 +207,7 @@ def fused_relu(input):
 class _CrossEntropy(Primitive):
     """``nll_loss(log_softmax(x, 1), t)`` for logits ``x`` (N, C) and int64 class
     indices ``t`` (N), without class weights or label smoothing."""
+    n_inputs = 1   # the logits: PyTorch's NllLossBackward0 lists no target
     save_inputs = (0,)
     _node_name = "NllLossBackward0"
     batch = _batch_nn.cross_entropy

@@ -49,6 +49,7 @@ class Normalize(Primitive):
     save_inputs = (0, 1)
     broadcasts = True
     _node_name = "NativeBatchNormBackward0"
+    n_inputs = 3   # input, weight, bias (None when there is none), as PyTorch lists them
     _overflow_is_nan = False  # batch and instance norm give 0 there, as PyTorch's do
     _nan_in_double = True  # and for float64 input too
     batch = _batch_nn.normalize

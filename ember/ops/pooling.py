@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
+from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
@@ -153,6 +153,7 @@ def _first_max_general(xm, x, pos, out_shape, arg):
 
 class MaxPoolWithIndices(MaxPool):
     """:class:`MaxPool` that also returns PyTorch's flat indices into each input plane."""
+    _node_name = "MaxPool2DWithIndicesBackward0"
     n_outputs = 2
     differentiable_outputs = (0,)
 
@@ -162,6 +163,16 @@ class MaxPoolWithIndices(MaxPool):
 
     def jvp(self, t, _):
         return PoolGather.apply(t, self.arg, self.g), None
+
+
+class MaxPool3D(MaxPool):
+    """:class:`MaxPool` over three dims (PyTorch's 3-d node)."""
+    _node_name = "MaxPool3DWithIndicesBackward0"
+
+
+class MaxPool3DWithIndices(MaxPoolWithIndices):
+    """:class:`MaxPoolWithIndices` over three dims (PyTorch's 3-d node)."""
+    _node_name = "MaxPool3DWithIndicesBackward0"
 
 
 def flat_indices(arg, g):
@@ -284,6 +295,11 @@ class AvgPoolAdjoint(Primitive):
     jvp = _jvp.linear(0)
 
 
+class AvgPool3D(AvgPool):
+    """:class:`AvgPool` over three dims (PyTorch's 3-d node)."""
+    _node_name = "AvgPool3DBackward0"
+
+
 class GatherFlat(Primitive):
     """``out[..., o] = x[..., idx[..., o]]`` over the flattened spatial dims."""
     _node_name = "GatherBackward0"
@@ -332,6 +348,26 @@ class ScatterFlat(Primitive):
         return GatherFlat.apply(gx, self.idx, len(self.S)), None, None, None
 
     jvp = _jvp.linear(0)
+
+
+class MaxUnpool(ScatterFlat):
+    """``max_unpool2d``: :class:`ScatterFlat` writing (not adding) each value at its
+    index, PyTorch's unpooling node."""
+    _node_name = "MaxUnpool2DBackward0"
+
+
+class MaxUnpool3D(ScatterFlat):
+    """``max_unpool3d``: as :class:`MaxUnpool`, PyTorch's 3-d node."""
+    _node_name = "MaxUnpool3DBackward0"
+
+
+def _as_2d(fn, input, *rest):
+    """A 1-d pooling as PyTorch runs it: on ``input.unsqueeze(-2)`` by the 2-d kernel
+    ``fn(x, *rest)``, its outputs squeezed back (unsqueeze, the 2-d node, squeeze)."""
+    out = fn(input.unsqueeze(-2), *rest)
+    if isinstance(out, tuple):
+        return tuple(o.squeeze(-2) for o in out)
+    return out.squeeze(-2)
 
 
 # ----- geometry and argument checks ----------------------------------------------------
@@ -406,10 +442,18 @@ def _max_pool(name, nd, input, kernel_size, stride, padding, dilation, ceil_mode
     _check_input(name, input, nd)
     k, s, p, d = _pool_args(name, nd, kernel_size, stride, padding, dilation)
     g = _pool_geom(input.shape, nd, k, s, p, d, ceil_mode)
+    if nd == 1:  # PyTorch's 1-d pooling is its 2-d kernel over a height of 1
+        g = _pool_geom(input.shape[:-1] + (1,) + input.shape[-1:], 2, (1,) + k, (1,) + s,
+                       (0,) + p, (1,) + d, ceil_mode)
+        return _as_2d(_max_pool_op, input, g, return_indices)
+    return _max_pool_op(input, g, return_indices)
+
+
+def _max_pool_op(input, g, return_indices):
     if return_indices:
-        out, idx = MaxPoolWithIndices.apply(input, g)
+        out, idx = (MaxPool3DWithIndices if g.nd == 3 else MaxPoolWithIndices).apply(input, g)
         return out, idx
-    return MaxPool.apply(input, g)
+    return (MaxPool3D if g.nd == 3 else MaxPool).apply(input, g)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -478,11 +522,15 @@ def _avg_pool(name, nd, input, kernel_size, stride, padding, ceil_mode, count_in
     _check_input(name, input, nd)
     k, s, p, d = _pool_args(name, nd, kernel_size, stride, padding, 1)
     g = _pool_geom(input.shape, nd, k, s, p, d, ceil_mode)
+    if nd == 1:  # PyTorch's 1-d pooling is its 2-d kernel over a height of 1
+        g = _pool_geom(input.shape[:-1] + (1,) + input.shape[-1:], 2, (1,) + k, (1,) + s,
+                       (0,) + p, (1, 1), ceil_mode)
     g.extra = (count_include_pad, divisor_override)
     div = _avg_divisor(g, count_include_pad, divisor_override)
     if not isinstance(div, float):
         div = array_module(input._data).asarray(div)
-    return AvgPool.apply(input, g, div)
+    op = AvgPool3D if nd == 3 else AvgPool
+    return _as_2d(op.apply, input, g, div) if nd == 1 else op.apply(input, g, div)
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
@@ -540,13 +588,6 @@ def _bounds(a, o):
     return (i * a) // o, -((-(i + 1) * a) // o)
 
 
-def _adaptive_matrix(a, o, dtype, xm):
-    start, end = _bounds(a, o)
-    cols = np.arange(a)
-    m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
-    return _make(xm.asarray(m.astype(dtype)))
-
-
 def _adaptive_avg_exact(a, S, O):
     """Adaptive average pooling as PyTorch's CPU kernel computes it: each window's
     elements added one by one (row-major) to +0.0, then divided by the window's size.
@@ -565,13 +606,90 @@ def _adaptive_avg_exact(a, S, O):
 
 
 def _adaptive_avg(name, nd, input, output_size):
-    x = _adaptive_avg_fast(name, nd, input, output_size)
-    a, y = input._data, x._data
-    if array_module(a) is np and a.dtype.kind == "f" and a.size and _inexact(a, y):
-        # the fast path's gradient is right (it does not depend on the values); its
-        # forward values are replaced by the exact ones
-        x._data = _adaptive_avg_exact(a, tuple(a.shape[a.ndim - nd:]), tuple(y.shape[-nd:]))
-    return x
+    """Adaptive average pooling as PyTorch records it: a mean where every output size is
+    1 (2-d and 3-d), the 2-d node over a height of 1 for 1-d, else one node."""
+    S, O = _adaptive_args(name, input, nd, output_size)
+    if nd == 1:
+        return _as_2d(_adaptive_avg_op, input, (1,) + tuple(O))
+    return _adaptive_avg_op(input, tuple(O))
+
+
+def _adaptive_avg_op(input, O):
+    nd = len(O)
+    if all(o == 1 for o in O):
+        return input.mean(tuple(range(-nd, 0)), keepdim=True)
+    return (AdaptiveAvgPool3D if nd == 3 else AdaptiveAvgPool).apply(input, O)
+
+
+def _avg_matrices(S, O, dtype, xm):
+    """Per pooled dim, the (o, a) matrix of window weights (None where o == a)."""
+    out = []
+    for a, o in zip(S, O):
+        if a == o:
+            out.append(None)
+            continue
+        start, end = _bounds(a, o)
+        cols = np.arange(a)
+        m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
+        out.append(xm.asarray(m.astype(dtype)))
+    return out
+
+
+def _separable(x, mats, transpose=False):
+    """``x`` with each of its last ``len(mats)`` dims multiplied by its matrix."""
+    xm = array_module(x)
+    nd = len(mats)
+    for i, m in enumerate(mats):
+        if m is not None:
+            ax = x.ndim - nd + i
+            x = xm.moveaxis(xm.tensordot(x, m.T if not transpose else m, axes=([ax], [0])),
+                            -1, ax)
+    return xm.ascontiguousarray(x)
+
+
+class AdaptiveAvgPool(Primitive):
+    """``apply(x, O)``: the mean of each adaptive window of the last ``len(O)`` dims (as
+    separable window-weight products; PyTorch's running sums where that could give
+    another class of result)."""
+    _node_name = "AdaptiveAvgPool2DBackward0"
+    batch = _batch.passthrough
+
+    def forward(self, x, O):
+        nd = len(O)
+        S = tuple(x.shape[x.ndim - nd:])
+        self.S = S
+        y = _separable(x, _avg_matrices(S, O, x.dtype, array_module(x)))
+        if array_module(x) is np and x.size and _inexact(x, y):
+            y = _adaptive_avg_exact(x, S, O)
+        return y
+
+    def backward(self, gy):
+        return AdaptiveAvgPoolAdjoint.apply(gy, self.S), None
+
+    jvp = _jvp.linear(0)
+
+
+class AdaptiveAvgPool3D(AdaptiveAvgPool):
+    """:class:`AdaptiveAvgPool` over three dims (PyTorch's 3-d node)."""
+    _node_name = "AdaptiveAvgPool3DBackward0"
+
+
+class AdaptiveAvgPoolAdjoint(Primitive):
+    """``apply(g, S)``: each output's gradient spread evenly over its window in a
+    plane of size ``S`` (the adjoint of :class:`AdaptiveAvgPool`)."""
+    _node_name = "AdaptiveAvgPool2DBackwardBackward0"
+    batch = _batch.passthrough
+
+    def forward(self, g, S):
+        nd = len(S)
+        O = tuple(g.shape[g.ndim - nd:])
+        self.O = O
+        return _separable(g, _avg_matrices(S, O, g.dtype, array_module(g)), transpose=True)
+
+    def backward(self, gx):
+        return AdaptiveAvgPool.apply(gx, self.O), None
+
+    jvp = _jvp.linear(0)
 
 
 def _inexact(a, y):
@@ -583,26 +701,6 @@ def _inexact(a, y):
         return True
     big = np.finfo(a.dtype).max / a.size
     return not (-big < y.min() and y.max() < big)
-
-
-def _adaptive_avg_fast(name, nd, input, output_size):
-    S, O = _adaptive_args(name, input, nd, output_size)
-    x = input
-    xm = array_module(input._data)
-    for i in range(nd):
-        dim = x.dim() - nd + i
-        a, o = S[i], O[i]
-        if a == o:
-            continue
-        if o == 1:
-            x = x.mean(dim, keepdim=True)
-        elif a % o == 0:
-            shape = tuple(x.shape)
-            x = x.reshape(shape[:dim] + (o, a // o) + shape[dim + 1:]).mean(dim + 1)
-        else:
-            m = _adaptive_matrix(a, o, input._data.dtype, xm)
-            x = (x.transpose(dim, -1) @ m.t()).transpose(dim, -1)
-    return x if x is not input else x * 1
 
 
 def adaptive_avg_pool1d(input, output_size):
@@ -671,6 +769,11 @@ class AdaptiveMaxPool(Primitive):
         return ScatterFlat.apply(gy, self.idx, self.S, True), None
 
 
+class AdaptiveMaxPool3D(AdaptiveMaxPool):
+    """:class:`AdaptiveMaxPool` over three dims (PyTorch's 3-d node)."""
+    _node_name = "AdaptiveMaxPool3DBackward0"
+
+
 def _pick(xm, table, arg, O):
     """``table[o, arg[..., o]]`` for a table (*O, kk) and choices (..., *O)."""
     nd = len(O)
@@ -681,7 +784,10 @@ def _pick(xm, table, arg, O):
 
 def _adaptive_max(name, nd, input, output_size, return_indices):
     S, O = _adaptive_args(name, input, nd, output_size)
-    out, idx = AdaptiveMaxPool.apply(input, O)
+    if nd == 1:  # PyTorch's 1-d pooling is its 2-d kernel over a height of 1
+        out, idx = _as_2d(AdaptiveMaxPool.apply, input, (1,) + tuple(O))
+    else:
+        out, idx = (AdaptiveMaxPool3D if nd == 3 else AdaptiveMaxPool).apply(input, O)
     return (out, idx) if return_indices else out
 
 
@@ -766,7 +872,9 @@ def _max_unpool(name, nd, input, indices, kernel_size, stride, padding, output_s
     if idx.size and (idx.min() < 0 or idx.max() >= math.prod(out)):
         raise RuntimeError(f"Found an invalid max index: {int(idx.max())} (output volumes are "
                            f"of size {'x'.join(map(str, out))}")
-    return ScatterFlat.apply(input, idx, out, False)
+    if nd == 1:  # PyTorch's 1-d unpooling is its 2-d kernel over a height of 1
+        return _as_2d(MaxUnpool.apply, input, idx[..., None, :], (1,) + out, False)
+    return (MaxUnpool3D if nd == 3 else MaxUnpool).apply(input, idx, out, False)
 
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):

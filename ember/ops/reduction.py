@@ -742,6 +742,28 @@ class Softmax(Primitive):
     batch = _batch.dim_rule(1)
 
 
+class SafeSoftmax(Softmax):
+    """``_safe_softmax``: softmax whose slices holding only -inf give zeros instead of
+    NaN (the weights of PyTorch's math attention: a query that may attend to nothing)."""
+    _node_name = "SafeSoftmaxBackward0"
+    torchscript = "_safe_softmax"
+
+    def forward(self, x, axis):
+        y = Softmax.forward(self, x, axis)
+        xp = array_module(x)
+        empty = (x == -np.inf).all(axis=axis, keepdims=True)
+        if empty.any():
+            y = xp.where(empty, y.dtype.type(0), y)
+        return y
+
+
+def _safe_softmax(input, dim):
+    """Softmax over ``dim`` with all -inf slices given zero weights (PyTorch's
+    ``torch._safe_softmax``)."""
+    input, axis = _prepare(input, dim, None)
+    return SafeSoftmax.apply(input, axis)
+
+
 class LogSoftmax(Primitive):
     save_output = True
     batch = _batch.dim_rule(1)

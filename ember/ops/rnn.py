@@ -478,8 +478,11 @@ class _Layer(Primitive):
         return (y, hn, cn) if self.cell.has_c else (y, hn)
 
     def backward(self, gy, ghn, gcn=None):
-        saved = self.saved_tensors
-        needs = [e is not None for e in self._edges]
+        return self._grads(self.saved_tensors, [e is not None for e in self._edges], gy, ghn,
+                           gcn)
+
+    def _grads(self, saved, needs, gy, ghn, gcn):
+        """The inputs' gradients from the saved inputs (in this class's order)."""
         cell, bs, rev = self.cell, self.bs, self.reverse
         if _grad_state.grad_enabled:
             # the gradient is being recorded: replay forward in Tensor ops so that the
@@ -563,6 +566,34 @@ class LSTMLayer(_Layer):
 
 class GRULayer(_Layer):
     cell = _GRUCellMath
+
+
+class MkldnnLSTMLayer(LSTMLayer):
+    """One direction of one LSTM layer as PyTorch's oneDNN kernel takes it (the node its
+    CPU build records for a float32 LSTM): ``apply(x, w_ih, w_hh, b_ih, b_hh, h0, c0,
+    batch_sizes=..., reverse=...)`` over ``x`` (T, B, I), returning ``y`` (T, B, H),
+    ``h_n`` and ``c_n``; the arithmetic is :class:`LSTMLayer`'s. Eager only: a graph
+    capture records the LSTM call (or :class:`LSTMLayer`) instead."""
+    _node_name = "MkldnnRnnLayerBackward0"
+    save_inputs = (0, 1, 2, 3, 4, 5, 6)
+    vjp = None
+    onnx = None
+    torchscript = None
+
+    def forward(self, x, w_ih, w_hh, b_ih, b_hh, h0, c0, batch_sizes, reverse):
+        T, B = x.shape[:2]
+        y, hn, cn = LSTMLayer.forward(self, x.reshape(T * B, x.shape[2]), h0, c0, w_ih, w_hh,
+                                      b_ih, b_hh, None, batch_sizes, reverse)
+        return y.reshape(T, B, y.shape[-1]), hn, cn
+
+    def backward(self, gy, ghn, gcn=None):
+        x3, w_ih, w_hh, b_ih, b_hh, h0, c0 = self.saved_tensors
+        e = [e is not None for e in self._edges] + [False] * 7
+        saved = (x3.reshape(-1, x3.shape[-1]), h0, c0, w_ih, w_hh, b_ih, b_hh, None)
+        needs = [e[0], e[5], e[6], e[1], e[2], e[3], e[4], False]
+        g = self._grads(saved, needs, gy.reshape(-1, gy.shape[-1]), ghn, gcn)
+        gx = None if g[0] is None else g[0].reshape(x3.shape)
+        return gx, g[3], g[4], g[5], g[6], g[1], g[2]
 
 
 LAYERS = {"RNN_TANH": RNNTanhLayer, "RNN_RELU": RNNReluLayer, "LSTM": LSTMLayer,

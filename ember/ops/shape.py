@@ -278,13 +278,19 @@ class Transpose(ViewPrimitive):
         return [grads[0].swapaxes(*self.dims), None, None]
 
 
-def transpose(input, dim0, dim1):
+def transpose(input, dim0, dim1, _op=Transpose):
     """Swap two dims (a view)."""
     n = input._data.ndim
     d0, d1 = wrap_dim(dim0, n), wrap_dim(dim1, n)
     if n == 0:
         return View.apply(input, ())
-    return Transpose.apply(input, d0, d1)
+    return _op.apply(input, d0, d1)
+
+
+class TransposeInplace(Transpose):
+    """``transpose_``: the same op, PyTorch's in-place node."""
+    _node_name = "TransposeBackward1"
+    _op_name = "Transpose"
 
 
 swapaxes = swapdims = transpose
@@ -633,7 +639,7 @@ def _bind():
         return _retarget(self, t(self))
 
     def transpose_(self, d0, d1):
-        return _retarget(self, transpose(self, d0, d1))
+        return _retarget(self, transpose(self, d0, d1, TransposeInplace))
 
     def squeeze_(self, dim=None):
         return _retarget(self, squeeze(self, dim))

@@ -133,8 +133,8 @@ _LONG_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int6
 
 
 def _select(t, dim, index):
-    # PyTorch's t.index_select(dim, index), as indexing (same values and gradients)
-    return t[index] if dim == 0 else t[:, index]
+    # PyTorch's own call: its node (IndexSelectBackward0) in the graph
+    return t.index_select(dim, index)
 
 
 def _batch_sizes(lengths):
@@ -286,8 +286,22 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
             if a != b and b != 1:
                 raise RuntimeError(f"The size of tensor a ({a}) must match the size of tensor "
                                    f"b ({b}) at non-singleton dimension {d + 1}")
-    return _ops.PadSequence.apply(*sequences, batch_first=batch_first,
-                                  padding_value=padding_value, left=padding_side == "left")
+    if _mode_active[0] or not any(s.requires_grad for s in sequences):
+        # one node for a graph capture (the batch's length depends on the data)
+        return _ops.PadSequence.apply(*sequences, batch_first=batch_first,
+                                      padding_value=padding_value,
+                                      left=padding_side == "left")
+    # PyTorch's graph: each sequence copied into its slice of a padded batch (one
+    # CopySlices node per sequence)
+    T = max(s.shape[0] for s in sequences)
+    B = len(sequences)
+    shape = ((B, T) if batch_first else (T, B)) + trail
+    out = ember.full(shape, padding_value, dtype=first.dtype, device=first.device)
+    for i, s in enumerate(sequences):
+        n = s.shape[0]
+        t = slice(T - n, T) if padding_side == "left" else slice(0, n)
+        (out[i, t] if batch_first else out[t, i]).copy_(s)
+    return out
 
 
 def unpad_sequence(padded_sequences, lengths, batch_first=False):
