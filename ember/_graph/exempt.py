@@ -12,6 +12,7 @@ from ember.ops import (
     index_scatter,
     linalg_decomp,
     linalg_eig,
+    matmul_graph,
     pooling,
     reduction,
     resample,
@@ -54,7 +55,7 @@ BACKWARD_ONLY = (
 
 EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",
-    rnn.MkldnnLSTMLayer)
+    rnn.MkldnnLSTMLayer, matmul_graph.Addmm, matmul_graph.UnsafeView)
 
 RANDOM = (
     "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",

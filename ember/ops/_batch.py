@@ -499,6 +499,7 @@ def _no_batch_rule():
         index_scatter,
         indexing,
         linalg_eig,
+        matmul_graph,
         pooling,
         rnn,
         sampling,
@@ -568,6 +569,9 @@ def _no_batch_rule():
     for c in (rnn.GRULayer, rnn.LSTMLayer, rnn.RNNReluLayer, rnn.RNNTanhLayer,
               rnn.MkldnnLSTMLayer):
         table[c] = "recurrent layers over packed rows; no rule written yet"
+    for c in (matmul_graph.Addmm, matmul_graph.UnsafeView):
+        table[c] = ("made only in eager mode to show PyTorch's nodes; under vmap linear and "
+                    "matmul run their one-kernel ops, which have rules")
     return table
 
 
