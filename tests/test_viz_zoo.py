@@ -42,8 +42,6 @@ DOT_DIFFERS = {
     "resnet_block": "batch norm's node reaches its weight and bias through ViewBackward0 "
                     "(ember's kernel takes them shaped for broadcasting); torch's "
                     "NativeBatchNormBackward0 takes the parameters themselves",
-    "lstm_lm": "torch's CPU LSTM records one MkldnnRnnLayerBackward0 per layer; ember "
-               "records its own LSTMLayerBackward0 per layer between views",
     "transformer_layer": "ember's multi_head_attention_forward splits q, k, v with "
                          "unbind/permute; torch's with unflatten/unsqueeze/transpose/"
                          "squeeze/contiguous and select, and transposes batch_first "
