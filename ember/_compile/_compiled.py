@@ -238,7 +238,7 @@ class CompiledFunction:
             return self._fn(*args, **kwargs)
         key = self._guard_key(args, kwargs)
         targs = self._tensor_args(args, kwargs)
-        tensors = _flat(targs, [])
+        tensors = list(args) if targs is args else _flat(targs, [])  # args: tensors only
         if _tensor._mode_active[0]:
             specs = [(tuple(t.shape), t.dtype, t._requires_grad) for t in tensors]
         else:
