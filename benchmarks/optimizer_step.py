@@ -1,10 +1,12 @@
 """``optimizer.step()`` alone, ember beside torch, alternated in one process.
 
-    python benchmarks/optimizer_step.py [--rounds 30]
+    python benchmarks/optimizer_step.py [--rounds 30] [--big]
 
 SGD (momentum 0.9) and Adam over the parameters of the MLP 784-256-128-10 of
-benchmarks/training_steps.py, gradients set once; median CPU milliseconds per step of
-rounds of 20 steps, one thread, and the ratio ember/torch, with the load average.
+benchmarks/training_steps.py, and with ``--big`` also Adam over one 2048x2048
+parameter (4M elements: arrays larger than the caches), gradients set once; median CPU
+milliseconds per step of rounds of 20 steps, one thread, and the ratio ember/torch, with
+the load average.
 """
 import argparse
 import os
@@ -16,6 +18,12 @@ import numpy as np
 def build(m, kind):
     nn = m.nn
     m.manual_seed(0)
+    if kind == "adam_4m":
+        model = nn.Linear(2048, 2048, bias=False)
+        opt = m.optim.Adam(model.parameters(), lr=1e-3)
+        model.weight.grad = m.ones_like(model.weight) * 0.5
+        opt.step()
+        return opt
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
                           nn.Linear(128, 10))
     if kind == "sgd":
@@ -31,13 +39,14 @@ def build(m, kind):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--big", action="store_true", help="also Adam on a 4M-element parameter")
     args = ap.parse_args()
     import torch
 
     import ember
     torch.set_num_threads(1)
     ember.set_num_threads(1)
-    for kind in ("sgd", "adam"):
+    for kind in ("sgd", "adam") + (("adam_4m",) if args.big else ()):
         opts = {"ember": build(ember, kind), "torch": build(torch, kind)}
         res = {k: [] for k in opts}
         for _ in range(args.rounds):

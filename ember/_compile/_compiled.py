@@ -50,6 +50,7 @@ def _step_one_pass(opt):
         return opt.step()
     finally:
         del opt._one_pass
+_MEMO_LIMIT = 64  # guard sets remembered per compiled function (varying sizes: more)
 _BACKENDS = (None, "inductor", "eager", "aot_eager")
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -77,6 +78,7 @@ def _flat(x, out):
 
 
 _PLAIN = (bool, int, float, str, type(None))
+_PLAIN_TYPES = frozenset(_PLAIN)
 
 
 def _free_objects(fn):
@@ -95,6 +97,19 @@ def _free_objects(fn):
     g = getattr(fn, "__globals__", {})
     found += [(n, g[n]) for n in code.co_names if n in g]
     return tuple((n, o) for n, o in found if isinstance(o, (Tensor, Module)))
+
+
+def _tree(module, out, seen):
+    """``module.modules()`` (pre-order, each module once) appended to ``out``, without
+    the dotted names ``named_modules`` builds."""
+    if id(module) in seen:
+        return out
+    seen.add(id(module))
+    out.append(module)
+    for child in module._modules.values():
+        if child is not None:
+            _tree(child, out, seen)
+    return out
 
 
 def _const_key(v):
@@ -146,31 +161,53 @@ class CompiledFunction:
         self._fn, self._module = fn, module
         self.fullgraph, self.dynamic = fullgraph, dynamic
         self._cache = []
+        self._hits = {}  # (guards, specs) -> the cache entry they select (see __call__)
         self._warned = False
         self._warned_recorded = False
         self.stats = {"captures": 0, "replays": 0, "eager": 0}
 
     def _guard_key(self, args, kwargs):
-        consts = tuple((i, _const_key(a)) for i, a in enumerate(args) if not _tensor_tree(a))
-        consts += tuple((k, _const_key(v)) for k, v in sorted(kwargs.items())
-                        if not _tensor_tree(v))
-        struct = (len(args), tuple(sorted(kwargs)),
-                  tuple(i for i, a in enumerate(args) if _tensor_tree(a)))
-        mods = [self._module] if self._module is not None else []
-        free = ()
-        if self._module is None:
+        if not kwargs and all(type(a) is Tensor for a in args):
+            # the common call (tensors only): the same key as below, built directly
+            consts, struct = (), (len(args), (), tuple(range(len(args))))
+        else:
+            consts = tuple((i, _const_key(a)) for i, a in enumerate(args)
+                           if not _tensor_tree(a))
+            consts += tuple((k, _const_key(v)) for k, v in sorted(kwargs.items())
+                            if not _tensor_tree(v))
+            struct = (len(args), tuple(sorted(kwargs)),
+                      tuple(i for i, a in enumerate(args) if _tensor_tree(a)))
+        if self._module is not None:
+            subs = _tree(self._module, [], set())
+            free = ()
+        else:
             free = _free_objects(self._fn)
-            mods = [o for _, o in free if isinstance(o, Module)]
+            subs, seen = [], set()
+            for _, o in free:
+                if isinstance(o, Module):
+                    _tree(o, subs, seen)
             free = tuple((n, id(o)) for n, o in free)
-        # every submodule's plain Python attributes (``training``, ``self.scale = 2.0``...)
-        # (one walk over the submodules: this key is computed on every call)
-        subs = [s for m in mods for s in m.modules()]
-        training = tuple(tuple((k, v) for k, v in s.__dict__.items() if type(v) in _PLAIN)
-                         for s in subs)
-        params = tuple((id(p), p.requires_grad) for s in subs
-                       for p in s._parameters.values() if p is not None) + \
-            tuple(id(b) for s in subs for b in s._buffers.values() if b is not None) + free
+        # every submodule's plain Python attributes (``training``, ``self.scale = 2.0``...),
+        # its parameters' identity and requires_grad, its buffers' identity: one pass over
+        # the submodules, as this key is computed on every call
+        plain = _PLAIN_TYPES
+        training, params, bufs = [], [], []
+        for s in subs:
+            d = s.__dict__
+            training.append(tuple([(k, v) for k, v in d.items() if type(v) in plain]))
+            params += [(id(p), p._requires_grad) for p in d["_parameters"].values()
+                       if p is not None]
+            bufs += [id(b) for b in d["_buffers"].values() if b is not None]
+        training = tuple(training)
+        params = tuple(params) + tuple(bufs) + free
         return (struct, consts, grad_mode.is_grad_enabled(), training, params)
+
+    def _tensor_args(self, args, kwargs):
+        """The tensor arguments in order (``_split``'s first result, without its closure)."""
+        if not kwargs and all(type(a) is Tensor for a in args):
+            return args
+        return tuple(a for a in args if _tensor_tree(a)) + \
+            tuple(kwargs[k] for k in sorted(kwargs) if _tensor_tree(kwargs[k]))
 
     def _split(self, args, kwargs):
         """(tensor arguments in order, a function of them running the user's call)."""
@@ -200,13 +237,27 @@ class CompiledFunction:
         if busy():  # inside a jit trace or another capture: run (and be recorded) eagerly
             return self._fn(*args, **kwargs)
         key = self._guard_key(args, kwargs)
-        targs, call = self._split(args, kwargs)
-        tensors = _flat(targs, [])
-        specs = [(tuple(t.shape), t.dtype, t.requires_grad) for t in tensors]
+        targs = self._tensor_args(args, kwargs)
+        tensors = list(args) if targs is args else _flat(targs, [])  # args: tensors only
+        if _tensor._mode_active[0]:
+            specs = [(tuple(t.shape), t.dtype, t._requires_grad) for t in tensors]
+        else:
+            specs = [(t._data.shape, t.dtype, t._requires_grad) for t in tensors]
+        # the entry the ordered scan below chose for these exact guards last time: the
+        # scan is a function of (guards, cache), and the memo is cleared whenever the
+        # cache changes, so this is the same choice without re-checking every entry
+        memo = self._hits
+        try:
+            full = (key, tuple(specs))
+            hit = memo.get(full)
+        except TypeError:  # an unhashable guard value: scan
+            full = hit = None
         reasons = []
-        for e in self._cache:
-            why = e.failed(key, specs)
+        for e in ((hit,) if hit is not None else self._cache):
+            why = None if hit is not None else e.failed(key, specs)
             if why is None:
+                if hit is None and full is not None and len(memo) < _MEMO_LIMIT:
+                    memo[full] = e
                 if e.graph is None:
                     self.stats["eager"] += 1
                     return self._fn(*args, **kwargs)
@@ -230,6 +281,7 @@ class CompiledFunction:
                          f"triggered by the following guard failure(s):\n    - "
                          + "\n    - ".join(reasons))
         self.stats["captures"] += 1
+        _, call = self._split(args, kwargs)
         others = ()
         if self._module is None:  # a function: the tensors it reads from its closure
             others = []
@@ -246,6 +298,7 @@ class CompiledFunction:
         entry.extras = extras
         self._promote(entry)
         self._cache.append(entry)
+        self._hits.clear()
         return out
 
     def _plan_of(self, e, tensors):

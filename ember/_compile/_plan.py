@@ -164,6 +164,7 @@ class Plan:
 
     def __init__(self, graph, input_rg, param_rg):
         self.graph = graph
+        self.large = {}  # output-gradient shapes -> whether the backward uses the arena
         slots = {}
 
         def slot(v):
@@ -428,6 +429,25 @@ def build(graph, input_rg, param_rg):
 
 
 # ----- the plan as one autograd node ------------------------------------------------------
+# glibc's default mmap threshold: smaller arrays come from the heap, without page faults
+_ARENA_MIN_BYTES = 1 << 17
+
+
+def _large(plan, env, out_grads):
+    """Whether any array of a forward's slots is at least ``_ARENA_MIN_BYTES``,
+    remembered per plan and shapes of the output gradients (a heuristic: it picks where
+    temporaries live, never what they hold)."""
+    key = tuple([None if g is None else g.shape for g in out_grads])
+    seen = plan.large
+    big = seen.get(key)
+    if big is None:
+        big = any(type(a) is _ndarray and a.nbytes >= _ARENA_MIN_BYTES for a in env)
+        if len(seen) > 64:
+            seen.clear()
+        seen[key] = big
+    return big
+
+
 class CompiledFunctionBackward(Node):
     """The node a planned forward leaves: its backward runs the plan's backward
     schedule on arrays (or, under ``create_graph``, the graph again in ember ops)."""
@@ -445,7 +465,11 @@ class CompiledFunctionBackward(Node):
         plan = self.plan
         out_grads = [None if g is None else g._data for g in grads]
         from ember._compile._compiled import config
-        arena = plan.acquire(None) if config.reuse_buffers else None
+        # buffers pay where temporaries are large (fresh pages, a fault per 4 KiB); for
+        # small ones (a cell called in a Python loop) the heap is cheaper than the
+        # arena's bookkeeping and the copy of each leaf gradient out of it
+        arena = plan.acquire(None) if config.reuse_buffers and _large(plan, env, out_grads) \
+            else None
         try:
             leaf = plan.backward(env, tape, out_grads, arena)
         finally:

@@ -202,9 +202,10 @@ def _mul_addcmul_(v, g, beta, out=None):
     return gg
 
 
-def _lerp_(a, b, w):
-    """``a.lerp_(b, w)`` on arrays, with PyTorch's two-sided formula."""
-    d = np.subtract(b, a)
+def _lerp_(a, b, w, out=None):
+    """``a.lerp_(b, w)`` on arrays, with PyTorch's two-sided formula; ``out`` (a scratch
+    array shaped like ``a``, or None for a new one) holds the difference."""
+    d = np.subtract(b, a, out=out)
     if w < 0.5:
         d *= w
         a += d
