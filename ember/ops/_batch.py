@@ -367,6 +367,21 @@ def getitem(cls, lvl, args, params):
     return _b().wrap(cls.apply(v, (slice(None),) + tuple(args[1])), lvl)
 
 
+def index_adjoint(cls, lvl, args, params):
+    """The adjoint of indexing (``g`` written into zeros of ``shape`` at ``idx``): a full
+    slice for the batch in front of the key and of the shape.  With advanced indices
+    apart from each other NumPy moves their dims in front of the batch: no rule."""
+    g, shape, idx, accumulate = args
+    v = _only_first(cls, lvl, args)
+    key = tuple(idx) if isinstance(idx, tuple) else (idx,)
+    pos = [i for i, k in enumerate(key) if not isinstance(k, (slice, type(None), type(...)))
+           and not np.isscalar(k)]
+    if pos and pos != list(range(pos[0], pos[-1] + 1)):
+        raise _b().NoRule(f"{cls._op_name} with advanced indices apart from each other")
+    return _b().wrap(cls.apply(v, (_size(lvl),) + tuple(shape), (slice(None),) + key,
+                               accumulate), lvl)
+
+
 def getitem_advanced(cls, lvl, args, params):
     """``x[adv]``: ``adv`` holds full slices and int index arrays (a batched index is a
     batched tensor's array).  Index arrays next to each other keep their place in the
@@ -539,7 +554,6 @@ def _no_batch_rule():
                           "written yet",
         scan.ScatterAddAlong: _BACKWARD,
         shape.UnfoldBackward: _BACKWARD,
-        indexing.IndexScatter: _BACKWARD,
         conv.ConvWeight: _BACKWARD,
         linalg_eig._EigGrad: _BACKWARD,
         pooling.AvgPoolAdjoint: _BACKWARD,
