@@ -585,8 +585,11 @@ def _grads_of_batched_cotangents(outputs, inputs, grad_outputs, create_graph, au
     import ember
     pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
     if pairs:
+        # recorded as for create_graph: the backward formulas then run in Tensor ops,
+        # which meet the batched cotangents through batching rules (their first-order
+        # paths work on raw arrays, which a batched tensor does not lend)
         res = autograd_grad([o for o, _ in pairs], list(inputs), [g for _, g in pairs],
-                            retain_graph=True, create_graph=create_graph, allow_unused=True)
+                            retain_graph=True, create_graph=True, allow_unused=True)
     else:
         res = [None] * len(inputs)
     out = []
