@@ -61,6 +61,8 @@ CASES = {
         lambda w, b, x: predict(F, w, b, x).sum(0), argnums=2)(a["w"], a["b"], a["xb"]),
     "jacrev_indexed": lambda m, F, a: m.func.jacrev(indexed)(a["x"]),
     "jacrev_jacrev_indexed": lambda m, F, a: m.func.jacrev(m.func.jacrev(indexed))(a["x"]),
+    "jacrev_jacrev_index_grid": lambda m, F, a: m.func.jacrev(m.func.jacrev(
+        lambda w: (w[[0, 2]][:, [1, 3]] ** 3).sum() * w[1:4, ::2].tanh()))(a["w"]),
     "jacrev_two_outputs": lambda m, F, a: m.func.jacrev(
         lambda x, w: (x.sin() * 2, (w @ x).exp()), argnums=(0, 1))(a["x"], a["w"]),
 }
@@ -97,3 +99,18 @@ def test_fallback_still_warns_for_an_op_without_rule():
     # the strict helper is able to fail: a data-dependent read inside vmap falls back
     with pytest.raises(UserWarning, match="per-sample loop"):
         strict(lambda: ember.func.vmap(lambda v: v * v.sum().item())(ember.ones(2, 3)))
+
+
+def test_index_arrays_apart_still_match_torch():
+    # index arrays apart from each other: the adjoint of indexing has no batching rule
+    # there (NumPy moves their dims in front), so vmap loops; the Jacobian is still torch's
+    v = RNG.standard_normal((2, 3, 2))
+
+    def f(x):
+        return (x[[0, 1], :, [1, 0]] ** 3).sum() * x[0, [0, 2], 1]
+
+    expected = torch.func.jacrev(torch.func.jacrev(f))(torch.tensor(v))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = ember.func.jacrev(ember.func.jacrev(f))(ember.tensor(v))
+    check(got, expected)

@@ -374,8 +374,9 @@ def index_adjoint(cls, lvl, args, params):
     g, shape, idx, accumulate = args
     v = _only_first(cls, lvl, args)
     key = tuple(idx) if isinstance(idx, tuple) else (idx,)
+    # with index arrays (``accumulate``) an int is an advanced index too (NumPy's rule)
     pos = [i for i, k in enumerate(key) if not isinstance(k, (slice, type(None), type(...)))
-           and not np.isscalar(k)]
+           and (accumulate or not np.isscalar(k))]
     if pos and pos != list(range(pos[0], pos[-1] + 1)):
         raise _b().NoRule(f"{cls._op_name} with advanced indices apart from each other")
     return _b().wrap(cls.apply(v, (_size(lvl),) + tuple(shape), (slice(None),) + key,
