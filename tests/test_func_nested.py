@@ -17,7 +17,8 @@ from ember.func import _vmap
 RNG = np.random.default_rng(3)
 DOUT, DIN, B = 5, 4, 3
 ARRS = {"w": RNG.standard_normal((DOUT, DIN)), "b": RNG.standard_normal(DOUT),
-        "x": RNG.standard_normal(DIN), "xb": RNG.standard_normal((B, DIN))}
+        "x": RNG.standard_normal(DIN), "xb": RNG.standard_normal((B, DIN)),
+        "img": RNG.standard_normal((1, 2, 4, 6))}
 
 
 def strict(fn):
@@ -63,6 +64,16 @@ CASES = {
     "jacrev_jacrev_indexed": lambda m, F, a: m.func.jacrev(m.func.jacrev(indexed))(a["x"]),
     "jacrev_jacrev_index_grid": lambda m, F, a: m.func.jacrev(m.func.jacrev(
         lambda w: (w[[0, 2]][:, [1, 3]] ** 3).sum() * w[1:4, ::2].tanh()))(a["w"]),
+    # pooling's adjoints (max: the window's max positions; average: spread over it)
+    "jacrev_max_pool": lambda m, F, a: m.func.jacrev(lambda x: F.max_pool2d(x, 2))(a["img"]),
+    "jacrev_jacrev_max_pool": lambda m, F, a: m.func.jacrev(m.func.jacrev(
+        lambda x: F.max_pool2d(x, 2, stride=1) ** 2))(a["img"]),
+    "jacrev_avg_pool": lambda m, F, a: m.func.jacrev(
+        lambda x: F.avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False))(a["img"]),
+    "jacrev_jacrev_avg_pool": lambda m, F, a: m.func.jacrev(m.func.jacrev(
+        lambda x: F.avg_pool2d(x, 2) ** 2))(a["img"]),
+    "vmap_jacrev_max_pool": lambda m, F, a: m.func.vmap(m.func.jacrev(
+        lambda x: F.max_pool2d(x, 2)))(a["img"]),
     "jacrev_two_outputs": lambda m, F, a: m.func.jacrev(
         lambda x, w: (x.sin() * 2, (w @ x).exp()), argnums=(0, 1))(a["x"], a["w"]),
 }

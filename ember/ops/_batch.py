@@ -132,6 +132,19 @@ def passthrough(cls, lvl, args, params):
     return _wrap_out(cls.apply(v, *args[1:], **params), lvl)
 
 
+def pool_positions(cls, lvl, args, params):
+    """Max pooling's adjoints (``(g, arg, geom)``, ``arg`` the raw array of each window's
+    max position): trailing dims only, so the batch is one more leading dim; a per-sample
+    ``arg`` (the pooling ran outside the vmap) is read for every sample (a stride-0 view)."""
+    v = _only_first(cls, lvl, args)
+    arg = args[1]
+    if isinstance(arg, Tensor) or not isinstance(arg, np.ndarray):
+        raise _b().NoRule(f"{cls._op_name} with positions that are not a plain array")
+    if arg.ndim == v.dim() - 1:
+        arg = np.broadcast_to(arg, (v.shape[0],) + arg.shape)
+    return _b().wrap(cls.apply(v, arg, *args[2:], **params), lvl)
+
+
 def fold_into_n(cls, lvl, args, params):
     """Ops on ``(N, C, *S)`` whose samples are independent (im2col, col2im): the batch
     joins N, and leaves it again in the result."""
@@ -557,10 +570,7 @@ def _no_batch_rule():
         shape.UnfoldBackward: _BACKWARD,
         conv.ConvWeight: _BACKWARD,
         linalg_eig._EigGrad: _BACKWARD,
-        pooling.AvgPoolAdjoint: _BACKWARD,
-        pooling.PoolScatter: _BACKWARD,
         pooling.ScatterFlat: _BACKWARD,
-        pooling.PoolGather: "takes max positions as a raw index array; no rule written yet",
         pooling.GatherFlat: "takes positions as a raw index array; no rule written yet",
         rnn.PackPadded: "data-dependent output shape (packed rows)",
         rnn.PadPacked: "packed sequences (a data-dependent layout); no rule written yet",
