@@ -548,6 +548,12 @@ def grads(outputs, inputs, grad_outputs, create_graph, autograd_grad):
     is the same for every sample), the inputs were lifted by ``grad``'s tracking, and the
     per-sample gradients come back batched."""
     import ember
+    if not any(is_batched(t) for t in list(outputs) + list(inputs)):
+        # a graph built outside every running vmap, batched cotangents (jacrev, vmap of a
+        # vjp): one backward whose formulas run on the batched cotangents through their
+        # batching rules, linear in the cotangent, so each sample gets its own gradient
+        return _grads_of_batched_cotangents(outputs, inputs, grad_outputs, create_graph,
+                                            autograd_grad)
     outs, gos = [], []
     for o, g in zip(outputs, grad_outputs):
         if o.requires_grad:
@@ -572,6 +578,26 @@ def grads(outputs, inputs, grad_outputs, create_graph, autograd_grad):
             out.append(ember.zeros_like(x))
             continue
         out.append(_rewrap_carrying(r if create_graph else r.detach()))
+    return out
+
+
+def _grads_of_batched_cotangents(outputs, inputs, grad_outputs, create_graph, autograd_grad):
+    import ember
+    pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
+    if pairs:
+        # recorded as for create_graph: the backward formulas then run in Tensor ops,
+        # which meet the batched cotangents through batching rules (their first-order
+        # paths work on raw arrays, which a batched tensor does not lend)
+        res = autograd_grad([o for o, _ in pairs], list(inputs), [g for _, g in pairs],
+                            retain_graph=True, create_graph=True, allow_unused=True)
+    else:
+        res = [None] * len(inputs)
+    out = []
+    for r, x in zip(res, inputs):
+        if r is None:
+            out.append(ember.zeros_like(x))
+        else:
+            out.append(r if create_graph else r.detach())
     return out
 
 

@@ -306,6 +306,35 @@ def _jacfwd(func, argnums, has_aux, randomness):
     return wrapper
 
 
+def _rows_by_vmap(out_leaves, flat_in, tracked, argnums, graph):
+    """Every row of the Jacobian in one backward pass: the vjp mapped with ``vmap`` over
+    the one-hot cotangents of all output elements (the backward formulas run on the
+    batch of cotangents through their batching rules)."""
+    from ember.func._vmap import vmap
+    sizes = [o.numel() for o in out_leaves]
+    n = sum(sizes)
+    cols = None
+    if n:
+        eye = ember.eye(n, dtype=out_leaves[0].dtype)
+        basis, k = [], 0
+        for o, m in zip(out_leaves, sizes):
+            basis.append(eye.narrow(1, k, m).to(o.dtype).reshape((n,) + tuple(o.shape)))
+            k += m
+        cols = vmap(lambda *cts: tuple(_grads(out_leaves, flat_in, list(cts), graph)))(*basis)
+    per_output, k = [], 0
+    for o, m in zip(out_leaves, sizes):
+        blocks = []
+        for j, x in enumerate(flat_in):
+            shape = tuple(o.shape) + tuple(x.shape)
+            if cols is None or m == 0:
+                blocks.append(ember.zeros(shape, dtype=x.dtype))
+            else:
+                blocks.append(cols[j].narrow(0, k, m).reshape(shape))
+        per_output.append(_regroup(blocks, tracked, argnums))
+        k += m
+    return per_output
+
+
 def _jacobian(func, argnums, has_aux, name):
     def wrapper(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args), name)
@@ -313,11 +342,18 @@ def _jacobian(func, argnums, has_aux, name):
         out, aux = _split_aux(out, has_aux, name)
         out_leaves, out_spec = flatten(out)
         flat_in = [x for leaves, _ in tracked for x in leaves]
-        per_output = []
         for o in out_leaves:
             if not isinstance(o, ember.Tensor):
                 raise RuntimeError(f"{name}(f, ...)(*args): expected f(*args) to return only "
                                    f"tensors, got unsupported type {type(o).__name__}")
+        if not _batched.levels:
+            jac = unflatten(_rows_by_vmap(out_leaves, flat_in, tracked, argnums, graph),
+                            out_spec)
+            if has_aux:
+                return jac, _detach_tree(aux, graph)
+            return jac
+        per_output = []
+        for o in out_leaves:
             rows = []
             # one backward pass per output element, seeded with a one-hot cotangent
             for k in range(o.numel()):
@@ -340,9 +376,10 @@ def _jacobian(func, argnums, has_aux, name):
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
-    """torch.func.jacrev: the Jacobian of ``func`` w.r.t. ``argnums`` by reverse mode,
-    one backward pass per output element (``chunk_size`` is accepted and has no effect:
-    ember runs the rows one by one)."""
+    """torch.func.jacrev: the Jacobian of ``func`` w.r.t. ``argnums`` by reverse mode: the
+    vjp mapped with ``vmap`` over the one-hot cotangents, one batched backward pass
+    (inside another ``vmap`` or ``jacfwd``, one backward per output element, each batched
+    at the running levels).  ``chunk_size`` is accepted and has no effect."""
     if chunk_size is not None and chunk_size <= 0:
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
     return _jacobian(func, argnums, has_aux, "jacrev")

@@ -132,6 +132,19 @@ def passthrough(cls, lvl, args, params):
     return _wrap_out(cls.apply(v, *args[1:], **params), lvl)
 
 
+def pool_positions(cls, lvl, args, params):
+    """Max pooling's adjoints (``(g, arg, geom)``, ``arg`` the raw array of each window's
+    max position): trailing dims only, so the batch is one more leading dim; a per-sample
+    ``arg`` (the pooling ran outside the vmap) is read for every sample (a stride-0 view)."""
+    v = _only_first(cls, lvl, args)
+    arg = args[1]
+    if isinstance(arg, Tensor) or not isinstance(arg, np.ndarray):
+        raise _b().NoRule(f"{cls._op_name} with positions that are not a plain array")
+    if arg.ndim == v.dim() - 1:
+        arg = np.broadcast_to(arg, (v.shape[0],) + arg.shape)
+    return _b().wrap(cls.apply(v, arg, *args[2:], **params), lvl)
+
+
 def fold_into_n(cls, lvl, args, params):
     """Ops on ``(N, C, *S)`` whose samples are independent (im2col, col2im): the batch
     joins N, and leaves it again in the result."""
@@ -367,6 +380,22 @@ def getitem(cls, lvl, args, params):
     return _b().wrap(cls.apply(v, (slice(None),) + tuple(args[1])), lvl)
 
 
+def index_adjoint(cls, lvl, args, params):
+    """The adjoint of indexing (``g`` written into zeros of ``shape`` at ``idx``): a full
+    slice for the batch in front of the key and of the shape.  With advanced indices
+    apart from each other NumPy moves their dims in front of the batch: no rule."""
+    g, shape, idx, accumulate = args
+    v = _only_first(cls, lvl, args)
+    key = tuple(idx) if isinstance(idx, tuple) else (idx,)
+    # with index arrays (``accumulate``) an int is an advanced index too (NumPy's rule)
+    pos = [i for i, k in enumerate(key) if not isinstance(k, (slice, type(None), type(...)))
+           and (accumulate or not np.isscalar(k))]
+    if pos and pos != list(range(pos[0], pos[-1] + 1)):
+        raise _b().NoRule(f"{cls._op_name} with advanced indices apart from each other")
+    return _b().wrap(cls.apply(v, (_size(lvl),) + tuple(shape), (slice(None),) + key,
+                               accumulate), lvl)
+
+
 def getitem_advanced(cls, lvl, args, params):
     """``x[adv]``: ``adv`` holds full slices and int index arrays (a batched index is a
     batched tensor's array).  Index arrays next to each other keep their place in the
@@ -540,15 +569,11 @@ def _no_batch_rule():
                           "written yet",
         scan.ScatterAddAlong: _BACKWARD,
         shape.UnfoldBackward: _BACKWARD,
-        indexing.IndexScatter: _BACKWARD,
         conv.ConvWeight: _BACKWARD,
         linalg_eig._EigGrad: _BACKWARD,
-        pooling.AvgPoolAdjoint: _BACKWARD,
-        pooling.PoolScatter: _BACKWARD,
         pooling.ScatterFlat: _BACKWARD,
         pooling.MaxUnpool: "takes positions as a raw index array; no rule written yet",
         pooling.MaxUnpool3D: "takes positions as a raw index array; no rule written yet",
-        pooling.PoolGather: "takes max positions as a raw index array; no rule written yet",
         pooling.GatherFlat: "takes positions as a raw index array; no rule written yet",
         rnn.PackPadded: "data-dependent output shape (packed rows)",
         rnn.PadPacked: "packed sequences (a data-dependent layout); no rule written yet",

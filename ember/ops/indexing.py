@@ -338,6 +338,7 @@ class IndexScatter(Primitive):
     """Zeros of ``shape`` with ``g`` written (or added, for advanced indices) at ``idx``:
     the adjoint of indexing."""
     _node_name = "IndexPutBackward0"
+    batch = _batch.index_adjoint
 
     def forward(self, g, shape, idx, accumulate):
         self.idx, self.accumulate = idx, accumulate

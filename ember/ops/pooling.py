@@ -193,6 +193,7 @@ def flat_indices(arg, g):
 class PoolScatter(Primitive):
     """Each window's gradient put at its max position (the adjoint of :class:`PoolGather`)."""
     _node_name = "MaxPool2DWithIndicesBackwardBackward0"
+    batch = _batch.pool_positions
 
     def forward(self, gy, arg, g):
         self.arg, self.g = arg, g
@@ -220,6 +221,7 @@ class PoolScatter(Primitive):
 class PoolGather(Primitive):
     """Each window's value at the remembered max position."""
     _node_name = "MaxPool2DWithIndicesBackwardBackward1"
+    batch = _batch.pool_positions
 
     def forward(self, x, arg, g):
         self.arg, self.g = arg, g
@@ -275,6 +277,7 @@ class AvgPool(Primitive):
 class AvgPoolAdjoint(Primitive):
     """Each window's gradient divided by ``div`` and spread over the window."""
     _node_name = "AvgPool2DBackwardBackward0"
+    batch = _batch.passthrough
 
     def forward(self, gy, g, div):
         self.g, self.div = g, div
