@@ -53,12 +53,31 @@ def _results(name, results, out):
 
 
 # ----- checks ----------------------------------------------------------------------------
+# the ops (by the name their checks use) whose complex path is built; the others refuse
+# complex input with an error naming them rather than computing something else
+COMPLEX_OPS = frozenset({
+    "linalg.inv", "linalg.inv_ex", "linalg.det", "linalg.slogdet", "logdet", "linalg.solve",
+    "linalg.solve_triangular", "linalg.cholesky", "cholesky_inverse"})
+
+
+def _conj(t):
+    return t.conj() if t.is_complex() else t
+
+
+def _mh(t):
+    """The conjugate transpose of a complex tensor, the transpose of a real one."""
+    return t.mT.conj() if t.is_complex() else t.mT
+
+
 def _check_float(name, A):
     if not isinstance(A, Tensor):
         raise TypeError(f"{name.replace('.', '_')}(): argument 'A' (position 1) must be Tensor, "
                         f"not {type(A).__name__}")
     dt = A._data.dtype
-    if dt.kind != "f":
+    if dt.kind == "c" and name.removeprefix("torch.") not in COMPLEX_OPS:
+        raise NotImplementedError(f"{name}: complex input ({_tname(dt)}) is not supported yet "
+                                  "in ember")
+    if dt.kind not in "fc":
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
                            f"Got {_tname(dt)}")
     if dt.itemsize < 4:
@@ -172,7 +191,7 @@ class Inv(Primitive):
 
     def backward(self, gy):
         inv, = self.saved_tensors
-        t = inv.mT
+        t = _mh(inv)
         return -t.matmul(gy).matmul(t)
 
     def jvp(self, t):
@@ -235,12 +254,12 @@ class Det(Primitive):
         a, d = self.saved_tensors
         if not (d._data == 0).any() and np.isfinite(d._data).all():
             try:
-                return (gy * d).unsqueeze(-1).unsqueeze(-1) * inv(a).mT
+                return (gy * _conj(d)).unsqueeze(-1).unsqueeze(-1) * _mh(inv(a))
             except LinAlgError:
                 pass  # singular to working precision although det != 0
         # a singular matrix: the cofactor matrix from the SVD, as PyTorch does
         U, S, Vh = svd_linalg(a, full_matrices=False)
-        alpha = det(U) * det(Vh)
+        alpha = _conj(det(U) * det(Vh))
         n = S._data.shape[-1]
         prods = [math.prod([S[..., j] for j in range(n) if j != i], start=S[..., 0] * 0 + 1)
                  for i in range(n)]
@@ -270,14 +289,21 @@ class Slogdet(_SavesOutputs):
     _node_name = "LinalgSlogdetBackward0"
     n_outputs = 2
     save_inputs = (0,)
+    saved_outputs = (0,)
     batch = _batch.passthrough
 
     def forward(self, a):
         return np.linalg.slogdet(a)
 
     def backward(self, gsign, glogabs):
-        a, = self.saved_tensors
-        return glogabs.unsqueeze(-1).unsqueeze(-1) * inv(a).mT
+        a, sign = self.saved_tensors[:2]
+        g = glogabs
+        if a.is_complex():
+            # the sign moves with the phase of the determinant: d sign = i sign Im(tr(A^-1 dA))
+            g = g.to(a.dtype)
+            if _needed(gsign):
+                g = g - (gsign.conj() * sign).imag * 1j
+        return g.unsqueeze(-1).unsqueeze(-1) * _mh(inv(a))
 
 
 def slogdet(A, *, out=None):
@@ -296,6 +322,8 @@ def logdet(input):
     """``log(det(input))``: nan for a negative determinant, -inf for a singular matrix."""
     _check_square("logdet", input)
     sign, logabs = Slogdet.apply(input)
+    if input.is_complex():  # log det = log|det| + i arg(det), the phase differentiable too
+        return logabs + sign.log()
     return logabs + sign.detach().log()
 
 
@@ -317,8 +345,8 @@ class Solve(Primitive):
 
     def backward(self, gx):
         a, x = self.saved_tensors
-        gb = _solve(a.mT, gx)
-        ga = -gb.matmul(x.mT) if self._edges[0] is not None else None
+        gb = _solve(_mh(a), gx)
+        ga = -gb.matmul(_mh(x)) if self._edges[0] is not None else None
         return ga, gb
 
 
@@ -400,17 +428,17 @@ class Cholesky(Primitive):
                               f"not be completed because the input is not positive-definite "
                               f"(the leading minor of order {order} is not "
                               "positive-definite).") from None
-        return np.swapaxes(L, -1, -2).copy() if upper else L
+        return np.swapaxes(L, -1, -2).conj().copy() if upper else L
 
     def backward(self, gL):
         L, = self.saved_tensors
         if self.upper:
-            L, gL = L.mT, gL.mT
+            L, gL = _mh(L), _mh(gL)
         n = L._data.shape[-1]
-        gA = L.mT.matmul(gL) * _tri_mask(L, n, 0, False)
-        gA = 0.5 * (gA + (gA * _tri_mask(L, n, -1, False)).mT)
-        gA = _solve(L.mT, gA)
-        return _solve(L.mT, gA.mT).mT, None
+        gA = _mh(L).matmul(gL) * _tri_mask(L, n, 0, False)
+        gA = 0.5 * (gA + _mh(gA * _tri_mask(L, n, -1, False)))
+        gA = _solve(_mh(L), gA)
+        return _mh(_solve(_mh(L), _mh(gA))), None
 
     def jvp(self, ta, _):
         # dL = L Phi(L^-1 dA L^-H), Phi: the lower triangle with its diagonal halved
@@ -459,7 +487,7 @@ def _from_cholesky(L, upper, name):
     if L.dim() < 2 or L.shape[-1] != L.shape[-2]:
         raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
                            f"{tuple(L.shape[-2:])} matrices")
-    return L.mT.matmul(L) if upper else L.matmul(L.mT)
+    return _mh(L).matmul(L) if upper else L.matmul(_mh(L))
 
 
 @node_name("CholeskySolveBackward0")

@@ -1,0 +1,101 @@
+"""Complex linear algebra against torch: PyTorch's OpInfo samples in complex128 and
+complex64, forward values and dtypes, and first gradients (complex128, a random complex
+upstream gradient for every differentiable output, gradients for every tensor input).
+The ops whose complex path is not built yet must refuse complex input by name."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+
+import ember
+
+# (OpInfo name, variant): the ops with a complex path
+DONE = {"linalg.det", "linalg.slogdet", "logdet", "linalg.inv", "linalg.inv_ex",
+        "linalg.solve", "linalg.solve_ex", "linalg.solve_triangular", "linalg.cholesky",
+        "linalg.cholesky_ex", "cholesky", "cholesky_inverse", "cholesky_solve"}
+OPS = [o for o in op_db if o.name in DONE]
+SAMPLES = 24  # per op and dtype
+
+
+def _to_ember(x):
+    if isinstance(x, torch.Tensor):
+        return ember.tensor(x.detach().resolve_conj().numpy().copy(),
+                            requires_grad=x.requires_grad)
+    if isinstance(x, torch.dtype):
+        return getattr(ember, str(x).replace("torch.", ""))
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_ember(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_ember(v) for k, v in x.items()}
+    return x
+
+
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _flat(v)]
+    return [x]
+
+
+def _ember_op(name):
+    obj = ember
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _close(e, t, tol):
+    t = t.detach().resolve_conj()
+    assert e.dtype.name == str(t.dtype).replace("torch.", "")
+    np.testing.assert_allclose(e.detach().resolve_conj().numpy(), t.numpy(), rtol=tol, atol=tol)
+
+
+def test_every_op_is_covered():
+    assert {o.name for o in OPS} == DONE
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o.name + ("." + o.variant_test_name
+                                                             if o.variant_test_name else ""))
+def test_complex_samples(op):
+    fn = _ember_op(op.name)
+    compared = 0
+    for dt in (torch.complex64, torch.complex128):
+        grad = dt == torch.complex128 and op.supports_autograd
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            samples = list(op.sample_inputs("cpu", dt, requires_grad=grad))[:SAMPLES]
+        for i, s in enumerate(samples):
+            t_out = s.output_process_fn_grad(op(s.input, *s.args, **s.kwargs))
+            e_in, e_args, e_kw = _to_ember(s.input), _to_ember(s.args), _to_ember(s.kwargs)
+            e_out = s.output_process_fn_grad(fn(e_in, *e_args, **e_kw))
+            tol = 1e-3 if dt == torch.complex64 else 1e-7
+            t_flat, e_flat = _flat(t_out), _flat(e_out)
+            for e, t in zip(e_flat, t_flat):
+                _close(e, t, tol)
+            compared += 1
+            if not grad:
+                continue
+            t_leaves = [t for t in _flat([s.input, list(s.args)])
+                        if isinstance(t, torch.Tensor) and t.requires_grad]
+            e_leaves = [t for t in _flat([e_in, list(e_args)])
+                        if isinstance(t, ember.Tensor) and t.requires_grad]
+            pairs = [(e, t) for e, t in zip(e_flat, t_flat)
+                     if isinstance(t, torch.Tensor) and t.requires_grad]
+            rng = np.random.default_rng(i)
+            gos = []
+            for _, t in pairs:
+                go = rng.standard_normal(tuple(t.shape))
+                if t.is_complex():
+                    go = go + 1j * rng.standard_normal(tuple(t.shape))
+                gos.append(go.astype(t.detach().resolve_conj().numpy().dtype))
+            tg = torch.autograd.grad([t for _, t in pairs], t_leaves,
+                                     [torch.tensor(g) for g in gos], allow_unused=True)
+            eg = ember.autograd.grad([e for e, _ in pairs], e_leaves,
+                                     [ember.tensor(g) for g in gos], allow_unused=True)
+            for e, t in zip(eg, tg):
+                if t is None:
+                    assert e is None or not e.numpy().any()
+                else:
+                    _close(e, t, 1e-6)
+    assert compared
