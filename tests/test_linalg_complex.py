@@ -14,7 +14,8 @@ import ember
 # (OpInfo name, variant): the ops with a complex path
 DONE = {"linalg.det", "linalg.slogdet", "logdet", "linalg.inv", "linalg.inv_ex",
         "linalg.solve", "linalg.solve_ex", "linalg.solve_triangular", "linalg.cholesky",
-        "linalg.cholesky_ex", "cholesky", "cholesky_inverse", "cholesky_solve"}
+        "linalg.cholesky_ex", "cholesky", "cholesky_inverse", "cholesky_solve", "linalg.eigh",
+        "linalg.eigvalsh", "linalg.svd", "linalg.svdvals", "svd"}
 OPS = [o for o in op_db if o.name in DONE]
 SAMPLES = 24  # per op and dtype
 

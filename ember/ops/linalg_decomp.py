@@ -57,11 +57,18 @@ def _results(name, results, out):
 # complex input with an error naming them rather than computing something else
 COMPLEX_OPS = frozenset({
     "linalg.inv", "linalg.inv_ex", "linalg.det", "linalg.slogdet", "logdet", "linalg.solve",
-    "linalg.solve_triangular", "linalg.cholesky", "cholesky_inverse"})
+    "linalg.solve_triangular", "linalg.cholesky", "cholesky_inverse", "linalg.eigh",
+    "linalg.eigvalsh", "linalg.svd", "linalg.svdvals", "svd"})
 
 
 def _conj(t):
     return t.conj() if t.is_complex() else t
+
+
+def _check_gauge(a, b, message):
+    """Raises when a loss depends on the free phase of complex singular/eigen vectors."""
+    if not np.allclose(np.asarray(a), np.asarray(b), rtol=1e-2, atol=1e-2):
+        raise RuntimeError(message)
 
 
 def _mh(t):
@@ -519,15 +526,20 @@ class Eigh(_SavesOutputs):
     def backward(self, gL, gV):
         L, V = self.saved_tensors
         if not _needed(gV):
-            return V.matmul(gL.unsqueeze(-1) * V.mT), None
-        VhgV = V.mT.matmul(gV)
-        VhgV = 0.5 * (VhgV - VhgV.mT)
+            return V.matmul(gL.unsqueeze(-1) * _mh(V)), None
+        VhgV = _mh(V).matmul(gV)
+        if V.is_complex():
+            _check_gauge(VhgV.detach()._data.diagonal(0, -2, -1).imag, 0,
+                         "linalg_eigh_backward: The eigenvectors in the complex case are "
+                         "specified up to multiplication by e^{i phi}. The specified loss "
+                         "function depends on this quantity, so it is ill-defined.")
+        VhgV = 0.5 * (VhgV - _mh(VhgV))
         E = L.unsqueeze(-2) - L.unsqueeze(-1) + _eye(L, L._data.shape[-1])
         ret = VhgV / E
         if _needed(gL):
             ret = ret + DiagEmbed.apply(gL, gL._data.shape + gL._data.shape[-1:],
                                         gL._data.ndim - 1, gL._data.ndim)
-        return V.matmul(ret.matmul(V.mT)), None
+        return V.matmul(ret.matmul(_mh(V))), None
 
 
 def eigh(A, UPLO="L", *, out=None):
@@ -573,6 +585,7 @@ def _svd_backward(gU, gS, gVh, U, S, Vh):
     m, n = U._data.shape[-2], Vh._data.shape[-1]
     use_u, use_v = _needed(gU), _needed(gVh)
     if not use_u and not use_v:
+        gS = gS.to(U.dtype) if U.is_complex() else gS
         if m >= n:
             return U.matmul(gS.unsqueeze(-1) * Vh)
         return (U * gS.unsqueeze(-2)).matmul(Vh)
@@ -580,26 +593,39 @@ def _svd_backward(gU, gS, gVh, U, S, Vh):
     S2 = S * S
     E = S2.unsqueeze(-2) - S2.unsqueeze(-1) + _eye(S, k)
     gA = None
+    cplx = U.is_complex()
     if use_u:
-        UhgU = U.mT.matmul(gU)
-        gA = (UhgU - UhgU.mT) * S.unsqueeze(-2)
+        UhgU = _mh(U).matmul(gU)
+        gA = (UhgU - _mh(UhgU)) * S.unsqueeze(-2)
     if use_v:
-        VhgV = Vh.matmul(gVh.mT)
-        term = S.unsqueeze(-1) * (VhgV - VhgV.mT)
+        VhgV = Vh.matmul(_mh(gVh))
+        term = S.unsqueeze(-1) * (VhgV - _mh(VhgV))
         gA = term if gA is None else gA + term
+    if cplx:
+        # a loss must not see the common phase of a pair of singular vectors
+        zero = np.zeros(S._data.shape, S._data.dtype)
+        imu = UhgU.detach()._data.diagonal(0, -2, -1).imag if use_u else zero
+        imv = VhgV.detach()._data.diagonal(0, -2, -1).imag if use_v else zero
+        _check_gauge(imu, -imv, "svd_backward: The singular vectors in the complex case are "
+                     "specified up to multiplication by e^{i phi}. The specified loss function "
+                     "depends on this phase term, making it ill-defined.")
     gA = gA / E
     if _needed(gS):
-        gA = gA + DiagEmbed.apply(gS, gS._data.shape + (k,), gS._data.ndim - 1,
-                                  gS._data.ndim)
+        gA = gA + DiagEmbed.apply(gS.to(gA.dtype) if cplx else gS, gS._data.shape + (k,),
+                                  gS._data.ndim - 1, gS._data.ndim)
+    if cplx and use_u:
+        # the phase of u_i is fixed by v_i: i Im(u_i^H gu_i) / s_i on the diagonal
+        d = UhgU.diagonal(0, -2, -1).imag / S * 1j
+        gA = gA + DiagEmbed.apply(d, d._data.shape + (k,), d._data.ndim - 1, d._data.ndim)
     if m > n and use_u:
         gA = U.matmul(gA)
         gUSinv = gU / S.unsqueeze(-2)
-        gA = gA + gUSinv - U.matmul(U.mT.matmul(gUSinv))
+        gA = gA + gUSinv - U.matmul(_mh(U).matmul(gUSinv))
         return gA.matmul(Vh)
     if m < n and use_v:
         gA = gA.matmul(Vh)
         SinvgVh = gVh / S.unsqueeze(-1)
-        gA = gA + SinvgVh - SinvgVh.matmul(Vh.mT).matmul(Vh)
+        gA = gA + SinvgVh - SinvgVh.matmul(_mh(Vh)).matmul(Vh)
         return U.matmul(gA)
     return U.matmul(gA.matmul(Vh)) if m >= n else U.matmul(gA).matmul(Vh)
 
