@@ -58,7 +58,8 @@ def _results(name, results, out):
 COMPLEX_OPS = frozenset({
     "linalg.inv", "linalg.inv_ex", "linalg.det", "linalg.slogdet", "logdet", "linalg.solve",
     "linalg.solve_triangular", "linalg.cholesky", "cholesky_inverse", "linalg.eigh",
-    "linalg.eigvalsh", "linalg.svd", "linalg.svdvals", "svd"})
+    "linalg.eigvalsh", "linalg.svd", "linalg.svdvals", "svd", "linalg.qr", "qr", "linalg.pinv",
+    "linalg.matrix_rank", "linalg.cond", "linalg.lstsq", "geqrf"})
 
 
 def _conj(t):
@@ -686,7 +687,7 @@ class Qr(_SavesOutputs):
         # A = Q [X | Y] with R = [U | V]: X = Q U is a square QR, Y = Q V
         U, V = R[..., :m], R[..., m:]
         gU, gV = gR[..., :m], gR[..., m:]
-        gX = _qr_backward_tall(gQ + Q.matmul(V).matmul(gV.mT), gU, Q, U)
+        gX = _qr_backward_tall(gQ + Q.matmul(V).matmul(_mh(gV)), gU, Q, U)
         gY = Q.matmul(gV)
         xp = array_module(Q._data)
         eye = xp.eye(n, dtype=Q._data.dtype)
@@ -697,10 +698,14 @@ class Qr(_SavesOutputs):
 def _qr_backward_tall(gQ, gR, Q, R):
     """gA = (gQ + Q copyltu(M)) R^-T with M = R gR^T - gQ^T Q (m >= n)."""
     n = R._data.shape[-1]
-    X = gR.matmul(R.mT) - Q.mT.matmul(gQ)
+    X = gR.matmul(_mh(R)) - _mh(Q).matmul(gQ)
     Xu = X * _tri_mask(X, n, 0, True)
-    C = Xu + (Xu * _tri_mask(X, n, 1, True)).mT
-    return _solve(R, (gQ + Q.matmul(C)).mT).mT
+    C = Xu + _mh(Xu * _tri_mask(X, n, 1, True))
+    if X.is_complex():  # the diagonal of a Hermitian matrix: its real part
+        d = Xu.diagonal(0, -2, -1)
+        C = C - DiagEmbed.apply(d.imag * 1j, d._data.shape + (n,), d._data.ndim - 1,
+                                d._data.ndim)
+    return _mh(_solve(R, _mh(gQ + Q.matmul(C))))
 
 
 def qr_linalg(A, mode="reduced", *, out=None):
@@ -747,26 +752,27 @@ class Pinv(Primitive):
         if hermitian:
             w, V = np.linalg.eigh(a)
             cut = _cutoff(np.abs(w), atol, rtol, a.shape)
-            winv = np.where(np.abs(w) > cut, 1 / np.where(w == 0, 1, w), 0).astype(a.dtype)
-            return (V * winv[..., None, :]) @ np.swapaxes(V, -1, -2)
+            winv = np.where(np.abs(w) > cut, 1 / np.where(w == 0, 1, w), 0).astype(w.dtype)
+            return (V * winv[..., None, :]) @ np.swapaxes(V, -1, -2).conj()
         U, s, Vh = np.linalg.svd(a, full_matrices=False)
         cut = _cutoff(s, atol, rtol, a.shape)
-        sinv = np.where(s > cut, 1 / np.where(s == 0, 1, s), 0).astype(a.dtype)
-        return (np.swapaxes(Vh, -1, -2) * sinv[..., None, :]) @ np.swapaxes(U, -1, -2)
+        sinv = np.where(s > cut, 1 / np.where(s == 0, 1, s), 0).astype(s.dtype)
+        return (np.swapaxes(Vh, -1, -2).conj() * sinv[..., None, :]) @ \
+            np.swapaxes(U, -1, -2).conj()
 
     def backward(self, g):
         A, P = self.saved_tensors
         m, n = A._data.shape[-2:]
-        Ph, gh = P.mT, g.mT
+        Ph, gh = _mh(P), _mh(g)
         if m <= n:
             K = gh.matmul(P)
             KPh = K.matmul(Ph)
-            gA = -(P.matmul(K)).mT + KPh - A.matmul(P).matmul(KPh) + \
+            gA = -_mh(P.matmul(K)) + KPh - A.matmul(P).matmul(KPh) + \
                 Ph.matmul(P).matmul(gh - K.matmul(A))
         else:
             K = P.matmul(gh)
             PhK = Ph.matmul(K)
-            gA = -(K.matmul(P)).mT + (gh - A.matmul(K)).matmul(P).matmul(Ph) + PhK - \
+            gA = -_mh(K.matmul(P)) + (gh - A.matmul(K)).matmul(P).matmul(Ph) + PhK - \
                 PhK.matmul(P).matmul(A)
         return gA, None, None, None
 
