@@ -59,7 +59,8 @@ COMPLEX_OPS = frozenset({
     "linalg.inv", "linalg.inv_ex", "linalg.det", "linalg.slogdet", "logdet", "linalg.solve",
     "linalg.solve_triangular", "linalg.cholesky", "cholesky_inverse", "linalg.eigh",
     "linalg.eigvalsh", "linalg.svd", "linalg.svdvals", "svd", "linalg.qr", "qr", "linalg.pinv",
-    "linalg.matrix_rank", "linalg.cond", "linalg.lstsq", "geqrf"})
+    "linalg.matrix_rank", "linalg.cond", "linalg.lstsq", "geqrf", "linalg.matrix_exp",
+    "linalg.lu_factor_ex", "linalg.lu_factor", "linalg.lu", "linalg.lu_solve"})
 
 
 def _conj(t):
