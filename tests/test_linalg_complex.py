@@ -20,7 +20,7 @@ DONE = {"linalg.det", "linalg.slogdet", "logdet", "linalg.inv", "linalg.inv_ex",
         "linalg.matrix_norm", "norm", "linalg.matrix_power", "linalg.tensorinv",
         "linalg.tensorsolve", "triangular_solve", "matrix_exp", "lu", "lu_solve", "lu_unpack",
         "linalg.lu_factor", "linalg.lu_factor_ex", "linalg.lu", "linalg.lu_solve",
-        "linalg.ldl_factor", "linalg.ldl_factor_ex", "linalg.ldl_solve"}
+        "linalg.ldl_factor", "linalg.ldl_factor_ex", "linalg.ldl_solve", "logcumsumexp"}
 # linalg.pinv's 'singular' variant calls its op through a wrapper of torch functions
 OPS = [o for o in op_db if o.name in DONE and o.variant_test_name != "singular"]
 SAMPLES = 24  # per op and dtype
