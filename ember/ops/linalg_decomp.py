@@ -656,7 +656,7 @@ def svd(input, some=True, compute_uv=True, *, out=None):
         zu = _make(array_module(input._data).zeros_like(U._data), False)
         zv = _make(array_module(input._data).zeros_like(Vh._data), False)
         return _results("svd", (zu, S, zv.mT), out)
-    return _results("svd", (U, S, Vh.mT), out)
+    return _results("svd", (U, S, _mh(Vh)), out)
 
 
 class Qr(_SavesOutputs):
