@@ -65,13 +65,20 @@ def test_every_op_is_covered():
 @pytest.mark.parametrize("op", OPS, ids=lambda o: o.name + ("." + o.variant_test_name
                                                              if o.variant_test_name else ""))
 def test_complex_samples(op):
+    compared, _ = check_op(op, SAMPLES)
+    assert compared
+
+
+def check_op(op, limit):
+    """Compare ``op``'s first ``limit`` samples per dtype; returns (forward samples,
+    gradient samples) compared, raising at the first difference."""
     fn = _ember_op(op.name)
-    compared = 0
+    compared = graded = 0
     for dt in (torch.complex64, torch.complex128):
         grad = dt == torch.complex128 and op.supports_autograd
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            samples = list(op.sample_inputs("cpu", dt, requires_grad=grad))[:SAMPLES]
+            samples = list(op.sample_inputs("cpu", dt, requires_grad=grad))[:limit]
         for i, s in enumerate(samples):
             t_out = s.output_process_fn_grad(op(s.input, *s.args, **s.kwargs))
             e_in, e_args, e_kw = _to_ember(s.input), _to_ember(s.args), _to_ember(s.kwargs)
@@ -105,4 +112,10 @@ def test_complex_samples(op):
                     assert e is None or not e.numpy().any()
                 else:
                     _close(e, t, 1e-6)
-    assert compared
+            graded += 1
+    return compared, graded
+
+
+if __name__ == "__main__":  # every sample of every op, with the counts
+    for o in OPS:
+        print(o.name, o.variant_test_name, *check_op(o, 10 ** 6))
