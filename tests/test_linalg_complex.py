@@ -164,3 +164,10 @@ def test_op_without_complex_path_names_itself():
                        r"\(Complex128\) is not supported yet"):
         _check_float("linalg.example", x)
     _check_float("linalg.det", x)  # a built path passes
+
+
+def test_complex32_is_named_low_precision():
+    x = ember.eye(2).to(ember.complex32)
+    with pytest.raises(RuntimeError, match="linalg.inv: Low precision dtypes not supported. "
+                       "Got ComplexHalf"):
+        ember.linalg.inv(x)

@@ -86,6 +86,8 @@ def _check_float(name, A):
     if dt.kind == "c" and name.removeprefix("torch.") not in COMPLEX_OPS:
         raise NotImplementedError(f"{name}: complex input ({_tname(dt)}) is not supported yet "
                                   "in ember")
+    if dt.names:  # complex32, a structured pair of float16 parts
+        raise RuntimeError(f"{name}: Low precision dtypes not supported. Got ComplexHalf")
     if dt.kind not in "fc":
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
                            f"Got {_tname(dt)}")
