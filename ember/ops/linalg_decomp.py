@@ -871,6 +871,18 @@ class VectorNorm(Primitive):
         return gx, None, None, None
 
     def jvp(self, t, *_):
+        g = None
+        if t is not None and t.is_complex() and not self.fw_output.is_complex():
+            # a real norm of complex x: dy = Re(sum(conj(g) t)), g the gradient of y
+            # (its rows), which is 0 (not nan) at x = 0 as torch's subgradient
+            from ember import ones_like
+            g = _jvp.through_backward(self, 0, ones_like(self.fw_output).detach())
+        if g is not None:
+            d = (g.conj() * t).real
+            axes, keepdim = self.meta[1], self.meta[2]
+            if axes is None:
+                return d.sum()
+            return d if len(axes) == 0 else d.sum(tuple(axes), keepdim=keepdim)
         return _jvp.reduced(self, t, self.meta[1], self.meta[2])
 
 
