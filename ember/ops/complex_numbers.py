@@ -256,7 +256,8 @@ def conj(input):
         return input
     out = Conj.apply(input)
     if not is_conj(input):
-        out._extra = _Extra()
+        if out._extra is None:  # it may already hold a forward-mode tangent: keep that
+            out._extra = _Extra()
         out._extra.conj = True
     return out
 

@@ -793,8 +793,9 @@ def _logaddexp(a, b, base2):
         b = b if isinstance(b, Tensor) else a * 0 + b
         first = a.real >= b.real
         big, small = where(first, a, b), where(first, b, a)
-        # equal arguments (infinities included) give a + log(2) without inf - inf = nan
-        return where(a == b, a + math.log(2), big + (small - big).exp().log1p())
+        # equal arguments (infinities included) give a + log(2) without inf - inf = nan,
+        # the gradient shared between them as in PyTorch
+        return where(a == b, (a + b) * 0.5 + math.log(2), big + (small - big).exp().log1p())
     for x in (a, b):
         if isinstance(x, Tensor) and not x.is_floating_point():
             raise not_implemented_for("logaddexp2_cpu" if base2 else "logaddexp_cpu",

@@ -53,12 +53,42 @@ def _results(name, results, out):
 
 
 # ----- checks ----------------------------------------------------------------------------
+# the ops (by the name their checks use) whose complex path is built; the others refuse
+# complex input with an error naming them rather than computing something else
+COMPLEX_OPS = frozenset({
+    "linalg.inv", "linalg.inv_ex", "linalg.det", "linalg.slogdet", "logdet", "linalg.solve",
+    "linalg.solve_triangular", "linalg.cholesky", "cholesky_inverse", "linalg.eigh",
+    "linalg.eigvalsh", "linalg.svd", "linalg.svdvals", "svd", "linalg.qr", "qr", "linalg.pinv",
+    "linalg.matrix_rank", "linalg.cond", "linalg.lstsq", "geqrf", "linalg.matrix_exp",
+    "linalg.lu_factor_ex", "linalg.lu_factor", "linalg.lu", "linalg.lu_solve"})
+
+
+def _conj(t):
+    return t.conj() if t.is_complex() else t
+
+
+def _check_gauge(a, b, message):
+    """Raises when a loss depends on the free phase of complex singular/eigen vectors."""
+    if not np.allclose(np.asarray(a), np.asarray(b), rtol=1e-2, atol=1e-2):
+        raise RuntimeError(message)
+
+
+def _mh(t):
+    """The conjugate transpose of a complex tensor, the transpose of a real one."""
+    return t.mT.conj() if t.is_complex() else t.mT
+
+
 def _check_float(name, A):
     if not isinstance(A, Tensor):
         raise TypeError(f"{name.replace('.', '_')}(): argument 'A' (position 1) must be Tensor, "
                         f"not {type(A).__name__}")
     dt = A._data.dtype
-    if dt.kind != "f":
+    if dt.kind == "c" and name.removeprefix("torch.") not in COMPLEX_OPS:
+        raise NotImplementedError(f"{name}: complex input ({_tname(dt)}) is not supported yet "
+                                  "in ember")
+    if dt.names:  # complex32, a structured pair of float16 parts
+        raise RuntimeError(f"{name}: Low precision dtypes not supported. Got ComplexHalf")
+    if dt.kind not in "fc":
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
                            f"Got {_tname(dt)}")
     if dt.itemsize < 4:
@@ -172,7 +202,7 @@ class Inv(Primitive):
 
     def backward(self, gy):
         inv, = self.saved_tensors
-        t = inv.mT
+        t = _mh(inv)
         return -t.matmul(gy).matmul(t)
 
     def jvp(self, t):
@@ -235,12 +265,12 @@ class Det(Primitive):
         a, d = self.saved_tensors
         if not (d._data == 0).any() and np.isfinite(d._data).all():
             try:
-                return (gy * d).unsqueeze(-1).unsqueeze(-1) * inv(a).mT
+                return (gy * _conj(d)).unsqueeze(-1).unsqueeze(-1) * _mh(inv(a))
             except LinAlgError:
                 pass  # singular to working precision although det != 0
         # a singular matrix: the cofactor matrix from the SVD, as PyTorch does
         U, S, Vh = svd_linalg(a, full_matrices=False)
-        alpha = det(U) * det(Vh)
+        alpha = _conj(det(U) * det(Vh))
         n = S._data.shape[-1]
         prods = [math.prod([S[..., j] for j in range(n) if j != i], start=S[..., 0] * 0 + 1)
                  for i in range(n)]
@@ -270,14 +300,21 @@ class Slogdet(_SavesOutputs):
     _node_name = "LinalgSlogdetBackward0"
     n_outputs = 2
     save_inputs = (0,)
+    saved_outputs = (0,)
     batch = _batch.passthrough
 
     def forward(self, a):
         return np.linalg.slogdet(a)
 
     def backward(self, gsign, glogabs):
-        a, = self.saved_tensors
-        return glogabs.unsqueeze(-1).unsqueeze(-1) * inv(a).mT
+        a, sign = self.saved_tensors[:2]
+        g = glogabs
+        if a.is_complex():
+            # the sign moves with the phase of the determinant: d sign = i sign Im(tr(A^-1 dA))
+            g = g.to(a.dtype)
+            if _needed(gsign):
+                g = g - (gsign.conj() * sign).imag * 1j
+        return g.unsqueeze(-1).unsqueeze(-1) * _mh(inv(a))
 
 
 def slogdet(A, *, out=None):
@@ -296,8 +333,8 @@ def logdet(input):
     """``log(det(input))``: nan for a negative determinant, -inf for a singular matrix."""
     _check_square("logdet", input)
     sign, logabs = Slogdet.apply(input)
-    if input.is_complex():
-        return logabs + sign.detach().log()
+    if input.is_complex():  # log det = log|det| + i arg(det), the phase differentiable too
+        return logabs + sign.log()
     # PyTorch's: NaN where the determinant is negative (no gradient there)
     from ember.ops.elementwise import where
     return where(sign.detach() == -1, math.nan, logabs)
@@ -321,8 +358,8 @@ class Solve(Primitive):
 
     def backward(self, gx):
         a, x = self.saved_tensors
-        gb = _solve(a.mT, gx)
-        ga = -gb.matmul(x.mT) if self._edges[0] is not None else None
+        gb = _solve(_mh(a), gx)
+        ga = -gb.matmul(_mh(x)) if self._edges[0] is not None else None
         return ga, gb
 
 
@@ -405,17 +442,17 @@ class Cholesky(Primitive):
                               f"not be completed because the input is not positive-definite "
                               f"(the leading minor of order {order} is not "
                               "positive-definite).") from None
-        return np.swapaxes(L, -1, -2).copy() if upper else L
+        return np.swapaxes(L, -1, -2).conj().copy() if upper else L
 
     def backward(self, gL):
         L, = self.saved_tensors
         if self.upper:
-            L, gL = L.mT, gL.mT
+            L, gL = _mh(L), _mh(gL)
         n = L._data.shape[-1]
-        gA = L.mT.matmul(gL) * _tri_mask(L, n, 0, False)
-        gA = 0.5 * (gA + (gA * _tri_mask(L, n, -1, False)).mT)
-        gA = _solve(L.mT, gA)
-        return _solve(L.mT, gA.mT).mT, None
+        gA = _mh(L).matmul(gL) * _tri_mask(L, n, 0, False)
+        gA = 0.5 * (gA + _mh(gA * _tri_mask(L, n, -1, False)))
+        gA = _solve(_mh(L), gA)
+        return _mh(_solve(_mh(L), _mh(gA))), None
 
     def jvp(self, ta, _):
         # dL = L Phi(L^-1 dA L^-H), Phi: the lower triangle with its diagonal halved
@@ -464,7 +501,7 @@ def _from_cholesky(L, upper, name):
     if L.dim() < 2 or L.shape[-1] != L.shape[-2]:
         raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
                            f"{tuple(L.shape[-2:])} matrices")
-    return L.mT.matmul(L) if upper else L.matmul(L.mT)
+    return _mh(L).matmul(L) if upper else L.matmul(_mh(L))
 
 
 @node_name("CholeskySolveBackward0")
@@ -497,15 +534,20 @@ class Eigh(_SavesOutputs):
     def backward(self, gL, gV):
         L, V = self.saved_tensors
         if not _needed(gV):
-            return V.matmul(gL.unsqueeze(-1) * V.mT), None
-        VhgV = V.mT.matmul(gV)
-        VhgV = 0.5 * (VhgV - VhgV.mT)
+            return V.matmul(gL.unsqueeze(-1) * _mh(V)), None
+        VhgV = _mh(V).matmul(gV)
+        if V.is_complex():
+            _check_gauge(VhgV.detach()._data.diagonal(0, -2, -1).imag, 0,
+                         "linalg_eigh_backward: The eigenvectors in the complex case are "
+                         "specified up to multiplication by e^{i phi}. The specified loss "
+                         "function depends on this quantity, so it is ill-defined.")
+        VhgV = 0.5 * (VhgV - _mh(VhgV))
         E = L.unsqueeze(-2) - L.unsqueeze(-1) + _eye(L, L._data.shape[-1])
         ret = VhgV / E
         if _needed(gL):
             ret = ret + DiagEmbed.apply(gL, gL._data.shape + gL._data.shape[-1:],
                                         gL._data.ndim - 1, gL._data.ndim)
-        return V.matmul(ret.matmul(V.mT)), None
+        return V.matmul(ret.matmul(_mh(V))), None
 
 
 def eigh(A, UPLO="L", *, out=None):
@@ -551,6 +593,7 @@ def _svd_backward(gU, gS, gVh, U, S, Vh):
     m, n = U._data.shape[-2], Vh._data.shape[-1]
     use_u, use_v = _needed(gU), _needed(gVh)
     if not use_u and not use_v:
+        gS = gS.to(U.dtype) if U.is_complex() else gS
         if m >= n:
             return U.matmul(gS.unsqueeze(-1) * Vh)
         return (U * gS.unsqueeze(-2)).matmul(Vh)
@@ -558,26 +601,39 @@ def _svd_backward(gU, gS, gVh, U, S, Vh):
     S2 = S * S
     E = S2.unsqueeze(-2) - S2.unsqueeze(-1) + _eye(S, k)
     gA = None
+    cplx = U.is_complex()
     if use_u:
-        UhgU = U.mT.matmul(gU)
-        gA = (UhgU - UhgU.mT) * S.unsqueeze(-2)
+        UhgU = _mh(U).matmul(gU)
+        gA = (UhgU - _mh(UhgU)) * S.unsqueeze(-2)
     if use_v:
-        VhgV = Vh.matmul(gVh.mT)
-        term = S.unsqueeze(-1) * (VhgV - VhgV.mT)
+        VhgV = Vh.matmul(_mh(gVh))
+        term = S.unsqueeze(-1) * (VhgV - _mh(VhgV))
         gA = term if gA is None else gA + term
+    if cplx:
+        # a loss must not see the common phase of a pair of singular vectors
+        zero = np.zeros(S._data.shape, S._data.dtype)
+        imu = UhgU.detach()._data.diagonal(0, -2, -1).imag if use_u else zero
+        imv = VhgV.detach()._data.diagonal(0, -2, -1).imag if use_v else zero
+        _check_gauge(imu, -imv, "svd_backward: The singular vectors in the complex case are "
+                     "specified up to multiplication by e^{i phi}. The specified loss function "
+                     "depends on this phase term, making it ill-defined.")
     gA = gA / E
     if _needed(gS):
-        gA = gA + DiagEmbed.apply(gS, gS._data.shape + (k,), gS._data.ndim - 1,
-                                  gS._data.ndim)
+        gA = gA + DiagEmbed.apply(gS.to(gA.dtype) if cplx else gS, gS._data.shape + (k,),
+                                  gS._data.ndim - 1, gS._data.ndim)
+    if cplx and use_u:
+        # the phase of u_i is fixed by v_i: i Im(u_i^H gu_i) / s_i on the diagonal
+        d = UhgU.diagonal(0, -2, -1).imag / S * 1j
+        gA = gA + DiagEmbed.apply(d, d._data.shape + (k,), d._data.ndim - 1, d._data.ndim)
     if m > n and use_u:
         gA = U.matmul(gA)
         gUSinv = gU / S.unsqueeze(-2)
-        gA = gA + gUSinv - U.matmul(U.mT.matmul(gUSinv))
+        gA = gA + gUSinv - U.matmul(_mh(U).matmul(gUSinv))
         return gA.matmul(Vh)
     if m < n and use_v:
         gA = gA.matmul(Vh)
         SinvgVh = gVh / S.unsqueeze(-1)
-        gA = gA + SinvgVh - SinvgVh.matmul(Vh.mT).matmul(Vh)
+        gA = gA + SinvgVh - SinvgVh.matmul(_mh(Vh)).matmul(Vh)
         return U.matmul(gA)
     return U.matmul(gA.matmul(Vh)) if m >= n else U.matmul(gA).matmul(Vh)
 
@@ -606,7 +662,7 @@ def svd(input, some=True, compute_uv=True, *, out=None):
         zu = _make(array_module(input._data).zeros_like(U._data), False)
         zv = _make(array_module(input._data).zeros_like(Vh._data), False)
         return _results("svd", (zu, S, zv.mT), out)
-    return _results("svd", (U, S, Vh.mT), out)
+    return _results("svd", (U, S, _mh(Vh)), out)
 
 
 class Qr(_SavesOutputs):
@@ -638,7 +694,7 @@ class Qr(_SavesOutputs):
         # A = Q [X | Y] with R = [U | V]: X = Q U is a square QR, Y = Q V
         U, V = R[..., :m], R[..., m:]
         gU, gV = gR[..., :m], gR[..., m:]
-        gX = _qr_backward_tall(gQ + Q.matmul(V).matmul(gV.mT), gU, Q, U)
+        gX = _qr_backward_tall(gQ + Q.matmul(V).matmul(_mh(gV)), gU, Q, U)
         gY = Q.matmul(gV)
         xp = array_module(Q._data)
         eye = xp.eye(n, dtype=Q._data.dtype)
@@ -649,10 +705,14 @@ class Qr(_SavesOutputs):
 def _qr_backward_tall(gQ, gR, Q, R):
     """gA = (gQ + Q copyltu(M)) R^-T with M = R gR^T - gQ^T Q (m >= n)."""
     n = R._data.shape[-1]
-    X = gR.matmul(R.mT) - Q.mT.matmul(gQ)
+    X = gR.matmul(_mh(R)) - _mh(Q).matmul(gQ)
     Xu = X * _tri_mask(X, n, 0, True)
-    C = Xu + (Xu * _tri_mask(X, n, 1, True)).mT
-    return _solve(R, (gQ + Q.matmul(C)).mT).mT
+    C = Xu + _mh(Xu * _tri_mask(X, n, 1, True))
+    if X.is_complex():  # the diagonal of a Hermitian matrix: its real part
+        d = Xu.diagonal(0, -2, -1)
+        C = C - DiagEmbed.apply(d.imag * 1j, d._data.shape + (n,), d._data.ndim - 1,
+                                d._data.ndim)
+    return _mh(_solve(R, _mh(gQ + Q.matmul(C))))
 
 
 def qr_linalg(A, mode="reduced", *, out=None):
@@ -699,26 +759,27 @@ class Pinv(Primitive):
         if hermitian:
             w, V = np.linalg.eigh(a)
             cut = _cutoff(np.abs(w), atol, rtol, a.shape)
-            winv = np.where(np.abs(w) > cut, 1 / np.where(w == 0, 1, w), 0).astype(a.dtype)
-            return (V * winv[..., None, :]) @ np.swapaxes(V, -1, -2)
+            winv = np.where(np.abs(w) > cut, 1 / np.where(w == 0, 1, w), 0).astype(w.dtype)
+            return (V * winv[..., None, :]) @ np.swapaxes(V, -1, -2).conj()
         U, s, Vh = np.linalg.svd(a, full_matrices=False)
         cut = _cutoff(s, atol, rtol, a.shape)
-        sinv = np.where(s > cut, 1 / np.where(s == 0, 1, s), 0).astype(a.dtype)
-        return (np.swapaxes(Vh, -1, -2) * sinv[..., None, :]) @ np.swapaxes(U, -1, -2)
+        sinv = np.where(s > cut, 1 / np.where(s == 0, 1, s), 0).astype(s.dtype)
+        return (np.swapaxes(Vh, -1, -2).conj() * sinv[..., None, :]) @ \
+            np.swapaxes(U, -1, -2).conj()
 
     def backward(self, g):
         A, P = self.saved_tensors
         m, n = A._data.shape[-2:]
-        Ph, gh = P.mT, g.mT
+        Ph, gh = _mh(P), _mh(g)
         if m <= n:
             K = gh.matmul(P)
             KPh = K.matmul(Ph)
-            gA = -(P.matmul(K)).mT + KPh - A.matmul(P).matmul(KPh) + \
+            gA = -_mh(P.matmul(K)) + KPh - A.matmul(P).matmul(KPh) + \
                 Ph.matmul(P).matmul(gh - K.matmul(A))
         else:
             K = P.matmul(gh)
             PhK = Ph.matmul(K)
-            gA = -(K.matmul(P)).mT + (gh - A.matmul(K)).matmul(P).matmul(Ph) + PhK - \
+            gA = -_mh(K.matmul(P)) + (gh - A.matmul(K)).matmul(P).matmul(Ph) + PhK - \
                 PhK.matmul(P).matmul(A)
         return gA, None, None, None
 
@@ -814,6 +875,18 @@ class VectorNorm(Primitive):
         return gx, None, None, None
 
     def jvp(self, t, *_):
+        g = None
+        if t is not None and t.is_complex() and not self.fw_output.is_complex():
+            # a real norm of complex x: dy = Re(sum(conj(g) t)), g the gradient of y
+            # (its rows), which is 0 (not nan) at x = 0 as torch's subgradient
+            from ember import ones_like
+            g = _jvp.through_backward(self, 0, ones_like(self.fw_output).detach())
+        if g is not None:
+            d = (g.conj() * t).real
+            axes, keepdim = self.meta[1], self.meta[2]
+            if axes is None:
+                return d.sum()
+            return d if len(axes) == 0 else d.sum(tuple(axes), keepdim=keepdim)
         return _jvp.reduced(self, t, self.meta[1], self.meta[2])
 
 

@@ -5,8 +5,9 @@ interchanges in 1-based ``pivots``, negative for 2x2 blocks), and the solve from
 
 ember writes the unblocked algorithm (LAPACK's ``sytf2``; the blocked ``sytrf`` makes
 the same pivot choices) in NumPy, one matrix at a time: it is meant for small
-matrices. Neither op is differentiable (nor in PyTorch). Hermitian factorizations of
-complex matrices raise NotImplementedError.
+matrices. Neither op is differentiable (nor in PyTorch). With ``hermitian=True`` a
+complex matrix gets the Hermitian factorization ``A = P L D L^H P^T`` (LAPACK's
+``hetf2``/``hetrs``: a real diagonal, conjugates in the updates).
 """
 import math
 
@@ -30,15 +31,18 @@ def _size(x):
     return np.abs(x.real) + np.abs(x.imag) if np.iscomplexobj(x) else np.abs(x)
 
 
-def _sytf2(a):
-    """Factor one symmetric matrix (lower triangle read) in place; returns pivots, info."""
+def _sytf2(a, herm=False):
+    """Factor one symmetric (``herm``: Hermitian) matrix, lower triangle read, in place;
+    returns pivots, info."""
+    cj = np.conj if herm else (lambda v: v)
+    re = np.real if herm else (lambda v: v)
     n = a.shape[0]
     piv = np.zeros(n, dtype=np.int32)
     info = 0
     k = 0
     while k < n:
         kstep = 1
-        absakk = _size(a[k, k])
+        absakk = _size(re(a[k, k]))
         if k < n - 1:
             imax = k + 1 + int(np.argmax(_size(a[k + 1:, k])))
             colmax = _size(a[imax, k])
@@ -57,7 +61,7 @@ def _sytf2(a):
                     rowmax = max(rowmax, _size(a[imax + 1:, imax]).max())
                 if absakk >= _ALPHA * colmax * (colmax / rowmax):
                     kp = k
-                elif _size(a[imax, imax]) >= _ALPHA * rowmax:
+                elif _size(re(a[imax, imax])) >= _ALPHA * rowmax:
                     kp = imax
                 else:
                     kp, kstep = imax, 2
@@ -65,16 +69,34 @@ def _sytf2(a):
             if kp != kk:  # symmetric interchange of rows/columns kk and kp (lower part)
                 a[kp + 1:, [kk, kp]] = a[kp + 1:, [kp, kk]]
                 js = np.arange(kk + 1, kp)
-                a[js, kk], a[kp, js] = a[kp, js].copy(), a[js, kk].copy()
-                a[kk, kk], a[kp, kp] = a[kp, kp], a[kk, kk]
+                a[js, kk], a[kp, js] = cj(a[kp, js]), cj(a[js, kk])
+                if herm:
+                    a[kp, kk] = np.conj(a[kp, kk])
+                a[kk, kk], a[kp, kp] = re(a[kp, kp]), re(a[kk, kk])
                 if kstep == 2:
+                    a[k, k] = re(a[k, k])
                     a[k + 1, k], a[kp, k] = a[kp, k], a[k + 1, k]
+            elif herm:
+                a[k, k] = a[k, k].real
+                if kstep == 2:
+                    a[k + 1, k + 1] = a[k + 1, k + 1].real
             if kstep == 1:
                 if k < n - 1:
-                    r = 1 / a[k, k]
+                    r = 1 / re(a[k, k])
                     x = a[k + 1:, k].copy()
-                    a[k + 1:, k + 1:] -= r * np.outer(x, x)
+                    a[k + 1:, k + 1:] -= r * np.outer(x, cj(x))
                     a[k + 1:, k] = x * r
+            elif k < n - 2 and herm:
+                d = abs(a[k + 1, k])
+                d11, d22 = a[k + 1, k + 1].real / d, a[k, k].real / d
+                t = 1 / (d11 * d22 - 1)
+                d21 = a[k + 1, k] / d
+                d = t / d
+                c0, c1 = a[k + 2:, k].copy(), a[k + 2:, k + 1].copy()
+                wk = d * (d11 * c0 - d21 * c1)
+                wkp1 = d * (d22 * c1 - np.conj(d21) * c0)
+                a[k + 2:, k + 2:] -= np.outer(c0, np.conj(wk)) + np.outer(c1, np.conj(wkp1))
+                a[k + 2:, k], a[k + 2:, k + 1] = wk, wkp1
             elif k < n - 2:
                 d21 = a[k + 1, k]
                 d11 = a[k + 1, k + 1] / d21
@@ -86,12 +108,19 @@ def _sytf2(a):
                 wkp1 = d21 * (d22 * c1 - c0)
                 a[k + 2:, k + 2:] -= np.outer(c0, wk) + np.outer(c1, wkp1)
                 a[k + 2:, k], a[k + 2:, k + 1] = wk, wkp1
+            if herm:  # the diagonal of a Hermitian matrix stays real
+                idx = np.arange(k, n)
+                a[idx, idx] = a[idx, idx].real
         if kstep == 1:
             piv[k] = kp + 1
         else:
             piv[k] = piv[k + 1] = -(kp + 1)
         k += kstep
     return np.tril(a), piv, info
+
+
+def _is_complex(t):
+    return t._data.dtype.kind == "c"
 
 
 def _check(name, A):
@@ -107,17 +136,11 @@ def _check(name, A):
                            f"input. Got {_tname(A._data.dtype)}")
 
 
-def _hermitian_complex(name, A, hermitian):
-    if hermitian and A._data.dtype.kind == "c":
-        raise NotImplementedError(f"ember.linalg.{name} with hermitian=True on complex input "
-                                  "is not implemented (only symmetric factorizations are)")
-
-
 def ldl_factor_ex(A, *, hermitian=False, check_errors=False, out=None):
     """``(LD, pivots, info)``: the Bunch-Kaufman factorization of the symmetric ``A``
     (its lower triangle is read), as LAPACK's ``sytrf`` returns it."""
     _check("linalg.ldl_factor_ex", A)
-    _hermitian_complex("ldl_factor_ex", A, hermitian)
+    herm = bool(hermitian) and _is_complex(A)
     xp = array_module(A._data)
     x = np.array(A._data if xp is np else xp.asnumpy(A._data))
     n = x.shape[-1]
@@ -127,7 +150,7 @@ def ldl_factor_ex(A, *, hermitian=False, check_errors=False, out=None):
     piv = np.zeros((flat.shape[0], n), dtype=np.int32)
     info = np.zeros(flat.shape[0], dtype=np.int32)
     for i in range(flat.shape[0]):
-        LD[i], piv[i], info[i] = _sytf2(flat[i].copy())
+        LD[i], piv[i], info[i] = _sytf2(flat[i].copy(), herm)
     if check_errors and info.any():
         raise LinAlgError(f"torch.linalg.ldl_factor_ex: The factorization could not be "
                           f"completed because the input is singular (info = {info.max()})")
@@ -152,8 +175,10 @@ def ldl_factor(A, *, hermitian=False, out=None):
     return _rt["linalg_ldl_factor"](*res)
 
 
-def _sytrs(a, piv, b):
-    """Solve ``A X = B`` from one ``sytrf`` factorization (LAPACK's ``sytrs``, lower)."""
+def _sytrs(a, piv, b, herm=False):
+    """Solve ``A X = B`` from one ``sytrf`` factorization (LAPACK's ``sytrs``, lower;
+    ``hetrs`` with ``herm``)."""
+    cj = np.conj if herm else (lambda v: v)
     n = a.shape[0]
     b = b.copy()
     k = 0
@@ -162,28 +187,28 @@ def _sytrs(a, piv, b):
             kp = piv[k] - 1
             b[[k, kp]] = b[[kp, k]]
             b[k + 1:] -= np.outer(a[k + 1:, k], b[k])
-            b[k] = b[k] / a[k, k]
+            b[k] = b[k] / (a[k, k].real if herm else a[k, k])
             k += 1
         else:
             kp = -piv[k] - 1
             b[[k + 1, kp]] = b[[kp, k + 1]]
             b[k + 2:] -= np.outer(a[k + 2:, k], b[k]) + np.outer(a[k + 2:, k + 1], b[k + 1])
             akm1k = a[k + 1, k]
-            akm1, ak = a[k, k] / akm1k, a[k + 1, k + 1] / akm1k
+            akm1, ak = a[k, k] / cj(akm1k), a[k + 1, k + 1] / akm1k
             denom = akm1 * ak - 1
-            bkm1, bk = b[k] / akm1k, b[k + 1] / akm1k
+            bkm1, bk = b[k] / cj(akm1k), b[k + 1] / akm1k
             b[k], b[k + 1] = (ak * bkm1 - bk) / denom, (akm1 * bk - bkm1) / denom
             k += 2
     k = n - 1
     while k >= 0:  # L^T P^T X = Y
         if piv[k] > 0:
-            b[k] -= a[k + 1:, k] @ b[k + 1:]
+            b[k] -= cj(a[k + 1:, k]) @ b[k + 1:]
             kp = piv[k] - 1
             b[[k, kp]] = b[[kp, k]]
             k -= 1
         else:
-            b[k] -= a[k + 1:, k] @ b[k + 1:]
-            b[k - 1] -= a[k + 1:, k - 1] @ b[k + 1:]
+            b[k] -= cj(a[k + 1:, k]) @ b[k + 1:]
+            b[k - 1] -= cj(a[k + 1:, k - 1]) @ b[k + 1:]
             kp = -piv[k] - 1
             b[[k, kp]] = b[[kp, k]]
             k -= 2
@@ -194,7 +219,6 @@ def ldl_solve(LD, pivots, B, *, hermitian=False, out=None):
     """The solution ``X`` of ``A X = B`` from ``A``'s ``ldl_factor``; batch dims
     broadcast."""
     _check("linalg.ldl_solve", LD)
-    _hermitian_complex("ldl_solve", LD, hermitian)
     if B.dim() < 2:
         raise RuntimeError("torch.linalg.ldl_solve: The input tensor B must have at least 2 "
                            "dimensions.")
@@ -216,7 +240,8 @@ def ldl_solve(LD, pivots, B, *, hermitian=False, out=None):
     a = np.broadcast_to(a, batch + a.shape[-2:]).reshape((nb, n, n))
     p = np.broadcast_to(p, batch + (n,)).reshape((nb, n))
     b = np.broadcast_to(b, batch + b.shape[-2:]).reshape((nb,) + b.shape[-2:])
-    X = np.stack([_sytrs(a[i], p[i], b[i]) for i in range(b.shape[0])]) if b.shape[0] else \
+    herm = bool(hermitian) and _is_complex(LD)
+    X = np.stack([_sytrs(a[i], p[i], b[i], herm) for i in range(b.shape[0])]) if b.shape[0] else \
         np.zeros(b.shape, dtype=b.dtype)
     res = _make(xp.asarray(X.reshape(batch + B.shape[-2:])), False)
     return _write_out(res, out) if out is not None else res
