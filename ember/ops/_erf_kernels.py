@@ -17,6 +17,8 @@ does not reach the result (``erfc(26)`` keeps its relative precision).
 """
 import numpy as np
 
+from ember.backend import meta as _meta
+
 _A64 = (0.125, 0.1249995716319981, (
     1.0830752376761712, -0.04364190932780537, 0.0016130606122680509, -4.76228797388653e-05,
     1.1515879934537522e-06, -2.3471887997766104e-08, 4.126945746850039e-10,
@@ -139,6 +141,8 @@ def _erf32(xd, dt, fit_a):
 
 def erf_erfc(x, want_erf=True, want_erfc=True):
     """``(erf(x), erfc(x))`` in ``x``'s float dtype (either may be skipped: None)."""
+    if _meta.is_meta(x):  # a meta tensor's placeholder: shapes only, no values to read
+        return tuple(_meta.as_meta(x) if w else None for w in (want_erf, want_erfc))
     x = np.asarray(x)
     if x.ndim == 0:
         return tuple(r.reshape(()) if r is not None else None
@@ -209,6 +213,8 @@ def _horner(coefs, v):
 
 def erfinv(x):
     """The inverse error function in ``x``'s float dtype: ``±inf`` at ``±1``, NaN beyond."""
+    if _meta.is_meta(x):
+        return _meta.as_meta(x)
     x = np.asarray(x)
     if x.ndim == 0:
         return _erfinv(x.reshape(1)).reshape(())

@@ -871,6 +871,9 @@ def addcmul(input, tensor1, tensor2, *, value=1, out=None):
     _check_tensors("addcmul", tensor1, tensor2)
     if input.dtype.name == "bool":
         raise RuntimeError('"addcmul_cpu_out" not implemented for \'Bool\'')
+    if "complex32" in (input.dtype.name, tensor1.dtype.name, tensor2.dtype.name):
+        # PyTorch's ComplexHalf kernel rounds the product before the sum
+        return input + value * tensor1 * tensor2 if value != 1 else input + tensor1 * tensor2
     return Addcmul.apply(input, tensor1, tensor2, value)
 
 
@@ -878,6 +881,8 @@ def addcmul(input, tensor1, tensor2, *, value=1, out=None):
 def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
     """``input + value * tensor1 / tensor2``."""
     _check_tensors("addcdiv", tensor1, tensor2)
+    if "complex32" in (input.dtype.name, tensor1.dtype.name, tensor2.dtype.name):
+        raise NotImplementedError('"addcdiv_cpu_out" not implemented for \'ComplexHalf\'')
     return Addcdiv.apply(input, tensor1, tensor2, value)
 
 
