@@ -45,3 +45,6 @@ from ember.jit._eager_api import (  # noqa: E402
 __all__ += ["Attribute", "Future", "fork", "wait", "interface",
             "script_if_tracing", "set_fusion_strategy", "enable_onednn_fusion",
             "onednn_fusion_enabled", "strict_fusion"]
+
+# the aten function each captured node is written as (TensorBoard's add_graph names nodes so)
+from ember.jit._codegen import aten_call_names  # noqa: E402,F401

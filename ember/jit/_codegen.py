@@ -326,3 +326,29 @@ def function_source(graph, name):
     ret = _type_of(graph.output_spec)
     return f"def {_ident(name)}({', '.join(params)}) -> {ret}:\n" + \
         "".join(f"  {ln}\n" for ln in lines)
+
+
+def aten_call_names(graph):
+    """{id(node): the aten function PyTorch's tracer records for it} (``linear``,
+    ``_convolution``, ``max_pool2d``): the function ``ember.jit`` writes for the node in
+    TorchScript, the outermost call of its expression. Nodes without a TorchScript
+    spelling are named from their backward node instead (see :func:`op_name`)."""
+    import re
+
+    from ember.jit._codegen_emitter import Emitter, emitter
+    em = Emitter(graph)
+    out = {}
+    for n in graph.nodes:
+        fn = emitter(n)
+        if fn is None:
+            continue
+        try:
+            expr = fn(em, n, *n.args, **n.kwargs)
+        except NotImplementedError:  # no TorchScript form for these arguments
+            continue
+        m = re.match(r"[\w.]*?(\w+)\(", expr.strip()) if isinstance(expr, str) else None
+        if m:
+            out[id(n)] = m.group(1)
+        elif isinstance(expr, list):  # several outputs: the call recorded by name (lstm)
+            out[id(n)] = n.op
+    return out

@@ -298,7 +298,8 @@ class Threshold(Primitive):
         th = self.threshold
 
         def slope(a):
-            return (a > th).astype(a.dtype)
+            # PyTorch zeroes the gradient where x <= threshold: NaN passes it through
+            return (~(a <= th)).astype(a.dtype)
         from ember.ops.unary import _piecewise_grad  # (lazily: unary imports this module)
         return _piecewise_grad(gy, x, slope), None, None
 

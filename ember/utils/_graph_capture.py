@@ -71,31 +71,6 @@ def capture(model, args):
     return _build(model, graph, names)
 
 
-def _aten_names(graph):
-    """{id(node): the aten function PyTorch's tracer records for it} (``linear``,
-    ``_convolution``, ``max_pool2d``): the function ``ember.jit`` writes for the node in
-    TorchScript, the outermost call of its expression. Nodes without a TorchScript
-    spelling are named from their backward node instead (see :func:`op_name`)."""
-    from ember.jit import _codegen  # noqa: F401  (attaches the emitters to their ops)
-    from ember.jit._codegen_emitter import Emitter, emitter
-    em = Emitter(graph)
-    out = {}
-    for n in graph.nodes:
-        fn = emitter(n)
-        if fn is None:
-            continue
-        try:
-            expr = fn(em, n, *n.args, **n.kwargs)
-        except NotImplementedError:  # no TorchScript form for these arguments
-            continue
-        m = re.match(r"[\w.]*?(\w+)\(", expr.strip()) if isinstance(expr, str) else None
-        if m:
-            out[id(n)] = m.group(1)
-        elif isinstance(expr, list):  # several outputs: the call recorded by name (lstm)
-            out[id(n)] = n.op
-    return out
-
-
 def _shape(v):
     return tuple(v.shape) if v.type == "Tensor" and v.shape is not None else None
 
@@ -126,7 +101,8 @@ def _build(model, graph, names):
             ops.append(CapturedOp(len(ops), "param", last, scope, shape=_shape(v)))
         return keys[id(v)]
 
-    aten = _aten_names(graph)
+    from ember import jit
+    aten = jit.aten_call_names(graph)
     for n in graph.nodes:
         ins = [source_key(v) for v in n.inputs]
         node_name = getattr(n.target, "_node_name", "") if isinstance(n.target, type) else ""
