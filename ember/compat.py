@@ -60,7 +60,12 @@ _TORCHVISION = {"torchvision": "ember._torchvision",
                 "torchvision.datasets": "ember._torchvision.datasets",
                 "torchvision.ops": "ember._torchvision.ops",
                 "torchvision.ops.misc": "ember._torchvision.ops",
-                "torchvision.models": "ember._torchvision.models"}
+                "torchvision.models": "ember._torchvision.models",
+                "torchvision.io": "ember._torchvision.io",
+                # the v2 API's modules: the same stand-ins (transformers imports them)
+                "torchvision.transforms.v2": "ember._torchvision.transforms",
+                "torchvision.transforms.v2.functional": "ember._torchvision.functional",
+                "torchvision.ops.boxes": "ember._torchvision.ops"}
 
 # the torch release whose API ember implements (and whose behaviour its tests compare)
 TORCH_VERSION = "2.13.0"
@@ -275,9 +280,10 @@ class TorchAliasFinder(importlib.abc.MetaPathFinder):
         # its import-time names come from ember's stand-in (ember/_torchvision)
         target_name = _TORCHVISION.get(fullname)
         if target_name is None:
+            served = ", ".join(n.removeprefix("torchvision.") for n in _TORCHVISION
+                               if n != "torchvision")
             raise MissingTorchAPI(f"{fullname} is not provided by ember's torchvision "
-                                  "stand-in (it has transforms, transforms.functional, "
-                                  "datasets, ops, ops.misc and models)", name=fullname)
+                                  f"stand-in (it has {served})", name=fullname)
         module = importlib.import_module(target_name)
         return importlib.util.spec_from_loader(fullname, _Loader(module), is_package=True)
 

@@ -15,6 +15,8 @@ time (``torchvision.transforms``, ``torchvision.transforms.functional``,
   and the ``torchvision.models`` builders that libraries import by name (torchmetrics:
   ``box_iou``, ``resnet50``, ``vgg16``...) are there, and calling one raises
   NotImplementedError;
+- ``torchvision.io`` (and the v2 transforms modules, the same stand-ins as the first
+  API's) hold the names transformers imports at import time; calling one raises;
 - any other name raises: an attribute ``AttributeError``, a submodule
   ``ModuleNotFoundError``, each naming what ember does not provide.
 """

@@ -2,11 +2,16 @@
 :mod:`ember.transforms` (NumPy arrays stand in for PIL images); others raise
 ``AttributeError`` naming them."""
 from ember import transforms as _t
+from ember._torchvision import absent
 from ember.compat import missing_torchvision
 from ember.transforms import InterpolationMode
 
+# PIL conversions: importable (transformers imports them by name), raising when called
+_ABSENT = ("pil_to_tensor", "to_pil_image")
+
 __all__ = ["InterpolationMode", "to_tensor", "normalize", "crop", "center_crop", "pad",
-           "resize", "hflip", "vflip", "get_dimensions", "get_image_size"]
+           "resize", "hflip", "vflip", "get_dimensions", "get_image_size", *_ABSENT]
+globals().update({name: absent("torchvision.transforms.functional", name) for name in _ABSENT})
 
 
 def to_tensor(pic):

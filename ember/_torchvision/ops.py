@@ -6,7 +6,8 @@ from ember.compat import missing_torchvision
 from ember.nn.modules.module import Module
 
 _ABSENT = ("box_iou", "generalized_box_iou", "distance_box_iou", "complete_box_iou",
-           "box_area", "box_convert", "nms", "batched_nms", "roi_align", "roi_pool")
+           "box_area", "box_convert", "nms", "batched_nms", "roi_align", "roi_pool",
+           "masks_to_boxes")
 
 __all__ = ["FrozenBatchNorm2d", *_ABSENT]
 globals().update({name: absent("torchvision.ops", name) for name in _ABSENT})
