@@ -582,6 +582,7 @@ from ember.ops.grid_sample import affine_grid, grid_sample  # noqa: E402,F401
 __all__ += ["affine_grid", "grid_sample"]
 
 
+@node_name("ChannelShuffleBackward0")
 def channel_shuffle(input, groups):
     """Split the channels (dim 1) into ``groups`` and interleave them:
     (N, g*k, *) -> view (N, g, k, *) -> transpose -> (N, k*g, *)."""
