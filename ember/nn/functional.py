@@ -148,6 +148,13 @@ def linear(input, weight, bias=None, *, out=None):
         if bias.dtype != input.dtype:
             raise RuntimeError(f"self and mat2 must have the same dtype, but got "
                                f"{_tname(bias.dtype)} and {_tname(input.dtype)}")
+    if bias is not None and input.ndim == 2 and weight.ndim == 2 and isinstance(bias, Tensor) \
+            and input.dtype == weight.dtype == bias.dtype and input.is_floating_point() \
+            and bias.ndim <= 2 and _mg.records_graph(input, weight, bias):
+        # any bias that broadcasts to the result: still PyTorch's one addmm node
+        shape = (input.shape[0], weight.shape[0])
+        if ember.broadcast_shapes(tuple(bias.shape), shape) == shape:
+            return _mg.linear_graph(input, weight, bias)
     out = ember.matmul(input, weight.t() if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 

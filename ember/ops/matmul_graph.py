@@ -61,17 +61,25 @@ class Addmm(Primitive):
     def forward(self, b, x, wt):
         out = np.matmul(x, wt)
         out += b
+        # a bias of another shape broadcast to (n, m) (torch's addmm takes any)
+        self.bshape = None if b.shape == out.shape[1:] else b.shape
         return out
+
+    def _bias_grad(self, gy):
+        if self.bshape is None:
+            return gy.sum(0)
+        return gy.sum_to_size(self.bshape) if self.bshape else gy.sum()
 
     def backward(self, gy):
         x, wt = self.saved_tensors
         eb, ex, ew = self._edges
         if not _grad_state.grad_enabled:
             g = gy._data
-            return (_make(g.sum(0)) if eb is not None else None,
+            return (_make(g.sum(0)) if eb is not None and self.bshape is None else
+                    self._bias_grad(gy) if eb is not None else None,
                     _make(np.matmul(g, wt._data.T)) if ex is not None else None,
                     self._mat2_grad(ew, np.matmul(g.T, x._data)))
-        return (gy.sum(0) if eb is not None else None,
+        return (self._bias_grad(gy) if eb is not None else None,
                 gy.matmul(wt.mT) if ex is not None else None,
                 gy.mT.matmul(x).mT if ew is not None else None)
 
@@ -92,6 +100,8 @@ class Addmm(Primitive):
         for t in (None if tx is None else tx.matmul(wt), None if tw is None else x.matmul(tw)):
             if t is not None:
                 out = t if out is None else out + t
+        if out is tb and tb is not None:    # a broadcast bias's tangent alone
+            out = tb.expand(x.shape[0], wt.shape[1])
         return out
 
 
