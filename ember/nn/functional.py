@@ -178,6 +178,9 @@ def bilinear(input1, input2, weight, bias=None):
             raise RuntimeError(f"bilinear(): input{i + 1} size does not match weight size: got "
                                f"{x.shape[-1] if x.ndim else 0} but expected {n} (input{i + 1} "
                                f"shape {list(x.shape)}, weight shape {list(weight.shape)})")
+    if input1.dtype == input2.dtype == weight.dtype and weight.is_floating_point() \
+            and input1.numel() and _mg.records_graph(input1, input2, weight, bias):
+        return _mg.bilinear_graph(input1, input2, weight, bias)  # PyTorch's nodes
     # (..., 1, 1, in1) @ (out, in1, in2) -> (..., out, 1, in2)
     t = ember.matmul(input1.unsqueeze(-2).unsqueeze(-2), weight).squeeze(-2)
     # sum in the operands' dtype: an integer sum would promote to int64, torch's bmm keeps it
