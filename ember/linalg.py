@@ -13,7 +13,7 @@ from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
 from ember.ops._util import type_name
 from ember.ops.join import cat
-from ember.ops.linalg import _cross, _write_out, matmul, matrix_power
+from ember.ops.linalg import _cross, _write_out, matmul, matrix_power, multi_dot_chain
 from ember.ops.linalg_decomp import (
     LinAlgError,
     VectorNorm,
@@ -204,10 +204,7 @@ def multi_dot(tensors, *, out=None):
         edge = i in (0, len(tensors) - 1)
         if t.dim() != 2 and not (edge and t.dim() == 1):
             raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t.dim()}D")
-    res = tensors[0]
-    for t in tensors[1:]:
-        res = matmul(res, t)
-    return _write_out(res, out)
+    return _write_out(multi_dot_chain(tensors), out)
 
 
 def vecdot(x, y, *, dim=-1, out=None):

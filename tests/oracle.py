@@ -37,6 +37,9 @@ class Case:
     requires_grad: Any = None  # per-input flags; default: floating inputs
     low: float = None  # inputs drawn uniform in [low, high) instead of normal
     high: float = None
+    # the call whose autograd graph test_node_names compares, where ``fn``'s torch side
+    # is a stand-in formula (torch lacks the derivative the case checks)
+    graph_fn: Callable = None
 
     def __str__(self):
         return self.name

@@ -163,9 +163,12 @@ CDIST = [
     Case("cdist_no_mm", lambda m, a, b: m.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist"),
          [(30, 3), (4, 3)], gradgrad=False),
     # torch's cdist has no second derivative; ember's is checked against the formula
-    Case("cdist_gradgrad_p2", lambda m, a, b: _cdist_or_formula(m, a, b, 2), [(2, 3, 4), (5, 4)]),
-    Case("cdist_gradgrad_p3", lambda m, a, b: _cdist_or_formula(m, a, b, 3), [(3, 4), (5, 4)]),
-    Case("cdist_gradgrad_p1", lambda m, a, b: _cdist_or_formula(m, a, b, 1), [(3, 4), (5, 4)]),
+    Case("cdist_gradgrad_p2", lambda m, a, b: _cdist_or_formula(m, a, b, 2), [(2, 3, 4), (5, 4)],
+         graph_fn=lambda m, a, b: m.cdist(a, b, p=2)),
+    Case("cdist_gradgrad_p3", lambda m, a, b: _cdist_or_formula(m, a, b, 3), [(3, 4), (5, 4)],
+         graph_fn=lambda m, a, b: m.cdist(a, b, p=3)),
+    Case("cdist_gradgrad_p1", lambda m, a, b: _cdist_or_formula(m, a, b, 1), [(3, 4), (5, 4)],
+         graph_fn=lambda m, a, b: m.cdist(a, b, p=1)),
 ]
 
 EINSUM = [

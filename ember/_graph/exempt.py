@@ -55,7 +55,8 @@ BACKWARD_ONLY = (
 
 EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",
-    rnn.MkldnnLSTMLayer, matmul_graph.Addmm, matmul_graph.UnsafeView)
+    rnn.MkldnnLSTMLayer, matmul_graph.Addmm, matmul_graph.UnsafeView,
+    matmul_graph.Trilinear)
 
 RANDOM = (
     "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",

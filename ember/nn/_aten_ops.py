@@ -7,8 +7,9 @@ Each is a thin adapter over ``ember.nn.functional`` or the recurrent layers of
 ``ember.ops.rnn``: no math is declared here.
 """
 from ember import _core as ember
+from ember.autograd.node_names import name_output
 from ember.nn import functional as F
-from ember.nn._functional_aten import conv_tbc  # noqa: F401  (torch.conv_tbc)
+from ember.nn._functional_aten import conv_tbc, native_channel_shuffle  # noqa: F401
 
 # the multi-layer recurrent functions (one node each in a graph capture)
 from ember.nn.functional_rnn import gru, lstm, rnn_relu, rnn_tanh
@@ -89,12 +90,15 @@ def native_dropout(input, p, train):
     """``(output, mask)``: the dropout result and the boolean mask of kept elements
     (all True, and the output a copy, when ``train`` is False)."""
     if train is False or input.numel() == 0:
-        return input.clone(), ember.ones_like(input, dtype=ember.bool)
-    F._check_p(p)
-    with ember.no_grad():
-        keep = F._noise(input, tuple(input.shape), 1 - p)
-    scale = 0.0 if p == 1 else 1.0 / (1 - p)
-    return input * keep * scale, keep.bool()
+        out, keep = input.clone(), ember.ones_like(input, dtype=ember.bool)
+    else:
+        F._check_p(p)
+        with ember.no_grad():
+            keep = F._noise(input, tuple(input.shape), 1 - p)
+        scale = 0.0 if p == 1 else 1.0 / (1 - p)
+        out, keep = input * keep * scale, keep.bool()
+    # torch's one kernel, with its own node, in training and in eval alike
+    return name_output(out, "NativeDropoutBackward0", (input,)), keep
 
 
 # ----- activations ----------------------------------------------------------------------
@@ -312,8 +316,6 @@ def channel_shuffle(input, groups):
     return F.channel_shuffle(input, groups)
 
 
-native_channel_shuffle = channel_shuffle
-
 
 def adaptive_max_pool1d(input, output_size):
     """``(values, indices)`` of :func:`ember.nn.functional.adaptive_max_pool1d`."""
@@ -398,20 +400,32 @@ def native_norm(input, p=2, dim=None, keepdim=False, dtype=None):
 
 def norm_except_dim(v, pow=2, dim=0):
     """The ``pow``-norm over every dimension but ``dim`` (kept as size 1 elsewhere), or
-    over everything when ``dim`` is -1: weight normalization's ``g`` initial value."""
+    over everything when ``dim`` is -1: weight normalization's ``g`` initial value.
+
+    Built as torch builds it (a 2-D view normed along one dimension, transposes around it
+    for an inner ``dim``), so the graph has torch's nodes; the norms carry the names of
+    torch's ``norm`` overloads (``NormBackward0`` without a dim, ``NormBackward1`` with)."""
     if dim == -1:
-        return ember.norm(v, pow)
+        return name_output(ember.linalg.vector_norm(v, pow), "NormBackward0", (v,))
     dim = dim % v.ndim
-    others = tuple(d for d in range(v.ndim) if d != dim)
-    if not others:
+    if v.ndim == 1:
         return v.abs() if pow != 0 else (v != 0).to(v.dtype)
-    return ember.norm(v, pow, dim=others, keepdim=True)
+    if dim not in (0, v.ndim - 1):
+        return norm_except_dim(v.transpose(0, dim), pow, 0).transpose(0, dim)
+    keep = [1] * v.ndim
+    keep[dim] = v.shape[dim]
+    flat = (v.shape[0], -1) if dim == 0 else (-1, v.shape[-1])
+    rows = v.contiguous().view(flat)
+    n = name_output(ember.linalg.vector_norm(rows, pow, dim=1 - min(dim, 1)),
+                    "NormBackward1", (rows,))
+    return n.view(keep)
 
 
 def frobenius_norm(input, dim, keepdim=False):
     """``sqrt(sum(input ** 2))`` over ``dim``."""
-    return ember.linalg.vector_norm(input, 2, dim=tuple(dim) if not isinstance(dim, int)
-                                    else dim, keepdim=keepdim)
+    out = ember.linalg.vector_norm(input, 2, dim=tuple(dim) if not isinstance(dim, int)
+                                   else dim, keepdim=keepdim)
+    return name_output(out, "NormBackward1", (input,))  # torch's deprecated kernel's node
 
 
 def nuclear_norm(input, dim=None, keepdim=False):

@@ -1,4 +1,5 @@
 """Names of ``torch.nn.functional`` that are constants or ATen aliases."""
+from ember.autograd.node_names import node_name
 from ember.ops.conv import conv1d
 
 __all__ = ["GRID_SAMPLE_INTERPOLATION_MODES", "GRID_SAMPLE_PADDING_MODES",
@@ -14,6 +15,7 @@ def assert_int_or_pair(arg, arg_name, message):
     assert isinstance(arg, int) or len(arg) == 2, message.format(arg_name)
 
 
+@node_name("ConvTbcBackward0")
 def conv_tbc(input, weight, bias, pad=0):
     """Time-batch-channel 1-D convolution: ``input`` (T, B, C_in), ``weight``
     (k, C_in, C_out), ``bias`` (C_out); returns (T', B, C_out)."""
@@ -24,4 +26,5 @@ def conv_tbc(input, weight, bias, pad=0):
 def native_channel_shuffle(input, groups):
     """``torch.nn.functional.native_channel_shuffle``: :func:`channel_shuffle`."""
     from ember.nn.functional import channel_shuffle  # which re-exports this module
-    return channel_shuffle(input, groups)
+    # torch's native kernel has no backward node of its own: keep the composite's nodes
+    return channel_shuffle.__wrapped__(input, groups)

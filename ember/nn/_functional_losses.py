@@ -11,6 +11,7 @@ from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.autograd.node_names import node_name
 from ember.ops import nn_fused as _fused
+from ember.ops.elementwise import DivScalar as _DivScalar
 
 __all__ = ["l1_loss", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "nll_loss", "cross_entropy",
@@ -477,8 +478,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if reduction == "mean":
             if not input.numel():  # torch divides by numel / C: NaN with no elements
                 return -prod.sum() / 0.0
-            # the mean over the samples (a traced batch size stays a computation)
-            return -prod.sum(class_dim).mean()
+            # the sum over the samples divided by their count as a number, PyTorch's
+            # DivBackward1 node (a traced count stays a computation)
+            return _DivScalar.apply(-prod.sum(), input.numel() // n_classes)
         if reduction == "sum":
             return -prod.sum()
         return -prod.sum(class_dim)

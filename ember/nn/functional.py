@@ -148,6 +148,13 @@ def linear(input, weight, bias=None, *, out=None):
         if bias.dtype != input.dtype:
             raise RuntimeError(f"self and mat2 must have the same dtype, but got "
                                f"{_tname(bias.dtype)} and {_tname(input.dtype)}")
+    if bias is not None and input.ndim == 2 and weight.ndim == 2 and isinstance(bias, Tensor) \
+            and input.dtype == weight.dtype == bias.dtype and input.is_floating_point() \
+            and bias.ndim <= 2 and _mg.records_graph(input, weight, bias):
+        # any bias that broadcasts to the result: still PyTorch's one addmm node
+        shape = (input.shape[0], weight.shape[0])
+        if ember.broadcast_shapes(tuple(bias.shape), shape) == shape:
+            return _mg.linear_graph(input, weight, bias)
     out = ember.matmul(input, weight.t() if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 
@@ -171,6 +178,9 @@ def bilinear(input1, input2, weight, bias=None):
             raise RuntimeError(f"bilinear(): input{i + 1} size does not match weight size: got "
                                f"{x.shape[-1] if x.ndim else 0} but expected {n} (input{i + 1} "
                                f"shape {list(x.shape)}, weight shape {list(weight.shape)})")
+    if input1.dtype == input2.dtype == weight.dtype and weight.is_floating_point() \
+            and input1.numel() and _mg.records_graph(input1, input2, weight, bias):
+        return _mg.bilinear_graph(input1, input2, weight, bias)  # PyTorch's nodes
     # (..., 1, 1, in1) @ (out, in1, in2) -> (..., out, 1, in2)
     t = ember.matmul(input1.unsqueeze(-2).unsqueeze(-2), weight).squeeze(-2)
     # sum in the operands' dtype: an integer sum would promote to int64, torch's bmm keeps it
@@ -582,6 +592,7 @@ from ember.ops.grid_sample import affine_grid, grid_sample  # noqa: E402,F401
 __all__ += ["affine_grid", "grid_sample"]
 
 
+@node_name("ChannelShuffleBackward0")
 def channel_shuffle(input, groups):
     """Split the channels (dim 1) into ``groups`` and interleave them:
     (N, g*k, *) -> view (N, g, k, *) -> transpose -> (N, k*g, *)."""

@@ -11,7 +11,7 @@ import warnings
 from ember import _core as ember
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
-from ember.autograd.node_names import node_name
+from ember.autograd.node_names import name_output, node_name
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
 from ember.ops.unary import zero_curvature as _zero_curvature
@@ -384,8 +384,11 @@ def _rrelu(x, lower, upper, training):
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Randomized leaky ReLU: slope drawn from U(lower, upper) per negative element when
     ``training``, else the fixed slope ``(lower + upper) / 2``."""
-    return _maybe_inplace(input, inplace,
-                          lambda x: _zero_curvature(_rrelu(x, lower, upper, training), x))
+    out = _maybe_inplace(input, inplace,
+                         lambda x: _zero_curvature(_rrelu(x, lower, upper, training), x))
+    if inplace:  # the in-place kernel has a node of its own name
+        name_output(out, "RreluWithNoiseBackward1")
+    return out
 
 
 def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):

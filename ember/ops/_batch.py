@@ -594,9 +594,9 @@ def _no_batch_rule():
     for c in (rnn.GRULayer, rnn.LSTMLayer, rnn.RNNReluLayer, rnn.RNNTanhLayer,
               rnn.MkldnnLSTMLayer):
         table[c] = "recurrent layers over packed rows; no rule written yet"
-    for c in (matmul_graph.Addmm, matmul_graph.UnsafeView):
-        table[c] = ("made only in eager mode to show PyTorch's nodes; under vmap linear and "
-                    "matmul run their one-kernel ops, which have rules")
+    for c in (matmul_graph.Addmm, matmul_graph.UnsafeView, matmul_graph.Trilinear):
+        table[c] = ("made only in eager mode to show PyTorch's nodes; under vmap linear, "
+                    "matmul and bilinear run their one-kernel ops, which have rules")
     return table
 
 

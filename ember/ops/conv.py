@@ -200,36 +200,63 @@ class ConvWeight(Primitive):
     jvp = _jvp.multilinear(0, 1)
 
 
+def _fold_batch(cls, lvl, args, params):
+    """vmap of im2col / col2im: an unbatched sample takes the vmap batch as its N;
+    batched samples have it joined to their N."""
+    b = _batch._b()
+    v, batched = b.unwrap(args[0], lvl)
+    if batched and v.dim() - 1 == _unbatched_ndim(cls, args[1]):
+        if any(b.unwrap(a, lvl)[1] for a in args[1:]):
+            raise b.NoRule(f"{cls._op_name} with a batched argument other than its input")
+        return b.wrap(cls.apply(v, *args[1:], **params), lvl)
+    return _batch.fold_into_n(cls, lvl, args, params)
+
+
+def _unbatched_ndim(cls, g):
+    """The rank of an unbatched input of im2col (C, *S) or col2im (C*prod(K), L)."""
+    return len(g.K) + 1 if cls is Unfold else 2
+
+
 class Unfold(Primitive):
-    """im2col: (N, C, *S) -> (N, C*prod(K), L), L the number of windows."""
+    """im2col: (N, C, *S) -> (N, C*prod(K), L), L the number of windows; an unbatched
+    (C, *S) gives (C*prod(K), L) (one node, as PyTorch's)."""
     _node_name = "Im2ColBackward0"
 
     def forward(self, x, g):
+        self.unbatched = x.ndim == len(g.K) + 1
+        if self.unbatched:
+            x = x[None]
         g = self.g = g.at(x.shape[2:])
-        return im2col(x, g)
+        out = im2col(x, g)
+        return out[0] if self.unbatched else out
 
     def backward(self, gy):
         return Fold.apply(gy, self.g), None
 
     jvp = _jvp.linear(0)
-    batch = _batch.fold_into_n
+    batch = _fold_batch
 
 
 class Fold(Primitive):
-    """col2im: (N, C*prod(K), L) -> (N, C, *S), overlapping values summed."""
+    """col2im: (N, C*prod(K), L) -> (N, C, *S), overlapping values summed; an unbatched
+    (C*prod(K), L) gives (C, *S)."""
     _node_name = "Col2ImBackward0"
 
     def forward(self, col, g):
         self.g = g
+        unbatched = col.ndim == 2
+        if unbatched:
+            col = col[None]
         n, ck = col.shape[:2]
         c = ck // _prod(g.K)
-        return col2im(col.reshape((n, c) + tuple(g.K) + tuple(g.O)), g)
+        out = col2im(col.reshape((n, c) + tuple(g.K) + tuple(g.O)), g)
+        return out[0] if unbatched else out
 
     def backward(self, gx):
         return Unfold.apply(gx, self.g), None
 
     jvp = _jvp.linear(0)
-    batch = _batch.fold_into_n
+    batch = _fold_batch
 
 
 # ----- argument checks and the public functions ---------------------------------------
@@ -467,8 +494,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
         raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor for input with possibly 0 "
                            f"batch size and non-zero dimensions for input, but got: "
                            f"{list(input.shape)}")
-    x = input if input.dim() == 4 else input.unsqueeze(0)
-    S = tuple(x.shape[2:])
+    S = tuple(input.shape[-2:])
     O = tuple((a + 2 * pi - di * (ki - 1) - 1) // si + 1
               for a, pi, di, ki, si in zip(S, p, d, k, s))
     if any(o < 1 for o in O):
@@ -476,8 +502,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
                            f", {k[1]}), dilation=({d[0]}, {d[1]}), padding=({p[0]}, {p[1]}), "
                            f"calculated shape of the array of sliding blocks as ({O[0]}, "
                            f"{O[1]}), but its components must be at least one.")
-    out = Unfold.apply(x, Geom(S, O, k, s, d, p, p, 1))
-    return out if input.dim() == 4 else out.squeeze(0)
+    return Unfold.apply(input, Geom(S, O, k, s, d, p, p, 1))
 
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
@@ -503,8 +528,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
                            f"{s[0]}, {s[1]}), expected size of input's dimension 2 to match the "
                            f"calculated number of sliding blocks {O[0]} * {O[1]} = "
                            f"{O[0] * O[1]}, but got input.size(2)={x.shape[2]}.")
-    out = Fold.apply(x, Geom(S, O, k, s, d, p, p, 1))
-    return out if input.dim() == 3 else out.squeeze(0)
+    return Fold.apply(input, Geom(S, O, k, s, d, p, p, 1))
 
 
 def _conv_jvp(self, tx, tw, tb):

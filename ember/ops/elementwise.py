@@ -308,6 +308,15 @@ class Div(Primitive):
     fused = "{0} / {1}"  # one element, for the compile plan's fused loops
 
 
+class DivScalar(Div):
+    """``div.Scalar``: a tensor divided by a Python number, the node PyTorch's own
+    composites record (``DivBackward1``, one edge); ``x / 2.0`` from Python stays
+    :class:`Div`."""
+    _node_name = "DivBackward1"
+    _op_name = "Div"   # the same op: Div's spellings write it
+    broadcasts = False
+
+
 # PyTorch's nodes for subtraction with a scale or reversed operands: the same arithmetic
 # as ``AddScaled``/``Sub`` on (other, input), listing the inputs in PyTorch's order
 class SubScaled(AddScaled):

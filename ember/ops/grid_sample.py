@@ -14,6 +14,7 @@ import math
 import warnings
 
 from ember._factory import linspace, ones, zeros, zeros_like
+from ember.autograd.node_names import node_name
 from ember.ops.elementwise import fmod, where
 from ember.ops.join import meshgrid, stack
 from ember.ops.linalg import bmm
@@ -39,6 +40,7 @@ def _base_coords(steps, align_corners, dtype, device):
     return r
 
 
+@node_name("AffineGridGeneratorBackward0")
 def affine_grid(theta, size, align_corners=None):
     """The sampling grid of the affine maps ``theta`` (N, 2, 3) for an output of
     ``size`` (N, C, H, W), or ``theta`` (N, 3, 4) for (N, C, D, H, W): the
@@ -146,6 +148,11 @@ def _cubic_coeffs(t):
     return [far(t + 1), near(t), near(1 - t), far(2 - t)]
 
 
+def _grid_sampler_name(input, grid, *args, **kwargs):
+    return "GridSampler3DBackward0" if input.dim() == 5 else "GridSampler2DBackward0"
+
+
+@node_name(_grid_sampler_name)
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Sample ``input`` (N, C, H, W) at the points of ``grid`` (N, Ho, Wo, 2), given in
     [-1, 1] with x first; 5-D inputs take (N, Do, Ho, Wo, 3) grids. ``mode`` is

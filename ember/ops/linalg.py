@@ -299,10 +299,59 @@ def chain_matmul(*matrices, out=None):
         matrices = tuple(matrices[0])
     if not matrices:
         raise RuntimeError("chain_matmul(): Expected one or more matrices")
-    res = matrices[0]
-    for m in matrices[1:]:
-        res = mm(res, m)
-    return _write_out(res if len(matrices) > 1 else res.clone(), out)
+    if len(matrices) == 1:
+        return _write_out(matrices[0].clone(), out)
+    return _write_out(multi_dot_chain(matrices), out)
+
+
+def _chain_order(dims):
+    """``split[i][j]``: where the cheapest product of matrices ``i..j`` splits (matrix
+    ``k`` is ``dims[k]`` x ``dims[k + 1]``); the first of equal costs, as PyTorch."""
+    n = len(dims) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                q = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] is None or q < cost[i][j]:
+                    cost[i][j], split[i][j] = q, k
+    return split
+
+
+def multi_dot_chain(tensors):
+    """The product of ``tensors`` (2-D, the first and last may be 1-D) in the cheapest
+    order, built as PyTorch builds it: vectors unsqueezed to matrices, ``mm`` nodes in
+    PyTorch's order (its rule for three, the cheapest split for more), and a ``view``
+    to the result's shape on top, so the graph and the rounding are PyTorch's."""
+    ts = list(tensors)
+    shape = ([] if ts[0].dim() == 1 else [ts[0].shape[0]]) + \
+        ([] if ts[-1].dim() == 1 else [ts[-1].shape[-1]])
+    if ts[0].dim() == 1:
+        ts[0] = ts[0].unsqueeze(0)
+    if ts[-1].dim() == 1:
+        ts[-1] = ts[-1].unsqueeze(-1)
+    if len(ts) == 2:
+        res = mm(ts[0], ts[1])
+    elif len(ts) == 3:
+        a, b = ts[0].shape
+        c, d = ts[1].shape[1], ts[2].shape[1]
+        if a * c * (b + d) > b * d * (a + c):   # (AB)C costs more than A(BC)
+            res = mm(ts[0], mm(ts[1], ts[2]))
+        else:
+            res = mm(mm(ts[0], ts[1]), ts[2])
+    else:
+        split = _chain_order([t.shape[0] for t in ts] + [ts[-1].shape[1]])
+
+        def product(i, j):
+            if i == j:
+                return ts[i]
+            k = split[i][j]
+            return mm(product(i, k), product(k + 1, j))
+        res = product(0, len(ts) - 1)
+    return res.view(shape)
 
 
 # ----- add* fused forms ---------------------------------------------------------------------

@@ -12,7 +12,9 @@ PyTorch's own decomposition leaves, not ember's single kernel:
   it (``MmBackward0``/``MvBackward0`` under ``UnsafeViewBackward0``), else both operands
   expanded to the broadcast batch (``ExpandBackward0``), reshaped to 3-D (a view, or
   ``CloneBackward0`` + ``UnsafeViewBackward0`` where a view is impossible), multiplied by
-  ``BmmBackward0`` and brought to the result's shape by ``UnsafeViewBackward0``.
+  ``BmmBackward0`` and brought to the result's shape by ``UnsafeViewBackward0``;
+- ``bilinear``: ``TrilinearBackward0`` over the inputs flattened to matrices and the
+  weight, reshaped to the result's shape (plus ``AddBackward0`` for the bias).
 
 These graphs are built only where someone can see them: in eager mode (the profiler
 included), when the call records a graph. Without a recorded graph (``no_grad``, inputs
@@ -34,7 +36,7 @@ from ember.ops import _jvp
 from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, _try_view
 from ember.ops.shape import t as _t
 
-__all__ = ["linear_graph", "matmul_graph", "records_graph"]
+__all__ = ["bilinear_graph", "linear_graph", "matmul_graph", "records_graph"]
 
 
 def records_graph(*tensors):
@@ -61,17 +63,25 @@ class Addmm(Primitive):
     def forward(self, b, x, wt):
         out = np.matmul(x, wt)
         out += b
+        # a bias of another shape broadcast to (n, m) (torch's addmm takes any)
+        self.bshape = None if b.shape == out.shape[1:] else b.shape
         return out
+
+    def _bias_grad(self, gy):
+        if self.bshape is None:
+            return gy.sum(0)
+        return gy.sum_to_size(self.bshape) if self.bshape else gy.sum()
 
     def backward(self, gy):
         x, wt = self.saved_tensors
         eb, ex, ew = self._edges
         if not _grad_state.grad_enabled:
             g = gy._data
-            return (_make(g.sum(0)) if eb is not None else None,
+            return (_make(g.sum(0)) if eb is not None and self.bshape is None else
+                    self._bias_grad(gy) if eb is not None else None,
                     _make(np.matmul(g, wt._data.T)) if ex is not None else None,
                     self._mat2_grad(ew, np.matmul(g.T, x._data)))
-        return (gy.sum(0) if eb is not None else None,
+        return (self._bias_grad(gy) if eb is not None else None,
                 gy.matmul(wt.mT) if ex is not None else None,
                 gy.mT.matmul(x).mT if ew is not None else None)
 
@@ -92,6 +102,8 @@ class Addmm(Primitive):
         for t in (None if tx is None else tx.matmul(wt), None if tw is None else x.matmul(tw)):
             if t is not None:
                 out = t if out is None else out + t
+        if out is tb and tb is not None:    # a broadcast bias's tangent alone
+            out = tb.expand(x.shape[0], wt.shape[1])
         return out
 
 
@@ -228,4 +240,35 @@ def linear_graph(x, w, b):
         flat = View.apply(x, (math.prod(shape[:-1]), shape[-1]))
         return View.apply(Addmm.apply(b, flat, wt), shape[:-1] + (w._data.shape[0],))
     out = matmul_graph(x, wt)
+    return out if b is None else out + b
+
+
+class Trilinear(Primitive):
+    """``_trilinear`` as ``bilinear`` calls it: ``out[n, o] = sum_ij x1[n, i] w[o, i, j]
+    x2[n, j]`` for matrices ``x1`` (n, in1), ``x2`` (n, in2) and ``w`` (out, in1, in2)."""
+    _node_name = "TrilinearBackward0"
+    save_inputs = (0, 1, 2)
+
+    def forward(self, x1, w, x2):
+        # the order of the composite (x1 @ w per output, then a sum against x2)
+        t = np.matmul(x1[:, None, None, :], w)[:, :, 0, :]
+        return (t * x2[:, None, :]).sum(-1, dtype=t.dtype)
+
+    def backward(self, gy):
+        from ember.ops._einsum import einsum
+        x1, w, x2 = self.saved_tensors
+        e = self._edges
+        return (einsum("no,oij,nj->ni", gy, w, x2) if e[0] is not None else None,
+                einsum("no,ni,nj->oij", gy, x1, x2) if e[1] is not None else None,
+                einsum("no,oij,ni->nj", gy, w, x1) if e[2] is not None else None)
+
+    jvp = _jvp.multilinear(0, 1, 2)
+
+
+def bilinear_graph(x1, x2, w, b):
+    """``bilinear`` recorded with PyTorch's nodes: the inputs reshaped to matrices, one
+    ``TrilinearBackward0``, the result reshaped back, the bias added."""
+    out_shape = tuple(x1.shape[:-1]) + (w.shape[0],)
+    out = Trilinear.apply(x1.reshape(-1, x1.shape[-1]), w, x2.reshape(-1, x2.shape[-1]))
+    out = out.reshape(out_shape)
     return out if b is None else out + b

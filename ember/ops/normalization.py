@@ -12,7 +12,7 @@ import numpy as np
 from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
+from ember.autograd.node_names import name_output, node_name
 from ember.backend import array_module
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch_nn
@@ -595,7 +595,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     shift = -running_mean * scale
     if bias is not None:
         shift = shift + bias
-    return input * _channel_view(scale, nd) + _channel_view(shift, nd)
+    out = input * _channel_view(scale, nd) + _channel_view(shift, nd)
+    # torch runs one kernel in eval mode too (NativeBatchNormBackward0); ember's is the
+    # affine map above, named as torch's node
+    return name_output(out, "NativeBatchNormBackward0", (input,))
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
