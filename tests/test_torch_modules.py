@@ -294,10 +294,8 @@ def test_overrides_protocol_matches_torch():
             ember.ones(1) + 1
 
 
-def test_flop_counter_raises():
+def test_flop_counter_registry():
     import ember.utils.flop_counter as fc
-    with pytest.raises(NotImplementedError, match="FlopCounterMode"):
-        fc.FlopCounterMode()
 
     @fc.register_flop_formula("embertest_op")
     def formula(*args, **kwargs):
