@@ -7,9 +7,10 @@ What it sees are the *public* calls -- ``torch.add``, ``Tensor.add``, ``F.relu``
 functions themselves: while at least one such mode is on the stack, the public functions
 of the ``ember`` namespace, ``Tensor`` (methods, operators, and the properties that
 compute a tensor: ``T``, ``mT``, ``H``, ``mH``, ``real``, ``imag``),
-``nn.functional``, ``nn.init``, ``linalg``, ``fft`` and ``special`` are replaced by
-wrappers that hand the call to the innermost visible ``TorchFunctionMode``; when the last
-one leaves, the originals come back. So a program with no such mode pays nothing, not even
+``nn.functional`` (and its families), ``nn.init``, ``linalg``, ``fft``, ``special`` and
+ember's op modules are replaced by wrappers that hand the call to the innermost visible
+``TorchFunctionMode``, wherever ember binds them (module attributes, imported names,
+static methods, tables of functions); when the last one leaves, the originals come back. So a program with no such mode pays nothing, not even
 the stack's one check.
 
 While a mode's ``__torch_function__`` runs, that mode is taken off the stack (as torch
@@ -149,18 +150,61 @@ def _install():
         if _plain_function(value):
             put(Tensor, name, _wrap(value, name, Tensor,
                                     lambda m=method: getattr(Tensor, m)))
-    for module, skip in ((ember, _NAMESPACE_SKIP), (functional, ()), (init, ()),
-                         (linalg, ()), (fft, ()), (special, ())):
+    import sys
+    wrappers = {}  # id(original) -> wrapper: one wrapper per function, wherever it is bound
+    namespaces = [(ember, _NAMESPACE_SKIP), (functional, ()), (init, ()), (linalg, ()),
+                  (fft, ()), (special, ())]
+    # the functional families and op modules the public functions come from, so a
+    # module that calls one through its own module attribute is seen too
+    namespaces += [(m, _NAMESPACE_SKIP) for name, m in list(sys.modules.items())
+                   if m is not None and (name.startswith("ember.ops.")
+                                         or name.startswith("ember.nn.functional_"))]
+    for module, skip in namespaces:
         for name, value in list(vars(module).items()):
             if name.startswith("_") or name in skip or not _plain_function(value):
                 continue
-            put(module, name, _wrap(value, name, module))
+            if not getattr(value, "__module__", "").startswith("ember"):
+                continue
+            w = wrappers.get(id(value))
+            if w is None:
+                w = wrappers[id(value)] = (value, _wrap(value, name, module))
+            put(module, name, w[1])
+    def wrapper_of(value):
+        w = wrappers.get(id(value)) if _plain_function(value) else None
+        return w[1] if w is not None and w[0] is value else None
+
+    # the same wrapper wherever else ember binds the function: names imported with
+    # ``from ... import f``, static methods of classes (a module's ``_fn``), and the
+    # values of module-level tables of functions
+    for mod_name, module in list(sys.modules.items()):
+        if module is None or not mod_name.startswith("ember") or \
+                mod_name in ("ember._torch_function", "ember.autograd._modes"):
+            continue
+        for name, value in list(vars(module).items()):
+            w = wrapper_of(value)
+            if w is not None:
+                put(module, name, w)
+            elif isinstance(value, type) and value.__module__ == mod_name:
+                for attr, member in list(vars(value).items()):
+                    if isinstance(member, staticmethod):
+                        w = wrapper_of(member.__func__)
+                        if w is not None:
+                            put(value, attr, staticmethod(w))
+            elif type(value) is dict and len(value) < 64 and not name.startswith("__"):
+                for key, member in list(value.items()):
+                    w = wrapper_of(member)
+                    if w is not None:
+                        _installed.append((value, key, member))
+                        value[key] = w
 
 
 def _uninstall():
     while _installed:
         owner, name, original = _installed.pop()
-        setattr(owner, name, original)
+        if type(owner) is dict:
+            owner[name] = original
+        else:
+            setattr(owner, name, original)
 
 
 class TorchFunctionMode(_modes.Mode):

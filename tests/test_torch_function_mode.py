@@ -143,3 +143,38 @@ def test_a_function_bound_before_entering_raises():
         with pytest.raises(RuntimeError, match="bound before the mode was entered"):
             add(ember.ones(1), 1)
     assert add(ember.ones(1), 1).tolist() == [2.0]
+
+
+def _layers_run(lib, which):
+    lib.manual_seed(0)
+    nn = lib.nn
+    log = []
+    if which == "cnn":
+        m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Linear(4 * 3 * 3, 2))
+        x = lib.randn(2, 3, 8, 8)
+        with _logger(lib, log):
+            m(x).sum().backward()
+    else:
+        logits, target = lib.randn(3, 4, requires_grad=True), lib.tensor([0, 1, 2])
+        with _logger(lib, log):
+            nn.CrossEntropyLoss()(logits, target).backward()
+    return log
+
+
+@pytest.mark.parametrize("which", ["cnn", "cross_entropy"])
+def test_modules_report_their_functional_calls_as_torch(which):
+    # the modules' calls through names bound at import time (a class's static method,
+    # a table of functions, ``from ... import``) are seen as well
+    assert _layers_run(ember, which) == _layers_run(torch, which)
+
+
+def test_lstm_and_attention_modules_run_under_a_mode():
+    log = []
+    lstm = ember.nn.LSTM(4, 3, batch_first=True)
+    layer = ember.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    x, y = ember.randn(1, 3, 4), ember.randn(2, 3, 8)
+    with _logger(ember, log):
+        lstm(x)[0].sum().backward()
+        layer(y).sum().backward()
+    assert "lstm" in log and "layer_norm" in log and log.count("backward") == 2
