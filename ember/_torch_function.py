@@ -10,8 +10,8 @@ compute a tensor: ``T``, ``mT``, ``H``, ``mH``, ``real``, ``imag``),
 ``nn.functional`` (and its families), ``nn.init``, ``linalg``, ``fft``, ``special`` and
 ember's op modules are replaced by wrappers that hand the call to the innermost visible
 ``TorchFunctionMode``, wherever ember binds them (module attributes, imported names,
-static methods, tables of functions); when the last one leaves, the originals come back. So a program with no such mode pays nothing, not even
-the stack's one check.
+static methods, tables of functions); when the last one leaves, the originals come
+back. So a program with no such mode pays nothing, not even the stack's one check.
 
 While a mode's ``__torch_function__`` runs, that mode is taken off the stack (as torch
 pops it), so ``func(*args, **kwargs)`` inside the handler re-dispatches to the next
