@@ -284,3 +284,16 @@ class DisableTorchFunction:
             _modes.stack.insert(i, m)
         _modes.active[0] += len(self.removed)
         return False
+
+
+class DisableTorchFunctionSubclass:
+    """``torch._C.DisableTorchFunctionSubclass``: turns off the ``__torch_function__`` of
+    tensor subclasses for the block, leaving modes on. ember's operators never dispatch
+    to a subclass's ``__torch_function__``, so within the block ember behaves as outside
+    it; the context exists so code written for torch runs."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

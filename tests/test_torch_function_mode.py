@@ -178,3 +178,12 @@ def test_lstm_and_attention_modules_run_under_a_mode():
         lstm(x)[0].sum().backward()
         layer(y).sum().backward()
     assert "lstm" in log and "layer_norm" in log and log.count("backward") == 2
+
+
+def test_disable_subclass_leaves_modes_on():
+    for lib in (ember, torch):
+        log = []
+        with _logger(lib, log):
+            with lib._C.DisableTorchFunctionSubclass():
+                lib.ones(1) + 1
+        assert log == ["ones", "add"]

@@ -59,9 +59,7 @@ def __getattr__(name):
     if name in ("DisableTorchFunction", "DisableTorchFunctionSubclass",
                 "_is_torch_function_mode_enabled"):
         from ember import _torch_function
-        return getattr(_torch_function, {"DisableTorchFunctionSubclass": "DisableTorchFunction",
-                                         "_is_torch_function_mode_enabled":
-                                         "is_torch_function_mode_enabled"}.get(name, name))
+        return getattr(_torch_function, name.lstrip("_"))
     if name == "PyTorchFileReader":
         from ember._C._serialization import PyTorchFileReader
         return PyTorchFileReader
