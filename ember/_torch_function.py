@@ -80,17 +80,34 @@ def _innermost():
     return None
 
 
+class _OffStack:
+    """``with _OffStack(mode):`` takes ``mode`` off the stack for the block (as torch pops
+    a mode while it handles a call) and puts it back in its place after; the modes
+    above and below it stay visible."""
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __enter__(self):
+        stack, active = _modes.stack, _modes.active
+        self.at = stack.index(self.mode)
+        self.visible = self.at < active[0]
+        del stack[self.at]
+        if self.visible:
+            active[0] -= 1
+        return self
+
+    def __exit__(self, *exc):
+        _modes.stack.insert(self.at, self.mode)
+        if self.visible:
+            _modes.active[0] += 1
+        return False
+
+
 def _call_mode(mode, func, args, kwargs):
     """Run ``mode.__torch_function__`` with ``mode`` off the stack meanwhile."""
-    stack, active = _modes.stack, _modes.active
-    at = stack.index(mode)
-    del stack[at]
-    active[0] -= 1
-    try:
+    with _OffStack(mode):
         return mode.__torch_function__(func, (), args, kwargs)
-    finally:
-        stack.insert(at, mode)
-        active[0] += 1
 
 
 def _wrap(orig, name, owner, reported=None):
@@ -229,7 +246,8 @@ class TorchFunctionMode(_modes.Mode):
 
     def node(self, node, grads, below):
         # backward steps run below the Python layer in torch: the mode does not see them
-        with _modes.hidden(self):
+        # (the other modes, a profiler's children of the step, still do)
+        with _OffStack(self):
             return below()
 
     def __enter__(self):

@@ -187,3 +187,20 @@ def test_disable_subclass_leaves_modes_on():
             with lib._C.DisableTorchFunctionSubclass():
                 lib.ones(1) + 1
         assert log == ["ones", "add"]
+
+
+def test_a_profiler_inside_or_outside_the_mode_sees_every_op():
+    from contextlib import nullcontext
+
+    from ember.profiler import profile
+    names = []
+    for where in ("none", "outside", "inside"):
+        x = ember.randn(4, 5, requires_grad=True)
+        prof = profile()
+        outer = prof if where == "outside" else (
+            nullcontext() if where == "none" else _logger(ember, []))
+        inner = prof if where != "outside" else _logger(ember, [])
+        with outer, inner:
+            (x * 2).sum().backward()
+        names.append(sorted(e.name for e in prof.events()))
+    assert names[0] == names[1] == names[2] and "aten::expand" in names[0]
