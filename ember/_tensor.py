@@ -281,7 +281,8 @@ class Tensor:
                    "uint32": "UInt32Tensor", "uint64": "UInt64Tensor",
                    "float8_e4m3fn": "Float8_e4m3fnTensor", "float8_e5m2": "Float8_e5m2Tensor",
                    "float8_e4m3fnuz": "Float8_e4m3fnuzTensor",
-                   "float8_e5m2fnuz": "Float8_e5m2fnuzTensor"}
+                   "float8_e5m2fnuz": "Float8_e5m2fnuzTensor",
+                   "float8_e8m0fnu": "Float8_e8m0fnuTensor"}
 
     def _type_name(self):
         prefix = "torch.cuda." if self.is_cuda else "torch."

@@ -5,12 +5,13 @@ functions written against it (a library's own functions that let tensor-like
 arguments take over): arguments whose type defines ``__torch_function__`` are
 asked in order, subclasses before their bases, and the first answer other than
 ``NotImplemented`` wins. ember's own operators do not dispatch through the
-protocol, and ``TorchFunctionMode`` (which would intercept them) raises when
-entered.
+protocol; a ``TorchFunctionMode`` (``ember/_torch_function.py``) sees the public
+calls made while it is entered.
 """
 __all__ = ["has_torch_function", "has_torch_function_unary",
            "has_torch_function_variadic", "handle_torch_function", "is_tensor_like",
-           "is_tensor_method_or_property", "TorchFunctionMode", "get_ignored_functions",
+           "is_tensor_method_or_property", "TorchFunctionMode",  # noqa: F822
+           "is_torch_function_mode_enabled", "get_ignored_functions",  # noqa: F822
            "get_overridable_functions", "get_testing_overrides", "wrap_torch_function"]
 
 
@@ -23,14 +24,23 @@ def _overrides(obj):
     return getattr(tf, "__func__", tf) is not getattr(default, "__func__", default)
 
 
+def _mode():
+    from ember import _tensor
+    if not _tensor._mode_active[0]:
+        return None
+    from ember import _torch_function
+    return _torch_function._innermost()
+
+
 def has_torch_function(relevant_args):
-    """True if an argument's type defines its own ``__torch_function__``."""
-    return any(_overrides(a) for a in relevant_args)
+    """True if an argument's type defines its own ``__torch_function__`` or a
+    ``TorchFunctionMode`` is active."""
+    return any(_overrides(a) for a in relevant_args) or _mode() is not None
 
 
 def has_torch_function_unary(obj):
     """:func:`has_torch_function` for one argument."""
-    return _overrides(obj)
+    return _overrides(obj) or _mode() is not None
 
 
 def has_torch_function_variadic(*args):
@@ -52,7 +62,12 @@ def _overloaded_args(relevant_args):
 
 
 def handle_torch_function(public_api, relevant_args, *args, **kwargs):
-    """Call ``__torch_function__`` of the overloaded arguments until one answers."""
+    """Call ``__torch_function__`` of the active mode, else of the overloaded arguments
+    until one answers."""
+    mode = _mode()
+    if mode is not None:
+        from ember import _torch_function
+        return _torch_function._call_mode(mode, public_api, args, kwargs)
     overloaded = _overloaded_args(relevant_args)
     types = tuple(type(a) for a in overloaded)
     for arg in overloaded:
@@ -93,28 +108,13 @@ def is_tensor_method_or_property(func):
     return name is not None and getattr(Tensor, name, None) is func
 
 
-class TorchFunctionMode:
-    """A mode that would see every torch function call: ember's operators do not
-    dispatch through ``__torch_function__``, so entering one raises. Subclassing
-    (at import time) works."""
-
-    def __init__(self):
-        pass
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        raise NotImplementedError()
-
-    def __enter__(self):
-        raise NotImplementedError("torch.overrides.TorchFunctionMode is not implemented in "
-                                  "ember: its operators do not dispatch through "
-                                  "__torch_function__ modes")
-
-    def __exit__(self, *exc):
-        return False
-
-    @classmethod
-    def push(cls, *args, **kwargs):
-        return cls(*args, **kwargs).__enter__()
+def __getattr__(name):
+    # the mode lives beside the mode stack; imported on first use
+    if name in ("TorchFunctionMode", "is_torch_function_mode_enabled",
+                "_is_torch_function_mode_enabled"):
+        from ember import _torch_function
+        return getattr(_torch_function, name.lstrip("_"))
+    raise AttributeError(f"module 'torch.overrides' has no attribute '{name}'")
 
 
 def _no_table(what):

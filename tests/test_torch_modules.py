@@ -170,9 +170,10 @@ def test_dynamo_names():
     assert ember._dynamo.eval_frame.is_dynamo_supported() is False
     from ember._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
     assert issubclass(TransformGetItemToIndex, ember.overrides.TorchFunctionMode)
-    with pytest.raises(NotImplementedError, match="TorchFunctionMode"):
-        with TransformGetItemToIndex():
-            pass
+    a = ember.arange(12.0).reshape(3, 4)
+    with TransformGetItemToIndex():
+        got = a[ember.tensor(1), 2]
+    assert got.item() == 6.0 and not got._is_view() and a[ember.tensor(1), 2]._is_view()
 
 
 # ----- torch.fx ------------------------------------------------------------------------
@@ -286,17 +287,15 @@ def test_overrides_protocol_matches_torch():
         assert mod.is_tensor_like(Wrapped(1)) and not mod.is_tensor_like(3)
     assert ember.overrides.is_tensor_like(ember.ones(1))
 
-    class Mode(ember.overrides.TorchFunctionMode):  # subclassing works (import time)
+    class Mode(ember.overrides.TorchFunctionMode):  # a mode that answers nothing raises
         pass
-    with pytest.raises(NotImplementedError, match="TorchFunctionMode"):
+    with pytest.raises(NotImplementedError):
         with Mode():
-            pass
+            ember.ones(1) + 1
 
 
-def test_flop_counter_raises():
+def test_flop_counter_registry():
     import ember.utils.flop_counter as fc
-    with pytest.raises(NotImplementedError, match="FlopCounterMode"):
-        fc.FlopCounterMode()
 
     @fc.register_flop_formula("embertest_op")
     def formula(*args, **kwargs):

@@ -56,6 +56,10 @@ def __getattr__(name):
     if name == "Generator":
         from ember._random import Generator
         return Generator
+    if name in ("DisableTorchFunction", "DisableTorchFunctionSubclass",
+                "_is_torch_function_mode_enabled"):
+        from ember import _torch_function
+        return getattr(_torch_function, name.lstrip("_"))
     if name == "PyTorchFileReader":
         from ember._C._serialization import PyTorchFileReader
         return PyTorchFileReader

@@ -8,7 +8,8 @@ __all__ = [
     "bool", "half", "float", "double", "short", "int", "long", "result_type", "promote_types",
     "get_default_dtype", "set_default_dtype", "can_cast", "finfo", "iinfo",
     "complex64", "complex128", "cfloat", "cdouble", "bfloat16", "uint16", "uint32", "uint64",
-    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
+    "float4_e2m1fn_x2",
     "complex32", "chalf",
 ]
 
@@ -92,7 +93,7 @@ class _NeedsExtra(Frozen):
 
     def __init__(self, name, itemsize):
         self._set(name=name, itemsize=itemsize, is_floating_point=True, is_complex=False,
-                  is_signed=True)
+                  is_signed=name not in _UNSIGNED_ML)
 
     @property
     def np(self):
@@ -113,8 +114,8 @@ class _OnFirstUse(dtype):
     __slots__ = ()
 
     def __init__(self, name, itemsize):
-        self._set(name=name, _category=_FLOAT, is_floating_point=True, is_signed=True,
-                  itemsize=itemsize)
+        self._set(name=name, _category=_FLOAT, is_floating_point=True,
+                  is_signed=name not in _UNSIGNED_ML, itemsize=itemsize)
 
     @property
     def np(self):
@@ -122,19 +123,47 @@ class _OnFirstUse(dtype):
         return dtype.np.__get__(self)
 
 
-_ML_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+class _Packed(dtype):
+    """A dtype of sub-byte values packed in bytes (``float4_e2m1fn_x2``: two 4-bit floats
+    a byte): the object, its attributes and comparisons exist, so code that names it
+    loads; a tensor of it raises (reading ``.np``), naming it."""
+
+    __slots__ = ()
+
+    def __init__(self, name, itemsize):
+        self._set(name=name, _category=_FLOAT, is_floating_point=True, is_signed=True,
+                  itemsize=itemsize)
+
+    @property
+    def np(self):
+        raise NotImplementedError(
+            f"ember.{self.name} (two 4-bit floats packed in each byte) has no tensors in "
+            "ember: NumPy and ml_dtypes hold one value per byte, and torch itself only "
+            "allocates and reinterprets such tensors (its kernels raise \"copy_kernel\" "
+            f"not implemented for '{self.name.capitalize()}')")
+
+    def __repr__(self):
+        return "ember." + self.name
+
+
+float4_e2m1fn_x2 = _Packed("float4_e2m1fn_x2", 1)
+
+_ML_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+             "float8_e8m0fnu")
+# float8_e8m0fnu is a bare exponent (a power of two, no sign, no zero): MX formats' scale
+_UNSIGNED_ML = ("float8_e8m0fnu",)
 try:
     import importlib.util as _iu
     _HAVE_ML = _iu.find_spec("ml_dtypes") is not None
 except (ImportError, ValueError):  # pragma: no cover
     _HAVE_ML = False
 if _HAVE_ML:
-    bfloat16, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz = (
+    bfloat16, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu = (
         _OnFirstUse(n, 2 if n == "bfloat16" else 1) for n in _ML_NAMES)
-    _FLOAT8 = {float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz}
+    _FLOAT8 = {float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu}
     _ML = (bfloat16,) + tuple(_FLOAT8)
 else:  # pragma: no cover
-    bfloat16, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz = (
+    bfloat16, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu = (
         _NeedsExtra(n, 2 if n == "bfloat16" else 1) for n in _ML_NAMES)
     _FLOAT8 = set()
     _ML = ()
@@ -146,7 +175,7 @@ def load_ml_dtypes():
 
     Called on the first use of one of them, or when an array of theirs reaches ember
     (``FROM_NP`` asks when a NumPy dtype is unknown and ml_dtypes is already imported)."""
-    global _ml, _NARROW, _E4M3FN
+    global _ml, _NARROW, _E4M3FN, _E8M0
     if _ml is not None or not _HAVE_ML:
         return
     import ml_dtypes
@@ -158,6 +187,7 @@ def load_ml_dtypes():
         FROM_NP[d.np.type] = d
     _NARROW = _NARROW | frozenset(d.np for d in _ML)
     _E4M3FN = float8_e4m3fn.np
+    _E8M0 = float8_e8m0fnu.np
     _ml = ml_dtypes
 
 
@@ -188,6 +218,7 @@ for _d in ALL:
 # them from wider types through float32, so a float64 rounds twice, to float32 first.
 _NARROW = frozenset([np.dtype(np.float16)])  # load_ml_dtypes adds its own
 _E4M3FN = None  # float8_e4m3fn's NumPy dtype, once ml_dtypes is loaded
+_E8M0 = None  # float8_e8m0fnu's, likewise
 
 
 def through_float32(x, np_dtype):
@@ -396,7 +427,9 @@ class finfo:
         self.max = builtins_float(fi.max)
         self.min = builtins_float(fi.min)
         self.tiny = self.smallest_normal = builtins_float(fi.tiny)
-        self.resolution = builtins_float(fi.resolution)
+        # a bare exponent has no decimal digits: torch's resolution is 10**-0
+        self.resolution = 1.0 if type.name == "float8_e8m0fnu" else \
+            builtins_float(fi.resolution)
 
 
 class iinfo:

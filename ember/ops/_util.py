@@ -145,7 +145,8 @@ _TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char"
                "complex64": "ComplexFloat", "complex128": "ComplexDouble",
                "bfloat16": "BFloat16", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
                "float8_e4m3fn": "Float8_e4m3fn", "float8_e5m2": "Float8_e5m2",
-               "float8_e4m3fnuz": "Float8_e4m3fnuz", "float8_e5m2fnuz": "Float8_e5m2fnuz"}
+               "float8_e4m3fnuz": "Float8_e4m3fnuz", "float8_e5m2fnuz": "Float8_e5m2fnuz",
+               "float8_e8m0fnu": "Float8_e8m0fnu"}
 
 
 def type_name(np_dtype):

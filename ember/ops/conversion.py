@@ -82,6 +82,13 @@ def cast(x, np_dtype, copy=True):
         # PyTorch saturates to the largest finite value (+-448), ml_dtypes gives NaN
         with np.errstate(invalid="ignore"):
             x = np.clip(x if x.dtype.kind == "f" else x.astype(np.float32), -448, 448)
+    elif _dt._E8M0 is not None and np_dtype == _dt._E8M0 and x.dtype.kind in "fiubV":
+        # PyTorch keeps the rounded exponent of |x| (the format has no sign) and writes
+        # zero as the smallest power, 2**-127 (the format has no zero)
+        mag = np.abs(np.asarray(x, dtype=np.float32))
+        out = np.array(mag.astype(np_dtype), copy=True)
+        out.view(np.uint8)[mag == 0] = 0
+        return out
     elif np_dtype.kind == "V" and x.dtype.kind in "iub" or x.dtype.kind == "V" and \
             np_dtype.kind in "iub":
         x = x.astype(np.float64)  # ml_dtypes converts integers through float

@@ -12,7 +12,7 @@ STORAGE_OF = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16": 
 DTYPE_OF_STORAGE = {v: _dt._BY_NAME[k] for k, v in STORAGE_OF.items() if k in _dt._BY_NAME}
 # dtypes torch 2.x writes as untyped (byte) storages rebuilt by _rebuild_tensor_v3
 UNTYPED = {"uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
-           "float8_e5m2fnuz", "complex32"}
+           "float8_e5m2fnuz", "float8_e8m0fnu", "complex32"}
 
 
 class CheckpointError(RuntimeError):

@@ -31,7 +31,7 @@ _MAX_DEPTH = 127  # serde_json, the package's parser, refuses nesting of 128 lev
 CODES = {
     "BOOL": (8, "bool"), "F4": (4, None), "F6_E2M3": (6, None), "F6_E3M2": (6, None),
     "U8": (8, "uint8"), "I8": (8, "int8"), "F8_E5M2": (8, "float8_e5m2"),
-    "F8_E4M3": (8, "float8_e4m3fn"), "F8_E8M0": (8, None),
+    "F8_E4M3": (8, "float8_e4m3fn"), "F8_E8M0": (8, "float8_e8m0fnu"),
     "F8_E4M3FNUZ": (8, "float8_e4m3fnuz"), "F8_E5M2FNUZ": (8, "float8_e5m2fnuz"),
     "I16": (16, "int16"), "U16": (16, "uint16"), "F16": (16, "float16"),
     "BF16": (16, "bfloat16"), "I32": (32, "int32"), "U32": (32, "uint32"),
