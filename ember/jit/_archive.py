@@ -467,6 +467,8 @@ def _collect(root):
 
 def save_archive(sm, f, _extra_files=None):
     """Write ``sm`` as a TorchScript archive to a path (atomically) or a binary file."""
+    from ember.jit._script_classes import refuse_save
+    refuse_save(sm)
     files = _collect(sm)
     storages = {}
     data = io.BytesIO()

@@ -219,10 +219,24 @@ class FunctionCompiler(ExprMixin):
         return T.literal(value)
 
     def ann_type(self, node):
-        ty = T.type_from_ast(node, self._ann_error)
+        try:
+            ty = T.type_from_ast(node, self._ann_error)
+        except FrontendError:
+            # a name TorchScript resolves in the function's globals: a plain class, or
+            # an alias of a typing construct (``Recipe = Tuple[List[int], int]``)
+            ty = self._resolved_ann(node)
+            if ty is None:
+                raise
         if ty.kind == "Final":
             ty = ty.elem
         return ty
+
+    def _resolved_ann(self, node):
+        try:
+            hint = eval(ast.unparse(node), dict(self.globals))  # noqa: S307
+        except Exception:
+            return None
+        return T.type_from_hint(hint)
 
     def _ann_error(self, node, msg):
         self.error(node, msg)

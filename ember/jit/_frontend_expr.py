@@ -139,6 +139,14 @@ class ExprMixin:
                 code, rty = TENSOR_PROPS[attr]
                 return Val(code.format(base.code), rty)
             self.error(node, f"Tensor attribute '{attr}' is not supported in scripted code")
+        if ty.kind == "Class":
+            from ember.jit._script_classes import fields
+            fty = fields(ty.module).get(attr)
+            if fty is None:
+                self.error(node, f"'{ty}' object has no attribute '{attr}' usable in scripted "
+                           "code (attributes are typed from its __init__; methods of plain "
+                           "classes are not compiled by ember)")
+            return Val(f"{base.code}.{attr}", fty)
         self.error(node, f"'{ty}' object has no attribute '{attr}'")
 
     # -- operators --------------------------------------------------------------------

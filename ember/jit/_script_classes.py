@@ -1,0 +1,154 @@
+"""Plain Python classes in ``jit.script``: objects of a user class held by a module
+(directly, or in a list, tuple or dict) become values of a TorchScript class type, as
+PyTorch compiles them.
+
+A class's attribute types come from its ``__init__``: an annotated assignment
+``self.x: T = ...`` gives ``T``; ``self.x = p`` of an annotated parameter ``p`` gives
+``p``'s annotation; any other attribute is typed from the value the object holds. Scripted
+code reads these attributes; the interpreter allows exactly the attributes registered here
+(:func:`readable`). Methods of such classes are not compiled, and a module holding such
+objects cannot be saved (:func:`refuse_save` names the class).
+"""
+import ast
+import inspect
+import textwrap
+import typing
+
+__all__ = ["is_plain_class", "class_type", "fields", "readable", "qualname",
+           "classes_in", "refuse_save"]
+
+_FIELDS = {}    # class -> {attribute name: Ty}; filled as classes are met
+_PENDING = set()
+
+
+def is_plain_class(cls):
+    """True for a user-defined Python class whose instances carry attributes: not a
+    builtin, not one of ember's own types, not a module or tensor."""
+    if not inspect.isclass(cls) or cls.__module__ == "builtins":
+        return False
+    if cls.__module__.split(".")[0] in ("ember", "torch", "numpy", "typing", "enum"):
+        return False
+    if issubclass(cls, (tuple, list, dict, BaseException)):
+        return False
+    return inspect.isfunction(inspect.getattr_static(cls, "__init__", None))
+
+
+def qualname(cls):
+    """The TorchScript spelling of a class type (``__torch__.pkg.mod.Name``)."""
+    mod = cls.__module__ or "__main__"
+    parts = [] if mod == "__main__" else mod.split(".")
+    return ".".join(["__torch__"] + parts + [cls.__qualname__.replace(".<locals>.", "_")])
+
+
+def class_type(cls, sample=None):
+    """The :class:`~ember.jit._types.Ty` of ``cls`` (fields inferred on first use)."""
+    from ember.jit import _types as T
+    ty = T.Ty("Class", (), module=cls)
+    if cls not in _FIELDS and cls not in _PENDING:
+        _PENDING.add(cls)
+        try:
+            _FIELDS[cls] = _infer_fields(cls, sample)
+        finally:
+            _PENDING.discard(cls)
+    elif cls in _FIELDS and sample is not None:
+        _add_sample_fields(cls, sample)
+    return ty
+
+
+def fields(cls):
+    """``{attribute: Ty}`` of a class seen by :func:`class_type`."""
+    return _FIELDS.get(cls, {})
+
+
+def readable(obj, name):
+    """True when scripted code may read ``obj.name`` (a declared attribute of a plain
+    class's object)."""
+    return name in _FIELDS.get(type(obj), ())
+
+
+def _hint_type(hint):
+    from ember.jit import _types as T
+    return T.type_from_hint(hint)
+
+
+def _infer_fields(cls, sample):
+    init = cls.__init__
+    out = {}
+    try:
+        hints = typing.get_type_hints(init)
+    except Exception:  # unresolvable annotations: fall back to the values
+        hints = {}
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
+    except (OSError, TypeError, SyntaxError):
+        tree = None
+    if tree is not None:
+        fn = tree.body[0]
+        selfname = fn.args.args[0].arg if fn.args.args else "self"
+        for node in ast.walk(fn):
+            target, ann, value = None, None, None
+            if isinstance(node, ast.AnnAssign):
+                target, ann, value = node.target, node.annotation, node.value
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+            if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                    and target.value.id == selfname):
+                continue
+            ty = None
+            if ann is not None:
+                try:
+                    ty = _hint_type(eval(ast.unparse(ann), init.__globals__))  # noqa: S307
+                except Exception:
+                    ty = None
+            if ty is None and isinstance(value, ast.Name) and value.id in hints:
+                ty = _hint_type(hints[value.id])
+            if ty is not None:
+                out.setdefault(target.attr, ty)
+    _FIELDS[cls] = out
+    if sample is not None:
+        _add_sample_fields(cls, sample)
+    return _FIELDS[cls]
+
+
+def _add_sample_fields(cls, sample):
+    from ember.jit import _types as T
+    known = _FIELDS[cls]
+    for name, value in vars(sample).items():
+        if name in known or name.startswith("__"):
+            continue
+        ty = T.type_of_value(value)
+        if ty is not None:
+            known[name] = ty
+
+
+def classes_in(value, seen=None):
+    """The plain classes whose objects ``value`` holds (through lists, tuples, dicts)."""
+    seen = set() if seen is None else seen
+    if isinstance(value, dict):
+        for k, v in value.items():
+            classes_in(k, seen)
+            classes_in(v, seen)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            classes_in(v, seen)
+    elif is_plain_class(type(value)):
+        seen.add(type(value))
+    return seen
+
+
+def refuse_save(sm):
+    """Raise when a scripted module tree holds objects of plain classes: ember does not
+    write TorchScript class types into archives."""
+    for mod in sm.modules():
+        d = mod.__dict__
+        cls = d.get("_jit_class")
+        if cls is None:
+            continue
+        for name in cls.attributes:
+            found = classes_in(d.get(name)) if name in d else set()
+            if found:
+                names = ", ".join(sorted(qualname(c) for c in found))
+                raise RuntimeError(
+                    f"Could not save the scripted module: its attribute '{name}' holds "
+                    f"objects of the Python class {names}, and ember cannot write "
+                    "TorchScript class types into an archive yet")
