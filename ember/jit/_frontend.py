@@ -377,6 +377,11 @@ class FunctionCompiler(ExprMixin):
 
     def assign(self, target, v, value_node=None):
         if isinstance(target, ast.Name):
+            if v is None and isinstance(value_node, (ast.Name, ast.Attribute)):
+                # ``backend = SomeClass``: an alias of a class, resolved at compile time
+                first = self.expr(value_node)
+                if first.is_static and inspect.isclass(first.obj):
+                    v = first
             if v is None:
                 v = self.rvalue(value_node)
             self.bind(target, target.id, v)
