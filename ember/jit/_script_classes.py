@@ -82,8 +82,10 @@ def _infer_fields(cls, sample):
         tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
     except (OSError, TypeError, SyntaxError):
         tree = None
+    from ember.jit import _types as T
     if tree is not None:
         fn = tree.body[0]
+        params = {a.arg for a in fn.args.args[1:] + fn.args.kwonlyargs}
         selfname = fn.args.args[0].arg if fn.args.args else "self"
         for node in ast.walk(fn):
             target, ann, value = None, None, None
@@ -100,8 +102,9 @@ def _infer_fields(cls, sample):
                     ty = _hint_type(eval(ast.unparse(ann), init.__globals__))  # noqa: S307
                 except Exception:
                     ty = None
-            if ty is None and isinstance(value, ast.Name) and value.id in hints:
-                ty = _hint_type(hints[value.id])
+            if ty is None and isinstance(value, ast.Name) and value.id in params:
+                # an unannotated parameter is a Tensor, as TorchScript types it
+                ty = _hint_type(hints[value.id]) if value.id in hints else T.TENSOR
             if ty is not None:
                 out.setdefault(target.attr, ty)
     _FIELDS[cls] = out
@@ -114,11 +117,42 @@ def _add_sample_fields(cls, sample):
     from ember.jit import _types as T
     known = _FIELDS[cls]
     for name, value in vars(sample).items():
-        if name in known or name.startswith("__"):
+        if name.startswith("__"):
             continue
         ty = T.type_of_value(value)
-        if ty is not None:
-            known[name] = ty
+        if name not in known:
+            if ty is not None:
+                known[name] = ty
+            continue
+        want = known[name]
+        if not _fits(value, want):
+            raise RuntimeError(f"Could not cast attribute '{name}' of {qualname(cls)} to "
+                               f"type {want}: its value is a {type(value).__name__} "
+                               f"({ty or 'not a TorchScript type'})")
+
+
+def _fits(value, ty):
+    """Whether a Python value can be held by an attribute of TorchScript type ``ty``."""
+    from ember.jit import _types as T
+    k = ty.kind
+    if k == "Any":
+        return True
+    if k == "Optional":
+        return value is None or _fits(value, ty.elem)
+    if k == "List":
+        return isinstance(value, list) and all(_fits(v, ty.elem) for v in value)
+    if k == "Tuple":
+        return (isinstance(value, tuple) and len(value) == len(ty.args)
+                and all(_fits(v, t) for v, t in zip(value, ty.args)))
+    if k == "Dict":
+        return isinstance(value, dict) and all(
+            _fits(a, ty.args[0]) and _fits(b, ty.args[1]) for a, b in value.items())
+    if k == "Class":
+        return isinstance(value, ty.module)
+    if k == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    got = T.type_of_value(value)
+    return got is not None and T.subtype(got, ty)
 
 
 def classes_in(value, seen=None):
