@@ -6,8 +6,9 @@ A class's attribute types come from its ``__init__``: an annotated assignment
 ``self.x: T = ...`` gives ``T``; ``self.x = p`` of an annotated parameter ``p`` gives
 ``p``'s annotation; any other attribute is typed from the value the object holds. Scripted
 code reads these attributes; the interpreter allows exactly the attributes registered here
-(:func:`readable`). Methods of such classes are not compiled, and a module holding such
-objects cannot be saved (:func:`refuse_save` names the class).
+(:func:`readable`). Methods of such classes are not compiled. Archives hold them as
+TorchScript classes (``class X:`` with the attribute declarations under ``code/``, objects
+pickled as ``__torch__`` objects), which ``torch.jit.load`` reads.
 """
 import ast
 import inspect
@@ -15,7 +16,7 @@ import textwrap
 import typing
 
 __all__ = ["is_plain_class", "class_type", "fields", "readable", "qualname",
-           "classes_in", "refuse_save"]
+           "classes_in", "known_classes"]
 
 _FIELDS = {}    # class -> {attribute name: Ty}; filled as classes are met
 _PENDING = set()
@@ -58,6 +59,11 @@ def class_type(cls, sample=None):
 def fields(cls):
     """``{attribute: Ty}`` of a class seen by :func:`class_type`."""
     return _FIELDS.get(cls, {})
+
+
+def known_classes():
+    """The plain classes met so far."""
+    return list(_FIELDS)
 
 
 def readable(obj, name):
@@ -168,21 +174,3 @@ def classes_in(value, seen=None):
     elif is_plain_class(type(value)):
         seen.add(type(value))
     return seen
-
-
-def refuse_save(sm):
-    """Raise when a scripted module tree holds objects of plain classes: ember does not
-    write TorchScript class types into archives."""
-    for mod in sm.modules():
-        d = mod.__dict__
-        cls = d.get("_jit_class")
-        if cls is None:
-            continue
-        for name in cls.attributes:
-            found = classes_in(d.get(name)) if name in d else set()
-            if found:
-                names = ", ".join(sorted(qualname(c) for c in found))
-                raise RuntimeError(
-                    f"Could not save the scripted module: its attribute '{name}' holds "
-                    f"objects of the Python class {names}, and ember cannot write "
-                    "TorchScript class types into an archive yet")
