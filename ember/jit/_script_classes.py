@@ -162,15 +162,19 @@ def _fits(value, ty):
 
 
 def classes_in(value, seen=None):
-    """The plain classes whose objects ``value`` holds (through lists, tuples, dicts)."""
-    seen = set() if seen is None else seen
-    if isinstance(value, dict):
-        for k, v in value.items():
-            classes_in(k, seen)
-            classes_in(v, seen)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            classes_in(v, seen)
-    elif is_plain_class(type(value)):
-        seen.add(type(value))
-    return seen
+    """The plain classes whose objects ``value`` holds (through lists, tuples, dicts).
+    Each container is visited once: a value may share one list many times over."""
+    found = set() if seen is None else seen
+    visited = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (dict, list, tuple)):
+            if id(v) in visited:
+                continue
+            visited.add(id(v))
+            stack.extend(v.keys() if isinstance(v, dict) else ())
+            stack.extend(v.values() if isinstance(v, dict) else v)
+        elif is_plain_class(type(v)):
+            found.add(type(v))
+    return found
