@@ -49,13 +49,11 @@ def test_einops_basic_use(tmp_path):
 
 
 def test_einops_own_test_suite_on_ember(tmp_path):
-    # einops' tests with its torch backend, each result checked against NumPy's. Left
-    # out: scripting its layers (jit.script of a module whose forward indexes a dict of
-    # einops' recipe objects), which ember's TorchScript compiler does not take
+    # einops' tests with its torch backend, each result checked against NumPy's, its
+    # layers' jit.script test included
     import xml.etree.ElementTree as ET
     report = tmp_path / "einops.xml"
-    _run([str(DRIVERS / "einops_suite.py"), "ember", "-k", "not test_torch_layers_scripting",
-          f"--junitxml={report}"])
+    _run([str(DRIVERS / "einops_suite.py"), "ember", f"--junitxml={report}"])
     suite = ET.parse(report).getroot().find("testsuite")
     counts = {k: int(suite.get(k)) for k in ("tests", "failures", "errors", "skipped")}
     assert counts["failures"] == counts["errors"] == 0, counts

@@ -249,6 +249,12 @@ def _build(obj, cu, memo):
             raise ArchiveError(f"TorchScript archive damaged: data.pkl uses class "
                                f"{obj._qual} but no code/ file defines it")
         state = obj.__dict__.get("_state")
+        if cls.kind == "class" and isinstance(state, dict) and "__setstate__" not in \
+                cls.methods:
+            from ember.jit._module import ScriptObject
+            so = memo[id(obj)] = ScriptObject(cls, {})
+            so._jit_state.update((k, _build(v, cu, memo)) for k, v in state.items())
+            return so
         if cls.kind != "module":
             raise NotImplementedError(f"TorchScript archive holds an object of script class "
                                       f"{obj._qual}; ember loads module objects only")
@@ -310,6 +316,35 @@ class _JitPickler(_ser._TorchPickler):
             self.write(pickle.EMPTY_TUPLE + pickle.NEWOBJ)
             self.memoize(obj)
             self.save(_module_state(obj))
+            self.write(pickle.BUILD)
+            return None
+        from ember.jit import _script_classes as SC
+        from ember.jit._module import ScriptObject
+        if isinstance(obj, ScriptObject):
+            memo = self.memo.get(id(obj))
+            if memo is not None:
+                return self.write(self.get(memo[0]))
+            cls = obj._jit_class
+            module, _, name = cls.qualname.rpartition(".")
+            self.save_global(_ser._Global(module, name))
+            self.write(pickle.EMPTY_TUPLE + pickle.NEWOBJ)
+            self.memoize(obj)
+            self.save({n: _tag(obj._jit_state.get(n), cls.attributes[n])
+                       for n in cls.attributes if n in obj._jit_state})
+            self.write(pickle.BUILD)
+            return None
+        if SC.fields(type(obj)) and SC.is_plain_class(type(obj)):
+            # an object of a plain class: a TorchScript class object, its attributes
+            # typed as the class declares them
+            memo = self.memo.get(id(obj))
+            if memo is not None:
+                return self.write(self.get(memo[0]))
+            module, _, name = SC.qualname(type(obj)).rpartition(".")
+            self.save_global(_ser._Global(module, name))
+            self.write(pickle.EMPTY_TUPLE + pickle.NEWOBJ)
+            self.memoize(obj)
+            self.save({n: _tag(obj.__dict__.get(n), str(t))
+                       for n, t in SC.fields(type(obj)).items()})
             self.write(pickle.BUILD)
             return None
         return super().save(obj, save_persistent_id)
@@ -452,6 +487,7 @@ def _collect(root):
         if qual not in entry:
             entry[qual] = _class_source(sm)
         stack.extend(sm._modules.values())
+        _collect_plain_classes(sm, files)
     cu = root._jit_cu
     if cu is not None:
         for qual, src in cu.function_sources.items():
@@ -463,6 +499,33 @@ def _collect(root):
                 path, _, _ = qual.rpartition(".")
                 files.setdefault(path, collections.OrderedDict()).setdefault(qual, text + "\n")
     return files
+
+
+def _collect_plain_classes(sm, files):
+    """The ``class X:`` declarations of the plain classes whose objects ``sm`` holds."""
+    from ember.jit import _script_classes as SC
+    d = sm.__dict__
+    todo = set()
+    for name in sm._jit_class.attributes:
+        if name in d:
+            todo |= SC.classes_in(d[name])
+    done = set()
+    while todo:
+        klass = todo.pop()
+        done.add(klass)
+        qual = SC.qualname(klass)
+        path, _, short = qual.rpartition(".")
+        lines = [f"class {short}:"]
+        for n, t in SC.fields(klass).items():
+            lines.append(f"  {n} : {t}")
+            todo |= {k for k in _classes_of_type(t) if k not in done}
+        files.setdefault(path, collections.OrderedDict()).setdefault(
+            qual, "\n".join(lines) + "\n")
+
+
+def _classes_of_type(t):
+    from ember.jit import _script_classes as SC
+    return {k for k in SC.known_classes() if SC.qualname(k) in str(t)}
 
 
 def save_archive(sm, f, _extra_files=None):

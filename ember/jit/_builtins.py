@@ -391,6 +391,11 @@ def _slice(x, *args, **kw):
     return x[tuple(idx)]
 
 
+@register("torch.sorted")
+def _sorted(x):
+    return sorted(x)
+
+
 @register("torch.select")
 def _select(x, dim, index=None):
     if index is None:  # list select

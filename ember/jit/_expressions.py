@@ -107,6 +107,10 @@ def get_attr(obj, name, at=""):
             return getattr(obj, name, False) if name.startswith("is_") else getattr(obj, name)
     elif isinstance(obj, tuple) and name in getattr(type(obj), "_fields", ()):
         return getattr(obj, name)
+    else:
+        from ember.jit._script_classes import readable
+        if readable(obj, name):
+            return obj.__dict__[name]
     raise ScriptError(f"{at}: a TorchScript value of type {type(obj).__name__} has no "
                       f"attribute {name!r} that ember's interpreter allows")
 

@@ -219,10 +219,24 @@ class FunctionCompiler(ExprMixin):
         return T.literal(value)
 
     def ann_type(self, node):
-        ty = T.type_from_ast(node, self._ann_error)
+        try:
+            ty = T.type_from_ast(node, self._ann_error)
+        except FrontendError:
+            # a name TorchScript resolves in the function's globals: a plain class, or
+            # an alias of a typing construct (``Recipe = Tuple[List[int], int]``)
+            ty = self._resolved_ann(node)
+            if ty is None:
+                raise
         if ty.kind == "Final":
             ty = ty.elem
         return ty
+
+    def _resolved_ann(self, node):
+        try:
+            hint = eval(ast.unparse(node), dict(self.globals))  # noqa: S307
+        except Exception:
+            return None
+        return T.type_from_hint(hint)
 
     def _ann_error(self, node, msg):
         self.error(node, msg)
@@ -254,7 +268,11 @@ class FunctionCompiler(ExprMixin):
     def source(self, self_type=None, indent=0):
         pad = "  " * indent
         head = self.signature(self_type).replace("\n", "\n" + pad)
-        return pad + head + "\n" + "\n".join(pad + ln for ln in self.lines) + "\n"
+        ret = self.return_type
+        lines = [ln if "@RET@" not in ln else
+                 (ln.replace("uninitialized(@RET@)", "None") if ret == T.NONE
+                  else ln.replace("@RET@", str(ret))) for ln in self.lines]
+        return pad + head + "\n" + "\n".join(pad + ln for ln in lines) + "\n"
 
     # -- statements -------------------------------------------------------------------
     def block(self, stmts):
@@ -309,6 +327,9 @@ class FunctionCompiler(ExprMixin):
             if msg.ty != T.STR:
                 msg = Val(f"str({msg.code})", T.STR)
         self.emit(f'ops.prim.RaiseException({msg.code}, "builtins.{name}")')
+        # TorchScript's loader wants every path to end in a return: an unreachable one
+        # typed as the function returns (filled in by source())
+        self.emit("return uninitialized(@RET@)")
         self.terminated = True
 
     def stmt_Assert(self, node):
@@ -350,6 +371,14 @@ class FunctionCompiler(ExprMixin):
         if node.value is None:
             self.error(node, "an annotated name needs a value in TorchScript")
         v = self.rvalue(node.value, hint=ty)
+        if (ty.kind == "Optional" and isinstance(node.target, ast.Name)
+                and v.ty.kind not in ("Optional", "NoneType")
+                and node.target.id not in self.scope.vars and T.subtype(v.ty, ty)):
+            # a first binding of an Optional name to a T: declared with its type, as
+            # TorchScript writes it (torch's annotate() would type the name as T)
+            self.emit(f"{node.target.id} : {ty} = {v.code}")
+            self.scope.vars[node.target.id] = (node.target.id, ty)
+            return
         if v.ty != ty or self.empty_literal(node.value):
             if not T.subtype(v.ty, ty) and not self.empty_literal(node.value):
                 self.error(node, f"variable annotated {ty} is assigned a value of type {v.ty}")
@@ -363,6 +392,11 @@ class FunctionCompiler(ExprMixin):
 
     def assign(self, target, v, value_node=None):
         if isinstance(target, ast.Name):
+            if v is None and isinstance(value_node, (ast.Name, ast.Attribute)):
+                # ``backend = SomeClass``: an alias of a class, resolved at compile time
+                first = self.expr(value_node)
+                if first.is_static and inspect.isclass(first.obj):
+                    v = first
             if v is None:
                 v = self.rvalue(value_node)
             self.bind(target, target.id, v)

@@ -139,6 +139,14 @@ class ExprMixin:
                 code, rty = TENSOR_PROPS[attr]
                 return Val(code.format(base.code), rty)
             self.error(node, f"Tensor attribute '{attr}' is not supported in scripted code")
+        if ty.kind == "Class":
+            from ember.jit._script_classes import fields
+            fty = fields(ty.module).get(attr)
+            if fty is None:
+                self.error(node, f"'{ty}' object has no attribute '{attr}' usable in scripted "
+                           "code (attributes are typed from its __init__; methods of plain "
+                           "classes are not compiled by ember)")
+            return Val(f"{base.code}.{attr}", fty)
         self.error(node, f"'{ty}' object has no attribute '{attr}'")
 
     # -- operators --------------------------------------------------------------------
@@ -408,6 +416,29 @@ class ExprMixin:
                                                     f"annotate(List[{ty}], [])")
         return Val(out, T.list_of(ty))
 
+    def expr_DictComp(self, node):
+        if len(node.generators) != 1 or node.generators[0].ifs or \
+                node.generators[0].is_async:
+            self.unsupported(node, "dict comprehensions with several for clauses or ifs")
+        gen = node.generators[0]
+        out = self.fresh()
+        mark = len(self.lines)
+        self.emit(f"{out} = DICT_PLACEHOLDER")
+        holder = {}
+
+        def body():
+            k, v = self.rvalue(node.key), self.rvalue(node.value)
+            holder["ty"] = (k.ty, v.ty)
+            self.emit(f"torch._set_item({out}, {k.code}, {v.code})")
+
+        fake = ast.copy_location(ast.For(target=gen.target, iter=gen.iter, body=[],
+                                         orelse=[]), node)
+        self.for_loop(fake, body_fn=body)
+        kt, vt = holder.get("ty", (T.STR, T.TENSOR))
+        self.lines[mark] = self.lines[mark].replace("DICT_PLACEHOLDER",
+                                                    f"annotate(Dict[{kt}, {vt}], {{}})")
+        return Val(out, T.dict_of(kt, vt))
+
     # -- subscripts -------------------------------------------------------------------
     def expr_Subscript(self, node):
         base = self.expr(node.value)
@@ -426,7 +457,11 @@ class ExprMixin:
         if isinstance(node.slice, ast.Slice):
             s = node.slice
             if s.step is not None:
-                self.unsupported(node, "slices with a step on lists and strings")
+                if ty.kind not in ("List", "str"):
+                    self.unsupported(node, f"slices with a step on {ty}")
+                parts = [self.rvalue(e).code if e is not None else "None"
+                         for e in (s.lower, s.upper, s.step)]
+                return Val(f"torch.slice({base.code}, {', '.join(parts)})", ty)
             if ty.kind == "Tuple":
                 lo = self.static_value(s.lower) if s.lower else 0
                 hi = self.static_value(s.upper) if s.upper else len(ty.args)

@@ -65,6 +65,38 @@ class ScriptClass:
         return self._ctor
 
 
+class ScriptObject:
+    """An object of a TorchScript class (not a module) loaded from an archive: its
+    declared attributes and methods are what scripted code may reach."""
+
+    def __init__(self, script_class, state):
+        # not under "_jit_class": that key marks script modules for the interpreter
+        self.__dict__["_jit_type"] = script_class
+        self.__dict__["_jit_state"] = dict(state)
+
+    @property
+    def _jit_class(self):
+        return self.__dict__["_jit_type"]
+
+    def _jit_attr(self, name):
+        cls = self.__dict__["_jit_type"]
+        state = self.__dict__["_jit_state"]
+        if name in state and name in cls.attributes:
+            return state[name]
+        if name in cls.methods:
+            return _bind(cls.methods[name], self)
+        raise ScriptError(f"object of {cls.qualname} has no attribute {name!r}")
+
+    def __getattr__(self, name):
+        state = self.__dict__["_jit_state"]
+        if name in state:
+            return state[name]
+        raise AttributeError(name)
+
+    def __repr__(self):
+        return f"<{self._jit_class.qualname} object>"
+
+
 def _bind(fn, obj):
     return functools.partial(fn, obj)
 

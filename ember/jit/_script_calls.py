@@ -177,6 +177,14 @@ def python_builtin(fc, node, name):
         attr = fc.static_value(node.args[1])
         ok = base.is_static and hasattr(base.obj, attr)
         return Val(repr(ok), T.BOOL, const=ok)
+    if (name == "list" and len(node.args) == 1 and isinstance(node.args[0], ast.Call)
+            and isinstance(node.args[0].func, ast.Name) and node.args[0].func.id == "range"):
+        # list(range(...)) is the comprehension [i for i in range(...)]
+        var = f"_range_item{fc.fresh()}"
+        comp = ast.ListComp(elt=ast.Name(id=var, ctx=ast.Load()), generators=[
+            ast.comprehension(target=ast.Name(id=var, ctx=ast.Store()), iter=node.args[0],
+                              ifs=[], is_async=0)])
+        return fc.expr_ListComp(ast.copy_location(comp, node))
     if name in ("range", "enumerate", "zip", "reversed"):
         fc.unsupported(node, f"{name}() outside a for loop header")
     if name == "len":
@@ -191,6 +199,8 @@ def python_builtin(fc, node, name):
     args, kwargs = _args(fc, node)
     if kwargs:
         fc.unsupported(node, f"keyword arguments to {name}()")
+    if name == "sorted" and len(args) == 1 and args[0].ty.kind == "List":
+        return Val(f"torch.sorted({args[0].code})", args[0].ty)
     if name in ("int", "float", "bool", "str"):
         if not args:
             return Val({"int": "0", "float": "0.", "bool": "False", "str": '""'}[name],
@@ -395,6 +405,11 @@ def bind_call(fc, node, params, args, kwargs, what):
     for i, (pname, pty, dcode) in enumerate(params):
         if pname in given:
             a = given[pname]
+            if (pty.kind == "List" and a.ty.kind == "Tuple"
+                    and all(T.subtype(e, pty.elem) for e in a.ty.args)):
+                # a tuple passed for a List parameter becomes a list of its items
+                items = ", ".join(f"({a.code})[{j}]" for j in range(len(a.ty.args)))
+                a = Val(f"annotate({pty}, [{items}])", pty)
             if not T.subtype(a.ty, pty):
                 fc.error(node, f"{what}: argument '{pname}' expects a value of type {pty} "
                          f"but got {a.ty}")

@@ -37,6 +37,9 @@ class Ty:
     def __str__(self):
         if self.kind == "Module":
             return self.module_name()
+        if self.kind == "Class":
+            from ember.jit._script_classes import qualname
+            return qualname(self.module)
         if self.kind in ("List", "Optional"):
             return f"{self.kind}[{self.args[0]}]"
         if self.kind == "Tuple":
@@ -240,6 +243,9 @@ def type_from_hint(hint):
         return t
     if origin is typing.Final and args:
         return type_from_hint(args[0])
+    from ember.jit import _script_classes
+    if _script_classes.is_plain_class(hint):
+        return _script_classes.class_type(hint)
     return None
 
 
@@ -273,6 +279,10 @@ def type_of_value(v):
         vs = {type_of_value(x) for x in v.values()}
         if len(ks) == 1 and len(vs) == 1 and None not in ks | vs:
             return dict_of(ks.pop(), vs.pop())
+        return None
+    from ember.jit import _script_classes
+    if _script_classes.is_plain_class(type(v)):
+        return _script_classes.class_type(type(v), v)
     return None
 
 
