@@ -269,8 +269,12 @@ def test_ldl_two_by_two_pivots():
     _close(e, t, 1e-10, "ldl_factor_ex")
     _close(ember.linalg.ldl_solve(e.LD, e.pivots, ember.tensor(b)),
            torch.linalg.ldl_solve(t.LD, t.pivots, torch.tensor(b)), 1e-8, "ldl_solve")
-    with pytest.raises(NotImplementedError, match="hermitian"):
-        ember.linalg.ldl_factor(ember.tensor(a.astype(np.complex128)), hermitian=True)
+    # complex Hermitian input: LAPACK's hetrf pivots, as torch's
+    ac = a.astype(np.complex128) + 1j * (rng.standard_normal((6, 7, 7)) * 0.1)
+    ac = (ac + np.conj(np.swapaxes(ac, -1, -2))) / 2
+    tc = torch.linalg.ldl_factor_ex(torch.tensor(ac), hermitian=True)
+    ec = ember.linalg.ldl_factor_ex(ember.tensor(ac), hermitian=True)
+    _close(ec, tc, 1e-10, "ldl_factor_ex hermitian")
 
 
 @pytest.mark.parametrize("name,args", [

@@ -80,13 +80,45 @@ def _to(x, target, saturate):
     return E.where(over, special, xf).to(target)
 
 
+def _to_e8m0(x, saturate, round_mode):
+    """ONNX's cast to FLOAT8E8M0 (a power of two, no sign): the float32 value's exponent
+    field, moved up by one when ``round_mode`` says so: "up" whenever the mantissa is not
+    zero, "nearest" when its top bit is set and the rest or the exponent's parity does
+    not make it a tie kept down, "down" never. With ``saturate`` the largest exponent
+    is not rounded past; NaN and infinities become NaN (torch's conversion differs:
+    it rounds to nearest, so ONNX's rule is its own)."""
+    if round_mode not in ("up", "down", "nearest"):
+        raise UnsupportedOnnxOp(f"ember.onnx: Cast to FLOAT8E8M0 with round_mode "
+                                f"{round_mode!r}")
+    bits = np.ascontiguousarray(x.detach().to(E.float32).numpy()).view(np.uint32)
+    exponent = ((bits >> 23) & 0xFF).astype(np.uint16)
+    special = exponent == 0xFF
+    mantissa = bits & 0x7FFFFF
+    if round_mode == "up":
+        up = mantissa > 0
+    elif round_mode == "nearest":
+        up = ((bits & 0x400000) > 0) & (((bits & 0x3FFFFF) > 0) | (exponent > 0))
+    else:
+        up = np.zeros(bits.shape, bool)
+    up &= ~special
+    if saturate:
+        up &= exponent != 0xFE
+    out = np.where(special, 0xFF, exponent + up).astype(np.uint8)
+    return E.from_numpy(out.view(E.float8_e8m0fnu.np).copy())
+
+
 @importer("Cast")
 def _cast(cx, x, to, saturate=1, round_mode="up"):
-    return _to(x, ember_dtype(to), saturate)
+    target = ember_dtype(to)
+    if target.name == "float8_e8m0fnu" and x.is_floating_point():
+        return _to_e8m0(x, saturate, round_mode)
+    return _to(x, target, saturate)
 
 
 @importer("CastLike")
 def _cast_like(cx, x, like, saturate=1, round_mode="up"):
+    if like.dtype.name == "float8_e8m0fnu" and x.is_floating_point():
+        return _to_e8m0(x, saturate, round_mode)
     return _to(x, like.dtype, saturate)
 
 
