@@ -74,28 +74,6 @@ def _poly(fit, v):
     return r
 
 
-# erf alone in float32 needs erfc only to 3e-12 of erf (not of erfc): a shorter fit,
-# weighted by exp(-x**2) / erf(x), up to 3.95, where erf rounds to 1 in float32
-_B32_ERF = (0.4343422413169907, 0.23232179803628517, (
-    0.35718030762229425, 0.24388703322490882, 0.020081108220118965, -0.005630423413583018,
-    -4.342516436361294e-05, 0.00027045185489343345, -6.010417973241316e-05,
-    -8.749593317691786e-07, 4.468888786065318e-06, -1.4141795405382906e-06,
-    1.85542183906401e-07))
-
-_FITS = {64: (_A64, _B64, _C64, 27.3), 32: (_A32, _B32, _C32, 10.5)}
-
-
-def _poly(fit, v):
-    c, h, p = fit
-    u = v - c
-    u *= 1.0 / h
-    r = np.full_like(u, p[-1])
-    for cf in p[-2::-1]:
-        r *= u
-        r += cf
-    return r
-
-
 def _erfc_positive(ax, fits, split):
     """erfc on ``0.5 <= ax``, ax finite and below the underflow bound; float64."""
     _, fit_b, fit_c, _ = fits
