@@ -285,7 +285,7 @@ class CeluInplace(Celu):
 
 class Threshold(Primitive):
     """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN); the gradient passes
-    where ``x > threshold`` (``F.threshold``)."""
+    wherever ``x <= threshold`` is false, NaN included (``F.threshold``)."""
     save_inputs = (0,)
 
     def forward(self, x, threshold, value):
