@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make, _mode_active
+from ember._tensor import Tensor, _make, _mode_active, _mode_stack
 from ember.autograd.node import Primitive
 from ember.autograd.node_names import node_name
 from ember.backend import array_module
@@ -673,9 +673,10 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     P, R = x1.shape[-2], x2.shape[-2]
     if p == 2 and (compute_mode == "use_mm_for_euclid_dist" or (
             compute_mode == "use_mm_for_euclid_dist_if_necessary" and (P > 25 or R > 25))):
-        if _mode_active[0]:
-            # under a capture or transform: broadcasting matmul, no sizes frozen into
-            # expand/view (a trace replays at other batch sizes)
+        if any(not getattr(_mode_stack[i], "observer", False) for i in range(_mode_active[0])):
+            # under a capture or transform (not the profiler, which only watches):
+            # broadcasting matmul, no sizes frozen into expand/view (a trace replays at
+            # other batch sizes)
             n1 = (x1 * x1).sum(-1, keepdim=True)
             n2 = (x2 * x2).sum(-1, keepdim=True)
             return (n1 - 2 * x1.matmul(x2.mT) + n2.mT).clamp_min(1e-30).sqrt()
