@@ -7,6 +7,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from test_numerics_opinfo import _to_ember  # the OpInfo sample conversion shared with it
+from test_opinfo import _flat
 from torch.testing._internal.common_methods_invocations import op_db
 
 import ember
@@ -24,25 +26,6 @@ DONE = {"linalg.det", "linalg.slogdet", "logdet", "linalg.inv", "linalg.inv_ex",
 # linalg.pinv's 'singular' variant calls its op through a wrapper of torch functions
 OPS = [o for o in op_db if o.name in DONE and o.variant_test_name != "singular"]
 SAMPLES = 48  # per op and dtype
-
-
-def _to_ember(x):
-    if isinstance(x, torch.Tensor):
-        return ember.tensor(x.detach().resolve_conj().numpy().copy(),
-                            requires_grad=x.requires_grad)
-    if isinstance(x, torch.dtype):
-        return getattr(ember, str(x).replace("torch.", ""))
-    if isinstance(x, (list, tuple)):
-        return type(x)(_to_ember(v) for v in x)
-    if isinstance(x, dict):
-        return {k: _to_ember(v) for k, v in x.items()}
-    return x
-
-
-def _flat(x):
-    if isinstance(x, (list, tuple)):
-        return [t for v in x for t in _flat(v)]
-    return [x]
 
 
 def _ember_op(name):
