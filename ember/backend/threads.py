@@ -18,6 +18,7 @@ The thread count starts from ``OMP_NUM_THREADS`` (as PyTorch's does), else
 agree), else the cores this process may run on. ``set_num_threads`` also sets the
 threads of NumPy's BLAS when threadpoolctl is installed (``pip install -e '.[fast]'``);
 without it only ember's own kernels follow it and BLAS keeps its environment's count.
+MKL's products (``ember[mkl]``, :mod:`ember.backend.gemm`) always follow it.
 """
 import contextlib
 import os
@@ -27,7 +28,7 @@ import threading
 import numpy as np
 
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
-           "contiguous", "single_blas"]
+           "contiguous", "single_blas", "add_blas", "remove_blas"]
 
 
 def _default_threads():
@@ -89,6 +90,31 @@ def _set_blas_threads(n):
     for lib in libs:
         lib.set_num_threads(n)
     _state["blas"] = n if libs else None
+    for lib in _own_blas:
+        lib.set_num_threads(n)
+
+
+# BLAS libraries ember loads itself (MKL, by ember.backend.gemm on its first product):
+# controllers with threadpoolctl's ``num_threads``/``set_num_threads``, given ember's
+# count whatever threadpoolctl finds
+_own_blas = []
+
+
+def add_blas(lib):
+    """Have ``lib`` (with ``num_threads`` and ``set_num_threads(n)``) follow
+    :func:`set_num_threads` and the one-thread sections below."""
+    if lib not in _own_blas:
+        _own_blas.append(lib)
+
+
+def remove_blas(lib):
+    """Undo :func:`add_blas`."""
+    if lib in _own_blas:
+        _own_blas.remove(lib)
+
+
+def _all_blas():
+    return _blas_libs() + tuple(_own_blas)
 
 
 def refresh_blas():
@@ -198,7 +224,7 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False):
         bounds = [0]
         for i in range(n):
             bounds.append(bounds[-1] + step + (i < extra))
-        saved = [(lib, lib.num_threads) for lib in _blas_libs()] if blas else ()
+        saved = [(lib, lib.num_threads) for lib in _all_blas()] if blas else ()
         for lib, k in saved:
             if k > 1:
                 lib.set_num_threads(1)
@@ -240,7 +266,7 @@ def single_blas(steps=2):
     if steps < 2 or _state["threads"] < 2 and _state["blas"] is not None:
         yield
         return
-    saved = [(lib, lib.num_threads) for lib in _blas_libs()]
+    saved = [(lib, lib.num_threads) for lib in _all_blas()]
     for lib, k in saved:
         if k > 1:
             lib.set_num_threads(1)

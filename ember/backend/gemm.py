@@ -1,0 +1,356 @@
+"""Matrix products on Intel MKL when ``ember[mkl]`` is installed; ``np.matmul`` otherwise.
+
+Every floating matrix product of ember's kernels (``matmul``/``mm``/``bmm``, the linear
+layer, convolution's column products, the recurrent layers' gate products, attention)
+goes through :func:`matmul`. NumPy's BLAS (OpenBLAS) takes 1.1-1.6x MKL's time on the
+medium products of training steps; MKL (the BLAS PyTorch uses on CPU) pays a few
+microseconds more per call through ctypes, so only products of at least
+:data:`THRESHOLD` floating operations (``2*m*n*k`` over the batch) go to it: below that
+``np.matmul`` is faster (the crossover, measured by ``benchmarks/gemm.py``).
+
+What goes to MKL: float32 or float64 operands of one dtype (native byte order,
+aligned), each matrix either row-major or the transpose of a row-major one with any
+leading dimension (a transposed or row-sliced operand is passed with a transpose flag
+and its leading dimension, never copied), batch dims that broadcast and collapse to one
+stride per operand (``cblas_?gemm_batch_strided``), and a C-ordered ``out`` that does
+not overlap the operands. Everything else -- other dtypes, 1-D operands, other strides,
+CuPy arrays -- runs ``np.matmul`` exactly as without MKL.
+
+Loading is lazy: ``import ember`` never loads MKL; the first product large enough does.
+The environment variable ``EMBER_MKL`` chooses: ``0`` never uses MKL, ``1`` requires it
+(a product raises an error naming the extra when libmkl_rt cannot be loaded), unset uses
+it when the ``mkl`` package is installed. MKL's thread count follows
+``ember.set_num_threads`` (:mod:`ember.backend.threads`).
+"""
+import os
+import sys
+
+import numpy as np
+
+from ember.backend import threads as _threads
+
+__all__ = ["matmul", "THRESHOLD", "mkl_available", "library_path"]
+
+# floating operations (2*m*n*k, summed over the batch) from which MKL is faster than
+# NumPy's OpenBLAS on a Sapphire-Rapids core at one thread, ctypes call included
+# (benchmarks/gemm.py --sweep measures it)
+THRESHOLD = 1 << 20
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_INT_MAX = (1 << 31) - 1  # MKL's LP64 interface: 32-bit sizes and leading dimensions
+
+# None: not tried yet; False: not used (disabled, absent or failed); else the _Mkl
+_lib = [None]
+_EXTRA = "pip install 'ember[mkl]'"
+
+
+def _mode():
+    v = os.environ.get("EMBER_MKL", "").strip().lower()
+    if v in ("0", "off", "false", "no"):
+        return "off"
+    if v in ("1", "on", "true", "yes"):
+        return "on"
+    return "auto"
+
+
+def library_path():
+    """The path of the ``mkl`` package's ``libmkl_rt``, or None when it is not installed."""
+    try:
+        from importlib import metadata
+        dist = metadata.distribution("mkl")
+    except Exception:  # PackageNotFoundError, or broken metadata: not installed for us
+        return None
+    for f in dist.files or ():
+        name = f.name
+        if name.startswith("libmkl_rt.so") or name.startswith("libmkl_rt.") and \
+                name.endswith(".dylib") or name.startswith("mkl_rt") and name.endswith(".dll"):
+            path = os.path.abspath(str(dist.locate_file(f)))
+            if os.path.exists(path):
+                return path
+    return None
+
+
+class _Mkl:
+    """The ctypes handle of libmkl_rt: the four product routines and thread control."""
+
+    def __init__(self, path):
+        import ctypes
+        lib = ctypes.CDLL(path)
+        i, p = ctypes.c_int, ctypes.c_void_p
+        # the 32-bit-integer interface whatever MKL_INTERFACE_LAYER says (0 = LP64)
+        if lib.MKL_Set_Interface_Layer(0) != 0:
+            raise OSError("libmkl_rt refused its LP64 interface")
+        if "MKL_THREADING_LAYER" not in os.environ:
+            lib.MKL_Set_Threading_Layer(0)  # Intel OpenMP, shipped with the wheel
+        self.gemm, self.batch = {}, {}
+        for dt, ch, real in ((np.dtype(np.float32), "s", ctypes.c_float),
+                             (np.dtype(np.float64), "d", ctypes.c_double)):
+            f = getattr(lib, f"cblas_{ch}gemm")
+            f.argtypes = [i] * 6 + [real, p, i, p, i, real, p, i]
+            f.restype = None
+            g = getattr(lib, f"cblas_{ch}gemm_batch_strided")
+            g.argtypes = [i] * 6 + [real, p, i, i, p, i, i, real, p, i, i, i]
+            g.restype = None
+            self.gemm[dt], self.batch[dt] = f, g
+        lib.MKL_Set_Num_Threads.argtypes = [i]
+        lib.MKL_Get_Max_Threads.restype = i
+        self.lib = lib
+        self.path = path
+        self.ptr = _pointer_reader(ctypes)
+
+    @property
+    def num_threads(self):
+        return self.lib.MKL_Get_Max_Threads()
+
+    def set_num_threads(self, n):
+        self.lib.MKL_Set_Num_Threads(int(n))
+
+
+def _pointer_reader(ctypes):
+    """A fast ``x.ctypes.data``: ``x.ctypes`` builds an object per call (about 3 us, as
+    long as a small product); in CPython an ndarray's data pointer is the field right
+    after the object header, read here directly once a check on a few arrays agrees."""
+    slow = lambda x: x.ctypes.data
+    if sys.implementation.name != "cpython":
+        return slow
+    at = ctypes.c_void_p.from_address
+    off = object.__basicsize__
+    fast = lambda x: at(id(x) + off).value or 0
+    probe = np.arange(24.0).reshape(4, 6)
+    for x in (probe, probe[1:, 2:], probe.T, probe[::2, 1::3], np.empty(0)):
+        if fast(x) != x.ctypes.data:
+            return slow
+    return fast
+
+
+def _load():
+    """Load MKL on the first product that could use it; False when it is not used."""
+    mode = _mode()
+    if mode == "off":
+        _lib[0] = False
+        return False
+    path = library_path()
+    if path is None:
+        if mode == "on":
+            raise RuntimeError("EMBER_MKL=1 asks for MKL's matrix products, but the mkl "
+                               f"package is not installed: {_EXTRA}")
+        _lib[0] = False
+        return False
+    try:
+        mkl = _Mkl(path)
+    except (OSError, AttributeError) as err:
+        msg = (f"MKL's matrix products are unavailable: libmkl_rt ({path}) could not be "
+               f"loaded ({err}); reinstall the extra ({_EXTRA}) or set EMBER_MKL=0")
+        if mode == "on":
+            raise RuntimeError(msg) from err
+        import warnings
+        warnings.warn(msg + ". Using NumPy's matmul.", RuntimeWarning, stacklevel=3)
+        _lib[0] = False
+        return False
+    mkl.set_num_threads(_threads.get_num_threads())
+    _threads.add_blas(mkl)
+    _lib[0] = mkl
+    return mkl
+
+
+def mkl_available():
+    """True when products of at least :data:`THRESHOLD` operations run on MKL (loads it)."""
+    lib = _lib[0]
+    if lib is None:
+        lib = _load()
+    return lib is not False
+
+
+def _reset():
+    """Forget the loaded state so that the next product looks again (for tests)."""
+    lib = _lib[0]
+    if lib:
+        _threads.remove_blas(lib)
+    _lib[0] = None
+
+
+def _layout(strides, rows, cols, isz):
+    """(transpose flag, leading dimension) of a rows x cols matrix with these byte
+    strides as BLAS takes it in row-major order, or None when it cannot."""
+    s0, s1 = strides
+    if cols == 1:
+        s1 = isz
+    if rows == 1:  # any row stride will do: the one each case below accepts
+        s0 = max(cols, 1) * isz if s1 == isz else isz
+    if s1 == isz and s0 % isz == 0 and s0 >= max(cols, 1) * isz:
+        ld = s0 // isz
+        return (_NO_TRANS, ld) if ld <= _INT_MAX else None
+    if s0 == isz and s1 % isz == 0 and s1 >= max(rows, 1) * isz:
+        ld = s1 // isz
+        return (_TRANS, ld) if ld <= _INT_MAX else None
+    return None
+
+
+def _batch_stride(shape, strides, isz):
+    """The one element stride that walks all of a batch's (broadcast) dims in C order, or
+    None when they do not collapse to one."""
+    stride = None
+    for size, st in zip(reversed(shape), reversed(strides)):
+        if stride is None:
+            stride, span = st, size
+        elif st != stride * span:
+            return None
+        else:
+            span *= size
+    if stride is None:
+        return 0
+    if stride < 0 or stride % isz:
+        return None
+    return stride // isz
+
+
+def matmul(a, b, out=None):
+    """``np.matmul(a, b)`` (into ``out`` when given), on MKL for float32/float64 products
+    of at least :data:`THRESHOLD` operations when ``ember[mkl]`` is installed."""
+    if _lib[0] is not False:
+        r = _mkl_matmul(a, b, out)
+        if r is not None:
+            return r
+    if out is None:
+        return np.matmul(a, b)
+    return np.matmul(a, b, out=out)
+
+
+def _mkl_matmul(a, b, out):
+    """The product on MKL, or None when it should run on NumPy (then nothing is written)."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray:
+        return None
+    dt = a.dtype
+    if dt != b.dtype or dt.char not in "fd" or not dt.isnative:
+        return None
+    sa, sb = a.shape, b.shape
+    if len(sa) < 2 or len(sb) < 2:
+        return None
+    m, k = sa[-2:]
+    k2, n = sb[-2:]
+    flops = 2 * m * n * k
+    if flops < THRESHOLD and len(sa) == 2 and len(sb) == 2 or k != k2:
+        return None
+    bsa, bsb = sa[:-2], sb[:-2]
+    if bsa == bsb:
+        batch = bsa
+    else:
+        try:
+            batch = np.broadcast_shapes(bsa, bsb)
+        except ValueError:
+            return None
+    nb = 1
+    for s in batch:
+        nb *= s
+    if flops * nb < THRESHOLD or max(m, n, k, nb) > _INT_MAX:
+        return None
+    if not (a.flags.aligned and b.flags.aligned):
+        return None
+    lib = _lib[0] or _load()
+    if lib is False:
+        return None
+    isz = dt.itemsize
+    if out is not None:
+        if type(out) is not np.ndarray or out.dtype != dt or \
+                out.shape != batch + (m, n) or not out.flags.aligned or \
+                not out.flags.writeable or np.may_share_memory(out, a) or \
+                np.may_share_memory(out, b):
+            return None
+    rows = la = None
+    if nb == 1:
+        rows, la = m, _layout(a.strides[-2:], m, k, isz)
+    elif not bsb:
+        # a stack of ``a`` times one matrix ``b`` is one taller product when ``a``'s
+        # rows walk with one stride (else the batched call below, ``b``'s stride 0)
+        la = _stacked_rows(a, k, isz)
+        rows = None if la is None else m * nb
+    if rows is not None:
+        lb = _layout(b.strides[-2:], k, n, isz)
+        if la is None or lb is None or rows > _INT_MAX:
+            return None
+        if out is None:
+            c, ldc = np.empty(batch + (m, n), dt), n
+        elif nb == 1:
+            c, ldc = out, _layout(out.strides[-2:], m, n, isz)
+            if ldc is None or ldc[0] != _NO_TRANS:
+                return None
+            ldc = ldc[1]
+        elif out.flags.c_contiguous:
+            c, ldc = out, n
+        else:
+            return None
+        ptr = lib.ptr
+        lib.gemm[dt](_ROW_MAJOR, la[0], lb[0], rows, n, k, 1.0, ptr(a), la[1],
+                     ptr(b), lb[1], 0.0, ptr(c), ldc)
+        return c
+    # a batch: each operand's batch dims broadcast to ``batch``; the trailing ones that
+    # every operand walks with one stride are one strided-batch call, any others a loop
+    la = _layout(a.strides[-2:], m, k, isz)
+    lb = _layout(b.strides[-2:], k, n, isz)
+    if la is None or lb is None or m * n > _INT_MAX:
+        return None
+    shape, ta = _broadcast_batch(a, batch)
+    tb = _broadcast_batch(b, batch)[1]
+    j = len(shape)
+    while j > 0 and _batch_stride(shape[j - 1:], ta[j - 1:], isz) is not None and \
+            _batch_stride(shape[j - 1:], tb[j - 1:], isz) is not None:
+        j -= 1
+    if j == len(shape):
+        return None
+    inner = 1
+    for size in shape[j:]:
+        inner *= size
+    stra = _batch_stride(shape[j:], ta[j:], isz)
+    strb = _batch_stride(shape[j:], tb[j:], isz)
+    if max(stra, strb) > _INT_MAX or j and flops * inner < THRESHOLD:
+        return None
+    if out is None:
+        c = np.empty(batch + (m, n), dt)
+    elif out.flags.c_contiguous:
+        c = out
+    else:
+        return None
+    ptr, call = lib.ptr, lib.batch[dt]
+    pa, pb, pc = ptr(a), ptr(b), ptr(c)
+    if not j:
+        call(_ROW_MAJOR, la[0], lb[0], m, n, k, 1.0, pa, la[1], stra,
+             pb, lb[1], strb, 0.0, pc, n, m * n, inner)
+        return c
+    step_c = inner * m * n * isz
+    for t, idx in enumerate(np.ndindex(*shape[:j])):
+        oa = ob = 0
+        for i, t_a, t_b in zip(idx, ta, tb):
+            oa += i * t_a
+            ob += i * t_b
+        call(_ROW_MAJOR, la[0], lb[0], m, n, k, 1.0, pa + oa, la[1], stra,
+             pb + ob, lb[1], strb, 0.0, pc + t * step_c, n, m * n, inner)
+    return c
+
+
+def _stacked_rows(a, k, isz):
+    """(no transpose, leading dimension) when ``a``'s batch and row dims walk as one row
+    dim of unit-stride rows, so that ``a @ b`` for a matrix ``b`` is one (batch * m, k)
+    product; else None."""
+    if k != 1 and a.strides[-1] != isz:
+        return None
+    sh, st = a.shape[:-1], a.strides[:-1]
+    row = _batch_stride([s for s in sh if s != 1],
+                        [t for s, t in zip(sh, st) if s != 1], isz)
+    if row is None or row < max(k, 1) or row > _INT_MAX:
+        return None
+    return _NO_TRANS, row
+
+
+def _broadcast_batch(x, batch):
+    """``x``'s batch (shape, byte strides) broadcast to ``batch``, size-1 dims dropped."""
+    nd = len(batch)
+    xs, xt = x.shape[:-2], x.strides[:-2]
+    pad = nd - len(xs)
+    shape, strides = [], []
+    for i, size in enumerate(batch):
+        if size == 1:
+            continue
+        j = i - pad
+        shape.append(size)
+        strides.append(0 if j < 0 or xs[j] == 1 else xt[j])
+    return shape, strides
