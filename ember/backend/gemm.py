@@ -205,14 +205,16 @@ def _batch_stride(shape, strides, isz):
 
 
 def matmul(a, b, out=None):
-    """``np.matmul(a, b)`` (into ``out`` when given), on MKL for float32/float64 products
-    of at least :data:`THRESHOLD` operations when ``ember[mkl]`` is installed."""
+    """``a @ b`` (``np.matmul``, into ``out`` when given), on MKL for NumPy float32/float64
+    products of at least :data:`THRESHOLD` operations when ``ember[mkl]`` is installed.
+
+    Anything else -- a Tensor, a CuPy array, another dtype -- is ``a @ b`` as before."""
     if _lib[0] is not False:
         r = _mkl_matmul(a, b, out)
         if r is not None:
             return r
     if out is None:
-        return np.matmul(a, b)
+        return a @ b  # np.matmul for arrays; Tensors and CuPy arrays take their own
     return np.matmul(a, b, out=out)
 
 

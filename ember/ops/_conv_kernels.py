@@ -9,6 +9,7 @@ docs/performance.md.
 import itertools
 
 from ember.backend import array_module
+from ember.backend import gemm as _gemm
 from ember.backend.threads import contiguous, parallel_rows
 
 
@@ -281,7 +282,8 @@ def _col2im_last(y, w, g):
     n, f = y.shape[:2]
     G, cg, kp, o = g.G, w.shape[1], _prod(g.K), _prod(g.O)
     yt = contiguous(xm.moveaxis(y.reshape(n, f, o), 0, -1), xm)
-    col = w.reshape(G, f // G, cg * kp).transpose(0, 2, 1) @ yt.reshape(G, f // G, o * n)
+    col = _gemm.matmul(w.reshape(G, f // G, cg * kp).transpose(0, 2, 1),
+                       yt.reshape(G, f // G, o * n))
     col = col.reshape((G * cg,) + tuple(g.K) + tuple(g.O) + (n,))
     padded = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
     buf = xm.zeros((G * cg,) + padded + (n,), dtype=y.dtype)
@@ -306,9 +308,9 @@ def _col2im_span(y, w, g):
     ys = sp.embed(y)  # N, F, L
     wm = w.reshape(G, f // G, cg * kp)
     if G == 1:
-        col = wm[0].T @ ys
+        col = _gemm.matmul(wm[0].T, ys)
     else:
-        col = wm.transpose(0, 2, 1) @ ys.reshape(n, G, f // G, sp.L)
+        col = _gemm.matmul(wm.transpose(0, 2, 1), ys.reshape(n, G, f // G, sp.L))
     col = col.reshape(n, G * cg, kp, sp.L)
     buf = xm.zeros((n, G * cg, sp.plane), dtype=y.dtype)
     for k, (_, off) in enumerate(sp.offs):
@@ -411,7 +413,7 @@ def _dw_weight(x, y, g):
         ys = sp.embed(yv)  # N, C, m, L
         xpf = sp.plane_of(x, g)[..., None]  # N, C, plane, 1
         for kk, off in sp.offs:
-            out[(Ellipsis,) + kk] = (ys @ xpf[:, :, off:off + sp.L]).sum(0)[..., 0]
+            out[(Ellipsis,) + kk] = _gemm.matmul(ys, xpf[:, :, off:off + sp.L]).sum(0)[..., 0]
         return out.reshape((f, 1) + tuple(g.K))
     xp = pad_array(x, g.lo, g.hi)
     letters = "xyz"[:g.nd]
@@ -437,9 +439,9 @@ def _conv_arrays(x, w, g):
         # intra-op threads with the same per-sample products
         col = im2col(x[lo:hi], g)  # n, C*K, O
         if G == 1:
-            xm.matmul(wm, col, out=out[lo:hi])  # n, F, O: no transposes
+            _gemm.matmul(wm, col, out=out[lo:hi])  # n, F, O: no transposes
         else:
             col = col.reshape(hi - lo, G, c // G * _prod(g.K), -1)
-            xm.matmul(wm, col, out=out[lo:hi].reshape(hi - lo, G, f // G, o))
+            _gemm.matmul(wm, col, out=out[lo:hi].reshape(hi - lo, G, f // G, o))
     parallel_rows(block, n, out.size * w[0].size, xm, blas=True)
     return out.reshape((n, f) + tuple(g.O))

@@ -15,6 +15,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import gemm as _gemm
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch_nn
 
@@ -73,20 +74,20 @@ def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None):
     out = out or [None] * 4
     gq = gk = gv = gb = None
     if want[2]:
-        gv = np.matmul((a if dm is None else a * dm).swapaxes(-1, -2), g, out=out[2])
+        gv = _gemm.matmul((a if dm is None else a * dm).swapaxes(-1, -2), g, out=out[2])
     if not (want[0] or want[1] or want[3]):
         return gq, gk, gv, gb
-    gs = np.matmul(g, v.swapaxes(-1, -2), out=out[3])      # d loss / d weights
+    gs = _gemm.matmul(g, v.swapaxes(-1, -2), out=out[3])      # d loss / d weights
     if dm is not None:
         gs *= dm
     # softmax backward: a * (gs - sum(gs * a)), in place on gs
     gs -= np.einsum("...ij,...ij->...i", gs, a)[..., None]
     gs *= a
     if want[0]:
-        gq = np.matmul(gs, k, out=out[0])
+        gq = _gemm.matmul(gs, k, out=out[0])
         gq *= scale
     if want[1]:
-        gk = np.matmul(gs.swapaxes(-1, -2), q, out=out[1])
+        gk = _gemm.matmul(gs.swapaxes(-1, -2), q, out=out[1])
         gk *= scale
     if want[3]:
         gb = gs
@@ -113,7 +114,7 @@ class ScaledDotProductAttention(Primitive):
                                                            dmask.shape == shape):
             a = self._weights(q, k, bias)
             self.a = a
-            return np.matmul(a if dmask is None else a * dmask, v)
+            return _gemm.matmul(a if dmask is None else a * dmask, v)
         # every (batch, head) is independent: blocks of the batch on the intra-op threads
         a = np.empty(shape, q.dtype)
         out = np.empty(q.shape[:-1] + v.shape[-1:], q.dtype)
@@ -122,13 +123,13 @@ class ScaledDotProductAttention(Primitive):
             ab = self._weights(q[lo:hi], k[lo:hi], _rows_of(bias, lo, hi, q.ndim), a[lo:hi])
             if dmask is not None:
                 ab = ab * dmask[lo:hi]
-            np.matmul(ab, v[lo:hi], out=out[lo:hi])
+            _gemm.matmul(ab, v[lo:hi], out=out[lo:hi])
         parallel_rows(run, lead, 2 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
         self.a = a
         return out
 
     def _weights(self, q, k, bias, out=None):
-        s = np.matmul(q, k.swapaxes(-1, -2), out=out)
+        s = _gemm.matmul(q, k.swapaxes(-1, -2), out=out)
         if self.scale != 1:
             s *= self.scale
         if bias is not None:
@@ -207,18 +208,18 @@ class ScaledDotProductAttention(Primitive):
         g = grads[0]
         gq = gk = gv = gb = None
         if ev:
-            gv = np.matmul((a if dm is None else a * dm).swapaxes(-1, -2), g)
+            gv = _gemm.matmul((a if dm is None else a * dm).swapaxes(-1, -2), g)
         if eq or ek or eb:
-            gs = np.matmul(g, v.swapaxes(-1, -2))
+            gs = _gemm.matmul(g, v.swapaxes(-1, -2))
             if dm is not None:
                 gs *= dm
             gs -= np.einsum("...ij,...ij->...i", gs, a)[..., None]
             gs *= a
             if eq:
-                gq = np.matmul(gs, k)
+                gq = _gemm.matmul(gs, k)
                 gq *= scale
             if ek:
-                gk = np.matmul(gs.swapaxes(-1, -2), q)
+                gk = _gemm.matmul(gs.swapaxes(-1, -2), q)
                 gk *= scale
             if eb:
                 gb = gs

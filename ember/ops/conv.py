@@ -22,6 +22,7 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
 from ember.backend.threads import contiguous, parallel_rows
 from ember.ops import _batch, _batch_nn, _jvp
@@ -130,9 +131,10 @@ class ConvInput(Primitive):
             out = _col2im_last(y, w, g)
         else:
             if G == 1:
-                col = wm[0].T @ y.reshape(n, f, o)  # N, C*K, O
+                col = _gemm.matmul(wm[0].T, y.reshape(n, f, o))  # N, C*K, O
             else:
-                col = wm.transpose(0, 2, 1) @ y.reshape(n, G, f // G, o)  # N, G, Cg*K, O
+                col = _gemm.matmul(wm.transpose(0, 2, 1),
+                                   y.reshape(n, G, f // G, o))  # N, G, Cg*K, O
             col = col.reshape((n, cg * G) + tuple(g.K) + tuple(g.O))
             out = col.reshape((n, cg * G) + tuple(g.S)) if path == "gemm" else col2im(col, g)
         if b is not None:
@@ -177,8 +179,8 @@ class ConvWeight(Primitive):
 
             def block(lo, hi):
                 col = im2col(x[lo:hi], g).reshape(hi - lo, G, ck, o)
-                xm.matmul(y[lo:hi].reshape(hi - lo, G, f // G, o), col.swapaxes(-1, -2),
-                          out=per[lo:hi])
+                _gemm.matmul(y[lo:hi].reshape(hi - lo, G, f // G, o), col.swapaxes(-1, -2),
+                             out=per[lo:hi])
             parallel_rows(block, n, per.size * o, xm, blas=True)
             out = per.sum(0)
         else:
@@ -186,7 +188,8 @@ class ConvWeight(Primitive):
             # left operand (the faster orientation for OpenBLAS)
             col = im2col_rows(x, g).reshape(G, ck, n * o)
             rows = contiguous(xm.moveaxis(y.reshape(n, G, f // G, o), 0, 2), xm)
-            out = (col @ rows.reshape(G, f // G, n * o).swapaxes(-1, -2)).swapaxes(-1, -2)
+            out = _gemm.matmul(col, rows.reshape(G, f // G, n * o).swapaxes(-1, -2))
+            out = out.swapaxes(-1, -2)
         return out.reshape((f, c // G) + tuple(g.K))
 
     def backward(self, gw):

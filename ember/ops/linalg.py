@@ -12,6 +12,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_stack
 from ember.autograd.node import Primitive
 from ember.autograd.node_names import node_name
 from ember.backend import array_module
+from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _batch_nn, _jvp
 from ember.ops import matmul_graph as _mg
@@ -118,7 +119,7 @@ class MatMul(Primitive):
         if a.dtype.kind == "V":
             # bfloat16: products accumulated in float32 and rounded once, as PyTorch's
             return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
-        return np.matmul(a, b)
+        return _gemm.matmul(a, b)
 
     def backward(self, gy):
         a, b = self.saved_tensors

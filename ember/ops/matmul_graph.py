@@ -32,6 +32,7 @@ import numpy as np
 from ember._tensor import _make, _mode_active, _mode_stack
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
+from ember.backend import gemm as _gemm
 from ember.ops import _jvp
 from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, _try_view
 from ember.ops.shape import t as _t
@@ -61,7 +62,7 @@ class Addmm(Primitive):
     save_inputs = (1, 2)
 
     def forward(self, b, x, wt):
-        out = np.matmul(x, wt)
+        out = _gemm.matmul(x, wt)
         out += b
         # a bias of another shape broadcast to (n, m) (torch's addmm takes any)
         self.bshape = None if b.shape == out.shape[1:] else b.shape
@@ -79,8 +80,8 @@ class Addmm(Primitive):
             g = gy._data
             return (_make(g.sum(0)) if eb is not None and self.bshape is None else
                     self._bias_grad(gy) if eb is not None else None,
-                    _make(np.matmul(g, wt._data.T)) if ex is not None else None,
-                    self._mat2_grad(ew, np.matmul(g.T, x._data)))
+                    _make(_gemm.matmul(g, wt._data.T)) if ex is not None else None,
+                    self._mat2_grad(ew, _gemm.matmul(g.T, x._data)))
         return (self._bias_grad(gy) if eb is not None else None,
                 gy.matmul(wt.mT) if ex is not None else None,
                 gy.mT.matmul(x).mT if ew is not None else None)

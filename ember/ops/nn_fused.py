@@ -18,6 +18,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import gemm as _gemm
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _batch_nn
 from ember.ops.unary import Relu, _relu_array, _relu_grad, _relu_grad_array
@@ -36,11 +37,11 @@ class _Linear(Primitive):
 
     def forward(self, x, w, b):
         if x.ndim == 2:
-            out = np.matmul(x, w.T)
+            out = _gemm.matmul(x, w.T)
             if b is not None:
                 out += b
             return out
-        out = np.matmul(x.reshape(-1, x.shape[-1]), w.T)
+        out = _gemm.matmul(x.reshape(-1, x.shape[-1]), w.T)
         if b is not None:
             out += b
         return out.reshape(*x.shape[:-1], w.shape[0])
@@ -74,12 +75,12 @@ class _Linear(Primitive):
             g = g.reshape(-1, g.shape[-1])
         gx = gw = gb = None
         if ex is not None:
-            gx = np.matmul(g, w)
+            gx = _gemm.matmul(g, w)
             gx = _make(gx.reshape(x.shape) if flat else gx)
         if ew is not None:
             # (out, in) straight from BLAS: a fresh C-ordered array the engine can hand
             # to .grad without a copy
-            gw = _make(np.matmul(g.T, x.reshape(-1, x.shape[-1]) if flat else x))
+            gw = _make(_gemm.matmul(g.T, x.reshape(-1, x.shape[-1]) if flat else x))
         if eb is not None:
             gb = _make(g.sum(0))
         return gx, gw, gb
@@ -105,14 +106,14 @@ class _Linear(Primitive):
         gx = gw = gb = None
         if e[0] is not None:
             if out is None:
-                gx = np.matmul(g2, w)
+                gx = _gemm.matmul(g2, w)
                 if flat:
                     gx = gx.reshape(x.shape)
             else:
                 gx = out(0, x.shape, np.result_type(g.dtype, w.dtype))
-                np.matmul(g2, w, out=gx.reshape(-1, w.shape[1]) if flat else gx)
+                _gemm.matmul(g2, w, out=gx.reshape(-1, w.shape[1]) if flat else gx)
         if e[1] is not None:
-            gw = np.matmul(g2.T, x.reshape(-1, x.shape[-1]) if flat else x)
+            gw = _gemm.matmul(g2.T, x.reshape(-1, x.shape[-1]) if flat else x)
         if len(e) > 2 and e[2] is not None:
             gb = g2.sum(0)
         return [gx, gw, gb]
@@ -123,9 +124,9 @@ class _Linear(Primitive):
         n = w.shape[0]
         y = out(0, x.shape[:-1] + (n,), np.result_type(x.dtype, w.dtype))
         if x.ndim == 2:
-            np.matmul(x, w.T, out=y)
+            _gemm.matmul(x, w.T, out=y)
         else:
-            np.matmul(x.reshape(-1, x.shape[-1]), w.T, out=y.reshape(-1, n))
+            _gemm.matmul(x.reshape(-1, x.shape[-1]), w.T, out=y.reshape(-1, n))
         if b is not None:
             y += b
         return y

@@ -34,11 +34,15 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import gemm as _gemm
 from ember.backend.threads import refresh_blas, single_blas
 from ember.ops import _jvp
 from ember.ops.unary import _relu_grad_array
 
 __all__ = []
+
+# every product: arrays go to ember's GEMM (MKL when installed), Tensors to their matmul
+_mm = _gemm.matmul
 
 
 # ----- the two namespaces the layer math runs on ----------------------------------------
@@ -122,7 +126,7 @@ class _RNNCellMath:
 
     @classmethod
     def step(cls, m, gx, h, c, w_hhT, b_hh, w_hrT):
-        pre = gx + h @ w_hhT
+        pre = gx + _mm(h, w_hhT)
         h2 = m.relu(pre) if cls.relu else m.tanh(pre)
         return h2, None, (h2, h)
 
@@ -130,7 +134,7 @@ class _RNNCellMath:
     def step_backward(cls, m, dh, dc, acts, w_hh, w_hr):
         h2, hp = acts
         dpre = dh * (h2 > 0) if cls.relu else dh * (1 - h2 * h2)
-        return dpre, None, dpre @ w_hh, None
+        return dpre, None, _mm(dpre, w_hh), None
 
 
 class _ReLUCellMath(_RNNCellMath):
@@ -146,14 +150,14 @@ class _LSTMCellMath:
 
     @staticmethod
     def step(m, gx, h, c, w_hhT, b_hh, w_hrT):
-        g = gx + h @ w_hhT
+        g = gx + _mm(h, w_hhT)
         H = c.shape[1]
         s = m.sigmoid(g)
         gg = m.tanh(g[:, 2 * H:3 * H])
         c2 = s[:, H:2 * H] * c + s[:, :H] * gg
         tc = m.tanh(c2)
         mm = s[:, 3 * H:] * tc
-        h2 = mm if w_hrT is None else mm @ w_hrT
+        h2 = mm if w_hrT is None else _mm(mm, w_hrT)
         return h2, c2, (s, gg, tc, c, h, mm)
 
     @staticmethod
@@ -161,11 +165,11 @@ class _LSTMCellMath:
         s, gg, tc, cp, hp, mm = acts
         H = cp.shape[1]
         i, f, o = s[:, :H], s[:, H:2 * H], s[:, 3 * H:]
-        dm = dh if w_hr is None else dh @ w_hr
+        dm = dh if w_hr is None else _mm(dh, w_hr)
         dct = dm * o * (1 - tc * tc) + dc
         dpre = m.cat([dct * gg * i * (1 - i), dct * cp * f * (1 - f),
                       dct * i * (1 - gg * gg), dm * tc * o * (1 - o)], 1)
-        return dpre, None, dpre @ w_hh, dct * f
+        return dpre, None, _mm(dpre, w_hh), dct * f
 
 
 class _GRUCellMath:
@@ -180,7 +184,7 @@ class _GRUCellMath:
 
     @staticmethod
     def step(m, gx, h, c, w_hhT, b_hh, w_hrT):
-        gh = h @ w_hhT
+        gh = _mm(h, w_hhT)
         if b_hh is not None:
             gh = gh + b_hh
         H = h.shape[1]
@@ -198,7 +202,7 @@ class _GRUCellMath:
         dnp = dh * (1 - z) * (1 - n * n)
         drz = m.cat([dnp * nh, dh * (hp - n)], 1) * rz * (1 - rz)
         dgh = m.cat([drz, dnp * r], 1)
-        return m.cat([drz, dnp], 1), dgh, dh * z + dgh @ w_hh, None
+        return m.cat([drz, dnp], 1), dgh, dh * z + _mm(dgh, w_hh), None
 
 
 # ----- a layer: all steps of one direction ----------------------------------------------
@@ -245,22 +249,22 @@ def _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts):
 def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None):
     """Gradients of x, w_ih, w_hh, b_ih, b_hh, w_hr from the gate gradients of all steps
     (``dG`` on the input side, ``dGh`` on the recurrent side)."""
-    dx = dG @ w_ih if needs[0] else None
-    dw_ih = dG.T @ x if needs[3] else None
-    dw_hh = dGh.T @ hp if needs[4] else None
+    dx = _mm(dG, w_ih) if needs[0] else None
+    dw_ih = _mm(dG.T, x) if needs[3] else None
+    dw_hh = _mm(dGh.T, hp) if needs[4] else None
     db_ih = dG.sum(0) if needs[5] else None
     db_hh = None
     if needs[6]:
         # two leaves must not share one gradient array: a copy, not the same sum
         db_hh = dGh.sum(0) if dGh is not dG or db_ih is None else db_ih * 1
-    dw_hr = dhs.T @ mm if dhs is not None and needs[7] else None
+    dw_hr = _mm(dhs.T, mm) if dhs is not None and needs[7] else None
     return dx, dw_ih, dw_hh, db_ih, db_hh, dw_hr
 
 
 def _layer_forward(m, cell, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     """Run one direction over packed ``x`` (N, I); returns (y, h_n, c_n, acts)."""
     T = len(bs)
-    gx = x @ m.t(w_ih, T)
+    gx = _mm(x, m.t(w_ih, T))
     bias = cell.input_bias(b_ih, b_hh)
     if bias is not None:
         gx = gx + bias
@@ -339,7 +343,7 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     """``_layer_forward`` for the LSTM on arrays, writing into whole-sequence buffers:
     S (gate activations i, f, g, o), TC (tanh c), Cp/Hp (each row's previous state),
     M (o * tanh c) and Y."""
-    S = x @ xp.ascontiguousarray(w_ih.T)
+    S = _mm(x, xp.ascontiguousarray(w_ih.T))
     bias = _RNNCellMath.input_bias(b_ih, b_hh)
     if bias is not None:
         S += bias
@@ -364,13 +368,13 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
             h, c = _enter(_NP_MATH if xp is np else _ArrayMath(xp), h, c, h0, c0, n, done)
             sl = slice(o, o + n)
             if fused is not None:
-                fused.forward_step(S, h @ w_hhT, h, c, C, TC, Cp, Hp, M, o)
+                fused.forward_step(S, _mm(h, w_hhT), h, c, C, TC, Cp, Hp, M, o)
                 if w_hr is not None:
-                    xp.matmul(M[sl], w_hrT, out=Y[sl])
+                    _mm(M[sl], w_hrT, out=Y[sl])
                 c, h = C[sl], Y[sl]
                 continue
             g = S[sl]
-            g += h @ w_hhT
+            g += _mm(h, w_hhT)
             Hp[sl] = h
             Cp[sl] = c
             gq = g[:, 2 * H:3 * H]
@@ -388,7 +392,7 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
             xp.tanh(c, out=tc)
             xp.multiply(g[:, 3 * H:], tc, out=M[sl])
             if w_hr is not None:
-                xp.matmul(M[sl], w_hrT, out=Y[sl])
+                _mm(M[sl], w_hrT, out=Y[sl])
             h = Y[sl]
     hn, cn = _final(_NP_MATH if xp is np else _ArrayMath(xp), h, c, done)
     return Y, hn, cn, (S, TC, Cp, Hp, M)
@@ -418,15 +422,15 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
                 if dhs is not None:
                     dh = dh + gy[sl]
                     dhs[sl] = dh
-                    dh = dh @ w_hr
+                    dh = _mm(dh, w_hr)
                 dc_prev = xp.empty((n, H), S.dtype)
                 fused.backward_step(dG, S, TC, Cp, dh, gy, dhs is None, dc, dc_prev, o)
-                dh, dc = dG[sl] @ w_hh, dc_prev
+                dh, dc = _mm(dG[sl], w_hh), dc_prev
                 continue
             dh = dh + gy[sl]
             if dhs is not None:
                 dhs[sl] = dh
-                dh = dh @ w_hr
+                dh = _mm(dh, w_hr)
             s, tc, d = S[sl], TC[sl], dG[sl]
             dct = tc * tc
             xp.subtract(1, dct, out=dct)
@@ -443,7 +447,7 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
             xp.multiply(s[:, 2 * H:3 * H], s[:, 2 * H:3 * H], out=dq)
             xp.subtract(1, dq, out=dq)
             d *= der
-            dh = d @ w_hh
+            dh = _mm(d, w_hh)
             dc = dct * s[:, H:2 * H]
     dh0 = m.cat([dh] + h_parts[::-1])
     dc0 = m.cat([dc] + c_parts[::-1])
@@ -536,13 +540,13 @@ class _Layer(Primitive):
             dpre *= dh
         res = [None] * 8
         if needs[0]:
-            res[0] = dpre @ w_ih
+            res[0] = _mm(dpre, w_ih)
         if needs[1]:
-            res[1] = dpre @ w_hh
+            res[1] = _mm(dpre, w_hh)
         if needs[3]:
-            res[3] = dpre.T @ x
+            res[3] = _mm(dpre.T, x)
         if needs[4]:
-            res[4] = dpre.T @ hp
+            res[4] = _mm(dpre.T, hp)
         if needs[5] or needs[6]:
             db = dpre.sum(0)
             res[5] = db if needs[5] else None
