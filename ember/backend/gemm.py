@@ -4,9 +4,10 @@ Every floating matrix product of ember's kernels (``matmul``/``mm``/``bmm``, the
 layer, convolution's column products, the recurrent layers' gate products, attention)
 goes through :func:`matmul`. NumPy's BLAS (OpenBLAS) takes 1.1-1.6x MKL's time on the
 medium products of training steps; MKL (the BLAS PyTorch uses on CPU) pays a few
-microseconds more per call through ctypes, so only products of at least
-:data:`THRESHOLD` floating operations (``2*m*n*k`` over the batch) go to it: below that
-``np.matmul`` is faster (the crossover, measured by ``benchmarks/gemm.py``).
+microseconds more per call through ctypes and is slower on small matrices, so only
+products of at least :data:`THRESHOLD` floating operations (``2*m*n*k``, for each matrix
+of a batch) go to it: below that ``np.matmul`` is faster (the crossover, measured by
+``benchmarks/gemm.py --sweep``).
 
 What goes to MKL: float32 or float64 operands of one dtype (native byte order,
 aligned), each matrix either row-major or the transpose of a row-major one with any
@@ -22,6 +23,7 @@ The environment variable ``EMBER_MKL`` chooses: ``0`` never uses MKL, ``1`` requ
 it when the ``mkl`` package is installed. MKL's thread count follows
 ``ember.set_num_threads`` (:mod:`ember.backend.threads`).
 """
+import contextlib
 import os
 import sys
 
@@ -29,12 +31,13 @@ import numpy as np
 
 from ember.backend import threads as _threads
 
-__all__ = ["matmul", "THRESHOLD", "mkl_available", "library_path"]
+__all__ = ["matmul", "THRESHOLD", "mkl_available", "library_path", "numpy_only"]
 
-# floating operations (2*m*n*k, summed over the batch) from which MKL is faster than
-# NumPy's OpenBLAS on a Sapphire-Rapids core at one thread, ctypes call included
-# (benchmarks/gemm.py --sweep measures it)
-THRESHOLD = 1 << 20
+# floating operations (2*m*n*k) of one product from which MKL is faster than NumPy's
+# OpenBLAS on a Sapphire-Rapids core at one thread, the ctypes call (~5 us) included:
+# square products cross over at 3-4 MFLOP, 16- to 32-row ones by 2 MFLOP, and batches of
+# matrices under ~1 MFLOP each stay slower on MKL (benchmarks/gemm.py --sweep)
+THRESHOLD = 3 << 20
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _INT_MAX = (1 << 31) - 1  # MKL's LP64 interface: 32-bit sizes and leading dimensions
@@ -159,6 +162,18 @@ def mkl_available():
     if lib is None:
         lib = _load()
     return lib is not False
+
+
+@contextlib.contextmanager
+def numpy_only():
+    """Every product runs ``np.matmul`` inside the block, as without the extra (to
+    compare the two in one process); MKL stays loaded for after."""
+    saved = _lib[0]
+    _lib[0] = False
+    try:
+        yield
+    finally:
+        _lib[0] = saved
 
 
 def _reset():
@@ -286,7 +301,11 @@ def _mkl_matmul(a, b, out):
                      ptr(b), lb[1], 0.0, ptr(c), ldc)
         return c
     # a batch: each operand's batch dims broadcast to ``batch``; the trailing ones that
-    # every operand walks with one stride are one strided-batch call, any others a loop
+    # every operand walks with one stride are one strided-batch call, any others a loop.
+    # MKL's kernels are slower than OpenBLAS's on small matrices however many there are:
+    # the threshold holds for each product of the batch
+    if flops < THRESHOLD:
+        return None
     la = _layout(a.strides[-2:], m, k, isz)
     lb = _layout(b.strides[-2:], k, n, isz)
     if la is None or lb is None or m * n > _INT_MAX:
@@ -304,7 +323,7 @@ def _mkl_matmul(a, b, out):
         inner *= size
     stra = _batch_stride(shape[j:], ta[j:], isz)
     strb = _batch_stride(shape[j:], tb[j:], isz)
-    if max(stra, strb) > _INT_MAX or j and flops * inner < THRESHOLD:
+    if max(stra, strb) > _INT_MAX:
         return None
     if out is None:
         c = np.empty(batch + (m, n), dt)
