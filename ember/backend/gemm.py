@@ -246,6 +246,8 @@ def _mkl_matmul(a, b, out):
     m, k = sa[-2:]
     k2, n = sb[-2:]
     flops = 2 * m * n * k
+    if not flops:  # an empty product (or k = 0: zeros) is NumPy's at no cost
+        return None
     if flops < THRESHOLD and len(sa) == 2 and len(sb) == 2 or k != k2:
         return None
     bsa, bsb = sa[:-2], sb[:-2]

@@ -1,0 +1,293 @@
+"""ember[mkl]: matrix products on MKL's cblas gemm (ember.backend.gemm) against np.matmul,
+a float64 reference and torch (whose CPU BLAS is MKL); the dispatch threshold, the
+EMBER_MKL switch, a library that cannot be loaded, lazy loading and the thread count."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember.backend import gemm
+from ember.backend import threads as T
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def mkl():
+    # the test extra installs the mkl wheel: it must load here
+    assert gemm.mkl_available(), gemm.library_path()
+    return gemm._lib[0]
+
+
+@pytest.fixture
+def calls(mkl, monkeypatch):
+    """Counts of MKL calls ({"gemm": n, "batch": n}) made while the test runs."""
+    seen = {"gemm": 0, "batch": 0}
+    for kind in seen:
+        table = getattr(mkl, kind)
+        for dt, fn in list(table.items()):
+            def counting(*args, fn=fn, kind=kind):
+                seen[kind] += 1
+                return fn(*args)
+            monkeypatch.setitem(table, dt, counting)
+    return seen
+
+
+@pytest.fixture
+def every_product(monkeypatch):
+    monkeypatch.setattr(gemm, "THRESHOLD", 0)
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """gemm forgets MKL for the test (the next product looks again) and gets it back
+    after."""
+    saved = gemm._lib[0]
+    gemm._reset()
+    yield
+    gemm._reset()
+    gemm._lib[0] = saved
+    if saved:
+        T.add_blas(saved)
+
+
+def _rand(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _cases():
+    """(name, a, b, goes to MKL) with every layout the dispatcher meets."""
+    rng = np.random.default_rng(0)
+    out = []
+    for dt in (np.float32, np.float64):
+        r = lambda *s, dt=dt: _rand(rng, s, dt)
+        big = r(60, 70)
+        out += [
+            (f"plain {dt.__name__}", r(33, 47), r(47, 29), True),
+            (f"one row {dt.__name__}", r(1, 47), r(47, 29), True),
+            (f"one column {dt.__name__}", r(33, 47), r(47, 1), True),
+            (f"a transposed {dt.__name__}", r(47, 33).T, r(47, 29), True),
+            (f"b transposed {dt.__name__}", r(33, 47), r(29, 47).T, True),
+            (f"both transposed {dt.__name__}", r(47, 33).T, r(29, 47).T, True),
+            (f"row slices {dt.__name__}", big[3:36, 5:52], big[2:49, 10:39], True),
+            (f"every other row {dt.__name__}", big[::2, :47], big[:47, ::1][:, 3:32], True),
+            (f"strided columns {dt.__name__}", big[:33, ::2][:, :30], r(30, 29), False),
+            (f"k=1 outer product {dt.__name__}", r(33, 1), r(1, 29), True),
+            (f"batched {dt.__name__}", r(6, 33, 47), r(6, 47, 29), True),
+            (f"batched transposed {dt.__name__}", r(6, 47, 33).swapaxes(1, 2),
+             r(6, 29, 47).swapaxes(1, 2), True),
+            (f"batch times matrix {dt.__name__}", r(6, 33, 47), r(47, 29), True),
+            (f"matrix times batch {dt.__name__}", r(33, 47), r(6, 47, 29), True),
+            (f"broadcast batch dims {dt.__name__}", r(4, 1, 33, 47), r(3, 47, 29), True),
+            (f"broadcast both {dt.__name__}", r(4, 1, 33, 47), r(1, 3, 47, 29), True),
+            (f"sliced batch {dt.__name__}", r(8, 3, 33, 47)[::2], r(3, 47, 29), True),
+            (f"zero rows {dt.__name__}", r(0, 47), r(47, 29), False),
+            (f"zero inner {dt.__name__}", r(33, 0), r(0, 29), False),
+            (f"empty batch {dt.__name__}", r(0, 33, 47), r(0, 47, 29), False),
+        ]
+    a, b = _rand(rng, (33, 47), np.float32), _rand(rng, (47, 29), np.float32)
+    a[3, 5], a[7, :] = np.nan, np.inf
+    b[:, 4], b[10, 11] = -np.inf, np.nan
+    out.append(("NaN and inf float32", a, b, True))
+    out.append(("float16", a.astype(np.float16)[:, :8], b.astype(np.float16)[:8], False))
+    out.append(("mixed dtypes", a, b.astype(np.float64), False))
+    out.append(("vector", a, b[:, 0], False))
+    return out
+
+
+CASES = _cases()
+
+
+def _check_rounding(r, a, b):
+    """``r`` is ``a @ b`` within the rounding of a k-term sum in the operands' precision."""
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    assert r.shape == ref.shape and r.dtype == np.result_type(a, b)
+    fin = np.isfinite(ref)
+    assert np.array_equal(np.isnan(r), np.isnan(ref))
+    assert np.array_equal(r[~fin & ~np.isnan(ref)], ref[~fin & ~np.isnan(ref)])
+    k = a.shape[-1]
+    eps = np.finfo(r.dtype).eps
+    with np.errstate(invalid="ignore"):
+        bound = 2 * max(k, 1) * eps * np.matmul(np.abs(a).astype(np.float64),
+                                                np.abs(b).astype(np.float64))
+    assert np.all(np.abs(r[fin] - ref[fin]) <= bound[fin] + np.finfo(r.dtype).tiny)
+
+
+@pytest.mark.parametrize("name,a,b,on_mkl", CASES, ids=[c[0] for c in CASES])
+def test_products_match_numpy_torch_and_the_exact_value(name, a, b, on_mkl, calls,
+                                                        every_product):
+    with np.errstate(invalid="ignore"):
+        r = gemm.matmul(a, b)
+        e = np.matmul(a, b)
+    assert (calls["gemm"] + calls["batch"] > 0) == on_mkl
+    assert r.shape == e.shape and r.dtype == e.dtype
+    if a.dtype.kind == "f" and a.dtype == b.dtype and a.dtype != np.float16:
+        _check_rounding(r, a, b)
+    if not on_mkl:  # NumPy's own result, bit for bit
+        np.testing.assert_array_equal(r, e)
+    if a.dtype != np.float16 and a.dtype == b.dtype:
+        t = torch.matmul(torch.from_numpy(np.ascontiguousarray(a)),
+                         torch.from_numpy(np.ascontiguousarray(b))).numpy()
+        np.testing.assert_allclose(r, t, rtol=1e-4 if a.dtype == np.float32 else 1e-12,
+                                   atol=1e-4 if a.dtype == np.float32 else 1e-12)
+
+
+def test_no_copy_of_transposed_operands(every_product, calls, monkeypatch):
+    # a transposed or row-sliced operand is passed with a flag and leading dimension
+    made = []
+    monkeypatch.setattr(np, "ascontiguousarray", lambda *a, **k: made.append(1))
+    rng = np.random.default_rng(1)
+    a, b = _rand(rng, (60, 40), np.float32), _rand(rng, (80, 30), np.float32)
+    r = gemm.matmul(a.T, b[10:70])
+    assert not made and calls["gemm"] == 1
+    _check_rounding(r, a.T, b[10:70])
+
+
+def test_bit_equal_to_torch_counts(every_product, calls):
+    """How many of the float products agree with torch bit for bit: with MKL (torch's
+    own BLAS) and with NumPy's OpenBLAS; run with ``-s`` to see the counts."""
+    mkl_equal = numpy_equal = total = 0
+    for name, a, b, on_mkl in CASES:
+        if not on_mkl or a.dtype != b.dtype:
+            continue
+        with np.errstate(invalid="ignore"):
+            t = torch.matmul(torch.from_numpy(np.ascontiguousarray(a)),
+                             torch.from_numpy(np.ascontiguousarray(b))).numpy()
+            r = gemm.matmul(a, b)
+            with gemm.numpy_only():
+                e = gemm.matmul(a, b)
+        total += 1
+        mkl_equal += np.array_equal(r, t, equal_nan=True)
+        numpy_equal += np.array_equal(e, t, equal_nan=True)
+    print(f"\nbit-equal to torch: MKL {mkl_equal}/{total}, NumPy {numpy_equal}/{total}")
+    assert total >= 30 and calls["gemm"] + calls["batch"] >= total
+    assert mkl_equal >= numpy_equal
+
+
+def test_threshold_is_respected(mkl, calls):
+    rng = np.random.default_rng(2)
+    t = gemm.THRESHOLD
+    m = 16
+    k = n = int((t / (2 * m)) ** 0.5) - 2  # just under
+    a, b = _rand(rng, (m, k), np.float32), _rand(rng, (k, n), np.float32)
+    assert 2 * m * n * k < t
+    np.testing.assert_array_equal(gemm.matmul(a, b), np.matmul(a, b))
+    assert calls == {"gemm": 0, "batch": 0}
+    b = _rand(rng, (k, n + 8), np.float32)  # just over
+    assert 2 * m * (n + 8) * k >= t
+    gemm.matmul(a, b)
+    assert calls == {"gemm": 1, "batch": 0}
+    # a batch of small matrices stays on NumPy however large the batch
+    x = _rand(rng, (256, 32, 32), np.float32)
+    np.testing.assert_array_equal(gemm.matmul(x, x), np.matmul(x, x))
+    assert calls == {"gemm": 1, "batch": 0}
+    # ... a batch of large ones goes to MKL in one call, a stack times a matrix as one product
+    x = _rand(rng, (3, 128, 128), np.float32)
+    _check_rounding(gemm.matmul(x, x), x, x)
+    _check_rounding(gemm.matmul(x, x[0]), x, x[0])
+    assert calls == {"gemm": 2, "batch": 1}
+
+
+def test_out_argument(mkl, calls, every_product):
+    rng = np.random.default_rng(3)
+    a, b = _rand(rng, (20, 30), np.float64), _rand(rng, (30, 10), np.float64)
+    buf = np.full((40, 10), np.nan)
+    out = buf[::2]  # rows a leading dimension apart
+    assert gemm.matmul(a, b, out=out) is out and calls["gemm"] == 1
+    _check_rounding(out, a, b)
+    assert np.isnan(buf[1::2]).all()
+    # an out that overlaps an operand is NumPy's (which buffers)
+    c = np.concatenate([a[:, :10], np.zeros((20, 20))], 1)
+    want = np.matmul(c[:, :10], np.eye(10))
+    gemm.matmul(c[:, :10], np.eye(10), out=c[:, 10:20])
+    np.testing.assert_array_equal(c[:, 10:20], want)
+    assert calls["gemm"] == 1
+
+
+def test_ember_ops_run_on_mkl_and_match_torch(mkl, calls):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((64, 200), dtype=np.float32)
+    w = rng.standard_normal((300, 200), dtype=np.float32)
+    q = rng.standard_normal((4, 128, 160), dtype=np.float32)
+    got, want = [], []
+    for m, out in ((ember, got), (torch, want)):
+        xt = m.tensor(x, requires_grad=True)
+        wt = m.tensor(w, requires_grad=True)
+        qt = m.tensor(q)
+        y = m.nn.functional.linear(xt, wt)
+        y.square().sum().backward()
+        out += [y.detach().numpy(), xt.grad.numpy(), wt.grad.numpy(),
+                (xt @ wt.T).detach().numpy(), m.bmm(qt, qt.transpose(1, 2)).numpy()]
+    assert calls["gemm"] >= 4 and calls["batch"] >= 1
+    for g, t in zip(got, want):
+        np.testing.assert_allclose(g, t, rtol=1e-4, atol=1e-3)
+
+
+def test_threads_follow_set_num_threads(mkl):
+    before = ember.get_num_threads()
+    try:
+        ember.set_num_threads(1)
+        assert mkl.num_threads == 1
+        ember.set_num_threads(2)
+        assert mkl.num_threads == 2
+        with T.single_blas(steps=4):
+            assert mkl.num_threads == 1
+        assert mkl.num_threads == 2
+    finally:
+        ember.set_num_threads(before)
+
+
+def test_a_library_that_cannot_be_loaded(fresh, monkeypatch):
+    rng = np.random.default_rng(5)
+    a = _rand(rng, (200, 200), np.float32)
+    monkeypatch.setattr(gemm, "library_path", lambda: "/nonexistent/libmkl_rt.so.2")
+    monkeypatch.delenv("EMBER_MKL", raising=False)
+    with pytest.warns(RuntimeWarning, match=r"ember\[mkl\]"):
+        r = gemm.matmul(a, a)
+    np.testing.assert_array_equal(r, np.matmul(a, a))
+    assert gemm._lib[0] is False and not gemm.mkl_available()
+    gemm._reset()
+    monkeypatch.setenv("EMBER_MKL", "1")
+    with pytest.raises(RuntimeError, match=r"ember\[mkl\]"):
+        gemm.matmul(a, a)
+
+
+def test_the_extra_not_installed(fresh, monkeypatch):
+    rng = np.random.default_rng(6)
+    a = _rand(rng, (200, 200), np.float32)
+    monkeypatch.setattr(gemm, "library_path", lambda: None)
+    monkeypatch.delenv("EMBER_MKL", raising=False)
+    np.testing.assert_array_equal(gemm.matmul(a, a), np.matmul(a, a))  # quietly NumPy
+    assert gemm._lib[0] is False
+    gemm._reset()
+    monkeypatch.setenv("EMBER_MKL", "1")
+    with pytest.raises(RuntimeError, match=r"pip install 'ember\[mkl\]'"):
+        gemm.matmul(a, a)
+
+
+_PROBE = """
+import numpy as np
+import ember
+from ember.backend import gemm
+def loaded():
+    with open('/proc/self/maps') as f:
+        return 'libmkl_rt' in f.read()
+before = loaded()
+a = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
+r = (ember.tensor(a) @ ember.tensor(a)).numpy()
+assert np.array_equal(np.isfinite(r), np.ones_like(r, bool))
+print(before, loaded(), gemm._lib[0] is not False)
+"""
+
+
+@pytest.mark.parametrize("env,want", [("", "False True True"), ("0", "False False False")])
+def test_lazy_loading_and_the_switch(env, want):
+    e = dict(os.environ, PYTHONPATH=ROOT, EMBER_MKL=env)
+    r = subprocess.run([sys.executable, "-c", _PROBE], env=e, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[-2] == want
