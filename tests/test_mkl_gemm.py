@@ -163,9 +163,37 @@ def test_bit_equal_to_torch_counts(every_product, calls):
         total += 1
         mkl_equal += np.array_equal(r, t, equal_nan=True)
         numpy_equal += np.array_equal(e, t, equal_nan=True)
-    print(f"\nbit-equal to torch: MKL {mkl_equal}/{total}, NumPy {numpy_equal}/{total}")
+    print(f"\nbit-equal to torch, test shapes: MKL {mkl_equal}/{total}, "
+          f"NumPy {numpy_equal}/{total}")
     assert total >= 30 and calls["gemm"] + calls["batch"] >= total
     assert mkl_equal >= numpy_equal
+    # the products of the benchmark workloads, each as is and with either operand
+    # transposed, at their real size (above the threshold)
+    rng = np.random.default_rng(7)
+    mkl_equal = numpy_equal = total = 0
+    for dt in (np.float32, np.float64):
+        for sa, sb in WORKLOAD_PRODUCTS:
+            a, b = _rand(rng, sa, dt), _rand(rng, sb, dt)
+            at = np.ascontiguousarray(a.swapaxes(-1, -2)).swapaxes(-1, -2)
+            bt = np.ascontiguousarray(b.swapaxes(-1, -2)).swapaxes(-1, -2)
+            for x, y in ((a, b), (at, b), (a, bt)):
+                t = torch.matmul(torch.from_numpy(x), torch.from_numpy(y)).numpy()
+                with gemm.numpy_only():
+                    e = gemm.matmul(x, y)
+                total += 1
+                mkl_equal += np.array_equal(gemm.matmul(x, y), t)
+                numpy_equal += np.array_equal(e, t)
+    print(f"bit-equal to torch, workload shapes: MKL {mkl_equal}/{total}, "
+          f"NumPy {numpy_equal}/{total}")
+    assert mkl_equal >= numpy_equal and mkl_equal >= total // 2
+
+
+# the products of benchmarks/training_steps.py and cnn_step.py (docs/performance.md)
+WORKLOAD_PRODUCTS = [((128, 784), (784, 256)), ((128, 256), (256, 128)),
+                     ((256, 128), (128, 784)), ((1024, 784), (784, 256)),
+                     ((32, 128), (128, 512)), ((1024, 64), (64, 512)),
+                     ((1024, 128), (128, 384)), ((4, 128, 128), (4, 128, 128)),
+                     ((16, 64, 288), (288, 121)), ((128, 1600), (1600, 64))]
 
 
 def test_threshold_is_respected(mkl, calls):
