@@ -151,7 +151,7 @@ def test_bit_equal_to_torch_counts(every_product, calls):
     """How many of the float products agree with torch bit for bit: with MKL (torch's
     own BLAS) and with NumPy's OpenBLAS; run with ``-s`` to see the counts."""
     mkl_equal = numpy_equal = total = 0
-    for name, a, b, on_mkl in CASES:
+    for _name, a, b, on_mkl in CASES:
         if not on_mkl or a.dtype != b.dtype:
             continue
         with np.errstate(invalid="ignore"):
