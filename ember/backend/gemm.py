@@ -26,6 +26,7 @@ it when the ``mkl`` package is installed. MKL's thread count follows
 import contextlib
 import os
 import sys
+import threading
 
 import numpy as np
 
@@ -44,6 +45,7 @@ _INT_MAX = (1 << 31) - 1  # MKL's LP64 interface: 32-bit sizes and leading dimen
 
 # None: not tried yet; False: not used (disabled, absent or failed); else the _Mkl
 _lib = [None]
+_load_lock = threading.Lock()
 _EXTRA = "pip install 'ember[mkl]'"
 
 
@@ -128,16 +130,22 @@ def _pointer_reader(ctypes):
 
 def _load():
     """Load MKL on the first product that could use it; False when it is not used."""
+    with _load_lock:  # the first products may come from several of ember's threads
+        if _lib[0] is None:
+            _lib[0] = _find()
+        return _lib[0]
+
+
+def _find():
+    """The loaded ``_Mkl``, or False (EMBER_MKL=0, the package absent or unloadable)."""
     mode = _mode()
     if mode == "off":
-        _lib[0] = False
         return False
     path = library_path()
     if path is None:
         if mode == "on":
             raise RuntimeError("EMBER_MKL=1 asks for MKL's matrix products, but the mkl "
                                f"package is not installed: {_EXTRA}")
-        _lib[0] = False
         return False
     try:
         mkl = _Mkl(path)
@@ -147,12 +155,10 @@ def _load():
         if mode == "on":
             raise RuntimeError(msg) from err
         import warnings
-        warnings.warn(msg + ". Using NumPy's matmul.", RuntimeWarning, stacklevel=3)
-        _lib[0] = False
+        warnings.warn(msg + ". Using NumPy's matmul.", RuntimeWarning, stacklevel=5)
         return False
     mkl.set_num_threads(_threads.get_num_threads())
     _threads.add_blas(mkl)
-    _lib[0] = mkl
     return mkl
 
 
@@ -167,7 +173,7 @@ def mkl_available():
 @contextlib.contextmanager
 def numpy_only():
     """Every product runs ``np.matmul`` inside the block, as without the extra (to
-    compare the two in one process); MKL stays loaded for after."""
+    compare the two in one process; the switch is process-wide); MKL stays loaded."""
     saved = _lib[0]
     _lib[0] = False
     try:
