@@ -48,6 +48,7 @@ bench: $(VENV)/.test
 	$(PY) benchmarks/cnn_step.py
 	$(PY) benchmarks/rnn_steps.py --threads 1
 	$(PY) benchmarks/transformer_step.py --threads 1
+	$(PY) benchmarks/gemm.py
 	$(PY) benchmarks/dataloader.py
 	$(PY) benchmarks/checkpoint_io.py
 	$(PY) benchmarks/jit_inference.py --threads 1
