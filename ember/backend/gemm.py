@@ -236,7 +236,10 @@ def matmul(a, b, out=None):
             return r
     if out is None:
         return a @ b  # np.matmul for arrays; Tensors and CuPy arrays take their own
-    return np.matmul(a, b, out=out)
+    if type(a) is np.ndarray:
+        return np.matmul(a, b, out=out)
+    from ember.backend import array_module  # CuPy's, or the meta placeholders' matmul
+    return array_module(a).matmul(a, b, out=out)
 
 
 def _mkl_matmul(a, b, out):
