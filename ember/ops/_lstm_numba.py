@@ -30,6 +30,12 @@ from llvmlite import ir
 from numba.core import types
 from numba.core.extending import intrinsic
 
+try:  # numba loads SciPy's own OpenBLAS at its first compile or cache load; loading it
+    # now lets ember's thread control (refresh_blas, single_blas) find and set it
+    import scipy.linalg.cython_blas  # noqa: F401
+except ImportError:
+    pass
+
 __all__ = ["forward_step", "backward_step", "CACHED"]
 
 _F = np.float32
