@@ -259,8 +259,8 @@ class RNNBase(Module):
 
 
 def _select_batch(hx, permutation):
-    # PyTorch's hx.index_select(1, permutation), as indexing (same values and gradients)
-    return hx[:, permutation]
+    # PyTorch's module reorders the state's batch with index_select, and so its node
+    return hx.index_select(1, permutation)
 
 
 class RNN(RNNBase):
