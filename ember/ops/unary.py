@@ -285,6 +285,15 @@ sign.primitive = sgn.primitive
 
 
 def _sigmoid_np(x):
+    if x.dtype.kind == "f":
+        # exp(-|x|) never overflows: 1 / (1 + e) for x >= 0 and e / (1 + e) below, the
+        # same roundings as splitting by sign, without masked (slow) ufunc calls
+        e = np.abs(x)
+        np.negative(e, out=e)
+        np.exp(e, out=e)
+        d = e + 1
+        num = np.where(x >= 0, x.dtype.type(1), e)
+        return np.divide(num, d, out=d)
     # split by sign so exp never overflows
     out = np.empty_like(x)
     pos = x >= 0
