@@ -1,8 +1,11 @@
 """Recurrent layers: RNN, LSTM and GRU over sequences, and their one-step cells.
 
-Parameters, shapes, gate order and initialisation are PyTorch's. Each direction of
-each layer runs as one fused node (``ember.ops.rnn``): the input projection of all
-time steps is one matmul, and each step one matmul plus the gate math in NumPy.
+Parameters, shapes, gate order and initialisation are PyTorch's. Recording a graph,
+the layers run step by step in ember ops as PyTorch's CPU kernels do
+(``ember.nn._rnn_unrolled``), so the graph is PyTorch's; otherwise (and for a float32
+LSTM over a padded batch, PyTorch's oneDNN node) each direction of each layer runs as
+one fused node (``ember.ops.rnn``): the input projection of all time steps is one
+matmul, and each step one matmul plus the gate math in NumPy.
 """
 import math
 import numbers
