@@ -100,7 +100,7 @@ def _run_layers(mode, args, name):
     if hx is None:
         out_size = params[per - 1].shape[0] if per in (3, 5) else params[1].shape[1]
         z = ember.zeros(num_layers * D, batch, out_size, dtype=x.dtype, device=x.device)
-        hx = [z, ember.zeros(num_layers * D, batch, params[1].shape[1], dtype=x.dtype,
+        hx = [z, ember.zeros(num_layers * D, batch, params[1].shape[0] // 4, dtype=x.dtype,
                              device=x.device)] if lstm else z
     h0, c0 = (hx[0], hx[1]) if lstm else (hx, None)
     for s in (h0, c0):
