@@ -165,6 +165,8 @@ def _records_graph(x, h0, c0, params):
 
 def _unrolled(mode, x, packed, bs, h0, c0, params, per, has_biases, num_layers, D, p, train,
               batch_first):
+    """The call step by step (``ember.nn._rnn_unrolled``): the states split per layer
+    and direction with ``unbind`` and the last ones stacked, as PyTorch's CPU path does."""
     from ember.nn import functional as F
     lstm = mode == "LSTM"
     weights = []
