@@ -6,6 +6,8 @@ graph of their own, which is what makes higher derivatives work.
 """
 import sys
 
+import numpy as np
+
 from ember._tensor import Tensor
 from ember.autograd import _modes, anomaly
 from ember.autograd.grad_mode import state as _grad_state
@@ -194,9 +196,26 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
     return result
 
 
+def _add_into(acc, g, owned):
+    """``acc + g`` for a node's gradient buffer: in place when ``acc`` is a sum this pass
+    made that no node has received yet (a gradient reaching one output from many nodes,
+    such as a sequence's steps sliced from one product, then costs no new arrays)."""
+    a = acc._data
+    if id(acc) in owned and type(g) is Tensor and type(a) is np.ndarray and \
+            type(g._data) is np.ndarray and a.shape == g._data.shape and \
+            a.dtype == g._data.dtype and a.flags.writeable:
+        np.add(a, g._data, out=a)
+        return acc
+    s = acc + g
+    if type(s) is Tensor and s._data is not a and s._data is not g._data:
+        owned[id(s)] = s
+    return s
+
+
 def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumulate,
                   allow_unused):
     buffers = {}
+    owned = {}  # id -> sum this pass made and no node has received yet: added to in place
     root_nodes = []
     captured = {}
     seen = {id(g): g for g in grad_roots}  # tensors the user holds, or already a leaf's .grad
@@ -238,6 +257,9 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
             node = ready.pop()
             edges = node._edges
             grads = buffers.pop(node, None)
+            if owned and grads is not None:
+                for g in grads:  # handed on: another node may keep or pass it along
+                    owned.pop(id(g), None)
             if grads is not None:
                 if node._tensor_pre_hooks:
                     grads = _run_tensor_hooks(node, grads)
@@ -313,7 +335,12 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                         buf = buffers.get(nxt)
                         if buf is None:
                             buf = buffers[nxt] = [None] * nxt.n_outputs
-                        buf[nr] = g if buf[nr] is None else buf[nr] + g
+                        if buf[nr] is None:
+                            buf[nr] = g
+                        elif create_graph:
+                            buf[nr] = buf[nr] + g
+                        else:
+                            buf[nr] = _add_into(buf[nr], g, owned)
                     d = deps[nxt] - 1
                     deps[nxt] = d
                     if d == 0:

@@ -8,6 +8,7 @@ Each is a thin adapter over ``ember.nn.functional`` or the recurrent layers of
 """
 from ember import _core as ember
 from ember.autograd.node_names import name_output
+from ember.nn import _rnn_unrolled
 from ember.nn import functional as F
 from ember.nn._functional_aten import conv_tbc, native_channel_shuffle  # noqa: F401
 
@@ -442,43 +443,26 @@ def nuclear_norm(input, dim=None, keepdim=False):
     return ember.linalg.matrix_norm(input, "nuc", dim=tuple(dim), keepdim=keepdim)
 
 
-# ----- recurrent cells and layers --------------------------------------------------------
-# The cells are compositions of ember ops, as PyTorch's are on the CPU: the same graph
-# (``cell(x, h).grad_fn`` is TanhBackward0, MulBackward0, AddBackward0 as in torch), the
-# same arithmetic, and for a Python loop over a cell each op is one fast ember call,
-# where a one-step recurrent layer would pay its sequence machinery at every step.
-def _gates(input, hx, w_ih, w_hh, b_ih, b_hh):
-    return F.linear(input, w_ih, b_ih), F.linear(hx, w_hh, b_hh)
-
-
+# ----- recurrent cells -------------------------------------------------------------------
+# Compositions of ember ops in the order PyTorch's CPU cells run them
+# (``ember.nn._rnn_unrolled``): the same graph (``lstm_cell(x, hc)[0].grad_fn`` is
+# MulBackward0 over the gates' UnsafeSplitBackward0, as in torch) and the same arithmetic.
 def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One LSTM step: ``hx`` is ``(h, c)``; returns ``(h', c')``."""
-    h, c = hx
-    gi, gh = _gates(input, h, w_ih, w_hh, b_ih, b_hh)
-    i, f, g, o = (gi + gh).chunk(4, 1)
-    c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
-    return o.sigmoid() * c2.tanh(), c2
+    return _rnn_unrolled.cell("LSTM", input, tuple(hx), w_ih, w_hh, b_ih, b_hh)
 
 
 def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One GRU step; returns ``h'``."""
-    gi, gh = _gates(input, hx, w_ih, w_hh, b_ih, b_hh)
-    i_r, i_z, i_n = gi.chunk(3, 1)
-    h_r, h_z, h_n = gh.chunk(3, 1)
-    r = (i_r + h_r).sigmoid()
-    z = (i_z + h_z).sigmoid()
-    n = (i_n + r * h_n).tanh()
-    return n + z * (hx - n)
+    return _rnn_unrolled.cell("GRU", input, hx, w_ih, w_hh, b_ih, b_hh)
 
 
 def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One Elman step with tanh; returns ``h'``."""
-    gi, gh = _gates(input, hx, w_ih, w_hh, b_ih, b_hh)
-    return (gi + gh).tanh()
+    return _rnn_unrolled.cell("RNN_TANH", input, hx, w_ih, w_hh, b_ih, b_hh)
 
 
 def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One Elman step with ReLU; returns ``h'``."""
-    gi, gh = _gates(input, hx, w_ih, w_hh, b_ih, b_hh)
-    return (gi + gh).relu()
+    return _rnn_unrolled.cell("RNN_RELU", input, hx, w_ih, w_hh, b_ih, b_hh)
 

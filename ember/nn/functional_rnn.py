@@ -8,13 +8,18 @@ params, has_biases, num_layers, dropout, train, bidirectional)`` over a packed o
 b_hh][, w_hr]``); ``hx`` is ``[h_0, c_0]`` for the LSTM, ``h_0`` otherwise. ember also
 takes ``hx=None`` for zeros of the right batch size (the packed form's default state).
 
-A graph capture records each call as one node (as PyTorch's tracer records
-``aten::lstm``): the layers loop over the sequence's time steps in Python, so
-recording their inside would keep the example's sequence length and batch size.
+Eager calls that record a graph run step by step as PyTorch's CPU kernels do
+(``ember.nn._rnn_unrolled``), so the graph is PyTorch's; without a graph each layer runs
+as one fused primitive (``ember.ops.rnn``). A graph capture records each call as one
+node (as PyTorch's tracer records ``aten::lstm``): the layers loop over the sequence's
+time steps in Python, so recording their inside would keep the example's sequence
+length and batch size.
 """
 from ember import _core as ember_core
 from ember import _tensor
 from ember.autograd.grad_mode import is_grad_enabled as grad_enabled
+from ember.nn import _rnn_unrolled
+from ember.ops import join as ember_join
 from ember.ops.rnn import LAYERS, MkldnnLSTMLayer
 
 __all__ = ["lstm", "gru", "rnn_tanh", "rnn_relu"]
@@ -87,6 +92,7 @@ def _run_layers(mode, args, name):
             x = x.transpose(0, 1)
         steps, batch = x.shape[0], x.shape[1]
         bs = (batch,) * steps
+        x3 = x
         if _onednn_path(mode, x, batch_sizes, per):
             x = x.contiguous()   # PyTorch's kernel reads (T, B, I) rows in order
         else:
@@ -94,7 +100,7 @@ def _run_layers(mode, args, name):
     if hx is None:
         out_size = params[per - 1].shape[0] if per in (3, 5) else params[1].shape[1]
         z = ember.zeros(num_layers * D, batch, out_size, dtype=x.dtype, device=x.device)
-        hx = [z, ember.zeros(num_layers * D, batch, params[1].shape[1], dtype=x.dtype,
+        hx = [z, ember.zeros(num_layers * D, batch, params[1].shape[0] // 4, dtype=x.dtype,
                              device=x.device)] if lstm else z
     h0, c0 = (hx[0], hx[1]) if lstm else (hx, None)
     for s in (h0, c0):
@@ -102,7 +108,15 @@ def _run_layers(mode, args, name):
                               or s.shape[1] != batch):
             raise RuntimeError(f"{name}: expected hidden state of size ({num_layers * D}, "
                                f"{batch}, *), got {list(s.shape)}")
-    hs, cs = h0.unbind(0), (c0.unbind(0) if lstm else None)
+    if bs and batch and x.dim() == 2 and _records_graph(x, h0, c0, params):
+        return _unrolled(mode, x if batch_sizes is not None else x3, batch_sizes is not None,
+                         bs, h0, c0, params, per, has_biases, num_layers, D, p, train,
+                         batch_first)
+    if x.dim() == 3:   # PyTorch's oneDNN path selects each layer's state
+        hs = [h0.select(0, k) for k in range(num_layers * D)]
+        cs = [c0.select(0, k) for k in range(num_layers * D)]
+    else:
+        hs, cs = h0.unbind(0), (c0.unbind(0) if lstm else None)
     hn, cn = [], []
     for layer in range(num_layers):
         ys = []
@@ -137,6 +151,42 @@ def _run_layers(mode, args, name):
     if lstm:
         return x, ember.stack(hn), ember.stack(cn)
     return x, ember.stack(hn)
+
+
+def _records_graph(x, h0, c0, params):
+    """Whether this call records a graph: then it runs step by step in ember ops
+    (``ember.nn._rnn_unrolled``), recording PyTorch's nodes; otherwise each layer runs
+    as one fused primitive. A graph capture or transform (an active mode) always takes
+    the fused layers, which carry their rules."""
+    if _mode_active[0] or not grad_enabled():
+        return False
+    return any(t is not None and t.requires_grad for t in (x, h0, c0, *params))
+
+
+def _unrolled(mode, x, packed, bs, h0, c0, params, per, has_biases, num_layers, D, p, train,
+              batch_first):
+    """The call step by step (``ember.nn._rnn_unrolled``): the states split per layer
+    and direction with ``unbind`` and the last ones stacked, as PyTorch's CPU path does."""
+    from ember.nn import functional as F
+    lstm = mode == "LSTM"
+    weights = []
+    for k in range(num_layers * D):
+        w = list(params[k * per:(k + 1) * per])
+        b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
+        weights.append((w[0], w[1], b_ih, b_hh, w[-1] if per in (3, 5) else None))
+    if lstm:
+        hiddens = list(zip(h0.unbind(0), c0.unbind(0)))
+    else:
+        hiddens = list(h0.unbind(0))
+    drop = (lambda t: F.dropout(t, p, True)) if p and train else None
+    y, finals = _rnn_unrolled.layers(mode, x, bs if packed else None, hiddens, weights,
+                                     num_layers, D, drop)
+    if batch_first:   # PyTorch turns the LSTM's output back by a copy, the others' in place
+        y = y.transpose(0, 1) if lstm else y.transpose_(0, 1)
+    if lstm:
+        return y, ember_join.stack([h for h, _ in finals]), \
+            ember_join.stack([c for _, c in finals])
+    return y, ember_join.stack(finals)
 
 
 def _onednn_path(mode, x, batch_sizes, per):

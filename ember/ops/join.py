@@ -229,6 +229,32 @@ class Split(SplitWithSizes):
     _node_name = "SplitBackward0"
 
 
+class UnsafeSplit(Split):
+    """:class:`Split` whose pieces autograd does not track as views (PyTorch's
+    ``unsafe_split``/``unsafe_chunk``, which its recurrent cells use to cut the gates):
+    the pieces share the input's memory, and an in-place change of one is not seen by
+    the input's graph."""
+    _node_name = "UnsafeSplitBackward0"
+
+    @classmethod
+    def apply(cls, x, *args, **params):
+        return Primitive.apply.__func__(cls, x, *args, **params)
+
+    def jvp(self, t, *rest):
+        return None if t is None else type(self).apply(t, *self.fw_inputs[1:],
+                                                       **self.fw_params)
+
+
+def unsafe_pieces(input, chunks, dim):
+    """``input.unsafe_chunk(chunks, dim)`` as one :class:`UnsafeSplit` node (``dim``
+    already wrapped, its size not zero)."""
+    n = input._data.shape[dim]
+    s = -(-n // chunks)
+    sizes = tuple(min(s, n - o) for o in range(0, n, s))
+    out = UnsafeSplit.apply(input, sizes, dim)
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
 class Unbind(ViewPrimitive):
     n_outputs = 2
     batch = _batch.unbind

@@ -285,6 +285,16 @@ sign.primitive = sgn.primitive
 
 
 def _sigmoid_np(x):
+    if x.dtype.kind == "f":
+        # exp(-|x|) never overflows: 1 / (1 + e) for x >= 0 and e / (1 + e) below, the
+        # same roundings as splitting by sign; the numerator is max(e, x >= 0) (e <= 1),
+        # since masked ufunc calls and np.where are slow on a random sign pattern
+        e = np.abs(x, out=np.empty_like(x))
+        np.negative(e, out=e)
+        np.exp(e, out=e)
+        d = np.add(e, 1, out=np.empty_like(e))
+        np.maximum(e, x >= 0, out=e)
+        return np.divide(e, d, out=d)
     # split by sign so exp never overflows
     out = np.empty_like(x)
     pos = x >= 0

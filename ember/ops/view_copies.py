@@ -47,8 +47,32 @@ unfold_copy = _copy_variant("unfold")
 unsqueeze_copy = _copy_variant("unsqueeze")
 view_copy = _copy_variant("view")
 split_with_sizes_copy = _copy_variant("split", "split_with_sizes_copy")
-unsafe_chunk = _copy_variant("chunk", "unsafe_chunk")
-unsafe_split = _copy_variant("split", "unsafe_split")
+_chunk_copy = _copy_variant("chunk", "unsafe_chunk")
+_split_copy = _copy_variant("split", "unsafe_split")
+
+
+def unsafe_chunk(input, chunks, dim=0):
+    """``chunk`` whose pieces are not tracked as views: one ``UnsafeSplitBackward0``
+    node, as PyTorch records it."""
+    from ember.ops.join import unsafe_pieces
+    if chunks <= 0 or input.dim() == 0 or input.shape[wrap_dim(dim, input.dim())] == 0:
+        return _chunk_copy(input, chunks, dim)  # chunk's own errors and empty pieces
+    return unsafe_pieces(input, chunks, wrap_dim(dim, input.dim()))
+
+
+def unsafe_split(input, split_size, dim=0):
+    """``split`` into pieces of ``split_size`` not tracked as views (one
+    ``UnsafeSplitBackward0`` node)."""
+    from ember.ops.join import UnsafeSplit
+    if not isinstance(split_size, int) or split_size <= 0 or input.dim() == 0:
+        return _split_copy(input, split_size, dim)
+    d = wrap_dim(dim, input.dim())
+    n = input.shape[d]
+    if n == 0:
+        return _split_copy(input, split_size, dim)
+    sizes = tuple(min(split_size, n - o) for o in range(0, n, split_size))
+    out = UnsafeSplit.apply(input, sizes, d)
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
 def slice_copy(input, dim=0, start=None, end=None, step=1):

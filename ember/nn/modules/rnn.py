@@ -1,14 +1,18 @@
 """Recurrent layers: RNN, LSTM and GRU over sequences, and their one-step cells.
 
-Parameters, shapes, gate order and initialisation are PyTorch's. Each direction of
-each layer runs as one fused node (``ember.ops.rnn``): the input projection of all
-time steps is one matmul, and each step one matmul plus the gate math in NumPy.
+Parameters, shapes, gate order and initialisation are PyTorch's. Recording a graph,
+the layers run step by step in ember ops as PyTorch's CPU kernels do
+(``ember.nn._rnn_unrolled``), so the graph is PyTorch's; otherwise (and for a float32
+LSTM over a padded batch, PyTorch's oneDNN node) each direction of each layer runs as
+one fused node (``ember.ops.rnn``): the input projection of all time steps is one
+matmul, and each step one matmul plus the gate math in NumPy.
 """
 import math
 import numbers
 import warnings
 
 from ember import _core as ember
+from ember._tensor import _mode_active
 from ember.nn import _aten_ops as _cells
 from ember.nn import functional_rnn as _functional_rnn
 from ember.nn import init
@@ -259,8 +263,11 @@ class RNNBase(Module):
 
 
 def _select_batch(hx, permutation):
-    # PyTorch's hx.index_select(1, permutation), as indexing (same values and gradients)
-    return hx[:, permutation]
+    # PyTorch's module reorders the state's batch with index_select, and so its node; a
+    # graph capture records indexing, whose index stays an input of the trace
+    if _mode_active[0]:
+        return hx[:, permutation]
+    return hx.index_select(1, permutation)
 
 
 class RNN(RNNBase):

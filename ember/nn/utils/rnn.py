@@ -7,6 +7,8 @@ the permutation that sorted the batch by decreasing length.
 from collections.abc import Iterable
 from typing import NamedTuple
 
+import numpy as np
+
 from ember import _core as ember
 from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.ops import rnn as _ops
@@ -300,7 +302,13 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
     for i, s in enumerate(sequences):
         n = s.shape[0]
         t = slice(T - n, T) if padding_side == "left" else slice(0, n)
-        (out[i, t] if batch_first else out[t, i]).copy_(s)
+        region = (i, t) if batch_first else (t, i)
+        if s.dtype == out.dtype:
+            out[region] = s
+        else:  # PyTorch's copy_ converts inside its one node
+            from ember.ops._views import PutFlat
+            idx = np.arange(out.numel()).reshape(out.shape)[region]
+            out = PutFlat.apply(out, s, _ops._device_index(out._data, idx))
     return out
 
 
