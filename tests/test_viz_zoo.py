@@ -42,10 +42,6 @@ DOT_DIFFERS = {
     "resnet_block": "batch norm's node reaches its weight and bias through ViewBackward0 "
                     "(ember's kernel takes them shaped for broadcasting); torch's "
                     "NativeBatchNormBackward0 takes the parameters themselves",
-    "transformer_layer": "ember's multi_head_attention_forward splits q, k, v with "
-                         "unbind/permute; torch's with unflatten/unsqueeze/transpose/"
-                         "squeeze/contiguous and select, and transposes batch_first "
-                         "inputs, so the attention's nodes differ",
 }
 # models whose GraphDef differs from torch's add_graph, and why
 GRAPHDEF_DIFFERS = {
