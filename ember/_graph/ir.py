@@ -76,7 +76,7 @@ class Node:
     """One recorded call (see the module docstring)."""
 
     __slots__ = ("op", "target", "args", "kwargs", "inputs", "outputs", "attrs", "scope",
-                 "source", "multi", "__weakref__")
+                 "source", "multi", "inplace", "__weakref__")
 
     def __init__(self, op, target, args, kwargs, inputs, attrs, scope="", source=None):
         self.op, self.target = op, target
@@ -85,6 +85,9 @@ class Node:
         self.outputs = []
         self.scope, self.source = scope, source
         self.multi = False  # the call returned a tuple (outputs are its items)
+        # the user called the in-place form (``relu_``): the value was computed out of
+        # place and written into the first input's tensor
+        self.inplace = False
 
     def __repr__(self):
         outs = ", ".join(repr(v) for v in self.outputs)
