@@ -164,6 +164,19 @@ def _traced_name(self):
     return self.original_name
 
 
+def _printed_graph(root):
+    """``.graph`` of a traced module (``root``) or of one of its submodules: the IR of
+    its traced ``forward``, printed as PyTorch prints a traced graph."""
+    def graph(self):
+        from ember.jit._graph_text import PrintedGraph, graph_text
+        from ember.jit._module import RecursiveScriptModule
+        g = self._jit_graphs.get("forward")
+        if g is None:
+            return RecursiveScriptModule.graph.fget(self)
+        return PrintedGraph(g, lambda: graph_text(self, g, self.code, root))
+    return property(graph)
+
+
 def _traced_repr(self):
     if self._modules:
         return Module.__repr__(self)
@@ -184,6 +197,7 @@ def _traced_submodule_class():
             def forward(self, *args, **kwargs):
                 raise RuntimeError("Trace submodules cannot be called.")
 
+            graph = _printed_graph(False)
             _get_name = _traced_name
             __repr__ = _traced_repr
         TracedSubmodule.__module__ = RecursiveScriptModule.__module__
@@ -207,6 +221,7 @@ def _traced_script_class():
                 return self._jit_graphs["forward"].run(
                     *args, params=_params_of(self.__dict__["_jit_slots"]))
 
+            graph = _printed_graph(True)
             _get_name = _traced_name
             __repr__ = _traced_repr
         TracedScriptModule.__module__ = RecursiveScriptModule.__module__
