@@ -111,6 +111,10 @@ def _short(v):
 class Graph:
     """An ordered list of nodes with its inputs, parameters, buffers and constants."""
 
+    # a consumer's text form (``jit``: PyTorch's printed graph); None or a printer that
+    # raises NotImplementedError prints the IR itself
+    printer = None
+
     def __init__(self):
         self.nodes = []
         self.inputs = []          # Values of kind "input", in call order
@@ -194,6 +198,11 @@ class Graph:
                 n += 1
 
     def __str__(self):
+        if self.printer is not None:
+            try:
+                return self.printer()
+            except NotImplementedError:
+                pass
         head = ",\n      ".join(repr(v) for v in self.inputs +
                                 [p for p in self.params.values()])
         lines = [f"graph({head}):"]

@@ -13,30 +13,12 @@ call's result type and source line taken from the trace's IR node, and the argum
 aten call leaves at their defaults written as constants (from ember's signature of the
 function, which follows the aten schema). What this reading does not cover (sizes turned
 into tensors, tensor constants, int arithmetic, loops) raises ``NotImplementedError``:
-``.graph`` then prints ember's IR instead.
+``.graph`` then prints ember's IR instead (``ember._graph.ir.Graph.printer``).
 """
 import ast
 import inspect
 
-__all__ = ["graph_text", "PrintedGraph"]
-
-
-class PrintedGraph:
-    """A traced method's IR (every attribute is the IR's) printed in PyTorch's form."""
-
-    def __init__(self, ir, text):
-        self._ir, self._text = ir, text
-
-    def __getattr__(self, name):
-        return getattr(self._ir, name)
-
-    def __str__(self):
-        try:
-            return self._text()
-        except NotImplementedError:
-            return str(self._ir)
-
-    __repr__ = __str__
+__all__ = ["graph_text"]
 
 
 def _type_name(x):

@@ -138,7 +138,8 @@ def make_traced_module(mod, graphs):
         tm.__dict__["_why"] = e
         return tm
     for name, g in graphs.items():
-        sm._jit_graphs[name] = g
+        # .graph prints as PyTorch's; .inlined_graph is the flat IR, printed as it is
+        sm._jit_graphs[name] = _printed(g, sm, True) if name == "forward" else g
         sm._jit_inlined_graphs[name] = g
     sub_class = _traced_submodule_class()
     kept = {id(m) for r in _reused(sm) for m in r.modules()}
@@ -147,7 +148,7 @@ def make_traced_module(mod, graphs):
             sub.__class__ = sub_class
     for (path, method), g in sub_graphs.items():
         sub = sm.get_submodule(path)
-        sub._jit_graphs[method] = g
+        sub._jit_graphs[method] = _printed(g, sub, False) if method == "forward" else g
         sub._jit_inlined_graphs[method] = g
     sm.__class__ = _traced_script_class()
     sm.__dict__["_jit_slots"] = _param_slots(sm, graphs["forward"])
@@ -164,17 +165,16 @@ def _traced_name(self):
     return self.original_name
 
 
-def _printed_graph(root):
-    """``.graph`` of a traced module (``root``) or of one of its submodules: the IR of
-    its traced ``forward``, printed as PyTorch prints a traced graph."""
-    def graph(self):
-        from ember.jit._graph_text import PrintedGraph, graph_text
-        from ember.jit._module import RecursiveScriptModule
-        g = self._jit_graphs.get("forward")
-        if g is None:
-            return RecursiveScriptModule.graph.fget(self)
-        return PrintedGraph(g, lambda: graph_text(self, g, self.code, root))
-    return property(graph)
+def _printed(g, module, root):
+    """The IR ``g`` of ``module``'s traced ``forward`` (a shallow copy: the same nodes)
+    that prints as PyTorch prints a traced graph; ``root``: the traced module itself, not
+    one of its submodules."""
+    import copy
+
+    from ember.jit._graph_text import graph_text
+    pg = copy.copy(g)
+    pg.printer = lambda: graph_text(module, g, module.code, root)
+    return pg
 
 
 def _traced_repr(self):
@@ -197,7 +197,6 @@ def _traced_submodule_class():
             def forward(self, *args, **kwargs):
                 raise RuntimeError("Trace submodules cannot be called.")
 
-            graph = _printed_graph(False)
             _get_name = _traced_name
             __repr__ = _traced_repr
         TracedSubmodule.__module__ = RecursiveScriptModule.__module__
@@ -221,7 +220,6 @@ def _traced_script_class():
                 return self._jit_graphs["forward"].run(
                     *args, params=_params_of(self.__dict__["_jit_slots"]))
 
-            graph = _printed_graph(True)
             _get_name = _traced_name
             __repr__ = _traced_repr
         TracedScriptModule.__module__ = RecursiveScriptModule.__module__
