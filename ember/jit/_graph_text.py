@@ -38,9 +38,11 @@ def _constant_value(x):
 
 
 class _Printer:
-    def __init__(self, module, ir, self_name):
+    def __init__(self, module, ir, self_name, scope=""):
         from ember.jit._codegen import aten_call_names
         self.module, self.ir = module, ir
+        # a submodule's graph: its ops are in the module's scope, ``__module.<path>``
+        self.scope = f", scope: __module.{scope}" if scope else ""
         self.lines = []
         self.n = len(ir.inputs) + 1
         self.self_name = self_name
@@ -54,8 +56,10 @@ class _Printer:
 
     def emit(self, name, type_, rhs, node=None):
         src = ""
-        if node is not None and node.source:
-            src = f" # {node.source[0]}:{node.source[1]}:0"
+        if node is not None:
+            src = self.scope
+            if node.source:
+                src += f" # {node.source[0]}:{node.source[1]}:0"
         self.lines.append(f"  {name} : {type_} = {rhs}{src}")
         return name
 
@@ -207,12 +211,12 @@ def _ember_function(fn):
     return target
 
 
-def graph_text(module, ir, code, root):
+def graph_text(module, ir, code, path=None):
     """PyTorch's printed graph of ``module``'s traced ``forward`` (``ir``, whose
-    TorchScript is ``code``); ``root``: the traced module itself (``%self.1``), not one
-    of its submodules (``%self``)."""
+    TorchScript is ``code``); ``path``: None for the traced module itself (``%self.1``),
+    else the submodule's path in it (``%self``, its ops in scope ``__module.<path>``)."""
     tree = ast.parse(code)
     fdef = tree.body[0]
     if not isinstance(fdef, ast.FunctionDef):
         raise NotImplementedError("graph text: no forward")
-    return _Printer(module, ir, "self.1" if root else "self").run(fdef)
+    return _Printer(module, ir, "self.1" if path is None else "self", path or "").run(fdef)
