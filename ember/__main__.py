@@ -41,7 +41,10 @@ def main(argv=None):
         parser.error(f"no such program: {path}")
     sys.argv = [path] + ns.args
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    runpy.run_path(path, run_name="__main__")
+    # as ``python prog.py`` does: the program's file (its __file__, the file of its
+    # frames) is made absolute by joining the working directory, sys.argv[0] is as given
+    runpy.run_path(path if os.path.isabs(path) else os.path.join(os.getcwd(), path),
+                   run_name="__main__")
     return 0
 
 

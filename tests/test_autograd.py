@@ -712,3 +712,38 @@ def test_without_anomaly_mode_nan_passes_silently():
         (x.sqrt() * 0).sum().backward()
         return x.grad
     same(f)
+
+
+def test_fan_in_gradients_add_up_as_torchs_and_spare_what_others_hold():
+    """Gradients meeting at one input (selects and slices of one tensor, plain reuse) sum
+    to torch's; the engine adds into a buffered gradient in place only when nothing else
+    holds it: a gradient a hook kept keeps its values."""
+    import torch
+
+    def f(lib, x, kept):
+        y = x * 2
+        y.register_hook(lambda g: kept.append(g))    # the hook sees the summed gradient
+        z = y * 1
+        parts = [z[0], z[1], z[2], z[:, 1:].sum(1), z * 3]
+        return sum((p ** 2).sum() for p in parts)
+
+    x0 = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    got, want = [], []
+    xe = ember.tensor(x0, requires_grad=True)
+    xt = torch.tensor(x0, requires_grad=True)
+    f(ember, xe, got).backward()
+    f(torch, xt, want).backward()
+    np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-6)
+
+    # a node hook that keeps the gradient it passes on: a later sum must not change it
+    kept = []
+    xe = ember.tensor(x0, requires_grad=True)
+    a = xe * 1
+    b = a[0]
+    b.grad_fn.register_hook(lambda gi, go: kept.append(gi[0]))
+    loss = (b * 2).sum() + (a[1] * 3).sum()
+    loss.backward()
+    first = kept[0].numpy().copy()
+    assert first[1].sum() == 0 and first[0].sum() == 2 * 4
+    np.testing.assert_array_equal(kept[0].numpy(), first)

@@ -156,10 +156,12 @@ for n in (10, 4):
     print(torch.allclose(traced(xs), loaded(xs)))
 '''
 
-# sections whose text differs by design (docs/jit.md, "Differences from PyTorch"): ember's
-# IR is printed with ember's op names, and scripted code is printed as written (PyTorch
-# prints its SSA form, ``_0 = x`` in each branch)
-DIFFERENT = {"traced graph", "scripted code", "loop code"}
+# sections whose text differs by design (docs/jit.md, "Differences from PyTorch"):
+# scripted code is printed as written (PyTorch prints its SSA form, ``_0 = x`` in each
+# branch)
+DIFFERENT = {"scripted code", "loop code"}
+# a printed graph: the same text once values named by number are renumbered in order
+NUMBERED = {"traced graph"}
 # torch names a traced value after a Python local of the caller that holds it (``y``);
 # ember numbers it (``_1``)
 LOCAL_NAMES = {"wrapped code": ("y", "_1"), "loaded": ("y", "_1")}
@@ -168,6 +170,12 @@ LOCAL_NAMES = {"wrapped code": ("y", "_1"), "loaded": ("y", "_1")}
 # are compared
 VALUES_ONLY = {"scripted outputs"}
 _NUMBER = re.compile(r"-?\d+\.\d+")
+
+
+def _renumbered(lines):
+    ids = {}
+    return [re.sub(r"%(\d+)\b", lambda m: "%v" + ids.setdefault(m.group(1), str(len(ids))),
+                   ln) for ln in lines]
 
 
 def _run(cmd, out_dir):
@@ -197,6 +205,8 @@ def test_the_tutorial_prints_what_torch_prints(tmp_path):
         if name in VALUES_ONLY:
             assert _NUMBER.findall("\n".join(got[name])) == \
                 _NUMBER.findall("\n".join(ref[name])), name
+        elif name in NUMBERED:
+            assert _renumbered(got[name]) == _renumbered(ref[name]), name
         elif name in LOCAL_NAMES:
             a, b = LOCAL_NAMES[name]
             want = [re.sub(rf"\b{a}\b", b, ln) for ln in ref[name]]
@@ -207,8 +217,7 @@ def test_the_tutorial_prints_what_torch_prints(tmp_path):
     for err in (ref_err, got_err):
         assert "TracerWarning: Converting a tensor to a Python boolean" in err
     # what differs in text still says the same thing
-    assert any("aten::tanh" in ln for ln in ref["traced graph"])
-    assert any("Tanh(" in ln for ln in got["traced graph"])
+    assert any("aten::tanh" in ln for ln in got["traced graph"])
     assert "torch.select(xs, 0, i)" in "\n".join(ref["loop code"] + got["loop code"])
     assert got["other lengths"] == ["True", "True"]
 

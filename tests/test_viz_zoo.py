@@ -42,19 +42,9 @@ DOT_DIFFERS = {
     "resnet_block": "batch norm's node reaches its weight and bias through ViewBackward0 "
                     "(ember's kernel takes them shaped for broadcasting); torch's "
                     "NativeBatchNormBackward0 takes the parameters themselves",
-    "transformer_layer": "ember's multi_head_attention_forward splits q, k, v with "
-                         "unbind/permute; torch's with unflatten/unsqueeze/transpose/"
-                         "squeeze/contiguous and select, and transposes batch_first "
-                         "inputs, so the attention's nodes differ",
 }
 # models whose GraphDef differs from torch's add_graph, and why
-GRAPHDEF_DIFFERS = {
-    "resnet_block": "in eval mode (add_graph traces in eval mode) ember's batch norm is "
-                    "recorded as its elementwise steps, torch's as one aten::batch_norm; "
-                    "ReLU(inplace=True) is aten::relu, torch's aten::relu_",
-    "custom_function": "torch records a custom autograd.Function as one prim::PythonOp "
-                       "node; ember's capture records the ops its forward runs (aten::pow)",
-}
+GRAPHDEF_DIFFERS = {}
 # torch's own add_graph cannot draw these (so there is nothing to compare with)
 TORCH_ADD_GRAPH_FAILS = {
     "transformer_layer": "torch.jit.trace's check fails on TransformerEncoderLayer in eval "

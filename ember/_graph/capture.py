@@ -55,7 +55,7 @@ import warnings
 
 from ember import _tensor
 from ember._graph.ir import Graph, Node, Ref, arg_names
-from ember._graph.names import RANDOM_CALLS, RNN_CALLS
+from ember._graph.names import NORM_CALLS, RANDOM_CALLS, RNN_CALLS
 from ember.autograd import _modes
 
 Tensor = _tensor.Tensor
@@ -228,9 +228,13 @@ class _Trace(_modes.Mode):
 
     composites = True
 
-    def __init__(self, module_names=None, snapshot=False, script_calls=False):
+    def __init__(self, module_names=None, snapshot=False, script_calls=False,
+                 python_ops=False):
         self.graph = Graph()
         self.script_calls = script_calls
+        # a custom autograd.Function is one node (PyTorch's prim::PythonOp), not the ops
+        # its forward runs: for the pictures, which show what the user called
+        self.python_ops = python_ops
         self.calls_open = []  # ids of the module calls running, innermost last
         self.thread = threading.get_ident()
         self.depth = 0
@@ -353,7 +357,10 @@ class _Trace(_modes.Mode):
         for ``compile`` (one with a ``breaks`` list) guards its graphs on the input sizes,
         so it records the recurrent layers step by step, which its array plans run; a
         trace for ``jit``/``onnx``/``export`` records each as one node."""
-        return RNN_CALLS if self.breaks is not None and not self.whole_rnn else ()
+        if self.breaks is None:
+            return ()
+        # compiled plans run eval-mode batch norm as its affine map, which they fuse
+        return (NORM_CALLS if self.whole_rnn else RNN_CALLS + NORM_CALLS)
 
     def composite_locals(self, op, fn, given):
         """:meth:`composite` for a function with defaults: ``given`` is its ``locals()``
@@ -599,6 +606,10 @@ class _Trace(_modes.Mode):
     def inplace(self, t, result):
         """``t`` now holds ``result``'s value (after an in-place op)."""
         v = self.value_of(result)
+        e = self.tmap.get(id(t))
+        n = v.node if v.kind == "node" else None
+        if e is not None and e[0] is t and n is not None and n.inputs and n.inputs[0] is e[1]:
+            n.inplace = True   # ``t.relu_()``: a node on t's old value, written into t
         base = t._base if t._base is not None else t
         family = [base] + self.views.get(id(base), [])
         for other in family:
@@ -721,8 +732,9 @@ class capture:
     """Context manager: record ember calls made in this thread into ``self.trace.graph``
     (the trace is a mode on the mode stack while the block runs)."""
 
-    def __init__(self, module_names=None, snapshot=False, script_calls=False):
-        self.trace = _Trace(module_names, snapshot, script_calls)
+    def __init__(self, module_names=None, snapshot=False, script_calls=False,
+                 python_ops=False):
+        self.trace = _Trace(module_names, snapshot, script_calls, python_ops)
 
     def __enter__(self):
         if current() is not None:

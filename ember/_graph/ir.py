@@ -76,7 +76,7 @@ class Node:
     """One recorded call (see the module docstring)."""
 
     __slots__ = ("op", "target", "args", "kwargs", "inputs", "outputs", "attrs", "scope",
-                 "source", "multi", "__weakref__")
+                 "source", "multi", "inplace", "__weakref__")
 
     def __init__(self, op, target, args, kwargs, inputs, attrs, scope="", source=None):
         self.op, self.target = op, target
@@ -85,6 +85,9 @@ class Node:
         self.outputs = []
         self.scope, self.source = scope, source
         self.multi = False  # the call returned a tuple (outputs are its items)
+        # the user called the in-place form (``relu_``): the value was computed out of
+        # place and written into the first input's tensor
+        self.inplace = False
 
     def __repr__(self):
         outs = ", ".join(repr(v) for v in self.outputs)
@@ -107,6 +110,10 @@ def _short(v):
 
 class Graph:
     """An ordered list of nodes with its inputs, parameters, buffers and constants."""
+
+    # a consumer's text form (``jit``: PyTorch's printed graph); None or a printer that
+    # raises NotImplementedError prints the IR itself
+    printer = None
 
     def __init__(self):
         self.nodes = []
@@ -191,6 +198,11 @@ class Graph:
                 n += 1
 
     def __str__(self):
+        if self.printer is not None:
+            try:
+                return self.printer()
+            except NotImplementedError:
+                pass
         head = ",\n      ".join(repr(v) for v in self.inputs +
                                 [p for p in self.params.values()])
         lines = [f"graph({head}):"]

@@ -67,13 +67,14 @@ def rebuild(like, items):
     return type(like)(items)
 
 
-def record(fn, args, module, strict, snapshot, script_calls=False):
+def record(fn, args, module, strict, snapshot, script_calls=False, python_ops=False):
     """(graph, eager outputs, snapshots) of running ``fn(*args)`` once, recorded.
-    ``script_calls``: a call of a TorchScript submodule is one ``CallMethod`` node."""
+    ``script_calls``: a call of a TorchScript submodule is one ``CallMethod`` node;
+    ``python_ops``: a custom ``autograd.Function`` call is one node."""
     names = {}
     if module is not None:
         names = {id(m): n for n, m in module.named_modules()}
-    with capture(names, snapshot, script_calls) as st:
+    with capture(names, snapshot, script_calls, python_ops) as st:
         g = st.graph
         if module is not None:
             for qn, p in module.named_parameters():

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _make
 from ember.autograd import _modes, anomaly
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED
@@ -166,6 +166,39 @@ def _fill_zeros(node, grads):
             for i, g in enumerate(grads)]
 
 
+def _refs(buf, nr):
+    """(references to ``buf[nr]``, references to its array), counted as ``_add_to_buffer``
+    counts them: called once on a fresh tensor, it gives the counts of an unshared one."""
+    old = buf[nr]
+    a = old._data
+    return sys.getrefcount(old), sys.getrefcount(a)
+
+
+_UNSHARED = _refs([_make(np.zeros(1))], 0)
+
+
+def _add_to_buffer(buf, nr, g, region):
+    """``buf[nr] + g`` for a gradient arriving where one is already buffered (grad mode
+    off). Like PyTorch's input buffer, the sum is written into the buffered gradient when
+    nothing else can see it: the buffer alone holds that tensor, the tensor alone its
+    NumPy array (no view of it, no other tensor on it). ``region``: a basic index outside
+    which ``g`` is zero (the gradient of a select or slice), so only that part is added."""
+    old = buf[nr]
+    a = old._data
+    ga = g._data
+    if (type(old) is Tensor and type(g) is Tensor and type(a) is np.ndarray
+            and type(ga) is np.ndarray and a.base is None and ga.dtype == a.dtype
+            and ga.shape == a.shape and a.flags.writeable and not old._requires_grad
+            and sys.getrefcount(old) <= _UNSHARED[0] and sys.getrefcount(a) <= _UNSHARED[1]):
+        if region is None:
+            np.add(a, ga, out=a)
+        else:
+            part = a[region]
+            np.add(part, ga[region], out=part)
+        return old
+    return old + g
+
+
 _final_callbacks = []
 
 
@@ -196,26 +229,9 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
     return result
 
 
-def _add_into(acc, g, owned):
-    """``acc + g`` for a node's gradient buffer: in place when ``acc`` is a sum this pass
-    made that no node has received yet (a gradient reaching one output from many nodes,
-    such as a sequence's steps sliced from one product, then costs no new arrays)."""
-    a = acc._data
-    if id(acc) in owned and type(g) is Tensor and type(a) is np.ndarray and \
-            type(g._data) is np.ndarray and a.shape == g._data.shape and \
-            a.dtype == g._data.dtype and a.flags.writeable:
-        np.add(a, g._data, out=a)
-        return acc
-    s = acc + g
-    if type(s) is Tensor and s._data is not a and s._data is not g._data:
-        owned[id(s)] = s
-    return s
-
-
 def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumulate,
                   allow_unused):
     buffers = {}
-    owned = {}  # id -> sum this pass made and no node has received yet: added to in place
     root_nodes = []
     captured = {}
     seen = {id(g): g for g in grad_roots}  # tensors the user holds, or already a leaf's .grad
@@ -257,9 +273,6 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
             node = ready.pop()
             edges = node._edges
             grads = buffers.pop(node, None)
-            if owned and grads is not None:
-                for g in grads:  # handed on: another node may keep or pass it along
-                    owned.pop(id(g), None)
             if grads is not None:
                 if node._tensor_pre_hooks:
                     grads = _run_tensor_hooks(node, grads)
@@ -330,17 +343,21 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 if type(e) is tuple:
                     nxt, nr = e
                     if g is not None:
+                        region = None
                         if shapes is not None and shapes[i] is not None:
                             g = _restore_meta(g, shapes[i])
+                        elif i == 0 and not node._hooks:
+                            # a select's or slice's gradient: zeros outside its index
+                            region = getattr(node, "grad_region", None)
                         buf = buffers.get(nxt)
                         if buf is None:
                             buf = buffers[nxt] = [None] * nxt.n_outputs
                         if buf[nr] is None:
                             buf[nr] = g
-                        elif create_graph:
+                        elif create_graph or _active[0]:
                             buf[nr] = buf[nr] + g
                         else:
-                            buf[nr] = _add_into(buf[nr], g, owned)
+                            buf[nr] = _add_to_buffer(buf, nr, g, region)
                     d = deps[nxt] - 1
                     deps[nxt] = d
                     if d == 0:

@@ -262,9 +262,10 @@ class Function(metaclass=_FunctionMeta):
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run ``forward`` on ``args`` and record one node for ``backward``."""
-        if _mode_active[0] and getattr(cls, "symbolic", None) is not None and \
-                (m := _mode_recorder()) is not None:
-            # a graph capture records a Function with an ONNX spelling as one node
+        if _mode_active[0] and (m := _mode_recorder()) is not None and \
+                (getattr(cls, "symbolic", None) is not None or getattr(m, "python_ops", False)):
+            # a graph capture records a Function with an ONNX spelling as one node (and
+            # every Function, for the pictures: PyTorch's prim::PythonOp)
             return m.composite(cls.__name__, cls, args, kwargs, run=cls.apply)
         setup = _is_overridden(cls, "setup_context")
         if kwargs or setup:

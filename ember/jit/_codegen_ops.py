@@ -328,6 +328,16 @@ def _batch_norm_train(em, node, x, w, b, axes, eps, stats):
             f"{literal(float(eps))}, True)")
 
 
+@emits("batch_norm")
+def _batch_norm_eval(em, node, input, running_mean, running_var, weight=None, bias=None,
+                     training=False, momentum=0.1, eps=1e-05):
+    """Eval-mode batch norm, recorded as one call: PyTorch's traced spelling."""
+    return (f"torch.batch_norm({em.e(input)}, {em.e(weight)}, {em.e(bias)}, "
+            f"{em.e(running_mean)}, {em.e(running_var)}, False, "
+            f"{literal(float(momentum if momentum is not None else 0.0))}, "
+            f"{literal(float(eps))}, True)")
+
+
 @emits(normalization._LayerNorm)
 def _layer_norm(em, node, x, w, b, axes, eps, stats=None):
     shape = [node.inputs[0].shape[a] for a in axes]

@@ -138,7 +138,8 @@ def make_traced_module(mod, graphs):
         tm.__dict__["_why"] = e
         return tm
     for name, g in graphs.items():
-        sm._jit_graphs[name] = g
+        # .graph prints as PyTorch's; .inlined_graph is the flat IR, printed as it is
+        sm._jit_graphs[name] = _printed(g, sm, None) if name == "forward" else g
         sm._jit_inlined_graphs[name] = g
     sub_class = _traced_submodule_class()
     kept = {id(m) for r in _reused(sm) for m in r.modules()}
@@ -147,7 +148,7 @@ def make_traced_module(mod, graphs):
             sub.__class__ = sub_class
     for (path, method), g in sub_graphs.items():
         sub = sm.get_submodule(path)
-        sub._jit_graphs[method] = g
+        sub._jit_graphs[method] = _printed(g, sub, path) if method == "forward" else g
         sub._jit_inlined_graphs[method] = g
     sm.__class__ = _traced_script_class()
     sm.__dict__["_jit_slots"] = _param_slots(sm, graphs["forward"])
@@ -162,6 +163,18 @@ def _reused(sm):
 
 def _traced_name(self):
     return self.original_name
+
+
+def _printed(g, module, path):
+    """The IR ``g`` of ``module``'s traced ``forward`` (a shallow copy: the same nodes)
+    that prints as PyTorch prints a traced graph; ``path``: None for the traced module
+    itself, else the submodule's path in it."""
+    import copy
+
+    from ember.jit._graph_text import graph_text
+    pg = copy.copy(g)
+    pg.printer = lambda: graph_text(module, g, module.code, path)
+    return pg
 
 
 def _traced_repr(self):

@@ -310,17 +310,24 @@ def _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads):
 
 def _in_projection_packed(q, k, v, w, b=None):
     """PyTorch's ``F._in_projection_packed``: q, k, v projected by the packed ``(3E, E)``
-    weight (one product when they are the same tensor)."""
+    weight, with its ops: one product when they are the same tensor (or k is v), its
+    output split by unflatten/unsqueeze/transpose/squeeze, a copy and a select per part."""
     E = q.size(-1)
-    if k is v and q is k:
-        return list(_linear(q, w, b).unflatten(-1, (3, E)).movedim(-2, 0).unbind(0))
+    if k is v:
+        if q is k:
+            proj = _linear(q, w, b)
+            proj = proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2)
+            proj = proj.contiguous()
+            return proj[0], proj[1], proj[2]
+        w_q, w_kv = w.split([E, E * 2])
+        b_q, b_kv = (None, None) if b is None else b.split([E, E * 2])
+        q_proj = _linear(q, w_q, b_q)
+        kv = _linear(k, w_kv, b_kv)
+        kv = kv.unflatten(-1, (2, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
+        return q_proj, kv[0], kv[1]
     w_q, w_k, w_v = w.chunk(3)
     b_q, b_k, b_v = (None, None, None) if b is None else b.chunk(3)
-    if k is v:
-        w_kv = w[E:]
-        kv = _linear(k, w_kv, None if b is None else b[E:]).unflatten(-1, (2, E))
-        return [_linear(q, w_q, b_q)] + list(kv.movedim(-2, 0).unbind(0))
-    return [_linear(q, w_q, b_q), _linear(k, w_k, b_k), _linear(v, w_v, b_v)]
+    return _linear(q, w_q, b_q), _linear(k, w_k, b_k), _linear(v, w_v, b_v)
 
 
 def _in_projection(q, k, v, w_q, w_k, w_v, b_q=None, b_k=None, b_v=None):
@@ -389,16 +396,31 @@ def _mha_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weigh
                  fast_path=False):
     """``multi_head_attention_forward`` with two ember-only switches:
 
-    ``batch_first``: batched inputs are ``(N, L, E)`` and so is the output (the module
-    passes its inputs untransposed; the numbers are the same as transposing).
+    ``batch_first``: batched inputs are ``(N, L, E)`` and so is the output (the module's
+    layout: transposed around the computation, as PyTorch's module does).
     ``fast_path``: compute as PyTorch's fused inference kernel does (masks merged,
-    ``is_causal`` ignored, plain softmax: rows with nothing to attend to are NaN).
+    ``is_causal`` ignored, plain softmax: rows with nothing to attend to are NaN), in
+    ember's own layout; otherwise the ops are PyTorch's, so the autograd graph, traces and
+    profiles show its nodes.
     """
     is_batched = _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads)
     if not is_batched:
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
         if key_padding_mask is not None:
             key_padding_mask = key_padding_mask.unsqueeze(0)
+        batch_first = False
+    transposed = batch_first and not fast_path
+    if transposed:
+        # PyTorch's module transposes batch-first inputs to (L, N, E), keeping which of
+        # them are the same tensor, and transposes the output back
+        if key is value:
+            if query is key:
+                query = key = value = query.transpose(1, 0)
+            else:
+                query, key = query.transpose(1, 0), key.transpose(1, 0)
+                value = key
+        else:
+            query, key, value = (t.transpose(1, 0) for t in (query, key, value))
         batch_first = False
     seq_dim = 1 if batch_first else 0
     bsz = query.shape[1 - seq_dim]
@@ -434,7 +456,21 @@ def _mha_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weigh
     elif key.shape != value.shape:
         raise AssertionError(f"key shape {key.shape} does not match value shape {value.shape}")
 
-    # ----- in-projection, straight into (N, H, L, D) views
+    if not fast_path:
+        out, weights = _mha_unfused(
+            query, key, value, num_heads, head_dim, in_proj_weight, in_proj_bias, bias_k,
+            bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training,
+            key_padding_mask, need_weights, attn_mask, use_separate_proj_weight,
+            q_proj_weight, k_proj_weight, v_proj_weight, static_k, static_v,
+            average_attn_weights, is_causal)
+        if not is_batched:
+            out = out.squeeze(1)
+            if weights is not None:
+                weights = weights.squeeze(0)
+        return (out.transpose(1, 0) if transposed else out), weights
+
+    # ----- PyTorch's fused inference kernel: the in-projection straight into (N, H, L, D)
+    # views (no autograd graph to show here: the fast path runs without grad)
     if not use_separate_proj_weight:
         if in_proj_weight is None:
             raise AssertionError("use_separate_proj_weight is False but in_proj_weight is None")
@@ -547,3 +583,127 @@ def _mha_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weigh
     if not is_batched:
         out = out.squeeze(1)
     return out, weights
+
+
+def _mha_unfused(query, key, value, num_heads, head_dim, in_proj_weight, in_proj_bias, bias_k,
+                 bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training,
+                 key_padding_mask, need_weights, attn_mask, use_separate_proj_weight,
+                 q_proj_weight, k_proj_weight, v_proj_weight, static_k, static_v,
+                 average_attn_weights, is_causal):
+    """Multi-head attention on ``(L, N, E)`` inputs with PyTorch's ops, one for one, so
+    that ``grad_fn`` chains, pictures and traces show its nodes: heads split by
+    ``view``/``transpose`` to ``(N * H, L, D)``, ``bmm``/``baddbmm`` and ``softmax`` when
+    the weights are asked for, ``scaled_dot_product_attention`` otherwise.
+
+    ``attn_mask`` and ``key_padding_mask`` are float (already canonical). Returns the
+    ``(L, N, E)`` output and the weights (or None)."""
+    tgt_len, bsz, embed_dim = query.shape
+    src_len = key.shape[0]
+    if not use_separate_proj_weight:
+        q, k, v = _in_projection_packed(query, key, value, in_proj_weight, in_proj_bias)
+    else:
+        for name, w in (("q", q_proj_weight), ("k", k_proj_weight), ("v", v_proj_weight)):
+            if w is None:
+                raise AssertionError(f"use_separate_proj_weight is True but {name}_proj_weight "
+                                     "is None")
+        b_q, b_k, b_v = (None, None, None) if in_proj_bias is None else in_proj_bias.chunk(3)
+        q, k, v = _in_projection(query, key, value, q_proj_weight, k_proj_weight,
+                                 v_proj_weight, b_q, b_k, b_v)
+
+    if attn_mask is not None:
+        if attn_mask.dim() == 2:
+            if tuple(attn_mask.shape) != (tgt_len, src_len):
+                raise RuntimeError(f"The shape of the 2D attn_mask is {attn_mask.shape}, but "
+                                   f"should be {(tgt_len, src_len)}.")
+            attn_mask = attn_mask.unsqueeze(0)
+        elif attn_mask.dim() == 3:
+            if tuple(attn_mask.shape) != (bsz * num_heads, tgt_len, src_len):
+                raise RuntimeError(f"The shape of the 3D attn_mask is {attn_mask.shape}, but "
+                                   f"should be {(bsz * num_heads, tgt_len, src_len)}.")
+        else:
+            raise RuntimeError(f"attn_mask's dimension {attn_mask.dim()} is not supported")
+
+    from ember.nn.functional import pad  # nn.functional imports this module
+    if bias_k is not None and bias_v is not None:
+        if static_k is not None:
+            raise AssertionError("bias cannot be added to static key.")
+        if static_v is not None:
+            raise AssertionError("bias cannot be added to static value.")
+        k = ember.cat([k, bias_k.repeat(1, bsz, 1)])
+        v = ember.cat([v, bias_v.repeat(1, bsz, 1)])
+        if attn_mask is not None:
+            attn_mask = pad(attn_mask, (0, 1))
+        if key_padding_mask is not None:
+            key_padding_mask = pad(key_padding_mask, (0, 1))
+    elif bias_k is not None:
+        raise AssertionError("bias_k is set but bias_v is None")
+    elif bias_v is not None:
+        raise AssertionError("bias_v is set but bias_k is None")
+
+    q = q.view(tgt_len, bsz * num_heads, head_dim).transpose(0, 1)
+    kv = []
+    for t, static, name in ((k, static_k, "k"), (v, static_v, "v")):
+        if static is None:
+            kv.append(t.view(t.shape[0], bsz * num_heads, head_dim).transpose(0, 1))
+            continue
+        if static.size(0) != bsz * num_heads:
+            raise AssertionError(f"expecting static_{name}.size(0) of {bsz * num_heads}, but "
+                                 f"got {static.size(0)}")
+        if static.size(2) != head_dim:
+            raise AssertionError(f"expecting static_{name}.size(2) of {head_dim}, but got "
+                                 f"{static.size(2)}")
+        kv.append(static)
+    k, v = kv
+    if add_zero_attn:
+        zeros = (bsz * num_heads, 1, head_dim)
+        k = ember.cat([k, ember.zeros(zeros, dtype=k.dtype, device=k.device)], dim=1)
+        v = ember.cat([v, ember.zeros(zeros, dtype=v.dtype, device=v.device)], dim=1)
+        if attn_mask is not None:
+            attn_mask = pad(attn_mask, (0, 1))
+        if key_padding_mask is not None:
+            key_padding_mask = pad(key_padding_mask, (0, 1))
+    src_len = k.size(1)
+
+    if key_padding_mask is not None:
+        if key_padding_mask.shape[0] != bsz:
+            raise AssertionError(f"Expected key_padded_mask.shape[0] to be {bsz}, but got "
+                                 f"{key_padding_mask.shape[0]}")
+        if key_padding_mask.shape[1] != src_len:
+            raise AssertionError(f"Expected key_padded_mask.shape[1] to be {src_len}, but got "
+                                 f"{key_padding_mask.shape[1]}")
+        kpm = key_padding_mask.view(bsz, 1, 1, src_len).expand(-1, num_heads, -1, -1)
+        kpm = kpm.reshape(bsz * num_heads, 1, src_len)
+        attn_mask = kpm if attn_mask is None else attn_mask + kpm
+    if not training:
+        dropout_p = 0.0
+
+    if need_weights:
+        if is_causal and attn_mask is None:
+            raise AssertionError("FIXME: is_causal not implemented for need_weights")
+        q_scaled = q * math.sqrt(1.0 / float(q.shape[-1]))
+        if attn_mask is not None:
+            w = ember.baddbmm(attn_mask, q_scaled, k.transpose(-2, -1))
+        else:
+            w = ember.bmm(q_scaled, k.transpose(-2, -1))
+        w = ember.softmax(w, -1)
+        if dropout_p > 0.0:
+            from ember.nn.functional import dropout  # nn.functional imports this module
+            w = dropout(w, p=dropout_p)
+        out = ember.bmm(w, v).transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
+        out = _linear(out, out_proj_weight, out_proj_bias)
+        out = out.view(tgt_len, bsz, out.size(1))
+        w = w.view(bsz, num_heads, tgt_len, src_len)
+        return out, (w.mean(dim=1) if average_attn_weights else w)
+
+    if attn_mask is not None:
+        if attn_mask.size(0) == 1 and attn_mask.dim() == 3:
+            attn_mask = attn_mask.unsqueeze(0)
+        else:
+            attn_mask = attn_mask.view(bsz, num_heads, -1, src_len)
+    q = q.view(bsz, num_heads, tgt_len, head_dim)
+    k = k.view(bsz, num_heads, src_len, head_dim)
+    v = v.view(bsz, num_heads, src_len, head_dim)
+    out = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
+    out = out.permute(2, 0, 1, 3).reshape(bsz * tgt_len, embed_dim)
+    out = _linear(out, out_proj_weight, out_proj_bias)
+    return out.view(tgt_len, bsz, out.size(1)), None

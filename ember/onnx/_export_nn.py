@@ -55,6 +55,19 @@ def _max_pool(g, node, x, geom, *rest):
                 dilations=[int(d) for d in geom.d], ceil_mode=ceil)
 
 
+@exports("batch_norm")
+def _batch_norm_eval(g, node, input, running_mean, running_var, weight=None, bias=None,
+                     training=False, momentum=0.1, eps=1e-05):
+    """Eval-mode batch norm (the capture records it as one call): BatchNormalization with
+    the running statistics, ones and zeros standing in for a missing weight and bias."""
+    c = input.value.shape[1]
+    dt = g.np_dtype(input)
+    w = g.tensor(weight) if weight is not None else g.const(np.ones(c, dt), "ones")
+    b = g.tensor(bias) if bias is not None else g.const(np.zeros(c, dt), "zeros")
+    return g.op("BatchNormalization", [g.tensor(input), w, b, g.tensor(running_mean),
+                                       g.tensor(running_var)], epsilon=float(eps))
+
+
 @exports(normalization._LayerNorm)
 def _layer_norm(g, node, x, w, b, axes, eps, stats=None):
     first = min(axes)

@@ -270,6 +270,12 @@ class GetItem(ViewPrimitive):
     def backward(self, gy):
         return IndexScatter.apply(gy, self.in_shape, self.idx, False), None
 
+    @property
+    def grad_region(self):
+        """Where the input's gradient can be nonzero (the engine adds only that part
+        into a gradient already buffered)."""
+        return self.idx
+
 
 class Select(GetItem):
     """Basic indexing whose last index that does something is an int (``x[0]``,

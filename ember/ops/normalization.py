@@ -9,7 +9,7 @@ with differentiable ops, so second derivatives are exact.
 """
 import numpy as np
 
-from ember._tensor import _make
+from ember._tensor import _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.autograd.node_names import name_output, node_name
@@ -589,6 +589,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         raise RuntimeError("running_mean must be defined in evaluation mode")
     if running_var is None:
         raise RuntimeError("running_var must be defined in evaluation mode")
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None and \
+            "batch_norm" not in m.unrolled:
+        # a graph capture records eval-mode batch norm as one call (PyTorch's
+        # aten::batch_norm), not as the affine map below
+        return m.composite_locals("batch_norm", batch_norm, locals())
     scale = (running_var + eps).rsqrt()
     if weight is not None:
         scale = scale * weight

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from ember.autograd.grad_mode import no_grad
+from ember.autograd.node import Primitive
 
 __all__ = ["Captured", "CapturedOp", "capture", "op_name"]
 
@@ -27,6 +28,7 @@ class CapturedOp:
     node_name: str = ""  # PyTorch's backward node name, e.g. ``AddmmBackward0``
     n_outputs: int = 1   # a call that returned a tuple (``lstm``): how many items
     input_items: list = field(default_factory=list)  # which item of each input op is read
+    op_type: str = ""   # the graph's op kind when not ``aten::<name>`` (``prim::PythonOp``)
 
 
 @dataclass
@@ -65,7 +67,7 @@ def capture(model, args):
     model.train(False)
     try:
         with no_grad():
-            graph = _record(model, tuple(args), model, False, False)[0]
+            graph = _record(model, tuple(args), model, False, False, python_ops=True)[0]
     finally:
         model.train(was_training)
     return _build(model, graph, names)
@@ -107,6 +109,12 @@ def _build(model, graph, names):
         ins = [source_key(v) for v in n.inputs]
         node_name = getattr(n.target, "_node_name", "") if isinstance(n.target, type) else ""
         name = aten.get(id(n)) or (op_name(node_name) if node_name else n.op.replace(".", "_"))
+        op_type = ""
+        if isinstance(n.target, type) and not issubclass(n.target, Primitive):
+            # a custom autograd.Function: PyTorch's one prim::PythonOp node, named for it
+            name, op_type, node_name = n.target.__name__, "prim::PythonOp", ""
+        elif n.inplace and not name.endswith("_"):
+            name += "_"     # ``relu_``: the user's in-place call, as PyTorch records it
         key = len(ops)
         for i, o in enumerate(n.outputs):
             keys[id(o)] = key
@@ -114,7 +122,7 @@ def _build(model, graph, names):
         ops.append(CapturedOp(key, "op", name, names.get(n.scope, root), ins,
                               _shape(n.outputs[0]) if n.outputs else None, node_name,
                               len(n.outputs) if n.multi else 1,
-                              [items.get(id(v), 0) for v in n.inputs]))
+                              [items.get(id(v), 0) for v in n.inputs], op_type))
     for i, v in enumerate(graph.outputs()):
         src = source_key(v)
         ops.append(CapturedOp(len(ops), "output", f"output.{i + 1}", "", [src], _shape(v),

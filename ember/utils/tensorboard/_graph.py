@@ -29,7 +29,7 @@ def graph_def(captured):
         elif op.kind == "param":
             name, kind = f"{op.scope}/{op.name}", "prim::GetAttr"
         else:
-            name, kind = f"{op.scope}/{op.name}", f"aten::{op.name}"
+            name, kind = f"{op.scope}/{op.name}", op.op_type or f"aten::{op.name}"
         attr = {}
         if op.shape is not None:
             shape = ts.TensorShapeProto(dim=[ts.TensorShapeProto.Dim(size=d) for d in op.shape])
