@@ -386,7 +386,8 @@ def getitem(self, idx):
         return GetItem.apply(self, (idx, Ellipsis))
     if ti is Tensor and self._data.size:
         a = idx._data
-        if a.ndim and a.dtype.kind == "i" and a.size and not _is_meta(a):
+        if a.ndim and a.dtype.kind == "i" and a.size and not _is_meta(a) and \
+                type(a) is type(self._data):  # (an index on another device: parse_index)
             # fast path: one int tensor, the common gather of rows
             n = self._data.shape[0]
             lo, hi = int(a.min()), int(a.max())
