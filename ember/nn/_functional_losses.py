@@ -402,7 +402,7 @@ def _nll(input, target, weight, ignore_index, reduction, host_of=None):
         t = target.reshape(-1)
     valid = t != ignore_index
     safe = ember.where(valid, t, ember.zeros((), dtype=ember.int64, device=t.device))
-    th = t._host() if host_of is None else host_of(t)
+    th = t._data if host_of is None else host_of(t)  # (on a GPU: one scalar read below)
     bad = (th != ignore_index) & ((th < 0) | (th >= n_classes))
     if bad.any():
         raise IndexError(f"Target {int(th[bad][0])} is out of bounds.")

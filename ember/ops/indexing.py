@@ -495,6 +495,8 @@ def _value_for(self, value):
     if isinstance(value, Tensor):
         if value._data.dtype != self._data.dtype:
             value = value.to(self.dtype)
+        if type(value._data) is not type(self._data) and not value._data.ndim:
+            value = value.to(self.device)  # a 0-dim value from another device: a scalar
         return value
     if isinstance(value, (int, float, bool, np.generic)):
         return _dt.through_float32(value, self._data.dtype)  # PyTorch's double rounding

@@ -133,7 +133,7 @@ def part_devices(out):
         for m, dev in ((torch, td), (ember, "cuda")):
             m.manual_seed(0)
             nn = m.nn
-            net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+            net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.ReLU(),
                                 nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.0),
                                 nn.Linear(64, 16), nn.LayerNorm(16), nn.GELU(),
                                 nn.Linear(16, 5))

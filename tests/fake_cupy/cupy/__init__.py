@@ -166,8 +166,8 @@ class ndarray:
 
     # --- explicit copies ---------------------------------------------------------------
     def get(self, stream=None, order="C", out=None, blocking=True):
-        """A NumPy copy of the data (device to host)."""
-        _host_copy("to_host")
+        """A NumPy copy of the data (device to host; one value counts as a scalar read)."""
+        _host_copy("to_host" if self._a.size > 1 else "scalar_reads")
         if out is not None:
             out[...] = self._a
             return out
@@ -300,8 +300,12 @@ class ndarray:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if "out" in kwargs:
             kwargs["out"] = tuple(_unwrap(o) for o in kwargs["out"])
+        if "where" in kwargs:
+            raise TypeError("Wrong arguments {'where': ...}")  # CuPy's ufuncs take no where=
         fn = getattr(ufunc, method)
-        return _wrap(fn(*[_unwrap(i) for i in inputs], **kwargs))
+        # a NumPy scalar on the other side of an operator reaches here as a 0-d array
+        return _wrap(fn(*[i if type(i) is _np.ndarray and i.ndim == 0 else _unwrap(i)
+                          for i in inputs], **kwargs))
 
     def __array_function__(self, func, types_, args, kwargs):
         name = func.__name__
