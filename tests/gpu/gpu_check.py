@@ -133,7 +133,10 @@ def part_devices(out):
         for m, dev in ((torch, td), (ember, "cuda")):
             m.manual_seed(0)
             nn = m.nn
-            net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.ReLU(),
+            # (no conv bias before BatchNorm: its gradient is rounding noise, which Adam's
+            # normalised step would turn into lr-sized differences)
+            net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4),
+                                nn.ReLU(),
                                 nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.0),
                                 nn.Linear(64, 16), nn.LayerNorm(16), nn.GELU(),
                                 nn.Linear(16, 5))
@@ -171,8 +174,9 @@ def part_devices(out):
             got.append((lstm, mha, m, dev))
         lt, mt, _, _ = got[0]
         le, me, _, _ = got[1]
-        le.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in lt.state_dict().items()})
-        me.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in mt.state_dict().items()})
+        for src, dst in ((lt, le), (mt, me)):
+            dst.load_state_dict({k: ember.tensor(v.detach().numpy())
+                                 for k, v in src.state_dict().items()})
         outs = []
         for lstm, mha, m, dev in got:
             lstm.to(dev)
