@@ -29,6 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 DRY = os.environ.get("EMBER_GPU_DRYRUN") == "1"
 PARTS = ("env", "sweep", "devices", "demo", "bench")
 TIMEOUTS = {"env": 60, "sweep": 200, "devices": 60, "demo": 120, "bench": 120}
+TOTAL_S = 440  # all parts together; run_on_gpu.sh stops the run at 470 s
 
 
 def _torch_dev():
@@ -54,7 +55,8 @@ def part_env(out):
 def part_sweep(out):
     sys.path.insert(0, HERE)
     import oracle_sweep
-    budget = TIMEOUTS["sweep"] - 40
+    # the cases stop 40 s before the part's timeout, leaving time to write the results
+    budget = float(os.environ.get("EMBER_GPU_PART_TIMEOUT", TIMEOUTS["sweep"])) - 40
     fams = ["elementwise", "reduction"] if os.environ.get("EMBER_GPU_SWEEP_SMALL") else None
     with open(os.path.join(out, "sweep_failures.txt"), "w") as log:
         res = oracle_sweep.sweep(fams, "cuda", _torch_dev(), True, budget, log=log)
@@ -289,6 +291,7 @@ def _run_part(part, out, timeout):
     env = dict(os.environ)
     paths = [ROOT] + ([os.path.join(ROOT, "tests", "fake_cupy")] if DRY else [])
     env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
+    env["EMBER_GPU_PART_TIMEOUT"] = str(int(timeout))
     res_file = os.path.join(out, f"{part}.json")
     t = time.monotonic()
     try:
@@ -357,14 +360,21 @@ def main(argv=None):
         return 0
     summary = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "dry_run": DRY,
                "parts": {}}
+    end = time.monotonic() + TOTAL_S
     for part in a.parts:
-        summary["parts"][part] = _run_part(part, a.out, TIMEOUTS[part])
+        left = end - time.monotonic()
+        if left < 15:
+            summary["parts"][part] = {"status": "skipped: out of time", "seconds": 0,
+                                      "result": None}
+        else:
+            summary["parts"][part] = _run_part(part, a.out, min(TIMEOUTS[part], left))
         print(f"{part}: {summary['parts'][part]['status']} "
               f"({summary['parts'][part]['seconds']} s)", flush=True)
-    with open(os.path.join(a.out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1, default=str)
-    with open(os.path.join(a.out, "summary.md"), "w") as f:
-        f.write(_markdown(summary))
+        # written after every part: a run stopped from outside keeps what it finished
+        with open(os.path.join(a.out, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=1, default=str)
+        with open(os.path.join(a.out, "summary.md"), "w") as f:
+            f.write(_markdown(summary))
     return 0
 
 

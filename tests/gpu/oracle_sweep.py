@@ -278,9 +278,19 @@ def sweep(families=None, e_dev="cuda", t_dev="cuda", grad=True, budget_s=None, l
     import ember
     start = time.monotonic()
     results = {}
-    for fam, table, case in collect(families):
-        if budget_s is not None and time.monotonic() - start > budget_s:
-            results.setdefault("_skipped_for_time", []).append({"name": case.name})
+    cases = collect(families)
+    fams = list(dict.fromkeys(f for f, _, _ in cases))
+    fam_end = None
+    for fam, table, case in cases:
+        if budget_s is not None and (fam_end is None or fam_end[0] != fam):
+            # each family gets an equal share of the time left (a GPU compiles a kernel
+            # the first time it meets one, so the first cases are slow)
+            left = fams[fams.index(fam):]
+            share = (budget_s - (time.monotonic() - start)) / len(left)
+            fam_end = (fam, time.monotonic() + share)
+        if budget_s is not None and time.monotonic() > fam_end[1]:
+            results.setdefault(fam, []).append({"name": case.name, "outcome": "skipped",
+                                                "message": "out of time"})
             continue
         r = run_case(case, ember, torch, e_dev, t_dev, grad)
         r["table"] = table
@@ -297,7 +307,7 @@ def summary(results):
     for fam, rs in results.items():
         c = table.setdefault(fam, {})
         for r in rs:
-            key = r.get("outcome", "skipped")
+            key = r["outcome"]
             c[key] = c.get(key, 0) + 1
             if r.get("host_copies"):
                 host.append(f"{fam}: {r['name']} ({r['host_copies']})")
