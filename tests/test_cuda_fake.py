@@ -199,7 +199,8 @@ def test_gpu_script_dry_run(tmp_path):
     import json
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["dry_run"] is True
-    assert summary["parts"]["devices"]["status"] == "ok", (tmp_path / "devices.log").read_text()
+    assert summary["parts"]["devices"]["status"] == "ok", (tmp_path / "parts.log").read_text()
     checks = summary["parts"]["devices"]["result"]
     assert checks and all(v == "pass" for v in checks.values()), checks
     assert "## devices: ok" in (tmp_path / "summary.md").read_text()
+    assert sorted(os.listdir(tmp_path)) == ["parts.log", "summary.json", "summary.md"]

@@ -1,7 +1,8 @@
 """The GPU check: ember's ``cuda`` device against torch on ``cuda``, in one timed run.
 
 ``python tests/gpu/gpu_check.py --out DIR`` runs each part in its own process under its
-own timeout and writes ``DIR/summary.json`` and ``DIR/summary.md``:
+own timeout and writes ``DIR/summary.json`` and ``DIR/summary.md`` (and ``sweep.json``,
+``sweep_failures.txt``, ``parts.log``: five files, under a device run's limit of 8):
 
 - ``env``: versions and the GPU's name;
 - ``sweep``: every op family's oracle cases on ``cuda`` against torch on ``cuda``, with
@@ -302,8 +303,8 @@ def _run_part(part, out, timeout):
     except subprocess.TimeoutExpired as e:
         status = f"timeout after {timeout} s"
         log = str(e.stdout or "")[-2000:]
-    with open(os.path.join(out, f"{part}.log"), "w") as f:
-        f.write(log)
+    with open(os.path.join(out, "parts.log"), "a") as f:
+        f.write(f"===== {part}: {status}\n{log}\n")
     result = None
     if os.path.exists(res_file):
         with open(res_file) as f:
@@ -353,13 +354,18 @@ def main(argv=None):
         DRY = True
         os.environ["EMBER_GPU_DRYRUN"] = "1"
     os.makedirs(a.out, exist_ok=True)
-    if a.child:
+    if a.child:  # (its --out is the parent's scratch folder)
         res = globals()["part_" + a.child](a.out)
         with open(os.path.join(a.out, f"{a.child}.json"), "w") as f:
             json.dump(res, f, indent=1, default=str)
         return 0
     summary = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "dry_run": DRY,
                "parts": {}}
+    # the parts write into a scratch folder; $OUT gets a few files (a device run brings
+    # back at most 8): summary.md/.json, sweep.json, sweep_failures.txt, parts.log
+    import shutil
+    import tempfile
+    work = tempfile.mkdtemp(prefix="ember_gpu_")
     end = time.monotonic() + TOTAL_S
     for part in a.parts:
         left = end - time.monotonic()
@@ -367,7 +373,10 @@ def main(argv=None):
             summary["parts"][part] = {"status": "skipped: out of time", "seconds": 0,
                                       "result": None}
         else:
-            summary["parts"][part] = _run_part(part, a.out, min(TIMEOUTS[part], left))
+            summary["parts"][part] = _run_part(part, work, min(TIMEOUTS[part], left))
+        for name in ("sweep.json", "sweep_failures.txt", "parts.log"):
+            if os.path.exists(os.path.join(work, name)):
+                shutil.copy(os.path.join(work, name), os.path.join(a.out, name))
         print(f"{part}: {summary['parts'][part]['status']} "
               f"({summary['parts'][part]['seconds']} s)", flush=True)
         # written after every part: a run stopped from outside keeps what it finished
