@@ -55,7 +55,8 @@ def test_the_double_refuses_implicit_conversion(cupy):
 
 
 @pytest.mark.parametrize("families,grad", [
-    (["elementwise", "reduction", "shape"], True), (["indexing", "linalg"], True),
+    (["elementwise", "reduction", "shape"], True),
+    (["indexing", "linalg", "fused_and_fast_paths"], True),
     # (the nn families' gradients run in the GPU check; forward here keeps this file quick)
     (["nn_functional"], False), (["nn_layers", "tensor_methods"], False)])
 def test_oracle_cases_run_on_cuda(cupy, families, grad):

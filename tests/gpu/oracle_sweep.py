@@ -42,6 +42,8 @@ FAMILIES = {
                       "test_nn_conv", "test_nn_attention"],
     "nn_layers": ["test_nn_layers", "test_nn_rnn"],
     "tensor_methods": ["test_tensor_methods", "test_torch_kernels"],
+    "fused_and_fast_paths": ["test_nn_fused", "test_nn_perf_paths", "test_interpolate_uint8",
+                             "test_storage_views", "test_audit"],
 }
 
 
