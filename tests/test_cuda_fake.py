@@ -1,15 +1,15 @@
 """ember's ``cuda`` device on the CPU, through a test double of CuPy (tests/fake_cupy).
 
-The double's arrays refuse implicit conversion to NumPy as CuPy's do, so every place
-where ember reaches NumPy directly for a cuda tensor fails here instead of on a GPU. The
-op oracle's cases run on ``cuda`` and are compared with torch; device rules (mixing,
-copies, checkpoints' locations) are compared with torch's. Without CuPy, ``cuda``
-raises the error that names the missing extra.
+Device rules (mixing, copies, checkpoints' locations) are compared with torch's,
+optimizers' steps with the CPU's; without CuPy, ``cuda`` raises the error that names
+the missing extra; the GPU check's driver runs its dry run. The op oracle's cases on
+``cuda`` are in test_cuda_fake_oracle.py.
 """
 import os
 import subprocess
 import sys
 
+import cuda_double
 import numpy as np
 import pytest
 import torch
@@ -18,30 +18,7 @@ import ember
 from ember import backend
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FAKE = os.path.join(HERE, "fake_cupy")
-sys.path.insert(0, os.path.join(HERE, "gpu"))
-import oracle_sweep  # noqa: E402
-
-# the ops that still copy their operands to the host on a GPU (known, documented in
-# docs/cuda.md): the special functions' NumPy kernels, multilabel_margin_loss's target
-# check, embedding's max_norm renorm and embedding_bag's padding, and pack_padded_sequence
-# (whose batch_sizes torch also keeps on the CPU)
-HOST_FALLBACKS = ("MultiLabelMargin", "Embedding_max_norm", "Embedding_scale_grad",
-                  "EmbeddingBag_padding", "pack", "packed", "i0")
-
-
-@pytest.fixture
-def cupy(monkeypatch):
-    """The CuPy double as ``cupy``, loaded afresh; ember's backend forgets it afterwards."""
-    for k in [k for k in sys.modules if k == "cupy" or k.startswith("cupy.")]:
-        monkeypatch.delitem(sys.modules, k)
-    monkeypatch.syspath_prepend(FAKE)
-    monkeypatch.setattr(backend, "_cupy", [None])
-    import cupy as cp
-    assert cp.FAKE
-    yield cp
-    for k in [k for k in sys.modules if k == "cupy" or k.startswith("cupy.")]:
-        del sys.modules[k]
+cupy = cuda_double.cupy  # the fixture
 
 
 def test_the_double_refuses_implicit_conversion(cupy):
@@ -52,33 +29,6 @@ def test_the_double_refuses_implicit_conversion(cupy):
         a + np.ones(3)
     assert type(np.exp(a)) is cupy.ndarray and type(a.sum()) is cupy.ndarray
     assert a.get().tolist() == [0.0, 1.0, 2.0]
-
-
-@pytest.mark.parametrize("families,grad", [
-    (["elementwise", "reduction", "shape"], True),
-    (["indexing", "linalg", "fused_and_fast_paths"], True),
-    # (the nn families' gradients run in the GPU check; forward here keeps this file quick)
-    (["nn_functional"], False), (["nn_layers", "tensor_methods"], False)])
-def test_oracle_cases_run_on_cuda(cupy, families, grad):
-    """Every oracle case of the families, inputs on ``cuda``: forward (and first
-    gradients) match torch, outputs stay on ``cuda``, and no case copies to the host
-    except the known fallbacks. The only refusals are torch's own mixed-device error for
-    a CPU tensor that the case builds inside."""
-    results = oracle_sweep.sweep(families, "cuda", "cpu", grad=grad)
-    seen = 0
-    for fam, rs in results.items():
-        for r in rs:
-            seen += 1
-            assert r["outcome"] in ("pass", "device_mix", "both_raise", "device_unverified"), \
-                f"{fam} {r['name']}: {r['outcome']}: {r['message']} at {r.get('where')}"
-            if r["outcome"] == "device_unverified":
-                assert "pack" in r["name"] or "packed" in r["name"], r
-            if r["host_copies"]:
-                assert any(k in r["name"] for k in HOST_FALLBACKS), \
-                    f"{fam} {r['name']} copies to the host {r['host_copies']} times"
-    assert seen > 100
-    passed = sum(r["outcome"] == "pass" for rs in results.values() for r in rs)
-    assert passed > 0.85 * seen
 
 
 def test_mixing_devices_raises_torchs_error(cupy):
