@@ -155,3 +155,25 @@ def test_gpu_script_dry_run(tmp_path):
     assert checks and all(v == "pass" for v in checks.values()), checks
     assert "## devices: ok" in (tmp_path / "summary.md").read_text()
     assert sorted(os.listdir(tmp_path)) == ["parts.log", "summary.json", "summary.md"]
+
+
+def test_torch_cuda_functions_on_the_double(cupy):
+    c = ember.cuda
+    assert c.is_available() and c.device_count() == 1 and c.current_device() == 0
+    assert c.get_device_name(0) == "Fake CuPy GPU (NumPy on the CPU)"
+    c.set_device(0)
+    c.synchronize()
+    c.empty_cache()
+    with pytest.raises(NotImplementedError, match="default stream"):
+        c.Stream()
+    # seeding makes cuda draws repeat, as torch.manual_seed does
+    draws = []
+    for _ in range(2):
+        ember.manual_seed(5)
+        draws.append(ember.randn(4, device="cuda").tolist())
+    assert draws[0] == draws[1]
+    with ember.device("cuda"):
+        assert ember.zeros(2).is_cuda and ember.nn.Linear(2, 2).weight.is_cuda
+    x = ember.randn(4, 3, device="cuda", requires_grad=True)
+    (x.softmax(-1) * ember.arange(3.0, device="cuda")).sum().backward()
+    assert x.grad.is_cuda
