@@ -62,9 +62,11 @@ def part_sweep(out):
     with open(os.path.join(out, "sweep_failures.txt"), "w") as log:
         res = oracle_sweep.sweep(fams, "cuda", _torch_dev(), True, budget, log=log)
     counts, host = oracle_sweep.summary(res)
+    errs = oracle_sweep.IMPORT_ERRORS
     with open(os.path.join(out, "sweep.json"), "w") as f:
-        json.dump({"counts": counts, "host_fallbacks": host, "results": res}, f, indent=1)
-    return {"counts": counts, "host_fallbacks": host}
+        json.dump({"counts": counts, "host_fallbacks": host, "import_errors": errs,
+                   "results": res}, f, indent=1)
+    return {"counts": counts, "host_fallbacks": host, "import_errors": errs}
 
 
 def _check(results, name, fn):
@@ -325,6 +327,10 @@ def _markdown(summary):
             lines.append("|---" * (len(keys) + 1) + "|")
             for fam, c in res["counts"].items():
                 lines.append(f"| {fam} | " + " | ".join(str(c.get(k, 0)) for k in keys) + " |")
+            if res.get("import_errors"):
+                lines.append("")
+                lines.append("test modules not imported: " + "; ".join(
+                    f"{k} ({v[:120]})" for k, v in res["import_errors"].items()))
             if res["host_fallbacks"]:
                 lines.append("")
                 lines.append("host copies: " + ", ".join(res["host_fallbacks"]))
