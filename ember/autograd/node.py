@@ -40,9 +40,11 @@ def _align_devices(args):
     dev = None
     for a in args:
         if isinstance(a, _tensor.Tensor) and type(a._data) is not _ndarray:
-            dev = a.device
-            break
-    if dev is None or dev.type == "meta":
+            dev = a.device  # (a memory-mapped or meta tensor's is not an accelerator)
+            if dev.type not in ("cpu", "meta"):
+                break
+            dev = None
+    if dev is None:
         return None
     out, moved = [], False
     for a in args:
