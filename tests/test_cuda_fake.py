@@ -177,3 +177,48 @@ def test_torch_cuda_functions_on_the_double(cupy):
     x = ember.randn(4, 3, device="cuda", requires_grad=True)
     (x.softmax(-1) * ember.arange(3.0, device="cuda")).sum().backward()
     assert x.grad.is_cuda
+
+
+def _same_on_both(fn):
+    """``fn(device)`` on cpu and on cuda: the cuda results live there and equal the CPU's
+    (the double computes with NumPy)."""
+    outs = []
+    for dev in ("cpu", "cuda"):
+        ember.manual_seed(0)
+        out = fn(dev)
+        outs.append(out if isinstance(out, (list, tuple)) else [out])
+    for a, b in zip(*outs):
+        assert b.device.type == "cuda", b.device
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().cpu().numpy())
+
+
+def test_more_than_the_oracle_tables(cupy):
+    """Paths outside the oracle's tables: host-computed losses, LU, tracing, init, fft."""
+    F = ember.nn.functional
+
+    def ctc(dev):
+        lp = ember.randn(5, 2, 4).log_softmax(2).to(dev).requires_grad_()
+        loss = F.ctc_loss(lp, ember.tensor([[1, 2], [1, 1]], device=dev), [5, 5], [2, 2])
+        loss.backward()
+        return [loss, lp.grad]
+    _same_on_both(ctc)
+    _same_on_both(lambda d: list(ember.linalg.lu_factor(ember.randn(3, 3).to(d))))
+    _same_on_both(lambda d: ember.jit.trace(ember.nn.Linear(2, 2).to(d),
+                                            ember.ones(1, 2, device=d))(ember.ones(3, 2,
+                                                                                   device=d)))
+    _same_on_both(lambda d: ember.nn.ConvTranspose2d(2, 3, 3).to(d)(
+        ember.randn(1, 2, 5, 5).to(d)))
+    _same_on_both(lambda d: F.interpolate(ember.randn(1, 1, 4, 4).to(d), scale_factor=2,
+                                          mode="bilinear"))
+    _same_on_both(lambda d: [ember.fft.rfft(ember.randn(8).to(d)).real,
+                             ember.einsum("ij,jk->ik", ember.randn(2, 3).to(d),
+                                          ember.randn(3, 4).to(d))])
+    for init in (ember.nn.init.kaiming_uniform_, ember.nn.init.orthogonal_,
+                 ember.nn.init.trunc_normal_):
+        assert init(ember.empty(3, 4, device="cuda")).is_cuda
+    for t in (ember.rand(3, device="cuda"), ember.randperm(5, device="cuda"),
+              ember.multinomial(ember.ones(4, device="cuda"), 2),
+              F.dropout(ember.ones(10, device="cuda"), 0.5, True)):
+        assert t.is_cuda
+    with pytest.raises(NotImplementedError, match="autocast"):
+        ember.autocast("cuda").__enter__()

@@ -746,7 +746,12 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
             seq = tg[offset:offset + tl[n]]
             offset += tl[n]
         ext[n, 1:2 * tl[n]:2] = seq
-    losses = ctc_nll(log_probs, ext, tl, il, blank, zero_infinity)
+    dev = log_probs.device
+    if dev.type == "cuda":
+        # the recursion runs on NumPy: a GPU input makes a round trip, its gradient too
+        losses = ctc_nll(log_probs.cpu(), ext, tl, il, blank, zero_infinity).to(dev)
+    else:
+        losses = ctc_nll(log_probs, ext, tl, il, blank, zero_infinity)
     if reduction == "mean":
         div = ember.tensor(np.maximum(tl, 1), dtype=losses.dtype, device=losses.device)
         return (losses / div).mean()
