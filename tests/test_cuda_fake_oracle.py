@@ -16,10 +16,10 @@ cupy = cuda_double.cupy  # the fixture
 
 # the ops that still copy their operands to the host on a GPU (known, documented in
 # docs/cuda.md): the special functions' NumPy kernels, multilabel_margin_loss's target
-# check, embedding's max_norm renorm and embedding_bag's padding, and pack_padded_sequence
-# (whose batch_sizes torch also keeps on the CPU)
+# check, embedding's max_norm renorm and embedding_bag's padding, ctc_loss's recursion, and
+# pack_padded_sequence (whose batch_sizes torch also keeps on the CPU)
 HOST_FALLBACKS = ("MultiLabelMargin", "Embedding_max_norm", "Embedding_scale_grad",
-                  "EmbeddingBag_padding", "pack", "packed", "i0")
+                  "EmbeddingBag_padding", "pack", "packed", "i0", "ctc_loss")
 
 
 @pytest.mark.parametrize("families,grad", [
