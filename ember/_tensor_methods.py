@@ -260,6 +260,9 @@ def _sparse_mask(self, mask):
     if tuple(mask.shape) != tuple(self.shape):
         raise RuntimeError(f"sparse_mask(): operands have incompatible sizes; self has size "
                            f"{list(self.shape)} but mask has size {list(mask.shape)}")
+    if mask.device != self.device:
+        raise RuntimeError("Expected all tensors to be on the same device, but found at least "
+                           f"two devices, {self.device} and {mask.device}!")
     m = mask.coalesce()
     idx = m.indices()
     if self.requires_grad:  # differentiable: the gradient is read at the mask's elements

@@ -32,6 +32,41 @@ _FREED_MSG = (
     "calling backward.")
 
 
+def _align_devices(args):
+    """PyTorch's device rule for one op's Tensor arguments, asked after the op failed:
+    tensors on different devices raise its error, except 0-dim CPU tensors, which join
+    the other tensors' device as scalars do. Returns the arguments with those moved, or
+    None when every Tensor argument is already on one device."""
+    dev = None
+    for a in args:
+        if isinstance(a, _tensor.Tensor) and type(a._data) is not _ndarray:
+            dev = a.device  # (a memory-mapped or meta tensor's is not an accelerator)
+            if dev.type not in ("cpu", "meta"):
+                break
+            dev = None
+    if dev is None:
+        return None
+    out, moved = [], False
+    for a in args:
+        if isinstance(a, _tensor.Tensor) and a.device != dev:
+            if a._data.ndim or a.device.type != "cpu":
+                raise RuntimeError("Expected all tensors to be on the same device, but found "
+                                   f"at least two devices, {dev} and {a.device}!")
+            a, moved = a.to(dev), True
+        elif type(a) is _ndarray:
+            # the data of a CPU tensor passed on as an array (an index, a mask)
+            if a.ndim:
+                raise RuntimeError("Expected all tensors to be on the same device, but found "
+                                   f"at least two devices, {dev} and cpu!")
+            from ember.backend import to_device
+            a, moved = to_device(a, dev), True
+        elif type(a) is tuple and any(type(i) is _ndarray and i.ndim for i in a):
+            raise RuntimeError("Expected all tensors to be on the same device, but found at "
+                               f"least two devices, {dev} and cpu!")  # CPU index arrays
+        out.append(a)
+    return out if moved else None
+
+
 class Node:
     """A function in the backward graph (PyTorch's ``grad_fn``).
 
@@ -340,6 +375,9 @@ class Primitive(Node):
         try:
             out = self.forward(*arrays, **params)
         except Exception as e:  # noqa: BLE001 - complex32 operands get another route
+            aligned = _align_devices(args)
+            if aligned is not None:
+                return cls.apply(*aligned, **params)
             if _c32.involved(arrays, params):
                 out = _c32.run(self, cls, args, arrays, params)
             elif isinstance(e, ValueError):
@@ -423,7 +461,7 @@ class Primitive(Node):
             try:
                 out = forward(self, da, db)
             except Exception as e:  # noqa: BLE001 - complex32 operands take apply's route
-                if _c32.is_c32(da) or _c32.is_c32(db):
+                if _c32.is_c32(da) or _c32.is_c32(db) or _align_devices((a, b)) is not None:
                     return cls.apply(a, b)
                 if isinstance(e, ValueError):
                     raise _as_runtime_error(cls, (a, b), e) from None

@@ -16,7 +16,8 @@ from ember.backend.dtypes import FROM_NP, from_numpy_dtype, to_dtype  # noqa: F4
 # keep a step's freed memory in the process (glibc mallopt, once; EMBER_MALLOPT=0: off)
 _allocator.tune_on_import()
 
-__all__ = ["device", "array_module", "module_for", "to_device", "cuda_available", "np"]
+__all__ = ["device", "array_module", "module_for", "to_device", "cuda_available", "np",
+           "is_gpu_array"]
 
 
 class device(Frozen):
@@ -157,6 +158,14 @@ def array_module(array):
     if cp is not None and isinstance(array, cp.ndarray):
         return cp
     return np
+
+
+def is_gpu_array(array):
+    """True for a CuPy array (a ``cuda`` tensor's data): code with a NumPy-only path
+    (``where=`` arguments, host-built constants, compiled kernels) takes its portable
+    path instead."""
+    cp = _cupy[0]
+    return cp is not None and isinstance(array, cp.ndarray)
 
 
 def module_for(dev):

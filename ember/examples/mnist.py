@@ -58,6 +58,8 @@ def parse_args(argv=None):
                         "matrices, and far faster on a busy machine")
     p.add_argument("--logdir", default=None,
                    help="TensorBoard runs directory; default: runs/ beside --out")
+    p.add_argument("--device", default="cpu",
+                   help="where the model and the batches live: cpu, or cuda (needs CuPy)")
     p.add_argument("--limit", type=int, default=None,
                    help="train on only the first N training images (quick tries)")
     return p.parse_args(argv)
@@ -145,12 +147,15 @@ def _limit_blas_threads(n):
     return threadpool_limits(n)
 
 
-def train_one_epoch(model, loader, optimizer, desc):
-    """One pass over ``loader``; returns (mean training loss, samples per second)."""
+def train_one_epoch(model, loader, optimizer, desc, device=None):
+    """One pass over ``loader``; returns (mean training loss, samples per second). The
+    batches are moved to ``device`` when given."""
     model.train()
     bar = _progress(loader, desc)
     total, seen, start = 0.0, 0, time.perf_counter()
     for x, y in bar:
+        if device is not None:
+            x, y = x.to(device), y.to(device)
         optimizer.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
@@ -164,12 +169,15 @@ def train_one_epoch(model, loader, optimizer, desc):
     return total / max(seen, 1), seen / max(time.perf_counter() - start, 1e-9)
 
 
-def evaluate(model, loader):
-    """Fraction of ``loader``'s samples classified correctly."""
+def evaluate(model, loader, device=None):
+    """Fraction of ``loader``'s samples classified correctly (batches moved to
+    ``device`` when given)."""
     model.eval()
     correct = seen = 0
     with ember.no_grad():
         for x, y in loader:
+            if device is not None:
+                x, y = x.to(device), y.to(device)
             correct += int((model(x).argmax(1) == y).sum().item())
             seen += int(y.shape[0])
     return correct / max(seen, 1)
@@ -237,7 +245,7 @@ def _run(args):
     if args.limit is not None:
         train_set = Subset(train_set, range(min(args.limit, len(train_set))))
     height, width = test_set.data.shape[1:]
-    model = build_model(args.model, height, width, len(test_set.classes))
+    model = build_model(args.model, height, width, len(test_set.classes)).to(args.device)
     optimizer = ember.optim.Adam(model.parameters(), lr=args.lr)
     # the learning rate decays along a cosine to zero over the run: a steady final model
     scheduler = ember.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs)
@@ -253,15 +261,15 @@ def _run(args):
     logdir = args.logdir or os.path.join(os.path.dirname(os.path.normpath(args.out)), "runs")
     run_dir = os.path.join(logdir, f"{name}-{args.model}")
     writer = _open_writer(run_dir)
-    example = test_set[0][0].unsqueeze(0)
+    example = test_set[0][0].unsqueeze(0).to(args.device)
     if writer is not None:
         writer.add_graph(model, example)
     history = {"train_loss": [], "test_acc": [], "samples_per_s": []}
     for epoch in range(1, args.epochs + 1):
         loss, rate = train_one_epoch(model, train_loader, optimizer,
-                                     f"epoch {epoch}/{args.epochs}")
+                                     f"epoch {epoch}/{args.epochs}", args.device)
         scheduler.step()
-        acc = evaluate(model, test_loader)
+        acc = evaluate(model, test_loader, args.device)
         history["train_loss"].append(loss)
         history["test_acc"].append(acc)
         history["samples_per_s"].append(rate)

@@ -402,7 +402,7 @@ def _nll(input, target, weight, ignore_index, reduction, host_of=None):
         t = target.reshape(-1)
     valid = t != ignore_index
     safe = ember.where(valid, t, ember.zeros((), dtype=ember.int64, device=t.device))
-    th = t._host() if host_of is None else host_of(t)
+    th = t._data if host_of is None else host_of(t)  # (on a GPU: one scalar read below)
     bad = (th != ignore_index) & ((th < 0) | (th >= n_classes))
     if bad.any():
         raise IndexError(f"Target {int(th[bad][0])} is out of bounds.")
@@ -746,7 +746,12 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
             seq = tg[offset:offset + tl[n]]
             offset += tl[n]
         ext[n, 1:2 * tl[n]:2] = seq
-    losses = ctc_nll(log_probs, ext, tl, il, blank, zero_infinity)
+    dev = log_probs.device
+    if dev.type == "cuda":
+        # the recursion runs on NumPy: a GPU input makes a round trip, its gradient too
+        losses = ctc_nll(log_probs.cpu(), ext, tl, il, blank, zero_infinity).to(dev)
+    else:
+        losses = ctc_nll(log_probs, ext, tl, il, blank, zero_infinity)
     if reduction == "mean":
         div = ember.tensor(np.maximum(tl, 1), dtype=losses.dtype, device=losses.device)
         return (losses / div).mean()

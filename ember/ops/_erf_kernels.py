@@ -17,6 +17,7 @@ does not reach the result (``erfc(26)`` keeps its relative precision).
 """
 import numpy as np
 
+from ember import backend as _backend
 from ember.backend import meta as _meta
 
 _A64 = (0.125, 0.1249995716319981, (
@@ -121,6 +122,8 @@ def erf_erfc(x, want_erf=True, want_erfc=True):
     """``(erf(x), erfc(x))`` in ``x``'s float dtype (either may be skipped: None)."""
     if _meta.is_meta(x):  # a meta tensor's placeholder: shapes only, no values to read
         return tuple(_meta.as_meta(x) if w else None for w in (want_erf, want_erfc))
+    if _backend.is_gpu_array(x):  # the same formulas on the GPU, unchunked
+        return _erf_erfc(x, want_erf, want_erfc)
     x = np.asarray(x)
     if x.ndim == 0:
         return tuple(r.reshape(()) if r is not None else None
@@ -142,7 +145,7 @@ def _erf_erfc(x, want_erf, want_erfc, bits=None):
     if bits is None:
         bits = 64 if dt == np.float64 else 32
     fit_a, fit_b, fit_c, cap = _FITS[bits]
-    xd = np.asarray(x, np.float64)
+    xd = x.astype(np.float64, copy=False)
     if bits == 32 and not want_erfc and dt != np.float64:
         return _erf32(xd, dt, fit_a), None
     # every piece on every element, then selects: gathering the elements of each piece
@@ -193,6 +196,8 @@ def erfinv(x):
     """The inverse error function in ``x``'s float dtype: ``±inf`` at ``±1``, NaN beyond."""
     if _meta.is_meta(x):
         return _meta.as_meta(x)
+    if _backend.is_gpu_array(x):
+        return _erfinv(x)
     x = np.asarray(x)
     if x.ndim == 0:
         return _erfinv(x.reshape(1)).reshape(())
@@ -207,7 +212,7 @@ def erfinv(x):
 
 def _erfinv(x):
     dt = x.dtype
-    xd = np.asarray(x, np.float64)
+    xd = x.astype(np.float64, copy=False)
     a = np.abs(xd)
     inside = a < 1.0  # NaN, +-1 and beyond are set at the end
     if inside.all():

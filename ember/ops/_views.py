@@ -11,6 +11,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
+from ember.backend import array_module
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
 from ember.storage import _memory_root
@@ -118,11 +119,12 @@ class AsStridedScatter(Primitive):
 
     def forward(self, base, src, shape, strides, offset, accumulate=False):
         self.geom = (shape, strides, offset)
-        out = np.array(base, copy=True, order="C")
+        xp = array_module(base)  # NumPy or CuPy, whichever holds the tensor
+        out = xp.array(base, copy=True, order="C")
         if accumulate:
             # windows may overlap (expanded views): add element by element
-            idx = _strided(np.arange(out.size).reshape(out.shape), shape, strides, offset)
-            np.add.at(out.reshape(-1), idx.reshape(-1), np.broadcast_to(src, shape).reshape(-1))
+            idx = _strided(xp.arange(out.size).reshape(out.shape), shape, strides, offset)
+            xp.add.at(out.reshape(-1), idx.reshape(-1), xp.broadcast_to(src, shape).reshape(-1))
         else:
             _strided(out, shape, strides, offset)[...] = src
         self.accumulate = accumulate

@@ -51,7 +51,8 @@ def _relu_grad_array(gy, y, out=None):
     dtype = np.result_type(gy.dtype, np.bool_) if hasattr(gy, "dtype") else None
     if type(gy) is not np.ndarray or type(y) is not np.ndarray or gy.shape != y.shape \
             or gy.size < 4096 or not (gy.flags.c_contiguous and y.flags.c_contiguous):
-        res = np.where(y <= 0, np.zeros((), dtype), gy)
+        # a scalar zero, not a host array: gy may live on a GPU
+        res = np.where(y <= 0, dtype.type(0) if dtype is not None else 0.0, gy)
         if out is None:
             return res
         np.copyto(out, res)
@@ -200,7 +201,7 @@ class LeakyRelu(Primitive):
         self.negative_slope = negative_slope
         # half precision: the product in float32, rounded once (PyTorch's CPU kernel)
         w = x.astype(np.float32) if x.dtype == np.float16 else x
-        return np.where(x > 0, x, w * np.asarray(negative_slope, w.dtype)).astype(x.dtype,
+        return np.where(x > 0, x, w * w.dtype.type(negative_slope)).astype(x.dtype,
                                                                                    copy=False)
 
     def backward(self, gy):
@@ -208,7 +209,7 @@ class LeakyRelu(Primitive):
         ns = self.negative_slope
 
         def slope(a):
-            return np.where(a > 0, np.ones((), a.dtype), np.asarray(ns, a.dtype))
+            return np.where(a > 0, a.dtype.type(1), a.dtype.type(ns))
         # (lazily: unary imports this module)
         from ember.ops.unary import _piecewise_grad
         return _piecewise_grad(gy, x, slope), None
@@ -290,7 +291,7 @@ class Threshold(Primitive):
 
     def forward(self, x, threshold, value):
         self.threshold = threshold
-        return np.where(x <= threshold, np.asarray(value, x.dtype), x).astype(x.dtype,
+        return np.where(x <= threshold, x.dtype.type(value), x).astype(x.dtype,
                                                                               copy=False)
 
     def backward(self, gy):
@@ -326,12 +327,12 @@ class Softplus(Primitive):
             raise not_implemented_for("softplus_cpu", x.dtype)
         self.beta, self.threshold = beta, threshold
         wide = x.astype(np.float32) if x.dtype.itemsize < 4 else x
-        z = wide * np.asarray(beta, wide.dtype)
+        z = wide * wide.dtype.type(beta)
         big = z > threshold
         with np.errstate(over="ignore"):
-            soft = np.log1p(np.exp(np.where(big, np.zeros((), wide.dtype), z)))
+            soft = np.log1p(np.exp(np.where(big, wide.dtype.type(0), z)))
         if beta != 1:
-            soft = soft / np.asarray(beta, wide.dtype)
+            soft = soft / wide.dtype.type(beta)
         return np.where(big, wide, soft).astype(x.dtype, copy=False)
 
     def backward(self, gy):

@@ -392,7 +392,8 @@ def getitem(self, idx):
         return GetItem.apply(self, (idx, Ellipsis))
     if ti is Tensor and self._data.size:
         a = idx._data
-        if a.ndim and a.dtype.kind == "i" and a.size and not _is_meta(a):
+        if a.ndim and a.dtype.kind == "i" and a.size and not _is_meta(a) and \
+                type(a) is type(self._data):  # (an index on another device: parse_index)
             # fast path: one int tensor, the common gather of rows
             n = self._data.shape[0]
             lo, hi = int(a.min()), int(a.max())
@@ -500,6 +501,8 @@ def _value_for(self, value):
     if isinstance(value, Tensor):
         if value._data.dtype != self._data.dtype:
             value = value.to(self.dtype)
+        if type(value._data) is not type(self._data) and not value._data.ndim:
+            value = value.to(self.device)  # a 0-dim value from another device: a scalar
         return value
     if isinstance(value, (int, float, bool, np.generic)):
         return _dt.through_float32(value, self._data.dtype)  # PyTorch's double rounding

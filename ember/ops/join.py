@@ -488,6 +488,8 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         shape = input._data.shape
         wide = input.unsqueeze(d + 1).expand(*shape[:d + 1], r, *shape[d + 1:])
         return wide.clone().flatten(d, d + 1)
+    if not isinstance(r, int):
+        r = xp.asarray(r)  # counts from a CPU tensor, for an input on a GPU
     idx = xp.repeat(xp.arange(n, dtype=np.int64), r)
     return index_select(input, d, _make(idx))
 

@@ -917,7 +917,7 @@ def matrix_exp(A):
     n = A.shape[-1]
     if A.numel() == 0:
         return A.clone()
-    norm1 = float(np.abs(np.asarray(A._data)).sum(-2).max()) if A.numel() else 0.0
+    norm1 = float(abs(A._data).sum(-2).max()) if A.numel() else 0.0  # any device
     s = max(0, int(math.ceil(math.log2(norm1 / 5.371920351148152)))) if norm1 > 0 else 0
     X = A / (2 ** s) if s else A
     b = _PADE13

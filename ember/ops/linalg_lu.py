@@ -175,7 +175,7 @@ def lu_factor(A, *, pivot=True, out=None):
     """``(LU, pivots)`` of ``A = P L U``; raises when ``U`` has a zero on its diagonal."""
     _check_matrix("torch.linalg.lu_factor", A)
     LU, piv, info = lu_factor_ex(A, pivot=pivot)
-    bad = np.asarray(info._data)
+    bad = info._host()  # (read on the host: one int per matrix, also from a GPU)
     if bad.any():
         flat = bad.reshape(-1)
         i = int(np.flatnonzero(flat)[0])

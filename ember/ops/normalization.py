@@ -722,6 +722,10 @@ class _RunningStats:
             c = t._data.shape[0]
             v = v.reshape(-1, c).mean(0) if self.per_instance else v.reshape(c)
             arr = t._data
+            if type(arr) is not type(v):
+                from ember.backend import device_of
+                raise RuntimeError("Expected all tensors to be on the same device, but found "
+                                   f"at least two devices, {device_of(v)} and {t.device}!")
             arr *= 1 - m
             arr += (m * v).astype(arr.dtype)
             t._vc[0] += 1

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from ember import backend as _backend
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
@@ -296,6 +297,11 @@ def _sigmoid_np(x):
         np.maximum(e, x >= 0, out=e)
         return np.divide(e, d, out=d)
     # split by sign so exp never overflows
+    if _backend.is_gpu_array(x):
+        # a GPU array: CuPy's ufuncs take no ``where=``; the same split by selects
+        xp = _backend.array_module(x)
+        e = xp.exp(-xp.abs(x))
+        return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
     out = np.empty_like(x)
     pos = x >= 0
     np.divide(1, 1 + np.exp(-x, where=pos, out=np.zeros_like(x)), out=out, where=pos)

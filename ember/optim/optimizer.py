@@ -236,7 +236,7 @@ def _axpy(a, alpha, b, out=None):
     else:
         alpha = float(a.dtype.type(alpha))
     n = a.size
-    if n <= 2 * _AXPY_CHUNK or a.shape != b.shape or not (
+    if n <= 2 * _AXPY_CHUNK or a.shape != b.shape or type(a) is not np.ndarray or not (
             a.flags.c_contiguous and b.flags.c_contiguous and
             (out is None or out.flags.c_contiguous and out.shape == a.shape)):
         # the casts happen inside the ufunc loops: no float64 copies of a and b

@@ -77,8 +77,9 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
     plain = arr.dtype.kind in "biufc" and arr.dtype.itemsize > 1 or arr.dtype.kind in "biu"
     # as_strided goes through __array_interface__, which loses ml_dtypes' dtypes: stride
     # unsigned integers of the same width and view the result back
-    view = np.lib.stride_tricks.as_strided(src if plain else src.view(f"u{isz}"), size,
-                                           tuple(st * isz for st in stride))
+    from ember.backend import array_module  # the storage may be on a GPU (a cuda location)
+    view = array_module(arr).lib.stride_tricks.as_strided(
+        src if plain else src.view(f"u{isz}"), size, tuple(st * isz for st in stride))
     if not plain:
         view = view.view(arr.dtype)
     t = _make(view, False)

@@ -421,17 +421,22 @@ def _fix_name(module, name):
 
 
 def _map_location(arr, location, map_location):
-    if map_location is None:
-        return arr
-    target = map_location
+    """A storage read on the CPU, moved where ``map_location`` (or, without one, its saved
+    ``location``) says; a saved CUDA location without a GPU raises torch's error."""
+    target = location if map_location is None else map_location
     if callable(map_location) and not isinstance(map_location, str):
         return arr  # storages are already on the cpu; the callable sees tensors later
     if isinstance(map_location, dict):
         target = map_location.get(location, location)
-    from ember.backend import as_device, to_device
+    from ember.backend import as_device, cuda_available, to_device
     dev = as_device(str(target) if not isinstance(target, str) else target)
     if dev.type == "cpu":
         return arr
+    if dev.type == "cuda" and not cuda_available():
+        raise RuntimeError(
+            "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() "
+            "is False. If you are running on a CPU-only machine, please use torch.load with "
+            "map_location=torch.device('cpu') to map your storages to the CPU.")
     return to_device(arr, dev)
 
 

@@ -24,10 +24,10 @@ class _Global:
 
 
 class _StorageRef:
-    __slots__ = ("key", "dtype", "numel")
+    __slots__ = ("key", "dtype", "numel", "location")
 
-    def __init__(self, key, dtype, numel):
-        self.key, self.dtype, self.numel = key, dtype, numel
+    def __init__(self, key, dtype, numel, location="cpu"):
+        self.key, self.dtype, self.numel, self.location = key, dtype, numel, location
 
 
 class _TorchPickler(pickle._Pickler):
@@ -40,10 +40,10 @@ class _TorchPickler(pickle._Pickler):
     def persistent_id(self, obj):
         if type(obj) is _StorageRef:
             if obj.dtype.name in UNTYPED:
-                return ("storage", _Global("torch.storage", "UntypedStorage"), obj.key, "cpu",
-                        obj.numel * obj.dtype.itemsize)
-            return ("storage", _Global("torch", STORAGE_OF[obj.dtype.name]), obj.key, "cpu",
-                    obj.numel)
+                return ("storage", _Global("torch.storage", "UntypedStorage"), obj.key,
+                        obj.location, obj.numel * obj.dtype.itemsize)
+            return ("storage", _Global("torch", STORAGE_OF[obj.dtype.name]), obj.key,
+                    obj.location, obj.numel)
         return None
 
     def save_global(self, obj, name=None):
@@ -83,6 +83,9 @@ class _TorchPickler(pickle._Pickler):
                         t.requires_grad))
         else:
             storage, offset, stride = self._storage_of(t._host())
+            if t.device.type == "cuda":
+                # the location torch writes ("cuda:0"): loading restores the device
+                storage.location = f"cuda:{t.device.index or 0}"
             args = (storage, offset, tuple(t.shape), stride, t.requires_grad,
                     collections.OrderedDict())
             if t.dtype.name in UNTYPED:
