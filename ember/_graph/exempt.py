@@ -10,6 +10,7 @@ from ember.ops import (
     extrema,
     identity,
     index_scatter,
+    indexing,
     linalg_decomp,
     linalg_eig,
     matmul_graph,
@@ -56,7 +57,7 @@ BACKWARD_ONLY = (
 EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",
     rnn.MkldnnLSTMLayer, matmul_graph.Addmm, matmul_graph.UnsafeView,
-    matmul_graph.Trilinear)
+    matmul_graph.Trilinear, indexing.Take, indexing.Put, indexing.MaskedSelect)
 
 RANDOM = (
     "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",

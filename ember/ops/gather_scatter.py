@@ -515,8 +515,7 @@ def index_add(input, dim, index, source, *, alpha=1, out=None):
     _check_range(idx, input._data.shape[d] if input._data.ndim else 1, d)
     if input._data.ndim == 0:  # a 0-d self is one element along dim 0
         return index_add(input.reshape(1), 0, index, source.reshape(1), alpha=alpha).reshape(())
-    src = source.reshape(input._data.shape[:d] + (idx.size,) + input._data.shape[d + 1:])
-    return IndexAdd.apply(input, src, idx, d, alpha)
+    return IndexAdd.apply(input, _slices_of(input, source, idx, d), idx, d, alpha)
 
 
 @with_out
@@ -537,8 +536,14 @@ def index_copy(input, dim, index, source, *, out=None):
         res = index_copy(input.reshape(input.shape or (1,)), d, index,
                          source.reshape(source.shape or (1,)))
         return res.reshape(input.shape)
-    src = source.reshape(input._data.shape[:d] + (idx.size,) + input._data.shape[d + 1:])
-    return IndexCopy.apply(input, src, idx, d)
+    return IndexCopy.apply(input, _slices_of(input, source, idx, d), idx, d)
+
+
+def _slices_of(input, source, idx, d):
+    """``source`` in the shape of ``input`` with ``len(idx)`` slices along ``d``: itself
+    when it has that shape already (no node), else reshaped (a 0-d source is one slice)."""
+    shape = input._data.shape[:d] + (idx.size,) + input._data.shape[d + 1:]
+    return source if source._data.shape == shape else source.reshape(shape)
 
 
 class IndexFillValue(IndexFill):
@@ -588,8 +593,14 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     idx = indices if list(indices._data.shape) == shape else indices.expand(
         tuple(s if s != n else -1 for s, n in zip(shape, indices._data.shape)))
     shape[d] = input._data.shape[d]
-    if list(input._data.shape) != shape:
-        input = input.expand(tuple(s if s != n else -1 for s, n in zip(shape, input._data.shape)))
+    # PyTorch broadcasts the input with an expand even where its shape stays
+    if _mode_active[0]:
+        if list(input._data.shape) != shape:
+            input = input.expand(tuple(s if s != n else -1
+                                       for s, n in zip(shape, input._data.shape)))
+    else:
+        from ember.ops.shape import Expand
+        input = Expand.apply(input, tuple(shape))
     return gather(input, d, idx)
 
 

@@ -15,7 +15,6 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.backend import dtypes as _dt
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
@@ -241,10 +240,6 @@ def _expand_ellipses(items, ndim, consumed):
     return out
 
 
-def _is_identity(basic):
-    return all(type(b) is slice and b == _FULL for b in basic[:-1])
-
-
 _FULL = slice(None)
 
 
@@ -289,27 +284,54 @@ class GetItemAlias(GetItem):
     _op_name = "GetItem"
 
 
-def _basic_class(idx, shape):
-    """The class whose node PyTorch's indexing leaves last for the basic index tuple
-    ``idx`` (ints, slices, None and one ``...``) on ``shape``: its items act in order (an
-    int selects, None unsqueezes, a slice slices unless it keeps the whole dim) and the
-    last one that does something names the node; none does: an alias."""
-    last, dim = GetItemAlias, 0
+def _basic_steps(idx, shape):
+    """The steps PyTorch's indexing takes for the basic index tuple ``idx`` (ints, slices,
+    None and one ``...``) on ``shape``, as ``(class, dim, item)``: items act in order, each
+    on the result of the ones before (an int selects, None unsqueezes, a slice slices
+    unless it keeps the whole dim, which is skipped); ``dim`` is the dim the item acts on
+    in that result."""
+    steps, dim, cur = [], 0, 0  # dim: in ``shape``; cur: in the result so far
     for it in idx:
         t = type(it)
         if t is int:
-            last, dim = Select, dim + 1
+            steps.append((Select, cur, it))
+            dim += 1
         elif it is None:
-            last = GetItemUnsqueeze
+            steps.append((GetItemUnsqueeze, cur, it))
+            cur += 1
         elif t is slice:
             if not (it.start in (None, 0) and it.step in (None, 1) and
                     (it.stop is None or (type(it.stop) is int and dim < len(shape) and
                                          it.stop >= shape[dim]))):
-                last = GetItem
+                steps.append((GetItem, cur, it))
             dim += 1
+            cur += 1
         elif it is Ellipsis:
-            dim = len(shape) - _n_dims_after(idx, it)
-    return last
+            k = len(shape) - _n_dims_after(idx, it) - dim
+            dim += k
+            cur += k
+    return steps
+
+
+def _basic_class(idx, shape):
+    """The class whose node PyTorch's indexing leaves last for the basic index ``idx``
+    (see :func:`_basic_steps`); where no item does anything, an alias."""
+    steps = _basic_steps(idx, shape)
+    return steps[-1][0] if steps else GetItemAlias
+
+
+def apply_basic(t, idx, alias=True):
+    """``t[idx]`` for a basic index tuple, with PyTorch's nodes: one per item that does
+    something, in order (``x[0, 1]`` is two selects), or an alias (with ``alias``; else
+    ``t`` itself) where none does. Without a graph to record, one view does it all."""
+    steps = _basic_steps(idx, t._data.shape)
+    if not steps:
+        return GetItemAlias.apply(t, idx) if alias else t
+    if len(steps) == 1 or not (t._requires_grad and _grad_state.grad_enabled):
+        return steps[-1][0].apply(t, idx)
+    for cls, cur, it in steps:
+        t = cls.apply(t, (_FULL,) * cur + (it, Ellipsis))
+    return t
 
 
 def _n_dims_after(idx, ell):
@@ -359,8 +381,7 @@ class IndexScatter(Primitive):
 
 def gather_index(t, basic, adv):
     """``t[basic][adv]`` through the differentiable primitives."""
-    if not _is_identity(basic):
-        t = GetItem.apply(t, basic)
+    t = apply_basic(t, basic, alias=False)
     if adv is not None:
         t = GetItemAdvanced.apply(t, adv)
     return t
@@ -411,11 +432,10 @@ def getitem(self, idx):
             break
         else:
             if n_ell <= 1:
-                return _basic_class(idx, self._data.shape).apply(
-                    self, idx if n_ell else idx + (Ellipsis,))
+                return apply_basic(self, idx if n_ell else idx + (Ellipsis,))
     basic, adv = parse_index(idx, self._data.shape, self._data)
     if adv is None:
-        return _basic_class(basic, self._data.shape).apply(self, basic)
+        return apply_basic(self, basic)
     return gather_index(self, basic, adv)
 
 
@@ -458,18 +478,21 @@ class IndexPut(Primitive):
     _edge_inputs = (0, 1)  # a number value is an edge too (a wrapped tensor in PyTorch)
 
     def forward(self, x, value, basic, adv, accumulate=False):
-        self.meta = (basic, adv, accumulate, np.shape(value))
+        # a value of another floating dtype is cast by the write itself (as a copy_)
+        self.meta = (basic, adv, accumulate, np.shape(value), getattr(value, "dtype", None))
         out = _xp(x).array(x, copy=True)
         _write_checked(out, basic, adv, value, accumulate)
         return out
 
     def backward(self, gy):
-        basic, adv, accumulate, value_shape = self.meta
+        basic, adv, accumulate, value_shape, value_dtype = self.meta
         g_x = g_v = None
         if self._edges[0] is not None:
             g_x = gy if accumulate else IndexPut.apply(gy, 0, basic, adv, False)
         if self._edges[1] is not None:
             g_v = _reduce_to(gather_index(gy, basic, adv), value_shape)
+            if value_dtype is not None and value_dtype != g_v._data.dtype:
+                g_v = g_v.to(_dt.FROM_NP[value_dtype])
         return g_x, g_v, None, None, None
 
     jvp = _jvp.linear(0, 1)
@@ -492,7 +515,9 @@ def _reduce_to(g, shape):
 
 def _value_for(self, value):
     if isinstance(value, Tensor):
-        if value._data.dtype != self._data.dtype:
+        dt, vdt = self._data.dtype, value._data.dtype
+        if vdt != dt and not (value._requires_grad and _grad_state.grad_enabled and
+                              dt.kind == vdt.kind == "f"):
             value = value.to(self.dtype)
         return value
     if isinstance(value, (int, float, bool, np.generic)):
@@ -538,7 +563,30 @@ def setitem(self, idx, value):
         op = SetItemSlices
     else:
         op = IndexPut if adv is not None else SetItemCopy
+    if isinstance(value, Tensor) and value._requires_grad and _grad_state.grad_enabled:
+        value = _setitem_value(value, self._data[basic].shape, adv is None)
     _put(self, basic, adv, value, False, op)
+
+
+def _setitem_value(value, dst, copy):
+    """The value as PyTorch's ``x[idx] = value`` prepares it, with its nodes: for a copy
+    into the view ``x[basic]`` of shape ``dst`` (``copy``), a value of another shape that
+    is not 0-d loses its leading 1s (a view) and is expanded to ``dst``; for an
+    ``index_put`` (an advanced index), only leading 1s are dropped."""
+    from ember.ops.shape import Expand, View
+    shape = value._data.shape
+    if copy and (shape == dst or not shape):
+        return value
+    lead = 0
+    while lead < len(shape) and shape[lead] == 1:
+        lead += 1
+    core = shape[lead:]
+    if not copy:
+        return View.apply(value, core) if lead else value
+    if len(core) > len(dst) or any(s != 1 and s != d for s, d in zip(core[::-1], dst[::-1])):
+        return value  # not broadcastable: the write raises PyTorch's error
+    value = View.apply(value, core)
+    return value if core == dst else Expand.apply(value, dst)
 
 
 def _index_put_args(input, indices, values):
@@ -576,21 +624,66 @@ def index_put_(input, indices, values, accumulate=False):
     return _put(input, basic, adv, values, bool(accumulate))
 
 
-@node_name("PutBackward0")
+class Put(Primitive):
+    """``x`` with ``src``'s elements written (or added) at the flat positions ``idx``."""
+    _node_name = "PutBackward0"
+
+    def forward(self, x, src, idx, accumulate):
+        self.meta = (idx, accumulate, src.shape)
+        xp = _xp(x)
+        out = xp.array(x, copy=True, order="C")
+        flat, pos, vals = out.reshape(-1), idx.reshape(-1), src.reshape(-1)
+        if accumulate:
+            xp.add.at(flat, pos, vals)
+        else:
+            flat[pos] = vals
+        return out
+
+    def backward(self, gy):
+        idx, accumulate, src_shape = self.meta
+        g_x = g_src = None
+        if self._edges[0] is not None:
+            g_x = gy if accumulate else Put.apply(
+                gy, _make(_xp(gy._data).zeros(src_shape, gy._data.dtype)), idx, False)
+        if self._edges[1] is not None:
+            g_src = Take.apply(gy, idx)
+            if idx.shape != src_shape:
+                g_src = g_src.reshape(src_shape)
+        return g_x, g_src, None, None
+
+    jvp = _jvp.linear(0, 1)
+
+
+class Take(Primitive):
+    """The elements of ``x`` read as 1-D at the positions ``idx`` (of ``idx``'s shape)."""
+    _node_name = "TakeBackward0"
+
+    def forward(self, x, idx):
+        self.meta = (x.shape, idx)
+        return x.reshape(-1)[idx.reshape(-1)].reshape(idx.shape)
+
+    def backward(self, gy):
+        shape, idx = self.meta
+        zeros = _make(_xp(gy._data).zeros(shape, gy._data.dtype))
+        return Put.apply(zeros, gy, idx, True), None
+
+    jvp = _jvp.linear(0)
+
+
 def put(input, index, source, accumulate=False):
     """``input`` with ``source``'s elements written at the flat positions ``index``."""
-    idx = _check_flat_index(index, input._data.size).reshape(-1)
-    flat = input.reshape(-1)
+    idx = _check_flat_index(index, input._data.size)
     if source._data.dtype != input._data.dtype:
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
                            f"self.dtype = {_name(input)} and source.dtype = {_name(source)}")
-    src = source.reshape(-1)
-    if src._data.size != idx.size:
+    if source._data.size != idx.size:
         raise RuntimeError(f"put_(): Expected source and index to have the same number of "
-                           f"elements, but got source.numel() = {src._data.size}, "
+                           f"elements, but got source.numel() = {source._data.size}, "
                            f"index.numel() = {idx.size}")
-    return IndexPut.apply(flat, src, (Ellipsis,), (idx,), bool(accumulate)).reshape(
-        input._data.shape)
+    if _mode_active[0]:  # transforms and captures see it as an index_put on the flat view
+        return IndexPut.apply(input.reshape(-1), source.reshape(-1), (Ellipsis,),
+                              (idx.reshape(-1),), bool(accumulate)).reshape(input._data.shape)
+    return Put.apply(input, source, idx, bool(accumulate))
 
 
 def put_(self, index, source, accumulate=False):
@@ -614,12 +707,13 @@ def _check_flat_index(index, n):
     return index._data
 
 
-@node_name("TakeBackward0")
 @with_out
 def take(input, index):
     """The elements of ``input`` (read as 1-D) at ``index``; the result has ``index``'s shape."""
     idx = _check_flat_index(index, input._data.size)
-    return GetItemAdvanced.apply(input.reshape(-1), (idx,))
+    if _mode_active[0]:  # transforms and captures see it as an index of the flat view
+        return GetItemAdvanced.apply(input.reshape(-1), (idx,))
+    return Take.apply(input, idx)
 
 
 # ----- masks --------------------------------------------------------------------------
@@ -685,11 +779,33 @@ def _check_bool_mask(op, mask):
         raise RuntimeError(f"{op}: expected BoolTensor for mask")
 
 
-@node_name("MaskedSelectBackward0")
+class MaskedSelect(Primitive):
+    """The elements of ``x`` where ``mask`` (an array; both broadcast) is True, as 1-D."""
+    _node_name = "MaskedSelectBackward0"
+
+    def forward(self, x, mask):
+        xp = _xp(x)
+        shape = np.broadcast_shapes(x.shape, mask.shape)
+        pos = xp.broadcast_to(mask, shape).reshape(-1).nonzero()[0]
+        self.meta = (x.shape, shape, pos)
+        return xp.broadcast_to(x, shape).reshape(-1)[pos]
+
+    def backward(self, gy):
+        in_shape, shape, pos = self.meta
+        zeros = _make(_xp(gy._data).zeros(shape, gy._data.dtype))
+        g = Put.apply(zeros, gy, pos, False)
+        return (g if shape == in_shape else g.sum_to_size(in_shape)), None
+
+    jvp = _jvp.linear(0)
+
+
 @with_out
 def masked_select(input, mask):
     """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""
     _check_bool_mask("masked_select", mask)
+    if not _mode_active[0]:
+        return MaskedSelect.apply(input, mask._data)
+    # transforms and captures see it as broadcasting and an index
     from ember.ops.shape import broadcast_tensors
     x, m = broadcast_tensors(input, mask)
     if x._data.ndim == 0:

@@ -120,7 +120,34 @@ class View(ViewPrimitive):
         return [grads[0].reshape(self.in_shape), None]
 
 
+class ReshapeAlias(View):
+    """``reshape`` of a tensor that is not contiguous but whose strides allow a view
+    (PyTorch's ``_reshape_alias``): the same view under its own node name."""
+    _node_name = "ReshapeAliasBackward0"
+    torchscript = "reshape"
+
+
+class UnsafeReshape(Primitive):
+    """The reshape of a fresh contiguous copy that ``reshape`` makes when no view is
+    possible; like PyTorch's ``_unsafe_view`` its output is not recorded as a view of
+    the copy (nothing else can see the copy)."""
+    _node_name = "UnsafeViewBackward0"
+
+    def forward(self, x, shape):
+        self.in_shape = x.shape
+        return x.reshape(shape)
+
+    def backward(self, gy):
+        return gy.reshape(self.in_shape), None
+
+    jvp = _jvp.linear(0)
+    batch = _batch.reshape_copy
+    torchscript = "reshape"
+
+
 class ReshapeCopy(Primitive):
+    """A reshape that copies, as one node (vmap's fallback for batches that cannot be
+    viewed)."""
     _node_name = "ViewBackward0"
 
     def forward(self, x, shape):
@@ -174,10 +201,21 @@ def reshape(input, *shape):
     """``input`` with another shape: a view when possible, else a copy."""
     if _mode_active[0] and (m := _mode_recorder((input,) + shape)) is not None:
         return m.composite("reshape", reshape, (input,) + shape, {})
-    shape = infer_shape(_sizes(shape), input._data.size)
-    if _try_view(input._data, shape) is not None:
-        return View.apply(input, shape)
-    return ReshapeCopy.apply(input, shape)
+    return reshape_nodes(input, infer_shape(_sizes(shape), input._data.size))
+
+
+def reshape_nodes(x, shape):
+    """``x`` reshaped to the resolved ``shape`` with PyTorch's nodes: a contiguous tensor
+    is viewed (``ViewBackward0``); one whose strides still allow a view is aliased
+    (``ReshapeAliasBackward0``); any other is copied to a contiguous tensor first
+    (``CloneBackward0`` under ``UnsafeViewBackward0``)."""
+    data = x._data
+    if data.flags.c_contiguous:
+        return View.apply(x, shape)
+    if _try_view(data, shape) is not None:
+        return ReshapeAlias.apply(x, shape)
+    from ember.ops.conversion import Clone
+    return UnsafeReshape.apply(Clone.apply(x), shape)
 
 
 def view_as(self, other):
@@ -215,8 +253,15 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, shape[:s] + (n,) + shape[e + 1:])
 
 
-ravel = lambda input: reshape(input, (-1,))  # noqa: E731
-ravel.__doc__ = "A 1-D tensor of all elements (a view when possible)."
+def ravel(input):
+    """A 1-D tensor of all elements: a view of a contiguous tensor, else of a contiguous
+    copy (``contiguous().view(-1)``, as PyTorch records it)."""
+    if _mode_active[0]:  # captures and transforms record it as reshape(-1)
+        return reshape(input, (-1,))
+    if not input._data.flags.c_contiguous:
+        from ember.ops.conversion import Clone
+        input = Clone.apply(input)
+    return View.apply(input, (input._data.size,))
 
 
 def unflatten(input, dim, sizes):
