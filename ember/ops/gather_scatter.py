@@ -90,6 +90,8 @@ def _check_range(a, n, dim, exc=RuntimeError, prefix=""):
 class Gather(Primitive):
     def forward(self, x, idx, dim):
         self.meta = (x.shape, idx, dim)
+        if x.ndim == 0:  # one element, read at each (zero) index: the result is idx's shape
+            return x.reshape(1)[idx.reshape(-1)].reshape(idx.shape)
         return x[_dim_index(idx, dim)]
 
     def backward(self, gy):
@@ -104,6 +106,10 @@ class ScatterAdd(Primitive):
     def forward(self, x, src, idx, dim):
         self.meta = (idx, dim, src.shape)
         out = _xp(x).array(x, copy=True)
+        if x.ndim == 0:  # one element: every (zero) index adds to it
+            flat = out.reshape(1)
+            _xp(x).add.at(flat, idx.reshape(-1), src.reshape(-1)[:idx.size])
+            return flat.reshape(())
         _xp(x).add.at(out, _dim_index(idx, dim), _extent(src, idx.shape))
         return out
 
@@ -197,7 +203,6 @@ def _scalar_wrap(fn):
     return wrapped
 
 
-@_scalar_wrap
 @with_out
 def gather(input, dim, index, *, sparse_grad=False, out=None):
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim=1`` (likewise for others);
@@ -208,6 +213,8 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
         return input.reshape(-1)[:0].reshape(index.shape)
     d, idx = _gather_checks("gather", input, dim, index)
     if input._data.ndim == 0:  # a 0-d input is one element; the result has index's shape
+        if not _mode_active[0]:
+            return Gather.apply(input, idx, 0)  # one node, as PyTorch's kernel takes it
         return Gather.apply(input.reshape(1), idx.reshape(1), 0).reshape(index.shape)
     if _mode_active[0]:
         # under a mode the index goes in as the tensor, so that a capture (jit.trace,
