@@ -6,6 +6,7 @@ from ember.ops import (
     bitwise,
     conv,
     conversion,
+    diagonals,
     elementwise,
     extrema,
     identity,
@@ -57,7 +58,8 @@ BACKWARD_ONLY = (
 EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",
     rnn.MkldnnLSTMLayer, matmul_graph.Addmm, matmul_graph.UnsafeView,
-    matmul_graph.Trilinear, indexing.Take, indexing.Put, indexing.MaskedSelect)
+    matmul_graph.Trilinear, indexing.Take, indexing.Put, indexing.MaskedSelect,
+    shape.NarrowCopy, diagonals.DiagonalCopy)
 
 RANDOM = (
     "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",

@@ -597,9 +597,9 @@ def _no_batch_rule():
     for c in (matmul_graph.Addmm, matmul_graph.UnsafeView, matmul_graph.Trilinear):
         table[c] = ("made only in eager mode to show PyTorch's nodes; under vmap linear, "
                     "matmul and bilinear run their one-kernel ops, which have rules")
-    for c in (indexing.Take, indexing.Put, indexing.MaskedSelect):
-        table[c] = ("made only in eager mode to show PyTorch's node; under vmap take, put "
-                    "and masked_select run as index ops, which have rules")
+    for c in (indexing.Take, indexing.Put, indexing.MaskedSelect, shape.NarrowCopy):
+        table[c] = ("made only in eager mode to show PyTorch's node; under vmap take, put, "
+                    "masked_select and narrow_copy run as index ops, which have rules")
     return table
 
 

@@ -5,7 +5,6 @@ import numpy as np
 
 from ember._tensor import Size, Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import with_out, wrap_dim, wrap_dims
@@ -638,14 +637,37 @@ def narrow(input, dim, start, length):
         raise RuntimeError("narrow(): length must be non-negative.")
     if start + length > n:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
-    return GetItem.apply(input, (slice(None),) * d + (slice(start, start + length), Ellipsis))
+    return GetItem.apply(input, _narrow_index(d, start, length))
 
 
-@node_name("NarrowCopyBackward0")
+def _narrow_index(d, start, length):
+    return (slice(None),) * d + (slice(start, start + length), Ellipsis)
+
+
+class NarrowCopy(Primitive):
+    """A copy of ``length`` elements of ``x`` from ``start`` along ``dim``."""
+
+    def forward(self, x, dim, start, length):
+        self.meta = (x.shape, _narrow_index(dim, start, length))
+        return x[self.meta[1]].copy()
+
+    def backward(self, gy):
+        from ember.ops.indexing import IndexScatter
+        shape, idx = self.meta
+        return IndexScatter.apply(gy, shape, idx, False), None, None, None
+
+    jvp = _jvp.linear(0)
+
+
 @with_out
 def narrow_copy(input, dim, start, length):
     """A copy of ``narrow(input, dim, start, length)``."""
-    return narrow(input, dim, start, length).clone()
+    view = narrow(input, dim, start, length)  # checks the arguments
+    if _mode_active[0]:  # transforms and captures see the view and its clone
+        return view.clone()
+    d = wrap_dim(dim, input._data.ndim)
+    start = int(start) + (input._data.shape[d] if int(start) < 0 else 0)
+    return NarrowCopy.apply(input, d, start, int(length))
 
 
 def select(input, dim, index):
