@@ -292,6 +292,9 @@ class _CopySlices(Node):
         if fn._in_shapes is not None:
             self._in_shapes = [None] + list(fn._in_shapes[1:])
         self.fn, self.idx = fn, idx
+        trace = getattr(fn, "_trace", None)
+        if trace is not None:  # anomaly mode: the op's forward line is this node's
+            self._trace = trace
         return self
 
     @property

@@ -488,10 +488,7 @@ def expand(self, *sizes):
     """A broadcast view of ``self`` with the given sizes (-1 keeps a dim)."""
     if _mode_active[0] and (m := _mode_recorder((self,) + sizes)) is not None:
         return m.composite("expand", expand, (self,) + sizes, {})
-    shape = _expand_shape(self._data.shape, _sizes(sizes))
-    if shape == self._data.shape:
-        return View.apply(self, shape)
-    return Expand.apply(self, shape)
+    return Expand.apply(self, _expand_shape(self._data.shape, _sizes(sizes)))
 
 
 def expand_as(self, other):
@@ -527,7 +524,10 @@ def broadcast_tensors(*tensors):
                 i = len(shape) - len(ts) + k
                 if s != 1 and type(shape[i]) is int:
                     shape[i] = s
-    return tuple(expand(t, tuple(shape)) for t in tensors)
+        return tuple(expand(t, tuple(shape)) for t in tensors)
+    shape = tuple(shape)
+    # a tensor that has the shape already is returned itself, as PyTorch does
+    return tuple(t if t._data.shape == shape else Expand.apply(t, shape) for t in tensors)
 
 
 class SumToSize(Primitive):
