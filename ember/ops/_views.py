@@ -10,6 +10,7 @@ import weakref
 import numpy as np
 
 from ember._tensor import Tensor, _make
+from ember.autograd._saved_hooks import Packed as _Packed
 from ember.autograd.node import AccumulateGrad, Node, Primitive
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
@@ -256,6 +257,8 @@ def rebase_view(view, result):
     view.grad_fn = new_view.grad_fn
     view._output_nr = 0
     view._requires_grad = True
+    if type(node) is _CopySlices:
+        node.saves_the_view(view)
     refresh_views(base, skip=view)
 
 
@@ -277,6 +280,8 @@ class _CopySlices(Node):
                 result._data.dtype != view._data.dtype or \
                 view._data.dtype != base._data.dtype or not fn._edges:
             return None
+        if fn._saved and any(type(item) is _Packed and item.output for item in fn._saved):
+            return None  # an output kept by saved-tensor hooks unpacks to fn's own place
         first = fn._edges[0]
         if view.grad_fn is None:
             if first is not None:
@@ -296,6 +301,24 @@ class _CopySlices(Node):
         if trace is not None:  # anomaly mode: the op's forward line is this node's
             self._trace = trace
         return self
+
+    # what the op saved is this node's: the engine frees it after a backward pass
+    @property
+    def _saved(self):
+        return self.fn._saved
+
+    @_saved.setter
+    def _saved(self, value):
+        self.fn._saved = value
+
+    def saves_the_view(self, view):
+        """The op's saved output is the view's new value: read back, it is the view, at
+        the view's place in the graph (a second derivative goes through this node), and
+        a later in-place change of the view makes it stale, as in PyTorch."""
+        saved = self.fn._saved
+        if saved and any(type(item) is tuple and len(item) == 5 for item in saved):
+            self.fn._saved = [(view, view._vc[0]) if type(item) is tuple and len(item) == 5
+                              else item for item in saved]
 
     @property
     def next_functions(self):
