@@ -9,9 +9,9 @@ from ember.ops import (
     diagonals,
     elementwise,
     extrema,
+    flat_index,
     identity,
     index_scatter,
-    indexing,
     linalg_decomp,
     linalg_eig,
     matmul_graph,
@@ -58,7 +58,7 @@ BACKWARD_ONLY = (
 EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",
     rnn.MkldnnLSTMLayer, matmul_graph.Addmm, matmul_graph.UnsafeView,
-    matmul_graph.Trilinear, indexing.Take, indexing.Put, indexing.MaskedSelect,
+    matmul_graph.Trilinear, flat_index.Take, flat_index.Put, flat_index.MaskedSelect,
     shape.NarrowCopy, diagonals.DiagonalCopy)
 
 RANDOM = (
