@@ -2,14 +2,14 @@
 ``triu``, and the embeddings ``diagonal_scatter``, ``select_scatter``, ``slice_scatter``."""
 import numpy as np
 
-from ember._tensor import Tensor, _make, _mode_active
+from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.autograd.node_names import node_name
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
-from ember.ops.indexing import IndexPut
+from ember.ops.indexing import IndexPut, transforming
 
 __all__ = ["diagonal", "diag", "diag_embed", "diagonal_scatter", "select_scatter",
            "slice_scatter", "tril", "triu"]
@@ -91,6 +91,7 @@ class Diagonal(ViewPrimitive):
 class DiagonalCopy(Primitive):
     """A copy of a diagonal (``diag`` of a matrix): PyTorch's ``diagonal_copy`` node."""
     _node_name = "DiagonalBackward0_copy"
+    profiler_name = "aten::diagonal_copy"
     batch = _batch.diagonal
 
     def forward(self, x, offset, d1, d2):
@@ -181,7 +182,7 @@ def diag(input, diagonal=0, *, out=None):
     if nd == 1:
         return write_out(diag_embed(input, diagonal, 0, 1), out)
     if nd == 2:
-        if _mode_active[0]:  # transforms and captures see the diagonal view and its clone
+        if transforming():  # transforms and captures see the diagonal view and its clone
             return write_out(Diagonal.apply(input, int(diagonal), 0, 1).clone(), out)
         return write_out(DiagonalCopy.apply(input, int(diagonal), 0, 1), out)
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {nd}D")

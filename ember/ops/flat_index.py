@@ -3,13 +3,20 @@
 they run as the index ops of ``indexing``, which have their rules and spellings."""
 import numpy as np
 
-from ember._tensor import Tensor, _make, _mode_active
+from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
 from ember.ops._inplace import check_inplace, commit
 from ember.ops._util import with_out
-from ember.ops.indexing import GetItemAdvanced, IndexPut, _check_bool_mask, _name, _xp
+from ember.ops.indexing import (
+    GetItemAdvanced,
+    IndexPut,
+    _check_bool_mask,
+    _name,
+    _xp,
+    transforming,
+)
 
 __all__ = ["masked_select", "take", "put"]
 
@@ -70,7 +77,7 @@ def put(input, index, source, accumulate=False):
         raise RuntimeError(f"put_(): Expected source and index to have the same number of "
                            f"elements, but got source.numel() = {source._data.size}, "
                            f"index.numel() = {idx.size}")
-    if _mode_active[0]:  # transforms and captures see it as an index_put on the flat view
+    if transforming():  # transforms and captures see it as an index_put on the flat view
         return IndexPut.apply(input.reshape(-1), source.reshape(-1), (Ellipsis,),
                               (idx.reshape(-1),), bool(accumulate)).reshape(input._data.shape)
     return Put.apply(input, source, idx, bool(accumulate))
@@ -101,7 +108,7 @@ def _check_flat_index(index, n):
 def take(input, index):
     """The elements of ``input`` (read as 1-D) at ``index``; the result has ``index``'s shape."""
     idx = _check_flat_index(index, input._data.size)
-    if _mode_active[0]:  # transforms and captures see it as an index of the flat view
+    if transforming():  # transforms and captures see it as an index of the flat view
         return GetItemAdvanced.apply(input.reshape(-1), (idx,))
     return Take.apply(input, idx)
 
@@ -130,7 +137,7 @@ class MaskedSelect(Primitive):
 def masked_select(input, mask):
     """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""
     _check_bool_mask("masked_select", mask)
-    if not _mode_active[0]:
+    if not transforming():
         return MaskedSelect.apply(input, mask._data)
     # transforms and captures see it as broadcasting and an index
     from ember.ops.shape import broadcast_tensors

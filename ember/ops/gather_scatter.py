@@ -15,6 +15,7 @@ from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim
+from ember.ops.indexing import transforming
 
 __all__ = ["gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add",
            "index_copy", "index_fill", "take_along_dim"]
@@ -213,7 +214,7 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
         return input.reshape(-1)[:0].reshape(index.shape)
     d, idx = _gather_checks("gather", input, dim, index)
     if input._data.ndim == 0:  # a 0-d input is one element; the result has index's shape
-        if not _mode_active[0]:
+        if not transforming():
             return Gather.apply(input, idx, 0)  # one node, as PyTorch's kernel takes it
         return Gather.apply(input.reshape(1), idx.reshape(1), 0).reshape(index.shape)
     if _mode_active[0]:
@@ -601,7 +602,7 @@ def take_along_dim(input, indices, dim=None, *, out=None):
         tuple(s if s != n else -1 for s, n in zip(shape, indices._data.shape)))
     shape[d] = input._data.shape[d]
     # PyTorch broadcasts the input with an expand even where its shape stays
-    if _mode_active[0]:
+    if transforming():
         if list(input._data.shape) != shape:
             input = input.expand(tuple(s if s != n else -1
                                        for s, n in zip(shape, input._data.shape)))

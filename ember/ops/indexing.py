@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder, _mode_stack
 from ember.autograd._modes import routed
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
@@ -28,6 +28,14 @@ __all__ = ["masked_fill", "masked_scatter", "index_put", "index_put_", "nonzero"
 
 _BASIC = (int, slice, type(None), type(Ellipsis))
 _FLOAT_INDEX = "tensors used as indices must be long, int, byte or bool tensors"
+
+
+def transforming():
+    """Whether a mode that transforms or captures calls sees this one (not only modes that
+    watch, as the profiler): ops that record PyTorch's own node in eager mode then run as
+    the ops those modes have rules and spellings for."""
+    n = _mode_active[0]
+    return bool(n) and not all(getattr(_mode_stack[i], "observer", False) for i in range(n))
 
 
 def _xp(a):

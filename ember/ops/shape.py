@@ -9,7 +9,7 @@ from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import with_out, wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
-from ember.ops.indexing import GetItem, Select
+from ember.ops.indexing import GetItem, Select, transforming
 
 # flips, rolls and unfold live in ``reorder``, padding in ``padding``; their names stay
 # importable from here (``from ember.ops.shape import pad``, ``shape.Flip`` ...)
@@ -124,6 +124,7 @@ class ReshapeAlias(View):
     (PyTorch's ``_reshape_alias``): the same view under its own node name."""
     _node_name = "ReshapeAliasBackward0"
     torchscript = "reshape"
+    profiler_name = "aten::_reshape_alias"
 
 
 class UnsafeReshape(Primitive):
@@ -255,7 +256,7 @@ def flatten(input, start_dim=0, end_dim=-1):
 def ravel(input):
     """A 1-D tensor of all elements: a view of a contiguous tensor, else of a contiguous
     copy (``contiguous().view(-1)``, as PyTorch records it)."""
-    if _mode_active[0]:  # captures and transforms record it as reshape(-1)
+    if transforming():  # captures and transforms record it as reshape(-1)
         return reshape(input, (-1,))
     if not input._data.flags.c_contiguous:
         from ember.ops.conversion import Clone
@@ -663,7 +664,7 @@ class NarrowCopy(Primitive):
 def narrow_copy(input, dim, start, length):
     """A copy of ``narrow(input, dim, start, length)``."""
     view = narrow(input, dim, start, length)  # checks the arguments
-    if _mode_active[0]:  # transforms and captures see the view and its clone
+    if transforming():  # transforms and captures see the view and its clone
         return view.clone()
     d = wrap_dim(dim, input._data.ndim)
     start = int(start) + (input._data.shape[d] if int(start) < 0 else 0)
