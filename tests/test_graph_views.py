@@ -191,3 +191,22 @@ def test_take_put_masked_select_are_one_node_over_their_inputs():
             assert (a is None) == (b is None)
             if b is not None:
                 np.testing.assert_allclose(a.numpy(), b.numpy())
+
+
+def test_setitem_with_an_advanced_index_takes_no_other_dtype():
+    # index_put_ takes no value of another dtype; a 0-d value under one mask is a
+    # masked_fill_ (which casts); a shape that cannot be written is reported first
+    outs = []
+    for lib in (ember, torch):
+        m = lib.tensor([True, False, True])
+        res = []
+        for v in (lib.ones(2), lib.ones(1, 2), lib.tensor(1.0), lib.tensor(1), lib.ones(4)):
+            for idx in (([0, 1], 1), ([0, 1],), (m,), m, lib.tensor([0, 2]), (m, 1)):
+                y = lib.zeros(3, 4, dtype=lib.float64)
+                try:
+                    y[idx] = v
+                    res.append(("ok", y.sum().item()))
+                except RuntimeError as e:
+                    res.append(("error", str(e)))
+        outs.append(res)
+    assert outs[0] == outs[1]

@@ -572,9 +572,41 @@ def setitem(self, idx, value):
         op = SetItemSlices
     else:
         op = IndexPut if adv is not None else SetItemCopy
+    if adv is not None and isinstance(value, Tensor) and \
+            value._data.dtype != self._data.dtype and not (
+                value._data.ndim == 0 and _one_mask(idx)):
+        _index_put_dtype_error(self, basic, adv, value)
     if isinstance(value, Tensor) and value._requires_grad and _grad_state.grad_enabled:
         value = _setitem_value(value, self._data[basic].shape, adv is None)
     _put(self, basic, adv, value, False, op)
+
+
+def _one_mask(idx):
+    """Whether the advanced part of ``idx`` is one bool (or byte) tensor."""
+    items = idx if type(idx) is tuple else (idx,)
+    adv = [i for i in items if isinstance(i, (Tensor, list, range, np.ndarray))]
+    return len(adv) == 1 and isinstance(adv[0], Tensor) and \
+        adv[0]._data.dtype in (np.bool_, np.uint8)
+
+
+def _index_put_dtype_error(self, basic, adv, value):
+    """PyTorch's error for ``x[idx] = v`` with an advanced index and a ``v`` of another
+    dtype (``index_put_`` takes none; a 0-d value under one mask is a ``masked_fill_``,
+    which casts): a shape that cannot be written is reported first, as there."""
+    target = _index(self._data[basic], adv).shape
+    shape = value._data.shape
+    lead = 0
+    while lead < len(shape) and shape[lead] == 1:
+        lead += 1
+    try:
+        core = shape[lead:]  # a zero-stride stand-in: nothing is allocated
+        np.broadcast_to(np.lib.stride_tricks.as_strided(np.zeros(1), core, (0,) * len(core)),
+                        target)
+    except ValueError:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(shape[lead:])} cannot "
+                           f"be broadcast to indexing result of shape {list(target)}") from None
+    raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                       f"{_name(self)} for the destination and {_name(value)} for the source.")
 
 
 def _setitem_value(value, dst, copy):
@@ -617,7 +649,8 @@ def _index_put_args(input, indices, values):
 
 
 def _name(t):
-    return t.dtype.name.capitalize()
+    from ember.ops._util import scalar_type_name
+    return scalar_type_name(t.dtype)  # torch's C++ name (``Double``), as its messages
 
 
 def index_put(input, indices, values, accumulate=False):
