@@ -108,6 +108,7 @@ CASES = {
     "MeanDim-keepdim": (reduction.MeanDim,
                         lambda r, d: ([_t(r, (3, 4, 5), d), (1,), True, None], {})),
     "View": (shape.View, lambda r, d: ([_t(r, (3, 4), d), (2, 6)], {})),
+    "ReshapeAlias": (shape.ReshapeAlias, lambda r, d: ([_t(r, (3, 4), d), (4, 3)], {})),
     "Permute": (shape.Permute, lambda r, d: ([_t(r, (2, 3, 4), d), (2, 0, 1)], {})),
     "Transpose": (shape.Transpose, lambda r, d: ([_t(r, (2, 3, 4), d), 0, 2], {})),
     "T": (shape.T, lambda r, d: ([_t(r, (3, 4), d), 0, 1], {})),

@@ -6,8 +6,10 @@ from ember.ops import (
     bitwise,
     conv,
     conversion,
+    diagonals,
     elementwise,
     extrema,
+    flat_index,
     identity,
     index_scatter,
     linalg_decomp,
@@ -56,7 +58,8 @@ BACKWARD_ONLY = (
 EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",
     rnn.MkldnnLSTMLayer, matmul_graph.Addmm, matmul_graph.UnsafeView,
-    matmul_graph.Trilinear)
+    matmul_graph.Trilinear, flat_index.Take, flat_index.Put, flat_index.MaskedSelect,
+    shape.NarrowCopy, diagonals.DiagonalCopy)
 
 RANDOM = (
     "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",

@@ -581,7 +581,7 @@ def _reshape(g, x, sizes):
     return g.op("Reshape", [g.tensor(x), g.ints(sizes)], **({"allowzero": 1} if zero else {}))
 
 
-@exports(shape.View, shape.ReshapeCopy)
+@exports(shape.View, shape.ReshapeCopy, shape.UnsafeReshape)
 def _view_prim(g, node, x, shape, *rest):
     return _reshape(g, x, list(shape))
 

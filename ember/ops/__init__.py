@@ -7,6 +7,7 @@ from ember.ops import (  # noqa: F401
     diagonals,
     elementwise,
     extrema,
+    flat_index,
     gather_scatter,
     indexing,
     join,
@@ -31,6 +32,7 @@ from ember.ops.conversion import *  # noqa: F401,F403
 from ember.ops.diagonals import *  # noqa: F401,F403
 from ember.ops.elementwise import *  # noqa: F401,F403
 from ember.ops.extrema import *  # noqa: F401,F403
+from ember.ops.flat_index import *  # noqa: F401,F403
 from ember.ops.gather_scatter import *  # noqa: F401,F403
 from ember.ops.indexing import *  # noqa: F401,F403
 from ember.ops.join import *  # noqa: F401,F403
@@ -51,9 +53,10 @@ from ember.ops.unary import *  # noqa: F401,F403
 # `from ember.ops import *` gives the ops, not the family modules (so that, e.g.,
 # `ember.conv` or `ember.shape` do not appear as stray attributes of `ember`)
 __all__ = sorted({name for module in (bitwise, conv, conversion, diagonals, elementwise, extrema,
-                                      gather_scatter, indexing, join, linalg, linalg_decomp,
-                                      normalization, pooling, power, reduction, resample, scan,
-                                      shape, sampling, sorting, special, unary, complex_numbers)
+                                      flat_index, gather_scatter, indexing, join, linalg,
+                                      linalg_decomp, normalization, pooling, power, reduction,
+                                      resample, scan, shape, sampling, sorting, special, unary,
+                                      complex_numbers)
                   for name in getattr(module, "__all__", ())})
 # composites of the ops above, by family (no derivative code of their own)
 from ember.ops import (  # noqa: E402,F401

@@ -525,6 +525,7 @@ def _no_batch_rule():
         ctc,
         diagonals,
         extrema,
+        flat_index,
         index_scatter,
         indexing,
         linalg_eig,
@@ -597,6 +598,9 @@ def _no_batch_rule():
     for c in (matmul_graph.Addmm, matmul_graph.UnsafeView, matmul_graph.Trilinear):
         table[c] = ("made only in eager mode to show PyTorch's nodes; under vmap linear, "
                     "matmul and bilinear run their one-kernel ops, which have rules")
+    for c in (flat_index.Take, flat_index.Put, flat_index.MaskedSelect, shape.NarrowCopy):
+        table[c] = ("made only in eager mode to show PyTorch's node; under vmap take, put, "
+                    "masked_select and narrow_copy run as index ops, which have rules")
     return table
 
 

@@ -10,7 +10,8 @@ import weakref
 import numpy as np
 
 from ember._tensor import Tensor, _make
-from ember.autograd.node import Primitive
+from ember.autograd._saved_hooks import Packed as _Packed
+from ember.autograd.node import AccumulateGrad, Node, Primitive
 from ember.backend import array_module
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
@@ -237,10 +238,13 @@ def rebase_view(view, result):
     if idx is None:
         raise RuntimeError("in-place operation on a view whose base's data was replaced "
                            "(e.g. through .data); write into the base directly")
-    old_base = _make_alias(base)
-    new_base = PutFlat.apply(_as_parts(old_base, view), result, idx, False)
-    if new_base._data.dtype != base._data.dtype:
-        new_base = _from_parts(new_base)
+    node = _CopySlices.wrap(base, view, result, idx)
+    if node is None:
+        old_base = _make_alias(base)
+        new_base = PutFlat.apply(_as_parts(old_base, view), result, idx, False)
+        if new_base._data.dtype != base._data.dtype:
+            new_base = _from_parts(new_base)
+        node = new_base.grad_fn
     try:
         view._data[...] = result._data
     except ValueError:
@@ -248,14 +252,93 @@ def rebase_view(view, result):
                            "written-to tensor refer to a single memory location. Please clone() "
                            "the tensor before performing the operation.") from None
     view._vc[0] += 1
-    base.grad_fn = new_base.grad_fn
+    base.grad_fn = node
     base._output_nr = 0
     base._requires_grad = True
     new_view = TakeFlat.apply(_as_parts(_make_alias(base), view), idx)
     view.grad_fn = new_view.grad_fn
     view._output_nr = 0
     view._requires_grad = True
+    if type(node) is _CopySlices:
+        node.saves_the_view(view)
     refresh_views(base, skip=view)
+
+
+class _CopySlices(Node):
+    """The base's node after an op wrote into its view in place, as PyTorch records it:
+    the op's own node ``fn`` wrapped, its first input (the view's old values) replaced by
+    the base. Backward hands the view's region of the gradient to ``fn`` and writes
+    ``fn``'s gradient for that input back into the region; ``fn``'s other gradients pass
+    through to its other inputs."""
+    _node_name = "torch::autograd::CopySlices"
+
+    @classmethod
+    def wrap(cls, base, view, result, idx):
+        """The node, or None where the write is not one op's single output over the
+        view's old values (a cast, a part of a complex base, a composite's last step)."""
+        fn = result.grad_fn
+        if fn is None or fn.n_outputs != 1 or not hasattr(fn, "backward") or \
+                result._data.shape != view._data.shape or \
+                result._data.dtype != view._data.dtype or \
+                view._data.dtype != base._data.dtype or not fn._edges:
+            return None
+        if fn._saved and any(type(item) is _Packed and item.output for item in fn._saved):
+            return None  # an output kept by saved-tensor hooks unpacks to fn's own place
+        first = fn._edges[0]
+        if view.grad_fn is None:
+            if first is not None:
+                return None
+        elif type(first) is not tuple or first[0] is not view.grad_fn or \
+                first[1] != view._output_nr:
+            return None
+        self = cls()
+        old = base.grad_fn
+        edge = (old, base._output_nr) if old is not None else (
+            base if base._requires_grad else None)
+        self._edges = (edge,) + tuple(fn._edges[1:])
+        if fn._in_shapes is not None:
+            self._in_shapes = [None] + list(fn._in_shapes[1:])
+        self.fn, self.idx = fn, idx
+        trace = getattr(fn, "_trace", None)
+        if trace is not None:  # anomaly mode: the op's forward line is this node's
+            self._trace = trace
+        return self
+
+    # what the op saved is this node's: the engine frees it after a backward pass
+    @property
+    def _saved(self):
+        return self.fn._saved
+
+    @_saved.setter
+    def _saved(self, value):
+        self.fn._saved = value
+
+    def saves_the_view(self, view):
+        """The op's saved output is the view's new value: read back, it is the view, at
+        the view's place in the graph (a second derivative goes through this node), and
+        a later in-place change of the view makes it stale, as in PyTorch."""
+        saved = self.fn._saved
+        if saved and any(type(item) is tuple and len(item) == 5 for item in saved):
+            self.fn._saved = [(view, view._vc[0]) if type(item) is tuple and len(item) == 5
+                              else item for item in saved]
+
+    @property
+    def next_functions(self):
+        e = self._edges[0]
+        first = (None, 0) if e is None else e if type(e) is tuple else (AccumulateGrad.of(e), 0)
+        return (first,) + tuple(self.fn.next_functions[1:])
+
+    def backward(self, gy):
+        fn, idx = self.fn, self.idx
+        grads = fn.backward(TakeFlat.apply(gy, idx))
+        if type(grads) is not tuple:
+            grads = tuple(grads) if type(grads) is list else (grads,)
+        g_self = grads[0]
+        if g_self is not None and fn._in_shapes is not None and fn._in_shapes[0] is not None:
+            from ember.autograd.engine import _restore_meta
+            g_self = _restore_meta(g_self, fn._in_shapes[0])
+        g_base = PutFlat.apply(gy, 0.0 if g_self is None else g_self, idx, False)
+        return (g_base,) + tuple(grads[1:len(fn._edges)])
 
 
 def _as_parts(base, view=None):

@@ -4,12 +4,12 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import name_output, node_name
+from ember.autograd.node_names import node_name
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
-from ember.ops.indexing import IndexPut
+from ember.ops.indexing import IndexPut, transforming
 
 __all__ = ["diagonal", "diag", "diag_embed", "diagonal_scatter", "select_scatter",
            "slice_scatter", "tril", "triu"]
@@ -86,6 +86,20 @@ class Diagonal(ViewPrimitive):
         shape, offset, d1, d2 = self.meta
         base = _make(_xp(gy._data).zeros(shape, gy._data.dtype))
         return DiagonalScatter.apply(base, gy, offset, d1, d2), None, None, None
+
+
+class DiagonalCopy(Primitive):
+    """A copy of a diagonal (``diag`` of a matrix): PyTorch's ``diagonal_copy`` node."""
+    _node_name = "DiagonalBackward0_copy"
+    profiler_name = "aten::diagonal_copy"
+    batch = _batch.diagonal
+
+    def forward(self, x, offset, d1, d2):
+        self.meta = (x.shape, offset, d1, d2)
+        return _diag_view(x, offset, d1, d2).copy()
+
+    backward = Diagonal.backward
+    jvp = _jvp.linear(0)
 
 
 class DiagonalScatter(Primitive):
@@ -168,9 +182,9 @@ def diag(input, diagonal=0, *, out=None):
     if nd == 1:
         return write_out(diag_embed(input, diagonal, 0, 1), out)
     if nd == 2:
-        # PyTorch's node for the copy of a diagonal
-        return write_out(name_output(Diagonal.apply(input, int(diagonal), 0, 1).clone(),
-                                     "DiagonalBackward0_copy"), out)
+        if transforming():  # transforms and captures see the diagonal view and its clone
+            return write_out(Diagonal.apply(input, int(diagonal), 0, 1).clone(), out)
+        return write_out(DiagonalCopy.apply(input, int(diagonal), 0, 1), out)
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {nd}D")
 
 

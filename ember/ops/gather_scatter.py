@@ -15,6 +15,7 @@ from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim
+from ember.ops.indexing import transforming
 
 __all__ = ["gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add",
            "index_copy", "index_fill", "take_along_dim"]
@@ -90,6 +91,8 @@ def _check_range(a, n, dim, exc=RuntimeError, prefix=""):
 class Gather(Primitive):
     def forward(self, x, idx, dim):
         self.meta = (x.shape, idx, dim)
+        if x.ndim == 0:  # one element, read at each (zero) index: the result is idx's shape
+            return x.reshape(1)[idx.reshape(-1)].reshape(idx.shape)
         return x[_dim_index(idx, dim)]
 
     def backward(self, gy):
@@ -104,6 +107,10 @@ class ScatterAdd(Primitive):
     def forward(self, x, src, idx, dim):
         self.meta = (idx, dim, src.shape)
         out = _xp(x).array(x, copy=True)
+        if x.ndim == 0:  # one element: every (zero) index adds to it
+            flat = out.reshape(1)
+            _xp(x).add.at(flat, idx.reshape(-1), src.reshape(-1)[:idx.size])
+            return flat.reshape(())
         _xp(x).add.at(out, _dim_index(idx, dim), _extent(src, idx.shape))
         return out
 
@@ -197,7 +204,6 @@ def _scalar_wrap(fn):
     return wrapped
 
 
-@_scalar_wrap
 @with_out
 def gather(input, dim, index, *, sparse_grad=False, out=None):
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim=1`` (likewise for others);
@@ -208,6 +214,8 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
         return input.reshape(-1)[:0].reshape(index.shape)
     d, idx = _gather_checks("gather", input, dim, index)
     if input._data.ndim == 0:  # a 0-d input is one element; the result has index's shape
+        if not transforming():
+            return Gather.apply(input, idx, 0)  # one node, as PyTorch's kernel takes it
         return Gather.apply(input.reshape(1), idx.reshape(1), 0).reshape(index.shape)
     if _mode_active[0]:
         # under a mode the index goes in as the tensor, so that a capture (jit.trace,
@@ -515,8 +523,7 @@ def index_add(input, dim, index, source, *, alpha=1, out=None):
     _check_range(idx, input._data.shape[d] if input._data.ndim else 1, d)
     if input._data.ndim == 0:  # a 0-d self is one element along dim 0
         return index_add(input.reshape(1), 0, index, source.reshape(1), alpha=alpha).reshape(())
-    src = source.reshape(input._data.shape[:d] + (idx.size,) + input._data.shape[d + 1:])
-    return IndexAdd.apply(input, src, idx, d, alpha)
+    return IndexAdd.apply(input, _slices_of(input, source, idx, d), idx, d, alpha)
 
 
 @with_out
@@ -537,8 +544,14 @@ def index_copy(input, dim, index, source, *, out=None):
         res = index_copy(input.reshape(input.shape or (1,)), d, index,
                          source.reshape(source.shape or (1,)))
         return res.reshape(input.shape)
-    src = source.reshape(input._data.shape[:d] + (idx.size,) + input._data.shape[d + 1:])
-    return IndexCopy.apply(input, src, idx, d)
+    return IndexCopy.apply(input, _slices_of(input, source, idx, d), idx, d)
+
+
+def _slices_of(input, source, idx, d):
+    """``source`` in the shape of ``input`` with ``len(idx)`` slices along ``d``: itself
+    when it has that shape already (no node), else reshaped (a 0-d source is one slice)."""
+    shape = input._data.shape[:d] + (idx.size,) + input._data.shape[d + 1:]
+    return source if source._data.shape == shape else source.reshape(shape)
 
 
 class IndexFillValue(IndexFill):
@@ -588,8 +601,14 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     idx = indices if list(indices._data.shape) == shape else indices.expand(
         tuple(s if s != n else -1 for s, n in zip(shape, indices._data.shape)))
     shape[d] = input._data.shape[d]
-    if list(input._data.shape) != shape:
-        input = input.expand(tuple(s if s != n else -1 for s, n in zip(shape, input._data.shape)))
+    # PyTorch broadcasts the input with an expand even where its shape stays
+    if transforming():
+        if list(input._data.shape) != shape:
+            input = input.expand(tuple(s if s != n else -1
+                                       for s, n in zip(shape, input._data.shape)))
+    else:
+        from ember.ops.shape import Expand
+        input = Expand.apply(input, tuple(shape))
     return gather(input, d, idx)
 
 

@@ -1,4 +1,5 @@
-"""Indexing: ``x[idx]``, ``x[idx] = v``, ``index_put``, masked ops, ``nonzero``, ``take``.
+"""Indexing: ``x[idx]``, ``x[idx] = v``, ``index_put``, masked ops, ``nonzero`` (``take``,
+``put`` and ``masked_select`` are in ``flat_index``).
 
 An index is applied in two stages, as PyTorch does: first its basic part (ints,
 slices, None, ``...``) as a view, then its advanced part (int/bool tensors or
@@ -11,11 +12,10 @@ import warnings
 
 import numpy as np
 
-from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder, _mode_stack
 from ember.autograd._modes import routed
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.backend import dtypes as _dt
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
@@ -23,11 +23,19 @@ from ember.ops._inplace import check_inplace, commit
 from ember.ops._util import with_out
 from ember.ops._views import ViewPrimitive
 
-__all__ = ["masked_fill", "masked_select", "masked_scatter", "index_put", "index_put_",
-           "nonzero", "nonzero_static", "argwhere", "take", "put"]
+__all__ = ["masked_fill", "masked_scatter", "index_put", "index_put_", "nonzero",
+           "nonzero_static", "argwhere"]
 
 _BASIC = (int, slice, type(None), type(Ellipsis))
 _FLOAT_INDEX = "tensors used as indices must be long, int, byte or bool tensors"
+
+
+def transforming():
+    """Whether a mode that transforms or captures calls sees this one (not only modes that
+    watch, as the profiler): ops that record PyTorch's own node in eager mode then run as
+    the ops those modes have rules and spellings for."""
+    n = _mode_active[0]
+    return bool(n) and not all(getattr(_mode_stack[i], "observer", False) for i in range(n))
 
 
 def _xp(a):
@@ -241,10 +249,6 @@ def _expand_ellipses(items, ndim, consumed):
     return out
 
 
-def _is_identity(basic):
-    return all(type(b) is slice and b == _FULL for b in basic[:-1])
-
-
 _FULL = slice(None)
 
 
@@ -295,27 +299,54 @@ class GetItemAlias(GetItem):
     _op_name = "GetItem"
 
 
-def _basic_class(idx, shape):
-    """The class whose node PyTorch's indexing leaves last for the basic index tuple
-    ``idx`` (ints, slices, None and one ``...``) on ``shape``: its items act in order (an
-    int selects, None unsqueezes, a slice slices unless it keeps the whole dim) and the
-    last one that does something names the node; none does: an alias."""
-    last, dim = GetItemAlias, 0
+def _basic_steps(idx, shape):
+    """The steps PyTorch's indexing takes for the basic index tuple ``idx`` (ints, slices,
+    None and one ``...``) on ``shape``, as ``(class, dim, item)``: items act in order, each
+    on the result of the ones before (an int selects, None unsqueezes, a slice slices
+    unless it keeps the whole dim, which is skipped); ``dim`` is the dim the item acts on
+    in that result."""
+    steps, dim, cur = [], 0, 0  # dim: in ``shape``; cur: in the result so far
     for it in idx:
         t = type(it)
         if t is int:
-            last, dim = Select, dim + 1
+            steps.append((Select, cur, it))
+            dim += 1
         elif it is None:
-            last = GetItemUnsqueeze
+            steps.append((GetItemUnsqueeze, cur, it))
+            cur += 1
         elif t is slice:
             if not (it.start in (None, 0) and it.step in (None, 1) and
                     (it.stop is None or (type(it.stop) is int and dim < len(shape) and
                                          it.stop >= shape[dim]))):
-                last = GetItem
+                steps.append((GetItem, cur, it))
             dim += 1
+            cur += 1
         elif it is Ellipsis:
-            dim = len(shape) - _n_dims_after(idx, it)
-    return last
+            k = len(shape) - _n_dims_after(idx, it) - dim
+            dim += k
+            cur += k
+    return steps
+
+
+def _basic_class(idx, shape):
+    """The class whose node PyTorch's indexing leaves last for the basic index ``idx``
+    (see :func:`_basic_steps`); where no item does anything, an alias."""
+    steps = _basic_steps(idx, shape)
+    return steps[-1][0] if steps else GetItemAlias
+
+
+def apply_basic(t, idx, alias=True):
+    """``t[idx]`` for a basic index tuple, with PyTorch's nodes: one per item that does
+    something, in order (``x[0, 1]`` is two selects), or an alias (with ``alias``; else
+    ``t`` itself) where none does. Without a graph to record, one view does it all."""
+    steps = _basic_steps(idx, t._data.shape)
+    if not steps:
+        return GetItemAlias.apply(t, idx) if alias else t
+    if len(steps) == 1 or not (t._requires_grad and _grad_state.grad_enabled):
+        return steps[-1][0].apply(t, idx)
+    for cls, cur, it in steps:
+        t = cls.apply(t, (_FULL,) * cur + (it, Ellipsis))
+    return t
 
 
 def _n_dims_after(idx, ell):
@@ -365,8 +396,7 @@ class IndexScatter(Primitive):
 
 def gather_index(t, basic, adv):
     """``t[basic][adv]`` through the differentiable primitives."""
-    if not _is_identity(basic):
-        t = GetItem.apply(t, basic)
+    t = apply_basic(t, basic, alias=False)
     if adv is not None:
         t = GetItemAdvanced.apply(t, adv)
     return t
@@ -418,11 +448,10 @@ def getitem(self, idx):
             break
         else:
             if n_ell <= 1:
-                return _basic_class(idx, self._data.shape).apply(
-                    self, idx if n_ell else idx + (Ellipsis,))
+                return apply_basic(self, idx if n_ell else idx + (Ellipsis,))
     basic, adv = parse_index(idx, self._data.shape, self._data)
     if adv is None:
-        return _basic_class(basic, self._data.shape).apply(self, basic)
+        return apply_basic(self, basic)
     return gather_index(self, basic, adv)
 
 
@@ -465,18 +494,21 @@ class IndexPut(Primitive):
     _edge_inputs = (0, 1)  # a number value is an edge too (a wrapped tensor in PyTorch)
 
     def forward(self, x, value, basic, adv, accumulate=False):
-        self.meta = (basic, adv, accumulate, np.shape(value))
+        # a value of another floating dtype is cast by the write itself (as a copy_)
+        self.meta = (basic, adv, accumulate, np.shape(value), getattr(value, "dtype", None))
         out = _xp(x).array(x, copy=True)
         _write_checked(out, basic, adv, value, accumulate)
         return out
 
     def backward(self, gy):
-        basic, adv, accumulate, value_shape = self.meta
+        basic, adv, accumulate, value_shape, value_dtype = self.meta
         g_x = g_v = None
         if self._edges[0] is not None:
             g_x = gy if accumulate else IndexPut.apply(gy, 0, basic, adv, False)
         if self._edges[1] is not None:
             g_v = _reduce_to(gather_index(gy, basic, adv), value_shape)
+            if value_dtype is not None and value_dtype != g_v._data.dtype:
+                g_v = g_v.to(_dt.FROM_NP[value_dtype])
         return g_x, g_v, None, None, None
 
     jvp = _jvp.linear(0, 1)
@@ -499,7 +531,9 @@ def _reduce_to(g, shape):
 
 def _value_for(self, value):
     if isinstance(value, Tensor):
-        if value._data.dtype != self._data.dtype:
+        dt, vdt = self._data.dtype, value._data.dtype
+        if vdt != dt and not (value._requires_grad and _grad_state.grad_enabled and
+                              dt.kind == vdt.kind == "f"):
             value = value.to(self.dtype)
         if type(value._data) is not type(self._data) and not value._data.ndim:
             value = value.to(self.device)  # a 0-dim value from another device: a scalar
@@ -547,7 +581,62 @@ def setitem(self, idx, value):
         op = SetItemSlices
     else:
         op = IndexPut if adv is not None else SetItemCopy
+    if adv is not None and isinstance(value, Tensor) and \
+            value._data.dtype != self._data.dtype and not (
+                value._data.ndim == 0 and _one_mask(idx)):
+        _index_put_dtype_error(self, basic, adv, value)
+    if isinstance(value, Tensor) and value._requires_grad and _grad_state.grad_enabled:
+        value = _setitem_value(value, self._data[basic].shape, adv is None)
     _put(self, basic, adv, value, False, op)
+
+
+def _one_mask(idx):
+    """Whether the advanced part of ``idx`` is one bool (or byte) tensor."""
+    items = idx if type(idx) is tuple else (idx,)
+    adv = [i for i in items if isinstance(i, (Tensor, list, range, np.ndarray))]
+    return len(adv) == 1 and isinstance(adv[0], Tensor) and \
+        adv[0]._data.dtype in (np.bool_, np.uint8)
+
+
+def _index_put_dtype_error(self, basic, adv, value):
+    """PyTorch's error for ``x[idx] = v`` with an advanced index and a ``v`` of another
+    dtype (``index_put_`` takes none; a 0-d value under one mask is a ``masked_fill_``,
+    which casts): a shape that cannot be written is reported first, as there."""
+    target = _index(self._data[basic], adv).shape
+    shape = value._data.shape
+    lead = 0
+    while lead < len(shape) and shape[lead] == 1:
+        lead += 1
+    try:
+        core = shape[lead:]  # a zero-stride stand-in: nothing is allocated
+        np.broadcast_to(np.lib.stride_tricks.as_strided(np.zeros(1), core, (0,) * len(core)),
+                        target)
+    except ValueError:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(shape[lead:])} cannot "
+                           f"be broadcast to indexing result of shape {list(target)}") from None
+    raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                       f"{_name(self)} for the destination and {_name(value)} for the source.")
+
+
+def _setitem_value(value, dst, copy):
+    """The value as PyTorch's ``x[idx] = value`` prepares it, with its nodes: for a copy
+    into the view ``x[basic]`` of shape ``dst`` (``copy``), a value of another shape that
+    is not 0-d loses its leading 1s (a view) and is expanded to ``dst``; for an
+    ``index_put`` (an advanced index), only leading 1s are dropped."""
+    from ember.ops.shape import Expand, View
+    shape = value._data.shape
+    if copy and (shape == dst or not shape):
+        return value
+    lead = 0
+    while lead < len(shape) and shape[lead] == 1:
+        lead += 1
+    core = shape[lead:]
+    if not copy:
+        return View.apply(value, core) if lead else value
+    if len(core) > len(dst) or any(s != 1 and s != d for s, d in zip(core[::-1], dst[::-1])):
+        return value  # not broadcastable: the write raises PyTorch's error
+    value = View.apply(value, core)
+    return value if core == dst else Expand.apply(value, dst)
 
 
 def _index_put_args(input, indices, values):
@@ -569,7 +658,8 @@ def _index_put_args(input, indices, values):
 
 
 def _name(t):
-    return t.dtype.name.capitalize()
+    from ember.ops._util import scalar_type_name
+    return scalar_type_name(t.dtype)  # torch's C++ name (``Double``), as its messages
 
 
 def index_put(input, indices, values, accumulate=False):
@@ -583,52 +673,6 @@ def index_put_(input, indices, values, accumulate=False):
     """In-place :func:`index_put`."""
     basic, adv = _index_put_args(input, indices, values)
     return _put(input, basic, adv, values, bool(accumulate))
-
-
-@node_name("PutBackward0")
-def put(input, index, source, accumulate=False):
-    """``input`` with ``source``'s elements written at the flat positions ``index``."""
-    idx = _check_flat_index(index, input._data.size).reshape(-1)
-    flat = input.reshape(-1)
-    if source._data.dtype != input._data.dtype:
-        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
-                           f"self.dtype = {_name(input)} and source.dtype = {_name(source)}")
-    src = source.reshape(-1)
-    if src._data.size != idx.size:
-        raise RuntimeError(f"put_(): Expected source and index to have the same number of "
-                           f"elements, but got source.numel() = {src._data.size}, "
-                           f"index.numel() = {idx.size}")
-    return IndexPut.apply(flat, src, (Ellipsis,), (idx,), bool(accumulate)).reshape(
-        input._data.shape)
-
-
-def put_(self, index, source, accumulate=False):
-    """In-place :func:`put`."""
-    check_inplace(self)
-    return commit(self, put(self, index, source, accumulate))
-
-
-def _check_flat_index(index, n):
-    a = index._data
-    if a.dtype.kind not in "iu":
-        raise RuntimeError(f"take(): Expected a long tensor for index, but got "
-                           f"{index.dtype.name.capitalize()}")
-    a = a.reshape(-1) if a.ndim != 1 else a
-    if a.size and not _is_meta(a):
-        lo, hi = int(a.min()), int(a.max())
-        if lo < -n or hi >= n:
-            bad = lo if lo < -n else hi
-            raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} "
-                             "elements.")
-    return index._data
-
-
-@node_name("TakeBackward0")
-@with_out
-def take(input, index):
-    """The elements of ``input`` (read as 1-D) at ``index``; the result has ``index``'s shape."""
-    idx = _check_flat_index(index, input._data.size)
-    return GetItemAdvanced.apply(input.reshape(-1), (idx,))
 
 
 # ----- masks --------------------------------------------------------------------------
@@ -692,18 +736,6 @@ def masked_fill_(self, mask, value):
 def _check_bool_mask(op, mask):
     if not isinstance(mask, Tensor) or mask._data.dtype != np.bool_:
         raise RuntimeError(f"{op}: expected BoolTensor for mask")
-
-
-@node_name("MaskedSelectBackward0")
-@with_out
-def masked_select(input, mask):
-    """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""
-    _check_bool_mask("masked_select", mask)
-    from ember.ops.shape import broadcast_tensors
-    x, m = broadcast_tensors(input, mask)
-    if x._data.ndim == 0:
-        x, m = x.reshape(1), m.reshape(1)
-    return GetItemAdvanced.apply(x, _xp(m._data).nonzero(m._data))
 
 
 class MaskedScatter(Primitive):
@@ -795,14 +827,10 @@ Tensor.__getitem__ = getitem
 Tensor.__setitem__ = setitem
 Tensor.masked_fill = masked_fill
 Tensor.masked_fill_ = masked_fill_
-Tensor.masked_select = masked_select
 Tensor.masked_scatter = masked_scatter
 Tensor.masked_scatter_ = masked_scatter_
 Tensor.index_put = index_put
 Tensor.index_put_ = index_put_
-Tensor.put = put
-Tensor.put_ = put_
-Tensor.take = take
 Tensor.nonzero = nonzero
 Tensor.nonzero_static = nonzero_static
 Tensor.argwhere = argwhere

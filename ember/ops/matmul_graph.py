@@ -34,7 +34,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import gemm as _gemm
 from ember.ops import _jvp
-from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, _try_view
+from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, reshape_nodes
 from ember.ops.shape import t as _t
 
 __all__ = ["bilinear_graph", "linear_graph", "matmul_graph", "records_graph"]
@@ -145,12 +145,8 @@ class SqueezeInplace(SqueezeDim):
 
 
 def _reshape(x, shape):
-    """PyTorch's ``reshape``: a view where the strides allow, else a contiguous clone
-    under ``UnsafeViewBackward0``."""
-    from ember.ops.conversion import Clone
-    if _try_view(x._data, shape) is not None:
-        return View.apply(x, shape)
-    return UnsafeView.apply(Clone.apply(x), shape)
+    """PyTorch's ``reshape``, with its nodes (``ember.ops.shape.reshape_nodes``)."""
+    return reshape_nodes(x, shape)
 
 
 def _contiguous(x):

@@ -68,11 +68,44 @@ _NP_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 def _pad_name(input, pad, mode="constant", value=None):
     # PyTorch's reflection and replication kernels are named for the number of padded
-    # dims; its circular padding copies the pieces into a new tensor (the last copy's node)
+    # dims (circular padding records its own copies: see ``_pad_circular``)
     if mode in ("reflect", "replicate"):
         kind = "Reflection" if mode == "reflect" else "Replication"
         return f"{kind}Pad{len(pad) // 2}DBackward0"
-    return "torch::autograd::CopySlices" if mode == "circular" else None
+    return None
+
+
+def _slice(t, d, start, stop):
+    from ember.ops.indexing import GetItem
+    return GetItem.apply(t, (slice(None),) * d + (slice(start, stop), Ellipsis))
+
+
+def _pad_circular(input, pad):
+    """Circular padding as PyTorch computes it, copy by copy into a new tensor: the
+    cropped input into the middle, then, dim by dim from the last, the wrapped pieces
+    before and after, each read from the padded tensor itself (corners are written
+    more than once). The graph shows those slices and copies."""
+    from ember.ops.conversion import copy_
+    n, nd = len(pad) // 2, input._data.ndim
+    in_shape = input._data.shape
+    out_shape = list(in_shape)
+    for k in range(n):
+        out_shape[nd - 1 - k] += pad[2 * k] + pad[2 * k + 1]
+    out = _make(_xp(input._data).zeros(tuple(out_shape), input._data.dtype))
+    out_part, in_part = out, input
+    for k in range(n):
+        d, lo, hi = nd - 1 - k, pad[2 * k], pad[2 * k + 1]
+        out_part = _slice(out_part, d, max(lo, 0), out_shape[d] - max(hi, 0))
+        in_part = _slice(in_part, d, max(-lo, 0), in_shape[d] - max(-hi, 0))
+    copy_(out_part, in_part)
+    for k in range(n):
+        d, lo, hi = nd - 1 - k, pad[2 * k], pad[2 * k + 1]
+        size = out_shape[d]
+        if lo > 0:
+            copy_(_slice(out, d, 0, lo), _slice(out, d, size - lo - max(hi, 0), size - max(hi, 0)))
+        if hi > 0:
+            copy_(_slice(out, d, size - hi, size), _slice(out, d, max(lo, 0), max(lo, 0) + hi))
+    return out
 
 
 @node_name(_pad_name)
@@ -138,15 +171,13 @@ def pad(input, pad, mode="constant", value=None):
                                f"output size at dimension {d}")
         if mode == "circular":
             # PyTorch crops first and wraps around what is left
-            kept = np.arange(size)[max(-lo, 0):size - max(-hi, 0)]
-            if max(lo, hi) > len(kept):
+            if max(lo, hi) > size - max(-lo, 0) - max(-hi, 0):
                 raise RuntimeError("Padding value causes wrapping around more than once.")
-            idx = np.pad(kept, (max(lo, 0), max(hi, 0)), mode="wrap")
-        else:
-            idx = np.pad(np.arange(size), (max(lo, 0), max(hi, 0)), mode=_NP_MODES[mode])
-            idx = idx[max(-lo, 0):len(idx) - max(-hi, 0)]
+            continue
+        idx = np.pad(np.arange(size), (max(lo, 0), max(hi, 0)), mode=_NP_MODES[mode])
+        idx = idx[max(-lo, 0):len(idx) - max(-hi, 0)]
         x = index_select(x, d, _make(_xp(x._data).asarray(idx, dtype=np.int64)))
-    return x
+    return _pad_circular(input, pad) if mode == "circular" else x
 
 
 _pad_call = pad  # (``pad`` names the widths inside the function)

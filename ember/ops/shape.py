@@ -5,12 +5,11 @@ import numpy as np
 
 from ember._tensor import Size, Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import with_out, wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
-from ember.ops.indexing import GetItem, Select
+from ember.ops.indexing import GetItem, Select, transforming
 
 # flips, rolls and unfold live in ``reorder``, padding in ``padding``; their names stay
 # importable from here (``from ember.ops.shape import pad``, ``shape.Flip`` ...)
@@ -120,7 +119,35 @@ class View(ViewPrimitive):
         return [grads[0].reshape(self.in_shape), None]
 
 
+class ReshapeAlias(View):
+    """``reshape`` of a tensor that is not contiguous but whose strides allow a view
+    (PyTorch's ``_reshape_alias``): the same view under its own node name."""
+    _node_name = "ReshapeAliasBackward0"
+    torchscript = "reshape"
+    profiler_name = "aten::_reshape_alias"
+
+
+class UnsafeReshape(Primitive):
+    """The reshape of a fresh contiguous copy that ``reshape`` makes when no view is
+    possible; like PyTorch's ``_unsafe_view`` its output is not recorded as a view of
+    the copy (nothing else can see the copy)."""
+    _node_name = "UnsafeViewBackward0"
+
+    def forward(self, x, shape):
+        self.in_shape = x.shape
+        return x.reshape(shape)
+
+    def backward(self, gy):
+        return gy.reshape(self.in_shape), None
+
+    jvp = _jvp.linear(0)
+    batch = _batch.reshape_copy
+    torchscript = "reshape"
+
+
 class ReshapeCopy(Primitive):
+    """A reshape that copies, as one node (vmap's fallback for batches that cannot be
+    viewed)."""
     _node_name = "ViewBackward0"
 
     def forward(self, x, shape):
@@ -174,10 +201,21 @@ def reshape(input, *shape):
     """``input`` with another shape: a view when possible, else a copy."""
     if _mode_active[0] and (m := _mode_recorder((input,) + shape)) is not None:
         return m.composite("reshape", reshape, (input,) + shape, {})
-    shape = infer_shape(_sizes(shape), input._data.size)
-    if _try_view(input._data, shape) is not None:
-        return View.apply(input, shape)
-    return ReshapeCopy.apply(input, shape)
+    return reshape_nodes(input, infer_shape(_sizes(shape), input._data.size))
+
+
+def reshape_nodes(x, shape):
+    """``x`` reshaped to the resolved ``shape`` with PyTorch's nodes: a contiguous tensor
+    is viewed (``ViewBackward0``); one whose strides still allow a view is aliased
+    (``ReshapeAliasBackward0``); any other is copied to a contiguous tensor first
+    (``CloneBackward0`` under ``UnsafeViewBackward0``)."""
+    data = x._data
+    if data.flags.c_contiguous:
+        return View.apply(x, shape)
+    if _try_view(data, shape) is not None:
+        return ReshapeAlias.apply(x, shape)
+    from ember.ops.conversion import Clone
+    return UnsafeReshape.apply(Clone.apply(x), shape)
 
 
 def view_as(self, other):
@@ -215,8 +253,15 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, shape[:s] + (n,) + shape[e + 1:])
 
 
-ravel = lambda input: reshape(input, (-1,))  # noqa: E731
-ravel.__doc__ = "A 1-D tensor of all elements (a view when possible)."
+def ravel(input):
+    """A 1-D tensor of all elements: a view of a contiguous tensor, else of a contiguous
+    copy (``contiguous().view(-1)``, as PyTorch records it)."""
+    if transforming():  # captures and transforms record it as reshape(-1)
+        return reshape(input, (-1,))
+    if not input._data.flags.c_contiguous:
+        from ember.ops.conversion import Clone
+        input = Clone.apply(input)
+    return View.apply(input, (input._data.size,))
 
 
 def unflatten(input, dim, sizes):
@@ -444,10 +489,7 @@ def expand(self, *sizes):
     """A broadcast view of ``self`` with the given sizes (-1 keeps a dim)."""
     if _mode_active[0] and (m := _mode_recorder((self,) + sizes)) is not None:
         return m.composite("expand", expand, (self,) + sizes, {})
-    shape = _expand_shape(self._data.shape, _sizes(sizes))
-    if shape == self._data.shape:
-        return View.apply(self, shape)
-    return Expand.apply(self, shape)
+    return Expand.apply(self, _expand_shape(self._data.shape, _sizes(sizes)))
 
 
 def expand_as(self, other):
@@ -483,7 +525,10 @@ def broadcast_tensors(*tensors):
                 i = len(shape) - len(ts) + k
                 if s != 1 and type(shape[i]) is int:
                     shape[i] = s
-    return tuple(expand(t, tuple(shape)) for t in tensors)
+        return tuple(expand(t, tuple(shape)) for t in tensors)
+    shape = tuple(shape)
+    # a tensor that has the shape already is returned itself, as PyTorch does
+    return tuple(t if t._data.shape == shape else Expand.apply(t, shape) for t in tensors)
 
 
 class SumToSize(Primitive):
@@ -593,14 +638,37 @@ def narrow(input, dim, start, length):
         raise RuntimeError("narrow(): length must be non-negative.")
     if start + length > n:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
-    return GetItem.apply(input, (slice(None),) * d + (slice(start, start + length), Ellipsis))
+    return GetItem.apply(input, _narrow_index(d, start, length))
 
 
-@node_name("NarrowCopyBackward0")
+def _narrow_index(d, start, length):
+    return (slice(None),) * d + (slice(start, start + length), Ellipsis)
+
+
+class NarrowCopy(Primitive):
+    """A copy of ``length`` elements of ``x`` from ``start`` along ``dim``."""
+
+    def forward(self, x, dim, start, length):
+        self.meta = (x.shape, _narrow_index(dim, start, length))
+        return x[self.meta[1]].copy()
+
+    def backward(self, gy):
+        from ember.ops.indexing import IndexScatter
+        shape, idx = self.meta
+        return IndexScatter.apply(gy, shape, idx, False), None, None, None
+
+    jvp = _jvp.linear(0)
+
+
 @with_out
 def narrow_copy(input, dim, start, length):
     """A copy of ``narrow(input, dim, start, length)``."""
-    return narrow(input, dim, start, length).clone()
+    view = narrow(input, dim, start, length)  # checks the arguments
+    if transforming():  # transforms and captures see the view and its clone
+        return view.clone()
+    d = wrap_dim(dim, input._data.ndim)
+    start = int(start) + (input._data.shape[d] if int(start) < 0 else 0)
+    return NarrowCopy.apply(input, d, start, int(length))
 
 
 def select(input, dim, index):

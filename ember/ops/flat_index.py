@@ -1,0 +1,153 @@
+"""Elements by flat position or by mask, each one node over its inputs as in PyTorch:
+``take``, ``put`` (and ``put_``) and ``masked_select``. Under transforms and captures
+they run as the index ops of ``indexing``, which have their rules and spellings."""
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.autograd.node import Primitive
+from ember.backend.meta import is_meta as _is_meta
+from ember.ops import _jvp
+from ember.ops._inplace import check_inplace, commit
+from ember.ops._util import with_out
+from ember.ops.indexing import (
+    GetItemAdvanced,
+    IndexPut,
+    _check_bool_mask,
+    _name,
+    _xp,
+    transforming,
+)
+
+__all__ = ["masked_select", "take", "put"]
+
+
+class Put(Primitive):
+    """``x`` with ``src``'s elements written (or added) at the flat positions ``idx``."""
+    _node_name = "PutBackward0"
+
+    def forward(self, x, src, idx, accumulate):
+        self.meta = (idx, accumulate, src.shape)
+        xp = _xp(x)
+        out = xp.array(x, copy=True, order="C")
+        flat, pos, vals = out.reshape(-1), idx.reshape(-1), src.reshape(-1)
+        if accumulate:
+            xp.add.at(flat, pos, vals)
+        else:
+            flat[pos] = vals
+        return out
+
+    def backward(self, gy):
+        idx, accumulate, src_shape = self.meta
+        g_x = g_src = None
+        if self._edges[0] is not None:
+            g_x = gy if accumulate else Put.apply(
+                gy, _make(_xp(gy._data).zeros(src_shape, gy._data.dtype)), idx, False)
+        if self._edges[1] is not None:
+            g_src = Take.apply(gy, idx)
+            if idx.shape != src_shape:
+                g_src = g_src.reshape(src_shape)
+        return g_x, g_src, None, None
+
+    jvp = _jvp.linear(0, 1)
+
+
+class Take(Primitive):
+    """The elements of ``x`` read as 1-D at the positions ``idx`` (of ``idx``'s shape)."""
+    _node_name = "TakeBackward0"
+
+    def forward(self, x, idx):
+        self.meta = (x.shape, idx)
+        return x.reshape(-1)[idx.reshape(-1)].reshape(idx.shape)
+
+    def backward(self, gy):
+        shape, idx = self.meta
+        zeros = _make(_xp(gy._data).zeros(shape, gy._data.dtype))
+        return Put.apply(zeros, gy, idx, True), None
+
+    jvp = _jvp.linear(0)
+
+
+def put(input, index, source, accumulate=False):
+    """``input`` with ``source``'s elements written at the flat positions ``index``."""
+    idx = _check_flat_index(index, input._data.size)
+    if source._data.dtype != input._data.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
+                           f"self.dtype = {_name(input)} and source.dtype = {_name(source)}")
+    if source._data.size != idx.size:
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of "
+                           f"elements, but got source.numel() = {source._data.size}, "
+                           f"index.numel() = {idx.size}")
+    if transforming():  # transforms and captures see it as an index_put on the flat view
+        return IndexPut.apply(input.reshape(-1), source.reshape(-1), (Ellipsis,),
+                              (idx.reshape(-1),), bool(accumulate)).reshape(input._data.shape)
+    return Put.apply(input, source, idx, bool(accumulate))
+
+
+def put_(self, index, source, accumulate=False):
+    """In-place :func:`put`."""
+    check_inplace(self)
+    return commit(self, put(self, index, source, accumulate))
+
+
+def _check_flat_index(index, n):
+    a = index._data
+    if a.dtype.kind not in "iu":
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got "
+                           f"{index.dtype.name.capitalize()}")
+    a = a.reshape(-1) if a.ndim != 1 else a
+    if a.size and not _is_meta(a):
+        lo, hi = int(a.min()), int(a.max())
+        if lo < -n or hi >= n:
+            bad = lo if lo < -n else hi
+            raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} "
+                             "elements.")
+    return index._data
+
+
+@with_out
+def take(input, index):
+    """The elements of ``input`` (read as 1-D) at ``index``; the result has ``index``'s shape."""
+    idx = _check_flat_index(index, input._data.size)
+    if transforming():  # transforms and captures see it as an index of the flat view
+        return GetItemAdvanced.apply(input.reshape(-1), (idx,))
+    return Take.apply(input, idx)
+
+
+class MaskedSelect(Primitive):
+    """The elements of ``x`` where ``mask`` (an array; both broadcast) is True, as 1-D."""
+    _node_name = "MaskedSelectBackward0"
+
+    def forward(self, x, mask):
+        xp = _xp(x)
+        shape = np.broadcast_shapes(x.shape, mask.shape)
+        pos = xp.broadcast_to(mask, shape).reshape(-1).nonzero()[0]
+        self.meta = (x.shape, shape, pos)
+        return xp.broadcast_to(x, shape).reshape(-1)[pos]
+
+    def backward(self, gy):
+        in_shape, shape, pos = self.meta
+        zeros = _make(_xp(gy._data).zeros(shape, gy._data.dtype))
+        g = Put.apply(zeros, gy, pos, False)
+        return (g if shape == in_shape else g.sum_to_size(in_shape)), None
+
+    jvp = _jvp.linear(0)
+
+
+@with_out
+def masked_select(input, mask):
+    """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""
+    _check_bool_mask("masked_select", mask)
+    if not transforming():
+        return MaskedSelect.apply(input, mask._data)
+    # transforms and captures see it as broadcasting and an index
+    from ember.ops.shape import broadcast_tensors
+    x, m = broadcast_tensors(input, mask)
+    if x._data.ndim == 0:
+        x, m = x.reshape(1), m.reshape(1)
+    return GetItemAdvanced.apply(x, _xp(m._data).nonzero(m._data))
+
+
+Tensor.masked_select = masked_select
+Tensor.put = put
+Tensor.put_ = put_
+Tensor.take = take
