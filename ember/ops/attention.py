@@ -94,6 +94,20 @@ def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None):
     return gq, gk, gv, gb
 
 
+def _laid_out_as(q, shape, dtype):
+    """An empty output of ``shape`` whose leading dimensions lie in memory in the order of
+    ``q``'s (PyTorch's fused CPU attention allocates its output like the query): the
+    attention of heads split from one projection then merges back with a view, not a
+    copy, as in PyTorch."""
+    xp = array_module(q)
+    lead = range(q.ndim - 1)
+    order = sorted(lead, key=lambda i: -q.strides[i])
+    if q.ndim < 2 or order == list(lead) or q.strides[-1] > min(q.strides[:-1]):
+        return xp.empty(shape, dtype)
+    back = np.argsort(order).tolist() + [q.ndim - 1]
+    return xp.empty([shape[i] for i in order] + [shape[-1]], dtype).transpose(back)
+
+
 class ScaledDotProductAttention(Primitive):
     """``apply(q, k, v, bias, dropout_mask, scale, safe)``.
 
@@ -114,10 +128,11 @@ class ScaledDotProductAttention(Primitive):
                                                            dmask.shape == shape):
             a = self._weights(q, k, bias)
             self.a = a
-            return _gemm.matmul(a if dmask is None else a * dmask, v)
+            out = _laid_out_as(q, q.shape[:-1] + v.shape[-1:], np.result_type(a, v))
+            return _gemm.matmul(a if dmask is None else a * dmask, v, out=out)
         # every (batch, head) is independent: blocks of the batch on the intra-op threads
         a = np.empty(shape, q.dtype)
-        out = np.empty(q.shape[:-1] + v.shape[-1:], q.dtype)
+        out = _laid_out_as(q, q.shape[:-1] + v.shape[-1:], q.dtype)
 
         def run(lo, hi):
             ab = self._weights(q[lo:hi], k[lo:hi], _rows_of(bias, lo, hi, q.ndim), a[lo:hi])
