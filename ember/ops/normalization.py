@@ -12,10 +12,10 @@ import numpy as np
 from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import name_output, node_name
 from ember.backend import array_module
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch_nn
+from ember.ops.composite_node import CompositeNode, call, records_graph
 
 # the names torch also has at top level, with the same signature
 __all__ = ["layer_norm", "group_norm", "rms_norm"]
@@ -109,8 +109,11 @@ class Normalize(Primitive):
             self.mean, self.invstd = mean, invstd
             return x * alpha + beta, mean, var
 
+    def _saved_xw(self):
+        return self.saved_tensors
+
     def backward(self, gy):
-        x, w = self.saved_tensors
+        x, w = self._saved_xw()
         if not _grad_state.grad_enabled:
             need = tuple(e is not None for e in self._edges[:3])
             if self.layout is not None:
@@ -525,10 +528,95 @@ class _LayerNorm(Normalize):
     _overflow_is_nan = True
 
 
+class _BatchNorm(Normalize):
+    """Batch (and instance) norm over the per-channel ``weight`` and ``bias`` of shape
+    (C,) themselves, as PyTorch's node lists them (``Normalize`` takes them viewed to
+    broadcast). Made only where a graph is recorded in eager mode; elsewhere batch norm
+    runs ``Normalize`` on the views, whose vmap rule and tangent serve."""
+    _node_name = "NativeBatchNormBackward0"
+    _op_name = "Normalize"
+
+    def forward(self, x, w, b, axes, eps, stats=None):
+        self.view = view = (1, -1) + (1,) * (x.ndim - 2)
+        return Normalize.forward(self, x, None if w is None else w.reshape(view),
+                                 None if b is None else b.reshape(view), axes, eps, stats)
+
+    def _saved_xw(self):
+        x, w = self.saved_tensors
+        return x, None if w is None else w.reshape(self.view)
+
+    def backward(self, gy):
+        gx, gw, gb = Normalize.backward(self, gy)[:3]
+        # the per-channel gradients summed to (1, C, 1, ...) and given the parameters' shape
+        if gw is not None:
+            gw = gw.sum_to_size(self.view_shape(gw)).reshape(-1)
+        if gb is not None:
+            gb = gb.sum_to_size(self.view_shape(gb)).reshape(-1)
+        return gx, gw, gb, None, None, None
+
+    def view_shape(self, g):
+        return (1, g.shape[1]) + (1,) * (g.ndim - 2)
+
+
+def _batch_norm_eval(input, weight, bias, running_mean, running_var, eps):
+    nd = input.dim()
+    scale = (running_var + eps).rsqrt()
+    if weight is not None:
+        scale = scale * weight
+    shift = -running_mean * scale
+    if bias is not None:
+        shift = shift + bias
+    return input * _channel_view(scale, nd) + _channel_view(shift, nd)
+
+
+class _BatchNormEval(CompositeNode):
+    """Batch norm with the running statistics: PyTorch's one node over (input, weight,
+    bias); ember's affine map underneath."""
+    _node_name = "NativeBatchNormBackward0"
+    save_inputs = (0, 1, 2, 3, 4)
+    n_inputs = 3
+    composite = staticmethod(_batch_norm_eval)
+
+
 class _GroupNorm(Normalize):
     _node_name = "NativeGroupNormBackward0"
     _overflow_is_nan = True
     _nan_in_double = False  # PyTorch's double moments keep an infinite variance: x * 0 + b
+
+
+class _GroupNormNode(_GroupNorm):
+    """Group norm over the input and the (C,) weight and bias themselves, as PyTorch's
+    node lists them: the kernel runs on the input grouped into (N, G, C/G, *) with the
+    parameters viewed to match. Made only where a graph is recorded in eager mode;
+    elsewhere ``_GroupNorm`` runs on the views, whose vmap rule and tangent serve."""
+    _node_name = "NativeGroupNormBackward0"
+    _op_name = "_GroupNorm"
+
+    def forward(self, x, w, b, num_groups, eps):
+        n, c = x.shape[:2]
+        rest = tuple(x.shape[2:])
+        self.x_shape = x.shape
+        self.x_view = (n, num_groups, c // num_groups) + rest
+        self.view = (1, num_groups, c // num_groups) + (1,) * len(rest)
+        out = Normalize.forward(self, x.reshape(self.x_view),
+                                None if w is None else w.reshape(self.view),
+                                None if b is None else b.reshape(self.view),
+                                tuple(range(2, len(self.x_view))), eps, None)
+        return out.reshape(x.shape)
+
+    def _saved_xw(self):
+        x, w = self.saved_tensors
+        return x.reshape(self.x_view), None if w is None else w.reshape(self.view)
+
+    def backward(self, gy):
+        gx, gw, gb = Normalize.backward(self, gy.reshape(self.x_view))[:3]
+        if gx is not None:
+            gx = gx.reshape(self.x_shape)
+        if gw is not None:
+            gw = gw.sum_to_size(self.view).reshape(-1)
+        if gb is not None:
+            gb = gb.sum_to_size(self.view).reshape(-1)
+        return gx, gw, gb, None, None
 
 
 def _prod(xs):
@@ -583,22 +671,16 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         stats = None
         if running_mean is not None or running_var is not None:
             stats = _RunningStats(running_mean, running_var, momentum)
+        if records_graph(input, weight, bias):
+            return _BatchNorm.apply(input, weight, bias, axes, eps, stats)
         return Normalize.apply(input, _channel_view(weight, nd), _channel_view(bias, nd),
                                axes, eps, stats)
     if running_mean is None:
         raise RuntimeError("running_mean must be defined in evaluation mode")
     if running_var is None:
         raise RuntimeError("running_var must be defined in evaluation mode")
-    scale = (running_var + eps).rsqrt()
-    if weight is not None:
-        scale = scale * weight
-    shift = -running_mean * scale
-    if bias is not None:
-        shift = shift + bias
-    out = input * _channel_view(scale, nd) + _channel_view(shift, nd)
-    # torch runs one kernel in eval mode too (NativeBatchNormBackward0); ember's is the
-    # affine map above, named as torch's node
-    return name_output(out, "NativeBatchNormBackward0", (input,))
+    # torch runs one kernel in eval mode too (NativeBatchNormBackward0)
+    return call(_BatchNormEval, input, weight, bias, running_mean, running_var, eps)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
@@ -647,7 +729,6 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return out * weight if weight is not None else out
 
 
-@node_name("NativeGroupNormBackward0")
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     """Group normalization: the C channels of (N, C, *) split into ``num_groups`` groups,
     each normalized over its channels and spatial dims; per-channel ``weight``/``bias``."""
@@ -661,6 +742,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
                            f"num_groups={num_groups}")
     _check_channel_vec("weight", weight, c)
     _check_channel_vec("bias", bias, c)
+    if records_graph(input, weight, bias):
+        return _GroupNormNode.apply(input, weight, bias, num_groups, eps)
     rest = tuple(input.shape[2:])
     x = input.reshape((n, num_groups, c // num_groups) + rest)
     nd = x.dim()
@@ -671,7 +754,6 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     return out.reshape(tuple(input.shape))
 
 
-@node_name("ViewBackward0")
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-05):
     """Instance normalization: each (sample, channel) plane normalized over its spatial
@@ -693,6 +775,14 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         _check_channel_vec("running_mean", running_mean, c)
         _check_channel_vec("running_var", running_var, c)
         stats = _RunningStats(running_mean, running_var, momentum, per_instance=True)
+    if records_graph(input, weight, bias):
+        # PyTorch's graph: batch norm of the input viewed as one sample of N*C channels,
+        # over the parameters repeated per sample, viewed back
+        x = input.contiguous().view((1, n * c) + tuple(input.shape[2:]))
+        w = None if weight is None else weight.repeat(n)
+        b = None if bias is None else bias.repeat(n)
+        out = _BatchNorm.apply(x, w, b, (0,) + axes, eps, stats)
+        return out.view(tuple(input.shape))
     return Normalize.apply(input, _channel_view(weight, nd), _channel_view(bias, nd), axes,
                            eps, stats)
 

@@ -7,6 +7,7 @@ from ember.autograd.node import Primitive
 from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
+from ember.ops.composite_node import CompositeNode, call, named_nodes
 
 __all__ = ["constant_pad_nd"]
 
@@ -67,12 +68,25 @@ _NP_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
 def _pad_name(input, pad, mode="constant", value=None):
-    # PyTorch's reflection and replication kernels are named for the number of padded
-    # dims; its circular padding copies the pieces into a new tensor (the last copy's node)
-    if mode in ("reflect", "replicate"):
-        kind = "Reflection" if mode == "reflect" else "Replication"
-        return f"{kind}Pad{len(pad) // 2}DBackward0"
+    # PyTorch's circular padding copies the pieces into a new tensor (the last copy's node)
     return "torch::autograd::CopySlices" if mode == "circular" else None
+
+
+class _Pad(CompositeNode):
+    """Reflection and replication padding: PyTorch's one node, named for the mode and
+    the number of padded dims, over the input (ember gathers the padded positions one
+    dim at a time underneath)."""
+    save_inputs = (0,)
+
+    @staticmethod
+    def composite(input, pad, mode):
+        return _pad_gather(input, pad, mode)
+
+
+_PAD_NODES = named_nodes(_Pad, {(m, n): f"{k}Pad{n}DBackward0"
+                                for m, k in (("reflect", "Reflection"),
+                                             ("replicate", "Replication"))
+                                for n in (1, 2, 3)}, __name__)
 
 
 @node_name(_pad_name)
@@ -112,7 +126,15 @@ def pad(input, pad, mode="constant", value=None):
             "combinations for non-constant padding:\n  - 2D or 3D input: padding size = 2 (pads "
             "last dimension)\n  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
             "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+    if mode != "circular":
+        return call(_PAD_NODES[(mode, n)], input, pad, mode)
+    return _pad_gather(input, pad, mode)
+
+
+def _pad_gather(input, pad, mode):
     from ember.ops.gather_scatter import index_select
+    nd = input._data.ndim
+    n = len(pad) // 2
     x = input
     # torch's kernels allow a 0 only in the batch dim (present when nd is n + 2)
     if mode in ("reflect", "replicate") and 0 in input.shape[1 if nd == n + 2 else 0:]:
