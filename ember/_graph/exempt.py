@@ -4,7 +4,7 @@ TorchScript writer's list (``ember.jit._op_exempt``) and the ONNX exporter's
 from ember.ops import (
     _views,
     bitwise,
-    composite_node,
+    composite_kernel,
     conv,
     conversion,
     elementwise,
@@ -42,7 +42,7 @@ FAMILY_BASES = (
     elementwise._Compare, elementwise._MinMax, elementwise._FMinMax, extrema._AmaxAmin,
     extrema._ArgExtreme, extrema._EvenAll, extrema._SelectDim, linalg_decomp._SavesOutputs,
     reduction._AllAny, reduction._StatMean, reduction._VarStd, rnn._Layer, scan._CumExtreme,
-    special._IgammaBase, composite_node.CompositeNode,
+    special._IgammaBase, composite_kernel.CompositeNode,
     unary._Predicate, unary._Unary)
 
 BACKWARD_ONLY = (
@@ -57,7 +57,7 @@ BACKWARD_ONLY = (
 EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",
     rnn.MkldnnLSTMLayer, matmul_graph.Addmm, matmul_graph.UnsafeView,
-    matmul_graph.Trilinear, *composite_node.nodes())
+    matmul_graph.Trilinear, *composite_kernel.nodes())
 
 RANDOM = (
     "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",

@@ -17,7 +17,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node_names import node_name
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
-from ember.ops.composite_node import CompositeNode, call
+from ember.ops.composite_kernel import CompositeNode, call
 from ember.ops.unary import zero_curvature as _zero_curvature
 
 __all__ = [
@@ -186,6 +186,7 @@ def _prelu_kernel(input, w):
 class PreluKernel(CompositeNode):
     """``_prelu_kernel(x, w)`` for a weight already shaped to broadcast over ``x``."""
     save_inputs = (0, 1)
+    profiler_name = "aten::_prelu_kernel"
     composite = staticmethod(_prelu_kernel)
 
 

@@ -597,9 +597,9 @@ def _no_batch_rule():
     for c in (matmul_graph.Addmm, matmul_graph.UnsafeView, matmul_graph.Trilinear):
         table[c] = ("made only in eager mode to show PyTorch's nodes; under vmap linear, "
                     "matmul and bilinear run their one-kernel ops, which have rules")
-    from ember.ops import composite_node
-    table[composite_node.CompositeNode] = "a family base class: never recorded itself"
-    for c in composite_node.nodes():
+    from ember.ops import composite_kernel
+    table[composite_kernel.CompositeNode] = "a family base class: never recorded itself"
+    for c in composite_kernel.nodes():
         table[c] = ("made only in eager mode to show PyTorch's node; under vmap the "
                     "composite's primitives run, which have rules")
     return table

@@ -14,7 +14,7 @@ import math
 import warnings
 
 from ember._factory import linspace, ones, zeros, zeros_like
-from ember.ops.composite_node import CompositeNode, call, named_nodes
+from ember.ops.composite_kernel import CompositeNode, call, named_nodes
 from ember.ops.elementwise import fmod, where
 from ember.ops.join import meshgrid, stack
 from ember.ops.linalg import bmm
@@ -170,7 +170,8 @@ class _GridSampler(CompositeNode):
 
 
 _GRID_SAMPLERS = named_nodes(_GridSampler, {2: "GridSampler2DBackward0",
-                                            3: "GridSampler3DBackward0"}, __name__)
+                                            3: "GridSampler3DBackward0"}, __name__,
+                            aten=lambda d: f"aten::grid_sampler_{d}d")
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):

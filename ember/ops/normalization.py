@@ -15,7 +15,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch_nn
-from ember.ops.composite_node import CompositeNode, call, records_graph
+from ember.ops.composite_kernel import CompositeNode, call, records_graph
 
 # the names torch also has at top level, with the same signature
 __all__ = ["layer_norm", "group_norm", "rms_norm"]
@@ -724,8 +724,11 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
                            f"{list(shape)}")
     if eps is None:
         eps = float(np.finfo(input._data.dtype).eps) if input.is_floating_point() else 0.0
+    from ember.ops.elementwise import AddScalar
     dims = tuple(range(input.dim() - n, input.dim()))
-    out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+    # PyTorch's steps (pow, mean, add.Scalar, rsqrt, mul), so the graph is its graph
+    ms = input.pow(2).mean(dims, keepdim=True)
+    out = input * AddScalar.apply(ms, eps).rsqrt()
     return out * weight if weight is not None else out
 
 
@@ -815,17 +818,23 @@ class _RunningStats:
 def local_response_norm(input, size, alpha=0.0001, beta=0.75, k=1.0):
     """Local response normalization across channels: ``x / (k + alpha/size * sum of x**2
     over ``size`` neighbouring channels) ** beta``."""
-    from ember.ops.pooling import avg_pool3d
+    from ember.ops.padding import constant_pad_nd
+    from ember.ops.pooling import avg_pool2d, avg_pool3d
     dim = input.dim()
     if dim < 3:
         raise ValueError(f"Expected 3D or higher dimensionality input (got {dim} dimensions)")
     if input.numel() == 0:
         return input * 1
-    sizes = tuple(input.shape)
-    c = sizes[1]
-    div = (input * input).reshape((sizes[0], 1, c, sizes[2], -1))
-    # zero padding of size//2 before and (size-1)//2 after the channels: a symmetric
-    # pad of size//2 and, for even sizes, dropping the one extra window at the end
-    div = avg_pool3d(div, (size, 1, 1), stride=1, padding=(size // 2, 0, 0))[:, :, :c]
-    div = div.reshape(sizes)
+    # PyTorch's steps, so that the graph is its graph: the squares get one unit dim,
+    # zero padding of size//2 channels before and (size-1)//2 after, an average over
+    # windows of ``size`` channels, and the unit dim squeezed away again
+    div = input * input
+    if dim == 3:
+        div = constant_pad_nd(div.unsqueeze(1), (0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool2d(div, (size, 1), stride=1).squeeze(1)
+    else:
+        sizes = tuple(input.shape)
+        div = div.view(sizes[0], 1, sizes[1], sizes[2], -1)
+        div = constant_pad_nd(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool3d(div, (size, 1, 1), stride=1).squeeze(1).view(sizes)
     return input / (div * alpha + k) ** beta

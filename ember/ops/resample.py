@@ -13,7 +13,7 @@ from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops.composite_node import CompositeNode, call, named_nodes
+from ember.ops.composite_kernel import CompositeNode, call, named_nodes
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle"]
 
@@ -252,7 +252,8 @@ _UPSAMPLE_NODES = named_nodes(_Upsample, {
     **{("nearest-exact", d): f"UpsampleNearestExact{d}DBackward0" for d in (1, 2, 3)},
     ("linear", 1): "UpsampleLinear1DBackward0", ("bilinear", 2): "UpsampleBilinear2DBackward0",
     ("bicubic", 2): "UpsampleBicubic2DBackward0",
-    ("trilinear", 3): "UpsampleTrilinear3DBackward0"}, __name__)
+    ("trilinear", 3): "UpsampleTrilinear3DBackward0"}, __name__,
+    aten=lambda k: f"aten::_upsample_nearest_exact{k[1]}d" if k[0] == "nearest-exact" else None)
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,

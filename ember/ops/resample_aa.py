@@ -35,7 +35,7 @@ from ember._tensor import _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops.composite_node import CompositeNode, call, named_nodes
+from ember.ops.composite_kernel import CompositeNode, call, named_nodes
 from ember.ops.conversion import _has_layout, _in_layout, channels_last
 
 _MAX_PRECISION = 22  # fraction bits of the int16 weights
@@ -208,7 +208,8 @@ class _UpsampleAa(CompositeNode):
 
 
 _AA_NODES = named_nodes(_UpsampleAa, {m: f"Upsample{m.capitalize()}2DAaBackward0"
-                                      for m in ("bilinear", "bicubic", "lanczos")}, __name__)
+                                      for m in ("bilinear", "bicubic", "lanczos")}, __name__,
+                       aten=lambda m: f"aten::_upsample_{m}2d_aa")
 
 
 def _interpolate_aa(input, out, scales, mode, align_corners):

@@ -127,14 +127,17 @@ def nodes():
     return out
 
 
-def named_nodes(base, names, module):
+def named_nodes(base, names, module, aten=None):
     """``{key: subclass of base}`` with PyTorch's node name ``names[key]`` each (one op
     whose node name depends on its mode or rank); ``module`` is the defining module's
-    ``__name__``."""
+    ``__name__``; ``aten(key)``, if given, is the profiler's ``aten::`` name where it is
+    not the node name's."""
     out = {}
     for key, node_name in names.items():
         op = node_name[:-len("Backward0")] if node_name.endswith("Backward0") else node_name
-        out[key] = type(base)(op, (base,), {"_node_name": node_name, "_op_name": op,
-                                            "__module__": module,
-                                            "__qualname__": f"{base.__qualname__}.{op}"})
+        attrs = {"_node_name": node_name, "_op_name": op, "__module__": module,
+                 "__qualname__": f"{base.__qualname__}.{op}"}
+        if aten is not None and aten(key) is not None:
+            attrs["profiler_name"] = aten(key)
+        out[key] = type(base)(op, (base,), attrs)
     return out
