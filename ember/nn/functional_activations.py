@@ -14,7 +14,6 @@ from ember import _core as ember
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node_names import node_name
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
 from ember.ops.composite_kernel import CompositeNode, call
@@ -309,7 +308,6 @@ def mish(input, inplace=False):
 
 
 @_takes_out
-@node_name("SoftplusBackward0")
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
     from ember.ops.unary import softplus as _softplus_op
@@ -321,15 +319,27 @@ def softsign(input):
     return input / (input.abs() + 1)
 
 
-@node_name("HardsigmoidBackward0")
+@_opmath
+def _hardsigmoid(x):
+    if x.is_floating_point():
+        from ember.ops.unary import hardsigmoid as _hardsigmoid_op
+        return _hardsigmoid_op(x)
+    return _hardtanh(x + 3.0, 0.0, 6.0) / 6.0
+
+
+class HardsigmoidHalf(CompositeNode):
+    """``F.hardsigmoid`` of half precision (computed in float32, rounded once): PyTorch's
+    one ``HardsigmoidBackward0``; other dtypes run the ``hardsigmoid`` primitive itself."""
+    _node_name = "HardsigmoidBackward0"
+    save_inputs = (0,)
+    composite = staticmethod(_hardsigmoid)
+
+
 def hardsigmoid(input, inplace=False):
     """``relu6(x + 3) / 6``."""
-    def fn(x):
-        if x.is_floating_point():
-            from ember.ops.unary import hardsigmoid as _hardsigmoid_op
-            return _hardsigmoid_op(x)
-        return _hardtanh(x + 3.0, 0.0, 6.0) / 6.0
-    return _maybe_inplace(input, inplace, _opmath(fn))
+    if inplace or input.dtype is not ember.float16:
+        return _maybe_inplace(input, inplace, _hardsigmoid)
+    return call(HardsigmoidHalf, input)
 
 
 @_opmath
