@@ -229,24 +229,37 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 class Gelu(CompositeNode):
-    """``F.gelu``: one node over its input; the exact form's first-order gradient
-    ``Phi(x) + x phi(x)`` is computed on arrays."""
+    """``F.gelu``: one node over its input. The exact form of float32/64 runs on arrays,
+    the composite's steps in its order (same values), and keeps ``1 + erf(x / sqrt 2)``
+    for the first-order gradient ``Phi(x) + x phi(x)``."""
     save_inputs = (0,)
     composite = staticmethod(_gelu)
 
+    def forward(self, x, approximate):
+        if approximate != "none" or type(x) is not np.ndarray or \
+                x.dtype not in (np.float32, np.float64):
+            self._one_plus_erf = None
+            return CompositeNode.forward(self, x, approximate)
+        from ember.ops import _erf_kernels
+        self._plain = [None, approximate]
+        self.params = {}
+        t = x.dtype.type
+        e = _erf_kernels.erf_erfc(x * t(_SQRT_HALF), want_erfc=False)[0]
+        e += t(1)
+        self._one_plus_erf = e
+        return (x * t(0.5)) * e
+
     def backward(self, gy):
-        if _grad_state.grad_enabled or self._plain[1] != "none" or \
-                self.saved_tensors[0]._data.dtype not in (np.float32, np.float64):
+        e = self._one_plus_erf
+        if _grad_state.grad_enabled or e is None:
             return self.recompute_grads(gy)
         from ember._tensor import _make
-        from ember.ops import _erf_kernels
         x = self.saved_tensors[0]._data
         t = x.dtype.type
-        d = _erf_kernels.erf_erfc(x * t(_SQRT_HALF), want_erfc=False)[0]
-        d += t(1)
-        d *= t(0.5)
-        d += x * np.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
-        d *= gy._data
+        with np.errstate(over="ignore", invalid="ignore"):  # x * x overflows to a 0 pdf
+            d = e * t(0.5)
+            d += x * np.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
+            d *= gy._data
         return _make(d), None
 
 

@@ -571,11 +571,42 @@ def _batch_norm_eval(input, weight, bias, running_mean, running_var, eps):
 
 class _BatchNormEval(CompositeNode):
     """Batch norm with the running statistics: PyTorch's one node over (input, weight,
-    bias); ember's affine map underneath."""
+    bias); ember's affine map underneath. Its gradient is the affine map's, written
+    out (the running statistics, plain buffers, get none)."""
     _node_name = "NativeBatchNormBackward0"
     save_inputs = (0, 1, 2, 3, 4)
     n_inputs = 3
     composite = staticmethod(_batch_norm_eval)
+
+    def backward(self, gy):
+        e = self._edges
+        if any(i < len(e) and e[i] is not None for i in (3, 4)):
+            return self.recompute_grads(gy)  # statistics that require grad: rare
+        x, w, b, mean, var = self.saved_tensors
+        eps = self._plain[5]
+        nd = x.dim()
+        axes = (0,) + tuple(range(2, nd))
+        invstd = (var + eps).rsqrt()
+        need_w, need_b = len(e) > 1 and e[1] is not None, len(e) > 2 and e[2] is not None
+        gx = gw = gb = None
+        if e[0] is not None:
+            gx = gy * _channel_view(invstd if w is None else invstd * w, nd)
+        # d/dw = invstd * (sum(gy * x) - mean * sum(gy)): one pass over the input
+        if not _grad_state.grad_enabled:
+            gsum = gy._data.sum(axis=axes) if need_w or need_b else None
+            if need_w:
+                gw = _make(invstd._data * (_sum_prod(gy._data, x._data, axes).reshape(-1)
+                                           - mean._data * gsum))
+            if need_b:
+                gb = _make(gsum)
+            return gx, gw, gb, None, None, None
+        if need_w or need_b:
+            gsum = gy.sum(axes)
+            if need_w:
+                gw = invstd * ((gy * x).sum(axes) - mean * gsum)
+            if need_b:
+                gb = gsum
+        return gx, gw, gb, None, None, None
 
 
 class _GroupNorm(Normalize):
