@@ -41,6 +41,13 @@ def _is_array(a):
                                          and hasattr(a, "dtype"))
 
 
+def _root(a):
+    """The array owning ``a``'s memory (``a`` itself when it is no view)."""
+    while getattr(a, "base", None) is not None and _is_array(a.base):
+        a = a.base
+    return a
+
+
 class CompositeNode(Primitive):
     """Base of the one-node ops over ember composites (see the module docstring)."""
     _base_class = True
@@ -52,7 +59,10 @@ class CompositeNode(Primitive):
         with no_grad():
             out = type(self).composite(*[_make(a) if _is_array(a) else a for a in args],
                                        **params)
-        return out._data
+        out = out._data
+        # the node's output is a new tensor: never an input's memory seen again
+        roots = {id(_root(a)) for a in args if _is_array(a)}
+        return out.copy() if id(_root(out)) in roots else out
 
     def _inputs(self):
         """The forward's positional arguments again, the Tensors read back from the
