@@ -32,6 +32,7 @@ from ember.ops import (
     linalg_lu,
     nn_fused,
     normalization,
+    normalization_nodes,
     pooling,
     power,
     reduction,
@@ -102,7 +103,7 @@ _NOT_YET = (
 # batch norm over the (C,) parameters: eager only (a capture records Normalize, which
 # its TorchScript spelling, inherited, also writes)
 _EAGER_NORM = ("made only outside graph captures: a capture records Normalize instead",
-               normalization._BatchNorm, normalization._GroupNormNode)
+               normalization_nodes._BatchNorm, normalization_nodes._GroupNormNode)
 
 NO_ONNX = exemptions(FAMILY_BASES, BACKWARD_ONLY, EAGER_ONLY, RANDOM, STORAGE, SPARSE, _COMPLEX,
                      _DECOMPOSITIONS, _NO_OPERATOR, _NOT_YET, _EAGER_NORM)

@@ -8,10 +8,10 @@ graph when the engine is asked for one, so double backward is exact). A subclass
 give a direct formula instead (``backward``), where the op is on a hot path.
 
 The node is made only where someone can see it: in eager mode, when the call records a
-graph (:func:`records_graph`). Under ``no_grad``, with inputs that
-need no gradient, and under a transforming mode (a graph capture, vmap, forward AD) the
-composite runs as before, so exporters, batching rules and tangents are the composite's
-primitives' own: :func:`call` picks the route.
+graph (:func:`records_graph`). Under ``no_grad``, with inputs that need no gradient, and
+under a transforming mode (a graph capture, vmap, forward AD) the composite runs as
+before, so exporters, batching rules and tangents are the composite's primitives' own:
+:func:`call` picks the route.
 
 A subclass declares:
 
@@ -31,7 +31,7 @@ __all__ = ["CompositeNode", "call", "named_nodes", "nodes"]
 
 # the modules whose import defines CompositeNode subclasses (see ``nodes``)
 _DEFINED_IN = ("ember.nn.functional_activations", "ember.nn.functional",
-               "ember.ops.normalization", "ember.ops.resample", "ember.ops.resample_aa",
+               "ember.ops.normalization_nodes", "ember.ops.resample", "ember.ops.resample_aa",
                "ember.ops.padding", "ember.ops.grid_sample", "ember.nn._aten_ops",
                "ember.nn._functional_aten")
 
