@@ -187,7 +187,7 @@ LAYOUTS = [
      (3, 4, 5)),
     ("groups", lambda x: F(ember).layer_norm(x, (5,)), (3, 4, 5)),
     ("groups", lambda x: F(ember).group_norm(x, 2, ember.ones(4), ember.zeros(4)), (3, 4, 5)),
-    ("groups", lambda x: F(ember).instance_norm(x, weight=ember.ones(4)), (3, 4, 5)),
+    ("channels", lambda x: F(ember).instance_norm(x, weight=ember.ones(4)), (3, 4, 5)),
     ("channels", lambda x: F(ember).batch_norm(x, None, None, ember.ones(4), None, True),
      (3, 4, 5)),
     (None, lambda x: F(ember).batch_norm(x, None, None, ember.ones(4), None, True), (3, 4)),

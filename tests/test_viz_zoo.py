@@ -39,9 +39,6 @@ import viz_zoo_models as Z  # noqa: E402
 
 # models whose backward-graph DOT differs from torchviz's on torch, and why
 DOT_DIFFERS = {
-    "resnet_block": "batch norm's node reaches its weight and bias through ViewBackward0 "
-                    "(ember's kernel takes them shaped for broadcasting); torch's "
-                    "NativeBatchNormBackward0 takes the parameters themselves",
 }
 # models whose GraphDef differs from torch's add_graph, and why
 GRAPHDEF_DIFFERS = {}

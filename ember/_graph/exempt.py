@@ -4,6 +4,7 @@ TorchScript writer's list (``ember.jit._op_exempt``) and the ONNX exporter's
 from ember.ops import (
     _views,
     bitwise,
+    composite_kernel,
     conv,
     conversion,
     diagonals,
@@ -43,7 +44,7 @@ FAMILY_BASES = (
     elementwise._Compare, elementwise._MinMax, elementwise._FMinMax, extrema._AmaxAmin,
     extrema._ArgExtreme, extrema._EvenAll, extrema._SelectDim, linalg_decomp._SavesOutputs,
     reduction._AllAny, reduction._StatMean, reduction._VarStd, rnn._Layer, scan._CumExtreme,
-    special._IgammaBase,
+    special._IgammaBase, composite_kernel.CompositeNode,
     unary._Predicate, unary._Unary)
 
 BACKWARD_ONLY = (
@@ -59,7 +60,7 @@ EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",
     rnn.MkldnnLSTMLayer, matmul_graph.Addmm, matmul_graph.UnsafeView,
     matmul_graph.Trilinear, flat_index.Take, flat_index.Put, flat_index.MaskedSelect,
-    shape.NarrowCopy, diagonals.DiagonalCopy)
+    shape.NarrowCopy, diagonals.DiagonalCopy, *composite_kernel.nodes())
 
 RANDOM = (
     "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",

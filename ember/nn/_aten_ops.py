@@ -14,6 +14,7 @@ from ember.nn._functional_aten import conv_tbc, native_channel_shuffle  # noqa: 
 
 # the multi-layer recurrent functions (one node each in a graph capture)
 from ember.nn.functional_rnn import gru, lstm, rnn_relu, rnn_tanh
+from ember.ops.composite_kernel import CompositeNode, call
 
 __all__ = [
     "dropout", "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout",
@@ -91,15 +92,27 @@ def native_dropout(input, p, train):
     """``(output, mask)``: the dropout result and the boolean mask of kept elements
     (all True, and the output a copy, when ``train`` is False)."""
     if train is False or input.numel() == 0:
-        out, keep = input.clone(), ember.ones_like(input, dtype=ember.bool)
+        keep, scale = None, None
     else:
         F._check_p(p)
         with ember.no_grad():
             keep = F._noise(input, tuple(input.shape), 1 - p)
         scale = 0.0 if p == 1 else 1.0 / (1 - p)
-        out, keep = input * keep * scale, keep.bool()
     # torch's one kernel, with its own node, in training and in eval alike
-    return name_output(out, "NativeDropoutBackward0", (input,)), keep
+    out = call(NativeDropout, input, keep, scale)
+    return out, ember.ones_like(input, dtype=ember.bool) if keep is None else keep.bool()
+
+
+def _native_dropout(input, keep, scale):
+    return input.clone() if keep is None else input * keep * scale
+
+
+class NativeDropout(CompositeNode):
+    """``native_dropout``: PyTorch's one node over the input (the mask is drawn before,
+    a plain argument as in PyTorch)."""
+    save_inputs = (0, 1)
+    n_inputs = 1
+    composite = staticmethod(_native_dropout)
 
 
 # ----- activations ----------------------------------------------------------------------

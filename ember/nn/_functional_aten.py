@@ -1,5 +1,5 @@
 """Names of ``torch.nn.functional`` that are constants or ATen aliases."""
-from ember.autograd.node_names import node_name
+from ember.ops.composite_kernel import CompositeNode, call
 from ember.ops.conv import conv1d
 
 __all__ = ["GRID_SAMPLE_INTERPOLATION_MODES", "GRID_SAMPLE_PADDING_MODES",
@@ -15,16 +15,28 @@ def assert_int_or_pair(arg, arg_name, message):
     assert isinstance(arg, int) or len(arg) == 2, message.format(arg_name)
 
 
-@node_name("ConvTbcBackward0")
-def conv_tbc(input, weight, bias, pad=0):
-    """Time-batch-channel 1-D convolution: ``input`` (T, B, C_in), ``weight``
-    (k, C_in, C_out), ``bias`` (C_out); returns (T', B, C_out)."""
+def _conv_tbc(input, weight, bias, pad):
     out = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
     return out.permute(2, 0, 1)
 
 
+class ConvTbc(CompositeNode):
+    """``conv_tbc``: PyTorch's one node over (input, weight, bias); ember's
+    convolution of the permuted operands underneath."""
+    save_inputs = (0, 1, 2)
+    n_inputs = 3
+    composite = staticmethod(_conv_tbc)
+
+
+def conv_tbc(input, weight, bias, pad=0):
+    """Time-batch-channel 1-D convolution: ``input`` (T, B, C_in), ``weight``
+    (k, C_in, C_out), ``bias`` (C_out); returns (T', B, C_out)."""
+    return call(ConvTbc, input, weight, bias, pad)
+
+
 def native_channel_shuffle(input, groups):
     """``torch.nn.functional.native_channel_shuffle``: :func:`channel_shuffle`."""
-    from ember.nn.functional import channel_shuffle  # which re-exports this module
+    from ember.nn.functional import _check_shuffle, _shuffle  # (it re-exports this module)
     # torch's native kernel has no backward node of its own: keep the composite's nodes
-    return channel_shuffle.__wrapped__(input, groups)
+    _check_shuffle(input, groups)
+    return _shuffle(input, groups)

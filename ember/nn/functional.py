@@ -25,7 +25,6 @@ from ember.nn.functional_activations import (  # noqa: F401
     _maybe_inplace,
     _nonpositive,
     _opmath,
-    _rrelu,
     _softmax_dim,
     _softplus,
     _zero_like_scalar,
@@ -69,6 +68,7 @@ from ember.nn.functional_activations import (  # noqa: F401
 from ember.ops import matmul_graph as _mg
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for  # noqa: F401  (kept on F)
+from ember.ops.composite_kernel import CompositeNode, call
 from ember.ops.shape import pad  # noqa: F401  (torch.nn.functional.pad)
 from ember.ops.unary import zero_curvature as _zero_curvature  # noqa: F401  (kept on F)
 
@@ -340,14 +340,24 @@ def _pad_mask_grad(out, input, padding_idx):
     return ember.where(mask, out.detach(), out)
 
 
-def _scale_grad(out, input, num):
-    """Divide each looked-up row's gradient by how often its index occurs in ``input``."""
+def _freq_scale(out, input):
+    """1 / how often each index occurs in ``input``, shaped to scale rows of ``out``."""
     import numpy as np
     _, inverse, counts = np.unique(input._host().reshape(-1), return_inverse=True,
                                    return_counts=True)
     freq = counts[inverse].reshape(input.shape).astype(out._data.dtype)
-    s = ember.from_numpy(1.0 / freq).to(out.device).unsqueeze(-1)
+    return ember.from_numpy(1.0 / freq).to(out.device).unsqueeze(-1)
+
+
+def _scale_grad(out, input, num):
+    """Divide each looked-up row's gradient by how often its index occurs in ``input``."""
+    s = _freq_scale(out, input)
     return out.detach() + (out - out.detach()) * s
+
+
+def _scale_grad_values(g, input):
+    """``g``'s rows divided by how often their index occurs in ``input``."""
+    return g * _freq_scale(g, input)
 
 
 def _bag_scale_grad(rows, flat):
@@ -377,7 +387,39 @@ def _padding_idx(padding_idx, num):
     return padding_idx
 
 
-@node_name("EmbeddingBackward0")
+def _lookup(weight, indices, padding_idx, scale_grad_by_freq):
+    out = weight[indices]
+    if padding_idx is not None:
+        out = _pad_mask_grad(out, indices, padding_idx)
+    if scale_grad_by_freq and out.requires_grad:
+        out = _scale_grad(out, indices, weight.shape[0])
+    return out
+
+
+class Embedding(CompositeNode):
+    """``F.embedding``: PyTorch's one node over the weight (the indices are a plain
+    argument). Its gradient adds each row's output gradient into that row of zeros
+    (none for ``padding_idx``, divided by the index's count with
+    ``scale_grad_by_freq``)."""
+    save_inputs = (0,)
+    composite = staticmethod(_lookup)
+
+    def forward(self, weight, **params):
+        self.w_shape = weight.shape
+        return CompositeNode.forward(self, weight, **params)
+
+    def backward(self, gy):
+        from ember.ops.indexing import IndexScatter
+        p = self.params
+        indices = p["indices"]
+        g = gy
+        if p["padding_idx"] is not None:
+            g = g.masked_fill((indices == p["padding_idx"]).unsqueeze(-1), 0)
+        if p["scale_grad_by_freq"]:
+            g = _scale_grad_values(g, indices)
+        return IndexScatter.apply(g, self.w_shape, (indices._data,), True)
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """Look up rows of ``weight`` (``num_embeddings x dim``) at the indices ``input``.
@@ -393,18 +435,13 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     _check_indices(input, num)
     if max_norm is not None:
         _renorm_(weight, input, max_norm, norm_type)
-    out = weight[input]
-    if padding_idx is not None:
-        out = _pad_mask_grad(out, input, padding_idx)
-    if scale_grad_by_freq and out.requires_grad:
-        if sparse:
-            raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with "
-                               "sparse gradients")
-        out = _scale_grad(out, input, num)
-    return out
+    if scale_grad_by_freq and sparse and weight.requires_grad and ember.is_grad_enabled():
+        raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with "
+                           "sparse gradients")
+    return call(Embedding, weight, indices=input, padding_idx=padding_idx,
+                scale_grad_by_freq=scale_grad_by_freq)
 
 
-@node_name("EmbeddingBagBackward0")
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   scale_grad_by_freq=False, mode="mean", sparse=False,
                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
@@ -468,6 +505,27 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     n = flat.shape[0]
     ends = starts[1:] + [n] if not (include_last_offset and input.ndim == 1) else \
         [int(o) for o in offsets.tolist()][1:]
+    if scale_grad_by_freq and sparse and weight.requires_grad and ember.is_grad_enabled():
+        # PyTorch refuses in backward; ember says so as soon as it would matter
+        raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with "
+                           "sparse gradients")
+    return call(EmbeddingBag, weight, psw, flat=flat, starts=starts, ends=ends, mode=mode,
+                padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq)
+
+
+class EmbeddingBag(CompositeNode):
+    """``F.embedding_bag``: PyTorch's one node over the weight and the per-sample
+    weights (the indices and bags are plain arguments)."""
+    save_inputs = (0, 1)
+    n_inputs = 2
+
+    @staticmethod
+    def composite(weight, psw, **params):
+        return _bags(weight, psw, **params)
+
+
+def _bags(weight, psw, flat, starts, ends, mode, padding_idx, scale_grad_by_freq):
+    n = flat.shape[0]
     # membership matrix: member[b, i] = 1 when index i belongs to bag b (and is not padding)
     import numpy as np
     member = np.zeros((len(starts), n), dtype=bool)
@@ -478,9 +536,6 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     counts = member.sum(1)
     rows = weight[flat]
     if scale_grad_by_freq and rows.requires_grad:
-        if sparse:  # PyTorch refuses in backward; ember says so as soon as it would matter
-            raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with "
-                               "sparse gradients")
         rows = _bag_scale_grad(rows, flat)
     if mode == "max":
         mask = ember.from_numpy(member).to(weight.device).unsqueeze(-1)
@@ -593,9 +648,7 @@ __all__ += ["affine_grid", "grid_sample"]
 
 
 @node_name("ChannelShuffleBackward0")
-def channel_shuffle(input, groups):
-    """Split the channels (dim 1) into ``groups`` and interleave them:
-    (N, g*k, *) -> view (N, g, k, *) -> transpose -> (N, k*g, *)."""
+def _check_shuffle(input, groups):
     if input.dim() <= 2:
         raise RuntimeError("channel_shuffle expects input with > 2 dims, but got input with "
                            f"sizes {list(input.shape)}")
@@ -606,9 +659,25 @@ def channel_shuffle(input, groups):
     if c % groups:
         raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
                            f"and {groups} groups.")
-    n, rest = input.shape[0], tuple(input.shape[2:])
+
+
+def _shuffle(input, groups):
+    n, c, rest = input.shape[0], input.shape[1], tuple(input.shape[2:])
     return (input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
             .reshape(n, c, *rest))
+
+
+class ChannelShuffle(CompositeNode):
+    """``F.channel_shuffle``: PyTorch's one node over the input."""
+    save_inputs = (0,)
+    composite = staticmethod(_shuffle)
+
+
+def channel_shuffle(input, groups):
+    """Split the channels (dim 1) into ``groups`` and interleave them:
+    (N, g*k, *) -> view (N, g, k, *) -> transpose -> (N, k*g, *)."""
+    _check_shuffle(input, groups)
+    return call(ChannelShuffle, input, groups)
 
 
 __all__ += ["channel_shuffle"]

@@ -8,12 +8,15 @@ import functools
 import math
 import warnings
 
+import numpy as np
+
 from ember import _core as ember
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
-from ember.autograd.node_names import name_output, node_name
+from ember.autograd.grad_mode import state as _grad_state
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
+from ember.ops.composite_kernel import CompositeNode, call
 from ember.ops.unary import zero_curvature as _zero_curvature
 
 __all__ = [
@@ -175,7 +178,17 @@ def leaky_relu_(input, negative_slope=0.01):
     return leaky_relu(input, negative_slope, inplace=True)
 
 
-@node_name("PreluKernelBackward0")
+def _prelu_kernel(input, w):
+    return _zero_curvature(ember.where(input > 0, input, w * input), input)
+
+
+class PreluKernel(CompositeNode):
+    """``_prelu_kernel(x, w)`` for a weight already shaped to broadcast over ``x``."""
+    save_inputs = (0, 1)
+    profiler_name = "aten::_prelu_kernel"
+    composite = staticmethod(_prelu_kernel)
+
+
 def prelu(input, weight):
     """``x`` if ``x > 0`` else ``weight * x``, with one weight per channel (dim 1) or one
     shared weight."""
@@ -196,14 +209,13 @@ def prelu(input, weight):
         w = weight.reshape((1, n) + (1,) * (input.ndim - 2))
     else:
         w = weight.reshape(()) if weight.ndim else weight
-    return _zero_curvature(ember.where(input > 0, input, w * input), input)
+    if weight.ndim == input.ndim:  # PyTorch reshapes the weight only to another rank
+        w = weight
+    return call(PreluKernel, input, w)
 
 
-@_takes_out
-@node_name("GeluBackward0")
 @_opmath
-def gelu(input, approximate="none"):
-    """``x * Phi(x)`` (``approximate='tanh'``: PyTorch's tanh approximation)."""
+def _gelu(input, approximate="none"):
     if approximate == "none":
         return input * 0.5 * (1.0 + ember.erf(input * (1.0 / math.sqrt(2.0))))
     if approximate == "tanh":
@@ -212,11 +224,72 @@ def gelu(input, approximate="none"):
     raise RuntimeError("approximate argument must be either none or tanh.")
 
 
-@node_name("SiluBackward0")
+_SQRT_HALF = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+class Gelu(CompositeNode):
+    """``F.gelu``: one node over its input. The exact form of float32/64 runs on arrays,
+    the composite's steps in its order (same values), and keeps ``1 + erf(x / sqrt 2)``
+    for the first-order gradient ``Phi(x) + x phi(x)``."""
+    save_inputs = (0,)
+    composite = staticmethod(_gelu)
+
+    def forward(self, x, approximate):
+        if approximate != "none" or type(x) is not np.ndarray or \
+                x.dtype not in (np.float32, np.float64):
+            self._one_plus_erf = None
+            return CompositeNode.forward(self, x, approximate)
+        from ember.ops import _erf_kernels
+        self._plain = [None, approximate]
+        self.params = {}
+        t = x.dtype.type
+        e = _erf_kernels.erf_erfc(x * t(_SQRT_HALF), want_erfc=False)[0]
+        e += t(1)
+        self._one_plus_erf = e
+        return (x * t(0.5)) * e
+
+    def backward(self, gy):
+        e = self._one_plus_erf
+        if _grad_state.grad_enabled or e is None:
+            return self.recompute_grads(gy)
+        from ember._tensor import _make
+        x = self.saved_tensors[0]._data
+        t = x.dtype.type
+        with np.errstate(over="ignore", invalid="ignore"):  # x * x overflows to a 0 pdf
+            d = e * t(0.5)
+            d += x * np.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
+            d *= gy._data
+        return _make(d), None
+
+
+@_takes_out
+def gelu(input, approximate="none"):
+    """``x * Phi(x)`` (``approximate='tanh'``: PyTorch's tanh approximation)."""
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    return call(Gelu, input, approximate)
+
+
+def _silu_half(x):
+    from ember.ops.unary import silu as _silu
+    return _opmath(_silu)(x)
+
+
+class SiluHalf(CompositeNode):
+    """``F.silu`` of half precision (computed in float32, rounded once): PyTorch's one
+    ``SiluBackward0``; other dtypes run the ``silu`` primitive itself."""
+    _node_name = "SiluBackward0"
+    save_inputs = (0,)
+    composite = staticmethod(_silu_half)
+
+
 def silu(input, inplace=False):
     """``x * sigmoid(x)``."""
-    from ember.ops.unary import silu as _silu
-    return _maybe_inplace(input, inplace, _opmath(_silu))
+    if inplace or input.dtype is not ember.float16:
+        from ember.ops.unary import silu as _silu
+        return _maybe_inplace(input, inplace, _opmath(_silu))
+    return call(SiluHalf, input)
 
 
 @_opmath
@@ -229,14 +302,25 @@ def _softplus(x, beta=1.0, threshold=20.0):
     return ember.where(big, x, soft)
 
 
-@node_name("MishBackward0")
+@_opmath
+def _mish(x):
+    return x * ember.tanh(_softplus(x))
+
+
+class Mish(CompositeNode):
+    """``F.mish``: one node over its input."""
+    save_inputs = (0,)
+    composite = staticmethod(_mish)
+
+
 def mish(input, inplace=False):
     """``x * tanh(softplus(x))``."""
-    return _maybe_inplace(input, inplace, _opmath(lambda x: x * ember.tanh(_softplus(x))))
+    if inplace:
+        return _inplace(input, _mish)
+    return call(Mish, input)
 
 
 @_takes_out
-@node_name("SoftplusBackward0")
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
     from ember.ops.unary import softplus as _softplus_op
@@ -248,28 +332,50 @@ def softsign(input):
     return input / (input.abs() + 1)
 
 
-@node_name("HardsigmoidBackward0")
+@_opmath
+def _hardsigmoid(x):
+    if x.is_floating_point():
+        from ember.ops.unary import hardsigmoid as _hardsigmoid_op
+        return _hardsigmoid_op(x)
+    return _hardtanh(x + 3.0, 0.0, 6.0) / 6.0
+
+
+class HardsigmoidHalf(CompositeNode):
+    """``F.hardsigmoid`` of half precision (computed in float32, rounded once): PyTorch's
+    one ``HardsigmoidBackward0``; other dtypes run the ``hardsigmoid`` primitive itself."""
+    _node_name = "HardsigmoidBackward0"
+    save_inputs = (0,)
+    composite = staticmethod(_hardsigmoid)
+
+
 def hardsigmoid(input, inplace=False):
     """``relu6(x + 3) / 6``."""
-    def fn(x):
-        if x.is_floating_point():
-            from ember.ops.unary import hardsigmoid as _hardsigmoid_op
-            return _hardsigmoid_op(x)
-        return _hardtanh(x + 3.0, 0.0, 6.0) / 6.0
-    return _maybe_inplace(input, inplace, _opmath(fn))
+    if inplace or input.dtype is not ember.float16:
+        return _maybe_inplace(input, inplace, _hardsigmoid)
+    return call(HardsigmoidHalf, input)
 
 
-@node_name("HardswishBackward0")
+@_opmath
+def _hardswish(x):
+    # below -3, x * 0 as PyTorch's x * clamp(x + 3, 0, 6) / 6 gives: -0.0, NaN at -inf;
+    # the middle piece sees only (-3, 3), so no inf * 0 reaches its gradient; at the
+    # kinks the gradient is the outer pieces' (0 at -3, 1 at 3), as PyTorch's
+    mid = (x > -3.0) & (x < 3.0)
+    xs = ember.where(mid, x, _zero_like_scalar(x))
+    return ember.where(x <= -3.0, x * 0.0, ember.where(mid, xs * (xs + 3.0) / 6.0, x))
+
+
+class Hardswish(CompositeNode):
+    """``F.hardswish``: one node over its input."""
+    save_inputs = (0,)
+    composite = staticmethod(_hardswish)
+
+
 def hardswish(input, inplace=False):
     """``x * relu6(x + 3) / 6`` (gradient as PyTorch's at the kinks)."""
-    def fn(x):
-        # below -3, x * 0 as PyTorch's x * clamp(x + 3, 0, 6) / 6 gives: -0.0, NaN at -inf;
-        # the middle piece sees only (-3, 3), so no inf * 0 reaches its gradient; at the
-        # kinks the gradient is the outer pieces' (0 at -3, 1 at 3), as PyTorch's
-        mid = (x > -3.0) & (x < 3.0)
-        xs = ember.where(mid, x, _zero_like_scalar(x))
-        return ember.where(x <= -3.0, x * 0.0, ember.where(mid, xs * (xs + 3.0) / 6.0, x))
-    return _maybe_inplace(input, inplace, _opmath(fn))
+    if inplace:
+        return _inplace(input, _hardswish)
+    return call(Hardswish, input)
 
 
 def sigmoid(input):
@@ -287,39 +393,66 @@ def tanhshrink(input):
     return input - ember.tanh(input)
 
 
-@_takes_out
-@node_name("SoftshrinkBackward0")
-def softshrink(input, lambd=0.5):
-    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
-    if lambd < 0:
-        raise RuntimeError("lambda must be greater or equal to 0, but found to be "
-                           f"{lambd:.6f}.")
+def _softshrink(input, lambd):
     # x - x: +0.0 for every finite x and NaN for NaN, with gradient 0 (PyTorch's values)
     return _zero_curvature(ember.where(input > lambd, input - lambd,
                                        ember.where(input < -lambd, input + lambd,
                                                    input - input)), input)
 
 
+class Softshrink(CompositeNode):
+    """``F.softshrink``: one node over its input."""
+    save_inputs = (0,)
+    composite = staticmethod(_softshrink)
+
+
 @_takes_out
-@node_name("HardshrinkBackward0")
-def hardshrink(input, lambd=0.5):
-    """``x`` where ``|x| > lambd``, else 0."""
+def softshrink(input, lambd=0.5):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    if lambd < 0:
+        raise RuntimeError("lambda must be greater or equal to 0, but found to be "
+                           f"{lambd:.6f}.")
+    return call(Softshrink, input, lambd)
+
+
+def _hardshrink(input, lambd):
     # NaN stays NaN with gradient 0, as PyTorch's kernel tests |x| > lambd
     return _zero_curvature(ember.where((input > lambd) | (input < -lambd), input,
                                        input - input), input)
 
 
+class Hardshrink(CompositeNode):
+    """``F.hardshrink``: one node over its input."""
+    save_inputs = (0,)
+    composite = staticmethod(_hardshrink)
+
+
 @_takes_out
-@node_name("LogSigmoidBackward0")
+def hardshrink(input, lambd=0.5):
+    """``x`` where ``|x| > lambd``, else 0."""
+    return call(Hardshrink, input, lambd)
+
+
 @_opmath
-def logsigmoid(input):
-    """``log(sigmoid(x))``, computed without overflow."""
+def _logsigmoid(input):
     zero = _zero_like_scalar(input)
     neg = input < 0
     xn = ember.where(neg, input, zero)
     xp = ember.where(neg, zero, input)
     # 0 - log1p(...), not -log1p(...): logsigmoid(+inf) is +0.0, as min(x, 0) - ... gives
     return ember.where(neg, xn - xn.exp().log1p(), zero - (-xp).exp().log1p())
+
+
+class LogSigmoid(CompositeNode):
+    """``F.logsigmoid``: one node over its input."""
+    save_inputs = (0,)
+    composite = staticmethod(_logsigmoid)
+
+
+@_takes_out
+def logsigmoid(input):
+    """``log(sigmoid(x))``, computed without overflow."""
+    return call(LogSigmoid, input)
 
 
 def _softmax_dim(name, ndim, stacklevel):
@@ -351,7 +484,6 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
     return ember.softmax(-input, dim)
 
 
-@node_name("ThresholdBackward0")
 def threshold(input, threshold, value, inplace=False):
     """``value`` where ``x <= threshold``, else ``x`` (so NaN stays NaN)."""
     from ember.ops.activations import Threshold, ThresholdInplace
@@ -364,9 +496,32 @@ def threshold_(input, threshold, value):
     return globals()["threshold"](input, threshold, value, inplace=True)
 
 
-def _rrelu(x, lower, upper, training):
-    if not training:
-        return ember.where(x >= 0, x, x * ((lower + upper) / 2))
+def _rrelu_eval(x, lower, upper):
+    return _zero_curvature(ember.where(x >= 0, x, x * ((lower + upper) / 2)), x)
+
+
+def _rrelu_noise(x, noise):
+    return _zero_curvature(x * noise, x)
+
+
+class RreluWithNoise(CompositeNode):
+    """``F.rrelu``: one node over its input (the training noise is drawn before, a plain
+    argument as in PyTorch)."""
+    save_inputs = (0, 1)
+    n_inputs = 1
+
+    @staticmethod
+    def composite(x, noise, lower, upper, training):
+        return _rrelu_noise(x, noise) if training else _rrelu_eval(x, lower, upper)
+
+
+class RreluWithNoiseInplace(RreluWithNoise):
+    """``rrelu_``: the same op, PyTorch's in-place node."""
+    _node_name = "RreluWithNoiseBackward1"
+    _op_name = "RreluWithNoise"
+
+
+def _rrelu_noise_for(x, lower, upper):
     # PyTorch draws one double from U(lower, upper) per non-positive element, in order,
     # with the bounds first rounded to the input's dtype
     with no_grad():
@@ -377,18 +532,19 @@ def _rrelu(x, lower, upper, training):
             lo, hi = (ember.tensor([lower, upper], dtype=x.dtype)).tolist()
             r = ember.empty(k, dtype=ember.float64, device=x.device).uniform_(lo, hi)
             noise[neg] = r.to(x.dtype)
-    return x * noise
+    return noise
 
 
-@node_name("RreluWithNoiseBackward0")
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Randomized leaky ReLU: slope drawn from U(lower, upper) per negative element when
     ``training``, else the fixed slope ``(lower + upper) / 2``."""
-    out = _maybe_inplace(input, inplace,
-                         lambda x: _zero_curvature(_rrelu(x, lower, upper, training), x))
-    if inplace:  # the in-place kernel has a node of its own name
-        name_output(out, "RreluWithNoiseBackward1")
-    return out
+    # the in-place kernel has a node of its own name
+    cls = RreluWithNoiseInplace if inplace else RreluWithNoise
+
+    def fn(x):
+        noise = _rrelu_noise_for(x, lower, upper) if training else None
+        return call(cls, x, noise, lower, upper, training)
+    return _maybe_inplace(input, inplace, fn)
 
 
 def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
@@ -410,7 +566,19 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     return y_hard - y_soft.detach() + y_soft
 
 
-@node_name("GluBackward0")
+def _glu(input, d):
+    # one split, so the gradient is one concatenation (a sum of two zero-padded slices
+    # would turn the gate half's -0.0 into +0.0)
+    a, b = input.chunk(2, d)
+    return a * ember.sigmoid(b)
+
+
+class Glu(CompositeNode):
+    """``F.glu``: one node over its input."""
+    save_inputs = (0,)
+    composite = staticmethod(_glu)
+
+
 def glu(input, dim=-1):
     """Gated linear unit: ``a * sigmoid(b)`` for the two halves ``a, b`` of ``dim``."""
     if input.ndim == 0:
@@ -419,7 +587,4 @@ def glu(input, dim=-1):
     n = input.shape[d]
     if n % 2:
         raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {n}")
-    # one split, so the gradient is one concatenation (a sum of two zero-padded slices
-    # would turn the gate half's -0.0 into +0.0)
-    a, b = input.chunk(2, d)
-    return a * ember.sigmoid(b)
+    return call(Glu, input, d)

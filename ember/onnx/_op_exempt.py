@@ -32,6 +32,7 @@ from ember.ops import (
     linalg_lu,
     nn_fused,
     normalization,
+    normalization_nodes,
     pooling,
     power,
     reduction,
@@ -99,5 +100,10 @@ _NOT_YET = (
     rnn.PadPacked, rnn.PadSequence, scan.GatherAlong, scan._Concat, shape.Roll, shape.Select,
     shape.Unfold)
 
+# batch norm over the (C,) parameters: eager only (a capture records Normalize, which
+# its TorchScript spelling, inherited, also writes)
+_EAGER_NORM = ("made only outside graph captures: a capture records Normalize instead",
+               normalization_nodes._BatchNorm, normalization_nodes._GroupNormNode)
+
 NO_ONNX = exemptions(FAMILY_BASES, BACKWARD_ONLY, EAGER_ONLY, RANDOM, STORAGE, SPARSE, _COMPLEX,
-                     _DECOMPOSITIONS, _NO_OPERATOR, _NOT_YET)
+                     _DECOMPOSITIONS, _NO_OPERATOR, _NOT_YET, _EAGER_NORM)

@@ -601,6 +601,11 @@ def _no_batch_rule():
     for c in (flat_index.Take, flat_index.Put, flat_index.MaskedSelect, shape.NarrowCopy):
         table[c] = ("made only in eager mode to show PyTorch's node; under vmap take, put, "
                     "masked_select and narrow_copy run as index ops, which have rules")
+    from ember.ops import composite_kernel
+    table[composite_kernel.CompositeNode] = "a family base class: never recorded itself"
+    for c in composite_kernel.nodes():
+        table[c] = ("made only in eager mode to show PyTorch's node; under vmap the "
+                    "composite's primitives run, which have rules")
     return table
 
 

@@ -361,6 +361,15 @@ def _conv(name, nd, input, weight, bias, stride, padding, dilation, groups):
         raise RuntimeError("Only zero batch or zero channel inputs are supported, but got "
                            f"input shape: {shown}")
     O = tuple((p - e) // s + 1 for p, e, s in zip(padded, ext, stride))
+    if lo != hi:
+        # 'same' with an odd total padding: PyTorch pads the input by the difference on
+        # the high side (a ConstantPadNd node) and convolves with the low side's padding
+        from ember.ops.padding import constant_pad_nd
+        pads = []
+        for i in reversed(range(nd)):
+            pads += [0, hi[i] - lo[i]]
+        x = constant_pad_nd(x, pads, 0)
+        S, hi = tuple(x.shape[2:]), lo
     g = Geom(S, O, K, stride, dilation, lo, hi, groups)
     out = Conv.apply(x, weight, bias, g)
     return out if batched else out.squeeze(0)

@@ -143,6 +143,14 @@ class Add(Primitive):
     fused = "{0} + {1}"  # one element, for the compile plan's fused loops
 
 
+class AddScalar(Add):
+    """``add.Scalar``: a tensor plus a Python number, the node PyTorch's own composites
+    record (``AddBackward1``, one edge); ``x + 1.0`` from Python stays :class:`Add`."""
+    _node_name = "AddBackward1"
+    _op_name = "Add"   # the same op: Add's spellings write it
+    broadcasts = False
+
+
 class AddScaled(Primitive):
     """``a + alpha * b``."""
     broadcasts = True

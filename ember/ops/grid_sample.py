@@ -14,7 +14,7 @@ import math
 import warnings
 
 from ember._factory import linspace, ones, zeros, zeros_like
-from ember.autograd.node_names import node_name
+from ember.ops.composite_kernel import CompositeNode, call, named_nodes
 from ember.ops.elementwise import fmod, where
 from ember.ops.join import meshgrid, stack
 from ember.ops.linalg import bmm
@@ -40,7 +40,15 @@ def _base_coords(steps, align_corners, dtype, device):
     return r
 
 
-@node_name("AffineGridGeneratorBackward0")
+class AffineGridGenerator(CompositeNode):
+    """``F.affine_grid``: PyTorch's one node over ``theta``."""
+    save_inputs = (0,)
+
+    @staticmethod
+    def composite(theta, size, spatial, align_corners):
+        return _affine_grid(theta, size, spatial, align_corners)
+
+
 def affine_grid(theta, size, align_corners=None):
     """The sampling grid of the affine maps ``theta`` (N, 2, 3) for an output of
     ``size`` (N, C, H, W), or ``theta`` (N, 3, 4) for (N, C, D, H, W): the
@@ -71,6 +79,10 @@ def affine_grid(theta, size, align_corners=None):
                       stacklevel=2)
     elif min(size) <= 0:
         raise ValueError(f"Expected non-zero, positive output size. Got {size}")
+    return call(AffineGridGenerator, theta, tuple(size), tuple(spatial), align_corners)
+
+
+def _affine_grid(theta, size, spatial, align_corners):
     n, nd = size[0], len(spatial)
     dt, dev = theta.dtype, theta.device
     # coordinate k of the grid runs along spatial dim nd-1-k (x along the last dim)
@@ -148,11 +160,20 @@ def _cubic_coeffs(t):
     return [far(t + 1), near(t), near(1 - t), far(2 - t)]
 
 
-def _grid_sampler_name(input, grid, *args, **kwargs):
-    return "GridSampler3DBackward0" if input.dim() == 5 else "GridSampler2DBackward0"
+class _GridSampler(CompositeNode):
+    """``F.grid_sample``: PyTorch's one node (per rank) over the input and the grid."""
+    save_inputs = (0, 1)
+
+    @staticmethod
+    def composite(input, grid, mode, padding_mode, align_corners):
+        return _grid_sample(input, grid, mode, padding_mode, align_corners)
 
 
-@node_name(_grid_sampler_name)
+_GRID_SAMPLERS = named_nodes(_GridSampler, {2: "GridSampler2DBackward0",
+                                            3: "GridSampler3DBackward0"}, __name__,
+                            aten=lambda d: f"aten::grid_sampler_{d}d")
+
+
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Sample ``input`` (N, C, H, W) at the points of ``grid`` (N, Ho, Wo, 2), given in
     [-1, 1] with x first; 5-D inputs take (N, Do, Ho, Wo, 3) grids. ``mode`` is
@@ -184,6 +205,11 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     if input.dtype != grid.dtype:
         raise RuntimeError("grid_sampler(): expected input and grid to have same dtype, but "
                            f"input has {input.dtype} and grid has {grid.dtype}")
+    return call(_GRID_SAMPLERS[nd], input, grid, mode, padding_mode, align_corners)
+
+
+def _grid_sample(input, grid, mode, padding_mode, align_corners):
+    nd = input.dim() - 2
     n = input.shape[0]
     out_spatial = list(grid.shape[1:-1])
     g = grid.reshape(n, math.prod(out_spatial), nd)  # explicit: n may be 0

@@ -12,10 +12,10 @@ import numpy as np
 from ember._tensor import _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import name_output, node_name
 from ember.backend import array_module
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch_nn
+from ember.ops.composite_kernel import call, records_graph
 
 # the names torch also has at top level, with the same signature
 __all__ = ["layer_norm", "group_norm", "rms_norm"]
@@ -109,8 +109,11 @@ class Normalize(Primitive):
             self.mean, self.invstd = mean, invstd
             return x * alpha + beta, mean, var
 
+    def _saved_xw(self):
+        return self.saved_tensors
+
     def backward(self, gy):
-        x, w = self.saved_tensors
+        x, w = self._saved_xw()
         if not _grad_state.grad_enabled:
             need = tuple(e is not None for e in self._edges[:3])
             if self.layout is not None:
@@ -583,6 +586,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         stats = None
         if running_mean is not None or running_var is not None:
             stats = _RunningStats(running_mean, running_var, momentum)
+        if records_graph(input, weight, bias):
+            from ember.ops.normalization_nodes import _BatchNorm
+            return _BatchNorm.apply(input, weight, bias, axes, eps, stats)
         return Normalize.apply(input, _channel_view(weight, nd), _channel_view(bias, nd),
                                axes, eps, stats)
     if running_mean is None:
@@ -594,16 +600,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         # a graph capture records eval-mode batch norm as one call (PyTorch's
         # aten::batch_norm), not as the affine map below
         return m.composite_locals("batch_norm", batch_norm, locals())
-    scale = (running_var + eps).rsqrt()
-    if weight is not None:
-        scale = scale * weight
-    shift = -running_mean * scale
-    if bias is not None:
-        shift = shift + bias
-    out = input * _channel_view(scale, nd) + _channel_view(shift, nd)
-    # torch runs one kernel in eval mode too (NativeBatchNormBackward0); ember's is the
-    # affine map above, named as torch's node
-    return name_output(out, "NativeBatchNormBackward0", (input,))
+    # torch runs one kernel in eval mode too (NativeBatchNormBackward0)
+    from ember.ops.normalization_nodes import _BatchNormEval
+    return call(_BatchNormEval, input, weight, bias, running_mean, running_var, eps)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
@@ -647,12 +646,14 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
                            f"{list(shape)}")
     if eps is None:
         eps = float(np.finfo(input._data.dtype).eps) if input.is_floating_point() else 0.0
+    from ember.ops.elementwise import AddScalar
     dims = tuple(range(input.dim() - n, input.dim()))
-    out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+    # PyTorch's steps (pow, mean, add.Scalar, rsqrt, mul), so the graph is its graph
+    ms = input.pow(2).mean(dims, keepdim=True)
+    out = input * AddScalar.apply(ms, eps).rsqrt()
     return out * weight if weight is not None else out
 
 
-@node_name("NativeGroupNormBackward0")
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     """Group normalization: the C channels of (N, C, *) split into ``num_groups`` groups,
     each normalized over its channels and spatial dims; per-channel ``weight``/``bias``."""
@@ -666,6 +667,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
                            f"num_groups={num_groups}")
     _check_channel_vec("weight", weight, c)
     _check_channel_vec("bias", bias, c)
+    if records_graph(input, weight, bias):
+        from ember.ops.normalization_nodes import _GroupNormNode
+        return _GroupNormNode.apply(input, weight, bias, num_groups, eps)
     rest = tuple(input.shape[2:])
     x = input.reshape((n, num_groups, c // num_groups) + rest)
     nd = x.dim()
@@ -676,7 +680,6 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     return out.reshape(tuple(input.shape))
 
 
-@node_name("ViewBackward0")
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-05):
     """Instance normalization: each (sample, channel) plane normalized over its spatial
@@ -698,6 +701,15 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         _check_channel_vec("running_mean", running_mean, c)
         _check_channel_vec("running_var", running_var, c)
         stats = _RunningStats(running_mean, running_var, momentum, per_instance=True)
+    if records_graph(input, weight, bias):
+        # PyTorch's graph: batch norm of the input viewed as one sample of N*C channels,
+        # over the parameters repeated per sample, viewed back
+        x = input.contiguous().view((1, n * c) + tuple(input.shape[2:]))
+        w = None if weight is None else weight.repeat(n)
+        b = None if bias is None else bias.repeat(n)
+        from ember.ops.normalization_nodes import _BatchNorm
+        out = _BatchNorm.apply(x, w, b, (0,) + axes, eps, stats)
+        return out.view(tuple(input.shape))
     return Normalize.apply(input, _channel_view(weight, nd), _channel_view(bias, nd), axes,
                            eps, stats)
 
@@ -734,17 +746,23 @@ class _RunningStats:
 def local_response_norm(input, size, alpha=0.0001, beta=0.75, k=1.0):
     """Local response normalization across channels: ``x / (k + alpha/size * sum of x**2
     over ``size`` neighbouring channels) ** beta``."""
-    from ember.ops.pooling import avg_pool3d
+    from ember.ops.padding import constant_pad_nd
+    from ember.ops.pooling import avg_pool2d, avg_pool3d
     dim = input.dim()
     if dim < 3:
         raise ValueError(f"Expected 3D or higher dimensionality input (got {dim} dimensions)")
     if input.numel() == 0:
         return input * 1
-    sizes = tuple(input.shape)
-    c = sizes[1]
-    div = (input * input).reshape((sizes[0], 1, c, sizes[2], -1))
-    # zero padding of size//2 before and (size-1)//2 after the channels: a symmetric
-    # pad of size//2 and, for even sizes, dropping the one extra window at the end
-    div = avg_pool3d(div, (size, 1, 1), stride=1, padding=(size // 2, 0, 0))[:, :, :c]
-    div = div.reshape(sizes)
+    # PyTorch's steps, so that the graph is its graph: the squares get one unit dim,
+    # zero padding of size//2 channels before and (size-1)//2 after, an average over
+    # windows of ``size`` channels, and the unit dim squeezed away again
+    div = input * input
+    if dim == 3:
+        div = constant_pad_nd(div.unsqueeze(1), (0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool2d(div, (size, 1), stride=1).squeeze(1)
+    else:
+        sizes = tuple(input.shape)
+        div = div.view(sizes[0], 1, sizes[1], sizes[2], -1)
+        div = constant_pad_nd(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool3d(div, (size, 1, 1), stride=1).squeeze(1).view(sizes)
     return input / (div * alpha + k) ** beta

@@ -4,9 +4,9 @@ import numpy as np
 
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
+from ember.ops.composite_kernel import CompositeNode, call, named_nodes
 
 __all__ = ["constant_pad_nd"]
 
@@ -66,49 +66,23 @@ _NP_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
 
-def _pad_name(input, pad, mode="constant", value=None):
-    # PyTorch's reflection and replication kernels are named for the number of padded
-    # dims (circular padding records its own copies: see ``_pad_circular``)
-    if mode in ("reflect", "replicate"):
-        kind = "Reflection" if mode == "reflect" else "Replication"
-        return f"{kind}Pad{len(pad) // 2}DBackward0"
-    return None
+class _Pad(CompositeNode):
+    """Reflection and replication padding: PyTorch's one node, named for the mode and
+    the number of padded dims, over the input (ember gathers the padded positions one
+    dim at a time underneath)."""
+    save_inputs = (0,)
+
+    @staticmethod
+    def composite(input, pad, mode):
+        return _pad_gather(input, pad, mode)
 
 
-def _slice(t, d, start, stop):
-    from ember.ops.indexing import GetItem
-    return GetItem.apply(t, (slice(None),) * d + (slice(start, stop), Ellipsis))
+_PAD_NODES = named_nodes(_Pad, {(m, n): f"{k}Pad{n}DBackward0"
+                                for m, k in (("reflect", "Reflection"),
+                                             ("replicate", "Replication"))
+                                for n in (1, 2, 3)}, __name__)
 
 
-def _pad_circular(input, pad):
-    """Circular padding as PyTorch computes it, copy by copy into a new tensor: the
-    cropped input into the middle, then, dim by dim from the last, the wrapped pieces
-    before and after, each read from the padded tensor itself (corners are written
-    more than once). The graph shows those slices and copies."""
-    from ember.ops.conversion import copy_
-    n, nd = len(pad) // 2, input._data.ndim
-    in_shape = input._data.shape
-    out_shape = list(in_shape)
-    for k in range(n):
-        out_shape[nd - 1 - k] += pad[2 * k] + pad[2 * k + 1]
-    out = _make(_xp(input._data).zeros(tuple(out_shape), input._data.dtype))
-    out_part, in_part = out, input
-    for k in range(n):
-        d, lo, hi = nd - 1 - k, pad[2 * k], pad[2 * k + 1]
-        out_part = _slice(out_part, d, max(lo, 0), out_shape[d] - max(hi, 0))
-        in_part = _slice(in_part, d, max(-lo, 0), in_shape[d] - max(-hi, 0))
-    copy_(out_part, in_part)
-    for k in range(n):
-        d, lo, hi = nd - 1 - k, pad[2 * k], pad[2 * k + 1]
-        size = out_shape[d]
-        if lo > 0:
-            copy_(_slice(out, d, 0, lo), _slice(out, d, size - lo - max(hi, 0), size - max(hi, 0)))
-        if hi > 0:
-            copy_(_slice(out, d, size - hi, size), _slice(out, d, max(lo, 0), max(lo, 0) + hi))
-    return out
-
-
-@node_name(_pad_name)
 def pad(input, pad, mode="constant", value=None):
     """Pad ``input`` (PyTorch's ``torch.nn.functional.pad``).
 
@@ -145,8 +119,15 @@ def pad(input, pad, mode="constant", value=None):
             "combinations for non-constant padding:\n  - 2D or 3D input: padding size = 2 (pads "
             "last dimension)\n  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
             "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
-    from ember.ops.gather_scatter import index_select
-    x = input
+    if mode != "circular":
+        return call(_PAD_NODES[(mode, n)], input, pad, mode)
+    return _pad_circular(input, pad)
+
+
+def _check_pad(input, pad, mode):
+    """PyTorch's errors for reflect/replicate/circular widths against the input's size."""
+    nd = input._data.ndim
+    n = len(pad) // 2
     # torch's kernels allow a 0 only in the batch dim (present when nd is n + 2)
     if mode in ("reflect", "replicate") and 0 in input.shape[1 if nd == n + 2 else 0:]:
         raise RuntimeError(f"Expected {n + 1}D or {n + 2}D (batch mode) tensor with "
@@ -155,7 +136,7 @@ def pad(input, pad, mode="constant", value=None):
     for k in range(n):
         d = nd - 1 - k
         lo, hi = pad[2 * k], pad[2 * k + 1]
-        size = x._data.shape[d]
+        size = input._data.shape[d]
         if mode == "reflect" and (lo >= size or hi >= size):
             raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding "
                                f"input dimension, but got: padding ({lo}, {hi}) at dimension "
@@ -169,15 +150,65 @@ def pad(input, pad, mode="constant", value=None):
         if size + lo + hi < 0:
             raise RuntimeError(f"input size {size} with padding ({lo}, {hi}) gives a negative "
                                f"output size at dimension {d}")
-        if mode == "circular":
-            # PyTorch crops first and wraps around what is left
-            if max(lo, hi) > size - max(-lo, 0) - max(-hi, 0):
-                raise RuntimeError("Padding value causes wrapping around more than once.")
-            continue
+        # circular: PyTorch crops first and wraps around what is left
+        if mode == "circular" and max(lo, hi) > size - max(-lo, 0) - max(-hi, 0):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+
+
+def _pad_gather(input, pad, mode):
+    from ember.ops.gather_scatter import index_select
+    _check_pad(input, pad, mode)
+    nd = input._data.ndim
+    x = input
+    for k in range(len(pad) // 2):
+        d = nd - 1 - k
+        lo, hi = pad[2 * k], pad[2 * k + 1]
+        size = x._data.shape[d]
         idx = np.pad(np.arange(size), (max(lo, 0), max(hi, 0)), mode=_NP_MODES[mode])
         idx = idx[max(-lo, 0):len(idx) - max(-hi, 0)]
         x = index_select(x, d, _make(_xp(x._data).asarray(idx, dtype=np.int64)))
-    return _pad_circular(input, pad) if mode == "circular" else x
+    return x
+
+
+def _narrow(t, d, start, stop):
+    # narrow, not indexing: a slice over the whole dim is a slice node too, as PyTorch's
+    return t.narrow(d, start, stop - start)
+
+
+def _along(d, start, stop):
+    return (slice(None),) * d + (slice(start, stop),)
+
+
+def _pad_circular(input, pad):
+    """Circular padding as PyTorch's composite writes it, so that the graph is its graph:
+    the (cropped) input copied into the middle of a new tensor, then, dim by dim, the
+    wrapped borders copied from that tensor's own slices (a corner is written once per
+    dim it lies on, the last write from already wrapped values)."""
+    _check_pad(input, pad, "circular")
+    nd = input._data.ndim
+    n = len(pad) // 2
+    dims = [nd - 1 - k for k in range(n)]
+    shape = list(input.shape)
+    for k, d in enumerate(dims):
+        shape[d] += pad[2 * k] + pad[2 * k + 1]
+    out = input.new_empty(tuple(shape))
+    # (each copy is written as ``out[region] = source``: one CopySlices over the source's
+    # node, as PyTorch's copy_ into a slice records)
+    region, src = [slice(None)] * nd, input
+    for k in reversed(range(n)):   # from the first padded dim, as PyTorch
+        d, lo, hi = dims[k], pad[2 * k], pad[2 * k + 1]
+        region[d] = slice(max(lo, 0), shape[d] - max(hi, 0))
+        src = _narrow(src, d, max(-lo, 0), input.shape[d] - max(-hi, 0))
+    out[tuple(region)] = src
+    for k in range(n):             # from the last dim
+        d, lo, hi = dims[k], pad[2 * k], pad[2 * k + 1]
+        if lo > 0:
+            out[_along(d, 0, lo)] = _narrow(out, d, shape[d] - lo - max(hi, 0),
+                                            shape[d] - max(hi, 0))
+        if hi > 0:
+            out[_along(d, shape[d] - hi, shape[d])] = _narrow(out, d, max(lo, 0),
+                                                              max(lo, 0) + hi)
+    return out
 
 
 _pad_call = pad  # (``pad`` names the widths inside the function)

@@ -11,9 +11,9 @@ import numpy as np
 
 from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
+from ember.ops.composite_kernel import CompositeNode, call, named_nodes
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle"]
 
@@ -235,20 +235,27 @@ def _resample_dim(x, axis, taps):
 
 
 
-def _interpolate_name(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
-                      recompute_scale_factor=None, antialias=False):
-    # PyTorch's upsample kernel for the mode and rank ('area' is adaptive average
-    # pooling there; antialiased modes name themselves in resample_aa)
-    if antialias:
-        return None
-    d = input.ndim - 2
-    name = {"nearest": f"UpsampleNearest{d}D", "nearest-exact": f"UpsampleNearestExact{d}D",
-            "linear": "UpsampleLinear1D", "bilinear": "UpsampleBilinear2D",
-            "bicubic": "UpsampleBicubic2D", "trilinear": "UpsampleTrilinear3D"}.get(mode)
-    return None if name is None else name + "Backward0"
+class _Upsample(CompositeNode):
+    """Interpolation: PyTorch's one upsample node for the mode and rank over the input
+    (ember resamples one axis at a time underneath)."""
+    save_inputs = (0,)
+
+    @staticmethod
+    def composite(input, S, out, scales, mode, align_corners):
+        return _upsample(input, S, out, scales, mode, align_corners)
 
 
-@node_name(_interpolate_name)
+# PyTorch's upsample kernel for the mode and rank ('area' is adaptive average pooling
+# there; the antialiased modes are resample_aa's)
+_UPSAMPLE_NODES = named_nodes(_Upsample, {
+    **{("nearest", d): f"UpsampleNearest{d}DBackward0" for d in (1, 2, 3)},
+    **{("nearest-exact", d): f"UpsampleNearestExact{d}DBackward0" for d in (1, 2, 3)},
+    ("linear", 1): "UpsampleLinear1DBackward0", ("bilinear", 2): "UpsampleBilinear2DBackward0",
+    ("bicubic", 2): "UpsampleBicubic2DBackward0",
+    ("trilinear", 3): "UpsampleTrilinear3DBackward0"}, __name__,
+    aten=lambda k: f"aten::_upsample_nearest_exact{k[1]}d" if k[0] == "nearest-exact" else None)
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resize (N, C, *spatial) to ``size`` or by ``scale_factor``. Modes: 'nearest',
@@ -345,6 +352,12 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode in ("linear", "bilinear", "trilinear", "bicubic") and dtype.kind != "f":
         raise NotImplementedError(f'"upsample_{mode}{nd}d_out_frame" not implemented for '
                                   f"'{input.dtype.name.capitalize()}'")
+    return call(_UPSAMPLE_NODES[(mode, nd)], input, S, out, scales, mode, align_corners)
+
+
+def _upsample(input, S, out, scales, mode, align_corners):
+    nd = len(S)
+    dtype = np.dtype(input._data.dtype)
     x = input
     # the last dim first: PyTorch's linear kernels nest the interpolation that way (the
     # outermost dim's weights applied last), which decides how huge values cancel
@@ -379,7 +392,34 @@ def upsample_bilinear(input, size=None, scale_factor=None):
 
 # ----- pixel shuffle -------------------------------------------------------------------
 
-@node_name("PixelShuffleBackward0")
+def _pixel_shuffle(input, r):
+    *lead, c, h, w = input.shape
+    nl = len(lead)
+    x = input.reshape(tuple(lead) + (c // (r * r), r, r, h, w))
+    x = x.permute(tuple(range(nl)) + tuple(nl + i for i in (0, 3, 1, 4, 2)))
+    return x.reshape(tuple(lead) + (c // (r * r), h * r, w * r))
+
+
+def _pixel_unshuffle(input, r):
+    *lead, c, h, w = input.shape
+    nl = len(lead)
+    x = input.reshape(tuple(lead) + (c, h // r, r, w // r, r))
+    x = x.permute(tuple(range(nl)) + tuple(nl + i for i in (0, 2, 4, 1, 3)))
+    return x.reshape(tuple(lead) + (c * r * r, h // r, w // r))
+
+
+class PixelShuffle(CompositeNode):
+    """``F.pixel_shuffle``: PyTorch's one node over the input."""
+    save_inputs = (0,)
+    composite = staticmethod(_pixel_shuffle)
+
+
+class PixelUnshuffle(CompositeNode):
+    """``F.pixel_unshuffle``: PyTorch's one node over the input."""
+    save_inputs = (0,)
+    composite = staticmethod(_pixel_unshuffle)
+
+
 def pixel_shuffle(input, upscale_factor):
     """Rearrange (*, C*r*r, H, W) into (*, C, H*r, W*r) (sub-pixel convolution)."""
     if not isinstance(input, Tensor):
@@ -396,13 +436,9 @@ def pixel_shuffle(input, upscale_factor):
         raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be "
                            f"divisible by the square of upscale_factor, but input.size(-3)={c}"
                            f" is not divisible by {r * r}")
-    nl = len(lead)
-    x = input.reshape(tuple(lead) + (c // (r * r), r, r, h, w))
-    x = x.permute(tuple(range(nl)) + tuple(nl + i for i in (0, 3, 1, 4, 2)))
-    return x.reshape(tuple(lead) + (c // (r * r), h * r, w * r))
+    return call(PixelShuffle, input, r)
 
 
-@node_name("PixelUnshuffleBackward0")
 def pixel_unshuffle(input, downscale_factor):
     """Rearrange (*, C, H*r, W*r) into (*, C*r*r, H, W): the inverse of pixel_shuffle."""
     if not isinstance(input, Tensor):
@@ -420,7 +456,4 @@ def pixel_unshuffle(input, downscale_factor):
         raise RuntimeError(f"pixel_unshuffle expects {which[0]} to be divisible by "
                            f"downscale_factor, but input.size({which[1]})={which[2]} is not "
                            f"divisible by {r}")
-    nl = len(lead)
-    x = input.reshape(tuple(lead) + (c, h // r, r, w // r, r))
-    x = x.permute(tuple(range(nl)) + tuple(nl + i for i in (0, 2, 4, 1, 3)))
-    return x.reshape(tuple(lead) + (c * r * r, h // r, w // r))
+    return call(PixelUnshuffle, input, r)

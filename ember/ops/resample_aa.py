@@ -33,9 +33,9 @@ import numpy as np
 
 from ember._tensor import _make
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import name_output
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
+from ember.ops.composite_kernel import CompositeNode, call, named_nodes
 from ember.ops.conversion import _has_layout, _in_layout, channels_last
 
 _MAX_PRECISION = 22  # fraction bits of the int16 weights
@@ -187,16 +187,35 @@ def _torch_repeats_row0(x, oh, ow):
 
 def interpolate_aa(input, out, scales, mode, align_corners):
     """``F.interpolate(antialias=True)`` of a 4-D float tensor in 'bilinear', 'bicubic' or
-    'lanczos' mode: differentiable, one :class:`~ember.ops.resample.Resample` per resized axis."""
-    from ember.ops.resample import _resample_dim
-    x = input
-    n, c, h, w = x.shape
-    if _torch_repeats_row0(x._data, *out):
+    'lanczos' mode: differentiable, one :class:`~ember.ops.resample.Resample` per resized
+    axis, under PyTorch's one node for the mode."""
+    if _torch_repeats_row0(input._data, *out):
         raise NotImplementedError(
             f"interpolate(mode='{mode}', antialias=True) to an output width of 1 while the "
             f"height changes: PyTorch 2.13's CPU kernel repeats output row 0 over the whole "
             f"height there (unless the input is channels-last with more than one channel), "
             f"and ember neither copies that nor silently differs")
+    return call(_AA_NODES[mode], input, out, scales, mode, align_corners)
+
+
+class _UpsampleAa(CompositeNode):
+    """Antialiased interpolation: PyTorch's one node per mode over the input."""
+    save_inputs = (0,)
+
+    @staticmethod
+    def composite(input, out, scales, mode, align_corners):
+        return _interpolate_aa(input, out, scales, mode, align_corners)
+
+
+_AA_NODES = named_nodes(_UpsampleAa, {m: f"Upsample{m.capitalize()}2DAaBackward0"
+                                      for m in ("bilinear", "bicubic", "lanczos")}, __name__,
+                       aten=lambda m: f"aten::_upsample_{m}2d_aa")
+
+
+def _interpolate_aa(input, out, scales, mode, align_corners):
+    from ember.ops.resample import _resample_dim
+    x = input
+    n, c, h, w = x.shape
     dtype = np.dtype(x._data.dtype)
     for axis, a, o, sc in ((3, w, out[1], scales[1]), (2, h, out[0], scales[0])):
         start, wt = _window(a, o, sc, mode, align_corners, True)
@@ -212,8 +231,7 @@ def interpolate_aa(input, out, scales, mode, align_corners):
                                       f"backward applies the scale_factor's weights to it "
                                       f"(not the forward's adjoint); pass size= or "
                                       f"recompute_scale_factor=True")
-    x = x if x is not input else x * 1
-    return name_output(x, f"Upsample{mode.capitalize()}2DAaBackward0", (input,))
+    return x if x is not input else x * 1
 
 
 def _is_identity(start, w):

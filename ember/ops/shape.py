@@ -17,7 +17,6 @@ from ember.ops.padding import (  # noqa: F401
     _NP_MODES,
     ConstantPad,
     _pad_call,
-    _pad_name,
     constant_pad_nd,
     pad,
 )
