@@ -13,8 +13,8 @@ from ember import _core as ember
 from ember._legacy import _legacy, _threads, use_deterministic_algorithms
 from ember._tensor import Tensor, _make
 from ember.amp import GradScaler  # noqa: F401  (torch.GradScaler)
-from ember.autograd.node_names import node_name
 from ember.backend import dtypes as _dt
+from ember.ops.composite_node import one_node
 from ember.ops.conversion import memory_format
 from ember.sparse import layout  # noqa: F401  (torch.layout)
 from ember.storage import UntypedStorage, is_storage  # noqa: F401
@@ -315,7 +315,7 @@ def vander(x, N=None, increasing=False):
     return out if increasing else out.flip(-1)
 
 
-@node_name("SegmentReduceBackward0")
+@one_node("SegmentReduceBackward0", 1)
 def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
                    unsafe=False, initial=None):
     """Reduce consecutive segments of ``data`` along ``axis`` ("sum", "mean", "max",

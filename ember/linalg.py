@@ -12,6 +12,7 @@ from ember.backend import array_module
 from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
 from ember.ops._util import type_name
+from ember.ops.composite_node import one_node
 from ember.ops.join import cat
 from ember.ops.linalg import _cross, _write_out, matmul, matrix_power, multi_dot_chain
 from ember.ops.linalg_decomp import (
@@ -86,6 +87,12 @@ def _cast(x, dtype, name):
     return x.to(dt) if dt.np != src else x
 
 
+def _casts(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    return dtype is not None
+
+
+# with a dtype, PyTorch's one node computes in it (no ToCopyBackward0 below)
+@one_node("LinalgVectorNormBackward0", 1, when=_casts)
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     """The vector ``ord``-norm of ``x`` over ``dim`` (all dims when None).
 

@@ -96,6 +96,7 @@ CASES = {
     "Mul-broadcast": (elementwise.Mul, lambda r, d: ([_t(r, (3, 1, 4), d), _t(r, (2, 4), d)], {})),
     "Mul-scalar": (elementwise.Mul, lambda r, d: ([-1.5, _t(r, (3, 4), d)], {})),
     "MulScalar": (elementwise.MulScalar, lambda r, d: ([_t(r, (3, 4), d), -1.5], {})),
+    "AddScalar": (elementwise.AddScalar, lambda r, d: ([_t(r, (3, 4), d), -1.5], {})),
     "Div-broadcast": (elementwise.Div,
                       lambda r, d: ([_t(r, (3, 1, 4), d), _t(r, (2, 4), d, low=0.5)], {})),
     "Div-scalar": (elementwise.Div, lambda r, d: ([_t(r, (3, 4), d), 3.0], {})),

@@ -4,6 +4,7 @@ TorchScript writer's list (``ember.jit._op_exempt``) and the ONNX exporter's
 from ember.ops import (
     _views,
     bitwise,
+    composite_node,
     conv,
     conversion,
     elementwise,
@@ -56,7 +57,8 @@ BACKWARD_ONLY = (
 EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",
     rnn.MkldnnLSTMLayer, matmul_graph.Addmm, matmul_graph.UnsafeView,
-    matmul_graph.Trilinear)
+    matmul_graph.Trilinear, matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS,
+    *composite_node.eager_nodes())
 
 RANDOM = (
     "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",

@@ -69,6 +69,7 @@ from ember.nn.functional_activations import (  # noqa: F401
 from ember.ops import matmul_graph as _mg
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for  # noqa: F401  (kept on F)
+from ember.ops.composite_node import one_node
 from ember.ops.shape import pad  # noqa: F401  (torch.nn.functional.pad)
 from ember.ops.unary import zero_curvature as _zero_curvature  # noqa: F401  (kept on F)
 
@@ -549,14 +550,21 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
-@node_name("NormBackward1")
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     """``||x1 - x2 + eps||_p`` over the last dimension."""
     nd = max(x1.ndim, x2.ndim)
-    return ember.norm(x1 - x2 + eps, p, nd - 1 if nd else None, keepdim=keepdim)
+    dim = nd - 1 if nd else None
+    diff = x1 - x2
+    if diff._data.dtype.kind != "f" or _mode_active[0] or isinstance(p, str):
+        return ember.norm(diff + eps, p, dim, keepdim=keepdim)
+    # PyTorch's nodes: add.Scalar (AddBackward1) and norm.ScalarOpt_dim (NormBackward1)
+    from ember.ops.elementwise import AddScalar
+    from ember.ops.reduction import NormScalarOpt, _axes
+    shifted = AddScalar.apply(diff, eps)
+    return NormScalarOpt.apply(shifted, float(p), _axes(shifted, dim), bool(keepdim))
 
 
-@node_name("PdistBackward0")
+@one_node("PdistBackward0", 1)
 def pdist(input, p=2):
     """Distances between every pair of rows of a 2-D input (upper triangle, row-major)."""
     if input.ndim != 2:

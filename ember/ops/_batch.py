@@ -521,6 +521,7 @@ _BASE = "a base class, never applied itself: its subclasses declare their rules"
 def _no_batch_rule():
     from ember.ops import (
         _views,
+        composite_node,
         conv,
         ctc,
         diagonals,
@@ -594,9 +595,12 @@ def _no_batch_rule():
     for c in (rnn.GRULayer, rnn.LSTMLayer, rnn.RNNReluLayer, rnn.RNNTanhLayer,
               rnn.MkldnnLSTMLayer):
         table[c] = "recurrent layers over packed rows; no rule written yet"
-    for c in (matmul_graph.Addmm, matmul_graph.UnsafeView, matmul_graph.Trilinear):
+    for c in (matmul_graph.Addmm, matmul_graph.UnsafeView, matmul_graph.Trilinear,
+              matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS,
+              *composite_node.eager_nodes()):
         table[c] = ("made only in eager mode to show PyTorch's nodes; under vmap linear, "
-                    "matmul and bilinear run their one-kernel ops, which have rules")
+                    "matmul, bilinear, the add* products and the one-node composites run "
+                    "their composites, whose ops have rules")
     return table
 
 

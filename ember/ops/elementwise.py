@@ -10,7 +10,6 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.ops import _batch, _jvp
 from ember.ops._util import (
     cj,
@@ -60,6 +59,7 @@ from ember.ops.comparison import (  # noqa: F401
     ne,
     not_equal,
 )
+from ember.ops.composite_node import one_node
 
 
 def _float_result(a, b):
@@ -141,6 +141,14 @@ class Add(Primitive):
         return _binary_out(np.add, a, b, out)
 
     fused = "{0} + {1}"  # one element, for the compile plan's fused loops
+
+
+class AddScalar(Add):
+    """``add.Scalar``: a tensor plus a Python number, the node PyTorch's own composites
+    record (``AddBackward1``, one edge); ``x + 1.0`` from Python stays :class:`Add`."""
+    _node_name = "AddBackward1"
+    _op_name = "Add"   # the same op: Add's spellings write it
+    broadcasts = False
 
 
 class AddScaled(Primitive):
@@ -781,14 +789,14 @@ def _rsub_scalar(self, other):
     return RsubScalar.apply(other, self)
 
 
-@node_name("LogaddexpBackward0")
+@one_node("LogaddexpBackward0", 2)
 @with_out
 def logaddexp(input, other, *, out=None):
     """``log(exp(input) + exp(other))`` without overflow."""
     return _logaddexp(input, other, base2=False)
 
 
-@node_name("Logaddexp2Backward0")
+@one_node("Logaddexp2Backward0", 2)
 @with_out
 def logaddexp2(input, other, *, out=None):
     """``log2(2 ** input + 2 ** other)`` without overflow."""

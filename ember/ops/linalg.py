@@ -19,6 +19,7 @@ from ember.ops._einsum import Diagonal, _tname, einsum
 from ember.ops._inplace import inplace_method
 from ember.ops._util import cj, wrap_dim
 from ember.ops._util import write_out as _write_out
+from ember.ops.composite_node import one_node
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm",
            "addmv", "addbmm", "baddbmm", "addr", "matrix_power", "kron", "tensordot", "einsum",
@@ -163,18 +164,23 @@ class Bmm(MatMul):
     torchscript = "bmm"
 
     def forward(self, a, b):
-        out = super().forward(a, b)
-        if a.dtype in (np.float32, np.float64) and b.ndim == 3 and \
-                a.shape[1] * a.shape[2] * b.shape[2] < 400 and a.size and b.size:
-            # PyTorch's CPU bmm of small matrices sums each row's products one by one
-            # from +0.0, in the working precision: where the result is not finite (NaN/inf
-            # input, or overflow) BLAS's order and fused multiply-adds may give another
-            # class of result (-inf for torch's NaN from inf - inf), so redo it that way
-            if not np.isfinite(out).all():
-                with np.errstate(all="ignore"):
-                    terms = a[:, :, :, None] * b[:, None, :, :]
-                    out = np.cumsum(terms, axis=2)[:, :, -1] + 0.0
-        return out
+        return bmm_arrays(a, b)
+
+
+def bmm_arrays(a, b):
+    """``bmm`` on arrays, with PyTorch's CPU results where they are not finite."""
+    out = MatMul.forward(None, a, b)
+    if a.dtype in (np.float32, np.float64) and b.ndim == 3 and \
+            a.shape[1] * a.shape[2] * b.shape[2] < 400 and a.size and b.size:
+        # PyTorch's CPU bmm of small matrices sums each row's products one by one
+        # from +0.0, in the working precision: where the result is not finite (NaN/inf
+        # input, or overflow) BLAS's order and fused multiply-adds may give another
+        # class of result (-inf for torch's NaN from inf - inf), so redo it that way
+        if not np.isfinite(out).all():
+            with np.errstate(all="ignore"):
+                terms = a[:, :, :, None] * b[:, None, :, :]
+                out = np.cumsum(terms, axis=2)[:, :, -1] + 0.0
+    return out
 
 
 def _matmul_node(a, b):
@@ -287,7 +293,9 @@ def outer(input, vec2, *, out=None):
         raise RuntimeError(f"outer: Expected 1-D argument self, but got {input.dim()}-D")
     if vec2.dim() != 1:
         raise RuntimeError(f"outer: Expected 1-D argument vec2, but got {vec2.dim()}-D")
-    return _write_out(input.unsqueeze(1) * vec2.unsqueeze(0), out, "outer")
+    # PyTorch's composite: the first vector reshaped to a column, broadcast against the
+    # second
+    return _write_out(input.reshape(-1, 1) * vec2, out, "outer")
 
 
 ger = outer
@@ -370,37 +378,99 @@ def _scaled_add(input, prod, beta, alpha):
     return prod + (input if beta == 1 else input * beta)
 
 
-@node_name("AddmmBackward0")
+def _eager_add(cls, input, check, a, b, beta, alpha, out):
+    """``cls`` (a node of ``matmul_graph.ADD_PRODUCTS``: PyTorch's one node over its
+    three inputs) where a graph is recorded in eager mode, after ``check(a, b)`` (the
+    product's own errors); None elsewhere: captures and transforms record the
+    composite, whose ops have their rules."""
+    if out is not None or not isinstance(input, Tensor) or \
+            not _mg.records_graph(input, a, b) or input._data.dtype.kind not in "fc":
+        return None
+    prod_shape = check(a, b)
+    if input.dtype != a.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{_tname(input._data.dtype)} and {_tname(a._data.dtype)}")
+    try:
+        shape = np.broadcast_shapes(tuple(input.shape), prod_shape)
+    except ValueError:
+        shape = None
+    if shape != prod_shape:
+        input.expand(prod_shape)  # PyTorch's error for an input that does not broadcast
+    return cls.apply(input, a, b, beta=beta, alpha=alpha)
+
+
+def _mm_shape(a, b):
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        mm(a.detach(), b.detach())  # its error
+    return (a.shape[0], b.shape[1])
+
+
+def _mv_shape(a, b):
+    if a.dim() != 2 or b.dim() != 1 or a.shape[1] != b.shape[0] or a.dtype != b.dtype:
+        mv(a.detach(), b.detach())  # its error
+    return (a.shape[0],)
+
+
+def _bmm_shape(a, b):
+    if a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0] or \
+            a.shape[2] != b.shape[1] or a.dtype != b.dtype:
+        bmm(a.detach(), b.detach())  # its error
+    return (a.shape[0], a.shape[1], b.shape[2])
+
+
+def _sum_bmm_shape(a, b):
+    return _bmm_shape(a, b)[1:]
+
+
+def _outer_shape(a, b):
+    if a.dim() != 1 or b.dim() != 1:
+        outer(a.detach(), b.detach())  # its error
+    return (a.shape[0], b.shape[0])
+
+
 def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * (mat1 @ mat2)``; ``input`` broadcasts to the product."""
-    if isinstance(mat1, Tensor) and isinstance(mat2, Tensor) and mat1.dtype != mat2.dtype:
-        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
-                           f"{_tname(mat1._data.dtype)} and {_tname(mat2._data.dtype)}")
+    if isinstance(mat1, Tensor) and isinstance(mat2, Tensor):
+        if mat1.dtype != mat2.dtype:
+            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                               f"{_tname(mat1._data.dtype)} and {_tname(mat2._data.dtype)}")
+        res = _eager_add(_mg.AddmmScaled, input, _mm_shape, mat1, mat2, beta, alpha, out)
+        if res is not None:
+            return res
     return _write_out(_scaled_add(input, mm(mat1, mat2), beta, alpha), out)
 
 
-@node_name("AddmvBackward0")
 def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * (mat @ vec)``."""
+    if isinstance(mat, Tensor) and isinstance(vec, Tensor):
+        res = _eager_add(_mg.Addmv, input, _mv_shape, mat, vec, beta, alpha, out)
+        if res is not None:
+            return res
     return _write_out(_scaled_add(input, mv(mat, vec), beta, alpha), out)
 
 
-@node_name("BaddbmmBackward0")
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * bmm(batch1, batch2)``."""
+    if isinstance(batch1, Tensor) and isinstance(batch2, Tensor):
+        res = _eager_add(_mg.Baddbmm, input, _bmm_shape, batch1, batch2, beta, alpha, out)
+        if res is not None:
+            return res
     return _write_out(_scaled_add(input, bmm(batch1, batch2), beta, alpha), out)
 
 
-@node_name("AddbmmBackward0")
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (the batch is summed)."""
+    if isinstance(batch1, Tensor) and isinstance(batch2, Tensor):
+        res = _eager_add(_mg.Addbmm, input, _sum_bmm_shape, batch1, batch2, beta, alpha,
+                         out)
+        if res is not None:
+            return res
     prod = bmm(batch1, batch2)
     # summed in the operands' dtype: a plain integer sum would promote int32 to int64
     return _write_out(_scaled_add(input, prod.sum(0, dtype=prod.dtype), beta, alpha),
                       out, "addbmm")
 
 
-@node_name("AddrBackward0")
 def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * outer(vec1, vec2)``."""
     if input.dtype.name == vec1.dtype.name == vec2.dtype.name == "bool":
@@ -409,6 +479,10 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
         both = (input if beta else input & False) | (prod if alpha else prod & False)
         return _write_out(both.expand(prod.shape) if both.shape != prod.shape else both,
                           out, "addr")
+    if isinstance(vec1, Tensor) and isinstance(vec2, Tensor) and vec1.dtype == vec2.dtype:
+        res = _eager_add(_mg.Addr, input, _outer_shape, vec1, vec2, beta, alpha, out)
+        if res is not None:
+            return res
     return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out, "addr")
 
 
@@ -436,6 +510,8 @@ def matrix_power(input, n, *, out=None):
         from ember.ops.linalg_decomp import inverse
         input = inverse(input)
         n = -n
+    if n == 3:  # PyTorch's order for a cube: (A @ A) @ A
+        return _write_out(input.matmul(input).matmul(input), out, "matrix_power")
     result = None
     base = input
     while True:
@@ -453,17 +529,22 @@ def _eye_like(arr, n):
     return xp.eye(n, dtype=arr.dtype)
 
 
-@node_name("UnsafeViewBackward0")
 def kron(input, other, *, out=None):
     """Kronecker product; the operand with fewer dims gets leading size-1 dims."""
     _need_tensors("kron", ["input", "other"], input, other)
     nd = max(input.dim(), other.dim())
-    a = input.reshape((1,) * (nd - input.dim()) + tuple(input.shape))
-    b = other.reshape((1,) * (nd - other.dim()) + tuple(other.shape))
-    sa, sb = tuple(a.shape), tuple(b.shape)
-    a = a.reshape(tuple(s for d in sa for s in (d, 1)))
-    b = b.reshape(tuple(s for d in sb for s in (1, d)))
-    return _write_out((a * b).reshape(tuple(x * y for x, y in zip(sa, sb))), out, "kron")
+    sa = (1,) * (nd - input.dim()) + tuple(input.shape)
+    sb = (1,) * (nd - other.dim()) + tuple(other.shape)
+    ia = tuple(s for d in sa for s in (d, 1))
+    ib = tuple(s for d in sb for s in (1, d))
+    shape = tuple(x * y for x, y in zip(sa, sb))
+    if out is None and _mg.records_graph(input, other) and \
+            _mg._try_view(input._data, ia) is not None and \
+            _mg._try_view(other._data, ib) is not None:
+        # PyTorch's nodes: each operand and the product under ``_unsafe_view``
+        prod = _mg.UnsafeView.apply(input, ia) * _mg.UnsafeView.apply(other, ib)
+        return _mg.UnsafeView.apply(prod, shape)
+    return _write_out((input.reshape(ia) * other.reshape(ib)).reshape(shape), out, "kron")
 
 
 def tensordot(a, b, dims=2, out=None):
@@ -509,12 +590,25 @@ def tensordot(a, b, dims=2, out=None):
     k = math.prod(a.shape[d] for d in da)
     sa = [a.shape[d] for d in fa]
     sb = [b.shape[d] for d in fb]
-    am = a.permute(fa + da).reshape(math.prod(sa), k)
-    bm = b.permute(db + fb).reshape(k, math.prod(sb))
-    return _write_out(Mm.apply(am, bm).reshape(sa + sb), out)
+    if not sa and not sb:  # everything contracted: PyTorch takes one dot product
+        pa, pb = a.permute(da), b.permute(db)
+        res = Dot.apply(pa if pa.dim() == 1 else _td_reshape(pa, (k,)),
+                        pb if pb.dim() == 1 else _td_reshape(pb, (k,)))
+    else:
+        res = Mm.apply(_td_reshape(a.permute(fa + da), (math.prod(sa), k)),
+                       _td_reshape(b.permute(db + fb), (k, math.prod(sb))))
+    return _write_out(res.reshape(sa + sb), out)
 
 
-@node_name("TraceBackward0")
+def _td_reshape(x, shape):
+    """PyTorch's ``reshape`` inside ``tensordot``: a clone under ``_unsafe_view`` where no
+    view has that shape (in an eager graph), else a view."""
+    if _mg.records_graph(x) and _mg._try_view(x._data, shape) is None:
+        return _mg._reshape(x, shape)
+    return x.reshape(shape)
+
+
+@one_node("TraceBackward0", 1)
 def trace(input):
     """Sum of the main diagonal of a matrix (integers sum as int64)."""
     _need_tensors("trace", ["input"], input)

@@ -5,11 +5,11 @@ import numpy as np
 
 from ember._tensor import Size, Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import with_out, wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
+from ember.ops.composite_node import one_node
 from ember.ops.indexing import GetItem, Select
 
 # flips, rolls and unfold live in ``reorder``, padding in ``padding``; their names stay
@@ -596,7 +596,7 @@ def narrow(input, dim, start, length):
     return GetItem.apply(input, (slice(None),) * d + (slice(start, start + length), Ellipsis))
 
 
-@node_name("NarrowCopyBackward0")
+@one_node("NarrowCopyBackward0", 1)
 @with_out
 def narrow_copy(input, dim, start, length):
     """A copy of ``narrow(input, dim, start, length)``."""
