@@ -30,7 +30,8 @@ __all__ = ["EagerComposite", "one_node", "eager_nodes"]
 _DEFINING = ("ember.ops.linalg_decomp", "ember.ops.norms", "ember.ops.reorder",
              "ember.ops.shape", "ember.ops.elementwise", "ember.ops.linalg",
              "ember.nn.functional", "ember.nn._functional_aten", "ember._runtime_api",
-             "ember.linalg", "ember.ops.reduction", "ember.ops.diagonals")
+             "ember.linalg", "ember.ops.reduction", "ember.ops.diagonals",
+             "ember.ops.padding")
 
 
 class EagerComposite(Primitive):
@@ -71,38 +72,42 @@ class EagerComposite(Primitive):
 
 
 
-def one_node(name, n_tensors, *, when=None):
+def one_node(name, n_tensors, *, when=None, names=()):
     """Decorator: the composite function ``fn``, whose first ``n_tensors`` parameters
     are its Tensor inputs (None allowed) and the rest plain values, runs as one
     :class:`EagerComposite` node named ``name`` where the call records a graph in eager
     mode (no ``out=``; a floating or complex input requiring grad), and as itself
     elsewhere. ``when(*args, **kwargs)``, if given, must also hold (PyTorch records a
-    composite for the other calls)."""
+    composite for the other calls). ``name`` may be a function of the call's arguments
+    giving the name (None: the composite), one of ``names``."""
     def decorate(fn):
         sig = inspect.signature(fn)
-        names = list(sig.parameters)
-        cls = type(EagerComposite)(name.split("Backward")[0], (EagerComposite,), {
-            "_node_name": name, "composite": staticmethod(fn),
+        names_ = list(sig.parameters)
+        classes = {n: type(EagerComposite)(n.split("Backward")[0], (EagerComposite,), {
+            "_node_name": n, "composite": staticmethod(fn),
             "save_inputs": tuple(range(n_tensors)), "__module__": fn.__module__,
-            "__qualname__": f"{fn.__qualname__}.node", "__doc__": fn.__doc__})
+            "__qualname__": f"{fn.__qualname__}.node_{n}", "__doc__": fn.__doc__})
+            for n in ((name,) if isinstance(name, str) else names)}
 
         @functools.wraps(fn)
         def call(*args, **kwargs):
             from ember.ops.matmul_graph import records_graph
             ts = args[:n_tensors]
             if len(ts) < n_tensors:
-                ts = ts + tuple(kwargs.get(n) for n in names[len(ts):n_tensors])
+                ts = ts + tuple(kwargs.get(n) for n in names_[len(ts):n_tensors])
             if kwargs.get("out") is None and records_graph(*[
                     t for t in ts if isinstance(t, Tensor)]) and \
                     all(t is None or isinstance(t, Tensor) and t._data.dtype.kind in "fc"
                         for t in ts) and (when is None or when(*args, **kwargs)):
-                bound = sig.bind(*args, **kwargs)
-                bound.apply_defaults()
-                vals = list(bound.arguments.items())
-                params = dict(vals[n_tensors:])
-                return cls.apply(*[v for _, v in vals[:n_tensors]], **params)
+                n = name if isinstance(name, str) else name(*args, **kwargs)
+                if n is not None:
+                    bound = sig.bind(*args, **kwargs)
+                    bound.apply_defaults()
+                    vals = list(bound.arguments.items())
+                    return classes[n].apply(*[v for _, v in vals[:n_tensors]],
+                                            **dict(vals[n_tensors:]))
             return fn(*args, **kwargs)
-        call.node_class = cls
+        call.node_classes = classes
         return call
     return decorate
 
