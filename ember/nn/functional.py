@@ -156,7 +156,7 @@ def linear(input, weight, bias=None, *, out=None):
         shape = (input.shape[0], weight.shape[0])
         if ember.broadcast_shapes(tuple(bias.shape), shape) == shape:
             return _mg.linear_graph(input, weight, bias)
-    out = ember.matmul(input, weight.t() if weight.ndim == 2 else weight)
+    out = ember.matmul(input, weight.t())  # t() of a vector is itself (TBackward0 too)
     return out if bias is None else out + bias
 
 
@@ -544,9 +544,25 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcasting)."""
-    x1, x2 = ember.broadcast_tensors(x1, x2)
-    n1 = _clamp_min_forward(ember.norm(x1, 2, dim, keepdim=True), eps)
-    n2 = _clamp_min_forward(ember.norm(x2, 2, dim, keepdim=True), eps)
+    if _mode_active[0]:
+        x1, x2 = ember.broadcast_tensors(x1, x2)
+        n1 = _clamp_min_forward(ember.norm(x1, 2, dim, keepdim=True), eps)
+        n2 = _clamp_min_forward(ember.norm(x2, 2, dim, keepdim=True), eps)
+        return ((x1 / n1) * (x2 / n2)).sum(dim)
+    # PyTorch's steps and nodes: both operands in their common dtype, expanded to one
+    # shape when theirs differ, each divided by a copy of its norm clamped in place
+    # without recording (the gradient is the unclamped norm's)
+    from ember.ops.shape import Expand
+    dt = ember.result_type(x1, x2)
+    x1, x2 = x1.to(dt), x2.to(dt)
+    if x1.shape != x2.shape:
+        shape = ember.broadcast_shapes(x1.shape, x2.shape)
+        x1, x2 = Expand.apply(x1, tuple(shape)), Expand.apply(x2, tuple(shape))
+    n1 = ember.norm(x1, 2, dim, keepdim=True).clone()
+    n2 = ember.norm(x2, 2, dim, keepdim=True).clone()
+    with ember.no_grad():
+        n1.clamp_min_(eps)
+        n2.clamp_min_(eps)
     return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 

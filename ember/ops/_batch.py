@@ -565,7 +565,6 @@ def _no_batch_rule():
         indexing.SetItemSlices: _NOT_YET,
         indexing.MaskedScatter: _NOT_YET,
         ctc.CtcNll: _NOT_YET,
-        scan._Concat: _NOT_YET,
         scan.GatherAlong: "its constant index array has the per-sample shape; no rule "
                           "written yet",
         scan.ScatterAddAlong: _BACKWARD,

@@ -930,11 +930,12 @@ def _bind():
     T.where = where_method
 
     T.__add__ = _add
-    T.__radd__ = Add.binary_function(reflected=True)
+    # ``2 + x`` is ``x.add(2)`` in PyTorch (the tensor's edge first); + and * commute
+    T.__radd__ = Add.binary_function()
     T.__sub__ = _sub
     T.__rsub__ = _checked(_rsub_scalar, "-")
     T.__mul__ = _mul
-    T.__rmul__ = Mul.binary_function(reflected=True)
+    T.__rmul__ = Mul.binary_function()
     T.__truediv__ = _div
     T.__rtruediv__ = _checked(_rdiv, "/")
     T.__rdiv__ = T.__rtruediv__  # PyTorch keeps Python 2's name too

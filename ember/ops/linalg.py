@@ -774,17 +774,25 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
             n1 = (x1 * x1).sum(-1, keepdim=True)
             n2 = (x2 * x2).sum(-1, keepdim=True)
             return (n1 - 2 * x1.matmul(x2.mT) + n2.mT).clamp_min(1e-30).sqrt()
-        # on the batch flattened to one dim, viewed back at the end (PyTorch's graph for
-        # this route ends in that view)
+        # PyTorch's steps: a broadcast batch is expanded and flattened to one dim (each
+        # operand made contiguous and viewed), one _euclidean_dist, viewed back at the end
         batch = tuple(np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
-        M = x1.shape[-1]
-        a = x1.expand(*batch, P, M).reshape(-1, P, M)
-        b = x2.expand(*batch, R, M).reshape(-1, R, M)
-        n1 = (a * a).sum(-1, keepdim=True)
-        n2 = (b * b).sum(-1, keepdim=True)
-        d2 = n1 - 2 * a.matmul(b.mT) + n2.mT
-        return d2.clamp_min(1e-30).sqrt().view(*batch, P, R)
+        if math.prod(batch) != 1:
+            from ember.ops.shape import Expand
+            M = x1.shape[-1]
+            x1 = Expand.apply(x1, batch + (P, M)).contiguous().view(-1, P, M)
+            x2 = Expand.apply(x2, batch + (R, M)).contiguous().view(-1, R, M)
+        return _euclidean_dist(x1, x2).view(*batch, P, R)
     return Cdist.apply(x1, x2, float(p))
+
+
+@one_node("EuclideanDistBackward0", 2)
+def _euclidean_dist(x1, x2):
+    """``sqrt(|x1|^2 - 2 x1 x2^T + |x2|^2)`` row by row: matrix products, no (P, R, M)
+    intermediate."""
+    n1 = (x1 * x1).sum(-1, keepdim=True)
+    n2 = (x2 * x2).sum(-1, keepdim=True)
+    return (n1 - 2 * x1.matmul(x2.mT) + n2.mT).clamp_min(1e-30).sqrt()
 
 
 _TENSOR_METHODS = {

@@ -215,8 +215,14 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, shape[:s] + (n,) + shape[e + 1:])
 
 
-ravel = lambda input: reshape(input, (-1,))  # noqa: E731
-ravel.__doc__ = "A 1-D tensor of all elements (a view when possible)."
+def ravel(input):
+    """A 1-D tensor of all elements (a view when the input is contiguous)."""
+    # PyTorch's ravel is contiguous() then view(-1): a non-contiguous input is cloned
+    # (CloneBackward0 under the ViewBackward0)
+    if not input.is_contiguous():
+        from ember.ops.conversion import Clone
+        input = Clone.apply(input)
+    return View.apply(input, (input._data.size,))
 
 
 def unflatten(input, dim, sizes):
@@ -306,7 +312,9 @@ def t(input):
     n = input._data.ndim
     if n > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
-    return T.apply(input, 0, 1) if n == 2 else View.apply(input, input._data.shape)
+    if n == 0:
+        return View.apply(input, ())
+    return T.apply(input, 0, n - 1)  # a vector's transpose is itself, PyTorch's node still
 
 
 def movedim(input, source, destination):
