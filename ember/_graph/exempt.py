@@ -4,7 +4,6 @@ TorchScript writer's list (``ember.jit._op_exempt``) and the ONNX exporter's
 from ember.ops import (
     _views,
     bitwise,
-    composite_node,
     conv,
     conversion,
     elementwise,
@@ -57,8 +56,7 @@ BACKWARD_ONLY = (
 EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",
     rnn.MkldnnLSTMLayer, matmul_graph.Addmm, matmul_graph.UnsafeView,
-    matmul_graph.Trilinear, matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS,
-    *composite_node.eager_nodes())
+    matmul_graph.Trilinear)
 
 RANDOM = (
     "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",
@@ -79,3 +77,15 @@ SPARSE = (
     "a sparse-layout op: graphs with sparse tensors are not written",
     sparse_ops.FromDense, sparse_ops.Scale, sparse_ops.SparseGather,
     sparse_ops.SparseMmReduce, sparse_ops.SparsePack, sparse_ops.ToDense)
+
+
+def _eager_graph_nodes():
+    """The nodes made only where an eager graph is recorded, to show PyTorch's one node
+    for a call ember computes otherwise (``matmul_graph``'s add* products and
+    ``composite_node``'s one-node composites)."""
+    from ember.ops import composite_node
+    return (matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS,
+            *composite_node.eager_nodes())
+
+
+EAGER_ONLY = EAGER_ONLY + _eager_graph_nodes()

@@ -521,7 +521,6 @@ _BASE = "a base class, never applied itself: its subclasses declare their rules"
 def _no_batch_rule():
     from ember.ops import (
         _views,
-        composite_node,
         conv,
         ctc,
         diagonals,
@@ -591,15 +590,18 @@ def _no_batch_rule():
             if not c.__dict__.get("_renamed_from"):
                 table[c] = _RANDOM
                 stack.append(c)
+    from ember.ops import composite_node
+    for c in (matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS,
+              *composite_node.eager_nodes()):
+        table[c] = ("made only in eager mode to show PyTorch's one node; under vmap the "
+                    "add* products and the one-node composites run their composites, whose "
+                    "ops have rules")
     for c in (rnn.GRULayer, rnn.LSTMLayer, rnn.RNNReluLayer, rnn.RNNTanhLayer,
               rnn.MkldnnLSTMLayer):
         table[c] = "recurrent layers over packed rows; no rule written yet"
-    for c in (matmul_graph.Addmm, matmul_graph.UnsafeView, matmul_graph.Trilinear,
-              matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS,
-              *composite_node.eager_nodes()):
+    for c in (matmul_graph.Addmm, matmul_graph.UnsafeView, matmul_graph.Trilinear):
         table[c] = ("made only in eager mode to show PyTorch's nodes; under vmap linear, "
-                    "matmul, bilinear, the add* products and the one-node composites run "
-                    "their composites, whose ops have rules")
+                    "matmul and bilinear run their one-kernel ops, which have rules")
     return table
 
 

@@ -28,10 +28,9 @@ __all__ = ["EagerComposite", "one_node", "eager_nodes"]
 
 # modules defining EagerComposite nodes: imported before the nodes are listed
 _DEFINING = ("ember.ops.linalg_decomp", "ember.ops.norms", "ember.ops.reorder",
-             "ember.ops.shape", "ember.ops.elementwise", "ember.ops.linalg",
+             "ember.ops.elementwise", "ember.ops.linalg",
              "ember.nn.functional", "ember.nn._functional_aten", "ember._runtime_api",
-             "ember.linalg", "ember.ops.reduction", "ember.ops.diagonals",
-             "ember.ops.padding")
+             "ember.linalg", "ember.ops.reduction", "ember.ops.padding")
 
 
 class EagerComposite(Primitive):

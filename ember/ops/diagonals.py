@@ -4,12 +4,11 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
+from ember.autograd.node_names import name_output, node_name
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
-from ember.ops.composite_node import one_node
 from ember.ops.indexing import IndexPut
 
 __all__ = ["diagonal", "diag", "diag_embed", "diagonal_scatter", "select_scatter",
@@ -169,14 +168,10 @@ def diag(input, diagonal=0, *, out=None):
     if nd == 1:
         return write_out(diag_embed(input, diagonal, 0, 1), out)
     if nd == 2:
-        return write_out(_diagonal_copy(input, int(diagonal)), out)
+        # PyTorch's node for the copy of a diagonal
+        return write_out(name_output(Diagonal.apply(input, int(diagonal), 0, 1).clone(),
+                                     "DiagonalBackward0_copy"), out)
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {nd}D")
-
-
-# PyTorch's node for the copy of a diagonal
-@one_node("DiagonalBackward0_copy", 1)
-def _diagonal_copy(input, offset):
-    return Diagonal.apply(input, offset, 0, 1).clone()
 
 
 class Tril(Primitive):

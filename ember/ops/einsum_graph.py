@@ -13,19 +13,14 @@ ellipsis's dims when the output has none, then the contracted labels, upper case
 lower case. ``ember.ops._einsum.einsum`` calls :func:`einsum_graph` in eager mode when
 a graph is recorded; elsewhere its one-kernel op runs.
 """
-from ember.ops.matmul_graph import UnsafeView
-from ember.ops.shape import _try_view
+from ember.ops.matmul_graph import _reshape as _mg_reshape
 
 __all__ = ["einsum_graph"]
 
 
 def _reshape(x, shape):
-    """PyTorch's ``reshape``: a view where the strides allow, else a contiguous clone
-    under ``UnsafeViewBackward0``."""
-    from ember.ops.conversion import Clone
-    if _try_view(x._data, tuple(shape)) is not None:
-        return x.reshape(shape)
-    return UnsafeView.apply(Clone.apply(x), tuple(shape))
+    """PyTorch's ``reshape`` (``ember.ops.matmul_graph``'s)."""
+    return _mg_reshape(x, tuple(shape))
 
 
 def _sumproduct_pair(left, right, sum_dims):

@@ -68,22 +68,20 @@ _NP_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
 def _pad_name(input, pad, mode="constant", value=None):
-    # PyTorch's reflection and replication kernels are one node, named for the number of
-    # padded dims
-    if mode in ("reflect", "replicate") and len(pad) // 2 in (1, 2, 3):
+    # PyTorch's reflection and replication kernels are named for the number of padded
+    # dims; its circular padding copies the pieces into a new tensor (the last copy's node)
+    if mode in ("reflect", "replicate"):
         kind = "Reflection" if mode == "reflect" else "Replication"
         return f"{kind}Pad{len(pad) // 2}DBackward0"
-    return None
-
-
-def _circular_name(input, pad, mode="constant", value=None):
-    # PyTorch's circular padding copies the pieces into a new tensor (the last copy's node)
     return "torch::autograd::CopySlices" if mode == "circular" else None
 
 
-@node_name(_circular_name)
-@one_node(_pad_name, 1, names=[f"{k}Pad{n}DBackward0" for k in ("Reflection", "Replication")
-                               for n in (1, 2, 3)])
+@node_name(_pad_name)
+# PyTorch's reflection and replication kernels are one node over the input
+@one_node(lambda input, pad, mode="constant", value=None: _pad_name(input, pad, mode)
+          if mode in ("reflect", "replicate") and len(pad) // 2 in (1, 2, 3) else None, 1,
+          names=[f"{k}Pad{n}DBackward0" for k in ("Reflection", "Replication")
+                 for n in (1, 2, 3)])
 def pad(input, pad, mode="constant", value=None):
     """Pad ``input`` (PyTorch's ``torch.nn.functional.pad``).
 

@@ -5,11 +5,11 @@ import numpy as np
 
 from ember._tensor import Size, Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
+from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import with_out, wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
-from ember.ops.composite_node import one_node
 from ember.ops.indexing import GetItem, Select
 
 # flips, rolls and unfold live in ``reorder``, padding in ``padding``; their names stay
@@ -215,14 +215,8 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, shape[:s] + (n,) + shape[e + 1:])
 
 
-def ravel(input):
-    """A 1-D tensor of all elements (a view when the input is contiguous)."""
-    # PyTorch's ravel is contiguous() then view(-1): a non-contiguous input is cloned
-    # (CloneBackward0 under the ViewBackward0)
-    if not input.is_contiguous():
-        from ember.ops.conversion import Clone
-        input = Clone.apply(input)
-    return View.apply(input, (input._data.size,))
+ravel = lambda input: reshape(input, (-1,))  # noqa: E731
+ravel.__doc__ = "A 1-D tensor of all elements (a view when possible)."
 
 
 def unflatten(input, dim, sizes):
@@ -604,7 +598,7 @@ def narrow(input, dim, start, length):
     return GetItem.apply(input, (slice(None),) * d + (slice(start, start + length), Ellipsis))
 
 
-@one_node("NarrowCopyBackward0", 1)
+@node_name("NarrowCopyBackward0")
 @with_out
 def narrow_copy(input, dim, start, length):
     """A copy of ``narrow(input, dim, start, length)``."""
