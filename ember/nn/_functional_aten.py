@@ -1,5 +1,5 @@
 """Names of ``torch.nn.functional`` that are constants or ATen aliases."""
-from ember.ops.composite_node import one_node
+from ember.autograd.node_names import node_name
 from ember.ops.conv import conv1d
 
 __all__ = ["GRID_SAMPLE_INTERPOLATION_MODES", "GRID_SAMPLE_PADDING_MODES",
@@ -15,7 +15,7 @@ def assert_int_or_pair(arg, arg_name, message):
     assert isinstance(arg, int) or len(arg) == 2, message.format(arg_name)
 
 
-@one_node("ConvTbcBackward0", 3)
+@node_name("ConvTbcBackward0")
 def conv_tbc(input, weight, bias, pad=0):
     """Time-batch-channel 1-D convolution: ``input`` (T, B, C_in), ``weight``
     (k, C_in, C_out), ``bias`` (C_out); returns (T', B, C_out)."""

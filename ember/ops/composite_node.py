@@ -29,8 +29,8 @@ __all__ = ["EagerComposite", "one_node", "eager_nodes"]
 # modules defining EagerComposite nodes: imported before the nodes are listed
 _DEFINING = ("ember.ops.linalg_decomp", "ember.ops.norms", "ember.ops.reorder",
              "ember.ops.elementwise", "ember.ops.linalg",
-             "ember.nn.functional", "ember.nn._functional_aten", "ember._runtime_api",
-             "ember.linalg", "ember.ops.reduction", "ember.ops.padding")
+             "ember.nn.functional", "ember._runtime_api", "ember.linalg",
+             "ember.ops.reduction")
 
 
 class EagerComposite(Primitive):

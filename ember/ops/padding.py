@@ -7,7 +7,6 @@ from ember.autograd.node import Primitive
 from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops.composite_node import one_node
 
 __all__ = ["constant_pad_nd"]
 
@@ -77,11 +76,6 @@ def _pad_name(input, pad, mode="constant", value=None):
 
 
 @node_name(_pad_name)
-# PyTorch's reflection and replication kernels are one node over the input
-@one_node(lambda input, pad, mode="constant", value=None: _pad_name(input, pad, mode)
-          if mode in ("reflect", "replicate") and len(pad) // 2 in (1, 2, 3) else None, 1,
-          names=[f"{k}Pad{n}DBackward0" for k in ("Reflection", "Replication")
-                 for n in (1, 2, 3)])
 def pad(input, pad, mode="constant", value=None):
     """Pad ``input`` (PyTorch's ``torch.nn.functional.pad``).
 
