@@ -70,7 +70,6 @@ class EagerComposite(Primitive):
         return tuple(res)
 
 
-
 def one_node(name, n_tensors, *, when=None, names=()):
     """Decorator: the composite function ``fn``, whose first ``n_tensors`` parameters
     are its Tensor inputs (None allowed) and the rest plain values, runs as one
@@ -103,8 +102,10 @@ def one_node(name, n_tensors, *, when=None, names=()):
                     bound = sig.bind(*args, **kwargs)
                     bound.apply_defaults()
                     vals = list(bound.arguments.items())
-                    return classes[n].apply(*[v for _, v in vals[:n_tensors]],
-                                            **dict(vals[n_tensors:]))
+                    params = dict(vals[n_tensors:])
+                    if params.get("out") is None:  # (``out`` given by position: as fn)
+                        return classes[n].apply(*[v for _, v in vals[:n_tensors]],
+                                                **params)
             return fn(*args, **kwargs)
         call.node_classes = classes
         return call
