@@ -13,8 +13,8 @@ from ember import _core as ember
 from ember._legacy import _legacy, _threads, use_deterministic_algorithms
 from ember._tensor import Tensor, _make
 from ember.amp import GradScaler  # noqa: F401  (torch.GradScaler)
-from ember.autograd.node_names import node_name
 from ember.backend import dtypes as _dt
+from ember.ops.composite_node import one_node
 from ember.ops.conversion import memory_format
 from ember.sparse import layout  # noqa: F401  (torch.layout)
 from ember.storage import UntypedStorage, is_storage  # noqa: F401
@@ -214,10 +214,44 @@ def cond(pred, true_fn, false_fn, operands=()):
     if not isinstance(operands, (tuple, list)):
         raise RuntimeError("Expect operands to be a tuple of possibly nested dict/list/tuple "
                            "that only consists of tensor leaves")
-    out = (true_fn if _truth(pred) else false_fn)(*operands)
-    # PyTorch records the whole call as one node of this name
+    branch = true_fn if _truth(pred) else false_fn
+    from ember.ops.matmul_graph import records_graph
+    if isinstance(pred, Tensor) and all(isinstance(o, Tensor) for o in operands) and \
+            records_graph(*operands):
+        # PyTorch records the whole call as one node over (pred, *operands)
+        return _cond_function(branch).apply(pred, *operands)
+    out = branch(*operands)
     from ember.autograd.node_names import name_output
     return name_output(out, "CondAutogradOpBackward", tuple(operands))
+
+
+def _cond_function(branch):
+    """The autograd Function PyTorch's ``cond`` records (``CondAutogradOpBackward``),
+    running ``branch``: its backward runs the branch again under grad mode and takes
+    the vector-Jacobian product (with a graph when the engine records one)."""
+    from ember.autograd import Function, grad
+    from ember.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad
+
+    class CondAutogradOp(Function):
+        @staticmethod
+        def forward(ctx, pred, *operands):
+            ctx.save_for_backward(*operands)
+            with no_grad():
+                return branch(*operands)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            ops = ctx.saved_tensors
+            create = is_grad_enabled()
+            xs = [o.view_as(o) if create else o.detach().requires_grad_(o.requires_grad)
+                  for o in ops]
+            wrt = [x for x in xs if x.requires_grad]
+            with enable_grad():
+                out = branch(*xs)
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            got = iter(grad(outs, wrt, list(grads), create_graph=create, allow_unused=True))
+            return (None,) + tuple(next(got) if x.requires_grad else None for x in xs)
+    return CondAutogradOp
 
 
 def while_loop(cond_fn, body_fn, carried_inputs):
@@ -315,7 +349,7 @@ def vander(x, N=None, increasing=False):
     return out if increasing else out.flip(-1)
 
 
-@node_name("SegmentReduceBackward0")
+@one_node("SegmentReduceBackward0", 1)
 def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
                    unsafe=False, initial=None):
     """Reduce consecutive segments of ``data`` along ``axis`` ("sum", "mean", "max",

@@ -12,6 +12,7 @@ from ember.backend import array_module
 from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
 from ember.ops._util import type_name
+from ember.ops.composite_node import one_node
 from ember.ops.join import cat
 from ember.ops.linalg import _cross, _write_out, matmul, matrix_power, multi_dot_chain
 from ember.ops.linalg_decomp import (
@@ -86,6 +87,12 @@ def _cast(x, dtype, name):
     return x.to(dt) if dt.np != src else x
 
 
+def _casts(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    return dtype is not None
+
+
+# with a dtype, PyTorch's one node computes in it (no ToCopyBackward0 below)
+@one_node("LinalgVectorNormBackward0", 1, when=_casts)
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     """The vector ``ord``-norm of ``x`` over ``dim`` (all dims when None).
 
@@ -138,24 +145,21 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
         return _write_out(vector_norm(A, 2, (d0, d1), keepdim), out)
     if ord not in ("nuc", 2, -2, 1, -1, math.inf, -math.inf):
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
-    if keepdim and ord in (1, -1, math.inf, -math.inf):
-        # the abs-sums over one dim, then their extreme over the other, both kept in place
-        # (PyTorch's graph: its last node is the amax/amin)
-        inner, outer = (d0, d1) if ord in (1, -1) else (d1, d0)
-        sums = vector_norm(A, 1, inner, True)
-        return _write_out(_extreme(sums, ord > 0, 0, outer, True), out)
-    M = A.movedim((d0, d1), (-2, -1))
     if ord in (1, -1, math.inf, -math.inf):
-        inner_dim = -2 if ord in (1, -1) else -1
-        sums = vector_norm(M, 1, inner_dim)
-        res = _extreme(sums, ord > 0, 0)
-    else:
-        s = svdvals(M)
-        res = s.sum(-1) if ord == "nuc" else _extreme(s, ord == 2, -1)
+        # PyTorch's steps: the abs-sums over one dim, then their extreme over the other
+        # (no permute; the second dim shifts when the first, before it, is dropped)
+        inner, outer = (d0, d1) if ord in (1, -1) else (d1, d0)
+        if not keepdim and inner < outer:
+            outer -= 1
+        sums = vector_norm(A, 1, inner, keepdim)
+        return _write_out(_extreme(sums, ord > 0, 0, outer, keepdim), out)
+    M = A.movedim((d0, d1), (-2, -1))
+    s = svdvals(M)
+    res = s.sum(-1, keepdim) if ord == "nuc" else _extreme(s, ord == 2, -1, -1, keepdim)
     if keepdim:
         # back in place by the inverse of the move, as PyTorch (its last node a permute)
         order = [d for d in range(A.dim()) if d not in (d0, d1)] + [d0, d1]
-        res = res.unsqueeze(-1).unsqueeze(-1).permute([order.index(d) for d in range(A.dim())])
+        res = res.unsqueeze(-1).permute([order.index(d) for d in range(A.dim())])
     return _write_out(res, out)
 
 

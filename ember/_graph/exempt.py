@@ -81,3 +81,15 @@ SPARSE = (
     "a sparse-layout op: graphs with sparse tensors are not written",
     sparse_ops.FromDense, sparse_ops.Scale, sparse_ops.SparseGather,
     sparse_ops.SparseMmReduce, sparse_ops.SparsePack, sparse_ops.ToDense)
+
+
+def _eager_graph_nodes():
+    """The nodes made only where an eager graph is recorded, to show PyTorch's one node
+    for a call ember computes otherwise (``matmul_graph``'s add* products and
+    ``composite_node``'s one-node composites)."""
+    from ember.ops import composite_node
+    return (matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS,
+            *composite_node.eager_nodes())
+
+
+EAGER_ONLY = EAGER_ONLY + _eager_graph_nodes()

@@ -66,7 +66,7 @@ _NOT_YET = (
     reduction.Nansum, reduction.Prod, reduction.ProdDim, reduction._All, reduction._Any,
     reduction._CountNonzero, reduction._Std, reduction._Var, resample.Resample, resample.Take,
     rnn.PackPadded, rnn.PadPacked, rnn.PadSequence, scan.Cumprod, scan.GatherAlong,
-    scan._Concat, scan._Cummax, scan._Cummin, shape.Unfold)
+    scan._Cummax, scan._Cummin, shape.Unfold)
 
 # the fills are written (``torch.fill``); the rest of the storage group is not
 _STORAGE = tuple(c for c in STORAGE if not (isinstance(c, type) and

@@ -69,6 +69,7 @@ from ember.ops import matmul_graph as _mg
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for  # noqa: F401  (kept on F)
 from ember.ops.composite_kernel import CompositeNode, call
+from ember.ops.composite_node import one_node
 from ember.ops.shape import pad  # noqa: F401  (torch.nn.functional.pad)
 from ember.ops.unary import zero_curvature as _zero_curvature  # noqa: F401  (kept on F)
 
@@ -155,7 +156,7 @@ def linear(input, weight, bias=None, *, out=None):
         shape = (input.shape[0], weight.shape[0])
         if ember.broadcast_shapes(tuple(bias.shape), shape) == shape:
             return _mg.linear_graph(input, weight, bias)
-    out = ember.matmul(input, weight.t() if weight.ndim == 2 else weight)
+    out = ember.matmul(input, weight.t())  # t() of a vector is itself (TBackward0 too)
     return out if bias is None else out + bias
 
 
@@ -598,20 +599,43 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcasting)."""
-    x1, x2 = ember.broadcast_tensors(x1, x2)
-    n1 = _clamp_min_forward(ember.norm(x1, 2, dim, keepdim=True), eps)
-    n2 = _clamp_min_forward(ember.norm(x2, 2, dim, keepdim=True), eps)
+    if _mode_active[0]:
+        x1, x2 = ember.broadcast_tensors(x1, x2)
+        n1 = _clamp_min_forward(ember.norm(x1, 2, dim, keepdim=True), eps)
+        n2 = _clamp_min_forward(ember.norm(x2, 2, dim, keepdim=True), eps)
+        return ((x1 / n1) * (x2 / n2)).sum(dim)
+    # PyTorch's steps and nodes: both operands in their common dtype, expanded to one
+    # shape when theirs differ, each divided by a copy of its norm clamped in place
+    # without recording (the gradient is the unclamped norm's)
+    from ember.ops.shape import Expand
+    dt = ember.result_type(x1, x2)
+    x1, x2 = x1.to(dt), x2.to(dt)
+    if x1.shape != x2.shape:
+        shape = ember.broadcast_shapes(x1.shape, x2.shape)
+        x1, x2 = Expand.apply(x1, tuple(shape)), Expand.apply(x2, tuple(shape))
+    n1 = ember.norm(x1, 2, dim, keepdim=True).clone()
+    n2 = ember.norm(x2, 2, dim, keepdim=True).clone()
+    with ember.no_grad():
+        n1.clamp_min_(eps)
+        n2.clamp_min_(eps)
     return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
-@node_name("NormBackward1")
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     """``||x1 - x2 + eps||_p`` over the last dimension."""
     nd = max(x1.ndim, x2.ndim)
-    return ember.norm(x1 - x2 + eps, p, nd - 1 if nd else None, keepdim=keepdim)
+    dim = nd - 1 if nd else None
+    diff = x1 - x2
+    if diff._data.dtype.kind != "f" or _mode_active[0] or isinstance(p, str):
+        return ember.norm(diff + eps, p, dim, keepdim=keepdim)
+    # PyTorch's nodes: add.Scalar (AddBackward1) and norm.ScalarOpt_dim (NormBackward1)
+    from ember.ops.elementwise import AddScalar
+    from ember.ops.reduction import NormScalarOpt, _axes
+    shifted = AddScalar.apply(diff, eps)
+    return NormScalarOpt.apply(shifted, float(p), _axes(shifted, dim), bool(keepdim))
 
 
-@node_name("PdistBackward0")
+@one_node("PdistBackward0", 1)
 def pdist(input, p=2):
     """Distances between every pair of rows of a 2-D input (upper triangle, row-major)."""
     if input.ndim != 2:

@@ -97,7 +97,7 @@ _NOT_YET = (
     pooling.AvgPool, pooling.GatherFlat, resample.Resample, resample.Take, rnn.PackPadded,
     pooling.AdaptiveMaxPool3D, pooling.AvgPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
     pooling.AdaptiveAvgPool, pooling.AdaptiveAvgPool3D,
-    rnn.PadPacked, rnn.PadSequence, scan.GatherAlong, scan._Concat, shape.Roll, shape.Select,
+    rnn.PadPacked, rnn.PadSequence, scan.GatherAlong, shape.Roll, shape.Select,
     shape.Unfold)
 
 # batch norm over the (C,) parameters: eager only (a capture records Normalize, which

@@ -565,7 +565,6 @@ def _no_batch_rule():
         indexing.SetItemSlices: _NOT_YET,
         indexing.MaskedScatter: _NOT_YET,
         ctc.CtcNll: _NOT_YET,
-        scan._Concat: _NOT_YET,
         scan.GatherAlong: "its constant index array has the per-sample shape; no rule "
                           "written yet",
         scan.ScatterAddAlong: _BACKWARD,
@@ -592,6 +591,12 @@ def _no_batch_rule():
             if not c.__dict__.get("_renamed_from"):
                 table[c] = _RANDOM
                 stack.append(c)
+    from ember.ops import composite_node
+    for c in (matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS,
+              *composite_node.eager_nodes()):
+        table[c] = ("made only in eager mode to show PyTorch's one node; under vmap the "
+                    "add* products and the one-node composites run their composites, whose "
+                    "ops have rules")
     for c in (rnn.GRULayer, rnn.LSTMLayer, rnn.RNNReluLayer, rnn.RNNTanhLayer,
               rnn.MkldnnLSTMLayer):
         table[c] = "recurrent layers over packed rows; no rule written yet"

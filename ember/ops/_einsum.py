@@ -6,7 +6,6 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _batch_nn, _jvp
@@ -169,32 +168,6 @@ def _parse_operand(sub, i, t, eq):
     return labels
 
 
-def _torch_node(*args):
-    """The node PyTorch's einsum leaves last: it aligns each operand by a permute, sums
-    a lone operand's contracted dims (else the permute is last) and contracts pairs by
-    products (a final view when dims were contracted, else the last product)."""
-    if isinstance(args[0], str):
-        eq, ops = args[0], args[1:]
-        if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
-            ops = tuple(ops[0])
-    else:
-        eq, ops = _sublist_equation(args)
-    lhs, arrow, rhs = eq.replace(" ", "").partition("->")
-    subs = lhs.split(",")
-    letters = [c for c in lhs if c in string.ascii_letters]
-    ell_dims = max((t.dim() - sum(c in string.ascii_letters for c in sub)
-                    for sub, t in zip(subs, ops) if "..." in sub), default=0)
-    if arrow:
-        kept, ell_kept = set(rhs) & set(string.ascii_letters), "..." in rhs
-    else:
-        kept, ell_kept = {c for c in letters if letters.count(c) == 1}, True
-    contracted = bool(set(letters) - kept) or (ell_dims > 0 and not ell_kept)
-    if len(ops) == 1:
-        return "SumBackward1" if contracted else "PermuteBackward0"
-    return "ViewBackward0" if contracted else "MulBackward0"
-
-
-@node_name(_torch_node)
 def einsum(*args):
     """Sum of products over the labelled dims of the operands (``torch.einsum``).
 
@@ -253,6 +226,11 @@ def einsum(*args):
                     counts[c] = counts.get(c, 0) + 1
         out = fresh + sorted(c for c, n in counts.items() if n == 1)
     _check_sizes(subs, ops, set(fresh))
+    from ember.ops.matmul_graph import records_graph
+    if records_graph(*ops):
+        # recorded with PyTorch's nodes (permutes, bmm, views...)
+        from ember.ops.einsum_graph import einsum_graph
+        return einsum_graph(subs, out, list(ops), fresh)
     return _einsum(["".join(s) for s in subs], "".join(out), list(ops))
 
 

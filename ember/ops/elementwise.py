@@ -10,7 +10,6 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.ops import _batch, _jvp
 from ember.ops._util import (
     cj,
@@ -60,6 +59,7 @@ from ember.ops.comparison import (  # noqa: F401
     ne,
     not_equal,
 )
+from ember.ops.composite_node import one_node
 
 
 def _float_result(a, b):
@@ -789,14 +789,14 @@ def _rsub_scalar(self, other):
     return RsubScalar.apply(other, self)
 
 
-@node_name("LogaddexpBackward0")
+@one_node("LogaddexpBackward0", 2)
 @with_out
 def logaddexp(input, other, *, out=None):
     """``log(exp(input) + exp(other))`` without overflow."""
     return _logaddexp(input, other, base2=False)
 
 
-@node_name("Logaddexp2Backward0")
+@one_node("Logaddexp2Backward0", 2)
 @with_out
 def logaddexp2(input, other, *, out=None):
     """``log2(2 ** input + 2 ** other)`` without overflow."""
@@ -930,11 +930,12 @@ def _bind():
     T.where = where_method
 
     T.__add__ = _add
-    T.__radd__ = Add.binary_function(reflected=True)
+    # ``2 + x`` is ``x.add(2)`` in PyTorch (the tensor's edge first); + and * commute
+    T.__radd__ = Add.binary_function()
     T.__sub__ = _sub
     T.__rsub__ = _checked(_rsub_scalar, "-")
     T.__mul__ = _mul
-    T.__rmul__ = Mul.binary_function(reflected=True)
+    T.__rmul__ = Mul.binary_function()
     T.__truediv__ = _div
     T.__rtruediv__ = _checked(_rdiv, "/")
     T.__rdiv__ = T.__rtruediv__  # PyTorch keeps Python 2's name too

@@ -522,11 +522,11 @@ def meshgrid(*tensors, indexing=None):
                                f"got: {t}")
         if t._data.dtype != tensors[0]._data.dtype:
             raise RuntimeError("meshgrid expects all tensors to have the same dtype")
-    ts = [t.reshape(-1) for t in tensors]
+    ts = list(tensors)   # each viewed once, to its place in the grid (PyTorch's nodes)
     swap = indexing == "xy" and len(ts) >= 2
     if swap:
         ts[0], ts[1] = ts[1], ts[0]
-    shape = tuple(t._data.shape[0] for t in ts)
+    shape = tuple(t._data.size for t in ts)
     n = len(ts)
     out = [t.reshape((1,) * i + (-1,) + (1,) * (n - i - 1)).expand(shape)
            for i, t in enumerate(ts)]

@@ -20,6 +20,8 @@ from ember.ops._einsum import Diagonal, _tname, einsum
 from ember.ops._inplace import inplace_method
 from ember.ops._util import cj, wrap_dim
 from ember.ops._util import write_out as _write_out
+from ember.ops.composite_node import one_node
+from ember.ops.shape import _try_view
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm",
            "addmv", "addbmm", "baddbmm", "addr", "matrix_power", "kron", "tensordot", "einsum",
@@ -164,18 +166,23 @@ class Bmm(MatMul):
     torchscript = "bmm"
 
     def forward(self, a, b):
-        out = super().forward(a, b)
-        if a.dtype in (np.float32, np.float64) and b.ndim == 3 and \
-                a.shape[1] * a.shape[2] * b.shape[2] < 400 and a.size and b.size:
-            # PyTorch's CPU bmm of small matrices sums each row's products one by one
-            # from +0.0, in the working precision: where the result is not finite (NaN/inf
-            # input, or overflow) BLAS's order and fused multiply-adds may give another
-            # class of result (-inf for torch's NaN from inf - inf), so redo it that way
-            if not np.isfinite(out).all():
-                with np.errstate(all="ignore"):
-                    terms = a[:, :, :, None] * b[:, None, :, :]
-                    out = np.cumsum(terms, axis=2)[:, :, -1] + 0.0
-        return out
+        return bmm_arrays(a, b)
+
+
+def bmm_arrays(a, b):
+    """``bmm`` on arrays, with PyTorch's CPU results where they are not finite."""
+    out = MatMul.forward(None, a, b)
+    if a.dtype in (np.float32, np.float64) and b.ndim == 3 and \
+            a.shape[1] * a.shape[2] * b.shape[2] < 400 and a.size and b.size:
+        # PyTorch's CPU bmm of small matrices sums each row's products one by one
+        # from +0.0, in the working precision: where the result is not finite (NaN/inf
+        # input, or overflow) BLAS's order and fused multiply-adds may give another
+        # class of result (-inf for torch's NaN from inf - inf), so redo it that way
+        if not np.isfinite(out).all():
+            with np.errstate(all="ignore"):
+                terms = a[:, :, :, None] * b[:, None, :, :]
+                out = np.cumsum(terms, axis=2)[:, :, -1] + 0.0
+    return out
 
 
 def _matmul_node(a, b):
@@ -288,7 +295,9 @@ def outer(input, vec2, *, out=None):
         raise RuntimeError(f"outer: Expected 1-D argument self, but got {input.dim()}-D")
     if vec2.dim() != 1:
         raise RuntimeError(f"outer: Expected 1-D argument vec2, but got {vec2.dim()}-D")
-    return _write_out(input.unsqueeze(1) * vec2.unsqueeze(0), out, "outer")
+    # PyTorch's composite: the first vector reshaped to a column, broadcast against the
+    # second
+    return _write_out(input.reshape(-1, 1) * vec2, out, "outer")
 
 
 ger = outer
@@ -355,64 +364,6 @@ def multi_dot_chain(tensors):
     return res.view(shape)
 
 
-# ----- add* fused forms ---------------------------------------------------------------------
-def _scaled_add(input, prod, beta, alpha):
-    if input.dtype != prod.dtype:
-        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
-                           f"{_tname(input._data.dtype)} and {_tname(prod._data.dtype)}")
-    if prod._data.dtype.kind in "iu":  # PyTorch converts the scalars to the integer dtype
-        alpha, beta = int(alpha), int(beta)
-    if alpha != 1:
-        prod = prod * alpha
-    # beta == 0 ignores input entirely (its nan and inf do not propagate), as in PyTorch
-    input = input.expand(prod.shape)
-    if beta == 0:
-        return prod
-    return prod + (input if beta == 1 else input * beta)
-
-
-@node_name("AddmmBackward0")
-def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
-    """``beta * input + alpha * (mat1 @ mat2)``; ``input`` broadcasts to the product."""
-    if isinstance(mat1, Tensor) and isinstance(mat2, Tensor) and mat1.dtype != mat2.dtype:
-        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
-                           f"{_tname(mat1._data.dtype)} and {_tname(mat2._data.dtype)}")
-    return _write_out(_scaled_add(input, mm(mat1, mat2), beta, alpha), out)
-
-
-@node_name("AddmvBackward0")
-def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
-    """``beta * input + alpha * (mat @ vec)``."""
-    return _write_out(_scaled_add(input, mv(mat, vec), beta, alpha), out)
-
-
-@node_name("BaddbmmBackward0")
-def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
-    """``beta * input + alpha * bmm(batch1, batch2)``."""
-    return _write_out(_scaled_add(input, bmm(batch1, batch2), beta, alpha), out)
-
-
-@node_name("AddbmmBackward0")
-def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
-    """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (the batch is summed)."""
-    prod = bmm(batch1, batch2)
-    # summed in the operands' dtype: a plain integer sum would promote int32 to int64
-    return _write_out(_scaled_add(input, prod.sum(0, dtype=prod.dtype), beta, alpha),
-                      out, "addbmm")
-
-
-@node_name("AddrBackward0")
-def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
-    """``beta * input + alpha * outer(vec1, vec2)``."""
-    if input.dtype.name == vec1.dtype.name == vec2.dtype.name == "bool":
-        # torch's boolean addr: (beta and input) or (alpha and vec1 x vec2), still bool
-        prod = outer(vec1, vec2)
-        both = (input if beta else input & False) | (prod if alpha else prod & False)
-        return _write_out(both.expand(prod.shape) if both.shape != prod.shape else both,
-                          out, "addr")
-    return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out, "addr")
-
-
 # ----- powers, Kronecker, tensordot ----------------------------------------------------------
 def matrix_power(input, n, *, out=None):
     """``input`` (a square matrix or batch of them) to the integer power ``n``.
@@ -437,6 +388,8 @@ def matrix_power(input, n, *, out=None):
         from ember.ops.linalg_decomp import inverse
         input = inverse(input)
         n = -n
+    if n == 3:  # PyTorch's order for a cube: (A @ A) @ A
+        return _write_out(input.matmul(input).matmul(input), out, "matrix_power")
     result = None
     base = input
     while True:
@@ -454,17 +407,22 @@ def _eye_like(arr, n):
     return xp.eye(n, dtype=arr.dtype)
 
 
-@node_name("UnsafeViewBackward0")
 def kron(input, other, *, out=None):
     """Kronecker product; the operand with fewer dims gets leading size-1 dims."""
     _need_tensors("kron", ["input", "other"], input, other)
     nd = max(input.dim(), other.dim())
-    a = input.reshape((1,) * (nd - input.dim()) + tuple(input.shape))
-    b = other.reshape((1,) * (nd - other.dim()) + tuple(other.shape))
-    sa, sb = tuple(a.shape), tuple(b.shape)
-    a = a.reshape(tuple(s for d in sa for s in (d, 1)))
-    b = b.reshape(tuple(s for d in sb for s in (1, d)))
-    return _write_out((a * b).reshape(tuple(x * y for x, y in zip(sa, sb))), out, "kron")
+    sa = (1,) * (nd - input.dim()) + tuple(input.shape)
+    sb = (1,) * (nd - other.dim()) + tuple(other.shape)
+    ia = tuple(s for d in sa for s in (d, 1))
+    ib = tuple(s for d in sb for s in (1, d))
+    shape = tuple(x * y for x, y in zip(sa, sb))
+    if out is None and _mg.records_graph(input, other) and \
+            _try_view(input._data, ia) is not None and \
+            _try_view(other._data, ib) is not None:
+        # PyTorch's nodes: each operand and the product under ``_unsafe_view``
+        prod = _mg.UnsafeView.apply(input, ia) * _mg.UnsafeView.apply(other, ib)
+        return _mg.UnsafeView.apply(prod, shape)
+    return _write_out((input.reshape(ia) * other.reshape(ib)).reshape(shape), out, "kron")
 
 
 def tensordot(a, b, dims=2, out=None):
@@ -510,12 +468,23 @@ def tensordot(a, b, dims=2, out=None):
     k = math.prod(a.shape[d] for d in da)
     sa = [a.shape[d] for d in fa]
     sb = [b.shape[d] for d in fb]
-    am = a.permute(fa + da).reshape(math.prod(sa), k)
-    bm = b.permute(db + fb).reshape(k, math.prod(sb))
-    return _write_out(Mm.apply(am, bm).reshape(sa + sb), out)
+    if not sa and not sb:  # everything contracted: PyTorch takes one dot product
+        pa, pb = a.permute(da), b.permute(db)
+        res = Dot.apply(pa if pa.dim() == 1 else _td_reshape(pa, (k,)),
+                        pb if pb.dim() == 1 else _td_reshape(pb, (k,)))
+    else:
+        res = Mm.apply(_td_reshape(a.permute(fa + da), (math.prod(sa), k)),
+                       _td_reshape(b.permute(db + fb), (k, math.prod(sb))))
+    return _write_out(res.reshape(sa + sb), out)
 
 
-@node_name("TraceBackward0")
+def _td_reshape(x, shape):
+    """PyTorch's ``reshape`` inside ``tensordot``: a clone under ``_unsafe_view`` where no
+    view has that shape (in an eager graph), else a view."""
+    return x.reshape(shape)
+
+
+@one_node("TraceBackward0", 1)
 def trace(input):
     """Sum of the main diagonal of a matrix (integers sum as int64)."""
     _need_tensors("trace", ["input"], input)
@@ -681,18 +650,29 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
             n1 = (x1 * x1).sum(-1, keepdim=True)
             n2 = (x2 * x2).sum(-1, keepdim=True)
             return (n1 - 2 * x1.matmul(x2.mT) + n2.mT).clamp_min(1e-30).sqrt()
-        # on the batch flattened to one dim, viewed back at the end (PyTorch's graph for
-        # this route ends in that view)
+        # PyTorch's steps: a broadcast batch is expanded and flattened to one dim (each
+        # operand made contiguous and viewed), one _euclidean_dist, viewed back at the end
         batch = tuple(np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
-        M = x1.shape[-1]
-        a = x1.expand(*batch, P, M).reshape(-1, P, M)
-        b = x2.expand(*batch, R, M).reshape(-1, R, M)
-        n1 = (a * a).sum(-1, keepdim=True)
-        n2 = (b * b).sum(-1, keepdim=True)
-        d2 = n1 - 2 * a.matmul(b.mT) + n2.mT
-        return d2.clamp_min(1e-30).sqrt().view(*batch, P, R)
+        if math.prod(batch) != 1:
+            from ember.ops.shape import Expand
+            M = x1.shape[-1]
+            x1 = Expand.apply(x1, batch + (P, M)).contiguous().view(-1, P, M)
+            x2 = Expand.apply(x2, batch + (R, M)).contiguous().view(-1, R, M)
+        return _euclidean_dist(x1, x2).view(*batch, P, R)
     return Cdist.apply(x1, x2, float(p))
 
+
+@one_node("EuclideanDistBackward0", 2)
+def _euclidean_dist(x1, x2):
+    """``sqrt(|x1|^2 - 2 x1 x2^T + |x2|^2)`` row by row: matrix products, no (P, R, M)
+    intermediate."""
+    n1 = (x1 * x1).sum(-1, keepdim=True)
+    n2 = (x2 * x2).sum(-1, keepdim=True)
+    return (n1 - 2 * x1.matmul(x2.mT) + n2.mT).clamp_min(1e-30).sqrt()
+
+
+# the add* products (their own module; they call the products above)
+from ember.ops.linalg_add import addbmm, addmm, addmv, addr, baddbmm  # noqa: E402
 
 _TENSOR_METHODS = {
     "matmul": matmul, "mm": mm, "bmm": bmm, "mv": mv, "dot": dot, "vdot": vdot,

@@ -14,6 +14,7 @@ from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
 from ember.ops._einsum import DiagEmbed, _tname
+from ember.ops.composite_node import one_node
 from ember.ops.linalg import _write_out
 from ember.ops.reduction import _return_type, return_types
 
@@ -367,7 +368,14 @@ def _solve(a, b):
     return Solve.apply(a, b)
 
 
-@node_name("LinalgSolveExBackward0")  # vectors and left=False in PyTorch's one node
+def _solve_composite(A, B, *, left=True, out=None):
+    """Whether ``solve`` is a composite of ember's (vectors, ``left=False``) that PyTorch
+    runs as its one node."""
+    return not left or isinstance(B, Tensor) and isinstance(A, Tensor) and (
+        B.dim() == 1 or B.dim() == A.dim() - 1 and B.shape == A.shape[:-1])
+
+
+@one_node("LinalgSolveExBackward0", 2, when=_solve_composite)
 def solve(A, B, *, left=True, out=None):
     """The solution ``X`` of ``A @ X = B`` (or ``X @ A = B`` with ``left=False``).
 
@@ -412,7 +420,7 @@ def solve_ex(A, B, *, left=True, check_errors=False, out=None):
                     out)
 
 
-@node_name("LinalgSolveTriangularBackward0")
+@one_node("LinalgSolveTriangularBackward0", 2)
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     """Solve ``A X = B`` (or ``X A = B``) reading only the upper or lower triangle of ``A``."""
     _check_square("linalg.solve_triangular", A)
@@ -504,7 +512,7 @@ def _from_cholesky(L, upper, name):
     return _mh(L).matmul(L) if upper else L.matmul(_mh(L))
 
 
-@node_name("CholeskySolveBackward0")
+@one_node("CholeskySolveBackward0", 2)
 def cholesky_solve(B, L, upper=False, *, out=None):
     """The solution of ``A X = B`` given the Cholesky factor ``L`` of ``A = L L^T``."""
     if B.dtype != L.dtype:
@@ -514,7 +522,7 @@ def cholesky_solve(B, L, upper=False, *, out=None):
     return _write_out(solve(_from_cholesky(L, upper, "cholesky_solve"), B), out, "cholesky_solve")
 
 
-@node_name("CholeskyInverseBackward0")
+@one_node("CholeskyInverseBackward0", 1)
 def cholesky_inverse(L, upper=False, *, out=None):
     """The inverse of ``A = L L^T`` (or ``U^T U``) from its Cholesky factor."""
     _check_float("cholesky_inverse", L)
@@ -906,7 +914,7 @@ _PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796
            40840800., 960960., 16380., 182., 1.)
 
 
-@node_name("LinalgMatrixExpBackward0")
+@one_node("LinalgMatrixExpBackward0", 1)
 def matrix_exp(A):
     """The matrix exponential ``sum_k A^k / k!`` of a square matrix (or batch).
 

@@ -1,21 +1,21 @@
 """Norms between and within tensors, as composites of ember ops: ``dist``, ``renorm``."""
 from ember._factory import ones_like
 from ember.autograd.grad_mode import no_grad
-from ember.autograd.node_names import node_name
 from ember.ops._util import with_out
+from ember.ops.composite_node import one_node
 from ember.ops.elementwise import where
 
 __all__ = ["dist", "renorm"]
 
 
-@node_name("DistBackward0")
+@one_node("DistBackward0", 2)
 def dist(input, other, p=2):
     """The ``p``-norm of ``input - other``."""
     from ember.linalg import vector_norm  # torch.linalg is built on ops
     return vector_norm(input - other, p)
 
 
-@node_name("RenormBackward0")
+@one_node("RenormBackward0", 1)
 @with_out
 def renorm(input, p, dim, maxnorm):
     """Each slice along ``dim`` rescaled so that its ``p``-norm is at most ``maxnorm``."""

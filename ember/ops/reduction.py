@@ -19,6 +19,7 @@ from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
 from ember.ops._util import to_float, with_out, wrap_dim, wrap_dims
+from ember.ops.composite_node import one_node
 
 __all__ = ["sum", "mean", "nansum", "nanmean", "prod", "std", "var", "std_mean", "var_mean",
            "norm", "logsumexp", "softmax", "log_softmax", "all", "any", "count_nonzero",
@@ -629,6 +630,13 @@ class _VectorNorm(Primitive):
         return _jvp.reduced(self, t, self.meta[1], self.meta[2])
 
 
+class NormScalarOpt(_VectorNorm):
+    """``norm(input, p, dim)``'s node as PyTorch's own composites record it
+    (``NormBackward1``); ``torch.norm`` from Python is ``linalg.vector_norm``'s node."""
+    _node_name = "NormBackward1"
+    _op_name = "_VectorNorm"   # the same op: its spellings write it
+
+
 def _vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None):
     """``linalg.vector_norm``: ``sum(|x|**ord)**(1/ord)`` over ``dim`` (all dims when None),
     with ``ord`` 0 (count of nonzeros), inf (max |x|) and -inf (min |x|)."""
@@ -643,6 +651,12 @@ def _vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None):
     return _VectorNorm.apply(input, float(ord), _axes(input, dim), keepdim)
 
 
+def _vector_casts(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    return dtype is not None and p != "nuc"
+
+
+# with a dtype, PyTorch's one node computes in it (no ToCopyBackward0 below)
+@one_node("LinalgVectorNormBackward0", 1, when=_vector_casts)
 @with_out
 def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     """The vector norm of ``input`` over ``dim`` (all dims when None) for a number ``p``

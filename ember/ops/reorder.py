@@ -3,11 +3,11 @@ one dim. Bound as ``Tensor`` methods (and re-exported) by :mod:`ember.ops.shape`
 import numpy as np
 
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
 from ember.ops._util import wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
+from ember.ops.composite_node import one_node
 
 __all__ = ["flip", "fliplr", "flipud", "roll", "rot90"]
 
@@ -90,7 +90,7 @@ def roll(input, shifts, dims=None):
     return Roll.apply(input, shifts, tuple(wrap_dim(d, input._data.ndim) for d in dims))
 
 
-@node_name("Rot90Backward0")
+@one_node("Rot90Backward0", 1)
 def rot90(input, k=1, dims=(0, 1)):
     """Rotate by 90 degrees ``k`` times in the plane of ``dims`` (from the first dim
     towards the second)."""

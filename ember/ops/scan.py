@@ -370,31 +370,6 @@ def _complex_logcumsumexp(x, dim):
 
 
 # ----- diff -----------------------------------------------------------------------------------
-class _Concat(Primitive):
-    """Join along an axis (for ``diff``'s ``prepend``/``append``)."""
-
-    def forward(self, axis, *xs):
-        from ember.ops._util import promote_arrays
-        out = xs[0]
-        for other in xs[1:]:
-            out, _ = promote_arrays(out, other)
-        xs = [x.astype(out.dtype, copy=False) for x in xs]
-        self.meta = (axis, [x.shape[axis] for x in xs])
-        return array_module(xs[0]).concatenate(xs, axis=axis)
-
-    def backward(self, gy):
-        axis, sizes = self.meta
-        out, start = [None], 0
-        for n in sizes:
-            idx = [slice(None)] * gy.dim()
-            idx[axis] = slice(start, start + n)
-            out.append(gy[tuple(idx)])
-            start += n
-        return tuple(out)
-
-    jvp = _jvp.linear()
-
-
 @with_out
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     """The ``n``-th forward difference along ``dim`` (``out[i] = x[i + 1] - x[i]``), after
@@ -420,13 +395,13 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
                                "that of input except along the differencing dimension; input "
                                f"size: {list(input.shape)}, tensor size: {list(p.shape)}")
     if len(parts) > 1:
-        input = _Concat.apply(axis, *parts)
-    for _ in range(n):
-        size = input.shape[axis]
-        hi = [slice(None)] * input.dim()
-        lo = [slice(None)] * input.dim()
-        hi[axis], lo[axis] = slice(1, None), slice(0, max(size - 1, 0))
-        a, b = input[tuple(hi)], input[tuple(lo)]
+        from ember.ops.join import cat
+        input = cat(parts, axis)
+    # PyTorch's steps: at most size differences, each of two narrowed copies
+    from ember.ops.shape import narrow
+    size = input.shape[axis]
+    for i in range(min(n, size)):
+        a, b = narrow(input, axis, 1, size - 1 - i), narrow(input, axis, 0, size - 1 - i)
         input = a != b if input._data.dtype == np.bool_ else a - b
     return input
 

@@ -350,7 +350,9 @@ def t(input):
     n = input._data.ndim
     if n > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
-    return T.apply(input, 0, 1) if n == 2 else View.apply(input, input._data.shape)
+    if n == 0:
+        return View.apply(input, ())
+    return T.apply(input, 0, n - 1)  # a vector's transpose is itself, PyTorch's node still
 
 
 def movedim(input, source, destination):

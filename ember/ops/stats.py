@@ -285,12 +285,14 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     w = fweights
     if aweights is not None:
         w = aweights if w is None else w * aweights
+    # PyTorch's steps (and nodes): the sums over the observations divided by their
+    # count or total weight (a tensor), unsqueezed
     if w is None:
-        mean = x.mean(1, keepdim=True)
+        mean = (x.sum(1) / _make(array_module(x._data).asarray(n))).unsqueeze(1)
         norm = n - correction
     else:
         wsum = w.sum()
-        mean = (x * w).sum(1, keepdim=True) / wsum
+        mean = ((x * w).sum(1) / wsum).unsqueeze(1)
         if correction == 0:
             norm = wsum
         elif aweights is None:
@@ -299,7 +301,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
             norm = wsum - correction * (w * aweights).sum() / wsum
     xc = x - mean
     xw = xc if w is None else xc * w
-    c = xc @ (xw.T.conj() if xw.is_complex() else xw.T)  # the conjugate for complex data
+    c = xc.mm(xw.t().conj())  # the conjugate for complex data
     if isinstance(norm, Tensor):
         norm = norm.clamp_min(0)
     else:
@@ -314,8 +316,8 @@ def corrcoef(input):
         return c / c
     d = c.diagonal()
     stddev = d.sqrt()
-    c = c / stddev.unsqueeze(1)
-    c = c / stddev.unsqueeze(0)
+    c = c / stddev.view(-1, 1)
+    c = c / stddev.view(1, -1)
     if c.is_complex():  # the real and imaginary parts are clipped each, as torch
         from ember.ops.complex_numbers import complex as _complex
         return _complex(c.real.clamp(-1, 1), c.imag.clamp(-1, 1))

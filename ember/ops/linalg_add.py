@@ -1,0 +1,140 @@
+"""The ``add*`` products: ``beta * input + alpha * product`` for ``addmm``, ``addmv``,
+``addr``, ``baddbmm`` and ``addbmm``.
+
+Where an eager graph is recorded each is PyTorch's one node over its three inputs
+(``ember.ops.matmul_graph.ADD_PRODUCTS``); elsewhere (no gradient, captures,
+transforms, integer and boolean operands) the product and the scaled sum are composed
+from ember's ops.
+"""
+import numpy as np
+
+from ember._tensor import Tensor
+from ember.ops import matmul_graph as _mg
+from ember.ops._einsum import _tname
+from ember.ops._util import write_out as _write_out
+from ember.ops.linalg import bmm, mm, mv, outer
+
+__all__ = ["addmm", "addmv", "addbmm", "baddbmm", "addr"]
+
+
+def _scaled_add(input, prod, beta, alpha):
+    if input.dtype != prod.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{_tname(input._data.dtype)} and {_tname(prod._data.dtype)}")
+    if prod._data.dtype.kind in "iu":  # PyTorch converts the scalars to the integer dtype
+        alpha, beta = int(alpha), int(beta)
+    if alpha != 1:
+        prod = prod * alpha
+    # beta == 0 ignores input entirely (its nan and inf do not propagate), as in PyTorch
+    input = input.expand(prod.shape)
+    if beta == 0:
+        return prod
+    return prod + (input if beta == 1 else input * beta)
+
+
+def _eager_add(cls, input, check, a, b, beta, alpha, out):
+    """``cls`` (a node of ``matmul_graph.ADD_PRODUCTS``: PyTorch's one node over its
+    three inputs) where a graph is recorded in eager mode, after ``check(a, b)`` (the
+    product's own errors); None elsewhere: captures and transforms record the
+    composite, whose ops have their rules."""
+    if out is not None or not isinstance(input, Tensor) or \
+            not _mg.records_graph(input, a, b) or input._data.dtype.kind not in "fc":
+        return None
+    prod_shape = check(a, b)
+    if input.dtype != a.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{_tname(input._data.dtype)} and {_tname(a._data.dtype)}")
+    try:
+        shape = np.broadcast_shapes(tuple(input.shape), prod_shape)
+    except ValueError:
+        shape = None
+    if shape != prod_shape:
+        input.expand(prod_shape)  # PyTorch's error for an input that does not broadcast
+    return cls.apply(input, a, b, beta=beta, alpha=alpha)
+
+
+def _mm_shape(a, b):
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        mm(a.detach(), b.detach())  # its error
+    return (a.shape[0], b.shape[1])
+
+
+def _mv_shape(a, b):
+    if a.dim() != 2 or b.dim() != 1 or a.shape[1] != b.shape[0] or a.dtype != b.dtype:
+        mv(a.detach(), b.detach())  # its error
+    return (a.shape[0],)
+
+
+def _bmm_shape(a, b):
+    if a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0] or \
+            a.shape[2] != b.shape[1] or a.dtype != b.dtype:
+        bmm(a.detach(), b.detach())  # its error
+    return (a.shape[0], a.shape[1], b.shape[2])
+
+
+def _sum_bmm_shape(a, b):
+    return _bmm_shape(a, b)[1:]
+
+
+def _outer_shape(a, b):
+    if a.dim() != 1 or b.dim() != 1:
+        outer(a.detach(), b.detach())  # its error
+    return (a.shape[0], b.shape[0])
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * (mat1 @ mat2)``; ``input`` broadcasts to the product."""
+    if isinstance(mat1, Tensor) and isinstance(mat2, Tensor):
+        if mat1.dtype != mat2.dtype:
+            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                               f"{_tname(mat1._data.dtype)} and {_tname(mat2._data.dtype)}")
+        res = _eager_add(_mg.AddmmScaled, input, _mm_shape, mat1, mat2, beta, alpha, out)
+        if res is not None:
+            return res
+    return _write_out(_scaled_add(input, mm(mat1, mat2), beta, alpha), out)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * (mat @ vec)``."""
+    if isinstance(mat, Tensor) and isinstance(vec, Tensor):
+        res = _eager_add(_mg.Addmv, input, _mv_shape, mat, vec, beta, alpha, out)
+        if res is not None:
+            return res
+    return _write_out(_scaled_add(input, mv(mat, vec), beta, alpha), out)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * bmm(batch1, batch2)``."""
+    if isinstance(batch1, Tensor) and isinstance(batch2, Tensor):
+        res = _eager_add(_mg.Baddbmm, input, _bmm_shape, batch1, batch2, beta, alpha, out)
+        if res is not None:
+            return res
+    return _write_out(_scaled_add(input, bmm(batch1, batch2), beta, alpha), out)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (the batch is summed)."""
+    if isinstance(batch1, Tensor) and isinstance(batch2, Tensor):
+        res = _eager_add(_mg.Addbmm, input, _sum_bmm_shape, batch1, batch2, beta, alpha,
+                         out)
+        if res is not None:
+            return res
+    prod = bmm(batch1, batch2)
+    # summed in the operands' dtype: a plain integer sum would promote int32 to int64
+    return _write_out(_scaled_add(input, prod.sum(0, dtype=prod.dtype), beta, alpha),
+                      out, "addbmm")
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * outer(vec1, vec2)``."""
+    if input.dtype.name == vec1.dtype.name == vec2.dtype.name == "bool":
+        # torch's boolean addr: (beta and input) or (alpha and vec1 x vec2), still bool
+        prod = outer(vec1, vec2)
+        both = (input if beta else input & False) | (prod if alpha else prod & False)
+        return _write_out(both.expand(prod.shape) if both.shape != prod.shape else both,
+                          out, "addr")
+    if isinstance(vec1, Tensor) and isinstance(vec2, Tensor) and vec1.dtype == vec2.dtype:
+        res = _eager_add(_mg.Addr, input, _outer_shape, vec1, vec2, beta, alpha, out)
+        if res is not None:
+            return res
+    return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out, "addr")
