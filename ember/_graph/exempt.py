@@ -4,7 +4,7 @@ TorchScript writer's list (``ember.jit._op_exempt``) and the ONNX exporter's
 from ember.ops import (
     _views,
     bitwise,
-    composite_kernel,
+    composite_node,
     conv,
     conversion,
     diagonals,
@@ -44,7 +44,7 @@ FAMILY_BASES = (
     elementwise._Compare, elementwise._MinMax, elementwise._FMinMax, extrema._AmaxAmin,
     extrema._ArgExtreme, extrema._EvenAll, extrema._SelectDim, linalg_decomp._SavesOutputs,
     reduction._AllAny, reduction._StatMean, reduction._VarStd, rnn._Layer, scan._CumExtreme,
-    special._IgammaBase, composite_kernel.CompositeNode,
+    special._IgammaBase, composite_node.CompositeNode,
     unary._Predicate, unary._Unary)
 
 BACKWARD_ONLY = (
@@ -60,7 +60,7 @@ EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",
     rnn.MkldnnLSTMLayer, matmul_graph.Addmm, matmul_graph.UnsafeView,
     matmul_graph.Trilinear, flat_index.Take, flat_index.Put, flat_index.MaskedSelect,
-    shape.NarrowCopy, diagonals.DiagonalCopy, *composite_kernel.nodes())
+    shape.NarrowCopy, diagonals.DiagonalCopy, *composite_node.nodes())
 
 RANDOM = (
     "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",
@@ -86,10 +86,8 @@ SPARSE = (
 def _eager_graph_nodes():
     """The nodes made only where an eager graph is recorded, to show PyTorch's one node
     for a call ember computes otherwise (``matmul_graph``'s add* products and
-    ``composite_node``'s one-node composites)."""
-    from ember.ops import composite_node
-    return (matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS,
-            *composite_node.eager_nodes())
+    ``composite_node``'s one-node composites, listed with the other eager-only nodes)."""
+    return (matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS)
 
 
 EAGER_ONLY = EAGER_ONLY + _eager_graph_nodes()

@@ -14,7 +14,7 @@ from ember.nn._functional_aten import conv_tbc, native_channel_shuffle  # noqa: 
 
 # the multi-layer recurrent functions (one node each in a graph capture)
 from ember.nn.functional_rnn import gru, lstm, rnn_relu, rnn_tanh
-from ember.ops.composite_kernel import CompositeNode, call
+from ember.ops.composite_node import CompositeNode, call
 
 __all__ = [
     "dropout", "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout",

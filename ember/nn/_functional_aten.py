@@ -1,5 +1,5 @@
 """Names of ``torch.nn.functional`` that are constants or ATen aliases."""
-from ember.ops.composite_kernel import CompositeNode, call
+from ember.ops.composite_node import CompositeNode, call
 from ember.ops.conv import conv1d
 
 __all__ = ["GRID_SAMPLE_INTERPOLATION_MODES", "GRID_SAMPLE_PADDING_MODES",

@@ -68,8 +68,7 @@ from ember.nn.functional_activations import (  # noqa: F401
 from ember.ops import matmul_graph as _mg
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for  # noqa: F401  (kept on F)
-from ember.ops.composite_kernel import CompositeNode, call
-from ember.ops.composite_node import one_node
+from ember.ops.composite_node import CompositeNode, call, one_node
 from ember.ops.shape import pad  # noqa: F401  (torch.nn.functional.pad)
 from ember.ops.unary import zero_curvature as _zero_curvature  # noqa: F401  (kept on F)
 

@@ -16,7 +16,7 @@ from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
-from ember.ops.composite_kernel import CompositeNode, call
+from ember.ops.composite_node import CompositeNode, call
 from ember.ops.unary import zero_curvature as _zero_curvature
 
 __all__ = [

@@ -76,6 +76,10 @@ from ember.ops.view_copies import *  # noqa: E402,F401,F403
 
 __all__ += (searching.__all__ + combinatorics.__all__ + integration.__all__ + norms.__all__
             + elementwise_composites.__all__ + view_copies.__all__)
+from ember.ops import linalg_add  # noqa: E402,F401  (addmm, addmv, addr, baddbmm, addbmm)
+from ember.ops.linalg_add import *  # noqa: E402,F401,F403
+
+__all__ += linalg_add.__all__
 from ember.ops import linalg_lu  # noqa: E402,F401  (lu, lu_unpack, triangular_solve, ormqr ...)
 from ember.ops.linalg_lu import *  # noqa: E402,F401,F403
 

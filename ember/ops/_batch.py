@@ -591,12 +591,9 @@ def _no_batch_rule():
             if not c.__dict__.get("_renamed_from"):
                 table[c] = _RANDOM
                 stack.append(c)
-    from ember.ops import composite_node
-    for c in (matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS,
-              *composite_node.eager_nodes()):
+    for c in (matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS):
         table[c] = ("made only in eager mode to show PyTorch's one node; under vmap the "
-                    "add* products and the one-node composites run their composites, whose "
-                    "ops have rules")
+                    "add* products run their composites, whose ops have rules")
     for c in (rnn.GRULayer, rnn.LSTMLayer, rnn.RNNReluLayer, rnn.RNNTanhLayer,
               rnn.MkldnnLSTMLayer):
         table[c] = "recurrent layers over packed rows; no rule written yet"
@@ -606,9 +603,9 @@ def _no_batch_rule():
     for c in (flat_index.Take, flat_index.Put, flat_index.MaskedSelect, shape.NarrowCopy):
         table[c] = ("made only in eager mode to show PyTorch's node; under vmap take, put, "
                     "masked_select and narrow_copy run as index ops, which have rules")
-    from ember.ops import composite_kernel
-    table[composite_kernel.CompositeNode] = "a family base class: never recorded itself"
-    for c in composite_kernel.nodes():
+    from ember.ops import composite_node
+    table[composite_node.CompositeNode] = "a family base class: never recorded itself"
+    for c in composite_node.nodes():
         table[c] = ("made only in eager mode to show PyTorch's node; under vmap the "
                     "composite's primitives run, which have rules")
     return table

@@ -1,79 +1,141 @@
-"""One backward node for a function ember computes as a composite of primitives.
+"""One node for an op that PyTorch runs as one kernel and ember writes as a composite.
 
-PyTorch runs some functions as one kernel with one node over the function's own inputs
-(``dist`` is ``DistBackward0`` over ``(input, other)``, ``linalg.matrix_exp`` one
-``LinalgMatrixExpBackward0``); ember computes them from primitives. Where a user can see
-the graph (eager mode, a graph being recorded) such a function runs as one
-:class:`EagerComposite` node of PyTorch's name over PyTorch's inputs in PyTorch's order:
-its forward runs the composite on the arrays without recording, and its backward runs
-the composite again on the saved inputs under grad mode and takes its vector-Jacobian
-product (with ``create_graph`` when the engine records the backward pass, so higher
-derivatives stay exact). Captures and transforms (jit, ONNX, vmap, forward AD) keep
-running the composite, whose primitives have their rules; these nodes are exempt from
-them for that reason.
+``F.gelu`` in ember is a few elementwise primitives; PyTorch records one
+``GeluBackward0`` whose only input is ``x``. A :class:`CompositeNode` subclass is that
+one node: its forward runs the composite on arrays with no graph, and its backward
+differentiates the same composite again on the saved inputs (``autograd.grad``, with a
+graph when the engine is asked for one, so double backward is exact). A subclass may
+give a direct formula instead (``backward``), where the op is on a hot path.
 
-A subclass names the node (``_node_name``), the composite (``composite``, a function of
-Tensors and the call's plain parameters) and which positional inputs are Tensors
-(``save_inputs``); plain parameters are passed as keywords, so they are no edges.
+The node is made only where someone can see it: in eager mode, when the call records a
+graph (:func:`records_graph`). Under ``no_grad``, with inputs that need no gradient, and
+under a transforming mode (a graph capture, vmap, forward AD) the composite runs as
+before, so exporters, batching rules and tangents are the composite's primitives' own:
+:func:`call` picks the route.
+
+A subclass declares:
+
+- ``composite``: ``f(*tensors, **params)`` returning one Tensor (a staticmethod);
+- ``save_inputs``: the positions of every Tensor input (all of them are read back);
+- ``n_inputs`` / ``_edge_inputs``: PyTorch's edge list where it is not every Tensor
+  input (a mask or noise that PyTorch takes as a plain argument).
+
+A composite function whose first parameters are its Tensors declares its node with the
+:func:`one_node` decorator instead (``dist`` is ``DistBackward0`` over ``(input, other)``,
+``linalg.matrix_exp`` one ``LinalgMatrixExpBackward0``).
 """
 import functools
 import inspect
 
-from ember._tensor import Tensor, _make
+import numpy as np
+
+from ember._tensor import Tensor, _make, _mode_active, _mode_stack
 from ember.autograd.grad_mode import enable_grad, no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 
-__all__ = ["EagerComposite", "one_node", "eager_nodes"]
+__all__ = ["CompositeNode", "call", "one_node", "named_nodes", "nodes"]
 
-# modules defining EagerComposite nodes: imported before the nodes are listed
-_DEFINING = ("ember.ops.linalg_decomp", "ember.ops.norms", "ember.ops.reorder",
-             "ember.ops.elementwise", "ember.ops.linalg",
-             "ember.nn.functional", "ember._runtime_api", "ember.linalg",
-             "ember.ops.reduction")
+# the modules whose import defines CompositeNode subclasses (see ``nodes``)
+_DEFINED_IN = ("ember.nn.functional_activations", "ember.nn.functional",
+               "ember.ops.normalization_nodes", "ember.ops.resample", "ember.ops.resample_aa",
+               "ember.ops.padding", "ember.ops.grid_sample", "ember.nn._aten_ops",
+               "ember.nn._functional_aten", "ember.ops.linalg_decomp", "ember.ops.norms",
+               "ember.ops.reorder", "ember.ops.elementwise", "ember.ops.linalg",
+               "ember._runtime_api", "ember.linalg", "ember.ops.reduction")
 
 
-class EagerComposite(Primitive):
-    """Base of the one-node forms of composite functions (see the module's docstring)."""
+def _is_array(a):
+    return isinstance(a, np.ndarray) or (hasattr(a, "__cuda_array_interface__")
+                                         and hasattr(a, "dtype"))
+
+
+def _root(a):
+    """The array owning ``a``'s memory (``a`` itself when it is no view)."""
+    while getattr(a, "base", None) is not None and _is_array(a.base):
+        a = a.base
+    return a
+
+
+class CompositeNode(Primitive):
+    """Base of the one-node ops over ember composites (see the module docstring)."""
     _base_class = True
     composite = None
 
     def forward(self, *args, **params):
+        self._plain = [None if _is_array(a) else a for a in args]
         self.params = params
-        ts = [None if a is None else _make(a, False) for a in args]
         with no_grad():
-            out = type(self).composite(*ts, **params)
-        # a fresh array: the output is no view of an input
-        return out._data.copy() if out._data.base is not None else out._data
+            out = type(self).composite(*[_make(a) if _is_array(a) else a for a in args],
+                                       **params)
+        out = out._data
+        # the node's output is a new tensor: never an input's memory seen again
+        roots = {id(_root(a)) for a in args if _is_array(a)}
+        return out.copy() if id(_root(out)) in roots else out
+
+    def _inputs(self):
+        """The forward's positional arguments again, the Tensors read back from the
+        saved ones (version-checked)."""
+        args = list(self._plain)
+        for i, t in zip(type(self).save_inputs, self.saved_tensors):
+            args[i] = t
+        return args
 
     def backward(self, gy):
-        from ember.autograd import grad
-        saved = self.saved_tensors
+        return self.recompute_grads(gy)
+
+    def recompute_grads(self, gy):
+        """Each input's gradient as the vjp of the composite recomputed on the saved
+        inputs: on detached copies for a first-order pass, on the inputs themselves
+        (so that the result is differentiable again) when the engine records a graph."""
+        from ember.autograd import grad as _grad
+        args = self._inputs()
+        need = [i for i in type(self).save_inputs
+                if i < len(self._edges) and self._edges[i] is not None]
         create = _grad_state.grad_enabled
-        args, wrt, where = [], [], []
-        for i, x in enumerate(saved):
-            if isinstance(x, Tensor) and self._edges[i] is not None:
-                # with create_graph the inputs stay in the graph (a view of each), so the
-                # gradient depends on them; otherwise fresh leaves
-                v = x.view_as(x) if create else x.detach().requires_grad_()
-                wrt.append(v)
-                where.append(i)
-                args.append(v)
-            else:
-                args.append(x.detach() if isinstance(x, Tensor) else x)
         with enable_grad():
+            if not create:
+                for i in type(self).save_inputs:
+                    if isinstance(args[i], Tensor):
+                        args[i] = args[i].detach().requires_grad_(i in need)
             out = type(self).composite(*args, **self.params)
-        gs = grad(out, wrt, gy, create_graph=create, allow_unused=True)
-        res = [None] * len(saved)
-        for i, g in zip(where, gs):
-            res[i] = g
-        return tuple(res)
+            if not need or not out.requires_grad:
+                return (None,) * len(args)
+            grads = _grad(out, [args[i] for i in need], gy, create_graph=create,
+                          allow_unused=True)
+        result = [None] * len(args)
+        for i, g in zip(need, grads):
+            result[i] = g
+        return tuple(result)
+
+
+def records_graph(*tensors):
+    """Whether a call on ``tensors`` records a graph in eager mode: grad mode on, some
+    input requiring grad, and no mode on the stack but observers (the profiler). The
+    rule of :func:`ember.ops.matmul_graph.records_graph`, which this module cannot
+    import (``shape`` imports ``padding``, which imports this)."""
+    if not _grad_state.grad_enabled:
+        return False
+    for i in range(_mode_active[0]):
+        if not getattr(_mode_stack[i], "observer", False):
+            return False
+    for x in tensors:
+        if x is not None and x._requires_grad:
+            return True
+    return False
+
+
+def call(cls, *args, **params):
+    """``cls``'s node where a graph is recorded in eager mode, else the composite."""
+    if records_graph(*[a for a in args if isinstance(a, Tensor)]):
+        return cls.apply(*args, **params)
+    return cls.composite(*args, **params)
 
 
 def one_node(name, n_tensors, *, when=None, names=()):
     """Decorator: the composite function ``fn``, whose first ``n_tensors`` parameters
     are its Tensor inputs (None allowed) and the rest plain values, runs as one
-    :class:`EagerComposite` node named ``name`` where the call records a graph in eager
+    node (a :class:`CompositeNode`) named ``name`` where the call records a graph in eager
     mode (no ``out=``; a floating or complex input requiring grad), and as itself
     elsewhere. ``when(*args, **kwargs)``, if given, must also hold (PyTorch records a
     composite for the other calls). ``name`` may be a function of the call's arguments
@@ -81,7 +143,7 @@ def one_node(name, n_tensors, *, when=None, names=()):
     def decorate(fn):
         sig = inspect.signature(fn)
         names_ = list(sig.parameters)
-        classes = {n: type(EagerComposite)(n.split("Backward")[0], (EagerComposite,), {
+        classes = {n: type(CompositeNode)(n.split("Backward")[0], (CompositeNode,), {
             "_node_name": n, "composite": staticmethod(fn),
             "save_inputs": tuple(range(n_tensors)), "__module__": fn.__module__,
             "__qualname__": f"{fn.__qualname__}.node_{n}", "__doc__": fn.__doc__})
@@ -89,7 +151,6 @@ def one_node(name, n_tensors, *, when=None, names=()):
 
         @functools.wraps(fn)
         def call(*args, **kwargs):
-            from ember.ops.matmul_graph import records_graph
             ts = args[:n_tensors]
             if len(ts) < n_tensors:
                 ts = ts + tuple(kwargs.get(n) for n in names_[len(ts):n_tensors])
@@ -112,15 +173,31 @@ def one_node(name, n_tensors, *, when=None, names=()):
     return decorate
 
 
-def eager_nodes():
-    """Every :class:`EagerComposite` node class (for the exemption lists)."""
+def nodes():
+    """Every CompositeNode subclass (the modules that define them imported first)."""
     import importlib
-    for m in _DEFINING:
+    for m in _DEFINED_IN:
         importlib.import_module(m)
-    out, stack = [], [EagerComposite]
+    out, stack = [], [CompositeNode]
     while stack:
         for c in stack.pop().__subclasses__():
-            if not c.__dict__.get("_renamed_from"):
+            if c not in out and not c.__dict__.get("_renamed_from"):
                 out.append(c)
                 stack.append(c)
-    return [EagerComposite] + out
+    return out
+
+
+def named_nodes(base, names, module, aten=None):
+    """``{key: subclass of base}`` with PyTorch's node name ``names[key]`` each (one op
+    whose node name depends on its mode or rank); ``module`` is the defining module's
+    ``__name__``; ``aten(key)``, if given, is the profiler's ``aten::`` name where it is
+    not the node name's."""
+    out = {}
+    for key, node_name in names.items():
+        op = node_name[:-len("Backward0")] if node_name.endswith("Backward0") else node_name
+        attrs = {"_node_name": node_name, "_op_name": op, "__module__": module,
+                 "__qualname__": f"{base.__qualname__}.{op}"}
+        if aten is not None and aten(key) is not None:
+            attrs["profiler_name"] = aten(key)
+        out[key] = type(base)(op, (base,), attrs)
+    return out

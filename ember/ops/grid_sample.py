@@ -14,7 +14,7 @@ import math
 import warnings
 
 from ember._factory import linspace, ones, zeros, zeros_like
-from ember.ops.composite_kernel import CompositeNode, call, named_nodes
+from ember.ops.composite_node import CompositeNode, call, named_nodes
 from ember.ops.elementwise import fmod, where
 from ember.ops.join import meshgrid, stack
 from ember.ops.linalg import bmm

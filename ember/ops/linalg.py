@@ -17,15 +17,14 @@ from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _batch_nn, _jvp
 from ember.ops import matmul_graph as _mg
 from ember.ops._einsum import Diagonal, _tname, einsum
-from ember.ops._inplace import inplace_method
 from ember.ops._util import cj, wrap_dim
 from ember.ops._util import write_out as _write_out
 from ember.ops.composite_node import one_node
 from ember.ops.shape import _try_view
 
-__all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm",
-           "addmv", "addbmm", "baddbmm", "addr", "matrix_power", "kron", "tensordot", "einsum",
-           "trace", "cross", "cdist", "chain_matmul"]
+__all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger",
+           "matrix_power", "kron", "tensordot", "einsum", "trace", "cross", "cdist",
+           "chain_matmul"]
 
 # C++ names PyTorch prints in its matmul dtype errors
 _CNAME = {"float32": "float", "float64": "double", "float16": "c10::Half",
@@ -671,19 +670,13 @@ def _euclidean_dist(x1, x2):
     return (n1 - 2 * x1.matmul(x2.mT) + n2.mT).clamp_min(1e-30).sqrt()
 
 
-# the add* products (their own module; they call the products above)
-from ember.ops.linalg_add import addbmm, addmm, addmv, addr, baddbmm  # noqa: E402
-
 _TENSOR_METHODS = {
     "matmul": matmul, "mm": mm, "bmm": bmm, "mv": mv, "dot": dot, "vdot": vdot,
-    "inner": inner, "outer": outer, "ger": outer, "addmm": addmm, "addmv": addmv,
-    "addbmm": addbmm, "baddbmm": baddbmm, "addr": addr, "matrix_power": matrix_power,
+    "inner": inner, "outer": outer, "ger": outer, "matrix_power": matrix_power,
     "kron": kron, "trace": trace, "cross": cross,
 }
 for _name, _fn in _TENSOR_METHODS.items():
     setattr(Tensor, _name, _fn)
-for _name in ("addmm", "addmv", "addbmm", "baddbmm", "addr"):
-    setattr(Tensor, _name + "_", inplace_method(_TENSOR_METHODS[_name]))
 
 
 def _matmul_op(self, other):

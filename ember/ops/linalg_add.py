@@ -11,6 +11,7 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.ops import matmul_graph as _mg
 from ember.ops._einsum import _tname
+from ember.ops._inplace import inplace_method
 from ember.ops._util import write_out as _write_out
 from ember.ops.linalg import bmm, mm, mv, outer
 
@@ -138,3 +139,8 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
         if res is not None:
             return res
     return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out, "addr")
+
+
+for _fn in (addmm, addmv, addbmm, baddbmm, addr):
+    setattr(Tensor, _fn.__name__, _fn)
+    setattr(Tensor, _fn.__name__ + "_", inplace_method(_fn))

@@ -8,7 +8,7 @@ to (C,). Eval-mode batch norm is one node over ember's affine map.
 """
 from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.ops.composite_kernel import CompositeNode
+from ember.ops.composite_node import CompositeNode
 from ember.ops.normalization import Normalize, _channel_view, _GroupNorm, _sum_prod
 
 __all__ = []

@@ -6,7 +6,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops.composite_kernel import CompositeNode, call, named_nodes
+from ember.ops.composite_node import CompositeNode, call, named_nodes
 
 __all__ = ["constant_pad_nd"]
 

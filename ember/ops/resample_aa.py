@@ -35,7 +35,7 @@ from ember._tensor import _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops.composite_kernel import CompositeNode, call, named_nodes
+from ember.ops.composite_node import CompositeNode, call, named_nodes
 from ember.ops.conversion import _has_layout, _in_layout, channels_last
 
 _MAX_PRECISION = 22  # fraction bits of the int16 weights

@@ -448,7 +448,7 @@ def spmm(input, mat2):
 
 def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
     """``torch.sparse.addmm``: ``beta * mat + alpha * (mat1 @ mat2)``."""
-    from ember.ops.linalg import addmm as _addmm
+    from ember.ops.linalg_add import addmm as _addmm
     if mat1.layout is not strided:  # the sparse operand's gradient is masked, as torch's
         mat1 = _sp.masked_grad(mat1, mat1._pattern)
     return _addmm(mat, mat1, mat2, beta=beta, alpha=alpha)
