@@ -528,6 +528,7 @@ def _no_batch_rule():
         index_scatter,
         indexing,
         linalg_eig,
+        losses,
         matmul_graph,
         pooling,
         rnn,
@@ -564,6 +565,9 @@ def _no_batch_rule():
         indexing.SetItemSlices: _NOT_YET,
         indexing.MaskedScatter: _NOT_YET,
         ctc.CtcNll: _NOT_YET,
+        losses.NllLoss: "vmap runs nll_loss's batched composite (ember.func._function_rules)",
+        losses.NllLoss2d: "vmap runs nll_loss's batched composite "
+                          "(ember.func._function_rules)",
         scan._Concat: _NOT_YET,
         scan.GatherAlong: "its constant index array has the per-sample shape; no rule "
                           "written yet",
@@ -597,6 +601,9 @@ def _no_batch_rule():
     for c in (matmul_graph.Addmm, matmul_graph.UnsafeView, matmul_graph.Trilinear):
         table[c] = ("made only in eager mode to show PyTorch's nodes; under vmap linear, "
                     "matmul and bilinear run their one-kernel ops, which have rules")
+    for c in (losses.BinaryCrossEntropy, losses.BinaryCrossEntropyWithLogits, losses.HuberLoss,
+              losses.MseLoss, losses.SmoothL1Loss, losses.SoftMarginLoss):
+        table[c] = _NOT_YET
     return table
 
 
