@@ -11,7 +11,10 @@ from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.autograd.node_names import node_name
 from ember.ops import losses as _losses
+from ember.ops.elementwise import AddScalar as _AddScalar
 from ember.ops.elementwise import DivScalar as _DivScalar
+from ember.ops.elementwise import MulScalar as _MulScalar
+from ember.ops.elementwise import SubScalar as _SubScalar
 
 __all__ = ["l1_loss", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "nll_loss", "cross_entropy",
@@ -293,12 +296,14 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     """Negative log likelihood of ``target ~ Poisson(input)`` (``exp(input)`` if log_input)."""
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
+    # the nodes of PyTorch's kernel: a number joins a tensor as its Scalar overload
     if log_input:
         loss = input.exp() - target * input
     else:
-        loss = input - target * (input + eps).log()
+        loss = input - target * _AddScalar.apply(input, eps).log()
     if full:
-        stirling = target * target.log() - target + (target * (2 * math.pi)).log() * 0.5
+        stirling = target * target.log() - target + _MulScalar.apply(
+            _MulScalar.apply(target, 2 * math.pi).log(), 0.5)
         loss = loss + stirling.masked_fill(target <= 1, 0)
     return _reduce(loss, reduction)
 
@@ -306,7 +311,6 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
     """Negative log likelihood of ``target ~ N(input, var)``; ``var`` is clamped at ``eps``
     in value only (its gradient is the unclamped one, as PyTorch's)."""
-    from ember.nn.functional import _clamp_min_forward
     if isinstance(var, (int, float)):
         if var < 0:
             raise ValueError("var has negative entry/entries")
@@ -327,9 +331,11 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
             raise ValueError("var is of incorrect size")
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(reduction + " is not valid")
-    var = _clamp_min_forward(var, eps)
-    d = input - target
-    loss = 0.5 * (var.log() + d * d / var)
+    # clamped in value only: PyTorch clones var and clamps the copy without recording
+    var = var.clone()
+    with ember.no_grad():
+        var.clamp_(min=eps)
+    loss = (var.log() + (input - target).pow(2) / var) * 0.5
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
     return _reduce(loss, reduction)
@@ -467,7 +473,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if ignore_index >= 0:
             raise RuntimeError("ignore_index is not supported for floating point target")
         if label_smoothing > 0:
-            target = target * (1 - label_smoothing) + label_smoothing / n_classes
+            target = _AddScalar.apply(_MulScalar.apply(target, 1 - label_smoothing),
+                                      label_smoothing / n_classes)
         prod = logp * target
         if weight is not None:
             prod = prod * weight.reshape(wshape)
@@ -499,7 +506,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         ret = smooth.sum()
     else:
         ret = smooth
-    return (1 - label_smoothing) * nll + ret * (label_smoothing / n_classes)
+    return _MulScalar.apply(nll, 1 - label_smoothing) + \
+        _MulScalar.apply(ret, label_smoothing / n_classes)
 
 
 @node_name("MultiMarginLossBackward0")
@@ -602,12 +610,14 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     dim = input1.ndim - 1
     eps = 1e-12
     prod = (input1 * input2).sum(dim)
-    mag1 = (input1 * input1).sum(dim) + eps
-    mag2 = (input2 * input2).sum(dim) + eps
+    mag1 = _AddScalar.apply((input1 * input1).sum(dim), eps)
+    mag2 = _AddScalar.apply((input2 * input2).sum(dim), eps)
     cos = prod / (mag1 * mag2).sqrt()
     zero = _zero(cos)
-    pos = ember.where(target == 1, 1 - cos, zero)
-    neg = ember.where(target == -1, (cos - margin).clamp_min(0), zero)
+    # ``1 - cos`` as PyTorch's kernel writes a number minus a tensor: the number filled
+    # into a tensor, then a subtraction
+    pos = ember.where(target == 1, ember.full_like(cos, 1) - cos, zero)
+    neg = ember.where(target == -1, _SubScalar.apply(cos, margin).clamp_min(0), zero)
     return _reduce(pos + neg, reduction)
 
 
@@ -620,7 +630,8 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
                            f"but got sizes: input1: {input1.shape}, input2: {input2.shape}, "
                            f"target: {target.shape} ")
-    return _reduce((-target * (input1 - input2) + margin).clamp_min(0), reduction)
+    return _reduce(_AddScalar.apply(-target * (input1 - input2), margin).clamp_min(0),
+                   reduction)
 
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
@@ -629,7 +640,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     zero = _zero(input)
-    margin_clamp = (margin - input).clamp_min(0)
+    margin_clamp = (ember.full_like(input, margin) - input).clamp_min(0)
     out = ember.where(target != 1, margin_clamp, zero) + ember.where(target != -1, input, zero)
     return _reduce(out, reduction)
 
@@ -652,7 +663,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
         d_neg = ember.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
-    return _reduce((margin + d_pos - d_neg).clamp_min(0), reduction)
+    return _reduce((_AddScalar.apply(d_pos, margin) - d_neg).clamp_min(0), reduction)
 
 
 def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
@@ -668,7 +679,7 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     d_neg = dist(anchor, negative)
     if swap:
         d_neg = ember.minimum(d_neg, dist(positive, negative))
-    return _reduce((margin + d_pos - d_neg).clamp_min(0), reduction)
+    return _reduce((d_pos + margin - d_neg).clamp_min(0), reduction)
 
 
 def _lengths(x, name):

@@ -553,7 +553,10 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     """``||x1 - x2 + eps||_p`` over the last dimension."""
     nd = max(x1.ndim, x2.ndim)
-    return ember.norm(x1 - x2 + eps, p, nd - 1 if nd else None, keepdim=keepdim)
+    # ``+ eps`` is the Scalar overload PyTorch's kernel records (``AddBackward1``)
+    from ember.ops.elementwise import AddScalar
+    return ember.norm(AddScalar.apply(x1 - x2, eps), p, nd - 1 if nd else None,
+                      keepdim=keepdim)
 
 
 @node_name("PdistBackward0")

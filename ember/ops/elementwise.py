@@ -270,6 +270,22 @@ class MulScalar(Mul):
     broadcasts = False
 
 
+class AddScalar(Add):
+    """``add.Scalar``: a tensor plus a Python number, the node PyTorch's own composites
+    record (``AddBackward1``, one edge); ``x + 2.0`` from Python stays :class:`Add`."""
+    _node_name = "AddBackward1"
+    _op_name = "Add"   # the same op: Add's spellings write it
+    broadcasts = False
+
+
+class SubScalar(Sub):
+    """``sub.Scalar``: a tensor minus a Python number, as PyTorch's own composites record
+    it (``SubBackward1``, one edge); ``x - 2.0`` from Python stays :class:`Sub`."""
+    _node_name = "SubBackward1"
+    _op_name = "Sub"
+    broadcasts = False
+
+
 class Div(Primitive):
     broadcasts = True
     save_inputs = (0, 1)
