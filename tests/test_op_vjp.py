@@ -104,6 +104,8 @@ CASES = {
                       lambda r, d: ([_t(r, (3, 1, 4), d), _t(r, (2, 4), d, low=0.5)], {})),
     "Div-scalar": (elementwise.Div, lambda r, d: ([_t(r, (3, 4), d), 3.0], {})),
     "DivScalar": (elementwise.DivScalar, lambda r, d: ([_t(r, (3, 4), d), -2.5], {})),
+    "AddScalar": (elementwise.AddScalar, lambda r, d: ([_t(r, (3, 4), d), 1.5], {})),
+    "SubScalar": (elementwise.SubScalar, lambda r, d: ([_t(r, (3, 4), d), 0.5], {})),
     "Relu": (unary.Relu, lambda r, d: ([_t(r, (3, 4), d)], {})),
     "Tanh": (Tanh, lambda r, d: ([_t(r, (3, 4), d)], {})),
     "Sigmoid": (Sigmoid, lambda r, d: ([_t(r, (3, 4), d)], {})),

@@ -9,7 +9,6 @@ import warnings
 from ember import _core as ember
 from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
-from ember.autograd.node_names import node_name
 from ember.ops import losses as _losses
 from ember.ops.elementwise import AddScalar as _AddScalar
 from ember.ops.elementwise import DivScalar as _DivScalar
@@ -510,7 +509,6 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         _MulScalar.apply(ret, label_smoothing / n_classes)
 
 
-@node_name("MultiMarginLossBackward0")
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
                       reduce=None, reduction="mean"):
     """Multi-class hinge loss: ``sum_{j != y} max(0, margin - x[y] + x[j])**p / C``."""
@@ -533,26 +531,13 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     t = target.reshape(-1)
     if t.numel() and bool(((t < 0) | (t >= c)).any()):
         raise RuntimeError("target out of range")
-    rows = ember.arange(n, device=x.device)
-    xy = x[rows, t].unsqueeze(1)
-    z = margin - xy + x
-    z = ember.where(z > 0, z, _zero(z))  # a NaN term counts as 0, as in torch's kernel
-    if p == 2:
-        z = z * z
-    if weight is not None:
-        z = z * weight[t].unsqueeze(1)
-    not_y = ember.arange(c, device=x.device).unsqueeze(0) != t.unsqueeze(1)
-    loss = ember.where(not_y, z, _zero(z)).sum(1) / c
-    if input.ndim < 2:
-        loss = loss.reshape(())
-    return _reduce(loss, reduction)
+    _not_differentiable("multi_margin_loss", "weight", weight)
+    return _losses.MultiMarginLoss.apply(input, target, weight, p, margin, reduction)
 
 
-@node_name("MultilabelMarginLossBackward0")
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Multi-label hinge loss: for each target class ``y`` (``target`` lists them, ended
     by the first -1) and each non-target class ``i``: ``max(0, 1 - (x[y] - x[i])) / C``."""
-    import numpy as np
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if _mode_active[0] and (m := _mode_recorder((input, target))) is not None:
@@ -567,25 +552,11 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     if input.numel() == 0 and (input.ndim < 2 or input.shape[1] == 0):
         raise RuntimeError("Expected non-empty vector or matrix with optional 0-dim batch "
                            f"size, but got: {list(input.shape)}")
-    x = input.reshape(1, -1) if input.ndim < 2 else input
-    t = target._host().reshape(x.shape).astype(np.int64)
-    n, c = x.shape
+    t = target._host()
+    c = input.shape[-1] if input.ndim else 1
     if t.size and (t.min() < -1 or t.max() >= c):
         raise RuntimeError("argument #2 'target' is out of range")
-    valid = np.cumprod(t >= 0, axis=1).astype(bool)  # targets end at the first -1
-    is_target = np.zeros((n, c), dtype=bool)
-    rows = np.repeat(np.arange(n), c).reshape(n, c)
-    is_target[rows[valid], t[valid]] = True
-    dev = input.device
-    safe = ember.from_numpy(np.where(valid, t, 0)).to(dev)
-    xy = x[ember.arange(n, device=dev).unsqueeze(1), safe]
-    z = 1 - xy.unsqueeze(2) + x.unsqueeze(1)
-    z = ember.where(z > 0, z, _zero(z))  # a NaN term counts as 0, as in torch's kernel
-    mask = ember.from_numpy(valid[:, :, None] & ~is_target[:, None, :]).to(dev)
-    loss = ember.where(mask, z, _zero(z)).sum((1, 2)) / c
-    if input.ndim < 2:
-        loss = loss.reshape(())
-    return _reduce(loss, reduction)
+    return _losses.MultilabelMarginLoss.apply(input, target, reduction)
 
 
 # ----- embeddings and ranking ------------------------------------------------------------

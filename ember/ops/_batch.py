@@ -602,7 +602,8 @@ def _no_batch_rule():
         table[c] = ("made only in eager mode to show PyTorch's nodes; under vmap linear, "
                     "matmul and bilinear run their one-kernel ops, which have rules")
     for c in (losses.BinaryCrossEntropy, losses.BinaryCrossEntropyWithLogits, losses.HuberLoss,
-              losses.MseLoss, losses.SmoothL1Loss, losses.SoftMarginLoss):
+              losses.MseLoss, losses.SmoothL1Loss, losses.SoftMarginLoss,
+              losses.MultiMarginLoss, losses.MultilabelMarginLoss):
         table[c] = _NOT_YET
     return table
 

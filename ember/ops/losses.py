@@ -322,3 +322,94 @@ class NllLoss2d(NllLoss):
     ``nll_loss2d`` kernel and node."""
     _node_name = "NllLoss2DBackward0"
     _op_name = "NllLoss"
+
+
+def _per_row(g, reduction, n):
+    # the output's gradient per sample, as a column over the classes
+    if reduction == _NONE:
+        return g.reshape(n, 1)
+    return g / n if reduction == _MEAN else g
+
+
+class MultiMarginLoss(Primitive):
+    """Multi-class hinge loss of scores (N, C) or (C) and class indices:
+    ``sum_{j != y} w[y] max(0, margin - x[y] + x[j]) ** p / C`` per sample (a NaN term
+    counts as 0, as in PyTorch's kernel). Only the input is an edge."""
+    n_inputs = 1
+    save_inputs = (0,)
+    batch = None
+
+    def forward(self, x, t, w, p, margin, reduction):
+        xp = array_module(x)
+        x2 = x.reshape(1, -1) if x.ndim < 2 else x
+        n, c = x2.shape
+        t = t.reshape(-1)
+        rows = xp.arange(n)
+        with np.errstate(invalid="ignore"):
+            z = margin - x2[rows, t][:, None] + x2
+            mask = z > 0
+        mask[rows, t] = False
+        wy = xp.ones(n, dtype=x.dtype) if w is None else w[t].astype(x.dtype, copy=False)
+        zz = xp.where(mask, z, 0)
+        if p == 2:
+            zz = zz * zz
+        if w is not None:
+            zz = zz * wy[:, None]
+        loss = zz.sum(1) / c
+        self.t, self.mask, self.wy, self.p, self.margin = t, mask, wy, p, margin
+        self.reduction, self.nc = reduction, (n, c)
+        if x.ndim < 2:
+            loss = loss.reshape(())
+        return _reduce_array(loss, reduction)
+
+    def backward(self, gy):
+        x, = self.saved_tensors
+        n, c = self.nc
+        rows = np.arange(n)
+        coef = self.mask * (self.wy[:, None] / c)
+        if self.p == 2:   # 2 z per active term, z in Tensor ops (a second derivative)
+            x2 = x.reshape(n, c)
+            z = x2 - x2[rows, self.t].unsqueeze(1) + self.margin
+            coef = _make(coef.astype(x._data.dtype)) * z * 2
+        else:
+            coef = _make(coef.astype(x._data.dtype))
+        onehot = np.zeros((n, c), dtype=x._data.dtype)
+        onehot[rows, self.t] = 1
+        gx = coef - _make(onehot) * coef.sum(1, keepdim=True)
+        gx = gx * _per_row(gy, self.reduction, n)
+        return gx.reshape(x.shape), None, None, None, None, None
+
+
+class MultilabelMarginLoss(Primitive):
+    """Multi-label hinge loss of scores (N, C) or (C) and targets listing each sample's
+    classes (ended by the first -1): ``max(0, 1 - (x[y] - x[i])) / C`` summed over target
+    classes ``y`` and non-target classes ``i``. Only the input is an edge."""
+    n_inputs = 1
+    batch = None
+
+    def forward(self, x, t, reduction):
+        xp = array_module(x)
+        x2 = x.reshape(1, -1) if x.ndim < 2 else x
+        n, c = x2.shape
+        t = t.reshape(n, c)
+        valid = np.cumprod(t >= 0, axis=1).astype(bool)  # targets end at the first -1
+        safe = np.where(valid, t, 0)
+        rows = np.repeat(np.arange(n), c).reshape(n, c)
+        is_target = np.zeros((n, c), dtype=bool)
+        is_target[rows[valid], t[valid]] = True
+        with np.errstate(invalid="ignore"):
+            z = 1 - x2[rows, safe][:, :, None] + x2[:, None, :]
+            mask = (z > 0) & valid[:, :, None] & ~is_target[:, None, :]
+        loss = xp.where(mask, z, 0).sum((1, 2)) / c
+        # d loss / d x per sample: +1/C for each active (y, i) at i, -1/C at y
+        m = mask.sum(1).astype(x.dtype)
+        np.add.at(m, (rows, safe), -mask.sum(2).astype(x.dtype))
+        self.m, self.reduction, self.nc, self.shape = m / c, reduction, (n, c), x.shape
+        if x.ndim < 2:
+            loss = loss.reshape(())
+        return _reduce_array(loss, reduction)
+
+    def backward(self, gy):
+        n, c = self.nc
+        gx = _make(self.m) * _per_row(gy, self.reduction, n)
+        return gx.reshape(self.shape), None, None
