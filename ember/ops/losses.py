@@ -278,15 +278,18 @@ class NllLoss(Primitive):
             return xp.asarray(np.nan, dtype=x.dtype)
         return xp.asarray(loss.sum() / total)
 
-    def _coefficients(self, dtype):
+    def _coefficients(self, dtype, g=None):
         """d loss / d input per unit of the output's gradient, in the input's layout
-        (with the samples of 'none' still to be scaled by their own gradients)."""
+        (with the samples of 'none' still to be scaled by their own gradients); times
+        ``g`` when given (a 0-d gradient array of a reduced loss)."""
         xp = array_module(self.safe)
         n, c = self.rows.shape[0], self.c
         m = xp.zeros((n, c), dtype=dtype)
         coef = -1 if self.wt is None else -self.wt
         if self.reduction == _MEAN:
             coef = coef / self.total if self.total != 0 else coef * 0
+        if g is not None:
+            coef = coef * g
         m[self.rows, self.safe] = coef
         if len(self.shape) == 4:
             nn, _, h, w = self.shape
@@ -300,12 +303,14 @@ class NllLoss(Primitive):
         return g.reshape(g.shape[:1] + (1,) + g.shape[1:])
 
     def backward(self, gy):
-        m = self._coefficients(gy._data.dtype)
         if not _grad_state.grad_enabled:
-            gx = m * self._per_sample(gy._data)
-            return _make(gx), None, None, None, None
+            g = gy._data
+            if self.reduction != _NONE:   # the scale goes into the scattered values
+                return _make(self._coefficients(g.dtype, g)), None, None, None, None
+            return _make(self._coefficients(g.dtype) * self._per_sample(g)), None, None, \
+                None, None
         g = self._per_sample(gy) if self.reduction == _NONE else gy
-        return _make(m) * g, None, None, None, None
+        return _make(self._coefficients(gy._data.dtype)) * g, None, None, None, None
 
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradients (``Primitive.vjp``): the input's only."""
