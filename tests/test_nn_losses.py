@@ -372,3 +372,28 @@ def test_arguments_the_kernels_do_not_differentiate_refuse_requires_grad(call, f
         with pytest.raises(RuntimeError, match=f"'{fn}' is not differentiable with respect "
                                                f"to argument '{arg}'"):
             call(m, x, w)
+
+
+@pytest.mark.parametrize("name", [n for n in _loss_calls(torch)
+                                  if n not in ("multi_margin", "multilabel_margin")])
+def test_loss_nodes_export_to_onnx_and_run(name):
+    """The loss kernels' nodes export to ONNX (NegativeLogLikelihoodLoss for nll_loss,
+    arithmetic and a reduction for the others) and give torch's value in onnxruntime."""
+    import io
+
+    import onnxruntime as ort
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal((4, 5)).astype(np.float32) for _ in range(2)]
+    fn = _loss_calls(ember)[name]
+
+    class M(ember.nn.Module):
+        def forward(self, x, y):
+            return fn(x, y)
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ember.onnx.export(M(), tuple(ember.tensor(x) for x in xs), f)
+    sess = ort.InferenceSession(f.getvalue(), providers=["CPUExecutionProvider"])
+    got, = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), xs)})
+    want = _loss_calls(torch)[name](*[torch.from_numpy(x) for x in xs])
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
