@@ -397,3 +397,30 @@ def test_loss_nodes_export_to_onnx_and_run(name):
     got, = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), xs)})
     want = _loss_calls(torch)[name](*[torch.from_numpy(x) for x in xs])
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_elementwise_losses_under_vmap_match_torch():
+    """The elementwise loss nodes' batching rule: per-sample losses and gradients as
+    torch.func's, with batched and unbatched targets and per-class weights."""
+    rng = np.random.default_rng(5)
+    X, Y = rng.standard_normal((3, 4, 5)), rng.standard_normal((3, 4, 5))
+    W = rng.random(5) + 0.5
+
+    def run(m):
+        F = m.nn.functional
+        fs = [lambda x, y: F.mse_loss(x, y),
+              lambda x, y: F.smooth_l1_loss(x, y, beta=0.5, reduction="sum"),
+              lambda x, y: F.huber_loss(x, y, delta=0.5, reduction="none"),
+              lambda x, y: F.soft_margin_loss(x, y.sign()),
+              lambda x, y: F.binary_cross_entropy(x.sigmoid(), y.sigmoid(), m.tensor(W)),
+              lambda x, y: F.binary_cross_entropy_with_logits(x, y.sigmoid(),
+                                                              pos_weight=m.tensor(W))]
+        out = []
+        for f in fs:
+            x, y = m.tensor(X), m.tensor(Y)
+            out.append(m.func.vmap(f)(x, y).numpy())
+            out.append(m.func.vmap(f, in_dims=(0, None))(x, y[0]).numpy())
+            out.append(m.func.vmap(m.func.grad(lambda a, c, f=f: f(a, c).sum()))(x, y).numpy())
+        return out
+    for e, t in zip(run(ember), run(torch)):
+        np.testing.assert_allclose(e, t, rtol=1e-7, atol=1e-12)

@@ -601,9 +601,7 @@ def _no_batch_rule():
     for c in (matmul_graph.Addmm, matmul_graph.UnsafeView, matmul_graph.Trilinear):
         table[c] = ("made only in eager mode to show PyTorch's nodes; under vmap linear, "
                     "matmul and bilinear run their one-kernel ops, which have rules")
-    for c in (losses.BinaryCrossEntropy, losses.BinaryCrossEntropyWithLogits, losses.HuberLoss,
-              losses.MseLoss, losses.SmoothL1Loss, losses.SoftMarginLoss,
-              losses.MultiMarginLoss, losses.MultilabelMarginLoss):
+    for c in (losses.MultiMarginLoss, losses.MultilabelMarginLoss):
         table[c] = _NOT_YET
     return table
 

@@ -46,12 +46,36 @@ def _as(g, like):
 
 
 # ----- elementwise losses of (input, target) ---------------------------------------------------
+def _pointwise_batch(cls, lvl, args, params):
+    """vmap rule of the elementwise losses: input and target of each sample stacked
+    (an unbatched one expanded), the weights broadcast per sample, the unreduced loss
+    computed in one call and reduced per sample."""
+    from ember.ops._batch import _b, _expand_batch, _size, _to_rank
+    b = _b()
+    k = next(i for i, a in enumerate(args) if isinstance(a, str))   # the reduction
+    (xv, xb), (tv, tb) = b.unwrap(args[0], lvl), b.unwrap(args[1], lvl)
+    B = _size(lvl)
+    xv, tv = _expand_batch(xv, xb, B), _expand_batch(tv, tb, B)
+    n = xv.dim() - 1
+    rest = []
+    for a in args[2:k]:   # class weights: broadcast against one sample
+        v, bt = b.unwrap(a, lvl) if a is not None else (None, False)
+        rest.append(_to_rank(v, v.dim() - 1, n) if bt else v)
+    out = cls.apply(xv, tv, *rest, "none", *args[k + 1:])
+    reduction = args[k]
+    if reduction != _NONE and n:
+        dims = tuple(range(1, n + 1))
+        out = out.mean(dims) if reduction == _MEAN else out.sum(dims)
+    return b.wrap(out, lvl)
+
+
 class _Pointwise:
     """Mixin of the elementwise loss primitives ``f(input, target)`` of one shape (the callers
     broadcast first, as PyTorch's functions do), reduced by ``reduction``; a subclass
     writes ``loss`` on arrays and ``grads`` in Tensor ops."""
     save_inputs = (0, 1)
     n_inputs = 2
+    batch = _pointwise_batch
 
     def forward(self, x, t, reduction, *params):
         self.reduction, self.n = reduction, x.size
