@@ -75,9 +75,18 @@ def _broadcast(input, target):
     """``input`` and ``target`` expanded to their common shape, as PyTorch's
     ``broadcast_tensors`` does before its loss kernels (an operand already of that
     shape is passed as it is)."""
-    if tuple(input.shape) == tuple(target.shape):
+    a, b = tuple(input.shape), tuple(target.shape)
+    if a == b:
         return input, target
-    shape = tuple(ember.broadcast_shapes(input.shape, target.shape))
+    n = max(len(a), len(b))
+    pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    for d in range(n - 1, -1, -1):
+        if pa[d] != pb[d] and pa[d] != 1 and pb[d] != 1:
+            raise RuntimeError(f"The size of tensor a ({pa[d]}) must match the size of "
+                               f"tensor b ({pb[d]}) at non-singleton dimension {d}")
+    if _mode_active[0]:   # a capture: sizes read from the traced tensors, not frozen
+        return tuple(ember.broadcast_tensors(input, target))
+    shape = tuple(ember.broadcast_shapes(a, b))
     return tuple(t if tuple(t.shape) == shape else t.expand(shape) for t in (input, target))
 
 

@@ -16,6 +16,8 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend.meta import is_meta
+from ember.ops._util import promote_arrays
 
 __all__ = []
 
@@ -79,6 +81,7 @@ class _Pointwise:
 
     def forward(self, x, t, reduction, *params):
         self.reduction, self.n = reduction, x.size
+        x, t = promote_arrays(x, t)   # PyTorch's result type (an int target: the input's)
         half = x.dtype == np.float16
         if half:   # computed in float32 and rounded once, as PyTorch's CPU kernels
             x = x.astype(np.float32)
@@ -274,7 +277,8 @@ class NllLoss(Primitive):
             scores = xp.moveaxis(x, 1, -1).reshape(n, c)
         else:
             scores = x.reshape(n, c)
-        lo, hi = (int(flat.min()), int(flat.max())) if n else (0, -1)
+        # (a meta tensor has no values to check)
+        lo, hi = (int(flat.min()), int(flat.max())) if n and not is_meta(flat) else (0, -1)
         if 0 <= lo and hi < c and not lo <= ignore_index <= hi:
             valid, safe = None, flat   # every target a class (the common case)
         else:
