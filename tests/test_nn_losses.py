@@ -424,3 +424,28 @@ def test_elementwise_losses_under_vmap_match_torch():
         return out
     for e, t in zip(run(ember), run(torch)):
         np.testing.assert_allclose(e, t, rtol=1e-7, atol=1e-12)
+
+
+def test_class_weights_of_another_dtype_as_torch():
+    """nll_loss/cross_entropy/multi_margin_loss refuse class weights of another dtype;
+    the binary cross entropies compute in the input's."""
+    def run(m):
+        F = m.nn.functional
+        x, t = m.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)), \
+            m.tensor([0, 1, 3])
+        w = m.tensor(np.linspace(0.5, 2, 4))
+        out = []
+        for f in (lambda: F.nll_loss(x, t, w), lambda: F.cross_entropy(x, t, w),
+                  lambda: F.multi_margin_loss(x, t, weight=w),
+                  lambda: F.binary_cross_entropy(x.sigmoid(), x.sigmoid() * 0.5, w),
+                  lambda: F.binary_cross_entropy_with_logits(x, x.sigmoid(), w, pos_weight=w)):
+            try:
+                r = f()
+                out.append((str(r.dtype).split(".")[-1], float(r)))
+            except RuntimeError as e:
+                out.append(str(e))
+        return out
+    e, t = run(ember), run(torch)
+    assert e[:3] == t[:3]
+    for (de, ve), (dt, vt) in zip(e[3:], t[3:]):
+        assert de == dt and abs(ve - vt) < 1e-6

@@ -97,6 +97,13 @@ def _not_differentiable(fn, name, t):
                            f"argument '{name}'. This input cannot have requires_grad True.")
 
 
+def _same_dtype(weight, input):
+    """PyTorch's check that class weights have the input's dtype."""
+    if weight is not None and weight.dtype != input.dtype:
+        raise RuntimeError(f"expected scalar type {_tname(input.dtype)} but found "
+                           f"{_tname(weight.dtype)}")
+
+
 def _weighted(loss, weight, reduction, mean_by_weight):
     """``loss * weight`` reduced; 'mean' divides by the weights' sum where PyTorch's
     weighted regression losses do (``mean_by_weight``)."""
@@ -403,6 +410,7 @@ def _nll(input, target, weight, ignore_index, reduction, host_of=None):
         return _nll_batched(input, target, weight, ignore_index, reduction, n_classes,
                             host_of)
     _not_differentiable("nll_loss_forward", "weight", weight)
+    _same_dtype(weight, input)
     if input.ndim <= 2:
         return _losses.NllLoss.apply(input, target, weight, ignore_index, reduction)
     if input.ndim == 4:
@@ -549,6 +557,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if t.numel() and bool(((t < 0) | (t >= c)).any()):
         raise RuntimeError("target out of range")
     _not_differentiable("multi_margin_loss", "weight", weight)
+    _same_dtype(weight, input)
     return _losses.MultiMarginLoss.apply(input, target, weight, p, margin, reduction)
 
 

@@ -43,6 +43,11 @@ def _scale(gy, reduction, n):
     return gy / n if reduction == _MEAN else gy
 
 
+def _cast(w, x):
+    # weights take part in the input's dtype, as PyTorch's kernels compute
+    return w if w is None or w.dtype == x.dtype else w.astype(x.dtype)
+
+
 def _as(g, like):
     return g if g._data.dtype == like._data.dtype else g.to(like.dtype)
 
@@ -197,7 +202,7 @@ class BinaryCrossEntropy(_Pointwise, Primitive):
     _node_name = "BinaryCrossEntropyBackward0"
 
     def forward(self, x, t, w, reduction):
-        self.w = w
+        self.w = _cast(w, x)
         return _Pointwise.forward(self, x, t, reduction)
 
     def loss(self, x, t):
@@ -227,7 +232,7 @@ class BinaryCrossEntropyWithLogits(_Pointwise, Primitive):
     _node_name = "BinaryCrossEntropyWithLogitsBackward0"
 
     def forward(self, x, t, w, pw, reduction):
-        self.w, self.pw = w, pw
+        self.w, self.pw = _cast(w, x), _cast(pw, x)
         return _Pointwise.forward(self, x, t, reduction)
 
     def loss(self, x, t):
