@@ -83,14 +83,15 @@ class _Pointwise:
     save_inputs = (0, 1)
     n_inputs = 2
     batch = _pointwise_batch
+    # float16 computed op by op in float16 (PyTorch's rounding), or in float32 at once
+    half_in_float = False
 
     def forward(self, x, t, reduction, *params):
         self.reduction, self.n = reduction, x.size
         x, t = promote_arrays(x, t)   # PyTorch's result type (an int target: the input's)
-        half = x.dtype == np.float16
-        if half:   # computed in float32 and rounded once, as PyTorch's CPU kernels
-            x = x.astype(np.float32)
-            t = t.astype(np.float32) if getattr(t, "dtype", None) == np.float16 else t
+        half = self.half_in_float and x.dtype == np.float16
+        if half:   # this kernel computes float16 in float32 and rounds once, as PyTorch's
+            x, t = x.astype(np.float32), t.astype(np.float32)
         with np.errstate(all="ignore"):
             out = _reduce_array(self.loss(x, t, *params), reduction)
         return out.astype(np.float16) if half else out
@@ -161,6 +162,7 @@ class SmoothL1Loss(_Pointwise, Primitive):
 class HuberLoss(_Pointwise, Primitive):
     """``0.5 d ** 2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
     _node_name = "HuberLossBackward0"
+    half_in_float = True
 
     def loss(self, x, t, delta):
         self.delta = delta
@@ -396,9 +398,7 @@ class MultiMarginLoss(Primitive):
         loss = zz.sum(1) / c
         self.t, self.mask, self.wy, self.p, self.margin = t, mask, wy, p, margin
         self.reduction, self.nc = reduction, (n, c)
-        if x.ndim < 2:
-            loss = loss.reshape(())
-        return _reduce_array(loss, reduction)
+        return _reduce_array(loss, reduction)   # a (C) input's 'none' loss is (1), as PyTorch's
 
     def backward(self, gy):
         x, = self.saved_tensors
