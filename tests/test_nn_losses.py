@@ -306,3 +306,146 @@ def test_binary_cross_entropy_at_saturated_probabilities():
     assert out[0][0] == pytest.approx(out[1][0])
     np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-6)
     np.testing.assert_array_equal(np.isinf(out[0][2]), np.isinf(out[1][2]))
+
+
+def _loss_calls(m):
+    F = m.nn.functional
+    t = m.tensor([0, 2, 4, 1])
+    w = m.tensor([0.5, 1.0, 2.0, 1.5, 0.7])
+    return {
+        "mse": lambda x, y: F.mse_loss(x, y, reduction="sum"),
+        "smooth_l1": lambda x, y: F.smooth_l1_loss(x, y, beta=0.5),
+        "huber": lambda x, y: F.huber_loss(x, y, delta=0.4, reduction="none"),
+        "soft_margin": lambda x, y: F.soft_margin_loss(x, y.sign()),
+        "bce": lambda x, y: F.binary_cross_entropy(x.sigmoid(), y.sigmoid(), w),
+        "bce_logits": lambda x, y: F.binary_cross_entropy_with_logits(x, y.sigmoid(), w,
+                                                                      pos_weight=w),
+        "nll": lambda x, y: F.nll_loss(x, t, w, ignore_index=2),
+        "nll2d": lambda x, y: F.nll_loss(x.reshape(2, 5, 2, 1), t.reshape(2, 2, 1),
+                                         reduction="none"),
+        "cross_entropy": lambda x, y: F.cross_entropy(x, t),
+        "multi_margin": lambda x, y: F.multi_margin_loss(x, t, p=2, margin=0.5, weight=w),
+        "multilabel_margin": lambda x, y: F.multilabel_margin_loss(
+            x, m.tensor([[0, 3, -1, 1, 2]] * 4)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_loss_calls(torch)))
+def test_loss_nodes_trace_save_and_load_in_torch(name):
+    """Each loss kernel's node is written as PyTorch's aten call: a traced call saved by
+    ember loads in torch and gives torch's value."""
+    import io
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((4, 5)).astype(np.float32) for _ in range(2)]
+    fn = _loss_calls(ember)[name]
+
+    class M(ember.nn.Module):
+        def forward(self, x, y):
+            return fn(x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = ember.jit.trace(M(), tuple(ember.tensor(x) for x in xs))
+    f = io.BytesIO()
+    ember.jit.save(traced, f)
+    f.seek(0)
+    got = torch.jit.load(f)(*[torch.from_numpy(x) for x in xs])
+    want = _loss_calls(torch)[name](*[torch.from_numpy(x) for x in xs])
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("call,fn,arg", [
+    (lambda m, x, w: m.nn.functional.nll_loss(x, m.tensor([0, 1, 2]), w),
+     "nll_loss_forward", "weight"),
+    (lambda m, x, w: m.nn.functional.binary_cross_entropy(x.sigmoid(), x.detach() * 0, w[:3]),
+     "binary_cross_entropy", "weight"),
+    (lambda m, x, w: m.nn.functional.binary_cross_entropy_with_logits(
+        x, x.detach() * 0, pos_weight=w[:3]), "binary_cross_entropy_with_logits", "pos_weight"),
+    (lambda m, x, w: m.nn.functional.soft_margin_loss(x[0], w[:3]), "soft_margin_loss",
+     "target"),
+    (lambda m, x, w: m.nn.functional.multi_margin_loss(x, m.tensor([0, 1, 2]), weight=w),
+     "multi_margin_loss", "weight"),
+])
+def test_arguments_the_kernels_do_not_differentiate_refuse_requires_grad(call, fn, arg):
+    for m in (torch, ember):
+        x = m.ones(3, 3, requires_grad=True)
+        w = m.ones(3, requires_grad=True)
+        with pytest.raises(RuntimeError, match=f"'{fn}' is not differentiable with respect "
+                                               f"to argument '{arg}'"):
+            call(m, x, w)
+
+
+@pytest.mark.parametrize("name", [n for n in _loss_calls(torch)
+                                  if n not in ("multi_margin", "multilabel_margin")])
+def test_loss_nodes_export_to_onnx_and_run(name):
+    """The loss kernels' nodes export to ONNX (NegativeLogLikelihoodLoss for nll_loss,
+    arithmetic and a reduction for the others) and give torch's value in onnxruntime."""
+    import io
+
+    import onnxruntime as ort
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal((4, 5)).astype(np.float32) for _ in range(2)]
+    fn = _loss_calls(ember)[name]
+
+    class M(ember.nn.Module):
+        def forward(self, x, y):
+            return fn(x, y)
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ember.onnx.export(M(), tuple(ember.tensor(x) for x in xs), f)
+    sess = ort.InferenceSession(f.getvalue(), providers=["CPUExecutionProvider"])
+    got, = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), xs)})
+    want = _loss_calls(torch)[name](*[torch.from_numpy(x) for x in xs])
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_elementwise_losses_under_vmap_match_torch():
+    """The elementwise loss nodes' batching rule: per-sample losses and gradients as
+    torch.func's, with batched and unbatched targets and per-class weights."""
+    rng = np.random.default_rng(5)
+    X, Y = rng.standard_normal((3, 4, 5)), rng.standard_normal((3, 4, 5))
+    W = rng.random(5) + 0.5
+
+    def run(m):
+        F = m.nn.functional
+        fs = [lambda x, y: F.mse_loss(x, y),
+              lambda x, y: F.smooth_l1_loss(x, y, beta=0.5, reduction="sum"),
+              lambda x, y: F.huber_loss(x, y, delta=0.5, reduction="none"),
+              lambda x, y: F.soft_margin_loss(x, y.sign()),
+              lambda x, y: F.binary_cross_entropy(x.sigmoid(), y.sigmoid(), m.tensor(W)),
+              lambda x, y: F.binary_cross_entropy_with_logits(x, y.sigmoid(),
+                                                              pos_weight=m.tensor(W))]
+        out = []
+        for f in fs:
+            x, y = m.tensor(X), m.tensor(Y)
+            out.append(m.func.vmap(f)(x, y).numpy())
+            out.append(m.func.vmap(f, in_dims=(0, None))(x, y[0]).numpy())
+            out.append(m.func.vmap(m.func.grad(lambda a, c, f=f: f(a, c).sum()))(x, y).numpy())
+        return out
+    for e, t in zip(run(ember), run(torch)):
+        np.testing.assert_allclose(e, t, rtol=1e-7, atol=1e-12)
+
+
+def test_class_weights_of_another_dtype_as_torch():
+    """nll_loss/cross_entropy/multi_margin_loss refuse class weights of another dtype;
+    the binary cross entropies compute in the input's."""
+    def run(m):
+        F = m.nn.functional
+        x, t = m.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)), \
+            m.tensor([0, 1, 3])
+        w = m.tensor(np.linspace(0.5, 2, 4))
+        out = []
+        for f in (lambda: F.nll_loss(x, t, w), lambda: F.cross_entropy(x, t, w),
+                  lambda: F.multi_margin_loss(x, t, weight=w),
+                  lambda: F.binary_cross_entropy(x.sigmoid(), x.sigmoid() * 0.5, w),
+                  lambda: F.binary_cross_entropy_with_logits(x, x.sigmoid(), w, pos_weight=w)):
+            try:
+                r = f()
+                out.append((str(r.dtype).split(".")[-1], float(r)))
+            except RuntimeError as e:
+                out.append(str(e))
+        return out
+    e, t = run(ember), run(torch)
+    assert e[:3] == t[:3]
+    for (de, ve), (dt, vt) in zip(e[3:], t[3:]):
+        assert de == dt and abs(ve - vt) < 1e-6

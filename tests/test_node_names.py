@@ -192,7 +192,6 @@ def test_composite_names_are_declared_on_the_functions():
     """The name is declared where the composite is defined, and only a node the call
     made is named (an in-place call keeps its node)."""
     F = ember.nn.functional
-    assert F.mse_loss.torch_node_name == "MseLossBackward0"
     cases = [
         (lambda m, x: m.nn.functional.mse_loss(x, m.zeros(3, 4)), "MseLossBackward0"),
         (lambda m, x: m.nn.functional.nll_loss(x, m.tensor([0, 1, 2])), "NllLossBackward0"),

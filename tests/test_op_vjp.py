@@ -21,6 +21,7 @@ from ember.ops import (
     elementwise,
     indexing,
     join,
+    losses,
     nn_fused,
     pooling,
     reduction,
@@ -64,10 +65,13 @@ def _pool(indices, nd=2):
     return make
 
 
-def _ce(reduction_, ignore):
+def _nll(reduction_, ignore, weight=False, shape=(6, 5)):
     def make(rng, dt):
-        t = ember.tensor(np.array([0, 2, 4, 2, 1, 3]))
-        return [_t(rng, (6, 5), dt), t, 2 if ignore else -100, reduction_], {}
+        t = np.array([0, 2, 4, 2, 1, 3])
+        if len(shape) == 4:
+            t = np.resize(t, (shape[0],) + shape[2:])
+        w = ember.tensor(rng.random(shape[1]).astype(dt)) if weight else None
+        return [_t(rng, shape, dt), ember.tensor(t), w, 2 if ignore else -100, reduction_], {}
     return make
 
 
@@ -101,6 +105,7 @@ CASES = {
                       lambda r, d: ([_t(r, (3, 1, 4), d), _t(r, (2, 4), d, low=0.5)], {})),
     "Div-scalar": (elementwise.Div, lambda r, d: ([_t(r, (3, 4), d), 3.0], {})),
     "DivScalar": (elementwise.DivScalar, lambda r, d: ([_t(r, (3, 4), d), -2.5], {})),
+    "SubScalar": (elementwise.SubScalar, lambda r, d: ([_t(r, (3, 4), d), 0.5], {})),
     "Relu": (unary.Relu, lambda r, d: ([_t(r, (3, 4), d)], {})),
     "Tanh": (Tanh, lambda r, d: ([_t(r, (3, 4), d)], {})),
     "Sigmoid": (Sigmoid, lambda r, d: ([_t(r, (3, 4), d)], {})),
@@ -131,10 +136,12 @@ CASES = {
                                         {})),
     "_LinearRelu": (nn_fused._LinearRelu,
                     lambda r, d: ([_t(r, (5, 4), d), _t(r, (3, 4), d), _t(r, (3,), d)], {})),
-    "_CrossEntropy-mean": (nn_fused._CrossEntropy, _ce("mean", False)),
-    "_CrossEntropy-mean-ignored": (nn_fused._CrossEntropy, _ce("mean", True)),
-    "_CrossEntropy-sum": (nn_fused._CrossEntropy, _ce("sum", True)),
-    "_CrossEntropy-none": (nn_fused._CrossEntropy, _ce("none", False)),
+    "NllLoss-mean": (losses.NllLoss, _nll("mean", False)),
+    "NllLoss-mean-ignored-weight": (losses.NllLoss, _nll("mean", True, True)),
+    "NllLoss-sum": (losses.NllLoss, _nll("sum", True)),
+    "NllLoss-none": (losses.NllLoss, _nll("none", False, True)),
+    "NllLoss2d-none": (losses.NllLoss2d, _nll("none", True, False, (2, 5, 3, 2))),
+    "NllLoss2d-mean": (losses.NllLoss2d, _nll("mean", False, True, (2, 5, 3, 2))),
     "ScaledDotProductAttention": (attention.ScaledDotProductAttention, _sdpa(True, False)),
     "ScaledDotProductAttention-dropout": (attention.ScaledDotProductAttention,
                                           _sdpa(False, True)),

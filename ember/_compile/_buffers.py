@@ -28,7 +28,15 @@ per backward), which no later step of the same backward overwrites: the op's own
 """
 import numpy as np
 
-from ember.ops import attention, conv, elementwise, nn_fused, normalization, pooling, reduction
+from ember.ops import (
+    attention,
+    conv,
+    elementwise,
+    losses,
+    normalization,
+    pooling,
+    reduction,
+)
 
 __all__ = ["Arena", "assign", "bvjp_for", "owned"]
 
@@ -128,7 +136,7 @@ def _floating_same(node):
 
 # primitives whose outputs are always new arrays, never views of their inputs (a
 # reduction, a convolution...): their outputs alias no buffer
-_FRESH_OUT = {nn_fused._CrossEntropy, reduction.Mean, reduction.MeanDim, conv.Conv,
+_FRESH_OUT = {losses.NllLoss, losses.NllLoss2d, reduction.Mean, reduction.MeanDim, conv.Conv,
               pooling.MaxPool, normalization._LayerNorm, attention.ScaledDotProductAttention,
               elementwise.Add, elementwise.Sub, elementwise.Mul, elementwise.Div}
 

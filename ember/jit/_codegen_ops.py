@@ -17,6 +17,7 @@ from ember.ops import (
     gather_scatter,
     indexing,
     join,
+    losses,
     nn_fused,
     normalization,
     pooling,
@@ -727,3 +728,45 @@ def _getitem_primitive(em, node, x, idx):
     trace, ``x.select(0, i)``): written as ``x[key]`` is (``Select`` too)."""
     return _getitem(em, node, x, idx)
 
+
+
+# ----- losses: PyTorch's kernels, their reduction as its enum (none 0, mean 1, sum 2) ----
+_REDUCTION = {"none": 0, "mean": 1, "sum": 2}
+
+
+@emits(losses.MseLoss, losses.SoftMarginLoss, losses.MultilabelMarginLoss)
+def _loss(em, node, x, t, reduction):
+    aten = {"MseLoss": "mse_loss", "SoftMarginLoss": "soft_margin_loss",
+            "MultilabelMarginLoss": "multilabel_margin_loss"}[node.target._op_name]
+    return f"torch.{aten}({em.e(x)}, {em.e(t)}, {_REDUCTION[reduction]})"
+
+
+@emits(losses.SmoothL1Loss, losses.HuberLoss)
+def _loss_param(em, node, x, t, reduction, param):
+    aten = "smooth_l1_loss" if node.target is losses.SmoothL1Loss else "huber_loss"
+    return f"torch.{aten}({em.e(x)}, {em.e(t)}, {_REDUCTION[reduction]}, {em.e(param)})"
+
+
+@emits(losses.BinaryCrossEntropy)
+def _bce(em, node, x, t, w, reduction):
+    return f"torch.binary_cross_entropy({em.e(x)}, {em.e(t)}, {em.e(w)}, " \
+           f"{_REDUCTION[reduction]})"
+
+
+@emits(losses.BinaryCrossEntropyWithLogits)
+def _bce_logits(em, node, x, t, w, pw, reduction):
+    return f"torch.binary_cross_entropy_with_logits({em.e(x)}, {em.e(t)}, {em.e(w)}, " \
+           f"{em.e(pw)}, {_REDUCTION[reduction]})"
+
+
+@emits(losses.NllLoss, losses.NllLoss2d)
+def _nll(em, node, x, t, w, ignore_index, reduction):
+    aten = "nll_loss2d" if node.target is losses.NllLoss2d else "nll_loss"
+    return f"torch.{aten}({em.e(x)}, {em.e(t)}, {em.e(w)}, {_REDUCTION[reduction]}, " \
+           f"{em.e(ignore_index)})"
+
+
+@emits(losses.MultiMarginLoss)
+def _multi_margin(em, node, x, t, w, p, margin, reduction):
+    return f"torch.multi_margin_loss({em.e(x)}, {em.e(t)}, {em.e(p)}, {em.e(margin)}, " \
+           f"{em.e(w)}, {_REDUCTION[reduction]})"

@@ -9,9 +9,12 @@ import warnings
 from ember import _core as ember
 from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
-from ember.autograd.node_names import node_name
-from ember.ops import nn_fused as _fused
+from ember.ops import losses as _losses
+from ember.ops.elementwise import AddScalar as _AddScalar
 from ember.ops.elementwise import DivScalar as _DivScalar
+from ember.ops.elementwise import MulScalar as _MulScalar
+from ember.ops.elementwise import SubScalar as _SubScalar
+from ember.ops.reduction import LogSoftmax as _LogSoftmax
 
 __all__ = ["l1_loss", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "nll_loss", "cross_entropy",
@@ -68,6 +71,52 @@ def _warn_size(input, target):
                       "broadcasting. Please ensure they have the same size.", stacklevel=3)
 
 
+def _broadcast(input, target):
+    """``input`` and ``target`` expanded to their common shape, as PyTorch's
+    ``broadcast_tensors`` does before its loss kernels (an operand already of that
+    shape is passed as it is)."""
+    a, b = tuple(input.shape), tuple(target.shape)
+    if a == b:
+        return input, target
+    n = max(len(a), len(b))
+    pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    for d in range(n - 1, -1, -1):
+        if pa[d] != pb[d] and pa[d] != 1 and pb[d] != 1:
+            raise RuntimeError(f"The size of tensor a ({pa[d]}) must match the size of "
+                               f"tensor b ({pb[d]}) at non-singleton dimension {d}")
+    if _mode_active[0]:   # a capture: sizes read from the traced tensors, not frozen
+        return tuple(ember.broadcast_tensors(input, target))
+    shape = tuple(ember.broadcast_shapes(a, b))
+    return tuple(t if tuple(t.shape) == shape else t.expand(shape) for t in (input, target))
+
+
+def _not_differentiable(fn, name, t):
+    """PyTorch's error for an argument its kernel ``fn`` does not differentiate."""
+    if isinstance(t, Tensor) and t.requires_grad and ember.is_grad_enabled():
+        raise RuntimeError(f"The function '{fn}' is not differentiable with respect to "
+                           f"argument '{name}'. This input cannot have requires_grad True.")
+
+
+def _same_dtype(weight, input):
+    """PyTorch's check that class weights have the input's dtype."""
+    if weight is not None and weight.dtype != input.dtype:
+        raise RuntimeError(f"expected scalar type {_tname(input.dtype)} but found "
+                           f"{_tname(weight.dtype)}")
+
+
+def _weighted(loss, weight, reduction, mean_by_weight):
+    """``loss * weight`` reduced; 'mean' divides by the weights' sum where PyTorch's
+    weighted regression losses do (``mean_by_weight``)."""
+    if weight.shape != loss.shape:
+        raise ValueError("Weights and input must have the same size.")
+    loss = loss * weight
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    return loss.sum() / weight.sum() if mean_by_weight else loss.mean()
+
+
 def _zero(x):
     return ember.zeros((), dtype=x.dtype, device=x.device)
 
@@ -104,41 +153,25 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _warn_size(input, target)
-    loss = (input - target).abs()
+    x, t = _broadcast(input, target)
+    loss = (x - t).abs()
     if weight is not None:
-        loss = loss * weight
+        return _weighted(loss, weight, reduction, True)
     return _reduce(loss, reduction)
 
 
-@node_name("MseLossBackward0")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean squared error ``(input - target)**2``."""
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _warn_size(input, target)
     target = _bool_as(target, input)
-    d = input - target
-    loss = d * d
+    x, t = _broadcast(input, target)
     if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction)
+        return _weighted((x - t).pow(2), weight, reduction, True)
+    return _losses.MseLoss.apply(x, t, reduction)
 
 
-def _quadratic_part(d, z, bound):
-    """Where the Huber-type losses are quadratic (``|d| < bound``, and at NaN, whose
-    gradient is NaN as torch's), and ``d`` zeroed elsewhere: the unused square's gradient
-    is then 0 rather than ``inf * 0``, so an infinite ``d`` gets the linear part's slope."""
-    quad = ~(z >= bound)
-    return quad, ember.where(quad, d, _zero(d))
-
-
-
-def _smooth_l1_name(input, target, size_average=None, reduce=None, reduction="mean",
-                    beta=1.0):
-    # with beta=0 PyTorch runs l1_loss, a composite of its own
-    return None if beta == 0 else "SmoothL1LossBackward0"
-
-@node_name(_smooth_l1_name)
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
     reduction = _reduction(size_average, reduce, reduction)
@@ -147,15 +180,12 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     target = _bool_as(target, input)
-    d = input - target
-    z = d.abs()
-    if beta == 0:
-        return _reduce(z, reduction)
-    quad, dq = _quadratic_part(d, z, beta)
-    return _reduce(ember.where(quad, dq * dq * (0.5 / beta), z - 0.5 * beta), reduction)
+    x, t = _broadcast(input, target)
+    if beta == 0:   # PyTorch runs l1_loss, a composite
+        return _reduce((x - t).abs(), reduction)
+    return _losses.SmoothL1Loss.apply(x, t, reduction, beta)
 
 
-@node_name("HuberLossBackward0")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d**2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 delta)``."""
     _check_reduction(reduction)
@@ -163,17 +193,14 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     target = _in_dtype_of(_bool_as(target, input), input)   # the output has input's type
-    d = input - target
-    z = d.abs()
-    quad, dq = _quadratic_part(d, z, delta)
-    loss = ember.where(quad, dq * dq * 0.5, (z - 0.5 * delta) * delta)
+    x, t = _broadcast(input, target)
     if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction)
+        return _weighted(_losses.HuberLoss.apply(x, t, "none", delta), weight, reduction,
+                         False)
+    return _losses.HuberLoss.apply(x, t, reduction, delta)
 
 
 # ----- binary classification -------------------------------------------------------------
-@node_name("BinaryCrossEntropyBackward0")
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     """``-(t log x + (1 - t) log(1 - x))`` with the logs clamped at -100, as PyTorch."""
@@ -188,21 +215,16 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if target.dtype != input.dtype:
         raise RuntimeError(f"Found dtype {_tname(target.dtype)} but expected "
                            f"{_tname(input.dtype)}")
-    from ember.ops.nn_fused import binary_cross_entropy_elementwise
-    loss = binary_cross_entropy_elementwise(input, target)
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction)
+    _not_differentiable("binary_cross_entropy", "weight", weight)
+    return _losses.BinaryCrossEntropy.apply(input, target, weight, reduction)
 
 
-@node_name("BinaryCrossEntropyWithLogitsBackward0")
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction="mean", pos_weight=None):
     """``binary_cross_entropy(sigmoid(input), target)`` computed stably from logits.
 
     ``pos_weight`` weighs the positive term (one weight per class, broadcast).
     """
-    from ember.nn.functional import logsigmoid
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if target.shape != input.shape:
@@ -219,16 +241,12 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         return binary_cross_entropy_with_logits(
             input, target.to(input.dtype), weight, reduction=reduction,
             pos_weight=pos_weight).to(target.dtype)
-    log_sig = logsigmoid(input)
-    if pos_weight is not None:
-        log_sig = log_sig * ((pos_weight - 1) * target + 1)
-    loss = (1 - target) * input - log_sig
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction)
+    _not_differentiable("binary_cross_entropy_with_logits", "weight", weight)
+    _not_differentiable("binary_cross_entropy_with_logits", "pos_weight", pos_weight)
+    return _losses.BinaryCrossEntropyWithLogits.apply(input, target, weight, pos_weight,
+                                                      reduction)
 
 
-@node_name("SoftMarginLossBackward0")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """``log(1 + exp(-target * input))``."""
     reduction = _reduction(size_average, reduce, reduction)
@@ -243,7 +261,8 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
             raise RuntimeError(f"output with shape {list(input.shape)} doesn't match the "
                                f"broadcast shape {list(shape)}")
     target = _in_dtype_of(target, input)
-    return _reduce((-input * target).exp().log1p(), reduction)
+    _not_differentiable("soft_margin_loss", "target", target)
+    return _losses.SoftMarginLoss.apply(input, target, reduction)
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
@@ -293,12 +312,14 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     """Negative log likelihood of ``target ~ Poisson(input)`` (``exp(input)`` if log_input)."""
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
+    # the nodes of PyTorch's kernel: a number joins a tensor as its Scalar overload
     if log_input:
         loss = input.exp() - target * input
     else:
-        loss = input - target * (input + eps).log()
+        loss = input - target * _AddScalar.apply(input, eps).log()
     if full:
-        stirling = target * target.log() - target + (target * (2 * math.pi)).log() * 0.5
+        stirling = target * target.log() - target + _MulScalar.apply(
+            _MulScalar.apply(target, 2 * math.pi).log(), 0.5)
         loss = loss + stirling.masked_fill(target <= 1, 0)
     return _reduce(loss, reduction)
 
@@ -306,7 +327,6 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
     """Negative log likelihood of ``target ~ N(input, var)``; ``var`` is clamped at ``eps``
     in value only (its gradient is the unclamped one, as PyTorch's)."""
-    from ember.nn.functional import _clamp_min_forward
     if isinstance(var, (int, float)):
         if var < 0:
             raise ValueError("var has negative entry/entries")
@@ -327,9 +347,11 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
             raise ValueError("var is of incorrect size")
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(reduction + " is not valid")
-    var = _clamp_min_forward(var, eps)
-    d = input - target
-    loss = 0.5 * (var.log() + d * d / var)
+    # clamped in value only: PyTorch clones var and clamps the copy without recording
+    var = var.clone()
+    with ember.no_grad():
+        var.clamp_(min=eps)
+    loss = (var.log() + (input - target).pow(2) / var) * 0.5
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
     return _reduce(loss, reduction)
@@ -376,24 +398,34 @@ def _check_nll(input, target, weight):
     return n_classes
 
 
-def _nll_name(input, target, weight, ignore_index, reduction, host_of=None):
-    # PyTorch's kernel for (C) and (N, C) inputs is nll_loss; (N, C, H, W) runs
-    # nll_loss2d, and other ranks are viewed as 4-d for it (then viewed back for 'none')
-    if input.ndim <= 2:
-        return "NllLossBackward0"
-    return "ViewBackward0" if input.ndim != 4 and reduction == "none" else \
-        "NllLoss2DBackward0"
-
-
 @routed  # vmap has a function-level rule for it (ember.func._function_rules)
-@node_name(_nll_name)
 def _nll(input, target, weight, ignore_index, reduction, host_of=None):
-    """nll_loss on checked inputs; returns the loss. ``host_of(t)`` reads the targets on
-    the host for the bounds check (default ``t._host()``; vmap passes one that reads the
-    whole batch), and when given, the all-ignored mean is a ``where`` instead of an
-    ``.item()`` test, so no value is read on the way."""
+    """nll_loss on checked inputs; returns the loss: PyTorch's one ``nll_loss`` node for
+    (C) and (N, C) inputs, its ``nll_loss2d`` for (N, C, H, W), other ranks viewed as
+    (N, C, 1, -1) for it (and the 'none' result viewed back), as PyTorch's
+    ``nll_loss_nd``. ``host_of`` is vmap's (see :func:`_nll_batched`)."""
     n_classes = _check_nll(input, target, weight)
     target = target.to(ember.int64)
+    if host_of is not None:
+        return _nll_batched(input, target, weight, ignore_index, reduction, n_classes,
+                            host_of)
+    _not_differentiable("nll_loss_forward", "weight", weight)
+    _same_dtype(weight, input)
+    if input.ndim <= 2:
+        return _losses.NllLoss.apply(input, target, weight, ignore_index, reduction)
+    if input.ndim == 4:
+        return _losses.NllLoss2d.apply(input, target, weight, ignore_index, reduction)
+    n = input.shape[0]
+    rest = math.prod(input.shape[2:])
+    out = _losses.NllLoss2d.apply(input.reshape(n, n_classes, 1, rest),
+                                  target.reshape(n, 1, rest), weight, ignore_index, reduction)
+    return out.view(target.shape) if reduction == "none" else out
+
+
+def _nll_batched(input, target, weight, ignore_index, reduction, n_classes, host_of):
+    """nll_loss under vmap, in batched ember ops: ``host_of(t)`` reads the whole batch's
+    targets for the bounds check, and the all-ignored mean is a ``where``, so no value
+    is read on the way."""
     if input.ndim == 1:
         scores = input.unsqueeze(0)
         t = target.reshape(1)
@@ -402,7 +434,7 @@ def _nll(input, target, weight, ignore_index, reduction, host_of=None):
         t = target.reshape(-1)
     valid = t != ignore_index
     safe = ember.where(valid, t, ember.zeros((), dtype=ember.int64, device=t.device))
-    th = t._data if host_of is None else host_of(t)  # (on a GPU: one scalar read below)
+    th = host_of(t)
     bad = (th != ignore_index) & ((th < 0) | (th >= n_classes))
     if bad.any():
         raise IndexError(f"Target {int(th[bad][0])} is out of bounds.")
@@ -416,14 +448,9 @@ def _nll(input, target, weight, ignore_index, reduction, host_of=None):
     if reduction == "sum":
         return loss.sum()
     total = w.sum()
-    if host_of is not None:  # every target ignored: a NaN value and a zero gradient
-        empty = total == 0
-        return ember.where(empty, float("nan"),
-                           loss.sum() / ember.where(empty, ember.ones_like(total), total))
-    if total.item() == 0:
-        # every target ignored: PyTorch's mean is nan and its gradient zero
-        return loss.sum() * 0 + float("nan")
-    return loss.sum() / total
+    empty = total == 0   # every target ignored: a NaN value and a zero gradient
+    return ember.where(empty, float("nan"),
+                       loss.sum() / ember.where(empty, ember.ones_like(total), total))
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -450,14 +477,13 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                            f"{label_smoothing}")
     if input.ndim == 0:
         raise ValueError("Expected 1 or more dimensions (got 0)")
-    if weight is None and label_smoothing == 0 and input.ndim == 2 \
-            and isinstance(target, Tensor) and target.ndim == 1 \
-            and target.dtype is ember.int64 and input.dtype in (ember.float32, ember.float64):
-        if input.shape[0] != target.shape[0]:
-            raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
-                             f"batch_size ({target.shape[0]}).")
-        # one node for log_softmax + nll_loss (the common classification case)
-        return _fused.fused_cross_entropy(input, target, ignore_index, reduction)
+    if weight is None and label_smoothing == 0 and not _mode_active[0] \
+            and isinstance(target, Tensor) and target.dtype is ember.int64 \
+            and target.ndim == 1 and input.ndim == 2 and input.shape[0] == target.shape[0]:
+        # the common classification call, with nothing left to check: PyTorch's two
+        # nodes, log_softmax then nll_loss, without the general route's checks
+        return _losses.NllLoss.apply(_LogSoftmax.apply(input, 1), target, None,
+                                     ignore_index, reduction)
     class_dim = 0 if input.ndim == 1 else 1
     n_classes = input.shape[class_dim]
     logp = ember.log_softmax(input, class_dim)
@@ -471,7 +497,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if ignore_index >= 0:
             raise RuntimeError("ignore_index is not supported for floating point target")
         if label_smoothing > 0:
-            target = target * (1 - label_smoothing) + label_smoothing / n_classes
+            target = _AddScalar.apply(_MulScalar.apply(target, 1 - label_smoothing),
+                                      label_smoothing / n_classes)
         prod = logp * target
         if weight is not None:
             prod = prod * weight.reshape(wshape)
@@ -503,10 +530,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         ret = smooth.sum()
     else:
         ret = smooth
-    return (1 - label_smoothing) * nll + ret * (label_smoothing / n_classes)
+    return _MulScalar.apply(nll, 1 - label_smoothing) + \
+        _MulScalar.apply(ret, label_smoothing / n_classes)
 
 
-@node_name("MultiMarginLossBackward0")
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
                       reduce=None, reduction="mean"):
     """Multi-class hinge loss: ``sum_{j != y} max(0, margin - x[y] + x[j])**p / C``."""
@@ -529,26 +556,14 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     t = target.reshape(-1)
     if t.numel() and bool(((t < 0) | (t >= c)).any()):
         raise RuntimeError("target out of range")
-    rows = ember.arange(n, device=x.device)
-    xy = x[rows, t].unsqueeze(1)
-    z = margin - xy + x
-    z = ember.where(z > 0, z, _zero(z))  # a NaN term counts as 0, as in torch's kernel
-    if p == 2:
-        z = z * z
-    if weight is not None:
-        z = z * weight[t].unsqueeze(1)
-    not_y = ember.arange(c, device=x.device).unsqueeze(0) != t.unsqueeze(1)
-    loss = ember.where(not_y, z, _zero(z)).sum(1) / c
-    if input.ndim < 2:
-        loss = loss.reshape(())
-    return _reduce(loss, reduction)
+    _not_differentiable("multi_margin_loss", "weight", weight)
+    _same_dtype(weight, input)
+    return _losses.MultiMarginLoss.apply(input, target, weight, p, margin, reduction)
 
 
-@node_name("MultilabelMarginLossBackward0")
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Multi-label hinge loss: for each target class ``y`` (``target`` lists them, ended
     by the first -1) and each non-target class ``i``: ``max(0, 1 - (x[y] - x[i])) / C``."""
-    import numpy as np
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if _mode_active[0] and (m := _mode_recorder((input, target))) is not None:
@@ -563,25 +578,11 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     if input.numel() == 0 and (input.ndim < 2 or input.shape[1] == 0):
         raise RuntimeError("Expected non-empty vector or matrix with optional 0-dim batch "
                            f"size, but got: {list(input.shape)}")
-    x = input.reshape(1, -1) if input.ndim < 2 else input
-    t = target._host().reshape(x.shape).astype(np.int64)
-    n, c = x.shape
+    t = target._host()
+    c = input.shape[-1] if input.ndim else 1
     if t.size and (t.min() < -1 or t.max() >= c):
         raise RuntimeError("argument #2 'target' is out of range")
-    valid = np.cumprod(t >= 0, axis=1).astype(bool)  # targets end at the first -1
-    is_target = np.zeros((n, c), dtype=bool)
-    rows = np.repeat(np.arange(n), c).reshape(n, c)
-    is_target[rows[valid], t[valid]] = True
-    dev = input.device
-    safe = ember.from_numpy(np.where(valid, t, 0)).to(dev)
-    xy = x[ember.arange(n, device=dev).unsqueeze(1), safe]
-    z = 1 - xy.unsqueeze(2) + x.unsqueeze(1)
-    z = ember.where(z > 0, z, _zero(z))  # a NaN term counts as 0, as in torch's kernel
-    mask = ember.from_numpy(valid[:, :, None] & ~is_target[:, None, :]).to(dev)
-    loss = ember.where(mask, z, _zero(z)).sum((1, 2)) / c
-    if input.ndim < 2:
-        loss = loss.reshape(())
-    return _reduce(loss, reduction)
+    return _losses.MultilabelMarginLoss.apply(input, target, reduction)
 
 
 # ----- embeddings and ranking ------------------------------------------------------------
@@ -606,12 +607,14 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     dim = input1.ndim - 1
     eps = 1e-12
     prod = (input1 * input2).sum(dim)
-    mag1 = (input1 * input1).sum(dim) + eps
-    mag2 = (input2 * input2).sum(dim) + eps
+    mag1 = _AddScalar.apply((input1 * input1).sum(dim), eps)
+    mag2 = _AddScalar.apply((input2 * input2).sum(dim), eps)
     cos = prod / (mag1 * mag2).sqrt()
     zero = _zero(cos)
-    pos = ember.where(target == 1, 1 - cos, zero)
-    neg = ember.where(target == -1, (cos - margin).clamp_min(0), zero)
+    # ``1 - cos`` as PyTorch's kernel writes a number minus a tensor: the number filled
+    # into a tensor, then a subtraction
+    pos = ember.where(target == 1, ember.full_like(cos, 1) - cos, zero)
+    neg = ember.where(target == -1, _SubScalar.apply(cos, margin).clamp_min(0), zero)
     return _reduce(pos + neg, reduction)
 
 
@@ -624,7 +627,8 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
                            f"but got sizes: input1: {input1.shape}, input2: {input2.shape}, "
                            f"target: {target.shape} ")
-    return _reduce((-target * (input1 - input2) + margin).clamp_min(0), reduction)
+    return _reduce(_AddScalar.apply(-target * (input1 - input2), margin).clamp_min(0),
+                   reduction)
 
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
@@ -633,7 +637,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     zero = _zero(input)
-    margin_clamp = (margin - input).clamp_min(0)
+    margin_clamp = (ember.full_like(input, margin) - input).clamp_min(0)
     out = ember.where(target != 1, margin_clamp, zero) + ember.where(target != -1, input, zero)
     return _reduce(out, reduction)
 
@@ -656,7 +660,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
         d_neg = ember.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
-    return _reduce((margin + d_pos - d_neg).clamp_min(0), reduction)
+    return _reduce((_AddScalar.apply(d_pos, margin) - d_neg).clamp_min(0), reduction)
 
 
 def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
@@ -672,7 +676,7 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     d_neg = dist(anchor, negative)
     if swap:
         d_neg = ember.minimum(d_neg, dist(positive, negative))
-    return _reduce((margin + d_pos - d_neg).clamp_min(0), reduction)
+    return _reduce((d_pos + margin - d_neg).clamp_min(0), reduction)
 
 
 def _lengths(x, name):

@@ -21,7 +21,10 @@ import math
 import numpy as np
 
 from ember._graph.ir import Ref
-from ember.onnx import _export_nn  # noqa: F401  (registers the network layers' converters)
+from ember.onnx import (
+    _export_losses,  # noqa: F401  (registers the losses' converters)
+    _export_nn,  # noqa: F401  (registers the network layers' converters)
+)
 from ember.onnx._export import UnsupportedOnnxExport
 from ember.onnx._export_registry import (
     EXPORTERS,

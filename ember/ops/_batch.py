@@ -529,6 +529,7 @@ def _no_batch_rule():
         index_scatter,
         indexing,
         linalg_eig,
+        losses,
         matmul_graph,
         pooling,
         rnn,
@@ -565,6 +566,9 @@ def _no_batch_rule():
         indexing.SetItemSlices: _NOT_YET,
         indexing.MaskedScatter: _NOT_YET,
         ctc.CtcNll: _NOT_YET,
+        losses.NllLoss: "vmap runs nll_loss's batched composite (ember.func._function_rules)",
+        losses.NllLoss2d: "vmap runs nll_loss's batched composite "
+                          "(ember.func._function_rules)",
         scan.GatherAlong: "its constant index array has the per-sample shape; no rule "
                           "written yet",
         scan.ScatterAddAlong: _BACKWARD,
@@ -608,6 +612,8 @@ def _no_batch_rule():
     for c in composite_node.nodes():
         table[c] = ("made only in eager mode to show PyTorch's node; under vmap the "
                     "composite's primitives run, which have rules")
+    for c in (losses.MultiMarginLoss, losses.MultilabelMarginLoss):
+        table[c] = _NOT_YET
     return table
 
 

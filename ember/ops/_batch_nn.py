@@ -169,26 +169,6 @@ def attention(cls, lvl, args, params):
     return b.wrap(cls.apply(*qkv, *extra, scale, safe), lvl)
 
 
-def cross_entropy(cls, lvl, args, params):
-    """Fused ``cross_entropy`` (logits (N, C) or (C,), class targets): the samples'
-    rows are stacked into one call with ``reduction='none'``, then reduced per sample."""
-    b = _b()
-    x, t, ignore_index, reduction = args
-    (xv, xb), (tv, tb) = b.unwrap(x, lvl), b.unwrap(t, lvl)
-    B = _size(lvl)
-    xv, tv = _expand_batch(xv, xb, B), _expand_batch(tv, tb, B)
-    c = xv.shape[-1]
-    rows = cls.apply(xv.reshape(-1, c), tv.reshape(-1), ignore_index, "none")
-    rows = rows.reshape(B, -1)
-    if reduction == "none":
-        return b.wrap(rows.reshape(tuple(tv.shape)), lvl)
-    total = rows.sum(1)
-    if reduction == "sum":
-        return b.wrap(total, lvl)
-    count = (tv.reshape(B, -1) != ignore_index).sum(1).to(total.dtype)
-    return b.wrap(total / count, lvl)
-
-
 def normalize(cls, lvl, args, params):
     """layer/group/batch norm statistics over ``axes`` of each sample; weight and bias
     broadcast against the sample (a batched one gets ones after its batch dim)."""

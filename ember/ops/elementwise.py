@@ -278,6 +278,14 @@ class MulScalar(Mul):
     broadcasts = False
 
 
+class SubScalar(Sub):
+    """``sub.Scalar``: a tensor minus a Python number, as PyTorch's own composites record
+    it (``SubBackward1``, one edge); ``x - 2.0`` from Python stays :class:`Sub`."""
+    _node_name = "SubBackward1"
+    _op_name = "Sub"
+    broadcasts = False
+
+
 class Div(Primitive):
     broadcasts = True
     save_inputs = (0, 1)

@@ -1,26 +1,23 @@
-"""Fused primitives for the hot path of small networks: a linear layer as one node,
-cross entropy over class indices as one node, and a ReLU with a faster kernel.
+"""Fused primitives for the hot path of small networks: a linear layer as one node
+and a ReLU with a faster kernel.
 
-A chain of small ops (transpose, matmul, add; log_softmax, gather, mean) costs a
+A chain of small ops (transpose, matmul, add) costs a
 node, a saved tensor and a gradient temporary per op; these primitives do the same
 math in one NumPy pass set. Their backward follows the house rule of
 :mod:`ember.ops.normalization`: on a first-order pass it runs on arrays, reusing what
 forward computed; when a graph of the gradient is being recorded (``create_graph``) it
 is written in differentiable ember Tensor ops, so second derivatives are exact.
 
-The public entry points are ``ember.nn.functional.linear`` and ``cross_entropy``,
-which choose these primitives for the cases they cover and the general composites
-otherwise.
+The public entry point is ``ember.nn.functional.linear``, which chooses these
+primitives for the cases they cover and the general composites otherwise.
 """
 import numpy as np
 
 from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
-from ember.backend import array_module
 from ember.backend import gemm as _gemm
-from ember.backend.meta import is_meta as _is_meta
-from ember.ops import _batch, _batch_nn
+from ember.ops import _batch_nn
 from ember.ops.unary import Relu, _relu_array, _relu_grad, _relu_grad_array
 from ember.ops.unary import relu as _relu
 
@@ -202,119 +199,3 @@ def fused_linear(input, weight, bias):
 def fused_relu(input):
     """``max(input, 0)`` (``torch.relu``): the same node as ``ember.relu``."""
     return _relu(input)
-
-
-# ----- cross entropy ---------------------------------------------------------------------
-class _CrossEntropy(Primitive):
-    """``nll_loss(log_softmax(x, 1), t)`` for logits ``x`` (N, C) and int64 class
-    indices ``t`` (N), without class weights or label smoothing."""
-    n_inputs = 1   # the logits: PyTorch's NllLossBackward0 lists no target
-    save_inputs = (0,)
-    _node_name = "NllLossBackward0"
-    batch = _batch_nn.cross_entropy
-
-    def forward(self, x, t, ignore_index, reduction):
-        xp = array_module(x)
-        n, c = x.shape
-        lo, hi = (int(t.min()), int(t.max())) if n and not _is_meta(t) else (0, -1)
-        if 0 <= lo and hi < c and not lo <= ignore_index <= hi:
-            # every target is a class (the common case): no mask needed
-            valid, all_valid, safe = None, True, t
-        else:
-            valid = t != ignore_index
-            all_valid = bool(valid.all())
-            safe = t if all_valid else xp.where(valid, t, 0)
-            if n and (not c or safe.min() < 0 or safe.max() >= c):
-                bad = safe[(safe < 0) | (safe >= c)]
-                raise IndexError(f"Target {int(bad[0])} is out of bounds.")
-        self.reduction, self.valid, self.all_valid = reduction, valid, all_valid
-        self.rows, self.safe = xp.arange(n), safe
-        # x - max, even where the max is infinite: rows holding +inf or only -inf come
-        # out NaN, as PyTorch's
-        s = x - x.max(axis=1, keepdims=True) if n and c else x.copy()
-        e = xp.exp(s)
-        total = e.sum(axis=1)
-        loss = xp.log(total)
-        loss -= s[self.rows, safe]
-        self.e, self.total = e, total  # softmax = e / total, formed in backward
-        if not all_valid:
-            loss *= valid
-        if reduction == "none":
-            return loss
-        if reduction == "sum":
-            return loss.sum()
-        self.count = count = n if all_valid else int(valid.sum())
-        return loss.sum() / x.dtype.type(count)
-
-    def backward(self, gy):
-        x, = self.saved_tensors
-        if not _grad_state.grad_enabled:
-            return self._backward_arrays(gy._data), None, None, None
-        # recorded (create_graph): softmax recomputed from the saved input in
-        # differentiable ops; the one-hot targets and the row scales are constants
-        xp = array_module(x._data)
-        onehot = xp.zeros(x._data.shape, dtype=x._data.dtype)
-        onehot[self.rows, self.safe] = 1
-        scale = gy
-        if self.reduction == "mean":
-            scale = gy / self.count if self.count else gy * 0
-        if not self.all_valid:
-            scale = scale * _make(self.valid.astype(x._data.dtype))
-        if scale.ndim == 1:
-            scale = scale.unsqueeze(1)
-        gx = (x.softmax(1) - _make(onehot)) * scale
-        return gx, None, None, None
-
-    def _backward_arrays(self, g):
-        gx = self.e / self.total[:, None]
-        gx[self.rows, self.safe] -= 1
-        if self.reduction == "mean":
-            g = g / self.count if self.count else g * 0
-        if not self.all_valid:
-            g = g * self.valid
-        gx *= g[:, None] if g.ndim else g
-        return _make(gx)
-
-    def vjp(self, grads, inputs, outputs, out=None):
-        """Array gradients (``Primitive.vjp``): the logits' only."""
-        return [self._backward_arrays(grads[0])._data, None, None, None]
-
-
-def fused_cross_entropy(input, target, ignore_index, reduction):
-    """Cross entropy of floating logits (N, C) and int64 class indices (N) as one node
-    (no class weights, no label smoothing; the caller checks the rest)."""
-    return _CrossEntropy.apply(input, target, ignore_index, reduction)
-
-
-# ----- binary cross entropy --------------------------------------------------------------
-class BinaryCrossEntropy(Primitive):
-    """Elementwise ``-(t log x + (1 - t) log(1 - x))`` with the logs clamped at -100.
-
-    Its input gradient is PyTorch's, ``(x - t) / max(x (1 - x), 1e-12)``: finite where
-    ``x`` is exactly 0 or 1 (a saturated float32 sigmoid), where the composite formula
-    would give nan.
-    """
-    save_inputs = (0, 1)
-    broadcasts = True
-    _node_name = "BinaryCrossEntropyBackward0"
-    batch = _batch.elementwise
-
-    def forward(self, x, t):
-        xp = array_module(x)
-        log_x = xp.maximum(xp.log(x), -100)
-        log_1mx = xp.maximum(xp.log(1 - x), -100)
-        return -(t * log_x + (1 - t) * log_1mx)
-
-    def backward(self, gy):
-        x, t = self.saved_tensors
-        gx = gt = None
-        if self._edges[0] is not None:
-            gx = gy * (x - t) / ((1 - x) * x).clamp_min(1e-12)
-        if self._edges[1] is not None:
-            gt = gy * ((1 - x).log() - x.log())  # unclamped, as PyTorch's
-        return gx, gt
-
-
-def binary_cross_entropy_elementwise(input, target):
-    """The unreduced, unweighted binary cross entropy of probabilities ``input``."""
-    return BinaryCrossEntropy.apply(input, target)
