@@ -304,7 +304,8 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
         t = slice(T - n, T) if padding_side == "left" else slice(0, n)
         region = (i, t) if batch_first else (t, i)
         if s.dtype == out.dtype:
-            out[region] = s
+            # copy_, as PyTorch's kernel: a sequence that broadcasts records no expand
+            out[region].copy_(s)
         else:  # PyTorch's copy_ converts inside its one node
             from ember.ops._views import PutFlat
             idx = np.arange(out.numel()).reshape(out.shape)[region]
