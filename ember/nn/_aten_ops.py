@@ -14,7 +14,8 @@ from ember.nn._functional_aten import conv_tbc, native_channel_shuffle  # noqa: 
 
 # the multi-layer recurrent functions (one node each in a graph capture)
 from ember.nn.functional_rnn import gru, lstm, rnn_relu, rnn_tanh
-from ember.ops.composite_node import CompositeNode, call
+from ember.ops.composite_node import call
+from ember.ops.dropout import NativeDropout
 
 __all__ = [
     "dropout", "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout",
@@ -101,18 +102,6 @@ def native_dropout(input, p, train):
     # torch's one kernel, with its own node, in training and in eval alike
     out = call(NativeDropout, input, keep, scale)
     return out, ember.ones_like(input, dtype=ember.bool) if keep is None else keep.bool()
-
-
-def _native_dropout(input, keep, scale):
-    return input.clone() if keep is None else input * keep * scale
-
-
-class NativeDropout(CompositeNode):
-    """``native_dropout``: PyTorch's one node over the input (the mask is drawn before,
-    a plain argument as in PyTorch)."""
-    save_inputs = (0, 1)
-    n_inputs = 1
-    composite = staticmethod(_native_dropout)
 
 
 # ----- activations ----------------------------------------------------------------------

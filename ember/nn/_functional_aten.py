@@ -1,6 +1,7 @@
 """Names of ``torch.nn.functional`` that are constants or ATen aliases."""
-from ember.ops.composite_node import CompositeNode, call
-from ember.ops.conv import conv1d
+from ember.ops.composite_node import call
+from ember.ops.conv import ConvTbc
+from ember.ops.resample import _channel_shuffle
 
 __all__ = ["GRID_SAMPLE_INTERPOLATION_MODES", "GRID_SAMPLE_PADDING_MODES",
            "assert_int_or_pair", "conv_tbc", "native_channel_shuffle"]
@@ -15,19 +16,6 @@ def assert_int_or_pair(arg, arg_name, message):
     assert isinstance(arg, int) or len(arg) == 2, message.format(arg_name)
 
 
-def _conv_tbc(input, weight, bias, pad):
-    out = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
-    return out.permute(2, 0, 1)
-
-
-class ConvTbc(CompositeNode):
-    """``conv_tbc``: PyTorch's one node over (input, weight, bias); ember's
-    convolution of the permuted operands underneath."""
-    save_inputs = (0, 1, 2)
-    n_inputs = 3
-    composite = staticmethod(_conv_tbc)
-
-
 def conv_tbc(input, weight, bias, pad=0):
     """Time-batch-channel 1-D convolution: ``input`` (T, B, C_in), ``weight``
     (k, C_in, C_out), ``bias`` (C_out); returns (T', B, C_out)."""
@@ -36,7 +24,7 @@ def conv_tbc(input, weight, bias, pad=0):
 
 def native_channel_shuffle(input, groups):
     """``torch.nn.functional.native_channel_shuffle``: :func:`channel_shuffle`."""
-    from ember.nn.functional import _check_shuffle, _shuffle  # (it re-exports this module)
+    from ember.nn.functional import _check_shuffle  # (it re-exports this module)
     # torch's native kernel has no backward node of its own: keep the composite's nodes
     _check_shuffle(input, groups)
-    return _shuffle(input, groups)
+    return _channel_shuffle(input, groups)

@@ -68,7 +68,8 @@ from ember.nn.functional_activations import (  # noqa: F401
 from ember.ops import matmul_graph as _mg
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for  # noqa: F401  (kept on F)
-from ember.ops.composite_node import CompositeNode, call, one_node
+from ember.ops.composite_node import call, one_node
+from ember.ops.embedding import Embedding, EmbeddingBag
 from ember.ops.shape import pad  # noqa: F401  (torch.nn.functional.pad)
 from ember.ops.unary import zero_curvature as _zero_curvature  # noqa: F401  (kept on F)
 
@@ -334,46 +335,6 @@ def _renorm_(weight, input, max_norm, norm_type):
         weight._vc[0] += 1
 
 
-def _pad_mask_grad(out, input, padding_idx):
-    """Keep ``out``'s values but stop the gradient at positions equal to ``padding_idx``."""
-    mask = (input == padding_idx).unsqueeze(-1)
-    return ember.where(mask, out.detach(), out)
-
-
-def _freq_scale(out, input):
-    """1 / how often each index occurs in ``input``, shaped to scale rows of ``out``."""
-    import numpy as np
-    _, inverse, counts = np.unique(input._host().reshape(-1), return_inverse=True,
-                                   return_counts=True)
-    freq = counts[inverse].reshape(input.shape).astype(out._data.dtype)
-    return ember.from_numpy(1.0 / freq).to(out.device).unsqueeze(-1)
-
-
-def _scale_grad(out, input, num):
-    """Divide each looked-up row's gradient by how often its index occurs in ``input``."""
-    s = _freq_scale(out, input)
-    return out.detach() + (out - out.detach()) * s
-
-
-def _scale_grad_values(g, input):
-    """``g``'s rows divided by how often their index occurs in ``input``."""
-    return g * _freq_scale(g, input)
-
-
-def _bag_scale_grad(rows, flat):
-    """embedding_bag's ``scale_grad_by_freq`` as PyTorch's CPU kernel computes it: the
-    i-th smallest distinct index is scaled by the count of the i-th smallest index
-    *occurrence* (not always its own count), which is what programs trained in PyTorch got."""
-    import numpy as np
-    a = flat._host().reshape(-1)
-    uniq, counts = np.unique(a, return_counts=True)
-    srt = np.sort(a)
-    scale = 1.0 / counts[np.searchsorted(uniq, srt[:len(uniq)])]
-    s = scale[np.searchsorted(uniq, a)].astype(rows._data.dtype)
-    s = ember.from_numpy(s).to(rows.device).unsqueeze(-1)
-    return rows.detach() + (rows - rows.detach()) * s
-
-
 def _padding_idx(padding_idx, num):
     if padding_idx is None:
         return None
@@ -385,39 +346,6 @@ def _padding_idx(padding_idx, num):
             raise AssertionError("Padding_idx must be within num_embeddings")
         padding_idx = num + padding_idx
     return padding_idx
-
-
-def _lookup(weight, indices, padding_idx, scale_grad_by_freq):
-    out = weight[indices]
-    if padding_idx is not None:
-        out = _pad_mask_grad(out, indices, padding_idx)
-    if scale_grad_by_freq and out.requires_grad:
-        out = _scale_grad(out, indices, weight.shape[0])
-    return out
-
-
-class Embedding(CompositeNode):
-    """``F.embedding``: PyTorch's one node over the weight (the indices are a plain
-    argument). Its gradient adds each row's output gradient into that row of zeros
-    (none for ``padding_idx``, divided by the index's count with
-    ``scale_grad_by_freq``)."""
-    save_inputs = (0,)
-    composite = staticmethod(_lookup)
-
-    def forward(self, weight, **params):
-        self.w_shape = weight.shape
-        return CompositeNode.forward(self, weight, **params)
-
-    def backward(self, gy):
-        from ember.ops.indexing import IndexScatter
-        p = self.params
-        indices = p["indices"]
-        g = gy
-        if p["padding_idx"] is not None:
-            g = g.masked_fill((indices == p["padding_idx"]).unsqueeze(-1), 0)
-        if p["scale_grad_by_freq"]:
-            g = _scale_grad_values(g, indices)
-        return IndexScatter.apply(g, self.w_shape, (indices._data,), True)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
@@ -511,56 +439,6 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                            "sparse gradients")
     return call(EmbeddingBag, weight, psw, flat=flat, starts=starts, ends=ends, mode=mode,
                 padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq)
-
-
-class EmbeddingBag(CompositeNode):
-    """``F.embedding_bag``: PyTorch's one node over the weight and the per-sample
-    weights (the indices and bags are plain arguments)."""
-    save_inputs = (0, 1)
-    n_inputs = 2
-
-    @staticmethod
-    def composite(weight, psw, **params):
-        return _bags(weight, psw, **params)
-
-
-def _bags(weight, psw, flat, starts, ends, mode, padding_idx, scale_grad_by_freq):
-    n = flat.shape[0]
-    # membership matrix: member[b, i] = 1 when index i belongs to bag b (and is not padding)
-    import numpy as np
-    member = np.zeros((len(starts), n), dtype=bool)
-    for b, (s, e) in enumerate(zip(starts, ends)):
-        member[b, s:e] = True
-    if padding_idx is not None:
-        member &= flat._host() != padding_idx
-    counts = member.sum(1)
-    rows = weight[flat]
-    if scale_grad_by_freq and rows.requires_grad:
-        rows = _bag_scale_grad(rows, flat)
-    if mode == "max":
-        mask = ember.from_numpy(member).to(weight.device).unsqueeze(-1)
-        neg = ember.full((), -math.inf, dtype=weight.dtype, device=weight.device)
-        big = ember.where(mask, rows.unsqueeze(0), neg)
-        out = big.amax(1) if n else ember.zeros(len(starts), weight.shape[1],
-                                                 dtype=weight.dtype, device=weight.device)
-        empty = ember.from_numpy(counts == 0).to(weight.device).unsqueeze(-1)
-        return ember.where(empty, ember.zeros((), dtype=weight.dtype, device=weight.device),
-                           out)
-    # each bag's rows added one by one into zeros (as PyTorch's kernel), not a product
-    # with the 0/1 membership matrix, where 0 * inf would make NaN
-    keep = np.nonzero(member.any(0))[0]
-    bag_of = member[:, keep].argmax(0) if len(keep) else np.zeros(0, np.int64)
-    vals = rows
-    if psw is not None:
-        vals = vals * psw.unsqueeze(-1)
-    if len(keep) < n:
-        vals = vals[ember.from_numpy(keep).to(weight.device)]
-    out = ember.zeros(len(starts), weight.shape[1], dtype=weight.dtype, device=weight.device)
-    out = out.index_add(0, ember.from_numpy(bag_of.astype(np.int64)).to(weight.device), vals)
-    if mode == "mean":
-        c = ember.from_numpy(np.maximum(counts, 1).astype(weight._data.dtype)).to(weight.device)
-        out = out / c.unsqueeze(-1)
-    return out
 
 
 def one_hot(tensor, num_classes=-1):
@@ -666,6 +544,7 @@ from ember.nn.functional_attention import _canonical_mask, _none_or_dtype  # noq
 
 __all__ += _attn_all
 from ember.ops.grid_sample import affine_grid, grid_sample  # noqa: E402,F401
+from ember.ops.resample import ChannelShuffle  # noqa: E402
 
 __all__ += ["affine_grid", "grid_sample"]
 
@@ -682,18 +561,6 @@ def _check_shuffle(input, groups):
     if c % groups:
         raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
                            f"and {groups} groups.")
-
-
-def _shuffle(input, groups):
-    n, c, rest = input.shape[0], input.shape[1], tuple(input.shape[2:])
-    return (input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
-            .reshape(n, c, *rest))
-
-
-class ChannelShuffle(CompositeNode):
-    """``F.channel_shuffle``: PyTorch's one node over the input."""
-    save_inputs = (0,)
-    composite = staticmethod(_shuffle)
 
 
 def channel_shuffle(input, groups):

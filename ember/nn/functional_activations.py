@@ -1,23 +1,40 @@
 """Activation functions of ``ember.nn.functional`` (relu, gelu, softmax, glu ...) and the
-in-place / float16 helpers they share with the rest of it.
+in-place helpers they share with the rest of it.
 
-Composites only: no derivative code lives here. Re-exported by :mod:`ember.nn.functional`,
-where users find them.
+Composites only: no derivative code lives here. The classes of the one-node activations
+(``Gelu``, ``Glu`` ...) and their composites are :mod:`ember.ops.activation_nodes`'.
+Re-exported by :mod:`ember.nn.functional`, where users find them.
 """
 import functools
-import math
 import warnings
-
-import numpy as np
 
 from ember import _core as ember
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
-from ember.autograd.grad_mode import state as _grad_state
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
-from ember.ops.composite_node import CompositeNode, call
-from ember.ops.unary import zero_curvature as _zero_curvature
+from ember.ops.activation_nodes import (  # noqa: F401  (the helpers stay importable here)
+    Gelu,
+    Glu,
+    Hardshrink,
+    HardsigmoidHalf,
+    Hardswish,
+    LogSigmoid,
+    Mish,
+    PreluKernel,
+    RreluWithNoise,
+    RreluWithNoiseInplace,
+    SiluHalf,
+    Softshrink,
+    _hardsigmoid,
+    _hardswish,
+    _hardtanh,
+    _mish,
+    _opmath,
+    _softplus,
+    _zero_like_scalar,
+)
+from ember.ops.composite_node import call
 
 __all__ = [
     "relu", "relu_", "relu6", "elu", "elu_", "selu", "selu_", "celu", "celu_", "leaky_relu",
@@ -39,11 +56,6 @@ def _maybe_inplace(input, inplace, fn):
     return _inplace(input, fn) if inplace else fn(input)
 
 
-def _zero_like_scalar(x):
-    """0 in ``x``'s dtype, so ``where`` keeps the dtype."""
-    return ember.zeros((), dtype=x.dtype, device=x.device)
-
-
 def _nonpositive(x):
     """``min(x, 0)`` with the gradient of ``x`` where ``x <= 0`` and 0 elsewhere.
 
@@ -51,18 +63,6 @@ def _nonpositive(x):
     masked-out branch (whose zero gradient times ``inf`` would give NaN).
     """
     return ember.where(x > 0, _zero_like_scalar(x), x)
-
-
-def _opmath(fn):
-    """Compute float16 inputs in float32 and round the result back once, as PyTorch's CPU
-    kernels do for half precision (a chain of float16 ops would round at every step)."""
-    def wrapped(x, *args, **kwargs):
-        if x.dtype is ember.float16:
-            return fn(x.float(), *args, **kwargs).half()
-        return fn(x, *args, **kwargs)
-    wrapped.__name__ = fn.__name__
-    wrapped.__doc__ = fn.__doc__
-    return wrapped
 
 
 def _takes_out(fn):
@@ -87,16 +87,6 @@ def relu(input, inplace=False):
 def relu_(input):
     """In-place :func:`relu`."""
     return input.relu_()
-
-
-def _hardtanh(x, min_val, max_val):
-    # gradient 1 strictly inside (min_val, max_val), as PyTorch's hardtanh_backward
-    if x.is_floating_point():
-        from ember.ops.unary import hardtanh as _hardtanh_op
-        return _hardtanh_op(x, min_val, max_val)
-    lo = ember.full((), min_val, dtype=x.dtype, device=x.device)
-    hi = ember.full((), max_val, dtype=x.dtype, device=x.device)
-    return ember.where(x <= min_val, lo, ember.where(x >= max_val, hi, x))
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
@@ -178,17 +168,6 @@ def leaky_relu_(input, negative_slope=0.01):
     return leaky_relu(input, negative_slope, inplace=True)
 
 
-def _prelu_kernel(input, w):
-    return _zero_curvature(ember.where(input > 0, input, w * input), input)
-
-
-class PreluKernel(CompositeNode):
-    """``_prelu_kernel(x, w)`` for a weight already shaped to broadcast over ``x``."""
-    save_inputs = (0, 1)
-    profiler_name = "aten::_prelu_kernel"
-    composite = staticmethod(_prelu_kernel)
-
-
 def prelu(input, weight):
     """``x`` if ``x > 0`` else ``weight * x``, with one weight per channel (dim 1) or one
     shared weight."""
@@ -214,55 +193,6 @@ def prelu(input, weight):
     return call(PreluKernel, input, w)
 
 
-@_opmath
-def _gelu(input, approximate="none"):
-    if approximate == "none":
-        return input * 0.5 * (1.0 + ember.erf(input * (1.0 / math.sqrt(2.0))))
-    if approximate == "tanh":
-        inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
-        return input * 0.5 * (1.0 + ember.tanh(inner))
-    raise RuntimeError("approximate argument must be either none or tanh.")
-
-
-_SQRT_HALF = 1.0 / math.sqrt(2.0)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-class Gelu(CompositeNode):
-    """``F.gelu``: one node over its input. The exact form of float32/64 runs on arrays,
-    the composite's steps in its order (same values), and keeps ``1 + erf(x / sqrt 2)``
-    for the first-order gradient ``Phi(x) + x phi(x)``."""
-    save_inputs = (0,)
-    composite = staticmethod(_gelu)
-
-    def forward(self, x, approximate):
-        if approximate != "none" or type(x) is not np.ndarray or \
-                x.dtype not in (np.float32, np.float64):
-            self._one_plus_erf = None
-            return CompositeNode.forward(self, x, approximate)
-        from ember.ops import _erf_kernels
-        self._plain = [None, approximate]
-        self.params = {}
-        t = x.dtype.type
-        e = _erf_kernels.erf_erfc(x * t(_SQRT_HALF), want_erfc=False)[0]
-        e += t(1)
-        self._one_plus_erf = e
-        return (x * t(0.5)) * e
-
-    def backward(self, gy):
-        e = self._one_plus_erf
-        if _grad_state.grad_enabled or e is None:
-            return self.recompute_grads(gy)
-        from ember._tensor import _make
-        x = self.saved_tensors[0]._data
-        t = x.dtype.type
-        with np.errstate(over="ignore", invalid="ignore"):  # x * x overflows to a 0 pdf
-            d = e * t(0.5)
-            d += x * np.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
-            d *= gy._data
-        return _make(d), None
-
-
 @_takes_out
 def gelu(input, approximate="none"):
     """``x * Phi(x)`` (``approximate='tanh'``: PyTorch's tanh approximation)."""
@@ -271,46 +201,12 @@ def gelu(input, approximate="none"):
     return call(Gelu, input, approximate)
 
 
-def _silu_half(x):
-    from ember.ops.unary import silu as _silu
-    return _opmath(_silu)(x)
-
-
-class SiluHalf(CompositeNode):
-    """``F.silu`` of half precision (computed in float32, rounded once): PyTorch's one
-    ``SiluBackward0``; other dtypes run the ``silu`` primitive itself."""
-    _node_name = "SiluBackward0"
-    save_inputs = (0,)
-    composite = staticmethod(_silu_half)
-
-
 def silu(input, inplace=False):
     """``x * sigmoid(x)``."""
     if inplace or input.dtype is not ember.float16:
         from ember.ops.unary import silu as _silu
         return _maybe_inplace(input, inplace, _opmath(_silu))
     return call(SiluHalf, input)
-
-
-@_opmath
-def _softplus(x, beta=1.0, threshold=20.0):
-    big = x * beta > threshold
-    safe = ember.where(big, _zero_like_scalar(x), x)
-    soft = (safe * beta).exp().log1p()
-    if beta != 1.0:
-        soft = soft / beta
-    return ember.where(big, x, soft)
-
-
-@_opmath
-def _mish(x):
-    return x * ember.tanh(_softplus(x))
-
-
-class Mish(CompositeNode):
-    """``F.mish``: one node over its input."""
-    save_inputs = (0,)
-    composite = staticmethod(_mish)
 
 
 def mish(input, inplace=False):
@@ -332,43 +228,11 @@ def softsign(input):
     return input / (input.abs() + 1)
 
 
-@_opmath
-def _hardsigmoid(x):
-    if x.is_floating_point():
-        from ember.ops.unary import hardsigmoid as _hardsigmoid_op
-        return _hardsigmoid_op(x)
-    return _hardtanh(x + 3.0, 0.0, 6.0) / 6.0
-
-
-class HardsigmoidHalf(CompositeNode):
-    """``F.hardsigmoid`` of half precision (computed in float32, rounded once): PyTorch's
-    one ``HardsigmoidBackward0``; other dtypes run the ``hardsigmoid`` primitive itself."""
-    _node_name = "HardsigmoidBackward0"
-    save_inputs = (0,)
-    composite = staticmethod(_hardsigmoid)
-
-
 def hardsigmoid(input, inplace=False):
     """``relu6(x + 3) / 6``."""
     if inplace or input.dtype is not ember.float16:
         return _maybe_inplace(input, inplace, _hardsigmoid)
     return call(HardsigmoidHalf, input)
-
-
-@_opmath
-def _hardswish(x):
-    # below -3, x * 0 as PyTorch's x * clamp(x + 3, 0, 6) / 6 gives: -0.0, NaN at -inf;
-    # the middle piece sees only (-3, 3), so no inf * 0 reaches its gradient; at the
-    # kinks the gradient is the outer pieces' (0 at -3, 1 at 3), as PyTorch's
-    mid = (x > -3.0) & (x < 3.0)
-    xs = ember.where(mid, x, _zero_like_scalar(x))
-    return ember.where(x <= -3.0, x * 0.0, ember.where(mid, xs * (xs + 3.0) / 6.0, x))
-
-
-class Hardswish(CompositeNode):
-    """``F.hardswish``: one node over its input."""
-    save_inputs = (0,)
-    composite = staticmethod(_hardswish)
 
 
 def hardswish(input, inplace=False):
@@ -393,19 +257,6 @@ def tanhshrink(input):
     return input - ember.tanh(input)
 
 
-def _softshrink(input, lambd):
-    # x - x: +0.0 for every finite x and NaN for NaN, with gradient 0 (PyTorch's values)
-    return _zero_curvature(ember.where(input > lambd, input - lambd,
-                                       ember.where(input < -lambd, input + lambd,
-                                                   input - input)), input)
-
-
-class Softshrink(CompositeNode):
-    """``F.softshrink``: one node over its input."""
-    save_inputs = (0,)
-    composite = staticmethod(_softshrink)
-
-
 @_takes_out
 def softshrink(input, lambd=0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
@@ -415,38 +266,10 @@ def softshrink(input, lambd=0.5):
     return call(Softshrink, input, lambd)
 
 
-def _hardshrink(input, lambd):
-    # NaN stays NaN with gradient 0, as PyTorch's kernel tests |x| > lambd
-    return _zero_curvature(ember.where((input > lambd) | (input < -lambd), input,
-                                       input - input), input)
-
-
-class Hardshrink(CompositeNode):
-    """``F.hardshrink``: one node over its input."""
-    save_inputs = (0,)
-    composite = staticmethod(_hardshrink)
-
-
 @_takes_out
 def hardshrink(input, lambd=0.5):
     """``x`` where ``|x| > lambd``, else 0."""
     return call(Hardshrink, input, lambd)
-
-
-@_opmath
-def _logsigmoid(input):
-    zero = _zero_like_scalar(input)
-    neg = input < 0
-    xn = ember.where(neg, input, zero)
-    xp = ember.where(neg, zero, input)
-    # 0 - log1p(...), not -log1p(...): logsigmoid(+inf) is +0.0, as min(x, 0) - ... gives
-    return ember.where(neg, xn - xn.exp().log1p(), zero - (-xp).exp().log1p())
-
-
-class LogSigmoid(CompositeNode):
-    """``F.logsigmoid``: one node over its input."""
-    save_inputs = (0,)
-    composite = staticmethod(_logsigmoid)
 
 
 @_takes_out
@@ -496,31 +319,6 @@ def threshold_(input, threshold, value):
     return globals()["threshold"](input, threshold, value, inplace=True)
 
 
-def _rrelu_eval(x, lower, upper):
-    return _zero_curvature(ember.where(x >= 0, x, x * ((lower + upper) / 2)), x)
-
-
-def _rrelu_noise(x, noise):
-    return _zero_curvature(x * noise, x)
-
-
-class RreluWithNoise(CompositeNode):
-    """``F.rrelu``: one node over its input (the training noise is drawn before, a plain
-    argument as in PyTorch)."""
-    save_inputs = (0, 1)
-    n_inputs = 1
-
-    @staticmethod
-    def composite(x, noise, lower, upper, training):
-        return _rrelu_noise(x, noise) if training else _rrelu_eval(x, lower, upper)
-
-
-class RreluWithNoiseInplace(RreluWithNoise):
-    """``rrelu_``: the same op, PyTorch's in-place node."""
-    _node_name = "RreluWithNoiseBackward1"
-    _op_name = "RreluWithNoise"
-
-
 def _rrelu_noise_for(x, lower, upper):
     # PyTorch draws one double from U(lower, upper) per non-positive element, in order,
     # with the bounds first rounded to the input's dtype
@@ -564,19 +362,6 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     index = y_soft.max(dim, keepdim=True)[1]
     y_hard = ember.zeros_like(logits).scatter_(dim, index, 1.0)
     return y_hard - y_soft.detach() + y_soft
-
-
-def _glu(input, d):
-    # one split, so the gradient is one concatenation (a sum of two zero-padded slices
-    # would turn the gate half's -0.0 into +0.0)
-    a, b = input.chunk(2, d)
-    return a * ember.sigmoid(b)
-
-
-class Glu(CompositeNode):
-    """``F.glu``: one node over its input."""
-    save_inputs = (0,)
-    composite = staticmethod(_glu)
 
 
 def glu(input, dim=-1):

@@ -37,12 +37,12 @@ from ember.autograd.node import Primitive
 __all__ = ["CompositeNode", "call", "one_node", "named_nodes", "nodes"]
 
 # the modules whose import defines CompositeNode subclasses (see ``nodes``)
-_DEFINED_IN = ("ember.nn.functional_activations", "ember.nn.functional",
-               "ember.ops.normalization_nodes", "ember.ops.resample", "ember.ops.resample_aa",
-               "ember.ops.padding", "ember.ops.grid_sample", "ember.nn._aten_ops",
-               "ember.nn._functional_aten", "ember.ops.linalg_decomp", "ember.ops.norms",
-               "ember.ops.reorder", "ember.ops.elementwise", "ember.ops.linalg",
-               "ember._runtime_api", "ember.linalg", "ember.ops.reduction")
+_DEFINED_IN = ("ember.ops.activation_nodes", "ember.ops.embedding", "ember.ops.dropout",
+               "ember.ops.conv", "ember.ops.normalization_nodes", "ember.ops.resample",
+               "ember.ops.resample_aa", "ember.ops.padding", "ember.ops.grid_sample",
+               "ember.ops.linalg_decomp", "ember.ops.norms", "ember.ops.reorder",
+               "ember.ops.elementwise", "ember.ops.linalg", "ember._runtime_api",
+               "ember.linalg", "ember.ops.reduction")
 
 
 def _is_array(a):

@@ -57,6 +57,7 @@ from ember.ops._conv_kernels import (  # noqa: F401
     pad_array,
     windows,
 )
+from ember.ops.composite_node import CompositeNode
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d"]
@@ -472,6 +473,21 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """3-D transposed convolution; ``weight`` is (in_channels, out_channels/groups, kD, kH, kW)."""
     return _conv_transpose("conv_transpose3d", 3, input, weight, bias, stride, padding,
                            output_padding, groups, dilation)
+
+
+# ----- conv_tbc: PyTorch's one node over a composite ------------------------------------
+def _conv_tbc(input, weight, bias, pad):
+    out = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
+    return out.permute(2, 0, 1)
+
+
+class ConvTbc(CompositeNode):
+    """``conv_tbc``: PyTorch's one node over (input, weight, bias); ember's
+    convolution of the permuted operands underneath (``torch.conv_tbc`` is
+    :func:`ember.nn.functional.conv_tbc`)."""
+    save_inputs = (0, 1, 2)
+    n_inputs = 3
+    composite = staticmethod(_conv_tbc)
 
 
 def _fold_args(name, kernel_size, dilation, padding, stride):

@@ -1,4 +1,5 @@
-"""Resampling: ``interpolate`` (nearest, linear, bicubic, area) and pixel (un)shuffle.
+"""Resampling: ``interpolate`` (nearest, linear, bicubic, area), pixel (un)shuffle and
+channel shuffle's node.
 
 Composites over one primitive pair: :class:`Take` (a gather along one axis) and its
 adjoint :class:`TakeAdjoint` (a scatter-add), each the other's derivative. Linear and
@@ -390,7 +391,7 @@ def upsample_bilinear(input, size=None, scale_factor=None):
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
-# ----- pixel shuffle -------------------------------------------------------------------
+# ----- pixel and channel shuffle -------------------------------------------------------
 
 def _pixel_shuffle(input, r):
     *lead, c, h, w = input.shape
@@ -418,6 +419,19 @@ class PixelUnshuffle(CompositeNode):
     """``F.pixel_unshuffle``: PyTorch's one node over the input."""
     save_inputs = (0,)
     composite = staticmethod(_pixel_unshuffle)
+
+
+def _channel_shuffle(input, groups):
+    n, c, rest = input.shape[0], input.shape[1], tuple(input.shape[2:])
+    return (input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
+            .reshape(n, c, *rest))
+
+
+class ChannelShuffle(CompositeNode):
+    """``F.channel_shuffle``: PyTorch's one node over the input (the arguments are
+    checked by ``ember.nn.functional.channel_shuffle``)."""
+    save_inputs = (0,)
+    composite = staticmethod(_channel_shuffle)
 
 
 def pixel_shuffle(input, upscale_factor):

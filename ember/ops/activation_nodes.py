@@ -1,0 +1,253 @@
+"""The one-node activations of ``ember.nn.functional``: PyTorch runs each as one kernel
+with one backward node (``GeluBackward0``, ``GluBackward0`` ...), ember writes it as a
+composite of primitives (see :mod:`ember.ops.composite_node`). Each class here is the op's
+record; its composite, and the float16 / dtype helpers the composites share, sit beside it.
+
+The public functions (``F.gelu``, ``F.glu`` ...) check their arguments and call these
+nodes; they live in :mod:`ember.nn.functional_activations`.
+"""
+import math
+
+import numpy as np
+
+from ember import _core as ember
+from ember.autograd.grad_mode import state as _grad_state
+from ember.ops.composite_node import CompositeNode
+from ember.ops.unary import zero_curvature as _zero_curvature
+
+__all__ = []
+
+
+# ----- helpers the composites share (also used by ember.nn.functional) ---------------------
+def _zero_like_scalar(x):
+    """0 in ``x``'s dtype, so ``where`` keeps the dtype."""
+    return ember.zeros((), dtype=x.dtype, device=x.device)
+
+
+def _opmath(fn):
+    """Compute float16 inputs in float32 and round the result back once, as PyTorch's CPU
+    kernels do for half precision (a chain of float16 ops would round at every step)."""
+    def wrapped(x, *args, **kwargs):
+        if x.dtype is ember.float16:
+            return fn(x.float(), *args, **kwargs).half()
+        return fn(x, *args, **kwargs)
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+# ----- the composites and their nodes ------------------------------------------------------
+def _hardtanh(x, min_val, max_val):
+    # gradient 1 strictly inside (min_val, max_val), as PyTorch's hardtanh_backward
+    if x.is_floating_point():
+        from ember.ops.unary import hardtanh as _hardtanh_op
+        return _hardtanh_op(x, min_val, max_val)
+    lo = ember.full((), min_val, dtype=x.dtype, device=x.device)
+    hi = ember.full((), max_val, dtype=x.dtype, device=x.device)
+    return ember.where(x <= min_val, lo, ember.where(x >= max_val, hi, x))
+
+
+def _prelu_kernel(input, w):
+    return _zero_curvature(ember.where(input > 0, input, w * input), input)
+
+
+class PreluKernel(CompositeNode):
+    """``_prelu_kernel(x, w)`` for a weight already shaped to broadcast over ``x``."""
+    save_inputs = (0, 1)
+    profiler_name = "aten::_prelu_kernel"
+    composite = staticmethod(_prelu_kernel)
+
+
+@_opmath
+def _gelu(input, approximate="none"):
+    if approximate == "none":
+        return input * 0.5 * (1.0 + ember.erf(input * (1.0 / math.sqrt(2.0))))
+    if approximate == "tanh":
+        inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
+        return input * 0.5 * (1.0 + ember.tanh(inner))
+    raise RuntimeError("approximate argument must be either none or tanh.")
+
+
+_SQRT_HALF = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+class Gelu(CompositeNode):
+    """``F.gelu``: one node over its input. The exact form of float32/64 runs on arrays,
+    the composite's steps in its order (same values), and keeps ``1 + erf(x / sqrt 2)``
+    for the first-order gradient ``Phi(x) + x phi(x)``."""
+    save_inputs = (0,)
+    composite = staticmethod(_gelu)
+
+    def forward(self, x, approximate):
+        if approximate != "none" or type(x) is not np.ndarray or \
+                x.dtype not in (np.float32, np.float64):
+            self._one_plus_erf = None
+            return CompositeNode.forward(self, x, approximate)
+        from ember.ops import _erf_kernels
+        self._plain = [None, approximate]
+        self.params = {}
+        t = x.dtype.type
+        e = _erf_kernels.erf_erfc(x * t(_SQRT_HALF), want_erfc=False)[0]
+        e += t(1)
+        self._one_plus_erf = e
+        return (x * t(0.5)) * e
+
+    def backward(self, gy):
+        e = self._one_plus_erf
+        if _grad_state.grad_enabled or e is None:
+            return self.recompute_grads(gy)
+        from ember._tensor import _make
+        x = self.saved_tensors[0]._data
+        t = x.dtype.type
+        with np.errstate(over="ignore", invalid="ignore"):  # x * x overflows to a 0 pdf
+            d = e * t(0.5)
+            d += x * np.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
+            d *= gy._data
+        return _make(d), None
+
+
+def _silu_half(x):
+    from ember.ops.unary import silu as _silu
+    return _opmath(_silu)(x)
+
+
+class SiluHalf(CompositeNode):
+    """``F.silu`` of half precision (computed in float32, rounded once): PyTorch's one
+    ``SiluBackward0``; other dtypes run the ``silu`` primitive itself."""
+    _node_name = "SiluBackward0"
+    save_inputs = (0,)
+    composite = staticmethod(_silu_half)
+
+
+@_opmath
+def _softplus(x, beta=1.0, threshold=20.0):
+    big = x * beta > threshold
+    safe = ember.where(big, _zero_like_scalar(x), x)
+    soft = (safe * beta).exp().log1p()
+    if beta != 1.0:
+        soft = soft / beta
+    return ember.where(big, x, soft)
+
+
+@_opmath
+def _mish(x):
+    return x * ember.tanh(_softplus(x))
+
+
+class Mish(CompositeNode):
+    """``F.mish``: one node over its input."""
+    save_inputs = (0,)
+    composite = staticmethod(_mish)
+
+
+@_opmath
+def _hardsigmoid(x):
+    if x.is_floating_point():
+        from ember.ops.unary import hardsigmoid as _hardsigmoid_op
+        return _hardsigmoid_op(x)
+    return _hardtanh(x + 3.0, 0.0, 6.0) / 6.0
+
+
+class HardsigmoidHalf(CompositeNode):
+    """``F.hardsigmoid`` of half precision (computed in float32, rounded once): PyTorch's
+    one ``HardsigmoidBackward0``; other dtypes run the ``hardsigmoid`` primitive itself."""
+    _node_name = "HardsigmoidBackward0"
+    save_inputs = (0,)
+    composite = staticmethod(_hardsigmoid)
+
+
+@_opmath
+def _hardswish(x):
+    # below -3, x * 0 as PyTorch's x * clamp(x + 3, 0, 6) / 6 gives: -0.0, NaN at -inf;
+    # the middle piece sees only (-3, 3), so no inf * 0 reaches its gradient; at the
+    # kinks the gradient is the outer pieces' (0 at -3, 1 at 3), as PyTorch's
+    mid = (x > -3.0) & (x < 3.0)
+    xs = ember.where(mid, x, _zero_like_scalar(x))
+    return ember.where(x <= -3.0, x * 0.0, ember.where(mid, xs * (xs + 3.0) / 6.0, x))
+
+
+class Hardswish(CompositeNode):
+    """``F.hardswish``: one node over its input."""
+    save_inputs = (0,)
+    composite = staticmethod(_hardswish)
+
+
+def _softshrink(input, lambd):
+    # x - x: +0.0 for every finite x and NaN for NaN, with gradient 0 (PyTorch's values)
+    return _zero_curvature(ember.where(input > lambd, input - lambd,
+                                       ember.where(input < -lambd, input + lambd,
+                                                   input - input)), input)
+
+
+class Softshrink(CompositeNode):
+    """``F.softshrink``: one node over its input."""
+    save_inputs = (0,)
+    composite = staticmethod(_softshrink)
+
+
+def _hardshrink(input, lambd):
+    # NaN stays NaN with gradient 0, as PyTorch's kernel tests |x| > lambd
+    return _zero_curvature(ember.where((input > lambd) | (input < -lambd), input,
+                                       input - input), input)
+
+
+class Hardshrink(CompositeNode):
+    """``F.hardshrink``: one node over its input."""
+    save_inputs = (0,)
+    composite = staticmethod(_hardshrink)
+
+
+@_opmath
+def _logsigmoid(input):
+    zero = _zero_like_scalar(input)
+    neg = input < 0
+    xn = ember.where(neg, input, zero)
+    xp = ember.where(neg, zero, input)
+    # 0 - log1p(...), not -log1p(...): logsigmoid(+inf) is +0.0, as min(x, 0) - ... gives
+    return ember.where(neg, xn - xn.exp().log1p(), zero - (-xp).exp().log1p())
+
+
+class LogSigmoid(CompositeNode):
+    """``F.logsigmoid``: one node over its input."""
+    save_inputs = (0,)
+    composite = staticmethod(_logsigmoid)
+
+
+def _rrelu_eval(x, lower, upper):
+    return _zero_curvature(ember.where(x >= 0, x, x * ((lower + upper) / 2)), x)
+
+
+def _rrelu_noise(x, noise):
+    return _zero_curvature(x * noise, x)
+
+
+class RreluWithNoise(CompositeNode):
+    """``F.rrelu``: one node over its input (the training noise is drawn before, a plain
+    argument as in PyTorch)."""
+    save_inputs = (0, 1)
+    n_inputs = 1
+
+    @staticmethod
+    def composite(x, noise, lower, upper, training):
+        return _rrelu_noise(x, noise) if training else _rrelu_eval(x, lower, upper)
+
+
+class RreluWithNoiseInplace(RreluWithNoise):
+    """``rrelu_``: the same op, PyTorch's in-place node."""
+    _node_name = "RreluWithNoiseBackward1"
+    _op_name = "RreluWithNoise"
+
+
+def _glu(input, d):
+    # one split, so the gradient is one concatenation (a sum of two zero-padded slices
+    # would turn the gate half's -0.0 into +0.0)
+    a, b = input.chunk(2, d)
+    return a * ember.sigmoid(b)
+
+
+class Glu(CompositeNode):
+    """``F.glu``: one node over its input."""
+    save_inputs = (0,)
+    composite = staticmethod(_glu)
+
