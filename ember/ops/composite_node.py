@@ -42,7 +42,7 @@ _DEFINED_IN = ("ember.nn.functional_activations", "ember.nn.functional",
                "ember.ops.padding", "ember.ops.grid_sample", "ember.nn._aten_ops",
                "ember.nn._functional_aten", "ember.ops.linalg_decomp", "ember.ops.norms",
                "ember.ops.reorder", "ember.ops.elementwise", "ember.ops.linalg",
-               "ember._runtime_api", "ember.linalg", "ember.ops.reduction")
+               "ember._runtime_api", "ember.linalg", "ember.ops.reduction", "ember.ops.scan")
 
 
 def _is_array(a):
