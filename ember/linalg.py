@@ -7,7 +7,6 @@ of the vector norm primitive and the singular values.
 import math
 
 from ember._tensor import _make
-from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
@@ -221,9 +220,6 @@ def vecdot(x, y, *, dim=-1, out=None):
     return _write_out(((x.conj() if x.is_complex() else x) * y).sum(dim), out)
 
 
-# PyTorch's inverse is column-major (LAPACK's layout), so reshaping it back to tensor
-# dims is a ``_reshape_alias`` there
-@node_name("ReshapeAliasBackward0")
 def tensorinv(A, ind=2, *, out=None):
     """The inverse of ``A`` seen as a map from its first ``ind`` dims to the rest."""
     if ind <= 0:
@@ -233,7 +229,11 @@ def tensorinv(A, ind=2, *, out=None):
     if rows != cols:
         raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
                            f"prod(self.shape[:ind]), but got {cols} != {rows}")
-    return _write_out(inv(A.reshape(rows, cols)).reshape(right + left), out, "tensorinv")
+    from ember.ops.shape import ReshapeAlias
+    # PyTorch's inverse is column-major (LAPACK's layout), so reshaping it back to tensor
+    # dims is a ``_reshape_alias`` there
+    return _write_out(ReshapeAlias.apply(inv(A.reshape(rows, cols)), right + left), out,
+                      "tensorinv")
 
 
 def tensorsolve(A, B, dims=None, *, out=None):

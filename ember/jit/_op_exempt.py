@@ -56,6 +56,7 @@ _NOT_YET = (
     gather_scatter.IndexFill, gather_scatter.Scatter, gather_scatter.ScatterAdd,
     gather_scatter.ScatterReduce, indexing.GetItemAdvanced,
     indexing.IndexPut, indexing.IndexScatter, indexing.MaskedScatter, linalg_decomp.Cholesky,
+    linalg_decomp.CholeskyLegacy, diagonals.SelectScatter, diagonals.SliceScatter,
     linalg_decomp.Eigh, linalg_decomp.Pinv, linalg_decomp.Qr, linalg_decomp.Slogdet,
     linalg_decomp.Solve, linalg_decomp.Svd, linalg_decomp.VectorNorm, linalg_eig.Eig,
     linalg_lu.Geqrf, linalg_lu.LuFactorEx,

@@ -7,7 +7,6 @@ Each is a thin adapter over ``ember.nn.functional`` or the recurrent layers of
 ``ember.ops.rnn``: no math is declared here.
 """
 from ember import _core as ember
-from ember.autograd.node_names import name_output
 from ember.nn import _rnn_unrolled
 from ember.nn import functional as F
 from ember.nn._functional_aten import conv_tbc, native_channel_shuffle  # noqa: F401
@@ -16,6 +15,7 @@ from ember.nn._functional_aten import conv_tbc, native_channel_shuffle  # noqa: 
 from ember.nn.functional_rnn import gru, lstm, rnn_relu, rnn_tanh
 from ember.ops.composite_node import call
 from ember.ops.dropout import NativeDropout
+from ember.ops.reduction import NormScalar, NormScalarOpt, _axes
 
 __all__ = [
     "dropout", "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout",
@@ -409,7 +409,7 @@ def norm_except_dim(v, pow=2, dim=0):
     for an inner ``dim``), so the graph has torch's nodes; the norms carry the names of
     torch's ``norm`` overloads (``NormBackward0`` without a dim, ``NormBackward1`` with)."""
     if dim == -1:
-        return name_output(ember.linalg.vector_norm(v, pow), "NormBackward0", (v,))
+        return NormScalar.apply(v, float(pow), _axes(v, None), False)
     dim = dim % v.ndim
     if v.ndim == 1:
         return v.abs() if pow != 0 else (v != 0).to(v.dtype)
@@ -419,16 +419,14 @@ def norm_except_dim(v, pow=2, dim=0):
     keep[dim] = v.shape[dim]
     flat = (v.shape[0], -1) if dim == 0 else (-1, v.shape[-1])
     rows = v.contiguous().view(flat)
-    n = name_output(ember.linalg.vector_norm(rows, pow, dim=1 - min(dim, 1)),
-                    "NormBackward1", (rows,))
+    n = NormScalarOpt.apply(rows, float(pow), (1 - min(dim, 1),), False)
     return n.view(keep)
 
 
 def frobenius_norm(input, dim, keepdim=False):
     """``sqrt(sum(input ** 2))`` over ``dim``."""
-    out = ember.linalg.vector_norm(input, 2, dim=tuple(dim) if not isinstance(dim, int)
-                                   else dim, keepdim=keepdim)
-    return name_output(out, "NormBackward1", (input,))  # torch's deprecated kernel's node
+    # torch's deprecated kernel records norm.ScalarOpt_dim's node (NormBackward1)
+    return NormScalarOpt.apply(input, 2.0, _axes(input, dim), bool(keepdim))
 
 
 def nuclear_norm(input, dim=None, keepdim=False):

@@ -12,7 +12,6 @@ from ember import _core as ember
 from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.autograd.grad_mode import no_grad
-from ember.autograd.node_names import node_name
 
 # the activations (and the helpers they share with this module) live in
 # functional_activations; every name stays importable from here
@@ -549,7 +548,6 @@ from ember.ops.resample import ChannelShuffle  # noqa: E402
 __all__ += ["affine_grid", "grid_sample"]
 
 
-@node_name("ChannelShuffleBackward0")
 def _check_shuffle(input, groups):
     if input.dim() <= 2:
         raise RuntimeError("channel_shuffle expects input with > 2 dims, but got input with "

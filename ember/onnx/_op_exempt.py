@@ -55,7 +55,8 @@ _COMPLEX = (
 
 _DECOMPOSITIONS = (
     "a matrix factorization or solve: ONNX has no such operator",
-    linalg_decomp.Cholesky, linalg_decomp.Eigh, linalg_decomp.Inv, linalg_decomp.Pinv,
+    linalg_decomp.Cholesky, linalg_decomp.CholeskyLegacy, linalg_decomp.Eigh,
+    linalg_decomp.Inv, linalg_decomp.Pinv,
     linalg_decomp.Qr, linalg_decomp.Slogdet, linalg_decomp.Solve, linalg_decomp.Svd,
     linalg_eig.Eig, linalg_lu.Geqrf, linalg_lu.LuFactorEx)
 
@@ -92,6 +93,7 @@ _NOT_YET = (
     gather_scatter.IndexAdd, gather_scatter.IndexCopy, gather_scatter.IndexFill,
     gather_scatter.Scatter, gather_scatter.ScatterAdd, gather_scatter.ScatterReduce,
     indexing.GetItem, indexing.GetItemAdvanced, indexing.IndexPut, indexing.IndexScatter,
+    diagonals.SelectScatter, diagonals.SliceScatter,
     indexing.MaskedScatter, losses.MultiMarginLoss, losses.MultilabelMarginLoss,
     normalization.Normalize, normalization._GroupNorm, pooling.AdaptiveMaxPool,
     pooling.AvgPool, pooling.GatherFlat, resample.Resample, resample.Take, rnn.PackPadded,

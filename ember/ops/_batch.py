@@ -563,6 +563,7 @@ def _no_batch_rule():
         extrema._NanmedianAll: _NOT_YET,
         diagonals.DiagonalScatter: _NOT_YET,
         indexing.IndexPut: _NOT_YET, indexing.SetItemCopy: _NOT_YET,
+        diagonals.SelectScatter: _NOT_YET, diagonals.SliceScatter: _NOT_YET,
         indexing.SetItemSlices: _NOT_YET,
         indexing.MaskedScatter: _NOT_YET,
         ctc.CtcNll: _NOT_YET,

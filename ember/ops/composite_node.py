@@ -42,7 +42,7 @@ _DEFINED_IN = ("ember.ops.activation_nodes", "ember.ops.embedding", "ember.ops.d
                "ember.ops.resample_aa", "ember.ops.padding", "ember.ops.grid_sample",
                "ember.ops.linalg_decomp", "ember.ops.norms", "ember.ops.reorder",
                "ember.ops.elementwise", "ember.ops.linalg", "ember._runtime_api",
-               "ember.linalg", "ember.ops.reduction")
+               "ember.linalg", "ember.ops.reduction", "ember.ops.scan")
 
 
 def _is_array(a):

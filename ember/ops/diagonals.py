@@ -4,7 +4,6 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim, write_out
@@ -26,14 +25,25 @@ def _scatter_check(src, view_shape):
                            f"{list(src._data.shape)}, slice size = {list(view_shape)}")
 
 
-def _scatter_into(input, src, basic):
+class SelectScatter(IndexPut):
+    """``select_scatter``'s node (``SelectScatterBackward0``): a write at one index."""
+    _node_name = "SelectScatterBackward0"
+    _op_name = "IndexPut"   # the same op: its spellings write it
+
+
+class SliceScatter(IndexPut):
+    """``slice_scatter``'s node (``SliceScatterBackward0``): a write into a slice."""
+    _node_name = "SliceScatterBackward0"
+    _op_name = "IndexPut"
+
+
+def _scatter_into(input, src, basic, cls=IndexPut):
     if src._data.dtype != input._data.dtype:
         src = src.to(input.dtype)
     _scatter_check(src, input._data[basic].shape)
-    return IndexPut.apply(input, src, basic, None, False)
+    return cls.apply(input, src, basic, None, False)
 
 
-@node_name("SelectScatterBackward0")
 def select_scatter(input, src, dim, index):
     """``input`` with ``src`` embedded at ``index`` along ``dim`` (out of place)."""
     d = wrap_dim(dim, input._data.ndim)
@@ -41,17 +51,17 @@ def select_scatter(input, src, dim, index):
     if not -n <= int(index) < n:
         raise IndexError(f"select(): index {index} out of range for tensor of size "
                          f"{list(input._data.shape)} at dimension {d}")
-    return _scatter_into(input, src, (slice(None),) * d + (int(index), Ellipsis))
+    return _scatter_into(input, src, (slice(None),) * d + (int(index), Ellipsis), SelectScatter)
 
 
-@node_name("SliceScatterBackward0")
 @with_out
 def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     """``input`` with ``src`` embedded at ``start:end:step`` along ``dim`` (out of place)."""
     d = wrap_dim(dim, input._data.ndim)
     if step is None or step <= 0:
         raise RuntimeError("slice step must be positive")
-    return _scatter_into(input, src, (slice(None),) * d + (slice(start, end, step), Ellipsis))
+    return _scatter_into(input, src, (slice(None),) * d + (slice(start, end, step), Ellipsis),
+                         SliceScatter)
 
 
 # ----- diagonals and triangles --------------------------------------------------------

@@ -10,7 +10,6 @@ import numpy as np
 
 from ember._tensor import Tensor, _make, _mode_active, _mode_stack
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
@@ -161,6 +160,12 @@ class Dot(MatMul):
     torchscript = "dot"
 
 
+class Vdot(Dot):
+    """``vdot``'s node (``VdotBackward0``); a complex first operand is conjugated first."""
+    _node_name = "VdotBackward0"
+    _op_name = "Dot"   # the same op: its spellings write it
+
+
 class Bmm(MatMul):
     torchscript = "bmm"
 
@@ -258,22 +263,21 @@ def dot(input, tensor, *, out=None):
     return _write_out(_dot("dot", input, tensor), out)
 
 
-@node_name("VdotBackward0")
 def vdot(input, other, *, out=None):
     """Dot product of two 1-D tensors, conjugating the first (real tensors: ``dot``)."""
     _need_tensors("vdot", ["input", "other"], input, other)
     if input.is_complex() and other.dtype == input.dtype:
         input = input.conj()
-    return _write_out(_dot("vdot", input, other), out)
+    return _write_out(_dot("vdot", input, other, Vdot), out)
 
 
-def _dot(name, a, b):
+def _dot(name, a, b, cls=Dot):
     if a.dim() != 1 or b.dim() != 1:
         raise RuntimeError(f"1D tensors expected, but got {a.dim()}D and {b.dim()}D tensors")
     if a.dtype != b.dtype:
         raise RuntimeError(f"{name} : expected both vectors to have same dtype, but found "
                            f"{_tname(a._data.dtype)} and {_tname(b._data.dtype)}")
-    return Dot.apply(a, b)
+    return cls.apply(a, b)
 
 
 def inner(input, other, *, out=None):

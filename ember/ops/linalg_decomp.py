@@ -10,7 +10,6 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive, _SavedOutput
-from ember.autograd.node_names import node_name
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
 from ember.ops._einsum import DiagEmbed, _tname
@@ -58,7 +57,7 @@ def _results(name, results, out):
 # complex input with an error naming them rather than computing something else
 COMPLEX_OPS = frozenset({
     "linalg.inv", "linalg.inv_ex", "linalg.det", "linalg.slogdet", "logdet", "linalg.solve",
-    "linalg.solve_triangular", "linalg.cholesky", "cholesky_inverse", "linalg.eigh",
+    "linalg.solve_triangular", "linalg.cholesky", "cholesky", "cholesky_inverse", "linalg.eigh",
     "linalg.eigvalsh", "linalg.svd", "linalg.svdvals", "svd", "linalg.qr", "qr", "linalg.pinv",
     "linalg.matrix_rank", "linalg.cond", "linalg.lstsq", "geqrf", "linalg.matrix_exp",
     "linalg.lu_factor_ex", "linalg.lu_factor", "linalg.lu", "linalg.lu_solve"})
@@ -491,11 +490,17 @@ def cholesky_linalg(A, *, upper=False, out=None):
     return _write_out(Cholesky.apply(A, bool(upper)), out)
 
 
-@node_name("CholeskyBackward0")
+class CholeskyLegacy(Cholesky):
+    """``torch.cholesky``'s node (``CholeskyBackward0``): ``linalg.cholesky``'s kernel."""
+    _node_name = "CholeskyBackward0"
+    _op_name = "Cholesky"   # the same op: its spellings write it
+
+
 def cholesky(input, upper=False, *, out=None):
     """``torch.cholesky``: the Cholesky factor, upper if ``upper``."""
+    _check_square("cholesky", input)
     # torch.cholesky casts into out (torch.linalg.cholesky wants out's dtype exact)
-    return _write_out(cholesky_linalg(input, upper=upper), out, "cholesky")
+    return _write_out(CholeskyLegacy.apply(input, bool(upper)), out, "cholesky")
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False, out=None):

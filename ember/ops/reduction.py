@@ -638,6 +638,13 @@ class NormScalarOpt(_VectorNorm):
     _op_name = "_VectorNorm"   # the same op: its spellings write it
 
 
+class NormScalar(_VectorNorm):
+    """``norm(input, p)`` over every element as PyTorch's own composites record it
+    (``NormBackward0``)."""
+    _node_name = "NormBackward0"
+    _op_name = "_VectorNorm"
+
+
 def _vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None):
     """``linalg.vector_norm``: ``sum(|x|**ord)**(1/ord)`` over ``dim`` (all dims when None),
     with ``ord`` 0 (count of nonzeros), inf (max |x|) and -inf (min |x|)."""

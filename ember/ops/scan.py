@@ -13,6 +13,7 @@ from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import with_out, wrap_dim, write_out
+from ember.ops.composite_node import one_node
 from ember.ops.reduction import _dtype_name, _eye_along, _np_dtype, return_types
 
 __all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "diff"]
@@ -351,22 +352,22 @@ def _complex_logcumsumexp(x, dim):
     """Complex ``logcumsumexp``: a running ``logaddexp`` (the operand of larger real part
     factored out, the imaginary parts not wrapped, as PyTorch's), written in ember ops so
     its gradient is the holomorphic one; one step per element along ``dim``."""
-    from ember.autograd.node_names import node_name
+    return _complex_scan(x, dim)
+
+
+@one_node("LogcumsumexpBackward0", 1)
+def _complex_scan(x, dim):
     from ember.ops.elementwise import logaddexp
     from ember.ops.join import stack
-
-    @node_name("LogcumsumexpBackward0")
-    def scan(x, dim):
-        axis = _axis(x, dim)
-        if axis is None or x.shape[axis] == 0:
-            return x.clone()
-        acc = x.select(axis, 0)
-        outs = [acc]
-        for i in range(1, x.shape[axis]):
-            acc = logaddexp(acc, x.select(axis, i))
-            outs.append(acc)
-        return stack(outs, axis)
-    return scan(x, dim)
+    axis = _axis(x, dim)
+    if axis is None or x.shape[axis] == 0:
+        return x.clone()
+    acc = x.select(axis, 0)
+    outs = [acc]
+    for i in range(1, x.shape[axis]):
+        acc = logaddexp(acc, x.select(axis, i))
+        outs.append(acc)
+    return stack(outs, axis)
 
 
 # ----- diff -----------------------------------------------------------------------------------
