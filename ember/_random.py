@@ -143,6 +143,12 @@ class Generator:
             self._fresh = False
         return self._bg.random_raw(n).astype(np.uint32)
 
+    def _raw(self, n):
+        """``n`` raw 32-bit outputs, each in a uint64 (``random_raw``'s own array, no copy)."""
+        if n:
+            self._fresh = False
+        return self._bg.random_raw(n)
+
     def _u64(self, n):
         """``n`` 64-bit draws made of two outputs, the first high (PyTorch's ``random64()``)."""
         r = self._u32(2 * n).astype(np.uint64)

@@ -242,6 +242,10 @@ def normal(g, n, mean, std, np_dtype, contiguous=True):
         return normal_serial(g, n, mean, std).astype(np_dtype)
     work = f64 if np_dtype == f64 else f32
     full = n - n % 16
+    if work == f32 and HAS_AVX2:
+        kernel = _numba_box_muller()
+        if kernel is not None:
+            return _normal_numba(kernel, g, n, full, mean, std, np_dtype)
     # float and double draw a uniform for every element first; half only for whole blocks
     d = uniform01(g, full if np_dtype == np.float16 else n, work)
     if d.size < n:
@@ -258,6 +262,37 @@ def normal(g, n, mean, std, np_dtype, contiguous=True):
 
 
 _CHUNK = 1024  # rows of 16 values transformed at a time
+_FUSED = {}  # "box_muller": the numba kernel, or None without numba (tried once)
+
+
+def _numba_box_muller():
+    """The compiled float32 Box-Muller of ``ember/_random_numba.py`` (the ``ember[fast]``
+    extra), or None where numba is missing: the NumPy replay runs."""
+    if "box_muller" not in _FUSED:
+        try:
+            from ember import _random_numba
+            kernel = _random_numba.box_muller16
+        except ImportError:  # numba missing (or unusable with this NumPy)
+            kernel = None
+        if kernel is not None:
+            from ember.backend.threads import refresh_blas
+            refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
+        _FUSED["box_muller"] = kernel
+    return _FUSED["box_muller"]
+
+
+def _normal_numba(kernel, g, n, full, mean, std, np_dtype):
+    """``normal`` for float32 and half through the compiled kernel: the same raw outputs
+    in the same order as the NumPy path (float: one per element, then 16 for a partial
+    last block; half: one per element of the whole blocks, then 16)."""
+    out = np.empty(n, f32)
+    raw = g._raw(full if np_dtype == np.float16 else n)
+    kernel(raw[:full], out[:full], f32(mean), f32(std))
+    if n % 16:
+        tail = np.empty(16, f32)
+        kernel(g._raw(16), tail, f32(mean), f32(std))
+        out[n - 16:] = tail
+    return out.astype(np_dtype, copy=False)
 _INT_KINDS = {np.dtype(np.int64), np.dtype(f64), np.dtype(f32)}
 
 
