@@ -200,6 +200,10 @@ def uniform01(g, n, np_dtype):
 def uniform(g, n, low, high, np_dtype):
     """``uniform_(low, high)``: ``x * (high - low) + low``, fused, in the tensor's precision
     (float for half)."""
+    if np_dtype != f64 and not (low == 0.0 and high == 1.0):
+        x = _uniform_numba(g, n, low, high, np_dtype)
+        if x is not None:
+            return x
     x = uniform01(g, n, np_dtype)
     if np_dtype == f64:
         if low == 0.0 and high == 1.0:
@@ -209,6 +213,18 @@ def uniform(g, n, low, high, np_dtype):
     if not (lo == 0 and hi == 1):
         x = fma32(x, hi - lo, lo)
     return x.astype(np_dtype, copy=False)
+
+
+def _uniform_numba(g, n, low, high, np_dtype):
+    """``uniform`` for float32 and half through the compiled kernel (same draws, same
+    values), or None where numba is missing."""
+    kernels = _numba_kernels(n)
+    if kernels is None:
+        return None
+    lo, hi = f32(low), f32(high)
+    out = np.empty(n, f32)
+    kernels.uniform24(g._raw(n), out, lo, hi - lo)
+    return out.astype(np_dtype, copy=False)
 
 
 def normal_serial(g, n, mean, std):
@@ -243,9 +259,9 @@ def normal(g, n, mean, std, np_dtype, contiguous=True):
     work = f64 if np_dtype == f64 else f32
     full = n - n % 16
     if work == f32 and HAS_AVX2:
-        kernel = _numba_box_muller()
-        if kernel is not None:
-            return _normal_numba(kernel, g, n, full, mean, std, np_dtype)
+        kernels = _numba_kernels(n)
+        if kernels is not None:
+            return _normal_numba(kernels.box_muller16, g, n, full, mean, std, np_dtype)
     # float and double draw a uniform for every element first; half only for whole blocks
     d = uniform01(g, full if np_dtype == np.float16 else n, work)
     if d.size < n:
@@ -262,23 +278,28 @@ def normal(g, n, mean, std, np_dtype, contiguous=True):
 
 
 _CHUNK = 1024  # rows of 16 values transformed at a time
-_FUSED = {}  # "box_muller": the numba kernel, or None without numba (tried once)
+_FUSED = {}  # "random": the numba kernels' module, or None without numba (tried once)
+# numba is imported (about a second) by the first call of at least this many values; a
+# few small tensors are not worth it, and give the same values through NumPy
+_NUMBA_MIN = 4096
 
 
-def _numba_box_muller():
-    """The compiled float32 Box-Muller of ``ember/_random_numba.py`` (the ``ember[fast]``
-    extra), or None where numba is missing: the NumPy replay runs."""
-    if "box_muller" not in _FUSED:
+def _numba_kernels(n):
+    """The compiled kernels of ``ember/_random_numba.py`` (the ``ember[fast]`` extra) for
+    ``n`` values, or None where numba is missing (or not imported yet and ``n`` is small):
+    the NumPy replay runs. Both give the same values."""
+    if "random" not in _FUSED:
+        if n < _NUMBA_MIN:
+            return None
         try:
             from ember import _random_numba
-            kernel = _random_numba.box_muller16
         except ImportError:  # numba missing (or unusable with this NumPy)
-            kernel = None
-        if kernel is not None:
+            _random_numba = None
+        if _random_numba is not None:
             from ember.backend.threads import refresh_blas
             refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
-        _FUSED["box_muller"] = kernel
-    return _FUSED["box_muller"]
+        _FUSED["random"] = _random_numba
+    return _FUSED["random"]
 
 
 def _normal_numba(kernel, g, n, full, mean, std, np_dtype):

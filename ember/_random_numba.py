@@ -1,8 +1,9 @@
-"""PyTorch's AVX2 float32 Box-Muller (``normal_fill_16_AVX2``) as one numba kernel (the
-``ember[fast]`` extra).
+"""PyTorch's AVX2 float32 Box-Muller (``normal_fill_16_AVX2``) and float uniform as numba
+kernels (the ``ember[fast]`` extra).
 
-Imported lazily by :func:`ember._random_kernels.normal` the first time a float32 or
-half ``normal_`` of 16 or more contiguous elements runs (numba's import takes about a
+Imported lazily by :mod:`ember._random_kernels` the first time a float32 or half
+``normal_`` of 16 or more contiguous elements, or a float32 or half ``uniform_(a, b)``
+other than ``(0, 1)``, runs (numba's import takes about a
 second, so never at ``import ember``); without numba that import fails and the NumPy
 replay in ``_random_kernels`` runs unchanged.
 
@@ -22,7 +23,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.core.extending import intrinsic
 
-__all__ = ["box_muller16"]
+__all__ = ["box_muller16", "uniform24"]
 
 _F = np.float32
 _ZERO, _ONE, _HALF, _MTWO = _F(0.0), _F(1.0), _F(0.5), _F(-2.0)
@@ -165,3 +166,12 @@ def box_muller16(raw, out, mean, std):
             for k in range(8):
                 out[o + k] = n1[8 * b + k]
                 out[o + 8 + k] = n2[8 * b + k]
+
+
+@_jit
+def uniform24(raw, out, low, span):
+    """``uniform_real_distribution<float>(low, low + span)``: ``out[i] = fma(u, span, low)``
+    with ``u`` the low 24 bits of ``raw[i]`` times 2**-24 (one rounding, as PyTorch's
+    compiled kernel fuses it)."""
+    for i in range(raw.size):
+        out[i] = _fma(_F(np.int32(raw[i] & _LOW24)) * _U24, span, low)
