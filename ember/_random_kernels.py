@@ -199,20 +199,23 @@ def uniform01(g, n, np_dtype):
 
 def uniform(g, n, low, high, np_dtype):
     """``uniform_(low, high)``: ``x * (high - low) + low``, fused, in the tensor's precision
-    (float for half)."""
-    if np_dtype != f64 and not (low == 0.0 and high == 1.0):
-        x = _uniform_numba(g, n, low, high, np_dtype)
-        if x is not None:
-            return x
-    x = uniform01(g, n, np_dtype)
-    if np_dtype == f64:
-        if low == 0.0 and high == 1.0:
-            return x
-        return fma64(x, float(high) - float(low), float(low))
-    lo, hi = f32(low), f32(high)
-    if not (lo == 0 and hi == 1):
-        x = fma32(x, hi - lo, lo)
-    return x.astype(np_dtype, copy=False)
+    (float for half); a value that lands on ``high`` once in the tensor's dtype becomes
+    ``low``, as PyTorch keeps the interval half-open."""
+    if low == 0.0 and high == 1.0:
+        return uniform01(g, n, np_dtype).astype(np_dtype, copy=False)
+    x = _uniform_numba(g, n, low, high, np_dtype) if np_dtype != f64 else None
+    if x is None:
+        x = uniform01(g, n, np_dtype)
+        if np_dtype == f64:
+            x = fma64(x, float(high) - float(low), float(low))
+        else:
+            lo, hi = f32(low), f32(high)
+            x = fma32(x, hi - lo, lo).astype(np_dtype, copy=False)
+    top = np.dtype(np_dtype).type(high)
+    at_top = x == top
+    if at_top.any():
+        x[at_top] = np.dtype(np_dtype).type(low)
+    return x
 
 
 def _uniform_numba(g, n, low, high, np_dtype):
