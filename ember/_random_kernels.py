@@ -226,7 +226,7 @@ def _uniform_numba(g, n, low, high, np_dtype):
         return None
     lo, hi = f32(low), f32(high)
     out = np.empty(n, f32)
-    kernels.uniform24(g._raw(n), out, lo, hi - lo)
+    kernels.uniform24(_raw(g, n, kernels), out, lo, hi - lo)
     return out.astype(np_dtype, copy=False)
 
 
@@ -264,7 +264,7 @@ def normal(g, n, mean, std, np_dtype, contiguous=True):
     if work == f32 and HAS_AVX2:
         kernels = _numba_kernels(n)
         if kernels is not None:
-            return _normal_numba(kernels.box_muller16, g, n, full, mean, std, np_dtype)
+            return _normal_numba(kernels, g, n, full, mean, std, np_dtype)
     # float and double draw a uniform for every element first; half only for whole blocks
     d = uniform01(g, full if np_dtype == np.float16 else n, work)
     if d.size < n:
@@ -305,18 +305,30 @@ def _numba_kernels(n):
     return _FUSED["random"]
 
 
-def _normal_numba(kernel, g, n, full, mean, std, np_dtype):
+def _raw(g, n, kernels):
+    """``n`` raw outputs of ``g``: from the compiled Mersenne Twister for large ``n`` (about
+    3x faster than ``random_raw``; copying the state in and out costs ~0.1 ms), else
+    from NumPy's."""
+    if n >= _MT_MIN:
+        return g._raw_compiled(n, kernels.mt19937_fill)
+    return g._raw(n)
+
+
+def _normal_numba(kernels, g, n, full, mean, std, np_dtype):
     """``normal`` for float32 and half through the compiled kernel: the same raw outputs
     in the same order as the NumPy path (float: one per element, then 16 for a partial
     last block; half: one per element of the whole blocks, then 16)."""
     out = np.empty(n, f32)
-    raw = g._raw(full if np_dtype == np.float16 else n)
-    kernel(raw[:full], out[:full], f32(mean), f32(std))
+    raw = _raw(g, full if np_dtype == np.float16 else n, kernels)
+    kernels.box_muller16(raw[:full], out[:full], f32(mean), f32(std))
     if n % 16:
         tail = np.empty(16, f32)
-        kernel(g._raw(16), tail, f32(mean), f32(std))
+        kernels.box_muller16(g._raw(16), tail, f32(mean), f32(std))
         out[n - 16:] = tail
     return out.astype(np_dtype, copy=False)
+
+
+_MT_MIN = 1 << 15
 _INT_KINDS = {np.dtype(np.int64), np.dtype(f64), np.dtype(f32)}
 
 

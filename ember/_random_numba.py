@@ -175,3 +175,50 @@ def uniform24(raw, out, low, span):
     compiled kernel fuses it)."""
     for i in range(raw.size):
         out[i] = _fma(_F(np.int32(raw[i] & _LOW24)) * _U24, span, low)
+
+
+_N, _M = 624, 397
+_UPPER, _LOWER, _MATRIX = np.uint32(0x80000000), np.uint32(0x7FFFFFFF), np.uint32(0x9908B0DF)
+_ZERO32, _ONE32 = np.uint32(0), np.uint32(1)
+_B, _C = np.uint32(0x9D2C5680), np.uint32(0xEFC60000)
+
+
+@_jit(inline="always")
+def _mix(a, b, c):
+    # one step of the recurrence: the upper bit of a, the lower 31 of b, then c
+    y = (a & _UPPER) | (b & _LOWER)
+    return c ^ (y >> _ONE32) ^ (_MATRIX if (y & _ONE32) != _ZERO32 else _ZERO32)
+
+
+@_jit(inline="always")
+def _twist(key):
+    # three loops, so that each reads words of one generation only (and vectorizes)
+    for k in range(_N - _M):
+        key[k] = _mix(key[k], key[k + 1], key[k + _M])
+    for k in range(_N - _M, _N - 1):
+        key[k] = _mix(key[k], key[k + 1], key[k + _M - _N])
+    key[_N - 1] = _mix(key[_N - 1], key[0], key[_M - 1])
+
+
+@_jit
+def mt19937_fill(key, pos, out):
+    """The next ``out.size`` outputs of the 32-bit Mersenne Twister whose state is
+    ``key`` (624 uint32 words, updated in place) and ``pos`` (words already used; 624:
+    the next output twists first), as NumPy's ``MT19937`` makes them; returns the new
+    ``pos``."""
+    done = 0
+    while done < out.size:
+        if pos >= _N:
+            _twist(key)
+            pos = 0
+        m = min(_N - pos, out.size - done)
+        for k in range(m):  # tempering, a flat loop LLVM vectorizes
+            y = key[pos + k]
+            y ^= y >> np.uint32(11)
+            y ^= (y << np.uint32(7)) & _B
+            y ^= (y << np.uint32(15)) & _C
+            y ^= y >> np.uint32(18)
+            out[done + k] = y
+        done += m
+        pos += m
+    return pos
