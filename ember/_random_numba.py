@@ -1,21 +1,20 @@
-"""PyTorch's AVX2 float32 Box-Muller (``normal_fill_16_AVX2``) and float uniform as numba
-kernels (the ``ember[fast]`` extra).
+"""PyTorch's AVX2 float32 Box-Muller (``normal_fill_16_AVX2``), its float uniform and the
+32-bit Mersenne Twister as numba kernels (the ``ember[fast]`` extra).
 
 Imported lazily by :mod:`ember._random_kernels` the first time a float32 or half
-``normal_`` of 16 or more contiguous elements, or a float32 or half ``uniform_(a, b)``
-other than ``(0, 1)``, runs (numba's import takes about a
-second, so never at ``import ember``); without numba that import fails and the NumPy
-replay in ``_random_kernels`` runs unchanged.
+``normal_`` or ``uniform_(a, b)`` of 4096 or more values runs (numba's import takes
+about a second, so never at ``import ember``); without numba that import fails and the
+NumPy replay in ``_random_kernels`` runs unchanged.
 
-The kernel performs the NumPy replay's float32 operations in the same order, so its
+The kernels perform the NumPy replay's float32 operations in the same order, so their
 values are that replay's (and PyTorch's) to the bit. The differences are only in how:
 each of PyTorch's fused multiply-adds is LLVM's ``llvm.fma.f32`` (one rounding, done
 by the FMA instruction where the CPU has one and by a correctly rounded library call
 where it does not) instead of the float64 emulation NumPy needs; the float/int bit
 reinterpretations of ``log256_ps``/``sincos256_ps`` are LLVM bit casts; and the uniforms
-are made from the raw 32-bit outputs inside the loop, so no intermediate array is
-written. Everything else is plain float32 arithmetic, compiled without contraction, so
-no other multiply and add fuse.
+are made from the raw 32-bit outputs inside the kernels. Everything else is plain
+float32 arithmetic, compiled without contraction, so no other multiply and add fuse.
+:func:`mt19937_fill` continues NumPy's ``MT19937`` state word for word.
 """
 import numba
 import numpy as np
@@ -23,7 +22,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.core.extending import intrinsic
 
-__all__ = ["box_muller16", "uniform24"]
+__all__ = ["box_muller16", "uniform24", "mt19937_fill"]
 
 _F = np.float32
 _ZERO, _ONE, _HALF, _MTWO = _F(0.0), _F(1.0), _F(0.5), _F(-2.0)
