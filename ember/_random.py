@@ -143,6 +143,25 @@ class Generator:
             self._fresh = False
         return self._bg.random_raw(n).astype(np.uint32)
 
+    def _raw(self, n):
+        """``n`` raw 32-bit outputs, each in a uint64 (``random_raw``'s own array, no copy)."""
+        if n:
+            self._fresh = False
+        return self._bg.random_raw(n)
+
+    def _raw_compiled(self, n, fill):
+        """``n`` raw 32-bit outputs (uint32) made by a compiled Mersenne Twister
+        ``fill(key, pos, out) -> pos`` on a copy of the state, which is then written back:
+        the same outputs and the same final state as ``_raw``."""
+        if n:
+            self._fresh = False
+        state = self._bg.state
+        key = np.array(state["state"]["key"], dtype=np.uint32)
+        out = np.empty(n, np.uint32)
+        pos = fill(key, int(state["state"]["pos"]), out)
+        self._bg.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": pos}}
+        return out
+
     def _u64(self, n):
         """``n`` 64-bit draws made of two outputs, the first high (PyTorch's ``random64()``)."""
         r = self._u32(2 * n).astype(np.uint64)

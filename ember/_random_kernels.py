@@ -199,16 +199,35 @@ def uniform01(g, n, np_dtype):
 
 def uniform(g, n, low, high, np_dtype):
     """``uniform_(low, high)``: ``x * (high - low) + low``, fused, in the tensor's precision
-    (float for half)."""
-    x = uniform01(g, n, np_dtype)
-    if np_dtype == f64:
-        if low == 0.0 and high == 1.0:
-            return x
-        return fma64(x, float(high) - float(low), float(low))
+    (float for half); a value that lands on ``high`` once in the tensor's dtype becomes
+    ``low``, as PyTorch keeps the interval half-open."""
+    if low == 0.0 and high == 1.0:
+        return uniform01(g, n, np_dtype).astype(np_dtype, copy=False)
+    x = _uniform_numba(g, n, low, high, np_dtype) if np_dtype != f64 else None
+    if x is None:
+        x = uniform01(g, n, np_dtype)
+        if np_dtype == f64:
+            x = fma64(x, float(high) - float(low), float(low))
+        else:
+            lo, hi = f32(low), f32(high)
+            x = fma32(x, hi - lo, lo).astype(np_dtype, copy=False)
+    top = np.dtype(np_dtype).type(high)
+    at_top = x == top
+    if at_top.any():
+        x[at_top] = np.dtype(np_dtype).type(low)
+    return x
+
+
+def _uniform_numba(g, n, low, high, np_dtype):
+    """``uniform`` for float32 and half through the compiled kernel (same draws, same
+    values), or None where numba is missing."""
+    kernels = _numba_kernels(n)
+    if kernels is None:
+        return None
     lo, hi = f32(low), f32(high)
-    if not (lo == 0 and hi == 1):
-        x = fma32(x, hi - lo, lo)
-    return x.astype(np_dtype, copy=False)
+    out = np.empty(n, f32)
+    kernels.uniform24(_raw(g, n, kernels), out, lo, hi - lo)
+    return out.astype(np_dtype, copy=False)
 
 
 def normal_serial(g, n, mean, std):
@@ -242,6 +261,10 @@ def normal(g, n, mean, std, np_dtype, contiguous=True):
         return normal_serial(g, n, mean, std).astype(np_dtype)
     work = f64 if np_dtype == f64 else f32
     full = n - n % 16
+    if work == f32 and HAS_AVX2:
+        kernels = _numba_kernels(n)
+        if kernels is not None:
+            return _normal_numba(kernels, g, n, full, mean, std, np_dtype)
     # float and double draw a uniform for every element first; half only for whole blocks
     d = uniform01(g, full if np_dtype == np.float16 else n, work)
     if d.size < n:
@@ -258,6 +281,54 @@ def normal(g, n, mean, std, np_dtype, contiguous=True):
 
 
 _CHUNK = 1024  # rows of 16 values transformed at a time
+_FUSED = {}  # "random": the numba kernels' module, or None without numba (tried once)
+# numba is imported (about a second) by the first call of at least this many values; a
+# few small tensors are not worth it, and give the same values through NumPy
+_NUMBA_MIN = 4096
+
+
+def _numba_kernels(n):
+    """The compiled kernels of ``ember/_random_numba.py`` (the ``ember[fast]`` extra) for
+    ``n`` values, or None where numba is missing (or not imported yet and ``n`` is small):
+    the NumPy replay runs. Both give the same values."""
+    if "random" not in _FUSED:
+        if n < _NUMBA_MIN:
+            return None
+        try:
+            from ember import _random_numba
+        except ImportError:  # numba missing (or unusable with this NumPy)
+            _random_numba = None
+        if _random_numba is not None:
+            from ember.backend.threads import refresh_blas
+            refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
+        _FUSED["random"] = _random_numba
+    return _FUSED["random"]
+
+
+def _raw(g, n, kernels):
+    """``n`` raw outputs of ``g``: from the compiled Mersenne Twister for large ``n`` (about
+    3x faster than ``random_raw``; copying the state in and out costs ~0.1 ms), else
+    from NumPy's."""
+    if n >= _MT_MIN:
+        return g._raw_compiled(n, kernels.mt19937_fill)
+    return g._raw(n)
+
+
+def _normal_numba(kernels, g, n, full, mean, std, np_dtype):
+    """``normal`` for float32 and half through the compiled kernel: the same raw outputs
+    in the same order as the NumPy path (float: one per element, then 16 for a partial
+    last block; half: one per element of the whole blocks, then 16)."""
+    out = np.empty(n, f32)
+    raw = _raw(g, full if np_dtype == np.float16 else n, kernels)
+    kernels.box_muller16(raw[:full], out[:full], f32(mean), f32(std))
+    if n % 16:
+        tail = np.empty(16, f32)
+        kernels.box_muller16(g._raw(16), tail, f32(mean), f32(std))
+        out[n - 16:] = tail
+    return out.astype(np_dtype, copy=False)
+
+
+_MT_MIN = 1 << 15
 _INT_KINDS = {np.dtype(np.int64), np.dtype(f64), np.dtype(f32)}
 
 
