@@ -91,6 +91,23 @@ def written_as_constant(t, what):
     tr.amap[id(t._data)] = (t._data, v)
 
 
+_WRAPPERS = frozenset(("wrapper", "wrapped", "named", "inner", "fn", "run", "forward",
+                       "decorated", "<lambda>", "<genexpr>", "<listcomp>"))
+
+
+def values_read(t):
+    """An ember function computes with ``t``'s values outside the recorded ops (on its
+    array or as Python numbers, a result made with no node): while a trace in this
+    thread knows ``t``, its result is a constant of the trace; say so with a
+    ``TracerWarning`` at the user's line, naming the function and the value."""
+    if not _tensor._mode_active[0] or not isinstance(t, Tensor):
+        return
+    tr = current()
+    if tr is None or tr._passes() or not tr._known(t):
+        return
+    tr.warn_read(t)
+
+
 def current():
     """The innermost capture on the mode stack started by this thread, or None."""
     me = threading.get_ident()
@@ -454,12 +471,34 @@ class _Trace(_modes.Mode):
         return e is not None and e[0] is d
 
     def python_value(self, t, what):
-        """A traced tensor became a Python value in user code: a TracerWarning there."""
+        """A traced tensor became a Python value in user code: a TracerWarning there.
+        An integer or boolean one (an index, lengths, a mask) read so inside ember: the
+        op's result keeps its values (:meth:`warn_read`)."""
         if self.thread != threading.get_ident() or id(t) not in self.tmap:
             return
         f = sys._getframe(3)  # python_value <- _python_value <- Tensor method <- caller
         if not f.f_code.co_filename.startswith(_EMBER_DIR):
             _warn(_LOUD_MSGS[what], f)
+        elif not self.depth and t._data.dtype.kind in "iub":
+            self.warn_read(t)
+
+    def warn_read(self, t):
+        """See :func:`values_read`: once per ember function and user line."""
+        f, names = sys._getframe(2), []
+        while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
+            names.append(f.f_code.co_name)
+            f = f.f_back
+        # the function the user called, past the decorators' wrappers
+        fn = next((n for n in reversed(names) if n not in _WRAPPERS and n[0] != "_"),
+                  names[-1] if names else "an ember op")
+        key = (fn, f.f_code.co_filename, f.f_lineno) if f is not None else (fn,)
+        if key in self.warned_frozen:
+            return
+        self.warned_frozen.add(key)
+        name = self.value_of(t).name
+        _warn(f"{fn}() computed with the values of the traced tensor %{name} outside the "
+              "recorded ops, so the trace keeps what it made of them as constants: it might "
+              "not generalize to other inputs!", f)
 
     def module_call(self, module, call, args, kwargs):
         """An ``nn.Module`` call: the nodes its forward records carry its scope name, and

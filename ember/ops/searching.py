@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from ember._factory import tensor
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active
 from ember.ops._util import not_implemented_for, with_out
 from ember.ops.gather_scatter import take_along_dim
 
@@ -13,7 +13,12 @@ __all__ = ["bincount", "histc", "bucketize", "searchsorted", "isin", "unravel_in
 
 
 def _arr(t):
-    return t._data if isinstance(t, Tensor) else np.asarray(t)
+    if isinstance(t, Tensor):
+        if _mode_active[0]:  # what is computed from the array is no node of a trace
+            from ember._graph.capture import values_read
+            values_read(t)
+        return t._data
+    return np.asarray(t)
 
 
 def bincount(input, weights=None, minlength=0):
