@@ -92,7 +92,8 @@ def written_as_constant(t, what):
 
 
 _WRAPPERS = frozenset(("wrapper", "wrapped", "named", "inner", "fn", "run", "forward",
-                       "decorated", "<lambda>", "<genexpr>", "<listcomp>"))
+                       "decorated", "<lambda>", "<genexpr>", "<listcomp>", "module_call",
+                       "composite", "composite_locals", "call", "op"))
 
 
 def values_read(t):
@@ -372,11 +373,15 @@ class _Trace(_modes.Mode):
         that is not an input of the node, the array was computed from it outside the
         recorded ops and the trace keeps its values. Say so, naming that argument, at
         the user's line (once per op and argument)."""
-        f, outer = sys._getframe(2), None
+        f, frames = sys._getframe(2), []
         while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
-            outer, f = f, f.f_back
-        if outer is None:
+            frames.append(f)
+            f = f.f_back
+        if not frames:
             return
+        # the function the user called, past the decorators' wrappers
+        outer = next((x for x in reversed(frames) if x.f_code.co_name not in _WRAPPERS and
+                      x.f_code.co_name[0] != "_"), frames[-1])
         co = outer.f_code
         n = co.co_argcount + co.co_kwonlyargcount + bool(co.co_flags & 4) + \
             bool(co.co_flags & 8)
@@ -472,14 +477,16 @@ class _Trace(_modes.Mode):
 
     def python_value(self, t, what):
         """A traced tensor became a Python value in user code: a TracerWarning there.
-        An integer or boolean one (an index, lengths, a mask) read so inside ember: the
-        op's result keeps its values (:meth:`warn_read`)."""
+        An integer or boolean vector (lengths, split points, a mask) read so inside
+        ember: the op's result keeps its values (:meth:`warn_read`)."""
         if self.thread != threading.get_ident() or id(t) not in self.tmap:
             return
         f = sys._getframe(3)  # python_value <- _python_value <- Tensor method <- caller
         if not f.f_code.co_filename.startswith(_EMBER_DIR):
             _warn(_LOUD_MSGS[what], f)
-        elif not self.depth and t._data.dtype.kind in "iub":
+        elif not self.depth and t._data.ndim and t._data.dtype.kind in "iub":
+            # a vector's values (lengths, split points, offsets) as Python numbers; one
+            # number read inside an op is most often a check that raises instead
             self.warn_read(t)
 
     def warn_read(self, t):
