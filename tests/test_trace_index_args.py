@@ -325,3 +325,21 @@ def test_traced_graph_takes_the_index_as_an_input():
     text = str(tm.graph)
     assert "= aten::index_select(%x, %4, %i)" in text and "array(" not in text, text
     assert "return torch.index_select(x, 0, i)" in tm.code, tm.code
+
+
+def test_check_inputs_catch_what_a_trace_keeps():
+    """``check_inputs`` runs the trace made on the example with each check input and
+    compares with the function: a kept mask or result fails the check, as in PyTorch;
+    an index recorded as an input passes."""
+    x = ember.randn(4)
+    m1, m2 = ember.tensor([True, False, True, False]), ember.tensor([False, True, True, True])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ember.jit.TracingCheckError, match="does not match"):
+            ember.jit.trace(lambda x, m: x.masked_select(m).sum(), (x, m1),
+                            check_inputs=[(x, m2)])
+        with pytest.raises(ember.jit.TracingCheckError, match="does not match"):
+            ember.jit.trace(lambda a, b: a.gcd(b), (ember.tensor([4, 6]), ember.tensor([6, 4])),
+                            check_inputs=[(ember.tensor([9, 6]), ember.tensor([6, 4]))])
+    ember.jit.trace(lambda x, i: x.index_select(0, i), (x, ember.tensor([1, 2])),
+                    check_inputs=[(x, ember.tensor([3, 0, 0]))])
