@@ -343,3 +343,18 @@ def test_check_inputs_catch_what_a_trace_keeps():
                             check_inputs=[(ember.tensor([9, 6]), ember.tensor([6, 4]))])
     ember.jit.trace(lambda x, i: x.index_select(0, i), (x, ember.tensor([1, 2])),
                     check_inputs=[(x, ember.tensor([3, 0, 0]))])
+
+
+def test_bucketize_and_searchsorted_follow_their_boundaries(tmp_path):
+    """Recorded as one call each (their answers are values of both inputs), written as
+    ``torch.bucketize``/``torch.searchsorted``: the saved trace runs in torch with other
+    boundaries."""
+    fn = _Module(lambda x, b: ember.bucketize(x, b, right=True) + ember.searchsorted(b, x))
+    tm = ember.jit.trace(fn, (ember.randn(5), ember.tensor([-1.0, 0.0, 1.0])))
+    x, b = ember.randn(6), ember.tensor([-0.5, 0.2, 0.3, 2.0])
+    assert tm(x, b).tolist() == fn(x, b).tolist()
+    path = str(tmp_path / "m.pt")
+    ember.jit.save(tm, path)
+    xt, bt = torch.from_numpy(x.numpy().copy()), torch.from_numpy(b.numpy().copy())
+    want = torch.bucketize(xt, bt, right=True) + torch.searchsorted(bt, xt)
+    assert torch.equal(torch.jit.load(path)(xt, bt), want)

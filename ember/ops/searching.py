@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from ember._factory import tensor
-from ember._tensor import Tensor, _make, _mode_active
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.ops._util import not_implemented_for, with_out
 from ember.ops.gather_scatter import take_along_dim
 
@@ -74,6 +74,9 @@ def _search(sorted_seq, values, right):
 
 def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
     """Index of the bucket of ``boundaries`` (1-D, sorted) each value falls in."""
+    if _mode_active[0] and out is None and (m := _mode_recorder()) is not None:
+        # a whole call in a capture: the positions found are values of both inputs
+        return m.composite_locals("bucketize", bucketize, locals())
     scalar = not isinstance(input, Tensor)
     res = _search(boundaries, input, right)
     res = _make(np.asarray(res, dtype=np.int32 if out_int32 else np.int64))
@@ -87,6 +90,9 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
                  sorter=None, out=None):
     """Insertion points of ``input`` into the innermost dimension of
     ``sorted_sequence``."""
+    if _mode_active[0] and out is None and (m := _mode_recorder()) is not None:
+        # a whole call in a capture: the positions found are values of both inputs
+        return m.composite_locals("searchsorted", searchsorted, locals())
     if side is not None:
         if side not in ("left", "right"):
             raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but "
