@@ -19,8 +19,9 @@ A :class:`Graph` is an ordered list of :class:`Node` s over :class:`Value` s.
   ``outputs`` the Values it makes, ``scope`` the module path that ran it
   (``layer1.0.conv1``) and ``source`` the user's ``(file, line)``.
 - ``args``/``kwargs`` keep the call exactly as it was made (Values in place of
-  tensors and traced ints), so :meth:`Graph.run` can replay it through the same
-  primitives without the Python module code.
+  tensors and traced ints; :class:`ArrayRef` in place of a traced tensor's array that a
+  primitive reads as an index, a mask or lengths), so :meth:`Graph.run` can replay it
+  through the same primitives without the Python module code.
 """
 import inspect
 
