@@ -205,6 +205,8 @@ def _truth(pred):
         if pred.numel() != 1:
             raise RuntimeError(f"Expected pred to be bool or single-element tensor, but got "
                                f"{tuple(pred.shape)}")
+        from ember._graph.capture import values_read
+        values_read(pred)  # a trace keeps the branch (the iterations) taken here
         return bool(pred.item())
     return bool(pred)
 

@@ -6,8 +6,6 @@ of the vector norm primitive and the singular values.
 """
 import math
 
-from ember._tensor import _make
-from ember.backend import array_module
 from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
 from ember.ops._util import type_name
@@ -264,8 +262,9 @@ def vander(x, *, N=None):
         raise RuntimeError("N must be greater than 1.")
     # PyTorch's: a column of ones, then the running products of x (its graph ends in cat)
     powers = x.unsqueeze(-1).expand(*x.shape, n - 1).cumprod(-1)
-    ones = _make(array_module(powers._data).ones(powers._data.shape[:-1] + (1,),
-                                                 dtype=powers._data.dtype), False)
+    # made like a slice of x's powers (not from its shape): a trace follows x's length
+    from ember._factory import ones_like
+    ones = ones_like(powers.narrow(-1, 0, 1))
     return cat([ones, powers], -1)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ember import _tensor
 from ember._graph.capture import TracerWarning, is_tracing
-from ember._graph.ir import Ref
+from ember._graph.ir import ArrayRef, Ref
 from ember._graph.record import record as _record
 
 Tensor = _tensor.Tensor
@@ -295,6 +295,8 @@ def _strip(tree):
     t = type(tree)
     if t is Ref:
         return "%" + tree.value.name
+    if t is ArrayRef:
+        return ("%" + tree.value.name, tree.shape)
     if t in (tuple, list):
         return tuple(_strip(x) for x in tree)
     if t is dict:

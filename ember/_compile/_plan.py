@@ -22,7 +22,7 @@ import numpy as np
 
 from ember import _tensor
 from ember._compile import _buffers, _rules
-from ember._graph.ir import Ref
+from ember._graph.ir import ArrayRef, Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
@@ -45,6 +45,8 @@ def _has_ref(tree, tensor=False):
     t = type(tree)
     if t is Ref:
         return not tensor or tree.value.type == "Tensor"
+    if t is ArrayRef:  # an index or mask the op reads as an array: no gradient flows
+        return not tensor
     if t in (tuple, list):
         return any(_has_ref(x, tensor) for x in tree)
     if t is dict:
@@ -61,6 +63,8 @@ def _fill(tree, env, slots, wrap):
     if t is Ref:
         v = env[slots[id(tree.value)]]
         return _make(v) if wrap and type(v) is _ndarray else v
+    if t is ArrayRef:
+        return tree.array(env[slots[id(tree.value)]])
     if t is tuple or t is list:
         return t(_fill(x, env, slots, wrap) for x in tree)
     if t is dict:
@@ -91,9 +95,12 @@ class _Step:
         # the op object whose array forward every call runs (its state is per call)
         self.op = object.__new__(t) if self.prim else t
         self.args = list(node.args)
-        self.refs = [(i, slots[id(a.value)]) for i, a in enumerate(node.args) if type(a) is Ref]
+        # an index read as an array (an ArrayRef as recorded) is its slot's array
+        self.refs = [(i, slots[id(a.value)]) for i, a in enumerate(node.args)
+                     if type(a) is Ref or (type(a) is ArrayRef and a.shape is None)]
+        direct = {i for i, _ in self.refs}
         nested_args = [(i, a) for i, a in enumerate(node.args)
-                       if type(a) is not Ref and _has_ref(a)]
+                       if i not in direct and _has_ref(a)]
         nested_kw = [(k, a) for k, a in node.kwargs.items() if _has_ref(a)]
         self.nested = (nested_args, nested_kw) if nested_args or nested_kw else None
         self.kwargs = dict(node.kwargs)

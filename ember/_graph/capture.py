@@ -53,8 +53,10 @@ import sys
 import threading
 import warnings
 
+import numpy as np
+
 from ember import _tensor
-from ember._graph.ir import Graph, Node, Ref, arg_names
+from ember._graph.ir import ArrayRef, Graph, Node, Ref, arg_names
 from ember._graph.names import NORM_CALLS, RANDOM_CALLS, RNN_CALLS
 from ember.autograd import _modes
 
@@ -87,6 +89,24 @@ def written_as_constant(t, what):
     v = tr.graph.add_constant(_tensor._make(t._data.copy()), _meta(t))
     tr.tmap[id(t)] = (t, v)
     tr.amap[id(t._data)] = (t._data, v)
+
+
+_WRAPPERS = frozenset(("wrapper", "wrapped", "named", "inner", "fn", "run", "forward",
+                       "decorated", "<lambda>", "<genexpr>", "<listcomp>", "module_call",
+                       "composite", "composite_locals", "call", "op"))
+
+
+def values_read(t):
+    """An ember function computes with ``t``'s values outside the recorded ops (on its
+    array or as Python numbers, a result made with no node): while a trace in this
+    thread knows ``t``, its result is a constant of the trace; say so with a
+    ``TracerWarning`` at the user's line, naming the function and the value."""
+    if not _tensor._mode_active[0] or not isinstance(t, Tensor):
+        return
+    tr = current()
+    if tr is None or tr._passes() or not tr._known(t):
+        return
+    tr.warn_read(t)
 
 
 def current():
@@ -250,6 +270,8 @@ class _Trace(_modes.Mode):
         self.breaks = None  # a list: note what cannot be recorded instead of failing
         self.whole_rnn = False  # with breaks: recurrent layers still one node (export)
         self.warned_backward = False
+        self.loose = False  # the call being encoded has an int/bool array of no value
+        self.warned_frozen = set()
 
     # ----- values -----------------------------------------------------------------------
     def register(self, t, v):
@@ -308,6 +330,8 @@ class _Trace(_modes.Mode):
         if isinstance(tree, tuple) and hasattr(tree, "_fields"):
             pairs = [self.encode(x, inputs) for x in tree]
             return t(*(p[0] for p in pairs)), t(*(p[1] for p in pairs))
+        if t is np.ndarray:
+            return self._encode_array(tree, inputs), tree
         if isinstance(tree, Size):
             return self.encode(tuple(tree), inputs)
         if t is slice:
@@ -315,10 +339,73 @@ class _Trace(_modes.Mode):
             return slice(a, b, c), slice(pa, pb, pc)
         return tree, tree
 
+    def _encode_array(self, a, inputs):
+        """An array argument of a primitive (an index, a mask, lengths...): when it is a
+        traced tensor's array, or that array seen with another shape, an
+        :class:`ArrayRef` input of the node (PyTorch records such a tensor as an input
+        of its op); otherwise the array itself, a constant of the call."""
+        e = self.amap.get(id(a))
+        if e is not None and e[0] is a:
+            inputs.append(e[1])
+            return ArrayRef(e[1])
+        if a.base is None:
+            if a.dtype.kind in "iub":
+                self.loose = True
+            return a
+        ptr = a.__array_interface__["data"][0]
+        for k, v in reversed(self.amap.values()):
+            if k.dtype != a.dtype or k.size != a.size or \
+                    k.__array_interface__["data"][0] != ptr:
+                continue
+            if k.shape == a.shape and k.strides == a.strides:
+                inputs.append(v)
+                return ArrayRef(v)
+            if k.flags.c_contiguous and a.flags.c_contiguous:
+                inputs.append(v)
+                return ArrayRef(v, (-1,) if a.ndim == 1 else a.shape)
+        if a.dtype.kind in "iub":
+            self.loose = True
+        return a
+
+    def _warn_frozen(self, op, inputs):
+        """An integer or boolean array that is no traced value reached ``op``: when the
+        ember function the user called has a traced integer or boolean tensor argument
+        that is not an input of the node, the array was computed from it outside the
+        recorded ops and the trace keeps its values. Say so, naming that argument, at
+        the user's line (once per op and argument)."""
+        f, frames = sys._getframe(2), []
+        while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
+            frames.append(f)
+            f = f.f_back
+        if not frames:
+            return
+        # the function the user called, past the decorators' wrappers
+        outer = next((x for x in reversed(frames) if x.f_code.co_name not in _WRAPPERS and
+                      x.f_code.co_name[0] != "_"), frames[-1])
+        co = outer.f_code
+        n = co.co_argcount + co.co_kwonlyargcount + bool(co.co_flags & 4) + \
+            bool(co.co_flags & 8)
+        ins = {id(v) for v in inputs}
+        for name in co.co_varnames[:n]:
+            for t in _flat_leaves(outer.f_locals.get(name)):
+                if not isinstance(t, Tensor) or t._data.dtype.kind not in "iub" or \
+                        not self._known(t) or id(self.value_of(t)) in ins:
+                    continue
+                key = (op, co.co_name, name)
+                if key in self.warned_frozen:
+                    continue
+                self.warned_frozen.add(key)
+                _warn(f"{op}: the values of the traced tensor argument '{name}' of "
+                      f"{co.co_name}() are recorded as a constant of the op, not as its "
+                      "input, so the trace might not generalize to other inputs!", f)
+
     # ----- nodes ------------------------------------------------------------------------
     def call(self, op, target, run, args, kwargs, sym=False):
         """Run ``run(*args, **kwargs)`` unrecorded inside, and record it as one node."""
         pre = self.begin(args, kwargs)
+        if self.loose:
+            self.loose = False
+            self._warn_frozen(op, pre[2])
         with _modes.hidden(self):
             out = run(*pre[3], **pre[4])
         return self.finish(op, target, pre, out, sym)
@@ -389,12 +476,36 @@ class _Trace(_modes.Mode):
         return e is not None and e[0] is d
 
     def python_value(self, t, what):
-        """A traced tensor became a Python value in user code: a TracerWarning there."""
+        """A traced tensor became a Python value in user code: a TracerWarning there.
+        An integer or boolean vector (lengths, split points, a mask) read so inside
+        ember: the op's result keeps its values (:meth:`warn_read`)."""
         if self.thread != threading.get_ident() or id(t) not in self.tmap:
             return
         f = sys._getframe(3)  # python_value <- _python_value <- Tensor method <- caller
         if not f.f_code.co_filename.startswith(_EMBER_DIR):
             _warn(_LOUD_MSGS[what], f)
+        elif not self.depth and t._data.ndim and t._data.dtype.kind in "iub":
+            # a vector's values (lengths, split points, offsets) as Python numbers; one
+            # number read inside an op is most often a check that raises instead
+            self.warn_read(t)
+
+    def warn_read(self, t):
+        """See :func:`values_read`: once per ember function and user line."""
+        f, names = sys._getframe(2), []
+        while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
+            names.append(f.f_code.co_name)
+            f = f.f_back
+        # the function the user called, past the decorators' wrappers
+        fn = next((n for n in reversed(names) if n not in _WRAPPERS and n[0] != "_"),
+                  names[-1] if names else "an ember op")
+        key = (fn, f.f_code.co_filename, f.f_lineno) if f is not None else (fn,)
+        if key in self.warned_frozen:
+            return
+        self.warned_frozen.add(key)
+        name = self.value_of(t).name
+        _warn(f"{fn}() computed with the values of the traced tensor %{name} outside the "
+              "recorded ops, so the trace keeps what it made of them as constants: it might "
+              "not generalize to other inputs!", f)
 
     def module_call(self, module, call, args, kwargs):
         """An ``nn.Module`` call: the nodes its forward records carry its scope name, and
@@ -548,6 +659,7 @@ class _Trace(_modes.Mode):
     def begin(self, args, kwargs):
         """Encode a call's arguments (before it runs: an in-place op changes them)."""
         inputs = []
+        self.loose = False
         eargs, pargs = self.encode(args, inputs)
         ekw, pkw = self.encode(kwargs, inputs)
         return eargs, ekw, inputs, pargs, pkw

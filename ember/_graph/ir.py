@@ -19,12 +19,13 @@ A :class:`Graph` is an ordered list of :class:`Node` s over :class:`Value` s.
   ``outputs`` the Values it makes, ``scope`` the module path that ran it
   (``layer1.0.conv1``) and ``source`` the user's ``(file, line)``.
 - ``args``/``kwargs`` keep the call exactly as it was made (Values in place of
-  tensors and traced ints), so :meth:`Graph.run` can replay it through the same
-  primitives without the Python module code.
+  tensors and traced ints; :class:`ArrayRef` in place of a traced tensor's array that a
+  primitive reads as an index, a mask or lengths), so :meth:`Graph.run` can replay it
+  through the same primitives without the Python module code.
 """
 import inspect
 
-__all__ = ["Graph", "Node", "Value", "Ref"]
+__all__ = ["Graph", "Node", "Value", "Ref", "ArrayRef"]
 
 _DTYPE_SHORT = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
                 "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
@@ -70,6 +71,25 @@ class Ref:
 
     def __repr__(self):
         return f"%{self.value.name}"
+
+
+class ArrayRef(Ref):
+    """A Value passed to a primitive as its array (an index, a mask, lengths: an
+    argument the op reads as a plain array, not as a differentiable input): a tensor
+    input of the node like any :class:`Ref`, which a replay hands over as the value's
+    array, reshaped to ``shape`` when the call had it reshaped (``-1`` for a flattened
+    index)."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, value, shape=None):
+        self.value = value
+        self.shape = shape
+
+    def array(self, t):
+        """The array the primitive reads, from the value's tensor ``t`` (or array)."""
+        a = getattr(t, "_data", t)
+        return a if self.shape is None else a.reshape(self.shape)
 
 
 class Node:
@@ -261,6 +281,8 @@ def _fill(tree, env):
     t = type(tree)
     if t is Ref:
         return env[id(tree.value)]
+    if t is ArrayRef:
+        return tree.array(env[id(tree.value)])
     if t is tuple or t is list:
         return t(_fill(x, env) for x in tree)
     if t is dict:

@@ -30,7 +30,8 @@ RESIZE_CALLS = ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool
                 "interpolate", "pad")
 # orderings: their indices are values of the input, so a trace records the call (an
 # order computed at the example would be a constant of the example's values)
-SORT_CALLS = ("sort", "argsort", "topk", "nonzero", "repeat_interleave", "pdist")
+SORT_CALLS = ("sort", "argsort", "topk", "nonzero", "repeat_interleave", "pdist",
+              "bucketize", "searchsorted")
 # eval-mode batch norm (its training mode is the ``Normalize`` primitive)
 NORM_CALLS = ("batch_norm",)
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")

@@ -595,6 +595,20 @@ def _repeat_interleave(em, node, input, repeats=None, dim=None, output_size=None
     return f"torch.repeat_interleave({em.e(input)}, {em.e(repeats)}, {em.e(dim)})"
 
 
+@emits("bucketize")
+def _bucketize(em, node, input, boundaries, *, out_int32=False, right=False):
+    return (f"torch.bucketize({em.e(input)}, {em.e(boundaries)}, out_int32={em.e(out_int32)}, "
+            f"right={em.e(right)})")
+
+
+@emits("searchsorted")
+def _searchsorted(em, node, sorted_sequence, input, *, out_int32=False, right=False,
+                  side=None, sorter=None):
+    return (f"torch.searchsorted({em.e(sorted_sequence)}, {em.e(input)}, "
+            f"out_int32={em.e(out_int32)}, right={em.e(right)}, side={em.e(side)}, "
+            f"sorter={em.e(sorter)})")
+
+
 @emits("pdist")
 def _pdist(em, node, input, p=2):
     return f"torch.pdist({em.e(input)}, {literal(float(p))})"

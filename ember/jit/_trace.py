@@ -217,6 +217,32 @@ def _trace_one(fn, args, module, check_trace, tol, strict):
     return g
 
 
+def _check_input(g, fn, args, module, tol):
+    """``check_inputs``: the graph traced on the example, run on ``args``, gives what
+    ``fn`` itself gives there (a value the trace keeps from the example, an index or a
+    branch, shows here), as PyTorch compares its trace with the Python function."""
+    from ember.autograd.grad_mode import no_grad
+    params = {}
+    if module is not None:
+        params = dict(module.named_parameters())
+        params.update((k, b) for k, b in module.named_buffers() if b is not None)
+    with warnings.catch_warnings(), no_grad():
+        warnings.simplefilter("ignore", TracerWarning)
+        want = _snapshot_outputs(fn(*args))
+        got = g.run(*args, params=params)
+    flat_got, flat_ref = [], []
+    _flatten(got, flat_got)
+    _flatten(want, flat_ref)
+    for i, (a, b) in enumerate(zip(flat_got, flat_ref)):
+        if isinstance(a, Tensor) and isinstance(b, Tensor) and (
+                a._data.shape != b._data.shape or not _close(a._data, b._data, tol)):
+            if any(n.op in RANDOM_OPS for n in g.nodes):
+                return  # the example's own check warned about the random nodes
+            raise TracingCheckError(None, f"Output nr {i + 1}. of the traced function does "
+                                    "not match the corresponding output of the Python "
+                                    "function.")
+
+
 # ----- the public entry points -----------------------------------------------------------
 def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None,
           check_tolerance=1e-5, strict=True, _force_outplace=False, _module_class=None,
@@ -252,6 +278,7 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     if check_inputs:
         for ci in check_inputs:
             _trace_one(func, _as_args(ci), module, True, check_tolerance, strict)
+            _check_input(g, func, _as_args(ci), module, check_tolerance)
     from ember.jit._traced import make_traced_function
     return make_traced_function(func, g, module)
 
@@ -276,6 +303,8 @@ def trace_module(mod, inputs, optimize=None, check_trace=True, check_inputs=None
             for name, example in ci.items():
                 _trace_one(getattr(mod, name), _as_args(example), mod, True, check_tolerance,
                            strict)
+                _check_input(graphs[name], getattr(mod, name), _as_args(example), mod,
+                             check_tolerance)
     from ember.jit._traced import make_traced_module
     return make_traced_module(mod, graphs)
 

@@ -448,11 +448,14 @@ def one_hot(tensor, num_classes=-1):
         if num_classes == -1:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
     else:
-        if int(tensor.min()) < 0:
+        # checks as booleans: a trace keeps only num_classes read from the values
+        if bool((tensor < 0).any()):
             raise RuntimeError("Class values must be non-negative.")
         if num_classes == -1:
+            from ember._graph.capture import values_read
+            values_read(tensor)  # a trace keeps the number of classes
             num_classes = int(tensor.max()) + 1
-        elif int(tensor.max()) >= num_classes:
+        elif bool((tensor >= num_classes).any()):
             raise RuntimeError("Class values must be smaller than num_classes.")
     classes = ember.arange(num_classes, device=tensor.device)
     return (tensor.unsqueeze(-1) == classes).to(ember.int64)

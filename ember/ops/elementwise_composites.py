@@ -3,7 +3,7 @@
 import numpy as np
 
 from ember._factory import ones, zeros
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active
 from ember.backend.dtypes import get_default_dtype
 from ember.ops._util import with_out
 from ember.ops.elementwise import where
@@ -13,7 +13,12 @@ __all__ = ["heaviside", "gcd", "lcm", "ldexp", "frexp", "nextafter"]
 
 
 def _arr(t):
-    return t._data if isinstance(t, Tensor) else np.asarray(t)
+    if isinstance(t, Tensor):
+        if _mode_active[0]:  # what is computed from the array is no node of a trace
+            from ember._graph.capture import values_read
+            values_read(t)
+        return t._data
+    return np.asarray(t)
 
 
 @with_out

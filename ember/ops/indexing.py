@@ -561,6 +561,8 @@ def _put(self, basic, adv, value, accumulate, op=IndexPut):
     value = _value_for(self, value)
     if not _grad_state.grad_enabled or not (self._requires_grad or (
             isinstance(value, Tensor) and value._requires_grad)):
+        if _mode_active[0]:  # a mode (a trace) sees the write as the op
+            return commit(self, op.apply(self, value, basic, adv, accumulate))
         _write_checked(self._data, basic, adv,
                        value._data if isinstance(value, Tensor) else value, accumulate)
         self._vc[0] += 1

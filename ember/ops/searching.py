@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from ember._factory import tensor
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.ops._util import not_implemented_for, with_out
 from ember.ops.gather_scatter import take_along_dim
 
@@ -13,7 +13,12 @@ __all__ = ["bincount", "histc", "bucketize", "searchsorted", "isin", "unravel_in
 
 
 def _arr(t):
-    return t._data if isinstance(t, Tensor) else np.asarray(t)
+    if isinstance(t, Tensor):
+        if _mode_active[0]:  # what is computed from the array is no node of a trace
+            from ember._graph.capture import values_read
+            values_read(t)
+        return t._data
+    return np.asarray(t)
 
 
 def bincount(input, weights=None, minlength=0):
@@ -69,6 +74,9 @@ def _search(sorted_seq, values, right):
 
 def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
     """Index of the bucket of ``boundaries`` (1-D, sorted) each value falls in."""
+    if _mode_active[0] and out is None and (m := _mode_recorder()) is not None:
+        # a whole call in a capture: the positions found are values of both inputs
+        return m.composite_locals("bucketize", bucketize, locals())
     scalar = not isinstance(input, Tensor)
     res = _search(boundaries, input, right)
     res = _make(np.asarray(res, dtype=np.int32 if out_int32 else np.int64))
@@ -82,6 +90,9 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
                  sorter=None, out=None):
     """Insertion points of ``input`` into the innermost dimension of
     ``sorted_sequence``."""
+    if _mode_active[0] and out is None and (m := _mode_recorder()) is not None:
+        # a whole call in a capture: the positions found are values of both inputs
+        return m.composite_locals("searchsorted", searchsorted, locals())
     if side is not None:
         if side not in ("left", "right"):
             raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but "

@@ -12,7 +12,6 @@ import numbers
 import warnings
 
 from ember import _core as ember
-from ember._tensor import _mode_active
 from ember.nn import _aten_ops as _cells
 from ember.nn import functional_rnn as _functional_rnn
 from ember.nn import init
@@ -263,10 +262,8 @@ class RNNBase(Module):
 
 
 def _select_batch(hx, permutation):
-    # PyTorch's module reorders the state's batch with index_select, and so its node; a
-    # graph capture records indexing, whose index stays an input of the trace
-    if _mode_active[0]:
-        return hx[:, permutation]
+    # PyTorch's module reorders the state's batch with index_select, and so its node (a
+    # graph capture records the permutation as an input of that node)
     return hx.index_select(1, permutation)
 
 
