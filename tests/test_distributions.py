@@ -473,8 +473,10 @@ def test_transforms(row):
     assert tuple(et.forward_shape(x.shape)) == tuple(tt.forward_shape(x.shape))
 
 
-def test_validation_and_errors():
+def test_validation_and_errors(monkeypatch):
     """Arguments and values are validated by default, with torch's exception types."""
+    # torch.compile, once used in this process, turns torch's default validation off
+    monkeypatch.setattr(torch.distributions.Distribution, "_validate_args", True)
     for fn in (lambda m: m.distributions.Normal(m.tensor([0.0]), m.tensor([-1.0])),
                lambda m: m.distributions.Bernoulli(probs=m.tensor([1.5])),
                lambda m: m.distributions.Categorical(probs=m.tensor([[0.5, -0.1]])),

@@ -188,6 +188,7 @@ def _add_to_buffer(buf, nr, g, region):
     ga = g._data
     if (type(old) is Tensor and type(g) is Tensor and type(a) is np.ndarray
             and type(ga) is np.ndarray and a.base is None and ga.dtype == a.dtype
+            and a.dtype.names is None  # (complex32 is a structured pair: no ufunc loop)
             and ga.shape == a.shape and a.flags.writeable and not old._requires_grad
             and sys.getrefcount(old) <= _UNSHARED[0] and sys.getrefcount(a) <= _UNSHARED[1]):
         if region is None:

@@ -430,10 +430,10 @@ class MultilabelMarginLoss(Primitive):
         x2 = x.reshape(1, -1) if x.ndim < 2 else x
         n, c = x2.shape
         t = t.reshape(n, c)
-        valid = np.cumprod(t >= 0, axis=1).astype(bool)  # targets end at the first -1
-        safe = np.where(valid, t, 0)
-        rows = np.repeat(np.arange(n), c).reshape(n, c)
-        is_target = np.zeros((n, c), dtype=bool)
+        valid = xp.cumprod(t >= 0, axis=1).astype(bool)  # targets end at the first -1
+        safe = xp.where(valid, t, 0)
+        rows = xp.repeat(xp.arange(n), c).reshape(n, c)
+        is_target = xp.zeros((n, c), dtype=bool)
         is_target[rows[valid], t[valid]] = True
         with np.errstate(invalid="ignore"):
             z = 1 - x2[rows, safe][:, :, None] + x2[:, None, :]
@@ -441,7 +441,7 @@ class MultilabelMarginLoss(Primitive):
         loss = xp.where(mask, z, 0).sum((1, 2)) / c
         # d loss / d x per sample: +1/C for each active (y, i) at i, -1/C at y
         m = mask.sum(1).astype(x.dtype)
-        np.add.at(m, (rows, safe), -mask.sum(2).astype(x.dtype))
+        xp.add.at(m, (rows, safe), -mask.sum(2).astype(x.dtype))
         self.m, self.reduction, self.nc, self.shape = m / c, reduction, (n, c), x.shape
         if x.ndim < 2:
             loss = loss.reshape(())
