@@ -110,10 +110,9 @@ class CompositeNode(Primitive):
 
 
 def records_graph(*tensors):
-    """Whether a call on ``tensors`` records a graph in eager mode: grad mode on, some
-    input requiring grad, and no mode on the stack but observers (the profiler). The
-    rule of :func:`ember.ops.matmul_graph.records_graph`, which this module cannot
-    import (``shape`` imports ``padding``, which imports this)."""
+    """Whether a call on ``tensors`` (None allowed) records a graph in eager mode: grad
+    mode on, some input requiring grad, and no mode on the stack but observers (the
+    profiler, which then times the ops PyTorch's graph runs)."""
     if not _grad_state.grad_enabled:
         return False
     for i in range(_mode_active[0]):

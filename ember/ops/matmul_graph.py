@@ -29,30 +29,16 @@ import math
 
 import numpy as np
 
-from ember._tensor import _make, _mode_active, _mode_stack
+from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import gemm as _gemm
 from ember.ops import _jvp
+from ember.ops.composite_node import records_graph
 from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, reshape_nodes
 from ember.ops.shape import t as _t
 
 __all__ = ["bilinear_graph", "linear_graph", "matmul_graph", "records_graph"]
-
-
-def records_graph(*tensors):
-    """Whether a call on ``tensors`` (None allowed) records PyTorch's decomposition: grad
-    mode on, some input requiring grad, and no mode visible but observers (the profiler,
-    which then times the ops PyTorch's decomposition runs)."""
-    if not _grad_state.grad_enabled:
-        return False
-    for i in range(_mode_active[0]):
-        if not getattr(_mode_stack[i], "observer", False):
-            return False
-    for x in tensors:
-        if x is not None and x._requires_grad:
-            return True
-    return False
 
 
 class Addmm(Primitive):
@@ -129,6 +115,15 @@ class _AddProduct(Primitive):
             return prod
         return prod + (input if beta == 1 else input * beta)
 
+    # the gradients of a matrix product (addmm, baddbmm); the others override them
+    @staticmethod
+    def _grad_a(g, b):
+        return g.matmul(b.mT)
+
+    @staticmethod
+    def _grad_b(g, a):
+        return a.mT.matmul(g)
+
     def _scale(self, g, s):
         from ember.ops._util import cj
         return g if s == 1 else g * cj(s)
@@ -151,14 +146,6 @@ class AddmmScaled(_AddProduct):
     def _product(a, b):
         from ember.ops.linalg import MatMul
         return MatMul.forward(None, a, b)
-
-    @staticmethod
-    def _grad_a(g, b):
-        return g.matmul(b.mT)
-
-    @staticmethod
-    def _grad_b(g, a):
-        return a.mT.matmul(g)
 
 
 class Addmv(_AddProduct):
@@ -201,14 +188,6 @@ class Baddbmm(_AddProduct):
     def _product(a, b):
         from ember.ops.linalg import bmm_arrays
         return bmm_arrays(a, b)
-
-    @staticmethod
-    def _grad_a(g, b):
-        return g.matmul(b.mT)
-
-    @staticmethod
-    def _grad_b(g, a):
-        return a.mT.matmul(g)
 
 
 class Addbmm(_AddProduct):
