@@ -363,6 +363,15 @@ def _heads_packed(proj, seq_dim, parts, num_heads, head_dim):
     return x.unbind(0)
 
 
+def _check_key_padding(key_padding_mask, bsz, src_len):
+    if key_padding_mask.shape[0] != bsz:
+        raise AssertionError(f"Expected key_padded_mask.shape[0] to be {bsz}, but got "
+                             f"{key_padding_mask.shape[0]}")
+    if key_padding_mask.shape[1] != src_len:
+        raise AssertionError(f"Expected key_padded_mask.shape[1] to be {src_len}, but got "
+                             f"{key_padding_mask.shape[1]}")
+
+
 def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads,
                                  in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn,
                                  dropout_p, out_proj_weight, out_proj_bias, training=True,
@@ -551,12 +560,7 @@ def _mha_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weigh
     src_len = k.shape[2]
 
     if key_padding_mask is not None:
-        if key_padding_mask.shape[0] != bsz:
-            raise AssertionError(f"Expected key_padded_mask.shape[0] to be {bsz}, but got "
-                                 f"{key_padding_mask.shape[0]}")
-        if key_padding_mask.shape[1] != src_len:
-            raise AssertionError(f"Expected key_padded_mask.shape[1] to be {src_len}, but got "
-                                 f"{key_padding_mask.shape[1]}")
+        _check_key_padding(key_padding_mask, bsz, src_len)
         kpm = key_padding_mask.view(bsz, 1, 1, src_len)
         attn_mask = kpm if attn_mask is None else attn_mask + kpm
 
@@ -665,12 +669,7 @@ def _mha_unfused(query, key, value, num_heads, head_dim, in_proj_weight, in_proj
     src_len = k.size(1)
 
     if key_padding_mask is not None:
-        if key_padding_mask.shape[0] != bsz:
-            raise AssertionError(f"Expected key_padded_mask.shape[0] to be {bsz}, but got "
-                                 f"{key_padding_mask.shape[0]}")
-        if key_padding_mask.shape[1] != src_len:
-            raise AssertionError(f"Expected key_padded_mask.shape[1] to be {src_len}, but got "
-                                 f"{key_padding_mask.shape[1]}")
+        _check_key_padding(key_padding_mask, bsz, src_len)
         kpm = key_padding_mask.view(bsz, 1, 1, src_len).expand(-1, num_heads, -1, -1)
         kpm = kpm.reshape(bsz * num_heads, 1, src_len)
         attn_mask = kpm if attn_mask is None else attn_mask + kpm
