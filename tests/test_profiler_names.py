@@ -50,6 +50,7 @@ def _cases(lib):
         "topk": (lambda t: t.topk(2), v), "sort": (lambda t: t.sort(), v),
         "unsqueeze": (lambda t: t.unsqueeze(0), v), "squeeze": (lambda t: t[None].squeeze(0), v),
         "gather": (lambda t: t.gather(1, lib.tensor([[0], [1], [2], [3]])), v),
+        "copy_": (lambda t: lib.zeros(4, 6).copy_(t), v),
     }
 
 

@@ -187,6 +187,7 @@ class Copy(Primitive):
     """``self.copy_(src)``: src broadcast to self's shape and cast to its dtype and
     device; the gradient goes back to src (summed and cast back by the engine)."""
     _node_name = "torch::autograd::CopyBackwards"
+    profiler_name = "aten::copy_"
     broadcasts = True
     batch = _batch.elementwise
     complex32_math = True
