@@ -16,11 +16,13 @@ are made from the raw 32-bit outputs inside the kernels. Everything else is plai
 float32 arithmetic, compiled without contraction, so no other multiply and add fuse.
 :func:`mt19937_fill` continues NumPy's ``MT19937`` state word for word.
 """
-import numba
+import numba  # noqa: F401  (first: without numba this module fails to import at once)
 import numpy as np
 from llvmlite import ir
 from numba.core import types
 from numba.core.extending import intrinsic
+
+from ember.backend.numba_jit import njit as _jit
 
 __all__ = ["box_muller16", "uniform24", "mt19937_fill"]
 
@@ -41,15 +43,6 @@ _C0, _C1, _C2 = _F(2.443315711809948E-005), _F(-1.388731625493765E-003), _F(4.16
 _FOPI = _F(1.27323954473516)
 
 
-def _jit(fn=None, **flags):
-    """``numba.njit`` with the on-disk cache where one can be written, else without it."""
-    if fn is None:
-        return lambda f: _jit(f, **flags)
-    opts = dict(nogil=True, error_model="numpy", **flags)
-    try:
-        return numba.njit(cache=True, **opts)(fn)
-    except RuntimeError:  # no cache locator: numba found no writable directory
-        return numba.njit(**opts)(fn)
 
 
 @intrinsic

@@ -24,11 +24,13 @@ is under 2 float32 ulps. ``tanh`` is ``(1 - e) / (1 + e)`` with ``e = exp(-2|x|)
 quotient would cancel. Sigmoid is ``1 / (1 + exp(-x))``. The results differ from
 NumPy's by an ulp or two, well inside PyTorch's float32 tolerances.
 """
-import numba
+import numba  # noqa: F401  (first: without numba this module fails to import at once)
 import numpy as np
 from llvmlite import ir
 from numba.core import types
 from numba.core.extending import intrinsic
+
+from ember.backend.numba_jit import njit as _jit
 
 try:  # numba loads SciPy's own OpenBLAS at its first compile or cache load; loading it
     # now lets ember's thread control (refresh_blas, single_blas) find and set it
@@ -52,19 +54,6 @@ _T0, _T1, _T2, _T3, _T4 = (_F(-0.3333333), _F(0.13333227), _F(-0.053933788),
                            _F(0.02147272), _F(-0.006947004))
 
 
-def _jit(fn=None, **flags):
-    """``numba.njit`` with the on-disk cache where one can be written (a read-only
-    install falls back to numba's per-user cache directory), else without it.
-
-    ``error_model="numpy"``: a float division follows IEEE instead of raising, which
-    is what lets the loops vectorize."""
-    if fn is None:
-        return lambda f: _jit(f, **flags)
-    opts = dict(nogil=True, error_model="numpy", **flags)
-    try:
-        return numba.njit(cache=True, **opts)(fn)
-    except RuntimeError:  # no cache locator: numba found no writable directory
-        return numba.njit(**opts)(fn)
 
 
 # the forward's polynomials may fuse a multiply and an add into one FMA (more accurate,
