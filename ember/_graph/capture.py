@@ -565,7 +565,9 @@ class _Trace(_modes.Mode):
         if isinstance(out, Tensor) and self._known(out):
             return Ref(self.value_of(out))
         if type(out) is tuple:
-            return tuple(self._out_refs(o) for o in out)
+            # None inside a result (MultiheadAttention's weights with need_weights=False)
+            # is left out of the method PyTorch writes for the call
+            return tuple(None if o is None else self._out_refs(o) for o in out)
         raise TypeError("not a tensor or a tuple of tensors")
 
     def setitem(self, orig, x, key, value):
