@@ -276,8 +276,8 @@ def test_select_called_as_an_op_is_written():
 
 # ----- every submodule the trace called, over the jit and viz zoos -----------------------
 def _zoo_cases():
-    import sys
     import os
+    import sys
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import jit_trace_zoo
     import viz_zoo_models
@@ -364,10 +364,10 @@ def test_every_called_submodule_has_code_graph_and_a_forward_that_runs(case):
                 rest.pop(0)
             assert rest, (path, "output differs from eager")
             rest.pop(0)
-    for path, s in tt.named_modules():
+    for path, _ in tt.named_modules():
         if path and path not in called:
             sub = te.get_submodule(path)
             with pytest.raises(AttributeError):
-                sub.code
+                _ = sub.code
             with pytest.raises(RuntimeError, match="Method 'forward' is not defined"):
-                sub.graph
+                _ = sub.graph
