@@ -204,8 +204,8 @@ def _user_frame(start=2):
 class ModuleCall:
     """One call of a submodule seen by a capture: its qualified ``path``, the Values of
     its tensor (and traced int) arguments in order (None when one was a constant), the
-    nodes recorded while it ran and its result as a tree of Refs (None when it returned
-    something else)."""
+    nodes recorded while it ran and its result as a tree of Refs (a None inside a tuple
+    stays None; the whole is None when it returned something else)."""
 
     __slots__ = ("path", "inputs", "nodes", "output_spec")
 

@@ -131,7 +131,14 @@ def _body(graph, arg_names, constant_offset=0, plan=None, call=None):
             em.lines.append(f"{''.join(n + ', ' for n in names)}= {out}")
         elif node.multi:
             names = [em.name(v) for v in node.outputs]
-            if isinstance(out, list):
+            tmp = _ASSIGN_TMP.match(em.lines[-1]) if em.lines and isinstance(out, list) \
+                else None
+            if tmp and len(names) > 1 and \
+                    out == [f"{tmp.group(1)}[{i}]" for i in range(len(names))]:
+                # every item of a call's tuple, in order: unpacked where it is made, as
+                # PyTorch writes ``input, h, c = torch.lstm(...)``
+                em.lines[-1] = f"{', '.join(names)} = {tmp.group(2)}"
+            elif isinstance(out, list):
                 for n, expr in zip(names, out):
                     em.lines.append(f"{n} = {expr}")
             else:
@@ -162,6 +169,7 @@ def _module_local(em, path, prefix, locals_, header):
 
 
 _TEMP = re.compile(r"\b_\d+\b")
+_ASSIGN_TMP = re.compile(r"^(_t\d+) = (.*)$")
 _ASSIGN = re.compile(r"^(_\d+) = (.*)$")
 
 
