@@ -371,3 +371,63 @@ def test_every_called_submodule_has_code_graph_and_a_forward_that_runs(case):
                 _ = sub.code
             with pytest.raises(RuntimeError, match="Method 'forward' is not defined"):
                 _ = sub.graph
+
+
+def _rnn_attention(lib):
+    nn = lib.nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(4, 5, batch_first=True)
+            self.lin = nn.Linear(5, 5)
+            self.drop = nn.Dropout(0.1)
+            self.att = nn.MultiheadAttention(5, 1, batch_first=True)
+            self.idn = nn.Identity()
+            self.unused = nn.Linear(2, 2)
+
+        def forward(self, x):
+            y, (h, c) = self.lstm(x)
+            y = self.drop(self.lin(y))
+            a, w = self.att(y, y, y)
+            return a + h.transpose(0, 1) + c.sum(), self.idn(x)
+
+    return M()
+
+
+def test_lstm_attention_dropout_submodules_are_methods_as_torch_writes_them():
+    ember.manual_seed(0)
+    m, tm = _rnn_attention(ember).eval(), _rnn_attention(torch).eval()
+    tm.load_state_dict({k: torch.tensor(v.numpy()) for k, v in m.state_dict().items()})
+    x = np.random.RandomState(0).rand(2, 3, 4).astype("float32")
+    te = ember.jit.trace(m, ember.tensor(x))
+    tt = torch.jit.trace(tm, torch.tensor(x))
+
+    def signature(code):
+        return code.split(":\n")[0]
+    for path in ("lstm", "lin", "drop", "att", "idn"):
+        assert signature(te.get_submodule(path).code) == \
+            signature(tt.get_submodule(path).code), path
+    # the LSTM's (out, (h, c)) flattened and unpacked where torch.lstm is called; the
+    # attention weights nothing used are not returned; the one argument passed thrice
+    assert re.search(r"\n  _\d+, _\d+, _\d+ = torch\.lstm\(x, ", te.lstm.code)
+    assert "-> Tuple[Tensor, Tensor, Tensor]:" in te.lstm.code
+    assert "(att).forward(" in te.code
+    # dropout in eval mode and an identity recorded nothing: written as torch writes
+    # them (torch.dropout(x, p, False); a call of no arguments returning None)
+    assert "return torch.dropout(argument_1, 0.1, False)" in te.drop.code
+    assert te.idn.code == tt.idn.code == "def forward(self) -> NoneType:\n  return None\n"
+    assert re.search(r"_\d+ = \(idn\)\.forward\(\)", te.code)
+    for path in ("unused", "att.out_proj"):   # never called
+        with pytest.raises(AttributeError):
+            _ = te.get_submodule(path).code
+    buf = io.BytesIO()
+    te.save(buf)
+    buf.seek(0)
+    loaded = torch.jit.load(buf)
+    x2 = np.random.RandomState(1).rand(3, 6, 4).astype("float32")
+    want = m(ember.tensor(x2))
+    for got in (te(ember.tensor(x2)), loaded(torch.tensor(x2))):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(),
+                                       rtol=1e-5, atol=1e-6)

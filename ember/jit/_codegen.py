@@ -106,13 +106,18 @@ def _body(graph, arg_names, constant_offset=0, plan=None, call=None):
     covered = {id(n) for c in children for n in c.nodes}
     header = len(em.lines)
     locals_ = {}
-    # calls that recorded no nodes, written as soon as their arguments are
+    # calls that recorded no nodes: written after the node recorded before them (once
+    # it is written here; at once when it is not this method's) and their arguments
     empty = [c for c in children if not c.nodes]
-    _empty_calls(em, empty, plan, prefix, locals_, header)
+    waiting = {id(c.after) for c in empty if c.after is not None} & \
+        {id(n) for n in nodes}
+    _empty_calls(em, empty, waiting, plan, prefix, locals_, header)
     for node in nodes:
         if id(node) in first:
-            _call_line(em, first[id(node)], plan, prefix, locals_, header)
-            _empty_calls(em, empty, plan, prefix, locals_, header)
+            child = first[id(node)]
+            _call_line(em, child, plan, prefix, locals_, header)
+            waiting -= {id(n) for n in child.nodes}
+            _empty_calls(em, empty, waiting, plan, prefix, locals_, header)
             continue
         if id(node) in covered:
             continue
@@ -146,7 +151,13 @@ def _body(graph, arg_names, constant_offset=0, plan=None, call=None):
                 em.lines.append(f"{lhs} = {out}")
         else:
             em.lines.append(f"{em.name(node.outputs[0])} = {out}")
-        _empty_calls(em, empty, plan, prefix, locals_, header)
+        waiting.discard(id(node))
+        _empty_calls(em, empty, waiting, plan, prefix, locals_, header)
+    if call is not None and call.dropout_p is not None and not call.nodes:
+        out = em.tmp_name("_100000")
+        em.lines.append(f"{out} = torch.dropout({arg_names[0]}, "
+                        f"{literal(call.dropout_p)}, False)")
+        em.names[id(call.inputs[0])] = out
     spec = graph.output_spec if call is None else plan.outputs[id(call)]
     em.lines.append(f"return {_result(em, spec)}")
     own = [qn[len(prefix):] for qn in graph.params if qn.startswith(prefix) and
@@ -251,23 +262,34 @@ def _out_names(em, values):
     return names
 
 
-def _empty_calls(em, pending, plan, prefix, locals_, header):
-    """Write the calls of ``pending`` (calls that recorded no nodes) whose arguments
-    have names now; what they return is the argument itself, read under the call's
-    result name from here on (``(drop).forward(_0, )`` feeds the next call)."""
-    for child in list(pending):
-        if all(v.kind != "node" or id(v) in em.names for v in child.inputs):
-            pending.remove(child)
-            _call_line(em, child, plan, prefix, locals_, header, rename=True)
+def _empty_calls(em, pending, waiting, plan, prefix, locals_, header):
+    """Write, in the order they ran, the calls of ``pending`` (calls that recorded no
+    nodes) whose node before them (``waiting``: the ids of those not yet written) and
+    arguments are written; what they return is the argument itself, read under the
+    call's result name from here on (``(drop).forward(_0, )`` feeds the next call)."""
+    while pending:
+        child = pending[0]
+        if (child.after is not None and id(child.after) in waiting) or \
+                not all(v.kind != "node" or id(v) in em.names for v in child.inputs):
+            return
+        pending.pop(0)
+        _call_line(em, child, plan, prefix, locals_, header, rename=True)
 
 
 def _call_line(em, child, plan, prefix, locals_, header, rename=False):
     local = _module_local(em, child.path, prefix, locals_, header)
+    if id(child) in plan.passthrough:
+        # PyTorch's trace keeps the call, without arguments; the caller reads the
+        # argument itself
+        em.lines.append(f"{em.tmp_name('_100000')} = ({local}).{plan.method[id(child)]}()")
+        return
     args = "".join(f"{em.name(v)}, " for v in call_args(child))
     expr = f"({local}).{plan.method[id(child)]}({args})"
     spec = plan.outputs[id(child)]
     values = [spec.value] if isinstance(spec, Ref) else [r.value for r in spec]
-    names = [em.tmp_name() for _ in values] if rename else _out_names(em, values)
+    # fresh temporaries (``_tidy`` numbers every ``_<n>`` in order of appearance)
+    names = [em.tmp_name("_100000") for _ in values] if rename else \
+        _out_names(em, values)
     if isinstance(spec, Ref):
         em.lines.append(f"{names[0]} = {expr}")
     else:
@@ -319,6 +341,8 @@ def forward_source(graph, name="forward", constant_offset=0, plan=None):
 
 
 def _call_source(graph, call, name, plan):
+    if id(call) in plan.passthrough:
+        return f"def {name}(self) -> NoneType:\n  return None\n"
     params, lines = _body(graph, _sub_arg_names(call), 0, plan, call)
     head = ",\n    ".join(["self"] + params)
     ret = _type_of(plan.outputs[id(call)])
@@ -339,7 +363,8 @@ def module_sources(graphs):
             for c in plan.calls:
                 m = plan.method[id(c)]
                 methods.setdefault(c.path, {})[m] = _call_source(g, c, m, plan)
-                sub_graphs[(c.path, m)] = call_graph(g, c, plan.outputs[id(c)])
+                sub_graphs[(c.path, m)] = call_graph(g, c, plan.outputs[id(c)],
+                                                     id(c) in plan.passthrough)
         constants += [c.data for c in g.constants]
     return methods, constants, sub_graphs
 

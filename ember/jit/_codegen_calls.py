@@ -10,8 +10,10 @@ and nothing outside it reads a value it made except through its result. The meth
 returns the tensors of that result flattened, leaving out those nothing used (the trace
 dropped them), as PyTorch writes a traced call: ``nn.LSTM``'s ``(out, (h, c))`` is
 returned as ``(out, h, c)``, ``nn.MultiheadAttention``'s unused weights not at all. A
-call that recorded no nodes (``nn.Dropout`` in eval mode, ``nn.Identity``) is written
-returning its argument. Any other call is written inline in its caller, as before.
+call that recorded no nodes is written as PyTorch writes it: ``nn.Dropout`` in eval mode
+as ``torch.dropout(argument_1, p, False)``, any other (``nn.Identity``) as a method of
+no arguments returning None, its caller reading the argument itself. Any other call is
+written inline in its caller, as before.
 """
 from ember._graph.ir import Graph, Ref
 
@@ -29,6 +31,7 @@ class Plan:
         self.method = {}
         self.calls = []
         self.outputs = {}   # id(call): what its method returns (a Ref or a tuple of Refs)
+        self.passthrough = set()   # id(call): no nodes, no dropout: ``forward(self)``
 
 
 def _leaves(spec, out):
@@ -128,6 +131,8 @@ def plan_calls(graph):
         if not ok:
             continue
         plan.outputs[id(call)] = written_outputs(call, alive)
+        if not nodes and call.dropout_p is None:
+            plan.passthrough.add(id(call))
         k = counts.get(call.path, 0)
         counts[call.path] = k + 1
         plan.method[id(call)] = "forward" if k == 0 else f"forward{k}"
@@ -148,7 +153,7 @@ def _inside(call, outer):
                for v in call.inputs)
 
 
-def call_graph(root, call, outputs=None):
+def call_graph(root, call, outputs=None, passthrough=False):
     """The IR of one written call, for ``traced.<submodule>.graph``: its arguments,
     its module's parameters (by their path below it), the constants it reads and its
     nodes."""
@@ -162,4 +167,6 @@ def call_graph(root, call, outputs=None):
     g.constants = [c for c in root.constants if id(c) in read]
     g.input_spec = tuple(Ref(v) for v in g.inputs)
     g.output_spec = call.output_spec if outputs is None else outputs
+    if passthrough:  # ``def forward(self) -> NoneType``
+        g.inputs, g.input_spec, g.output_spec = [], (), None
     return g
