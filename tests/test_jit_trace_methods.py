@@ -418,6 +418,8 @@ def test_lstm_attention_dropout_submodules_are_methods_as_torch_writes_them():
     assert "return torch.dropout(argument_1, 0.1, False)" in te.drop.code
     assert te.idn.code == tt.idn.code == "def forward(self) -> NoneType:\n  return None\n"
     assert re.search(r"_\d+ = \(idn\)\.forward\(\)", te.code)
+    assert re.search(r" = aten::dropout\(%argument_1, %\d+, %\d+\), scope: __module\.drop\n",
+                     str(te.drop.graph))
     for path in ("unused", "att.out_proj"):   # never called
         with pytest.raises(AttributeError):
             _ = te.get_submodule(path).code
