@@ -272,3 +272,164 @@ def test_select_called_as_an_op_is_written():
     x = ember.rand(3, 3)
     got = torch.jit.load(buf)(torch.tensor(x.numpy())).numpy()
     np.testing.assert_allclose(got, m(x).numpy(), rtol=1e-6)
+
+
+# ----- every submodule the trace called, over the jit and viz zoos -----------------------
+def _zoo_cases():
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import jit_trace_zoo
+    import viz_zoo_models
+    cases = {}
+    ze, zt = jit_trace_zoo.models(ember), jit_trace_zoo.models(torch)
+    for name in sorted(ze):
+        cases["jit:" + name] = (ze[name][0], zt[name][0], ze[name][1], zt[name][1])
+    for name in viz_zoo_models.ZOO:
+        x = viz_zoo_models.example_input(name)
+        cases["viz:" + name] = (lambda n=name: viz_zoo_models.build(ember, n),
+                                lambda n=name: viz_zoo_models.build(torch, n),
+                                lambda b, x=x: (ember.tensor(x),),
+                                lambda b, x=x: (torch.tensor(x),))
+    return cases
+
+
+ZOO = _zoo_cases()
+
+
+def _tensors(tree, lib):
+    if isinstance(tree, (tuple, list)):
+        return [t for x in tree for t in _tensors(x, lib)]
+    if isinstance(tree, dict):
+        return [t for x in tree.values() for t in _tensors(x, lib)]
+    return [tree] if isinstance(tree, lib.Tensor) else []
+
+
+def _distinct(values):
+    out = []
+    for v in values:
+        if not any(v is u for u in out):
+            out.append(v)
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(ZOO))
+def test_every_called_submodule_has_code_graph_and_a_forward_that_runs(case):
+    """As in PyTorch, each submodule the trace called has its own traced ``forward``
+    (``.code``, ``.graph``; run through the compiled method, as torch's ``_c.forward``),
+    and it gives on that call's inputs what the eager submodule gives; a submodule the
+    trace never called has none (torch's errors)."""
+    make_e, make_t, inputs_e, inputs_t = ZOO[case]
+    ember.manual_seed(0)
+    torch.manual_seed(0)
+    m, tm = make_e().eval(), make_t().eval()
+    tm.load_state_dict({k: torch.tensor(v.detach().numpy())
+                        for k, v in m.state_dict().items()})
+    args_e, args_t = inputs_e(2), inputs_t(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        te = ember.jit.trace(m, args_e, strict=False, check_trace=False)
+        tt = torch.jit.trace(tm, args_t, strict=False, check_trace=False)
+    # each submodule's inputs and output in an eager run (its first call)
+    seen = {}
+
+    def hook(path):
+        def record(mod, args, kwargs, out):
+            # copies: a later in-place op (ReLU(inplace=True)) must not change them
+            seen.setdefault(path, ([t.detach().clone() for t in
+                                    _distinct(_tensors((args, kwargs), ember))],
+                                   [t.detach().clone() for t in _tensors(out, ember)]))
+        return record
+    handles = [s.register_forward_hook(hook(p), with_kwargs=True)
+               for p, s in m.named_modules() if p]
+    with ember.no_grad():
+        m(*args_e)
+    for h in handles:
+        h.remove()
+    called = [p for p, s in tt.named_modules() if p and "forward" in s._c._method_names()]
+    assert called, case
+    for path in called:
+        sub = te.get_submodule(path)
+        assert "def forward(self" in sub.code, path
+        assert str(sub.graph).startswith("graph("), path
+        args, want = seen[path]
+        got = _tensors(sub._jit_method("forward")(*args), ember)
+        assert got, path
+        # the method returns the call's result flattened, without what the trace
+        # dropped: each tensor it returns is the next matching one of the eager result
+        rest = list(want)
+        for g in got:
+            while rest and not (tuple(rest[0].shape) == tuple(g.shape) and np.allclose(
+                    rest[0].detach().numpy(), g.detach().numpy(), rtol=1e-5, atol=1e-6)):
+                rest.pop(0)
+            assert rest, (path, "output differs from eager")
+            rest.pop(0)
+    for path, _ in tt.named_modules():
+        if path and path not in called:
+            sub = te.get_submodule(path)
+            with pytest.raises(AttributeError):
+                _ = sub.code
+            with pytest.raises(RuntimeError, match="Method 'forward' is not defined"):
+                _ = sub.graph
+
+
+def _rnn_attention(lib):
+    nn = lib.nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(4, 5, batch_first=True)
+            self.lin = nn.Linear(5, 5)
+            self.drop = nn.Dropout(0.1)
+            self.att = nn.MultiheadAttention(5, 1, batch_first=True)
+            self.idn = nn.Identity()
+            self.unused = nn.Linear(2, 2)
+
+        def forward(self, x):
+            y, (h, c) = self.lstm(x)
+            y = self.drop(self.lin(y))
+            a, w = self.att(y, y, y)
+            return a + h.transpose(0, 1) + c.sum(), self.idn(x)
+
+    return M()
+
+
+def test_lstm_attention_dropout_submodules_are_methods_as_torch_writes_them():
+    ember.manual_seed(0)
+    m, tm = _rnn_attention(ember).eval(), _rnn_attention(torch).eval()
+    tm.load_state_dict({k: torch.tensor(v.numpy()) for k, v in m.state_dict().items()})
+    x = np.random.RandomState(0).rand(2, 3, 4).astype("float32")
+    te = ember.jit.trace(m, ember.tensor(x))
+    tt = torch.jit.trace(tm, torch.tensor(x))
+
+    def signature(code):
+        return code.split(":\n")[0]
+    for path in ("lstm", "lin", "drop", "att", "idn"):
+        assert signature(te.get_submodule(path).code) == \
+            signature(tt.get_submodule(path).code), path
+    # the LSTM's (out, (h, c)) flattened and unpacked where torch.lstm is called; the
+    # attention weights nothing used are not returned; the one argument passed thrice
+    assert re.search(r"\n  _\d+, _\d+, _\d+ = torch\.lstm\(x, ", te.lstm.code)
+    assert "-> Tuple[Tensor, Tensor, Tensor]:" in te.lstm.code
+    assert "(att).forward(" in te.code
+    # dropout in eval mode and an identity recorded nothing: written as torch writes
+    # them (torch.dropout(x, p, False); a call of no arguments returning None)
+    assert "return torch.dropout(argument_1, 0.1, False)" in te.drop.code
+    assert te.idn.code == tt.idn.code == "def forward(self) -> NoneType:\n  return None\n"
+    assert re.search(r"_\d+ = \(idn\)\.forward\(\)", te.code)
+    assert re.search(r" = aten::dropout\(%argument_1, %\d+, %\d+\), scope: __module\.drop\n",
+                     str(te.drop.graph))
+    for path in ("unused", "att.out_proj"):   # never called
+        with pytest.raises(AttributeError):
+            _ = te.get_submodule(path).code
+    buf = io.BytesIO()
+    te.save(buf)
+    buf.seek(0)
+    loaded = torch.jit.load(buf)
+    x2 = np.random.RandomState(1).rand(3, 6, 4).astype("float32")
+    want = m(ember.tensor(x2))
+    for got in (te(ember.tensor(x2)), loaded(torch.tensor(x2))):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(),
+                                       rtol=1e-5, atol=1e-6)

@@ -204,13 +204,19 @@ def _user_frame(start=2):
 class ModuleCall:
     """One call of a submodule seen by a capture: its qualified ``path``, the Values of
     its tensor (and traced int) arguments in order (None when one was a constant), the
-    nodes recorded while it ran and its result as a tree of Refs (None when it returned
-    something else)."""
+    nodes recorded while it ran and its result as a tree of Refs (a None inside a tuple
+    stays None; the whole is None when it returned something else)."""
 
-    __slots__ = ("path", "inputs", "nodes", "output_spec")
+    __slots__ = ("path", "inputs", "nodes", "output_spec", "after", "dropout_p")
 
-    def __init__(self, path, inputs, start):
+    def __init__(self, path, inputs, start, after=None):
         self.path, self.inputs, self.nodes, self.output_spec = path, inputs, start, None
+        # the last node recorded before the call: where a call that records no nodes
+        # (``nn.Dropout`` in eval mode) is written
+        self.after = after
+        # ``p`` of an ``nn.Dropout`` that recorded nothing (eval mode): PyTorch's trace
+        # writes its call as ``torch.dropout(x, p, False)``
+        self.dropout_p = None
 
 
 class ScriptCall:
@@ -536,6 +542,9 @@ class _Trace(_modes.Mode):
             saved.pop()
         if rec is not None:
             self._end_call(rec, out)
+            from ember.nn.modules.dropout import Dropout
+            if not rec.nodes and not module.training and type(module) is Dropout:
+                rec.dropout_p = float(module.p)
         return out
 
     def _begin_call(self, name, args, kwargs):
@@ -548,7 +557,8 @@ class _Trace(_modes.Mode):
                     ins = None  # a constant argument: the call is written inline
                     break
                 ins.append(self.value_of(a))
-        rec = ModuleCall(name, ins, len(self.graph.nodes))
+        nodes = self.graph.nodes
+        rec = ModuleCall(name, ins, len(nodes), nodes[-1] if nodes else None)
         self.graph.calls.append(rec)
         self.calls_open.append(id(rec))
         return rec
@@ -565,7 +575,9 @@ class _Trace(_modes.Mode):
         if isinstance(out, Tensor) and self._known(out):
             return Ref(self.value_of(out))
         if type(out) is tuple:
-            return tuple(self._out_refs(o) for o in out)
+            # None inside a result (MultiheadAttention's weights with need_weights=False)
+            # is left out of the method PyTorch writes for the call
+            return tuple(None if o is None else self._out_refs(o) for o in out)
         raise TypeError("not a tensor or a tuple of tensors")
 
     def setitem(self, orig, x, key, value):

@@ -22,7 +22,7 @@ import re
 
 from ember._graph.ir import Ref
 from ember.jit import _codegen_ops  # noqa: F401  (registers every op's emitter)
-from ember.jit._codegen_calls import call_graph, plan_calls
+from ember.jit._codegen_calls import call_args, call_graph, plan_calls
 from ember.jit._codegen_emitter import (
     EMIT,
     Emitter,
@@ -94,7 +94,7 @@ def _body(graph, arg_names, constant_offset=0, plan=None, call=None):
             _unpack_inputs(em, spec, name)
         nodes, prefix = graph.nodes, ""
     else:
-        for v, name in zip(call.inputs, arg_names):
+        for v, name in zip(call_args(call), arg_names):
             params.append(f"{name}: {_type_of(Ref(v))}")
             em.names[id(v)] = name
         nodes, prefix = call.nodes, call.path + "."
@@ -102,13 +102,22 @@ def _body(graph, arg_names, constant_offset=0, plan=None, call=None):
             if qn.startswith(prefix):
                 em.names[id(v)] = _attr_chain(qn[len(prefix):])
     children = plan.children.get(id(call) if call is not None else None, ()) if plan else ()
-    first = {id(c.nodes[0]): c for c in children}
+    first = {id(c.nodes[0]): c for c in children if c.nodes}
     covered = {id(n) for c in children for n in c.nodes}
     header = len(em.lines)
     locals_ = {}
+    # calls that recorded no nodes: written after the node recorded before them (once
+    # it is written here; at once when it is not this method's) and their arguments
+    empty = [c for c in children if not c.nodes]
+    waiting = {id(c.after) for c in empty if c.after is not None} & \
+        {id(n) for n in nodes}
+    _empty_calls(em, empty, waiting, plan, prefix, locals_, header)
     for node in nodes:
         if id(node) in first:
-            _call_line(em, first[id(node)], plan, prefix, locals_, header)
+            child = first[id(node)]
+            _call_line(em, child, plan, prefix, locals_, header)
+            waiting -= {id(n) for n in child.nodes}
+            _empty_calls(em, empty, waiting, plan, prefix, locals_, header)
             continue
         if id(node) in covered:
             continue
@@ -127,7 +136,14 @@ def _body(graph, arg_names, constant_offset=0, plan=None, call=None):
             em.lines.append(f"{''.join(n + ', ' for n in names)}= {out}")
         elif node.multi:
             names = [em.name(v) for v in node.outputs]
-            if isinstance(out, list):
+            tmp = _ASSIGN_TMP.match(em.lines[-1]) if em.lines and isinstance(out, list) \
+                else None
+            if tmp and len(names) > 1 and \
+                    out == [f"{tmp.group(1)}[{i}]" for i in range(len(names))]:
+                # every item of a call's tuple, in order: unpacked where it is made, as
+                # PyTorch writes ``input, h, c = torch.lstm(...)``
+                em.lines[-1] = f"{', '.join(names)} = {tmp.group(2)}"
+            elif isinstance(out, list):
                 for n, expr in zip(names, out):
                     em.lines.append(f"{n} = {expr}")
             else:
@@ -135,7 +151,14 @@ def _body(graph, arg_names, constant_offset=0, plan=None, call=None):
                 em.lines.append(f"{lhs} = {out}")
         else:
             em.lines.append(f"{em.name(node.outputs[0])} = {out}")
-    spec = graph.output_spec if call is None else call.output_spec
+        waiting.discard(id(node))
+        _empty_calls(em, empty, waiting, plan, prefix, locals_, header)
+    if call is not None and call.dropout_p is not None and not call.nodes:
+        out = em.tmp_name("_100000")
+        em.lines.append(f"{out} = torch.dropout({arg_names[0]}, "
+                        f"{literal(call.dropout_p)}, False)")
+        em.names[id(call.inputs[0])] = out
+    spec = graph.output_spec if call is None else plan.outputs[id(call)]
     em.lines.append(f"return {_result(em, spec)}")
     own = [qn[len(prefix):] for qn in graph.params if qn.startswith(prefix) and
            "." not in qn[len(prefix):] and qn[len(prefix):].isidentifier()]
@@ -157,6 +180,7 @@ def _module_local(em, path, prefix, locals_, header):
 
 
 _TEMP = re.compile(r"\b_\d+\b")
+_ASSIGN_TMP = re.compile(r"^(_t\d+) = (.*)$")
 _ASSIGN = re.compile(r"^(_\d+) = (.*)$")
 
 
@@ -238,16 +262,41 @@ def _out_names(em, values):
     return names
 
 
-def _call_line(em, child, plan, prefix, locals_, header):
+def _empty_calls(em, pending, waiting, plan, prefix, locals_, header):
+    """Write, in the order they ran, the calls of ``pending`` (calls that recorded no
+    nodes) whose node before them (``waiting``: the ids of those not yet written) and
+    arguments are written; what they return is the argument itself, read under the
+    call's result name from here on (``(drop).forward(_0, )`` feeds the next call)."""
+    while pending:
+        child = pending[0]
+        if (child.after is not None and id(child.after) in waiting) or \
+                not all(v.kind != "node" or id(v) in em.names for v in child.inputs):
+            return
+        pending.pop(0)
+        _call_line(em, child, plan, prefix, locals_, header, rename=True)
+
+
+def _call_line(em, child, plan, prefix, locals_, header, rename=False):
     local = _module_local(em, child.path, prefix, locals_, header)
-    args = "".join(f"{em.name(v)}, " for v in child.inputs)
+    if id(child) in plan.passthrough:
+        # PyTorch's trace keeps the call, without arguments; the caller reads the
+        # argument itself
+        em.lines.append(f"{em.tmp_name('_100000')} = ({local}).{plan.method[id(child)]}()")
+        return
+    args = "".join(f"{em.name(v)}, " for v in call_args(child))
     expr = f"({local}).{plan.method[id(child)]}({args})"
-    spec = child.output_spec
+    spec = plan.outputs[id(child)]
+    values = [spec.value] if isinstance(spec, Ref) else [r.value for r in spec]
+    # fresh temporaries (``_tidy`` numbers every ``_<n>`` in order of appearance)
+    names = [em.tmp_name("_100000") for _ in values] if rename else \
+        _out_names(em, values)
     if isinstance(spec, Ref):
-        em.lines.append(f"{_out_names(em, [spec.value])[0]} = {expr}")
+        em.lines.append(f"{names[0]} = {expr}")
     else:
-        names = _out_names(em, [r.value for r in spec])
         em.lines.append(f"{''.join(n + ', ' for n in names)}= {expr}")
+    if rename:
+        for v, n in zip(values, names):
+            em.names[id(v)] = n
 
 
 def _script_call(em, node, prefix, locals_, header):
@@ -266,7 +315,7 @@ def _script_call(em, node, prefix, locals_, header):
 
 def _sub_arg_names(call):
     names = []
-    for i, v in enumerate(call.inputs):
+    for i, v in enumerate(call_args(call)):
         n = _ident(v.name) if v.kind == "input" else f"argument_{i + 1}"
         names.append(n if n not in names else f"argument_{i + 1}")
     return names
@@ -292,9 +341,11 @@ def forward_source(graph, name="forward", constant_offset=0, plan=None):
 
 
 def _call_source(graph, call, name, plan):
+    if id(call) in plan.passthrough:
+        return f"def {name}(self) -> NoneType:\n  return None\n"
     params, lines = _body(graph, _sub_arg_names(call), 0, plan, call)
     head = ",\n    ".join(["self"] + params)
-    ret = _type_of(call.output_spec)
+    ret = _type_of(plan.outputs[id(call)])
     return f"def {name}({head}) -> {ret}:\n" + "".join(f"  {ln}\n" for ln in lines)
 
 
@@ -312,7 +363,8 @@ def module_sources(graphs):
             for c in plan.calls:
                 m = plan.method[id(c)]
                 methods.setdefault(c.path, {})[m] = _call_source(g, c, m, plan)
-                sub_graphs[(c.path, m)] = call_graph(g, c)
+                sub_graphs[(c.path, m)] = call_graph(g, c, plan.outputs[id(c)],
+                                                     id(c) in plan.passthrough)
         constants += [c.data for c in g.constants]
     return methods, constants, sub_graphs
 

@@ -152,7 +152,13 @@ class _Printer:
         if kwargs:
             raise NotImplementedError(f"graph text: keywords of torch.{fn}")
         consts = []
-        names = [self.value(a, consts)[0] for a in args]
+        values = [self.value(a, consts) for a in args]
+        names = [n for n, _ in values]
+        if fn == "dropout" and not self.ir.nodes:
+            # ``nn.Dropout`` in eval mode, which recorded nothing: its input's type
+            t = values[0][1]
+            return self.emit(self.fresh(), t, f"aten::{fn}(" + ", ".join(names) + ")" +
+                             self.scope), t
         node = self.node_for(fn)   # after its arguments' nodes, as the trace ran them
         if node.source:
             for i in consts:

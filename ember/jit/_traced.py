@@ -197,6 +197,20 @@ def _traced_submodule_class():
             def forward(self, *args, **kwargs):
                 raise RuntimeError("Trace submodules cannot be called.")
 
+            # a submodule the trace never called has no forward, as in PyTorch
+            @property
+            def code(self):
+                if "forward" not in self._jit_class.methods:
+                    raise AttributeError("'RecursiveScriptModule' object has no attribute "
+                                         "'code' (the trace never called this submodule)")
+                return RecursiveScriptModule.code.fget(self)
+
+            @property
+            def graph(self):
+                if "forward" not in self._jit_class.methods:
+                    raise RuntimeError("Method 'forward' is not defined.")
+                return RecursiveScriptModule.graph.fget(self)
+
             _get_name = _traced_name
             __repr__ = _traced_repr
         TracedSubmodule.__module__ = RecursiveScriptModule.__module__
