@@ -47,7 +47,6 @@ numbers, so the trace holds at the example's sizes.
 Only the thread that started the trace records: the capture passes other threads'
 calls on down unrecorded.
 """
-import operator
 import os
 import sys
 import threading
@@ -58,6 +57,7 @@ import numpy as np
 from ember import _tensor
 from ember._graph.ir import ArrayRef, Graph, Node, Ref, arg_names
 from ember._graph.names import NORM_CALLS, RANDOM_CALLS, RNN_CALLS
+from ember._graph.symint import SymInt, _size, _state  # noqa: F401  (re-exported)
 from ember.autograd import _modes
 
 Tensor = _tensor.Tensor
@@ -121,68 +121,6 @@ def current():
 def is_tracing():
     """True while ``jit.trace`` is running the traced function (in its thread)."""
     return current() is not None
-
-
-def _state():
-    """The capture that should record a call made here, else None: the innermost
-    visible one, started by this thread and not paused."""
-    st = _tensor._mode_with("sym_size")
-    if st is None or st.depth or st.thread != threading.get_ident():
-        return None
-    return st
-
-
-# ----- traced ints -----------------------------------------------------------------------
-class SymInt(int):
-    """An ``int`` read from a traced tensor's shape: arithmetic on it and calls that
-    receive it are recorded, so the trace keeps the computation, not the number."""
-
-    def __new__(cls, n, value, trace=None):
-        o = int.__new__(cls, n)
-        o._value = value
-        o._trace = trace  # a SymInt kept from an earlier trace is a plain number in this one
-        return o
-
-    def __reduce__(self):
-        return (int, (int(self),))
-
-
-def _int_binop(name, fn, reflected=False):
-    def op(self, other):
-        if not isinstance(other, int) or isinstance(other, bool):
-            return fn(other, int(self)) if reflected else fn(int(self), other)
-        a, b = (other, self) if reflected else (self, other)
-        st = _state()
-        if st is None:
-            return fn(int(a), int(b))
-        return st.call(name, fn, fn, (a, b), {}, sym=True)
-    op.__name__ = f"__{'r' if reflected else ''}{name.split('.')[1]}__"
-    return op
-
-
-for _name, _fn in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
-                   ("floordiv", operator.floordiv), ("mod", operator.mod)):
-    setattr(SymInt, f"__{_name}__", _int_binop(f"int.{_name}", _fn))
-    setattr(SymInt, f"__r{_name}__", _int_binop(f"int.{_name}", _fn, reflected=True))
-
-
-def _neg(x):
-    return -x
-
-
-def _sym_neg(self):
-    st = _state()
-    if st is None:
-        return -int(self)
-    return st.call("int.neg", _neg, _neg, (self,), {}, sym=True)
-
-
-SymInt.__neg__ = _sym_neg
-
-
-def _size(t, dim):
-    """``t.size(dim)`` (the replay target of a recorded ``size`` node)."""
-    return t.size(dim)
 
 
 # ----- the trace -------------------------------------------------------------------------

@@ -1,0 +1,70 @@
+"""Sizes read from a traced tensor: ``SymInt``, an ``int`` whose arithmetic a running
+capture records, so that a trace keeps the computation instead of the number."""
+import operator
+import threading
+
+from ember import _tensor
+
+__all__ = ["SymInt"]
+
+
+def _state():
+    """The capture that should record a call made here, else None: the innermost
+    visible one, started by this thread and not paused."""
+    st = _tensor._mode_with("sym_size")
+    if st is None or st.depth or st.thread != threading.get_ident():
+        return None
+    return st
+
+
+# ----- traced ints -----------------------------------------------------------------------
+class SymInt(int):
+    """An ``int`` read from a traced tensor's shape: arithmetic on it and calls that
+    receive it are recorded, so the trace keeps the computation, not the number."""
+
+    def __new__(cls, n, value, trace=None):
+        o = int.__new__(cls, n)
+        o._value = value
+        o._trace = trace  # a SymInt kept from an earlier trace is a plain number in this one
+        return o
+
+    def __reduce__(self):
+        return (int, (int(self),))
+
+
+def _int_binop(name, fn, reflected=False):
+    def op(self, other):
+        if not isinstance(other, int) or isinstance(other, bool):
+            return fn(other, int(self)) if reflected else fn(int(self), other)
+        a, b = (other, self) if reflected else (self, other)
+        st = _state()
+        if st is None:
+            return fn(int(a), int(b))
+        return st.call(name, fn, fn, (a, b), {}, sym=True)
+    op.__name__ = f"__{'r' if reflected else ''}{name.split('.')[1]}__"
+    return op
+
+
+for _name, _fn in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                   ("floordiv", operator.floordiv), ("mod", operator.mod)):
+    setattr(SymInt, f"__{_name}__", _int_binop(f"int.{_name}", _fn))
+    setattr(SymInt, f"__r{_name}__", _int_binop(f"int.{_name}", _fn, reflected=True))
+
+
+def _neg(x):
+    return -x
+
+
+def _sym_neg(self):
+    st = _state()
+    if st is None:
+        return -int(self)
+    return st.call("int.neg", _neg, _neg, (self,), {}, sym=True)
+
+
+SymInt.__neg__ = _sym_neg
+
+
+def _size(t, dim):
+    """``t.size(dim)`` (the replay target of a recorded ``size`` node)."""
+    return t.size(dim)
