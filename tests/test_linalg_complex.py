@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from test_numerics_opinfo import _to_ember  # the OpInfo sample conversion shared with it
+from test_numerics_opinfo import _close, _ember_op, _to_ember  # shared with it
 from test_opinfo import _flat
 from torch.testing._internal.common_methods_invocations import op_db
 
@@ -26,19 +26,6 @@ DONE = {"linalg.det", "linalg.slogdet", "logdet", "linalg.inv", "linalg.inv_ex",
 # linalg.pinv's 'singular' variant calls its op through a wrapper of torch functions
 OPS = [o for o in op_db if o.name in DONE and o.variant_test_name != "singular"]
 SAMPLES = 48  # per op and dtype
-
-
-def _ember_op(name):
-    obj = ember
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _close(e, t, tol):
-    t = t.detach().resolve_conj()
-    assert e.dtype.name == str(t.dtype).replace("torch.", "")
-    np.testing.assert_allclose(e.detach().resolve_conj().numpy(), t.numpy(), rtol=tol, atol=tol)
 
 
 def test_every_op_is_covered():
