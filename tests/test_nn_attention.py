@@ -912,3 +912,39 @@ def test_sdpa_kernel_choice_as_torch():
         with pytest.raises(RuntimeError, match="No available kernel"):
             t = torch.ones(2, 3, 5, 8, requires_grad=True)
             torch.nn.functional.scaled_dot_product_attention(t, t, t, dropout_p=0.5)
+
+
+
+# (shape in memory, permutation to the (..., L, E) layout attention reads)
+_LAYOUTS = {"contiguous": ((2, 3, 5, 4), (0, 1, 2, 3)),
+            "heads_inner": ((2, 5, 3, 4), (0, 2, 1, 3)),
+            "seq_outer": ((5, 2, 3, 4), (1, 2, 0, 3)),
+            "3d": ((6, 5, 4), (0, 1, 2)),
+            "batch_inner": ((5, 6, 4), (1, 0, 2))}
+
+
+@pytest.mark.parametrize("layout", sorted(_LAYOUTS))
+@pytest.mark.parametrize("v_width", [4, 7])
+def test_attention_output_lies_in_memory_as_torchs(layout, v_width):
+    """PyTorch's fused CPU attention allocates its output like the query, so heads split
+    from one projection merge back with a view (a Transformer layer's graph then has no
+    clone): ember's output has torch's strides, values and gradients, whatever the
+    query's layout and the value's width."""
+    shape, perm = _LAYOUTS[layout]
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal(shape).astype(np.float32)
+    vshape = tuple(shape[p] for p in perm)[:-1] + (v_width,)
+    v = rng.standard_normal(vshape).astype(np.float32)
+    res = {}
+    for m in (ember, torch):
+        base = m.tensor(q, requires_grad=True)
+        tv = m.tensor(v, requires_grad=True)
+        qq = base.permute(*perm)
+        out = m.nn.functional.scaled_dot_product_attention(qq, qq, tv)
+        (out * m.arange(out.numel(), dtype=out.dtype).reshape(out.shape)).sum().backward()
+        res[m.__name__] = (tuple(out.stride()), out.detach().numpy(), base.grad.numpy(),
+                           tv.grad.numpy())
+    e, t = res["ember"], res["torch"]
+    assert e[0] == t[0]
+    for a, b in zip(e[1:], t[1:]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
