@@ -1,38 +1,41 @@
 """``ember.linalg``: PyTorch's ``torch.linalg`` namespace.
 
-The primitives live in ``ember.ops.linalg`` (products) and ``ember.ops.linalg_decomp``
-(inverses, solves, decompositions); this module adds the norms, which are composites
-of the vector norm primitive and the singular values.
+The primitives live in ``ember.ops.linalg`` (products), ``ember.ops.linalg_solve``
+(inverses, determinants, solves), ``ember.ops.linalg_decomp`` (decompositions) and
+``ember.ops.vector_norms`` (the vector norm); this module adds the norms, which are
+composites of the vector norm primitive and the singular values.
 """
 import math
 
 from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
+from ember.ops._linalg_util import LinAlgError
 from ember.ops._util import type_name
 from ember.ops.composite_node import one_node
 from ember.ops.join import cat
 from ember.ops.linalg import _cross, _write_out, matmul, matrix_power, multi_dot_chain
 from ember.ops.linalg_decomp import (
-    LinAlgError,
-    VectorNorm,
     cholesky_ex,
-    det,
     eigh,
     eigvalsh,
-    inv,
-    inv_ex,
-    matrix_exp,
     matrix_rank,
     pinv,
-    solve,
-    solve_ex,
-    solve_triangular,
     svdvals,
 )
 from ember.ops.linalg_decomp import cholesky_linalg as cholesky
 from ember.ops.linalg_decomp import qr_linalg as qr
-from ember.ops.linalg_decomp import slogdet_linalg as slogdet
 from ember.ops.linalg_decomp import svd_linalg as svd
+from ember.ops.linalg_solve import (
+    det,
+    inv,
+    inv_ex,
+    matrix_exp,
+    solve,
+    solve_ex,
+    solve_triangular,
+)
+from ember.ops.linalg_solve import slogdet_linalg as slogdet
+from ember.ops.vector_norms import VectorNorm
 
 __all__ = ["LinAlgError", "matmul", "det", "slogdet", "inv", "inv_ex", "solve", "solve_ex",
            "solve_triangular", "cholesky", "cholesky_ex", "eigh", "eigvalsh", "svd", "svdvals",

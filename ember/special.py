@@ -1,7 +1,7 @@
 """``torch.special``: every function PyTorch 2.13 has there.
 
 The ops are declared in ``ember.ops.special`` (and, for the ones PyTorch also has at
-the top level, ``ember.ops.unary``, ``ember.ops.elementwise`` and ``ember.ops.reduction``);
+the top level, ``ember.ops.unary``, ``ember.ops.elementwise`` and ``ember.ops.softmaxes``);
 this module gives them their ``torch.special`` names and ``out=``. See docs/special.md.
 """
 from ember import ops as _ops

@@ -128,7 +128,7 @@ def test_gauge_invariant_svd_loss_matches_torch():
 
 
 def test_op_without_complex_path_names_itself():
-    from ember.ops.linalg_decomp import _check_float
+    from ember.ops._linalg_util import _check_float
     x = ember.tensor(np.eye(2, dtype=np.complex128))
     with pytest.raises(NotImplementedError, match="linalg.example: complex input "
                        r"\(Complex128\) is not supported yet"):

@@ -55,8 +55,9 @@ def _emitted_onnx_ops():
     import inspect
     import re
 
-    from ember.onnx import _export_nn, _export_ops, _export_registry
-    src = "".join(inspect.getsource(m) for m in (_export_registry, _export_ops, _export_nn))
+    from ember.onnx import _export_nn, _export_ops, _export_registry, _export_shape
+    src = "".join(inspect.getsource(m) for m in (_export_registry, _export_ops, _export_shape,
+                                                 _export_nn))
     ops = set(re.findall(r'g\.op\("([A-Za-z]+)"', src))
     from ember._graph.names import spelling
     from ember.autograd.node import Primitive

@@ -2,6 +2,7 @@
 TorchScript writer's list (``ember.jit._op_exempt``) and the ONNX exporter's
 (``ember.onnx._op_exempt``)."""
 from ember.ops import (
+    _linalg_util,
     _views,
     bitwise,
     composite_node,
@@ -13,7 +14,6 @@ from ember.ops import (
     flat_index,
     identity,
     index_scatter,
-    linalg_decomp,
     linalg_eig,
     matmul_graph,
     pooling,
@@ -27,6 +27,7 @@ from ember.ops import (
     sparse_ops,
     special,
     unary,
+    variance,
 )
 
 __all__ = ["exemptions", "FAMILY_BASES", "BACKWARD_ONLY", "EAGER_ONLY", "RANDOM",
@@ -42,8 +43,8 @@ FAMILY_BASES = (
     "a family base class: never recorded itself (its subclasses are)",
     sampling._Sample, _views.ViewPrimitive, bitwise._Bitwise, bitwise._Shift,
     elementwise._Compare, elementwise._MinMax, elementwise._FMinMax, extrema._AmaxAmin,
-    extrema._ArgExtreme, extrema._EvenAll, extrema._SelectDim, linalg_decomp._SavesOutputs,
-    reduction._AllAny, reduction._StatMean, reduction._VarStd, rnn._Layer, scan._CumExtreme,
+    extrema._ArgExtreme, extrema._EvenAll, extrema._SelectDim, _linalg_util._SavesOutputs,
+    reduction._AllAny, variance._StatMean, variance._VarStd, rnn._Layer, scan._CumExtreme,
     special._IgammaBase, composite_node.CompositeNode,
     unary._Predicate, unary._Unary)
 

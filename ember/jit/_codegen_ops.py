@@ -26,8 +26,10 @@ from ember.ops import (
     rnn,
     scan,
     shape,
+    softmaxes,
     special,
     unary,
+    vector_norms,
 )
 
 
@@ -105,8 +107,8 @@ def _softmax(aten):
     return lambda em, node, x, axis: f"{aten}({em.e(x)}, {em.e(axis)}, None)"
 
 
-emits(reduction.Softmax)(_softmax("torch.softmax"))
-emits(reduction.LogSoftmax)(_softmax("torch.log_softmax"))
+emits(softmaxes.Softmax)(_softmax("torch.softmax"))
+emits(softmaxes.LogSoftmax)(_softmax("torch.log_softmax"))
 
 
 def _reduce(aten):
@@ -237,7 +239,7 @@ def _constant_pad(em, node, x, pads, value):
     return f"torch.constant_pad_nd({em.e(x)}, {em.ints(tuple(pads))}, {em.e(value)})"
 
 
-@emits(reduction._VectorNorm)
+@emits(vector_norms._VectorNorm)
 def _vector_norm(em, node, x, p, axes, keepdim):
     dims = "None" if axes is None else em.ints(tuple(axes))
     return (f"torch.linalg_vector_norm({em.e(x)}, {literal(float(p))}, {dims}, "

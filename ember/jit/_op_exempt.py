@@ -29,6 +29,7 @@ from ember.ops import (
     linalg_decomp,
     linalg_eig,
     linalg_lu,
+    linalg_solve,
     pooling,
     power,
     reduction,
@@ -36,6 +37,8 @@ from ember.ops import (
     rnn,
     scan,
     shape,
+    variance,
+    vector_norms,
 )
 
 __all__ = ["NO_TORCHSCRIPT"]
@@ -44,8 +47,8 @@ __all__ = ["NO_TORCHSCRIPT"]
 # index arrays, several ember ops for one aten op): each needs an emitter, not yet written
 _NOT_YET = (
     "its arguments differ from its aten schema's; no emitter written yet",
-    elementwise.Addcdiv, elementwise.Addcmul, extrema._Aminmax, reduction._StdMean,
-    reduction._VarMean,
+    elementwise.Addcdiv, elementwise.Addcmul, extrema._Aminmax, variance._StdMean,
+    variance._VarMean,
     gather_scatter.IndexFillValue, gather_scatter.ScatterValue,
     indexing.SetItemCopy, indexing.SetItemSlices,
     _einsum.DiagEmbed, _einsum.Diagonal, _einsum.Einsum, conv.ConvInput, conv.Fold, conv.Unfold,
@@ -57,14 +60,14 @@ _NOT_YET = (
     gather_scatter.ScatterReduce, indexing.GetItemAdvanced,
     indexing.IndexPut, indexing.IndexScatter, indexing.MaskedScatter, linalg_decomp.Cholesky,
     linalg_decomp.CholeskyLegacy, diagonals.SelectScatter, diagonals.SliceScatter,
-    linalg_decomp.Eigh, linalg_decomp.Pinv, linalg_decomp.Qr, linalg_decomp.Slogdet,
-    linalg_decomp.Solve, linalg_decomp.Svd, linalg_decomp.VectorNorm, linalg_eig.Eig,
+    linalg_decomp.Eigh, linalg_decomp.Pinv, linalg_decomp.Qr, linalg_solve.Slogdet,
+    linalg_solve.Solve, linalg_decomp.Svd, vector_norms.VectorNorm, linalg_eig.Eig,
     linalg_lu.Geqrf, linalg_lu.LuFactorEx,
     pooling.AdaptiveMaxPool, pooling.AvgPool, pooling.GatherFlat, power.RPowScalar,
     pooling.AdaptiveMaxPool3D, pooling.AvgPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
     pooling.AdaptiveAvgPool, pooling.AdaptiveAvgPool3D,
     reduction.Nansum, reduction.Prod, reduction.ProdDim, reduction._All, reduction._Any,
-    reduction._CountNonzero, reduction._Std, reduction._Var, resample.Resample, resample.Take,
+    reduction._CountNonzero, variance._Std, variance._Var, resample.Resample, resample.Take,
     rnn.PackPadded, rnn.PadPacked, rnn.PadSequence, scan.Cumprod, scan.GatherAlong,
     scan._Cummax, scan._Cummin, shape.Unfold)
 

@@ -15,7 +15,8 @@ from ember.nn._functional_aten import conv_tbc, native_channel_shuffle  # noqa: 
 from ember.nn.functional_rnn import gru, lstm, rnn_relu, rnn_tanh
 from ember.ops.composite_node import call
 from ember.ops.dropout import NativeDropout
-from ember.ops.reduction import NormScalar, NormScalarOpt, _axes
+from ember.ops.reduction import _axes
+from ember.ops.vector_norms import NormScalar, NormScalarOpt
 
 __all__ = [
     "dropout", "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout",

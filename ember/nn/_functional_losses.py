@@ -14,7 +14,7 @@ from ember.ops.elementwise import AddScalar as _AddScalar
 from ember.ops.elementwise import DivScalar as _DivScalar
 from ember.ops.elementwise import MulScalar as _MulScalar
 from ember.ops.elementwise import SubScalar as _SubScalar
-from ember.ops.reduction import LogSoftmax as _LogSoftmax
+from ember.ops.softmaxes import LogSoftmax as _LogSoftmax
 
 __all__ = ["l1_loss", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "nll_loss", "cross_entropy",

@@ -509,7 +509,8 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
         return ember.norm(diff + eps, p, dim, keepdim=keepdim)
     # PyTorch's nodes: add.Scalar (AddBackward1) and norm.ScalarOpt_dim (NormBackward1)
     from ember.ops.elementwise import AddScalar
-    from ember.ops.reduction import NormScalarOpt, _axes
+    from ember.ops.reduction import _axes
+    from ember.ops.vector_norms import NormScalarOpt
     shifted = AddScalar.apply(diff, eps)
     return NormScalarOpt.apply(shifted, float(p), _axes(shifted, dim), bool(keepdim))
 

@@ -247,7 +247,7 @@ def _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, e
     """PyTorch's math kernel, op for op: q and k^T each scaled by ``sqrt(scale)``, the
     mask added in place to the scores, ``_safe_softmax``, dropout, the product with v.
     Half-precision inputs are computed in float32, as PyTorch does on CPU."""
-    from ember.ops.reduction import _safe_softmax
+    from ember.ops.softmaxes import _safe_softmax
     dtype = query.dtype
     bias = _causal_bias(query.shape[-2], key.shape[-2], dtype, query.device) if is_causal \
         else _bias_of(attn_mask, dtype)

@@ -8,9 +8,10 @@ Calls the capture records above the primitives (``view``, ``x[key]``, factories,
 :data:`EXPORTERS`, keyed by those names.
 
 The converters themselves live in ``ember/onnx/_export_ops.py`` (elementwise, linear
-algebra, reductions, shapes, creation) and ``ember/onnx/_export_nn.py`` (convolution,
-pooling, normalization, attention, recurrent layers, random ops); importing
-``ember.onnx._export_ops`` registers them all.
+algebra, reductions, orderings), ``ember/onnx/_export_shape.py`` (shapes, joins,
+indexing, creation), ``ember/onnx/_export_losses.py`` (losses) and
+``ember/onnx/_export_nn.py`` (convolution, pooling, normalization, attention,
+recurrent layers, random ops); importing ``ember.onnx._export_ops`` registers them all.
 """
 
 import numpy as np
@@ -126,6 +127,13 @@ def _axes(g, axes, hint="axes"):
 
 def _rank(ref):
     return len(ref.value.shape)
+
+
+def _cast_to(g, name, dt, ref=None):
+    """``name`` cast to NumPy dtype ``dt`` unless the value ``ref`` already has it."""
+    if ref is not None and isinstance(ref, Ref) and g.np_dtype(ref) == dt:
+        return name
+    return g.op("Cast", [name], to=g.elem_type(np.dtype(dt)))
 
 
 def _reduce_axes(g, onnx_op, x, axes, keepdim):

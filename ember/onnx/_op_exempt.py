@@ -30,6 +30,7 @@ from ember.ops import (
     linalg_decomp,
     linalg_eig,
     linalg_lu,
+    linalg_solve,
     losses,
     normalization,
     normalization_nodes,
@@ -40,8 +41,11 @@ from ember.ops import (
     rnn,
     scan,
     shape,
+    softmaxes,
     special,
     unary,
+    variance,
+    vector_norms,
 )
 
 __all__ = ["NO_ONNX"]
@@ -56,8 +60,8 @@ _COMPLEX = (
 _DECOMPOSITIONS = (
     "a matrix factorization or solve: ONNX has no such operator",
     linalg_decomp.Cholesky, linalg_decomp.CholeskyLegacy, linalg_decomp.Eigh,
-    linalg_decomp.Inv, linalg_decomp.Pinv,
-    linalg_decomp.Qr, linalg_decomp.Slogdet, linalg_decomp.Solve, linalg_decomp.Svd,
+    linalg_solve.Inv, linalg_decomp.Pinv,
+    linalg_decomp.Qr, linalg_solve.Slogdet, linalg_solve.Solve, linalg_decomp.Svd,
     linalg_eig.Eig, linalg_lu.Geqrf, linalg_lu.LuFactorEx)
 
 _NO_OPERATOR = (
@@ -76,14 +80,14 @@ _NO_OPERATOR = (
     elementwise.Fmax, elementwise.Fmin, elementwise.Hypot, elementwise.Lerp, elementwise.LerpTensor,
     elementwise.Nextafter, elementwise.TruncDivide, elementwise.Xlogy, power.RPowScalar,
     bitwise.LeftShift, bitwise.RightShift, linalg.Cdist, linalg.Cross,
-    linalg_decomp.VectorNorm, scan.Logcumsumexp, scan.Cumprod, scan._Cummax, scan._Cummin,
-    reduction._Logsumexp, reduction.Nansum, reduction.Prod, reduction.ProdDim, reduction._All,
-    reduction._Any, reduction._CountNonzero, reduction._Std, reduction._Var)
+    vector_norms.VectorNorm, scan.Logcumsumexp, scan.Cumprod, scan._Cummax, scan._Cummin,
+    softmaxes._Logsumexp, reduction.Nansum, reduction.Prod, reduction.ProdDim, reduction._All,
+    reduction._Any, reduction._CountNonzero, variance._Std, variance._Var)
 
 _NOT_YET = (
     "ONNX has an equivalent (ScatterElements, Einsum...); no converter written yet",
-    elementwise.Addcdiv, elementwise.Addcmul, extrema._Aminmax, reduction._StdMean,
-    reduction._VarMean,
+    elementwise.Addcdiv, elementwise.Addcmul, extrema._Aminmax, variance._StdMean,
+    variance._VarMean,
     gather_scatter.IndexFillValue, gather_scatter.ScatterValue, indexing.GetItemAlias,
     indexing.GetItemUnsqueeze, indexing.SetItemCopy, indexing.SetItemSlices,
     _einsum.DiagEmbed, _einsum.Diagonal, _einsum.Einsum, conv.Fold, conv.Unfold, ctc.CtcNll,

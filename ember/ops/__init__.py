@@ -13,6 +13,7 @@ from ember.ops import (  # noqa: F401
     join,
     linalg,
     linalg_decomp,
+    linalg_solve,
     normalization,
     pooling,
     power,
@@ -21,9 +22,12 @@ from ember.ops import (  # noqa: F401
     sampling,
     scan,
     shape,
+    softmaxes,
     sorting,
     special,
     unary,
+    variance,
+    vector_norms,
 )
 from ember.ops.bitwise import *  # noqa: F401,F403
 from ember.ops.complex_numbers import *  # noqa: F401,F403
@@ -38,6 +42,7 @@ from ember.ops.indexing import *  # noqa: F401,F403
 from ember.ops.join import *  # noqa: F401,F403
 from ember.ops.linalg import *  # noqa: F401,F403
 from ember.ops.linalg_decomp import *  # noqa: F401,F403
+from ember.ops.linalg_solve import *  # noqa: F401,F403
 from ember.ops.normalization import *  # noqa: F401,F403
 from ember.ops.pooling import *  # noqa: F401,F403
 from ember.ops.power import *  # noqa: F401,F403
@@ -46,16 +51,20 @@ from ember.ops.resample import *  # noqa: F401,F403
 from ember.ops.sampling import *  # noqa: F401,F403
 from ember.ops.scan import *  # noqa: F401,F403
 from ember.ops.shape import *  # noqa: F401,F403
+from ember.ops.softmaxes import *  # noqa: F401,F403
 from ember.ops.sorting import *  # noqa: F401,F403
 from ember.ops.special import *  # noqa: F401,F403
 from ember.ops.unary import *  # noqa: F401,F403
+from ember.ops.variance import *  # noqa: F401,F403
+from ember.ops.vector_norms import *  # noqa: F401,F403
 
 # `from ember.ops import *` gives the ops, not the family modules (so that, e.g.,
 # `ember.conv` or `ember.shape` do not appear as stray attributes of `ember`)
 __all__ = sorted({name for module in (bitwise, conv, conversion, diagonals, elementwise, extrema,
                                       flat_index, gather_scatter, indexing, join, linalg,
-                                      linalg_decomp, normalization, pooling, power, reduction,
-                                      resample, scan, shape, sampling, sorting, special, unary,
+                                      linalg_decomp, linalg_solve, normalization, pooling, power,
+                                      reduction, resample, scan, shape, sampling, softmaxes,
+                                      sorting, special, unary, variance, vector_norms,
                                       complex_numbers)
                   for name in getattr(module, "__all__", ())})
 # composites of the ops above, by family (no derivative code of their own)

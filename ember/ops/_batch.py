@@ -539,7 +539,7 @@ def _no_batch_rule():
         sparse_ops,
     )
     from ember.ops import sampling as rnd
-    from ember.ops.linalg_decomp import _SavesOutputs
+    from ember.ops._linalg_util import _SavesOutputs
     table = {
         rnd._Sample: _RANDOM,
         sampling.StandardGamma: _RANDOM,

@@ -40,9 +40,9 @@ __all__ = ["CompositeNode", "call", "one_node", "named_nodes", "nodes"]
 _DEFINED_IN = ("ember.ops.activation_nodes", "ember.ops.embedding", "ember.ops.dropout",
                "ember.ops.conv", "ember.ops.normalization_nodes", "ember.ops.resample",
                "ember.ops.resample_aa", "ember.ops.padding", "ember.ops.grid_sample",
-               "ember.ops.linalg_decomp", "ember.ops.norms", "ember.ops.reorder",
-               "ember.ops.elementwise", "ember.ops.linalg", "ember._runtime_api",
-               "ember.linalg", "ember.ops.reduction", "ember.ops.scan")
+               "ember.ops.linalg_decomp", "ember.ops.linalg_solve", "ember.ops.norms",
+               "ember.ops.reorder", "ember.ops.elementwise", "ember.ops.linalg",
+               "ember._runtime_api", "ember.linalg", "ember.ops.vector_norms", "ember.ops.scan")
 
 
 def _is_array(a):

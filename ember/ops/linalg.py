@@ -1,7 +1,8 @@
 """Linear algebra products: matmul and its relatives, einsum, tensordot, trace, cdist.
 
-Inverses, determinants, solves, decompositions and norms live in
-``ember.ops.linalg_decomp``; the ``ember.linalg`` namespace gathers both under
+Inverses, determinants and solves live in ``ember.ops.linalg_solve``,
+decompositions in ``ember.ops.linalg_decomp`` and the vector norm in
+``ember.ops.vector_norms``; the ``ember.linalg`` namespace gathers them under
 PyTorch's names.
 """
 import math
@@ -388,7 +389,7 @@ def matrix_power(input, n, *, out=None):
         # gradient (PyTorch's graph: the copy's node)
         return _write_out(input.clone().copy_(eye.expand(input.shape)), out, "matrix_power")
     if n < 0:
-        from ember.ops.linalg_decomp import inverse
+        from ember.ops.linalg_solve import inverse
         input = inverse(input)
         n = -n
     if n == 3:  # PyTorch's order for a cube: (A @ A) @ A

@@ -11,8 +11,8 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch
 from ember.ops._einsum import _tname
+from ember.ops._linalg_util import _check_square, _named, _SavesOutputs
 from ember.ops.linalg import _write_out
-from ember.ops.linalg_decomp import _check_square, _named, _SavesOutputs
 
 __all__ = []
 

@@ -16,8 +16,8 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.backend import array_module
 from ember.ops._einsum import _tname
+from ember.ops._linalg_util import LinAlgError, _named
 from ember.ops.linalg import _write_out
-from ember.ops.linalg_decomp import LinAlgError, _named
 
 __all__ = []
 

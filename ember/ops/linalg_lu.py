@@ -16,19 +16,17 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch
 from ember.ops._einsum import _tname
-from ember.ops.linalg import _write_out
-from ember.ops.linalg_decomp import (
+from ember.ops._linalg_util import (
     LinAlgError,
     _check_float,
     _check_matrix,
     _check_square,
     _named,
     _SavesOutputs,
-    inv_ex,
-    pinv,
-    solve_triangular,
-    svdvals,
 )
+from ember.ops.linalg import _write_out
+from ember.ops.linalg_decomp import pinv, svdvals
+from ember.ops.linalg_solve import inv_ex, solve_triangular
 
 __all__ = ["lu", "lu_unpack", "lu_solve", "triangular_solve", "geqrf", "ormqr"]
 

@@ -13,8 +13,8 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP, get_default_dtype
+from ember.ops._linalg_util import _named
 from ember.ops._util import not_implemented_for, write_out
-from ember.ops.linalg_decomp import _named
 
 __all__ = ["quantile", "nanquantile", "histogram", "histogramdd", "cov", "corrcoef"]
 

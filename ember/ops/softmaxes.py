@@ -1,0 +1,164 @@
+"""``logsumexp``, ``softmax`` and ``log_softmax``: reductions of ``exp`` computed
+shifted by the maximum, so that they do not overflow.
+"""
+import numpy as np
+
+from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import Primitive
+from ember.backend import array_module
+from ember.ops import _batch, _jvp
+from ember.ops._util import to_float, with_out, wrap_dim
+from ember.ops.reduction import _axes, _dtype_name, _keep
+
+__all__ = ["logsumexp", "softmax", "log_softmax"]
+
+
+# ----- logsumexp -----------------------------------------------------------------------------
+class _Logsumexp(Primitive):
+    _node_name = "LogsumexpBackward0"
+    save_inputs = (0,)
+    save_output = True
+    batch = _batch.dim_rule(1)
+    torchscript = "logsumexp"
+
+    def forward(self, x, axes, keepdim):
+        x = to_float(x)
+        xp = array_module(x)
+        self.meta = (x.shape, axes, keepdim)
+        if not axes and x.dtype.kind != "c":
+            return x.copy()
+        if x.size == 0:  # the log of an empty sum
+            return xp.full_like(x.sum(axis=axes, keepdims=keepdim), -np.inf)
+        # complex: shifted by the largest real part only, so the result's imaginary part is
+        # the principal log's, in (-pi, pi], as torch's (even for a single element)
+        m = (x.real if x.dtype.kind == "c" else x).max(axis=axes, keepdims=True)
+        m = xp.where(xp.isfinite(m), m, 0).astype(x.dtype)
+        s = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
+        return s if keepdim else s.squeeze(axes)
+
+    def backward(self, gy):
+        x, y = self.saved_tensors
+        in_shape, axes, keepdim = self.meta
+        return _keep(gy, in_shape, axes, keepdim) * (x - _keep(y, in_shape, axes, keepdim)).exp(
+        ), None, None
+
+    def jvp(self, t, *_):
+        return _jvp.reduced(self, t, self.meta[1], self.meta[2])
+
+
+@with_out
+def logsumexp(input, dim, keepdim=False, *, out=None):
+    """``log(sum(exp(input)))`` over ``dim`` (an int or tuple), computed without overflow."""
+    if dim is None:
+        raise TypeError("logsumexp(): argument 'dim' (position 1) must be tuple of ints, not "
+                        "NoneType")
+    return _Logsumexp.apply(input, _axes(input, dim), keepdim)
+
+
+# ----- softmax -------------------------------------------------------------------------------
+def _shifted(x, axis, op):
+    if x.dtype.kind != "f":
+        raise NotImplementedError(f'"{op}_kernel_impl" not implemented for '
+                                  f"'{_dtype_name(x.dtype)}'")
+    if x.size == 0:
+        return x.copy()
+    m = x.max(axis=axis, keepdims=True)
+    # the max is subtracted even when infinite, as PyTorch does: a slice holding +inf (or
+    # only -inf) comes out all NaN, never a one-hot of the infinity
+    with np.errstate(invalid="ignore"):
+        return x - m
+
+
+class Softmax(Primitive):
+    save_output = True
+
+    def forward(self, x, axis):
+        self.axis = axis
+        e = array_module(x).exp(_shifted(x, axis, "softmax"))
+        return e / e.sum(axis=axis, keepdims=True)
+
+    def backward(self, gy):
+        y, = self.saved_tensors
+        a = self.axis
+        return y * (gy - (gy * y).sum(a, keepdim=True)), None
+
+    jvp = _jvp.diagonal
+    batch = _batch.dim_rule(1)
+
+
+class SafeSoftmax(Softmax):
+    """``_safe_softmax``: softmax whose slices holding only -inf give zeros instead of
+    NaN (the weights of PyTorch's math attention: a query that may attend to nothing)."""
+    _node_name = "SafeSoftmaxBackward0"
+    torchscript = "_safe_softmax"
+
+    def forward(self, x, axis):
+        y = Softmax.forward(self, x, axis)
+        xp = array_module(x)
+        empty = (x == -np.inf).all(axis=axis, keepdims=True)
+        if empty.any():
+            y = xp.where(empty, y.dtype.type(0), y)
+        return y
+
+
+def _safe_softmax(input, dim):
+    """Softmax over ``dim`` with all -inf slices given zero weights (PyTorch's
+    ``torch._safe_softmax``)."""
+    input, axis = _prepare(input, dim, None)
+    return SafeSoftmax.apply(input, axis)
+
+
+class LogSoftmax(Primitive):
+    save_output = True
+    batch = _batch.dim_rule(1)
+
+    def forward(self, x, axis):
+        self.axis = axis
+        xp = array_module(x)
+        s = _shifted(x, axis, "log_softmax")
+        return s - xp.log(xp.exp(s).sum(axis=axis, keepdims=True))
+
+    def backward(self, gy):
+        y, = self.saved_tensors
+        a = self.axis
+        if not _grad_state.grad_enabled and y._data.dtype in (np.float32, np.float64):
+            # first order (cross_entropy's hot path): the same formula on arrays
+            g, yd = gy._data, y._data
+            xp = array_module(yd)
+            return _make(g - xp.exp(yd) * g.sum(axis=a, keepdims=True)), None
+        return gy - y.exp() * gy.sum(a, keepdim=True), None
+
+    def jvp(self, t, _):
+        return t - (self.fw_output.exp() * t).sum(self.axis, keepdim=True)
+
+
+def _prepare(input, dim, dtype):
+    if dim is None:
+        raise TypeError("softmax(): argument 'dim' must be int, not NoneType")
+    if dtype is not None:
+        input = input.to(dtype)
+    nd = input._data.ndim
+    axis = wrap_dim(int(dim), nd)
+    return input, (None if nd == 0 else axis)
+
+
+@with_out
+def softmax(input, dim, dtype=None):
+    """``exp(x) / exp(x).sum(dim)`` along ``dim``; ``dtype`` casts the input first.
+
+        >>> ember.tensor([1., 2., 3.]).softmax(0)
+        tensor([0.0900, 0.2447, 0.6652])
+    """
+    input, axis = _prepare(input, dim, dtype)
+    return Softmax.apply(input, axis)
+
+
+@with_out
+def log_softmax(input, dim, dtype=None):
+    """``log(softmax(x, dim))``, computed as ``x - logsumexp(x, dim)`` for stability."""
+    input, axis = _prepare(input, dim, dtype)
+    return LogSoftmax.apply(input, axis)
+
+for _fn in (logsumexp, softmax, log_softmax):
+    setattr(Tensor, _fn.__name__, _fn)
