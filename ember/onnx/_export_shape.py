@@ -15,8 +15,6 @@ from ember.ops import diagonals, gather_scatter, join, scan, shape
 __all__ = []
 
 
-
-
 # ---- shapes ----------------------------------------------------------------------------------
 
 @exports("size")

@@ -278,7 +278,6 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     return _write_out(solve(tri, B, left=left), out)
 
 
-
 # ----- matrix exponential ----------------------------------------------------------------
 _PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800.,
            129060195264000., 10559470521600., 670442572800., 33522128640., 1323241920.,

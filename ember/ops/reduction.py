@@ -410,6 +410,7 @@ def count_nonzero(input, dim=None):
     """The number of nonzero elements over ``dim`` (an int, a tuple, or all), as int64."""
     return _CountNonzero.apply(input, _axes(input, dim))
 
+
 # ----- Tensor methods --------------------------------------------------------------------------
 def _bind():
     for fn in (sum, mean, nansum, nanmean, prod, all, any, count_nonzero):

@@ -160,5 +160,7 @@ def log_softmax(input, dim, dtype=None):
     input, axis = _prepare(input, dim, dtype)
     return LogSoftmax.apply(input, axis)
 
-for _fn in (logsumexp, softmax, log_softmax):
-    setattr(Tensor, _fn.__name__, _fn)
+
+Tensor.logsumexp = logsumexp
+Tensor.softmax = softmax
+Tensor.log_softmax = log_softmax

@@ -226,5 +226,6 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, 
             _stat_mean(input, axes, keepdim)
     return _StdMean.apply(input, axes, c, keepdim)
 
-for _fn in (std, var):
-    setattr(Tensor, _fn.__name__, _fn)
+
+Tensor.std = std
+Tensor.var = var

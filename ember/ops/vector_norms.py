@@ -23,7 +23,6 @@ __all__ = ["norm"]
 
 
 # ----- linalg.vector_norm -------------------------------------------------------------------
-# ----- vector norm -------------------------------------------------------------------------
 def _modulus(z):
     """``|z|`` of a complex array, correctly rounded for complex64 as PyTorch's (NumPy's
     single precision ``abs`` is an ulp off for about a third of values)."""
@@ -105,7 +104,7 @@ class VectorNorm(Primitive):
         return _jvp.reduced(self, t, self.meta[1], self.meta[2])
 
 
-# ----- torch.norm -----------------------------------------------------------------------------
+# ----- torch.norm ----------------------------------------------------------------------------
 class _VectorNorm(Primitive):
     _node_name = "LinalgVectorNormBackward0"
     save_inputs = (0,)
@@ -216,5 +215,6 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
                                             tuple(dims), keepdim, dtype=dtype)
         raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
     return _vector_norm(input, 2.0 if p is None else p, dim, keepdim, dtype=dtype)
+
 
 Tensor.norm = norm
