@@ -574,8 +574,19 @@ class LSTMLayer(_Layer):
     fast = (_lstm_forward_np, _lstm_backward_np)
 
 
+def _gru_forward(*args):
+    from ember.ops import rnn_gru
+    return rnn_gru.forward(*args)
+
+
+def _gru_backward(*args):
+    from ember.ops import rnn_gru
+    return rnn_gru.backward(*args)
+
+
 class GRULayer(_Layer):
     cell = _GRUCellMath
+    fast = (_gru_forward, _gru_backward)  # float32: numba kernels (ember.ops.rnn_gru)
 
 
 class MkldnnLSTMLayer(LSTMLayer):
