@@ -2,6 +2,9 @@
 layers against torch on both paths (numba and the NumPy loop), and the kernels against
 the generic NumPy loop they replace."""
 import dataclasses
+import os
+import subprocess
+import sys
 import types
 
 import numpy as np
@@ -9,6 +12,7 @@ import pytest
 from oracle import cases, check
 from test_nn_rnn import packed_case, rnn_case
 
+import ember
 from ember.ops import rnn, rnn_gru
 
 F32 = np.float32
@@ -80,3 +84,15 @@ def test_float64_and_other_devices_keep_the_numpy_loop():
     assert rnn_gru._kernels(np, np.zeros(1)) is None
     assert rnn_gru._kernels(np, np.zeros(1, F32), np.zeros(1)) is None
     assert rnn_gru._kernels(types.SimpleNamespace(), np.zeros(1, F32)) is None
+
+
+def test_numba_is_imported_when_a_float32_gru_first_runs():
+    code = ("import sys, ember\n"
+            "ember.nn.GRU(2, 3).double()(ember.randn(2, 1, 2).double())\n"
+            "assert 'numba' not in sys.modules\n"
+            "ember.nn.GRU(2, 3)(ember.randn(2, 1, 2))\n"
+            "assert 'numba' in sys.modules\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(ember.__file__)))
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr

@@ -195,6 +195,8 @@ class _FusedSteps:
     the packed layout and runs the fused backpropagation through time."""
     __slots__ = ()
     _custom_zeros = True  # missing gradients are zeros, filled here
+    # eager graphs only: captures and compiled plans run the layer's own op
+    vjp = onnx = torchscript = None
 
     def backward(self, *grads):
         bs = self.bs
