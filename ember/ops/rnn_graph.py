@@ -220,6 +220,7 @@ class _FusedSteps:
 
 _LAYERS = {mode: type(cls.__name__ + "Steps", (_FusedSteps, cls), {})
            for mode, cls in _rnn.LAYERS.items()}
+FUSED_LAYERS = tuple(_LAYERS.values())  # (the exporters' and vmap's exemption lists)
 
 
 def _tensor(arr, edge):
