@@ -3,6 +3,7 @@
 hooks and retain_grad on the outputs, repeated and partial backward passes, and a clear
 error for hooks on the steps' inner nodes (which the engine never runs)."""
 import dataclasses
+import warnings
 
 import numpy as np
 import pytest
@@ -113,3 +114,32 @@ def test_hooks_on_inner_step_nodes_raise():
             node.register_hook(lambda gi, go: None)
         with pytest.raises(RuntimeError, match="one fused kernel"):
             node.register_prehook(lambda go: None)
+
+
+@pytest.mark.parametrize("mode", ["GRU", "LSTM"])
+def test_saved_tensor_hooks_and_anomaly_mode_see_the_steps(mode):
+    """Under saved-tensor hooks (which see each op's saved tensors) and anomaly mode
+    (which keeps each op's traceback) the layer runs op by op: the same gradients, and
+    the hooks see the steps' saved tensors."""
+    def run(m, ctx):
+        with ctx:
+            mod, x, h0, y, hn = _layer(m, mode, True)
+            (y.pow(2).sum() + hn.sum()).backward()
+        return [x.grad, h0.grad, *[p.grad for p in mod.parameters()]]
+
+    import contextlib
+    want = run(torch, contextlib.nullcontext())
+    packed = []
+
+    def pack(t):
+        packed.append(t)
+        return t
+    got = run(ember, ember.autograd.graph.saved_tensors_hooks(pack, lambda t: t))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
+    assert len(packed) > 100  # a dozen saved tensors a step, not one node's eight
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # anomaly mode warns that it is slow
+        got = run(ember, ember.autograd.detect_anomaly())
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
