@@ -240,8 +240,9 @@ def layer(mode, gi, bs, hidden, p, reverse):
     """One direction of one layer over its input projection ``gi`` (``linear(x, W_ih,
     b_ih)``: (T, B, G) when ``bs`` is None, else the packed rows with batch sizes
     ``bs``), from ``hidden`` (``h``, or ``(h, c)`` for the LSTM) with ``p = (w_ih, w_hh,
-    b_ih, b_hh, w_hr)``. Returns ``(output, last state)`` as ``ember.nn._rnn_unrolled``
-    does, with its graph."""
+    b_ih, b_hh, w_hr)``. Returns ``(steps' outputs in time order, last state)``, the
+    graph ``ember.nn._rnn_unrolled``'s layers record around them; the caller stacks
+    (padded) or joins (packed) the outputs."""
     lstm = mode == "LSTM"
     h0, c0 = hidden if lstm else (hidden, None)
     _, w_hh, _, b_hh, w_hr = p
