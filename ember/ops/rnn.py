@@ -1,11 +1,11 @@
 """Recurrent layers as fused primitives, and the packing of variable-length batches.
 
 One node covers one direction of one layer over a whole sequence (RNN, LSTM or GRU),
-so a step costs a handful of NumPy calls instead of a dozen graph nodes. Eager calls
-that record a graph run PyTorch's step-by-step composition instead
-(``ember.nn._rnn_unrolled``), except the float32 LSTM over a padded batch, whose one
-node per layer is PyTorch's oneDNN node (:class:`MkldnnLSTMLayer`); these layers serve
-calls without a graph, graph captures and transforms.
+so a step costs a handful of NumPy calls instead of a dozen graph nodes. These layers
+serve calls without a graph, graph captures and transforms, and eager calls that record
+a graph, under PyTorch's step-by-step nodes (``ember.ops.rnn_graph``; op by op, as
+``ember.nn._rnn_unrolled`` spells them, where those nodes cannot stand in); the float32
+LSTM over a padded batch records PyTorch's oneDNN node (:class:`MkldnnLSTMLayer`).
 
 Sequences are kept *packed*: the rows of every time step stacked time-major, with
 ``batch_sizes[t]`` rows at step ``t`` (non-increasing, PyTorch's ``PackedSequence``
