@@ -3,8 +3,8 @@ beside the LSTM's (``ember/ops/_lstm_numba.py``, whose ``exp``/``tanh`` polynomi
 import rules these share).
 
 Each time step of ``ember.ops.rnn_gru.forward`` is one BLAS product (``h @ W_hh^T``)
-followed by :func:`forward_step`: ``r``, ``z``, ``n`` and the new state in one pass over
-the step's rows. Each step of its backward is :func:`backward_step` (the gate
+followed by :func:`forward_step`: ``r``, ``z``, ``n`` and the new state, row by
+row (a loop per quantity). Each step of its backward is :func:`backward_step` (the gate
 derivatives, on the input side and on the recurrent side, and the state gradient that
 skips the product) followed by one BLAS product (``dGh @ W_hh``).
 """

@@ -6,7 +6,7 @@ numba that import fails and the NumPy loop runs unchanged.
 
 Each time step of ``_lstm_forward_np`` is one BLAS product (``h @ W_hh^T``, NumPy)
 followed by :func:`forward_step`: the four gate nonlinearities, the cell update,
-``tanh(c)`` and ``o * tanh(c)`` in one pass over the step's rows, writing the same
+``tanh(c)`` and ``o * tanh(c)`` row by row (a loop per quantity), writing the same
 whole-sequence buffers the NumPy loop writes. Each step of ``_lstm_backward_np`` is
 :func:`backward_step` (the gate derivatives and the carried cell gradient in one pass)
 followed by one BLAS product (``dG @ W_hh``).
