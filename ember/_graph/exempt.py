@@ -21,6 +21,7 @@ from ember.ops import (
     resample,
     resample_aa,
     rnn,
+    rnn_graph,
     sampling,
     scan,
     shape,
@@ -61,7 +62,8 @@ EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",
     rnn.MkldnnLSTMLayer, matmul_graph.Addmm, matmul_graph.UnsafeView,
     matmul_graph.Trilinear, flat_index.Take, flat_index.Put, flat_index.MaskedSelect,
-    shape.NarrowCopy, diagonals.DiagonalCopy, *composite_node.nodes())
+    shape.NarrowCopy, diagonals.DiagonalCopy, *composite_node.nodes(),
+    *rnn_graph.FUSED_LAYERS)
 
 RANDOM = (
     "a random draw: traces record the public calls (bernoulli_, normal_, rand...) instead",

@@ -13,9 +13,12 @@ PyTorch's nodes and edges:
   stacked.
 
 ``ember.nn.functional_rnn`` runs these when a graph is being recorded; without one the
-fused layers of ``ember.ops.rnn`` do the same arithmetic in fewer, larger steps.
+fused layers of ``ember.ops.rnn`` do the same arithmetic in fewer, larger steps. Where
+it can, a layer runs as ``ember.ops.rnn_graph`` runs it: one fused kernel over the input
+projection, under the same nodes as these steps record.
 """
 from ember.nn import functional as F
+from ember.ops import rnn_graph
 from ember.ops.join import cat, stack, unsafe_pieces
 
 __all__ = []
@@ -139,12 +142,19 @@ def layers(mode, x, bs, hiddens, params, num_layers, D, dropout):
     ``dropout`` is applied between layers (a function, or None). Returns the last
     layer's output and the list of last states."""
     step = STEPS[mode]
+    fused = rnn_graph.usable(x, *[t for h in hiddens for t in
+                                  (h if isinstance(h, tuple) else (h,))],
+                             *[t for p in params for t in p])
     finals = []
     for layer in range(num_layers):
         ys = []
         for d in range(D):
             k = layer * D + d
-            if bs is None:
+            if fused:
+                outs, h = rnn_graph.layer(mode, F.linear(x, params[k][0], params[k][2]), bs,
+                                          hiddens[k], params[k], d == 1)
+                y = stack(outs, 0) if bs is None else cat(outs, 0)
+            elif bs is None:
                 y, h = _padded_layer(step, x, hiddens[k], params[k], d == 1)
             elif d == 0:
                 y, h = _packed_layer(step, x, bs, hiddens[k], params[k])

@@ -8,9 +8,10 @@ params, has_biases, num_layers, dropout, train, bidirectional)`` over a packed o
 b_hh][, w_hr]``); ``hx`` is ``[h_0, c_0]`` for the LSTM, ``h_0`` otherwise. ember also
 takes ``hx=None`` for zeros of the right batch size (the packed form's default state).
 
-Eager calls that record a graph run step by step as PyTorch's CPU kernels do
-(``ember.nn._rnn_unrolled``), so the graph is PyTorch's; without a graph each layer runs
-as one fused primitive (``ember.ops.rnn``). A graph capture records each call as one
+Eager calls that record a graph record PyTorch's CPU graph step by step
+(``ember.nn._rnn_unrolled``; for float32 and float64 on the CPU one fused kernel per
+layer and direction under those nodes, ``ember.ops.rnn_graph``); without a graph each
+layer runs as one fused primitive (``ember.ops.rnn``). A graph capture records each call as one
 node (as PyTorch's tracer records ``aten::lstm``): the layers loop over the sequence's
 time steps in Python, so recording their inside would keep the example's sequence
 length and batch size.

@@ -533,6 +533,7 @@ def _no_batch_rule():
         matmul_graph,
         pooling,
         rnn,
+        rnn_graph,
         sampling,
         scan,
         shape,
@@ -602,6 +603,9 @@ def _no_batch_rule():
     for c in (rnn.GRULayer, rnn.LSTMLayer, rnn.RNNReluLayer, rnn.RNNTanhLayer,
               rnn.MkldnnLSTMLayer):
         table[c] = "recurrent layers over packed rows; no rule written yet"
+    for c in rnn_graph.FUSED_LAYERS:
+        table[c] = ("made only in eager mode, under PyTorch's step nodes; under vmap the "
+                    "recurrent layers run their own ops")
     for c in (matmul_graph.Addmm, matmul_graph.UnsafeView, matmul_graph.Trilinear):
         table[c] = ("made only in eager mode to show PyTorch's nodes; under vmap linear, "
                     "matmul and bilinear run their one-kernel ops, which have rules")

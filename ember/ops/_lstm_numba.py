@@ -6,7 +6,7 @@ numba that import fails and the NumPy loop runs unchanged.
 
 Each time step of ``_lstm_forward_np`` is one BLAS product (``h @ W_hh^T``, NumPy)
 followed by :func:`forward_step`: the four gate nonlinearities, the cell update,
-``tanh(c)`` and ``o * tanh(c)`` in one pass over the step's rows, writing the same
+``tanh(c)`` and ``o * tanh(c)`` row by row (a loop per quantity), writing the same
 whole-sequence buffers the NumPy loop writes. Each step of ``_lstm_backward_np`` is
 :func:`backward_step` (the gate derivatives and the carried cell gradient in one pass)
 followed by one BLAS product (``dG @ W_hh``).
@@ -110,26 +110,28 @@ def forward_step(S, P, h, c, C, TC, Cp, Hp, M, o):
     into ``Hp``, ``Cp``); ``C``, ``TC``, ``M`` receive ``c'``, ``tanh(c')`` and
     ``o * tanh(c')`` (``M`` is the output unless there is a projection)."""
     n, H = c.shape
+    # one loop per quantity: a loop that reads the state while writing the new one (a
+    # view of the same buffer one step on) does not vectorize
     for r in range(n):
         row = o + r
         for j in range(h.shape[1]):
             Hp[row, j] = h[r, j]
         for j in range(H):
-            i = _sigmoid(S[row, j] + P[r, j])
-            f = _sigmoid(S[row, H + j] + P[r, H + j])
-            g = _tanh(S[row, 2 * H + j] + P[r, 2 * H + j])
-            og = _sigmoid(S[row, 3 * H + j] + P[r, 3 * H + j])
-            S[row, j] = i
-            S[row, H + j] = f
-            S[row, 2 * H + j] = g
-            S[row, 3 * H + j] = og
-            cp = c[r, j]
-            Cp[row, j] = cp
-            c2 = f * cp + g * i
-            C[row, j] = c2
-            tc = _tanh(c2)
-            TC[row, j] = tc
-            M[row, j] = og * tc
+            S[row, j] = _sigmoid(S[row, j] + P[r, j])
+        for j in range(H):
+            S[row, H + j] = _sigmoid(S[row, H + j] + P[r, H + j])
+        for j in range(H):
+            S[row, 2 * H + j] = _tanh(S[row, 2 * H + j] + P[r, 2 * H + j])
+        for j in range(H):
+            S[row, 3 * H + j] = _sigmoid(S[row, 3 * H + j] + P[r, 3 * H + j])
+        for j in range(H):
+            Cp[row, j] = c[r, j]
+        for j in range(H):
+            C[row, j] = S[row, H + j] * Cp[row, j] + S[row, 2 * H + j] * S[row, j]
+        for j in range(H):
+            TC[row, j] = _tanh(C[row, j])
+        for j in range(H):
+            M[row, j] = S[row, 3 * H + j] * TC[row, j]
 
 
 @_jit

@@ -1,11 +1,11 @@
 """Recurrent layers as fused primitives, and the packing of variable-length batches.
 
 One node covers one direction of one layer over a whole sequence (RNN, LSTM or GRU),
-so a step costs a handful of NumPy calls instead of a dozen graph nodes. Eager calls
-that record a graph run PyTorch's step-by-step composition instead
-(``ember.nn._rnn_unrolled``), except the float32 LSTM over a padded batch, whose one
-node per layer is PyTorch's oneDNN node (:class:`MkldnnLSTMLayer`); these layers serve
-calls without a graph, graph captures and transforms.
+so a step costs a handful of NumPy calls instead of a dozen graph nodes. These layers
+serve calls without a graph, graph captures and transforms, and eager calls that record
+a graph, under PyTorch's step-by-step nodes (``ember.ops.rnn_graph``; op by op, as
+``ember.nn._rnn_unrolled`` spells them, where those nodes cannot stand in); the float32
+LSTM over a padded batch records PyTorch's oneDNN node (:class:`MkldnnLSTMLayer`).
 
 Sequences are kept *packed*: the rows of every time step stacked time-major, with
 ``batch_sizes[t]`` rows at step ``t`` (non-increasing, PyTorch's ``PackedSequence``
@@ -252,8 +252,9 @@ def _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts):
 
 def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None):
     """Gradients of x, w_ih, w_hh, b_ih, b_hh, w_hr from the gate gradients of all steps
-    (``dG`` on the input side, ``dGh`` on the recurrent side)."""
-    dx = _mm(dG, w_ih) if needs[0] else None
+    (``dG`` on the input side, ``dGh`` on the recurrent side). Without ``w_ih`` the
+    layer's input ``x`` is its input projection itself, whose gradient is ``dG``."""
+    dx = (dG if w_ih is None else _mm(dG, w_ih)) if needs[0] else None
     dw_ih = _mm(dG.T, x) if needs[3] else None
     dw_hh = _mm(dGh.T, hp) if needs[4] else None
     db_ih = dG.sum(0) if needs[5] else None
@@ -266,9 +267,10 @@ def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None):
 
 
 def _layer_forward(m, cell, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
-    """Run one direction over packed ``x`` (N, I); returns (y, h_n, c_n, acts)."""
+    """Run one direction over packed ``x`` (N, I); returns (y, h_n, c_n, acts). With
+    ``w_ih`` None, ``x`` is the input projection (N, G) without its bias ``b_ih``."""
     T = len(bs)
-    gx = _mm(x, m.t(w_ih, T))
+    gx = x if w_ih is None else _mm(x, m.t(w_ih, T))
     bias = cell.input_bias(b_ih, b_hh)
     if bias is not None:
         gx = gx + bias
@@ -347,7 +349,7 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     """``_layer_forward`` for the LSTM on arrays, writing into whole-sequence buffers:
     S (gate activations i, f, g, o), TC (tanh c), Cp/Hp (each row's previous state),
     M (o * tanh c) and Y."""
-    S = _mm(x, xp.ascontiguousarray(w_ih.T))
+    S = xp.array(x, order="C") if w_ih is None else _mm(x, xp.ascontiguousarray(w_ih.T))
     bias = _RNNCellMath.input_bias(b_ih, b_hh)
     if bias is not None:
         S += bias
@@ -572,8 +574,19 @@ class LSTMLayer(_Layer):
     fast = (_lstm_forward_np, _lstm_backward_np)
 
 
+def _gru_forward(*args):
+    from ember.ops import rnn_gru
+    return rnn_gru.forward(*args)
+
+
+def _gru_backward(*args):
+    from ember.ops import rnn_gru
+    return rnn_gru.backward(*args)
+
+
 class GRULayer(_Layer):
     cell = _GRUCellMath
+    fast = (_gru_forward, _gru_backward)  # float32: numba kernels (ember.ops.rnn_gru)
 
 
 class MkldnnLSTMLayer(LSTMLayer):

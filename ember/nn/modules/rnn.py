@@ -1,11 +1,13 @@
 """Recurrent layers: RNN, LSTM and GRU over sequences, and their one-step cells.
 
 Parameters, shapes, gate order and initialisation are PyTorch's. Recording a graph,
-the layers run step by step in ember ops as PyTorch's CPU kernels do
-(``ember.nn._rnn_unrolled``), so the graph is PyTorch's; otherwise (and for a float32
-LSTM over a padded batch, PyTorch's oneDNN node) each direction of each layer runs as
-one fused node (``ember.ops.rnn``): the input projection of all time steps is one
-matmul, and each step one matmul plus the gate math in NumPy.
+the layers record PyTorch's CPU graph step by step (``ember.nn._rnn_unrolled``; on the
+CPU in float32 and float64 its nodes stand over one fused kernel per layer and
+direction, ``ember.ops.rnn_graph``); otherwise (and for a float32 LSTM over a padded
+batch, PyTorch's oneDNN node) each direction of each layer runs as one fused node
+(``ember.ops.rnn``): the input projection of all time steps is one matmul, and each
+step one matmul plus the gate math (NumPy, or numba kernels for float32 LSTMs and
+GRUs).
 """
 import math
 import numbers
