@@ -60,3 +60,27 @@ def test_attention_weights_layout_gives_torch_values(with_mask):
     assert e[1] == w[1]
     for a, b in zip(e[:1] + e[2:], w[:1] + w[2:]):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+
+
+def test_linear_of_transposed_input_adds_bias_in_place_as_torch():
+    """linear of a non-contiguous 3-D input: matmul, then the bias added into the
+    product (torch's ``add_``): values, strides, nodes, profiler rows and gradients."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 6)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    g = rng.standard_normal((7, 5, 4)).astype(np.float32)
+    res = []
+    for m in (ember, torch):
+        xt, wt, bt = (m.tensor(a, requires_grad=True) for a in (x, w, b))
+        with m.profiler.profile() as prof:
+            y = m.nn.functional.linear(xt.transpose(0, 1), wt, bt)
+        rows = [e.key for e in prof.key_averages() if e.key.startswith("aten::add")]
+        y.backward(m.tensor(g))
+        res.append([y.detach().numpy(), tuple(y.stride()), y.grad_fn.name(), rows,
+                    xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy(), xt.detach().numpy()])
+    e, t = res
+    assert e[1:4] == t[1:4]
+    for a, c in zip(e[:1] + e[4:], t[:1] + t[4:]):
+        np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(e[7], x)  # the input is left as it was
