@@ -24,6 +24,8 @@ Variants, interleaved round by round so machine load hits all alike:
   rest of the step -- elementwise kernels, the optimizer, Python -- costs on top of its
   GEMMs (``floor ms`` is process time, as ``step cpu ms``; ``GEMMs``: how many products
   one step makes). Without the ``mkl`` package the floor is printed as unavailable.
+  Products made inside compiled kernels (the LSTM's numba step kernels, ``ember[fast]``)
+  do not pass through that function: their floor counts only the rest.
 Median wall milliseconds per step, ratios to torch eager, the median process (CPU)
 milliseconds of the compiled step and of torch (interpretable under machine load:
 wall time there includes waiting for a core), the load average, and the
