@@ -45,7 +45,7 @@ def _bind(ctypes, path):
     """(function, max n) for the first cblas saxpy symbol in ``path``, or None."""
     try:
         lib = ctypes.CDLL(path)
-    except OSError:
+    except (OSError, TypeError):  # TypeError: no process handle (CDLL(None) on Windows)
         return None
     for symbol, wide in _SYMBOLS:
         f = getattr(lib, symbol, None)
