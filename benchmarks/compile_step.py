@@ -16,6 +16,16 @@ Variants, interleaved round by round so machine load hits all alike:
 - ``nobuf`` (with ``--ab-buffers``): ``step`` with ``ember._compile.config.reuse_buffers``
   off during its calls (no buffers kept across steps, no fused elementwise loops), and
   the process-time ratio step/nobuf.
+- ``floor``: the matrix products of one compiled step alone. Each product the step sends
+  through ``ember.backend.gemm.matmul`` is recorded (operand shapes, strides, dtype) during
+  one call, and the recorded list is timed on arrays of the same layout through the same
+  function with MKL loaded (``ember[mkl]``; it is loaded for this even where
+  ``EMBER_MKL=0`` keeps ember's own products on NumPy), so ``step/floor`` shows what the
+  rest of the step -- elementwise kernels, the optimizer, Python -- costs on top of its
+  GEMMs (``floor ms`` is process time, as ``step cpu ms``; ``GEMMs``: how many products
+  one step makes). Without the ``mkl`` package the floor is printed as unavailable.
+  Products made inside compiled kernels (the LSTM's numba step kernels, ``ember[fast]``)
+  do not pass through that function: their floor counts only the rest.
 Median wall milliseconds per step, ratios to torch eager, the median process (CPU)
 milliseconds of the compiled step and of torch (interpretable under machine load:
 wall time there includes waiting for a core), the load average, and the
@@ -185,6 +195,68 @@ def time_rounds(steps, min_time, warmup=3, per_round=3):
             [float(np.median(c)) * 1e3 for c in cpu])
 
 
+def record_products(run):
+    """The operand layouts ``(shape, strides, dtype)`` of ``a`` and ``b`` for each matrix
+    product that one call of ``run`` sends through ``ember.backend.gemm.matmul`` (every
+    product of ember's kernels goes through it)."""
+    from ember.backend import gemm
+    seen = []
+    inner = gemm.matmul
+
+    def spy(a, b, out=None):
+        if type(a) is np.ndarray and type(b) is np.ndarray:
+            seen.append(((a.shape, a.strides, a.dtype), (b.shape, b.strides, b.dtype)))
+        return inner(a, b, out)
+    gemm.matmul = spy
+    try:
+        run()
+    finally:
+        gemm.matmul = inner
+    return seen
+
+
+def _laid_out(shape, strides, dtype, rng):
+    """Random values in an array of this shape and these (non-negative) byte strides."""
+    span = sum((n - 1) * s for n, s in zip(shape, strides) if n > 0) + dtype.itemsize
+    base = rng.standard_normal(-(-span // dtype.itemsize)).astype(dtype)
+    return np.lib.stride_tricks.as_strided(base, shape, strides)
+
+
+def gemm_floor_ms(products, min_time):
+    """``(median process (CPU) milliseconds, None)`` of all ``products`` (from
+    :func:`record_products`) run back to back through ``ember.backend.gemm.matmul`` with
+    MKL loaded, or ``(None, why not)``."""
+    from ember.backend import gemm
+    path = gemm.library_path()
+    if path is None:
+        return None, "the mkl package is not installed (pip install 'ember[mkl]')"
+    if any(s < 0 for prod in products for _, strides, _ in prod for s in strides):
+        return None, "a product with negative strides"
+    saved = gemm._lib[0]
+    try:
+        mkl = saved if saved else gemm._Mkl(path)
+    except (OSError, AttributeError) as err:
+        return None, f"libmkl_rt could not be loaded ({err})"
+    from ember.backend import threads
+    mkl.set_num_threads(threads.get_num_threads())
+    rng = np.random.default_rng(0)
+    pairs = [tuple(_laid_out(*op, rng) for op in prod) for prod in products]
+    gemm._lib[0] = mkl
+    try:
+        for a, b in pairs:  # warm: first-touch pages, MKL's buffers
+            gemm.matmul(a, b)
+        times = []
+        start = time.perf_counter()
+        while time.perf_counter() - start < min_time or len(times) < 5:
+            t0 = time.process_time()
+            for a, b in pairs:
+                gemm.matmul(a, b)
+            times.append(time.process_time() - t0)
+    finally:
+        gemm._lib[0] = saved
+    return float(np.median(times)) * 1e3, None
+
+
 def _first_calls(step, n):
     t0 = time.perf_counter()
     for _ in range(n):
@@ -217,7 +289,9 @@ def main():
           "".join(f"{c + '/torch':>15}" for c in cols if c != "torch") +
           f"{'step cpu ms':>13}{'torch cpu ms':>14}{'cpu step/torch':>16}" +
           (f"{'cpu step/nobuf':>16}" if args.ab_buffers else "") +
+          f"{'floor ms':>10}{'step/floor':>12}{'GEMMs':>7}" +
           f"{'ember comp s':>14}" + ("" if args.no_inductor else f"{'inductor s':>12}"))
+    floors_unavailable = set()
     for name in args.only.split(","):
         make = WORKLOADS[name]
         torch.manual_seed(0)
@@ -242,6 +316,10 @@ def main():
             except Exception as e:  # a missing C compiler, an unsupported op...
                 print(f"  torch.compile failed on {name}: {type(e).__name__}: {e}")
                 steps.pop("inductor", None)
+        products = record_products(step_step)
+        floor, why = gemm_floor_ms(products, min(args.min_time, 1.0))
+        if why:
+            floors_unavailable.add(why)
         names = [c for c in cols if c in steps]
         wall, cpu = time_rounds([steps[c] for c in names], args.min_time)
         ms, cpu = dict(zip(names, wall)), dict(zip(names, cpu))
@@ -252,8 +330,12 @@ def main():
               "".join(f"{ms.get(c, float('nan')) / t:>15.2f}" for c in cols if c != "torch") +
               f"{cpu['step']:>13.2f}{cpu['torch']:>14.2f}{cpu['step'] / cpu['torch']:>16.2f}" +
               (f"{cpu['step'] / cpu['nobuf']:>16.2f}" if args.ab_buffers else "") +
+              (f"{floor:>10.2f}{cpu['step'] / floor:>12.2f}" if floor else
+               f"{'n/a':>10}{'n/a':>12}") + f"{len(products):>7}" +
               f"{ember_s:>14.3f}" +
               ("" if args.no_inductor else f"{inductor_s or float('nan'):>12.1f}") + note)
+    for why in sorted(floors_unavailable):
+        print(f"GEMM floor unavailable: {why}")
     print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -211,3 +211,24 @@ def test_sequential_pair_training_matches_torch():
         results.append([loss.item()] + [p.detach().numpy().copy() for p in net.parameters()])
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_relu_gradient_bits_as_torch_with_special_values(dtype):
+    """relu's gradient on a large array (the block kernel): the same bits as torch's
+    threshold_backward where the input is +-0, NaN or +-inf and the incoming gradient
+    is NaN, +-inf or -0.0 (a NaN gradient must not leak into the zeros)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((96, 130)).astype(dtype)
+    gy = rng.standard_normal((96, 130)).astype(dtype)
+    specials = np.array([0.0, -0.0, np.nan, np.inf, -np.inf], dtype)
+    x.reshape(-1)[::7] = np.resize(specials, x.reshape(-1)[::7].shape)
+    gy.reshape(-1)[::5] = np.resize(np.array([np.nan, np.inf, -np.inf, -0.0], dtype),
+                                    gy.reshape(-1)[::5].shape)
+    grads = []
+    for m in (ember, torch):
+        xt = m.tensor(x, requires_grad=True)
+        F(m).relu(xt).backward(m.tensor(gy))
+        grads.append(xt.grad.numpy())
+    bits = {2: np.int16, 4: np.int32, 8: np.int64}[np.dtype(dtype).itemsize]
+    np.testing.assert_array_equal(grads[0].view(bits), grads[1].view(bits))

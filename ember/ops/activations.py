@@ -14,6 +14,7 @@ from ember.ops.elementwise import where
 
 _BLOCK = 65536
 _ZEROS = {}  # dtype -> a block of _BLOCK zeros, never written
+_BITS = {2: np.int16, 4: np.int32, 8: np.int64}  # float itemsize -> its bits as an int
 
 
 def _relu_array(x, out=None):
@@ -59,11 +60,24 @@ def _relu_grad_array(gy, y, out=None):
         return out
     if out is None:
         out = np.empty(gy.shape, dtype)
-    g, yf, o = gy.reshape(-1), y.reshape(-1), out.reshape(-1)
+    bits = _BITS.get(gy.dtype.itemsize) if gy.dtype.kind == "f" and \
+        out.dtype == gy.dtype and out.flags.c_contiguous else None
+    if bits is None:
+        g, yf, o = gy.reshape(-1), y.reshape(-1), out.reshape(-1)
 
-    def block(lo, hi):
-        np.copyto(o[lo:hi], g[lo:hi])
-        np.copyto(o[lo:hi], 0, where=yf[lo:hi] <= 0)
+        def block(lo, hi):
+            np.copyto(o[lo:hi], g[lo:hi])
+            np.copyto(o[lo:hi], 0, where=yf[lo:hi] <= 0)
+    else:
+        # a masked copy (copyto's where=, np.where) branches on each element and runs
+        # ~20x slower than a bitwise AND of gy's bits with a mask of all ones where
+        # y > 0 (or NaN) and zeros where y <= 0: the same +0.0 there, gy elsewhere
+        g, yf, o = gy.reshape(-1).view(bits), y.reshape(-1), out.reshape(-1).view(bits)
+
+        def block(lo, hi):
+            keep = np.less_equal(yf[lo:hi], 0).view(np.int8)
+            np.subtract(keep, 1, out=keep)  # True (1) -> 0, False (0) -> -1: all ones
+            np.bitwise_and(g[lo:hi], keep, out=o[lo:hi])
     parallel_rows(block, g.size, 2 * g.size)
     return out
 

@@ -94,6 +94,16 @@ def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None):
     return gq, gk, gv, gb
 
 
+def _scores_layout(shape, dtype):
+    """An empty (..., L, S) array for the attention scores whose key axis S is outermost
+    in memory (``[S, ..., L]``). The softmax over S then reduces across rows of
+    ``prod(...) * L`` contiguous elements and broadcasts its maximum and sum along the
+    outer axis: long vector loops, where the usual layout runs one short loop (S
+    elements) per row -- a third of the forward's time at S = 64. The products write into
+    it and read from it with a transposed flag, which BLAS takes at the same speed."""
+    return np.moveaxis(np.empty(shape[-1:] + shape[:-1], dtype), 0, -1)
+
+
 def _laid_out_as(q, shape, dtype):
     """An empty output of ``shape`` whose leading dimensions lie in memory in the order of
     ``q``'s (PyTorch's fused CPU attention allocates its output like the query): the
@@ -131,7 +141,7 @@ class ScaledDotProductAttention(Primitive):
             out = _laid_out_as(q, q.shape[:-1] + v.shape[-1:], np.result_type(a, v))
             return _gemm.matmul(a if dmask is None else a * dmask, v, out=out)
         # every (batch, head) is independent: blocks of the batch on the intra-op threads
-        a = np.empty(shape, q.dtype)
+        a = _scores_layout(shape, q.dtype)
         out = _laid_out_as(q, q.shape[:-1] + v.shape[-1:], q.dtype)
 
         def run(lo, hi):
@@ -172,9 +182,12 @@ class ScaledDotProductAttention(Primitive):
         else:
             # independent per (batch, head): blocks of the batch on the intra-op threads
             grads = [np.empty(t.shape, q.dtype) if w else None
-                     for t, w in zip((q, k, v, a), want)]
-            if want[0] or want[1]:  # the weights' gradient is needed as scratch
-                grads[3] = np.empty(a.shape, q.dtype)
+                     for t, w in zip((q, k, v), want)] + [None]
+            if want[0] or want[1] or want[3]:
+                # the weights' gradient: scratch laid out as the weights are, or the
+                # bias's gradient (row-major, as PyTorch gives it)
+                grads[3] = _scores_layout(a.shape, q.dtype) if not want[3] and \
+                    a.strides[-1] > a.strides[-2] else np.empty(a.shape, q.dtype)
 
             def run(lo, hi):
                 _backward_arrays(a[lo:hi], g[lo:hi], None if dm is None else dm[lo:hi],

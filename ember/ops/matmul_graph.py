@@ -35,6 +35,7 @@ from ember.autograd.node import Primitive
 from ember.backend import gemm as _gemm
 from ember.ops import _jvp
 from ember.ops.composite_node import records_graph
+from ember.ops.elementwise import Add
 from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, reshape_nodes
 from ember.ops.shape import t as _t
 
@@ -338,7 +339,22 @@ def linear_graph(x, w, b):
         flat = View.apply(x, (math.prod(shape[:-1]), shape[-1]))
         return View.apply(Addmm.apply(b, flat, wt), shape[:-1] + (w._data.shape[0],))
     out = matmul_graph(x, wt)
-    return out if b is None else out + b
+    return out if b is None else _BiasAdd.apply(out, b)
+
+
+class _BiasAdd(Add):
+    """``product + bias`` written into the product's array: ``linear``'s bias added in
+    place to the fresh result of its ``matmul``, as PyTorch's ``add_`` there (no second
+    product-sized array; the product is ``linear``'s own temporary, seen by no one)."""
+    _node_name = "AddBackward0"
+    profiler_name = "aten::add_"
+
+    def forward(self, a, b):
+        if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype and \
+                a.flags.writeable and np.broadcast_shapes(a.shape, b.shape) == a.shape:
+            a += b
+            return a
+        return Add.forward(self, a, b)
 
 
 class Trilinear(Primitive):

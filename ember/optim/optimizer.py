@@ -28,6 +28,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
+from ember.backend import axpy as _blas_axpy
 from ember.backend import dtypes as _dt
 from ember.backend.threads import parallel_rows
 from ember.utils.hooks import RemovableHandle
@@ -235,6 +236,14 @@ def _axpy(a, alpha, b, out=None):
         alpha = float(np.float32(alpha))
     else:
         alpha = float(a.dtype.type(alpha))
+    if out is a and _blas_axpy.saxpy(a, alpha, b):  # the same values from BLAS's FMA
+        return out
+    if out is None and a.dtype == np.float32 and type(a) is np.ndarray and \
+            a.size >= 256 and a.shape == b.shape:
+        res = np.empty_like(a, order="C")
+        np.copyto(res, a)
+        if _blas_axpy.saxpy(res, alpha, b):
+            return res
     n = a.size
     if n <= 2 * _AXPY_CHUNK or a.shape != b.shape or type(a) is not np.ndarray or not (
             a.flags.c_contiguous and b.flags.c_contiguous and

@@ -1,0 +1,137 @@
+"""``y += alpha * x`` on float32 arrays rounded once, through the BLAS NumPy links.
+
+PyTorch's CPU ``add_(x, alpha=alpha)`` computes each element as one fused multiply-add
+(a single rounding). NumPy has no such ufunc; ember's exact NumPy formula goes through
+float64 (:func:`ember.optim.optimizer._axpy`), whose casts cost 5-10 times a float32
+pass -- the largest part of an SGD step. OpenBLAS's ``saxpy`` kernels for CPUs with FMA
+instructions compute the same single-rounded values at memory speed, so :func:`saxpy`
+calls it through ctypes where it can.
+
+It is used only where it is known to agree: on first use the library is located (the
+OpenBLAS bundled with NumPy's wheels, or a BLAS already loaded into the process), and
+its ``saxpy`` is checked against the float64 formula on inputs where a multiply-add
+with two roundings differs from one with a single rounding, at every length up to a few
+SIMD blocks (the kernels' vector bodies and scalar tails). A library that is missing,
+has no FMA kernel, or disagrees anywhere leaves :func:`saxpy` returning False, and the
+caller runs NumPy. ``EMBER_BLAS_AXPY=0`` switches it off.
+"""
+import glob
+import os
+import threading
+
+import numpy as np
+
+__all__ = ["saxpy", "available"]
+
+# None: not looked for yet; False: not used; else (function, largest n, pointer reader)
+_fn = [None]
+_lock = threading.Lock()
+_MIN_SIZE = 256  # below this the ctypes call costs more than NumPy's float64 passes
+
+# (symbol, 64-bit integers) as the BLAS builds NumPy ships spell cblas_saxpy
+_SYMBOLS = (("scipy_cblas_saxpy64_", True), ("cblas_saxpy64_", True), ("cblas_saxpy", False))
+
+
+def _candidates():
+    """Library paths to try: NumPy's bundled OpenBLAS first, then the process itself."""
+    base = os.path.dirname(os.path.abspath(np.__file__))
+    paths = []
+    for folder in (base + ".libs", os.path.join(base, ".dylibs")):
+        paths += sorted(glob.glob(os.path.join(folder, "*openblas*")))
+    return paths + [None]
+
+
+def _bind(ctypes, path):
+    """(function, max n) for the first cblas saxpy symbol in ``path``, or None."""
+    try:
+        lib = ctypes.CDLL(path)
+    except (OSError, TypeError):  # TypeError: no process handle (CDLL(None) on Windows)
+        return None
+    for symbol, wide in _SYMBOLS:
+        f = getattr(lib, symbol, None)
+        if f is None:
+            continue
+        i = ctypes.c_int64 if wide else ctypes.c_int
+        f.argtypes = [i, ctypes.c_float, ctypes.c_void_p, i, ctypes.c_void_p, i]
+        f.restype = None
+        from ember.backend.gemm import _pointer_reader
+        return f, (1 << 63) - 1 if wide else (1 << 31) - 1, _pointer_reader(ctypes)
+    return None
+
+
+def _reference(y, alpha, x):
+    """The single-rounded values in float64 (the float32 product is exact there)."""
+    t = np.multiply(x, alpha, dtype=np.float64)
+    t += y
+    return t.astype(np.float32)
+
+
+def _agrees(f):
+    """True when ``f`` gives the single-rounded values on inputs where a second rounding
+    would show: every length from 1 to 160 (vector bodies and tails) and a long one."""
+    rng = np.random.default_rng(7)
+    for n in list(range(1, 161)) + [4099]:
+        y = rng.standard_normal(n).astype(np.float32)
+        x = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)).astype(np.float32)
+        alpha = float(np.float32(-0.0123))
+        want = _reference(y, alpha, x)
+        got = y.copy()
+        f(n, alpha, x.ctypes.data, 1, got.ctypes.data, 1)
+        if not np.array_equal(want.view(np.int32), got.view(np.int32)):
+            return False
+    # an input where two roundings differ from one, so that a kernel without FMA fails
+    y = np.full(64, -1.0, np.float32)
+    x = np.full(64, 1.0 + 2.0 ** -23, np.float32)
+    alpha = 1.0 + 2.0 ** -23
+    got = y.copy()
+    f(64, alpha, x.ctypes.data, 1, got.ctypes.data, 1)
+    return np.array_equal(_reference(y, alpha, x).view(np.int32), got.view(np.int32))
+
+
+def _find():
+    if os.environ.get("EMBER_BLAS_AXPY", "").strip().lower() in ("0", "off", "false", "no"):
+        return False
+    try:
+        import ctypes
+    except ImportError:
+        return False
+    for path in _candidates():
+        bound = _bind(ctypes, path)
+        if bound is not None:
+            try:
+                ok = _agrees(bound[0])
+            except Exception:  # a foreign symbol of another signature: not ours to use
+                ok = False
+            return bound if ok else False
+    return False
+
+
+def _load():
+    with _lock:
+        if _fn[0] is None:
+            _fn[0] = _find()
+        return _fn[0]
+
+
+def available():
+    """True when :func:`saxpy` runs BLAS (looks for it on first call)."""
+    return bool(_fn[0] if _fn[0] is not None else _load())
+
+
+def saxpy(y, alpha, x):
+    """``y += alpha * x`` in place, each element rounded once, for C-contiguous float32
+    NumPy arrays ``y`` and ``x`` of one shape that do not overlap; False (``y``
+    untouched) where not covered: other arrays, small ones, or no agreeing BLAS."""
+    if type(y) is not np.ndarray or type(x) is not np.ndarray or y.dtype != np.float32 \
+            or x.dtype != np.float32 or y.shape != x.shape or y.size < _MIN_SIZE \
+            or not (y.flags.c_contiguous and x.flags.c_contiguous and y.flags.writeable
+                    and y.flags.aligned and x.flags.aligned):
+        return False
+    fn = _fn[0]
+    if fn is None:
+        fn = _load()
+    if fn is False or y.size > fn[1] or np.may_share_memory(x, y):
+        return False
+    ptr = fn[2]
+    fn[0](y.size, alpha, ptr(x), 1, ptr(y), 1)
+    return True

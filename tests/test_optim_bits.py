@@ -1,0 +1,83 @@
+"""SGD's updates of float32 parameters large enough for the BLAS multiply-add
+(:mod:`ember.backend.axpy`): the same bits as torch step after step, with the BLAS
+path and with NumPy's float64 formula alike (weight decay, dampening and nesterov
+take the multiply-add too)."""
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember.backend import axpy
+
+SHAPES = [(37, 41), (300,), (7,), (3, 5, 20)]
+STEPS = 6
+
+
+def _grads(step):
+    rng = np.random.default_rng(100 + step)
+    return [(rng.standard_normal(s) * 10.0 ** rng.integers(-3, 2, s)).astype(np.float32)
+            for s in SHAPES]
+
+
+def _run(m, name, kwargs):
+    rng = np.random.default_rng(0)
+    params = [m.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+              for s in SHAPES]
+    opt = getattr(m.optim, name)(params, **kwargs)
+    for step in range(STEPS):
+        for p, g in zip(params, _grads(step)):
+            p.grad = m.tensor(g)
+        opt.step()
+    return [p.detach().numpy().copy() for p in params]
+
+
+CONFIGS = [
+    ("SGD", {"lr": 0.05}),
+    ("SGD", {"lr": 0.05, "momentum": 0.9}),
+    ("SGD", {"lr": 0.05, "momentum": 0.9, "dampening": 0.3}),
+    ("SGD", {"lr": 0.05, "momentum": 0.8, "nesterov": True}),
+    ("SGD", {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.01, "maximize": True}),
+]
+
+
+@pytest.fixture(params=["blas", "numpy"])
+def path(request, monkeypatch):
+    if request.param == "numpy":
+        monkeypatch.setattr(axpy, "_fn", [False])
+    else:
+        assert axpy.available(), "the BLAS multiply-add should load where NumPy ships OpenBLAS"
+    return request.param
+
+
+@pytest.mark.parametrize("name,kwargs", CONFIGS, ids=lambda c: str(c))
+def test_float32_updates_bit_equal_to_torch(name, kwargs, path):
+    got, want = _run(ember, name, kwargs), _run(torch, name, kwargs)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.view(np.int32), w.view(np.int32))
+
+
+@pytest.mark.parametrize("n", [255, 256, 257, 1000, 4096 + 13])
+def test_saxpy_is_torch_add_with_alpha(n):
+    rng = np.random.default_rng(n)
+    y = rng.standard_normal(n).astype(np.float32)
+    x = (rng.standard_normal(n) * 10.0 ** rng.integers(-6, 6, n)).astype(np.float32)
+    alpha = float(np.float32(-0.0371))
+    want = torch.from_numpy(y.copy()).add_(torch.from_numpy(x), alpha=alpha).numpy()
+    got = y.copy()
+    assert axpy.saxpy(got, alpha, x) is (n >= 256)
+    if n >= 256:
+        np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+
+
+def test_saxpy_declines_what_it_does_not_cover():
+    y = np.zeros(1000, np.float32)
+    for x in (np.ones(1000, np.float64), np.ones(2000, np.float32)[::2], np.ones(999, np.float32)):
+        assert axpy.saxpy(y, 1.0, x) is False
+    assert axpy.saxpy(y, 1.0, y) is False  # overlapping
+    assert axpy.saxpy(y.astype(np.float64), 1.0, y.astype(np.float64)) is False
+    assert not y.any()
+
+
+def test_switched_off_by_environment(monkeypatch):
+    monkeypatch.setenv("EMBER_BLAS_AXPY", "0")
+    assert axpy._find() is False
