@@ -110,13 +110,17 @@ def windows(xp, O, K, s, d):
     return _as_strided(xp, shape, strides)
 
 
-def im2col(x, g):
+def im2col(x, g, out=None):
     """Columns ``(N, C*prod(K), prod(O))`` of ``x`` (N, C, *S) for geometry ``g``: one
-    strided window view of the padded input, copied once."""
+    strided window view of the padded input, copied once (into ``out`` when given, a
+    C-ordered array of that shape)."""
     nd = g.nd
     n, c = x.shape[:2]
     win = windows(pad_array(x, g.lo, g.hi), g.O, g.K, g.s, g.d)  # N C *O *K
     order = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
+    if out is not None:
+        out.reshape((n, c) + tuple(g.K) + tuple(g.O))[...] = win.transpose(order)
+        return out
     col = array_module(x).ascontiguousarray(win.transpose(order))
     return col.reshape(n, c * _prod(g.K), _prod(g.O))
 
@@ -422,26 +426,69 @@ def _dw_weight(x, y, g):
     return out.reshape((f, 1) + tuple(g.K))
 
 
-def _conv_arrays(x, w, g):
-    """``conv(x, w)`` on arrays, without bias: x (N, C, *S), w (F, C/G, *K) -> (N, F, *O)."""
+def _conv_arrays(x, w, g, keep=False):
+    """``conv(x, w)`` on arrays, without bias: x (N, C, *S), w (F, C/G, *K) -> (N, F, *O).
+
+    With ``keep``, returns ``(out, cols)``: the columns ``(N, C*prod(K), prod(O))`` the
+    products read (:func:`im2col`), for the weight gradient (:func:`_weight_arrays`), or
+    None where the path makes none (depthwise)."""
     if _depthwise(g, w.shape[1]):
-        return _dw_forward(x, w, g)
+        out = _dw_forward(x, w, g)
+        return (out, None) if keep else out
     G = g.G
     n, c = x.shape[:2]
     f = w.shape[0]
     xm = array_module(x)
     o = _prod(g.O)
+    ck = c * _prod(g.K)
     out = xm.empty((n, f, o), dtype=xm.result_type(x, w))
     wm = w.reshape(f, -1) if G == 1 else w.reshape(G, f // G, -1)
+    cols = xm.empty((n, ck, o), dtype=x.dtype) if keep else None
 
     def block(lo, hi):
         # every sample is its own im2col and gemm: blocks of the batch run on the
         # intra-op threads with the same per-sample products
-        col = im2col(x[lo:hi], g)  # n, C*K, O
+        col = im2col(x[lo:hi], g, None if cols is None else cols[lo:hi])  # n, C*K, O
         if G == 1:
             _gemm.matmul(wm, col, out=out[lo:hi])  # n, F, O: no transposes
         else:
             col = col.reshape(hi - lo, G, c // G * _prod(g.K), -1)
             _gemm.matmul(wm, col, out=out[lo:hi].reshape(hi - lo, G, f // G, o))
     parallel_rows(block, n, out.size * w[0].size, xm, blas=True)
-    return out.reshape((n, f) + tuple(g.O))
+    out = out.reshape((n, f) + tuple(g.O))
+    return (out, cols) if keep else out
+
+
+def _weight_arrays(x, y, g, cols=None):
+    """``conv_weight(x, y)`` on arrays: x (N, C, *S), y (N, F, *O) -> (F, C/G, *K).
+
+    ``cols`` are the forward's columns of ``x`` (:func:`_conv_arrays` with ``keep``);
+    given, no columns are built here."""
+    G = g.G
+    n, c = x.shape[:2]
+    f = y.shape[1]
+    ck = c // G * _prod(g.K)
+    o = _prod(g.O)
+    xm = array_module(x)
+    if _depthwise(g, c // G):
+        return _dw_weight(x, y, g)
+    if cols is not None or ck <= _PER_SAMPLE_CK:
+        # per-sample products (blocks of the batch on the intra-op threads), then summed
+        # over the batch: the layout of the forward's columns, so kept columns serve as
+        # they are; built here, few columns per window make this the faster orientation
+        per = xm.empty((n, G, f // G, ck), dtype=xm.result_type(x, y))
+
+        def block(lo, hi):
+            col = im2col(x[lo:hi], g) if cols is None else cols[lo:hi]
+            _gemm.matmul(y[lo:hi].reshape(hi - lo, G, f // G, o),
+                         col.reshape(hi - lo, G, ck, o).swapaxes(-1, -2), out=per[lo:hi])
+        parallel_rows(block, n, per.size * o, xm, blas=True)
+        out = per.sum(0)
+    else:
+        # one matrix product over all samples and positions, the columns as the
+        # left operand (the faster orientation for OpenBLAS)
+        col = im2col_rows(x, g).reshape(G, ck, n * o)
+        rows = contiguous(xm.moveaxis(y.reshape(n, G, f // G, o), 0, 2), xm)
+        out = _gemm.matmul(col, rows.reshape(G, f // G, n * o).swapaxes(-1, -2))
+        out = out.swapaxes(-1, -2)
+    return out.reshape((f, c // G) + tuple(g.K))

@@ -20,11 +20,11 @@ im2col / col2im, the paths) are in :mod:`ember.ops._conv_kernels`.
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.autograd.node import Primitive
-from ember.backend import array_module
+from ember.autograd import _modes, _saved_hooks
+from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import Primitive, _wrap
 from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
-from ember.backend.threads import contiguous, parallel_rows
 from ember.ops import _batch, _batch_nn, _jvp
 
 # the array kernels live in _conv_kernels; Geom and the kernels stay importable from here
@@ -51,6 +51,7 @@ from ember.ops._conv_kernels import (  # noqa: F401
     _Span,
     _stride1,
     _transposed,
+    _weight_arrays,
     col2im,
     im2col,
     im2col_rows,
@@ -72,17 +73,35 @@ class Conv(Primitive):
 
     def forward(self, x, w, b, g):
         g = self.g = g.at(x.shape[2:])
-        out = _conv_arrays(x, w, g)
+        out, self._cols = _conv_arrays(x, w, g, keep=True)
         if b is not None:
             out += _bias_shape(b, g.nd)
         return out
 
+    def _record(self, args, out):
+        # The forward's columns are kept beside the saved inputs (so they are freed
+        # with them) when the weight's gradient will read them. Not under saved-tensor
+        # hooks: those decide what backward holds on to (checkpointing, offloading).
+        t = Primitive._record(self, args, out)
+        cols, self._cols = self._cols, None
+        if cols is not None and self._edges[1] is not None and not _saved_hooks.stack \
+                and type(self._saved) is list:
+            self._saved.append((cols, None))
+        return t
+
     def backward(self, gy):
-        x, w = self.saved_tensors
+        saved = self.saved_tensors
+        x, w = saved[0], saved[1]
         e = self._edges
         g = self.g
         gx = ConvInput.apply(gy, w, None, g) if e[0] is not None else None
-        gw = ConvWeight.apply(x, gy, g) if e[1] is not None else None
+        gw = None
+        if e[1] is not None:
+            if len(saved) > 2 and not _grad_state.grad_enabled and not _modes.active[0]:
+                # a first derivative, nothing recorded: the product over the kept columns
+                gw = _wrap(_weight_arrays(x._data, gy._data, g, saved[2]))
+            else:
+                gw = ConvWeight.apply(x, gy, g)
         gb = gy.sum((0,) + tuple(range(2, 2 + g.nd))) if e[2] is not None else None
         return gx, gw, gb, None
 
@@ -165,33 +184,7 @@ class ConvWeight(Primitive):
 
     def forward(self, x, y, g):
         self.g = g
-        G = g.G
-        n, c = x.shape[:2]
-        f = y.shape[1]
-        ck = c // G * _prod(g.K)
-        o = _prod(g.O)
-        xm = array_module(x)
-        if _depthwise(g, c // G):
-            return _dw_weight(x, y, g)
-        if ck <= _PER_SAMPLE_CK:
-            # few columns per window: per-sample products (blocks of the batch on the
-            # intra-op threads), then summed over the batch
-            per = xm.empty((n, G, f // G, ck), dtype=xm.result_type(x, y))
-
-            def block(lo, hi):
-                col = im2col(x[lo:hi], g).reshape(hi - lo, G, ck, o)
-                _gemm.matmul(y[lo:hi].reshape(hi - lo, G, f // G, o), col.swapaxes(-1, -2),
-                             out=per[lo:hi])
-            parallel_rows(block, n, per.size * o, xm, blas=True)
-            out = per.sum(0)
-        else:
-            # one matrix product over all samples and positions, the columns as the
-            # left operand (the faster orientation for OpenBLAS)
-            col = im2col_rows(x, g).reshape(G, ck, n * o)
-            rows = contiguous(xm.moveaxis(y.reshape(n, G, f // G, o), 0, 2), xm)
-            out = _gemm.matmul(col, rows.reshape(G, f // G, n * o).swapaxes(-1, -2))
-            out = out.swapaxes(-1, -2)
-        return out.reshape((f, c // G) + tuple(g.K))
+        return _weight_arrays(x, y, g)
 
     def backward(self, gw):
         x, y = self.saved_tensors
