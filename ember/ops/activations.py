@@ -60,12 +60,33 @@ def _relu_grad_array(gy, y, out=None):
     if out is None:
         out = np.empty(gy.shape, dtype)
     g, yf, o = gy.reshape(-1), y.reshape(-1), out.reshape(-1)
+    bits = _BITS.get(gy.dtype.itemsize) if gy.dtype.kind == "f" and \
+        gy.dtype == y.dtype == out.dtype else None
+    if bits is None:
+        def block(lo, hi):
+            np.copyto(o[lo:hi], g[lo:hi])
+            np.copyto(o[lo:hi], 0, where=yf[lo:hi] <= 0)
+    else:
+        # A masked write on a random mask is branchy (5-8x slower than this): the
+        # gradient's bits ANDed with all-ones where y > 0 (or NaN) and zeros where
+        # y <= 0 give exactly gy or +0.0, in cache-sized pieces.
+        gi, oi = g.view(bits), o.view(bits)
 
-    def block(lo, hi):
-        np.copyto(o[lo:hi], g[lo:hi])
-        np.copyto(o[lo:hi], 0, where=yf[lo:hi] <= 0)
+        def block(lo, hi):
+            n = min(_BLOCK, hi - lo)
+            le, keep = np.empty(n, np.bool_), np.empty(n, bits)
+            for a in range(lo, hi, _BLOCK):
+                b = min(a + _BLOCK, hi)
+                m, k = le[:b - a], keep[:b - a]
+                np.less_equal(yf[a:b], 0, out=m)
+                np.subtract(m.view(np.uint8), 1, out=k, dtype=bits)  # 1 -> 0, 0 -> ~0
+                np.bitwise_and(gi[a:b], k, out=oi[a:b])
     parallel_rows(block, g.size, 2 * g.size)
     return out
+
+
+# the signed integer type of each floating itemsize, for relu's gradient as a bit mask
+_BITS = {2: np.int16, 4: np.int32, 8: np.int64}
 
 
 class Relu(Primitive):
