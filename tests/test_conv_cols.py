@@ -2,7 +2,8 @@
 against torch over the geometries that build columns, the columns' lifetime (held only
 while the graph holds its saved tensors, only when the weight needs a gradient, never
 under saved-tensor hooks), and the paths that rebuild them (second derivatives,
-retained graphs, in-place changes)."""
+retained graphs, in-place changes). Also the adjoints that add columns straight into
+the unpadded result: transposed convolutions and fold with padding."""
 import numpy as np
 import pytest
 import torch
@@ -20,6 +21,9 @@ GEOMS = [
     (2, (2, 16, 5, 5), (8, 16, 3, 3), dict(padding="same")),   # > 128 columns a window
     (2, (17, 4, 6, 6), (6, 4, 3, 3), {}),                       # a batch-last input gradient
     (1, (2, 3, 11), (4, 3, 3), dict(stride=2, padding=1)),
+    # kernel positions that meet only padding in some dims (skipped by the adjoint)
+    (2, (2, 3, 5, 6), (4, 3, 2, 3), dict(stride=3, padding=2)),
+    (2, (16, 4, 5, 5), (6, 4, 3, 3), dict(stride=2, padding=2, dilation=2)),
     (3, (2, 2, 4, 5, 3), (3, 2, 2, 2, 2), dict(padding=(1, 0, 1))),
 ]
 IDS = [f"conv{d}d_{i}" for i, (d, *_) in enumerate(GEOMS)]
@@ -161,3 +165,43 @@ def test_input_changed_in_place_still_raises():
             h.mul_(2)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             y.backward(gy)
+
+
+# conv_transpose2d (x shape, w shape, kwargs): strided, padded, output padding, dilated,
+# grouped; these run the column adjoints with padding clipped away
+TRANSPOSED = [
+    ((2, 4, 4, 5), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1)),
+    ((16, 4, 3, 3), (4, 5, 3, 3), dict(stride=2, padding=2)),
+    ((2, 6, 4, 3), (6, 2, 2, 3), dict(stride=(3, 2), padding=(2, 1), dilation=(2, 1),
+                                      groups=3, output_padding=(1, 0))),
+    ((2, 4, 5, 4), (4, 2, 3, 3), dict(stride=2, padding=1, groups=4)),    # depthwise, m=2
+]
+
+
+@pytest.mark.parametrize("xs,ws,kw", TRANSPOSED, ids=[str(i) for i in range(len(TRANSPOSED))])
+def test_transposed_with_padding(xs, ws, kw):
+    res = {}
+    rng = np.random.default_rng(3)
+    xa, wa = rng.standard_normal(xs), rng.standard_normal(ws)
+    for m in (ember, torch):
+        x = m.tensor(xa, requires_grad=True)
+        w = m.tensor(wa, requires_grad=True)
+        y = m.nn.functional.conv_transpose2d(x, w, **kw)
+        y.backward(m.tensor(np.cos(np.arange(y.numel())).reshape(tuple(y.shape))))
+        res[m] = (y, x.grad, w.grad)
+    for e, t in zip(res[ember], res[torch]):
+        _close(e, t, np.float64)
+
+
+def test_fold_with_padding():
+    rng = np.random.default_rng(4)
+    col = rng.standard_normal((2, 3 * 2 * 3, 12))
+    res = []
+    for m in (ember, torch):
+        c = m.tensor(col, requires_grad=True)
+        out = m.nn.functional.fold(c, (5, 7), (2, 3), padding=(2, 1), stride=(3, 2))
+        (out * m.tensor(np.arange(out.numel(), dtype=np.float64).reshape(
+            tuple(out.shape)))).sum().backward()
+        res.append((out, c.grad))
+    for e, t in zip(*res):
+        _close(e, t, np.float64)

@@ -137,21 +137,38 @@ def im2col_rows(x, g):
 
 def col2im(col, g):
     """The adjoint of :func:`im2col`: columns ``(N, C, *K, *O)`` (any strides) summed
-    into a contiguous (N, C, *S), one strided add per kernel position."""
+    into a contiguous (N, C, *S), one strided add per kernel position, straight into the
+    unpadded result (:func:`_clipped`: what lands on padding is never added)."""
     xp = array_module(col)
     n, c = col.shape[:2]
-    sp = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
-    buf = xp.zeros((n, c) + sp, dtype=col.dtype)
+    buf = xp.zeros((n, c) + tuple(g.S), dtype=col.dtype)
     disjoint = all(s >= d * (k - 1) + 1 for s, d, k in zip(g.s, g.d, g.K))
-    for kk in itertools.product(*[range(k) for k in g.K]):
-        sl = (Ellipsis,) + tuple(slice(k * d, k * d + s * (o - 1) + 1, s)
-                                 for k, d, s, o in zip(kk, g.d, g.s, g.O))
-        src = col[(slice(None), slice(None)) + kk]
+    for kk, osl, isl in _clipped(g):
+        src = col[(slice(None), slice(None)) + kk + osl]
         if disjoint:
-            buf[sl] = src
+            buf[(Ellipsis,) + isl] = src
         else:
-            buf[sl] += src
-    return _crop(buf, g)
+            buf[(Ellipsis,) + isl] += src
+    return buf
+
+
+def _clipped(g):
+    """(kernel position, output slices, input slices) for each kernel position: the
+    windows where that position meets the unpadded input, and the input elements it
+    meets there (strided). Positions that meet only padding are left out."""
+    for kk in itertools.product(*[range(k) for k in g.K]):
+        osl, isl = [], []
+        for k, d, s, lo, a, o in zip(kk, g.d, g.s, g.lo, g.S, g.O):
+            off = k * d - lo       # the input index of window 0 (negative: in padding)
+            o_lo = -(off // s) if off < 0 else 0
+            o_hi = min(o, (a - 1 - off) // s + 1) if off < a else 0
+            if o_hi <= o_lo:
+                break
+            p0 = o_lo * s + off
+            osl.append(slice(o_lo, o_hi))
+            isl.append(slice(p0, p0 + s * (o_hi - o_lo - 1) + 1, s))
+        else:
+            yield kk, tuple(osl), tuple(isl)
 
 
 # ConvWeight: up to this many columns per window (C/G * prod(K)), per-sample products
@@ -289,16 +306,16 @@ def _col2im_last(y, w, g):
     col = _gemm.matmul(w.reshape(G, f // G, cg * kp).transpose(0, 2, 1),
                        yt.reshape(G, f // G, o * n))
     col = col.reshape((G * cg,) + tuple(g.K) + tuple(g.O) + (n,))
-    padded = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
-    buf = xm.zeros((G * cg,) + padded + (n,), dtype=y.dtype)
-    slices = list(_kernel_slices(g))
+    # added straight into the unpadded result (batch last), moved to (N, C, *S) in one copy
+    buf = xm.zeros((G * cg,) + tuple(g.S) + (n,), dtype=y.dtype)
+    slices = list(_clipped(g))
 
     def block(lo, hi):  # channels are independent: blocks of them on the intra-op threads
         bb, cb = buf[lo:hi], col[lo:hi]
-        for kk, sl in slices:
-            bb[(slice(None),) + sl[1:] + (slice(None),)] += cb[(slice(None),) + kk]
+        for kk, osl, isl in slices:
+            bb[(slice(None),) + isl] += cb[(slice(None),) + kk + osl]
     parallel_rows(block, G * cg, col.size, xm)
-    return _crop(xm.moveaxis(buf, -1, 0), g)
+    return contiguous(xm.moveaxis(buf, -1, 0), xm)
 
 
 def _col2im_span(y, w, g):
@@ -388,18 +405,18 @@ def _dw_input(y, w, g):
         buf = xm.zeros((n, c, sp.plane), dtype=y.dtype)
         for k, (_, off) in enumerate(sp.offs):
             buf[..., off:off + sp.L] += xm.einsum("ncml,cm->ncl", ys, wk[:, :, k])
-        buf = buf.reshape((n, c) + padded)
-    else:
-        wk = w.reshape((c, m) + tuple(g.K))
-        buf = xm.zeros((n, c) + padded, dtype=y.dtype)
-        letters = "xyz"[:nd]
-        for kk, sl in _kernel_slices(g):
-            wkk = wk[(Ellipsis,) + kk]
-            if m == 1:
-                buf[sl] += yv[:, :, 0] * wkk.reshape((1, c) + (1,) * nd)
-            else:
-                buf[sl] += xm.einsum(f"ncm{letters},cm->nc{letters}", yv, wkk)
-    return _crop(buf, g)
+        return _crop(buf.reshape((n, c) + padded), g)
+    wk = w.reshape((c, m) + tuple(g.K))
+    buf = xm.zeros((n, c) + tuple(g.S), dtype=y.dtype)  # unpadded: see _clipped
+    letters = "xyz"[:nd]
+    for kk, osl, isl in _clipped(g):
+        wkk = wk[(Ellipsis,) + kk]
+        ys = yv[(Ellipsis,) + osl]
+        if m == 1:
+            buf[(Ellipsis,) + isl] += ys[:, :, 0] * wkk.reshape((1, c) + (1,) * nd)
+        else:
+            buf[(Ellipsis,) + isl] += xm.einsum(f"ncm{letters},cm->nc{letters}", ys, wkk)
+    return buf
 
 
 def _dw_weight(x, y, g):
