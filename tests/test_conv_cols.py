@@ -205,3 +205,25 @@ def test_fold_with_padding():
         res.append((out, c.grad))
     for e, t in zip(*res):
         _close(e, t, np.float64)
+
+
+def test_compiled_replay_gradients():
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((4, 3, 7, 7)).astype(np.float32) for _ in range(3)]
+    ember.manual_seed(0)
+    layer = ember.nn.Conv2d(3, 5, 3, stride=2, padding=1)
+    tlayer = torch.nn.Conv2d(3, 5, 3, stride=2, padding=1)
+    with torch.no_grad():
+        tlayer.weight.copy_(torch.tensor(layer.weight.detach().numpy()))
+        tlayer.bias.copy_(torch.tensor(layer.bias.detach().numpy()))
+    compiled = ember.compile(layer)
+    for xa in xs:   # capture, then replays of the plan with a graph recorded
+        for m, f in ((ember, compiled), (torch, tlayer)):
+            x = m.tensor(xa, requires_grad=True)
+            (f(x).tanh() ** 2).sum().backward()
+            if m is ember:
+                ex = x
+            else:
+                _close(ex.grad, x.grad, np.float32)
+    _close(layer.weight.grad, tlayer.weight.grad, np.float32)
+    _close(layer.bias.grad, tlayer.bias.grad, np.float32)

@@ -10,7 +10,10 @@ Three primitives close under differentiation. With ``B(x, w, y) = <y, conv(x, w)
 Each one's backward is written with the other two, so second derivatives (a
 gradient penalty through a conv net) fall out. Forward is im2col: a strided
 window view of the padded input, one copy into ``(N, C*K, O)`` columns, one
-(batched) matmul that lands directly in (N, F, O) order. ``conv_input`` picks its
+(batched) matmul that lands directly in (N, F, O) order. When the weight needs a
+gradient, the node keeps those columns beside its saved tensors (freed with them) and
+a first-order backward takes the weight gradient straight from them; second
+derivatives, and graphs under saved-tensor hooks, rebuild them. ``conv_input`` picks its
 path by shape (:func:`_input_path`: the stride-1 transposed convolution, span-layout
 or batch-last columns, or col2im with one strided add per kernel position); the
 timings behind each choice are in docs/performance.md. The array kernels (geometry,
@@ -73,7 +76,14 @@ class Conv(Primitive):
 
     def forward(self, x, w, b, g):
         g = self.g = g.at(x.shape[2:])
-        out, self._cols = _conv_arrays(x, w, g, keep=True)
+        if _grad_state.grad_enabled:
+            # a graph may be recorded: the columns are handed on (``_record``, ``vjp``)
+            # in a box that whoever uses them empties, so that nothing holding this op
+            # object (a compiled plan's step) keeps them alive
+            out, cols = _conv_arrays(x, w, g, keep=True)
+            self._cols = None if cols is None else [cols]
+        else:
+            out = _conv_arrays(x, w, g)
         if b is not None:
             out += _bias_shape(b, g.nd)
         return out
@@ -83,7 +93,7 @@ class Conv(Primitive):
         # with them) when the weight's gradient will read them. Not under saved-tensor
         # hooks: those decide what backward holds on to (checkpointing, offloading).
         t = Primitive._record(self, args, out)
-        cols, self._cols = self._cols, None
+        cols = _take_cols(self)
         if cols is not None and self._edges[1] is not None and not _saved_hooks.stack \
                 and type(self._saved) is list:
             self._saved.append((cols, None))
@@ -112,10 +122,18 @@ class Conv(Primitive):
         """Array gradients (``Primitive.vjp``): the adjoint convolutions' forwards."""
         x, w = inputs[0], inputs[1]
         e, g, gy = self._edges, self.g, grads[0]
+        cols = _take_cols(self)
         gx = object.__new__(ConvInput).forward(gy, w, None, g) if e[0] is not None else None
-        gw = object.__new__(ConvWeight).forward(x, gy, g) if e[1] is not None else None
+        gw = _weight_arrays(x, gy, g, cols) if e[1] is not None else None
         gb = gy.sum((0,) + tuple(range(2, 2 + g.nd))) if e[2] is not None else None
         return [gx, gw, gb, None]
+
+
+def _take_cols(op):
+    """The columns a :class:`Conv` forward left on ``op`` (None if none), taken out of
+    their box so that they live on only where the caller puts them."""
+    box = op.__dict__.pop("_cols", None)
+    return box.pop() if box else None
 
 
 class ConvInput(Primitive):
