@@ -227,3 +227,30 @@ def test_compiled_replay_gradients():
                 _close(ex.grad, x.grad, np.float32)
     _close(layer.weight.grad, tlayer.weight.grad, np.float32)
     _close(layer.bias.grad, tlayer.bias.grad, np.float32)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batch_last_input_gradient_in_blocks(monkeypatch, threads):
+    from ember.ops import _conv_kernels
+    monkeypatch.setattr(_conv_kernels, "_LAST_BLOCK_BYTES", 1)   # blocks of 16 samples
+    seen = []
+    real = _conv_kernels._col2im_last
+    monkeypatch.setattr(_conv_kernels, "_col2im_last",
+                        lambda *a: seen.append(1) or real(*a))
+    from ember.ops import conv as conv_ops
+    monkeypatch.setattr(conv_ops, "_col2im_last", _conv_kernels._col2im_last)
+    prev = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        res = {}
+        for m in (ember, torch):
+            # 35 samples: two full blocks and a ragged one; padding clipped away
+            x, w, b, y, gy = _run(m, 2, (35, 4, 6, 5), (6, 4, 3, 3),
+                                  dict(padding=(1, 2), stride=(1, 2)), np.float64)
+            y.backward(gy)
+            res[m] = (x.grad, w.grad)
+    finally:
+        ember.set_num_threads(prev)
+    assert seen == [1]
+    for e, t in zip(res[ember], res[torch]):
+        _close(e, t, np.float64)

