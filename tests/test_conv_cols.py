@@ -107,6 +107,19 @@ def test_no_columns_without_a_weight_gradient():
     assert w.grad is None and tw.grad is None
 
 
+@pytest.mark.parametrize("cin", [3, 16], ids=["per_sample", "rows"])  # 27 / 144 columns
+def test_rebuilt_columns_under_hooks_match_torch(cin):
+    res = {}
+    for m in (ember, torch):
+        with m.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+            x, w, b, y, gy = _run(m, 2, (3, cin, 6, 5), (4, cin, 3, 3), dict(padding=1),
+                                  np.float64)
+        y.backward(gy)
+        res[m] = (x.grad, w.grad, b.grad)
+    for e, t in zip(res[ember], res[torch]):
+        _close(e, t, np.float64)
+
+
 def test_no_columns_under_saved_tensor_hooks():
     packed = []
 
