@@ -39,6 +39,10 @@ WORKLOADS = {
     "cnn_conv1": (*_conv(1, 32, 3, (64, 1, 28, 28)), "Conv2d(1, 32, 3), x 64x1x28x28"),
     "cnn_conv2": (*_conv(32, 64, 3, (64, 32, 13, 13)), "Conv2d(32, 64, 3), x 64x32x13x13"),
     "maxpool2": (lambda m: m.nn.MaxPool2d(2), (64, 32, 26, 26), "MaxPool2d(2), x 64x32x26x26"),
+    # the CNN step's other layers, at its shapes
+    "cnn_relu1": (lambda m: m.nn.ReLU(), (64, 32, 26, 26), "ReLU, x 64x32x26x26"),
+    "cnn_relu2": (lambda m: m.nn.ReLU(), (64, 64, 11, 11), "ReLU, x 64x64x11x11"),
+    "cnn_pool2": (lambda m: m.nn.MaxPool2d(2), (64, 64, 11, 11), "MaxPool2d(2), x 64x64x11x11"),
     "maxpool3s2": (lambda m: m.nn.MaxPool2d(3, 2, 1), (8, 64, 32, 32),
                    "MaxPool2d(3, 2, padding=1), x 8x64x32x32"),
     "avgpool2": (lambda m: m.nn.AvgPool2d(2), (8, 64, 32, 32), "AvgPool2d(2), x 8x64x32x32"),

@@ -45,7 +45,8 @@ CONV_PATHS = [
 
 CONV = [Case(f"conv_{name}", _conv(**kw), [xs, ws, (ws[0],)])
         for name, xs, ws, kw, _ in CONV_PATHS] + [
-    # the weight gradient as one product over all samples (> 128 columns per window)
+    # the weight gradient as one product over all samples (> 128 columns per window),
+    # where the columns are rebuilt (the oracle's gradients are taken with create_graph)
     Case("conv_weight_rows", _conv(padding=1), [(2, 16, 5, 4), (3, 16, 3, 3)]),
     # depthwise: stride 1 in blocks of samples, its input gradient a depthwise conv
     Case("depthwise", _conv(groups=5, padding=1), [(3, 5, 6, 7), (5, 1, 3, 3), (5,)]),

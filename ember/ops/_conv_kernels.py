@@ -110,13 +110,17 @@ def windows(xp, O, K, s, d):
     return _as_strided(xp, shape, strides)
 
 
-def im2col(x, g):
+def im2col(x, g, out=None):
     """Columns ``(N, C*prod(K), prod(O))`` of ``x`` (N, C, *S) for geometry ``g``: one
-    strided window view of the padded input, copied once."""
+    strided window view of the padded input, copied once (into ``out`` when given, a
+    C-ordered array of that shape)."""
     nd = g.nd
     n, c = x.shape[:2]
     win = windows(pad_array(x, g.lo, g.hi), g.O, g.K, g.s, g.d)  # N C *O *K
     order = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
+    if out is not None:
+        out.reshape((n, c) + tuple(g.K) + tuple(g.O))[...] = win.transpose(order)
+        return out
     col = array_module(x).ascontiguousarray(win.transpose(order))
     return col.reshape(n, c * _prod(g.K), _prod(g.O))
 
@@ -133,21 +137,38 @@ def im2col_rows(x, g):
 
 def col2im(col, g):
     """The adjoint of :func:`im2col`: columns ``(N, C, *K, *O)`` (any strides) summed
-    into a contiguous (N, C, *S), one strided add per kernel position."""
+    into a contiguous (N, C, *S), one strided add per kernel position, straight into the
+    unpadded result (:func:`_clipped`: what lands on padding is never added)."""
     xp = array_module(col)
     n, c = col.shape[:2]
-    sp = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
-    buf = xp.zeros((n, c) + sp, dtype=col.dtype)
+    buf = xp.zeros((n, c) + tuple(g.S), dtype=col.dtype)
     disjoint = all(s >= d * (k - 1) + 1 for s, d, k in zip(g.s, g.d, g.K))
-    for kk in itertools.product(*[range(k) for k in g.K]):
-        sl = (Ellipsis,) + tuple(slice(k * d, k * d + s * (o - 1) + 1, s)
-                                 for k, d, s, o in zip(kk, g.d, g.s, g.O))
-        src = col[(slice(None), slice(None)) + kk]
+    for kk, osl, isl in _clipped(g):
+        src = col[(slice(None), slice(None)) + kk + osl]
         if disjoint:
-            buf[sl] = src
+            buf[(Ellipsis,) + isl] = src
         else:
-            buf[sl] += src
-    return _crop(buf, g)
+            buf[(Ellipsis,) + isl] += src
+    return buf
+
+
+def _clipped(g):
+    """(kernel position, output slices, input slices) for each kernel position: the
+    windows where that position meets the unpadded input, and the input elements it
+    meets there (strided). Positions that meet only padding are left out."""
+    for kk in itertools.product(*[range(k) for k in g.K]):
+        osl, isl = [], []
+        for k, d, s, lo, a, o in zip(kk, g.d, g.s, g.lo, g.S, g.O):
+            off = k * d - lo       # the input index of window 0 (negative: in padding)
+            o_lo = -(off // s) if off < 0 else 0
+            o_hi = min(o, (a - 1 - off) // s + 1) if off < a else 0
+            if o_hi <= o_lo:
+                break
+            p0 = o_lo * s + off
+            osl.append(slice(o_lo, o_hi))
+            isl.append(slice(p0, p0 + s * (o_hi - o_lo - 1) + 1, s))
+        else:
+            yield kk, tuple(osl), tuple(isl)
 
 
 # ConvWeight: up to this many columns per window (C/G * prod(K)), per-sample products
@@ -155,6 +176,8 @@ def col2im(col, g):
 _PER_SAMPLE_CK = 128
 # working-set size per block of samples for the multi-pass depthwise loops (L2-sized)
 _BLOCK_BYTES = 1 << 18
+# columns per block of samples of the batch-last input gradient (at least 16 samples)
+_LAST_BLOCK_BYTES = 1 << 21
 
 
 def _bias_shape(b, nd):
@@ -275,26 +298,35 @@ def _input_path(g, n, fg, cg):
 
 
 def _col2im_last(y, w, g):
-    """``conv_input(y, w)`` with the batch as the last axis: one matrix product over all
-    samples, then one strided add per kernel position whose rows (last output dim times
-    the batch) are long even when the feature maps are small."""
+    """``conv_input(y, w)`` with the batch as the last axis: per block of samples, one
+    matrix product, then one strided add per kernel position whose rows (last output
+    dim times the block) are long even when the feature maps are small. Blocks of
+    about :data:`_LAST_BLOCK_BYTES` of columns keep the product's output in cache for
+    the adds (18% faster than one product over the whole batch for the CNN's second
+    convolution); they run on the intra-op threads."""
     xm = array_module(y)
     n, f = y.shape[:2]
     G, cg, kp, o = g.G, w.shape[1], _prod(g.K), _prod(g.O)
-    yt = contiguous(xm.moveaxis(y.reshape(n, f, o), 0, -1), xm)
-    col = _gemm.matmul(w.reshape(G, f // G, cg * kp).transpose(0, 2, 1),
-                       yt.reshape(G, f // G, o * n))
-    col = col.reshape((G * cg,) + tuple(g.K) + tuple(g.O) + (n,))
-    padded = tuple(a + lo + hi for a, lo, hi in zip(g.S, g.lo, g.hi))
-    buf = xm.zeros((G * cg,) + padded + (n,), dtype=y.dtype)
-    slices = list(_kernel_slices(g))
+    wt = w.reshape(G, f // G, cg * kp).transpose(0, 2, 1)
+    out = xm.empty((n, G * cg) + tuple(g.S), dtype=y.dtype)
+    slices = list(_clipped(g))
+    step = max(16, _LAST_BLOCK_BYTES // max(1, G * cg * kp * o * y.itemsize))
 
-    def block(lo, hi):  # channels are independent: blocks of them on the intra-op threads
-        bb, cb = buf[lo:hi], col[lo:hi]
-        for kk, sl in slices:
-            bb[(slice(None),) + sl[1:] + (slice(None),)] += cb[(slice(None),) + kk]
-    parallel_rows(block, G * cg, col.size, xm)
-    return _crop(xm.moveaxis(buf, -1, 0), g)
+    def block(lo, hi):
+        for a in range(lo, hi, step):
+            b = min(a + step, hi)
+            m = b - a
+            yt = xm.ascontiguousarray(xm.moveaxis(y[a:b].reshape(m, f, o), 0, -1))
+            col = _gemm.matmul(wt, yt.reshape(G, f // G, o * m))
+            col = col.reshape((G * cg,) + tuple(g.K) + tuple(g.O) + (m,))
+            # added straight into the unpadded result (batch last), then moved into
+            # (N, C, *S) order with one copy
+            buf = xm.zeros((G * cg,) + tuple(g.S) + (m,), dtype=y.dtype)
+            for kk, osl, isl in slices:
+                buf[(slice(None),) + isl] += col[(slice(None),) + kk + osl]
+            out[a:b] = xm.moveaxis(buf, -1, 0)
+    parallel_rows(block, n, out.size * kp * f // G, xm, blas=True)
+    return out
 
 
 def _col2im_span(y, w, g):
@@ -384,18 +416,18 @@ def _dw_input(y, w, g):
         buf = xm.zeros((n, c, sp.plane), dtype=y.dtype)
         for k, (_, off) in enumerate(sp.offs):
             buf[..., off:off + sp.L] += xm.einsum("ncml,cm->ncl", ys, wk[:, :, k])
-        buf = buf.reshape((n, c) + padded)
-    else:
-        wk = w.reshape((c, m) + tuple(g.K))
-        buf = xm.zeros((n, c) + padded, dtype=y.dtype)
-        letters = "xyz"[:nd]
-        for kk, sl in _kernel_slices(g):
-            wkk = wk[(Ellipsis,) + kk]
-            if m == 1:
-                buf[sl] += yv[:, :, 0] * wkk.reshape((1, c) + (1,) * nd)
-            else:
-                buf[sl] += xm.einsum(f"ncm{letters},cm->nc{letters}", yv, wkk)
-    return _crop(buf, g)
+        return _crop(buf.reshape((n, c) + padded), g)
+    wk = w.reshape((c, m) + tuple(g.K))
+    buf = xm.zeros((n, c) + tuple(g.S), dtype=y.dtype)  # unpadded: see _clipped
+    letters = "xyz"[:nd]
+    for kk, osl, isl in _clipped(g):
+        wkk = wk[(Ellipsis,) + kk]
+        ys = yv[(Ellipsis,) + osl]
+        if m == 1:
+            buf[(Ellipsis,) + isl] += ys[:, :, 0] * wkk.reshape((1, c) + (1,) * nd)
+        else:
+            buf[(Ellipsis,) + isl] += xm.einsum(f"ncm{letters},cm->nc{letters}", ys, wkk)
+    return buf
 
 
 def _dw_weight(x, y, g):
@@ -422,26 +454,69 @@ def _dw_weight(x, y, g):
     return out.reshape((f, 1) + tuple(g.K))
 
 
-def _conv_arrays(x, w, g):
-    """``conv(x, w)`` on arrays, without bias: x (N, C, *S), w (F, C/G, *K) -> (N, F, *O)."""
+def _conv_arrays(x, w, g, keep=False):
+    """``conv(x, w)`` on arrays, without bias: x (N, C, *S), w (F, C/G, *K) -> (N, F, *O).
+
+    With ``keep``, returns ``(out, cols)``: the columns ``(N, C*prod(K), prod(O))`` the
+    products read (:func:`im2col`), for the weight gradient (:func:`_weight_arrays`), or
+    None where the path makes none (depthwise)."""
     if _depthwise(g, w.shape[1]):
-        return _dw_forward(x, w, g)
+        out = _dw_forward(x, w, g)
+        return (out, None) if keep else out
     G = g.G
     n, c = x.shape[:2]
     f = w.shape[0]
     xm = array_module(x)
     o = _prod(g.O)
+    ck = c * _prod(g.K)
     out = xm.empty((n, f, o), dtype=xm.result_type(x, w))
     wm = w.reshape(f, -1) if G == 1 else w.reshape(G, f // G, -1)
+    cols = xm.empty((n, ck, o), dtype=x.dtype) if keep else None
 
     def block(lo, hi):
         # every sample is its own im2col and gemm: blocks of the batch run on the
         # intra-op threads with the same per-sample products
-        col = im2col(x[lo:hi], g)  # n, C*K, O
+        col = im2col(x[lo:hi], g, None if cols is None else cols[lo:hi])  # n, C*K, O
         if G == 1:
             _gemm.matmul(wm, col, out=out[lo:hi])  # n, F, O: no transposes
         else:
             col = col.reshape(hi - lo, G, c // G * _prod(g.K), -1)
             _gemm.matmul(wm, col, out=out[lo:hi].reshape(hi - lo, G, f // G, o))
     parallel_rows(block, n, out.size * w[0].size, xm, blas=True)
-    return out.reshape((n, f) + tuple(g.O))
+    out = out.reshape((n, f) + tuple(g.O))
+    return (out, cols) if keep else out
+
+
+def _weight_arrays(x, y, g, cols=None):
+    """``conv_weight(x, y)`` on arrays: x (N, C, *S), y (N, F, *O) -> (F, C/G, *K).
+
+    ``cols`` are the forward's columns of ``x`` (:func:`_conv_arrays` with ``keep``);
+    given, no columns are built here."""
+    G = g.G
+    n, c = x.shape[:2]
+    f = y.shape[1]
+    ck = c // G * _prod(g.K)
+    o = _prod(g.O)
+    xm = array_module(x)
+    if _depthwise(g, c // G):
+        return _dw_weight(x, y, g)
+    if cols is not None or ck <= _PER_SAMPLE_CK:
+        # per-sample products (blocks of the batch on the intra-op threads), then summed
+        # over the batch: the layout of the forward's columns, so kept columns serve as
+        # they are; built here, few columns per window make this the faster orientation
+        per = xm.empty((n, G, f // G, ck), dtype=xm.result_type(x, y))
+
+        def block(lo, hi):
+            col = im2col(x[lo:hi], g) if cols is None else cols[lo:hi]
+            _gemm.matmul(y[lo:hi].reshape(hi - lo, G, f // G, o),
+                         col.reshape(hi - lo, G, ck, o).swapaxes(-1, -2), out=per[lo:hi])
+        parallel_rows(block, n, per.size * o, xm, blas=True)
+        out = per.sum(0)
+    else:
+        # one matrix product over all samples and positions, the columns as the
+        # left operand (the faster orientation for OpenBLAS)
+        col = im2col_rows(x, g).reshape(G, ck, n * o)
+        rows = contiguous(xm.moveaxis(y.reshape(n, G, f // G, o), 0, 2), xm)
+        out = _gemm.matmul(col, rows.reshape(G, f // G, n * o).swapaxes(-1, -2))
+        out = out.swapaxes(-1, -2)
+    return out.reshape((f, c // G) + tuple(g.K))

@@ -10,7 +10,10 @@ Three primitives close under differentiation. With ``B(x, w, y) = <y, conv(x, w)
 Each one's backward is written with the other two, so second derivatives (a
 gradient penalty through a conv net) fall out. Forward is im2col: a strided
 window view of the padded input, one copy into ``(N, C*K, O)`` columns, one
-(batched) matmul that lands directly in (N, F, O) order. ``conv_input`` picks its
+(batched) matmul that lands directly in (N, F, O) order. When the weight needs a
+gradient, the node keeps those columns beside its saved tensors (freed with them) and
+a first-order backward takes the weight gradient straight from them; second
+derivatives, and graphs under saved-tensor hooks, rebuild them. ``conv_input`` picks its
 path by shape (:func:`_input_path`: the stride-1 transposed convolution, span-layout
 or batch-last columns, or col2im with one strided add per kernel position); the
 timings behind each choice are in docs/performance.md. The array kernels (geometry,
@@ -20,11 +23,11 @@ im2col / col2im, the paths) are in :mod:`ember.ops._conv_kernels`.
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.autograd.node import Primitive
-from ember.backend import array_module
+from ember.autograd import _modes, _saved_hooks
+from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import Primitive, _wrap
 from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
-from ember.backend.threads import contiguous, parallel_rows
 from ember.ops import _batch, _batch_nn, _jvp
 
 # the array kernels live in _conv_kernels; Geom and the kernels stay importable from here
@@ -51,6 +54,7 @@ from ember.ops._conv_kernels import (  # noqa: F401
     _Span,
     _stride1,
     _transposed,
+    _weight_arrays,
     col2im,
     im2col,
     im2col_rows,
@@ -72,17 +76,42 @@ class Conv(Primitive):
 
     def forward(self, x, w, b, g):
         g = self.g = g.at(x.shape[2:])
-        out = _conv_arrays(x, w, g)
+        if _grad_state.grad_enabled:
+            # a graph may be recorded: the columns are handed on (``_record``, ``vjp``)
+            # in a box that whoever uses them empties, so that nothing holding this op
+            # object (a compiled plan's step) keeps them alive
+            out, cols = _conv_arrays(x, w, g, keep=True)
+            self._cols = None if cols is None else [cols]
+        else:
+            out = _conv_arrays(x, w, g)
         if b is not None:
             out += _bias_shape(b, g.nd)
         return out
 
+    def _record(self, args, out):
+        # The forward's columns are kept beside the saved inputs (so they are freed
+        # with them) when the weight's gradient will read them. Not under saved-tensor
+        # hooks: those decide what backward holds on to (checkpointing, offloading).
+        t = Primitive._record(self, args, out)
+        cols = _take_cols(self)
+        if cols is not None and self._edges[1] is not None and not _saved_hooks.stack \
+                and type(self._saved) is list:
+            self._saved.append((cols, None))
+        return t
+
     def backward(self, gy):
-        x, w = self.saved_tensors
+        saved = self.saved_tensors
+        x, w = saved[0], saved[1]
         e = self._edges
         g = self.g
         gx = ConvInput.apply(gy, w, None, g) if e[0] is not None else None
-        gw = ConvWeight.apply(x, gy, g) if e[1] is not None else None
+        gw = None
+        if e[1] is not None:
+            if len(saved) > 2 and not _grad_state.grad_enabled and not _modes.active[0]:
+                # a first derivative, nothing recorded: the product over the kept columns
+                gw = _wrap(_weight_arrays(x._data, gy._data, g, saved[2]))
+            else:
+                gw = ConvWeight.apply(x, gy, g)
         gb = gy.sum((0,) + tuple(range(2, 2 + g.nd))) if e[2] is not None else None
         return gx, gw, gb, None
 
@@ -93,10 +122,18 @@ class Conv(Primitive):
         """Array gradients (``Primitive.vjp``): the adjoint convolutions' forwards."""
         x, w = inputs[0], inputs[1]
         e, g, gy = self._edges, self.g, grads[0]
+        cols = _take_cols(self)
         gx = object.__new__(ConvInput).forward(gy, w, None, g) if e[0] is not None else None
-        gw = object.__new__(ConvWeight).forward(x, gy, g) if e[1] is not None else None
+        gw = _weight_arrays(x, gy, g, cols) if e[1] is not None else None
         gb = gy.sum((0,) + tuple(range(2, 2 + g.nd))) if e[2] is not None else None
         return [gx, gw, gb, None]
+
+
+def _take_cols(op):
+    """The columns a :class:`Conv` forward left on ``op`` (None if none), taken out of
+    their box so that they live on only where the caller puts them."""
+    box = op.__dict__.pop("_cols", None)
+    return box.pop() if box else None
 
 
 class ConvInput(Primitive):
@@ -165,33 +202,7 @@ class ConvWeight(Primitive):
 
     def forward(self, x, y, g):
         self.g = g
-        G = g.G
-        n, c = x.shape[:2]
-        f = y.shape[1]
-        ck = c // G * _prod(g.K)
-        o = _prod(g.O)
-        xm = array_module(x)
-        if _depthwise(g, c // G):
-            return _dw_weight(x, y, g)
-        if ck <= _PER_SAMPLE_CK:
-            # few columns per window: per-sample products (blocks of the batch on the
-            # intra-op threads), then summed over the batch
-            per = xm.empty((n, G, f // G, ck), dtype=xm.result_type(x, y))
-
-            def block(lo, hi):
-                col = im2col(x[lo:hi], g).reshape(hi - lo, G, ck, o)
-                _gemm.matmul(y[lo:hi].reshape(hi - lo, G, f // G, o), col.swapaxes(-1, -2),
-                             out=per[lo:hi])
-            parallel_rows(block, n, per.size * o, xm, blas=True)
-            out = per.sum(0)
-        else:
-            # one matrix product over all samples and positions, the columns as the
-            # left operand (the faster orientation for OpenBLAS)
-            col = im2col_rows(x, g).reshape(G, ck, n * o)
-            rows = contiguous(xm.moveaxis(y.reshape(n, G, f // G, o), 0, 2), xm)
-            out = _gemm.matmul(col, rows.reshape(G, f // G, n * o).swapaxes(-1, -2))
-            out = out.swapaxes(-1, -2)
-        return out.reshape((f, c // G) + tuple(g.K))
+        return _weight_arrays(x, y, g)
 
     def backward(self, gw):
         x, y = self.saved_tensors

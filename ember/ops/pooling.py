@@ -201,11 +201,21 @@ class PoolScatter(Primitive):
         buf = xm.zeros(gy.shape[:gy.ndim - g.nd] + tuple(g.S), gy.dtype)
         disjoint = _disjoint(g)
         pos = list(_positions(g))
+        # a product with the 0/1 mask is the fast way to keep only the maxima, but an
+        # infinite or NaN gradient times 0 is NaN: such gradients take a select instead
+        # (elsewhere the positions that did not win get exactly 0, as in PyTorch)
+        finite = gy.dtype.kind not in "fc" or bool(xm.isfinite(gy).all())
 
         def block(lo, hi):  # independent per sample and channel: split over them
             bb, gb, ab = buf[lo:hi], gy[lo:hi], arg[lo:hi]
             for k, osl, isl in pos:
-                if disjoint:
+                if not finite:
+                    part = xm.where(ab[osl] == k, gb[osl], gb.dtype.type(0))
+                    if disjoint:
+                        bb[isl] = part
+                    else:
+                        bb[isl] += part
+                elif disjoint:
                     xm.multiply(gb[osl], ab[osl] == k, out=bb[isl])
                 else:
                     bb[isl] += gb[osl] * (ab[osl] == k)
@@ -225,9 +235,12 @@ class PoolGather(Primitive):
 
     def forward(self, x, arg, g):
         self.arg, self.g = arg, g
-        out = array_module(x).zeros(arg.shape, x.dtype)
+        xm = array_module(x)
+        out = xm.zeros(arg.shape, x.dtype)
+        zero = x.dtype.type(0)
         for k, osl, isl in _positions(g):
-            out[osl] += x[isl] * (arg[osl] == k)
+            # a select, not a product with the mask: inf * 0 would be NaN
+            out[osl] += xm.where(arg[osl] == k, x[isl], zero)
         return out
 
     def backward(self, gy):

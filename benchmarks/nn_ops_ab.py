@@ -1,0 +1,92 @@
+"""Single layers, forward + backward: an older ember tree, this one and torch, in one
+process, rounds alternated (the layers of ``nn_ops.py``).
+
+    git archive main | tar -x -C /tmp/before
+    python benchmarks/nn_ops_ab.py /tmp/before [--only cnn_conv2,cnn_relu1] [--rounds R]
+
+Both ember trees are imported into the same process under the name ``ember``: each
+keeps its own set of modules, put back in ``sys.modules`` before each of its rounds
+(ember imports some modules lazily, inside functions). Printed: median CPU
+milliseconds per call of each, the ratios to torch and after/before, and the load
+average before and after. One thread each (``OPENBLAS_NUM_THREADS=1`` is set here).
+"""
+import argparse
+import importlib
+import os
+import sys
+import time
+
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+import numpy as np  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def _ember_modules():
+    return {k: v for k, v in sys.modules.items() if k == "ember" or k.startswith("ember.")}
+
+
+def _use(mods):
+    """Make ``mods`` (one tree's modules) the ``ember`` that imports find."""
+    if mods is None:
+        return
+    for k in list(_ember_modules()):
+        del sys.modules[k]
+    sys.modules.update(mods)
+
+
+def _load(path):
+    _use({})
+    sys.path.insert(0, path)
+    try:
+        m = importlib.import_module("ember")
+        importlib.import_module("ember.nn")
+    finally:
+        sys.path.remove(path)
+    if not os.path.abspath(m.__file__).startswith(os.path.abspath(path)):
+        raise RuntimeError(f"ember imported from {m.__file__}, not from {path}")
+    m.set_num_threads(1)
+    return m, _ember_modules()
+
+
+def main():
+    sys.path.insert(0, HERE)
+    import nn_ops
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("before", help="root of the older ember tree")
+    ap.add_argument("--only", default=",".join(nn_ops.WORKLOADS))
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args()
+    import torch
+    torch.set_num_threads(1)
+    before, bmods = _load(args.before)
+    after, amods = _load(ROOT)
+    libs = [("before", before, bmods), ("after", after, amods), ("torch", torch, None)]
+    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; one thread each; "
+          f"median CPU ms per call of {args.rounds} alternated rounds of 3 calls")
+    print(f"{'layer':<12}{'before':>8}{'after':>8}{'torch':>8}{'b/torch':>9}{'a/torch':>9}"
+          f"{'after/b':>9}")
+    for name in args.only.split(","):
+        steps = []
+        for _, m, mods in libs:
+            _use(mods)
+            steps.append(nn_ops.make(m, name, False))
+        times = [[] for _ in libs]
+        for r in range(args.rounds + 1):
+            for (_, _, mods), step, t in zip(libs, steps, times):
+                _use(mods)
+                c = time.process_time()
+                for _ in range(3):
+                    step()
+                if r:  # the first round warms up
+                    t.append((time.process_time() - c) / 3 * 1e3)
+        b, a, t = (float(np.median(x)) for x in times)
+        print(f"{name:<12}{b:8.2f}{a:8.2f}{t:8.2f}{b / t:9.2f}{a / t:9.2f}{a / b:9.2f}",
+              flush=True)
+    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

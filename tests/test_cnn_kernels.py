@@ -1,0 +1,93 @@
+"""The kernels around a CNN's convolutions against torch: relu's gradient to the bit (a
+bit mask over cache-sized pieces, split over the intra-op threads), and max pooling's
+gradient and its gather (double backward), with NaNs, infinities and signed zeros in
+the input and in the incoming gradient."""
+import numpy as np
+import pytest
+import torch
+
+import ember
+
+
+def _specials(rng, n, dt):
+    """Random values with NaN, +-inf and +-0 scattered through them."""
+    a = rng.standard_normal(n).astype(dt)
+    idx = rng.integers(0, n, size=(6, max(1, n // 50)))
+    for row, v in zip(idx, (np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-8)):
+        a[row] = v
+    return a
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n", [100, 4096, 65536 * 2 + 17, 300001])
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16],
+                         ids=["f32", "f64", "f16"])
+def test_relu_gradient_bit_equal_to_torch(dt, n, threads):
+    rng = np.random.default_rng(n)
+    x, gy = _specials(rng, n, dt), _specials(rng, n, dt)
+    prev = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        ex = ember.tensor(x, requires_grad=True)
+        ember.relu(ex).backward(ember.tensor(gy))
+    finally:
+        ember.set_num_threads(prev)
+    tx = torch.tensor(x, requires_grad=True)
+    torch.relu(tx).backward(torch.tensor(gy))
+    assert ex.grad.numpy().tobytes() == tx.grad.numpy().tobytes()
+
+
+def test_relu_gradient_of_a_cnn_activation_shape():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 32, 26, 26)).astype(np.float32)
+    gy = rng.standard_normal(x.shape).astype(np.float32)
+    grads = []
+    for m in (ember, torch):
+        t = m.tensor(x, requires_grad=True)
+        m.nn.functional.relu(t).backward(m.tensor(gy))
+        grads.append(t.grad.numpy())
+    assert grads[0].tobytes() == grads[1].tobytes()
+
+
+def test_relu_second_derivative_unchanged():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((64, 80)).astype(np.float64)
+    res = []
+    for m in (ember, torch):
+        t = m.tensor(x, requires_grad=True)
+        g, = m.autograd.grad((m.relu(t) ** 2).sum(), t, create_graph=True)
+        g.sum().backward()
+        res.append((g.detach().numpy(), t.grad.numpy()))
+    for e, t in zip(*res):
+        np.testing.assert_array_equal(e, t)
+
+
+# (pool function, input shape, kwargs): disjoint windows take the masked product, the
+# overlapping ones an add per kernel position
+POOLS = [
+    ("max_pool2d", (2, 3, 8, 6), dict(kernel_size=2)),
+    ("max_pool2d", (2, 3, 9, 7), dict(kernel_size=3, stride=2, padding=1)),
+    ("max_pool1d", (2, 3, 11), dict(kernel_size=3, stride=2, ceil_mode=True)),
+    ("max_pool3d", (1, 2, 4, 5, 4), dict(kernel_size=2, stride=(1, 2, 2))),
+]
+
+
+@pytest.mark.parametrize("fn,shape,kw", POOLS, ids=[f"{p[0]}_{i}" for i, p in enumerate(POOLS)])
+def test_max_pool_gradient_of_non_finite_values(fn, shape, kw):
+    rng = np.random.default_rng(2)
+    x = rng.permutation(np.prod(shape)).reshape(shape).astype(np.float32)  # no ties
+    res = []
+    for m in (ember, torch):
+        t = m.tensor(x, requires_grad=True)
+        y = getattr(m.nn.functional, fn)(t, **kw)
+        gy = _specials(np.random.default_rng(3), y.numel(), np.float32).reshape(tuple(y.shape))
+        gyt = m.tensor(gy, requires_grad=True)
+        gx, = m.autograd.grad(y, t, gyt, create_graph=True)
+        # the gather (double backward) of a tangent with non-finite values off the maxima
+        v = _specials(np.random.default_rng(4), x.size, np.float32).reshape(shape)
+        ggy, = m.autograd.grad(gx, gyt, m.tensor(v))
+        res.append((gx.detach().numpy(), ggy.numpy()))
+    for e, t in zip(*res):
+        # NaN and inf where torch has them; overlapping windows may sum in another order
+        np.testing.assert_allclose(e, t, rtol=1e-6, atol=0, equal_nan=True)
+        assert not np.isnan(e[np.isfinite(t)]).any()

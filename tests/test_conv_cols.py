@@ -1,0 +1,269 @@
+"""The convolution's columns kept from the forward for the weight gradient: gradients
+against torch over the geometries that build columns, the columns' lifetime (held only
+while the graph holds its saved tensors, only when the weight needs a gradient, never
+under saved-tensor hooks), and the paths that rebuild them (second derivatives,
+retained graphs, in-place changes). Also the adjoints that add columns straight into
+the unpadded result: transposed convolutions and fold with padding."""
+import numpy as np
+import pytest
+import torch
+
+import ember
+import ember.nn  # noqa: F401
+from ember.autograd.node import _FREED
+
+# (conv dim, x shape, w shape, kwargs)
+GEOMS = [
+    (2, (3, 4, 7, 6), (5, 4, 3, 3), {}),
+    (2, (2, 6, 8, 7), (4, 3, 3, 2), dict(groups=2, stride=(2, 1), padding=1)),
+    (2, (2, 3, 9, 8), (4, 3, 3, 3), dict(dilation=2, padding=2)),
+    (2, (2, 5, 4, 4), (6, 5, 1, 1), {}),
+    (2, (2, 16, 5, 5), (8, 16, 3, 3), dict(padding="same")),   # > 128 columns a window
+    (2, (17, 4, 6, 6), (6, 4, 3, 3), {}),                       # a batch-last input gradient
+    (1, (2, 3, 11), (4, 3, 3), dict(stride=2, padding=1)),
+    # kernel positions that meet only padding in some dims (skipped by the adjoint)
+    (2, (2, 3, 5, 6), (4, 3, 2, 3), dict(stride=3, padding=2)),
+    (2, (16, 4, 5, 5), (6, 4, 3, 3), dict(stride=2, padding=2, dilation=2)),
+    (3, (2, 2, 4, 5, 3), (3, 2, 2, 2, 2), dict(padding=(1, 0, 1))),
+]
+IDS = [f"conv{d}d_{i}" for i, (d, *_) in enumerate(GEOMS)]
+
+
+def _run(m, dim, xs, ws, kw, dtype, x_grad=True, w_grad=True, seed=0):
+    rng = np.random.default_rng(seed)
+    xa = rng.standard_normal(xs).astype(dtype)
+    wa = rng.standard_normal(ws).astype(dtype)
+    ba = rng.standard_normal(ws[0]).astype(dtype)
+    x = m.tensor(xa, requires_grad=x_grad)
+    w = m.tensor(wa, requires_grad=w_grad)
+    b = m.tensor(ba, requires_grad=True)
+    y = getattr(m.nn.functional, f"conv{dim}d")(x, w, b, **kw)
+    gy = m.tensor(rng.standard_normal(tuple(y.shape)).astype(dtype))
+    return x, w, b, y, gy
+
+
+def _close(e, t, dtype):
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(e.detach().numpy(), t.detach().numpy(), **tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dim,xs,ws,kw", GEOMS, ids=IDS)
+def test_gradients_from_kept_columns(dim, xs, ws, kw, dtype):
+    res = {}
+    for m in (ember, torch):
+        x, w, b, y, gy = _run(m, dim, xs, ws, kw, dtype)
+        if m is ember:
+            assert len(y.grad_fn._saved) == 3   # x, w and the columns
+        y.backward(gy)
+        res[m] = (y, x.grad, w.grad, b.grad)
+    for e, t in zip(res[ember], res[torch]):
+        _close(e, t, dtype)
+
+
+def test_columns_split_over_threads():
+    prev = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        res = {}
+        for m in (ember, torch):
+            x, w, b, y, gy = _run(m, 2, (33, 8, 12, 12), (16, 8, 3, 3), {}, np.float32)
+            y.backward(gy)
+            res[m] = (y, x.grad, w.grad)
+    finally:
+        ember.set_num_threads(prev)
+    for e, t in zip(res[ember], res[torch]):
+        _close(e, t, np.float32)
+
+
+def test_columns_freed_with_the_saved_tensors():
+    x, w, b, y, gy = _run(ember, 2, (2, 3, 6, 6), (4, 3, 3, 3), {}, np.float32)
+    node = y.grad_fn
+    y.backward(gy)
+    assert node._saved is _FREED
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward(gy)
+
+
+def test_retained_graph_reuses_the_columns():
+    res = {}
+    for m in (ember, torch):
+        x, w, b, y, gy = _run(m, 2, (2, 3, 6, 6), (4, 3, 3, 3), dict(padding=1), np.float64)
+        y.backward(gy, retain_graph=True)
+        y.backward(2 * gy)
+        res[m] = (x.grad, w.grad, b.grad)
+    for e, t in zip(res[ember], res[torch]):
+        _close(e, t, np.float64)
+
+
+def test_no_columns_without_a_weight_gradient():
+    x, w, b, y, gy = _run(ember, 2, (2, 3, 6, 6), (4, 3, 3, 3), {}, np.float32, w_grad=False)
+    assert len(y.grad_fn._saved) == 2
+    tx, tw, tb, ty, tgy = _run(torch, 2, (2, 3, 6, 6), (4, 3, 3, 3), {}, np.float32,
+                               w_grad=False)
+    y.backward(gy)
+    ty.backward(tgy)
+    _close(x.grad, tx.grad, np.float32)
+    assert w.grad is None and tw.grad is None
+
+
+@pytest.mark.parametrize("cin", [3, 16], ids=["per_sample", "rows"])  # 27 / 144 columns
+def test_rebuilt_columns_under_hooks_match_torch(cin):
+    res = {}
+    for m in (ember, torch):
+        with m.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+            x, w, b, y, gy = _run(m, 2, (3, cin, 6, 5), (4, cin, 3, 3), dict(padding=1),
+                                  np.float64)
+        y.backward(gy)
+        res[m] = (x.grad, w.grad, b.grad)
+    for e, t in zip(res[ember], res[torch]):
+        _close(e, t, np.float64)
+
+
+def test_no_columns_under_saved_tensor_hooks():
+    packed = []
+
+    def pack(t):
+        packed.append(tuple(t.shape))
+        return t
+    res = {}
+    for m in (ember, torch):
+        with m.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            x, w, b, y, gy = _run(m, 2, (2, 3, 6, 6), (4, 3, 3, 3), {}, np.float32)
+        if m is ember:
+            assert len(y.grad_fn._saved) == 2
+        y.backward(gy)
+        res[m] = (x.grad, w.grad, b.grad)
+    # both libraries hand the hooks the same two tensors: input and weight
+    assert packed[:2] == packed[2:] == [(2, 3, 6, 6), (4, 3, 3, 3)]
+    for e, t in zip(res[ember], res[torch]):
+        _close(e, t, np.float32)
+
+
+def _conv_tanh(m):
+    def fn(x, w, b):
+        return m.nn.functional.conv2d(x, w, b, padding=1).tanh()
+    return fn
+
+
+def test_checkpoint_keeps_no_columns():
+    res = {}
+    for m in (ember, torch):
+        x, w, b, _, gy = _run(m, 2, (2, 3, 7, 7), (4, 3, 3, 3), dict(padding=1), np.float64)
+        y = m.utils.checkpoint.checkpoint(_conv_tanh(m), x, w, b, use_reentrant=False)
+        y.backward(gy)
+        res[m] = (x.grad, w.grad, b.grad)
+    for e, t in zip(res[ember], res[torch]):
+        _close(e, t, np.float64)
+
+
+def test_second_derivatives_rebuild_the_columns():
+    res = {}
+    for m in (ember, torch):
+        x, w, b, y, gy = _run(m, 2, (2, 3, 6, 5), (4, 3, 3, 2), dict(stride=2, padding=1),
+                              np.float64)
+        gx, gw = m.autograd.grad(y, (x, w), gy, create_graph=True)
+        ((gw ** 2).sum() + (gx ** 2).sum()).backward()
+        res[m] = (gx, gw, x.grad, w.grad)
+    for e, t in zip(res[ember], res[torch]):
+        _close(e, t, np.float64)
+
+
+def test_input_changed_in_place_still_raises():
+    for m in (ember, torch):
+        x, w, b, _, gy = _run(m, 2, (2, 3, 6, 6), (4, 3, 3, 3), {}, np.float32)
+        h = x * 1
+        y = m.nn.functional.conv2d(h, w, b)
+        with m.no_grad():
+            h.mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward(gy)
+
+
+# conv_transpose2d (x shape, w shape, kwargs): strided, padded, output padding, dilated,
+# grouped; these run the column adjoints with padding clipped away
+TRANSPOSED = [
+    ((2, 4, 4, 5), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1)),
+    ((16, 4, 3, 3), (4, 5, 3, 3), dict(stride=2, padding=2)),
+    ((2, 6, 4, 3), (6, 2, 2, 3), dict(stride=(3, 2), padding=(2, 1), dilation=(2, 1),
+                                      groups=3, output_padding=(1, 0))),
+    ((2, 4, 5, 4), (4, 2, 3, 3), dict(stride=2, padding=1, groups=4)),    # depthwise, m=2
+]
+
+
+@pytest.mark.parametrize("xs,ws,kw", TRANSPOSED, ids=[str(i) for i in range(len(TRANSPOSED))])
+def test_transposed_with_padding(xs, ws, kw):
+    res = {}
+    rng = np.random.default_rng(3)
+    xa, wa = rng.standard_normal(xs), rng.standard_normal(ws)
+    for m in (ember, torch):
+        x = m.tensor(xa, requires_grad=True)
+        w = m.tensor(wa, requires_grad=True)
+        y = m.nn.functional.conv_transpose2d(x, w, **kw)
+        y.backward(m.tensor(np.cos(np.arange(y.numel())).reshape(tuple(y.shape))))
+        res[m] = (y, x.grad, w.grad)
+    for e, t in zip(res[ember], res[torch]):
+        _close(e, t, np.float64)
+
+
+def test_fold_with_padding():
+    rng = np.random.default_rng(4)
+    col = rng.standard_normal((2, 3 * 2 * 3, 12))
+    res = []
+    for m in (ember, torch):
+        c = m.tensor(col, requires_grad=True)
+        out = m.nn.functional.fold(c, (5, 7), (2, 3), padding=(2, 1), stride=(3, 2))
+        (out * m.tensor(np.arange(out.numel(), dtype=np.float64).reshape(
+            tuple(out.shape)))).sum().backward()
+        res.append((out, c.grad))
+    for e, t in zip(*res):
+        _close(e, t, np.float64)
+
+
+def test_compiled_replay_gradients():
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((4, 3, 7, 7)).astype(np.float32) for _ in range(3)]
+    ember.manual_seed(0)
+    layer = ember.nn.Conv2d(3, 5, 3, stride=2, padding=1)
+    tlayer = torch.nn.Conv2d(3, 5, 3, stride=2, padding=1)
+    with torch.no_grad():
+        tlayer.weight.copy_(torch.tensor(layer.weight.detach().numpy()))
+        tlayer.bias.copy_(torch.tensor(layer.bias.detach().numpy()))
+    compiled = ember.compile(layer)
+    for xa in xs:   # capture, then replays of the plan with a graph recorded
+        for m, f in ((ember, compiled), (torch, tlayer)):
+            x = m.tensor(xa, requires_grad=True)
+            (f(x).tanh() ** 2).sum().backward()
+            if m is ember:
+                ex = x
+            else:
+                _close(ex.grad, x.grad, np.float32)
+    _close(layer.weight.grad, tlayer.weight.grad, np.float32)
+    _close(layer.bias.grad, tlayer.bias.grad, np.float32)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batch_last_input_gradient_in_blocks(monkeypatch, threads):
+    from ember.ops import _conv_kernels
+    monkeypatch.setattr(_conv_kernels, "_LAST_BLOCK_BYTES", 1)   # blocks of 16 samples
+    seen = []
+    real = _conv_kernels._col2im_last
+    monkeypatch.setattr(_conv_kernels, "_col2im_last",
+                        lambda *a: seen.append(1) or real(*a))
+    from ember.ops import conv as conv_ops
+    monkeypatch.setattr(conv_ops, "_col2im_last", _conv_kernels._col2im_last)
+    prev = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        res = {}
+        for m in (ember, torch):
+            # 35 samples: two full blocks and a ragged one; padding clipped away
+            x, w, b, y, gy = _run(m, 2, (35, 4, 6, 5), (6, 4, 3, 3),
+                                  dict(padding=(1, 2), stride=(1, 2)), np.float64)
+            y.backward(gy)
+            res[m] = (x.grad, w.grad)
+    finally:
+        ember.set_num_threads(prev)
+    assert seen == [1]
+    for e, t in zip(res[ember], res[torch]):
+        _close(e, t, np.float64)
