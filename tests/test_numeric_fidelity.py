@@ -85,6 +85,26 @@ def test_view_dtype_values_documented_example():
     assert h.dtype is ember.complex32 and h.tolist() == [1 + 2j, 3 + 4j]
 
 
+def test_view_dtype_to_an_ml_dtype_before_its_first_use():
+    # in a fresh process bfloat16 and the float8 dtypes are not loaded yet (ml_dtypes is
+    # imported on first use): view must accept them as torch does
+    prog = ("import ember, torch\n"
+            "for e, t in ((ember.bfloat16, torch.bfloat16), (ember.float8_e4m3fn, "
+            "torch.float8_e4m3fn)):\n"
+            "    a = ember.tensor([1.0, -2.5, 3.0, 0.5]).view(e)\n"
+            "    b = torch.tensor([1.0, -2.5, 3.0, 0.5]).view(t)\n"
+            "    assert a.dtype is e and a.shape == tuple(b.shape), (a.dtype, a.shape)\n"
+            "    assert a.view(ember.uint8).tolist() == b.view(torch.uint8).tolist()\n"
+            "print('ok')\n")
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, PYTHONPATH=root))
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-2000:]
+
+
 def test_view_dtype_python_types():
     t, e = torch.arange(4.0), ember.arange(4.0)
     for py in (float, int, bool):

@@ -23,7 +23,8 @@ def _target(dtype):
         return _dt.float64
     if dtype is builtins.int:
         return _dt.int64
-    if type(dtype) is _dt.dtype or dtype in (builtins.bool, builtins.complex) or \
+    # isinstance: the ml_dtypes dtypes are a subclass until their first use loads ml_dtypes
+    if isinstance(dtype, _dt.dtype) or dtype in (builtins.bool, builtins.complex) or \
             isinstance(dtype, np.dtype):
         return _dt.to_dtype(dtype)
     raise TypeError(f"view() received an invalid combination of arguments - got "
