@@ -317,6 +317,18 @@ SCATTER_REDUCE = [
                       np.array([[0, 1], [0, 0]])], gradgrad=False),
     Case("scatter_reduce_mean_int", lambda m, x, s, i: x.scatter_reduce(0, i, s, "mean"),
          lambda rng: [np.arange(6).reshape(2, 3), np.full((1, 3), 3), np.array([[0, 1, 0]])]),
+] + [
+    # 0-d operands: one node of the op itself, its edges to both inputs, as PyTorch's
+    Case(f"scatter_reduce_0d_{r}_{inc}",
+         lambda m, x, s, r=r, inc=inc: x.scatter_reduce(0, m.tensor(0), s, r, include_self=inc),
+         [(), ()], gradgrad=r not in ("amax", "amin"))
+    for r in ("sum", "prod", "mean", "amax", "amin") for inc in (True, False)
+] + [
+    Case("scatter_0d", lambda m, x, s: x.scatter(0, m.tensor(0), s), [(), ()]),
+    Case("scatter_value_0d", lambda m, x: m.scatter(x, -1, m.tensor(0), 2.5), [()]),
+    Case("scatter_add_0d", lambda m, x, s: x.scatter_add(0, m.tensor(0), s), [(), ()]),
+    Case("index_select_0d", lambda m, x: x.index_select(0, m.tensor(0)), [()]),
+    Case("index_select_0d_list", lambda m, x: m.index_select(x, -1, m.tensor([0])), [()]),
 ]
 
 MASKED = [

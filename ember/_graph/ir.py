@@ -254,6 +254,13 @@ class Graph:
             t = n.target
             out = t.apply(*args, **kwargs) if isinstance(t, type) else t(*args, **kwargs)
             if n.multi:
+                if len(out) != len(n.outputs):
+                    # a traced result has the structure it had on the example (as
+                    # PyTorch's ``prim::ListUnpack``): another count is an error
+                    raise RuntimeError(
+                        f"{n.op} returned {len(out)} tensors in this run but "
+                        f"{len(n.outputs)} when it was traced; a traced graph's results "
+                        "keep the number they had on the example inputs")
                 for v, o in zip(n.outputs, out):
                     env[id(v)] = o
             else:
