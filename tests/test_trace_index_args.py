@@ -438,3 +438,24 @@ def test_a_traced_split_at_more_indices_says_so():
     assert len(tm(ember.randn(6), ember.tensor([1, 4]))) == 3
     with pytest.raises(RuntimeError, match="returned 4 tensors in this run but 3"):
         tm(ember.randn(6), ember.tensor([1, 2, 4]))
+
+
+@pytest.mark.parametrize("name", ["masked_select", "one_hot"])
+def test_data_shaped_calls_export_to_onnx_and_follow_the_index(name):
+    """Their ONNX spellings (``Compress``; ``OneHot`` of width ``ReduceMax + 1``) leave
+    the output shape to the runtime: onnxruntime gives eager's answer at another index,
+    of another length."""
+    import onnx
+    import onnxruntime as ort
+    fn, shape, i0, i1 = _value_ops(ember)[name]
+    x = ember.randn(*shape)
+    buf = io.BytesIO()
+    ember.onnx.export(_Module(fn), (x, ember.tensor(i0)), buf, input_names=["x", "i"],
+                      output_names=["y"], dynamic_axes={"i": {0: "n"}})
+    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    i = np.asarray(i1, np.bool_ if name == "masked_select" else np.int64)
+    (got,) = sess.run(None, {"x": x.numpy(), "i": i})
+    want = _value_ops(torch)[name][0](torch.from_numpy(x.numpy().copy()), torch.tensor(i1))
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+    ops = {n.op_type for n in onnx.load_from_string(buf.getvalue()).graph.node}
+    assert ("Compress" if name == "masked_select" else "OneHot") in ops, ops
