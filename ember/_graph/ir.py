@@ -54,8 +54,8 @@ class Value:
         dims = ", ".join(str(s) for s in self.shape)
         strides = ", ".join(str(s) for s in (self.strides or ()))
         name = _DTYPE_SHORT.get(self.dtype.name if self.dtype is not None else "", "Tensor")
-        return (f"{name}({dims}{', ' if dims else ''}strides=[{strides}], "
-                f"requires_grad={int(self.requires_grad)}, device=cpu)")
+        layout = f"{dims}, strides=[{strides}], " if dims else ""   # 0-d: no strides
+        return f"{name}({layout}requires_grad={int(self.requires_grad)}, device=cpu)"
 
     def __repr__(self):
         return f"%{self.name} : {self.type_str()}"
