@@ -286,6 +286,9 @@ GATHERS = [
          [(3, 4)]),
     Case("take_along_dim_last", lambda m, x, i: m.take_along_dim(x, i, -1),
          _with((3, 4), [[1], [0], [3]])),
+    # along a dim, PyTorch reads the indices modulo its size
+    Case("take_along_dim_wrapped", lambda m, x, i: m.take_along_dim(x, i, 1),
+         _with((3, 4), [[-1, 5], [-4, 0], [-9, 3]])),
 ]
 
 
@@ -543,6 +546,14 @@ ERRORS = [
     ("set_out_of_range", lambda m, x: x.__setitem__(5, 1.0)),
     ("set_float_index", lambda m, x: x.__setitem__(m.tensor([0.0]), 1.0)),
     ("gather_out_of_range", lambda m, x: x.gather(1, m.tensor([[5]]))),
+    # gather and the scatters take no negative index (index_select neither)
+    ("gather_negative", lambda m, x: x.gather(1, m.tensor([[-1]]))),
+    ("gather_0d_negative", lambda m, x: x.sum().gather(0, m.tensor(-1))),
+    ("scatter_negative", lambda m, x: x.scatter(0, m.tensor([[-1]]), 1.0)),
+    ("scatter_add_negative", lambda m, x: x.scatter_add(1, m.tensor([[-2]]), x[:1, :1])),
+    ("scatter_reduce_negative", lambda m, x: x.scatter_reduce(1, m.tensor([[-1]]), x[:1, :1],
+                                                             "amax")),
+    ("take_along_dim_none_negative", lambda m, x: m.take_along_dim(x, m.tensor([-1]))),
     ("gather_ndim", lambda m, x: x.gather(1, m.tensor([1]))),
     ("gather_float_index", lambda m, x: x.gather(1, m.tensor([[1.0]]))),
     ("gather_too_big", lambda m, x: x.gather(1, m.tensor([[0]] * 4))),

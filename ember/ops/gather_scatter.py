@@ -184,7 +184,12 @@ def _gather_checks(op, input, dim, index, src=None):
                                    f"{list(xshape)} apart from dimension {d} and to be no larger "
                                    f"size than src {list(src._data.shape)}")
     n = xshape[d] if nd else 1
-    _check_range(idx, n, d)
+    if idx.size and not _is_meta(idx):
+        # PyTorch's gather and scatters take no negative index
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= n:
+            raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension "
+                               f"{d} with size {n}")
     return d, idx
 
 
@@ -589,6 +594,10 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     idx = indices if list(indices._data.shape) == shape else indices.expand(
         tuple(s if s != n else -1 for s, n in zip(shape, indices._data.shape)))
     shape[d] = input._data.shape[d]
+    a, n = indices._data, input._data.shape[d]
+    if a.size and not _is_meta(a) and (int(a.min()) < 0 or int(a.max()) >= n):
+        # PyTorch reads the indices along ``dim`` modulo its size (-1 is the last)
+        idx = idx.remainder(n)
     # PyTorch broadcasts the input with an expand even where its shape stays
     if transforming():
         if list(input._data.shape) != shape:
