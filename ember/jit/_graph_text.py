@@ -66,6 +66,9 @@ class _Printer:
         self.pending = [(aten[id(n)], n) for n in ir.nodes if id(n) in aten]
         self.env = {"self": ("%" + self_name, _qualname(module))}
         self.objects = {"%" + self_name: module}  # value name -> the (sub)module it is
+        self.taken = set()     # the attribute values' names given so far
+        self.size_ints = {}    # a local holding a size -> its aten::Int values, in use order
+        self.inline_sizes = {}  # id(a ``x.size(d)`` expression) -> its aten::Int value
 
     def fresh(self):
         self.n += 1
@@ -91,6 +94,10 @@ class _Printer:
     def value(self, e, user=None):
         """(name, type) of an expression's value, its lines emitted."""
         if isinstance(e, ast.Name):
+            if e.id in self.size_ints:
+                if not self.size_ints[e.id]:
+                    raise NotImplementedError(f"graph text: the uses of {e.id}")
+                return self.size_ints[e.id].pop(0), "int"
             if e.id not in self.env:
                 raise NotImplementedError(f"graph text: unknown name {e.id}")
             return self.env[e.id]
@@ -122,18 +129,18 @@ class _Printer:
             a, b = self.value(e.left), self.value(e.right)
             return self.emit(self.fresh(), "int", f"aten::{_INT_OPS[type(e.op)]}("
                              f"{a[0]}, {b[0]})"), "int"
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
-                e.func.attr == "size" and len(e.args) == 1 and not e.keywords:
-            x = self.value(e.func.value)
-            if not x[1].startswith("__torch__"):
-                d = self.constant(e.args[0].value, None)
-                return self.emit(self.fresh(), "int", f"aten::size({x[0]}, {d[0]})"), "int"
+        if _is_size(e):
+            if id(e) in self.inline_sizes:
+                return self.inline_sizes[id(e)], "int"
+            return self.size_read(e, 1)[0], "int"
         if isinstance(e, ast.List):
             items = [self.value(x, user) for x in e.elts]
             kinds = {t for _, t in items} or {"int"}   # ``[]``: a 0-d tensor's size
             if len(kinds) != 1:
                 raise NotImplementedError("graph text: a list of mixed types")
             kind = kinds.pop()
+            if "(" in kind:   # tensors of a known type: a ``Tensor[]``
+                kind = "Tensor"
             return self.emit(self.fresh(), f"{kind}[]", "prim::ListConstruct(" +
                              ", ".join(n for n, _ in items) + ")"), f"{kind}[]"
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
@@ -149,6 +156,17 @@ class _Printer:
                                  + ", ".join([obj] + [n for n, _ in args]) + ")",
                                  scoped=False), "Tensor"
         raise NotImplementedError(f"graph text: {ast.dump(e)[:60]}")
+
+    def size_read(self, call, uses):
+        """``x.size(d)`` read ``uses`` times, as PyTorch's tracer records it: the size
+        made a 0-d tensor (``prim::NumToTensor``) and one ``aten::Int`` of it per use,
+        each placed right after it (so the first use reads the last one)."""
+        x = self.value(call.func.value)
+        d = self.constant(call.args[0].value, None)
+        size = self.emit(self.fresh(), "int", f"aten::size({x[0]}, {d[0]})")
+        t = self.emit(self.fresh(), "Long(device=cpu)", f"prim::NumToTensor({size})")
+        ints = [self.emit(self.fresh(), "int", f"aten::Int({t})") for _ in range(uses)]
+        return ints[::-1]
 
     def constant(self, x, user):
         """A constant argument; ``user`` collects the line numbers of the constants of
@@ -167,11 +185,9 @@ class _Printer:
 
     def get_attr(self, attr, owner=None):
         """``owner.attr`` (``owner``: the value name of a module, ``self`` by default):
-        the submodule or the parameter, read once per owner."""
+        the submodule or the parameter, read where the code reads it (PyTorch's graph
+        reads ``self.layers`` again for each ``getattr(self.layers, "0")``)."""
         owner = owner or self.env["self"][0]
-        key = f"{owner}.{attr}"
-        if key in self.env:
-            return self.env[key]
         mod = self.objects.get(owner)
         if mod is None:
             raise NotImplementedError(f"graph text: an attribute of {owner}")
@@ -180,11 +196,11 @@ class _Printer:
         base = attr if attr.isidentifier() else "_" + attr
         name = "%" + base
         k = 0
-        while any(v[0] == name for v in self.env.values()):
+        while name in self.taken:
             k += 1
             name = f"%{base}.{k}"
         self.emit(name, t, f'prim::GetAttr[name="{attr}"]({owner})', scoped=False)
-        self.env[key] = (name, t)
+        self.taken.add(name)
         if sub is not None:
             self.objects[name] = sub
         return name, t
@@ -207,6 +223,8 @@ class _Printer:
         # the rest as the code writes them, which is the schema's order (a factory's
         # ``dtype=6, layout=None, device=..., pin_memory=False``)
         args += kwargs.values()
+        if fn.endswith("_like") and "memory_format" not in kwargs and kwargs:
+            args.append(ast.Constant(None))   # the schema's last argument, at its default
         consts = []
         values = [self.value(a, consts) for a in args]
         names = [n for n, _ in values]
@@ -242,7 +260,22 @@ class _Printer:
         for a, v in zip(args[1:], self.ir.inputs):
             self.env[a] = ("%" + a, v.type_str())
             head.append(f"%{a} : {v.type_str()}")
+        uses = {}
+        for n in ast.walk(fdef):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                uses[n.id] = uses.get(n.id, 0) + 1
         for st in fdef.body:
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and \
+                    isinstance(st.targets[0], ast.Name) and _is_size(st.value):
+                # ``_0 = x.size(1)``: one ``aten::Int`` per later read of ``_0``
+                self.size_ints[st.targets[0].id] = self.size_read(
+                    st.value, uses.get(st.targets[0].id, 0))
+                continue
+            # a size read inside the statement is read before it (PyTorch's trace
+            # reads it in the Python statement that computed it)
+            for sub in ast.walk(st):
+                if _is_size(sub):
+                    self.inline_sizes[id(sub)] = self.size_read(sub, 1)[0]
             if isinstance(st, ast.Assign) and len(st.targets) == 1 and \
                     isinstance(st.targets[0], ast.Name):
                 self.env[st.targets[0].id] = self.value(st.value)
@@ -270,6 +303,13 @@ class _Printer:
             return self.emit(self.fresh(), t, "prim::TupleConstruct(" +
                              ", ".join(n for n, _ in items) + ")", scoped=False)
         return self.value(e)[0]
+
+
+def _is_size(e):
+    """Whether ``e`` is ``<tensor>.size(<int>)``."""
+    return isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
+        e.func.attr == "size" and len(e.args) == 1 and not e.keywords and \
+        isinstance(e.args[0], ast.Constant) and type(e.args[0].value) is int
 
 
 def _qualname(module):
