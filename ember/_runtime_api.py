@@ -11,7 +11,7 @@ import numpy as np
 
 from ember import _core as ember
 from ember._legacy import _legacy, _threads, use_deterministic_algorithms
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.amp import GradScaler  # noqa: F401  (torch.GradScaler)
 from ember.backend import dtypes as _dt
 from ember.ops.composite_node import one_node
@@ -218,13 +218,16 @@ def cond(pred, true_fn, false_fn, operands=()):
                            "that only consists of tensor leaves")
     branch = true_fn if _truth(pred) else false_fn
     from ember.ops.matmul_graph import records_graph
-    if isinstance(pred, Tensor) and all(isinstance(o, Tensor) for o in operands) and \
-            records_graph(*operands):
-        # PyTorch records the whole call as one node over (pred, *operands)
-        return _cond_function(branch).apply(pred, *operands)
-    out = branch(*operands)
-    from ember.autograd.node_names import name_output
-    return name_output(out, "CondAutogradOpBackward", tuple(operands))
+    from ember.utils._pytree import tree_flatten, tree_unflatten
+    leaves, spec = tree_flatten(list(operands))
+    if isinstance(pred, Tensor) and all(isinstance(o, Tensor) for o in leaves) and \
+            records_graph(*leaves):
+        # PyTorch records the whole call as one node (``CondAutogradOpBackward``) over
+        # pred and the operands' tensors; a Python bool runs the branch's own ops
+        def run(*xs):
+            return branch(*tree_unflatten(list(xs), spec))
+        return _cond_function(run).apply(pred, *leaves)
+    return branch(*operands)
 
 
 def _cond_function(branch):
@@ -357,6 +360,9 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
     """Reduce consecutive segments of ``data`` along ``axis`` ("sum", "mean", "max",
     "min", "prod"); segments given by ``lengths`` or ``offsets``. Empty segments give
     ``initial``, or 0 (sum), 1 (prod), -inf/inf (max/min), nan (mean)."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        # a whole call in a capture: the segments are values of lengths or offsets
+        return m.composite_locals("segment_reduce", segment_reduce, locals())
     if indices is not None:
         raise NotImplementedError("segment_reduce(indices=...) (not implemented in torch "
                                   "either)")

@@ -1,5 +1,6 @@
 """jit.trace: the IR, loud tracing, check_trace, sizes as computations, and traced
 outputs against eager ember and against torch running the same weights."""
+import re
 import sys
 import threading
 import warnings
@@ -74,9 +75,13 @@ def test_graph_nodes_values_params_scopes_and_source():
     assert lin1.scope == "fc1" and lin1.inputs[1] is g.params["fc1.weight"]
     assert view.source == (HERE, _line("LINE_VIEW"))
     assert g.nodes[-1].scope == "" and g.outputs() == [g.nodes[-1].outputs[0]]
-    text = str(g)
+    text = str(g)   # torch's text: the size an int, the submodule calls methods
     assert "%x : Float(2, 3, 4, strides=[12, 4, 1]" in text
-    assert "scope: fc1" in text and f"{HERE}:{_line('LINE_VIEW')}" in text
+    assert "int = aten::size(%x, %3)" in text and f"{HERE}:{_line('LINE_VIEW')}" in text
+    assert "Long(device=cpu) = prim::NumToTensor(%4)" in text   # torch's 0-d size
+    assert re.search(r'prim::CallMethod\[name="forward"\]\(%fc1, %\d+\)', text), text
+    ir = str(t.inlined_graph)   # ember's IR: the submodules' nodes inlined, in scope
+    assert "scope: fc1" in ir and f"{HERE}:{_line('LINE_VIEW')}" in ir
 
 
 def test_constants_are_distinguished_and_graph_run_replays():

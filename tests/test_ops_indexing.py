@@ -286,6 +286,9 @@ GATHERS = [
          [(3, 4)]),
     Case("take_along_dim_last", lambda m, x, i: m.take_along_dim(x, i, -1),
          _with((3, 4), [[1], [0], [3]])),
+    # along a dim, PyTorch reads the indices modulo its size
+    Case("take_along_dim_wrapped", lambda m, x, i: m.take_along_dim(x, i, 1),
+         _with((3, 4), [[-1, 5], [-4, 0], [-9, 3]])),
 ]
 
 
@@ -317,6 +320,18 @@ SCATTER_REDUCE = [
                       np.array([[0, 1], [0, 0]])], gradgrad=False),
     Case("scatter_reduce_mean_int", lambda m, x, s, i: x.scatter_reduce(0, i, s, "mean"),
          lambda rng: [np.arange(6).reshape(2, 3), np.full((1, 3), 3), np.array([[0, 1, 0]])]),
+] + [
+    # 0-d operands: one node of the op itself, its edges to both inputs, as PyTorch's
+    Case(f"scatter_reduce_0d_{r}_{inc}",
+         lambda m, x, s, r=r, inc=inc: x.scatter_reduce(0, m.tensor(0), s, r, include_self=inc),
+         [(), ()], gradgrad=r not in ("amax", "amin"))
+    for r in ("sum", "prod", "mean", "amax", "amin") for inc in (True, False)
+] + [
+    Case("scatter_0d", lambda m, x, s: x.scatter(0, m.tensor(0), s), [(), ()]),
+    Case("scatter_value_0d", lambda m, x: m.scatter(x, -1, m.tensor(0), 2.5), [()]),
+    Case("scatter_add_0d", lambda m, x, s: x.scatter_add(0, m.tensor(0), s), [(), ()]),
+    Case("index_select_0d", lambda m, x: x.index_select(0, m.tensor(0)), [()]),
+    Case("index_select_0d_list", lambda m, x: m.index_select(x, -1, m.tensor([0])), [()]),
 ]
 
 MASKED = [
@@ -531,6 +546,14 @@ ERRORS = [
     ("set_out_of_range", lambda m, x: x.__setitem__(5, 1.0)),
     ("set_float_index", lambda m, x: x.__setitem__(m.tensor([0.0]), 1.0)),
     ("gather_out_of_range", lambda m, x: x.gather(1, m.tensor([[5]]))),
+    # gather and the scatters take no negative index (index_select neither)
+    ("gather_negative", lambda m, x: x.gather(1, m.tensor([[-1]]))),
+    ("gather_0d_negative", lambda m, x: x.sum().gather(0, m.tensor(-1))),
+    ("scatter_negative", lambda m, x: x.scatter(0, m.tensor([[-1]]), 1.0)),
+    ("scatter_add_negative", lambda m, x: x.scatter_add(1, m.tensor([[-2]]), x[:1, :1])),
+    ("scatter_reduce_negative", lambda m, x: x.scatter_reduce(1, m.tensor([[-1]]), x[:1, :1],
+                                                             "amax")),
+    ("take_along_dim_none_negative", lambda m, x: m.take_along_dim(x, m.tensor([-1]))),
     ("gather_ndim", lambda m, x: x.gather(1, m.tensor([1]))),
     ("gather_float_index", lambda m, x: x.gather(1, m.tensor([[1.0]]))),
     ("gather_too_big", lambda m, x: x.gather(1, m.tensor([[0]] * 4))),

@@ -80,6 +80,13 @@ TABLE = [
     Case("cond", lambda m, x: (m.cond(x.sum() > 0, lambda a: a + 1, lambda a: a - 1, (x,)),
                                m.cond(False, lambda a: a * 2, lambda a: a * 3, [x])),
          [(3,)]),
+    # a Python bool runs the branch's own ops (its node is the branch's); a tensor pred
+    # records one node over the operands' tensors, nested ones too
+    Case("cond_bool", lambda m, x: m.cond(True, lambda a: (a * 3).sin(), lambda a: a, [x]),
+         [(3,)]),
+    Case("cond_nested", lambda m, x, y: m.cond(
+        x.sum() < 0, lambda a, b: a[0] * b, lambda a, b: (a[0] - b).exp(), ([x], y)),
+         [(3,), (3,)]),
     Case("while_loop", lambda m, x: m.while_loop(lambda i, a: i < 3,
                                                  lambda i, a: (i + 1, a * 2),
                                                  (m.tensor(0), x)), [(3,)], grad=False,

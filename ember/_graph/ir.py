@@ -54,8 +54,8 @@ class Value:
         dims = ", ".join(str(s) for s in self.shape)
         strides = ", ".join(str(s) for s in (self.strides or ()))
         name = _DTYPE_SHORT.get(self.dtype.name if self.dtype is not None else "", "Tensor")
-        return (f"{name}({dims}{', ' if dims else ''}strides=[{strides}], "
-                f"requires_grad={int(self.requires_grad)}, device=cpu)")
+        layout = f"{dims}, strides=[{strides}], " if dims else ""   # 0-d: no strides
+        return f"{name}({layout}requires_grad={int(self.requires_grad)}, device=cpu)"
 
     def __repr__(self):
         return f"%{self.name} : {self.type_str()}"
@@ -254,6 +254,13 @@ class Graph:
             t = n.target
             out = t.apply(*args, **kwargs) if isinstance(t, type) else t(*args, **kwargs)
             if n.multi:
+                if len(out) != len(n.outputs):
+                    # a traced result has the structure it had on the example (as
+                    # PyTorch's ``prim::ListUnpack``): another count is an error
+                    raise RuntimeError(
+                        f"{n.op} returned {len(out)} tensors in this run but "
+                        f"{len(n.outputs)} when it was traced; a traced graph's results "
+                        "keep the number they had on the example inputs")
                 for v, o in zip(n.outputs, out):
                     env[id(v)] = o
             else:

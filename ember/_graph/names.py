@@ -32,11 +32,17 @@ RESIZE_CALLS = ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool
 # order computed at the example would be a constant of the example's values)
 SORT_CALLS = ("sort", "argsort", "topk", "nonzero", "repeat_interleave", "pdist",
               "bucketize", "searchsorted")
+# calls whose result's shape (or values) follows the values of an integer or boolean
+# tensor argument, which they read outside the ops: a trace records the whole call, and
+# a replay computes the shape again (a mask's True count, the largest index...)
+VALUE_CALLS = ("masked_select", "one_hot", "bincount", "gcd", "lcm", "segment_reduce",
+               "tensor_split", "ctc_loss")
 # eval-mode batch norm (its training mode is the ``Normalize`` primitive)
 NORM_CALLS = ("batch_norm",)
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
-                           RNN_CALLS + PACKING_CALLS + RESIZE_CALLS + SORT_CALLS + NORM_CALLS)
+                           RNN_CALLS + PACKING_CALLS + RESIZE_CALLS + SORT_CALLS + NORM_CALLS +
+                           VALUE_CALLS)
 
 _MISSING = object()
 

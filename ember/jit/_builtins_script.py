@@ -57,6 +57,13 @@ for _name, _fn in (("torch._set_item", _set_item), ("torch.clear", lambda c: c.c
     TABLE.setdefault(_name, _fn)
 
 
+def _segment_reduce(data, reduce, lengths=None, indices=None, offsets=None, axis=0,
+                    unsafe=False, initial=None):
+    from ember._runtime_api import segment_reduce
+    return segment_reduce(data, reduce, lengths=lengths, indices=indices, offsets=offsets,
+                          axis=axis, unsafe=unsafe, initial=initial)
+
+
 def _reduction(r):
     return {0: "none", 1: "mean", 2: "sum"}.get(r, r) if isinstance(r, int) else r
 
@@ -107,6 +114,9 @@ for _name, _fn in (
         ("torch.pairwise_distance", lambda a, b, p=2.0, eps=1e-6, keepdim=False:
             _F().pairwise_distance(a, b, p, eps, keepdim)),
         ("torch.one_hot", lambda t, n=-1: _F().one_hot(t, n)),
+        ("torch.ctc_loss", lambda lp, t, il, tl, blank=0, reduction=1, zero_infinity=False:
+            _F().ctc_loss(lp, t, il, tl, blank, _reduction(reduction), zero_infinity)),
+        ("torch.segment_reduce", _segment_reduce),
         ("torch.__invert__", lambda a: ~a), ("torch.__lshift__", lambda a, b: a << b),
         ("torch.__rshift__", lambda a, b: a >> b), ("torch.mT", lambda x: x.mT),
         ("torch.gcd", _math("gcd")), ("torch.factorial", _math("factorial")),

@@ -7,8 +7,8 @@ the second and later calls of the same submodule). The capture notes every submo
 call (:class:`ember._graph.capture.ModuleCall`); a call is written as a method when its
 nodes read only its arguments, its own parameters and buffers, constants and each other,
 and nothing outside it reads a value it made except through its result. The method
-returns the tensors of that result flattened, leaving out those nothing used (the trace
-dropped them), as PyTorch writes a traced call: ``nn.LSTM``'s ``(out, (h, c))`` is
+returns the tensors of that result flattened, leaving out those nothing outside the call
+reads, as PyTorch writes a traced call: ``nn.LSTM``'s ``(out, (h, c))`` is
 returned as ``(out, h, c)``, ``nn.MultiheadAttention``'s unused weights not at all. A
 call that recorded no nodes is written as PyTorch writes it: ``nn.Dropout`` in eval mode
 as ``torch.dropout(argument_1, p, False)``, any other (``nn.Identity``) as a method of
@@ -46,14 +46,20 @@ def _leaves(spec, out):
     return True
 
 
-def written_outputs(call, alive):
+def written_outputs(call, alive, users=None, out_ids=()):
     """What the method of ``call`` returns: its result's tensors flattened, those the
     trace dropped (not in ``alive``, the ids of the values the graph still makes) left
-    out; a Ref, a tuple of Refs, or None when the result cannot be written."""
+    out, and with ``users`` (``Graph.users()``) those nothing outside the call reads
+    (PyTorch's traced ``nn.GRU`` returns only the output its caller used); a Ref, a
+    tuple of Refs, or None when the result cannot be written."""
     leaves = []
     if call.output_spec is None or not _leaves(call.output_spec, leaves):
         return None
     ins = {id(v) for v in call.inputs}
+    if users is not None and isinstance(call.nodes, list):
+        mine = {id(n) for n in call.nodes}
+        alive = {id(v) for v in leaves if id(v) in out_ids or
+                 any(id(u) not in mine for u in users.get(id(v), ()))}
     live = [v for v in leaves if v.kind != "node" or id(v) in alive or id(v) in ins]
     if not live:
         return None
@@ -62,18 +68,26 @@ def written_outputs(call, alive):
 
 def call_args(call):
     """The arguments of a written call's method: its input values, each once (a value
-    passed twice, ``attn(y, y, y)``, is one argument, as PyTorch writes it)."""
+    passed twice, ``attn(y, y, y)``, is one argument, as PyTorch writes it), in the
+    order its nodes first read them (PyTorch's traced ``TransformerEncoder`` takes the
+    mask it converts first before the input)."""
     out = []
     for v in call.inputs:
         if not any(v is u for u in out):
             out.append(v)
+    if isinstance(call.nodes, list) and call.nodes:
+        first = {}
+        for i, n in enumerate(call.nodes):
+            for v in n.inputs:
+                first.setdefault(id(v), i)
+        out.sort(key=lambda v: first.get(id(v), len(call.nodes)))
     return out
 
 
 def _writable(call, graph, users, out_ids, alive):
     if call.inputs is None or not isinstance(call.nodes, list):
         return False
-    spec = written_outputs(call, alive)
+    spec = written_outputs(call, alive, users, out_ids)
     if spec is None:
         return False
     outs = [spec.value] if isinstance(spec, Ref) else [r.value for r in spec]
@@ -130,7 +144,7 @@ def plan_calls(graph):
             enclosing.append((call, ids, ok))
         if not ok:
             continue
-        plan.outputs[id(call)] = written_outputs(call, alive)
+        plan.outputs[id(call)] = written_outputs(call, alive, users, out_ids)
         if not nodes and call.dropout_p is None:
             plan.passthrough.add(id(call))
         k = counts.get(call.path, 0)

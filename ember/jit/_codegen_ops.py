@@ -695,8 +695,10 @@ def _random_fill(em, node, x, *args, generator=None, **kw):
 
 @emits("rand_like", "randn_like", "zeros_like", "ones_like", "empty_like")
 def _like(em, node, input, dtype=None, device=None, requires_grad=False, **kw):
-    return (f"torch.{node.op}({em.e(input)}, "
-            f"{_factory_kwargs(em, {'dtype': dtype, 'device': device})}, memory_format=None)")
+    # as PyTorch's trace writes it: the device only when the call named one
+    dev = "None" if device is None else literal(_as_device(device))
+    return (f"torch.{node.op}({em.e(input)}, dtype={em.e(dtype)}, layout=None, "
+            f"device={dev}, pin_memory=False)")
 
 
 @emits("getitem")

@@ -302,6 +302,24 @@ _MANGLE = itertools.count()
 _TYPES = {}  # base qualified name -> [(type key, qualified name)]
 
 
+# the nn module classes ember defines in a file of another name than torch's (torch's
+# ``BatchNorm2d`` is in ``torch.nn.modules.batchnorm``): their qualified names are torch's
+_TORCH_MODULE_FILES = {
+    **dict.fromkeys(("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d",
+                     "LazyBatchNorm2d", "LazyBatchNorm3d", "SyncBatchNorm"), "batchnorm"),
+    **dict.fromkeys(("InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+                     "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d"),
+                    "instancenorm"),
+    **dict.fromkeys(("LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d",
+                     "LazyConvTranspose2d", "LazyConvTranspose3d"), "conv"),
+    **dict.fromkeys(("FractionalMaxPool2d", "FractionalMaxPool3d"), "pooling"),
+    **dict.fromkeys(("Fold", "Unfold"), "fold"),
+    "ChannelShuffle": "channelshuffle", "Container": "container",
+    "CrossMapLRN2d": "normalization", "LazyLinear": "linear",
+    "MultiheadAttention": "activation", "NonDynamicallyQuantizableLinear": "linear",
+}
+
+
 def qualified_name(cls):
     """PyTorch's class naming: ``__torch__.<module path>.<class>``.
 
@@ -311,6 +329,8 @@ def qualified_name(cls):
     mod = cls.__module__
     if mod == "__main__":
         path = ""
+    elif mod.startswith("ember.nn.modules.") and cls.__name__ in _TORCH_MODULE_FILES:
+        path = "torch.nn.modules." + _TORCH_MODULE_FILES[cls.__name__]
     elif mod == "ember" or mod.startswith("ember."):
         path = "torch" + mod[len("ember"):]
     else:

@@ -148,7 +148,7 @@ def make_traced_module(mod, graphs):
             sub.__class__ = sub_class
     for (path, method), g in sub_graphs.items():
         sub = sm.get_submodule(path)
-        sub._jit_graphs[method] = _printed(g, sub, path) if method == "forward" else g
+        sub._jit_graphs[method] = _printed(g, sub, path, sm) if method == "forward" else g
         sub._jit_inlined_graphs[method] = g
     sm.__class__ = _traced_script_class()
     sm.__dict__["_jit_slots"] = _param_slots(sm, graphs["forward"])
@@ -165,15 +165,24 @@ def _traced_name(self):
     return self.original_name
 
 
-def _printed(g, module, path):
+def _printed(g, module, path, root=None):
     """The IR ``g`` of ``module``'s traced ``forward`` (a shallow copy: the same nodes)
     that prints as PyTorch prints a traced graph; ``path``: None for the traced module
-    itself, else the submodule's path in it."""
+    itself, else the submodule's path in ``root``."""
     import copy
 
     from ember.jit._graph_text import graph_text
+
+    def calls():
+        # the scope chain: the modules whose calls led to this one (a ModuleList holding
+        # it is never called, so it is no link)
+        parts = path.split(".")
+        prefixes = [".".join(parts[:i + 1]) for i in range(len(parts))]
+        return [p for p in prefixes[:-1] if "forward" in
+                root.get_submodule(p)._jit_class.methods] + [path]
     pg = copy.copy(g)
-    pg.printer = lambda: graph_text(module, g, module.code, path)
+    pg.printer = lambda: graph_text(module, g, module.code, path,
+                                    calls() if path is not None else None)
     return pg
 
 

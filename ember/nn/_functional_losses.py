@@ -700,6 +700,9 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     import numpy as np
 
     from ember.ops.ctc import ctc_nll
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        # a whole call in a capture: the targets' values choose the paths it sums over
+        return m.composite_locals("ctc_loss", ctc_loss, locals())
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
     unbatched = log_probs.dim() == 2

@@ -444,6 +444,9 @@ def one_hot(tensor, num_classes=-1):
     """``(*) int64 -> (*, num_classes) int64`` with a 1 at each index."""
     if not isinstance(tensor, Tensor) or tensor.dtype != ember.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if _mode_active[0] and (m := _mode_recorder((tensor,))) is not None:
+        # a whole call in a capture: without num_classes its width is the largest index
+        return m.composite_locals("one_hot", one_hot, locals())
     if tensor.numel() == 0:
         if num_classes == -1:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")

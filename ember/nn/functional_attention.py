@@ -53,7 +53,8 @@ def _canonical_mask(mask, mask_name, other_type, other_name, target_type, check_
         warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. "
                       "Use same type for both instead.", stacklevel=3)
     if mask.dtype == ember.bool:
-        mask = _bool_to_bias(mask, target_type, allowed=False)
+        # as PyTorch builds it (its traced graph: ``zeros_like``, ``masked_fill_``)
+        mask = ember.zeros_like(mask, dtype=target_type).masked_fill_(mask, _NEG_INF)
     return mask
 
 

@@ -28,6 +28,7 @@ from ember.onnx import (
     _export_losses,  # noqa: F401  (registers the losses' converters)
     _export_nn,  # noqa: F401  (registers the network layers' converters)
     _export_shape,  # noqa: F401  (registers the shapes', indexing's and factories' converters)
+    _export_value_ops,  # noqa: F401  (and the data-shaped calls')
 )
 from ember.onnx._export import UnsupportedOnnxExport
 from ember.onnx._export_registry import (

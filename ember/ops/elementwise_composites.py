@@ -3,7 +3,7 @@
 import numpy as np
 
 from ember._factory import ones, zeros
-from ember._tensor import Tensor, _make, _mode_active
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.backend.dtypes import get_default_dtype
 from ember.ops._util import with_out
 from ember.ops.elementwise import where
@@ -35,12 +35,17 @@ def heaviside(input, values):
 @with_out
 def gcd(input, other):
     """Greatest common divisor, elementwise (integers)."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        # a whole call in a capture: NumPy computes it on the arrays, not through ops
+        return m.composite("gcd", gcd, (input, other), {})
     return _make(np.gcd(_arr(input), _arr(other)))
 
 
 @with_out
 def lcm(input, other):
     """Least common multiple, elementwise (integers)."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        return m.composite("lcm", lcm, (input, other), {})
     return _make(np.lcm(_arr(input), _arr(other)))
 
 

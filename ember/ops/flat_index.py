@@ -3,7 +3,7 @@
 they run as the index ops of ``indexing``, which have their rules and spellings."""
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
@@ -137,6 +137,10 @@ class MaskedSelect(Primitive):
 def masked_select(input, mask):
     """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""
     _check_bool_mask("masked_select", mask)
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        # a whole call in a capture: its length is the number of True values of the
+        # mask, which a replay counts again
+        return m.composite("masked_select", masked_select, (input, mask), {})
     if not transforming():
         return MaskedSelect.apply(input, mask._data)
     # transforms and captures see it as broadcasting and an index

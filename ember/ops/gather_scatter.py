@@ -9,7 +9,6 @@ import numpy as np
 
 from ember._tensor import Tensor, _make, _mode_active
 from ember.autograd.node import Primitive
-from ember.autograd.node_names import name_output
 from ember.backend.dtypes import through_float32
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
@@ -185,23 +184,13 @@ def _gather_checks(op, input, dim, index, src=None):
                                    f"{list(xshape)} apart from dimension {d} and to be no larger "
                                    f"size than src {list(src._data.shape)}")
     n = xshape[d] if nd else 1
-    _check_range(idx, n, d)
+    if idx.size and not _is_meta(idx):
+        # PyTorch's gather and scatters take no negative index
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= n:
+            raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension "
+                               f"{d} with size {n}")
     return d, idx
-
-
-def _scalar_wrap(fn):
-    """Run a dim op on 0-d operands as 1-element 1-D ones (PyTorch treats them so)."""
-    def wrapped(input, dim, index, *rest, **kw):
-        if input._data.ndim == 0 and index._data.ndim == 0:
-            rest = tuple(r.reshape(1) if isinstance(r, Tensor) and r._data.ndim == 0 else r
-                         for r in rest)
-            out = fn(input.reshape(1), dim, index.reshape(1), *rest, **kw)
-            # PyTorch's kernel takes 0-d operands itself: the node is the op's, not a view's
-            return name_output(out.reshape(()), out.grad_fn.name(), (input,) + rest) \
-                if out.grad_fn is not None else out.reshape(())
-        return fn(input, dim, index, *rest, **kw)
-    wrapped.__name__, wrapped.__doc__ = fn.__name__, fn.__doc__
-    return wrapped
 
 
 @with_out
@@ -245,7 +234,6 @@ class ScatterValue(Scatter):
 
 
 @with_out
-@_scalar_wrap
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     """``input`` with ``src`` (a tensor, or the number ``value``) written at ``index``
     along ``dim``; ``reduce='add'|'multiply'`` combines instead of overwriting."""
@@ -263,7 +251,6 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
 
 
 @with_out
-@_scalar_wrap
 def scatter_add(input, dim, index, src):
     """``input`` with ``src`` added at ``index`` along ``dim``; repeated indices sum."""
     src = _src_for(input, src)
@@ -323,8 +310,9 @@ class ScatterReduce(Primitive):
             # ties share the gradient evenly, as in PyTorch. A NaN result equals none of
             # its candidates: the count there is 0 and the shares 0 * (g / 0) are NaN, as
             # torch's; an untouched NaN input likewise gets a NaN gradient
-            mask_x = (x == out) if include_self else (x == out) & ~touched
-            mask_s = s == out[pos]
+            # (arrays even for 0-d operands, where ``==`` gives a NumPy scalar)
+            mask_x = xp.asarray((x == out) if include_self else (x == out) & ~touched)
+            mask_s = xp.asarray(s == out[pos])
             n = mask_x.astype(x.dtype)
             xp.add.at(n, pos, mask_s.astype(x.dtype))
             self.amax = (mask_x, mask_s, n)
@@ -371,7 +359,6 @@ def _prod_grads(gy, x, src, out, idx, dim, include_self):
 
 
 @with_out
-@_scalar_wrap
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     """``input`` with ``src`` combined in at ``index`` along ``dim`` by ``reduce``
     (``'sum'``, ``'prod'``, ``'mean'``, ``'amax'`` or ``'amin'``); with
@@ -393,10 +380,14 @@ def _along(idx, dim):
 class IndexSelect(Primitive):
     def forward(self, x, idx, dim):
         self.meta = (x.shape, idx, dim)
+        if x.ndim == 0:  # one element, at its one valid index (checked by the caller)
+            return _xp(x).array(x, copy=True)
         return _xp(x).take(x, idx, axis=dim)
 
     def backward(self, gy):
         shape, idx, dim = self.meta
+        if not shape:
+            return gy, None, None
         return IndexAdd.apply(_zeros(gy, shape), gy, idx, dim, 1), None, None
 
     jvp = _jvp.linear(0)
@@ -481,7 +472,9 @@ def index_select(input, dim, index, *, out=None):
             raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
                                f"{idx.size} value(s)")
         _check_range(idx, 1, 0, IndexError)
-        return input.clone()
+        if transforming():  # the modes' rules (vmap's) take the op on arrays of 1+ dims
+            return input.clone()
+        return IndexSelect.apply(input, idx, 0)  # PyTorch's node, on the 0-d input
     n = input._data.shape[d]
     if idx.size and not _is_meta(idx) and (int(idx.min()) < 0 or int(idx.max()) >= n):
         raise IndexError("index out of range in self")
@@ -601,6 +594,10 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     idx = indices if list(indices._data.shape) == shape else indices.expand(
         tuple(s if s != n else -1 for s, n in zip(shape, indices._data.shape)))
     shape[d] = input._data.shape[d]
+    a, n = indices._data, input._data.shape[d]
+    if a.size and not _is_meta(a) and (int(a.min()) < 0 or int(a.max()) >= n):
+        # PyTorch reads the indices along ``dim`` modulo its size (-1 is the last)
+        idx = idx.remainder(n)
     # PyTorch broadcasts the input with an expand even where its shape stays
     if transforming():
         if list(input._data.shape) != shape:

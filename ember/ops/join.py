@@ -328,6 +328,9 @@ def tensor_split(input, indices_or_sections, dim=0):
     d = wrap_dim(dim, nd)
     n = input._data.shape[d]
     ios = indices_or_sections
+    if isinstance(ios, Tensor) and _mode_active[0] and (m := _mode_recorder()) is not None:
+        # a whole call in a capture: the split points are values of the tensor
+        return m.composite_locals("tensor_split", tensor_split, locals())
     if isinstance(ios, Tensor):
         if ios._data.dtype != np.int64:
             raise RuntimeError("tensor_split expected tensor_indices_or_sections to have dtype "

@@ -24,6 +24,9 @@ def _arr(t):
 def bincount(input, weights=None, minlength=0):
     """Count of each value of a 1-D non-negative integer tensor (weighted sums with
     ``weights``)."""
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        # a whole call in a capture: its length is the largest value (or minlength)
+        return m.composite_locals("bincount", bincount, locals())
     x = _arr(input)
     if x.ndim != 1 or x.dtype.kind not in "iub":
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")

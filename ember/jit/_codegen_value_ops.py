@@ -1,0 +1,56 @@
+"""TorchScript spellings of the calls a trace records whole because their result's
+shape (or values) follows the values of an integer or boolean tensor argument:
+``masked_select``, ``one_hot``, ``bincount``, ``gcd``/``lcm``, ``segment_reduce``,
+``tensor_split`` at a tensor of indices, ``ctc_loss``. Written as the aten call on the
+traced values, so a saved trace computes the shape at run time, as PyTorch's does."""
+from ember.jit._codegen_emitter import emits, literal
+
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+@emits("masked_select")
+def _masked_select(em, node, input, mask):
+    return f"torch.masked_select({em.e(input)}, {em.e(mask)})"
+
+
+@emits("one_hot")
+def _one_hot(em, node, tensor, num_classes=-1):
+    return f"torch.one_hot({em.e(tensor)}, {em.e(num_classes)})"
+
+
+@emits("bincount")
+def _bincount(em, node, input, weights=None, minlength=0):
+    return f"torch.bincount({em.e(input)}, {em.e(weights)}, {em.e(minlength)})"
+
+
+@emits("gcd")
+def _gcd(em, node, input, other):
+    return f"torch.gcd({em.e(input)}, {em.e(other)})"
+
+
+@emits("lcm")
+def _lcm(em, node, input, other):
+    return f"torch.lcm({em.e(input)}, {em.e(other)})"
+
+
+@emits("segment_reduce")
+def _segment_reduce(em, node, data, reduce, *, lengths=None, indices=None, offsets=None,
+                    axis=0, unsafe=False, initial=None):
+    return (f"torch.segment_reduce({em.e(data)}, {literal(reduce)}, lengths={em.e(lengths)}, "
+            f"indices={em.e(indices)}, offsets={em.e(offsets)}, axis={em.e(axis)}, "
+            f"unsafe={em.e(unsafe)}, initial={em.e(initial)})")
+
+
+@emits("tensor_split")
+def _tensor_split(em, node, input, indices_or_sections, dim=0):
+    parts = em.tmp(f"torch.tensor_split({em.e(input)}, {em.e(indices_or_sections)}, "
+                   f"{em.e(dim)})")
+    return [f"{parts}[{i}]" for i in range(len(node.outputs))]
+
+
+@emits("ctc_loss")
+def _ctc_loss(em, node, log_probs, targets, input_lengths, target_lengths, blank=0,
+              reduction="mean", zero_infinity=False):
+    return (f"torch.ctc_loss({em.e(log_probs)}, {em.e(targets)}, {em.e(input_lengths)}, "
+            f"{em.e(target_lengths)}, {em.e(blank)}, {_REDUCTIONS[reduction]}, "
+            f"{em.e(zero_infinity)})")
