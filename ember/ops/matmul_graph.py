@@ -347,6 +347,7 @@ class _BiasAdd(Add):
     place to the fresh result of its ``matmul``, as PyTorch's ``add_`` there (no second
     product-sized array; the product is ``linear``'s own temporary, seen by no one)."""
     _node_name = "AddBackward0"
+    _op_name = "Add"  # the same op as Add (its spellings and messages), computed in place
     profiler_name = "aten::add_"
 
     def forward(self, a, b):
