@@ -38,6 +38,8 @@ class ScriptClass:
         self.const_types = {}
         self.methods = {}  # name -> compiled callable(self, *args)
         self.method_sources = {}  # name -> source text of the def (dedented)
+        # ``.code`` of methods compiled by ``jit.script`` prints their SSA form
+        self.print_ssa = False
         self._ctor = None
 
     @property
@@ -195,7 +197,8 @@ class RecursiveScriptModule(ScriptModule):
         if src is None:
             raise RuntimeError(f"{self._jit_class.qualname} has no method {name!r}")
         # a file's ``self: __torch__.X`` annotation is not shown, as PyTorch prints code
-        return _SELF_ANNOTATION.sub(r"\1self", src, count=1) + "\n"
+        src = _SELF_ANNOTATION.sub(r"\1self", src, count=1)
+        return (printed_code(src) if self._jit_class.print_ssa else src) + "\n"
 
     @property
     def code(self):
@@ -255,6 +258,17 @@ class RecursiveScriptModule(ScriptModule):
         return new
 
 
+def printed_code(source):
+    """A compiled ``def`` as PyTorch prints it (SSA form, see
+    :mod:`ember.jit._code_print`); constructs that printer does not model print as
+    compiled."""
+    from ember.jit._code_print import Unmodelled, ssa_code
+    try:
+        return ssa_code(source)
+    except Unmodelled:
+        return source
+
+
 _SELF_ANNOTATION = re.compile(r"^(def \w+\()self\s*:\s*[\w.]+")
 
 
@@ -275,6 +289,7 @@ class ScriptFunction:
 
     def __init__(self, fn, qualname, source, cu=None):
         self._fn, self.qualified_name, self._source, self._cu = fn, qualname, source, cu
+        self._print_ssa = False
         self.graph = _CodeGraph(source)
         self.inlined_graph = self.graph
 
@@ -284,7 +299,7 @@ class ScriptFunction:
 
     @property
     def code(self):
-        return self._source + "\n"
+        return (printed_code(self._source) if self._print_ssa else self._source) + "\n"
 
     def __call__(self, *args, **kwargs):
         return self._fn(*args, **kwargs)
