@@ -500,7 +500,7 @@ def script(obj, optimize=None, _frontend=None, _rcb=None, example_inputs=None):
         reused = sm.__dict__.get("_jit_reused", ())
         for m in sm.modules():
             if id(m) not in reused and not _inside_reused(sm, m, reused):
-                m._jit_class.print_ssa = True
+                m._jit_class.scripted = True
         return sm
     if inspect.isfunction(obj):
         if getattr(obj, "_ember_jit_ignore", False):
@@ -511,7 +511,7 @@ def script(obj, optimize=None, _frontend=None, _rcb=None, example_inputs=None):
         comp.name = qual.rsplit(".", 1)[-1]
         functions = ctx.all_functions()
         sf = create_script_function(comp.source(), qual, functions=functions)
-        sf._print_ssa = True
+        sf._scripted = True
         return sf
     if inspect.isclass(obj):
         raise NotSupportedError(f"jit.script of the Python class {obj.__name__} is not "
