@@ -20,23 +20,16 @@ __all__ = ["run_scripted"]
 _state = threading.local()
 
 
-class _Outputs:
-    """The inner outputs a DifferentiableGraph node stands for (not a tensor argument)."""
-    __slots__ = ("tensors",)
-
-    def __init__(self, tensors):
-        self.tensors = tensors
-
-
 class DifferentiableGraph(Function):
     """One node for a scripted call's whole graph (``DifferentiableGraphBackward``)."""
 
     @staticmethod
-    def forward(ctx, outputs, *leaves):
-        ctx.inner = outputs.tensors
-        ctx.n_leaves = len(leaves)
+    def forward(ctx, *leaves):
+        # the inner outputs come beside the arguments, so that the node's edges are
+        # the leaves' alone (PyTorch's next_functions)
+        ctx.inner = _state.pending
         ctx.save_for_backward(*leaves)
-        return tuple(t.detach() for t in outputs.tensors)
+        return tuple(t.detach() for t in ctx.inner)
 
     @staticmethod
     def backward(ctx, *grads):
@@ -45,11 +38,16 @@ class DifferentiableGraph(Function):
         leaves = ctx.saved_tensors
         pairs = [(o, g) for o, g in zip(ctx.inner, grads) if g is not None]
         if not pairs:
-            return (None,) * (1 + ctx.n_leaves)
+            return (None,) * len(leaves)
         got = autograd.grad([o for o, _ in pairs], list(leaves),
                             grad_outputs=[g for _, g in pairs], retain_graph=True,
                             create_graph=is_grad_enabled(), allow_unused=True)
-        return (None,) + tuple(got)
+        return tuple(got)
+
+
+# PyTorch's name() for the node, C++ namespace included (a tensor prints the last part)
+DifferentiableGraph._backward_cls._node_name = \
+    "torch::jit::(anonymous namespace)::DifferentiableGraphBackward"
 
 
 def _tensors(obj, out):
@@ -81,9 +79,14 @@ def _replace(obj, table):
 def run_scripted(counts, key, fn, args, kwargs, params=()):
     """Call ``fn(*args, **kwargs)``: a scripted method or function counted in ``counts``
     under ``key``; from its second call on, outputs hang from one
-    ``DifferentiableGraphBackward`` node when gradients are being recorded."""
+    ``DifferentiableGraphBackward`` node when gradients are being recorded.
+
+    The count is kept per pattern of tensor arguments requiring grad."""
     if getattr(_state, "inside", False):
         return fn(*args, **kwargs)
+    # PyTorch profiles again (runs as written) for each new pattern of inputs that
+    # require grad
+    key = (key, tuple(t.requires_grad for t in _tensors((args, kwargs), [])))
     calls = counts.get(key, 0)
     counts[key] = calls + 1
     _state.inside = True
@@ -106,7 +109,11 @@ def run_scripted(counts, key, fn, args, kwargs, params=()):
             inner.append(t)
     if not leaves or not inner:
         return out
-    wrapped = DifferentiableGraph.apply(_Outputs(inner), *leaves)
+    _state.pending = inner
+    try:
+        wrapped = DifferentiableGraph.apply(*leaves)
+    finally:
+        _state.pending = None
     if not isinstance(wrapped, tuple):
         wrapped = (wrapped,)
     return _replace(out, {id(o): w for o, w in zip(inner, wrapped)})

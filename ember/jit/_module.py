@@ -296,7 +296,9 @@ class ScriptFunction:
 
     def __init__(self, fn, qualname, source, cu=None):
         self._fn, self.qualified_name, self._source, self._cu = fn, qualname, source, cu
+        # compiled by ``jit.script``: see ScriptClass.scripted
         self._scripted = False
+        self._calls = {}
         self.graph = _CodeGraph(source)
         self.inlined_graph = self.graph
 
