@@ -196,6 +196,11 @@ class _Trace(_modes.Mode):
                  python_ops=False):
         self.graph = Graph()
         self.script_calls = script_calls
+        # jit.trace (the capture that records script calls) names a value after the
+        # caller's local that holds it when an op reads it, as PyTorch's tracer does
+        self.name_locals = script_calls
+        self.local_names = {}   # local name -> the Value named after it last
+        self.local_suffix = {}
         # a custom autograd.Function is one node (PyTorch's prim::PythonOp), not the ops
         # its forward runs: for the pictures, which show what the user called
         self.python_ops = python_ops
@@ -253,11 +258,36 @@ class _Trace(_modes.Mode):
         self.tmap[id(t)] = (t, v)
         return v
 
+    def _name_from_locals(self, t, v):
+        """Name the unnamed value ``v`` after a local of the user's frame that holds
+        ``t`` itself (PyTorch's tracer asks the calling frame when an op reads a value).
+        A name given before passes to the newer value; the older one takes a suffix
+        (``a.1``), as PyTorch renames it."""
+        f = _user_frame(3)
+        if f is None:
+            return
+        for k, x in f.f_locals.items():
+            if x is t:
+                if k == "self" or not k.isidentifier() or (k[0] == "_" and k[1:].isdigit()):
+                    return
+                old = self.local_names.get(k)
+                if old is not None:
+                    n = self.local_suffix.get(k, 0) + 1
+                    self.local_suffix[k] = n
+                    old.name = f"{k}.{n}"
+                elif k in self.graph._names:
+                    k = self.graph._fresh(k)   # an input's name: the new value is k.N
+                self.local_names[k] = v
+                v.name = k
+                return
+
     def encode(self, tree, inputs):
         """(tree with Refs in place of tensors and traced ints, plain tree to run)."""
         t = type(tree)
         if t is Tensor or isinstance(tree, Tensor):
             v = self.value_of(tree)
+            if self.name_locals and v.kind == "node" and v.name.isdigit():
+                self._name_from_locals(tree, v)
             inputs.append(v)
             return Ref(v), tree
         if t is SymInt:

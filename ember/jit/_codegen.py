@@ -181,7 +181,7 @@ def _module_local(em, path, prefix, locals_, header):
 
 _TEMP = re.compile(r"\b_\d+\b")
 _ASSIGN_TMP = re.compile(r"^(_t\d+) = (.*)$")
-_ASSIGN = re.compile(r"^(_\d+) = (.*)$")
+_ASSIGN = re.compile(r"^([A-Za-z_]\w*) = (.*)$")
 
 
 def _inline(body):
@@ -251,12 +251,16 @@ def _tidy(lines, header, locals_, own_params, args):
     return out
 
 
-def _out_names(em, values):
-    """Names for the values a call returns (a fresh one where a value is named already)."""
+def _out_names(em, values, unnamed=False):
+    """Names for the values a call returns (a fresh one where a value is named already;
+    ``unnamed``: a numbered one where a value has a local's name)."""
     names = []
     for v in values:
         if id(v) in em.names:
             names.append(em.tmp_name())
+        elif unnamed and not v.name.isdigit():
+            names.append(em.tmp_name("_100000"))
+            em.names[id(v)] = names[-1]
         else:
             names.append(em.name(v))
     return names
@@ -288,8 +292,10 @@ def _call_line(em, child, plan, prefix, locals_, header, rename=False):
     spec = plan.outputs[id(child)]
     values = [spec.value] if isinstance(spec, Ref) else [r.value for r in spec]
     # fresh temporaries (``_tidy`` numbers every ``_<n>`` in order of appearance)
+    # what a traced submodule call returns has no local's name: PyTorch makes the call's
+    # output after the op inside that was named
     names = [em.tmp_name("_100000") for _ in values] if rename else \
-        _out_names(em, values)
+        _out_names(em, values, unnamed=True)
     if isinstance(spec, Ref):
         em.lines.append(f"{names[0]} = {expr}")
     else:

@@ -167,7 +167,9 @@ class _Printer:
         if len(outs) != 1:
             raise NotImplementedError(f"graph text: torch.{fn} with several outputs")
         t = outs[0].type_str()
-        return self.emit(self.fresh(), t, f"aten::{fn}(" + ", ".join(names) + ")", node), t
+        # a value named after the user's local that held it prints under that name
+        name = self.fresh() if outs[0].name.isdigit() else "%" + outs[0].name
+        return self.emit(name, t, f"aten::{fn}(" + ", ".join(names) + ")", node), t
 
     # ----- statements -----------------------------------------------------------------
     def run(self, fdef):
