@@ -139,6 +139,34 @@ def _user_frame(start=2):
     return f
 
 
+_NN_DIR = os.path.join(_EMBER_DIR, "nn", "")
+# nn.functional functions that PyTorch runs in C++ (no Python frame of their own)
+_NATIVE_FUNCTIONAL = {
+    "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+    "conv_transpose2d", "conv_transpose3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "gelu", "softplus", "hardshrink", "softshrink", "logsigmoid", "pixel_shuffle",
+    "pixel_unshuffle", "channel_shuffle", "one_hot", "pdist", "cosine_similarity",
+    "pairwise_distance", "hardtanh_", "elu_", "leaky_relu_", "rrelu_",
+}
+
+
+def _torch_frame(f):
+    """The frame PyTorch's tracer would see as the innermost Python frame of the call
+    running at ``f``: the user's code, or the ``forward`` of an ``nn`` module and the
+    ``nn.functional`` functions, which are Python in PyTorch too."""
+    while f is not None:
+        path, name = f.f_code.co_filename, f.f_code.co_name
+        if not path.startswith(_EMBER_DIR):
+            return f
+        if path.startswith(_NN_DIR) and not name.startswith("_"):
+            base = os.path.basename(path)
+            if (os.sep + "modules" + os.sep in path and name == "forward") or \
+                    (base.startswith("functional") and name not in _NATIVE_FUNCTIONAL):
+                return f
+        f = f.f_back
+    return None
+
+
 class ModuleCall:
     """One call of a submodule seen by a capture: its qualified ``path``, the Values of
     its tensor (and traced int) arguments in order (None when one was a constant), the
@@ -263,7 +291,7 @@ class _Trace(_modes.Mode):
         ``t`` itself (PyTorch's tracer asks the calling frame when an op reads a value).
         A name given before passes to the newer value; the older one takes a suffix
         (``a.1``), as PyTorch renames it."""
-        f = _user_frame(3)
+        f = _torch_frame(sys._getframe(2))
         if f is None:
             return
         for k, x in f.f_locals.items():

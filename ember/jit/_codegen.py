@@ -203,7 +203,14 @@ def _inline(body):
         else:
             out.append([None, ln])
             continue
-        for t in reversed(_TEMP.findall(expr)):
+        found = _TEMP.findall(expr)
+        if target == "return" and not found and expr.isidentifier():
+            # a value named after a local is written inline only where it is returned
+            # as it is (PyTorch keeps the names of the values it does not return)
+            found = [expr]
+            uses.setdefault(expr, sum(len(re.findall(rf"(?<![\w.]){expr}\b", ln))
+                                      for ln in body) - 1)
+        for t in reversed(found):
             prev = out[-1] if out else None
             if prev is None or prev[0] != t or uses.get(t) != 1 or len(prev[1]) + 2 >= 40:
                 break
