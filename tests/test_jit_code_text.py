@@ -311,6 +311,12 @@ for i in range(3):
     (gw,) = torch.autograd.grad(r.sum(), w)
     print(fmt(gw))
 print(g(torch.rand(3)).grad_fn)
+print("#### double backward through the graph")
+for i in range(3):
+    r = g(w)
+    (gw,) = torch.autograd.grad(r.sum(), w, create_graph=True)
+    (gg,) = torch.autograd.grad(gw.sum(), w)
+    print(i, r.grad_fn.name(), fmt(gg))
 '''
 
 
