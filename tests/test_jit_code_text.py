@@ -8,6 +8,7 @@ constant folding, lines split for length, attribute reads, submodule and method 
 attribute writes and results that are not used.
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -320,6 +321,107 @@ for i in range(3):
 '''
 
 
+# traced modules whose values torch names after the Python locals holding them (in the
+# caller, in nn modules' forward and in nn.functional's Python functions)
+TRACED = r'''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+
+
+class Sq(nn.Module):
+    def forward(self, x):
+        y = x * x
+        z = torch.relu(y)
+        return z
+
+
+class Lin(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x)
+        h = torch.tanh(h)
+        out = h + x
+        return out, h
+
+
+class Rebind(nn.Module):
+    def forward(self, x, y):
+        a = x + y
+        b = a * a
+        a = b - x
+        return torch.sigmoid(a)
+
+
+class Func(nn.Module):
+    def forward(self, x):
+        y = x + 1
+        z = F.relu(y)
+        w = F.softmax(z, dim=1)
+        return w * z
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+        self.seq = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+    def forward(self, x, h):
+        y = self.linear(x)
+        z = self.linear(y * y)
+        hidden = torch.tanh(z + h)
+        return hidden + self.seq(x)
+
+
+@torch.jit.script
+def scripted(x):
+    return x * 2, x + 1
+
+
+class CallsScript(nn.Module):
+    def forward(self, x):
+        p, q = scripted(x)
+        r = torch.relu(q)
+        return r - p
+
+
+def fn(x, y):
+    s = x + y
+    t = s * x
+    return torch.relu(t)
+
+
+x, h = torch.rand(3, 4), torch.rand(3, 4)
+for M, args in ((Sq, (x,)), (Lin, (x,)), (Rebind, (x, h)), (Func, (x,)), (Net, (x, h)),
+                (CallsScript, (x,))):
+    t = torch.jit.trace(M(), args)
+    for path, sub in t.named_modules():
+        if not path or "forward" in getattr(sub, "_c", sub)._method_names() \
+                if hasattr(sub, "_c") else True:
+            print("#### " + M.__name__ + " " + path)
+            try:
+                print(sub.code)
+            except Exception as e:
+                print(type(e).__name__)
+    print("#### " + M.__name__ + " graph")
+    print(t.graph)
+tf = torch.jit.trace(fn, (x, h))
+print("#### fn")
+print(tf.code)
+'''
+# sections printed exactly as torch prints them (the others differ in what ember's
+# trace writes for other reasons: a scalar as a constant tensor, a scripted function
+# called from the trace is inlined, graph value numbers, ``%self`` vs ``%self.1``)
+TRACED_SAME = {"Sq ", "Lin ", "Lin lin", "Rebind ", "Net ", "Net linear", "Net seq",
+               "Net seq.0", "Net seq.1", "fn"}
+
+
 def _sections(cmd, cwd):
     env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env, cwd=cwd)
@@ -348,6 +450,31 @@ def test_scripted_code_and_calls_print_what_torch_prints(tmp_path):
     for piece in ("_0 = x", "while _0:", "y0, h0", ", = ", "for i in range(",
                   "DifferentiableGraphBackward", "self.count = "):
         assert piece in text, piece
+
+
+def _names(lines):
+    """The values named after locals: assignment targets in code, ``%name`` in graphs."""
+    text = "\n".join(lines)
+    found = [n.strip() for t in re.findall(r"^ +([A-Za-z_][\w, ]*?),? = ", text, re.M)
+             for n in t.split(",")]
+    found += [n for n in re.findall(r"%([A-Za-z_]\w*(?:\.\d+)?) :", text)
+              if n not in ("self", "self.1")]
+    return found
+
+
+def test_traced_values_are_named_after_the_locals_holding_them(tmp_path):
+    prog = tmp_path / "traced.py"
+    prog.write_text(TRACED)
+    ref = _sections([sys.executable, str(prog)], str(tmp_path))
+    got = _sections([sys.executable, "-m", "ember", "run", str(prog)], str(tmp_path))
+    assert list(got) == list(ref)
+    for name in ref:
+        if name in TRACED_SAME:
+            assert got[name] == ref[name], name
+        assert _names(got[name]) == _names(ref[name]), name
+    named = {n for lines in ref.values() for n in _names(lines)}
+    for n in ("y", "h", "a.1", "input.1", "w", "hidden", "p", "q", "r", "a0", "input0"):
+        assert n in named, n
 
 
 def test_unmodelled_code_prints_as_compiled():

@@ -389,7 +389,8 @@ def function_source(graph, name):
                                   "parameters (trace the module instead)")
     params, lines = _body(graph, _arg_names(graph))
     ret = _type_of(graph.output_spec)
-    return f"def {_ident(name)}({', '.join(params)}) -> {ret}:\n" + \
+    head = ",\n    ".join(params)   # one parameter a line, as PyTorch prints a signature
+    return f"def {_ident(name)}({head}) -> {ret}:\n" + \
         "".join(f"  {ln}\n" for ln in lines)
 
 
