@@ -173,7 +173,7 @@ def _fold(fn, vals):
 
 
 class _Builder:
-    def __init__(self, fdef, source):
+    def __init__(self, source):
         self.source = source
         self.consts = []
 
@@ -206,6 +206,8 @@ class _Builder:
                 isinstance(e.operand, ast.Constant):
             return self.const(seg)
         if isinstance(e, ast.Name):
+            if e.id in ("inf", "nan") and e.id not in env:
+                return self.const(e.id)
             if e.id not in env:
                 raise Unmodelled(f"name {e.id}")
             return env[e.id]
@@ -224,6 +226,19 @@ class _Builder:
         if isinstance(e, ast.List):
             vals = [self.expr(x, env, block) for x in e.elts]
             return self.op(block, lambda ins: "[" + ", ".join(ins) + "]", vals)
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.Not, ast.USub)):
+            v = self.expr(e.operand, env, block)
+            fn = "torch.__not__" if isinstance(e.op, ast.Not) else "torch.neg"
+            r = _fold(fn, [self.const_value(v)]) if v.is_const else None
+            if r is not None:
+                return self.const(repr(r))
+            return self.op(block, lambda ins, fn=fn: f"{fn}({ins[0]})", [v])
+        if isinstance(e, ast.Dict) and None not in e.keys:
+            vals = []
+            for k, x in zip(e.keys, e.values):
+                vals += [self.expr(k, env, block), self.expr(x, env, block)]
+            return self.op(block, lambda ins: "{" + ", ".join(
+                f"{ins[i]}: {ins[i + 1]}" for i in range(0, len(ins), 2)) + "}", vals)
         if isinstance(e, ast.Subscript):
             tuple_index = seg.startswith("(")
             base = self.expr(e.value, env, block)
@@ -299,10 +314,8 @@ class _Builder:
                     raise Unmodelled("chained assignment")
                 self.assign(s.targets[0], s.value, env, block)
             elif isinstance(s, ast.Expr):
-                v = self.expr(s.value, env, block)
-                if v is not None and v.node is not None and v.node.kind == "op" \
-                        and not v.uses and v.node.block is block:
-                    pass   # an unused result stays a node: printed as ``_0 = call(...)``
+                # an unused result stays a node: printed ``_0 = call(...)`` unless pure
+                self.expr(s.value, env, block)
             elif isinstance(s, ast.If):
                 ret = self.if_(s, env, block, rest)
                 if ret is not None:
@@ -475,7 +488,7 @@ def build(source):
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
         raise Unmodelled("expected one def")
     fdef = tree.body[0]
-    b = _Builder(fdef, source)
+    b = _Builder(source)
     params = [a.arg for a in fdef.args.args]
     env = {}
     values = []
