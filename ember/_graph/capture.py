@@ -56,6 +56,7 @@ import numpy as np
 
 from ember import _tensor
 from ember._graph.ir import ArrayRef, Graph, Node, Ref, arg_names
+from ember._graph.local_names import name_from_locals
 from ember._graph.names import NORM_CALLS, RANDOM_CALLS, RNN_CALLS
 from ember._graph.symint import SymInt, _size, _state  # noqa: F401  (re-exported)
 from ember.autograd import _modes
@@ -139,34 +140,6 @@ def _user_frame(start=2):
     return f
 
 
-_NN_DIR = os.path.join(_EMBER_DIR, "nn", "")
-# nn.functional functions that PyTorch runs in C++ (no Python frame of their own)
-_NATIVE_FUNCTIONAL = {
-    "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
-    "conv_transpose2d", "conv_transpose3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-    "gelu", "softplus", "hardshrink", "softshrink", "logsigmoid", "pixel_shuffle",
-    "pixel_unshuffle", "channel_shuffle", "one_hot", "pdist", "cosine_similarity",
-    "pairwise_distance", "hardtanh_", "elu_", "leaky_relu_", "rrelu_",
-}
-
-
-def _torch_frame(f):
-    """The frame PyTorch's tracer would see as the innermost Python frame of the call
-    running at ``f``: the user's code, or the ``forward`` of an ``nn`` module and the
-    ``nn.functional`` functions, which are Python in PyTorch too."""
-    while f is not None:
-        path, name = f.f_code.co_filename, f.f_code.co_name
-        if not path.startswith(_EMBER_DIR):
-            return f
-        if path.startswith(_NN_DIR) and not name.startswith("_"):
-            base = os.path.basename(path)
-            if (os.sep + "modules" + os.sep in path and name == "forward") or \
-                    (base.startswith("functional") and name not in _NATIVE_FUNCTIONAL):
-                return f
-        f = f.f_back
-    return None
-
-
 class ModuleCall:
     """One call of a submodule seen by a capture: its qualified ``path``, the Values of
     its tensor (and traced int) arguments in order (None when one was a constant), the
@@ -228,7 +201,7 @@ class _Trace(_modes.Mode):
         # caller's local that holds it when an op reads it, as PyTorch's tracer does
         self.name_locals = script_calls
         self.local_names = {}   # local name -> the Value named after it last
-        self.local_suffix = {}
+        self.local_suffix = {}  # local name -> the last suffix given (``a.1``, ``a.2``)
         # a custom autograd.Function is one node (PyTorch's prim::PythonOp), not the ops
         # its forward runs: for the pictures, which show what the user called
         self.python_ops = python_ops
@@ -286,36 +259,13 @@ class _Trace(_modes.Mode):
         self.tmap[id(t)] = (t, v)
         return v
 
-    def _name_from_locals(self, t, v):
-        """Name the unnamed value ``v`` after a local of the user's frame that holds
-        ``t`` itself (PyTorch's tracer asks the calling frame when an op reads a value).
-        A name given before passes to the newer value; the older one takes a suffix
-        (``a.1``), as PyTorch renames it."""
-        f = _torch_frame(sys._getframe(2))
-        if f is None:
-            return
-        for k, x in f.f_locals.items():
-            if x is t:
-                if k == "self" or not k.isidentifier() or (k[0] == "_" and k[1:].isdigit()):
-                    return
-                old = self.local_names.get(k)
-                if old is not None:
-                    n = self.local_suffix.get(k, 0) + 1
-                    self.local_suffix[k] = n
-                    old.name = f"{k}.{n}"
-                elif k in self.graph._names:
-                    k = self.graph._fresh(k)   # an input's name: the new value is k.N
-                self.local_names[k] = v
-                v.name = k
-                return
-
     def encode(self, tree, inputs):
         """(tree with Refs in place of tensors and traced ints, plain tree to run)."""
         t = type(tree)
         if t is Tensor or isinstance(tree, Tensor):
             v = self.value_of(tree)
             if self.name_locals and v.kind == "node" and v.name.isdigit():
-                self._name_from_locals(tree, v)
+                name_from_locals(self, tree, v, sys._getframe(1))
             inputs.append(v)
             return Ref(v), tree
         if t is SymInt:

@@ -175,7 +175,7 @@ class RecursiveScriptModule(ScriptModule):
         if cls.scripted:
             from ember.jit._diff_graph import run_scripted
             return run_scripted(cls.calls, "forward", fn, (self,) + args, kwargs,
-                                list(self.parameters()))
+                                list(self.parameters()) + list(self.buffers()))
         return fn(self, *args, **kwargs)
 
     def __getattr__(self, name):
