@@ -61,6 +61,16 @@ def f_loop(x, n: int):
 
 
 @reg
+def f_loop2(x, n: int):
+    s = torch.zeros(3)
+    t = x
+    for i in range(n):
+        s = s + x
+        t = t * 2
+    return s, t
+
+
+@reg
 def f_while(x):
     i = 0
     while i < 5:
