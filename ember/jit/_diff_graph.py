@@ -9,7 +9,8 @@ the tensors that require grad (the parameters' and inputs' ``AccumulateGrad`` no
 ember runs every call with its ordinary autograd graph and, from the second call on,
 puts one :class:`DifferentiableGraph` node over it: its backward asks the inner graph
 for the gradients of the tensors requiring grad, so gradients are those of the code.
-Calls made from inside scripted code are part of the outer call, as in PyTorch.
+Calls made from inside scripted code are part of the outer call, as in PyTorch; calls
+seen by a graph capture (``jit.trace`` through a scripted module) are left as they ran.
 """
 import threading
 
@@ -94,8 +95,10 @@ def run_scripted(counts, key, fn, args, kwargs, params=()):
         out = fn(*args, **kwargs)
     finally:
         _state.inside = False
+    from ember._graph.capture import current
     from ember.autograd.grad_mode import is_grad_enabled
-    if calls == 0 or not is_grad_enabled():
+    if calls == 0 or not is_grad_enabled() or current() is not None:
+        # a graph capture (jit.trace, export) records the call as it ran
         return out
     leaves, seen = [], set()
     for t in _tensors((args, kwargs), []) + list(params):
