@@ -214,6 +214,8 @@ def ssa_code(source):
         p.names[id(v)] = p.gen_name(name)
     lines = source.splitlines()
     header = lines[:fdef.body[0].lineno - 1]
+    # a parameter a line, indented four spaces (a loaded file's class indent removed)
+    header = header[:1] + ["    " + ln.strip() for ln in header[1:]]
     p.scan_block(graph.body)
     p.level = 1
     for c in graph.consts:

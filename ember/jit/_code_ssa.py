@@ -16,6 +16,13 @@ __all__ = ["Unmodelled", "Value", "Node", "Block", "build"]
 
 # roots of dotted names that are functions, not objects whose methods are called
 _FUNCTION_ROOTS = {"torch", "ops", "math"}
+# ops with several results (a node with several outputs, not a tuple to unpack)
+_MULTI_OUT = {"torch." + n for n in (
+    "max", "min", "sort", "topk", "kthvalue", "mode", "median", "nanmedian", "lstm", "gru",
+    "rnn_tanh", "rnn_relu", "lstm_cell", "var_mean", "std_mean", "aminmax", "frexp",
+    "cummax", "cummin", "slogdet", "qr", "svd", "lu_unpack", "_unique2", "unique_dim",
+    "unique_consecutive", "native_batch_norm", "native_layer_norm", "histogram",
+    "_native_multi_head_attention", "_transformer_encoder_layer_fwd")}
 # calls whose arguments include a type, printed as written
 _TYPE_FIRST = {"annotate", "unchecked_cast"}
 _INT_MAX = "9223372036854775807"
@@ -253,7 +260,16 @@ class _Builder:
 
     def call(self, e, env, block):
         f = e.func
-        if isinstance(f, ast.Name) or _dotted_root(f) in _FUNCTION_ROOTS | {"__torch__"}:
+        if (isinstance(f, ast.Name) and f.id in env) or _dotted_root(f) == "__torch__":
+            # a script function (a value: its qualified name, or a local bound to it)
+            if e.keywords:
+                raise Unmodelled("keyword arguments of a script function call")
+            fn = self.expr(f, env, block) if isinstance(f, ast.Name) else \
+                self.const(ast.unparse(f))
+            vals = [fn] + [self.expr(a, env, block) for a in e.args]
+            return self.op(block, lambda ins: f"{ins[0]}(" +
+                           "".join(f"{a}, " for a in ins[1:]) + ")", vals, pure=False)
+        if isinstance(f, ast.Name) or _dotted_root(f) in _FUNCTION_ROOTS:
             fn = ast.unparse(f)
             args = list(e.args)
             vals = []
@@ -270,9 +286,6 @@ class _Builder:
                 if r is not None:
                     return self.const(repr(r))
             n_pos = len(vals) - len(kws)
-            if _dotted_root(f) == "__torch__":
-                return self.op(block, lambda ins, fn=fn: fn + "(" +
-                               "".join(f"{a}, " for a in ins) + ")", vals, pure=False)
 
             def render(ins, fn=fn, kws=kws, n_pos=n_pos):
                 parts = list(ins[:n_pos]) + [f"{k}={v}" for k, v in zip(kws, ins[n_pos:])]
@@ -294,7 +307,7 @@ class _Builder:
     def bind(self, env, name, v):
         if v is None:
             raise Unmodelled("assignment of a call without a value")
-        if v.name is None and not _is_temp(name) and not v.is_const and v.node is not None:
+        if v.name is None and not _is_temp(name) and v.node is not None:
             v.name = name
         env[name] = v
 
@@ -309,7 +322,9 @@ class _Builder:
             if isinstance(s, ast.Assign):
                 if len(s.targets) != 1:
                     raise Unmodelled("chained assignment")
-                self.assign(s.targets[0], s.value, env, block)
+                line = self.source.splitlines()[s.lineno - 1]
+                self.assign(s.targets[0], s.value, env, block,
+                            line.split(" = ", 1)[0].rstrip().endswith(","))
             elif isinstance(s, ast.Expr):
                 # an unused result stays a node: printed ``_0 = call(...)`` unless pure
                 self.expr(s.value, env, block)
@@ -325,7 +340,7 @@ class _Builder:
                 raise Unmodelled(type(s).__name__)
         return None
 
-    def assign(self, target, value, env, block):
+    def assign(self, target, value, env, block, trailing_comma=False):
         if isinstance(target, ast.Name):
             self.bind(env, target.id, self.expr(value, env, block))
         elif isinstance(target, ast.Tuple) and all(isinstance(t, ast.Name)
@@ -333,10 +348,18 @@ class _Builder:
             if isinstance(value, ast.Tuple) and len(value.elts) == len(target.elts):
                 vals = [self.expr(x, env, block) for x in value.elts]
             else:
-                src = self.expr(value, env, block)
                 names = [None if _is_temp(t.id) else t.id for t in target.elts]
-                node = block.add(Node("unpack", [src], len(names), names=names))
-                vals = node.outputs
+                if isinstance(value, ast.Call) and not trailing_comma and \
+                        ast.unparse(value.func) in _MULTI_OUT:
+                    # an op with several results: ``a, b = torch.max(x, 1)``
+                    out = self.expr(value, env, block)
+                    node = out.node
+                    node.outputs = [Value(node, n) for n in names]
+                    vals = node.outputs
+                else:
+                    src = self.expr(value, env, block)
+                    node = block.add(Node("unpack", [src], len(names), names=names))
+                    vals = node.outputs
             for t, v in zip(target.elts, vals):
                 self.bind(env, t.id, v)
         elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
