@@ -487,6 +487,47 @@ def test_traced_values_are_named_after_the_locals_holding_them(tmp_path):
         assert n in named, n
 
 
+def test_loaded_archives_print_and_run_as_torch_loads_them():
+    """An archive torch wrote, loaded by each: the same ``.code`` for the module and every
+    submodule (PyTorch prints the SSA form of the loaded code), and the same ``grad_fn``
+    over repeated calls (a loaded module runs under the profiling executor)."""
+    import io
+
+    import torch
+
+    import ember
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import jit_zoo as Z
+    compared = 0
+    for name in ("mlp", "cnn", "block", "lstm", "gru", "control", "tupledict"):
+        torch.manual_seed(0)
+        m = Z.MODELS[name]()
+        x = Z.inputs(name, 2)
+        for mode in Z.MODES[name]:
+            sm = torch.jit.script(m) if mode == "script" else \
+                torch.jit.trace(m, x, check_trace=False, strict=False)
+            buf = io.BytesIO()
+            torch.jit.save(sm, buf)
+            theirs = torch.jit.load(io.BytesIO(buf.getvalue()))
+            mine = ember.jit.load(io.BytesIO(buf.getvalue()))
+            for path, sub in theirs.named_modules():
+                if "forward" in sub._c._method_names():
+                    got = mine.get_submodule(path) if path else mine
+                    assert got.code == sub.code, (name, mode, path)
+                    compared += 1
+    assert compared > 20
+    torch.manual_seed(0)
+    buf = io.BytesIO()
+    torch.jit.save(torch.jit.script(Z.MODELS["mlp"]()), buf)
+    theirs = torch.jit.load(io.BytesIO(buf.getvalue()))
+    mine = ember.jit.load(io.BytesIO(buf.getvalue()))
+    x = Z.inputs("mlp", 2)[0]
+    want = [theirs(x).grad_fn.name().rsplit("::", 1)[-1] for _ in range(3)]
+    got = [mine(ember.tensor(x.numpy())).grad_fn.name().rsplit("::", 1)[-1]
+           for _ in range(3)]
+    assert got == want == ["AddmmBackward0"] + ["DifferentiableGraphBackward"] * 2
+
+
 def test_unmodelled_code_prints_as_compiled():
     """A return inside a loop is not modelled by the SSA printer: ``.code`` is then the
     compiled source, and the function still runs."""

@@ -411,6 +411,8 @@ class _Builder:
         return None
 
     def _loop(self, kind, env, block, after, body_stmts, target, max_v, cond_v):
+        # a ``while`` whose condition is a variable the body sets (PyTorch's printed
+        # form): the condition is the loop's own, not a carried value
         assigned = [n for n in _stored(body_stmts) if n != target]
         names = self._order([n for n in assigned if n in env], after, assigned)
         node = Node("loop", [max_v, cond_v] + [env[n] for n in names], len(names),
@@ -447,7 +449,11 @@ class _Builder:
         if s.orelse:
             raise Unmodelled("while ... else")
         cond = self.expr(s.test, env, block)
-        node, body, benv, names = self._loop("while", env, block, after, s.body, None,
+        flag = s.test.id if isinstance(s.test, ast.Name) and \
+            s.test.id in _stored(s.body) else None
+        if flag is not None and flag in _loaded(after):
+            raise Unmodelled("a while loop's condition variable read after the loop")
+        node, body, benv, names = self._loop("while", env, block, after, s.body, flag,
                                              self.const(_INT_MAX), cond)
         if self.block(s.body, benv, body, []) is not None:
             raise Unmodelled("return inside a loop")
