@@ -56,6 +56,7 @@ import numpy as np
 
 from ember import _tensor
 from ember._graph.ir import ArrayRef, Graph, Node, Ref, arg_names
+from ember._graph.local_names import name_from_locals
 from ember._graph.names import NORM_CALLS, RANDOM_CALLS, RNN_CALLS
 from ember._graph.symint import SymInt, _size, _state  # noqa: F401  (re-exported)
 from ember.autograd import _modes
@@ -196,6 +197,11 @@ class _Trace(_modes.Mode):
                  python_ops=False):
         self.graph = Graph()
         self.script_calls = script_calls
+        # jit.trace (the capture that records script calls) names a value after the
+        # caller's local that holds it when an op reads it, as PyTorch's tracer does
+        self.name_locals = script_calls
+        self.local_names = {}   # local name -> the Value named after it last
+        self.local_suffix = {}  # local name -> the last suffix given (``a.1``, ``a.2``)
         # a custom autograd.Function is one node (PyTorch's prim::PythonOp), not the ops
         # its forward runs: for the pictures, which show what the user called
         self.python_ops = python_ops
@@ -258,6 +264,8 @@ class _Trace(_modes.Mode):
         t = type(tree)
         if t is Tensor or isinstance(tree, Tensor):
             v = self.value_of(tree)
+            if self.name_locals and v.kind == "node" and v.name.isdigit():
+                name_from_locals(self, tree, v, sys._getframe(1))
             inputs.append(v)
             return Ref(v), tree
         if t is SymInt:

@@ -214,8 +214,9 @@ class Graph:
         n = 0
         for node in self.nodes:  # number the surviving values 0, 1, 2... again
             for v in node.outputs:
-                v.name = str(n)
-                n += 1
+                if v.name.isdigit():  # a value named after a local keeps its name
+                    v.name = str(n)
+                    n += 1
 
     def __str__(self):
         if self.printer is not None:

@@ -273,6 +273,9 @@ def _build(obj, cu, memo):
             params[name] = t
         for name in cls.buffers:
             buffers[name] = state.get(name)
+        # a loaded module prints its code in SSA form and runs its calls as PyTorch's
+        # executor does, whether it was scripted or traced (see ScriptClass.scripted)
+        cls.scripted = True
         sm = RecursiveScriptModule(cls, params, buffers, modules, attrs)
         memo[id(obj)] = sm
         for name, value in state.items():

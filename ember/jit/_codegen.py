@@ -184,7 +184,7 @@ def _module_local(em, path, prefix, locals_, header):
 
 _TEMP = re.compile(r"\b_\d+\b")
 _ASSIGN_TMP = re.compile(r"^(_t\d+) = (.*)$")
-_ASSIGN = re.compile(r"^(_\d+) = (.*)$")
+_ASSIGN = re.compile(r"^([A-Za-z_]\w*) = (.*)$")
 
 
 def _inline(body):
@@ -206,7 +206,14 @@ def _inline(body):
         else:
             out.append([None, ln])
             continue
-        for t in reversed(_TEMP.findall(expr)):
+        found = _TEMP.findall(expr)
+        if target == "return" and not found and expr.isidentifier():
+            # a value named after a local is written inline only where it is returned
+            # as it is (PyTorch keeps the names of the values it does not return)
+            found = [expr]
+            uses.setdefault(expr, sum(len(re.findall(rf"(?<![\w.]){expr}\b", ln))
+                                      for ln in body) - 1)
+        for t in reversed(found):
             prev = out[-1] if out else None
             if prev is None or prev[0] != t or uses.get(t) != 1 or len(prev[1]) + 2 >= 40:
                 break
@@ -254,12 +261,16 @@ def _tidy(lines, header, locals_, own_params, args):
     return out
 
 
-def _out_names(em, values):
-    """Names for the values a call returns (a fresh one where a value is named already)."""
+def _out_names(em, values, unnamed=False):
+    """Names for the values a call returns (a fresh one where a value is named already;
+    ``unnamed``: a numbered one where a value has a local's name)."""
     names = []
     for v in values:
         if id(v) in em.names:
             names.append(em.tmp_name())
+        elif unnamed and not v.name.isdigit():
+            names.append(em.tmp_name("_100000"))
+            em.names[id(v)] = names[-1]
         else:
             names.append(em.name(v))
     return names
@@ -291,8 +302,10 @@ def _call_line(em, child, plan, prefix, locals_, header, rename=False):
     spec = plan.outputs[id(child)]
     values = [spec.value] if isinstance(spec, Ref) else [r.value for r in spec]
     # fresh temporaries (``_tidy`` numbers every ``_<n>`` in order of appearance)
+    # what a traced submodule call returns has no local's name: PyTorch makes the call's
+    # output after the op inside that was named
     names = [em.tmp_name("_100000") for _ in values] if rename else \
-        _out_names(em, values)
+        _out_names(em, values, unnamed=True)
     if isinstance(spec, Ref):
         em.lines.append(f"{names[0]} = {expr}")
     else:
@@ -379,7 +392,8 @@ def function_source(graph, name):
                                   "parameters (trace the module instead)")
     params, lines = _body(graph, _arg_names(graph))
     ret = _type_of(graph.output_spec)
-    return f"def {_ident(name)}({', '.join(params)}) -> {ret}:\n" + \
+    head = ",\n    ".join(params)   # one parameter a line, as PyTorch prints a signature
+    return f"def {_ident(name)}({head}) -> {ret}:\n" + \
         "".join(f"  {ln}\n" for ln in lines)
 
 

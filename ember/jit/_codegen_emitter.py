@@ -73,8 +73,23 @@ class Emitter:
     def name(self, v):
         n = self.names.get(id(v))
         if n is None:
-            n = self.names[id(v)] = _ident(v.name)
+            if v.kind == "node" and not v.name.isdigit():
+                n = self._local_name(v.name)
+            else:
+                n = _ident(v.name)
+            self.names[id(v)] = n
         return n
+
+    def _local_name(self, debug):
+        """A value named after the user's local (``a`` or ``a.1``) is written under that
+        local's name, made unique in the function by appending 0, 1... as PyTorch
+        prints code."""
+        base = _ident(debug.split(".", 1)[0])
+        used = set(self.names.values())
+        name, k = base, 0
+        while name in used or name in ("self", "torch", "ops", "CONSTANTS"):
+            name, k = f"{base}{k}", k + 1
+        return name
 
     def e(self, x):
         """TorchScript source for an argument (a Ref, a number, a list...)."""

@@ -249,7 +249,9 @@ class _Printer:
                               f" = {rhs}{src}")
             return None, None
         t = outs[0].type_str()
-        return self.emit(self.fresh(), t, rhs, node), t
+        # a value named after the user's local that held it prints under that name
+        name = self.fresh() if outs[0].name.isdigit() else "%" + outs[0].name
+        return self.emit(name, t, rhs, node), t
 
     # ----- statements -----------------------------------------------------------------
     def run(self, fdef):

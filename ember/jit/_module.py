@@ -38,6 +38,10 @@ class ScriptClass:
         self.const_types = {}
         self.methods = {}  # name -> compiled callable(self, *args)
         self.method_sources = {}  # name -> source text of the def (dedented)
+        # compiled by ``jit.script``: ``.code`` prints the SSA form, and calls from the
+        # second on give outputs a ``DifferentiableGraphBackward`` node, as in PyTorch
+        self.scripted = False
+        self.calls = {}  # method name -> calls made from Python (see _diff_graph)
         self._ctor = None
 
     @property
@@ -167,6 +171,11 @@ class RecursiveScriptModule(ScriptModule):
         fn = self.__dict__["_jit_class"].methods.get("forward")
         if fn is None:
             raise RuntimeError(f"{self._jit_class.qualname} has no forward method")
+        cls = self.__dict__["_jit_class"]
+        if cls.scripted:
+            from ember.jit._diff_graph import run_scripted
+            return run_scripted(cls.calls, "forward", fn, (self,) + args, kwargs,
+                                list(self.parameters()) + list(self.buffers()))
         return fn(self, *args, **kwargs)
 
     def __getattr__(self, name):
@@ -195,7 +204,8 @@ class RecursiveScriptModule(ScriptModule):
         if src is None:
             raise RuntimeError(f"{self._jit_class.qualname} has no method {name!r}")
         # a file's ``self: __torch__.X`` annotation is not shown, as PyTorch prints code
-        return _SELF_ANNOTATION.sub(r"\1self", src, count=1) + "\n"
+        src = _SELF_ANNOTATION.sub(r"\1self", src, count=1)
+        return (printed_code(src) if self._jit_class.scripted else src) + "\n"
 
     @property
     def code(self):
@@ -255,6 +265,17 @@ class RecursiveScriptModule(ScriptModule):
         return new
 
 
+def printed_code(source):
+    """A compiled ``def`` as PyTorch prints it (SSA form, see
+    :mod:`ember.jit._code_print`); constructs that printer does not model print as
+    compiled."""
+    from ember.jit._code_print import Unmodelled, ssa_code
+    try:
+        return ssa_code(source)
+    except Unmodelled:
+        return source
+
+
 _SELF_ANNOTATION = re.compile(r"^(def \w+\()self\s*:\s*[\w.]+")
 
 
@@ -275,6 +296,9 @@ class ScriptFunction:
 
     def __init__(self, fn, qualname, source, cu=None):
         self._fn, self.qualified_name, self._source, self._cu = fn, qualname, source, cu
+        # compiled by ``jit.script``: see ScriptClass.scripted
+        self._scripted = False
+        self._calls = {}
         self.graph = _CodeGraph(source)
         self.inlined_graph = self.graph
 
@@ -284,9 +308,12 @@ class ScriptFunction:
 
     @property
     def code(self):
-        return self._source + "\n"
+        return (printed_code(self._source) if self._scripted else self._source) + "\n"
 
     def __call__(self, *args, **kwargs):
+        if self._scripted:
+            from ember.jit._diff_graph import run_scripted
+            return run_scripted(self._calls, "call", self._fn, args, kwargs)
         return self._fn(*args, **kwargs)
 
     def save(self, f, _extra_files=None):

@@ -497,6 +497,10 @@ def script(obj, optimize=None, _frontend=None, _rcb=None, example_inputs=None):
         sm = create_script_module(obj, methods, functions=functions, attributes=attributes,
                                   qualnames=qualnames)
         _attach_ignored(sm, obj, ctx)
+        reused = sm.__dict__.get("_jit_reused", ())
+        for m in sm.modules():
+            if id(m) not in reused and not _inside_reused(sm, m, reused):
+                m._jit_class.scripted = True
         return sm
     if inspect.isfunction(obj):
         if getattr(obj, "_ember_jit_ignore", False):
@@ -506,13 +510,24 @@ def script(obj, optimize=None, _frontend=None, _rcb=None, example_inputs=None):
         qual = _function_qualname(obj)
         comp.name = qual.rsplit(".", 1)[-1]
         functions = ctx.all_functions()
-        return create_script_function(comp.source(), qual, functions=functions)
+        sf = create_script_function(comp.source(), qual, functions=functions)
+        sf._scripted = True
+        return sf
     if inspect.isclass(obj):
         raise NotSupportedError(f"jit.script of the Python class {obj.__name__} is not "
                                 "supported in ember: script an nn.Module instance or a "
                                 "function")
     raise FrontendError(f"jit.script cannot compile a {type(obj).__name__}: pass an "
                         "nn.Module instance or a function")
+
+
+def _inside_reused(root, mod, reused):
+    """Whether ``mod`` belongs to a compiled module kept as it was (a traced submodule
+    keeps the code its trace printed)."""
+    for m in root.modules():
+        if id(m) in reused and any(sub is mod for sub in m.modules()):
+            return True
+    return False
 
 
 def _attach_ignored(sm, root, ctx):

@@ -317,7 +317,7 @@ def torch_call(fc, node, name, ns):
         args, kwargs = _args(fc, node)
         return Val(f"torch.{name}({_join([a.code for a in args], kwargs)})", T.TENSOR)
     args, kwargs = _args(fc, node)
-    if name in _SIZE_FACTORIES and len(args) > 1 and all(a.ty == T.INT for a in args):
+    if name in _SIZE_FACTORIES and args and all(a.ty == T.INT for a in args):
         args = [Val("[" + ", ".join(a.code for a in args) + "]", T.list_of(T.INT))]
     if name in ("is_grad_enabled",):
         return Val("torch.is_grad_enabled()", T.BOOL)

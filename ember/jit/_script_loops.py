@@ -8,6 +8,7 @@ does, because each item may have a different type.
 """
 import ast
 import builtins
+import re
 
 from ember.jit import _types as T
 from ember.jit._frontend_expr import Val, static
@@ -97,6 +98,21 @@ def _run_body(fc, node, body_fn):
         fc.block(node.body)
 
 
+_ITEM = re.compile(r'^getattr\((.+), ("[^"]*")\)$')
+
+
+def _hoisted(fc, items):
+    """The modules of a container, read once before the unrolled loop as PyTorch does
+    (``_0 = getattr(blocks, "0")`` for each, after ``blocks = self.blocks``)."""
+    found = [_ITEM.match(v.code or "") if isinstance(v, Val) and v.is_static else None
+             for v in items]
+    if not items or not all(found) or len({m.group(1) for m in found}) != 1:
+        return items
+    container = fc.emit_tmp(found[0].group(1))
+    return [static(v.obj, fc.emit_tmp(f"getattr({container}, {m.group(2)})"))
+            for v, m in zip(items, found)]
+
+
 def _unrolled(fc, node, srcs, body_fn):
     for sub in ast.walk(ast.Module(body=node.body, type_ignores=[])):
         if isinstance(sub, (ast.Break, ast.Continue)):
@@ -108,6 +124,8 @@ def _unrolled(fc, node, srcs, body_fn):
         if kind not in ("unroll", "count"):
             fc.unsupported(node.iter, "zip() of a module container with a runtime list")
     targets = _targets(fc, node.target, len(srcs))
+    srcs = [(kind, _hoisted(fc, items) if kind == "unroll" else items)
+            for kind, items in srcs]
     for i in range(n):
         for (kind, items), t in zip(srcs, targets):
             val = Val(str(i), T.INT) if kind == "count" else items[i]
