@@ -83,6 +83,9 @@ class Node:
     _pre_hooks = None
     _tensor_pre_hooks = None
     _n_in = None  # set when trailing inputs were plain values (dims, flags), not Tensors
+    # a basic index outside which the first input's gradient is zero (a select's or
+    # slice's node says it, so the engine adds only that part into a buffered gradient)
+    grad_region = None
     # the inputs PyTorch's node lists, in its order, where they are not all of ember's
     # (``where``'s condition and ``masked_fill``'s mask are no edges in PyTorch's graph)
     _edge_inputs = None
