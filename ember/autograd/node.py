@@ -225,6 +225,13 @@ def _read_saved(self):
         raise RuntimeError(_FREED_MSG)
     if saved is None:
         return ()
+    if len(saved) == 1:
+        # the common case first: one saved input, unchanged since it was saved
+        item = saved[0]
+        if type(item) is tuple and len(item) == 2:
+            t, version = item
+            if version is None or t._vc[0] == version:
+                return (t,)
     out = []
     for i, item in enumerate(saved):
         if type(item) is _Packed:
@@ -413,6 +420,9 @@ class Primitive(Node):
         and NumPy (used for the hot elementwise functions and methods)."""
         forward = cls.forward
         multi = cls.n_outputs != 1
+        if cls.broadcasts:
+            raise TypeError(f"{cls.__qualname__}: unary_function is for elementwise ops, "
+                            "whose output has the input's shape (broadcasts=False)")
 
         def f(x):
             if _active[0]:
@@ -427,11 +437,20 @@ class Primitive(Node):
                 if _c32.is_c32(x._data):
                     return cls.apply(x)
                 raise
-            if x._requires_grad and _grad_state.grad_enabled and not multi:
-                return self._record((x,), out)
             if multi:
                 return cls._finish(self, (x,), out)
-            return _wrap(out)
+            if x._requires_grad and _grad_state.grad_enabled:
+                return self._record1(x, out)
+            # ``_wrap``, inlined: this is the whole cost of an op outside the graph
+            if type(out) is not _ndarray:
+                out = _as_array(out)
+            t = _new(Tensor)
+            t._data = out
+            t._requires_grad = False
+            t._grad = t.grad_fn = t._base = t._extra = None
+            t._output_nr = 0
+            t._vc = [0]
+            return t
         return f
 
     @classmethod
@@ -471,7 +490,15 @@ class Primitive(Node):
                 raise
             if rg and _grad_state.grad_enabled:
                 return self._record((a, b), out)
-            return _wrap(out)
+            if type(out) is not _ndarray:  # ``_wrap``, inlined as in ``unary_function``
+                out = _as_array(out)
+            t = _new(Tensor)
+            t._data = out
+            t._requires_grad = False
+            t._grad = t.grad_fn = t._base = t._extra = None
+            t._output_nr = 0
+            t._vc = [0]
+            return t
         return f
 
     @classmethod
@@ -515,6 +542,38 @@ class Primitive(Node):
                            else (args[i], None) for i in cls.save_inputs]
         if anomaly.enabled[0]:
             self._trace = anomaly.forward_trace()
+
+    def _record1(self, x, out):
+        """``_record`` for a one-input op whose input requires grad (``unary_function``)."""
+        fn = x.grad_fn
+        self._edges = (x if fn is None else (fn, x._output_nr),)
+        cls = type(self)
+        if cls.save_inputs:
+            self._saved = [(x, x._vc[0])]
+        if anomaly.enabled[0]:
+            self._trace = anomaly.forward_trace()
+        if type(out) is not _ndarray:
+            out = _as_array(out)
+        t = _new(Tensor)
+        t._data = out
+        t._grad = t._base = t._extra = None
+        t._output_nr = 0
+        t._vc = vc = [0]
+        if out.dtype.kind in "fcV":
+            t._requires_grad = True
+            t.grad_fn = self
+            if cls.save_output:
+                # (array, counter, version, requires_grad, output_nr): see ``_record``
+                if self._saved is None:
+                    self._saved = [(out, vc, 0, True, 0)]
+                else:
+                    self._saved.append((out, vc, 0, True, 0))
+        else:
+            t._requires_grad = False
+            t.grad_fn = None
+        if _hook_stack and self._saved:
+            self._pack_saved()
+        return t
 
     def _record(self, args, out):
         """Make the output Tensor and link this node into the graph (grad mode only)."""

@@ -15,6 +15,7 @@ from ember.ops._util import (
     cj,
     default_float_np,
     not_implemented_for,
+    number_operand,
     promote_arrays,
     with_out,
     write_out,
@@ -122,6 +123,8 @@ class Add(Primitive):
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
+        if type(b) is float or type(b) is int:
+            b = number_operand(a, b)
         return a + b
 
     def backward(self, gy):
@@ -202,6 +205,8 @@ class Sub(Primitive):
                                "supported. If you are trying to invert a mask, use the `~` or "
                                "`logical_not()` operator instead.")
         a, b = promote_arrays(a, b)
+        if type(b) is float or type(b) is int:
+            b = number_operand(a, b)
         return a - b
 
     def backward(self, gy):
@@ -233,6 +238,8 @@ class Mul(Primitive):
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
+        if type(b) is float or type(b) is int:
+            b = number_operand(a, b)
         return a * b
 
     def backward(self, gy):
@@ -292,6 +299,8 @@ class Div(Primitive):
 
     def forward(self, a, b):
         a, b = _float_result(a, b)
+        if type(b) is float:
+            b = number_operand(a, b)
         return a / b
 
     def backward(self, gy):
