@@ -291,6 +291,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
     # a leaf's gradients are summed here as they arrive and reach the leaf once, when its
     # last edge has run (PyTorch's AccumulateGrad node: the leaf's hooks see the total)
     leaf_bufs = {}
+    owned = set()  # keys of leaf_bufs whose tensor the engine made (``_add_to_buffer``)
     ready = [n for n in root_nodes if n not in deps]
     prev_mode = _grad_state.grad_enabled
     _grad_state.grad_enabled = create_graph
@@ -409,10 +410,19 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                         g = g.to(e.dtype)
                     if k not in leaf_bufs:
                         leaf_bufs[k] = g
+                    elif k in owned:
+                        # a sum the engine made: nothing else sees it, and every arrival
+                        # has the leaf's shape and dtype
+                        a = leaf_bufs[k]._data
+                        np.add(a, g._data, out=a)
                     elif create_graph or _active[0]:
                         leaf_bufs[k] = leaf_bufs[k] + g
                     else:
-                        leaf_bufs[k] = _add_to_buffer(leaf_bufs, k, g, None)
+                        b = leaf_bufs[k] = _add_to_buffer(leaf_bufs, k, g, None)
+                        a = b._data
+                        if type(a) is np.ndarray and a.dtype.names is None and \
+                                type(g._data) is np.ndarray and a.flags.writeable:
+                            owned.add(k)
                 d = leaf_deps[k] - 1
                 leaf_deps[k] = d
                 if d == 0 and k in leaf_bufs:

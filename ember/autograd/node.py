@@ -225,13 +225,21 @@ def _read_saved(self):
         raise RuntimeError(_FREED_MSG)
     if saved is None:
         return ()
-    if len(saved) == 1:
-        # the common case first: one saved input, unchanged since it was saved
+    n = len(saved)
+    if n == 1:
+        # the common cases first: one or two saved inputs, unchanged since they were saved
         item = saved[0]
         if type(item) is tuple and len(item) == 2:
             t, version = item
             if version is None or t._vc[0] == version:
                 return (t,)
+    elif n == 2:
+        i0, i1 = saved
+        if type(i0) is tuple and type(i1) is tuple and len(i0) == 2 and len(i1) == 2:
+            t0, v0 = i0
+            t1, v1 = i1
+            if (v0 is None or t0._vc[0] == v0) and (v1 is None or t1._vc[0] == v1):
+                return (t0, t1)
     out = []
     for i, item in enumerate(saved):
         if type(item) is _Packed:

@@ -65,6 +65,9 @@ from ember.ops.composite_node import one_node
 
 def _float_result(a, b):
     """Operands of true division: integers divide as the default float dtype."""
+    if type(a) is np.ndarray and a.dtype.kind == "f" and \
+            (type(b) is float or type(b) is np.ndarray and b.dtype == a.dtype):
+        return a, b  # the common case: nothing to promote
     a, b = promote_arrays(a, b)
     ka = a.dtype.kind if type(a) is np.ndarray or hasattr(a, "dtype") else \
         ("f" if type(a) is float or type(a) is complex else "i")
