@@ -227,11 +227,24 @@ def _read_saved(self):
         return ()
     n = len(saved)
     if n == 1:
-        # the common cases first: one or two saved inputs, unchanged since they were saved
+        # the common cases first: one or two saved inputs, or the saved output, unchanged
+        # since they were saved
         item = saved[0]
-        if type(item) is tuple and len(item) == 2:
-            t, version = item
-            if version is None or t._vc[0] == version:
+        if type(item) is tuple:
+            if len(item) == 2:
+                t, version = item
+                if version is None or t._vc[0] == version:
+                    return (t,)
+            elif item[1][0] == item[2] and "_fw_out" not in self.__dict__:
+                # the output, rebuilt as the loop below does (``_make``, inlined)
+                arr, vc, version, rg, nr = item
+                t = _new(Tensor)
+                t._data = arr
+                t._grad = t._base = t._extra = None
+                t._vc = vc
+                t._requires_grad = rg
+                t.grad_fn = self if rg else None
+                t._output_nr = nr if rg else 0
                 return (t,)
     elif n == 2:
         i0, i1 = saved
