@@ -1,5 +1,6 @@
 """Graph nodes. A :class:`Primitive` is both an op (its forward on arrays) and the
 node it leaves in the graph (its backward, written in ember Tensor ops)."""
+import dis
 import os
 import sys
 import weakref
@@ -445,10 +446,12 @@ class Primitive(Node):
             raise TypeError(f"{cls.__qualname__}: unary_function is for elementwise ops, "
                             "whose output has the input's shape (broadcasts=False)")
 
+        lean = not _reads_self(forward)  # then the node is made only when it is recorded
+
         def f(x):
             if _active[0]:
                 return cls.apply(x)
-            self = _new(cls)
+            self = None if lean else _new(cls)
             if not isinstance(x, Tensor):
                 raise TypeError(f"{cls._op_name.lower()}(): argument 'input' must be Tensor, "
                                 f"not {type(x).__name__}")
@@ -459,9 +462,9 @@ class Primitive(Node):
                     return cls.apply(x)
                 raise
             if multi:
-                return cls._finish(self, (x,), out)
+                return cls._finish(self or _new(cls), (x,), out)
             if x._requires_grad and _grad_state.grad_enabled:
-                return self._record1(x, out)
+                return (self or _new(cls))._record1(x, out)
             # ``_wrap``, inlined: this is the whole cost of an op outside the graph
             if type(out) is not _ndarray:
                 out = _as_array(out)
@@ -479,13 +482,14 @@ class Primitive(Node):
         """``f(a, b)`` (or ``f(b, a)`` when ``reflected``) for a two-input op, as fast as
         ``unary_function``; either operand may be a Python number."""
         forward = cls.forward
+        lean = not _reads_self(forward)  # then the node is made only when it is recorded
 
         def f(a, b):
             if reflected:
                 a, b = b, a
             if _active[0]:
                 return cls.apply(a, b)
-            self = _new(cls)
+            self = None if lean else _new(cls)
             rg = False
             if isinstance(a, Tensor):
                 da = a._data
@@ -510,7 +514,7 @@ class Primitive(Node):
                     raise _as_runtime_error(cls, (a, b), e) from None
                 raise
             if rg and _grad_state.grad_enabled:
-                return self._record((a, b), out)
+                return (self or _new(cls))._record((a, b), out)
             if type(out) is not _ndarray:  # ``_wrap``, inlined as in ``unary_function``
                 out = _as_array(out)
             t = _new(Tensor)
@@ -674,6 +678,23 @@ class Primitive(Node):
         if _hook_stack and self._saved:
             self._pack_saved()
         return tuple(outs)
+
+
+def _reads_self(fn):
+    """Whether the method ``fn`` uses its first argument (a ``forward`` that keeps values
+    on its node); read from its bytecode, once, when an op's fast function is made."""
+    code = fn.__code__
+    if not code.co_argcount:
+        return True
+    name = code.co_varnames[0]
+    if name in code.co_cellvars or "__class__" in code.co_freevars:
+        return True  # kept by a closure, or read by a zero-argument super()
+    for ins in dis.get_instructions(code):
+        if "FAST" in ins.opname:
+            arg = ins.argval
+            if arg == name or type(arg) is tuple and name in arg:
+                return True
+    return False
 
 
 def _wrap(out):
