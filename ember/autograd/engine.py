@@ -306,8 +306,9 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
             node = ready.pop()
             edges = node._edges
             grads = buffers.pop(node, None)
+            hooked = node._hooked
             if grads is not None:
-                if node._tensor_pre_hooks:
+                if hooked and node._tensor_pre_hooks:
                     grads = _outside(_run_tensor_hooks, node, grads)
                 if node_targets and node in node_targets:
                     for nr in node_targets[node]:
@@ -333,7 +334,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                             _leaf_done(e, leaf_bufs.pop(k), accumulate, create_graph, seen,
                                        leaf_targets, captured)
                 continue
-            if node._pre_hooks:
+            if hooked and node._pre_hooks:
                 for hook in node._pre_hooks:
                     r = _outside(hook, tuple(grads))
                     if r is not None:
@@ -360,7 +361,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                     raise RuntimeError(
                         f"function {node.name()} returned an incorrect number of gradients "
                         f"(expected {len(edges)}, got {len(in_grads)})")
-            hooks = node._hooks
+            hooks = node._hooks if hooked else None
             if hooks:
                 for hook in hooks:
                     r = _outside(hook, in_grads, tuple(grads))
@@ -380,12 +381,8 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 if type(e) is tuple:
                     nxt, nr = e
                     if g is not None:
-                        region = None
                         if shapes is not None and shapes[i] is not None:
                             g = _restore_meta(g, shapes[i])
-                        elif i == 0 and not hooks:
-                            # a select's or slice's gradient: zeros outside its index
-                            region = node.grad_region
                         buf = buffers.get(nxt)
                         if buf is None:
                             buf = buffers[nxt] = [None] * nxt.n_outputs
@@ -394,6 +391,9 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                         elif create_graph or _active[0]:
                             buf[nr] = buf[nr] + g
                         else:
+                            # a select's or slice's gradient: zeros outside its index
+                            region = node.grad_region if i == 0 and not hooks and (
+                                shapes is None or shapes[0] is None) else None
                             buf[nr] = _add_to_buffer(buf, nr, g, region)
                     d = deps[nxt] - 1
                     deps[nxt] = d

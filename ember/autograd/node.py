@@ -83,6 +83,7 @@ class Node:
     _hooks = None
     _pre_hooks = None
     _tensor_pre_hooks = None
+    _hooked = False  # set once any hook above is registered: the engine's one check
     _n_in = None  # set when trailing inputs were plain values (dims, flags), not Tensors
     # a basic index outside which the first input's gradient is zero (a select's or
     # slice's node says it, so the engine adds only that part into a buffered gradient)
@@ -150,6 +151,7 @@ class Node:
         """``fn(grad_inputs, grad_outputs)`` runs after this node; may return new grad_inputs."""
         if self._hooks is None:
             self._hooks = []
+        self._hooked = True
         self._hooks.append(fn)
         return _Handle(self._hooks, fn)
 
@@ -157,12 +159,14 @@ class Node:
         """``fn(grad_outputs)`` runs before this node; may return new grad_outputs."""
         if self._pre_hooks is None:
             self._pre_hooks = []
+        self._hooked = True
         self._pre_hooks.append(fn)
         return _Handle(self._pre_hooks, fn)
 
     def _add_tensor_pre_hook(self, nr, fn):
         if self._tensor_pre_hooks is None:
             self._tensor_pre_hooks = {}
+        self._hooked = True
         hooks = self._tensor_pre_hooks.setdefault(nr, [])
         hooks.append(fn)
         return _Handle(hooks, fn)
