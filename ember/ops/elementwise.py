@@ -62,12 +62,11 @@ from ember.ops.comparison import (  # noqa: F401
 )
 from ember.ops.composite_node import one_node
 
+_ndarray = np.ndarray
+
 
 def _float_result(a, b):
     """Operands of true division: integers divide as the default float dtype."""
-    if type(a) is np.ndarray and a.dtype.kind == "f" and \
-            (type(b) is float or type(b) is np.ndarray and b.dtype == a.dtype):
-        return a, b  # the common case: nothing to promote
     a, b = promote_arrays(a, b)
     ka = a.dtype.kind if type(a) is np.ndarray or hasattr(a, "dtype") else \
         ("f" if type(a) is float or type(a) is complex else "i")
@@ -125,9 +124,11 @@ class Add(Primitive):
     complex32_math = True
 
     def forward(self, a, b):
-        a, b = promote_arrays(a, b)
-        if type(b) is float or type(b) is int:
-            b = number_operand(a, b)
+        if type(a) is not _ndarray or type(b) is not _ndarray or a.dtype != b.dtype:
+            # (two arrays of one dtype, the common case, need no promotion)
+            a, b = promote_arrays(a, b)
+            if type(b) is float or type(b) is int:
+                b = number_operand(a, b)
         return a + b
 
     def backward(self, gy):
@@ -202,6 +203,9 @@ class Sub(Primitive):
     complex32_math = True
 
     def forward(self, a, b):
+        if type(a) is _ndarray and type(b) is _ndarray and a.dtype == b.dtype and \
+                a.dtype.kind != "b":
+            return a - b  # the common case: nothing to promote, no bool to refuse
         # checked before promotion, which would turn a bool tensor into the other's dtype
         if _is_bool(a) or _is_bool(b):
             raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
@@ -240,9 +244,11 @@ class Mul(Primitive):
     save_inputs = (0, 1)
 
     def forward(self, a, b):
-        a, b = promote_arrays(a, b)
-        if type(b) is float or type(b) is int:
-            b = number_operand(a, b)
+        if type(a) is not _ndarray or type(b) is not _ndarray or a.dtype != b.dtype:
+            # (two arrays of one dtype, the common case, need no promotion)
+            a, b = promote_arrays(a, b)
+            if type(b) is float or type(b) is int:
+                b = number_operand(a, b)
         return a * b
 
     def backward(self, gy):
@@ -301,6 +307,12 @@ class Div(Primitive):
     save_inputs = (0, 1)
 
     def forward(self, a, b):
+        if type(a) is _ndarray and a.dtype.kind == "f":
+            # the common cases: nothing to promote
+            if type(b) is float:
+                return a / number_operand(a, b)
+            if type(b) is _ndarray and b.dtype == a.dtype:
+                return a / b
         a, b = _float_result(a, b)
         if type(b) is float:
             b = number_operand(a, b)
