@@ -33,8 +33,9 @@ def _dependencies(root_nodes):
     deps = {}
     leaf_deps = {}
     # a root reachable from another root is walked once, not twice (else its inputs
-    # would wait for an edge that never comes and lose their gradients)
-    seen = set(root_nodes)
+    # would wait for an edge that never comes and lose their gradients); any other node
+    # is walked when it first enters ``deps``
+    roots = set(root_nodes)
     stack = list(root_nodes)
     while stack:
         for e in stack.pop()._edges:
@@ -44,12 +45,14 @@ def _dependencies(root_nodes):
                     deps[nxt] += 1
                 else:
                     deps[nxt] = 1
-                    if nxt not in seen:
-                        seen.add(nxt)
+                    if nxt not in roots:
                         stack.append(nxt)
             elif e is not None:
                 k = id(e)
-                leaf_deps[k] = leaf_deps.get(k, 0) + 1
+                if k in leaf_deps:
+                    leaf_deps[k] += 1
+                else:
+                    leaf_deps[k] = 1
     return deps, leaf_deps
 
 
