@@ -20,6 +20,8 @@ __all__ = ["Node", "Primitive", "AccumulateGrad"]
 
 # how many modes (ember.autograd._modes) the current call sees: every op call checks it
 _active = _modes.active
+# whether anomaly mode is on (nodes then keep the stack that made them)
+_anomaly = anomaly.enabled
 # the active saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks)
 _hook_stack = _saved_hooks.stack
 _Packed = _saved_hooks.Packed
@@ -547,7 +549,7 @@ class Primitive(Node):
                 self._edges = (None,)
             if type(self).save_inputs:
                 self._saved = [(a, a._vc[0]) if isinstance(a, Tensor) else (a, None)]
-            if anomaly.enabled[0]:
+            if _anomaly[0]:
                 self._trace = anomaly.forward_trace()
             return
         edges = []
@@ -569,7 +571,7 @@ class Primitive(Node):
             # Python numbers and None are kept as they are: backward formulas take them
             self._saved = [(args[i], args[i]._vc[0]) if isinstance(args[i], Tensor)
                            else (args[i], None) for i in cls.save_inputs]
-        if anomaly.enabled[0]:
+        if _anomaly[0]:
             self._trace = anomaly.forward_trace()
 
     def _record1(self, x, out):
@@ -579,7 +581,7 @@ class Primitive(Node):
         cls = type(self)
         if cls.save_inputs:
             self._saved = [(x, x._vc[0])]
-        if anomaly.enabled[0]:
+        if _anomaly[0]:
             self._trace = anomaly.forward_trace()
         if type(out) is not _ndarray:
             out = _as_array(out)
@@ -630,7 +632,7 @@ class Primitive(Node):
                 else:
                     self._saved = [(args[i], args[i]._vc[0]) if isinstance(args[i], Tensor)
                                    else (args[i], None) for i in si]
-            if anomaly.enabled[0]:
+            if _anomaly[0]:
                 self._trace = anomaly.forward_trace()
         else:
             self._edges_of(args)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, _read_saved
 from ember.ops import _batch, _jvp
 from ember.ops._util import (
     cj,
@@ -252,7 +252,7 @@ class Mul(Primitive):
         return a * b
 
     def backward(self, gy):
-        a, b = self.saved_tensors
+        a, b = _read_saved(self)  # (``saved_tensors``, read by the node itself)
         e = self._edges
         return (gy * cj(b) if e[0] is not None else None), \
             (gy * cj(a) if e[1] is not None else None)
@@ -319,7 +319,7 @@ class Div(Primitive):
         return a / b
 
     def backward(self, gy):
-        a, b = self.saved_tensors
+        a, b = _read_saved(self)  # (``saved_tensors``, read by the node itself)
         e = self._edges
         ga = gy / cj(b) if e[0] is not None else None
         # -gy * (a / b) / b, in torch's order: a / b first, so that b * b never overflows
