@@ -388,8 +388,12 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                             g = _restore_meta(g, shapes[i])
                         buf = buffers.get(nxt)
                         if buf is None:
-                            buf = buffers[nxt] = [None] * nxt.n_outputs
-                        if buf[nr] is None:
+                            if nxt.n_outputs == 1:
+                                buffers[nxt] = [g]
+                            else:
+                                buf = buffers[nxt] = [None] * nxt.n_outputs
+                                buf[nr] = g
+                        elif buf[nr] is None:
                             buf[nr] = g
                         elif create_graph or _active[0]:
                             buf[nr] = buf[nr] + g
