@@ -296,6 +296,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
     leaf_bufs = {}
     owned = set()  # keys of leaf_bufs whose tensor the engine made (``_add_to_buffer``)
     ready = [n for n in root_nodes if n not in deps]
+    plain = node_targets is None  # no node's gradient is captured, every node runs
     prev_mode = _grad_state.grad_enabled
     _grad_state.grad_enabled = create_graph
     prev_valid = checkpoint_valid[0]
@@ -310,7 +311,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
             edges = node._edges
             grads = buffers.pop(node, None)
             hooked = node._hooked
-            if grads is not None:
+            if grads is not None and (hooked or not plain):
                 if hooked and node._tensor_pre_hooks:
                     grads = _outside(_run_tensor_hooks, node, grads)
                 if node_targets and node in node_targets:

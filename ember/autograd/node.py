@@ -641,7 +641,8 @@ class Primitive(Node):
         if cls.broadcasts:
             shape, dt = out.shape, out.dtype
             for a in args:
-                if isinstance(a, Tensor) and (a._data.shape != shape or a._data.dtype != dt):
+                if isinstance(a, Tensor) and (a._data.shape != shape or
+                                              a._data.dtype is not dt and a._data.dtype != dt):
                     # gradients are summed back over broadcast dims and cast back to
                     # each input's dtype in one place, the engine
                     self._in_shapes = [(a._data.shape, a._data.dtype)
