@@ -343,11 +343,14 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                     r = _outside(hook, tuple(grads))
                     if r is not None:
                         grads = list(r)
-            if len(grads) > 1 and any(g is None for g in grads):
+            one = len(grads) == 1
+            if not one and any(g is None for g in grads):
                 grads = _fill_zeros(node, grads)
             try:
                 if _active[0]:
                     in_grads = _outside(_modes.run_node, node, grads)
+                elif one:
+                    in_grads = node.backward(grads[0])
                 else:
                     in_grads = node.backward(*grads)
             except Exception:
