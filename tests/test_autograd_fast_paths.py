@@ -246,3 +246,36 @@ def test_node_hooks_and_retain_grad_on_the_chain():
     for a, b in zip(e[:3], t[:3]):
         np.testing.assert_allclose(a, b, rtol=1e-6)
     assert e[3] == t[3]
+
+
+class _Methods:
+    def plain(self, a, b):
+        return a + b
+
+    def keeps(self, a, b):
+        self.kept = a
+        return b
+
+    def calls_super(self, a, b):
+        return super().__eq__(a)
+
+    def closes_over(self, a, b):
+        return lambda: self
+
+    def reads_late(self, a, b):
+        c = a * b
+        d = [c] * 3
+        return d, getattr(self, "x", None)
+
+
+def test_forward_reading_its_node_is_detected():
+    """Fast op functions skip making a node before ``forward`` only where ``forward``
+    provably never touches it; every other spelling keeps the node."""
+    from ember.autograd.node import _reads_self
+    assert not _reads_self(_Methods.plain)
+    assert all(_reads_self(getattr(_Methods, n))
+               for n in ("keeps", "calls_super", "closes_over", "reads_late"))
+    # the op whose forward keeps alpha on its node still records and computes right
+    e, t = (m.add(*_leaves(m), alpha=3) for m in (ember, torch))
+    np.testing.assert_allclose(_np(e), _np(t))
+    e.sum().backward()

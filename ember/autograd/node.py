@@ -687,20 +687,29 @@ class Primitive(Node):
         return tuple(outs)
 
 
+# the bytecodes that read or write a local by index; the superinstructions pack two
+# 4-bit indices in one argument
+_FAST_OPS = frozenset(op for name, op in dis.opmap.items() if "FAST" in name)
+_FAST_PAIRS = frozenset(dis.opmap[n] for n in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST",
+                                                "STORE_FAST_STORE_FAST") if n in dis.opmap)
+
+
 def _reads_self(fn):
     """Whether the method ``fn`` uses its first argument (a ``forward`` that keeps values
-    on its node); read from its bytecode, once, when an op's fast function is made."""
+    on its node); read from its bytecode, once, when an op's fast function is made. Any
+    doubt answers True (the node is then made before ``forward``, as for any op)."""
     code = fn.__code__
     if not code.co_argcount:
         return True
-    name = code.co_varnames[0]
-    if name in code.co_cellvars or "__class__" in code.co_freevars:
+    if code.co_varnames[0] in code.co_cellvars or "__class__" in code.co_freevars:
         return True  # kept by a closure, or read by a zero-argument super()
-    for ins in dis.get_instructions(code):
-        if "FAST" in ins.opname:
-            arg = ins.argval
-            if arg == name or type(arg) is tuple and name in arg:
-                return True
+    raw = code.co_code
+    for i in range(0, len(raw), 2):
+        op = raw[i]
+        if op in _FAST_OPS:
+            arg = raw[i + 1]
+            if arg == 0 or op in _FAST_PAIRS and (arg < 16 or not arg & 15):
+                return True  # local 0 is the first argument
     return False
 
 
