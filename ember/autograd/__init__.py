@@ -1,6 +1,8 @@
 """Automatic differentiation: ``backward``, ``grad``, grad modes, and user Functions."""
+import numpy as np
+
 from ember._legacy import Variable  # the pre-0.4 spelling, still in many programs
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _make
 from ember.autograd import (
     anomaly,
     forward_ad,  # torch.autograd.forward_ad (double-vjp tangents)
@@ -58,7 +60,10 @@ def _make_grads(outputs, grad_outputs, is_grads_batched=False):
             if out._data.dtype.kind not in "fV":
                 raise RuntimeError("grad can be implicitly created only for real scalar outputs "
                                    f"but got {out.dtype}")
-            g = ones_like(out)
+            d = out._data
+            # (``ones_like``'s own work, for the one-element array every backward() starts from)
+            g = _make(np.ones(d.shape, d.dtype)) if type(d) is np.ndarray and \
+                d.dtype.kind == "f" else ones_like(out)
         elif not isinstance(g, Tensor):
             raise TypeError(f"gradients can be either Tensors or None, but got "
                             f"{type(g).__name__}")

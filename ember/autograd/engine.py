@@ -28,11 +28,14 @@ def _is_checkpoint_valid():
 
 
 def _dependencies(root_nodes):
-    """For each node reachable from the roots: how many edges lead into it."""
+    """For each node reachable from the roots: how many edges lead into it; and for each
+    leaf (by id), how many edges lead into its ``AccumulateGrad``."""
     deps = {}
+    leaf_deps = {}
     # a root reachable from another root is walked once, not twice (else its inputs
-    # would wait for an edge that never comes and lose their gradients)
-    seen = set(root_nodes)
+    # would wait for an edge that never comes and lose their gradients); any other node
+    # is walked when it first enters ``deps``
+    roots = set(root_nodes)
     stack = list(root_nodes)
     while stack:
         for e in stack.pop()._edges:
@@ -42,10 +45,15 @@ def _dependencies(root_nodes):
                     deps[nxt] += 1
                 else:
                     deps[nxt] = 1
-                    if nxt not in seen:
-                        seen.add(nxt)
+                    if nxt not in roots:
                         stack.append(nxt)
-    return deps
+            elif e is not None:
+                k = id(e)
+                if k in leaf_deps:
+                    leaf_deps[k] += 1
+                else:
+                    leaf_deps[k] = 1
+    return deps, leaf_deps
 
 
 def _needed(root_nodes, leaf_targets, node_targets):
@@ -106,6 +114,26 @@ def _accumulate(leaf, g, create_graph, seen):
         for hook in list(extra.post_acc_hooks):
             if hook(leaf) is not None:
                 raise RuntimeError("Tensor post accumulate grad hooks should return None.")
+
+
+def _leaf_done(leaf, g, accumulate, create_graph, seen, leaf_targets, captured):
+    """A leaf's summed gradient, once all its edges have run: into ``.grad``, or kept for
+    ``autograd.grad``'s result."""
+    if accumulate:
+        _outside(_accumulate, leaf, g, create_graph, seen)
+    elif leaf_targets is not None:
+        captured.setdefault(id(leaf), []).append(g)
+
+
+def _outside(fn, *args):
+    """Call ``fn`` (the user's hooks) as code outside ember's backward formulas: built-in
+    nodes hide ``saved_tensors`` from it (``Primitive.saved_tensors``)."""
+    depth = _in_backward[0]
+    _in_backward[0] = 0
+    try:
+        return fn(*args)
+    finally:
+        _in_backward[0] = depth
 
 
 def _own(g):
@@ -249,7 +277,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
         nr = t._output_nr
         buf[nr] = g if buf[nr] is None else buf[nr] + g
 
-    deps = _dependencies(root_nodes)
+    deps, leaf_deps = _dependencies(root_nodes)
     leaf_targets = None
     node_targets = None
     needed = None
@@ -263,20 +291,29 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 node_targets.setdefault(i.grad_fn, set()).add(i._output_nr)
         needed = _needed(root_nodes, leaf_targets, node_targets)
 
+    # a leaf's gradients are summed here as they arrive and reach the leaf once, when its
+    # last edge has run (PyTorch's AccumulateGrad node: the leaf's hooks see the total)
+    leaf_bufs = {}
+    owned = set()  # keys of leaf_bufs whose tensor the engine made (``_add_to_buffer``)
     ready = [n for n in root_nodes if n not in deps]
+    plain = node_targets is None  # no node's gradient is captured, every node runs
     prev_mode = _grad_state.grad_enabled
     _grad_state.grad_enabled = create_graph
     prev_valid = checkpoint_valid[0]
     checkpoint_valid[0] = inputs is None
     check_nan = anomaly.enabled[0] and anomaly.nan_check[0]
+    # the backward functions below are ember's own (``Primitive.saved_tensors``); the
+    # user's hooks run with the marker lowered again (``_outside``)
+    _in_backward[0] += 1
     try:
         while ready:
             node = ready.pop()
             edges = node._edges
             grads = buffers.pop(node, None)
-            if grads is not None:
-                if node._tensor_pre_hooks:
-                    grads = _run_tensor_hooks(node, grads)
+            hooked = node._hooked
+            if grads is not None and (hooked or not plain):
+                if hooked and node._tensor_pre_hooks:
+                    grads = _outside(_run_tensor_hooks, node, grads)
                 if node_targets and node in node_targets:
                     for nr in node_targets[node]:
                         if grads[nr] is not None:
@@ -293,23 +330,29 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                         deps[nxt] = d
                         if d == 0:
                             ready.append(nxt)
+                    elif e is not None:
+                        k = id(e)
+                        d = leaf_deps[k] - 1
+                        leaf_deps[k] = d
+                        if d == 0 and k in leaf_bufs:
+                            _leaf_done(e, leaf_bufs.pop(k), accumulate, create_graph, seen,
+                                       leaf_targets, captured)
                 continue
-            if node._pre_hooks:
+            if hooked and node._pre_hooks:
                 for hook in node._pre_hooks:
-                    r = hook(tuple(grads))
+                    r = _outside(hook, tuple(grads))
                     if r is not None:
                         grads = list(r)
-            if len(grads) > 1 and any(g is None for g in grads):
+            one = len(grads) == 1
+            if not one and any(g is None for g in grads):
                 grads = _fill_zeros(node, grads)
             try:
                 if _active[0]:
-                    in_grads = _modes.run_node(node, grads)
+                    in_grads = _outside(_modes.run_node, node, grads)
+                elif one:
+                    in_grads = node.backward(grads[0])
                 else:
-                    _in_backward[0] += 1
-                    try:
-                        in_grads = node.backward(*grads)
-                    finally:
-                        _in_backward[0] -= 1
+                    in_grads = node.backward(*grads)
             except Exception:
                 if anomaly.enabled[0]:
                     _report_anomaly(node)
@@ -325,9 +368,10 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                     raise RuntimeError(
                         f"function {node.name()} returned an incorrect number of gradients "
                         f"(expected {len(edges)}, got {len(in_grads)})")
-            if node._hooks:
-                for hook in node._hooks:
-                    r = hook(in_grads, tuple(grads))
+            hooks = node._hooks if hooked else None
+            if hooks:
+                for hook in hooks:
+                    r = _outside(hook, in_grads, tuple(grads))
                     if r is not None:
                         in_grads = tuple(r)
             if check_nan:
@@ -344,39 +388,59 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 if type(e) is tuple:
                     nxt, nr = e
                     if g is not None:
-                        region = None
                         if shapes is not None and shapes[i] is not None:
                             g = _restore_meta(g, shapes[i])
-                        elif i == 0 and not node._hooks:
-                            # a select's or slice's gradient: zeros outside its index
-                            region = getattr(node, "grad_region", None)
                         buf = buffers.get(nxt)
                         if buf is None:
-                            buf = buffers[nxt] = [None] * nxt.n_outputs
-                        if buf[nr] is None:
+                            if nxt.n_outputs == 1:
+                                buffers[nxt] = [g]
+                            else:
+                                buf = buffers[nxt] = [None] * nxt.n_outputs
+                                buf[nr] = g
+                        elif buf[nr] is None:
                             buf[nr] = g
                         elif create_graph or _active[0]:
                             buf[nr] = buf[nr] + g
                         else:
+                            # a select's or slice's gradient: zeros outside its index
+                            region = node.grad_region if i == 0 and not hooks and (
+                                shapes is None or shapes[0] is None) else None
                             buf[nr] = _add_to_buffer(buf, nr, g, region)
                     d = deps[nxt] - 1
                     deps[nxt] = d
                     if d == 0:
                         ready.append(nxt)
-                elif g is not None:
+                    continue
+                k = id(e)
+                if leaf_targets is not None and k not in leaf_targets:
+                    continue
+                if g is not None:
                     if shapes is not None and shapes[i] is not None:
                         g = _restore_meta(g, shapes[i])
                     if e._data.dtype != g._data.dtype:
                         g = g.to(e.dtype)
-                    if leaf_targets is None:
-                        if accumulate:
-                            _accumulate(e, g, create_graph, seen)
-                    elif id(e) in leaf_targets:
-                        if accumulate:
-                            _accumulate(e, g, create_graph, seen)
-                        else:
-                            captured.setdefault(id(e), []).append(g)
+                    if k not in leaf_bufs:
+                        leaf_bufs[k] = g
+                    elif k in owned:
+                        # a sum the engine made: nothing else sees it, and every arrival
+                        # has the leaf's shape and dtype
+                        a = leaf_bufs[k]._data
+                        np.add(a, g._data, out=a)
+                    elif create_graph or _active[0]:
+                        leaf_bufs[k] = leaf_bufs[k] + g
+                    else:
+                        b = leaf_bufs[k] = _add_to_buffer(leaf_bufs, k, g, None)
+                        a = b._data
+                        if type(a) is np.ndarray and a.dtype.names is None and \
+                                type(g._data) is np.ndarray and a.flags.writeable:
+                            owned.add(k)
+                d = leaf_deps[k] - 1
+                leaf_deps[k] = d
+                if d == 0 and k in leaf_bufs:
+                    _leaf_done(e, leaf_bufs.pop(k), accumulate, create_graph, seen,
+                               leaf_targets, captured)
     finally:
+        _in_backward[0] -= 1
         _grad_state.grad_enabled = prev_mode
         checkpoint_valid[0] = prev_valid
 

@@ -1,5 +1,6 @@
 """Graph nodes. A :class:`Primitive` is both an op (its forward on arrays) and the
 node it leaves in the graph (its backward, written in ember Tensor ops)."""
+import dis
 import os
 import sys
 import weakref
@@ -19,6 +20,8 @@ __all__ = ["Node", "Primitive", "AccumulateGrad"]
 
 # how many modes (ember.autograd._modes) the current call sees: every op call checks it
 _active = _modes.active
+# whether anomaly mode is on (nodes then keep the stack that made them)
+_anomaly = anomaly.enabled
 # the active saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks)
 _hook_stack = _saved_hooks.stack
 _Packed = _saved_hooks.Packed
@@ -82,7 +85,11 @@ class Node:
     _hooks = None
     _pre_hooks = None
     _tensor_pre_hooks = None
+    _hooked = False  # set once any hook above is registered: the engine's one check
     _n_in = None  # set when trailing inputs were plain values (dims, flags), not Tensors
+    # a basic index outside which the first input's gradient is zero (a select's or
+    # slice's node says it, so the engine adds only that part into a buffered gradient)
+    grad_region = None
     # the inputs PyTorch's node lists, in its order, where they are not all of ember's
     # (``where``'s condition and ``masked_fill``'s mask are no edges in PyTorch's graph)
     _edge_inputs = None
@@ -146,6 +153,7 @@ class Node:
         """``fn(grad_inputs, grad_outputs)`` runs after this node; may return new grad_inputs."""
         if self._hooks is None:
             self._hooks = []
+        self._hooked = True
         self._hooks.append(fn)
         return _Handle(self._hooks, fn)
 
@@ -153,12 +161,14 @@ class Node:
         """``fn(grad_outputs)`` runs before this node; may return new grad_outputs."""
         if self._pre_hooks is None:
             self._pre_hooks = []
+        self._hooked = True
         self._pre_hooks.append(fn)
         return _Handle(self._pre_hooks, fn)
 
     def _add_tensor_pre_hook(self, nr, fn):
         if self._tensor_pre_hooks is None:
             self._tensor_pre_hooks = {}
+        self._hooked = True
         hooks = self._tensor_pre_hooks.setdefault(nr, [])
         hooks.append(fn)
         return _Handle(hooks, fn)
@@ -222,6 +232,34 @@ def _read_saved(self):
         raise RuntimeError(_FREED_MSG)
     if saved is None:
         return ()
+    n = len(saved)
+    if n == 1:
+        # the common cases first: one or two saved inputs, or the saved output, unchanged
+        # since they were saved
+        item = saved[0]
+        if type(item) is tuple:
+            if len(item) == 2:
+                t, version = item
+                if version is None or t._vc[0] == version:
+                    return (t,)
+            elif item[1][0] == item[2] and "_fw_out" not in self.__dict__:
+                # the output, rebuilt as the loop below does (``_make``, inlined)
+                arr, vc, version, rg, nr = item
+                t = _new(Tensor)
+                t._data = arr
+                t._grad = t._base = t._extra = None
+                t._vc = vc
+                t._requires_grad = rg
+                t.grad_fn = self if rg else None
+                t._output_nr = nr if rg else 0
+                return (t,)
+    elif n == 2:
+        i0, i1 = saved
+        if type(i0) is tuple and type(i1) is tuple and len(i0) == 2 and len(i1) == 2:
+            t0, v0 = i0
+            t1, v1 = i1
+            if (v0 is None or t0._vc[0] == v0) and (v1 is None or t1._vc[0] == v1):
+                return (t0, t1)
     out = []
     for i, item in enumerate(saved):
         if type(item) is _Packed:
@@ -410,11 +448,16 @@ class Primitive(Node):
         and NumPy (used for the hot elementwise functions and methods)."""
         forward = cls.forward
         multi = cls.n_outputs != 1
+        if cls.broadcasts:
+            raise TypeError(f"{cls.__qualname__}: unary_function is for elementwise ops, "
+                            "whose output has the input's shape (broadcasts=False)")
+
+        lean = not _reads_self(forward)  # then the node is made only when it is recorded
 
         def f(x):
             if _active[0]:
                 return cls.apply(x)
-            self = _new(cls)
+            self = None if lean else _new(cls)
             if not isinstance(x, Tensor):
                 raise TypeError(f"{cls._op_name.lower()}(): argument 'input' must be Tensor, "
                                 f"not {type(x).__name__}")
@@ -424,11 +467,20 @@ class Primitive(Node):
                 if _c32.is_c32(x._data):
                     return cls.apply(x)
                 raise
-            if x._requires_grad and _grad_state.grad_enabled and not multi:
-                return self._record((x,), out)
             if multi:
-                return cls._finish(self, (x,), out)
-            return _wrap(out)
+                return cls._finish(self or _new(cls), (x,), out)
+            if x._requires_grad and _grad_state.grad_enabled:
+                return (self or _new(cls))._record1(x, out)
+            # ``_wrap``, inlined: this is the whole cost of an op outside the graph
+            if type(out) is not _ndarray:
+                out = _as_array(out)
+            t = _new(Tensor)
+            t._data = out
+            t._requires_grad = False
+            t._grad = t.grad_fn = t._base = t._extra = None
+            t._output_nr = 0
+            t._vc = [0]
+            return t
         return f
 
     @classmethod
@@ -436,13 +488,14 @@ class Primitive(Node):
         """``f(a, b)`` (or ``f(b, a)`` when ``reflected``) for a two-input op, as fast as
         ``unary_function``; either operand may be a Python number."""
         forward = cls.forward
+        lean = not _reads_self(forward)  # then the node is made only when it is recorded
 
         def f(a, b):
             if reflected:
                 a, b = b, a
             if _active[0]:
                 return cls.apply(a, b)
-            self = _new(cls)
+            self = None if lean else _new(cls)
             rg = False
             if isinstance(a, Tensor):
                 da = a._data
@@ -467,8 +520,16 @@ class Primitive(Node):
                     raise _as_runtime_error(cls, (a, b), e) from None
                 raise
             if rg and _grad_state.grad_enabled:
-                return self._record((a, b), out)
-            return _wrap(out)
+                return (self or _new(cls))._record((a, b), out)
+            if type(out) is not _ndarray:  # ``_wrap``, inlined as in ``unary_function``
+                out = _as_array(out)
+            t = _new(Tensor)
+            t._data = out
+            t._requires_grad = False
+            t._grad = t.grad_fn = t._base = t._extra = None
+            t._output_nr = 0
+            t._vc = [0]
+            return t
         return f
 
     @classmethod
@@ -488,7 +549,7 @@ class Primitive(Node):
                 self._edges = (None,)
             if type(self).save_inputs:
                 self._saved = [(a, a._vc[0]) if isinstance(a, Tensor) else (a, None)]
-            if anomaly.enabled[0]:
+            if _anomaly[0]:
                 self._trace = anomaly.forward_trace()
             return
         edges = []
@@ -510,8 +571,40 @@ class Primitive(Node):
             # Python numbers and None are kept as they are: backward formulas take them
             self._saved = [(args[i], args[i]._vc[0]) if isinstance(args[i], Tensor)
                            else (args[i], None) for i in cls.save_inputs]
-        if anomaly.enabled[0]:
+        if _anomaly[0]:
             self._trace = anomaly.forward_trace()
+
+    def _record1(self, x, out):
+        """``_record`` for a one-input op whose input requires grad (``unary_function``)."""
+        fn = x.grad_fn
+        self._edges = (x if fn is None else (fn, x._output_nr),)
+        cls = type(self)
+        if cls.save_inputs:
+            self._saved = [(x, x._vc[0])]
+        if _anomaly[0]:
+            self._trace = anomaly.forward_trace()
+        if type(out) is not _ndarray:
+            out = _as_array(out)
+        t = _new(Tensor)
+        t._data = out
+        t._grad = t._base = t._extra = None
+        t._output_nr = 0
+        t._vc = vc = [0]
+        if out.dtype.kind in "fcV":
+            t._requires_grad = True
+            t.grad_fn = self
+            if cls.save_output:
+                # (array, counter, version, requires_grad, output_nr): see ``_record``
+                if self._saved is None:
+                    self._saved = [(out, vc, 0, True, 0)]
+                else:
+                    self._saved.append((out, vc, 0, True, 0))
+        else:
+            t._requires_grad = False
+            t.grad_fn = None
+        if _hook_stack and self._saved:
+            self._pack_saved()
+        return t
 
     def _record(self, args, out):
         """Make the output Tensor and link this node into the graph (grad mode only)."""
@@ -539,7 +632,7 @@ class Primitive(Node):
                 else:
                     self._saved = [(args[i], args[i]._vc[0]) if isinstance(args[i], Tensor)
                                    else (args[i], None) for i in si]
-            if anomaly.enabled[0]:
+            if _anomaly[0]:
                 self._trace = anomaly.forward_trace()
         else:
             self._edges_of(args)
@@ -548,7 +641,8 @@ class Primitive(Node):
         if cls.broadcasts:
             shape, dt = out.shape, out.dtype
             for a in args:
-                if isinstance(a, Tensor) and (a._data.shape != shape or a._data.dtype != dt):
+                if isinstance(a, Tensor) and (a._data.shape != shape or
+                                              a._data.dtype is not dt and a._data.dtype != dt):
                     # gradients are summed back over broadcast dims and cast back to
                     # each input's dtype in one place, the engine
                     self._in_shapes = [(a._data.shape, a._data.dtype)
@@ -591,6 +685,32 @@ class Primitive(Node):
         if _hook_stack and self._saved:
             self._pack_saved()
         return tuple(outs)
+
+
+# the bytecodes that read or write a local by index; the superinstructions pack two
+# 4-bit indices in one argument
+_FAST_OPS = frozenset(op for name, op in dis.opmap.items() if "FAST" in name)
+_FAST_PAIRS = frozenset(dis.opmap[n] for n in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST",
+                                                "STORE_FAST_STORE_FAST") if n in dis.opmap)
+
+
+def _reads_self(fn):
+    """Whether the method ``fn`` uses its first argument (a ``forward`` that keeps values
+    on its node); read from its bytecode, once, when an op's fast function is made. Any
+    doubt answers True (the node is then made before ``forward``, as for any op)."""
+    code = fn.__code__
+    if not code.co_argcount:
+        return True
+    if code.co_varnames[0] in code.co_cellvars or "__class__" in code.co_freevars:
+        return True  # kept by a closure, or read by a zero-argument super()
+    raw = code.co_code
+    for i in range(0, len(raw), 2):
+        op = raw[i]
+        if op in _FAST_OPS:
+            arg = raw[i + 1]
+            if arg == 0 or op in _FAST_PAIRS and (arg < 16 or not arg & 15):
+                return True  # local 0 is the first argument
+    return False
 
 
 def _wrap(out):

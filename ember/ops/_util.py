@@ -62,6 +62,38 @@ def promote_arrays(a, b):
     return _promote_general(a, b)
 
 
+# per floating dtype, Python numbers already made 0-d arrays (``number_operand``), and the
+# largest magnitude that converts without overflow
+_NUMBER_ARRAYS = {np.dtype(np.float32): ({}, float(np.finfo(np.float32).max)),
+                  np.dtype(np.float64): ({}, float(np.finfo(np.float64).max))}
+
+
+def number_operand(arr, s):
+    """``s`` (a Python number beside the NumPy array ``arr``) as a NumPy ufunc takes it
+    fastest: a read-only 0-d array of ``arr``'s dtype (float32 or float64), kept for reuse.
+
+    NumPy converts a Python number to the array's floating dtype anyway (NEP 50), with the
+    same rounding; from a ready 0-d array it skips that step, half the cost of ``x / 3.0``
+    on a small tensor. Anything else (other dtypes, zeros, whose sign a cache keyed by
+    value would lose, NaN, integers past 2**24, values that would overflow) is returned
+    as it is."""
+    entry = _NUMBER_ARRAYS.get(arr.dtype) if type(arr) is _ndarray else None
+    if entry is None:
+        return s
+    cache, limit = entry
+    z = cache.get(s)
+    if z is None:
+        ts = type(s)
+        if not (ts is float and 0 < abs(s) <= limit or ts is int and 0 < abs(s) <= 1 << 24):
+            return s
+        if len(cache) >= 256:
+            cache.clear()  # a few constants recur in a program; a sweep of values does not
+        z = np.array(s, arr.dtype)
+        z.flags.writeable = False
+        cache[s] = z
+    return z
+
+
 def _scalar_pair(arr, s):
     if type(arr) is not _ndarray and not hasattr(arr, "dtype"):
         return _promote_general(arr, s)

@@ -9,12 +9,13 @@ import math
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, _read_saved
 from ember.ops import _batch, _jvp
 from ember.ops._util import (
     cj,
     default_float_np,
     not_implemented_for,
+    number_operand,
     promote_arrays,
     with_out,
     write_out,
@@ -60,6 +61,8 @@ from ember.ops.comparison import (  # noqa: F401
     not_equal,
 )
 from ember.ops.composite_node import one_node
+
+_ndarray = np.ndarray
 
 
 def _float_result(a, b):
@@ -121,7 +124,11 @@ class Add(Primitive):
     complex32_math = True
 
     def forward(self, a, b):
-        a, b = promote_arrays(a, b)
+        if type(a) is not _ndarray or type(b) is not _ndarray or a.dtype != b.dtype:
+            # (two arrays of one dtype, the common case, need no promotion)
+            a, b = promote_arrays(a, b)
+            if type(b) is float or type(b) is int:
+                b = number_operand(a, b)
         return a + b
 
     def backward(self, gy):
@@ -196,12 +203,17 @@ class Sub(Primitive):
     complex32_math = True
 
     def forward(self, a, b):
+        if type(a) is _ndarray and type(b) is _ndarray and a.dtype == b.dtype and \
+                a.dtype.kind != "b":
+            return a - b  # the common case: nothing to promote, no bool to refuse
         # checked before promotion, which would turn a bool tensor into the other's dtype
         if _is_bool(a) or _is_bool(b):
             raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
                                "supported. If you are trying to invert a mask, use the `~` or "
                                "`logical_not()` operator instead.")
         a, b = promote_arrays(a, b)
+        if type(b) is float or type(b) is int:
+            b = number_operand(a, b)
         return a - b
 
     def backward(self, gy):
@@ -232,11 +244,15 @@ class Mul(Primitive):
     save_inputs = (0, 1)
 
     def forward(self, a, b):
-        a, b = promote_arrays(a, b)
+        if type(a) is not _ndarray or type(b) is not _ndarray or a.dtype != b.dtype:
+            # (two arrays of one dtype, the common case, need no promotion)
+            a, b = promote_arrays(a, b)
+            if type(b) is float or type(b) is int:
+                b = number_operand(a, b)
         return a * b
 
     def backward(self, gy):
-        a, b = self.saved_tensors
+        a, b = _read_saved(self)  # (``saved_tensors``, read by the node itself)
         e = self._edges
         return (gy * cj(b) if e[0] is not None else None), \
             (gy * cj(a) if e[1] is not None else None)
@@ -291,11 +307,19 @@ class Div(Primitive):
     save_inputs = (0, 1)
 
     def forward(self, a, b):
+        if type(a) is _ndarray and a.dtype.kind == "f":
+            # the common cases: nothing to promote
+            if type(b) is float:
+                return a / number_operand(a, b)
+            if type(b) is _ndarray and b.dtype == a.dtype:
+                return a / b
         a, b = _float_result(a, b)
+        if type(b) is float:
+            b = number_operand(a, b)
         return a / b
 
     def backward(self, gy):
-        a, b = self.saved_tensors
+        a, b = _read_saved(self)  # (``saved_tensors``, read by the node itself)
         e = self._edges
         ga = gy / cj(b) if e[0] is not None else None
         # -gy * (a / b) / b, in torch's order: a / b first, so that b * b never overflows

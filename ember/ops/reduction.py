@@ -86,6 +86,8 @@ def _keep(g, in_shape, axes, keepdim):
 
 def _restore(g, in_shape, axes, keepdim):
     """Broadcast a reduced gradient back over the reduced ``axes``."""
+    if g._data.ndim == 0:
+        return g.expand(in_shape)  # a full reduction's: it broadcasts as it is (PyTorch's)
     return _keep(g, in_shape, axes, keepdim).expand(in_shape)
 
 

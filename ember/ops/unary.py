@@ -8,11 +8,13 @@ import numpy as np
 from ember import backend as _backend
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, _read_saved
 from ember.ops import _batch, _erf_kernels, _jvp
 from ember.ops._util import (
     cj,
+    default_float_np,
     not_implemented_for,
+    number_operand,
     promote_arrays,
     to_float,
     with_out,
@@ -69,22 +71,25 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", **rules):
              "onnx": None, "torchscript": None, **rules}
     if floating:
         def forward(self, x):
-            return fn(to_float(x))
+            if x.dtype.kind not in "fcV":  # ``to_float``, inlined on this hot path
+                x = x.astype(default_float_np())
+            return fn(x)
     else:
         def forward(self, x):
             return fn(x)
     attrs["forward"] = forward
+    # (the node's own reads of what it saved: ``saved_tensors`` without the property)
     if save == "xy":
         def backward(self, gy):
-            x, y = self.saved_tensors
+            x, y = _read_saved(self)
             return grad(gy, x, y)
     elif save == "x":
         def backward(self, gy):
-            x, = self.saved_tensors
+            x, = _read_saved(self)
             return grad(gy, x, None)
     elif save == "y":
         def backward(self, gy):
-            y, = self.saved_tensors
+            y, = _read_saved(self)
             return grad(gy, None, y)
     else:
         def backward(self, gy):
@@ -193,7 +198,7 @@ class TanhBackward(Primitive):
     def forward(self, gy, y):
         if y.dtype.kind == "c":
             return gy * np.conj(1 - y * y)
-        return gy * (1 - y * y)
+        return gy * (number_operand(y, 1) - y * y)
 
     def backward(self, ggx):
         gy, y = self.saved_tensors

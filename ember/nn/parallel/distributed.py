@@ -54,14 +54,16 @@ def _tensors(obj, out):
 
 
 def _count_uses(outputs, ids):
-    """How many gradient contributions each parameter (by id) gets from ``outputs``."""
+    """Which parameters (by id) get a gradient from ``outputs``: 1 for those, else 0.
+    A parameter's post-accumulate hook runs once per backward pass, after all its
+    gradients are summed (PyTorch's AccumulateGrad), however many times it was used."""
     counts = dict.fromkeys(ids, 0)
     stack = []
     seen = set()
     for t in _tensors(outputs, []):
         if t.grad_fn is None:
             if id(t) in counts:
-                counts[id(t)] += 1
+                counts[id(t)] = 1
         elif t.grad_fn not in seen:
             seen.add(t.grad_fn)
             stack.append(t.grad_fn)
@@ -74,7 +76,7 @@ def _count_uses(outputs, ids):
                     seen.add(e[0])
                     stack.append(e[0])
             elif id(e) in counts:
-                counts[id(e)] += 1
+                counts[id(e)] = 1
     return counts
 
 
