@@ -1,5 +1,6 @@
-"""Indexing: ``x[idx]``, ``x[idx] = v``, ``index_put``, masked ops, ``nonzero`` (``take``,
-``put`` and ``masked_select`` are in ``flat_index``).
+"""Indexing: ``x[idx]``, ``x[idx] = v`` and ``index_put`` (``take``, ``put`` and
+``masked_select`` are in ``flat_index``; ``masked_fill``, ``masked_scatter`` and ``nonzero``
+in ``masking``).
 
 An index is applied in two stages, as PyTorch does: first its basic part (ints,
 slices, None, ``...``) as a view, then its advanced part (int/bool tensors or
