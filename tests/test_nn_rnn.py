@@ -277,7 +277,7 @@ def test_packing(case):
 
 
 def test_sort_ties_like_torch():
-    from ember.ops.rnn import sort_descending
+    from ember.ops.rnn_packing import sort_descending
     rng = np.random.default_rng(5)
     for n in (1, 2, 16, 17, 40, 300):
         for hi in (1, 3, 50):

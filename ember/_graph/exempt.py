@@ -4,6 +4,7 @@ TorchScript writer's list (``ember.jit._op_exempt``) and the ONNX exporter's
 from ember.ops import (
     _linalg_util,
     _views,
+    adaptive_pooling,
     bitwise,
     composite_node,
     conv,
@@ -51,8 +52,9 @@ FAMILY_BASES = (
 
 BACKWARD_ONLY = (
     "made only by backward formulas: traces record forward graphs",
-    conv.ConvWeight, pooling.AdaptiveAvgPoolAdjoint, pooling.AvgPoolAdjoint, pooling.PoolScatter,
-    pooling.PoolGather, pooling.ScatterFlat, resample.ResampleAdjoint, resample.TakeAdjoint,
+    conv.ConvWeight, adaptive_pooling.AdaptiveAvgPoolAdjoint, pooling.AvgPoolAdjoint,
+    pooling.PoolScatter, pooling.PoolGather, pooling.ScatterFlat, resample.ResampleAdjoint,
+    resample.TakeAdjoint,
     shape.SumToSize, shape.UnfoldBackward, scan.ReverseCumsum, scan.ScatterAddAlong,
     unary.PiecewiseGrad, unary.ReluBackward, unary.SigmoidBackward, unary.TanhBackward,
     unary._ZerosLikeOf, linalg_eig._EigGrad, reduction.ProdOthers, identity._DelayedError,

@@ -18,6 +18,7 @@ from ember.ops import (
     indexing,
     join,
     losses,
+    masking,
     nn_fused,
     normalization,
     pooling,
@@ -224,7 +225,7 @@ def _to_copy(em, node, x, np_dtype, device):
     return f"torch.to({em.e(x)}, {code}, False, False, None)"
 
 
-@emits(indexing.MaskedFill)
+@emits(masking.MaskedFill)
 def _masked_fill(em, node, x, mask, value):
     return f"torch.masked_fill({em.e(x)}, {em.e(mask)}, {em.e(value)})"
 

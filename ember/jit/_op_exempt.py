@@ -17,6 +17,7 @@ from ember._graph.exempt import (
 )
 from ember.ops import (
     _einsum,
+    adaptive_pooling,
     conv,
     conversion,
     ctc,
@@ -30,11 +31,12 @@ from ember.ops import (
     linalg_eig,
     linalg_lu,
     linalg_solve,
+    masking,
     pooling,
     power,
     reduction,
     resample,
-    rnn,
+    rnn_packing,
     scan,
     shape,
     variance,
@@ -58,18 +60,18 @@ _NOT_YET = (
     fft.FftC2C, fft.FftC2R, fft.FftR2C, gather_scatter.IndexAdd, gather_scatter.IndexCopy,
     gather_scatter.IndexFill, gather_scatter.Scatter, gather_scatter.ScatterAdd,
     gather_scatter.ScatterReduce, indexing.GetItemAdvanced,
-    indexing.IndexPut, indexing.IndexScatter, indexing.MaskedScatter, linalg_decomp.Cholesky,
+    indexing.IndexPut, indexing.IndexScatter, masking.MaskedScatter, linalg_decomp.Cholesky,
     linalg_decomp.CholeskyLegacy, diagonals.SelectScatter, diagonals.SliceScatter,
     linalg_decomp.Eigh, linalg_decomp.Pinv, linalg_decomp.Qr, linalg_solve.Slogdet,
     linalg_solve.Solve, linalg_decomp.Svd, vector_norms.VectorNorm, linalg_eig.Eig,
     linalg_lu.Geqrf, linalg_lu.LuFactorEx,
-    pooling.AdaptiveMaxPool, pooling.AvgPool, pooling.GatherFlat, power.RPowScalar,
-    pooling.AdaptiveMaxPool3D, pooling.AvgPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
-    pooling.AdaptiveAvgPool, pooling.AdaptiveAvgPool3D,
+    adaptive_pooling.AdaptiveMaxPool, pooling.AvgPool, pooling.GatherFlat, power.RPowScalar,
+    adaptive_pooling.AdaptiveMaxPool3D, pooling.AvgPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
+    adaptive_pooling.AdaptiveAvgPool, adaptive_pooling.AdaptiveAvgPool3D,
     reduction.Nansum, reduction.Prod, reduction.ProdDim, reduction._All, reduction._Any,
     reduction._CountNonzero, variance._Std, variance._Var, resample.Resample, resample.Take,
-    rnn.PackPadded, rnn.PadPacked, rnn.PadSequence, scan.Cumprod, scan.GatherAlong,
-    scan._Cummax, scan._Cummin, shape.Unfold)
+    rnn_packing.PackPadded, rnn_packing.PadPacked, rnn_packing.PadSequence, scan.Cumprod,
+    scan.GatherAlong, scan._Cummax, scan._Cummin, shape.Unfold)
 
 # the fills are written (``torch.fill``); the rest of the storage group is not
 _STORAGE = tuple(c for c in STORAGE if not (isinstance(c, type) and

@@ -49,8 +49,8 @@ from ember.ops import (
     conversion,
     elementwise,
     extrema,
-    indexing,
     linalg,
+    masking,
     nn_fused,
     power,
     quantization,
@@ -173,7 +173,7 @@ def _where(g, node, cond, a, b):
                           g.tensor(b, dtype=dt) if not isinstance(b, Ref) else g.tensor(b)])
 
 
-@exports(indexing.MaskedFill)
+@exports(masking.MaskedFill)
 def _masked_fill(g, node, x, mask, value):
     return g.op("Where", [g.tensor(mask), g.tensor(value, like=x), g.tensor(x)])
 

@@ -16,6 +16,7 @@ from ember._graph.exempt import (
 )
 from ember.ops import (
     _einsum,
+    adaptive_pooling,
     bitwise,
     complex_numbers,
     conv,
@@ -32,13 +33,14 @@ from ember.ops import (
     linalg_lu,
     linalg_solve,
     losses,
+    masking,
     normalization,
     normalization_nodes,
     pooling,
     power,
     reduction,
     resample,
-    rnn,
+    rnn_packing,
     scan,
     shape,
     softmaxes,
@@ -98,12 +100,12 @@ _NOT_YET = (
     gather_scatter.Scatter, gather_scatter.ScatterAdd, gather_scatter.ScatterReduce,
     indexing.GetItem, indexing.GetItemAdvanced, indexing.IndexPut, indexing.IndexScatter,
     diagonals.SelectScatter, diagonals.SliceScatter,
-    indexing.MaskedScatter, losses.MultiMarginLoss, losses.MultilabelMarginLoss,
-    normalization.Normalize, normalization._GroupNorm, pooling.AdaptiveMaxPool,
-    pooling.AvgPool, pooling.GatherFlat, resample.Resample, resample.Take, rnn.PackPadded,
-    pooling.AdaptiveMaxPool3D, pooling.AvgPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
-    pooling.AdaptiveAvgPool, pooling.AdaptiveAvgPool3D,
-    rnn.PadPacked, rnn.PadSequence, scan.GatherAlong, shape.Roll, shape.Select,
+    masking.MaskedScatter, losses.MultiMarginLoss, losses.MultilabelMarginLoss,
+    normalization.Normalize, normalization._GroupNorm, adaptive_pooling.AdaptiveMaxPool,
+    pooling.AvgPool, pooling.GatherFlat, resample.Resample, resample.Take,
+    adaptive_pooling.AdaptiveMaxPool3D, pooling.AvgPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
+    adaptive_pooling.AdaptiveAvgPool, adaptive_pooling.AdaptiveAvgPool3D, rnn_packing.PackPadded,
+    rnn_packing.PadPacked, rnn_packing.PadSequence, scan.GatherAlong, shape.Roll, shape.Select,
     shape.Unfold)
 
 # batch norm over the (C,) parameters: eager only (a capture records Normalize, which

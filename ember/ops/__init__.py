@@ -1,5 +1,6 @@
 """ember's ops, one module per family. Importing this package binds every Tensor method."""
 from ember.ops import (  # noqa: F401
+    adaptive_pooling,
     bitwise,
     complex_numbers,
     conv,
@@ -14,6 +15,7 @@ from ember.ops import (  # noqa: F401
     linalg,
     linalg_decomp,
     linalg_solve,
+    masking,
     normalization,
     pooling,
     power,
@@ -29,6 +31,7 @@ from ember.ops import (  # noqa: F401
     variance,
     vector_norms,
 )
+from ember.ops.adaptive_pooling import *  # noqa: F401,F403
 from ember.ops.bitwise import *  # noqa: F401,F403
 from ember.ops.complex_numbers import *  # noqa: F401,F403
 from ember.ops.conv import *  # noqa: F401,F403
@@ -43,6 +46,7 @@ from ember.ops.join import *  # noqa: F401,F403
 from ember.ops.linalg import *  # noqa: F401,F403
 from ember.ops.linalg_decomp import *  # noqa: F401,F403
 from ember.ops.linalg_solve import *  # noqa: F401,F403
+from ember.ops.masking import *  # noqa: F401,F403
 from ember.ops.normalization import *  # noqa: F401,F403
 from ember.ops.pooling import *  # noqa: F401,F403
 from ember.ops.power import *  # noqa: F401,F403
@@ -60,9 +64,10 @@ from ember.ops.vector_norms import *  # noqa: F401,F403
 
 # `from ember.ops import *` gives the ops, not the family modules (so that, e.g.,
 # `ember.conv` or `ember.shape` do not appear as stray attributes of `ember`)
-__all__ = sorted({name for module in (bitwise, conv, conversion, diagonals, elementwise, extrema,
-                                      flat_index, gather_scatter, indexing, join, linalg,
-                                      linalg_decomp, linalg_solve, normalization, pooling, power,
+__all__ = sorted({name for module in (adaptive_pooling, bitwise, conv, conversion, diagonals,
+                                      elementwise, extrema, flat_index, gather_scatter, indexing,
+                                      join, linalg, linalg_decomp, linalg_solve, masking,
+                                      normalization, pooling, power,
                                       reduction, resample, scan, shape, sampling, softmaxes,
                                       sorting, special, unary, variance, vector_norms,
                                       complex_numbers)

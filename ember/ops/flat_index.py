@@ -9,14 +9,8 @@ from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
 from ember.ops._inplace import check_inplace, commit
 from ember.ops._util import with_out
-from ember.ops.indexing import (
-    GetItemAdvanced,
-    IndexPut,
-    _check_bool_mask,
-    _name,
-    _xp,
-    transforming,
-)
+from ember.ops.indexing import GetItemAdvanced, IndexPut, _name, _xp, transforming
+from ember.ops.masking import _check_bool_mask
 
 __all__ = ["masked_select", "take", "put"]
 

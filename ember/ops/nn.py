@@ -1,9 +1,20 @@
 """The fused neural-network ops in one namespace, for ``ember.nn.functional``.
 
-Convolution lives in :mod:`ember.ops.conv`, pooling in :mod:`ember.ops.pooling`,
-normalization in :mod:`ember.ops.normalization`, interpolation and pixel shuffle in
-:mod:`ember.ops.resample`.
+Convolution lives in :mod:`ember.ops.conv`, pooling in :mod:`ember.ops.pooling` and
+:mod:`ember.ops.adaptive_pooling`, normalization in :mod:`ember.ops.normalization`,
+interpolation and pixel shuffle in :mod:`ember.ops.resample`.
 """
+from ember.ops.adaptive_pooling import (
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
+    adaptive_max_pool1d,
+    adaptive_max_pool1d_with_indices,
+    adaptive_max_pool2d,
+    adaptive_max_pool2d_with_indices,
+    adaptive_max_pool3d,
+    adaptive_max_pool3d_with_indices,
+)
 from ember.ops.conv import (
     conv1d,
     conv2d,
@@ -23,15 +34,6 @@ from ember.ops.normalization import (
     rms_norm,
 )
 from ember.ops.pooling import (
-    adaptive_avg_pool1d,
-    adaptive_avg_pool2d,
-    adaptive_avg_pool3d,
-    adaptive_max_pool1d,
-    adaptive_max_pool1d_with_indices,
-    adaptive_max_pool2d,
-    adaptive_max_pool2d_with_indices,
-    adaptive_max_pool3d,
-    adaptive_max_pool3d_with_indices,
     avg_pool1d,
     avg_pool2d,
     avg_pool3d,

@@ -336,7 +336,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise RuntimeError(f"Non-empty {nd + 2}D data tensor expected but got a tensor with "
                            f"sizes {list(input.shape)}")
     if mode == "area":
-        from ember.ops.pooling import _adaptive_avg
+        from ember.ops.adaptive_pooling import _adaptive_avg
         return _adaptive_avg(f"adaptive_avg_pool{nd}d", nd, input, out)
     if mode == "lanczos":
         if align_corners:

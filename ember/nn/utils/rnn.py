@@ -11,7 +11,7 @@ import numpy as np
 
 from ember import _core as ember
 from ember._tensor import Tensor, _mode_active, _mode_recorder
-from ember.ops import rnn as _ops
+from ember.ops import rnn_packing as _ops
 
 __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence",
            "pad_packed_sequence", "pad_sequence", "unpad_sequence", "pack_sequence",

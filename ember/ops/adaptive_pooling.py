@@ -1,0 +1,282 @@
+"""Adaptive pooling: average and max pooling to a given output size, for 1-3 spatial dims.
+
+Output cell ``i`` of a dim of size ``S`` pooled to ``O`` covers input positions
+``floor(i * S / O)`` to ``ceil((i + 1) * S / O)`` (exclusive), PyTorch's windows, which
+may overlap and differ in size. Adaptive average pooling is linear and separable: one
+small averaging matrix per dim (:class:`AdaptiveAvgPool`, whose adjoint
+:class:`AdaptiveAvgPoolAdjoint` applies the transposed matrices). Adaptive max pooling
+keeps the flat index of each window's maximum (PyTorch's ``return_indices``), and its
+gradient scatters there (``pooling.ScatterFlat``).
+"""
+import numpy as np
+
+from ember._tensor import Tensor, _mode_active, _mode_recorder
+from ember.autograd.node import Primitive
+from ember.backend import array_module
+from ember.ops import _batch, _jvp
+from ember.ops.pooling import ScatterFlat, _as_2d
+
+# the names torch also has at top level, with the same signature
+__all__ = ["adaptive_avg_pool1d"]
+
+def _adaptive_args(name, input, nd, output_size):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    if input.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"{name}(): Expected {nd + 1}D or {nd + 2}D tensor, but got "
+                           f"{list(input.shape)}")
+    for i in range(1, input.dim()):
+        if input.shape[i] == 0 and not (i == 1 and input.dim() == nd + 2):
+            raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch "
+                               f"dimensions, but input has sizes {list(input.shape)} with "
+                               f"dimension {i} being empty")
+    if input._data.dtype.kind != "f":
+        raise NotImplementedError(f'"{name}" not implemented for '
+                                  f"'{input.dtype.name.capitalize()}'")
+    S = tuple(input.shape[-nd:])
+    if isinstance(output_size, (int, np.integer)) or output_size is None:
+        output_size = (output_size,) * nd
+    output_size = tuple(output_size)
+    if len(output_size) != nd:
+        raise ValueError(f"{name}: output_size must be {nd}")
+    return S, tuple(s if o is None else int(o) for o, s in zip(output_size, S))
+
+
+def _bounds(a, o):
+    i = np.arange(o)
+    return (i * a) // o, -((-(i + 1) * a) // o)
+
+
+def _adaptive_avg_exact(a, S, O):
+    """Adaptive average pooling as PyTorch's CPU kernel computes it: each window's
+    elements added one by one (row-major) to +0.0, then divided by the window's size.
+    The separable means and 0/1 matrix products of the fast path give other classes
+    of result on NaN, infinite or overflowing input (0 * inf, a different order)."""
+    nd = len(S)
+    bounds = [_bounds(s, o) for s, o in zip(S, O)]
+    out = np.empty(a.shape[:a.ndim - nd] + tuple(O), dtype=a.dtype)
+    with np.errstate(all="ignore"):
+        for pos in np.ndindex(*O):
+            sl = tuple(slice(int(b[0][i]), int(b[1][i])) for b, i in zip(bounds, pos))
+            win = a[(Ellipsis,) + sl].reshape(a.shape[:a.ndim - nd] + (-1,))
+            total = np.cumsum(win, axis=-1)[..., -1] + 0
+            out[(Ellipsis,) + pos] = total / a.dtype.type(win.shape[-1])
+    return out
+
+
+def _adaptive_avg(name, nd, input, output_size):
+    """Adaptive average pooling as PyTorch records it: a mean where every output size is
+    1 (2-d and 3-d), the 2-d node over a height of 1 for 1-d, else one node."""
+    S, O = _adaptive_args(name, input, nd, output_size)
+    if nd == 1:
+        return _as_2d(_adaptive_avg_op, input, (1,) + tuple(O))
+    return _adaptive_avg_op(input, tuple(O))
+
+
+def _adaptive_avg_op(input, O):
+    nd = len(O)
+    if all(o == 1 for o in O):
+        return input.mean(tuple(range(-nd, 0)), keepdim=True)
+    return (AdaptiveAvgPool3D if nd == 3 else AdaptiveAvgPool).apply(input, O)
+
+
+def _avg_matrices(S, O, dtype, xm):
+    """Per pooled dim, the (o, a) matrix of window weights (None where o == a)."""
+    out = []
+    for a, o in zip(S, O):
+        if a == o:
+            out.append(None)
+            continue
+        start, end = _bounds(a, o)
+        cols = np.arange(a)
+        m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
+        out.append(xm.asarray(m.astype(dtype)))
+    return out
+
+
+def _separable(x, mats, transpose=False):
+    """``x`` with each of its last ``len(mats)`` dims multiplied by its matrix."""
+    xm = array_module(x)
+    nd = len(mats)
+    for i, m in enumerate(mats):
+        if m is not None:
+            ax = x.ndim - nd + i
+            x = xm.moveaxis(xm.tensordot(x, m.T if not transpose else m, axes=([ax], [0])),
+                            -1, ax)
+    return xm.ascontiguousarray(x)
+
+
+class AdaptiveAvgPool(Primitive):
+    """``apply(x, O)``: the mean of each adaptive window of the last ``len(O)`` dims (as
+    separable window-weight products; PyTorch's running sums where that could give
+    another class of result)."""
+    _node_name = "AdaptiveAvgPool2DBackward0"
+    batch = _batch.passthrough
+
+    def forward(self, x, O):
+        nd = len(O)
+        S = tuple(x.shape[x.ndim - nd:])
+        self.S = S
+        y = _separable(x, _avg_matrices(S, O, x.dtype, array_module(x)))
+        if array_module(x) is np and x.size and _inexact(x, y):
+            y = _adaptive_avg_exact(x, S, O)
+        return y
+
+    def backward(self, gy):
+        return AdaptiveAvgPoolAdjoint.apply(gy, self.S), None
+
+    jvp = _jvp.linear(0)
+
+
+class AdaptiveAvgPool3D(AdaptiveAvgPool):
+    """:class:`AdaptiveAvgPool` over three dims (PyTorch's 3-d node)."""
+    _node_name = "AdaptiveAvgPool3DBackward0"
+
+
+class AdaptiveAvgPoolAdjoint(Primitive):
+    """``apply(g, S)``: each output's gradient spread evenly over its window in a
+    plane of size ``S`` (the adjoint of :class:`AdaptiveAvgPool`)."""
+    _node_name = "AdaptiveAvgPool2DBackwardBackward0"
+    batch = _batch.passthrough
+
+    def forward(self, g, S):
+        nd = len(S)
+        O = tuple(g.shape[g.ndim - nd:])
+        self.O = O
+        return _separable(g, _avg_matrices(S, O, g.dtype, array_module(g)), transpose=True)
+
+    def backward(self, gx):
+        return AdaptiveAvgPool.apply(gx, self.O), None
+
+    jvp = _jvp.linear(0)
+
+
+def _inexact(a, y):
+    """Whether the fast path's classes of result may differ from PyTorch's: a result
+    that is not finite, is zero (maybe -0.0) or large enough for a window's running sum
+    to have overflowed. Only the (small) result is looked at, so ordinary input costs
+    next to nothing; a window whose huge values cancel is not caught."""
+    if not np.isfinite(y).all() or not y.all():
+        return True
+    big = np.finfo(a.dtype).max / a.size
+    return not (-big < y.min() and y.max() < big)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """1-D adaptive average pooling: (N, C, L) -> (N, C, output_size)."""
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node with the output size: the windows depend on the input's size
+        return m.composite("adaptive_avg_pool1d", adaptive_avg_pool1d, (input, output_size), {})
+    return _adaptive_avg("adaptive_avg_pool1d", 1, input, output_size)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """2-D adaptive average pooling: (N, C, H, W) -> (N, C, *output_size); window ``i``
+    covers ``floor(i*H/oH)`` to ``ceil((i+1)*H/oH)``. ``None`` keeps an input size."""
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node with the output size: the windows depend on the input's size
+        return m.composite("adaptive_avg_pool2d", adaptive_avg_pool2d, (input, output_size), {})
+    return _adaptive_avg("adaptive_avg_pool2d", 2, input, output_size)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """3-D adaptive average pooling: (N, C, D, H, W) -> (N, C, *output_size)."""
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node with the output size: the windows depend on the input's size
+        return m.composite("adaptive_avg_pool3d", adaptive_avg_pool3d, (input, output_size), {})
+    return _adaptive_avg("adaptive_avg_pool3d", 3, input, output_size)
+
+
+class AdaptiveMaxPool(Primitive):
+    """Max over adaptive windows; returns (values, flat indices into each plane)."""
+    n_outputs = 2
+    differentiable_outputs = (0,)
+    _node_name = "AdaptiveMaxPool2DBackward0"
+    batch = _batch.passthrough
+
+    def forward(self, x, O):
+        nd = len(O)
+        S = x.shape[x.ndim - nd:]
+        self.S = S
+        xm = array_module(x)
+        flat_pos = 0
+        idx = []
+        for i, (a, o) in enumerate(zip(S, O)):
+            start, end = _bounds(a, o)
+            kmax = int((end - start).max())
+            t = np.minimum(start[:, None] + np.arange(kmax), end[:, None] - 1)
+            shape = [1] * (2 * nd)
+            shape[i], shape[nd + i] = o, kmax
+            idx.append(t.reshape(shape))
+            flat_pos = flat_pos * a + t.reshape(shape)
+        vals = x[(Ellipsis,) + tuple(xm.asarray(t) for t in idx)]  # (..., *O, *kmax)
+        lead = vals.shape[:vals.ndim - nd]
+        vals = vals.reshape(lead + (int(np.prod(vals.shape[vals.ndim - nd:])),))  # lead may hold 0
+        arg = vals.argmax(-1)
+        if x.dtype.kind == "f":
+            nan = xm.isnan(vals)
+            if nan.any():  # PyTorch keeps the last NaN of a window
+                last = nan.shape[-1] - 1 - nan[..., ::-1].argmax(-1)
+                arg = xm.where(nan.any(-1), last, arg)
+        out = xm.take_along_axis(vals, arg[..., None], -1)[..., 0]
+        fp = xm.asarray(np.broadcast_to(flat_pos, tuple(O) + flat_pos.shape[nd:])
+                        .reshape(tuple(O) + (-1,)))
+        self.idx = _pick(xm, fp, arg, O)
+        return out, self.idx
+
+    def backward(self, gy, *_):
+        return ScatterFlat.apply(gy, self.idx, self.S, True), None
+
+
+class AdaptiveMaxPool3D(AdaptiveMaxPool):
+    """:class:`AdaptiveMaxPool` over three dims (PyTorch's 3-d node)."""
+    _node_name = "AdaptiveMaxPool3DBackward0"
+
+
+def _pick(xm, table, arg, O):
+    """``table[o, arg[..., o]]`` for a table (*O, kk) and choices (..., *O)."""
+    nd = len(O)
+    lead = arg.shape[:arg.ndim - nd]
+    t = xm.broadcast_to(table, lead + table.shape)
+    return xm.take_along_axis(t, arg[..., None], -1)[..., 0].astype(np.int64)
+
+
+def _adaptive_max(name, nd, input, output_size, return_indices):
+    S, O = _adaptive_args(name, input, nd, output_size)
+    if nd == 1:  # PyTorch's 1-d pooling is its 2-d kernel over a height of 1
+        out, idx = _as_2d(AdaptiveMaxPool.apply, input, (1,) + tuple(O))
+    else:
+        out, idx = (AdaptiveMaxPool3D if nd == 3 else AdaptiveMaxPool).apply(input, O)
+    return (out, idx) if return_indices else out
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """1-D adaptive max pooling: (N, C, L) -> (N, C, output_size)."""
+    return _adaptive_max("adaptive_max_pool1d", 1, input, output_size, return_indices)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """2-D adaptive max pooling: (N, C, H, W) -> (N, C, *output_size); with
+    ``return_indices`` also the flat argmax indices into H*W."""
+    return _adaptive_max("adaptive_max_pool2d", 2, input, output_size, return_indices)
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """3-D adaptive max pooling: (N, C, D, H, W) -> (N, C, *output_size)."""
+    return _adaptive_max("adaptive_max_pool3d", 3, input, output_size, return_indices)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=True):
+    """``adaptive_max_pool1d`` returning (values, indices)."""
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=True):
+    """``adaptive_max_pool2d`` returning (values, indices)."""
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=True):
+    """``adaptive_max_pool3d`` returning (values, indices)."""
+    return adaptive_max_pool3d(input, output_size, True)

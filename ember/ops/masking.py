@@ -1,0 +1,171 @@
+"""Masks: ``masked_fill`` and ``masked_scatter`` (``x`` with the True positions of a bool
+mask replaced), and ``nonzero``, ``argwhere`` and ``nonzero_static`` (where a tensor is
+nonzero). ``masked_select`` is in ``flat_index``; ``x[mask]`` and ``x[mask] = v`` are
+advanced indexing (``indexing``).
+"""
+import numpy as np
+
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
+from ember.autograd.node import Primitive
+from ember.backend import dtypes as _dt
+from ember.ops import _batch, _jvp
+from ember.ops._inplace import check_inplace, commit
+from ember.ops._util import with_out
+from ember.ops.indexing import GetItemAdvanced, _xp
+
+__all__ = ["masked_fill", "masked_scatter", "nonzero", "nonzero_static", "argwhere"]
+
+
+class MaskedFill(Primitive):
+    broadcasts = True
+
+    def forward(self, x, mask, value):
+        if mask.dtype != np.bool_:
+            raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with "
+                               f"dtype {mask.dtype}")
+        self.mask = mask
+        v = value
+        if hasattr(v, "ndim"):
+            if v.ndim != 0:
+                raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, "
+                                   f"but got tensor with {v.ndim} dimension(s).")
+            v = _dt.through_float32(v, x.dtype).astype(x.dtype)  # PyTorch's double rounding
+        elif x.dtype.kind != "f" and isinstance(v, float) and not v.is_integer():
+            v = x.dtype.type(_dt.through_float32(v, x.dtype))
+        return _xp(x).where(mask, _xp(x).asarray(v, dtype=x.dtype), x)
+
+    def backward(self, gy):
+        m = _make(self.mask)
+        g_x = gy.masked_fill(m, 0.0) if self._edges[0] is not None else None
+        g_v = None
+        if self._edges[2] is not None:
+            g_v = gy.masked_fill(~m, 0.0).sum()
+        return g_x, None, g_v
+
+    jvp = _jvp.linear(0, 2)
+    batch = _batch.elementwise
+    complex32_math = True
+    _edge_inputs = (0,)  # PyTorch's node lists the input only: the mask is no edge
+
+
+class MaskedFillTensor(MaskedFill):
+    """``masked_fill`` with a 0-d Tensor value: PyTorch's second overload."""
+    _node_name = "MaskedFillBackward1"
+    _op_name = "MaskedFill"
+    _edge_inputs = (0, 2)
+
+
+def _masked_fill(input, mask, value):
+    op = MaskedFillTensor if isinstance(value, Tensor) else MaskedFill
+    return op.apply(input, mask, value)
+
+
+def masked_fill(input, mask, value):
+    """``input`` with ``value`` (a number or 0-d tensor) where ``mask`` (bool,
+    broadcastable) is True."""
+    return _masked_fill(input, mask, value)
+
+
+def masked_fill_(self, mask, value):
+    """In-place ``masked_fill``."""
+    check_inplace(self)
+    return commit(self, _masked_fill(self, mask, value))
+
+
+def _check_bool_mask(op, mask):
+    if not isinstance(mask, Tensor) or mask._data.dtype != np.bool_:
+        raise RuntimeError(f"{op}: expected BoolTensor for mask")
+
+
+class MaskedScatter(Primitive):
+    """``x`` with the True positions of ``mask`` filled, in order, from ``source``."""
+    broadcasts = True
+
+    def forward(self, x, source, mask):
+        xp = _xp(x)
+        shape = np.broadcast_shapes(x.shape, mask.shape)
+        mask = xp.broadcast_to(mask, shape)
+        k = int(mask.sum())
+        if source.size < k:
+            raise RuntimeError("masked_scatter: Number of elements of source < number of ones "
+                               "in mask")
+        self.meta = (mask, source.shape, k)
+        out = xp.array(xp.broadcast_to(x, shape), copy=True)
+        out[mask] = source.reshape(-1)[:k].astype(x.dtype, copy=False)
+        return out
+
+    def backward(self, gy):
+        mask, src_shape, k = self.meta
+        m = _make(mask)
+        g_x = g_src = None
+        if self._edges[0] is not None:
+            g_x = gy.masked_fill(m, 0.0)
+        if self._edges[1] is not None:
+            from ember.ops.shape import pad
+            n = 1
+            for s in src_shape:
+                n *= s
+            g_src = pad(GetItemAdvanced.apply(gy, _xp(mask).nonzero(mask)),
+                        (0, n - k)).reshape(src_shape)
+        return g_x, g_src, None
+
+    jvp = _jvp.linear(0, 1)
+
+
+def masked_scatter(input, mask, source):
+    """``input`` with the True positions of ``mask`` taken, in order, from ``source``."""
+    _check_bool_mask("masked_scatter_", mask)
+    if source._data.dtype != input._data.dtype:
+        raise RuntimeError(f"masked_scatter_: expected self and source to have same dtypes but "
+                           f"got {input.dtype.name.capitalize()} and "
+                           f"{source.dtype.name.capitalize()}")
+    return MaskedScatter.apply(input, source, mask._data)
+
+
+def masked_scatter_(self, mask, source):
+    """In-place :func:`masked_scatter`."""
+    check_inplace(self)
+    return commit(self, masked_scatter(self, mask, source))
+
+
+@with_out
+def nonzero(input, *, out=None, as_tuple=False):
+    """Indices of the nonzero elements: an ``(n, input.dim())`` int64 tensor, or with
+    ``as_tuple`` one 1-D tensor per dim (a 0-d input counts as 1-D)."""
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        return m.composite_locals("nonzero", nonzero, locals())
+    a = input._data
+    xp = _xp(a)
+    if as_tuple:
+        return tuple(_make(i.astype(np.int64)) for i in xp.nonzero(xp.atleast_1d(a)))
+    return _make(xp.argwhere(a).astype(np.int64))
+
+
+def argwhere(input):
+    """``nonzero(input)``: the indices of the nonzero elements, one row per element."""
+    return nonzero(input)
+
+
+def nonzero_static(input, *, size, fill_value=-1):
+    """``nonzero(input)`` with exactly ``size`` rows: truncated, or padded with
+    ``fill_value``."""
+    if size < 0:
+        raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got "
+                           f"{size}")
+    x = input._data
+    xp = _xp(x)
+    nz = xp.stack(xp.nonzero(x.reshape(()) if x.ndim == 0 else x), axis=-1) if x.ndim else \
+        xp.zeros((int(bool(x)), 0), dtype=np.int64)
+    res = xp.full((int(size), x.ndim), fill_value, dtype=np.int64)
+    k = min(int(size), nz.shape[0])
+    res[:k] = nz[:k]
+    return _make(res, False)
+
+
+Tensor.masked_fill = masked_fill
+Tensor.masked_fill_ = masked_fill_
+Tensor.masked_scatter = masked_scatter
+Tensor.masked_scatter_ = masked_scatter_
+Tensor.nonzero = nonzero
+Tensor.nonzero_static = nonzero_static
+Tensor.argwhere = argwhere
