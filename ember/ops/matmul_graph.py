@@ -349,6 +349,9 @@ class _BiasAdd(Add):
     _node_name = "AddBackward0"
     _op_name = "Add"  # the same op as Add (its spellings and messages), computed in place
     profiler_name = "aten::add_"
+    # eager only (captures record ``linear``): the compile plan's array pieces, which
+    # may run ``forward`` on arrays others hold, are Add's alone
+    vjp = forward_out = fused = None
 
     def forward(self, a, b):
         if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype and \
