@@ -423,7 +423,7 @@ def _primitives():
     seen, stack = set(), [Primitive]
     while stack:
         for c in stack.pop().__subclasses__():
-            if c not in seen and not c.__dict__.get("_renamed_from"):
+            if c not in seen:
                 seen.add(c)
                 stack.append(c)
     return seen

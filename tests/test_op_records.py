@@ -20,8 +20,7 @@ def _import_everything():
 
 
 def primitives():
-    """Every Primitive subclass except the classes ``ember.autograd.node_names`` makes at run
-    time (they inherit their parent's record)."""
+    """Every Primitive subclass."""
     _import_everything()
     seen, stack = set(), [Primitive]
     while stack:
@@ -29,8 +28,7 @@ def primitives():
             if c not in seen:
                 seen.add(c)
                 stack.append(c)
-    return sorted((c for c in seen if not c.__dict__.get("_renamed_from")),
-                  key=lambda c: (c.__module__, c.__qualname__))
+    return sorted(seen, key=lambda c: (c.__module__, c.__qualname__))
 
 
 def _name(c):

@@ -51,7 +51,7 @@ def spelling(target, kind):
     """The ``kind`` spelling (``"onnx"`` or ``"torchscript"``) of a primitive class, or
     None. Found on the class or its bases; a base's *string* spelling names that op only,
     so it reaches a subclass only when the subclass is the same op under another node
-    name (a runtime-renamed node, or a class sharing the ``_op_name``). A callable
+    name (a class sharing the ``_op_name``). A callable
     declared on a family base serves the whole family."""
     if not isinstance(target, type):
         return None
@@ -66,12 +66,5 @@ def spelling(target, kind):
 
 
 def _same_op(cls, owner):
-    while cls is not None:
-        if cls is owner:
-            return True
-        renamed = cls.__dict__.get("_renamed_from")
-        if renamed is None:
-            return cls.__dict__.get("_op_name", cls.__name__) == owner._op_name and \
-                issubclass(cls, owner)
-        cls = renamed
-    return False
+    return cls is owner or cls.__dict__.get("_op_name", cls.__name__) == owner._op_name and \
+        issubclass(cls, owner)

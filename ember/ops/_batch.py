@@ -596,9 +596,8 @@ def _no_batch_rule():
     stack = [rnd._Sample]
     while stack:  # the sampling nodes (_random_ops makes one class per PyTorch node name)
         for c in stack.pop().__subclasses__():
-            if not c.__dict__.get("_renamed_from"):
-                table[c] = _RANDOM
-                stack.append(c)
+            table[c] = _RANDOM
+            stack.append(c)
     for c in (matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS):
         table[c] = ("made only in eager mode to show PyTorch's one node; under vmap the "
                     "add* products run their composites, whose ops have rules")

@@ -180,7 +180,7 @@ def nodes():
     out, stack = [], [CompositeNode]
     while stack:
         for c in stack.pop().__subclasses__():
-            if c not in out and not c.__dict__.get("_renamed_from"):
+            if c not in out:
                 out.append(c)
                 stack.append(c)
     return out
