@@ -168,3 +168,19 @@ def test_integer_einsum_is_exact():
     ref = torch.einsum("ij,jk->ik", torch.tensor(a), torch.tensor(b))
     assert out.dtype == ember.int64
     np.testing.assert_array_equal(out.numpy(), ref.numpy())
+
+
+# the recorded graph's gradient is made another way here: a product's (``mul``'s
+# gradient, then a sum over the broadcast dims), a broadcast operand's (a sum after the
+# ``bmm``) and a chain's (each pair's ``bmm`` backward in turn)
+GRAD_MADE_OTHERWISE = {"i,j->ij", "ij,ij->ij", "i...,i...->...", "ij,jk,kl->il",
+                       "bij,bjk,bkl->bil", "i,ij,j->"}
+
+
+@pytest.mark.parametrize("eq,shapes", [c for c in CASES if c[0] not in GRAD_MADE_OTHERWISE])
+def test_one_node_gradient_has_the_graphs_bits(eq, shapes):
+    arrays = _inputs(shapes, np.float32, 3)
+    node, _ = _grads(eq, arrays, True)
+    graph, _ = _grads(eq, arrays, False)
+    for a, b in zip(node, graph):
+        assert _same_bits(a, b), np.abs(a - b).max()

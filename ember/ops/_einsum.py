@@ -90,7 +90,15 @@ class Einsum(Primitive):
 
     def backward(self, gy):
         ops = self.saved_tensors
-        ins, out, _ = self.spec
+        ins, out, fresh = self.spec
+        from ember.ops.einsum_graph import label_order
+        # the gradients' einsums contract in this einsum's label order (relabelled so
+        # that their sorted order is it): a product's gradient then runs the ``bmm``
+        # the recorded graph's backward runs, and gives its bits
+        order = label_order(ins, out, fresh)
+        rename = str.maketrans(dict(zip(order, string.ascii_uppercase + string.ascii_lowercase)))
+        ins = [s.translate(rename) for s in ins]
+        out = out.translate(rename)
         return tuple(None if e is None else _operand_grad(gy, ins, out, ops, i)
                      for i, e in enumerate(self._edges))
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ember.ops.matmul_graph import _reshape as _mg_reshape
 
-__all__ = ["einsum_graph", "ON_TENSORS", "ON_ARRAYS"]
+__all__ = ["einsum_graph", "label_order", "ON_TENSORS", "ON_ARRAYS"]
 
 
 class _OnTensors:
@@ -158,16 +158,22 @@ def _sumproduct_pair(left, right, sum_dims, on):
     return on.permute(on.view(on.bmm(a, b), out_size), operm)
 
 
+def label_order(subs, out, fresh):
+    """The labels in the order the operands are aligned to: the output's, the
+    ellipsis's when the output lacks them, then the rest sorted (upper case first)."""
+    order = list(out)
+    if fresh and not set(fresh) & set(out):
+        order += list(fresh)
+    seen = set(order)
+    return order + sorted({c for s in subs for c in s} - seen)
+
+
 def einsum_graph(subs, out, ops, fresh, on=ON_TENSORS):
     """``einsum`` of ``ops`` with per-operand label lists ``subs`` and output labels
     ``out`` (the ellipsis already written as the labels ``fresh``, in its order), run
     by the steps ``on`` (:data:`ON_TENSORS` or :data:`ON_ARRAYS`)."""
     out = list(out)
-    order = list(out)
-    if fresh and not set(fresh) & set(out):
-        order += list(fresh)
-    seen = set(order)
-    order += sorted({c for s in subs for c in s} - seen)
+    order = label_order(subs, out, fresh)
     index = {c: i for i, c in enumerate(order)}
     n_out, n_all = len(out), len(order)
     counts = [0] * n_all
