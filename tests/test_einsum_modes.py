@@ -184,3 +184,19 @@ def test_one_node_gradient_has_the_graphs_bits(eq, shapes):
     graph, _ = _grads(eq, arrays, False)
     for a, b in zip(node, graph):
         assert _same_bits(a, b), np.abs(a - b).max()
+
+
+def test_one_node_gradient_of_complex_operands():
+    # the gradient of a complex operand contracts with the others' conjugates
+    rng = np.random.default_rng(7)
+    shapes = [(3, 4), (4, 2), (2, 5)]
+    arrays = [rng.standard_normal(s) + 1j * rng.standard_normal(s) for s in shapes]
+    res = []
+    for m in (ember, torch):
+        xs = [m.tensor(a, requires_grad=True) for a in arrays]
+        f = (lambda *t: m.einsum("ij,jk,kl->il", *t))
+        out = (ember.compile(f) if m is ember else f)(*xs)
+        out.abs().sum().backward()
+        res.append([x.grad.numpy() for x in xs])
+    for e, t in zip(*res):
+        np.testing.assert_allclose(e, t, rtol=1e-12, atol=1e-12)
