@@ -194,7 +194,7 @@ def test_one_node_gradient_of_complex_operands():
     res = []
     for m in (ember, torch):
         xs = [m.tensor(a, requires_grad=True) for a in arrays]
-        f = (lambda *t: m.einsum("ij,jk,kl->il", *t))
+        f = (lambda *t, m=m: m.einsum("ij,jk,kl->il", *t))
         out = (ember.compile(f) if m is ember else f)(*xs)
         out.abs().sum().backward()
         res.append([x.grad.numpy() for x in xs])

@@ -119,7 +119,7 @@ def _operand_grad(gy, ins, out, ops, i):
     rest = [j for j in range(len(ins)) if j != i]
     others = set(out).union(*(ins[j] for j in rest))
     keep = [c for c in distinct if size[c] != 1 and c in others]
-    from ember.ops._util import cj   # complex operands: the conjugates
+    from ember.ops._util import cj  # complex operands: the conjugates
     g = _einsum([out] + [ins[j] for j in rest], "".join(keep), [gy] + [cj(ops[j]) for j in rest])
     mid = [g._data.shape[keep.index(c)] if c in keep else 1 for c in distinct]
     full = [size[c] for c in distinct]
