@@ -89,15 +89,15 @@ def linear_relu(cls, lvl, args, params):
 
 def einsum(cls, lvl, args, params):
     """A fresh label for the batch, in front of each batched operand and the output."""
-    ins, out = params["spec"]
-    used = set("".join(ins) + out)
+    ins, out, fresh = params["spec"]
+    used = set("".join(ins) + out + fresh)
     free = next(c for c in string.ascii_letters if c not in used)
     vals, new_ins = [], []
     for a, spec in zip(args, ins):
         v, bt = _b().unwrap(a, lvl)
         vals.append(v)
         new_ins.append(free + spec if bt else spec)
-    return _b().wrap(cls.apply(*vals, spec=(new_ins, free + out)), lvl)
+    return _b().wrap(cls.apply(*vals, spec=(tuple(new_ins), free + out, fresh)), lvl)
 
 
 def cross(cls, lvl, args, params):

@@ -2,8 +2,6 @@
 gradients share."""
 import string
 
-import numpy as np
-
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
@@ -71,60 +69,74 @@ def diagonal_last(x):
 
 
 # ----- einsum --------------------------------------------------------------------------------
-def _summed(ins, out, arrays):
-    """How many terms each output element of the einsum ``ins -> out`` sums."""
-    sizes = {}
-    for labels, a in zip(ins, arrays):
-        sizes.update(zip(labels, a.shape))
-    n = 1
-    for label, size in sizes.items():
-        if label not in out:
-            n *= size
-    return n
-
-
 class Einsum(Primitive):
-    """``np.einsum`` over operands whose labels are distinct, of equal sizes, and each
-    either kept in the output or shared with another operand (``einsum`` arranges
-    this). The gradient of an operand is an einsum again, so every order works."""
+    """``einsum`` as one node: ``spec`` is ``(ins, out, fresh)``, the operands' label
+    strings (checked, the ellipsis written as the labels ``fresh``) and the output's.
+    The forward runs :func:`ember.ops.einsum_graph.einsum_graph` on arrays, the ops
+    PyTorch's einsum is made of, so the bits are those of the recorded graph; the
+    gradient of an operand is an einsum again."""
 
     def forward(self, *arrays, spec):
+        from ember.ops.einsum_graph import ON_ARRAYS, einsum_graph
         self.spec = spec
-        ins, out = spec
-        big = len(arrays) > 2 or any(a.size > 4096 for a in arrays)
-        low = arrays[0].dtype if arrays[0].dtype.kind == "V" else None
-        if low is not None:
-            # bfloat16/float8 (ml_dtypes): NumPy's einsum has no loop for them; products
-            # accumulate in float32 and round once, as matmul does
-            arrays = [a.astype(np.float32) for a in arrays]
-        if low is None and arrays[0].dtype == np.float32 and _summed(ins, out, arrays) > 16384:
-            # BLAS's float32 dot over a long sum drifts (1e-5 over 70k terms, several
-            # times torch's blocked sgemm): long sums accumulate in float64, rounded once
-            low = np.float32
-            arrays = [a.astype(np.float64) for a in arrays]
-        res = np.einsum(",".join(ins) + "->" + out, *arrays, optimize=big)
-        if low is not None:
-            res = res.astype(low)
-        if len(arrays) == 1:
-            # a one-operand einsum may return a view of its input
-            res = array_module(arrays[0]).array(res, copy=True)
-        return res
+        ins, out, fresh = spec
+        res = einsum_graph([list(s) for s in ins], list(out), list(arrays), list(fresh),
+                           ON_ARRAYS)
+        xp = array_module(arrays[0])
+        if len(arrays) == 1 and xp.may_share_memory(res, arrays[0]):
+            # a one-operand einsum may come out as a view of its input
+            res = xp.array(res, copy=True)
+        return xp.asarray(res)
 
     def backward(self, gy):
         ops = self.saved_tensors
-        ins, out = self.spec
-        grads = []
-        for i, e in enumerate(self._edges):
-            if e is None:
-                grads.append(None)
-                continue
-            subs = [out] + [s for j, s in enumerate(ins) if j != i]
-            args = [gy] + [t for j, t in enumerate(ops) if j != i]
-            grads.append(_einsum(subs, ins[i], args))
-        return tuple(grads)
+        ins, out, fresh = self.spec
+        from ember.ops.einsum_graph import label_order
+        # the gradients' einsums contract in this einsum's label order (relabelled so
+        # that their sorted order is it): a product's gradient then runs the ``bmm``
+        # the recorded graph's backward runs, and gives its bits
+        order = label_order(ins, out, fresh)
+        rename = str.maketrans(dict(zip(order, string.ascii_uppercase + string.ascii_lowercase)))
+        ins = [s.translate(rename) for s in ins]
+        out = out.translate(rename)
+        return tuple(None if e is None else _operand_grad(gy, ins, out, ops, i)
+                     for i, e in enumerate(self._edges))
 
     jvp = _jvp.multilinear()
     batch = _batch_nn.einsum
+
+
+def _operand_grad(gy, ins, out, ops, i):
+    """The gradient of operand ``i``: the einsum of ``gy`` with the other operands onto
+    the labels it shares with them (a label of size 1 here but larger elsewhere is
+    summed), broadcast over its labels found nowhere else, and written onto the
+    diagonals of its repeated labels."""
+    lab = ins[i]
+    size = {}
+    for c, n in zip(lab, ops[i]._data.shape):
+        size.setdefault(c, n)
+    distinct = list(dict.fromkeys(lab))
+    rest = [j for j in range(len(ins)) if j != i]
+    others = set(out).union(*(ins[j] for j in rest))
+    keep = [c for c in distinct if size[c] != 1 and c in others]
+    from ember.ops._util import cj  # complex operands: the conjugates
+    g = _einsum([out] + [ins[j] for j in rest], "".join(keep), [gy] + [cj(ops[j]) for j in rest])
+    mid = [g._data.shape[keep.index(c)] if c in keep else 1 for c in distinct]
+    full = [size[c] for c in distinct]
+    if tuple(mid) != g._data.shape:
+        g = g.reshape(mid)
+    if mid != full:
+        g = g.expand(full)
+    cur = distinct
+    for q, c in enumerate(lab):
+        if lab.index(c) == q:
+            continue
+        # labels up to q are in place: put this repeat's axis at q, g on the diagonal
+        p = cur.index(c)
+        g = g.permute([k for k in range(len(cur)) if k != p] + [p])
+        cur = cur[:q] + [c] + cur[q:]
+        g = DiagEmbed.apply(g, tuple(size[x] for x in cur), p, q)
+    return g
 
 
 _EINSUM_NODES = {}
@@ -231,7 +243,7 @@ def einsum(*args):
         # recorded with PyTorch's nodes (permutes, bmm, views...)
         from ember.ops.einsum_graph import einsum_graph
         return einsum_graph(subs, out, list(ops), fresh)
-    return _einsum(["".join(s) for s in subs], "".join(out), list(ops))
+    return _einsum(["".join(s) for s in subs], "".join(out), list(ops), "".join(fresh))
 
 
 def _sublist_equation(args):
@@ -302,38 +314,7 @@ def _check_sizes(subs, ops, ell):
                                    f"does not broadcast with previously seen size {prev}")
 
 
-def _einsum(subs, out, ops):
-    """Run an einsum of letter subscripts ``subs -> out`` (checked) on Tensors.
-
-    Each operand is brought to the form :class:`Einsum` needs: repeated labels
-    become diagonals, size-1 dims that broadcast are squeezed, and labels found
-    nowhere else are summed first.
-    """
-    sizes = {}
-    for lab, t in zip(subs, ops):
-        for c, n in zip(lab, t._data.shape):
-            if sizes.get(c, 1) == 1:
-                sizes[c] = n
-    subs = list(subs)
-    ops = list(ops)
-    for i, t in enumerate(ops):
-        lab = list(subs[i])
-        while len(set(lab)) != len(lab):
-            c = next(c for c in lab if lab.count(c) > 1)
-            p = lab.index(c)
-            q = lab.index(c, p + 1)
-            t = Diagonal.apply(t, p, q)
-            lab = [x for k, x in enumerate(lab) if k not in (p, q)] + [c]
-        sq = [k for k, c in enumerate(lab) if t._data.shape[k] == 1 and sizes[c] != 1]
-        if sq:
-            t = t.squeeze(tuple(sq))
-            lab = [c for k, c in enumerate(lab) if k not in sq]
-        ops[i], subs[i] = t, lab
-    for i, t in enumerate(ops):
-        lab = subs[i]
-        others = set(out).union(*[subs[j] for j in range(len(ops)) if j != i])
-        lone = [k for k, c in enumerate(lab) if c not in others]
-        if lone:
-            ops[i] = t.sum(tuple(lone))
-            subs[i] = [c for k, c in enumerate(lab) if k not in lone]
-    return _einsum_node(len(ops)).apply(*ops, spec=(tuple("".join(s) for s in subs), out))
+def _einsum(subs, out, ops, fresh=""):
+    """The one-node einsum of letter subscripts ``subs -> out`` (checked) on Tensors;
+    ``fresh``: the labels an ellipsis stands for (they order the contraction)."""
+    return _einsum_node(len(ops)).apply(*ops, spec=(tuple(subs), out, fresh))

@@ -174,8 +174,27 @@ class Bmm(MatMul):
         return bmm_arrays(a, b)
 
 
+def _gemm_strides(x):
+    """Whether BLAS can read the matrices of the NumPy array ``x`` as they lie (one of
+    the last two dims of unit stride, the other spanning a row or column)."""
+    if type(x) is not np.ndarray or x.ndim < 2:
+        return True
+    isz = x.itemsize
+    (r, c), (sr, sc) = x.shape[-2:], x.strides[-2:]
+    return (sc == isz and sr % isz == 0 and sr >= max(c, 1) * isz) or \
+        (sr == isz and sc % isz == 0 and sc >= max(r, 1) * isz)
+
+
 def bmm_arrays(a, b):
     """``bmm`` on arrays, with PyTorch's CPU results where they are not finite."""
+    if a.dtype.char in "fdFD":
+        # NumPy multiplies matrices BLAS cannot read (an expanded operand's zero
+        # strides) by a plain loop, whose float32 sums drift far more than a gemm's;
+        # PyTorch's bmm copies such an operand first, and so does this
+        if not _gemm_strides(a):
+            a = np.ascontiguousarray(a)
+        if not _gemm_strides(b):
+            b = np.ascontiguousarray(b)
     out = MatMul.forward(None, a, b)
     if a.dtype in (np.float32, np.float64) and b.ndim == 3 and \
             a.shape[1] * a.shape[2] * b.shape[2] < 400 and a.size and b.size:
