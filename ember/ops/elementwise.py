@@ -12,11 +12,14 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive, _read_saved
 from ember.ops import _batch, _jvp
 from ember.ops._util import (
+    check_number_fits,
     cj,
     default_float_np,
     not_implemented_for,
     number_operand,
+    opmath_number,
     promote_arrays,
+    reduced_float,
     with_out,
     write_out,
 )
@@ -176,7 +179,11 @@ class AddScaled(Primitive):
                                "point number.")
         if k == "b":
             return np.logical_or(a, np.logical_and(b, bool(alpha)))
-        wider = _WIDER.get(getattr(a, "dtype", None))
+        dt = getattr(a, "dtype", None)
+        wider = _WIDER.get(dt)
+        if reduced_float(dt):
+            check_number_fits(alpha, dt, _C_NAMES[dt.name])
+            wider = np.float32  # bfloat16 as float16
         if wider is not None and isinstance(alpha, (int, float)) and hasattr(b, "dtype"):
             # PyTorch casts alpha to the result dtype and, for float32, computes a fused
             # multiply-add (one rounding; the same bits as float64 arithmetic rounded
@@ -249,6 +256,8 @@ class Mul(Primitive):
             a, b = promote_arrays(a, b)
             if type(b) is float or type(b) is int:
                 b = number_operand(a, b)
+                if type(b) is not _ndarray and reduced_float(getattr(a, "dtype", None)):
+                    return opmath_number(np.multiply, a, b)
         return a * b
 
     def backward(self, gy):
@@ -310,12 +319,17 @@ class Div(Primitive):
         if type(a) is _ndarray and a.dtype.kind == "f":
             # the common cases: nothing to promote
             if type(b) is float:
-                return a / number_operand(a, b)
+                z = number_operand(a, b)
+                if type(z) is _ndarray or not reduced_float(a.dtype):
+                    return a / z
+                return opmath_number(np.divide, a, b)
             if type(b) is _ndarray and b.dtype == a.dtype:
                 return a / b
         a, b = _float_result(a, b)
-        if type(b) is float:
+        if type(b) is float or type(b) is int:
             b = number_operand(a, b)
+            if type(b) is not _ndarray and reduced_float(getattr(a, "dtype", None)):
+                return opmath_number(np.divide, a, b)
         return a / b
 
     def backward(self, gy):
@@ -644,7 +658,7 @@ class Lerp(Primitive):
     save_inputs = (0, 1, 2)
 
     def forward(self, start, end, weight):
-        if start.dtype.kind not in "fc":
+        if start.dtype.kind not in "fc" and not reduced_float(start.dtype):
             raise not_implemented_for("lerp_kernel_scalar", start.dtype)
         for name, t in (("end", end), ("weight", weight)):
             if hasattr(t, "dtype") and t.dtype != start.dtype and (name == "end" or t.ndim):
@@ -653,6 +667,9 @@ class Lerp(Primitive):
         if hasattr(weight, "dtype") and weight.dtype != start.dtype:
             weight = weight.astype(start.dtype)  # a 0-d weight does not change the dtype
         start, end = promote_arrays(start, end)
+        if reduced_float(start.dtype) and type(end) is _ndarray and \
+                type(weight) in (float, int, bool):
+            return _lerp_opmath(start, end, weight)
         return start + weight * (end - start)
 
     def backward(self, gy):
@@ -664,6 +681,28 @@ class Lerp(Primitive):
     batch = _batch.elementwise
     torchscript = "lerp"
 
+
+
+def _check_float32(value):
+    if abs(value) > 3.4028234663852886e38 and abs(value) != float("inf"):
+        raise RuntimeError("value cannot be converted to type float without overflow")
+
+
+def _lerp_opmath(start, end, weight):
+    """lerp of float16/bfloat16 arrays with a Python number weight, as PyTorch's CPU
+    kernel computes it: in float32, from the nearer end (``start + w * d`` for
+    ``|w| < 0.5``, ``end - d * (1 - w)`` otherwise), each a fused multiply-add (done in
+    float64, where the float32 product is exact), rounded to the dtype once."""
+    _check_float32(weight)
+    w = np.float64(np.float32(weight))
+    s = start.astype(np.float32)
+    d = (end.astype(np.float32) - s).astype(np.float64)
+    with np.errstate(all="ignore"):
+        if abs(w) < 0.5:
+            r = d * w + s
+        else:
+            r = end.astype(np.float64) - d * np.float64(np.float32(1 - np.float32(w)))
+    return r.astype(np.float32).astype(start.dtype)
 
 
 class LerpTensor(Lerp):
@@ -878,6 +917,15 @@ class Addcmul(Primitive):
 
     def forward(self, x, t1, t2, value):
         self.value = value
+        dt = x.dtype
+        if reduced_float(dt) and t1.dtype == dt and t2.dtype == dt:
+            # PyTorch's kernel: float32, value * t1 then a fused multiply-add with t2 and
+            # x (done in float64, where the float32 product is exact), one rounding
+            _check_float32(value)
+            with np.errstate(all="ignore"):
+                p = np.float32(value) * t1.astype(np.float32)
+                r = p.astype(np.float64) * t2.astype(np.float64) + x.astype(np.float64)
+            return r.astype(np.float32).astype(dt)
         p = t1 if value == 1 else Mul.forward(self, value, t1)
         return Add.forward(self, x, Mul.forward(self, p, t2))
 
@@ -902,6 +950,14 @@ class Addcdiv(Primitive):
 
     def forward(self, x, t1, t2, value):
         self.value = value
+        dt = x.dtype
+        if reduced_float(dt) and t1.dtype == dt and t2.dtype == dt:
+            # PyTorch's kernel: x + value * t1 / t2 in float32, rounded to the dtype once
+            _check_float32(value)
+            f = np.float32
+            with np.errstate(all="ignore"):
+                r = x.astype(f) + f(value) * t1.astype(f) / t2.astype(f)
+            return r.astype(dt)
         q = Div.forward(self, t1, t2)
         return Add.forward(self, x, Mul.forward(self, value, q))
 
