@@ -118,13 +118,15 @@ def opmath_number(ufunc, arr, s):
     return ufunc(arr.astype(np.float32), z).astype(arr.dtype)
 
 
-def check_number_fits(value, dt, c_name):
+def check_number_fits(value, dt):
     """Raise PyTorch's RuntimeError when the Python number ``value`` (an alpha, a bound, a
     fill value) is finite but beyond the largest value of the float16/bfloat16 dtype
     ``dt``: PyTorch refuses to convert it rather than make it infinite."""
-    hi = _REDUCED_MAX.get(getattr(dt, "name", None))
+    name = getattr(dt, "name", None)
+    hi = _REDUCED_MAX.get(name)
     if hi is not None and type(value) in (int, float) and abs(value) > hi and \
             abs(value) != float("inf"):
+        c_name = "c10::Half" if name == "float16" else "c10::BFloat16"
         raise RuntimeError(f"value cannot be converted to type {c_name} without overflow")
 
 

@@ -182,7 +182,7 @@ class AddScaled(Primitive):
         dt = getattr(a, "dtype", None)
         wider = _WIDER.get(dt)
         if reduced_float(dt):
-            check_number_fits(alpha, dt, _C_NAMES[dt.name])
+            check_number_fits(alpha, dt)
             wider = np.float32  # bfloat16 as float16
         if wider is not None and isinstance(alpha, (int, float)) and hasattr(b, "dtype"):
             # PyTorch casts alpha to the result dtype and, for float32, computes a fused

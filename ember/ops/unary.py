@@ -11,6 +11,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _read_saved
 from ember.ops import _batch, _erf_kernels, _jvp
 from ember.ops._util import (
+    check_number_fits,
     cj,
     default_float_np,
     not_implemented_for,
@@ -595,6 +596,8 @@ def _check_clampable(input, *bounds):
         raise RuntimeError("clamp is not supported for complex types")
     if input.dtype.name == "bool" and not any(isinstance(b, Tensor) for b in bounds):
         raise RuntimeError('"clamp_scalar_cpu" not implemented for \'Bool\'')
+    for b in bounds:
+        check_number_fits(b, input._data.dtype)  # float16 beyond 65504 raises, as torch
 
 
 # PyTorch's clamp_min/clamp_max with a tensor bound: their own nodes, listing that bound
