@@ -189,7 +189,10 @@ class AddScaled(Primitive):
             # multiply-add (one rounding; the same bits as float64 arithmetic rounded
             # once), for float16 in float32
             al = float(a.dtype.type(alpha))
-            return (a.astype(wider) + al * b.astype(wider)).astype(a.dtype)
+            r = (a.astype(wider) + al * b.astype(wider)).astype(a.dtype)
+            if wider is np.float32 and type(r) is _ndarray:
+                _scalar_tail(r, a, b, al)
+            return r
         return a + alpha * b
 
     def backward(self, gy):
@@ -201,6 +204,27 @@ class AddScaled(Primitive):
 
 
 _WIDER = {np.dtype(np.float32): np.float64, np.dtype(np.float16): np.float32}
+
+# elements PyTorch's vectorised CPU loop takes at a time; the rest of a contiguous array
+# goes through its scalar loop
+_VECTOR_STEP = 32
+
+
+def _scalar_tail(r, a, b, alpha):
+    """Redo, in ``r`` (``a + alpha * b`` for float16/bfloat16 arrays), the elements past
+    the last whole vector step as PyTorch's scalar loop computes them: there ``alpha * b``
+    is rounded to the dtype before the sum (the vector loop rounds once, at the end).
+    Only where both operands are contiguous and of one shape, the case whose loop splits
+    at a known place; elsewhere every element has the vector loop's value."""
+    n = r.size % _VECTOR_STEP
+    if not n or a.shape != b.shape or type(a) is not _ndarray or type(b) is not _ndarray \
+            or not (a.flags.c_contiguous and b.flags.c_contiguous and r.flags.c_contiguous):
+        return
+    dt, f = r.dtype, np.float32
+    at, bt = a.reshape(-1)[-n:], b.reshape(-1)[-n:]
+    with np.errstate(all="ignore"):
+        part = (f(alpha) * bt.astype(f)).astype(dt)
+        r.reshape(-1)[-n:] = (at.astype(f) + part.astype(f)).astype(dt)
 
 
 class Sub(Primitive):
