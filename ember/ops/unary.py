@@ -17,6 +17,7 @@ from ember.ops._util import (
     not_implemented_for,
     number_operand,
     promote_arrays,
+    reduced_float,
     to_float,
     with_out,
     with_out_unary,
@@ -472,9 +473,15 @@ class Clamp(Primitive):
 
     def forward(self, x, lo, hi):
         self.lo, self.hi = lo, hi
-        if x.dtype.kind != "f" and (isinstance(lo, float) or isinstance(hi, float)):
-            x = to_float(x)
-        return np.clip(x, lo, hi)
+        if x.dtype.kind != "f" and not reduced_float(x.dtype) and \
+                (isinstance(lo, float) or isinstance(hi, float)):
+            x = to_float(x)  # (bfloat16, NumPy kind "V", is a float already)
+        r = np.clip(x, lo, hi)
+        if r.dtype != x.dtype and reduced_float(x.dtype):
+            # NumPy clips bfloat16 between two Python numbers in float32; the result
+            # keeps the tensor's dtype (the bounds are exact there, the values too)
+            r = r.astype(x.dtype)
+        return r
 
     def backward(self, gy):
         # a plain mask product: PyTorch's clamp gradient is not connected to x either
