@@ -82,6 +82,21 @@ def _float_result(a, b):
     return a, b
 
 
+def _reduced_scalar(a, b):
+    """``b`` as the number PyTorch's CPU kernels compute ``op(a, b)`` with in float32,
+    where ``a`` is a float16/bfloat16 array and ``b`` a Python number or a 0-d array
+    (whose own dtype does not change the result's); None otherwise."""
+    if type(a) is not _ndarray or not reduced_float(a.dtype):
+        return None
+    tb = type(b)
+    if tb is float or tb is int:
+        return b
+    if tb is _ndarray and not b.ndim and a.ndim and \
+            (b.dtype.kind in "biuf" or reduced_float(b.dtype)):
+        return b[()]
+    return None
+
+
 def _is_bool(x):
     return x.dtype.kind == "b" if hasattr(x, "dtype") else type(x) is bool
 
@@ -318,6 +333,10 @@ class Mul(Primitive):
     def forward(self, a, b):
         if type(a) is not _ndarray or type(b) is not _ndarray or a.dtype != b.dtype:
             # (two arrays of one dtype, the common case, need no promotion)
+            if type(b) is _ndarray and not b.ndim:
+                z = _reduced_scalar(a, b)  # a 0-d array beside float16: computed as a number
+                if z is not None:
+                    return opmath_number(np.multiply, a, z)
             a, b = promote_arrays(a, b)
             if type(b) is float or type(b) is int:
                 b = number_operand(a, b)
@@ -390,6 +409,10 @@ class Div(Primitive):
                 return opmath_number(np.divide, a, b)
             if type(b) is _ndarray and b.dtype == a.dtype:
                 return a / b
+        if type(b) is _ndarray and not b.ndim:
+            z = _reduced_scalar(a, b)  # a 0-d array beside float16: computed as a number
+            if z is not None:
+                return opmath_number(np.divide, a, z)
         a, b = _float_result(a, b)
         if type(b) is float or type(b) is int:
             b = number_operand(a, b)
@@ -487,6 +510,9 @@ class FloorDivide(Primitive):
     _node_name = "DivBackward1"
 
     def forward(self, a, b):
+        z = _reduced_scalar(a, b)
+        if z is not None:
+            return opmath_number(np.floor_divide, a, z)
         a, b = promote_arrays(a, b)
         _check_divisor("div_floor_cpu", a, b)
         return np.floor_divide(a, b)
@@ -499,11 +525,18 @@ class FloorDivide(Primitive):
     torchscript = "floor_divide"
 
 
+def _trunc_divide(a, b):
+    return np.trunc(a / b)
+
+
 class TruncDivide(Primitive):
     broadcasts = True
     _node_name = "DivBackward2"
 
     def forward(self, a, b):
+        z = _reduced_scalar(a, b)
+        if z is not None:
+            return opmath_number(_trunc_divide, a, z)
         a, b = promote_arrays(a, b)
         _check_divisor("div_trunc_cpu", a, b)
         if a.dtype.kind == "f" if hasattr(a, "dtype") else isinstance(a, float):
