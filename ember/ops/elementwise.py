@@ -342,6 +342,9 @@ class Mul(Primitive):
                 b = number_operand(a, b)
                 if type(b) is not _ndarray and reduced_float(getattr(a, "dtype", None)):
                     return opmath_number(np.multiply, a, b)
+            elif (type(a) is float or type(a) is int) and \
+                    reduced_float(getattr(b, "dtype", None)):
+                return opmath_number(np.multiply, b, a)  # ``2.5 * x`` in a formula
         return a * b
 
     def backward(self, gy):
@@ -1032,9 +1035,11 @@ class Addcmul(Primitive):
         e, v = self._edges, self.value
         g1 = g2 = None
         if e[1] is not None:
-            g1 = gy * cj(t2) if v == 1 else gy * cj(t2) * cj(v)
+            # torch's order: the number times the tensor first (in float16, a product
+            # computed in float32 and rounded), then the incoming gradient
+            g1 = gy * cj(t2 if v == 1 else t2 * v)
         if e[2] is not None:
-            g2 = gy * cj(t1 if v == 1 else v * t1)
+            g2 = gy * cj(t1 if v == 1 else t1 * v)
         return gy, g1, g2, None
 
 
@@ -1062,9 +1067,14 @@ class Addcdiv(Primitive):
     def backward(self, gy):
         t1, t2 = self.saved_tensors
         e = self._edges
-        gq = gy * cj(self.value)
-        g1 = gq / cj(t2) if e[1] is not None else None
-        g2 = -gq * cj(t1 / t2 / t2) if e[2] is not None else None
+        v = self.value
+        # torch's formulas and order: gy * (v / t2), -gy * (v * t1 / (t2 * t2)), with
+        # v / t2 a true division (not Python's reciprocal times v)
+        g1 = g2 = None
+        if e[1] is not None:
+            g1 = gy * cj(_div(v, t2))
+        if e[2] is not None:
+            g2 = -gy * cj(t1 * v / (t2 * t2))
         return gy, g1, g2, None
 
 
