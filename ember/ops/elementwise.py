@@ -205,11 +205,10 @@ class AddScaled(Primitive):
             # PyTorch casts alpha to the result dtype and, for float32, computes a fused
             # multiply-add (one rounding; the same bits as float64 arithmetic rounded
             # once), for float16 and bfloat16 in float32
-            al = float(_to_reduced(alpha, dt)) if wider is np.float32 else float(dt.type(alpha))
-            r = (a.astype(wider) + al * b.astype(wider)).astype(a.dtype)
-            if wider is np.float32 and type(r) is _ndarray:
-                _scalar_tail(r, a, b, al)
-            return r
+            if wider is np.float32:
+                return _add_scaled_reduced(a, b, float(_to_reduced(alpha, dt)))
+            al = float(dt.type(alpha))
+            return (a.astype(wider) + al * b.astype(wider)).astype(a.dtype)
         return a + alpha * b
 
     def backward(self, gy):
@@ -222,11 +221,6 @@ class AddScaled(Primitive):
 
 _WIDER = {np.dtype(np.float32): np.float64, np.dtype(np.float16): np.float32}
 
-# elements PyTorch's vectorised CPU loop takes at a time; the rest of a contiguous array
-# goes through its scalar loop
-_VECTOR_STEP = 32
-
-
 def _to_reduced(x, dt):
     """The Python number ``x`` as a 0-d array of the float16/bfloat16 dtype ``dt``,
     converted through float32 as PyTorch converts it."""
@@ -234,53 +228,28 @@ def _to_reduced(x, dt):
         return np.asarray(np.float32(x)).astype(dt)
 
 
-def _inner_run(shape, *ops):
-    """The length of the innermost loop PyTorch's elementwise iterator runs over arrays
-    ``ops`` broadcast to ``shape``: the trailing dimensions it can merge into one (each
-    operand's stride over the outer one is the inner block's extent), starting from a
-    dimension every operand walks contiguously or not at all. None where the innermost
-    dimension is strided (the iterator would reorder dimensions: not modelled)."""
-    strides = [np.broadcast_to(x, shape).strides for x in ops]
-    dims = [i for i, n in enumerate(shape) if n != 1]
-    if not dims:
-        return 1
-    last = dims[-1]
-    inner = [st[last] for st in strides]
-    if any(s not in (0, x.itemsize) for s, x in zip(inner, ops)):
-        return None
-    size = shape[last]
-    for i in reversed(dims[:-1]):
-        if any(st[i] != size * s for st, s in zip(strides, inner)):
-            break
-        size *= shape[i]
-    return size
-
-
-def _scalar_tail(r, a, b, alpha):
-    """Redo, in ``r`` (``a + alpha * b`` for float16/bfloat16 arrays), the elements past
-    the last whole vector step of each inner loop as PyTorch's scalar loop computes them:
-    there ``alpha * b`` is rounded to the dtype before the sum (the vector loop rounds
-    once, at the end). Where the operands are laid out so that the loop's dimensions are
-    not known (strided innermost dimension), every element keeps the vector loop's value."""
-    if type(a) is not _ndarray or type(b) is not _ndarray or type(r) is not _ndarray:
-        return
-    if not r.flags.c_contiguous:
-        if not r.flags.f_contiguous:
-            return
-        r, a, b = r.T, a.T, b.T  # PyTorch's iterator walks memory order: so do we
-    length = _inner_run(r.shape, a, b)
-    if not length or not r.size:
-        return
-    n = length % _VECTOR_STEP
-    if not n:
-        return
-    dt, f = r.dtype, np.float32
-    rows = r.reshape(-1, length)  # a view: r is C-contiguous
-    at = np.broadcast_to(a, r.shape).reshape(-1, length)[:, -n:]
-    bt = np.broadcast_to(b, r.shape).reshape(-1, length)[:, -n:]
-    with np.errstate(all="ignore"):
-        part = (f(alpha) * bt.astype(f)).astype(dt)
-        rows[:, -n:] = (at.astype(f) + part.astype(f)).astype(dt)
+def _add_scaled_reduced(a, b, alpha):
+    """``a + alpha * b`` for float16/bfloat16 arrays (``alpha`` already the dtype's
+    value), as PyTorch's CPU loop computes it: in float32, rounded once, by its vector
+    kernel; the elements its scalar loop takes (past the last whole vector step of each
+    inner run or thread's chunk, or all where the operands cannot be vectorised) round
+    ``alpha * b`` to the dtype before the sum."""
+    dt, f = a.dtype, np.float32
+    if type(a) is not _ndarray or type(b) is not _ndarray:  # CuPy: one rounding throughout
+        return (a.astype(f) + f(alpha) * b.astype(f)).astype(dt)
+    from ember.ops._pow_kernels import _BLOCK, _flat, _iteration, _threads, vector_mask
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    perm, inner, vec = _iteration([a, b], shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    # the loop runs on float32 vectors: as many elements per step as float32's
+    mask = vector_mask(n, inner, vec, _BLOCK[4], _threads())
+    af = _flat(a, shape, perm).astype(f)
+    p = f(alpha) * _flat(b, shape, perm).astype(f)
+    out = af + p
+    if not mask.all():
+        out = np.where(mask, out, af + p.astype(dt).astype(f))
+    out = out.astype(dt)
+    return out.reshape([shape[d] for d in perm]).transpose(np.argsort(perm))
 
 
 class Sub(Primitive):
