@@ -228,14 +228,16 @@ def fill_(input, value):
     from ember.ops._inplace import check_inplace, commit
     check_inplace(input)
     value = _fill_value("fill_", value)
-    check_number_fits(value, input._data.dtype)
+    if input.numel() != 1:  # (PyTorch fills one element without the check)
+        check_number_fits(value, input._data.dtype)
     return commit(input, _FILLS[True, isinstance(value, Tensor)].apply(input, value))
 
 
 def fill(input, value):
     """A new tensor shaped and typed like ``input`` with every element ``value``."""
     value = _fill_value("fill", value)
-    check_number_fits(value, input._data.dtype)
+    if input.numel() != 1:  # (PyTorch fills one element without the check)
+        check_number_fits(value, input._data.dtype)
     return _FILLS[False, isinstance(value, Tensor)].apply(input, value)
 
 
