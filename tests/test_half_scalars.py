@@ -199,3 +199,17 @@ def test_numbers_past_the_dtype_range_raise(dtype, big, c_name):
         assert x.clamp(max=float("inf")).dtype == x.dtype
         assert T.full((1,), big, dtype=x.dtype).float().item() == \
             torch.full((1,), big, dtype=getattr(torch, dtype)).float().item()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_compiled_function_matches_torch(dtype):
+    # ember.compile writes elementwise results into its own buffers: the same numbers
+    def f(x):
+        return ((x * 0.1) / 0.3 + 1.7) * 7.3 - x.add(x, alpha=1 / 3)
+
+    v = _rng.standard_normal(1000).astype(np.float32) * 10
+    r = f(torch.tensor(v).to(getattr(torch, dtype))).float().numpy()
+    g = ember.compile(f)
+    x = ember.tensor(v).to(getattr(ember, dtype))
+    g(x)
+    assert not _mismatch(r, g(x).float().numpy())

@@ -346,6 +346,10 @@ class Mul(Primitive):
     def forward_out(self, a, b, out):
         """``forward`` written into ``out(0, shape, dtype)`` (the compile plan's buffers;
         two floating arrays of one dtype, or one and a Python number)."""
+        if type(a) is not _ndarray or type(b) is not _ndarray:
+            r = _reduced_number_out(self, a, b, out)
+            if r is not None:
+                return r
         return _binary_out(np.multiply, a, b, out)
 
     fused = "{0} * {1}"  # one element, for the compile plan's fused loops
@@ -417,6 +421,10 @@ class Div(Primitive):
     def forward_out(self, a, b, out):
         """``forward`` written into ``out(0, shape, dtype)`` (the compile plan's buffers;
         two floating arrays of one dtype, or one and a Python number)."""
+        if type(a) is not _ndarray or type(b) is not _ndarray:
+            r = _reduced_number_out(self, a, b, out)
+            if r is not None:
+                return r
         return _binary_out(np.divide, a, b, out)
 
     fused = "{0} / {1}"  # one element, for the compile plan's fused loops
@@ -461,6 +469,18 @@ def _rdiv(self, other):
     PyTorch computes it (its node is a ``MulBackward0``)."""
     from ember.ops.unary import reciprocal
     return _mul(reciprocal(self), other)
+
+
+def _reduced_number_out(op, a, b, out):
+    """``op.forward(a, b)`` written into ``out(0, shape, dtype)`` where a float16/bfloat16
+    array meets a Python number (computed in float32, as ``forward`` does); else None."""
+    arr = a if type(a) is _ndarray else b
+    if not reduced_float(getattr(arr, "dtype", None)):
+        return None
+    r = op.forward(a, b)
+    o = out(0, r.shape, r.dtype)
+    o[...] = r
+    return o
 
 
 def _binary_out(ufunc, a, b, out):
