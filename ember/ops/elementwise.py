@@ -221,6 +221,7 @@ class AddScaled(Primitive):
 
 _WIDER = {np.dtype(np.float32): np.float64, np.dtype(np.float16): np.float32}
 
+
 def _to_reduced(x, dt):
     """The Python number ``x`` as a 0-d array of the float16/bfloat16 dtype ``dt``,
     converted through float32 as PyTorch converts it."""
@@ -781,18 +782,18 @@ def _check_float32(value):
 def _lerp_opmath(start, end, weight):
     """lerp of float16/bfloat16 arrays with a Python number weight, as PyTorch's CPU
     kernel computes it: in float32, from the nearer end (``start + w * d`` for
-    ``|w| < 0.5``, ``end - d * (1 - w)`` otherwise), each a fused multiply-add (done in
-    float64, where the float32 product is exact), rounded to the dtype once."""
+    ``|w| < 0.5``, ``end - d * (1 - w)`` otherwise), each a fused multiply-add, rounded
+    to the dtype once."""
+    from ember.ops._pow_kernels import _fma32
     _check_float32(weight)
-    w = np.float64(np.float32(weight))
-    s = start.astype(np.float32)
-    d = (end.astype(np.float32) - s).astype(np.float64)
+    f = np.float32
+    w = f(weight)
+    s = start.astype(f)
+    e = end.astype(f)
     with np.errstate(all="ignore"):
-        if abs(w) < 0.5:
-            r = d * w + s
-        else:
-            r = end.astype(np.float64) - d * np.float64(np.float32(1 - np.float32(w)))
-    return r.astype(np.float32).astype(start.dtype)
+        d = e - s
+        r = _fma32(d, w, s) if abs(w) < 0.5 else _fma32(-d, f(1) - w, e)
+    return r.astype(start.dtype)
 
 
 class LerpTensor(Lerp):
@@ -1010,12 +1011,15 @@ class Addcmul(Primitive):
         dt = x.dtype
         if reduced_float(dt) and t1.dtype == dt and t2.dtype == dt:
             # PyTorch's kernel: float32, value * t1 then a fused multiply-add with t2 and
-            # x (done in float64, where the float32 product is exact), one rounding
+            # x, rounded to the dtype once
+            from ember.ops._pow_kernels import _fma32
             _check_float32(value)
+            f = np.float32
+            shape = np.broadcast_shapes(x.shape, t1.shape, t2.shape)
             with np.errstate(all="ignore"):
-                p = np.float32(value) * t1.astype(np.float32)
-                r = p.astype(np.float64) * t2.astype(np.float64) + x.astype(np.float64)
-            return r.astype(np.float32).astype(dt)
+                p = np.broadcast_to(f(value) * t1.astype(f), shape)
+                r = _fma32(p, t2.astype(f), x.astype(f))
+            return r.astype(dt)
         p = t1 if value == 1 else Mul.forward(self, value, t1)
         return Add.forward(self, x, Mul.forward(self, p, t2))
 
