@@ -213,3 +213,24 @@ def test_compiled_function_matches_torch(dtype):
     x = ember.tensor(v).to(getattr(ember, dtype))
     g(x)
     assert not _mismatch(r, g(x).float().numpy())
+
+
+def _activations(F):
+    return {"leaky_relu": lambda t, s: F.leaky_relu(t, s), "elu": lambda t, s: F.elu(t, s),
+            "celu": lambda t, s: F.celu(t, s), "softshrink": lambda t, s: F.softshrink(t, s),
+            "hardshrink": lambda t, s: F.hardshrink(t, s),
+            "hardtanh": lambda t, s: F.hardtanh(t, -s, s),
+            "threshold": lambda t, s: F.threshold(t, s, 7.3)}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(_activations(torch.nn.functional)))
+def test_activations_with_numbers_match_torch(dtype, name):
+    v = VALUES[np.abs(VALUES) < 60]  # (exp of larger values overflows either way)
+    t = torch.tensor(v).to(getattr(torch, dtype))
+    e = ember.tensor(v).to(getattr(ember, dtype))
+    tf = _activations(torch.nn.functional)[name]
+    ef = _activations(ember.nn.functional)[name]
+    bad = [(s, m) for s in (0.1, 1 / 3, 7.3, 0.01, 2.5, 3)
+           if (m := _mismatch(_run(tf, t, s), _run(ef, e, s)))]
+    assert not bad, bad
