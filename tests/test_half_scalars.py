@@ -234,3 +234,14 @@ def test_activations_with_numbers_match_torch(dtype, name):
     bad = [(s, m) for s in (0.1, 1 / 3, 7.3, 0.01, 2.5, 3)
            if (m := _mismatch(_run(tf, t, s), _run(ef, e, s)))]
     assert not bad, bad
+
+
+def test_float16_renorm_matches_torch():
+    # the norms and the factor in float32, the factor rounded to float16
+    v = VALUES[:1800].reshape(-1, 4)
+    t = torch.tensor(v).half()
+    e = ember.tensor(v).half()
+    bad = [(s, m) for s in (0.1, 1 / 3, 7.3, 2.5, 3)
+           if (m := _mismatch(t.renorm(2, 0, s).float().numpy(),
+                              e.renorm(2, 0, s).float().numpy()))]
+    assert not bad, bad
