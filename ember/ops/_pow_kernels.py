@@ -601,9 +601,15 @@ def _bf16_special(c):
     def rnd(v):
         return v.astype(_BF16).astype(_F32)
     one = _F32(1)
-    table = {0.5: (np.sqrt, True), -0.5: (lambda f: one / np.sqrt(f), False),
-             -1: (lambda f: one / f, False), 2: (lambda f: f * f, False),
-             3: (lambda f: rnd(f * f) * f, False), -2: (lambda f: one / rnd(f * f), False)}
+    def rsqrt(f, vec):
+        # the vector kernel divides by the float32 root, the scalar loop by the root
+        # rounded to bfloat16
+        r = np.sqrt(f)
+        return np.where(vec, one / r, one / rnd(r))
+    table = {0.5: (lambda f, vec: np.sqrt(f), True), -0.5: (rsqrt, False),
+             -1: (lambda f, vec: one / f, False), 2: (lambda f, vec: f * f, False),
+             3: (lambda f, vec: rnd(f * f) * f, False),
+             -2: (lambda f, vec: one / rnd(f * f), False)}
     return table.get(c)
 
 
@@ -663,7 +669,7 @@ def cpu_pow(x, y):
     xf = _flat(x, shape, perm).astype(work, copy=False)
     with np.errstate(all="ignore"):
         if special is not None:
-            out = special[0](xf)
+            out = special[0](xf, mask)
         else:
             out = _pow_flat(xf, y, scalar, shape, perm, mask, dt, work)
     out = _round_bf16(out, mask) if bf16 else out.astype(dt, copy=False)

@@ -94,6 +94,42 @@ def number_operand(arr, s):
     return z
 
 
+# largest finite value of the float types narrower than float32, by name
+_REDUCED_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}
+_REDUCED = {}
+
+
+def reduced_float(dt):
+    """Whether the dtype ``dt`` is float16 or bfloat16: the types PyTorch's CPU kernels
+    compute in float32 (their "opmath" type) when they meet a Python number."""
+    r = _REDUCED.get(dt)
+    if r is None:
+        r = _REDUCED[dt] = getattr(dt, "name", None) in _REDUCED_MAX
+    return r
+
+
+def opmath_number(ufunc, arr, s):
+    """``ufunc(arr, s)`` for a float16/bfloat16 array and a Python number ``s``, as
+    PyTorch computes it: the number converted to float32 (not to the array's dtype, as
+    NumPy would), the arithmetic done in float32, the result rounded once to the array's
+    dtype (``x / 0.1`` on float16 30.0 is 300.0, not 299.8)."""
+    with np.errstate(over="ignore"):
+        z = np.float32(s)
+    return ufunc(arr.astype(np.float32), z).astype(arr.dtype)
+
+
+def check_number_fits(value, dt):
+    """Raise PyTorch's RuntimeError when the Python number ``value`` (an alpha, a bound, a
+    fill value) is finite but beyond the largest value of the float16/bfloat16 dtype
+    ``dt``: PyTorch refuses to convert it rather than make it infinite."""
+    name = getattr(dt, "name", None)
+    hi = _REDUCED_MAX.get(name)
+    if hi is not None and type(value) in (int, float) and abs(value) > hi and \
+            abs(value) != float("inf"):
+        c_name = "c10::Half" if name == "float16" else "c10::BFloat16"
+        raise RuntimeError(f"value cannot be converted to type {c_name} without overflow")
+
+
 def _scalar_pair(arr, s):
     if type(arr) is not _ndarray and not hasattr(arr, "dtype"):
         return _promote_general(arr, s)

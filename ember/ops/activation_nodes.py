@@ -25,11 +25,12 @@ def _zero_like_scalar(x):
 
 
 def _opmath(fn):
-    """Compute float16 inputs in float32 and round the result back once, as PyTorch's CPU
-    kernels do for half precision (a chain of float16 ops would round at every step)."""
+    """Compute float16 and bfloat16 inputs in float32 and round the result back once, as
+    PyTorch's CPU kernels do for reduced precision (a chain of float16 ops would round
+    at every step)."""
     def wrapped(x, *args, **kwargs):
-        if x.dtype is ember.float16:
-            return fn(x.float(), *args, **kwargs).half()
+        if x.dtype is ember.float16 or x.dtype is ember.bfloat16:
+            return fn(x.float(), *args, **kwargs).to(x.dtype)
         return fn(x, *args, **kwargs)
     wrapped.__name__ = fn.__name__
     wrapped.__doc__ = fn.__doc__
@@ -173,6 +174,7 @@ class Hardswish(CompositeNode):
     composite = staticmethod(_hardswish)
 
 
+@_opmath
 def _softshrink(input, lambd):
     # x - x: +0.0 for every finite x and NaN for NaN, with gradient 0 (PyTorch's values)
     return _zero_curvature(ember.where(input > lambd, input - lambd,

@@ -9,7 +9,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
-from ember.ops._util import not_implemented_for
+from ember.ops._util import not_implemented_for, reduced_float
 from ember.ops.elementwise import where
 
 _BLOCK = 65536
@@ -214,7 +214,7 @@ class LeakyRelu(Primitive):
     def forward(self, x, negative_slope):
         self.negative_slope = negative_slope
         # half precision: the product in float32, rounded once (PyTorch's CPU kernel)
-        w = x.astype(np.float32) if x.dtype == np.float16 else x
+        w = x.astype(np.float32) if reduced_float(x.dtype) else x
         return np.where(x > 0, x, w * w.dtype.type(negative_slope)).astype(x.dtype,
                                                                                    copy=False)
 
@@ -252,7 +252,7 @@ class Elu(Primitive):
 
     def forward(self, x, alpha, scale=1.0, input_scale=1.0):
         self.p = (alpha, scale, input_scale)
-        w = x.astype(np.float32) if x.dtype == np.float16 else x
+        w = x.astype(np.float32) if reduced_float(x.dtype) else x
         neg = np.expm1(np.where(w > 0, w.dtype.type(0), w) * input_scale) * alpha
         out = np.where(w > 0, w, neg)
         if scale != 1.0:

@@ -12,11 +12,14 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive, _read_saved
 from ember.ops import _batch, _jvp
 from ember.ops._util import (
+    check_number_fits,
     cj,
     default_float_np,
     not_implemented_for,
     number_operand,
+    opmath_number,
     promote_arrays,
+    reduced_float,
     with_out,
     write_out,
 )
@@ -77,6 +80,21 @@ def _float_result(a, b):
         a = a.astype(f) if hasattr(a, "astype") else float(a)
         b = b.astype(f) if hasattr(b, "astype") else float(b)
     return a, b
+
+
+def _reduced_scalar(a, b):
+    """``b`` as the number PyTorch's CPU kernels compute ``op(a, b)`` with in float32,
+    where ``a`` is a float16/bfloat16 array and ``b`` a Python number or a 0-d array
+    (whose own dtype does not change the result's); None otherwise."""
+    if type(a) is not _ndarray or not reduced_float(a.dtype):
+        return None
+    tb = type(b)
+    if tb is float or tb is int:
+        return b
+    if tb is _ndarray and not b.ndim and a.ndim and \
+            (b.dtype.kind in "biuf" or reduced_float(b.dtype)):
+        return b[()]
+    return None
 
 
 def _is_bool(x):
@@ -176,12 +194,20 @@ class AddScaled(Primitive):
                                "point number.")
         if k == "b":
             return np.logical_or(a, np.logical_and(b, bool(alpha)))
-        wider = _WIDER.get(getattr(a, "dtype", None))
+        dt = getattr(a, "dtype", None)
+        wider = _WIDER.get(dt)
+        if reduced_float(dt):
+            check_number_fits(alpha, dt)
+            wider = np.float32  # bfloat16 as float16
+            if type(b) in (float, int):
+                b = _to_reduced(b, dt)  # a number other is the dtype's value, like alpha
         if wider is not None and isinstance(alpha, (int, float)) and hasattr(b, "dtype"):
             # PyTorch casts alpha to the result dtype and, for float32, computes a fused
             # multiply-add (one rounding; the same bits as float64 arithmetic rounded
-            # once), for float16 in float32
-            al = float(a.dtype.type(alpha))
+            # once), for float16 and bfloat16 in float32
+            if wider is np.float32:
+                return _add_scaled_reduced(a, b, float(_to_reduced(alpha, dt)))
+            al = float(dt.type(alpha))
             return (a.astype(wider) + al * b.astype(wider)).astype(a.dtype)
         return a + alpha * b
 
@@ -194,6 +220,37 @@ class AddScaled(Primitive):
 
 
 _WIDER = {np.dtype(np.float32): np.float64, np.dtype(np.float16): np.float32}
+
+
+def _to_reduced(x, dt):
+    """The Python number ``x`` as a 0-d array of the float16/bfloat16 dtype ``dt``,
+    converted through float32 as PyTorch converts it."""
+    with np.errstate(over="ignore"):
+        return np.asarray(np.float32(x)).astype(dt)
+
+
+def _add_scaled_reduced(a, b, alpha):
+    """``a + alpha * b`` for float16/bfloat16 arrays (``alpha`` already the dtype's
+    value), as PyTorch's CPU loop computes it: in float32, rounded once, by its vector
+    kernel; the elements its scalar loop takes (past the last whole vector step of each
+    inner run or thread's chunk, or all where the operands cannot be vectorised) round
+    ``alpha * b`` to the dtype before the sum."""
+    dt, f = a.dtype, np.float32
+    if type(a) is not _ndarray or type(b) is not _ndarray:  # CuPy: one rounding throughout
+        return (a.astype(f) + f(alpha) * b.astype(f)).astype(dt)
+    from ember.ops._pow_kernels import _BLOCK, _flat, _iteration, _threads, vector_mask
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    perm, inner, vec = _iteration([a, b], shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    # the loop runs on float32 vectors: as many elements per step as float32's
+    mask = vector_mask(n, inner, vec, _BLOCK[4], _threads())
+    af = _flat(a, shape, perm).astype(f)
+    p = f(alpha) * _flat(b, shape, perm).astype(f)
+    out = af + p
+    if not mask.all():
+        out = np.where(mask, out, af + p.astype(dt).astype(f))
+    out = out.astype(dt)
+    return out.reshape([shape[d] for d in perm]).transpose(np.argsort(perm))
 
 
 class Sub(Primitive):
@@ -246,9 +303,18 @@ class Mul(Primitive):
     def forward(self, a, b):
         if type(a) is not _ndarray or type(b) is not _ndarray or a.dtype != b.dtype:
             # (two arrays of one dtype, the common case, need no promotion)
+            if type(b) is _ndarray and not b.ndim:
+                z = _reduced_scalar(a, b)  # a 0-d array beside float16: computed as a number
+                if z is not None:
+                    return opmath_number(np.multiply, a, z)
             a, b = promote_arrays(a, b)
             if type(b) is float or type(b) is int:
                 b = number_operand(a, b)
+                if type(b) is not _ndarray and reduced_float(getattr(a, "dtype", None)):
+                    return opmath_number(np.multiply, a, b)
+            elif (type(a) is float or type(a) is int) and \
+                    reduced_float(getattr(b, "dtype", None)):
+                return opmath_number(np.multiply, b, a)  # ``2.5 * x`` in a formula
         return a * b
 
     def backward(self, gy):
@@ -281,6 +347,10 @@ class Mul(Primitive):
     def forward_out(self, a, b, out):
         """``forward`` written into ``out(0, shape, dtype)`` (the compile plan's buffers;
         two floating arrays of one dtype, or one and a Python number)."""
+        if type(a) is not _ndarray or type(b) is not _ndarray:
+            r = _reduced_number_out(self, a, b, out)
+            if r is not None:
+                return r
         return _binary_out(np.multiply, a, b, out)
 
     fused = "{0} * {1}"  # one element, for the compile plan's fused loops
@@ -310,12 +380,21 @@ class Div(Primitive):
         if type(a) is _ndarray and a.dtype.kind == "f":
             # the common cases: nothing to promote
             if type(b) is float:
-                return a / number_operand(a, b)
+                z = number_operand(a, b)
+                if type(z) is _ndarray or not reduced_float(a.dtype):
+                    return a / z
+                return opmath_number(np.divide, a, b)
             if type(b) is _ndarray and b.dtype == a.dtype:
                 return a / b
+        if type(b) is _ndarray and not b.ndim:
+            z = _reduced_scalar(a, b)  # a 0-d array beside float16: computed as a number
+            if z is not None:
+                return opmath_number(np.divide, a, z)
         a, b = _float_result(a, b)
-        if type(b) is float:
+        if type(b) is float or type(b) is int:
             b = number_operand(a, b)
+            if type(b) is not _ndarray and reduced_float(getattr(a, "dtype", None)):
+                return opmath_number(np.divide, a, b)
         return a / b
 
     def backward(self, gy):
@@ -343,6 +422,10 @@ class Div(Primitive):
     def forward_out(self, a, b, out):
         """``forward`` written into ``out(0, shape, dtype)`` (the compile plan's buffers;
         two floating arrays of one dtype, or one and a Python number)."""
+        if type(a) is not _ndarray or type(b) is not _ndarray:
+            r = _reduced_number_out(self, a, b, out)
+            if r is not None:
+                return r
         return _binary_out(np.divide, a, b, out)
 
     fused = "{0} / {1}"  # one element, for the compile plan's fused loops
@@ -389,6 +472,18 @@ def _rdiv(self, other):
     return _mul(reciprocal(self), other)
 
 
+def _reduced_number_out(op, a, b, out):
+    """``op.forward(a, b)`` written into ``out(0, shape, dtype)`` where a float16/bfloat16
+    array meets a Python number (computed in float32, as ``forward`` does); else None."""
+    arr = a if type(a) is _ndarray else b
+    if not reduced_float(getattr(arr, "dtype", None)):
+        return None
+    r = op.forward(a, b)
+    o = out(0, r.shape, r.dtype)
+    o[...] = r
+    return o
+
+
 def _binary_out(ufunc, a, b, out):
     """``ufunc(a, b)`` written into ``out(0, shape, dtype)``: two floating arrays of one
     dtype, or one and a Python number (NumPy casts the number to the array's dtype, as
@@ -408,6 +503,9 @@ class FloorDivide(Primitive):
     _node_name = "DivBackward1"
 
     def forward(self, a, b):
+        z = _reduced_scalar(a, b)
+        if z is not None:
+            return opmath_number(np.floor_divide, a, z)
         a, b = promote_arrays(a, b)
         _check_divisor("div_floor_cpu", a, b)
         return np.floor_divide(a, b)
@@ -420,11 +518,18 @@ class FloorDivide(Primitive):
     torchscript = "floor_divide"
 
 
+def _trunc_divide(a, b):
+    return np.trunc(a / b)
+
+
 class TruncDivide(Primitive):
     broadcasts = True
     _node_name = "DivBackward2"
 
     def forward(self, a, b):
+        z = _reduced_scalar(a, b)
+        if z is not None:
+            return opmath_number(_trunc_divide, a, z)
         a, b = promote_arrays(a, b)
         _check_divisor("div_trunc_cpu", a, b)
         if a.dtype.kind == "f" if hasattr(a, "dtype") else isinstance(a, float):
@@ -644,7 +749,7 @@ class Lerp(Primitive):
     save_inputs = (0, 1, 2)
 
     def forward(self, start, end, weight):
-        if start.dtype.kind not in "fc":
+        if start.dtype.kind not in "fc" and not reduced_float(start.dtype):
             raise not_implemented_for("lerp_kernel_scalar", start.dtype)
         for name, t in (("end", end), ("weight", weight)):
             if hasattr(t, "dtype") and t.dtype != start.dtype and (name == "end" or t.ndim):
@@ -653,6 +758,9 @@ class Lerp(Primitive):
         if hasattr(weight, "dtype") and weight.dtype != start.dtype:
             weight = weight.astype(start.dtype)  # a 0-d weight does not change the dtype
         start, end = promote_arrays(start, end)
+        if reduced_float(start.dtype) and type(end) is _ndarray and \
+                type(weight) in (float, int, bool):
+            return _lerp_opmath(start, end, weight)
         return start + weight * (end - start)
 
     def backward(self, gy):
@@ -664,6 +772,28 @@ class Lerp(Primitive):
     batch = _batch.elementwise
     torchscript = "lerp"
 
+
+
+def _check_float32(value):
+    if abs(value) > 3.4028234663852886e38 and abs(value) != float("inf"):
+        raise RuntimeError("value cannot be converted to type float without overflow")
+
+
+def _lerp_opmath(start, end, weight):
+    """lerp of float16/bfloat16 arrays with a Python number weight, as PyTorch's CPU
+    kernel computes it: in float32, from the nearer end (``start + w * d`` for
+    ``|w| < 0.5``, ``end - d * (1 - w)`` otherwise), each a fused multiply-add, rounded
+    to the dtype once."""
+    from ember.ops._pow_kernels import _fma32
+    _check_float32(weight)
+    f = np.float32
+    w = f(weight)
+    s = start.astype(f)
+    e = end.astype(f)
+    with np.errstate(all="ignore"):
+        d = e - s
+        r = _fma32(d, w, s) if abs(w) < 0.5 else _fma32(-d, f(1) - w, e)
+    return r.astype(start.dtype)
 
 
 class LerpTensor(Lerp):
@@ -878,6 +1008,18 @@ class Addcmul(Primitive):
 
     def forward(self, x, t1, t2, value):
         self.value = value
+        dt = x.dtype
+        if reduced_float(dt) and t1.dtype == dt and t2.dtype == dt:
+            # PyTorch's kernel: float32, value * t1 then a fused multiply-add with t2 and
+            # x, rounded to the dtype once
+            from ember.ops._pow_kernels import _fma32
+            _check_float32(value)
+            f = np.float32
+            shape = np.broadcast_shapes(x.shape, t1.shape, t2.shape)
+            with np.errstate(all="ignore"):
+                p = np.broadcast_to(f(value) * t1.astype(f), shape)
+                r = _fma32(p, t2.astype(f), x.astype(f))
+            return r.astype(dt)
         p = t1 if value == 1 else Mul.forward(self, value, t1)
         return Add.forward(self, x, Mul.forward(self, p, t2))
 
@@ -886,9 +1028,11 @@ class Addcmul(Primitive):
         e, v = self._edges, self.value
         g1 = g2 = None
         if e[1] is not None:
-            g1 = gy * cj(t2) if v == 1 else gy * cj(t2) * cj(v)
+            # torch's order: the number times the tensor first (in float16, a product
+            # computed in float32 and rounded), then the incoming gradient
+            g1 = gy * cj(t2 if v == 1 else t2 * v)
         if e[2] is not None:
-            g2 = gy * cj(t1 if v == 1 else v * t1)
+            g2 = gy * cj(t1 if v == 1 else t1 * v)
         return gy, g1, g2, None
 
 
@@ -902,15 +1046,28 @@ class Addcdiv(Primitive):
 
     def forward(self, x, t1, t2, value):
         self.value = value
+        dt = x.dtype
+        if reduced_float(dt) and t1.dtype == dt and t2.dtype == dt:
+            # PyTorch's kernel: x + value * t1 / t2 in float32, rounded to the dtype once
+            _check_float32(value)
+            f = np.float32
+            with np.errstate(all="ignore"):
+                r = x.astype(f) + f(value) * t1.astype(f) / t2.astype(f)
+            return r.astype(dt)
         q = Div.forward(self, t1, t2)
         return Add.forward(self, x, Mul.forward(self, value, q))
 
     def backward(self, gy):
         t1, t2 = self.saved_tensors
         e = self._edges
-        gq = gy * cj(self.value)
-        g1 = gq / cj(t2) if e[1] is not None else None
-        g2 = -gq * cj(t1 / t2 / t2) if e[2] is not None else None
+        v = self.value
+        # torch's formulas and order: gy * (v / t2), -gy * (v * t1 / (t2 * t2)), with
+        # v / t2 a true division (not Python's reciprocal times v)
+        g1 = g2 = None
+        if e[1] is not None:
+            g1 = gy * cj(_div(v, t2))
+        if e[2] is not None:
+            g2 = -gy * cj(t1 * v / (t2 * t2))
         return gy, g1, g2, None
 
 

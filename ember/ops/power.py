@@ -145,7 +145,7 @@ class RPowScalar(Primitive):
 
     def backward(self, gy):
         y, = self.saved_tensors
-        g = gy * y * self.logc
+        g = gy * (y * self.logc)  # torch's order
         if self.logc == float("-inf"):
             # 0 ** x: the gradient is 0 where x >= 0 (the output is then 0 or 1), as PyTorch
             g = g.masked_fill(y <= 1, 0.0)

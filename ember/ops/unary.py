@@ -11,11 +11,13 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _read_saved
 from ember.ops import _batch, _erf_kernels, _jvp
 from ember.ops._util import (
+    check_number_fits,
     cj,
     default_float_np,
     not_implemented_for,
     number_operand,
     promote_arrays,
+    reduced_float,
     to_float,
     with_out,
     with_out_unary,
@@ -471,9 +473,15 @@ class Clamp(Primitive):
 
     def forward(self, x, lo, hi):
         self.lo, self.hi = lo, hi
-        if x.dtype.kind != "f" and (isinstance(lo, float) or isinstance(hi, float)):
-            x = to_float(x)
-        return np.clip(x, lo, hi)
+        if x.dtype.kind != "f" and not reduced_float(x.dtype) and \
+                (isinstance(lo, float) or isinstance(hi, float)):
+            x = to_float(x)  # (bfloat16, NumPy kind "V", is a float already)
+        r = np.clip(x, lo, hi)
+        if r.dtype != x.dtype and reduced_float(x.dtype):
+            # NumPy clips bfloat16 between two Python numbers in float32; the result
+            # keeps the tensor's dtype (the bounds are exact there, the values too)
+            r = r.astype(x.dtype)
+        return r
 
     def backward(self, gy):
         # a plain mask product: PyTorch's clamp gradient is not connected to x either
@@ -595,6 +603,8 @@ def _check_clampable(input, *bounds):
         raise RuntimeError("clamp is not supported for complex types")
     if input.dtype.name == "bool" and not any(isinstance(b, Tensor) for b in bounds):
         raise RuntimeError('"clamp_scalar_cpu" not implemented for \'Bool\'')
+    for b in bounds:
+        check_number_fits(b, input._data.dtype)  # float16 beyond 65504 raises, as torch
 
 
 # PyTorch's clamp_min/clamp_max with a tensor bound: their own nodes, listing that bound

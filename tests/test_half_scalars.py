@@ -1,0 +1,247 @@
+"""float16 and bfloat16 tensors with Python numbers (and 0-d tensors) against torch.
+
+PyTorch's CPU kernels compute a reduced-precision op with a number in float32: the number
+is converted to float32 (not to the tensor's dtype, as NumPy would), the arithmetic is
+done there and the result rounded once. Each case is swept over many values, including
+NaN, infinities, signed zeros, subnormals, values near the dtype's maximum, and integers
+as the number; results must agree bit for bit (NaNs as NaNs), and so must gradients.
+"""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+
+warnings.filterwarnings("ignore", category=RuntimeWarning)
+
+_rng = np.random.default_rng(0)
+VALUES = np.concatenate([
+    _rng.standard_normal(1500).astype(np.float32) * 10,
+    _rng.standard_normal(300).astype(np.float32) * 1e4,
+    np.array([0, -0.0, np.inf, -np.inf, np.nan, 65504, -65504, 6e-8, -6e-8, 1e-5, 3e38,
+              1e-40], np.float32)])  # 1812 elements: not a whole number of vector steps
+
+NUMBERS = [0.1, 3.0, 1 / 3, 7.3, -2.71828, 1e-3, 65519.0, 65520.0, 1e5, 2, 3, -7, 0.0, -0.0,
+           float("nan"), float("inf"), -float("inf"), 6e-8, 1e-40, 3.4e38, 1e39, 100000,
+           0.5, -1, 2.5, 0.49, 0.51]
+
+DTYPES = ["float16", "bfloat16"]
+
+
+def _ops(T):
+    def out(f):
+        return lambda t, s: f(t, s, T.empty_like(t))
+    return {
+        "add": lambda t, s: t + s,
+        "sub": lambda t, s: t - s,
+        "rsub": lambda t, s: s - t,
+        "rsub_fn": lambda t, s: T.rsub(t, s),
+        "mul": lambda t, s: t * s,
+        "rmul": lambda t, s: s * t,
+        "div": lambda t, s: t / s,
+        "rdiv": lambda t, s: s / t,
+        "true_divide": lambda t, s: t.true_divide(s),
+        "div_floor": lambda t, s: t.div(s, rounding_mode="floor"),
+        "div_trunc": lambda t, s: t.div(s, rounding_mode="trunc"),
+        "floordiv": lambda t, s: t // s,
+        "mul_": lambda t, s: t.clone().mul_(s),
+        "div_": lambda t, s: t.clone().div_(s),
+        "add_": lambda t, s: t.clone().add_(s),
+        "sub_": lambda t, s: t.clone().sub_(s),
+        "mul_out": out(lambda t, s, o: T.mul(t, s, out=o)),
+        "div_out": out(lambda t, s, o: T.div(t, s, out=o)),
+        "add_out": out(lambda t, s, o: T.add(t, s, out=o)),
+        "mul_0d": lambda t, s: t * T.tensor(s),
+        "div_0d64": lambda t, s: t / T.tensor(s, dtype=T.float64),
+        "add_0d": lambda t, s: t + T.tensor(s),
+        "rmul_0d": lambda t, s: T.tensor(s) * t,
+        "add_alpha": lambda t, s: t.add(t.flip(0), alpha=s),
+        "sub_alpha": lambda t, s: t.sub(t.flip(0), alpha=s),
+        "add_alpha_": lambda t, s: t.clone().add_(t.flip(0), alpha=s),
+        "add_number_alpha": lambda t, s: t.add(s, alpha=3),
+        "add_alpha_number": lambda t, s: t.add(2.5, alpha=s),
+        "sub_alpha_2d_t": lambda t, s: t[:1800].reshape(40, 45).t().sub(
+            t[:1800].reshape(40, 45).t(), alpha=s),
+        "add_alpha_bcast": lambda t, s: t[:1800].reshape(40, 45).add(t[:45], alpha=s),
+        "add_alpha_strided": lambda t, s: t[::3].add(t[1::3], alpha=s),
+        "lerp": lambda t, s: t.lerp(t.flip(0), s),
+        "lerp_": lambda t, s: t.clone().lerp_(t.flip(0), s),
+        "addcmul": lambda t, s: t.addcmul(t.flip(0), t.roll(7), value=s),
+        "addcmul_": lambda t, s: t.clone().addcmul_(t.flip(0), t.roll(7), value=s),
+        "addcdiv": lambda t, s: t.addcdiv(t.flip(0), t.roll(7), value=s),
+        "pow": lambda t, s: t ** s,
+        "rpow": lambda t, s: s ** t,
+        "clamp_max": lambda t, s: t.clamp(max=s),
+        "clamp_min": lambda t, s: t.clamp(min=s),
+        "clamp": lambda t, s: t.clamp(-abs(s), abs(s)),
+        "where": lambda t, s: T.where(t > 0, t, s),
+        "fill_": lambda t, s: t.clone().fill_(s),
+        "full_like": lambda t, s: T.full_like(t, s),
+        "remainder": lambda t, s: t[:1800] % s,
+        "fmod": lambda t, s: t[:1800].fmod(s),
+    }
+
+
+_NAMES = list(_ops(torch))
+
+# torch's bfloat16 vector loop gives NaN for a remainder by a float32-subnormal number (its
+# scalar loop does not); ember gives the scalar loop's value everywhere
+_NOT_MODELLED = {("bfloat16", "remainder", 1e-40), ("bfloat16", "fmod", 1e-40)}
+
+
+def _run(f, t, s):
+    try:
+        return f(t, s).float().numpy()
+    except Exception as e:  # the error type is part of the answer
+        return type(e).__name__
+
+
+def _mismatch(r, q):
+    if isinstance(r, str) or isinstance(q, str):
+        return r != q and f"torch {r!r}, ember {q if isinstance(q, str) else 'a result'}"
+    if r.shape != q.shape:
+        return f"shapes {r.shape} / {q.shape}"
+    bad = ~((r == q) | (np.isnan(r) & np.isnan(q)))
+    return bad.any() and f"{int(bad.sum())} elements differ"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", _NAMES)
+def test_number_operand_matches_torch(dtype, name):
+    t = torch.tensor(VALUES).to(getattr(torch, dtype))
+    e = ember.tensor(VALUES).to(getattr(ember, dtype))
+    tf, ef = _ops(torch)[name], _ops(ember)[name]
+    bad = []
+    for s in NUMBERS:
+        if (dtype, name, s) in _NOT_MODELLED:
+            continue
+        m = _mismatch(_run(tf, t, s), _run(ef, e, s))
+        if m:
+            bad.append((s, m))
+    assert not bad, bad
+
+
+def test_the_reported_case():
+    x = ember.tensor([0.3], dtype=ember.float16)
+    assert (x / 0.1).item() == torch.tensor([0.3], dtype=torch.float16).div(0.1).item() == 3.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_add_alpha_over_many_threads_chunks(dtype):
+    # past ATen's grain size the loop is cut into one chunk per thread, each with its
+    # own scalar tail: ember models torch's split for its own thread count
+    v = _rng.standard_normal(70001).astype(np.float32) * 10
+    before = ember.get_num_threads()
+    ember.set_num_threads(torch.get_num_threads())
+    try:
+        for s in (1 / 3, -7.3):
+            r = torch.tensor(v).to(getattr(torch, dtype))
+            q = ember.tensor(v).to(getattr(ember, dtype))
+            m = _mismatch(r.add(r.flip(0), alpha=s).float().numpy(),
+                          q.add(q.flip(0), alpha=s).float().numpy())
+            assert not m, (s, m)
+    finally:
+        ember.set_num_threads(before)
+
+
+def _grad_ops(T):
+    return {
+        "mul": lambda t, u, s: t * s, "div": lambda t, u, s: t / s,
+        "rdiv": lambda t, u, s: s / t, "add_alpha": lambda t, u, s: t.add(u, alpha=s),
+        "sub_alpha": lambda t, u, s: t.sub(u, alpha=s), "lerp": lambda t, u, s: t.lerp(u, s),
+        "addcmul": lambda t, u, s: t.addcmul(u, t, value=s),
+        "addcdiv": lambda t, u, s: t.addcdiv(u, t, value=s),
+        "pow": lambda t, u, s: t.abs() ** s, "rpow": lambda t, u, s: abs(s) ** (t / 10),
+        "clamp": lambda t, u, s: t.clamp(-abs(s), abs(s)), "sub": lambda t, u, s: t - s,
+        "rsub": lambda t, u, s: s - t,
+        "where": lambda t, u, s: T.where(t > 0, t * s, s),
+        "mul_0d": lambda t, u, s: t * T.tensor(s)}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(_grad_ops(torch)))
+def test_gradients_match_torch(dtype, name):
+    v = _rng.standard_normal(517).astype(np.float32) * 10
+    g = _rng.standard_normal(517).astype(np.float32) * 3
+    bad = []
+    for s in (0.1, 1 / 3, 7.3, -2.71828, 2, 3, 0.5, 2.5):
+        res = []
+        for T in (torch, ember):
+            dt = getattr(T, dtype)
+            t = T.tensor(v).to(dt).requires_grad_(True)
+            u = T.tensor(v[::-1].copy()).to(dt).requires_grad_(True)
+            y = _grad_ops(T)[name](t, u, s)
+            y.backward(T.tensor(g).to(dt))
+            res.append([y.detach().float().numpy(), t.grad.float().numpy(),
+                        None if u.grad is None else u.grad.float().numpy()])
+        for what, a, b in zip(("value", "grad", "grad of other"), *res):
+            assert (a is None) == (b is None), (s, what)
+            m = a is not None and _mismatch(a, b)
+            if m:
+                bad.append((s, what, m))
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("dtype,big,c_name", [("float16", 65519.0, "c10::Half"),
+                                              ("bfloat16", 3.4e38, "c10::BFloat16")])
+def test_numbers_past_the_dtype_range_raise(dtype, big, c_name):
+    for T in (torch, ember):
+        x = T.ones(3, dtype=getattr(T, dtype))
+        calls = (lambda x, T: x.add(x, alpha=big), lambda x, T: x.clamp(max=big),
+                 lambda x, T: x.clone().fill_(big),
+                 lambda x, T: T.full((2,), big, dtype=x.dtype))
+        for f in calls:
+            with pytest.raises(RuntimeError, match=f"{c_name} without overflow"):
+                f(x, T)
+        # infinity is a value of the dtype: no error; nor for filling a single element
+        assert x.clamp(max=float("inf")).dtype == x.dtype
+        assert T.full((1,), big, dtype=x.dtype).float().item() == \
+            torch.full((1,), big, dtype=getattr(torch, dtype)).float().item()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_compiled_function_matches_torch(dtype):
+    # ember.compile writes elementwise results into its own buffers: the same numbers
+    def f(x):
+        return ((x * 0.1) / 0.3 + 1.7) * 7.3 - x.add(x, alpha=1 / 3)
+
+    v = _rng.standard_normal(1000).astype(np.float32) * 10
+    r = f(torch.tensor(v).to(getattr(torch, dtype))).float().numpy()
+    g = ember.compile(f)
+    x = ember.tensor(v).to(getattr(ember, dtype))
+    g(x)
+    assert not _mismatch(r, g(x).float().numpy())
+
+
+def _activations(F):
+    return {"leaky_relu": lambda t, s: F.leaky_relu(t, s), "elu": lambda t, s: F.elu(t, s),
+            "celu": lambda t, s: F.celu(t, s), "softshrink": lambda t, s: F.softshrink(t, s),
+            "hardshrink": lambda t, s: F.hardshrink(t, s),
+            "hardtanh": lambda t, s: F.hardtanh(t, -s, s),
+            "threshold": lambda t, s: F.threshold(t, s, 7.3)}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(_activations(torch.nn.functional)))
+def test_activations_with_numbers_match_torch(dtype, name):
+    v = VALUES[np.abs(VALUES) < 60]  # (exp of larger values overflows either way)
+    t = torch.tensor(v).to(getattr(torch, dtype))
+    e = ember.tensor(v).to(getattr(ember, dtype))
+    tf = _activations(torch.nn.functional)[name]
+    ef = _activations(ember.nn.functional)[name]
+    bad = [(s, m) for s in (0.1, 1 / 3, 7.3, 0.01, 2.5, 3)
+           if (m := _mismatch(_run(tf, t, s), _run(ef, e, s)))]
+    assert not bad, bad
+
+
+def test_float16_renorm_matches_torch():
+    # the norms and the factor in float32, the factor rounded to float16
+    v = VALUES[:1800].reshape(-1, 4)
+    t = torch.tensor(v).half()
+    e = ember.tensor(v).half()
+    bad = [(s, m) for s in (0.1, 1 / 3, 7.3, 2.5, 3)
+           if (m := _mismatch(t.renorm(2, 0, s).float().numpy(),
+                              e.renorm(2, 0, s).float().numpy()))]
+    assert not bad, bad
