@@ -34,11 +34,12 @@ class Unmodelled(Exception):
 
 class Value:
     """One SSA value: a parameter, a block input, a constant or a node's output."""
-    __slots__ = ("node", "name", "uses", "text")
+    __slots__ = ("node", "name", "uses", "text", "target")
 
     def __init__(self, node=None, name=None, text=None):
         self.node, self.name, self.text = node, name, text
         self.uses = []   # (node, input offset)
+        self.target = None   # the ast Name it was bound to first (for the IR's names)
 
     @property
     def is_const(self):
@@ -48,11 +49,16 @@ class Value:
 class Node:
     """An operation: ``kind`` is op/const/if/loop/unpack/return; ``fmt`` renders an op's
     right-hand side from its inputs' printed text."""
-    __slots__ = ("kind", "inputs", "outputs", "blocks", "fmt", "block", "loop_kind", "pure")
+    __slots__ = ("kind", "inputs", "outputs", "blocks", "fmt", "block", "loop_kind", "pure",
+                 "info", "where")
 
     def __init__(self, kind, inputs=(), n_out=1, fmt=None, names=None, pure=False):
         self.kind, self.fmt, self.blocks, self.block = kind, fmt, [], None
         self.loop_kind, self.pure = None, pure
+        # what the op is, for the IR printer (ember.jit._script_graph): ("call", fn,
+        # keyword names), ("attr", name), ("method", name), ("tuple",), ("list",)...
+        self.info = None
+        self.where = None   # (line, col) of the statement that made it (if/loop nodes)
         self.inputs = list(inputs)
         for i, v in enumerate(self.inputs):
             v.uses.append((self, i))
@@ -180,17 +186,28 @@ class _Builder:
     def __init__(self, source):
         self.source = source
         self.consts = []
+        # the debug-name events of PyTorch's compiler, in its order (see _debug_names):
+        # those of its emitter as the statements are read, then those of its SSA pass
+        self.events, self.deferred = [], []
+        self.named = set()
+
+    def name_event(self, obj, name, deferred=False):
+        (self.deferred if deferred else self.events).append((obj, name))
+        self.named.add(id(obj))
 
     # -- values ------------------------------------------------------------------------
-    def const(self, text):
+    def const(self, text, literal=True):
         node = Node("const", n_out=1)
+        node.info = ("const", literal)
         node.fmt = lambda ins, t=text: t
         self.consts.append(node)
         return node.output
 
     @staticmethod
-    def op(block, fmt, inputs, pure=True):
-        return block.add(Node("op", inputs, 1, fmt, pure=pure)).output
+    def op(block, fmt, inputs, pure=True, info=None):
+        node = block.add(Node("op", inputs, 1, fmt, pure=pure))
+        node.info = info
+        return node.output
 
     @staticmethod
     def const_value(v):
@@ -214,6 +231,8 @@ class _Builder:
                 return self.const(e.id)
             if e.id not in env:
                 raise Unmodelled(f"name {e.id}")
+            if e.id != "self" and not _is_temp(e.id):
+                self.name_event(object(), e.id)   # PyTorch's load of the variable
             return env[e.id]
         if isinstance(e, ast.Attribute):
             if _dotted_root(e) in _FUNCTION_ROOTS | {"__torch__", "CONSTANTS"}:
@@ -222,27 +241,32 @@ class _Builder:
             attr = e.attr
             node = block.add(Node("op", [obj], 1, lambda ins, a=attr: f"{ins[0]}.{a}",
                                   names=[attr], pure=True))
+            node.info = ("attr", attr)
+            self.name_event(node.output, attr)
             return node.output
         if isinstance(e, ast.Tuple):
             vals = [self.expr(x, env, block) for x in e.elts]
             return self.op(block, lambda ins: "(" + ", ".join(ins) +
-                           (",)" if len(ins) == 1 else ")"), vals)
+                           (",)" if len(ins) == 1 else ")"), vals, info=("tuple",))
         if isinstance(e, ast.List):
             vals = [self.expr(x, env, block) for x in e.elts]
-            return self.op(block, lambda ins: "[" + ", ".join(ins) + "]", vals)
+            return self.op(block, lambda ins: "[" + ", ".join(ins) + "]", vals,
+                           info=("list",))
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.Not, ast.USub)):
             v = self.expr(e.operand, env, block)
             fn = "torch.__not__" if isinstance(e.op, ast.Not) else "torch.neg"
             r = _fold(fn, [self.const_value(v)]) if v.is_const else None
             if r is not None:
                 return self.const(repr(r))
-            return self.op(block, lambda ins, fn=fn: f"{fn}({ins[0]})", [v])
+            return self.op(block, lambda ins, fn=fn: f"{fn}({ins[0]})", [v],
+                           info=("call", fn, []))
         if isinstance(e, ast.Dict) and None not in e.keys:
             vals = []
             for k, x in zip(e.keys, e.values):
                 vals += [self.expr(k, env, block), self.expr(x, env, block)]
             return self.op(block, lambda ins: "{" + ", ".join(
-                f"{ins[i]}: {ins[i + 1]}" for i in range(0, len(ins), 2)) + "}", vals)
+                f"{ins[i]}: {ins[i + 1]}" for i in range(0, len(ins), 2)) + "}", vals,
+                info=("dict",))
         if isinstance(e, ast.Subscript):
             tuple_index = seg.startswith("(")
             base = self.expr(e.value, env, block)
@@ -253,7 +277,7 @@ class _Builder:
                 if t or not b.isidentifier():
                     b = f"({b})"
                 return f"{b}[{ins[1]}]"
-            return self.op(block, index, [base, idx])
+            return self.op(block, index, [base, idx], info=("index",))
         if isinstance(e, ast.Call):
             return self.call(e, env, block)
         raise Unmodelled(type(e).__name__)
@@ -268,7 +292,8 @@ class _Builder:
                 self.const(ast.unparse(f))
             vals = [fn] + [self.expr(a, env, block) for a in e.args]
             return self.op(block, lambda ins: f"{ins[0]}(" +
-                           "".join(f"{a}, " for a in ins[1:]) + ")", vals, pure=False)
+                           "".join(f"{a}, " for a in ins[1:]) + ")", vals, pure=False,
+                           info=("function",))
         if isinstance(f, ast.Name) or _dotted_root(f) in _FUNCTION_ROOTS:
             fn = ast.unparse(f)
             args = list(e.args)
@@ -291,24 +316,28 @@ class _Builder:
                 parts = list(ins[:n_pos]) + [f"{k}={v}" for k, v in zip(kws, ins[n_pos:])]
                 return f"{fn}({', '.join(parts)})"
             if fn == "print":
-                block.add(Node("op", vals, 0, render))
+                block.add(Node("op", vals, 0, render)).info = ("call", fn, kws)
                 return None
-            return self.op(block, render, vals, pure=_pure(fn))
+            return self.op(block, render, vals, pure=_pure(fn), info=("call", fn, kws))
         if isinstance(f, ast.Attribute):
             if e.keywords:
                 raise Unmodelled("keyword arguments of a method call")
             obj = self.expr(f.value, env, block)
             vals = [obj] + [self.expr(a, env, block) for a in e.args]
             return self.op(block, lambda ins, m=f.attr: f"({ins[0]}).{m}(" +
-                           "".join(f"{a}, " for a in ins[1:]) + ")", vals, pure=False)
+                           "".join(f"{a}, " for a in ins[1:]) + ")", vals, pure=False,
+                           info=("method", f.attr))
         raise Unmodelled("call of " + type(f).__name__)
 
     # -- statements --------------------------------------------------------------------
-    def bind(self, env, name, v):
+    def bind(self, env, name, v, fresh=True):
+        """``fresh``: the value was computed by the assignment (not a variable read)."""
         if v is None:
             raise Unmodelled("assignment of a call without a value")
         if v.name is None and not _is_temp(name) and v.node is not None:
             v.name = name
+        if fresh and id(v) not in self.named and not _is_temp(name):
+            self.name_event(v, name)
         env[name] = v
 
     def block(self, stmts, env, block, after):
@@ -342,11 +371,14 @@ class _Builder:
 
     def assign(self, target, value, env, block, trailing_comma=False):
         if isinstance(target, ast.Name):
-            self.bind(env, target.id, self.expr(value, env, block))
+            self.bind(env, target.id, self.expr(value, env, block),
+                      not isinstance(value, ast.Name))
         elif isinstance(target, ast.Tuple) and all(isinstance(t, ast.Name)
                                                    for t in target.elts):
+            fresh = [True] * len(target.elts)
             if isinstance(value, ast.Tuple) and len(value.elts) == len(target.elts):
                 vals = [self.expr(x, env, block) for x in value.elts]
+                fresh = [not isinstance(x, ast.Name) for x in value.elts]
             else:
                 names = [None if _is_temp(t.id) else t.id for t in target.elts]
                 if isinstance(value, ast.Call) and not trailing_comma and \
@@ -360,8 +392,8 @@ class _Builder:
                     src = self.expr(value, env, block)
                     node = block.add(Node("unpack", [src], len(names), names=names))
                     vals = node.outputs
-            for t, v in zip(target.elts, vals):
-                self.bind(env, t.id, v)
+            for t, v, f in zip(target.elts, vals, fresh):
+                self.bind(env, t.id, v, f)
         elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
             obj = self.expr(target.value, env, block)
             v = self.expr(value, env, block)
@@ -404,6 +436,9 @@ class _Builder:
         names = [n for n in assigned if n in envs[0] and n in envs[1]]
         names = self._order(names, after, assigned)
         node.outputs = [Value(node, None if _is_temp(n) else n) for n in names]
+        for n, v in zip(names, node.outputs):
+            if not _is_temp(n):
+                self.name_event(v, n, deferred=True)
         for b, benv in zip(node.blocks, envs):
             b.finish([benv[n] for n in names])
         for n, v in zip(names, node.outputs):
@@ -422,7 +457,15 @@ class _Builder:
         body = Block()
         node.blocks.append(body)
         trip = Value(None, None if target is None or _is_temp(target) else target)
+        if trip.name is not None:
+            self.name_event(trip, trip.name)
         body.inputs = [trip] + [Value(None, n) for n in names]
+        for n, bi, out in zip(names, body.inputs[1:], node.outputs):
+            if not _is_temp(n):
+                # PyTorch's SSA pass: a load before the loop, the body's input, a load
+                # at the body's end and the loop's output, each named after the variable
+                for obj in (object(), bi, object(), out):
+                    self.name_event(obj, n, deferred=True)
         benv = dict(env)
         if target is not None:
             benv[target] = trip
@@ -438,23 +481,25 @@ class _Builder:
             raise Unmodelled("a for loop other than over range(n)")
         max_v = self.expr(it.args[0], env, block)
         node, body, benv, names = self._loop("for", env, block, after, s.body,
-                                             s.target.id, max_v, self.const("True"))
+                                             s.target.id, max_v,
+                                             self.const("True", literal=False))
         if self.block(s.body, benv, body, []) is not None:
             raise Unmodelled("return inside a loop")
-        body.finish([self.const("True")] + [benv[n] for n in names])
+        body.finish([self.const("True", literal=False)] + [benv[n] for n in names])
         for n, v in zip(names, node.outputs):
             env[n] = v
 
     def while_(self, s, env, block, after):
         if s.orelse:
             raise Unmodelled("while ... else")
+        max_v = self.const(_INT_MAX)   # before the condition, as PyTorch creates it
         cond = self.expr(s.test, env, block)
         flag = s.test.id if isinstance(s.test, ast.Name) and \
             s.test.id in _stored(s.body) else None
         if flag is not None and flag in _loaded(after):
             raise Unmodelled("a while loop's condition variable read after the loop")
         node, body, benv, names = self._loop("while", env, block, after, s.body, flag,
-                                             self.const(_INT_MAX), cond)
+                                             max_v, cond)
         if self.block(s.body, benv, body, []) is not None:
             raise Unmodelled("return inside a loop")
         again = self.expr(s.test, benv, body)
@@ -504,8 +549,9 @@ def _dotted_root(node):
 class Graph:
     """A function's parameters (names), body block and constants."""
 
-    def __init__(self, params, body, consts):
+    def __init__(self, params, body, consts, events=()):
         self.params, self.body, self.consts = params, body, consts
+        self.events = list(events)
 
 
 def build(source):
@@ -522,9 +568,10 @@ def build(source):
         v = Value(None, p)
         env[p] = v
         values.append(v)
+        b.name_event(v, p)
     body = Block()
     stmts = _normalize(fdef.body)
     ret = b.block(stmts, env, body, [])
     body.finish([ret] if ret is not None else [b.const("None")])
     _dce(body)
-    return Graph(list(zip(params, values)), body, b.consts), fdef
+    return Graph(list(zip(params, values)), body, b.consts, b.events + b.deferred), fdef

@@ -221,9 +221,32 @@ class RecursiveScriptModule(ScriptModule):
 
     @property
     def graph(self):
-        """``forward``'s graph: the IR when the module was traced, else its code, printed."""
+        """``forward``'s graph: the IR as PyTorch prints it (traced, or read off the
+        compiled code), else its code, printed."""
         g = self._jit_graphs.get("forward")
-        return g if g is not None else _CodeGraph(self.code)
+        if g is not None:
+            return g
+        src = self._jit_class.method_sources.get("forward")
+        if self._jit_class.scripted and src is not None:
+            text = _script_graph(_SELF_ANNOTATION.sub(r"\1self", src, count=1),
+                                 self._jit_attr_type, _method_type(self))
+            if text is not None:
+                return _CodeGraph(text.rstrip("\n") + "\n")
+        return _CodeGraph(self.code)
+
+    def _jit_attr_type(self, name):
+        """The TorchScript type of ``self.<name>`` (``None``: of ``self``)."""
+        cls = self._jit_class
+        if name is None:
+            return cls.qualname
+        d = self.__dict__
+        if name in d["_modules"]:
+            return d["_modules"][name]._jit_class.qualname
+        if name in d["_parameters"] or name in d["_buffers"]:
+            return "Tensor"
+        if name in cls.attributes:
+            return cls.attributes[name].replace("torch.Tensor", "Tensor")
+        return None
 
     @property
     def inlined_graph(self):
@@ -279,8 +302,37 @@ def printed_code(source):
 _SELF_ANNOTATION = re.compile(r"^(def \w+\()self\s*:\s*[\w.]+")
 
 
+def _script_graph(source, attr_type=None, method_type=None):
+    """PyTorch's IR text of a compiled ``def`` (:mod:`ember.jit._script_graph`), or
+    None where that printer does not model the code."""
+    from ember.jit._code_ssa import Unmodelled
+    from ember.jit._script_graph import graph_text
+    try:
+        return graph_text(source, attr_type, method_type)
+    except Unmodelled:
+        return None
+
+
+def _method_type(module):
+    """``method_type(type, name)`` for the graph printer: the annotated result type
+    of a method of ``module`` or of one of its submodules."""
+    by_type = {m._jit_class.qualname: m for m in module.modules()
+               if isinstance(m, RecursiveScriptModule)}
+
+    def result(type_, name):
+        from ember.jit._code_ssa import Unmodelled
+        from ember.jit._script_graph import _annotation
+        m = by_type.get(type_)
+        src = m._jit_class.method_sources.get(name) if m is not None else None
+        if src is None:
+            raise Unmodelled(f"graph: method {name} of {type_}")
+        head = src.split(":\n", 1)[0]
+        return _annotation(head.rsplit("->", 1)[1]) if "->" in head else "Tensor"
+    return result
+
+
 class _CodeGraph:
-    """Stands in for ``.graph`` on modules without a traced IR: prints the code."""
+    """``.graph``'s printed text: PyTorch's IR, or the code where ember prints no IR."""
 
     def __init__(self, code):
         self.code = code
@@ -299,8 +351,27 @@ class ScriptFunction:
         # compiled by ``jit.script``: see ScriptClass.scripted
         self._scripted = False
         self._calls = {}
-        self.graph = _CodeGraph(source)
-        self.inlined_graph = self.graph
+        self._graph = None   # a traced function's IR, set by the trace
+
+    @property
+    def graph(self):
+        """The function's IR as PyTorch prints it (its code where ember prints none)."""
+        if self._graph is not None:
+            return self._graph
+        text = _script_graph(self._source) if self._scripted else None
+        return _CodeGraph(text.rstrip("\n") + "\n" if text else self._source)
+
+    @graph.setter
+    def graph(self, g):
+        self._graph = g
+
+    @property
+    def inlined_graph(self):
+        return self.graph
+
+    @inlined_graph.setter
+    def inlined_graph(self, g):
+        self._graph = g
 
     @property
     def name(self):
