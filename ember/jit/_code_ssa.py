@@ -196,9 +196,9 @@ class _Builder:
         self.named.add(id(obj))
 
     # -- values ------------------------------------------------------------------------
-    def const(self, text, literal=True):
+    def const(self, text, literal=True, folded=False):
         node = Node("const", n_out=1)
-        node.info = ("const", literal)
+        node.info = ("const", literal, folded)
         node.fmt = lambda ins, t=text: t
         self.consts.append(node)
         return node.output
@@ -257,7 +257,7 @@ class _Builder:
             fn = "torch.__not__" if isinstance(e.op, ast.Not) else "torch.neg"
             r = _fold(fn, [self.const_value(v)]) if v.is_const else None
             if r is not None:
-                return self.const(repr(r))
+                return self.const(repr(r), folded=True)
             return self.op(block, lambda ins, fn=fn: f"{fn}({ins[0]})", [v],
                            info=("call", fn, []))
         if isinstance(e, ast.Dict) and None not in e.keys:
@@ -309,7 +309,7 @@ class _Builder:
             if not kws and vals and all(v.is_const for v in vals):
                 r = _fold(fn, consts)
                 if r is not None:
-                    return self.const(repr(r))
+                    return self.const(repr(r), folded=True)
             n_pos = len(vals) - len(kws)
 
             def render(ins, fn=fn, kws=kws, n_pos=n_pos):
@@ -336,7 +336,8 @@ class _Builder:
             raise Unmodelled("assignment of a call without a value")
         if v.name is None and not _is_temp(name) and v.node is not None:
             v.name = name
-        if fresh and id(v) not in self.named and not _is_temp(name):
+        folded = v.is_const and v.node.info[2]   # a new constant, named by no one
+        if fresh and id(v) not in self.named and not _is_temp(name) and not folded:
             self.name_event(v, name)
         env[name] = v
 
@@ -493,6 +494,7 @@ class _Builder:
         if s.orelse:
             raise Unmodelled("while ... else")
         max_v = self.const(_INT_MAX)   # before the condition, as PyTorch creates it
+        at = len(self.consts)
         cond = self.expr(s.test, env, block)
         flag = s.test.id if isinstance(s.test, ast.Name) and \
             s.test.id in _stored(s.body) else None
@@ -502,7 +504,15 @@ class _Builder:
                                              max_v, cond)
         if self.block(s.body, benv, body, []) is not None:
             raise Unmodelled("return inside a loop")
+        # PyTorch compiles the condition once and copies it to the body's end: its
+        # variable reads name nothing there
+        events, consts = len(self.events), len(self.consts)
         again = self.expr(s.test, benv, body)
+        del self.events[events:]
+        # and its constants are those of the condition's first reading
+        new = self.consts[consts:]
+        del self.consts[consts:]
+        self.consts[at:at] = new
         body.finish([again] + [benv[n] for n in names])
         for n, v in zip(names, node.outputs):
             env[n] = v

@@ -155,7 +155,8 @@ class _Printer:
         self.types, self.names = {}, {}
         self.lines = []
         self.n = 0
-        self.pool = {}        # (type, value) -> value name
+        self.pool = {}        # (type, value) -> (value name, its group)
+        self.created = {id(c): i for i, c in enumerate(graph.consts)}
         self.const_lines = {"block": [], "default": [], "literal": []}
         annotations = {a.arg: ast.unparse(a.annotation) if a.annotation is not None
                        else "Tensor" for a in fdef.args.args}
@@ -189,7 +190,8 @@ class _Printer:
             name, k = self.pool[key]
             if kind == "literal" and k != "literal":
                 # a written constant of the same value: pooled where the code writes it
-                line = next(ln for ln in self.const_lines[k] if ln.startswith(name + " "))
+                line = next(ln for ln in self.const_lines[k]
+                            if ln[1].startswith(name + " "))
                 self.const_lines[k].remove(line)
                 self.const_lines["literal"].append(line)
                 self.pool[key] = (name, "literal")
@@ -200,15 +202,17 @@ class _Printer:
             self.n += 1
             name = f"%{self.n}"
         self.pool[key] = (name, kind)
-        self.const_lines[kind].append(f"{name} : {t} = {_const_text(t, v)}")
+        order = self.created.get(id(value.node), 0) if value is not None else 0
+        self.const_lines[kind].append((order, f"{name} : {t} = {_const_text(t, v)}"))
         return name
 
-    def value(self, v, level):
-        """The printed name of ``v``, its type recorded."""
+    def value(self, v, level, kind=None):
+        """The printed name of ``v``, its type recorded; ``kind``: the pooled group of
+        a constant (its own by default)."""
         n = v.node
         if n is not None and n.kind == "const":
             t, c = _const_type(n.fmt(()))
-            kind = "literal" if n.info[1] else "block"
+            kind = kind or ("literal" if n.info[1] else "block")
             self.types[id(v)] = t
             return self.constant(t, c, kind, v)
         return self.ref(v)
@@ -338,7 +342,9 @@ class _Printer:
 
     def loop(self, n, level):
         self.block_depth += 1
-        ins = [self.value(v, level) for v in n.inputs]
+        # the condition, when constant, is pooled with the loop's own constants
+        ins = [self.value(v, level, "block" if i == 1 else None)
+               for i, v in enumerate(n.inputs)]
         body = n.blocks[0]
         types = [self.types.get(id(v), "Tensor") for v in n.inputs[2:]]
         self.types[id(body.inputs[0])] = "int"
@@ -358,8 +364,11 @@ class _Printer:
 
     def text(self):
         ret = [self.value(v, 1) for v in self.graph.body.ret.inputs]
-        consts = list(reversed(self.const_lines["block"])) + \
-            list(reversed(self.const_lines["default"])) + self.const_lines["literal"]
+        # written constants in the order the code creates them; PyTorch's own, latest
+        # first
+        consts = [ln for _, ln in reversed(self.const_lines["block"])] + \
+            [ln for _, ln in reversed(self.const_lines["default"])] + \
+            [ln for _, ln in sorted(self.const_lines["literal"], key=lambda x: x[0])]
         body = ["  " + c for c in consts] + self.lines
         return ("graph(" + ",\n      ".join(self.head) + "):\n" + "\n".join(body) +
                 ("\n" if body else "") + "  return (" + ", ".join(ret) + ")\n")
