@@ -183,8 +183,8 @@ def _fold(fn, vals):
 
 
 class _Builder:
-    def __init__(self, source):
-        self.source = source
+    def __init__(self, source, self_var=False):
+        self.source, self.self_var = source, self_var
         self.consts = []
         # the debug-name events of PyTorch's compiler, in its order (see _debug_names):
         # those of its emitter as the statements are read, then those of its SSA pass
@@ -231,7 +231,7 @@ class _Builder:
                 return self.const(e.id)
             if e.id not in env:
                 raise Unmodelled(f"name {e.id}")
-            if e.id != "self" and not _is_temp(e.id):
+            if (e.id != "self" or self.self_var) and not _is_temp(e.id):
                 self.name_event(object(), e.id)   # PyTorch's load of the variable
             return env[e.id]
         if isinstance(e, ast.Attribute):
@@ -564,13 +564,14 @@ class Graph:
         self.events = list(events)
 
 
-def build(source):
-    """The SSA graph of one TorchScript ``def`` (ember's compiled source)."""
+def build(source, self_var=False):
+    """The SSA graph of one TorchScript ``def`` (ember's compiled source). ``self_var``:
+    ``self`` is a variable the code reads (a loaded file's code), not the module."""
     tree = ast.parse(source)
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
         raise Unmodelled("expected one def")
     fdef = tree.body[0]
-    b = _Builder(source)
+    b = _Builder(source, self_var)
     params = [a.arg for a in fdef.args.args]
     env = {}
     values = []

@@ -228,8 +228,10 @@ class RecursiveScriptModule(ScriptModule):
             return g
         src = self._jit_class.method_sources.get("forward")
         if self._jit_class.scripted and src is not None:
+            # a loaded file's code reads ``self`` as a variable (``%self.1``)
             text = _script_graph(_SELF_ANNOTATION.sub(r"\1self", src, count=1),
-                                 self._jit_attr_type, _method_type(self))
+                                 self._jit_attr_type, _method_type(self),
+                                 bool(_SELF_ANNOTATION.match(src)))
             if text is not None:
                 return _CodeGraph(text.rstrip("\n") + "\n")
         return _CodeGraph(self.code)
@@ -239,13 +241,14 @@ class RecursiveScriptModule(ScriptModule):
         cls = self._jit_class
         if name is None:
             return cls.qualname
+        from ember.jit._script_graph import _annotation
         d = self.__dict__
-        if name in d["_modules"]:
+        if name in d["_modules"] and d["_modules"][name] is not None:
             return d["_modules"][name]._jit_class.qualname
+        if name in cls.attributes:   # as declared: ``Optional[Tensor]`` for a bias
+            return _annotation(cls.attributes[name])
         if name in d["_parameters"] or name in d["_buffers"]:
             return "Tensor"
-        if name in cls.attributes:
-            return cls.attributes[name].replace("torch.Tensor", "Tensor")
         return None
 
     @property
@@ -302,13 +305,13 @@ def printed_code(source):
 _SELF_ANNOTATION = re.compile(r"^(def \w+\()self\s*:\s*[\w.]+")
 
 
-def _script_graph(source, attr_type=None, method_type=None):
+def _script_graph(source, attr_type=None, method_type=None, self_var=False):
     """PyTorch's IR text of a compiled ``def`` (:mod:`ember.jit._script_graph`), or
     None where that printer does not model the code."""
     from ember.jit._code_ssa import Unmodelled
     from ember.jit._script_graph import graph_text
     try:
-        return graph_text(source, attr_type, method_type)
+        return graph_text(source, attr_type, method_type, self_var)
     except Unmodelled:
         return None
 

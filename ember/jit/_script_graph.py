@@ -381,12 +381,13 @@ def _unify(a, b):
     raise Unmodelled(f"graph: branches of types {a} and {b}")
 
 
-def graph_text(source, attr_type=None, method_type=None):
+def graph_text(source, attr_type=None, method_type=None, self_var=False):
     """PyTorch's printed IR of one compiled TorchScript ``def``. ``attr_type(name)``:
     the type of ``self.<name>`` (``attr_type(None)``: ``self``'s own type);
     ``method_type(type, name)``: the result type of a method called on a value of
-    ``type``. Raises :class:`Unmodelled` for what it does not model."""
-    graph, fdef = build(source)
+    ``type``; ``self_var``: see :func:`ember.jit._code_ssa.build`. Raises
+    :class:`Unmodelled` for what it does not model."""
+    graph, fdef = build(source, self_var)
     p = _Printer(graph, fdef, attr_type or (lambda name: None),
                  method_type or (lambda t, name: "Tensor"))
     p.lines = []
