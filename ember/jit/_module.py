@@ -231,7 +231,8 @@ class RecursiveScriptModule(ScriptModule):
             # a loaded file's code reads ``self`` as a variable (``%self.1``)
             text = _script_graph(_SELF_ANNOTATION.sub(r"\1self", src, count=1),
                                  self._jit_attr_type, _method_type(self),
-                                 bool(_SELF_ANNOTATION.match(src)))
+                                 bool(_SELF_ANNOTATION.match(src)),
+                                 getattr(self._root_cu(), "function_sources", None))
             if text is not None:
                 return _CodeGraph(text.rstrip("\n") + "\n")
         return _CodeGraph(self.code)
@@ -305,13 +306,14 @@ def printed_code(source):
 _SELF_ANNOTATION = re.compile(r"^(def \w+\()self\s*:\s*[\w.]+")
 
 
-def _script_graph(source, attr_type=None, method_type=None, self_var=False):
+def _script_graph(source, attr_type=None, method_type=None, self_var=False,
+                  function_sources=None):
     """PyTorch's IR text of a compiled ``def`` (:mod:`ember.jit._script_graph`), or
     None where that printer does not model the code."""
     from ember.jit._code_ssa import Unmodelled
     from ember.jit._script_graph import graph_text
     try:
-        return graph_text(source, attr_type, method_type, self_var)
+        return graph_text(source, attr_type, method_type, self_var, function_sources)
     except Unmodelled:
         return None
 
@@ -324,13 +326,12 @@ def _method_type(module):
 
     def result(type_, name):
         from ember.jit._code_ssa import Unmodelled
-        from ember.jit._script_graph import _annotation
+        from ember.jit._script_graph import _result_type
         m = by_type.get(type_)
         src = m._jit_class.method_sources.get(name) if m is not None else None
         if src is None:
             raise Unmodelled(f"graph: method {name} of {type_}")
-        head = src.split(":\n", 1)[0]
-        return _annotation(head.rsplit("->", 1)[1]) if "->" in head else "Tensor"
+        return _result_type(src)
     return result
 
 

@@ -37,6 +37,23 @@ __all__ = ["graph_text"]
 _SCALARS = ("int", "float", "bool")
 # int and float arithmetic and comparisons keep their aten names on scalars
 _COMPARE = {"lt", "gt", "le", "ge", "eq", "ne", "__not__"}
+# the aten calls printed, with the argument counts (as the code writes them) that make
+# a full call of the schema TorchScript picks, once the defaults of _DEFAULTS are filled
+# in: another call, or another count, is not modelled (arguments would be missing)
+_ARITY = {
+    **dict.fromkeys(("neg", "relu", "tanh", "sigmoid", "sin", "cos", "exp", "log", "abs",
+                     "sqrt", "t", "__not__", "dim", "numel", "is_floating_point", "sum",
+                     "mean", "zeros", "ones", "rand", "randn", "empty", "zeros_like",
+                     "ones_like", "unbind"), {1}),
+    **dict.fromkeys(("mul", "div", "matmul", "mm", "bmm", "gt", "lt", "ge", "le", "eq",
+                     "ne", "reshape", "view", "append", "unsqueeze", "floordiv",
+                     "remainder", "pow", "maximum", "minimum", "__and__", "__or__",
+                     "expand_as", "view_as", "type_as", "chunk", "softmax", "log_softmax",
+                     "split"), {2}),
+    **dict.fromkeys(("select", "linear", "transpose", "where", "addmm"), {3}),
+    "add": {2, 3}, "sub": {2, 3}, "size": {1, 2}, "squeeze": {1, 2}, "cat": {1, 2},
+    "stack": {1, 2}, "flatten": {1, 3},
+}
 # functions whose result is not a Tensor
 _RESULT = {"size": None, "len": "int", "bool": "bool", "int": "int", "float": "float",
            "dim": "int", "numel": "int", "chunk": "Tensor[]", "split": "Tensor[]",
@@ -149,15 +166,17 @@ def _debug_names(events):
 
 
 class _Printer:
-    def __init__(self, graph, fdef, attr_type, method_type):
+    def __init__(self, graph, fdef, attr_type, method_type, function_type):
         self.graph, self.attr_type, self.method_type = graph, attr_type, method_type
+        self.function_type = function_type
         self.debug = _debug_names(graph.events)
         self.types, self.names = {}, {}
         self.lines = []
         self.n = 0
         self.pool = {}        # (type, value) -> (value name, its group)
         self.created = {id(c): i for i, c in enumerate(graph.consts)}
-        self.const_lines = {"block": [], "default": [], "literal": []}
+        self.const_lines = {"function": [], "block": [], "default": [], "literal": []}
+        self.functions = {}   # id(value) -> the qualified name of the script function
         annotations = {a.arg: ast.unparse(a.annotation) if a.annotation is not None
                        else "Tensor" for a in fdef.args.args}
         self.head = []
@@ -210,6 +229,19 @@ class _Printer:
         """The printed name of ``v``, its type recorded; ``kind``: the pooled group of
         a constant (its own by default)."""
         n = v.node
+        if n is not None and n.kind == "const" and n.fmt(()).startswith("__torch__."):
+            # a script function, called by ``prim::CallFunction``
+            qual = n.fmt(())
+            self.types[id(v)] = "Function"
+            key = ("Function", qual)
+            if key not in self.pool:
+                self.n += 1
+                self.pool[key] = (f"%{self.n}", "function")
+                self.const_lines["function"].append(
+                    (0, f'%{self.n} : Function = prim::Constant[name="'
+                        f'{qual.rsplit(".", 1)[1]}"]()'))
+            self.functions[id(v)] = qual
+            return self.pool[key][0]
         if n is not None and n.kind == "const":
             t, c = _const_type(n.fmt(()))
             kind = kind or ("literal" if n.info[1] else "block")
@@ -281,6 +313,10 @@ class _Printer:
                                 "prim::ListConstruct(" + ", ".join(ins) + ")", level)
         if kind == "call":
             return self.call(n, info[1], info[2], ins, tys, level)
+        if kind == "function" and id(n.inputs[0]) in self.functions:
+            t = self.function_type(self.functions[id(n.inputs[0])])
+            return self.outputs(n, [t], "prim::CallFunction(" + ", ".join(ins) + ")",
+                                level)
         raise Unmodelled(f"graph: a {kind} expression")
 
     def call(self, n, fn, kws, ins, tys, level):
@@ -301,7 +337,11 @@ class _Printer:
                 t = "bool"
             else:
                 t = _RESULT.get(name, "Tensor")
-            if not scalar and not kws:
+            if name in ("add_", "sub_"):
+                name = name[:-1]   # as add and sub: the in-place overload's arguments
+            if len(ins) not in _ARITY.get(name, ()) or kws:
+                raise Unmodelled(f"graph: a call of {fn} with {len(ins)} arguments")
+            if not scalar:
                 if name in ("add", "sub") and len(ins) == 2 and tys[0] == "Tensor":
                     ins.append(self.constant("int", 1, self.default_kind()))
                 else:
@@ -368,6 +408,7 @@ class _Printer:
         # first
         consts = [ln for _, ln in reversed(self.const_lines["block"])] + \
             [ln for _, ln in reversed(self.const_lines["default"])] + \
+            [ln for _, ln in self.const_lines["function"]] + \
             [ln for _, ln in sorted(self.const_lines["literal"], key=lambda x: x[0])]
         body = ["  " + c for c in consts] + self.lines
         return ("graph(" + ",\n      ".join(self.head) + "):\n" + "\n".join(body) +
@@ -381,15 +422,33 @@ def _unify(a, b):
     raise Unmodelled(f"graph: branches of types {a} and {b}")
 
 
-def graph_text(source, attr_type=None, method_type=None, self_var=False):
+def _result_type(source):
+    """The annotated result type of a ``def``'s source (``Tensor`` when none)."""
+    fdef = ast.parse(source).body[0]
+    return _annotation(ast.unparse(fdef.returns)) if fdef.returns is not None else "Tensor"
+
+
+def _no_method(type_, name):
+    raise Unmodelled(f"graph: method {name} of a {type_}")
+
+
+def graph_text(source, attr_type=None, method_type=None, self_var=False,
+               function_sources=None):
     """PyTorch's printed IR of one compiled TorchScript ``def``. ``attr_type(name)``:
     the type of ``self.<name>`` (``attr_type(None)``: ``self``'s own type);
     ``method_type(type, name)``: the result type of a method called on a value of
-    ``type``; ``self_var``: see :func:`ember.jit._code_ssa.build`. Raises
+    ``type``; ``self_var``: see :func:`ember.jit._code_ssa.build`;
+    ``function_sources``: qualified name -> source of the script functions it calls.
+    Raises
     :class:`Unmodelled` for what it does not model."""
     graph, fdef = build(source, self_var)
+    def function_type(qual):
+        src = (function_sources or {}).get(qual)
+        if src is None:
+            raise Unmodelled(f"graph: the script function {qual}")
+        return _result_type(src)
     p = _Printer(graph, fdef, attr_type or (lambda name: None),
-                 method_type or (lambda t, name: "Tensor"))
+                 method_type or _no_method, function_type)
     p.lines = []
     p.block(graph.body, 1)
     return p.text()
