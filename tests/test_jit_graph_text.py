@@ -1,9 +1,10 @@
 """A scripted function's or module's ``.graph`` prints PyTorch's IR text, compared with
 torch over the sweep of scripted functions and modules of ``test_jit_code_text``: the same
 nodes, types, value names (``%x.1``, ``%y.3``), pooled constants in the same order,
-``prim::If``/``prim::Loop`` blocks, attribute reads and method calls. Only the numbers of
-unnamed values are renumbered, and torch's source-range comments are dropped (ember's
-compiled code no longer holds the user's positions)."""
+``prim::If``/``prim::Loop`` blocks, attribute reads and method calls, and source-range
+comments on the same nodes naming the same file and line. Only the numbers of unnamed
+values are renumbered, and the comments' columns left out (ember knows the column of the
+statement, not of each expression in it)."""
 import os
 import re
 import subprocess
@@ -26,6 +27,9 @@ DIFFERS = {
     # naming events ember replays (``%x.35`` and ``%x.11`` where ember prints ``%x.13``
     # and ``%x.9``)
     "f_nested_if": "the suffixes of values renamed inside a nested if",
+    # ``x.shape`` is a TorchScript builtin in PyTorch, its node's range in that
+    # builtin's source (``# <string>:13:9``); ember's is the user's line
+    "f_shape": "the source range of the size read of x.shape",
 }
 
 
@@ -45,7 +49,7 @@ def _sections(cmd, cwd):
             name = line[5:]
             out[name] = []
         elif name is not None:
-            out[name].append(re.sub(r" # \S*:\d+:\d+$", "", line))
+            out[name].append(re.sub(r"( # \S*:\d+):\d+$", r"\1", line))
     return out
 
 
@@ -63,7 +67,8 @@ def test_scripted_graphs_print_what_torch_prints(tmp_path):
         assert got[name][0].startswith("graph(%"), name
     # the sweep exercises what it claims to
     text = "\n".join(line for lines in ref.values() for line in lines)
-    for piece in ("prim::If(", "prim::Loop(", "block0(%i.1 : int", "-> (", "%x.1 : Tensor",
+    for piece in ("prim::If(", "prim::Loop(", "sweep.py:", "block0(%i.1 : int", "-> (",
+                  "%x.1 : Tensor",
                   "prim::GetAttr[name=", "prim::CallMethod[name=\"forward\"]",
                   "prim::TupleConstruct(", "prim::ListConstruct(", "prim::ListUnpack(",
                   "Tensor[]", "(Tensor, Tensor)", "__torch__.", " = prim::SetAttr[",
@@ -83,8 +88,7 @@ def test_unmodelled_code_keeps_printing_the_code():
         return x
 
     sf = ember.jit.script(f)
-    assert str(sf.graph) == sf.code.rstrip("\n") + "\n" or \
-        str(sf.graph).rstrip("\n") == sf.code.rstrip("\n")
+    assert str(sf.graph) == sf.code
     assert "return torch.mul(x, i)" in str(sf.graph)
 
 

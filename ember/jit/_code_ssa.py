@@ -79,12 +79,15 @@ class Node:
 class Block:
     """A list of nodes with inputs (loop bodies) and a return node for its outputs."""
 
-    def __init__(self):
+    def __init__(self, builder=None):
         self.nodes, self.index, self.inputs = [], {}, []
         self.ret = None
+        self.builder = builder
 
     def add(self, node):
         node.block = self
+        if self.builder is not None:
+            node.where = self.builder.line
         self.index[id(node)] = len(self.nodes)
         self.nodes.append(node)
         return node
@@ -190,6 +193,7 @@ class _Builder:
         # those of its emitter as the statements are read, then those of its SSA pass
         self.events, self.deferred = [], []
         self.named = set()
+        self.line = None   # the line (of the compiled source) of the statement being read
 
     def name_event(self, obj, name, deferred=False):
         (self.deferred if deferred else self.events).append((obj, name))
@@ -199,6 +203,7 @@ class _Builder:
     def const(self, text, literal=True, folded=False):
         node = Node("const", n_out=1)
         node.info = ("const", literal, folded)
+        node.where = self.line
         node.fmt = lambda ins, t=text: t
         self.consts.append(node)
         return node.output
@@ -346,6 +351,7 @@ class _Builder:
         statements fall through. ``after``: the statements that run after these."""
         for i, s in enumerate(stmts):
             rest = stmts[i + 1:] + after
+            self.line = s.lineno
             if isinstance(s, ast.Return):
                 return self.expr(s.value, env, block) if s.value is not None \
                     else self.const("None")
@@ -420,11 +426,12 @@ class _Builder:
         node = block.add(Node("if", [cond], 0))
         envs, rets = [], []
         for stmts in (s.body, s.orelse):
-            b = Block()
+            b = Block(self)
             node.blocks.append(b)
             benv = dict(env)
             rets.append(self.block(stmts, benv, b, after))
             envs.append(benv)
+        self.line = s.lineno
         if (rets[0] is None) != (rets[1] is None):
             raise Unmodelled("a return in one branch only")
         if rets[0] is not None:
@@ -455,7 +462,7 @@ class _Builder:
                     names=[None if _is_temp(n) else n for n in names])
         node.loop_kind = kind
         block.add(node)
-        body = Block()
+        body = Block(self)
         node.blocks.append(body)
         trip = Value(None, None if target is None or _is_temp(target) else target)
         if trip.name is not None:
@@ -486,6 +493,7 @@ class _Builder:
                                              self.const("True", literal=False))
         if self.block(s.body, benv, body, []) is not None:
             raise Unmodelled("return inside a loop")
+        self.line = s.lineno
         body.finish([self.const("True", literal=False)] + [benv[n] for n in names])
         for n, v in zip(names, node.outputs):
             env[n] = v
@@ -504,6 +512,7 @@ class _Builder:
                                              max_v, cond)
         if self.block(s.body, benv, body, []) is not None:
             raise Unmodelled("return inside a loop")
+        self.line = s.lineno
         # PyTorch compiles the condition once and copies it to the body's end: its
         # variable reads name nothing there
         events, consts = len(self.events), len(self.consts)
@@ -580,7 +589,7 @@ def build(source, self_var=False):
         env[p] = v
         values.append(v)
         b.name_event(v, p)
-    body = Block()
+    body = Block(b)
     stmts = _normalize(fdef.body)
     ret = b.block(stmts, env, body, [])
     body.finish([ret] if ret is not None else [b.const("None")])

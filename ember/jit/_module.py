@@ -232,7 +232,9 @@ class RecursiveScriptModule(ScriptModule):
             text = _script_graph(_SELF_ANNOTATION.sub(r"\1self", src, count=1),
                                  self._jit_attr_type, _method_type(self),
                                  bool(_SELF_ANNOTATION.match(src)),
-                                 getattr(self._root_cu(), "function_sources", None))
+                                 getattr(self._root_cu(), "function_sources", None),
+                                 (src.file, src.lines) if getattr(src, "lines", None)
+                                 else None)
             if text is not None:
                 return _CodeGraph(text.rstrip("\n") + "\n")
         return _CodeGraph(self.code)
@@ -307,13 +309,14 @@ _SELF_ANNOTATION = re.compile(r"^(def \w+\()self\s*:\s*[\w.]+")
 
 
 def _script_graph(source, attr_type=None, method_type=None, self_var=False,
-                  function_sources=None):
+                  function_sources=None, positions=None):
     """PyTorch's IR text of a compiled ``def`` (:mod:`ember.jit._script_graph`), or
     None where that printer does not model the code."""
     from ember.jit._code_ssa import Unmodelled
     from ember.jit._script_graph import graph_text
     try:
-        return graph_text(source, attr_type, method_type, self_var, function_sources)
+        return graph_text(source, attr_type, method_type, self_var, function_sources,
+                          positions)
     except Unmodelled:
         return None
 
@@ -363,7 +366,7 @@ class ScriptFunction:
         if self._graph is not None:
             return self._graph
         text = _script_graph(self._source) if self._scripted else None
-        return _CodeGraph(text.rstrip("\n") + "\n" if text else self._source)
+        return _CodeGraph(text.rstrip("\n") + "\n" if text else self.code)
 
     @graph.setter
     def graph(self, g):
@@ -517,7 +520,7 @@ def create_script_module(module, methods, *, functions=None, attributes=None, co
     for qual, src in (functions or {}).items():
         fdef = _parse_def(src, f"<{qual}>")
         cu.functions[qual] = compile_function(cu, fdef, f"<{qual}>")
-        cu.function_sources[qual] = textwrap.dedent(src).rstrip()
+        cu.function_sources[qual] = _dedented(src)
     methods = methods or {}
     attributes = attributes or {}
     qualnames = qualnames or {}
@@ -547,7 +550,7 @@ def create_script_module(module, methods, *, functions=None, attributes=None, co
             types[name] = t or _infer_type(value)
         for name, child in children.items():
             types[name] = child._jit_class.qualname
-        srcs = {n: textwrap.dedent(s).rstrip() for n, s in (methods.get(path) or {}).items()}
+        srcs = {n: _dedented(s) for n, s in (methods.get(path) or {}).items()}
         base = qualnames.get(path) or qualified_name(type(mod))
         key = (tuple(sorted(srcs.items())), tuple(mod._parameters), tuple(mod._buffers),
                tuple(types.items()))
@@ -596,12 +599,22 @@ def create_script_function(source, qualname, *, functions=None, constants=()):
     for qual, src in {**(functions or {}), qualname: source}.items():
         fdef = _parse_def(src, f"<{qual}>")
         cu.functions[qual] = compile_function(cu, fdef, f"<{qual}>")
-        cu.function_sources[qual] = textwrap.dedent(src).rstrip()
+        cu.function_sources[qual] = _dedented(src)
     cu.warn_missing(f"the TorchScript function {qualname}")
     return ScriptFunction(cu.functions[qualname], qualname, cu.function_sources[qualname], cu)
 
 
 _SELF_RE = re.compile(r"def\s+\w+\(\s*(\w+)\s*(?=[,)])")
+
+
+def _dedented(src):
+    """``src`` dedented, keeping the user's line of each of its lines where the
+    frontend recorded them (see ember.jit._script_graph.SourceText)."""
+    text = textwrap.dedent(src).rstrip()
+    if getattr(src, "lines", None) is None:
+        return text
+    from ember.jit._script_graph import SourceText
+    return SourceText(text, src.file, src.lines)
 
 
 def annotate_self(source, qualname):

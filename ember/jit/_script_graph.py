@@ -75,6 +75,20 @@ _DEFAULTS = {
 }
 
 
+class SourceText(str):
+    """Compiled TorchScript source that remembers, for each of its lines, the line of
+    the user's file whose statement wrote it (None for the signature), so that
+    ``.graph`` can print PyTorch's source-range comments."""
+
+    def __new__(cls, text, file=None, lines=None):
+        s = super().__new__(cls, text)
+        s.file, s.lines = file, lines
+        return s
+
+    def __reduce__(self):
+        return (SourceText, (str(self), self.file, self.lines))
+
+
 def _const_type(text):
     if text == "None":
         return "NoneType", None
@@ -166,9 +180,10 @@ def _debug_names(events):
 
 
 class _Printer:
-    def __init__(self, graph, fdef, attr_type, method_type, function_type):
+    def __init__(self, graph, fdef, attr_type, method_type, function_type, positions):
         self.graph, self.attr_type, self.method_type = graph, attr_type, method_type
         self.function_type = function_type
+        self.positions = positions
         self.debug = _debug_names(graph.events)
         self.types, self.names = {}, {}
         self.lines = []
@@ -195,6 +210,15 @@ class _Printer:
             self.names[id(v)] = d
         return self.names[id(v)]
 
+    def where(self, node):
+        """The source-range comment of a node: its statement's place in the user's
+        file."""
+        if self.positions is None or node is None or node.where is None:
+            return ""
+        file, lines = self.positions
+        at = lines[node.where - 1] if 0 < node.where <= len(lines) else None
+        return f" # {file}:{at[0]}:{at[1]}" if at else ""
+
     def ref(self, v):
         return "%" + self.name(v)
 
@@ -212,7 +236,10 @@ class _Printer:
                 line = next(ln for ln in self.const_lines[k]
                             if ln[1].startswith(name + " "))
                 self.const_lines[k].remove(line)
-                self.const_lines["literal"].append(line)
+                src = self.where(value.node) if value is not None else ""
+                self.const_lines["literal"].append(
+                    (self.created.get(id(value.node), 0) if value is not None else 0,
+                     line[1] + src))
                 self.pool[key] = (name, "literal")
             return name
         if value is not None and id(value) in self.debug:
@@ -222,7 +249,11 @@ class _Printer:
             name = f"%{self.n}"
         self.pool[key] = (name, kind)
         order = self.created.get(id(value.node), 0) if value is not None else 0
-        self.const_lines[kind].append((order, f"{name} : {t} = {_const_text(t, v)}"))
+        # written constants and the loop's own have a source range, defaults none
+        src = self.where(value.node) if value is not None and \
+            not value.node.info[2] else ""
+        self.const_lines[kind].append((order,
+                                       f"{name} : {t} = {_const_text(t, v)}{src}"))
         return name
 
     def value(self, v, level, kind=None):
@@ -283,7 +314,10 @@ class _Printer:
         for v, t in zip(n.outputs, types):
             self.types[id(v)] = t
         lhs = ", ".join(f"{self.ref(v)} : {t}" for v, t in zip(n.outputs, types))
-        self.emit(level, f"{lhs} = {rhs}" if n.outputs else f" = {rhs}")
+        # calls have a source range; the nodes PyTorch's compiler adds around them none
+        src = self.where(n) if n.info is not None and \
+            n.info[0] in ("call", "method", "function") else ""
+        self.emit(level, (f"{lhs} = {rhs}" if n.outputs else f" = {rhs}") + src)
 
     def op(self, n, level):
         info = n.info
@@ -354,7 +388,7 @@ class _Printer:
             raise Unmodelled(f"graph: the result type of {fn}")
         rhs = f"{op}(" + ", ".join(ins) + ")"
         if not n.outputs:
-            return self.emit(level, " = " + rhs)
+            return self.emit(level, " = " + rhs + self.where(n))
         self.outputs(n, [t] * len(n.outputs) if len(n.outputs) > 1 else [t], rhs, level)
 
     def default_kind(self):
@@ -378,7 +412,7 @@ class _Printer:
             self.types[id(v)] = t
         lhs = ", ".join(f"{self.ref(v)} : {t}" for v, t in zip(n.outputs, types))
         self.lines[at] = "  " * level + (f"{lhs} = " if lhs else " = ") + \
-            f"prim::If({cond})"
+            f"prim::If({cond})" + self.where(n)
 
     def loop(self, n, level):
         self.block_depth += 1
@@ -394,7 +428,7 @@ class _Printer:
             self.types[id(v)] = t
         lhs = ", ".join(f"{self.ref(v)} : {t}" for v, t in zip(n.outputs, types))
         self.emit(level, (f"{lhs} = " if lhs else " = ") +
-                  "prim::Loop(" + ", ".join(ins) + ")")
+                  "prim::Loop(" + ", ".join(ins) + ")" + self.where(n))
         self.emit(level + 1, "block0(" + ", ".join(
             f"{self.ref(v)} : {self.types[id(v)]}" for v in body.inputs) + "):")
         self.block(body, level + 2)
@@ -433,12 +467,14 @@ def _no_method(type_, name):
 
 
 def graph_text(source, attr_type=None, method_type=None, self_var=False,
-               function_sources=None):
+               function_sources=None, positions=None):
     """PyTorch's printed IR of one compiled TorchScript ``def``. ``attr_type(name)``:
     the type of ``self.<name>`` (``attr_type(None)``: ``self``'s own type);
     ``method_type(type, name)``: the result type of a method called on a value of
     ``type``; ``self_var``: see :func:`ember.jit._code_ssa.build`;
-    ``function_sources``: qualified name -> source of the script functions it calls.
+    ``function_sources``: qualified name -> source of the script functions it calls;
+    ``positions``: (file, the user's (line, column) of each source line), for the
+    source-range comments (by default those a :class:`SourceText` carries).
     Raises
     :class:`Unmodelled` for what it does not model."""
     graph, fdef = build(source, self_var)
@@ -447,8 +483,10 @@ def graph_text(source, attr_type=None, method_type=None, self_var=False,
         if src is None:
             raise Unmodelled(f"graph: the script function {qual}")
         return _result_type(src)
+    if positions is None and getattr(source, "lines", None) is not None:
+        positions = (source.file, source.lines)
     p = _Printer(graph, fdef, attr_type or (lambda name: None),
-                 method_type or _no_method, function_type)
+                 method_type or _no_method, function_type, positions)
     p.lines = []
     p.block(graph.body, 1)
     return p.text()
