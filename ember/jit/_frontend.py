@@ -304,7 +304,8 @@ class FunctionCompiler(ExprMixin):
         if meth is None:
             self.unsupported(node, f"{type(node).__name__} statements")
         saved = self.cur_line
-        self.cur_line = (self.first + node.lineno - 1, self.col0 + node.col_offset)
+        if hasattr(node, "lineno"):   # (a signature-only compile's body has none)
+            self.cur_line = (self.first + node.lineno - 1, self.col0 + node.col_offset)
         meth(node)
         self.cur_line = saved
 
