@@ -167,7 +167,7 @@ class RecursiveScriptModule(ScriptModule):
                               "to assign")
 
     # ----- nn.Module surface ----------------------------------------------------------------
-    def forward(self, *args, **kwargs):
+    def _forward(self, *args, **kwargs):
         fn = self.__dict__["_jit_class"].methods.get("forward")
         if fn is None:
             raise RuntimeError(f"{self._jit_class.qualname} has no forward method")
@@ -177,6 +177,11 @@ class RecursiveScriptModule(ScriptModule):
             return run_scripted(cls.calls, "forward", fn, (self,) + args, kwargs,
                                 list(self.parameters()) + list(self.buffers()))
         return fn(self, *args, **kwargs)
+
+    @property
+    def forward(self):
+        """``forward`` as a method object: callable, with ``graph`` and ``code``."""
+        return ScriptMethod(self, "forward")
 
     def __getattr__(self, name):
         try:
@@ -348,6 +353,32 @@ class _CodeGraph:
         return self.code
 
     __repr__ = __str__
+
+
+class ScriptMethod:
+    """A script module's ``forward`` as PyTorch's ``ScriptMethod``: calling it runs the
+    module's forward; ``graph``, ``inlined_graph`` and ``code`` are the module's."""
+
+    def __init__(self, module, name):
+        self.owner, self.name = module, name
+
+    def __call__(self, *args, **kwargs):
+        return self.owner._forward(*args, **kwargs)
+
+    @property
+    def graph(self):
+        return self.owner.graph
+
+    @property
+    def inlined_graph(self):
+        return self.owner.inlined_graph
+
+    @property
+    def code(self):
+        return self.owner.code
+
+    def __repr__(self):
+        return f"<ember.jit.ScriptMethod {self.owner.qualified_name}.{self.name}>"
 
 
 class ScriptFunction:
