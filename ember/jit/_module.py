@@ -366,6 +366,18 @@ class ScriptMethod:
         return self.owner._forward(*args, **kwargs)
 
     @property
+    def __signature__(self):
+        """The parameters of the TorchScript ``def`` after ``self``."""
+        import inspect
+        src = self.owner._jit_class.method_sources.get(self.name)
+        if src is None:
+            return inspect.Signature([inspect.Parameter(
+                "args", inspect.Parameter.VAR_POSITIONAL)])
+        args = ast.parse(textwrap.dedent(src)).body[0].args.args[1:]
+        return inspect.Signature([inspect.Parameter(
+            a.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD) for a in args])
+
+    @property
     def graph(self):
         return self.owner.graph
 
