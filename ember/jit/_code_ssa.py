@@ -7,8 +7,13 @@ text the user wrote. ember's frontend writes TorchScript source; :func:`build` r
 back into the same shape of graph (values named after the variables that hold them,
 nodes in evaluation order, blocks for branches and loop bodies, early returns moved into
 ``if`` outputs, constant integer arithmetic folded) so that :mod:`ember.jit._code_print`
-can print what PyTorch prints. A construct this reader does not model raises
-:class:`Unmodelled`, and ``.code`` then shows the source as compiled.
+can print what PyTorch prints. The same graph gives ``.graph``
+(:mod:`ember.jit._script_graph`): each node also records what it computes (``info``)
+and its statement's line, and the graph the debug-name events of PyTorch's compiler
+(each variable read and assignment, then its SSA pass's names for branch and loop
+outputs) that give values their ``.1``, ``.3``... suffixes. A construct this reader
+does not model raises :class:`Unmodelled`, and ``.code`` then shows the source as
+compiled.
 """
 import ast
 

@@ -22,17 +22,20 @@ TorchScript (the graph ``.code`` is printed from), with PyTorch's conventions:
 * values keep the names of the variables that held them, made unique the way
   PyTorch's compiler names them: each read of a variable and each assignment names a
   value, and a name taken again moves its old holder to ``name.<k>``, ``k`` odd and
-  growing per name (``%x.1``, ``%x.3``...); the values with no variable are numbered.
+  growing per name (``%x.1``, ``%x.3``...); the values with no variable are numbered;
+* calls, ``prim::If``/``prim::Loop`` and the constants the code writes carry a
+  source-range comment (``# file.py:3:4``): the user's line and the column of the
+  statement that wrote them, which the frontend records for each compiled line
+  (:class:`SourceText`); PyTorch's column is the expression's.
 
-What it does not print: source-range comments (``# file.py:3:8``), since the compiled
-source no longer holds the user's positions. Constructs it does not model raise
-:class:`ember.jit._code_ssa.Unmodelled` (``.graph`` then prints the code).
+Constructs it does not model raise :class:`ember.jit._code_ssa.Unmodelled` (``.graph``
+then prints the code).
 """
 import ast
 
 from ember.jit._code_ssa import Unmodelled, build
 
-__all__ = ["graph_text"]
+__all__ = ["graph_text", "SourceText"]
 
 _SCALARS = ("int", "float", "bool")
 # int and float arithmetic and comparisons keep their aten names on scalars
