@@ -15,8 +15,44 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from test_jit_code_text import PROGRAM  # noqa: E402
 
+# more functions whose values PyTorch's compiler renames several times: a variable
+# assigned twice in a branch, in both branches, twice in a loop body, twice at the top
+EXTRA = """
+@reg
+def g_twice_in_branch(x, n: int):
+    if n > 0:
+        x = x * 3
+        x = x * 2
+    return x
+
+@reg
+def g_both_branches(x, n: int):
+    if n > 5:
+        x = x * 3
+    else:
+        x = x * 2
+    y = x
+    return y
+
+@reg
+def g_twice_in_loop(x, n: int):
+    h = x
+    for i in range(n):
+        h = h * 2
+        h = torch.relu(h)
+    return h
+
+@reg
+def g_twice_at_top(x):
+    a = x + 1
+    a = a * 2
+    b = a - x
+    return b
+
+"""
+
 # the sweep's scripted functions and modules, each printing its ``.graph``
-SWEEP = PROGRAM.split("\nclass Cell(")[0] \
+SWEEP = PROGRAM.split("\nclass Cell(")[0].replace("\nMODS = [", EXTRA + "\nMODS = [") \
     .replace("print(torch.jit.script(f).code)", "print(torch.jit.script(f).graph)") \
     .replace("print(torch.jit.script(M()).code)",
              "sm = torch.jit.script(M())\n    print(sm.graph)\n"
@@ -26,8 +62,8 @@ SWEEP = PROGRAM.split("\nclass Cell(")[0] \
 # one that starts matching is moved out of this list)
 DIFFERS = {
     # PyTorch's compiler renames the values of a nested ``if`` more often than the
-    # naming events ember replays (``%x.35`` and ``%x.11`` where ember prints ``%x.13``
-    # and ``%x.9``)
+    # naming events ember replays (the inner ``if``'s output is ``%x.35`` where ember
+    # prints ``%x.17``)
     "f_nested_if": "the suffixes of values renamed inside a nested if",
     # ``x.shape`` is a TorchScript builtin in PyTorch, its node's range in that
     # builtin's source (``# <string>:13:9``); ember's is the user's line

@@ -199,6 +199,7 @@ class _Builder:
         self.events, self.deferred = [], []
         self.named = set()
         self.line = None   # the line (of the compiled source) of the statement being read
+        self.frames = []   # the names an enclosing block defines, per nested block
 
     def name_event(self, obj, name, deferred=False):
         (self.deferred if deferred else self.events).append((obj, name))
@@ -340,6 +341,14 @@ class _Builder:
         raise Unmodelled("call of " + type(f).__name__)
 
     # -- statements --------------------------------------------------------------------
+    def frame_block(self, stmts, benv, body, env):
+        """A loop body: its own frame of PyTorch's compiler, whose parents see ``env``."""
+        self.frames.append(set(env))
+        try:
+            return self.block(stmts, benv, body, [])
+        finally:
+            self.frames.pop()
+
     def bind(self, env, name, v, fresh=True):
         """``fresh``: the value was computed by the assignment (not a variable read)."""
         if v is None:
@@ -349,6 +358,10 @@ class _Builder:
         folded = v.is_const and v.node.info[2]   # a new constant, named by no one
         if fresh and id(v) not in self.named and not _is_temp(name) and not folded:
             self.name_event(v, name)
+        if self.frames and name in self.frames[-1] and not _is_temp(name):
+            # PyTorch's compiler reads a variable it assigns in a block from the
+            # enclosing one (to check its type): one more load named after it
+            self.name_event(object(), name)
         env[name] = v
 
     def block(self, stmts, env, block, after):
@@ -434,7 +447,9 @@ class _Builder:
             b = Block(self)
             node.blocks.append(b)
             benv = dict(env)
+            self.frames.append(set(env))
             rets.append(self.block(stmts, benv, b, after))
+            self.frames.pop()
             envs.append(benv)
         self.line = s.lineno
         if (rets[0] is None) != (rets[1] is None):
@@ -475,9 +490,9 @@ class _Builder:
         body.inputs = [trip] + [Value(None, n) for n in names]
         for n, bi, out in zip(names, body.inputs[1:], node.outputs):
             if not _is_temp(n):
-                # PyTorch's SSA pass: a load before the loop, the body's input, a load
-                # at the body's end and the loop's output, each named after the variable
-                for obj in (object(), bi, object(), out):
+                # PyTorch's SSA pass: the body's input, a load at the body's end and
+                # the loop's output, each named after the variable
+                for obj in (bi, object(), out):
                     self.name_event(obj, n, deferred=True)
         benv = dict(env)
         if target is not None:
@@ -496,7 +511,7 @@ class _Builder:
         node, body, benv, names = self._loop("for", env, block, after, s.body,
                                              s.target.id, max_v,
                                              self.const("True", literal=False))
-        if self.block(s.body, benv, body, []) is not None:
+        if self.frame_block(s.body, benv, body, env) is not None:
             raise Unmodelled("return inside a loop")
         self.line = s.lineno
         body.finish([self.const("True", literal=False)] + [benv[n] for n in names])
@@ -515,7 +530,7 @@ class _Builder:
             raise Unmodelled("a while loop's condition variable read after the loop")
         node, body, benv, names = self._loop("while", env, block, after, s.body, flag,
                                              max_v, cond)
-        if self.block(s.body, benv, body, []) is not None:
+        if self.frame_block(s.body, benv, body, env) is not None:
             raise Unmodelled("return inside a loop")
         self.line = s.lineno
         # PyTorch compiles the condition once and copies it to the body's end: its
