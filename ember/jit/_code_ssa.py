@@ -7,8 +7,13 @@ text the user wrote. ember's frontend writes TorchScript source; :func:`build` r
 back into the same shape of graph (values named after the variables that hold them,
 nodes in evaluation order, blocks for branches and loop bodies, early returns moved into
 ``if`` outputs, constant integer arithmetic folded) so that :mod:`ember.jit._code_print`
-can print what PyTorch prints. A construct this reader does not model raises
-:class:`Unmodelled`, and ``.code`` then shows the source as compiled.
+can print what PyTorch prints. The same graph gives ``.graph``
+(:mod:`ember.jit._script_graph`): each node also records what it computes (``info``)
+and its statement's line, and the graph the debug-name events of PyTorch's compiler
+(each variable read and assignment, then its SSA pass's names for branch and loop
+outputs) that give values their ``.1``, ``.3``... suffixes. A construct this reader
+does not model raises :class:`Unmodelled`, and ``.code`` then shows the source as
+compiled.
 """
 import ast
 
@@ -34,11 +39,12 @@ class Unmodelled(Exception):
 
 class Value:
     """One SSA value: a parameter, a block input, a constant or a node's output."""
-    __slots__ = ("node", "name", "uses", "text")
+    __slots__ = ("node", "name", "uses", "text", "target")
 
     def __init__(self, node=None, name=None, text=None):
         self.node, self.name, self.text = node, name, text
         self.uses = []   # (node, input offset)
+        self.target = None   # the ast Name it was bound to first (for the IR's names)
 
     @property
     def is_const(self):
@@ -48,11 +54,16 @@ class Value:
 class Node:
     """An operation: ``kind`` is op/const/if/loop/unpack/return; ``fmt`` renders an op's
     right-hand side from its inputs' printed text."""
-    __slots__ = ("kind", "inputs", "outputs", "blocks", "fmt", "block", "loop_kind", "pure")
+    __slots__ = ("kind", "inputs", "outputs", "blocks", "fmt", "block", "loop_kind", "pure",
+                 "info", "where")
 
     def __init__(self, kind, inputs=(), n_out=1, fmt=None, names=None, pure=False):
         self.kind, self.fmt, self.blocks, self.block = kind, fmt, [], None
         self.loop_kind, self.pure = None, pure
+        # what the op is, for the IR printer (ember.jit._script_graph): ("call", fn,
+        # keyword names), ("attr", name), ("method", name), ("tuple",), ("list",)...
+        self.info = None
+        self.where = None   # (line, col) of the statement that made it (if/loop nodes)
         self.inputs = list(inputs)
         for i, v in enumerate(self.inputs):
             v.uses.append((self, i))
@@ -73,12 +84,15 @@ class Node:
 class Block:
     """A list of nodes with inputs (loop bodies) and a return node for its outputs."""
 
-    def __init__(self):
+    def __init__(self, builder=None):
         self.nodes, self.index, self.inputs = [], {}, []
         self.ret = None
+        self.builder = builder
 
     def add(self, node):
         node.block = self
+        if self.builder is not None:
+            node.where = self.builder.line
         self.index[id(node)] = len(self.nodes)
         self.nodes.append(node)
         return node
@@ -177,20 +191,34 @@ def _fold(fn, vals):
 
 
 class _Builder:
-    def __init__(self, source):
-        self.source = source
+    def __init__(self, source, self_var=False):
+        self.source, self.self_var = source, self_var
         self.consts = []
+        # the debug-name events of PyTorch's compiler, in its order (see _debug_names):
+        # those of its emitter as the statements are read, then those of its SSA pass
+        self.events, self.deferred = [], []
+        self.named = set()
+        self.line = None   # the line (of the compiled source) of the statement being read
+        self.frames = []   # the names an enclosing block defines, per nested block
+
+    def name_event(self, obj, name, deferred=False):
+        (self.deferred if deferred else self.events).append((obj, name))
+        self.named.add(id(obj))
 
     # -- values ------------------------------------------------------------------------
-    def const(self, text):
+    def const(self, text, literal=True, folded=False):
         node = Node("const", n_out=1)
+        node.info = ("const", literal, folded)
+        node.where = self.line
         node.fmt = lambda ins, t=text: t
         self.consts.append(node)
         return node.output
 
     @staticmethod
-    def op(block, fmt, inputs, pure=True):
-        return block.add(Node("op", inputs, 1, fmt, pure=pure)).output
+    def op(block, fmt, inputs, pure=True, info=None):
+        node = block.add(Node("op", inputs, 1, fmt, pure=pure))
+        node.info = info
+        return node.output
 
     @staticmethod
     def const_value(v):
@@ -214,6 +242,8 @@ class _Builder:
                 return self.const(e.id)
             if e.id not in env:
                 raise Unmodelled(f"name {e.id}")
+            if (e.id != "self" or self.self_var) and not _is_temp(e.id):
+                self.name_event(object(), e.id)   # PyTorch's load of the variable
             return env[e.id]
         if isinstance(e, ast.Attribute):
             if _dotted_root(e) in _FUNCTION_ROOTS | {"__torch__", "CONSTANTS"}:
@@ -222,27 +252,32 @@ class _Builder:
             attr = e.attr
             node = block.add(Node("op", [obj], 1, lambda ins, a=attr: f"{ins[0]}.{a}",
                                   names=[attr], pure=True))
+            node.info = ("attr", attr)
+            self.name_event(node.output, attr)
             return node.output
         if isinstance(e, ast.Tuple):
             vals = [self.expr(x, env, block) for x in e.elts]
             return self.op(block, lambda ins: "(" + ", ".join(ins) +
-                           (",)" if len(ins) == 1 else ")"), vals)
+                           (",)" if len(ins) == 1 else ")"), vals, info=("tuple",))
         if isinstance(e, ast.List):
             vals = [self.expr(x, env, block) for x in e.elts]
-            return self.op(block, lambda ins: "[" + ", ".join(ins) + "]", vals)
+            return self.op(block, lambda ins: "[" + ", ".join(ins) + "]", vals,
+                           info=("list",))
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.Not, ast.USub)):
             v = self.expr(e.operand, env, block)
             fn = "torch.__not__" if isinstance(e.op, ast.Not) else "torch.neg"
             r = _fold(fn, [self.const_value(v)]) if v.is_const else None
             if r is not None:
-                return self.const(repr(r))
-            return self.op(block, lambda ins, fn=fn: f"{fn}({ins[0]})", [v])
+                return self.const(repr(r), folded=True)
+            return self.op(block, lambda ins, fn=fn: f"{fn}({ins[0]})", [v],
+                           info=("call", fn, []))
         if isinstance(e, ast.Dict) and None not in e.keys:
             vals = []
             for k, x in zip(e.keys, e.values):
                 vals += [self.expr(k, env, block), self.expr(x, env, block)]
             return self.op(block, lambda ins: "{" + ", ".join(
-                f"{ins[i]}: {ins[i + 1]}" for i in range(0, len(ins), 2)) + "}", vals)
+                f"{ins[i]}: {ins[i + 1]}" for i in range(0, len(ins), 2)) + "}", vals,
+                info=("dict",))
         if isinstance(e, ast.Subscript):
             tuple_index = seg.startswith("(")
             base = self.expr(e.value, env, block)
@@ -253,7 +288,7 @@ class _Builder:
                 if t or not b.isidentifier():
                     b = f"({b})"
                 return f"{b}[{ins[1]}]"
-            return self.op(block, index, [base, idx])
+            return self.op(block, index, [base, idx], info=("index",))
         if isinstance(e, ast.Call):
             return self.call(e, env, block)
         raise Unmodelled(type(e).__name__)
@@ -268,7 +303,8 @@ class _Builder:
                 self.const(ast.unparse(f))
             vals = [fn] + [self.expr(a, env, block) for a in e.args]
             return self.op(block, lambda ins: f"{ins[0]}(" +
-                           "".join(f"{a}, " for a in ins[1:]) + ")", vals, pure=False)
+                           "".join(f"{a}, " for a in ins[1:]) + ")", vals, pure=False,
+                           info=("function",))
         if isinstance(f, ast.Name) or _dotted_root(f) in _FUNCTION_ROOTS:
             fn = ast.unparse(f)
             args = list(e.args)
@@ -284,31 +320,48 @@ class _Builder:
             if not kws and vals and all(v.is_const for v in vals):
                 r = _fold(fn, consts)
                 if r is not None:
-                    return self.const(repr(r))
+                    return self.const(repr(r), folded=True)
             n_pos = len(vals) - len(kws)
 
             def render(ins, fn=fn, kws=kws, n_pos=n_pos):
                 parts = list(ins[:n_pos]) + [f"{k}={v}" for k, v in zip(kws, ins[n_pos:])]
                 return f"{fn}({', '.join(parts)})"
             if fn == "print":
-                block.add(Node("op", vals, 0, render))
+                block.add(Node("op", vals, 0, render)).info = ("call", fn, kws)
                 return None
-            return self.op(block, render, vals, pure=_pure(fn))
+            return self.op(block, render, vals, pure=_pure(fn), info=("call", fn, kws))
         if isinstance(f, ast.Attribute):
             if e.keywords:
                 raise Unmodelled("keyword arguments of a method call")
             obj = self.expr(f.value, env, block)
             vals = [obj] + [self.expr(a, env, block) for a in e.args]
             return self.op(block, lambda ins, m=f.attr: f"({ins[0]}).{m}(" +
-                           "".join(f"{a}, " for a in ins[1:]) + ")", vals, pure=False)
+                           "".join(f"{a}, " for a in ins[1:]) + ")", vals, pure=False,
+                           info=("method", f.attr))
         raise Unmodelled("call of " + type(f).__name__)
 
     # -- statements --------------------------------------------------------------------
-    def bind(self, env, name, v):
+    def frame_block(self, stmts, benv, body, env):
+        """A loop body: its own frame of PyTorch's compiler, whose parents see ``env``."""
+        self.frames.append(set(env))
+        try:
+            return self.block(stmts, benv, body, [])
+        finally:
+            self.frames.pop()
+
+    def bind(self, env, name, v, fresh=True):
+        """``fresh``: the value was computed by the assignment (not a variable read)."""
         if v is None:
             raise Unmodelled("assignment of a call without a value")
         if v.name is None and not _is_temp(name) and v.node is not None:
             v.name = name
+        folded = v.is_const and v.node.info[2]   # a new constant, named by no one
+        if fresh and id(v) not in self.named and not _is_temp(name) and not folded:
+            self.name_event(v, name)
+        if self.frames and name in self.frames[-1] and not _is_temp(name):
+            # PyTorch's compiler reads a variable it assigns in a block from the
+            # enclosing one (to check its type): one more load named after it
+            self.name_event(object(), name)
         env[name] = v
 
     def block(self, stmts, env, block, after):
@@ -316,6 +369,7 @@ class _Builder:
         statements fall through. ``after``: the statements that run after these."""
         for i, s in enumerate(stmts):
             rest = stmts[i + 1:] + after
+            self.line = s.lineno
             if isinstance(s, ast.Return):
                 return self.expr(s.value, env, block) if s.value is not None \
                     else self.const("None")
@@ -342,11 +396,14 @@ class _Builder:
 
     def assign(self, target, value, env, block, trailing_comma=False):
         if isinstance(target, ast.Name):
-            self.bind(env, target.id, self.expr(value, env, block))
+            self.bind(env, target.id, self.expr(value, env, block),
+                      not isinstance(value, ast.Name))
         elif isinstance(target, ast.Tuple) and all(isinstance(t, ast.Name)
                                                    for t in target.elts):
+            fresh = [True] * len(target.elts)
             if isinstance(value, ast.Tuple) and len(value.elts) == len(target.elts):
                 vals = [self.expr(x, env, block) for x in value.elts]
+                fresh = [not isinstance(x, ast.Name) for x in value.elts]
             else:
                 names = [None if _is_temp(t.id) else t.id for t in target.elts]
                 if isinstance(value, ast.Call) and not trailing_comma and \
@@ -360,8 +417,8 @@ class _Builder:
                     src = self.expr(value, env, block)
                     node = block.add(Node("unpack", [src], len(names), names=names))
                     vals = node.outputs
-            for t, v in zip(target.elts, vals):
-                self.bind(env, t.id, v)
+            for t, v, f in zip(target.elts, vals, fresh):
+                self.bind(env, t.id, v, f)
         elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
             obj = self.expr(target.value, env, block)
             v = self.expr(value, env, block)
@@ -387,11 +444,14 @@ class _Builder:
         node = block.add(Node("if", [cond], 0))
         envs, rets = [], []
         for stmts in (s.body, s.orelse):
-            b = Block()
+            b = Block(self)
             node.blocks.append(b)
             benv = dict(env)
+            self.frames.append(set(env))
             rets.append(self.block(stmts, benv, b, after))
+            self.frames.pop()
             envs.append(benv)
+        self.line = s.lineno
         if (rets[0] is None) != (rets[1] is None):
             raise Unmodelled("a return in one branch only")
         if rets[0] is not None:
@@ -404,6 +464,9 @@ class _Builder:
         names = [n for n in assigned if n in envs[0] and n in envs[1]]
         names = self._order(names, after, assigned)
         node.outputs = [Value(node, None if _is_temp(n) else n) for n in names]
+        for n, v in zip(names, node.outputs):
+            if not _is_temp(n):
+                self.name_event(v, n, deferred=True)
         for b, benv in zip(node.blocks, envs):
             b.finish([benv[n] for n in names])
         for n, v in zip(names, node.outputs):
@@ -419,10 +482,18 @@ class _Builder:
                     names=[None if _is_temp(n) else n for n in names])
         node.loop_kind = kind
         block.add(node)
-        body = Block()
+        body = Block(self)
         node.blocks.append(body)
         trip = Value(None, None if target is None or _is_temp(target) else target)
+        if trip.name is not None:
+            self.name_event(trip, trip.name)
         body.inputs = [trip] + [Value(None, n) for n in names]
+        for n, bi, out in zip(names, body.inputs[1:], node.outputs):
+            if not _is_temp(n):
+                # PyTorch's SSA pass: the body's input, a load at the body's end and
+                # the loop's output, each named after the variable
+                for obj in (bi, object(), out):
+                    self.name_event(obj, n, deferred=True)
         benv = dict(env)
         if target is not None:
             benv[target] = trip
@@ -438,26 +509,39 @@ class _Builder:
             raise Unmodelled("a for loop other than over range(n)")
         max_v = self.expr(it.args[0], env, block)
         node, body, benv, names = self._loop("for", env, block, after, s.body,
-                                             s.target.id, max_v, self.const("True"))
-        if self.block(s.body, benv, body, []) is not None:
+                                             s.target.id, max_v,
+                                             self.const("True", literal=False))
+        if self.frame_block(s.body, benv, body, env) is not None:
             raise Unmodelled("return inside a loop")
-        body.finish([self.const("True")] + [benv[n] for n in names])
+        self.line = s.lineno
+        body.finish([self.const("True", literal=False)] + [benv[n] for n in names])
         for n, v in zip(names, node.outputs):
             env[n] = v
 
     def while_(self, s, env, block, after):
         if s.orelse:
             raise Unmodelled("while ... else")
+        max_v = self.const(_INT_MAX)   # before the condition, as PyTorch creates it
+        at = len(self.consts)
         cond = self.expr(s.test, env, block)
         flag = s.test.id if isinstance(s.test, ast.Name) and \
             s.test.id in _stored(s.body) else None
         if flag is not None and flag in _loaded(after):
             raise Unmodelled("a while loop's condition variable read after the loop")
         node, body, benv, names = self._loop("while", env, block, after, s.body, flag,
-                                             self.const(_INT_MAX), cond)
-        if self.block(s.body, benv, body, []) is not None:
+                                             max_v, cond)
+        if self.frame_block(s.body, benv, body, env) is not None:
             raise Unmodelled("return inside a loop")
+        self.line = s.lineno
+        # PyTorch compiles the condition once and copies it to the body's end: its
+        # variable reads name nothing there
+        events, consts = len(self.events), len(self.consts)
         again = self.expr(s.test, benv, body)
+        del self.events[events:]
+        # and its constants are those of the condition's first reading
+        new = self.consts[consts:]
+        del self.consts[consts:]
+        self.consts[at:at] = new
         body.finish([again] + [benv[n] for n in names])
         for n, v in zip(names, node.outputs):
             env[n] = v
@@ -504,17 +588,19 @@ def _dotted_root(node):
 class Graph:
     """A function's parameters (names), body block and constants."""
 
-    def __init__(self, params, body, consts):
+    def __init__(self, params, body, consts, events=()):
         self.params, self.body, self.consts = params, body, consts
+        self.events = list(events)
 
 
-def build(source):
-    """The SSA graph of one TorchScript ``def`` (ember's compiled source)."""
+def build(source, self_var=False):
+    """The SSA graph of one TorchScript ``def`` (ember's compiled source). ``self_var``:
+    ``self`` is a variable the code reads (a loaded file's code), not the module."""
     tree = ast.parse(source)
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
         raise Unmodelled("expected one def")
     fdef = tree.body[0]
-    b = _Builder(source)
+    b = _Builder(source, self_var)
     params = [a.arg for a in fdef.args.args]
     env = {}
     values = []
@@ -522,9 +608,10 @@ def build(source):
         v = Value(None, p)
         env[p] = v
         values.append(v)
-    body = Block()
+        b.name_event(v, p)
+    body = Block(b)
     stmts = _normalize(fdef.body)
     ret = b.block(stmts, env, body, [])
     body.finish([ret] if ret is not None else [b.const("None")])
     _dce(body)
-    return Graph(list(zip(params, values)), body, b.consts), fdef
+    return Graph(list(zip(params, values)), body, b.consts, b.events + b.deferred), fdef

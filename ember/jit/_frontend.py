@@ -97,6 +97,17 @@ class FunctionCompiler(ExprMixin):
         self.name = name or self.node.name
         self.is_method = is_method
         self.lines = []
+        # the user's (line, column) of each line in self.lines: the statement that
+        # wrote it, in the file (dedenting a method's source moved its columns)
+        self.line_of = []
+        self.cur_line = None
+        first_line = self.src_lines[0] if self.src_lines else ""
+        try:
+            raw = inspect.getsourcelines(self.fn)[0][0]
+            self.col0 = len(raw) - len(raw.lstrip()) - (len(first_line) -
+                                                        len(first_line.lstrip()))
+        except (OSError, TypeError, IndexError):
+            self.col0 = 0
         self.depth = 1
         self.tmp = 0
         self.scope = Scope()
@@ -130,6 +141,7 @@ class FunctionCompiler(ExprMixin):
     # -- emission ---------------------------------------------------------------------
     def emit(self, text):
         self.lines.append("  " * self.depth + text)
+        self.line_of.extend([self.cur_line] * (text.count("\n") + 1))
 
     def fresh(self):
         while True:
@@ -272,7 +284,10 @@ class FunctionCompiler(ExprMixin):
         lines = [ln if "@RET@" not in ln else
                  (ln.replace("uninitialized(@RET@)", "None") if ret == T.NONE
                   else ln.replace("@RET@", str(ret))) for ln in self.lines]
-        return pad + head + "\n" + "\n".join(pad + ln for ln in lines) + "\n"
+        from ember.jit._script_graph import SourceText
+        text = pad + head + "\n" + "\n".join(pad + ln for ln in lines) + "\n"
+        return SourceText(text, self.file, [None] * (head.count("\n") + 1) +
+                          self.line_of if len(self.line_of) == len(lines) else None)
 
     # -- statements -------------------------------------------------------------------
     def block(self, stmts):
@@ -288,7 +303,11 @@ class FunctionCompiler(ExprMixin):
         meth = getattr(self, "stmt_" + type(node).__name__, None)
         if meth is None:
             self.unsupported(node, f"{type(node).__name__} statements")
+        saved = self.cur_line
+        if hasattr(node, "lineno"):   # (a signature-only compile's body has none)
+            self.cur_line = (self.first + node.lineno - 1, self.col0 + node.col_offset)
         meth(node)
+        self.cur_line = saved
 
     def stmt_Pass(self, node):
         self.emit("pass")

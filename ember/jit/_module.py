@@ -167,7 +167,7 @@ class RecursiveScriptModule(ScriptModule):
                               "to assign")
 
     # ----- nn.Module surface ----------------------------------------------------------------
-    def forward(self, *args, **kwargs):
+    def _forward(self, *args, **kwargs):
         fn = self.__dict__["_jit_class"].methods.get("forward")
         if fn is None:
             raise RuntimeError(f"{self._jit_class.qualname} has no forward method")
@@ -177,6 +177,11 @@ class RecursiveScriptModule(ScriptModule):
             return run_scripted(cls.calls, "forward", fn, (self,) + args, kwargs,
                                 list(self.parameters()) + list(self.buffers()))
         return fn(self, *args, **kwargs)
+
+    @property
+    def forward(self):
+        """``forward`` as a method object: callable, with ``graph`` and ``code``."""
+        return ScriptMethod(self, "forward")
 
     def __getattr__(self, name):
         try:
@@ -221,9 +226,38 @@ class RecursiveScriptModule(ScriptModule):
 
     @property
     def graph(self):
-        """``forward``'s graph: the IR when the module was traced, else its code, printed."""
+        """``forward``'s graph: the IR as PyTorch prints it (traced, or read off the
+        compiled code), else its code, printed."""
         g = self._jit_graphs.get("forward")
-        return g if g is not None else _CodeGraph(self.code)
+        if g is not None:
+            return g
+        src = self._jit_class.method_sources.get("forward")
+        if self._jit_class.scripted and src is not None:
+            # a loaded file's code reads ``self`` as a variable (``%self.1``)
+            text = _script_graph(_SELF_ANNOTATION.sub(r"\1self", src, count=1),
+                                 self._jit_attr_type, _method_type(self),
+                                 bool(_SELF_ANNOTATION.match(src)),
+                                 getattr(self._root_cu(), "function_sources", None),
+                                 (src.file, src.lines) if getattr(src, "lines", None)
+                                 else None)
+            if text is not None:
+                return _CodeGraph(text.rstrip("\n") + "\n")
+        return _CodeGraph(self.code)
+
+    def _jit_attr_type(self, name):
+        """The TorchScript type of ``self.<name>`` (``None``: of ``self``)."""
+        cls = self._jit_class
+        if name is None:
+            return cls.qualname
+        from ember.jit._script_graph import _annotation
+        d = self.__dict__
+        if name in d["_modules"] and d["_modules"][name] is not None:
+            return d["_modules"][name]._jit_class.qualname
+        if name in cls.attributes:   # as declared: ``Optional[Tensor]`` for a bias
+            return _annotation(cls.attributes[name])
+        if name in d["_parameters"] or name in d["_buffers"]:
+            return "Tensor"
+        return None
 
     @property
     def inlined_graph(self):
@@ -279,8 +313,38 @@ def printed_code(source):
 _SELF_ANNOTATION = re.compile(r"^(def \w+\()self\s*:\s*[\w.]+")
 
 
+def _script_graph(source, attr_type=None, method_type=None, self_var=False,
+                  function_sources=None, positions=None):
+    """PyTorch's IR text of a compiled ``def`` (:mod:`ember.jit._script_graph`), or
+    None where that printer does not model the code."""
+    from ember.jit._code_ssa import Unmodelled
+    from ember.jit._script_graph import graph_text
+    try:
+        return graph_text(source, attr_type, method_type, self_var, function_sources,
+                          positions)
+    except Unmodelled:
+        return None
+
+
+def _method_type(module):
+    """``method_type(type, name)`` for the graph printer: the annotated result type
+    of a method of ``module`` or of one of its submodules."""
+    by_type = {m._jit_class.qualname: m for m in module.modules()
+               if isinstance(m, RecursiveScriptModule)}
+
+    def result(type_, name):
+        from ember.jit._code_ssa import Unmodelled
+        from ember.jit._script_graph import _result_type
+        m = by_type.get(type_)
+        src = m._jit_class.method_sources.get(name) if m is not None else None
+        if src is None:
+            raise Unmodelled(f"graph: method {name} of {type_}")
+        return _result_type(src)
+    return result
+
+
 class _CodeGraph:
-    """Stands in for ``.graph`` on modules without a traced IR: prints the code."""
+    """``.graph``'s printed text: PyTorch's IR, or the code where ember prints no IR."""
 
     def __init__(self, code):
         self.code = code
@@ -291,6 +355,44 @@ class _CodeGraph:
     __repr__ = __str__
 
 
+class ScriptMethod:
+    """A script module's ``forward`` as PyTorch's ``ScriptMethod``: calling it runs the
+    module's forward; ``graph``, ``inlined_graph`` and ``code`` are the module's."""
+
+    def __init__(self, module, name):
+        self.owner, self.name = module, name
+
+    def __call__(self, *args, **kwargs):
+        return self.owner._forward(*args, **kwargs)
+
+    @property
+    def __signature__(self):
+        """The parameters of the TorchScript ``def`` after ``self``."""
+        import inspect
+        src = self.owner._jit_class.method_sources.get(self.name)
+        if src is None:
+            return inspect.Signature([inspect.Parameter(
+                "args", inspect.Parameter.VAR_POSITIONAL)])
+        args = ast.parse(textwrap.dedent(src)).body[0].args.args[1:]
+        return inspect.Signature([inspect.Parameter(
+            a.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD) for a in args])
+
+    @property
+    def graph(self):
+        return self.owner.graph
+
+    @property
+    def inlined_graph(self):
+        return self.owner.inlined_graph
+
+    @property
+    def code(self):
+        return self.owner.code
+
+    def __repr__(self):
+        return f"<ember.jit.ScriptMethod {self.owner.qualified_name}.{self.name}>"
+
+
 class ScriptFunction:
     """A free TorchScript function (``jit.script`` of a function, archive helpers)."""
 
@@ -299,8 +401,27 @@ class ScriptFunction:
         # compiled by ``jit.script``: see ScriptClass.scripted
         self._scripted = False
         self._calls = {}
-        self.graph = _CodeGraph(source)
-        self.inlined_graph = self.graph
+        self._graph = None   # a traced function's IR, set by the trace
+
+    @property
+    def graph(self):
+        """The function's IR as PyTorch prints it (its code where ember prints none)."""
+        if self._graph is not None:
+            return self._graph
+        text = _script_graph(self._source) if self._scripted else None
+        return _CodeGraph(text.rstrip("\n") + "\n" if text else self.code)
+
+    @graph.setter
+    def graph(self, g):
+        self._graph = g
+
+    @property
+    def inlined_graph(self):
+        return self.graph
+
+    @inlined_graph.setter
+    def inlined_graph(self, g):
+        self._graph = g
 
     @property
     def name(self):
@@ -442,7 +563,7 @@ def create_script_module(module, methods, *, functions=None, attributes=None, co
     for qual, src in (functions or {}).items():
         fdef = _parse_def(src, f"<{qual}>")
         cu.functions[qual] = compile_function(cu, fdef, f"<{qual}>")
-        cu.function_sources[qual] = textwrap.dedent(src).rstrip()
+        cu.function_sources[qual] = _dedented(src)
     methods = methods or {}
     attributes = attributes or {}
     qualnames = qualnames or {}
@@ -472,7 +593,7 @@ def create_script_module(module, methods, *, functions=None, attributes=None, co
             types[name] = t or _infer_type(value)
         for name, child in children.items():
             types[name] = child._jit_class.qualname
-        srcs = {n: textwrap.dedent(s).rstrip() for n, s in (methods.get(path) or {}).items()}
+        srcs = {n: _dedented(s) for n, s in (methods.get(path) or {}).items()}
         base = qualnames.get(path) or qualified_name(type(mod))
         key = (tuple(sorted(srcs.items())), tuple(mod._parameters), tuple(mod._buffers),
                tuple(types.items()))
@@ -521,12 +642,22 @@ def create_script_function(source, qualname, *, functions=None, constants=()):
     for qual, src in {**(functions or {}), qualname: source}.items():
         fdef = _parse_def(src, f"<{qual}>")
         cu.functions[qual] = compile_function(cu, fdef, f"<{qual}>")
-        cu.function_sources[qual] = textwrap.dedent(src).rstrip()
+        cu.function_sources[qual] = _dedented(src)
     cu.warn_missing(f"the TorchScript function {qualname}")
     return ScriptFunction(cu.functions[qualname], qualname, cu.function_sources[qualname], cu)
 
 
 _SELF_RE = re.compile(r"def\s+\w+\(\s*(\w+)\s*(?=[,)])")
+
+
+def _dedented(src):
+    """``src`` dedented, keeping the user's line of each of its lines where the
+    frontend recorded them (see ember.jit._script_graph.SourceText)."""
+    text = textwrap.dedent(src).rstrip()
+    if getattr(src, "lines", None) is None:
+        return text
+    from ember.jit._script_graph import SourceText
+    return SourceText(text, src.file, src.lines)
 
 
 def annotate_self(source, qualname):
