@@ -9,10 +9,9 @@ attribute writes and results that are not used.
 """
 import os
 import re
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from printed_sections import run_sections
 
 PROGRAM = r'''
 from typing import List, Tuple, Optional
@@ -433,17 +432,7 @@ TRACED_SAME = {"Sq ", "Lin ", "Lin lin", "Rebind ", "Net ", "Net linear", "Net s
 
 
 def _sections(cmd, cwd):
-    env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1")
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env, cwd=cwd)
-    assert p.returncode == 0, p.stderr[-3000:]
-    out, name = {}, None
-    for line in p.stdout.splitlines():
-        if line.startswith("#### "):
-            name = line[5:]
-            out[name] = []
-        elif name is not None:
-            out[name].append(line)
-    return out
+    return run_sections(cmd, cwd)[0]
 
 
 def test_scripted_code_and_calls_print_what_torch_prints(tmp_path):

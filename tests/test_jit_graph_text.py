@@ -7,12 +7,11 @@ values are renumbered, and the comments' columns left out (ember knows the colum
 statement, not of each expression in it)."""
 import os
 import re
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from printed_sections import renumbered, run_sections  # noqa: E402
 from test_jit_code_text import PROGRAM  # noqa: E402
 
 # more functions whose values PyTorch's compiler renames several times: a variable
@@ -71,24 +70,12 @@ DIFFERS = {
 }
 
 
-def _renumbered(lines):
-    ids = {}
-    return [re.sub(r"%(\d+)\b", lambda m: "%v" + ids.setdefault(m.group(1), str(len(ids))),
-                   ln) for ln in lines]
+_renumbered = renumbered
 
 
 def _sections(cmd, cwd):
-    env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1")
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env, cwd=cwd)
-    assert p.returncode == 0, p.stderr[-3000:]
-    out, name = {}, None
-    for line in p.stdout.splitlines():
-        if line.startswith("#### "):
-            name = line[5:]
-            out[name] = []
-        elif name is not None:
-            out[name].append(re.sub(r"( # \S*:\d+):\d+$", r"\1", line))
-    return out
+    # a source comment's column is left out (ember's is the statement's)
+    return run_sections(cmd, cwd, lambda ln: re.sub(r"( # \S*:\d+):\d+$", r"\1", ln))[0]
 
 
 def test_scripted_graphs_print_what_torch_prints(tmp_path):

@@ -6,15 +6,11 @@ saving it and loading it back. The printed outputs must be torch's (the random v
 agree: ember's generator draws torch's numbers for the same seed; a printed graph's
 numbered values are compared once renumbered in order), and torch must load ember's
 archive and run it at other lengths."""
-import os
-import re
-import subprocess
 import sys
 
 import numpy as np
 import torch
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from printed_sections import renumbered, run_sections
 
 PROGRAM = r'''
 import os, sys
@@ -161,25 +157,11 @@ for n in (10, 4):
 NUMBERED = {"traced graph"}
 
 
-def _renumbered(lines):
-    ids = {}
-    return [re.sub(r"%(\d+)\b", lambda m: "%v" + ids.setdefault(m.group(1), str(len(ids))),
-                   ln) for ln in lines]
+_renumbered = renumbered
 
 
 def _run(cmd, out_dir):
-    env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1")
-    p = subprocess.run(cmd + [out_dir], capture_output=True, text=True, timeout=240, env=env,
-                       cwd=out_dir)
-    assert p.returncode == 0, p.stderr[-3000:]
-    sections, name = {}, None
-    for line in p.stdout.splitlines():
-        if line.startswith("#### "):
-            name = line[5:]
-            sections[name] = []
-        elif name is not None:
-            sections[name].append(line)
-    return sections, p.stderr
+    return run_sections(cmd + [out_dir], out_dir)
 
 
 def test_the_tutorial_prints_what_torch_prints(tmp_path):
