@@ -51,30 +51,16 @@ DifferentiableGraph._backward_cls._node_name = \
     "torch::jit::(anonymous namespace)::DifferentiableGraphBackward"
 
 
-def _tensors(obj, out):
+def _tensors(obj):
     from ember._tensor import Tensor
-    if isinstance(obj, Tensor):
-        out.append(obj)
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            _tensors(x, out)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            _tensors(x, out)
-    return out
+    from ember.utils._pytree import tree_leaves
+    return [x for x in tree_leaves(obj) if isinstance(x, Tensor)]
 
 
 def _replace(obj, table):
     from ember._tensor import Tensor
-    if isinstance(obj, Tensor):
-        return table.get(id(obj), obj)
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return tuple(_replace(x, table) for x in obj)
-    if isinstance(obj, list):
-        return [_replace(x, table) for x in obj]
-    if isinstance(obj, dict):
-        return {k: _replace(v, table) for k, v in obj.items()}
-    return obj
+    from ember.utils._pytree import tree_map_only
+    return tree_map_only(Tensor, lambda t: table.get(id(t), t), obj)
 
 
 def run_scripted(counts, key, fn, args, kwargs, params=()):
@@ -87,7 +73,7 @@ def run_scripted(counts, key, fn, args, kwargs, params=()):
         return fn(*args, **kwargs)
     # PyTorch profiles again (runs as written) for each new pattern of inputs that
     # require grad
-    key = (key, tuple(t.requires_grad for t in _tensors((args, kwargs), [])))
+    key = (key, tuple(t.requires_grad for t in _tensors((args, kwargs))))
     calls = counts.get(key, 0)
     counts[key] = calls + 1
     _state.inside = True
@@ -101,12 +87,12 @@ def run_scripted(counts, key, fn, args, kwargs, params=()):
         # a graph capture (jit.trace, export) records the call as it ran
         return out
     leaves, seen = [], set()
-    for t in _tensors((args, kwargs), []) + list(params):
+    for t in _tensors((args, kwargs)) + list(params):
         if t.requires_grad and id(t) not in seen:
             seen.add(id(t))
             leaves.append(t)
     inner, seen = [], set()
-    for t in _tensors(out, []):
+    for t in _tensors(out):
         if t.grad_fn is not None and id(t) not in seen:
             seen.add(id(t))
             inner.append(t)
