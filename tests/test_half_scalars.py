@@ -191,12 +191,16 @@ def test_numbers_past_the_dtype_range_raise(dtype, big, c_name):
         x = T.ones(3, dtype=getattr(T, dtype))
         calls = (lambda x, T: x.add(x, alpha=big), lambda x, T: x.clamp(max=big),
                  lambda x, T: x.clone().fill_(big),
-                 lambda x, T: T.full((2,), big, dtype=x.dtype))
+                 lambda x, T: T.full((2,), big, dtype=x.dtype),
+                 lambda x, T: x.masked_fill(T.tensor([True, False, True]), big),
+                 lambda x, T: x.masked_fill(T.tensor([False, False, False]), -big))
         for f in calls:
             with pytest.raises(RuntimeError, match=f"{c_name} without overflow"):
                 f(x, T)
         # infinity is a value of the dtype: no error; nor for filling a single element
         assert x.clamp(max=float("inf")).dtype == x.dtype
+        assert x.masked_fill(T.tensor([True, False, True]), float("inf")).float().tolist() == \
+            [float("inf"), 1.0, float("inf")]
         assert T.full((1,), big, dtype=x.dtype).float().item() == \
             torch.full((1,), big, dtype=getattr(torch, dtype)).float().item()
 

@@ -10,7 +10,7 @@ from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit
-from ember.ops._util import with_out
+from ember.ops._util import check_number_fits, with_out
 from ember.ops.indexing import GetItemAdvanced, _xp
 
 __all__ = ["masked_fill", "masked_scatter", "nonzero", "nonzero_static", "argwhere"]
@@ -32,6 +32,8 @@ class MaskedFill(Primitive):
             v = _dt.through_float32(v, x.dtype).astype(x.dtype)  # PyTorch's double rounding
         elif x.dtype.kind != "f" and isinstance(v, float) and not v.is_integer():
             v = x.dtype.type(_dt.through_float32(v, x.dtype))
+        else:
+            check_number_fits(v, x.dtype)  # a number past float16/bfloat16's range
         return _xp(x).where(mask, _xp(x).asarray(v, dtype=x.dtype), x)
 
     def backward(self, gy):
