@@ -10,7 +10,7 @@ import math
 from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
 from ember.ops._linalg_util import LinAlgError
-from ember.ops._util import type_name
+from ember.ops._util import reduced_float, type_name
 from ember.ops.composite_node import one_node
 from ember.ops.join import cat
 from ember.ops.linalg import _cross, _write_out, matmul, matrix_power, multi_dot_chain
@@ -68,7 +68,7 @@ def _cast(x, dtype, name):
     under PyTorch's rules: complex stays complex, real stays real, nothing narrows."""
     src = x._data.dtype
     cplx = src.kind == "c" or bool(src.names)  # complex32 is a structured pair
-    if src.kind != "f" and not cplx:
+    if src.kind != "f" and not cplx and not reduced_float(src):
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got "
                            f"{type_name(src)}")
     if dtype is None:

@@ -249,3 +249,35 @@ def test_float16_renorm_matches_torch():
            if (m := _mismatch(t.renorm(2, 0, s).float().numpy(),
                               e.renorm(2, 0, s).float().numpy()))]
     assert not bad, bad
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_norms_accumulate_in_float32_as_torch(dtype):
+    # a float16 sum of squares overflows at 65504: the norm of 1000 tens is 316.25 in
+    # torch (its kernels accumulate reduced precision in float32), not inf; bfloat16 norms
+    # are computed, not refused
+    rng = np.random.default_rng(7)
+    datas = (np.full(1000, 10.0), rng.standard_normal((7, 300)) * 30,
+             rng.standard_normal(50), np.array([0.0, -0.0]), np.array([np.inf, 1.0]),
+             np.array([np.nan, 1.0]))
+    bad = []
+    for data in datas:
+        for p in (2, 1, 3, 0, float("inf"), -float("inf"), 0.5):
+            for name, f in (("vector_norm", lambda T, x, p=p: T.linalg.vector_norm(x, p)),
+                            ("norm", lambda T, x, p=p: x.norm(p)),
+                            ("vector_norm dim",
+                             lambda T, x, p=p: T.linalg.vector_norm(x, p, dim=-1))):
+                a = f(torch, torch.tensor(data, dtype=getattr(torch, dtype)))
+                b = f(ember, ember.tensor(data, dtype=getattr(ember, dtype)))
+                if str(b.dtype).split(".")[-1] != str(a.dtype).split(".")[-1] or \
+                        not np.array_equal(a.float().numpy(), b.float().numpy(), equal_nan=True):
+                    bad.append((data.shape, p, name))
+    assert not bad, bad
+    data = rng.standard_normal((4, 30)) * 3
+    for p in (2, 1, 3, float("inf")):
+        grads = []
+        for T in (torch, ember):
+            x = T.tensor(data, dtype=getattr(T, dtype), requires_grad=True)
+            T.linalg.vector_norm(x, p, dim=1).sum().backward()
+            grads.append(x.grad.float().numpy())
+        np.testing.assert_array_equal(grads[1], grads[0], err_msg=str(p))
