@@ -108,6 +108,27 @@ def reduced_float(dt):
     return r
 
 
+def opmath(forward):
+    """``forward`` (an op's, on arrays) run in float32 when its first array operand is
+    float16/bfloat16: every operand of that dtype converted to float32, each floating
+    result rounded once back. PyTorch's CPU reductions and normalizations accumulate
+    reduced precision in float32 ("opmath"): in float16 a layer norm of values near 300
+    overflows its variance to NaN, a standard deviation to inf."""
+    @functools.wraps(forward)
+    def run(self, *args, **kwargs):
+        low = next((a.dtype for a in args if type(a) is _ndarray), None)
+        if low is None or not reduced_float(low):
+            return forward(self, *args, **kwargs)
+        args = [a.astype(np.float32) if type(a) is _ndarray and a.dtype == low else a
+                for a in args]
+        out = forward(self, *args, **kwargs)
+        if isinstance(out, tuple):
+            return tuple(o.astype(low) if type(o) is _ndarray and o.dtype == np.float32
+                         else o for o in out)
+        return out.astype(low)
+    return run
+
+
 def opmath_number(ufunc, arr, s):
     """``ufunc(arr, s)`` for a float16/bfloat16 array and a Python number ``s``, as
     PyTorch computes it: the number converted to float32 (not to the array's dtype, as

@@ -17,7 +17,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.meta import is_meta
-from ember.ops._util import promote_arrays
+from ember.ops._util import promote_arrays, reduced_float
 
 __all__ = []
 
@@ -28,11 +28,13 @@ def _reduce_array(loss, reduction):
     """The reduced loss array, with the numerics of ember's ``mean``/``sum``."""
     if reduction == _NONE:
         return loss
+    low = reduced_float(loss.dtype)  # float16/bfloat16 accumulate in float32, as PyTorch
     if reduction == _SUM:
-        return array_module(loss).asarray(loss.sum())
+        return array_module(loss).asarray(
+            loss.sum(dtype=np.float32).astype(loss.dtype) if low else loss.sum())
     if loss.size == 0:
         return array_module(loss).asarray(np.nan, dtype=loss.dtype)
-    if loss.dtype == np.float16:
+    if low:
         return array_module(loss).asarray(loss.mean(dtype=np.float32).astype(loss.dtype))
     return array_module(loss).asarray(loss.mean())
 

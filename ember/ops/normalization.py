@@ -15,6 +15,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch_nn
+from ember.ops._util import opmath
 from ember.ops.composite_node import call, records_graph
 
 # the names torch also has at top level, with the same signature
@@ -526,6 +527,7 @@ def _sum_to(g, shape):
 class _LayerNorm(Normalize):
     _node_name = "NativeLayerNormBackward0"
     _overflow_is_nan = True
+    forward = opmath(Normalize.forward)
 
 
 class _GroupNorm(Normalize):

@@ -20,7 +20,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
-from ember.ops._util import with_out, wrap_dim, wrap_dims
+from ember.ops._util import opmath, with_out, wrap_dim, wrap_dims
 
 __all__ = ["sum", "mean", "nansum", "nanmean", "prod", "all", "any", "count_nonzero",
            "return_types"]
@@ -145,6 +145,7 @@ class Sum(Primitive):
 class Nansum(Primitive):
     batch = _batch.dim_rule(1)
 
+    @opmath
     def forward(self, x, axes, keepdim, np_dtype):
         self.meta = (x.shape, axes, keepdim, x.dtype)
         self.nan = np.isnan(x) if x.dtype.kind == "f" else None

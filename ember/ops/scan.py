@@ -12,7 +12,7 @@ from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._util import with_out, wrap_dim, write_out
+from ember.ops._util import reduced_float, with_out, wrap_dim, write_out
 from ember.ops.composite_node import one_node
 from ember.ops.reduction import _dtype_name, _eye_along, _np_dtype, return_types
 
@@ -117,9 +117,9 @@ class Cumsum(Primitive):
             np_dtype = np.int64
         if axis is None:
             return x.astype(np_dtype or x.dtype, copy=True)
-        if x.dtype == np.float16 and np_dtype in (None, np.float16):
-            # PyTorch accumulates half in float32 and rounds each partial sum once
-            y = array_module(x).cumsum(x, axis=axis, dtype=np.float32).astype(np.float16)
+        if reduced_float(x.dtype) and np_dtype in (None, x.dtype):
+            # PyTorch accumulates float16/bfloat16 in float32 and rounds each partial sum
+            y = array_module(x).cumsum(x, axis=axis, dtype=np.float32).astype(x.dtype)
             return _from_plus_zero(y, axis)
         return _from_plus_zero(array_module(x).cumsum(x, axis=axis, dtype=np_dtype), axis)
 

@@ -8,7 +8,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import to_float, with_out, wrap_dim
+from ember.ops._util import opmath, to_float, with_out, wrap_dim
 from ember.ops.reduction import _axes, _dtype_name, _keep
 
 __all__ = ["logsumexp", "softmax", "log_softmax"]
@@ -22,6 +22,7 @@ class _Logsumexp(Primitive):
     batch = _batch.dim_rule(1)
     torchscript = "logsumexp"
 
+    @opmath
     def forward(self, x, axes, keepdim):
         x = to_float(x)
         xp = array_module(x)
@@ -73,6 +74,7 @@ def _shifted(x, axis, op):
 class Softmax(Primitive):
     save_output = True
 
+    @opmath
     def forward(self, x, axis):
         self.axis = axis
         e = array_module(x).exp(_shifted(x, axis, "softmax"))
@@ -113,6 +115,7 @@ class LogSoftmax(Primitive):
     save_output = True
     batch = _batch.dim_rule(1)
 
+    @opmath
     def forward(self, x, axis):
         self.axis = axis
         xp = array_module(x)

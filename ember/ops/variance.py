@@ -12,7 +12,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import with_out
+from ember.ops._util import opmath, with_out
 from ember.ops.reduction import Mean, _axes, _keep, _restore, mean
 
 __all__ = ["std", "var", "std_mean", "var_mean"]
@@ -59,6 +59,7 @@ class _VarStd(Primitive):
     save_inputs = (0,)
     batch = _batch.dim_rule(1)
 
+    @opmath
     def forward(self, x, axes, correction, keepdim):
         if x.dtype.kind != "f":
             raise RuntimeError("std and var only support floating point and complex dtypes")
