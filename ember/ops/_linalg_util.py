@@ -36,14 +36,15 @@ _rt = {n: _named(n, f) for n, f in [
     ("linalg_svd", "U S Vh"), ("svd", "U S V"), ("linalg_qr", "Q R"), ("qr", "Q R")]}
 
 
-def _results(name, results, out):
-    """The named result tuple; with ``out`` (a tuple of tensors) written into those."""
+def _results(name, results, out, table=None):
+    """The named result tuple (``name`` looked up in ``table``, this module's result types
+    by default); with ``out`` (a tuple of tensors) written into those."""
     if out is not None:
         if len(out) != len(results):
             raise TypeError(f"{name}(): argument 'out' must be a tuple of {len(results)} Tensors")
         short = name.removeprefix("_").removesuffix("_with_info")  # torch.lu's is _lu_with_info
         results = [_write_out(r, o, short) for r, o in zip(results, out)]
-    return _rt[name](*results)
+    return (_rt if table is None else table)[name](*results)
 
 
 # ----- checks ----------------------------------------------------------------------------

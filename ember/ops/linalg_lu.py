@@ -14,7 +14,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.ops import _batch
+from ember.ops import _batch, _linalg_util
 from ember.ops._einsum import _tname
 from ember.ops._linalg_util import (
     LinAlgError,
@@ -38,12 +38,7 @@ _rt = {n: _named(n, f) for n, f in [
 
 
 def _results(name, results, out=None):
-    if out is not None:
-        if len(out) != len(results):
-            raise TypeError(f"{name}(): argument 'out' must be a tuple of {len(results)} Tensors")
-        short = name.removeprefix("_").removesuffix("_with_info")  # torch.lu's is _lu_with_info
-        results = [_write_out(r, o, short) for r, o in zip(results, out)]
-    return _rt[name](*results)
+    return _linalg_util._results(name, results, out, _rt)
 
 
 def _mH(t):
