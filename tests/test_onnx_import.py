@@ -22,10 +22,15 @@ RANDOM_CASES = {"test_training_dropout_default", "test_training_dropout_default_
                 "test_training_dropout", "test_training_dropout_mask"}
 # Cases whose expected output carries the reference's own rounding beyond the case's
 # tolerance: ember's float64 DFT gives 5e-15 where the file says 1.9e-7 (atol 1e-7), and
-# the reference accumulates a float16 convolution in float16 where ember rounds once.
+# the reference accumulates a float16 convolution in float16 where ember rounds once, and
+# computes float16/bfloat16 attention's softmax in that dtype where ember (as PyTorch)
+# computes it in float32 and rounds once: one ulp of the dtype apart, beyond rtol 1e-3.
 REFERENCE_ROUNDING = {"test_dft_inverse", "test_dft_inverse_opset19",
                       "test_causal_conv_with_state_silu_fp16",
-                      "test_causal_conv_with_state_silu_fp16_expanded"}
+                      "test_causal_conv_with_state_silu_fp16_expanded"} | {
+    f"test_attention_{case}{suffix}" for suffix in ("", "_expanded") for case in (
+        "3d_causal_bf16", "4d_attn_mask_causal_bf16", "4d_causal_bf16", "4d_causal_fp16",
+        "4d_causal_padded_kv_bf16", "4d_padded_kv_bf16")}
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +42,7 @@ def test_node_cases_pass_rate(node_results):
     passed = sum(ok for _, ok, _ in node_results.values())
     total = len(node_results)
     # the figure docs/onnx.md reports; raise it as converters are added
-    assert passed >= 1715, f"{passed} of {total} ONNX node cases pass"
+    assert passed >= 1723, f"{passed} of {total} ONNX node cases pass"
 
 
 def test_node_cases_fail_loudly(node_results):
