@@ -7,7 +7,6 @@ reduced dims, with the limits for p = 0 (count of nonzeros) and +-inf (max/min o
 ``|x|``). Their backwards are written in Tensor ops, so higher derivatives work.
 """
 import builtins
-import functools
 import math
 
 import numpy as np
@@ -16,7 +15,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import reduced_float, with_out
+from ember.ops._util import opmath, reduced_float, with_out
 from ember.ops.composite_node import one_node
 from ember.ops.reduction import _axes, _dtype_name, _keep
 
@@ -33,19 +32,6 @@ def _modulus(z):
     return np.hypot(z.real, z.imag)
 
 
-def _opmath(forward):
-    """``forward`` run in float32 for a float16/bfloat16 input, the result rounded once to
-    the input's dtype: PyTorch's norm kernels accumulate reduced-precision input in float32
-    (a float16 sum of squares overflows at 65504: the norm of 1000 tens is 316.25, not
-    inf)."""
-    @functools.wraps(forward)
-    def run(self, x, *args):
-        if reduced_float(x.dtype):
-            return forward(self, x.astype(np.float32), *args).astype(x.dtype)
-        return forward(self, x, *args)
-    return run
-
-
 class VectorNorm(Primitive):
     """``sum(|x|^p)^(1/p)`` over ``axes`` (with the limits for p = 0 and +-inf)."""
     _node_name = "LinalgVectorNormBackward0"
@@ -54,7 +40,7 @@ class VectorNorm(Primitive):
     batch = _batch.vector_norm
     complex32_math = True
 
-    @_opmath
+    @opmath
     def forward(self, x, p, axes, keepdim):
         self.meta = (p, axes, keepdim, x.shape)
         if x.dtype.kind == "c":  # the norm of the moduli: a real result
@@ -126,7 +112,7 @@ class _VectorNorm(Primitive):
     save_output = True
     batch = _batch.vector_norm
 
-    @_opmath
+    @opmath
     def forward(self, x, p, axes, keepdim):
         self.meta = (x.shape, axes, keepdim, p)
         xp = array_module(x)
