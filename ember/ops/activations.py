@@ -337,10 +337,10 @@ class Softplus(Primitive):
     save_inputs = (0,)
 
     def forward(self, x, beta, threshold):
-        if x.dtype.kind != "f":
+        if x.dtype.kind != "f" and not reduced_float(x.dtype):
             raise not_implemented_for("softplus_cpu", x.dtype)
         self.beta, self.threshold = beta, threshold
-        wide = x.astype(np.float32) if x.dtype.itemsize < 4 else x
+        wide = x.astype(np.float32) if reduced_float(x.dtype) else x
         z = wide * wide.dtype.type(beta)
         big = z > threshold
         with np.errstate(over="ignore"):
