@@ -698,3 +698,16 @@ def test_householder_product_matches_torch():
         res.append((q.detach().numpy(), ta.grad.numpy(), tt.grad.numpy()))
     for e, t in zip(*res):
         np.testing.assert_allclose(e, t, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtypes", [("float16", "float16"), ("bfloat16", "bfloat16"),
+                                    ("float16", "float32")])
+def test_cdist_in_half_precision_raises_as_torch(dtypes):
+    # float16 computed (and lost precision) where torch refuses; bfloat16 raised another error
+    errors = []
+    for m in (torch, ember):
+        a, b = (m.ones(2, 3).to(getattr(m, d)) for d in dtypes)
+        with pytest.raises(NotImplementedError) as info:
+            m.cdist(a, b)
+        errors.append(str(info.value))
+    assert errors[0] == errors[1]

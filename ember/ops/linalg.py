@@ -17,7 +17,7 @@ from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _batch_nn, _jvp
 from ember.ops import matmul_graph as _mg
 from ember.ops._einsum import Diagonal, _tname, einsum
-from ember.ops._util import cj, wrap_dim
+from ember.ops._util import cj, not_implemented_for, reduced_float, wrap_dim
 from ember.ops._util import write_out as _write_out
 from ember.ops.composite_node import one_node
 from ember.ops.shape import _try_view
@@ -652,9 +652,12 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
         raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
                            f"{x1.shape[-1]} X2: {x2.shape[-1]}")
     for name, t in (("X1", x1), ("X2", x2)):
-        if t._data.dtype.kind != "f":
+        if t._data.dtype.kind != "f" and not reduced_float(t._data.dtype):
             raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: "
                                f"{_tname(t._data.dtype)}")
+    if x1._data.dtype.itemsize < 4:
+        # PyTorch's CPU kernel has no half-precision version (it would lose the distances)
+        raise not_implemented_for("cdist", x1._data.dtype)
     if x1.dtype != x2.dtype:
         raise RuntimeError(f"expected scalar type {_tname(x1._data.dtype)} but found "
                            f"{_tname(x2._data.dtype)}")
