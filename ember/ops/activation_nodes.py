@@ -215,6 +215,20 @@ class LogSigmoid(CompositeNode):
     save_inputs = (0,)
     composite = staticmethod(_logsigmoid)
 
+    def backward(self, gy):
+        x = self.saved_tensors[0]
+        if x.dtype is not ember.float16 and x.dtype is not ember.bfloat16:
+            return self.recompute_grads(gy)
+        # PyTorch's half-precision kernel keeps exp(-|x|) from the forward as a buffer in
+        # the input's dtype and computes the slope from it in float32, rounded once:
+        # (x < 0) - sign * z / (1 + z), sign +1 below 0 and -1 above
+        w = x.float()
+        z = (-w.abs()).exp().to(x.dtype).float()
+        neg = w < 0
+        one = ember.ones((), dtype=w.dtype)
+        slope = ember.where(neg, one, one * 0) - ember.where(neg, one, -one) * (z / (z + 1))
+        return ((slope * gy.float()).to(gy.dtype),)
+
 
 def _rrelu_eval(x, lower, upper):
     return _zero_curvature(ember.where(x >= 0, x, x * ((lower + upper) / 2)), x)
@@ -241,6 +255,7 @@ class RreluWithNoiseInplace(RreluWithNoise):
     _op_name = "RreluWithNoise"
 
 
+@_opmath
 def _glu(input, d):
     # one split, so the gradient is one concatenation (a sum of two zero-padded slices
     # would turn the gate half's -0.0 into +0.0)
@@ -252,4 +267,16 @@ class Glu(CompositeNode):
     """``F.glu``: one node over its input."""
     save_inputs = (0,)
     composite = staticmethod(_glu)
+
+    def backward(self, gy):
+        x = self.saved_tensors[0]
+        if x.dtype is not ember.float16 and x.dtype is not ember.bfloat16:
+            return self.recompute_grads(gy)
+        # PyTorch's half-precision kernel: the gate's sigmoid rounded to the input's
+        # dtype, then both halves' gradients in float32, each rounded once
+        d = self._plain[1]
+        a, b = x.float().chunk(2, d)
+        s = ember.sigmoid(b).to(x.dtype).float()
+        g = gy.float()
+        return (ember.cat([s * g, (1 - s) * s * a * g], d).to(gy.dtype), None)
 

@@ -226,6 +226,9 @@ class LeakyRelu(Primitive):
             return np.where(a > 0, a.dtype.type(1), a.dtype.type(ns))
         # (lazily: unary imports this module)
         from ember.ops.unary import _piecewise_grad
+        if reduced_float(x._data.dtype):
+            # half precision: the product in float32, rounded once (PyTorch's kernel)
+            return _piecewise_grad(gy.float(), x.float(), slope).to(gy.dtype), None
         return _piecewise_grad(gy, x, slope), None
 
     jvp = _jvp.diagonal
@@ -263,11 +266,16 @@ class Elu(Primitive):
         import ember  # (lazily: ember imports this module)
         x, = self.saved_tensors
         alpha, scale, input_scale = self.p
+        low = reduced_float(x._data.dtype)
+        if low:
+            # half precision: the slope and product in float32, rounded once (PyTorch's)
+            x, gy_low, gy = x.float(), gy, gy.float()
         zero = ember.zeros((), dtype=x.dtype, device=x.device)
         xn = ember.where(x > 0, zero, x)   # no exp of a large input in the unused branch
         neg = (xn * input_scale).exp() * (alpha * scale * input_scale)
         d = ember.where(x > 0, ember.full((), scale, dtype=x.dtype, device=x.device), neg)
-        return gy * d, None, None, None
+        gx = gy * d
+        return (gx.to(gy_low.dtype) if low else gx), None, None, None
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
@@ -356,7 +364,10 @@ class Softplus(Primitive):
         s = z.sigmoid()
         # at and past the threshold the slope is a constant to a second derivative (torch's)
         slope = where(z < self.threshold, s, s.detach().masked_fill(z > self.threshold, 1.0))
-        return gy * slope.to(gy.dtype), None, None
+        if slope.dtype != gy.dtype:
+            # half precision: the product in float32 too, rounded once (PyTorch's kernel)
+            return (gy.float() * slope).to(gy.dtype), None, None
+        return gy * slope, None, None
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise

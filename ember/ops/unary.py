@@ -75,6 +75,11 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", **rules):
         def forward(self, x):
             if x.dtype.kind not in "fcV":  # ``to_float``, inlined on this hot path
                 x = x.astype(default_float_np())
+            elif x.dtype.itemsize == 2:
+                # float16/bfloat16: PyTorch's CPU kernels compute in float32 and round
+                # once (``1 / sqrt(x)`` in float16 rounds twice). (Their gradients are
+                # formulas of ops in the input's dtype, as PyTorch's derivatives.)
+                return fn(x.astype(np.float32)).astype(x.dtype)
             return fn(x)
     else:
         def forward(self, x):
@@ -136,7 +141,7 @@ def _no_bool(kernel, fn):
 
 
 def _frac_np(x):
-    if x.dtype.kind != "f":
+    if x.dtype.kind != "f" and not reduced_float(x.dtype):
         raise not_implemented_for("frac_cpu", x.dtype)
     return x - np.trunc(x)
 
@@ -200,6 +205,10 @@ class TanhBackward(Primitive):
     def forward(self, gy, y):
         if y.dtype.kind == "c":
             return gy * np.conj(1 - y * y)
+        if reduced_float(y.dtype):
+            # float16/bfloat16: PyTorch's kernel computes in float32, rounds once
+            w = y.astype(np.float32)
+            return (gy.astype(np.float32) * (np.float32(1) - w * w)).astype(y.dtype)
         return gy * (number_operand(y, 1) - y * y)
 
     def backward(self, ggx):
@@ -219,7 +228,16 @@ class SigmoidBackward(Primitive):
     _node_name = "SigmoidBackwardBackward0"
 
     def forward(self, gy, y):
-        return gy * (y * (1 - y))
+        # PyTorch's kernel: (gy * (1 - y)) * y, in float32 for bfloat16 (rounded once),
+        # in the dtype's own arithmetic for float16; the conjugate factor for complex
+        if y.dtype.kind == "c":
+            return gy * np.conj((1 - y) * y)
+        if y.dtype.kind == "V" and reduced_float(y.dtype):
+            d = gy.astype(np.float32) * (np.float32(1) - y.astype(np.float32))
+            return (d * y.astype(np.float32)).astype(y.dtype)
+        d = gy * (number_operand(y, 1) - y)
+        d *= y
+        return d
 
     def backward(self, ggx):
         gy, y = self.saved_tensors
@@ -238,6 +256,8 @@ tanh = _unary("Tanh", np.tanh, lambda gy, x, y: _tanh_grad(gy, y), save="y",
 def _tanh_vjp(self, grads, inputs, outputs, out=None):
     """tanh's array gradient (``Primitive.vjp``): ``(1 - y * y) * g`` from the output."""
     y = outputs[0]
+    if reduced_float(y.dtype):
+        return [TanhBackward.forward(None, grads[0], y)]
     d = np.multiply(y, y, out=None if out is None else out(0, y.shape, y.dtype))
     np.subtract(1, d, out=d)
     d *= grads[0]
@@ -257,9 +277,11 @@ acosh = _unary("Acosh", np.arccosh, lambda gy, x, y: gy * (x * x - 1).rsqrt(),
                onnx="Acosh", torchscript="acosh")
 atanh = _unary("Atanh", np.arctanh, lambda gy, x, y: gy / (1 - x * x),
                onnx="Atanh", torchscript="atanh")
-erf = _unary("Erf", _erf_np, lambda gy, x, y: gy * (-x * x).exp() * (2 / _SQRT_PI),
+# the gradients' factors in PyTorch's order (each product rounds: another order gives
+# other last bits in float32 and float16)
+erf = _unary("Erf", _erf_np, lambda gy, x, y: (2 / _SQRT_PI) * (-x * x).exp() * gy,
              doc="The error function.", onnx="Erf", torchscript="erf")
-erfc = _unary("Erfc", _erfc_np, lambda gy, x, y: gy * (-x * x).exp() * (-2 / _SQRT_PI),
+erfc = _unary("Erfc", _erfc_np, lambda gy, x, y: (-2 / _SQRT_PI) * (-x * x).exp() * gy,
               torchscript="erfc")
 reciprocal = _unary("Reciprocal", lambda x: 1 / x, lambda gy, x, y: -gy * cj(y * y), save="y",
                     doc="``1 / input``.", onnx="Reciprocal", torchscript="reciprocal")
@@ -322,11 +344,13 @@ sigmoid = _unary("Sigmoid", _sigmoid_np, lambda gy, x, y: _sigmoid_grad(gy, y), 
 
 
 def _sigmoid_vjp(self, grads, inputs, outputs, out=None):
-    """sigmoid's array gradient (``Primitive.vjp``): ``(1 - y) * y * g``."""
+    """sigmoid's array gradient (``Primitive.vjp``): ``(g * (1 - y)) * y``."""
     y = outputs[0]
+    if reduced_float(y.dtype):
+        return [SigmoidBackward.forward(None, grads[0], y)]
     d = np.subtract(1, y, out=None if out is None else out(0, y.shape, y.dtype))
+    d *= grads[0]  # (gy * (1 - y)) * y, PyTorch's order
     d *= y
-    d *= grads[0]
     return [d]
 
 
@@ -367,7 +391,7 @@ def _erfinv_np(x):
 
 
 erfinv = _unary("Erfinv", _erfinv_np,
-                lambda gy, x, y: gy * (y * y).exp() * (_SQRT_PI / 2), save="xy",
+                lambda gy, x, y: (_SQRT_PI / 2) * (y * y).exp() * gy, save="xy",
                 torchscript="erfinv")
 
 
