@@ -173,6 +173,17 @@ class Hardswish(CompositeNode):
     save_inputs = (0,)
     composite = staticmethod(_hardswish)
 
+    def backward(self, gy):
+        # PyTorch's kernel: 0 up to -3, grad from 3 on, grad * (x / 3 + 0.5) between (and
+        # at NaN); half precision in float32, rounded once. (The composite's own derivative,
+        # grad * ((x + 3) + x) / 6, rounds differently in 40 % of float32 elements.)
+        x = self.saved_tensors[0]
+        low = x.dtype is ember.float16 or x.dtype is ember.bfloat16
+        w, g = (x.float(), gy.float()) if low else (x, gy)
+        zero = _zero_like_scalar(g)
+        gx = ember.where(w <= -3.0, zero, ember.where(w >= 3.0, g, g * (w / 3.0 + 0.5)))
+        return (gx.to(gy.dtype) if low else gx,)
+
 
 @_opmath
 def _softshrink(input, lambd):
