@@ -747,3 +747,31 @@ def test_fan_in_gradients_add_up_as_torchs_and_spare_what_others_hold():
     first = kept[0].numpy().copy()
     assert first[1].sum() == 0 and first[0].sum() == 2 * 4
     np.testing.assert_array_equal(kept[0].numpy(), first)
+
+
+@pytest.mark.parametrize("case", ["plain", "after_create_graph", "half"])
+def test_second_backward_sums_into_grad_as_torch(case):
+    # without a graph PyTorch adds into the existing .grad in place: a reference taken
+    # before the second backward sees the sum (ember made a new tensor)
+    seen = []
+    for m in (torch, ember):
+        p = m.ones(3, dtype=m.float16 if case == "half" else m.float32, requires_grad=True)
+        (p * 2).sum().backward(create_graph=case == "after_create_graph")
+        held = p.grad
+        (p * 3).sum().backward()
+        seen.append((p.grad is held, held.detach().float().numpy().tolist(),
+                     p.grad.detach().float().numpy().tolist()))
+    assert seen[0] == seen[1]
+
+
+def test_second_backward_into_an_expanded_grad_makes_a_new_tensor():
+    # PyTorch raises ("more than one element of the written-to tensor refers to a single
+    # memory location"); ember cannot sum in place either and makes a new .grad
+    p = torch.ones(3, requires_grad=True)
+    p.grad = torch.zeros(1).expand(3)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        (p * 3).sum().backward()
+    q = ember.ones(3, requires_grad=True)
+    q.grad = held = ember.zeros(1).expand(3)
+    (q * 3).sum().backward()
+    assert q.grad is not held and q.grad.tolist() == [3.0, 3.0, 3.0]

@@ -107,13 +107,31 @@ def _accumulate(leaf, g, create_graph, seen):
             else:
                 seen[id(g)] = g
         leaf._grad = g
+    elif not create_graph and _summable_in_place(leaf._grad, g):
+        # in place, as PyTorch's AccumulateGrad without a graph: whoever holds ``.grad``
+        # (a user's reference, an optimizer's list) sees the sum (each leaf owns its own
+        # ``.grad``: ``seen`` above never lets two leaves share one)
+        from ember.autograd.grad_mode import no_grad
+        with no_grad():
+            leaf._grad.add_(g)
     else:
-        # out of place: the old grad may be aliased by a user or another leaf
+        # with a graph (create_graph), or a grad that cannot take the sum in place (an
+        # expanded tensor, a sparse one, another dtype): a new tensor, as PyTorch's
         leaf._grad = leaf._grad + g
     if extra is not None and extra.post_acc_hooks:
         for hook in list(extra.post_acc_hooks):
             if hook(leaf) is not None:
                 raise RuntimeError("Tensor post accumulate grad hooks should return None.")
+
+
+def _summable_in_place(old, g):
+    """Whether ``old += g`` can run in place: dense arrays of one shape and dtype, ``old``
+    writeable with no element repeated (an expanded tensor has zero strides)."""
+    a = old._data
+    if type(a) is not np.ndarray or type(g._data) is not np.ndarray or a.shape != g.shape \
+            or a.dtype != g._data.dtype or not a.flags.writeable:
+        return False
+    return all(st != 0 for st, n in zip(a.strides, a.shape) if n > 1)
 
 
 def _leaf_done(leaf, g, accumulate, create_graph, seen, leaf_targets, captured):
