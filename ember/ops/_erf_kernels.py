@@ -98,6 +98,31 @@ def _erfc_positive(ax, fits, split):
 
 
 _CHUNK = 16384  # elements per piece: its float64 temporaries stay in the L2 cache
+_FUSED = {}  # "erf": the numba kernels' module, or None without numba (tried once)
+# numba is imported (about a second) by the first call of at least this many values; a
+# few small tensors are not worth it, and give the same values through NumPy
+_NUMBA_MIN = 4096
+
+
+def numba_kernels(x):
+    """The compiled kernels of ``ember/ops/_erf_numba.py`` (the ``ember[fast]`` extra) for
+    the NumPy array ``x``, or None where numba is missing, ``x`` is not float32/float64, or
+    numba is not imported yet and ``x`` is small: the NumPy path runs. Both give the same
+    values."""
+    if x.dtype != np.float32 and x.dtype != np.float64:
+        return None
+    if "erf" not in _FUSED:
+        if x.size < _NUMBA_MIN:
+            return None
+        try:
+            from ember.ops import _erf_numba
+        except ImportError:  # numba missing (or unusable with this NumPy)
+            _erf_numba = None
+        if _erf_numba is not None:
+            from ember.backend.threads import refresh_blas
+            refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
+        _FUSED["erf"] = _erf_numba
+    return _FUSED["erf"]
 
 
 def _erf32(xd, dt, fit_a):
@@ -125,6 +150,9 @@ def erf_erfc(x, want_erf=True, want_erfc=True):
     if _backend.is_gpu_array(x):  # the same formulas on the GPU, unchunked
         return _erf_erfc(x, want_erf, want_erfc)
     x = np.asarray(x)
+    fused = numba_kernels(x)
+    if fused is not None:
+        return fused.erf_erfc(x, want_erf, want_erfc)
     if x.ndim == 0:
         return tuple(r.reshape(()) if r is not None else None
                      for r in _erf_erfc(x.reshape(1), want_erf, want_erfc))
@@ -199,6 +227,10 @@ def erfinv(x):
     if _backend.is_gpu_array(x):
         return _erfinv(x)
     x = np.asarray(x)
+    if x.dtype == np.float32:
+        fused = numba_kernels(x)
+        if fused is not None:
+            return fused.erfinv32(x)
     if x.ndim == 0:
         return _erfinv(x.reshape(1)).reshape(())
     if x.size <= 2 * _CHUNK:
