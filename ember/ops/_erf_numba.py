@@ -132,8 +132,16 @@ def _erf_erfc_finish(xd, e, small_erf):
 
 @_jit
 def _erfc32_a(x, e, arg):
+    # the middle piece everywhere (a loop that vectorizes), then the rare far elements
+    far = False
     for i in range(x.size):
-        e[i], arg[i] = _erfc32_parts(np.float64(x[i]))
+        a = _cap(abs(np.float64(x[i])), _CAP32)
+        e[i] = _poly(1.0 / (1.0 + a), _B32_C, _B32_I, _B32_P)
+        arg[i] = -a * a
+        far |= a >= 4.5
+    if far:
+        for i in range(x.size):
+            e[i], arg[i] = _erfc32_parts(np.float64(x[i]))
 
 
 @_jit
@@ -151,15 +159,19 @@ def _erfc32_b(x, e, ex, erf, erfc, want_erf, want_erfc):
 
 @_jit
 def _erfc64_a(x, e, arg1, arg2):
+    far = False
     for i in range(x.size):
         a = _cap(abs(x[i]), _CAP64)
-        if a >= 4.5:
-            e[i] = _poly(1.0 / (a * a), _C64_C, _C64_I, _C64_P) / a
-        else:
-            e[i] = _poly(1.0 / (1.0 + a), _B64_C, _B64_I, _B64_P)
+        e[i] = _poly(1.0 / (1.0 + a), _B64_C, _B64_I, _B64_P)
         head = math.floor(a * 16.0) * 0.0625  # x * x of the head is exact
         arg1[i] = -head * head
         arg2[i] = -(a - head) * (a + head)
+        far |= a >= 4.5
+    if far:  # the far piece where it applies (as ``_erfc32_a``)
+        for i in range(x.size):
+            a = _cap(abs(x[i]), _CAP64)
+            if a >= 4.5:
+                e[i] = _poly(1.0 / (a * a), _C64_C, _C64_I, _C64_P) / a
 
 
 @_jit
@@ -223,8 +235,8 @@ def _erfinv32_a(x, t):
 
 @_jit
 def _erfinv32_b(x, logt, y, e, arg):
-    """Giles' start ``y`` and the erfc piece of ``y``; False where ``|y|`` reaches the
-    cap (then ``exp(-y*y)`` is not ``exp(-cap*cap)`` and the caller runs NumPy)."""
+    """Giles' start ``y`` and the erfc piece of ``y``; False where ``|y|`` reaches 4.5
+    (then the caller runs NumPy). ``exp(-y*y)`` below the cap is erfc's ``exp(-a*a)``."""
     ok = True
     for i in range(x.size):
         a = abs(np.float64(x[i]))
@@ -236,8 +248,12 @@ def _erfinv32_b(x, logt, y, e, arg):
             yy = _horner(_GT, math.sqrt(w) - 3.0)
         yy *= ai
         y[i] = yy
-        e[i], arg[i] = _erfc32_parts(yy)
-        if abs(yy) >= _CAP32:
+        # erfc's middle piece only (float32 starts stay below 4): a chunk reaching the
+        # far piece is left to NumPy
+        a = abs(yy)
+        e[i] = _poly(1.0 / (1.0 + a), _B32_C, _B32_I, _B32_P)
+        arg[i] = -a * a
+        if a >= 4.5:
             ok = False
     return ok
 
@@ -271,18 +287,19 @@ def erfinv32(x):
     n = flat.size
     m = max(min(n, _CHUNK), 1)
     out = np.empty(n, np.float32)
-    t, y, e = np.empty(m), np.empty(m), np.empty(m)
+    t, y, e, g = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
     for i in range(0, n, _CHUNK):
         xs = flat[i:i + _CHUNK]
         k = xs.size
-        tk, yk, ek = t[:k], y[:k], e[:k]
+        tk, yk, ek, gk = t[:k], y[:k], e[:k], g[:k]
         _erfinv32_a(xs, tk)
         np.log(tk, out=tk)
-        if not _erfinv32_b(xs, tk, yk, ek, tk):
+        # (distinct buffers: arrays that may alias keep numba's loops from vectorizing)
+        if not _erfinv32_b(xs, tk, yk, ek, gk):
             out[i:i + k] = _k._erfinv(xs)
             continue
-        np.exp(tk, out=tk)
-        _erfinv32_c(xs, yk, ek, tk, out[i:i + k])
+        np.exp(gk, out=gk)
+        _erfinv32_c(xs, yk, ek, gk, out[i:i + k])
     return out.reshape(x.shape)
 
 
