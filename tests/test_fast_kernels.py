@@ -245,3 +245,23 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
         asm = "\n".join(kernel.inspect_asm().values())
         assert "vfmadd" not in asm and "vfmsub" not in asm and "vfnmadd" not in asm, name
         assert "mulsd" in asm or "mulpd" in asm or "mulss" in asm or "mulps" in asm, name
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_numba_gelu_without_graph_same_bits_as_composite(dt):
+    # no graph recorded: F.gelu runs the fused kernel instead of the composite's ops, the
+    # same values; under a mode (the profiler here) the composite's ops still run
+    from ember.ops import activation_nodes
+    x = _dense(dt)
+    x = x[np.isfinite(x) & (np.abs(x) < 1e30)]
+    x = x[:x.size - x.size % 7].reshape(-1, 7)[:, 1:6]  # strided
+    xt = ember.from_numpy(x)
+    assert activation_nodes.gelu_fused(xt) is not None
+    with ember.no_grad():
+        fast = ember.nn.functional.gelu(xt).numpy()
+    slow = _numpy_path(lambda: ember.nn.functional.gelu(xt).numpy())
+    _same_bits(fast, slow)
+    with ember.profiler.profile() as prof:
+        ember.nn.functional.gelu(xt[:4])
+    names = [e.name for e in prof.events()]
+    assert "aten::erf" in names, names
