@@ -165,6 +165,20 @@ def test_numba_erf_erfc_same_bits_as_numpy(want, dt):
                _numpy_path(lambda: ember.erfc(ember.from_numpy(x0)).numpy()))
 
 
+def test_numba_erfinv_float64_same_bits_as_numpy():
+    from ember.ops import _erf_kernels, _erf_numba
+    rng = np.random.default_rng(4)
+    u = np.concatenate([np.linspace(-1, 1, 300001), rng.uniform(-1, 1, 50000),
+                        1 - np.logspace(-16, -1, 4000), 1 - np.logspace(-7.3, -6.9, 4000),
+                        rng.uniform(-1, 1, 300) * 1e-300,
+                        [0.0, -0.0, 1.0, -1.0, 1.5, -1.5, np.nan, np.inf, -np.inf, 5e-324]])
+    u = np.concatenate([u, -u])
+    _same_bits(_erf_numba.erfinv64(u), _numpy_path(lambda: _erf_kernels.erfinv(u)))
+    # a chunk of values away from +-1 runs wholly in numba; the rest are left to NumPy
+    x = u[:_erf_numba._CHUNK]
+    assert not _erf_numba._erfinv64_start(x, -np.log((1 - x) * (1 + x)), np.empty_like(x))
+
+
 def test_numba_erfinv_float32_same_bits_as_numpy():
     from ember.ops import _erf_kernels, _erf_numba
     rng = np.random.default_rng(2)
@@ -207,10 +221,10 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
     import numba
 
     from ember.ops import _erf_numba
-    names = [n for n in dir(_erf_numba) if n.startswith(("_erf", "_gelu")) and
+    names = [n for n in dir(_erf_numba) if n.startswith(("_erf", "_gelu", "_neg")) and
              hasattr(getattr(_erf_numba, n), "py_func") and
              getattr(_erf_numba, n).targetoptions.get("inline") != "always"]
-    assert len(names) == 13, names
+    assert len(names) == 17, names
     for name in names:
         kernel = numba.njit(nogil=True, error_model="numpy")(getattr(_erf_numba, name).py_func)
         f32 = numba.float32[::1]
@@ -238,13 +252,18 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
                                     x.copy()),
                     "_erfinv32_c": (x.astype(np.float32), x.copy(), x.copy(), x.copy(),
                                     x.astype(np.float32)),
+                    "_erfinv64_start": (x, x.copy(), x.copy()),
+                    "_neg_square": (x, x.copy()),
+                    "_erfinv64_step": (x, x.copy(), x.copy(), x.copy(), x.copy(), x.copy()),
+                    "_erfinv_finish": (x, x.copy(), x.copy()),
                     "_gelu32_a": (x.astype(np.float32), x.copy(), x.copy()),
                     "_gelu32_b": (x.astype(np.float32), x.copy(), x.copy(),
                                   x.astype(np.float32), x.astype(np.float32))}[name]
             kernel(*args)
         asm = "\n".join(kernel.inspect_asm().values())
         assert "vfmadd" not in asm and "vfmsub" not in asm and "vfnmadd" not in asm, name
-        assert "mulsd" in asm or "mulpd" in asm or "mulss" in asm or "mulps" in asm, name
+        if name != "_erfinv_finish":  # (the one kernel without a product)
+            assert any(m in asm for m in ("mulsd", "mulpd", "mulss", "mulps")), name
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])

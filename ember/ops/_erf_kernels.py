@@ -227,10 +227,9 @@ def erfinv(x):
     if _backend.is_gpu_array(x):
         return _erfinv(x)
     x = np.asarray(x)
-    if x.dtype == np.float32:
-        fused = numba_kernels(x)
-        if fused is not None:
-            return fused.erfinv32(x)
+    fused = numba_kernels(x)
+    if fused is not None:
+        return fused.erfinv32(x) if x.dtype == np.float32 else fused.erfinv64(x)
     if x.ndim == 0:
         return _erfinv(x.reshape(1)).reshape(())
     if x.size <= 2 * _CHUNK:

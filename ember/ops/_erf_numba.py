@@ -25,7 +25,7 @@ import numpy as np
 from ember.backend.numba_jit import njit as _jit
 from ember.ops import _erf_kernels as _k
 
-__all__ = ["erf_erfc", "erfinv32", "gelu", "gelu_backward"]
+__all__ = ["erf_erfc", "erfinv32", "erfinv64", "gelu", "gelu_backward"]
 
 _CHUNK = 16384  # elements per piece: the float64 buffers stay in the L2 cache
 
@@ -300,6 +300,92 @@ def erfinv32(x):
             continue
         np.exp(gk, out=gk)
         _erfinv32_c(xs, yk, ek, gk, out[i:i + k])
+    return out.reshape(x.shape)
+
+
+# ----- float64 erfinv (``_k._erfinv``: two Halley steps on the float64 fits) -------------
+@_jit
+def _erfinv64_start(x, logt, y):
+    """Giles' start; True where some element needs the asymptotic restart (``w > 16``,
+    ``1 - |x| < 6e-8``): the caller leaves that chunk to NumPy."""
+    far = False
+    for i in range(x.size):
+        a = abs(x[i])
+        ai = a if a < 1.0 else 0.0
+        w = -logt[i]
+        if w < 5.0:
+            yy = _horner(_GC, w - 2.5)
+        else:
+            yy = _horner(_GT, math.sqrt(w) - 3.0)
+        yy *= ai
+        y[i] = yy
+        far |= w > 16.0
+    return far
+
+
+@_jit
+def _neg_square(y, out):
+    for i in range(y.size):
+        out[i] = -y[i] * y[i]
+
+
+@_jit
+def _erfinv64_step(x, y, e, ex1, ex2, ex3):
+    """One Halley step of ``erf(y) = |x|`` in place (``_k._halley``), from erfc's piece
+    ``e`` of ``y``, its two exponentials and ``exp(-y*y)``."""
+    for i in range(x.size):
+        a = abs(x[i])
+        ai = a if a < 1.0 else 0.0
+        yy = y[i]
+        s = _poly(yy * yy, _A64_C, _A64_I, _A64_P)
+        s *= yy
+        ee = e[i] * ex1[i]
+        ee *= ex2[i]
+        erf_y, erfc_y = _erf_erfc_finish(yy, ee, s)
+        f = erf_y - ai if ai < 0.5 else (1.0 - ai) - erfc_y
+        fp = ex3[i] * _TWO_OVER_SQRT_PI
+        step = f / fp
+        step /= 1.0 + yy * step
+        y[i] = yy - (step if fp > 0 else 0.0)
+
+
+@_jit
+def _erfinv_finish(x, y, out):
+    for i in range(x.size):
+        xd = x[i]
+        a = abs(xd)
+        yy = math.copysign(y[i], xd)
+        if a == 1.0:
+            yy = math.copysign(np.inf, xd)
+        if a > 1.0 or a != a:
+            yy = np.nan
+        out[i] = yy
+
+
+def erfinv64(x):
+    """``_k.erfinv`` of a float64 array, the same bits."""
+    flat = x.reshape(-1)
+    n = flat.size
+    m = max(min(n, _CHUNK), 1)
+    out = np.empty(n, np.float64)
+    t, y, e, a1, a2 = (np.empty(m) for _ in range(5))
+    for i in range(0, n, _CHUNK):
+        xs = flat[i:i + _CHUNK]
+        k = xs.size
+        tk, yk, ek, a1k, a2k = t[:k], y[:k], e[:k], a1[:k], a2[:k]
+        _erfinv32_a(xs, tk)
+        np.log(tk, out=tk)
+        if _erfinv64_start(xs, tk, yk):
+            out[i:i + k] = _k._erfinv(xs)
+            continue
+        for _ in range(2):
+            _erfc64_a(yk, ek, a1k, a2k)
+            _neg_square(yk, tk)
+            np.exp(a1k, out=a1k)
+            np.exp(a2k, out=a2k)
+            np.exp(tk, out=tk)
+            _erfinv64_step(xs, yk, ek, a1k, a2k, tk)
+        _erfinv_finish(xs, yk, out[i:i + k])
     return out.reshape(x.shape)
 
 
