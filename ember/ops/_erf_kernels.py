@@ -68,8 +68,9 @@ def _poly(fit, v):
     c, h, p = fit
     u = v - c
     u *= 1.0 / h
-    r = np.full_like(u, p[-1])
-    for cf in p[-2::-1]:
+    r = u * p[-1]  # the first Horner step without filling an array with p[-1]
+    r += p[-2]
+    for cf in p[-3::-1]:
         r *= u
         r += cf
     return r
@@ -213,8 +214,9 @@ _TWO_OVER_SQRT_PI = 1.1283791670955126
 
 
 def _horner(coefs, v):
-    r = np.full_like(v, coefs[0])
-    for cf in coefs[1:]:
+    r = v * coefs[0]
+    r += coefs[1]
+    for cf in coefs[2:]:
         r *= v
         r += cf
     return r
