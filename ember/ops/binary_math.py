@@ -7,14 +7,8 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
-from ember.ops._util import (
-    not_implemented_for,
-    promote_arrays,
-    with_out,
-)
-from ember.ops.arithmetic import (
-    _float_result,
-)
+from ember.ops._util import not_implemented_for, promote_arrays, with_out
+from ember.ops.arithmetic import _float_result
 from ember.ops.comparison import maximum
 from ember.ops.composite_node import one_node
 from ember.ops.ternary import where

@@ -6,15 +6,8 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
-from ember.ops._util import (
-    opmath_number,
-    promote_arrays,
-    with_out,
-)
-from ember.ops.arithmetic import (
-    _check_divisor,
-    _reduced_scalar,
-)
+from ember.ops._util import opmath_number, promote_arrays, with_out
+from ember.ops.arithmetic import _check_divisor, _reduced_scalar
 
 
 class FloorDivide(Primitive):

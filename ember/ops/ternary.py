@@ -13,14 +13,7 @@ from ember.ops._util import (
     reduced_float,
     with_out,
 )
-from ember.ops.arithmetic import (
-    Add,
-    Div,
-    Mul,
-    _div,
-    _kind,
-    _ndarray,
-)
+from ember.ops.arithmetic import Add, Div, Mul, _div, _kind, _ndarray
 
 
 class Where(Primitive):
