@@ -2,9 +2,12 @@
 one process (CPU time, interleaved rounds):
 
     python benchmarks/real_models.py [--only bert,gpt2_build,vit_build,kernels]
-                                     [--threads 1] [--layers 2] [--rounds 3]
+                                     [--threads 1] [--layers 2] [--rounds 3] [--no-numba]
 
-- ``kernels``: erf, erfc, erfinv, exact GELU and ``normal_`` on 2**20 float32 values.
+``--no-numba`` hides numba from ember (as an install without the ``ember[fast]`` extra).
+
+- ``kernels``: erf, erfc, erfinv, exact GELU (forward; forward and backward) and
+  ``normal_`` on 2**20 float32 values; erf and erfinv also in float64.
 - ``bert``: a BERT-base-like encoder forward under ``no_grad``: token and position
   embeddings, LayerNorm, ``--layers`` post-norm ``TransformerEncoderLayer(768, 12,
   3072, activation="gelu")`` (exact GELU), batch 8, sequence 128.
@@ -55,8 +58,22 @@ def kernels(ember, torch):
     xe, xt, ue, ut = ember.from_numpy(x), torch.from_numpy(x), ember.from_numpy(u), \
         torch.from_numpy(u)
     be, bt = ember.empty(1 << 20), torch.empty(1 << 20)
+    xd, ud = x.astype(np.float64), u.astype(np.float64)
+    xde, xdt, ude, udt = ember.from_numpy(xd), torch.from_numpy(xd), ember.from_numpy(ud), \
+        torch.from_numpy(ud)
+    ge, gt = ember.from_numpy(x).requires_grad_(), torch.from_numpy(x.copy()).requires_grad_()
+    gye, gyt = ember.ones_like(ge), torch.ones_like(gt)
+
+    def gelu_step(m, xg, gy):
+        def step():
+            m.nn.functional.gelu(xg).backward(gy)
+            xg.grad = None
+        return step
     return {
         "erf 2^20 f32": (lambda: ember.erf(xe), lambda: torch.erf(xt)),
+        "erf 2^20 f64": (lambda: ember.erf(xde), lambda: torch.erf(xdt)),
+        "erfinv 2^20 f64": (lambda: ember.erfinv(ude), lambda: torch.erfinv(udt)),
+        "gelu fwd+bwd 2^20 f32": (gelu_step(ember, ge, gye), gelu_step(torch, gt, gyt)),
         "erfc 2^20 f32": (lambda: ember.erfc(xe), lambda: torch.erfc(xt)),
         "erfinv 2^20 f32": (lambda: ember.erfinv(ue), lambda: torch.erfinv(ut)),
         "gelu 2^20 f32": (lambda: ember.nn.functional.gelu(xe),
@@ -155,7 +172,10 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-numba", action="store_true")
     args = ap.parse_args()
+    if args.no_numba:
+        sys.modules["numba"] = None  # `import numba` raises ImportError: the NumPy paths
     import torch
 
     import ember
@@ -176,7 +196,9 @@ def main():
         if "build" not in repr(fe):
             fe(), ft()
     res = interleaved(pairs, args.rounds)
-    print(f"CPU ms, median of {args.rounds} interleaved rounds, {args.threads} thread(s); "
+    print(f"CPU ms, median of {args.rounds} interleaved rounds, {args.threads} thread(s)"
+          f"{', numba hidden' if args.no_numba else ''}; ember from "
+          f"{os.path.dirname(os.path.dirname(ember.__file__))}; "
           f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'case':<44}{'ember':>11}{'torch':>11}{'ratio':>8}")
     for name, (e, t) in res.items():

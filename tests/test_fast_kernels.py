@@ -107,3 +107,180 @@ def test_chunked_axpy_bit_equal_to_torch_add(n, dt):
     _axpy(out, -0.013, b, out=out)
     assert got.tobytes() == expect.tobytes()
     assert out.tobytes() == expect.tobytes()
+
+
+# ----- the numba kernels (ember[fast]) give the NumPy path's bits --------------------------
+def _numpy_path(fn):
+    """``fn()`` with the numba kernels of ``_erf_kernels`` switched off (the NumPy path)."""
+    from ember.ops import _erf_kernels
+    saved = _erf_kernels._FUSED.get("erf", "unset")
+    _erf_kernels._FUSED["erf"] = None
+    try:
+        return fn()
+    finally:
+        if saved == "unset":
+            del _erf_kernels._FUSED["erf"]
+        else:
+            _erf_kernels._FUSED["erf"] = saved
+
+
+def _same_bits(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape
+    a, b = a.reshape(-1), b.reshape(-1)
+    nan = np.isnan(a) & np.isnan(b)  # NaN payloads aside: the same NaN positions
+    bits = np.uint32 if a.dtype == np.float32 else np.uint64
+    diff = (a.view(bits) != b.view(bits)) & ~nan
+    assert not diff.any(), (np.count_nonzero(diff), a[diff][:5], b[diff][:5])
+
+
+def _dense(dt):
+    rng = np.random.default_rng(5)
+    x = np.concatenate([_sweep(dt), np.linspace(-6, 6, 400001),
+                        rng.standard_normal(100000) * 2,
+                        # every 97th float of [0.25, 8): each piece and every boundary
+                        np.arange(0x3e800000, 0x41000000, 97, dtype=np.uint32)
+                        .view(np.float32).astype(np.float64)])
+    return np.concatenate([x, -x]).astype(dt)
+
+
+@pytest.mark.parametrize("want", [(True, False), (False, True), (True, True)],
+                         ids=["erf", "erfc", "both"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_numba_erf_erfc_same_bits_as_numpy(want, dt):
+    from ember.ops import _erf_kernels, _erf_numba
+    x = _dense(dt)
+    fast = _erf_numba.erf_erfc(x, *want)
+    slow = _numpy_path(lambda: _erf_kernels.erf_erfc(x, *want))
+    for f, s, w in zip(fast, slow, want):
+        assert (f is None) == (not w)
+        if w:
+            _same_bits(f, s)
+    # through the public op: strided and 0-d inputs, and the dispatch itself
+    xs = x[::3]
+    assert _erf_kernels.numba_kernels(xs) is _erf_numba
+    got = ember.erf(ember.from_numpy(x)[::3]).numpy()
+    _same_bits(got, _numpy_path(lambda: ember.erf(ember.from_numpy(xs)).numpy()))
+    x0 = np.array(0.75, dt)
+    _same_bits(ember.erfc(ember.from_numpy(x0)).numpy(),
+               _numpy_path(lambda: ember.erfc(ember.from_numpy(x0)).numpy()))
+
+
+def test_numba_erfinv_float64_same_bits_as_numpy():
+    from ember.ops import _erf_kernels, _erf_numba
+    rng = np.random.default_rng(4)
+    u = np.concatenate([np.linspace(-1, 1, 300001), rng.uniform(-1, 1, 50000),
+                        1 - np.logspace(-16, -1, 4000), 1 - np.logspace(-7.3, -6.9, 4000),
+                        rng.uniform(-1, 1, 300) * 1e-300,
+                        [0.0, -0.0, 1.0, -1.0, 1.5, -1.5, np.nan, np.inf, -np.inf, 5e-324]])
+    u = np.concatenate([u, -u])
+    _same_bits(_erf_numba.erfinv64(u), _numpy_path(lambda: _erf_kernels.erfinv(u)))
+    # a chunk of values away from +-1 runs wholly in numba; the rest are left to NumPy
+    x = u[:_erf_numba._CHUNK]
+    assert not _erf_numba._erfinv64_start(x, -np.log((1 - x) * (1 + x)), np.empty_like(x))
+
+
+def test_numba_erfinv_float32_same_bits_as_numpy():
+    from ember.ops import _erf_kernels, _erf_numba
+    rng = np.random.default_rng(2)
+    # every 5th float of [0.25, 1] (the tail of Giles' fit included), a dense grid, the
+    # last floats below 1, and the special values
+    u = np.concatenate([np.arange(0x3e800000, 0x3f800001, 5, dtype=np.uint32).view(np.float32),
+                        np.linspace(-1, 1, 200001, dtype=np.float32),
+                        rng.uniform(-1, 1, 50000).astype(np.float32),
+                        1 - np.arange(1, 2000, dtype=np.float32) * np.float32(2 ** -24),
+                        np.array([0.0, -0.0, 1.0, -1.0, 1.5, -1.5, np.nan, np.inf, -np.inf,
+                                  1e-40, -1e-40], np.float32)])
+    u = np.concatenate([u, -u])
+    _same_bits(_erf_numba.erfinv32(u), _numpy_path(lambda: _erf_kernels.erfinv(u)))
+    _same_bits(ember.erfinv(ember.from_numpy(u)).numpy(),
+               _numpy_path(lambda: ember.erfinv(ember.from_numpy(u)).numpy()))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_numba_gelu_forward_backward_same_bits_as_numpy(dt):
+    from ember.ops import _erf_kernels
+    x = _dense(dt)
+    x = x[np.isfinite(x) & (np.abs(x) < 1e30)]
+    gy = np.random.default_rng(3).standard_normal(x.size).astype(dt)
+
+    def run():
+        t = ember.from_numpy(x.copy()).requires_grad_()
+        y = ember.nn.functional.gelu(t)
+        y.backward(ember.from_numpy(gy))
+        return y.detach().numpy(), t.grad.numpy()
+    assert _erf_kernels.numba_kernels(x) is not None
+    fast = run()
+    slow = _numpy_path(run)
+    for f, s in zip(fast, slow):
+        _same_bits(f, s)
+
+
+def test_numba_erf_kernels_compile_without_fused_multiply_add():
+    # the NumPy path rounds every product and sum on its own: so must the kernels (their
+    # machine code, compiled afresh since numba's cached code cannot be inspected)
+    import numba
+
+    from ember.ops import _erf_numba
+    names = [n for n in dir(_erf_numba) if n.startswith(("_erf", "_gelu", "_neg")) and
+             hasattr(getattr(_erf_numba, n), "py_func") and
+             getattr(_erf_numba, n).targetoptions.get("inline") != "always"]
+    assert len(names) == 17, names
+    for name in names:
+        kernel = numba.njit(nogil=True, error_model="numpy")(getattr(_erf_numba, name).py_func)
+        f32 = numba.float32[::1]
+        if name.startswith("_gelu_grad"):
+            sigs = [(f32, f32, numba.float32)] if name.endswith("_a") else \
+                [(f32, f32, f32, f32, f32, numba.float32, numba.float32)]
+        else:
+            sigs = None
+        if sigs:
+            for sig in sigs:
+                kernel.compile(sig)
+        else:
+            x = np.linspace(-5, 5, 64)
+            args = {"_erf32_a": (x.astype(np.float32), x.copy(), x.copy()),
+                    "_erf32_b": (x.astype(np.float32), x.copy(), x.copy(),
+                                 x.astype(np.float32)),
+                    "_erfc32_a": (x.astype(np.float32), x.copy(), x.copy()),
+                    "_erfc32_b": (x.astype(np.float32), x.copy(), x.copy(), x.copy(), x.copy(),
+                                  True, True),
+                    "_erfc64_a": (x, x.copy(), x.copy(), x.copy()),
+                    "_erfc64_b": (x, x.copy(), x.copy(), x.copy(), x.copy(), x.copy(), True,
+                                  True),
+                    "_erfinv32_a": (x.astype(np.float32), x.copy()),
+                    "_erfinv32_b": (x.astype(np.float32), x.copy(), x.copy(), x.copy(),
+                                    x.copy()),
+                    "_erfinv32_c": (x.astype(np.float32), x.copy(), x.copy(), x.copy(),
+                                    x.astype(np.float32)),
+                    "_erfinv64_start": (x, x.copy(), x.copy()),
+                    "_neg_square": (x, x.copy()),
+                    "_erfinv64_step": (x, x.copy(), x.copy(), x.copy(), x.copy(), x.copy()),
+                    "_erfinv_finish": (x, x.copy(), x.copy()),
+                    "_gelu32_a": (x.astype(np.float32), x.copy(), x.copy()),
+                    "_gelu32_b": (x.astype(np.float32), x.copy(), x.copy(),
+                                  x.astype(np.float32), x.astype(np.float32))}[name]
+            kernel(*args)
+        asm = "\n".join(kernel.inspect_asm().values())
+        assert "vfmadd" not in asm and "vfmsub" not in asm and "vfnmadd" not in asm, name
+        if name != "_erfinv_finish":  # (the one kernel without a product)
+            assert any(m in asm for m in ("mulsd", "mulpd", "mulss", "mulps")), name
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_numba_gelu_without_graph_same_bits_as_composite(dt):
+    # no graph recorded: F.gelu runs the fused kernel instead of the composite's ops, the
+    # same values; under a mode (the profiler here) the composite's ops still run
+    from ember.ops import activation_nodes
+    x = _dense(dt)
+    x = x[np.isfinite(x) & (np.abs(x) < 1e30)]
+    x = x[:x.size - x.size % 7].reshape(-1, 7)[:, 1:6]  # strided
+    xt = ember.from_numpy(x)
+    assert activation_nodes.gelu_fused(xt) is not None
+    with ember.no_grad():
+        fast = ember.nn.functional.gelu(xt).numpy()
+    slow = _numpy_path(lambda: ember.nn.functional.gelu(xt).numpy())
+    _same_bits(fast, slow)
+    with ember.profiler.profile() as prof:
+        ember.nn.functional.gelu(xt[:4])
+    names = [e.name for e in prof.events()]
+    assert "aten::erf" in names, names

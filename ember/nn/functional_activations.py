@@ -33,8 +33,9 @@ from ember.ops.activation_nodes import (  # noqa: F401  (the helpers stay import
     _opmath,
     _softplus,
     _zero_like_scalar,
+    gelu_fused,
 )
-from ember.ops.composite_node import call
+from ember.ops.composite_node import call, records_graph
 
 __all__ = [
     "relu", "relu_", "relu6", "elu", "elu_", "selu", "selu_", "celu", "celu_", "leaky_relu",
@@ -198,6 +199,10 @@ def gelu(input, approximate="none"):
     """``x * Phi(x)`` (``approximate='tanh'``: PyTorch's tanh approximation)."""
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
+    if approximate == "none" and not records_graph(input):
+        y = gelu_fused(input)
+        if y is not None:
+            return y
     return call(Gelu, input, approximate)
 
 

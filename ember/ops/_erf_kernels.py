@@ -14,6 +14,10 @@ shorter fits good to 3e-12, far below half a float32 ulp, so the result rounds t
 same float32 as the exact value except within 3e-12 of a halfway point. ``exp(-x**2)``
 for float64 splits ``x`` into a 4-bit head and a tail so that the square's rounding
 does not reach the result (``erfc(26)`` keeps its relative precision).
+
+With numba installed (``ember[fast]``), float32 and float64 arrays of 4096 or more
+values (any size once loaded) run the same operations as compiled loops in
+``_erf_numba`` (see :func:`numba_kernels`), giving the same bits.
 """
 import numpy as np
 
@@ -68,8 +72,9 @@ def _poly(fit, v):
     c, h, p = fit
     u = v - c
     u *= 1.0 / h
-    r = np.full_like(u, p[-1])
-    for cf in p[-2::-1]:
+    r = u * p[-1]  # the first Horner step without filling an array with p[-1]
+    r += p[-2]
+    for cf in p[-3::-1]:
         r *= u
         r += cf
     return r
@@ -98,6 +103,31 @@ def _erfc_positive(ax, fits, split):
 
 
 _CHUNK = 16384  # elements per piece: its float64 temporaries stay in the L2 cache
+_FUSED = {}  # "erf": the numba kernels' module, or None without numba (tried once)
+# numba is imported (about a second) by the first call of at least this many values; a
+# few small tensors are not worth it, and give the same values through NumPy
+_NUMBA_MIN = 4096
+
+
+def numba_kernels(x):
+    """The compiled kernels of ``ember/ops/_erf_numba.py`` (the ``ember[fast]`` extra) for
+    the NumPy array ``x``, or None where numba is missing, ``x`` is not float32/float64, or
+    numba is not imported yet and ``x`` is small: the NumPy path runs. Both give the same
+    values."""
+    if x.dtype != np.float32 and x.dtype != np.float64:
+        return None
+    if "erf" not in _FUSED:
+        if x.size < _NUMBA_MIN:
+            return None
+        try:
+            from ember.ops import _erf_numba
+        except ImportError:  # numba missing (or unusable with this NumPy)
+            _erf_numba = None
+        if _erf_numba is not None:
+            from ember.backend.threads import refresh_blas
+            refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
+        _FUSED["erf"] = _erf_numba
+    return _FUSED["erf"]
 
 
 def _erf32(xd, dt, fit_a):
@@ -125,6 +155,9 @@ def erf_erfc(x, want_erf=True, want_erfc=True):
     if _backend.is_gpu_array(x):  # the same formulas on the GPU, unchunked
         return _erf_erfc(x, want_erf, want_erfc)
     x = np.asarray(x)
+    fused = numba_kernels(x)
+    if fused is not None:
+        return fused.erf_erfc(x, want_erf, want_erfc)
     if x.ndim == 0:
         return tuple(r.reshape(()) if r is not None else None
                      for r in _erf_erfc(x.reshape(1), want_erf, want_erfc))
@@ -185,8 +218,9 @@ _TWO_OVER_SQRT_PI = 1.1283791670955126
 
 
 def _horner(coefs, v):
-    r = np.full_like(v, coefs[0])
-    for cf in coefs[1:]:
+    r = v * coefs[0]
+    r += coefs[1]
+    for cf in coefs[2:]:
         r *= v
         r += cf
     return r
@@ -199,6 +233,9 @@ def erfinv(x):
     if _backend.is_gpu_array(x):
         return _erfinv(x)
     x = np.asarray(x)
+    fused = numba_kernels(x)
+    if fused is not None:
+        return fused.erfinv32(x) if x.dtype == np.float32 else fused.erfinv64(x)
     if x.ndim == 0:
         return _erfinv(x.reshape(1)).reshape(())
     if x.size <= 2 * _CHUNK:

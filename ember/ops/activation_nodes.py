@@ -73,6 +73,22 @@ _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
+def gelu_fused(x):
+    """The exact GELU of the Tensor ``x`` where no graph is recorded, by the numba kernel
+    (``ember[fast]``): the composite's values in one pass; None where it does not apply
+    (not float32/float64 on NumPy, numba missing, or a mode on the stack, which must see
+    the composite's ops)."""
+    from ember._tensor import Tensor, _make, _mode_active
+    if _mode_active[0] or type(x) is not Tensor:
+        return None
+    a = x._data
+    if type(a) is not np.ndarray:
+        return None
+    from ember.ops import _erf_kernels
+    fused = _erf_kernels.numba_kernels(a)
+    return None if fused is None else _make(fused.gelu(a)[0])
+
+
 class Gelu(CompositeNode):
     """``F.gelu``: one node over its input. The exact form of float32/64 runs on arrays,
     the composite's steps in its order (same values), and keeps ``1 + erf(x / sqrt 2)``
@@ -88,6 +104,10 @@ class Gelu(CompositeNode):
         from ember.ops import _erf_kernels
         self._plain = [None, approximate]
         self.params = {}
+        fused = _erf_kernels.numba_kernels(x)
+        if fused is not None:  # ember[fast]: the steps below fused, the same values
+            y, self._one_plus_erf = fused.gelu(x)
+            return y
         t = x.dtype.type
         e = _erf_kernels.erf_erfc(x * t(_SQRT_HALF), want_erfc=False)[0]
         e += t(1)
@@ -100,6 +120,12 @@ class Gelu(CompositeNode):
             return self.recompute_grads(gy)
         from ember._tensor import _make
         x = self.saved_tensors[0]._data
+        g = gy._data
+        if type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape:
+            from ember.ops import _erf_kernels
+            fused = _erf_kernels.numba_kernels(x)
+            if fused is not None:  # ember[fast]: the steps below fused, the same values
+                return _make(fused.gelu_backward(x, e, g)), None
         t = x.dtype.type
         with np.errstate(over="ignore", invalid="ignore"):  # x * x overflows to a 0 pdf
             d = e * t(0.5)

@@ -1,0 +1,461 @@
+"""erf, erfc, float32 erfinv and the exact GELU (forward and backward) as numba kernels
+(the ``ember[fast]`` extra), giving the same bits as the NumPy path of
+:mod:`ember.ops._erf_kernels`.
+
+Imported lazily by ``_erf_kernels`` the first time a large enough float32 or float64
+array needs one of them (numba's import takes about a second); without numba that
+import fails and the NumPy path runs.
+
+Each kernel performs the NumPy path's float64 (or float32) operations in the same
+order on each element: the same fitted pieces, the same ``u = (v - c) * (1 / h)``
+and Horner steps, each multiply and add rounded on its own (numba compiles without
+``fastmath``, so nothing is contracted into a fused multiply-add; tests check the
+machine code). What the kernels do not compute themselves is ``exp`` and ``log``:
+NumPy's own (SIMD) ``exp``/``log`` differ from the C library's in the last bit of a
+few percent of float64 values, so each kernel is split around them, and NumPy's run
+on a cache-sized buffer of arguments in between. Everything else — the pieces,
+selects, sign handling and rounding to the result's dtype — is fused into one pass per
+side, instead of the NumPy path's twenty-odd passes.
+"""
+import math
+
+import numba  # noqa: F401  (first: without numba this module fails to import at once)
+import numpy as np
+
+from ember.backend.numba_jit import njit as _jit
+from ember.ops import _erf_kernels as _k
+
+__all__ = ["erf_erfc", "erfinv32", "erfinv64", "gelu", "gelu_backward"]
+
+_CHUNK = 16384  # elements per piece: the float64 buffers stay in the L2 cache
+
+
+def _fit(fit):
+    """``(c, 1/h, coefficients from the highest power)`` of one of ``_k``'s fits."""
+    c, h, p = fit
+    return c, 1.0 / h, np.array(p[::-1])
+
+
+_A32_C, _A32_I, _A32_P = _fit(_k._A32)
+_B32_C, _B32_I, _B32_P = _fit(_k._B32)
+_C32_C, _C32_I, _C32_P = _fit(_k._C32)
+_A64_C, _A64_I, _A64_P = _fit(_k._A64)
+_B64_C, _B64_I, _B64_P = _fit(_k._B64)
+_C64_C, _C64_I, _C64_P = _fit(_k._C64)
+_BE_C, _BE_I, _BE_P = _fit(_k._B32_ERF)
+_CAP32, _CAP64 = _k._FITS[32][3], _k._FITS[64][3]
+_CAP_ERF32 = 3.95  # as ``_k._erf32``: erf rounds to +-1 in float32 beyond
+_GC = np.array(_k._GILES_CENTRAL)
+_GT = np.array(_k._GILES_TAIL)
+_TWO_OVER_SQRT_PI = _k._TWO_OVER_SQRT_PI
+_F32_SQRT_HALF = np.float32(1.0 / math.sqrt(2.0))
+_F64_SQRT_HALF = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # as ``activation_nodes``
+
+
+@_jit(inline="always")
+def _poly(v, c, ih, p):
+    """``_k._poly``: ``u = (v - c) * ih``, then Horner from the highest power."""
+    u = v - c
+    u *= ih
+    r = p[0]
+    for j in range(1, p.size):
+        r *= u
+        r += p[j]
+    return r
+
+
+@_jit(inline="always")
+def _horner(p, v):
+    """``_k._horner`` (coefficients from the highest power)."""
+    r = p[0]
+    for j in range(1, p.size):
+        r *= v
+        r += p[j]
+    return r
+
+
+@_jit(inline="always")
+def _cap(a, cap):
+    """``np.minimum(a, cap)``: NaN stays NaN."""
+    return a if (a < cap or a != a) else cap
+
+
+# ----- float32 erf alone (``_k._erf32``) -------------------------------------------------
+@_jit(inline="always")
+def _erf32_parts(xd):
+    a = _cap(abs(xd), _CAP_ERF32)
+    return _poly(1.0 / (1.0 + a), _BE_C, _BE_I, _BE_P), -(a * a)
+
+
+@_jit(inline="always")
+def _erf32_finish(xd, e, ex):
+    x2 = xd * xd
+    if x2 < 0.25:
+        r = _poly(x2, _A32_C, _A32_I, _A32_P)
+        r *= xd
+        return np.float32(r)
+    e *= ex
+    return np.float32(math.copysign(1.0 - e, xd))
+
+
+@_jit
+def _erf32_a(x, e, arg):
+    for i in range(x.size):
+        e[i], arg[i] = _erf32_parts(np.float64(x[i]))
+
+
+@_jit
+def _erf32_b(x, e, ex, out):
+    for i in range(x.size):
+        out[i] = _erf32_finish(np.float64(x[i]), e[i], ex[i])
+
+
+# ----- erf and erfc together, float32 or float64 fits (``_k._erf_erfc``) ----------------
+@_jit(inline="always")
+def _erfc32_parts(xd):
+    a = _cap(abs(xd), _CAP32)
+    if a >= 4.5:
+        e = _poly(1.0 / (a * a), _C32_C, _C32_I, _C32_P) / a
+    else:
+        e = _poly(1.0 / (1.0 + a), _B32_C, _B32_I, _B32_P)
+    return e, -a * a
+
+
+@_jit(inline="always")
+def _erf_erfc_finish(xd, e, small_erf):
+    """(erf, erfc) from ``e = erfc(|x|)`` and ``small_erf = x A(x^2)``."""
+    if xd * xd < 0.25:
+        return small_erf, 1.0 - small_erf
+    return math.copysign(1.0 - e, xd), (2.0 - e if xd < 0 else e)
+
+
+@_jit
+def _erfc32_a(x, e, arg):
+    # the middle piece everywhere (a loop that vectorizes), then the rare far elements
+    far = False
+    for i in range(x.size):
+        a = _cap(abs(np.float64(x[i])), _CAP32)
+        e[i] = _poly(1.0 / (1.0 + a), _B32_C, _B32_I, _B32_P)
+        arg[i] = -a * a
+        far |= a >= 4.5
+    if far:
+        for i in range(x.size):
+            e[i], arg[i] = _erfc32_parts(np.float64(x[i]))
+
+
+@_jit
+def _erfc32_b(x, e, ex, erf, erfc, want_erf, want_erfc):
+    for i in range(x.size):
+        xd = np.float64(x[i])
+        s = _poly(xd * xd, _A32_C, _A32_I, _A32_P)
+        s *= xd
+        f, c = _erf_erfc_finish(xd, e[i] * ex[i], s)
+        if want_erf:
+            erf[i] = f
+        if want_erfc:
+            erfc[i] = c
+
+
+@_jit
+def _erfc64_a(x, e, arg1, arg2):
+    far = False
+    for i in range(x.size):
+        a = _cap(abs(x[i]), _CAP64)
+        e[i] = _poly(1.0 / (1.0 + a), _B64_C, _B64_I, _B64_P)
+        head = math.floor(a * 16.0) * 0.0625  # x * x of the head is exact
+        arg1[i] = -head * head
+        arg2[i] = -(a - head) * (a + head)
+        far |= a >= 4.5
+    if far:  # the far piece where it applies (as ``_erfc32_a``)
+        for i in range(x.size):
+            a = _cap(abs(x[i]), _CAP64)
+            if a >= 4.5:
+                e[i] = _poly(1.0 / (a * a), _C64_C, _C64_I, _C64_P) / a
+
+
+@_jit
+def _erfc64_b(x, e, ex1, ex2, erf, erfc, want_erf, want_erfc):
+    for i in range(x.size):
+        xd = x[i]
+        s = _poly(xd * xd, _A64_C, _A64_I, _A64_P)
+        s *= xd
+        ee = e[i] * ex1[i]
+        ee *= ex2[i]
+        f, c = _erf_erfc_finish(xd, ee, s)
+        if want_erf:
+            erf[i] = f
+        if want_erfc:
+            erfc[i] = c
+
+
+def erf_erfc(x, want_erf, want_erfc):
+    """``_k.erf_erfc`` of a float32 or float64 array (either result may be skipped:
+    None), the same bits."""
+    dt = x.dtype
+    flat = x.reshape(-1)
+    n = flat.size
+    m = max(min(n, _CHUNK), 1)
+    erf = np.empty(n, dt) if want_erf else np.empty(0, dt)
+    erfc = np.empty(n, dt) if want_erfc else np.empty(0, dt)
+    e, a1 = np.empty(m), np.empty(m)
+    a2 = np.empty(m) if dt == np.float64 else None
+    for i in range(0, n, _CHUNK):
+        xs = flat[i:i + _CHUNK]
+        k = xs.size
+        ek, a1k = e[:k], a1[:k]
+        if dt == np.float64:
+            a2k = a2[:k]
+            _erfc64_a(xs, ek, a1k, a2k)
+            np.exp(a1k, out=a1k)
+            np.exp(a2k, out=a2k)
+            _erfc64_b(xs, ek, a1k, a2k, erf[i:i + k] if want_erf else erf,
+                      erfc[i:i + k] if want_erfc else erfc, want_erf, want_erfc)
+        elif not want_erfc:
+            _erf32_a(xs, ek, a1k)
+            np.exp(a1k, out=a1k)
+            _erf32_b(xs, ek, a1k, erf[i:i + k])
+        else:
+            _erfc32_a(xs, ek, a1k)
+            np.exp(a1k, out=a1k)
+            _erfc32_b(xs, ek, a1k, erf[i:i + k] if want_erf else erf, erfc[i:i + k],
+                      want_erf, want_erfc)
+    return (erf.reshape(x.shape) if want_erf else None,
+            erfc.reshape(x.shape) if want_erfc else None)
+
+
+# ----- float32 erfinv (``_k._erfinv`` with one float32-fit Halley step) ------------------
+@_jit
+def _erfinv32_a(x, t):
+    for i in range(x.size):
+        a = abs(np.float64(x[i]))
+        ai = a if a < 1.0 else 0.0
+        t[i] = (1.0 - ai) * (1.0 + ai)
+
+
+@_jit
+def _erfinv32_b(x, logt, y, e, arg):
+    """Giles' start ``y`` and the erfc piece of ``y``; False where ``|y|`` reaches 4.5
+    (then the caller runs NumPy). ``exp(-y*y)`` below the cap is erfc's ``exp(-a*a)``."""
+    ok = True
+    for i in range(x.size):
+        a = abs(np.float64(x[i]))
+        ai = a if a < 1.0 else 0.0
+        w = -logt[i]
+        if w < 5.0:
+            yy = _horner(_GC, w - 2.5)
+        else:
+            yy = _horner(_GT, math.sqrt(w) - 3.0)
+        yy *= ai
+        y[i] = yy
+        # erfc's middle piece only (float32 starts stay below 4): a chunk reaching the
+        # far piece is left to NumPy
+        a = abs(yy)
+        e[i] = _poly(1.0 / (1.0 + a), _B32_C, _B32_I, _B32_P)
+        arg[i] = -a * a
+        if a >= 4.5:
+            ok = False
+    return ok
+
+
+@_jit
+def _erfinv32_c(x, y, e, ex, out):
+    for i in range(x.size):
+        xd = np.float64(x[i])
+        a = abs(xd)
+        ai = a if a < 1.0 else 0.0
+        yy = y[i]
+        s = _poly(yy * yy, _A32_C, _A32_I, _A32_P)
+        s *= yy
+        erf_y, erfc_y = _erf_erfc_finish(yy, e[i] * ex[i], s)
+        f = erf_y - ai if ai < 0.5 else (1.0 - ai) - erfc_y
+        fp = ex[i] * _TWO_OVER_SQRT_PI  # exp(-y*y): the same argument as erfc's
+        step = f / fp
+        step /= 1.0 + yy * step
+        yy = yy - (step if fp > 0 else 0.0)
+        yy = math.copysign(yy, xd)
+        if a == 1.0:
+            yy = math.copysign(np.inf, xd)
+        if a > 1.0 or a != a:
+            yy = np.nan
+        out[i] = np.float32(yy)
+
+
+def erfinv32(x):
+    """``_k.erfinv`` of a float32 array, the same bits."""
+    flat = x.reshape(-1)
+    n = flat.size
+    m = max(min(n, _CHUNK), 1)
+    out = np.empty(n, np.float32)
+    t, y, e, g = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
+    for i in range(0, n, _CHUNK):
+        xs = flat[i:i + _CHUNK]
+        k = xs.size
+        tk, yk, ek, gk = t[:k], y[:k], e[:k], g[:k]
+        _erfinv32_a(xs, tk)
+        np.log(tk, out=tk)
+        # (distinct buffers: arrays that may alias keep numba's loops from vectorizing)
+        if not _erfinv32_b(xs, tk, yk, ek, gk):
+            out[i:i + k] = _k._erfinv(xs)
+            continue
+        np.exp(gk, out=gk)
+        _erfinv32_c(xs, yk, ek, gk, out[i:i + k])
+    return out.reshape(x.shape)
+
+
+# ----- float64 erfinv (``_k._erfinv``: two Halley steps on the float64 fits) -------------
+@_jit
+def _erfinv64_start(x, logt, y):
+    """Giles' start; True where some element needs the asymptotic restart (``w > 16``,
+    ``1 - |x| < 6e-8``): the caller leaves that chunk to NumPy."""
+    far = False
+    for i in range(x.size):
+        a = abs(x[i])
+        ai = a if a < 1.0 else 0.0
+        w = -logt[i]
+        if w < 5.0:
+            yy = _horner(_GC, w - 2.5)
+        else:
+            yy = _horner(_GT, math.sqrt(w) - 3.0)
+        yy *= ai
+        y[i] = yy
+        far |= w > 16.0
+    return far
+
+
+@_jit
+def _neg_square(y, out):
+    for i in range(y.size):
+        out[i] = -y[i] * y[i]
+
+
+@_jit
+def _erfinv64_step(x, y, e, ex1, ex2, ex3):
+    """One Halley step of ``erf(y) = |x|`` in place (``_k._halley``), from erfc's piece
+    ``e`` of ``y``, its two exponentials and ``exp(-y*y)``."""
+    for i in range(x.size):
+        a = abs(x[i])
+        ai = a if a < 1.0 else 0.0
+        yy = y[i]
+        s = _poly(yy * yy, _A64_C, _A64_I, _A64_P)
+        s *= yy
+        ee = e[i] * ex1[i]
+        ee *= ex2[i]
+        erf_y, erfc_y = _erf_erfc_finish(yy, ee, s)
+        f = erf_y - ai if ai < 0.5 else (1.0 - ai) - erfc_y
+        fp = ex3[i] * _TWO_OVER_SQRT_PI
+        step = f / fp
+        step /= 1.0 + yy * step
+        y[i] = yy - (step if fp > 0 else 0.0)
+
+
+@_jit
+def _erfinv_finish(x, y, out):
+    for i in range(x.size):
+        xd = x[i]
+        a = abs(xd)
+        yy = math.copysign(y[i], xd)
+        if a == 1.0:
+            yy = math.copysign(np.inf, xd)
+        if a > 1.0 or a != a:
+            yy = np.nan
+        out[i] = yy
+
+
+def erfinv64(x):
+    """``_k.erfinv`` of a float64 array, the same bits."""
+    flat = x.reshape(-1)
+    n = flat.size
+    m = max(min(n, _CHUNK), 1)
+    out = np.empty(n, np.float64)
+    t, y, e, a1, a2 = (np.empty(m) for _ in range(5))
+    for i in range(0, n, _CHUNK):
+        xs = flat[i:i + _CHUNK]
+        k = xs.size
+        tk, yk, ek, a1k, a2k = t[:k], y[:k], e[:k], a1[:k], a2[:k]
+        _erfinv32_a(xs, tk)
+        np.log(tk, out=tk)
+        if _erfinv64_start(xs, tk, yk):
+            out[i:i + k] = _k._erfinv(xs)
+            continue
+        for _ in range(2):
+            _erfc64_a(yk, ek, a1k, a2k)
+            _neg_square(yk, tk)
+            np.exp(a1k, out=a1k)
+            np.exp(a2k, out=a2k)
+            np.exp(tk, out=tk)
+            _erfinv64_step(xs, yk, ek, a1k, a2k, tk)
+        _erfinv_finish(xs, yk, out[i:i + k])
+    return out.reshape(x.shape)
+
+
+# ----- the exact GELU (``ember.ops.activation_nodes.Gelu``) ------------------------------
+@_jit
+def _gelu32_a(x, e, arg):
+    for i in range(x.size):
+        e[i], arg[i] = _erf32_parts(np.float64(x[i] * _F32_SQRT_HALF))
+
+
+@_jit
+def _gelu32_b(x, e, ex, y, one_plus_erf):
+    for i in range(x.size):
+        xi = x[i]
+        p = _erf32_finish(np.float64(xi * _F32_SQRT_HALF), e[i], ex[i]) + np.float32(1.0)
+        one_plus_erf[i] = p
+        y[i] = (xi * np.float32(0.5)) * p
+
+
+def gelu(x):
+    """``(gelu(x), 1 + erf(x / sqrt 2))`` of a float32 or float64 array, the same bits as
+    ``Gelu.forward``'s NumPy steps."""
+    if x.dtype == np.float64:
+        e = erf_erfc(x * _F64_SQRT_HALF, True, False)[0]
+        e += 1.0
+        return (x * 0.5) * e, e
+    flat = x.reshape(-1)
+    n = flat.size
+    m = max(min(n, _CHUNK), 1)
+    y = np.empty(n, np.float32)
+    p = np.empty(n, np.float32)
+    e, a = np.empty(m), np.empty(m)
+    for i in range(0, n, _CHUNK):
+        xs = flat[i:i + _CHUNK]
+        k = xs.size
+        _gelu32_a(xs, e[:k], a[:k])
+        np.exp(a[:k], out=a[:k])
+        _gelu32_b(xs, e[:k], a[:k], y[i:i + k], p[i:i + k])
+    return y.reshape(x.shape), p.reshape(x.shape)
+
+
+@_jit
+def _gelu_grad_a(x, arg, mhalf):
+    for i in range(x.size):
+        arg[i] = (x[i] * x[i]) * mhalf
+
+
+@_jit
+def _gelu_grad_b(x, one_plus_erf, ex, gy, out, half, inv):
+    for i in range(x.size):
+        d = one_plus_erf[i] * half
+        d += (x[i] * ex[i]) * inv
+        d *= gy[i]
+        out[i] = d
+
+
+def gelu_backward(x, one_plus_erf, gy):
+    """``gy * (Phi(x) + x phi(x))`` from the forward's ``1 + erf(x / sqrt 2)``; the same
+    bits as ``Gelu.backward``'s NumPy steps (all three arrays of one shape and dtype)."""
+    t = x.dtype.type
+    mhalf, half, inv = t(-0.5), t(0.5), t(_INV_SQRT_2PI)
+    fx, fe, fg = x.reshape(-1), one_plus_erf.reshape(-1), gy.reshape(-1)
+    n = fx.size
+    out = np.empty(n, x.dtype)
+    buf = np.empty(max(min(n, _CHUNK), 1), x.dtype)
+    for i in range(0, n, _CHUNK):
+        xs = fx[i:i + _CHUNK]
+        k = xs.size
+        bk = buf[:k]
+        _gelu_grad_a(xs, bk, mhalf)
+        np.exp(bk, out=bk)
+        _gelu_grad_b(xs, fe[i:i + k], bk, fg[i:i + k], out[i:i + k], half, inv)
+    return out.reshape(x.shape)
