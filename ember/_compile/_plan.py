@@ -82,7 +82,7 @@ class _Step:
 
     __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
-                 "bvjp", "group", "skip", "buffer")
+                 "bvjp", "group", "skip", "buffer", "fast", "wanted")
 
     def __init__(self, node, slots):
         self.node = node
@@ -118,6 +118,10 @@ class _Step:
         self.bvjp = None     # the vjp writing its gradients into buffers (_buffers)
         self.group = None    # the fused chain this step ends, and whether it is a chain
         self.skip = False    # member the chain computes (see _fused.groups)
+        # a call above the primitives that is one NumPy call on its array (see _direct)
+        self.wanted = ()
+        self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
+            _direct(node)
 
     def run(self, env, slots, arena=None):
         """Run the step; returns (positional argument values, state) for the tape."""
@@ -137,6 +141,11 @@ class _Step:
         if self.inplace is not None:
             env[self.outs[0]] = self.inplace(args[0])
             return args, None
+        if self.fast is not None:
+            out = self.fast(args)
+            if out is not None:
+                env[self.outs[0]] = out
+                return args, None
         if arena is not None and self.color is not None:
             env[self.outs[0]] = self.into(*args, out=self.buffer)
             return args, None
@@ -231,6 +240,8 @@ class Plan:
         self.out_rg = [rg[s] for s in self.out_slots]
         _fuse(self)
         self.grad_steps = [st for st in self.steps if st.grad][::-1]
+        for st in self.grad_steps:  # the arguments whose gradient the backward keeps
+            st.wanted = [(i, s) for i, s in st.refs if st.needs[i]]
         self.arena = _buffers.Arena()
         for st in self.grad_steps:
             st.bvjp = _buffers.bvjp_for(st, self.arena)
@@ -314,25 +325,29 @@ class Plan:
         (or None) per graph output; with ``arena``, gradient temporaries are written
         into its buffers (the leaves' gradients are never among them)."""
         G = {}
-        acc = _accumulate if arena is None else \
-            (lambda G, s, g: _accumulate_into(G, s, g, arena))
+        pop = G.pop
         for s, g in zip(self.out_slots, out_grads):
             if g is not None:
                 _accumulate(G, s, g)
         for st in self.grad_steps:
             outs = st.outs
-            gouts = [G.pop(s, None) for s in outs]
-            if all(g is None for g in gouts):
-                continue
+            if len(outs) == 1:  # most steps: one output, read without building lists
+                g = pop(outs[0], None)
+                if g is None:
+                    continue
+                gouts = [g]
+                ys = [env[outs[0]]]
+            else:
+                gouts = [pop(s, None) for s in outs]
+                if all(g is None for g in gouts):
+                    continue
+                ys = [env[s] for s in outs]
             args, state = tape[st.index]
-            ys = [env[s] for s in outs]
             if arena is not None and st.bvjp is not None:
                 grads = st.bvjp(state, args, ys, gouts)
             else:
                 grads = st.vjp(state, args, ys, gouts)
-            for i, s in st.refs:
-                if not st.needs[i]:
-                    continue
+            for i, s in st.wanted:
                 g = grads[i]
                 if g is None:
                     continue
@@ -341,11 +356,78 @@ class Plan:
                     g = _sum_to(g, a.shape)
                 if g.dtype != a.dtype:
                     g = g.astype(a.dtype)
-                acc(G, s, g)
+                prev = G.get(s)
+                if prev is None:
+                    G[s] = g
+                elif arena is None:
+                    G[s] = prev + g
+                else:
+                    _accumulate_into(G, s, g, arena)
         leaf = [G.get(s) for s in self.leaf_slots]
         if arena is not None:
             leaf = [g.copy() if _buffers.owned(arena, g) else g for g in leaf]
         return leaf
+
+
+def _basic_key(key):
+    """Whether ``key`` is a NumPy basic index that means the same as ember's (ints, slices
+    with a positive step, None, ``...``): then ``a[key]`` is ember's ``getitem``."""
+    for k in key if type(key) is tuple else (key,):
+        t = type(k)
+        if t is slice:
+            if not all(type(v) in (int, type(None)) for v in (k.start, k.stop, k.step)) \
+                    or (k.step is not None and k.step <= 0):
+                return False
+        elif t is not int and k is not None and k is not Ellipsis:
+            return False
+    return True
+
+
+def _getitem(args):
+    return args[0][args[1]]
+
+
+def _view(args):
+    a = args[0]
+    shape = args[1] if len(args) == 2 and type(args[1]) in (tuple, list) else args[1:]
+    try:  # a view or nothing: where NumPy would copy, ember's own view decides (raises)
+        return a.reshape(tuple(shape), copy=False)
+    except (ValueError, TypeError):
+        return None
+
+
+def _reshape(args):
+    a = args[0]
+    shape = args[1] if len(args) == 2 and type(args[1]) in (tuple, list) else args[1:]
+    return a.reshape(tuple(shape))  # a view where the strides allow, else a copy: ember's
+
+
+def _size(args):
+    return args[0].shape[args[1]]
+
+
+def _direct(node):
+    """The array function of a call recorded above the primitives when it is one NumPy
+    call with the same result as ember's function on the array (``x[0]``, ``view``,
+    ``reshape``, ``size``, arithmetic on sizes), else None (the call runs on Tensors).
+    Saves wrapping the arrays as Tensors and a grad mode switch per call."""
+    op, args = node.op, node.args
+    if not node.inputs or any(v.type != "Tensor" for v in node.inputs[:1]):
+        return (lambda a, f=node.target: f(*a)) if op.startswith("int.") and \
+            all(type(a) in (int, Ref) for a in args) else None
+    rest = args[1:]
+    if op == "getitem" and len(args) == 2 and type(args[1]) is not Ref and \
+            not _has_ref(args[1]) and _basic_key(args[1]):
+        return _getitem
+    if op in ("view", "reshape") and rest and all(
+            type(a) in (int, Ref) for a in (rest[0] if len(rest) == 1 and
+                                             type(rest[0]) in (tuple, list) else rest)):
+        if any(type(a) is Ref and a.value.type == "Tensor" for a in rest):
+            return None
+        return _view if op == "view" else _reshape
+    if op == "size" and len(args) == 2 and type(args[1]) is int:
+        return _size
+    return None
 
 
 # one-input elementwise ops whose backward reads their output only (they run in place
