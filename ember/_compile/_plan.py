@@ -197,6 +197,8 @@ class Plan:
                 slot(v)
         self.slots = slots
         self.n_slots = len(slots)
+        self.made_slots = [slots[id(v)] for n in graph.nodes for v in n.outputs]
+        self.train_large = {}  # input shapes -> whether a training call uses the arena
         self.steps = [_Step(n, slots) for n in graph.nodes]
         self.output_values = graph.outputs()
         self.out_slots = [slots[id(v)] for v in self.output_values]
@@ -523,18 +525,31 @@ _ARENA_MIN_BYTES = 1 << 17
 
 
 def _large(plan, env, out_grads):
-    """Whether any array of a forward's slots is at least ``_ARENA_MIN_BYTES``,
-    remembered per plan and shapes of the output gradients (a heuristic: it picks where
-    temporaries live, never what they hold)."""
+    """Whether any array a step of the plan made is at least ``_ARENA_MIN_BYTES`` (its
+    inputs and parameters are not counted: they are no temporaries), remembered per
+    plan and shapes of the output gradients (a heuristic: it picks where temporaries
+    live, never what they hold)."""
     key = tuple([None if g is None else g.shape for g in out_grads])
     seen = plan.large
     big = seen.get(key)
     if big is None:
-        big = any(type(a) is _ndarray and a.nbytes >= _ARENA_MIN_BYTES for a in env)
+        big = large_temporaries(plan, env)
         if len(seen) > 64:
             seen.clear()
         seen[key] = big
     return big
+
+
+def large_temporaries(plan, env):
+    """Whether a forward's step outputs (in ``env``) hold an array of at least
+    ``_ARENA_MIN_BYTES``: below that the heap serves them without page faults, and the
+    arena's bookkeeping and compiled loops cost more than they save (a cell called in a
+    Python loop on a small batch)."""
+    for s in plan.made_slots:
+        a = env[s]
+        if type(a) is _ndarray and a.nbytes >= _ARENA_MIN_BYTES:
+            return True
+    return False
 
 
 class CompiledFunctionBackward(Node):
