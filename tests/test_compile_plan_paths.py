@@ -1,0 +1,167 @@
+"""Compiled plans' cheaper paths give eager ember's values to the bit (and torch's to
+rounding): calls recorded above the primitives run as one NumPy call on the array
+(``x[0]``, ``view``, ``reshape``, ``size`` and size arithmetic), training steps whose
+temporaries are all small run on the heap without the arena, and the fused gradient
+loops called directly on small arrays."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+
+
+def _sliced_net(m):
+    """A module reading its input through the calls a capture records as calls."""
+    nn = m.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(12, 8)
+            self.b = nn.Linear(8, 3)
+
+        def forward(self, x):                    # x: (4, 5, 6, 2)
+            first = x[0]                         # getitem with an int: (5, 6, 2)
+            last = x[:, -1]                      # a slice and an int: (4, 6, 2)
+            h = last.reshape(x.size(0), -1)      # size, reshape: (4, 12)
+            t = x.transpose(1, 2).reshape(x.size(0) * 6, -1)   # a copying reshape
+            v = first.view(first.size(0), 12)    # view with a size read from the input
+            return self.b(self.a(h).tanh()).sum() + self.a(v).pow(2).mean() + \
+                t.mean() * 0.5
+    return Net()
+
+
+def _train(m, net, x, compiled, steps=4):
+    opt = m.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x):
+        opt.zero_grad()
+        loss = net(x)
+        loss.backward()
+        opt.step()
+        return loss
+    run = m.compile(step) if compiled else step
+    losses = [run(x).item() for _ in range(steps)]
+    return losses, [p.detach().numpy().copy() for p in net.parameters()], run
+
+
+def test_direct_array_calls_equal_eager_bitwise_and_torch():
+    ember.manual_seed(0)
+    net = _sliced_net(ember)
+    ref = copy.deepcopy(net)
+    state = {k: torch.from_numpy(v.detach().numpy().copy()) for k, v in
+             net.state_dict().items()}
+    xa = np.random.default_rng(0).standard_normal((4, 5, 6, 2)).astype(np.float32)
+    x = ember.tensor(xa)
+    got, params, run = _train(ember, net, x, True)
+    want, ref_params, _ = _train(ember, ref, x, False)
+    assert run.stats == {"captures": 1, "replays": 3, "eager": 0}
+    plan = run._cache[0].plan
+    direct = sorted({st.node.op for st in plan.steps if st.fast is not None})
+    assert direct == ["getitem", "int.mul", "reshape", "size", "view"]
+    assert got == want
+    for p, q in zip(params, ref_params):
+        np.testing.assert_array_equal(p, q)
+    tnet = _sliced_net(torch)                    # torch, from the same weights
+    tnet.load_state_dict(state)
+    t_losses, t_params, _ = _train(torch, tnet, torch.from_numpy(xa), False)
+    np.testing.assert_allclose(got, t_losses, rtol=1e-5)
+    for p, q in zip(params, t_params):
+        np.testing.assert_allclose(p, q, rtol=1e-4, atol=1e-6)
+
+
+def test_direct_view_leaves_nothing_a_copy_can_break():
+    """A view the plan makes with NumPy is a view (the gradient reaches the input), and a
+    view NumPy cannot make falls back to ember's own (which raises as eagerly)."""
+    def f(x):
+        return (x.view(x.size(0), -1) * 2).sum()
+
+    cf = ember.compile(f)
+    x = ember.randn(3, 4, 2, requires_grad=True)
+    for _ in range(3):
+        x.grad = None
+        y = cf(x)
+        y.backward()
+    assert cf.stats["replays"] == 2
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((3, 4, 2), 2, np.float32))
+    tx = torch.from_numpy(x.detach().numpy()).requires_grad_()
+    (tx.view(tx.size(0), -1) * 2).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+    def g(x):
+        return x.transpose(0, 1).view(-1).sum()
+    with pytest.raises(RuntimeError, match="view"):
+        g(ember.randn(3, 4))
+    with pytest.raises(RuntimeError, match="view"):
+        torch.randn(3, 4).transpose(0, 1).view(-1)
+
+
+def _cell_loop(m):
+    nn = m.nn
+
+    class Loop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell = nn.RNNCell(6, 10)
+
+        def forward(self, xs):
+            h = m.zeros(xs.shape[1], 10)
+            for t in range(xs.shape[0]):
+                h = self.cell(xs[t], h)
+            return h.pow(2).mean()
+    return Loop()
+
+
+@pytest.mark.parametrize("batch,large", [(3, False), (4096, True)])
+def test_small_training_step_runs_on_the_heap(batch, large):
+    """Where every temporary is small the compiled step runs without the arena (its
+    bookkeeping and compiled loops cost more than they save), with the same values."""
+    ember.manual_seed(0)
+    net = _cell_loop(ember)
+    ref = copy.deepcopy(net)
+    state = {k: torch.from_numpy(v.detach().numpy().copy()) for k, v in
+             net.state_dict().items()}
+    xa = np.random.default_rng(1).standard_normal((5, batch, 6)).astype(np.float32)
+    got, params, run = _train(ember, net, ember.tensor(xa), True)
+    want, ref_params, _ = _train(ember, ref, ember.tensor(xa), False)
+    plan = run._cache[0].plan
+    assert list(plan.train_large.values()) == [large]
+    assert got == want
+    for p, q in zip(params, ref_params):
+        np.testing.assert_array_equal(p, q)
+    tnet = _cell_loop(torch)
+    tnet.load_state_dict(state)
+    t_losses, t_params, _ = _train(torch, tnet, torch.from_numpy(xa), False)
+    np.testing.assert_allclose(got, t_losses, rtol=1e-5)
+    for p, q in zip(params, t_params):
+        np.testing.assert_allclose(p, q, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,threads", [((3, 5), 1), ((32, 128), 1), ((600, 1000), 2)])
+def test_fused_gradient_loop_equals_numpy_bitwise(shape, threads):
+    """tanh's fused gradient loop, called directly on small arrays and split over two
+    threads on large ones: NumPy's ``(1 - y * y) * g`` to the bit, torch's to rounding."""
+    from ember._compile import _fused
+    from ember.ops import unary
+    loop = _fused.grad_loop(unary.tanh.primitive)
+    assert loop is not None                    # numba is a test dependency
+    rng = np.random.default_rng(2)
+    y = np.tanh(rng.standard_normal(shape)).astype(np.float32)
+    g = rng.standard_normal(shape).astype(np.float32)
+    g.flat[:2] = [-0.0, np.nan]
+    out = np.empty_like(g)
+    saved = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        assert loop(g, y, out)
+    finally:
+        ember.set_num_threads(saved)
+    np.testing.assert_array_equal(out, (1 - y * y) * g)
+    assert np.signbit(out).tolist() == np.signbit((1 - y * y) * g).tolist()
+    want = torch.ops.aten.tanh_backward(torch.from_numpy(g), torch.from_numpy(y)).numpy()
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-7)
+    # arrays a flat loop does not cover: nothing written, the caller runs NumPy
+    assert not loop(g[:, ::2], y[:, ::2], out[:, ::2])
+    assert not loop(g.astype(np.float64), y, out)
