@@ -165,3 +165,44 @@ def test_fused_gradient_loop_equals_numpy_bitwise(shape, threads):
     # arrays a flat loop does not cover: nothing written, the caller runs NumPy
     assert not loop(g[:, ::2], y[:, ::2], out[:, ::2])
     assert not loop(g.astype(np.float64), y, out)
+
+
+def _split_loss(m, p, c, uses):
+    """``p`` split into rows by int index (as a projection into q, k, v), a loss over the
+    rows ``uses`` names: each row's gradient is ``c``'s row (with -0.0 and NaN in it)."""
+    rows = {i: p[i] for i in uses}
+    return sum((rows[i] * c[i]).sum() for i in uses)
+
+
+@pytest.mark.parametrize("uses,shape", [((0, 1, 2), (3, 4, 5)), ((2, 0), (3, 4, 5)),
+                                        ((-1, -3, -2), (3, 4, 5)), ((1,), (3, 4, 5)),
+                                        ((0, 1, 2), (3, 128, 128))])
+def test_split_rows_gradient_written_into_one_array_equals_eager_bitwise(uses, shape):
+    """``p[0]``, ``p[1]``, ``p[2]``: their gradients go into one array for ``p`` (no
+    zero-filled array per row and no full-size sums), -0.0 and NaN as eager sums them."""
+    rng = np.random.default_rng(3)
+    ca = rng.standard_normal(shape).astype(np.float32)
+    ca[:, 0, :3] = [-0.0, np.nan, 0.0]
+    c = ember.tensor(ca)
+    pa = rng.standard_normal(shape).astype(np.float32)
+
+    def step(p):
+        loss = _split_loss(ember, p, c, uses)
+        loss.backward()
+        return loss
+
+    grads = []
+    for f in (ember.compile(step), step):
+        p = ember.tensor(pa, requires_grad=True)
+        for _ in range(3):
+            p.grad = None
+            f(p)
+        grads.append(p.grad.numpy())
+        if f is not step:
+            marked = [st.node.op for st in f._cache[0].plan.steps if st.scatter]
+            assert marked == (["getitem"] * len(uses) if len(uses) > 1 else [])
+    np.testing.assert_array_equal(grads[0], grads[1])
+    assert np.signbit(grads[0]).tolist() == np.signbit(grads[1]).tolist()
+    tp = torch.tensor(pa, requires_grad=True)
+    _split_loss(torch, tp, torch.from_numpy(ca), uses).backward()
+    np.testing.assert_array_equal(grads[0], tp.grad.numpy())

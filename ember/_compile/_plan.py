@@ -82,7 +82,8 @@ class _Step:
 
     __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
-                 "bvjp", "group", "skip", "buffer", "fast", "wanted")
+                 "bvjp", "group", "skip", "buffer", "fast", "wanted",
+                 "scatter")
 
     def __init__(self, node, slots):
         self.node = node
@@ -120,6 +121,7 @@ class _Step:
         self.skip = False    # member the chain computes (see _fused.groups)
         # a call above the primitives that is one NumPy call on its array (see _direct)
         self.wanted = ()
+        self.scatter = False  # x[i]'s gradient written into x's (see _scatters)
         self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
             _direct(node)
 
@@ -244,6 +246,7 @@ class Plan:
         self.grad_steps = [st for st in self.steps if st.grad][::-1]
         for st in self.grad_steps:  # the arguments whose gradient the backward keeps
             st.wanted = [(i, s) for i, s in st.refs if st.needs[i]]
+        _scatters(self)
         self.arena = _buffers.Arena()
         for st in self.grad_steps:
             st.bvjp = _buffers.bvjp_for(st, self.arena)
@@ -328,6 +331,7 @@ class Plan:
         into its buffers (the leaves' gradients are never among them)."""
         G = {}
         pop = G.pop
+        firsts = {}  # slot -> the key of the only x[i] gradient written so far (_scatter)
         for s, g in zip(self.out_slots, out_grads):
             if g is not None:
                 _accumulate(G, s, g)
@@ -345,6 +349,8 @@ class Plan:
                     continue
                 ys = [env[s] for s in outs]
             args, state = tape[st.index]
+            if st.scatter and _scatter(G, st, args, g, arena, firsts):
+                continue
             if arena is not None and st.bvjp is not None:
                 grads = st.bvjp(state, args, ys, gouts)
             else:
@@ -482,6 +488,56 @@ def _fuse(plan):
                 tuple(st.node.outputs[0].shape or ()) != tuple(v.shape or ()):
             continue
         st.inplace = _in_place(st.op)
+
+
+def _scatters(plan):
+    """Mark the ``x[i]`` steps (int ``i``) whose gradients are the only ones ``x``
+    receives, with two or more distinct ``i`` (a projection split into q, k, v): their
+    backward writes each gradient into one array for ``x`` (:func:`_scatter`) instead of
+    a zero-filled array of ``x``'s size per step and a full-size sum between them."""
+    readers = {}
+    for st in plan.grad_steps:
+        for _, s in st.wanted:
+            readers.setdefault(s, []).append(st)
+    outs = set(plan.out_slots)
+    for s, sts in readers.items():
+        if s in outs or len(sts) < 2:
+            continue
+        keys = [st.args[1] if len(st.args) == 2 else None for st in sts]
+        if not all(st.fast is _getitem and len(st.wanted) == 1 for st in sts) or \
+                any(type(k) is not int for k in keys) or len(set(keys)) != len(keys) or \
+                not (all(k >= 0 for k in keys) or all(k < 0 for k in keys)):
+            continue
+        for st in sts:
+            st.scatter = True
+
+
+def _scatter(G, st, args, g, arena, firsts):
+    """``x[i]``'s gradient ``g`` put into ``x``'s (see :func:`_scatters`), with eager's
+    values to the bit: eager makes zeros with ``g`` at ``i`` per step and sums them, so a
+    lone gradient is kept as it is, and once two meet every element has had ``+ 0.0``
+    (-0.0 becomes 0.0), which is done here on the rows written. False (nothing done)
+    for a gradient of another dtype or shape (the step's own vjp runs)."""
+    x, i = args[0], args[1]
+    s = st.wanted[0][1]
+    if type(g) is not _ndarray or g.dtype != x.dtype or g.shape != x.shape[1:]:
+        return False
+    buf = G.get(s)
+    if buf is None:
+        if arena is None:
+            buf = np.zeros(x.shape, x.dtype)
+        else:
+            buf = arena.get(("scatter", s), x.shape, x.dtype)
+            buf.fill(0)
+        buf[i] = g
+        G[s] = buf
+        firsts[s] = i
+        return True
+    first = firsts.pop(s, None)
+    if first is not None:
+        np.add(buf[first], 0.0, out=buf[first])
+    np.add(g, 0.0, out=buf[i])
+    return True
 
 
 def _accumulate(G, s, g):
