@@ -332,6 +332,9 @@ class Plan:
         G = {}
         pop = G.pop
         firsts = {}  # slot -> the key of the only x[i] gradient written so far (_scatter)
+        # slot -> the sum of its gradients made here (later ones are added into it: a
+        # weight read at every step of a loop gets one array, not one per step)
+        sums = {}
         for s, g in zip(self.out_slots, out_grads):
             if g is not None:
                 _accumulate(G, s, g)
@@ -367,10 +370,13 @@ class Plan:
                 prev = G.get(s)
                 if prev is None:
                     G[s] = g
-                elif arena is None:
-                    G[s] = prev + g
-                else:
+                elif arena is not None:
                     _accumulate_into(G, s, g, arena)
+                elif sums.get(s) is prev and type(prev) is _ndarray and type(g) is _ndarray and \
+                        g.shape == prev.shape and g.dtype == prev.dtype:
+                    np.add(prev, g, out=prev)  # a sum made below: no one else holds it
+                else:
+                    G[s] = sums[s] = prev + g
         leaf = [G.get(s) for s in self.leaf_slots]
         if arena is not None:
             leaf = [g.copy() if _buffers.owned(arena, g) else g for g in leaf]
