@@ -33,12 +33,12 @@ def _sliced_net(m):
     return Net()
 
 
-def _train(m, net, x, compiled, steps=4):
+def _train(m, net, x, compiled, steps=4, head=None):
     opt = m.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
 
     def step(x):
         opt.zero_grad()
-        loss = net(x)
+        loss = net(x) if head is None else head(net(x))
         loss.backward()
         opt.step()
         return loss
@@ -206,3 +206,42 @@ def test_split_rows_gradient_written_into_one_array_equals_eager_bitwise(uses, s
     tp = torch.tensor(pa, requires_grad=True)
     _split_loss(torch, tp, torch.from_numpy(ca), uses).backward()
     np.testing.assert_array_equal(grads[0], tp.grad.numpy())
+
+
+def test_compiled_conv_step_reuses_forward_columns(monkeypatch):
+    """A compiled training step's convolution keeps its forward's columns for the
+    weight's gradient, as eagerly (none rebuilt in the backward); the same values."""
+    from ember.ops import conv
+    seen = []
+    inner = conv._weight_arrays
+
+    def spy(x, gy, g, cols=None):
+        seen.append(cols is not None)
+        return inner(x, gy, g, cols)
+    monkeypatch.setattr(conv, "_weight_arrays", spy)
+
+    def make(m):
+        m.manual_seed(0)
+        return m.nn.Sequential(m.nn.Conv2d(2, 4, 3, padding=1), m.nn.ReLU(),
+                               m.nn.Conv2d(4, 3, 3), m.nn.Flatten())
+    net = make(ember)
+    ref = copy.deepcopy(net)
+    state = {k: torch.from_numpy(v.detach().numpy().copy()) for k, v in
+             net.state_dict().items()}
+    xa = np.random.default_rng(4).standard_normal((5, 2, 8, 8)).astype(np.float32)
+
+    def head(y):
+        return y.pow(2).mean()
+    got, params, run = _train(ember, net, ember.tensor(xa), True, head=head)
+    assert run.stats == {"captures": 1, "replays": 3, "eager": 0}
+    assert seen[-2:] == [True, True]       # the last replay's two weight gradients
+    want, ref_params, _ = _train(ember, ref, ember.tensor(xa), False, head=head)
+    assert got == want
+    for p, q in zip(params, ref_params):
+        np.testing.assert_array_equal(p, q)
+    tnet = make(torch)
+    tnet.load_state_dict(state)
+    t_losses, t_params, _ = _train(torch, tnet, torch.from_numpy(xa), False, head=head)
+    np.testing.assert_allclose(got, t_losses, rtol=1e-5)
+    for p, q in zip(params, t_params):
+        np.testing.assert_allclose(p, q, rtol=1e-4, atol=1e-6)

@@ -335,8 +335,12 @@ class CompiledFunction:
         big = plan.train_large.get(shapes, True)
         arena = plan.acquire("train") if config.reuse_buffers and big else None
         try:
+            # the forward in the caller's grad mode (enabled, as eagerly): an op whose
+            # forward keeps what its backward reads only when a gradient may follow (a
+            # convolution's columns) keeps it for the plan's backward too; the plan
+            # records nothing (calls on Tensors run under no_grad themselves)
+            env, tape = plan.forward(inputs, [p._data for p in ps], True, arena)
             with grad_mode.no_grad():
-                env, tape = plan.forward(inputs, [p._data for p in ps], True, arena)
                 if shapes not in plan.train_large:
                     if len(plan.train_large) > 64:
                         plan.train_large.clear()
