@@ -245,3 +245,44 @@ def test_compiled_conv_step_reuses_forward_columns(monkeypatch):
     np.testing.assert_allclose(got, t_losses, rtol=1e-5)
     for p, q in zip(params, t_params):
         np.testing.assert_allclose(p, q, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("dim,extra", [(1, False), (-1, False), (0, True)])
+def test_stack_of_unbound_pieces_is_one_copy(dim, extra):
+    """``stack(x.unbind(d), d)`` runs as one copy of ``x`` (its gradient passed through,
+    C-ordered) where nothing else reads the pieces; with a piece read elsewhere it
+    stays as written. Eager's values to the bit, torch's gradients."""
+    rng = np.random.default_rng(5)
+    xa = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    ca = rng.standard_normal((5, 4, 3)).astype(np.float32)
+
+    def loss_of(m, x, c):
+        pieces = (x * 2).unbind(dim)
+        y = m.stack(pieces, dim).transpose(0, 2)     # a non-contiguous gradient comes back
+        loss = (y * c).sum()
+        return loss + pieces[1].sum() if extra else loss
+
+    def step(x, c):
+        loss = loss_of(ember, x, c)
+        loss.backward()
+        return loss
+
+    got = []
+    for f in (ember.compile(step), step):
+        x = ember.tensor(xa, requires_grad=True)
+        for _ in range(3):
+            x.grad = None
+            loss = f(x, ember.tensor(ca))
+        got.append((loss.item(), x.grad.numpy()))
+        if f is not step:
+            joined = [st.node.op for st in f._cache[0].plan.steps if st.joined]
+            assert joined == ([] if extra else ["Stack"])
+            assert ("Unbind" in [st.node.op for st in f._cache[0].plan.steps]) == extra
+    assert got[0][0] == got[1][0]
+    np.testing.assert_array_equal(got[0][1], got[1][1])
+    assert got[0][1].flags.c_contiguous
+    tx = torch.tensor(xa, requires_grad=True)
+    tl = loss_of(torch, tx, torch.from_numpy(ca))
+    tl.backward()
+    np.testing.assert_allclose(got[0][0], tl.item(), rtol=1e-5)
+    np.testing.assert_array_equal(got[0][1], tx.grad.numpy())

@@ -26,7 +26,7 @@ from ember._graph.ir import ArrayRef, Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
-from ember.ops import conv, elementwise, nn_fused, unary
+from ember.ops import conv, elementwise, join, nn_fused, unary
 
 Tensor = _tensor.Tensor
 _make = _tensor._make
@@ -83,7 +83,7 @@ class _Step:
     __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
                  "bvjp", "group", "skip", "buffer", "fast", "wanted",
-                 "scatter")
+                 "scatter", "joined")
 
     def __init__(self, node, slots):
         self.node = node
@@ -122,6 +122,7 @@ class _Step:
         # a call above the primitives that is one NumPy call on its array (see _direct)
         self.wanted = ()
         self.scatter = False  # x[i]'s gradient written into x's (see _scatters)
+        self.joined = False   # a stack of all of x's unbound pieces: a copy of x
         self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
             _direct(node)
 
@@ -201,7 +202,7 @@ class Plan:
         self.n_slots = len(slots)
         self.made_slots = [slots[id(v)] for n in graph.nodes for v in n.outputs]
         self.train_large = {}  # input shapes -> whether a training call uses the arena
-        self.steps = [_Step(n, slots) for n in graph.nodes]
+        self.steps = _unbind_stack([_Step(n, slots) for n in graph.nodes], graph)
         self.output_values = graph.outputs()
         self.out_slots = [slots[id(v)] for v in self.output_values]
         # which slots carry a gradient: the inputs and parameters asked for, and every
@@ -237,7 +238,8 @@ class Plan:
             st.needs = [False] * len(st.args)
             for i2, s in st.refs:
                 st.needs[i2] = rg[s]
-            st.vjp = _rules.vjp_for(st.node, st.prim, st.needs)
+            st.vjp = _joined_vjp if st.joined else \
+                _rules.vjp_for(st.node, st.prim, st.needs)
             if st.vjp is None:
                 raise Unplannable(f"{st.node.op} has no array gradient kernel")
         self.rg = rg
@@ -494,6 +496,52 @@ def _fuse(plan):
                 tuple(st.node.outputs[0].shape or ()) != tuple(v.shape or ()):
             continue
         st.inplace = _in_place(st.op)
+
+
+def _unbind_stack(steps, graph):
+    """``stack(x.unbind(d), d)`` (a recurrent layer's per-step outputs joined back, as
+    PyTorch records it) where nothing else reads the pieces: the stack step becomes a
+    copy of ``x`` (the same values and C-ordered layout ``np.stack`` gives) and the
+    unbind step goes; the gradient passes through (see :func:`_joined_vjp`)."""
+    readers = {}
+    for st in steps:
+        for s in st.in_slots:
+            readers[s] = readers.get(s, 0) + 1
+    outs = {id(v) for v in graph.outputs()}
+    producer = {s: st for st in steps for s in st.outs}
+    gone = set()
+    for st in steps:
+        if not st.prim or st.node.target is not join.Stack or st.nested or \
+                len(st.refs) != len(st.args) or not st.refs:
+            continue
+        u = producer.get(st.refs[0][1])
+        if u is None or not u.prim or u.node.target is not join.Unbind or \
+                len(u.refs) != 1 or len(u.args) != 2 or type(u.args[1]) is not int:
+            continue
+        x = u.node.inputs[0]
+        nd = len(x.shape) if x.shape is not None else None
+        dim = st.kwargs.get("dim")
+        if nd is None or type(dim) is not int or dim % nd != u.args[1] % nd or \
+                [s for _, s in st.refs] != u.outs or \
+                any(readers.get(s) != 1 for s in u.outs) or \
+                any(id(v) in outs for v in u.node.outputs) or \
+                st.node.outputs[0].dtype != x.dtype or x.dtype is None:
+            continue
+        src = u.refs[0][1]
+        st.args, st.refs, st.in_slots, st.kwargs = [None], [(0, src)], [src], {}
+        st.prim, st.fast, st.joined = False, _copy, True
+        gone.add(id(u))
+    return [st for st in steps if id(st) not in gone]
+
+
+def _copy(args):
+    return args[0].copy()
+
+
+def _joined_vjp(state, args, ys, gouts):
+    """The gradient of a copy (``_unbind_stack``), C-ordered as eager's stacked one."""
+    g = gouts[0]
+    return [g if g is None or g.flags.c_contiguous else np.ascontiguousarray(g)]
 
 
 def _scatters(plan):
