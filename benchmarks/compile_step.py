@@ -2,7 +2,7 @@
 one run.
 
     python benchmarks/compile_step.py [--threads 1|2] [--only mlp,mlp_infer,...]
-                                      [--min-time S] [--no-inductor]
+                                      [--min-time S] [--no-inductor] [--no-numba]
 
 Variants, interleaved round by round so machine load hits all alike:
 - ``eager``: ember eager.
@@ -46,6 +46,10 @@ import time
 if __name__ == "__main__" and "--threads" in sys.argv:
     # OpenBLAS reads its thread count when NumPy is first imported
     os.environ["OPENBLAS_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
+if __name__ == "__main__" and "--no-numba" in sys.argv:
+    # the default install: ember's optional numba paths (fused loops, one-pass optimizer
+    # updates, LSTM step kernels) see numba as absent; with EMBER_MKL=0 that is NumPy only
+    sys.modules["numba"] = None
 
 import numpy as np  # noqa: E402
 
@@ -271,6 +275,8 @@ def main():
     ap.add_argument("--threads", type=int, default=None,
                     help="torch and OpenBLAS threads (default: the libraries' own)")
     ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--no-numba", action="store_true",
+                    help="run as if numba were not installed (the default install)")
     ap.add_argument("--ab-buffers", action="store_true",
                     help="also time the compiled step without buffer reuse and fusion")
     args = ap.parse_args()
@@ -281,6 +287,8 @@ def main():
         torch.set_num_threads(args.threads)
         ember.set_num_threads(args.threads)  # its kernels and its BLAS alike
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
+          f"numba {'off' if args.no_numba else 'on'}, "
+          f"EMBER_MKL={os.environ.get('EMBER_MKL', 'unset')}, "
           f"torch threads {torch.get_num_threads()}, "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
     cols = ["eager", "model", "step"] + (["nobuf"] if args.ab_buffers else []) + \

@@ -494,7 +494,9 @@ def test_outputs_that_view_a_buffer_are_not_buffered():
             np.testing.assert_array_equal(b.numpy(), rb.numpy())
 
 
-def test_train_step_buffers_keep_user_held_losses_and_grads():
+def test_train_step_buffers_keep_user_held_losses_and_grads(monkeypatch):
+    from ember._compile import _plan
+    monkeypatch.setattr(_plan, "_ARENA_MIN_BYTES", 0)  # small arrays through the buffers
     ember.manual_seed(7)
     model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 16), nn.Tanh(),
                           nn.Linear(16, 3))
@@ -551,9 +553,10 @@ def _chain(x, y):
 
 @pytest.mark.parametrize("numba", [True, False])
 def test_fused_chain_equals_eager_bitwise(numba, monkeypatch):
-    from ember._compile import _fused
+    from ember._compile import _fused, _plan
     if not numba:   # without the ember[compile] extra: NumPy, op by op, into buffers
         monkeypatch.setattr(_fused, "_kernels", {"ready": True})
+    monkeypatch.setattr(_plan, "_ARENA_MIN_BYTES", 0)  # small arrays through the buffers
     rng = np.random.default_rng(8)
     xa = rng.standard_normal((64, 33)).astype(np.float32)
     ya = rng.standard_normal((64, 33)).astype(np.float32)

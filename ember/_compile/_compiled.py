@@ -328,11 +328,23 @@ class CompiledFunction:
         for ev in e.train.pre:
             ev.call(*ev.args, **ev.kwargs)
         ps = e.param_tensors
-        arena = plan.acquire("train") if config.reuse_buffers else None
+        inputs = [t._data for t in tensors]
+        # buffers and fused loops where the step's temporaries are large (decided by the
+        # first call of these input shapes); small ones are cheaper on the heap
+        shapes = tuple([a.shape for a in inputs])
+        big = plan.train_large.get(shapes, True)
+        arena = plan.acquire("train") if config.reuse_buffers and big else None
         try:
+            # the forward in the caller's grad mode (enabled, as eagerly): an op whose
+            # forward keeps what its backward reads only when a gradient may follow (a
+            # convolution's columns) keeps it for the plan's backward too; the plan
+            # records nothing (calls on Tensors run under no_grad themselves)
+            env, tape = plan.forward(inputs, [p._data for p in ps], True, arena)
             with grad_mode.no_grad():
-                env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps],
-                                         True, arena)
+                if shapes not in plan.train_large:
+                    if len(plan.train_large) > 64:
+                        plan.train_large.clear()
+                    plan.train_large[shapes] = _plan.large_temporaries(plan, env)
                 n_user = _n_user(e)
                 seeds = [None] * len(plan.out_slots)
                 seeds[n_user] = np.ones_like(env[plan.out_slots[n_user]])

@@ -23,7 +23,11 @@ import string
 
 import numpy as np
 
-from ember.backend.threads import parallel_rows
+from ember.backend.threads import _MIN_COST_PER_THREAD, parallel_rows
+from ember.backend.threads import _state as _threads
+
+# below this many element operations ``parallel_rows`` runs one block anyway
+_SPLIT_COST = 2 * _MIN_COST_PER_THREAD
 
 __all__ = ["grad_loop", "available", "groups"]
 
@@ -50,10 +54,20 @@ def available():
 
 
 def _flat_ok(*arrays):
+    """Whether the arrays are C-contiguous NumPy arrays of one shape and one float32 or
+    float64 dtype (a loop over flat memory covers them). Called once per fused loop and
+    call: written for small arrays too, where each attribute read shows."""
     a0 = arrays[0]
-    return all(type(a) is np.ndarray and a.shape == a0.shape and a.dtype == a0.dtype
-               and a.flags.c_contiguous for a in arrays) and \
-        a0.dtype in (np.float32, np.float64)
+    if type(a0) is not np.ndarray:
+        return False
+    shape, dt = a0.shape, a0.dtype
+    if dt.char not in "fd" or not dt.isnative:
+        return False
+    for a in arrays:
+        if type(a) is not np.ndarray or a.shape != shape or \
+                (a.dtype is not dt and a.dtype != dt) or not a.flags.c_contiguous:
+            return False
+    return True
 
 
 def _run(kernel, arrays, extra=(), cost=2):
@@ -61,6 +75,10 @@ def _run(kernel, arrays, extra=(), cost=2):
     (each block a slice of every array)."""
     flat = [a.reshape(-1) for a in arrays]
     n = flat[0].size
+    if _threads["threads"] < 2 or cost * n < _SPLIT_COST:
+        # one block: the loop called directly (a small cell's arrays, one thread)
+        kernel(*flat, *extra)
+        return
     parallel_rows(lambda lo, hi: kernel(*[f[lo:hi] for f in flat], *extra), n, cost * n)
 
 

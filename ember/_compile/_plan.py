@@ -26,7 +26,7 @@ from ember._graph.ir import ArrayRef, Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
-from ember.ops import conv, elementwise, nn_fused, unary
+from ember.ops import conv, elementwise, join, nn_fused, unary
 
 Tensor = _tensor.Tensor
 _make = _tensor._make
@@ -82,7 +82,8 @@ class _Step:
 
     __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
-                 "bvjp", "group", "skip", "buffer")
+                 "bvjp", "group", "skip", "buffer", "fast", "wanted",
+                 "scatter", "joined")
 
     def __init__(self, node, slots):
         self.node = node
@@ -118,6 +119,12 @@ class _Step:
         self.bvjp = None     # the vjp writing its gradients into buffers (_buffers)
         self.group = None    # the fused chain this step ends, and whether it is a chain
         self.skip = False    # member the chain computes (see _fused.groups)
+        # a call above the primitives that is one NumPy call on its array (see _direct)
+        self.wanted = ()
+        self.scatter = False  # x[i]'s gradient written into x's (see _scatters)
+        self.joined = False   # a stack of all of x's unbound pieces: a copy of x
+        self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
+            _direct(node)
 
     def run(self, env, slots, arena=None):
         """Run the step; returns (positional argument values, state) for the tape."""
@@ -137,6 +144,11 @@ class _Step:
         if self.inplace is not None:
             env[self.outs[0]] = self.inplace(args[0])
             return args, None
+        if self.fast is not None:
+            out = self.fast(args)
+            if out is not None:
+                env[self.outs[0]] = out
+                return args, None
         if arena is not None and self.color is not None:
             env[self.outs[0]] = self.into(*args, out=self.buffer)
             return args, None
@@ -188,7 +200,9 @@ class Plan:
                 slot(v)
         self.slots = slots
         self.n_slots = len(slots)
-        self.steps = [_Step(n, slots) for n in graph.nodes]
+        self.made_slots = [slots[id(v)] for n in graph.nodes for v in n.outputs]
+        self.train_large = {}  # input shapes -> whether a training call uses the arena
+        self.steps = _unbind_stack([_Step(n, slots) for n in graph.nodes], graph)
         self.output_values = graph.outputs()
         self.out_slots = [slots[id(v)] for v in self.output_values]
         # which slots carry a gradient: the inputs and parameters asked for, and every
@@ -224,13 +238,17 @@ class Plan:
             st.needs = [False] * len(st.args)
             for i2, s in st.refs:
                 st.needs[i2] = rg[s]
-            st.vjp = _rules.vjp_for(st.node, st.prim, st.needs)
+            st.vjp = _joined_vjp if st.joined else \
+                _rules.vjp_for(st.node, st.prim, st.needs)
             if st.vjp is None:
                 raise Unplannable(f"{st.node.op} has no array gradient kernel")
         self.rg = rg
         self.out_rg = [rg[s] for s in self.out_slots]
         _fuse(self)
         self.grad_steps = [st for st in self.steps if st.grad][::-1]
+        for st in self.grad_steps:  # the arguments whose gradient the backward keeps
+            st.wanted = [(i, s) for i, s in st.refs if st.needs[i]]
+        _scatters(self)
         self.arena = _buffers.Arena()
         for st in self.grad_steps:
             st.bvjp = _buffers.bvjp_for(st, self.arena)
@@ -314,25 +332,35 @@ class Plan:
         (or None) per graph output; with ``arena``, gradient temporaries are written
         into its buffers (the leaves' gradients are never among them)."""
         G = {}
-        acc = _accumulate if arena is None else \
-            (lambda G, s, g: _accumulate_into(G, s, g, arena))
+        pop = G.pop
+        firsts = {}  # slot -> the key of the only x[i] gradient written so far (_scatter)
+        # slot -> the sum of its gradients made here (later ones are added into it: a
+        # weight read at every step of a loop gets one array, not one per step)
+        sums = {}
         for s, g in zip(self.out_slots, out_grads):
             if g is not None:
                 _accumulate(G, s, g)
         for st in self.grad_steps:
             outs = st.outs
-            gouts = [G.pop(s, None) for s in outs]
-            if all(g is None for g in gouts):
-                continue
+            if len(outs) == 1:  # most steps: one output, read without building lists
+                g = pop(outs[0], None)
+                if g is None:
+                    continue
+                gouts = [g]
+                ys = [env[outs[0]]]
+            else:
+                gouts = [pop(s, None) for s in outs]
+                if all(g is None for g in gouts):
+                    continue
+                ys = [env[s] for s in outs]
             args, state = tape[st.index]
-            ys = [env[s] for s in outs]
+            if st.scatter and _scatter(G, st, args, g, arena, firsts):
+                continue
             if arena is not None and st.bvjp is not None:
                 grads = st.bvjp(state, args, ys, gouts)
             else:
                 grads = st.vjp(state, args, ys, gouts)
-            for i, s in st.refs:
-                if not st.needs[i]:
-                    continue
+            for i, s in st.wanted:
                 g = grads[i]
                 if g is None:
                     continue
@@ -341,11 +369,81 @@ class Plan:
                     g = _sum_to(g, a.shape)
                 if g.dtype != a.dtype:
                     g = g.astype(a.dtype)
-                acc(G, s, g)
+                prev = G.get(s)
+                if prev is None:
+                    G[s] = g
+                elif arena is not None:
+                    _accumulate_into(G, s, g, arena)
+                elif sums.get(s) is prev and type(prev) is _ndarray and type(g) is _ndarray and \
+                        g.shape == prev.shape and g.dtype == prev.dtype:
+                    np.add(prev, g, out=prev)  # a sum made below: no one else holds it
+                else:
+                    G[s] = sums[s] = prev + g
         leaf = [G.get(s) for s in self.leaf_slots]
         if arena is not None:
             leaf = [g.copy() if _buffers.owned(arena, g) else g for g in leaf]
         return leaf
+
+
+def _basic_key(key):
+    """Whether ``key`` is a NumPy basic index that means the same as ember's (ints, slices
+    with a positive step, None, ``...``): then ``a[key]`` is ember's ``getitem``."""
+    for k in key if type(key) is tuple else (key,):
+        t = type(k)
+        if t is slice:
+            if not all(type(v) in (int, type(None)) for v in (k.start, k.stop, k.step)) \
+                    or (k.step is not None and k.step <= 0):
+                return False
+        elif t is not int and k is not None and k is not Ellipsis:
+            return False
+    return True
+
+
+def _getitem(args):
+    return args[0][args[1]]
+
+
+def _view(args):
+    a = args[0]
+    shape = args[1] if len(args) == 2 and type(args[1]) in (tuple, list) else args[1:]
+    try:  # a view or nothing: where NumPy would copy, ember's own view decides (raises)
+        return a.reshape(tuple(shape), copy=False)
+    except (ValueError, TypeError):
+        return None
+
+
+def _reshape(args):
+    a = args[0]
+    shape = args[1] if len(args) == 2 and type(args[1]) in (tuple, list) else args[1:]
+    return a.reshape(tuple(shape))  # a view where the strides allow, else a copy: ember's
+
+
+def _size(args):
+    return args[0].shape[args[1]]
+
+
+def _direct(node):
+    """The array function of a call recorded above the primitives when it is one NumPy
+    call with the same result as ember's function on the array (``x[0]``, ``view``,
+    ``reshape``, ``size``, arithmetic on sizes), else None (the call runs on Tensors).
+    Saves wrapping the arrays as Tensors and a grad mode switch per call."""
+    op, args = node.op, node.args
+    if not node.inputs or any(v.type != "Tensor" for v in node.inputs[:1]):
+        return (lambda a, f=node.target: f(*a)) if op.startswith("int.") and \
+            all(type(a) in (int, Ref) for a in args) else None
+    rest = args[1:]
+    if op == "getitem" and len(args) == 2 and type(args[1]) is not Ref and \
+            not _has_ref(args[1]) and _basic_key(args[1]):
+        return _getitem
+    if op in ("view", "reshape") and rest and all(
+            type(a) in (int, Ref) for a in (rest[0] if len(rest) == 1 and
+                                             type(rest[0]) in (tuple, list) else rest)):
+        if any(type(a) is Ref and a.value.type == "Tensor" for a in rest):
+            return None
+        return _view if op == "view" else _reshape
+    if op == "size" and len(args) == 2 and type(args[1]) is int:
+        return _size
+    return None
 
 
 # one-input elementwise ops whose backward reads their output only (they run in place
@@ -400,6 +498,102 @@ def _fuse(plan):
         st.inplace = _in_place(st.op)
 
 
+def _unbind_stack(steps, graph):
+    """``stack(x.unbind(d), d)`` (a recurrent layer's per-step outputs joined back, as
+    PyTorch records it) where nothing else reads the pieces: the stack step becomes a
+    copy of ``x`` (the same values and C-ordered layout ``np.stack`` gives) and the
+    unbind step goes; the gradient passes through (see :func:`_joined_vjp`)."""
+    readers = {}
+    for st in steps:
+        for s in st.in_slots:
+            readers[s] = readers.get(s, 0) + 1
+    outs = {id(v) for v in graph.outputs()}
+    producer = {s: st for st in steps for s in st.outs}
+    gone = set()
+    for st in steps:
+        if not st.prim or st.node.target is not join.Stack or st.nested or \
+                len(st.refs) != len(st.args) or not st.refs:
+            continue
+        u = producer.get(st.refs[0][1])
+        if u is None or not u.prim or u.node.target is not join.Unbind or \
+                len(u.refs) != 1 or len(u.args) != 2 or type(u.args[1]) is not int:
+            continue
+        x = u.node.inputs[0]
+        nd = len(x.shape) if x.shape is not None else None
+        dim = st.kwargs.get("dim")
+        if nd is None or type(dim) is not int or dim % nd != u.args[1] % nd or \
+                [s for _, s in st.refs] != u.outs or \
+                any(readers.get(s) != 1 for s in u.outs) or \
+                any(id(v) in outs for v in u.node.outputs) or \
+                st.node.outputs[0].dtype != x.dtype or x.dtype is None:
+            continue
+        src = u.refs[0][1]
+        st.args, st.refs, st.in_slots, st.kwargs = [None], [(0, src)], [src], {}
+        st.prim, st.fast, st.joined = False, _copy, True
+        gone.add(id(u))
+    return [st for st in steps if id(st) not in gone]
+
+
+def _copy(args):
+    return args[0].copy()
+
+
+def _joined_vjp(state, args, ys, gouts):
+    """The gradient of a copy (``_unbind_stack``), C-ordered as eager's stacked one."""
+    g = gouts[0]
+    return [g if g is None or g.flags.c_contiguous else np.ascontiguousarray(g)]
+
+
+def _scatters(plan):
+    """Mark the ``x[i]`` steps (int ``i``) whose gradients are the only ones ``x``
+    receives, with two or more distinct ``i`` (a projection split into q, k, v): their
+    backward writes each gradient into one array for ``x`` (:func:`_scatter`) instead of
+    a zero-filled array of ``x``'s size per step and a full-size sum between them."""
+    readers = {}
+    for st in plan.grad_steps:
+        for _, s in st.wanted:
+            readers.setdefault(s, []).append(st)
+    outs = set(plan.out_slots)
+    for s, sts in readers.items():
+        if s in outs or len(sts) < 2:
+            continue
+        keys = [st.args[1] if len(st.args) == 2 else None for st in sts]
+        if not all(st.fast is _getitem and len(st.wanted) == 1 for st in sts) or \
+                any(type(k) is not int for k in keys) or len(set(keys)) != len(keys) or \
+                not (all(k >= 0 for k in keys) or all(k < 0 for k in keys)):
+            continue
+        for st in sts:
+            st.scatter = True
+
+
+def _scatter(G, st, args, g, arena, firsts):
+    """``x[i]``'s gradient ``g`` put into ``x``'s (see :func:`_scatters`), with eager's
+    values to the bit: eager makes zeros with ``g`` at ``i`` per step and sums them, so a
+    lone gradient is kept as it is, and once two meet every element has had ``+ 0.0``
+    (-0.0 becomes 0.0), which is done here on the rows written. False (nothing done)
+    for a gradient of another dtype or shape (the step's own vjp runs)."""
+    x, i = args[0], args[1]
+    s = st.wanted[0][1]
+    if type(g) is not _ndarray or g.dtype != x.dtype or g.shape != x.shape[1:]:
+        return False
+    buf = G.get(s)
+    if buf is None:
+        if arena is None:
+            buf = np.zeros(x.shape, x.dtype)
+        else:
+            buf = arena.get(("scatter", s), x.shape, x.dtype)
+            buf.fill(0)
+        buf[i] = g
+        G[s] = buf
+        firsts[s] = i
+        return True
+    first = firsts.pop(s, None)
+    if first is not None:
+        np.add(buf[first], 0.0, out=buf[first])
+    np.add(g, 0.0, out=buf[i])
+    return True
+
+
 def _accumulate(G, s, g):
     prev = G.get(s)
     G[s] = g if prev is None else prev + g
@@ -441,18 +635,31 @@ _ARENA_MIN_BYTES = 1 << 17
 
 
 def _large(plan, env, out_grads):
-    """Whether any array of a forward's slots is at least ``_ARENA_MIN_BYTES``,
-    remembered per plan and shapes of the output gradients (a heuristic: it picks where
-    temporaries live, never what they hold)."""
+    """Whether any array a step of the plan made is at least ``_ARENA_MIN_BYTES`` (its
+    inputs and parameters are not counted: they are no temporaries), remembered per
+    plan and shapes of the output gradients (a heuristic: it picks where temporaries
+    live, never what they hold)."""
     key = tuple([None if g is None else g.shape for g in out_grads])
     seen = plan.large
     big = seen.get(key)
     if big is None:
-        big = any(type(a) is _ndarray and a.nbytes >= _ARENA_MIN_BYTES for a in env)
+        big = large_temporaries(plan, env)
         if len(seen) > 64:
             seen.clear()
         seen[key] = big
     return big
+
+
+def large_temporaries(plan, env):
+    """Whether a forward's step outputs (in ``env``) hold an array of at least
+    ``_ARENA_MIN_BYTES``: below that the heap serves them without page faults, and the
+    arena's bookkeeping and compiled loops cost more than they save (a cell called in a
+    Python loop on a small batch)."""
+    for s in plan.made_slots:
+        a = env[s]
+        if type(a) is _ndarray and a.nbytes >= _ARENA_MIN_BYTES:
+            return True
+    return False
 
 
 class CompiledFunctionBackward(Node):

@@ -50,13 +50,14 @@ calls on down unrecorded.
 import os
 import sys
 import threading
-import warnings
 
 import numpy as np
 
 from ember import _tensor
+from ember._graph.call_args import call_args
 from ember._graph.ir import ArrayRef, Graph, Node, Ref, arg_names
 from ember._graph.local_names import name_from_locals
+from ember._graph.loud import _BACKWARD_MSG, _LOUD_MSGS, TracerWarning, _warn
 from ember._graph.names import NORM_CALLS, RANDOM_CALLS, RNN_CALLS
 from ember._graph.symint import SymInt, _size, _state  # noqa: F401  (re-exported)
 from ember.autograd import _modes
@@ -66,14 +67,6 @@ Tensor = _tensor.Tensor
 __all__ = ["TracerWarning", "SymInt", "capture", "is_tracing", "current", "call_args"]
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-class TracerWarning(Warning):
-    """A trace may not generalize to other inputs (PyTorch's ``torch.jit.TracerWarning``)."""
-
-    @staticmethod
-    def ignore_lib_warnings():
-        warnings.filterwarnings("ignore", category=TracerWarning, module="ember.(?!jit)")
 
 
 def written_as_constant(t, what):
@@ -714,87 +707,6 @@ def _op_key(cls):
     return cls.__dict__.get("_op_name") or cls.__name__
 
 
-
-
-def call_args(fn, given):
-    """``(args, kwargs)`` of a call of ``fn`` whose parameters hold the values in
-    ``given`` (the function's ``locals()`` on entry), spelled as programs usually spell
-    it: the positional parameters up to the last one not at its default, then ``*args``;
-    options (``dtype``, ``device``...), keyword-only parameters and ``**kwargs`` by
-    keyword when not at their defaults. What a composite function hands its recorder."""
-    fn = getattr(fn, "__wrapped__", fn)  # a composite declaring its node name (@node_name)
-    co = fn.__code__
-    n, nk = co.co_argcount, co.co_kwonlyargcount
-    names = co.co_varnames
-    defaults = fn.__defaults__ or ()
-    first = n - len(defaults)
-    dflt = dict(zip(names[first:n], defaults))
-    dflt.update(fn.__kwdefaults__ or {})
-    npos = n
-    for i in range(first, n):
-        if names[i] in _OPTIONS:
-            npos = i
-            break
-    args = [given[p] for p in names[:npos]]
-    i = n + nk
-    var = ()
-    if co.co_flags & 4:  # *args
-        var = tuple(given[names[i]])
-        i += 1
-    if not var:
-        while len(args) > first and _is_default(args[-1], dflt[names[len(args) - 1]]):
-            args.pop()
-    kwargs = {k: given[k] for k in names[npos:n] + names[n:n + nk]
-              if not (k in dflt and _is_default(given[k], dflt[k]))}
-    if co.co_flags & 8:  # **kwargs
-        kwargs.update(given[names[i]])
-    return tuple(args) + var, kwargs
-
-
-_OPTIONS = frozenset(("dtype", "device", "requires_grad", "out", "layout", "pin_memory",
-                      "memory_format", "generator"))
-
-
-def _is_default(v, d):
-    return v is d or (type(v) is type(d) and type(v) in (int, float, bool, str) and v == d)
-
-
-# ----- loud tracing ----------------------------------------------------------------------
-_LOUD = {
-    "__bool__": "a Python boolean", "__int__": "a Python integer",
-    "__float__": "a Python float", "__index__": "a Python index", "item": "a Python number",
-    "tolist": "a Python list", "numpy": "a NumPy array", "__array__": "a NumPy array",
-}
-_TAIL = (" might cause the trace to be incorrect. We can't record the data flow of Python "
-         "values, so this value will be treated as a constant in the future. This means that "
-         "the trace might not generalize to other inputs!")
-_LEN_MSG = ("Using len to get tensor shape might cause the trace to be incorrect. Recommended "
-            "usage would be tensor.shape[0]. Passing a tensor of different shape might lead to "
-            "errors or silently give incorrect results.")
-_ITER_MSG = ("Iterating over a tensor might cause the trace to be incorrect. Passing a tensor "
-             "of different shape won't change the number of iterations executed (and might "
-             "lead to errors or silently give incorrect results).")
-
-
-_BACKWARD_MSG = ("Recording a backward pass: the sizes its formulas saved in the forward "
-                 "are recorded as constants, so the trace might not generalize to inputs "
-                 "of other sizes!")
-
-
-def _warn(msg, frame):
-    if frame is None:
-        warnings.warn(msg, TracerWarning, stacklevel=3)
-        return
-    g = frame.f_globals
-    warnings.warn_explicit(msg, TracerWarning, frame.f_code.co_filename, frame.f_lineno,
-                           module=g.get("__name__"),
-                           registry=g.setdefault("__warningregistry__", {}),
-                           module_globals=g)
-
-
-_LOUD_MSGS = {name: f"Converting a tensor to {what}" + _TAIL for name, what in _LOUD.items()}
-_LOUD_MSGS["__len__"] = _LEN_MSG
-_LOUD_MSGS["__iter__"] = _ITER_MSG
 
 
 # ----- starting and ending -------------------------------------------------------------

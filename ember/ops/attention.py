@@ -172,31 +172,36 @@ class ScaledDotProductAttention(Primitive):
             a = self._weights(q._data, k._data, None if bias is None else bias._data)
         self.a = None
         eq, ek, ev, eb = self._edges[:4]
-        g, dm, scale = gy._data, self.dmask, self.scale
-        q, k, v = q._data, k._data, v._data
         want = (eq is not None, ek is not None, ev is not None, eb is not None)
+        grads = self._grads(a, gy._data, q._data, k._data, v._data, want)
+        return tuple(None if t is None else _make(t) for t in grads) + (None, None, None)
+
+    def _grads(self, a, g, q, k, v, want):
+        """The first-order gradients of q, k, v and the bias (those ``want`` asks for),
+        as arrays, from the weights ``a`` forward kept (eager backward and the compile
+        plan's ``vjp`` alike)."""
+        dm, scale = self.dmask, self.scale
         lead = _split_lead(q, k, v)
         if lead is None or g.shape[:-1] != a.shape[:-1] or not (
                 g.dtype == a.dtype == q.dtype and (dm is None or dm.shape == a.shape)):
-            grads = _backward_arrays(a, g, dm, q, k, v, scale, want)
-        else:
-            # independent per (batch, head): blocks of the batch on the intra-op threads
-            grads = [np.empty(t.shape, q.dtype) if w else None
-                     for t, w in zip((q, k, v), want)] + [None]
-            if want[0] or want[1] or want[3]:
-                # the weights' gradient: scratch laid out as the weights are, or the
-                # bias's gradient (row-major, as PyTorch gives it)
-                grads[3] = _scores_layout(a.shape, q.dtype) if not want[3] and \
-                    a.strides[-1] > a.strides[-2] else np.empty(a.shape, q.dtype)
+            return list(_backward_arrays(a, g, dm, q, k, v, scale, want))
+        # independent per (batch, head): blocks of the batch on the intra-op threads
+        grads = [np.empty(t.shape, q.dtype) if w else None
+                 for t, w in zip((q, k, v), want)] + [None]
+        if want[0] or want[1] or want[3]:
+            # the weights' gradient: scratch laid out as the weights are, or the
+            # bias's gradient (row-major, as PyTorch gives it)
+            grads[3] = _scores_layout(a.shape, q.dtype) if not want[3] and \
+                a.strides[-1] > a.strides[-2] else np.empty(a.shape, q.dtype)
 
-            def run(lo, hi):
-                _backward_arrays(a[lo:hi], g[lo:hi], None if dm is None else dm[lo:hi],
-                                 q[lo:hi], k[lo:hi], v[lo:hi], scale, want,
-                                 [None if t is None else t[lo:hi] for t in grads])
-            parallel_rows(run, lead, 4 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
-            if not want[3]:
-                grads[3] = None
-        return tuple(None if t is None else _make(t) for t in grads) + (None, None, None)
+        def run(lo, hi):
+            _backward_arrays(a[lo:hi], g[lo:hi], None if dm is None else dm[lo:hi],
+                             q[lo:hi], k[lo:hi], v[lo:hi], scale, want,
+                             [None if t is None else t[lo:hi] for t in grads])
+        parallel_rows(run, lead, 4 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
+        if not want[3]:
+            grads[3] = None
+        return grads
 
     def _backward_recorded(self, gy, q, k, v, bias):
         """The same formulas in differentiable ember ops, from the saved inputs."""
@@ -229,29 +234,11 @@ class ScaledDotProductAttention(Primitive):
         return gq, gk, gv, gb, None, None, None
 
     def vjp(self, grads, inputs, outputs, out=None):
-        """Array gradients (``Primitive.vjp``) from the weights forward kept."""
-        q, k, v = inputs[0], inputs[1], inputs[2]
-        a, dm, scale = self.a, self.dmask, self.scale
-        eq, ek, ev, eb = (e is not None for e in self._edges[:4])
-        g = grads[0]
-        gq = gk = gv = gb = None
-        if ev:
-            gv = _gemm.matmul((a if dm is None else a * dm).swapaxes(-1, -2), g)
-        if eq or ek or eb:
-            gs = _gemm.matmul(g, v.swapaxes(-1, -2))
-            if dm is not None:
-                gs *= dm
-            gs -= np.einsum("...ij,...ij->...i", gs, a)[..., None]
-            gs *= a
-            if eq:
-                gq = _gemm.matmul(gs, k)
-                gq *= scale
-            if ek:
-                gk = _gemm.matmul(gs.swapaxes(-1, -2), q)
-                gk *= scale
-            if eb:
-                gb = gs
-        return [gq, gk, gv, gb, None, None, None]
+        """Array gradients (``Primitive.vjp``) from the weights forward kept: eager
+        backward's blocks, so the weights' gradient lies in memory as the weights do."""
+        want = tuple(e is not None for e in self._edges[:4])
+        got = self._grads(self.a, grads[0], inputs[0], inputs[1], inputs[2], want)
+        return got + [None, None, None]
 
 
 class FlashAttentionForCpu(ScaledDotProductAttention):
