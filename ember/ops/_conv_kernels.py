@@ -125,12 +125,17 @@ def im2col(x, g, out=None):
     return col.reshape(n, c * _prod(g.K), _prod(g.O))
 
 
-def im2col_rows(x, g):
-    """Columns as one matrix ``(C*prod(K), N*prod(O))`` (for the weight gradient)."""
+def im2col_rows(x, g, out=None):
+    """Columns as one matrix ``(C*prod(K), N*prod(O))`` (for the weight gradient); into
+    ``out`` when given, a ``(C, *K, N, *O)`` view (the samples' slice of a larger
+    such matrix)."""
     nd = g.nd
     n, c = x.shape[:2]
     win = windows(pad_array(x, g.lo, g.hi), g.O, g.K, g.s, g.d)
     order = (1,) + tuple(range(2 + nd, 2 + 2 * nd)) + (0,) + tuple(range(2, 2 + nd))
+    if out is not None:
+        out[...] = win.transpose(order)
+        return out
     col = array_module(x).ascontiguousarray(win.transpose(order))
     return col.reshape(c * _prod(g.K), n * _prod(g.O))
 
@@ -182,6 +187,21 @@ _LAST_BLOCK_BYTES = 1 << 21
 
 def _bias_shape(b, nd):
     return b.reshape((1, -1) + (1,) * nd)
+
+
+def _bias_grad(gy):
+    """The bias gradient (F,) of an output gradient (N, F, *O) on arrays: each sample's
+    rows summed by a product with a vector of ones (several times as fast as NumPy's sum
+    over the batch and spatial axes, which runs short pairwise loops), then summed over
+    the batch."""
+    xm = array_module(gy)
+    n, f = gy.shape[:2]
+    o = _prod(gy.shape[2:])
+    if gy.dtype.kind != "f" or gy.dtype.itemsize < 4 or not gy.flags.c_contiguous \
+            or not n or not o:
+        return gy.sum((0,) + tuple(range(2, gy.ndim)))
+    per = _gemm.matmul(gy.reshape(n, f, o), xm.ones(o, dtype=gy.dtype))  # N, F
+    return per.sum(0)
 
 
 def _kernel_slices(g):
@@ -454,14 +474,19 @@ def _dw_weight(x, y, g):
     return out.reshape((f, 1) + tuple(g.K))
 
 
-def _conv_arrays(x, w, g, keep=False):
-    """``conv(x, w)`` on arrays, without bias: x (N, C, *S), w (F, C/G, *K) -> (N, F, *O).
+def _conv_arrays(x, w, g, keep=False, bias=None):
+    """``conv(x, w)`` on arrays, plus ``bias`` (F,) when given: x (N, C, *S), w (F, C/G,
+    *K) -> (N, F, *O).
 
-    With ``keep``, returns ``(out, cols)``: the columns ``(N, C*prod(K), prod(O))`` the
-    products read (:func:`im2col`), for the weight gradient (:func:`_weight_arrays`), or
-    None where the path makes none (depthwise)."""
+    With ``keep``, returns ``(out, cols)``: the columns the products read, for the weight
+    gradient (:func:`_weight_arrays`), or None where the path makes none (depthwise).
+    They are ``(N, C*prod(K), prod(O))`` (:func:`im2col`) when the weight gradient takes
+    per-sample products (:data:`_PER_SAMPLE_CK`), else the blocks of
+    :func:`_row_blocks` (:func:`_conv_rows`)."""
     if _depthwise(g, w.shape[1]):
         out = _dw_forward(x, w, g)
+        if bias is not None:
+            out += _bias_shape(bias, g.nd)
         return (out, None) if keep else out
     G = g.G
     n, c = x.shape[:2]
@@ -469,6 +494,9 @@ def _conv_arrays(x, w, g, keep=False):
     xm = array_module(x)
     o = _prod(g.O)
     ck = c * _prod(g.K)
+    if keep and ck // G > _PER_SAMPLE_CK:
+        out, cols = _conv_rows(x, w, g, bias)
+        return out.reshape((n, f) + tuple(g.O)), cols
     out = xm.empty((n, f, o), dtype=xm.result_type(x, w))
     wm = w.reshape(f, -1) if G == 1 else w.reshape(G, f // G, -1)
     cols = xm.empty((n, ck, o), dtype=x.dtype) if keep else None
@@ -484,23 +512,80 @@ def _conv_arrays(x, w, g, keep=False):
             _gemm.matmul(wm, col, out=out[lo:hi].reshape(hi - lo, G, f // G, o))
     parallel_rows(block, n, out.size * w[0].size, xm, blas=True)
     out = out.reshape((n, f) + tuple(g.O))
+    if bias is not None:
+        out += _bias_shape(bias, g.nd)
     return (out, cols) if keep else out
 
 
-def _weight_arrays(x, y, g, cols=None):
+# samples per block of the row columns: about this many columns (samples times output
+# positions) each, long enough for the products to run at full speed, few enough that
+# the batch makes several blocks for the intra-op threads
+_ROWS_CHUNK = 2048
+
+
+def _row_blocks(n, o):
+    """The blocks ``(first sample, end)`` of a batch of ``n`` samples with ``o`` output
+    positions each for :func:`_conv_rows`: fixed by the shape alone, so the products
+    (and their values) are the same however the intra-op threads share them out."""
+    step = max(1, _ROWS_CHUNK // max(o, 1))
+    return [(a, min(a + step, n)) for a in range(0, n, step)]
+
+
+def _conv_rows(x, w, g, bias):
+    """``conv(x, w)`` (+ ``bias``) as (N, F, O), and its columns for the weight
+    gradient: per block of samples (:func:`_row_blocks`), the columns as one matrix
+    ``(C*prod(K), samples*O)`` (:func:`im2col_rows`), one product with the weight, and
+    one transposing copy into (samples, F, O) that adds the bias on the way. The
+    columns are kept as one flat array, block after block."""
+    xm = array_module(x)
+    G = g.G
+    n, c = x.shape[:2]
+    f = w.shape[0]
+    o = _prod(g.O)
+    ck = c * _prod(g.K)
+    dt = xm.result_type(x, w)
+    out = xm.empty((n, f, o), dtype=dt)
+    cols = xm.empty(n * ck * o, dtype=x.dtype)
+    wm = w.reshape(G, f // G, ck // G)
+    blocks = _row_blocks(n, o)
+    b3 = None if bias is None else bias.reshape(1, f, 1)
+
+    def block(lo, hi):
+        for a, b in blocks[lo:hi]:
+            m = b - a
+            cb = cols[a * ck * o:b * ck * o]
+            im2col_rows(x[a:b], g, cb.reshape((c,) + tuple(g.K) + (m,) + tuple(g.O)))
+            r = _gemm.matmul(wm, cb.reshape(G, ck // G, m * o))  # G, F/G, m*O
+            r = r.reshape(f, m, o).transpose(1, 0, 2)
+            if b3 is None:
+                out[a:b] = r
+            else:
+                xm.add(r, b3, out=out[a:b])
+    parallel_rows(block, len(blocks), out.size * w[0].size // max(len(blocks), 1), xm,
+                  blas=True)
+    return out, cols
+
+
+def _weight_arrays(x, y, g, cols=None, bias=None):
     """``conv_weight(x, y)`` on arrays: x (N, C, *S), y (N, F, *O) -> (F, C/G, *K).
 
     ``cols`` are the forward's columns of ``x`` (:func:`_conv_arrays` with ``keep``);
-    given, no columns are built here."""
+    given, no columns are built here. With ``bias`` True or False, returns ``(weight
+    gradient, bias gradient)``: with True, the bias gradient (F,) summed from the same
+    blocks of ``y`` where the path makes them, else None (the caller sums ``y``)."""
     G = g.G
     n, c = x.shape[:2]
     f = y.shape[1]
     ck = c // G * _prod(g.K)
     o = _prod(g.O)
     xm = array_module(x)
+    gb = None
     if _depthwise(g, c // G):
-        return _dw_weight(x, y, g)
-    if cols is not None or ck <= _PER_SAMPLE_CK:
+        out = _dw_weight(x, y, g)
+        return out if bias is None else (out, None)
+    if cols is not None and cols.ndim == 1:
+        out, gb = _weight_rows(cols, y, g, bias)
+    elif cols is not None or ck <= _PER_SAMPLE_CK:
         # per-sample products (blocks of the batch on the intra-op threads), then summed
         # over the batch: the layout of the forward's columns, so kept columns serve as
         # they are; built here, few columns per window make this the faster orientation
@@ -519,4 +604,39 @@ def _weight_arrays(x, y, g, cols=None):
         rows = contiguous(xm.moveaxis(y.reshape(n, G, f // G, o), 0, 2), xm)
         out = _gemm.matmul(col, rows.reshape(G, f // G, n * o).swapaxes(-1, -2))
         out = out.swapaxes(-1, -2)
-    return out.reshape((f, c // G) + tuple(g.K))
+    out = out.reshape((f, c // G) + tuple(g.K))
+    return out if bias is None else (out, gb)
+
+
+def _weight_rows(cols, y, g, bias):
+    """The weight gradient (G, F/G, C/G*K) from the forward's row columns
+    (:func:`_conv_rows`): per block of samples, that block of ``y`` made (G, F/G,
+    samples*O) with one copy and multiplied by the block's columns; the blocks' products
+    summed in order. With ``bias``, also the bias gradient (F,), from the same copies
+    of ``y``."""
+    xm = array_module(y)
+    n, f = y.shape[:2]
+    G = g.G
+    o = _prod(g.O)
+    ck = cols.size // (n * o)
+    blocks = _row_blocks(n, o)
+    nb = len(blocks)
+    dt = xm.result_type(cols, y)
+    per = xm.empty((nb, G, f // G, ck // G), dtype=dt)
+    pb = xm.empty((nb, G, f // G), dtype=dt) if bias else None
+    ones = xm.ones((blocks[0][1] - blocks[0][0]) * o, dtype=dt) if bias else None
+
+    def block(lo, hi):
+        for i in range(lo, hi):
+            a, b = blocks[i]
+            m = b - a
+            yt = xm.ascontiguousarray(y[a:b].reshape(m, G, f // G, o).transpose(1, 2, 0, 3))
+            yt = yt.reshape(G, f // G, m * o)
+            cb = cols[a * ck * o:b * ck * o].reshape(G, ck // G, m * o)
+            _gemm.matmul(yt, cb.swapaxes(-1, -2), out=per[i])
+            if bias:
+                _gemm.matmul(yt, ones[:m * o], out=pb[i])
+    parallel_rows(block, nb, per.size * o * (n // nb), xm, blas=True)
+    gw = per[0] if nb == 1 else per.sum(0)
+    gb = None if not bias else (pb[0] if nb == 1 else pb.sum(0)).reshape(f)
+    return gw, gb
