@@ -4,6 +4,10 @@ others: their input), for an older ember tree, this one and torch, in one proces
 rounds alternated (the trees swapped as in ``nn_ops_ab.py``).
 
     python benchmarks/cnn_layers.py [/tmp/before] [--only conv2,pool1] [--rounds R]
+        [--no-numba]
+
+``--no-numba`` runs this tree's max pooling on its NumPy loops, as an install without
+the ``ember[fast]`` extra does (``EMBER_MKL=0`` does the same for MKL).
 
 Prints the median CPU milliseconds per call of each, the ratios to torch and
 after/before, and the load average. One thread each (``OPENBLAS_NUM_THREADS=1`` set here).
@@ -65,6 +69,8 @@ def main():
     ap.add_argument("before", nargs="?", help="root of an older ember tree")
     ap.add_argument("--only", default=",".join(LAYERS))
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--no-numba", action="store_true",
+                    help="this tree's pooling without its numba kernels")
     args = ap.parse_args()
     import torch
     torch.set_num_threads(1)
@@ -72,6 +78,8 @@ def main():
     if args.before:
         libs.append(("before", *_load(args.before)))
     libs.append(("after", *_load(ROOT)))
+    if args.no_numba:
+        libs[-1][2]["ember.ops.pooling"]._NUMBA["pool"] = None
     libs.append(("torch", torch, None))
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; one thread each; "
           f"median CPU ms per call of {args.rounds} alternated rounds of 3 calls")

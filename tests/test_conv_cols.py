@@ -19,7 +19,7 @@ GEOMS = [
     (2, (2, 3, 9, 8), (4, 3, 3, 3), dict(dilation=2, padding=2)),
     (2, (2, 5, 4, 4), (6, 5, 1, 1), {}),
     (2, (2, 16, 5, 5), (8, 16, 3, 3), dict(padding="same")),   # > 128 columns a window
-    (2, (150, 32, 6, 6), (6, 16, 3, 3), dict(groups=2)),      # row columns: 2 blocks, groups
+    (2, (300, 32, 6, 6), (6, 16, 3, 3), dict(groups=2)),      # row columns: 2 blocks, groups
     (2, (17, 4, 6, 6), (6, 4, 3, 3), {}),                       # a batch-last input gradient
     (1, (2, 3, 11), (4, 3, 3), dict(stride=2, padding=1)),
     # kernel positions that meet only padding in some dims (skipped by the adjoint)
