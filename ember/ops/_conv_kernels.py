@@ -189,20 +189,6 @@ def _bias_shape(b, nd):
     return b.reshape((1, -1) + (1,) * nd)
 
 
-def _bias_grad(gy):
-    """The bias gradient (F,) of an output gradient (N, F, *O) on arrays: each sample's
-    rows summed by a product with a vector of ones (several times as fast as NumPy's sum
-    over the batch and spatial axes, which runs short pairwise loops), then summed over
-    the batch."""
-    xm = array_module(gy)
-    n, f = gy.shape[:2]
-    o = _prod(gy.shape[2:])
-    if gy.dtype.kind != "f" or gy.dtype.itemsize < 4 or not gy.flags.c_contiguous \
-            or not n or not o:
-        return gy.sum((0,) + tuple(range(2, gy.ndim)))
-    per = _gemm.matmul(gy.reshape(n, f, o), xm.ones(o, dtype=gy.dtype))  # N, F
-    return per.sum(0)
-
 
 def _kernel_slices(g):
     """(kernel position, slice of the padded input it meets) for each kernel position."""
@@ -494,9 +480,12 @@ def _conv_arrays(x, w, g, keep=False, bias=None):
     xm = array_module(x)
     o = _prod(g.O)
     ck = c * _prod(g.K)
-    if keep and ck // G > _PER_SAMPLE_CK:
+    if ck // G > _PER_SAMPLE_CK:
+        # the same products whether or not the columns are kept: the same values
+        # with and without a weight gradient (eager, compiled plans, no_grad)
         out, cols = _conv_rows(x, w, g, bias)
-        return out.reshape((n, f) + tuple(g.O)), cols
+        out = out.reshape((n, f) + tuple(g.O))
+        return (out, cols) if keep else out
     out = xm.empty((n, f, o), dtype=xm.result_type(x, w))
     wm = w.reshape(f, -1) if G == 1 else w.reshape(G, f // G, -1)
     cols = xm.empty((n, ck, o), dtype=x.dtype) if keep else None
@@ -566,29 +555,27 @@ def _conv_rows(x, w, g, bias):
     return out, cols
 
 
-def _weight_arrays(x, y, g, cols=None, bias=None):
+def _weight_arrays(x, y, g, cols=None):
     """``conv_weight(x, y)`` on arrays: x (N, C, *S), y (N, F, *O) -> (F, C/G, *K).
 
     ``cols`` are the forward's columns of ``x`` (:func:`_conv_arrays` with ``keep``);
-    given, no columns are built here. With ``bias`` True or False, returns ``(weight
-    gradient, bias gradient)``: with True, the bias gradient (F,) summed from the same
-    blocks of ``y`` where the path makes them, else None (the caller sums ``y``)."""
+    given, no columns are built here. Either way the products are the same (so are the
+    values): per sample up to :data:`_PER_SAMPLE_CK` columns a window, else per block
+    of samples (:func:`_weight_rows`)."""
     G = g.G
     n, c = x.shape[:2]
     f = y.shape[1]
     ck = c // G * _prod(g.K)
     o = _prod(g.O)
     xm = array_module(x)
-    gb = None
     if _depthwise(g, c // G):
-        out = _dw_weight(x, y, g)
-        return out if bias is None else (out, None)
-    if cols is not None and cols.ndim == 1:
-        out, gb = _weight_rows(cols, y, g, bias)
-    elif cols is not None or ck <= _PER_SAMPLE_CK:
+        return _dw_weight(x, y, g)
+    if ck > _PER_SAMPLE_CK:
+        out = _weight_rows(x, cols, y, g)
+    else:
         # per-sample products (blocks of the batch on the intra-op threads), then summed
         # over the batch: the layout of the forward's columns, so kept columns serve as
-        # they are; built here, few columns per window make this the faster orientation
+        # they are; few columns per window make this the faster orientation
         per = xm.empty((n, G, f // G, ck), dtype=xm.result_type(x, y))
 
         def block(lo, hi):
@@ -597,34 +584,24 @@ def _weight_arrays(x, y, g, cols=None, bias=None):
                          col.reshape(hi - lo, G, ck, o).swapaxes(-1, -2), out=per[lo:hi])
         parallel_rows(block, n, per.size * o, xm, blas=True)
         out = per.sum(0)
-    else:
-        # one matrix product over all samples and positions, the columns as the
-        # left operand (the faster orientation for OpenBLAS)
-        col = im2col_rows(x, g).reshape(G, ck, n * o)
-        rows = contiguous(xm.moveaxis(y.reshape(n, G, f // G, o), 0, 2), xm)
-        out = _gemm.matmul(col, rows.reshape(G, f // G, n * o).swapaxes(-1, -2))
-        out = out.swapaxes(-1, -2)
-    out = out.reshape((f, c // G) + tuple(g.K))
-    return out if bias is None else (out, gb)
+    return out.reshape((f, c // G) + tuple(g.K))
 
 
-def _weight_rows(cols, y, g, bias):
-    """The weight gradient (G, F/G, C/G*K) from the forward's row columns
-    (:func:`_conv_rows`): per block of samples, that block of ``y`` made (G, F/G,
-    samples*O) with one copy and multiplied by the block's columns; the blocks' products
-    summed in order. With ``bias``, also the bias gradient (F,), from the same copies
-    of ``y``."""
+def _weight_rows(x, cols, y, g):
+    """The weight gradient (G, F/G, C/G*K) per block of samples (:func:`_row_blocks`):
+    the block's columns (the forward's, :func:`_conv_rows`, or made here when ``cols``
+    is None) times that block of ``y`` made (G, F/G, samples*O) with one copy; the
+    blocks' products summed in order."""
     xm = array_module(y)
     n, f = y.shape[:2]
+    c = x.shape[1]
     G = g.G
     o = _prod(g.O)
-    ck = cols.size // (n * o)
+    ck = c * _prod(g.K)
     blocks = _row_blocks(n, o)
     nb = len(blocks)
-    dt = xm.result_type(cols, y)
+    dt = xm.result_type(x, y)
     per = xm.empty((nb, G, ck // G, f // G), dtype=dt)
-    pb = xm.empty((nb, G, f // G), dtype=dt) if bias else None
-    ones = xm.ones((blocks[0][1] - blocks[0][0]) * o, dtype=dt) if bias else None
 
     def block(lo, hi):
         for i in range(lo, hi):
@@ -632,13 +609,12 @@ def _weight_rows(cols, y, g, bias):
             m = b - a
             yt = xm.ascontiguousarray(y[a:b].reshape(m, G, f // G, o).transpose(1, 2, 0, 3))
             yt = yt.reshape(G, f // G, m * o)
-            cb = cols[a * ck * o:b * ck * o].reshape(G, ck // G, m * o)
+            if cols is None:
+                cb = im2col_rows(x[a:b], g)
+            else:
+                cb = cols[a * ck * o:b * ck * o]
             # the columns as the left operand: 20-25% faster than the transposed
             # product on OpenBLAS
-            _gemm.matmul(cb, yt.swapaxes(-1, -2), out=per[i])
-            if bias:
-                _gemm.matmul(yt, ones[:m * o], out=pb[i])
+            _gemm.matmul(cb.reshape(G, ck // G, m * o), yt.swapaxes(-1, -2), out=per[i])
     parallel_rows(block, nb, per.size * o * (n // nb), xm, blas=True)
-    gw = (per[0] if nb == 1 else per.sum(0)).swapaxes(-1, -2)
-    gb = None if not bias else (pb[0] if nb == 1 else pb.sum(0)).reshape(f)
-    return gw, gb
+    return (per[0] if nb == 1 else per.sum(0)).swapaxes(-1, -2)

@@ -38,7 +38,6 @@ from ember.ops._conv_kernels import (  # noqa: F401
     Geom,
     _as_strided,
     _batch_blocks,
-    _bias_grad,
     _bias_shape,
     _col2im_last,
     _col2im_span,
@@ -104,21 +103,14 @@ class Conv(Primitive):
         e = self._edges
         g = self.g
         gx = ConvInput.apply(gy, w, None, g) if e[0] is not None else None
-        gw = gb = None
-        if not _grad_state.grad_enabled and not _modes.active[0]:
-            # a first derivative, nothing recorded: on arrays, the weight's gradient
-            # from the kept columns (its bias gradient from the same blocks of gy)
-            if e[1] is not None and len(saved) > 2:
-                gw, gb = _weight_arrays(x._data, gy._data, g, saved[2], e[2] is not None)
-                gw = _wrap(gw)
-            if e[2] is not None and gb is None:
-                gb = _bias_grad(gy._data)
-            if gb is not None:
-                gb = _wrap(gb)
-        if e[1] is not None and gw is None:
-            gw = ConvWeight.apply(x, gy, g)
-        if e[2] is not None and gb is None:
-            gb = gy.sum((0,) + tuple(range(2, 2 + g.nd)))
+        gw = None
+        if e[1] is not None:
+            if len(saved) > 2 and not _grad_state.grad_enabled and not _modes.active[0]:
+                # a first derivative, nothing recorded: the product over the kept columns
+                gw = _wrap(_weight_arrays(x._data, gy._data, g, saved[2]))
+            else:
+                gw = ConvWeight.apply(x, gy, g)
+        gb = gy.sum((0,) + tuple(range(2, 2 + g.nd))) if e[2] is not None else None
         return gx, gw, gb, None
 
     def jvp(self, tx, tw, tb, _):
@@ -130,11 +122,8 @@ class Conv(Primitive):
         e, g, gy = self._edges, self.g, grads[0]
         cols = _take_cols(self)
         gx = object.__new__(ConvInput).forward(gy, w, None, g) if e[0] is not None else None
-        gw = gb = None
-        if e[1] is not None:
-            gw, gb = _weight_arrays(x, gy, g, cols, e[2] is not None)
-        if e[2] is not None and gb is None:
-            gb = _bias_grad(gy)
+        gw = _weight_arrays(x, gy, g, cols) if e[1] is not None else None
+        gb = gy.sum((0,) + tuple(range(2, 2 + g.nd))) if e[2] is not None else None
         return [gx, gw, gb, None]
 
 
