@@ -91,3 +91,53 @@ def test_max_pool_gradient_of_non_finite_values(fn, shape, kw):
         # NaN and inf where torch has them; overlapping windows may sum in another order
         np.testing.assert_allclose(e, t, rtol=1e-6, atol=0, equal_nan=True)
         assert not np.isnan(e[np.isfinite(t)]).any()
+
+
+# (input shape, kwargs) of 2-d max pools whose windows lie inside the input: numba's
+# kernels (the 2x2 stride-2 one and the general one) beside the NumPy loops
+NUMBA_POOLS = [
+    ((4, 8, 26, 26), dict(kernel_size=2)),
+    ((4, 8, 11, 11), dict(kernel_size=2)),              # a row and column left over
+    ((2, 3, 9, 10), dict(kernel_size=3, stride=2)),     # overlapping: NumPy's gradient
+    ((2, 3, 9, 10), dict(kernel_size=2, stride=3)),     # gaps between windows
+    ((2, 3, 9, 11), dict(kernel_size=2, dilation=2)),
+    ((2, 3, 9, 11), dict(kernel_size=3, ceil_mode=True)),  # a partial window: NumPy
+    ((3, 10, 7), dict(kernel_size=2)),                  # unbatched
+]
+
+
+def _pool_run(x, gy, kw, numba_kernels, monkeypatch):
+    from ember.ops import pooling
+    monkeypatch.setattr(pooling, "_NUMBA", {} if numba_kernels else {"pool": None})
+    t = ember.tensor(x, requires_grad=True)
+    y, idx = ember.nn.functional.max_pool2d(t, return_indices=True, **kw)
+    y.backward(ember.tensor(gy))
+    used = pooling._NUMBA.get("pool")
+    return [a.copy() for a in (y.detach().numpy(), idx.numpy(), t.grad.numpy())], used
+
+
+@pytest.mark.parametrize("finite", [True, False], ids=["finite", "nonfinite_grad"])
+@pytest.mark.parametrize("shape,kw", NUMBA_POOLS, ids=[str(i) for i in range(len(NUMBA_POOLS))])
+def test_max_pool_numba_kernels_bit_equal_to_numpy_and_match_torch(shape, kw, finite,
+                                                                   monkeypatch):
+    rng = np.random.default_rng(5)
+    x = _specials(rng, int(np.prod(shape)), np.float32).reshape(shape)
+    x.reshape(-1)[:8] = [1.0, 1.0, 1.0, 1.0, -0.0, 0.0, 0.0, -0.0]  # ties, signed zeros
+    with torch.no_grad():
+        out_shape = torch.nn.functional.max_pool2d(torch.tensor(x), **kw).shape
+    gy = rng.standard_normal(out_shape).astype(np.float32)
+    if not finite:
+        gy.reshape(-1)[::7] = np.inf
+    fast, used = _pool_run(x, gy, kw, True, monkeypatch)
+    # numba is installed with the test extras; a partial window is NumPy's alone
+    assert (used is not None) == ("ceil_mode" not in kw)
+    slow, _ = _pool_run(x, gy, kw, False, monkeypatch)
+    for a, b in zip(fast, slow):
+        assert a.tobytes() == b.tobytes()
+    tx = torch.tensor(x, requires_grad=True)
+    ty, tidx = torch.nn.functional.max_pool2d(tx, return_indices=True, **kw)
+    ty.backward(torch.tensor(gy))
+    np.testing.assert_array_equal(fast[0], ty.detach().numpy())
+    np.testing.assert_array_equal(fast[1], tidx.numpy())
+    # overlapping windows (NumPy's loops) add in another order than torch
+    np.testing.assert_allclose(fast[2], tx.grad.numpy(), rtol=1e-6, atol=0, equal_nan=True)

@@ -222,16 +222,22 @@ def test_lstm_step_is_bit_identical(threads):
     _same(*threads(run))
 
 
-@pytest.mark.parametrize("shape,k", [((20, 8, 7, 7), 3), ((4, 3, 9, 9), 3)])
+@pytest.mark.parametrize("shape,k", [((20, 8, 7, 7), 3), ((4, 3, 9, 9), 3),
+                                     ((48, 16, 10, 10), 3)])
 def test_conv_layers_are_bit_identical_and_match_torch(threads, shape, k):
-    """Wide small maps (the batch-last input gradient) and narrow ones (per-sample
-    weight products)."""
+    """Wide small maps (the batch-last input gradient), narrow ones (per-sample
+    weight products) and more than 128 columns a window (row columns in blocks of
+    samples: 48 samples of 100 positions make 2 blocks)."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((6, shape[1], k, k)).astype(np.float32)
 
     def fn(m, x, w):
         return m.nn.functional.max_pool2d(m.nn.functional.conv2d(x, w, padding=1), 2)
+    from ember.ops import _conv_kernels
+    if shape[1] * k * k > _conv_kernels._PER_SAMPLE_CK:  # the row-column case
+        assert _conv_kernels._rows(shape[1] * k * k, shape[2] * shape[3])
+        assert len(_conv_kernels._row_blocks(shape[0], shape[2] * shape[3])) == 2
     one, two = threads(lambda: _grads(fn, [x, w]))
     _same(one, two)
     tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)

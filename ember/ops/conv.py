@@ -80,12 +80,10 @@ class Conv(Primitive):
             # a graph may be recorded: the columns are handed on (``_record``, ``vjp``)
             # in a box that whoever uses them empties, so that nothing holding this op
             # object (a compiled plan's step) keeps them alive
-            out, cols = _conv_arrays(x, w, g, keep=True)
+            out, cols = _conv_arrays(x, w, g, keep=True, bias=b)
             self._cols = None if cols is None else [cols]
         else:
-            out = _conv_arrays(x, w, g)
-        if b is not None:
-            out += _bias_shape(b, g.nd)
+            out = _conv_arrays(x, w, g, bias=b)
         return out
 
     def _record(self, args, out):

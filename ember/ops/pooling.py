@@ -20,7 +20,7 @@ from ember._tensor import Tensor
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.backend.threads import parallel_rows
+from ember.backend.threads import parallel_rows, refresh_blas
 from ember.ops import _batch, _jvp
 from ember.ops._util import with_out
 from ember.ops.conv import Geom, ntuple
@@ -62,6 +62,33 @@ def _lowest(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
+def _pair(g):
+    """2x2 windows with stride 2 (numba's specialised kernels)."""
+    return tuple(g.K) == (2, 2) and tuple(g.s) == (2, 2) and tuple(g.d) == (1, 1)
+
+
+_NUMBA = {}  # "pool": numba's kernels (ember/ops/_pool_numba.py), or None (tried once)
+
+
+def _numba_pool(xm, dtype, g):
+    """numba's 2-d max-pool kernels (``ember/ops/_pool_numba.py``, the ``ember[fast]``
+    extra) for float32/float64 NumPy arrays whose windows all lie wholly inside the
+    input (no padding, no partial windows), else None: the NumPy loops run. numba is
+    imported here, the first time such a pool runs, never at ``import ember``."""
+    if xm is not np or g.nd != 2 or dtype not in (np.float32, np.float64) or any(g.lo) \
+            or any((o - 1) * s + d * (k - 1) >= a for o, s, d, k, a in
+                   zip(g.O, g.s, g.d, g.K, g.S)):
+        return None
+    if "pool" not in _NUMBA:
+        try:
+            from ember.ops import _pool_numba
+        except ImportError:  # numba missing (or unusable with this NumPy)
+            _pool_numba = None
+        _NUMBA["pool"] = _pool_numba
+        refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
+    return _NUMBA["pool"]
+
+
 class MaxPool(Primitive):
     """Max over each window; remembers the first position of the max (PyTorch's)."""
     _node_name = "MaxPool2DWithIndicesBackward0"
@@ -74,6 +101,23 @@ class MaxPool(Primitive):
         pos = list(_positions(g))
         out_shape = x.shape[:x.ndim - g.nd] + tuple(g.O)
         arg = xm.empty(out_shape, np.int8 if len(pos) < 128 else np.int32)
+        fast = _numba_pool(xm, x.dtype, g)
+        if fast is not None:
+            # one compiled pass; the last NaN of a window is its index already
+            H, W = g.S
+            x3 = x.reshape((-1, H, W))
+            best = xm.empty(out_shape, x.dtype)
+            b3, a3 = best.reshape((-1,) + tuple(g.O)), arg.reshape((-1,) + tuple(g.O))
+
+            def block(lo, hi):
+                if pair:
+                    fast.max_pool2x2(x3, b3, a3, lo, hi)
+                else:
+                    fast.max_pool2d(x3, *g.K, *g.s, *g.d, b3, a3, lo, hi)
+            pair = _pair(g)
+            parallel_rows(block, x3.shape[0], best.size * len(pos), xm)
+            self.arg = arg
+            return best
         if not _covers(pos[0][1], g):
             best = _first_max_general(xm, x, pos, out_shape, arg)
         else:
@@ -200,13 +244,32 @@ class PoolScatter(Primitive):
     def forward(self, gy, arg, g):
         self.arg, self.g = arg, g
         xm = array_module(gy)
-        buf = xm.zeros(gy.shape[:gy.ndim - g.nd] + tuple(g.S), gy.dtype)
         disjoint = _disjoint(g)
-        pos = list(_positions(g))
         # a product with the 0/1 mask is the fast way to keep only the maxima, but an
         # infinite or NaN gradient times 0 is NaN: such gradients take a select instead
         # (elsewhere the positions that did not win get exactly 0, as in PyTorch)
         finite = gy.dtype.kind not in "fc" or bool(xm.isfinite(gy).all())
+        fast = _numba_pool(xm, gy.dtype, g) if disjoint else None
+        if fast is not None:
+            # windows that tile the input leave nothing unwritten: no zeroing pass
+            tile = tuple(g.s) == tuple(g.K) and all(d == 1 for d in g.d)
+            shape = gy.shape[:gy.ndim - g.nd] + tuple(g.S)
+            buf = xm.empty(shape, gy.dtype) if tile else xm.zeros(shape, gy.dtype)
+            b3 = buf.reshape((-1,) + tuple(g.S))
+            g3, a3 = gy.reshape((-1,) + tuple(g.O)), arg.reshape((-1,) + tuple(g.O))
+            zero = gy.dtype.type(0)
+
+            def block(lo, hi):
+                if pair:
+                    fast.max_pool2x2_scatter(g3, a3, finite, zero, b3, lo, hi)
+                else:
+                    fast.max_pool2d_scatter(g3, a3, *g.K, *g.s, *g.d, finite, zero, b3, lo,
+                                            hi)
+            pair = _pair(g)
+            parallel_rows(block, b3.shape[0], gy.size * 2 * math.prod(g.K), xm)
+            return buf
+        buf = xm.zeros(gy.shape[:gy.ndim - g.nd] + tuple(g.S), gy.dtype)
+        pos = list(_positions(g))
 
         def block(lo, hi):  # independent per sample and channel: split over them
             bb, gb, ab = buf[lo:hi], gy[lo:hi], arg[lo:hi]
