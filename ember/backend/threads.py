@@ -16,9 +16,10 @@ split axis are never split.
 The thread count starts from ``OMP_NUM_THREADS`` (as PyTorch's does), else
 ``OPENBLAS_NUM_THREADS`` (so that a BLAS limited by its environment variable and ember
 agree), else the cores this process may run on. ``set_num_threads`` also sets the
-threads of NumPy's BLAS when threadpoolctl is installed (``pip install -e '.[fast]'``);
-without it only ember's own kernels follow it and BLAS keeps its environment's count.
-MKL's products (``ember[mkl]``, :mod:`ember.backend.gemm`) always follow it.
+threads of NumPy's BLAS: through threadpoolctl when it is installed (``pip install -e
+'.[fast]'``), else, for the OpenBLAS NumPy's wheels ship, through OpenBLAS's own
+functions (:mod:`ember.backend.openblas`); a BLAS neither reaches keeps its
+environment's count. MKL's products (``ember[mkl]``, :mod:`ember.backend.gemm`) always follow it.
 """
 import contextlib
 import os
@@ -46,13 +47,14 @@ _state = {"threads": _default_threads(), "blas": None}
 
 
 def get_num_threads():
-    """The number of threads ember's kernels (and, with threadpoolctl, its BLAS) use."""
+    """The number of threads ember's kernels (and, where ember reaches it, its BLAS) use."""
     return _state["threads"]
 
 
 def set_num_threads(n):
-    """Use ``n`` threads for intra-op parallelism: ember's split kernels and, when
-    threadpoolctl is installed (``ember[fast]``), NumPy's BLAS, so that the two agree.
+    """Use ``n`` threads for intra-op parallelism: ember's split kernels and NumPy's
+    BLAS (through threadpoolctl, ``ember[fast]``, or OpenBLAS's own functions), so that
+    the two agree.
 
     >>> import ember
     >>> ember.set_num_threads(1)
@@ -71,14 +73,16 @@ def set_num_threads(n):
 
 
 def _blas_libs():
-    """threadpoolctl's controllers of the BLAS libraries loaded (NumPy's OpenBLAS),
-    found once; () without threadpoolctl."""
+    """Controllers of the BLAS libraries loaded (NumPy's OpenBLAS), found once:
+    threadpoolctl's when it is installed, else ember's own for OpenBLAS
+    (:mod:`ember.backend.openblas`); () when neither reaches NumPy's BLAS."""
     libs = _state.get("libs")
     if libs is None:
         try:
             from threadpoolctl import ThreadpoolController
-        except ImportError:  # NumPy alone: BLAS keeps the count its environment gave it
-            libs = ()
+        except ImportError:  # NumPy alone: OpenBLAS's own functions through ctypes
+            from ember.backend import openblas
+            libs = openblas.find()
         else:
             libs = tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
         _state["libs"] = libs
@@ -129,7 +133,7 @@ def refresh_blas():
 
 def blas_threads():
     """The BLAS thread count ember last set (None when it has not set one: no
-    threadpoolctl, or ``set_num_threads`` never called)."""
+    BLAS ember reaches, or ``set_num_threads`` never called)."""
     return _state["blas"]
 
 
@@ -261,7 +265,7 @@ def single_blas(steps=2):
     """BLAS at one thread inside the block (its count restored after), for loops of
     many small matrix products in sequence (a recurrent layer's ``steps``): OpenBLAS
     would wake its threads for each, and they spend longer waiting on each other than the
-    product takes. Nothing to do when threadpoolctl is missing, BLAS has one thread, or
+    product takes. Nothing to do when ember cannot reach the BLAS, it has one thread, or
     there is one step (a cell: switching BLAS's threads costs more than the product)."""
     if steps < 2 or _state["threads"] < 2 and _state["blas"] is not None:
         yield
