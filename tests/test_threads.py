@@ -278,3 +278,56 @@ def test_single_blas_for_step_loops():
         assert _blas_threads() == {2}
     finally:
         ember.set_num_threads(before)
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_sgd_momentum_is_bit_identical_and_matches_torch(threads, nesterov):
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((40, 30)).astype(np.float32)
+    grads = [rng.standard_normal((40, 30)).astype(np.float32) for _ in range(3)]
+
+    def run(m):
+        p = m.nn.Parameter(m.tensor(w0.copy()))
+        opt = m.optim.SGD([p], lr=0.1, momentum=0.9, nesterov=nesterov)
+        for g in grads:
+            p.grad = m.tensor(g)
+            opt.step()
+        return p.detach().numpy().copy()
+    one, two = threads(lambda: run(ember))
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_allclose(two, run(torch), rtol=1e-6, atol=1e-6)
+
+
+@pytest.fixture
+def no_threadpoolctl(monkeypatch):
+    """ember as installed without threadpoolctl: its BLAS controllers looked up anew."""
+    monkeypatch.setitem(__import__("sys").modules, "threadpoolctl", None)
+    monkeypatch.setitem(T._state, "libs", None)
+    before = ember.get_num_threads()
+    yield
+    T._state["libs"] = None  # the next lookup finds threadpoolctl again
+    ember.set_num_threads(before)
+
+
+def test_openblas_threads_are_set_without_threadpoolctl(no_threadpoolctl):
+    from ember.backend import openblas
+    libs = T._blas_libs()
+    assert libs and all(isinstance(lib, openblas.OpenBLAS) for lib in libs)
+    assert {lib.filepath for lib in libs} >= {
+        i["filepath"] for i in threadpool_info() if i["internal_api"] == "openblas"}
+    ember.set_num_threads(1)
+    assert _blas_threads() == {1} and T.blas_threads() == 1
+    ember.set_num_threads(2)
+    assert _blas_threads() == {2} and libs[0].num_threads == 2
+    with T.single_blas():
+        assert _blas_threads() == {1}
+    assert _blas_threads() == {2}
+
+
+def test_split_regions_run_blas_at_one_thread_without_threadpoolctl(no_threadpoolctl,
+                                                                   monkeypatch):
+    monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
+    ember.set_num_threads(2)
+    seen = []
+    T.parallel_rows(lambda lo, hi: seen.append(_blas_threads()), 4, 4, blas=True)
+    assert seen == [{1}, {1}] and _blas_threads() == {2}
