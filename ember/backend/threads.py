@@ -280,3 +280,54 @@ def single_blas(steps=2):
         for lib, k in saved:
             if k > 1:
                 lib.set_num_threads(k)
+
+
+# ----- matrix products --------------------------------------------------------------
+# OpenBLAS's own threads busy-wait (sched_yield) for a while after each threaded call:
+# between ember's products that thread spins on the second core, where ember's pool
+# worker (and, on a shared machine, every other process) then gets only part of it.
+# So at more than one thread ember keeps its products off BLAS's threads: large ones
+# run in row blocks on the pool with BLAS at one thread per block, the others at one
+# BLAS thread. Row blocks of a product give the same values as the whole product when
+# every block stays on BLAS's large-matrix kernels (checked for the shapes below by
+# tests/test_threads.py), so results do not change with the thread count.
+_SPLIT_MNK = 1 << 21  # m*n*k from which a product is split over the pool
+_MIN_BLOCK_ROWS = 32  # rows per block, and columns, below which BLAS takes other paths
+_BLAS_THREADED_MNK = 1 << 18  # OpenBLAS runs one thread below this m*n*k by itself
+
+
+def matmul(a, b, out=None):
+    """``np.matmul(a, b, out=out)`` for two 2-D floating NumPy arrays when ember has more
+    than one thread and reaches NumPy's BLAS: in row blocks on the pool (BLAS at one
+    thread per block) when large, else at one BLAS thread; None when not taken (the
+    caller runs ``np.matmul`` itself)."""
+    if _state["threads"] < 2 or a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or \
+            a.dtype.char not in "fd" or getattr(local, "in_worker", False):
+        return None
+    (m, k), n = a.shape, b.shape[-1]
+    mnk = m * n * k
+    if mnk < _BLAS_THREADED_MNK or b.shape[0] != k or not _all_blas():
+        return None
+    if out is not None and (np.may_share_memory(out, a) or np.may_share_memory(out, b)):
+        return None
+    if mnk >= _SPLIT_MNK and m >= 2 * _MIN_BLOCK_ROWS and n >= _MIN_BLOCK_ROWS:
+        if out is None:
+            out = np.empty((m, n), a.dtype)
+
+        def block(lo, hi):
+            np.matmul(a[lo:hi], b, out=out[lo:hi])
+        parallel_rows(block, m, mnk >> 4, blas=True)
+        return out
+    with single_blas():
+        return np.matmul(a, b, out=out)
+
+
+def blas_rows(fn, rows, cost):
+    """:func:`parallel_rows` with ``blas``, for kernels that call BLAS: when the work is
+    too small to split, ``fn(0, rows)`` still runs at one BLAS thread (at more than one
+    ember thread), so that BLAS's own threads are not woken (see above)."""
+    if min(_state["threads"], rows, int(cost // _MIN_COST_PER_THREAD)) >= 2:
+        parallel_rows(fn, rows, cost, blas=True)
+        return
+    with single_blas():
+        fn(0, rows)
