@@ -15,8 +15,10 @@ one op, an op under no_grad, or an optimizer step, at the workloads' shapes) run
 for ember and torch at 1 and 2 threads, ember's 2t/1t wall ratio (about 0.5 for a
 kernel that scales, 1.0 for a serial one), ember's CPU/wall at 2 threads (about 2 when
 both threads work, about 1 when one works and the other sleeps; more than the wall
-ratio suggests where threads spin waiting), and ember/torch at 2 threads; the load
-average is printed before and after. ``--numpy-only`` runs ember as its default install
+ratio suggests where threads spin waiting), ember's CPU time at 2 threads over its CPU
+time at 1 (about 1 when the second thread only shares the work; well above 1 when
+threads spin waiting for each other), and ember/torch at 2 threads; the load average is
+printed before and after. ``--numpy-only`` runs ember as its default install
 (``EMBER_MKL=0``, threadpoolctl and numba hidden); ``--tree PATH`` runs ember from
 another source tree.
 """
@@ -191,12 +193,14 @@ def main():
     med = {key: {k: [statistics.median(r[k][i] for r in rs) for i in (0, 1)]
                  for k in rs[0]} for key, rs in runs.items()}
     print(f"{'kernel (ms per call, wall)':<30}{'ember 1t':>10}{'ember 2t':>10}{'torch 1t':>10}"
-          f"{'torch 2t':>10}{'e 2t/1t':>9}{'e cpu/wall 2t':>15}{'e/t 2t':>8}")
+          f"{'torch 2t':>10}{'e 2t/1t':>9}{'e cpu/wall 2t':>15}{'e cpu 2t/1t':>13}"
+          f"{'e/t 2t':>8}")
     for k in med["ember", 1]:
-        e1, e2 = med["ember", 1][k][0], med["ember", 2][k]
+        e1, e2 = med["ember", 1][k], med["ember", 2][k]
         t1, t2 = med["torch", 1][k][0], med["torch", 2][k][0]
-        print(f"{k:<30}{e1:>10.3f}{e2[0]:>10.3f}{t1:>10.3f}{t2:>10.3f}{e2[0] / e1:>9.2f}"
-              f"{e2[1] / e2[0]:>15.2f}{e2[0] / t2:>8.2f}")
+        print(f"{k:<30}{e1[0]:>10.3f}{e2[0]:>10.3f}{t1:>10.3f}{t2:>10.3f}"
+              f"{e2[0] / e1[0]:>9.2f}{e2[1] / e2[0]:>15.2f}{e2[1] / e1[1]:>13.2f}"
+              f"{e2[0] / t2:>8.2f}")
     print(f"load average after {_load()}")
 
 

@@ -162,7 +162,8 @@ def main():
         return
     trees = args.tree or [ROOT]
     cols = [("ember", t) for t in trees] + [("torch", None)]
-    names = [f"ember@{t}" if len(trees) > 1 else "ember" for t in trees] + ["torch"]
+    names = [f"ember@{os.path.abspath(t)}" if len(trees) > 1 else "ember"
+             for t in trees] + ["torch"]
     print(f"each library in its own process; threads: "
           f"{args.threads or 'defaults'}; ember "
           f"{'NumPy only' if args.numpy_only else 'with the extras installed'}, "
