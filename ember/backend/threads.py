@@ -3,9 +3,10 @@ that splits large array kernels across cores.
 
 NumPy runs each elementwise, reduction or pooling kernel on one core; only its BLAS
 uses more. ember's own kernels that dominate training steps (convolution over a batch,
-pooling, ReLU, the optimizer updates, row-wise softmax and normalization) are split
-here into independent row blocks run by a small pool of Python threads: NumPy releases
-the GIL inside its loops, so the blocks run on different cores at once.
+pooling, ReLU, the optimizer updates, row-wise softmax and normalization, and the large
+matrix products themselves, see :func:`matmul`) are split here into independent row
+blocks run by a small pool of Python threads: NumPy releases the GIL inside its loops,
+so the blocks run on different cores at once.
 
 Results do not change with the thread count. A block is only ever a range of rows over
 which the kernel is independent (an elementwise op, a per-sample or per-row
@@ -29,7 +30,7 @@ import threading
 import numpy as np
 
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
-           "contiguous", "single_blas", "add_blas", "remove_blas"]
+           "contiguous", "single_blas", "add_blas", "remove_blas", "matmul", "blas_rows"]
 
 
 def _default_threads():
