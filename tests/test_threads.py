@@ -284,3 +284,149 @@ def test_single_blas_for_step_loops():
         assert _blas_threads() == {2}
     finally:
         ember.set_num_threads(before)
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_sgd_momentum_is_bit_identical_and_matches_torch(threads, nesterov):
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((40, 30)).astype(np.float32)
+    grads = [rng.standard_normal((40, 30)).astype(np.float32) for _ in range(3)]
+
+    def run(m):
+        p = m.nn.Parameter(m.tensor(w0.copy()))
+        opt = m.optim.SGD([p], lr=0.1, momentum=0.9, nesterov=nesterov)
+        for g in grads:
+            p.grad = m.tensor(g)
+            opt.step()
+        return p.detach().numpy().copy()
+    one, two = threads(lambda: run(ember))
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_allclose(two, run(torch), rtol=1e-6, atol=1e-6)
+
+
+@pytest.fixture
+def no_threadpoolctl(monkeypatch):
+    """ember as installed without threadpoolctl: its BLAS controllers looked up anew."""
+    monkeypatch.setitem(__import__("sys").modules, "threadpoolctl", None)
+    monkeypatch.setitem(T._state, "libs", None)
+    before = ember.get_num_threads()
+    yield
+    T._state["libs"] = None  # the next lookup finds threadpoolctl again
+    ember.set_num_threads(before)
+
+
+def test_openblas_threads_are_set_without_threadpoolctl(no_threadpoolctl):
+    from ember.backend import openblas
+    libs = T._blas_libs()
+    assert libs and all(isinstance(lib, openblas.OpenBLAS) for lib in libs)
+    assert {lib.filepath for lib in libs} >= {
+        i["filepath"] for i in threadpool_info() if i["internal_api"] == "openblas"}
+    ember.set_num_threads(1)
+    assert _blas_threads() == {1} and T.blas_threads() == 1
+    ember.set_num_threads(2)
+    assert _blas_threads() == {2} and libs[0].num_threads == 2
+    with T.single_blas():
+        assert _blas_threads() == {1}
+    assert _blas_threads() == {2}
+
+
+def test_split_regions_run_blas_at_one_thread_without_threadpoolctl(no_threadpoolctl,
+                                                                   monkeypatch):
+    monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
+    ember.set_num_threads(2)
+    seen = []
+    T.parallel_rows(lambda lo, hi: seen.append(_blas_threads()), 4, 4, blas=True)
+    assert seen == [{1}, {1}] and _blas_threads() == {2}
+
+
+# the products of the benchmark workloads (MLP, Transformer, CNN head, LSTM input
+# projection), each as NumPy gives it to ember's matmul: plain, or a transposed operand
+_GEMM_SHAPES = [(128, 784, 256), (256, 128, 784), (128, 256, 128), (1024, 128, 384),
+                (128, 1024, 256), (1024, 256, 128), (64, 1600, 128), (1024, 64, 512),
+                (100, 300, 70), (70, 1000, 33)]
+
+
+@pytest.mark.parametrize("m,k,n", _GEMM_SHAPES)
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+def test_matmul_rows_are_bit_identical_to_the_whole_product(threads, m, k, n, layout):
+    from ember.backend import gemm
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((k, m) if layout == "tn" else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if layout == "nt" else (k, n)).astype(np.float32)
+    a = a.T if layout == "tn" else a
+    b = b.T if layout == "nt" else b
+    with gemm.numpy_only():
+        one, two = threads(lambda: gemm.matmul(a, b))
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_allclose(two, torch.tensor(a) @ torch.tensor(b), rtol=1e-4, atol=1e-3)
+
+
+def test_small_products_run_at_one_blas_thread(monkeypatch):
+    from ember.backend import gemm
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    seen = []
+    a, b = np.ones((32, 128), np.float32), np.ones((128, 128), np.float32)
+    real = np.matmul
+
+    def spy(*args, **kwargs):
+        seen.append(_blas_threads())
+        return real(*args, **kwargs)
+    try:
+        monkeypatch.setattr(T.np, "matmul", spy)
+        with gemm.numpy_only():
+            r = gemm.matmul(a, b)
+        monkeypatch.undo()
+        assert seen == [{1}] and _blas_threads() == {2}
+        np.testing.assert_array_equal(r, np.full((32, 128), 128, np.float32))
+    finally:
+        monkeypatch.undo()
+        ember.set_num_threads(before)
+
+
+def test_mlp_training_is_bit_identical_across_threads_and_matches_torch(threads):
+    from ember.backend import gemm
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((128, 784)).astype(np.float32)
+    y = rng.integers(0, 10, 128)
+    torch.manual_seed(0)
+    tnet = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(),
+                               torch.nn.Linear(256, 128), torch.nn.ReLU(),
+                               torch.nn.Linear(128, 10))
+    weights = {k: v.detach().numpy().copy() for k, v in tnet.state_dict().items()}
+
+    def run(m):
+        nn = m.nn
+        net = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                            nn.Linear(128, 10))
+        net.load_state_dict({k: m.tensor(v) for k, v in weights.items()})
+        opt = m.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+        for _ in range(2):
+            opt.zero_grad()
+            m.nn.functional.cross_entropy(net(m.tensor(x)), m.tensor(y)).backward()
+            opt.step()
+        return [p.detach().numpy().copy() for p in net.parameters()]
+    with gemm.numpy_only():
+        one, two = threads(lambda: run(ember))
+    _same(one, two)
+    for e, t in zip(two, run(torch)):
+        np.testing.assert_allclose(e, t, rtol=1e-4, atol=1e-5)
+
+
+def test_sgd_saxpy_in_blocks_is_bit_identical_and_matches_torch(threads):
+    from ember.backend import axpy
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((300, 101)).astype(np.float32)  # over BLAS's threaded size
+    grads = [rng.standard_normal(w0.shape).astype(np.float32) for _ in range(2)]
+
+    def run(m):
+        p = m.nn.Parameter(m.tensor(w0.copy()))
+        opt = m.optim.SGD([p], lr=0.1)
+        for g in grads:
+            p.grad = m.tensor(g)
+            opt.step()
+        return p.detach().numpy().copy()
+    assert axpy.available()
+    one, two = threads(lambda: run(ember))
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(two, run(torch))

@@ -21,12 +21,15 @@ import threading
 
 import numpy as np
 
+from ember.backend import threads as _threads
+
 __all__ = ["saxpy", "available"]
 
 # None: not looked for yet; False: not used; else (function, largest n, pointer reader)
 _fn = [None]
 _lock = threading.Lock()
 _MIN_SIZE = 256  # below this the ctypes call costs more than NumPy's float64 passes
+_BLAS_THREADED = 10000  # OpenBLAS's axpy runs its threads above this many elements
 
 # (symbol, 64-bit integers) as the BLAS builds NumPy ships spell cblas_saxpy
 _SYMBOLS = (("scipy_cblas_saxpy64_", True), ("cblas_saxpy64_", True), ("cblas_saxpy", False))
@@ -133,5 +136,14 @@ def saxpy(y, alpha, x):
     if fn is False or y.size > fn[1] or np.may_share_memory(x, y):
         return False
     ptr = fn[2]
-    fn[0](y.size, alpha, ptr(x), 1, ptr(y), 1)
+    if y.size <= _BLAS_THREADED or _threads.get_num_threads() < 2:
+        fn[0](y.size, alpha, ptr(x), 1, ptr(y), 1)
+        return True
+    # OpenBLAS would run this on its own threads: on ember's instead (threads.py says
+    # why), each element computed alike in any block
+    px, py = ptr(x), ptr(y)
+
+    def block(lo, hi):
+        fn[0](hi - lo, alpha, px + 4 * lo, 1, py + 4 * lo, 1)
+    _threads.blas_rows(block, y.size, 2 * y.size)
     return True

@@ -234,6 +234,10 @@ def matmul(a, b, out=None):
         r = _mkl_matmul(a, b, out)
         if r is not None:
             return r
+    if type(a) is np.ndarray and type(b) is np.ndarray and _threads.get_num_threads() > 1:
+        r = _threads.matmul(a, b, out)  # on ember's threads, not BLAS's (threads.py)
+        if r is not None:
+            return r
     if out is None:
         return a @ b  # np.matmul for arrays; Tensors and CuPy arrays take their own
     if type(a) is np.ndarray:

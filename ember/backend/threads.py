@@ -3,9 +3,10 @@ that splits large array kernels across cores.
 
 NumPy runs each elementwise, reduction or pooling kernel on one core; only its BLAS
 uses more. ember's own kernels that dominate training steps (convolution over a batch,
-pooling, ReLU, the optimizer updates, row-wise softmax and normalization) are split
-here into independent row blocks run by a small pool of Python threads: NumPy releases
-the GIL inside its loops, so the blocks run on different cores at once.
+pooling, ReLU, the optimizer updates, row-wise softmax and normalization, and the large
+matrix products themselves, see :func:`matmul`) are split here into independent row
+blocks run by a small pool of Python threads: NumPy releases the GIL inside its loops,
+so the blocks run on different cores at once.
 
 Results do not change with the thread count. A block is only ever a range of rows over
 which the kernel is independent (an elementwise op, a per-sample or per-row
@@ -16,9 +17,10 @@ split axis are never split.
 The thread count starts from ``OMP_NUM_THREADS`` (as PyTorch's does), else
 ``OPENBLAS_NUM_THREADS`` (so that a BLAS limited by its environment variable and ember
 agree), else the cores this process may run on. ``set_num_threads`` also sets the
-threads of NumPy's BLAS when threadpoolctl is installed (``pip install -e '.[fast]'``);
-without it only ember's own kernels follow it and BLAS keeps its environment's count.
-MKL's products (``ember[mkl]``, :mod:`ember.backend.gemm`) always follow it.
+threads of NumPy's BLAS: through threadpoolctl when it is installed (``pip install -e
+'.[fast]'``), else, for the OpenBLAS NumPy's wheels ship, through OpenBLAS's own
+functions (:mod:`ember.backend.openblas`); a BLAS neither reaches keeps its
+environment's count. MKL's products (``ember[mkl]``, :mod:`ember.backend.gemm`) always follow it.
 """
 import contextlib
 import os
@@ -28,7 +30,7 @@ import threading
 import numpy as np
 
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
-           "contiguous", "single_blas", "add_blas", "remove_blas"]
+           "contiguous", "single_blas", "add_blas", "remove_blas", "matmul", "blas_rows"]
 
 
 def _default_threads():
@@ -46,13 +48,14 @@ _state = {"threads": _default_threads(), "blas": None}
 
 
 def get_num_threads():
-    """The number of threads ember's kernels (and, with threadpoolctl, its BLAS) use."""
+    """The number of threads ember's kernels (and, where ember reaches it, its BLAS) use."""
     return _state["threads"]
 
 
 def set_num_threads(n):
-    """Use ``n`` threads for intra-op parallelism: ember's split kernels and, when
-    threadpoolctl is installed (``ember[fast]``), NumPy's BLAS, so that the two agree.
+    """Use ``n`` threads for intra-op parallelism: ember's split kernels and NumPy's
+    BLAS (through threadpoolctl, ``ember[fast]``, or OpenBLAS's own functions), so that
+    the two agree.
 
     >>> import ember
     >>> ember.set_num_threads(1)
@@ -71,14 +74,16 @@ def set_num_threads(n):
 
 
 def _blas_libs():
-    """threadpoolctl's controllers of the BLAS libraries loaded (NumPy's OpenBLAS),
-    found once; () without threadpoolctl."""
+    """Controllers of the BLAS libraries loaded (NumPy's OpenBLAS), found once:
+    threadpoolctl's when it is installed, else ember's own for OpenBLAS
+    (:mod:`ember.backend.openblas`); () when neither reaches NumPy's BLAS."""
     libs = _state.get("libs")
     if libs is None:
         try:
             from threadpoolctl import ThreadpoolController
-        except ImportError:  # NumPy alone: BLAS keeps the count its environment gave it
-            libs = ()
+        except ImportError:  # NumPy alone: OpenBLAS's own functions through ctypes
+            from ember.backend import openblas
+            libs = openblas.find()
         else:
             libs = tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
         _state["libs"] = libs
@@ -129,7 +134,7 @@ def refresh_blas():
 
 def blas_threads():
     """The BLAS thread count ember last set (None when it has not set one: no
-    threadpoolctl, or ``set_num_threads`` never called)."""
+    BLAS ember reaches, or ``set_num_threads`` never called)."""
     return _state["blas"]
 
 
@@ -261,7 +266,7 @@ def single_blas(steps=2):
     """BLAS at one thread inside the block (its count restored after), for loops of
     many small matrix products in sequence (a recurrent layer's ``steps``): OpenBLAS
     would wake its threads for each, and they spend longer waiting on each other than the
-    product takes. Nothing to do when threadpoolctl is missing, BLAS has one thread, or
+    product takes. Nothing to do when ember cannot reach the BLAS, it has one thread, or
     there is one step (a cell: switching BLAS's threads costs more than the product)."""
     if steps < 2 or _state["threads"] < 2 and _state["blas"] is not None:
         yield
@@ -276,3 +281,54 @@ def single_blas(steps=2):
         for lib, k in saved:
             if k > 1:
                 lib.set_num_threads(k)
+
+
+# ----- matrix products --------------------------------------------------------------
+# OpenBLAS's own threads busy-wait (sched_yield) for a while after each threaded call:
+# between ember's products that thread spins on the second core, where ember's pool
+# worker (and, on a shared machine, every other process) then gets only part of it.
+# So at more than one thread ember keeps its products off BLAS's threads: large ones
+# run in row blocks on the pool with BLAS at one thread per block, the others at one
+# BLAS thread. Row blocks of a product give the same values as the whole product when
+# every block stays on BLAS's large-matrix kernels (checked for the shapes below by
+# tests/test_threads.py), so results do not change with the thread count.
+_SPLIT_MNK = 1 << 21  # m*n*k from which a product is split over the pool
+_MIN_BLOCK_ROWS = 32  # rows per block, and columns, below which BLAS takes other paths
+_BLAS_THREADED_MNK = 1 << 18  # OpenBLAS runs one thread below this m*n*k by itself
+
+
+def matmul(a, b, out=None):
+    """``np.matmul(a, b, out=out)`` for two 2-D floating NumPy arrays when ember has more
+    than one thread and reaches NumPy's BLAS: in row blocks on the pool (BLAS at one
+    thread per block) when large, else at one BLAS thread; None when not taken (the
+    caller runs ``np.matmul`` itself)."""
+    if _state["threads"] < 2 or a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or \
+            a.dtype.char not in "fd" or getattr(local, "in_worker", False):
+        return None
+    (m, k), n = a.shape, b.shape[-1]
+    mnk = m * n * k
+    if mnk < _BLAS_THREADED_MNK or b.shape[0] != k or not _all_blas():
+        return None
+    if out is not None and (np.may_share_memory(out, a) or np.may_share_memory(out, b)):
+        return None
+    if mnk >= _SPLIT_MNK and m >= 2 * _MIN_BLOCK_ROWS and n >= _MIN_BLOCK_ROWS:
+        if out is None:
+            out = np.empty((m, n), a.dtype)
+
+        def block(lo, hi):
+            np.matmul(a[lo:hi], b, out=out[lo:hi])
+        parallel_rows(block, m, mnk >> 4, blas=True)
+        return out
+    with single_blas():
+        return np.matmul(a, b, out=out)
+
+
+def blas_rows(fn, rows, cost):
+    """:func:`parallel_rows` with ``blas``, for kernels that call BLAS: when the work is
+    too small to split, ``fn(0, rows)`` still runs at one BLAS thread (at more than one
+    ember thread), so that BLAS's own threads are not woken (see above)."""
+    if min(_state["threads"], rows, int(cost // _MIN_COST_PER_THREAD)) >= 2:
+        parallel_rows(fn, rows, cost, blas=True)
+        return
+    with single_blas():
+        fn(0, rows)

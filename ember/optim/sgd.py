@@ -4,7 +4,14 @@ import numpy as np
 
 from ember._tensor import _make
 from ember.optim import _one_pass
-from ember.optim.optimizer import Optimizer, _axpy, _check_flags, _check_lr, _value
+from ember.optim.optimizer import (
+    Optimizer,
+    _axpy,
+    _check_flags,
+    _check_lr,
+    _split_update,
+    _value,
+)
 
 __all__ = ["SGD"]
 
@@ -84,13 +91,21 @@ class SGD(Optimizer):
                     _one_pass.sgd(parameter, g, b, momentum, lr, buf is not None):
                 return
             if buf is not None:
-                b *= momentum
                 if dampening == 0:
-                    b += g
+                    # elementwise: in blocks on the intra-op threads when large
+                    _split_update(lambda b, g: _momentum(b, momentum, g), 2, b, g)
                 else:
+                    b *= momentum
                     _axpy(b, 1 - dampening, g, out=b)
             g = _axpy(g, momentum, b) if nesterov else b
         elif self._one_pass and _one_pass.sgd(parameter, g, None, 0, lr, False):
             return
         # one rounding for p - lr * g, as PyTorch's param.add_(g, alpha=-lr)
         _axpy(parameter, -lr, g, out=parameter)
+
+
+def _momentum(b, momentum, g):
+    """``b = momentum * b + g`` in place (two roundings, as PyTorch's ``mul_`` then
+    ``add_``)."""
+    b *= momentum
+    b += g
