@@ -345,6 +345,35 @@ def _lstm_kernels(xp, *arrays):
     return _FUSED["lstm"]
 
 
+def _seq_gemm(fused, bs, rows, w_hr, G, H):
+    """The BLAS function the whole-sequence kernels call (``_lstm_numba.sgemm``) where
+    they apply -- a padded batch (``rows`` at every step), no projection --, else None:
+    the per-step loop runs."""
+    if w_hr is not None or not bs or bs[0] != rows or bs[-1] != rows:
+        return None
+    return fused.sgemm(rows, G, H)
+
+
+def _lstm_forward_seq(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse):
+    """``_lstm_forward_np`` over a padded batch as one numba kernel call
+    (``_lstm_numba.forward_seq``): the same buffers, except that the previous cell
+    states ``Cp`` are a view of the states' buffer instead of a copy."""
+    N, B, H = S.shape[0], bs[0], c0.shape[1]
+    dt = S.dtype
+    CC = np.empty((N + B, H), dt)  # c0, then each step's c (reversed: each step's, c0)
+    C, Cp = (CC[:N], CC[B:]) if reverse else (CC[B:], CC[:N])
+    (CC[N:] if reverse else CC[:B])[...] = c0
+    TC, M = np.empty((N, H), dt), np.empty((N, H), dt)
+    Hp = np.empty((N, h0.shape[1]), dt)
+    with single_blas(len(bs)):  # one small matrix product per step
+        fused.forward_seq(gemm, S, np.ascontiguousarray(bias), np.empty((B, S.shape[1]), dt),
+                          np.ascontiguousarray(w_hh.T), np.ascontiguousarray(h0), CC, TC, Hp,
+                          M, B, reverse)
+    last = slice(0, B) if reverse else slice(N - B, N)
+    hn, cn = _final(_NP_MATH, M[last], C[last], [])
+    return M, hn, cn, (S, TC, Cp, Hp, M)
+
+
 def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     """``_layer_forward`` for the LSTM on arrays, writing into whole-sequence buffers:
     S (gate activations i, f, g, o), TC (tanh c), Cp/Hp (each row's previous state),
@@ -352,6 +381,11 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     S = xp.array(x, order="C") if w_ih is None else _mm(x, xp.ascontiguousarray(w_ih.T))
     bias = _RNNCellMath.input_bias(b_ih, b_hh)
     if bias is not None:
+        fused = _lstm_kernels(xp, S, h0, c0, w_hh, bias)
+        gemm = None if fused is None else _seq_gemm(fused, bs, h0.shape[0], w_hr, S.shape[1],
+                                                    h0.shape[1])
+        if gemm is not None:
+            return _lstm_forward_seq(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse)
         S += bias
     N, H, Hout, dt = x.shape[0], c0.shape[1], h0.shape[1], S.dtype
     TC, C, Cp, M = (xp.empty((N, H), dt) for _ in range(4))
@@ -416,9 +450,21 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     offs = _offsets(bs)
     h_parts, c_parts = [], []
     dh = dc = None
-    fused = _lstm_kernels(xp, S, gy, ghn, gcn)
+    fused = _lstm_kernels(xp, S, gy, ghn, gcn, w_hh)
     if fused is not None:  # one compiled specialization: C-ordered arrays
         gy, ghn, gcn = (None if a is None else xp.ascontiguousarray(a) for a in (gy, ghn, gcn))
+        n0 = ghn.shape[0]
+        gemm = _seq_gemm(fused, bs, n0, w_hr, 4 * H, H)
+        if gemm is not None and gcn is not None:  # every step in one kernel call
+            dh0 = xp.empty((n0, H), S.dtype)
+            with single_blas(T):
+                dc0 = fused.backward_seq(gemm, dG, S, TC, Cp, xp.ascontiguousarray(w_hh), gy,
+                                         ghn, gcn, dh0, xp.empty_like(dh0),
+                                         xp.empty_like(dh0), n0, reverse, needs[1])
+            grads = _param_grads(dG, dG, Hp, x, w_ih, needs)
+            # the first state's gradients only where asked for (dh0 was not computed)
+            return (grads[0], dh0 if needs[1] else None, dc0 if needs[2] else None) + \
+                grads[1:]
     with single_blas(T):  # one small matrix product per step
         for t in (range(T) if reverse else range(T - 1, -1, -1)):
             n, o = bs[t], offs[t]
