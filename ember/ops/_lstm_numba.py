@@ -38,10 +38,11 @@ try:  # numba loads SciPy's own OpenBLAS at its first compile or cache load; loa
 except ImportError:
     pass
 
-__all__ = ["forward_step", "backward_step", "forward_seq", "backward_seq", "sgemm", "CACHED"]
+__all__ = ["forward_step", "backward_step", "forward_seq", "backward_seq", "sgemm", "transpose",
+           "CACHED"]
 
 _F = np.float32
-_ROW_MAJOR, _NO_TRANS = 101, 111  # CBLAS's enums
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112  # CBLAS's enums
 _ONE, _HALF, _MTWO = _F(1.0), _F(0.5), _F(-2.0)
 # exp: inputs clamped so that 2**n stays a normal float32 (n in [-126, 127])
 _EXP_LO, _EXP_HI = _F(-87.0), _F(88.0)
@@ -241,7 +242,8 @@ def backward_seq(gemm, dG, S, TC, Cp, w_hh, gy, ghn, gcn, dh, dc, dc2, B, revers
 
 
 # ----- the BLAS product the sequence kernels call ----------------------------------------
-_SGEMM = {}  # "numpy"/"mkl": the ctypes function, or None where none was found
+# "numpy"/"mkl": the ctypes sgemm, "omatcopy" the transposition; None where not found
+_SGEMM = {}
 
 
 def _prototype(ctypes, int_t):
@@ -250,36 +252,61 @@ def _prototype(ctypes, int_t):
                             int_t)
 
 
-def _numpy_sgemm():
-    """NumPy's own BLAS ``cblas_sgemm`` (the library ``np.matmul`` calls), or None. Taken
-    only when a probe product through it is ``np.matmul``'s to the bit, so the sequence
-    kernels' products are the per-step loop's."""
+def _numpy_blas():
+    """(``cblas_sgemm``, ``cblas_somatcopy``) of NumPy's own BLAS (the library
+    ``np.matmul`` calls), each None where not found. The product is taken only when a
+    probe through it is ``np.matmul``'s to the bit, so the sequence kernels' products are
+    the per-step loop's; the transposition only when it transposes a probe."""
     import ctypes
     import glob
     import os
     libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    names = (("scipy_cblas_sgemm64_", ctypes.c_int64), ("cblas_sgemm64_", ctypes.c_int64),
-             ("scipy_cblas_sgemm", ctypes.c_int), ("cblas_sgemm", ctypes.c_int))
     rng = np.random.default_rng(0)
     a = rng.standard_normal((32, 96)).astype(np.float32)
     b = rng.standard_normal((96, 80)).astype(np.float32)
     want = a @ b
+    found = [None, None]
     for path in sorted(glob.glob(os.path.join(libs, "*blas*"))):
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for name, int_t in names:
-            f = getattr(lib, name, None)
-            if f is None:
-                continue
-            fn = _prototype(ctypes, int_t)(ctypes.cast(f, ctypes.c_void_p).value)
-            got = np.empty_like(want)
-            fn(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, 32, 80, 96, 1.0, a.ctypes.data, 96,
-               b.ctypes.data, 80, 0.0, got.ctypes.data, 80)
-            if np.array_equal(got, want):
-                return fn
-    return None
+        for prefix, suffix, int_t in (("scipy_", "64_", ctypes.c_int64),
+                                      ("", "64_", ctypes.c_int64),
+                                      ("scipy_", "", ctypes.c_int), ("", "", ctypes.c_int)):
+            f = getattr(lib, f"{prefix}cblas_sgemm{suffix}", None)
+            if found[0] is None and f is not None:
+                fn = _prototype(ctypes, int_t)(ctypes.cast(f, ctypes.c_void_p).value)
+                got = np.empty_like(want)
+                fn(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, 32, 80, 96, 1.0, a.ctypes.data, 96,
+                   b.ctypes.data, 80, 0.0, got.ctypes.data, 80)
+                if np.array_equal(got, want):
+                    found[0] = fn
+            f = getattr(lib, f"{prefix}cblas_somatcopy{suffix}", None)
+            if found[1] is None and f is not None:
+                f.argtypes = [ctypes.c_int, ctypes.c_int, int_t, int_t, ctypes.c_float,
+                              ctypes.c_void_p, int_t, ctypes.c_void_p, int_t]
+                f.restype = None
+                got = np.empty((96, 32), np.float32)
+                f(_ROW_MAJOR, _TRANS, 32, 96, 1.0, a.ctypes.data, 96, got.ctypes.data, 32)
+                if np.array_equal(got, a.T):
+                    found[1] = f
+    return found
+
+
+def transpose(a):
+    """``np.ascontiguousarray(a.T)`` for a C-ordered float32 matrix, by the BLAS
+    transposition (``cblas_somatcopy``: about 4x NumPy's strided copy) where found."""
+    if "numpy" not in _SGEMM:
+        _SGEMM["numpy"], _SGEMM["omatcopy"] = _numpy_blas()
+    f = _SGEMM["omatcopy"]
+    if f is None or not a.flags.c_contiguous:
+        return np.ascontiguousarray(a.T)
+    out = np.empty((a.shape[1], a.shape[0]), a.dtype)
+    if a.size:
+        f(_ROW_MAJOR, _TRANS, a.shape[0], a.shape[1], 1.0, a.ctypes.data, a.shape[1],
+          out.ctypes.data, a.shape[0])
+    return out
 
 
 def sgemm(m, n, k):
@@ -296,7 +323,7 @@ def sgemm(m, n, k):
                 ctypes.cast(f, ctypes.c_void_p).value)
         return _SGEMM["mkl"]
     if "numpy" not in _SGEMM:
-        _SGEMM["numpy"] = _numpy_sgemm()
+        _SGEMM["numpy"], _SGEMM["omatcopy"] = _numpy_blas()
     return _SGEMM["numpy"]
 
 
