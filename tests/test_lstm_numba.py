@@ -205,7 +205,7 @@ def test_compiled_step_runs_the_kernels(monkeypatch):
             return getattr(kernels, name)(*args)
         return run
     monkeypatch.setitem(rnn._FUSED, "lstm", types.SimpleNamespace(
-        sgemm=kernels.sgemm, **{n: counted(n) for n in names}))
+        sgemm=kernels.sgemm, transpose=kernels.transpose, **{n: counted(n) for n in names}))
     ember.manual_seed(0)
     lstm, head = ember.nn.LSTM(5, 8), ember.nn.Linear(8, 2)
     opt = ember.optim.Adam(list(lstm.parameters()) + list(head.parameters()), lr=0.01)
