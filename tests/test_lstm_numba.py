@@ -109,19 +109,27 @@ def test_kernels_against_the_numpy_loop(reverse, proj, monkeypatch):
             np.testing.assert_array_equal(g, w)
 
 
-@pytest.mark.parametrize("mkl", [False, True])
+@pytest.mark.parametrize("blas", ["numpy", "blocks", "mkl"])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("first_state", [False, True])
-def test_sequence_kernels_against_the_step_kernels(reverse, first_state, mkl, monkeypatch):
+def test_sequence_kernels_against_the_step_kernels(reverse, first_state, blas, monkeypatch):
     """A padded batch runs all its steps in one kernel call (the recurrent products
     called from numba on the BLAS ember.backend.gemm would pick: NumPy's, or MKL's for
     products large enough): the per-step kernels' results bit for bit, forward and
-    backward; without the first state's gradient that one is not returned."""
+    backward, or within float32 rounding where the products run in column blocks (for
+    OpenBLAS's small-matrix kernel); without the first state's gradient that one is not
+    returned."""
     from ember.backend import gemm
-    if mkl:  # (mkl is a test dependency) products this size go to MKL, as the layer's do
+    kernels = rnn._lstm_kernels(np, np.zeros(1, F32))
+    monkeypatch.setitem(kernels.__dict__, "_SGEMM", {})
+    if blas == "mkl":  # (mkl is a test dependency) products this size go to MKL
         monkeypatch.setattr(gemm, "THRESHOLD", 1)
         assert gemm.mkl_available()
-        monkeypatch.setitem(rnn._FUSED["lstm"].__dict__, "_SGEMM", {})
+    elif blas == "blocks":  # blocks of 16 columns, whatever this machine's BLAS
+        monkeypatch.setattr(kernels, "_SMALL_MNK", 16 * 6 * 76)
+        monkeypatch.setattr(kernels, "_SMALL_KERNEL_CORES", (kernels.sgemm(1, 1, 1) and
+                                                            kernels._SGEMM["core"],))
+        assert kernels.sgemm(6, 19, 76)[1] == 16 and kernels.sgemm(6, 76, 19)[1] == 64
     rng = np.random.default_rng(5)
     x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs = _loop_inputs(rng, H=19, bs=(6,) * 7)
     args = (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse)
@@ -141,13 +149,19 @@ def test_sequence_kernels_against_the_step_kernels(reverse, first_state, mkl, mo
     want = rnn._lstm_forward_np(np, *args)
     want_g = rnn._lstm_backward_np(np, gy, ghn, gcn, want[3], x, w_ih, w_hh, None, bs,
                                    reverse, needs)
+    def same(g, w):
+        assert (g is None) == (w is None)
+        if g is not None and blas == "blocks":
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+        elif g is not None:
+            np.testing.assert_array_equal(g, w)
     for g, w in zip(got[:3] + got[3], want[:3] + want[3]):
-        np.testing.assert_array_equal(g, w)
+        same(g, w)
     for k, (g, w) in enumerate(zip(got_g, want_g)):
         if k in (1, 2) and not first_state:
             assert g is None
         else:
-            np.testing.assert_array_equal(g, w)
+            same(g, w)
 
 
 def test_float64_and_other_devices_keep_the_numpy_loop():

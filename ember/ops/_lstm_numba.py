@@ -143,8 +143,19 @@ def _forward_rows(S, P, h, hr, c, cr, C, TC, Cp, Hp, M, o, n):
             M[row, j] = S[row, 3 * H + j] * TC[row, j]
 
 
+@_jit
+def _product(gemm, nc, m, n, k, a, lda, b, ldb, c, ldc):
+    """``C = A @ B`` (row-major, addresses and leading dimensions) by ``gemm`` in column
+    blocks of ``nc`` (:func:`sgemm` says why)."""
+    one, zero = np.float32(1.0), np.float32(0.0)
+    for j in range(0, n, nc):
+        w = min(nc, n - j)
+        gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, m, w, k, one, a, lda, b + 4 * j, ldb, zero,
+             c + 4 * j, ldc)
+
+
 @_fwd_jit
-def forward_seq(gemm, S, bias, P, w_hhT, h0, CC, TC, Hp, M, B, reverse):
+def forward_seq(gemm, nc, S, bias, P, w_hhT, h0, CC, TC, Hp, M, B, reverse):
     """Every step of a padded batch (``B`` rows a step, no projection) in one call.
 
     ``S`` holds the input projections without their bias (``bias``, added here as the
@@ -159,7 +170,6 @@ def forward_seq(gemm, S, bias, P, w_hhT, h0, CC, TC, Hp, M, B, reverse):
     G = S.shape[1]
     H = TC.shape[1]
     Hs = M.shape[1]
-    one, zero = np.float32(1.0), np.float32(0.0)
     # the blocks of CC that step t reads (prev) and writes (cur)
     prev_off, cur_off = (B, 0) if reverse else (0, B)
     for k in range(T):
@@ -169,9 +179,8 @@ def forward_seq(gemm, S, bias, P, w_hhT, h0, CC, TC, Hp, M, B, reverse):
             h, hr = h0, 0
         else:
             h, hr = M, o + B if reverse else o - B
-        gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, B, G, Hs, one,
-             h.ctypes.data + hr * h.strides[0], Hs, w_hhT.ctypes.data, G, zero,
-             P.ctypes.data, G)
+        _product(gemm, nc, B, G, Hs, h.ctypes.data + hr * h.strides[0], Hs,
+                 w_hhT.ctypes.data, G, P.ctypes.data, G)
         for r in range(B):
             row = o + r
             for j in range(Hs):
@@ -217,7 +226,7 @@ def backward_step(dG, S, TC, Cp, dh, gy, add_gy, dc, dc_out, o):
 
 
 @_jit
-def backward_seq(gemm, dG, S, TC, Cp, w_hh, gy, ghn, gcn, dh, dc, dc2, B, reverse, dh0):
+def backward_seq(gemm, nc, dG, S, TC, Cp, w_hh, gy, ghn, gcn, dh, dc, dc2, B, reverse, dh0):
     """Every step of :func:`forward_seq`'s backward in one call: :func:`backward_step`,
     then ``dh = dG_t @ W_hh`` by ``gemm``. ``ghn``/``gcn`` are the last state's
     gradients; ``dh`` receives the first state's, and ``dc`` or ``dc2`` (the two take
@@ -226,7 +235,6 @@ def backward_seq(gemm, dG, S, TC, Cp, w_hh, gy, ghn, gcn, dh, dc, dc2, B, revers
     T = S.shape[0] // B
     G = S.shape[1]
     H = TC.shape[1]
-    one, zero = np.float32(1.0), np.float32(0.0)
     for k in range(T):
         t = k if reverse else T - 1 - k
         o = t * B
@@ -236,8 +244,8 @@ def backward_seq(gemm, dG, S, TC, Cp, w_hh, gy, ghn, gcn, dh, dc, dc2, B, revers
         backward_step(dG, S, TC, Cp, d_in, gy, True, c_in, c_out, o)
         if k == T - 1 and not dh0:
             break
-        gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, B, H, G, one, dG.ctypes.data + o * dG.strides[0],
-             G, w_hh.ctypes.data, H, zero, dh.ctypes.data, H)
+        _product(gemm, nc, B, H, G, dG.ctypes.data + o * dG.strides[0], G, w_hh.ctypes.data,
+                 H, dh.ctypes.data, H)
     return dc if (T - 1) % 2 == 0 else dc2
 
 
@@ -253,10 +261,10 @@ def _prototype(ctypes, int_t):
 
 
 def _numpy_blas():
-    """(``cblas_sgemm``, ``cblas_somatcopy``) of NumPy's own BLAS (the library
-    ``np.matmul`` calls), each None where not found. The product is taken only when a
-    probe through it is ``np.matmul``'s to the bit, so the sequence kernels' products are
-    the per-step loop's; the transposition only when it transposes a probe."""
+    """(``cblas_sgemm``, ``cblas_somatcopy``, OpenBLAS's core name) of NumPy's own BLAS
+    (the library ``np.matmul`` calls), None (or "") where not found. The product is taken
+    only when a probe through it is ``np.matmul``'s to the bit (the same library), the
+    transposition only when it transposes a probe."""
     import ctypes
     import glob
     import os
@@ -265,7 +273,7 @@ def _numpy_blas():
     a = rng.standard_normal((32, 96)).astype(np.float32)
     b = rng.standard_normal((96, 80)).astype(np.float32)
     want = a @ b
-    found = [None, None]
+    found = [None, None, ""]
     for path in sorted(glob.glob(os.path.join(libs, "*blas*"))):
         try:
             lib = ctypes.CDLL(path)
@@ -282,6 +290,10 @@ def _numpy_blas():
                    b.ctypes.data, 80, 0.0, got.ctypes.data, 80)
                 if np.array_equal(got, want):
                     found[0] = fn
+            f = getattr(lib, f"{prefix}openblas_get_corename{suffix}", None)
+            if not found[2] and f is not None:
+                f.restype = ctypes.c_char_p
+                found[2] = (f() or b"").decode("ascii", "replace").lower()
             f = getattr(lib, f"{prefix}cblas_somatcopy{suffix}", None)
             if found[1] is None and f is not None:
                 f.argtypes = [ctypes.c_int, ctypes.c_int, int_t, int_t, ctypes.c_float,
@@ -298,7 +310,7 @@ def transpose(a):
     """``np.ascontiguousarray(a.T)`` for a C-ordered float32 matrix, by the BLAS
     transposition (``cblas_somatcopy``: about 4x NumPy's strided copy) where found."""
     if "numpy" not in _SGEMM:
-        _SGEMM["numpy"], _SGEMM["omatcopy"] = _numpy_blas()
+        _SGEMM["numpy"], _SGEMM["omatcopy"], _SGEMM["core"] = _numpy_blas()
     f = _SGEMM["omatcopy"]
     if f is None or not a.flags.c_contiguous:
         return np.ascontiguousarray(a.T)
@@ -309,11 +321,21 @@ def transpose(a):
     return out
 
 
+# OpenBLAS's cores whose products of at most 1e6 multiply-adds (m * n * k) run a kernel
+# for small matrices that reads the operands in place, where the general one first copies
+# them into blocks: for a 32-row recurrent product about 1.5x faster (aligned operands)
+_SMALL_KERNEL_CORES = ("skylakex", "cooperlake", "sapphirerapids")
+_SMALL_MNK = 1000000
+
+
 def sgemm(m, n, k):
-    """The ``cblas_sgemm`` (a ctypes function numba can call) that ``ember.backend.gemm``
-    would run an (m, k) @ (k, n) float32 product on: MKL's when ``ember[mkl]`` takes
-    products of that size, else NumPy's BLAS; None when that one is not found (then the
-    per-step loop runs)."""
+    """``(cblas_sgemm, nc)`` for the sequence kernels' (m, k) @ (k, n) float32 products,
+    or None when no BLAS function is found (then the per-step loop runs). The function
+    is a ctypes one numba calls: MKL's when ``ember.backend.gemm`` runs products of that
+    size on MKL (``ember[mkl]``), else NumPy's BLAS. ``nc`` is the width of the column
+    blocks the product is computed in: on OpenBLAS cores with a small-matrix kernel, the
+    widest power of two that keeps a block within that kernel's size (the product then
+    differs from ``np.matmul``'s in the last bits), else ``n``."""
     from ember.backend import gemm
     if 2 * m * n * k >= gemm.THRESHOLD and gemm.mkl_available():
         if "mkl" not in _SGEMM:
@@ -321,10 +343,18 @@ def sgemm(m, n, k):
             f = gemm._lib[0].gemm[np.dtype(np.float32)]
             _SGEMM["mkl"] = _prototype(ctypes, ctypes.c_int)(
                 ctypes.cast(f, ctypes.c_void_p).value)
-        return _SGEMM["mkl"]
+        return _SGEMM["mkl"], n
     if "numpy" not in _SGEMM:
-        _SGEMM["numpy"], _SGEMM["omatcopy"] = _numpy_blas()
-    return _SGEMM["numpy"]
+        _SGEMM["numpy"], _SGEMM["omatcopy"], _SGEMM["core"] = _numpy_blas()
+    fn = _SGEMM["numpy"]
+    if fn is None:
+        return None
+    nc = n
+    if _SGEMM["core"] in _SMALL_KERNEL_CORES and m * n * k > _SMALL_MNK:
+        widest = _SMALL_MNK // max(m * k, 1)
+        if widest >= 16:
+            nc = 1 << (widest.bit_length() - 1)
+    return fn, nc
 
 
 CACHED = forward_step._cache.__class__.__name__ != "NullCache"

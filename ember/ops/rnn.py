@@ -345,30 +345,48 @@ def _lstm_kernels(xp, *arrays):
     return _FUSED["lstm"]
 
 
-def _seq_gemm(fused, bs, rows, w_hr, G, H):
-    """The BLAS function the whole-sequence kernels call (``_lstm_numba.sgemm``) where
-    they apply -- a padded batch (``rows`` at every step), no projection --, else None:
-    the per-step loop runs."""
+def _seq_gemm(fused, bs, rows, w_hr, n, k):
+    """``(BLAS function, column block)`` for the whole-sequence kernels' (rows, k) @ (k, n)
+    products (``_lstm_numba.sgemm``) where those kernels apply -- a padded batch (``rows``
+    at every step), no projection --, else None: the per-step loop runs."""
     if w_hr is not None or not bs or bs[0] != rows or bs[-1] != rows:
         return None
-    return fused.sgemm(rows, G, H)
+    return fused.sgemm(rows, n, k)
+
+
+def _aligned(shape, dt, like=None):
+    """An empty C-ordered array (a copy of ``like``) on a 64-byte boundary: OpenBLAS's
+    small-matrix kernel runs about 1.5x faster on aligned operands."""
+    n = 1
+    for s in shape:
+        n *= s
+    isz = np.dtype(dt).itemsize
+    buf = np.empty(n * isz + 64, np.uint8)
+    a = -buf.ctypes.data % 64
+    out = buf[a:a + n * isz].view(dt).reshape(shape)
+    if like is not None:
+        out[...] = like
+    return out
 
 
 def _lstm_forward_seq(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse):
     """``_lstm_forward_np`` over a padded batch as one numba kernel call
     (``_lstm_numba.forward_seq``): the same buffers, except that the previous cell
     states ``Cp`` are a view of the states' buffer instead of a copy."""
-    N, B, H = S.shape[0], bs[0], c0.shape[1]
+    N, B, H, Hs = S.shape[0], bs[0], c0.shape[1], h0.shape[1]
     dt = S.dtype
     CC = np.empty((N + B, H), dt)  # c0, then each step's c (reversed: each step's, c0)
     C, Cp = (CC[:N], CC[B:]) if reverse else (CC[B:], CC[:N])
     (CC[N:] if reverse else CC[:B])[...] = c0
-    TC, M = np.empty((N, H), dt), np.empty((N, H), dt)
-    Hp = np.empty((N, h0.shape[1]), dt)
+    TC, M = np.empty((N, H), dt), _aligned((N, Hs), dt)
+    Hp = np.empty((N, Hs), dt)
+    w_hhT = fused.transpose(w_hh)
+    if w_hhT.ctypes.data % 64:
+        w_hhT = _aligned(w_hhT.shape, dt, w_hhT)
     with single_blas(len(bs)):  # one small matrix product per step
-        fused.forward_seq(gemm, S, np.ascontiguousarray(bias), np.empty((B, S.shape[1]), dt),
-                          fused.transpose(w_hh), np.ascontiguousarray(h0), CC, TC, Hp,
-                          M, B, reverse)
+        fused.forward_seq(gemm[0], gemm[1], S, np.ascontiguousarray(bias),
+                          _aligned((B, S.shape[1]), dt), w_hhT, _aligned((B, Hs), dt, h0), CC,
+                          TC, Hp, M, B, reverse)
     last = slice(0, B) if reverse else slice(N - B, N)
     hn, cn = _final(_NP_MATH, M[last], C[last], [])
     return M, hn, cn, (S, TC, Cp, Hp, M)
@@ -445,7 +463,7 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     S, TC, Cp, Hp, M = acts
     m = _NP_MATH if xp is np else _ArrayMath(xp)
     H = TC.shape[1]
-    dG = xp.empty_like(S)
+    dG = _aligned(S.shape, S.dtype) if xp is np else xp.empty_like(S)
     dhs = None if w_hr is None else xp.empty_like(Hp)
     T = len(bs)
     offs = _offsets(bs)
@@ -455,13 +473,15 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     if fused is not None:  # one compiled specialization: C-ordered arrays
         gy, ghn, gcn = (None if a is None else xp.ascontiguousarray(a) for a in (gy, ghn, gcn))
         n0 = ghn.shape[0]
-        gemm = _seq_gemm(fused, bs, n0, w_hr, 4 * H, H)
+        gemm = _seq_gemm(fused, bs, n0, w_hr, H, 4 * H)
         if gemm is not None and gcn is not None:  # every step in one kernel call
-            dh0 = xp.empty((n0, H), S.dtype)
+            dh0 = _aligned((n0, H), S.dtype)
+            w = w_hh if w_hh.flags.c_contiguous and not w_hh.ctypes.data % 64 else \
+                _aligned(w_hh.shape, w_hh.dtype, w_hh)
             with single_blas(T):
-                dc0 = fused.backward_seq(gemm, dG, S, TC, Cp, xp.ascontiguousarray(w_hh), gy,
-                                         ghn, gcn, dh0, xp.empty_like(dh0),
-                                         xp.empty_like(dh0), n0, reverse, needs[1])
+                dc0 = fused.backward_seq(gemm[0], gemm[1], dG, S, TC, Cp, w, gy, ghn, gcn, dh0,
+                                         xp.empty_like(dh0), xp.empty_like(dh0), n0, reverse,
+                                         needs[1])
             grads = _param_grads(dG, dG, Hp, x, w_ih, needs)
             # the first state's gradients only where asked for (dh0 was not computed)
             return (grads[0], dh0 if needs[1] else None, dc0 if needs[2] else None) + \
