@@ -31,6 +31,7 @@ from numba.core import types
 from numba.core.extending import intrinsic
 
 from ember.backend.numba_jit import njit as _jit
+from ember.ops._rnn_blas import sgemm, transpose  # noqa: F401  (the kernels' BLAS)
 
 try:  # numba loads SciPy's own OpenBLAS at its first compile or cache load; loading it
     # now lets ember's thread control (refresh_blas, single_blas) find and set it
@@ -42,7 +43,7 @@ __all__ = ["forward_step", "backward_step", "forward_seq", "backward_seq", "sgem
            "CACHED"]
 
 _F = np.float32
-_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112  # CBLAS's enums
+_ROW_MAJOR, _NO_TRANS = 101, 111  # CBLAS's enums
 _ONE, _HALF, _MTWO = _F(1.0), _F(0.5), _F(-2.0)
 # exp: inputs clamped so that 2**n stays a normal float32 (n in [-126, 127])
 _EXP_LO, _EXP_HI = _F(-87.0), _F(88.0)
@@ -164,8 +165,8 @@ def forward_seq(gemm, nc, S, bias, P, w_hhT, h0, CC, TC, Hp, M, B, reverse):
     (last, ``reverse``), step ``t``'s ``c`` in the block after (before) it --, so the
     previous state is a view of it, not a copy; ``TC``, ``Hp``, ``M`` as in
     :func:`forward_step`. The recurrent product ``h @ W_hh^T`` runs by ``gemm`` (a BLAS
-    ``cblas_sgemm``, :func:`sgemm`) into ``P``: the per-step loop's products and float32
-    operations in the same order, without its Python."""
+    ``cblas_sgemm``, ``ember.ops._rnn_blas.sgemm``) in column blocks of ``nc`` into ``P``:
+    the per-step loop's float32 operations in the same order, without its Python."""
     T = S.shape[0] // B
     G = S.shape[1]
     H = TC.shape[1]
@@ -247,114 +248,6 @@ def backward_seq(gemm, nc, dG, S, TC, Cp, w_hh, gy, ghn, gcn, dh, dc, dc2, B, re
         _product(gemm, nc, B, H, G, dG.ctypes.data + o * dG.strides[0], G, w_hh.ctypes.data,
                  H, dh.ctypes.data, H)
     return dc if (T - 1) % 2 == 0 else dc2
-
-
-# ----- the BLAS product the sequence kernels call ----------------------------------------
-# "numpy"/"mkl": the ctypes sgemm, "omatcopy" the transposition; None where not found
-_SGEMM = {}
-
-
-def _prototype(ctypes, int_t):
-    i, f, p = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
-    return ctypes.CFUNCTYPE(None, i, i, i, int_t, int_t, int_t, f, p, int_t, p, int_t, f, p,
-                            int_t)
-
-
-def _numpy_blas():
-    """(``cblas_sgemm``, ``cblas_somatcopy``, OpenBLAS's core name) of NumPy's own BLAS
-    (the library ``np.matmul`` calls), None (or "") where not found. The product is taken
-    only when a probe through it is ``np.matmul``'s to the bit (the same library), the
-    transposition only when it transposes a probe."""
-    import ctypes
-    import glob
-    import os
-    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((32, 96)).astype(np.float32)
-    b = rng.standard_normal((96, 80)).astype(np.float32)
-    want = a @ b
-    found = [None, None, ""]
-    for path in sorted(glob.glob(os.path.join(libs, "*blas*"))):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix, suffix, int_t in (("scipy_", "64_", ctypes.c_int64),
-                                      ("", "64_", ctypes.c_int64),
-                                      ("scipy_", "", ctypes.c_int), ("", "", ctypes.c_int)):
-            f = getattr(lib, f"{prefix}cblas_sgemm{suffix}", None)
-            if found[0] is None and f is not None:
-                fn = _prototype(ctypes, int_t)(ctypes.cast(f, ctypes.c_void_p).value)
-                got = np.empty_like(want)
-                fn(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, 32, 80, 96, 1.0, a.ctypes.data, 96,
-                   b.ctypes.data, 80, 0.0, got.ctypes.data, 80)
-                if np.array_equal(got, want):
-                    found[0] = fn
-            f = getattr(lib, f"{prefix}openblas_get_corename{suffix}", None)
-            if not found[2] and f is not None:
-                f.restype = ctypes.c_char_p
-                found[2] = (f() or b"").decode("ascii", "replace").lower()
-            f = getattr(lib, f"{prefix}cblas_somatcopy{suffix}", None)
-            if found[1] is None and f is not None:
-                f.argtypes = [ctypes.c_int, ctypes.c_int, int_t, int_t, ctypes.c_float,
-                              ctypes.c_void_p, int_t, ctypes.c_void_p, int_t]
-                f.restype = None
-                got = np.empty((96, 32), np.float32)
-                f(_ROW_MAJOR, _TRANS, 32, 96, 1.0, a.ctypes.data, 96, got.ctypes.data, 32)
-                if np.array_equal(got, a.T):
-                    found[1] = f
-    return found
-
-
-def transpose(a):
-    """``np.ascontiguousarray(a.T)`` for a C-ordered float32 matrix, by the BLAS
-    transposition (``cblas_somatcopy``: about 4x NumPy's strided copy) where found."""
-    if "numpy" not in _SGEMM:
-        _SGEMM["numpy"], _SGEMM["omatcopy"], _SGEMM["core"] = _numpy_blas()
-    f = _SGEMM["omatcopy"]
-    if f is None or not a.flags.c_contiguous:
-        return np.ascontiguousarray(a.T)
-    out = np.empty((a.shape[1], a.shape[0]), a.dtype)
-    if a.size:
-        f(_ROW_MAJOR, _TRANS, a.shape[0], a.shape[1], 1.0, a.ctypes.data, a.shape[1],
-          out.ctypes.data, a.shape[0])
-    return out
-
-
-# OpenBLAS's cores whose products of at most 1e6 multiply-adds (m * n * k) run a kernel
-# for small matrices that reads the operands in place, where the general one first copies
-# them into blocks: for a 32-row recurrent product about 1.5x faster (aligned operands)
-_SMALL_KERNEL_CORES = ("skylakex", "cooperlake", "sapphirerapids")
-_SMALL_MNK = 1000000
-
-
-def sgemm(m, n, k):
-    """``(cblas_sgemm, nc)`` for the sequence kernels' (m, k) @ (k, n) float32 products,
-    or None when no BLAS function is found (then the per-step loop runs). The function
-    is a ctypes one numba calls: MKL's when ``ember.backend.gemm`` runs products of that
-    size on MKL (``ember[mkl]``), else NumPy's BLAS. ``nc`` is the width of the column
-    blocks the product is computed in: on OpenBLAS cores with a small-matrix kernel, the
-    widest power of two that keeps a block within that kernel's size (the product then
-    differs from ``np.matmul``'s in the last bits), else ``n``."""
-    from ember.backend import gemm
-    if 2 * m * n * k >= gemm.THRESHOLD and gemm.mkl_available():
-        if "mkl" not in _SGEMM:
-            import ctypes
-            f = gemm._lib[0].gemm[np.dtype(np.float32)]
-            _SGEMM["mkl"] = _prototype(ctypes, ctypes.c_int)(
-                ctypes.cast(f, ctypes.c_void_p).value)
-        return _SGEMM["mkl"], n
-    if "numpy" not in _SGEMM:
-        _SGEMM["numpy"], _SGEMM["omatcopy"], _SGEMM["core"] = _numpy_blas()
-    fn = _SGEMM["numpy"]
-    if fn is None:
-        return None
-    nc = n
-    if _SGEMM["core"] in _SMALL_KERNEL_CORES and m * n * k > _SMALL_MNK:
-        widest = _SMALL_MNK // max(m * k, 1)
-        if widest >= 16:
-            nc = 1 << (widest.bit_length() - 1)
-    return fn, nc
 
 
 CACHED = forward_step._cache.__class__.__name__ != "NullCache"

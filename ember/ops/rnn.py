@@ -41,6 +41,8 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend import gemm as _gemm
 from ember.backend.threads import refresh_blas, single_blas
+from ember.ops._rnn_blas import aligned as _aligned
+from ember.ops._rnn_blas import column_block as _column_block
 from ember.ops.unary import _relu_grad_array
 
 __all__ = []
@@ -354,19 +356,25 @@ def _seq_gemm(fused, bs, rows, w_hr, n, k):
     return fused.sgemm(rows, n, k)
 
 
-def _aligned(shape, dt, like=None):
-    """An empty C-ordered array (a copy of ``like``) on a 64-byte boundary: OpenBLAS's
-    small-matrix kernel runs about 1.5x faster on aligned operands."""
-    n = 1
-    for s in shape:
-        n *= s
-    isz = np.dtype(dt).itemsize
-    buf = np.empty(n * isz + 64, np.uint8)
-    a = -buf.ctypes.data % 64
-    out = buf[a:a + n * isz].view(dt).reshape(shape)
-    if like is not None:
-        out[...] = like
-    return out
+def _blocks(xp, S, h0, w_hh, m, n, k):
+    """The column block width of the NumPy loop's per-step (m, k) @ (k, n) products
+    (``_rnn_blas.column_block``), or None: one ``matmul`` each."""
+    if xp is not np or S.dtype != np.float32 or w_hh.dtype != np.float32 or \
+            h0.dtype != np.float32:
+        return None
+    return _column_block(m, n, k)
+
+
+def _blocked(nc, buf=None):
+    """``a @ b`` as column blocks of width ``nc``, into (the first rows of) ``buf``, or
+    into a new aligned array each time without it."""
+    def mm(a, b):
+        out = _aligned((a.shape[0], b.shape[1]), a.dtype) if buf is None else \
+            buf[:a.shape[0]]
+        for j in range(0, b.shape[1], nc):
+            np.matmul(a, b[:, j:j + nc], out=out[:, j:j + nc])
+        return out
+    return mm
 
 
 def _lstm_forward_seq(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse):
@@ -407,16 +415,23 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
             return _lstm_forward_seq(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse)
         S += bias
     N, H, Hout, dt = x.shape[0], c0.shape[1], h0.shape[1], S.dtype
-    TC, C, Cp, M = (xp.empty((N, H), dt) for _ in range(4))
+    T = len(bs)
+    # the per-step product in column blocks (``_rnn_blas``), on aligned operands
+    nc = _blocks(xp, S, h0, w_hh, h0.shape[0], 4 * H, Hout)
+    TC, C, Cp = (xp.empty((N, H), dt) for _ in range(3))
+    M = xp.empty((N, H), dt) if nc is None else _aligned((N, H), dt)
     Hp = xp.empty((N, Hout), dt)
     Y = M if w_hr is None else xp.empty((N, Hout), dt)
-    w_hhT = xp.ascontiguousarray(w_hh.T)
+    w_hhT = xp.ascontiguousarray(w_hh.T) if nc is None else _aligned((Hout, 4 * H), dt,
+                                                                     w_hh.T)
+    mm = _mm if nc is None else _blocked(nc, _aligned((h0.shape[0], 4 * H), dt))
     w_hrT = None if w_hr is None else xp.ascontiguousarray(w_hr.T)
-    T = len(bs)
     offs = _offsets(bs)
     steps = range(T - 1, -1, -1) if reverse else range(T)
     n0 = bs[steps[0]]
     h, c = h0[:n0], c0[:n0]
+    if nc is not None:
+        h = _aligned(h.shape, dt, h)
     done = []
     fused = _lstm_kernels(xp, S, h0, c0)
     if fused is not None:  # one compiled specialization: C-ordered arrays
@@ -427,13 +442,13 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
             h, c = _enter(_NP_MATH if xp is np else _ArrayMath(xp), h, c, h0, c0, n, done)
             sl = slice(o, o + n)
             if fused is not None:
-                fused.forward_step(S, _mm(h, w_hhT), h, c, C, TC, Cp, Hp, M, o)
+                fused.forward_step(S, mm(h, w_hhT), h, c, C, TC, Cp, Hp, M, o)
                 if w_hr is not None:
                     _mm(M[sl], w_hrT, out=Y[sl])
                 c, h = C[sl], Y[sl]
                 continue
             g = S[sl]
-            g += _mm(h, w_hhT)
+            g += mm(h, w_hhT)
             Hp[sl] = h
             Cp[sl] = c
             gq = g[:, 2 * H:3 * H]
@@ -469,6 +484,9 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     offs = _offsets(bs)
     h_parts, c_parts = [], []
     dh = dc = None
+    nc = _blocks(xp, S, TC, w_hh, ghn.shape[0], H, 4 * H)
+    mm = _mm if nc is None else _blocked(nc)  # (a new array a step: rows may be kept)
+    w_hh_b = w_hh if nc is None else _aligned(w_hh.shape, w_hh.dtype, w_hh)
     fused = _lstm_kernels(xp, S, gy, ghn, gcn, w_hh)
     if fused is not None:  # one compiled specialization: C-ordered arrays
         gy, ghn, gcn = (None if a is None else xp.ascontiguousarray(a) for a in (gy, ghn, gcn))
@@ -498,7 +516,7 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
                     dh = _mm(dh, w_hr)
                 dc_prev = xp.empty((n, H), S.dtype)
                 fused.backward_step(dG, S, TC, Cp, dh, gy, dhs is None, dc, dc_prev, o)
-                dh, dc = _mm(dG[sl], w_hh), dc_prev
+                dh, dc = mm(dG[sl], w_hh_b), dc_prev
                 continue
             dh = dh + gy[sl]
             if dhs is not None:
@@ -520,7 +538,7 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
             xp.multiply(s[:, 2 * H:3 * H], s[:, 2 * H:3 * H], out=dq)
             xp.subtract(1, dq, out=dq)
             d *= der
-            dh = _mm(d, w_hh)
+            dh = mm(d, w_hh_b)
             dc = dct * s[:, H:2 * H]
     dh0 = m.cat([dh] + h_parts[::-1])
     dc0 = m.cat([dc] + c_parts[::-1])
