@@ -28,7 +28,10 @@ first-order backward that works in place in whole-sequence buffers
 (``_lstm_forward_np``/``_lstm_backward_np``, about 10% faster); the tests check both
 paths against torch (first derivatives take it, second derivatives the generic one).
 With numba installed (the ``ember[fast]`` extra), their float32 steps run one fused
-kernel each (``ember/ops/_lstm_numba.py``) around the step's BLAS product.
+kernel each (``ember/ops/_lstm_numba.py``) around the step's BLAS product; over a padded
+batch without projection every step runs in one kernel call, which calls the BLAS
+products itself (``ember/ops/_rnn_blas.py`` finds them). On OpenBLAS cores with a
+small-matrix kernel the per-step products run in column blocks (``_rnn_blas``).
 """
 import functools
 import itertools
