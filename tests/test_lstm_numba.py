@@ -109,6 +109,61 @@ def test_kernels_against_the_numpy_loop(reverse, proj, monkeypatch):
             np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("blas", ["numpy", "blocks", "mkl"])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("first_state", [False, True])
+def test_sequence_kernels_against_the_step_kernels(reverse, first_state, blas, monkeypatch):
+    """A padded batch runs all its steps in one kernel call (the recurrent products
+    called from numba on the BLAS ember.backend.gemm would pick: NumPy's, or MKL's for
+    products large enough): the per-step kernels' results bit for bit, forward and
+    backward, or within float32 rounding where the products run in column blocks (for
+    OpenBLAS's small-matrix kernel); without the first state's gradient that one is not
+    returned."""
+    from ember.backend import gemm
+    from ember.ops import _rnn_blas as kernels
+    monkeypatch.setattr(kernels, "_SGEMM", {})
+    if blas == "mkl":  # (mkl is a test dependency) products this size go to MKL
+        monkeypatch.setattr(gemm, "THRESHOLD", 1)
+        assert gemm.mkl_available()
+    elif blas == "blocks":  # blocks of 16 columns, whatever this machine's BLAS
+        monkeypatch.setattr(kernels, "_SMALL_MNK", 16 * 6 * 76)
+        monkeypatch.setattr(kernels, "_SMALL_KERNEL_CORES", (kernels.sgemm(1, 1, 1) and
+                                                            kernels._SGEMM["core"],))
+        assert kernels.sgemm(6, 19, 76)[1] == 16 and kernels.sgemm(6, 76, 19)[1] == 64
+    rng = np.random.default_rng(5)
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs = _loop_inputs(rng, H=19, bs=(6,) * 7)
+    args = (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse)
+    assert rnn._seq_gemm(rnn._lstm_kernels(np, x), bs, 6, None, 76, 19) is not None
+    calls = []
+    seq = rnn._FUSED["lstm"].forward_seq
+    monkeypatch.setattr(rnn._FUSED["lstm"], "forward_seq",
+                        lambda *a: calls.append(1) or seq(*a))
+    got = rnn._lstm_forward_np(np, *args)
+    gy, ghn, gcn = (rng.standard_normal(s).astype(F32) for s in
+                    ((x.shape[0], 19), h0.shape, c0.shape))
+    needs = [True, first_state, first_state] + [True] * 5
+    got_g = rnn._lstm_backward_np(np, gy, ghn, gcn, got[3], x, w_ih, w_hh, None, bs, reverse,
+                                  needs)
+    assert calls == [1]
+    monkeypatch.setattr(rnn, "_seq_gemm", lambda *a: None)  # the per-step kernels
+    want = rnn._lstm_forward_np(np, *args)
+    want_g = rnn._lstm_backward_np(np, gy, ghn, gcn, want[3], x, w_ih, w_hh, None, bs,
+                                   reverse, needs)
+    def same(g, w):
+        assert (g is None) == (w is None)
+        if g is not None and blas == "blocks":
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+        elif g is not None:
+            np.testing.assert_array_equal(g, w)
+    for g, w in zip(got[:3] + got[3], want[:3] + want[3]):
+        same(g, w)
+    for k, (g, w) in enumerate(zip(got_g, want_g)):
+        if k in (1, 2) and not first_state:
+            assert g is None
+        else:
+            same(g, w)
+
+
 def test_float64_and_other_devices_keep_the_numpy_loop():
     assert rnn._lstm_kernels(np, np.zeros(1)) is None
     assert rnn._lstm_kernels(np, np.zeros(1, F32), np.zeros(1)) is None
@@ -155,7 +210,8 @@ def test_training_steps_match_torch(path):
 
 def test_compiled_step_runs_the_kernels(monkeypatch):
     kernels = rnn._lstm_kernels(np, np.zeros(1, F32))
-    calls = {"forward_step": 0, "backward_step": 0}
+    names = ("forward_step", "backward_step", "forward_seq", "backward_seq")
+    calls = dict.fromkeys(names, 0)
 
     def counted(name):
         def run(*args):
@@ -163,7 +219,7 @@ def test_compiled_step_runs_the_kernels(monkeypatch):
             return getattr(kernels, name)(*args)
         return run
     monkeypatch.setitem(rnn._FUSED, "lstm", types.SimpleNamespace(
-        forward_step=counted("forward_step"), backward_step=counted("backward_step")))
+        sgemm=kernels.sgemm, transpose=kernels.transpose, **{n: counted(n) for n in names}))
     ember.manual_seed(0)
     lstm, head = ember.nn.LSTM(5, 8), ember.nn.Linear(8, 2)
     opt = ember.optim.Adam(list(lstm.parameters()) + list(head.parameters()), lr=0.01)
@@ -179,7 +235,9 @@ def test_compiled_step_runs_the_kernels(monkeypatch):
     for _ in range(3):
         cstep(x, y)
     assert cstep.stats["replays"] == 2
-    assert calls == {"forward_step": 12, "backward_step": 12}  # 3 steps x 4 time steps
+    # a padded batch: each layer call is one kernel call over its 4 time steps
+    assert calls == {"forward_step": 0, "backward_step": 0, "forward_seq": 3,
+                     "backward_seq": 3}
 
 
 def test_without_numba_the_numpy_loop_runs(monkeypatch):

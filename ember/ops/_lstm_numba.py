@@ -11,6 +11,12 @@ whole-sequence buffers the NumPy loop writes. Each step of ``_lstm_backward_np``
 :func:`backward_step` (the gate derivatives and the carried cell gradient in one pass)
 followed by one BLAS product (``dG @ W_hh``).
 
+Over a padded batch without projection, :func:`forward_seq` and :func:`backward_seq` run
+every time step in one call: the same per-step arithmetic, with each step's product
+called from numba on the BLAS ``ember.backend.gemm`` would use (``ember.ops._rnn_blas``),
+so the loop's Python (dispatch, slicing, ~10 us a step) is gone; the bias is added in the
+forward kernel and the previous cell states are a view of the states' buffer.
+
 The backward kernel performs the NumPy loop's float32 operations in the same order, so
 given the same activations its gradients are the NumPy loop's to the bit. The forward
 needs ``exp`` and ``tanh``: numba would call the C library's scalar ``expf``/``tanhf``
@@ -31,6 +37,7 @@ from numba.core import types
 from numba.core.extending import intrinsic
 
 from ember.backend.numba_jit import njit as _jit
+from ember.ops._rnn_blas import sgemm, transpose  # noqa: F401  (the kernels' BLAS)
 
 try:  # numba loads SciPy's own OpenBLAS at its first compile or cache load; loading it
     # now lets ember's thread control (refresh_blas, single_blas) find and set it
@@ -38,9 +45,11 @@ try:  # numba loads SciPy's own OpenBLAS at its first compile or cache load; loa
 except ImportError:
     pass
 
-__all__ = ["forward_step", "backward_step", "CACHED"]
+__all__ = ["forward_step", "backward_step", "forward_seq", "backward_seq", "sgemm", "transpose",
+           "CACHED"]
 
 _F = np.float32
+_ROW_MAJOR, _NO_TRANS = 101, 111  # CBLAS's enums
 _ONE, _HALF, _MTWO = _F(1.0), _F(0.5), _F(-2.0)
 # exp: inputs clamped so that 2**n stays a normal float32 (n in [-126, 127])
 _EXP_LO, _EXP_HI = _F(-87.0), _F(88.0)
@@ -109,13 +118,20 @@ def forward_step(S, P, h, c, C, TC, Cp, Hp, M, o):
     ``i, f, g, o``; ``P`` is ``h @ W_hh^T``; ``h``, ``c`` are the previous state (copied
     into ``Hp``, ``Cp``); ``C``, ``TC``, ``M`` receive ``c'``, ``tanh(c')`` and
     ``o * tanh(c')`` (``M`` is the output unless there is a projection)."""
-    n, H = c.shape
+    _forward_rows(S, P, h, 0, c, 0, C, TC, Cp, Hp, M, o, c.shape[0])
+
+
+@_fwd_jit
+def _forward_rows(S, P, h, hr, c, cr, C, TC, Cp, Hp, M, o, n):
+    """:func:`forward_step` with the previous state read from rows ``hr:hr+n`` of ``h``
+    and ``cr:cr+n`` of ``c`` (the sequence buffers themselves, after the first step)."""
+    H = C.shape[1]
     # one loop per quantity: a loop that reads the state while writing the new one (a
     # view of the same buffer one step on) does not vectorize
     for r in range(n):
         row = o + r
         for j in range(h.shape[1]):
-            Hp[row, j] = h[r, j]
+            Hp[row, j] = h[hr + r, j]
         for j in range(H):
             S[row, j] = _sigmoid(S[row, j] + P[r, j])
         for j in range(H):
@@ -125,13 +141,72 @@ def forward_step(S, P, h, c, C, TC, Cp, Hp, M, o):
         for j in range(H):
             S[row, 3 * H + j] = _sigmoid(S[row, 3 * H + j] + P[r, 3 * H + j])
         for j in range(H):
-            Cp[row, j] = c[r, j]
+            Cp[row, j] = c[cr + r, j]
         for j in range(H):
             C[row, j] = S[row, H + j] * Cp[row, j] + S[row, 2 * H + j] * S[row, j]
         for j in range(H):
             TC[row, j] = _tanh(C[row, j])
         for j in range(H):
             M[row, j] = S[row, 3 * H + j] * TC[row, j]
+
+
+@_jit
+def _product(gemm, nc, m, n, k, a, lda, b, ldb, c, ldc):
+    """``C = A @ B`` (row-major, addresses and leading dimensions) by ``gemm`` in column
+    blocks of ``nc`` (:func:`sgemm` says why)."""
+    one, zero = np.float32(1.0), np.float32(0.0)
+    for j in range(0, n, nc):
+        w = min(nc, n - j)
+        gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, m, w, k, one, a, lda, b + 4 * j, ldb, zero,
+             c + 4 * j, ldc)
+
+
+@_fwd_jit
+def forward_seq(gemm, nc, S, bias, P, w_hhT, h0, CC, TC, Hp, M, B, reverse):
+    """Every step of a padded batch (``B`` rows a step, no projection) in one call.
+
+    ``S`` holds the input projections without their bias (``bias``, added here as the
+    per-step loop adds it before the step) and receives the activations; ``CC`` holds
+    the cell state of every step and the first one -- ``c0`` in its first ``B`` rows
+    (last, ``reverse``), step ``t``'s ``c`` in the block after (before) it --, so the
+    previous state is a view of it, not a copy; ``TC``, ``Hp``, ``M`` as in
+    :func:`forward_step`. The recurrent product ``h @ W_hh^T`` runs by ``gemm`` (a BLAS
+    ``cblas_sgemm``, ``ember.ops._rnn_blas.sgemm``) in column blocks of ``nc`` into ``P``:
+    the per-step loop's float32 operations in the same order, without its Python."""
+    T = S.shape[0] // B
+    G = S.shape[1]
+    H = TC.shape[1]
+    Hs = M.shape[1]
+    # the blocks of CC that step t reads (prev) and writes (cur)
+    prev_off, cur_off = (B, 0) if reverse else (0, B)
+    for k in range(T):
+        t = T - 1 - k if reverse else k
+        o = t * B
+        if k == 0:
+            h, hr = h0, 0
+        else:
+            h, hr = M, o + B if reverse else o - B
+        _product(gemm, nc, B, G, Hs, h.ctypes.data + hr * h.strides[0], Hs,
+                 w_hhT.ctypes.data, G, P.ctypes.data, G)
+        for r in range(B):
+            row = o + r
+            for j in range(Hs):
+                Hp[row, j] = h[hr + r, j]
+            for j in range(H):
+                S[row, j] = _sigmoid(S[row, j] + bias[j] + P[r, j])
+            for j in range(H):
+                S[row, H + j] = _sigmoid(S[row, H + j] + bias[H + j] + P[r, H + j])
+            for j in range(H):
+                S[row, 2 * H + j] = _tanh(S[row, 2 * H + j] + bias[2 * H + j] + P[r, 2 * H + j])
+            for j in range(H):
+                S[row, 3 * H + j] = _sigmoid(S[row, 3 * H + j] + bias[3 * H + j] + P[r, 3 * H + j])
+            cp, cc = row + prev_off, row + cur_off
+            for j in range(H):
+                CC[cc, j] = S[row, H + j] * CC[cp, j] + S[row, 2 * H + j] * S[row, j]
+            for j in range(H):
+                TC[row, j] = _tanh(CC[cc, j])
+            for j in range(H):
+                M[row, j] = S[row, 3 * H + j] * TC[row, j]
 
 
 @_jit
@@ -155,6 +230,30 @@ def backward_step(dG, S, TC, Cp, dh, gy, add_gy, dc, dc_out, o):
             dG[row, 2 * H + j] = dct * i * (_ONE - g * g)
             dG[row, 3 * H + j] = d * tc * ((_ONE - og) * og)
             dc_out[r, j] = dct * f
+
+
+@_jit
+def backward_seq(gemm, nc, dG, S, TC, Cp, w_hh, gy, ghn, gcn, dh, dc, dc2, B, reverse, dh0):
+    """Every step of :func:`forward_seq`'s backward in one call: :func:`backward_step`,
+    then ``dh = dG_t @ W_hh`` by ``gemm``. ``ghn``/``gcn`` are the last state's
+    gradients; ``dh`` receives the first state's, and ``dc`` or ``dc2`` (the two take
+    turns) the first cell's: the returned one. Without ``dh0`` the first state's
+    gradient is not needed and its product is skipped (``dh`` is left undefined)."""
+    T = S.shape[0] // B
+    G = S.shape[1]
+    H = TC.shape[1]
+    for k in range(T):
+        t = k if reverse else T - 1 - k
+        o = t * B
+        d_in = ghn if k == 0 else dh
+        c_in = gcn if k == 0 else (dc2 if k % 2 == 0 else dc)
+        c_out = dc if k % 2 == 0 else dc2
+        backward_step(dG, S, TC, Cp, d_in, gy, True, c_in, c_out, o)
+        if k == T - 1 and not dh0:
+            break
+        _product(gemm, nc, B, H, G, dG.ctypes.data + o * dG.strides[0], G, w_hh.ctypes.data,
+                 H, dh.ctypes.data, H)
+    return dc if (T - 1) % 2 == 0 else dc2
 
 
 CACHED = forward_step._cache.__class__.__name__ != "NullCache"

@@ -28,7 +28,10 @@ first-order backward that works in place in whole-sequence buffers
 (``_lstm_forward_np``/``_lstm_backward_np``, about 10% faster); the tests check both
 paths against torch (first derivatives take it, second derivatives the generic one).
 With numba installed (the ``ember[fast]`` extra), their float32 steps run one fused
-kernel each (``ember/ops/_lstm_numba.py``) around the step's BLAS product.
+kernel each (``ember/ops/_lstm_numba.py``) around the step's BLAS product; over a padded
+batch without projection every step runs in one kernel call, which calls the BLAS
+products itself (``ember/ops/_rnn_blas.py`` finds them). On OpenBLAS cores with a
+small-matrix kernel the per-step products run in column blocks (``_rnn_blas``).
 """
 import functools
 import itertools
@@ -41,6 +44,8 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend import gemm as _gemm
 from ember.backend.threads import refresh_blas, single_blas
+from ember.ops._rnn_blas import aligned as _aligned
+from ember.ops._rnn_blas import column_block as _column_block
 from ember.ops.unary import _relu_grad_array
 
 __all__ = []
@@ -345,25 +350,91 @@ def _lstm_kernels(xp, *arrays):
     return _FUSED["lstm"]
 
 
+def _seq_gemm(fused, bs, rows, w_hr, n, k):
+    """``(BLAS function, column block)`` for the whole-sequence kernels' (rows, k) @ (k, n)
+    products (``_lstm_numba.sgemm``) where those kernels apply -- a padded batch (``rows``
+    at every step), no projection --, else None: the per-step loop runs."""
+    if w_hr is not None or not bs or bs[0] != rows or bs[-1] != rows:
+        return None
+    return fused.sgemm(rows, n, k)
+
+
+def _blocks(xp, S, h0, w_hh, m, n, k):
+    """The column block width of the NumPy loop's per-step (m, k) @ (k, n) products
+    (``_rnn_blas.column_block``), or None: one ``matmul`` each."""
+    if xp is not np or S.dtype != np.float32 or w_hh.dtype != np.float32 or \
+            h0.dtype != np.float32:
+        return None
+    return _column_block(m, n, k)
+
+
+def _blocked(nc, buf=None):
+    """``a @ b`` as column blocks of width ``nc``, into (the first rows of) ``buf``, or
+    into a new aligned array each time without it."""
+    def mm(a, b):
+        out = _aligned((a.shape[0], b.shape[1]), a.dtype) if buf is None else \
+            buf[:a.shape[0]]
+        for j in range(0, b.shape[1], nc):
+            np.matmul(a, b[:, j:j + nc], out=out[:, j:j + nc])
+        return out
+    return mm
+
+
+def _lstm_forward_seq(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse):
+    """``_lstm_forward_np`` over a padded batch as one numba kernel call
+    (``_lstm_numba.forward_seq``): the same buffers, except that the previous cell
+    states ``Cp`` are a view of the states' buffer instead of a copy."""
+    N, B, H, Hs = S.shape[0], bs[0], c0.shape[1], h0.shape[1]
+    dt = S.dtype
+    CC = np.empty((N + B, H), dt)  # c0, then each step's c (reversed: each step's, c0)
+    C, Cp = (CC[:N], CC[B:]) if reverse else (CC[B:], CC[:N])
+    (CC[N:] if reverse else CC[:B])[...] = c0
+    TC, M = np.empty((N, H), dt), _aligned((N, Hs), dt)
+    Hp = np.empty((N, Hs), dt)
+    w_hhT = fused.transpose(w_hh)
+    if w_hhT.ctypes.data % 64:
+        w_hhT = _aligned(w_hhT.shape, dt, w_hhT)
+    with single_blas(len(bs)):  # one small matrix product per step
+        fused.forward_seq(gemm[0], gemm[1], S, np.ascontiguousarray(bias),
+                          _aligned((B, S.shape[1]), dt), w_hhT, _aligned((B, Hs), dt, h0), CC,
+                          TC, Hp, M, B, reverse)
+    last = slice(0, B) if reverse else slice(N - B, N)
+    hn, cn = _final(_NP_MATH, M[last], C[last], [])
+    return M, hn, cn, (S, TC, Cp, Hp, M)
+
+
 def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     """``_layer_forward`` for the LSTM on arrays, writing into whole-sequence buffers:
     S (gate activations i, f, g, o), TC (tanh c), Cp/Hp (each row's previous state),
     M (o * tanh c) and Y."""
-    S = xp.array(x, order="C") if w_ih is None else _mm(x, xp.ascontiguousarray(w_ih.T))
+    # (the input projection is as fast with W_ih transposed in place as with a copy)
+    S = xp.array(x, order="C") if w_ih is None else _mm(x, w_ih.T)
     bias = _RNNCellMath.input_bias(b_ih, b_hh)
     if bias is not None:
+        fused = _lstm_kernels(xp, S, h0, c0, w_hh, bias)
+        gemm = None if fused is None else _seq_gemm(fused, bs, h0.shape[0], w_hr, S.shape[1],
+                                                    h0.shape[1])
+        if gemm is not None:
+            return _lstm_forward_seq(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse)
         S += bias
     N, H, Hout, dt = x.shape[0], c0.shape[1], h0.shape[1], S.dtype
-    TC, C, Cp, M = (xp.empty((N, H), dt) for _ in range(4))
+    T = len(bs)
+    # the per-step product in column blocks (``_rnn_blas``), on aligned operands
+    nc = _blocks(xp, S, h0, w_hh, h0.shape[0], 4 * H, Hout)
+    TC, C, Cp = (xp.empty((N, H), dt) for _ in range(3))
+    M = xp.empty((N, H), dt) if nc is None else _aligned((N, H), dt)
     Hp = xp.empty((N, Hout), dt)
     Y = M if w_hr is None else xp.empty((N, Hout), dt)
-    w_hhT = xp.ascontiguousarray(w_hh.T)
+    w_hhT = xp.ascontiguousarray(w_hh.T) if nc is None else _aligned((Hout, 4 * H), dt,
+                                                                     w_hh.T)
+    mm = _mm if nc is None else _blocked(nc, _aligned((h0.shape[0], 4 * H), dt))
     w_hrT = None if w_hr is None else xp.ascontiguousarray(w_hr.T)
-    T = len(bs)
     offs = _offsets(bs)
     steps = range(T - 1, -1, -1) if reverse else range(T)
     n0 = bs[steps[0]]
     h, c = h0[:n0], c0[:n0]
+    if nc is not None:
+        h = _aligned(h.shape, dt, h)
     done = []
     fused = _lstm_kernels(xp, S, h0, c0)
     if fused is not None:  # one compiled specialization: C-ordered arrays
@@ -374,13 +445,13 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
             h, c = _enter(_NP_MATH if xp is np else _ArrayMath(xp), h, c, h0, c0, n, done)
             sl = slice(o, o + n)
             if fused is not None:
-                fused.forward_step(S, _mm(h, w_hhT), h, c, C, TC, Cp, Hp, M, o)
+                fused.forward_step(S, mm(h, w_hhT), h, c, C, TC, Cp, Hp, M, o)
                 if w_hr is not None:
                     _mm(M[sl], w_hrT, out=Y[sl])
                 c, h = C[sl], Y[sl]
                 continue
             g = S[sl]
-            g += _mm(h, w_hhT)
+            g += mm(h, w_hhT)
             Hp[sl] = h
             Cp[sl] = c
             gq = g[:, 2 * H:3 * H]
@@ -410,15 +481,32 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     S, TC, Cp, Hp, M = acts
     m = _NP_MATH if xp is np else _ArrayMath(xp)
     H = TC.shape[1]
-    dG = xp.empty_like(S)
+    dG = _aligned(S.shape, S.dtype) if xp is np else xp.empty_like(S)
     dhs = None if w_hr is None else xp.empty_like(Hp)
     T = len(bs)
     offs = _offsets(bs)
     h_parts, c_parts = [], []
     dh = dc = None
-    fused = _lstm_kernels(xp, S, gy, ghn, gcn)
+    nc = _blocks(xp, S, TC, w_hh, ghn.shape[0], H, 4 * H)
+    mm = _mm if nc is None else _blocked(nc)  # (a new array a step: rows may be kept)
+    w_hh_b = w_hh if nc is None else _aligned(w_hh.shape, w_hh.dtype, w_hh)
+    fused = _lstm_kernels(xp, S, gy, ghn, gcn, w_hh)
     if fused is not None:  # one compiled specialization: C-ordered arrays
         gy, ghn, gcn = (None if a is None else xp.ascontiguousarray(a) for a in (gy, ghn, gcn))
+        n0 = ghn.shape[0]
+        gemm = _seq_gemm(fused, bs, n0, w_hr, H, 4 * H)
+        if gemm is not None and gcn is not None:  # every step in one kernel call
+            dh0 = _aligned((n0, H), S.dtype)
+            w = w_hh if w_hh.flags.c_contiguous and not w_hh.ctypes.data % 64 else \
+                _aligned(w_hh.shape, w_hh.dtype, w_hh)
+            with single_blas(T):
+                dc0 = fused.backward_seq(gemm[0], gemm[1], dG, S, TC, Cp, w, gy, ghn, gcn, dh0,
+                                         xp.empty_like(dh0), xp.empty_like(dh0), n0, reverse,
+                                         needs[1])
+            grads = _param_grads(dG, dG, Hp, x, w_ih, needs)
+            # the first state's gradients only where asked for (dh0 was not computed)
+            return (grads[0], dh0 if needs[1] else None, dc0 if needs[2] else None) + \
+                grads[1:]
     with single_blas(T):  # one small matrix product per step
         for t in (range(T) if reverse else range(T - 1, -1, -1)):
             n, o = bs[t], offs[t]
@@ -431,7 +519,7 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
                     dh = _mm(dh, w_hr)
                 dc_prev = xp.empty((n, H), S.dtype)
                 fused.backward_step(dG, S, TC, Cp, dh, gy, dhs is None, dc, dc_prev, o)
-                dh, dc = _mm(dG[sl], w_hh), dc_prev
+                dh, dc = mm(dG[sl], w_hh_b), dc_prev
                 continue
             dh = dh + gy[sl]
             if dhs is not None:
@@ -453,7 +541,7 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
             xp.multiply(s[:, 2 * H:3 * H], s[:, 2 * H:3 * H], out=dq)
             xp.subtract(1, dq, out=dq)
             d *= der
-            dh = _mm(d, w_hh)
+            dh = mm(d, w_hh_b)
             dc = dct * s[:, H:2 * H]
     dh0 = m.cat([dh] + h_parts[::-1])
     dc0 = m.cat([dc] + c_parts[::-1])
