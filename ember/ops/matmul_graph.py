@@ -29,17 +29,24 @@ import math
 
 import numpy as np
 
-from ember._tensor import _make
+from ember._tensor import Tensor, _make
+from ember.autograd import _modes, _saved_hooks, anomaly
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import gemm as _gemm
 from ember.ops import _jvp
+from ember.ops._views import _track as _track_view
 from ember.ops.composite_node import records_graph
 from ember.ops.elementwise import Add
 from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, reshape_nodes
 from ember.ops.shape import t as _t
 
 __all__ = ["bilinear_graph", "linear_graph", "matmul_graph", "records_graph"]
+
+_new = object.__new__
+_active = _modes.active
+_anomaly = anomaly.enabled
+_hook_stack = _saved_hooks.stack
 
 
 class Addmm(Primitive):
@@ -328,8 +335,12 @@ def matmul_graph(a, b):
 def linear_graph(x, w, b):
     """``linear`` recorded with PyTorch's nodes, for a floating input of 2 or more dims, a
     2-D weight and a bias of shape (out_features,) or None, all of one dtype."""
-    wt = WeightT.apply(w, 0, 1)
     shape = x._data.shape
+    if len(shape) == 2 and b is not None and w._requires_grad and not _active[0] and \
+            not _anomaly[0] and not _hook_stack and type(x._data) is np.ndarray and \
+            type(w._data) is np.ndarray and type(b._data) is np.ndarray:
+        return _addmm_linear(x, w, b)
+    wt = WeightT.apply(w, 0, 1)
     if len(shape) == 2:
         if b is None:
             from ember.ops.linalg import Mm
@@ -340,6 +351,55 @@ def linear_graph(x, w, b):
         return View.apply(Addmm.apply(b, flat, wt), shape[:-1] + (w._data.shape[0],))
     out = matmul_graph(x, wt)
     return out if b is None else _BiasAdd.apply(out, b)
+
+
+def _addmm_linear(x, w, b):
+    """``linear_graph``'s most common call (a batch of rows, a weight that requires grad, a
+    bias, NumPy arrays, no mode, anomaly mode or saved-tensor hook watching) with its two
+    nodes made here: the same ``WeightT`` and ``Addmm`` nodes, edges, saved inputs and
+    output tensors that ``WeightT.apply(w, 0, 1)`` and ``Addmm.apply(b, x, wt)`` leave,
+    without their generic argument handling (the RNN cell loop and MLPs call it per
+    step)."""
+    # WeightT.apply(w, 0, 1): a view of the weight, one edge (the dims are no edges)
+    tn = _new(WeightT)
+    tn.dims = (0, 1)
+    fn = w.grad_fn
+    tn._edges = [w if fn is None else (fn, w._output_nr), None, None]
+    tn._n_in = 1
+    wtd = w._data.swapaxes(0, 1)
+    wt = _new(Tensor)
+    wt._data = wtd
+    wt._grad = wt._extra = None
+    wt._requires_grad = True
+    wt.grad_fn = tn
+    wt._output_nr = 0
+    base = w if w._base is None else w._base
+    wt._base = base
+    wt._vc = w._vc
+    if base.grad_fn is not None:
+        _track_view(base, wt)
+    # Addmm.apply(b, x, wt)
+    out = _gemm.matmul(x._data, wtd)
+    out += b._data
+    node = _new(Addmm)
+    node.bshape = None  # the bias has the output's row shape (``_fusable_linear``)
+    eb = ex = None
+    if b._requires_grad:
+        fn = b.grad_fn
+        eb = b if fn is None else (fn, b._output_nr)
+    if x._requires_grad:
+        fn = x.grad_fn
+        ex = x if fn is None else (fn, x._output_nr)
+    node._edges = [eb, ex, (tn, 0)]
+    node._saved = [(x, x._vc[0]), (wt, wt._vc[0])]
+    t = _new(Tensor)
+    t._data = out
+    t._grad = t._base = t._extra = None
+    t._output_nr = 0
+    t._vc = [0]
+    t._requires_grad = True
+    t.grad_fn = node
+    return t
 
 
 class _BiasAdd(Add):

@@ -14,6 +14,7 @@ import numbers
 import warnings
 
 from ember import _core as ember
+from ember._tensor import Tensor, _mode_active
 from ember.nn import _aten_ops as _cells
 from ember.nn import functional_rnn as _functional_rnn
 from ember.nn import init
@@ -405,6 +406,16 @@ class RNNCellBase(Module):
 
     def _prepare(self, name, input, hx, n_states):
         """Checks, batching and default states: (input, states, is_batched)."""
+        if n_states == 1 and type(input) is Tensor and type(hx) is Tensor and \
+                not _mode_active[0]:
+            # the loop's common call, a batch and its state of the right sizes and dtype,
+            # checked in one go (a capture's symbolic sizes take the checks below)
+            x, h = input._data, hx._data
+            xs, hs = x.shape, h.shape
+            if len(xs) == 2 and len(hs) == 2 and xs[1] == self.input_size and \
+                    hs[0] == xs[0] and hs[1] == self.hidden_size and \
+                    x.dtype == h.dtype == self.weight_ih._data.dtype:
+                return input, [hx], True
         if input.dim() not in (1, 2):
             raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D "
                              "instead")
