@@ -32,7 +32,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd import _modes, _saved_hooks, anomaly
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, _read_saved
 from ember.backend import gemm as _gemm
 from ember.ops import _jvp
 from ember.ops._views import _track as _track_view
@@ -44,6 +44,7 @@ from ember.ops.shape import t as _t
 __all__ = ["bilinear_graph", "linear_graph", "matmul_graph", "records_graph"]
 
 _new = object.__new__
+_sum_rows = np.add.reduce
 _active = _modes.active
 _anomaly = anomaly.enabled
 _hook_stack = _saved_hooks.stack
@@ -68,11 +69,14 @@ class Addmm(Primitive):
         return gy.sum_to_size(self.bshape) if self.bshape else gy.sum()
 
     def backward(self, gy):
-        x, wt = self.saved_tensors
+        x, wt = _read_saved(self)
         eb, ex, ew = self._edges
         if not _grad_state.grad_enabled:
             g = gy._data
-            return (_make(g.sum(0)) if eb is not None and self.bshape is None else
+            # (``np.add.reduce`` is what ``g.sum(0)`` runs, without its Python wrapper)
+            return (_make(_sum_rows(g, 0)) if eb is not None and self.bshape is None and
+                    type(g) is np.ndarray else
+                    _make(g.sum(0)) if eb is not None and self.bshape is None else
                     self._bias_grad(gy) if eb is not None else None,
                     _make(_gemm.matmul(g, wt._data.T)) if ex is not None else None,
                     self._mat2_grad(ew, _gemm.matmul(g.T, x._data)))
