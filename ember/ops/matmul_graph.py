@@ -357,6 +357,27 @@ def linear_graph(x, w, b):
     return out if b is None else _BiasAdd.apply(out, b)
 
 
+def short_linear(x, w, b):
+    """``linear(x, w, b)`` made by ``_addmm_linear`` when that is what ``linear`` would
+    do (a 2-D floating input, a 2-D weight that requires grad and a bias, NumPy arrays of
+    one dtype and matching sizes, grad mode on, nothing watching the graph being made);
+    None otherwise, and the caller calls ``linear``. For loops that call ``linear`` per
+    step (the RNN cells)."""
+    if b is None or not _grad_state.grad_enabled or _active[0] or _anomaly[0] or \
+            _hook_stack or not (isinstance(x, Tensor) and isinstance(w, Tensor) and
+                                isinstance(b, Tensor)) or not w._requires_grad:
+        return None
+    xd, wd, bd = x._data, w._data, b._data
+    if type(xd) is not np.ndarray or type(wd) is not np.ndarray or \
+            type(bd) is not np.ndarray:
+        return None
+    dt = xd.dtype
+    if xd.ndim != 2 or wd.ndim != 2 or xd.shape[1] != wd.shape[1] or wd.dtype != dt or \
+            dt.kind != "f" or bd.dtype != dt or bd.shape != wd.shape[:1]:
+        return None
+    return _addmm_linear(x, w, b)
+
+
 def _addmm_linear(x, w, b):
     """``linear_graph``'s most common call (a batch of rows, a weight that requires grad, a
     bias, NumPy arrays, no mode, anomaly mode or saved-tensor hook watching) with its two

@@ -454,8 +454,18 @@ class RNNCellBase(Module):
         return input, states, is_batched
 
     def _cell(self, kernel, input, *state):
-        return kernel(input, state[0] if len(state) == 1 else state, self.weight_ih,
-                      self.weight_hh, self.bias_ih, self.bias_hh)
+        state = state[0] if len(state) == 1 else state
+        if type(self) in _PLAIN_CELLS:
+            # the parameters straight from their dict (a parametrized cell's class is
+            # another: its properties compute them), else from Module.__getattr__
+            p = self._parameters
+            w_ih, w_hh = p.get("weight_ih"), p.get("weight_hh")
+            b_ih, b_hh = p.get("bias_ih"), p.get("bias_hh")
+            if w_ih is not None and w_hh is not None and b_ih is not None and \
+                    b_hh is not None:
+                return kernel(input, state, w_ih, w_hh, b_ih, b_hh)
+        return kernel(input, state, self.weight_ih, self.weight_hh, self.bias_ih,
+                      self.bias_hh)
 
 
 def _check_state_dtypes(states, dtype):
@@ -526,3 +536,6 @@ class GRUCell(RNNCellBase):
         input, (h,), is_batched = self._prepare("GRUCell", input, hx, 1)
         ret = self._cell(_cells.gru_cell, input, h)
         return ret if is_batched else ret.squeeze(0)
+
+
+_PLAIN_CELLS = (RNNCell, LSTMCell, GRUCell)
