@@ -161,3 +161,41 @@ def test_rnn_cell_dtype_mismatch_matches_torch():
             cell(m.zeros(5, 3), m.zeros(5, 4, dtype=m.float64))
         errors.append(str(info.value))
     assert errors[0] == errors[1]
+
+
+class _Twice:
+    """A parametrization: the weight used is twice the one stored."""
+
+    def __init__(self, m):
+        class P(m.nn.Module):
+            def forward(self, w):
+                return w * 2
+        self.module = P()
+
+
+@pytest.mark.parametrize("kind", ["parametrized", "no_bias", "subclass"])
+def test_cells_that_are_not_plain_read_their_parameters_as_modules_do(kind):
+    got = []
+    for m in (ember, torch):
+        m.manual_seed(0)
+        if kind == "subclass":
+            class Cell(m.nn.RNNCell):
+                pass
+            cell = Cell(3, 4)
+        else:
+            cell = m.nn.RNNCell(3, 4, bias=kind != "no_bias")
+        with m.no_grad():
+            cell.weight_ih.copy_(m.tensor(W))
+            cell.weight_hh.copy_(m.tensor(WH))
+            if cell.bias_ih is not None:
+                cell.bias_ih.copy_(m.tensor(B))
+                cell.bias_hh.copy_(m.tensor(B[::-1].copy()))
+        if kind == "parametrized":
+            m.nn.utils.parametrize.register_parametrization(cell, "weight_hh",
+                                                            _Twice(m).module)
+        x = m.tensor(X, requires_grad=True)
+        h = cell(x, cell(x * 0.5, m.zeros(5, 4)))
+        h.sum().backward()
+        got.append((h.detach().numpy(), x.grad.numpy()))
+    for a, b_ in zip(*got):
+        np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-6)
