@@ -199,3 +199,23 @@ def test_cells_that_are_not_plain_read_their_parameters_as_modules_do(kind):
         got.append((h.detach().numpy(), x.grad.numpy()))
     for a, b_ in zip(*got):
         np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-6)
+
+
+def test_torch_function_mode_sees_the_public_calls_only():
+    """Under a TorchFunctionMode (a mode: the short paths step aside) a cell step's
+    products are reported as ``linear``, as before the short paths existed."""
+    from ember.nn import _rnn_unrolled
+    from ember.overrides import TorchFunctionMode
+    log = []
+
+    class Log(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            log.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    x, w, b = _leaves(ember)
+    wh = ember.nn.Parameter(ember.tensor(WH))
+    h = ember.zeros(5, 4)
+    with Log():
+        _rnn_unrolled.cell("RNN_TANH", x, h, w, wh, b, b)
+    assert log == ["linear", "linear", "add", "tanh"]

@@ -20,7 +20,7 @@ projection, under the same nodes as these steps record.
 from ember.nn import functional as F
 from ember.ops import rnn_graph
 from ember.ops.join import cat, stack, unsafe_pieces
-from ember.ops.matmul_graph import short_linear as _short_linear
+from ember.ops.matmul_graph import _short_linear
 
 __all__ = []
 

@@ -357,7 +357,7 @@ def linear_graph(x, w, b):
     return out if b is None else _BiasAdd.apply(out, b)
 
 
-def short_linear(x, w, b):
+def _short_linear(x, w, b):
     """``linear(x, w, b)`` made by ``_addmm_linear`` when that is what ``linear`` would
     do (a 2-D floating input, a 2-D weight that requires grad and a bias, NumPy arrays of
     one dtype and matching sizes, grad mode on, nothing watching the graph being made);
