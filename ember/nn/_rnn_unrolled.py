@@ -20,19 +20,27 @@ projection, under the same nodes as these steps record.
 from ember.nn import functional as F
 from ember.ops import rnn_graph
 from ember.ops.join import cat, stack, unsafe_pieces
+from ember.ops.matmul_graph import _short_linear
 
 __all__ = []
+
+
+def _linear(x, w, b):
+    """``F.linear``, on its short path straight away where it takes it (a cell's
+    products: called twice per step of a Python loop over a cell)."""
+    y = _short_linear(x, w, b)
+    return F.linear(x, w, b) if y is None else y
 
 
 # ----- one step: gates_in is the step's rows of linear(x, W_ih, b_ih) --------------------
 def rnn_tanh_step(gi, h, p):
     """``tanh(linear(h, W_hh, b_hh) + gi)``."""
-    return (F.linear(h, p[1], p[3]) + gi).tanh()
+    return (_linear(h, p[1], p[3]) + gi).tanh()
 
 
 def rnn_relu_step(gi, h, p):
     """``relu(linear(h, W_hh, b_hh) + gi)``."""
-    return (F.linear(h, p[1], p[3]) + gi).relu()
+    return (_linear(h, p[1], p[3]) + gi).relu()
 
 
 def lstm_step(gi, hc, p):
@@ -63,7 +71,7 @@ STEPS = {"RNN_TANH": rnn_tanh_step, "RNN_RELU": rnn_relu_step, "LSTM": lstm_step
 
 def cell(mode, input, hx, w_ih, w_hh, b_ih, b_hh):
     """One step of a cell (``torch.lstm_cell`` and the others) from its input."""
-    return STEPS[mode](F.linear(input, w_ih, b_ih), hx, (w_ih, w_hh, b_ih, b_hh, None))
+    return STEPS[mode](_linear(input, w_ih, b_ih), hx, (w_ih, w_hh, b_ih, b_hh, None))
 
 
 # ----- the state of an LSTM is a pair ----------------------------------------------------

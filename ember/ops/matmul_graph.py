@@ -29,17 +29,25 @@ import math
 
 import numpy as np
 
-from ember._tensor import _make
+from ember._tensor import Tensor, _make
+from ember.autograd import _modes, _saved_hooks, anomaly
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, _read_saved
 from ember.backend import gemm as _gemm
 from ember.ops import _jvp
+from ember.ops._views import _track as _track_view
 from ember.ops.composite_node import records_graph
 from ember.ops.elementwise import Add
 from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, reshape_nodes
 from ember.ops.shape import t as _t
 
 __all__ = ["bilinear_graph", "linear_graph", "matmul_graph", "records_graph"]
+
+_new = object.__new__
+_sum_rows = np.add.reduce
+_active = _modes.active
+_anomaly = anomaly.enabled
+_hook_stack = _saved_hooks.stack
 
 
 class Addmm(Primitive):
@@ -61,11 +69,14 @@ class Addmm(Primitive):
         return gy.sum_to_size(self.bshape) if self.bshape else gy.sum()
 
     def backward(self, gy):
-        x, wt = self.saved_tensors
+        x, wt = _read_saved(self)
         eb, ex, ew = self._edges
         if not _grad_state.grad_enabled:
             g = gy._data
-            return (_make(g.sum(0)) if eb is not None and self.bshape is None else
+            # (``np.add.reduce`` is what ``g.sum(0)`` runs, without its Python wrapper)
+            return (_make(_sum_rows(g, 0)) if eb is not None and self.bshape is None and
+                    type(g) is np.ndarray else
+                    _make(g.sum(0)) if eb is not None and self.bshape is None else
                     self._bias_grad(gy) if eb is not None else None,
                     _make(_gemm.matmul(g, wt._data.T)) if ex is not None else None,
                     self._mat2_grad(ew, _gemm.matmul(g.T, x._data)))
@@ -328,8 +339,12 @@ def matmul_graph(a, b):
 def linear_graph(x, w, b):
     """``linear`` recorded with PyTorch's nodes, for a floating input of 2 or more dims, a
     2-D weight and a bias of shape (out_features,) or None, all of one dtype."""
-    wt = WeightT.apply(w, 0, 1)
     shape = x._data.shape
+    if len(shape) == 2 and b is not None and w._requires_grad and not _active[0] and \
+            not _anomaly[0] and not _hook_stack and type(x._data) is np.ndarray and \
+            type(w._data) is np.ndarray and type(b._data) is np.ndarray:
+        return _addmm_linear(x, w, b)
+    wt = WeightT.apply(w, 0, 1)
     if len(shape) == 2:
         if b is None:
             from ember.ops.linalg import Mm
@@ -340,6 +355,76 @@ def linear_graph(x, w, b):
         return View.apply(Addmm.apply(b, flat, wt), shape[:-1] + (w._data.shape[0],))
     out = matmul_graph(x, wt)
     return out if b is None else _BiasAdd.apply(out, b)
+
+
+def _short_linear(x, w, b):
+    """``linear(x, w, b)`` made by ``_addmm_linear`` when that is what ``linear`` would
+    do (a 2-D floating input, a 2-D weight that requires grad and a bias, NumPy arrays of
+    one dtype and matching sizes, grad mode on, nothing watching the graph being made);
+    None otherwise, and the caller calls ``linear``. For loops that call ``linear`` per
+    step (the RNN cells)."""
+    if b is None or not _grad_state.grad_enabled or _active[0] or _anomaly[0] or \
+            _hook_stack or not (isinstance(x, Tensor) and isinstance(w, Tensor) and
+                                isinstance(b, Tensor)) or not w._requires_grad:
+        return None
+    xd, wd, bd = x._data, w._data, b._data
+    if type(xd) is not np.ndarray or type(wd) is not np.ndarray or \
+            type(bd) is not np.ndarray:
+        return None
+    dt = xd.dtype
+    if xd.ndim != 2 or wd.ndim != 2 or xd.shape[1] != wd.shape[1] or wd.dtype != dt or \
+            dt.kind != "f" or bd.dtype != dt or bd.shape != wd.shape[:1]:
+        return None
+    return _addmm_linear(x, w, b)
+
+
+def _addmm_linear(x, w, b):
+    """``linear_graph``'s most common call (a batch of rows, a weight that requires grad, a
+    bias, NumPy arrays, no mode, anomaly mode or saved-tensor hook watching) with its two
+    nodes made here: the same ``WeightT`` and ``Addmm`` nodes, edges, saved inputs and
+    output tensors that ``WeightT.apply(w, 0, 1)`` and ``Addmm.apply(b, x, wt)`` leave,
+    without their generic argument handling (the RNN cell loop and MLPs call it per
+    step)."""
+    # WeightT.apply(w, 0, 1): a view of the weight, one edge (the dims are no edges)
+    tn = _new(WeightT)
+    tn.dims = (0, 1)
+    fn = w.grad_fn
+    tn._edges = [w if fn is None else (fn, w._output_nr), None, None]
+    tn._n_in = 1
+    wtd = w._data.swapaxes(0, 1)
+    wt = _new(Tensor)
+    wt._data = wtd
+    wt._grad = wt._extra = None
+    wt._requires_grad = True
+    wt.grad_fn = tn
+    wt._output_nr = 0
+    base = w if w._base is None else w._base
+    wt._base = base
+    wt._vc = w._vc
+    if base.grad_fn is not None:
+        _track_view(base, wt)
+    # Addmm.apply(b, x, wt)
+    out = _gemm.matmul(x._data, wtd)
+    out += b._data
+    node = _new(Addmm)
+    node.bshape = None  # the bias has the output's row shape (``_fusable_linear``)
+    eb = ex = None
+    if b._requires_grad:
+        fn = b.grad_fn
+        eb = b if fn is None else (fn, b._output_nr)
+    if x._requires_grad:
+        fn = x.grad_fn
+        ex = x if fn is None else (fn, x._output_nr)
+    node._edges = [eb, ex, (tn, 0)]
+    node._saved = [(x, x._vc[0]), (wt, wt._vc[0])]
+    t = _new(Tensor)
+    t._data = out
+    t._grad = t._base = t._extra = None
+    t._output_nr = 0
+    t._vc = [0]
+    t._requires_grad = True
+    t.grad_fn = node
+    return t
 
 
 class _BiasAdd(Add):

@@ -14,6 +14,7 @@ import numbers
 import warnings
 
 from ember import _core as ember
+from ember._tensor import Tensor, _mode_active
 from ember.nn import _aten_ops as _cells
 from ember.nn import functional_rnn as _functional_rnn
 from ember.nn import init
@@ -405,6 +406,16 @@ class RNNCellBase(Module):
 
     def _prepare(self, name, input, hx, n_states):
         """Checks, batching and default states: (input, states, is_batched)."""
+        if n_states == 1 and type(input) is Tensor and type(hx) is Tensor and \
+                not _mode_active[0]:
+            # the loop's common call, a batch and its state of the right sizes and dtype,
+            # checked in one go (a capture's symbolic sizes take the checks below)
+            x, h = input._data, hx._data
+            xs, hs = x.shape, h.shape
+            if len(xs) == 2 and len(hs) == 2 and xs[1] == self.input_size and \
+                    hs[0] == xs[0] and hs[1] == self.hidden_size and \
+                    x.dtype == h.dtype == self.weight_ih._data.dtype:
+                return input, [hx], True
         if input.dim() not in (1, 2):
             raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D "
                              "instead")
@@ -443,8 +454,18 @@ class RNNCellBase(Module):
         return input, states, is_batched
 
     def _cell(self, kernel, input, *state):
-        return kernel(input, state[0] if len(state) == 1 else state, self.weight_ih,
-                      self.weight_hh, self.bias_ih, self.bias_hh)
+        state = state[0] if len(state) == 1 else state
+        if type(self) in _PLAIN_CELLS:
+            # the parameters straight from their dict (a parametrized cell's class is
+            # another: its properties compute them), else from Module.__getattr__
+            p = self._parameters
+            w_ih, w_hh = p.get("weight_ih"), p.get("weight_hh")
+            b_ih, b_hh = p.get("bias_ih"), p.get("bias_hh")
+            if w_ih is not None and w_hh is not None and b_ih is not None and \
+                    b_hh is not None:
+                return kernel(input, state, w_ih, w_hh, b_ih, b_hh)
+        return kernel(input, state, self.weight_ih, self.weight_hh, self.bias_ih,
+                      self.bias_hh)
 
 
 def _check_state_dtypes(states, dtype):
@@ -515,3 +536,6 @@ class GRUCell(RNNCellBase):
         input, (h,), is_batched = self._prepare("GRUCell", input, hx, 1)
         ret = self._cell(_cells.gru_cell, input, h)
         return ret if is_batched else ret.squeeze(0)
+
+
+_PLAIN_CELLS = (RNNCell, LSTMCell, GRUCell)
