@@ -417,3 +417,20 @@ def test_narrow_products_go_to_mkl_sooner(mkl, calls):
     assert 2 * 512 * 128 * 16 < gemm.THRESHOLD
     np.testing.assert_array_equal(gemm.matmul(x, wide.T), np.matmul(x, wide.T))
     assert calls["gemm"] == 1
+
+
+def test_addmm_without_mkl_is_the_product_plus_the_bias():
+    """NumPy's product and the bias added in place (tiled down large results): the same
+    bits as ``np.matmul(a, b) + bias``, whatever the row count."""
+    rng = np.random.default_rng(11)
+    with gemm.numpy_only():
+        for m, k, n in ((1024, 64, 256), (1001, 32, 128), (600, 16, 300), (64, 32, 16)):
+            a, b = _rand(rng, (m, k), np.float32), _rand(rng, (k, n), np.float32)
+            bias = _rand(rng, (n,), np.float32)
+            np.testing.assert_array_equal(gemm.addmm(bias, a, b), np.matmul(a, b) + bias)
+            out = np.empty((m, n), np.float32)
+            assert gemm.addmm(bias, a, b, out=out) is out
+            np.testing.assert_array_equal(out, np.matmul(a, b) + bias)
+        a, b = _rand(rng, (512, 64), np.float64), _rand(rng, (64, 256), np.float64)
+        bias = _rand(rng, (256,), np.float32)  # another dtype: NumPy's casting, as before
+        np.testing.assert_array_equal(gemm.addmm(bias, a, b), np.matmul(a, b) + bias)

@@ -273,8 +273,31 @@ def addmm(bias, a, b, out=None):
         r = _numpy_matmul(a, b, out)
     else:
         r = matmul(a, b, out)
-    r += bias
+    _add_rows(r, bias)
     return r
+
+
+def _add_rows(r, bias):
+    """``r += bias`` for a bias row broadcast down ``r``'s rows. NumPy runs its SIMD loop
+    once per row of a broadcast add (1024 rows of 256: 1.2-1.4x the time of a tiled
+    add); a large C-ordered ``r`` is added a few hundred rows of the bias at a time, the
+    same sums."""
+    if type(r) is np.ndarray and type(bias) is np.ndarray and r.ndim == 2 and \
+            bias.shape == r.shape[1:] and bias.dtype == r.dtype and r.size >= 1 << 17 and \
+            r.flags.c_contiguous:
+        m, n = r.shape
+        rows = _TILE // n
+        q = m // rows if rows > 1 else 0
+        if q > 1:
+            tiled = r[:q * rows].reshape(q, rows * n)  # a view: r is C-ordered
+            tiled += np.tile(bias, rows)
+            if q * rows < m:
+                r[q * rows:] += bias
+            return
+    r += bias
+
+
+_TILE = 16384  # elements of the tiled bias: 64 KiB of float32, cache-resident
 
 
 def _mkl_matmul(a, b, out, bias=None):
