@@ -319,3 +319,118 @@ def test_lazy_loading_and_the_switch(env, want):
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[-2] == want
+
+
+# linear's products of the benchmark workloads, (rows, in_features, out_features)
+LINEAR_SHAPES = [(128, 784, 256), (128, 256, 128), (1024, 784, 256), (1024, 128, 384),
+                 (64, 1600, 64), (16 * 64, 128, 256)]
+
+
+@pytest.fixture
+def one_thread():
+    """ember (and so MKL) and torch at one thread: with more, either library may split a
+    product's sum differently."""
+    e, t = ember.get_num_threads(), torch.get_num_threads()
+    ember.set_num_threads(1)
+    torch.set_num_threads(1)
+    yield
+    ember.set_num_threads(e)
+    torch.set_num_threads(t)
+
+
+def test_linear_bias_added_in_the_product_as_torch(mkl, calls, one_thread):
+    """On MKL, ``linear``'s bias is written first and the product added to it (beta = 1),
+    as torch's addmm: the values equal torch's bit for bit, also where the product sums
+    over several of MKL's blocks of k (there, the product rounded before adding the bias
+    differs); without MKL the values are NumPy's product plus the bias, as before."""
+    rng = np.random.default_rng(8)
+    differs_when_rounded_first = 0
+    for m, k, n in LINEAR_SHAPES:
+        x, w, b = _rand(rng, (m, k), np.float32), _rand(rng, (n, k), np.float32), \
+            _rand(rng, (n,), np.float32)
+        want = torch.nn.functional.linear(*map(torch.from_numpy, (x, w, b))).numpy()
+        rounded_first = gemm.matmul(x, w.T) + b
+        differs_when_rounded_first += not np.array_equal(rounded_first, want)
+        before = calls["gemm"]
+        xe = ember.tensor(x, requires_grad=True)
+        we, be = ember.tensor(w, requires_grad=True), ember.tensor(b, requires_grad=True)
+        recorded = ember.nn.functional.linear(xe, we, be)
+        with ember.no_grad():
+            fused = ember.nn.functional.linear(xe, we, be)
+        # a 3-D input: the product of its rows, reshaped back
+        flat = ember.nn.functional.linear(xe.reshape(2, m // 2, k), we, be)
+        assert calls["gemm"] == before + 3
+        for got in (recorded, fused, flat.reshape(m, n)):
+            np.testing.assert_array_equal(got.detach().numpy(), want)
+        assert recorded.grad_fn.name() == "AddmmBackward0"
+        with gemm.numpy_only():
+            with ember.no_grad():
+                plain = ember.nn.functional.linear(xe, we, be).numpy()
+            np.testing.assert_array_equal(plain, np.matmul(x, w.T) + b)
+    assert differs_when_rounded_first >= 2  # the long sums (k = 784, 1600)
+
+
+def test_addmm_bias_shapes_out_and_fallbacks(mkl, calls, one_thread):
+    rng = np.random.default_rng(9)
+    a, b = _rand(rng, (300, 200), np.float32), _rand(rng, (200, 100), np.float32)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    for bias in (_rand(rng, (100,), np.float32), _rand(rng, (300, 100), np.float32),
+                 _rand(rng, (1, 100), np.float32), _rand(rng, (300, 1), np.float32),
+                 np.array(0.5, np.float32)):
+        before = calls["gemm"]
+        r = gemm.addmm(bias, a, b)
+        assert calls["gemm"] == before + 1
+        np.testing.assert_array_equal(r, torch.addmm(torch.from_numpy(bias), ta, tb).numpy())
+    bias = _rand(rng, (100,), np.float32)
+    want = torch.addmm(torch.from_numpy(bias), ta, tb).numpy()
+    buf = np.full((600, 100), np.nan, np.float32)
+    out = buf[::2]  # rows a leading dimension apart
+    assert gemm.addmm(bias, a, b, out=out) is out
+    np.testing.assert_array_equal(out, want)
+    assert np.isnan(buf[1::2]).all()
+    # a bias of another dtype: the product, then the bias added
+    before = calls["gemm"]
+    r = gemm.addmm(bias.astype(np.float64), a, b)
+    assert r.dtype == np.float32 and calls["gemm"] == before + 1
+    np.testing.assert_array_equal(r, (gemm.matmul(a, b) + bias.astype(np.float64)).astype(
+        np.float32))
+    out = np.empty((300, 100), np.float32)
+    out[0] = bias
+    before = calls["gemm"]
+    np.testing.assert_array_equal(gemm.addmm(out[0], a, b, out=out), want)  # inside out
+    assert calls["gemm"] == before + 1
+    # below the threshold: NumPy's product plus the bias, bit for bit as before
+    s, w = a[:20, :30], b[:30, :10]
+    np.testing.assert_array_equal(gemm.addmm(bias[:10], s, w), np.matmul(s, w) + bias[:10])
+
+
+def test_narrow_products_go_to_mkl_sooner(mkl, calls):
+    """Fewer than 16 output columns: MKL from NARROW_THRESHOLD operations (OpenBLAS's
+    kernels leave most of their width idle there); wider products keep THRESHOLD."""
+    rng = np.random.default_rng(10)
+    x, w = _rand(rng, (512, 128), np.float32), _rand(rng, (10, 128), np.float32)
+    assert gemm.NARROW_THRESHOLD <= 2 * 512 * 128 * 10 < gemm.THRESHOLD
+    _check_rounding(gemm.matmul(x, w.T), x, w.T)
+    assert calls["gemm"] == 1
+    np.testing.assert_array_equal(gemm.matmul(x[:256], w.T), np.matmul(x[:256], w.T))
+    wide = _rand(rng, (16, 128), np.float32)
+    assert 2 * 512 * 128 * 16 < gemm.THRESHOLD
+    np.testing.assert_array_equal(gemm.matmul(x, wide.T), np.matmul(x, wide.T))
+    assert calls["gemm"] == 1
+
+
+def test_addmm_without_mkl_is_the_product_plus_the_bias():
+    """NumPy's product and the bias added in place (tiled down large results): the same
+    bits as ``np.matmul(a, b) + bias``, whatever the row count."""
+    rng = np.random.default_rng(11)
+    with gemm.numpy_only():
+        for m, k, n in ((1024, 64, 256), (1001, 32, 128), (600, 16, 300), (64, 32, 16)):
+            a, b = _rand(rng, (m, k), np.float32), _rand(rng, (k, n), np.float32)
+            bias = _rand(rng, (n,), np.float32)
+            np.testing.assert_array_equal(gemm.addmm(bias, a, b), np.matmul(a, b) + bias)
+            out = np.empty((m, n), np.float32)
+            assert gemm.addmm(bias, a, b, out=out) is out
+            np.testing.assert_array_equal(out, np.matmul(a, b) + bias)
+        a, b = _rand(rng, (512, 64), np.float64), _rand(rng, (64, 256), np.float64)
+        bias = _rand(rng, (256,), np.float32)  # another dtype: NumPy's casting, as before
+        np.testing.assert_array_equal(gemm.addmm(bias, a, b), np.matmul(a, b) + bias)

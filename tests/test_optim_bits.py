@@ -1,7 +1,7 @@
-"""SGD's updates of float32 parameters large enough for the BLAS multiply-add
-(:mod:`ember.backend.axpy`): the same bits as torch step after step, with the BLAS
-path and with NumPy's float64 formula alike (weight decay, dampening and nesterov
-take the multiply-add too)."""
+"""SGD's updates of float32 parameters large enough for the BLAS multiply-add and the
+one-pass momentum update (:mod:`ember.backend.axpy`): the same bits as torch step after
+step, with the BLAS path and with NumPy's formulas alike (weight decay, dampening and
+nesterov take the multiply-add too)."""
 import numpy as np
 import pytest
 import torch
@@ -44,8 +44,11 @@ CONFIGS = [
 def path(request, monkeypatch):
     if request.param == "numpy":
         monkeypatch.setattr(axpy, "_fn", [False])
+        monkeypatch.setattr(axpy, "_fn_by", [False])
     else:
         assert axpy.available(), "the BLAS multiply-add should load where NumPy ships OpenBLAS"
+        y = np.ones(300, np.float32)
+        assert axpy.scale_add(y, 0.9, y.copy()), "saxpby should load beside saxpy"
     return request.param
 
 
@@ -81,3 +84,35 @@ def test_saxpy_declines_what_it_does_not_cover():
 def test_switched_off_by_environment(monkeypatch):
     monkeypatch.setenv("EMBER_BLAS_AXPY", "0")
     assert axpy._find() is False
+
+
+@pytest.mark.parametrize("n", [255, 256, 257, 1000, 4096 + 13])
+@pytest.mark.parametrize("momentum", [0.9, 0.99, 0.37])
+def test_scale_add_is_torch_mul_then_add(n, momentum):
+    """SGD's ``buf.mul_(momentum).add_(grad)``: two roundings, in one BLAS pass."""
+    rng = np.random.default_rng(n)
+    y = (rng.standard_normal(n) * 10.0 ** rng.integers(-6, 6, n)).astype(np.float32)
+    x = (rng.standard_normal(n) * 10.0 ** rng.integers(-6, 6, n)).astype(np.float32)
+    want = torch.from_numpy(y.copy()).mul_(momentum).add_(torch.from_numpy(x)).numpy()
+    fused = (y.astype(np.float64) * np.float32(momentum) + x).astype(np.float32)
+    assert not np.array_equal(fused, want)  # one rounding would show on these inputs
+    got = y.copy()
+    assert axpy.scale_add(got, momentum, x) is (n >= 256)
+    if n >= 256:
+        np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+
+
+def test_scale_add_declines_what_it_does_not_cover():
+    y = np.zeros(1000, np.float32)
+    for x in (np.ones(1000, np.float64), np.ones(2000, np.float32)[::2], np.ones(999, np.float32)):
+        assert axpy.scale_add(y, 0.9, x) is False
+    assert axpy.scale_add(y, 0.9, y) is False  # overlapping
+    assert axpy.scale_add(y, 1.0, np.ones(1000, np.float32)) is False  # BLAS's shortcuts
+    assert axpy.scale_add(y, 0.0, np.ones(1000, np.float32)) is False
+    assert not y.any()
+
+
+def test_scale_add_switched_off_by_environment(monkeypatch):
+    monkeypatch.setenv("EMBER_BLAS_AXPY", "0")
+    monkeypatch.setattr(axpy, "_fn", [None])
+    assert axpy._find_by() is False

@@ -14,6 +14,12 @@ with two roundings differs from one with a single rounding, at every length up t
 SIMD blocks (the kernels' vector bodies and scalar tails). A library that is missing,
 has no FMA kernel, or disagrees anywhere leaves :func:`saxpy` returning False, and the
 caller runs NumPy. ``EMBER_BLAS_AXPY=0`` switches it off.
+
+:func:`scale_add` is SGD's momentum update ``b = momentum * b + g`` with the product
+rounded and then the sum, as NumPy's ``b *= momentum; b += g`` and PyTorch's ``mul_`` then
+``add_``, in one pass instead of two, through the same library's ``saxpby``; it is
+checked the same way (against the twice-rounded values, on inputs where one rounding
+would differ) and used only where it agrees.
 """
 import glob
 import os
@@ -23,16 +29,18 @@ import numpy as np
 
 from ember.backend import threads as _threads
 
-__all__ = ["saxpy", "available"]
+__all__ = ["saxpy", "scale_add", "available"]
 
 # None: not looked for yet; False: not used; else (function, largest n, pointer reader)
 _fn = [None]
+_fn_by = [None]  # the same for saxpby
 _lock = threading.Lock()
 _MIN_SIZE = 256  # below this the ctypes call costs more than NumPy's float64 passes
 _BLAS_THREADED = 10000  # OpenBLAS's axpy runs its threads above this many elements
 
 # (symbol, 64-bit integers) as the BLAS builds NumPy ships spell cblas_saxpy
 _SYMBOLS = (("scipy_cblas_saxpy64_", True), ("cblas_saxpy64_", True), ("cblas_saxpy", False))
+_BY_SYMBOLS = tuple((name.replace("axpy", "axpby"), wide) for name, wide in _SYMBOLS)
 
 
 def _candidates():
@@ -44,18 +52,21 @@ def _candidates():
     return paths + [None]
 
 
-def _bind(ctypes, path):
-    """(function, max n) for the first cblas saxpy symbol in ``path``, or None."""
+def _bind(ctypes, path, symbols=_SYMBOLS):
+    """(function, max n, pointer reader) for the first of ``symbols`` (cblas saxpy, or
+    saxpby with ``_BY_SYMBOLS``) in ``path``, or None."""
     try:
         lib = ctypes.CDLL(path)
     except (OSError, TypeError):  # TypeError: no process handle (CDLL(None) on Windows)
         return None
-    for symbol, wide in _SYMBOLS:
+    for symbol, wide in symbols:
         f = getattr(lib, symbol, None)
         if f is None:
             continue
-        i = ctypes.c_int64 if wide else ctypes.c_int
-        f.argtypes = [i, ctypes.c_float, ctypes.c_void_p, i, ctypes.c_void_p, i]
+        i, p, real = ctypes.c_int64 if wide else ctypes.c_int, ctypes.c_void_p, ctypes.c_float
+        # saxpy(n, alpha, x, incx, y, incy); saxpby(n, alpha, x, incx, beta, y, incy)
+        f.argtypes = [i, real, p, i, p, i] if symbols is _SYMBOLS else \
+            [i, real, p, i, real, p, i]
         f.restype = None
         from ember.backend.gemm import _pointer_reader
         return f, (1 << 63) - 1 if wide else (1 << 31) - 1, _pointer_reader(ctypes)
@@ -89,6 +100,86 @@ def _agrees(f):
     got = y.copy()
     f(64, alpha, x.ctypes.data, 1, got.ctypes.data, 1)
     return np.array_equal(_reference(y, alpha, x).view(np.int32), got.view(np.int32))
+
+
+def _scale_add_reference(y, beta, x):
+    """``beta * y`` rounded to float32, then ``+ x`` rounded: NumPy's two passes."""
+    t = y * np.float32(beta)
+    t += x
+    return t
+
+
+def _scale_add_agrees(f):
+    """True when ``f`` (saxpby with alpha 1) gives the twice-rounded values at every
+    length from 1 to 160 and a long one, for a few momenta, and on inputs where a fused
+    multiply-add (one rounding) would differ."""
+    rng = np.random.default_rng(11)
+    for beta in (0.9, 0.5, 0.99, 0.999):
+        for n in list(range(1, 161)) + [4099]:
+            y = rng.standard_normal(n).astype(np.float32)
+            x = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)).astype(np.float32)
+            got = y.copy()
+            f(n, 1.0, x.ctypes.data, 1, beta, got.ctypes.data, 1)
+            want = _scale_add_reference(y, beta, x)
+            if not np.array_equal(want.view(np.int32), got.view(np.int32)):
+                return False
+    beta = 1.0 + 2.0 ** -23
+    y = np.full(64, 1.0 + 2.0 ** -23, np.float32)
+    x = np.full(64, -1.0, np.float32)
+    got = y.copy()
+    f(64, 1.0, x.ctypes.data, 1, beta, got.ctypes.data, 1)
+    return np.array_equal(_scale_add_reference(y, beta, x).view(np.int32),
+                          got.view(np.int32))
+
+
+def _find_by():
+    if _fn[0] is None:
+        _fn[0] = _find()
+    if _fn[0] is False:  # switched off, or no agreeing saxpy: no saxpby either
+        return False
+    import ctypes
+    for path in _candidates():
+        bound = _bind(ctypes, path, _BY_SYMBOLS)
+        if bound is not None:
+            try:
+                ok = _scale_add_agrees(bound[0])
+            except Exception:  # a foreign symbol of another signature: not ours to use
+                ok = False
+            return bound if ok else False
+    return False
+
+
+def scale_add(y, beta, x):
+    """``y = beta * y + x`` in place for C-contiguous float32 NumPy arrays of one shape
+    that do not overlap, the product rounded and then the sum (NumPy's ``y *= beta;
+    y += x``) in one pass; False (``y`` untouched) where not covered: other arrays, small
+    ones, ``beta`` 0 or 1 (BLAS may take shortcuts there), or no agreeing BLAS."""
+    if type(y) is not np.ndarray or type(x) is not np.ndarray or y.dtype != np.float32 \
+            or x.dtype != np.float32 or y.shape != x.shape or y.size < _MIN_SIZE \
+            or beta == 0 or beta == 1 \
+            or not (y.flags.c_contiguous and x.flags.c_contiguous and y.flags.writeable
+                    and y.flags.aligned and x.flags.aligned):
+        return False
+    fn = _fn_by[0]
+    if fn is None:
+        with _lock:
+            if _fn_by[0] is None:
+                _fn_by[0] = _find_by()
+            fn = _fn_by[0]
+    if fn is False or y.size > fn[1] or np.may_share_memory(x, y):
+        return False
+    ptr = fn[2]
+    beta = float(np.float32(beta))
+    if y.size <= _BLAS_THREADED or _threads.get_num_threads() < 2:
+        fn[0](y.size, 1.0, ptr(x), 1, beta, ptr(y), 1)
+        return True
+    # on ember's threads rather than OpenBLAS's, as ``saxpy``
+    px, py = ptr(x), ptr(y)
+
+    def block(lo, hi):
+        fn[0](hi - lo, 1.0, px + 4 * lo, 1, beta, py + 4 * lo, 1)
+    _threads.blas_rows(block, y.size, 2 * y.size)
+    return True
 
 
 def _find():

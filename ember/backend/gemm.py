@@ -7,7 +7,9 @@ medium products of training steps; MKL (the BLAS PyTorch uses on CPU) pays a few
 microseconds more per call through ctypes and is slower on small matrices, so only
 products of at least :data:`THRESHOLD` floating operations (``2*m*n*k``, for each matrix
 of a batch) go to it: below that ``np.matmul`` is faster (the crossover, measured by
-``benchmarks/gemm.py --sweep``).
+``benchmarks/gemm.py --sweep``), or of :data:`NARROW_THRESHOLD` for products with fewer
+than 16 output columns, where OpenBLAS's kernels are slow. :func:`addmm` (``linear``'s
+``bias + x @ w.T``) writes the bias first and adds MKL's product to it, as PyTorch does.
 
 What goes to MKL: float32 or float64 operands of one dtype (native byte order,
 aligned), each matrix either row-major or the transpose of a row-major one with any
@@ -32,13 +34,19 @@ import numpy as np
 
 from ember.backend import threads as _threads
 
-__all__ = ["matmul", "THRESHOLD", "mkl_available", "library_path", "numpy_only"]
+__all__ = ["matmul", "addmm", "THRESHOLD", "NARROW_THRESHOLD", "mkl_available",
+           "library_path", "numpy_only"]
 
 # floating operations (2*m*n*k) of one product from which MKL is faster than NumPy's
 # OpenBLAS on a Sapphire-Rapids core at one thread, the ctypes call (~5 us) included:
 # square products cross over at 3-4 MFLOP, 16- to 32-row ones by 2 MFLOP, and batches of
 # matrices under ~1 MFLOP each stay slower on MKL (benchmarks/gemm.py --sweep)
 THRESHOLD = 3 << 20
+# a product whose output has fewer than _NARROW columns leaves most of OpenBLAS's 16-wide
+# kernel idle: (1024, 128) @ (128, 10) takes 1.3-1.6x MKL's time, and MKL is faster from
+# about 1 MFLOP (benchmarks/gemm.py --sweep; a short inner dimension does not do this)
+NARROW_THRESHOLD = 1 << 20
+_NARROW = 16
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _INT_MAX = (1 << 31) - 1  # MKL's LP64 interface: 32-bit sizes and leading dimensions
@@ -238,6 +246,10 @@ def matmul(a, b, out=None):
         r = _threads.matmul(a, b, out)  # on ember's threads, not BLAS's (threads.py)
         if r is not None:
             return r
+    return _numpy_matmul(a, b, out)
+
+
+def _numpy_matmul(a, b, out):
     if out is None:
         return a @ b  # np.matmul for arrays; Tensors and CuPy arrays take their own
     if type(a) is np.ndarray:
@@ -246,8 +258,56 @@ def matmul(a, b, out=None):
     return array_module(a).matmul(a, b, out=out)
 
 
-def _mkl_matmul(a, b, out):
-    """The product on MKL, or None when it should run on NumPy (then nothing is written)."""
+def addmm(bias, a, b, out=None):
+    """``bias + a @ b`` for matrices ``a`` (m, k) and ``b`` (k, n) and a ``bias`` that
+    broadcasts to (m, n) (``linear``'s ``x @ w.T + b``), into ``out`` when given.
+
+    On MKL the bias is written into the result first and the product added to it
+    (``beta = 1``), as PyTorch's ``addmm`` does: one pass less, and the same values as
+    PyTorch's ``linear`` where the product sums over several of MKL's blocks of ``k``
+    (there, rounding the product before adding the bias gives other last bits).
+    Elsewhere it is :func:`matmul` followed by the bias added in place, as before."""
+    if out is not None and type(out) is np.ndarray and np.may_share_memory(out, bias):
+        bias = bias.copy()  # the product must not overwrite the bias before it is added
+    if _lib[0] is not False and type(bias) is np.ndarray and type(a) is np.ndarray and \
+            bias.dtype == a.dtype and a.ndim == 2 and bias.ndim <= 2:
+        r = _mkl_matmul(a, b, out, bias)
+        if r is not None:
+            return r
+        r = _numpy_matmul(a, b, out)
+    else:
+        r = matmul(a, b, out)
+    _add_rows(r, bias)
+    return r
+
+
+def _add_rows(r, bias):
+    """``r += bias`` for a bias row broadcast down ``r``'s rows. NumPy runs its SIMD loop
+    once per row of a broadcast add (1024 rows of 256: 1.2-1.4x the time of a tiled
+    add); a large C-ordered ``r`` is added a few hundred rows of the bias at a time, the
+    same sums."""
+    if type(r) is np.ndarray and type(bias) is np.ndarray and r.ndim == 2 and \
+            bias.shape == r.shape[1:] and bias.dtype == r.dtype and r.size >= 1 << 17 and \
+            r.flags.c_contiguous:
+        m, n = r.shape
+        rows = _TILE // n
+        q = m // rows if rows > 1 else 0
+        if q > 1:
+            tiled = r[:q * rows].reshape(q, rows * n)  # a view: r is C-ordered
+            tiled += np.tile(bias, rows)
+            if q * rows < m:
+                r[q * rows:] += bias
+            return
+    r += bias
+
+
+_TILE = 16384  # elements of the tiled bias: 64 KiB of float32, cache-resident
+
+
+def _mkl_matmul(a, b, out, bias=None):
+    """The product on MKL, or None when it should run on NumPy (then nothing is written).
+    With ``bias`` (an array of the operands' dtype, for matrices ``a`` and ``b``), the
+    result is ``bias`` plus the product, or None."""
     if type(a) is not np.ndarray or type(b) is not np.ndarray:
         return None
     dt = a.dtype
@@ -261,7 +321,8 @@ def _mkl_matmul(a, b, out):
     flops = 2 * m * n * k
     if not flops:  # an empty product (or k = 0: zeros) is NumPy's at no cost
         return None
-    if flops < THRESHOLD and len(sa) == 2 and len(sb) == 2 or k != k2:
+    limit = THRESHOLD if n >= _NARROW else min(THRESHOLD, NARROW_THRESHOLD)
+    if flops < limit and len(sa) == 2 and len(sb) == 2 or k != k2:
         return None
     bsa, bsb = sa[:-2], sb[:-2]
     if bsa == bsb:
@@ -274,7 +335,7 @@ def _mkl_matmul(a, b, out):
     nb = 1
     for s in batch:
         nb *= s
-    if flops * nb < THRESHOLD or max(m, n, k, nb) > _INT_MAX:
+    if flops * nb < limit or max(m, n, k, nb) > _INT_MAX:
         return None
     if not (a.flags.aligned and b.flags.aligned):
         return None
@@ -311,15 +372,19 @@ def _mkl_matmul(a, b, out):
             c, ldc = out, n
         else:
             return None
+        beta = 0.0
+        if bias is not None:
+            c[...] = bias  # the product is added to it (beta = 1), as PyTorch's addmm
+            beta = 1.0
         ptr = lib.ptr
         lib.gemm[dt](_ROW_MAJOR, la[0], lb[0], rows, n, k, 1.0, ptr(a), la[1],
-                     ptr(b), lb[1], 0.0, ptr(c), ldc)
+                     ptr(b), lb[1], beta, ptr(c), ldc)
         return c
     # a batch: each operand's batch dims broadcast to ``batch``; the trailing ones that
     # every operand walks with one stride are one strided-batch call, any others a loop.
     # MKL's kernels are slower than OpenBLAS's on small matrices however many there are:
     # the threshold holds for each product of the batch
-    if flops < THRESHOLD:
+    if flops < limit or bias is not None:
         return None
     la = _layout(a.strides[-2:], m, k, isz)
     lb = _layout(b.strides[-2:], k, n, isz)

@@ -57,8 +57,7 @@ class Addmm(Primitive):
     save_inputs = (1, 2)
 
     def forward(self, b, x, wt):
-        out = _gemm.matmul(x, wt)
-        out += b
+        out = _gemm.addmm(b, x, wt)
         # a bias of another shape broadcast to (n, m) (torch's addmm takes any)
         self.bshape = None if b.shape == out.shape[1:] else b.shape
         return out

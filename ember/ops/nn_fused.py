@@ -33,15 +33,11 @@ class _Linear(Primitive):
     batch = _batch_nn.linear
 
     def forward(self, x, w, b):
-        if x.ndim == 2:
-            out = _gemm.matmul(x, w.T)
-            if b is not None:
-                out += b
-            return out
-        out = _gemm.matmul(x.reshape(-1, x.shape[-1]), w.T)
-        if b is not None:
-            out += b
-        return out.reshape(*x.shape[:-1], w.shape[0])
+        x2 = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])
+        # the bias goes into the product (MKL's beta = 1, as PyTorch's addmm) or is
+        # added in place after it
+        out = _gemm.matmul(x2, w.T) if b is None else _gemm.addmm(b, x2, w.T)
+        return out if x.ndim == 2 else out.reshape(*x.shape[:-1], w.shape[0])
 
     def backward(self, gy):
         x, w = self.saved_tensors
@@ -120,12 +116,11 @@ class _Linear(Primitive):
         all of one floating dtype)."""
         n = w.shape[0]
         y = out(0, x.shape[:-1] + (n,), np.result_type(x.dtype, w.dtype))
-        if x.ndim == 2:
-            _gemm.matmul(x, w.T, out=y)
+        x2, y2 = (x, y) if x.ndim == 2 else (x.reshape(-1, x.shape[-1]), y.reshape(-1, n))
+        if b is None:
+            _gemm.matmul(x2, w.T, out=y2)
         else:
-            _gemm.matmul(x.reshape(-1, x.shape[-1]), w.T, out=y.reshape(-1, n))
-        if b is not None:
-            y += b
+            _gemm.addmm(b, x2, w.T, out=y2)
         return y
 
 

@@ -3,6 +3,7 @@
 import numpy as np
 
 from ember._tensor import _make
+from ember.backend import axpy as _blas_axpy
 from ember.optim import _one_pass
 from ember.optim.optimizer import (
     Optimizer,
@@ -90,7 +91,9 @@ class SGD(Optimizer):
             if self._one_pass and dampening == 0 and not nesterov and \
                     _one_pass.sgd(parameter, g, b, momentum, lr, buf is not None):
                 return
-            if buf is not None:
+            if buf is not None and not (dampening == 0 and type(momentum) is float and
+                                        _blas_axpy.scale_add(b, momentum, g)):
+                # (scale_add: the two passes below as one, the same roundings, from BLAS)
                 if dampening == 0:
                     # elementwise: in blocks on the intra-op threads when large
                     _split_update(lambda b, g: _momentum(b, momentum, g), 2, b, g)
