@@ -85,3 +85,30 @@ def test_multihead_attention_batch_first_against_torch():
         outs.append([y.detach().numpy(), x.grad.numpy(), mod.in_proj_weight.grad.numpy()])
     for a, e in zip(*outs):
         np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("path", ["numba", "numpy"])
+def test_softmax_kernels_against_numpy_and_torch(path, monkeypatch):
+    """The scores' softmax (numba kernels down the key-outermost layout, or NumPy's
+    passes): weights within float32 rounding of torch's, masked keys exactly 0, rows
+    with a NaN or only -inf as torch's (the kernels hand those to NumPy)."""
+    if path == "numba":
+        assert attn._columns(attn._scores_layout((3, 2), np.float32)) is not None
+    else:
+        monkeypatch.setitem(attn._NUMBA, "softmax", None)
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((2, 3, 40, 16)).astype(np.float32) * 4
+    k = rng.standard_normal((2, 3, 24, 16)).astype(np.float32) * 4
+    v = rng.standard_normal((2, 3, 24, 16)).astype(np.float32)
+    mask = rng.random((40, 24)) < 0.3
+    mask[5] = True                                  # a fully masked row: zeros (safe)
+    q[1, 2, 7, 3] = np.nan                          # a NaN row
+    g = rng.standard_normal((2, 3, 40, 16)).astype(np.float32)
+    res = []
+    for m in (ember, torch):
+        ts = [m.tensor(a, requires_grad=True) for a in (q, k, v)]
+        y = m.nn.functional.scaled_dot_product_attention(*ts, attn_mask=~m.tensor(mask))
+        y.backward(m.tensor(g))
+        res.append([y.detach().numpy()] + [t.grad.numpy() for t in ts])
+    for a, e in zip(*res):
+        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5, equal_nan=True)

@@ -29,6 +29,12 @@ def _softmax_rows_(s, safe):
     +inf, or only -inf, come out NaN as PyTorch's ``softmax`` does; with ``safe`` rows
     that are all -inf give zeros instead (PyTorch's ``_safe_softmax``, used by sdpa).
     """
+    k = _columns(s)
+    if k is not None:
+        s2 = _as_columns(s)
+        if s2 is not None and k.softmax_columns(s2, np.empty(s2.shape[1], s.dtype),
+                                                np.empty(s2.shape[1], s.dtype)):
+            return s
     xp = array_module(s)
     m = s.max(axis=-1, keepdims=True)
     finite = xp.isfinite(m)
@@ -40,6 +46,41 @@ def _softmax_rows_(s, safe):
         z[m == -np.inf] = 1        # their exps are all 0: the row becomes 0
     s /= z
     return s
+
+
+_NUMBA = {}
+
+
+def _columns(*arrays):
+    """numba's softmax kernels (``ember.ops._softmax_numba``, the ``ember[fast]`` extra)
+    when every array is a float32 NumPy array of scores laid out key axis outermost
+    (:func:`_scores_layout`), else None (imported on first use; None without numba)."""
+    for a in arrays:
+        if type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim < 2 or \
+                a.strides[-1] <= a.strides[-2] or not a.size:
+            return None
+    k = _NUMBA.get("softmax", False)
+    if k is False:
+        try:
+            from ember.ops import _softmax_numba as k
+        except ImportError:  # numba missing (or unusable with this NumPy)
+            k = None
+        _NUMBA["softmax"] = k
+        from ember.backend.threads import refresh_blas
+        refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
+    return k
+
+
+def _as_columns(s):
+    """The (..., S) scores ``s`` as an (S, n) view with contiguous rows, or None when
+    they do not make one."""
+    t = np.moveaxis(s, -1, 0)
+    if t[0].flags.c_contiguous:
+        try:
+            return t.reshape(t.shape[0], -1, copy=False)
+        except ValueError:
+            return None
+    return None
 
 
 def _split_lead(q, k, v):
@@ -81,8 +122,14 @@ def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None):
     if dm is not None:
         gs *= dm
     # softmax backward: a * (gs - sum(gs * a)), in place on gs
-    gs -= np.einsum("...ij,...ij->...i", gs, a)[..., None]
-    gs *= a
+    kern = _columns(gs, a)
+    g2 = None if kern is None else _as_columns(gs)
+    a2 = None if g2 is None else _as_columns(a)
+    if a2 is not None:
+        kern.softmax_backward_columns(g2, a2, np.empty(a2.shape[1], a.dtype))
+    else:
+        gs -= np.einsum("...ij,...ij->...i", gs, a)[..., None]
+        gs *= a
     if want[0]:
         gq = _gemm.matmul(gs, k, out=out[0])
         gq *= scale
