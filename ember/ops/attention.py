@@ -29,6 +29,12 @@ def _softmax_rows_(s, safe):
     +inf, or only -inf, come out NaN as PyTorch's ``softmax`` does; with ``safe`` rows
     that are all -inf give zeros instead (PyTorch's ``_safe_softmax``, used by sdpa).
     """
+    k = _columns(s)
+    if k is not None:
+        s2 = _as_columns(s)
+        if s2 is not None and k.softmax_columns(s2, np.empty(s2.shape[1], s.dtype),
+                                                np.empty(s2.shape[1], s.dtype)):
+            return s
     xp = array_module(s)
     m = s.max(axis=-1, keepdims=True)
     finite = xp.isfinite(m)
@@ -40,6 +46,41 @@ def _softmax_rows_(s, safe):
         z[m == -np.inf] = 1        # their exps are all 0: the row becomes 0
     s /= z
     return s
+
+
+_NUMBA = {}
+
+
+def _columns(*arrays):
+    """numba's softmax kernels (``ember.ops._softmax_numba``, the ``ember[fast]`` extra)
+    when every array is a float32 NumPy array of scores laid out key axis outermost
+    (:func:`_scores_layout`), else None (imported on first use; None without numba)."""
+    for a in arrays:
+        if type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim < 2 or \
+                a.strides[-1] <= a.strides[-2] or not a.size:
+            return None
+    k = _NUMBA.get("softmax", False)
+    if k is False:
+        try:
+            from ember.ops import _softmax_numba as k
+        except ImportError:  # numba missing (or unusable with this NumPy)
+            k = None
+        _NUMBA["softmax"] = k
+        from ember.backend.threads import refresh_blas
+        refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
+    return k
+
+
+def _as_columns(s):
+    """The (..., S) scores ``s`` as an (S, n) view with contiguous rows, or None when
+    they do not make one."""
+    t = np.moveaxis(s, -1, 0)
+    if t[0].flags.c_contiguous:
+        try:
+            return t.reshape(t.shape[0], -1, copy=False)
+        except ValueError:
+            return None
+    return None
 
 
 def _split_lead(q, k, v):
@@ -81,8 +122,14 @@ def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None):
     if dm is not None:
         gs *= dm
     # softmax backward: a * (gs - sum(gs * a)), in place on gs
-    gs -= np.einsum("...ij,...ij->...i", gs, a)[..., None]
-    gs *= a
+    kern = _columns(gs, a)
+    g2 = None if kern is None else _as_columns(gs)
+    a2 = None if g2 is None else _as_columns(a)
+    if a2 is not None:
+        kern.softmax_backward_columns(g2, a2, np.empty(a2.shape[1], a.dtype))
+    else:
+        gs -= np.einsum("...ij,...ij->...i", gs, a)[..., None]
+        gs *= a
     if want[0]:
         gq = _gemm.matmul(gs, k, out=out[0])
         gq *= scale
@@ -92,6 +139,18 @@ def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None):
     if want[3]:
         gb = gs
     return gq, gk, gv, gb
+
+
+def _in_rows(t):
+    """``t`` with each matrix's rows adjacent in memory, copied where they are not.
+
+    Heads split from one projection are views whose rows lie a whole token apart (``N *
+    E`` elements, often a power of two): the many small products of a batch then read
+    rows that share cache sets and run at half speed. A copy is one pass over ``L * D``
+    elements against products of ``L * S * D``."""
+    if type(t) is not np.ndarray or t.flags.c_contiguous:
+        return t
+    return np.ascontiguousarray(t)
 
 
 def _scores_layout(shape, dtype):
@@ -143,6 +202,7 @@ class ScaledDotProductAttention(Primitive):
         # every (batch, head) is independent: blocks of the batch on the intra-op threads
         a = _scores_layout(shape, q.dtype)
         out = _laid_out_as(q, q.shape[:-1] + v.shape[-1:], q.dtype)
+        q, k, v = self.rows = _in_rows(q), _in_rows(k), _in_rows(v)
 
         def run(lo, hi):
             ab = self._weights(q[lo:hi], k[lo:hi], _rows_of(bias, lo, hi, q.ndim), a[lo:hi])
@@ -181,13 +241,21 @@ class ScaledDotProductAttention(Primitive):
         as arrays, from the weights ``a`` forward kept (eager backward and the compile
         plan's ``vjp`` alike)."""
         dm, scale = self.dmask, self.scale
+        # the rows forward copied heads into (``_in_rows``), when it did
+        rows, self.rows = getattr(self, "rows", None), None
+        given = q, k, v
+        q, k, v = rows or given
+        if rows is not None:
+            g = _in_rows(g)
         lead = _split_lead(q, k, v)
         if lead is None or g.shape[:-1] != a.shape[:-1] or not (
                 g.dtype == a.dtype == q.dtype and (dm is None or dm.shape == a.shape)):
             return list(_backward_arrays(a, g, dm, q, k, v, scale, want))
-        # independent per (batch, head): blocks of the batch on the intra-op threads
-        grads = [np.empty(t.shape, q.dtype) if w else None
-                 for t, w in zip((q, k, v), want)] + [None]
+        # independent per (batch, head): blocks of the batch on the intra-op threads;
+        # each gradient laid out in memory as its input is (PyTorch's empty_like): heads
+        # split from one projection then merge back into it with views
+        grads = [_laid_out_as(t, t.shape, q.dtype) if w else None
+                 for t, w in zip(given, want)] + [None]
         if want[0] or want[1] or want[3]:
             # the weights' gradient: scratch laid out as the weights are, or the
             # bias's gradient (row-major, as PyTorch gives it)

@@ -272,6 +272,29 @@ def _affine_rows(t, lead):
     return out.reshape(-1)
 
 
+_NUMBA = {}
+
+
+def _row_kernels(*arrays):
+    """numba's layer norm row kernels (``ember.ops._norm_numba``, the ``ember[fast]``
+    extra) when every array is a C-contiguous float32 NumPy array, else None (imported
+    on first use; None without numba)."""
+    for a in arrays:
+        if a is not None and (type(a) is not np.ndarray or a.dtype != np.float32
+                              or not a.flags.c_contiguous):
+            return None
+    k = _NUMBA.get("rows", False)
+    if k is False:
+        try:
+            from ember.ops import _norm_numba as k
+        except ImportError:  # numba missing (or unusable with this NumPy)
+            k = None
+        _NUMBA["rows"] = k
+        from ember.backend.threads import refresh_blas
+        refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
+    return k
+
+
 def _fwd_rows(x, w, b, eps, lay):
     _, M, D = lay
     xm = array_module(x)
@@ -279,10 +302,22 @@ def _fwd_rows(x, w, b, eps, lay):
     out = xm.empty((M, D), dtype=x.dtype)
     mean = xm.empty(M, dtype=x.dtype)
     var = xm.empty(M, dtype=x.dtype)
-    ones = xm.ones(D, dtype=x.dtype)
     w2 = None if w is None else w.reshape(D)
     b2 = None if b is None else b.reshape(D)
     blocks = _blocks(M, D * x.itemsize)
+    k = _row_kernels(x2, w2, b2)
+    if k is not None:
+        # one pass per row (numba); the same float32 operations as the blocks below
+        wk = xm.ones(D, dtype=x.dtype) if w2 is None else w2
+        bk = wk if b2 is None else b2
+
+        def run_k(lo, hi):
+            for sl in blocks[lo:hi]:
+                k.forward_rows(x2[sl], wk, bk, b2 is not None, eps, out[sl], mean[sl],
+                               var[sl])
+        parallel_rows(run_k, len(blocks), 8 * M * D, xm)
+        return out.reshape(x.shape), mean, var
+    ones = xm.ones(D, dtype=x.dtype)
 
     def run(lo, hi):  # rows are independent: blocks go to the intra-op threads
         for sl in blocks[lo:hi]:
@@ -316,6 +351,37 @@ def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape):
     # each block's share of gw and gb, added up in block order afterwards: the same sums
     # in the same order whether the blocks ran on one thread or several
     parts_w, parts_b = [None] * len(blocks), [None] * len(blocks)
+    k = _row_kernels(x2, g2, w2)
+    if k is not None:
+        wk = ones if w2 is None else w2
+        gxk = ones.reshape(1, D) if gx is None else gx
+
+        def run_k(lo, hi):
+            for i in range(lo, hi):
+                sl = blocks[i]
+                pw = xm.empty(D, dtype=x.dtype) if gw is not None else ones
+                pb = xm.empty(D, dtype=x.dtype) if gb is not None else ones
+                k.backward_rows(g2[sl], x2[sl], wk, mean[sl], invstd[sl],
+                                gxk[sl] if gx is not None else gxk, pw, pb,
+                                gx is not None, gw is not None, gb is not None)
+                parts_w[i], parts_b[i] = pw, pb
+        parallel_rows(run_k, len(blocks), 12 * M * D, xm)
+    else:
+        parallel_rows(_bwd_rows_blocks(g2, x2, w2, mean, invstd, ones, gx, gw, gb, blocks,
+                                       parts_w, parts_b, D, xm),
+                      len(blocks), 12 * M * D, xm, blas=True)
+    for pw, pb in zip(parts_w, parts_b):
+        if gw is not None:
+            gw += pw
+        if gb is not None:
+            gb += pb
+    return (None if gx is None else gx.reshape(x.shape)), gw, gb
+
+
+def _bwd_rows_blocks(g2, x2, w2, mean, invstd, ones, gx, gw, gb, blocks, parts_w, parts_b,
+                     D, xm):
+    """The NumPy blocks of :func:`_bwd_rows`: ``run(lo, hi)`` for ``parallel_rows``."""
+    x = x2
 
     def run(lo, hi):
         for i in range(lo, hi):
@@ -343,13 +409,7 @@ def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape):
             xc *= (r * r * r * c / D)[:, None]
             gxb -= xc
             gxb -= (r * a / D)[:, None]
-    parallel_rows(run, len(blocks), 12 * M * D, xm, blas=True)
-    for pw, pb in zip(parts_w, parts_b):
-        if gw is not None:
-            gw += pw
-        if gb is not None:
-            gb += pb
-    return (None if gx is None else gx.reshape(x.shape)), gw, gb
+    return run
 
 
 def _fwd_groups(x, w, b, eps, lay):

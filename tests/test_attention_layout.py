@@ -1,0 +1,114 @@
+"""Attention on heads split from one packed projection (rows a token apart, as
+MultiheadAttention makes them): results and gradients against torch, output strides as
+torch's, the gradients laid out as the inputs, and a retained graph's second pass."""
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember.ops import attention as attn
+
+B, L, H, D = 4, 16, 2, 8
+
+
+def _heads(m, p):
+    """q, k, v of shape (B, H, L, D) split from a (3, L, B, H * D) projection."""
+    return [p[i].view(L, B * H, D).transpose(0, 1).view(B, H, L, D) for i in range(3)]
+
+
+def _run(m, pb, gb, twice=False, causal=False):
+    p = m.tensor(pb, requires_grad=True)
+    q, k, v = _heads(m, p)
+    y = m.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    y.backward(m.tensor(gb), retain_graph=twice)
+    if twice:
+        y.backward(m.tensor(gb))
+    return y, p.grad
+
+
+@pytest.mark.parametrize("twice", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_split_heads_against_torch(twice, causal):
+    rng = np.random.default_rng(0)
+    pb = rng.standard_normal((3, L, B, H * D)).astype(np.float32)
+    gb = rng.standard_normal((B, H, L, D)).astype(np.float32)
+    ye, ge = _run(ember, pb, gb, twice, causal)
+    yt, gt = _run(torch, pb, gb, twice, causal)
+    assert ye.stride() == yt.stride()
+    np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(ge.numpy(), gt.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_gradients_laid_out_as_the_inputs(monkeypatch):
+    """The node's q, k, v gradients have their inputs' strides, so the views back to
+    the projection need no copy."""
+    seen = []
+    backward = attn.ScaledDotProductAttention.backward
+
+    def spy(self, gy):
+        out = backward(self, gy)
+        seen.append([t._data.strides for t in out[:3]])
+        return out
+    monkeypatch.setattr(attn.ScaledDotProductAttention, "backward", spy)
+    rng = np.random.default_rng(1)
+    p = ember.tensor(rng.standard_normal((3, L, B, H * D)).astype(np.float32),
+                     requires_grad=True)
+    q, k, v = _heads(ember, p)
+    y = ember.nn.functional.scaled_dot_product_attention(q, k, v)
+    y.sum().backward()
+    assert seen == [[q._data.strides, k._data.strides, v._data.strides]]
+    assert not q.is_contiguous()
+
+
+def test_in_rows_copies_only_strided_arrays():
+    a = np.zeros((2, 3, 4), np.float32)
+    assert attn._in_rows(a) is a
+    t = a.transpose(1, 0, 2)
+    c = attn._in_rows(t)
+    assert c is not t and c.flags.c_contiguous and np.array_equal(c, t)
+
+
+def test_multihead_attention_batch_first_against_torch():
+    torch.manual_seed(0)
+    mt = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+    me = ember.nn.MultiheadAttention(32, 4, batch_first=True)
+    me.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in
+                        mt.state_dict().items()})
+    rng = np.random.default_rng(2)
+    xb = rng.standard_normal((5, 12, 32)).astype(np.float32)
+    outs = []
+    for m, mod in ((ember, me), (torch, mt)):
+        x = m.tensor(xb, requires_grad=True)
+        y = mod(x, x, x, need_weights=False)[0]
+        y.backward(m.ones_like(y))
+        outs.append([y.detach().numpy(), x.grad.numpy(), mod.in_proj_weight.grad.numpy()])
+    for a, e in zip(*outs):
+        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("path", ["numba", "numpy"])
+def test_softmax_kernels_against_numpy_and_torch(path, monkeypatch):
+    """The scores' softmax (numba kernels down the key-outermost layout, or NumPy's
+    passes): weights within float32 rounding of torch's, masked keys exactly 0, rows
+    with a NaN or only -inf as torch's (the kernels hand those to NumPy)."""
+    if path == "numba":
+        assert attn._columns(attn._scores_layout((3, 2), np.float32)) is not None
+    else:
+        monkeypatch.setitem(attn._NUMBA, "softmax", None)
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((2, 3, 40, 16)).astype(np.float32) * 4
+    k = rng.standard_normal((2, 3, 24, 16)).astype(np.float32) * 4
+    v = rng.standard_normal((2, 3, 24, 16)).astype(np.float32)
+    mask = rng.random((40, 24)) < 0.3
+    mask[5] = True                                  # a fully masked row: zeros (safe)
+    q[1, 2, 7, 3] = np.nan                          # a NaN row
+    g = rng.standard_normal((2, 3, 40, 16)).astype(np.float32)
+    res = []
+    for m in (ember, torch):
+        ts = [m.tensor(a, requires_grad=True) for a in (q, k, v)]
+        y = m.nn.functional.scaled_dot_product_attention(*ts, attn_mask=~m.tensor(mask))
+        y.backward(m.tensor(g))
+        res.append([y.detach().numpy()] + [t.grad.numpy() for t in ts])
+    for a, e in zip(*res):
+        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5, equal_nan=True)

@@ -1,0 +1,129 @@
+"""Layer norm's numba row kernels (ember/ops/_norm_numba.py, the ember[fast] extra):
+float32 layer norm against torch on both paths (numba and the NumPy blocks), the two
+paths against each other, every combination of weight/bias/gradients asked for, special
+values, and the NumPy path running where numba is missing."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember.ops import normalization as norm
+
+F32 = np.float32
+
+
+@pytest.fixture(params=["numba", "numpy"])
+def path(request, monkeypatch):
+    """Each test runs on the numba kernels and on the NumPy blocks."""
+    if request.param == "numba":  # numba is a test dependency: the kernels must load
+        assert norm._row_kernels(np.zeros(1, F32)) is not None
+    else:
+        monkeypatch.setitem(norm._NUMBA, "rows", None)
+    return request.param
+
+
+def _run(m, x, w, b, g, shape, need_x=True):
+    x = m.tensor(x, requires_grad=need_x)
+    w = None if w is None else m.tensor(w, requires_grad=True)
+    b = None if b is None else m.tensor(b, requires_grad=True)
+    y = m.nn.functional.layer_norm(x, shape, w, b, 1e-5)
+    if y.requires_grad:
+        y.backward(m.tensor(g))
+    return [y.detach().numpy()] + [None if t is None or t.grad is None else t.grad.numpy()
+                                   for t in (x, w, b)]
+
+
+def _check(x, w, b, shape, need_x=True, rtol=1e-5, atol=1e-5):
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal(x.shape).astype(F32)
+    got = _run(ember, x, w, b, g, shape, need_x)
+    want = _run(torch, x, w, b, g, shape, need_x)
+    rows = x.size // max(int(np.prod(shape)), 1)
+    for name, a, e in zip(("out", "x.grad", "weight.grad", "bias.grad"), got, want):
+        assert (a is None) == (e is None), name
+        if a is not None:
+            assert a.dtype == e.dtype and a.shape == e.shape, name
+            # the parameters' gradients are sums over the rows: float32 rounding grows
+            # with their number
+            k = 1 if name in ("out", "x.grad") else max(1.0, np.sqrt(rows) / 4)
+            np.testing.assert_allclose(a, e, rtol=rtol * k, atol=atol * k, err_msg=name)
+
+
+@pytest.mark.parametrize("shape,norm_shape", [((16, 64, 128), (128,)), ((7, 33), (33,)),
+                                              ((3, 5, 4, 6), (4, 6)), ((1, 300), (300,))])
+@pytest.mark.parametrize("affine", ["both", "weight", "bias"])
+def test_against_torch(path, shape, norm_shape, affine):
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(F32)
+    w = rng.standard_normal(norm_shape).astype(F32) if affine != "bias" else None
+    b = rng.standard_normal(norm_shape).astype(F32) if affine != "weight" else None
+    _check(x, w, b, norm_shape)
+
+
+def test_only_parameter_gradients(path):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((10, 40)).astype(F32)
+    _check(x, rng.standard_normal(40).astype(F32), rng.standard_normal(40).astype(F32),
+           (40,), need_x=False)
+
+
+def test_special_values(path):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((6, 16)).astype(F32)
+    x[1, 3], x[2, 0], x[3, 5] = np.nan, np.inf, -np.inf
+    x[4] = 7.0                                   # a constant row: zero variance
+    x[5] *= 1e30                                 # huge values
+    _check(x, rng.standard_normal(16).astype(F32), rng.standard_normal(16).astype(F32),
+           (16,))
+
+
+def test_kernels_match_the_numpy_blocks(monkeypatch):
+    """The kernels do the blocks' float32 operations in the same order; only the row
+    sums' order differs, by an ulp or two."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((64, 96)) * 2 - 1).astype(F32)
+    w, b = rng.standard_normal(96).astype(F32), rng.standard_normal(96).astype(F32)
+    g = rng.standard_normal(x.shape).astype(F32)
+    assert norm._row_kernels(x) is not None
+    fast = _run(ember, x, w, b, g, (96,))
+    monkeypatch.setitem(norm._NUMBA, "rows", None)
+    slow = _run(ember, x, w, b, g, (96,))
+    for a, e in zip(fast, slow):
+        np.testing.assert_allclose(a, e, rtol=2e-6, atol=2e-6)
+
+
+def test_float64_takes_the_numpy_blocks(monkeypatch):
+    calls = []
+    k = norm._row_kernels(np.zeros(1, F32))
+
+    class Spy:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(k, name)
+    monkeypatch.setitem(norm._NUMBA, "rows", Spy())
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((8, 12))
+    _check(x, rng.standard_normal(12), rng.standard_normal(12), (12,))
+    assert calls == []
+    _check(np.ascontiguousarray(x, F32), None, rng.standard_normal(12).astype(F32), (12,))
+    assert calls == ["forward_rows", "backward_rows"]
+    # a transposed float32 input: its rows are gathered by the reshape, then the kernels
+    _check(x.astype(F32).T.copy().T, rng.standard_normal(12).astype(F32), None, (12,))
+    assert calls == ["forward_rows", "backward_rows"] * 2
+
+
+def test_without_numba_the_numpy_blocks_run():
+    code = ("import sys; sys.modules['numba'] = None\n"
+            "import numpy as np, ember\n"
+            "from ember.ops import normalization as norm\n"
+            "x = ember.randn(4, 8, requires_grad=True)\n"
+            "w = ember.ones(8, requires_grad=True)\n"
+            "ember.nn.functional.layer_norm(x, (8,), w, None).sum().backward()\n"
+            "assert norm._NUMBA['rows'] is None, norm._NUMBA\n"
+            "assert x.grad is not None and w.grad is not None\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
