@@ -403,8 +403,7 @@ def _addmm_linear(x, w, b):
     if base.grad_fn is not None:
         _track_view(base, wt)
     # Addmm.apply(b, x, wt)
-    out = _gemm.matmul(x._data, wtd)
-    out += b._data
+    out = _gemm.addmm(b._data, x._data, wtd)
     node = _new(Addmm)
     node.bshape = None  # the bias has the output's row shape (``_fusable_linear``)
     eb = ex = None

@@ -4,6 +4,7 @@ import numpy as np
 
 from ember._tensor import _make
 from ember.backend import axpy as _blas_axpy
+from ember.backend import threads as _threads
 from ember.optim import _one_pass
 from ember.optim.optimizer import (
     Optimizer,
@@ -92,8 +93,10 @@ class SGD(Optimizer):
                     _one_pass.sgd(parameter, g, b, momentum, lr, buf is not None):
                 return
             if buf is not None and not (dampening == 0 and type(momentum) is float and
+                                        _threads.get_num_threads() == 1 and
                                         _blas_axpy.scale_add(b, momentum, g)):
-                # (scale_add: the two passes below as one, the same roundings, from BLAS)
+                # (scale_add: the two passes below as one, the same roundings, from BLAS;
+                # at more threads the passes run in blocks on ember's pool instead)
                 if dampening == 0:
                     # elementwise: in blocks on the intra-op threads when large
                     _split_update(lambda b, g: _momentum(b, momentum, g), 2, b, g)
