@@ -224,7 +224,7 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
     names = [n for n in dir(_erf_numba) if n.startswith(("_erf", "_gelu", "_neg")) and
              hasattr(getattr(_erf_numba, n), "py_func") and
              getattr(_erf_numba, n).targetoptions.get("inline") != "always"]
-    assert len(names) == 17, names
+    assert len(names) == 18, names
     for name in names:
         kernel = numba.njit(nogil=True, error_model="numpy")(getattr(_erf_numba, name).py_func)
         f32 = numba.float32[::1]
@@ -257,6 +257,8 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
                     "_erfinv64_step": (x, x.copy(), x.copy(), x.copy(), x.copy(), x.copy()),
                     "_erfinv_finish": (x, x.copy(), x.copy()),
                     "_gelu32_a": (x.astype(np.float32), x.copy(), x.copy()),
+                    "_gelu32_y": (x.astype(np.float32), x.copy(), x.copy(),
+                                  x.astype(np.float32)),
                     "_gelu32_b": (x.astype(np.float32), x.copy(), x.copy(),
                                   x.astype(np.float32), x.astype(np.float32))}[name]
             kernel(*args)

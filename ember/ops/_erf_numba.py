@@ -405,26 +405,38 @@ def _gelu32_b(x, e, ex, y, one_plus_erf):
         y[i] = (xi * np.float32(0.5)) * p
 
 
-def gelu(x):
+@_jit
+def _gelu32_y(x, e, ex, y):
+    for i in range(x.size):
+        xi = x[i]
+        p = _erf32_finish(np.float64(xi * _F32_SQRT_HALF), e[i], ex[i]) + np.float32(1.0)
+        y[i] = (xi * np.float32(0.5)) * p
+
+
+def gelu(x, keep=True):
     """``(gelu(x), 1 + erf(x / sqrt 2))`` of a float32 or float64 array, the same bits as
-    ``Gelu.forward``'s NumPy steps."""
+    ``Gelu.forward``'s NumPy steps; the second is None unless ``keep`` (not writing it
+    saves a third of the memory traffic of large arrays)."""
     if x.dtype == np.float64:
         e = erf_erfc(x * _F64_SQRT_HALF, True, False)[0]
         e += 1.0
-        return (x * 0.5) * e, e
+        return (x * 0.5) * e, (e if keep else None)
     flat = x.reshape(-1)
     n = flat.size
     m = max(min(n, _CHUNK), 1)
     y = np.empty(n, np.float32)
-    p = np.empty(n, np.float32)
+    p = np.empty(n, np.float32) if keep else None
     e, a = np.empty(m), np.empty(m)
     for i in range(0, n, _CHUNK):
         xs = flat[i:i + _CHUNK]
         k = xs.size
         _gelu32_a(xs, e[:k], a[:k])
         np.exp(a[:k], out=a[:k])
-        _gelu32_b(xs, e[:k], a[:k], y[i:i + k], p[i:i + k])
-    return y.reshape(x.shape), p.reshape(x.shape)
+        if keep:
+            _gelu32_b(xs, e[:k], a[:k], y[i:i + k], p[i:i + k])
+        else:
+            _gelu32_y(xs, e[:k], a[:k], y[i:i + k])
+    return y.reshape(x.shape), (p.reshape(x.shape) if keep else None)
 
 
 @_jit

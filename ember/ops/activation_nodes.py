@@ -86,7 +86,7 @@ def gelu_fused(x):
         return None
     from ember.ops import _erf_kernels
     fused = _erf_kernels.numba_kernels(a)
-    return None if fused is None else _make(fused.gelu(a)[0])
+    return None if fused is None else _make(fused.gelu(a, keep=False)[0])
 
 
 class Gelu(CompositeNode):
