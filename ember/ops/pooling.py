@@ -108,13 +108,13 @@ class MaxPool(Primitive):
             x3 = x.reshape((-1, H, W))
             best = xm.empty(out_shape, x.dtype)
             b3, a3 = best.reshape((-1,) + tuple(g.O)), arg.reshape((-1,) + tuple(g.O))
+            pair = _pair(g)
 
             def block(lo, hi):
                 if pair:
                     fast.max_pool2x2(x3, b3, a3, lo, hi)
                 else:
                     fast.max_pool2d(x3, *g.K, *g.s, *g.d, b3, a3, lo, hi)
-            pair = _pair(g)
             parallel_rows(block, x3.shape[0], best.size * len(pos), xm)
             self.arg = arg
             return best
@@ -249,7 +249,9 @@ class PoolScatter(Primitive):
         # infinite or NaN gradient times 0 is NaN: such gradients take a select instead
         # (elsewhere the positions that did not win get exactly 0, as in PyTorch)
         finite = gy.dtype.kind not in "fc" or bool(xm.isfinite(gy).all())
-        fast = _numba_pool(xm, gy.dtype, g) if disjoint else None
+        # (the kernels index without bounds checks: ``arg`` must match ``gy`` exactly;
+        # a vmapped ``arg`` broadcast to the batch is made whole by its reshape)
+        fast = _numba_pool(xm, gy.dtype, g) if disjoint and arg.shape == gy.shape else None
         if fast is not None:
             # windows that tile the input leave nothing unwritten: no zeroing pass
             tile = tuple(g.s) == tuple(g.K) and all(d == 1 for d in g.d)
@@ -258,6 +260,7 @@ class PoolScatter(Primitive):
             b3 = buf.reshape((-1,) + tuple(g.S))
             g3, a3 = gy.reshape((-1,) + tuple(g.O)), arg.reshape((-1,) + tuple(g.O))
             zero = gy.dtype.type(0)
+            pair = _pair(g)
 
             def block(lo, hi):
                 if pair:
@@ -265,7 +268,6 @@ class PoolScatter(Primitive):
                 else:
                     fast.max_pool2d_scatter(g3, a3, *g.K, *g.s, *g.d, finite, zero, b3, lo,
                                             hi)
-            pair = _pair(g)
             parallel_rows(block, b3.shape[0], gy.size * 2 * math.prod(g.K), xm)
             return buf
         buf = xm.zeros(gy.shape[:gy.ndim - g.nd] + tuple(g.S), gy.dtype)
