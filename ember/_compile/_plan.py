@@ -22,11 +22,18 @@ import numpy as np
 
 from ember import _tensor
 from ember._compile import _buffers, _rules
+from ember._compile._rewrites import (
+    _direct,
+    _joined_vjp,
+    _scatter,
+    _scatters,
+    _unbind_stack,
+)
 from ember._graph.ir import ArrayRef, Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
-from ember.ops import conv, elementwise, join, nn_fused, unary
+from ember.ops import conv, elementwise, nn_fused, unary
 
 Tensor = _tensor.Tensor
 _make = _tensor._make
@@ -385,67 +392,6 @@ class Plan:
         return leaf
 
 
-def _basic_key(key):
-    """Whether ``key`` is a NumPy basic index that means the same as ember's (ints, slices
-    with a positive step, None, ``...``): then ``a[key]`` is ember's ``getitem``."""
-    for k in key if type(key) is tuple else (key,):
-        t = type(k)
-        if t is slice:
-            if not all(type(v) in (int, type(None)) for v in (k.start, k.stop, k.step)) \
-                    or (k.step is not None and k.step <= 0):
-                return False
-        elif t is not int and k is not None and k is not Ellipsis:
-            return False
-    return True
-
-
-def _getitem(args):
-    return args[0][args[1]]
-
-
-def _view(args):
-    a = args[0]
-    shape = args[1] if len(args) == 2 and type(args[1]) in (tuple, list) else args[1:]
-    try:  # a view or nothing: where NumPy would copy, ember's own view decides (raises)
-        return a.reshape(tuple(shape), copy=False)
-    except (ValueError, TypeError):
-        return None
-
-
-def _reshape(args):
-    a = args[0]
-    shape = args[1] if len(args) == 2 and type(args[1]) in (tuple, list) else args[1:]
-    return a.reshape(tuple(shape))  # a view where the strides allow, else a copy: ember's
-
-
-def _size(args):
-    return args[0].shape[args[1]]
-
-
-def _direct(node):
-    """The array function of a call recorded above the primitives when it is one NumPy
-    call with the same result as ember's function on the array (``x[0]``, ``view``,
-    ``reshape``, ``size``, arithmetic on sizes), else None (the call runs on Tensors).
-    Saves wrapping the arrays as Tensors and a grad mode switch per call."""
-    op, args = node.op, node.args
-    if not node.inputs or any(v.type != "Tensor" for v in node.inputs[:1]):
-        return (lambda a, f=node.target: f(*a)) if op.startswith("int.") and \
-            all(type(a) in (int, Ref) for a in args) else None
-    rest = args[1:]
-    if op == "getitem" and len(args) == 2 and type(args[1]) is not Ref and \
-            not _has_ref(args[1]) and _basic_key(args[1]):
-        return _getitem
-    if op in ("view", "reshape") and rest and all(
-            type(a) in (int, Ref) for a in (rest[0] if len(rest) == 1 and
-                                             type(rest[0]) in (tuple, list) else rest)):
-        if any(type(a) is Ref and a.value.type == "Tensor" for a in rest):
-            return None
-        return _view if op == "view" else _reshape
-    if op == "size" and len(args) == 2 and type(args[1]) is int:
-        return _size
-    return None
-
-
 # one-input elementwise ops whose backward reads their output only (they run in place
 # through their class's ``forward_out``)
 _INPLACE = {unary.Relu, unary.tanh.primitive}
@@ -496,102 +442,6 @@ def _fuse(plan):
                 tuple(st.node.outputs[0].shape or ()) != tuple(v.shape or ()):
             continue
         st.inplace = _in_place(st.op)
-
-
-def _unbind_stack(steps, graph):
-    """``stack(x.unbind(d), d)`` (a recurrent layer's per-step outputs joined back, as
-    PyTorch records it) where nothing else reads the pieces: the stack step becomes a
-    copy of ``x`` (the same values and C-ordered layout ``np.stack`` gives) and the
-    unbind step goes; the gradient passes through (see :func:`_joined_vjp`)."""
-    readers = {}
-    for st in steps:
-        for s in st.in_slots:
-            readers[s] = readers.get(s, 0) + 1
-    outs = {id(v) for v in graph.outputs()}
-    producer = {s: st for st in steps for s in st.outs}
-    gone = set()
-    for st in steps:
-        if not st.prim or st.node.target is not join.Stack or st.nested or \
-                len(st.refs) != len(st.args) or not st.refs:
-            continue
-        u = producer.get(st.refs[0][1])
-        if u is None or not u.prim or u.node.target is not join.Unbind or \
-                len(u.refs) != 1 or len(u.args) != 2 or type(u.args[1]) is not int:
-            continue
-        x = u.node.inputs[0]
-        nd = len(x.shape) if x.shape is not None else None
-        dim = st.kwargs.get("dim")
-        if nd is None or type(dim) is not int or dim % nd != u.args[1] % nd or \
-                [s for _, s in st.refs] != u.outs or \
-                any(readers.get(s) != 1 for s in u.outs) or \
-                any(id(v) in outs for v in u.node.outputs) or \
-                st.node.outputs[0].dtype != x.dtype or x.dtype is None:
-            continue
-        src = u.refs[0][1]
-        st.args, st.refs, st.in_slots, st.kwargs = [None], [(0, src)], [src], {}
-        st.prim, st.fast, st.joined = False, _copy, True
-        gone.add(id(u))
-    return [st for st in steps if id(st) not in gone]
-
-
-def _copy(args):
-    return args[0].copy()
-
-
-def _joined_vjp(state, args, ys, gouts):
-    """The gradient of a copy (``_unbind_stack``), C-ordered as eager's stacked one."""
-    g = gouts[0]
-    return [g if g is None or g.flags.c_contiguous else np.ascontiguousarray(g)]
-
-
-def _scatters(plan):
-    """Mark the ``x[i]`` steps (int ``i``) whose gradients are the only ones ``x``
-    receives, with two or more distinct ``i`` (a projection split into q, k, v): their
-    backward writes each gradient into one array for ``x`` (:func:`_scatter`) instead of
-    a zero-filled array of ``x``'s size per step and a full-size sum between them."""
-    readers = {}
-    for st in plan.grad_steps:
-        for _, s in st.wanted:
-            readers.setdefault(s, []).append(st)
-    outs = set(plan.out_slots)
-    for s, sts in readers.items():
-        if s in outs or len(sts) < 2:
-            continue
-        keys = [st.args[1] if len(st.args) == 2 else None for st in sts]
-        if not all(st.fast is _getitem and len(st.wanted) == 1 for st in sts) or \
-                any(type(k) is not int for k in keys) or len(set(keys)) != len(keys) or \
-                not (all(k >= 0 for k in keys) or all(k < 0 for k in keys)):
-            continue
-        for st in sts:
-            st.scatter = True
-
-
-def _scatter(G, st, args, g, arena, firsts):
-    """``x[i]``'s gradient ``g`` put into ``x``'s (see :func:`_scatters`), with eager's
-    values to the bit: eager makes zeros with ``g`` at ``i`` per step and sums them, so a
-    lone gradient is kept as it is, and once two meet every element has had ``+ 0.0``
-    (-0.0 becomes 0.0), which is done here on the rows written. False (nothing done)
-    for a gradient of another dtype or shape (the step's own vjp runs)."""
-    x, i = args[0], args[1]
-    s = st.wanted[0][1]
-    if type(g) is not _ndarray or g.dtype != x.dtype or g.shape != x.shape[1:]:
-        return False
-    buf = G.get(s)
-    if buf is None:
-        if arena is None:
-            buf = np.zeros(x.shape, x.dtype)
-        else:
-            buf = arena.get(("scatter", s), x.shape, x.dtype)
-            buf.fill(0)
-        buf[i] = g
-        G[s] = buf
-        firsts[s] = i
-        return True
-    first = firsts.pop(s, None)
-    if first is not None:
-        np.add(buf[first], 0.0, out=buf[first])
-    np.add(g, 0.0, out=buf[i])
-    return True
 
 
 def _accumulate(G, s, g):
