@@ -311,8 +311,9 @@ def matmul(a, b, out=None):
     mnk = m * n * k
     if mnk < _BLAS_THREADED_MNK or b.shape[0] != k or not _all_blas():
         return None
-    if out is not None and (np.may_share_memory(out, a) or np.may_share_memory(out, b)):
-        return None
+    if out is not None and (type(out) is not np.ndarray or out.shape != (m, n) or
+                            np.may_share_memory(out, a) or np.may_share_memory(out, b)):
+        return None  # np.matmul's own checks and overlap handling
     if mnk >= _SPLIT_MNK:
         if m < 2 * _MIN_BLOCK_ROWS or n < _MIN_BLOCK_ROWS:
             return None  # few rows or columns: large enough for BLAS's own threads
