@@ -300,8 +300,10 @@ _BLAS_THREADED_MNK = 1 << 18  # OpenBLAS runs one thread below this m*n*k by its
 def matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)`` for two 2-D floating NumPy arrays when ember has more
     than one thread and reaches NumPy's BLAS: in row blocks on the pool (BLAS at one
-    thread per block) when large, else at one BLAS thread; None when not taken (the
-    caller runs ``np.matmul`` itself)."""
+    thread per block) when large, at one BLAS thread when of medium size (a few tens of
+    microseconds, where BLAS's threads gain little); None when not taken (the caller
+    runs ``np.matmul`` itself: small products, which BLAS runs on one thread anyway, and
+    large ones with too few rows or columns to split, left to BLAS's threads)."""
     if _state["threads"] < 2 or a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or \
             a.dtype.char not in "fd" or getattr(local, "in_worker", False):
         return None
@@ -309,9 +311,12 @@ def matmul(a, b, out=None):
     mnk = m * n * k
     if mnk < _BLAS_THREADED_MNK or b.shape[0] != k or not _all_blas():
         return None
-    if out is not None and (np.may_share_memory(out, a) or np.may_share_memory(out, b)):
-        return None
-    if mnk >= _SPLIT_MNK and m >= 2 * _MIN_BLOCK_ROWS and n >= _MIN_BLOCK_ROWS:
+    if out is not None and (type(out) is not np.ndarray or out.shape != (m, n) or
+                            np.may_share_memory(out, a) or np.may_share_memory(out, b)):
+        return None  # np.matmul's own checks and overlap handling
+    if mnk >= _SPLIT_MNK:
+        if m < 2 * _MIN_BLOCK_ROWS or n < _MIN_BLOCK_ROWS:
+            return None  # few rows or columns: large enough for BLAS's own threads
         if out is None:
             out = np.empty((m, n), a.dtype)
 
