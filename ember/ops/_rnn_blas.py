@@ -51,9 +51,10 @@ def _numpy_blas():
             lib = ctypes.CDLL(path)
         except OSError:
             continue
+        # only the symbols of NumPy's wheels (scipy-openblas, ILP64 or LP64), whose
+        # integer width the name states: a wrong width could not be probed safely
         for prefix, suffix, int_t in (("scipy_", "64_", ctypes.c_int64),
-                                      ("", "64_", ctypes.c_int64),
-                                      ("scipy_", "", ctypes.c_int), ("", "", ctypes.c_int)):
+                                      ("scipy_", "", ctypes.c_int)):
             f = getattr(lib, f"{prefix}cblas_sgemm{suffix}", None)
             if found[0] is None and f is not None:
                 fn = _prototype(ctypes, int_t)(ctypes.cast(f, ctypes.c_void_p).value)
