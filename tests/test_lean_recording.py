@@ -219,3 +219,21 @@ def test_torch_function_mode_sees_the_public_calls_only():
     with Log():
         _rnn_unrolled.cell("RNN_TANH", x, h, w, wh, b, b)
     assert log == ["linear", "linear", "add", "tanh"]
+
+
+@pytest.mark.parametrize("bias_shape", [(1, 4), (5, 4), (), (1,)])
+def test_linear_with_a_broadcast_bias_matches_torch(bias_shape):
+    got = []
+    bias = RNG.standard_normal(bias_shape).astype(np.float32)
+    for m in (ember, torch):
+        x, w, _ = _leaves(m)
+        b = m.tensor(bias, requires_grad=True)
+        y = m.nn.functional.linear(x, w, b)
+        (y * y).sum().backward()
+        got.append((y.grad_fn.name(), y.detach().numpy(), x.grad.numpy(), w.grad.numpy(),
+                    b.grad.numpy()))
+    e, t = got
+    assert e[0] == t[0]
+    for a, b_ in zip(e[1:], t[1:]):
+        assert a.shape == b_.shape
+        np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-5)

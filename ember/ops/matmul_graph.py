@@ -341,7 +341,9 @@ def linear_graph(x, w, b):
     shape = x._data.shape
     if len(shape) == 2 and b is not None and w._requires_grad and not _active[0] and \
             not _anomaly[0] and not _hook_stack and type(x._data) is np.ndarray and \
-            type(w._data) is np.ndarray and type(b._data) is np.ndarray:
+            type(w._data) is np.ndarray and type(b._data) is np.ndarray and \
+            b._data.shape == w._data.shape[:1]:
+        # (a bias of another shape that broadcasts to the result takes Addmm.apply)
         return _addmm_linear(x, w, b)
     wt = WeightT.apply(w, 0, 1)
     if len(shape) == 2:
