@@ -290,8 +290,8 @@ def _add_rows(r, bias):
             bias.shape == r.shape[1:] and bias.dtype == r.dtype and r.size >= 1 << 17 and \
             r.flags.c_contiguous:
         m, n = r.shape
-        rows = _TILE // n
-        q = m // rows if rows > 1 else 0
+        rows = _TILE // n  # (long rows gain nothing: NumPy's per-row cost is small there)
+        q = m // rows if rows >= 4 else 0
         if q > 1:
             tiled = r[:q * rows].reshape(q, rows * n)  # a view: r is C-ordered
             tiled += np.tile(bias, rows)
