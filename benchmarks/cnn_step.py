@@ -12,7 +12,7 @@ OpenBLAS's thread count, read when NumPy is first imported):
 
     python benchmarks/cnn_step.py --threads 1
 
-    python benchmarks/cnn_step.py [--steps N] [--batch B] [--threads T] [--profile]
+    python benchmarks/cnn_step.py [--steps N] [--batch B] [--threads T] [--profile] [--no-numba]
 """
 import argparse
 import os
@@ -23,6 +23,10 @@ import time
 if __name__ == "__main__" and "--threads" in sys.argv:
     # OpenBLAS reads its thread count when NumPy is first imported
     os.environ["OPENBLAS_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
+if __name__ == "__main__" and "--no-numba" in sys.argv:
+    # the default install: ember's optional numba paths (``ember[fast]``) see numba as
+    # absent; with EMBER_MKL=0 that is NumPy only
+    sys.modules["numba"] = None
 
 import numpy as np  # noqa: E402
 
@@ -113,6 +117,8 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--no-numba", action="store_true",
+                    help="hide numba from ember (the default install's NumPy paths)")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch and OpenBLAS threads (default: the libraries' own)")
     ap.add_argument("--profile", action="store_true")

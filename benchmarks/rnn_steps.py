@@ -1,6 +1,6 @@
 """Recurrent training steps, ember beside torch in one process.
 
-    python benchmarks/rnn_steps.py [--only lstm,rnncell,gru,lstm_packed] [--threads N]
+    python benchmarks/rnn_steps.py [--only lstm,rnncell,gru,lstm_packed] [--threads N] [--no-numba]
 
 Prints milliseconds per step (median; ember and torch steps alternate) and the ratio
 ember/torch for:
@@ -20,6 +20,11 @@ import argparse
 import os
 import sys
 import time
+
+if __name__ == "__main__" and "--no-numba" in sys.argv:
+    # the default install: ember's optional numba paths (``ember[fast]``) see numba as
+    # absent; with EMBER_MKL=0 that is NumPy only
+    sys.modules["numba"] = None
 
 
 def lstm(m):
@@ -127,6 +132,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=",".join(WORKLOADS))
     ap.add_argument("--min-time", type=float, default=4.0)
+    ap.add_argument("--no-numba", action="store_true",
+                    help="hide numba from ember (the default install's NumPy paths)")
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
     if args.threads is not None:

@@ -1,7 +1,7 @@
 """Training and inference steps of small models, ember beside torch in one process.
 
     python benchmarks/training_steps.py [--only mlp,lstm,rnncell,transformer,mlp_infer]
-                                        [--threads N] [--min-time S]
+                                        [--threads N] [--min-time S] [--no-numba]
 
 Prints milliseconds per step and the ratio ember/torch for:
 - mlp: MLP 784-256-128-10 training step, batch 128, SGD momentum 0.9
@@ -27,6 +27,10 @@ import time
 if __name__ == "__main__" and "--threads" in sys.argv:
     # OpenBLAS reads its thread count when NumPy is first imported
     os.environ["OPENBLAS_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
+if __name__ == "__main__" and "--no-numba" in sys.argv:
+    # the default install: ember's optional numba paths (``ember[fast]``) see numba as
+    # absent; with EMBER_MKL=0 that is NumPy only
+    sys.modules["numba"] = None
 
 import numpy as np  # noqa: E402
 
@@ -146,6 +150,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=",".join(WORKLOADS))
     ap.add_argument("--min-time", type=float, default=2.0)
+    ap.add_argument("--no-numba", action="store_true",
+                    help="hide numba from ember (the default install's NumPy paths)")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch and OpenBLAS threads (default: the libraries' own)")
     args = ap.parse_args()
