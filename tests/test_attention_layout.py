@@ -87,11 +87,13 @@ def test_multihead_attention_batch_first_against_torch():
         np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("masked", [True, False])
 @pytest.mark.parametrize("path", ["numba", "numpy"])
-def test_softmax_kernels_against_numpy_and_torch(path, monkeypatch):
-    """The scores' softmax (numba kernels down the key-outermost layout, or NumPy's
-    passes): weights within float32 rounding of torch's, masked keys exactly 0, rows
-    with a NaN or only -inf as torch's (the kernels hand those to NumPy)."""
+def test_softmax_kernels_against_numpy_and_torch(path, masked, monkeypatch):
+    """The scores' softmax (numba kernels down the key-outermost layout, the scaling
+    folded in where there is no mask, or NumPy's passes): weights within float32
+    rounding of torch's, masked keys exactly 0, rows with a NaN or only -inf as torch's
+    (the kernels hand those to NumPy)."""
     if path == "numba":
         assert attn._columns(attn._scores_layout((3, 2), np.float32)) is not None
     else:
@@ -107,7 +109,8 @@ def test_softmax_kernels_against_numpy_and_torch(path, monkeypatch):
     res = []
     for m in (ember, torch):
         ts = [m.tensor(a, requires_grad=True) for a in (q, k, v)]
-        y = m.nn.functional.scaled_dot_product_attention(*ts, attn_mask=~m.tensor(mask))
+        y = m.nn.functional.scaled_dot_product_attention(
+            *ts, attn_mask=~m.tensor(mask) if masked else None)
         y.backward(m.tensor(g))
         res.append([y.detach().numpy()] + [t.grad.numpy() for t in ts])
     for a, e in zip(*res):

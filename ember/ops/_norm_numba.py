@@ -10,9 +10,9 @@ these kernels make one pass per row while the row is in the L1 cache. They do th
 NumPy blocks' float32 operations in the same order element by element -- ``(x - mean) *
 rstd * w + b`` forward; ``(g * w) * rstd - xc * (rstd**3 * c / D) - rstd * a / D``
 backward, with ``a = sum(g * w)`` and ``c = sum(g * w * xc)`` -- so the outputs differ
-from the NumPy path's only through the order of the row sums (BLAS's there, eight
-lanes here), by an ulp or two. The weight's and bias's gradients, sums over the rows,
-are accumulated in float64 and rounded once per block.
+from the NumPy path's only through the row sums (BLAS's order there; here vector lanes,
+the mean's sum in float64), by an ulp or two. The weight's and bias's gradients, sums
+over the rows, are accumulated in float64 and rounded once per block.
 """
 import numba  # noqa: F401  (first: without numba this module fails to import at once)
 import numpy as np

@@ -4,8 +4,9 @@ beside the NumPy passes of ``ember.ops.attention``.
 The attention weights are laid out key axis outermost (``[S, ..., L]``, see
 ``attention._scores_layout``), so as a 2-D ``(S, n)`` array each softmax runs down a
 column: the kernels sweep rows of ``n`` contiguous elements, the running maxima, sums
-and dot products held in one vector of ``n``. Forward is two passes over the scores
-(maxima; then ``exp`` and the sums, then a division in cache) where NumPy makes five;
+and dot products held in one vector of ``n``. Forward is three passes over the scores
+(maxima of the scaled scores; ``exp`` and the sums; the division) where NumPy makes six
+with the scaling;
 backward ``a * (gs - sum(gs * a))`` is two where NumPy makes three plus an einsum.
 
 ``exp`` is the LSTM kernels' polynomial (``ember.ops._lstm_numba``: under 2 float32 ulps
@@ -25,16 +26,17 @@ _ZERO = np.float32(0.0)
 
 
 @_jit
-def softmax_columns(s, m, z):
-    """Softmax down each column of the float32 (S, n) array ``s``, in place, with ``m``
-    and ``z`` (n,) scratch. Returns False, having changed nothing, when a column's
-    maximum is not finite (the caller's NumPy code has the rules for those)."""
+def softmax_columns(s, scale, m, z):
+    """Softmax of ``s * scale`` (float32, rounded as NumPy's product) down each column of
+    the float32 (S, n) array ``s``, in place, with ``m`` and ``z`` (n,) scratch. Returns
+    False, having changed nothing, when a column's maximum is not finite (the caller's
+    NumPy code has the rules for those)."""
     S, n = s.shape
     for j in range(n):
-        m[j] = s[0, j]
+        m[j] = s[0, j] * scale
     for i in range(1, S):
         for j in range(n):
-            v = s[i, j]
+            v = s[i, j] * scale
             m[j] = v if v > m[j] else m[j]
     ok = True
     for j in range(n):
@@ -45,7 +47,7 @@ def softmax_columns(s, m, z):
         z[j] = _ZERO
     for i in range(S):
         for j in range(n):
-            d = s[i, j] - m[j]
+            d = s[i, j] * scale - m[j]
             e = _ZERO if d < _EXP_LO else _exp(d)
             s[i, j] = e
             z[j] += e

@@ -32,7 +32,8 @@ def _softmax_rows_(s, safe):
     k = _columns(s)
     if k is not None:
         s2 = _as_columns(s)
-        if s2 is not None and k.softmax_columns(s2, np.empty(s2.shape[1], s.dtype),
+        if s2 is not None and k.softmax_columns(s2, np.float32(1), np.empty(s2.shape[1],
+                                                                            s.dtype),
                                                 np.empty(s2.shape[1], s.dtype)):
             return s
     xp = array_module(s)
@@ -49,6 +50,17 @@ def _softmax_rows_(s, safe):
 
 
 _NUMBA = {}
+
+
+def _scaled_softmax_(s, scale):
+    """``softmax(s * scale)`` in place by the numba kernel, reading the scores once more
+    instead of scaling them in a pass of their own; False, with ``s`` unchanged, where
+    it does not apply (no numba, another layout, a row whose maximum is not finite)."""
+    k = _columns(s)
+    s2 = None if k is None else _as_columns(s)
+    return s2 is not None and k.softmax_columns(s2, np.float32(scale),
+                                                np.empty(s2.shape[1], s.dtype),
+                                                np.empty(s2.shape[1], s.dtype))
 
 
 def _columns(*arrays):
@@ -215,6 +227,8 @@ class ScaledDotProductAttention(Primitive):
 
     def _weights(self, q, k, bias, out=None):
         s = _gemm.matmul(q, k.swapaxes(-1, -2), out=out)
+        if bias is None and s.size and _scaled_softmax_(s, self.scale):
+            return s
         if self.scale != 1:
             s *= self.scale
         if bias is not None:
