@@ -291,18 +291,10 @@ def _numba_kernels(n):
     """The compiled kernels of ``ember/_random_numba.py`` (the ``ember[fast]`` extra) for
     ``n`` values, or None where numba is missing (or not imported yet and ``n`` is small):
     the NumPy replay runs. Both give the same values."""
-    if "random" not in _FUSED:
-        if n < _NUMBA_MIN:
-            return None
-        try:
-            from ember import _random_numba
-        except ImportError:  # numba missing (or unusable with this NumPy)
-            _random_numba = None
-        if _random_numba is not None:
-            from ember.backend.threads import refresh_blas
-            refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
-        _FUSED["random"] = _random_numba
-    return _FUSED["random"]
+    if "random" not in _FUSED and n < _NUMBA_MIN:
+        return None
+    from ember.backend import fast_kernels
+    return fast_kernels.load(_FUSED, "random", "ember._random_numba")
 
 
 def _raw(g, n, kernels):

@@ -22,6 +22,7 @@ values (any size once loaded) run the same operations as compiled loops in
 import numpy as np
 
 from ember import backend as _backend
+from ember.backend import fast_kernels as _fast_kernels
 from ember.backend import meta as _meta
 
 _A64 = (0.125, 0.1249995716319981, (
@@ -116,18 +117,9 @@ def numba_kernels(x):
     values."""
     if x.dtype != np.float32 and x.dtype != np.float64:
         return None
-    if "erf" not in _FUSED:
-        if x.size < _NUMBA_MIN:
-            return None
-        try:
-            from ember.ops import _erf_numba
-        except ImportError:  # numba missing (or unusable with this NumPy)
-            _erf_numba = None
-        if _erf_numba is not None:
-            from ember.backend.threads import refresh_blas
-            refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
-        _FUSED["erf"] = _erf_numba
-    return _FUSED["erf"]
+    if "erf" not in _FUSED and x.size < _NUMBA_MIN:
+        return None
+    return _fast_kernels.load(_FUSED, "erf", "ember.ops._erf_numba")
 
 
 def _erf32(xd, dt, fit_a):

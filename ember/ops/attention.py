@@ -15,6 +15,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import fast_kernels as _fast_kernels
 from ember.backend import gemm as _gemm
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch_nn
@@ -71,16 +72,7 @@ def _columns(*arrays):
         if type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim < 2 or \
                 a.strides[-1] <= a.strides[-2] or not a.size:
             return None
-    k = _NUMBA.get("softmax", False)
-    if k is False:
-        try:
-            from ember.ops import _softmax_numba as k
-        except ImportError:  # numba missing (or unusable with this NumPy)
-            k = None
-        _NUMBA["softmax"] = k
-        from ember.backend.threads import refresh_blas
-        refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
-    return k
+    return _fast_kernels.load(_NUMBA, "softmax", "ember.ops._softmax_numba")
 
 
 def _as_columns(s):

@@ -13,6 +13,7 @@ from ember._tensor import _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import fast_kernels as _fast_kernels
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch_nn
 from ember.ops._util import opmath
@@ -283,16 +284,7 @@ def _row_kernels(*arrays):
         if a is not None and (type(a) is not np.ndarray or a.dtype != np.float32
                               or not a.flags.c_contiguous):
             return None
-    k = _NUMBA.get("rows", False)
-    if k is False:
-        try:
-            from ember.ops import _norm_numba as k
-        except ImportError:  # numba missing (or unusable with this NumPy)
-            k = None
-        _NUMBA["rows"] = k
-        from ember.backend.threads import refresh_blas
-        refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
-    return k
+    return _fast_kernels.load(_NUMBA, "rows", "ember.ops._norm_numba")
 
 
 def _fwd_rows(x, w, b, eps, lay):

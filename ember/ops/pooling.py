@@ -20,7 +20,8 @@ from ember._tensor import Tensor
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
-from ember.backend.threads import parallel_rows, refresh_blas
+from ember.backend import fast_kernels as _fast_kernels
+from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
 from ember.ops._util import with_out
 from ember.ops.conv import Geom, ntuple
@@ -79,14 +80,7 @@ def _numba_pool(xm, dtype, g):
             or any((o - 1) * s + d * (k - 1) >= a for o, s, d, k, a in
                    zip(g.O, g.s, g.d, g.K, g.S)):
         return None
-    if "pool" not in _NUMBA:
-        try:
-            from ember.ops import _pool_numba
-        except ImportError:  # numba missing (or unusable with this NumPy)
-            _pool_numba = None
-        _NUMBA["pool"] = _pool_numba
-        refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
-    return _NUMBA["pool"]
+    return _fast_kernels.load(_NUMBA, "pool", "ember.ops._pool_numba")
 
 
 class MaxPool(Primitive):

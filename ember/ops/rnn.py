@@ -42,8 +42,9 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import fast_kernels as _fast_kernels
 from ember.backend import gemm as _gemm
-from ember.backend.threads import refresh_blas, single_blas
+from ember.backend.threads import single_blas
 from ember.ops._rnn_blas import aligned as _aligned
 from ember.ops._rnn_blas import column_block as _column_block
 from ember.ops.unary import _relu_grad_array
@@ -340,14 +341,7 @@ def _lstm_kernels(xp, *arrays):
     is imported here, the first time an LSTM layer runs, never at ``import ember``."""
     if xp is not np or any(a is not None and a.dtype != np.float32 for a in arrays):
         return None
-    if "lstm" not in _FUSED:
-        try:
-            from ember.ops import _lstm_numba
-        except ImportError:  # numba missing (or unusable with this NumPy)
-            _lstm_numba = None
-        _FUSED["lstm"] = _lstm_numba
-        refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
-    return _FUSED["lstm"]
+    return _fast_kernels.load(_FUSED, "lstm", "ember.ops._lstm_numba")
 
 
 def _seq_gemm(fused, bs, rows, w_hr, n, k):

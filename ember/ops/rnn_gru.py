@@ -5,7 +5,8 @@ the layer runs ``ember.ops.rnn``'s generic loop, which these functions hand over
 """
 import numpy as np
 
-from ember.backend.threads import refresh_blas, single_blas
+from ember.backend import fast_kernels as _fast_kernels
+from ember.backend.threads import single_blas
 from ember.ops import rnn as _rnn
 
 __all__ = ["forward", "backward"]
@@ -22,14 +23,7 @@ def _kernels(xp, *arrays):
     first use, as the LSTM's are)."""
     if xp is not np or any(a is not None and a.dtype != np.float32 for a in arrays):
         return None
-    if "gru" not in _rnn._FUSED:
-        try:
-            from ember.ops import _gru_numba
-        except ImportError:  # numba missing (or unusable with this NumPy)
-            _gru_numba = None
-        _rnn._FUSED["gru"] = _gru_numba
-        refresh_blas()  # importing numba imports SciPy, with its own OpenBLAS
-    return _rnn._FUSED["gru"]
+    return _fast_kernels.load(_rnn._FUSED, "gru", "ember.ops._gru_numba")
 
 
 def forward(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
