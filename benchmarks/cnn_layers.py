@@ -40,26 +40,9 @@ LAYERS = {
 def make(m, name, backward):
     """One call of layer ``name``: its forward (under no_grad when not ``backward``), or
     its forward and backward from a fixed output gradient."""
+    from nn_ops import layer_step
     factory, shape, grad_in = LAYERS[name]
-    m.manual_seed(0)
-    layer = factory(m)
-    rng = np.random.default_rng(0)
-    x = m.tensor(rng.standard_normal(shape, dtype=np.float32), requires_grad=grad_in)
-    if not backward:
-        def fwd():
-            with m.no_grad():
-                layer(x)
-        return fwd
-    with m.no_grad():
-        out_shape = tuple(layer(x).shape)
-    gy = m.tensor(rng.standard_normal(out_shape, dtype=np.float32))
-
-    def step():
-        x.grad = None
-        for p in layer.parameters():
-            p.grad = None
-        layer(x).backward(gy)
-    return step
+    return layer_step(m, factory, shape, not backward, grad_in)
 
 
 def main():

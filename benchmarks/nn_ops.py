@@ -56,10 +56,17 @@ WORKLOADS = {
 
 def make(m, name, forward_only):
     factory, shape, _ = WORKLOADS[name]
+    return layer_step(m, factory, shape, forward_only)
+
+
+def layer_step(m, factory, shape, forward_only, grad_in=True):
+    """One call of the layer ``factory(m)`` on a fixed input of ``shape``: its forward
+    under no_grad (``forward_only``), or its forward and backward from a fixed output
+    gradient (``grad_in``: the input takes a gradient too)."""
     m.manual_seed(0)
     layer = factory(m)
     rng = np.random.default_rng(0)
-    x = m.tensor(rng.standard_normal(shape, dtype=np.float32), requires_grad=True)
+    x = m.tensor(rng.standard_normal(shape, dtype=np.float32), requires_grad=grad_in)
     if forward_only:
         def step():
             with m.no_grad():

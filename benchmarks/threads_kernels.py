@@ -113,18 +113,10 @@ def cases(m):
     }
 
 
-class _NoExtras:
-    """An import hook refusing ember's optional extras, as in an install without them."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("threadpoolctl", "numba", "mkl", "llvmlite"):
-            raise ImportError(f"{name} hidden by --numpy-only")
-        return None
-
-
 def child(spec):
     """Time every kernel of one library at one thread count; print JSON (child side)."""
     if spec["numpy_only"]:
+        from two_threads import _NoExtras
         sys.meta_path.insert(0, _NoExtras())
     if spec["lib"] == "torch":
         import torch as m
