@@ -125,10 +125,12 @@ def _accumulate(leaf, g, create_graph, seen):
 
 
 def _summable_in_place(old, g):
-    """Whether ``old += g`` can run in place: dense arrays of one shape and dtype, ``old``
-    writeable with no element repeated (an expanded tensor has zero strides)."""
+    """Whether ``old += g`` can run in place: plain dense tensors (not a sparse layout's
+    subclass) of one shape and dtype, ``old`` writeable with no element repeated (an
+    expanded tensor has zero strides)."""
     a = old._data
-    if type(a) is not np.ndarray or type(g._data) is not np.ndarray or a.shape != g.shape \
+    if type(old) is not Tensor or type(g) is not Tensor or type(a) is not np.ndarray or \
+            type(g._data) is not np.ndarray or a.shape != g.shape \
             or a.dtype != g._data.dtype or not a.flags.writeable:
         return False
     return all(st != 0 for st, n in zip(a.strides, a.shape) if n > 1)
