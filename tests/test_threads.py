@@ -42,13 +42,18 @@ def threads(monkeypatch):
 
 
 def _blas_threads():
-    return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+    # the BLAS libraries ember's products run on: NumPy's OpenBLAS, and MKL while
+    # ember.backend.gemm has it loaded (not SciPy's own OpenBLAS, which other tests of the
+    # process may load, nor an MKL that ``gemm._reset`` made ember forget)
+    from ember.backend import gemm
+    return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"
+            and ("numpy.libs" in i["filepath"] if i["internal_api"] == "openblas"
+                 else i["internal_api"] == "mkl" and gemm._lib[0])}
 
 
-def _openblas_threads():
-    # (an MKL loaded by an earlier test of the process and then forgotten by
-    # ``gemm._reset`` is no BLAS ember controls any more)
-    return {i["num_threads"] for i in threadpool_info() if i["internal_api"] == "openblas"}
+def _numpy_blas_threads():
+    return {i["num_threads"] for i in threadpool_info()
+            if i["internal_api"] == "openblas" and "numpy.libs" in i["filepath"]}
 
 
 def test_set_num_threads_is_honoured_and_sets_blas():
@@ -328,12 +333,12 @@ def test_openblas_threads_are_set_without_threadpoolctl(no_threadpoolctl):
     assert {lib.filepath for lib in libs} >= {
         i["filepath"] for i in threadpool_info() if i["internal_api"] == "openblas"}
     ember.set_num_threads(1)
-    assert _openblas_threads() == {1} and T.blas_threads() == 1
+    assert _numpy_blas_threads() == {1} and T.blas_threads() == 1
     ember.set_num_threads(2)
-    assert _openblas_threads() == {2} and libs[0].num_threads == 2
+    assert _numpy_blas_threads() == {2} and libs[0].num_threads == 2
     with T.single_blas():
-        assert _openblas_threads() == {1}
-    assert _openblas_threads() == {2}
+        assert _numpy_blas_threads() == {1}
+    assert _numpy_blas_threads() == {2}
 
 
 def test_split_regions_run_blas_at_one_thread_without_threadpoolctl(no_threadpoolctl,
@@ -341,8 +346,8 @@ def test_split_regions_run_blas_at_one_thread_without_threadpoolctl(no_threadpoo
     monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
     ember.set_num_threads(2)
     seen = []
-    T.parallel_rows(lambda lo, hi: seen.append(_openblas_threads()), 4, 4, blas=True)
-    assert seen == [{1}, {1}] and _openblas_threads() == {2}
+    T.parallel_rows(lambda lo, hi: seen.append(_numpy_blas_threads()), 4, 4, blas=True)
+    assert seen == [{1}, {1}] and _numpy_blas_threads() == {2}
 
 
 # the products of the benchmark workloads (MLP, Transformer, CNN head, LSTM input
