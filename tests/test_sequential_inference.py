@@ -176,3 +176,32 @@ def test_grad_mode_keeps_the_graph():
     y = seq(ember.randn(7, 6))
     assert y.grad_fn.name() == "AddmmBackward0"
     assert y.grad_fn.next_functions[1][0].name() == "ReluBackward0"
+
+
+@pytest.mark.parametrize("shape", [(7, 6), (2, 3, 6)])
+def test_linear_alone_under_no_grad(shape):
+    """A Linear called on its own under no_grad: the graph path's values, torch's."""
+    xa = RNG.standard_normal(shape).astype(np.float32)
+    got = []
+    for m in (ember, torch):
+        lin = _pair(m, MLP)[0]
+        x = m.tensor(xa)
+        with m.no_grad():
+            y = lin(x)
+        assert not y.requires_grad and y.grad_fn is None
+        got.append((y.numpy(), lin(x).detach().numpy()))
+    np.testing.assert_array_equal(*got[0])
+    np.testing.assert_allclose(got[0][0], got[1][0], rtol=1e-5, atol=1e-5)
+
+
+def test_linear_whose_weight_disagrees_with_in_features_keeps_its_check():
+    """A replaced weight of another width: ember's Linear checks ``in_features`` (torch's
+    does not), and the short path keeps that check."""
+    seq = _pair(ember, MLP)
+    seq[0].weight = ember.nn.Parameter(ember.ones(5, 4))
+    for grad in (False, True):
+        with ember.set_grad_enabled(grad):
+            with pytest.raises(RuntimeError, match="in_features=6"):
+                seq(ember.ones(7, 4))
+            with pytest.raises(RuntimeError, match="in_features=6"):
+                seq[0](ember.ones(7, 4))
