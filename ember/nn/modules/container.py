@@ -4,7 +4,9 @@ from collections import OrderedDict
 from collections import abc as container_abcs
 from itertools import chain, islice
 
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active
+from ember.autograd.grad_mode import state as _grad_state
+from ember.nn.modules import _infer
 from ember.nn.modules.module import Module, _typename
 from ember.nn.parameter import Parameter
 
@@ -138,7 +140,10 @@ class Sequential(Module):
     def forward(self, input):
         # each module called in turn, as written: the graph, hooks and profiler show
         # every Linear and ReLU (a compiled plan, ember.compile, runs a ReLU in place
-        # over its Linear's fresh output instead)
+        # over its Linear's fresh output instead; so does inference where nothing
+        # records or watches, _infer.run)
+        if not _grad_state.grad_enabled and not _mode_active[0]:
+            return _infer.run(self._modules, input)
         for module in self._modules.values():
             input = module(input)
         return input
