@@ -4,6 +4,7 @@
     python benchmarks/gemm.py --workloads    # training and inference steps, with and
                                              # without MKL, beside torch
     python benchmarks/gemm.py --workloads --only mlp,cnn --min-time 3
+    python benchmarks/gemm.py --transposed   # x @ w.T against (w @ x.T).T, NumPy only
 
 ``--sweep`` times single products (``ember.backend.gemm.matmul`` forced onto MKL, then
 ``np.matmul``, then ``torch.matmul``) over square sizes and the shapes the benchmark
@@ -145,13 +146,43 @@ def _cnn_steps(cnn_step, ember, torch):
     return steps
 
 
+def transposed():
+    """``x @ w.T`` (``np.matmul`` on a transposed row-major weight) against
+    ``(w @ x.T).T`` copied to C order (``ember.backend.gemm._by_transpose``'s way),
+    alternated, median wall microseconds per product, and whether the bits agree."""
+    rng = np.random.default_rng(0)
+    shapes = [(32, 64, 128), (32, 128, 128), (32, 256, 256), (32, 512, 512),
+              (32, 1024, 256), (16, 128, 128), (64, 128, 128), (128, 128, 128)]
+    for m, k, n in shapes:
+        x = rng.standard_normal((m, k), dtype=np.float32)
+        w = rng.standard_normal((n, k), dtype=np.float32)
+        plain = lambda x=x, w=w: x @ w.T
+        trick = lambda x=x, w=w: np.matmul(w, x.T).T.copy()
+        reps = max(200, int(2e8 / (2 * m * n * k)))
+        ta, tb = [], []
+        for _ in range(7):
+            for f, acc in ((plain, ta), (trick, tb)):
+                c = time.perf_counter()
+                for _ in range(reps):
+                    f()
+                acc.append((time.perf_counter() - c) / reps * 1e6)
+        a, b = float(np.median(ta)), float(np.median(tb))
+        same = np.array_equal(plain(), trick())
+        print(f"{m}x{k}x{n}: x@w.T {a:.2f} us, (w@x.T).T {b:.2f} us, ratio {b / a:.2f}, "
+              f"bit-equal {same}; load average {os.getloadavg()[0]:.2f}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--workloads", action="store_true")
+    ap.add_argument("--transposed", action="store_true")
     ap.add_argument("--only", default="mlp,mlp_infer,cnn,lstm,transformer")
     ap.add_argument("--min-time", type=float, default=2.0)
     args = ap.parse_args()
+    if args.transposed:
+        transposed()
+        return
     if not (args.sweep or args.workloads):
         args.sweep = args.workloads = True
     if args.sweep:

@@ -452,3 +452,42 @@ def test_mlp_inference_equals_torch_bit_for_bit(mkl, one_thread):
         want = tm(torch.from_numpy(x)).numpy()
     with ember.no_grad():
         np.testing.assert_array_equal(em(ember.tensor(x)).numpy(), want)
+
+
+def test_few_rows_times_a_transposed_weight_keep_numpys_bits(monkeypatch):
+    """``x @ w.T`` for a few rows and a row-major ``w`` is computed as ``(w @ x.T).T``
+    where that is faster: the same bits as ``np.matmul`` on every shape that takes that
+    way (its edges included), C-ordered; other shapes and dtypes are ``np.matmul``'s."""
+    rng = np.random.default_rng(13)
+    taken = []
+    real = gemm._by_transpose
+
+
+    def spy(a, b):
+        r = real(a, b)
+        if r is not None:
+            taken.append(a.shape + b.shape[1:])
+        return r
+    monkeypatch.setattr(gemm, "_by_transpose", spy)
+    with gemm.numpy_only():
+        for m in (2, 3, 8, 17, 31, 32):
+            for k in (128, 129, 200, 256):
+                for n in (128, 130, 333, 512):
+                    x = _rand(rng, (m, k), np.float32)
+                    w = _rand(rng, (n, k), np.float32)
+                    r = gemm.matmul(x, w.T)
+                    assert r.flags.c_contiguous
+                    np.testing.assert_array_equal(r, np.matmul(x, w.T))
+                    bias = _rand(rng, (n,), np.float32)
+                    np.testing.assert_array_equal(gemm.addmm(bias, x, w.T),
+                                                  np.matmul(x, w.T) + bias)
+        assert len(taken) == 2 * 6 * 4 * 4
+        taken.clear()
+        x = _rand(rng, (32, 128), np.float32)
+        for a, b in ((x, _rand(rng, (128, 128), np.float32)),         # row-major b
+                     (x, _rand(rng, (128, 128), np.float32).T[:, :100]),  # n too small
+                     (_rand(rng, (33, 128), np.float32), _rand(rng, (128, 128), np.float32).T),
+                     (x[:, ::2], _rand(rng, (128, 64), np.float32).T),  # k too small
+                     (x.astype(np.float64), _rand(rng, (128, 128), np.float64).T)):
+            np.testing.assert_array_equal(gemm.matmul(a, b), np.matmul(a, b))
+        assert taken == []

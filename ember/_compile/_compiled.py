@@ -178,7 +178,9 @@ class CompiledFunction:
             struct = (len(args), tuple(sorted(kwargs)),
                       tuple(i for i, a in enumerate(args) if _tensor_tree(a)))
         if self._module is not None:
-            subs = _tree(self._module, [], set())
+            m = self._module
+            # a module without children (a cell, a layer) is its own tree
+            subs = _tree(m, [], set()) if m._modules else [m]
             free = ()
         else:
             free = _free_objects(self._fn)
@@ -237,8 +239,11 @@ class CompiledFunction:
         if busy():  # inside a jit trace or another capture: run (and be recorded) eagerly
             return self._fn(*args, **kwargs)
         key = self._guard_key(args, kwargs)
-        targs = self._tensor_args(args, kwargs)
-        tensors = list(args) if targs is args else _flat(targs, [])  # args: tensors only
+        if not kwargs and all(type(a) is Tensor for a in args):  # the common call
+            targs, tensors = args, list(args)
+        else:
+            targs = self._tensor_args(args, kwargs)
+            tensors = list(args) if targs is args else _flat(targs, [])
         if _tensor._mode_active[0]:
             specs = [(tuple(t.shape), t.dtype, t._requires_grad) for t in tensors]
         else:
@@ -374,7 +379,9 @@ class CompiledFunction:
     def _replay(self, e, targs, tensors):
         """Run a cached entry: its plan (array kernels, one autograd node) when it has
         one, else the graph op by op through ember's primitives."""
-        plan = self._plan_of(e, tensors)
+        plan = e.plan
+        if plan is None:
+            plan = self._plan_of(e, tensors)
         if plan is None:
             out = e.graph.run(*targs, params=self._params())
             if e.extras is None:
@@ -391,9 +398,14 @@ class CompiledFunction:
                                      record, arena)
         finally:
             plan.release(arena)
-        _write_back(e, tensors, lambda v: env[plan.slots[id(v)]])
-        leaves = [t for t in tensors if t.requires_grad] + \
-            [p for p in ps if p.requires_grad] + [c for _, c in plan.const_leaves]
+        if e.extras is not None:
+            _write_back(e, tensors, lambda v: env[plan.slots[id(v)]])
+        if not record:
+            # nothing to differentiate: plain outputs (``attach`` reads no leaves then)
+            leaves = ()
+        else:
+            leaves = [t for t in tensors if t._requires_grad] + \
+                [p for p in ps if p._requires_grad] + [c for _, c in plan.const_leaves]
 
         def replay():
             with grad_mode.enable_grad():

@@ -238,7 +238,7 @@ def matmul(a, b, out=None):
     products of at least :data:`THRESHOLD` operations when ``ember[mkl]`` is installed.
 
     Anything else -- a Tensor, a CuPy array, another dtype -- is ``a @ b`` as before."""
-    if _lib[0] is not False:
+    if _lib[0] is not False and _maybe_large(a.shape, b.shape):
         r = _mkl_matmul(a, b, out)
         if r is not None:
             return r
@@ -249,13 +249,58 @@ def matmul(a, b, out=None):
     return _numpy_matmul(a, b, out)
 
 
+def _maybe_large(sa, sb):
+    """False for two matrices too small for MKL: the size test ``_mkl_matmul`` would end
+    with, made first (its type, dtype and layout checks cost more than a small product's
+    saving; until MKL is loaded or refused, EMBER_MKL=0 included, every product asks)."""
+    if len(sa) != 2 or len(sb) != 2:
+        return True
+    n = sb[1]
+    limit = THRESHOLD
+    if n < _NARROW and NARROW_THRESHOLD < limit:
+        limit = NARROW_THRESHOLD
+    return 2 * sa[0] * sa[1] * n >= limit
+
+
 def _numpy_matmul(a, b, out):
     if out is None:
+        if type(b) is np.ndarray and type(a) is np.ndarray and \
+                len(b.shape) == 2 == len(a.shape) and \
+                _TRANS_MIN <= a.shape[0] <= _TRANS_ROWS and b.flags.f_contiguous:
+            r = _by_transpose(a, b)
+            if r is not None:
+                return r
         return a @ b  # np.matmul for arrays; Tensors and CuPy arrays take their own
     if type(a) is np.ndarray:
         return np.matmul(a, b, out=out)
     from ember.backend import array_module  # CuPy's, or the meta placeholders' matmul
     return array_module(a).matmul(a, b, out=out)
+
+
+# OpenBLAS runs ``x @ w.T`` (a few rows times a transposed row-major weight) about
+# 1.1-1.5x slower than ``(w @ x.T).T`` copied back to C order, with identical bits:
+# 32x128x128 0.94 of the time, 32x256x256 0.72, 16x128x128 0.65, 32x1024x256 0.64,
+# while 32x64x128 gains nothing and 64 or more rows lose (64x128x128 1.46, 128x128x128
+# 1.25) (benchmarks/gemm.py --transposed). The bits agree for float32 with k <= 256 and
+# n <= 512 (every m of 2-32, several draws); past that they differ in places (k >= 512;
+# 8 rows with n >= 777), and float64 differs already at k = 128, so only those float32
+# products take this way (tests/test_mkl_gemm.py checks the bits)
+_TRANS_ROWS = 32
+_TRANS_MIN = 2  # one row is a matrix-vector product either way
+_TRANS_K = _TRANS_N = 128
+_TRANS_K_MAX, _TRANS_N_MAX = 256, 512
+
+
+def _by_transpose(a, b):
+    """``a @ b`` for a C-ordered ``a`` of a few rows and a ``b`` that is the transpose
+    of a row-major matrix, computed as ``(b.T @ a.T).T`` and copied to C order (the same
+    bits, see above), or None where that is not faster."""
+    k, n = b.shape
+    if not (_TRANS_K <= k <= _TRANS_K_MAX and _TRANS_N <= n <= _TRANS_N_MAX) or \
+            a.shape[1] != k or not a.flags.c_contiguous or b.flags.c_contiguous or \
+            a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative:
+        return None
+    return np.matmul(b.T, a.T).T.copy()
 
 
 def addmm(bias, a, b, out=None):
@@ -270,7 +315,8 @@ def addmm(bias, a, b, out=None):
     if out is not None and type(out) is np.ndarray and np.may_share_memory(out, bias):
         bias = bias.copy()  # the product must not overwrite the bias before it is added
     if _lib[0] is not False and type(bias) is np.ndarray and type(a) is np.ndarray and \
-            bias.dtype == a.dtype and a.ndim == 2 and bias.ndim <= 2:
+            bias.dtype == a.dtype and a.ndim == 2 and bias.ndim <= 2 and \
+            _maybe_large(a.shape, b.shape):
         r = _mkl_matmul(a, b, out, bias)
         if r is not None:
             return r
