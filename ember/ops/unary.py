@@ -134,7 +134,16 @@ def _neg_np(x):
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you "
                            "are trying to invert a mask, use the `~` or `logical_not()` operator "
                            "instead.")
-    return np.negative(x)
+    return _split_or(np.negative, x)
+
+
+def _split_or(ufunc, x):
+    """``ufunc(x)``, in blocks on the intra-op threads when ``x`` is large."""
+    if x.size >= _threads.SPLIT_ELEMENTS:
+        r = _threads.unary(ufunc, x)
+        if r is not None:
+            return r
+    return ufunc(x)
 
 
 def _no_bool(kernel, fn):
@@ -165,7 +174,7 @@ def _sign_np(x):
 
 def _square_np(x):
     # bool squares as int64, as in PyTorch (pow promotes bool to the default int)
-    return np.square(x.astype(np.int64) if x.dtype == np.bool_ else x)
+    return _split_or(np.square, x.astype(np.int64) if x.dtype == np.bool_ else x)
 
 
 neg = negative = _unary("Neg", _neg_np, lambda gy, x, y: -gy, save="", floating=False,
