@@ -382,8 +382,8 @@ def binary(ufunc, a, b):
     it. The result is C-ordered, as NumPy's own is for such operands."""
     size = max(a.size, b.size)
     c = a.dtype.char
-    if not _splits(size) or c not in _SPLIT_KINDS or a.dtype != b.dtype or \
-            f"{c}{c}->{c}" not in ufunc.types:
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or not _splits(size) or \
+            c not in _SPLIT_KINDS or a.dtype != b.dtype or f"{c}{c}->{c}" not in ufunc.types:
         return None
     if a.shape == b.shape:
         if not (a.flags.c_contiguous and b.flags.c_contiguous):
@@ -415,10 +415,12 @@ def binary(ufunc, a, b):
 
 
 def unary(ufunc, x):
-    """``ufunc(x)`` for a large C-ordered floating NumPy array, in flat blocks over the
-    pool; None when not split (the caller computes it)."""
+    """``ufunc(x)`` for a large C-ordered floating NumPy array (a loop of ``ufunc``
+    keeping its dtype), in flat blocks over the pool; None when not split (the caller
+    computes it: small, one thread, another layout, dtype or array module)."""
     c = x.dtype.char
-    if not _splits(x.size) or c not in _SPLIT_KINDS or not x.flags.c_contiguous or \
+    if type(x) is not np.ndarray or not _splits(x.size) or c not in _SPLIT_KINDS or \
+            not x.flags.c_contiguous or \
             f"{c}->{c}" not in ufunc.types:  # (a loop keeping the dtype)
         return None
     out = np.empty(x.shape, x.dtype)
