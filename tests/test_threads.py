@@ -523,3 +523,35 @@ def test_elementwise_split_is_gated_by_size(monkeypatch):
         assert calls == [2, 2]
     finally:
         ember.set_num_threads(before)
+
+
+def test_gradients_summed_in_blocks_are_bit_identical_and_match_torch(split_all):
+    """A tensor used several times (a residual connection): the gradients arriving at
+    it are summed into one buffer, in blocks when large."""
+    x = np.random.default_rng(0).uniform(0.1, 2, (4, _N)).astype(np.float32)
+
+    def f(m, t):
+        y = t * 3
+        return (y.exp() + y.sin()) * 0.5 + t.tanh() + t.sqrt() + t.log()
+    one, two = split_all(lambda: _grads(f, [x]))
+    _same(one, two)
+    tt = torch.tensor(x, requires_grad=True)
+    out = f(torch, tt)
+    out.backward(torch.tensor(np.random.default_rng(1).standard_normal(out.shape)
+                              .astype(np.float32)))
+    np.testing.assert_allclose(two[1], tt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_add_into_splits_in_place(monkeypatch):
+    monkeypatch.setattr(T, "SPLIT_ELEMENTS", 1)
+    monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((2, _N)), rng.standard_normal((2, _N))
+        want = a + b
+        T.add_into(a, b)
+        np.testing.assert_array_equal(a, want)
+    finally:
+        ember.set_num_threads(before)

@@ -430,3 +430,19 @@ def unary(ufunc, x):
         ufunc(xf[lo:hi], out=of[lo:hi])
     flat_blocks(block, x.size)
     return out
+
+
+def add_into(a, b):
+    """``np.add(a, b, out=a)`` for two NumPy arrays of one shape and floating dtype
+    (a gradient summed into a buffer), in flat blocks over the pool when large and
+    both are C-ordered; else in one call."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and _splits(a.size) and \
+            a.dtype == b.dtype and a.dtype.char in _SPLIT_KINDS and a.shape == b.shape and \
+            a.flags.c_contiguous and b.flags.c_contiguous:
+        af, bf = a.reshape(-1), b.reshape(-1)
+
+        def block(lo, hi):
+            np.add(af[lo:hi], bf[lo:hi], out=af[lo:hi])
+        flat_blocks(block, a.size)
+        return
+    np.add(a, b, out=a)
