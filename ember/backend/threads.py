@@ -352,9 +352,11 @@ def blas_rows(fn, rows, cost):
 # of NumPy's vector loops (the transcendental functions' included) where the whole
 # array has them, and the last block ends where the whole array does.
 _GRAIN = 4096
-# elements from which an elementwise op is split: below, a dispatch (a few microseconds)
-# costs more than the second core saves (measured: benchmarks/threads_kernels.py)
-SPLIT_ELEMENTS = 1 << 17
+# elements from which an elementwise op is split: below, a dispatch (a few microseconds
+# on an idle machine, tens where the second core is shared with other jobs) costs more
+# than the second core saves (measured: docs/performance.md, "Two threads: elementwise
+# kernels split")
+SPLIT_ELEMENTS = 1 << 18
 _SPLIT_KINDS = "efd"  # floating dtypes: each element computed alone, whatever the block
 
 
