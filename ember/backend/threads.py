@@ -399,8 +399,9 @@ def binary(ufunc, a, b):
         return out
     big, small = (a, b) if a.size >= b.size else (b, a)
     if big.ndim < 2 or not (big.flags.c_contiguous and small.flags.c_contiguous) or \
-            small.ndim > big.ndim or np.broadcast_shapes(a.shape, b.shape) != big.shape:
-        return None
+            small.ndim > big.ndim or \
+            any(s not in (1, n) for s, n in zip(small.shape[::-1], big.shape[::-1])):
+        return None  # (shapes that do not broadcast: NumPy's call raises its error)
     out = np.empty(big.shape, big.dtype)
     rows = big.shape[0]
     # the broadcast operand is cut with the rows only when it has them itself
