@@ -3,8 +3,9 @@ that splits large array kernels across cores.
 
 NumPy runs each elementwise, reduction or pooling kernel on one core; only its BLAS
 uses more. ember's own kernels that dominate training steps (convolution over a batch,
-pooling, ReLU, the optimizer updates, row-wise softmax and normalization, and the large
-matrix products themselves, see :func:`matmul`) are split here into independent row
+pooling, ReLU, the optimizer updates, row-wise softmax and normalization, the large
+elementwise ops, see :func:`binary` and :func:`unary`, and the large matrix products
+themselves, see :func:`matmul`) are split here into independent row
 blocks run by a small pool of Python threads: NumPy releases the GIL inside its loops,
 so the blocks run on different cores at once.
 
