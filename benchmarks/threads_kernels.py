@@ -84,6 +84,9 @@ def cases(m):
     cell = m.nn.RNNCell(64, 128)
     xc = t(32, 32, 64, grad=False)
 
+    xa, ya = t(1024, 256), t(1024, 256, grad=False)
+    hs = t(256, 256, grad=False)
+
     def cell_loop():
         h = m.zeros(32, 128)
         for i in range(32):
@@ -110,6 +113,12 @@ def cases(m):
         "softmax 16x4x64x64": back(lambda: F.softmax(q @ k.transpose(-1, -2), -1)),
         "LSTM 32x32x64->128": back(lambda: lstm(xs)[0]),
         "RNNCell loop 32 steps": cell_loop,
+        "add 1024x256 (residual)": back(lambda: xa + ya),
+        "add nograd 64x32x26x26": no_grad(lambda: xr + xp),
+        "bias add nograd 1024x256": no_grad(lambda: hi + bi),
+        "mul nograd 256x256": no_grad(lambda: hs * hs),
+        "exp nograd 1024x256": no_grad(lambda: hi.exp()),
+        "mse_loss 1024x256": lambda: F.mse_loss(xa, ya).backward(),
     }
 
 

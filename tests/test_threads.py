@@ -2,6 +2,7 @@
 every kernel split over the pool gives bit-identical results to one thread, which
 match torch's."""
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -441,3 +442,127 @@ def test_sgd_saxpy_in_blocks_is_bit_identical_and_matches_torch(threads):
     one, two = threads(lambda: run(ember))
     np.testing.assert_array_equal(one, two)
     np.testing.assert_array_equal(two, run(torch))
+
+
+# ----- elementwise kernels split in flat blocks or rows -----------------------------
+@pytest.fixture
+def split_all(threads, monkeypatch):
+    """``threads`` with every elementwise kernel large enough to split."""
+    monkeypatch.setattr(T, "SPLIT_ELEMENTS", 1)
+    return threads
+
+
+_N = 3 * 4096 + 17  # several grains and a ragged end
+_BINARY = {"add": lambda m, a, b: a + b, "sub": lambda m, a, b: a - b,
+           "mul": lambda m, a, b: a * b, "div": lambda m, a, b: a / b}
+_SHAPES = {"same": ((4, _N), (4, _N)), "bias": ((4, _N), (_N,)),
+           "column": ((4, _N), (4, 1)), "bias first": ((_N,), (4, _N)),
+           "scalar": ((4, _N), ())}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shapes", list(_SHAPES))
+@pytest.mark.parametrize("op", list(_BINARY))
+def test_binary_ops_are_bit_identical_and_match_torch(split_all, op, shapes, dtype):
+    rng = np.random.default_rng(0)
+    arrays = [(rng.standard_normal(s) + 3).astype(dtype) for s in _SHAPES[shapes]]
+    f = _BINARY[op]
+    one, two = split_all(lambda: _grads(f, arrays))
+    _same(one, two)
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out = f(torch, *ts)
+    np.testing.assert_array_equal(two[0], out.detach().numpy())  # exact ops: equal
+    assert two[0].flags.c_contiguous
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["exp", "log", "tanh", "sin", "sqrt", "neg", "square"])
+def test_unary_ufuncs_are_bit_identical_and_match_torch(split_all, name, dtype):
+    x = np.random.default_rng(0).uniform(0.1, 4, (5, _N)).astype(dtype)
+    f = lambda m, t: getattr(m, name)(t)  # noqa: E731
+    one, two = split_all(lambda: _grads(f, [x]))
+    _same(one, two)
+    tx = torch.tensor(x, requires_grad=True)
+    np.testing.assert_allclose(two[0], f(torch, tx).detach().numpy(), rtol=2e-6)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_is_bit_identical_and_matches_torch(split_all, reduction):
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal((6, _N)).astype(np.float32) for _ in range(2))
+
+    def run(m, a, b):
+        out = m.nn.functional.mse_loss(a, b, reduction=reduction)
+        return out if reduction == "none" else out.reshape(1)
+    one, two = split_all(lambda: _grads(run, [x, y]))
+    _same(one, two)
+    tt = [torch.tensor(a, requires_grad=True) for a in (x, y)]
+    np.testing.assert_allclose(two[0], run(torch, *tt).detach().numpy(), rtol=1e-5)
+
+
+def test_split_blocks_keep_errors_quiet_and_layouts(split_all):
+    big = np.full((4, _N), 3e38, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow in a worker thread must not warn
+        one, two = split_all(lambda: [(ember.tensor(big) * ember.tensor(big)).numpy(),
+                                      ember.tensor(big).exp().numpy()])
+    _same(one, two)
+    assert np.isinf(two[0]).all() and np.isinf(two[1]).all()
+    # transposed operands are not split: NumPy's own result, in its own layout
+    a = np.random.default_rng(0).standard_normal((_N, 4)).astype(np.float32)
+    ember.set_num_threads(2)
+    r = (ember.tensor(a).t() + ember.tensor(a).t()).numpy()
+    np.testing.assert_array_equal(r, a.T + a.T)
+    assert r.strides == (a.T + a.T).strides
+
+
+def test_elementwise_split_is_gated_by_size(monkeypatch):
+    """At the default thresholds, a small op runs on the calling thread alone and a
+    large one on the pool."""
+    calls = []
+    run = T._Pool.run
+    monkeypatch.setattr(T._Pool, "run",
+                        lambda self, fn, b: calls.append(len(b) - 1) or run(self, fn, b))
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        small = ember.ones(T.SPLIT_ELEMENTS - 1)
+        (small + small).exp()
+        assert not calls
+        large = ember.ones(T.SPLIT_ELEMENTS)
+        (large + large).exp()
+        assert calls == [2, 2]
+    finally:
+        ember.set_num_threads(before)
+
+
+def test_gradients_summed_in_blocks_are_bit_identical_and_match_torch(split_all):
+    """A tensor used several times (a residual connection): the gradients arriving at
+    it are summed into one buffer, in blocks when large."""
+    x = np.random.default_rng(0).uniform(0.1, 2, (4, _N)).astype(np.float32)
+
+    def f(m, t):
+        y = t * 3
+        return (y.exp() + y.sin()) * 0.5 + t.tanh() + t.sqrt() + t.log()
+    one, two = split_all(lambda: _grads(f, [x]))
+    _same(one, two)
+    tt = torch.tensor(x, requires_grad=True)
+    out = f(torch, tt)
+    out.backward(torch.tensor(np.random.default_rng(1).standard_normal(out.shape)
+                              .astype(np.float32)))
+    np.testing.assert_allclose(two[1], tt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_add_into_splits_in_place(monkeypatch):
+    monkeypatch.setattr(T, "SPLIT_ELEMENTS", 1)
+    monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((2, _N)), rng.standard_normal((2, _N))
+        want = a + b
+        T.add_into(a, b)
+        np.testing.assert_array_equal(a, want)
+    finally:
+        ember.set_num_threads(before)

@@ -13,6 +13,7 @@ from ember.autograd import _modes, anomaly
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED
 from ember.autograd.node import in_backward as _in_backward
+from ember.backend import threads as _threads
 from ember.backend.dtypes import FROM_NP as _FROM_NP
 
 _active = _modes.active  # how many modes (ember.autograd._modes) a backward step sees
@@ -240,7 +241,7 @@ def _add_to_buffer(buf, nr, g, region):
             and ga.shape == a.shape and a.flags.writeable and not old._requires_grad
             and sys.getrefcount(old) <= _UNSHARED[0] and sys.getrefcount(a) <= _UNSHARED[1]):
         if region is None:
-            np.add(a, ga, out=a)
+            _threads.add_into(a, ga)  # (large: in blocks on the intra-op threads)
         else:
             part = a[region]
             np.add(part, ga[region], out=part)
@@ -445,7 +446,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                         # a sum the engine made: nothing else sees it, and every arrival
                         # has the leaf's shape and dtype
                         a = leaf_bufs[k]._data
-                        np.add(a, g._data, out=a)
+                        _threads.add_into(a, g._data)
                     elif create_graph or _active[0]:
                         leaf_bufs[k] = leaf_bufs[k] + g
                     else:

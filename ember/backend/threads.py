@@ -3,8 +3,9 @@ that splits large array kernels across cores.
 
 NumPy runs each elementwise, reduction or pooling kernel on one core; only its BLAS
 uses more. ember's own kernels that dominate training steps (convolution over a batch,
-pooling, ReLU, the optimizer updates, row-wise softmax and normalization, and the large
-matrix products themselves, see :func:`matmul`) are split here into independent row
+pooling, ReLU, the optimizer updates, row-wise softmax and normalization, the large
+elementwise ops, see :func:`binary` and :func:`unary`, and the large matrix products
+themselves, see :func:`matmul`) are split here into independent row
 blocks run by a small pool of Python threads: NumPy releases the GIL inside its loops,
 so the blocks run on different cores at once.
 
@@ -30,7 +31,8 @@ import threading
 import numpy as np
 
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
-           "contiguous", "single_blas", "add_blas", "remove_blas", "matmul", "blas_rows"]
+           "contiguous", "single_blas", "add_blas", "remove_blas", "matmul", "blas_rows",
+           "flat_blocks", "binary", "unary"]
 
 
 def _default_threads():
@@ -160,6 +162,10 @@ class _Pool:
 
     def _work(self, inbox):
         local.in_worker = True
+        # a new thread starts from NumPy's default error handling, not the one ember
+        # sets on import: a block overflowing to inf must not warn where the whole
+        # array computed on the calling thread would not
+        np.seterr(divide="ignore", invalid="ignore", over="ignore", under="ignore")
         while True:
             fn, lo, hi = inbox.get()
             try:
@@ -337,3 +343,110 @@ def blas_rows(fn, rows, cost):
         return
     with single_blas():
         fn(0, rows)
+
+
+# ----- elementwise kernels ----------------------------------------------------------
+# A large elementwise op is split into blocks of its flat elements (or, against a
+# broadcast operand, of its first axis). Each block runs the same NumPy ufunc on its
+# slice, so each element is computed by the same code as in the whole array: blocks
+# start at multiples of _GRAIN elements, which keeps the alignment and the SIMD lanes
+# of NumPy's vector loops (the transcendental functions' included) where the whole
+# array has them, and the last block ends where the whole array does.
+_GRAIN = 4096
+# elements from which an elementwise op is split: below, a dispatch (a few microseconds
+# on an idle machine, tens where the second core is shared with other jobs) costs more
+# than the second core saves (measured: docs/performance.md, "Two threads: elementwise
+# kernels split")
+SPLIT_ELEMENTS = 1 << 18
+_SPLIT_KINDS = "efd"  # floating dtypes: each element computed alone, whatever the block
+
+
+def flat_blocks(fn, size, cost=None):
+    """``fn(lo, hi)`` over ranges of ``range(size)`` (flat element offsets), in
+    parallel when large; the ranges start at multiples of a fixed grain, so that a
+    vector loop over each block sees the same lanes as one over the whole array."""
+    grains = -(-size // _GRAIN)
+
+    def run(lo, hi):
+        fn(lo * _GRAIN, min(hi * _GRAIN, size))
+    parallel_rows(run, grains, size if cost is None else cost)
+
+
+def _splits(size):
+    return size >= SPLIT_ELEMENTS and _state["threads"] > 1 and \
+        not getattr(local, "in_worker", False)
+
+
+def binary(ufunc, a, b):
+    """``ufunc(a, b)`` for two NumPy arrays of one floating dtype, split over the pool
+    when large: both of one shape and C-ordered (in flat blocks), or one C-ordered of
+    the result's shape against a broadcast C-ordered other (in blocks of the first
+    axis). None when not split (small, one thread, other layouts): the caller computes
+    it. The result is C-ordered, as NumPy's own is for such operands."""
+    size = max(a.size, b.size)
+    c = a.dtype.char
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or not _splits(size) or \
+            c not in _SPLIT_KINDS or a.dtype != b.dtype or f"{c}{c}->{c}" not in ufunc.types:
+        return None
+    if a.shape == b.shape:
+        if not (a.flags.c_contiguous and b.flags.c_contiguous):
+            return None
+        out = np.empty(a.shape, a.dtype)
+        af, bf, of = a.reshape(-1), b.reshape(-1), out.reshape(-1)
+
+        def block(lo, hi):
+            ufunc(af[lo:hi], bf[lo:hi], out=of[lo:hi])
+        flat_blocks(block, size)
+        return out
+    big, small = (a, b) if a.size >= b.size else (b, a)
+    if big.ndim < 2 or not (big.flags.c_contiguous and small.flags.c_contiguous) or \
+            small.ndim > big.ndim or \
+            any(s not in (1, n) for s, n in zip(small.shape[::-1], big.shape[::-1])):
+        return None  # (shapes that do not broadcast: NumPy's call raises its error)
+    out = np.empty(big.shape, big.dtype)
+    rows = big.shape[0]
+    # the broadcast operand is cut with the rows only when it has them itself
+    cut = small.ndim == big.ndim and small.shape[0] == rows
+
+    def block(lo, hi):
+        s = small[lo:hi] if cut else small
+        if big is a:
+            ufunc(a[lo:hi], s, out=out[lo:hi])
+        else:
+            ufunc(s, b[lo:hi], out=out[lo:hi])
+    parallel_rows(block, rows, size)
+    return out
+
+
+def unary(ufunc, x):
+    """``ufunc(x)`` for a large C-ordered floating NumPy array (a loop of ``ufunc``
+    keeping its dtype), in flat blocks over the pool; None when not split (the caller
+    computes it: small, one thread, another layout, dtype or array module)."""
+    c = x.dtype.char
+    if type(x) is not np.ndarray or not _splits(x.size) or c not in _SPLIT_KINDS or \
+            not x.flags.c_contiguous or \
+            f"{c}->{c}" not in ufunc.types:  # (a loop keeping the dtype)
+        return None
+    out = np.empty(x.shape, x.dtype)
+    xf, of = x.reshape(-1), out.reshape(-1)
+
+    def block(lo, hi):
+        ufunc(xf[lo:hi], out=of[lo:hi])
+    flat_blocks(block, x.size)
+    return out
+
+
+def add_into(a, b):
+    """``np.add(a, b, out=a)`` for two NumPy arrays of one shape and floating dtype
+    (a gradient summed into a buffer), in flat blocks over the pool when large and
+    both are C-ordered; else in one call."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and _splits(a.size) and \
+            a.dtype == b.dtype and a.dtype.char in _SPLIT_KINDS and a.shape == b.shape and \
+            a.flags.c_contiguous and b.flags.c_contiguous:
+        af, bf = a.reshape(-1), b.reshape(-1)
+
+        def block(lo, hi):
+            np.add(af[lo:hi], bf[lo:hi], out=af[lo:hi])
+        flat_blocks(block, a.size)
+        return
+    np.add(a, b, out=a)

@@ -489,6 +489,7 @@ def _conv_arrays(x, w, g, keep=False, bias=None):
     out = xm.empty((n, f, o), dtype=xm.result_type(x, w))
     wm = w.reshape(f, -1) if G == 1 else w.reshape(G, f // G, -1)
     cols = xm.empty((n, ck, o), dtype=x.dtype) if keep else None
+    bf = None if bias is None else bias.reshape(f, 1)
 
     def block(lo, hi):
         # every sample is its own im2col and gemm: blocks of the batch run on the
@@ -499,10 +500,10 @@ def _conv_arrays(x, w, g, keep=False, bias=None):
         else:
             col = col.reshape(hi - lo, G, c // G * _prod(g.K), -1)
             _gemm.matmul(wm, col, out=out[lo:hi].reshape(hi - lo, G, f // G, o))
+        if bf is not None:  # the bias added to the block's samples, on its thread
+            out[lo:hi] += bf
     parallel_rows(block, n, out.size * w[0].size, xm, blas=True)
     out = out.reshape((n, f) + tuple(g.O))
-    if bias is not None:
-        out += _bias_shape(bias, g.nd)
     return (out, cols) if keep else out
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive, _read_saved
+from ember.backend import threads as _threads
 from ember.ops import _batch, _jvp
 from ember.ops._util import (
     check_number_fits,
@@ -106,6 +107,10 @@ class Add(Primitive):
             a, b = promote_arrays(a, b)
             if type(b) is float or type(b) is int:
                 b = number_operand(a, b)
+        elif a.size >= _threads.SPLIT_ELEMENTS or b.size >= _threads.SPLIT_ELEMENTS:
+            r = _threads.binary(np.add, a, b)  # large: in blocks on the intra-op threads
+            if r is not None:
+                return r
         return a + b
 
     def backward(self, gy):
@@ -221,7 +226,12 @@ class Sub(Primitive):
     def forward(self, a, b):
         if type(a) is _ndarray and type(b) is _ndarray and a.dtype == b.dtype and \
                 a.dtype.kind != "b":
-            return a - b  # the common case: nothing to promote, no bool to refuse
+            # the common case: nothing to promote, no bool to refuse
+            if a.size >= _threads.SPLIT_ELEMENTS or b.size >= _threads.SPLIT_ELEMENTS:
+                r = _threads.binary(np.subtract, a, b)
+                if r is not None:
+                    return r
+            return a - b
         # checked before promotion, which would turn a bool tensor into the other's dtype
         if _is_bool(a) or _is_bool(b):
             raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
@@ -274,6 +284,10 @@ class Mul(Primitive):
             elif (type(a) is float or type(a) is int) and \
                     reduced_float(getattr(b, "dtype", None)):
                 return opmath_number(np.multiply, b, a)  # ``2.5 * x`` in a formula
+        elif a.size >= _threads.SPLIT_ELEMENTS or b.size >= _threads.SPLIT_ELEMENTS:
+            r = _threads.binary(np.multiply, a, b)
+            if r is not None:
+                return r
         return a * b
 
     def backward(self, gy):
@@ -344,6 +358,10 @@ class Div(Primitive):
                     return a / z
                 return opmath_number(np.divide, a, b)
             if type(b) is _ndarray and b.dtype == a.dtype:
+                if a.size >= _threads.SPLIT_ELEMENTS:
+                    r = _threads.binary(np.divide, a, b)
+                    if r is not None:
+                        return r
                 return a / b
         if type(b) is _ndarray and not b.ndim:
             z = _reduced_scalar(a, b)  # a 0-d array beside float16: computed as a number

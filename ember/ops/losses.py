@@ -16,6 +16,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import threads as _threads
 from ember.backend.meta import is_meta
 from ember.ops._util import promote_arrays, reduced_float
 
@@ -116,11 +117,30 @@ class _Pointwise:
         return ()
 
 
+def _split(x, t):
+    """Whether ``x`` and ``t`` (arrays of one shape) make an elementwise loss large
+    enough to compute in flat blocks on the intra-op threads (the same NumPy calls per
+    block, so the same values)."""
+    return type(x) is np.ndarray and type(t) is np.ndarray and \
+        x.size >= _threads.SPLIT_ELEMENTS and x.shape == t.shape and \
+        x.dtype == t.dtype and x.dtype.char in "fd" and x.flags.c_contiguous and \
+        t.flags.c_contiguous and _threads.get_num_threads() > 1
+
+
 class MseLoss(_Pointwise, Primitive):
     """``(input - target) ** 2``."""
     _node_name = "MseLossBackward0"
 
     def loss(self, x, t):
+        if _split(x, t):
+            out = np.empty(x.shape, x.dtype)
+            xf, tf, of = x.reshape(-1), t.reshape(-1), out.reshape(-1)
+
+            def block(lo, hi):  # large: in blocks on the intra-op threads
+                d = np.subtract(xf[lo:hi], tf[lo:hi], out=of[lo:hi])
+                np.multiply(d, d, out=d)
+            _threads.flat_blocks(block, x.size, 2 * x.size)
+            return out
         d = x - t
         if type(d) is np.ndarray and d.ndim:
             return np.multiply(d, d, out=d)  # squared in place: one temporary, not two
@@ -138,8 +158,18 @@ class MseLoss(_Pointwise, Primitive):
                 np.isfinite(2 * g):
             # a reduced loss: 2 * d * g is d * (2 * g) exactly (doubling is exact while
             # 2 * g is finite), in place on one array
-            gx = np.subtract(xd, td)
-            gx *= 2 * g
+            g2 = 2 * g
+            if _split(xd, td):
+                gx = np.empty(xd.shape, xd.dtype)
+                xf, tf, of = xd.reshape(-1), td.reshape(-1), gx.reshape(-1)
+
+                def block(lo, hi):  # large: in blocks on the intra-op threads
+                    np.multiply(np.subtract(xf[lo:hi], tf[lo:hi], out=of[lo:hi]), g2,
+                                out=of[lo:hi])
+                _threads.flat_blocks(block, xd.size, 2 * xd.size)
+            else:
+                gx = np.subtract(xd, td)
+                gx *= g2
         else:
             gx = 2 * (xd - td) * g
         # the target's gradient only where the target has an edge

@@ -9,6 +9,7 @@ from ember import backend as _backend
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _read_saved
+from ember.backend import threads as _threads
 from ember.ops import _batch, _erf_kernels, _jvp
 from ember.ops._util import (
     check_number_fits,
@@ -71,6 +72,7 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", **rules):
     """
     attrs = {"save_inputs": (0,) if "x" in save else (), "save_output": "y" in save,
              "onnx": None, "torchscript": None, **rules}
+    split = isinstance(fn, np.ufunc)  # a NumPy ufunc: computes each element alone
     if floating:
         def forward(self, x):
             if x.dtype.kind not in "fcV":  # ``to_float``, inlined on this hot path
@@ -80,6 +82,10 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", **rules):
                 # once (``1 / sqrt(x)`` in float16 rounds twice). (Their gradients are
                 # formulas of ops in the input's dtype, as PyTorch's derivatives.)
                 return fn(x.astype(np.float32)).astype(x.dtype)
+            if split and x.size >= _threads.SPLIT_ELEMENTS:
+                r = _threads.unary(fn, x)  # large: in blocks on the intra-op threads
+                if r is not None:
+                    return r
             return fn(x)
     else:
         def forward(self, x):
@@ -128,7 +134,16 @@ def _neg_np(x):
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you "
                            "are trying to invert a mask, use the `~` or `logical_not()` operator "
                            "instead.")
-    return np.negative(x)
+    return _split_or(np.negative, x)
+
+
+def _split_or(ufunc, x):
+    """``ufunc(x)``, in blocks on the intra-op threads when ``x`` is large."""
+    if x.size >= _threads.SPLIT_ELEMENTS:
+        r = _threads.unary(ufunc, x)
+        if r is not None:
+            return r
+    return ufunc(x)
 
 
 def _no_bool(kernel, fn):
@@ -159,7 +174,7 @@ def _sign_np(x):
 
 def _square_np(x):
     # bool squares as int64, as in PyTorch (pow promotes bool to the default int)
-    return np.square(x.astype(np.int64) if x.dtype == np.bool_ else x)
+    return _split_or(np.square, x.astype(np.int64) if x.dtype == np.bool_ else x)
 
 
 neg = negative = _unary("Neg", _neg_np, lambda gy, x, y: -gy, save="", floating=False,
