@@ -111,10 +111,15 @@ def _accumulate(leaf, g, create_graph, seen):
     elif not create_graph and _summable_in_place(leaf._grad, g):
         # in place, as PyTorch's AccumulateGrad without a graph: whoever holds ``.grad``
         # (a user's reference, an optimizer's list) sees the sum (each leaf owns its own
-        # ``.grad``: ``seen`` above never lets two leaves share one)
-        from ember.autograd.grad_mode import no_grad
-        with no_grad():
-            leaf._grad.add_(g)
+        # ``.grad``: ``seen`` above never lets two leaves share one); the version bumped
+        # as by ``add_``
+        old = leaf._grad
+        a = old._data
+        if a.size < _threads.SPLIT_ELEMENTS:
+            np.add(a, g._data, out=a)
+        else:
+            _threads.add_into(a, g._data)
+        old._vc[0] += 1
     else:
         # with a graph (create_graph), or a grad that cannot take the sum in place (an
         # expanded tensor, a sparse one, another dtype): a new tensor, as PyTorch's
@@ -134,7 +139,7 @@ def _summable_in_place(old, g):
             type(g._data) is not np.ndarray or a.shape != g.shape \
             or a.dtype != g._data.dtype or not a.flags.writeable:
         return False
-    return all(st != 0 for st, n in zip(a.strides, a.shape) if n > 1)
+    return 0 not in a.strides or all(st != 0 for st, n in zip(a.strides, a.shape) if n > 1)
 
 
 def _leaf_done(leaf, g, accumulate, create_graph, seen, leaf_targets, captured):
@@ -241,7 +246,10 @@ def _add_to_buffer(buf, nr, g, region):
             and ga.shape == a.shape and a.flags.writeable and not old._requires_grad
             and sys.getrefcount(old) <= _UNSHARED[0] and sys.getrefcount(a) <= _UNSHARED[1]):
         if region is None:
-            _threads.add_into(a, ga)  # (large: in blocks on the intra-op threads)
+            if a.size < _threads.SPLIT_ELEMENTS:
+                np.add(a, ga, out=a)
+            else:
+                _threads.add_into(a, ga)  # (large: in blocks on the intra-op threads)
         else:
             part = a[region]
             np.add(part, ga[region], out=part)
@@ -446,7 +454,10 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                         # a sum the engine made: nothing else sees it, and every arrival
                         # has the leaf's shape and dtype
                         a = leaf_bufs[k]._data
-                        _threads.add_into(a, g._data)
+                        if a.size < _threads.SPLIT_ELEMENTS:
+                            np.add(a, g._data, out=a)
+                        else:
+                            _threads.add_into(a, g._data)
                     elif create_graph or _active[0]:
                         leaf_bufs[k] = leaf_bufs[k] + g
                     else:
