@@ -17,8 +17,8 @@ Variants, interleaved round by round so machine load hits all alike:
   off during its calls (no buffers kept across steps, no fused elementwise loops), and
   the process-time ratio step/nobuf.
 - ``floor``: the matrix products of one compiled step alone. Each product the step sends
-  through ``ember.backend.gemm.matmul`` is recorded (operand shapes, strides, dtype) during
-  one call, and the recorded list is timed on arrays of the same layout through the same
+  through ``ember.backend.gemm.matmul`` (or ``gemm.addmm``) is recorded (operand shapes,
+  strides, dtype) during one call, and the recorded list is timed on arrays of the same layout through the same
   function with MKL loaded (``ember[mkl]``; it is loaded for this even where
   ``EMBER_MKL=0`` keeps ember's own products on NumPy), so ``step/floor`` shows what the
   rest of the step -- elementwise kernels, the optimizer, Python -- costs on top of its
@@ -201,21 +201,38 @@ def time_rounds(steps, min_time, warmup=3, per_round=3):
 
 def record_products(run):
     """The operand layouts ``(shape, strides, dtype)`` of ``a`` and ``b`` for each matrix
-    product that one call of ``run`` sends through ``ember.backend.gemm.matmul`` (every
-    product of ember's kernels goes through it)."""
+    product that one call of ``run`` sends through ``ember.backend.gemm.matmul`` or
+    ``gemm.addmm`` (linear's bias and product; every product of ember's kernels goes
+    through one of them)."""
     from ember.backend import gemm
     seen = []
     inner = gemm.matmul
+    inner_addmm = getattr(gemm, "addmm", None)  # (linear's bias + product, where it exists)
 
-    def spy(a, b, out=None):
+    def record(a, b):
         if type(a) is np.ndarray and type(b) is np.ndarray:
             seen.append(((a.shape, a.strides, a.dtype), (b.shape, b.strides, b.dtype)))
+
+    def spy(a, b, out=None):
+        record(a, b)
         return inner(a, b, out)
+
+    def spy_addmm(bias, a, b, out=None):
+        record(a, b)
+        gemm.matmul = inner  # (addmm's own call of matmul is this same product)
+        try:
+            return inner_addmm(bias, a, b, out)
+        finally:
+            gemm.matmul = spy
     gemm.matmul = spy
+    if inner_addmm is not None:
+        gemm.addmm = spy_addmm
     try:
         run()
     finally:
         gemm.matmul = inner
+        if inner_addmm is not None:
+            gemm.addmm = inner_addmm
     return seen
 
 
