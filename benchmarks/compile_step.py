@@ -18,8 +18,8 @@ Variants, interleaved round by round so machine load hits all alike:
   the process-time ratio step/nobuf.
 - ``floor``: the matrix products of one compiled step alone. Each product the step sends
   through ``ember.backend.gemm.matmul`` (or ``gemm.addmm``) is recorded (operand shapes,
-  strides, dtype) during one call, and the recorded list is timed on arrays of the same layout through the same
-  function with MKL loaded (``ember[mkl]``; it is loaded for this even where
+  strides, dtype) during one call, and the recorded list is timed on arrays of the same
+  layout through the same function with MKL loaded (``ember[mkl]``; it is loaded for this even where
   ``EMBER_MKL=0`` keeps ember's own products on NumPy), so ``step/floor`` shows what the
   rest of the step -- elementwise kernels, the optimizer, Python -- costs on top of its
   GEMMs (``floor ms`` is process time, as ``step cpu ms``; ``GEMMs``: how many products
