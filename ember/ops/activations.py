@@ -9,7 +9,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
-from ember.ops._util import not_implemented_for, reduced_float
+from ember.ops._util import not_implemented_for, number_operand, reduced_float
 from ember.ops.elementwise import where
 
 _BLOCK = 65536
@@ -200,6 +200,59 @@ def zero_curvature(y, x):
     if not (x._requires_grad and _grad_state.grad_enabled):
         return y
     return ZeroCurvature.apply(y, x)
+
+
+class TanhBackward(Primitive):
+    """``gy * (1 - y**2)`` as one op: tanh's derivative is on every RNN's hot path."""
+    # operands broadcast (a batched gradient against an unbatched output under vmap):
+    # each operand's gradient is summed back to its shape
+    broadcasts = True
+    save_inputs = (0, 1)
+    _node_name = "TanhBackwardBackward0"
+
+    def forward(self, gy, y):
+        if y.dtype.kind == "c":
+            return gy * np.conj(1 - y * y)
+        if reduced_float(y.dtype):
+            # float16/bfloat16: PyTorch's kernel computes in float32, rounds once
+            w = y.astype(np.float32)
+            return (gy.astype(np.float32) * (np.float32(1) - w * w)).astype(y.dtype)
+        return gy * (number_operand(y, 1) - y * y)
+
+    def backward(self, ggx):
+        gy, y = self.saved_tensors
+        return ggx * (1 - y * y), ggx * gy * y * -2
+
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
+
+
+class SigmoidBackward(Primitive):
+    """``gy * y * (1 - y)`` as one op."""
+    # operands broadcast (a batched gradient against an unbatched output under vmap):
+    # each operand's gradient is summed back to its shape
+    broadcasts = True
+    save_inputs = (0, 1)
+    _node_name = "SigmoidBackwardBackward0"
+
+    def forward(self, gy, y):
+        # PyTorch's kernel: (gy * (1 - y)) * y, in float32 for bfloat16 (rounded once),
+        # in the dtype's own arithmetic for float16; the conjugate factor for complex
+        if y.dtype.kind == "c":
+            return gy * np.conj((1 - y) * y)
+        if y.dtype.kind == "V" and reduced_float(y.dtype):
+            d = gy.astype(np.float32) * (np.float32(1) - y.astype(np.float32))
+            return (d * y.astype(np.float32)).astype(y.dtype)
+        d = gy * (number_operand(y, 1) - y)
+        d *= y
+        return d
+
+    def backward(self, ggx):
+        gy, y = self.saved_tensors
+        return ggx * y * (1 - y), ggx * gy * (1 - y * 2)
+
+    jvp = _jvp.diagonal
+    batch = _batch.elementwise
 
 
 def relu(input):

@@ -1,6 +1,7 @@
 """Elementwise functions of one tensor: exp/log, trigonometry, rounding, sigmoid/tanh,
-clamping, and the float predicates. relu, leaky_relu and softplus are in ``activations``
-(re-exported here, their Tensor methods bound here)."""
+clamping, and the float predicates. relu, leaky_relu, softplus and the sigmoid/tanh
+backward kernels are in ``activations`` (re-exported here, their Tensor methods bound
+here)."""
 import math
 
 import numpy as np
@@ -16,7 +17,6 @@ from ember.ops._util import (
     cj,
     default_float_np,
     not_implemented_for,
-    number_operand,
     promote_arrays,
     reduced_float,
     to_float,
@@ -26,16 +26,18 @@ from ember.ops._util import (
 from ember.ops._variants import Variants
 from ember.ops._variants import bind as bind_variants
 
-# relu, leaky_relu, softplus and zero_curvature live in ``activations``; their names stay
-# importable from here (``unary.Relu``, ``unary.zero_curvature`` ...), and the Variants
-# rows below bind their Tensor methods
+# relu, leaky_relu, softplus, zero_curvature and the sigmoid/tanh backward kernels live in
+# ``activations``; their names stay importable from here (``unary.Relu``,
+# ``unary.zero_curvature`` ...), and the Variants rows below bind their Tensor methods
 from ember.ops.activations import (  # noqa: F401
     _BLOCK,
     _ZEROS,
     LeakyRelu,
     Relu,
     ReluBackward,
+    SigmoidBackward,
     Softplus,
+    TanhBackward,
     ZeroCurvature,
     _relu_array,
     _relu_grad,
@@ -209,57 +211,6 @@ atan = arctan = _unary("Atan", np.arctan, lambda gy, x, y: gy / (x * x + 1),
                        onnx="Atan", torchscript="atan")
 sinh = _unary("Sinh", np.sinh, lambda gy, x, y: gy * cj(x.cosh()), onnx="Sinh", torchscript="sinh")
 cosh = _unary("Cosh", np.cosh, lambda gy, x, y: gy * cj(x.sinh()), onnx="Cosh", torchscript="cosh")
-class TanhBackward(Primitive):
-    """``gy * (1 - y**2)`` as one op: tanh's derivative is on every RNN's hot path."""
-    # operands broadcast (a batched gradient against an unbatched output under vmap):
-    # each operand's gradient is summed back to its shape
-    broadcasts = True
-    save_inputs = (0, 1)
-    _node_name = "TanhBackwardBackward0"
-
-    def forward(self, gy, y):
-        if y.dtype.kind == "c":
-            return gy * np.conj(1 - y * y)
-        if reduced_float(y.dtype):
-            # float16/bfloat16: PyTorch's kernel computes in float32, rounds once
-            w = y.astype(np.float32)
-            return (gy.astype(np.float32) * (np.float32(1) - w * w)).astype(y.dtype)
-        return gy * (number_operand(y, 1) - y * y)
-
-    def backward(self, ggx):
-        gy, y = self.saved_tensors
-        return ggx * (1 - y * y), ggx * gy * y * -2
-
-    jvp = _jvp.diagonal
-    batch = _batch.elementwise
-
-
-class SigmoidBackward(Primitive):
-    """``gy * y * (1 - y)`` as one op."""
-    # operands broadcast (a batched gradient against an unbatched output under vmap):
-    # each operand's gradient is summed back to its shape
-    broadcasts = True
-    save_inputs = (0, 1)
-    _node_name = "SigmoidBackwardBackward0"
-
-    def forward(self, gy, y):
-        # PyTorch's kernel: (gy * (1 - y)) * y, in float32 for bfloat16 (rounded once),
-        # in the dtype's own arithmetic for float16; the conjugate factor for complex
-        if y.dtype.kind == "c":
-            return gy * np.conj((1 - y) * y)
-        if y.dtype.kind == "V" and reduced_float(y.dtype):
-            d = gy.astype(np.float32) * (np.float32(1) - y.astype(np.float32))
-            return (d * y.astype(np.float32)).astype(y.dtype)
-        d = gy * (number_operand(y, 1) - y)
-        d *= y
-        return d
-
-    def backward(self, ggx):
-        gy, y = self.saved_tensors
-        return ggx * y * (1 - y), ggx * gy * (1 - y * 2)
-
-    jvp = _jvp.diagonal
-    batch = _batch.elementwise
 
 
 _tanh_grad = TanhBackward.binary_function()
