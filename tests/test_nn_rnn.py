@@ -571,3 +571,17 @@ def test_lstm_classifier_training_matches_torch():
     e = _train_classifier(ember, init, 240)
     np.testing.assert_allclose(e, t, rtol=1e-6, atol=1e-8)
     assert t[-24:].mean() < 0.5 * t[:24].mean()
+
+
+@pytest.mark.parametrize("cls, which", [("LSTM", "weight_ih_l0"), ("GRU", "weight_hh_l0"),
+                                        ("RNN", "bias_ih_l0")])
+def test_a_weight_with_rows_for_another_hidden_size_raises(cls, which):
+    # PyTorch reads the first gates * hidden_size rows of such a weight and gives their
+    # result silently; ember refuses it (its kernels would read the rows otherwise)
+    mod = getattr(ember.nn, cls)(3, 4)
+    w = getattr(mod, which)
+    bigger = ember.cat([w.detach(), w.detach()[:1]], 0)
+    with ember.no_grad():
+        setattr(mod, which, ember.nn.Parameter(bigger))
+    with pytest.raises(RuntimeError, match="hidden_size rows"):
+        mod(ember.ones(2, 1, 3))

@@ -61,6 +61,27 @@ def per_layer(mode, n_params, has_biases, num_layers, D, name):
     return per
 
 
+_GATES = {"LSTM": 4, "GRU": 3}
+
+
+def _check_gate_rows(mode, params, per, has_biases, name):
+    """Every layer's input and hidden weights (and biases) with one row per gate unit,
+    ``gates * hidden_size`` of them: PyTorch's kernels read that many rows whatever the
+    tensor holds (a weight with a row too many gives the first rows' result, silently);
+    ember's kernels would read them otherwise, so such a weight is refused."""
+    g = _GATES.get(mode, 1)
+    for k in range(0, len(params), per):
+        w_ih, w_hh = params[k], params[k + 1]
+        rows = w_hh.shape[0] if w_hh.dim() == 2 else -1
+        shapes = [w_ih.shape, w_hh.shape] + ([params[k + 2].shape, params[k + 3].shape]
+                                             if has_biases else [])
+        if rows % g or w_ih.dim() != 2 or w_ih.shape[0] != rows or \
+                (has_biases and any(tuple(t) != (rows,) for t in shapes[2:])):
+            raise RuntimeError(
+                f"{name}: the weights of layer {k // per} need {g} x hidden_size rows each "
+                f"(weight_hh has {rows}); got shapes {[list(t) for t in shapes]}")
+
+
 def _layers(mode, args, name):
     if _mode_active[0]:
         from ember.autograd import _modes
@@ -103,6 +124,7 @@ def _run_layers(mode, args, name):
         z = ember.zeros(num_layers * D, batch, out_size, dtype=x.dtype, device=x.device)
         hx = [z, ember.zeros(num_layers * D, batch, params[1].shape[0] // 4, dtype=x.dtype,
                              device=x.device)] if lstm else z
+    _check_gate_rows(mode, params, per, has_biases, name)
     h0, c0 = (hx[0], hx[1]) if lstm else (hx, None)
     for s in (h0, c0):
         if s is not None and (s.dim() != 3 or s.shape[0] != num_layers * D
