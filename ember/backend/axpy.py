@@ -137,16 +137,7 @@ def _find_by():
         _fn[0] = _find()
     if _fn[0] is False:  # switched off, or no agreeing saxpy: no saxpby either
         return False
-    import ctypes
-    for path in _candidates():
-        bound = _bind(ctypes, path, _BY_SYMBOLS)
-        if bound is not None:
-            try:
-                ok = _scale_add_agrees(bound[0])
-            except Exception:  # a foreign symbol of another signature: not ours to use
-                ok = False
-            return bound if ok else False
-    return False
+    return _first_agreeing(_BY_SYMBOLS, _scale_add_agrees)
 
 
 def scale_add(y, beta, x):
@@ -168,32 +159,44 @@ def scale_add(y, beta, x):
             fn = _fn_by[0]
     if fn is False or y.size > fn[1] or np.may_share_memory(x, y):
         return False
-    ptr = fn[2]
     beta = float(np.float32(beta))
-    if y.size <= _BLAS_THREADED or _threads.get_num_threads() < 2:
-        fn[0](y.size, 1.0, ptr(x), 1, beta, ptr(y), 1)
-        return True
-    # on ember's threads rather than OpenBLAS's, as ``saxpy``
+    _in_blocks(lambda n, px, py: fn[0](n, 1.0, px, 1, beta, py, 1), y, x, fn[2])
+    return True
+
+
+def _in_blocks(call, y, x, ptr):
+    """``call(n, x pointer, y pointer)`` over all of the float32 arrays ``x`` and ``y``: one
+    call, or, where OpenBLAS would run its own threads (large, and more than one ember
+    thread), calls over blocks on ember's threads instead (threads.py says why); each
+    element is computed alike in any block."""
     px, py = ptr(x), ptr(y)
+    if y.size <= _BLAS_THREADED or _threads.get_num_threads() < 2:
+        call(y.size, px, py)
+        return
 
     def block(lo, hi):
-        fn[0](hi - lo, 1.0, px + 4 * lo, 1, beta, py + 4 * lo, 1)
+        call(hi - lo, px + 4 * lo, py + 4 * lo)
     _threads.blas_rows(block, y.size, 2 * y.size)
-    return True
 
 
 def _find():
     if os.environ.get("EMBER_BLAS_AXPY", "").strip().lower() in ("0", "off", "false", "no"):
         return False
+    return _first_agreeing(_SYMBOLS, _agrees)
+
+
+def _first_agreeing(symbols, agrees):
+    """The first library's binding of ``symbols`` (see ``_bind``) if ``agrees`` with its
+    function, else False."""
     try:
         import ctypes
     except ImportError:
         return False
     for path in _candidates():
-        bound = _bind(ctypes, path)
+        bound = _bind(ctypes, path, symbols)
         if bound is not None:
             try:
-                ok = _agrees(bound[0])
+                ok = agrees(bound[0])
             except Exception:  # a foreign symbol of another signature: not ours to use
                 ok = False
             return bound if ok else False
@@ -226,15 +229,5 @@ def saxpy(y, alpha, x):
         fn = _load()
     if fn is False or y.size > fn[1] or np.may_share_memory(x, y):
         return False
-    ptr = fn[2]
-    if y.size <= _BLAS_THREADED or _threads.get_num_threads() < 2:
-        fn[0](y.size, alpha, ptr(x), 1, ptr(y), 1)
-        return True
-    # OpenBLAS would run this on its own threads: on ember's instead (threads.py says
-    # why), each element computed alike in any block
-    px, py = ptr(x), ptr(y)
-
-    def block(lo, hi):
-        fn[0](hi - lo, alpha, px + 4 * lo, 1, py + 4 * lo, 1)
-    _threads.blas_rows(block, y.size, 2 * y.size)
+    _in_blocks(lambda n, px, py: fn[0](n, alpha, px, 1, py, 1), y, x, fn[2])
     return True

@@ -228,7 +228,7 @@ class TanhBackward(Primitive):
 
 
 class SigmoidBackward(Primitive):
-    """``gy * y * (1 - y)`` as one op."""
+    """``(gy * (1 - y)) * y`` as one op (PyTorch's order)."""
     # operands broadcast (a batched gradient against an unbatched output under vmap):
     # each operand's gradient is summed back to its shape
     broadcasts = True
