@@ -289,49 +289,46 @@ def single_blas(steps=2):
                 lib.set_num_threads(k)
 
 
-# ----- matrix products --------------------------------------------------------------
+# ----- matrix products ---------------------------------------------------------------
 # OpenBLAS's own threads busy-wait (sched_yield) for a while after each threaded call:
 # between ember's products that thread spins on the second core, where ember's pool
 # worker (and, on a shared machine, every other process) then gets only part of it.
-# So at more than one thread ember keeps its products off BLAS's threads: large ones
-# run in row blocks on the pool with BLAS at one thread per block, the others at one
-# BLAS thread. Row blocks of a product give the same values as the whole product when
-# every block stays on BLAS's large-matrix kernels (checked for the shapes below by
-# tests/test_threads.py), so results do not change with the thread count.
+# So at more than one thread ember runs its large products in row blocks on the pool,
+# with BLAS at one thread per block. Row blocks of a product give the same values as the
+# whole product when every block stays on BLAS's large-matrix kernels (checked for the
+# shapes below by tests/test_threads.py), so results do not change with the thread count.
+# Products below that size stay with BLAS's own threads: switching OpenBLAS's thread
+# count around each costs 4-7 microseconds, a third of a 32-row product, and a loop of
+# such products in sequence (a recurrent cell) runs faster on both cores (measured on an
+# idle machine: docs/performance.md, "Two threads: medium products").
 _SPLIT_MNK = 1 << 21  # m*n*k from which a product is split over the pool
 _MIN_BLOCK_ROWS = 32  # rows per block, and columns, below which BLAS takes other paths
-_BLAS_THREADED_MNK = 1 << 18  # OpenBLAS runs one thread below this m*n*k by itself
 
 
 def matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)`` for two 2-D floating NumPy arrays when ember has more
-    than one thread and reaches NumPy's BLAS: in row blocks on the pool (BLAS at one
-    thread per block) when large, at one BLAS thread when of medium size (a few tens of
-    microseconds, where BLAS's threads gain little); None when not taken (the caller
-    runs ``np.matmul`` itself: small products, which BLAS runs on one thread anyway, and
-    large ones with too few rows or columns to split, left to BLAS's threads)."""
+    than one thread and reaches NumPy's BLAS, in row blocks on the pool (BLAS at one
+    thread per block) when large; None when not taken (the caller runs ``np.matmul``
+    itself: products too small to repay a split, and large ones with too few rows or
+    columns to split, left to BLAS's own threads)."""
     if _state["threads"] < 2 or a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or \
             a.dtype.char not in "fd" or getattr(local, "in_worker", False):
         return None
     (m, k), n = a.shape, b.shape[-1]
     mnk = m * n * k
-    if mnk < _BLAS_THREADED_MNK or b.shape[0] != k or not _all_blas():
+    if mnk < _SPLIT_MNK or b.shape[0] != k or m < 2 * _MIN_BLOCK_ROWS or \
+            n < _MIN_BLOCK_ROWS or not _all_blas():
         return None
     if out is not None and (type(out) is not np.ndarray or out.shape != (m, n) or
                             np.may_share_memory(out, a) or np.may_share_memory(out, b)):
         return None  # np.matmul's own checks and overlap handling
-    if mnk >= _SPLIT_MNK:
-        if m < 2 * _MIN_BLOCK_ROWS or n < _MIN_BLOCK_ROWS:
-            return None  # few rows or columns: large enough for BLAS's own threads
-        if out is None:
-            out = np.empty((m, n), a.dtype)
+    if out is None:
+        out = np.empty((m, n), a.dtype)
 
-        def block(lo, hi):
-            np.matmul(a[lo:hi], b, out=out[lo:hi])
-        parallel_rows(block, m, mnk >> 4, blas=True)
-        return out
-    with single_blas():
-        return np.matmul(a, b, out=out)
+    def block(lo, hi):
+        np.matmul(a[lo:hi], b, out=out[lo:hi])
+    parallel_rows(block, m, mnk >> 4, blas=True)
+    return out
 
 
 def blas_rows(fn, rows, cost):
