@@ -27,12 +27,13 @@ import contextlib
 import os
 import queue
 import threading
+import time
 
 import numpy as np
 
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
-           "contiguous", "single_blas", "add_blas", "remove_blas", "matmul", "blas_rows",
-           "flat_blocks", "binary", "unary"]
+           "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
+           "matmul", "blas_rows", "flat_blocks", "binary", "unary"]
 
 
 def _default_threads():
@@ -267,6 +268,33 @@ def contiguous(a, xp=np):
     return out
 
 
+# ----- is there a core to spare? -------------------------------------------------------
+# OpenBLAS's threaded products synchronise by spinning: when other processes keep every
+# core busy, each product waits for the scheduler to run BLAS's other thread (a 32-row
+# product: 15 us on an idle machine, milliseconds on one loaded five deep; PyTorch's
+# OpenMP products alike). So ember hands BLAS its threads for the products it does not
+# split itself only while the load average leaves room for them, read at most once a
+# second (a system call of a few microseconds).
+_IDLE_CHECK_SECONDS = 1.0
+_idle = {"next": 0.0, "idle": False}
+
+
+def cores_to_spare():
+    """True when the machine's 1-minute load average is below ember's thread count plus
+    a half: ember's own busy threads (its caller and BLAS's) count up to that, so more
+    means other processes compete for the cores. False where no load average exists."""
+    now = time.monotonic()
+    if now < _idle["next"]:
+        return _idle["idle"]
+    _idle["next"] = now + _IDLE_CHECK_SECONDS
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average (Windows): keep to one thread
+        load = float("inf")
+    _idle["idle"] = load < _state["threads"] + 0.5
+    return _idle["idle"]
+
+
 @contextlib.contextmanager
 def single_blas(steps=2):
     """BLAS at one thread inside the block (its count restored after), for loops of
@@ -297,28 +325,36 @@ def single_blas(steps=2):
 # with BLAS at one thread per block. Row blocks of a product give the same values as the
 # whole product when every block stays on BLAS's large-matrix kernels (checked for the
 # shapes below by tests/test_threads.py), so results do not change with the thread count.
-# Products below that size stay with BLAS's own threads: switching OpenBLAS's thread
-# count around each costs 4-7 microseconds, a third of a 32-row product, and a loop of
-# such products in sequence (a recurrent cell) runs faster on both cores (measured on an
-# idle machine: docs/performance.md, "Two threads: medium products").
+# The products ember does not split (too small to repay a dispatch, or too few rows or
+# columns) run on BLAS's own threads when there are cores to spare (a loop of 32-row
+# products in sequence, a recurrent cell's, runs faster on both cores, and switching
+# OpenBLAS's thread count around each would cost a third of the product), else at one
+# BLAS thread (see cores_to_spare; measured: docs/performance.md, "Two threads: the
+# products ember does not split").
 _SPLIT_MNK = 1 << 21  # m*n*k from which a product is split over the pool
 _MIN_BLOCK_ROWS = 32  # rows per block, and columns, below which BLAS takes other paths
+_BLAS_THREADED_MNK = 1 << 18  # OpenBLAS runs one thread below this m*n*k by itself
 
 
 def matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)`` for two 2-D floating NumPy arrays when ember has more
-    than one thread and reaches NumPy's BLAS, in row blocks on the pool (BLAS at one
-    thread per block) when large; None when not taken (the caller runs ``np.matmul``
-    itself: products too small to repay a split, and large ones with too few rows or
-    columns to split, left to BLAS's own threads)."""
+    than one thread and reaches NumPy's BLAS: in row blocks on the pool (BLAS at one
+    thread per block) when large; at one BLAS thread when BLAS would use its threads but
+    the machine has no core to spare (:func:`cores_to_spare`); None when not taken (the
+    caller runs ``np.matmul`` itself: small products, which BLAS runs on one thread
+    anyway, and the others left to BLAS's threads)."""
     if _state["threads"] < 2 or a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or \
             a.dtype.char not in "fd" or getattr(local, "in_worker", False):
         return None
     (m, k), n = a.shape, b.shape[-1]
     mnk = m * n * k
-    if mnk < _SPLIT_MNK or b.shape[0] != k or m < 2 * _MIN_BLOCK_ROWS or \
-            n < _MIN_BLOCK_ROWS or not _all_blas():
+    if mnk < _BLAS_THREADED_MNK or b.shape[0] != k or not _all_blas():
         return None
+    if mnk < _SPLIT_MNK or m < 2 * _MIN_BLOCK_ROWS or n < _MIN_BLOCK_ROWS:
+        if cores_to_spare():
+            return None  # BLAS's own threads
+        with single_blas():
+            return np.matmul(a, b, out=out)
     if out is not None and (type(out) is not np.ndarray or out.shape != (m, n) or
                             np.may_share_memory(out, a) or np.may_share_memory(out, b)):
         return None  # np.matmul's own checks and overlap handling
