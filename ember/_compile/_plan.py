@@ -90,7 +90,7 @@ class _Step:
     __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
                  "bvjp", "group", "skip", "buffer", "fast", "wanted",
-                 "scatter", "joined")
+                 "scatter", "joined", "plain", "declared")
 
     def __init__(self, node, slots):
         self.node = node
@@ -130,6 +130,8 @@ class _Step:
         self.wanted = ()
         self.scatter = False  # x[i]'s gradient written into x's (see _scatters)
         self.joined = False   # a stack of all of x's unbound pieces: a copy of x
+        self.plain = False    # a primitive run as recorded (the forward's short path)
+        self.declared = None  # its class's vjp, op object and buffers (see _rules)
         self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
             _direct(node)
 
@@ -249,9 +251,12 @@ class Plan:
                 _rules.vjp_for(st.node, st.prim, st.needs)
             if st.vjp is None:
                 raise Unplannable(f"{st.node.op} has no array gradient kernel")
+            st.declared = getattr(st.vjp, "declared", None)
         self.rg = rg
         self.out_rg = [rg[s] for s in self.out_slots]
         _fuse(self)
+        for st in self.steps:
+            st.plain = st.prim and not st.nested and not st.multi and st.inplace is None
         self.grad_steps = [st for st in self.steps if st.grad][::-1]
         for st in self.grad_steps:  # the arguments whose gradient the backward keeps
             st.wanted = [(i, s) for i, s in st.refs if st.needs[i]]
@@ -306,10 +311,31 @@ class Plan:
         if arena is None:
             if not record:
                 for st in self.steps:
-                    st.run(env, slots)
+                    if st.plain:
+                        args = st.args[:]
+                        for i, s in st.refs:
+                            args[i] = env[s]
+                        out = st.op.forward(*args, **st.kwargs)
+                        env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
+                    else:
+                        st.run(env, slots)
                 return env, None
             tape = [None] * len(self.steps)
             for st in self.steps:
+                if st.plain:
+                    # a primitive on its arguments as recorded (most steps): run here,
+                    # without ``run``'s frame and checks; its state is copied for the
+                    # tape only when its backward will read it
+                    args = st.args[:]
+                    for i, s in st.refs:
+                        args[i] = env[s]
+                    op = st.op
+                    out = op.forward(*args, **st.kwargs)
+                    env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
+                    if st.grad:
+                        state = op.__dict__
+                        tape[st.index] = (args, dict(state) if state else state)
+                    continue
                 r = st.run(env, slots)
                 if st.grad:
                     tape[st.index] = r
@@ -319,6 +345,22 @@ class Plan:
             if st.skip:
                 continue
             if st.group is None:
+                if st.plain:  # as above; into its buffer when it has one
+                    args = st.args[:]
+                    for i, s in st.refs:
+                        args[i] = env[s]
+                    if st.color is not None:
+                        env[st.outs[0]] = st.into(*args, out=st.buffer)
+                        if record and st.grad:
+                            tape[st.index] = (args, None)
+                        continue
+                    op = st.op
+                    out = op.forward(*args, **st.kwargs)
+                    env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
+                    if record and st.grad:
+                        state = op.__dict__
+                        tape[st.index] = (args, dict(state) if state else state)
+                    continue
                 r = st.run(env, slots, arena)
                 if record and st.grad:
                     tape[st.index] = r
@@ -365,6 +407,11 @@ class Plan:
                 continue
             if arena is not None and st.bvjp is not None:
                 grads = st.bvjp(state, args, ys, gouts)
+            elif st.declared is not None:  # the class's vjp called here (see _rules)
+                vjp, op, out = st.declared
+                if state:
+                    op.__dict__ = state
+                grads = vjp(op, gouts, args, ys, out)
             else:
                 grads = st.vjp(state, args, ys, gouts)
             for i, s in st.wanted:

@@ -62,6 +62,7 @@ def _declared(cls, edges, out):
         if state:
             op.__dict__ = state
         return vjp(op, gouts, args, ys, out)
+    run.declared = (vjp, op, out)  # what the plan's backward may call without ``run``
     return run
 
 
