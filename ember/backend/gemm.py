@@ -312,11 +312,12 @@ def _by_transpose(a, b):
 # A classifier head's ``x @ w.T`` (10-15 output columns) runs 1.15-1.4x faster on
 # OpenBLAS (2x at 15 columns) with the small weight copied to row-major order first (a
 # microsecond) and the rows taken 128 at a time: 128x128x10 12.3 -> 10.5 us, 1024x128x10
-# 80 -> 64, 1024x256x15 220 -> 111 (benchmarks/gemm.py --narrow). The bits agree with the transposed-flag product for
-# float32, 10-15 columns, k of 128-256 and a multiple of 128 rows (every case of several
-# draws over 128-2048 rows); with 5-9 columns, or rows in other numbers (where OpenBLAS
-# picks its small-matrix kernels for the whole product), they differ in places, so only
-# those products take this way (tests/test_mkl_gemm.py checks the bits)
+# 80 -> 64, 1024x256x15 220 -> 111 (benchmarks/gemm.py --narrow). The bits agree with
+# the transposed-flag product for float32, 10-15 columns, k of 128-256 and a multiple of
+# 128 rows (every case of several draws over 128-2048 rows); with 5-9 columns, or rows in
+# other numbers (where OpenBLAS picks its small-matrix kernels for the whole product),
+# they differ in places, so only those products take this way (tests/test_mkl_gemm.py
+# checks the bits)
 _NARROW_ROWS = 128
 _NARROW_MIN = 10
 
