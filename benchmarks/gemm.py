@@ -5,6 +5,7 @@
                                              # without MKL, beside torch
     python benchmarks/gemm.py --workloads --only mlp,cnn --min-time 3
     python benchmarks/gemm.py --transposed   # x @ w.T against (w @ x.T).T, NumPy only
+    python benchmarks/gemm.py --narrow       # a classifier head's x @ w.T by row blocks
 
 ``--sweep`` times single products (``ember.backend.gemm.matmul`` forced onto MKL, then
 ``np.matmul``, then ``torch.matmul``) over square sizes and the shapes the benchmark
@@ -172,16 +173,44 @@ def transposed():
               f"bit-equal {same}; load average {os.getloadavg()[0]:.2f}", flush=True)
 
 
+def narrow():
+    """A classifier head's ``x @ w.T`` (10 output columns): ``np.matmul`` on the
+    transposed weight against ``ember.backend.gemm._narrow_by_rows`` (the weight copied to
+    row-major order, 128 rows per product) and torch's ``mm``, CPU microseconds per
+    product (one thread, rounds alternated, the median), and whether the bits agree."""
+    import torch
+
+    from ember.backend import gemm
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    for m, k, n in [(128, 128, 10), (256, 128, 10), (128, 256, 10), (1024, 128, 10),
+                    (1024, 256, 15)]:
+        x = rng.standard_normal((m, k), dtype=np.float32)
+        w = rng.standard_normal((n, k), dtype=np.float32)
+        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+        fns = [lambda x=x, w=w: x @ w.T, lambda x=x, w=w: gemm._narrow_by_rows(x, w.T),
+               lambda tx=tx, tw=tw: torch.mm(tx, tw.t())]
+        a, b, t = _cpu_us(fns, rounds=15)
+        same = np.array_equal(fns[0](), fns[1]())
+        print(f"{m}x{k}x{n}: x@w.T {a:.1f} us, by rows {b:.1f} us ({b / a:.2f}), torch "
+              f"{t:.1f} us, bit-equal {same}; load average {os.getloadavg()[0]:.2f}",
+              flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--workloads", action="store_true")
     ap.add_argument("--transposed", action="store_true")
+    ap.add_argument("--narrow", action="store_true")
     ap.add_argument("--only", default="mlp,mlp_infer,cnn,lstm,transformer")
     ap.add_argument("--min-time", type=float, default=2.0)
     args = ap.parse_args()
     if args.transposed:
         transposed()
+        return
+    if args.narrow:
+        narrow()
         return
     if not (args.sweep or args.workloads):
         args.sweep = args.workloads = True

@@ -2,6 +2,7 @@
 
     python benchmarks/mlp_gemm_layouts.py            # the products, layout by layout
     python benchmarks/mlp_gemm_layouts.py --split    # each step: its products vs the rest
+    python benchmarks/mlp_gemm_layouts.py --split --no-numba   # ember without numba
 
 The MLP of benchmarks/training_steps.py (784-256-128-10) multiplies, per layer, the input
 by the transposed weight (forward ``x @ W.T``), the output gradient by the weight
@@ -22,6 +23,8 @@ import sys
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # read when NumPy is first imported
+if __name__ == "__main__" and "--no-numba" in sys.argv:
+    sys.modules["numba"] = None  # the default install's NumPy paths (with EMBER_MKL=0)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402

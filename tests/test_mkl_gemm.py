@@ -454,6 +454,44 @@ def test_mlp_inference_equals_torch_bit_for_bit(mkl, one_thread):
         np.testing.assert_array_equal(em(ember.tensor(x)).numpy(), want)
 
 
+def test_classifier_heads_by_row_blocks_keep_numpys_bits(monkeypatch):
+    """A narrow ``x @ w.T`` (10-15 columns, k of 128-256, a multiple of 128 rows) is
+    computed from a row-major copy of the weight, 128 rows at a time: the same bits as
+    ``np.matmul`` on every shape that takes that way; other shapes are ``np.matmul``'s."""
+    rng = np.random.default_rng(14)
+    taken = []
+    real = gemm._narrow_by_rows
+
+    def spy(a, b):
+        r = real(a, b)
+        if r is not None:
+            taken.append(a.shape + b.shape[1:])
+        return r
+    monkeypatch.setattr(gemm, "_narrow_by_rows", spy)
+    with gemm.numpy_only():
+        for m in (128, 256, 1024):
+            for k in (128, 200, 256):
+                for n in (10, 13, 15):
+                    x = _rand(rng, (m, k), np.float32)
+                    w = _rand(rng, (n, k), np.float32)
+                    r = gemm.matmul(x, w.T)
+                    assert r.flags.c_contiguous
+                    np.testing.assert_array_equal(r, np.matmul(x, w.T))
+                    bias = _rand(rng, (n,), np.float32)
+                    np.testing.assert_array_equal(gemm.addmm(bias, x, w.T),
+                                                  np.matmul(x, w.T) + bias)
+        assert len(taken) == 2 * 3 * 3 * 3
+        taken.clear()
+        x = _rand(rng, (128, 128), np.float32)
+        for a, b in ((x, _rand(rng, (128, 10), np.float32)),            # row-major b
+                     (x, _rand(rng, (9, 128), np.float32).T),           # too few columns
+                     (_rand(rng, (100, 128), np.float32), _rand(rng, (10, 128), np.float32).T),
+                     (_rand(rng, (128, 512), np.float32), _rand(rng, (10, 512), np.float32).T),
+                     (x.astype(np.float64), _rand(rng, (10, 128), np.float64).T)):
+            np.testing.assert_array_equal(gemm.matmul(a, b), np.matmul(a, b))
+        assert taken == []
+
+
 def test_few_rows_times_a_transposed_weight_keep_numpys_bits(monkeypatch):
     """``x @ w.T`` for a few rows and a row-major ``w`` is computed as ``(w @ x.T).T``
     where that is faster: the same bits as ``np.matmul`` on every shape that takes that

@@ -330,8 +330,16 @@ class NllLoss(Primitive):
             scores = xp.moveaxis(x, 1, -1).reshape(n, c)
         else:
             scores = x.reshape(n, c)
-        # (a meta tensor has no values to check)
-        lo, hi = (int(flat.min()), int(flat.max())) if n and not is_meta(flat) else (0, -1)
+        if n and type(flat) is np.ndarray and flat.dtype == np.int64 and \
+                not 0 <= ignore_index < c:
+            # one reduction instead of two: seen unsigned, a negative target is larger
+            # than any class, so the largest below ``c`` puts every target in [0, c),
+            # and the ignore_index outside it is then nowhere
+            lo, hi = (0, c - 1) if int(flat.view(np.uint64).max()) < c else (-1, c)
+        else:
+            # (a meta tensor has no values to check)
+            lo, hi = (int(flat.min()), int(flat.max())) if n and not is_meta(flat) else \
+                (0, -1)
         if 0 <= lo and hi < c and not lo <= ignore_index <= hi:
             valid, safe = None, flat   # every target a class (the common case)
         else:
