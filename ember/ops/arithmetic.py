@@ -11,7 +11,7 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive, _read_saved
 from ember.backend import threads as _threads
-from ember.ops import _batch, _jvp
+from ember.ops import _batch, _grad_arrays, _jvp
 from ember.ops._util import (
     check_number_fits,
     cj,
@@ -21,6 +21,7 @@ from ember.ops._util import (
     opmath_number,
     promote_arrays,
     reduced_float,
+    split_or,
     with_out,
     write_out,
 )
@@ -243,7 +244,10 @@ class Sub(Primitive):
         return a - b
 
     def backward(self, gy):
-        return gy, -gy if self._edges[1] is not None else None
+        if self._edges[1] is None:
+            return gy, None
+        g = _array(gy)  # on the array when that is all ``-gy`` would do
+        return gy, -gy if g is None else _wrap(_negative(g))
 
     def jvp(self, ta, tb):
         if tb is None:
@@ -293,8 +297,14 @@ class Mul(Primitive):
     def backward(self, gy):
         a, b = _read_saved(self)  # (``saved_tensors``, read by the node itself)
         e = self._edges
-        return (gy * cj(b) if e[0] is not None else None), \
-            (gy * cj(a) if e[1] is not None else None)
+        ga = gb = None
+        if e[0] is not None:
+            p = _arrays(gy, b)  # on the arrays when that is all ``gy * b`` would do
+            ga = gy * cj(b) if p is None else _wrap(_mul_fw(None, p[0], p[1]))
+        if e[1] is not None:
+            p = _arrays(gy, a)
+            gb = gy * cj(a) if p is None else _wrap(_mul_fw(None, p[0], p[1]))
+        return ga, gb
 
     jvp = _jvp.multilinear(0, 1)
     batch = _batch.elementwise
@@ -377,10 +387,21 @@ class Div(Primitive):
     def backward(self, gy):
         a, b = _read_saved(self)  # (``saved_tensors``, read by the node itself)
         e = self._edges
-        ga = gy / cj(b) if e[0] is not None else None
-        # -gy * (a / b) / b, in torch's order: a / b first, so that b * b never overflows
-        # and the two parts of x / f(x)'s gradient cancel exactly where they should
-        gb = -gy * cj(a / b / b) if e[1] is not None else None
+        ga = gb = None
+        p = _arrays(gy, b)  # on the arrays when that is all the Tensor ops would do
+        if e[0] is not None:
+            ga = gy / cj(b) if p is None else _wrap(_div_fw(None, p[0], p[1]))
+        if e[1] is not None:
+            # -gy * (a / b) / b, in torch's order: a / b first, so that b * b never
+            # overflows and the two parts of x / f(x)'s gradient cancel exactly where
+            # they should
+            q = None if p is None else _arrays(gy, a)
+            if q is None or type(q[1]) is not _ndarray:
+                gb = -gy * cj(a / b / b)
+            else:
+                g, b = p
+                a = q[1]
+                gb = _wrap(_mul_fw(None, _negative(g), _div_fw(None, _div_fw(None, a, b), b)))
         return ga, gb
 
     jvp = _jvp.diagonal
@@ -415,6 +436,19 @@ class DivScalar(Div):
     _node_name = "DivBackward1"
     _op_name = "Div"   # the same op: Div's spellings write it
     broadcasts = False
+
+
+_array = _grad_arrays.array
+_arrays = _grad_arrays.arrays
+_wrap = _grad_arrays.wrap
+_mul_fw = Mul.forward  # (the forwards read nothing from their node: called with None)
+_div_fw = Div.forward
+
+
+def _negative(g):
+    """``-g`` for a floating array, as ``neg``'s forward computes it (in blocks on the
+    intra-op threads when large)."""
+    return split_or(np.negative, g)
 
 
 # PyTorch's nodes for subtraction with a scale or reversed operands: the same arithmetic

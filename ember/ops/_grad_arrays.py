@@ -1,0 +1,76 @@
+"""Backward formulas on NumPy arrays, where that is all their Tensor ops would do.
+
+A backward formula is written in Tensor ops (``gy * cj(b)``), so that with
+``create_graph`` it records a graph of its own. Without one (grad mode off in the
+engine) and with no mode watching ops, each of those Tensor ops only calls its
+primitive's ``forward`` on the arrays and wraps the result in a new Tensor; on a small
+tensor the dispatch and the Tensor cost as much as the arithmetic. The hot formulas
+(add, sub, mul, div, exp, sin, tanh ...) therefore also have an array form that calls
+the same ``forward`` functions in the same order and wraps only the final result:
+the same NumPy calls, so the same values, bit for bit, and the same gradient Tensor.
+
+:func:`arrays` decides, per call, whether the array form may run; when it answers None
+the formula runs in Tensor ops as before.
+"""
+import numpy as np
+
+from ember._tensor import Tensor, _mode_active
+from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import _wrap as wrap  # noqa: F401 (the Tensor an op returns)
+
+_ndarray = np.ndarray
+
+# Tensor subclasses whose operators are Tensor's own (``nn.Parameter``, a plain subclass):
+# ``gy * t`` on one of them runs the same primitive as on a Tensor. A subclass with an
+# operator or ``__torch_function__`` of its own keeps the Tensor ops
+_PLAIN = {Tensor: True}
+_OPERATORS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__truediv__", "__rtruediv__", "__neg__", "__torch_function__",
+              "__torch_dispatch__")
+
+
+def _plain_type(tt):
+    ok = _PLAIN.get(tt)
+    if ok is None:
+        ok = _PLAIN[tt] = issubclass(tt, Tensor) and all(
+            getattr(tt, n, None) is getattr(Tensor, n, None) for n in _OPERATORS)
+    return ok
+
+
+def array(gy):
+    """``gy``'s array when a backward formula of ``gy`` alone may run on it (as
+    :func:`arrays`); None otherwise."""
+    if _grad_state.grad_enabled or _mode_active[0]:
+        return None
+    tg = type(gy)
+    if tg is not Tensor and not _plain_type(tg):
+        return None
+    g = gy._data
+    if type(g) is not _ndarray or g.dtype.kind != "f":
+        return None
+    return g
+
+
+def arrays(gy, t):
+    """``(gy's array, t's array or number)`` when a backward formula combining them may
+    run on arrays (see the module's docstring): grad mode off, no mode active, ``gy`` a
+    Tensor on a real floating NumPy array, and ``t`` a Tensor on a NumPy array of that
+    dtype, or a Python int or float. None otherwise."""
+    if _grad_state.grad_enabled or _mode_active[0]:
+        return None
+    tg = type(gy)
+    if tg is not Tensor and not _plain_type(tg):
+        return None
+    g = gy._data
+    if type(g) is not _ndarray or g.dtype.kind != "f":
+        return None
+    tt = type(t)
+    if tt is float or tt is int:
+        return g, t
+    if tt is not Tensor and not _plain_type(tt):
+        return None
+    d = t._data
+    if type(d) is not _ndarray or d.dtype != g.dtype:
+        return None
+    return g, d
+
