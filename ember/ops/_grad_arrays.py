@@ -17,6 +17,7 @@ import numpy as np
 from ember._tensor import Tensor, _mode_active
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _wrap as wrap  # noqa: F401 (the Tensor an op returns)
+from ember.backend import threads as _threads
 
 _ndarray = np.ndarray
 
@@ -38,39 +39,44 @@ def _plain_type(tt):
 
 
 def array(gy):
-    """``gy``'s array when a backward formula of ``gy`` alone may run on it (as
-    :func:`arrays`); None otherwise."""
-    if _grad_state.grad_enabled or _mode_active[0]:
+    """``gy``'s array when backward formulas of ``gy`` may run on arrays (see the
+    module's docstring): grad mode off, no mode active, and ``gy`` a Tensor on a real
+    floating NumPy array below the size the elementwise ops split over threads (so
+    that one NumPy call is what each Tensor op would make). None otherwise."""
+    if _mode_active[0] or _grad_state.grad_enabled:
         return None
     tg = type(gy)
     if tg is not Tensor and not _plain_type(tg):
         return None
     g = gy._data
-    if type(g) is not _ndarray or g.dtype.kind != "f":
+    if type(g) is not _ndarray or g.dtype.kind != "f" or g.size >= _threads.SPLIT_ELEMENTS:
         return None
     return g
 
 
-def arrays(gy, t):
-    """``(gy's array, t's array or number)`` when a backward formula combining them may
-    run on arrays (see the module's docstring): grad mode off, no mode active, ``gy`` a
-    Tensor on a real floating NumPy array, and ``t`` a Tensor on a NumPy array of that
-    dtype, or a Python int or float. None otherwise."""
-    if _grad_state.grad_enabled or _mode_active[0]:
-        return None
-    tg = type(gy)
-    if tg is not Tensor and not _plain_type(tg):
-        return None
-    g = gy._data
-    if type(g) is not _ndarray or g.dtype.kind != "f":
-        return None
+def operand(t, g):
+    """``t``'s array when it may meet ``g`` (from :func:`array`) on arrays: ``t`` a
+    Tensor on a NumPy array of ``g``'s dtype, of no more elements (a formula's operand
+    broadcasts to the gradient's shape); None otherwise."""
     tt = type(t)
-    if tt is float or tt is int:
-        return g, t
     if tt is not Tensor and not _plain_type(tt):
         return None
     d = t._data
-    if type(d) is not _ndarray or d.dtype != g.dtype:
+    if type(d) is not _ndarray or d.dtype is not g.dtype and d.dtype != g.dtype or \
+            d.size > g.size:
         return None
-    return g, d
+    return d
 
+
+def times(g, t):
+    """``gy * t`` (``Mul`` on two arrays of one dtype: one NumPy product) as a new
+    Tensor, from ``gy``'s array ``g`` (:func:`array`); None when ``t`` is no
+    :func:`operand` (the formula then runs in Tensor ops)."""
+    tt = type(t)
+    if tt is not Tensor and not _plain_type(tt):
+        return None
+    d = t._data
+    if type(d) is not _ndarray or d.dtype is not g.dtype and d.dtype != g.dtype or \
+            d.size > g.size:
+        return None
+    return wrap(g * d)

@@ -21,7 +21,6 @@ from ember.ops._util import (
     opmath_number,
     promote_arrays,
     reduced_float,
-    split_or,
     with_out,
     write_out,
 )
@@ -247,7 +246,7 @@ class Sub(Primitive):
         if self._edges[1] is None:
             return gy, None
         g = _array(gy)  # on the array when that is all ``-gy`` would do
-        return gy, -gy if g is None else _wrap(_negative(g))
+        return gy, -gy if g is None else _wrap(np.negative(g))
 
     def jvp(self, ta, tb):
         if tb is None:
@@ -297,13 +296,16 @@ class Mul(Primitive):
     def backward(self, gy):
         a, b = _read_saved(self)  # (``saved_tensors``, read by the node itself)
         e = self._edges
+        g = _array(gy)  # on the arrays when that is all the Tensor ops would do
         ga = gb = None
         if e[0] is not None:
-            p = _arrays(gy, b)  # on the arrays when that is all ``gy * b`` would do
-            ga = gy * cj(b) if p is None else _wrap(_mul_fw(None, p[0], p[1]))
+            ga = None if g is None else _times(g, b)
+            if ga is None:
+                ga = gy * cj(b)
         if e[1] is not None:
-            p = _arrays(gy, a)
-            gb = gy * cj(a) if p is None else _wrap(_mul_fw(None, p[0], p[1]))
+            gb = None if g is None else _times(g, a)
+            if gb is None:
+                gb = gy * cj(a)
         return ga, gb
 
     jvp = _jvp.multilinear(0, 1)
@@ -387,21 +389,29 @@ class Div(Primitive):
     def backward(self, gy):
         a, b = _read_saved(self)  # (``saved_tensors``, read by the node itself)
         e = self._edges
+        g = _array(gy)  # on the arrays when that is all the Tensor ops would do
         ga = gb = None
-        p = _arrays(gy, b)  # on the arrays when that is all the Tensor ops would do
         if e[0] is not None:
-            ga = gy / cj(b) if p is None else _wrap(_div_fw(None, p[0], p[1]))
+            if g is not None:
+                if type(b) is float:
+                    ga = _wrap(_div_fw(None, g, b))  # ``gy / 3.0``: Div's number path
+                else:
+                    d = _same(b, g)
+                    if d is not None:
+                        ga = _wrap(g / d)
+            if ga is None:
+                ga = gy / cj(b)
         if e[1] is not None:
             # -gy * (a / b) / b, in torch's order: a / b first, so that b * b never
             # overflows and the two parts of x / f(x)'s gradient cancel exactly where
             # they should
-            q = None if p is None else _arrays(gy, a)
-            if q is None or type(q[1]) is not _ndarray:
+            if g is not None:
+                d = _same(b, g)
+                c = None if d is None else _same(a, g)
+                if c is not None:
+                    gb = _wrap(np.negative(g) * (c / d / d))
+            if gb is None:
                 gb = -gy * cj(a / b / b)
-            else:
-                g, b = p
-                a = q[1]
-                gb = _wrap(_mul_fw(None, _negative(g), _div_fw(None, _div_fw(None, a, b), b)))
         return ga, gb
 
     jvp = _jvp.diagonal
@@ -438,17 +448,12 @@ class DivScalar(Div):
     broadcasts = False
 
 
+# backward formulas on arrays where that is all their Tensor ops would do (``_grad_arrays``)
 _array = _grad_arrays.array
-_arrays = _grad_arrays.arrays
+_same = _grad_arrays.operand
+_times = _grad_arrays.times
 _wrap = _grad_arrays.wrap
-_mul_fw = Mul.forward  # (the forwards read nothing from their node: called with None)
-_div_fw = Div.forward
-
-
-def _negative(g):
-    """``-g`` for a floating array, as ``neg``'s forward computes it (in blocks on the
-    intra-op threads when large)."""
-    return split_or(np.negative, g)
+_div_fw = Div.forward  # (reads nothing from its node: called with None)
 
 
 # PyTorch's nodes for subtraction with a scale or reversed operands: the same arithmetic

@@ -51,14 +51,13 @@ from ember.ops.activations import (  # noqa: F401
     softplus,
     zero_curvature,
 )
-from ember.ops.elementwise import Div, Mul, where
+from ember.ops.elementwise import where
 
 _SQRT_PI = math.sqrt(math.pi)
+# backward formulas on arrays where that is all their Tensor ops would do (``_grad_arrays``)
 _array = _grad_arrays.array
-_arrays = _grad_arrays.arrays
+_same = _grad_arrays.operand
 _wrap = _grad_arrays.wrap
-_mul_fw = Mul.forward  # (the forwards read nothing from their node: called with None)
-_div_fw = Div.forward
 
 
 def _erf_parts(x):
@@ -113,17 +112,19 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", array_grad=None, **r
         def backward(self, gy):
             x, = _read_saved(self)
             if array_grad is not None:
-                p = _arrays(gy, x)
-                if p is not None:
-                    return _wrap(array_grad(p[0], p[1]))
+                g = _array(gy)
+                d = None if g is None else _same(x, g)
+                if d is not None:
+                    return _wrap(array_grad(g, d))
             return grad(gy, x, None)
     elif save == "y":
         def backward(self, gy):
             y, = _read_saved(self)
             if array_grad is not None:
-                p = _arrays(gy, y)
-                if p is not None:
-                    return _wrap(array_grad(p[0], p[1]))
+                g = _array(gy)
+                d = None if g is None else _same(y, g)
+                if d is not None:
+                    return _wrap(array_grad(g, d))
             return grad(gy, None, y)
     elif array_grad is not None:
         def backward(self, gy):
@@ -195,14 +196,14 @@ def _square_np(x):
 
 neg = negative = _unary("Neg", _neg_np, lambda gy, x, y: -gy, save="", floating=False,
                         doc="``-input``.", onnx="Neg", torchscript="neg", complex32_math=True,
-                        array_grad=lambda g, _: _split_or(np.negative, g))
+                        array_grad=lambda g, _: np.negative(g))
 exp = _unary("Exp", np.exp, lambda gy, x, y: gy * cj(y), save="y", doc="``e ** input``.",
-             onnx="Exp", torchscript="exp", array_grad=lambda g, y: _mul_fw(None, g, y))
+             onnx="Exp", torchscript="exp", array_grad=lambda g, y: g * y)
 exp2 = _unary("Exp2", np.exp2, lambda gy, x, y: gy * cj(y) * math.log(2), save="y",
               torchscript="exp2")
 expm1 = _unary("Expm1", np.expm1, lambda gy, x, y: gy * cj(y + 1), save="y", torchscript="expm1")
 log = _unary("Log", np.log, lambda gy, x, y: gy / cj(x), doc="Natural logarithm.",
-             onnx="Log", torchscript="log", array_grad=lambda g, x: _div_fw(None, g, x))
+             onnx="Log", torchscript="log", array_grad=lambda g, x: g / x)
 log2 = _unary("Log2", np.log2, lambda gy, x, y: gy / cj(x * math.log(2)), torchscript="log2")
 log10 = _unary("Log10", np.log10, lambda gy, x, y: gy / cj(x * math.log(10)), torchscript="log10")
 log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / cj(x + 1), torchscript="log1p",
@@ -215,10 +216,9 @@ rsqrt = _unary("Rsqrt", lambda x: 1 / np.sqrt(x), lambda gy, x, y: gy * cj(y.pow
 square = _unary("Square", _square_np, lambda gy, x, y: gy * cj(x * 2), floating=False,
                 torchscript="square", _node_name="PowBackward0")  # PyTorch: pow(x, 2)
 sin = _unary("Sin", np.sin, lambda gy, x, y: gy * cj(x.cos()), onnx="Sin", torchscript="sin",
-             array_grad=lambda g, x: _mul_fw(None, g, _cos_fw(None, x)))
+             array_grad=lambda g, x: g * _cos_fw(None, x))
 cos = _unary("Cos", np.cos, lambda gy, x, y: gy * -cj(x.sin()), onnx="Cos", torchscript="cos",
-             array_grad=lambda g, x: _mul_fw(None, g, _split_or(np.negative,
-                                                                _sin_fw(None, x))))
+             array_grad=lambda g, x: g * np.negative(_sin_fw(None, x)))
 _sin_fw = sin.primitive.forward
 _cos_fw = cos.primitive.forward
 tan = _unary("Tan", np.tan, lambda gy, x, y: gy * cj(y * y + 1), save="y",
