@@ -179,3 +179,39 @@ def test_hooks_see_the_same_gradients():
         got.append(seen)
     for e, t in zip(*got):
         np.testing.assert_allclose(e, t, rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("op", ["exp", "tanh", "mul"])
+def test_saved_values_changed_in_place_still_raise(op):
+    """The array path reads what the node saved only when unchanged since; an in-place
+    change raises torch's error, as in the Tensor path."""
+    errors = []
+    for m in (ember, torch):
+        x = m.tensor(_inputs("neg", np.float32)[0], requires_grad=True)
+        w = m.tensor(_inputs("neg", np.float32)[0], requires_grad=True)
+        if op == "exp":
+            y = x.exp()
+        elif op == "tanh":
+            y = m.tanh(x * 1)
+        else:
+            y = (x * 1) * w
+        if op == "mul":
+            with m.no_grad():
+                w.add_(1)
+        else:
+            y.add_(1)
+        with pytest.raises(RuntimeError) as err:
+            y.sum().backward()
+        errors.append(str(err.value))
+    assert "modified by an inplace operation" in errors[0]
+    assert "modified by an inplace operation" in errors[1]
+
+
+def test_second_backward_without_retain_graph_raises():
+    for m in (ember, torch):
+        x = m.tensor(_inputs("neg", np.float32)[0], requires_grad=True)
+        y = (x.exp() * x).sum()
+        y.backward(retain_graph=True)
+        y.backward()
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            y.backward()

@@ -35,25 +35,27 @@ def _dependencies(root_nodes):
     leaf_deps = {}
     # a root reachable from another root is walked once, not twice (else its inputs
     # would wait for an edge that never comes and lose their gradients); any other node
-    # is walked when it first enters ``deps``
-    roots = set(root_nodes)
+    # is walked when it first enters ``deps``. (One root, the usual ``loss.backward()``,
+    # is reachable from no other: the graph has no cycles.)
+    roots = set(root_nodes) if len(root_nodes) > 1 else ()
     stack = list(root_nodes)
+    pop = stack.pop
+    push = stack.append
     while stack:
-        for e in stack.pop()._edges:
+        for e in pop()._edges:
             if type(e) is tuple:
                 nxt = e[0]
-                if nxt in deps:
-                    deps[nxt] += 1
-                else:
+                d = deps.get(nxt)
+                if d is None:
                     deps[nxt] = 1
                     if nxt not in roots:
-                        stack.append(nxt)
+                        push(nxt)
+                else:
+                    deps[nxt] = d + 1
             elif e is not None:
                 k = id(e)
-                if k in leaf_deps:
-                    leaf_deps[k] += 1
-                else:
-                    leaf_deps[k] = 1
+                d = leaf_deps.get(k)
+                leaf_deps[k] = 1 if d is None else d + 1
     return deps, leaf_deps
 
 
@@ -446,7 +448,8 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 if g is not None:
                     if shapes is not None and shapes[i] is not None:
                         g = _restore_meta(g, shapes[i])
-                    if e._data.dtype != g._data.dtype:
+                    dt = e._data.dtype
+                    if g._data.dtype is not dt and g._data.dtype != dt:
                         g = g.to(e.dtype)
                     if k not in leaf_bufs:
                         leaf_bufs[k] = g

@@ -9,7 +9,7 @@ import numpy as np
 from ember import backend as _backend
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive, _read_saved
+from ember.autograd.node import Primitive, _read_saved, _saved_output_array
 from ember.backend import threads as _threads
 from ember.ops import _batch, _erf_kernels, _grad_arrays, _jvp
 from ember.ops._util import (
@@ -119,12 +119,15 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", array_grad=None, **r
             return grad(gy, x, None)
     elif save == "y":
         def backward(self, gy):
-            y, = _read_saved(self)
             if array_grad is not None:
                 g = _array(gy)
-                d = None if g is None else _same(y, g)
-                if d is not None:
-                    return _wrap(array_grad(g, d))
+                if g is not None:
+                    # the saved output's array, without the Tensor ``_read_saved`` makes
+                    d = _saved_output_array(self)
+                    if d is not None and type(d) is np.ndarray and d.size <= g.size and \
+                            (d.dtype is g.dtype or d.dtype == g.dtype):
+                        return _wrap(array_grad(g, d))
+            y, = _read_saved(self)
             return grad(gy, None, y)
     elif array_grad is not None:
         def backward(self, gy):
