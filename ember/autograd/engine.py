@@ -36,7 +36,7 @@ def _dependencies(root_nodes):
     # a root reachable from another root is walked once, not twice (else its inputs
     # would wait for an edge that never comes and lose their gradients); any other node
     # is walked when it first enters ``deps``. (One root, the usual ``loss.backward()``,
-    # is reachable from no other: the graph has no cycles.)
+    # is reachable from no other, the graph having no cycles: no set to ask.)
     roots = set(root_nodes) if len(root_nodes) > 1 else ()
     stack = list(root_nodes)
     pop = stack.pop
@@ -45,17 +45,18 @@ def _dependencies(root_nodes):
         for e in pop()._edges:
             if type(e) is tuple:
                 nxt = e[0]
-                d = deps.get(nxt)
-                if d is None:
+                if nxt in deps:
+                    deps[nxt] += 1
+                else:
                     deps[nxt] = 1
                     if nxt not in roots:
                         push(nxt)
-                else:
-                    deps[nxt] = d + 1
             elif e is not None:
                 k = id(e)
-                d = leaf_deps.get(k)
-                leaf_deps[k] = 1 if d is None else d + 1
+                if k in leaf_deps:
+                    leaf_deps[k] += 1
+                else:
+                    leaf_deps[k] = 1
     return deps, leaf_deps
 
 
