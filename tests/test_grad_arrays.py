@@ -101,12 +101,20 @@ def test_small_gradients_take_the_arrays(tensor_ops):
     assert _backward_calls(tensor_ops, out, create_graph=True)
 
 
-def test_large_gradients_take_the_tensor_ops(tensor_ops):
-    """From the split size up the Tensor ops run (their kernels split over threads)."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_large_gradients_take_the_tensor_ops_at_two_threads(tensor_ops, threads):
+    """From the split size up, at more than one thread, the Tensor ops run (their
+    kernels split over the threads); at one thread nothing splits: the arrays."""
     n = T.SPLIT_ELEMENTS
-    a = ember.ones(n, requires_grad=True)
-    b = ember.full((n,), 2.0, requires_grad=True)
-    assert _backward_calls(tensor_ops, (a * b).sum()) == ["__mul__", "__mul__"]
+    before = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        a = ember.ones(n, requires_grad=True)
+        b = ember.full((n,), 2.0, requires_grad=True)
+        calls = _backward_calls(tensor_ops, (a * b).sum())
+    finally:
+        ember.set_num_threads(before)
+    assert calls == ([] if threads == 1 else ["__mul__", "__mul__"])
     np.testing.assert_array_equal(a.grad.numpy(), np.full(n, 2.0, np.float32))
 
 
@@ -215,3 +223,19 @@ def test_second_backward_without_retain_graph_raises():
         y.backward()
         with pytest.raises(RuntimeError, match="backward through the graph a second time"):
             y.backward()
+
+
+def test_the_one_thread_flag_follows_set_num_threads():
+    """``threads.MANY`` (read before any size check) follows the thread count."""
+    before = ember.get_num_threads()
+    try:
+        ember.set_num_threads(2)
+        assert T.MANY is True
+        ember.set_num_threads(1)
+        assert T.MANY is False
+        big = ember.ones(T.SPLIT_ELEMENTS)
+        np.testing.assert_array_equal((big + big).exp().numpy(),
+                                      np.full(T.SPLIT_ELEMENTS, np.exp(np.float32(2))))
+    finally:
+        ember.set_num_threads(before)
+    assert T.MANY == (before > 1)

@@ -118,7 +118,7 @@ def _accumulate(leaf, g, create_graph, seen):
         # as by ``add_``
         old = leaf._grad
         a = old._data
-        if a.size < _threads.SPLIT_ELEMENTS:
+        if not _threads.MANY or a.size < _threads.SPLIT_ELEMENTS:
             np.add(a, g._data, out=a)
         else:
             _threads.add_into(a, g._data)
@@ -249,7 +249,7 @@ def _add_to_buffer(buf, nr, g, region):
             and ga.shape == a.shape and a.flags.writeable and not old._requires_grad
             and sys.getrefcount(old) <= _UNSHARED[0] and sys.getrefcount(a) <= _UNSHARED[1]):
         if region is None:
-            if a.size < _threads.SPLIT_ELEMENTS:
+            if not _threads.MANY or a.size < _threads.SPLIT_ELEMENTS:
                 np.add(a, ga, out=a)
             else:
                 _threads.add_into(a, ga)  # (large: in blocks on the intra-op threads)
@@ -458,7 +458,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                         # a sum the engine made: nothing else sees it, and every arrival
                         # has the leaf's shape and dtype
                         a = leaf_bufs[k]._data
-                        if a.size < _threads.SPLIT_ELEMENTS:
+                        if not _threads.MANY or a.size < _threads.SPLIT_ELEMENTS:
                             np.add(a, g._data, out=a)
                         else:
                             _threads.add_into(a, g._data)

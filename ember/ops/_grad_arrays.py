@@ -49,7 +49,8 @@ def array(gy):
     if tg is not Tensor and not _plain_type(tg):
         return None
     g = gy._data
-    if type(g) is not _ndarray or g.dtype.kind != "f" or g.size >= _threads.SPLIT_ELEMENTS:
+    if type(g) is not _ndarray or g.dtype.kind != "f" or \
+            _threads.MANY and g.size >= _threads.SPLIT_ELEMENTS:
         return None
     return g
 

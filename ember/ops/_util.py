@@ -252,7 +252,7 @@ def not_implemented_for(kernel, np_dtype):
 
 def split_or(ufunc, x):
     """``ufunc(x)``, in blocks on the intra-op threads when ``x`` is large."""
-    if x.size >= _threads.SPLIT_ELEMENTS:
+    if _threads.MANY and x.size >= _threads.SPLIT_ELEMENTS:
         r = _threads.unary(ufunc, x)
         if r is not None:
             return r

@@ -107,7 +107,8 @@ class Add(Primitive):
             a, b = promote_arrays(a, b)
             if type(b) is float or type(b) is int:
                 b = number_operand(a, b)
-        elif a.size >= _threads.SPLIT_ELEMENTS or b.size >= _threads.SPLIT_ELEMENTS:
+        elif _threads.MANY and (a.size >= _threads.SPLIT_ELEMENTS or
+                                b.size >= _threads.SPLIT_ELEMENTS):
             r = _threads.binary(np.add, a, b)  # large: in blocks on the intra-op threads
             if r is not None:
                 return r
@@ -227,7 +228,8 @@ class Sub(Primitive):
         if type(a) is _ndarray and type(b) is _ndarray and a.dtype == b.dtype and \
                 a.dtype.kind != "b":
             # the common case: nothing to promote, no bool to refuse
-            if a.size >= _threads.SPLIT_ELEMENTS or b.size >= _threads.SPLIT_ELEMENTS:
+            if _threads.MANY and (a.size >= _threads.SPLIT_ELEMENTS or
+                                  b.size >= _threads.SPLIT_ELEMENTS):
                 r = _threads.binary(np.subtract, a, b)
                 if r is not None:
                     return r
@@ -287,7 +289,8 @@ class Mul(Primitive):
             elif (type(a) is float or type(a) is int) and \
                     reduced_float(getattr(b, "dtype", None)):
                 return opmath_number(np.multiply, b, a)  # ``2.5 * x`` in a formula
-        elif a.size >= _threads.SPLIT_ELEMENTS or b.size >= _threads.SPLIT_ELEMENTS:
+        elif _threads.MANY and (a.size >= _threads.SPLIT_ELEMENTS or
+                                b.size >= _threads.SPLIT_ELEMENTS):
             r = _threads.binary(np.multiply, a, b)
             if r is not None:
                 return r
@@ -370,7 +373,7 @@ class Div(Primitive):
                     return a / z
                 return opmath_number(np.divide, a, b)
             if type(b) is _ndarray and b.dtype == a.dtype:
-                if a.size >= _threads.SPLIT_ELEMENTS:
+                if _threads.MANY and a.size >= _threads.SPLIT_ELEMENTS:
                     r = _threads.binary(np.divide, a, b)
                     if r is not None:
                         return r

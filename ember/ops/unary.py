@@ -94,7 +94,7 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", array_grad=None, **r
                 # once (``1 / sqrt(x)`` in float16 rounds twice). (Their gradients are
                 # formulas of ops in the input's dtype, as PyTorch's derivatives.)
                 return fn(x.astype(np.float32)).astype(x.dtype)
-            if split and x.size >= _threads.SPLIT_ELEMENTS:
+            if split and _threads.MANY and x.size >= _threads.SPLIT_ELEMENTS:
                 r = _threads.unary(fn, x)  # large: in blocks on the intra-op threads
                 if r is not None:
                     return r
