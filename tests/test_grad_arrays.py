@@ -239,3 +239,21 @@ def test_the_one_thread_flag_follows_set_num_threads():
     finally:
         ember.set_num_threads(before)
     assert T.MANY == (before > 1)
+
+
+def test_a_subclass_with_its_own_method_keeps_it():
+    """``sin``'s gradient calls ``x.cos()``: a subclass defining ``cos`` sees the call."""
+    seen = []
+
+    class Cos(ember.Tensor):
+        def cos(self):
+            seen.append("cos")
+            return ember.Tensor.cos(self)
+
+    x = ember.tensor(_inputs("neg", np.float32)[0]).as_subclass(Cos)
+    x.requires_grad_()
+    out = ember.sin(x).sum()
+    del seen[:]
+    out.backward()
+    assert seen == ["cos"]
+    np.testing.assert_array_equal(x.grad.numpy(), np.cos(x.detach().numpy()))

@@ -9,32 +9,42 @@ tensor the dispatch and the Tensor cost as much as the arithmetic. The hot formu
 the same ``forward`` functions in the same order and wraps only the final result:
 the same NumPy calls, so the same values, bit for bit, and the same gradient Tensor.
 
-:func:`arrays` decides, per call, whether the array form may run; when it answers None
-the formula runs in Tensor ops as before.
+:func:`array` decides, per node, whether the array form may run, and :func:`operand`
+(or :func:`times`) whether each other operand may join it; when either answers None the
+formula runs in Tensor ops as before.
 """
 import numpy as np
 
 from ember._tensor import Tensor, _mode_active
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import _wrap as wrap  # noqa: F401 (the Tensor an op returns)
+from ember.autograd.node import _wrap as wrap  # (the Tensor an op returns)
 from ember.backend import threads as _threads
 
 _ndarray = np.ndarray
 
-# Tensor subclasses whose operators are Tensor's own (``nn.Parameter``, a plain subclass):
-# ``gy * t`` on one of them runs the same primitive as on a Tensor. A subclass with an
-# operator or ``__torch_function__`` of its own keeps the Tensor ops
+# Tensor subclasses that change nothing a formula calls (``nn.Parameter``: construction,
+# repr, pickling and copying only): ``gy * t`` or ``t.cos()`` on one of them runs the same
+# primitive as on a Tensor. A subclass defining anything else (an operator, a method,
+# ``__torch_function__``) keeps the Tensor ops
 _PLAIN = {Tensor: True}
-_OPERATORS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-              "__truediv__", "__rtruediv__", "__neg__", "__torch_function__",
-              "__torch_dispatch__")
+_HARMLESS = frozenset(("__new__", "__init__", "__repr__", "__reduce_ex__", "__reduce__",
+                       "__deepcopy__", "__copy__", "__dict__", "__doc__", "__module__",
+                       "__qualname__", "__slots__", "__weakref__", "__annotations__",
+                       "__firstlineno__", "__static_attributes__"))
 
 
 def _plain_type(tt):
     ok = _PLAIN.get(tt)
     if ok is None:
-        ok = _PLAIN[tt] = issubclass(tt, Tensor) and all(
-            getattr(tt, n, None) is getattr(Tensor, n, None) for n in _OPERATORS)
+        ok = issubclass(tt, Tensor)
+        if ok:
+            for c in tt.__mro__:
+                if c is Tensor:
+                    break
+                if not _HARMLESS.issuperset(vars(c)):
+                    ok = False
+                    break
+        _PLAIN[tt] = ok
     return ok
 
 
