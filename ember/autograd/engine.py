@@ -35,11 +35,14 @@ def _dependencies(root_nodes):
     leaf_deps = {}
     # a root reachable from another root is walked once, not twice (else its inputs
     # would wait for an edge that never comes and lose their gradients); any other node
-    # is walked when it first enters ``deps``
-    roots = set(root_nodes)
+    # is walked when it first enters ``deps``. (One root, the usual ``loss.backward()``,
+    # is reachable from no other, the graph having no cycles: no set to ask.)
+    roots = set(root_nodes) if len(root_nodes) > 1 else ()
     stack = list(root_nodes)
+    pop = stack.pop
+    push = stack.append
     while stack:
-        for e in stack.pop()._edges:
+        for e in pop()._edges:
             if type(e) is tuple:
                 nxt = e[0]
                 if nxt in deps:
@@ -47,7 +50,7 @@ def _dependencies(root_nodes):
                 else:
                     deps[nxt] = 1
                     if nxt not in roots:
-                        stack.append(nxt)
+                        push(nxt)
             elif e is not None:
                 k = id(e)
                 if k in leaf_deps:
@@ -115,7 +118,7 @@ def _accumulate(leaf, g, create_graph, seen):
         # as by ``add_``
         old = leaf._grad
         a = old._data
-        if a.size < _threads.SPLIT_ELEMENTS:
+        if not _threads.MANY or a.size < _threads.SPLIT_ELEMENTS:
             np.add(a, g._data, out=a)
         else:
             _threads.add_into(a, g._data)
@@ -246,7 +249,7 @@ def _add_to_buffer(buf, nr, g, region):
             and ga.shape == a.shape and a.flags.writeable and not old._requires_grad
             and sys.getrefcount(old) <= _UNSHARED[0] and sys.getrefcount(a) <= _UNSHARED[1]):
         if region is None:
-            if a.size < _threads.SPLIT_ELEMENTS:
+            if not _threads.MANY or a.size < _threads.SPLIT_ELEMENTS:
                 np.add(a, ga, out=a)
             else:
                 _threads.add_into(a, ga)  # (large: in blocks on the intra-op threads)
@@ -446,7 +449,8 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 if g is not None:
                     if shapes is not None and shapes[i] is not None:
                         g = _restore_meta(g, shapes[i])
-                    if e._data.dtype != g._data.dtype:
+                    dt = e._data.dtype
+                    if g._data.dtype is not dt and g._data.dtype != dt:
                         g = g.to(e.dtype)
                     if k not in leaf_bufs:
                         leaf_bufs[k] = g
@@ -454,7 +458,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                         # a sum the engine made: nothing else sees it, and every arrival
                         # has the leaf's shape and dtype
                         a = leaf_bufs[k]._data
-                        if a.size < _threads.SPLIT_ELEMENTS:
+                        if not _threads.MANY or a.size < _threads.SPLIT_ELEMENTS:
                             np.add(a, g._data, out=a)
                         else:
                             _threads.add_into(a, g._data)

@@ -288,6 +288,20 @@ def _read_saved(self):
     return tuple(out)
 
 
+def _saved_output_array(self):
+    """The array of the one output the node saved, when it is unchanged since (what
+    ``_read_saved`` would rebuild a Tensor around, for a formula computed on arrays);
+    None in every other case (hooks' packs, freed, changed in place, a forward-mode
+    tangent to attach), where ``_read_saved`` gives the Tensor or the error."""
+    saved = self._saved
+    if type(saved) is list and len(saved) == 1:
+        item = saved[0]
+        if type(item) is tuple and len(item) == 5 and item[1][0] == item[2] and \
+                "_fw_out" not in self.__dict__:
+            return item[0]
+    return None
+
+
 class _Handle:
     __slots__ = ("_list", "_fn")
 

@@ -48,6 +48,10 @@ def _default_threads():
 
 
 _state = {"threads": _default_threads(), "blas": None}
+# whether more than one thread is set (kept by ``set_num_threads``): at one thread the
+# elementwise kernels' size checks (:func:`binary`, :func:`unary`, :func:`add_into` and
+# their callers) are skipped after this one module read, no size read at all
+MANY = _state["threads"] > 1
 
 
 def get_num_threads():
@@ -72,7 +76,9 @@ def set_num_threads(n):
             raise RuntimeError(f"set_num_threads expects an int, but got {type(n).__name__}")
     if n <= 0:
         raise RuntimeError("set_num_threads expects a positive integer")
+    global MANY
     _state["threads"] = n
+    MANY = n > 1
     _set_blas_threads(n)
 
 

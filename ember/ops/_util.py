@@ -6,6 +6,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.backend import dtypes as _dt
+from ember.backend import threads as _threads
 
 _ndarray = np.ndarray
 _FROM_NP = _dt.FROM_NP
@@ -247,6 +248,15 @@ def type_name(np_dtype):
 def not_implemented_for(kernel, np_dtype):
     """PyTorch's error for a kernel without a loop for this dtype."""
     return NotImplementedError(f'"{kernel}" not implemented for \'{type_name(np_dtype)}\'')
+
+
+def split_or(ufunc, x):
+    """``ufunc(x)``, in blocks on the intra-op threads when ``x`` is large."""
+    if _threads.MANY and x.size >= _threads.SPLIT_ELEMENTS:
+        r = _threads.unary(ufunc, x)
+        if r is not None:
+            return r
+    return ufunc(x)
 
 
 def to_float(x):

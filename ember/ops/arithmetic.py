@@ -11,7 +11,7 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive, _read_saved
 from ember.backend import threads as _threads
-from ember.ops import _batch, _jvp
+from ember.ops import _batch, _grad_arrays, _jvp
 from ember.ops._util import (
     check_number_fits,
     cj,
@@ -107,7 +107,8 @@ class Add(Primitive):
             a, b = promote_arrays(a, b)
             if type(b) is float or type(b) is int:
                 b = number_operand(a, b)
-        elif a.size >= _threads.SPLIT_ELEMENTS or b.size >= _threads.SPLIT_ELEMENTS:
+        elif _threads.MANY and (a.size >= _threads.SPLIT_ELEMENTS or
+                                b.size >= _threads.SPLIT_ELEMENTS):
             r = _threads.binary(np.add, a, b)  # large: in blocks on the intra-op threads
             if r is not None:
                 return r
@@ -227,7 +228,8 @@ class Sub(Primitive):
         if type(a) is _ndarray and type(b) is _ndarray and a.dtype == b.dtype and \
                 a.dtype.kind != "b":
             # the common case: nothing to promote, no bool to refuse
-            if a.size >= _threads.SPLIT_ELEMENTS or b.size >= _threads.SPLIT_ELEMENTS:
+            if _threads.MANY and (a.size >= _threads.SPLIT_ELEMENTS or
+                                  b.size >= _threads.SPLIT_ELEMENTS):
                 r = _threads.binary(np.subtract, a, b)
                 if r is not None:
                     return r
@@ -243,7 +245,10 @@ class Sub(Primitive):
         return a - b
 
     def backward(self, gy):
-        return gy, -gy if self._edges[1] is not None else None
+        if self._edges[1] is None:
+            return gy, None
+        g = _array(gy)  # on the array when that is all ``-gy`` would do
+        return gy, -gy if g is None else _wrap(np.negative(g))
 
     def jvp(self, ta, tb):
         if tb is None:
@@ -284,7 +289,8 @@ class Mul(Primitive):
             elif (type(a) is float or type(a) is int) and \
                     reduced_float(getattr(b, "dtype", None)):
                 return opmath_number(np.multiply, b, a)  # ``2.5 * x`` in a formula
-        elif a.size >= _threads.SPLIT_ELEMENTS or b.size >= _threads.SPLIT_ELEMENTS:
+        elif _threads.MANY and (a.size >= _threads.SPLIT_ELEMENTS or
+                                b.size >= _threads.SPLIT_ELEMENTS):
             r = _threads.binary(np.multiply, a, b)
             if r is not None:
                 return r
@@ -293,8 +299,17 @@ class Mul(Primitive):
     def backward(self, gy):
         a, b = _read_saved(self)  # (``saved_tensors``, read by the node itself)
         e = self._edges
-        return (gy * cj(b) if e[0] is not None else None), \
-            (gy * cj(a) if e[1] is not None else None)
+        g = _array(gy)  # on the arrays when that is all the Tensor ops would do
+        ga = gb = None
+        if e[0] is not None:
+            ga = None if g is None else _times(g, b)
+            if ga is None:
+                ga = gy * cj(b)
+        if e[1] is not None:
+            gb = None if g is None else _times(g, a)
+            if gb is None:
+                gb = gy * cj(a)
+        return ga, gb
 
     jvp = _jvp.multilinear(0, 1)
     batch = _batch.elementwise
@@ -358,7 +373,7 @@ class Div(Primitive):
                     return a / z
                 return opmath_number(np.divide, a, b)
             if type(b) is _ndarray and b.dtype == a.dtype:
-                if a.size >= _threads.SPLIT_ELEMENTS:
+                if _threads.MANY and a.size >= _threads.SPLIT_ELEMENTS:
                     r = _threads.binary(np.divide, a, b)
                     if r is not None:
                         return r
@@ -377,10 +392,29 @@ class Div(Primitive):
     def backward(self, gy):
         a, b = _read_saved(self)  # (``saved_tensors``, read by the node itself)
         e = self._edges
-        ga = gy / cj(b) if e[0] is not None else None
-        # -gy * (a / b) / b, in torch's order: a / b first, so that b * b never overflows
-        # and the two parts of x / f(x)'s gradient cancel exactly where they should
-        gb = -gy * cj(a / b / b) if e[1] is not None else None
+        g = _array(gy)  # on the arrays when that is all the Tensor ops would do
+        ga = gb = None
+        if e[0] is not None:
+            if g is not None:
+                if type(b) is float:
+                    ga = _wrap(_div_fw(None, g, b))  # ``gy / 3.0``: Div's number path
+                else:
+                    d = _same(b, g)
+                    if d is not None:
+                        ga = _wrap(g / d)
+            if ga is None:
+                ga = gy / cj(b)
+        if e[1] is not None:
+            # -gy * (a / b) / b, in torch's order: a / b first, so that b * b never
+            # overflows and the two parts of x / f(x)'s gradient cancel exactly where
+            # they should
+            if g is not None:
+                d = _same(b, g)
+                c = None if d is None else _same(a, g)
+                if c is not None:
+                    gb = _wrap(np.negative(g) * (c / d / d))
+            if gb is None:
+                gb = -gy * cj(a / b / b)
         return ga, gb
 
     jvp = _jvp.diagonal
@@ -415,6 +449,14 @@ class DivScalar(Div):
     _node_name = "DivBackward1"
     _op_name = "Div"   # the same op: Div's spellings write it
     broadcasts = False
+
+
+# backward formulas on arrays where that is all their Tensor ops would do (``_grad_arrays``)
+_array = _grad_arrays.array
+_same = _grad_arrays.operand
+_times = _grad_arrays.times
+_wrap = _grad_arrays.wrap
+_div_fw = Div.forward  # (reads nothing from its node: called with None)
 
 
 # PyTorch's nodes for subtraction with a scale or reversed operands: the same arithmetic

@@ -9,9 +9,9 @@ import numpy as np
 from ember import backend as _backend
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive, _read_saved
+from ember.autograd.node import Primitive, _read_saved, _saved_output_array
 from ember.backend import threads as _threads
-from ember.ops import _batch, _erf_kernels, _jvp
+from ember.ops import _batch, _erf_kernels, _grad_arrays, _jvp
 from ember.ops._util import (
     check_number_fits,
     cj,
@@ -22,6 +22,9 @@ from ember.ops._util import (
     to_float,
     with_out,
     with_out_unary,
+)
+from ember.ops._util import (
+    split_or as _split_or,
 )
 from ember.ops._variants import Variants
 from ember.ops._variants import bind as bind_variants
@@ -51,6 +54,10 @@ from ember.ops.activations import (  # noqa: F401
 from ember.ops.elementwise import where
 
 _SQRT_PI = math.sqrt(math.pi)
+# backward formulas on arrays where that is all their Tensor ops would do (``_grad_arrays``)
+_array = _grad_arrays.array
+_same = _grad_arrays.operand
+_wrap = _grad_arrays.wrap
 
 
 def _erf_parts(x):
@@ -64,11 +71,14 @@ class _Unary(Primitive):
     batch = _batch.elementwise
 
 
-def _unary(name, fn, grad, save="x", floating=True, doc="", **rules):
+def _unary(name, fn, grad, save="x", floating=True, doc="", array_grad=None, **rules):
     """Declare a one-input primitive from its forward array function and gradient.
 
     ``grad(gy, x, y)`` returns the input gradient in Tensor ops; ``save`` says whether
     it reads the input (``"x"``), the output (``"y"``), both, or neither (``""``).
+    ``array_grad(g, a)``, where given, is the same formula on the arrays of ``gy`` and
+    of the one saved tensor (``x`` or ``y``), calling the forwards the Tensor ops call,
+    in the same order: used when that is all they would do (``_grad_arrays``).
     ``rules`` are more class attributes (``onnx=``, ``torchscript=``, ``complex32_math=``:
     see ``Primitive``).
     """
@@ -84,7 +94,7 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", **rules):
                 # once (``1 / sqrt(x)`` in float16 rounds twice). (Their gradients are
                 # formulas of ops in the input's dtype, as PyTorch's derivatives.)
                 return fn(x.astype(np.float32)).astype(x.dtype)
-            if split and x.size >= _threads.SPLIT_ELEMENTS:
+            if split and _threads.MANY and x.size >= _threads.SPLIT_ELEMENTS:
                 r = _threads.unary(fn, x)  # large: in blocks on the intra-op threads
                 if r is not None:
                     return r
@@ -101,11 +111,28 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", **rules):
     elif save == "x":
         def backward(self, gy):
             x, = _read_saved(self)
+            if array_grad is not None:
+                g = _array(gy)
+                d = None if g is None else _same(x, g)
+                if d is not None:
+                    return _wrap(array_grad(g, d))
             return grad(gy, x, None)
     elif save == "y":
         def backward(self, gy):
+            if array_grad is not None:
+                g = _array(gy)
+                if g is not None:
+                    # the saved output's array, without the Tensor ``_read_saved`` makes
+                    d = _saved_output_array(self)
+                    if d is not None and type(d) is np.ndarray and d.size <= g.size and \
+                            (d.dtype is g.dtype or d.dtype == g.dtype):
+                        return _wrap(array_grad(g, d))
             y, = _read_saved(self)
             return grad(gy, None, y)
+    elif array_grad is not None:
+        def backward(self, gy):
+            g = _array(gy)
+            return grad(gy, None, None) if g is None else _wrap(array_grad(g, None))
     else:
         def backward(self, gy):
             return grad(gy, None, None)
@@ -137,15 +164,6 @@ def _neg_np(x):
                            "are trying to invert a mask, use the `~` or `logical_not()` operator "
                            "instead.")
     return _split_or(np.negative, x)
-
-
-def _split_or(ufunc, x):
-    """``ufunc(x)``, in blocks on the intra-op threads when ``x`` is large."""
-    if x.size >= _threads.SPLIT_ELEMENTS:
-        r = _threads.unary(ufunc, x)
-        if r is not None:
-            return r
-    return ufunc(x)
 
 
 def _no_bool(kernel, fn):
@@ -180,14 +198,15 @@ def _square_np(x):
 
 
 neg = negative = _unary("Neg", _neg_np, lambda gy, x, y: -gy, save="", floating=False,
-                        doc="``-input``.", onnx="Neg", torchscript="neg", complex32_math=True)
+                        doc="``-input``.", onnx="Neg", torchscript="neg", complex32_math=True,
+                        array_grad=lambda g, _: np.negative(g))
 exp = _unary("Exp", np.exp, lambda gy, x, y: gy * cj(y), save="y", doc="``e ** input``.",
-             onnx="Exp", torchscript="exp")
+             onnx="Exp", torchscript="exp", array_grad=lambda g, y: g * y)
 exp2 = _unary("Exp2", np.exp2, lambda gy, x, y: gy * cj(y) * math.log(2), save="y",
               torchscript="exp2")
 expm1 = _unary("Expm1", np.expm1, lambda gy, x, y: gy * cj(y + 1), save="y", torchscript="expm1")
 log = _unary("Log", np.log, lambda gy, x, y: gy / cj(x), doc="Natural logarithm.",
-             onnx="Log", torchscript="log")
+             onnx="Log", torchscript="log", array_grad=lambda g, x: g / x)
 log2 = _unary("Log2", np.log2, lambda gy, x, y: gy / cj(x * math.log(2)), torchscript="log2")
 log10 = _unary("Log10", np.log10, lambda gy, x, y: gy / cj(x * math.log(10)), torchscript="log10")
 log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / cj(x + 1), torchscript="log1p",
@@ -199,8 +218,12 @@ rsqrt = _unary("Rsqrt", lambda x: 1 / np.sqrt(x), lambda gy, x, y: gy * cj(y.pow
                save="y", doc="``1 / sqrt(input)``.", torchscript="rsqrt")
 square = _unary("Square", _square_np, lambda gy, x, y: gy * cj(x * 2), floating=False,
                 torchscript="square", _node_name="PowBackward0")  # PyTorch: pow(x, 2)
-sin = _unary("Sin", np.sin, lambda gy, x, y: gy * cj(x.cos()), onnx="Sin", torchscript="sin")
-cos = _unary("Cos", np.cos, lambda gy, x, y: gy * -cj(x.sin()), onnx="Cos", torchscript="cos")
+sin = _unary("Sin", np.sin, lambda gy, x, y: gy * cj(x.cos()), onnx="Sin", torchscript="sin",
+             array_grad=lambda g, x: g * _cos_fw(None, x))
+cos = _unary("Cos", np.cos, lambda gy, x, y: gy * -cj(x.sin()), onnx="Cos", torchscript="cos",
+             array_grad=lambda g, x: g * np.negative(_sin_fw(None, x)))
+_sin_fw = sin.primitive.forward
+_cos_fw = cos.primitive.forward
 tan = _unary("Tan", np.tan, lambda gy, x, y: gy * cj(y * y + 1), save="y",
              onnx="Tan", torchscript="tan")
 asin = arcsin = _unary("Asin", np.arcsin, lambda gy, x, y: gy * (1 - x * x).rsqrt(),
@@ -216,7 +239,8 @@ cosh = _unary("Cosh", np.cosh, lambda gy, x, y: gy * cj(x.sinh()), onnx="Cosh", 
 _tanh_grad = TanhBackward.binary_function()
 _sigmoid_grad = SigmoidBackward.binary_function()
 tanh = _unary("Tanh", np.tanh, lambda gy, x, y: _tanh_grad(gy, y), save="y",
-              onnx="Tanh", torchscript="tanh")
+              onnx="Tanh", torchscript="tanh",
+              array_grad=lambda g, y: TanhBackward.forward(None, g, y))
 
 
 def _tanh_vjp(self, grads, inputs, outputs, out=None):
@@ -306,7 +330,8 @@ def _sigmoid_np(x):
 
 
 sigmoid = _unary("Sigmoid", _sigmoid_np, lambda gy, x, y: _sigmoid_grad(gy, y), save="y",
-                 doc="``1 / (1 + exp(-input))``.", onnx="Sigmoid", torchscript="sigmoid")
+                 doc="``1 / (1 + exp(-input))``.", onnx="Sigmoid", torchscript="sigmoid",
+                 array_grad=lambda g, y: SigmoidBackward.forward(None, g, y))
 
 
 def _sigmoid_vjp(self, grads, inputs, outputs, out=None):
