@@ -72,6 +72,10 @@ class Addmm(Primitive):
         eb, ex, ew = self._edges
         if not _grad_state.grad_enabled:
             g = gy._data
+            if type(g) is np.ndarray and self.bshape is None and ew is not None:
+                r = _small_grads(g, x._data, wt._data, eb, ex, ew)
+                if r is not None:
+                    return r
             # (``np.add.reduce`` is what ``g.sum(0)`` runs, without its Python wrapper)
             return (_make(_sum_rows(g, 0)) if eb is not None and self.bshape is None and
                     type(g) is np.ndarray else
@@ -103,6 +107,24 @@ class Addmm(Primitive):
         if out is tb and tb is not None:    # a broadcast bias's tangent alone
             out = tb.expand(x.shape[0], wt.shape[1])
         return out
+
+
+def _small_grads(g, x, wt, eb, ex, ew):
+    """``Addmm``'s first-order gradients straight from ``np.matmul`` where
+    ``gemm.matmul`` would run it anyway (both products, ``g @ wt.T`` and ``g.T @ x``,
+    have ``m * n * k`` of ``x @ wt``: too small for MKL and for ember's threads), so a
+    recurrent cell's step pays none of ``gemm``'s dispatch; None elsewhere."""
+    if type(x) is not np.ndarray or type(wt) is not np.ndarray or x.ndim != 2 or \
+            wt.ndim != 2 or _gemm._maybe_large(x.shape, wt.shape) or \
+            x.shape[0] * x.shape[1] * wt.shape[1] >= _SMALL_MNK:
+        return None
+    gw = np.matmul(g.T, x)
+    return (_make(_sum_rows(g, 0)) if eb is not None else None,
+            _make(np.matmul(g, wt.T)) if ex is not None else None,
+            Addmm._mat2_grad(ew, gw))
+
+
+_SMALL_MNK = 1 << 21  # ``ember.backend.threads``: from this size products split over threads
 
 
 class _AddProduct(Primitive):
