@@ -504,26 +504,16 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
             return (grads[0], dh0 if needs[1] else None, dc0 if needs[2] else None) + \
                 grads[1:]
     if fused is None:
-        # what does not depend on the carried gradients, over every step at once (the
-        # same float32 operations, so the same bits, as step by step): ``(1 - tanh(c)**2)
-        # * o`` and the gates' derivatives ``s (1 - s)``, ``1 - g**2`` for the tanh gate
-        dTC = TC * TC
-        xp.subtract(1, dTC, out=dTC)
-        dTC *= S[:, 3 * H:]
-        der = 1 - S
-        der *= S
-        dq = der[:, 2 * H:3 * H]
-        xp.multiply(S[:, 2 * H:3 * H], S[:, 2 * H:3 * H], out=dq)
-        xp.subtract(1, dq, out=dq)
-        # a padded batch keeps no rows of the carried gradients between steps: they live
-        # in buffers reused at every step
-        B0 = ghn.shape[0]
-        reuse = xp is np and bs[0] == B0 == bs[-1]
-        if reuse:
-            dh_in = xp.empty((B0, gy.shape[1]), S.dtype)  # (the projection's size)
-            dct_b, dc_b = xp.empty((B0, H), S.dtype), xp.empty((B0, H), S.dtype)
-            if nc is not None:
-                mm = _blocked(nc, _aligned((B0, H), S.dtype))
+        # the step's temporaries live in buffers of the batch's rows; a padded batch
+        # keeps no rows of the carried gradients between steps (``_carry``), so those
+        # live in buffers too
+        B0, dt = ghn.shape[0], S.dtype
+        dh_b, dct_b = xp.empty((B0, gy.shape[1]), dt), xp.empty((B0, H), dt)
+        der_b = xp.empty((B0, 4 * H), dt)
+        reuse = bs[0] == B0 == bs[-1]
+        dc_b = xp.empty((B0, H), dt) if reuse else None
+        if reuse and nc is not None:
+            mm = _blocked(nc, _aligned((B0, H), dt))
     with single_blas(T):  # one small matrix product per step
         for t in (range(T) if reverse else range(T - 1, -1, -1)):
             n, o = bs[t], offs[t]
@@ -538,25 +528,29 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
                 fused.backward_step(dG, S, TC, Cp, dh, gy, dhs is None, dc, dc_prev, o)
                 dh, dc = mm(dG[sl], w_hh_b), dc_prev
                 continue
-            if reuse:
-                dh = xp.add(dh, gy[sl], out=dh_in)
-                dct = dct_b
-            else:
-                dh = dh + gy[sl]
-                dct = xp.empty((n, H), S.dtype)
+            dh = xp.add(dh, gy[sl], out=dh_b[:n])
             if dhs is not None:
                 dhs[sl] = dh
                 dh = _mm(dh, w_hr)
             s, tc, d = S[sl], TC[sl], dG[sl]
-            xp.multiply(dTC[sl], dh, out=dct)
+            dct = xp.multiply(tc, tc, out=dct_b[:n])
+            xp.subtract(1, dct, out=dct)
+            dct *= s[:, 3 * H:]
+            dct *= dh
             dct += dc
             xp.multiply(dct, s[:, 2 * H:3 * H], out=d[:, :H])
             xp.multiply(dct, Cp[sl], out=d[:, H:2 * H])
             xp.multiply(dct, s[:, :H], out=d[:, 2 * H:3 * H])
             xp.multiply(dh, tc, out=d[:, 3 * H:])
-            d *= der[sl]
+            der = der_b[:n]  # s (1 - s) for the sigmoid gates, 1 - g**2 for the tanh one
+            xp.subtract(1, s, out=der)
+            der *= s
+            dq = der[:, 2 * H:3 * H]
+            xp.multiply(s[:, 2 * H:3 * H], s[:, 2 * H:3 * H], out=dq)
+            xp.subtract(1, dq, out=dq)
+            d *= der
             dh = mm(d, w_hh_b)
-            dc = xp.multiply(dct, s[:, H:2 * H], out=dc_b if reuse else None)
+            dc = xp.multiply(dct, s[:, H:2 * H], out=dc_b[:n] if reuse else None)
     dh0 = m.cat([dh] + h_parts[::-1])
     dc0 = m.cat([dc] + c_parts[::-1])
     dx, dw_ih, dw_hh, db_ih, db_hh, dw_hr = _param_grads(dG, dG, Hp, x, w_ih, needs, dhs, M)
