@@ -34,6 +34,7 @@ from ember.autograd import _modes, _saved_hooks, anomaly
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _read_saved
 from ember.backend import gemm as _gemm
+from ember.backend import threads as _threads
 from ember.ops import _jvp
 from ember.ops._views import _track as _track_view
 from ember.ops.composite_node import records_graph
@@ -72,6 +73,10 @@ class Addmm(Primitive):
         eb, ex, ew = self._edges
         if not _grad_state.grad_enabled:
             g = gy._data
+            if type(g) is np.ndarray and self.bshape is None and ew is not None:
+                r = _small_grads(g, x._data, wt._data, eb, ex, ew)
+                if r is not None:
+                    return r
             # (``np.add.reduce`` is what ``g.sum(0)`` runs, without its Python wrapper)
             return (_make(_sum_rows(g, 0)) if eb is not None and self.bshape is None and
                     type(g) is np.ndarray else
@@ -103,6 +108,34 @@ class Addmm(Primitive):
         if out is tb and tb is not None:    # a broadcast bias's tangent alone
             out = tb.expand(x.shape[0], wt.shape[1])
         return out
+
+
+def _small_grads(g, x, wt, eb, ex, ew):
+    """``Addmm``'s first-order gradients straight from ``np.matmul`` where
+    ``gemm.matmul`` would run it anyway (both products, ``g @ wt.T`` and ``g.T @ x``,
+    have ``m * n * k`` of ``x @ wt``: too small for MKL and for ember's threads), so a
+    recurrent cell's step pays none of ``gemm``'s dispatch; None elsewhere."""
+    if type(x) is not np.ndarray or type(wt) is not np.ndarray or x.ndim != 2 or \
+            wt.ndim != 2 or not _direct(x.shape, wt.shape):
+        return None
+    gw = np.matmul(g.T, x)
+    return (_make(_sum_rows(g, 0)) if eb is not None else None,
+            _make(np.matmul(g, wt.T)) if ex is not None else None,
+            Addmm._mat2_grad(ew, gw))
+
+
+def _direct(xs, ws):
+    """Whether ``gemm.matmul`` runs ``x @ wt`` of these shapes as ``np.matmul`` (its
+    ``_numpy_matmul``), and so the backward's two products of the same ``m * n * k``:
+    too small for MKL, and at one thread, or too small for ``ember.backend.threads`` to
+    hold BLAS at one thread around it."""
+    mnk = xs[0] * xs[1] * ws[1]
+    return mnk < _SMALL_MNK and not _gemm._maybe_large(xs, ws) and \
+        (mnk < _BLAS_THREADED_MNK or _threads.get_num_threads() < 2)
+
+
+_SMALL_MNK = 1 << 21  # (ember.backend.threads splits products from this size)
+_BLAS_THREADED_MNK = 1 << 18  # (and holds BLAS at one thread around those from this one)
 
 
 class _AddProduct(Primitive):
@@ -405,7 +438,14 @@ def _addmm_linear(x, w, b):
     if base.grad_fn is not None:
         _track_view(base, wt)
     # Addmm.apply(b, x, wt)
-    out = _gemm.addmm(b._data, x._data, wtd)
+    xd, bd = x._data, b._data
+    if bd.dtype == xd.dtype and _direct(xd.shape, wtd.shape):
+        # ``gemm.addmm``'s own steps for a product too small for MKL or ember's threads
+        # (a recurrent cell's step), without its dispatch
+        out = _gemm._numpy_matmul(xd, wtd, None)
+        _gemm._add_rows(out, bd)
+    else:
+        out = _gemm.addmm(bd, xd, wtd)
     node = _new(Addmm)
     node.bshape = None  # the bias has the output's row shape (``_fusable_linear``)
     eb = ex = None

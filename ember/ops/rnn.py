@@ -433,6 +433,8 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     fused = _lstm_kernels(xp, S, h0, c0)
     if fused is not None:  # one compiled specialization: C-ordered arrays
         h, c = xp.ascontiguousarray(h), xp.ascontiguousarray(c)
+    else:
+        TG = xp.empty((max(bs), H), dt)  # the tanh gate of a step
     with single_blas(T):  # one small matrix product per step
         for t in steps:
             n, o = bs[t], offs[t]
@@ -449,7 +451,7 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
             Hp[sl] = h
             Cp[sl] = c
             gq = g[:, 2 * H:3 * H]
-            tg = xp.tanh(gq)
+            tg = xp.tanh(gq, out=TG[:n])
             xp.negative(g, out=g)  # sigmoid in place, then the g quarter gets its tanh
             xp.exp(g, out=g)
             g += 1
@@ -501,6 +503,17 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
             # the first state's gradients only where asked for (dh0 was not computed)
             return (grads[0], dh0 if needs[1] else None, dc0 if needs[2] else None) + \
                 grads[1:]
+    if fused is None:
+        # the step's temporaries live in buffers of the batch's rows; a padded batch
+        # keeps no rows of the carried gradients between steps (``_carry``), so those
+        # live in buffers too
+        B0, dt = ghn.shape[0], S.dtype
+        dh_b, dct_b = xp.empty((B0, gy.shape[1]), dt), xp.empty((B0, H), dt)
+        der_b = xp.empty((B0, 4 * H), dt)
+        reuse = bs[0] == B0 == bs[-1]
+        dc_b = xp.empty((B0, H), dt) if reuse else None
+        if reuse and nc is not None:
+            mm = _blocked(nc, _aligned((B0, H), dt))
     with single_blas(T):  # one small matrix product per step
         for t in (range(T) if reverse else range(T - 1, -1, -1)):
             n, o = bs[t], offs[t]
@@ -515,12 +528,12 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
                 fused.backward_step(dG, S, TC, Cp, dh, gy, dhs is None, dc, dc_prev, o)
                 dh, dc = mm(dG[sl], w_hh_b), dc_prev
                 continue
-            dh = dh + gy[sl]
+            dh = xp.add(dh, gy[sl], out=dh_b[:n])
             if dhs is not None:
                 dhs[sl] = dh
                 dh = _mm(dh, w_hr)
             s, tc, d = S[sl], TC[sl], dG[sl]
-            dct = tc * tc
+            dct = xp.multiply(tc, tc, out=dct_b[:n])
             xp.subtract(1, dct, out=dct)
             dct *= s[:, 3 * H:]
             dct *= dh
@@ -529,14 +542,15 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
             xp.multiply(dct, Cp[sl], out=d[:, H:2 * H])
             xp.multiply(dct, s[:, :H], out=d[:, 2 * H:3 * H])
             xp.multiply(dh, tc, out=d[:, 3 * H:])
-            der = 1 - s  # s (1 - s) for the sigmoid gates, 1 - g**2 for the tanh one
+            der = der_b[:n]  # s (1 - s) for the sigmoid gates, 1 - g**2 for the tanh one
+            xp.subtract(1, s, out=der)
             der *= s
             dq = der[:, 2 * H:3 * H]
             xp.multiply(s[:, 2 * H:3 * H], s[:, 2 * H:3 * H], out=dq)
             xp.subtract(1, dq, out=dq)
             d *= der
             dh = mm(d, w_hh_b)
-            dc = dct * s[:, H:2 * H]
+            dc = xp.multiply(dct, s[:, H:2 * H], out=dc_b[:n] if reuse else None)
     dh0 = m.cat([dh] + h_parts[::-1])
     dc0 = m.cat([dc] + c_parts[::-1])
     dx, dw_ih, dw_hh, db_ih, db_hh, dw_hr = _param_grads(dG, dG, Hp, x, w_ih, needs, dhs, M)

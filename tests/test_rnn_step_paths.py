@@ -1,0 +1,140 @@
+"""The short paths a Python loop over a recurrent cell takes (its ``linear``'s first-order
+backward straight from ``np.matmul`` for small products, ``matmul_graph._small_grads``)
+and the NumPy LSTM's backward buffers: the same values as the general paths, bit for bit,
+and torch's within float32 rounding."""
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember.ops import matmul_graph, rnn
+
+
+def _cell_loop(m, cell, xs, h0):
+    h = h0
+    for t in range(xs.shape[0]):
+        h = cell(xs[t], h)
+    return h
+
+
+def _copy_cell(ecell, tcell):
+    with torch.no_grad():
+        for (_, tp), (_, ep) in zip(tcell.named_parameters(), ecell.named_parameters()):
+            tp.copy_(torch.from_numpy(ep.detach().numpy().copy()))
+
+
+@pytest.mark.parametrize("kind", ["RNNCell", "GRUCell", "LSTMCell"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cell_loop_gradients_equal_the_general_path(kind, dtype, monkeypatch):
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((5, 4, 6)).astype(dtype)
+    h0 = rng.standard_normal((4, 7)).astype(dtype)
+    ember.manual_seed(0)
+    ecell = getattr(ember.nn, kind)(6, 7, dtype=getattr(ember, np.dtype(dtype).name))
+    grads = {}
+    calls = []
+    short = matmul_graph._small_grads
+    monkeypatch.setattr(matmul_graph, "_small_grads",
+                        lambda *a: calls.append(1) or short(*a))
+    for small in (True, False):
+        if not small:
+            monkeypatch.setattr(matmul_graph, "_SMALL_MNK", 0)  # gemm.matmul's dispatch
+        ecell.zero_grad()
+        x = ember.tensor(xs, requires_grad=True)
+        h = ember.tensor(h0, requires_grad=True)
+        state = (h, h * 0.5) if kind == "LSTMCell" else h
+        out = _cell_loop(ember, ecell, x, state)
+        out = out[0] + out[1] if kind == "LSTMCell" else out
+        out.pow(2).sum().backward()
+        grads[small] = [x.grad.numpy(), h.grad.numpy()] + \
+            [p.grad.numpy().copy() for p in ecell.parameters()]
+        assert calls if small else True  # the short path ran
+    for a, b in zip(grads[True], grads[False]):
+        np.testing.assert_array_equal(a, b)
+
+    tcell = getattr(torch.nn, kind)(6, 7, dtype=getattr(torch, np.dtype(dtype).name))
+    _copy_cell(ecell, tcell)
+    x = torch.tensor(xs, requires_grad=True)
+    h = torch.tensor(h0, requires_grad=True)
+    state = (h, h * 0.5) if kind == "LSTMCell" else h
+    out = _cell_loop(torch, tcell, x, state)
+    out = out[0] + out[1] if kind == "LSTMCell" else out
+    out.pow(2).sum().backward()
+    want = [x.grad.numpy(), h.grad.numpy()] + [p.grad.numpy() for p in tcell.parameters()]
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    for a, b in zip(grads[True], want):
+        np.testing.assert_allclose(a, b, **tol)
+
+
+def test_small_linear_backward_keeps_hooks_and_the_weight_layout():
+    """A hook on the linear's AddmmBackward0 sees PyTorch's three gradients (the third the
+    transposed weight's), and the weight's .grad is row-major like the weight."""
+    rng = np.random.default_rng(1)
+    w0, b0, x0 = (rng.standard_normal(s).astype(np.float32) for s in ((3, 5), (3,), (4, 5)))
+    seen = {}
+    grads = []
+    for m in (ember, torch):
+        lin = m.nn.Linear(5, 3)
+        with m.no_grad():
+            lin.weight.copy_(m.tensor(w0))
+            lin.bias.copy_(m.tensor(b0))
+        x = m.tensor(x0, requires_grad=True)
+        y = lin(x)
+        y.grad_fn.register_hook(
+            lambda gi, go, m=m: seen.__setitem__(m, [tuple(g.shape) for g in gi]))
+        y.pow(2).sum().backward()
+        assert lin.weight.grad.numpy().flags.c_contiguous
+        grads.append([x.grad.numpy(), lin.weight.grad.numpy(), lin.bias.grad.numpy()])
+    assert seen[ember] == seen[torch] == [(3,), (4, 5), (5, 3)]
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_second_derivatives_take_the_recorded_path():
+    """create_graph records the gradient's graph (the short path is first-order only)."""
+    rng = np.random.default_rng(2)
+    w0, b0, x0 = (rng.standard_normal(s) for s in ((3, 4), (3,), (2, 4)))
+    out = []
+    for m in (ember, torch):
+        w = m.tensor(w0, requires_grad=True)
+        b = m.tensor(b0, requires_grad=True)
+        x = m.tensor(x0, requires_grad=True)
+        y = m.nn.functional.linear(x, w, b).tanh().sum()
+        gw, = m.autograd.grad(y, w, create_graph=True)
+        assert gw.grad_fn is not None
+        gw.sum().backward()
+        out.append([x.grad.numpy(), b.grad.numpy()])
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b, rtol=1e-10)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("bs", [(4, 4, 4, 4), (4, 3, 3, 1)])
+def test_numpy_lstm_backward_over_padded_and_packed_batches(reverse, bs, monkeypatch):
+    """The NumPy loop's backward (reused buffers for a padded batch, fresh arrays for a
+    packed one) against the generic layer math on arrays."""
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    rng = np.random.default_rng(3)
+    H, Iz = 5, 3
+    N = sum(bs)
+    f = np.float32
+    x = rng.standard_normal((N, Iz)).astype(f)
+    h0, c0 = (rng.standard_normal((bs[0], H)).astype(f) for _ in range(2))
+    w_ih = rng.standard_normal((4 * H, Iz)).astype(f)
+    w_hh = rng.standard_normal((4 * H, H)).astype(f)
+    b_ih, b_hh = (rng.standard_normal(4 * H).astype(f) for _ in range(2))
+    args = (x, h0, c0, w_ih, w_hh, b_ih, b_hh, None, bs, reverse)
+    fwd = rnn._lstm_forward_np(np, *args)
+    gy = rng.standard_normal((N, H)).astype(f)
+    ghn, gcn = (rng.standard_normal((bs[0], H)).astype(f) for _ in range(2))
+    needs = [True] * 8
+    got = rnn._lstm_backward_np(np, gy, ghn, gcn, fwd[3], x, w_ih, w_hh, None, bs, reverse,
+                                needs)
+    m = rnn._NP_MATH
+    acts = rnn._layer_forward(m, rnn._LSTMCellMath, *args)[3]
+    want = rnn._layer_backward(m, rnn._LSTMCellMath, gy, ghn, gcn, acts, x, w_ih, w_hh, None,
+                               bs, reverse, needs)
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if g is not None:
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
