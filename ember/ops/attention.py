@@ -78,7 +78,8 @@ def _columns(*arrays):
 def _as_columns(s):
     """The (..., S) scores ``s`` as an (S, n) view with contiguous rows, or None when
     they do not make one."""
-    t = np.moveaxis(s, -1, 0)
+    nd = s.ndim
+    t = s.transpose((nd - 1,) + tuple(range(nd - 1)))  # np.moveaxis(s, -1, 0), cheaper
     if t[0].flags.c_contiguous:
         try:
             return t.reshape(t.shape[0], -1, copy=False)
@@ -164,7 +165,8 @@ def _scores_layout(shape, dtype):
     outer axis: long vector loops, where the usual layout runs one short loop (S
     elements) per row -- a third of the forward's time at S = 64. The products write into
     it and read from it with a transposed flag, which BLAS takes at the same speed."""
-    return np.moveaxis(np.empty(shape[-1:] + shape[:-1], dtype), 0, -1)
+    nd = len(shape)
+    return np.empty(shape[-1:] + shape[:-1], dtype).transpose(tuple(range(1, nd)) + (0,))
 
 
 def _laid_out_as(q, shape, dtype):
