@@ -90,7 +90,7 @@ def test_multihead_attention_batch_first_against_torch():
 @pytest.mark.parametrize("masked", [True, False])
 @pytest.mark.parametrize("path", ["numba", "numpy"])
 def test_softmax_kernels_against_numpy_and_torch(path, masked, monkeypatch):
-    """The scores' softmax (numba kernels down the key-outermost layout, the scaling
+    """The scores' softmax (numba kernels down the transposed matrices, the scaling
     folded in where there is no mask, or NumPy's passes): weights within float32
     rounding of torch's, masked keys exactly 0, rows with a NaN or only -inf as torch's
     (the kernels hand those to NumPy)."""
@@ -115,3 +115,20 @@ def test_softmax_kernels_against_numpy_and_torch(path, masked, monkeypatch):
         res.append([y.detach().numpy()] + [t.grad.numpy() for t in ts])
     for a, e in zip(*res):
         np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [4, 32, 64, 256])
+def test_scores_written_through_their_transpose_keep_the_bits(dt, d):
+    """The scores are stored with each matrix transposed and written as ``k @ q^T`` into
+    those row-major matrices (BLAS): the bits of ``q @ k^T`` into column-major ones
+    (NumPy's own loop, what the key-outermost layout got) and into a plain array."""
+    rng = np.random.default_rng(d)
+    q = rng.standard_normal((2, 3, 33, d)).astype(dt)
+    k = rng.standard_normal((2, 3, 17, d)).astype(dt)
+    s = attn._scores_layout((2, 3, 33, 17), dt)
+    assert s.shape == (2, 3, 33, 17) and s.swapaxes(-1, -2).flags.c_contiguous
+    attn._product_into(k, q.swapaxes(-1, -2), s.swapaxes(-1, -2))
+    f = np.empty((2, 3, 17, 33), dt).swapaxes(-1, -2)  # column-major matrices: NumPy's loop
+    np.matmul(q, k.swapaxes(-1, -2), out=f)
+    assert s.tobytes() == f.tobytes() == np.ascontiguousarray(q @ k.swapaxes(-1, -2)).tobytes()

@@ -9,7 +9,7 @@ from oracle import Case, cases, check
 import ember
 import ember.nn  # noqa: F401
 from ember.ops import conv as conv_ops
-from ember.ops import normalization as norm_ops
+from ember.ops import norm_layouts as norm_ops
 
 
 def F(m):

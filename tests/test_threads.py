@@ -192,8 +192,8 @@ def test_attention_is_bit_identical_and_matches_torch(threads, with_mask):
 
 
 def test_layer_norm_is_bit_identical(threads, monkeypatch):
-    from ember.ops import normalization
-    monkeypatch.setattr(normalization, "_BLOCK_BYTES", 64)  # several blocks to split
+    from ember.ops import norm_layouts
+    monkeypatch.setattr(norm_layouts, "_BLOCK_BYTES", 64)  # several blocks to split
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4, 7, 16)).astype(np.float32)
     w, b = rng.standard_normal(16).astype(np.float32), rng.standard_normal(16).astype(np.float32)

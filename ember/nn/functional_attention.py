@@ -177,13 +177,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if hk != hv or hq % hk != 0:
             raise RuntimeError("Number of heads in key and value must divide the number of "
                                f"heads in query (query has {hq}, key {hk}, value {hv})")
-    L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
-    kv_batch = key.shape[:-2]
+    qs, ks, vs = tuple(query.shape), tuple(key.shape), tuple(value.shape)
+    L, S, E = qs[-2], ks[-2], qs[-1]
+    kv_batch = ks[:-2]
     if enable_gqa and query.ndim >= 3:
-        kv_batch = kv_batch[:-1] + query.shape[-3:-2]
-    out_shape = tuple(ember.broadcast_shapes(query.shape[:-2], kv_batch,
-                                             value.shape[:-3] + kv_batch[-1:])) + (
-        L, value.shape[-1])
+        kv_batch = kv_batch[:-1] + qs[-3:-2]
+    v_batch = vs[:-3] + kv_batch[-1:]
+    lead = qs[:-2] if qs[:-2] == kv_batch == v_batch else tuple(
+        ember.broadcast_shapes(qs[:-2], kv_batch, v_batch))
+    out_shape = lead + (L, vs[-1])
     if attn_mask is not None and not is_causal:
         score_shape = out_shape[:-1] + (S,)
         try:
@@ -228,20 +230,23 @@ def _fused_fits(q, k, v, mask, dropout_p, enable_gqa):
         return False
     if q.dtype not in (ember.float32, ember.float64, ember.float16, ember.bfloat16):
         return False
-    if not q.shape[0] == k.shape[0] == v.shape[0] or k.shape[1] != v.shape[1]:
+    # plain tuples: an ember.Size indexes in Python, and this runs on every call
+    qs, ks, vs = tuple(q.shape), tuple(k.shape), tuple(v.shape)
+    if not qs[0] == ks[0] == vs[0] or ks[1] != vs[1]:
         return False
-    if q.shape[1] != k.shape[1] and not (enable_gqa and q.shape[1] % k.shape[1] == 0):
+    if qs[1] != ks[1] and not (enable_gqa and qs[1] % ks[1] == 0):
         return False
-    if not q.shape[-1] == k.shape[-1] == v.shape[-1] or 0 in (q.shape[2], k.shape[2]):
+    if not qs[3] == ks[3] == vs[3] or 0 in (qs[2], ks[2]):
         return False
     if any(t.stride(-1) != 1 for t in (q, k, v)):
         return False
     if mask is None:
         return True
-    if mask.requires_grad or mask.ndim not in (2, 4) or mask.shape[-2] not in (1, q.shape[2]) \
-            or mask.shape[-1] not in (1, k.shape[2]):
+    ms = tuple(mask.shape)
+    if mask.requires_grad or len(ms) not in (2, 4) or ms[-2] not in (1, qs[2]) \
+            or ms[-1] not in (1, ks[2]):
         return False
-    return mask.ndim == 2 or (mask.shape[0] in (1, q.shape[0]) and mask.shape[1] in (1, q.shape[1]))
+    return len(ms) == 2 or (ms[0] in (1, qs[0]) and ms[1] in (1, qs[1]))
 
 
 def _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):

@@ -1,5 +1,5 @@
 """Layer norm's rows (normalized over the trailing dims, float32) as two numba kernels
-(the ``ember[fast]`` extra), beside the NumPy blocks of ``ember.ops.normalization``.
+(the ``ember[fast]`` extra), beside the NumPy blocks of ``ember.ops.norm_layouts``.
 
 Imported lazily the first time a float32 layer norm runs on NumPy arrays (numba's import
 takes about a second, so never at ``import ember``); without numba that import fails and

@@ -1,13 +1,13 @@
 """Attention's softmax over the key axis as numba kernels (the ``ember[fast]`` extra),
 beside the NumPy passes of ``ember.ops.attention``.
 
-The attention weights are laid out key axis outermost (``[S, ..., L]``, see
-``attention._scores_layout``), so as a 2-D ``(S, n)`` array each softmax runs down a
-column: the kernels sweep rows of ``n`` contiguous elements, the running maxima, sums
-and dot products held in one vector of ``n``. Forward is three passes over the scores
-(maxima of the scaled scores; ``exp`` and the sums; the division) where NumPy makes six
-with the scaling;
-backward ``a * (gs - sum(gs * a))`` is two where NumPy makes three plus an einsum.
+The attention weights are stored with each matrix transposed (``[..., S, L]``, see
+``attention._scores_layout``), so as a 3-D ``(B, S, L)`` array each softmax runs down a
+column of one matrix: the kernels sweep rows of ``L`` contiguous elements, the running
+maxima, sums and dot products held in one vector of ``L``. Forward is three passes over
+the scores (maxima of the scaled scores; ``exp`` and the sums; the division) where NumPy
+makes six with the scaling; backward ``a * (gs - sum(gs * a))`` is two where NumPy makes
+three plus an einsum.
 
 ``exp`` is the LSTM kernels' polynomial (``ember.ops._lstm_numba``: under 2 float32 ulps
 from NumPy's), exactly 0 below -87.3 (where NumPy's gives at most a subnormal), so masked
@@ -28,45 +28,48 @@ _ZERO = np.float32(0.0)
 @_jit
 def softmax_columns(s, scale, m, z):
     """Softmax of ``s * scale`` (float32, rounded as NumPy's product) down each column of
-    the float32 (S, n) array ``s``, in place, with ``m`` and ``z`` (n,) scratch. Returns
-    False, having changed nothing, when a column's maximum is not finite (the caller's
-    NumPy code has the rules for those)."""
-    S, n = s.shape
-    for j in range(n):
-        m[j] = s[0, j] * scale
-    for i in range(1, S):
-        for j in range(n):
-            v = s[i, j] * scale
-            m[j] = v if v > m[j] else m[j]
+    each matrix of the float32 (B, S, n) array ``s``, in place, with ``m`` (B, n) and
+    ``z`` (n,) scratch. Returns False, having changed nothing, when a column's maximum is
+    not finite (the caller's NumPy code has the rules for those)."""
+    B, S, n = s.shape
     ok = True
-    for j in range(n):
-        ok &= np.isfinite(m[j])
+    for b in range(B):
+        for j in range(n):
+            m[b, j] = s[b, 0, j] * scale
+        for i in range(1, S):
+            for j in range(n):
+                v = s[b, i, j] * scale
+                m[b, j] = v if v > m[b, j] else m[b, j]
+        for j in range(n):
+            ok &= np.isfinite(m[b, j])
     if not ok:
         return False
-    for j in range(n):
-        z[j] = _ZERO
-    for i in range(S):
+    for b in range(B):
         for j in range(n):
-            d = s[i, j] * scale - m[j]
-            e = _ZERO if d < _EXP_LO else _exp(d)
-            s[i, j] = e
-            z[j] += e
-    for i in range(S):
-        for j in range(n):
-            s[i, j] /= z[j]
+            z[j] = _ZERO
+        for i in range(S):
+            for j in range(n):
+                d = s[b, i, j] * scale - m[b, j]
+                e = _ZERO if d < _EXP_LO else _exp(d)
+                s[b, i, j] = e
+                z[j] += e
+        for i in range(S):
+            for j in range(n):
+                s[b, i, j] /= z[j]
     return True
 
 
 @_jit
 def softmax_backward_columns(gs, a, t):
-    """``gs = a * (gs - sum(gs * a))`` down each column of the float32 (S, n) arrays, in
-    place, with ``t`` (n,) scratch."""
-    S, n = gs.shape
-    for j in range(n):
-        t[j] = _ZERO
-    for i in range(S):
+    """``gs = a * (gs - sum(gs * a))`` down each column of each matrix of the float32
+    (B, S, n) arrays, in place, with ``t`` (n,) scratch."""
+    B, S, n = gs.shape
+    for b in range(B):
         for j in range(n):
-            t[j] += gs[i, j] * a[i, j]
-    for i in range(S):
-        for j in range(n):
-            gs[i, j] = (gs[i, j] - t[j]) * a[i, j]
+            t[j] = _ZERO
+        for i in range(S):
+            for j in range(n):
+                t[j] += gs[b, i, j] * a[b, i, j]
+        for i in range(S):
+            for j in range(n):
+                gs[b, i, j] = (gs[b, i, j] - t[j]) * a[b, i, j]

@@ -75,20 +75,29 @@ def _relu_grad_array(gy, y, out=None):
         # ~20x slower than a bitwise AND of gy's bits with a mask of all ones where
         # y > 0 (or NaN) and zeros where y <= 0: the same +0.0 there, gy elsewhere
         g, yf, o = gy.reshape(-1).view(bits), y.reshape(-1), out.reshape(-1).view(bits)
-        if g.size <= _SMALL_MASK:
-            # small arrays: the mask widened to gy's integer width by one cast first, so
-            # the AND runs on one type; the mixed-type AND below sets up a buffered cast
-            # that costs more than the cast itself here (4-8 us of 10-22 at 4-32 K
-            # elements), while on large arrays its cache-sized buffers win
-            keep = np.less_equal(yf, 0).view(np.int8)
-            np.subtract(keep, 1, out=keep)
-            np.bitwise_and(g, keep.astype(bits), out=o)
-            return out
+        if np.may_share_memory(out, gy):
+            if g.size <= _SMALL_MASK:
+                # small arrays: the mask widened to gy's integer width by one cast first,
+                # so the AND runs on one type; the mixed-type AND below sets up a
+                # buffered cast that costs more than the cast itself here (4-8 us of
+                # 10-22 at 4-32 K elements), while on large arrays its buffers win
+                keep = np.less_equal(yf, 0).view(np.int8)
+                np.subtract(keep, 1, out=keep)
+                np.bitwise_and(g, keep.astype(bits), out=o)
+                return out
 
-        def block(lo, hi):
-            keep = np.less_equal(yf[lo:hi], 0).view(np.int8)
-            np.subtract(keep, 1, out=keep)  # True (1) -> 0, False (0) -> -1: all ones
-            np.bitwise_and(g[lo:hi], keep, out=o[lo:hi])
+            def block(lo, hi):
+                keep = np.less_equal(yf[lo:hi], 0).view(np.int8)
+                np.subtract(keep, 1, out=keep)  # True (1) -> 0, False (0) -> -1: all ones
+                np.bitwise_and(g[lo:hi], keep, out=o[lo:hi])
+        else:
+            # the mask built in the output itself, at gy's width: the AND then runs
+            # without widening an int8 mask element by element
+            def block(lo, hi):
+                ob = o[lo:hi]
+                np.less_equal(yf[lo:hi], 0, out=ob, casting="unsafe")
+                np.subtract(ob, 1, out=ob)  # 1 -> 0 where y <= 0, 0 -> all ones elsewhere
+                np.bitwise_and(g[lo:hi], ob, out=ob)
     parallel_rows(block, g.size, 2 * g.size)
     return out
 

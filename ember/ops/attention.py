@@ -33,9 +33,8 @@ def _softmax_rows_(s, safe):
     k = _columns(s)
     if k is not None:
         s2 = _as_columns(s)
-        if s2 is not None and k.softmax_columns(s2, np.float32(1), np.empty(s2.shape[1],
-                                                                            s.dtype),
-                                                np.empty(s2.shape[1], s.dtype)):
+        if s2 is not None and k.softmax_columns(s2, np.float32(1), _scratch(s2),
+                                                np.empty(s2.shape[2], s.dtype)):
             return s
     xp = array_module(s)
     m = s.max(axis=-1, keepdims=True)
@@ -59,14 +58,13 @@ def _scaled_softmax_(s, scale):
     it does not apply (no numba, another layout, a row whose maximum is not finite)."""
     k = _columns(s)
     s2 = None if k is None else _as_columns(s)
-    return s2 is not None and k.softmax_columns(s2, np.float32(scale),
-                                                np.empty(s2.shape[1], s.dtype),
-                                                np.empty(s2.shape[1], s.dtype))
+    return s2 is not None and k.softmax_columns(s2, np.float32(scale), _scratch(s2),
+                                                np.empty(s2.shape[2], s.dtype))
 
 
 def _columns(*arrays):
     """numba's softmax kernels (``ember.ops._softmax_numba``, the ``ember[fast]`` extra)
-    when every array is a float32 NumPy array of scores laid out key axis outermost
+    when every array is a float32 NumPy array of scores stored transposed
     (:func:`_scores_layout`), else None (imported on first use; None without numba)."""
     for a in arrays:
         if type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim < 2 or \
@@ -76,15 +74,32 @@ def _columns(*arrays):
 
 
 def _as_columns(s):
-    """The (..., S) scores ``s`` as an (S, n) view with contiguous rows, or None when
-    they do not make one."""
-    t = np.moveaxis(s, -1, 0)
-    if t[0].flags.c_contiguous:
-        try:
-            return t.reshape(t.shape[0], -1, copy=False)
-        except ValueError:
-            return None
+    """The (..., L, S) scores ``s`` as a (B, S, L) view of their transposed matrices with
+    contiguous rows, or None when they do not make one."""
+    t = s.swapaxes(-1, -2)
+    if t.flags.c_contiguous:
+        return t.reshape((-1,) + t.shape[-2:])
     return None
+
+
+def _scratch(s3):
+    """Scratch for the column maxima of the (B, S, L) scores."""
+    return np.empty((s3.shape[0], s3.shape[2]), s3.dtype)
+
+
+def _product_into(a, b, out):
+    """``a @ b`` into the row-major matrices ``out`` (the transposed view of scores stored
+    by :func:`_scores_layout`) on NumPy's BLAS: the bits of NumPy's own loop into the
+    column-major scores (checked for float32 and float64, inner sizes 1-256), in about
+    0.8 of its time at 64 x 64 x 32. (MKL's batched product is faster still but differs
+    in the last bit from an inner size of 32.)"""
+    np.matmul(a, b, out=out)
+
+
+def _transposed(t):
+    """Whether the matrices of ``t`` are stored transposed (column-major), as the
+    scores of :func:`_scores_layout` are."""
+    return t is not None and t.ndim >= 2 and t.strides[-1] > t.strides[-2]
 
 
 def _split_lead(q, k, v):
@@ -122,7 +137,11 @@ def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None):
         gv = _gemm.matmul((a if dm is None else a * dm).swapaxes(-1, -2), g, out=out[2])
     if not (want[0] or want[1] or want[3]):
         return gq, gk, gv, gb
-    gs = _gemm.matmul(g, v.swapaxes(-1, -2), out=out[3])      # d loss / d weights
+    if _transposed(out[3]):  # d loss / d weights, as its transpose v @ g^T
+        gs = out[3]
+        _product_into(v, g.swapaxes(-1, -2), gs.swapaxes(-1, -2))
+    else:
+        gs = _gemm.matmul(g, v.swapaxes(-1, -2), out=out[3])
     if dm is not None:
         gs *= dm
     # softmax backward: a * (gs - sum(gs * a)), in place on gs
@@ -130,7 +149,7 @@ def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None):
     g2 = None if kern is None else _as_columns(gs)
     a2 = None if g2 is None else _as_columns(a)
     if a2 is not None:
-        kern.softmax_backward_columns(g2, a2, np.empty(a2.shape[1], a.dtype))
+        kern.softmax_backward_columns(g2, a2, np.empty(a2.shape[2], a.dtype))
     else:
         gs -= np.einsum("...ij,...ij->...i", gs, a)[..., None]
         gs *= a
@@ -158,13 +177,15 @@ def _in_rows(t):
 
 
 def _scores_layout(shape, dtype):
-    """An empty (..., L, S) array for the attention scores whose key axis S is outermost
-    in memory (``[S, ..., L]``). The softmax over S then reduces across rows of
-    ``prod(...) * L`` contiguous elements and broadcasts its maximum and sum along the
-    outer axis: long vector loops, where the usual layout runs one short loop (S
-    elements) per row -- a third of the forward's time at S = 64. The products write into
-    it and read from it with a transposed flag, which BLAS takes at the same speed."""
-    return np.moveaxis(np.empty(shape[-1:] + shape[:-1], dtype), 0, -1)
+    """An empty (..., L, S) array for the attention scores with each matrix stored
+    transposed (``[..., S, L]``). The softmax over S then reduces across rows of L
+    contiguous elements and broadcasts its maximum and sum along them: vector loops,
+    where the usual layout runs one short loop (S elements) per row -- a third of the
+    forward's time at S = 64. The products that write the scores write their transposes
+    (``k @ q^T``, ``v @ g^T``) into row-major matrices, on BLAS (NumPy runs its own, slower
+    loop for a product into column-major matrices); those that read them take a
+    transposed flag, which BLAS takes at the same speed."""
+    return np.empty(tuple(shape[:-2]) + (shape[-1], shape[-2]), dtype).swapaxes(-1, -2)
 
 
 def _laid_out_as(q, shape, dtype):
@@ -218,7 +239,11 @@ class ScaledDotProductAttention(Primitive):
         return out
 
     def _weights(self, q, k, bias, out=None):
-        s = _gemm.matmul(q, k.swapaxes(-1, -2), out=out)
+        if _transposed(out):  # the scores' layout: their transpose k @ q^T, row-major
+            s = out
+            _product_into(k, q.swapaxes(-1, -2), s.swapaxes(-1, -2))
+        else:
+            s = _gemm.matmul(q, k.swapaxes(-1, -2), out=out)
         if bias is None and s.size and _scaled_softmax_(s, self.scale):
             return s
         if self.scale != 1:

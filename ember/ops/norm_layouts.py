@@ -1,0 +1,383 @@
+"""Normalization's array kernels by memory layout, run in blocks of rows that stay in
+cache: ``rows`` (layer norm: the trailing dims, a weight and bias of their shape),
+``groups`` (group and instance norm, layer norm without affine) and ``channels`` (batch
+norm: every dim but the channels). :class:`ember.ops.normalization.Normalize` picks one
+with :func:`_layout` and calls ``_FORWARD[kind]`` / ``_BACKWARD[kind]`` on arrays.
+"""
+import numpy as np
+
+from ember.backend import array_module
+from ember.backend import fast_kernels as _fast_kernels
+from ember.backend.threads import parallel_rows
+
+# NumPy makes one pass over memory per operation; over a block of rows that stays in
+# the (1 MiB) L2 cache the passes are cheaper, and the block temporaries are reused
+# instead of fresh full-size ones (a fresh large array costs a page fault per 4 KiB).
+# Row sums are ``rows @ ones`` and row dot products ``a[:, None, :] @ b[:, :, None]``
+# (BLAS; two to three times faster than NumPy's sum and einsum). The first-order
+# backward uses PyTorch's formulas with centred inputs: with ``r = invstd`` and
+# ``xc = x - mean`` over ``n`` elements,
+# ``gx = r*g - r*sum(g)/n - xc * r**3 * sum(g*xc)/n`` where ``g = gy * w``.
+
+# bytes of input per block of rows
+_BLOCK_BYTES = 1 << 20
+
+
+def _blocks(rows, row_bytes):
+    b = max(1, _BLOCK_BYTES // max(row_bytes, 1))
+    return [slice(i, min(i + b, rows)) for i in range(0, rows, b)]
+
+
+def _layout(x, w, b, axes):
+    """How ``x`` (with weight ``w`` and bias ``b`` broadcast against it) is normalized
+    over ``axes`` in blocks, or None for the general code:
+
+    - ``("rows", M, D)``: ``axes`` are the trailing dims (D elements per row); ``w``/``b``
+      absent or of the trailing shape (layer norm);
+    - ``("groups", R, P, L, t)``: ``axes`` are the trailing dims from ``k``; ``w``/``b``
+      vary only over the dims before ``t >= k`` (``R`` elements before ``k``, ``P`` from
+      ``k`` to ``t``, ``L`` after): group and instance norm, layer norm without affine;
+    - ``("channels", N, C, L)``: ``axes`` are all dims but 1, of an input with 3 or more
+      dims; ``w``/``b`` per channel (batch norm).
+    """
+    nd = x.ndim
+    if x.dtype not in (np.float32, np.float64) or x.size == 0 or not axes:
+        return None
+    for t in (w, b):
+        if t is not None and (t.dtype != x.dtype or t.ndim not in (nd, len(axes))):
+            return None
+    shape = x.shape
+    k = nd - len(axes)
+    if axes == tuple(range(k, nd)):
+        if all(t is None or (t.ndim == nd - k and t.shape == shape[k:]) for t in (w, b)) \
+                and (w is not None or b is not None):
+            return ("rows", _prod(shape[:k]), _prod(shape[k:]))
+        if any(t is not None and t.ndim != nd for t in (w, b)):
+            return None
+        t_ = k
+        for t in (w, b):
+            if t is not None:
+                t_ = max([t_] + [i + 1 for i in range(nd) if t.shape[i] != 1])
+        for t in (w, b):
+            if t is not None and any(t.shape[i] not in (1, shape[i]) for i in range(nd)):
+                return None
+        return ("groups", _prod(shape[:k]), _prod(shape[k:t_]), _prod(shape[t_:]), t_)
+    if nd >= 3 and axes == (0,) + tuple(range(2, nd)):
+        cshape = (1, shape[1]) + (1,) * (nd - 2)
+        if all(t is None or t.shape == cshape for t in (w, b)):
+            return ("channels", shape[0], shape[1], _prod(shape[2:]))
+    return None
+
+
+def _rows_dot(a, b):
+    """Dot products of the rows of two (R, L) arrays."""
+    return (a[:, None, :] @ b[:, :, None]).reshape(-1)
+
+
+def _affine_rows(t, lead):
+    """A weight/bias that is constant past the leading dims ``lead``, broadcast to them
+    and flattened to (R, P)."""
+    xm = array_module(t)
+    out = xm.broadcast_to(t.reshape(t.shape[:len(lead)]), lead)
+    return out.reshape(-1)
+
+
+_NUMBA = {}
+
+
+def _row_kernels(*arrays):
+    """numba's layer norm row kernels (``ember.ops._norm_numba``, the ``ember[fast]``
+    extra) when every array is a C-contiguous float32 NumPy array, else None (imported
+    on first use; None without numba)."""
+    for a in arrays:
+        if a is not None and (type(a) is not np.ndarray or a.dtype != np.float32
+                              or not a.flags.c_contiguous):
+            return None
+    return _fast_kernels.load(_NUMBA, "rows", "ember.ops._norm_numba")
+
+
+def _fwd_rows(x, w, b, eps, lay):
+    _, M, D = lay
+    xm = array_module(x)
+    x2 = x.reshape(M, D)
+    out = xm.empty((M, D), dtype=x.dtype)
+    mean = xm.empty(M, dtype=x.dtype)
+    var = xm.empty(M, dtype=x.dtype)
+    w2 = None if w is None else w.reshape(D)
+    b2 = None if b is None else b.reshape(D)
+    blocks = _blocks(M, D * x.itemsize)
+    k = _row_kernels(x2, w2, b2)
+    if k is not None:
+        # one pass per row (numba); the same float32 operations as the blocks below
+        wk = xm.ones(D, dtype=x.dtype) if w2 is None else w2
+        bk = wk if b2 is None else b2
+
+        def run_k(lo, hi):
+            for sl in blocks[lo:hi]:
+                k.forward_rows(x2[sl], wk, bk, b2 is not None, eps, out[sl], mean[sl],
+                               var[sl])
+        parallel_rows(run_k, len(blocks), 8 * M * D, xm)
+        return out.reshape(x.shape), mean, var
+    ones = xm.ones(D, dtype=x.dtype)
+
+    def run(lo, hi):  # rows are independent: blocks go to the intra-op threads
+        for sl in blocks[lo:hi]:
+            xb, ob = x2[sl], out[sl]
+            m = xb @ ones
+            m /= D
+            xm.subtract(xb, m[:, None], out=ob)
+            v = _rows_dot(ob, ob)
+            v /= D
+            ob *= (1.0 / xm.sqrt(v + eps))[:, None]
+            if w2 is not None:
+                ob *= w2
+            if b2 is not None:
+                ob += b2
+            mean[sl], var[sl] = m, v
+    parallel_rows(run, len(blocks), 8 * M * D, xm, blas=True)
+    return out.reshape(x.shape), mean, var
+
+
+def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape):
+    _, M, D = lay
+    xm = array_module(x)
+    x2, g2 = x.reshape(M, D), gy.reshape(M, D)
+    mean, invstd = mean.reshape(M), invstd.reshape(M)
+    w2 = None if w is None else w.reshape(D)
+    ones = xm.ones(D, dtype=x.dtype)
+    gx = xm.empty((M, D), dtype=x.dtype) if need[0] else None
+    gw = xm.zeros(D, dtype=x.dtype) if need[1] else None
+    gb = xm.zeros(D, dtype=x.dtype) if need[2] else None
+    blocks = _blocks(M, D * x.itemsize)
+    # each block's share of gw and gb, added up in block order afterwards: the same sums
+    # in the same order whether the blocks ran on one thread or several
+    parts_w, parts_b = [None] * len(blocks), [None] * len(blocks)
+    k = _row_kernels(x2, g2, w2)
+    if k is not None:
+        wk = ones if w2 is None else w2
+        gxk = ones.reshape(1, D) if gx is None else gx
+
+        def run_k(lo, hi):
+            for i in range(lo, hi):
+                sl = blocks[i]
+                pw = xm.empty(D, dtype=x.dtype) if gw is not None else ones
+                pb = xm.empty(D, dtype=x.dtype) if gb is not None else ones
+                k.backward_rows(g2[sl], x2[sl], wk, mean[sl], invstd[sl],
+                                gxk[sl] if gx is not None else gxk, pw, pb,
+                                gx is not None, gw is not None, gb is not None)
+                parts_w[i], parts_b[i] = pw, pb
+        parallel_rows(run_k, len(blocks), 12 * M * D, xm)
+    else:
+        parallel_rows(_bwd_rows_blocks(g2, x2, w2, mean, invstd, ones, gx, gw, gb, blocks,
+                                       parts_w, parts_b, D, xm),
+                      len(blocks), 12 * M * D, xm, blas=True)
+    for pw, pb in zip(parts_w, parts_b):
+        if gw is not None:
+            gw += pw
+        if gb is not None:
+            gb += pb
+    return (None if gx is None else gx.reshape(x.shape)), gw, gb
+
+
+def _bwd_rows_blocks(g2, x2, w2, mean, invstd, ones, gx, gw, gb, blocks, parts_w, parts_b,
+                     D, xm):
+    """The NumPy blocks of :func:`_bwd_rows`: ``run(lo, hi)`` for ``parallel_rows``."""
+    x = x2
+
+    def run(lo, hi):
+        for i in range(lo, hi):
+            sl = blocks[i]
+            gyb, r = g2[sl], invstd[sl]
+            if gb is not None:
+                parts_b[i] = xm.ones(gyb.shape[0], dtype=x.dtype) @ gyb
+            if gx is None and gw is None:
+                continue
+            xc = x2[sl] - mean[sl, None]
+            q = gyb * xc
+            if gw is not None:
+                parts_w[i] = r @ q
+            if gx is None:
+                continue
+            wv = ones if w2 is None else w2
+            a = gyb @ wv  # sum(g)
+            c = q @ wv  # sum(g * xc)
+            gxb = gx[sl]
+            if w2 is None:
+                xm.multiply(gyb, r[:, None], out=gxb)
+            else:
+                xm.multiply(gyb, w2, out=gxb)
+                gxb *= r[:, None]
+            xc *= (r * r * r * c / D)[:, None]
+            gxb -= xc
+            gxb -= (r * a / D)[:, None]
+    return run
+
+
+def _fwd_groups(x, w, b, eps, lay):
+    _, R, P, L, t = lay
+    xm = array_module(x)
+    n = P * L
+    lead = x.shape[:t]
+    x2 = x.reshape(R, n)
+    out = xm.empty((R, n), dtype=x.dtype)
+    mean = xm.empty(R, dtype=x.dtype)
+    var = xm.empty(R, dtype=x.dtype)
+    ones = xm.ones(n, dtype=x.dtype)
+    wr = None if w is None else _affine_rows(w, lead).reshape(R, P, 1)
+    br = None if b is None else _affine_rows(b, lead).reshape(R, P, 1)
+    for sl in _blocks(R, n * x.itemsize):
+        xb, ob = x2[sl], out[sl]
+        m = xb @ ones
+        m /= n
+        xm.subtract(xb, m[:, None], out=ob)
+        v = _rows_dot(ob, ob)
+        v /= n
+        r = (1.0 / xm.sqrt(v + eps))[:, None, None]
+        o3 = ob.reshape(-1, P, L)
+        o3 *= r if wr is None else r * wr[sl]
+        if br is not None:
+            o3 += br[sl]
+        mean[sl], var[sl] = m, v
+    return out.reshape(x.shape), mean, var
+
+
+def _bwd_groups(gy, x, w, mean, invstd, need, lay, b_shape):
+    _, R, P, L, t = lay
+    xm = array_module(x)
+    n = P * L
+    lead = x.shape[:t]
+    x2, g2 = x.reshape(R, n), gy.reshape(R, n)
+    mean, invstd = mean.reshape(R), invstd.reshape(R)
+    wr = None if w is None else _affine_rows(w, lead).reshape(R, P)
+    onesL = xm.ones(L, dtype=x.dtype)
+    gx = xm.empty((R, n), dtype=x.dtype) if need[0] else None
+    gw = xm.empty((R, P), dtype=x.dtype) if need[1] else None
+    gb = xm.empty((R, P), dtype=x.dtype) if need[2] else None
+    for sl in _blocks(R, n * x.itemsize):
+        gyb, r = g2[sl], invstd[sl]
+        rs = (gyb.reshape(-1, L) @ onesL).reshape(-1, P)  # sum of gy per (row, p)
+        if gb is not None:
+            gb[sl] = rs
+        if gx is None and gw is None:
+            continue
+        xc = x2[sl] - mean[sl, None]
+        rd = _rows_dot(gyb.reshape(-1, L), xc.reshape(-1, L)).reshape(-1, P)
+        if gw is not None:
+            gw[sl] = rd * r[:, None]
+        if gx is None:
+            continue
+        k0 = r[:, None] if wr is None else r[:, None] * wr[sl]
+        gxb = gx[sl]
+        if P == 1:
+            # one weight per row (instance norm): PyTorch's order, the weight and invstd
+            # last, (gy - mean(gy) - xc * k) * (invstd * w), so an exact 0 takes w's sign
+            xm.subtract(gyb, (rs[:, 0] / n)[:, None], out=gxb)
+            xc *= (r * r * rd[:, 0] / n)[:, None]
+            gxb -= xc
+            gxb *= k0
+            continue
+        if wr is not None:
+            rs = rs * wr[sl]
+            rd = rd * wr[sl]
+        a, c = rs.sum(1), rd.sum(1)
+        xm.multiply(gyb.reshape(-1, P, L), k0[:, :, None], out=gxb.reshape(-1, P, L))
+        xc *= (r * r * r * c / n)[:, None]
+        gxb -= xc
+        gxb -= (r * a / n)[:, None]
+    if gw is not None:
+        gw = _sum_to(gw.reshape(lead), w.shape[:t])
+    if gb is not None:
+        gb = _sum_to(gb.reshape(lead), b_shape[:t])
+    return (None if gx is None else gx.reshape(x.shape)), gw, gb
+
+
+def _fwd_channels(x, w, b, eps, lay):
+    _, N, C, L = lay
+    xm = array_module(x)
+    cnt = N * L
+    x3 = x.reshape(N, C, L)
+    out = xm.empty((N, C, L), dtype=x.dtype)
+    onesL = xm.ones(L, dtype=x.dtype)
+    blocks = _blocks(N, C * L * x.itemsize)
+    mean = xm.zeros(C, dtype=x.dtype)
+    for sl in blocks:
+        mean += (x3[sl].reshape(-1, L) @ onesL).reshape(-1, C).sum(0)
+    mean /= cnt
+    var = xm.zeros(C, dtype=x.dtype)
+    for sl in blocks:
+        ob = out[sl]
+        xm.subtract(x3[sl], mean[:, None], out=ob)
+        o2 = ob.reshape(-1, L)
+        var += _rows_dot(o2, o2).reshape(-1, C).sum(0)
+    var /= cnt
+    scale = 1.0 / xm.sqrt(var + eps)
+    if w is not None:
+        scale = scale * w.reshape(C)
+    scale = scale[:, None]
+    bias = None if b is None else b.reshape(C, 1)
+    for sl in blocks:
+        ob = out[sl]
+        ob *= scale
+        if bias is not None:
+            ob += bias
+    return out.reshape(x.shape), mean, var
+
+
+def _bwd_channels(gy, x, w, mean, invstd, need, lay, b_shape):
+    _, N, C, L = lay
+    xm = array_module(x)
+    cnt = N * L
+    x3, g3 = x.reshape(N, C, L), gy.reshape(N, C, L)
+    mean, r = mean.reshape(C, 1), invstd.reshape(C)
+    onesL = xm.ones(L, dtype=x.dtype)
+    blocks = _blocks(N, C * L * x.itemsize)
+    sg = xm.zeros(C, dtype=x.dtype)  # sum of gy
+    sgx = xm.zeros(C, dtype=x.dtype)  # sum of gy * xc
+    for sl in blocks:
+        gyb = g3[sl]
+        sg += (gyb.reshape(-1, L) @ onesL).reshape(-1, C).sum(0)
+        if need[0] or need[1]:
+            xc = x3[sl] - mean
+            sgx += _rows_dot(gyb.reshape(-1, L), xc.reshape(-1, L)).reshape(-1, C).sum(0)
+    gw = sgx * r if need[1] else None
+    gb = sg if need[2] else None
+    gx = None
+    if need[0]:
+        k0 = r if w is None else r * w.reshape(C)
+        k1 = (k0 * r * r * sgx / cnt)[:, None]
+        k2 = (k0 * sg / cnt)[:, None]
+        k0 = k0[:, None]
+        gx = xm.empty((N, C, L), dtype=x.dtype)
+        for sl in blocks:
+            gxb = gx[sl]
+            xm.multiply(g3[sl], k0, out=gxb)
+            xc = x3[sl] - mean
+            xc *= k1
+            gxb -= xc
+            gxb -= k2
+        gx = gx.reshape(x.shape)
+    return gx, gw, gb
+
+
+_FORWARD = {"rows": _fwd_rows, "groups": _fwd_groups, "channels": _fwd_channels}
+_BACKWARD = {"rows": _bwd_rows, "groups": _bwd_groups, "channels": _bwd_channels}
+
+
+def _reduced_axes(full, shape):
+    """The axes of ``full`` that a tensor of ``shape`` is broadcast along."""
+    lead = len(full) - len(shape)
+    return tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
+                                      if s == 1 and full[i + lead] != 1)
+
+
+def _sum_to(g, shape):
+    """``g`` summed down to ``shape``, which broadcasts to ``g.shape``."""
+    axes = _reduced_axes(g.shape, shape)
+    return g.sum(axis=axes).reshape(shape) if axes else g
+
+
+def _prod(xs):
+    n = 1
+    for v in xs:
+        n *= v
+    return n
