@@ -90,7 +90,7 @@ class _Step:
     __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
                  "bvjp", "group", "skip", "buffer", "fast", "wanted",
-                 "scatter", "joined", "plain", "declared")
+                 "scatter", "joined", "plain", "declared", "bias")
 
     def __init__(self, node, slots):
         self.node = node
@@ -132,6 +132,7 @@ class _Step:
         self.joined = False   # a stack of all of x's unbound pieces: a copy of x
         self.plain = False    # a primitive run as recorded (the forward's short path)
         self.declared = None  # its class's vjp, op object and buffers (see _rules)
+        self.bias = False     # a linear layer whose bias gradient the plan sums (_biases)
         self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
             _direct(node)
 
@@ -261,6 +262,7 @@ class Plan:
         for st in self.grad_steps:  # the arguments whose gradient the backward keeps
             st.wanted = [(i, s) for i, s in st.refs if st.needs[i]]
         _scatters(self)
+        _biases(self)
         self.arena = _buffers.Arena()
         for st in self.grad_steps:
             st.bvjp = _buffers.bvjp_for(st, self.arena)
@@ -336,6 +338,12 @@ class Plan:
                         state = op.__dict__
                         tape[st.index] = (args, dict(state) if state else state)
                     continue
+                if st.inplace is not None:  # a tanh or ReLU over its input (see _fuse)
+                    args = [env[st.refs[0][1]]]
+                    env[st.outs[0]] = st.inplace(args[0])
+                    if st.grad:
+                        tape[st.index] = (args, None)
+                    continue
                 r = st.run(env, slots)
                 if st.grad:
                     tape[st.index] = r
@@ -386,6 +394,7 @@ class Plan:
         # slot -> the sum of its gradients made here (later ones are added into it: a
         # weight read at every step of a loop gets one array, not one per step)
         sums = {}
+        bias_of = bias = None  # the last output gradient a bias was summed from, the sum
         for s, g in zip(self.out_slots, out_grads):
             if g is not None:
                 _accumulate(G, s, g)
@@ -412,6 +421,13 @@ class Plan:
                 if state:
                     op.__dict__ = state
                 grads = vjp(op, gouts, args, ys, out)
+                if st.bias:  # the bias gradient, once per gradient array (see _biases)
+                    if g is bias_of:
+                        grads[2] = bias.copy()  # each leaf its own array
+                    else:
+                        bias_of = g
+                        bias = grads[2] = np.add.reduce(
+                            g if args[0].ndim == 2 else g.reshape(-1, g.shape[-1]), 0)
             else:
                 grads = st.vjp(state, args, ys, gouts)
             for i, s in st.wanted:
@@ -491,6 +507,25 @@ def _fuse(plan):
         st.inplace = _in_place(st.op)
 
 
+def _biases(plan):
+    """Linear layers whose bias gradient the backward sums itself (``st.bias``): their
+    op's vjp runs without the bias's edge, and two layers handed the same gradient
+    array (an RNN cell's ``linear(x, w_ih, b_ih) + linear(h, w_hh, b_hh)``: the sum's
+    gradient goes to both) share one sum, copied. The sum is the one the layer's vjp
+    makes (``np.add.reduce`` over the rows, as ``ndarray.sum(0)`` runs it): the same
+    bits."""
+    for st in plan.grad_steps:
+        if st.declared is None or len(st.needs) != 3 or not st.needs[2] or \
+                st.node.target.vjp is not nn_fused._Linear.vjp or \
+                type(st.node.args[2]) is not Ref:
+            continue
+        vjp, op, out = st.declared
+        bare = object.__new__(st.node.target)
+        bare._edges = op._edges[:2] + (None,)
+        st.declared = (vjp, bare, out)
+        st.bias = True
+
+
 def _accumulate(G, s, g):
     prev = G.get(s)
     G[s] = g if prev is None else prev + g
@@ -559,6 +594,9 @@ def large_temporaries(plan, env):
     return False
 
 
+_config = []  # ``_compiled.config``, once imported
+
+
 class CompiledFunctionBackward(Node):
     """The node a planned forward leaves: its backward runs the plan's backward
     schedule on arrays (or, under ``create_graph``, the graph again in ember ops)."""
@@ -575,7 +613,10 @@ class CompiledFunctionBackward(Node):
         env, tape = saved
         plan = self.plan
         out_grads = [None if g is None else g._data for g in grads]
-        from ember._compile._compiled import config
+        if not _config:  # (``_compiled`` imports this module)
+            from ember._compile._compiled import config
+            _config.append(config)
+        config = _config[0]
         # buffers pay where temporaries are large (fresh pages, a fault per 4 KiB); for
         # small ones (a cell called in a Python loop) the heap is cheaper than the
         # arena's bookkeeping and the copy of each leaf gradient out of it
