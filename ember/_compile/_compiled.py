@@ -164,7 +164,7 @@ class CompiledFunction:
         self.fullgraph, self.dynamic = fullgraph, dynamic
         self._cache = []
         self._hits = {}  # (guards, specs) -> the cache entry they select (see __call__)
-        self._last = None  # what :meth:`_same_as_last` compares a module's call with
+        self._last = []  # what :meth:`_same_as_last` compares a module's call with
         self._warned = False
         self._warned_recorded = False
         self.stats = {"captures": 0, "replays": 0, "eager": 0}
@@ -208,33 +208,14 @@ class CompiledFunction:
         return (struct, consts, grad_mode.is_grad_enabled(), training, params)
 
     def _same_as_last(self, args):
-        """The cache entry the last call chose when this call's guards are provably the
-        ones it had (see :func:`_snapshot`), else None (the guards are then computed and
-        compared as usual). For a module called with tensors only."""
-        entry, grad, specs, subs = self._last
-        if grad_mode.state.grad_enabled != grad or len(args) != len(specs) or \
-                _tensor._mode_active[0]:
-            return None
-        for t, (shape, dtype, rg) in zip(args, specs):
-            if type(t) is not Tensor:
-                return None
-            d = t._data
-            if d.shape != shape or t._requires_grad is not rg or d.dtype != dtype:
-                return None
-        for s, keys, vals, params, rgs, bufs, mods in subs:
-            d = s.__dict__
-            # the same objects under the same names: plain values (immutable) unchanged
-            if len(d) != len(vals) or not all(map(_is, d.values(), vals)) or \
-                    tuple(d) != keys:
-                return None
-            p, b, m = d["_parameters"], d["_buffers"], d["_modules"]
-            if len(p) != len(params) or not all(map(_is, p.values(), params)) or \
-                    len(b) != len(bufs) or not all(map(_is, b.values(), bufs)) or \
-                    len(m) != len(mods) or not all(map(_is, m.values(), mods)):
-                return None
-            if rgs != [t._requires_grad for t in params if t is not None]:
-                return None
-        return entry
+        """The cache entry one of the last two calls chose when this call's guards are
+        provably the ones it had (see :func:`_snapshot`), else None (the guards are then
+        computed and compared as usual). For a module called with tensors only."""
+        for last in self._last:
+            e = _same_as(last, args)
+            if e is not None:
+                return e
+        return None
 
     def _tensor_args(self, args, kwargs):
         """The tensor arguments in order (``_split``'s first result, without its closure)."""
@@ -270,7 +251,7 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if _mode_stack and busy():  # inside a jit trace or another capture: run eagerly
             return self._fn(*args, **kwargs)
-        if self._last is not None and not kwargs:
+        if self._last and not kwargs:
             e = self._same_as_last(args)
             if e is not None:  # every guard as on the last call: the same entry
                 if e.graph is None:
@@ -307,7 +288,10 @@ class CompiledFunction:
                     memo[full] = e
                 if full is not None and self._module is not None and not kwargs and \
                         targs is args and not _tensor._mode_active[0]:
-                    self._last = _snapshot(self._module, e, key[2], args)
+                    # the last two guard sets (a loop's first call often differs:
+                    # a state without requires_grad)
+                    self._last = [_snapshot(self._module, e, key[2], args)] + \
+                        self._last[:1]
                 if e.graph is None:
                     self.stats["eager"] += 1
                     return self._fn(*args, **kwargs)
@@ -349,7 +333,7 @@ class CompiledFunction:
         self._promote(entry)
         self._cache.append(entry)
         self._hits.clear()
-        self._last = None
+        self._last = []
         return out
 
     def _plan_of(self, e, tensors):
@@ -491,6 +475,35 @@ class CompiledFunction:
             entry.dynamic = True
             self._cache.remove(e)
             return
+
+
+def _same_as(last, args):
+    """``last``'s entry when ``args`` and the module tree pass every guard as they did
+    on the call :func:`_snapshot` recorded, else None."""
+    entry, grad, specs, subs = last
+    if grad_mode.state.grad_enabled != grad or len(args) != len(specs) or \
+            _tensor._mode_active[0]:
+        return None
+    for t, (shape, dtype, rg) in zip(args, specs):
+        if type(t) is not Tensor:
+            return None
+        d = t._data
+        if d.shape != shape or t._requires_grad != rg or d.dtype != dtype:
+            return None
+    for s, keys, vals, params, rgs, bufs, mods in subs:
+        d = s.__dict__
+        # the same objects under the same names: plain values (immutable) unchanged
+        if len(d) != len(vals) or not all(map(_is, d.values(), vals)) or \
+                tuple(d) != keys:
+            return None
+        p, b, m = d["_parameters"], d["_buffers"], d["_modules"]
+        if len(p) != len(params) or not all(map(_is, p.values(), params)) or \
+                len(b) != len(bufs) or not all(map(_is, b.values(), bufs)) or \
+                len(m) != len(mods) or not all(map(_is, m.values(), mods)):
+            return None
+        if rgs != [t._requires_grad for t in params if t is not None]:
+            return None
+    return entry
 
 
 def _snapshot(module, entry, grad, args):

@@ -33,12 +33,15 @@ from ember._graph.ir import ArrayRef, Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
+from ember.backend import gemm
 from ember.ops import conv, elementwise, nn_fused, unary
 
 Tensor = _tensor.Tensor
 _make = _tensor._make
 _as_array = _tensor._as_array
 _ndarray = np.ndarray
+_addmm = gemm.addmm
+_LINEAR_FORWARD = nn_fused._Linear.forward
 
 __all__ = ["Plan", "build", "Unplannable"]
 
@@ -90,7 +93,7 @@ class _Step:
     __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
                  "bvjp", "group", "skip", "buffer", "fast", "wanted",
-                 "scatter", "joined", "plain", "declared", "bias")
+                 "scatter", "joined", "plain", "declared", "bias", "linear")
 
     def __init__(self, node, slots):
         self.node = node
@@ -133,6 +136,7 @@ class _Step:
         self.plain = False    # a primitive run as recorded (the forward's short path)
         self.declared = None  # its class's vjp, op object and buffers (see _rules)
         self.bias = False     # a linear layer whose bias gradient the plan sums (_biases)
+        self.linear = None    # (x, w, b) slots of a linear layer the forward runs itself
         self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
             _direct(node)
 
@@ -255,9 +259,14 @@ class Plan:
             st.declared = getattr(st.vjp, "declared", None)
         self.rg = rg
         self.out_rg = [rg[s] for s in self.out_slots]
+        self.any_out_rg = any(self.out_rg)
         _fuse(self)
         for st in self.steps:
             st.plain = st.prim and not st.nested and not st.multi and st.inplace is None
+            if st.plain and getattr(st.node.target, "forward", None) is _LINEAR_FORWARD and \
+                    not st.kwargs and len(st.args) == 3 and \
+                    [i for i, _ in st.refs] == [0, 1, 2]:
+                st.linear = tuple(s for _, s in st.refs)
         self.grad_steps = [st for st in self.steps if st.grad][::-1]
         for st in self.grad_steps:  # the arguments whose gradient the backward keeps
             st.wanted = [(i, s) for i, s in st.refs if st.needs[i]]
@@ -313,6 +322,13 @@ class Plan:
         if arena is None:
             if not record:
                 for st in self.steps:
+                    lin = st.linear
+                    if lin is not None:  # as in the recording loop below
+                        x = env[lin[0]]
+                        if type(x) is _ndarray and x.ndim == 2:
+                            out = _addmm(env[lin[2]], x, env[lin[1]].T)
+                            env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
+                            continue
                     if st.plain:
                         args = st.args[:]
                         for i, s in st.refs:
@@ -324,6 +340,18 @@ class Plan:
                 return env, None
             tape = [None] * len(self.steps)
             for st in self.steps:
+                lin = st.linear
+                if lin is not None:
+                    # a linear layer on a batch of rows: ``_Linear.forward``'s product
+                    # (``addmm``, bias included) called here; it leaves no state
+                    x = env[lin[0]]
+                    if type(x) is _ndarray and x.ndim == 2:
+                        w, b = env[lin[1]], env[lin[2]]
+                        out = _addmm(b, x, w.T)
+                        env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
+                        if st.grad:
+                            tape[st.index] = ([x, w, b], None)
+                        continue
                 if st.plain:
                     # a primitive on its arguments as recorded (most steps): run here,
                     # without ``run``'s frame and checks; its state is copied for the
@@ -648,11 +676,12 @@ def attach(plan, env, tape, leaves, replay, on_recorded):
     :class:`CompiledFunctionBackward` node with edges to ``leaves`` (the Tensors of
     ``plan.leaf_slots``)."""
     outs = [env[s] for s in plan.out_slots]
-    if not any(plan.out_rg) or not _grad_state.grad_enabled:
+    if not plan.any_out_rg or not _grad_state.grad_enabled:
         return [_make(o if type(o) is _ndarray else _as_array(o)) if not isinstance(o, int)
                 else o for o in outs]
     node = object.__new__(CompiledFunctionBackward)
-    node._edges = tuple(t if t.grad_fn is None else (t.grad_fn, t._output_nr) for t in leaves)
+    node._edges = tuple([t if t.grad_fn is None else (t.grad_fn, t._output_nr)
+                         for t in leaves])
     node._saved = (env, tape)
     node.plan = plan
     node.replay = replay
