@@ -93,7 +93,8 @@ class _Step:
     __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
                  "bvjp", "group", "skip", "buffer", "fast", "wanted",
-                 "scatter", "joined", "plain", "declared", "bias", "linear")
+                 "scatter", "joined", "plain", "declared", "bias", "linear",
+                 "add_into")
 
     def __init__(self, node, slots):
         self.node = node
@@ -137,6 +138,7 @@ class _Step:
         self.declared = None  # its class's vjp, op object and buffers (see _rules)
         self.bias = False     # a linear layer whose bias gradient the plan sums (_biases)
         self.linear = None    # (x, w, b) slots of a linear layer the forward runs itself
+        self.add_into = None  # (a, b) slots of ``a + b`` written over ``a`` (see _fuse)
         self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
             _direct(node)
 
@@ -322,6 +324,13 @@ class Plan:
         if arena is None:
             if not record:
                 for st in self.steps:
+                    ai = st.add_into
+                    if ai is not None:  # as in the recording loop below
+                        a, b = env[ai[0]], env[ai[1]]
+                        if type(a) is _ndarray and type(b) is _ndarray and \
+                                a.shape == b.shape and a.dtype == b.dtype:
+                            env[st.outs[0]] = np.add(a, b, out=a)
+                            continue
                     lin = st.linear
                     if lin is not None:  # as in the recording loop below
                         x = env[lin[0]]
@@ -340,6 +349,15 @@ class Plan:
                 return env, None
             tape = [None] * len(self.steps)
             for st in self.steps:
+                ai = st.add_into
+                if ai is not None:  # a sum written over its first operand (see _fuse)
+                    a, b = env[ai[0]], env[ai[1]]
+                    if type(a) is _ndarray and type(b) is _ndarray and a.shape == b.shape \
+                            and a.dtype == b.dtype:
+                        env[st.outs[0]] = np.add(a, b, out=a)
+                        if st.grad:
+                            tape[st.index] = ([a, b], None)
+                        continue
                 lin = st.linear
                 if lin is not None:
                     # a linear layer on a batch of rows: ``_Linear.forward``'s product
@@ -533,6 +551,25 @@ def _fuse(plan):
                 tuple(st.node.outputs[0].shape or ()) != tuple(v.shape or ()):
             continue
         st.inplace = _in_place(st.op)
+    # ``a + b`` over ``a`` when ``a`` is such a fresh array read by the sum alone, of the
+    # sum's shape and dtype (an RNN cell's two linear layers): the sum's backward reads
+    # neither operand's values, the producer's backward not its output
+    for st in plan.steps:
+        if st.node.target is not elementwise.Add or st.kwargs or len(st.args) != 2 or \
+                [i for i, _ in st.refs] != [0, 1]:
+            continue
+        s0, s1 = st.refs[0][1], st.refs[1][1]
+        src = producer.get(s0)
+        if s0 == s1 or src is None or not src.prim or src.node.target not in _FRESH or \
+                src.multi or readers.get(s0) != 1:
+            continue
+        va, vb, vo = st.node.args[0].value, st.node.args[1].value, st.node.outputs[0]
+        if va.dtype is None or not va.dtype.is_floating_point or \
+                not (va.dtype == vb.dtype == vo.dtype) or va.shape is None or \
+                tuple(va.shape) != tuple(vb.shape or ()) or \
+                tuple(va.shape) != tuple(vo.shape or ()):
+            continue
+        st.add_into = (s0, s1)
 
 
 def _biases(plan):
