@@ -136,9 +136,9 @@ class _Step:
         self.joined = False   # a stack of all of x's unbound pieces: a copy of x
         self.plain = False    # a primitive run as recorded (the forward's short path)
         self.declared = None  # its class's vjp, op object and buffers (see _rules)
-        self.bias = False     # a linear layer whose bias gradient the plan sums (_biases)
+        self.bias = None      # a linear layer's op object without its bias edge (_biases)
         self.linear = None    # (x, w, b) slots of a linear layer the forward runs itself
-        self.add_into = None  # (a, b) slots of ``a + b`` written over ``a`` (see _fuse)
+        self.add_into = None  # (a, b) slots of ``a + b`` written over ``a``, the kernel
         self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
             _direct(node)
 
@@ -329,7 +329,7 @@ class Plan:
                         a, b = env[ai[0]], env[ai[1]]
                         if type(a) is _ndarray and type(b) is _ndarray and \
                                 a.shape == b.shape and a.dtype == b.dtype:
-                            env[st.outs[0]] = np.add(a, b, out=a)
+                            env[st.outs[0]] = ai[2](a, b)
                             continue
                     lin = st.linear
                     if lin is not None:  # as in the recording loop below
@@ -354,7 +354,7 @@ class Plan:
                     a, b = env[ai[0]], env[ai[1]]
                     if type(a) is _ndarray and type(b) is _ndarray and a.shape == b.shape \
                             and a.dtype == b.dtype:
-                        env[st.outs[0]] = np.add(a, b, out=a)
+                        env[st.outs[0]] = ai[2](a, b)
                         if st.grad:
                             tape[st.index] = ([a, b], None)
                         continue
@@ -464,16 +464,17 @@ class Plan:
                 grads = st.bvjp(state, args, ys, gouts)
             elif st.declared is not None:  # the class's vjp called here (see _rules)
                 vjp, op, out = st.declared
-                if state:
-                    op.__dict__ = state
-                grads = vjp(op, gouts, args, ys, out)
-                if st.bias:  # the bias gradient, once per gradient array (see _biases)
-                    if g is bias_of:
-                        grads[2] = bias.copy()  # each leaf its own array
-                    else:
-                        bias_of = g
-                        bias = grads[2] = np.add.reduce(
-                            g if args[0].ndim == 2 else g.reshape(-1, g.shape[-1]), 0)
+                if st.bias is not None and g is bias_of and not state:
+                    # the bias gradient of this gradient array is made: the op without
+                    # its bias edge, and a copy (each leaf its own array; see _biases)
+                    grads = vjp(st.bias, gouts, args, ys, out)
+                    grads[2] = bias.copy()
+                else:
+                    if state:
+                        op.__dict__ = state
+                    grads = vjp(op, gouts, args, ys, out)
+                    if st.bias is not None:
+                        bias_of, bias = g, grads[2]
             else:
                 grads = st.vjp(state, args, ys, gouts)
             for i, s in st.wanted:
@@ -517,6 +518,15 @@ def _in_place(op):
 
     def run(x):
         return forward_out(x, out=lambda key, shape, dtype: x)
+    return run
+
+
+def _over_first(op):
+    """``(a, b) -> op(a, b)`` written over ``a`` (the class's ``forward_out``)."""
+    forward_out = op.forward_out
+
+    def run(a, b):
+        return forward_out(a, b, out=lambda key, shape, dtype: a)
     return run
 
 
@@ -569,26 +579,24 @@ def _fuse(plan):
                 tuple(va.shape) != tuple(vb.shape or ()) or \
                 tuple(va.shape) != tuple(vo.shape or ()):
             continue
-        st.add_into = (s0, s1)
+        st.add_into = (s0, s1, _over_first(st.op))
 
 
 def _biases(plan):
-    """Linear layers whose bias gradient the backward sums itself (``st.bias``): their
-    op's vjp runs without the bias's edge, and two layers handed the same gradient
-    array (an RNN cell's ``linear(x, w_ih, b_ih) + linear(h, w_hh, b_hh)``: the sum's
-    gradient goes to both) share one sum, copied. The sum is the one the layer's vjp
-    makes (``np.add.reduce`` over the rows, as ``ndarray.sum(0)`` runs it): the same
-    bits."""
+    """Linear layers handed the same gradient array as the one before them in the
+    backward (an RNN cell's ``linear(x, w_ih, b_ih) + linear(h, w_hh, b_hh)``: the
+    sum's gradient goes to both) share one bias gradient: the first one's vjp makes
+    it, the second runs its vjp without the bias edge (``st.bias``, an op object
+    with no state: a linear layer's forward leaves none) and gets a copy. The same
+    sum of the same array: the same bits."""
     for st in plan.grad_steps:
         if st.declared is None or len(st.needs) != 3 or not st.needs[2] or \
                 st.node.target.vjp is not nn_fused._Linear.vjp or \
                 type(st.node.args[2]) is not Ref:
             continue
-        vjp, op, out = st.declared
         bare = object.__new__(st.node.target)
-        bare._edges = op._edges[:2] + (None,)
-        st.declared = (vjp, bare, out)
-        st.bias = True
+        bare._edges = st.declared[1]._edges[:2] + (None,)
+        st.bias = bare
 
 
 def _accumulate(G, s, g):
