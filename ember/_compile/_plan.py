@@ -699,7 +699,7 @@ class CompiledFunctionBackward(Node):
             leaf = plan.backward(env, tape, out_grads, arena)
         finally:
             plan.release(arena)
-        return tuple(None if g is None else _make(g) for g in leaf)
+        return tuple([None if g is None else _make(g) for g in leaf])
 
     def _recorded(self, grads):
         """``create_graph=True``: the graph is replayed in ember ops from the same
