@@ -7,7 +7,10 @@ arguments (baked into the capture and guarded by value). The guards of one cache
 entry are: the other arguments, grad mode, each module's ``training``, the identity
 and ``requires_grad`` of every parameter and buffer, and per tensor input its rank,
 dtype, ``requires_grad`` and sizes — where a size that differed between two calls
-and gave the same graph structure both times is symbolic (any value passes).
+and gave the same graph structure both times is symbolic (any value passes). A
+module called again with tensors only, where every object those guards read is the
+one its last (or last but one) call read, takes that call's entry without computing
+them (:func:`_same_as`).
 """
 import warnings
 from operator import is_ as _is
