@@ -7,9 +7,13 @@ arguments (baked into the capture and guarded by value). The guards of one cache
 entry are: the other arguments, grad mode, each module's ``training``, the identity
 and ``requires_grad`` of every parameter and buffer, and per tensor input its rank,
 dtype, ``requires_grad`` and sizes — where a size that differed between two calls
-and gave the same graph structure both times is symbolic (any value passes).
+and gave the same graph structure both times is symbolic (any value passes). A
+module called again with tensors only, where every object those guards read is the
+one its last (or last but one) call read, takes that call's entry without computing
+them (:func:`_same_as`).
 """
 import warnings
+from operator import is_ as _is
 
 import numpy as np
 
@@ -22,6 +26,7 @@ from ember.autograd import grad_mode
 from ember.nn.modules.module import Module
 
 Tensor = _tensor.Tensor
+_mode_stack = _tensor._mode_stack
 
 __all__ = ["CompiledFunction", "OptimizedModule", "config"]
 
@@ -162,6 +167,7 @@ class CompiledFunction:
         self.fullgraph, self.dynamic = fullgraph, dynamic
         self._cache = []
         self._hits = {}  # (guards, specs) -> the cache entry they select (see __call__)
+        self._last = []  # what :meth:`_same_as_last` compares a module's call with
         self._warned = False
         self._warned_recorded = False
         self.stats = {"captures": 0, "replays": 0, "eager": 0}
@@ -204,6 +210,18 @@ class CompiledFunction:
         params = tuple(params) + tuple(bufs) + free
         return (struct, consts, grad_mode.is_grad_enabled(), training, params)
 
+    def _same_as_last(self, args):
+        """The cache entry one of the last two calls chose when this call's guards are
+        provably the ones it had (see :func:`_snapshot`), else None (the guards are then
+        computed and compared as usual). For a module called with tensors only."""
+        last = self._last
+        e = _same_as(last[0], args)
+        if e is None and len(last) > 1:
+            e = _same_as(last[1], args)
+            if e is not None:  # the set a loop calls with most often is tried first
+                last.reverse()
+        return e
+
     def _tensor_args(self, args, kwargs):
         """The tensor arguments in order (``_split``'s first result, without its closure)."""
         if not kwargs and all(type(a) is Tensor for a in args):
@@ -236,8 +254,18 @@ class CompiledFunction:
         return p
 
     def __call__(self, *args, **kwargs):
-        if busy():  # inside a jit trace or another capture: run (and be recorded) eagerly
+        if _mode_stack and busy():  # inside a jit trace or another capture: run eagerly
             return self._fn(*args, **kwargs)
+        if self._last and not kwargs:
+            e = self._same_as_last(args)
+            if e is not None:  # every guard as on the last call: the same entry
+                if e.graph is None:
+                    self.stats["eager"] += 1
+                    return self._fn(*args)
+                self.stats["replays"] += 1
+                if e.train is not None:
+                    return self._train_replay(e, args, list(args), args, kwargs)
+                return self._replay(e, args, args)
         key = self._guard_key(args, kwargs)
         if not kwargs and all(type(a) is Tensor for a in args):  # the common call
             targs, tensors = args, list(args)
@@ -263,6 +291,12 @@ class CompiledFunction:
             if why is None:
                 if hit is None and full is not None and len(memo) < _MEMO_LIMIT:
                     memo[full] = e
+                if full is not None and self._module is not None and not kwargs and \
+                        targs is args and not _tensor._mode_active[0]:
+                    # the last two guard sets (a loop's first call often differs:
+                    # a state without requires_grad)
+                    self._last = [_snapshot(self._module, e, key[2], args)] + \
+                        self._last[:1]
                 if e.graph is None:
                     self.stats["eager"] += 1
                     return self._fn(*args, **kwargs)
@@ -304,6 +338,7 @@ class CompiledFunction:
         self._promote(entry)
         self._cache.append(entry)
         self._hits.clear()
+        self._last = []
         return out
 
     def _plan_of(self, e, tensors):
@@ -413,6 +448,8 @@ class CompiledFunction:
 
         outs = _plan.attach(plan, env, tape, leaves, replay, self._note_recorded)
         spec = e.graph.output_spec if e.extras is None else e.graph.output_spec[0]
+        if type(spec) is _ir.Ref and len(outs) == 1:  # one tensor returned (a cell)
+            return outs[0]
         return _ir._fill(spec,
                          {id(v): o for v, o in zip(plan.output_values, outs)})
 
@@ -443,6 +480,52 @@ class CompiledFunction:
             entry.dynamic = True
             self._cache.remove(e)
             return
+
+
+def _same_as(last, args):
+    """``last``'s entry when ``args`` and the module tree pass every guard as they did
+    on the call :func:`_snapshot` recorded, else None."""
+    entry, grad, specs, subs = last
+    if grad_mode.state.grad_enabled != grad or len(args) != len(specs) or \
+            _tensor._mode_active[0]:
+        return None
+    for t, (shape, dtype, rg) in zip(args, specs):
+        if type(t) is not Tensor:
+            return None
+        d = t._data
+        if d.shape != shape or t._requires_grad != rg or d.dtype != dtype:
+            return None
+    for s, keys, vals, params, rgs, bufs, mods in subs:
+        d = s.__dict__
+        # the same objects under the same names: plain values (immutable) unchanged
+        if len(d) != len(vals) or not all(map(_is, d.values(), vals)) or \
+                tuple(d) != keys:
+            return None
+        p, b, m = d["_parameters"], d["_buffers"], d["_modules"]
+        if len(p) != len(params) or not all(map(_is, p.values(), params)) or \
+                len(b) != len(bufs) or not all(map(_is, b.values(), bufs)) or \
+                len(m) != len(mods) or not all(map(_is, m.values(), mods)):
+            return None
+        if rgs != [t._requires_grad for t in params if t is not None]:
+            return None
+    return entry
+
+
+def _snapshot(module, entry, grad, args):
+    """What :meth:`CompiledFunction._same_as_last` compares the next call with: the
+    entry, the grad mode, each tensor argument's (shape, NumPy dtype, requires_grad),
+    and per module of the tree its ``__dict__``'s names and values (held, so identity
+    is a sound test), its parameters with their requires_grad, its buffers and its
+    children. The guard key reads nothing else of the module tree."""
+    specs = tuple((t._data.shape, t._data.dtype, t._requires_grad) for t in args)
+    subs = []
+    for s in (_tree(module, [], set()) if module._modules else [module]):
+        d = s.__dict__
+        params = tuple(d["_parameters"].values())
+        subs.append((s, tuple(d), tuple(d.values()), params,
+                     [t._requires_grad for t in params if t is not None],
+                     tuple(d["_buffers"].values()), tuple(d["_modules"].values())))
+    return entry, grad, specs, tuple(subs)
 
 
 def _n_user(e):

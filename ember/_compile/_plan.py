@@ -33,12 +33,15 @@ from ember._graph.ir import ArrayRef, Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
+from ember.backend import gemm
 from ember.ops import conv, elementwise, nn_fused, unary
 
 Tensor = _tensor.Tensor
 _make = _tensor._make
 _as_array = _tensor._as_array
 _ndarray = np.ndarray
+_addmm = gemm.addmm
+_LINEAR_FORWARD = nn_fused._Linear.forward
 
 __all__ = ["Plan", "build", "Unplannable"]
 
@@ -90,7 +93,8 @@ class _Step:
     __slots__ = ("node", "prim", "op", "args", "refs", "nested", "kwargs", "outs", "multi",
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
                  "bvjp", "group", "skip", "buffer", "fast", "wanted",
-                 "scatter", "joined", "plain", "declared")
+                 "scatter", "joined", "plain", "declared", "bias", "linear",
+                 "add_into")
 
     def __init__(self, node, slots):
         self.node = node
@@ -132,6 +136,9 @@ class _Step:
         self.joined = False   # a stack of all of x's unbound pieces: a copy of x
         self.plain = False    # a primitive run as recorded (the forward's short path)
         self.declared = None  # its class's vjp, op object and buffers (see _rules)
+        self.bias = None      # a linear layer's op object without its bias edge (_biases)
+        self.linear = None    # (x, w, b) slots of a linear layer the forward runs itself
+        self.add_into = None  # (a, b) slots of ``a + b`` written over ``a``, the kernel
         self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
             _direct(node)
 
@@ -254,13 +261,19 @@ class Plan:
             st.declared = getattr(st.vjp, "declared", None)
         self.rg = rg
         self.out_rg = [rg[s] for s in self.out_slots]
+        self.any_out_rg = any(self.out_rg)
         _fuse(self)
         for st in self.steps:
             st.plain = st.prim and not st.nested and not st.multi and st.inplace is None
+            if st.plain and getattr(st.node.target, "forward", None) is _LINEAR_FORWARD and \
+                    not st.kwargs and len(st.args) == 3 and \
+                    [i for i, _ in st.refs] == [0, 1, 2]:
+                st.linear = tuple(s for _, s in st.refs)
         self.grad_steps = [st for st in self.steps if st.grad][::-1]
         for st in self.grad_steps:  # the arguments whose gradient the backward keeps
             st.wanted = [(i, s) for i, s in st.refs if st.needs[i]]
         _scatters(self)
+        _biases(self)
         self.arena = _buffers.Arena()
         for st in self.grad_steps:
             st.bvjp = _buffers.bvjp_for(st, self.arena)
@@ -311,6 +324,20 @@ class Plan:
         if arena is None:
             if not record:
                 for st in self.steps:
+                    ai = st.add_into
+                    if ai is not None:  # as in the recording loop below
+                        a, b = env[ai[0]], env[ai[1]]
+                        if type(a) is _ndarray and type(b) is _ndarray and \
+                                a.shape == b.shape and a.dtype == b.dtype:
+                            env[st.outs[0]] = ai[2](a, b)
+                            continue
+                    lin = st.linear
+                    if lin is not None:  # as in the recording loop below
+                        x = env[lin[0]]
+                        if type(x) is _ndarray and x.ndim == 2:
+                            out = _addmm(env[lin[2]], x, env[lin[1]].T)
+                            env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
+                            continue
                     if st.plain:
                         args = st.args[:]
                         for i, s in st.refs:
@@ -322,6 +349,27 @@ class Plan:
                 return env, None
             tape = [None] * len(self.steps)
             for st in self.steps:
+                ai = st.add_into
+                if ai is not None:  # a sum written over its first operand (see _fuse)
+                    a, b = env[ai[0]], env[ai[1]]
+                    if type(a) is _ndarray and type(b) is _ndarray and a.shape == b.shape \
+                            and a.dtype == b.dtype:
+                        env[st.outs[0]] = ai[2](a, b)
+                        if st.grad:
+                            tape[st.index] = ([a, b], None)
+                        continue
+                lin = st.linear
+                if lin is not None:
+                    # a linear layer on a batch of rows: ``_Linear.forward``'s product
+                    # (``addmm``, bias included) called here; it leaves no state
+                    x = env[lin[0]]
+                    if type(x) is _ndarray and x.ndim == 2:
+                        w, b = env[lin[1]], env[lin[2]]
+                        out = _addmm(b, x, w.T)
+                        env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
+                        if st.grad:
+                            tape[st.index] = ([x, w, b], None)
+                        continue
                 if st.plain:
                     # a primitive on its arguments as recorded (most steps): run here,
                     # without ``run``'s frame and checks; its state is copied for the
@@ -335,6 +383,12 @@ class Plan:
                     if st.grad:
                         state = op.__dict__
                         tape[st.index] = (args, dict(state) if state else state)
+                    continue
+                if st.inplace is not None:  # a tanh or ReLU over its input (see _fuse)
+                    args = [env[st.refs[0][1]]]
+                    env[st.outs[0]] = st.inplace(args[0])
+                    if st.grad:
+                        tape[st.index] = (args, None)
                     continue
                 r = st.run(env, slots)
                 if st.grad:
@@ -386,6 +440,7 @@ class Plan:
         # slot -> the sum of its gradients made here (later ones are added into it: a
         # weight read at every step of a loop gets one array, not one per step)
         sums = {}
+        bias_of = bias = None  # the last output gradient a bias was summed from, the sum
         for s, g in zip(self.out_slots, out_grads):
             if g is not None:
                 _accumulate(G, s, g)
@@ -409,9 +464,17 @@ class Plan:
                 grads = st.bvjp(state, args, ys, gouts)
             elif st.declared is not None:  # the class's vjp called here (see _rules)
                 vjp, op, out = st.declared
-                if state:
-                    op.__dict__ = state
-                grads = vjp(op, gouts, args, ys, out)
+                if st.bias is not None and g is bias_of and not state:
+                    # the bias gradient of this gradient array is made: the op without
+                    # its bias edge, and a copy (each leaf its own array; see _biases)
+                    grads = vjp(st.bias, gouts, args, ys, out)
+                    grads[2] = bias.copy()
+                else:
+                    if state:
+                        op.__dict__ = state
+                    grads = vjp(op, gouts, args, ys, out)
+                    if st.bias is not None:
+                        bias_of, bias = g, grads[2]
             else:
                 grads = st.vjp(state, args, ys, gouts)
             for i, s in st.wanted:
@@ -458,6 +521,15 @@ def _in_place(op):
     return run
 
 
+def _over_first(op):
+    """``(a, b) -> op(a, b)`` written over ``a`` (the class's ``forward_out``)."""
+    forward_out = op.forward_out
+
+    def run(a, b):
+        return forward_out(a, b, out=lambda key, shape, dtype: a)
+    return run
+
+
 def _fuse(plan):
     """Elementwise chains computed in place: a ReLU or tanh whose input is the fresh
     output of a linear layer, a convolution or an addition that nothing else reads
@@ -489,6 +561,42 @@ def _fuse(plan):
                 tuple(st.node.outputs[0].shape or ()) != tuple(v.shape or ()):
             continue
         st.inplace = _in_place(st.op)
+    # ``a + b`` over ``a`` when ``a`` is such a fresh array read by the sum alone, of the
+    # sum's shape and dtype (an RNN cell's two linear layers): the sum's backward reads
+    # neither operand's values, the producer's backward not its output
+    for st in plan.steps:
+        if st.node.target is not elementwise.Add or st.kwargs or len(st.args) != 2 or \
+                [i for i, _ in st.refs] != [0, 1]:
+            continue
+        s0, s1 = st.refs[0][1], st.refs[1][1]
+        src = producer.get(s0)
+        if s0 == s1 or src is None or not src.prim or src.node.target not in _FRESH or \
+                src.multi or readers.get(s0) != 1:
+            continue
+        va, vb, vo = st.node.args[0].value, st.node.args[1].value, st.node.outputs[0]
+        if va.dtype is None or not va.dtype.is_floating_point or \
+                not (va.dtype == vb.dtype == vo.dtype) or va.shape is None or \
+                tuple(va.shape) != tuple(vb.shape or ()) or \
+                tuple(va.shape) != tuple(vo.shape or ()):
+            continue
+        st.add_into = (s0, s1, _over_first(st.op))
+
+
+def _biases(plan):
+    """Linear layers handed the same gradient array as the one before them in the
+    backward (an RNN cell's ``linear(x, w_ih, b_ih) + linear(h, w_hh, b_hh)``: the
+    sum's gradient goes to both) share one bias gradient: the first one's vjp makes
+    it, the second runs its vjp without the bias edge (``st.bias``, an op object
+    with no state: a linear layer's forward leaves none) and gets a copy. The same
+    sum of the same array: the same bits."""
+    for st in plan.grad_steps:
+        if st.declared is None or len(st.needs) != 3 or not st.needs[2] or \
+                st.node.target.vjp is not nn_fused._Linear.vjp or \
+                type(st.node.args[2]) is not Ref:
+            continue
+        bare = object.__new__(st.node.target)
+        bare._edges = st.declared[1]._edges[:2] + (None,)
+        st.bias = bare
 
 
 def _accumulate(G, s, g):
@@ -559,6 +667,9 @@ def large_temporaries(plan, env):
     return False
 
 
+_config = []  # ``_compiled.config``, once imported
+
+
 class CompiledFunctionBackward(Node):
     """The node a planned forward leaves: its backward runs the plan's backward
     schedule on arrays (or, under ``create_graph``, the graph again in ember ops)."""
@@ -575,7 +686,10 @@ class CompiledFunctionBackward(Node):
         env, tape = saved
         plan = self.plan
         out_grads = [None if g is None else g._data for g in grads]
-        from ember._compile._compiled import config
+        if not _config:  # (``_compiled`` imports this module)
+            from ember._compile._compiled import config
+            _config.append(config)
+        config = _config[0]
         # buffers pay where temporaries are large (fresh pages, a fault per 4 KiB); for
         # small ones (a cell called in a Python loop) the heap is cheaper than the
         # arena's bookkeeping and the copy of each leaf gradient out of it
@@ -585,7 +699,7 @@ class CompiledFunctionBackward(Node):
             leaf = plan.backward(env, tape, out_grads, arena)
         finally:
             plan.release(arena)
-        return tuple(None if g is None else _make(g) for g in leaf)
+        return tuple([None if g is None else _make(g) for g in leaf])
 
     def _recorded(self, grads):
         """``create_graph=True``: the graph is replayed in ember ops from the same
@@ -607,11 +721,12 @@ def attach(plan, env, tape, leaves, replay, on_recorded):
     :class:`CompiledFunctionBackward` node with edges to ``leaves`` (the Tensors of
     ``plan.leaf_slots``)."""
     outs = [env[s] for s in plan.out_slots]
-    if not any(plan.out_rg) or not _grad_state.grad_enabled:
+    if not plan.any_out_rg or not _grad_state.grad_enabled:
         return [_make(o if type(o) is _ndarray else _as_array(o)) if not isinstance(o, int)
                 else o for o in outs]
     node = object.__new__(CompiledFunctionBackward)
-    node._edges = tuple(t if t.grad_fn is None else (t.grad_fn, t._output_nr) for t in leaves)
+    node._edges = tuple([t if t.grad_fn is None else (t.grad_fn, t._output_nr)
+                         for t in leaves])
     node._saved = (env, tape)
     node.plan = plan
     node.replay = replay
