@@ -138,3 +138,19 @@ def test_numpy_lstm_backward_over_padded_and_packed_batches(reverse, bs, monkeyp
         assert (g is None) == (w is None)
         if g is not None:
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows,k,n", [(4096, 12, 16), (4096, 16, 5), (32, 64, 128)])
+def test_linear_gradients_take_the_products_gemm_would(rows, k, n):
+    """The short backward computes each product where ``gemm.matmul`` would compute it
+    (a long batch's ``g.T @ x`` sums over thousands of rows: MKL, when installed, takes it
+    although ``x @ w.T`` is small): the same bits as the general path's products."""
+    from ember.backend import gemm
+    rng = np.random.default_rng(0)
+    x = ember.tensor(rng.standard_normal((rows, k)).astype(np.float32), requires_grad=True)
+    lin = ember.nn.Linear(k, n)
+    g = rng.standard_normal((rows, n)).astype(np.float32)
+    lin(x).backward(ember.tensor(g))
+    w = lin.weight.detach().numpy()
+    np.testing.assert_array_equal(lin.weight.grad.numpy(), gemm.matmul(g.T, x.detach().numpy()))
+    np.testing.assert_array_equal(x.grad.numpy(), gemm.matmul(g, w))

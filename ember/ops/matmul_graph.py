@@ -113,10 +113,17 @@ class Addmm(Primitive):
 def _small_grads(g, x, wt, eb, ex, ew):
     """``Addmm``'s first-order gradients straight from ``np.matmul`` where
     ``gemm.matmul`` would run it anyway (both products, ``g @ wt.T`` and ``g.T @ x``,
-    have ``m * n * k`` of ``x @ wt``: too small for MKL and for ember's threads), so a
-    recurrent cell's step pays none of ``gemm``'s dispatch; None elsewhere."""
+    have ``m * n * k`` of ``x @ wt``, too small for ember's threads, and each is too
+    small for MKL), so a recurrent cell's step pays none of ``gemm``'s dispatch; None
+    elsewhere."""
     if type(x) is not np.ndarray or type(wt) is not np.ndarray or x.ndim != 2 or \
             wt.ndim != 2 or not _direct(x.shape, wt.shape):
+        return None
+    (m, k), n = x.shape, wt.shape[1]
+    # MKL's size rule reads the shapes, not only m * n * k: a long batch's ``g.T @ x``
+    # (k = 4096 rows summed) may go to MKL where ``x @ wt`` does not
+    if _gemm._maybe_large((n, m), (m, k)) or \
+            ex is not None and _gemm._maybe_large((m, n), (n, k)):
         return None
     gw = np.matmul(g.T, x)
     return (_make(_sum_rows(g, 0)) if eb is not None else None,
