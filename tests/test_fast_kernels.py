@@ -298,9 +298,15 @@ def test_numba_float32_rounding_check():
     far = np.array([mid + 1100 * ulp, mid - 1100 * ulp, 0.75, 0.5 + 2.0 ** -24])
     assert all(_erf_numba._near_midpoint(v) for v in near)
     assert not any(_erf_numba._near_midpoint(v) for v in far)
-    # erfc reaching the float32 subnormals is listed; below them it rounds to 0
-    assert _erf_numba._erfc32_unsure(1e-40) and _erf_numba._erfc32_unsure(2.0 ** -126)
+    # erfc below 2**-125, where float32 values are 2**-149 apart (subnormals included)
+    sub = 2.0 ** -149
+    for k in (0, 1, 7, 70000, 2 ** 23 + 5):
+        assert _erf_numba._erfc32_unsure((k + 0.5) * sub)
+        assert _erf_numba._erfc32_unsure((k + 0.5) * sub * (1 + 500 * ulp))
+        assert not _erf_numba._erfc32_unsure((k + 0.3) * sub)
+        assert not _erf_numba._erfc32_unsure(k * sub)
     assert not _erf_numba._erfc32_unsure(1e-47) and not _erf_numba._erfc32_unsure(2.0 ** -100)
+    assert _erf_numba._erfc32_unsure(np.float64(np.float32(2.0 ** -100)) * (1 + 2.0 ** -24))
     # its exponential: a few float64 ulps from NumPy's over the arguments it gets
     z = -np.linspace(0, 110.25, 200001)
     got = np.array([_erf_numba._exp_neg(v) for v in z[::50]])
@@ -315,7 +321,7 @@ def test_numba_float32_rounding_check():
     listed = _erf_numba._erf32_one_pass(x, np.empty_like(x), idx)
     assert 0 < listed < x.size * 1e-4
     listed = _erf_numba._erfc32_one_pass(x, x[:0], np.empty_like(x), idx, False)
-    assert listed > 0
+    assert 0 < listed < x.size * 1e-4
     for want in [(True, False), (False, True), (True, True)]:
         fast = _erf_numba.erf_erfc(x, *want)
         slow = _numpy_path(lambda w=want: _erf_kernels.erf_erfc(x, *w))

@@ -107,8 +107,9 @@ _LN2_HI = 0.6931471803691238  # (fdlibm's split: k * _LN2_HI is exact for |k| < 
 _LN2_LO = 1.9082149292705877e-10
 _SHIFT = 6755399441055744.0  # 1.5 * 2**52: adding it rounds to an integer, kept in the bits
 _EXP_P = np.array([1.0 / math.factorial(k) for k in range(11, -1, -1)])
-_F32_TINY = 2.0 ** -125  # below: float32 subnormals, where the ulp check does not hold
-_F32_ZERO = 2.0 ** -152  # below: rounds to 0 in float32 (with any value within _TOL)
+_F32_TINY = 2.0 ** -125  # below: float32 values 2**-149 apart (the bit check does not hold)
+_F32_SUB_SCALE = 2.0 ** 149
+_REL_TOL = _TOL * 2.0 ** -52  # relative: at least _TOL float64 ulps of any value
 
 
 @_intrinsic
@@ -148,8 +149,12 @@ def _near_midpoint(v):
 
 @_jit(inline="always")
 def _erfc32_unsure(v):
-    """``_near_midpoint`` for a float32 erfc, also true where it reaches the subnormals."""
-    return _near_midpoint(v) | ((v < _F32_TINY) & (v > _F32_ZERO))
+    """``_near_midpoint`` for a float32 erfc ``v >= 0``, also below ``2**-125``: there the
+    float32 values are ``2**-149`` apart (subnormals, then the first normal binade), so
+    ``v * 2**149`` rounds to an integer, and the check is on its fraction."""
+    w = v * _F32_SUB_SCALE
+    d = abs((w - math.floor(w)) - 0.5)
+    return _near_midpoint(v) if v >= _F32_TINY else d <= w * _REL_TOL
 
 
 @_jit(inline="always")
