@@ -224,7 +224,7 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
     names = [n for n in dir(_erf_numba) if n.startswith(("_erf", "_gelu", "_neg")) and
              hasattr(getattr(_erf_numba, n), "py_func") and
              getattr(_erf_numba, n).targetoptions.get("inline") != "always"]
-    assert len(names) == 18, names
+    assert len(names) == 21, names
     for name in names:
         kernel = numba.njit(nogil=True, error_model="numpy")(getattr(_erf_numba, name).py_func)
         f32 = numba.float32[::1]
@@ -238,12 +238,14 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
                 kernel.compile(sig)
         else:
             x = np.linspace(-5, 5, 64)
-            args = {"_erf32_a": (x.astype(np.float32), x.copy(), x.copy()),
-                    "_erf32_b": (x.astype(np.float32), x.copy(), x.copy(),
-                                 x.astype(np.float32)),
-                    "_erfc32_a": (x.astype(np.float32), x.copy(), x.copy()),
-                    "_erfc32_b": (x.astype(np.float32), x.copy(), x.copy(), x.copy(), x.copy(),
-                                  True, True),
+            f, ix = x.astype(np.float32), np.empty(64, np.int64)
+            args = {"_erf32_part": (f, f.copy()),
+                    "_erf32_one_pass": (f, f.copy(), ix),
+                    "_erfc32_part": (f, f.copy()),
+                    "_erfc32_far_part": (f, f.copy()),
+                    "_erf_erfc32_part": (f, f.copy(), f.copy()),
+                    "_erf_erfc32_far_part": (f, f.copy(), f.copy()),
+                    "_erfc32_one_pass": (f, f.copy(), f.copy(), ix, True),
                     "_erfc64_a": (x, x.copy(), x.copy(), x.copy()),
                     "_erfc64_b": (x, x.copy(), x.copy(), x.copy(), x.copy(), x.copy(), True,
                                   True),
@@ -256,11 +258,9 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
                     "_neg_square": (x, x.copy()),
                     "_erfinv64_step": (x, x.copy(), x.copy(), x.copy(), x.copy(), x.copy()),
                     "_erfinv_finish": (x, x.copy(), x.copy()),
-                    "_gelu32_a": (x.astype(np.float32), x.copy(), x.copy()),
-                    "_gelu32_y": (x.astype(np.float32), x.copy(), x.copy(),
-                                  x.astype(np.float32)),
-                    "_gelu32_b": (x.astype(np.float32), x.copy(), x.copy(),
-                                  x.astype(np.float32), x.astype(np.float32))}[name]
+                    "_gelu32_part": (f, f.copy(), f.copy()),
+                    "_gelu32_y_part": (f, f.copy()),
+                    "_gelu32_one_pass": (f, f.copy(), f.copy(), ix, True)}[name]
             kernel(*args)
         asm = "\n".join(kernel.inspect_asm().values())
         assert "vfmadd" not in asm and "vfmsub" not in asm and "vfnmadd" not in asm, name
@@ -286,3 +286,54 @@ def test_numba_gelu_without_graph_same_bits_as_composite(dt):
         ember.nn.functional.gelu(xt[:4])
     names = [e.name for e in prof.events()]
     assert "aten::erf" in names, names
+
+
+def test_numba_float32_rounding_check():
+    # the float32 one-pass kernels round their own float64 values; within _TOL float64
+    # ulps of a float32 rounding midpoint they list the element for the NumPy path
+    from ember.ops import _erf_kernels, _erf_numba
+    mid = np.float64(np.float32(0.75)) + 2.0 ** -25  # halfway to the next float32
+    ulp = 2.0 ** -53
+    near = np.array([mid, mid + 1000 * ulp, mid - 1000 * ulp])
+    far = np.array([mid + 1100 * ulp, mid - 1100 * ulp, 0.75, 0.5 + 2.0 ** -24])
+    assert all(_erf_numba._near_midpoint(v) for v in near)
+    assert not any(_erf_numba._near_midpoint(v) for v in far)
+    # erfc below 2**-125, where float32 values are 2**-149 apart (subnormals included)
+    sub = 2.0 ** -149
+    for k in (0, 1, 7, 70000, 2 ** 23 + 5):
+        assert _erf_numba._erfc32_unsure((k + 0.5) * sub)
+        assert _erf_numba._erfc32_unsure((k + 0.5) * sub * (1 + 500 * ulp))
+        assert not _erf_numba._erfc32_unsure((k + 0.3) * sub)
+        assert not _erf_numba._erfc32_unsure(k * sub)
+    assert not _erf_numba._erfc32_unsure(1e-47) and not _erf_numba._erfc32_unsure(2.0 ** -100)
+    assert _erf_numba._erfc32_unsure(np.float64(np.float32(2.0 ** -100)) * (1 + 2.0 ** -24))
+    # its exponential: a few float64 ulps from NumPy's over the arguments it gets
+    z = -np.linspace(0, 110.25, 200001)
+    got = np.array([_erf_numba._exp_neg(v) for v in z[::50]])
+    ref = np.exp(z[::50])
+    assert np.max(np.abs(got / ref - 1)) < 1e-14
+    assert np.isnan(_erf_numba._exp_neg(np.nan))
+    # a dense sweep lists some elements, whose values come from the NumPy path; the
+    # results are the NumPy path's bits throughout (erf and erfc, both, the GELU)
+    x = np.arange(0x3f000000, 0x41280000, 31, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([x, -x])
+    idx = np.empty(x.size, np.int64)
+    listed = _erf_numba._erf32_one_pass(x, np.empty_like(x), idx)
+    assert 0 < listed < x.size * 1e-4
+    listed = _erf_numba._erfc32_one_pass(x, x[:0], np.empty_like(x), idx, False)
+    assert 0 < listed < x.size * 1e-4
+    for want in [(True, False), (False, True), (True, True)]:
+        fast = _erf_numba.erf_erfc(x, *want)
+        slow = _numpy_path(lambda w=want: _erf_kernels.erf_erfc(x, *w))
+        for f, s in zip(fast, slow):
+            if f is not None:
+                _same_bits(f, s)
+    xg = x * np.float32(2 ** 0.5)
+    for keep in (True, False):
+        y, p = _erf_numba.gelu(xg, keep)
+        e = _numpy_path(lambda: _erf_kernels.erf_erfc(xg * _erf_numba._F32_SQRT_HALF,
+                                                       True, False)[0])
+        e += np.float32(1)
+        _same_bits(y, (xg * np.float32(0.5)) * e)
+        if keep:
+            _same_bits(p, e)

@@ -16,8 +16,9 @@ for float64 splits ``x`` into a 4-bit head and a tail so that the square's round
 does not reach the result (``erfc(26)`` keeps its relative precision).
 
 With numba installed (``ember[fast]``), float32 and float64 arrays of 4096 or more
-values (any size once loaded) run the same operations as compiled loops in
-``_erf_numba`` (see :func:`numba_kernels`), giving the same bits.
+values (any size once loaded) run as compiled loops in ``_erf_numba`` (see
+:func:`numba_kernels`), giving the same bits: the same operations, or for float32 erf
+and erfc a float64 value checked to round to the same float32.
 """
 import numpy as np
 

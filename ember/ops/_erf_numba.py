@@ -10,17 +10,25 @@ Each kernel performs the NumPy path's float64 (or float32) operations in the sam
 order on each element: the same fitted pieces, the same ``u = (v - c) * (1 / h)``
 and Horner steps, each multiply and add rounded on its own (numba compiles without
 ``fastmath``, so nothing is contracted into a fused multiply-add; tests check the
-machine code). What the kernels do not compute themselves is ``exp`` and ``log``:
-NumPy's own (SIMD) ``exp``/``log`` differ from the C library's in the last bit of a
-few percent of float64 values, so each kernel is split around them, and NumPy's run
-on a cache-sized buffer of arguments in between. Everything else — the pieces,
-selects, sign handling and rounding to the result's dtype — is fused into one pass per
-side, instead of the NumPy path's twenty-odd passes.
+machine code). What the float64 kernels do not compute themselves is ``exp`` and
+``log``: NumPy's own (SIMD) ``exp``/``log`` differ from the C library's in the last bit
+of a few percent of float64 values, so each kernel is split around them, and NumPy's run
+on a cache-sized buffer of arguments in between. Everything else — the pieces, selects,
+sign handling and rounding to the result's dtype — is fused into one pass per side,
+instead of the NumPy path's twenty-odd passes.
+
+float32 erf, erfc and the GELU's forward run in a single pass with an exponential of
+their own: a float32 result needs only to round the same way, and the few elements too
+close to a rounding midpoint to be sure of that are recomputed by the NumPy path (see
+"float32 results in one pass" below).
 """
 import math
 
 import numba  # noqa: F401  (first: without numba this module fails to import at once)
 import numpy as np
+from llvmlite import ir as _ir
+from numba.core import types as _types
+from numba.core.extending import intrinsic as _intrinsic
 
 from ember.backend.numba_jit import njit as _jit
 from ember.ops import _erf_kernels as _k
@@ -81,80 +89,224 @@ def _cap(a, cap):
     return a if (a < cap or a != a) else cap
 
 
-# ----- float32 erf alone (``_k._erf32``) -------------------------------------------------
-@_jit(inline="always")
-def _erf32_parts(xd):
-    a = _cap(abs(xd), _CAP_ERF32)
-    return _poly(1.0 / (1.0 + a), _BE_C, _BE_I, _BE_P), -(a * a)
+# ----- float32 results in one pass, checked against rounding ---------------------------
+# A float32 result only needs its float64 value to round to the same float32 as the
+# NumPy path's float64 value. So the one-pass kernels compute ``exp`` themselves (not
+# NumPy's bits: within a few float64 ulps of them), and flag each element whose float64
+# value lies within ``_TOL`` float64 ulps of a point halfway between two float32 values:
+# only there could the two values round apart. Flagged elements (about 2 * _TOL / 2**29
+# of them: one in 260,000) are recomputed by the NumPy path. tools/check_erf32.py
+# compares every float32 input with the NumPy path and measures the largest distance
+# between the two values before rounding (79 ulps, far below _TOL); the small-argument
+# piece ``x A(x^2)`` is computed with the NumPy path's own operations, so it needs none.
+_TOL = 1 << 10
+_HALF_BITS = 1 << 28  # the 29 bits a float64 drops when rounded to float32: the midpoint
+_DROPPED = (1 << 29) - 1
+_INV_LN2 = 1.4426950408889634
+_LN2_HI = 0.6931471803691238  # (fdlibm's split: k * _LN2_HI is exact for |k| < 2**20)
+_LN2_LO = 1.9082149292705877e-10
+_SHIFT = 6755399441055744.0  # 1.5 * 2**52: adding it rounds to an integer, kept in the bits
+_EXP_P = np.array([1.0 / math.factorial(k) for k in range(11, -1, -1)])
+_F32_TINY = 2.0 ** -125  # below: float32 values 2**-149 apart (the bit check does not hold)
+_F32_SUB_SCALE = 2.0 ** 149
+_REL_TOL = _TOL * 2.0 ** -52  # relative: at least _TOL float64 ulps of any value
+
+
+@_intrinsic
+def _as_float64(typingctx, bits):
+    """The float64 whose bit pattern is the int64 ``bits``."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], _ir.DoubleType())
+    return _types.float64(_types.int64), codegen
+
+
+@_intrinsic
+def _as_int64(typingctx, v):
+    """The bit pattern of the float64 ``v`` as an int64."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], _ir.IntType(64))
+    return _types.int64(_types.float64), codegen
 
 
 @_jit(inline="always")
-def _erf32_finish(xd, e, ex):
+def _exp_neg(z):
+    """``exp(z)`` for ``-700 < z <= 0`` (NaN stays NaN) to about 1e-15 relative:
+    ``2**k exp(r)``, ``|r| <= ln(2) / 2``, ``exp(r)`` by its Taylor series to ``r**11``;
+    ``2**k`` is built in the exponent bits of ``t`` (a loop with no calls vectorizes)."""
+    t = z * _INV_LN2 + _SHIFT
+    k = t - _SHIFT
+    r = z - k * _LN2_HI
+    r -= k * _LN2_LO
+    return _horner(_EXP_P, r) * _as_float64((_as_int64(t) + 1023) << 52)
+
+
+@_jit(inline="always")
+def _near_midpoint(v):
+    """True where the float64 ``v`` (the size of a normal float32) lies within ``_TOL``
+    float64 ulps of a value halfway between two float32 values."""
+    return abs((_as_int64(v) & _DROPPED) - _HALF_BITS) <= _TOL
+
+
+@_jit(inline="always")
+def _erfc32_unsure(v):
+    """``_near_midpoint`` for a float32 erfc ``v >= 0``, also below ``2**-125``: there the
+    float32 values are ``2**-149`` apart (subnormals, then the first normal binade), so
+    ``v * 2**149`` rounds to an integer, and the check is on its fraction."""
+    w = v * _F32_SUB_SCALE
+    d = abs((w - math.floor(w)) - 0.5)
+    return _near_midpoint(v) if v >= _F32_TINY else d <= w * _REL_TOL
+
+
+@_jit(inline="always")
+def _erf32_value(xd):
+    """float32 erf of ``xd`` (a float32 widened) before its rounding, and whether the
+    rounding must be checked (``_k._erf32``'s pieces, the exponential our own)."""
     x2 = xd * xd
-    if x2 < 0.25:
-        r = _poly(x2, _A32_C, _A32_I, _A32_P)
-        r *= xd
-        return np.float32(r)
-    e *= ex
-    return np.float32(math.copysign(1.0 - e, xd))
+    s = _poly(x2, _A32_C, _A32_I, _A32_P)
+    s *= xd
+    a = _cap(abs(xd), _CAP_ERF32)
+    e = _poly(1.0 / (1.0 + a), _BE_C, _BE_I, _BE_P)
+    e *= _exp_neg(-(a * a))
+    b = 1.0 - e
+    big = x2 >= 0.25
+    return (math.copysign(b, xd) if big else s), big & _near_midpoint(b)
+
+
+# The one-pass kernels go through their input in blocks of _BLOCK elements, each block
+# a call on slices (a loop over ``range(start, stop)`` writing two arrays does not
+# vectorize), which says whether any element is flagged (an OR: a per-element flag array
+# or a count makes LLVM halve its vector width, a float sum does not vectorize); a block
+# with any is gone through again, element by element, to list them in ``idx``. Each
+# returns how many it listed.
+_BLOCK = 256
 
 
 @_jit
-def _erf32_a(x, e, arg):
+def _erf32_part(x, out):
+    m = False
     for i in range(x.size):
-        e[i], arg[i] = _erf32_parts(np.float64(x[i]))
+        v, f = _erf32_value(np.float64(x[i]))
+        out[i] = np.float32(v)
+        m |= f
+    return m
 
 
 @_jit
-def _erf32_b(x, e, ex, out):
-    for i in range(x.size):
-        out[i] = _erf32_finish(np.float64(x[i]), e[i], ex[i])
+def _erf32_one_pass(x, out, idx):
+    """float32 erf."""
+    n = 0
+    for start in range(0, x.size, _BLOCK):
+        stop = min(start + _BLOCK, x.size)
+        if _erf32_part(x[start:stop], out[start:stop]):
+            for i in range(start, stop):
+                if _erf32_value(np.float64(x[i]))[1]:
+                    idx[n] = i
+                    n += 1
+    return n
 
 
-# ----- erf and erfc together, float32 or float64 fits (``_k._erf_erfc``) ----------------
 @_jit(inline="always")
-def _erfc32_parts(xd):
+def _erfc32_value(xd, want_erf, far):
+    """float32 ``(erf, erfc)`` of ``xd`` before rounding (``_k._erf_erfc`` with the float32
+    fits, the far piece ``|x| >= 4.5`` only if ``far``) and whether to check them."""
+    x2 = xd * xd
+    s = _poly(x2, _A32_C, _A32_I, _A32_P)
+    s *= xd
     a = _cap(abs(xd), _CAP32)
-    if a >= 4.5:
-        e = _poly(1.0 / (a * a), _C32_C, _C32_I, _C32_P) / a
-    else:
-        e = _poly(1.0 / (1.0 + a), _B32_C, _B32_I, _B32_P)
-    return e, -a * a
+    e = _poly(1.0 / (1.0 + a), _B32_C, _B32_I, _B32_P)
+    if far:
+        ef = _poly(1.0 / (a * a), _C32_C, _C32_I, _C32_P) / a
+        e = ef if a >= 4.5 else e
+    e *= _exp_neg(-a * a)
+    big = x2 >= 0.25
+    b = 1.0 - e
+    c = 2.0 - e if xd < 0 else e
+    f = _erfc32_unsure(c)
+    if want_erf:
+        f |= _near_midpoint(b)
+    return (math.copysign(b, xd) if big else s), (c if big else 1.0 - s), big & f
 
 
+@_jit
+def _erfc32_part(x, erfc):
+    m = False
+    for i in range(x.size):
+        c, f = _erfc32_value(np.float64(x[i]), False, False)[1:]
+        erfc[i] = np.float32(c)
+        m |= f
+    return m
+
+
+@_jit
+def _erfc32_far_part(x, erfc):
+    m = False
+    for i in range(x.size):
+        c, f = _erfc32_value(np.float64(x[i]), False, True)[1:]
+        erfc[i] = np.float32(c)
+        m |= f
+    return m
+
+
+@_jit
+def _erf_erfc32_part(x, erf, erfc):
+    m = False
+    for i in range(x.size):
+        v, c, f = _erfc32_value(np.float64(x[i]), True, False)
+        erf[i] = np.float32(v)
+        erfc[i] = np.float32(c)
+        m |= f
+    return m
+
+
+@_jit
+def _erf_erfc32_far_part(x, erf, erfc):
+    m = False
+    for i in range(x.size):
+        v, c, f = _erfc32_value(np.float64(x[i]), True, True)
+        erf[i] = np.float32(v)
+        erfc[i] = np.float32(c)
+        m |= f
+    return m
+
+
+@_jit
+def _erfc32_one_pass(x, erf, erfc, idx, want_erf):
+    """float32 erfc, and erf with it if ``want_erf``; the far piece only in the blocks
+    that reach it."""
+    n = 0
+    for start in range(0, x.size, _BLOCK):
+        stop = min(start + _BLOCK, x.size)
+        far = False
+        for i in range(start, stop):
+            far |= abs(x[i]) >= np.float32(4.5)
+        xs, cs = x[start:stop], erfc[start:stop]
+        if want_erf:
+            es = erf[start:stop]
+            m = _erf_erfc32_far_part(xs, es, cs) if far else _erf_erfc32_part(xs, es, cs)
+        else:
+            m = _erfc32_far_part(xs, cs) if far else _erfc32_part(xs, cs)
+        if m:
+            for i in range(start, stop):
+                if _erfc32_value(np.float64(x[i]), want_erf, True)[2]:
+                    idx[n] = i
+                    n += 1
+    return n
+
+
+def _redo(flat, idx, outs, want):
+    """The NumPy path's values of the listed elements (``want`` as ``erf_erfc``'s)."""
+    for o, r in zip(outs, _k._erf_erfc(flat[idx], *want)):
+        if r is not None:
+            o[idx] = r
+
+
+# ----- erf and erfc together, float64 (``_k._erf_erfc``) ---------------------------------
 @_jit(inline="always")
 def _erf_erfc_finish(xd, e, small_erf):
     """(erf, erfc) from ``e = erfc(|x|)`` and ``small_erf = x A(x^2)``."""
     if xd * xd < 0.25:
         return small_erf, 1.0 - small_erf
     return math.copysign(1.0 - e, xd), (2.0 - e if xd < 0 else e)
-
-
-@_jit
-def _erfc32_a(x, e, arg):
-    # the middle piece everywhere (a loop that vectorizes), then the rare far elements
-    far = False
-    for i in range(x.size):
-        a = _cap(abs(np.float64(x[i])), _CAP32)
-        e[i] = _poly(1.0 / (1.0 + a), _B32_C, _B32_I, _B32_P)
-        arg[i] = -a * a
-        far |= a >= 4.5
-    if far:
-        for i in range(x.size):
-            e[i], arg[i] = _erfc32_parts(np.float64(x[i]))
-
-
-@_jit
-def _erfc32_b(x, e, ex, erf, erfc, want_erf, want_erfc):
-    for i in range(x.size):
-        xd = np.float64(x[i])
-        s = _poly(xd * xd, _A32_C, _A32_I, _A32_P)
-        s *= xd
-        f, c = _erf_erfc_finish(xd, e[i] * ex[i], s)
-        if want_erf:
-            erf[i] = f
-        if want_erfc:
-            erfc[i] = c
 
 
 @_jit
@@ -195,31 +347,29 @@ def erf_erfc(x, want_erf, want_erfc):
     dt = x.dtype
     flat = x.reshape(-1)
     n = flat.size
-    m = max(min(n, _CHUNK), 1)
     erf = np.empty(n, dt) if want_erf else np.empty(0, dt)
     erfc = np.empty(n, dt) if want_erfc else np.empty(0, dt)
-    e, a1 = np.empty(m), np.empty(m)
-    a2 = np.empty(m) if dt == np.float64 else None
+    if dt == np.float32:
+        idx = np.empty(n, np.int64)  # (its pages are touched only where elements are listed)
+        if not want_erfc:
+            k = _erf32_one_pass(flat, erf, idx)
+        else:
+            k = _erfc32_one_pass(flat, erf, erfc, idx, want_erf)
+        if k:
+            _redo(flat, idx[:k], (erf, erfc), (want_erf, want_erfc))
+        return (erf.reshape(x.shape) if want_erf else None,
+                erfc.reshape(x.shape) if want_erfc else None)
+    m = max(min(n, _CHUNK), 1)
+    e, a1, a2 = np.empty(m), np.empty(m), np.empty(m)
     for i in range(0, n, _CHUNK):
         xs = flat[i:i + _CHUNK]
         k = xs.size
-        ek, a1k = e[:k], a1[:k]
-        if dt == np.float64:
-            a2k = a2[:k]
-            _erfc64_a(xs, ek, a1k, a2k)
-            np.exp(a1k, out=a1k)
-            np.exp(a2k, out=a2k)
-            _erfc64_b(xs, ek, a1k, a2k, erf[i:i + k] if want_erf else erf,
-                      erfc[i:i + k] if want_erfc else erfc, want_erf, want_erfc)
-        elif not want_erfc:
-            _erf32_a(xs, ek, a1k)
-            np.exp(a1k, out=a1k)
-            _erf32_b(xs, ek, a1k, erf[i:i + k])
-        else:
-            _erfc32_a(xs, ek, a1k)
-            np.exp(a1k, out=a1k)
-            _erfc32_b(xs, ek, a1k, erf[i:i + k] if want_erf else erf, erfc[i:i + k],
-                      want_erf, want_erfc)
+        ek, a1k, a2k = e[:k], a1[:k], a2[:k]
+        _erfc64_a(xs, ek, a1k, a2k)
+        np.exp(a1k, out=a1k)
+        np.exp(a2k, out=a2k)
+        _erfc64_b(xs, ek, a1k, a2k, erf[i:i + k] if want_erf else erf,
+                  erfc[i:i + k] if want_erfc else erfc, want_erf, want_erfc)
     return (erf.reshape(x.shape) if want_erf else None,
             erfc.reshape(x.shape) if want_erfc else None)
 
@@ -390,27 +540,61 @@ def erfinv64(x):
 
 
 # ----- the exact GELU (``ember.ops.activation_nodes.Gelu``) ------------------------------
-@_jit
-def _gelu32_a(x, e, arg):
-    for i in range(x.size):
-        e[i], arg[i] = _erf32_parts(np.float64(x[i] * _F32_SQRT_HALF))
+@_jit(inline="always")
+def _gelu32_value(xi):
+    """float32 ``1 + erf(x / sqrt 2)`` of ``xi`` and whether its erf must be checked."""
+    v, f = _erf32_value(np.float64(xi * _F32_SQRT_HALF))
+    return np.float32(v) + np.float32(1.0), f
 
 
 @_jit
-def _gelu32_b(x, e, ex, y, one_plus_erf):
+def _gelu32_part(x, y, one_plus_erf):
+    m = False
     for i in range(x.size):
         xi = x[i]
-        p = _erf32_finish(np.float64(xi * _F32_SQRT_HALF), e[i], ex[i]) + np.float32(1.0)
+        p, f = _gelu32_value(xi)
         one_plus_erf[i] = p
         y[i] = (xi * np.float32(0.5)) * p
+        m |= f
+    return m
 
 
 @_jit
-def _gelu32_y(x, e, ex, y):
+def _gelu32_y_part(x, y):
+    m = False
     for i in range(x.size):
         xi = x[i]
-        p = _erf32_finish(np.float64(xi * _F32_SQRT_HALF), e[i], ex[i]) + np.float32(1.0)
+        p, f = _gelu32_value(xi)
         y[i] = (xi * np.float32(0.5)) * p
+        m |= f
+    return m
+
+
+@_jit
+def _gelu32_one_pass(x, y, one_plus_erf, idx, keep):
+    """float32 ``gelu(x)`` and, if ``keep``, ``1 + erf(x / sqrt 2)``."""
+    n = 0
+    for start in range(0, x.size, _BLOCK):
+        stop = min(start + _BLOCK, x.size)
+        if keep:
+            m = _gelu32_part(x[start:stop], y[start:stop], one_plus_erf[start:stop])
+        else:
+            m = _gelu32_y_part(x[start:stop], y[start:stop])
+        if m:
+            for i in range(start, stop):
+                if _gelu32_value(x[i])[1]:
+                    idx[n] = i
+                    n += 1
+    return n
+
+
+def _redo_gelu(flat, idx, y, p):
+    xs = flat[idx]
+    e = _k._erf_erfc(xs * _F32_SQRT_HALF, True, False)[0]
+    e += np.float32(1.0)
+    y[idx] = (xs * np.float32(0.5)) * e
+    if p is not None:
+        p[idx] = e
 
 
 def gelu(x, keep=True):
@@ -423,19 +607,12 @@ def gelu(x, keep=True):
         return (x * 0.5) * e, (e if keep else None)
     flat = x.reshape(-1)
     n = flat.size
-    m = max(min(n, _CHUNK), 1)
     y = np.empty(n, np.float32)
     p = np.empty(n, np.float32) if keep else None
-    e, a = np.empty(m), np.empty(m)
-    for i in range(0, n, _CHUNK):
-        xs = flat[i:i + _CHUNK]
-        k = xs.size
-        _gelu32_a(xs, e[:k], a[:k])
-        np.exp(a[:k], out=a[:k])
-        if keep:
-            _gelu32_b(xs, e[:k], a[:k], y[i:i + k], p[i:i + k])
-        else:
-            _gelu32_y(xs, e[:k], a[:k], y[i:i + k])
+    idx = np.empty(n, np.int64)
+    k = _gelu32_one_pass(flat, y, p if keep else y, idx, keep)
+    if k:
+        _redo_gelu(flat, idx[:k], y, p)
     return y.reshape(x.shape), (p.reshape(x.shape) if keep else None)
 
 

@@ -1,0 +1,70 @@
+"""The numba erf kernels (``ember[fast]``) of an older ember tree, this tree's and
+torch's, in one process, calls alternated: float32 erf, erfc, exact GELU (forward,
+no graph) and erfinv on 2**20 values.
+
+    git archive <before> | tar -x -C /tmp/before
+    python benchmarks/erf_kernels_ab.py /tmp/before [--rounds R]
+
+The older tree's ``ember/ops/_erf_numba.py`` is loaded from its file under another
+name; it finds its fits in this tree's ``ember.ops._erf_kernels`` (unchanged between
+the trees this was written for: check before comparing trees whose fits differ).
+Printed: median CPU milliseconds per call, each ratio to torch, after/before, and the
+load average. One thread (``OPENBLAS_NUM_THREADS=1`` is set here).
+"""
+import argparse
+import importlib.util
+import os
+import sys
+import time
+
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("before", help="root of the older ember tree")
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args()
+    import torch
+
+    from ember.ops import _erf_numba as new
+    torch.set_num_threads(1)
+    spec = importlib.util.spec_from_file_location(
+        "_erf_numba_before", os.path.join(args.before, "ember", "ops", "_erf_numba.py"))
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(2 ** 20).astype(np.float32)
+    u = rng.uniform(-1, 1, 2 ** 20).astype(np.float32)
+    xt, ut = torch.from_numpy(x), torch.from_numpy(u)
+    cases = {
+        "erf f32": (lambda m: m.erf_erfc(x, True, False), lambda: torch.erf(xt)),
+        "erfc f32": (lambda m: m.erf_erfc(x, False, True), lambda: torch.erfc(xt)),
+        "gelu f32": (lambda m: m.gelu(x, keep=False), lambda: torch.nn.functional.gelu(xt)),
+        "erfinv f32": (lambda m: m.erfinv32(u), lambda: torch.erfinv(ut)),
+    }
+    print(f"CPU ms, median of {args.rounds} alternated calls, 1 thread; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"{'case':12s} {'before':>7s} {'after':>7s} {'torch':>7s} {'b/torch':>8s} "
+          f"{'a/torch':>8s} {'a/b':>6s}")
+    for name, (f, tf) in cases.items():
+        runs = {"before": lambda f=f: f(old), "after": lambda f=f: f(new), "torch": tf}
+        for fn in runs.values():
+            fn()
+        times = {k: [] for k in runs}
+        for _ in range(args.rounds):
+            for k, fn in runs.items():
+                t0 = time.process_time()
+                fn()
+                times[k].append(time.process_time() - t0)
+        b, a, t = (np.median(times[k]) * 1e3 for k in ("before", "after", "torch"))
+        print(f"{name:12s} {b:7.2f} {a:7.2f} {t:7.2f} {b / t:8.2f} {a / t:8.2f} {a / b:6.2f}")
+    print(f"load average {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Check the float32 one-pass kernels of ``ember/ops/_erf_numba.py`` against the NumPy
+path of ``ember/ops/_erf_kernels.py`` on every float32 input (needs numba).
+
+    python tools/check_erf32.py [--quick]
+
+For erf (which the exact GELU evaluates at ``x / sqrt 2``, itself a float32), erfc, and
+both together, it compares the kernels' float32 results with the NumPy path's, bit for
+bit (NaN payloads aside), over all 2**32 bit patterns (``--quick``: every 97th), and
+reports, over the inputs where the kernels compute a value of their own (``|x| >= 0.5``
+up to the cap), the largest distance in float64 ulps between the two paths' values
+before rounding to float32: the kernels flag an element within ``_TOL`` ulps of a
+rounding midpoint, so that distance must stay below ``_TOL`` for the check to hold
+by construction and not merely on these inputs.
+"""
+import argparse
+import math
+import time
+
+import numba
+import numpy as np
+
+from ember.ops import _erf_kernels as _k
+from ember.ops import _erf_numba as _n
+
+
+@numba.njit(nogil=True, error_model="numpy")
+def _values(x, erf_only, out):
+    """The kernels' float64 values before rounding, erf alone or erfc (with the flag)."""
+    for i in range(x.size):
+        xd = np.float64(x[i])
+        if erf_only:
+            out[i] = _n._erf32_value(xd)[0]
+        else:
+            out[i] = _n._erfc32_value(xd, True, True)[1]
+
+
+def _numpy_path(x, want_erf, want_erfc):
+    """``_k.erf_erfc`` with the numba kernels switched off."""
+    saved = _k._FUSED.get("erf", "unset")
+    _k._FUSED["erf"] = None
+    try:
+        return _k.erf_erfc(x, want_erf, want_erfc)
+    finally:
+        _k._FUSED["erf"] = saved
+
+
+def _differ(a, b):
+    return np.count_nonzero((a.view(np.uint32) != b.view(np.uint32)) &
+                            ~(np.isnan(a) & np.isnan(b)))
+
+
+def _ulp_gap(x, erf_only):
+    """Largest distance between the two paths' unrounded values: in float64 ulps, and
+    relative in units of 2**-52 where the value is below 2**-125 (there the kernels
+    check the value relatively: see ``_erfc32_unsure``)."""
+    xd = x.astype(np.float64)
+    mine = np.empty_like(xd)
+    _values(x, erf_only, mine)
+    if erf_only:
+        ref = _k._erf32(xd, np.float64, _k._A32)
+    else:
+        ref = _k._erf_erfc(xd, False, True, bits=32)[1]
+    ok = np.isfinite(ref) & (np.abs(ref) >= 2.0 ** -125)
+    gap = np.abs(mine.view(np.int64)[ok] - ref.view(np.int64)[ok])
+    low = np.isfinite(ref) & (np.abs(ref) < 2.0 ** -125) & (ref != 0)
+    rel = np.abs(mine[low] / ref[low] - 1) * 2.0 ** 52
+    return (int(gap.max()) if gap.size else 0), (float(rel.max()) if rel.size else 0.0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="every 97th bit pattern")
+    args = ap.parse_args()
+    step = 97 if args.quick else 1
+    chunk = 1 << 24
+    diffs = {"erf": 0, "erfc": 0, "erf+erfc": 0}
+    t0 = time.time()
+    for start in range(0, 1 << 32, chunk * step):
+        x = np.arange(start, min(start + chunk * step, 1 << 32), step,
+                      dtype=np.uint64).astype(np.uint32).view(np.float32)
+        fast = [_n.erf_erfc(x, True, False)[0], _n.erf_erfc(x, False, True)[1],
+                *_n.erf_erfc(x, True, True)]
+        slow = [_numpy_path(x, True, False)[0], _numpy_path(x, False, True)[1],
+                *_numpy_path(x, True, True)]
+        diffs["erf"] += _differ(fast[0], slow[0])
+        diffs["erfc"] += _differ(fast[1], slow[1])
+        diffs["erf+erfc"] += _differ(fast[2], slow[2]) + _differ(fast[3], slow[3])
+    n = len(range(0, 1 << 32, step))
+    print(f"{n} float32 inputs ({time.time() - t0:.0f} s): differing results {diffs}")
+    # the inputs where the kernels' own exponential is used, every one of them
+    for name, erf_only, cap in (("erf", True, _n._CAP_ERF32), ("erfc", False, _n._CAP32)):
+        lo = np.float32(0.5).view(np.uint32)
+        hi = np.float32(cap).view(np.uint32) + 1
+        x = np.arange(lo, hi, dtype=np.uint32).view(np.float32)
+        (g1, r1), (g2, r2) = _ulp_gap(x, erf_only), _ulp_gap(-x, erf_only)
+        gap, rel = max(g1, g2), max(r1, r2)
+        print(f"{name}: largest gap before rounding over {2 * x.size} inputs in "
+              f"[0.5, {cap}] and their negations: {gap} float64 ulps "
+              f"(flagged within {_n._TOL}; 2**{math.log2(max(gap, 1)):.1f}); below "
+              f"2**-125: {rel:.1f} * 2**-52 relative (flagged within {_n._TOL})")
+
+
+if __name__ == "__main__":
+    main()
