@@ -373,15 +373,21 @@ def test_matmul_rows_are_bit_identical_to_the_whole_product(threads, m, k, n, la
     np.testing.assert_allclose(two, torch.tensor(a) @ torch.tensor(b), rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("spare", [True, False])
-def test_products_ember_does_not_split_follow_the_machines_load(monkeypatch, spare):
+@pytest.mark.parametrize("spare,pool_busy", [(True, False), (False, False), (True, True)])
+def test_products_ember_does_not_split_follow_the_machines_load(monkeypatch, spare,
+                                                                  pool_busy):
     # a product too small to split (a recurrent cell's) keeps BLAS's threads while the
-    # machine has cores to spare (no switch of BLAS's thread count: it costs a third of
-    # the product), else runs at one BLAS thread (threaded products stall on a busy one)
+    # machine has cores to spare and ember's pool is idle (no switch of BLAS's thread
+    # count: it costs more than the product gains), else runs at one BLAS thread
+    # (threaded products stall on a busy machine, and spin against the pool's blocks)
+    import time
+
     from ember.backend import gemm
     before = ember.get_num_threads()
     ember.set_num_threads(2)
     monkeypatch.setattr(T, "cores_to_spare", lambda: spare)
+    monkeypatch.setitem(T._state, "pool_used",
+                        time.monotonic() + 60 if pool_busy else float("-inf"))
     switches = []
     for lib in T._all_blas():
         real = lib.set_num_threads
@@ -394,7 +400,8 @@ def test_products_ember_does_not_split_follow_the_machines_load(monkeypatch, spa
         # one switch down and one back per BLAS library ember reaches (MKL's too, once
         # loaded by an earlier product of the process)
         n = len(T._all_blas())
-        assert switches == ([] if spare else [1] * n + [2] * n) and _blas_threads() == {2}
+        keep = spare and not pool_busy
+        assert switches == ([] if keep else [1] * n + [2] * n) and _blas_threads() == {2}
         np.testing.assert_array_equal(r, np.full((32, 128), 128, np.float32))
         del switches[:]
         big = np.ones((128, 784), np.float32), np.ones((784, 256), np.float32)

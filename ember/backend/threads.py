@@ -47,7 +47,7 @@ def _default_threads():
         return max(1, os.cpu_count() or 1)
 
 
-_state = {"threads": _default_threads(), "blas": None}
+_state = {"threads": _default_threads(), "blas": None, "pool_used": float("-inf")}
 # whether more than one thread is set (kept by ``set_num_threads``): at one thread the
 # elementwise kernels' size checks (:func:`binary`, :func:`unary`, :func:`add_into` and
 # their callers) are skipped after this one module read, no size read at all
@@ -237,6 +237,7 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False):
     if not pool.lock.acquire(blocking=False):  # another thread holds the pool: no split
         fn(0, rows)
         return
+    _state["pool_used"] = time.monotonic()
     try:
         step, extra = divmod(rows, n)
         bounds = [0]
@@ -332,21 +333,28 @@ def single_blas(steps=2):
 # whole product when every block stays on BLAS's large-matrix kernels (checked for the
 # shapes below by tests/test_threads.py), so results do not change with the thread count.
 # The products ember does not split (too small to repay a dispatch, or too few rows or
-# columns) run on BLAS's own threads when there are cores to spare (a loop of 32-row
-# products in sequence, a recurrent cell's, runs faster on both cores, and switching
-# OpenBLAS's thread count around each would cost a third of the product), else at one
-# BLAS thread (see cores_to_spare; measured: docs/performance.md, "Two threads: the
-# products ember does not split").
+# columns) run on BLAS's own threads when there are cores to spare and ember's pool has
+# not split a kernel for a while (a loop of 32-row products in sequence, a recurrent
+# cell's, runs faster on both cores, and switching OpenBLAS's thread count around each
+# costs more than the product gains), else at one BLAS thread: on a busy machine (see
+# cores_to_spare), and in steps whose other kernels run on the pool (an MLP's inference:
+# 3.6 ms a step that way, 5.3 with its 1024x128x10 product on BLAS's threads, whose
+# spinning then slows the pool's blocks). Measured: docs/performance.md, "Two threads:
+# the products ember does not split".
 _SPLIT_MNK = 1 << 21  # m*n*k from which a product is split over the pool
 _MIN_BLOCK_ROWS = 32  # rows per block, and columns, below which BLAS takes other paths
 _BLAS_THREADED_MNK = 1 << 18  # OpenBLAS runs one thread below this m*n*k by itself
+# how long after ember's pool last split a kernel its work counts as under way: BLAS's
+# threads, spinning after each threaded product, would take the core from its worker
+_POOL_QUIET_SECONDS = 0.1
 
 
 def matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)`` for two 2-D floating NumPy arrays when ember has more
     than one thread and reaches NumPy's BLAS: in row blocks on the pool (BLAS at one
     thread per block) when large; at one BLAS thread when BLAS would use its threads but
-    the machine has no core to spare (:func:`cores_to_spare`); None when not taken (the
+    the machine has no core to spare (:func:`cores_to_spare`) or the pool has just run
+    other kernels (see above); None when not taken (the
     caller runs ``np.matmul`` itself: small products, which BLAS runs on one thread
     anyway, and the others left to BLAS's threads)."""
     if _state["threads"] < 2 or a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or \
@@ -357,7 +365,8 @@ def matmul(a, b, out=None):
     if mnk < _BLAS_THREADED_MNK or b.shape[0] != k or not _all_blas():
         return None
     if mnk < _SPLIT_MNK or m < 2 * _MIN_BLOCK_ROWS or n < _MIN_BLOCK_ROWS:
-        if cores_to_spare():
+        if time.monotonic() - _state["pool_used"] > _POOL_QUIET_SECONDS and \
+                cores_to_spare():
             return None  # BLAS's own threads
         with single_blas():
             return np.matmul(a, b, out=out)
