@@ -34,7 +34,6 @@ def main():
     ap.add_argument("--no-numba", action="store_true",
                     help="this tree's pooling without its numba kernels")
     args = ap.parse_args()
-    import time
 
     import torch
     torch.set_num_threads(1)
@@ -55,12 +54,22 @@ def main():
         net = cnn_step.build(m, weights)
         step, _ = cnn_step.make_step(m, net)
         runs.append((step, m.tensor(xb), m.tensor(yb), mods))
+    alternate(f"CNN step b{args.batch}", runs, args.warmup, args.steps, args.no_numba)
+
+
+def alternate(label, runs, warmup, steps, no_numba):
+    """Run the steps of ``runs`` (before, after, torch: ``(step, x, y, modules)``) in
+    alternated rounds of three, CPU time per step after ``warmup``, and print the medians,
+    the ratios and how far each tree's losses drift from torch's."""
+    import time
+
+    from nn_ops_ab import _use
     load0 = os.getloadavg()
-    cpu = [[] for _ in libs]
-    losses = [[] for _ in libs]
+    cpu = [[] for _ in runs]
+    losses = [[] for _ in runs]
     done = 0
-    while done < args.warmup + args.steps:
-        n = min(3, args.warmup + args.steps - done)
+    while done < warmup + steps:
+        n = min(3, warmup + steps - done)
         for (step, x, y, mods), c, lo in zip(runs, cpu, losses):
             _use(mods)
             for i in range(done, done + n):
@@ -68,13 +77,13 @@ def main():
                 loss = step(x, y)
                 dc = time.process_time() - c0
                 lo.append(float(loss.detach()))
-                if i >= args.warmup:
+                if i >= warmup:
                     c.append(dc * 1e3)
         done += n
     b, a, t = (float(np.median(c)) for c in cpu)
-    print(f"CNN step b{args.batch}, one thread, {args.steps} timed steps, "
+    print(f"{label}, one thread, {steps} timed steps, "
           f"EMBER_MKL={os.environ.get('EMBER_MKL', 'unset')}"
-          f"{', no numba' if args.no_numba else ''}; load average "
+          f"{', no numba' if no_numba else ''}; load average "
           f"{' '.join(f'{v:.2f}' for v in load0)} -> "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(f"  CPU ms/step  before {b:.2f}  after {a:.2f}  torch {t:.2f}")

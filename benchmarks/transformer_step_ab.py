@@ -33,7 +33,6 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--no-numba", action="store_true", help="numba hidden from both trees")
     args = ap.parse_args()
-    import time
 
     import torch
     torch.set_num_threads(1)
@@ -52,34 +51,8 @@ def main():
         _use(mods)
         step = ts.make_step(m, ts.build(m, weights))
         runs.append((step, m.tensor(xb), m.tensor(yb), mods))
-    load0 = os.getloadavg()
-    cpu = [[] for _ in libs]
-    losses = [[] for _ in libs]
-    done = 0
-    while done < args.warmup + args.steps:
-        n = min(3, args.warmup + args.steps - done)
-        for (step, x, y, mods), c, lo in zip(runs, cpu, losses):
-            _use(mods)
-            for i in range(done, done + n):
-                c0 = time.process_time()
-                loss = step(x, y)
-                dc = time.process_time() - c0
-                lo.append(float(loss.detach()))
-                if i >= args.warmup:
-                    c.append(dc * 1e3)
-        done += n
-    b, a, t = (float(np.median(c)) for c in cpu)
-    print(f"Transformer layer step, one thread, {args.steps} timed steps, "
-          f"EMBER_MKL={os.environ.get('EMBER_MKL', 'unset')}"
-          f"{', no numba' if args.no_numba else ''}; load average "
-          f"{' '.join(f'{v:.2f}' for v in load0)} -> "
-          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    print(f"  CPU ms/step  before {b:.2f}  after {a:.2f}  torch {t:.2f}")
-    print(f"  ratio        before/torch {b / t:.3f}  after/torch {a / t:.3f}  "
-          f"after/before {a / b:.3f}")
-    for name, lo in zip(("before", "after"), losses[:2]):
-        drift = max(abs(p - q) for p, q in zip(lo, losses[2]))
-        print(f"  {name} losses agree with torch's to {drift:.1e} over {len(lo)} steps")
+    from cnn_step_ab import alternate
+    alternate("Transformer layer step", runs, args.warmup, args.steps, args.no_numba)
 
 
 def importlib_optim(mods):

@@ -83,11 +83,5 @@ def times(g, t):
     """``gy * t`` (``Mul`` on two arrays of one dtype: one NumPy product) as a new
     Tensor, from ``gy``'s array ``g`` (:func:`array`); None when ``t`` is no
     :func:`operand` (the formula then runs in Tensor ops)."""
-    tt = type(t)
-    if tt is not Tensor and not _plain_type(tt):
-        return None
-    d = t._data
-    if type(d) is not _ndarray or d.dtype is not g.dtype and d.dtype != g.dtype or \
-            d.size > g.size:
-        return None
-    return wrap(g * d)
+    d = operand(t, g)
+    return None if d is None else wrap(g * d)
