@@ -454,6 +454,22 @@ def test_mlp_inference_equals_torch_bit_for_bit(mkl, one_thread):
         np.testing.assert_array_equal(em(ember.tensor(x)).numpy(), want)
 
 
+def _x_times_wT_keeps_numpys_bits(rng, ms, ks, ns):
+    """``x @ w.T`` and ``b + x @ w.T`` through gemm for every (m, k, n): C-ordered, with
+    ``np.matmul``'s bits."""
+    for m in ms:
+        for k in ks:
+            for n in ns:
+                x = _rand(rng, (m, k), np.float32)
+                w = _rand(rng, (n, k), np.float32)
+                r = gemm.matmul(x, w.T)
+                assert r.flags.c_contiguous
+                np.testing.assert_array_equal(r, np.matmul(x, w.T))
+                bias = _rand(rng, (n,), np.float32)
+                np.testing.assert_array_equal(gemm.addmm(bias, x, w.T),
+                                              np.matmul(x, w.T) + bias)
+
+
 def test_classifier_heads_by_row_blocks_keep_numpys_bits(monkeypatch):
     """A narrow ``x @ w.T`` (10-15 columns, k of 128-256, a multiple of 128 rows) is
     computed from a row-major copy of the weight, 128 rows at a time: the same bits as
@@ -469,17 +485,7 @@ def test_classifier_heads_by_row_blocks_keep_numpys_bits(monkeypatch):
         return r
     monkeypatch.setattr(gemm, "_narrow_by_rows", spy)
     with gemm.numpy_only():
-        for m in (128, 256, 1024):
-            for k in (128, 200, 256):
-                for n in (10, 13, 15):
-                    x = _rand(rng, (m, k), np.float32)
-                    w = _rand(rng, (n, k), np.float32)
-                    r = gemm.matmul(x, w.T)
-                    assert r.flags.c_contiguous
-                    np.testing.assert_array_equal(r, np.matmul(x, w.T))
-                    bias = _rand(rng, (n,), np.float32)
-                    np.testing.assert_array_equal(gemm.addmm(bias, x, w.T),
-                                                  np.matmul(x, w.T) + bias)
+        _x_times_wT_keeps_numpys_bits(rng, (128, 256, 1024), (128, 200, 256), (10, 13, 15))
         assert len(taken) == 2 * 3 * 3 * 3
         taken.clear()
         x = _rand(rng, (128, 128), np.float32)
@@ -508,17 +514,8 @@ def test_few_rows_times_a_transposed_weight_keep_numpys_bits(monkeypatch):
         return r
     monkeypatch.setattr(gemm, "_by_transpose", spy)
     with gemm.numpy_only():
-        for m in (2, 3, 8, 17, 31, 32):
-            for k in (128, 129, 200, 256):
-                for n in (128, 130, 333, 512):
-                    x = _rand(rng, (m, k), np.float32)
-                    w = _rand(rng, (n, k), np.float32)
-                    r = gemm.matmul(x, w.T)
-                    assert r.flags.c_contiguous
-                    np.testing.assert_array_equal(r, np.matmul(x, w.T))
-                    bias = _rand(rng, (n,), np.float32)
-                    np.testing.assert_array_equal(gemm.addmm(bias, x, w.T),
-                                                  np.matmul(x, w.T) + bias)
+        _x_times_wT_keeps_numpys_bits(rng, (2, 3, 8, 17, 31, 32), (128, 129, 200, 256),
+                                      (128, 130, 333, 512))
         assert len(taken) == 2 * 6 * 4 * 4
         taken.clear()
         x = _rand(rng, (32, 128), np.float32)

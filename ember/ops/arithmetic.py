@@ -335,11 +335,7 @@ class Mul(Primitive):
     def forward_out(self, a, b, out):
         """``forward`` written into ``out(0, shape, dtype)`` (the compile plan's buffers;
         two floating arrays of one dtype, or one and a Python number)."""
-        if type(a) is not _ndarray or type(b) is not _ndarray:
-            r = _reduced_number_out(self, a, b, out)
-            if r is not None:
-                return r
-        return _binary_out(np.multiply, a, b, out)
+        return _binary_out(np.multiply, a, b, out, self)
 
     fused = "{0} * {1}"  # one element, for the compile plan's fused loops
 
@@ -433,11 +429,7 @@ class Div(Primitive):
     def forward_out(self, a, b, out):
         """``forward`` written into ``out(0, shape, dtype)`` (the compile plan's buffers;
         two floating arrays of one dtype, or one and a Python number)."""
-        if type(a) is not _ndarray or type(b) is not _ndarray:
-            r = _reduced_number_out(self, a, b, out)
-            if r is not None:
-                return r
-        return _binary_out(np.divide, a, b, out)
+        return _binary_out(np.divide, a, b, out, self)
 
     fused = "{0} / {1}"  # one element, for the compile plan's fused loops
 
@@ -503,10 +495,15 @@ def _reduced_number_out(op, a, b, out):
     return o
 
 
-def _binary_out(ufunc, a, b, out):
+def _binary_out(ufunc, a, b, out, op=None):
     """``ufunc(a, b)`` written into ``out(0, shape, dtype)``: two floating arrays of one
     dtype, or one and a Python number (NumPy casts the number to the array's dtype, as
-    the operators do)."""
+    the operators do; with ``op``, a float16/bfloat16 array and a number go through
+    :func:`_reduced_number_out`, as ``op.forward`` computes them)."""
+    if op is not None and (type(a) is not np.ndarray or type(b) is not np.ndarray):
+        r = _reduced_number_out(op, a, b, out)
+        if r is not None:
+            return r
     if type(b) is not np.ndarray:
         t = a
     elif type(a) is not np.ndarray:
