@@ -8,10 +8,10 @@ import sys
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _as_array, _make
 from ember.autograd import _modes, anomaly
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import _FREED
+from ember.autograd.node import _FREED, _wrap
 from ember.autograd.node import in_backward as _in_backward
 from ember.backend import threads as _threads
 from ember.backend.dtypes import FROM_NP as _FROM_NP
@@ -260,6 +260,32 @@ def _add_to_buffer(buf, nr, g, region):
     return old + g
 
 
+def _counted(node, in_grads, edges):
+    """``in_grads`` cut to one per edge: extra trailing Nones are allowed, as PyTorch
+    allows them; any other count is an error."""
+    if len(in_grads) > len(edges) and all(g is None for g in in_grads[len(edges):]):
+        return in_grads[:len(edges)]
+    raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
+                       f"(expected {len(edges)}, got {len(in_grads)})")
+
+
+_np_add = np.add
+_ndarray = np.ndarray
+
+
+def _array_of(gy):
+    """The array of the gradient ``gy`` when a node's ``_array_grads`` may take it: a
+    Tensor (not a subclass) on a real floating NumPy array below the size the
+    elementwise ops split over threads (``ember.ops._grad_arrays.array``'s test, in the
+    engine's pass without a graph and without modes); None otherwise."""
+    if type(gy) is not Tensor:
+        return None
+    g = gy._data
+    if type(g) is not _ndarray or g.dtype.kind != "f" or \
+            _threads.MANY and g.size >= _threads.SPLIT_ELEMENTS:
+        return None
+    return g
+
 _final_callbacks = []
 
 
@@ -334,6 +360,9 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
     prev_valid = checkpoint_valid[0]
     checkpoint_valid[0] = inputs is None
     check_nan = anomaly.enabled[0] and anomaly.nan_check[0]
+    # every gradient goes to the leaves' ``.grad`` with no graph of its own, no anomaly
+    # check: a node without hooks takes the short path in the loop
+    fast = inputs is None and not create_graph and not check_nan
     # the backward functions below are ember's own (``Primitive.saved_tensors``); the
     # user's hooks run with the marker lowered again (``_outside``)
     _in_backward[0] += 1
@@ -342,6 +371,115 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
             node = ready.pop()
             edges = node._edges
             grads = buffers.pop(node, None)
+            if fast and grads is not None and not node._hooked and \
+                    node._in_shapes is None and len(grads) == 1 and not _active[0]:
+                # the common node: one output, no hooks, no mode, no broadcast input;
+                # what the general path below does for it, with its branches left out.
+                # Its gradient may be an array: the ``_array_grads`` of the node before
+                # (see ``Node._array_grads``) pass new arrays on, and a Tensor is made
+                # where one is needed (another node's ``backward``, a leaf, a sum)
+                gy = grads[0]
+                try:
+                    in_grads = None
+                    array_grads = node._array_grads
+                    if isinstance(gy, Tensor):
+                        if array_grads is not None:
+                            g = _array_of(gy)
+                            if g is not None:
+                                in_grads = array_grads(gy, g)
+                        if in_grads is None:
+                            in_grads = node.backward(gy)
+                    else:
+                        if type(gy) is not _ndarray:
+                            gy = _as_array(gy)  # a NumPy scalar (0-d arrays' formulas)
+                        if array_grads is not None:
+                            in_grads = array_grads(gy, gy)
+                        if in_grads is None:
+                            in_grads = node.backward(_wrap(gy))
+                except Exception:
+                    if anomaly.enabled[0]:
+                        _report_anomaly(node)
+                    raise
+                if type(in_grads) is not tuple:
+                    in_grads = tuple(in_grads) if type(in_grads) is list else (in_grads,)
+                if len(in_grads) != len(edges):
+                    in_grads = _counted(node, in_grads, edges)
+                if not retain_graph and node._saved is not None:
+                    node._saved = _FREED
+                for e, g in zip(edges, in_grads):
+                    if type(e) is tuple:
+                        nxt, nr = e
+                        if g is not None:
+                            buf = buffers.get(nxt)
+                            if buf is None:
+                                if nxt.n_outputs == 1:
+                                    buffers[nxt] = [g]
+                                else:
+                                    buf = buffers[nxt] = [None] * nxt.n_outputs
+                                    buf[nr] = g
+                            elif buf[nr] is None:
+                                buf[nr] = g
+                            else:
+                                # a sum: of Tensors (no local name keeps the buffered
+                                # one, so that ``_add_to_buffer`` may write into it)
+                                if not isinstance(buf[nr], Tensor):
+                                    buf[nr] = _wrap(buf[nr])
+                                if not isinstance(g, Tensor):
+                                    g = _wrap(g)
+                                if _active[0]:
+                                    buf[nr] = buf[nr] + g
+                                else:
+                                    # (only a select's or slice's first input has one)
+                                    region = node.grad_region if e is edges[0] else None
+                                    buf[nr] = _add_to_buffer(buf, nr, g, region)
+                        d = deps[nxt] - 1
+                        if d:
+                            deps[nxt] = d
+                        else:
+                            ready.append(nxt)  # (its count is read no more)
+                    elif e is not None:
+                        k = id(e)
+                        if g is not None:
+                            if isinstance(g, Tensor):
+                                ga = g._data
+                            else:
+                                ga = g
+                                g = None  # (the Tensor is made where one is needed)
+                            dt = e._data.dtype
+                            if ga.dtype is not dt and ga.dtype != dt:
+                                g = (_wrap(ga) if g is None else g).to(e.dtype)
+                                ga = g._data
+                            if k in owned:
+                                # a sum the engine made: nothing else sees it, and every
+                                # arrival has the leaf's shape and dtype
+                                a = leaf_bufs[k]._data
+                                if not _threads.MANY or a.size < _threads.SPLIT_ELEMENTS:
+                                    _np_add(a, ga, a)
+                                else:
+                                    _threads.add_into(a, ga)
+                            else:
+                                if g is None:
+                                    g = _wrap(ga)
+                                if k not in leaf_bufs:
+                                    leaf_bufs[k] = g
+                                elif _active[0]:
+                                    leaf_bufs[k] = leaf_bufs[k] + g
+                                else:
+                                    b = leaf_bufs[k] = _add_to_buffer(leaf_bufs, k, g, None)
+                                    a = b._data
+                                    if type(a) is np.ndarray and a.dtype.names is None and \
+                                            type(ga) is np.ndarray and a.flags.writeable:
+                                        owned.add(k)
+                        d = leaf_deps[k] - 1
+                        if d:
+                            leaf_deps[k] = d
+                        elif k in leaf_bufs:
+                            _leaf_done(e, leaf_bufs.pop(k), accumulate, False, seen, None,
+                                       captured)
+                continue
+            if fast and grads is not None:
+                # the general path takes Tensors (see the short path above)
+                grads = [g if g is None or isinstance(g, Tensor) else _wrap(g) for g in grads]
             hooked = node._hooked
             if grads is not None and (hooked or not plain):
                 if hooked and node._tensor_pre_hooks:
@@ -392,14 +530,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
             if type(in_grads) is not tuple:
                 in_grads = tuple(in_grads) if type(in_grads) is list else (in_grads,)
             if len(in_grads) != len(edges):
-                # extra trailing Nones are allowed, as PyTorch allows them
-                if len(in_grads) > len(edges) and all(g is None for g in
-                                                       in_grads[len(edges):]):
-                    in_grads = in_grads[:len(edges)]
-                else:
-                    raise RuntimeError(
-                        f"function {node.name()} returned an incorrect number of gradients "
-                        f"(expected {len(edges)}, got {len(in_grads)})")
+                in_grads = _counted(node, in_grads, edges)
             hooks = node._hooks if hooked else None
             if hooks:
                 for hook in hooks:

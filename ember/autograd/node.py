@@ -97,6 +97,14 @@ class Node:
     # Tensor argument up to the last one given": a node of an op whose optional Tensor
     # (a bias) may be None, or whose integer operands (targets) PyTorch does not list
     n_inputs = None
+    # ``_array_grads(gy, g)``: the node's backward on the array ``g`` of its one output
+    # gradient ``gy`` (``gy`` itself: a Tensor, or ``g`` when the gradient came as an
+    # array), for the engine's pass without a graph of the gradients (no create_graph,
+    # no mode, no hook on the node). It returns what ``backward`` returns, each gradient
+    # a new array (or ``gy`` passed on): the same NumPy calls as ``backward``'s Tensor
+    # ops, in the same order; or None, having called no user code, where only
+    # ``backward`` can answer (another dtype, a saved tensor changed or packed by hooks)
+    _array_grads = None
 
     def name(self):
         """The node's name as PyTorch prints it, e.g. ``MulBackward0``."""
@@ -111,6 +119,8 @@ class Node:
         # ``_op_name`` for error messages. ``__qualname__`` is kept, so pickling by
         # module path still finds the class.
         cls._op_name = cls.__dict__.get("_op_name", cls.__name__)
+        if "backward" in cls.__dict__ and "_array_grads" not in cls.__dict__:
+            cls._array_grads = None  # a new backward: an inherited array form is not its
         if not cls.__dict__.get("_base_class"):
             cls.__name__ = cls._node_name.rsplit("::", 1)[-1]
 
@@ -286,6 +296,29 @@ def _read_saved(self):
                 self._raise_stale(t, i, t._vc[0], version)
             out.append(t)
     return tuple(out)
+
+
+def _saved_inputs(self):
+    """The one or two saved inputs as ``_read_saved`` gives them, when that is all it
+    would do (each unchanged since saved, none packed by saved-tensor hooks); None in
+    every other case, where ``_read_saved`` gives them or the error."""
+    saved = self._saved
+    if type(saved) is list:
+        n = len(saved)
+        if n == 2:
+            i0, i1 = saved
+            if type(i0) is tuple and type(i1) is tuple and len(i0) == 2 and len(i1) == 2:
+                t0, v0 = i0
+                t1, v1 = i1
+                if (v0 is None or t0._vc[0] == v0) and (v1 is None or t1._vc[0] == v1):
+                    return t0, t1
+        elif n == 1:
+            item = saved[0]
+            if type(item) is tuple and len(item) == 2:
+                t, version = item
+                if version is None or t._vc[0] == version:
+                    return (t,)
+    return None
 
 
 def _saved_output_array(self):

@@ -9,7 +9,7 @@ and operators are bound in :mod:`ember.ops.elementwise`.
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.autograd.node import Primitive, _read_saved
+from ember.autograd.node import Primitive, _read_saved, _saved_inputs
 from ember.backend import threads as _threads
 from ember.ops import _batch, _grad_arrays, _jvp
 from ember.ops._util import (
@@ -250,6 +250,10 @@ class Sub(Primitive):
         g = _array(gy)  # on the array when that is all ``-gy`` would do
         return gy, -gy if g is None else _wrap(np.negative(g))
 
+    def _array_grads(self, gy, g):
+        """``backward`` on the gradient's array (``Node._array_grads``)."""
+        return gy, None if self._edges[1] is None else np.negative(g)
+
     def jvp(self, ta, tb):
         if tb is None:
             return ta
@@ -309,6 +313,26 @@ class Mul(Primitive):
             gb = None if g is None else _times(g, a)
             if gb is None:
                 gb = gy * cj(a)
+        return ga, gb
+
+    def _array_grads(self, gy, g):
+        """``backward`` on the gradient's array (``Node._array_grads``)."""
+        saved = _saved_inputs(self)
+        if saved is None:
+            return None
+        a, b = saved
+        e = self._edges
+        ga = gb = None
+        if e[0] is not None:
+            d = _same(b, g)
+            if d is None:
+                return None
+            ga = g * d
+        if e[1] is not None:
+            d = _same(a, g)
+            if d is None:
+                return None
+            gb = g * d
         return ga, gb
 
     jvp = _jvp.multilinear(0, 1)
@@ -411,6 +435,30 @@ class Div(Primitive):
                     gb = _wrap(np.negative(g) * (c / d / d))
             if gb is None:
                 gb = -gy * cj(a / b / b)
+        return ga, gb
+
+    def _array_grads(self, gy, g):
+        """``backward`` on the gradient's array (``Node._array_grads``)."""
+        saved = _saved_inputs(self)
+        if saved is None:
+            return None
+        a, b = saved
+        e = self._edges
+        ga = gb = None
+        if e[0] is not None:
+            if type(b) is float:
+                ga = _div_fw(None, g, b)
+            else:
+                d = _same(b, g)
+                if d is None:
+                    return None
+                ga = g / d
+        if e[1] is not None:
+            d = _same(b, g)
+            c = None if d is None else _same(a, g)
+            if c is None:
+                return None
+            gb = np.negative(g) * (c / d / d)
         return ga, gb
 
     jvp = _jvp.diagonal

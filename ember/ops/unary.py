@@ -9,7 +9,7 @@ import numpy as np
 from ember import backend as _backend
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive, _read_saved, _saved_output_array
+from ember.autograd.node import Primitive, _read_saved, _saved_inputs, _saved_output_array
 from ember.backend import threads as _threads
 from ember.ops import _batch, _erf_kernels, _grad_arrays, _jvp
 from ember.ops._util import (
@@ -137,6 +137,24 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", array_grad=None, **r
         def backward(self, gy):
             return grad(gy, None, None)
     attrs["backward"] = backward
+    if array_grad is not None and save != "xy":
+        # ``backward`` on the gradient's array (``Node._array_grads``)
+        if save == "x":
+            def array_grads(self, gy, g):
+                saved = _saved_inputs(self)
+                d = None if saved is None else _same(saved[0], g)
+                return None if d is None else array_grad(g, d)
+        elif save == "y":
+            def array_grads(self, gy, g):
+                d = _saved_output_array(self)
+                if d is not None and type(d) is np.ndarray and d.size <= g.size and \
+                        (d.dtype is g.dtype or d.dtype == g.dtype):
+                    return array_grad(g, d)
+                return None
+        else:
+            def array_grads(self, gy, g):
+                return array_grad(g, None)
+        attrs["_array_grads"] = array_grads
     cls = type(name, (_Unary,), attrs)
     op = cls.unary_function()
     op.__name__ = name[0].lower() + "".join("_" + c.lower() if c.isupper() else c
