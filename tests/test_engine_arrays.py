@@ -1,0 +1,166 @@
+"""The engine's short path for ``backward()`` (``ember.autograd.engine``): nodes without
+hooks pass their gradients on as NumPy arrays (``Node._array_grads``) and a Tensor is
+made only where one is needed. Against the Tensor-op path (taken with ``create_graph``)
+bit for bit and against torch 2.13: the leaves' gradients, what hooks and saved-tensor
+hooks see, gradients that must not share memory, and the errors."""
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember.ops.arithmetic import Mul
+
+RNG = np.random.default_rng(1)
+
+# name -> (function of two leaves, input range); every case goes through ``backward()``
+CASES = {
+    "chain": (lambda m, x, w: (m.tanh(m.sin(x * w + w)) - w).exp() / 3.0, (-1, 1)),
+    "sub": (lambda m, x, w: (x - w) * w, (-2, 2)),
+    "sub number": (lambda m, x, w: m.sin(x - 1.5) * w, (-2, 2)),
+    "div": (lambda m, x, w: m.exp(x / w) / w, (0.5, 2)),
+    "used twice": (lambda m, x, w: m.sin(x * w) * m.exp(x * w) + m.tanh(x * w), (-1, 1)),
+    "cos log neg": (lambda m, x, w: -m.log(m.cos(x) + 2.0) * m.sigmoid(w), (-1, 1)),
+    "add of arrays": (lambda m, x, w: m.sin(x) + m.exp(w), (-1, 1)),
+}
+# the cases whose gradients are correctly rounded products, quotients and differences in
+# both libraries: bit-equal to torch
+EXACT = {"sub"}
+
+
+def _leaf_grads(m, case, arrays, shape_g, create_graph=False, times=1):
+    f = CASES[case][0]
+    x, w = (m.tensor(a, requires_grad=True) for a in arrays)
+    for _ in range(times):  # a second pass adds into the .grad of the first
+        out = f(m, x, w)
+        g = m.tensor(np.linspace(-1, 1, out.numel()).reshape(shape_g)
+                     .astype(arrays[0].dtype))
+        out.backward(g, create_graph=create_graph)
+    return [t.grad.detach().numpy() for t in (x, w)]
+
+
+@pytest.mark.parametrize("shape", [(3, 5), ()])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("case", list(CASES))
+def test_backward_is_bit_equal_to_the_tensor_ops_and_matches_torch(case, dtype, shape):
+    lo, hi = CASES[case][1]
+    arrays = [np.asarray(RNG.uniform(lo, hi, shape)).astype(dtype) for _ in range(2)]
+    for times in (1, 2):
+        fast = _leaf_grads(ember, case, arrays, shape, times=times)
+        slow = _leaf_grads(ember, case, arrays, shape, create_graph=True, times=times)
+        want = _leaf_grads(torch, case, arrays, shape, times=times)
+        for f, s, w in zip(fast, slow, want):
+            assert f.dtype == s.dtype == w.dtype and f.shape == w.shape
+            np.testing.assert_array_equal(f, s)
+            if case in EXACT and dtype != np.float16:
+                np.testing.assert_array_equal(f, w)
+            else:
+                tol = {np.float16: 4e-3, np.float32: 4e-6, np.float64: 1e-12}[dtype]
+                np.testing.assert_allclose(f.astype(np.float64), w.astype(np.float64),
+                                           rtol=tol, atol=tol)
+
+
+def test_a_gradient_passed_through_is_not_the_users_grad_output():
+    """``x - c`` passes its gradient on unchanged: the leaf's ``.grad`` is a copy of the
+    grad_output, not the same memory (as torch's AccumulateGrad copies what others hold)."""
+    for m in (ember, torch):
+        x = m.tensor(np.ones(4, np.float32), requires_grad=True)
+        g = m.tensor(np.arange(4, dtype=np.float32))
+        (x - 2.0).backward(g)
+        with m.no_grad():
+            g.add_(10)
+        np.testing.assert_array_equal(x.grad.numpy(), np.arange(4, dtype=np.float32))
+
+
+def test_two_leaves_never_share_one_gradient():
+    """An ``add`` after an array formula hands one Tensor to both operands; their
+    ``.grad`` are two tensors, and so are the two of a difference."""
+    for m in (ember, torch):
+        a = m.tensor(np.ones(3, np.float32), requires_grad=True)
+        b = m.tensor(np.ones(3, np.float32), requires_grad=True)
+        m.sin(a + b).sum().backward()
+        c = m.tensor(np.ones(3, np.float32), requires_grad=True)
+        d = m.tensor(np.ones(3, np.float32), requires_grad=True)
+        (m.exp(c) - d).sum().backward()
+        before = [t.grad.numpy().copy() for t in (a, b, c, d)]
+        with m.no_grad():
+            a.grad.add_(1)
+            d.grad.add_(1)
+        np.testing.assert_array_equal(a.grad.numpy(), before[0] + 1)
+        np.testing.assert_array_equal(b.grad.numpy(), before[1])
+        np.testing.assert_array_equal(c.grad.numpy(), before[2])
+        np.testing.assert_array_equal(d.grad.numpy(), before[3] + 1)
+        np.testing.assert_array_equal(before[3], -np.ones(3, np.float32))
+
+
+def test_hooks_in_the_middle_of_an_array_chain_see_tensors():
+    """A retained gradient and a tensor hook between nodes that pass arrays see Tensors
+    of torch's values; what the hook returns is what flows on."""
+    got = []
+    x0 = RNG.uniform(-1, 1, 5).astype(np.float32)
+    for m in (ember, torch):
+        x = m.tensor(x0, requires_grad=True)
+        y = m.sin(x * 2.0)
+        y.retain_grad()
+        seen = []
+        y.register_hook(lambda g, seen=seen: (seen.append(type(g).__name__), g * 3.0)[1])
+        m.exp(m.tanh(y)).sum().backward()
+        got.append((seen, y.grad.numpy(), x.grad.numpy()))
+    (es, ey, ex), (ts, ty, tx) = got
+    assert es == ts == ["Tensor"]
+    np.testing.assert_allclose(ey, ty, rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(ex, tx, rtol=2e-6, atol=1e-7)
+
+
+def test_saved_tensor_hooks_unpack_as_often_as_torchs():
+    counts = []
+    x0 = RNG.uniform(0.5, 1, 4).astype(np.float32)
+    for m in (ember, torch):
+        n = [0, 0]
+
+        def pack(t, n=n):
+            n[0] += 1
+            return t
+
+        def unpack(t, n=n):
+            n[1] += 1
+            return t
+        x = m.tensor(x0, requires_grad=True)
+        w = m.tensor(x0 + 1, requires_grad=True)
+        with m.autograd.graph.saved_tensors_hooks(pack, unpack):
+            out = (m.sin(x * w) / w).exp().sum()
+        out.backward()
+        counts.append((n, x.grad.numpy()))
+    assert counts[0][0] == counts[1][0]
+    np.testing.assert_allclose(counts[0][1], counts[1][1], rtol=2e-6)
+
+
+def test_a_node_with_its_own_backward_does_not_inherit_the_array_form():
+    """A subclass that writes ``backward`` has no ``_array_grads`` of its parent's."""
+    class Twice(Mul):
+        def backward(self, gy):
+            a, b = self.saved_tensors
+            return gy * b * 2, gy * a * 2
+
+    assert Mul._array_grads is not None and Twice._array_grads is None
+    x = ember.tensor(np.ones(3, np.float32), requires_grad=True)
+    w = ember.tensor(np.full(3, 5.0, np.float32), requires_grad=True)
+    ember.sin(Twice.apply(x, w) * 1.0).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.cos(np.float32(5)) * 10)
+
+
+def test_errors_and_anomaly_mode_as_before():
+    """A saved value changed in place between nodes that pass arrays, and a nan caught
+    by anomaly mode, raise torch's errors."""
+    for m in (ember, torch):
+        x = m.tensor(np.ones(3, np.float32), requires_grad=True)
+        y = m.exp(x * 2.0)
+        z = m.sin(y) * y
+        with m.no_grad():
+            y.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            z.sum().backward()
+        x = m.tensor(np.full(3, -1.0, np.float32), requires_grad=True)
+        with pytest.warns(UserWarning):
+            with m.autograd.detect_anomaly():
+                with pytest.raises(RuntimeError, match="returned nan values"):
+                    m.sqrt(m.sin(x) * 0.0 - 1.0).sum().backward()
