@@ -16,6 +16,7 @@ RNG = np.random.default_rng(1)
 CASES = {
     "chain": (lambda m, x, w: (m.tanh(m.sin(x * w + w)) - w).exp() / 3.0, (-1, 1)),
     "sub": (lambda m, x, w: (x - w) * w, (-2, 2)),
+    "mul number": (lambda m, x, w: m.sin(x * 2.5) * w * 0.1, (-2, 2)),
     "sub number": (lambda m, x, w: m.sin(x - 1.5) * w, (-2, 2)),
     "div": (lambda m, x, w: m.exp(x / w) / w, (0.5, 2)),
     "used twice": (lambda m, x, w: m.sin(x * w) * m.exp(x * w) + m.tanh(x * w), (-1, 1)),

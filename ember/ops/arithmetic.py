@@ -324,10 +324,13 @@ class Mul(Primitive):
         e = self._edges
         ga = gb = None
         if e[0] is not None:
-            d = _same(b, g)
-            if d is None:
-                return None
-            ga = g * d
+            if type(b) is float:
+                ga = _mul_fw(None, g, b)  # ``gy * 2.5``: Mul's number path
+            else:
+                d = _same(b, g)
+                if d is None:
+                    return None
+                ga = g * d
         if e[1] is not None:
             d = _same(a, g)
             if d is None:
@@ -496,7 +499,8 @@ _array = _grad_arrays.array
 _same = _grad_arrays.operand
 _times = _grad_arrays.times
 _wrap = _grad_arrays.wrap
-_div_fw = Div.forward  # (reads nothing from its node: called with None)
+_div_fw = Div.forward  # (read nothing from their node: called with None)
+_mul_fw = Mul.forward
 
 
 # PyTorch's nodes for subtraction with a scale or reversed operands: the same arithmetic
