@@ -369,16 +369,21 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
     try:
         while ready:
             node = ready.pop()
+            if type(node) is tuple:
+                # (node, its one gradient), from the short path: no buffer was made
+                node, gy = node
+                grads = None
+            else:
+                grads = buffers.pop(node, None)
+                gy = grads[0] if grads is not None and len(grads) == 1 else None
             edges = node._edges
-            grads = buffers.pop(node, None)
-            if fast and grads is not None and not node._hooked and \
-                    node._in_shapes is None and len(grads) == 1 and not _active[0]:
+            if fast and gy is not None and not node._hooked and \
+                    node._in_shapes is None and not _active[0]:
                 # the common node: one output, no hooks, no mode, no broadcast input;
                 # what the general path below does for it, with its branches left out.
                 # Its gradient may be an array: the ``_array_grads`` of the node before
                 # (see ``Node._array_grads``) pass new arrays on, and a Tensor is made
                 # where one is needed (another node's ``backward``, a leaf, a sum)
-                gy = grads[0]
                 try:
                     in_grads = None
                     array_grads = node._array_grads
@@ -409,10 +414,16 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 for e, g in zip(edges, in_grads):
                     if type(e) is tuple:
                         nxt, nr = e
+                        d = deps[nxt] - 1
                         if g is not None:
                             buf = buffers.get(nxt)
                             if buf is None:
                                 if nxt.n_outputs == 1:
+                                    if not d:
+                                        # its only gradient: ready now, with no buffer
+                                        # (its count is read no more)
+                                        ready.append((nxt, g))
+                                        continue
                                     buffers[nxt] = [g]
                                 else:
                                     buf = buffers[nxt] = [None] * nxt.n_outputs
@@ -432,7 +443,6 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                                     # (only a select's or slice's first input has one)
                                     region = node.grad_region if e is edges[0] else None
                                     buf[nr] = _add_to_buffer(buf, nr, g, region)
-                        d = deps[nxt] - 1
                         if d:
                             deps[nxt] = d
                         else:
@@ -477,6 +487,8 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                             _leaf_done(e, leaf_bufs.pop(k), accumulate, False, seen, None,
                                        captured)
                 continue
+            if grads is None and gy is not None:
+                grads = [gy]
             if fast and grads is not None:
                 # the general path takes Tensors (see the short path above)
                 grads = [g if g is None or isinstance(g, Tensor) else _wrap(g) for g in grads]
