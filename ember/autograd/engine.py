@@ -286,6 +286,7 @@ def _array_of(gy):
         return None
     return g
 
+
 _final_callbacks = []
 
 
