@@ -1,0 +1,123 @@
+"""A compiled training step (a function of no arguments, or of tensors only) called
+again takes its last call's cache entry without computing its guard key when every
+object the guards read is the same: the function's closure and globals, the modules
+found there (their attributes, parameters, buffers, children), the grad mode and the
+tensor arguments. Any change among them still recaptures or picks the right entry,
+after many calls, and the steps keep eager ember's values to the bit and torch's to
+rounding."""
+import copy
+
+import numpy as np
+import torch
+
+import ember
+
+
+def _mlp(m):
+    nn = m.nn
+    return nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 5))
+
+
+def _data(m):
+    rng = np.random.default_rng(1)
+    return (m.tensor(rng.standard_normal((8, 12)).astype(np.float32)),
+            m.tensor(rng.integers(0, 5, 8)))
+
+
+def _step_of(m, model, opt, x, y):
+    def step():
+        opt.zero_grad()
+        loss = m.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def test_repeated_step_equals_eager_and_torch(monkeypatch):
+    from ember._compile._compiled import CompiledFunction
+    keys = []
+    full_key = CompiledFunction._guard_key
+    monkeypatch.setattr(CompiledFunction, "_guard_key",
+                        lambda self, *a: keys.append(1) or full_key(self, *a))
+    ember.manual_seed(0)
+    net = _mlp(ember)
+    ref = copy.deepcopy(net)
+    tnet = _mlp(torch)
+    tnet.load_state_dict({k: torch.from_numpy(v.detach().numpy().copy())
+                          for k, v in net.state_dict().items()})
+    x, y = _data(ember)
+    tx, ty = torch.from_numpy(x.numpy()), torch.from_numpy(y.numpy())
+    comp = ember.compile(_step_of(ember, net, ember.optim.SGD(net.parameters(), lr=0.1,
+                                                              momentum=0.9), x, y))
+    eager = _step_of(ember, ref, ember.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9),
+                     x, y)
+    tstep = _step_of(torch, tnet, torch.optim.SGD(tnet.parameters(), lr=0.1, momentum=0.9),
+                     tx, ty)
+    for _ in range(6):
+        a, b, t = comp().item(), eager().item(), tstep().item()
+        assert a == b
+        np.testing.assert_allclose(a, t, rtol=1e-5)
+    for p, q, r in zip(net.parameters(), ref.parameters(), tnet.parameters()):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+        np.testing.assert_allclose(p.detach().numpy(), r.detach().numpy(), rtol=1e-4,
+                                   atol=1e-6)
+    assert comp.stats["captures"] == 1 and comp.stats["eager"] == 0
+    assert len(keys) == 2  # the capture and the first replay; then the last call's entry
+
+
+def test_step_guards_fire_after_repeated_calls():
+    ember.manual_seed(0)
+    net = _mlp(ember)
+    x, y = _data(ember)
+    holder = {"model": net}
+    model = net
+
+    def step():
+        return ember.nn.functional.cross_entropy(model(x), y)
+
+    comp = ember.compile(step)
+    for _ in range(3):
+        assert comp().item() == step().item()
+    n = comp.stats["captures"]
+    # the closed-over module's training flag, a child's attribute, a parameter
+    net.eval()
+    assert comp().item() == step().item()
+    net.train()
+    assert comp().item() == step().item()
+    net[0].weight = ember.nn.Parameter(ember.randn(16, 12))
+    assert comp().item() == step().item()
+    assert comp().item() == step().item()
+    # the closure rebound to another module
+    model = holder["model"] = _mlp(ember)
+    assert comp().item() == step().item()
+    assert comp().item() == step().item()
+    # grad mode
+    with ember.no_grad():
+        out = comp()
+    assert not out.requires_grad
+    assert comp().requires_grad
+    assert comp.stats["captures"] > n and comp.stats["eager"] == 0
+
+
+_W = ember.ones(5)
+
+
+def _weighted():
+    return (_W * 2).sum()
+
+
+def test_step_reads_its_own_globals_afresh():
+    global _W
+    comp = ember.compile(_weighted)
+    for _ in range(3):
+        assert comp().item() == 10.0
+    first = _W
+    _W = ember.full((5,), 3.0)
+    try:
+        assert comp().item() == 30.0
+        assert comp().item() == 30.0
+    finally:
+        _W = first
+    assert comp().item() == 10.0      # the first entry again, from the last two calls
+    assert comp.stats["captures"] == 2
