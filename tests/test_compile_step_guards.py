@@ -121,3 +121,41 @@ def test_step_reads_its_own_globals_afresh():
         _W = first
     assert comp().item() == 10.0      # the first entry again, from the last two calls
     assert comp.stats["captures"] == 2
+
+
+def _adam_run(m, compiled, eps):
+    m.manual_seed(0)
+    net = m.nn.Linear(64, 32)
+    with m.no_grad():
+        net.weight.copy_(m.tensor(np.linspace(-1, 1, 64 * 32, dtype=np.float32)
+                                  .reshape(32, 64)))
+        net.bias.zero_()
+    idle = m.nn.Parameter(m.ones(40))   # its gradient is zero: 0 / (0 + eps)
+    x = m.tensor(np.random.default_rng(2).standard_normal((16, 64)).astype(np.float32))
+    opt = m.optim.Adam(list(net.parameters()) + [idle], lr=1e-2, eps=eps)
+
+    def step():
+        opt.zero_grad()
+        loss = (net(x) ** 2).mean() + (idle * 0.0).sum()
+        loss.backward()
+        opt.step()
+        return loss
+    run = m.compile(step) if compiled else step
+    for _ in range(3):
+        run()
+    return net.weight.detach().numpy().copy(), idle.detach().numpy().copy()
+
+
+def test_adam_one_pass_divides_as_numpy():
+    # Adam's one-pass loop (numba) divides as IEEE does: 0 / 0 is NaN as in eager
+    # ember's NumPy update and in torch, never an exception
+    from ember.optim import _one_pass
+    assert _one_pass.available()
+    for eps in (1e-8, 0.0):
+        (w, idle), (rw, ridle) = _adam_run(ember, True, eps), _adam_run(ember, False, eps)
+        np.testing.assert_array_equal(w, rw)
+        np.testing.assert_array_equal(idle, ridle)
+        tw, tidle = _adam_run(torch, False, eps)
+        np.testing.assert_allclose(w, tw, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(np.isnan(idle), np.isnan(tidle))
+        assert np.isnan(idle).all() == (eps == 0.0)
