@@ -159,3 +159,42 @@ def test_adam_one_pass_divides_as_numpy():
         np.testing.assert_allclose(w, tw, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(np.isnan(idle), np.isnan(tidle))
         assert np.isnan(idle).all() == (eps == 0.0)
+
+
+def _sgd_run(compiled, steps=5, **kw):
+    ember.manual_seed(0)
+    net = _mlp(ember)
+    state = {k: v.detach().numpy().copy() for k, v in net.state_dict().items()}
+    x, y = _data(ember)
+    step = _step_of(ember, net, ember.optim.SGD(net.parameters(), lr=0.1, **kw), x, y)
+    run = ember.compile(step) if compiled else step
+    for _ in range(steps):
+        run()
+    return [p.detach().numpy().copy() for p in net.parameters()], \
+        [p._version for p in net.parameters()], state
+
+
+def test_sgd_group_pass_equals_eager_and_torch(monkeypatch):
+    from ember.optim import _one_pass
+    used = []
+    group = _one_pass.sgd_group
+    monkeypatch.setattr(_one_pass, "sgd_group", lambda *a: used.append(group(*a)) or used[-1])
+    for kw in ({"momentum": 0.9}, {}, {"momentum": 0.9, "weight_decay": 1e-2},
+               {"momentum": 0.9, "nesterov": True}):
+        used.clear()
+        got, versions, state = _sgd_run(True, **kw)
+        ref, ref_versions, _ = _sgd_run(False, **kw)
+        # the plain cases (momentum after its first step, or none) take the group pass
+        assert any(used) == (kw in ({"momentum": 0.9}, {}))
+        for a, b in zip(got, ref):
+            np.testing.assert_array_equal(a, b)
+        assert versions == ref_versions
+        tnet = _mlp(torch)
+        tnet.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+        tx, ty = (torch.from_numpy(t.numpy()) for t in _data(ember))
+        topt = torch.optim.SGD(tnet.parameters(), lr=0.1, **kw)
+        tstep = _step_of(torch, tnet, topt, tx, ty)
+        for _ in range(5):
+            tstep()
+        for a, t in zip(got, tnet.parameters()):
+            np.testing.assert_allclose(a, t.detach().numpy(), rtol=1e-4, atol=1e-6)

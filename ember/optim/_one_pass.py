@@ -12,7 +12,9 @@ returns False, having changed nothing, where its loop does not cover the arrays
 """
 import numpy as np
 
-__all__ = ["available", "sgd", "adam"]
+from ember._tensor import Tensor
+
+__all__ = ["available", "sgd", "sgd_group", "adam"]
 
 _kernels = {}
 
@@ -91,6 +93,59 @@ def sgd(p, g, b, momentum, lr, has_buf):
     if pf is None or gf is None or bf is None or pf.size != gf.size:
         return False
     kernel(pf, gf, bf, np.float32(momentum), float(np.float32(-lr)), has_buf)
+    return True
+
+
+def _plain32(a, shape):
+    """Whether ``a`` is a C-contiguous native float32 NumPy array of ``shape`` (not 0-d)."""
+    return type(a) is np.ndarray and a.shape == shape and a.dtype == _F32 and \
+        a.flags.c_contiguous and a.ndim > 0
+
+
+_F32 = np.dtype(np.float32)
+
+
+def sgd_group(opt, group, lr):
+    """``SGD.step``'s update of every parameter of ``group`` with a gradient, as
+    :func:`sgd` does it (the same loop, one call per parameter), with the per-parameter
+    bookkeeping of ``Optimizer._grads`` and ``SGD.apply_single`` done here once: the
+    version counters of each parameter and of its state's tensors bumped after its
+    update. Covers the plain case only -- no dampening, nesterov, maximize or weight
+    decay; momentum with every buffer made by an earlier step, or none; each parameter,
+    gradient and buffer a contiguous float32 array of one shape -- and returns False
+    (nothing changed) otherwise, or without numba. ``lr``: the group's, as a number."""
+    kernel = _numba_kernels()["sgd"]
+    wd = group.get("weight_decay", 0)
+    if kernel is None or group["maximize"] or group["nesterov"] or \
+            group["dampening"] != 0 or type(wd) not in (int, float) or wd != 0:
+        return False
+    momentum = group["momentum"]
+    state = opt.state
+    todo = []
+    for p in group["params"]:
+        grad = p._grad
+        if grad is None:
+            continue
+        pa, ga = p._data, grad._data
+        shape = pa.shape if type(pa) is np.ndarray else None
+        if not _plain32(pa, shape) or not _plain32(ga, shape):
+            return False
+        if momentum != 0:
+            st = state.get(p)
+            buf = None if st is None else st.get("momentum_buffer")
+            if buf is None or not _plain32(buf._data, shape):
+                return False  # the first step makes the buffers (``apply_single``)
+            todo.append((p, pa, ga, buf._data, st))
+        else:
+            todo.append((p, pa, ga, ga, None))
+    m32, alpha, has_buf = np.float32(momentum), float(np.float32(-lr)), momentum != 0
+    for p, pa, ga, b, st in todo:
+        kernel(pa.reshape(-1), ga.reshape(-1), b.reshape(-1), m32, alpha, has_buf)
+        p._vc[0] += 1
+        if st is not None:
+            for t in st.values():
+                if isinstance(t, Tensor):
+                    t._vc[0] += 1
     return True
 
 
