@@ -198,3 +198,47 @@ def test_sgd_group_pass_equals_eager_and_torch(monkeypatch):
             tstep()
         for a, t in zip(got, tnet.parameters()):
             np.testing.assert_allclose(a, t.detach().numpy(), rtol=1e-4, atol=1e-6)
+
+
+def _adam_step_run(compiled, opt_cls, **kw):
+    ember.manual_seed(0)
+    net = _mlp(ember)
+    state = {k: v.detach().numpy().copy() for k, v in net.state_dict().items()}
+    x, y = _data(ember)
+    opt = opt_cls(net.parameters(), lr=1e-2, **kw)
+    run = _step_of(ember, net, opt, x, y)
+    run = ember.compile(run) if compiled else run
+    for _ in range(5):
+        run()
+    steps = [float(opt.state[p]["step"]) for p in net.parameters()]
+    return [p.detach().numpy().copy() for p in net.parameters()], \
+        [p._version for p in net.parameters()], steps, state
+
+
+def test_adam_group_pass_equals_eager_and_torch(monkeypatch):
+    from ember.optim import _one_pass
+    used = []
+    group = _one_pass.adam_group
+    monkeypatch.setattr(_one_pass, "adam_group", lambda *a: used.append(group(*a)) or used[-1])
+    cases = [("Adam", {}), ("Adam", {"betas": (0.6, 0.95)}), ("AdamW", {}),
+             ("Adam", {"amsgrad": True}), ("Adam", {"weight_decay": 1e-2})]
+    for name, kw in cases:
+        used.clear()
+        got, versions, steps, state = _adam_step_run(True, getattr(ember.optim, name), **kw)
+        ref, ref_versions, ref_steps, _ = _adam_step_run(False, getattr(ember.optim, name),
+                                                         **kw)
+        # the plain cases (no amsgrad, no weight decay; AdamW decays by default)
+        assert any(used) == (name == "Adam" and "amsgrad" not in kw and
+                             "weight_decay" not in kw)
+        for a, b in zip(got, ref):
+            np.testing.assert_array_equal(a, b)
+        assert versions == ref_versions and steps == ref_steps == [5.0] * len(steps)
+        tnet = _mlp(torch)
+        tnet.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+        tx, ty = (torch.from_numpy(t.numpy()) for t in _data(ember))
+        topt = getattr(torch.optim, name)(tnet.parameters(), lr=1e-2, **kw)
+        tstep = _step_of(torch, tnet, topt, tx, ty)
+        for _ in range(5):
+            tstep()
+        for a, t in zip(got, tnet.parameters()):
+            np.testing.assert_allclose(a, t.detach().numpy(), rtol=1e-4, atol=1e-5)

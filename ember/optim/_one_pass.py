@@ -14,7 +14,7 @@ import numpy as np
 
 from ember._tensor import Tensor
 
-__all__ = ["available", "sgd", "sgd_group", "adam"]
+__all__ = ["available", "sgd", "sgd_group", "adam", "adam_group"]
 
 _kernels = {}
 
@@ -149,6 +149,15 @@ def sgd_group(opt, group, lr):
     return True
 
 
+def _adam_args(beta1, beta2, eps, step_size, bc2):
+    """The loop's scalar arguments after its four arrays."""
+    f32 = np.float32
+    w1 = 1 - beta1
+    low = w1 < 0.5
+    return (f32(w1 if low else 1 - w1), low, f32(beta2), f32(1 - beta2), f32(bc2), f32(eps),
+            f32(step_size))
+
+
 def adam(p, g, m, v, beta1, beta2, eps, step_size, bc2):
     """Adam's update of ``p``, ``m``, ``v`` in place (no amsgrad), ``step_size`` and
     ``bc2`` the bias corrections of this step; False where not covered."""
@@ -158,9 +167,49 @@ def adam(p, g, m, v, beta1, beta2, eps, step_size, bc2):
     pf, gf, mf, vf = _flat(p), _flat(g), _flat(m), _flat(v)
     if pf is None or gf is None or mf is None or vf is None:
         return False
-    f32 = np.float32
-    w1 = 1 - beta1
-    low = w1 < 0.5
-    kernel(pf, gf, mf, vf, f32(w1 if low else 1 - w1), low, f32(beta2), f32(1 - beta2),
-           f32(bc2), f32(eps), f32(step_size))
+    kernel(pf, gf, mf, vf, *_adam_args(beta1, beta2, eps, step_size, bc2))
+    return True
+
+
+def adam_group(opt, group, lr, beta1, beta2):
+    """``Adam.step``'s update of every parameter of ``group`` with a gradient, as
+    :func:`adam` does it (the same loop and bias corrections, one call per parameter),
+    with the per-parameter bookkeeping of ``Optimizer._grads`` and
+    ``Adam.apply_single`` done here once: each parameter's ``step`` counter advanced
+    before its update, the version counters of the parameter and of its state's tensors
+    bumped after it. Covers the plain case only -- no amsgrad, maximize or weight decay;
+    every state made by an earlier step; each parameter, gradient and moment a
+    contiguous float32 array of one shape -- and returns False (nothing changed)
+    otherwise, or without numba. ``lr``, ``beta1``, ``beta2``: the group's, as numbers."""
+    kernel = _numba_kernels()["adam"]
+    wd = group.get("weight_decay", 0)
+    if kernel is None or group["maximize"] or group["amsgrad"] or \
+            type(wd) not in (int, float) or wd != 0:
+        return False
+    eps = group["eps"]
+    state = opt.state
+    todo = []
+    for p in group["params"]:
+        grad = p._grad
+        if grad is None:
+            continue
+        pa, ga = p._data, grad._data
+        shape = pa.shape if type(pa) is np.ndarray else None
+        st = state.get(p)
+        if not st or not _plain32(pa, shape) or not _plain32(ga, shape):
+            return False  # the first step makes the state (``_new_state``)
+        m, v, step = st.get("exp_avg"), st.get("exp_avg_sq"), st.get("step")
+        if m is None or v is None or step is None or not _plain32(m._data, shape) or \
+                not _plain32(v._data, shape):
+            return False
+        todo.append((p, pa, ga, m._data, v._data, step, st))
+    for p, pa, ga, m, v, step, st in todo:
+        step._data += 1
+        n = step._data.item()
+        kernel(pa.reshape(-1), ga.reshape(-1), m.reshape(-1), v.reshape(-1),
+               *_adam_args(beta1, beta2, eps, lr / (1 - beta1 ** n), (1 - beta2 ** n) ** 0.5))
+        p._vc[0] += 1
+        for t in st.values():
+            if isinstance(t, Tensor):
+                t._vc[0] += 1
     return True
