@@ -27,6 +27,7 @@ from ember.ops import (
     reduction,
     rnn,
     shape,
+    softmaxes,
     unary,
 )
 
@@ -136,6 +137,8 @@ CASES = {
                                         {})),
     "_LinearRelu": (nn_fused._LinearRelu,
                     lambda r, d: ([_t(r, (5, 4), d), _t(r, (3, 4), d), _t(r, (3,), d)], {})),
+    "LogSoftmax": (softmaxes.LogSoftmax, lambda r, d: ([_t(r, (3, 4, 5), d), 1], {})),
+    "LogSoftmax-last": (softmaxes.LogSoftmax, lambda r, d: ([_t(r, (6, 10), d), 1], {})),
     "NllLoss-mean": (losses.NllLoss, _nll("mean", False)),
     "NllLoss-mean-ignored-weight": (losses.NllLoss, _nll("mean", True, True)),
     "NllLoss-sum": (losses.NllLoss, _nll("sum", True)),

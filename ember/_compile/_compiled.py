@@ -8,9 +8,9 @@ entry are: the other arguments, grad mode, each module's ``training``, the ident
 and ``requires_grad`` of every parameter and buffer, and per tensor input its rank,
 dtype, ``requires_grad`` and sizes — where a size that differed between two calls
 and gave the same graph structure both times is symbolic (any value passes). A
-module called again with tensors only, where every object those guards read is the
-one its last (or last but one) call read, takes that call's entry without computing
-them (:func:`_same_as`).
+module or function called again with tensors only (a training step: none), where
+every object those guards read is the one its last (or last but one) call read, takes
+that call's entry without computing them (:func:`_same_as`).
 """
 import warnings
 from operator import is_ as _is
@@ -213,7 +213,8 @@ class CompiledFunction:
     def _same_as_last(self, args):
         """The cache entry one of the last two calls chose when this call's guards are
         provably the ones it had (see :func:`_snapshot`), else None (the guards are then
-        computed and compared as usual). For a module called with tensors only."""
+        computed and compared as usual). For a module or function called with tensors
+        only."""
         last = self._last
         e = _same_as(last[0], args)
         if e is None and len(last) > 1:
@@ -291,11 +292,11 @@ class CompiledFunction:
             if why is None:
                 if hit is None and full is not None and len(memo) < _MEMO_LIMIT:
                     memo[full] = e
-                if full is not None and self._module is not None and not kwargs and \
-                        targs is args and not _tensor._mode_active[0]:
+                if full is not None and not kwargs and targs is args and \
+                        not _tensor._mode_active[0]:
                     # the last two guard sets (a loop's first call often differs:
                     # a state without requires_grad)
-                    self._last = [_snapshot(self._module, e, key[2], args)] + \
+                    self._last = [_snapshot(self._module, e, key[2], args, self._fn)] + \
                         self._last[:1]
                 if e.graph is None:
                     self.stats["eager"] += 1
@@ -485,7 +486,7 @@ class CompiledFunction:
 def _same_as(last, args):
     """``last``'s entry when ``args`` and the module tree pass every guard as they did
     on the call :func:`_snapshot` recorded, else None."""
-    entry, grad, specs, subs = last
+    entry, grad, specs, subs, free = last
     if grad_mode.state.grad_enabled != grad or len(args) != len(specs) or \
             _tensor._mode_active[0]:
         return None
@@ -495,6 +496,8 @@ def _same_as(last, args):
         d = t._data
         if d.shape != shape or t._requires_grad != rg or d.dtype != dtype:
             return None
+    if free is not None and not _same_free(free):
+        return None
     for s, keys, vals, params, rgs, bufs, mods in subs:
         d = s.__dict__
         # the same objects under the same names: plain values (immutable) unchanged
@@ -511,21 +514,76 @@ def _same_as(last, args):
     return entry
 
 
-def _snapshot(module, entry, grad, args):
+_MISSING = object()  # a global name not (or no longer) defined; an empty cell
+
+
+def _free_state(fn):
+    """(function, its closure cells' contents, the values of the global names its code
+    reads): everything :func:`_free_objects` looks at, held so that identity is a sound
+    test of "the same objects"."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    cells = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            cells.append(_MISSING)
+    g = getattr(fn, "__globals__", {})
+    return fn, code, tuple(cells), code.co_names, g, tuple([g.get(n, _MISSING)
+                                                            for n in code.co_names])
+
+
+def _same_free(free):
+    """Whether the function's code, closure and globals hold the objects they held
+    when ``free`` (:func:`_free_state`) was taken."""
+    fn, code, cells, names, g, values = free
+    if fn.__code__ is not code:
+        return False
+    closure = fn.__closure__ or ()
+    if len(closure) != len(cells):
+        return False
+    for cell, v in zip(closure, cells):
+        try:
+            if cell.cell_contents is not v:
+                return False
+        except ValueError:
+            if v is not _MISSING:
+                return False
+    get = g.get
+    for n, v in zip(names, values):
+        if get(n, _MISSING) is not v:
+            return False
+    return True
+
+
+def _snapshot(module, entry, grad, args, fn=None):
     """What :meth:`CompiledFunction._same_as_last` compares the next call with: the
     entry, the grad mode, each tensor argument's (shape, NumPy dtype, requires_grad),
     and per module of the tree its ``__dict__``'s names and values (held, so identity
     is a sound test), its parameters with their requires_grad, its buffers and its
-    children. The guard key reads nothing else of the module tree."""
+    children. For a function (``module`` None), its closure's and globals' objects
+    (:func:`_free_state`) and the trees of the modules among them. The guard key reads
+    nothing else of the module trees."""
     specs = tuple((t._data.shape, t._data.dtype, t._requires_grad) for t in args)
+    free = None
+    if module is not None:
+        mods = _tree(module, [], set()) if module._modules else [module]
+    else:
+        free = _free_state(fn)
+        mods, seen = [], set()
+        for _, o in _free_objects(fn):
+            if isinstance(o, Module):
+                _tree(o, mods, seen)
     subs = []
-    for s in (_tree(module, [], set()) if module._modules else [module]):
+    for s in mods:
         d = s.__dict__
         params = tuple(d["_parameters"].values())
         subs.append((s, tuple(d), tuple(d.values()), params,
                      [t._requires_grad for t in params if t is not None],
                      tuple(d["_buffers"].values()), tuple(d["_modules"].values())))
-    return entry, grad, specs, tuple(subs)
+    return entry, grad, specs, tuple(subs), free
 
 
 def _n_user(e):

@@ -142,6 +142,17 @@ class LogSoftmax(Primitive):
             return _make(g - xp.exp(yd) * g.sum(axis=a, keepdims=True)), None
         return gy - y.exp() * gy.sum(a, keepdim=True), None
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``, what a compiled plan runs): ``backward``'s
+        first-order formula on the arrays; other dtypes through its Tensor ops."""
+        g, y = grads[0], outputs[0]
+        a = self.axis
+        if type(y) is np.ndarray and y.dtype in (np.float32, np.float64):
+            return [g - np.exp(y) * g.sum(axis=a, keepdims=True), None]
+        gy = _make(g)
+        r = gy - _make(y).exp() * gy.sum(a, keepdim=True)
+        return [r._data, None]
+
     def jvp(self, t, _):
         return t - (self.fw_output.exp() * t).sum(self.axis, keepdim=True)
 

@@ -12,7 +12,9 @@ returns False, having changed nothing, where its loop does not cover the arrays
 """
 import numpy as np
 
-__all__ = ["available", "sgd", "adam"]
+from ember._tensor import Tensor
+
+__all__ = ["available", "sgd", "sgd_group", "adam", "adam_group"]
 
 _kernels = {}
 
@@ -27,8 +29,11 @@ def _numba_kernels():
         _kernels.update(sgd=None, adam=None)
         return _kernels
     f32, f64 = np.float32, np.float64
+    # error_model="numpy": a float division is IEEE's (inf or NaN, as NumPy's), not a
+    # test for zero before each one, which kept Adam's loop from vectorizing (4x slower)
+    jit = numba.njit(nogil=True, cache=False, error_model="numpy")
 
-    @numba.njit(nogil=True, cache=False)
+    @jit
     def sgd(p, g, b, momentum, alpha, has_buf):
         for i in range(p.size):
             gi = g[i]
@@ -39,7 +44,7 @@ def _numba_kernels():
                 gi = bi
             p[i] = f32(f64(p[i]) + alpha * f64(gi))
 
-    @numba.njit(nogil=True, cache=False)
+    @jit
     def adam(p, g, m, v, w1, low, beta2, omb2, bc2, eps, step_size):
         for i in range(p.size):
             gi = g[i]
@@ -91,6 +96,68 @@ def sgd(p, g, b, momentum, lr, has_buf):
     return True
 
 
+def _plain32(a, shape):
+    """Whether ``a`` is a C-contiguous native float32 NumPy array of ``shape`` (not 0-d)."""
+    return type(a) is np.ndarray and a.shape == shape and a.dtype == _F32 and \
+        a.flags.c_contiguous and a.ndim > 0
+
+
+_F32 = np.dtype(np.float32)
+
+
+def sgd_group(opt, group, lr):
+    """``SGD.step``'s update of every parameter of ``group`` with a gradient, as
+    :func:`sgd` does it (the same loop, one call per parameter), with the per-parameter
+    bookkeeping of ``Optimizer._grads`` and ``SGD.apply_single`` done here once: the
+    version counters of each parameter and of its state's tensors bumped after its
+    update. Covers the plain case only -- no dampening, nesterov, maximize or weight
+    decay; momentum with every buffer made by an earlier step, or none; each parameter,
+    gradient and buffer a contiguous float32 array of one shape -- and returns False
+    (nothing changed) otherwise, or without numba. ``lr``: the group's, as a number."""
+    kernel = _numba_kernels()["sgd"]
+    wd = group.get("weight_decay", 0)
+    if kernel is None or group["maximize"] or group["nesterov"] or \
+            group["dampening"] != 0 or type(wd) not in (int, float) or wd != 0:
+        return False
+    momentum = group["momentum"]
+    state = opt.state
+    todo = []
+    for p in group["params"]:
+        grad = p._grad
+        if grad is None:
+            continue
+        pa, ga = p._data, grad._data
+        shape = pa.shape if type(pa) is np.ndarray else None
+        if not _plain32(pa, shape) or not _plain32(ga, shape):
+            return False
+        if momentum != 0:
+            st = state.get(p)
+            buf = None if st is None else st.get("momentum_buffer")
+            if buf is None or not _plain32(buf._data, shape):
+                return False  # the first step makes the buffers (``apply_single``)
+            todo.append((p, pa, ga, buf._data, st))
+        else:
+            todo.append((p, pa, ga, ga, None))
+    m32, alpha, has_buf = np.float32(momentum), float(np.float32(-lr)), momentum != 0
+    for p, pa, ga, b, st in todo:
+        kernel(pa.reshape(-1), ga.reshape(-1), b.reshape(-1), m32, alpha, has_buf)
+        p._vc[0] += 1
+        if st is not None:
+            for t in st.values():
+                if isinstance(t, Tensor):
+                    t._vc[0] += 1
+    return True
+
+
+def _adam_args(beta1, beta2, eps, step_size, bc2):
+    """The loop's scalar arguments after its four arrays."""
+    f32 = np.float32
+    w1 = 1 - beta1
+    low = w1 < 0.5
+    return (f32(w1 if low else 1 - w1), low, f32(beta2), f32(1 - beta2), f32(bc2), f32(eps),
+            f32(step_size))
+
+
 def adam(p, g, m, v, beta1, beta2, eps, step_size, bc2):
     """Adam's update of ``p``, ``m``, ``v`` in place (no amsgrad), ``step_size`` and
     ``bc2`` the bias corrections of this step; False where not covered."""
@@ -100,9 +167,49 @@ def adam(p, g, m, v, beta1, beta2, eps, step_size, bc2):
     pf, gf, mf, vf = _flat(p), _flat(g), _flat(m), _flat(v)
     if pf is None or gf is None or mf is None or vf is None:
         return False
-    f32 = np.float32
-    w1 = 1 - beta1
-    low = w1 < 0.5
-    kernel(pf, gf, mf, vf, f32(w1 if low else 1 - w1), low, f32(beta2), f32(1 - beta2),
-           f32(bc2), f32(eps), f32(step_size))
+    kernel(pf, gf, mf, vf, *_adam_args(beta1, beta2, eps, step_size, bc2))
+    return True
+
+
+def adam_group(opt, group, lr, beta1, beta2):
+    """``Adam.step``'s update of every parameter of ``group`` with a gradient, as
+    :func:`adam` does it (the same loop and bias corrections, one call per parameter),
+    with the per-parameter bookkeeping of ``Optimizer._grads`` and
+    ``Adam.apply_single`` done here once: each parameter's ``step`` counter advanced
+    before its update, the version counters of the parameter and of its state's tensors
+    bumped after it. Covers the plain case only -- no amsgrad, maximize or weight decay;
+    every state made by an earlier step; each parameter, gradient and moment a
+    contiguous float32 array of one shape -- and returns False (nothing changed)
+    otherwise, or without numba. ``lr``, ``beta1``, ``beta2``: the group's, as numbers."""
+    kernel = _numba_kernels()["adam"]
+    wd = group.get("weight_decay", 0)
+    if kernel is None or group["maximize"] or group["amsgrad"] or \
+            type(wd) not in (int, float) or wd != 0:
+        return False
+    eps = group["eps"]
+    state = opt.state
+    todo = []
+    for p in group["params"]:
+        grad = p._grad
+        if grad is None:
+            continue
+        pa, ga = p._data, grad._data
+        shape = pa.shape if type(pa) is np.ndarray else None
+        st = state.get(p)
+        if not st or not _plain32(pa, shape) or not _plain32(ga, shape):
+            return False  # the first step makes the state (``_new_state``)
+        m, v, step = st.get("exp_avg"), st.get("exp_avg_sq"), st.get("step")
+        if m is None or v is None or step is None or not _plain32(m._data, shape) or \
+                not _plain32(v._data, shape):
+            return False
+        todo.append((p, pa, ga, m._data, v._data, step, st))
+    for p, pa, ga, m, v, step, st in todo:
+        step._data += 1
+        n = step._data.item()
+        kernel(pa.reshape(-1), ga.reshape(-1), m.reshape(-1), v.reshape(-1),
+               *_adam_args(beta1, beta2, eps, lr / (1 - beta1 ** n), (1 - beta2 ** n) ** 0.5))
+        p._vc[0] += 1
+        for t in st.values():
+            if isinstance(t, Tensor):
+                t._vc[0] += 1
     return True

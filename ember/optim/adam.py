@@ -84,6 +84,11 @@ class Adam(Optimizer):
             state["max_exp_avg_sq"] = _zeros_like(p)
 
     def _step_group(self, group):
+        if self._one_pass and type(self).apply_single is Adam.apply_single:
+            beta1, beta2 = group["betas"]
+            if _one_pass.adam_group(self, group, _value(group["lr"]), _value(beta1),
+                                    _value(beta2)):
+                return  # (a compiled step: the plain case's loop, bookkeeping once per group)
         for p, g, state in self._grads(group):
             self.apply_single(g, p._data, state, group)
 

@@ -67,6 +67,9 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _step_group(self, group):
+        if self._one_pass and type(self).apply_single is SGD.apply_single and \
+                _one_pass.sgd_group(self, group, _value(group["lr"])):
+            return  # (a compiled step: the plain case's loop, bookkeeping once per group)
         for p, g, state in self._grads(group, with_state=group["momentum"] != 0):
             self.apply_single(g, p._data, state, group)
 
