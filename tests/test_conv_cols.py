@@ -330,6 +330,8 @@ def test_span_batch_last_input_gradient(monkeypatch, dim, xs, ws, kw, dtype, thr
     seen = []
     real = _conv_kernels._col2im_last
     monkeypatch.setattr(conv_ops, "_col2im_last", lambda *a: seen.append(1) or real(*a))
+    # the span layout for every geometry here, whatever the rule that picks it by speed
+    monkeypatch.setattr(_conv_kernels, "_span_last_pays", lambda g, *a: True)
     prev = ember.get_num_threads()
     ember.set_num_threads(threads)
     try:
@@ -338,8 +340,8 @@ def test_span_batch_last_input_gradient(monkeypatch, dim, xs, ws, kw, dtype, thr
             x, w, b, y, gy = _run(m, dim, xs, ws, kw, dtype, w_grad=False)
             y.backward(gy)
             res[m] = x.grad
-        # the same input gradient through the strided adds (the path of strided convs)
-        monkeypatch.setattr(_conv_kernels, "_stride1", lambda g: False)
+        # the same input gradient through the strided adds
+        monkeypatch.setattr(_conv_kernels, "_span_last_pays", lambda g, *a: False)
         x, w, b, y, gy = _run(ember, dim, xs, ws, kw, dtype, w_grad=False)
         y.backward(gy)
     finally:
@@ -348,6 +350,22 @@ def test_span_batch_last_input_gradient(monkeypatch, dim, xs, ws, kw, dtype, thr
     tight = dict(rtol=1e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-14, atol=1e-14)
     np.testing.assert_allclose(res[ember].numpy(), x.grad.numpy(), **tight)
     _close(res[ember], res[torch], dtype)
+
+
+def test_span_batch_last_taken_where_it_pays():
+    """The span layout for the CNN's conv2 (its 16-sample columns overflow the block
+    budget); the strided adds where a block's columns fit, the runs are long against
+    the outputs, or the stride is not 1."""
+    from ember.ops._conv_kernels import Geom, _span_last_pays
+
+    def pays(S, O, lo, s=(1, 1)):
+        return _span_last_pays(Geom(S, O, (3, 3), s, (1, 1), lo, lo, 1), 32 * 9,
+                               O[0] * O[1], 4)
+    assert pays((13, 13), (11, 11), (0, 0))
+    assert pays((11, 11), (11, 11), (1, 1))
+    assert not pays((12, 12), (10, 10), (0, 0))     # 16 samples' columns fit
+    assert not pays((4, 4), (4, 4), (1, 1))         # runs 1.4x the outputs
+    assert not pays((23, 23), (11, 11), (1, 1), (2, 2))
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int64, np.bool_])
