@@ -338,11 +338,12 @@ def _col2im_last(y, w, g):
     Where :func:`_span_last_pays`, the columns are in the span layout (:class:`_Span`)
     with the batch last: ``y`` is placed in zero runs, so each kernel position's add is
     one contiguous run per channel (all its output rows and samples) instead of one run
-    per output row. The product is longer by the runs' gaps (141 against 121 columns a sample for
-    a 13x13 input and 3x3 kernel), whose columns are exact zeros: each input element
-    gets the same terms in the same order as from the strided adds (the same bits for
-    the CNN's second convolution; the BLAS may round a product of another length
-    differently in the last bit), and the adds take about a third of their time."""
+    per output row. The product is longer by the runs' gaps (141 against 121 columns a
+    sample for a 13x13 input and 3x3 kernel), whose columns are exact zeros: each input
+    element gets the same terms in the same order as from the strided adds (the same
+    bits for the CNN's second convolution; the BLAS may round a product of another
+    length differently in the last bit), and the adds take about a third of their
+    time."""
     xm = array_module(y)
     n, f = y.shape[:2]
     G, cg, kp, o = g.G, w.shape[1], _prod(g.K), _prod(g.O)
