@@ -303,3 +303,90 @@ def test_row_columns_same_bits_kept_or_rebuilt(shape):
     assert plain.tobytes() == kept[0].tobytes()
     for a, t in zip(kept, run(torch, False)):
         np.testing.assert_allclose(a, t, rtol=1e-4, atol=1e-4)
+
+
+# stride-1 input gradients on the batch-last path (at least 16 samples, at most 128 output
+# positions, at least 32 columns a window): its columns in the span layout
+SPAN_LAST = [
+    (2, (20, 16, 13, 13), (8, 16, 3, 3), {}),
+    (2, (17, 16, 7, 9), (12, 8, 3, 2), dict(groups=2, padding=(2, 1), dilation=(2, 1))),
+    (2, (16, 16, 6, 5), (24, 16, 2, 3), dict(padding="same")),    # uneven padding
+    (1, (33, 24, 11), (6, 8, 5), dict(groups=3, padding=2)),
+    (3, (16, 4, 5, 5, 4), (4, 4, 2, 2, 3), dict(padding=(1, 0, 1))),
+]
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")  # torch's
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dim,xs,ws,kw", SPAN_LAST,
+                         ids=[f"conv{d}d_{i}" for i, (d, *_) in enumerate(SPAN_LAST)])
+def test_span_batch_last_input_gradient(monkeypatch, dim, xs, ws, kw, dtype, threads):
+    """The span layout's contiguous adds add the strided adds' terms in the same order
+    (the runs' gap columns are exact zeros): the same values up to how the BLAS
+    rounds products of another length, and both match torch."""
+    from ember.ops import _conv_kernels
+    from ember.ops import conv as conv_ops
+    seen = []
+    real = _conv_kernels._col2im_last
+    monkeypatch.setattr(conv_ops, "_col2im_last", lambda *a: seen.append(1) or real(*a))
+    # the span layout for every geometry here, whatever the rule that picks it by speed
+    monkeypatch.setattr(_conv_kernels, "_span_last_pays", lambda g, *a: True)
+    prev = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        res = {}
+        for m in (ember, torch):
+            x, w, b, y, gy = _run(m, dim, xs, ws, kw, dtype, w_grad=False)
+            y.backward(gy)
+            res[m] = x.grad
+        # the same input gradient through the strided adds
+        monkeypatch.setattr(_conv_kernels, "_span_last_pays", lambda g, *a: False)
+        x, w, b, y, gy = _run(ember, dim, xs, ws, kw, dtype, w_grad=False)
+        y.backward(gy)
+    finally:
+        ember.set_num_threads(prev)
+    assert seen == [1, 1]
+    tight = dict(rtol=1e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(res[ember].numpy(), x.grad.numpy(), **tight)
+    _close(res[ember], res[torch], dtype)
+
+
+def test_span_batch_last_taken_where_it_pays():
+    """The span layout for the CNN's conv2 (its 16-sample columns overflow the block
+    budget); the strided adds where a block's columns fit, the runs are long against
+    the outputs, or the stride is not 1."""
+    from ember.ops._conv_kernels import Geom, _span_last_pays
+
+    def pays(S, O, lo, s=(1, 1)):
+        return _span_last_pays(Geom(S, O, (3, 3), s, (1, 1), lo, lo, 1), 32 * 9,
+                               O[0] * O[1], 4)
+    assert pays((13, 13), (11, 11), (0, 0))
+    assert pays((11, 11), (11, 11), (1, 1))
+    assert not pays((12, 12), (10, 10), (0, 0))     # 16 samples' columns fit
+    assert not pays((4, 4), (4, 4), (1, 1))         # runs 1.4x the outputs
+    assert not pays((23, 23), (11, 11), (1, 1), (2, 2))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int64, np.bool_])
+def test_columns_copied_as_runs_keep_the_bytes(dtype):
+    """im2col and im2col_rows copy each window row as one run: the same bytes as an
+    element-by-element copy (NaN payloads and signed zeros included), for padded,
+    strided and dilated windows, and for runs of one element."""
+    from ember.ops import _conv_kernels as K
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((5, 3, 9, 8)) * 4).astype(dtype)
+    if x.dtype.kind == "f":
+        x.reshape(-1)[:6] = [np.nan, -np.nan, -0.0, 0.0, np.inf, -np.inf]
+        x.view(np.uint8)[-1] ^= 1          # a changed payload bit
+    for K_, s, d, lo, hi in [((3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+                             ((2, 3), (2, 1), (1, 2), (0, 1), (1, 0)),
+                             ((3, 1), (1, 3), (1, 1), (0, 0), (0, 0))]:
+        O = tuple((a + p + q - e * (k - 1) - 1) // t + 1
+                  for a, p, q, e, k, t in zip(x.shape[2:], lo, hi, d, K_, s))
+        g = K.Geom(x.shape[2:], O, K_, s, d, lo, hi, 1)
+        win = K.windows(K.pad_array(x, lo, hi), O, K_, s, d)
+        ref = np.array(win.transpose(0, 1, 4, 5, 2, 3), order="C")
+        assert K.im2col(x, g).tobytes() == ref.tobytes()
+        ref_rows = np.array(win.transpose(1, 4, 5, 0, 2, 3), order="C")
+        assert K.im2col_rows(x, g).tobytes() == ref_rows.tobytes()

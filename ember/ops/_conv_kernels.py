@@ -8,6 +8,8 @@ docs/performance.md.
 """
 import itertools
 
+import numpy as np
+
 from ember.backend import array_module
 from ember.backend import gemm as _gemm
 from ember.backend.threads import contiguous, parallel_rows
@@ -110,6 +112,24 @@ def windows(xp, O, K, s, d):
     return _as_strided(xp, shape, strides)
 
 
+def _copy_runs(dst, src):
+    """``dst[...] = src`` (same shape and dtype), copied as whole runs along the last
+    axis where that axis is contiguous in both: each run is then one element of a
+    ``void`` dtype of the run's size, so the copy loop moves rows (11 floats of a
+    13x13 map, say) instead of single numbers. The columns of small feature maps copy
+    in 0.3-0.8 of the time this way (measured in docs/performance.md); the bytes are
+    the same."""
+    k = src.shape[-1] if src.ndim else 0
+    isz = src.itemsize
+    if k > 1 and type(src) is np.ndarray and type(dst) is np.ndarray \
+            and src.dtype == dst.dtype and src.dtype.kind in "biuf" \
+            and src.strides[-1] == isz and dst.strides[-1] == isz:
+        run = np.dtype((np.void, k * isz))
+        dst.view(run)[...] = src.view(run)
+    else:
+        dst[...] = src
+
+
 def im2col(x, g, out=None):
     """Columns ``(N, C*prod(K), prod(O))`` of ``x`` (N, C, *S) for geometry ``g``: one
     strided window view of the padded input, copied once (into ``out`` when given, a
@@ -118,11 +138,13 @@ def im2col(x, g, out=None):
     n, c = x.shape[:2]
     win = windows(pad_array(x, g.lo, g.hi), g.O, g.K, g.s, g.d)  # N C *O *K
     order = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
-    if out is not None:
-        out.reshape((n, c) + tuple(g.K) + tuple(g.O))[...] = win.transpose(order)
-        return out
-    col = array_module(x).ascontiguousarray(win.transpose(order))
-    return col.reshape(n, c * _prod(g.K), _prod(g.O))
+    src = win.transpose(order)
+    if out is None:
+        col = array_module(x).empty(src.shape, dtype=x.dtype)
+        _copy_runs(col, src)
+        return col.reshape(n, c * _prod(g.K), _prod(g.O))
+    _copy_runs(out.reshape((n, c) + tuple(g.K) + tuple(g.O)), src)
+    return out
 
 
 def im2col_rows(x, g, out=None):
@@ -133,11 +155,13 @@ def im2col_rows(x, g, out=None):
     n, c = x.shape[:2]
     win = windows(pad_array(x, g.lo, g.hi), g.O, g.K, g.s, g.d)
     order = (1,) + tuple(range(2 + nd, 2 + 2 * nd)) + (0,) + tuple(range(2, 2 + nd))
-    if out is not None:
-        out[...] = win.transpose(order)
-        return out
-    col = array_module(x).ascontiguousarray(win.transpose(order))
-    return col.reshape(c * _prod(g.K), n * _prod(g.O))
+    src = win.transpose(order)
+    if out is None:
+        col = array_module(x).empty(src.shape, dtype=x.dtype)
+        _copy_runs(col, src)
+        return col.reshape(c * _prod(g.K), n * _prod(g.O))
+    _copy_runs(out, src)
+    return out
 
 
 def col2im(col, g):
@@ -309,30 +333,75 @@ def _col2im_last(y, w, g):
     dim times the block) are long even when the feature maps are small. Blocks of
     about :data:`_LAST_BLOCK_BYTES` of columns keep the product's output in cache for
     the adds (18% faster than one product over the whole batch for the CNN's second
-    convolution); they run on the intra-op threads."""
+    convolution); they run on the intra-op threads.
+
+    Where :func:`_span_last_pays`, the columns are in the span layout (:class:`_Span`)
+    with the batch last: ``y`` is placed in zero runs, so each kernel position's add is
+    one contiguous run per channel (all its output rows and samples) instead of one run
+    per output row. The product is longer by the runs' gaps (141 against 121 columns a
+    sample for a 13x13 input and 3x3 kernel), whose columns are exact zeros: each input
+    element gets the same terms in the same order as from the strided adds (the same
+    bits for the CNN's second convolution; the BLAS may round a product of another
+    length differently in the last bit), and the adds take about a third of their
+    time."""
     xm = array_module(y)
     n, f = y.shape[:2]
     G, cg, kp, o = g.G, w.shape[1], _prod(g.K), _prod(g.O)
     wt = w.reshape(G, f // G, cg * kp).transpose(0, 2, 1)
     out = xm.empty((n, G * cg) + tuple(g.S), dtype=y.dtype)
-    slices = list(_clipped(g))
-    step = max(16, _LAST_BLOCK_BYTES // max(1, G * cg * kp * o * y.itemsize))
+    sp = _Span(g) if _span_last_pays(g, cg * kp * G, o, y.itemsize) else None
+    slices = None if sp is not None else list(_clipped(g))
+    run = o if sp is None else sp.L
+    step = max(16, _LAST_BLOCK_BYTES // max(1, G * cg * kp * run * y.itemsize))
+    crop = None if sp is None else \
+        (slice(None),) + tuple(slice(lo, lo + a) for lo, a in zip(g.lo, g.S))
 
     def block(lo, hi):
         for a in range(lo, hi, step):
             b = min(a + step, hi)
             m = b - a
-            yt = xm.ascontiguousarray(xm.moveaxis(y[a:b].reshape(m, f, o), 0, -1))
-            col = _gemm.matmul(wt, yt.reshape(G, f // G, o * m))
-            col = col.reshape((G * cg,) + tuple(g.K) + tuple(g.O) + (m,))
-            # added straight into the unpadded result (batch last), then moved into
-            # (N, C, *S) order with one copy
-            buf = xm.zeros((G * cg,) + tuple(g.S) + (m,), dtype=y.dtype)
-            for kk, osl, isl in slices:
-                buf[(slice(None),) + isl] += col[(slice(None),) + kk + osl]
-            out[a:b] = xm.moveaxis(buf, -1, 0)
+            yb = xm.moveaxis(y[a:b], 0, -1)  # (F, *O, m), a view
+            if sp is None:
+                col = _gemm.matmul(wt, xm.ascontiguousarray(yb).reshape(G, f // G, o * m))
+                col = col.reshape((G * cg,) + tuple(g.K) + tuple(g.O) + (m,))
+                # added straight into the unpadded result (batch last), then moved
+                # into (N, C, *S) order with one copy
+                buf = xm.zeros((G * cg,) + tuple(g.S) + (m,), dtype=y.dtype)
+                for kk, osl, isl in slices:
+                    buf[(slice(None),) + isl] += col[(slice(None),) + kk + osl]
+                out[a:b] = xm.moveaxis(buf, -1, 0)
+                continue
+            ys = xm.zeros((f, sp.L, m), dtype=y.dtype)
+            _span_last(ys, sp)[...] = yb
+            col = _gemm.matmul(wt, ys.reshape(G, f // G, sp.L * m))
+            col = col.reshape(G * cg, kp, sp.L, m)
+            buf = xm.zeros((G * cg, sp.plane, m), dtype=y.dtype)
+            for k, (_, off) in enumerate(sp.offs):
+                buf[:, off:off + sp.L] += col[:, k]
+            out[a:b] = xm.moveaxis(buf.reshape((G * cg,) + sp.sp + (m,))[crop], -1, 0)
     parallel_rows(block, n, out.size * kp * f // G, xm, blas=True)
     return out
+
+
+def _span_last_pays(g, ck, o, itemsize):
+    """Whether :func:`_col2im_last` takes the span layout (measured on OpenBLAS, one
+    core): stride 1, runs at most 1.2x the output positions (``L`` against ``prod(O)``:
+    the product grows by that factor), and columns of the smallest block (16 samples)
+    larger than :data:`_LAST_BLOCK_BYTES`, where the strided adds read them from beyond
+    the cache and the contiguous adds stream (the CNN's conv2, 13x13 maps: 5.7 -> 4.8
+    ms). Where the block's columns fit, the strided adds are faster (12x12 maps: 4.8
+    against 5.4 ms; 8x8 maps, small 3-d maps)."""
+    if not _stride1(g):
+        return False
+    return _Span(g).L * 5 <= o * 6 and ck * o * itemsize * 16 > _LAST_BLOCK_BYTES
+
+
+def _span_last(span, sp):
+    """The (F, *O, m) outputs inside runs ``span`` (F, L, m) of :class:`_Span` ``sp``
+    with the batch last, as a strided view."""
+    st = span.strides
+    return _as_strided(span, (span.shape[0],) + sp.O + (span.shape[2],),
+                       (st[0],) + tuple(p * st[1] for p in sp.P) + (st[2],))
 
 
 def _col2im_span(y, w, g):
