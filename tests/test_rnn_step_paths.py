@@ -33,8 +33,8 @@ def test_cell_loop_gradients_equal_the_general_path(kind, dtype, monkeypatch):
     ecell = getattr(ember.nn, kind)(6, 7, dtype=getattr(ember, np.dtype(dtype).name))
     grads = {}
     calls = []
-    short = matmul_graph._small_grads
-    monkeypatch.setattr(matmul_graph, "_small_grads",
+    short = matmul_graph._small_products
+    monkeypatch.setattr(matmul_graph, "_small_products",
                         lambda *a: calls.append(1) or short(*a))
     for small in (True, False):
         if not small:
@@ -154,3 +154,19 @@ def test_linear_gradients_take_the_products_gemm_would(rows, k, n):
     w = lin.weight.detach().numpy()
     np.testing.assert_array_equal(lin.weight.grad.numpy(), gemm.matmul(g.T, x.detach().numpy()))
     np.testing.assert_array_equal(x.grad.numpy(), gemm.matmul(g, w))
+
+
+def test_linear_node_marks_its_small_backward():
+    """``_addmm_linear`` records whether its backward products may run on ``np.matmul``
+    straight away: at any thread count below ember's BLAS-holding size, only at one
+    thread above it, never where MKL could take a product or the forward did not."""
+    def node(m, k, n):
+        x = ember.zeros(m, k, requires_grad=True)
+        w = ember.nn.Parameter(ember.zeros(n, k))
+        return matmul_graph._addmm_linear(x, w, ember.zeros(n)).grad_fn
+
+    assert node(4, 6, 7).small == 1
+    assert node(32, 128, 128).small == 2  # 2**19 operations: BLAS held above one thread
+    assert node(512, 512, 512).small == 0
+    x, w = ember.zeros(3, 2, requires_grad=True), ember.nn.Parameter(ember.zeros(4, 2))
+    assert matmul_graph.Addmm.apply(ember.zeros(4), x, w.t()).grad_fn.small == 0

@@ -56,11 +56,13 @@ class Addmm(Primitive):
     ``bias`` of shape (m,): ``linear``'s kernel, with PyTorch's inputs in PyTorch's order
     (``mat2`` is the transposed weight)."""
     save_inputs = (1, 2)
+    small = 0  # ``_backward_small``'s answer, set where the node is made
 
     def forward(self, b, x, wt):
         out = _gemm.addmm(b, x, wt)
         # a bias of another shape broadcast to (n, m) (torch's addmm takes any)
         self.bshape = None if b.shape == out.shape[1:] else b.shape
+        self.small = 0  # (``_addmm_linear`` decides it for its nodes)
         return out
 
     def _bias_grad(self, gy):
@@ -73,6 +75,14 @@ class Addmm(Primitive):
         eb, ex, ew = self._edges
         if not _grad_state.grad_enabled:
             g = gy._data
+            small = self.small
+            if small and type(g) is np.ndarray and (small == 1 or
+                                                    _threads.get_num_threads() < 2):
+                # the products ``_addmm_linear`` found small when it made this node
+                xa, wa = x._data, wt._data
+                if type(xa) is np.ndarray and type(wa) is np.ndarray and \
+                        xa.shape[1] == wa.shape[0] and g.shape == (xa.shape[0], wa.shape[1]):
+                    return _small_products(g, xa, wa, eb, ex, ew)
             if type(g) is np.ndarray and self.bshape is None and ew is not None:
                 r = _small_grads(g, x._data, wt._data, eb, ex, ew)
                 if r is not None:
@@ -125,10 +135,25 @@ def _small_grads(g, x, wt, eb, ex, ew):
     if _gemm._maybe_large((n, m), (m, k)) or \
             ex is not None and _gemm._maybe_large((m, n), (n, k)):
         return None
+    return _small_products(g, x, wt, eb, ex, ew)
+
+
+def _small_products(g, x, wt, eb, ex, ew):
+    """``_small_grads``'s gradients, its checks made."""
     gw = np.matmul(g.T, x)
     return (_make(_sum_rows(g, 0)) if eb is not None else None,
             _make(np.matmul(g, wt.T)) if ex is not None else None,
             Addmm._mat2_grad(ew, gw))
+
+
+def _backward_small(xs, ws, x_grad):
+    """``Addmm.small`` for a product ``x @ wt`` that ``_direct`` runs on ``np.matmul``:
+    0 where a gradient's product may go to MKL, else 1, or 2 where ember's threads would
+    hold BLAS at one thread around it at more than one thread (``_direct``)."""
+    (m, k), n = xs, ws[1]
+    if _gemm._maybe_large((n, m), (m, k)) or x_grad and _gemm._maybe_large((m, n), (n, k)):
+        return 0
+    return 1 if m * k * n < _BLAS_THREADED_MNK else 2
 
 
 def _direct(xs, ws):
@@ -451,8 +476,10 @@ def _addmm_linear(x, w, b):
         # (a recurrent cell's step), without its dispatch
         out = _gemm._numpy_matmul(xd, wtd, None)
         _gemm._add_rows(out, bd)
+        small = True
     else:
         out = _gemm.addmm(bd, xd, wtd)
+        small = False
     node = _new(Addmm)
     node.bshape = None  # the bias has the output's row shape (``_fusable_linear``)
     eb = ex = None
@@ -462,6 +489,9 @@ def _addmm_linear(x, w, b):
     if x._requires_grad:
         fn = x.grad_fn
         ex = x if fn is None else (fn, x._output_nr)
+    # whether the first-order backward may run its products straight on ``np.matmul``
+    # (``_small_grads``'s test, made once here): 1 at any thread count, 2 at one thread
+    node.small = _backward_small(xd.shape, wtd.shape, ex is not None) if small else 0
     node._edges = [eb, ex, (tn, 0)]
     node._saved = [(x, x._vc[0]), (wt, wt._vc[0])]
     t = _new(Tensor)
