@@ -53,12 +53,13 @@ def _saved_kinds(saved):
 
 
 @pytest.mark.parametrize("relu", [False, True])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 @pytest.mark.parametrize("x_grad, h_grad", [(True, True), (False, False), (False, True)])
-def test_step_leaves_the_general_paths_nodes(relu, dtype, x_grad, h_grad):
-    cell = _params(ember, dtype)
-    x = ember.tensor(RNG.standard_normal((5, 6)).astype(dtype), requires_grad=x_grad)
-    h = ember.tensor(RNG.standard_normal((5, 7)).astype(dtype), requires_grad=h_grad)
+@pytest.mark.parametrize("m, k, n", [(5, 6, 7), (32, 64, 128)])
+def test_step_leaves_the_general_paths_nodes(relu, dtype, x_grad, h_grad, m, k, n):
+    cell = _params(ember, dtype, k, n)
+    x = ember.tensor(RNG.standard_normal((m, k)).astype(dtype), requires_grad=x_grad)
+    h = ember.tensor(RNG.standard_normal((m, n)).astype(dtype), requires_grad=h_grad)
     args = (x, h, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
     fused = cell_graph.elman_step(*args, relu)
     general = _rnn_unrolled.cell("RNN_RELU" if relu else "RNN_TANH", *args)
@@ -75,6 +76,17 @@ def test_step_leaves_the_general_paths_nodes(relu, dtype, x_grad, h_grad):
     # the activation saves its own output array, with the output's counter
     (arr, vc, ver, rg, nr), = fused.grad_fn._saved
     assert arr is fused._data and vc is fused._vc and (ver, rg, nr) == (0, True, 0)
+    # the gradients through both graphs, bit for bit
+    grads = []
+    for out in (fused, general):
+        for t in (x, h, *cell.parameters()):
+            t.grad = None
+        (out * out).sum().backward()
+        grads.append([t.grad.numpy().copy() for t in (x, h, *cell.parameters())
+                      if t.grad is not None])
+    assert len(grads[0]) == len(grads[1]) == 4 + x_grad + h_grad
+    for a, b in zip(*grads):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
@@ -208,3 +220,21 @@ def test_other_cells_and_calls_match_torch(kind, monkeypatch):
         np.testing.assert_allclose(got[0][1], got[1][1], rtol=1e-5, atol=1e-6)
         assert got[0][2] == got[1][2]
     assert not any(calls)
+
+
+def test_arrays_split_over_threads_take_the_ops_own_kernels():
+    """At two threads a step whose sum is large enough for ember's split kernels runs
+    ``Add`` and ``tanh`` as the ops do: the general path's bits."""
+    prev = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        cell = _params(ember, np.float32, 8, 512)
+        x = ember.tensor(RNG.standard_normal((512, 8)).astype(np.float32))
+        h = ember.tensor(RNG.standard_normal((512, 512)).astype(np.float32))
+        args = (x, h, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
+        fused = cell_graph.elman_step(*args, False)
+        general = _rnn_unrolled.cell("RNN_TANH", *args)
+    finally:
+        ember.set_num_threads(prev)
+    np.testing.assert_array_equal(fused._data, general._data)
+    assert fused.grad_fn.name() == general.grad_fn.name() == "TanhBackward0"

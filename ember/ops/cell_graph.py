@@ -15,7 +15,8 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd import _modes, _saved_hooks, anomaly
 from ember.autograd.grad_mode import state as _grad_state
-from ember.ops.activations import Relu
+from ember.backend import threads as _threads
+from ember.ops.activations import Relu, _relu_array
 from ember.ops.arithmetic import Add
 from ember.ops.matmul_graph import _addmm_linear
 from ember.ops.unary import tanh as _tanh
@@ -65,13 +66,26 @@ def elman_step(x, h, w_ih, w_hh, b_ih, b_hh, relu):
     # the node is made
     add = _new(Add)
     add._edges = ((hh.grad_fn, 0), (gi.grad_fn, 0))
-    s = _add_forward(add, hh._data, gi._data)
-    if relu:
-        node = _new(Relu)
-        out = _relu_forward(node, s)
-    else:
-        node = _new(_Tanh)
-        out = _tanh_forward(node, s)
+    s = hh._data
+    if dt.itemsize >= 4 and (not _threads.MANY or s.size < _threads.SPLIT_ELEMENTS):
+        # the sum and the activation written over the product's fresh array, which no
+        # one else holds (its Tensor is dropped here; the nodes keep none of it): the
+        # same sums and the same activation, two arrays fewer per step
+        s += gi._data
+        if relu:
+            node = _new(Relu)
+            out = _relu_array(s, s)
+        else:
+            node = _new(_Tanh)
+            out = np.tanh(s, out=s)
+    else:  # half precision, or arrays the ops split over ember's threads: the ops' own
+        s = _add_forward(add, s, gi._data)
+        if relu:
+            node = _new(Relu)
+            out = _relu_forward(node, s)
+        else:
+            node = _new(_Tanh)
+            out = _tanh_forward(node, s)
     node._edges = ((add, 0),)
     t = _new(Tensor)
     t._data = out
