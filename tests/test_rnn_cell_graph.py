@@ -222,19 +222,26 @@ def test_other_cells_and_calls_match_torch(kind, monkeypatch):
     assert not any(calls)
 
 
-def test_arrays_split_over_threads_take_the_ops_own_kernels():
+def test_arrays_split_over_threads_take_the_ops_own_kernels(monkeypatch):
     """At two threads a step whose sum is large enough for ember's split kernels runs
-    ``Add`` and ``tanh`` as the ops do: the general path's bits."""
+    ``Add`` and ``tanh`` as the ops do: the general path's bits. (The split size is
+    lowered here so that the products stay small, one-thread ``np.matmul`` calls.)"""
+    from ember.backend import threads
+    calls = []
+    binary = threads.binary
+    monkeypatch.setattr(threads, "binary", lambda *a: calls.append(1) or binary(*a))
+    monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1024)
     prev = ember.get_num_threads()
     ember.set_num_threads(2)
     try:
-        cell = _params(ember, np.float32, 8, 512)
-        x = ember.tensor(RNG.standard_normal((512, 8)).astype(np.float32))
-        h = ember.tensor(RNG.standard_normal((512, 512)).astype(np.float32))
+        cell = _params(ember, np.float32, 8, 64)
+        x = ember.tensor(RNG.standard_normal((64, 8)).astype(np.float32))
+        h = ember.tensor(RNG.standard_normal((64, 64)).astype(np.float32))
         args = (x, h, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
         fused = cell_graph.elman_step(*args, False)
         general = _rnn_unrolled.cell("RNN_TANH", *args)
     finally:
         ember.set_num_threads(prev)
+    assert len(calls) == 2  # both sums went to the split kernel
     np.testing.assert_array_equal(fused._data, general._data)
     assert fused.grad_fn.name() == general.grad_fn.name() == "TanhBackward0"
