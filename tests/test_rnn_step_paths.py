@@ -170,3 +170,60 @@ def test_linear_node_marks_its_small_backward():
     assert node(512, 512, 512).small == 0
     x, w = ember.zeros(3, 2, requires_grad=True), ember.nn.Parameter(ember.zeros(4, 2))
     assert matmul_graph.Addmm.apply(ember.zeros(4), x, w.t()).grad_fn.small == 0
+
+
+@pytest.mark.parametrize("m", [19, 25, 32])
+@pytest.mark.parametrize("k, n", [(1, 64), (64, 128), (127, 512), (100, 320)])
+def test_kept_weight_copy_gives_the_transposed_products_bits(m, k, n):
+    """``x @ w.T`` through the kept row-major copy of ``w.T`` (``_rows_times_weight_t``)
+    has the bits of the product on the transposed weight, over the range it is taken."""
+    rng = np.random.default_rng(m * 1000 + k + n)
+    for scale in (1.0, 1e-3, 1e3):
+        x = (rng.standard_normal((m, k)) * scale).astype(np.float32)
+        w = rng.standard_normal((n, k)).astype(np.float32)
+        got = matmul_graph._rows_times_weight_t(x, w)
+        assert got is not None
+        np.testing.assert_array_equal(got, np.matmul(x, w.T))
+        np.testing.assert_array_equal(matmul_graph._rows_times_weight_t(x, w),
+                                      np.matmul(x, w.T))  # from the kept copy
+
+
+@pytest.mark.parametrize("shape, dtype", [((18, 64, 128), np.float32),
+                                          ((33, 64, 128), np.float32),
+                                          ((32, 128, 128), np.float32),
+                                          ((32, 64, 100), np.float32),
+                                          ((32, 64, 576), np.float32),
+                                          ((32, 64, 128), np.float64)])
+def test_products_outside_the_range_take_the_transposed_weight(shape, dtype):
+    m, k, n = shape
+    assert matmul_graph._rows_times_weight_t(np.ones((m, k), dtype),
+                                             np.ones((n, k), dtype)) is None
+
+
+def test_kept_copy_follows_every_write_to_the_weight():
+    """Writes the version counter does not see (through ``.data``, through a NumPy view,
+    a new array set with ``.data =``) reach the next step's product: the cell's output is
+    the one a fresh cell with the written weight gives, and torch's."""
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal((32, 64)).astype(np.float32)
+    h0 = rng.standard_normal((32, 128)).astype(np.float32)
+    ecell, tcell = ember.nn.RNNCell(64, 128), torch.nn.RNNCell(64, 128)
+    _copy_cell(ecell, tcell)
+    x, h = ember.tensor(x0), ember.tensor(h0)
+    writes = [lambda p: p.data.mul_(0.5),
+              lambda p: p.detach().numpy().__setitem__((0, 0), 3.0),
+              lambda p: setattr(p, "data", p.data * -1.0)]
+    for write in [None] + writes:
+        if write is not None:
+            write(ecell.weight_ih)
+            _copy_cell(ecell, tcell)
+        got = ecell(x, h)
+        with torch.no_grad():
+            want = tcell(torch.tensor(x0), torch.tensor(h0))
+        np.testing.assert_allclose(got.detach().numpy(), want.numpy(), rtol=1e-5,
+                                   atol=1e-6)
+        w = ecell.weight_ih.detach().numpy()
+        ref = np.tanh(np.matmul(h0, ecell.weight_hh.detach().numpy().T) +
+                      ecell.bias_hh.detach().numpy() +
+                      (np.matmul(x0, w.T) + ecell.bias_ih.detach().numpy()))
+        np.testing.assert_array_equal(got.detach().numpy(), ref.astype(np.float32))
