@@ -544,6 +544,20 @@ def _rows_times_weight_t(x, w):
     return np.matmul(x, kept[2])
 
 
+def linear_rows(b, x, w):
+    """``gemm.addmm(b, x, w.T)``: ``linear`` on a batch of rows ``x`` (arrays; a compiled
+    plan's linear steps), its product through the kept row-major copy of ``w.T`` where
+    ``_rows_times_weight_t`` takes it (the same bits), else as ``gemm.addmm``."""
+    if type(x) is np.ndarray and type(w) is np.ndarray and type(b) is np.ndarray and \
+            x.ndim == 2 and w.ndim == 2 and b.shape == w.shape[:1] and \
+            b.dtype == x.dtype and _direct(x.shape, (w.shape[1], w.shape[0])):
+        out = _rows_times_weight_t(x, w)
+        if out is not None:
+            _gemm._add_rows(out, b)
+            return out
+    return _gemm.addmm(b, x, w.T)
+
+
 class _BiasAdd(Add):
     """``product + bias`` written into the product's array: ``linear``'s bias added in
     place to the fresh result of its ``matmul``, as PyTorch's ``add_`` there (no second
