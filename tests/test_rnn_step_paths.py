@@ -227,3 +227,37 @@ def test_kept_copy_follows_every_write_to_the_weight():
                       ecell.bias_hh.detach().numpy() +
                       (np.matmul(x0, w.T) + ecell.bias_ih.detach().numpy()))
         np.testing.assert_array_equal(got.detach().numpy(), ref.astype(np.float32))
+
+
+@pytest.mark.parametrize("shape", [(32, 64, 128), (19, 100, 512), (32, 128, 128),
+                                   (8, 64, 128), (32, 64, 100)])
+def test_compiled_linear_rows_equal_addmm(shape):
+    """A compiled plan's linear step (``linear_rows``) gives ``gemm.addmm``'s bits, the
+    kept copy's range or not, and a compiled cell loop the eager loop's."""
+    from ember.backend import gemm
+    m, k, n = shape
+    rng = np.random.default_rng(m + k + n)
+    x, w = rng.standard_normal((m, k), np.float32), rng.standard_normal((n, k), np.float32)
+    b = rng.standard_normal(n, np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(matmul_graph.linear_rows(b, x, w),
+                                      gemm.addmm(b, x, w.T))
+
+
+def test_compiled_cell_loop_equals_eager_bit_for_bit():
+    rng = np.random.default_rng(4)
+    xs = ember.tensor(rng.standard_normal((3, 32, 64)).astype(np.float32))
+    ember.manual_seed(0)
+    cell = ember.nn.RNNCell(64, 128)
+    compiled = ember.compile(cell)
+    got = []
+    for run in (cell, compiled, compiled):
+        cell.zero_grad()
+        h = ember.zeros(32, 128)
+        for t in range(3):
+            h = run(xs[t], h)
+        h.pow(2).sum().backward()
+        got.append([h.detach().numpy()] + [p.grad.numpy().copy() for p in cell.parameters()])
+    for other in got[1:]:
+        for a, b in zip(got[0], other):
+            np.testing.assert_array_equal(a, b)

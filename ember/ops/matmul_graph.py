@@ -548,8 +548,10 @@ def linear_rows(b, x, w):
     """``gemm.addmm(b, x, w.T)``: ``linear`` on a batch of rows ``x`` (arrays; a compiled
     plan's linear steps), its product through the kept row-major copy of ``w.T`` where
     ``_rows_times_weight_t`` takes it (the same bits), else as ``gemm.addmm``."""
-    if type(x) is np.ndarray and type(w) is np.ndarray and type(b) is np.ndarray and \
-            x.ndim == 2 and w.ndim == 2 and b.shape == w.shape[:1] and \
+    # (the copy's row and k range first: the other products pay two tests)
+    if type(x) is np.ndarray and x.ndim == 2 and x.shape[1] < _WT_K and \
+            _WT_ROWS[0] <= x.shape[0] <= _WT_ROWS[1] and type(w) is np.ndarray and \
+            type(b) is np.ndarray and w.ndim == 2 and b.shape == w.shape[:1] and \
             b.dtype == x.dtype and _direct(x.shape, (w.shape[1], w.shape[0])):
         out = _rows_times_weight_t(x, w)
         if out is not None:
