@@ -33,8 +33,8 @@ def test_cell_loop_gradients_equal_the_general_path(kind, dtype, monkeypatch):
     ecell = getattr(ember.nn, kind)(6, 7, dtype=getattr(ember, np.dtype(dtype).name))
     grads = {}
     calls = []
-    short = matmul_graph._small_grads
-    monkeypatch.setattr(matmul_graph, "_small_grads",
+    short = matmul_graph._small_products
+    monkeypatch.setattr(matmul_graph, "_small_products",
                         lambda *a: calls.append(1) or short(*a))
     for small in (True, False):
         if not small:
@@ -154,3 +154,110 @@ def test_linear_gradients_take_the_products_gemm_would(rows, k, n):
     w = lin.weight.detach().numpy()
     np.testing.assert_array_equal(lin.weight.grad.numpy(), gemm.matmul(g.T, x.detach().numpy()))
     np.testing.assert_array_equal(x.grad.numpy(), gemm.matmul(g, w))
+
+
+def test_linear_node_marks_its_small_backward():
+    """``_addmm_linear`` records whether its backward products may run on ``np.matmul``
+    straight away: at any thread count below ember's BLAS-holding size, only at one
+    thread above it, never where MKL could take a product or the forward did not."""
+    def node(m, k, n):
+        x = ember.zeros(m, k, requires_grad=True)
+        w = ember.nn.Parameter(ember.zeros(n, k))
+        return matmul_graph._addmm_linear(x, w, ember.zeros(n)).grad_fn
+
+    assert node(4, 6, 7).small == 1
+    assert node(32, 128, 128).small == 2  # 2**19 operations: BLAS held above one thread
+    assert node(512, 512, 512).small == 0
+    x, w = ember.zeros(3, 2, requires_grad=True), ember.nn.Parameter(ember.zeros(4, 2))
+    assert matmul_graph.Addmm.apply(ember.zeros(4), x, w.t()).grad_fn.small == 0
+
+
+@pytest.mark.parametrize("m", [19, 25, 32])
+@pytest.mark.parametrize("k, n", [(1, 64), (64, 128), (127, 512), (100, 320)])
+def test_kept_weight_copy_gives_the_transposed_products_bits(m, k, n):
+    """``x @ w.T`` through the kept row-major copy of ``w.T`` (``_rows_times_weight_t``)
+    has the bits of the product on the transposed weight, over the range it is taken."""
+    rng = np.random.default_rng(m * 1000 + k + n)
+    for scale in (1.0, 1e-3, 1e3):
+        x = (rng.standard_normal((m, k)) * scale).astype(np.float32)
+        w = rng.standard_normal((n, k)).astype(np.float32)
+        got = matmul_graph._rows_times_weight_t(x, w)
+        assert got is not None
+        np.testing.assert_array_equal(got, np.matmul(x, w.T))
+        np.testing.assert_array_equal(matmul_graph._rows_times_weight_t(x, w),
+                                      np.matmul(x, w.T))  # from the kept copy
+
+
+@pytest.mark.parametrize("shape, dtype", [((18, 64, 128), np.float32),
+                                          ((33, 64, 128), np.float32),
+                                          ((32, 128, 128), np.float32),
+                                          ((32, 64, 100), np.float32),
+                                          ((32, 64, 576), np.float32),
+                                          ((32, 64, 128), np.float64)])
+def test_products_outside_the_range_take_the_transposed_weight(shape, dtype):
+    m, k, n = shape
+    assert matmul_graph._rows_times_weight_t(np.ones((m, k), dtype),
+                                             np.ones((n, k), dtype)) is None
+
+
+def test_kept_copy_follows_every_write_to_the_weight():
+    """Writes the version counter does not see (through ``.data``, through a NumPy view,
+    a new array set with ``.data =``) reach the next step's product: the cell's output is
+    the one a fresh cell with the written weight gives, and torch's."""
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal((32, 64)).astype(np.float32)
+    h0 = rng.standard_normal((32, 128)).astype(np.float32)
+    ecell, tcell = ember.nn.RNNCell(64, 128), torch.nn.RNNCell(64, 128)
+    _copy_cell(ecell, tcell)
+    x, h = ember.tensor(x0), ember.tensor(h0)
+    writes = [lambda p: p.data.mul_(0.5),
+              lambda p: p.detach().numpy().__setitem__((0, 0), 3.0),
+              lambda p: setattr(p, "data", p.data * -1.0)]
+    for write in [None] + writes:
+        if write is not None:
+            write(ecell.weight_ih)
+            _copy_cell(ecell, tcell)
+        got = ecell(x, h)
+        with torch.no_grad():
+            want = tcell(torch.tensor(x0), torch.tensor(h0))
+        np.testing.assert_allclose(got.detach().numpy(), want.numpy(), rtol=1e-5,
+                                   atol=1e-6)
+        w = ecell.weight_ih.detach().numpy()
+        ref = np.tanh(np.matmul(h0, ecell.weight_hh.detach().numpy().T) +
+                      ecell.bias_hh.detach().numpy() +
+                      (np.matmul(x0, w.T) + ecell.bias_ih.detach().numpy()))
+        np.testing.assert_array_equal(got.detach().numpy(), ref.astype(np.float32))
+
+
+@pytest.mark.parametrize("shape", [(32, 64, 128), (19, 100, 512), (32, 128, 128),
+                                   (8, 64, 128), (32, 64, 100)])
+def test_compiled_linear_rows_equal_addmm(shape):
+    """A compiled plan's linear step (``linear_rows``) gives ``gemm.addmm``'s bits, the
+    kept copy's range or not, and a compiled cell loop the eager loop's."""
+    from ember.backend import gemm
+    m, k, n = shape
+    rng = np.random.default_rng(m + k + n)
+    x, w = rng.standard_normal((m, k), np.float32), rng.standard_normal((n, k), np.float32)
+    b = rng.standard_normal(n, np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(matmul_graph.linear_rows(b, x, w),
+                                      gemm.addmm(b, x, w.T))
+
+
+def test_compiled_cell_loop_equals_eager_bit_for_bit():
+    rng = np.random.default_rng(4)
+    xs = ember.tensor(rng.standard_normal((3, 32, 64)).astype(np.float32))
+    ember.manual_seed(0)
+    cell = ember.nn.RNNCell(64, 128)
+    compiled = ember.compile(cell)
+    got = []
+    for run in (cell, compiled, compiled):
+        cell.zero_grad()
+        h = ember.zeros(32, 128)
+        for t in range(3):
+            h = run(xs[t], h)
+        h.pow(2).sum().backward()
+        got.append([h.detach().numpy()] + [p.grad.numpy().copy() for p in cell.parameters()])
+    for other in got[1:]:
+        for a, b in zip(got[0], other):
+            np.testing.assert_array_equal(a, b)

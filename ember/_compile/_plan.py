@@ -33,14 +33,13 @@ from ember._graph.ir import ArrayRef, Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
-from ember.backend import gemm
-from ember.ops import conv, elementwise, nn_fused, unary
+from ember.ops import conv, elementwise, matmul_graph, nn_fused, unary
 
 Tensor = _tensor.Tensor
 _make = _tensor._make
 _as_array = _tensor._as_array
 _ndarray = np.ndarray
-_addmm = gemm.addmm
+_linear_rows = matmul_graph.linear_rows  # gemm.addmm(b, x, w.T), see there
 _LINEAR_FORWARD = nn_fused._Linear.forward
 
 __all__ = ["Plan", "build", "Unplannable"]
@@ -335,7 +334,7 @@ class Plan:
                     if lin is not None:  # as in the recording loop below
                         x = env[lin[0]]
                         if type(x) is _ndarray and x.ndim == 2:
-                            out = _addmm(env[lin[2]], x, env[lin[1]].T)
+                            out = _linear_rows(env[lin[2]], x, env[lin[1]])
                             env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
                             continue
                     if st.plain:
@@ -365,7 +364,7 @@ class Plan:
                     x = env[lin[0]]
                     if type(x) is _ndarray and x.ndim == 2:
                         w, b = env[lin[1]], env[lin[2]]
-                        out = _addmm(b, x, w.T)
+                        out = _linear_rows(b, x, w)
                         env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
                         if st.grad:
                             tape[st.index] = ([x, w, b], None)

@@ -21,6 +21,7 @@ from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.nn.utils.rnn import PackedSequence
+from ember.ops import cell_graph as _cell_graph
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -499,6 +500,18 @@ class RNNCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         input, (h,), is_batched = self._prepare("RNNCell", input, hx, 1)
+        if is_batched and type(self) is RNNCell and not _mode_active[0]:
+            # a Python loop's step: its six nodes made in one call where that is what
+            # the general path below records (``ember.ops.cell_graph``)
+            p = self._parameters
+            nonlinearity = self.nonlinearity
+            if nonlinearity == "tanh" or nonlinearity == "relu":
+                w_ih, w_hh = p.get("weight_ih"), p.get("weight_hh")
+                if w_ih is not None and w_hh is not None:
+                    ret = _cell_graph.elman_step(input, h, w_ih, w_hh, p.get("bias_ih"),
+                                                 p.get("bias_hh"), nonlinearity == "relu")
+                    if ret is not None:
+                        return ret
         if self.nonlinearity == "tanh":
             kernel = _cells.rnn_tanh_cell
         elif self.nonlinearity == "relu":
