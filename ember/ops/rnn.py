@@ -409,6 +409,10 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     """``_layer_forward`` for the LSTM on arrays, writing into whole-sequence buffers:
     S (gate activations i, f, g, o), TC (tanh c), Cp/Hp (each row's previous state),
     M (o * tanh c) and Y."""
+    if _padded_case(xp, x, h0, c0, w_hh, w_hr, bs):
+        nc = _blocks(xp, x, h0, w_hh, h0.shape[0], w_hh.shape[0], h0.shape[1])
+        return _padded.forward(x, w_ih, _RNNCellMath.input_bias(b_ih, b_hh), h0, c0, w_hh,
+                               len(bs), reverse, nc)
     # (the input projection is as fast with W_ih transposed in place as with a copy)
     S = xp.array(x, order="C") if w_ih is None else _mm(x, w_ih.T)
     bias = _RNNCellMath.input_bias(b_ih, b_hh)
@@ -418,9 +422,6 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
                                                     h0.shape[1])
         if gemm is not None:
             return _lstm_forward_seq(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse)
-    if _padded_case(xp, S, h0, c0, w_hh, w_hr, bs):
-        nc = _blocks(xp, S, h0, w_hh, h0.shape[0], S.shape[1], h0.shape[1])
-        return _padded.forward(S, bias, h0, c0, w_hh, len(bs), reverse, nc)
     if bias is not None:
         S += bias
     N, H, Hout, dt = x.shape[0], c0.shape[1], h0.shape[1], S.dtype
@@ -487,8 +488,8 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     """``_layer_backward`` for the LSTM on arrays, writing the gate gradients of every
     step into one buffer."""
     if isinstance(acts, _padded.Acts):
-        nc = _blocks(xp, acts.S, acts.TC, w_hh, ghn.shape[0], acts.TC.shape[2],
-                     acts.S.shape[1] * acts.TC.shape[2])
+        H = acts.TC.shape[2]
+        nc = _blocks(xp, acts.S, acts.TC, w_hh, ghn.shape[0], H, 4 * H)
         dG, dh0, dc0 = _padded.backward(gy, ghn, gcn, acts, w_hh, nc, needs[1])
         grads = _param_grads(dG, dG, _padded.previous_hidden(acts), x, w_ih, needs)
         return (grads[0], dh0 if needs[1] else None, dc0 if needs[2] else None) + grads[1:]

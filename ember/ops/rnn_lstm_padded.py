@@ -6,10 +6,10 @@ Each NumPy call over a (32, 128) block costs about as much in dispatch as in ari
 and a strided slice (one gate of a (B, 4H) row) several times a contiguous one, so this
 loop lays the sequence out to need few calls, each over contiguous memory:
 
-- the gate pre-activations are kept gate-major per step, ``S`` (T, 4, B, H), in slots
-  ``i, f, o, g``: the three sigmoid gates are one contiguous block, and every gate a
-  contiguous (B, H) block; the input projection is scattered there once, with its bias
-  added in the same pass;
+- the gate pre-activations are kept gate-major, ``S`` (4, T, B, H), in slots ``i, f, o,
+  g``: a step's gate is a contiguous (B, H) block, its three sigmoid gates three such
+  blocks (one NumPy inner loop each), and the input projection is computed gate by gate
+  straight into the slots;
 - the states live in ``(T + 1)``-step buffers (the first state, then each step's), so a
   step reads its previous state in place and nothing is copied to keep it for the
   backward;
@@ -28,6 +28,7 @@ import numpy as np
 from ember.backend import gemm as _gemm
 from ember.backend.threads import single_blas
 from ember.ops._rnn_blas import aligned as _aligned
+from ember.ops._rnn_blas import transpose as _transpose
 
 __all__ = []
 
@@ -56,31 +57,34 @@ def _gate_products(h, w_cols, P, nc):
                 np.matmul(h, w[:, j:j + nc], out=out[:, j:j + nc])
 
 
-def forward(S0, bias, h0, c0, w_hh, T, reverse, nc):
-    """One direction over a padded batch from the input projection ``S0`` (T*B, 4H)
-    without its bias; returns (y, h_n, c_n, Acts)."""
+def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
+    """One direction over a padded batch (``x`` (T*B, I), or the input projection itself
+    where ``w_ih`` is None); returns (y, h_n, c_n, Acts)."""
     B, H, Hout = c0.shape[0], c0.shape[1], h0.shape[1]
-    dt = S0.dtype
-    S = _aligned((T, 4, B, H), dt)
-    P3 = S0.reshape(T, B, 4, H)
-    for k in range(4):  # the scatter into slots, adding the bias on the way
-        if bias is None:
-            np.copyto(S[:, _SLOT[k]], P3[:, :, k])
+    dt = np.result_type(x, w_hh) if w_ih is None else np.result_type(x, w_ih)
+    S = _aligned((4, T, B, H), dt)
+    S2 = S.reshape(4, T * B, H)
+    for k in range(4):  # the input projection gate by gate, each into its slot
+        out = S2[_SLOT[k]]
+        if w_ih is None:
+            np.copyto(out, x[:, k * H:(k + 1) * H])
         else:
-            np.add(P3[:, :, k], bias[k * H:(k + 1) * H], out=S[:, _SLOT[k]])
+            _gemm.matmul(x, w_ih[k * H:(k + 1) * H].T, out=out)
+        if bias is not None:
+            out += bias[k * H:(k + 1) * H]
     CC = np.empty((T + 1, B, H), dt)
     HH = _aligned((T + 1, B, Hout), dt)
     TC = np.empty((T, B, H), dt)
     TG = np.empty((B, H), dt)  # i * g of a step
     P = _aligned((4, B, H), dt)
-    w_cols = _aligned((Hout, 4 * H), dt, w_hh.T)
+    w_cols = _transpose(w_hh, _aligned((Hout, 4 * H), w_hh.dtype))  # BLAS's transposition
     first = T if reverse else 0
     CC[first], HH[first] = c0, h0
     # step t reads state slot t + rd and writes slot t + wr
     rd, wr = (1, 0) if reverse else (0, 1)
     with single_blas(T):  # one small matrix product per step
         for t in (range(T - 1, -1, -1) if reverse else range(T)):
-            g = S[t]
+            g = S[:, t]
             _gate_products(HH[t + rd], w_cols, P, nc)
             g += P
             sig = g[:3]  # sigmoid of i, f, o (exp overflows to inf where 1 / inf is 0)
@@ -116,16 +120,17 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     T, B, H = TC.shape
     dt = S.dtype
     gy = gy.reshape(T, B, -1)
+    i, f, o, g = S
     # the step-independent factors, in the general loop's order of operations
     A = np.multiply(TC, TC)
     np.subtract(1, A, out=A)
-    A *= S[:, 2]  # (1 - tanh(c)**2) o
-    DER = np.empty((T, 4, B, H), dt)  # the gates' derivatives, PyTorch's order
+    A *= o  # (1 - tanh(c)**2) o
+    DER = np.empty((4, T, B, H), dt)  # the gates' derivatives, PyTorch's order
     for k in (0, 1, 3):  # s (1 - s)
-        np.subtract(1, S[:, _SLOT[k]], out=DER[:, k])
-        DER[:, k] *= S[:, _SLOT[k]]
-    np.multiply(S[:, 3], S[:, 3], out=DER[:, 2])  # 1 - g**2
-    np.subtract(1, DER[:, 2], out=DER[:, 2])
+        np.subtract(1, S[_SLOT[k]], out=DER[k])
+        DER[k] *= S[_SLOT[k]]
+    np.multiply(g, g, out=DER[2])  # 1 - g**2
+    np.subtract(1, DER[2], out=DER[2])
     dG = _aligned((T, B, 4 * H), dt)
     dG4 = dG.reshape(T, B, 4, H).transpose(0, 2, 1, 3)  # a gate-major view of it
     D = np.empty((4, B, H), dt)
@@ -142,22 +147,21 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
             np.multiply(A[t], dh, out=dct)
             if dc is not None:
                 dct += dc
-            s = S[t]
-            np.multiply(dct, s[3], out=D[0])
+            np.multiply(dct, g[t], out=D[0])
             np.multiply(dct, CC[t + rd], out=D[1])
-            np.multiply(dct, s[0], out=D[2])
+            np.multiply(dct, i[t], out=D[2])
             np.multiply(dh, TC[t], out=D[3])
-            np.multiply(D, DER[t], out=dG4[t])
+            np.multiply(D, DER[:, t], out=dG4[t])
             if n == T - 1:  # the last step's carried gradients are the first state's
                 dh = None
                 if need_h0:
                     dh = _aligned((B, H), dt)
                     _product(dG[t], w, dh, nc)
-                dc = np.multiply(dct, s[1])
+                dc = np.multiply(dct, f[t])
                 break
             _product(dG[t], w, prod, nc)
             dh = prod
-            dc = np.multiply(dct, s[1], out=dc if dc is not None and dc is not gcn else None)
+            dc = np.multiply(dct, f[t], out=dc if dc is not None and dc is not gcn else None)
     return dG.reshape(T * B, 4 * H), dh, dc
 
 
