@@ -31,7 +31,9 @@ With numba installed (the ``ember[fast]`` extra), their float32 steps run one fu
 kernel each (``ember/ops/_lstm_numba.py``) around the step's BLAS product; over a padded
 batch without projection every step runs in one kernel call, which calls the BLAS
 products itself (``ember/ops/_rnn_blas.py`` finds them). On OpenBLAS cores with a
-small-matrix kernel the per-step products run in column blocks (``_rnn_blas``).
+small-matrix kernel the per-step products run in column blocks (``_rnn_blas``). Without
+the kernels, a padded batch without projection runs ``ember.ops.rnn_lstm_padded``: the
+same operations over a gate-major layout that needs fewer, contiguous NumPy calls.
 """
 import functools
 import itertools
