@@ -40,9 +40,11 @@ def _run(monkeypatch, padded, args, bs, reverse, grads):
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("blocks", ["gates", "half gates", "whole"])
-def test_padded_loop_against_the_general_loop(dt, reverse, bias, blocks, monkeypatch):
+@pytest.mark.parametrize("steps", [5, 1])
+def test_padded_loop_against_the_general_loop(dt, reverse, bias, blocks, steps,
+                                              monkeypatch):
     rng = np.random.default_rng(7)
-    args, bs = _inputs(rng, dt, bias=bias)
+    args, bs = _inputs(rng, dt, T=steps, bias=bias)
     H = args[1].shape[1]
     grads = [rng.standard_normal(s).astype(dt) for s in ((len(bs) * bs[0], H),
                                                           (bs[0], H), (bs[0], H))]
