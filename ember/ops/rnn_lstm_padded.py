@@ -64,20 +64,31 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
     dt = np.result_type(x, w_hh) if w_ih is None else np.result_type(x, w_ih)
     S = _aligned((4, T, B, H), dt)
     S2 = S.reshape(4, T * B, H)
+    # the sigmoid gates' pre-activations are kept negated, from negated weights: rounding
+    # is symmetric in sign, so they are exactly the negation, and the sigmoid
+    # 1 / (1 + exp(-z)) needs no pass to negate them
     for k in range(4):  # the input projection gate by gate, each into its slot
-        out = S2[_SLOT[k]]
+        out, cols, neg = S2[_SLOT[k]], slice(k * H, (k + 1) * H), k != 2
         if w_ih is None:
-            np.copyto(out, x[:, k * H:(k + 1) * H])
+            if neg:
+                np.negative(x[:, cols], out=out)
+            else:
+                np.copyto(out, x[:, cols])
         else:
-            _gemm.matmul(x, w_ih[k * H:(k + 1) * H].T, out=out)
+            _gemm.matmul(x, (np.negative(w_ih[cols]) if neg else w_ih[cols]).T, out=out)
         if bias is not None:
-            out += bias[k * H:(k + 1) * H]
+            if neg:
+                out -= bias[cols]
+            else:
+                out += bias[cols]
     CC = np.empty((T + 1, B, H), dt)
     HH = _aligned((T + 1, B, Hout), dt)
     TC = np.empty((T, B, H), dt)
     TG = np.empty((B, H), dt)  # i * g of a step
     P = _aligned((4, B, H), dt)
     w_cols = _transpose(w_hh, _aligned((Hout, 4 * H), w_hh.dtype))  # BLAS's transposition
+    for a, b in ((0, 2 * H), (3 * H, 4 * H)):  # i, f, o negated (see above)
+        np.negative(w_cols[:, a:b], out=w_cols[:, a:b])
     first = T if reverse else 0
     CC[first], HH[first] = c0, h0
     # step t reads state slot t + rd and writes slot t + wr
@@ -88,7 +99,6 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
             _gate_products(HH[t + rd], w_cols, P, nc)
             g += P
             sig = g[:3]  # sigmoid of i, f, o (exp overflows to inf where 1 / inf is 0)
-            np.negative(sig, out=sig)
             np.exp(sig, out=sig)
             sig += 1
             np.reciprocal(sig, out=sig)
