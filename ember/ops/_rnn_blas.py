@@ -79,15 +79,21 @@ def _numpy_blas():
     return found
 
 
-def transpose(a):
-    """``np.ascontiguousarray(a.T)`` for a C-ordered float32 matrix, by the BLAS
-    transposition (``cblas_somatcopy``: about 4x NumPy's strided copy) where found."""
+def transpose(a, out=None):
+    """``np.ascontiguousarray(a.T)`` for a C-ordered float32 matrix (into the C-ordered
+    ``out`` when given), by the BLAS transposition (``cblas_somatcopy``: about 4x NumPy's
+    strided copy) where found."""
     if "numpy" not in _SGEMM:
         _SGEMM["numpy"], _SGEMM["omatcopy"], _SGEMM["core"] = _numpy_blas()
     f = _SGEMM["omatcopy"]
-    if f is None or not a.flags.c_contiguous:
-        return np.ascontiguousarray(a.T)
-    out = np.empty((a.shape[1], a.shape[0]), a.dtype)
+    if f is None or not a.flags.c_contiguous or a.dtype != np.float32 or \
+            out is not None and (out.dtype != np.float32 or not out.flags.c_contiguous):
+        if out is None:
+            return np.ascontiguousarray(a.T)
+        out[...] = a.T
+        return out
+    if out is None:
+        out = np.empty((a.shape[1], a.shape[0]), a.dtype)
     if a.size:
         f(_ROW_MAJOR, _TRANS, a.shape[0], a.shape[1], 1.0, a.ctypes.data, a.shape[1],
           out.ctypes.data, a.shape[0])

@@ -31,7 +31,9 @@ With numba installed (the ``ember[fast]`` extra), their float32 steps run one fu
 kernel each (``ember/ops/_lstm_numba.py``) around the step's BLAS product; over a padded
 batch without projection every step runs in one kernel call, which calls the BLAS
 products itself (``ember/ops/_rnn_blas.py`` finds them). On OpenBLAS cores with a
-small-matrix kernel the per-step products run in column blocks (``_rnn_blas``).
+small-matrix kernel the per-step products run in column blocks (``_rnn_blas``). Without
+the kernels, a padded batch without projection runs ``ember.ops.rnn_lstm_padded``: the
+same operations over a gate-major layout that needs fewer, contiguous NumPy calls.
 """
 import functools
 import itertools
@@ -45,6 +47,7 @@ from ember.backend import array_module
 from ember.backend import fast_kernels as _fast_kernels
 from ember.backend import gemm as _gemm
 from ember.backend.threads import single_blas
+from ember.ops import rnn_lstm_padded as _padded
 from ember.ops._rnn_blas import aligned as _aligned
 from ember.ops._rnn_blas import column_block as _column_block
 from ember.ops.unary import _relu_grad_array
@@ -397,10 +400,21 @@ def _lstm_forward_seq(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse):
     return M, hn, cn, (S, TC, Cp, Hp, M)
 
 
+def _padded_case(xp, S, h0, c0, w_hh, w_hr, bs):
+    """Whether ``ember.ops.rnn_lstm_padded`` runs the layer: NumPy arrays, a padded
+    batch (all rows at every step), no projection, and no numba kernels for them."""
+    return xp is np and w_hr is None and bs[0] == bs[-1] == h0.shape[0] and \
+        _lstm_kernels(xp, S, h0, c0, w_hh) is None
+
+
 def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
     """``_layer_forward`` for the LSTM on arrays, writing into whole-sequence buffers:
     S (gate activations i, f, g, o), TC (tanh c), Cp/Hp (each row's previous state),
     M (o * tanh c) and Y."""
+    if _padded_case(xp, x, h0, c0, w_hh, w_hr, bs):
+        nc = _blocks(xp, x, h0, w_hh, h0.shape[0], w_hh.shape[0], h0.shape[1])
+        return _padded.forward(x, w_ih, _RNNCellMath.input_bias(b_ih, b_hh), h0, c0, w_hh,
+                               len(bs), reverse, nc)
     # (the input projection is as fast with W_ih transposed in place as with a copy)
     S = xp.array(x, order="C") if w_ih is None else _mm(x, w_ih.T)
     bias = _RNNCellMath.input_bias(b_ih, b_hh)
@@ -410,6 +424,7 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
                                                     h0.shape[1])
         if gemm is not None:
             return _lstm_forward_seq(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse)
+    if bias is not None:
         S += bias
     N, H, Hout, dt = x.shape[0], c0.shape[1], h0.shape[1], S.dtype
     T = len(bs)
@@ -474,6 +489,12 @@ def _lstm_forward_np(xp, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
 def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, needs):
     """``_layer_backward`` for the LSTM on arrays, writing the gate gradients of every
     step into one buffer."""
+    if isinstance(acts, _padded.Acts):
+        H = acts.TC.shape[2]
+        nc = _blocks(xp, acts.S, acts.TC, w_hh, ghn.shape[0], H, 4 * H)
+        dG, dh0, dc0 = _padded.backward(gy, ghn, gcn, acts, w_hh, nc, needs[1])
+        grads = _param_grads(dG, dG, _padded.previous_hidden(acts), x, w_ih, needs)
+        return (grads[0], dh0 if needs[1] else None, dc0 if needs[2] else None) + grads[1:]
     S, TC, Cp, Hp, M = acts
     m = _NP_MATH if xp is np else _ArrayMath(xp)
     H = TC.shape[1]

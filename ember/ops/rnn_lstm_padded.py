@@ -1,0 +1,183 @@
+"""The LSTM's NumPy loop over a padded batch (every step has all ``B`` rows), without a
+projection: the default install's hot path (no numba), beside the general per-step loop
+of ``ember.ops.rnn`` (packed batches, projections, CuPy).
+
+Each NumPy call over a (32, 128) block costs about as much in dispatch as in arithmetic,
+and a strided slice (one gate of a (B, 4H) row) several times a contiguous one, so this
+loop lays the sequence out to need few calls, each over contiguous memory:
+
+- the gate pre-activations are kept gate-major, ``S`` (4, T, B, H), in slots ``i, f, o,
+  g``: a step's gate is a contiguous (B, H) block, its three sigmoid gates three such
+  blocks (one NumPy inner loop each), and the input projection is computed gate by gate
+  straight into the slots;
+- the states live in ``(T + 1)``-step buffers (the first state, then each step's), so a
+  step reads its previous state in place and nothing is copied to keep it for the
+  backward;
+- the recurrent product is computed gate by gate (in ``_rnn_blas.column_block``'s column
+  blocks where OpenBLAS's small-matrix kernel applies), each into its contiguous slot;
+- the backward computes the step-independent factors -- ``(1 - tanh(c)**2) o`` and the
+  gate derivatives ``s (1 - s)``, ``1 - g**2`` -- in whole-sequence passes, leaving
+  nine elementwise calls and the product per step.
+
+The float operations and their order are the general loop's, so values are its bits
+wherever the products are split the same way (the gate gradients ``dG`` keep its
+(N, 4H) layout: the recurrent and weight products are unchanged).
+"""
+import numpy as np
+
+from ember.backend import gemm as _gemm
+from ember.backend.threads import single_blas
+from ember.ops._rnn_blas import aligned as _aligned
+from ember.ops._rnn_blas import transpose as _transpose
+
+__all__ = []
+
+# the slot of each of PyTorch's gates (i, f, g, o) in a step's gate-major block
+_SLOT = (0, 1, 3, 2)
+
+
+class Acts:
+    """What the padded forward keeps for its backward (the general loop keeps a tuple)."""
+    __slots__ = ("S", "TC", "CC", "HH", "reverse")
+
+    def __init__(self, S, TC, CC, HH, reverse):
+        self.S, self.TC, self.CC, self.HH, self.reverse = S, TC, CC, HH, reverse
+
+
+def _gate_products(h, w_cols, P, nc):
+    """``P[slot] = h @ w_cols[:, gate]`` for the four gates of ``w_cols`` (Hout, 4H), in
+    column blocks of ``nc`` (None: one product per gate, on ``ember.backend.gemm``)."""
+    H = P.shape[2]
+    for k in range(4):
+        w, out = w_cols[:, k * H:(k + 1) * H], P[_SLOT[k]]
+        if nc is None:
+            _gemm.matmul(h, w, out=out)
+        else:
+            for j in range(0, H, nc):
+                np.matmul(h, w[:, j:j + nc], out=out[:, j:j + nc])
+
+
+def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
+    """One direction over a padded batch (``x`` (T*B, I), or the input projection itself
+    where ``w_ih`` is None); returns (y, h_n, c_n, Acts)."""
+    B, H, Hout = c0.shape[0], c0.shape[1], h0.shape[1]
+    dt = np.result_type(x, w_hh) if w_ih is None else np.result_type(x, w_ih)
+    S = _aligned((4, T, B, H), dt)
+    S2 = S.reshape(4, T * B, H)
+    # the sigmoid gates' pre-activations are kept negated, from negated weights: rounding
+    # is symmetric in sign, so they are exactly the negation, and the sigmoid
+    # 1 / (1 + exp(-z)) needs no pass to negate them
+    for k in range(4):  # the input projection gate by gate, each into its slot
+        out, cols, neg = S2[_SLOT[k]], slice(k * H, (k + 1) * H), k != 2
+        if w_ih is None:
+            if neg:
+                np.negative(x[:, cols], out=out)
+            else:
+                np.copyto(out, x[:, cols])
+        else:
+            _gemm.matmul(x, (np.negative(w_ih[cols]) if neg else w_ih[cols]).T, out=out)
+        if bias is not None:
+            if neg:
+                out -= bias[cols]
+            else:
+                out += bias[cols]
+    CC = np.empty((T + 1, B, H), dt)
+    HH = _aligned((T + 1, B, Hout), dt)
+    TC = np.empty((T, B, H), dt)
+    TG = np.empty((B, H), dt)  # i * g of a step
+    P = _aligned((4, B, H), dt)
+    w_cols = _transpose(w_hh, _aligned((Hout, 4 * H), w_hh.dtype))  # BLAS's transposition
+    for a, b in ((0, 2 * H), (3 * H, 4 * H)):  # i, f, o negated (see above)
+        np.negative(w_cols[:, a:b], out=w_cols[:, a:b])
+    first = T if reverse else 0
+    CC[first], HH[first] = c0, h0
+    # step t reads state slot t + rd and writes slot t + wr
+    rd, wr = (1, 0) if reverse else (0, 1)
+    with single_blas(T):  # one small matrix product per step
+        for t in (range(T - 1, -1, -1) if reverse else range(T)):
+            g = S[:, t]
+            _gate_products(HH[t + rd], w_cols, P, nc)
+            g += P
+            sig = g[:3]  # sigmoid of i, f, o (exp overflows to inf where 1 / inf is 0)
+            np.exp(sig, out=sig)
+            sig += 1
+            np.reciprocal(sig, out=sig)
+            np.tanh(g[3], out=g[3])
+            c = CC[t + wr]
+            np.multiply(g[1], CC[t + rd], out=c)
+            np.multiply(g[3], g[0], out=TG)
+            c += TG
+            np.tanh(c, out=TC[t])
+            np.multiply(g[2], TC[t], out=HH[t + wr])
+    N = T * B
+    Y = (HH[:T] if reverse else HH[1:]).reshape(N, Hout)
+    last = 0 if reverse else T
+    return Y, HH[last] * 1, CC[last] * 1, Acts(S, TC, CC, HH, reverse)
+
+
+def previous_hidden(acts):
+    """The hidden state each row of the sequence started from, (N, Hout)."""
+    T = acts.TC.shape[0]
+    HH = acts.HH
+    return (HH[1:] if acts.reverse else HH[:T]).reshape(-1, HH.shape[2])
+
+
+def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
+    """Backpropagation through time over the padded forward's ``acts``: returns the gate
+    gradients ``dG`` (N, 4H), in PyTorch's gate order, and the first state's gradients
+    (``dh0`` None unless ``need_h0``)."""
+    S, TC, CC, reverse = acts.S, acts.TC, acts.CC, acts.reverse
+    T, B, H = TC.shape
+    dt = S.dtype
+    gy = gy.reshape(T, B, -1)
+    _, f, o, g = S
+    # the step-independent factors, in the general loop's order of operations
+    A = np.multiply(TC, TC)
+    np.subtract(1, A, out=A)
+    A *= o  # (1 - tanh(c)**2) o
+    DER = np.empty((4, T, B, H), dt)  # the gates' derivatives, PyTorch's order
+    for k in (0, 1, 3):  # s (1 - s)
+        np.subtract(1, S[_SLOT[k]], out=DER[k])
+        DER[k] *= S[_SLOT[k]]
+    np.multiply(g, g, out=DER[2])  # 1 - g**2
+    np.subtract(1, DER[2], out=DER[2])
+    dG = _aligned((T, B, 4 * H), dt)
+    dG4 = dG.reshape(T, B, 4, H).transpose(0, 2, 1, 3)  # a gate-major view of it
+    D = np.empty((4, B, H), dt)
+    dh_b, dct = np.empty((B, H), dt), np.empty((B, H), dt)
+    dc = None if gcn is None else gcn
+    dh = ghn
+    w = w_hh if nc is None else _aligned(w_hh.shape, dt, w_hh)
+    prod = _aligned((B, H), dt)
+    rd = 1 if reverse else 0  # the state slot step t read
+    steps = range(T) if reverse else range(T - 1, -1, -1)
+    with single_blas(T):  # one small matrix product per step
+        for n, t in enumerate(steps):
+            dh = np.add(dh, gy[t], out=dh_b)
+            np.multiply(A[t], dh, out=dct)
+            if dc is not None:
+                dct += dc
+            # dct g -> D[0] and dct i -> D[2] in one call: slots 3 and 0 of S as one view
+            np.multiply(dct, S[3::-3, t], out=D[0:3:2])
+            np.multiply(dct, CC[t + rd], out=D[1])
+            np.multiply(dh, TC[t], out=D[3])
+            np.multiply(D, DER[:, t], out=dG4[t])
+            if n == T - 1:  # the last step's carried gradients are the first state's
+                dh = None
+                if need_h0:
+                    dh = _aligned((B, H), dt)
+                    _product(dG[t], w, dh, nc)
+                dc = np.multiply(dct, f[t])
+                break
+            _product(dG[t], w, prod, nc)
+            dh = prod
+            dc = np.multiply(dct, f[t], out=dc if dc is not None and dc is not gcn else None)
+    return dG.reshape(T * B, 4 * H), dh, dc
+
+
+def _product(a, b, out, nc):
+    if nc is None:
+        _gemm.matmul(a, b, out=out)
+        return
+    for j in range(0, b.shape[1], nc):
+        np.matmul(a, b[:, j:j + nc], out=out[:, j:j + nc])

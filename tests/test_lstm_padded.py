@@ -1,0 +1,110 @@
+"""The LSTM's NumPy loop over a padded batch (ember/ops/rnn_lstm_padded.py, the default
+install's path): the general per-step loop's values bit for bit where both split the
+recurrent products alike, within rounding where they do not, and torch's."""
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember.ops import rnn, rnn_lstm_padded
+
+
+def _inputs(rng, dt, T=5, B=3, I=6, H=16, bias=True):
+    a = [rng.standard_normal(s).astype(dt) for s in
+         ((T * B, I), (B, H), (B, H), (4 * H, I), (4 * H, H), (4 * H,), (4 * H,))]
+    if not bias:
+        a[5] = a[6] = None
+    return a, (B,) * T
+
+
+def _run(monkeypatch, padded, args, bs, reverse, grads):
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh = args
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)  # the NumPy loops (no numba kernels)
+    if not padded:
+        monkeypatch.setattr(rnn, "_padded_case", lambda *a: False)
+    calls = []
+    fwd = rnn_lstm_padded.forward
+    monkeypatch.setattr(rnn_lstm_padded, "forward", lambda *a: calls.append(1) or fwd(*a))
+    y, hn, cn, acts = rnn._lstm_forward_np(np, x, h0, c0, w_ih, w_hh, b_ih, b_hh, None, bs,
+                                           reverse)
+    gy, ghn, gcn = grads
+    needs = [True, True, True, True, True, b_ih is not None, b_hh is not None, False]
+    g = rnn._lstm_backward_np(np, gy, ghn, gcn, acts, x, w_ih, w_hh, None, bs, reverse,
+                              needs)
+    monkeypatch.undo()
+    assert calls == ([1] if padded else [])
+    return [y, hn, cn] + [a for a in g if a is not None]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("blocks", ["gates", "half gates", "whole"])
+@pytest.mark.parametrize("steps", [5, 1])
+def test_padded_loop_against_the_general_loop(dt, reverse, bias, blocks, steps,
+                                              monkeypatch):
+    rng = np.random.default_rng(7)
+    args, bs = _inputs(rng, dt, T=steps, bias=bias)
+    H = args[1].shape[1]
+    grads = [rng.standard_normal(s).astype(dt) for s in ((len(bs) * bs[0], H),
+                                                          (bs[0], H), (bs[0], H))]
+    # column blocks of the products: the gates' width, half of it, or none (one product,
+    # which the padded loop still splits by gate: then only rounding may differ)
+    nc = {"gates": H, "half gates": H // 2, "whole": None}[blocks]
+    results = []
+    for padded in (True, False):
+        monkeypatch.setattr(rnn, "_blocks", lambda *a, nc=nc: nc)
+        results.append(_run(monkeypatch, padded, args, bs, reverse, grads))
+    got, want = results
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if nc is None:
+            np.testing.assert_allclose(g, w, rtol=1e-5 if dt == np.float32 else 1e-12,
+                                       atol=1e-5 if dt == np.float32 else 1e-12)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def test_first_state_gradients_only_when_asked(monkeypatch):
+    rng = np.random.default_rng(1)
+    (x, h0, c0, w_ih, w_hh, b_ih, b_hh), bs = _inputs(rng, np.float32)
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    y, hn, cn, acts = rnn._lstm_forward_np(np, x, h0, c0, w_ih, w_hh, b_ih, b_hh, None, bs,
+                                           False)
+    assert isinstance(acts, rnn_lstm_padded.Acts)
+    gy = np.ones_like(y)
+    g = rnn._lstm_backward_np(np, gy, np.zeros_like(hn), None, acts, x, w_ih, w_hh, None,
+                              bs, False, [False, False, False, True, True, True, True,
+                                          False])
+    assert g[:3] == (None, None, None) and all(a is not None for a in g[3:7])
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_module_on_the_padded_loop_matches_torch(batch_first, monkeypatch):
+    """nn.LSTM (two layers, bidirectional) with numba hidden, against torch: outputs,
+    states and every gradient."""
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    calls = []
+    fwd = rnn_lstm_padded.forward
+    monkeypatch.setattr(rnn_lstm_padded, "forward", lambda *a: calls.append(1) or fwd(*a))
+    torch.manual_seed(0)
+    ref = torch.nn.LSTM(5, 12, num_layers=2, bidirectional=True, batch_first=batch_first)
+    mod = ember.nn.LSTM(5, 12, num_layers=2, bidirectional=True, batch_first=batch_first)
+    mod.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in
+                         ref.state_dict().items()})
+    x = np.random.default_rng(2).standard_normal((7, 4, 5)).astype(np.float32)
+    if batch_first:
+        x = np.ascontiguousarray(x.transpose(1, 0, 2))
+    h0 = np.random.default_rng(3).standard_normal((4, 4, 12)).astype(np.float32)
+    xt, xe = torch.tensor(x, requires_grad=True), ember.tensor(x, requires_grad=True)
+    ht, he = torch.tensor(h0, requires_grad=True), ember.tensor(h0, requires_grad=True)
+    outs = []
+    for lstm, xx, hh in ((ref, xt, ht), (mod, xe, he)):
+        y, (hn, cn) = lstm(xx, (hh, hh * 0.5))
+        (y.pow(2).sum() + hn.sum() + cn.pow(2).sum()).backward()
+        outs.append([y, hn, cn, xx.grad, hh.grad] + [p.grad for p in lstm.parameters()])
+    assert len(calls) == 4
+    for t, e in zip(*outs):
+        np.testing.assert_allclose(e.detach().numpy(), t.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)
