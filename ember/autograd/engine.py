@@ -575,13 +575,17 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                                 buf[nr] = g
                         elif buf[nr] is None:
                             buf[nr] = g
-                        elif create_graph or _active[0]:
-                            buf[nr] = buf[nr] + g
                         else:
-                            # a select's or slice's gradient: zeros outside its index
-                            region = node.grad_region if i == 0 and not hooks and (
-                                shapes is None or shapes[0] is None) else None
-                            buf[nr] = _add_to_buffer(buf, nr, g, region)
+                            if fast and not isinstance(buf[nr], Tensor):
+                                # an array the short path buffered (see above)
+                                buf[nr] = _wrap(buf[nr])
+                            if create_graph or _active[0]:
+                                buf[nr] = buf[nr] + g
+                            else:
+                                # a select's or slice's gradient: zeros outside its index
+                                region = node.grad_region if i == 0 and not hooks and (
+                                    shapes is None or shapes[0] is None) else None
+                                buf[nr] = _add_to_buffer(buf, nr, g, region)
                     d = deps[nxt] - 1
                     deps[nxt] = d
                     if d == 0:
