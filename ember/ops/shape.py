@@ -8,7 +8,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import with_out, wrap_dim, wrap_dims
-from ember.ops._views import ViewPrimitive
+from ember.ops._views import ViewPrimitive, grad_array, grad_view
 from ember.ops.indexing import GetItem, Select, transforming
 
 # flips, rolls and unfold live in ``reorder``, padding in ``padding``; their names stay
@@ -91,6 +91,21 @@ def _try_view(x, shape):
         return None
 
 
+def _reshape_grad(gy, shape):
+    """``gy.reshape(shape)``, a reshaping view's gradient: on arrays where
+    ``_views.grad_array`` allows it and NumPy can view ``gy``'s array in that shape (what
+    the Tensor op would do: a ``View``, or a ``ReshapeAlias`` of strided memory)."""
+    g = grad_array(gy)
+    if g is not None:
+        try:
+            v = _try_view(g, shape)
+        except ValueError:  # the sizes disagree: the Tensor op raises PyTorch's error
+            v = None
+        if v is not None:
+            return grad_view(gy, v)
+    return gy.reshape(shape)
+
+
 def _cupy_view(x, shape):
     v = x.view()
     v.shape = shape
@@ -111,7 +126,7 @@ class View(ViewPrimitive):
         return out
 
     def backward(self, gy):
-        return gy.reshape(self.in_shape), None
+        return _reshape_grad(gy, self.in_shape), None
 
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradient (``Primitive.vjp``)."""
@@ -137,7 +152,7 @@ class UnsafeReshape(Primitive):
         return x.reshape(shape)
 
     def backward(self, gy):
-        return gy.reshape(self.in_shape), None
+        return _reshape_grad(gy, self.in_shape), None
 
     jvp = _jvp.linear(0)
     batch = _batch.reshape_copy
@@ -154,7 +169,7 @@ class ReshapeCopy(Primitive):
         return np.reshape(x, shape).copy()
 
     def backward(self, gy):
-        return gy.reshape(self.in_shape), None
+        return _reshape_grad(gy, self.in_shape), None
 
     jvp = _jvp.linear(0)
     batch = _batch.reshape_copy
@@ -286,6 +301,9 @@ class Permute(ViewPrimitive):
         inv = [0] * len(self.dims)
         for i, d in enumerate(self.dims):
             inv[d] = i
+        g = grad_array(gy)
+        if g is not None and g.ndim == len(inv):  # (the view ``gy.permute(inv)`` makes)
+            return grad_view(gy, g.transpose(inv)), None
         return gy.permute(inv), None
 
     def vjp(self, grads, inputs, outputs, out=None):
@@ -315,6 +333,9 @@ class Transpose(ViewPrimitive):
         return x.swapaxes(d0, d1)
 
     def backward(self, gy):
+        g = grad_array(gy)
+        if g is not None and g.ndim > max(self.dims):  # (the view ``gy.transpose`` makes)
+            return grad_view(gy, g.swapaxes(*self.dims)), None, None
         return gy.transpose(*self.dims), None, None
 
     def vjp(self, grads, inputs, outputs, out=None):
@@ -389,7 +410,7 @@ class Squeeze(ViewPrimitive):
         return x.reshape([s for i, s in enumerate(x.shape) if i not in dims])
 
     def backward(self, gy):
-        return gy.reshape(self.in_shape), None
+        return _reshape_grad(gy, self.in_shape), None
 
 
 class SqueezeDim(Squeeze):
@@ -418,10 +439,16 @@ class Unsqueeze(ViewPrimitive):
 
     def forward(self, x, dim):
         self.dim = dim
-        return np.expand_dims(x, dim)
+        shape = x.shape
+        return x.reshape(shape[:dim] + (1,) + shape[dim:])  # (np.expand_dims' own call)
 
     def backward(self, gy):
-        return gy.squeeze(self.dim), None
+        g = grad_array(gy)
+        d = self.dim
+        if g is not None and d < g.ndim and g.shape[d] == 1:
+            # the view ``gy.squeeze(d)`` makes (``Squeeze.forward``'s reshape)
+            return grad_view(gy, g.reshape(g.shape[:d] + g.shape[d + 1:])), None
+        return gy.squeeze(d), None
 
 
 def unsqueeze(input, dim):
