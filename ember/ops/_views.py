@@ -142,10 +142,15 @@ def _track(base, view):
     k = id(base)
     entry = _VIEWS.get(k)
     if entry is None or entry[0]() is not base:
-        entry = _VIEWS[k] = (weakref.ref(base, lambda r, k=k: _VIEWS.pop(k, None)), {})
+        # (base's ref, its views' refs, the length at which dead refs are next dropped)
+        entry = _VIEWS[k] = [weakref.ref(base, lambda r, k=k: _VIEWS.pop(k, None)), [], 16]
     views = entry[1]
-    vk = id(view)
-    views[vk] = weakref.ref(view, lambda r, vk=vk, views=views: views.pop(vk, None))
+    # a plain ref (no callback: CPython then shares one ref per view, made once); dead
+    # ones are dropped as the list grows, so it stays within twice its live views
+    views.append(weakref.ref(view))
+    if len(views) >= entry[2]:
+        views[:] = [r for r in views if r() is not None]
+        entry[2] = 2 * len(views) + 16
 
 
 def refresh_views(base, skip=None):
@@ -154,7 +159,7 @@ def refresh_views(base, skip=None):
     entry = _VIEWS.get(id(base))
     if entry is None or entry[0]() is not base:
         return
-    for ref in list(entry[1].values()):
+    for ref in list(entry[1]):
         v = ref()
         if v is None or v is skip or not v._requires_grad or v._base is not base:
             continue

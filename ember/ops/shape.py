@@ -1,6 +1,8 @@
 """Shape and movement ops: views (reshape, permute, expand, narrow, ...) and their Tensor
 methods. Flips, rolls and ``unfold`` are in ``reorder``, padding in ``padding`` (both
 re-exported here), joins and splits in ``join``, diagonals in ``diagonal``."""
+from math import prod
+
 import numpy as np
 
 from ember._tensor import Size, Tensor, _mode_active, _mode_recorder
@@ -79,6 +81,19 @@ def infer_shape(shape, numel):
     elif known != numel:
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
     return shape
+
+
+def _int_shape(shape, numel):
+    """``shape`` (the arguments of ``view``/``reshape``) resolved against ``numel`` when
+    it is the common case: Python ints, or one tuple of them, all non-negative with
+    ``numel`` elements in all. None otherwise (``-1``, other types, errors): the general
+    path (``_sizes``, ``infer_shape``) then reads it."""
+    if len(shape) == 1 and type(shape[0]) is tuple:
+        shape = shape[0]
+    for s in shape:
+        if type(s) is not int or s < 0:
+            return None
+    return shape if prod(shape) == numel else None
 
 
 def _try_view(x, shape):
@@ -188,6 +203,8 @@ def view(self, *shape, **kwargs):
     read as that dtype (see ``ember.ops.reinterpret``)."""
     if _mode_active[0] and (m := _mode_recorder((self,) + shape)) is not None:
         return m.composite("view", view, (self,) + shape, kwargs)
+    if not kwargs and (s := _int_shape(shape, self._data.size)) is not None:
+        return View.apply(self, s)
     if kwargs:
         if len(kwargs) == 1 and not shape and "dtype" in kwargs:
             return reinterpret.view_dtype(self, kwargs["dtype"])
@@ -215,7 +232,8 @@ def reshape(input, *shape):
     """``input`` with another shape: a view when possible, else a copy."""
     if _mode_active[0] and (m := _mode_recorder((input,) + shape)) is not None:
         return m.composite("reshape", reshape, (input,) + shape, {})
-    return reshape_nodes(input, infer_shape(_sizes(shape), input._data.size))
+    s = _int_shape(shape, input._data.size)
+    return reshape_nodes(input, infer_shape(_sizes(shape), input._data.size) if s is None else s)
 
 
 def reshape_nodes(x, shape):
@@ -346,6 +364,8 @@ class Transpose(ViewPrimitive):
 def transpose(input, dim0, dim1, _op=Transpose):
     """Swap two dims (a view)."""
     n = input._data.ndim
+    if type(dim0) is int and type(dim1) is int and -n <= dim0 < n and -n <= dim1 < n:
+        return _op.apply(input, dim0 + n if dim0 < 0 else dim0, dim1 + n if dim1 < 0 else dim1)
     d0, d1 = wrap_dim(dim0, n), wrap_dim(dim1, n)
     if n == 0:
         return View.apply(input, ())
