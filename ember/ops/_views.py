@@ -23,6 +23,7 @@ from ember.storage import _memory_root
 
 _ndarray = np.ndarray
 _new = object.__new__
+_ref = weakref.ref
 
 
 class ViewPrimitive(Primitive):
@@ -69,8 +70,12 @@ class ViewPrimitive(Primitive):
                 self._trace = _anomaly_trace()
             t._requires_grad = True
             t.grad_fn = self
-            if base.grad_fn is not None:
-                _track(base, t)
+            if base.grad_fn is not None:  # ``_track(base, t)``, written out
+                entry = _VIEWS.get(id(base))
+                if entry is None or entry[0]() is not base or len(entry[1]) >= entry[2]:
+                    _track(base, t)
+                else:
+                    entry[1].append(_ref(t))
         else:
             t._requires_grad = False
             t.grad_fn = None

@@ -331,8 +331,18 @@ class Permute(ViewPrimitive):
 
 def permute(input, *dims):
     """Reorder the dims (a view)."""
-    dims = _sizes(dims, "dims")
     n = input._data.ndim
+    d = dims[0] if len(dims) == 1 and type(dims[0]) in (tuple, list) else dims
+    if len(d) == n:  # the common case: each dim once, as Python ints
+        w = []
+        for i in d:
+            if type(i) is not int or not -n <= i < n:
+                break
+            w.append(i + n if i < 0 else i)
+        else:
+            if len(set(w)) == n:
+                return Permute.apply(input, tuple(w))
+    dims = _sizes(dims, "dims")
     if len(dims) != n:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
                            f"not match the length of the desired ordering of dimensions i.e. "
@@ -446,6 +456,10 @@ class SqueezeDims(Squeeze):
 def squeeze(input, dim=None):
     """Remove dims of size 1 (all, or those in ``dim``)."""
     shape = input._data.shape
+    n = len(shape)
+    if type(dim) is int and -n <= dim < n:  # (wrap_dims' answer for one int dim)
+        d = dim + n if dim < 0 else dim
+        return SqueezeDim.apply(input, (d,) if shape[d] == 1 else ())
     if dim is None:
         dims = tuple(i for i, s in enumerate(shape) if s == 1)
     else:
@@ -473,7 +487,10 @@ class Unsqueeze(ViewPrimitive):
 
 def unsqueeze(input, dim):
     """Insert a dim of size 1 at ``dim``."""
-    return Unsqueeze.apply(input, wrap_dim(dim, input._data.ndim + 1))
+    n = input._data.ndim + 1
+    if type(dim) is int and -n <= dim < n:
+        return Unsqueeze.apply(input, dim + n if dim < 0 else dim)
+    return Unsqueeze.apply(input, wrap_dim(dim, n))
 
 
 class Expand(ViewPrimitive):
