@@ -6,7 +6,7 @@ from math import prod
 import numpy as np
 
 from ember._tensor import Size, Tensor, _mode_active, _mode_recorder
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, _wrap
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import with_out, wrap_dim, wrap_dims
@@ -101,7 +101,8 @@ def _try_view(x, shape):
     if x.flags.c_contiguous:
         return x.reshape(shape)
     try:
-        return np.reshape(x, shape, copy=False) if type(x) is np.ndarray else _cupy_view(x, shape)
+        # (``np.reshape(x, shape, copy=False)``'s own call)
+        return x.reshape(shape, copy=False) if type(x) is np.ndarray else _cupy_view(x, shape)
     except (ValueError, AttributeError):
         return None
 
@@ -118,6 +119,10 @@ def _reshape_grad(gy, shape):
             v = None
         if v is not None:
             return grad_view(gy, v)
+        if g.size == prod(shape):
+            # what the Tensor op does then: a row-major copy (``Clone``), reshaped
+            # (``UnsafeReshape``), a new tensor
+            return _wrap(g.copy().reshape(shape))
     return gy.reshape(shape)
 
 
