@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from ember import _core as ember
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active
 from ember.autograd.grad_mode import no_grad
 from ember.ops.attention import FlashAttentionForCpu
 from ember.ops.attention import scaled_dot_product_attention as _attention_op
@@ -177,7 +177,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if fast is not None:
         # what the checks and the kernel choice below come to for this common call
         E = fast
-        bias = _causal_bias(query._data.shape[2], key._data.shape[2], query.dtype,
+        bias = _causal_bias(query.shape[-2], key.shape[-2], query.dtype,
                             query.device) if is_causal else None
         scale_factor = (1.0 / math.sqrt(E)) if scale is None else float(scale)
         return _fused_attention(query, key, value, bias, None, scale_factor, True)
@@ -235,10 +235,12 @@ _NUMBERS = (float, int)
 
 def _common_fused(q, k, v, mask, dropout_p, enable_gqa):
     """The head size when a ``scaled_dot_product_attention`` call is the common one that
-    every check passes and the fused kernel takes: plain Tensors on NumPy float32 or
-    float64 arrays, 4-d, one batch and head count, no size 0, one head size, unit last
-    strides, no mask, no dropout, no grouped heads, the kernel enabled. None otherwise
-    (the full path then decides, and raises what it raises)."""
+    every check passes and the fused kernel takes, outside any mode: plain Tensors on
+    NumPy float32 or float64 arrays, 4-d, one batch and head count, no size 0, one head
+    size, unit last strides, no mask, no dropout, no grouped heads, the kernel enabled.
+    None otherwise (the full path then decides, and raises what it raises)."""
+    if _mode_active[0]:
+        return None  # (a capture reads sizes through the shapes: the full path)
     if mask is not None or type(dropout_p) not in _NUMBERS or dropout_p or enable_gqa or \
             type(q) is not Tensor or \
             type(k) is not Tensor or type(v) is not Tensor:

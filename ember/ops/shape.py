@@ -308,6 +308,9 @@ def unflatten(input, dim, sizes):
     shape = input._data.shape
     d = wrap_dim(dim, len(shape))
     sizes = infer_shape(tuple(sizes), shape[d])
+    new = shape[:d] + sizes + shape[d + 1:]
+    if _int_shape(new, input._data.size) is not None and _try_view(input._data, new) is not None:
+        return View.apply(input, new)  # what ``view`` does with these sizes
     return view(input, shape[:d] + sizes + shape[d + 1:]) if _try_view(
         input._data, shape[:d] + sizes + shape[d + 1:]) is not None else reshape(
         input, shape[:d] + sizes + shape[d + 1:])
@@ -441,8 +444,11 @@ class Squeeze(ViewPrimitive):
     batch = _batch.squeeze
 
     def forward(self, x, dims):
-        self.in_shape = x.shape
-        return x.reshape([s for i, s in enumerate(x.shape) if i not in dims])
+        self.in_shape = shape = x.shape
+        if len(dims) == 1:  # (the same shape as below, made by slicing)
+            d = dims[0]
+            return x.reshape(shape[:d] + shape[d + 1:])
+        return x.reshape([s for i, s in enumerate(shape) if i not in dims])
 
     def backward(self, gy):
         return _reshape_grad(gy, self.in_shape), None
