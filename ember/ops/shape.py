@@ -1,6 +1,7 @@
 """Shape and movement ops: views (reshape, permute, expand, narrow, ...) and their Tensor
-methods. Flips, rolls and ``unfold`` are in ``reorder``, padding in ``padding`` (both
-re-exported here), joins and splits in ``join``, diagonals in ``diagonal``."""
+methods. Flips, rolls and ``unfold`` are in ``reorder``, padding in ``padding``,
+``narrow``/``select`` in ``narrowing`` (all re-exported here), joins and splits in
+``join``, diagonals in ``diagonal``."""
 from math import prod
 
 import numpy as np
@@ -9,12 +10,14 @@ from ember._tensor import Size, Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive, _wrap
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
-from ember.ops._util import with_out, wrap_dim, wrap_dims
+from ember.ops._util import wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive, grad_array, grad_view
-from ember.ops.indexing import GetItem, Select, transforming
+from ember.ops.indexing import GetItem, Select, transforming  # noqa: F401  (shape.Select)
 
-# flips, rolls and unfold live in ``reorder``, padding in ``padding``; their names stay
-# importable from here (``from ember.ops.shape import pad``, ``shape.Flip`` ...)
+# flips, rolls and unfold live in ``reorder``, padding in ``padding``, narrow and select in
+# ``narrowing``; their names stay importable from here (``from ember.ops.shape import
+# pad``, ``shape.Flip``, ``shape.NarrowCopy`` ...)
+from ember.ops.narrowing import NarrowCopy, _narrow_index, narrow, narrow_copy, select  # noqa: F401
 from ember.ops.padding import (  # noqa: F401
     _NP_MODES,
     ConstantPad,
@@ -691,73 +694,6 @@ def _mT(self):
 def _xp(a):
     from ember.backend import array_module
     return array_module(a)
-
-
-# ----- slices along one dim -----------------------------------------------------------
-
-def narrow(input, dim, start, length):
-    """The view of ``length`` elements of ``input`` from ``start`` along ``dim``."""
-    if _mode_active[0] and (m := _mode_recorder((input, start, length))) is not None:
-        return m.composite("narrow", narrow, (input, dim, start, length), {})
-    shape = input._data.shape
-    if not shape:
-        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
-    d = wrap_dim(dim, len(shape))
-    n = shape[d]
-    start, length = int(start), int(length)
-    if not -n <= start <= n:
-        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got "
-                         f"{start})")
-    if start < 0:
-        start += n
-    if length < 0:
-        raise RuntimeError("narrow(): length must be non-negative.")
-    if start + length > n:
-        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
-    return GetItem.apply(input, _narrow_index(d, start, length))
-
-
-def _narrow_index(d, start, length):
-    return (slice(None),) * d + (slice(start, start + length), Ellipsis)
-
-
-class NarrowCopy(Primitive):
-    """A copy of ``length`` elements of ``x`` from ``start`` along ``dim``."""
-
-    def forward(self, x, dim, start, length):
-        self.meta = (x.shape, _narrow_index(dim, start, length))
-        return x[self.meta[1]].copy()
-
-    def backward(self, gy):
-        from ember.ops.indexing import IndexScatter
-        shape, idx = self.meta
-        return IndexScatter.apply(gy, shape, idx, False), None, None, None
-
-    jvp = _jvp.linear(0)
-
-
-@with_out
-def narrow_copy(input, dim, start, length):
-    """A copy of ``narrow(input, dim, start, length)``."""
-    view = narrow(input, dim, start, length)  # checks the arguments
-    if transforming():  # transforms and captures see the view and its clone
-        return view.clone()
-    d = wrap_dim(dim, input._data.ndim)
-    start = int(start) + (input._data.shape[d] if int(start) < 0 else 0)
-    return NarrowCopy.apply(input, d, start, int(length))
-
-
-def select(input, dim, index):
-    """The view of ``input`` at ``index`` along ``dim``, without that dim."""
-    shape = input._data.shape
-    if not shape:
-        raise IndexError("select() cannot be applied to a 0-dim tensor.")
-    d = wrap_dim(dim, len(shape))
-    index = int(index)
-    if not -shape[d] <= index < shape[d]:
-        raise IndexError(f"select(): index {index} out of range for tensor of size "
-                         f"{list(shape)} at dimension {d}")
-    return Select.apply(input, (slice(None),) * d + (index, Ellipsis))
 
 
 def _bind():
