@@ -11,8 +11,10 @@ Re-exported from ``ember.nn.functional``.
 import math
 import warnings
 
+import numpy as np
+
 from ember import _core as ember
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active
 from ember.autograd.grad_mode import no_grad
 from ember.ops.attention import FlashAttentionForCpu
 from ember.ops.attention import scaled_dot_product_attention as _attention_op
@@ -21,6 +23,7 @@ from ember.ops.elementwise import MulScalar as _MulScalar
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
 _NEG_INF = float("-inf")
+_ndarray = np.ndarray
 
 
 # ----- masks -------------------------------------------------------------------------------
@@ -170,6 +173,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         >>> F.scaled_dot_product_attention(q, q, q, is_causal=True).shape
         ember.Size([2, 4, 8, 16])
     """
+    fast = _common_fused(query, key, value, attn_mask, dropout_p, enable_gqa)
+    if fast is not None:
+        # what the checks and the kernel choice below come to for this common call
+        E = fast
+        bias = _causal_bias(query.shape[-2], key.shape[-2], query.dtype,
+                            query.device) if is_causal else None
+        scale_factor = (1.0 / math.sqrt(E)) if scale is None else float(scale)
+        return _fused_attention(query, key, value, bias, None, scale_factor, True)
     from ember.nn.attention import SDPBackend, enabled
     _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal)
     if enable_gqa and query.ndim >= 3:
@@ -215,6 +226,46 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise RuntimeError("No available kernel. Aborting execution.")
     return _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale_factor,
                            enable_gqa)
+
+
+_FLASH = []  # (the enabled test and the backend, imported on first use)
+_FUSED_DTYPES = frozenset("fd")  # float32, float64
+_NUMBERS = (float, int)
+
+
+def _common_fused(q, k, v, mask, dropout_p, enable_gqa):
+    """The head size when a ``scaled_dot_product_attention`` call is the common one that
+    every check passes and the fused kernel takes, outside any mode: plain Tensors on
+    NumPy float32 or float64 arrays, 4-d, one batch and head count, no size 0, one head
+    size, unit last strides, no mask, no dropout, no grouped heads, the kernel enabled.
+    None otherwise (the full path then decides, and raises what it raises)."""
+    if _mode_active[0]:
+        return None  # (a capture reads sizes through the shapes: the full path)
+    if mask is not None or type(dropout_p) not in _NUMBERS or dropout_p or enable_gqa or \
+            type(q) is not Tensor or \
+            type(k) is not Tensor or type(v) is not Tensor:
+        return None
+    qd, kd, vd = q._data, k._data, v._data
+    if type(qd) is not _ndarray or type(kd) is not _ndarray or type(vd) is not _ndarray:
+        return None
+    dt = qd.dtype
+    if kd.dtype != dt or vd.dtype != dt or dt.char not in _FUSED_DTYPES:
+        return None
+    qs, ks, vs = qd.shape, kd.shape, vd.shape
+    if len(qs) != 4 or len(ks) != 4 or len(vs) != 4 or 0 in qs or 0 in ks or 0 in vs:
+        return None
+    if not qs[0] == ks[0] == vs[0] or not qs[1] == ks[1] == vs[1] or ks[2] != vs[2] or \
+            not qs[3] == ks[3] == vs[3]:
+        return None
+    isz = dt.itemsize
+    if qd.strides[3] // isz != 1 or kd.strides[3] // isz != 1 or vd.strides[3] // isz != 1:
+        return None
+    if not _FLASH:
+        from ember.nn.attention import SDPBackend, enabled
+        _FLASH[:] = [enabled, SDPBackend.FLASH_ATTENTION]
+    if not _FLASH[0](_FLASH[1]):
+        return None
+    return qs[3]
 
 
 def _bias_of(mask, dtype):

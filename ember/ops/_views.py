@@ -9,13 +9,21 @@ import weakref
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _as_array, _make
 from ember.autograd._saved_hooks import Packed as _Packed
-from ember.autograd.node import AccumulateGrad, Node, Primitive
+from ember.autograd.anomaly import enabled as _anomaly
+from ember.autograd.anomaly import forward_trace as _anomaly_trace
+from ember.autograd.grad_mode import state as _grad_state
+from ember.autograd.node import AccumulateGrad, Node, Primitive, _active
 from ember.backend import array_module
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
+from ember.ops._grad_arrays import _plain_type
 from ember.storage import _memory_root
+
+_ndarray = np.ndarray
+_new = object.__new__
+_ref = weakref.ref
 
 
 class ViewPrimitive(Primitive):
@@ -23,6 +31,58 @@ class ViewPrimitive(Primitive):
 
     @classmethod
     def apply(cls, x, *args, **params):
+        # The common case written out: one output, a Tensor input, plain arguments
+        # (shapes, dims, index tuples), no mode, nothing saved. It makes the same Tensor
+        # and node as ``Primitive.apply`` followed by ``_general`` below; a view costs
+        # a few microseconds, so the general path's generic steps are most of its cost.
+        if _active[0] or params or cls.n_outputs != 1 or not isinstance(x, Tensor) or \
+                cls.save_inputs or cls.save_output:
+            return cls._general(x, *args, **params)
+        for a in args:
+            if isinstance(a, Tensor):
+                return cls._general(x, *args, **params)
+        self = _new(cls)
+        try:
+            out = self.forward(x._data, *args)
+        except Exception:  # noqa: BLE001 - errors and complex32 take the general path
+            return cls._general(x, *args)
+        if type(out) is not _ndarray:
+            out = _as_array(out)
+        base = x._base
+        if base is None:
+            base = x
+        t = _new(Tensor)
+        t._data = out
+        t._grad = t._extra = None
+        t._output_nr = 0
+        t._base = base
+        t._vc = x._vc
+        if x._requires_grad and _grad_state.grad_enabled and out.dtype.kind in "fcV":
+            fn = x.grad_fn
+            edge = x if fn is None else (fn, x._output_nr)
+            if args:
+                # PyTorch lists the Tensor input only: dims and shapes are no edges
+                self._edges = (edge, None) if len(args) == 1 else (edge,) + (None,) * len(args)
+                self._n_in = 1
+            else:
+                self._edges = (edge,)
+            if _anomaly[0]:
+                self._trace = _anomaly_trace()
+            t._requires_grad = True
+            t.grad_fn = self
+            if base.grad_fn is not None:  # ``_track(base, t)``, written out
+                entry = _VIEWS.get(id(base))
+                if entry is None or entry[0]() is not base or len(entry[1]) >= entry[2]:
+                    _track(base, t)
+                else:
+                    entry[1].append(_ref(t))
+        else:
+            t._requires_grad = False
+            t.grad_fn = None
+        return t
+
+    @classmethod
+    def _general(cls, x, *args, **params):
         out = Primitive.apply.__func__(cls, x, *args, **params)
         base = x if x._base is None else x._base
         if type(out) is tuple:
@@ -45,6 +105,38 @@ class ViewPrimitive(Primitive):
         return type(self).apply(t, *self.fw_inputs[1:], **self.fw_params)
 
 
+def grad_array(gy):
+    """``gy``'s NumPy array when a view's backward formula may run on arrays, else None.
+
+    Without a graph of the gradient (grad mode off in the engine) and with no mode
+    watching ops, a view's formula (``gy.reshape(shape)``, ``gy.permute(inverse)``) only
+    calls NumPy's view of ``gy``'s array and wraps it as ``ViewPrimitive.apply`` does;
+    :func:`grad_view` makes that Tensor directly. As in ``ember.ops._grad_arrays``, the
+    Tensor ops stay for ``create_graph``, modes, subclasses that change what ops do, and
+    arrays other than NumPy's."""
+    if _active[0] or _grad_state.grad_enabled:
+        return None
+    tg = type(gy)
+    if tg is not Tensor and not _plain_type(tg):
+        return None
+    g = gy._data
+    return g if type(g) is _ndarray else None
+
+
+def grad_view(gy, arr):
+    """The Tensor a view op returns outside the graph for ``arr``, a NumPy view of
+    ``gy``'s array: it shares ``gy``'s base and version counter."""
+    t = _new(Tensor)
+    t._data = arr
+    t._requires_grad = False
+    t._grad = t.grad_fn = t._extra = None
+    t._output_nr = 0
+    base = gy._base
+    t._base = gy if base is None else base
+    t._vc = gy._vc
+    return t
+
+
 # The differentiable views of each non-leaf base, so that when the base is changed in
 # place their nodes can be rebuilt from its new node (PyTorch regenerates a view's
 # grad_fn when its base's version moves on). Keyed by id: tensors compare elementwise.
@@ -55,10 +147,15 @@ def _track(base, view):
     k = id(base)
     entry = _VIEWS.get(k)
     if entry is None or entry[0]() is not base:
-        entry = _VIEWS[k] = (weakref.ref(base, lambda r, k=k: _VIEWS.pop(k, None)), {})
+        # (base's ref, its views' refs, the length at which dead refs are next dropped)
+        entry = _VIEWS[k] = [weakref.ref(base, lambda r, k=k: _VIEWS.pop(k, None)), [], 16]
     views = entry[1]
-    vk = id(view)
-    views[vk] = weakref.ref(view, lambda r, vk=vk, views=views: views.pop(vk, None))
+    # a plain ref (no callback: CPython then shares one ref per view, made once); dead
+    # ones are dropped as the list grows, so it stays within twice its live views
+    views.append(weakref.ref(view))
+    if len(views) >= entry[2]:
+        views[:] = [r for r in views if r() is not None]
+        entry[2] = 2 * len(views) + 16
 
 
 def refresh_views(base, skip=None):
@@ -67,7 +164,7 @@ def refresh_views(base, skip=None):
     entry = _VIEWS.get(id(base))
     if entry is None or entry[0]() is not base:
         return
-    for ref in list(entry[1].values()):
+    for ref in list(entry[1]):
         v = ref()
         if v is None or v is skip or not v._requires_grad or v._base is not base:
             continue

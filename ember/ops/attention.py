@@ -193,12 +193,18 @@ def _laid_out_as(q, shape, dtype):
     ``q``'s (PyTorch's fused CPU attention allocates its output like the query): the
     attention of heads split from one projection then merges back with a view, not a
     copy, as in PyTorch."""
-    xp = array_module(q)
-    lead = range(q.ndim - 1)
-    order = sorted(lead, key=lambda i: -q.strides[i])
-    if q.ndim < 2 or order == list(lead) or q.strides[-1] > min(q.strides[:-1]):
+    xp = np if type(q) is np.ndarray else array_module(q)
+    st = q.strides[:-1]
+    # the leading dims by falling stride (ties kept in order); in that order already,
+    # or the last dim not the innermost: a row-major output
+    if q.ndim < 2 or q.strides[-1] > min(st) or \
+            all(st[i] >= st[i + 1] for i in range(len(st) - 1)):
         return xp.empty(shape, dtype)
-    back = np.argsort(order).tolist() + [q.ndim - 1]
+    order = sorted(range(len(st)), key=st.__getitem__, reverse=True)
+    back = [0] * (len(st) + 1)
+    for i, d in enumerate(order):
+        back[d] = i
+    back[-1] = q.ndim - 1
     return xp.empty([shape[i] for i in order] + [shape[-1]], dtype).transpose(back)
 
 

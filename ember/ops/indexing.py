@@ -16,12 +16,12 @@ import numpy as np
 from ember._tensor import Tensor, _mode_active, _mode_recorder, _mode_stack
 from ember.autograd._modes import routed
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, _wrap
 from ember.backend import dtypes as _dt
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit
-from ember.ops._views import ViewPrimitive
+from ember.ops._views import ViewPrimitive, grad_array
 
 __all__ = ["index_put", "index_put_"]
 
@@ -271,6 +271,12 @@ class GetItem(ViewPrimitive):
         return _index(x, idx)
 
     def backward(self, gy):
+        g = grad_array(gy)
+        if g is not None:
+            # ``IndexScatter.forward``'s zeros and write, wrapped as its no-graph result
+            out = np.zeros(self.in_shape, dtype=g.dtype)
+            out[self.idx] = g
+            return _wrap(out), None
         return IndexScatter.apply(gy, self.in_shape, self.idx, False), None
 
     @property

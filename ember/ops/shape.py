@@ -1,18 +1,23 @@
 """Shape and movement ops: views (reshape, permute, expand, narrow, ...) and their Tensor
-methods. Flips, rolls and ``unfold`` are in ``reorder``, padding in ``padding`` (both
-re-exported here), joins and splits in ``join``, diagonals in ``diagonal``."""
+methods. Flips, rolls and ``unfold`` are in ``reorder``, padding in ``padding``,
+``narrow``/``select`` in ``narrowing`` (all re-exported here), joins and splits in
+``join``, diagonals in ``diagonal``."""
+from math import prod
+
 import numpy as np
 
 from ember._tensor import Size, Tensor, _mode_active, _mode_recorder
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, _wrap
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
-from ember.ops._util import with_out, wrap_dim, wrap_dims
-from ember.ops._views import ViewPrimitive
-from ember.ops.indexing import GetItem, Select, transforming
+from ember.ops._util import wrap_dim, wrap_dims
+from ember.ops._views import ViewPrimitive, grad_array, grad_view
+from ember.ops.indexing import GetItem, Select, transforming  # noqa: F401  (shape.Select)
 
-# flips, rolls and unfold live in ``reorder``, padding in ``padding``; their names stay
-# importable from here (``from ember.ops.shape import pad``, ``shape.Flip`` ...)
+# flips, rolls and unfold live in ``reorder``, padding in ``padding``, narrow and select in
+# ``narrowing``; their names stay importable from here (``from ember.ops.shape import
+# pad``, ``shape.Flip``, ``shape.NarrowCopy`` ...)
+from ember.ops.narrowing import NarrowCopy, _narrow_index, narrow, narrow_copy, select  # noqa: F401
 from ember.ops.padding import (  # noqa: F401
     _NP_MODES,
     ConstantPad,
@@ -81,14 +86,47 @@ def infer_shape(shape, numel):
     return shape
 
 
+def _int_shape(shape, numel):
+    """``shape`` (the arguments of ``view``/``reshape``) resolved against ``numel`` when
+    it is the common case: Python ints, or one tuple of them, all non-negative with
+    ``numel`` elements in all. None otherwise (``-1``, other types, errors): the general
+    path (``_sizes``, ``infer_shape``) then reads it."""
+    if len(shape) == 1 and type(shape[0]) is tuple:
+        shape = shape[0]
+    for s in shape:
+        if type(s) is not int or s < 0:
+            return None
+    return shape if prod(shape) == numel else None
+
+
 def _try_view(x, shape):
     """``x`` reshaped without copying, or None when its strides do not allow it."""
     if x.flags.c_contiguous:
         return x.reshape(shape)
     try:
-        return np.reshape(x, shape, copy=False) if type(x) is np.ndarray else _cupy_view(x, shape)
+        # (``np.reshape(x, shape, copy=False)``'s own call)
+        return x.reshape(shape, copy=False) if type(x) is np.ndarray else _cupy_view(x, shape)
     except (ValueError, AttributeError):
         return None
+
+
+def _reshape_grad(gy, shape):
+    """``gy.reshape(shape)``, a reshaping view's gradient: on arrays where
+    ``_views.grad_array`` allows it and NumPy can view ``gy``'s array in that shape (what
+    the Tensor op would do: a ``View``, or a ``ReshapeAlias`` of strided memory)."""
+    g = grad_array(gy)
+    if g is not None:
+        try:
+            v = _try_view(g, shape)
+        except ValueError:  # the sizes disagree: the Tensor op raises PyTorch's error
+            v = None
+        if v is not None:
+            return grad_view(gy, v)
+        if g.size == prod(shape):
+            # what the Tensor op does then: a row-major copy (``Clone``), reshaped
+            # (``UnsafeReshape``), a new tensor
+            return _wrap(g.copy().reshape(shape))
+    return gy.reshape(shape)
 
 
 def _cupy_view(x, shape):
@@ -111,7 +149,7 @@ class View(ViewPrimitive):
         return out
 
     def backward(self, gy):
-        return gy.reshape(self.in_shape), None
+        return _reshape_grad(gy, self.in_shape), None
 
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradient (``Primitive.vjp``)."""
@@ -137,7 +175,7 @@ class UnsafeReshape(Primitive):
         return x.reshape(shape)
 
     def backward(self, gy):
-        return gy.reshape(self.in_shape), None
+        return _reshape_grad(gy, self.in_shape), None
 
     jvp = _jvp.linear(0)
     batch = _batch.reshape_copy
@@ -154,7 +192,7 @@ class ReshapeCopy(Primitive):
         return np.reshape(x, shape).copy()
 
     def backward(self, gy):
-        return gy.reshape(self.in_shape), None
+        return _reshape_grad(gy, self.in_shape), None
 
     jvp = _jvp.linear(0)
     batch = _batch.reshape_copy
@@ -173,6 +211,8 @@ def view(self, *shape, **kwargs):
     read as that dtype (see ``ember.ops.reinterpret``)."""
     if _mode_active[0] and (m := _mode_recorder((self,) + shape)) is not None:
         return m.composite("view", view, (self,) + shape, kwargs)
+    if not kwargs and (s := _int_shape(shape, self._data.size)) is not None:
+        return View.apply(self, s)
     if kwargs:
         if len(kwargs) == 1 and not shape and "dtype" in kwargs:
             return reinterpret.view_dtype(self, kwargs["dtype"])
@@ -200,7 +240,8 @@ def reshape(input, *shape):
     """``input`` with another shape: a view when possible, else a copy."""
     if _mode_active[0] and (m := _mode_recorder((input,) + shape)) is not None:
         return m.composite("reshape", reshape, (input,) + shape, {})
-    return reshape_nodes(input, infer_shape(_sizes(shape), input._data.size))
+    s = _int_shape(shape, input._data.size)
+    return reshape_nodes(input, infer_shape(_sizes(shape), input._data.size) if s is None else s)
 
 
 def reshape_nodes(x, shape):
@@ -270,6 +311,9 @@ def unflatten(input, dim, sizes):
     shape = input._data.shape
     d = wrap_dim(dim, len(shape))
     sizes = infer_shape(tuple(sizes), shape[d])
+    new = shape[:d] + sizes + shape[d + 1:]
+    if _int_shape(new, input._data.size) is not None and _try_view(input._data, new) is not None:
+        return View.apply(input, new)  # what ``view`` does with these sizes
     return view(input, shape[:d] + sizes + shape[d + 1:]) if _try_view(
         input._data, shape[:d] + sizes + shape[d + 1:]) is not None else reshape(
         input, shape[:d] + sizes + shape[d + 1:])
@@ -286,6 +330,9 @@ class Permute(ViewPrimitive):
         inv = [0] * len(self.dims)
         for i, d in enumerate(self.dims):
             inv[d] = i
+        g = grad_array(gy)
+        if g is not None and g.ndim == len(inv):  # (the view ``gy.permute(inv)`` makes)
+            return grad_view(gy, g.transpose(inv)), None
         return gy.permute(inv), None
 
     def vjp(self, grads, inputs, outputs, out=None):
@@ -295,8 +342,18 @@ class Permute(ViewPrimitive):
 
 def permute(input, *dims):
     """Reorder the dims (a view)."""
-    dims = _sizes(dims, "dims")
     n = input._data.ndim
+    d = dims[0] if len(dims) == 1 and type(dims[0]) in (tuple, list) else dims
+    if len(d) == n:  # the common case: each dim once, as Python ints
+        w = []
+        for i in d:
+            if type(i) is not int or not -n <= i < n:
+                break
+            w.append(i + n if i < 0 else i)
+        else:
+            if len(set(w)) == n:
+                return Permute.apply(input, tuple(w))
+    dims = _sizes(dims, "dims")
     if len(dims) != n:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
                            f"not match the length of the desired ordering of dimensions i.e. "
@@ -315,6 +372,9 @@ class Transpose(ViewPrimitive):
         return x.swapaxes(d0, d1)
 
     def backward(self, gy):
+        g = grad_array(gy)
+        if g is not None and g.ndim > max(self.dims):  # (the view ``gy.transpose`` makes)
+            return grad_view(gy, g.swapaxes(*self.dims)), None, None
         return gy.transpose(*self.dims), None, None
 
     def vjp(self, grads, inputs, outputs, out=None):
@@ -325,6 +385,8 @@ class Transpose(ViewPrimitive):
 def transpose(input, dim0, dim1, _op=Transpose):
     """Swap two dims (a view)."""
     n = input._data.ndim
+    if type(dim0) is int and type(dim1) is int and -n <= dim0 < n and -n <= dim1 < n:
+        return _op.apply(input, dim0 + n if dim0 < 0 else dim0, dim1 + n if dim1 < 0 else dim1)
     d0, d1 = wrap_dim(dim0, n), wrap_dim(dim1, n)
     if n == 0:
         return View.apply(input, ())
@@ -385,11 +447,14 @@ class Squeeze(ViewPrimitive):
     batch = _batch.squeeze
 
     def forward(self, x, dims):
-        self.in_shape = x.shape
-        return x.reshape([s for i, s in enumerate(x.shape) if i not in dims])
+        self.in_shape = shape = x.shape
+        if len(dims) == 1:  # (the same shape as below, made by slicing)
+            d = dims[0]
+            return x.reshape(shape[:d] + shape[d + 1:])
+        return x.reshape([s for i, s in enumerate(shape) if i not in dims])
 
     def backward(self, gy):
-        return gy.reshape(self.in_shape), None
+        return _reshape_grad(gy, self.in_shape), None
 
 
 class SqueezeDim(Squeeze):
@@ -405,6 +470,10 @@ class SqueezeDims(Squeeze):
 def squeeze(input, dim=None):
     """Remove dims of size 1 (all, or those in ``dim``)."""
     shape = input._data.shape
+    n = len(shape)
+    if type(dim) is int and -n <= dim < n:  # (wrap_dims' answer for one int dim)
+        d = dim + n if dim < 0 else dim
+        return SqueezeDim.apply(input, (d,) if shape[d] == 1 else ())
     if dim is None:
         dims = tuple(i for i, s in enumerate(shape) if s == 1)
     else:
@@ -418,15 +487,24 @@ class Unsqueeze(ViewPrimitive):
 
     def forward(self, x, dim):
         self.dim = dim
-        return np.expand_dims(x, dim)
+        shape = x.shape
+        return x.reshape(shape[:dim] + (1,) + shape[dim:])  # (np.expand_dims' own call)
 
     def backward(self, gy):
-        return gy.squeeze(self.dim), None
+        g = grad_array(gy)
+        d = self.dim
+        if g is not None and d < g.ndim and g.shape[d] == 1:
+            # the view ``gy.squeeze(d)`` makes (``Squeeze.forward``'s reshape)
+            return grad_view(gy, g.reshape(g.shape[:d] + g.shape[d + 1:])), None
+        return gy.squeeze(d), None
 
 
 def unsqueeze(input, dim):
     """Insert a dim of size 1 at ``dim``."""
-    return Unsqueeze.apply(input, wrap_dim(dim, input._data.ndim + 1))
+    n = input._data.ndim + 1
+    if type(dim) is int and -n <= dim < n:
+        return Unsqueeze.apply(input, dim + n if dim < 0 else dim)
+    return Unsqueeze.apply(input, wrap_dim(dim, n))
 
 
 class Expand(ViewPrimitive):
@@ -616,73 +694,6 @@ def _mT(self):
 def _xp(a):
     from ember.backend import array_module
     return array_module(a)
-
-
-# ----- slices along one dim -----------------------------------------------------------
-
-def narrow(input, dim, start, length):
-    """The view of ``length`` elements of ``input`` from ``start`` along ``dim``."""
-    if _mode_active[0] and (m := _mode_recorder((input, start, length))) is not None:
-        return m.composite("narrow", narrow, (input, dim, start, length), {})
-    shape = input._data.shape
-    if not shape:
-        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
-    d = wrap_dim(dim, len(shape))
-    n = shape[d]
-    start, length = int(start), int(length)
-    if not -n <= start <= n:
-        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got "
-                         f"{start})")
-    if start < 0:
-        start += n
-    if length < 0:
-        raise RuntimeError("narrow(): length must be non-negative.")
-    if start + length > n:
-        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
-    return GetItem.apply(input, _narrow_index(d, start, length))
-
-
-def _narrow_index(d, start, length):
-    return (slice(None),) * d + (slice(start, start + length), Ellipsis)
-
-
-class NarrowCopy(Primitive):
-    """A copy of ``length`` elements of ``x`` from ``start`` along ``dim``."""
-
-    def forward(self, x, dim, start, length):
-        self.meta = (x.shape, _narrow_index(dim, start, length))
-        return x[self.meta[1]].copy()
-
-    def backward(self, gy):
-        from ember.ops.indexing import IndexScatter
-        shape, idx = self.meta
-        return IndexScatter.apply(gy, shape, idx, False), None, None, None
-
-    jvp = _jvp.linear(0)
-
-
-@with_out
-def narrow_copy(input, dim, start, length):
-    """A copy of ``narrow(input, dim, start, length)``."""
-    view = narrow(input, dim, start, length)  # checks the arguments
-    if transforming():  # transforms and captures see the view and its clone
-        return view.clone()
-    d = wrap_dim(dim, input._data.ndim)
-    start = int(start) + (input._data.shape[d] if int(start) < 0 else 0)
-    return NarrowCopy.apply(input, d, start, int(length))
-
-
-def select(input, dim, index):
-    """The view of ``input`` at ``index`` along ``dim``, without that dim."""
-    shape = input._data.shape
-    if not shape:
-        raise IndexError("select() cannot be applied to a 0-dim tensor.")
-    d = wrap_dim(dim, len(shape))
-    index = int(index)
-    if not -shape[d] <= index < shape[d]:
-        raise IndexError(f"select(): index {index} out of range for tensor of size "
-                         f"{list(shape)} at dimension {d}")
-    return Select.apply(input, (slice(None),) * d + (index, Ellipsis))
 
 
 def _bind():

@@ -108,6 +108,8 @@ class MultiheadAttention(Module):
     def _uses_fastpath(self, query, key, value, attn_mask, key_padding_mask):
         """Whether PyTorch would run its fused inference kernel for this call (its numbers
         differ from the slow path only in rows with nothing to attend to: NaN, not 0)."""
+        if self.training:  # (the usual answer while training, asked first: all are reads)
+            return False
         if ((attn_mask is not None and attn_mask.dtype.is_floating_point)
                 or (key_padding_mask is not None and key_padding_mask.dtype.is_floating_point)):
             return False

@@ -300,6 +300,8 @@ class TransformerEncoderLayer(Module):
         """Whether PyTorch would run its fused encoder-layer kernel here (same numbers,
         except that rows with nothing to attend to come out NaN there, a float mask is
         read as a bool one, and ``is_causal`` without a mask is ignored)."""
+        if self.training:  # (the usual answer while training, asked first: all are reads)
+            return False
         sa = self.self_attn
         if (not _fastpath_enabled() or src.dim() != 3 or self.training or not sa.batch_first
                 or sa.in_proj_bias is None or not sa._qkv_same_embed_dim
