@@ -426,14 +426,21 @@ class CompiledFunction:
             _write_back(e, tensors, lambda v: vals[id(v)]._data)
             return out[0]
         ps = e.param_tensors
-        record = grad_mode.is_grad_enabled() and bool(plan.leaf_slots)
-        # forward buffers only when nothing is kept for a later backward (see _buffers)
-        arena = plan.acquire(None if record else "infer") if config.reuse_buffers else None
-        try:
-            env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps],
-                                     record, arena)
-        finally:
-            plan.release(arena)
+        record = grad_mode.state.grad_enabled and bool(plan.leaf_slots)
+        inputs = [t._data for t in tensors]
+        params = [p._data for p in ps]
+        if record and plan.mode is None or plan.mode == "mixed" or not config.reuse_buffers:
+            # no forward buffers to lay out or use (a call recorded for a later backward
+            # on a plan never run otherwise, or run both ways): ``acquire`` would change
+            # nothing and ``forward`` would not read its arena
+            env, tape = plan.forward(inputs, params, record, None)
+        else:
+            # forward buffers only when nothing is kept for a later backward (_buffers)
+            arena = plan.acquire(None if record else "infer")
+            try:
+                env, tape = plan.forward(inputs, params, record, arena)
+            finally:
+                plan.release(arena)
         if e.extras is not None:
             _write_back(e, tensors, lambda v: env[plan.slots[id(v)]])
         if not record:
