@@ -23,6 +23,7 @@ from ember._compile._capture import Unsupported, busy, capture_graph, signature
 from ember._graph import ir as _ir
 from ember.autograd import engine as _engine
 from ember.autograd import grad_mode
+from ember.autograd.grad_mode import state as _grad_state
 from ember.nn.modules.module import Module
 
 Tensor = _tensor.Tensor
@@ -127,7 +128,7 @@ def _const_key(v):
 
 class _Entry:
     __slots__ = ("key", "specs", "graph", "breaks", "dynamic", "plan", "why_unplanned",
-                 "param_tensors", "train", "extras")
+                 "param_tensors", "train", "extras", "one", "fixed_leaves")
 
     def __init__(self, key, specs, graph, breaks, train=None):
         self.key, self.specs, self.graph, self.breaks = key, specs, graph, breaks
@@ -135,6 +136,10 @@ class _Entry:
         self.extras = None
         self.dynamic = False
         self.plan = self.why_unplanned = self.param_tensors = None
+        # one differentiable tensor returned and nothing written back (a cell): the
+        # repeated call's replay (``_replay_one``); the leaves that are no arguments
+        self.one = False
+        self.fixed_leaves = None
 
     def failed(self, key, specs):
         """The first guard this call fails, in words, or None when all hold."""
@@ -264,6 +269,8 @@ class CompiledFunction:
                     self.stats["eager"] += 1
                     return self._fn(*args)
                 self.stats["replays"] += 1
+                if e.one and _grad_state.grad_enabled:
+                    return self._replay_one(e, args)
                 if e.train is not None:
                     return self._train_replay(e, args, list(args), args, kwargs)
                 return self._replay(e, args, args)
@@ -355,7 +362,29 @@ class CompiledFunction:
             else:
                 e.plan = plan
                 e.param_tensors = [params[n] for n in plan.param_names]
+                # (each parameter's requires_grad is guarded: fixed for this entry)
+                e.fixed_leaves = [p for p in e.param_tensors if p._requires_grad] + \
+                    [c for _, c in plan.const_leaves]
+                e.one = e.train is None and e.extras is None and \
+                    type(e.graph.output_spec) is _ir.Ref and len(plan.out_slots) == 1 and \
+                    plan.out_rg[0] and bool(plan.leaf_slots)
         return plan
+
+    def _replay_one(self, e, args):
+        """:meth:`_replay` of an entry returning one differentiable tensor (``e.one``)
+        with grad mode on, for a call with tensors only: the same forward, node and
+        output, without the general case's branches."""
+        plan = e.plan
+        if plan.mode is not None and plan.mode != "mixed" and config.reuse_buffers:
+            return self._replay(e, args, args)  # (forward buffers laid out: see there)
+        env, tape = plan.forward([t._data for t in args], [p._data for p in e.param_tensors],
+                                 True, None)
+        leaves = [t for t in args if t._requires_grad] + e.fixed_leaves
+
+        def replay():
+            with grad_mode.enable_grad():
+                return leaves, _flat_all(e.graph.run(*args, params=self._params()))
+        return _plan.attach_one(plan, env, tape, leaves, replay, self._note_recorded)
 
     def _train_replay(self, e, targs, tensors, args, kwargs):
         """A training step: the events before ``backward`` (``zero_grad``), the plan's

@@ -37,6 +37,7 @@ from ember.ops import conv, elementwise, matmul_graph, nn_fused, unary
 
 Tensor = _tensor.Tensor
 _make = _tensor._make
+_new = object.__new__
 _as_array = _tensor._as_array
 _ndarray = np.ndarray
 _linear_rows = matmul_graph.linear_rows  # gemm.addmm(b, x, w.T), see there
@@ -760,3 +761,21 @@ def attach(plan, env, tape, leaves, replay, on_recorded):
             t._output_nr = i
         result.append(t)
     return result
+
+
+def attach_one(plan, env, tape, leaves, replay, on_recorded):
+    """:func:`attach` for a plan with one output, differentiable, under grad mode: the
+    same node and Tensor (a compiled cell's repeated call)."""
+    node = _new(CompiledFunctionBackward)
+    node._edges = tuple([t if t.grad_fn is None else (t.grad_fn, t._output_nr)
+                         for t in leaves])
+    node._saved = (env, tape)
+    node.plan = plan
+    node.replay = replay
+    node.on_recorded = on_recorded
+    node.n_outputs = 1
+    o = env[plan.out_slots[0]]
+    t = _make(o if type(o) is _ndarray else _as_array(o), True)
+    t.grad_fn = node
+    t._output_nr = 0
+    return t
