@@ -291,3 +291,35 @@ def test_whole_loop_compiled_shares_each_weights_copy_and_equals_eager():
             pt.copy_(torch.from_numpy(pe.detach().numpy().copy()))
     tl = _unrolled(torch, tcell, torch.from_numpy(xs.numpy()), 4).pow(2).sum()
     np.testing.assert_allclose(comp(xs).item(), tl.item(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_linear_step_routes_give_linear_rows_bits(shared):
+    """A plan's linear step runs the branch ``linear_rows`` takes for its arrays' layout,
+    found once per layout (``_plan._linear_step``): the same bits as ``linear_rows`` for
+    every branch (kept copy, per-run copy, transposed product, plain product, the narrow
+    head's blocks, large products, a tiled bias sum, float64, strided operands), on the
+    first call and the memoised ones, and a new layout of the same shapes is new."""
+    from types import SimpleNamespace
+
+    from ember._compile import _plan
+    from ember.ops import matmul_graph
+    rng = np.random.default_rng(9)
+    cases = [(32, 64, 128), (32, 128, 128), (24, 200, 320), (8, 128, 128), (64, 128, 128),
+             (128, 128, 10), (1024, 128, 256), (32, 64, 100), (2, 3, 4)]
+    for m, k, n in cases:
+        for dtype in (np.float32, np.float64):
+            w = rng.standard_normal((n, k)).astype(dtype)
+            b = rng.standard_normal(n).astype(dtype)
+            layouts = [w, np.asfortranarray(w)]
+            st = SimpleNamespace(routes={}, shared=shared, linear=(0, 1, 2))
+            for wl in layouts:
+                for xl in (rng.standard_normal((m, k)).astype(dtype),
+                           rng.standard_normal((k, m)).astype(dtype).T):
+                    kept, kept2 = {}, {}
+                    for _ in range(2):
+                        got = _plan._linear_step(st, b, xl, wl, kept if shared else None)
+                        want = matmul_graph.linear_rows(b, xl, wl,
+                                                        kept2 if shared else None, 1)
+                        np.testing.assert_array_equal(got, want)
+            assert len(st.routes) == 4  # two weight layouts times two input layouts

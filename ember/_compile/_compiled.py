@@ -13,6 +13,7 @@ every object those guards read is the one its last (or last but one) call read, 
 that call's entry without computing them (:func:`_same_as`).
 """
 import warnings
+from operator import attrgetter
 from operator import is_ as _is
 
 import numpy as np
@@ -523,18 +524,20 @@ def _same_as(last, args):
     """``last``'s entry when ``args`` and the module tree pass every guard as they did
     on the call :func:`_snapshot` recorded, else None."""
     entry, grad, specs, subs, free = last
-    if grad_mode.state.grad_enabled != grad or len(args) != len(specs) or \
-            _tensor._mode_active[0]:
+    if _grad_state.grad_enabled != grad or len(args) != len(specs) or _mode_active[0]:
         return None
     for t, (shape, dtype, rg) in zip(args, specs):
         if type(t) is not Tensor:
             return None
         d = t._data
-        if d.shape != shape or t._requires_grad != rg or d.dtype != dtype:
+        if d.shape != shape or t._requires_grad != rg:
+            return None
+        dt = d.dtype
+        if dt is not dtype and dt != dtype:  # (NumPy hands out one object per dtype)
             return None
     if free is not None and not _same_free(free):
         return None
-    for s, keys, vals, params, rgs, bufs, mods in subs:
+    for s, keys, vals, params, rgs, bufs, mods, held in subs:
         d = s.__dict__
         # the same objects under the same names: plain values (immutable) unchanged
         if len(d) != len(vals) or not all(map(_is, d.values(), vals)) or \
@@ -545,9 +548,13 @@ def _same_as(last, args):
                 len(b) != len(bufs) or not all(map(_is, b.values(), bufs)) or \
                 len(m) != len(mods) or not all(map(_is, m.values(), mods)):
             return None
-        if rgs != [t._requires_grad for t in params if t is not None]:
+        if list(map(_rg_of, held)) != rgs:
             return None
     return entry
+
+
+_rg_of = attrgetter("_requires_grad")
+_mode_active = _tensor._mode_active
 
 
 _MISSING = object()  # a global name not (or no longer) defined; an empty cell
@@ -616,9 +623,10 @@ def _snapshot(module, entry, grad, args, fn=None):
     for s in mods:
         d = s.__dict__
         params = tuple(d["_parameters"].values())
+        held = tuple([t for t in params if t is not None])
         subs.append((s, tuple(d), tuple(d.values()), params,
-                     [t._requires_grad for t in params if t is not None],
-                     tuple(d["_buffers"].values()), tuple(d["_modules"].values())))
+                     [t._requires_grad for t in held],
+                     tuple(d["_buffers"].values()), tuple(d["_modules"].values()), held))
     return entry, grad, specs, tuple(subs), free
 
 

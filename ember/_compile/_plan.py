@@ -33,6 +33,8 @@ from ember._graph.ir import ArrayRef, Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
+from ember.backend import gemm as _gemm
+from ember.backend import threads as _threads
 from ember.ops import conv, elementwise, matmul_graph, nn_fused, unary
 
 Tensor = _tensor.Tensor
@@ -42,6 +44,13 @@ _as_array = _tensor._as_array
 _ndarray = np.ndarray
 _linear_rows = matmul_graph.linear_rows  # gemm.addmm(b, x, w.T), see there
 _LINEAR_FORWARD = nn_fused._Linear.forward
+_LINEAR_VJP = nn_fused._Linear.vjp
+_mm_direct = matmul_graph._direct
+_maybe_large = _gemm._maybe_large
+_numpy_matmul = _gemm._numpy_matmul
+_sum_rows = _gemm.sum_rows
+_kept_product = matmul_graph._kept_product
+_nthreads = _threads.get_num_threads
 
 __all__ = ["Plan", "build", "Unplannable"]
 
@@ -94,7 +103,7 @@ class _Step:
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
                  "bvjp", "group", "skip", "buffer", "fast", "wanted",
                  "scatter", "joined", "plain", "declared", "bias", "linear",
-                 "add_into", "shared")
+                 "add_into", "shared", "routes")
 
     def __init__(self, node, slots):
         self.node = node
@@ -139,6 +148,7 @@ class _Step:
         self.bias = None      # a linear layer's op object without its bias edge (_biases)
         self.linear = None    # (x, w, b) slots of a linear layer the forward runs itself
         self.shared = False   # its weight read by other linear steps too (``kept_weights``)
+        self.routes = {}      # array layouts -> the linear step's product (_linear_step)
         self.add_into = None  # (a, b) slots of ``a + b`` written over ``a``, the kernel
         self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
             _direct(node)
@@ -280,6 +290,11 @@ class Plan:
             if st.linear is not None and uses[st.linear[1]] > 1:
                 st.shared = True
         self.kept_weights = any(n > 1 for n in uses.values())
+        for st in self.steps:
+            d = st.declared
+            if st.linear is not None and d is not None and d[0] is _LINEAR_VJP and \
+                    d[2] is None:
+                st.declared = (_linear_vjp, d[1], None)
         self.grad_steps = [st for st in self.steps if st.grad][::-1]
         for st in self.grad_steps:  # the arguments whose gradient the backward keeps
             st.wanted = [(i, s) for i, s in st.refs if st.needs[i]]
@@ -347,8 +362,7 @@ class Plan:
                     if lin is not None:  # as in the recording loop below
                         x = env[lin[0]]
                         if type(x) is _ndarray and x.ndim == 2:
-                            out = _linear_rows(env[lin[2]], x, env[lin[1]],
-                                               kept if st.shared else None, lin[1])
+                            out = _linear_step(st, env[lin[2]], x, env[lin[1]], kept)
                             env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
                             continue
                     if st.plain:
@@ -378,7 +392,7 @@ class Plan:
                     x = env[lin[0]]
                     if type(x) is _ndarray and x.ndim == 2:
                         w, b = env[lin[1]], env[lin[2]]
-                        out = _linear_rows(b, x, w, kept if st.shared else None, lin[1])
+                        out = _linear_step(st, b, x, w, kept)
                         env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
                         if st.grad:
                             tape[st.index] = ([x, w, b], None)
@@ -523,6 +537,102 @@ _INPLACE = {unary.Relu, unary.tanh.primitive}
 _FRESH = {nn_fused._Linear, nn_fused._LinearMm, nn_fused._LinearView,
           nn_fused._LinearUnsafeView, elementwise.Add, elementwise.Sub, conv.Conv,
           elementwise.AddScaled}
+
+
+def _linear_step(st, b, x, w, kept):
+    """A linear step's ``linear_rows(b, x, w)`` (``x`` a matrix): the branch its checks
+    take for these arrays' layout (shapes, strides, dtypes, ember's thread count) found
+    once per layout and kept on the step, so a repeated call (a cell in a loop) runs its
+    NumPy calls without the checks. The same calls, so the same bits."""
+    if type(w) is _ndarray and type(b) is _ndarray:
+        lay = (x.shape, x.strides, x.dtype, w.shape, w.strides, w.dtype, b.shape, b.dtype,
+               _nthreads())
+        routes = st.routes
+        r = routes.get(lay, False)
+        if r is False:
+            if len(routes) > 16:
+                routes.clear()
+            r = routes[lay] = _route(b, x, w, st.shared)
+        if r is not None:
+            return r(b, x, w, kept, st.linear[1])
+    return _linear_rows(b, x, w, kept if st.shared else None, st.linear[1])
+
+
+def _route(b, x, w, shared):
+    """The function running ``linear_rows(b, x, w)``'s branch for arrays of this layout
+    (see there and ``gemm._numpy_matmul``), or None where it is left to ``linear_rows``
+    itself (products on MKL or ember's threads, the narrow head's blocks)."""
+    if w.ndim != 2 or b.shape != w.shape[:1] or b.dtype != x.dtype:
+        return None
+    (m, k), n = x.shape, w.shape[0]
+    if not _mm_direct((m, k), (k, n)):
+        return None
+    wt = w.T
+    if shared and matmul_graph._copy_keeps_bits(x, w):
+        product = _run_copy
+    elif not shared and k < matmul_graph._WT_K and \
+            matmul_graph._WT_ROWS[0] <= m <= matmul_graph._WT_ROWS[1] and \
+            matmul_graph._rows_times_weight_t(x, w) is not None:
+        product = _call_copy
+    elif _gemm._TRANS_MIN <= m <= _gemm._TRANS_ROWS and wt.flags.f_contiguous:
+        product = _by_transpose if _gemm._by_transpose(x, wt) is not None else _plain
+    elif _gemm._NARROW_MIN <= n < _gemm._NARROW and m % _gemm._NARROW_ROWS == 0 and m and \
+            wt.flags.f_contiguous:
+        return None
+    else:
+        product = _plain
+    if m * n >= 1 << 17:  # (``_add_rows`` tiles large sums)
+        def run(b, x, w, kept, key):
+            out = product(x, w, kept, key)
+            _gemm._add_rows(out, b)
+            return out
+    else:  # ``_add_rows``' own sum for a small result
+        def run(b, x, w, kept, key):
+            out = product(x, w, kept, key)
+            out += b
+            return out
+    return run
+
+
+def _run_copy(x, w, kept, key):
+    """The product on the run's row-major copy of ``w.T`` (``linear_rows``' ``kept``)."""
+    wc = kept.get(key)
+    if wc is None or wc is False:  # (False: another step's rows were out of its range)
+        wc = kept[key] = np.ascontiguousarray(w.T)
+    return np.matmul(x, wc)
+
+
+def _call_copy(x, w, kept, key):
+    """The product on the copy kept across calls (``_rows_times_weight_t``)."""
+    return _kept_product(x, w)
+
+
+def _by_transpose(x, w, kept, key):
+    """``gemm._by_transpose(x, w.T)``'s product."""
+    return np.matmul(w, x.T).T.copy()
+
+
+def _plain(x, w, kept, key):
+    """``np.matmul(x, w.T)`` (``gemm._numpy_matmul``'s own product)."""
+    return np.matmul(x, w.T)
+
+
+def _linear_vjp(op, grads, inputs, outputs, out=None):
+    """``_Linear.vjp`` of a linear step on a batch of rows (``Plan.linear``): where
+    ``gemm.matmul`` would run both gradient products on NumPy (``_numpy_matmul``: too
+    small for MKL and ember's threads, the test eager ``Addmm.small`` makes), they are
+    called directly, without its dispatch; the same arrays. Else the class's vjp."""
+    x, w, g = inputs[0], inputs[1], grads[0]
+    if out is None and type(g) is _ndarray and type(x) is _ndarray and \
+            type(w) is _ndarray and x.ndim == 2 and g.ndim == 2 and w.ndim == 2:
+        (m, k), n = x.shape, w.shape[0]
+        e = op._edges
+        if _mm_direct((m, k), (k, n)) and not _maybe_large((n, m), (m, k)) and \
+                (e[0] is None or not _maybe_large((m, n), (n, k))):
+            return [None if e[0] is None else _numpy_matmul(g, w, None),
+                    None if e[1] is None else _numpy_matmul(g.T, x, None),
+                    _sum_rows(g) if len(e) > 2 and e[2] is not None else None]
+    return _LINEAR_VJP(op, grads, inputs, outputs, out)
 
 
 def _tanh_over(x):

@@ -535,6 +535,11 @@ def _rows_times_weight_t(x, w):
             not x.flags.c_contiguous or not w.flags.c_contiguous or \
             not x.dtype.isnative or not w.dtype.isnative:
         return None
+    return _kept_product(x, w)
+
+
+def _kept_product(x, w):
+    """``_rows_times_weight_t``'s product, its range checked by the caller."""
     now = w.tobytes()
     kept = _wt_copies.get(id(w))
     if kept is None or kept[0]() is not w or kept[1] != now:
