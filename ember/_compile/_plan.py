@@ -44,11 +44,7 @@ _as_array = _tensor._as_array
 _ndarray = np.ndarray
 _linear_rows = matmul_graph.linear_rows  # gemm.addmm(b, x, w.T), see there
 _LINEAR_FORWARD = nn_fused._Linear.forward
-_LINEAR_VJP = nn_fused._Linear.vjp
 _mm_direct = matmul_graph._direct
-_maybe_large = _gemm._maybe_large
-_numpy_matmul = _gemm._numpy_matmul
-_sum_rows = _gemm.sum_rows
 _kept_product = matmul_graph._kept_product
 _nthreads = _threads.get_num_threads
 
@@ -290,11 +286,6 @@ class Plan:
             if st.linear is not None and uses[st.linear[1]] > 1:
                 st.shared = True
         self.kept_weights = any(n > 1 for n in uses.values())
-        for st in self.steps:
-            d = st.declared
-            if st.linear is not None and d is not None and d[0] is _LINEAR_VJP and \
-                    d[2] is None:
-                st.declared = (_linear_vjp, d[1], None)
         self.grad_steps = [st for st in self.steps if st.grad][::-1]
         for st in self.grad_steps:  # the arguments whose gradient the backward keeps
             st.wanted = [(i, s) for i, s in st.refs if st.needs[i]]
@@ -615,24 +606,6 @@ def _by_transpose(x, w, kept, key):
 def _plain(x, w, kept, key):
     """``np.matmul(x, w.T)`` (``gemm._numpy_matmul``'s own product)."""
     return np.matmul(x, w.T)
-
-
-def _linear_vjp(op, grads, inputs, outputs, out=None):
-    """``_Linear.vjp`` of a linear step on a batch of rows (``Plan.linear``): where
-    ``gemm.matmul`` would run both gradient products on NumPy (``_numpy_matmul``: too
-    small for MKL and ember's threads, the test eager ``Addmm.small`` makes), they are
-    called directly, without its dispatch; the same arrays. Else the class's vjp."""
-    x, w, g = inputs[0], inputs[1], grads[0]
-    if out is None and type(g) is _ndarray and type(x) is _ndarray and \
-            type(w) is _ndarray and x.ndim == 2 and g.ndim == 2 and w.ndim == 2:
-        (m, k), n = x.shape, w.shape[0]
-        e = op._edges
-        if _mm_direct((m, k), (k, n)) and not _maybe_large((n, m), (m, k)) and \
-                (e[0] is None or not _maybe_large((m, n), (n, k))):
-            return [None if e[0] is None else _numpy_matmul(g, w, None),
-                    None if e[1] is None else _numpy_matmul(g.T, x, None),
-                    _sum_rows(g) if len(e) > 2 and e[2] is not None else None]
-    return _LINEAR_VJP(op, grads, inputs, outputs, out)
 
 
 def _tanh_over(x):
