@@ -26,7 +26,7 @@ Variants, interleaved round by round so machine load hits all alike:
   one step makes). Without the ``mkl`` package the floor is printed as unavailable.
   Products made inside compiled kernels (the LSTM's numba step kernels, ``ember[fast]``)
   and a plan's linear steps whose products ``gemm`` would run on NumPy anyway (a cell's
-  small products: ``_plan._linear_step``) do not pass through that
+  small products: ``ember._compile._linear``) do not pass through that
   function: their floor counts only the rest (none at all: printed as unavailable).
 Median wall milliseconds per step, ratios to torch eager, the median process (CPU)
 milliseconds of the compiled step and of torch (interpretable under machine load:

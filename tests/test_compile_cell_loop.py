@@ -296,13 +296,13 @@ def test_whole_loop_compiled_shares_each_weights_copy_and_equals_eager():
 @pytest.mark.parametrize("shared", [False, True])
 def test_linear_step_routes_give_linear_rows_bits(shared):
     """A plan's linear step runs the branch ``linear_rows`` takes for its arrays' layout,
-    found once per layout (``_plan._linear_step``): the same bits as ``linear_rows`` for
+    found once per layout (``_linear.linear_step``): the same bits as ``linear_rows`` for
     every branch (kept copy, per-run copy, transposed product, plain product, the narrow
     head's blocks, large products, a tiled bias sum, float64, strided operands), on the
     first call and the memoised ones, and a new layout of the same shapes is new."""
     from types import SimpleNamespace
 
-    from ember._compile import _plan
+    from ember._compile import _linear
     from ember.ops import matmul_graph
     rng = np.random.default_rng(9)
     cases = [(32, 64, 128), (32, 128, 128), (24, 200, 320), (8, 128, 128), (64, 128, 128),
@@ -318,7 +318,7 @@ def test_linear_step_routes_give_linear_rows_bits(shared):
                            rng.standard_normal((k, m)).astype(dtype).T):
                     kept, kept2 = {}, {}
                     for _ in range(2):
-                        got = _plan._linear_step(st, b, xl, wl, kept if shared else None)
+                        got = _linear.linear_step(st, b, xl, wl, kept if shared else None)
                         want = matmul_graph.linear_rows(b, xl, wl,
                                                         kept2 if shared else None, 1)
                         np.testing.assert_array_equal(got, want)
