@@ -25,7 +25,9 @@ Variants, interleaved round by round so machine load hits all alike:
   GEMMs (``floor ms`` is process time, as ``step cpu ms``; ``GEMMs``: how many products
   one step makes). Without the ``mkl`` package the floor is printed as unavailable.
   Products made inside compiled kernels (the LSTM's numba step kernels, ``ember[fast]``)
-  do not pass through that function: their floor counts only the rest.
+  and a plan's linear steps whose products ``gemm`` would run on NumPy anyway (a cell's
+  small products: ``ember._compile._linear``) do not pass through that
+  function: their floor counts only the rest (none at all: printed as unavailable).
 Median wall milliseconds per step, ratios to torch eager, the median process (CPU)
 milliseconds of the compiled step and of torch (interpretable under machine load:
 wall time there includes waiting for a core), the load average, and the
@@ -248,6 +250,9 @@ def gemm_floor_ms(products, min_time):
     :func:`record_products`) run back to back through ``ember.backend.gemm.matmul`` with
     MKL loaded, or ``(None, why not)``."""
     from ember.backend import gemm
+    if not products:
+        return None, ("no product passed through gemm.matmul (a plan's linear steps on "
+                      "small products call NumPy directly)")
     path = gemm.library_path()
     if path is None:
         return None, "the mkl package is not installed (pip install 'ember[mkl]')"

@@ -216,3 +216,110 @@ def test_cell_loop_hooks_and_retain_grad():
     assert len(seen["e"]) == len(seen["c"]) > 0
     for a, b in zip(seen["e"], seen["c"]):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("m,k,n", [(19, 1, 64), (32, 127, 256), (32, 127, 512),
+                                   (19, 128, 128),
+                                   (32, 256, 512), (24, 200, 320), (32, 128, 64),
+                                   (18, 128, 128), (33, 64, 128), (32, 257, 128),
+                                   (32, 128, 100), (4, 128, 128)])
+def test_weight_copy_per_run_gives_the_transposed_products_bits(m, k, n):
+    """``linear_rows`` with a copy of ``w.T`` kept for one plan run gives ``gemm.addmm``'s
+    bits on the transposed weight (what eager ``linear`` computes), in the range it is
+    taken (at its edges) and outside it, from a fresh copy and from the kept one."""
+    from ember.backend import gemm
+    from ember.ops import matmul_graph
+    rng = np.random.default_rng(m * 7 + k * 3 + n)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    kept = {}
+    for scale in (1.0, 1e-3, 1e3):
+        x = (rng.standard_normal((m, k)) * scale).astype(np.float32)
+        np.testing.assert_array_equal(matmul_graph.linear_rows(b, x, w, kept, 0),
+                                      gemm.addmm(b, x, w.T))
+    in_range = 19 <= m <= 32 and n % 64 == 0 and 64 <= n <= 512 and \
+        (k < 128 or k <= 256 and n >= 128)
+    assert matmul_graph._copy_keeps_bits(x, w) is in_range
+    # (products gemm sends elsewhere than np.matmul, MKL or ember's threads, keep theirs)
+    taken = in_range and matmul_graph._direct((m, k), (k, n))
+    assert (kept.get(0, False) is not False) is taken
+    assert not matmul_graph._copy_keeps_bits(x.astype(np.float64), w.astype(np.float64))
+
+
+def _unrolled(lib, cell, xs, steps):
+    h = lib.zeros(xs.shape[1], cell.hidden_size)
+    for t in range(steps):
+        h = cell(xs[t], h)
+    return h
+
+
+def test_whole_loop_compiled_shares_each_weights_copy_and_equals_eager():
+    """A loop over a cell compiled as one function: its plan's linear steps share each
+    weight's row-major copy (made once per run), the values and gradients are eager
+    ember's to the bit, and a weight written through ``.data`` between calls (no
+    version change) reaches the next call: the copy lives for one run only."""
+    rng = np.random.default_rng(6)
+    xs = ember.tensor(rng.standard_normal((4, 32, 64)).astype(np.float32))
+    ember.manual_seed(0)
+    cell = ember.nn.RNNCell(64, 128)
+
+    def loop(x):
+        return _unrolled(ember, cell, x, 4).pow(2).sum()
+
+    comp = ember.compile(loop)
+    for i in range(3):
+        if i == 2:
+            cell.weight_hh.data[:5] *= 0.5
+            cell.weight_ih.data.mul_(1.5)
+        got = []
+        for run in (loop, comp):
+            cell.zero_grad()
+            loss = run(xs)
+            loss.backward()
+            got.append([loss.detach().numpy()] + [p.grad.numpy().copy()
+                                                   for p in cell.parameters()])
+        for a, b in zip(*got):
+            np.testing.assert_array_equal(a, b)
+    e = comp._cache[-1]
+    assert e.plan is not None and e.plan.kept_weights
+    shared = [st for st in e.plan.steps if st.linear is not None]
+    assert len(shared) == 8 and all(st.shared for st in shared)
+    # against torch
+    tcell = torch.nn.RNNCell(64, 128)
+    with torch.no_grad():
+        for pe, pt in zip(cell.parameters(), tcell.parameters()):
+            pt.copy_(torch.from_numpy(pe.detach().numpy().copy()))
+    tl = _unrolled(torch, tcell, torch.from_numpy(xs.numpy()), 4).pow(2).sum()
+    np.testing.assert_allclose(comp(xs).item(), tl.item(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_linear_step_routes_give_linear_rows_bits(shared):
+    """A plan's linear step runs the branch ``linear_rows`` takes for its arrays' layout,
+    found once per layout (``_linear.linear_step``): the same bits as ``linear_rows`` for
+    every branch (kept copy, per-run copy, transposed product, plain product, the narrow
+    head's blocks, large products, a tiled bias sum, float64, strided operands), on the
+    first call and the memoised ones, and a new layout of the same shapes is new."""
+    from types import SimpleNamespace
+
+    from ember._compile import _linear
+    from ember.ops import matmul_graph
+    rng = np.random.default_rng(9)
+    cases = [(32, 64, 128), (32, 128, 128), (24, 200, 320), (8, 128, 128), (64, 128, 128),
+             (128, 128, 10), (1024, 128, 256), (32, 64, 100), (2, 3, 4)]
+    for m, k, n in cases:
+        for dtype in (np.float32, np.float64):
+            w = rng.standard_normal((n, k)).astype(dtype)
+            b = rng.standard_normal(n).astype(dtype)
+            layouts = [w, np.asfortranarray(w)]
+            st = SimpleNamespace(routes={}, shared=shared, linear=(0, 1, 2))
+            for wl in layouts:
+                for xl in (rng.standard_normal((m, k)).astype(dtype),
+                           rng.standard_normal((k, m)).astype(dtype).T):
+                    kept, kept2 = {}, {}
+                    for _ in range(2):
+                        got = _linear.linear_step(st, b, xl, wl, kept if shared else None)
+                        want = matmul_graph.linear_rows(b, xl, wl,
+                                                        kept2 if shared else None, 1)
+                        np.testing.assert_array_equal(got, want)
+            assert len(st.routes) == 4  # two weight layouts times two input layouts

@@ -13,6 +13,7 @@ every object those guards read is the one its last (or last but one) call read, 
 that call's entry without computing them (:func:`_same_as`).
 """
 import warnings
+from operator import attrgetter
 from operator import is_ as _is
 
 import numpy as np
@@ -23,6 +24,7 @@ from ember._compile._capture import Unsupported, busy, capture_graph, signature
 from ember._graph import ir as _ir
 from ember.autograd import engine as _engine
 from ember.autograd import grad_mode
+from ember.autograd.grad_mode import state as _grad_state
 from ember.nn.modules.module import Module
 
 Tensor = _tensor.Tensor
@@ -127,7 +129,7 @@ def _const_key(v):
 
 class _Entry:
     __slots__ = ("key", "specs", "graph", "breaks", "dynamic", "plan", "why_unplanned",
-                 "param_tensors", "train", "extras")
+                 "param_tensors", "train", "extras", "one", "fixed_leaves")
 
     def __init__(self, key, specs, graph, breaks, train=None):
         self.key, self.specs, self.graph, self.breaks = key, specs, graph, breaks
@@ -135,6 +137,10 @@ class _Entry:
         self.extras = None
         self.dynamic = False
         self.plan = self.why_unplanned = self.param_tensors = None
+        # one differentiable tensor returned and nothing written back (a cell): the
+        # repeated call's replay (``_replay_one``); the leaves that are no arguments
+        self.one = False
+        self.fixed_leaves = None
 
     def failed(self, key, specs):
         """The first guard this call fails, in words, or None when all hold."""
@@ -264,6 +270,8 @@ class CompiledFunction:
                     self.stats["eager"] += 1
                     return self._fn(*args)
                 self.stats["replays"] += 1
+                if e.one and _grad_state.grad_enabled:
+                    return self._replay_one(e, args)
                 if e.train is not None:
                     return self._train_replay(e, args, list(args), args, kwargs)
                 return self._replay(e, args, args)
@@ -355,7 +363,29 @@ class CompiledFunction:
             else:
                 e.plan = plan
                 e.param_tensors = [params[n] for n in plan.param_names]
+                # (each parameter's requires_grad is guarded: fixed for this entry)
+                e.fixed_leaves = [p for p in e.param_tensors if p._requires_grad] + \
+                    [c for _, c in plan.const_leaves]
+                e.one = e.train is None and e.extras is None and \
+                    type(e.graph.output_spec) is _ir.Ref and len(plan.out_slots) == 1 and \
+                    plan.out_rg[0] and bool(plan.leaf_slots)
         return plan
+
+    def _replay_one(self, e, args):
+        """:meth:`_replay` of an entry returning one differentiable tensor (``e.one``)
+        with grad mode on, for a call with tensors only: the same forward, node and
+        output, without the general case's branches."""
+        plan = e.plan
+        if plan.mode is not None and plan.mode != "mixed" and config.reuse_buffers:
+            return self._replay(e, args, args)  # (forward buffers laid out: see there)
+        env, tape = plan.forward([t._data for t in args], [p._data for p in e.param_tensors],
+                                 True, None)
+        leaves = [t for t in args if t._requires_grad] + e.fixed_leaves
+
+        def replay():
+            with grad_mode.enable_grad():
+                return leaves, _flat_all(e.graph.run(*args, params=self._params()))
+        return _plan.attach_one(plan, env, tape, leaves, replay, self._note_recorded)
 
     def _train_replay(self, e, targs, tensors, args, kwargs):
         """A training step: the events before ``backward`` (``zero_grad``), the plan's
@@ -426,14 +456,21 @@ class CompiledFunction:
             _write_back(e, tensors, lambda v: vals[id(v)]._data)
             return out[0]
         ps = e.param_tensors
-        record = grad_mode.is_grad_enabled() and bool(plan.leaf_slots)
-        # forward buffers only when nothing is kept for a later backward (see _buffers)
-        arena = plan.acquire(None if record else "infer") if config.reuse_buffers else None
-        try:
-            env, tape = plan.forward([t._data for t in tensors], [p._data for p in ps],
-                                     record, arena)
-        finally:
-            plan.release(arena)
+        record = grad_mode.state.grad_enabled and bool(plan.leaf_slots)
+        inputs = [t._data for t in tensors]
+        params = [p._data for p in ps]
+        if record and plan.mode is None or plan.mode == "mixed" or not config.reuse_buffers:
+            # no forward buffers to lay out or use (a call recorded for a later backward
+            # on a plan never run otherwise, or run both ways): ``acquire`` would change
+            # nothing and ``forward`` would not read its arena
+            env, tape = plan.forward(inputs, params, record, None)
+        else:
+            # forward buffers only when nothing is kept for a later backward (_buffers)
+            arena = plan.acquire(None if record else "infer")
+            try:
+                env, tape = plan.forward(inputs, params, record, arena)
+            finally:
+                plan.release(arena)
         if e.extras is not None:
             _write_back(e, tensors, lambda v: env[plan.slots[id(v)]])
         if not record:
@@ -487,18 +524,20 @@ def _same_as(last, args):
     """``last``'s entry when ``args`` and the module tree pass every guard as they did
     on the call :func:`_snapshot` recorded, else None."""
     entry, grad, specs, subs, free = last
-    if grad_mode.state.grad_enabled != grad or len(args) != len(specs) or \
-            _tensor._mode_active[0]:
+    if _grad_state.grad_enabled != grad or len(args) != len(specs) or _mode_active[0]:
         return None
     for t, (shape, dtype, rg) in zip(args, specs):
         if type(t) is not Tensor:
             return None
         d = t._data
-        if d.shape != shape or t._requires_grad != rg or d.dtype != dtype:
+        if d.shape != shape or t._requires_grad != rg:
+            return None
+        dt = d.dtype
+        if dt is not dtype and dt != dtype:  # (NumPy hands out one object per dtype)
             return None
     if free is not None and not _same_free(free):
         return None
-    for s, keys, vals, params, rgs, bufs, mods in subs:
+    for s, keys, vals, params, rgs, bufs, mods, held in subs:
         d = s.__dict__
         # the same objects under the same names: plain values (immutable) unchanged
         if len(d) != len(vals) or not all(map(_is, d.values(), vals)) or \
@@ -509,9 +548,13 @@ def _same_as(last, args):
                 len(b) != len(bufs) or not all(map(_is, b.values(), bufs)) or \
                 len(m) != len(mods) or not all(map(_is, m.values(), mods)):
             return None
-        if rgs != [t._requires_grad for t in params if t is not None]:
+        if list(map(_rg_of, held)) != rgs:
             return None
     return entry
+
+
+_rg_of = attrgetter("_requires_grad")
+_mode_active = _tensor._mode_active
 
 
 _MISSING = object()  # a global name not (or no longer) defined; an empty cell
@@ -580,9 +623,10 @@ def _snapshot(module, entry, grad, args, fn=None):
     for s in mods:
         d = s.__dict__
         params = tuple(d["_parameters"].values())
+        held = tuple([t for t in params if t is not None])
         subs.append((s, tuple(d), tuple(d.values()), params,
-                     [t._requires_grad for t in params if t is not None],
-                     tuple(d["_buffers"].values()), tuple(d["_modules"].values())))
+                     [t._requires_grad for t in held],
+                     tuple(d["_buffers"].values()), tuple(d["_modules"].values()), held))
     return entry, grad, specs, tuple(subs), free
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from ember import _tensor
 from ember._compile import _buffers, _rules
+from ember._compile._linear import linear_step as _linear_step
 from ember._compile._rewrites import (
     _direct,
     _joined_vjp,
@@ -33,13 +34,13 @@ from ember._graph.ir import ArrayRef, Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
-from ember.ops import conv, elementwise, matmul_graph, nn_fused, unary
+from ember.ops import conv, elementwise, nn_fused, unary
 
 Tensor = _tensor.Tensor
 _make = _tensor._make
+_new = object.__new__
 _as_array = _tensor._as_array
 _ndarray = np.ndarray
-_linear_rows = matmul_graph.linear_rows  # gemm.addmm(b, x, w.T), see there
 _LINEAR_FORWARD = nn_fused._Linear.forward
 
 __all__ = ["Plan", "build", "Unplannable"]
@@ -93,7 +94,7 @@ class _Step:
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
                  "bvjp", "group", "skip", "buffer", "fast", "wanted",
                  "scatter", "joined", "plain", "declared", "bias", "linear",
-                 "add_into")
+                 "add_into", "shared", "routes")
 
     def __init__(self, node, slots):
         self.node = node
@@ -137,6 +138,8 @@ class _Step:
         self.declared = None  # its class's vjp, op object and buffers (see _rules)
         self.bias = None      # a linear layer's op object without its bias edge (_biases)
         self.linear = None    # (x, w, b) slots of a linear layer the forward runs itself
+        self.shared = False   # its weight read by other linear steps too (``kept_weights``)
+        self.routes = {}      # array layouts -> the linear step's product (_linear)
         self.add_into = None  # (a, b) slots of ``a + b`` written over ``a``, the kernel
         self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
             _direct(node)
@@ -268,6 +271,16 @@ class Plan:
                     not st.kwargs and len(st.args) == 3 and \
                     [i for i, _ in st.refs] == [0, 1, 2]:
                 st.linear = tuple(s for _, s in st.refs)
+        # a weight several linear steps read (a cell unrolled over time): its row-major
+        # copy is made once per run (``matmul_graph.linear_rows``' ``kept``)
+        uses = {}
+        for st in self.steps:
+            if st.linear is not None:
+                uses[st.linear[1]] = uses.get(st.linear[1], 0) + 1
+        for st in self.steps:
+            if st.linear is not None and uses[st.linear[1]] > 1:
+                st.shared = True
+        self.kept_weights = any(n > 1 for n in uses.values())
         self.grad_steps = [st for st in self.steps if st.grad][::-1]
         for st in self.grad_steps:  # the arguments whose gradient the backward keeps
             st.wanted = [(i, s) for i, s in st.refs if st.needs[i]]
@@ -320,6 +333,7 @@ class Plan:
         slots = self.slots
         if arena is not None and self.mode not in ("train", "infer"):
             arena = None
+        kept = {} if self.kept_weights else None  # (see ``shared``)
         if arena is None:
             if not record:
                 for st in self.steps:
@@ -334,7 +348,7 @@ class Plan:
                     if lin is not None:  # as in the recording loop below
                         x = env[lin[0]]
                         if type(x) is _ndarray and x.ndim == 2:
-                            out = _linear_rows(env[lin[2]], x, env[lin[1]])
+                            out = _linear_step(st, env[lin[2]], x, env[lin[1]], kept)
                             env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
                             continue
                     if st.plain:
@@ -364,7 +378,7 @@ class Plan:
                     x = env[lin[0]]
                     if type(x) is _ndarray and x.ndim == 2:
                         w, b = env[lin[1]], env[lin[2]]
-                        out = _linear_rows(b, x, w)
+                        out = _linear_step(st, b, x, w, kept)
                         env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
                         if st.grad:
                             tape[st.index] = ([x, w, b], None)
@@ -511,21 +525,25 @@ _FRESH = {nn_fused._Linear, nn_fused._LinearMm, nn_fused._LinearView,
           elementwise.AddScaled}
 
 
+def _tanh_over(x):
+    """tanh's ``forward_out`` written over ``x`` (``_tanh_out``), without its frames."""
+    return np.tanh(x, out=x)
+
+
+def _add_over(a, b):
+    """Add's ``forward_out`` over ``a`` for two arrays of one shape and dtype (what
+    ``_binary_out`` calls then), without its frames."""
+    return np.add(a, b, out=a)
+
+
 def _in_place(op):
     """``x -> op(x)`` written over ``x``."""
+    if type(op) is unary.tanh.primitive:
+        return _tanh_over
     forward_out = op.forward_out
 
     def run(x):
         return forward_out(x, out=lambda key, shape, dtype: x)
-    return run
-
-
-def _over_first(op):
-    """``(a, b) -> op(a, b)`` written over ``a`` (the class's ``forward_out``)."""
-    forward_out = op.forward_out
-
-    def run(a, b):
-        return forward_out(a, b, out=lambda key, shape, dtype: a)
     return run
 
 
@@ -578,7 +596,8 @@ def _fuse(plan):
                 tuple(va.shape) != tuple(vb.shape or ()) or \
                 tuple(va.shape) != tuple(vo.shape or ()):
             continue
-        st.add_into = (s0, s1, _over_first(st.op))
+        # (the forward calls it for two arrays of the sum's shape and dtype only)
+        st.add_into = (s0, s1, _add_over)
 
 
 def _biases(plan):
@@ -742,3 +761,21 @@ def attach(plan, env, tape, leaves, replay, on_recorded):
             t._output_nr = i
         result.append(t)
     return result
+
+
+def attach_one(plan, env, tape, leaves, replay, on_recorded):
+    """:func:`attach` for a plan with one output, differentiable, under grad mode: the
+    same node and Tensor (a compiled cell's repeated call)."""
+    node = _new(CompiledFunctionBackward)
+    node._edges = tuple([t if t.grad_fn is None else (t.grad_fn, t._output_nr)
+                         for t in leaves])
+    node._saved = (env, tape)
+    node.plan = plan
+    node.replay = replay
+    node.on_recorded = on_recorded
+    node.n_outputs = 1
+    o = env[plan.out_slots[0]]
+    t = _make(o if type(o) is _ndarray else _as_array(o), True)
+    t.grad_fn = node
+    t._output_nr = 0
+    return t

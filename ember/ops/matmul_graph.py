@@ -535,6 +535,11 @@ def _rows_times_weight_t(x, w):
             not x.flags.c_contiguous or not w.flags.c_contiguous or \
             not x.dtype.isnative or not w.dtype.isnative:
         return None
+    return _kept_product(x, w)
+
+
+def _kept_product(x, w):
+    """``_rows_times_weight_t``'s product, its range checked by the caller."""
     now = w.tobytes()
     kept = _wt_copies.get(id(w))
     if kept is None or kept[0]() is not w or kept[1] != now:
@@ -544,20 +549,57 @@ def _rows_times_weight_t(x, w):
     return np.matmul(x, kept[2])
 
 
-def linear_rows(b, x, w):
+def linear_rows(b, x, w, kept=None, key=None):
     """``gemm.addmm(b, x, w.T)``: ``linear`` on a batch of rows ``x`` (arrays; a compiled
     plan's linear steps), its product through the kept row-major copy of ``w.T`` where
-    ``_rows_times_weight_t`` takes it (the same bits), else as ``gemm.addmm``."""
-    # (the copy's row and k range first: the other products pay two tests)
-    if type(x) is np.ndarray and x.ndim == 2 and x.shape[1] < _WT_K and \
-            _WT_ROWS[0] <= x.shape[0] <= _WT_ROWS[1] and type(w) is np.ndarray and \
+    ``_rows_times_weight_t`` takes it (the same bits), else as ``gemm.addmm``.
+
+    ``kept`` (a dict, with ``key`` naming ``w`` in it): row-major copies of ``w.T`` made
+    once per plan run and reused by every linear step reading ``w`` (no write can reach
+    a weight between a plan's products), over the range :func:`_copy_keeps_bits`
+    allows: no byte compare per product, and the hidden product of a recurrent cell
+    (k = 128) too."""
+    if type(x) is np.ndarray and x.ndim == 2 and type(w) is np.ndarray and \
             type(b) is np.ndarray and w.ndim == 2 and b.shape == w.shape[:1] and \
             b.dtype == x.dtype and _direct(x.shape, (w.shape[1], w.shape[0])):
-        out = _rows_times_weight_t(x, w)
-        if out is not None:
-            _gemm._add_rows(out, b)
-            return out
+        # gemm.addmm's own steps for a product it runs on ``np.matmul`` (``_direct``)
+        out = None
+        if kept is not None:
+            wc = kept.get(key)
+            if wc is None:
+                wc = kept[key] = np.ascontiguousarray(w.T) if _copy_keeps_bits(x, w) \
+                    else False
+            if wc is not False and _copy_keeps_bits(x, w):
+                out = np.matmul(x, wc)
+        elif x.shape[1] < _WT_K and _WT_ROWS[0] <= x.shape[0] <= _WT_ROWS[1]:
+            out = _rows_times_weight_t(x, w)
+        if out is None:
+            out = _gemm._numpy_matmul(x, w.T, None)
+        _gemm._add_rows(out, b)
+        return out
     return _gemm.addmm(b, x, w.T)
+
+
+# ``x @ w.T`` on a row-major copy of ``w.T`` has the bits of ``gemm``'s product on the
+# transposed weight for float32 with 19-32 rows and n a multiple of 64 up to 512: for
+# k < 128 (see ``_rows_times_weight_t``), and for 128 <= k <= 256 with n >= 128, where
+# ``gemm`` runs ``_by_transpose`` (on this machine's OpenBLAS every draw of m = 19-32,
+# k = 128-256 in steps of 3 and 8, n = 128-512 in steps of 64 agreed; with 2-9 rows
+# they differ in places). tests/test_compile_cell_loop.py checks the bits at the edges.
+_WT_K_MAX = 256
+
+
+def _copy_keeps_bits(x, w):
+    """Whether ``x @ w.T`` on a row-major copy of ``w.T`` has the bits of the product
+    ``gemm`` computes on the transposed weight (the range above)."""
+    m, k = x.shape
+    n = w.shape[0]
+    if not (_WT_ROWS[0] <= m <= _WT_ROWS[1] and _WT_N[0] <= n <= _WT_N[1] and n % 64 == 0) \
+            or k >= _WT_K and not (k <= _WT_K_MAX and n >= 128) or \
+            x.dtype.char != "f" or w.dtype.char != "f" or not x.flags.c_contiguous or \
+            not w.flags.c_contiguous or not x.dtype.isnative or not w.dtype.isnative:
+        return False
+    return w.shape[1] == k
 
 
 class _BiasAdd(Add):

@@ -1,0 +1,98 @@
+"""A compiled plan's linear steps on a batch of rows: ``matmul_graph.linear_rows`` with
+the branch its checks take found once per layout of the step's arrays.
+
+A cell called in a Python loop replays the same plan with arrays of the same layout on
+every call; ``linear_rows`` spends 3-4 us per product on the tests that pick its branch
+(the kept row-major copy, ``gemm._by_transpose``'s transposed product, plain
+``np.matmul``, the bias summed in place or in tiles). :func:`linear_step` makes those
+tests once per layout (shapes, strides, dtypes, ember's thread count) and keeps the
+branch on the step; the branch then runs the same NumPy calls, so the same bits.
+"""
+import numpy as np
+
+from ember.backend import gemm as _gemm
+from ember.backend import threads as _threads
+from ember.ops import matmul_graph
+
+__all__ = ["linear_step"]
+
+_ndarray = np.ndarray
+_nthreads = _threads.get_num_threads
+
+
+def linear_step(st, b, x, w, kept):
+    """A linear step's ``linear_rows(b, x, w)`` (``x`` a matrix): the branch its checks
+    take for these arrays' layout (shapes, strides, dtypes, ember's thread count) found
+    once per layout and kept on the step, so a repeated call (a cell in a loop) runs its
+    NumPy calls without the checks. The same calls, so the same bits."""
+    if type(w) is _ndarray and type(b) is _ndarray:
+        lay = (x.shape, x.strides, x.dtype, w.shape, w.strides, w.dtype, b.shape, b.dtype,
+               _nthreads())
+        routes = st.routes
+        r = routes.get(lay, False)
+        if r is False:
+            if len(routes) > 16:
+                routes.clear()
+            r = routes[lay] = _route(b, x, w, st.shared)
+        if r is not None:
+            return r(b, x, w, kept, st.linear[1])
+    return matmul_graph.linear_rows(b, x, w, kept if st.shared else None, st.linear[1])
+
+
+def _route(b, x, w, shared):
+    """The function running ``linear_rows(b, x, w)``'s branch for arrays of this layout
+    (see there and ``gemm._numpy_matmul``), or None where it is left to ``linear_rows``
+    itself (products on MKL or ember's threads, the narrow head's blocks)."""
+    if w.ndim != 2 or b.shape != w.shape[:1] or b.dtype != x.dtype:
+        return None
+    (m, k), n = x.shape, w.shape[0]
+    if not matmul_graph._direct((m, k), (k, n)):
+        return None
+    wt = w.T
+    if shared and matmul_graph._copy_keeps_bits(x, w):
+        product = _run_copy
+    elif not shared and k < matmul_graph._WT_K and \
+            matmul_graph._WT_ROWS[0] <= m <= matmul_graph._WT_ROWS[1] and \
+            matmul_graph._rows_times_weight_t(x, w) is not None:
+        product = _call_copy
+    elif _gemm._TRANS_MIN <= m <= _gemm._TRANS_ROWS and wt.flags.f_contiguous:
+        product = _by_transpose if _gemm._by_transpose(x, wt) is not None else _plain
+    elif _gemm._NARROW_MIN <= n < _gemm._NARROW and m % _gemm._NARROW_ROWS == 0 and m and \
+            wt.flags.f_contiguous:
+        return None
+    else:
+        product = _plain
+    if m * n >= 1 << 17:  # (``_add_rows`` tiles large sums)
+        def run(b, x, w, kept, key):
+            out = product(x, w, kept, key)
+            _gemm._add_rows(out, b)
+            return out
+    else:  # ``_add_rows``' own sum for a small result
+        def run(b, x, w, kept, key):
+            out = product(x, w, kept, key)
+            out += b
+            return out
+    return run
+
+
+def _run_copy(x, w, kept, key):
+    """The product on the run's row-major copy of ``w.T`` (``linear_rows``' ``kept``)."""
+    wc = kept.get(key)
+    if wc is None or wc is False:  # (False: another step's rows were out of its range)
+        wc = kept[key] = np.ascontiguousarray(w.T)
+    return np.matmul(x, wc)
+
+
+def _call_copy(x, w, kept, key):
+    """The product on the copy kept across calls (``_rows_times_weight_t``)."""
+    return matmul_graph._kept_product(x, w)
+
+
+def _by_transpose(x, w, kept, key):
+    """``gemm._by_transpose(x, w.T)``'s product."""
+    return np.matmul(w, x.T).T.copy()
+
+
+def _plain(x, w, kept, key):
+    """``np.matmul(x, w.T)`` (``gemm._numpy_matmul``'s own product)."""
+    return np.matmul(x, w.T)
