@@ -143,6 +143,10 @@ class Contiguous(Primitive):
     def backward(self, gy):
         return (gy,) + (None,) * (len(self._edges) - 1)
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``): the incoming gradient passed on."""
+        return [grads[0]] + [None] * (len(inputs) - 1)
+
     jvp = _jvp.linear(0)
     batch = _batch.elementwise
     complex32_math = True

@@ -223,6 +223,22 @@ class _LayerNorm(Normalize):
     _overflow_is_nan = True
     forward = opmath(Normalize.forward)
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradients (``Primitive.vjp``): what ``backward`` computes without a
+        graph, on the arrays themselves (the compile plan calls this)."""
+        gy, x, w = grads[0], inputs[0], inputs[1]
+        if self.layout is not None:
+            need = tuple(e is not None for e in self._edges[:3])
+            gx, gw, gb = _BACKWARD[self.layout[0]](gy, x, w, self.mean, self.invstd, need,
+                                                   self.layout, self.b_shape)
+            if gw is not None:
+                gw = gw.reshape(w.shape)
+            if gb is not None:
+                gb = gb.reshape(self.b_shape)
+            return [gx, gw, gb] + [None] * (len(inputs) - 3)
+        r = self._backward_arrays(gy, x, w)
+        return [None if t is None else t._data for t in r[:3]] + [None] * (len(inputs) - 3)
+
 
 class _GroupNorm(Normalize):
     _node_name = "NativeGroupNormBackward0"

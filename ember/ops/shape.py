@@ -456,6 +456,10 @@ class Squeeze(ViewPrimitive):
     def backward(self, gy):
         return _reshape_grad(gy, self.in_shape), None
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``)."""
+        return [grads[0].reshape(self.in_shape), None]
+
 
 class SqueezeDim(Squeeze):
     _node_name = "SqueezeBackward1"  # PyTorch's overloads: squeeze(), (dim), (dims)
@@ -497,6 +501,11 @@ class Unsqueeze(ViewPrimitive):
             # the view ``gy.squeeze(d)`` makes (``Squeeze.forward``'s reshape)
             return grad_view(gy, g.reshape(g.shape[:d] + g.shape[d + 1:])), None
         return gy.squeeze(d), None
+
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradient (``Primitive.vjp``): the incoming gradient without dim ``dim``."""
+        g, d = grads[0], self.dim
+        return [g.reshape(g.shape[:d] + g.shape[d + 1:]), None]
 
 
 def unsqueeze(input, dim):
