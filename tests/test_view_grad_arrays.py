@@ -58,6 +58,68 @@ def test_view_gradients_match_torch_and_the_tensor_formulas(name, f, leaf):
     assert gr.stride() == ge.stride()
 
 
+def _backward_grads(lib, f, a, w, create_graph=False, chain=True):
+    """The leaf's gradient through ``f`` by ``backward()`` (the engine's short path, where
+    view nodes pass arrays on) after an elementwise op on each side, so that arrays
+    arrive at the views and leave them for another array formula."""
+    x = lib.tensor(a, requires_grad=True)
+    y = f(x.sin() if chain else x)
+    (y * lib.tensor(w)).exp().sum().backward(create_graph=create_graph)
+    return x.grad.detach().numpy()
+
+
+@pytest.mark.parametrize("chain", [True, False], ids=["between_ops", "from_leaf"])
+@pytest.mark.parametrize("name,f", _CHAINS, ids=[c[0] for c in _CHAINS])
+def test_backward_through_views_on_arrays(name, f, chain, monkeypatch):
+    a = np.random.default_rng(0).standard_normal((2, 3, 4)) * 0.3
+    shape = tuple(f(torch.tensor(a)).shape)
+    w = np.random.default_rng(1).standard_normal(shape[::-1]).T * 0.3  # non-contiguous
+    calls = []
+    for cls in (ember.ops.shape.View, ember.ops.shape.Permute, ember.ops.shape.Transpose,
+                ember.ops.shape.Squeeze, ember.ops.shape.Unsqueeze,
+                ember.ops.indexing.GetItem):
+        orig = cls._array_grads
+
+        def spy(self, gy, g, orig=orig):
+            r = orig(self, gy, g)
+            calls.append(r is not None)
+            return r
+        monkeypatch.setattr(cls, "_array_grads", spy)
+    fast = _backward_grads(ember, f, a, w, chain=chain)
+    arrays_taken = any(calls)
+    monkeypatch.undo()
+    slow = _backward_grads(ember, f, a, w, create_graph=True, chain=chain)
+    want = _backward_grads(torch, f, a, w, chain=chain)
+    np.testing.assert_array_equal(fast, slow)
+    np.testing.assert_allclose(fast, want, rtol=1e-13, atol=1e-14)
+    if chain and name != "squeeze_no_op":
+        assert arrays_taken  # a view's node ran on the gradient's array
+
+
+def test_hooks_and_leaves_after_views_see_what_torch_gives():
+    """A view's gradient stays a Tensor view where it is seen: by a hook of the node it
+    goes to, and as a leaf's gradient, which never shares memory with another's."""
+    seen = {}
+    for lib in (ember, torch):
+        a = lib.ones(3, 4, requires_grad=True)
+        b = lib.ones(12, requires_grad=True)
+        z = a * 2.0
+        got = []
+        z.register_hook(lambda g, got=got: got.append((g._is_view(), g.stride())))
+        zt = a.t() * 1.0
+        zt.register_hook(lambda g, got=got: got.append((g._is_view(), g.stride())))
+        ((z.view(12) + b) * lib.arange(12.0)).sum().backward(retain_graph=True)
+        (zt.t().reshape(12) * lib.arange(12.0)).sum().backward()
+        (a.view(12) + b).sin().sum().backward()
+        with lib.no_grad():
+            b.grad.add_(100)
+        seen[lib] = (got, a.grad.numpy().copy(), b.grad.numpy().copy(), a.grad.stride())
+    assert seen[ember][0] == seen[torch][0]
+    for x, y in zip(seen[ember][1:3], seen[torch][1:3]):
+        np.testing.assert_allclose(x, y, rtol=1e-6)
+    assert seen[ember][3] == seen[torch][3]
+
+
 def test_hooks_see_view_gradients_as_in_torch():
     seen = {}
     for lib in (ember, torch):

@@ -123,6 +123,16 @@ def grad_array(gy):
     return g if type(g) is _ndarray else None
 
 
+def passes_array(node):
+    """Whether a view node's gradient may go on as a bare NumPy view of the incoming
+    gradient's array (its ``_array_grads``, on the engine's short path): only to a node
+    with no hooks. A hook sees the gradient as the Tensor op makes it (a view, with its
+    ``_base``), and a leaf's ``.grad`` must not share a gradient that is also passed
+    elsewhere, so those take ``backward`` (``grad_view``'s Tensor)."""
+    e = node._edges[0]
+    return type(e) is tuple and not e[0]._hooked
+
+
 def grad_view(gy, arr):
     """The Tensor a view op returns outside the graph for ``arr``, a NumPy view of
     ``gy``'s array: it shares ``gy``'s base and version counter."""

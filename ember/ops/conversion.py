@@ -143,6 +143,10 @@ class Contiguous(Primitive):
     def backward(self, gy):
         return (gy,) + (None,) * (len(self._edges) - 1)
 
+    def _array_grads(self, gy, g):
+        """``backward`` on the gradient's array (``Node._array_grads``): ``gy`` passed on."""
+        return (gy,) + (None,) * (len(self._edges) - 1)
+
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradient (``Primitive.vjp``): the incoming gradient passed on."""
         return [grads[0]] + [None] * (len(inputs) - 1)

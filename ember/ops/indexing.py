@@ -279,6 +279,13 @@ class GetItem(ViewPrimitive):
             return _wrap(out), None
         return IndexScatter.apply(gy, self.in_shape, self.idx, False), None
 
+    def _array_grads(self, gy, g):
+        """``backward`` on the gradient's array (``Node._array_grads``): a new array,
+        the one ``backward`` wraps, so it may go to any node or leaf."""
+        out = np.zeros(self.in_shape, dtype=g.dtype)
+        out[self.idx] = g
+        return out, None
+
     @property
     def grad_region(self):
         """Where the input's gradient can be nonzero (the engine adds only that part

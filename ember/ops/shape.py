@@ -11,7 +11,7 @@ from ember.autograd.node import Primitive, _wrap
 from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import wrap_dim, wrap_dims
-from ember.ops._views import ViewPrimitive, grad_array, grad_view
+from ember.ops._views import ViewPrimitive, grad_array, grad_view, passes_array
 from ember.ops.indexing import GetItem, Select, transforming  # noqa: F401  (shape.Select)
 
 # flips, rolls and unfold live in ``reorder``, padding in ``padding``, narrow and select in
@@ -129,6 +129,22 @@ def _reshape_grad(gy, shape):
     return gy.reshape(shape)
 
 
+def _reshape_array(node, g, shape):
+    """``_reshape_grad``'s result on the array ``g`` (``Node._array_grads``), or None where
+    only the Tensor op may answer (a hooked or leaf input, sizes that disagree)."""
+    if not passes_array(node):
+        return None
+    try:
+        v = _try_view(g, shape)
+    except ValueError:
+        return None
+    if v is not None:
+        return v
+    if g.size == prod(shape):
+        return g.copy().reshape(shape)
+    return None
+
+
 def _cupy_view(x, shape):
     v = x.view()
     v.shape = shape
@@ -150,6 +166,11 @@ class View(ViewPrimitive):
 
     def backward(self, gy):
         return _reshape_grad(gy, self.in_shape), None
+
+    def _array_grads(self, gy, g):
+        """``backward`` on the gradient's array (``Node._array_grads``)."""
+        v = _reshape_array(self, g, self.in_shape)
+        return None if v is None else (v, None)
 
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradient (``Primitive.vjp``)."""
@@ -335,6 +356,16 @@ class Permute(ViewPrimitive):
             return grad_view(gy, g.transpose(inv)), None
         return gy.permute(inv), None
 
+    def _array_grads(self, gy, g):
+        """``backward`` on the gradient's array (``Node._array_grads``)."""
+        dims = self.dims
+        if g.ndim != len(dims) or not passes_array(self):
+            return None
+        inv = [0] * len(dims)
+        for i, d in enumerate(dims):
+            inv[d] = i
+        return g.transpose(inv), None
+
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradient (``Primitive.vjp``)."""
         return [grads[0].transpose(np.argsort(self.dims)), None]
@@ -376,6 +407,12 @@ class Transpose(ViewPrimitive):
         if g is not None and g.ndim > max(self.dims):  # (the view ``gy.transpose`` makes)
             return grad_view(gy, g.swapaxes(*self.dims)), None, None
         return gy.transpose(*self.dims), None, None
+
+    def _array_grads(self, gy, g):
+        """``backward`` on the gradient's array (``Node._array_grads``)."""
+        if g.ndim <= max(self.dims) or not passes_array(self):
+            return None
+        return g.swapaxes(*self.dims), None, None
 
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradient (``Primitive.vjp``)."""
@@ -456,6 +493,11 @@ class Squeeze(ViewPrimitive):
     def backward(self, gy):
         return _reshape_grad(gy, self.in_shape), None
 
+    def _array_grads(self, gy, g):
+        """``backward`` on the gradient's array (``Node._array_grads``)."""
+        v = _reshape_array(self, g, self.in_shape)
+        return None if v is None else (v, None)
+
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradient (``Primitive.vjp``)."""
         return [grads[0].reshape(self.in_shape), None]
@@ -501,6 +543,13 @@ class Unsqueeze(ViewPrimitive):
             # the view ``gy.squeeze(d)`` makes (``Squeeze.forward``'s reshape)
             return grad_view(gy, g.reshape(g.shape[:d] + g.shape[d + 1:])), None
         return gy.squeeze(d), None
+
+    def _array_grads(self, gy, g):
+        """``backward`` on the gradient's array (``Node._array_grads``)."""
+        d = self.dim
+        if d >= g.ndim or g.shape[d] != 1 or not passes_array(self):
+            return None
+        return g.reshape(g.shape[:d] + g.shape[d + 1:]), None
 
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradient (``Primitive.vjp``): the incoming gradient without dim ``dim``."""
