@@ -181,3 +181,79 @@ def test_a_sum_of_an_array_and_a_tensor_from_the_general_path(short_first):
 
     for e, t in zip(grads(ember), grads(torch)):
         np.testing.assert_array_equal(e, t)
+
+
+_NODE_CASES = {
+    # name -> (function of the leaves x (2, 5, 8) and w (8,), the node class)
+    # (with a weight the node's inputs broadcast: the engine's general path, ``backward``)
+    "layer_norm_no_affine": (lambda m, x, w: m.nn.functional.layer_norm(x * w, (5, 8)).exp(),
+                             "normalization._LayerNorm"),
+    "layer_norm_last_dim": (lambda m, x, w: m.nn.functional.layer_norm(x.sin() * w, (8,)).tanh(),
+                            "normalization._LayerNorm"),
+    "mse_mean": (lambda m, x, w: m.nn.functional.mse_loss(x.sin() * w, x.cos()),
+                 "losses.MseLoss"),
+    "mse_sum": (lambda m, x, w: m.nn.functional.mse_loss(x * w, x.detach(), reduction="sum"),
+                "losses.MseLoss"),
+    "mse_none": (lambda m, x, w: m.nn.functional.mse_loss(x * w, x.exp(), reduction="none")
+                 .sin(), "losses.MseLoss"),
+}
+
+
+def _node_class(path):
+    import importlib
+    mod, cls = path.split(".")
+    return getattr(importlib.import_module("ember.ops." + mod), cls)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", list(_NODE_CASES))
+def test_layer_norm_and_mse_nodes_on_arrays(case, dtype, monkeypatch):
+    """Layer norm's and ``mse_loss``'s nodes run their no-graph backward on the arrays
+    (``_array_grads``): bit for bit what ``backward`` gives, close to torch."""
+    f, path = _NODE_CASES[case]
+    cls = _node_class(path)
+    rng = np.random.default_rng(3)
+    arrays = [rng.uniform(-1, 1, (2, 5, 8)).astype(dtype), rng.uniform(0.5, 1.5, 8).astype(dtype)]
+
+    def grads(m):
+        x, w = (m.tensor(a, requires_grad=True) for a in arrays)
+        out = f(m, x, w)
+        out.backward(m.ones_like(out) if out.dim() else None)
+        return [t.grad.numpy().copy() for t in (x, w)]
+    taken = []
+    orig = cls._array_grads
+
+    def spy(self, gy, g):
+        r = orig(self, gy, g)
+        taken.append(r is not None)
+        return r
+    monkeypatch.setattr(cls, "_array_grads", spy)
+    fast = grads(ember)
+    monkeypatch.setattr(cls, "_array_grads", None)  # the engine calls ``backward``
+    slow = grads(ember)
+    monkeypatch.undo()
+    want = grads(torch)
+    assert taken and all(taken)
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    for a, b, c in zip(fast, slow, want):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, c, rtol=tol, atol=tol)
+
+
+def test_layer_norm_and_mse_nodes_check_their_saved_inputs():
+    """A saved input changed in place still raises; saved-tensor hooks still see it."""
+    for m in (ember, torch):
+        x = m.ones(3, 4, requires_grad=True) * 1.0
+        t = m.zeros(3, 4)
+        loss = m.nn.functional.mse_loss(x, t)
+        with m.no_grad():
+            x.mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+        y = m.ones(3, 4, requires_grad=True) * 1.0
+        packed = []
+        with m.autograd.graph.saved_tensors_hooks(lambda a, p=packed: p.append(1) or a,
+                                                  lambda a: a):
+            out = m.nn.functional.layer_norm(y, (4,)).sum()
+        out.backward()
+        assert packed

@@ -14,7 +14,7 @@ import numpy as np
 
 from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, _saved_inputs
 from ember.backend import array_module
 from ember.backend import threads as _threads
 from ember.backend.meta import is_meta
@@ -150,8 +150,32 @@ class MseLoss(_Pointwise, Primitive):
         if _grad_state.grad_enabled:
             return _Pointwise.backward(self, gy)
         x, t = self.saved_tensors
-        g = gy._data / self.n if self.reduction == _MEAN else gy._data
+        gx, gt = self._grad_arrays(gy._data, x._data, t._data)
+        return self._out(_make(gx), None if gt is None else _make(gt), x, t)
+
+    def _array_grads(self, gy, g):
+        """``backward`` on the gradient's array (``Node._array_grads``), where the saved
+        input and target are unchanged NumPy arrays of the gradient's dtype (``_out``
+        converts nothing then)."""
+        saved = _saved_inputs(self)
+        if saved is None:
+            return None
+        x, t = saved
         xd, td = x._data, t._data
+        if type(xd) is not np.ndarray or type(td) is not np.ndarray or \
+                xd.dtype != g.dtype or td.dtype != g.dtype:
+            return None
+        gx, gt = self._grad_arrays(g, xd, td)
+        if gx.dtype != xd.dtype:
+            return None
+        e = self._edges
+        return (gx if e[0] is not None else None, gt) + (None,) * (len(e) - 2)
+
+    def _grad_arrays(self, g, xd, td):
+        """The input's and (where it has an edge) the target's gradient arrays, given the
+        output gradient's array ``g`` (no graph recorded)."""
+        if self.reduction == _MEAN:
+            g = g / self.n
         if type(g) is np.ndarray and g.ndim == 0 and type(xd) is np.ndarray and \
                 type(td) is np.ndarray and xd.shape == td.shape and xd.ndim and \
                 xd.dtype == td.dtype == g.dtype and xd.dtype.kind == "f" and \
@@ -173,8 +197,8 @@ class MseLoss(_Pointwise, Primitive):
         else:
             gx = 2 * (xd - td) * g
         # the target's gradient only where the target has an edge
-        gt = _make(-gx) if len(self._edges) > 1 and self._edges[1] is not None else None
-        return self._out(_make(gx), gt, x, t)
+        gt = -gx if len(self._edges) > 1 and self._edges[1] is not None else None
+        return gx, gt
 
     def grads(self, x, t, g):
         gx = 2 * (x - t) * g

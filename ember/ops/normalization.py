@@ -11,7 +11,7 @@ import numpy as np
 
 from ember._tensor import _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, _saved_inputs
 from ember.backend import array_module
 from ember.ops import _batch_nn
 from ember.ops._util import opmath
@@ -156,6 +156,34 @@ class Normalize(Primitive):
             gb = gy
         return gx, gw, gb, None, None, None
 
+    def _grad_arrays(self, gy, x, w):
+        """The three gradients (arrays or None) ``backward`` wraps without a graph."""
+        if self.layout is not None:
+            need = tuple(e is not None for e in self._edges[:3])
+            gx, gw, gb = _BACKWARD[self.layout[0]](gy, x, w, self.mean, self.invstd, need,
+                                                   self.layout, self.b_shape)
+            if gw is not None:
+                gw = gw.reshape(w.shape)
+            if gb is not None:
+                gb = gb.reshape(self.b_shape)
+            return gx, gw, gb
+        return tuple(None if t is None else t._data for t in self._backward_arrays(gy, x, w)[:3])
+
+    def _array_grads(self, gy, g):
+        """``backward`` on the gradient's array (``Node._array_grads``), where the
+        saved input and weight are unchanged NumPy arrays."""
+        if type(self)._saved_xw is not Normalize._saved_xw:
+            return None
+        saved = _saved_inputs(self)
+        if saved is None:
+            return None
+        x, w = saved
+        xd = x._data
+        wd = None if w is None else w._data
+        if type(xd) is not np.ndarray or w is not None and type(wd) is not np.ndarray:
+            return None
+        return self._grad_arrays(g, xd, wd) + (None,) * 3
+
     def _backward_arrays(self, gy, x, w):
         """The first-order gradients in fused array code (no graph is being recorded):
         two full-size temporaries, the reductions as einsum contractions."""
@@ -226,18 +254,8 @@ class _LayerNorm(Normalize):
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradients (``Primitive.vjp``): what ``backward`` computes without a
         graph, on the arrays themselves (the compile plan calls this)."""
-        gy, x, w = grads[0], inputs[0], inputs[1]
-        if self.layout is not None:
-            need = tuple(e is not None for e in self._edges[:3])
-            gx, gw, gb = _BACKWARD[self.layout[0]](gy, x, w, self.mean, self.invstd, need,
-                                                   self.layout, self.b_shape)
-            if gw is not None:
-                gw = gw.reshape(w.shape)
-            if gb is not None:
-                gb = gb.reshape(self.b_shape)
-            return [gx, gw, gb] + [None] * (len(inputs) - 3)
-        r = self._backward_arrays(gy, x, w)
-        return [None if t is None else t._data for t in r[:3]] + [None] * (len(inputs) - 3)
+        return list(self._grad_arrays(grads[0], inputs[0], inputs[1])) + \
+            [None] * (len(inputs) - 3)
 
 
 class _GroupNorm(Normalize):
