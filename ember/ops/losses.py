@@ -171,6 +171,12 @@ class MseLoss(_Pointwise, Primitive):
         e = self._edges
         return (gx if e[0] is not None else None, gt) + (None,) * (len(e) - 2)
 
+    def vjp(self, grads, inputs, outputs, out=None):
+        """Array gradients (``Primitive.vjp``): ``backward``'s no-graph arrays (the
+        compile plan casts each to its input's dtype)."""
+        gx, gt = self._grad_arrays(grads[0], inputs[0], inputs[1])
+        return [gx if self._edges[0] is not None else None, gt] + [None] * (len(inputs) - 2)
+
     def _grad_arrays(self, g, xd, td):
         """The input's and (where it has an edge) the target's gradient arrays, given the
         output gradient's array ``g`` (no graph recorded)."""
