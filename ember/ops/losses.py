@@ -201,7 +201,15 @@ class MseLoss(_Pointwise, Primitive):
                 gx = np.subtract(xd, td)
                 gx *= g2
         else:
-            gx = 2 * (xd - td) * g
+            gx = xd - td
+            if type(gx) is np.ndarray and gx.dtype.kind == "f" and \
+                    np.result_type(gx, g) == gx.dtype and np.shape(g) in ((), gx.shape):
+                # ``2 * d * g`` with each product written into ``d``'s own array: the
+                # same elementwise products, no other full-size temporary
+                np.multiply(gx, 2, out=gx)
+                np.multiply(gx, g, out=gx)
+            else:
+                gx = 2 * gx * g
         # the target's gradient only where the target has an edge
         gt = -gx if len(self._edges) > 1 and self._edges[1] is not None else None
         return gx, gt
