@@ -33,7 +33,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd import _modes, _saved_hooks, anomaly
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive, _read_saved
+from ember.autograd.node import Primitive, _read_saved, _saved_inputs
 from ember.backend import gemm as _gemm
 from ember.backend import threads as _threads
 from ember.ops import _jvp
@@ -99,6 +99,42 @@ class Addmm(Primitive):
                 gy.matmul(wt.mT) if ex is not None else None,
                 gy.mT.matmul(x).mT if ew is not None else None)
 
+    def _array_grads(self, gy, g):
+        """``backward``'s first-order branch on the gradient's array
+        (``Node._array_grads``): the same products in the same order, each gradient a new
+        array; None for a broadcast bias or saved inputs that changed or were packed."""
+        if self.bshape is not None:
+            return None
+        saved = _saved_inputs(self)
+        if saved is None:
+            return None
+        xa, wa = saved[0]._data, saved[1]._data
+        if type(xa) is not np.ndarray or type(wa) is not np.ndarray:
+            return None
+        eb, ex, ew = self._edges
+        small = self.small
+        if small and (small == 1 or _threads.get_num_threads() < 2):
+            if xa.shape[1] == wa.shape[0] and g.shape == (xa.shape[0], wa.shape[1]):
+                return _small_arrays(g, xa, wa, eb, ex, ew)
+        if ew is not None:
+            if xa.ndim == 2 and wa.ndim == 2 and _direct(xa.shape, wa.shape):
+                (m, k), n = xa.shape, wa.shape[1]
+                if not (_gemm._maybe_large((n, m), (m, k)) or
+                        ex is not None and _gemm._maybe_large((m, n), (n, k))):
+                    return _small_arrays(g, xa, wa, eb, ex, ew)
+        return (_sum_rows(g) if eb is not None else None,
+                _gemm.matmul(g, wa.T) if ex is not None else None,
+                self._mat2_array(ew, _gemm.matmul(g.T, xa)))
+
+    @staticmethod
+    def _mat2_array(edge, gw):
+        """``_mat2_grad`` as an array (``gw.T``, with ``gw`` handed to ``WeightT``)."""
+        if edge is None:
+            return None
+        if type(edge) is tuple and type(edge[0]) is WeightT:
+            edge[0].fresh = gw
+        return gw.T
+
     @staticmethod
     def _mat2_grad(edge, gw):
         """``gw.T``, the gradient of ``mat2`` from the row-major product ``gw`` (g.T @ x):
@@ -145,6 +181,14 @@ def _small_products(g, x, wt, eb, ex, ew):
     return (_make(_sum_rows(g)) if eb is not None else None,
             _make(np.matmul(g, wt.T)) if ex is not None else None,
             Addmm._mat2_grad(ew, gw))
+
+
+def _small_arrays(g, x, wt, eb, ex, ew):
+    """``_small_products`` as arrays (``Addmm._array_grads``)."""
+    gw = np.matmul(g.T, x)
+    return (_sum_rows(g) if eb is not None else None,
+            np.matmul(g, wt.T) if ex is not None else None,
+            Addmm._mat2_array(ew, gw))
 
 
 def _backward_small(xs, ws, x_grad):
@@ -301,6 +345,15 @@ class WeightT(T):
         if fresh is not None and gy._data.base is fresh and not _grad_state.grad_enabled:
             return _make(fresh), None, None
         return T.backward(self, gy)
+
+    def _array_grads(self, gy, g):
+        """``backward``'s hand-on of ``Addmm``'s fresh array (``Node._array_grads``);
+        None, leaving ``fresh`` for ``backward``, for any other gradient."""
+        fresh = self.fresh
+        if fresh is not None and g.base is fresh:
+            self.fresh = None
+            return fresh, None, None
+        return None
 
 
 class UnsafeView(Primitive):
