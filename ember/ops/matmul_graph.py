@@ -186,9 +186,29 @@ def _small_products(g, x, wt, eb, ex, ew):
 def _small_arrays(g, x, wt, eb, ex, ew):
     """``_small_products`` as arrays (``Addmm._array_grads``)."""
     gw = np.matmul(g.T, x)
-    return (_sum_rows(g) if eb is not None else None,
+    return (_rows_summed(g) if eb is not None else None,
             np.matmul(g, wt.T) if ex is not None else None,
             Addmm._mat2_array(ew, gw))
+
+
+_ones = {}  # (rows, dtype char) -> a read-only vector of ones, for ``_rows_summed``
+
+
+def _rows_summed(g):
+    """``gemm.sum_rows(g)``: the same product ``ones @ g`` where it takes that way, on a
+    vector of ones kept between calls (a recurrent cell's backward sums two biases' rows
+    per step, each time of the same length)."""
+    if type(g) is np.ndarray and g.ndim == 2 and g.shape[0] > 1 and \
+            g.dtype.char in "fd" and g.dtype.isnative:
+        key = (g.shape[0], g.dtype.char)
+        ones = _ones.get(key)
+        if ones is None:
+            if len(_ones) >= 16:
+                _ones.clear()
+            ones = _ones[key] = np.ones(g.shape[0], g.dtype)
+            ones.flags.writeable = False
+        return np.matmul(ones, g)
+    return _sum_rows(g)
 
 
 def _backward_small(xs, ws, x_grad):
@@ -525,7 +545,20 @@ def _addmm_linear(x, w, b):
         _track_view(base, wt)
     # Addmm.apply(b, x, wt)
     xd, bd = x._data, b._data
-    if bd.dtype == xd.dtype and _direct(xd.shape, wtd.shape):
+    xg = x._requires_grad
+    # ``_direct``'s answer and ``_backward_small``'s, kept per shapes and what else they
+    # read (the size limits and the thread count), as a cell's loop asks the same twice
+    # per step
+    key = (xd.shape, wtd.shape, xg, _gemm.THRESHOLD, _gemm.NARROW_THRESHOLD,
+           _thread_state["threads"], _SMALL_MNK, _BLAS_THREADED_MNK)
+    plan = _linear_plans.get(key)
+    if plan is None:
+        direct = _direct(xd.shape, wtd.shape)
+        plan = (direct, _backward_small(xd.shape, wtd.shape, xg) if direct else 0)
+        if len(_linear_plans) >= 64:
+            _linear_plans.clear()
+        _linear_plans[key] = plan
+    if plan[0] and bd.dtype == xd.dtype:
         # ``gemm.addmm``'s own steps for a product too small for MKL or ember's threads
         # (a recurrent cell's step), without its dispatch
         out = _rows_times_weight_t(xd, w._data)
@@ -542,12 +575,12 @@ def _addmm_linear(x, w, b):
     if b._requires_grad:
         fn = b.grad_fn
         eb = b if fn is None else (fn, b._output_nr)
-    if x._requires_grad:
+    if xg:
         fn = x.grad_fn
         ex = x if fn is None else (fn, x._output_nr)
     # whether the first-order backward may run its products straight on ``np.matmul``
     # (``_small_grads``'s test, made once here): 1 at any thread count, 2 at one thread
-    node.small = _backward_small(xd.shape, wtd.shape, ex is not None) if small else 0
+    node.small = plan[1] if small else 0
     node._edges = [eb, ex, (tn, 0)]
     node._saved = [(x, x._vc[0]), (wt, wt._vc[0])]
     t = _new(Tensor)
@@ -558,6 +591,10 @@ def _addmm_linear(x, w, b):
     t._requires_grad = True
     t.grad_fn = node
     return t
+
+
+_linear_plans = {}  # ``_addmm_linear``'s answers of ``_direct`` and ``_backward_small``
+_thread_state = _threads._state
 
 
 # OpenBLAS runs a few rows times the transpose of a small row-major weight (``x @ w.T``,
