@@ -525,6 +525,21 @@ def _addmm_linear(x, w, b):
     output tensors that ``WeightT.apply(w, 0, 1)`` and ``Addmm.apply(b, x, wt)`` leave,
     without their generic argument handling (the RNN cell loop and MLPs call it per
     step)."""
+    node, out = _addmm_node(x, w, b)
+    t = _new(Tensor)
+    t._data = out
+    t._grad = t._base = t._extra = None
+    t._output_nr = 0
+    t._vc = [0]
+    t._requires_grad = True
+    t.grad_fn = node
+    return t
+
+
+def _addmm_node(x, w, b):
+    """``_addmm_linear``'s ``AddmmBackward0`` node and output array, without the output
+    Tensor (``cell_graph.elman_step`` adds the two products at once and keeps neither
+    Tensor)."""
     # WeightT.apply(w, 0, 1): a view of the weight, one edge (the dims are no edges)
     tn = _new(WeightT)
     tn.dims = (0, 1)
@@ -564,7 +579,10 @@ def _addmm_linear(x, w, b):
         out = _rows_times_weight_t(xd, w._data)
         if out is None:
             out = _gemm._numpy_matmul(xd, wtd, None)
-        _gemm._add_rows(out, bd)
+        if out.size < _ADD_ROWS_TILED:
+            out += bd  # (``gemm._add_rows``'s own sum for a product this small)
+        else:
+            _gemm._add_rows(out, bd)
         small = True
     else:
         out = _gemm.addmm(bd, xd, wtd)
@@ -583,16 +601,10 @@ def _addmm_linear(x, w, b):
     node.small = plan[1] if small else 0
     node._edges = [eb, ex, (tn, 0)]
     node._saved = [(x, x._vc[0]), (wt, wt._vc[0])]
-    t = _new(Tensor)
-    t._data = out
-    t._grad = t._base = t._extra = None
-    t._output_nr = 0
-    t._vc = [0]
-    t._requires_grad = True
-    t.grad_fn = node
-    return t
+    return node, out
 
 
+_ADD_ROWS_TILED = 1 << 17  # (``gemm._add_rows`` tiles the sum from this size)
 _linear_plans = {}  # ``_addmm_linear``'s answers of ``_direct`` and ``_backward_small``
 _thread_state = _threads._state
 
