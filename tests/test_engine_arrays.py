@@ -257,3 +257,111 @@ def test_layer_norm_and_mse_nodes_check_their_saved_inputs():
             out = m.nn.functional.layer_norm(y, (4,)).sum()
         out.backward()
         assert packed
+
+def _cell_loop_grads(m, dtype, steps=6, relu=False):
+    """An RNNCell loop (the nodes ``cell_graph.elman_step`` makes: AddmmBackward0 x2,
+    TBackward0 x2, AddBackward0, TanhBackward0) and a linear over its last state, input
+    and first state requiring grad: every parameter's and input's gradient, the names
+    along the graph."""
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((steps, 20, 6)).astype(dtype)
+    h0 = rng.standard_normal((20, 8)).astype(dtype)
+    m.manual_seed(0)
+    cell = m.nn.RNNCell(6, 8, nonlinearity="relu" if relu else "tanh",
+                        dtype=getattr(m, np.dtype(dtype).name))
+    head = m.nn.Linear(8, 3, dtype=getattr(m, np.dtype(dtype).name))
+    head.bias.requires_grad_(False)  # an Addmm without a bias edge
+    params = [rng.standard_normal(tuple(p.shape)).astype(dtype) * 0.3
+              for p in list(cell.parameters()) + [head.weight, head.bias]]
+    with m.no_grad():
+        for p, a in zip(list(cell.parameters()) + [head.weight, head.bias], params):
+            p.copy_(m.from_numpy(a))
+    x = m.tensor(xs, requires_grad=True)
+    h_first = h = m.tensor(h0, requires_grad=True)
+    for t in range(steps):
+        h = cell(x[t], h)
+    out = head(h).pow(2).sum()
+    names = []
+    fn = h.grad_fn
+    while fn is not None:
+        names.append(fn.name())
+        nxt = [f for f, _ in fn.next_functions if f is not None and f.name() !=
+               "AccumulateGrad" and f.name() != "TBackward0"]
+        fn = nxt[0] if nxt else None
+    out.backward()
+    grads = [x.grad, h_first.grad] + list(cell.parameters()) + [head.weight]
+    grads = grads[:2] + [p.grad for p in grads[2:]]
+    assert head.bias.grad is None
+    return [g.detach().numpy().copy() for g in grads], names, \
+        [p.grad for p in cell.parameters()] + [head.weight.grad]
+
+
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_nodes_pass_arrays_bit_equal_to_their_tensor_backward(dtype, relu,
+                                                                    monkeypatch):
+    """``AddmmBackward0`` and linear's ``TBackward0`` hand arrays on (``_array_grads``):
+    the gradients equal, bit for bit, those of the nodes' ``backward`` on Tensors, the
+    weights' ``.grad`` own row-major memory, the graph's names are torch's."""
+    from ember.ops import matmul_graph
+    used = []
+    array_grads = matmul_graph.Addmm._array_grads
+    monkeypatch.setattr(matmul_graph.Addmm, "_array_grads",
+                        lambda self, gy, g: used.append(1) or array_grads(self, gy, g))
+    fast, names, leaves = _cell_loop_grads(ember, dtype, relu=relu)
+    assert used  # the array form ran
+    for g in leaves:
+        assert g._data.flags.c_contiguous and g._data.base is None
+    monkeypatch.setattr(matmul_graph.Addmm, "_array_grads", None)
+    monkeypatch.setattr(matmul_graph.WeightT, "_array_grads", None)
+    slow, names_slow, _ = _cell_loop_grads(ember, dtype, relu=relu)
+    want, names_torch, _ = _cell_loop_grads(torch, dtype, relu=relu)
+    assert names == names_slow == names_torch
+    assert len(fast) == len(slow) == len(want)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10,
+                                                                      atol=1e-12)
+    for f, s, w in zip(fast, slow, want):
+        np.testing.assert_array_equal(f, s)
+        np.testing.assert_allclose(f, w, **tol)
+
+
+def test_large_linear_arrays_bit_equal_to_the_tensor_backward(monkeypatch):
+    """A linear too large for the short products (``gemm.matmul``'s dispatch) passes
+    arrays too, with the same bits as its Tensor backward."""
+    from ember.ops import matmul_graph
+    rng = np.random.default_rng(4)
+    xa = rng.standard_normal((300, 200)).astype(np.float32)
+    wa = rng.standard_normal((256, 200)).astype(np.float32)
+    ba = rng.standard_normal(256).astype(np.float32)
+    got = []
+    for off in (False, True):
+        if off:
+            monkeypatch.setattr(matmul_graph.Addmm, "_array_grads", None)
+            monkeypatch.setattr(matmul_graph.WeightT, "_array_grads", None)
+        x, w, b = (ember.tensor(a, requires_grad=True) for a in (xa, wa, ba))
+        ember.tanh(ember.nn.functional.linear(x, w, b)).sum().backward()
+        got.append([t.grad.numpy().copy() for t in (x, w, b)])
+    for f, s in zip(*got):
+        np.testing.assert_array_equal(f, s)
+    x, w, b = (torch.tensor(a, requires_grad=True) for a in (xa, wa, ba))
+    torch.tanh(torch.nn.functional.linear(x, w, b)).sum().backward()
+    for f, t in zip(got[0], (x, w, b)):
+        np.testing.assert_allclose(f, t.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_linear_input_changed_in_place_raises_as_torch():
+    """The array form reads its saved inputs only when unchanged: an input modified in
+    place after ``linear`` saved it raises torch's error."""
+    msgs = []
+    for m in (ember, torch):
+        x = m.tensor(np.ones((4, 3), np.float32))
+        w = m.tensor(np.ones((5, 3), np.float32), requires_grad=True)
+        b = m.tensor(np.zeros(5, np.float32), requires_grad=True)
+        y = m.tanh(m.nn.functional.linear(x, w, b))
+        with m.no_grad():
+            x.add_(1)
+        with pytest.raises(RuntimeError) as e:
+            y.sum().backward()
+        msgs.append(str(e.value))
+    assert "modified by an inplace operation" in msgs[0]
+    assert "modified by an inplace operation" in msgs[1]

@@ -33,9 +33,11 @@ def test_cell_loop_gradients_equal_the_general_path(kind, dtype, monkeypatch):
     ecell = getattr(ember.nn, kind)(6, 7, dtype=getattr(ember, np.dtype(dtype).name))
     grads = {}
     calls = []
-    short = matmul_graph._small_products
-    monkeypatch.setattr(matmul_graph, "_small_products",
-                        lambda *a: calls.append(1) or short(*a))
+    # the short products, on Tensors (``Addmm.backward``) or arrays (``_array_grads``)
+    for name in ("_small_products", "_small_arrays"):
+        short = getattr(matmul_graph, name)
+        monkeypatch.setattr(matmul_graph, name,
+                            lambda *a, short=short: calls.append(1) or short(*a))
     for small in (True, False):
         if not small:
             monkeypatch.setattr(matmul_graph, "_SMALL_MNK", 0)  # gemm.matmul's dispatch

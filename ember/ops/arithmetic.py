@@ -117,6 +117,11 @@ class Add(Primitive):
     def backward(self, gy):
         return gy, gy
 
+    # No ``_array_grads``: an array form would hand one array to both inputs, and two
+    # leaves reached that way would get two Tensors on the same memory as ``.grad`` (the
+    # engine tells them apart by Tensor, ``_accumulate``'s ``seen``). The engine's one
+    # Tensor around the array, passed to both, is what keeps them apart.
+
     def jvp(self, ta, tb):
         return ta if tb is None else tb if ta is None else ta + tb
 

@@ -18,7 +18,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.backend import threads as _threads
 from ember.ops.activations import Relu, _relu_array
 from ember.ops.arithmetic import Add
-from ember.ops.matmul_graph import _addmm_linear
+from ember.ops.matmul_graph import _addmm_node
 from ember.ops.unary import tanh as _tanh
 
 __all__ = []
@@ -59,19 +59,18 @@ def elman_step(x, h, w_ih, w_hh, b_ih, b_hh, relu):
             ws != (hs[1], hs[1]) or bi.shape != ws[:1] or bh.shape != ws[:1] or \
             hs[0] != xs[0]:
         return None
-    gi = _addmm_linear(x, w_ih, b_ih)
-    hh = _addmm_linear(h, w_hh, b_hh)
+    gi, gi_out = _addmm_node(x, w_ih, b_ih)
+    hh, s = _addmm_node(h, w_hh, b_hh)
     # AddBackward0 over both products (both require grad: their weights do). Its output
-    # Tensor is seen by no one (the activation's node keeps its own output), so only
-    # the node is made
+    # Tensor is seen by no one (the activation's node keeps its own output), nor are
+    # the products' (only their nodes and arrays are made), so only the node is made
     add = _new(Add)
-    add._edges = ((hh.grad_fn, 0), (gi.grad_fn, 0))
-    s = hh._data
+    add._edges = ((hh, 0), (gi, 0))
     if dt.itemsize >= 4 and (not _threads.MANY or s.size < _threads.SPLIT_ELEMENTS):
         # the sum and the activation written over the product's fresh array, which no
         # one else holds (its Tensor is dropped here; the nodes keep none of it): the
         # same sums and the same activation, two arrays fewer per step
-        s += gi._data
+        s += gi_out
         if relu:
             node = _new(Relu)
             out = _relu_array(s, s)
@@ -79,7 +78,7 @@ def elman_step(x, h, w_ih, w_hh, b_ih, b_hh, relu):
             node = _new(_Tanh)
             out = np.tanh(s, out=s)
     else:  # half precision, or arrays the ops split over ember's threads: the ops' own
-        s = _add_forward(add, s, gi._data)
+        s = _add_forward(add, s, gi_out)
         if relu:
             node = _new(Relu)
             out = _relu_forward(node, s)

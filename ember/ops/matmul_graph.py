@@ -33,7 +33,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd import _modes, _saved_hooks, anomaly
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive, _read_saved
+from ember.autograd.node import Primitive, _read_saved, _saved_inputs
 from ember.backend import gemm as _gemm
 from ember.backend import threads as _threads
 from ember.ops import _jvp
@@ -99,6 +99,42 @@ class Addmm(Primitive):
                 gy.matmul(wt.mT) if ex is not None else None,
                 gy.mT.matmul(x).mT if ew is not None else None)
 
+    def _array_grads(self, gy, g):
+        """``backward``'s first-order branch on the gradient's array
+        (``Node._array_grads``): the same products in the same order, each gradient a new
+        array; None for a broadcast bias or saved inputs that changed or were packed."""
+        if self.bshape is not None:
+            return None
+        saved = _saved_inputs(self)
+        if saved is None:
+            return None
+        xa, wa = saved[0]._data, saved[1]._data
+        if type(xa) is not np.ndarray or type(wa) is not np.ndarray:
+            return None
+        eb, ex, ew = self._edges
+        small = self.small
+        if small and (small == 1 or _threads.get_num_threads() < 2):
+            if xa.shape[1] == wa.shape[0] and g.shape == (xa.shape[0], wa.shape[1]):
+                return _small_arrays(g, xa, wa, eb, ex, ew)
+        if ew is not None:
+            if xa.ndim == 2 and wa.ndim == 2 and _direct(xa.shape, wa.shape):
+                (m, k), n = xa.shape, wa.shape[1]
+                if not (_gemm._maybe_large((n, m), (m, k)) or
+                        ex is not None and _gemm._maybe_large((m, n), (n, k))):
+                    return _small_arrays(g, xa, wa, eb, ex, ew)
+        return (_sum_rows(g) if eb is not None else None,
+                _gemm.matmul(g, wa.T) if ex is not None else None,
+                self._mat2_array(ew, _gemm.matmul(g.T, xa)))
+
+    @staticmethod
+    def _mat2_array(edge, gw):
+        """``_mat2_grad`` as an array (``gw.T``, with ``gw`` handed to ``WeightT``)."""
+        if edge is None:
+            return None
+        if type(edge) is tuple and type(edge[0]) is WeightT:
+            edge[0].fresh = gw
+        return gw.T
+
     @staticmethod
     def _mat2_grad(edge, gw):
         """``gw.T``, the gradient of ``mat2`` from the row-major product ``gw`` (g.T @ x):
@@ -145,6 +181,34 @@ def _small_products(g, x, wt, eb, ex, ew):
     return (_make(_sum_rows(g)) if eb is not None else None,
             _make(np.matmul(g, wt.T)) if ex is not None else None,
             Addmm._mat2_grad(ew, gw))
+
+
+def _small_arrays(g, x, wt, eb, ex, ew):
+    """``_small_products`` as arrays (``Addmm._array_grads``)."""
+    gw = np.matmul(g.T, x)
+    return (_rows_summed(g) if eb is not None else None,
+            np.matmul(g, wt.T) if ex is not None else None,
+            Addmm._mat2_array(ew, gw))
+
+
+_ones = {}  # (rows, dtype char) -> a read-only vector of ones, for ``_rows_summed``
+
+
+def _rows_summed(g):
+    """``gemm.sum_rows(g)``: the same product ``ones @ g`` where it takes that way, on a
+    vector of ones kept between calls (a recurrent cell's backward sums two biases' rows
+    per step, each time of the same length)."""
+    if type(g) is np.ndarray and g.ndim == 2 and g.shape[0] > 1 and \
+            g.dtype.char in "fd" and g.dtype.isnative:
+        key = (g.shape[0], g.dtype.char)
+        ones = _ones.get(key)
+        if ones is None:
+            if len(_ones) >= 16:
+                _ones.clear()
+            ones = _ones[key] = np.ones(g.shape[0], g.dtype)
+            ones.flags.writeable = False
+        return np.matmul(ones, g)
+    return _sum_rows(g)
 
 
 def _backward_small(xs, ws, x_grad):
@@ -302,6 +366,15 @@ class WeightT(T):
             return _make(fresh), None, None
         return T.backward(self, gy)
 
+    def _array_grads(self, gy, g):
+        """``backward``'s hand-on of ``Addmm``'s fresh array (``Node._array_grads``);
+        None, leaving ``fresh`` for ``backward``, for any other gradient."""
+        fresh = self.fresh
+        if fresh is not None and g.base is fresh:
+            self.fresh = None
+            return fresh, None, None
+        return None
+
 
 class UnsafeView(Primitive):
     """``_unsafe_view``: a reshape of a fresh result that is not recorded as a view of it
@@ -452,6 +525,21 @@ def _addmm_linear(x, w, b):
     output tensors that ``WeightT.apply(w, 0, 1)`` and ``Addmm.apply(b, x, wt)`` leave,
     without their generic argument handling (the RNN cell loop and MLPs call it per
     step)."""
+    node, out = _addmm_node(x, w, b)
+    t = _new(Tensor)
+    t._data = out
+    t._grad = t._base = t._extra = None
+    t._output_nr = 0
+    t._vc = [0]
+    t._requires_grad = True
+    t.grad_fn = node
+    return t
+
+
+def _addmm_node(x, w, b):
+    """``_addmm_linear``'s ``AddmmBackward0`` node and output array, without the output
+    Tensor (``cell_graph.elman_step`` adds the two products at once and keeps neither
+    Tensor)."""
     # WeightT.apply(w, 0, 1): a view of the weight, one edge (the dims are no edges)
     tn = _new(WeightT)
     tn.dims = (0, 1)
@@ -472,13 +560,29 @@ def _addmm_linear(x, w, b):
         _track_view(base, wt)
     # Addmm.apply(b, x, wt)
     xd, bd = x._data, b._data
-    if bd.dtype == xd.dtype and _direct(xd.shape, wtd.shape):
+    xg = x._requires_grad
+    # ``_direct``'s answer and ``_backward_small``'s, kept per shapes and what else they
+    # read (the size limits and the thread count), as a cell's loop asks the same twice
+    # per step
+    key = (xd.shape, wtd.shape, xg, _gemm.THRESHOLD, _gemm.NARROW_THRESHOLD,
+           _thread_state["threads"], _SMALL_MNK, _BLAS_THREADED_MNK)
+    plan = _linear_plans.get(key)
+    if plan is None:
+        direct = _direct(xd.shape, wtd.shape)
+        plan = (direct, _backward_small(xd.shape, wtd.shape, xg) if direct else 0)
+        if len(_linear_plans) >= 64:
+            _linear_plans.clear()
+        _linear_plans[key] = plan
+    if plan[0] and bd.dtype == xd.dtype:
         # ``gemm.addmm``'s own steps for a product too small for MKL or ember's threads
         # (a recurrent cell's step), without its dispatch
         out = _rows_times_weight_t(xd, w._data)
         if out is None:
             out = _gemm._numpy_matmul(xd, wtd, None)
-        _gemm._add_rows(out, bd)
+        if out.size < _ADD_ROWS_TILED:
+            out += bd  # (``gemm._add_rows``'s own sum for a product this small)
+        else:
+            _gemm._add_rows(out, bd)
         small = True
     else:
         out = _gemm.addmm(bd, xd, wtd)
@@ -489,22 +593,20 @@ def _addmm_linear(x, w, b):
     if b._requires_grad:
         fn = b.grad_fn
         eb = b if fn is None else (fn, b._output_nr)
-    if x._requires_grad:
+    if xg:
         fn = x.grad_fn
         ex = x if fn is None else (fn, x._output_nr)
     # whether the first-order backward may run its products straight on ``np.matmul``
     # (``_small_grads``'s test, made once here): 1 at any thread count, 2 at one thread
-    node.small = _backward_small(xd.shape, wtd.shape, ex is not None) if small else 0
+    node.small = plan[1] if small else 0
     node._edges = [eb, ex, (tn, 0)]
     node._saved = [(x, x._vc[0]), (wt, wt._vc[0])]
-    t = _new(Tensor)
-    t._data = out
-    t._grad = t._base = t._extra = None
-    t._output_nr = 0
-    t._vc = [0]
-    t._requires_grad = True
-    t.grad_fn = node
-    return t
+    return node, out
+
+
+_ADD_ROWS_TILED = 1 << 17  # (``gemm._add_rows`` tiles the sum from this size)
+_linear_plans = {}  # ``_addmm_linear``'s answers of ``_direct`` and ``_backward_small``
+_thread_state = _threads._state
 
 
 # OpenBLAS runs a few rows times the transpose of a small row-major weight (``x @ w.T``,
