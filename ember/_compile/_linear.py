@@ -62,7 +62,7 @@ def _route(b, x, w, shared):
         return None
     else:
         product = _plain
-    if m * n >= 1 << 17:  # (``_add_rows`` tiles large sums)
+    if m * n >= _gemm.ADD_ROWS_TILED:  # (``_add_rows`` tiles large sums)
         def run(b, x, w, kept, key):
             out = product(x, w, kept, key)
             _gemm._add_rows(out, b)

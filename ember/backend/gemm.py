@@ -384,7 +384,7 @@ def _add_rows(r, bias):
     add); a large C-ordered ``r`` is added a few hundred rows of the bias at a time, the
     same sums."""
     if type(r) is np.ndarray and type(bias) is np.ndarray and r.ndim == 2 and \
-            bias.shape == r.shape[1:] and bias.dtype == r.dtype and r.size >= 1 << 17 and \
+            bias.shape == r.shape[1:] and bias.dtype == r.dtype and r.size >= ADD_ROWS_TILED and \
             r.flags.c_contiguous:
         m, n = r.shape
         rows = _TILE // n  # (long rows gain nothing: NumPy's per-row cost is small there)
@@ -398,6 +398,7 @@ def _add_rows(r, bias):
     r += bias
 
 
+ADD_ROWS_TILED = 1 << 17  # results from this size have the bias added in tiles
 _TILE = 16384  # elements of the tiled bias: 64 KiB of float32, cache-resident
 
 

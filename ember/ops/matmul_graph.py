@@ -579,7 +579,7 @@ def _addmm_node(x, w, b):
         out = _rows_times_weight_t(xd, w._data)
         if out is None:
             out = _gemm._numpy_matmul(xd, wtd, None)
-        if out.size < _ADD_ROWS_TILED:
+        if out.size < _gemm.ADD_ROWS_TILED:
             out += bd  # (``gemm._add_rows``'s own sum for a product this small)
         else:
             _gemm._add_rows(out, bd)
@@ -604,7 +604,6 @@ def _addmm_node(x, w, b):
     return node, out
 
 
-_ADD_ROWS_TILED = 1 << 17  # (``gemm._add_rows`` tiles the sum from this size)
 _linear_plans = {}  # ``_addmm_linear``'s answers of ``_direct`` and ``_backward_small``
 _thread_state = _threads._state
 
