@@ -74,6 +74,16 @@ def _causal_bias(L, S, dtype, device):
     return ember.triu(ember.full((L, S), _NEG_INF, dtype=dtype, device=device), 1)
 
 
+def _scores_bias(attn_mask, is_causal, L, S, dtype, device):
+    """The additive bias on the scores: the mask's (:func:`_bias_of`), the causal one,
+    or, with both (PyTorch's fused CPU kernel accepts both), their sum: the mask where
+    the causal mask keeps a position and -inf elsewhere."""
+    if not is_causal:
+        return _bias_of(attn_mask, dtype)
+    causal = _causal_bias(L, S, dtype, device)
+    return causal if attn_mask is None else _bias_of(attn_mask, dtype) + causal
+
+
 # ----- the attention core ------------------------------------------------------------------
 def _dropout_mask(shape, p, like):
     """The scaled keep-mask ``F.dropout`` would draw for weights of ``shape`` (same random
@@ -143,9 +153,6 @@ def _check_sdpa(query, key, value, attn_mask, dropout_p, is_causal):
             raise RuntimeError("Expected attn_mask dtype to be bool or float or to match query "
                                f"dtype, but got attn_mask.dtype: {_dtype_label(md)} and  "
                                f"query.dtype: {_dtype_label(query.dtype)} instead.")
-        if is_causal:
-            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not "
-                               "be set when is_causal=True")
     if dropout_p < 0.0 or dropout_p > 1.0:
         raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
 
@@ -197,7 +204,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     lead = qs[:-2] if qs[:-2] == kv_batch == v_batch else tuple(
         ember.broadcast_shapes(qs[:-2], kv_batch, v_batch))
     out_shape = lead + (L, vs[-1])
-    if attn_mask is not None and not is_causal:
+    if attn_mask is not None:
         score_shape = out_shape[:-1] + (S,)
         try:
             full = tuple(ember.broadcast_shapes(score_shape, tuple(attn_mask.shape)))
@@ -219,11 +226,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if query.shape[-3] != key.shape[-3]:
             r = query.shape[-3] // key.shape[-3]
             key, value = _repeat_heads(key, r), _repeat_heads(value, r)
-        bias = _causal_bias(L, S, query.dtype, query.device) if is_causal else \
-            _bias_of(attn_mask, query.dtype)
+        bias = _scores_bias(attn_mask, is_causal, L, S, query.dtype, query.device)
         return _fused_attention(query, key, value, bias, None, scale_factor, True)
     if not enabled(SDPBackend.MATH):
         raise RuntimeError("No available kernel. Aborting execution.")
+    if attn_mask is not None and is_causal:
+        # (PyTorch's fused CPU kernel takes both, its math kernel neither)
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not "
+                           "be set when is_causal=True")
     return _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale_factor,
                            enable_gqa)
 
@@ -306,8 +316,8 @@ def _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, e
     Half-precision inputs are computed in float32, as PyTorch does on CPU."""
     from ember.ops.softmaxes import _safe_softmax
     dtype = query.dtype
-    bias = _causal_bias(query.shape[-2], key.shape[-2], dtype, query.device) if is_causal \
-        else _bias_of(attn_mask, dtype)
+    bias = _scores_bias(attn_mask, is_causal, query.shape[-2], key.shape[-2], dtype,
+                        query.device)
     if dtype in (ember.float16, ember.bfloat16):
         query, key, value = (t.to(ember.float32) for t in (query, key, value))
     root = math.sqrt(abs(scale))
