@@ -270,6 +270,7 @@ def _counted(node, in_grads, edges):
 
 
 _np_add = np.add
+_unsplit_float = _threads.unsplit_float
 _ndarray = np.ndarray
 
 
@@ -281,10 +282,7 @@ def _array_of(gy):
     if type(gy) is not Tensor:
         return None
     g = gy._data
-    if type(g) is not _ndarray or g.dtype.kind != "f" or \
-            _threads.MANY and g.size >= _threads.SPLIT_ELEMENTS:
-        return None
-    return g
+    return g if _unsplit_float(g) else None
 
 
 _final_callbacks = []

@@ -406,6 +406,16 @@ _GRAIN = 4096
 # than the second core saves (measured: docs/performance.md, "Two threads: elementwise
 # kernels split")
 SPLIT_ELEMENTS = 1 << 18
+
+
+def unsplit_float(a):
+    """Whether ``a`` is a real floating NumPy array that the elementwise kernels run as
+    one NumPy call (below ``SPLIT_ELEMENTS``, or ember at one thread): where a gradient
+    formula may run on arrays and make the same call as its Tensor op."""
+    return type(a) is np.ndarray and a.dtype.kind == "f" and \
+        not (MANY and a.size >= SPLIT_ELEMENTS)
+
+
 _SPLIT_KINDS = "efd"  # floating dtypes: each element computed alone, whatever the block
 
 

@@ -59,10 +59,7 @@ def array(gy):
     if tg is not Tensor and not _plain_type(tg):
         return None
     g = gy._data
-    if type(g) is not _ndarray or g.dtype.kind != "f" or \
-            _threads.MANY and g.size >= _threads.SPLIT_ELEMENTS:
-        return None
-    return g
+    return g if _threads.unsplit_float(g) else None
 
 
 def operand(t, g):

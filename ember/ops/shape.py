@@ -151,18 +151,10 @@ def _cupy_view(x, shape):
     return v
 
 
-class View(ViewPrimitive):
-    batch = _batch.view
-    torchscript = "view"
-
-    def forward(self, x, shape):
-        self.in_shape = x.shape
-        out = _try_view(x, shape)
-        if out is None:
-            raise RuntimeError(
-                "view size is not compatible with input tensor's size and stride (at least one "
-                "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
-        return out
+class _GradInShape:
+    """The gradient of a view that only reshapes (``view``, ``squeeze``): the incoming
+    gradient reshaped to the input's shape ``in_shape``, as a Tensor op, on arrays
+    (``Node._array_grads``) and as ``Primitive.vjp``."""
 
     def backward(self, gy):
         return _reshape_grad(gy, self.in_shape), None
@@ -175,6 +167,20 @@ class View(ViewPrimitive):
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradient (``Primitive.vjp``)."""
         return [grads[0].reshape(self.in_shape), None]
+
+
+class View(_GradInShape, ViewPrimitive):
+    batch = _batch.view
+    torchscript = "view"
+
+    def forward(self, x, shape):
+        self.in_shape = x.shape
+        out = _try_view(x, shape)
+        if out is None:
+            raise RuntimeError(
+                "view size is not compatible with input tensor's size and stride (at least one "
+                "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
+        return out
 
 
 class ReshapeAlias(View):
@@ -480,7 +486,7 @@ def movedim(input, source, destination):
 moveaxis = movedim
 
 
-class Squeeze(ViewPrimitive):
+class Squeeze(_GradInShape, ViewPrimitive):
     batch = _batch.squeeze
 
     def forward(self, x, dims):
@@ -489,18 +495,6 @@ class Squeeze(ViewPrimitive):
             d = dims[0]
             return x.reshape(shape[:d] + shape[d + 1:])
         return x.reshape([s for i, s in enumerate(shape) if i not in dims])
-
-    def backward(self, gy):
-        return _reshape_grad(gy, self.in_shape), None
-
-    def _array_grads(self, gy, g):
-        """``backward`` on the gradient's array (``Node._array_grads``)."""
-        v = _reshape_array(self, g, self.in_shape)
-        return None if v is None else (v, None)
-
-    def vjp(self, grads, inputs, outputs, out=None):
-        """Array gradient (``Primitive.vjp``)."""
-        return [grads[0].reshape(self.in_shape), None]
 
 
 class SqueezeDim(Squeeze):
