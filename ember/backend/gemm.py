@@ -370,11 +370,15 @@ def sum_rows(g):
     time at 1024 rows of 128-384 columns (39 -> 10, 83 -> 41 us at one thread) and with
     a rounding error that grows with the number of rows (1024 x 128 normal float32:
     1.1e-6 of the largest sum against BLAS's 3.9e-7, PyTorch's 1.3e-7; 100000 x 16:
-    7.5e-6 against 3.3e-6). The same bits at any thread count (BLAS splits the columns,
-    each one's sum runs on one thread)."""
+    7.5e-6 against 3.3e-6). The same bits at any thread count: past the rows for which
+    BLAS's threads give its one-thread sums (``threads.same_bits_k``), one BLAS thread."""
     if type(g) is np.ndarray and g.ndim == 2 and g.shape[0] > 1 and \
             g.dtype.char in "fd" and g.dtype.isnative:
-        return np.matmul(np.ones(g.shape[0], g.dtype), g)
+        ones = np.ones(g.shape[0], g.dtype)
+        if _threads.MANY and g.shape[0] > _threads.same_bits_k(g.dtype.char):
+            with _threads.single_blas():
+                return np.matmul(ones, g)
+        return np.matmul(ones, g)
     return g.sum(0)
 
 

@@ -25,10 +25,22 @@ class OpenBLAS:
     """One loaded OpenBLAS library: ``num_threads`` and ``set_num_threads(n)``, the
     interface of threadpoolctl's controllers that :mod:`ember.backend.threads` uses."""
 
-    def __init__(self, path, get, set_):
+    internal_api = "openblas"
+
+    def __init__(self, path, get, set_, corename=None):
         self.filepath = path
         self._get = get
         self._set = set_
+        self._corename = corename
+
+    @property
+    def architecture(self):
+        """The name of the kernel set OpenBLAS chose for this CPU (``openblas_get_corename``,
+        as threadpoolctl reports it); None when the library does not say."""
+        if self._corename is None:
+            return None
+        name = self._corename()
+        return name.decode("ascii", "replace") if name else None
 
     @property
     def num_threads(self):
@@ -88,5 +100,8 @@ def find():
             continue
         get.restype, get.argtypes = ctypes.c_int, []
         set_.restype, set_.argtypes = None, [ctypes.c_int]
-        out.append(OpenBLAS(path, get, set_))
+        corename = _symbol(lib, "openblas_get_corename")
+        if corename is not None:
+            corename.restype, corename.argtypes = ctypes.c_char_p, []
+        out.append(OpenBLAS(path, get, set_, corename))
     return tuple(out)

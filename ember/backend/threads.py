@@ -13,7 +13,9 @@ Results do not change with the thread count. A block is only ever a range of row
 which the kernel is independent (an elementwise op, a per-sample or per-row
 computation), and each block runs exactly the NumPy calls the whole array would, so
 every value is bit-identical to the single-threaded result; reductions across the
-split axis are never split.
+split axis are never split. Products left to NumPy's BLAS keep its threads only where
+those give its one-thread bits (:func:`same_bits_k`). MKL's products (``ember[mkl]``)
+are MKL's, which, as in PyTorch, may change in the last bits with the thread count.
 
 The thread count starts from ``OMP_NUM_THREADS`` (as PyTorch's does), else
 ``OPENBLAS_NUM_THREADS`` (so that a BLAS limited by its environment variable and ember
@@ -33,7 +35,7 @@ import numpy as np
 
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
-           "matmul", "blas_rows", "flat_blocks", "binary", "unary"]
+           "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k"]
 
 
 def _default_threads():
@@ -349,6 +351,41 @@ _BLAS_THREADED_MNK = 1 << 18  # OpenBLAS runs one thread below this m*n*k by its
 _POOL_QUIET_SECONDS = 0.1
 
 
+# OpenBLAS's threaded products group an inner dimension longer than its kernel's K block
+# (GEMM_Q) otherwise than its one-thread products do, so their last bits differ from
+# there on (this OpenBLAS on SkylakeX kernels: from k = 449 in float32, 385 in float64;
+# the same for its matrix-vector products, a bias gradient's ``ones @ g`` included;
+# tests/test_threads_inner_dim.py pins both edges). Up to the block the threads split only
+# rows and columns and every element is the same sum. So BLAS's own threads take a
+# product only up to the bound measured for the kernel the library reports (keyed by
+# OpenBLAS's core name); on a kernel not measured here, none.
+_SAME_BITS_K = {"skylakex": {"f": 448, "d": 384}}
+
+
+def same_bits_k(char):
+    """The longest inner dimension for which NumPy's BLAS at several threads gives its
+    one-thread results, for the dtype ``char`` ("f" or "d"); 0 where unknown (no OpenBLAS
+    reached, or one whose kernel was not measured). NumPy's products run on OpenBLAS;
+    other BLAS libraries in the process (MKL's products are ember's own calls) do not
+    count."""
+    libs = _blas_libs()
+    known = _state.get("same_bits_k")
+    if known is None or known[0] is not libs:
+        cores = [_core_name(lib) for lib in libs
+                 if getattr(lib, "internal_api", "openblas") == "openblas"]
+        bounds = [_SAME_BITS_K.get(core, {}) for core in cores]
+        known = _state["same_bits_k"] = (libs, {
+            c: min(b.get(c, 0) for b in bounds) if bounds else 0 for c in "fd"})
+    return known[1].get(char, 0)
+
+
+def _core_name(lib):
+    """OpenBLAS's name of the kernel set it runs (``openblas_get_corename``), lowercased;
+    None when it does not say."""
+    name = getattr(lib, "architecture", None)
+    return name.lower() if isinstance(name, str) else None
+
+
 def matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)`` for two 2-D floating NumPy arrays when ember has more
     than one thread and reaches NumPy's BLAS: in row blocks on the pool (BLAS at one
@@ -357,16 +394,18 @@ def matmul(a, b, out=None):
     other kernels (see above); None when not taken (the
     caller runs ``np.matmul`` itself: small products, which BLAS runs on one thread
     anyway, and the others left to BLAS's threads)."""
-    if _state["threads"] < 2 or a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or \
+    if _state["threads"] < 2 or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or \
             a.dtype.char not in "fd" or getattr(local, "in_worker", False):
         return None
+    if a.ndim > 2 or b.ndim > 2:
+        return _batched(a, b, out)
     (m, k), n = a.shape, b.shape[-1]
     mnk = m * n * k
     if mnk < _BLAS_THREADED_MNK or b.shape[0] != k or not _all_blas():
         return None
     if mnk < _SPLIT_MNK or m < 2 * _MIN_BLOCK_ROWS or n < _MIN_BLOCK_ROWS:
-        if time.monotonic() - _state["pool_used"] > _POOL_QUIET_SECONDS and \
-                cores_to_spare():
+        if k <= same_bits_k(a.dtype.char) and cores_to_spare() and \
+                time.monotonic() - _state["pool_used"] > _POOL_QUIET_SECONDS:
             return None  # BLAS's own threads
         with single_blas():
             return np.matmul(a, b, out=out)
@@ -380,6 +419,30 @@ def matmul(a, b, out=None):
         np.matmul(a[lo:hi], b, out=out[lo:hi])
     parallel_rows(block, m, mnk >> 4, blas=True)
     return out
+
+
+def _batched(a, b, out):
+    """A stack of products (``a`` or ``b`` of more than two dims) whose inner dimension is
+    longer than :func:`same_bits_k` and each large enough for BLAS to thread it: over the
+    pool in blocks of whole matrices, BLAS at one thread per block, when both operands
+    have one batch shape; else at one BLAS thread. None for the others (BLAS's own
+    threads give the one-thread bits)."""
+    k = a.shape[-1]
+    if b.shape[-2] != k or k <= same_bits_k(a.dtype.char) or \
+            a.shape[-2] * k * b.shape[-1] < _BLAS_THREADED_MNK or not _all_blas():
+        return None
+    if a.shape[:-2] == b.shape[:-2] and a.shape[0] >= 2 and (
+            out is None or type(out) is np.ndarray and out.shape == a.shape[:-1] + b.shape[-1:]
+            and not np.may_share_memory(out, a) and not np.may_share_memory(out, b)):
+        if out is None:
+            out = np.empty(a.shape[:-1] + b.shape[-1:], a.dtype)
+
+        def block(lo, hi):
+            np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi])
+        blas_rows(block, a.shape[0], out.size * k >> 4)
+        return out
+    with single_blas():
+        return np.matmul(a, b, out=out)
 
 
 def blas_rows(fn, rows, cost):
