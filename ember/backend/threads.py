@@ -386,6 +386,15 @@ def _core_name(lib):
     return name.lower() if isinstance(name, str) else None
 
 
+BLAS_TAKES_QUIET_STEPS = False
+
+
+def _blas_may_thread(k, char):
+    # BLAS's own threads: same bits, a core to spare, ember's pool quiet
+    return k <= same_bits_k(char) and cores_to_spare() and \
+        time.monotonic() - _state["pool_used"] > _POOL_QUIET_SECONDS
+
+
 def matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)`` for two 2-D floating NumPy arrays when ember has more
     than one thread and reaches NumPy's BLAS: in row blocks on the pool (BLAS at one
@@ -403,9 +412,10 @@ def matmul(a, b, out=None):
     mnk = m * n * k
     if mnk < _BLAS_THREADED_MNK or b.shape[0] != k or not _all_blas():
         return None
+    if BLAS_TAKES_QUIET_STEPS and _blas_may_thread(k, a.dtype.char):
+        return None
     if mnk < _SPLIT_MNK or m < 2 * _MIN_BLOCK_ROWS or n < _MIN_BLOCK_ROWS:
-        if k <= same_bits_k(a.dtype.char) and cores_to_spare() and \
-                time.monotonic() - _state["pool_used"] > _POOL_QUIET_SECONDS:
+        if _blas_may_thread(k, a.dtype.char):
             return None  # BLAS's own threads
         with single_blas():
             return np.matmul(a, b, out=out)
@@ -445,11 +455,14 @@ def _batched(a, b, out):
         return np.matmul(a, b, out=out)
 
 
-def blas_rows(fn, rows, cost):
+def blas_rows(fn, rows, cost, k_free=False):
     """:func:`parallel_rows` with ``blas``, for kernels that call BLAS: when the work is
     too small to split, ``fn(0, rows)`` still runs at one BLAS thread (at more than one
     ember thread), so that BLAS's own threads are not woken (see above)."""
     if min(_state["threads"], rows, int(cost // _MIN_COST_PER_THREAD)) >= 2:
+        if BLAS_TAKES_QUIET_STEPS and k_free and _blas_may_thread(0, "f"):
+            fn(0, rows)
+            return
         parallel_rows(fn, rows, cost, blas=True)
         return
     with single_blas():
