@@ -44,17 +44,13 @@ class Acts:
         self.S, self.TC, self.CC, self.HH, self.reverse = S, TC, CC, HH, reverse
 
 
-def _gate_products(h, w_cols, P, nc):
-    """``P[slot] = h @ w_cols[:, gate]`` for the four gates of ``w_cols`` (Hout, 4H), in
-    column blocks of ``nc`` (None: one product per gate, on ``ember.backend.gemm``)."""
+def _gate_blocks(w_cols, P, nc):
+    """The (weight block, output block) pairs of ``P[slot] = h @ w_cols[:, gate]`` for the
+    four gates of ``w_cols`` (Hout, 4H), in column blocks of ``nc`` (None: one block per
+    gate): made once per sequence, so that a step slices nothing."""
     H = P.shape[2]
-    for k in range(4):
-        w, out = w_cols[:, k * H:(k + 1) * H], P[_SLOT[k]]
-        if nc is None:
-            _gemm.matmul(h, w, out=out)
-        else:
-            for j in range(0, H, nc):
-                np.matmul(h, w[:, j:j + nc], out=out[:, j:j + nc])
+    return [pair for k in range(4)
+            for pair in _column_blocks(w_cols[:, k * H:(k + 1) * H], P[_SLOT[k]], nc)]
 
 
 def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
@@ -91,24 +87,32 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
         np.negative(w_cols[:, a:b], out=w_cols[:, a:b])
     first = T if reverse else 0
     CC[first], HH[first] = c0, h0
-    # step t reads state slot t + rd and writes slot t + wr
-    rd, wr = (1, 0) if reverse else (0, 1)
+    # the step-indexed views, iterated in step order (iterating an array's first axis
+    # makes its views in C: a step indexes nothing in Python)
+    order = slice(None, None, -1) if reverse else slice(None)
+    new, old = (slice(0, T), slice(1, T + 1)) if reverse else (slice(1, T + 1), slice(0, T))
+    St = S.transpose(1, 0, 2, 3)
+    views = zip(St[order], St[:, :3][order], S[0][order], S[1][order], S[2][order],
+                S[3][order], HH[old][order], CC[old][order], CC[new][order], TC[order],
+                HH[new][order])
+    blocks = _gate_blocks(w_cols, P, nc)
+    mm = _gemm.matmul if nc is None else np.matmul
+    exp, recip, tanh, mul = np.exp, np.reciprocal, np.tanh, np.multiply
     with single_blas(T):  # one small matrix product per step
-        for t in (range(T - 1, -1, -1) if reverse else range(T)):
-            g = S[:, t]
-            _gate_products(HH[t + rd], w_cols, P, nc)
+        for g, sig, gi, gf, go, gg, hp, cp, c, tc, h in views:
+            for w, out in blocks:
+                mm(hp, w, out=out)
             g += P
-            sig = g[:3]  # sigmoid of i, f, o (exp overflows to inf where 1 / inf is 0)
-            np.exp(sig, out=sig)
+            # sigmoid of i, f, o (exp overflows to inf where 1 / inf is 0)
+            exp(sig, out=sig)
             sig += 1
-            np.reciprocal(sig, out=sig)
-            np.tanh(g[3], out=g[3])
-            c = CC[t + wr]
-            np.multiply(g[1], CC[t + rd], out=c)
-            np.multiply(g[3], g[0], out=TG)
+            recip(sig, out=sig)
+            tanh(gg, out=gg)
+            mul(gf, cp, out=c)
+            mul(gg, gi, out=TG)
             c += TG
-            np.tanh(c, out=TC[t])
-            np.multiply(g[2], TC[t], out=HH[t + wr])
+            tanh(c, out=tc)
+            mul(go, tc, out=h)
     N = T * B
     Y = (HH[:T] if reverse else HH[1:]).reshape(N, Hout)
     last = 0 if reverse else T
@@ -144,35 +148,50 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     dG = _aligned((T, B, 4 * H), dt)
     dG4 = dG.reshape(T, B, 4, H).transpose(0, 2, 1, 3)  # a gate-major view of it
     D = np.empty((4, B, H), dt)
-    dh_b, dct = np.empty((B, H), dt), np.empty((B, H), dt)
-    dc = None if gcn is None else gcn
+    D02, D1, D3 = D[0:3:2], D[1], D[3]
+    dh_b, dct, dc_b = np.empty((B, H), dt), np.empty((B, H), dt), np.empty((B, H), dt)
+    dc = gcn
     dh = ghn
     w = w_hh if nc is None else _aligned(w_hh.shape, dt, w_hh)
     prod = _aligned((B, H), dt)
-    rd = 1 if reverse else 0  # the state slot step t read
-    steps = range(T) if reverse else range(T - 1, -1, -1)
+    blocks = _column_blocks(w, prod, nc)
+    mm = _gemm.matmul if nc is None else np.matmul
+    # the step-indexed views in step order (see ``forward``); a step t read state slot
+    # t + 1 reversed, t otherwise; slots 3 and 0 of S (g, i) as one view per step
+    order = slice(None) if reverse else slice(None, None, -1)
+    views = zip(gy[order], A[order], S[3::-3].transpose(1, 0, 2, 3)[order],
+                (CC[1:] if reverse else CC[:T])[order], TC[order],
+                DER.transpose(1, 0, 2, 3)[order], dG4[order], dG[order], f[order])
+    add, mul = np.add, np.multiply
     with single_blas(T):  # one small matrix product per step
-        for n, t in enumerate(steps):
-            dh = np.add(dh, gy[t], out=dh_b)
-            np.multiply(A[t], dh, out=dct)
+        for n, (gyt, at, gi, cp, tc, der, dg4, dgt, ft) in enumerate(views):
+            dh = add(dh, gyt, out=dh_b)
+            mul(at, dh, out=dct)
             if dc is not None:
                 dct += dc
-            # dct g -> D[0] and dct i -> D[2] in one call: slots 3 and 0 of S as one view
-            np.multiply(dct, S[3::-3, t], out=D[0:3:2])
-            np.multiply(dct, CC[t + rd], out=D[1])
-            np.multiply(dh, TC[t], out=D[3])
-            np.multiply(D, DER[:, t], out=dG4[t])
+            mul(dct, gi, out=D02)  # dct g -> D[0] and dct i -> D[2] in one call
+            mul(dct, cp, out=D1)
+            mul(dh, tc, out=D3)
+            mul(D, der, out=dg4)
             if n == T - 1:  # the last step's carried gradients are the first state's
                 dh = None
                 if need_h0:
                     dh = _aligned((B, H), dt)
-                    _product(dG[t], w, dh, nc)
-                dc = np.multiply(dct, f[t])
+                    _product(dgt, w, dh, nc)
+                dc = mul(dct, ft)
                 break
-            _product(dG[t], w, prod, nc)
+            for wb, out in blocks:
+                mm(dgt, wb, out=out)
             dh = prod
-            dc = np.multiply(dct, f[t], out=dc if dc is not None and dc is not gcn else None)
+            dc = mul(dct, ft, out=dc_b)
     return dG.reshape(T * B, 4 * H), dh, dc
+
+
+def _column_blocks(b, out, nc):
+    """The (column block of ``b``, block of ``out``) pairs of ``out = a @ b`` in blocks
+    of ``nc`` columns (None: the whole product)."""
+    n = b.shape[1] if nc is None else nc
+    return [(b[:, j:j + n], out[:, j:j + n]) for j in range(0, b.shape[1], n)]
 
 
 def _product(a, b, out, nc):
