@@ -40,7 +40,7 @@ def _run(monkeypatch, padded, args, bs, reverse, grads):
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("blocks", ["gates", "half gates", "whole"])
-@pytest.mark.parametrize("steps", [5, 1])
+@pytest.mark.parametrize("steps", [5, 1, 19])  # 19: chunks of the backward's factors
 def test_padded_loop_against_the_general_loop(dt, reverse, bias, blocks, steps,
                                               monkeypatch):
     rng = np.random.default_rng(7)

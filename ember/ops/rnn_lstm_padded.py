@@ -16,8 +16,11 @@ loop lays the sequence out to need few calls, each over contiguous memory:
 - the recurrent product is computed gate by gate (in ``_rnn_blas.column_block``'s column
   blocks where OpenBLAS's small-matrix kernel applies), each into its contiguous slot;
 - the backward computes the step-independent factors -- ``(1 - tanh(c)**2) o`` and the
-  gate derivatives ``s (1 - s)``, ``1 - g**2`` -- in whole-sequence passes, leaving
-  nine elementwise calls and the product per step.
+  gate derivatives ``s (1 - s)``, ``1 - g**2`` -- in passes over chunks of ``_CHUNK``
+  steps (still in cache when the steps read them), leaving seven elementwise calls and
+  the product per step;
+- a step indexes nothing in Python: its views come from iterating arrays' first axes,
+  and the products' column blocks are sliced once per sequence.
 
 The float operations and their order are the general loop's, so values are its bits
 wherever the products are split the same way (the gate gradients ``dG`` keep its
@@ -34,6 +37,10 @@ __all__ = []
 
 # the slot of each of PyTorch's gates (i, f, g, o) in a step's gate-major block
 _SLOT = (0, 1, 3, 2)
+# the backward computes its step-independent factors for this many steps at a time:
+# about 0.5 MB of them for a (32, 128) batch, so that they are still in cache when the
+# steps read them (the whole sequence's, some MB, would not be)
+_CHUNK = 8
 
 
 class Acts:
@@ -134,17 +141,10 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     T, B, H = TC.shape
     dt = S.dtype
     gy = gy.reshape(T, B, -1)
-    _, f, o, g = S
-    # the step-independent factors, in the general loop's order of operations
-    A = np.multiply(TC, TC)
-    np.subtract(1, A, out=A)
-    A *= o  # (1 - tanh(c)**2) o
-    DER = np.empty((4, T, B, H), dt)  # the gates' derivatives, PyTorch's order
-    for k in (0, 1, 3):  # s (1 - s)
-        np.subtract(1, S[_SLOT[k]], out=DER[k])
-        DER[k] *= S[_SLOT[k]]
-    np.multiply(g, g, out=DER[2])  # 1 - g**2
-    np.subtract(1, DER[2], out=DER[2])
+    f = S[1]
+    K = min(T, _CHUNK)
+    A = np.empty((K, B, H), dt)  # (1 - tanh(c)**2) o, for a chunk of steps
+    DER = np.empty((4, K, B, H), dt)  # the gates' derivatives, PyTorch's order
     dG = _aligned((T, B, 4 * H), dt)
     dG4 = dG.reshape(T, B, 4, H).transpose(0, 2, 1, 3)  # a gate-major view of it
     D = np.empty((4, B, H), dt)
@@ -156,35 +156,61 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     prod = _aligned((B, H), dt)
     blocks = _column_blocks(w, prod, nc)
     mm = _gemm.matmul if nc is None else np.matmul
-    # the step-indexed views in step order (see ``forward``); a step t read state slot
-    # t + 1 reversed, t otherwise; slots 3 and 0 of S (g, i) as one view per step
-    order = slice(None) if reverse else slice(None, None, -1)
-    views = zip(gy[order], A[order], S[3::-3].transpose(1, 0, 2, 3)[order],
-                (CC[1:] if reverse else CC[:T])[order], TC[order],
-                DER.transpose(1, 0, 2, 3)[order], dG4[order], dG[order], f[order])
+    # a step t read state slot t + 1 reversed, t otherwise; slots 3 and 0 of S (g, i) as
+    # one view per step
+    Cp = CC[1:] if reverse else CC[:T]
+    GI = S[3::-3].transpose(1, 0, 2, 3)
     add, mul = np.add, np.multiply
+    n = 0
     with single_blas(T):  # one small matrix product per step
-        for n, (gyt, at, gi, cp, tc, der, dg4, dgt, ft) in enumerate(views):
-            dh = add(dh, gyt, out=dh_b)
-            mul(at, dh, out=dct)
-            if dc is not None:
-                dct += dc
-            mul(dct, gi, out=D02)  # dct g -> D[0] and dct i -> D[2] in one call
-            mul(dct, cp, out=D1)
-            mul(dh, tc, out=D3)
-            mul(D, der, out=dg4)
-            if n == T - 1:  # the last step's carried gradients are the first state's
-                dh = None
-                if need_h0:
-                    dh = _aligned((B, H), dt)
-                    _product(dgt, w, dh, nc)
-                dc = mul(dct, ft)
-                break
-            for wb, out in blocks:
-                mm(dgt, wb, out=out)
-            dh = prod
-            dc = mul(dct, ft, out=dc_b)
+        for a in (range(0, T, K) if reverse else range(T - K, -K, -K)):
+            c0 = max(a, 0)
+            ch = slice(c0, min(a + K, T))
+            k = ch.stop - c0
+            _factors(S, TC, ch, A[:k], DER[:, :k])
+            # the step-indexed views in step order (see ``forward``)
+            order = slice(None) if reverse else slice(None, None, -1)
+            views = zip(gy[ch][order], A[:k][order], GI[ch][order], Cp[ch][order],
+                        TC[ch][order], DER[:, :k].transpose(1, 0, 2, 3)[order],
+                        dG4[ch][order], dG[ch][order], f[ch][order])
+            for gyt, at, gi, cp, tc, der, dg4, dgt, ft in views:
+                dh = add(dh, gyt, out=dh_b)
+                mul(at, dh, out=dct)
+                if dc is not None:
+                    dct += dc
+                mul(dct, gi, out=D02)  # dct g -> D[0] and dct i -> D[2] in one call
+                mul(dct, cp, out=D1)
+                mul(dh, tc, out=D3)
+                mul(D, der, out=dg4)
+                n += 1
+                if n == T:  # the last step's carried gradients are the first state's
+                    dh = None
+                    if need_h0:
+                        dh = _aligned((B, H), dt)
+                        _product(dgt, w, dh, nc)
+                    dc = mul(dct, ft)
+                    break
+                for wb, out in blocks:
+                    mm(dgt, wb, out=out)
+                dh = prod
+                dc = mul(dct, ft, out=dc_b)
     return dG.reshape(T * B, 4 * H), dh, dc
+
+
+def _factors(S, TC, ch, A, DER):
+    """The backward's step-independent factors for the steps ``ch``, into ``A``
+    (``(1 - tanh(c)**2) o``) and ``DER`` (the gates' derivatives, ``s (1 - s)`` and
+    ``1 - g**2``, PyTorch's order), in the general loop's order of operations."""
+    np.multiply(TC[ch], TC[ch], out=A)
+    np.subtract(1, A, out=A)
+    A *= S[2, ch]
+    for k in (0, 1, 3):
+        s = S[_SLOT[k], ch]
+        np.subtract(1, s, out=DER[k])
+        DER[k] *= s
+    g2 = DER[2]
+    np.multiply(S[3, ch], S[3, ch], out=g2)
+    np.subtract(1, g2, out=g2)
 
 
 def _column_blocks(b, out, nc):
