@@ -57,9 +57,12 @@ def test_padded_loop_against_the_general_loop(dt, reverse, bias, blocks, steps,
         results.append(_run(monkeypatch, padded, args, bs, reverse, grads))
     got, want = results
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    # the biases' gradients (the last two with a bias): the padded loop sums dG's rows by
+    # a product with ones, the general loop by a reduction: within rounding
+    summed = 2 if bias else 0
+    for i, (g, w) in enumerate(zip(got, want)):
         assert g.dtype == w.dtype and g.shape == w.shape
-        if nc is None:
+        if nc is None or i >= len(got) - summed:
             np.testing.assert_allclose(g, w, rtol=1e-5 if dt == np.float32 else 1e-12,
                                        atol=1e-5 if dt == np.float32 else 1e-12)
         else:

@@ -197,6 +197,13 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     return dG.reshape(T * B, 4 * H), dh, dc
 
 
+def column_sums(a):
+    """The sums of the columns of a 2-D array (the biases' gradients from ``dG``), as a
+    product with a row of ones: BLAS's matrix-vector kernel reads ``a`` once, in rows,
+    at about twice the speed of NumPy's reduction over the first axis."""
+    return np.matmul(np.ones(a.shape[0], a.dtype), a)
+
+
 def _factors(S, TC, ch, A, DER):
     """The backward's step-independent factors for the steps ``ch``, into ``A``
     (``(1 - tanh(c)**2) o``) and ``DER`` (the gates' derivatives, ``s (1 - s)`` and
