@@ -17,7 +17,7 @@ loop lays the sequence out to need few calls, each over contiguous memory:
   blocks where OpenBLAS's small-matrix kernel applies), each into its contiguous slot;
 - the backward computes the step-independent factors -- ``(1 - tanh(c)**2) o`` and the
   gate derivatives ``s (1 - s)``, ``1 - g**2`` -- in passes over chunks of ``_CHUNK``
-  steps (still in cache when the steps read them), leaving seven elementwise calls and
+  steps (still in cache when the steps read them), leaving eight elementwise calls and
   the product per step;
 - a step indexes nothing in Python: its views come from iterating arrays' first axes,
   and the products' column blocks are sliced once per sequence.
