@@ -70,7 +70,10 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
     # the sigmoid gates' pre-activations are kept negated, from negated weights: rounding
     # is symmetric in sign, so they are exactly the negation, and the sigmoid
     # 1 / (1 + exp(-z)) needs no pass to negate them
-    for k in range(4):  # the input projection gate by gate, each into its slot
+    if w_ih is not None and bias is not None:
+        _projection_with_bias(x, w_ih, bias, S2, dt)
+    for k in range(4 if w_ih is None or bias is None else 0):
+        # the input projection gate by gate, each into its slot
         out, cols, neg = S2[_SLOT[k]], slice(k * H, (k + 1) * H), k != 2
         if w_ih is None:
             if neg:
@@ -124,6 +127,28 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
     Y = (HH[:T] if reverse else HH[1:]).reshape(N, Hout)
     last = 0 if reverse else T
     return Y, HH[last] * 1, CC[last] * 1, Acts(S, TC, CC, HH, reverse)
+
+
+def _projection_with_bias(x, w_ih, bias, S2, dt):
+    """The input projection and its bias gate by gate into the slots of ``S2`` (4, N, H),
+    the sigmoid gates' negated: ``[x | 1] @ [w.T ; b]``, the bias the product's last
+    term, so the sum is the one of ``x @ w.T`` then ``+ b`` (the same bits) without a
+    pass over the slots to add it."""
+    N, I = x.shape
+    H = S2.shape[2]
+    xa = np.empty((N, I + 1), dt)
+    xa[:, :I] = x
+    xa[:, I] = 1
+    wa = np.empty((I + 1, H), dt)
+    for k in range(4):
+        cols, neg = slice(k * H, (k + 1) * H), k != 2
+        if neg:
+            np.negative(w_ih[cols].T, out=wa[:I])
+            np.negative(bias[cols], out=wa[I])
+        else:
+            wa[:I] = w_ih[cols].T
+            wa[I] = bias[cols]
+        _gemm.matmul(xa, wa, out=S2[_SLOT[k]])
 
 
 def previous_hidden(acts):
