@@ -122,7 +122,7 @@ def test_projection_with_its_bias_in_the_product():
         x = rng.standard_normal((n, i)).astype(np.float32)
         w = rng.standard_normal((4 * h, i)).astype(np.float32)
         b = rng.standard_normal(4 * h).astype(np.float32)
-        S2 = np.empty((4, n, h), np.float32)
+        S2 = np.empty((5, n, h), np.float32)
         rnn_lstm_padded._projection_with_bias(x, w, b, S2, np.float32)
         ref = x.astype(np.float64) @ w.T.astype(np.float64) + b
         scale = np.abs(x).astype(np.float64) @ np.abs(w.T).astype(np.float64) + np.abs(b)

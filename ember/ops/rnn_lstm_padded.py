@@ -6,19 +6,21 @@ Each NumPy call over a (32, 128) block costs about as much in dispatch as in ari
 and a strided slice (one gate of a (B, 4H) row) several times a contiguous one, so this
 loop lays the sequence out to need few calls, each over contiguous memory:
 
-- the gate pre-activations are kept gate-major, ``S`` (4, T, B, H), in slots ``i, f, o,
-  g``: a step's gate is a contiguous (B, H) block, its three sigmoid gates three such
-  blocks (one NumPy inner loop each), and the input projection is computed gate by gate
+- the gate pre-activations are kept gate-major, ``S`` (5, T, B, H), in slots ``g, c, i,
+  f, o`` (``c``: the step's previous cell state): a step's gate is a contiguous (B, H)
+  block, its three sigmoid gates three such blocks (one NumPy inner loop each), the cell
+  update's two products one call over (f, i) and (c, g), the backward's three products
+  with ``dc`` one call over (g, c, i); the input projection is computed gate by gate
   straight into the slots;
-- the states live in ``(T + 1)``-step buffers (the first state, then each step's), so a
-  step reads its previous state in place and nothing is copied to keep it for the
-  backward;
+- the hidden states live in a ``(T + 1)``-step buffer (the first state, then each
+  step's) and each cell state in the next step's slot ``c``, so a step reads its
+  previous state in place and nothing is copied to keep it for the backward;
 - the recurrent product is computed gate by gate (in ``_rnn_blas.column_block``'s column
   blocks where OpenBLAS's small-matrix kernel applies), each into its contiguous slot;
 - the backward computes the step-independent factors -- ``(1 - tanh(c)**2) o`` and the
   gate derivatives ``s (1 - s)``, ``1 - g**2`` -- in passes over chunks of ``_CHUNK``
-  steps (still in cache when the steps read them), leaving eight elementwise calls and
-  the product per step;
+  steps (still in cache when the steps read them), leaving seven elementwise calls and
+  the product per step (the forward: nine);
 - a step indexes nothing in Python: its views come from iterating arrays' first axes,
   and the products' column blocks are sliced once per sequence.
 
@@ -26,6 +28,8 @@ The float operations and their order are the general loop's, so values are its b
 wherever the products are split the same way (the gate gradients ``dG`` keep its
 (N, 4H) layout: the recurrent and weight products are unchanged).
 """
+import itertools
+
 import numpy as np
 
 from ember.backend import gemm as _gemm
@@ -35,8 +39,11 @@ from ember.ops._rnn_blas import transpose as _transpose
 
 __all__ = []
 
-# the slot of each of PyTorch's gates (i, f, g, o) in a step's gate-major block
-_SLOT = (0, 1, 3, 2)
+# The slots of a step's gate-major block: g, the previous cell state c, then the sigmoid
+# gates i, f, o. Laid out so that one view serves each of three pairings: (i, f, o) as
+# one block for the sigmoid, (f, i) against (c, g) for the cell update ``f c + i g`` in
+# one multiply, and (g, c, i) for the backward's ``dc * (g, c, i)`` in one multiply.
+_SLOT = (2, 3, 0, 4)  # the slot of each of PyTorch's gates (i, f, g, o)
 # the backward computes its step-independent factors for this many steps at a time:
 # about 0.5 MB of them for a (32, 128) batch, so that they are still in cache when the
 # steps read them (the whole sequence's, some MB, would not be)
@@ -45,10 +52,10 @@ _CHUNK = 8
 
 class Acts:
     """What the padded forward keeps for its backward (the general loop keeps a tuple)."""
-    __slots__ = ("S", "TC", "CC", "HH", "reverse")
+    __slots__ = ("S", "TC", "HH", "reverse")
 
-    def __init__(self, S, TC, CC, HH, reverse):
-        self.S, self.TC, self.CC, self.HH, self.reverse = S, TC, CC, HH, reverse
+    def __init__(self, S, TC, HH, reverse):
+        self.S, self.TC, self.HH, self.reverse = S, TC, HH, reverse
 
 
 def _gate_blocks(w_cols, P, nc):
@@ -65,8 +72,8 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
     where ``w_ih`` is None); returns (y, h_n, c_n, Acts)."""
     B, H, Hout = c0.shape[0], c0.shape[1], h0.shape[1]
     dt = np.result_type(x, w_hh) if w_ih is None else np.result_type(x, w_ih)
-    S = _aligned((4, T, B, H), dt)
-    S2 = S.reshape(4, T * B, H)
+    S = _aligned((5, T, B, H), dt)  # the slots of ``_SLOT``; slot 1 each step's c_prev
+    S2 = S.reshape(5, T * B, H)
     # the sigmoid gates' pre-activations are kept negated, from negated weights: rounding
     # is symmetric in sign, so they are exactly the negation, and the sigmoid
     # 1 / (1 + exp(-z)) needs no pass to negate them
@@ -87,29 +94,35 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
                 out -= bias[cols]
             else:
                 out += bias[cols]
-    CC = np.empty((T + 1, B, H), dt)
     HH = _aligned((T + 1, B, Hout), dt)
     TC = np.empty((T, B, H), dt)
-    TG = np.empty((B, H), dt)  # i * g of a step
-    P = _aligned((4, B, H), dt)
+    cn = np.empty((B, H), dt)  # the last step's c (the others go to the next's slot 1)
+    F2 = np.empty((2, B, H), dt)  # f c_prev and i g of a step
+    P = _aligned((5, B, H), dt)
+    # slot 1 of a step's block is its c_prev, which the add of the recurrent product
+    # leaves as it is: x + (-0.0) is x for every x, signed zeros included
+    P[1] = -0.0
     w_cols = _transpose(w_hh, _aligned((Hout, 4 * H), w_hh.dtype))  # BLAS's transposition
     for a, b in ((0, 2 * H), (3 * H, 4 * H)):  # i, f, o negated (see above)
         np.negative(w_cols[:, a:b], out=w_cols[:, a:b])
     first = T if reverse else 0
-    CC[first], HH[first] = c0, h0
+    HH[first] = h0
+    S[1, T - 1 if reverse else 0] = c0
     # the step-indexed views, iterated in step order (iterating an array's first axis
-    # makes its views in C: a step indexes nothing in Python)
+    # makes its views in C: a step indexes nothing in Python); step t writes its c into
+    # slot 1 of the next step's block
     order = slice(None, None, -1) if reverse else slice(None)
     new, old = (slice(0, T), slice(1, T + 1)) if reverse else (slice(1, T + 1), slice(0, T))
     St = S.transpose(1, 0, 2, 3)
-    views = zip(St[order], St[:, :3][order], S[0][order], S[1][order], S[2][order],
-                S[3][order], HH[old][order], CC[old][order], CC[new][order], TC[order],
-                HH[new][order])
+    c_out = itertools.chain(S[1, :T - 1][::-1] if reverse else S[1, 1:], (cn,))
+    views = zip(St[order], St[:, 2:][order], St[:, 3:1:-1][order], St[:, 1::-1][order],
+                S[0][order], S[4][order], HH[old][order], c_out, TC[order], HH[new][order])
     blocks = _gate_blocks(w_cols, P, nc)
     mm = _gemm.matmul if nc is None else np.matmul
-    exp, recip, tanh, mul = np.exp, np.reciprocal, np.tanh, np.multiply
+    exp, recip, tanh, mul, add = np.exp, np.reciprocal, np.tanh, np.multiply, np.add
+    fc, ig = F2
     with single_blas(T):  # one small matrix product per step
-        for g, sig, gi, gf, go, gg, hp, cp, c, tc, h in views:
+        for g, sig, fi, cg, gg, go, hp, c, tc, h in views:
             for w, out in blocks:
                 mm(hp, w, out=out)
             g += P
@@ -118,19 +131,18 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
             sig += 1
             recip(sig, out=sig)
             tanh(gg, out=gg)
-            mul(gf, cp, out=c)
-            mul(gg, gi, out=TG)
-            c += TG
+            mul(fi, cg, out=F2)  # f c_prev and i g
+            add(fc, ig, out=c)
             tanh(c, out=tc)
             mul(go, tc, out=h)
     N = T * B
     Y = (HH[:T] if reverse else HH[1:]).reshape(N, Hout)
     last = 0 if reverse else T
-    return Y, HH[last] * 1, CC[last] * 1, Acts(S, TC, CC, HH, reverse)
+    return Y, HH[last] * 1, cn, Acts(S, TC, HH, reverse)
 
 
 def _projection_with_bias(x, w_ih, bias, S2, dt):
-    """The input projection and its bias gate by gate into the slots of ``S2`` (4, N, H),
+    """The input projection and its bias gate by gate into the slots of ``S2`` (5, N, H),
     the sigmoid gates' negated: ``[x | 1] @ [w.T ; b]``, the bias the product's last
     term, so the sum is the one of ``x @ w.T`` then ``+ b`` (the same bits) without a
     pass over the slots to add it."""
@@ -162,18 +174,18 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     """Backpropagation through time over the padded forward's ``acts``: returns the gate
     gradients ``dG`` (N, 4H), in PyTorch's gate order, and the first state's gradients
     (``dh0`` None unless ``need_h0``)."""
-    S, TC, CC, reverse = acts.S, acts.TC, acts.CC, acts.reverse
+    S, TC, reverse = acts.S, acts.TC, acts.reverse
     T, B, H = TC.shape
     dt = S.dtype
     gy = gy.reshape(T, B, -1)
-    f = S[1]
+    f = S[_SLOT[1]]
     K = min(T, _CHUNK)
     A = np.empty((K, B, H), dt)  # (1 - tanh(c)**2) o, for a chunk of steps
     DER = np.empty((4, K, B, H), dt)  # the gates' derivatives, PyTorch's order
     dG = _aligned((T, B, 4 * H), dt)
     dG4 = dG.reshape(T, B, 4, H).transpose(0, 2, 1, 3)  # a gate-major view of it
     D = np.empty((4, B, H), dt)
-    D02, D1, D3 = D[0:3:2], D[1], D[3]
+    D012, D3 = D[:3], D[3]
     dh_b, dct, dc_b = np.empty((B, H), dt), np.empty((B, H), dt), np.empty((B, H), dt)
     dc = gcn
     dh = ghn
@@ -181,10 +193,8 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     prod = _aligned((B, H), dt)
     blocks = _column_blocks(w, prod, nc)
     mm = _gemm.matmul if nc is None else np.matmul
-    # a step t read state slot t + 1 reversed, t otherwise; slots 3 and 0 of S (g, i) as
-    # one view per step
-    Cp = CC[1:] if reverse else CC[:T]
-    GI = S[3::-3].transpose(1, 0, 2, 3)
+    # slots 0-2 of S, (g, c_prev, i): the factors of dc for the gradients of i, f, g
+    GCI = S[:3].transpose(1, 0, 2, 3)
     add, mul = np.add, np.multiply
     n = 0
     with single_blas(T):  # one small matrix product per step
@@ -195,16 +205,15 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
             _factors(S, TC, ch, A[:k], DER[:, :k])
             # the step-indexed views in step order (see ``forward``)
             order = slice(None) if reverse else slice(None, None, -1)
-            views = zip(gy[ch][order], A[:k][order], GI[ch][order], Cp[ch][order],
-                        TC[ch][order], DER[:, :k].transpose(1, 0, 2, 3)[order],
-                        dG4[ch][order], dG[ch][order], f[ch][order])
-            for gyt, at, gi, cp, tc, der, dg4, dgt, ft in views:
+            views = zip(gy[ch][order], A[:k][order], GCI[ch][order], TC[ch][order],
+                        DER[:, :k].transpose(1, 0, 2, 3)[order], dG4[ch][order],
+                        dG[ch][order], f[ch][order])
+            for gyt, at, gci, tc, der, dg4, dgt, ft in views:
                 dh = add(dh, gyt, out=dh_b)
                 mul(at, dh, out=dct)
                 if dc is not None:
                     dct += dc
-                mul(dct, gi, out=D02)  # dct g -> D[0] and dct i -> D[2] in one call
-                mul(dct, cp, out=D1)
+                mul(dct, gci, out=D012)  # dc g, dc c_prev, dc i
                 mul(dh, tc, out=D3)
                 mul(D, der, out=dg4)
                 n += 1
@@ -235,13 +244,14 @@ def _factors(S, TC, ch, A, DER):
     ``1 - g**2``, PyTorch's order), in the general loop's order of operations."""
     np.multiply(TC[ch], TC[ch], out=A)
     np.subtract(1, A, out=A)
-    A *= S[2, ch]
+    A *= S[_SLOT[3], ch]
     for k in (0, 1, 3):
         s = S[_SLOT[k], ch]
         np.subtract(1, s, out=DER[k])
         DER[k] *= s
     g2 = DER[2]
-    np.multiply(S[3, ch], S[3, ch], out=g2)
+    g = S[_SLOT[2], ch]
+    np.multiply(g, g, out=g2)
     np.subtract(1, g2, out=g2)
 
 
