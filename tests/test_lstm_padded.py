@@ -1,6 +1,6 @@
 """The LSTM's NumPy loop over a padded batch (ember/ops/rnn_lstm_padded.py, the default
 install's path): the general per-step loop's values bit for bit where both split the
-recurrent products alike, within rounding where they do not, and torch's."""
+recurrent products alike and there is no bias, within rounding otherwise, and torch's."""
 import numpy as np
 import pytest
 import torch
@@ -40,7 +40,7 @@ def _run(monkeypatch, padded, args, bs, reverse, grads):
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("blocks", ["gates", "half gates", "whole"])
-@pytest.mark.parametrize("steps", [5, 1])
+@pytest.mark.parametrize("steps", [5, 1, 19])  # 19: chunks of the backward's factors
 def test_padded_loop_against_the_general_loop(dt, reverse, bias, blocks, steps,
                                               monkeypatch):
     rng = np.random.default_rng(7)
@@ -57,9 +57,12 @@ def test_padded_loop_against_the_general_loop(dt, reverse, bias, blocks, steps,
         results.append(_run(monkeypatch, padded, args, bs, reverse, grads))
     got, want = results
     assert len(got) == len(want)
+    # with a bias the padded loop adds it inside the input projection's product (as its
+    # last term: the same bits for most widths, not all) and sums dG's rows for the
+    # biases' gradients by a product with ones: within rounding then
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
-        if nc is None:
+        if nc is None or bias:
             np.testing.assert_allclose(g, w, rtol=1e-5 if dt == np.float32 else 1e-12,
                                        atol=1e-5 if dt == np.float32 else 1e-12)
         else:
@@ -108,3 +111,22 @@ def test_module_on_the_padded_loop_matches_torch(batch_first, monkeypatch):
     for t, e in zip(*outs):
         np.testing.assert_allclose(e.detach().numpy(), t.detach().numpy(), rtol=1e-4,
                                    atol=1e-5)
+
+
+def test_projection_with_its_bias_in_the_product():
+    """The input projection with the bias as the product's last term: each gate's slot
+    (the sigmoid gates' negated) against x @ w.T + b in float64, for widths where the
+    bits do and do not equal the separate addition's."""
+    rng = np.random.default_rng(5)
+    for n, i, h in ((1024, 64, 128), (35, 100, 50), (8, 1, 3)):
+        x = rng.standard_normal((n, i)).astype(np.float32)
+        w = rng.standard_normal((4 * h, i)).astype(np.float32)
+        b = rng.standard_normal(4 * h).astype(np.float32)
+        S2 = np.empty((5, n, h), np.float32)
+        rnn_lstm_padded._projection_with_bias(x, w, b, S2, np.float32)
+        ref = x.astype(np.float64) @ w.T.astype(np.float64) + b
+        scale = np.abs(x).astype(np.float64) @ np.abs(w.T).astype(np.float64) + np.abs(b)
+        for k, slot in enumerate(rnn_lstm_padded._SLOT):
+            want = ref[:, k * h:(k + 1) * h] * (1 if k == 2 else -1)
+            err = np.abs(S2[slot] - want) / scale[:, k * h:(k + 1) * h]
+            assert err.max() < 1e-6 * (i + 1)

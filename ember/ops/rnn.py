@@ -259,18 +259,20 @@ def _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts):
     return dh, dc
 
 
-def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None):
+def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None, colsum=None):
     """Gradients of x, w_ih, w_hh, b_ih, b_hh, w_hr from the gate gradients of all steps
     (``dG`` on the input side, ``dGh`` on the recurrent side). Without ``w_ih`` the
-    layer's input ``x`` is its input projection itself, whose gradient is ``dG``."""
+    layer's input ``x`` is its input projection itself, whose gradient is ``dG``.
+    ``colsum`` sums the rows of ``dG`` for the biases (default: ``.sum(0)``)."""
     dx = (dG if w_ih is None else _mm(dG, w_ih)) if needs[0] else None
     dw_ih = _mm(dG.T, x) if needs[3] else None
     dw_hh = _mm(dGh.T, hp) if needs[4] else None
-    db_ih = dG.sum(0) if needs[5] else None
+    colsum = colsum or (lambda a: a.sum(0))
+    db_ih = colsum(dG) if needs[5] else None
     db_hh = None
     if needs[6]:
         # two leaves must not share one gradient array: a copy, not the same sum
-        db_hh = dGh.sum(0) if dGh is not dG or db_ih is None else db_ih * 1
+        db_hh = colsum(dGh) if dGh is not dG or db_ih is None else db_ih * 1
     dw_hr = _mm(dhs.T, mm) if dhs is not None and needs[7] else None
     return dx, dw_ih, dw_hh, db_ih, db_hh, dw_hr
 
@@ -493,7 +495,8 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
         H = acts.TC.shape[2]
         nc = _blocks(xp, acts.S, acts.TC, w_hh, ghn.shape[0], H, 4 * H)
         dG, dh0, dc0 = _padded.backward(gy, ghn, gcn, acts, w_hh, nc, needs[1])
-        grads = _param_grads(dG, dG, _padded.previous_hidden(acts), x, w_ih, needs)
+        grads = _param_grads(dG, dG, _padded.previous_hidden(acts), x, w_ih, needs,
+                             colsum=_padded.column_sums)
         return (grads[0], dh0 if needs[1] else None, dc0 if needs[2] else None) + grads[1:]
     S, TC, Cp, Hp, M = acts
     m = _NP_MATH if xp is np else _ArrayMath(xp)

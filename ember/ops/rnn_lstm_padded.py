@@ -6,23 +6,30 @@ Each NumPy call over a (32, 128) block costs about as much in dispatch as in ari
 and a strided slice (one gate of a (B, 4H) row) several times a contiguous one, so this
 loop lays the sequence out to need few calls, each over contiguous memory:
 
-- the gate pre-activations are kept gate-major, ``S`` (4, T, B, H), in slots ``i, f, o,
-  g``: a step's gate is a contiguous (B, H) block, its three sigmoid gates three such
-  blocks (one NumPy inner loop each), and the input projection is computed gate by gate
+- the gate pre-activations are kept gate-major, ``S`` (5, T, B, H), in slots ``g, c, i,
+  f, o`` (``c``: the step's previous cell state): a step's gate is a contiguous (B, H)
+  block, its three sigmoid gates three such blocks (one NumPy inner loop each), the cell
+  update's two products one call over (f, i) and (c, g), the backward's three products
+  with ``dc`` one call over (g, c, i); the input projection is computed gate by gate
   straight into the slots;
-- the states live in ``(T + 1)``-step buffers (the first state, then each step's), so a
-  step reads its previous state in place and nothing is copied to keep it for the
-  backward;
+- the hidden states live in a ``(T + 1)``-step buffer (the first state, then each
+  step's) and each cell state in the next step's slot ``c``, so a step reads its
+  previous state in place and nothing is copied to keep it for the backward;
 - the recurrent product is computed gate by gate (in ``_rnn_blas.column_block``'s column
   blocks where OpenBLAS's small-matrix kernel applies), each into its contiguous slot;
 - the backward computes the step-independent factors -- ``(1 - tanh(c)**2) o`` and the
-  gate derivatives ``s (1 - s)``, ``1 - g**2`` -- in whole-sequence passes, leaving
-  nine elementwise calls and the product per step.
+  gate derivatives ``s (1 - s)``, ``1 - g**2`` -- in passes over chunks of ``_CHUNK``
+  steps (still in cache when the steps read them), leaving seven elementwise calls and
+  the product per step (the forward: nine);
+- a step indexes nothing in Python: its views come from iterating arrays' first axes,
+  and the products' column blocks are sliced once per sequence.
 
 The float operations and their order are the general loop's, so values are its bits
 wherever the products are split the same way (the gate gradients ``dG`` keep its
 (N, 4H) layout: the recurrent and weight products are unchanged).
 """
+import itertools
+
 import numpy as np
 
 from ember.backend import gemm as _gemm
@@ -32,29 +39,32 @@ from ember.ops._rnn_blas import transpose as _transpose
 
 __all__ = []
 
-# the slot of each of PyTorch's gates (i, f, g, o) in a step's gate-major block
-_SLOT = (0, 1, 3, 2)
+# The slots of a step's gate-major block: g, the previous cell state c, then the sigmoid
+# gates i, f, o. Laid out so that one view serves each of three pairings: (i, f, o) as
+# one block for the sigmoid, (f, i) against (c, g) for the cell update ``f c + i g`` in
+# one multiply, and (g, c, i) for the backward's ``dc * (g, c, i)`` in one multiply.
+_SLOT = (2, 3, 0, 4)  # the slot of each of PyTorch's gates (i, f, g, o)
+# the backward computes its step-independent factors for this many steps at a time:
+# about 0.5 MB of them for a (32, 128) batch, so that they are still in cache when the
+# steps read them (the whole sequence's, some MB, would not be)
+_CHUNK = 8
 
 
 class Acts:
     """What the padded forward keeps for its backward (the general loop keeps a tuple)."""
-    __slots__ = ("S", "TC", "CC", "HH", "reverse")
+    __slots__ = ("S", "TC", "HH", "reverse")
 
-    def __init__(self, S, TC, CC, HH, reverse):
-        self.S, self.TC, self.CC, self.HH, self.reverse = S, TC, CC, HH, reverse
+    def __init__(self, S, TC, HH, reverse):
+        self.S, self.TC, self.HH, self.reverse = S, TC, HH, reverse
 
 
-def _gate_products(h, w_cols, P, nc):
-    """``P[slot] = h @ w_cols[:, gate]`` for the four gates of ``w_cols`` (Hout, 4H), in
-    column blocks of ``nc`` (None: one product per gate, on ``ember.backend.gemm``)."""
+def _gate_blocks(w_cols, P, nc):
+    """The (weight block, output block) pairs of ``P[slot] = h @ w_cols[:, gate]`` for the
+    four gates of ``w_cols`` (Hout, 4H), in column blocks of ``nc`` (None: one block per
+    gate): made once per sequence, so that a step slices nothing."""
     H = P.shape[2]
-    for k in range(4):
-        w, out = w_cols[:, k * H:(k + 1) * H], P[_SLOT[k]]
-        if nc is None:
-            _gemm.matmul(h, w, out=out)
-        else:
-            for j in range(0, H, nc):
-                np.matmul(h, w[:, j:j + nc], out=out[:, j:j + nc])
+    return [pair for k in range(4)
+            for pair in _column_blocks(w_cols[:, k * H:(k + 1) * H], P[_SLOT[k]], nc)]
 
 
 def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
@@ -62,12 +72,15 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
     where ``w_ih`` is None); returns (y, h_n, c_n, Acts)."""
     B, H, Hout = c0.shape[0], c0.shape[1], h0.shape[1]
     dt = np.result_type(x, w_hh) if w_ih is None else np.result_type(x, w_ih)
-    S = _aligned((4, T, B, H), dt)
-    S2 = S.reshape(4, T * B, H)
+    S = _aligned((5, T, B, H), dt)  # the slots of ``_SLOT``; slot 1 each step's c_prev
+    S2 = S.reshape(5, T * B, H)
     # the sigmoid gates' pre-activations are kept negated, from negated weights: rounding
     # is symmetric in sign, so they are exactly the negation, and the sigmoid
     # 1 / (1 + exp(-z)) needs no pass to negate them
-    for k in range(4):  # the input projection gate by gate, each into its slot
+    if w_ih is not None and bias is not None:
+        _projection_with_bias(x, w_ih, bias, S2, dt)
+    for k in range(4 if w_ih is None or bias is None else 0):
+        # the input projection gate by gate, each into its slot
         out, cols, neg = S2[_SLOT[k]], slice(k * H, (k + 1) * H), k != 2
         if w_ih is None:
             if neg:
@@ -81,38 +94,73 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
                 out -= bias[cols]
             else:
                 out += bias[cols]
-    CC = np.empty((T + 1, B, H), dt)
     HH = _aligned((T + 1, B, Hout), dt)
     TC = np.empty((T, B, H), dt)
-    TG = np.empty((B, H), dt)  # i * g of a step
-    P = _aligned((4, B, H), dt)
+    cn = np.empty((B, H), dt)  # the last step's c (the others go to the next's slot 1)
+    F2 = np.empty((2, B, H), dt)  # f c_prev and i g of a step
+    P = _aligned((5, B, H), dt)
+    # slot 1 of a step's block is its c_prev, which the add of the recurrent product
+    # leaves as it is: x + (-0.0) is x for every x, signed zeros included
+    P[1] = -0.0
     w_cols = _transpose(w_hh, _aligned((Hout, 4 * H), w_hh.dtype))  # BLAS's transposition
     for a, b in ((0, 2 * H), (3 * H, 4 * H)):  # i, f, o negated (see above)
         np.negative(w_cols[:, a:b], out=w_cols[:, a:b])
     first = T if reverse else 0
-    CC[first], HH[first] = c0, h0
-    # step t reads state slot t + rd and writes slot t + wr
-    rd, wr = (1, 0) if reverse else (0, 1)
+    HH[first] = h0
+    S[1, T - 1 if reverse else 0] = c0
+    # the step-indexed views, iterated in step order (iterating an array's first axis
+    # makes its views in C: a step indexes nothing in Python); step t writes its c into
+    # slot 1 of the next step's block
+    order = slice(None, None, -1) if reverse else slice(None)
+    new, old = (slice(0, T), slice(1, T + 1)) if reverse else (slice(1, T + 1), slice(0, T))
+    St = S.transpose(1, 0, 2, 3)
+    c_out = itertools.chain(S[1, :T - 1][::-1] if reverse else S[1, 1:], (cn,))
+    views = zip(St[order], St[:, 2:][order], St[:, 3:1:-1][order], St[:, 1::-1][order],
+                S[0][order], S[4][order], HH[old][order], c_out, TC[order], HH[new][order])
+    blocks = _gate_blocks(w_cols, P, nc)
+    mm = _gemm.matmul if nc is None else np.matmul
+    exp, recip, tanh, mul, add = np.exp, np.reciprocal, np.tanh, np.multiply, np.add
+    fc, ig = F2
     with single_blas(T):  # one small matrix product per step
-        for t in (range(T - 1, -1, -1) if reverse else range(T)):
-            g = S[:, t]
-            _gate_products(HH[t + rd], w_cols, P, nc)
+        for g, sig, fi, cg, gg, go, hp, c, tc, h in views:
+            for w, out in blocks:
+                mm(hp, w, out=out)
             g += P
-            sig = g[:3]  # sigmoid of i, f, o (exp overflows to inf where 1 / inf is 0)
-            np.exp(sig, out=sig)
+            # sigmoid of i, f, o (exp overflows to inf where 1 / inf is 0)
+            exp(sig, out=sig)
             sig += 1
-            np.reciprocal(sig, out=sig)
-            np.tanh(g[3], out=g[3])
-            c = CC[t + wr]
-            np.multiply(g[1], CC[t + rd], out=c)
-            np.multiply(g[3], g[0], out=TG)
-            c += TG
-            np.tanh(c, out=TC[t])
-            np.multiply(g[2], TC[t], out=HH[t + wr])
+            recip(sig, out=sig)
+            tanh(gg, out=gg)
+            mul(fi, cg, out=F2)  # f c_prev and i g
+            add(fc, ig, out=c)
+            tanh(c, out=tc)
+            mul(go, tc, out=h)
     N = T * B
     Y = (HH[:T] if reverse else HH[1:]).reshape(N, Hout)
     last = 0 if reverse else T
-    return Y, HH[last] * 1, CC[last] * 1, Acts(S, TC, CC, HH, reverse)
+    return Y, HH[last] * 1, cn, Acts(S, TC, HH, reverse)
+
+
+def _projection_with_bias(x, w_ih, bias, S2, dt):
+    """The input projection and its bias gate by gate into the slots of ``S2`` (5, N, H),
+    the sigmoid gates' negated: ``[x | 1] @ [w.T ; b]``, the bias the product's last
+    term, so the sum is the one of ``x @ w.T`` then ``+ b`` (the same bits) without a
+    pass over the slots to add it."""
+    N, I = x.shape
+    H = S2.shape[2]
+    xa = np.empty((N, I + 1), dt)
+    xa[:, :I] = x
+    xa[:, I] = 1
+    wa = np.empty((I + 1, H), dt)
+    for k in range(4):
+        cols, neg = slice(k * H, (k + 1) * H), k != 2
+        if neg:
+            np.negative(w_ih[cols].T, out=wa[:I])
+            np.negative(bias[cols], out=wa[I])
+        else:
+            wa[:I] = w_ih[cols].T
+            wa[I] = bias[cols]
+        _gemm.matmul(xa, wa, out=S2[_SLOT[k]])
 
 
 def previous_hidden(acts):
@@ -126,53 +174,95 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     """Backpropagation through time over the padded forward's ``acts``: returns the gate
     gradients ``dG`` (N, 4H), in PyTorch's gate order, and the first state's gradients
     (``dh0`` None unless ``need_h0``)."""
-    S, TC, CC, reverse = acts.S, acts.TC, acts.CC, acts.reverse
+    S, TC, reverse = acts.S, acts.TC, acts.reverse
     T, B, H = TC.shape
     dt = S.dtype
     gy = gy.reshape(T, B, -1)
-    _, f, o, g = S
-    # the step-independent factors, in the general loop's order of operations
-    A = np.multiply(TC, TC)
-    np.subtract(1, A, out=A)
-    A *= o  # (1 - tanh(c)**2) o
-    DER = np.empty((4, T, B, H), dt)  # the gates' derivatives, PyTorch's order
-    for k in (0, 1, 3):  # s (1 - s)
-        np.subtract(1, S[_SLOT[k]], out=DER[k])
-        DER[k] *= S[_SLOT[k]]
-    np.multiply(g, g, out=DER[2])  # 1 - g**2
-    np.subtract(1, DER[2], out=DER[2])
+    f = S[_SLOT[1]]
+    K = min(T, _CHUNK)
+    A = np.empty((K, B, H), dt)  # (1 - tanh(c)**2) o, for a chunk of steps
+    DER = np.empty((4, K, B, H), dt)  # the gates' derivatives, PyTorch's order
     dG = _aligned((T, B, 4 * H), dt)
     dG4 = dG.reshape(T, B, 4, H).transpose(0, 2, 1, 3)  # a gate-major view of it
     D = np.empty((4, B, H), dt)
-    dh_b, dct = np.empty((B, H), dt), np.empty((B, H), dt)
-    dc = None if gcn is None else gcn
+    D012, D3 = D[:3], D[3]
+    dh_b, dct, dc_b = np.empty((B, H), dt), np.empty((B, H), dt), np.empty((B, H), dt)
+    dc = gcn
     dh = ghn
     w = w_hh if nc is None else _aligned(w_hh.shape, dt, w_hh)
     prod = _aligned((B, H), dt)
-    rd = 1 if reverse else 0  # the state slot step t read
-    steps = range(T) if reverse else range(T - 1, -1, -1)
+    blocks = _column_blocks(w, prod, nc)
+    mm = _gemm.matmul if nc is None else np.matmul
+    # slots 0-2 of S, (g, c_prev, i): the factors of dc for the gradients of i, f, g
+    GCI = S[:3].transpose(1, 0, 2, 3)
+    add, mul = np.add, np.multiply
+    n = 0
     with single_blas(T):  # one small matrix product per step
-        for n, t in enumerate(steps):
-            dh = np.add(dh, gy[t], out=dh_b)
-            np.multiply(A[t], dh, out=dct)
-            if dc is not None:
-                dct += dc
-            # dct g -> D[0] and dct i -> D[2] in one call: slots 3 and 0 of S as one view
-            np.multiply(dct, S[3::-3, t], out=D[0:3:2])
-            np.multiply(dct, CC[t + rd], out=D[1])
-            np.multiply(dh, TC[t], out=D[3])
-            np.multiply(D, DER[:, t], out=dG4[t])
-            if n == T - 1:  # the last step's carried gradients are the first state's
-                dh = None
-                if need_h0:
-                    dh = _aligned((B, H), dt)
-                    _product(dG[t], w, dh, nc)
-                dc = np.multiply(dct, f[t])
-                break
-            _product(dG[t], w, prod, nc)
-            dh = prod
-            dc = np.multiply(dct, f[t], out=dc if dc is not None and dc is not gcn else None)
+        for a in (range(0, T, K) if reverse else range(T - K, -K, -K)):
+            c0 = max(a, 0)
+            ch = slice(c0, min(a + K, T))
+            k = ch.stop - c0
+            _factors(S, TC, ch, A[:k], DER[:, :k])
+            # the step-indexed views in step order (see ``forward``)
+            order = slice(None) if reverse else slice(None, None, -1)
+            views = zip(gy[ch][order], A[:k][order], GCI[ch][order], TC[ch][order],
+                        DER[:, :k].transpose(1, 0, 2, 3)[order], dG4[ch][order],
+                        dG[ch][order], f[ch][order])
+            for gyt, at, gci, tc, der, dg4, dgt, ft in views:
+                dh = add(dh, gyt, out=dh_b)
+                mul(at, dh, out=dct)
+                if dc is not None:
+                    dct += dc
+                mul(dct, gci, out=D012)  # dc g, dc c_prev, dc i
+                mul(dh, tc, out=D3)
+                mul(D, der, out=dg4)
+                n += 1
+                if n == T:  # the last step's carried gradients are the first state's
+                    dh = None
+                    if need_h0:
+                        dh = _aligned((B, H), dt)
+                        _product(dgt, w, dh, nc)
+                    dc = mul(dct, ft)
+                    break
+                for wb, out in blocks:
+                    mm(dgt, wb, out=out)
+                dh = prod
+                dc = mul(dct, ft, out=dc_b)
     return dG.reshape(T * B, 4 * H), dh, dc
+
+
+def column_sums(a):
+    """The sums of the columns of a 2-D array (the biases' gradients from ``dG``), as a
+    product with a row of ones: BLAS's matrix-vector kernel reads ``a`` once, in rows,
+    at about twice the speed of NumPy's reduction over the first axis (other dtypes than
+    BLAS's: that reduction)."""
+    if a.dtype != np.float32 and a.dtype != np.float64:
+        return a.sum(0)
+    return np.matmul(np.ones(a.shape[0], a.dtype), a)
+
+
+def _factors(S, TC, ch, A, DER):
+    """The backward's step-independent factors for the steps ``ch``, into ``A``
+    (``(1 - tanh(c)**2) o``) and ``DER`` (the gates' derivatives, ``s (1 - s)`` and
+    ``1 - g**2``, PyTorch's order), in the general loop's order of operations."""
+    np.multiply(TC[ch], TC[ch], out=A)
+    np.subtract(1, A, out=A)
+    A *= S[_SLOT[3], ch]
+    for k in (0, 1, 3):
+        s = S[_SLOT[k], ch]
+        np.subtract(1, s, out=DER[k])
+        DER[k] *= s
+    g2 = DER[2]
+    g = S[_SLOT[2], ch]
+    np.multiply(g, g, out=g2)
+    np.subtract(1, g2, out=g2)
+
+
+def _column_blocks(b, out, nc):
+    """The (column block of ``b``, block of ``out``) pairs of ``out = a @ b`` in blocks
+    of ``nc`` columns (None: the whole product)."""
+    n = b.shape[1] if nc is None else nc
+    return [(b[:, j:j + n], out[:, j:j + n]) for j in range(0, b.shape[1], n)]
 
 
 def _product(a, b, out, nc):
