@@ -235,3 +235,13 @@ def test_compiled_training_step_keeps_its_bits(idle, batch):
         two = idle(2, train)
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_cells_kept_row_sum_keeps_its_bits(idle):
+    # linear's nodes sum a bias's rows on a vector of ones kept between calls
+    from ember.ops import matmul_graph
+    g = _rand(1024, 784)
+    one = idle(1, lambda: matmul_graph._rows_summed(g))
+    two = idle(2, lambda: matmul_graph._rows_summed(g))
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(one, gemm.sum_rows(g))

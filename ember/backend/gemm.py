@@ -363,7 +363,7 @@ def addmm(bias, a, b, out=None):
     return r
 
 
-def sum_rows(g):
+def sum_rows(g, ones=None):
     """``g.sum(0)`` of a matrix ``g`` (``linear``'s bias gradient). For a NumPy
     float32/float64 matrix of several rows it is the matrix-vector product ``ones @ g``
     on BLAS: NumPy's sum over the first axis adds the rows one after another, 2-4x the
@@ -371,10 +371,12 @@ def sum_rows(g):
     a rounding error that grows with the number of rows (1024 x 128 normal float32:
     1.1e-6 of the largest sum against BLAS's 3.9e-7, PyTorch's 1.3e-7; 100000 x 16:
     7.5e-6 against 3.3e-6). The same bits at any thread count: past the rows for which
-    BLAS's threads give its one-thread sums (``threads.same_bits_k``), one BLAS thread."""
+    BLAS's threads give its one-thread sums (``threads.same_bits_k``), one BLAS thread.
+    ``ones``: a vector of ones of ``g``'s rows and dtype kept by the caller, or None."""
     if type(g) is np.ndarray and g.ndim == 2 and g.shape[0] > 1 and \
             g.dtype.char in "fd" and g.dtype.isnative:
-        ones = np.ones(g.shape[0], g.dtype)
+        if ones is None:
+            ones = np.ones(g.shape[0], g.dtype)
         if _threads.MANY and g.shape[0] > _threads.same_bits_k(g.dtype.char):
             with _threads.single_blas():
                 return np.matmul(ones, g)

@@ -207,7 +207,7 @@ def _rows_summed(g):
                 _ones.clear()
             ones = _ones[key] = np.ones(g.shape[0], g.dtype)
             ones.flags.writeable = False
-        return np.matmul(ones, g)
+        return _sum_rows(g, ones)
     return _sum_rows(g)
 
 
