@@ -151,3 +151,46 @@ def test_relu_backward_on_arrays_as_torch():
     y.add_(1)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_loss_backward_on_arrays_bit_equal_to_tensor_ops(dtype, reduction):
+    # NllLossBackward0 and LogSoftmaxBackward0 on arrays (a first-order backward())
+    # against their Tensor-op formulas (create_graph=True), and close to torch
+    xs = _scores(dtype)
+    ys = np.arange(128) % 10
+    ys[3] = 4
+    grads = []
+    for create in (False, True):
+        x = ember.tensor(xs, requires_grad=True)
+        loss = ember.nn.functional.cross_entropy(x * 2, ember.tensor(ys), ignore_index=4,
+                                                 reduction=reduction)
+        w = ember.tensor(np.linspace(0.5, 1.5, loss.numel()).reshape(loss.shape).astype(dtype))
+        g, = ember.autograd.grad((loss * w).sum(), x, create_graph=create)
+        grads.append(g.detach().numpy())
+    assert np.array_equal(grads[0], grads[1])
+    tx = torch.tensor(xs, requires_grad=True)
+    tl = torch.nn.functional.cross_entropy(tx * 2, torch.tensor(ys), ignore_index=4,
+                                           reduction=reduction)
+    tw = torch.tensor(np.linspace(0.5, 1.5, tl.numel()).reshape(tl.shape).astype(dtype))
+    (tl * tw).sum().backward()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(grads[0], tx.grad.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_log_softmax_backward_on_arrays_bit_equal_to_tensor_ops(dim):
+    xs = np.random.default_rng(8).standard_normal((4, 5, 6)).astype(np.float32)
+    grads = []
+    for create in (False, True):
+        x = ember.tensor(xs, requires_grad=True)
+        y = ember.log_softmax(x * 1, dim)
+        w = ember.tensor(np.linspace(-1, 1, 120, dtype=np.float32).reshape(4, 5, 6))
+        g, = ember.autograd.grad((y * w).sum(), x, create_graph=create)
+        grads.append(g.detach().numpy())
+    assert np.array_equal(grads[0], grads[1])
+    tx = torch.tensor(xs, requires_grad=True)
+    (torch.log_softmax(tx * 1, dim) * torch.linspace(-1, 1, 120).reshape(4, 5, 6)).sum() \
+        .backward()
+    np.testing.assert_allclose(grads[0], tx.grad.numpy(), rtol=1e-5, atol=1e-6)

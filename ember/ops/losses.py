@@ -442,6 +442,15 @@ class NllLoss(Primitive):
         g = self._per_sample(gy) if self.reduction == _NONE else gy
         return _make(self._coefficients(gy._data.dtype)) * g, None, None, None, None
 
+    def _array_grads(self, gy, g):
+        """``backward``'s first-order formula on the gradient's array
+        (``Node._array_grads``)."""
+        if type(g) is not np.ndarray or type(self.safe) is not np.ndarray:
+            return None
+        if self.reduction != _NONE:
+            return self._coefficients(g.dtype, g), None, None, None, None
+        return self._coefficients(g.dtype) * self._per_sample(g), None, None, None, None
+
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradients (``Primitive.vjp``): the input's only."""
         g = grads[0]
