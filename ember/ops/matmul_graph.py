@@ -185,7 +185,7 @@ class Addmm(Primitive):
                 if not (_gemm._maybe_large((n, m), (m, k)) or
                         ex is not None and _gemm._maybe_large((m, n), (n, k))):
                     return _small_arrays(g, xa, wa, eb, ex, ew)
-        return (_sum_rows(g) if eb is not None else None,
+        return (_rows_summed(g) if eb is not None else None,
                 _gemm.matmul(g, wa.T) if ex is not None else None,
                 self._mat2_array(ew, _gemm.matmul(g.T, xa)) if ew is not None else None)
 
@@ -263,7 +263,7 @@ _ones = {}  # (rows, dtype char) -> a read-only vector of ones, for ``_rows_summ
 def _rows_summed(g):
     """``gemm.sum_rows(g)``: the same product ``ones @ g`` where it takes that way, on a
     vector of ones kept between calls (a recurrent cell's backward sums two biases' rows
-    per step, each time of the same length)."""
+    per step, an MLP's each layer's, each time of the same length)."""
     if type(g) is np.ndarray and g.ndim == 2 and g.shape[0] > 1 and \
             g.dtype.char in "fd" and g.dtype.isnative:
         key = (g.shape[0], g.dtype.char)
