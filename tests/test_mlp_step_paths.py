@@ -194,3 +194,37 @@ def test_log_softmax_backward_on_arrays_bit_equal_to_tensor_ops(dim):
     (torch.log_softmax(tx * 1, dim) * torch.linspace(-1, 1, 120).reshape(4, 5, 6)).sum() \
         .backward()
     np.testing.assert_allclose(grads[0], tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["broadcast", "transposed_g", "transposed_y", "both"])
+def test_relu_grad_of_non_contiguous_arrays_bit_equal_to_threshold_backward(dtype, layout):
+    # a gradient broadcast from a sum (stride 0) or transposed: copied to C order first
+    rng = np.random.default_rng(9)
+    y = np.maximum(rng.standard_normal((96, 128)), 0).astype(dtype)
+    y.flat[:6] = [np.nan, -np.nan, 0.0, -0.0, np.inf, 1]
+    g = rng.standard_normal((96, 128)).astype(dtype)
+    g.flat[:3] = [np.inf, -np.inf, np.nan]
+    if layout == "broadcast":
+        g = np.broadcast_to(np.asarray(-1.5, dtype), y.shape)
+    if layout in ("transposed_g", "both"):
+        g = np.ascontiguousarray(g.T).T
+    if layout in ("transposed_y", "both"):
+        y = np.ascontiguousarray(y.T).T
+    got = _relu_grad_array(g, y)
+    want = torch.ops.aten.threshold_backward(torch.from_numpy(np.array(g)),
+                                             torch.from_numpy(np.array(y)), 0)
+    bits = {2: np.int16, 4: np.int32, 8: np.int64}[got.itemsize]
+    assert got.dtype == np.dtype(dtype) and got.shape == y.shape
+    assert np.array_equal(np.ascontiguousarray(got).view(bits), want.numpy().view(bits))
+
+
+def test_relu_then_sum_backward_as_torch():
+    xs = np.random.default_rng(10).standard_normal((64, 128)).astype(np.float32)
+    xs[0, :3] = [0.0, -0.0, np.nan]
+    res = []
+    for m in (torch, ember):
+        x = m.tensor(xs, requires_grad=True)
+        m.relu(x).sum().backward()
+        res.append(x.grad.numpy())
+    assert np.array_equal(res[0].view(np.int32), res[1].view(np.int32))
