@@ -16,6 +16,7 @@ from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _batch_nn, _jvp
 from ember.ops import matmul_graph as _mg
+from ember.ops import product_saves as _saves
 from ember.ops._einsum import Diagonal, _tname, einsum
 from ember.ops._util import cj, not_implemented_for, reduced_float, wrap_dim
 from ember.ops._util import write_out as _write_out
@@ -110,14 +111,14 @@ class MatMul(Primitive):
 
     Gradients come out in the broadcast batch shape; the engine sums them back to
     each operand's shape (``broadcasts``). Each operand is kept for backward only where
-    the other requires grad (``matmul_graph._drop_unneeded``), as PyTorch keeps them.
+    the other requires grad (``product_saves``), as PyTorch keeps them.
     """
     _node_name = "MatmulBackward0"
     broadcasts = True
     save_inputs = (0, 1)
     _crossed = (1, 0)
-    _record = _mg._record_crossed
-    _pack_saved = _mg._pack_crossed
+    _record = _saves.record_crossed
+    _pack_saved = _saves.pack_crossed
 
     def forward(self, a, b):
         _matmul_check(a, b)

@@ -40,6 +40,10 @@ from ember.ops import _jvp
 from ember.ops._views import _track as _track_view
 from ember.ops.composite_node import records_graph
 from ember.ops.elementwise import Add
+from ember.ops.product_saves import NOT_SAVED as _NOT_SAVED
+from ember.ops.product_saves import factor_shapes as _shapes
+from ember.ops.product_saves import pack_crossed as _pack_crossed
+from ember.ops.product_saves import record_crossed as _record_crossed
 from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, reshape_nodes
 from ember.ops.shape import t as _t
 
@@ -52,66 +56,11 @@ _anomaly = anomaly.enabled
 _hook_stack = _saved_hooks.stack
 
 
-def _drop_unneeded(self):
-    """Leave out of what the node keeps each multiplied operand whose partner needs no
-    gradient: a product's gradient for one operand reads only the other, so PyTorch saves
-    ``mat1`` only where ``mat2`` requires grad and ``mat2`` only where ``mat1`` does (the
-    operand left out may then change in place before backward without an error, as in
-    PyTorch). ``_crossed`` gives, for the two saved operands in order, the edge of the
-    input whose gradient reads each one."""
-    saved = self._saved
-    if type(saved) is list and len(saved) == 2:
-        edges = self._edges
-        i, j = self._crossed
-        if edges[i] is None and type(saved[0]) is tuple:
-            saved[0] = _NOT_SAVED
-        if edges[j] is None and type(saved[1]) is tuple:
-            saved[1] = _NOT_SAVED
-
-
-_NOT_SAVED = (None, None)  # a saved slot left empty (``saved_tensors`` gives None there)
-
-
-def _record_crossed(self, args, out):
-    """``Primitive._record``, then the operands no gradient reads left out (before any
-    saved-tensor hook packs them: ``_pack_crossed``)."""
-    t = Primitive._record(self, args, out)
-    _drop_unneeded(self)
-    return t
-
-
-def _pack_crossed(self):
-    """``Node._pack_saved`` on what the node keeps (the hooks see no operand that no
-    gradient reads, as PyTorch's pack hooks see none)."""
-    _drop_unneeded(self)
-    Primitive._pack_saved(self)
-
-
-def _shapes(g, xa, wa):
-    """``(m, k, n)`` of the product ``x @ wt`` whose output gradient is the matrix ``g``,
-    from whichever of the NumPy matrices ``xa`` (m, k) and ``wa`` (k, n) was saved (None
-    where it was not); None where they disagree with ``g`` or are not such matrices."""
-    if g.ndim != 2:
-        return None
-    m, n = g.shape
-    k = None
-    if xa is not None:
-        if type(xa) is not np.ndarray or xa.ndim != 2 or xa.shape[0] != m:
-            return None
-        k = xa.shape[1]
-    if wa is not None:
-        if type(wa) is not np.ndarray or wa.ndim != 2 or wa.shape[1] != n or \
-                k is not None and wa.shape[0] != k:
-            return None
-        k = wa.shape[0]
-    return None if k is None else (m, k, n)
-
-
 class Addmm(Primitive):
     """``bias + mat1 @ mat2`` for matrices ``mat1`` (n, k), ``mat2`` (k, m) and a
     ``bias`` of shape (m,): ``linear``'s kernel, with PyTorch's inputs in PyTorch's order
     (``mat2`` is the transposed weight). ``mat1`` is kept for backward only where
-    ``mat2`` requires grad, ``mat2`` only where ``mat1`` does (``_drop_unneeded``)."""
+    ``mat2`` requires grad, ``mat2`` only where ``mat1`` does (``product_saves``)."""
     save_inputs = (1, 2)
     _crossed = (2, 1)
     small = 0  # ``_backward_small``'s answer, set where the node is made
@@ -670,7 +619,7 @@ def _addmm_node(x, w, b):
     node.small = plan[1] if small else 0
     node._edges = [eb, ex, (tn, 0)]
     # the input is read by the weight's gradient (always wanted here), the transposed
-    # weight only by the input's (``_drop_unneeded``)
+    # weight only by the input's (``product_saves``)
     node._saved = [(x, x._vc[0]), (wt, wt._vc[0]) if xg else _NOT_SAVED]
     return node, out
 
