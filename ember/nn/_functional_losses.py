@@ -14,7 +14,6 @@ from ember.ops.elementwise import AddScalar as _AddScalar
 from ember.ops.elementwise import DivScalar as _DivScalar
 from ember.ops.elementwise import MulScalar as _MulScalar
 from ember.ops.elementwise import SubScalar as _SubScalar
-from ember.ops.softmaxes import LogSoftmax as _LogSoftmax
 
 __all__ = ["l1_loss", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "nll_loss", "cross_entropy",
@@ -482,8 +481,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             and target.ndim == 1 and input.ndim == 2 and input.shape[0] == target.shape[0]:
         # the common classification call, with nothing left to check: PyTorch's two
         # nodes, log_softmax then nll_loss, without the general route's checks
-        return _losses.NllLoss.apply(_LogSoftmax.apply(input, 1), target, None,
-                                     ignore_index, reduction)
+        return _losses.log_softmax_nll(input, target, ignore_index, reduction)
     class_dim = 0 if input.ndim == 1 else 1
     n_classes = input.shape[class_dim]
     logp = ember.log_softmax(input, class_dim)

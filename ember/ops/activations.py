@@ -6,7 +6,7 @@ import numpy as np
 
 from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, _saved_output_array
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
 from ember.ops._util import not_implemented_for, number_operand, reduced_float
@@ -52,6 +52,13 @@ def _relu_grad_array(gy, y, out=None):
     infinite or NaN ``gy`` is not multiplied into the zeros (``inf * 0`` would be NaN).
     Into ``out`` when given; split over the intra-op threads when large."""
     dtype = np.result_type(gy.dtype, np.bool_) if hasattr(gy, "dtype") else None
+    if type(gy) is np.ndarray and type(y) is np.ndarray and gy.shape == y.shape and \
+            gy.size >= 4096 and gy.dtype.kind == "f" and \
+            not (gy.flags.c_contiguous and y.flags.c_contiguous):
+        # a gradient broadcast from a sum or mean (stride 0), or a transposed one: one
+        # copy to C order costs a pass, where the masked ``where`` below branches on
+        # each element (128 x 256 float32: 170 us against 5 + 13)
+        gy, y = np.ascontiguousarray(gy), np.ascontiguousarray(y)
     if type(gy) is not np.ndarray or type(y) is not np.ndarray or gy.shape != y.shape \
             or gy.size < 4096 or not (gy.flags.c_contiguous and y.flags.c_contiguous):
         # a scalar zero, not a host array: gy may live on a GPU
@@ -61,6 +68,18 @@ def _relu_grad_array(gy, y, out=None):
         np.copyto(out, res)
         return out
     if out is None:
+        bits = _BITS.get(gy.dtype.itemsize) if gy.dtype.kind == "f" and \
+            dtype == gy.dtype else None
+        if bits is not None and gy.size <= _SMALL_MASK:
+            # small arrays: the mask made at gy's width by one cast of the int8 mask is
+            # the result's own array, ANDed with gy's bits in place (three short passes;
+            # building the mask in a new output through ``less_equal``'s cast to the
+            # integer width costs about 1.6x: 128 x 256 float32 33 -> 21 us)
+            keep = np.less_equal(y.reshape(-1), 0).view(np.int8)
+            np.subtract(keep, 1, out=keep)  # True (1) -> 0, False (0) -> -1: all ones
+            res = keep.astype(bits)
+            np.bitwise_and(gy.reshape(-1).view(bits), res, out=res)
+            return res.view(gy.dtype).reshape(gy.shape)
         out = np.empty(gy.shape, dtype)
     bits = _BITS.get(gy.dtype.itemsize) if gy.dtype.kind == "f" and \
         out.dtype == gy.dtype and out.flags.c_contiguous else None
@@ -116,6 +135,16 @@ class Relu(Primitive):
             # first order: one array multiply, no nodes
             return _make(_relu_grad_array(gy._data, y._data))
         return _relu_grad(gy, y)
+
+    def _array_grads(self, gy, g):
+        """``backward``'s first-order formula on the gradient's array and the saved
+        output's (``Node._array_grads``); None where the output was changed, packed by
+        hooks or is not a NumPy array of the gradient's shape and dtype."""
+        y = _saved_output_array(self)
+        if type(y) is np.ndarray and type(g) is np.ndarray and y.shape == g.shape and \
+                y.dtype == g.dtype:
+            return _relu_grad_array(g, y)
+        return None
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise

@@ -16,6 +16,7 @@ from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _batch_nn, _jvp
 from ember.ops import matmul_graph as _mg
+from ember.ops import product_saves as _saves
 from ember.ops._einsum import Diagonal, _tname, einsum
 from ember.ops._util import cj, not_implemented_for, reduced_float, wrap_dim
 from ember.ops._util import write_out as _write_out
@@ -109,11 +110,15 @@ class MatMul(Primitive):
     """``a @ b`` with PyTorch's rules for 1-D and batched (broadcast) operands.
 
     Gradients come out in the broadcast batch shape; the engine sums them back to
-    each operand's shape (``broadcasts``).
+    each operand's shape (``broadcasts``). Each operand is kept for backward only where
+    the other requires grad (``product_saves``), as PyTorch keeps them.
     """
     _node_name = "MatmulBackward0"
     broadcasts = True
     save_inputs = (0, 1)
+    _crossed = (1, 0)
+    _record = _saves.record_crossed
+    _pack_saved = _saves.pack_crossed
 
     def forward(self, a, b):
         _matmul_check(a, b)
@@ -125,13 +130,17 @@ class MatMul(Primitive):
     def backward(self, gy):
         a, b = self.saved_tensors
         e = self._edges
-        va, vb = a._data.ndim == 1, b._data.ndim == 1
+        # an operand left unsaved (no gradient reads it) is a vector where the output
+        # has fewer dims than the saved one's product with a matrix would
+        nd = gy._data.ndim
+        va = a._data.ndim == 1 if a is not None else _vector_beside(b, nd)
+        vb = b._data.ndim == 1 if b is not None else _vector_beside(a, nd)
         if va and vb:
             return (gy * cj(b) if e[0] is not None else None), \
                 (gy * cj(a) if e[1] is not None else None)
         # a 1-D operand acts as a row (left) or column (right) vector
-        a2 = a.unsqueeze(0) if va else a
-        b2 = b.unsqueeze(-1) if vb else b
+        a2 = a.unsqueeze(0) if va and a is not None else a
+        b2 = b.unsqueeze(-1) if vb and b is not None else b
         g2 = gy.unsqueeze(-2) if va else gy.unsqueeze(-1) if vb else gy
         ga = gb = None
         if e[0] is not None:
@@ -147,6 +156,14 @@ class MatMul(Primitive):
     jvp = _jvp.multilinear(0, 1)
     batch = _batch_nn.matmul
     torchscript = "matmul"
+
+
+def _vector_beside(other, out_ndim):
+    """Whether the unsaved operand of ``matmul`` was 1-D, from the saved ``other`` and
+    the output's rank: beside a vector the output is 0-D; beside a matrix or batch of
+    N dims, a vector drops one (N - 1 dims), where any other operand keeps N or more."""
+    nd = other._data.ndim
+    return out_ndim == 0 if nd == 1 else out_ndim < nd
 
 
 class Mm(MatMul):

@@ -12,13 +12,16 @@ with PyTorch's message.
 
 import numpy as np
 
-from ember._tensor import _make
+from ember._tensor import Tensor, _make
+from ember._tensor import _mode_active as _active
+from ember.autograd import _saved_hooks, anomaly
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _saved_inputs
 from ember.backend import array_module
 from ember.backend import threads as _threads
 from ember.backend.meta import is_meta
 from ember.ops._util import promote_arrays, reduced_float
+from ember.ops.softmaxes import LogSoftmax
 
 __all__ = []
 
@@ -439,6 +442,15 @@ class NllLoss(Primitive):
         g = self._per_sample(gy) if self.reduction == _NONE else gy
         return _make(self._coefficients(gy._data.dtype)) * g, None, None, None, None
 
+    def _array_grads(self, gy, g):
+        """``backward``'s first-order formula on the gradient's array
+        (``Node._array_grads``)."""
+        if type(g) is not np.ndarray or type(self.safe) is not np.ndarray:
+            return None
+        if self.reduction != _NONE:
+            return self._coefficients(g.dtype, g), None, None, None, None
+        return self._coefficients(g.dtype) * self._per_sample(g), None, None, None, None
+
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradients (``Primitive.vjp``): the input's only."""
         g = grads[0]
@@ -447,6 +459,55 @@ class NllLoss(Primitive):
     def jvp(self, tx, *_):
         x, t, w, ignore_index, reduction = self.fw_inputs
         return None if tx is None else type(self).apply(tx, t, w, ignore_index, reduction)
+
+
+_new = object.__new__
+_anomaly = anomaly.enabled
+_hook_stack = _saved_hooks.stack
+
+
+def log_softmax_nll(x, t, ignore_index, reduction):
+    """``NllLoss.apply(LogSoftmax.apply(x, 1), t, None, ignore_index, reduction)``:
+    ``cross_entropy`` of (N, C) scores and N class indices. Where ``x`` requires grad,
+    grad mode is on and nothing watches the graph being made (no mode, anomaly mode or
+    saved-tensor hook), the two nodes, their edges, saved output and Tensors are made
+    here as those ``apply`` calls leave them, without their generic argument handling (a
+    classifier's loss per step); the same kernels, so the same values."""
+    xd, td = x._data, t._data
+    if x._requires_grad and _grad_state.grad_enabled and not _active[0] and \
+            not _anomaly[0] and not _hook_stack and type(xd) is np.ndarray and \
+            type(td) is np.ndarray and xd.dtype.char in "fd":
+        try:
+            ls = _new(LogSoftmax)
+            y = LogSoftmax.forward(ls, xd, 1)
+            nll = _new(NllLoss)
+            loss = NllLoss.forward(nll, y, td, None, ignore_index, reduction)
+        except Exception:  # noqa: BLE001 - the applies below raise it as they do
+            ls = None
+        if ls is not None and type(y) is np.ndarray and type(loss) is np.ndarray:
+            fn = x.grad_fn
+            ls._edges = (x if fn is None else (fn, x._output_nr), None)
+            ls._n_in = 1  # (the dim is no edge)
+            vc = [0]
+            ls._saved = [(y, vc, 0, True, 0)]  # the saved output, as ``_record`` keeps it
+            lt = _new(Tensor)
+            lt._data = y
+            lt._grad = lt._base = lt._extra = None
+            lt._output_nr = 0
+            lt._vc = vc
+            lt._requires_grad = True
+            lt.grad_fn = ls
+            nll._edges = [(ls, 0), None, None, None, None]
+            nll._n_in = 2  # the input and the target (PyTorch lists Tensors only)
+            out = _new(Tensor)
+            out._data = loss
+            out._grad = out._base = out._extra = None
+            out._output_nr = 0
+            out._vc = [0]
+            out._requires_grad = True
+            out.grad_fn = nll
+            return out
+    return NllLoss.apply(LogSoftmax.apply(x, 1), t, None, ignore_index, reduction)
 
 
 class NllLoss2d(NllLoss):

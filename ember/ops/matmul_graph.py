@@ -40,6 +40,10 @@ from ember.ops import _jvp
 from ember.ops._views import _track as _track_view
 from ember.ops.composite_node import records_graph
 from ember.ops.elementwise import Add
+from ember.ops.product_saves import NOT_SAVED as _NOT_SAVED
+from ember.ops.product_saves import factor_shapes as _shapes
+from ember.ops.product_saves import pack_crossed as _pack_crossed
+from ember.ops.product_saves import record_crossed as _record_crossed
 from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, reshape_nodes
 from ember.ops.shape import t as _t
 
@@ -55,9 +59,13 @@ _hook_stack = _saved_hooks.stack
 class Addmm(Primitive):
     """``bias + mat1 @ mat2`` for matrices ``mat1`` (n, k), ``mat2`` (k, m) and a
     ``bias`` of shape (m,): ``linear``'s kernel, with PyTorch's inputs in PyTorch's order
-    (``mat2`` is the transposed weight)."""
+    (``mat2`` is the transposed weight). ``mat1`` is kept for backward only where
+    ``mat2`` requires grad, ``mat2`` only where ``mat1`` does (``product_saves``)."""
     save_inputs = (1, 2)
+    _crossed = (2, 1)
     small = 0  # ``_backward_small``'s answer, set where the node is made
+    _record = _record_crossed
+    _pack_saved = _pack_crossed
 
     def forward(self, b, x, wt):
         out = _gemm.addmm(b, x, wt)
@@ -76,16 +84,16 @@ class Addmm(Primitive):
         eb, ex, ew = self._edges
         if not _grad_state.grad_enabled:
             g = gy._data
+            xa = None if x is None else x._data
+            wa = None if wt is None else wt._data
             small = self.small
             if small and type(g) is np.ndarray and (small == 1 or
                                                     _threads.get_num_threads() < 2):
                 # the products ``_addmm_linear`` found small when it made this node
-                xa, wa = x._data, wt._data
-                if type(xa) is np.ndarray and type(wa) is np.ndarray and \
-                        xa.shape[1] == wa.shape[0] and g.shape == (xa.shape[0], wa.shape[1]):
+                if _shapes(g, xa, wa) is not None:
                     return _small_products(g, xa, wa, eb, ex, ew)
             if type(g) is np.ndarray and self.bshape is None and ew is not None:
-                r = _small_grads(g, x._data, wt._data, eb, ex, ew)
+                r = _small_grads(g, xa, wa, eb, ex, ew)
                 if r is not None:
                     return r
             # (the bias's sum of rows as a BLAS product, ``gemm.sum_rows``)
@@ -93,8 +101,8 @@ class Addmm(Primitive):
                     type(g) is np.ndarray else
                     _make(g.sum(0)) if eb is not None and self.bshape is None else
                     self._bias_grad(gy) if eb is not None else None,
-                    _make(_gemm.matmul(g, wt._data.T)) if ex is not None else None,
-                    self._mat2_grad(ew, _gemm.matmul(g.T, x._data)))
+                    _make(_gemm.matmul(g, wa.T)) if ex is not None else None,
+                    self._mat2_grad(ew, _gemm.matmul(g.T, xa)) if ew is not None else None)
         return (self._bias_grad(gy) if eb is not None else None,
                 gy.matmul(wt.mT) if ex is not None else None,
                 gy.mT.matmul(x).mT if ew is not None else None)
@@ -108,23 +116,27 @@ class Addmm(Primitive):
         saved = _saved_inputs(self)
         if saved is None:
             return None
-        xa, wa = saved[0]._data, saved[1]._data
-        if type(xa) is not np.ndarray or type(wa) is not np.ndarray:
+        x, w = saved
+        xa = None if x is None else x._data
+        wa = None if w is None else w._data
+        if xa is not None and type(xa) is not np.ndarray or \
+                wa is not None and type(wa) is not np.ndarray:
             return None
         eb, ex, ew = self._edges
+        mkn = _shapes(g, xa, wa)
         small = self.small
         if small and (small == 1 or _threads.get_num_threads() < 2):
-            if xa.shape[1] == wa.shape[0] and g.shape == (xa.shape[0], wa.shape[1]):
+            if mkn is not None:
                 return _small_arrays(g, xa, wa, eb, ex, ew)
-        if ew is not None:
-            if xa.ndim == 2 and wa.ndim == 2 and _direct(xa.shape, wa.shape):
-                (m, k), n = xa.shape, wa.shape[1]
+        if ew is not None and mkn is not None:
+            m, k, n = mkn
+            if _direct((m, k), (k, n)):
                 if not (_gemm._maybe_large((n, m), (m, k)) or
                         ex is not None and _gemm._maybe_large((m, n), (n, k))):
                     return _small_arrays(g, xa, wa, eb, ex, ew)
-        return (_sum_rows(g) if eb is not None else None,
+        return (_rows_summed(g) if eb is not None else None,
                 _gemm.matmul(g, wa.T) if ex is not None else None,
-                self._mat2_array(ew, _gemm.matmul(g.T, xa)))
+                self._mat2_array(ew, _gemm.matmul(g.T, xa)) if ew is not None else None)
 
     @staticmethod
     def _mat2_array(edge, gw):
@@ -162,11 +174,14 @@ def _small_grads(g, x, wt, eb, ex, ew):
     ``gemm.matmul`` would run it anyway (both products, ``g @ wt.T`` and ``g.T @ x``,
     have ``m * n * k`` of ``x @ wt``, too small for ember's threads, and each is too
     small for MKL), so a recurrent cell's step pays none of ``gemm``'s dispatch; None
-    elsewhere."""
-    if type(x) is not np.ndarray or type(wt) is not np.ndarray or x.ndim != 2 or \
-            wt.ndim != 2 or not _direct(x.shape, wt.shape):
+    elsewhere. ``x`` or ``wt`` is None where it was not saved (its partner needs no
+    gradient)."""
+    mkn = _shapes(g, x, wt)
+    if mkn is None:
         return None
-    (m, k), n = x.shape, wt.shape[1]
+    m, k, n = mkn
+    if not _direct((m, k), (k, n)):
+        return None
     # MKL's size rule reads the shapes, not only m * n * k: a long batch's ``g.T @ x``
     # (k = 4096 rows summed) may go to MKL where ``x @ wt`` does not
     if _gemm._maybe_large((n, m), (m, k)) or \
@@ -177,7 +192,7 @@ def _small_grads(g, x, wt, eb, ex, ew):
 
 def _small_products(g, x, wt, eb, ex, ew):
     """``_small_grads``'s gradients, its checks made."""
-    gw = np.matmul(g.T, x)
+    gw = np.matmul(g.T, x) if ew is not None else None
     return (_make(_sum_rows(g)) if eb is not None else None,
             _make(np.matmul(g, wt.T)) if ex is not None else None,
             Addmm._mat2_grad(ew, gw))
@@ -185,7 +200,7 @@ def _small_products(g, x, wt, eb, ex, ew):
 
 def _small_arrays(g, x, wt, eb, ex, ew):
     """``_small_products`` as arrays (``Addmm._array_grads``)."""
-    gw = np.matmul(g.T, x)
+    gw = np.matmul(g.T, x) if ew is not None else None
     return (_rows_summed(g) if eb is not None else None,
             np.matmul(g, wt.T) if ex is not None else None,
             Addmm._mat2_array(ew, gw))
@@ -197,7 +212,7 @@ _ones = {}  # (rows, dtype char) -> a read-only vector of ones, for ``_rows_summ
 def _rows_summed(g):
     """``gemm.sum_rows(g)``: the same product ``ones @ g`` where it takes that way, on a
     vector of ones kept between calls (a recurrent cell's backward sums two biases' rows
-    per step, each time of the same length)."""
+    per step, an MLP's each layer's, each time of the same length)."""
     if type(g) is np.ndarray and g.ndim == 2 and g.shape[0] > 1 and \
             g.dtype.char in "fd" and g.dtype.isnative:
         key = (g.shape[0], g.dtype.char)
@@ -243,6 +258,9 @@ class _AddProduct(Primitive):
     edge, as PyTorch's node does."""
     _base_class = True
     save_inputs = (1, 2)
+    _crossed = (2, 1)  # each factor kept only where the other needs a gradient
+    _record = _record_crossed
+    _pack_saved = _pack_crossed
     broadcasts = True
 
     def forward(self, input, a, b, beta=1, alpha=1):
@@ -600,7 +618,9 @@ def _addmm_node(x, w, b):
     # (``_small_grads``'s test, made once here): 1 at any thread count, 2 at one thread
     node.small = plan[1] if small else 0
     node._edges = [eb, ex, (tn, 0)]
-    node._saved = [(x, x._vc[0]), (wt, wt._vc[0])]
+    # the input is read by the weight's gradient (always wanted here), the transposed
+    # weight only by the input's (``product_saves``)
+    node._saved = [(x, x._vc[0]), (wt, wt._vc[0]) if xg else _NOT_SAVED]
     return node, out
 
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, _saved_output_array
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
 from ember.ops._util import opmath, to_float, with_out, wrap_dim
@@ -141,6 +141,16 @@ class LogSoftmax(Primitive):
             xp = array_module(yd)
             return _make(g - xp.exp(yd) * g.sum(axis=a, keepdims=True)), None
         return gy - y.exp() * gy.sum(a, keepdim=True), None
+
+    def _array_grads(self, gy, g):
+        """``backward``'s first-order formula on the gradient's array and the saved
+        output's (``Node._array_grads``); None where the output was changed or packed,
+        or for other dtypes."""
+        y = _saved_output_array(self)
+        if type(y) is np.ndarray and type(g) is np.ndarray and \
+                y.dtype in (np.float32, np.float64) and g.dtype == y.dtype:
+            return g - np.exp(y) * g.sum(axis=self.axis, keepdims=True), None
+        return None
 
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradient (``Primitive.vjp``, what a compiled plan runs): ``backward``'s
