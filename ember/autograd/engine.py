@@ -213,6 +213,25 @@ def _restore_meta(g, meta):
     return g
 
 
+def _in_input_meta(grads, shapes):
+    """``grads`` (arrays or Tensors) of a node whose class declares them in its inputs'
+    shapes (``Node._grads_in_input_shapes``), on the engine's short path: each is
+    checked against its input's shape and dtype, and one that differs (a formula that
+    fell back to ``backward``, a dtype the kernel widened) is summed back and cast as
+    the general path does (``_restore_meta``)."""
+    out = None
+    for i, g in enumerate(grads):
+        meta = shapes[i] if i < len(shapes) else None
+        if g is None or meta is None:
+            continue
+        a = g._data if isinstance(g, Tensor) else g
+        if a.shape != meta[0] or a.dtype != meta[1]:
+            if out is None:
+                out = list(grads)
+            out[i] = _restore_meta(g if isinstance(g, Tensor) else _wrap(g), meta)
+    return grads if out is None else tuple(out)
+
+
 def _fill_zeros(node, grads):
     if getattr(node, "_custom_zeros", False):
         return grads  # a user Function materializes (or not) its own missing grads
@@ -376,10 +395,11 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 grads = buffers.pop(node, None)
                 gy = grads[0] if grads is not None and len(grads) == 1 else None
             edges = node._edges
-            if fast and gy is not None and not node._hooked and \
-                    node._in_shapes is None and not _active[0]:
-                # the common node: one output, no hooks, no mode, no broadcast input;
-                # what the general path below does for it, with its branches left out.
+            if fast and gy is not None and not node._hooked and not _active[0] and \
+                    (node._in_shapes is None or node._grads_in_input_shapes):
+                # the common node: one output, no hooks, no mode, no broadcast input (or
+                # one whose class says its gradients come in its inputs' shapes); what
+                # the general path below does for it, with its branches left out.
                 # Its gradient may be an array: the ``_array_grads`` of the node before
                 # (see ``Node._array_grads``) pass new arrays on, and a Tensor is made
                 # where one is needed (another node's ``backward``, a leaf, a sum)
@@ -408,6 +428,8 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                     in_grads = tuple(in_grads) if type(in_grads) is list else (in_grads,)
                 if len(in_grads) != len(edges):
                     in_grads = _counted(node, in_grads, edges)
+                if node._in_shapes is not None:
+                    in_grads = _in_input_meta(in_grads, node._in_shapes)
                 if not retain_graph and node._saved is not None:
                     node._saved = _FREED
                 for e, g in zip(edges, in_grads):

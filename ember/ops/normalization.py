@@ -65,6 +65,9 @@ class Normalize(Primitive):
     _overflow_is_nan = False  # batch and instance norm give 0 there, as PyTorch's do
     _nan_in_double = True  # and for float64 input too
     batch = _batch_nn.normalize
+    # the input's gradient has its shape, the weight's and bias's theirs (reduced and
+    # reshaped in the kernels), so the engine has nothing to sum
+    _grads_in_input_shapes = True
 
     def forward(self, x, w, b, axes, eps, stats=None):
         self.axes, self.eps = axes, eps
