@@ -37,6 +37,15 @@ def _softmax_rows_(s, safe):
                                                 np.empty(s2.shape[2], s.dtype)):
             return s
     xp = array_module(s)
+    if s.dtype in _WIDE and s.size >= _DIRECT_MIN:
+        # every score within +-64 (no NaN, no mask's -inf): exp(s) neither overflows
+        # nor leaves the normal range, so the row maximum need not be subtracted; two
+        # reductions over memory in place of a pass down the rows and a subtraction
+        hi, lo = s.max(), s.min()
+        if lo >= -_DIRECT_RANGE and hi <= _DIRECT_RANGE:
+            xp.exp(s, out=s)
+            s /= _row_sums(s)[..., None]
+            return s
     m = s.max(axis=-1, keepdims=True)
     finite = xp.isfinite(m)
     all_finite = bool(finite.all())
@@ -47,6 +56,21 @@ def _softmax_rows_(s, safe):
         z[m == -np.inf] = 1        # their exps are all 0: the row becomes 0
     s /= z
     return s
+
+
+# softmax without its maximum subtracted: where every score lies within this bound
+# (e**64 times the number of keys stays finite in float32; e**-64 is a normal float)
+_DIRECT_RANGE = 64.0
+_DIRECT_MIN = 1024  # below this many scores the passes cost less than the checks
+_WIDE = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _row_sums(s):
+    """The sums over the last dim of the float scores ``s`` (..., L, S), in either
+    matrix layout, as BLAS matrix-vector products (NumPy's reduction down the columns
+    of the transposed layout runs one short loop per row)."""
+    xp = array_module(s)
+    return xp.matmul(s, xp.ones(s.shape[-1], s.dtype))
 
 
 _NUMBA = {}
@@ -128,9 +152,12 @@ def _rows_of(t, lo, hi, ndim):
     return t[lo:hi]
 
 
-def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None):
+def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None, kscale=None):
     """First-order gradients of q, k, v and the bias (those ``want`` asks for) from the
-    weights ``a``, into ``out`` when given."""
+    weights ``a``, into ``out`` when given. ``kscale`` (``scale`` unless given) is the
+    factor of k's gradient: 1 where ``q`` is the query already scaled."""
+    if kscale is None:
+        kscale = scale
     out = out or [None] * 4
     gq = gk = gv = gb = None
     if want[2]:
@@ -158,7 +185,8 @@ def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None):
         gq *= scale
     if want[1]:
         gk = _gemm.matmul(gs.swapaxes(-1, -2), q, out=out[1])
-        gk *= scale
+        if kscale != 1:
+            gk *= kscale
     if want[3]:
         gb = gs
     return gq, gk, gv, gb
@@ -233,10 +261,20 @@ class ScaledDotProductAttention(Primitive):
         # every (batch, head) is independent: blocks of the batch on the intra-op threads
         a = _scores_layout(shape, q.dtype)
         out = _laid_out_as(q, q.shape[:-1] + v.shape[-1:], q.dtype)
-        q, k, v = self.rows = _in_rows(q), _in_rows(k), _in_rows(v)
+        given = q
+        q, k, v = _in_rows(q), _in_rows(k), _in_rows(v)
+        scale = self.scale
+        if scale != 1 and _columns(a) is None:
+            # NumPy's softmax passes (no numba kernel to fold the scale into): the scale
+            # multiplies q (L * D elements) as it is copied into rows, not the scores
+            # (L * S) in a pass of their own; backward's k gradient then needs none
+            q = np.multiply(q, scale, out=np.empty_like(q) if q is given else q)
+            scale = 1
+        self.rows = (q, k, v, scale)
 
         def run(lo, hi):
-            ab = self._weights(q[lo:hi], k[lo:hi], _rows_of(bias, lo, hi, q.ndim), a[lo:hi])
+            ab = self._weights(q[lo:hi], k[lo:hi], _rows_of(bias, lo, hi, q.ndim), a[lo:hi],
+                               scale)
             if dmask is not None:
                 ab = ab * dmask[lo:hi]
             _gemm.matmul(ab, v[lo:hi], out=out[lo:hi])
@@ -244,16 +282,20 @@ class ScaledDotProductAttention(Primitive):
         self.a = a
         return out
 
-    def _weights(self, q, k, bias, out=None):
+    def _weights(self, q, k, bias, out=None, scale=None):
+        """The attention weights ``softmax(q @ k^T * scale + bias)`` (``scale`` the node's
+        unless given: 1 for a q already scaled), into ``out`` when given."""
+        if scale is None:
+            scale = self.scale
         if _transposed(out):  # the scores' layout: their transpose k @ q^T, row-major
             s = out
             _product_into(k, q.swapaxes(-1, -2), s.swapaxes(-1, -2))
         else:
             s = _gemm.matmul(q, k.swapaxes(-1, -2), out=out)
-        if bias is None and s.size and _scaled_softmax_(s, self.scale):
+        if bias is None and s.size and _scaled_softmax_(s, scale):
             return s
-        if self.scale != 1:
-            s *= self.scale
+        if scale != 1:
+            s *= scale
         if bias is not None:
             s += bias
         if s.size:
@@ -281,13 +323,16 @@ class ScaledDotProductAttention(Primitive):
         # the rows forward copied heads into (``_in_rows``), when it did
         rows, self.rows = getattr(self, "rows", None), None
         given = q, k, v
-        q, k, v = rows or given
+        kscale = scale  # the factor k's gradient takes: none where q came scaled
         if rows is not None:
+            q, k, v, qs = rows
+            if qs == 1:
+                kscale = 1
             g = _in_rows(g)
         lead = _split_lead(q, k, v)
         if lead is None or g.shape[:-1] != a.shape[:-1] or not (
                 g.dtype == a.dtype == q.dtype and (dm is None or dm.shape == a.shape)):
-            return list(_backward_arrays(a, g, dm, q, k, v, scale, want))
+            return list(_backward_arrays(a, g, dm, q, k, v, scale, want, kscale=kscale))
         # independent per (batch, head): blocks of the batch on the intra-op threads;
         # each gradient laid out in memory as its input is (PyTorch's empty_like): heads
         # split from one projection then merge back into it with views
@@ -302,7 +347,7 @@ class ScaledDotProductAttention(Primitive):
         def run(lo, hi):
             _backward_arrays(a[lo:hi], g[lo:hi], None if dm is None else dm[lo:hi],
                              q[lo:hi], k[lo:hi], v[lo:hi], scale, want,
-                             [None if t is None else t[lo:hi] for t in grads])
+                             [None if t is None else t[lo:hi] for t in grads], kscale)
         parallel_rows(run, lead, 4 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
         if not want[3]:
             grads[3] = None
