@@ -213,6 +213,31 @@ def _restore_meta(g, meta):
     return g
 
 
+def _into_region(node, g, edges, buffers):
+    """For a node whose first input's gradient is zero outside ``node.grad_region`` (a
+    select's or slice's) with its gradient ``g`` as an array, on the short path: when
+    the node before already has an engine-made array buffered (no view, nothing else
+    holds it) of the input's shape and ``g``'s dtype, add ``g`` into that region of it
+    and say True. The same sums as before, when ``_array_grads`` made the zeros with
+    ``g`` written into the region and the buffered sum added that region alone: ``x +
+    g`` for each element of the region, the rest unchanged."""
+    e = edges[0]
+    if type(e) is not tuple:
+        return False
+    buf = buffers.get(e[0])
+    if buf is None:
+        return False
+    a = buf[e[1]]
+    if type(a) is not _ndarray or a.base is not None or a.dtype is not g.dtype and \
+            a.dtype != g.dtype or a.shape != node.in_shape or not a.flags.writeable:
+        return False
+    part = a[node.grad_region]
+    if part.shape != g.shape:
+        return False
+    _np_add(part, g, part)
+    return True
+
+
 def _in_input_meta(grads, shapes):
     """``grads`` (arrays or Tensors) of a node whose class declares them in its inputs'
     shapes (``Node._grads_in_input_shapes``), on the engine's short path: each is
@@ -406,7 +431,12 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 try:
                     in_grads = None
                     array_grads = node._array_grads
-                    if isinstance(gy, Tensor):
+                    if node.grad_region is not None and type(gy) is _ndarray and \
+                            _into_region(node, gy, edges, buffers):
+                        # a select's or slice's gradient added straight into the region
+                        # of the one already buffered: no zeros of the input's size
+                        in_grads = (None,) * len(edges)
+                    elif isinstance(gy, Tensor):
                         if array_grads is not None:
                             g = _array_of(gy)
                             if g is not None:
