@@ -178,7 +178,9 @@ def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None, kscale=None):
     if a2 is not None:
         kern.softmax_backward_columns(g2, a2, np.empty(a2.shape[2], a.dtype))
     else:
-        gs -= np.einsum("...ij,...ij->...i", gs, a)[..., None]
+        # the row dot products as one product over memory and BLAS row sums (an einsum
+        # down the columns of the transposed layout runs one short loop per row)
+        gs -= _row_sums(gs * a)[..., None]
         gs *= a
     if want[0]:
         gq = _gemm.matmul(gs, k, out=out[0])
