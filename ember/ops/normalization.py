@@ -76,8 +76,10 @@ class Normalize(Primitive):
         self.layout = lay = _layout(x, w, b, axes)
         self.xhat = None
         if lay is not None:
-            if lay[0] == "rows" and _grad_state.grad_enabled:
+            if lay[0] == "rows":
                 # forward's normalized rows, kept for backward where the NumPy blocks run
+                # (an array of their own, no extra pass where there is a weight; the
+                # compile plan's forward runs without grad mode and keeps them too)
                 keep = []
                 out, mean, var = _FORWARD["rows"](x, w, b, eps, lay, keep)
                 self.xhat = keep[0] if keep else None
