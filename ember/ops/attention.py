@@ -263,15 +263,16 @@ class ScaledDotProductAttention(Primitive):
         # every (batch, head) is independent: blocks of the batch on the intra-op threads
         a = _scores_layout(shape, q.dtype)
         out = _laid_out_as(q, q.shape[:-1] + v.shape[-1:], q.dtype)
-        given = q
-        q, k, v = _in_rows(q), _in_rows(k), _in_rows(v)
+        k, v = _in_rows(k), _in_rows(v)
         scale = self.scale
         if scale != 1 and _columns(a) is None:
             # NumPy's softmax passes (no numba kernel to fold the scale into): the scale
             # multiplies q (L * D elements) as it is copied into rows, not the scores
             # (L * S) in a pass of their own; backward's k gradient then needs none
-            q = np.multiply(q, scale, out=np.empty_like(q) if q is given else q)
+            q = np.multiply(q, scale, out=np.empty(q.shape, q.dtype))
             scale = 1
+        else:
+            q = _in_rows(q)
         self.rows = (q, k, v, scale)
 
         def run(lo, hi):
