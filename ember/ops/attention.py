@@ -156,10 +156,12 @@ def _rows_of(t, lo, hi, ndim):
     return t[lo:hi]
 
 
-def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None, kscale=None):
+def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None, kscale=None, gT=None):
     """First-order gradients of q, k, v and the bias (those ``want`` asks for) from the
     weights ``a``, into ``out`` when given. ``kscale`` (``scale`` unless given) is the
-    factor of k's gradient: 1 where ``q`` is the query already scaled."""
+    factor of k's gradient: 1 where ``q`` is the query already scaled; ``gT``: ``g``'s
+    matrices transposed (made here where they are not given and ``g`` is a C-contiguous
+    NumPy array: ``v @ g^T`` then runs on BLAS's kernel for untransposed operands)."""
     if kscale is None:
         kscale = scale
     out = out or [None] * 4
@@ -170,7 +172,8 @@ def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None, kscale=None):
         return gq, gk, gv, gb
     if _transposed(out[3]):  # d loss / d weights, as its transpose v @ g^T
         gs = out[3]
-        _product_into(v, g.swapaxes(-1, -2), gs.swapaxes(-1, -2))
+        gT = _transposed_copy(g) if gT is None else gT
+        _product_into(v, g.swapaxes(-1, -2) if gT is None else gT, gs.swapaxes(-1, -2))
     else:
         gs = _gemm.matmul(g, v.swapaxes(-1, -2), out=out[3])
     if dm is not None:
@@ -196,6 +199,16 @@ def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None, kscale=None):
     if want[3]:
         gb = gs
     return gq, gk, gv, gb
+
+
+def _transposed_copy(t):
+    """A C-contiguous copy of the C-contiguous NumPy array ``t`` with each matrix
+    transposed, or None for anything else. OpenBLAS multiplies small matrices with
+    neither operand transposed at about twice the speed of ``a @ b^T`` (64 x 32 x 64:
+    0.13 against 0.24 ms over 64 matrices); the copy costs a pass over ``t``."""
+    if type(t) is not np.ndarray or t.ndim < 2 or not t.flags.c_contiguous:
+        return None
+    return np.ascontiguousarray(t.swapaxes(-1, -2))
 
 
 def _in_rows(t):
@@ -279,9 +292,14 @@ class ScaledDotProductAttention(Primitive):
             q = _in_rows(q)
         self.rows = (q, k, v, scale)
 
+        # q's matrices transposed as well, so that BLAS multiplies k @ q^T with neither
+        # operand transposed (twice the speed of the transposed-operand kernel at 64 x
+        # 32 x 64); q itself stays for k's gradient
+        qT = _transposed_copy(q)
+
         def run(lo, hi):
             ab = self._weights(q[lo:hi], k[lo:hi], _rows_of(bias, lo, hi, q.ndim), a[lo:hi],
-                               scale)
+                               scale, None if qT is None else qT[lo:hi])
             if dmask is not None:
                 ab = ab * dmask[lo:hi]
             _gemm.matmul(ab, v[lo:hi], out=out[lo:hi])
@@ -289,14 +307,15 @@ class ScaledDotProductAttention(Primitive):
         self.a = a
         return out
 
-    def _weights(self, q, k, bias, out=None, scale=None):
+    def _weights(self, q, k, bias, out=None, scale=None, qT=None):
         """The attention weights ``softmax(q @ k^T * scale + bias)`` (``scale`` the node's
-        unless given: 1 for a q already scaled), into ``out`` when given."""
+        unless given: 1 for a q already scaled), into ``out`` when given; ``qT``, when
+        given, holds q's matrices transposed (``_transposed_copy``)."""
         if scale is None:
             scale = self.scale
         if _transposed(out):  # the scores' layout: their transpose k @ q^T, row-major
             s = out
-            _product_into(k, q.swapaxes(-1, -2), s.swapaxes(-1, -2))
+            _product_into(k, q.swapaxes(-1, -2) if qT is None else qT, s.swapaxes(-1, -2))
         else:
             s = _gemm.matmul(q, k.swapaxes(-1, -2), out=out)
         if bias is None and s.size and _scaled_softmax_(s, scale):
