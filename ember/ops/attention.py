@@ -23,12 +23,13 @@ from ember.ops import _batch_nn
 __all__ = []
 
 
-def _softmax_rows_(s, safe):
+def _softmax_rows_(s, safe, direct=True):
     """Softmax over the last dim of the float array ``s``, in place.
 
     An infinite row maximum is not subtracted (``inf - inf`` is NaN), so rows holding
     +inf, or only -inf, come out NaN as PyTorch's ``softmax`` does; with ``safe`` rows
     that are all -inf give zeros instead (PyTorch's ``_safe_softmax``, used by sdpa).
+    With ``direct``, scores all within +-64 take ``exp`` without the row maxima.
     """
     k = _columns(s)
     if k is not None:
@@ -37,7 +38,7 @@ def _softmax_rows_(s, safe):
                                                 np.empty(s2.shape[2], s.dtype)):
             return s
     xp = array_module(s)
-    if s.dtype in _WIDE and s.size >= _DIRECT_MIN:
+    if direct and s.dtype in _WIDE and s.size >= _DIRECT_MIN:
         # every score within +-64 (no NaN, no mask's -inf): exp(s) neither overflows
         # nor leaves the normal range, so the row maximum need not be subtracted; two
         # reductions over memory in place of a pass down the rows and a subtraction
@@ -325,7 +326,9 @@ class ScaledDotProductAttention(Primitive):
         if bias is not None:
             s += bias
         if s.size:
-            _softmax_rows_(s, self.safe)
+            # (a mask's -inf or large negative values fail the direct softmax's bound:
+            # its checks are not spent on masked scores)
+            _softmax_rows_(s, self.safe, bias is None)
         return s
 
     def backward(self, gy):
