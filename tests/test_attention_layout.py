@@ -132,3 +132,53 @@ def test_scores_written_through_their_transpose_keep_the_bits(dt, d):
     f = np.empty((2, 3, 17, 33), dt).swapaxes(-1, -2)  # column-major matrices: NumPy's loop
     np.matmul(q, k.swapaxes(-1, -2), out=f)
     assert s.tobytes() == f.tobytes() == np.ascontiguousarray(q @ k.swapaxes(-1, -2)).tobytes()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("twice", [False, True])
+@pytest.mark.parametrize("direct", [True, False])
+def test_numpy_softmax_scale_on_q_and_without_the_maximum(direct, twice, dt, monkeypatch):
+    """Without numba the scale multiplies the rows q is copied into (k's gradient then
+    takes none) and, where every score lies within +-64, the softmax is ``exp(s)`` over
+    its row sums (no maximum subtracted); otherwise the passes with the maximum. Both
+    against torch, with a retained graph's second pass (the weights recomputed from the
+    unscaled q)."""
+    monkeypatch.setitem(attn._NUMBA, "softmax", None)
+    sums = []
+    row_sums = attn._row_sums
+    monkeypatch.setattr(attn, "_row_sums", lambda s: sums.append(1) or row_sums(s))
+    rng = np.random.default_rng(7)
+    scale = 1.0 if direct else 5.0  # scores past the bound take the maximum's passes
+    pb = (rng.standard_normal((3, L, B, H * D)) * scale).astype(dt)
+    gb = rng.standard_normal((B, H, L, D)).astype(dt)
+    ye, ge = _run(ember, pb, gb, twice)
+    yt, gt = _run(torch, pb, gb, twice)
+    # the row sums: backward's row dot products each pass, forward's softmax if direct
+    assert len(sums) == (2 if direct else 1) * (2 if twice else 1)
+    tol = 2e-5 if dt == np.float32 else 1e-11
+    np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(ge.numpy(), gt.numpy(), rtol=10 * tol, atol=10 * tol)
+
+
+@pytest.mark.parametrize("path", ["numba", "numpy"])
+def test_products_take_q_and_g_transposed(path, monkeypatch):
+    """``k @ q^T`` forward and ``v @ g^T`` backward multiply copies of q's and g's
+    matrices transposed (BLAS's kernel for untransposed operands): each made once, the
+    results torch's."""
+    if path == "numpy":
+        monkeypatch.setitem(attn._NUMBA, "softmax", None)
+    t = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    c = attn._transposed_copy(t)
+    assert c.flags.c_contiguous and np.array_equal(c, t.swapaxes(-1, -2))
+    assert attn._transposed_copy(t.swapaxes(-1, -2)) is None
+    made = []
+    copy = attn._transposed_copy
+    monkeypatch.setattr(attn, "_transposed_copy", lambda a: made.append(a.shape) or copy(a))
+    rng = np.random.default_rng(11)
+    pb = rng.standard_normal((3, L, B, H * D)).astype(np.float32)
+    gb = rng.standard_normal((B, H, L, D)).astype(np.float32)
+    ye, ge = _run(ember, pb, gb)
+    yt, gt = _run(torch, pb, gb)
+    assert made == [(B, H, L, D), (B, H, L, D)]
+    np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ge.numpy(), gt.numpy(), rtol=1e-4, atol=1e-5)

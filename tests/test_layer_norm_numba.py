@@ -147,18 +147,46 @@ def test_numpy_blocks_bits_with_the_weight_in_long_rows(monkeypatch, rows, d):
     xc = x - m[:, None]
     v = (xc[:, None, :] @ xc[:, :, None]).reshape(-1) / F32(d)
     r = 1.0 / np.sqrt(v + 1e-5)
-    want = xc * r[:, None]
-    want *= w
+    xh = xc * r[:, None]
+    want = xh * w
     want += b
     assert np.array_equal(out, want)
-    q = g * xc
+    # backward from the normalized rows forward kept: gx = r * (g - sum(g)/d - xh *
+    # sum(g * xh)/d) with g = gy * w, each operation along whole rows or broadcast
+    q = g * xh
     a, c = g @ w, q @ w
     want_gx = g * w
+    want_gx -= xh * (c / d)[:, None]
+    want_gx -= (a / d)[:, None]
     want_gx *= r[:, None]
-    xc *= (r * r * r * c / d)[:, None]
-    want_gx -= xc
-    want_gx -= (r * a / d)[:, None]
     assert np.array_equal(gx, want_gx)
     t_out, t_gx = _run(torch, x, w, b, g, (d,))[:2]
     np.testing.assert_allclose(out, t_out, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(gx, t_gx, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_numpy_blocks_second_pass_recomputes_the_kept_rows(monkeypatch, affine):
+    """Forward hands its normalized rows to the first backward; a second pass through a
+    retained graph recomputes them by forward's operations: the same gradients, bit for
+    bit, and torch's."""
+    monkeypatch.setitem(norm._NUMBA, "rows", None)
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((50, 24)) * 3 + 1).astype(F32)
+    w = rng.standard_normal(24).astype(F32) if affine else None
+    b = rng.standard_normal(24).astype(F32)
+    g = rng.standard_normal(x.shape).astype(F32)
+    res = {}
+    for m in (ember, torch):
+        ts = [m.tensor(a, requires_grad=True) for a in (x, w, b) if a is not None]
+        y = m.nn.functional.layer_norm(ts[0], (24,), ts[1] if affine else None, ts[-1])
+        if m is ember:
+            assert y.grad_fn.xhat is not None
+        passes = [m.autograd.grad(y, ts, m.tensor(g), retain_graph=True) for _ in range(2)]
+        if m is ember:
+            assert y.grad_fn.xhat is None
+        res[m] = [[t.numpy() for t in p] for p in passes]
+    for a, b_ in zip(*res[ember]):
+        assert np.array_equal(a, b_)
+    for a, t in zip(res[ember][0], res[torch][0]):
+        np.testing.assert_allclose(a, t, rtol=1e-5, atol=1e-5)

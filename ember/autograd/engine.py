@@ -213,6 +213,50 @@ def _restore_meta(g, meta):
     return g
 
 
+def _into_region(node, g, edges, buffers):
+    """For a node whose first input's gradient is zero outside ``node.grad_region`` (a
+    select's or slice's) with its gradient ``g`` as an array, on the short path: when
+    the node before already has an engine-made array buffered (no view, nothing else
+    holds it) of the input's shape and ``g``'s dtype, add ``g`` into that region of it
+    and say True. The same sums as before, when ``_array_grads`` made the zeros with
+    ``g`` written into the region and the buffered sum added that region alone: ``x +
+    g`` for each element of the region, the rest unchanged."""
+    e = edges[0]
+    if type(e) is not tuple:
+        return False
+    buf = buffers.get(e[0])
+    if buf is None:
+        return False
+    a = buf[e[1]]
+    if type(a) is not _ndarray or a.base is not None or a.dtype is not g.dtype and \
+            a.dtype != g.dtype or a.shape != node.in_shape or not a.flags.writeable:
+        return False
+    part = a[node.grad_region]
+    if part.shape != g.shape:
+        return False
+    _np_add(part, g, part)
+    return True
+
+
+def _in_input_meta(grads, shapes):
+    """``grads`` (arrays or Tensors) of a node whose class declares them in its inputs'
+    shapes (``Node._grads_in_input_shapes``), on the engine's short path: each is
+    checked against its input's shape and dtype, and one that differs (a formula that
+    fell back to ``backward``, a dtype the kernel widened) is summed back and cast as
+    the general path does (``_restore_meta``)."""
+    out = None
+    for i, g in enumerate(grads):
+        meta = shapes[i] if i < len(shapes) else None
+        if g is None or meta is None:
+            continue
+        a = g._data if isinstance(g, Tensor) else g
+        if a.shape != meta[0] or a.dtype != meta[1]:
+            if out is None:
+                out = list(grads)
+            out[i] = _restore_meta(g if isinstance(g, Tensor) else _wrap(g), meta)
+    return grads if out is None else tuple(out)
+
+
 def _fill_zeros(node, grads):
     if getattr(node, "_custom_zeros", False):
         return grads  # a user Function materializes (or not) its own missing grads
@@ -376,17 +420,23 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 grads = buffers.pop(node, None)
                 gy = grads[0] if grads is not None and len(grads) == 1 else None
             edges = node._edges
-            if fast and gy is not None and not node._hooked and \
-                    node._in_shapes is None and not _active[0]:
-                # the common node: one output, no hooks, no mode, no broadcast input;
-                # what the general path below does for it, with its branches left out.
+            if fast and gy is not None and not node._hooked and not _active[0] and \
+                    (node._in_shapes is None or node._grads_in_input_shapes):
+                # the common node: one output, no hooks, no mode, no broadcast input (or
+                # one whose class says its gradients come in its inputs' shapes); what
+                # the general path below does for it, with its branches left out.
                 # Its gradient may be an array: the ``_array_grads`` of the node before
                 # (see ``Node._array_grads``) pass new arrays on, and a Tensor is made
                 # where one is needed (another node's ``backward``, a leaf, a sum)
                 try:
                     in_grads = None
                     array_grads = node._array_grads
-                    if isinstance(gy, Tensor):
+                    if node.grad_region is not None and type(gy) is _ndarray and \
+                            _into_region(node, gy, edges, buffers):
+                        # a select's or slice's gradient added straight into the region
+                        # of the one already buffered: no zeros of the input's size
+                        in_grads = (None,) * len(edges)
+                    elif isinstance(gy, Tensor):
                         if array_grads is not None:
                             g = _array_of(gy)
                             if g is not None:
@@ -408,6 +458,8 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                     in_grads = tuple(in_grads) if type(in_grads) is list else (in_grads,)
                 if len(in_grads) != len(edges):
                     in_grads = _counted(node, in_grads, edges)
+                if node._in_shapes is not None:
+                    in_grads = _in_input_meta(in_grads, node._in_shapes)
                 if not retain_graph and node._saved is not None:
                     node._saved = _FREED
                 for e, g in zip(edges, in_grads):

@@ -105,6 +105,11 @@ class Node:
     # ops, in the same order; or None, having called no user code, where only
     # ``backward`` can answer (another dtype, a saved tensor changed or packed by hooks)
     _array_grads = None
+    # True on an op class whose gradients (``backward``'s and ``_array_grads``') already
+    # have each input's shape and dtype although its inputs broadcast against each other
+    # (``_in_shapes`` set: layer norm's weight, ``mm``'s operands): the engine's short
+    # path takes its node, checking each gradient's shape and dtype instead of summing
+    _grads_in_input_shapes = False
 
     def name(self):
         """The node's name as PyTorch prints it, e.g. ``MulBackward0``."""

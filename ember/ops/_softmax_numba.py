@@ -5,9 +5,10 @@ The attention weights are stored with each matrix transposed (``[..., S, L]``, s
 ``attention._scores_layout``), so as a 3-D ``(B, S, L)`` array each softmax runs down a
 column of one matrix: the kernels sweep rows of ``L`` contiguous elements, the running
 maxima, sums and dot products held in one vector of ``L``. Forward is three passes over
-the scores (maxima of the scaled scores; ``exp`` and the sums; the division) where NumPy
-makes six with the scaling; backward ``a * (gs - sum(gs * a))`` is two where NumPy makes
-three plus an einsum.
+the scores (maxima of the scaled scores; ``exp`` and the sums; the division); backward ``a * (gs -
+sum(gs * a))`` is two. (Without numba, ``ember.ops.attention`` scales q instead of the
+scores and, where every score lies within +-64, takes ``exp`` without the maxima, the sums
+as BLAS products.)
 
 ``exp`` is the LSTM kernels' polynomial (``ember.ops._lstm_numba``: under 2 float32 ulps
 from NumPy's), exactly 0 below -87.3 (where NumPy's gives at most a subnormal), so masked

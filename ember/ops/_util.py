@@ -439,3 +439,24 @@ def write_out(result, out, name=None):
         out._data = src.copy()
     out._vc[0] += 1
     return out
+
+
+# the sizes argument of ``view``/``reshape``/``expand``/``sum_to_size``/...: ints or one
+# sequence of them
+def _sizes(args, name="shape"):
+    if len(args) == 1 and not isinstance(args[0], (int, np.integer)) and \
+            not (isinstance(args[0], Tensor) and args[0]._data.ndim == 0):
+        args = args[0]
+    if isinstance(args, (str, bytes)) or not hasattr(args, "__iter__"):
+        raise TypeError(f"argument '{name}' must be tuple of ints, not {type(args).__name__}")
+    out = []
+    for i, s in enumerate(args):
+        if type(s) is int:
+            out.append(s)
+        elif isinstance(s, (np.integer, Tensor)) or (isinstance(s, int) and
+                                                      not isinstance(s, bool)):
+            out.append(s.__index__())  # integer 0-d tensors too; floats raise TypeError
+        else:
+            raise TypeError(f"argument '{name}' must be tuple of ints, but found element of "
+                            f"type {type(s).__name__} at pos {i}")
+    return tuple(out)

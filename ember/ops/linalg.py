@@ -167,14 +167,17 @@ def _vector_beside(other, out_ndim):
 
 
 class Mm(MatMul):
+    _grads_in_input_shapes = True  # no batch dims to broadcast
     torchscript = "mm"
 
 
 class Mv(MatMul):
+    _grads_in_input_shapes = True  # no batch dims to broadcast
     torchscript = "mv"
 
 
 class Dot(MatMul):
+    _grads_in_input_shapes = True  # no batch dims to broadcast
     torchscript = "dot"
 
 
@@ -186,6 +189,7 @@ class Vdot(Dot):
 
 class Bmm(MatMul):
     torchscript = "bmm"
+    _grads_in_input_shapes = True  # one batch size for both: nothing broadcasts
 
     def forward(self, a, b):
         return bmm_arrays(a, b)

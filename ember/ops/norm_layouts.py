@@ -96,7 +96,10 @@ def _row_kernels(*arrays):
     return _fast_kernels.load(_NUMBA, "rows", "ember.ops._norm_numba")
 
 
-def _fwd_rows(x, w, b, eps, lay):
+def _fwd_rows(x, w, b, eps, lay, keep=None):
+    """Layer norm's forward over rows; on the NumPy blocks the normalized rows (before
+    the weight and bias) are appended to the list ``keep`` when one is given, for
+    backward (``_bwd_rows``'s ``xhat``): the same passes, into an array of their own."""
     _, M, D = lay
     xm = array_module(x)
     x2 = x.reshape(M, D)
@@ -121,22 +124,27 @@ def _fwd_rows(x, w, b, eps, lay):
     ones = xm.ones(D, dtype=x.dtype)
     wt = None if w2 is None else _RowTile(w2, blocks[0].stop - blocks[0].start)
     bt = None if b2 is None else _RowTile(b2, blocks[0].stop - blocks[0].start)
+    xhat = out if keep is None else xm.empty((M, D), dtype=x.dtype)
 
     def run(lo, hi):  # rows are independent: blocks go to the intra-op threads
         for sl in blocks[lo:hi]:
-            xb, ob = x2[sl], out[sl]
+            xb, hb, ob = x2[sl], xhat[sl], out[sl]
             m = xb @ ones
             m /= D
-            xm.subtract(xb, m[:, None], out=ob)
-            v = _rows_dot(ob, ob)
+            xm.subtract(xb, m[:, None], out=hb)
+            v = _rows_dot(hb, hb)
             v /= D
-            ob *= (1.0 / xm.sqrt(v + eps))[:, None]
+            hb *= (1.0 / xm.sqrt(v + eps))[:, None]
             if wt is not None:
-                wt.apply(xm.multiply, ob, ob)
+                wt.apply(xm.multiply, hb, ob)
+            elif hb is not ob:
+                ob[...] = hb
             if bt is not None:
                 bt.apply(xm.add, ob, ob)
             mean[sl], var[sl] = m, v
     parallel_rows(run, len(blocks), 8 * M * D, xm, blas=True)
+    if keep is not None:
+        keep.append(xhat)
     return out.reshape(x.shape), mean, var
 
 
@@ -174,7 +182,10 @@ class _RowTile:
             ufunc(a[n:], self.vec, out=out[n:])
 
 
-def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape):
+def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape, xhat=None):
+    """Layer norm's backward over rows; ``xhat``, forward's normalized rows where it
+    kept them (``_fwd_rows``'s ``keep``), spares the NumPy blocks their recomputation
+    (the same operations: the same bits)."""
     _, M, D = lay
     xm = array_module(x)
     x2, g2 = x.reshape(M, D), gy.reshape(M, D)
@@ -204,8 +215,10 @@ def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape):
                 parts_w[i], parts_b[i] = pw, pb
         parallel_rows(run_k, len(blocks), 12 * M * D, xm)
     else:
+        if xhat is not None and xhat.shape != (M, D):
+            xhat = None
         parallel_rows(_bwd_rows_blocks(g2, x2, w2, mean, invstd, ones, gx, gw, gb, blocks,
-                                       parts_w, parts_b, D, xm),
+                                       parts_w, parts_b, D, xm, xhat),
                       len(blocks), 12 * M * D, xm, blas=True)
     for pw, pb in zip(parts_w, parts_b):
         if gw is not None:
@@ -216,8 +229,11 @@ def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape):
 
 
 def _bwd_rows_blocks(g2, x2, w2, mean, invstd, ones, gx, gw, gb, blocks, parts_w, parts_b,
-                     D, xm):
-    """The NumPy blocks of :func:`_bwd_rows`: ``run(lo, hi)`` for ``parallel_rows``."""
+                     D, xm, xhat=None):
+    """The NumPy blocks of :func:`_bwd_rows`: ``run(lo, hi)`` for ``parallel_rows``.
+    With ``xh`` the normalized rows (forward's, or recomputed by forward's operations)
+    and ``g = gy * w``: ``gw = sum(gy * xh)``, ``gb = sum(gy)`` down the rows, and
+    ``gx = r * (g - sum(g) / D - xh * sum(g * xh) / D)`` along each row."""
     x = x2
     # the row vector ``w`` run in long rows (``_RowTile``: the same products)
     wt = None if w2 is None or gx is None else _RowTile(w2, blocks[0].stop - blocks[0].start)
@@ -226,28 +242,36 @@ def _bwd_rows_blocks(g2, x2, w2, mean, invstd, ones, gx, gw, gb, blocks, parts_w
         for i in range(lo, hi):
             sl = blocks[i]
             gyb, r = g2[sl], invstd[sl]
+            ones_rows = None
             if gb is not None:
-                parts_b[i] = xm.ones(gyb.shape[0], dtype=x.dtype) @ gyb
+                ones_rows = xm.ones(gyb.shape[0], dtype=x.dtype)
+                parts_b[i] = ones_rows @ gyb
             if gx is None and gw is None:
                 continue
-            xc = x2[sl] - mean[sl, None]
-            q = gyb * xc
+            if xhat is not None:
+                xh = xhat[sl]
+            else:  # forward's two operations again: its bits
+                xh = x2[sl] - mean[sl, None]
+                xh *= r[:, None]
+            q = gyb * xh
             if gw is not None:
-                parts_w[i] = r @ q
+                if ones_rows is None:
+                    ones_rows = xm.ones(gyb.shape[0], dtype=x.dtype)
+                parts_w[i] = ones_rows @ q
             if gx is None:
                 continue
             wv = ones if w2 is None else w2
             a = gyb @ wv  # sum(g)
-            c = q @ wv  # sum(g * xc)
+            c = q @ wv  # sum(g * xh)
             gxb = gx[sl]
             if w2 is None:
-                xm.multiply(gyb, r[:, None], out=gxb)
+                gxb[...] = gyb
             else:
                 wt.apply(xm.multiply, gyb, gxb)
-                gxb *= r[:, None]
-            xc *= (r * r * r * c / D)[:, None]
-            gxb -= xc
-            gxb -= (r * a / D)[:, None]
+            xm.multiply(xh, (c / D)[:, None], out=q)
+            gxb -= q
+            gxb -= (a / D)[:, None]
+            gxb *= r[:, None]
     return run
 
 

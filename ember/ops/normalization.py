@@ -65,14 +65,26 @@ class Normalize(Primitive):
     _overflow_is_nan = False  # batch and instance norm give 0 there, as PyTorch's do
     _nan_in_double = True  # and for float64 input too
     batch = _batch_nn.normalize
+    # the input's gradient has its shape, the weight's and bias's theirs (reduced and
+    # reshaped in the kernels), so the engine has nothing to sum
+    _grads_in_input_shapes = True
 
     def forward(self, x, w, b, axes, eps, stats=None):
         self.axes, self.eps = axes, eps
         self.b_shape = None if b is None else b.shape
         n = _prod(x.shape[a] for a in axes)
         self.layout = lay = _layout(x, w, b, axes)
+        self.xhat = None
         if lay is not None:
-            out, mean, var = _FORWARD[lay[0]](x, w, b, eps, lay)
+            if lay[0] == "rows":
+                # forward's normalized rows, kept for backward where the NumPy blocks run
+                # (an array of their own, no extra pass where there is a weight; the
+                # compile plan's forward runs without grad mode and keeps them too)
+                keep = []
+                out, mean, var = _FORWARD["rows"](x, w, b, eps, lay, keep)
+                self.xhat = keep[0] if keep else None
+            else:
+                out, mean, var = _FORWARD[lay[0]](x, w, b, eps, lay)
             kshape = tuple(1 if i in axes else v for i, v in enumerate(x.shape))
             mean, var = mean.reshape(kshape), var.reshape(kshape)
             self.mean, self.invstd = mean, 1.0 / array_module(x).sqrt(var + eps)
@@ -131,7 +143,7 @@ class Normalize(Primitive):
             if self.layout is not None:
                 gx, gw, gb = _BACKWARD[self.layout[0]](
                     gy._data, x._data, None if w is None else w._data, self.mean, self.invstd,
-                    need, self.layout, self.b_shape)
+                    need, self.layout, self.b_shape, **self._kept())
                 if gw is not None:
                     gw = gw.reshape(w.shape)
                 if gb is not None:
@@ -156,12 +168,21 @@ class Normalize(Primitive):
             gb = gy
         return gx, gw, gb, None, None, None
 
+    def _kept(self):
+        """Forward's normalized rows for the rows kernels' backward (``{"xhat": ...}``),
+        handed over once: a second pass recomputes them by forward's operations."""
+        xhat = getattr(self, "xhat", None)
+        if xhat is None:
+            return {}
+        self.xhat = None
+        return {"xhat": xhat}
+
     def _grad_arrays(self, gy, x, w):
         """The three gradients (arrays or None) ``backward`` wraps without a graph."""
         if self.layout is not None:
             need = tuple(e is not None for e in self._edges[:3])
             gx, gw, gb = _BACKWARD[self.layout[0]](gy, x, w, self.mean, self.invstd, need,
-                                                   self.layout, self.b_shape)
+                                                   self.layout, self.b_shape, **self._kept())
             if gw is not None:
                 gw = gw.reshape(w.shape)
             if gb is not None:

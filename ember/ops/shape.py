@@ -1,17 +1,31 @@
 """Shape and movement ops: views (reshape, permute, expand, narrow, ...) and their Tensor
 methods. Flips, rolls and ``unfold`` are in ``reorder``, padding in ``padding``,
-``narrow``/``select`` in ``narrowing`` (all re-exported here), joins and splits in
-``join``, diagonals in ``diagonal``."""
+``narrow``/``select`` in ``narrowing``, ``expand``/broadcasting in ``broadcasting`` (all
+re-exported here), joins and splits in ``join``, diagonals in ``diagonal``."""
 from math import prod
 
 import numpy as np
 
-from ember._tensor import Size, Tensor, _mode_active, _mode_recorder
+from ember._tensor import Size, Tensor, _mode_active, _mode_recorder  # noqa: F401  (shape.Size)
 from ember.autograd.node import Primitive, _wrap
-from ember.backend import array_module
 from ember.ops import _batch, _jvp, reinterpret
-from ember.ops._util import wrap_dim, wrap_dims
+from ember.ops._util import _sizes, wrap_dim, wrap_dims  # noqa: F401  (shape._sizes)
 from ember.ops._views import ViewPrimitive, grad_array, grad_view, passes_array
+
+# expand, broadcasting and its adjoint ``sum_to_size`` live in ``broadcasting``; their
+# names stay importable from here (``shape.Expand``, ``shape.SumToSize`` ...)
+from ember.ops.broadcasting import (  # noqa: F401
+    Expand,
+    SumToSize,
+    _expand_shape,
+    _expanded,
+    broadcast_shapes,
+    broadcast_tensors,
+    broadcast_to,
+    expand,
+    expand_as,
+    sum_to_size,
+)
 from ember.ops.indexing import GetItem, Select, transforming  # noqa: F401  (shape.Select)
 
 # flips, rolls and unfold live in ``reorder``, padding in ``padding``, narrow and select in
@@ -44,25 +58,6 @@ __all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "permute",
            "broadcast_shapes", "atleast_1d", "atleast_2d", "atleast_3d", "ravel", "narrow",
            "narrow_copy", "select", "flip", "fliplr", "flipud", "roll", "rot90",
            "constant_pad_nd"]
-
-
-def _sizes(args, name="shape"):
-    if len(args) == 1 and not isinstance(args[0], (int, np.integer)) and \
-            not (isinstance(args[0], Tensor) and args[0]._data.ndim == 0):
-        args = args[0]
-    if isinstance(args, (str, bytes)) or not hasattr(args, "__iter__"):
-        raise TypeError(f"argument '{name}' must be tuple of ints, not {type(args).__name__}")
-    out = []
-    for i, s in enumerate(args):
-        if type(s) is int:
-            out.append(s)
-        elif isinstance(s, (np.integer, Tensor)) or (isinstance(s, int) and
-                                                      not isinstance(s, bool)):
-            out.append(s.__index__())  # integer 0-d tensors too; floats raise TypeError
-        else:
-            raise TypeError(f"argument '{name}' must be tuple of ints, but found element of "
-                            f"type {type(s).__name__} at pos {i}")
-    return tuple(out)
 
 
 def infer_shape(shape, numel):
@@ -559,144 +554,6 @@ def unsqueeze(input, dim):
     return Unsqueeze.apply(input, wrap_dim(dim, n))
 
 
-class Expand(ViewPrimitive):
-    batch = _batch.expand
-
-    def forward(self, x, shape):
-        self.in_shape = x.shape
-        if type(x) is not np.ndarray:
-            return array_module(x).broadcast_to(x, shape)
-        return _expanded(x, shape)
-
-    def backward(self, gy):
-        return gy.sum_to_size(self.in_shape), None
-
-
-def _expanded(x, shape):
-    """The view ``x.expand(shape)`` of a NumPy array, with torch's strides: a dim that is
-    broadcast has stride 0, a new dim of size 1 the stride of a contiguous step over the
-    dims after it (so ``arange(8).expand(1, -1)`` has strides ``(8, 1)``, not ``(0, 1)``);
-    every stride of an expanded 0-d tensor is 0. The view is writable, like ``x``, unless
-    elements share memory (a stride 0 over a dim longer than 1): NumPy then refuses
-    writes, as torch refuses in-place ops there."""
-    lead = len(shape) - x.ndim
-    strides = [0] * len(shape)
-    for i in range(len(shape) - 1, -1, -1):
-        d = i - lead
-        if d >= 0:
-            size, stride = x.shape[d], x.strides[d]
-        else:
-            size = 1
-            stride = shape[i + 1] * strides[i + 1] if i + 1 < len(shape) else 0
-        strides[i] = stride if size == shape[i] else 0
-    overlaps = any(st == 0 and n > 1 for st, n in zip(strides, shape))
-    return np.lib.stride_tricks.as_strided(x, shape, strides,
-                                           writeable=x.flags.writeable and not overlaps)
-
-
-def _expand_shape(in_shape, sizes):
-    if len(sizes) < len(in_shape):
-        raise RuntimeError(f"expand(torch.FloatTensor{{{list(in_shape)}}}, size={list(sizes)}): "
-                           "the number of sizes provided ({len(sizes)}) must be greater or equal "
-                           f"to the number of dimensions in the tensor ({len(in_shape)})")
-    lead = len(sizes) - len(in_shape)
-    out = []
-    for i, s in enumerate(sizes):
-        cur = in_shape[i - lead] if i >= lead else None
-        if s == -1:
-            if cur is None:
-                raise RuntimeError("expand: -1 is not allowed in a leading, non-existing "
-                                   "dimension")
-            s = cur
-        elif cur is not None and cur != s and cur != 1:
-            raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing "
-                               f"size ({cur}) at non-singleton dimension {i}.  Target sizes: "
-                               f"{list(sizes)}.  Tensor sizes: {list(in_shape)}")
-        out.append(s)
-    return tuple(out)
-
-
-def expand(self, *sizes):
-    """A broadcast view of ``self`` with the given sizes (-1 keeps a dim)."""
-    if _mode_active[0] and (m := _mode_recorder((self,) + sizes)) is not None:
-        return m.composite("expand", expand, (self,) + sizes, {})
-    return Expand.apply(self, _expand_shape(self._data.shape, _sizes(sizes)))
-
-
-def expand_as(self, other):
-    """``self.expand(other.shape)``."""
-    if _mode_active[0] and (m := _mode_recorder((self, other))) is not None:
-        return m.composite("expand_as", expand_as, (self, other), {})
-    return expand(self, other._data.shape)
-
-
-broadcast_to = lambda input, size: expand(input, tuple(size))  # noqa: E731
-broadcast_to.__doc__ = "``input.expand(size)``."
-
-
-def broadcast_shapes(*shapes):
-    """The shape that the given shapes broadcast to."""
-    try:
-        return Size(np.broadcast_shapes(*[(s,) if isinstance(s, int) else tuple(s)
-                                          for s in shapes]))
-    except ValueError:
-        raise RuntimeError(f"Shape mismatch: objects cannot be broadcast to a single shape: "
-                           f"{shapes}") from None
-
-
-def broadcast_tensors(*tensors):
-    """Expand all tensors to their common broadcast shape."""
-    shape = list(broadcast_shapes(*[t._data.shape for t in tensors]))
-    if _mode_active[0]:
-        # a size read from a traced tensor (a SymInt) where one has it: the graph then
-        # expands to the input's size, not the example's
-        for t in tensors:
-            ts = t.shape
-            for k, s in enumerate(ts):
-                i = len(shape) - len(ts) + k
-                if s != 1 and type(shape[i]) is int:
-                    shape[i] = s
-        return tuple(expand(t, tuple(shape)) for t in tensors)
-    shape = tuple(shape)
-    # a tensor that has the shape already is returned itself, as PyTorch does
-    return tuple(t if t._data.shape == shape else Expand.apply(t, shape) for t in tensors)
-
-
-class SumToSize(Primitive):
-    """Sum a broadcast gradient back to ``shape`` (the adjoint of ``expand``)."""
-    _node_name = "SumBackward1"
-
-    def forward(self, x, shape):
-        self.in_shape = x.shape
-        lead = x.ndim - len(shape)
-        axes = tuple(range(lead)) + tuple(
-            i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1)
-        out = x.sum(axis=axes, keepdims=True) if axes else x
-        if lead:
-            out = out.reshape(shape)
-        return out
-
-    def backward(self, gy):
-        return gy.expand(self.in_shape), None
-
-    jvp = _jvp.linear(0)
-    batch = _batch.sum_to_size
-
-
-def sum_to_size(self, *size):
-    """Sum ``self`` down to ``size``, which ``self``'s shape must broadcast from."""
-    shape = _sizes(size)
-    if tuple(shape) == self._data.shape:
-        return self
-    try:
-        if np.broadcast_shapes(shape, self._data.shape) != self._data.shape:
-            raise ValueError
-    except ValueError:
-        raise RuntimeError(f"size {{{list(shape)}}} is not expandable to size "
-                           f"{{{list(self.shape)}}}.") from None
-    return SumToSize.apply(self, tuple(shape))
-
-
 def atleast_1d(*tensors):
     """Each tensor with at least one dim."""
     out = [t.reshape(1) if t.dim() == 0 else t for t in _flat_args(tensors)]
@@ -800,10 +657,6 @@ def _reshape_vjp(grads, inputs, outputs, out=None):
     return [grads[0].reshape(inputs[0].shape)] + [None] * (len(inputs) - 1)
 
 
-def _expand_vjp(grads, inputs, outputs, out=None):
-    return [grads[0]] + [None] * (len(inputs) - 1)
-
 
 for _f in (view, reshape, flatten, unflatten, view_as, reshape_as):
     _f.vjp = _reshape_vjp
-expand.vjp = expand_as.vjp = _expand_vjp
