@@ -105,8 +105,8 @@ class Site:
 
     def matmul(self, a, b, out=None):
         """``gemm.matmul(a, b, out)``."""
-        p = self._args(a, b, out, None) if type(a) is _ndarray and \
-            type(b) is _ndarray else None
+        p = self._args(a, b, out, None) if _gemm._lib[0] is not False and \
+            type(a) is _ndarray and type(b) is _ndarray else None
         if p is None:
             return _gemm.matmul(a, b, out)
         lib, f, ta, lda, tb, ldb, m, n, k, ldc = p
@@ -118,8 +118,8 @@ class Site:
 
     def addmm(self, bias, a, b, out=None):
         """``gemm.addmm(bias, a, b, out)``."""
-        p = self._args(a, b, out, bias) if type(a) is _ndarray and \
-            type(b) is _ndarray and type(bias) is _ndarray else None
+        p = self._args(a, b, out, bias) if _gemm._lib[0] is not False and \
+            type(a) is _ndarray and type(b) is _ndarray and type(bias) is _ndarray else None
         if p is None:
             return _gemm.addmm(bias, a, b, out)
         lib, f, ta, lda, tb, ldb, m, n, k, ldc = p
