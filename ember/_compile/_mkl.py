@@ -18,7 +18,7 @@ import numpy as np
 from ember.backend import gemm as _gemm
 from ember.ops import nn_fused
 
-__all__ = ["Site", "linear_into", "linear_vjp", "is_linear"]
+__all__ = ["Site", "linear_into", "linear_vjp", "is_linear", "use_sites"]
 
 _ndarray = np.ndarray
 _share = np.may_share_memory
@@ -174,3 +174,25 @@ def linear_vjp():
             gb = _gemm.sum_rows(g2)
         return [gx, gw, gb]
     return vjp
+
+
+def use_sites(plan):
+    """A linear layer's backward (``_Linear.vjp``) with its products' MKL arguments
+    found once per layout (:class:`Site`): the declared vjp the backward calls, and the one
+    writing the input's gradient into the arena. The same calls, so the same bits."""
+    for st in plan.grad_steps:
+        if st.declared is None or not st.prim or not is_linear(st.node.target):
+            continue
+        vjp = linear_vjp()
+        _, op, out = st.declared
+        st.declared = (vjp, op, out)
+        if st.bvjp is not None:
+            bop = object.__new__(st.node.target)
+            bop._edges = op._edges
+            site = plan.arena.site(("g", st.index))
+
+            def run(state, args, ys, gouts, vjp=vjp, bop=bop, site=site):
+                if state:
+                    bop.__dict__ = state
+                return vjp(bop, gouts, args, ys, site)
+            st.bvjp = run

@@ -290,7 +290,7 @@ class Plan:
         for st in self.grad_steps:
             st.bvjp = _buffers.bvjp_for(st, self.arena)
         _xent.fuse(self)  # log_softmax -> nll_loss: lean kernels, one backward
-        _linear_products(self)
+        _mkl.use_sites(self)  # linear layers' MKL products: arguments found once
         self.mode = None  # what the forward buffers were laid out for ("train"/"infer")
         self.groups, self.colors = [], {}
 
@@ -617,28 +617,6 @@ def _biases(plan):
         bare = object.__new__(st.node.target)
         bare._edges = st.declared[1]._edges[:2] + (None,)
         st.bias = bare
-
-
-def _linear_products(plan):
-    """A linear layer's backward (``_Linear.vjp``) with its products' MKL arguments
-    found once per layout (``_mkl``): the declared vjp the backward calls, and the one
-    writing the input's gradient into the arena. The same calls, so the same bits."""
-    for st in plan.grad_steps:
-        if st.declared is None or not st.prim or not _mkl.is_linear(st.node.target):
-            continue
-        vjp = _mkl.linear_vjp()
-        _, op, out = st.declared
-        st.declared = (vjp, op, out)
-        if st.bvjp is not None:
-            bop = object.__new__(st.node.target)
-            bop._edges = op._edges
-            site = plan.arena.site(("g", st.index))
-
-            def run(state, args, ys, gouts, vjp=vjp, bop=bop, site=site):
-                if state:
-                    bop.__dict__ = state
-                return vjp(bop, gouts, args, ys, site)
-            st.bvjp = run
 
 
 def _accumulate(G, s, g):
