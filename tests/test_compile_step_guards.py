@@ -100,6 +100,47 @@ def test_step_guards_fire_after_repeated_calls():
     assert comp.stats["captures"] > n and comp.stats["eager"] == 0
 
 
+
+def test_step_guards_see_renamed_and_rebound_module_state():
+    """The repeated-call check compares every module's dicts at once: a child moved to
+    another name with the same object, a buffer added, a parameter's requires_grad and
+    a module's ``__dict__`` replaced by an equal copy each take the full guards (the
+    result stays eager's)."""
+    ember.manual_seed(0)
+    net = _mlp(ember)
+    x, y = _data(ember)
+
+    def step():
+        return ember.nn.functional.cross_entropy(net(x), y)
+
+    comp = ember.compile(step)
+
+    def shortcut():  # the entry the repeated-call check would take, or None
+        return comp._same_as_last(()) if comp._last else None
+    for _ in range(3):
+        assert comp().item() == step().item()
+    assert shortcut() is comp._last[0][0]
+    # the same objects under other names (a child re-registered under a new key)
+    child = net._modules.pop("2")
+    net._modules["two"] = child
+    assert shortcut() is None
+    assert comp().item() == step().item()
+    net._modules["2"] = net._modules.pop("two")
+    assert comp().item() == step().item()
+    net[0].register_buffer("extra", ember.zeros(1))
+    assert shortcut() is None
+    assert comp().item() == step().item()
+    net[0].weight.requires_grad_(False)
+    assert shortcut() is None
+    assert comp().item() == step().item()
+    net[0].weight.requires_grad_(True)
+    net[1].__dict__ = dict(net[1].__dict__)
+    assert shortcut() is None
+    for _ in range(2):
+        assert comp().item() == step().item()
+    assert comp.stats["eager"] == 0
+
+
 _W = ember.ones(5)
 
 

@@ -146,7 +146,7 @@ def assign(plan, record):
     (``plan.groups``), and a colour per buffered slot (``plan.colors``) from the
     liveness of the slots; ``record``: the backward reads the tape in the same call.
     Slots that may reach the user get no buffer (their step allocates)."""
-    from ember._compile import _fused
+    from ember._compile import _fused, _mkl
     steps = plan.steps
     n = len(steps)
     inf = 2 * n + 1
@@ -186,7 +186,8 @@ def assign(plan, record):
         into = getattr(st.op, "forward_out", None) if st.prim and not st.multi and \
             st.inplace is None else None
         if into is not None and _floating_same(st.node):
-            st.into = into
+            # a linear layer's product with its MKL arguments found once per layout
+            st.into = _mkl.linear_into(into) if _mkl.is_linear(st.node.target) else into
             roots[st.outs[0]] = (st.outs[0],)
             cand.append((st.outs[0], st.index, st))
         elif not (st.prim and st.node.target in _FRESH_OUT and st.inplace is None):

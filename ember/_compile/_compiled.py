@@ -13,6 +13,7 @@ every object those guards read is the one its last (or last but one) call read, 
 that call's entry without computing them (:func:`_same_as`).
 """
 import warnings
+from itertools import chain as _chain
 from operator import attrgetter
 from operator import is_ as _is
 
@@ -537,23 +538,21 @@ def _same_as(last, args):
             return None
     if free is not None and not _same_free(free):
         return None
-    for s, keys, vals, params, rgs, bufs, mods, held in subs:
-        d = s.__dict__
-        # the same objects under the same names: plain values (immutable) unchanged
-        if len(d) != len(vals) or not all(map(_is, d.values(), vals)) or \
-                tuple(d) != keys:
-            return None
-        p, b, m = d["_parameters"], d["_buffers"], d["_modules"]
-        if len(p) != len(params) or not all(map(_is, p.values(), params)) or \
-                len(b) != len(bufs) or not all(map(_is, b.values(), bufs)) or \
-                len(m) != len(mods) or not all(map(_is, m.values(), mods)):
-            return None
-        if list(map(_rg_of, held)) != rgs:
-            return None
+    # every module's ``__dict__`` and its parameter, buffer and child dicts at once
+    # (see ``_snapshot``): the same dict objects, lengths, names and values by identity
+    mods, mdicts, dicts, lens, keys, vals, held, rgs = subs
+    if not all(map(_is, map(_dict_of, mods), mdicts)):
+        return None
+    if tuple(map(len, dicts)) != lens or tuple(_chain(*dicts)) != keys or \
+            not all(map(_is, _chain(*map(dict.values, dicts)), vals)):
+        return None
+    if list(map(_rg_of, held)) != rgs:
+        return None
     return entry
 
 
 _rg_of = attrgetter("_requires_grad")
+_dict_of = attrgetter("__dict__")
 _mode_active = _tensor._mode_active
 
 
@@ -619,15 +618,16 @@ def _snapshot(module, entry, grad, args, fn=None):
         for _, o in _free_objects(fn):
             if isinstance(o, Module):
                 _tree(o, mods, seen)
-    subs = []
+    mdicts, dicts, held = [], [], []
     for s in mods:
         d = s.__dict__
-        params = tuple(d["_parameters"].values())
-        held = tuple([t for t in params if t is not None])
-        subs.append((s, tuple(d), tuple(d.values()), params,
-                     [t._requires_grad for t in held],
-                     tuple(d["_buffers"].values()), tuple(d["_modules"].values()), held))
-    return entry, grad, specs, tuple(subs), free
+        mdicts.append(d)
+        dicts += [d, d["_parameters"], d["_buffers"], d["_modules"]]
+        held += [t for t in d["_parameters"].values() if t is not None]
+    subs = (tuple(mods), tuple(mdicts), tuple(dicts), tuple(map(len, dicts)),
+            tuple(_chain(*dicts)), tuple(_chain(*map(dict.values, dicts))), tuple(held),
+            [t._requires_grad for t in held])
+    return entry, grad, specs, subs, free
 
 
 def _n_user(e):

@@ -21,7 +21,7 @@ with :meth:`Graph.run`, as eager ember would run it.
 import numpy as np
 
 from ember import _tensor
-from ember._compile import _buffers, _rules
+from ember._compile import _buffers, _mkl, _rules, _xent
 from ember._compile._linear import linear_step as _linear_step
 from ember._compile._rewrites import (
     _direct,
@@ -289,6 +289,8 @@ class Plan:
         self.arena = _buffers.Arena()
         for st in self.grad_steps:
             st.bvjp = _buffers.bvjp_for(st, self.arena)
+        _xent.fuse(self)  # log_softmax -> nll_loss: lean kernels, one backward
+        _mkl.use_sites(self)  # linear layers' MKL products: arguments found once
         self.mode = None  # what the forward buffers were laid out for ("train"/"infer")
         self.groups, self.colors = [], {}
 

@@ -1,0 +1,198 @@
+"""A compiled plan's linear layers with their MKL products' arguments found once per
+layout.
+
+``gemm.matmul``/``gemm.addmm`` decide per call whether a product goes to MKL and with
+which transpose flags and leading dimensions (type, dtype, size, layout and alignment
+tests: ~4 us a product, ~7 us for ``addmm``, against products of 50-500 us in a
+training step). A plan's linear step sees arrays of the same layout on every call, so
+each of its product sites (:class:`Site`) makes those tests once per layout
+(shapes, strides, dtypes) and then calls MKL's ``cblas_?gemm`` with the same
+arguments ``gemm`` would pass: the same call, so the same bits. Per call only what can
+change between calls of one layout is checked: that MKL is still the library in use,
+the operands' alignment and that the output shares no memory with them. Anything
+else (no MKL, a product below its threshold, another layout) takes ``gemm``'s own
+call.
+"""
+import numpy as np
+
+from ember.backend import gemm as _gemm
+from ember.ops import nn_fused
+
+__all__ = ["Site", "linear_into", "linear_vjp", "is_linear", "use_sites"]
+
+_ndarray = np.ndarray
+_share = np.may_share_memory
+_LINEAR_VJP = nn_fused._Linear.vjp
+_LINEAR_FORWARD_OUT = nn_fused._Linear.forward_out
+
+
+def is_linear(cls):
+    """Whether the op class is a linear layer with ``_Linear``'s forward_out and vjp."""
+    return getattr(cls, "vjp", None) is _LINEAR_VJP and \
+        getattr(cls, "forward_out", None) is _LINEAR_FORWARD_OUT
+
+
+def _prepare(a, b, out, bias):
+    """``(lib, routine, ta, lda, tb, ldb, m, n, k, ldc)``: what ``gemm._mkl_matmul``
+    passes MKL for ``a @ b`` (into ``out``, plus ``bias`` with ``beta = 1``) for arrays
+    of this layout; False where it would not call MKL for them (``gemm`` runs it);
+    None while MKL is not loaded yet (asked again next time)."""
+    lib = _gemm._lib[0]
+    if lib is None:
+        return None
+    if lib is False or type(a) is not _ndarray or type(b) is not _ndarray:
+        return False
+    dt = a.dtype
+    if dt != b.dtype or dt.char not in "fd" or not dt.isnative or a.ndim != 2 or \
+            b.ndim != 2:
+        return False
+    (m, k), (k2, n) = a.shape, b.shape
+    flops = 2 * m * n * k
+    limit = _gemm.THRESHOLD if n >= _gemm._NARROW else \
+        min(_gemm.THRESHOLD, _gemm.NARROW_THRESHOLD)
+    if not flops or k != k2 or flops < limit or max(m, n, k) > _gemm._INT_MAX:
+        return False
+    isz = dt.itemsize
+    la = _gemm._layout(a.strides, m, k, isz)
+    lb = _gemm._layout(b.strides, k, n, isz)
+    if la is None or lb is None:
+        return False
+    if out is None:
+        ldc = n
+    else:
+        if type(out) is not _ndarray or out.dtype != dt or out.shape != (m, n) or \
+                not out.flags.writeable:
+            return False
+        lc = _gemm._layout(out.strides, m, n, isz)
+        if lc is None or lc[0] != _gemm._NO_TRANS:
+            return False
+        ldc = lc[1]
+    if bias is not None:
+        # ``gemm.addmm``'s test for MKL's beta = 1 (a bias row or matrix of the dtype)
+        if type(bias) is not _ndarray or bias.dtype != dt or bias.ndim > 2 or \
+                np.broadcast_shapes(bias.shape, (m, n)) != (m, n):
+            return False
+    return lib, lib.gemm[dt], la[0], la[1], lb[0], lb[1], m, n, k, ldc
+
+
+class Site:
+    """One product of a plan step (``a @ b``, or ``bias + a @ b``), its MKL arguments
+    kept per layout."""
+
+    __slots__ = ("memo",)
+
+    def __init__(self):
+        self.memo = {}
+
+    def _args(self, a, b, out, bias):
+        key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,
+               None if out is None else (out.shape, out.strides, out.dtype),
+               None if bias is None else (bias.shape, bias.dtype))
+        memo = self.memo
+        p = memo.get(key)
+        if p is None:
+            p = _prepare(a, b, out, bias)
+            if p is not None:
+                if len(memo) > 16:
+                    memo.clear()
+                memo[key] = p
+        if not p or p[0] is not _gemm._lib[0] or not (a.flags.aligned and b.flags.aligned):
+            return None
+        if out is not None and (not out.flags.aligned or _share(out, a) or _share(out, b)
+                                or (bias is not None and _share(out, bias))):
+            return None
+        return p
+
+    def matmul(self, a, b, out=None):
+        """``gemm.matmul(a, b, out)``."""
+        p = self._args(a, b, out, None) if _gemm._lib[0] is not False and \
+            type(a) is _ndarray and type(b) is _ndarray else None
+        if p is None:
+            return _gemm.matmul(a, b, out)
+        lib, f, ta, lda, tb, ldb, m, n, k, ldc = p
+        c = np.empty((m, n), a.dtype) if out is None else out
+        ptr = lib.ptr
+        f(_gemm._ROW_MAJOR, ta, tb, m, n, k, 1.0, ptr(a), lda, ptr(b), ldb, 0.0, ptr(c),
+          ldc)
+        return c
+
+    def addmm(self, bias, a, b, out=None):
+        """``gemm.addmm(bias, a, b, out)``."""
+        p = self._args(a, b, out, bias) if _gemm._lib[0] is not False and \
+            type(a) is _ndarray and type(b) is _ndarray and type(bias) is _ndarray else None
+        if p is None:
+            return _gemm.addmm(bias, a, b, out)
+        lib, f, ta, lda, tb, ldb, m, n, k, ldc = p
+        c = np.empty((m, n), a.dtype) if out is None else out
+        c[...] = bias  # the product added to it (beta = 1), as ``gemm.addmm`` on MKL
+        ptr = lib.ptr
+        f(_gemm._ROW_MAJOR, ta, tb, m, n, k, 1.0, ptr(a), lda, ptr(b), ldb, 1.0, ptr(c),
+          ldc)
+        return c
+
+
+def linear_into(forward_out):
+    """A linear step's ``forward_out(x, w, b, out)`` (``_Linear.forward_out``, bound to
+    the step's op) with its product on a :class:`Site`: the same calls."""
+    site = Site()
+
+    def into(x, w, b, out):
+        n = w.shape[0]
+        y = out(0, x.shape[:-1] + (n,), np.result_type(x.dtype, w.dtype))
+        x2, y2 = (x, y) if x.ndim == 2 else (x.reshape(-1, x.shape[-1]), y.reshape(-1, n))
+        if b is None:
+            site.matmul(x2, w.T, y2)
+        else:
+            site.addmm(b, x2, w.T, y2)
+        return y
+    return into
+
+
+def linear_vjp():
+    """``_Linear.vjp(self, grads, inputs, outputs, out)`` with its two products on
+    :class:`Site` objects of the step: the same calls in the same order."""
+    sx, sw = Site(), Site()
+
+    def vjp(self, grads, inputs, outputs, out=None):
+        x, w = inputs[0], inputs[1]
+        e = self._edges
+        g = grads[0]
+        flat = x.ndim != 2
+        g2 = g.reshape(-1, g.shape[-1]) if flat else g
+        gx = gw = gb = None
+        if e[0] is not None:
+            if out is None:
+                gx = sx.matmul(g2, w)
+                if flat:
+                    gx = gx.reshape(x.shape)
+            else:
+                gx = out(0, x.shape, np.result_type(g.dtype, w.dtype))
+                sx.matmul(g2, w, gx.reshape(-1, w.shape[1]) if flat else gx)
+        if e[1] is not None:
+            gw = sw.matmul(g2.T, x.reshape(-1, x.shape[-1]) if flat else x)
+        if len(e) > 2 and e[2] is not None:
+            gb = _gemm.sum_rows(g2)
+        return [gx, gw, gb]
+    return vjp
+
+
+def use_sites(plan):
+    """A linear layer's backward (``_Linear.vjp``) with its products' MKL arguments
+    found once per layout (:class:`Site`): the declared vjp the backward calls, and the one
+    writing the input's gradient into the arena. The same calls, so the same bits."""
+    for st in plan.grad_steps:
+        if st.declared is None or not st.prim or not is_linear(st.node.target):
+            continue
+        vjp = linear_vjp()
+        _, op, out = st.declared
+        st.declared = (vjp, op, out)
+        if st.bvjp is not None:
+            bop = object.__new__(st.node.target)
+            bop._edges = op._edges
+            site = plan.arena.site(("g", st.index))
+
+            def run(state, args, ys, gouts, vjp=vjp, bop=bop, site=site):
+                if state:
+                    bop.__dict__ = state
+                return vjp(bop, gouts, args, ys, site)
+            st.bvjp = run
