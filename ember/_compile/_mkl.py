@@ -171,7 +171,7 @@ def linear_vjp():
         if e[1] is not None:
             gw = sw.matmul(g2.T, x.reshape(-1, x.shape[-1]) if flat else x)
         if len(e) > 2 and e[2] is not None:
-            gb = _gemm.sum_rows(g2)
+            gb = nn_fused.bias_grad(g2, x)
         return [gx, gw, gb]
     return vjp
 

@@ -37,6 +37,7 @@ from ember.autograd.node import Primitive, _read_saved, _saved_inputs
 from ember.backend import gemm as _gemm
 from ember.backend import threads as _threads
 from ember.ops import _jvp
+from ember.ops import reduction as _reduction
 from ember.ops._views import _track as _track_view
 from ember.ops.composite_node import records_graph
 from ember.ops.elementwise import Add
@@ -76,7 +77,7 @@ class Addmm(Primitive):
 
     def _bias_grad(self, gy):
         if self.bshape is None:
-            return gy.sum(0)
+            return _reduction.sum_rows(gy)  # (the bits of the array path's ``_sum_rows``)
         return gy.sum_to_size(self.bshape) if self.bshape else gy.sum()
 
     def backward(self, gy):

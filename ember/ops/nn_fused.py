@@ -18,6 +18,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import gemm as _gemm
 from ember.ops import _batch_nn
+from ember.ops import reduction as _reduction
 from ember.ops.unary import Relu, _relu_array, _relu_grad, _relu_grad_array
 from ember.ops.unary import relu as _relu
 
@@ -25,6 +26,18 @@ __all__ = []
 
 
 # ----- linear ------------------------------------------------------------------------------
+def bias_grad(g2, x):
+    """The bias's gradient from the rows ``g2`` of the output's gradient for the input
+    ``x``, with the bits of the graph ``linear`` records when it runs with grad
+    (``matmul_graph.linear_graph``): its ``Addmm`` node, for a matrix or a C-ordered input
+    of more dims, sums the rows on BLAS (``gemm.sum_rows``); for another input the graph
+    is a product and a broadcast ``add``, whose gradient is NumPy's sum over the leading
+    dims."""
+    if x.ndim != 2 and not x.flags.c_contiguous:
+        return g2.sum(0)
+    return _gemm.sum_rows(g2)
+
+
 class _Linear(Primitive):
     """``x @ w.T + b`` for ``x`` (*, in) with at least 2 dims, ``w`` (out, in) and ``b``
     (out) or None, all of one floating dtype (checked by the caller)."""
@@ -58,7 +71,8 @@ class _Linear(Primitive):
         if ew is not None:
             gw = g2.mT.matmul(x.reshape(-1, x.shape[-1]) if flat else x)
         if eb is not None:
-            gb = g2.sum(0)
+            gb = g2.sum(0) if flat and not x._data.flags.c_contiguous else \
+                _reduction.sum_rows(g2)  # (``bias_grad``'s bits)
         return gx, gw, gb
 
     def _backward_arrays(self, g, x, w):
@@ -75,7 +89,7 @@ class _Linear(Primitive):
             # to .grad without a copy
             gw = _make(_gemm.matmul(g.T, x.reshape(-1, x.shape[-1]) if flat else x))
         if eb is not None:
-            gb = _make(_gemm.sum_rows(g))
+            gb = _make(bias_grad(g, x))
         return gx, gw, gb
 
     def jvp(self, tx, tw, tb):
@@ -108,7 +122,7 @@ class _Linear(Primitive):
         if e[1] is not None:
             gw = _gemm.matmul(g2.T, x.reshape(-1, x.shape[-1]) if flat else x)
         if len(e) > 2 and e[2] is not None:
-            gb = _gemm.sum_rows(g2)
+            gb = bias_grad(g2, x)
         return [gx, gw, gb]
 
     def forward_out(self, x, w, b, out):

@@ -18,6 +18,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
 from ember.ops._util import opmath, with_out, wrap_dim, wrap_dims
@@ -202,6 +203,27 @@ class Mean(Primitive):
 class SumDim(Sum):
     _node_name = "SumBackward1"
     _op_name = "Sum"  # the same op to the graph IR and its consumers
+
+
+class RowSum(SumDim):
+    """A bias gradient's sum over the rows of a matrix, recorded (a gradient made with a
+    graph: ``create_graph``, a compiled step's recording): PyTorch's ``SumBackward1``
+    whose kernel is the one the first-order gradient takes on arrays,
+    ``gemm.sum_rows``, so that both ways give the same bits."""
+    _node_name = "SumBackward1"
+    _op_name = "Sum"
+
+    def forward(self, x, axes, keepdim, np_dtype):
+        if axes == (0,) and not keepdim and np_dtype is None and x.ndim == 2 and \
+                x.dtype.char in "fd":
+            self.meta = (x.shape, axes, keepdim, x.dtype)
+            return _gemm.sum_rows(x)
+        return super().forward(x, axes, keepdim, np_dtype)
+
+
+def sum_rows(g):
+    """``g.sum(0)`` of a matrix Tensor ``g`` as a bias's gradient (:class:`RowSum`)."""
+    return RowSum.apply(g, (0,), False, None)
 
 
 class MeanDim(Mean):
