@@ -60,6 +60,9 @@ def _cases(k):
         "sdpa": ([(1, 2, k, 32), (1, 2, k, 32), (1, 2, k, 32)],
                  lambda t, q, kk, v: F(t).scaled_dot_product_attention(q, kk, v)),
         "conv2d": ([(2, 64, 10, 10), (32, 64, 3, 3)], lambda t, x, w: F(t).conv2d(x, w)),
+        "conv1d": ([(2, 64, 40), (32, 64, 9)], lambda t, x, w: F(t).conv1d(x, w)),
+        "conv_transpose2d": ([(2, 64, 8, 8), (64, 32, 3, 3)],
+                             lambda t, x, w: F(t).conv_transpose2d(x, w)),
         "layer_norm": ([(m, 64), (64,), (64,)],
                        lambda t, x, w, b: F(t).layer_norm(x, (64,), w, b)),
         "solve": (["spd", (k, 8)], lambda t, a, b: t.linalg.solve(a, b)),
@@ -75,6 +78,10 @@ def _cases(k):
         "lu": (["sq"], lambda t, a: t.linalg.lu(a)[2]),
         "solve_triangular": (["spd", (k, 8)],
                              lambda t, a, b: t.linalg.solve_triangular(a, b, upper=True)),
+        "lu_solve": (["sq", (k, 8)],
+                     lambda t, a, b: t.linalg.lu_solve(*t.linalg.lu_factor(a), b)),
+        "cond": (["sq"], lambda t, a: t.linalg.cond(a)),
+        "eigvals": (["sq"], lambda t, a: t.linalg.eigvals(a).abs().sort()[0]),
         "matrix_exp": (["sq"], lambda t, a: t.linalg.matrix_exp(a)),
         "matrix_norm nuc": ([(m, k)], lambda t, a: t.linalg.matrix_norm(a, "nuc")),
     }
@@ -161,3 +168,22 @@ def test_one_and_two_threads_give_the_same_bits(idle, name, dtype):
 @pytest.mark.parametrize("name", _INFERENCE)
 def test_inference_products_give_the_same_bits(idle, name, dtype):
     _same_bits(name, dtype, False)
+
+
+def test_orthogonal_init_and_smm_give_the_same_bits(idle):
+    # nn.init.orthogonal_ (a QR) and torch.smm (its dense product) outside the graph
+    a = _inputs("mm", np.float32)
+    res = {}
+    for n in (1, 2):
+        ember.set_num_threads(n)
+        T._state["pool_used"] = float("-inf")
+        w = ember.empty(500, 460, dtype=ember.float64)
+        ember.nn.init.orthogonal_(w, generator=ember.Generator().manual_seed(0))
+        T._state["pool_used"] = float("-inf")
+        p = ember.smm(ember.tensor(a[0]).to_sparse(), ember.tensor(a[1]))
+        res[n] = w.numpy().copy(), p.to_dense().numpy().copy()
+    assert np.array_equal(res[1][0], res[2][0]) and np.array_equal(res[1][1], res[2][1])
+    w = torch.from_numpy(res[1][0])
+    assert torch.allclose(w.T @ w, torch.eye(460, dtype=torch.float64), atol=1e-12)
+    want = torch.smm(torch.from_numpy(a[0]).to_sparse(), torch.from_numpy(a[1]))
+    np.testing.assert_allclose(res[1][1], want.to_dense().numpy(), rtol=1e-4, atol=1e-4)
