@@ -187,3 +187,17 @@ def test_orthogonal_init_and_smm_give_the_same_bits(idle):
     assert torch.allclose(w.T @ w, torch.eye(460, dtype=torch.float64), atol=1e-12)
     want = torch.smm(torch.from_numpy(a[0]).to_sparse(), torch.from_numpy(a[1]))
     np.testing.assert_allclose(res[1][1], want.to_dense().numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_complex_products_give_the_same_bits(idle):
+    rng = np.random.default_rng(3)
+    a, b = ((rng.standard_normal(s) + 1j * rng.standard_normal(s)).astype(np.complex64)
+            for s in ((64, 600), (600, 200)))
+    res = {}
+    for n in (1, 2):
+        ember.set_num_threads(n)
+        T._state["pool_used"] = float("-inf")
+        res[n] = (ember.tensor(a) @ ember.tensor(b)).numpy().copy()
+    assert np.array_equal(res[1], res[2])
+    np.testing.assert_allclose(res[1], (torch.from_numpy(a) @ torch.from_numpy(b)).numpy(),
+                               rtol=1e-4, atol=1e-3)

@@ -122,10 +122,11 @@ class MatMul(Primitive):
         if a.dtype.kind == "V":
             # bfloat16: products accumulated in float32 and rounded once, as PyTorch's
             return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
-        if _threads.MANY and (a.ndim == 1 or b.ndim == 1) and \
+        if _threads.MANY and (a.ndim == 1 or b.ndim == 1 or a.dtype.kind == "c") and \
                 a.shape[-1] > _threads.same_bits_k(a.dtype.char):
-            # a matrix-vector product (``gemm.matmul``'s threads take matrices only):
-            # OpenBLAS's threads change its sums past the bound, so one BLAS thread
+            # a matrix-vector or complex product (``gemm.matmul``'s threads take real
+            # matrices only): OpenBLAS's threads change its sums past the bound (for
+            # complex, not measured: 0), so one BLAS thread
             with _lapack.one_thread():
                 return _gemm.matmul(a, b)
         return _gemm.matmul(a, b)
