@@ -10,6 +10,7 @@ import warnings
 from ember import _core as ember
 from ember._tensor import _mode_active
 from ember.autograd.grad_mode import no_grad
+from ember.backend import lapack as _lapack
 from ember.backend.dtypes import through_float32
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
@@ -243,7 +244,7 @@ def orthogonal_(tensor, gain=1, generator=None):
         a = flat._host()
         if rows < cols:
             a = a.T
-        q, r = np.linalg.qr(a)
+        q, r = _lapack.linalg.qr(a)
         q = q * np.sign(np.diag(r))
         if rows < cols:
             q = q.T

@@ -10,6 +10,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive, _SavedOutput
 from ember.backend import array_module
+from ember.backend import lapack as _lapack
 from ember.ops._einsum import _tname
 from ember.ops.linalg import _write_out
 from ember.ops.reduction import _return_type, return_types
@@ -140,7 +141,7 @@ def _zero_pivot(m):
 
 
 def _singular_error(name, a):
-    i, m = _first_failure(a, np.linalg.inv)
+    i, m = _first_failure(a, _lapack.linalg.inv)
     return LinAlgError(f"{name}: {_batch_prefix(a, i)}The diagonal element {_zero_pivot(m)} is "
                        "zero, the inversion could not be completed because the input matrix is "
                        "singular.")

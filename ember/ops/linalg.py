@@ -13,6 +13,8 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_stack
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend import gemm as _gemm
+from ember.backend import lapack as _lapack
+from ember.backend import threads as _threads
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _batch_nn, _jvp
 from ember.ops import matmul_graph as _mg
@@ -125,6 +127,13 @@ class MatMul(Primitive):
         if a.dtype.kind == "V":
             # bfloat16: products accumulated in float32 and rounded once, as PyTorch's
             return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+        if _threads.MANY and (a.ndim == 1 or b.ndim == 1 or a.dtype.kind == "c") and \
+                a.shape[-1] > _threads.same_bits_k(a.dtype.char):
+            # a matrix-vector or complex product (``gemm.matmul``'s threads take real
+            # matrices only): OpenBLAS's threads change its sums past the bound (for
+            # complex, not measured: 0), so one BLAS thread
+            with _lapack.one_thread():
+                return _gemm.matmul(a, b)
         return _gemm.matmul(a, b)
 
     def backward(self, gy):

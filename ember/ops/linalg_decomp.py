@@ -10,6 +10,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import lapack as _lapack
 from ember.ops import _batch
 from ember.ops._einsum import DiagEmbed, _tname
 from ember.ops._linalg_util import (
@@ -43,9 +44,9 @@ class Cholesky(Primitive):
     def forward(self, a, upper):
         self.upper = upper
         try:
-            L = np.linalg.cholesky(a)
+            L = _lapack.linalg.cholesky(a)
         except np.linalg.LinAlgError:
-            i, m = _first_failure(a, np.linalg.cholesky)
+            i, m = _first_failure(a, _lapack.linalg.cholesky)
             order = next(k for k in range(1, m.shape[0] + 1)
                          if not _is_pd(m[:k, :k]))
             raise LinAlgError(f"linalg.cholesky: {_batch_prefix(a, i)}The factorization could "
@@ -77,7 +78,7 @@ class Cholesky(Primitive):
 
 def _is_pd(m):
     try:
-        np.linalg.cholesky(m)
+        _lapack.linalg.cholesky(m)
         return True
     except np.linalg.LinAlgError:
         return False
@@ -145,7 +146,7 @@ class Eigh(_SavesOutputs):
     batch = _batch.passthrough
 
     def forward(self, a, uplo):
-        return tuple(np.linalg.eigh(a, UPLO=uplo))
+        return tuple(_lapack.linalg.eigh(a, UPLO=uplo))
 
     def backward(self, gL, gV):
         L, V = self.saved_tensors
@@ -193,7 +194,7 @@ class Svd(_SavesOutputs):
 
     def forward(self, a, full_matrices):
         self.full = full_matrices
-        U, S, Vh = np.linalg.svd(a, full_matrices=full_matrices)
+        U, S, Vh = _lapack.linalg.svd(a, full_matrices=full_matrices)
         return U, S, Vh
 
     def backward(self, gU, gS, gVh):
@@ -290,9 +291,9 @@ class Qr(_SavesOutputs):
     def forward(self, a, mode):
         self.mode = mode
         if mode == "r":
-            R = np.linalg.qr(a, mode="r")
+            R = _lapack.linalg.qr(a, mode="r")
             return array_module(a).zeros((0,), dtype=a.dtype), R
-        Q, R = np.linalg.qr(a, mode=mode)
+        Q, R = _lapack.linalg.qr(a, mode=mode)
         return Q, R
 
     def backward(self, gQ, gR):
@@ -373,15 +374,17 @@ class Pinv(Primitive):
 
     def forward(self, a, atol, rtol, hermitian):
         if hermitian:
-            w, V = np.linalg.eigh(a)
+            w, V = _lapack.linalg.eigh(a)
             cut = _cutoff(np.abs(w), atol, rtol, a.shape)
             winv = np.where(np.abs(w) > cut, 1 / np.where(w == 0, 1, w), 0).astype(w.dtype)
-            return (V * winv[..., None, :]) @ np.swapaxes(V, -1, -2).conj()
-        U, s, Vh = np.linalg.svd(a, full_matrices=False)
+            with _lapack.one_thread():  # the one-thread bits at any thread count
+                return (V * winv[..., None, :]) @ np.swapaxes(V, -1, -2).conj()
+        U, s, Vh = _lapack.linalg.svd(a, full_matrices=False)
         cut = _cutoff(s, atol, rtol, a.shape)
         sinv = np.where(s > cut, 1 / np.where(s == 0, 1, s), 0).astype(s.dtype)
-        return (np.swapaxes(Vh, -1, -2).conj() * sinv[..., None, :]) @ \
-            np.swapaxes(U, -1, -2).conj()
+        with _lapack.one_thread():
+            return (np.swapaxes(Vh, -1, -2).conj() * sinv[..., None, :]) @ \
+                np.swapaxes(U, -1, -2).conj()
 
     def backward(self, g):
         A, P = self.saved_tensors
@@ -416,7 +419,8 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, out=None):
     """The number of singular values above ``max(atol, rtol * smax)`` (an int64 tensor)."""
     _check_matrix("linalg.matrix_rank", A)
     a = A._data
-    s = np.abs(np.linalg.eigvalsh(a)) if hermitian else np.linalg.svd(a, compute_uv=False)
+    s = np.abs(_lapack.linalg.eigvalsh(a)) if hermitian else \
+        _lapack.linalg.svd(a, compute_uv=False)
     if hermitian:
         s = -np.sort(-s, axis=-1)
     cut = _cutoff(s, _tol(atol), _tol(rtol), a.shape)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import lapack as _lapack
 from ember.ops import _batch
 from ember.ops._einsum import _tname
 from ember.ops._linalg_util import _check_square, _named, _SavesOutputs
@@ -42,7 +43,7 @@ class Eig(_SavesOutputs):
         self.real_input = x.dtype.kind == "f"
         if x.size == 0:
             return (xp.zeros(x.shape[:-1], dtype=cdt), xp.zeros(x.shape, dtype=cdt))
-        w, v = np.linalg.eig(x)
+        w, v = _lapack.linalg.eig(x)
         return xp.asarray(w.astype(cdt)), xp.asarray(v.astype(cdt))
 
     def backward(self, gL, gV):
@@ -63,16 +64,18 @@ class _EigGrad(Primitive):
         if gV is None or not np.any(gV):
             inner = np.zeros(V.shape, dtype=V.dtype)
         else:
-            VhgV = Vh @ gV
-            diag = np.real(np.diagonal(VhgV, axis1=-2, axis2=-1))
-            inner = VhgV - Vh @ (V * diag[..., None, :])
+            with _lapack.one_thread():  # the one-thread bits at any thread count
+                VhgV = Vh @ gV
+                diag = np.real(np.diagonal(VhgV, axis1=-2, axis2=-1))
+                inner = VhgV - Vh @ (V * diag[..., None, :])
             E = np.conj(L)[..., None, :] - np.conj(L)[..., :, None]
             n = L.shape[-1]
             E[..., np.arange(n), np.arange(n)] = 1
             inner = inner / E
         n = L.shape[-1]
         inner[..., np.arange(n), np.arange(n)] = 0 if gL is None else gL
-        return xp.asarray(np.linalg.solve(Vh, inner @ Vh))
+        with _lapack.one_thread():  # the one-thread bits at any thread count
+            return xp.asarray(_lapack.linalg.solve(Vh, inner @ Vh))
 
     def backward(self, gy):
         raise NotImplementedError("the derivative of linalg.eig's backward (third and higher "

@@ -14,6 +14,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import lapack as _lapack
 from ember.ops import _batch, _linalg_util
 from ember.ops._einsum import _tname
 from ember.ops._linalg_util import (
@@ -379,7 +380,7 @@ class Geqrf(Primitive):
         tau = np.zeros((flat.shape[0], k), dtype=x.dtype)
         for i, mat in enumerate(flat):
             if mat.size:
-                h, t = np.linalg.qr(mat, mode="raw")
+                h, t = _lapack.linalg.qr(mat, mode="raw")
                 a[i] = h.T
                 tau[i] = t[:k]
         return xp.asarray(a.reshape(x.shape)), xp.asarray(tau.reshape(x.shape[:-2] + (k,)))

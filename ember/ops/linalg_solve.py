@@ -11,6 +11,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import lapack as _lapack
 from ember.ops import _batch
 from ember.ops._einsum import _tname
 from ember.ops._linalg_util import (
@@ -41,7 +42,7 @@ class Inv(Primitive):
 
     def forward(self, a):
         try:
-            return np.linalg.inv(a)
+            return _lapack.linalg.inv(a)
         except np.linalg.LinAlgError:
             raise _singular_error("linalg.inv", a) from None
 
@@ -84,7 +85,7 @@ def inv_ex(A, *, check_errors=False, out=None):
         invs, info = [], []
         for m in flat:
             try:
-                invs.append(np.linalg.inv(m))
+                invs.append(_lapack.linalg.inv(m))
                 info.append(0)
             except np.linalg.LinAlgError:
                 invs.append(np.full(m.shape, np.nan, dtype=m.dtype))
@@ -104,7 +105,7 @@ class Det(Primitive):
     torchscript = "linalg_det"
 
     def forward(self, a):
-        return np.linalg.det(a)
+        return _lapack.linalg.det(a)
 
     def backward(self, gy):
         a, d = self.saved_tensors
@@ -151,7 +152,7 @@ class Slogdet(_SavesOutputs):
     batch = _batch.passthrough
 
     def forward(self, a):
-        return np.linalg.slogdet(a)
+        return _lapack.linalg.slogdet(a)
 
     def backward(self, gsign, glogabs):
         a, sign = self.saved_tensors[:2]
@@ -198,7 +199,7 @@ class Solve(Primitive):
 
     def forward(self, a, b):
         try:
-            return np.linalg.solve(a, b)
+            return _lapack.linalg.solve(a, b)
         except np.linalg.LinAlgError:
             raise LinAlgError("torch.linalg.solve: The solver failed because the input matrix "
                               "is singular.") from None

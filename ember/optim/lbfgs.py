@@ -34,7 +34,9 @@ def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
 
 
 def _dot(a, b):
-    return float(np.dot(a, b))
+    from ember.backend import lapack
+    with lapack.one_thread():  # OpenBLAS's threads change a long float64 dot's sum
+        return float(np.dot(a, b))
 
 
 def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9,

@@ -10,6 +10,7 @@ import numpy as np
 
 from ember import _core as ember
 from ember._tensor import Tensor
+from ember.backend import lapack as _lapack
 from ember.sparse import _densify, _sparse
 
 __all__ = ["smm", "hsmm", "hspmm", "dsmm", "sspaddmm", "saddmm", "resize_as_sparse_"]
@@ -31,7 +32,8 @@ def _product_rows(mat1, mat2):
     if (mat1.requires_grad or mat2.requires_grad) and ember.is_grad_enabled():
         raise NotImplementedError("gradients through smm/hsmm/sspaddmm are not implemented in "
                                   "ember; use torch.sparse.mm")
-    prod = np.matmul(mat1._data, mat2._data)
+    with _lapack.one_thread():  # the one-thread bits at any thread count
+        prod = np.matmul(mat1._data, mat2._data)
     rows = np.unique(mat1._sp_indices[0]).astype(np.int64)
     return rows, prod
 
