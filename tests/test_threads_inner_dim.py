@@ -41,23 +41,32 @@ def _rand(*shape, dtype=np.float32, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_bound_is_where_openblas_threads_change_bits(dtype):
+def test_the_bound_is_where_openblas_threads_change_bits():
     # pins the measured bound on this OpenBLAS: equal bits up to it, not one past it (on
     # another BLAS or kernel this fails, rather than ember trusting a wrong bound)
-    char = np.dtype(dtype).char
-    bound = T.same_bits_k(char)
+    bound = T.same_bits_k("f")
     assert _numpy_blas()["architecture"].lower() in T._SAME_BITS_K and bound > 0
     for k, same in ((bound, True), (bound + 1, False), (784, False)):
         diffs = []
-        for m, n in ((32, 512), (128, 256), (1, 1000)):
-            a, b = _rand(m, k, dtype=dtype), _rand(k, n, dtype=dtype, seed=1)
+        for m, n in ((32, 512), (128, 256), (1, 1000), (400, 300)):
+            a, b = _rand(m, k), _rand(k, n, seed=1)
             with threadpool_limits(1):
                 one = a @ b
             with threadpool_limits(2):
                 two = a @ b
             diffs.append(not np.array_equal(one, two))
         assert (not any(diffs)) if same else any(diffs), (k, diffs)
+
+
+def test_float64_products_never_take_openblas_threads():
+    # OpenBLAS's float64 threads change bits even for a short inner dimension
+    assert T.same_bits_k("d") == 0
+    a, b = _rand(400, 32, dtype=np.float64), _rand(32, 300, dtype=np.float64, seed=1)
+    with threadpool_limits(1):
+        one = a @ b
+    with threadpool_limits(2):
+        two = a @ b
+    assert not np.array_equal(one, two)
 
 
 def test_openblas_names_its_kernel_without_threadpoolctl(monkeypatch):
@@ -245,3 +254,25 @@ def test_a_cells_kept_row_sum_keeps_its_bits(idle):
     two = idle(2, lambda: matmul_graph._rows_summed(g))
     np.testing.assert_array_equal(one, two)
     np.testing.assert_array_equal(one, gemm.sum_rows(g))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,k,n", [(64, 300, 300), (256, 784, 300), (128, 460, 300)])
+def test_split_sized_products_keep_their_bits_in_both_dtypes(idle, m, k, n, dtype):
+    # float64 row blocks differ from the whole product here: ember splits float32 only
+    a, b = _rand(m, k, dtype=dtype), _rand(k, n, dtype=dtype, seed=1)
+    with gemm.numpy_only():
+        one = idle(1, lambda: gemm.matmul(a, b))
+        two = idle(2, lambda: gemm.matmul(a, b))
+    np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize("k", [300, 460])
+def test_a_matrix_times_its_own_transpose_keeps_its_bits(idle, k):
+    # NumPy runs ``a @ a.T`` on one buffer as syrk, which row blocks do not reproduce
+    a = _rand(200, k)
+    with gemm.numpy_only():
+        one = idle(1, lambda: gemm.matmul(a, a.T))
+        two = idle(2, lambda: gemm.matmul(a, a.T))
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(one, one.T)

@@ -151,12 +151,9 @@ def _same_bits(name, dtype, grad):
             (name, i, np.abs(mine - theirs).max() / scale)
 
 
-# every case in both dtypes but the float64 chain: its gradient of the middle matrix,
-# 400 x 32 by 32 x 300, runs in row blocks on ember's pool, whose float64 sums differ
-# from the whole product's (docs/performance.md, "Ops beyond the product routes");
-# float32 is checked
-_SWEEP = [(name, dtype) for name in _CASES for dtype in (np.float32, np.float64)
-          if not (name == "multi_dot" and dtype == np.float64)]
+# every case in both dtypes (the float64 chain's gradient of the middle matrix, 400 x 32
+# by 32 x 300, differed while float64 products were split in row blocks)
+_SWEEP = [(name, dtype) for name in _CASES for dtype in (np.float32, np.float64)]
 
 
 @pytest.mark.parametrize("name,dtype", _SWEEP,

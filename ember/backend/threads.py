@@ -353,13 +353,15 @@ _POOL_QUIET_SECONDS = 0.1
 
 # OpenBLAS's threaded products group an inner dimension longer than its kernel's K block
 # (GEMM_Q) otherwise than its one-thread products do, so their last bits differ from
-# there on (this OpenBLAS on SkylakeX kernels: from k = 449 in float32, 385 in float64;
-# the same for its matrix-vector products, a bias gradient's ``ones @ g`` included;
-# tests/test_threads_inner_dim.py pins both edges). Up to the block the threads split only
-# rows and columns and every element is the same sum. So BLAS's own threads take a
-# product only up to the bound measured for the kernel the library reports (keyed by
-# OpenBLAS's core name); on a kernel not measured here, none.
-_SAME_BITS_K = {"skylakex": {"f": 448, "d": 384}}
+# there on (this OpenBLAS on SkylakeX kernels: from k = 449 in float32; the same for its
+# matrix-vector products, a bias gradient's ``ones @ g`` included; tests/
+# test_threads_inner_dim.py pins the edge). Up to the block its float32 threads split
+# only rows and columns and every element is the same sum (781 shapes checked). Its
+# float64 threads differ even for short inner dimensions (400 x 32 by 32 x 300), so
+# float64 products never take them. So BLAS's own threads take a product only up to the
+# bound measured for the kernel the library reports (keyed by OpenBLAS's core name); on a
+# kernel not measured here, none.
+_SAME_BITS_K = {"skylakex": {"f": 448, "d": 0}}
 
 
 def same_bits_k(char):
@@ -414,14 +416,19 @@ def matmul(a, b, out=None):
         return None
     if BLAS_TAKES_QUIET_STEPS and _blas_may_thread(k, a.dtype.char):
         return None
-    if mnk < _SPLIT_MNK or m < 2 * _MIN_BLOCK_ROWS or n < _MIN_BLOCK_ROWS:
-        if _blas_may_thread(k, a.dtype.char):
+    gram = _gram(a, b)
+    if mnk < _SPLIT_MNK or m < 2 * _MIN_BLOCK_ROWS or n < _MIN_BLOCK_ROWS or \
+            a.dtype.char != "f" or gram or out is not None and (
+                type(out) is not np.ndarray or out.shape != (m, n) or
+                np.may_share_memory(out, a) or np.may_share_memory(out, b)):
+        # not split: float64 row blocks do not always give the whole product's bits
+        # (OpenBLAS's double kernels: 64-1024 rows of 200-1000 by 300 differ); ``a @ a.T``
+        # on one buffer is NumPy's syrk, which row blocks (gemm) do not reproduce;
+        # ``out`` other than a fresh matrix is np.matmul's to check and copy through
+        if not gram and _blas_may_thread(k, a.dtype.char):
             return None  # BLAS's own threads
         with single_blas():
             return np.matmul(a, b, out=out)
-    if out is not None and (type(out) is not np.ndarray or out.shape != (m, n) or
-                            np.may_share_memory(out, a) or np.may_share_memory(out, b)):
-        return None  # np.matmul's own checks and overlap handling
     if out is None:
         out = np.empty((m, n), a.dtype)
 
@@ -429,6 +436,13 @@ def matmul(a, b, out=None):
         np.matmul(a[lo:hi], b, out=out[lo:hi])
     parallel_rows(block, m, mnk >> 4, blas=True)
     return out
+
+
+def _gram(a, b):
+    """Whether ``a @ b`` is ``a`` times its own transpose on one buffer, which NumPy runs
+    as BLAS's syrk (a symmetric product) instead of gemm."""
+    return a.shape == b.shape[::-1] and a.strides == b.strides[::-1] and \
+        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
 
 
 def _batched(a, b, out):
