@@ -304,6 +304,31 @@ def _add_to_buffer(buf, nr, g, region):
     return old + g
 
 
+def _run_node_hooks(node, hooks, in_grads, grads):
+    """Run ``node``'s hooks ``fn(grad_inputs, grad_outputs)`` on the gradients PyTorch's
+    node lists (``next_functions``' order: no slot for a plain argument such as a dim or
+    an eps) and put what they return back in the slots of ``backward``'s result."""
+    slots = node._hook_slots()
+    view = in_grads if slots is None else \
+        tuple(None if i is None else in_grads[i] for i in slots)
+    for hook in hooks:
+        r = _outside(hook, view, grads)
+        if r is not None:
+            r = tuple(r)
+            if len(r) != len(view):
+                raise RuntimeError(f"hook '{getattr(hook, '__name__', 'hook')}' has returned "
+                                   f"an incorrect number of values (got {len(r)}, but "
+                                   f"expected {len(view)})")
+            view = r
+    if slots is None:
+        return view
+    out = list(in_grads)
+    for j, i in enumerate(slots):
+        if i is not None:
+            out[i] = view[j]
+    return tuple(out)
+
+
 def _counted(node, in_grads, edges):
     """``in_grads`` cut to one per edge: extra trailing Nones are allowed, as PyTorch
     allows them; any other count is an error."""
@@ -596,10 +621,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 in_grads = _counted(node, in_grads, edges)
             hooks = node._hooks if hooked else None
             if hooks:
-                for hook in hooks:
-                    r = _outside(hook, in_grads, tuple(grads))
-                    if r is not None:
-                        in_grads = tuple(r)
+                in_grads = _run_node_hooks(node, hooks, in_grads, tuple(grads))
             if check_nan:
                 _nan_check(node, in_grads)
             if not retain_graph and node._saved is not None:

@@ -152,6 +152,21 @@ class Node:
                 out.append((AccumulateGrad.of(e), 0))
         return tuple(out)
 
+    def _hook_slots(self):
+        """For each entry of ``next_functions``, the position of the gradient in what
+        ``backward`` returns (None where PyTorch lists an input ember keeps no slot
+        for); None when the two are the same list. Node hooks see the gradients in
+        ``next_functions``' order, as PyTorch's do, not the plain arguments' slots."""
+        n_e = len(self._edges)
+        if self._edge_inputs is not None:
+            return [i for i in self._edge_inputs if i < n_e]
+        n = type(self).n_inputs
+        if n is not None:
+            return None if n == n_e else [i if i < n_e else None for i in range(n)]
+        if self._n_in is None or self._n_in >= n_e:
+            return None
+        return list(range(self._n_in))
+
     @property
     def needs_input_grad(self):
         """A bool per forward input: whether backward must produce its gradient."""
@@ -416,6 +431,11 @@ class Primitive(Node):
     _base_class = True  # keeps its own __name__: no node is ever a plain Primitive
     save_inputs = ()
     save_output = False
+    # ``_hook_saves(self, args)``: entries (``(tensor, version)``) a node adds to what it
+    # saves while saved-tensor hooks are active, where PyTorch's node saves tensors that
+    # ember's forward keeps as arrays of its own (a loss's target and total weight): the
+    # hooks then see what PyTorch's see, and backward unpacks them
+    _hook_saves = None
     broadcasts = False
     n_outputs = 1
     batch = None  # the vmap rule, a function (cls, level, args, params): ops/_batch.py
@@ -657,8 +677,11 @@ class Primitive(Node):
         else:
             t._requires_grad = False
             t.grad_fn = None
-        if _hook_stack and self._saved:
-            self._pack_saved()
+        if _hook_stack:
+            if cls._hook_saves is not None:
+                self._saved = (self._saved or []) + cls._hook_saves(self, (x,))
+            if self._saved:
+                self._pack_saved()
         return t
 
     def _record(self, args, out):
@@ -721,8 +744,11 @@ class Primitive(Node):
         else:
             t._requires_grad = False
             t.grad_fn = None
-        if _hook_stack and self._saved:
-            self._pack_saved()
+        if _hook_stack:
+            if cls._hook_saves is not None:
+                self._saved = (self._saved or []) + cls._hook_saves(self, args)
+            if self._saved:
+                self._pack_saved()
         return t
 
     def _record_many(self, args, out):
