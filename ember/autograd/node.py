@@ -97,6 +97,10 @@ class Node:
     # Tensor argument up to the last one given": a node of an op whose optional Tensor
     # (a bias) may be None, or whose integer operands (targets) PyTorch does not list
     n_inputs = None
+    # how many output gradients node hooks and pre-hooks receive where PyTorch's node
+    # has other outputs than ember's (group norm's mean and rstd: None there; ``max``'s
+    # indices: not listed); None: one per output of ember's node
+    _hook_n_outputs = None
     # ``_array_grads(gy, g)``: the node's backward on the array ``g`` of its one output
     # gradient ``gy`` (``gy`` itself: a Tensor, or ``g`` when the gradient came as an
     # array), for the engine's pass without a graph of the gradients (no create_graph,

@@ -281,6 +281,9 @@ class _LayerNorm(Normalize):
 
 class _GroupNorm(Normalize):
     _node_name = "NativeGroupNormBackward0"
+    # PyTorch's node has three outputs (the result, mean and rstd): hooks get None for
+    # the two ember's node does not have
+    _hook_n_outputs = 3
     _overflow_is_nan = True
     _nan_in_double = False  # PyTorch's double moments keep an infinite variance: x * 0 + b
 

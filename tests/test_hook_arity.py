@@ -1,0 +1,288 @@
+"""What node hooks and saved-tensor hooks see, against torch 2.13, over a table of
+common ops and modules: for the node that makes each case's output, (a) its name,
+(b) how many gradients, and of which shapes, ``grad_fn.register_hook`` (grad_inputs,
+grad_outputs) and ``grad_fn.register_prehook`` receive, (c) the number, shapes and
+dtypes of the tensors ``saved_tensors_hooks`` packs while the case runs and (d)
+``len(grad_fn.next_functions)``. Gradients reaching the inputs are compared too, so a
+hook's view never changes what backward computes.
+
+Where ember's node keeps other tensors for backward than PyTorch's (a fused kernel's own
+intermediates), ``PACK_GAPS`` names the case and why; for those the test checks that
+the difference is still there, so a fix shows up as a failure to update the table
+(docs/differences.md lists them)."""
+import numpy as np
+import pytest
+import torch
+
+import ember
+
+RNG = np.random.default_rng(7)
+X34 = RNG.standard_normal((3, 4)).astype(np.float32)
+Y34 = RNG.standard_normal((3, 4)).astype(np.float32)
+B4 = RNG.standard_normal(4).astype(np.float32)
+M45 = RNG.standard_normal((4, 5)).astype(np.float32)
+B234 = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+B245 = RNG.standard_normal((2, 4, 5)).astype(np.float32)
+IMG = RNG.standard_normal((2, 3, 6, 6)).astype(np.float32)
+K = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+KB = RNG.standard_normal(4).astype(np.float32)
+SEQ = RNG.standard_normal((2, 3, 5, 4)).astype(np.float32)
+PROB = (1 / (1 + np.exp(-X34))).astype(np.float32)
+TGT = np.array([1, 0, 3])
+IDX = np.array([2, 0, 2])
+
+
+# the leaves made by the case running now, whose gradients are compared
+_LEAVES = []
+
+
+def _t(L, a, rg=True):
+    t = L.tensor(a, requires_grad=rg)
+    if rg:
+        _LEAVES.append(t)
+    return t
+
+
+def _module(L, make):
+    """The module ``make(nn)`` with torch's initial weights in both libraries."""
+    torch.manual_seed(0)
+    tm = make(torch.nn)
+    if L is torch:
+        _LEAVES.extend(tm.parameters())
+        return tm
+    em = make(ember.nn)
+    em.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in
+                        tm.state_dict().items()})
+    _LEAVES.extend(em.parameters())
+    return em
+
+
+def _F(L):
+    return L.nn.functional
+
+
+def _scaled(L):
+    """A custom Function with a plain (non-Tensor) argument between two Tensors."""
+    class Scale(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k, y):
+            ctx.save_for_backward(x, y)
+            ctx.k = k
+            return x * k * y
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            return g * ctx.k * y, None, g * ctx.k * x
+    return Scale.apply
+
+
+# name -> f(L): the case's output (its grad_fn is the node looked at)
+CASES = {
+    # elementwise
+    "add_broadcast": lambda L: _t(L, X34) + _t(L, B4),
+    "sub_scalar": lambda L: _t(L, X34) - 2.0,
+    "mul": lambda L: _t(L, X34) * _t(L, Y34),
+    "mul_const": lambda L: _t(L, X34) * _t(L, Y34, False),
+    "div": lambda L: _t(L, X34) / (_t(L, Y34).abs() + 1),
+    "pow_scalar": lambda L: _t(L, X34) ** 2,
+    "pow_tensor": lambda L: _t(L, PROB) ** _t(L, Y34),
+    "exp": lambda L: _t(L, X34).exp(),
+    "log": lambda L: _t(L, PROB).log(),
+    "tanh": lambda L: _t(L, X34).tanh(),
+    "sigmoid": lambda L: _t(L, X34).sigmoid(),
+    "relu": lambda L: _F(L).relu(_t(L, X34)),
+    "gelu": lambda L: _F(L).gelu(_t(L, X34)),
+    "silu": lambda L: _F(L).silu(_t(L, X34)),
+    "leaky_relu": lambda L: _F(L).leaky_relu(_t(L, X34), 0.1),
+    "clamp": lambda L: _t(L, X34).clamp(-0.5, 0.5),
+    "neg": lambda L: -_t(L, X34),
+    "sqrt": lambda L: _t(L, PROB).sqrt(),
+    # reductions
+    "sum": lambda L: _t(L, X34).sum(),
+    "sum_dim": lambda L: _t(L, X34).sum(1),
+    "mean": lambda L: _t(L, X34).mean(),
+    "mean_dim": lambda L: _t(L, X34).mean(0, keepdim=True),
+    "max_dim": lambda L: _t(L, X34).max(1)[0],
+    "min_dim": lambda L: _t(L, X34).min(1)[0],
+    "median_dim": lambda L: _t(L, X34).median(1)[0],
+    "amax": lambda L: _t(L, X34).amax(1),
+    "var": lambda L: _t(L, X34).var(1),
+    "std": lambda L: _t(L, X34).std(),
+    "logsumexp": lambda L: _t(L, X34).logsumexp(1),
+    "norm": lambda L: _t(L, X34).norm(),
+    "prod": lambda L: _t(L, X34).prod(1),
+    "cumsum": lambda L: _t(L, X34).cumsum(1),
+    # views and shapes
+    "reshape": lambda L: (_t(L, X34) * 1).reshape(4, 3),
+    "view": lambda L: (_t(L, X34) * 1).view(12),
+    "transpose": lambda L: _t(L, X34).transpose(0, 1),
+    "t": lambda L: _t(L, X34).t(),
+    "permute": lambda L: _t(L, B234).permute(2, 0, 1),
+    "unsqueeze": lambda L: _t(L, X34).unsqueeze(1),
+    "squeeze": lambda L: _t(L, X34).unsqueeze(0).squeeze(0),
+    "expand": lambda L: _t(L, B4).expand(3, 4),
+    "slice": lambda L: _t(L, X34)[1:],
+    "select": lambda L: _t(L, X34)[1],
+    "narrow": lambda L: _t(L, X34).narrow(1, 1, 2),
+    "flatten": lambda L: _t(L, B234).flatten(1),
+    "repeat": lambda L: _t(L, X34).repeat(2, 1),
+    "flip": lambda L: _t(L, X34).flip(0),
+    # matmul family
+    "mm": lambda L: _t(L, X34) @ _t(L, M45),
+    "mm_const_weight": lambda L: _t(L, X34) @ _t(L, M45, False),
+    "mv": lambda L: _t(L, X34) @ _t(L, B4),
+    "dot": lambda L: _t(L, B4) @ _t(L, B4 * 2),
+    "bmm": lambda L: L.bmm(_t(L, B234), _t(L, B245)),
+    "matmul_3d_2d": lambda L: _t(L, B234) @ _t(L, M45),
+    "addmm": lambda L: L.addmm(_t(L, M45[0]), _t(L, X34), _t(L, M45)),
+    "einsum": lambda L: L.einsum("ij,jk->ik", _t(L, X34), _t(L, M45)),
+    "linear": lambda L: _module(L, lambda nn: nn.Linear(4, 5))(_t(L, X34)),
+    "linear_no_bias": lambda L: _module(L, lambda nn: nn.Linear(4, 5, bias=False))(
+        _t(L, X34)),
+    "linear_3d": lambda L: _module(L, lambda nn: nn.Linear(4, 5))(_t(L, B234)),
+    # convolution and pooling
+    "conv2d": lambda L: _F(L).conv2d(_t(L, IMG), _t(L, K), _t(L, KB), padding=1),
+    "conv2d_no_bias": lambda L: _F(L).conv2d(_t(L, IMG), _t(L, K)),
+    "conv1d": lambda L: _module(L, lambda nn: nn.Conv1d(3, 2, 3))(_t(L, B234[:, :, :]
+                                                                       .reshape(2, 3, 4))),
+    "conv_transpose2d": lambda L: _module(L, lambda nn: nn.ConvTranspose2d(3, 2, 2))(
+        _t(L, IMG)),
+    "max_pool2d": lambda L: _F(L).max_pool2d(_t(L, IMG), 2),
+    "max_pool2d_indices": lambda L: _F(L).max_pool2d(_t(L, IMG), 2, return_indices=True)[0],
+    "adaptive_max_pool2d": lambda L: _F(L).adaptive_max_pool2d(_t(L, IMG), 2,
+                                                               return_indices=True)[0],
+    "avg_pool2d": lambda L: _F(L).avg_pool2d(_t(L, IMG), 2),
+    "adaptive_avg_pool2d": lambda L: _F(L).adaptive_avg_pool2d(_t(L, IMG), 1),
+    # normalization
+    "batch_norm_train": lambda L: _module(L, lambda nn: nn.BatchNorm2d(3))(_t(L, IMG)),
+    "batch_norm_eval": lambda L: _module(L, lambda nn: nn.BatchNorm2d(3)).eval()(
+        _t(L, IMG)),
+    "layer_norm": lambda L: _module(L, lambda nn: nn.LayerNorm(4))(_t(L, X34)),
+    "layer_norm_plain": lambda L: _F(L).layer_norm(_t(L, X34), (4,)),
+    "group_norm": lambda L: _module(L, lambda nn: nn.GroupNorm(1, 3))(_t(L, IMG)),
+    "embedding": lambda L: _module(L, lambda nn: nn.Embedding(5, 3))(L.tensor(IDX)),
+    # losses
+    "cross_entropy": lambda L: _F(L).cross_entropy(_t(L, X34), L.tensor(TGT)),
+    "cross_entropy_sum": lambda L: _F(L).cross_entropy(_t(L, X34), L.tensor(TGT),
+                                                       reduction="sum"),
+    "cross_entropy_weight": lambda L: _F(L).cross_entropy(
+        _t(L, X34), L.tensor(TGT), weight=L.tensor(PROB[0])),
+    "nll_loss": lambda L: _F(L).nll_loss(_t(L, X34), L.tensor(TGT)),
+    "nll_loss_none": lambda L: _F(L).nll_loss(_t(L, X34), L.tensor(TGT),
+                                              reduction="none"),
+    "mse_loss": lambda L: _F(L).mse_loss(_t(L, X34), _t(L, Y34, False)),
+    "l1_loss": lambda L: _F(L).l1_loss(_t(L, X34), _t(L, Y34, False)),
+    "smooth_l1_loss": lambda L: _F(L).smooth_l1_loss(_t(L, X34), _t(L, Y34, False)),
+    "bce": lambda L: _F(L).binary_cross_entropy(_t(L, PROB), L.tensor(PROB[::-1].copy())),
+    "bce_with_logits": lambda L: _F(L).binary_cross_entropy_with_logits(
+        _t(L, X34), L.tensor(PROB)),
+    "kl_div": lambda L: _F(L).kl_div(_t(L, X34), L.tensor(PROB), reduction="batchmean"),
+    # softmax and attention
+    "softmax": lambda L: _t(L, X34).softmax(1),
+    "log_softmax": lambda L: _t(L, X34).log_softmax(1),
+    "sdpa": lambda L: _F(L).scaled_dot_product_attention(
+        _t(L, SEQ), _t(L, SEQ * 0.5), _t(L, SEQ[..., ::-1].copy())),
+    "sdpa_causal": lambda L: _F(L).scaled_dot_product_attention(
+        _t(L, SEQ), _t(L, SEQ * 0.5), _t(L, SEQ), is_causal=True),
+    "dropout_eval": lambda L: _module(L, lambda nn: nn.Dropout(0.5)).eval()(
+        _t(L, X34) * 2),
+    # recurrent cells
+    "rnn_cell": lambda L: _module(L, lambda nn: nn.RNNCell(4, 3))(_t(L, X34)),
+    "lstm_cell": lambda L: _module(L, lambda nn: nn.LSTMCell(4, 3))(_t(L, X34))[0],
+    "gru_cell": lambda L: _module(L, lambda nn: nn.GRUCell(4, 3))(_t(L, X34)),
+    # joining, indexing, selection
+    "cat": lambda L: L.cat([_t(L, X34), _t(L, Y34)], 0),
+    "stack": lambda L: L.stack([_t(L, X34), _t(L, Y34)], 1),
+    "index_tensor": lambda L: _t(L, X34)[L.tensor(IDX)],
+    "index_select": lambda L: _t(L, X34).index_select(1, L.tensor(IDX)),
+    "gather": lambda L: _t(L, X34).gather(1, L.tensor(np.array([[0], [3], [1]]))),
+    "scatter": lambda L: _t(L, X34).scatter(1, L.tensor(np.array([[0], [3], [1]])),
+                                            _t(L, Y34[:, :1].copy())),
+    "scatter_add": lambda L: _t(L, X34).scatter_add(1, L.tensor(np.array([[0], [3], [1]])),
+                                                    _t(L, Y34[:, :1].copy())),
+    "where": lambda L: L.where(L.tensor(X34 > 0), _t(L, X34), _t(L, Y34)),
+    "masked_fill": lambda L: _t(L, X34).masked_fill(L.tensor(X34 > 0), 0.0),
+    "custom_function": lambda L: _scaled(L)(_t(L, X34), 3.0, _t(L, Y34)),
+}
+
+# cases whose packed tensors differ from PyTorch's, and why (docs/differences.md)
+PACK_GAPS = {}
+
+
+def _shapes(gs):
+    return [None if g is None else tuple(g.shape) for g in gs]
+
+
+def _run(L, name):
+    """Everything the hooks saw while ``CASES[name]`` ran forward and backward."""
+    packed = []
+    del _LEAVES[:]
+
+    def pack(t):
+        packed.append((tuple(t.shape), str(t.dtype).split(".")[-1]))
+        return t
+
+    with L.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = CASES[name](L)
+    node = out.grad_fn
+    seen = {}
+
+    def hook(gi, go):
+        seen["grad_inputs"] = _shapes(gi)
+        seen["grad_outputs"] = _shapes(go)
+
+    def prehook(go):
+        seen["pre"] = _shapes(go)
+
+    node.register_hook(hook)
+    node.register_prehook(prehook)
+    out.backward(L.tensor(np.linspace(-1, 1, out.numel()).reshape(tuple(out.shape))
+                          .astype(np.float32)))
+    grads = [(tuple(v.shape), None if v.grad is None else float(v.grad.double().sum()))
+             for v in _LEAVES]
+    return {"name": node.name(), "next": len(node.next_functions), "seen": seen,
+            "packed": sorted(packed), "grads": grads}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_node_and_hooks_see_what_torch_shows(name):
+    want = _run(torch, name)
+    got = _run(ember, name)
+    assert got["name"] == want["name"]
+    assert got["next"] == want["next"]
+    assert got["seen"] == want["seen"]
+    assert [s for s, _ in got["grads"]] == [s for s, _ in want["grads"]]
+    assert [g is None for _, g in got["grads"]] == [g is None for _, g in want["grads"]]
+    np.testing.assert_allclose([g for _, g in got["grads"] if g is not None],
+                               [g for _, g in want["grads"] if g is not None],
+                               rtol=1e-4, atol=1e-5)
+    if name in PACK_GAPS:
+        assert got["packed"] != want["packed"], f"{name} now packs as torch: drop the gap"
+    else:
+        assert got["packed"] == want["packed"]
+
+
+def test_a_hook_returning_the_wrong_count_raises():
+    for L in (torch, ember):
+        x = L.tensor(X34, requires_grad=True)
+        out = _F(L).layer_norm(x, (4,))
+        out.grad_fn.register_hook(lambda gi, go: (gi[0], gi[0]))
+        with pytest.raises(RuntimeError, match="incorrect number of values"):
+            out.sum().backward()
+
+
+def test_a_hook_replacement_lands_on_the_right_input():
+    res = []
+    for L in (torch, ember):
+        x = L.tensor(X34, requires_grad=True)
+        w = L.tensor(B4, requires_grad=True)
+        b = L.tensor(B4 * 0, requires_grad=True)
+        out = _F(L).layer_norm(x, (4,), w, b)
+        out.grad_fn.register_hook(lambda gi, go: (gi[0] * 2, None, gi[2] * 3))
+        out.sum().backward()
+        res.append((x.grad.numpy(), w.grad, b.grad.numpy()))
+    (tx, tw, tb), (ex, ew, eb) = res
+    assert tw is None and ew is None
+    np.testing.assert_allclose(ex, tx, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(eb, tb, rtol=1e-6)
