@@ -195,6 +195,8 @@ CASES = {
     "cat": lambda L: L.cat([_t(L, X34), _t(L, Y34)], 0),
     "stack": lambda L: L.stack([_t(L, X34), _t(L, Y34)], 1),
     "index_tensor": lambda L: _t(L, X34)[L.tensor(IDX)],
+    "index_mask": lambda L: _t(L, X34)[L.tensor(X34 > 0)],
+    "index_two": lambda L: _t(L, X34)[L.tensor(IDX), L.tensor(np.array([0, 3, 1]))],
     "index_select": lambda L: _t(L, X34).index_select(1, L.tensor(IDX)),
     "gather": lambda L: _t(L, X34).gather(1, L.tensor(np.array([[0], [3], [1]]))),
     "scatter": lambda L: _t(L, X34).scatter(1, L.tensor(np.array([[0], [3], [1]])),

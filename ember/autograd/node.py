@@ -253,6 +253,25 @@ class Node:
         raise NotImplementedError(f"{self.name()} has no backward")
 
 
+def hook_saves_of(*positions):
+    """A ``Primitive._hook_saves`` that gives saved-tensor hooks the arguments at
+    ``positions`` (an index or mask PyTorch's node saves, which ember's forward keeps as
+    an array of its own): a Tensor argument as it is, an array as a new Tensor."""
+    def saves(self, args):
+        out = []
+        for i in positions:
+            a = args[i] if i < len(args) else None
+            if isinstance(a, Tensor):
+                out.append((a, a._vc[0]))
+            elif a is not None:
+                if not isinstance(a, _ndarray):
+                    import numpy as np
+                    a = np.asarray(a)
+                out.append((_make(a, False), None))
+        return out
+    return saves
+
+
 def _SavedOutput(arr, vc, rg, nr=0):
     """How a node keeps one of its own outputs for backward (see ``saved_tensors``)."""
     return (arr, vc, vc[0], rg, nr)

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from ember._tensor import Tensor, _mode_active, _mode_recorder, _mode_stack
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder, _mode_stack
 from ember.autograd._modes import routed
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _wrap
@@ -370,6 +370,13 @@ def _n_dims_after(idx, ell):
 class GetItemAdvanced(Primitive):
     """Advanced indexing: a copy."""
     _node_name = "IndexBackward0"
+
+    def _hook_saves(self, args):
+        """PyTorch's node saves the index tensors (a mask as it is): for saved-tensor
+        hooks (``Primitive._hook_saves``)."""
+        return [(_make(it, False), None)
+                for it in (self.idx if isinstance(self.idx, tuple) else (self.idx,))
+                if isinstance(it, np.ndarray)]
 
     def forward(self, x, idx):
         self.idx = idx
