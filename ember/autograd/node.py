@@ -786,8 +786,11 @@ class Primitive(Node):
                 t.grad_fn = self
                 t._output_nr = nr
             outs.append(t)
-        if _hook_stack and self._saved:
-            self._pack_saved()
+        if _hook_stack:
+            if cls._hook_saves is not None:
+                self._saved = (self._saved or []) + cls._hook_saves(self, args)
+            if self._saved:
+                self._pack_saved()
         return tuple(outs)
 
 

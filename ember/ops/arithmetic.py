@@ -12,6 +12,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive, _read_saved, _saved_inputs
 from ember.backend import threads as _threads
 from ember.ops import _batch, _grad_arrays, _jvp
+from ember.ops import product_saves as _product_saves
 from ember.ops._util import (
     check_number_fits,
     cj,
@@ -282,6 +283,10 @@ class Sub(Primitive):
 class Mul(Primitive):
     broadcasts = True
     save_inputs = (0, 1)
+    # under saved-tensor hooks, each factor is packed only where the other one needs a
+    # gradient (PyTorch's rule; ``x * 2`` packs nothing): ``product_saves``
+    _pack_saved = _product_saves.pack_crossed
+    _crossed = (1, 0)
 
     def forward(self, a, b):
         if type(a) is not _ndarray or type(b) is not _ndarray or a.dtype != b.dtype:

@@ -134,7 +134,9 @@ class Normalize(Primitive):
             return x * alpha + beta, mean, var
 
     def _saved_xw(self):
-        return self.saved_tensors
+        t = self.saved_tensors
+        # (after the input and weight: what saved-tensor hooks were also given)
+        return t if len(t) == 2 else t[:2]
 
     def backward(self, gy):
         x, w = self._saved_xw()
@@ -271,6 +273,17 @@ class _LayerNorm(Normalize):
     _node_name = "NativeLayerNormBackward0"
     _overflow_is_nan = True
     forward = opmath(Normalize.forward)
+
+    def _hook_saves(self, args):
+        """What PyTorch's node saves besides the input and weight, for saved-tensor
+        hooks (``Primitive._hook_saves``): the bias, the mean and the reciprocal
+        standard deviation (with the input's dims, 1 over the normalized ones)."""
+        b = args[2]
+        out = [] if b is None else [(b, b._vc[0])]
+        dt = args[0]._data.dtype
+        for a in (self.mean, self.invstd):
+            out.append((_make(array_module(a).asarray(a, dtype=dt), False), None))
+        return out
 
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradients (``Primitive.vjp``): what ``backward`` computes without a
