@@ -209,7 +209,25 @@ CASES = {
 }
 
 # cases whose packed tensors differ from PyTorch's, and why (docs/differences.md)
-PACK_GAPS = {}
+_POOL = "ember's max pooling finds each window's maximum again in backward: no indices"
+_BN = ("ember's batch norm node keeps the input and weight and its own statistics "
+       "arrays, not the running stats and saved mean/invstd of native_batch_norm")
+_SDPA = ("ember's attention is its own kernel: it keeps query, key and value (and a "
+         "causal mask), not the fused kernel's output and logsumexp")
+PACK_GAPS = {
+    "max_pool2d": _POOL,
+    "max_pool2d_indices": _POOL,
+    "adaptive_max_pool2d": _POOL,
+    "batch_norm_train": _BN,
+    "batch_norm_eval": _BN,
+    "group_norm": "the per-group mean and rstd are not given to the hooks",
+    "embedding": "ember keeps the weight (for its shape) where PyTorch keeps the indices",
+    "index_mask": "a bool mask is turned into positions before the node is made",
+    "kl_div": "ember's kl_div packs a 0-d scale besides the target",
+    "pow_tensor": "PyTorch also saves the result; ember recomputes it",
+    "sdpa": _SDPA,
+    "sdpa_causal": _SDPA,
+}
 
 
 def _shapes(gs):
