@@ -150,6 +150,8 @@ CASES = {
         _t(L, IMG)),
     "max_pool2d": lambda L: _F(L).max_pool2d(_t(L, IMG), 2),
     "max_pool2d_indices": lambda L: _F(L).max_pool2d(_t(L, IMG), 2, return_indices=True)[0],
+    "max_pool2d_padded": lambda L: _F(L).max_pool2d(_t(L, IMG), 3, 2, padding=1),
+    "max_pool1d": lambda L: _F(L).max_pool1d(_t(L, B234), 2),
     "adaptive_max_pool2d": lambda L: _F(L).adaptive_max_pool2d(_t(L, IMG), 2,
                                                                return_indices=True)[0],
     "avg_pool2d": lambda L: _F(L).avg_pool2d(_t(L, IMG), 2),
@@ -209,15 +211,11 @@ CASES = {
 }
 
 # cases whose packed tensors differ from PyTorch's, and why (docs/differences.md)
-_POOL = "ember's max pooling finds each window's maximum again in backward: no indices"
 _BN = ("ember's batch norm node keeps the input and weight and its own statistics "
        "arrays, not the running stats and saved mean/invstd of native_batch_norm")
 _SDPA = ("ember's attention is its own kernel: it keeps query, key and value (and a "
          "causal mask), not the fused kernel's output and logsumexp")
 PACK_GAPS = {
-    "max_pool2d": _POOL,
-    "max_pool2d_indices": _POOL,
-    "adaptive_max_pool2d": _POOL,
     "batch_norm_train": _BN,
     "batch_norm_eval": _BN,
     "group_norm": "the per-group mean and rstd are not given to the hooks",
@@ -306,3 +304,22 @@ def test_a_hook_replacement_lands_on_the_right_input():
     assert tw is None and ew is None
     np.testing.assert_allclose(ex, tx, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(eb, tb, rtol=1e-6)
+
+
+def test_double_backward_under_hooks_reads_what_was_packed():
+    # nodes given extra tensors for the hooks (max pooling's indices, layer norm's
+    # statistics, nll_loss's target) still find their own saved tensors when the
+    # gradient is differentiated again
+    res = []
+    for L in (torch, ember):
+        x = L.tensor(IMG, requires_grad=True)
+        w = L.tensor(B4[:3].copy(), requires_grad=True)
+        with L.autograd.graph.saved_tensors_hooks(lambda t: t * 1, lambda t: t):
+            y = _F(L).max_pool2d(x, 2)
+            z = _F(L).layer_norm(y, (3,), None, None) * w
+            loss = _F(L).cross_entropy(z.reshape(-1, 3), L.tensor(np.arange(18) % 3))
+            gx, = L.autograd.grad(loss, x, create_graph=True)
+            (gx * gx).sum().backward()
+        res.append((gx.detach().numpy(), x.grad.numpy(), w.grad.numpy()))
+    for a, b in zip(res[1], res[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
