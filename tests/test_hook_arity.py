@@ -162,6 +162,8 @@ CASES = {
         _t(L, IMG)),
     "layer_norm": lambda L: _module(L, lambda nn: nn.LayerNorm(4))(_t(L, X34)),
     "layer_norm_plain": lambda L: _F(L).layer_norm(_t(L, X34), (4,)),
+    "group_norm_no_affine": lambda L: _module(L, lambda nn: nn.GroupNorm(3, 3, affine=False))(
+        _t(L, IMG)),
     "group_norm": lambda L: _module(L, lambda nn: nn.GroupNorm(1, 3))(_t(L, IMG)),
     "embedding": lambda L: _module(L, lambda nn: nn.Embedding(5, 3))(L.tensor(IDX)),
     # losses
@@ -218,7 +220,6 @@ _SDPA = ("ember's attention is its own kernel: it keeps query, key and value (an
 PACK_GAPS = {
     "batch_norm_train": _BN,
     "batch_norm_eval": _BN,
-    "group_norm": "the per-group mean and rstd are not given to the hooks",
     "embedding": "ember keeps the weight (for its shape) where PyTorch keeps the indices",
     "index_mask": "a bool mask is turned into positions before the node is made",
     "kl_div": "ember's kl_div packs a 0-d scale besides the target",
@@ -238,7 +239,8 @@ def _run(L, name):
     del _LEAVES[:]
 
     def pack(t):
-        packed.append((tuple(t.shape), str(t.dtype).split(".")[-1]))
+        packed.append((tuple(t.shape), str(t.dtype).split(".")[-1],
+                       float(t.detach().double().sum())))
         return t
 
     with L.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -260,7 +262,8 @@ def _run(L, name):
     grads = [(tuple(v.shape), None if v.grad is None else float(v.grad.double().sum()))
              for v in _LEAVES]
     return {"name": node.name(), "next": len(node.next_functions), "seen": seen,
-            "packed": sorted(packed), "grads": grads}
+            "packed": [p[:2] for p in sorted(packed)], "sums": sorted(packed),
+            "grads": grads}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -279,6 +282,9 @@ def test_node_and_hooks_see_what_torch_shows(name):
         assert got["packed"] != want["packed"], f"{name} now packs as torch: drop the gap"
     else:
         assert got["packed"] == want["packed"]
+        # the same values too (a sum per tensor, matched in sorted order)
+        np.testing.assert_allclose([v for *_, v in got["sums"]],
+                                   [v for *_, v in want["sums"]], rtol=1e-4, atol=1e-4)
 
 
 def test_a_hook_returning_the_wrong_count_raises():

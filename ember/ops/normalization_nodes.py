@@ -116,8 +116,17 @@ class _GroupNormNode(_GroupNorm):
         return out.reshape(x.shape)
 
     def _saved_xw(self):
-        x, w = self.saved_tensors
+        t = self.saved_tensors  # (then, under saved-tensor hooks, the mean and rstd)
+        x, w = t[0], t[1]
         return x.reshape(self.x_view), None if w is None else w.reshape(self.view)
+
+    def _hook_saves(self, args):
+        """PyTorch's node also saves the mean and rstd of each (sample, group), for
+        saved-tensor hooks (``Primitive._hook_saves``)."""
+        ng = self.x_view[:2]
+        dt = args[0]._data.dtype
+        return [(_make(a.reshape(ng).astype(dt, copy=False), False), None)
+                for a in (self.mean, self.invstd)]
 
     def backward(self, gy):
         gx, gw, gb = Normalize.backward(self, gy.reshape(self.x_view))[:3]
