@@ -158,6 +158,10 @@ CASES = {
     "adaptive_avg_pool2d": lambda L: _F(L).adaptive_avg_pool2d(_t(L, IMG), 1),
     # normalization
     "batch_norm_train": lambda L: _module(L, lambda nn: nn.BatchNorm2d(3))(_t(L, IMG)),
+    "batch_norm_no_stats": lambda L: _module(
+        L, lambda nn: nn.BatchNorm1d(4, track_running_stats=False))(_t(L, X34)),
+    "instance_norm": lambda L: _module(L, lambda nn: nn.InstanceNorm2d(3, affine=True))(
+        _t(L, IMG)),
     "batch_norm_eval": lambda L: _module(L, lambda nn: nn.BatchNorm2d(3)).eval()(
         _t(L, IMG)),
     "layer_norm": lambda L: _module(L, lambda nn: nn.LayerNorm(4))(_t(L, X34)),
@@ -213,12 +217,11 @@ CASES = {
 }
 
 # cases whose packed tensors differ from PyTorch's, and why (docs/differences.md)
-_BN = ("ember's batch norm node keeps the input and weight and its own statistics "
-       "arrays, not the running stats and saved mean/invstd of native_batch_norm")
+_BN = ("in eval mode ember's batch norm node keeps the bias, and not the two empty "
+       "tensors PyTorch's native_batch_norm saves")
 _SDPA = ("ember's attention is its own kernel: it keeps query, key and value (and a "
          "causal mask), not the fused kernel's output and logsumexp")
 PACK_GAPS = {
-    "batch_norm_train": _BN,
     "batch_norm_eval": _BN,
     "embedding": "ember keeps the weight (for its shape) where PyTorch keeps the indices",
     "index_mask": "a bool mask is turned into positions before the node is made",
@@ -226,6 +229,12 @@ PACK_GAPS = {
     "pow_tensor": "PyTorch also saves the result; ember recomputes it",
     "sdpa": _SDPA,
     "sdpa_causal": _SDPA,
+}
+
+# cases packing PyTorch's tensors whose values differ when the pack hook runs
+VALUE_GAPS = {
+    "batch_norm_train": "PyTorch packs the running stats before its kernel updates them "
+                        "in place; ember's forward has updated them (the same tensors)",
 }
 
 
@@ -282,6 +291,8 @@ def test_node_and_hooks_see_what_torch_shows(name):
         assert got["packed"] != want["packed"], f"{name} now packs as torch: drop the gap"
     else:
         assert got["packed"] == want["packed"]
+        if name in VALUE_GAPS:
+            return
         # the same values too (a sum per tensor, matched in sorted order)
         np.testing.assert_allclose([v for *_, v in got["sums"]],
                                    [v for *_, v in want["sums"]], rtol=1e-4, atol=1e-4)
