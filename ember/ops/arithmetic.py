@@ -397,6 +397,15 @@ class Div(Primitive):
     broadcasts = True
     save_inputs = (0, 1)
 
+    def _pack_saved(self):
+        """``Node._pack_saved`` on what PyTorch's node keeps: the dividend only where the
+        divisor needs a gradient (only that gradient reads it; ``x / 3`` packs
+        nothing)."""
+        saved = self._saved
+        if type(saved) is list and len(saved) == 2 and self._edges[1] is None:
+            saved[0] = _product_saves.NOT_SAVED
+        Primitive._pack_saved(self)
+
     def forward(self, a, b):
         if type(a) is _ndarray and a.dtype.kind == "f":
             # the common cases: nothing to promote
