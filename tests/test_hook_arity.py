@@ -228,7 +228,6 @@ PACK_GAPS = {
     "batch_norm_eval": _BN,
     "embedding": "ember keeps the weight (for its shape) where PyTorch keeps the indices",
     "index_mask": "a bool mask is turned into positions before the node is made",
-    "pow_tensor": "PyTorch also saves the result; ember recomputes it",
     "sdpa": _SDPA,
     "sdpa_causal": _SDPA,
 }

@@ -257,7 +257,7 @@ def hook_saves_of(*positions):
     """A ``Primitive._hook_saves`` that gives saved-tensor hooks the arguments at
     ``positions`` (an index or mask PyTorch's node saves, which ember's forward keeps as
     an array of its own): a Tensor argument as it is, an array as a new Tensor."""
-    def saves(self, args):
+    def saves(self, args, out):
         out = []
         for i in positions:
             a = args[i] if i < len(args) else None
@@ -454,10 +454,11 @@ class Primitive(Node):
     _base_class = True  # keeps its own __name__: no node is ever a plain Primitive
     save_inputs = ()
     save_output = False
-    # ``_hook_saves(self, args)``: entries (``(tensor, version)``) a node adds to what it
-    # saves while saved-tensor hooks are active, where PyTorch's node saves tensors that
-    # ember's forward keeps as arrays of its own (a loss's target and total weight): the
-    # hooks then see what PyTorch's see, and backward unpacks them
+    # ``_hook_saves(self, args, out)``: entries a node adds to what it saves while
+    # saved-tensor hooks are active (``(tensor, version)``, or a saved output's entry),
+    # where PyTorch's node saves tensors that ember's forward keeps as arrays of its own
+    # (a loss's target and total weight) or does not keep (pow's result): the hooks then
+    # see what PyTorch's see. ``out`` is the output Tensor (a list of them for several).
     _hook_saves = None
     broadcasts = False
     n_outputs = 1
@@ -702,7 +703,7 @@ class Primitive(Node):
             t.grad_fn = None
         if _hook_stack:
             if cls._hook_saves is not None:
-                self._saved = (self._saved or []) + cls._hook_saves(self, (x,))
+                self._saved = (self._saved or []) + cls._hook_saves(self, (x,), t)
             if self._saved:
                 self._pack_saved()
         return t
@@ -769,7 +770,7 @@ class Primitive(Node):
             t.grad_fn = None
         if _hook_stack:
             if cls._hook_saves is not None:
-                self._saved = (self._saved or []) + cls._hook_saves(self, args)
+                self._saved = (self._saved or []) + cls._hook_saves(self, args, t)
             if self._saved:
                 self._pack_saved()
         return t
@@ -788,7 +789,7 @@ class Primitive(Node):
             outs.append(t)
         if _hook_stack:
             if cls._hook_saves is not None:
-                self._saved = (self._saved or []) + cls._hook_saves(self, args)
+                self._saved = (self._saved or []) + cls._hook_saves(self, args, outs)
             if self._saved:
                 self._pack_saved()
         return tuple(outs)

@@ -195,7 +195,7 @@ class AdaptiveMaxPool(Primitive):
     _node_name = "AdaptiveMaxPool2DBackward0"
     batch = _batch.passthrough
 
-    def _hook_saves(self, args):
+    def _hook_saves(self, args, out):
         """PyTorch's node saves the input and the indices, for saved-tensor hooks
         (``Primitive._hook_saves``); ember's backward reads its own array."""
         x = args[0]

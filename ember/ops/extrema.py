@@ -108,7 +108,7 @@ class _SelectDim(Primitive):
             values, idx = values.squeeze(axis), idx.squeeze(axis)
         return values, idx
 
-    def _hook_saves(self, args):
+    def _hook_saves(self, args, out):
         """PyTorch's node saves the indices output, for saved-tensor hooks
         (``Primitive._hook_saves``)."""
         in_shape, axis, keepdim = self.meta

@@ -371,7 +371,7 @@ class GetItemAdvanced(Primitive):
     """Advanced indexing: a copy."""
     _node_name = "IndexBackward0"
 
-    def _hook_saves(self, args):
+    def _hook_saves(self, args, out):
         """PyTorch's node saves the index tensors (a mask as it is): for saved-tensor
         hooks (``Primitive._hook_saves``)."""
         return [(_make(it, False), None)

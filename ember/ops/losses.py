@@ -432,7 +432,7 @@ class NllLoss(Primitive):
             return g
         return g.reshape(g.shape[:1] + (1,) + g.shape[1:])
 
-    def _hook_saves(self, args):
+    def _hook_saves(self, args, out):
         """What PyTorch's node saves, for saved-tensor hooks: the input, the target, the
         class weights when given and the total weight (0 for 'none'), each a Tensor
         (``Primitive._hook_saves``); ember's forward keeps its own arrays instead."""

@@ -274,7 +274,7 @@ class _LayerNorm(Normalize):
     _overflow_is_nan = True
     forward = opmath(Normalize.forward)
 
-    def _hook_saves(self, args):
+    def _hook_saves(self, args, out):
         """What PyTorch's node saves besides the input and weight, for saved-tensor
         hooks (``Primitive._hook_saves``): the bias, the mean and the reciprocal
         standard deviation (with the input's dims, 1 over the normalized ones)."""

@@ -32,7 +32,7 @@ class _BatchNorm(Normalize):
         x, w = t[0], t[1]
         return x, None if w is None else w.reshape(self.view)
 
-    def _hook_saves(self, args):
+    def _hook_saves(self, args, out):
         """What PyTorch's node also saves, for saved-tensor hooks
         (``Primitive._hook_saves``): the running mean and variance (as updated) and the
         batch's mean and reciprocal standard deviation per channel. Instance norm's
@@ -134,7 +134,7 @@ class _GroupNormNode(_GroupNorm):
         x, w = t[0], t[1]
         return x.reshape(self.x_view), None if w is None else w.reshape(self.view)
 
-    def _hook_saves(self, args):
+    def _hook_saves(self, args, out):
         """PyTorch's node also saves the mean and rstd of each (sample, group), for
         saved-tensor hooks (``Primitive._hook_saves``)."""
         ng = self.x_view[:2]

@@ -89,7 +89,7 @@ class MaxPool(Primitive):
     save_inputs = (0,)  # as PyTorch's node: for a zero (not missing) second derivative
     batch = _batch.passthrough
 
-    def _hook_saves(self, args):
+    def _hook_saves(self, args, out):
         """PyTorch's node saves the indices too, for saved-tensor hooks
         (``Primitive._hook_saves``): each maximum's flat position in its plane."""
         return [(_make(flat_indices(self.arg, self.g), False), None)]
