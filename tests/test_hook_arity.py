@@ -216,6 +216,51 @@ CASES = {
                                                     _t(L, Y34[:, :1].copy())),
     "where": lambda L: L.where(L.tensor(X34 > 0), _t(L, X34), _t(L, Y34)),
     "masked_fill": lambda L: _t(L, X34).masked_fill(L.tensor(X34 > 0), 0.0),
+    # more of the same families
+    "abs": lambda L: _t(L, X34).abs(),
+    "sin": lambda L: _t(L, X34).sin(),
+    "rsqrt": lambda L: _t(L, PROB).rsqrt(),
+    "reciprocal": lambda L: _t(L, PROB).reciprocal(),
+    "maximum": lambda L: L.maximum(_t(L, X34), _t(L, Y34)),
+    "softplus": lambda L: _F(L).softplus(_t(L, X34)),
+    "elu": lambda L: _F(L).elu(_t(L, X34)),
+    "hardtanh": lambda L: _F(L).hardtanh(_t(L, X34)),
+    "sum_dims": lambda L: _t(L, B234).sum((0, 2)),
+    "min_all": lambda L: _t(L, X34).min(),
+    "cumprod": lambda L: _t(L, X34).cumprod(1),
+    "chunk": lambda L: _t(L, X34).chunk(2, 1)[1],
+    "unbind": lambda L: _t(L, X34).unbind(0)[2],
+    "split": lambda L: _t(L, X34).split([1, 3], 1)[1],
+    "roll": lambda L: _t(L, X34).roll(1, 1),
+    "tril": lambda L: _t(L, X34).tril(),
+    "pad": lambda L: _F(L).pad(_t(L, IMG), (1, 1, 2, 0)),
+    "interpolate": lambda L: _F(L).interpolate(_t(L, IMG), scale_factor=2, mode="nearest"),
+    "bilinear": lambda L: _F(L).interpolate(_t(L, IMG), size=(4, 4), mode="bilinear",
+                                            align_corners=False),
+    "avg_pool1d": lambda L: _F(L).avg_pool1d(_t(L, B234), 2),
+    "conv3d": lambda L: _F(L).conv3d(_t(L, IMG[:, :, None]), _t(L, K[:, :, None])),
+    "masked_select": lambda L: _t(L, X34).masked_select(L.tensor(X34 > 0)),
+    "index_add": lambda L: _t(L, X34).index_add(0, L.tensor(np.array([0, 2])),
+                                                _t(L, Y34[:2].copy())),
+    "index_put": lambda L: _t(L, X34).index_put((L.tensor(np.array([0, 2])),),
+                                                _t(L, Y34[:2].copy())),
+    "cross_entropy_ignore": lambda L: _F(L).cross_entropy(
+        _t(L, X34), L.tensor(np.array([1, -100, 3]))),
+    "cross_entropy_smooth": lambda L: _F(L).cross_entropy(_t(L, X34), L.tensor(TGT),
+                                                          label_smoothing=0.1),
+    "cross_entropy_probs": lambda L: _F(L).cross_entropy(_t(L, X34), L.tensor(PROB)),
+    "cross_entropy_2d": lambda L: _F(L).cross_entropy(
+        _t(L, IMG), L.tensor(np.arange(72).reshape(2, 6, 6) % 3)),
+    "huber": lambda L: _F(L).huber_loss(_t(L, X34), _t(L, Y34)),
+    "cosine_similarity": lambda L: _F(L).cosine_similarity(_t(L, X34), _t(L, Y34)),
+    "normalize": lambda L: _F(L).normalize(_t(L, X34), dim=1),
+    "lstm": lambda L: _module(L, lambda nn: nn.LSTM(4, 3, batch_first=True))(
+        _t(L, B234))[0],
+    "gru": lambda L: _module(L, lambda nn: nn.GRU(4, 3))(_t(L, B234))[0],
+    "rnn_tanh": lambda L: _module(L, lambda nn: nn.RNN(4, 3))(_t(L, B234))[0],
+    "multihead_attention": lambda L: _module(
+        L, lambda nn: nn.MultiheadAttention(4, 2, batch_first=True))(
+        _t(L, B234), _t(L, B234 * 0.5), _t(L, B234))[0],
     "custom_function": lambda L: _scaled(L)(_t(L, X34), 3.0, _t(L, Y34)),
 }
 
@@ -230,6 +275,9 @@ PACK_GAPS = {
     "index_mask": "a bool mask is turned into positions before the node is made",
     "sdpa": _SDPA,
     "sdpa_causal": _SDPA,
+    "interpolate": "ember's upsampling node keeps its input (PyTorch's keeps no tensor)",
+    "bilinear": "ember's upsampling node keeps its input (PyTorch's keeps no tensor)",
+    "lstm": "ember's LSTM keeps its gates per step, not the fused kernel's workspace",
 }
 
 # cases packing PyTorch's tensors whose values differ when the pack hook runs

@@ -633,6 +633,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
             if hooked and node._pre_hooks:
                 grads = _run_pre_hooks(node, grads)
             one = len(grads) == 1
+            given = grads  # (node hooks see None for an output no gradient reached)
             if not one and any(g is None for g in grads):
                 grads = _fill_zeros(node, grads)
             try:
@@ -652,7 +653,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 in_grads = _counted(node, in_grads, edges)
             hooks = node._hooks if hooked else None
             if hooks:
-                in_grads = _run_node_hooks(node, hooks, in_grads, tuple(grads))
+                in_grads = _run_node_hooks(node, hooks, in_grads, tuple(given))
             if check_nan:
                 _nan_check(node, in_grads)
             if not retain_graph and node._saved is not None:

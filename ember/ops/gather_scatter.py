@@ -403,6 +403,8 @@ class IndexSelect(Primitive):
 
 
 class IndexAdd(Primitive):
+    _hook_saves = hook_saves_of(2, 1)  # PyTorch's node saves the index and the source
+
     def forward(self, x, src, idx, dim, alpha=1):
         self.meta = (idx, dim, alpha)
         xp = _xp(x)

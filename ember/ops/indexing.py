@@ -512,6 +512,14 @@ class IndexPut(Primitive):
     _node_name = "IndexPutBackward0"
     _edge_inputs = (0, 1)  # a number value is an edge too (a wrapped tensor in PyTorch)
 
+    def _hook_saves(self, args, out):
+        """PyTorch's node saves the index tensors, for saved-tensor hooks
+        (``Primitive._hook_saves``)."""
+        adv = args[3]
+        return [(_make(a, False), None)
+                for a in (adv if isinstance(adv, (tuple, list)) else (adv,))
+                if isinstance(a, np.ndarray)]
+
     def forward(self, x, value, basic, adv, accumulate=False):
         # a value of another floating dtype is cast by the write itself (as a copy_)
         self.meta = (basic, adv, accumulate, np.shape(value), getattr(value, "dtype", None))
