@@ -77,6 +77,14 @@ def _scaled(L):
     return Scale.apply
 
 
+def _inplace_on_view(L):
+    """An in-place op with a plain argument on a view (PyTorch's CopySlices node)."""
+    x = _t(L, X34) * 1
+    x[0].mul_(_t(L, B4))
+    x[1].clamp_(-0.2, 0.2)
+    return x
+
+
 # name -> f(L): the case's output (its grad_fn is the node looked at)
 CASES = {
     # elementwise
@@ -261,6 +269,7 @@ CASES = {
     "multihead_attention": lambda L: _module(
         L, lambda nn: nn.MultiheadAttention(4, 2, batch_first=True))(
         _t(L, B234), _t(L, B234 * 0.5), _t(L, B234))[0],
+    "copy_slices": lambda L: _inplace_on_view(L),
     "custom_function": lambda L: _scaled(L)(_t(L, X34), 3.0, _t(L, Y34)),
 }
 
