@@ -47,7 +47,32 @@ class Packed:
         if type(src) is tuple:  # (grad_fn, output_nr) of a non-leaf
             out._requires_grad = True
             out.grad_fn, out._output_nr = src
+        elif src is not None:
+            # a leaf that requires grad, handed back as another Tensor: gradients taken
+            # through it (a double backward) still reach the leaf
+            out._requires_grad = True
+            out.grad_fn = _leaf_alias(src)
         return out
+
+
+_alias_class = []
+
+
+def _leaf_alias(leaf):
+    """A node passing its gradient on to ``leaf`` (PyTorch's unpacked leaf keeps the
+    leaf's gradient accumulator; ember's edges name the leaf itself)."""
+    if not _alias_class:
+        from ember.autograd.node import Node
+
+        class Alias(Node):
+            _node_name = "AliasBackward0"
+
+            def backward(self, g):
+                return (g,)
+        _alias_class.append(Alias)
+    node = object.__new__(_alias_class[0])
+    node._edges = (leaf,)
+    return node
 
 
 def _pack(t, vc, version, output=False, rg=False, nr=0, src=None):

@@ -304,6 +304,65 @@ def _add_to_buffer(buf, nr, g, region):
     return old + g
 
 
+def _hook_outputs(node, grads):
+    """The output gradients as hooks see them: one per output of PyTorch's node
+    (``Node._hook_n_outputs``: None for an output ember's node does not have, such as
+    group norm's mean; none for an integer output, such as ``max``'s indices)."""
+    n = node._hook_n_outputs
+    if n is None:
+        # outputs after the differentiable ones are integer (indices, pivots): PyTorch's
+        # node gives them no slot
+        d = getattr(node, "differentiable_outputs", None)
+        if d and tuple(d) == tuple(range(len(d))):
+            n = len(d)
+    if n is None or n == len(grads):
+        return tuple(grads)
+    return tuple(grads[:n]) + (None,) * (n - len(grads))
+
+
+def _run_pre_hooks(node, grads):
+    """Run ``node``'s pre-hooks ``fn(grad_outputs)``; what they return replaces the
+    gradients of the outputs ember's node has."""
+    view = _hook_outputs(node, grads)
+    for hook in node._pre_hooks:
+        r = _outside(hook, view)
+        if r is not None:
+            view = tuple(r)
+    n = min(len(view), len(grads))
+    return list(view[:n]) + list(grads[n:])
+
+
+def _run_node_hooks(node, hooks, in_grads, grads):
+    """Run ``node``'s hooks ``fn(grad_inputs, grad_outputs)`` on the gradients PyTorch's
+    node lists (``next_functions``' order: no slot for a plain argument such as a dim or
+    an eps) and put what they return back in the slots of ``backward``'s result."""
+    shapes = node._in_shapes
+    if shapes is not None:
+        # the gradients as the inputs will get them: summed back over broadcast dims
+        in_grads = tuple(g if g is None or i >= len(shapes) or shapes[i] is None else
+                         _restore_meta(g, shapes[i]) for i, g in enumerate(in_grads))
+    slots = node._hook_slots()
+    view = in_grads if slots is None else \
+        tuple(None if i is None else in_grads[i] for i in slots)
+    grads = _hook_outputs(node, grads)
+    for hook in hooks:
+        r = _outside(hook, view, grads)
+        if r is not None:
+            r = tuple(r)
+            if len(r) != len(view):
+                raise RuntimeError(f"hook '{getattr(hook, '__name__', 'hook')}' has returned "
+                                   f"an incorrect number of values (got {len(r)}, but "
+                                   f"expected {len(view)})")
+            view = r
+    if slots is None:
+        return view
+    out = list(in_grads)
+    for j, i in enumerate(slots):
+        if i is not None:
+            out[i] = view[j]
+    return tuple(out)
+
+
 def _counted(node, in_grads, edges):
     """``in_grads`` cut to one per edge: extra trailing Nones are allowed, as PyTorch
     allows them; any other count is an error."""
@@ -572,11 +631,9 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                                        leaf_targets, captured)
                 continue
             if hooked and node._pre_hooks:
-                for hook in node._pre_hooks:
-                    r = _outside(hook, tuple(grads))
-                    if r is not None:
-                        grads = list(r)
+                grads = _run_pre_hooks(node, grads)
             one = len(grads) == 1
+            given = grads  # (node hooks see None for an output no gradient reached)
             if not one and any(g is None for g in grads):
                 grads = _fill_zeros(node, grads)
             try:
@@ -596,10 +653,7 @@ def _run_backward(roots, grad_roots, retain_graph, create_graph, inputs, accumul
                 in_grads = _counted(node, in_grads, edges)
             hooks = node._hooks if hooked else None
             if hooks:
-                for hook in hooks:
-                    r = _outside(hook, in_grads, tuple(grads))
-                    if r is not None:
-                        in_grads = tuple(r)
+                in_grads = _run_node_hooks(node, hooks, in_grads, tuple(given))
             if check_nan:
                 _nan_check(node, in_grads)
             if not retain_graph and node._saved is not None:

@@ -337,6 +337,10 @@ def _new_ctx(cls, args):
     ctx._needs_input_grad = tuple(nig)
     ctx._edges = edges
     ctx._in_meta = meta
+    if None in meta:
+        # PyTorch's node lists the Tensor arguments only (``next_functions``, what node
+        # hooks receive); ``backward`` still returns one gradient per argument
+        ctx._edge_inputs = [i for i, m in enumerate(meta) if m is not None]
     return ctx
 
 

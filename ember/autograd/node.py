@@ -97,6 +97,10 @@ class Node:
     # Tensor argument up to the last one given": a node of an op whose optional Tensor
     # (a bias) may be None, or whose integer operands (targets) PyTorch does not list
     n_inputs = None
+    # how many output gradients node hooks and pre-hooks receive where PyTorch's node
+    # has other outputs than ember's (group norm's mean and rstd: None there; ``max``'s
+    # indices: not listed); None: one per output of ember's node
+    _hook_n_outputs = None
     # ``_array_grads(gy, g)``: the node's backward on the array ``g`` of its one output
     # gradient ``gy`` (``gy`` itself: a Tensor, or ``g`` when the gradient came as an
     # array), for the engine's pass without a graph of the gradients (no create_graph,
@@ -151,6 +155,21 @@ class Node:
             else:
                 out.append((AccumulateGrad.of(e), 0))
         return tuple(out)
+
+    def _hook_slots(self):
+        """For each entry of ``next_functions``, the position of the gradient in what
+        ``backward`` returns (None where PyTorch lists an input ember keeps no slot
+        for); None when the two are the same list. Node hooks see the gradients in
+        ``next_functions``' order, as PyTorch's do, not the plain arguments' slots."""
+        n_e = len(self._edges)
+        if self._edge_inputs is not None:
+            return [i for i in self._edge_inputs if i < n_e]
+        n = type(self).n_inputs
+        if n is not None:
+            return None if n == n_e else [i if i < n_e else None for i in range(n)]
+        if self._n_in is None or self._n_in >= n_e:
+            return None
+        return list(range(self._n_in))
 
     @property
     def needs_input_grad(self):
@@ -232,6 +251,25 @@ class Node:
 
     def backward(self, *grad_outputs):
         raise NotImplementedError(f"{self.name()} has no backward")
+
+
+def hook_saves_of(*positions):
+    """A ``Primitive._hook_saves`` that gives saved-tensor hooks the arguments at
+    ``positions`` (an index or mask PyTorch's node saves, which ember's forward keeps as
+    an array of its own): a Tensor argument as it is, an array as a new Tensor."""
+    def saves(self, args, out):
+        out = []
+        for i in positions:
+            a = args[i] if i < len(args) else None
+            if isinstance(a, Tensor):
+                out.append((a, a._vc[0]))
+            elif a is not None:
+                if not isinstance(a, _ndarray):
+                    import numpy as np
+                    a = np.asarray(a)
+                out.append((_make(a, False), None))
+        return out
+    return saves
 
 
 def _SavedOutput(arr, vc, rg, nr=0):
@@ -416,6 +454,12 @@ class Primitive(Node):
     _base_class = True  # keeps its own __name__: no node is ever a plain Primitive
     save_inputs = ()
     save_output = False
+    # ``_hook_saves(self, args, out)``: entries a node adds to what it saves while
+    # saved-tensor hooks are active (``(tensor, version)``, or a saved output's entry),
+    # where PyTorch's node saves tensors that ember's forward keeps as arrays of its own
+    # (a loss's target and total weight) or does not keep (pow's result): the hooks then
+    # see what PyTorch's see. ``out`` is the output Tensor (a list of them for several).
+    _hook_saves = None
     broadcasts = False
     n_outputs = 1
     batch = None  # the vmap rule, a function (cls, level, args, params): ops/_batch.py
@@ -657,8 +701,11 @@ class Primitive(Node):
         else:
             t._requires_grad = False
             t.grad_fn = None
-        if _hook_stack and self._saved:
-            self._pack_saved()
+        if _hook_stack:
+            if cls._hook_saves is not None:
+                self._saved = (self._saved or []) + cls._hook_saves(self, (x,), t)
+            if self._saved:
+                self._pack_saved()
         return t
 
     def _record(self, args, out):
@@ -721,8 +768,11 @@ class Primitive(Node):
         else:
             t._requires_grad = False
             t.grad_fn = None
-        if _hook_stack and self._saved:
-            self._pack_saved()
+        if _hook_stack:
+            if cls._hook_saves is not None:
+                self._saved = (self._saved or []) + cls._hook_saves(self, args, t)
+            if self._saved:
+                self._pack_saved()
         return t
 
     def _record_many(self, args, out):
@@ -737,8 +787,11 @@ class Primitive(Node):
                 t.grad_fn = self
                 t._output_nr = nr
             outs.append(t)
-        if _hook_stack and self._saved:
-            self._pack_saved()
+        if _hook_stack:
+            if cls._hook_saves is not None:
+                self._saved = (self._saved or []) + cls._hook_saves(self, args, outs)
+            if self._saved:
+                self._pack_saved()
         return tuple(outs)
 
 

@@ -435,6 +435,10 @@ class _CopySlices(Node):
         first = (None, 0) if e is None else e if type(e) is tuple else (AccumulateGrad.of(e), 0)
         return (first,) + tuple(self.fn.next_functions[1:])
 
+    def _hook_slots(self):
+        # node hooks see the gradients the op's node lists (its edges are this node's)
+        return self.fn._hook_slots()
+
     def backward(self, gy):
         fn, idx = self.fn, self.idx
         grads = fn.backward(TakeFlat.apply(gy, idx))

@@ -10,7 +10,7 @@ gradient scatters there (``pooling.ScatterFlat``).
 """
 import numpy as np
 
-from ember._tensor import Tensor, _mode_active, _mode_recorder
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
@@ -194,6 +194,12 @@ class AdaptiveMaxPool(Primitive):
     differentiable_outputs = (0,)
     _node_name = "AdaptiveMaxPool2DBackward0"
     batch = _batch.passthrough
+
+    def _hook_saves(self, args, out):
+        """PyTorch's node saves the input and the indices, for saved-tensor hooks
+        (``Primitive._hook_saves``); ember's backward reads its own array."""
+        x = args[0]
+        return [(x, x._vc[0]), (_make(self.idx, False), None)]
 
     def forward(self, x, O):
         nd = len(O)

@@ -12,6 +12,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive, _read_saved, _saved_inputs
 from ember.backend import threads as _threads
 from ember.ops import _batch, _grad_arrays, _jvp
+from ember.ops import product_saves as _product_saves
 from ember.ops._util import (
     check_number_fits,
     cj,
@@ -282,6 +283,10 @@ class Sub(Primitive):
 class Mul(Primitive):
     broadcasts = True
     save_inputs = (0, 1)
+    # under saved-tensor hooks, each factor is packed only where the other one needs a
+    # gradient (PyTorch's rule; ``x * 2`` packs nothing): ``product_saves``
+    _pack_saved = _product_saves.pack_crossed
+    _crossed = (1, 0)
 
     def forward(self, a, b):
         if type(a) is not _ndarray or type(b) is not _ndarray or a.dtype != b.dtype:
@@ -391,6 +396,15 @@ class SubScalar(Sub):
 class Div(Primitive):
     broadcasts = True
     save_inputs = (0, 1)
+
+    def _pack_saved(self):
+        """``Node._pack_saved`` on what PyTorch's node keeps: the dividend only where the
+        divisor needs a gradient (only that gradient reads it; ``x / 3`` packs
+        nothing)."""
+        saved = self._saved
+        if type(saved) is list and len(saved) == 2 and self._edges[1] is None:
+            saved[0] = _product_saves.NOT_SAVED
+        Primitive._pack_saved(self)
 
     def forward(self, a, b):
         if type(a) is _ndarray and a.dtype.kind == "f":

@@ -108,6 +108,16 @@ class _SelectDim(Primitive):
             values, idx = values.squeeze(axis), idx.squeeze(axis)
         return values, idx
 
+    def _hook_saves(self, args, out):
+        """PyTorch's node saves the indices output, for saved-tensor hooks
+        (``Primitive._hook_saves``)."""
+        in_shape, axis, keepdim = self.meta
+        if axis is None:
+            idx = array_module(args[0]._data).zeros((), dtype=np.int64)
+        else:
+            idx = self.idx if keepdim else self.idx.squeeze(axis)
+        return [(_make(idx, False), None)]
+
     def backward(self, gv, gi):
         in_shape, axis, keepdim = self.meta
         if axis is None:

@@ -4,7 +4,7 @@ they run as the index ops of ``indexing``, which have their rules and spellings.
 import numpy as np
 
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
 from ember.ops._inplace import check_inplace, commit
@@ -110,6 +110,7 @@ def take(input, index):
 class MaskedSelect(Primitive):
     """The elements of ``x`` where ``mask`` (an array; both broadcast) is True, as 1-D."""
     _node_name = "MaskedSelectBackward0"
+    _hook_saves = hook_saves_of(1, 0)  # PyTorch's node saves the mask and the input
 
     def forward(self, x, mask):
         xp = _xp(x)

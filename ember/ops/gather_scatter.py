@@ -8,7 +8,7 @@ derivatives come from the same few primitives.
 import numpy as np
 
 from ember._tensor import Tensor, _make, _mode_active
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend.dtypes import through_float32
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
@@ -88,6 +88,8 @@ def _check_range(a, n, dim, exc=RuntimeError, prefix=""):
 # ----- gather / scatter ---------------------------------------------------------------
 
 class Gather(Primitive):
+    _hook_saves = hook_saves_of(0, 1)  # PyTorch's node saves the input and the index
+
     def forward(self, x, idx, dim):
         self.meta = (x.shape, idx, dim)
         if x.ndim == 0:  # one element, read at each (zero) index: the result is idx's shape
@@ -103,6 +105,8 @@ class Gather(Primitive):
 
 
 class ScatterAdd(Primitive):
+    _hook_saves = hook_saves_of(2)  # PyTorch's node saves the index
+
     def forward(self, x, src, idx, dim):
         self.meta = (idx, dim, src.shape)
         out = _xp(x).array(x, copy=True)
@@ -126,6 +130,7 @@ class ScatterAdd(Primitive):
 
 class Scatter(Primitive):
     batch = _batch.scatter
+    _hook_saves = hook_saves_of(2)  # PyTorch's node saves the index
 
     def forward(self, x, src, idx, dim, reduce=None):
         xp = _xp(x)
@@ -378,6 +383,8 @@ def _along(idx, dim):
 
 
 class IndexSelect(Primitive):
+    _hook_saves = hook_saves_of(1)  # PyTorch's node saves the index
+
     def forward(self, x, idx, dim):
         self.meta = (x.shape, idx, dim)
         if x.ndim == 0:  # one element, at its one valid index (checked by the caller)
@@ -396,6 +403,8 @@ class IndexSelect(Primitive):
 
 
 class IndexAdd(Primitive):
+    _hook_saves = hook_saves_of(2, 1)  # PyTorch's node saves the index and the source
+
     def forward(self, x, src, idx, dim, alpha=1):
         self.meta = (idx, dim, alpha)
         xp = _xp(x)

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from ember._tensor import Tensor, _mode_active, _mode_recorder, _mode_stack
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder, _mode_stack
 from ember.autograd._modes import routed
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _wrap
@@ -371,6 +371,13 @@ class GetItemAdvanced(Primitive):
     """Advanced indexing: a copy."""
     _node_name = "IndexBackward0"
 
+    def _hook_saves(self, args, out):
+        """PyTorch's node saves the index tensors (a mask as it is): for saved-tensor
+        hooks (``Primitive._hook_saves``)."""
+        return [(_make(it, False), None)
+                for it in (self.idx if isinstance(self.idx, tuple) else (self.idx,))
+                if isinstance(it, np.ndarray)]
+
     def forward(self, x, idx):
         self.idx = idx
         self.in_shape = x.shape
@@ -504,6 +511,14 @@ class IndexPut(Primitive):
     """``x`` with ``value`` written (or added) at ``x[basic][adv]``; out of place."""
     _node_name = "IndexPutBackward0"
     _edge_inputs = (0, 1)  # a number value is an edge too (a wrapped tensor in PyTorch)
+
+    def _hook_saves(self, args, out):
+        """PyTorch's node saves the index tensors, for saved-tensor hooks
+        (``Primitive._hook_saves``)."""
+        adv = args[3]
+        return [(_make(a, False), None)
+                for a in (adv if isinstance(adv, (tuple, list)) else (adv,))
+                if isinstance(a, np.ndarray)]
 
     def forward(self, x, value, basic, adv, accumulate=False):
         # a value of another floating dtype is cast by the write itself (as a copy_)

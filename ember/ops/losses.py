@@ -432,7 +432,27 @@ class NllLoss(Primitive):
             return g
         return g.reshape(g.shape[:1] + (1,) + g.shape[1:])
 
+    def _hook_saves(self, args, out):
+        """What PyTorch's node saves, for saved-tensor hooks: the input, the target, the
+        class weights when given and the total weight (0 for 'none'), each a Tensor
+        (``Primitive._hook_saves``); ember's forward keeps its own arrays instead."""
+        x, t, w = args[:3]
+        if self.reduction == _NONE:
+            total = 0
+        elif self.wt is None:
+            total = self.rows.shape[0]
+        else:
+            total = self.wt.sum()
+        total = _make(np.asarray(total, dtype=x._data.dtype), False)
+        saved = [(x, x._vc[0]), (t, t._vc[0])]
+        if w is not None:
+            saved.append((w, w._vc[0]))
+        saved.append((total, None))
+        return saved
+
     def backward(self, gy):
+        if self._saved is not None:
+            _ = self.saved_tensors  # the hooks' tensors are unpacked, as PyTorch's are
         if not _grad_state.grad_enabled:
             g = gy._data
             if self.reduction != _NONE:   # the scale goes into the scattered values
@@ -445,7 +465,8 @@ class NllLoss(Primitive):
     def _array_grads(self, gy, g):
         """``backward``'s first-order formula on the gradient's array
         (``Node._array_grads``)."""
-        if type(g) is not np.ndarray or type(self.safe) is not np.ndarray:
+        if type(g) is not np.ndarray or type(self.safe) is not np.ndarray or \
+                self._saved is not None:
             return None
         if self.reduction != _NONE:
             return self._coefficients(g.dtype, g), None, None, None, None

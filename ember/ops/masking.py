@@ -6,7 +6,7 @@ advanced indexing (``indexing``).
 import numpy as np
 
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit
@@ -18,6 +18,7 @@ __all__ = ["masked_fill", "masked_scatter", "nonzero", "nonzero_static", "argwhe
 
 class MaskedFill(Primitive):
     broadcasts = True
+    _hook_saves = hook_saves_of(1)  # PyTorch's node saves the mask
 
     def forward(self, x, mask, value):
         if mask.dtype != np.bool_:

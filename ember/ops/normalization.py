@@ -134,7 +134,9 @@ class Normalize(Primitive):
             return x * alpha + beta, mean, var
 
     def _saved_xw(self):
-        return self.saved_tensors
+        t = self.saved_tensors
+        # (after the input and weight: what saved-tensor hooks were also given)
+        return t if len(t) == 2 else t[:2]
 
     def backward(self, gy):
         x, w = self._saved_xw()
@@ -272,6 +274,17 @@ class _LayerNorm(Normalize):
     _overflow_is_nan = True
     forward = opmath(Normalize.forward)
 
+    def _hook_saves(self, args, out):
+        """What PyTorch's node saves besides the input and weight, for saved-tensor
+        hooks (``Primitive._hook_saves``): the bias, the mean and the reciprocal
+        standard deviation (with the input's dims, 1 over the normalized ones)."""
+        b = args[2]
+        out = [] if b is None else [(b, b._vc[0])]
+        dt = args[0]._data.dtype
+        for a in (self.mean, self.invstd):
+            out.append((_make(array_module(a).asarray(a, dtype=dt), False), None))
+        return out
+
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradients (``Primitive.vjp``): what ``backward`` computes without a
         graph, on the arrays themselves (the compile plan calls this)."""
@@ -281,6 +294,9 @@ class _LayerNorm(Normalize):
 
 class _GroupNorm(Normalize):
     _node_name = "NativeGroupNormBackward0"
+    # PyTorch's node has three outputs (the result, mean and rstd): hooks get None for
+    # the two ember's node does not have
+    _hook_n_outputs = 3
     _overflow_is_nan = True
     _nan_in_double = False  # PyTorch's double moments keep an infinite variance: x * 0 + b
 

@@ -28,8 +28,22 @@ class _BatchNorm(Normalize):
                                  None if b is None else b.reshape(view), axes, eps, stats)
 
     def _saved_xw(self):
-        x, w = self.saved_tensors
+        t = self.saved_tensors  # (then what saved-tensor hooks were also given)
+        x, w = t[0], t[1]
         return x, None if w is None else w.reshape(self.view)
+
+    def _hook_saves(self, args, out):
+        """What PyTorch's node also saves, for saved-tensor hooks
+        (``Primitive._hook_saves``): the running mean and variance (as updated) and the
+        batch's mean and reciprocal standard deviation per channel. Instance norm's
+        running statistics are left out: PyTorch saves per-sample copies of them."""
+        stats = args[5] if len(args) > 5 else None
+        out = []
+        if stats is not None and not stats.per_instance:
+            out += [(t, t._vc[0]) for t in stats.tensors if t is not None]
+        dt = args[0]._data.dtype
+        return out + [(_make(a.reshape(-1).astype(dt, copy=False), False), None)
+                      for a in (self.mean, self.invstd)]
 
     def backward(self, gy):
         gx, gw, gb = Normalize.backward(self, gy)[:3]
@@ -116,8 +130,17 @@ class _GroupNormNode(_GroupNorm):
         return out.reshape(x.shape)
 
     def _saved_xw(self):
-        x, w = self.saved_tensors
+        t = self.saved_tensors  # (then, under saved-tensor hooks, the mean and rstd)
+        x, w = t[0], t[1]
         return x.reshape(self.x_view), None if w is None else w.reshape(self.view)
+
+    def _hook_saves(self, args, out):
+        """PyTorch's node also saves the mean and rstd of each (sample, group), for
+        saved-tensor hooks (``Primitive._hook_saves``)."""
+        ng = self.x_view[:2]
+        dt = args[0]._data.dtype
+        return [(_make(a.reshape(ng).astype(dt, copy=False), False), None)
+                for a in (self.mean, self.invstd)]
 
     def backward(self, gy):
         gx, gw, gb = Normalize.backward(self, gy.reshape(self.x_view))[:3]

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
@@ -89,6 +89,11 @@ class MaxPool(Primitive):
     save_inputs = (0,)  # as PyTorch's node: for a zero (not missing) second derivative
     batch = _batch.passthrough
 
+    def _hook_saves(self, args, out):
+        """PyTorch's node saves the indices too, for saved-tensor hooks
+        (``Primitive._hook_saves``): each maximum's flat position in its plane."""
+        return [(_make(flat_indices(self.arg, self.g), False), None)]
+
     def forward(self, x, g):
         g = self.g = g.at(x.shape[x.ndim - g.nd:])  # (a recorded graph at another size)
         xm = array_module(x)
@@ -159,7 +164,7 @@ def _flat_in_x(node, gx):
     """Pooling's input gradient does not depend on the input: under create_graph it is
     marked so that its derivative in the input is zero (PyTorch's), not missing."""
     if _grad_state.grad_enabled:
-        x, = node.saved_tensors
+        x = node.saved_tensors[0]  # (then, under saved-tensor hooks, the indices)
         if x._requires_grad:
             return gx + _ZerosLikeOf.apply(gx, x)
     return gx

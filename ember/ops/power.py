@@ -36,8 +36,13 @@ class Pow(Primitive):
             return cpu_pow(a, b)
         return np.power(a, b)
 
+    def _hook_saves(self, args, out):
+        """PyTorch's node also saves the result, for saved-tensor hooks
+        (``Primitive._hook_saves``); ember's backward computes it again."""
+        return [(out._data, out._vc, out._vc[0], out._requires_grad, 0)]
+
     def backward(self, gy):
-        a, b = self.saved_tensors
+        a, b = self.saved_tensors[:2]
         e = self._edges
         ga = gb = None
         if e[0] is not None:

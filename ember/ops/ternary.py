@@ -3,7 +3,7 @@
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.autograd.node import Primitive
+from ember.autograd.node import Primitive, hook_saves_of
 from ember.ops import _batch, _jvp
 from ember.ops._util import (
     cj,
@@ -18,6 +18,7 @@ from ember.ops.arithmetic import Add, Div, Mul, _div, _kind, _ndarray
 
 class Where(Primitive):
     broadcasts = True
+    _hook_saves = hook_saves_of(0)  # PyTorch's node saves the condition
 
     def forward(self, cond, a, b):
         if cond.dtype != np.bool_:
