@@ -398,3 +398,32 @@ def test_double_backward_under_hooks_reads_what_was_packed():
         res.append((gx.detach().numpy(), x.grad.numpy(), w.grad.numpy()))
     for a, b in zip(res[1], res[0]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+_BAD_RETURNS = {
+    "array": lambda lib, n: np.ones(3),
+    "tensor": lambda lib, n: lib.ones(3),
+    "list": lambda lib, n: [lib.ones(3)] * n,
+    "too_many": lambda lib, n: (lib.ones(3),) * (n + 1),
+    "not_a_tensor": lambda lib, n: (np.ones(3),) + (None,) * (n - 1),
+    "a_float": lambda lib, n: (3.0,) + (None,) * (n - 1),
+}
+
+
+@pytest.mark.parametrize("kind", ["prehook", "hook"])
+@pytest.mark.parametrize("bad", list(_BAD_RETURNS))
+def test_a_node_hook_returning_the_wrong_thing_raises_as_in_torch(kind, bad):
+    def run(lib):
+        a = lib.ones(4, 3, requires_grad=True)
+        y = (a * 2).sum(0)
+        if kind == "prehook":
+            y.grad_fn.register_prehook(lambda go: _BAD_RETURNS[bad](lib, len(go)))
+        else:
+            y.grad_fn.register_hook(lambda gi, go: _BAD_RETURNS[bad](lib, len(gi)))
+        try:
+            y.sum().backward()
+        except Exception as e:  # the error each library raises
+            return type(e), str(e)
+        return None, None
+    mine, theirs = run(ember), run(torch)
+    assert theirs[0] is not None and mine == theirs

@@ -320,14 +320,39 @@ def _hook_outputs(node, grads):
     return tuple(grads[:n]) + (None,) * (n - len(grads))
 
 
+def _hook_result(hook, r, expected):
+    """A node hook's return value ``r`` checked as PyTorch checks it: None, or a tuple of
+    ``expected`` Tensors or Nones."""
+    if r is None:
+        return None
+    if type(r) is not tuple:
+        raise TypeError(f"expected tuple, but hook returned '{_type_name(r)}'")
+    if len(r) != expected:
+        raise RuntimeError(f"hook '{getattr(hook, '__name__', 'hook')}' has returned an "
+                           f"incorrect number of values (got {len(r)}, but expected "
+                           f"{expected})")
+    for v in r:
+        if v is not None and not isinstance(v, Tensor):
+            raise TypeError(f"expected Variable, but hook returned '{_type_name(v)}'")
+    return r
+
+
+def _type_name(v):
+    # as PyTorch prints a type: a class defined in Python (a Tensor) by its name, a C
+    # type by its full name (``numpy.ndarray``), a builtin by its name
+    t = type(v)
+    return t.__name__ if t.__module__ == "builtins" or isinstance(v, Tensor) else \
+        f"{t.__module__}.{t.__name__}"
+
+
 def _run_pre_hooks(node, grads):
     """Run ``node``'s pre-hooks ``fn(grad_outputs)``; what they return replaces the
     gradients of the outputs ember's node has."""
     view = _hook_outputs(node, grads)
     for hook in node._pre_hooks:
-        r = _outside(hook, view)
+        r = _hook_result(hook, _outside(hook, view), len(view))
         if r is not None:
-            view = tuple(r)
+            view = r
     n = min(len(view), len(grads))
     return list(view[:n]) + list(grads[n:])
 
@@ -346,13 +371,8 @@ def _run_node_hooks(node, hooks, in_grads, grads):
         tuple(None if i is None else in_grads[i] for i in slots)
     grads = _hook_outputs(node, grads)
     for hook in hooks:
-        r = _outside(hook, view, grads)
+        r = _hook_result(hook, _outside(hook, view, grads), len(view))
         if r is not None:
-            r = tuple(r)
-            if len(r) != len(view):
-                raise RuntimeError(f"hook '{getattr(hook, '__name__', 'hook')}' has returned "
-                                   f"an incorrect number of values (got {len(r)}, but "
-                                   f"expected {len(view)})")
             view = r
     if slots is None:
         return view
