@@ -176,7 +176,7 @@ def _in_blocks(call, y, x, ptr):
 
     def block(lo, hi):
         call(hi - lo, px + 4 * lo, py + 4 * lo)
-    _threads.blas_rows(block, y.size, 2 * y.size, k_free=True)
+    _threads.blas_rows(block, y.size, 2 * y.size)
 
 
 def _find():

@@ -388,9 +388,6 @@ def _core_name(lib):
     return name.lower() if isinstance(name, str) else None
 
 
-BLAS_TAKES_QUIET_STEPS = False
-
-
 def _blas_may_thread(k, char):
     # BLAS's own threads: same bits, a core to spare, ember's pool quiet
     return k <= same_bits_k(char) and cores_to_spare() and \
@@ -413,8 +410,6 @@ def matmul(a, b, out=None):
     (m, k), n = a.shape, b.shape[-1]
     mnk = m * n * k
     if mnk < _BLAS_THREADED_MNK or b.shape[0] != k or not _all_blas():
-        return None
-    if BLAS_TAKES_QUIET_STEPS and _blas_may_thread(k, a.dtype.char):
         return None
     gram = _gram(a, b)
     if mnk < _SPLIT_MNK or m < 2 * _MIN_BLOCK_ROWS or n < _MIN_BLOCK_ROWS or \
@@ -469,14 +464,11 @@ def _batched(a, b, out):
         return np.matmul(a, b, out=out)
 
 
-def blas_rows(fn, rows, cost, k_free=False):
+def blas_rows(fn, rows, cost):
     """:func:`parallel_rows` with ``blas``, for kernels that call BLAS: when the work is
     too small to split, ``fn(0, rows)`` still runs at one BLAS thread (at more than one
     ember thread), so that BLAS's own threads are not woken (see above)."""
     if min(_state["threads"], rows, int(cost // _MIN_COST_PER_THREAD)) >= 2:
-        if BLAS_TAKES_QUIET_STEPS and k_free and _blas_may_thread(0, "f"):
-            fn(0, rows)
-            return
         parallel_rows(fn, rows, cost, blas=True)
         return
     with single_blas():
