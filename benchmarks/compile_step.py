@@ -226,15 +226,37 @@ def record_products(run):
             return inner_addmm(bias, a, b, out)
         finally:
             gemm.matmul = spy
+    # a plan's linear steps may call MKL themselves with gemm's arguments
+    # (``ember._compile._mkl.Site``): their products count too, once
+    try:
+        from ember._compile._mkl import Site
+    except ImportError:  # an older tree
+        Site = None
+    site_fns = {name: getattr(Site, name) for name in ("matmul", "addmm")} if Site else {}
+
+    def site_spy(name):
+        def call(self, *args, **kw):
+            a, b = args[1:3] if name == "addmm" else args[:2]
+            record(a, b)
+            gemm.matmul, gemm.addmm = inner, inner_addmm
+            try:
+                return site_fns[name](self, *args, **kw)
+            finally:
+                gemm.matmul, gemm.addmm = spy, spy_addmm
+        return call
     gemm.matmul = spy
     if inner_addmm is not None:
         gemm.addmm = spy_addmm
+    for name in site_fns:
+        setattr(Site, name, site_spy(name))
     try:
         run()
     finally:
         gemm.matmul = inner
         if inner_addmm is not None:
             gemm.addmm = inner_addmm
+        for name, fn in site_fns.items():
+            setattr(Site, name, fn)
     return seen
 
 
