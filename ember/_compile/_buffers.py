@@ -267,3 +267,15 @@ def bvjp_for(st, arena):
             return base(op, (o,), args, ys, out)
         return run
     return vjp
+
+
+def slot_readers(plan):
+    """{slot: how many of ``plan``'s steps read it, plus 2 where it is a graph output}: a
+    slot read by one step alone and not returned may be overwritten by that step."""
+    readers = {}
+    for st in plan.steps:
+        for s in st.in_slots:
+            readers[s] = readers.get(s, 0) + 1
+    for s in plan.out_slots:
+        readers[s] = readers.get(s, 0) + 2
+    return readers

@@ -154,25 +154,8 @@ def linear_vjp():
     sx, sw = Site(), Site()
 
     def vjp(self, grads, inputs, outputs, out=None):
-        x, w = inputs[0], inputs[1]
-        e = self._edges
-        g = grads[0]
-        flat = x.ndim != 2
-        g2 = g.reshape(-1, g.shape[-1]) if flat else g
-        gx = gw = gb = None
-        if e[0] is not None:
-            if out is None:
-                gx = sx.matmul(g2, w)
-                if flat:
-                    gx = gx.reshape(x.shape)
-            else:
-                gx = out(0, x.shape, np.result_type(g.dtype, w.dtype))
-                sx.matmul(g2, w, gx.reshape(-1, w.shape[1]) if flat else gx)
-        if e[1] is not None:
-            gw = sw.matmul(g2.T, x.reshape(-1, x.shape[-1]) if flat else x)
-        if len(e) > 2 and e[2] is not None:
-            gb = nn_fused.bias_grad(g2, x)
-        return [gx, gw, gb]
+        return nn_fused.linear_vjp(self._edges, grads[0], inputs[0], inputs[1], out,
+                                   sx.matmul, sw.matmul)
     return vjp
 
 

@@ -555,12 +555,7 @@ def _fuse(plan):
     (not another step, not the result) writes over that array instead of making a new
     one (eager ember allocates one per op). Same values; one full-size array and one
     memory pass fewer per fused pair."""
-    readers = {}
-    for st in plan.steps:
-        for s in st.in_slots:
-            readers[s] = readers.get(s, 0) + 1
-    for s in plan.out_slots:
-        readers[s] = readers.get(s, 0) + 2
+    readers = _buffers.slot_readers(plan)
     producer = {}
     for st in plan.steps:
         for s in st.outs:

@@ -20,6 +20,7 @@ NumPy calls but:
 """
 import numpy as np
 
+from ember._compile import _buffers
 from ember._graph.ir import Ref
 from ember.ops import losses, softmaxes
 
@@ -134,12 +135,7 @@ def fuse(plan):
     """Give each ``log_softmax`` -> ``nll_loss`` pair of ``plan`` (the log-probabilities
     read by the loss alone, neither a graph output) the lean op objects and the
     joined backward."""
-    readers = {}
-    for st in plan.steps:
-        for s in st.in_slots:
-            readers[s] = readers.get(s, 0) + 1
-    for s in plan.out_slots:
-        readers[s] = readers.get(s, 0) + 2
+    readers = _buffers.slot_readers(plan)
     by_input = {}
     for st in plan.steps:
         for s in st.in_slots:

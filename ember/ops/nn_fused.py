@@ -38,6 +38,29 @@ def bias_grad(g2, x):
     return _gemm.sum_rows(g2)
 
 
+def linear_vjp(edges, g, x, w, out, mm_x, mm_w):
+    """``_Linear``'s array gradients of ``x``, ``w`` and the bias (where ``edges`` ask
+    for them) from the output's gradient ``g``; the input's into ``out(0, shape, dtype)``
+    when given. ``mm_x(a, b, out=None)`` and ``mm_w`` run the two products (``gemm.matmul``,
+    or a compiled plan's own calls with the same arguments)."""
+    flat = x.ndim != 2
+    g2 = g.reshape(-1, g.shape[-1]) if flat else g
+    gx = gw = gb = None
+    if edges[0] is not None:
+        if out is None:
+            gx = mm_x(g2, w)
+            if flat:
+                gx = gx.reshape(x.shape)
+        else:
+            gx = out(0, x.shape, np.result_type(g.dtype, w.dtype))
+            mm_x(g2, w, gx.reshape(-1, w.shape[1]) if flat else gx)
+    if edges[1] is not None:
+        gw = mm_w(g2.T, x.reshape(-1, x.shape[-1]) if flat else x)
+    if len(edges) > 2 and edges[2] is not None:
+        gb = bias_grad(g2, x)
+    return [gx, gw, gb]
+
+
 class _Linear(Primitive):
     """``x @ w.T + b`` for ``x`` (*, in) with at least 2 dims, ``w`` (out, in) and ``b``
     (out) or None, all of one floating dtype (checked by the caller)."""
@@ -105,25 +128,8 @@ class _Linear(Primitive):
     def vjp(self, grads, inputs, outputs, out=None):
         """Array gradients (``Primitive.vjp``); with ``out``, the input's gradient is
         written into a buffer, the weight's and bias's stay fresh (the user keeps them)."""
-        x, w = inputs[0], inputs[1]
-        e = self._edges
-        g = grads[0]
-        flat = x.ndim != 2
-        g2 = g.reshape(-1, g.shape[-1]) if flat else g
-        gx = gw = gb = None
-        if e[0] is not None:
-            if out is None:
-                gx = _gemm.matmul(g2, w)
-                if flat:
-                    gx = gx.reshape(x.shape)
-            else:
-                gx = out(0, x.shape, np.result_type(g.dtype, w.dtype))
-                _gemm.matmul(g2, w, out=gx.reshape(-1, w.shape[1]) if flat else gx)
-        if e[1] is not None:
-            gw = _gemm.matmul(g2.T, x.reshape(-1, x.shape[-1]) if flat else x)
-        if len(e) > 2 and e[2] is not None:
-            gb = bias_grad(g2, x)
-        return [gx, gw, gb]
+        return linear_vjp(self._edges, grads[0], inputs[0], inputs[1], out,
+                          _gemm.matmul, _gemm.matmul)
 
     def forward_out(self, x, w, b, out):
         """``forward`` written into ``out(0, shape, dtype)`` (the compile plan's buffers;
