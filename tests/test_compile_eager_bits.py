@@ -94,14 +94,33 @@ def test_bias_gradient_with_a_graph_has_the_bits_without(shape, transposed):
         graphed, with_graph = grads(ember, True)
     for a, c in zip(plain, with_graph):
         np.testing.assert_array_equal(a, c)
-    # the bias gradient made with a graph is the node ``sum(0)`` made before (PyTorch
-    # shows the view of a sum kept in its dim: ViewBackward0 over SumBackward1), and it
-    # differentiates as that sum does
-    assert graphed[2].grad_fn.name() == "SumBackward1"
+    # the bias gradient made with a graph is PyTorch's: the view of a sum kept in its
+    # dim (ViewBackward0 over SumBackward1), and it differentiates as that sum does
     torch_graphed, torch_plain = grads(torch, True)
+    mine, theirs = graphed[2].grad_fn, torch_graphed[2].grad_fn
+    assert [mine.name(), mine.next_functions[0][0].name()] == \
+        [theirs.name(), theirs.next_functions[0][0].name()] == \
+        ["ViewBackward0", "SumBackward1"]
     for a, r in zip(with_graph, torch_plain):
         np.testing.assert_allclose(a, r, rtol=1e-5, atol=1e-4)
     second = graphed[2].sum() * 3 + (graphed[1] ** 2).sum()
     torch_second = torch_graphed[2].sum() * 3 + (torch_graphed[1] ** 2).sum()
     np.testing.assert_allclose(second.detach().numpy(), torch_second.detach().numpy(),
                                rtol=1e-5)
+
+
+@pytest.mark.parametrize("size", [(3, 4), (1, 4), (4,)])
+def test_sum_to_size_records_pytorchs_nodes(size):
+    # PyTorch's sum_to: a sum kept in every dim, then a view dropping the leading ones
+    def chain(lib):
+        x = lib.ones(2, 3, 4, requires_grad=True)
+        t = x.sum_to_size(*size)
+        fn, names = t.grad_fn, []
+        while fn is not None and fn.name() != "torch::autograd::AccumulateGrad":
+            names.append(fn.name())
+            fn = fn.next_functions[0][0]
+        t.backward(lib.ones(*size) * 2)
+        return names, x.grad.numpy()
+    (mine, gm), (theirs, gt) = chain(ember), chain(torch)
+    assert mine == theirs
+    np.testing.assert_array_equal(gm, gt)

@@ -4,6 +4,7 @@ which sums a broadcast gradient back. Re-exported from ``ember.ops.shape``."""
 import numpy as np
 
 from ember._tensor import Size, _mode_active, _mode_recorder
+from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
@@ -146,6 +147,12 @@ def sum_to_size(self, *size):
     except ValueError:
         raise RuntimeError(f"size {{{list(shape)}}} is not expandable to size "
                            f"{{{list(self.shape)}}}.") from None
+    lead = self._data.ndim - len(shape)
+    if lead and self.requires_grad and _grad_state.grad_enabled:
+        # recorded as PyTorch's sum_to records it: the sum kept in every dim (SumBackward1),
+        # then a view dropping the leading ones (ViewBackward0); the same sums
+        kept = SumToSize.apply(self, (1,) * lead + tuple(shape))
+        return kept.view(tuple(shape))
     return SumToSize.apply(self, tuple(shape))
 
 

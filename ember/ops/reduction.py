@@ -214,16 +214,17 @@ class RowSum(SumDim):
     _op_name = "Sum"
 
     def forward(self, x, axes, keepdim, np_dtype):
-        if axes == (0,) and not keepdim and np_dtype is None and x.ndim == 2 and \
-                x.dtype.char in "fd":
+        if axes == (0,) and np_dtype is None and x.ndim == 2 and x.dtype.char in "fd":
             self.meta = (x.shape, axes, keepdim, x.dtype)
-            return _gemm.sum_rows(x)
+            r = _gemm.sum_rows(x)
+            return r.reshape(1, -1) if keepdim else r
         return super().forward(x, axes, keepdim, np_dtype)
 
 
 def sum_rows(g):
-    """``g.sum(0)`` of a matrix Tensor ``g`` as a bias's gradient (:class:`RowSum`)."""
-    return RowSum.apply(g, (0,), False, None)
+    """``g.sum(0)`` of a matrix Tensor ``g`` as a bias's gradient (:class:`RowSum`),
+    recorded as PyTorch's ``sum_to`` records it: the sum kept in its dim, then a view."""
+    return RowSum.apply(g, (0,), True, None).view(g.shape[1])
 
 
 class MeanDim(Mean):
