@@ -439,6 +439,7 @@ def _gram(a, b):
     """Whether ``a @ b`` is ``a`` times its own transpose on one buffer, which NumPy runs
     as BLAS's syrk (a symmetric product) instead of gemm."""
     return a.shape == b.shape[::-1] and a.strides == b.strides[::-1] and \
+        np.may_share_memory(a, b) and \
         a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
 
 
