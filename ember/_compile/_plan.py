@@ -739,14 +739,7 @@ def attach(plan, env, tape, leaves, replay, on_recorded):
     if not plan.any_out_rg or not _grad_state.grad_enabled:
         return [_make(o if type(o) is _ndarray else _as_array(o)) if not isinstance(o, int)
                 else o for o in outs]
-    node = object.__new__(CompiledFunctionBackward)
-    node._edges = tuple([t if t.grad_fn is None else (t.grad_fn, t._output_nr)
-                         for t in leaves])
-    node._saved = (env, tape)
-    node.plan = plan
-    node.replay = replay
-    node.on_recorded = on_recorded
-    node.n_outputs = len(outs)
+    node = _backward_node(plan, env, tape, leaves, replay, on_recorded, len(outs))
     result = []
     for i, (o, rg) in enumerate(zip(outs, plan.out_rg)):
         if isinstance(o, int):
@@ -760,9 +753,9 @@ def attach(plan, env, tape, leaves, replay, on_recorded):
     return result
 
 
-def attach_one(plan, env, tape, leaves, replay, on_recorded):
-    """:func:`attach` for a plan with one output, differentiable, under grad mode: the
-    same node and Tensor (a compiled cell's repeated call)."""
+def _backward_node(plan, env, tape, leaves, replay, on_recorded, n_outputs):
+    """The ``CompiledFunctionBackward`` node of one run of ``plan``: edges to the leaves'
+    nodes, the run's arrays and tape kept for its backward."""
     node = _new(CompiledFunctionBackward)
     node._edges = tuple([t if t.grad_fn is None else (t.grad_fn, t._output_nr)
                          for t in leaves])
@@ -770,7 +763,14 @@ def attach_one(plan, env, tape, leaves, replay, on_recorded):
     node.plan = plan
     node.replay = replay
     node.on_recorded = on_recorded
-    node.n_outputs = 1
+    node.n_outputs = n_outputs
+    return node
+
+
+def attach_one(plan, env, tape, leaves, replay, on_recorded):
+    """:func:`attach` for a plan with one output, differentiable, under grad mode: the
+    same node and Tensor (a compiled cell's repeated call)."""
+    node = _backward_node(plan, env, tape, leaves, replay, on_recorded, 1)
     o = env[plan.out_slots[0]]
     t = _make(o if type(o) is _ndarray else _as_array(o), True)
     t.grad_fn = node
