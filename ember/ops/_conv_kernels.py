@@ -13,6 +13,7 @@ import numpy as np
 from ember.backend import array_module
 from ember.backend import gemm as _gemm
 from ember.backend.threads import contiguous, parallel_rows
+from ember.ops import _rnn_blas
 
 
 class Geom:
@@ -355,32 +356,63 @@ def _col2im_last(y, w, g):
     step = max(16, _LAST_BLOCK_BYTES // max(1, G * cg * kp * run * y.itemsize))
     crop = None if sp is None else \
         (slice(None),) + tuple(slice(lo, lo + a) for lo, a in zip(g.lo, g.S))
+    o_in = _prod(g.S)
 
     def block(lo, hi):
         for a in range(lo, hi, step):
             b = min(a + step, hi)
             m = b - a
-            yb = xm.moveaxis(y[a:b], 0, -1)  # (F, *O, m), a view
             if sp is None:
-                col = _gemm.matmul(wt, xm.ascontiguousarray(yb).reshape(G, f // G, o * m))
+                yb = _batch_last(y[a:b], xm)  # (F, *O, m)
+                col = _gemm.matmul(wt, yb.reshape(G, f // G, o * m))
                 col = col.reshape((G * cg,) + tuple(g.K) + tuple(g.O) + (m,))
                 # added straight into the unpadded result (batch last), then moved
                 # into (N, C, *S) order with one copy
                 buf = xm.zeros((G * cg,) + tuple(g.S) + (m,), dtype=y.dtype)
                 for kk, osl, isl in slices:
                     buf[(slice(None),) + isl] += col[(slice(None),) + kk + osl]
-                out[a:b] = xm.moveaxis(buf, -1, 0)
+                _batch_first(buf, out[a:b], xm)
                 continue
             ys = xm.zeros((f, sp.L, m), dtype=y.dtype)
-            _span_last(ys, sp)[...] = yb
+            # (a strided copy: whole runs of a transposed copy take as long here)
+            _span_last(ys, sp)[...] = xm.moveaxis(y[a:b], 0, -1)
             col = _gemm.matmul(wt, ys.reshape(G, f // G, sp.L * m))
             col = col.reshape(G * cg, kp, sp.L, m)
             buf = xm.zeros((G * cg, sp.plane, m), dtype=y.dtype)
             for k, (_, off) in enumerate(sp.offs):
                 buf[:, off:off + sp.L] += col[:, k]
-            out[a:b] = xm.moveaxis(buf.reshape((G * cg,) + sp.sp + (m,))[crop], -1, 0)
+            buf = buf.reshape((G * cg,) + sp.sp + (m,))
+            if sp.plane == o_in:
+                _batch_first(buf, out[a:b], xm)
+            else:
+                out[a:b] = xm.moveaxis(buf[crop], -1, 0)
     parallel_rows(block, n, out.size * kp * f // G, xm, blas=True)
     return out
+
+
+def _batch_last(y, xm):
+    """``y`` (m, ...) as a C-ordered (..., m) array: one BLAS transposition of the
+    (m, rest) matrix for float32 NumPy arrays (:func:`ember.ops._rnn_blas.transpose`,
+    about 3x NumPy's strided copy, whose inner loop runs over the m samples), else
+    NumPy's copy. Only gradients that go on into a product (or come out of sums of
+    products) pass here: the BLAS copy multiplies by 1.0, which quiets a signalling
+    NaN's payload exactly as those products do."""
+    m = y.shape[0]
+    if xm is np and y.dtype == np.float32 and y.flags.c_contiguous:
+        return _rnn_blas.transpose(y.reshape(m, -1)).reshape(y.shape[1:] + (m,))
+    return xm.ascontiguousarray(xm.moveaxis(y, 0, -1))
+
+
+def _batch_first(buf, out, xm):
+    """``out[...] = moveaxis(buf, -1, 0)`` for a C-ordered ``buf`` (..., m) and a
+    C-ordered ``out`` (m, ...): the inverse move of :func:`_batch_last`, by the same
+    BLAS transposition where it applies."""
+    m = buf.shape[-1]
+    if xm is np and buf.dtype == np.float32 == out.dtype and buf.flags.c_contiguous \
+            and out.flags.c_contiguous:
+        _rnn_blas.transpose(buf.reshape(-1, m), out=out.reshape(m, -1))
+    else:
+        out[...] = xm.moveaxis(buf, -1, 0)
 
 
 def _span_last_pays(g, ck, o, itemsize):

@@ -269,7 +269,7 @@ class PoolScatter(Primitive):
                                             hi)
             parallel_rows(block, b3.shape[0], gy.size * 2 * math.prod(g.K), xm)
             return buf
-        buf = xm.zeros(gy.shape[:gy.ndim - g.nd] + tuple(g.S), gy.dtype)
+        buf = _scatter_buffer(xm, gy, g, disjoint)
         pos = list(_positions(g))
 
         def block(lo, hi):  # independent per sample and channel: split over them
@@ -292,6 +292,25 @@ class PoolScatter(Primitive):
         return PoolGather.apply(gx, self.arg, self.g), None, None
 
     jvp = _jvp.linear(0)
+
+
+def _scatter_buffer(xm, gy, g, disjoint):
+    """The (..., *S) result of :class:`PoolScatter`'s NumPy loops, zeros where no
+    window's write lands. Where the windows tile the input (stride equal to the kernel,
+    no dilation or padding: each kernel position's strided write covers its share of
+    every window), the covered part is written whole and only the uncovered strips past
+    the last window are zeroed (the CNN's 2x2 pooling of a 26x26 map: a 5.5 MB fill
+    less)."""
+    shape = gy.shape[:gy.ndim - g.nd] + tuple(g.S)
+    if not disjoint or any(s != k or d != 1 or lo for s, k, d, lo in
+                           zip(g.s, g.K, g.d, g.lo)):
+        return xm.zeros(shape, gy.dtype)
+    buf = xm.empty(shape, gy.dtype)
+    lead = buf.ndim - g.nd
+    for i, (o, s, a) in enumerate(zip(g.O, g.s, g.S)):
+        if o * s < a:
+            buf[(slice(None),) * (lead + i) + (slice(o * s, None),)] = 0
+    return buf
 
 
 class PoolGather(Primitive):
