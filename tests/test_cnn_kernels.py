@@ -141,3 +141,55 @@ def test_max_pool_numba_kernels_bit_equal_to_numpy_and_match_torch(shape, kw, fi
     np.testing.assert_array_equal(fast[1], tidx.numpy())
     # overlapping windows (NumPy's loops) add in another order than torch
     np.testing.assert_allclose(fast[2], tx.grad.numpy(), rtol=1e-6, atol=0, equal_nan=True)
+
+
+# max pools on the NumPy loops (numba hidden): windows strided along the last dim (each
+# position's values copied once, then compared), windows that tile the input with
+# strips left over or none (the gradient's buffer zeroed only in the strips), and
+# windows that do not tile (zeroed whole)
+NUMPY_POOLS = [
+    ("max_pool1d", (3, 4, 11), dict(kernel_size=2)),                    # a strip left over
+    ("max_pool2d", (5, 6, 26, 26), dict(kernel_size=2)),                # tiles exactly
+    ("max_pool2d", (3, 4, 11, 9), dict(kernel_size=(2, 3))),             # strips in both dims
+    ("max_pool2d", (2, 3, 9, 10), dict(kernel_size=3, stride=2)),        # overlapping
+    ("max_pool2d", (2, 3, 9, 11), dict(kernel_size=3, ceil_mode=True)),  # a partial window
+    ("max_pool2d", (2, 3, 8, 9), dict(kernel_size=2, padding=1)),        # padding
+    ("max_pool2d", (4, 9, 9), dict(kernel_size=2, stride=(2, 1))),       # width stride 1
+    ("max_pool3d", (2, 2, 5, 6, 7), dict(kernel_size=2)),
+]
+
+
+@pytest.mark.parametrize("finite", [True, False], ids=["finite", "nonfinite_grad"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("fn,shape,kw", NUMPY_POOLS,
+                         ids=[f"{p[0]}_{i}" for i, p in enumerate(NUMPY_POOLS)])
+def test_max_pool_numpy_loops_match_torch_at_one_and_two_threads(fn, shape, kw, dt, finite,
+                                                                   monkeypatch):
+    from ember.ops import pooling
+    monkeypatch.setattr(pooling, "_NUMBA", {"pool": None})
+    rng = np.random.default_rng(6)
+    x = _specials(rng, int(np.prod(shape)), dt).reshape(shape)
+    x.reshape(-1)[:8] = [1.0, 1.0, 1.0, 1.0, -0.0, 0.0, 0.0, -0.0]  # ties, signed zeros
+    tx = torch.tensor(x, requires_grad=True)
+    ty, tidx = getattr(torch.nn.functional, fn)(tx, return_indices=True, **kw)
+    gy = (_specials(rng, ty.numel(), dt) if not finite else
+          rng.standard_normal(ty.numel()).astype(dt)).reshape(tuple(ty.shape))
+    ty.backward(torch.tensor(gy))
+    runs = []
+    prev = ember.get_num_threads()
+    try:
+        for threads in (1, 2):
+            ember.set_num_threads(threads)
+            t = ember.tensor(x, requires_grad=True)
+            y, idx = getattr(ember.nn.functional, fn)(t, return_indices=True, **kw)
+            y.backward(ember.tensor(gy))
+            runs.append([y.detach().numpy(), idx.numpy(), t.grad.numpy()])
+    finally:
+        ember.set_num_threads(prev)
+    for a, b in zip(*runs):
+        assert a.tobytes() == b.tobytes()
+    y, idx, gx = runs[0]
+    np.testing.assert_array_equal(y, ty.detach().numpy())   # NaNs where torch has them
+    np.testing.assert_array_equal(idx, tidx.numpy())
+    # (zeros off the maxima, as torch's: nothing left of an uninitialised buffer)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-6, atol=0, equal_nan=True)

@@ -390,3 +390,51 @@ def test_columns_copied_as_runs_keep_the_bytes(dtype):
         assert K.im2col(x, g).tobytes() == ref.tobytes()
         ref_rows = np.array(win.transpose(1, 4, 5, 0, 2, 3), order="C")
         assert K.im2col_rows(x, g).tobytes() == ref_rows.tobytes()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("span", [True, False], ids=["span", "strided_adds"])
+@pytest.mark.parametrize("xs,ws,kw", [((20, 16, 13, 13), (8, 16, 3, 3), {}),
+                                      ((17, 16, 9, 9), (24, 16, 3, 3), dict(padding=1))],
+                         ids=["valid", "padded"])
+def test_batch_last_moves_by_blas_keep_the_bytes(monkeypatch, xs, ws, kw, span, threads):
+    """The batch-last input gradient moves its float32 blocks between (N, ...) and
+    (..., N) order by BLAS's transposition (where no crop is needed): the same bytes as
+    NumPy's copies, with NaN and infinities in the gradient, at one and two threads;
+    and torch's values."""
+    from ember.ops import _conv_kernels, _rnn_blas
+    monkeypatch.setattr(_conv_kernels, "_span_last_pays", lambda g, *a: span)
+    _rnn_blas.transpose(np.zeros((2, 3), np.float32))  # BLAS's functions looked up
+    blas = _rnn_blas._SGEMM["omatcopy"] is not None
+    moved = []
+    real = _rnn_blas.transpose
+    monkeypatch.setattr(_rnn_blas, "transpose", lambda *a, **k: moved.append(1) or real(*a, **k))
+    rng = np.random.default_rng(11)
+    xa = rng.standard_normal(xs).astype(np.float32)
+    wa = rng.standard_normal(ws).astype(np.float32)
+    with torch.no_grad():
+        out_shape = tuple(torch.nn.functional.conv2d(torch.tensor(xa), torch.tensor(wa),
+                                                     **kw).shape)
+    gya = rng.standard_normal(out_shape).astype(np.float32)
+    gya.reshape(-1)[::97] = np.nan
+    gya.reshape(-1)[5::101] = -np.inf
+    gya.reshape(-1)[7::89] = -0.0
+
+    def grad(m):
+        x = m.tensor(xa, requires_grad=True)
+        m.nn.functional.conv2d(x, m.tensor(wa), **kw).backward(m.tensor(gya))
+        return x.grad.numpy()
+    prev = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        fast = grad(ember)
+        used = len(moved)
+        monkeypatch.setitem(_rnn_blas._SGEMM, "omatcopy", None)   # NumPy's copies
+        slow = grad(ember)
+    finally:
+        ember.set_num_threads(prev)
+    # (two moves a block on the strided adds; the span layout's one, unless its plane
+    # needs a crop)
+    assert (used > 0) == (blas and not (span and kw))
+    assert fast.tobytes() == slow.tobytes()
+    np.testing.assert_allclose(fast, grad(torch), rtol=1e-4, atol=1e-4, equal_nan=True)
