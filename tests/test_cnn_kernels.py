@@ -144,11 +144,12 @@ def test_max_pool_numba_kernels_bit_equal_to_numpy_and_match_torch(shape, kw, fi
 
 
 # max pools on the NumPy loops (numba hidden): windows strided along the last dim (each
-# position's values copied once, then compared), windows that tile the input with
-# strips left over or none (the gradient's buffer zeroed only in the strips), and
-# windows that do not tile (zeroed whole)
+# position's values copied once, then compared), windows that tile the input exactly
+# (the gradient's buffer left unfilled before the windows' writes) or leave strips
+# over, and windows that do not tile
 NUMPY_POOLS = [
     ("max_pool1d", (3, 4, 11), dict(kernel_size=2)),                    # a strip left over
+    ("max_pool1d", (3, 4, 12), dict(kernel_size=3)),                    # tiles exactly
     ("max_pool2d", (5, 6, 26, 26), dict(kernel_size=2)),                # tiles exactly
     ("max_pool2d", (3, 4, 11, 9), dict(kernel_size=(2, 3))),             # strips in both dims
     ("max_pool2d", (2, 3, 9, 10), dict(kernel_size=3, stride=2)),        # overlapping
