@@ -2,15 +2,18 @@
 it, at two ember threads, alternated in one process.
 
     python benchmarks/two_threads_pairs_ab.py [--only mlp,cnn,lstm,transformer]
-                                              [--threads N] [--min-time S] [--rounds R]
-                                              [--numpy-only]
+                                              [--layers 128x256x128,...] [--threads N]
+                                              [--min-time S] [--per-round R] [--numpy-only]
 
 ember only. Each workload's step (the builders of ``two_threads.py``) runs in rounds,
 ``threads.pair`` switched on and off between rounds (its ``_state["pairs"]``), so that
 the load of a shared machine hits both alike. Printed per workload: the median wall and
-process (CPU, all threads) milliseconds per step of each way, the ratios on/off, and the
-load average before and after. ``--numpy-only`` hides threadpoolctl, numba and MKL
-(the default install; set ``EMBER_MKL=0`` too), as in ``two_threads.py``.
+process (CPU, all threads) milliseconds per step of each way, the best round's wall
+time (on a loaded machine the rounds that found both cores free), the ratios on/off,
+and the load average. ``--layers`` adds a linear layer's backward alone (its input and
+weight gradients and the bias's) for each shape rows x in x out. ``--numpy-only`` hides
+threadpoolctl, numba and MKL (the default install; set ``EMBER_MKL=0`` too), as in
+``two_threads.py``.
 """
 import argparse
 import os
@@ -30,6 +33,32 @@ def _load():
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
+def _report(name, wall, cpu):
+    w = {f: statistics.median(v) for f, v in wall.items()}
+    b = {f: min(v) for f, v in wall.items()}
+    c = {f: statistics.median(v) for f, v in cpu.items()}
+    print(f"{name:<16} pairs on: wall {w[True]:8.3f} (best {b[True]:8.3f}) cpu {c[True]:8.3f} ms"
+          f" | off: wall {w[False]:8.3f} (best {b[False]:8.3f}) cpu {c[False]:8.3f} ms | on/off"
+          f" wall {w[True] / w[False]:.3f} best {b[True] / b[False]:.3f} cpu "
+          f"{c[True] / c[False]:.3f}  ({len(wall[True])} rounds, load {_load()})", flush=True)
+
+
+def _linear_backward(ember, m, k, n):
+    """A linear layer's backward alone: ``x`` (m, k) and the weight (n, k) needing grad."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    x = ember.tensor(rng.standard_normal((m, k), dtype=np.float32), requires_grad=True)
+    lin = ember.nn.Linear(k, n)
+    y = lin(x)
+    g = ember.tensor(rng.standard_normal((m, n), dtype=np.float32))
+
+    def step():
+        y.backward(g, retain_graph=True)
+        x.grad = None
+        lin.weight.grad = lin.bias.grad = None
+    return step
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="mlp,cnn,lstm,transformer")
@@ -37,6 +66,9 @@ def main():
     ap.add_argument("--min-time", type=float, default=2.0, help="seconds per way")
     ap.add_argument("--per-round", type=int, default=3, help="steps per round")
     ap.add_argument("--numpy-only", action="store_true")
+    ap.add_argument("--layers", default="",
+                    help="also a linear layer's backward alone, e.g. 128x256x128,1024x128x384 "
+                         "(rows x in x out)")
     args = ap.parse_args()
     from two_threads import _builder
 
@@ -47,9 +79,12 @@ def main():
           f"{'NumPy only' if args.numpy_only else 'with the extras installed'}, "
           f"EMBER_MKL={os.environ.get('EMBER_MKL', 'unset')}; load average before {_load()}",
           flush=True)
-    for name in args.only.split(","):
+    names = [n for n in args.only.split(",") if n] + \
+        [f"linear {s}" for s in args.layers.split(",") if s]
+    for name in names:
         ember.manual_seed(0)
-        step = _builder(name)(ember)
+        step = _linear_backward(ember, *map(int, name[7:].split("x"))) \
+            if name.startswith("linear ") else _builder(name)(ember)
         for flag in (True, False, True, False):  # warm up both ways
             threads._state["pairs"] = flag
             step()
@@ -66,12 +101,7 @@ def main():
                 wall[flag].append((t1 - t0) / args.per_round * 1e3)
                 cpu[flag].append((c1 - c0) / args.per_round * 1e3)
         threads._state["pairs"] = True
-        w = {f: statistics.median(v) for f, v in wall.items()}
-        c = {f: statistics.median(v) for f, v in cpu.items()}
-        print(f"{name:<12} pairs on: wall {w[True]:7.2f} cpu {c[True]:7.2f} ms | off: wall "
-              f"{w[False]:7.2f} cpu {c[False]:7.2f} ms | on/off wall {w[True] / w[False]:.3f} "
-              f"cpu {c[True] / c[False]:.3f}  ({len(wall[True])} rounds, load {_load()})",
-              flush=True)
+        _report(name, wall, cpu)
     print(f"load average after {_load()}")
 
 
