@@ -4,16 +4,18 @@ it, at two ember threads, alternated in one process.
     python benchmarks/two_threads_pairs_ab.py [--only mlp,cnn,lstm,transformer]
                                               [--layers 128x256x128,...] [--threads N]
                                               [--min-time S] [--per-round R] [--numpy-only]
+                                              [--idle]
 
 ember only. Each workload's step (the builders of ``two_threads.py``) runs in rounds,
 ``threads.pair`` switched on and off between rounds (its ``_state["pairs"]``), so that
 the load of a shared machine hits both alike. Printed per workload: the median wall and
 process (CPU, all threads) milliseconds per step of each way, the best round's wall
 time (on a loaded machine the rounds that found both cores free), the ratios on/off,
-and the load average. ``--layers`` adds a linear layer's backward alone (its input and
-weight gradients and the bias's) for each shape rows x in x out. ``--numpy-only`` hides
-threadpoolctl, numba and MKL (the default install; set ``EMBER_MKL=0`` too), as in
-``two_threads.py``.
+and the load average. Pairs run only while the machine has a core to spare
+(``threads.cores_to_spare``); ``--idle`` lets them run whatever the load. ``--layers``
+adds a linear layer's backward alone (its input and weight gradients and the bias's)
+for each shape rows x in x out. ``--numpy-only`` hides threadpoolctl, numba and MKL
+(the default install; set ``EMBER_MKL=0`` too), as in ``two_threads.py``.
 """
 import argparse
 import os
@@ -66,6 +68,8 @@ def main():
     ap.add_argument("--min-time", type=float, default=2.0, help="seconds per way")
     ap.add_argument("--per-round", type=int, default=3, help="steps per round")
     ap.add_argument("--numpy-only", action="store_true")
+    ap.add_argument("--idle", action="store_true",
+                    help="pairs even on a busy machine (threads.cores_to_spare patched)")
     ap.add_argument("--layers", default="",
                     help="also a linear layer's backward alone, e.g. 128x256x128,1024x128x384 "
                          "(rows x in x out)")
@@ -75,9 +79,12 @@ def main():
     import ember
     from ember.backend import threads
     ember.set_num_threads(args.threads)
+    if args.idle:
+        threads.cores_to_spare = lambda: True
     print(f"ember {args.threads} threads, "
           f"{'NumPy only' if args.numpy_only else 'with the extras installed'}, "
-          f"EMBER_MKL={os.environ.get('EMBER_MKL', 'unset')}; load average before {_load()}",
+          f"EMBER_MKL={os.environ.get('EMBER_MKL', 'unset')}"
+          f"{', pairs whatever the load' if args.idle else ''}; load average before {_load()}",
           flush=True)
     names = [n for n in args.only.split(",") if n] + \
         [f"linear {s}" for s in args.layers.split(",") if s]

@@ -16,9 +16,10 @@ from ember.backend import threads as T
 
 @pytest.fixture
 def calls(monkeypatch):
-    """The bounds of every split the pool runs (a pair's are (0, 1, 2)); ember's thread
-    count restored after the test."""
+    """The bounds of every split the pool runs (a pair's are (0, 1, 2)), on a machine
+    with a core to spare; ember's thread count restored after the test."""
     before = ember.get_num_threads()
+    monkeypatch.setattr(T, "cores_to_spare", lambda: True)
     seen = []
     run = T._Pool.run
 
@@ -63,12 +64,14 @@ def test_pair_runs_the_second_on_a_pool_thread_at_one_blas_thread(calls):
 
 
 @pytest.mark.parametrize("case", ["one thread", "small", "switched off", "nested",
-                                  "pool taken"])
+                                  "pool taken", "busy machine"])
 def test_pair_runs_in_sequence_where_it_does_not_pay(calls, monkeypatch, case):
     ember.set_num_threads(1 if case == "one thread" else 2)
     cost = T._MIN_PAIR_COST - 1 if case == "small" else T._MIN_PAIR_COST
     if case == "switched off":
         monkeypatch.setitem(T._state, "pairs", False)
+    if case == "busy machine":  # the worker would wait for the scheduler
+        monkeypatch.setattr(T, "cores_to_spare", lambda: False)
     order = []
 
     def first():

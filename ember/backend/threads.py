@@ -266,14 +266,16 @@ def pair(first, second, cost):
     """``(first(), second())``, two independent computations (a layer's input and weight
     gradients): ``second`` on a pool thread while the caller runs ``first``, when ember
     has more than one thread, the smaller one's work (``cost``, as in
-    :func:`parallel_rows`) repays a dispatch, and the pool is free; else one after the
-    other. Coarser than splitting each product in row blocks, where every block packs
-    the whole other operand again.
+    :func:`parallel_rows`) repays a dispatch, the machine has a core to spare
+    (:func:`cores_to_spare`: on a busy one the caller, done with its side, waits for the
+    scheduler to run the worker's) and the pool is free; else one after the other.
+    Coarser than splitting each product in row blocks, where every block packs the
+    whole other operand again.
 
     Inside, both run as at one thread: BLAS at one thread, and ember's kernels unsplit
     (their calls are the one-thread calls, so their results the one-thread bits)."""
     if cost < _MIN_PAIR_COST or not _state["pairs"] or _state["threads"] < 2 or \
-            getattr(local, "in_worker", False):
+            getattr(local, "in_worker", False) or not cores_to_spare():
         return first(), second()
     pool = _pool[0]
     if pool is None or pool.broken:
