@@ -316,3 +316,31 @@ def test_row_blocks_are_trusted_only_on_measured_kernels(monkeypatch):
             if lib.internal_api == "openblas"]
     assert T.row_blocks_keep_bits() is (bool(arch) and all(
         a in T._ROW_BLOCKS_KEEP_BITS for a in arch))
+
+
+@pytest.mark.parametrize("batch", [16, 3])
+def test_a_transformer_layers_training_keeps_its_bits(calls, batch):
+    # every linear layer of the encoder layer pairs its products at two threads (the
+    # input's projection where the input needs a gradient)
+    def train():
+        ember.manual_seed(0)
+        layer = ember.nn.TransformerEncoderLayer(128, 4, dim_feedforward=256, dropout=0.0,
+                                                 batch_first=True)
+        opt = ember.optim.Adam(layer.parameters(), lr=1e-3)
+        x = ember.tensor(_rand(batch, 64, 128), requires_grad=True)
+        target = ember.tensor(_rand(batch, 64, 128, seed=1))
+        for _ in range(2):
+            opt.zero_grad()
+            ember.nn.functional.mse_loss(layer(x), target).backward()
+            opt.step()
+        return [x.grad.numpy().copy()] + [p.detach().numpy().copy()
+                                          for p in layer.parameters()]
+    with gemm.numpy_only():
+        ember.set_num_threads(1)
+        one = train()
+        ember.set_num_threads(2)
+        two = train()
+    assert calls.count((0, 1, 2)) >= (8 if batch == 16 else 1)
+    assert len(one) == len(two) > 10
+    for a, c in zip(one, two):
+        np.testing.assert_array_equal(a, c)
