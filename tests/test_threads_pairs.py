@@ -344,3 +344,32 @@ def test_a_transformer_layers_training_keeps_its_bits(calls, batch):
     assert len(one) == len(two) > 10
     for a, c in zip(one, two):
         np.testing.assert_array_equal(a, c)
+
+
+def test_profiler_rows_are_those_of_one_thread(calls):
+    # under the profiler, matmul's backward keeps its Tensor ops (their aten::mm and
+    # aten::transpose rows); the linear layers' and the LSTM's rows do not change
+    def rows():
+        rng = np.random.default_rng(0)
+        x = ember.tensor(rng.standard_normal((128, 256), dtype=np.float32),
+                         requires_grad=True)
+        w = ember.tensor(rng.standard_normal((128, 256), dtype=np.float32),
+                         requires_grad=True)
+        lstm = ember.nn.LSTM(64, 128, batch_first=True)
+        s = ember.tensor(rng.standard_normal((32, 32, 64), dtype=np.float32))
+        with ember.profiler.profile() as prof:
+            y = ember.nn.functional.linear(x, w)
+            z = ember.nn.functional.linear(x, w, w[:, 0])
+            q = x @ w.T
+            (y.sum() + z.sum() + q.sum() + lstm(s)[0].sum()).backward()
+        return sorted((e.key, e.count) for e in prof.key_averages())
+    with gemm.numpy_only():
+        ember.set_num_threads(1)
+        one = rows()
+        ember.set_num_threads(2)
+        calls.clear()
+        two = rows()
+    assert (0, 1, 2) in calls  # the linear layer's and the LSTM's pairs ran
+    assert one == two
+    assert ("aten::mm", 6) in one and ("autograd::engine::evaluate_function: MmBackward0",
+                                       2) in one

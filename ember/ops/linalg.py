@@ -141,7 +141,8 @@ class MatMul(Primitive):
         a, b = self.saved_tensors
         e = self._edges
         if _threads.MANY and e[0] is not None and e[1] is not None and \
-                not _grad_state.grad_enabled:
+                not _grad_state.grad_enabled and not _mode_active[0]:
+            # (under a mode, e.g. the profiler, the Tensor ops below: their rows)
             r = _paired_matrix_grads(gy._data, a._data, b._data)
             if r is not None:
                 return r
