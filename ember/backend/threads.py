@@ -7,14 +7,17 @@ pooling, ReLU, the optimizer updates, row-wise softmax and normalization, the la
 elementwise ops, see :func:`binary` and :func:`unary`, and the large matrix products
 themselves, see :func:`matmul`) are split here into independent row
 blocks run by a small pool of Python threads: NumPy releases the GIL inside its loops,
-so the blocks run on different cores at once.
+so the blocks run on different cores at once. Two independent products (a layer's
+input and weight gradients) run at once instead, each whole (:func:`pair`).
 
 Results do not change with the thread count. A block is only ever a range of rows over
 which the kernel is independent (an elementwise op, a per-sample or per-row
 computation), and each block runs exactly the NumPy calls the whole array would, so
 every value is bit-identical to the single-threaded result; reductions across the
-split axis are never split. Products left to NumPy's BLAS keep its threads only where
-those give its one-thread bits (:func:`same_bits_k`). MKL's products (``ember[mkl]``)
+split axis are never split; products are split in row blocks only on BLAS kernels where
+the blocks keep the whole product's bits (:func:`row_blocks_keep_bits`). Products left
+to NumPy's BLAS keep its threads only where those give its one-thread bits
+(:func:`same_bits_k`). MKL's products (``ember[mkl]``)
 are MKL's, which, as in PyTorch, may change in the last bits with the thread count.
 
 The thread count starts from ``OMP_NUM_THREADS`` (as PyTorch's does), else
@@ -35,7 +38,8 @@ import numpy as np
 
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
-           "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k", "pair"]
+           "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k", "pair",
+           "row_blocks_keep_bits"]
 
 
 def _default_threads():
