@@ -15,8 +15,9 @@ For each workload it prints:
   and the worker's block times and the whole split's time. A split pays when the whole
   is well under the one-thread kernel's time, about the longer block plus the wake-up;
 - the products that reach ``threads.matmul``, by route: split, left to BLAS's own
-  threads (or too small for BLAS to thread), run at one BLAS thread, or called from
-  inside a split kernel's block (one BLAS thread there).
+  threads (or too small for BLAS to thread), run at one BLAS thread (whole, where the
+  kernel's row blocks would change the bits), or called from inside a split kernel's
+  block or a pair's side (``threads.pair``; one BLAS thread there).
 
 And once, the pool's round trip for an empty block after the caller has been busy for a
 while (the worker has gone to sleep): what a split costs before any work.
@@ -128,8 +129,10 @@ def profile(m, T, name, builder, min_time):
     def matmul(a, b, out=None):
         in_matmul.route = None
         r = real_matmul(a, b, out)
-        if getattr(in_matmul, "nested", False):
-            route = "in a split's block"
+        if getattr(in_matmul, "nested", False) or getattr(T.local, "in_worker", False):
+            route = "in a split or pair"
+        elif r is getattr(T, "WHOLE", None):
+            route = "whole, one BLAS thread"
         else:
             route = in_matmul.route or ("split" if r is not None else "BLAS's own threads")
         routes[(route, a.shape[-2:] + b.shape[-1:])] += 1

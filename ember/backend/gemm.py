@@ -245,6 +245,9 @@ def matmul(a, b, out=None):
     if type(a) is np.ndarray and type(b) is np.ndarray and _threads.get_num_threads() > 1:
         r = _threads.matmul(a, b, out)  # on ember's threads, not BLAS's (threads.py)
         if r is not None:
+            if r is _threads.WHOLE:  # the one-thread route, at one BLAS thread
+                with _threads.single_blas():
+                    return _numpy_matmul(a, b, out)
             return r
     return _numpy_matmul(a, b, out)
 

@@ -7,14 +7,17 @@ pooling, ReLU, the optimizer updates, row-wise softmax and normalization, the la
 elementwise ops, see :func:`binary` and :func:`unary`, and the large matrix products
 themselves, see :func:`matmul`) are split here into independent row
 blocks run by a small pool of Python threads: NumPy releases the GIL inside its loops,
-so the blocks run on different cores at once.
+so the blocks run on different cores at once. Two independent products (a layer's
+input and weight gradients) run at once instead, each whole (:func:`pair`).
 
 Results do not change with the thread count. A block is only ever a range of rows over
 which the kernel is independent (an elementwise op, a per-sample or per-row
 computation), and each block runs exactly the NumPy calls the whole array would, so
 every value is bit-identical to the single-threaded result; reductions across the
-split axis are never split. Products left to NumPy's BLAS keep its threads only where
-those give its one-thread bits (:func:`same_bits_k`). MKL's products (``ember[mkl]``)
+split axis are never split; products are split in row blocks only on BLAS kernels where
+the blocks keep the whole product's bits (:func:`row_blocks_keep_bits`). Products left
+to NumPy's BLAS keep its threads only where those give its one-thread bits
+(:func:`same_bits_k`). MKL's products (``ember[mkl]``)
 are MKL's, which, as in PyTorch, may change in the last bits with the thread count.
 
 The thread count starts from ``OMP_NUM_THREADS`` (as PyTorch's does), else
@@ -35,7 +38,8 @@ import numpy as np
 
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
-           "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k"]
+           "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k", "pair",
+           "row_blocks_keep_bits"]
 
 
 def _default_threads():
@@ -49,7 +53,10 @@ def _default_threads():
         return max(1, os.cpu_count() or 1)
 
 
-_state = {"threads": _default_threads(), "blas": None, "pool_used": float("-inf")}
+# "pairs": whether :func:`pair` runs its two computations at once (a switch for
+# benchmarks/two_threads_pairs_ab.py, which alternates the two ways in one process)
+_state = {"threads": _default_threads(), "blas": None, "pool_used": float("-inf"),
+          "pairs": True}
 # whether more than one thread is set (kept by ``set_num_threads``): at one thread the
 # elementwise kernels' size checks (:func:`binary`, :func:`unary`, :func:`add_into` and
 # their callers) are skipped after this one module read, no size read at all
@@ -259,6 +266,60 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False):
         pool.lock.release()
 
 
+def pair(first, second, cost):
+    """``(first(), second())``, two independent computations (a layer's input and weight
+    gradients): ``second`` on a pool thread while the caller runs ``first``, when ember
+    has more than one thread, the smaller one's work (``cost``, as in
+    :func:`parallel_rows`) repays a dispatch, the machine has a core to spare
+    (:func:`cores_to_spare`: on a busy one the caller, done with its side, waits for the
+    scheduler to run the worker's) and the pool is free; else one after the other.
+    Coarser than splitting each product in row blocks, where every block packs the
+    whole other operand again.
+
+    Inside, both run as at one thread: BLAS at one thread, and ember's kernels unsplit
+    (their calls are the one-thread calls, so their results the one-thread bits)."""
+    if cost < _MIN_PAIR_COST or not _state["pairs"] or _state["threads"] < 2 or \
+            getattr(local, "in_worker", False) or not cores_to_spare():
+        return first(), second()
+    pool = _pool[0]
+    if pool is None or pool.broken:
+        pool = _pool[0] = _Pool()
+    if not pool.lock.acquire(blocking=False):  # another thread holds the pool
+        return first(), second()
+    _state["pool_used"] = time.monotonic()
+    results = [None, None]
+
+    def run(lo, hi):
+        if lo:  # (on the worker, which is ``in_worker`` already)
+            results[1] = second()
+            return
+        local.in_worker = True  # the caller's kernels unsplit too: the pool is taken
+        try:
+            results[0] = first()
+        finally:
+            local.in_worker = False
+    try:
+        saved = [(lib, lib.num_threads) for lib in _all_blas()]
+        for lib, k in saved:
+            if k > 1:
+                lib.set_num_threads(1)
+        try:
+            pool.run(run, (0, 1, 2))
+        finally:
+            for lib, k in saved:
+                if k > 1:
+                    lib.set_num_threads(k)
+    finally:
+        pool.lock.release()
+    return results[0], results[1]
+
+
+# the least work of each of two computations for :func:`pair` to run them at once: a
+# float32 product of m*n*k = 2^20 (about 15 microseconds at one thread here), several
+# times what a dispatch costs the caller
+_MIN_PAIR_COST = 1 << 20
+
+
 # the least work worth a thread: about 30 microseconds of simple elementwise work, several
 # times what a dispatch costs
 _MIN_COST_PER_THREAD = 1 << 16
@@ -383,6 +444,30 @@ def same_bits_k(char):
     return known[1].get(char, 0)
 
 
+# Row blocks of a float32 product give the whole product's bits on the kernels listed
+# here (SkylakeX: every split-sized shape of a 1,300-shape sweep, tests/test_threads.py).
+# OpenBLAS's Haswell kernels (which it also runs on AMD's Zen cores) compute the last
+# rows of a product otherwise than the same rows inside a taller one (a 64-row block of
+# 1024 x 784 by 784 x 256 differs from the whole product in its last 4 rows, a block
+# starting at row 64 in 44 of its rows), so on those and on a kernel not measured a
+# product is not split in row blocks: it runs whole at one BLAS thread, and only
+# :func:`pair` puts two such products on two cores.
+_ROW_BLOCKS_KEEP_BITS = frozenset({"skylakex"})
+
+
+def row_blocks_keep_bits():
+    """Whether row blocks of a float32 product on NumPy's BLAS give the whole product's
+    bits (its OpenBLAS kernel measured so, see above); False where unknown."""
+    known = _state.get("row_blocks")
+    libs = _blas_libs()
+    if known is None or known[0] is not libs:
+        cores = [_core_name(lib) for lib in libs
+                 if getattr(lib, "internal_api", "openblas") == "openblas"]
+        known = _state["row_blocks"] = (
+            libs, bool(cores) and all(c in _ROW_BLOCKS_KEEP_BITS for c in cores))
+    return known[1]
+
+
 def _core_name(lib):
     """OpenBLAS's name of the kernel set it runs (``openblas_get_corename``), lowercased;
     None when it does not say."""
@@ -401,9 +486,10 @@ def matmul(a, b, out=None):
     than one thread and reaches NumPy's BLAS: in row blocks on the pool (BLAS at one
     thread per block) when large; at one BLAS thread when BLAS would use its threads but
     the machine has no core to spare (:func:`cores_to_spare`) or the pool has just run
-    other kernels (see above); None when not taken (the
-    caller runs ``np.matmul`` itself: small products, which BLAS runs on one thread
-    anyway, and the others left to BLAS's threads)."""
+    other kernels (see above): then :data:`WHOLE`, for the caller to run its own
+    one-thread route inside :func:`single_blas`; None when not taken (the caller runs
+    its product itself: small products, which BLAS runs on one thread anyway, and the
+    others left to BLAS's threads)."""
     if _state["threads"] < 2 or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or \
             a.dtype.char not in "fd" or getattr(local, "in_worker", False):
         return None
@@ -417,15 +503,16 @@ def matmul(a, b, out=None):
     if mnk < _SPLIT_MNK or m < 2 * _MIN_BLOCK_ROWS or n < _MIN_BLOCK_ROWS or \
             a.dtype.char != "f" or gram or out is not None and (
                 type(out) is not np.ndarray or out.shape != (m, n) or
-                np.may_share_memory(out, a) or np.may_share_memory(out, b)):
+                np.may_share_memory(out, a) or np.may_share_memory(out, b)) or \
+            not row_blocks_keep_bits():
         # not split: float64 row blocks do not always give the whole product's bits
-        # (OpenBLAS's double kernels: 64-1024 rows of 200-1000 by 300 differ); ``a @ a.T``
+        # (OpenBLAS's double kernels: 64-1024 rows of 200-1000 by 300 differ), nor
+        # float32 ones on kernels other than those listed above; ``a @ a.T``
         # on one buffer is NumPy's syrk, which row blocks (gemm) do not reproduce;
         # ``out`` other than a fresh matrix is np.matmul's to check and copy through
         if not gram and _blas_may_thread(k, a.dtype.char):
             return None  # BLAS's own threads
-        with single_blas():
-            return np.matmul(a, b, out=out)
+        return WHOLE
     if out is None:
         out = np.empty((m, n), a.dtype)
 
@@ -433,6 +520,13 @@ def matmul(a, b, out=None):
         np.matmul(a[lo:hi], b, out=out[lo:hi])
     parallel_rows(block, m, mnk >> 4, blas=True)
     return out
+
+
+# :func:`matmul`'s answer for a product it does not split and BLAS's threads must not
+# take: the caller runs its own one-thread route (``gemm``'s, whose layouts other than
+# ``np.matmul``'s own, e.g. ``(b.T @ a.T).T``, give other bits on some kernels) inside
+# :func:`single_blas`
+WHOLE = object()
 
 
 def _gram(a, b):

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from ember._tensor import Tensor, _make, _mode_active, _mode_stack
+from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend import gemm as _gemm
@@ -139,6 +140,12 @@ class MatMul(Primitive):
     def backward(self, gy):
         a, b = self.saved_tensors
         e = self._edges
+        if _threads.MANY and e[0] is not None and e[1] is not None and \
+                not _grad_state.grad_enabled and not _mode_active[0]:
+            # (under a mode, e.g. the profiler, the Tensor ops below: their rows)
+            r = _paired_matrix_grads(gy._data, a._data, b._data)
+            if r is not None:
+                return r
         # an operand left unsaved (no gradient reads it) is a vector where the output
         # has fewer dims than the saved one's product with a matrix would
         nd = gy._data.ndim
@@ -165,6 +172,20 @@ class MatMul(Primitive):
     jvp = _jvp.multilinear(0, 1)
     batch = _batch_nn.matmul
     torchscript = "matmul"
+
+
+def _paired_matrix_grads(g, a, b):
+    """``MatMul``'s gradients ``g @ b.T`` and ``a.T @ g`` of two real NumPy matrices at
+    more than one ember thread, nothing recorded: the two products at once, each whole
+    at one BLAS thread (``threads.pair``); the same ``gemm.matmul`` calls as the Tensor
+    ops below make, so the same bits. None for other operands."""
+    if type(g) is not np.ndarray or type(a) is not np.ndarray or \
+            type(b) is not np.ndarray or g.ndim != 2 or a.ndim != 2 or b.ndim != 2 or \
+            not (g.dtype == a.dtype == b.dtype) or g.dtype.char not in "fd":
+        return None
+    ga, gb = _threads.pair(lambda: _gemm.matmul(g, b.T), lambda: _gemm.matmul(a.T, g),
+                           g.size * a.shape[1])
+    return _make(ga), _make(gb)
 
 
 def _vector_beside(other, out_ndim):

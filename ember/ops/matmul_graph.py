@@ -97,6 +97,14 @@ class Addmm(Primitive):
                 r = _small_grads(g, xa, wa, eb, ex, ew)
                 if r is not None:
                     return r
+            if _threads.MANY and ex is not None and ew is not None and \
+                    type(g) is np.ndarray:
+                mkn = _shapes(g, xa, wa)
+                if mkn is not None:
+                    gx, gw = _input_and_weight_grads(g, xa, wa, mkn)
+                    return (_make(_sum_rows(g)) if eb is not None and self.bshape is None
+                            else self._bias_grad(gy) if eb is not None else None, _make(gx),
+                            self._mat2_grad(ew, gw))
             # (the bias's sum of rows as a BLAS product, ``gemm.sum_rows``)
             return (_make(_sum_rows(g)) if eb is not None and self.bshape is None and
                     type(g) is np.ndarray else
@@ -135,6 +143,11 @@ class Addmm(Primitive):
                 if not (_gemm._maybe_large((n, m), (m, k)) or
                         ex is not None and _gemm._maybe_large((m, n), (n, k))):
                     return _small_arrays(g, xa, wa, eb, ex, ew)
+        if _threads.MANY and ex is not None and ew is not None and mkn is not None and \
+                type(g) is np.ndarray:
+            gx, gw = _input_and_weight_grads(g, xa, wa, mkn)
+            return (_rows_summed(g) if eb is not None else None, gx,
+                    self._mat2_array(ew, gw))
         return (_rows_summed(g) if eb is not None else None,
                 _gemm.matmul(g, wa.T) if ex is not None else None,
                 self._mat2_array(ew, _gemm.matmul(g.T, xa)) if ew is not None else None)
@@ -168,6 +181,14 @@ class Addmm(Primitive):
         if out is tb and tb is not None:    # a broadcast bias's tangent alone
             out = tb.expand(x.shape[0], wt.shape[1])
         return out
+
+
+def _input_and_weight_grads(g, xa, wa, mkn):
+    """``(g @ wa.T, g.T @ xa)`` at more than one ember thread: the two products at once,
+    each whole at one BLAS thread (``threads.pair``), where they are large enough."""
+    m, k, n = mkn
+    return _threads.pair(lambda: _gemm.matmul(g, wa.T), lambda: _gemm.matmul(g.T, xa),
+                         m * k * n)
 
 
 def _small_grads(g, x, wt, eb, ex, ew):

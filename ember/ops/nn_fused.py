@@ -17,6 +17,7 @@ from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import gemm as _gemm
+from ember.backend import threads as _threads
 from ember.ops import _batch_nn
 from ember.ops import reduction as _reduction
 from ember.ops.unary import Relu, _relu_array, _relu_grad, _relu_grad_array
@@ -45,17 +46,26 @@ def linear_vjp(edges, g, x, w, out, mm_x, mm_w):
     or a compiled plan's own calls with the same arguments)."""
     flat = x.ndim != 2
     g2 = g.reshape(-1, g.shape[-1]) if flat else g
+    x2 = x.reshape(-1, x.shape[-1]) if flat and edges[1] is not None else x
     gx = gw = gb = None
     if edges[0] is not None:
         if out is None:
-            gx = mm_x(g2, w)
-            if flat:
-                gx = gx.reshape(x.shape)
+            def input_grad():
+                r = mm_x(g2, w)
+                return r.reshape(x.shape) if flat else r
         else:
             gx = out(0, x.shape, np.result_type(g.dtype, w.dtype))
-            mm_x(g2, w, gx.reshape(-1, w.shape[1]) if flat else gx)
-    if edges[1] is not None:
-        gw = mm_w(g2.T, x.reshape(-1, x.shape[-1]) if flat else x)
+
+            def input_grad():
+                mm_x(g2, w, gx.reshape(-1, w.shape[1]) if flat else gx)
+                return gx
+        if edges[1] is not None and _threads.MANY and type(g2) is np.ndarray:
+            # the two products at once, each whole at one BLAS thread (``threads.pair``)
+            gx, gw = _threads.pair(input_grad, lambda: mm_w(g2.T, x2), g2.size * w.shape[1])
+        else:
+            gx = input_grad()
+    if edges[1] is not None and gw is None:
+        gw = mm_w(g2.T, x2)
     if len(edges) > 2 and edges[2] is not None:
         gb = bias_grad(g2, x)
     return [gx, gw, gb]
@@ -104,13 +114,21 @@ class _Linear(Primitive):
         if flat:
             g = g.reshape(-1, g.shape[-1])
         gx = gw = gb = None
-        if ex is not None:
-            gx = _gemm.matmul(g, w)
+        x2 = x.reshape(-1, x.shape[-1]) if flat and ew is not None else x
+        if ex is not None and ew is not None and _threads.MANY and type(g) is np.ndarray:
+            # the two products at once, each whole at one BLAS thread (``threads.pair``)
+            gx, gw = _threads.pair(lambda: _gemm.matmul(g, w),
+                                   lambda: _gemm.matmul(g.T, x2), g.size * w.shape[1])
             gx = _make(gx.reshape(x.shape) if flat else gx)
-        if ew is not None:
-            # (out, in) straight from BLAS: a fresh C-ordered array the engine can hand
-            # to .grad without a copy
-            gw = _make(_gemm.matmul(g.T, x.reshape(-1, x.shape[-1]) if flat else x))
+            gw = _make(gw)
+        else:
+            if ex is not None:
+                gx = _gemm.matmul(g, w)
+                gx = _make(gx.reshape(x.shape) if flat else gx)
+            if ew is not None:
+                # (out, in) straight from BLAS: a fresh C-ordered array the engine can
+                # hand to .grad without a copy
+                gw = _make(_gemm.matmul(g.T, x2))
         if eb is not None:
             gb = _make(bias_grad(g, x))
         return gx, gw, gb

@@ -46,6 +46,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend import fast_kernels as _fast_kernels
 from ember.backend import gemm as _gemm
+from ember.backend import threads as _threads
 from ember.backend.threads import single_blas
 from ember.ops import rnn_lstm_padded as _padded
 from ember.ops._rnn_blas import aligned as _aligned
@@ -264,9 +265,20 @@ def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None, colsum=None):
     (``dG`` on the input side, ``dGh`` on the recurrent side). Without ``w_ih`` the
     layer's input ``x`` is its input projection itself, whose gradient is ``dG``.
     ``colsum`` sums the rows of ``dG`` for the biases (default: ``.sum(0)``)."""
-    dx = (dG if w_ih is None else _mm(dG, w_ih)) if needs[0] else None
-    dw_ih = _mm(dG.T, x) if needs[3] else None
-    dw_hh = _mm(dGh.T, hp) if needs[4] else None
+    def input_side():
+        return ((dG if w_ih is None else _mm(dG, w_ih)) if needs[0] else None,
+                _mm(dG.T, x) if needs[3] else None)
+
+    def recurrent_side():
+        return _mm(dGh.T, hp) if needs[4] else None
+    if _threads.MANY and needs[4] and (needs[3] or needs[0] and w_ih is not None) and \
+            type(dG) is np.ndarray:
+        # the weight gradients of the whole sequence at once, each product whole at one
+        # BLAS thread (``threads.pair``): the recurrent side's beside the input side's
+        (dx, dw_ih), dw_hh = _threads.pair(input_side, recurrent_side,
+                                           dG.size * min(x.shape[-1], hp.shape[-1]))
+    else:
+        (dx, dw_ih), dw_hh = input_side(), recurrent_side()
     colsum = colsum or (lambda a: a.sum(0))
     db_ih = colsum(dG) if needs[5] else None
     db_hh = None
