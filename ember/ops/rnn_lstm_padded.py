@@ -131,14 +131,22 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
                 S[4][order], HH[old][order], c_out, TC[order], HH[new][order])
     exp, div, tanh, mul, add = np.exp, np.divide, np.tanh, np.multiply, np.add
     fc, ig = F2
+    step_blocks = blocks  # the first step's (then every step's) product blocks
+    if not h0.any() and np.isfinite(w_hh.sum()):
+        # a zero first state (the module's default): the first step's product is +0.0
+        # (BLAS sums from +0.0, and +0.0 + (-0.0) is +0.0; finite weights: no 0 * inf),
+        # so it is not computed, and P's +0.0 is added as the product would be
+        P.fill(0)
+        step_blocks = ()
     # (the outputs passed by position and the constant as an array of the dtype: NumPy
     # then skips parsing keywords and converting a Python number, ~0.5 us a call; and
     # ``1 / s`` by ``divide``, whose loop is faster than ``reciprocal``'s, the same bits)
     one = np.ones((), dt)
     with single_blas(T):  # one small matrix product per step
         for sig, fi, cg, gg, go, hp, c, tc, h in views:
-            for w, out in blocks:
+            for w, out in step_blocks:
                 mm(hp, w, out)
+            step_blocks = blocks
             add(gg, Pg, gg)
             add(sig, Psig, sig)
             # sigmoid of i, f, o (exp overflows to inf where 1 / inf is 0)
