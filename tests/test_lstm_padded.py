@@ -69,6 +69,38 @@ def test_padded_loop_against_the_general_loop(dt, reverse, bias, blocks, steps,
             np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("weights", ["finite", "inf", "nan"])
+def test_zero_first_state_against_the_general_loop(dt, reverse, weights, monkeypatch):
+    """A zero first state (the module's default; +0.0 and -0.0 rows), whose first product
+    the padded loop does not compute where the weights are finite: the general loop's
+    values bit for bit, signed zeros and NaNs included; with an inf or a NaN in W_hh
+    (0 * inf is NaN) the product is computed."""
+    rng = np.random.default_rng(11)
+    args, bs = _inputs(rng, dt, T=6, bias=False)
+    args[1] = np.zeros_like(args[1])
+    args[1][::2] = -0.0
+    if weights != "finite":
+        args[4] = args[4].copy()
+        args[4][3, 1] = np.inf if weights == "inf" else np.nan
+    H = args[1].shape[1]
+    grads = [rng.standard_normal(s).astype(dt) for s in ((len(bs) * bs[0], H),
+                                                          (bs[0], H), (bs[0], H))]
+    results = []
+    for padded in (True, False):
+        monkeypatch.setattr(rnn, "_blocks", lambda *a: H)
+        results.append(_run(monkeypatch, padded, args, bs, reverse, grads))
+    got, want = results
+    assert len(got) == len(want)
+    if weights != "finite":
+        assert np.isnan(got[0]).any()
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+        num = ~np.isnan(w)  # (a NaN's sign bit is no value's)
+        np.testing.assert_array_equal(np.signbit(g[num]), np.signbit(w[num]))
+
+
 def test_first_state_gradients_only_when_asked(monkeypatch):
     rng = np.random.default_rng(1)
     (x, h0, c0, w_ih, w_hh, b_ih, b_hh), bs = _inputs(rng, np.float32)
