@@ -620,6 +620,11 @@ def _no_batch_rule():
                     "composite's primitives run, which have rules")
     for c in (losses.MultiMarginLoss, losses.MultilabelMarginLoss):
         table[c] = _NOT_YET
+    from ember.ops import normalization_grad
+    for c in (normalization_grad.LayerNormGrads, normalization_grad.BatchNormGrads):
+        table[c] = ("made only by a backward pass recording a graph outside any mode; "
+                    "under vmap the norm's gradient formula runs in ops that have rules")
+    table[normalization_grad._NormGrads] = "a family base class: never recorded itself"
     return table
 
 

@@ -28,6 +28,7 @@ from ember.ops.norm_layouts import (  # noqa: F401
     _row_kernels,
     _sum_to,
 )
+from ember.ops.normalization_grad import LayerNormGrads
 
 # the names torch also has at top level, with the same signature
 __all__ = ["layer_norm", "group_norm", "rms_norm"]
@@ -68,6 +69,9 @@ class Normalize(Primitive):
     # the input's gradient has its shape, the weight's and bias's theirs (reduced and
     # reshaped in the kernels), so the engine has nothing to sum
     _grads_in_input_shapes = True
+    # the op whose forward is the backward kernel, where a backward pass records a graph
+    # (``ember.ops.normalization_grad``); None: the formula in Tensor ops below
+    _grads_op = None
 
     def forward(self, x, w, b, axes, eps, stats=None):
         self.axes, self.eps = axes, eps
@@ -152,7 +156,11 @@ class Normalize(Primitive):
                     gb = gb.reshape(self.b_shape)
                 return (_wrap(gx), _wrap(gw), _wrap(gb)) + (None,) * 3
             return self._backward_arrays(gy._data, x._data, None if w is None else w._data)
-        # recorded (create_graph): the statistics recomputed in differentiable ops
+        if self._grads_op is not None and not _mode_active[0]:
+            # recorded (create_graph): the same kernel, as one differentiable op
+            return self._grads_op.grads(self, gy, *self.saved_tensors[:2])
+        # recorded under a transforming mode (vmap, forward AD, a capture): the
+        # statistics recomputed in differentiable ops, whose rules those modes have
         axes = self.axes
         e = self._edges
         mean = x.mean(axes, keepdim=True)
@@ -271,6 +279,7 @@ def _sum_prod(a, b, axes):
 
 class _LayerNorm(Normalize):
     _node_name = "NativeLayerNormBackward0"
+    _grads_op = LayerNormGrads
     _overflow_is_nan = True
     forward = opmath(Normalize.forward)
 

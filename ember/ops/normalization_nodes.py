@@ -6,10 +6,11 @@ Batch and group norm list the (C,) weight and bias themselves, as PyTorch's
 viewed to broadcast, so these subclasses view them inside, and sum their gradients back
 to (C,). Eval-mode batch norm is one node over ember's affine map.
 """
-from ember._tensor import _make
+from ember._tensor import _make, _mode_active
 from ember.autograd.grad_mode import state as _grad_state
 from ember.ops.composite_node import CompositeNode
 from ember.ops.normalization import Normalize, _channel_view, _GroupNorm, _sum_prod
+from ember.ops.normalization_grad import BatchNormGrads
 
 __all__ = []
 
@@ -21,6 +22,7 @@ class _BatchNorm(Normalize):
     runs ``Normalize`` on the views, whose vmap rule and tangent serve."""
     _node_name = "NativeBatchNormBackward0"
     _op_name = "Normalize"
+    _grads_op = BatchNormGrads
 
     def forward(self, x, w, b, axes, eps, stats=None):
         self.view = view = (1, -1) + (1,) * (x.ndim - 2)
@@ -46,6 +48,8 @@ class _BatchNorm(Normalize):
                       for a in (self.mean, self.invstd)]
 
     def backward(self, gy):
+        if _grad_state.grad_enabled and not _mode_active[0]:
+            return self._grads_op.grads(self, gy, *self.saved_tensors[:2])
         gx, gw, gb = Normalize.backward(self, gy)[:3]
         # the per-channel gradients summed to (1, C, 1, ...) and given the parameters' shape
         if gw is not None:
