@@ -356,6 +356,51 @@ def test_recorded_kernels_second_and_third_order_against_finite_differences(name
     assert ember.autograd.gradgradcheck(first, (*ins, gy))
 
 
+@pytest.mark.parametrize("kind", ["plain", "causal", "bool_mask", "scale"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_fused_attention_gradient_bits_and_higher_orders(kind, dtype):
+    """Fused attention's recorded gradients are the plain pass's kernel's; PyTorch's
+    node there is NotImplemented (no second derivative), so the second and third
+    derivatives are checked against torch's attention written as a formula."""
+    rng = np.random.default_rng(6)
+    arrays = [np.asarray(rng.standard_normal((2, 3, 5, 4)), dtype=dtype) for _ in range(3)]
+    go = np.asarray(rng.standard_normal((2, 3, 5, 4)), dtype=dtype)
+    mask = rng.standard_normal((5, 5)) > -0.5
+    mask[:, 0] = True
+    vs = [np.asarray(rng.standard_normal((2, 3, 5, 4)), dtype=dtype) for _ in range(3)]
+    kw = {"plain": {}, "causal": {"is_causal": True}, "scale": {"scale": 0.3},
+          "bool_mask": {"attn_mask": mask}}[kind]
+
+    def fused(m, q, k, v):
+        args = {n: m.from_numpy(a) if isinstance(a, np.ndarray) else a for n, a in kw.items()}
+        return m.nn.functional.scaled_dot_product_attention(q, k, v, **args)
+
+    def formula(m, q, k, v):
+        s = q @ k.transpose(-2, -1) * kw.get("scale", q.shape[-1] ** -0.5)
+        if kind == "causal":
+            s = s.masked_fill(~m.ones(5, 5, dtype=m.bool).tril(), float("-inf"))
+        if kind == "bool_mask":
+            s = s.masked_fill(~m.from_numpy(mask), float("-inf"))
+        return m.softmax(s, -1) @ v
+
+    def orders(m, fn):
+        ins = [m.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
+        gy = m.from_numpy(go.copy()).requires_grad_(True)
+        g1 = m.autograd.grad(fn(m, *ins), ins, gy, create_graph=True)
+        pen = sum((g * m.from_numpy(v)).sum() for g, v in zip(g1, vs))
+        g2 = m.autograd.grad(pen, ins + [gy], create_graph=True)
+        g3 = m.autograd.grad(sum((g * g).sum() for g in g2), ins + [gy])
+        plain = m.autograd.grad(fn(m, *ins), ins, m.from_numpy(go.copy()))
+        return g1, g2, g3, plain
+    e1, e2, e3, ep = orders(ember, fused)
+    assert [_bits(g) for g in e1] == [_bits(g) for g in ep]
+    assert e1[0].grad_fn.name() == "ScaledDotProductFlashAttentionForCpuBackwardBackward0"
+    _, t2, t3, _ = orders(torch, formula)
+    tol = dict(rtol=1e-9, atol=1e-11) if dtype == np.float64 else dict(rtol=1e-3, atol=1e-4)
+    for a, b in zip(e2 + e3, t2 + t3):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), **tol)
+
+
 def test_transforms_still_differentiate_the_norms():
     """Under vmap and forward AD the formula path runs (its ops have the rules): per-sample
     gradients of a layer-norm model and a Hessian-vector product agree with torch."""
