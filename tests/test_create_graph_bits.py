@@ -293,6 +293,12 @@ def _norm_cases():
             [(2, 3, 4, 5), (3,), (3,)]),
         "batch_norm_no_affine": (lambda m, x: _f(m, F).batch_norm(x, None, None, training=True),
                                  [(4, 3, 2)]),
+        "batch_norm_eval": (lambda m, x, w, b: _f(m, F).batch_norm(
+            x, m.arange(3, dtype=x.dtype) * 0.3 - 0.2, m.arange(3, dtype=x.dtype) * 0.5 + 0.4,
+            w, b, False), [(4, 3, 5), (3,), (3,)]),
+        "batch_norm_eval_4d_w": (lambda m, x, w: _f(m, F).batch_norm(
+            x, m.zeros(3, dtype=x.dtype), m.ones(3, dtype=x.dtype) * 2, w, None, False),
+            [(2, 3, 2, 4), (3,)]),
         "gelu": (lambda m, x: _f(m, F).gelu(x), [(4, 6)]),
         "gelu_0d": (lambda m, x: _f(m, F).gelu(x), [()]),
     }
@@ -338,7 +344,7 @@ def test_recorded_kernel_graph_and_second_order_values_are_torchs(name, dtype):
 
 
 @pytest.mark.parametrize("name", ["layer_norm", "layer_norm_2d_w", "batch_norm",
-                                  "batch_norm_no_affine", "gelu"])
+                                  "batch_norm_no_affine", "batch_norm_eval", "gelu"])
 def test_recorded_kernels_second_and_third_order_against_finite_differences(name):
     """gradcheck of the gradients (the recorded op's backward) and gradgradcheck (its
     backward's graph), in float64, with the output gradient an input too."""

@@ -621,7 +621,8 @@ def _no_batch_rule():
     for c in (losses.MultiMarginLoss, losses.MultilabelMarginLoss):
         table[c] = _NOT_YET
     from ember.ops import normalization_grad
-    for c in (normalization_grad.LayerNormGrads, normalization_grad.BatchNormGrads):
+    for c in (normalization_grad.LayerNormGrads, normalization_grad.BatchNormGrads,
+              normalization_grad.BatchNormEvalGrads):
         table[c] = ("made only by a backward pass recording a graph outside any mode; "
                     "under vmap the norm's gradient formula runs in ops that have rules")
     table[normalization_grad._NormGrads] = "a family base class: never recorded itself"

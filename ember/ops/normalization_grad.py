@@ -134,3 +134,55 @@ class BatchNormGrads(_NormGrads):
     n_inputs = 5
     _w_at = 2
     _flat_params = True
+
+
+class BatchNormEvalGrads(Primitive):
+    """Batch norm's gradients with the running statistics (eval mode): operands
+    ``(grad_out, input, weight, running_mean, running_var)``, the statistics plain
+    buffers (no edges, as in PyTorch's node). The forward is the eval node's array
+    code (``_BatchNormEval._grad_arrays``); the map is affine in the input, so with
+    ``s = rsqrt(running_var + eps)`` per channel and ``gw = sum(gy * (x - mean) * s)``:
+    ``d gy = ggx * w * s + ggw * s * (x - mean) + ggb``, ``d x = gy * ggw * s`` and
+    ``d w = sum(ggx * gy) * s``."""
+    _node_name = "NativeBatchNormBackwardBackward0"
+    n_outputs = 3
+    save_inputs = (0, 1, 2)
+    n_inputs = 5
+    _custom_zeros = True
+
+    @classmethod
+    def grads(cls, node, gy, x, w, mean, var):
+        """The eval node's gradient tuple for ``gy``, recorded."""
+        outs = cls.apply(gy, x, w, None, None, node=node, stats=(mean._data, var._data))
+        e = node._edges
+        return tuple(o if i < len(e) and e[i] is not None else None
+                     for i, o in enumerate(outs)) + (None,) * 3
+
+    def forward(self, gy, x, w, _mean, _var, node, stats):
+        grads, self.invstd = node._grad_arrays(gy, x, w, *stats)
+        self.mean = stats[0]
+        empty = array_module(gy).empty((0,), gy.dtype)
+        return tuple(empty if g is None else g for g in grads)
+
+    def backward(self, ggx, ggw, ggb):
+        from ember._tensor import _make
+        gy, x, w = self.saved_tensors[:3]
+        e = self._edges
+        nd = x.dim()
+        view = (1, -1) + (1,) * (nd - 2)
+        s = _make(self.invstd)
+        d_gy = d_x = d_w = None
+        if e[0] is not None:
+            for t in (None if ggx is None else ggx * (s if w is None else s * w).reshape(view),
+                      None if ggw is None else (ggw * s).reshape(view) *
+                      (x - _make(self.mean).reshape(view)),
+                      None if ggb is None else ggb.reshape(view)):
+                if t is not None:
+                    d_gy = t if d_gy is None else d_gy + t
+            if d_gy is not None and tuple(d_gy.shape) != tuple(gy.shape):
+                d_gy = d_gy.expand(gy.shape)
+        if e[1] is not None and ggw is not None:
+            d_x = gy * (ggw * s).reshape(view)
+        if len(e) > 2 and e[2] is not None and ggx is not None:
+            d_w = (ggx * gy).sum((0,) + tuple(range(2, nd))) * s
+        return d_gy, d_x, d_w, None, None

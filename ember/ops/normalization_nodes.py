@@ -7,10 +7,11 @@ viewed to broadcast, so these subclasses view them inside, and sum their gradien
 to (C,). Eval-mode batch norm is one node over ember's affine map.
 """
 from ember._tensor import _make, _mode_active
+from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.ops.composite_node import CompositeNode
 from ember.ops.normalization import Normalize, _channel_view, _GroupNorm, _sum_prod
-from ember.ops.normalization_grad import BatchNormGrads
+from ember.ops.normalization_grad import BatchNormEvalGrads, BatchNormGrads
 
 __all__ = []
 
@@ -87,6 +88,14 @@ class _BatchNormEval(CompositeNode):
         if any(i < len(e) and e[i] is not None for i in (3, 4)):
             return self.recompute_grads(gy)  # statistics that require grad: rare
         x, w, b, mean, var = self.saved_tensors
+        if _grad_state.grad_enabled and not _mode_active[0]:
+            # recorded: the arrays of the pass without a graph, as one differentiable op
+            return BatchNormEvalGrads.grads(self, gy, x, w, mean, var)
+        if not _grad_state.grad_enabled:
+            grads = self._grad_arrays(gy._data, x._data, None if w is None else w._data,
+                                      mean._data, var._data)[0]
+            return tuple(None if g is None else _make(g) for g in grads) + (None,) * 3
+        # under a transforming mode: the formulas in ops that have its rules
         eps = self._plain[5]
         nd = x.dim()
         axes = (0,) + tuple(range(2, nd))
@@ -95,15 +104,6 @@ class _BatchNormEval(CompositeNode):
         gx = gw = gb = None
         if e[0] is not None:
             gx = gy * _channel_view(invstd if w is None else invstd * w, nd)
-        # d/dw = invstd * (sum(gy * x) - mean * sum(gy)): one pass over the input
-        if not _grad_state.grad_enabled:
-            gsum = gy._data.sum(axis=axes) if need_w or need_b else None
-            if need_w:
-                gw = _make(invstd._data * (_sum_prod(gy._data, x._data, axes).reshape(-1)
-                                           - mean._data * gsum))
-            if need_b:
-                gb = _make(gsum)
-            return gx, gw, gb, None, None, None
         if need_w or need_b:
             gsum = gy.sum(axes)
             if need_w:
@@ -111,6 +111,29 @@ class _BatchNormEval(CompositeNode):
             if need_b:
                 gb = gsum
         return gx, gw, gb, None, None, None
+
+    def _grad_arrays(self, g, x, w, mean, var):
+        """``((gx, gw, gb), invstd)``: the first-order gradients as arrays (None where no
+        gradient is wanted) and the running statistics' ``rsqrt(var + eps)``, from the
+        arrays of the output gradient, input, weight and running statistics."""
+        e = self._edges
+        nd = x.ndim
+        axes = (0,) + tuple(range(2, nd))
+        with no_grad():
+            invstd = (_make(var) + self._plain[5]).rsqrt()
+            gx = gw = gb = None
+            if e[0] is not None:
+                gx = (_make(g) * _channel_view(
+                    invstd if w is None else invstd * _make(w), nd))._data
+        invstd = invstd._data
+        need_w, need_b = len(e) > 1 and e[1] is not None, len(e) > 2 and e[2] is not None
+        # d/dw = invstd * (sum(gy * x) - mean * sum(gy)): one pass over the input
+        gsum = g.sum(axis=axes) if need_w or need_b else None
+        if need_w:
+            gw = invstd * (_sum_prod(g, x, axes).reshape(-1) - mean * gsum)
+        if need_b:
+            gb = gsum
+        return (gx, gw, gb), invstd
 
 
 class _GroupNormNode(_GroupNorm):
