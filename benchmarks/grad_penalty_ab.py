@@ -1,6 +1,6 @@
-"""Gradient penalties through layer norm, batch norm and GELU (``create_graph=True``,
-then backward through the gradient), and the same layers' plain backward: an older
-ember tree, this one and torch, in one process, rounds alternated.
+"""Gradient penalties through layer norm, batch norm, GELU and fused attention
+(``create_graph=True``, then backward through the gradient), and the same layers' plain
+backward: an older ember tree, this one and torch, in one process, rounds alternated.
 
     git archive main | tar -x -C /tmp/before
     python benchmarks/grad_penalty_ab.py /tmp/before [--only ln_penalty,ln_plain] [--rounds R]
@@ -27,8 +27,17 @@ def _layer(m, name, x, w, b):
     F = m.nn.functional
     if name.startswith("ln"):
         return F.layer_norm(x, x.shape[-1:], w, b)
+    if name.startswith("bneval"):
+        c = x.shape[1]
+        return F.batch_norm(x, m.zeros(c) + 0.1, m.ones(c) * 1.5, w, b, training=False)
     if name.startswith("bn"):
         return F.batch_norm(x, None, None, w, b, training=True)
+    if name == "sdpa_penalty" and m.__name__ == "torch":
+        # PyTorch's fused CPU attention has no second derivative: its math formula
+        q, k, v = x, x * 0.5, x * 2
+        return m.softmax(q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5, -1) @ v
+    if name.startswith("sdpa"):
+        return F.scaled_dot_product_attention(x, x * 0.5, x * 2)
     return F.gelu(x)
 
 
@@ -37,8 +46,12 @@ WORKLOADS = {  # name: (input shape, parameters' shape or None)
     "ln_plain": ((64, 256), (256,)),
     "bn_penalty": ((64, 128), (128,)),
     "bn_plain": ((64, 128), (128,)),
+    "bneval_penalty": ((64, 128), (128,)),
+    "bneval_plain": ((64, 128), (128,)),
     "gelu_penalty": ((128, 256), None),
     "gelu_plain": ((128, 256), None),
+    "sdpa_penalty": ((8, 4, 64, 32), None),
+    "sdpa_plain": ((8, 4, 64, 32), None),
 }
 
 

@@ -140,7 +140,7 @@ class BatchNormEvalGrads(Primitive):
     """Batch norm's gradients with the running statistics (eval mode): operands
     ``(grad_out, input, weight, running_mean, running_var)``, the statistics plain
     buffers (no edges, as in PyTorch's node). The forward is the eval node's array
-    code (``_BatchNormEval._grad_arrays``); the map is affine in the input, so with
+    code (``_BatchNormEval._plain_grads``); the map is affine in the input, so with
     ``s = rsqrt(running_var + eps)`` per channel and ``gw = sum(gy * (x - mean) * s)``:
     ``d gy = ggx * w * s + ggw * s * (x - mean) + ggb``, ``d x = gy * ggw * s`` and
     ``d w = sum(ggx * gy) * s``."""
@@ -159,8 +159,12 @@ class BatchNormEvalGrads(Primitive):
                      for i, o in enumerate(outs)) + (None,) * 3
 
     def forward(self, gy, x, w, _mean, _var, node, stats):
-        grads, self.invstd = node._grad_arrays(gy, x, w, *stats)
-        self.mean = stats[0]
+        from ember._tensor import _make
+        # Tensors of the arrays, which need no gradient: nothing is recorded
+        grads, invstd = node._plain_grads(*(None if a is None else _make(a)
+                                            for a in (gy, x, w) + stats))
+        grads = tuple(None if g is None else g._data for g in grads)
+        self.invstd, self.mean = invstd._data, stats[0]
         empty = array_module(gy).empty((0,), gy.dtype)
         return tuple(empty if g is None else g for g in grads)
 

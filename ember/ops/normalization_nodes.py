@@ -7,7 +7,6 @@ viewed to broadcast, so these subclasses view them inside, and sum their gradien
 to (C,). Eval-mode batch norm is one node over ember's affine map.
 """
 from ember._tensor import _make, _mode_active
-from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.ops.composite_node import CompositeNode
 from ember.ops.normalization import Normalize, _channel_view, _GroupNorm, _sum_prod
@@ -92,9 +91,7 @@ class _BatchNormEval(CompositeNode):
             # recorded: the arrays of the pass without a graph, as one differentiable op
             return BatchNormEvalGrads.grads(self, gy, x, w, mean, var)
         if not _grad_state.grad_enabled:
-            grads = self._grad_arrays(gy._data, x._data, None if w is None else w._data,
-                                      mean._data, var._data)[0]
-            return tuple(None if g is None else _make(g) for g in grads) + (None,) * 3
+            return self._plain_grads(gy, x, w, mean, var)[0] + (None,) * 3
         # under a transforming mode: the formulas in ops that have its rules
         eps = self._plain[5]
         nd = x.dim()
@@ -112,27 +109,25 @@ class _BatchNormEval(CompositeNode):
                 gb = gsum
         return gx, gw, gb, None, None, None
 
-    def _grad_arrays(self, g, x, w, mean, var):
-        """``((gx, gw, gb), invstd)``: the first-order gradients as arrays (None where no
-        gradient is wanted) and the running statistics' ``rsqrt(var + eps)``, from the
-        arrays of the output gradient, input, weight and running statistics."""
+    def _plain_grads(self, gy, x, w, mean, var):
+        """``((gx, gw, gb), invstd)`` of a pass without a graph: the gradients (None where
+        none is wanted) and the running statistics' ``rsqrt(var + eps)``, from Tensors
+        (the output gradient, input, weight and running statistics) that record nothing."""
         e = self._edges
-        nd = x.ndim
+        nd = x.dim()
         axes = (0,) + tuple(range(2, nd))
-        with no_grad():
-            invstd = (_make(var) + self._plain[5]).rsqrt()
-            gx = gw = gb = None
-            if e[0] is not None:
-                gx = (_make(g) * _channel_view(
-                    invstd if w is None else invstd * _make(w), nd))._data
-        invstd = invstd._data
+        invstd = (var + self._plain[5]).rsqrt()
         need_w, need_b = len(e) > 1 and e[1] is not None, len(e) > 2 and e[2] is not None
+        gx = gw = gb = None
+        if e[0] is not None:
+            gx = gy * _channel_view(invstd if w is None else invstd * w, nd)
         # d/dw = invstd * (sum(gy * x) - mean * sum(gy)): one pass over the input
-        gsum = g.sum(axis=axes) if need_w or need_b else None
+        gsum = gy._data.sum(axis=axes) if need_w or need_b else None
         if need_w:
-            gw = invstd * (_sum_prod(g, x, axes).reshape(-1) - mean * gsum)
+            gw = _make(invstd._data * (_sum_prod(gy._data, x._data, axes).reshape(-1)
+                                       - mean._data * gsum))
         if need_b:
-            gb = gsum
+            gb = _make(gsum)
         return (gx, gw, gb), invstd
 
 
