@@ -427,6 +427,25 @@ def test_transforms_still_differentiate_the_norms():
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
+def test_under_the_profiler_the_recorded_kernels_run_and_show_torchs_rows():
+    """The profiler observes: a gradient made with a graph under it is still the kernel's
+    (same bits, same node), and its rows name PyTorch's backward kernels."""
+    rows = []
+    for lib in (ember, torch):
+        lib.manual_seed(0)
+        x = lib.from_numpy(np.random.default_rng(7).standard_normal((4, 8))).requires_grad_(True)
+        ln = lib.nn.LayerNorm(8).double()
+        plain, = lib.autograd.grad(lib.nn.functional.gelu(ln(x)).pow(2).sum(), x)
+        with lib.profiler.profile() as prof:
+            g, = lib.autograd.grad(lib.nn.functional.gelu(ln(x)).pow(2).sum(), x,
+                                   create_graph=True)
+        assert _bits(g) == _bits(plain)
+        assert g.grad_fn.name() == "NativeLayerNormBackwardBackward0"
+        rows.append({e.name for e in prof.events()} & {
+            "aten::native_layer_norm_backward", "aten::gelu_backward"})
+    assert rows[0] == rows[1] == {"aten::native_layer_norm_backward", "aten::gelu_backward"}
+
+
 if __name__ == "__main__":
     res = dict(survey())
     res.update(layer_survey())

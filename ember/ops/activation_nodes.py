@@ -13,7 +13,7 @@ import numpy as np
 from ember import _core as ember
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
-from ember.ops.composite_node import CompositeNode
+from ember.ops.composite_node import CompositeNode, transforming
 from ember.ops.unary import zero_curvature as _zero_curvature
 
 __all__ = []
@@ -121,8 +121,7 @@ class Gelu(CompositeNode):
             return self.recompute_grads(gy)
         x = self.saved_tensors[0]
         if _grad_state.grad_enabled:
-            from ember._tensor import _mode_active
-            if _mode_active[0]:  # a mode sees the composite's ops (their rules)
+            if transforming():  # a transform sees the composite's ops (their rules)
                 return self.recompute_grads(gy)
             # recorded: the same arrays as below, as one differentiable op
             return GeluGrad.apply(gy, x, one_plus_erf=e), None

@@ -11,7 +11,7 @@ inputs, so second derivatives are exact (the house rule of ``ember.ops.normaliza
 """
 import numpy as np
 
-from ember._tensor import _make, _mode_active
+from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
@@ -19,6 +19,7 @@ from ember.backend import fast_kernels as _fast_kernels
 from ember.backend import gemm as _gemm
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch_nn
+from ember.ops.composite_node import transforming
 
 __all__ = []
 
@@ -334,7 +335,7 @@ class ScaledDotProductAttention(Primitive):
     def backward(self, gy):
         q, k, v, bias = self.saved_tensors
         if _grad_state.grad_enabled:
-            if _mode_active[0]:  # a transforming mode sees the formula's ops (their rules)
+            if transforming():  # a transform sees the formula's ops (their rules)
                 return self._backward_recorded(gy, q, k, v, bias)
             # recorded: the same kernel as below, as one differentiable op
             outs = AttentionGrads.apply(gy, q, k, v, bias, node=self)

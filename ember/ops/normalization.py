@@ -15,7 +15,7 @@ from ember.autograd.node import Primitive, _saved_inputs
 from ember.backend import array_module
 from ember.ops import _batch_nn
 from ember.ops._util import opmath
-from ember.ops.composite_node import call, records_graph
+from ember.ops.composite_node import call, records_graph, transforming
 
 # the array kernels by layout; their names stay importable from here
 from ember.ops.norm_layouts import (  # noqa: F401
@@ -156,7 +156,7 @@ class Normalize(Primitive):
                     gb = gb.reshape(self.b_shape)
                 return (_wrap(gx), _wrap(gw), _wrap(gb)) + (None,) * 3
             return self._backward_arrays(gy._data, x._data, None if w is None else w._data)
-        if self._grads_op is not None and not _mode_active[0]:
+        if self._grads_op is not None and not transforming():
             # recorded (create_graph): the same kernel, as one differentiable op
             return self._grads_op.grads(self, gy, *self.saved_tensors[:2])
         # recorded under a transforming mode (vmap, forward AD, a capture): the

@@ -6,9 +6,9 @@ Batch and group norm list the (C,) weight and bias themselves, as PyTorch's
 viewed to broadcast, so these subclasses view them inside, and sum their gradients back
 to (C,). Eval-mode batch norm is one node over ember's affine map.
 """
-from ember._tensor import _make, _mode_active
+from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.ops.composite_node import CompositeNode
+from ember.ops.composite_node import CompositeNode, transforming
 from ember.ops.normalization import Normalize, _channel_view, _GroupNorm, _sum_prod
 from ember.ops.normalization_grad import BatchNormEvalGrads, BatchNormGrads
 
@@ -48,7 +48,7 @@ class _BatchNorm(Normalize):
                       for a in (self.mean, self.invstd)]
 
     def backward(self, gy):
-        if _grad_state.grad_enabled and not _mode_active[0]:
+        if _grad_state.grad_enabled and not transforming():
             return self._grads_op.grads(self, gy, *self.saved_tensors[:2])
         gx, gw, gb = Normalize.backward(self, gy)[:3]
         # the per-channel gradients summed to (1, C, 1, ...) and given the parameters' shape
@@ -87,7 +87,7 @@ class _BatchNormEval(CompositeNode):
         if any(i < len(e) and e[i] is not None for i in (3, 4)):
             return self.recompute_grads(gy)  # statistics that require grad: rare
         x, w, b, mean, var = self.saved_tensors
-        if _grad_state.grad_enabled and not _mode_active[0]:
+        if _grad_state.grad_enabled and not transforming():
             # recorded: the arrays of the pass without a graph, as one differentiable op
             return BatchNormEvalGrads.grads(self, gy, x, w, mean, var)
         if not _grad_state.grad_enabled:
