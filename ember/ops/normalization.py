@@ -2,10 +2,13 @@
 
 One fused primitive, :class:`Normalize`, computes ``(x - mean) / sqrt(var + eps) *
 weight + bias`` over some axes in a single NumPy pass set, optionally updating running
-statistics. Its backward is written in ember Tensor ops: on a first-order pass it
-reuses the mean and inverse standard deviation from forward; when a graph of the
-gradient is being recorded (``create_graph``) it recomputes them from the saved input
-with differentiable ops, so second derivatives are exact.
+statistics. Its backward runs array kernels that reuse the mean and inverse standard
+deviation from forward. When a graph of the gradient is being recorded
+(``create_graph``), layer and batch norm run the same kernels as one differentiable op
+(:mod:`ember.ops.normalization_grad`, PyTorch's ``Native*BackwardBackward0``), so the
+gradient has the same bits either way; group norm, and every norm under a transforming
+mode (vmap, forward AD, a capture), record the gradient's formula in Tensor ops with
+the statistics recomputed from the saved input, so higher derivatives are exact.
 """
 import numpy as np
 
