@@ -35,24 +35,23 @@ class _NormGrads(Primitive):
     _base_class = True
     n_outputs = 3
     _custom_zeros = True  # an output no gradient reached is None in ``backward``
-    _w_at = None  # the weight's position among the operands
+    _w_at = None  # the weight's position among the operands (``n_inputs`` of them)
+    _bias_at = None  # the bias's, where PyTorch's node lists it
     _flat_params = False  # the weight and bias are (C,), viewed to broadcast in ``node``
 
     @classmethod
     def grads(cls, node, gy, x, w):
         """The forward node's gradient tuple (``Normalize.backward``'s) for ``gy``, the
         saved input ``x`` and weight ``w`` (as the user passed them), recorded."""
-        args = [gy, x, None, None, None]
-        if cls is LayerNormGrads:
-            args.append(None)
+        args = [gy, x] + [None] * (cls.n_inputs - 2)
         args[cls._w_at] = w
         outs = cls.apply(*args, node=node)
         e = node._edges
         gx, gw, gb = (o if e[i] is not None else None for i, o in enumerate(outs))
         fn = outs[0].grad_fn
-        if fn is not None and cls is LayerNormGrads and e[2] is not None:
-            # PyTorch's node lists the bias (whose gradient it never changes) last
-            fn._edges[5] = e[2]
+        if fn is not None and cls._bias_at is not None and e[2] is not None:
+            # PyTorch's node lists the bias too (whose gradient it never changes)
+            fn._edges[cls._bias_at] = e[2]
         return gx, gw, gb, None, None, None
 
     def forward(self, gy, x, *rest, node):
@@ -109,9 +108,7 @@ class _NormGrads(Primitive):
                 d_x = -t if d_x is None else d_x - t
         if self._w_at < len(e) and e[self._w_at] is not None and pa is not None:
             d_w = (gy * pa).sum_to_size(wv.shape).reshape(w.shape)
-        out = [d_gy, d_x, None, None, None]
-        if type(self) is LayerNormGrads:
-            out.append(None)
+        out = [d_gy, d_x] + [None] * (self.n_inputs - 2)
         out[self._w_at] = d_w
         return tuple(out)
 
@@ -124,6 +121,7 @@ class LayerNormGrads(_NormGrads):
     save_inputs = (0, 1, 4)
     n_inputs = 6
     _w_at = 4
+    _bias_at = 5
 
 
 class BatchNormGrads(_NormGrads):
