@@ -282,6 +282,7 @@ def _norm_cases():
                        [(3, 5), (5,), (5,)]),
         "layer_norm_2d_w": (lambda m, x, w: _f(m, F).layer_norm(x, (4, 5), w), [(2, 4, 5), (4, 5)]),
         "layer_norm_plain": (lambda m, x: _f(m, F).layer_norm(x, (6,)), [(1, 6)]),
+        "layer_norm_empty": (lambda m, x, w: _f(m, F).layer_norm(x, (5,), w), [(0, 5), (5,)]),
         "layer_norm_wide": (lambda m, x, w, b: _f(m, F).layer_norm(x, (64,), w, b),
                             [(4, 64), (64,), (64,)]),
         "batch_norm": (lambda m, x, w, b: _f(m, F).batch_norm(x, None, None, w, b, True),
@@ -301,6 +302,7 @@ def _norm_cases():
             [(2, 3, 2, 4), (3,)]),
         "gelu": (lambda m, x: _f(m, F).gelu(x), [(4, 6)]),
         "gelu_0d": (lambda m, x: _f(m, F).gelu(x), [()]),
+        "gelu_empty": (lambda m, x: _f(m, F).gelu(x), [(0, 3)]),
     }
 
 
