@@ -620,6 +620,19 @@ def _no_batch_rule():
                     "composite's primitives run, which have rules")
     for c in (losses.MultiMarginLoss, losses.MultilabelMarginLoss):
         table[c] = _NOT_YET
+    from ember.ops import normalization_grad
+    for c in (normalization_grad.LayerNormGrads, normalization_grad.BatchNormGrads,
+              normalization_grad.BatchNormEvalGrads):
+        table[c] = ("made only by a backward pass recording a graph outside any mode; "
+                    "under vmap the norm's gradient formula runs in ops that have rules")
+    table[normalization_grad._NormGrads] = "a family base class: never recorded itself"
+    from ember.ops import activation_nodes, attention
+    table[attention.AttentionGrads] = ("made only by a backward pass recording a graph "
+                                       "outside any mode; under vmap attention's gradient "
+                                       "formula runs in ops that have rules")
+    table[activation_nodes.GeluGrad] = ("made only by a backward pass recording a graph "
+                                        "outside any mode; under vmap GELU's gradient runs "
+                                        "its composite's ops, which have rules")
     return table
 
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from ember import _core as ember
 from ember.autograd.grad_mode import state as _grad_state
-from ember.ops.composite_node import CompositeNode
+from ember.autograd.node import Primitive
+from ember.ops.composite_node import CompositeNode, transforming
 from ember.ops.unary import zero_curvature as _zero_curvature
 
 __all__ = []
@@ -116,22 +117,66 @@ class Gelu(CompositeNode):
 
     def backward(self, gy):
         e = self._one_plus_erf
-        if _grad_state.grad_enabled or e is None:
+        if e is None:
             return self.recompute_grads(gy)
+        x = self.saved_tensors[0]
+        if _grad_state.grad_enabled:
+            if transforming():  # a transform sees the composite's ops (their rules)
+                return self.recompute_grads(gy)
+            # recorded: the same arrays as below, as one differentiable op
+            return GeluGrad.apply(gy, x, one_plus_erf=e), None
         from ember._tensor import _make
-        x = self.saved_tensors[0]._data
-        g = gy._data
-        if type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape:
+        return _make(_gelu_grad_arrays(gy._data, x._data, e)), None
+
+
+def _gelu_grad_arrays(g, x, e):
+    """The exact GELU's gradient ``g * (Phi(x) + x phi(x))`` on arrays (float32/64), with
+    ``e = 1 + erf(x / sqrt 2)`` from the forward."""
+    if type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape:
+        from ember.ops import _erf_kernels
+        fused = _erf_kernels.numba_kernels(x)
+        if fused is not None:  # ember[fast]: the steps below fused, the same values
+            return fused.gelu_backward(x, e, g)
+    t = x.dtype.type
+    with np.errstate(over="ignore", invalid="ignore"):  # x * x overflows to a 0 pdf
+        d = e * t(0.5)
+        d += x * np.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
+        d *= g
+    return d
+
+
+class GeluGrad(Primitive):
+    """The exact GELU's first-order gradient over ``(grad_output, self)``, as PyTorch's
+    ``gelu_backward``: the array kernel of the pass without a graph (so a gradient has
+    the same bits with ``create_graph`` or without), recorded as PyTorch's
+    ``GeluBackwardBackward0``. Its own gradient is ``gelu_backward(ggx, x)`` for the
+    output gradient and ``ggx * gy * phi(x) * (2 - x**2)`` for the input."""
+    _node_name = "GeluBackwardBackward0"
+    save_inputs = (0, 1)
+
+    def forward(self, g, x, one_plus_erf=None):
+        e = one_plus_erf
+        if e is None:  # a gradient of a gradient: 1 + erf as the forward computes it
             from ember.ops import _erf_kernels
             fused = _erf_kernels.numba_kernels(x)
-            if fused is not None:  # ember[fast]: the steps below fused, the same values
-                return _make(fused.gelu_backward(x, e, g)), None
-        t = x.dtype.type
-        with np.errstate(over="ignore", invalid="ignore"):  # x * x overflows to a 0 pdf
-            d = e * t(0.5)
-            d += x * np.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
-            d *= gy._data
-        return _make(d), None
+            if fused is not None:
+                e = fused.gelu(x)[1]
+            else:
+                t = x.dtype.type
+                e = _erf_kernels.erf_erfc(x * t(_SQRT_HALF), want_erfc=False)[0]
+                e += t(1)
+        return _gelu_grad_arrays(g, x, e)
+
+    def backward(self, ggx):
+        gy, x = self.saved_tensors
+        e = self._edges
+        d_gy = GeluGrad.apply(ggx, x) if e[0] is not None else None
+        d_x = None
+        if e[1] is not None:
+            x2 = x * x
+            pdf = (x2 * -0.5).exp() * _INV_SQRT_2PI
+            d_x = ggx * gy * (pdf * 2 - x2 * pdf)
+        return d_gy, d_x
 
 
 def _silu_half(x):

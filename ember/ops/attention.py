@@ -19,6 +19,7 @@ from ember.backend import fast_kernels as _fast_kernels
 from ember.backend import gemm as _gemm
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch_nn
+from ember.ops.composite_node import transforming
 
 __all__ = []
 
@@ -334,15 +335,26 @@ class ScaledDotProductAttention(Primitive):
     def backward(self, gy):
         q, k, v, bias = self.saved_tensors
         if _grad_state.grad_enabled:
-            return self._backward_recorded(gy, q, k, v, bias)
+            if transforming():  # a transform sees the formula's ops (their rules)
+                return self._backward_recorded(gy, q, k, v, bias)
+            # recorded: the same kernel as below, as one differentiable op
+            outs = AttentionGrads.apply(gy, q, k, v, bias, node=self)
+            return tuple(o if e is not None else None
+                         for o, e in zip(outs, self._edges[:4])) + (None, None, None)
+        grads = self._plain_grads(gy._data, q._data, k._data, v._data,
+                                  None if bias is None else bias._data)
+        return tuple(None if t is None else _make(t) for t in grads) + (None, None, None)
+
+    def _plain_grads(self, g, q, k, v, bias):
+        """The first-order gradients (arrays; None where not wanted) of a backward pass
+        without a graph, from the weights forward kept."""
         a = self.a
         if a is None:    # a second pass through a retained graph
-            a = self._weights(q._data, k._data, None if bias is None else bias._data)
+            a = self._weights(q, k, bias)
         self.a = None
         eq, ek, ev, eb = self._edges[:4]
         want = (eq is not None, ek is not None, ev is not None, eb is not None)
-        grads = self._grads(a, gy._data, q._data, k._data, v._data, want)
-        return tuple(None if t is None else _make(t) for t in grads) + (None, None, None)
+        return self._grads(a, g, q, k, v, want)
 
     def _grads(self, a, g, q, k, v, want):
         """The first-order gradients of q, k, v and the bias (those ``want`` asks for),
@@ -418,6 +430,44 @@ class ScaledDotProductAttention(Primitive):
         want = tuple(e is not None for e in self._edges[:4])
         got = self._grads(self.a, grads[0], inputs[0], inputs[1], inputs[2], want)
         return got + [None, None, None]
+
+
+class AttentionGrads(Primitive):
+    """``apply(grad_out, q, k, v, bias, node=...)``: the attention node ``node``'s
+    first-order gradients of q, k, v and the bias, by the array kernel of the pass
+    without a graph (so a gradient has the same bits with ``create_graph`` or without;
+    PyTorch's CPU kernel computes both). An output the node gives None for is an empty
+    placeholder. Its backward differentiates the same gradients written in ember ops
+    (``_backward_recorded``) on the saved operands, so every order is exact; PyTorch's
+    node here is ``NotImplemented`` (its fused kernel has no second derivative)."""
+    _node_name = "ScaledDotProductFlashAttentionForCpuBackwardBackward0"
+    n_outputs = 4
+    save_inputs = (0, 1, 2, 3, 4)
+    _custom_zeros = True  # an output no gradient reached is None in ``backward``
+
+    def forward(self, g, q, k, v, bias, node):
+        self.node = node
+        grads = node._plain_grads(g, q, k, v, bias)
+        empty = array_module(g).empty((0,), g.dtype)
+        return tuple(empty if t is None else t for t in grads)
+
+    def backward(self, *ggs):
+        from ember.autograd import grad as _grad
+        from ember.autograd.grad_mode import enable_grad
+        saved = self.saved_tensors[:5]
+        need = [i for i, e in enumerate(self._edges[:5]) if e is not None]
+        with enable_grad():
+            outs = self.node._backward_recorded(*saved)[:4]
+            pairs = [(o, gg) for o, gg in zip(outs, ggs)
+                     if o is not None and gg is not None and o.requires_grad]
+            result = [None] * 5
+            if need and pairs:
+                got = _grad([o for o, _ in pairs], [saved[i] for i in need],
+                            [gg for _, gg in pairs], create_graph=_grad_state.grad_enabled,
+                            allow_unused=True)
+                for i, t in zip(need, got):
+                    result[i] = t
+        return tuple(result)
 
 
 class FlashAttentionForCpu(ScaledDotProductAttention):

@@ -124,6 +124,16 @@ def records_graph(*tensors):
     return False
 
 
+def transforming():
+    """Whether a mode other than an observer (the profiler) is on the stack: vmap,
+    forward AD or a graph capture, which must see the ops of an op's formulas (their
+    rules), not one op made for eager mode."""
+    for i in range(_mode_active[0]):
+        if not getattr(_mode_stack[i], "observer", False):
+            return True
+    return False
+
+
 def call(cls, *args, **params):
     """``cls``'s node where a graph is recorded in eager mode, else the composite."""
     if records_graph(*[a for a in args if isinstance(a, Tensor)]):

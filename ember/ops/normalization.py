@@ -2,10 +2,13 @@
 
 One fused primitive, :class:`Normalize`, computes ``(x - mean) / sqrt(var + eps) *
 weight + bias`` over some axes in a single NumPy pass set, optionally updating running
-statistics. Its backward is written in ember Tensor ops: on a first-order pass it
-reuses the mean and inverse standard deviation from forward; when a graph of the
-gradient is being recorded (``create_graph``) it recomputes them from the saved input
-with differentiable ops, so second derivatives are exact.
+statistics. Its backward runs array kernels that reuse the mean and inverse standard
+deviation from forward. When a graph of the gradient is being recorded
+(``create_graph``), layer and batch norm run the same kernels as one differentiable op
+(:mod:`ember.ops.normalization_grad`, PyTorch's ``Native*BackwardBackward0``), so the
+gradient has the same bits either way; group norm, and every norm under a transforming
+mode (vmap, forward AD, a capture), record the gradient's formula in Tensor ops with
+the statistics recomputed from the saved input, so higher derivatives are exact.
 """
 import numpy as np
 
@@ -15,7 +18,7 @@ from ember.autograd.node import Primitive, _saved_inputs
 from ember.backend import array_module
 from ember.ops import _batch_nn
 from ember.ops._util import opmath
-from ember.ops.composite_node import call, records_graph
+from ember.ops.composite_node import call, records_graph, transforming
 
 # the array kernels by layout; their names stay importable from here
 from ember.ops.norm_layouts import (  # noqa: F401
@@ -28,6 +31,7 @@ from ember.ops.norm_layouts import (  # noqa: F401
     _row_kernels,
     _sum_to,
 )
+from ember.ops.normalization_grad import LayerNormGrads
 
 # the names torch also has at top level, with the same signature
 __all__ = ["layer_norm", "group_norm", "rms_norm"]
@@ -68,6 +72,9 @@ class Normalize(Primitive):
     # the input's gradient has its shape, the weight's and bias's theirs (reduced and
     # reshaped in the kernels), so the engine has nothing to sum
     _grads_in_input_shapes = True
+    # the op whose forward is the backward kernel, where a backward pass records a graph
+    # (``ember.ops.normalization_grad``); None: the formula in Tensor ops below
+    _grads_op = None
 
     def forward(self, x, w, b, axes, eps, stats=None):
         self.axes, self.eps = axes, eps
@@ -152,7 +159,11 @@ class Normalize(Primitive):
                     gb = gb.reshape(self.b_shape)
                 return (_wrap(gx), _wrap(gw), _wrap(gb)) + (None,) * 3
             return self._backward_arrays(gy._data, x._data, None if w is None else w._data)
-        # recorded (create_graph): the statistics recomputed in differentiable ops
+        if self._grads_op is not None and not transforming():
+            # recorded (create_graph): the same kernel, as one differentiable op
+            return self._grads_op.grads(self, gy, *self.saved_tensors[:2])
+        # recorded under a transforming mode (vmap, forward AD, a capture): the
+        # statistics recomputed in differentiable ops, whose rules those modes have
         axes = self.axes
         e = self._edges
         mean = x.mean(axes, keepdim=True)
@@ -271,6 +282,7 @@ def _sum_prod(a, b, axes):
 
 class _LayerNorm(Normalize):
     _node_name = "NativeLayerNormBackward0"
+    _grads_op = LayerNormGrads
     _overflow_is_nan = True
     forward = opmath(Normalize.forward)
 

@@ -8,8 +8,9 @@ to (C,). Eval-mode batch norm is one node over ember's affine map.
 """
 from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.ops.composite_node import CompositeNode
+from ember.ops.composite_node import CompositeNode, transforming
 from ember.ops.normalization import Normalize, _channel_view, _GroupNorm, _sum_prod
+from ember.ops.normalization_grad import BatchNormEvalGrads, BatchNormGrads
 
 __all__ = []
 
@@ -21,6 +22,7 @@ class _BatchNorm(Normalize):
     runs ``Normalize`` on the views, whose vmap rule and tangent serve."""
     _node_name = "NativeBatchNormBackward0"
     _op_name = "Normalize"
+    _grads_op = BatchNormGrads
 
     def forward(self, x, w, b, axes, eps, stats=None):
         self.view = view = (1, -1) + (1,) * (x.ndim - 2)
@@ -46,6 +48,8 @@ class _BatchNorm(Normalize):
                       for a in (self.mean, self.invstd)]
 
     def backward(self, gy):
+        if _grad_state.grad_enabled and not transforming():
+            return self._grads_op.grads(self, gy, *self.saved_tensors[:2])
         gx, gw, gb = Normalize.backward(self, gy)[:3]
         # the per-channel gradients summed to (1, C, 1, ...) and given the parameters' shape
         if gw is not None:
@@ -83,6 +87,12 @@ class _BatchNormEval(CompositeNode):
         if any(i < len(e) and e[i] is not None for i in (3, 4)):
             return self.recompute_grads(gy)  # statistics that require grad: rare
         x, w, b, mean, var = self.saved_tensors
+        if _grad_state.grad_enabled and not transforming():
+            # recorded: the arrays of the pass without a graph, as one differentiable op
+            return BatchNormEvalGrads.grads(self, gy, x, w, mean, var)
+        if not _grad_state.grad_enabled:
+            return self._plain_grads(gy, x, w, mean, var)[0] + (None,) * 3
+        # under a transforming mode: the formulas in ops that have its rules
         eps = self._plain[5]
         nd = x.dim()
         axes = (0,) + tuple(range(2, nd))
@@ -91,15 +101,6 @@ class _BatchNormEval(CompositeNode):
         gx = gw = gb = None
         if e[0] is not None:
             gx = gy * _channel_view(invstd if w is None else invstd * w, nd)
-        # d/dw = invstd * (sum(gy * x) - mean * sum(gy)): one pass over the input
-        if not _grad_state.grad_enabled:
-            gsum = gy._data.sum(axis=axes) if need_w or need_b else None
-            if need_w:
-                gw = _make(invstd._data * (_sum_prod(gy._data, x._data, axes).reshape(-1)
-                                           - mean._data * gsum))
-            if need_b:
-                gb = _make(gsum)
-            return gx, gw, gb, None, None, None
         if need_w or need_b:
             gsum = gy.sum(axes)
             if need_w:
@@ -107,6 +108,27 @@ class _BatchNormEval(CompositeNode):
             if need_b:
                 gb = gsum
         return gx, gw, gb, None, None, None
+
+    def _plain_grads(self, gy, x, w, mean, var):
+        """``((gx, gw, gb), invstd)`` of a pass without a graph: the gradients (None where
+        none is wanted) and the running statistics' ``rsqrt(var + eps)``, from Tensors
+        (the output gradient, input, weight and running statistics) that record nothing."""
+        e = self._edges
+        nd = x.dim()
+        axes = (0,) + tuple(range(2, nd))
+        invstd = (var + self._plain[5]).rsqrt()
+        need_w, need_b = len(e) > 1 and e[1] is not None, len(e) > 2 and e[2] is not None
+        gx = gw = gb = None
+        if e[0] is not None:
+            gx = gy * _channel_view(invstd if w is None else invstd * w, nd)
+        # d/dw = invstd * (sum(gy * x) - mean * sum(gy)): one pass over the input
+        gsum = gy._data.sum(axis=axes) if need_w or need_b else None
+        if need_w:
+            gw = _make(invstd._data * (_sum_prod(gy._data, x._data, axes).reshape(-1)
+                                       - mean._data * gsum))
+        if need_b:
+            gb = _make(gsum)
+        return (gx, gw, gb), invstd
 
 
 class _GroupNormNode(_GroupNorm):
