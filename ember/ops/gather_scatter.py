@@ -163,6 +163,20 @@ class Scatter(Primitive):
         return _LINEAR01(self, *tangents)
 
 
+def scatter_picked(gy, shape, idx, dim, keepdim=True):
+    """The gradient of values picked from a tensor of ``shape`` at the indices ``idx``
+    along ``dim`` (a sort's, ``max``'s with a dim): ``gy`` written into zeros at them, as
+    PyTorch's ``value_selecting_reduction_backward`` (a ``scatter``, so a second
+    derivative records ``ScatterBackward0``). Without ``keepdim``, ``gy`` and ``idx``
+    lack ``dim``. A 0-d input's gradient is ``gy`` itself."""
+    if not shape:
+        return gy
+    if not keepdim:
+        gy = gy.unsqueeze(dim)
+        idx = _xp(idx).expand_dims(idx, dim)
+    return Scatter.apply(_zeros(gy, shape), gy, idx, dim)
+
+
 def _gather_checks(op, input, dim, index, src=None):
     """PyTorch's checks for gather/scatter: returns (wrapped dim, index array)."""
     idx = _index_array(op, index)
