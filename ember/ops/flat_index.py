@@ -121,6 +121,9 @@ class MaskedSelect(Primitive):
 
     def backward(self, gy):
         in_shape, shape, pos = self.meta
+        mask, _ = self._saved_and_hooked(None, None)[1]
+        if mask is not None:  # the mask as the hooks' unpack gives it
+            pos = _xp(mask).broadcast_to(mask, shape).reshape(-1).nonzero()[0]
         zeros = _make(_xp(gy._data).zeros(shape, gy._data.dtype))
         g = Put.apply(zeros, gy, pos, False)
         return (g if shape == in_shape else g.sum_to_size(in_shape)), None

@@ -88,7 +88,7 @@ def _check_range(a, n, dim, exc=RuntimeError, prefix=""):
 # ----- gather / scatter ---------------------------------------------------------------
 
 class Gather(Primitive):
-    _hook_saves = hook_saves_of(0, 1)  # PyTorch's node saves the input and the index
+    _hook_saves = hook_saves_of(1, 0)  # PyTorch's node saves the index and the input
 
     def forward(self, x, idx, dim):
         self.meta = (x.shape, idx, dim)
@@ -98,6 +98,7 @@ class Gather(Primitive):
 
     def backward(self, gy):
         shape, idx, dim = self.meta
+        idx, _ = self._saved_and_hooked(idx, None)[1]  # as the hooks' unpack gives it
         return ScatterAdd.apply(_zeros(gy, shape), gy, idx, dim), None, None
 
     jvp = _jvp.linear(0)
@@ -119,6 +120,7 @@ class ScatterAdd(Primitive):
 
     def backward(self, gy):
         idx, dim, src_shape = self.meta
+        idx, = self._saved_and_hooked(idx)[1]  # as the hooks' unpack gives it
         g_src = None
         if self._edges[1] is not None:
             g_src = _pad_to(Gather.apply(gy, idx, dim), src_shape)
@@ -150,6 +152,7 @@ class Scatter(Primitive):
         idx, dim, src_shape, reduce = self.meta
         if reduce is not None:
             raise RuntimeError("derivative for aten::scatter is not implemented")
+        idx, = self._saved_and_hooked(idx)[1]  # as the hooks' unpack gives it
         g_x = g_src = None
         if self._edges[0] is not None:
             g_x = Scatter.apply(gy, 0, idx, dim)
@@ -407,6 +410,7 @@ class IndexSelect(Primitive):
 
     def backward(self, gy):
         shape, idx, dim = self.meta
+        idx, = self._saved_and_hooked(idx)[1]  # as the hooks' unpack gives it
         if not shape:
             return gy, None, None
         return IndexAdd.apply(_zeros(gy, shape), gy, idx, dim, 1), None, None
@@ -428,6 +432,7 @@ class IndexAdd(Primitive):
 
     def backward(self, gy):
         idx, dim, alpha = self.meta
+        idx, _ = self._saved_and_hooked(idx, None)[1]  # as the hooks' unpack gives it
         g_src = None
         if self._edges[1] is not None:
             g_src = IndexSelect.apply(gy, idx, dim)

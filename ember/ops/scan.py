@@ -263,10 +263,17 @@ class _CumExtreme(Primitive):
         self.idx = idx.copy()  # private: the user may write into the returned indices
         return values, idx
 
+    def _hook_saves(self, args, out):
+        """PyTorch's node saves the input and the indices (``Primitive._hook_saves``)."""
+        x = args[0]
+        idx = self.idx if self.axis is not None else out[1]._data
+        return [(x, x._vc[0]), (_make(idx, False), None)]
+
     def backward(self, gv, gi):
+        _, idx = self._saved_and_hooked(None, self.idx if self.axis is not None else None)[1]
         if self.axis is None:
             return gv, None
-        return ScatterAddAlong.apply(gv, self.idx, self.axis, gv.shape), None
+        return ScatterAddAlong.apply(gv, idx, self.axis, gv.shape), None
 
     def jvp(self, t, *_):
         return _jvp.picked(self, t, self.axis, self.fw_output[1], True), None
