@@ -37,7 +37,9 @@ class _EvenAll(Primitive):
             m = x.isnan()
         else:
             m = x == y
-        return m * (gy / m.sum())
+        # PyTorch's CPU formula: zeros with ``gy / count`` filled in where ``m``
+        return _make(array_module(gy._data).zeros(x.shape, gy._data.dtype)).masked_fill(
+            m, gy / m.sum())
 
     def jvp(self, t):
         return _jvp.reduced(self, t, None, False)
@@ -120,12 +122,12 @@ class _SelectDim(Primitive):
 
     def backward(self, gv, gi):
         in_shape, axis, keepdim = self.meta
-        if axis is None:  # a 0-d input: its gradient is gv (the hooks unpack all the same)
-            self._saved_and_hooked(None)
-            return gv, None, None
-        own = self.idx if keepdim else self.idx.squeeze(axis)
+        if axis is None:  # a 0-d input: the one element, index 0
+            own = array_module(gv._data).zeros((), dtype=np.int64)
+        else:
+            own = self.idx if keepdim else self.idx.squeeze(axis)
         idx, = self._saved_and_hooked(own)[1]
-        return scatter_picked(gv, in_shape, idx, axis, keepdim), None, None
+        return scatter_picked(gv, in_shape, idx, axis or 0, keepdim), None, None
 
     def jvp(self, t, *_):
         _, axis, keepdim = self.meta

@@ -171,10 +171,8 @@ def scatter_picked(gy, shape, idx, dim, keepdim=True):
     along ``dim`` (a sort's, ``max``'s with a dim): ``gy`` written into zeros at them, as
     PyTorch's ``value_selecting_reduction_backward`` (a ``scatter``, so a second
     derivative records ``ScatterBackward0``). Without ``keepdim``, ``gy`` and ``idx``
-    lack ``dim``. A 0-d input's gradient is ``gy`` itself."""
-    if not shape:
-        return gy
-    if not keepdim:
+    lack ``dim`` (a 0-d input's have its no dims either way)."""
+    if not keepdim and shape:
         gy = gy.unsqueeze(dim)
         idx = _xp(idx).expand_dims(idx, dim)
     return Scatter.apply(_zeros(gy, shape), gy, idx, dim)

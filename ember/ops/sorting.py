@@ -16,6 +16,7 @@ from ember.autograd.node import Primitive
 from ember.ops import _batch, _cpu_order, _jvp
 from ember.ops._util import with_out, wrap_dim
 from ember.ops.gather_scatter import scatter_picked
+from ember.ops.indexing import transforming
 from ember.ops.reduction import return_types
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "unique", "unique_consecutive"]
@@ -85,7 +86,7 @@ def _indices(input, dim, descending, stable=True):
     return _make(order.astype(np.int64, copy=False))
 
 
-class _Picked(Primitive):
+class Picked(Primitive):
     """The values a sort chose: ``x`` read at the indices ``idx`` along ``dim`` (``idx``
     has the indices output's shape: without ``dim`` when ``keepdim`` is False). PyTorch's
     node saves the indices (an output there): saved-tensor hooks see them, and backward
@@ -116,22 +117,22 @@ class _Picked(Primitive):
         return scatter_picked(gy, shape, idx, dim, keepdim), None, None
 
 
-class Sort(_Picked):
+class Sort(Picked):
     """``sort``'s values (no ``stable`` given)."""
     _node_name = "SortBackward0"
 
 
-class SortStable(_Picked):
+class SortStable(Picked):
     """``sort``'s values with ``stable`` given (PyTorch's ``sort.stable`` overload)."""
     _node_name = "SortBackward1"
 
 
-class Topk(_Picked):
+class Topk(Picked):
     """``topk``'s values."""
     _node_name = "TopkBackward0"
 
 
-class Kthvalue(_Picked):
+class Kthvalue(Picked):
     """``kthvalue``'s value."""
     _node_name = "KthvalueBackward0"
 
@@ -139,6 +140,9 @@ class Kthvalue(_Picked):
 def _picked(cls, input, idx, dim, keepdim=True):
     """``cls``'s node on ``input`` and the indices Tensor ``idx`` (as an array eagerly;
     under a mode as the tensor, so that a capture or vmap sees it)."""
+    if input.dim() == 0 and transforming():
+        # vmap's rules see a 0-d sample as one element along a dim of size 1
+        return cls.apply(input.reshape(1), idx.reshape(1), 0).reshape(())
     d = wrap_dim(dim, input.dim()) if input.dim() else 0
     if keepdim:
         return cls.apply(input, idx if _mode_active[0] else idx._data, d)
