@@ -90,14 +90,20 @@ class Picked(Primitive):
     """The values a sort chose: ``x`` read at the indices ``idx`` along ``dim`` (``idx``
     has the indices output's shape: without ``dim`` when ``keepdim`` is False). PyTorch's
     node saves the indices (an output there): saved-tensor hooks see them, and backward
-    writes the gradient into zeros at what their unpack gives back."""
+    writes the gradient into zeros at what their unpack gives back.
+
+    ``indices`` is the Tensor returned to the user (``idx`` its array), kept with its
+    version as PyTorch keeps its saved output: a write into it fails backward, as there.
+    Without it (under a transform) the node keeps a copy of ``idx``."""
     n_inputs = 1  # the indices are no input of PyTorch's node
     jvp = _jvp.linear(0)
     batch = _batch.gather
 
-    def forward(self, x, idx, dim, keepdim=True):
-        # the node's own copy: the user may write into the returned indices
-        self.idx = idx = idx.copy()
+    def forward(self, x, idx, dim, keepdim=True, indices=None):
+        if indices is None:
+            idx = idx.copy()
+        self.idx, self.indices = idx, indices
+        self.version = None if indices is None else indices._vc[0]
         self.meta = (x.shape, dim, keepdim)
         if x.ndim == 0:
             return x.copy()
@@ -109,10 +115,21 @@ class Picked(Primitive):
 
     def _hook_saves(self, args, out):
         """PyTorch's node saves the indices (``Primitive._hook_saves``)."""
+        if self.indices is not None:
+            return [(self.indices, self.version)]
         return [(_make(self.idx, False), None)]
 
     def backward(self, gy):
         shape, dim, keepdim = self.meta
+        if self._hook_at is None and self.indices is not None and \
+                self.indices._vc[0] != self.version:
+            t = self.indices
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by "
+                f"an inplace operation: [{t._type_name()} {list(t.shape)}] is at version "
+                f"{t._vc[0]}; expected version {self.version} instead. Hint: enable anomaly "
+                "detection to find the operation that failed to compute its gradient, with "
+                "torch.autograd.set_detect_anomaly(True, check_nan=False).")
         idx, = self._saved_and_hooked(self.idx)[1]
         return scatter_picked(gy, shape, idx, dim, keepdim), None, None
 
@@ -144,9 +161,9 @@ def _picked(cls, input, idx, dim, keepdim=True):
         # vmap's rules see a 0-d sample as one element along a dim of size 1
         return cls.apply(input.reshape(1), idx.reshape(1), 0).reshape(())
     d = wrap_dim(dim, input.dim()) if input.dim() else 0
-    if keepdim:
-        return cls.apply(input, idx if _mode_active[0] else idx._data, d)
-    return cls.apply(input, idx if _mode_active[0] else idx._data, d, keepdim=False)
+    if _mode_active[0]:
+        return cls.apply(input, idx, d) if keepdim else cls.apply(input, idx, d, keepdim=False)
+    return cls.apply(input, idx._data, d, keepdim=keepdim, indices=idx)
 
 
 @with_out
