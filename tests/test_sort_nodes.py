@@ -7,7 +7,8 @@ and infinities. For each: the output's ``grad_fn`` name and ``next_functions``, 
 gradient, and the second derivative's graph and values.
 
 Then the nodes that give saved-tensor hooks an index or a mask (these and gather,
-scatter, index_add, index_put, masked_select, where, masked_fill, max pooling): an
+scatter, index_select/add/copy/fill, index_put, take, put, indexing, masked_select,
+where, masked_fill, max pooling): an
 unpack hook that hands back another index (or mask) moves the gradient in PyTorch, and
 must move it in ember the same way.
 """
@@ -255,6 +256,14 @@ HOOKED = dict(SORT_FAMILY, **{
     "index_select": lambda L, x: x.index_select(1, L.tensor([4, 0, 4])),
     "index_add": lambda L, x: L.zeros(3, 5).index_add(1, L.tensor([0, 0, 3]), x[:, :3]),
     "index_put": lambda L, x: L.zeros(3, 5).index_put((L.tensor([0, 2]),), x[:2]),
+    "index_copy": lambda L, x: x.index_copy(1, L.tensor([4, 0]), x[:, :2] * 2),
+    "index_copy_no_source_grad": lambda L, x: x.index_copy(1, L.tensor([4, 0]),
+                                                           L.ones(3, 2)),
+    "index_fill": lambda L, x: x.index_fill(1, L.tensor([0, 3]), 1.5),
+    "index_fill_tensor": lambda L, x: x.index_fill(1, L.tensor([0, 3]), x[0, 0]),
+    "take": lambda L, x: L.take(x, L.tensor([[0, 7], [14, 7]])),
+    "put": lambda L, x: x.put(L.tensor([0, 4]), x[1, :2] * 2),
+    "put_accumulate": lambda L, x: x.put(L.tensor([0, 4]), L.ones(2), accumulate=True),
     "getitem": lambda L, x: x[L.tensor([2, 0, 2])],
     "masked_select": lambda L, x: L.masked_select(x, x > 0),
     "where": lambda L, x: L.where(x > 0, x, L.zeros(())),

@@ -273,14 +273,18 @@ class Node:
         raise NotImplementedError(f"{self.name()} has no backward")
 
 
-def hook_saves_of(*positions):
+def hook_saves_of(*positions, if_grad=()):
     """A ``Primitive._hook_saves`` that gives saved-tensor hooks the arguments at
     ``positions`` (an index or mask PyTorch's node saves, which ember's forward keeps as
-    an array of its own): a Tensor argument as it is, an array as a new Tensor."""
+    an array of its own): a Tensor argument as it is, an array as a new Tensor. Those
+    also in ``if_grad`` only when they are Tensors that require grad (a source PyTorch
+    saves for its shape where it has a gradient to shape)."""
     def saves(self, args, out):
         out = []
         for i in positions:
             a = args[i] if i < len(args) else None
+            if i in if_grad and not (isinstance(a, Tensor) and a._requires_grad):
+                continue
             if isinstance(a, Tensor):
                 out.append((a, a._vc[0]))
             elif a is not None:

@@ -443,6 +443,9 @@ class IndexAdd(Primitive):
 
 
 class IndexCopy(Primitive):
+    # PyTorch's node saves the index, and the source where it has a gradient
+    _hook_saves = hook_saves_of(2, 1, if_grad=(1,))
+
     def forward(self, x, src, idx, dim):
         self.meta = (idx, dim)
         out = _xp(x).array(x, copy=True)
@@ -451,6 +454,8 @@ class IndexCopy(Primitive):
 
     def backward(self, gy):
         idx, dim = self.meta
+        own = (idx,) if self._edges[1] is None else (idx, None)
+        idx = self._saved_and_hooked(*own)[1][0]  # as the hooks' unpack gives it
         g_x = IndexFill.apply(gy, 0, idx, dim) if self._edges[0] is not None else None
         g_src = IndexSelect.apply(gy, idx, dim) if self._edges[1] is not None else None
         return g_x, g_src, None, None
@@ -461,6 +466,7 @@ class IndexCopy(Primitive):
 
 class IndexFill(Primitive):
     _node_name = "IndexFillBackward1"  # a Tensor value; a number: IndexFillValue
+    _hook_saves = hook_saves_of(2)  # PyTorch's node saves the index
 
     def forward(self, x, value, idx, dim):
         self.meta = (idx, dim)
@@ -470,6 +476,7 @@ class IndexFill(Primitive):
 
     def backward(self, gy):
         idx, dim = self.meta
+        idx, = self._saved_and_hooked(idx)[1]  # as the hooks' unpack gives it
         g_x = IndexFill.apply(gy, 0, idx, dim) if self._edges[0] is not None else None
         g_v = None
         if self._edges[1] is not None:
