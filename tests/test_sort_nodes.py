@@ -321,3 +321,63 @@ def _unpacks_of_two_backwards(L):
 
 def test_unpack_runs_once_per_backward():
     assert _unpacks_of_two_backwards(ember) == _unpacks_of_two_backwards(torch) == 2
+
+
+# ----- the new nodes under transforms and captures -------------------------------------
+
+def _selections(m, x):
+    return (m.kthvalue(x, 2).values.sum() + x.topk(2).values.sum()
+            + x.sort().values[:, 0].sum() + x.max(1).values.sum()
+            + m.cummax(x, 1).values.sum())
+
+
+def test_compile_gives_eager_values_and_gradients():
+    x = ember.tensor(_values((3, 6), "random"), requires_grad=True)
+    _selections(ember, x).backward()
+    eager = x.grad.numpy().copy()
+    x.grad = None
+    ember.compile(lambda t: _selections(ember, t))(x).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), eager)
+
+
+class _Kth(ember.nn.Module):
+    def forward(self, x):
+        return ember.kthvalue(x, 2).values + ember.kthvalue(x, 1, 1, True).values.squeeze(1)
+
+
+def test_trace_and_onnx_export_of_kthvalue():
+    import io
+
+    import onnx
+    x = ember.tensor(_values((3, 6), "random"))
+    want = _Kth()(x).numpy()
+    buf = io.BytesIO()
+    ember.jit.save(ember.jit.trace(_Kth(), (x,)), buf)
+    buf.seek(0)
+    np.testing.assert_array_equal(torch.jit.load(buf)(torch.tensor(x.numpy())).numpy(), want)
+    buf = io.BytesIO()
+    ember.onnx.export(_Kth(), (x,), buf)
+    onnx.checker.check_model(onnx.load_from_string(buf.getvalue()), full_check=True)
+    buf.seek(0)
+    np.testing.assert_array_equal(ember.onnx.load(buf)(x).numpy(), want)
+
+
+def test_vmap_of_grad_and_forward_ad():
+    a = _values((3, 6), "random")
+
+    def f(r):
+        return r.sort().values[0] + r.kthvalue(2).values + r.max(0).values + r.topk(2)[0][1]
+    got = ember.func.vmap(ember.func.grad(f))(ember.tensor(a))
+    want = torch.func.vmap(torch.func.grad(f))(torch.tensor(a))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    for L in (ember, torch):
+        fw = L.autograd.forward_ad
+        with fw.dual_level():
+            d = fw.make_dual(L.tensor(a), L.tensor(np.arange(18.0, dtype=np.float32)
+                                                   .reshape(3, 6)))
+            t = [fw.unpack_dual(y).tangent.numpy() for y in
+                 (d.sort().values, d.topk(3).values, L.kthvalue(d, 2).values)]
+        if L is ember:
+            got = t
+    for g, w in zip(got, t):
+        np.testing.assert_array_equal(g, w)

@@ -238,9 +238,10 @@ def _gather(g, node, x, idx, dim):
 @exports(sorting.Picked)
 def _picked(g, node, x, idx, dim, keepdim=True):
     """A sort's values: the input read at the indices along ``dim``."""
+    i = g.tensor(idx)
     if not keepdim:
-        idx = g.op("Unsqueeze", [g.tensor(idx), _axes(g, [dim])])
-    out = g.op("GatherElements", [g.tensor(x), g.tensor(idx)], axis=dim)
+        i = g.op("Unsqueeze", [i, _axes(g, [dim])])
+    out = g.op("GatherElements", [g.tensor(x), i], axis=dim)
     return out if keepdim else g.op("Squeeze", [out, _axes(g, [dim])])
 
 
