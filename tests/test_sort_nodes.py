@@ -400,3 +400,44 @@ def test_vmap_of_grad_and_forward_ad():
             got = t
     for g, w in zip(got, t):
         np.testing.assert_array_equal(g, w)
+
+
+# ----- normalizations: the statistics their unpack hands back --------------------------
+
+_NORMS = {
+    "layer_norm": lambda L, x, w: L.nn.functional.layer_norm(x, (5,), w[:1].expand(5) + 1),
+    "group_norm": lambda L, x, w: L.nn.functional.group_norm(x, 2, w),
+    "batch_norm": lambda L, x, w: L.nn.functional.batch_norm(x, L.zeros(4), L.ones(4), w,
+                                                             training=True),
+}
+
+
+def _norm_grads(L, name, unpack_fn):
+    a = _values((3, 4, 5), "random")
+    x = L.tensor(a, requires_grad=True)
+    w = L.tensor(np.arange(1.0, 5.0, dtype=np.float32), requires_grad=True)
+    if unpack_fn is None:
+        y = _NORMS[name](L, x, w)
+    else:
+        with L.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: unpack_fn(L, t)):
+            y = _NORMS[name](L, x, w)
+    return [g.numpy() for g in L.autograd.grad((y * y).sum(), (x, w))]
+
+
+def _shift_floats(L, t):
+    return t + 0.5 if t.dtype.is_floating_point else t
+
+
+@pytest.mark.parametrize("unpack_fn", [_double_floats, _shift_floats], ids=["double", "shift"])
+@pytest.mark.parametrize("name", sorted(_NORMS))
+def test_normalizations_use_the_unpacked_statistics(name, unpack_fn):
+    # PyTorch's backward reads the mean and rstd it saved: changed ones change the
+    # gradient (by far more than the float32 rounding allowed here)
+    for e, t in zip(_norm_grads(ember, name, unpack_fn), _norm_grads(torch, name, unpack_fn)):
+        np.testing.assert_allclose(e, t, rtol=1e-4, atol=1e-5 * np.abs(t).max())
+
+
+@pytest.mark.parametrize("name", sorted(_NORMS))
+def test_hooks_that_give_back_what_they_got_change_no_bit(name):
+    for h, p in zip(_norm_grads(ember, name, _clone), _norm_grads(ember, name, None)):
+        np.testing.assert_array_equal(h, p)

@@ -138,6 +138,22 @@ class Normalize(Primitive):
         # (after the input and weight: what saved-tensor hooks were also given)
         return t if len(t) == 2 else t[:2]
 
+    def _saved_with_stats(self):
+        """The input and weight as ``saved_tensors`` gives them, for a node whose
+        ``_hook_saves`` ends with the mean and reciprocal standard deviation: where
+        saved-tensor hooks packed those, the statistics backward uses become what their
+        unpack returns, as in PyTorch (the first derivative; a recorded one recomputes
+        them from the input)."""
+        if self._hook_at is None:
+            return self.saved_tensors
+        saved, hooked = self._saved_and_hooked(*[None] * (len(self._saved) - self._hook_at))
+        # (statistics handed back as they were packed keep ember's own precision)
+        self.mean, self.invstd = (
+            o if h.size == o.size and (h.reshape(-1) == o.reshape(-1).astype(h.dtype)).all()
+            else h.astype(o.dtype, copy=False).reshape(o.shape)
+            for h, o in zip(hooked[-2:], (self.mean, self.invstd)))
+        return saved
+
     def backward(self, gy):
         x, w = self._saved_xw()
         if not _grad_state.grad_enabled:
@@ -290,6 +306,9 @@ class _LayerNorm(Normalize):
         graph, on the arrays themselves (the compile plan calls this)."""
         return list(self._grad_arrays(grads[0], inputs[0], inputs[1])) + \
             [None] * (len(inputs) - 3)
+
+    def _saved_xw(self):
+        return self._saved_with_stats()
 
 
 class _GroupNorm(Normalize):
