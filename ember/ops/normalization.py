@@ -134,9 +134,9 @@ class Normalize(Primitive):
             return x * alpha + beta, mean, var
 
     def _saved_xw(self):
-        t = self.saved_tensors
-        # (after the input and weight: what saved-tensor hooks were also given)
-        return t if len(t) == 2 else t[:2]
+        if self._hook_at is not None:  # (layer norm's hooks were given the statistics)
+            return self._saved_with_stats()
+        return self.saved_tensors
 
     def _saved_with_stats(self):
         """The input and weight as ``saved_tensors`` gives them, for a node whose
@@ -148,10 +148,13 @@ class Normalize(Primitive):
             return self.saved_tensors
         saved, hooked = self._saved_and_hooked(*[None] * (len(self._saved) - self._hook_at))
         # (statistics handed back as they were packed keep ember's own precision)
+        own = (self.mean, self.invstd)
         self.mean, self.invstd = (
             o if h.size == o.size and (h.reshape(-1) == o.reshape(-1).astype(h.dtype)).all()
             else h.astype(o.dtype, copy=False).reshape(o.shape)
-            for h, o in zip(hooked[-2:], (self.mean, self.invstd)))
+            for h, o in zip(hooked[-2:], own))
+        if self.mean is not own[0] or self.invstd is not own[1]:
+            self.xhat = None  # (kept from the forward: made from the statistics replaced)
         return saved
 
     def backward(self, gy):
@@ -306,9 +309,6 @@ class _LayerNorm(Normalize):
         graph, on the arrays themselves (the compile plan calls this)."""
         return list(self._grad_arrays(grads[0], inputs[0], inputs[1])) + \
             [None] * (len(inputs) - 3)
-
-    def _saved_xw(self):
-        return self._saved_with_stats()
 
 
 class _GroupNorm(Normalize):
