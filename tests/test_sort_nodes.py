@@ -441,3 +441,19 @@ def test_normalizations_use_the_unpacked_statistics(name, unpack_fn):
 def test_hooks_that_give_back_what_they_got_change_no_bit(name):
     for h, p in zip(_norm_grads(ember, name, _clone), _norm_grads(ember, name, None)):
         np.testing.assert_array_equal(h, p)
+
+
+def _profiler_rows(L, x):
+    with L.profiler.profile() as p:
+        x.sort(stable=True)
+        x.sort()
+        x.topk(2)
+        x.kthvalue(2)
+    return {e.key for e in p.key_averages()}
+
+
+def test_profiler_names_the_sorting_ops():
+    want = {"aten::sort", "aten::topk", "aten::kthvalue"}
+    x = _values((3, 5), "random")
+    assert want <= _profiler_rows(torch, torch.tensor(x, requires_grad=True))
+    assert want <= _profiler_rows(ember, ember.tensor(x, requires_grad=True))

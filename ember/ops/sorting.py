@@ -142,6 +142,7 @@ class Sort(Picked):
 class SortStable(Picked):
     """``sort``'s values with ``stable`` given (PyTorch's ``sort.stable`` overload)."""
     _node_name = "SortBackward1"
+    _op_name = "Sort"  # the same op (``aten::sort`` in the profiler)
 
 
 class Topk(Picked):
