@@ -87,6 +87,9 @@ class Node:
     _tensor_pre_hooks = None
     _hooked = False  # set once any hook above is registered: the engine's one check
     _n_in = None  # set when trailing inputs were plain values (dims, flags), not Tensors
+    # where in ``_saved`` the entries a ``Primitive._hook_saves`` added begin; set only
+    # when saved-tensor hooks packed them (see ``_saved_and_hooked``)
+    _hook_at = None
     # a basic index outside which the first input's gradient is zero (a select's or
     # slice's node says it, so the engine adds only that part into a buffered gradient)
     grad_region = None
@@ -221,6 +224,23 @@ class Node:
             t._output_nr = item.nr
         return t
 
+    def _saved_and_hooked(self, *own):
+        """``(saved, hooked)`` for backward: ``saved`` is what ``saved_tensors`` gives of
+        the entries the node saves for itself; ``hooked`` is ``own`` (the node's own arrays
+        for the tensors its ``_hook_saves`` gives saved-tensor hooks, in the same order)
+        when no hook packed them, else the arrays of what the unpack hooks return: as in
+        PyTorch, backward computes with what unpack gives back. Each entry is unpacked
+        once per call (the hooks count as PyTorch's do), so backward calls this once and
+        reads ``saved_tensors`` no more."""
+        at = self._hook_at
+        if at is None:
+            return (_read_saved(self) if self._saved is not None else ()), own
+        saved = _read_saved(self)
+        hooked = tuple(t._data for t in saved[at:])
+        if len(hooked) != len(own):
+            raise RuntimeError(f"{self.name()}: {len(hooked)} hooked saves for {len(own)} arrays")
+        return saved[:at], hooked
+
     def _pack_saved(self):
         """Pack this node's saved entries with the active saved-tensor hooks."""
         def output(entry):
@@ -253,14 +273,18 @@ class Node:
         raise NotImplementedError(f"{self.name()} has no backward")
 
 
-def hook_saves_of(*positions):
+def hook_saves_of(*positions, if_grad=()):
     """A ``Primitive._hook_saves`` that gives saved-tensor hooks the arguments at
     ``positions`` (an index or mask PyTorch's node saves, which ember's forward keeps as
-    an array of its own): a Tensor argument as it is, an array as a new Tensor."""
+    an array of its own): a Tensor argument as it is, an array as a new Tensor. Those
+    also in ``if_grad`` only when they are Tensors that require grad (a source PyTorch
+    saves for its shape where it has a gradient to shape)."""
     def saves(self, args, out):
         out = []
         for i in positions:
             a = args[i] if i < len(args) else None
+            if i in if_grad and not (isinstance(a, Tensor) and a._requires_grad):
+                continue
             if isinstance(a, Tensor):
                 out.append((a, a._vc[0]))
             elif a is not None:
@@ -703,6 +727,7 @@ class Primitive(Node):
             t.grad_fn = None
         if _hook_stack:
             if cls._hook_saves is not None:
+                self._hook_at = len(self._saved or ())
                 self._saved = (self._saved or []) + cls._hook_saves(self, (x,), t)
             if self._saved:
                 self._pack_saved()
@@ -770,6 +795,7 @@ class Primitive(Node):
             t.grad_fn = None
         if _hook_stack:
             if cls._hook_saves is not None:
+                self._hook_at = len(self._saved or ())
                 self._saved = (self._saved or []) + cls._hook_saves(self, args, t)
             if self._saved:
                 self._pack_saved()
@@ -789,6 +815,7 @@ class Primitive(Node):
             outs.append(t)
         if _hook_stack:
             if cls._hook_saves is not None:
+                self._hook_at = len(self._saved or ())
                 self._saved = (self._saved or []) + cls._hook_saves(self, args, outs)
             if self._saved:
                 self._pack_saved()

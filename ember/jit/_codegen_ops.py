@@ -28,6 +28,7 @@ from ember.ops import (
     scan,
     shape,
     softmaxes,
+    sorting,
     special,
     unary,
     vector_norms,
@@ -269,6 +270,13 @@ def _cumsum(em, node, x, axis, np_dtype):
 @emits(gather_scatter.Gather)
 def _gather(em, node, x, idx, dim):
     return f"torch.gather({em.e(x)}, {em.e(dim)}, {em.e(idx)})"
+
+
+@emits(sorting.Picked)
+def _picked(em, node, x, idx, dim, keepdim=True):
+    i = em.e(idx) if keepdim else f"{em.e(idx)}.unsqueeze({em.e(dim)})"
+    out = f"torch.gather({em.e(x)}, {em.e(dim)}, {i})"
+    return out if keepdim else f"{out}.squeeze({em.e(dim)})"
 
 
 @emits(gather_scatter.IndexSelect)

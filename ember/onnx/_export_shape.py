@@ -10,7 +10,7 @@ import numpy as np
 from ember._graph.ir import Ref
 from ember.onnx._export import UnsupportedOnnxExport
 from ember.onnx._export_registry import _axes, _cast_to, _rank, exports
-from ember.ops import diagonals, gather_scatter, join, scan, shape
+from ember.ops import diagonals, gather_scatter, join, scan, shape, sorting
 
 __all__ = []
 
@@ -233,6 +233,16 @@ def _constant_pad(g, node, x, pads, value=0.0):
 @exports(gather_scatter.Gather)
 def _gather(g, node, x, idx, dim):
     return g.op("GatherElements", [g.tensor(x), g.tensor(idx)], axis=dim)
+
+
+@exports(sorting.Picked)
+def _picked(g, node, x, idx, dim, keepdim=True):
+    """A sort's values: the input read at the indices along ``dim``."""
+    i = g.tensor(idx)
+    if not keepdim:
+        i = g.op("Unsqueeze", [i, _axes(g, [dim])])
+    out = g.op("GatherElements", [g.tensor(x), i], axis=dim)
+    return out if keepdim else g.op("Squeeze", [out, _axes(g, [dim])])
 
 
 @exports(gather_scatter.IndexSelect)

@@ -457,7 +457,8 @@ def _raw(a, lvl):
 
 
 def gather(cls, lvl, args, params):
-    """``(x, index array, dim)``: the index gets the batch too (broadcast if shared)."""
+    """``(x, index array, dim)``: the index gets the batch too (broadcast if shared);
+    keyword parameters pass through."""
     b = _b()
     x, idx, dim = args
     B = _size(lvl)
@@ -466,8 +467,8 @@ def gather(cls, lvl, args, params):
     n = _lnd(v, vb)
     if not ib:
         i = np.broadcast_to(i, (B,) + i.shape)
-    return b.wrap(cls.apply(_expand_batch(v, vb, B), np.ascontiguousarray(i), _shift(dim, n)),
-                  lvl)
+    return b.wrap(cls.apply(_expand_batch(v, vb, B), np.ascontiguousarray(i), _shift(dim, n),
+                            **params), lvl)
 
 
 def _scatter(cls, lvl, args, params, per_row):

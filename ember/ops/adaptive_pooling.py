@@ -197,7 +197,7 @@ class AdaptiveMaxPool(Primitive):
 
     def _hook_saves(self, args, out):
         """PyTorch's node saves the input and the indices, for saved-tensor hooks
-        (``Primitive._hook_saves``); ember's backward reads its own array."""
+        (``Primitive._hook_saves``); backward then reads the indices their unpack gives."""
         x = args[0]
         return [(x, x._vc[0]), (_make(self.idx, False), None)]
 
@@ -232,7 +232,8 @@ class AdaptiveMaxPool(Primitive):
         return out, self.idx
 
     def backward(self, gy, *_):
-        return ScatterFlat.apply(gy, self.idx, self.S, True), None
+        _, idx = self._saved_and_hooked(None, self.idx)[1]
+        return ScatterFlat.apply(gy, idx, self.S, True), None
 
 
 class AdaptiveMaxPool3D(AdaptiveMaxPool):

@@ -8,13 +8,13 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
 from ember.ops._util import with_out, wrap_dim
+from ember.ops.gather_scatter import scatter_picked
 from ember.ops.reduction import (
     _axes,
     _axis,
     _check_nonempty,
     _keep,
     _keep_shape,
-    _restore,
     return_types,
 )
 
@@ -37,7 +37,9 @@ class _EvenAll(Primitive):
             m = x.isnan()
         else:
             m = x == y
-        return m * (gy / m.sum())
+        # PyTorch's CPU formula: zeros with ``gy / count`` filled in where ``m``
+        return _make(array_module(gy._data).zeros(x.shape, gy._data.dtype)).masked_fill(
+            m, gy / m.sum())
 
     def jvp(self, t):
         return _jvp.reduced(self, t, None, False)
@@ -120,13 +122,12 @@ class _SelectDim(Primitive):
 
     def backward(self, gv, gi):
         in_shape, axis, keepdim = self.meta
-        if axis is None:
-            return gv, None, None
-        xp = array_module(self.idx)
-        r = xp.arange(in_shape[axis]).reshape([-1 if d == axis else 1
-                                               for d in range(len(in_shape))])
-        g = _restore(gv, in_shape, (axis,), keepdim)
-        return g.masked_fill(_make(r != self.idx), 0.0), None, None
+        if axis is None:  # a 0-d input: the one element, index 0
+            own = array_module(gv._data).zeros((), dtype=np.int64)
+        else:
+            own = self.idx if keepdim else self.idx.squeeze(axis)
+        idx, = self._saved_and_hooked(own)[1]
+        return scatter_picked(gv, in_shape, idx, axis or 0, keepdim), None, None
 
     def jvp(self, t, *_):
         _, axis, keepdim = self.meta

@@ -18,6 +18,8 @@ __all__ = ["masked_select", "take", "put"]
 class Put(Primitive):
     """``x`` with ``src``'s elements written (or added) at the flat positions ``idx``."""
     _node_name = "PutBackward0"
+    # PyTorch's node saves the index, and the source where it has a gradient
+    _hook_saves = hook_saves_of(2, 1, if_grad=(1,))
 
     def forward(self, x, src, idx, accumulate):
         self.meta = (idx, accumulate, src.shape)
@@ -32,6 +34,8 @@ class Put(Primitive):
 
     def backward(self, gy):
         idx, accumulate, src_shape = self.meta
+        own = (idx,) if self._edges[1] is None else (idx, None)
+        idx = self._saved_and_hooked(*own)[1][0]  # as the hooks' unpack gives it
         g_x = g_src = None
         if self._edges[0] is not None:
             g_x = gy if accumulate else Put.apply(
@@ -48,6 +52,7 @@ class Put(Primitive):
 class Take(Primitive):
     """The elements of ``x`` read as 1-D at the positions ``idx`` (of ``idx``'s shape)."""
     _node_name = "TakeBackward0"
+    _hook_saves = hook_saves_of(1, 0)  # PyTorch's node saves the index and the input
 
     def forward(self, x, idx):
         self.meta = (x.shape, idx)
@@ -55,6 +60,7 @@ class Take(Primitive):
 
     def backward(self, gy):
         shape, idx = self.meta
+        idx, _ = self._saved_and_hooked(idx, None)[1]  # as the hooks' unpack gives it
         zeros = _make(_xp(gy._data).zeros(shape, gy._data.dtype))
         return Put.apply(zeros, gy, idx, True), None
 
@@ -121,6 +127,9 @@ class MaskedSelect(Primitive):
 
     def backward(self, gy):
         in_shape, shape, pos = self.meta
+        mask, _ = self._saved_and_hooked(None, None)[1]
+        if mask is not None:  # the mask as the hooks' unpack gives it
+            pos = _xp(mask).broadcast_to(mask, shape).reshape(-1).nonzero()[0]
         zeros = _make(_xp(gy._data).zeros(shape, gy._data.dtype))
         g = Put.apply(zeros, gy, pos, False)
         return (g if shape == in_shape else g.sum_to_size(in_shape)), None

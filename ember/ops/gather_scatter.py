@@ -88,7 +88,7 @@ def _check_range(a, n, dim, exc=RuntimeError, prefix=""):
 # ----- gather / scatter ---------------------------------------------------------------
 
 class Gather(Primitive):
-    _hook_saves = hook_saves_of(0, 1)  # PyTorch's node saves the input and the index
+    _hook_saves = hook_saves_of(1, 0)  # PyTorch's node saves the index and the input
 
     def forward(self, x, idx, dim):
         self.meta = (x.shape, idx, dim)
@@ -98,6 +98,7 @@ class Gather(Primitive):
 
     def backward(self, gy):
         shape, idx, dim = self.meta
+        idx, _ = self._saved_and_hooked(idx, None)[1]  # as the hooks' unpack gives it
         return ScatterAdd.apply(_zeros(gy, shape), gy, idx, dim), None, None
 
     jvp = _jvp.linear(0)
@@ -119,6 +120,7 @@ class ScatterAdd(Primitive):
 
     def backward(self, gy):
         idx, dim, src_shape = self.meta
+        idx, = self._saved_and_hooked(idx)[1]  # as the hooks' unpack gives it
         g_src = None
         if self._edges[1] is not None:
             g_src = _pad_to(Gather.apply(gy, idx, dim), src_shape)
@@ -150,6 +152,7 @@ class Scatter(Primitive):
         idx, dim, src_shape, reduce = self.meta
         if reduce is not None:
             raise RuntimeError("derivative for aten::scatter is not implemented")
+        idx, = self._saved_and_hooked(idx)[1]  # as the hooks' unpack gives it
         g_x = g_src = None
         if self._edges[0] is not None:
             g_x = Scatter.apply(gy, 0, idx, dim)
@@ -161,6 +164,18 @@ class Scatter(Primitive):
         if self.fw_inputs[4:5] not in ((), (None,)):
             return _jvp._fallback(self, tangents)  # scatter with reduce= is not linear
         return _LINEAR01(self, *tangents)
+
+
+def scatter_picked(gy, shape, idx, dim, keepdim=True):
+    """The gradient of values picked from a tensor of ``shape`` at the indices ``idx``
+    along ``dim`` (a sort's, ``max``'s with a dim): ``gy`` written into zeros at them, as
+    PyTorch's ``value_selecting_reduction_backward`` (a ``scatter``, so a second
+    derivative records ``ScatterBackward0``). Without ``keepdim``, ``gy`` and ``idx``
+    lack ``dim`` (a 0-d input's have its no dims either way)."""
+    if not keepdim and shape:
+        gy = gy.unsqueeze(dim)
+        idx = _xp(idx).expand_dims(idx, dim)
+    return Scatter.apply(_zeros(gy, shape), gy, idx, dim)
 
 
 def _gather_checks(op, input, dim, index, src=None):
@@ -393,6 +408,7 @@ class IndexSelect(Primitive):
 
     def backward(self, gy):
         shape, idx, dim = self.meta
+        idx, = self._saved_and_hooked(idx)[1]  # as the hooks' unpack gives it
         if not shape:
             return gy, None, None
         return IndexAdd.apply(_zeros(gy, shape), gy, idx, dim, 1), None, None
@@ -414,6 +430,7 @@ class IndexAdd(Primitive):
 
     def backward(self, gy):
         idx, dim, alpha = self.meta
+        idx, _ = self._saved_and_hooked(idx, None)[1]  # as the hooks' unpack gives it
         g_src = None
         if self._edges[1] is not None:
             g_src = IndexSelect.apply(gy, idx, dim)
@@ -426,6 +443,9 @@ class IndexAdd(Primitive):
 
 
 class IndexCopy(Primitive):
+    # PyTorch's node saves the index, and the source where it has a gradient
+    _hook_saves = hook_saves_of(2, 1, if_grad=(1,))
+
     def forward(self, x, src, idx, dim):
         self.meta = (idx, dim)
         out = _xp(x).array(x, copy=True)
@@ -434,6 +454,8 @@ class IndexCopy(Primitive):
 
     def backward(self, gy):
         idx, dim = self.meta
+        own = (idx,) if self._edges[1] is None else (idx, None)
+        idx = self._saved_and_hooked(*own)[1][0]  # as the hooks' unpack gives it
         g_x = IndexFill.apply(gy, 0, idx, dim) if self._edges[0] is not None else None
         g_src = IndexSelect.apply(gy, idx, dim) if self._edges[1] is not None else None
         return g_x, g_src, None, None
@@ -444,6 +466,7 @@ class IndexCopy(Primitive):
 
 class IndexFill(Primitive):
     _node_name = "IndexFillBackward1"  # a Tensor value; a number: IndexFillValue
+    _hook_saves = hook_saves_of(2)  # PyTorch's node saves the index
 
     def forward(self, x, value, idx, dim):
         self.meta = (idx, dim)
@@ -453,6 +476,7 @@ class IndexFill(Primitive):
 
     def backward(self, gy):
         idx, dim = self.meta
+        idx, = self._saved_and_hooked(idx)[1]  # as the hooks' unpack gives it
         g_x = IndexFill.apply(gy, 0, idx, dim) if self._edges[0] is not None else None
         g_v = None
         if self._edges[1] is not None:

@@ -384,7 +384,8 @@ class GetItemAdvanced(Primitive):
         return _index(x, idx)
 
     def backward(self, gy):
-        return IndexScatter.apply(gy, self.in_shape, self.idx, True), None
+        idx = self.idx if self._hook_at is None else _with_hooked(self, self.idx)
+        return IndexScatter.apply(gy, self.in_shape, idx, True), None
 
     jvp = _jvp.linear(0)
     batch = _batch.getitem_advanced
@@ -507,6 +508,16 @@ def _write_checked(arr, basic, adv, value, accumulate=False):
                            f"{list(target.shape)}") from None
 
 
+def _with_hooked(node, adv):
+    """The advanced index ``adv`` (an array or a tuple of items) with its arrays replaced,
+    in order, by what saved-tensor hooks' unpack gives back for them."""
+    items = adv if isinstance(adv, (tuple, list)) else (adv,)
+    own = [a for a in items if isinstance(a, np.ndarray)]
+    hooked = iter(node._saved_and_hooked(*own)[1])
+    out = [next(hooked) if isinstance(a, np.ndarray) else a for a in items]
+    return type(adv)(out) if isinstance(adv, (tuple, list)) else out[0]
+
+
 class IndexPut(Primitive):
     """``x`` with ``value`` written (or added) at ``x[basic][adv]``; out of place."""
     _node_name = "IndexPutBackward0"
@@ -529,6 +540,8 @@ class IndexPut(Primitive):
 
     def backward(self, gy):
         basic, adv, accumulate, value_shape, value_dtype = self.meta
+        if self._hook_at is not None:  # the index arrays as the hooks' unpack gives them
+            adv = _with_hooked(self, adv)
         g_x = g_v = None
         if self._edges[0] is not None:
             g_x = gy if accumulate else IndexPut.apply(gy, 0, basic, adv, False)

@@ -397,7 +397,7 @@ class NllLoss(Primitive):
         picked = scores[rows, safe]
         loss = -picked if wt is None else -picked * wt
         self.rows, self.safe, self.wt, self.reduction = rows, safe, wt, reduction
-        self.shape, self.c = x.shape, c
+        self.shape, self.c, self.ignore = x.shape, c, ignore_index
         if reduction == _NONE:
             return loss.reshape(t.shape)
         if reduction == _SUM:
@@ -450,8 +450,25 @@ class NllLoss(Primitive):
         saved.append((total, None))
         return saved
 
+    def _use_unpacked(self):
+        """Where saved-tensor hooks packed the target, weights and total weight, the
+        choice and scale of backward from what their unpack returns, as PyTorch's."""
+        n = self._saved_and_hooked(*[None] * (len(self._saved) - self._hook_at))[1]
+        t, w, total = n[1], (n[2] if len(n) == 4 else None), n[-1]
+        xp = array_module(t)
+        flat = t.reshape(-1)
+        valid = flat != self.ignore
+        self.safe = xp.where(valid, flat, 0)
+        if w is None:
+            self.wt = valid.astype(total.dtype)
+        else:
+            self.wt = w[self.safe] * valid
+        self.total = total.reshape(()).item()
+
     def backward(self, gy):
-        if self._saved is not None:
+        if self._hook_at is not None:
+            self._use_unpacked()
+        elif self._saved is not None:
             _ = self.saved_tensors  # the hooks' tensors are unpacked, as PyTorch's are
         if not _grad_state.grad_enabled:
             g = gy._data

@@ -38,7 +38,8 @@ class MaskedFill(Primitive):
         return _xp(x).where(mask, _xp(x).asarray(v, dtype=x.dtype), x)
 
     def backward(self, gy):
-        m = _make(self.mask)
+        mask, = self._saved_and_hooked(self.mask)[1]  # as the hooks' unpack gives it
+        m = _make(mask)
         g_x = gy.masked_fill(m, 0.0) if self._edges[0] is not None else None
         g_v = None
         if self._edges[2] is not None:

@@ -141,9 +141,28 @@ class Normalize(Primitive):
             return x * alpha + beta, mean, var
 
     def _saved_xw(self):
-        t = self.saved_tensors
-        # (after the input and weight: what saved-tensor hooks were also given)
-        return t if len(t) == 2 else t[:2]
+        if self._hook_at is not None:  # (layer norm's hooks were given the statistics)
+            return self._saved_with_stats()
+        return self.saved_tensors
+
+    def _saved_with_stats(self):
+        """The input and weight as ``saved_tensors`` gives them, for a node whose
+        ``_hook_saves`` ends with the mean and reciprocal standard deviation: where
+        saved-tensor hooks packed those, the statistics backward uses become what their
+        unpack returns, as in PyTorch (the first derivative; a recorded one recomputes
+        them from the input)."""
+        if self._hook_at is None:
+            return self.saved_tensors
+        saved, hooked = self._saved_and_hooked(*[None] * (len(self._saved) - self._hook_at))
+        # (statistics handed back as they were packed keep ember's own precision)
+        own = (self.mean, self.invstd)
+        self.mean, self.invstd = (
+            o if h.size == o.size and (h.reshape(-1) == o.reshape(-1).astype(h.dtype)).all()
+            else h.astype(o.dtype, copy=False).reshape(o.shape)
+            for h, o in zip(hooked[-2:], own))
+        if self.mean is not own[0] or self.invstd is not own[1]:
+            self.xhat = None  # (kept from the forward: made from the statistics replaced)
+        return saved
 
     def backward(self, gy):
         x, w = self._saved_xw()

@@ -30,8 +30,7 @@ class _BatchNorm(Normalize):
                                  None if b is None else b.reshape(view), axes, eps, stats)
 
     def _saved_xw(self):
-        t = self.saved_tensors  # (then what saved-tensor hooks were also given)
-        x, w = t[0], t[1]
+        x, w = self._saved_with_stats()
         return x, None if w is None else w.reshape(self.view)
 
     def _hook_saves(self, args, out):
@@ -152,8 +151,7 @@ class _GroupNormNode(_GroupNorm):
         return out.reshape(x.shape)
 
     def _saved_xw(self):
-        t = self.saved_tensors  # (then, under saved-tensor hooks, the mean and rstd)
-        x, w = t[0], t[1]
+        x, w = self._saved_with_stats()
         return x.reshape(self.x_view), None if w is None else w.reshape(self.view)
 
     def _hook_saves(self, args, out):

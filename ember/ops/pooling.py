@@ -161,7 +161,18 @@ class MaxPool(Primitive):
         return best
 
     def backward(self, gy, *_):
-        return _flat_in_x(self, PoolScatter.apply(gy, self.arg, self.g)), None
+        if self._hook_at is None:
+            return _flat_in_x(self, PoolScatter.apply(gy, self.arg, self.g)), None
+        # saved-tensor hooks packed the input and the indices: the gradient goes where the
+        # indices their unpack gives back point (ember's own window positions when those
+        # are unchanged)
+        (x,), (flat,) = self._saved_and_hooked(None)
+        if flat.shape == self.arg.shape and \
+                bool((flat == flat_indices(self.arg, self.g)).all()):
+            gx = PoolScatter.apply(gy, self.arg, self.g)
+        else:
+            gx = ScatterFlat.apply(gy, flat, self.g.S, True)
+        return _flat_in_x(self, gx, x), None
 
     def jvp(self, t, _):
         return PoolGather.apply(t, self.arg, self.g)  # the tangent at each window's max
@@ -171,11 +182,13 @@ class MaxPool(Primitive):
         return [object.__new__(PoolScatter).forward(grads[0], self.arg, self.g), None]
 
 
-def _flat_in_x(node, gx):
+def _flat_in_x(node, gx, x=None):
     """Pooling's input gradient does not depend on the input: under create_graph it is
-    marked so that its derivative in the input is zero (PyTorch's), not missing."""
+    marked so that its derivative in the input is zero (PyTorch's), not missing. ``x``:
+    the saved input, when backward has read it already."""
     if _grad_state.grad_enabled:
-        x = node.saved_tensors[0]  # (then, under saved-tensor hooks, the indices)
+        if x is None:
+            x = node.saved_tensors[0]
         if x._requires_grad:
             return gx + _ZerosLikeOf.apply(gx, x)
     return gx

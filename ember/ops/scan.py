@@ -14,6 +14,7 @@ from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
 from ember.ops._util import reduced_float, with_out, wrap_dim, write_out
 from ember.ops.composite_node import one_node
+from ember.ops.gather_scatter import ScatterAdd
 from ember.ops.reduction import _dtype_name, _eye_along, _np_dtype, return_types
 
 __all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "diff"]
@@ -263,10 +264,23 @@ class _CumExtreme(Primitive):
         self.idx = idx.copy()  # private: the user may write into the returned indices
         return values, idx
 
+    def _hook_saves(self, args, out):
+        """PyTorch's node saves the input and the indices (``Primitive._hook_saves``)."""
+        x = args[0]
+        idx = self.idx if self.axis is not None else out[1]._data
+        return [(x, x._vc[0]), (_make(idx, False), None)]
+
     def backward(self, gv, gi):
-        if self.axis is None:
+        if self.axis is None:  # a 0-d input: the one element, index 0
+            own = array_module(gv._data).zeros((), dtype=np.int64)
+        else:
+            own = self.idx
+        _, idx = self._saved_and_hooked(None, own)[1]
+        if gv._data.size == 0:
             return gv, None
-        return ScatterAddAlong.apply(gv, self.idx, self.axis, gv.shape), None
+        # PyTorch's: zeros with the gradient added at the indices (``scatter_add``)
+        return ScatterAdd.apply(_make(array_module(gv._data).zeros(gv.shape, gv._data.dtype)),
+                                gv, idx, self.axis or 0), None
 
     def jvp(self, t, *_):
         return _jvp.picked(self, t, self.axis, self.fw_output[1], True), None

@@ -3,16 +3,20 @@
 
 The order is found on arrays (NaN sorts as the largest value; ties keep their index
 order, as PyTorch's CPU sort does, except where it takes its unstable quicksort); the
-values are then ``gather(input, dim, indices)``, so the gradients (scattered back to the chosen
-places) and second derivatives come from ``gather`` with no derivative code here.
+values are then read at the indices by one node of PyTorch's name (``SortBackward0``,
+``TopkBackward0``, ...) whose backward writes the gradient back at the indices (a
+``scatter``), as PyTorch's does.
 """
 import numpy as np
 
 from ember import backend
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
-from ember.ops import _cpu_order
+from ember.autograd.node import Primitive
+from ember.ops import _batch, _cpu_order, _jvp
 from ember.ops._util import with_out, wrap_dim
+from ember.ops.gather_scatter import scatter_picked
+from ember.ops.indexing import transforming
 from ember.ops.reduction import return_types
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "unique", "unique_consecutive"]
@@ -82,8 +86,89 @@ def _indices(input, dim, descending, stable=True):
     return _make(order.astype(np.int64, copy=False))
 
 
+class Picked(Primitive):
+    """The values a sort chose: ``x`` read at the indices ``idx`` along ``dim`` (``idx``
+    has the indices output's shape: without ``dim`` when ``keepdim`` is False). PyTorch's
+    node saves the indices (an output there): saved-tensor hooks see them, and backward
+    writes the gradient into zeros at what their unpack gives back.
+
+    ``indices`` is the Tensor returned to the user (``idx`` its array), kept with its
+    version as PyTorch keeps its saved output: a write into it fails backward, as there.
+    Without it (under a transform) the node keeps a copy of ``idx``."""
+    n_inputs = 1  # the indices are no input of PyTorch's node
+    jvp = _jvp.linear(0)
+    batch = _batch.gather
+
+    def forward(self, x, idx, dim, keepdim=True, indices=None):
+        if indices is None:
+            idx = idx.copy()
+        self.idx, self.indices = idx, indices
+        self.version = None if indices is None else indices._vc[0]
+        self.meta = (x.shape, dim, keepdim)
+        if x.ndim == 0:
+            return x.copy()
+        xp = backend.array_module(x)
+        if not keepdim:
+            out = xp.take_along_axis(x, xp.expand_dims(idx, dim), dim)
+            return out.squeeze(dim)
+        return xp.take_along_axis(x, idx, dim)
+
+    def _hook_saves(self, args, out):
+        """PyTorch's node saves the indices (``Primitive._hook_saves``)."""
+        if self.indices is not None:
+            return [(self.indices, self.version)]
+        return [(_make(self.idx, False), None)]
+
+    def backward(self, gy):
+        shape, dim, keepdim = self.meta
+        if self._hook_at is None and self.indices is not None and \
+                self.indices._vc[0] != self.version:
+            t = self.indices
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by "
+                f"an inplace operation: [{t._type_name()} {list(t.shape)}] is at version "
+                f"{t._vc[0]}; expected version {self.version} instead. Hint: enable anomaly "
+                "detection to find the operation that failed to compute its gradient, with "
+                "torch.autograd.set_detect_anomaly(True, check_nan=False).")
+        idx, = self._saved_and_hooked(self.idx)[1]
+        return scatter_picked(gy, shape, idx, dim, keepdim), None, None
+
+
+class Sort(Picked):
+    """``sort``'s values (no ``stable`` given)."""
+    _node_name = "SortBackward0"
+
+
+class SortStable(Picked):
+    """``sort``'s values with ``stable`` given (PyTorch's ``sort.stable`` overload)."""
+    _node_name = "SortBackward1"
+    _op_name = "Sort"  # the same op (``aten::sort`` in the profiler)
+
+
+class Topk(Picked):
+    """``topk``'s values."""
+    _node_name = "TopkBackward0"
+
+
+class Kthvalue(Picked):
+    """``kthvalue``'s value."""
+    _node_name = "KthvalueBackward0"
+
+
+def _picked(cls, input, idx, dim, keepdim=True):
+    """``cls``'s node on ``input`` and the indices Tensor ``idx`` (as an array eagerly;
+    under a mode as the tensor, so that a capture or vmap sees it)."""
+    if input.dim() == 0 and transforming():
+        # vmap's rules see a 0-d sample as one element along a dim of size 1
+        return cls.apply(input.reshape(1), idx.reshape(1), 0).reshape(())
+    d = wrap_dim(dim, input.dim()) if input.dim() else 0
+    if _mode_active[0]:
+        return cls.apply(input, idx, d) if keepdim else cls.apply(input, idx, d, keepdim=False)
+    return cls.apply(input, idx._data, d, keepdim=keepdim, indices=idx)
+
+
 @with_out
-def sort(input, dim=-1, descending=False, stable=False, *, out=None):
+def sort(input, dim=-1, descending=False, stable=None, *, out=None):
     """Sort ``input`` along ``dim``; returns ``(values, indices)`` (a
     ``torch.return_types.sort``). Ties keep their original order; NaN is the largest.
 
@@ -96,9 +181,8 @@ def sort(input, dim=-1, descending=False, stable=False, *, out=None):
     if not isinstance(dim, int):
         raise TypeError(f"sort(): argument 'dim' must be int, not {type(dim).__name__}")
     idx = _indices(input, dim, descending, bool(stable))
-    if input.dim() == 0:
-        return return_types.sort(input.clone(), idx)
-    return return_types.sort(input.gather(dim, idx), idx)
+    return return_types.sort(_picked(Sort if stable is None else SortStable, input, idx, dim),
+                             idx)
 
 
 def argsort(input, dim=-1, descending=False, stable=False):
@@ -130,7 +214,7 @@ def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
         raise RuntimeError("selected index k out of range")
     idx = _indices(input, dim, largest)
     if input.dim() == 0:
-        return return_types.topk(input.clone(), idx)
+        return return_types.topk(_picked(Topk, input, idx, dim), idx)
     full, idx = idx, idx.narrow(dim, 0, k).contiguous()
     if k:
         def needs(v, full_rows):  # equal values among the k chosen and the next, or an
@@ -138,7 +222,7 @@ def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
             return _same(head[:, 1:], head[:, :-1]).any(1) | (not sorted and k * 64 > v.shape[1])
         idx = _cpu_choice(input, dim, idx, k,
                           lambda r: _cpu_order.topk_row(r, k, largest, sorted), needs, full)
-    return return_types.topk(input.gather(dim, idx), idx)
+    return return_types.topk(_picked(Topk, input, idx, dim), idx)
 
 
 @with_out
@@ -153,17 +237,17 @@ def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
     if not 1 <= k <= size:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
     if input.dim() == 0:
-        return return_types.kthvalue(input.clone(), _indices(input, dim, False))
+        idx = _indices(input, dim, False)
+        return return_types.kthvalue(_picked(Kthvalue, input, idx, dim), idx)
     idx = _indices(input, dim, False).narrow(dim, k - 1, 1).contiguous()
 
     def needs(v, idx_rows):  # the k-th value occurs more than once
         return _same(v, np.take_along_axis(v, idx_rows, 1)).sum(1) > 1
     idx = _cpu_choice(input, dim, idx, 1, lambda r: [_cpu_order.kthvalue_row(r, k - 1)], needs,
                       idx)
-    values = input.gather(dim, idx)
     if not keepdim:
-        values, idx = values.squeeze(dim), idx.squeeze(dim)
-    return return_types.kthvalue(values, idx)
+        idx = idx.squeeze(dim)
+    return return_types.kthvalue(_picked(Kthvalue, input, idx, dim, keepdim), idx)
 
 
 def _unique_results(values, inverse, counts, return_inverse, return_counts):

@@ -36,7 +36,8 @@ class Where(Primitive):
 
     def backward(self, gy):
         from ember._tensor import _make
-        c = _make(self.cond)
+        cond, = self._saved_and_hooked(self.cond)[1]  # as the hooks' unpack gives it
+        c = _make(cond)
         e = self._edges
         return (None,
                 gy.masked_fill(~c, 0.0) if e[1] is not None else None,
