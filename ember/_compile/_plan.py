@@ -698,9 +698,33 @@ class CompiledFunctionBackward(Node):
             raise RuntimeError(_FREED_MSG)
         if _grad_state.grad_enabled:
             return self._recorded(grads)
+        leaf = self._leaf_arrays(saved, [None if g is None else g._data for g in grads])
+        return tuple([None if g is None else _make(g) for g in leaf])
+
+    def _array_grads(self, gy, g):
+        """``backward`` on the output gradient's array (``Node._array_grads``; the engine
+        calls it for a plan of one output): the leaves' gradients as arrays where each is
+        an array of its own (owning its memory, not ``g``, no two alike: a product, a sum,
+        a copy), so that no two leaves' ``.grad`` and no user's gradient share memory;
+        else the Tensors ``backward`` returns. None where ``backward`` must answer (a
+        freed graph)."""
+        saved = self._saved
+        if type(saved) is not tuple:
+            return None
+        leaf = self._leaf_arrays(saved, [g])
+        own = set()
+        for a in leaf:
+            if a is not None:
+                if type(a) is not _ndarray or a.base is not None or a is g or id(a) in own:
+                    return tuple([None if a is None else _make(a) for a in leaf])
+                own.add(id(a))
+        return tuple(leaf)
+
+    def _leaf_arrays(self, saved, out_grads):
+        """The plan's backward on the output gradients' arrays: the leaves' gradient
+        arrays (``plan.leaf_slots`` order)."""
         env, tape = saved
         plan = self.plan
-        out_grads = [None if g is None else g._data for g in grads]
         if not _config:  # (``_compiled`` imports this module)
             from ember._compile._compiled import config
             _config.append(config)
@@ -711,10 +735,9 @@ class CompiledFunctionBackward(Node):
         arena = plan.acquire(None) if config.reuse_buffers and _large(plan, env, out_grads) \
             else None
         try:
-            leaf = plan.backward(env, tape, out_grads, arena)
+            return plan.backward(env, tape, out_grads, arena)
         finally:
             plan.release(arena)
-        return tuple([None if g is None else _make(g) for g in leaf])
 
     def _recorded(self, grads):
         """``create_graph=True``: the graph is replayed in ember ops from the same
