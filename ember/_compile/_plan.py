@@ -699,15 +699,13 @@ class CompiledFunctionBackward(Node):
         if _grad_state.grad_enabled:
             return self._recorded(grads)
         leaf = self._leaf_arrays(saved, [None if g is None else g._data for g in grads])
-        return tuple([None if g is None else _make(g) for g in leaf])
+        return _handed(leaf, {id(g._data): g for g in grads if g is not None}, False)
 
     def _array_grads(self, gy, g):
         """``backward`` on the output gradient's array (``Node._array_grads``; the engine
-        calls it for a plan of one output): the leaves' gradients as arrays where each is
-        an array of its own (owning its memory, not ``g``, no two alike: a product, a sum,
-        a copy), so that no two leaves' ``.grad`` and no user's gradient share memory;
-        else the Tensors ``backward`` returns. None where ``backward`` must answer (a
-        freed graph)."""
+        calls it for a plan of one output): the leaves' gradients as arrays, except where
+        the plan hands one array to several leaves or passes ``g`` itself on
+        (:func:`_handed`). None where ``backward`` must answer (a freed graph)."""
         saved = self._saved
         if type(saved) is not tuple:
             return None
@@ -715,8 +713,9 @@ class CompiledFunctionBackward(Node):
         own = set()
         for a in leaf:
             if a is not None:
-                if type(a) is not _ndarray or a.base is not None or a is g or id(a) in own:
-                    return tuple([None if a is None else _make(a) for a in leaf])
+                if a is g or id(a) in own:
+                    return _handed(leaf, {id(g): gy if isinstance(gy, Tensor) else None},
+                                   True)
                 own.add(id(a))
         return tuple(leaf)
 
@@ -752,6 +751,35 @@ class CompiledFunctionBackward(Node):
         got = _grad([o for o, _ in pairs], leaves, [g for _, g in pairs],
                     create_graph=True, allow_unused=True)
         return tuple(got)
+
+
+def _handed(leaf, passed, arrays):
+    """The leaves' gradient arrays as the plan's node hands them to the engine, which
+    tells leaves' gradients apart by Tensor (one Tensor reaching a second leaf, or the
+    caller's gradient, becomes a copy there): an array that goes to several leaves (the
+    two operands of ``a + b``), or an output's gradient passed on (``passed``: id of its
+    array -> its Tensor, or None), becomes one Tensor for all its places; the others
+    stay arrays (``arrays``) or each get a Tensor of their own. No two leaves' ``.grad``
+    then share memory, nor one and the caller's gradient."""
+    many = {}
+    for a in leaf:
+        if a is not None:
+            many[id(a)] = id(a) in many
+    made = dict(passed)
+    out = []
+    for a in leaf:
+        if a is None:
+            out.append(None)
+            continue
+        k = id(a)
+        if many[k] or k in made:
+            t = made.get(k)
+            if t is None:
+                t = made[k] = _make(a)
+            out.append(t)
+        else:
+            out.append(a if arrays else _make(a))
+    return tuple(out)
 
 
 def attach(plan, env, tape, leaves, replay, on_recorded):
