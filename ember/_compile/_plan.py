@@ -140,7 +140,8 @@ class _Step:
         self.linear = None    # (x, w, b) slots of a linear layer the forward runs itself
         self.shared = False   # its weight read by other linear steps too (``kept_weights``)
         self.routes = {}      # array layouts -> the linear step's product (_linear)
-        self.add_into = None  # (a, b) slots of ``a + b`` written over ``a``, the kernel
+        # (a, b) slots of ``a + b`` written over ``a``, the kernel, whether ``b`` is released
+        self.add_into = None
         self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
             _direct(node)
 
@@ -370,6 +371,14 @@ class Plan:
                     if type(a) is _ndarray and type(b) is _ndarray and a.shape == b.shape \
                             and a.dtype == b.dtype:
                         env[st.outs[0]] = ai[2](a, b)
+                        if ai[3]:
+                            # ``b`` is read by the sum alone and its producer's backward
+                            # reads neither it nor state: released here, as eager ember
+                            # drops it after the sum (a cell's input product: one array
+                            # fewer held per call until the backward). The sum's backward
+                            # reads its operands' shape and dtype only: ``a``'s are ``b``'s
+                            env[ai[1]] = None
+                            b = a
                         if st.grad:
                             tape[st.index] = ([a, b], None)
                         continue
@@ -593,8 +602,13 @@ def _fuse(plan):
                 tuple(va.shape) != tuple(vb.shape or ()) or \
                 tuple(va.shape) != tuple(vo.shape or ()):
             continue
-        # (the forward calls it for two arrays of the sum's shape and dtype only)
-        st.add_into = (s0, s1, _add_over)
+        # (the forward calls it for two arrays of the sum's shape and dtype only); ``b``
+        # released after the sum where the sum alone reads it and its producer's
+        # backward reads neither its output nor state (``_FRESH``)
+        src1 = producer.get(s1)
+        drop = src1 is not None and src1.prim and src1.node.target in _FRESH and \
+            not src1.multi and readers.get(s1) == 1
+        st.add_into = (s0, s1, _add_over, drop)
 
 
 def _biases(plan):
@@ -709,7 +723,15 @@ class CompiledFunctionBackward(Node):
         saved = self._saved
         if type(saved) is not tuple:
             return None
-        leaf = self._leaf_arrays(saved, [g])
+        plan = self.plan
+        big = plan.large.get((g.shape,))  # (``_large``'s key for one output gradient)
+        if big is False:  # small temporaries (a cell in a Python loop): no arena
+            leaf = plan.backward(saved[0], saved[1], [g], None)
+        else:
+            leaf = self._leaf_arrays(saved, [g])
+        ids = set(map(id, leaf))
+        if len(ids) == len(leaf) and id(g) not in ids and id(None) not in ids:
+            return tuple(leaf)  # each an array of its own
         own = set()
         for a in leaf:
             if a is not None:
