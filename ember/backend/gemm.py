@@ -378,8 +378,11 @@ def sum_rows(g, ones=None):
         if ones is None:
             ones = np.ones(g.shape[0], g.dtype)
         if _threads.MANY and g.shape[0] > _threads.same_bits_k(g.dtype.char):
-            with _threads.single_blas():
+            saved = _threads.blas_to_one()  # (``single_blas``, called per product)
+            try:
                 return np.matmul(ones, g)
+            finally:
+                _threads.blas_back(saved)
         return np.matmul(ones, g)
     return g.sum(0)
 

@@ -35,7 +35,8 @@ import numpy as np
 
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
-           "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k"]
+           "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k",
+           "blas_to_one", "blas_back"]
 
 
 def _default_threads():
@@ -314,16 +315,30 @@ def single_blas(steps=2):
     if steps < 2 or _state["threads"] < 2 and _state["blas"] is not None:
         yield
         return
-    saved = [(lib, lib.num_threads) for lib in _all_blas()]
-    for lib, k in saved:
-        if k > 1:
-            lib.set_num_threads(1)
+    saved = blas_to_one()
     try:
         yield
     finally:
-        for lib, k in saved:
-            if k > 1:
-                lib.set_num_threads(k)
+        blas_back(saved)
+
+
+def blas_to_one():
+    """:func:`single_blas`'s entry as a call, for one product (no generator and context
+    manager around a 10-us call): every BLAS library with more than one thread set to
+    one; returns what :func:`blas_back` restores."""
+    saved = []
+    for lib in _all_blas():
+        k = lib.num_threads
+        if k > 1:
+            lib.set_num_threads(1)
+            saved.append((lib, k))
+    return saved
+
+
+def blas_back(saved):
+    """Give the libraries :func:`blas_to_one` set to one thread their counts back."""
+    for lib, k in saved:
+        lib.set_num_threads(k)
 
 
 # ----- matrix products ---------------------------------------------------------------
@@ -424,8 +439,11 @@ def matmul(a, b, out=None):
         # ``out`` other than a fresh matrix is np.matmul's to check and copy through
         if not gram and _blas_may_thread(k, a.dtype.char):
             return None  # BLAS's own threads
-        with single_blas():
+        saved = blas_to_one()  # (``single_blas``, called per product)
+        try:
             return np.matmul(a, b, out=out)
+        finally:
+            blas_back(saved)
     if out is None:
         out = np.empty((m, n), a.dtype)
 
