@@ -25,6 +25,7 @@ from ember._compile import _buffers, _mkl, _rules, _xent
 from ember._compile._linear import linear_step as _linear_step
 from ember._compile._rewrites import (
     _direct,
+    _fuse,
     _joined_vjp,
     _scatter,
     _scatters,
@@ -34,7 +35,7 @@ from ember._graph.ir import ArrayRef, Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
-from ember.ops import conv, elementwise, nn_fused, unary
+from ember.ops import nn_fused
 
 Tensor = _tensor.Tensor
 _make = _tensor._make
@@ -524,91 +525,6 @@ class Plan:
         if arena is not None:
             leaf = [g.copy() if _buffers.owned(arena, g) else g for g in leaf]
         return leaf
-
-
-# one-input elementwise ops whose backward reads their output only (they run in place
-# through their class's ``forward_out``)
-_INPLACE = {unary.Relu, unary.tanh.primitive}
-# producers whose backward reads neither their output nor keeps it in their state, and
-# whose output is a fresh array (not a view): a consumer may overwrite it
-_FRESH = {nn_fused._Linear, nn_fused._LinearMm, nn_fused._LinearView,
-          nn_fused._LinearUnsafeView, elementwise.Add, elementwise.Sub, conv.Conv,
-          elementwise.AddScaled}
-
-
-def _tanh_over(x):
-    """tanh's ``forward_out`` written over ``x`` (``_tanh_out``), without its frames."""
-    return np.tanh(x, out=x)
-
-
-def _add_over(a, b):
-    """Add's ``forward_out`` over ``a`` for two arrays of one shape and dtype (what
-    ``_binary_out`` calls then), without its frames."""
-    return np.add(a, b, out=a)
-
-
-def _in_place(op):
-    """``x -> op(x)`` written over ``x``."""
-    if type(op) is unary.tanh.primitive:
-        return _tanh_over
-    forward_out = op.forward_out
-
-    def run(x):
-        return forward_out(x, out=lambda key, shape, dtype: x)
-    return run
-
-
-def _fuse(plan):
-    """Elementwise chains computed in place: a ReLU or tanh whose input is the fresh
-    output of a linear layer, a convolution or an addition that nothing else reads
-    (not another step, not the result) writes over that array instead of making a new
-    one (eager ember allocates one per op). Same values; one full-size array and one
-    memory pass fewer per fused pair."""
-    readers = _buffers.slot_readers(plan)
-    producer = {}
-    for st in plan.steps:
-        for s in st.outs:
-            producer[s] = st
-    for st in plan.steps:
-        if not st.prim or st.node.target not in _INPLACE or len(st.refs) != 1 or \
-                st.refs[0][0] != 0 or len(st.args) != 1:
-            continue
-        s = st.refs[0][1]
-        src = producer.get(s)
-        if src is None or not src.prim or src.node.target not in _FRESH or src.multi or \
-                readers.get(s) != 1:
-            continue
-        v = st.node.inputs[0]
-        if v.dtype is None or not v.dtype.is_floating_point or \
-                st.node.outputs[0].dtype != v.dtype or \
-                tuple(st.node.outputs[0].shape or ()) != tuple(v.shape or ()):
-            continue
-        st.inplace = _in_place(st.op)
-    # ``a + b`` over ``a`` when ``a`` is such a fresh array read by the sum alone, of the
-    # sum's shape and dtype (an RNN cell's two linear layers): the sum's backward reads
-    # neither operand's values, the producer's backward not its output
-    for st in plan.steps:
-        if st.node.target is not elementwise.Add or st.kwargs or len(st.args) != 2 or \
-                [i for i, _ in st.refs] != [0, 1]:
-            continue
-        s0, s1 = st.refs[0][1], st.refs[1][1]
-        src = producer.get(s0)
-        if s0 == s1 or src is None or not src.prim or src.node.target not in _FRESH or \
-                src.multi or readers.get(s0) != 1:
-            continue
-        va, vb, vo = st.node.args[0].value, st.node.args[1].value, st.node.outputs[0]
-        if va.dtype is None or not va.dtype.is_floating_point or \
-                not (va.dtype == vb.dtype == vo.dtype) or va.shape is None or \
-                tuple(va.shape) != tuple(vb.shape or ()) or \
-                tuple(va.shape) != tuple(vo.shape or ()):
-            continue
-        # (the forward calls it for two arrays of the sum's shape and dtype only); ``b``
-        # released after the sum where the sum alone reads it and its producer's
-        # backward reads neither its output nor state (``_FRESH``)
-        src1 = producer.get(s1)
-        drop = src1 is not None and src1.prim and src1.node.target in _FRESH and \
-            not src1.multi and readers.get(s1) == 1
-        st.add_into = (s0, s1, _add_over, drop)
 
 
 def _biases(plan):
