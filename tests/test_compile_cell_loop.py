@@ -323,3 +323,145 @@ def test_linear_step_routes_give_linear_rows_bits(shared):
                                                         kept2 if shared else None, 1)
                         np.testing.assert_array_equal(got, want)
             assert len(st.routes) == 4  # two weight layouts times two input layouts
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_linear_vjp_products_give_gemms_bits(threads):
+    """A plan's linear backward runs its products on ``np.matmul`` directly where
+    ``gemm.matmul`` would (``_linear.vjp_products``, found once per layout): the same
+    bits as ``linear_vjp`` through ``gemm.matmul`` on the first and memoised calls, for
+    every edge subset and operand layout; products ``gemm`` runs its own way (MKL-sized,
+    on ember's threads, a transposed operand ``_numpy_matmul`` takes apart) are left to
+    it, and a recurrent cell's products at one thread are taken."""
+    from ember._compile import _linear
+    from ember.backend import gemm
+    from ember.ops import nn_fused
+    rng = np.random.default_rng(4)
+    cases = [(32, 64, 128), (32, 128, 128), (4, 6, 8), (1, 5, 3), (64, 128, 128),
+             (1024, 128, 256), (256, 12, 128), (3, 300, 2)]
+    saved = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    taken = set()
+    try:
+        for m, k, n in cases:
+            for dtype in (np.float32, np.float64):
+                g = rng.standard_normal((m, n)).astype(dtype)
+                for wl, w in (("C", rng.standard_normal((n, k)).astype(dtype)),
+                              ("F", np.asfortranarray(rng.standard_normal((n, k)))
+                               .astype(dtype, order="F"))):
+                    for xl, x in (("C", rng.standard_normal((m, k)).astype(dtype)),
+                                  ("F", np.asfortranarray(rng.standard_normal((m, k)))
+                                   .astype(dtype, order="F")),
+                                  ("S", rng.standard_normal((m, 2 * k)).astype(dtype)[:, ::2])):
+                        routes = {}
+                        for edges in [(1, 1, 1), (None, 1, 1), (1, None, None), (1, 1)]:
+                            want = nn_fused.linear_vjp(edges, g, x, w, None, gemm.matmul,
+                                                       gemm.matmul)
+                            for _ in range(2):
+                                got = _linear.vjp_products(routes, edges, g, x, w)
+                                if got is None:
+                                    continue
+                                taken.add((m, k, n, wl, xl))
+                                for a, b in zip(got, want):
+                                    assert (a is None) == (b is None)
+                                    if a is not None:
+                                        np.testing.assert_array_equal(a, b)
+                        assert len(routes) == 1
+    finally:
+        ember.set_num_threads(saved)
+    if threads == 1:
+        for shape in [(32, 64, 128), (32, 128, 128), (4, 6, 8), (64, 128, 128)]:
+            assert shape + ("C", "C") in taken and shape + ("C", "S") in taken
+    else:  # ember's threads may take these
+        assert (32, 128, 128, "C", "C") not in taken and (4, 6, 8, "C", "C") in taken
+    # the input's gradient on a column-major weight: ``gemm._by_transpose``'s own way
+    assert (32, 64, 128, "F", "C") not in taken
+    assert not any(t[:3] == (1024, 128, 256) for t in taken)  # MKL-sized products
+
+
+def test_compiled_cell_gradients_as_arrays_equal_the_tensor_path(monkeypatch):
+    """The plan's node hands its leaves' gradients to the engine as arrays
+    (``CompiledFunctionBackward._array_grads``): the same bits as through its
+    ``backward`` on Tensors, each parameter's ``.grad`` its own memory; where two leaves
+    get one array (``a + b``), or the caller's gradient is passed on, each leaf's
+    ``.grad`` is still its own memory (both paths)."""
+    from ember._compile import _plan
+    grads = []
+    for array_path in (True, False):
+        if not array_path:
+            monkeypatch.setattr(_plan.CompiledFunctionBackward, "_array_grads", None)
+        cell, _ = _cell_pair()
+        comp = ember.compile(cell)
+        xs, h0 = _inputs(ember, steps=6, batch=5)
+        h0.requires_grad_(True)
+        for _ in range(3):
+            _loop(ember, comp, xs, h0)
+        grads.append([p.grad.numpy().copy() for p in cell.parameters()] +
+                     [h0.grad.numpy().copy()])
+        ps = [p.grad.numpy() for p in cell.parameters()]
+        for i, a in enumerate(ps):
+            assert all(not np.shares_memory(a, b) for b in ps[i + 1:])
+    for a, b in zip(*grads):
+        np.testing.assert_array_equal(a, b)
+    monkeypatch.undo()
+    add = ember.compile(lambda a, b: a + b)
+    for _ in range(3):
+        a = ember.tensor(np.ones(3, np.float32), requires_grad=True)
+        b = ember.tensor(np.ones(3, np.float32), requires_grad=True)
+        (add(a, b) * 2).sum().backward()
+        assert not np.shares_memory(a.grad.numpy(), b.grad.numpy())
+        np.testing.assert_array_equal(a.grad.numpy(), np.full(3, 2, np.float32))
+        np.testing.assert_array_equal(b.grad.numpy(), np.full(3, 2, np.float32))
+        a.grad = b.grad = None
+        g = ember.full((3,), 3.0)
+        add(a, b).backward(g)  # the caller's gradient, passed on to both leaves
+        for t in (a, b):
+            assert not np.shares_memory(t.grad.numpy(), g.numpy())
+            np.testing.assert_array_equal(t.grad.numpy(), np.full(3, 3, np.float32))
+        assert not np.shares_memory(a.grad.numpy(), b.grad.numpy())
+
+
+class _SumReadTwice(ember.nn.Module):
+    """``tanh(lin2(h) + lin1(x)) * lin1(x)``: the sum's second operand read again."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = ember.nn.Linear(5, 7)
+        self.b = ember.nn.Linear(7, 7)
+
+    def forward(self, x, h):
+        y = self.a(x)
+        return (self.b(h) + y).tanh() * y
+
+
+def test_sum_releases_an_operand_only_the_sum_reads():
+    """A compiled cell's call holds no array of its input product until the backward
+    (the sum alone reads it, as eager ember drops it after the sum); where another step
+    reads it too it is kept. Values and gradients stay eager's to the bit."""
+    from ember._compile import _plan
+    rng = np.random.default_rng(5)
+    x = ember.tensor(rng.standard_normal((3, 5)).astype(np.float32))
+    for make, released in ((lambda: _TwoLinear(ember), True), (_SumReadTwice, False)):
+        ember.manual_seed(6)
+        eager = make()
+        ember.manual_seed(6)
+        mod = make()
+        comp = ember.compile(mod)
+        for i in range(4):  # the first call captures the graph
+            h = ember.tensor(rng.standard_normal((3, 7)).astype(np.float32),
+                             requires_grad=True)
+            he = h.detach().requires_grad_(True)
+            yc, ye = comp(x, h), eager(x, he)
+            assert np.array_equal(yc.detach().numpy(), ye.detach().numpy())
+            node = yc.grad_fn
+            if i:
+                assert type(node) is _plan.CompiledFunctionBackward
+                add = [st for st in node.plan.steps if st.add_into is not None]
+                assert len(add) == 1 and add[0].add_into[3] is released
+                env, _ = node._saved
+                assert (env[add[0].add_into[1]] is None) is released
+            (yc * yc).sum().backward()
+            (ye * ye).sum().backward()
+            assert np.array_equal(h.grad.numpy(), he.grad.numpy())
+        for pc, pe in zip(mod.parameters(), eager.parameters()):
+            assert np.array_equal(pc.grad.numpy(), pe.grad.numpy())

@@ -298,6 +298,61 @@ def test_single_blas_for_step_loops():
         ember.set_num_threads(before)
 
 
+class _CountingBlas:
+    """A BLAS controller (``add_blas``) recording the counts it is set to."""
+
+    def __init__(self, n):
+        self.num_threads, self.seen = n, []
+
+    def set_num_threads(self, n):
+        self.num_threads = n
+        self.seen.append(n)
+
+
+def test_small_products_at_two_threads_hold_blas_at_one_thread_each(monkeypatch):
+    """A product ember neither splits nor leaves to BLAS's threads runs at one BLAS
+    thread (``blas_to_one``/``blas_back``, ``single_blas`` called per product; also the
+    bias gradient's row sum): each library with more threads is set to one around it
+    and given its count back, also when the product raises; one at one thread is left
+    alone. The values are the one-thread product's."""
+    from ember.backend import gemm
+    monkeypatch.setattr(T, "_blas_may_thread", lambda k, char: False)
+    two, one = _CountingBlas(3), _CountingBlas(1)
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    for lib in (two, one):
+        T.add_blas(lib)
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal((32, 128)).astype(np.float32)
+    x = rng.standard_normal((32, 64)).astype(np.float32)
+    try:
+        two.seen.clear()
+        one.seen.clear()
+        seen = []
+        real = np.matmul
+        monkeypatch.setattr(T.np, "matmul", lambda *a, **k: (
+            seen.append((_blas_threads(), two.num_threads)), real(*a, **k))[1])
+        got = T.matmul(g.T, x)
+        monkeypatch.setattr(T.np, "matmul", real)
+        assert seen == [({1}, 1)] and two.seen == [1, 3] and one.seen == []
+        assert _blas_threads() == {2} and two.num_threads == 3
+        with T.single_blas():
+            want = np.matmul(g.T, x)
+        np.testing.assert_array_equal(got, want)
+        two.seen.clear()
+        gemm.sum_rows(g)
+        assert two.seen == [1, 3]
+        two.seen.clear()
+        with pytest.raises(ValueError):
+            T.matmul(g.T, rng.standard_normal((32, 64)).astype(np.float32), out=np.empty(
+                (128, 64), np.float32)[:, ::2])
+        assert two.seen == [1, 3] and _blas_threads() == {2}
+    finally:
+        T.remove_blas(two)
+        T.remove_blas(one)
+        ember.set_num_threads(before)
+
+
 @pytest.mark.parametrize("nesterov", [False, True])
 def test_sgd_momentum_is_bit_identical_and_matches_torch(threads, nesterov):
     rng = np.random.default_rng(0)

@@ -14,10 +14,12 @@ from ember.backend import gemm as _gemm
 from ember.backend import threads as _threads
 from ember.ops import matmul_graph
 
-__all__ = ["linear_step"]
+__all__ = ["linear_step", "vjp_products"]
 
 _ndarray = np.ndarray
 _nthreads = _threads.get_num_threads
+_matmul = np.matmul
+_rows_summed = matmul_graph._rows_summed
 
 
 def linear_step(st, b, x, w, kept):
@@ -96,3 +98,46 @@ def _by_transpose(x, w, kept, key):
 def _plain(x, w, kept, key):
     """``np.matmul(x, w.T)`` (``gemm._numpy_matmul``'s own product)."""
     return np.matmul(x, w.T)
+
+
+def vjp_products(routes, edges, g, x, w):
+    """``nn_fused.linear_vjp(edges, g, x, w, None, gemm.matmul, gemm.matmul)`` for a
+    matrix ``x`` where ``gemm.matmul`` would run both products (``g @ w``, ``g.T @ x``)
+    as NumPy's own ``a @ b``: found once per layout (shapes, the operands' strides,
+    ember's thread count, ``gemm``'s size thresholds) and kept in ``routes``, the
+    products are then called on ``np.matmul`` directly and the bias's rows summed on a
+    kept vector of ones (``matmul_graph._rows_summed``: ``gemm.sum_rows``' own product).
+    The same calls, so the same bits; None elsewhere (the caller runs ``linear_vjp``)."""
+    if type(g) is not _ndarray or type(x) is not _ndarray or type(w) is not _ndarray or \
+            x.ndim != 2 or g.ndim != 2 or w.ndim != 2:
+        return None
+    lay = (g.shape, x.shape, x.strides, w.shape, w.strides, _nthreads(), _gemm.THRESHOLD,
+           _gemm.NARROW_THRESHOLD)
+    plain = routes.get(lay)
+    if plain is None:
+        if len(routes) > 16:
+            routes.clear()
+        plain = routes[lay] = _numpys_own(g.shape, w) and _numpys_own(g.shape[::-1], x)
+    if not plain:
+        return None
+    gx = _matmul(g, w) if edges[0] is not None else None
+    gw = _matmul(g.T, x) if edges[1] is not None else None
+    gb = _rows_summed(g) if len(edges) > 2 and edges[2] is not None else None
+    return [gx, gw, gb]
+
+
+def _numpys_own(sa, b):
+    """Whether ``gemm.matmul(a, b)`` (no ``out``) for an ``a`` of shape ``sa`` and this
+    matrix ``b`` ends in ``gemm._numpy_matmul``'s plain ``a @ b``: too small for MKL,
+    for ember's threads to take it (``threads.matmul``), and not one of the transposed or
+    narrow operands ``_numpy_matmul`` runs its own way."""
+    (m, k), n = sa, b.shape[1]
+    if b.shape[0] != k or _gemm._maybe_large(sa, b.shape):
+        return False
+    if _nthreads() > 1 and m * k * n >= _threads._BLAS_THREADED_MNK:
+        return False
+    f = b.flags.f_contiguous
+    if _gemm._TRANS_MIN <= m <= _gemm._TRANS_ROWS and f:
+        return False
+    return not (_gemm._NARROW_MIN <= n < _gemm._NARROW and m % _gemm._NARROW_ROWS == 0
+                and m and f)

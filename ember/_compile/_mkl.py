@@ -15,6 +15,7 @@ call.
 """
 import numpy as np
 
+from ember._compile._linear import vjp_products as _vjp_products
 from ember.backend import gemm as _gemm
 from ember.ops import nn_fused
 
@@ -152,8 +153,13 @@ def linear_vjp():
     """``_Linear.vjp(self, grads, inputs, outputs, out)`` with its two products on
     :class:`Site` objects of the step: the same calls in the same order."""
     sx, sw = Site(), Site()
+    routes = {}  # (see ``_linear.vjp_products``)
 
     def vjp(self, grads, inputs, outputs, out=None):
+        if out is None:  # small products on NumPy's own call, found once per layout
+            r = _vjp_products(routes, self._edges, grads[0], inputs[0], inputs[1])
+            if r is not None:
+                return r
         return nn_fused.linear_vjp(self._edges, grads[0], inputs[0], inputs[1], out,
                                    sx.matmul, sw.matmul)
     return vjp

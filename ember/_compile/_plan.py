@@ -25,6 +25,7 @@ from ember._compile import _buffers, _mkl, _rules, _xent
 from ember._compile._linear import linear_step as _linear_step
 from ember._compile._rewrites import (
     _direct,
+    _fuse,
     _joined_vjp,
     _scatter,
     _scatters,
@@ -34,7 +35,7 @@ from ember._graph.ir import ArrayRef, Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED_MSG, Node, Primitive
-from ember.ops import conv, elementwise, nn_fused, unary
+from ember.ops import nn_fused
 
 Tensor = _tensor.Tensor
 _make = _tensor._make
@@ -140,7 +141,8 @@ class _Step:
         self.linear = None    # (x, w, b) slots of a linear layer the forward runs itself
         self.shared = False   # its weight read by other linear steps too (``kept_weights``)
         self.routes = {}      # array layouts -> the linear step's product (_linear)
-        self.add_into = None  # (a, b) slots of ``a + b`` written over ``a``, the kernel
+        # (a, b) slots of ``a + b`` written over ``a``, the kernel, whether ``b`` is released
+        self.add_into = None
         self.fast = None if self.prim or self.nested or node.kwargs or node.multi else \
             _direct(node)
 
@@ -370,6 +372,14 @@ class Plan:
                     if type(a) is _ndarray and type(b) is _ndarray and a.shape == b.shape \
                             and a.dtype == b.dtype:
                         env[st.outs[0]] = ai[2](a, b)
+                        if ai[3]:
+                            # ``b`` is read by the sum alone and its producer's backward
+                            # reads neither it nor state: released here, as eager ember
+                            # drops it after the sum (a cell's input product: one array
+                            # fewer held per call until the backward). The sum's backward
+                            # reads its operands' shape and dtype only: ``a``'s are ``b``'s
+                            env[ai[1]] = None
+                            b = a
                         if st.grad:
                             tape[st.index] = ([a, b], None)
                         continue
@@ -517,86 +527,6 @@ class Plan:
         return leaf
 
 
-# one-input elementwise ops whose backward reads their output only (they run in place
-# through their class's ``forward_out``)
-_INPLACE = {unary.Relu, unary.tanh.primitive}
-# producers whose backward reads neither their output nor keeps it in their state, and
-# whose output is a fresh array (not a view): a consumer may overwrite it
-_FRESH = {nn_fused._Linear, nn_fused._LinearMm, nn_fused._LinearView,
-          nn_fused._LinearUnsafeView, elementwise.Add, elementwise.Sub, conv.Conv,
-          elementwise.AddScaled}
-
-
-def _tanh_over(x):
-    """tanh's ``forward_out`` written over ``x`` (``_tanh_out``), without its frames."""
-    return np.tanh(x, out=x)
-
-
-def _add_over(a, b):
-    """Add's ``forward_out`` over ``a`` for two arrays of one shape and dtype (what
-    ``_binary_out`` calls then), without its frames."""
-    return np.add(a, b, out=a)
-
-
-def _in_place(op):
-    """``x -> op(x)`` written over ``x``."""
-    if type(op) is unary.tanh.primitive:
-        return _tanh_over
-    forward_out = op.forward_out
-
-    def run(x):
-        return forward_out(x, out=lambda key, shape, dtype: x)
-    return run
-
-
-def _fuse(plan):
-    """Elementwise chains computed in place: a ReLU or tanh whose input is the fresh
-    output of a linear layer, a convolution or an addition that nothing else reads
-    (not another step, not the result) writes over that array instead of making a new
-    one (eager ember allocates one per op). Same values; one full-size array and one
-    memory pass fewer per fused pair."""
-    readers = _buffers.slot_readers(plan)
-    producer = {}
-    for st in plan.steps:
-        for s in st.outs:
-            producer[s] = st
-    for st in plan.steps:
-        if not st.prim or st.node.target not in _INPLACE or len(st.refs) != 1 or \
-                st.refs[0][0] != 0 or len(st.args) != 1:
-            continue
-        s = st.refs[0][1]
-        src = producer.get(s)
-        if src is None or not src.prim or src.node.target not in _FRESH or src.multi or \
-                readers.get(s) != 1:
-            continue
-        v = st.node.inputs[0]
-        if v.dtype is None or not v.dtype.is_floating_point or \
-                st.node.outputs[0].dtype != v.dtype or \
-                tuple(st.node.outputs[0].shape or ()) != tuple(v.shape or ()):
-            continue
-        st.inplace = _in_place(st.op)
-    # ``a + b`` over ``a`` when ``a`` is such a fresh array read by the sum alone, of the
-    # sum's shape and dtype (an RNN cell's two linear layers): the sum's backward reads
-    # neither operand's values, the producer's backward not its output
-    for st in plan.steps:
-        if st.node.target is not elementwise.Add or st.kwargs or len(st.args) != 2 or \
-                [i for i, _ in st.refs] != [0, 1]:
-            continue
-        s0, s1 = st.refs[0][1], st.refs[1][1]
-        src = producer.get(s0)
-        if s0 == s1 or src is None or not src.prim or src.node.target not in _FRESH or \
-                src.multi or readers.get(s0) != 1:
-            continue
-        va, vb, vo = st.node.args[0].value, st.node.args[1].value, st.node.outputs[0]
-        if va.dtype is None or not va.dtype.is_floating_point or \
-                not (va.dtype == vb.dtype == vo.dtype) or va.shape is None or \
-                tuple(va.shape) != tuple(vb.shape or ()) or \
-                tuple(va.shape) != tuple(vo.shape or ()):
-            continue
-        # (the forward calls it for two arrays of the sum's shape and dtype only)
-        st.add_into = (s0, s1, _add_over)
-
-
 def _biases(plan):
     """Linear layers handed the same gradient array as the one before them in the
     backward (an RNN cell's ``linear(x, w_ih, b_ih) + linear(h, w_hh, b_hh)``: the
@@ -698,9 +628,40 @@ class CompiledFunctionBackward(Node):
             raise RuntimeError(_FREED_MSG)
         if _grad_state.grad_enabled:
             return self._recorded(grads)
+        leaf = self._leaf_arrays(saved, [None if g is None else g._data for g in grads])
+        return _handed(leaf, {id(g._data): g for g in grads if g is not None}, False)
+
+    def _array_grads(self, gy, g):
+        """``backward`` on the output gradient's array (``Node._array_grads``; the engine
+        calls it for a plan of one output): the leaves' gradients as arrays, except where
+        the plan hands one array to several leaves or passes ``g`` itself on
+        (:func:`_handed`). None where ``backward`` must answer (a freed graph)."""
+        saved = self._saved
+        if type(saved) is not tuple:
+            return None
+        plan = self.plan
+        big = plan.large.get((g.shape,))  # (``_large``'s key for one output gradient)
+        if big is False:  # small temporaries (a cell in a Python loop): no arena
+            leaf = plan.backward(saved[0], saved[1], [g], None)
+        else:
+            leaf = self._leaf_arrays(saved, [g])
+        ids = set(map(id, leaf))
+        if len(ids) == len(leaf) and id(g) not in ids and id(None) not in ids:
+            return tuple(leaf)  # each an array of its own
+        own = set()
+        for a in leaf:
+            if a is not None:
+                if a is g or id(a) in own:
+                    return _handed(leaf, {id(g): gy if isinstance(gy, Tensor) else None},
+                                   True)
+                own.add(id(a))
+        return tuple(leaf)
+
+    def _leaf_arrays(self, saved, out_grads):
+        """The plan's backward on the output gradients' arrays: the leaves' gradient
+        arrays (``plan.leaf_slots`` order)."""
         env, tape = saved
         plan = self.plan
-        out_grads = [None if g is None else g._data for g in grads]
         if not _config:  # (``_compiled`` imports this module)
             from ember._compile._compiled import config
             _config.append(config)
@@ -711,10 +672,9 @@ class CompiledFunctionBackward(Node):
         arena = plan.acquire(None) if config.reuse_buffers and _large(plan, env, out_grads) \
             else None
         try:
-            leaf = plan.backward(env, tape, out_grads, arena)
+            return plan.backward(env, tape, out_grads, arena)
         finally:
             plan.release(arena)
-        return tuple([None if g is None else _make(g) for g in leaf])
 
     def _recorded(self, grads):
         """``create_graph=True``: the graph is replayed in ember ops from the same
@@ -729,6 +689,35 @@ class CompiledFunctionBackward(Node):
         got = _grad([o for o, _ in pairs], leaves, [g for _, g in pairs],
                     create_graph=True, allow_unused=True)
         return tuple(got)
+
+
+def _handed(leaf, passed, arrays):
+    """The leaves' gradient arrays as the plan's node hands them to the engine, which
+    tells leaves' gradients apart by Tensor (one Tensor reaching a second leaf, or the
+    caller's gradient, becomes a copy there): an array that goes to several leaves (the
+    two operands of ``a + b``), or an output's gradient passed on (``passed``: id of its
+    array -> its Tensor, or None), becomes one Tensor for all its places; the others
+    stay arrays (``arrays``) or each get a Tensor of their own. No two leaves' ``.grad``
+    then share memory, nor one and the caller's gradient."""
+    many = {}
+    for a in leaf:
+        if a is not None:
+            many[id(a)] = id(a) in many
+    made = dict(passed)
+    out = []
+    for a in leaf:
+        if a is None:
+            out.append(None)
+            continue
+        k = id(a)
+        if many[k] or k in made:
+            t = made.get(k)
+            if t is None:
+                t = made[k] = _make(a)
+            out.append(t)
+        else:
+            out.append(a if arrays else _make(a))
+    return tuple(out)
 
 
 def attach(plan, env, tape, leaves, replay, on_recorded):

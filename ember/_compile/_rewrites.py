@@ -1,12 +1,14 @@
 """Rewrites of a compiled plan's steps (see ``_plan``) that remove work eager ember does
 without changing a value: calls recorded above the primitives run as the one NumPy call
 they are (:func:`_direct`), ``stack(x.unbind(d), d)`` as one copy of ``x``
-(:func:`_unbind_stack`), and the gradients of ``x[0]``, ``x[1]``... written into one
-array for ``x`` (:func:`_scatters`). Each keeps eager ember's values to the bit."""
+(:func:`_unbind_stack`), the gradients of ``x[0]``, ``x[1]``... written into one
+array for ``x`` (:func:`_scatters`), and elementwise steps written over a fresh input
+(:func:`_fuse`). Each keeps eager ember's values to the bit."""
 import numpy as np
 
+from ember._compile import _buffers
 from ember._graph.ir import Ref
-from ember.ops import join
+from ember.ops import conv, elementwise, join, nn_fused, unary
 
 _ndarray = np.ndarray
 
@@ -169,3 +171,88 @@ def _scatter(G, st, args, g, arena, firsts):
         np.add(buf[first], 0.0, out=buf[first])
     np.add(g, 0.0, out=buf[i])
     return True
+
+
+# one-input elementwise ops whose backward reads their output only (they run in place
+# through their class's ``forward_out``)
+_INPLACE = {unary.Relu, unary.tanh.primitive}
+# producers whose backward reads neither their output nor keeps it in their state, and
+# whose output is a fresh array (not a view): a consumer may overwrite it
+_FRESH = {nn_fused._Linear, nn_fused._LinearMm, nn_fused._LinearView,
+          nn_fused._LinearUnsafeView, elementwise.Add, elementwise.Sub, conv.Conv,
+          elementwise.AddScaled}
+
+
+def _tanh_over(x):
+    """tanh's ``forward_out`` written over ``x`` (``_tanh_out``), without its frames."""
+    return np.tanh(x, out=x)
+
+
+def _add_over(a, b):
+    """Add's ``forward_out`` over ``a`` for two arrays of one shape and dtype (what
+    ``_binary_out`` calls then), without its frames."""
+    return np.add(a, b, out=a)
+
+
+def _in_place(op):
+    """``x -> op(x)`` written over ``x``."""
+    if type(op) is unary.tanh.primitive:
+        return _tanh_over
+    forward_out = op.forward_out
+
+    def run(x):
+        return forward_out(x, out=lambda key, shape, dtype: x)
+    return run
+
+
+def _fuse(plan):
+    """Elementwise chains computed in place: a ReLU or tanh whose input is the fresh
+    output of a linear layer, a convolution or an addition that nothing else reads
+    (not another step, not the result) writes over that array instead of making a new
+    one (eager ember allocates one per op). Same values; one full-size array and one
+    memory pass fewer per fused pair."""
+    readers = _buffers.slot_readers(plan)
+    producer = {}
+    for st in plan.steps:
+        for s in st.outs:
+            producer[s] = st
+    for st in plan.steps:
+        if not st.prim or st.node.target not in _INPLACE or len(st.refs) != 1 or \
+                st.refs[0][0] != 0 or len(st.args) != 1:
+            continue
+        s = st.refs[0][1]
+        src = producer.get(s)
+        if src is None or not src.prim or src.node.target not in _FRESH or src.multi or \
+                readers.get(s) != 1:
+            continue
+        v = st.node.inputs[0]
+        if v.dtype is None or not v.dtype.is_floating_point or \
+                st.node.outputs[0].dtype != v.dtype or \
+                tuple(st.node.outputs[0].shape or ()) != tuple(v.shape or ()):
+            continue
+        st.inplace = _in_place(st.op)
+    # ``a + b`` over ``a`` when ``a`` is such a fresh array read by the sum alone, of the
+    # sum's shape and dtype (an RNN cell's two linear layers): the sum's backward reads
+    # neither operand's values, the producer's backward not its output
+    for st in plan.steps:
+        if st.node.target is not elementwise.Add or st.kwargs or len(st.args) != 2 or \
+                [i for i, _ in st.refs] != [0, 1]:
+            continue
+        s0, s1 = st.refs[0][1], st.refs[1][1]
+        src = producer.get(s0)
+        if s0 == s1 or src is None or not src.prim or src.node.target not in _FRESH or \
+                src.multi or readers.get(s0) != 1:
+            continue
+        va, vb, vo = st.node.args[0].value, st.node.args[1].value, st.node.outputs[0]
+        if va.dtype is None or not va.dtype.is_floating_point or \
+                not (va.dtype == vb.dtype == vo.dtype) or va.shape is None or \
+                tuple(va.shape) != tuple(vb.shape or ()) or \
+                tuple(va.shape) != tuple(vo.shape or ()):
+            continue
+        # (the forward calls it for two arrays of the sum's shape and dtype only); ``b``
+        # released after the sum where the sum alone reads it and its producer's
+        # backward reads neither its output nor state (``_FRESH``)
+        src1 = producer.get(s1)
+        drop = src1 is not None and src1.prim and src1.node.target in _FRESH and \
+            not src1.multi and readers.get(s1) == 1
+        st.add_into = (s0, s1, _add_over, drop)

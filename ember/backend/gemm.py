@@ -246,8 +246,11 @@ def matmul(a, b, out=None):
         r = _threads.matmul(a, b, out)  # on ember's threads, not BLAS's (threads.py)
         if r is not None:
             if r is _threads.WHOLE:  # the one-thread route, at one BLAS thread
-                with _threads.single_blas():
+                saved = _threads.blas_to_one()  # (``single_blas``, called per product)
+                try:
                     return _numpy_matmul(a, b, out)
+                finally:
+                    _threads.blas_back(saved)
             return r
     return _numpy_matmul(a, b, out)
 
@@ -381,8 +384,11 @@ def sum_rows(g, ones=None):
         if ones is None:
             ones = np.ones(g.shape[0], g.dtype)
         if _threads.MANY and g.shape[0] > _threads.same_bits_k(g.dtype.char):
-            with _threads.single_blas():
+            saved = _threads.blas_to_one()  # (``single_blas``, called per product)
+            try:
                 return np.matmul(ones, g)
+            finally:
+                _threads.blas_back(saved)
         return np.matmul(ones, g)
     return g.sum(0)
 

@@ -39,7 +39,7 @@ import numpy as np
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
            "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k", "pair",
-           "row_blocks_keep_bits"]
+           "row_blocks_keep_bits", "blas_to_one", "blas_back"]
 
 
 def _default_threads():
@@ -375,16 +375,30 @@ def single_blas(steps=2):
     if steps < 2 or _state["threads"] < 2 and _state["blas"] is not None:
         yield
         return
-    saved = [(lib, lib.num_threads) for lib in _all_blas()]
-    for lib, k in saved:
-        if k > 1:
-            lib.set_num_threads(1)
+    saved = blas_to_one()
     try:
         yield
     finally:
-        for lib, k in saved:
-            if k > 1:
-                lib.set_num_threads(k)
+        blas_back(saved)
+
+
+def blas_to_one():
+    """:func:`single_blas`'s entry as a call, for one product (no generator and context
+    manager around a 10-us call): every BLAS library with more than one thread set to
+    one; returns what :func:`blas_back` restores."""
+    saved = []
+    for lib in _all_blas():
+        k = lib.num_threads
+        if k > 1:
+            lib.set_num_threads(1)
+            saved.append((lib, k))
+    return saved
+
+
+def blas_back(saved):
+    """Give the libraries :func:`blas_to_one` set to one thread their counts back."""
+    for lib, k in saved:
+        lib.set_num_threads(k)
 
 
 # ----- matrix products ---------------------------------------------------------------
