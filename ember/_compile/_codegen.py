@@ -155,6 +155,16 @@ def _linear(w, d, st, k, record):
     return d + 1
 
 
+def _inplace(w, d, st, k, record):
+    """A ReLU or tanh written over its input (``_plan._fuse``; what ``_Step.run`` does
+    for it: its one argument is a Ref, its tape entry that argument)."""
+    f = w.bind(st.inplace, f"inplace{k}_")
+    w.emit(d, f"x = env[{st.refs[0][1]}]")
+    w.emit(d, f"env[{st.outs[0]}] = {f}(x)")
+    if record and st.grad:
+        w.emit(d, f"tape[{st.index}] = ([x], None)")
+
+
 def _step_heap(w, st, k, record):
     """One step of the forward without the arena (``Plan.forward``'s first two walks)."""
     d = 1
@@ -164,12 +174,8 @@ def _step_heap(w, st, k, record):
         d = _linear(w, d, st, k, record)
     if st.plain:
         _primitive(w, d, st, k, record)
-    elif record and st.inplace is not None:
-        f = w.bind(st.inplace, f"inplace{k}_")
-        w.emit(d, f"x = env[{st.refs[0][1]}]")
-        w.emit(d, f"env[{st.outs[0]}] = {f}(x)")
-        if st.grad:
-            w.emit(d, f"tape[{st.index}] = ([x], None)")
+    elif st.inplace is not None:
+        _inplace(w, d, st, k, record)
     else:
         _run(w, d, st, k, record, False)
 
@@ -197,6 +203,9 @@ def _step_arena(w, st, k, record):
                 w.emit(1, f"tape[{st.index}] = (args, None)")
             return
         _primitive(w, 1, st, k, record)
+        return
+    if st.inplace is not None and not st.nested:
+        _inplace(w, 1, st, k, record)
         return
     _run(w, 1, st, k, record, True)
 
