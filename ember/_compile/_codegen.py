@@ -67,7 +67,8 @@ def _scope():
     return {"_ndarray": np.ndarray, "_as_array": _tensor._as_array, "np": np,
             "_linear_step": linear_step, "_scatter": _scatter,
             "_accumulate": _plan._accumulate, "_accumulate_into": _plan._accumulate_into,
-            "_sum_to": _plan._sum_to, "_owned": _buffers_owned()}
+            "_sum_to": _plan._sum_to, "_distinct": _plan._distinct,
+            "_owned": _buffers_owned()}
 
 
 def _buffers_owned():
@@ -329,5 +330,7 @@ def backward_function(plan, arena):
     w.emit(1, "leaf = [" + "".join(f"G.get({s}), " for s in plan.leaf_slots) + "]")
     if arena:
         w.emit(1, "leaf = [g.copy() if _owned(arena, g) else g for g in leaf]")
+    if len(plan.leaf_slots) > 1:
+        w.emit(1, "leaf = _distinct(leaf)")
     w.emit(1, "return leaf")
     return w.function("backward", "backward")

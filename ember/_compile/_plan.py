@@ -467,6 +467,20 @@ def _accumulate_into(G, s, g, arena):
         G[s] = prev + g
 
 
+def _distinct(leaf):
+    """The leaves' gradients with each array that an earlier leaf also receives copied
+    (``a + b`` hands both operands one array): every ``.grad`` its own memory, as
+    eagerly, so an in-place change to one (``zero_``, clipping) leaves the other."""
+    seen = set()
+    for k, g in enumerate(leaf):
+        if g is not None:
+            if id(g) in seen:
+                leaf[k] = g.copy()
+            else:
+                seen.add(id(g))
+    return leaf
+
+
 def _sum_to(g, shape):
     """``g`` summed over the dims broadcasting added or stretched to reach ``shape``."""
     lead = g.ndim - len(shape)
