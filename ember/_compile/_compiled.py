@@ -439,8 +439,14 @@ class CompiledFunction:
             seen = {}
             for leaf, g in zip(leaves, grads):
                 if g is not None:
-                    if not g.flags.writeable or not g.flags.c_contiguous:
+                    flags = g.flags
+                    if not flags.writeable or not flags.c_contiguous:
                         g = np.ascontiguousarray(g).copy()
+                    elif leaf._grad is None and leaf._extra is None and g.base is None:
+                        # what ``_accumulate`` does for a leaf without hooks after
+                        # ``zero_grad()``: the gradient, an array of its own, as ``.grad``
+                        leaf._grad = _tensor._make(g)
+                        continue
                     _engine._accumulate(leaf, _tensor._make(g), False, seen)
             for ev in e.train.post:
                 if ev.kind == "step":
