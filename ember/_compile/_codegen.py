@@ -3,16 +3,17 @@
 :class:`ember._compile._plan.Plan` describes a graph as a list of steps, each with
 flags that say how it runs (a linear layer's product, a primitive on its arguments as
 recorded, a ReLU over its input, a fused chain, a sum written over its operand...).
-Walking that list on every call tests the same flags, reads the same attributes and
-copies the same argument lists each time. This module turns the list into the source
-of one function per way of running it (forward with or without the tape, with or
+A loop over that list would test the same flags, read the same attributes and copy
+the same argument lists on every call. Instead, this module writes the source of one
+function per way of running the plan (forward with or without the tape, with or
 without the arena's buffers; backward with or without them): one block per step,
-each block the statements the plan's walk would reach for that step, in the same
-order, calling the same kernels with the same arguments -- so the same bits. The
-per-call values stay run-time tests exactly where the walk tests them (a linear
-layer's input being a matrix, a sum's operands having one shape); the flags, slot
-numbers, op objects, kernels and buffers are bound once, as names of the function's
-globals.
+holding only the statements that step's flags select, steps in the plan's order, the
+slots of the plan's slot list (``env``) named by number. What may change from call to
+call stays a run-time test, where it is one (a linear layer's input being a matrix,
+a sum's operands having one shape); the flags, slot numbers, op objects, kernels and
+buffers are fixed by the plan and bound once, as names in the function's globals.
+A function that binds the forward buffers is made again when their layout changes
+(``Plan.acquire``).
 
 The source is kept on the function (``fn.source``) and in :mod:`linecache` under
 ``<ember plan ...>``, so a traceback through a generated function shows its lines;
@@ -167,7 +168,9 @@ def _inplace(w, d, st, k, record):
 
 
 def _step_heap(w, st, k, record):
-    """One step of the forward without the arena (``Plan.forward``'s first two walks)."""
+    """One step of the forward without the arena's buffers: a sum written over its
+    operand, a linear layer's product on a batch of rows, a primitive on its arguments
+    as recorded, a ReLU or tanh over its input, else the step's general ``run``."""
     d = 1
     if st.add_into is not None:
         d = _add_into(w, d, st, k, record)
@@ -182,7 +185,9 @@ def _step_heap(w, st, k, record):
 
 
 def _step_arena(w, st, k, record):
-    """One step of the forward with the arena's buffers (``Plan.forward``'s last walk)."""
+    """One step of the forward with the arena's buffers: a fused chain's kernel (its
+    members' arguments onto the tape), a primitive into its buffer or on its arguments
+    as recorded, a ReLU or tanh over its input, else the step's general ``run``."""
     if st.skip:
         return
     g = st.group
@@ -243,7 +248,9 @@ def forward_function(plan, arena, record):
 
 
 def _vjp_call(w, d, st, k, arena):
-    """The statements giving ``grads`` for one step (the backward walk's choice)."""
+    """The statements giving ``grads`` for one step: its vjp into the arena's buffers,
+    else its class's declared vjp (a linear layer sharing the bias gradient of the
+    one before it: ``_plan._biases``), else its rule's vjp."""
     if arena and st.bvjp is not None:
         w.emit(d, f"grads = {w.bind(st.bvjp, f'bvjp{k}_')}(state, args, ys, gouts)")
     elif st.declared is not None:
@@ -267,7 +274,8 @@ def _vjp_call(w, d, st, k, arena):
 
 
 def _gather(w, d, i, s, arena):
-    """Gradient ``i`` of the step added to slot ``s``'s (the backward walk's last loop)."""
+    """Gradient ``i`` of the step, reduced to its input's shape and dtype, added to
+    slot ``s``'s (into the arena's buffer, or into a sum made here)."""
     w.emit(d, f"g = grads[{i}]")
     w.emit(d, "if g is not None:")
     d += 1

@@ -11,7 +11,9 @@ the vector-Jacobian product its op's class declares (found by
 :mod:`ember._compile._rules`; the plan states no derivative of its own), sums
 gradients that meet, and reduces broadcast gradients to their input's shape. The
 whole plan appears to autograd as one node (``CompiledFunctionBackward``) whose edges
-are the graph's inputs and parameters that require grad.
+are the graph's inputs and parameters that require grad. The forward and the backward
+run as functions written out for the plan once per way of running it
+(:mod:`ember._compile._codegen`; ``Plan.sources()`` shows them).
 
 What a plan cannot run (an op with nested tensor arguments on the gradient path, an
 in-place op, a user ``autograd.Function``, a function call without an array kernel on
