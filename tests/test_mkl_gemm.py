@@ -486,7 +486,9 @@ def test_classifier_heads_by_row_blocks_keep_numpys_bits(monkeypatch):
     monkeypatch.setattr(gemm, "_narrow_by_rows", spy)
     with gemm.numpy_only():
         _x_times_wT_keeps_numpys_bits(rng, (128, 256, 1024), (128, 200, 256), (10, 13, 15))
-        assert len(taken) == 2 * 3 * 3 * 3
+        # taken on the OpenBLAS kernels where its bits were checked; elsewhere (Haswell's
+        # kernels: 256x128 @ (10x128).T differs in the last bits) np.matmul's
+        assert len(taken) == (2 * 3 * 3 * 3 if gemm._kernels_keep_bits() else 0)
         taken.clear()
         x = _rand(rng, (128, 128), np.float32)
         for a, b in ((x, _rand(rng, (128, 10), np.float32)),            # row-major b
@@ -496,6 +498,17 @@ def test_classifier_heads_by_row_blocks_keep_numpys_bits(monkeypatch):
                      (x.astype(np.float64), _rand(rng, (10, 128), np.float64).T)):
             np.testing.assert_array_equal(gemm.matmul(a, b), np.matmul(a, b))
         assert taken == []
+
+
+def test_reordered_products_only_on_the_kernels_they_were_checked_on(monkeypatch):
+    """The reordered ways of ``x @ w.T`` follow OpenBLAS's core name: SkylakeX's kernels
+    (where their bits were checked) take them, Haswell's and unknown ones do not."""
+    libs = T._blas_libs()
+    for core, taken in (("skylakex", True), ("haswell", False), (None, False)):
+        monkeypatch.setattr(T, "_core_name", lambda lib, core=core: core)
+        monkeypatch.setattr(gemm, "_kernels_state", [None, False])
+        assert gemm._kernels_keep_bits() is (taken and bool(libs))
+    monkeypatch.setattr(gemm, "_kernels_state", [None, False])
 
 
 def test_few_rows_times_a_transposed_weight_keep_numpys_bits(monkeypatch):
@@ -516,7 +529,8 @@ def test_few_rows_times_a_transposed_weight_keep_numpys_bits(monkeypatch):
     with gemm.numpy_only():
         _x_times_wT_keeps_numpys_bits(rng, (2, 3, 8, 17, 31, 32), (128, 129, 200, 256),
                                       (128, 130, 333, 512))
-        assert len(taken) == 2 * 6 * 4 * 4
+        # taken on the OpenBLAS kernels where its bits were checked, else np.matmul's
+        assert len(taken) == (2 * 6 * 4 * 4 if gemm._kernels_keep_bits() else 0)
         taken.clear()
         x = _rand(rng, (32, 128), np.float32)
         for a, b in ((x, _rand(rng, (128, 128), np.float32)),         # row-major b

@@ -348,13 +348,15 @@ def _numpy_matmul(a, b, out):
     if out is None:
         if type(b) is np.ndarray and type(a) is np.ndarray and \
                 len(b.shape) == 2 == len(a.shape) and \
-                _TRANS_MIN <= a.shape[0] <= _TRANS_ROWS and b.flags.f_contiguous:
+                _TRANS_MIN <= a.shape[0] <= _TRANS_ROWS and b.flags.f_contiguous and \
+                _kernels_keep_bits():
             r = _by_transpose(a, b)
             if r is not None:
                 return r
         elif type(b) is np.ndarray and type(a) is np.ndarray and len(b.shape) == 2 == \
                 len(a.shape) and _NARROW_MIN <= b.shape[1] < _NARROW and \
-                a.shape[0] % _NARROW_ROWS == 0 and a.shape[0] and b.flags.f_contiguous:
+                a.shape[0] % _NARROW_ROWS == 0 and a.shape[0] and b.flags.f_contiguous and \
+                _kernels_keep_bits():
             r = _narrow_by_rows(a, b)
             if r is not None:
                 return r
@@ -363,6 +365,27 @@ def _numpy_matmul(a, b, out):
         return np.matmul(a, b, out=out)
     from ember.backend import array_module  # CuPy's, or the meta placeholders' matmul
     return array_module(a).matmul(a, b, out=out)
+
+
+# The two ways below give np.matmul's bits on the kernel set they were checked on,
+# OpenBLAS's SkylakeX kernels; on others they need not (on Haswell's, which OpenBLAS
+# runs on AVX2 CPUs such as AMD's EPYC, 256x128 @ (10x128).T by row blocks and
+# 32x128 @ (128x128).T as (w @ x.T).T differ from np.matmul in the last bits), so
+# elsewhere the products are np.matmul's. Keyed by OpenBLAS's core name, as
+# threads.same_bits_k is
+_BITS_CHECKED_KERNELS = frozenset({"skylakex"})
+_kernels_state = [None, False]  # (the BLAS libraries looked at, their verdict)
+
+
+def _kernels_keep_bits():
+    """True when NumPy's OpenBLAS runs a kernel set on which the reordered products
+    below were checked to give ``np.matmul``'s bits."""
+    libs = _threads._blas_libs()
+    if _kernels_state[0] is not libs:
+        cores = {_threads._core_name(lib) for lib in libs
+                 if getattr(lib, "internal_api", "openblas") == "openblas"}
+        _kernels_state[:] = [libs, bool(cores) and cores <= _BITS_CHECKED_KERNELS]
+    return _kernels_state[1]
 
 
 # OpenBLAS runs ``x @ w.T`` (a few rows times a transposed row-major weight) about
