@@ -348,15 +348,13 @@ def _numpy_matmul(a, b, out):
     if out is None:
         if type(b) is np.ndarray and type(a) is np.ndarray and \
                 len(b.shape) == 2 == len(a.shape) and \
-                _TRANS_MIN <= a.shape[0] <= _TRANS_ROWS and b.flags.f_contiguous and \
-                _kernels_keep_bits():
+                _TRANS_MIN <= a.shape[0] <= _TRANS_ROWS and b.flags.f_contiguous:
             r = _by_transpose(a, b)
             if r is not None:
                 return r
         elif type(b) is np.ndarray and type(a) is np.ndarray and len(b.shape) == 2 == \
                 len(a.shape) and _NARROW_MIN <= b.shape[1] < _NARROW and \
-                a.shape[0] % _NARROW_ROWS == 0 and a.shape[0] and b.flags.f_contiguous and \
-                _kernels_keep_bits():
+                a.shape[0] % _NARROW_ROWS == 0 and a.shape[0] and b.flags.f_contiguous:
             r = _narrow_by_rows(a, b)
             if r is not None:
                 return r
@@ -409,7 +407,8 @@ def _by_transpose(a, b):
     k, n = b.shape
     if not (_TRANS_K <= k <= _TRANS_K_MAX and _TRANS_N <= n <= _TRANS_N_MAX) or \
             a.shape[1] != k or not a.flags.c_contiguous or b.flags.c_contiguous or \
-            a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative:
+            a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative or \
+            not _kernels_keep_bits():
         return None
     return np.matmul(b.T, a.T).T.copy()
 
@@ -434,7 +433,8 @@ def _narrow_by_rows(a, b):
     that is not faster."""
     k = b.shape[0]
     if not _TRANS_K <= k <= _TRANS_K_MAX or a.shape[1] != k or not a.flags.c_contiguous \
-            or a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative:
+            or a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative or \
+            not _kernels_keep_bits():
         return None
     bc = b.copy()  # C order (the array's own copy() order is C)
     m = a.shape[0]
