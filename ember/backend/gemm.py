@@ -23,7 +23,10 @@ Loading is lazy: ``import ember`` never loads MKL; the first product large enoug
 The environment variable ``EMBER_MKL`` chooses: ``0`` never uses MKL, ``1`` requires it
 (a product raises an error naming the extra when libmkl_rt cannot be loaded), unset uses
 it when the ``mkl`` package is installed. MKL's thread count follows
-``ember.set_num_threads`` (:mod:`ember.backend.threads`).
+``ember.set_num_threads`` (:mod:`ember.backend.threads`). Its threading layer matches
+the OpenMP runtime already in the process: GNU's (``libgomp``, which PyTorch loads)
+when its functions come first in the global symbol scope, else Intel's; an MKL already
+on Intel's layer beside GNU OpenMP is refused (its threaded products would be wrong).
 """
 import contextlib
 import os
