@@ -299,16 +299,11 @@ def pair(first, second, cost):
         finally:
             local.in_worker = False
     try:
-        saved = [(lib, lib.num_threads) for lib in _all_blas()]
-        for lib, k in saved:
-            if k > 1:
-                lib.set_num_threads(1)
+        saved = blas_to_one()
         try:
             pool.run(run, (0, 1, 2))
         finally:
-            for lib, k in saved:
-                if k > 1:
-                    lib.set_num_threads(k)
+            blas_back(saved)
     finally:
         pool.lock.release()
     return results[0], results[1]
