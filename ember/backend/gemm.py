@@ -307,7 +307,8 @@ def _by_transpose(a, b):
     k, n = b.shape
     if not (_TRANS_K <= k <= _TRANS_K_MAX and _TRANS_N <= n <= _TRANS_N_MAX) or \
             a.shape[1] != k or not a.flags.c_contiguous or b.flags.c_contiguous or \
-            a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative:
+            a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative or \
+            not _threads.layouts_keep_bits():  # (other kernels: other bits, threads.py)
         return None
     return np.matmul(b.T, a.T).T.copy()
 
@@ -332,7 +333,8 @@ def _narrow_by_rows(a, b):
     that is not faster."""
     k = b.shape[0]
     if not _TRANS_K <= k <= _TRANS_K_MAX or a.shape[1] != k or not a.flags.c_contiguous \
-            or a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative:
+            or a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative or \
+            not _threads.layouts_keep_bits():  # (other kernels: other bits, threads.py)
         return None
     bc = b.copy()  # C order (the array's own copy() order is C)
     m = a.shape[0]

@@ -39,7 +39,7 @@ import numpy as np
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
            "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k", "pair",
-           "row_blocks_keep_bits"]
+           "row_blocks_keep_bits", "layouts_keep_bits"]
 
 
 def _default_threads():
@@ -465,6 +465,35 @@ def row_blocks_keep_bits():
                  if getattr(lib, "internal_api", "openblas") == "openblas"]
         known = _state["row_blocks"] = (
             libs, bool(cores) and all(c in _ROW_BLOCKS_KEEP_BITS for c in cores))
+    return known[1]
+
+
+# A float32 product computed through another layout of its operands gives ``np.matmul``'s
+# bits on the kernels listed here: the transposed product ``(b.T @ a.T).T``, a row-major
+# copy of a transposed operand, 128-row blocks of a narrow product
+# (``gemm._by_transpose``, ``gemm._narrow_by_rows``, ``matmul_graph._kept_product``;
+# SkylakeX: every shape of their ranges, tests/test_mkl_gemm.py and
+# tests/test_rnn_step_paths.py). On OpenBLAS's Haswell kernels (AMD's Zen cores run them
+# too) ``(b.T @ a.T).T`` differs from ``a @ b`` in 36 of 45 shapes of ``_by_transpose``'s
+# range, and a copied operand or row blocks change the bits as well, so there, and on a
+# kernel not measured, every product runs as ``np.matmul`` itself (eager ember, compiled
+# plans and a recurrent cell's loop alike).
+_LAYOUTS_KEEP_BITS = frozenset({"skylakex"})
+
+
+def layouts_keep_bits():
+    """Whether a float32 product on NumPy's BLAS keeps ``np.matmul``'s bits when computed
+    through another layout of its operands (its OpenBLAS kernel measured so, see above);
+    False where unknown."""
+    known = _state.get("layouts")
+    if known is not None and known[0] is _state.get("libs") is not None:
+        return known[1]  # (read per small product: the common case first)
+    libs = _blas_libs()
+    if known is None or known[0] is not libs:
+        cores = [_core_name(lib) for lib in libs
+                 if getattr(lib, "internal_api", "openblas") == "openblas"]
+        known = _state["layouts"] = (
+            libs, bool(cores) and all(c in _LAYOUTS_KEEP_BITS for c in cores))
     return known[1]
 
 
