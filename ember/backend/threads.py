@@ -419,10 +419,15 @@ _POOL_QUIET_SECONDS = 0.1
 # test_threads_inner_dim.py pins the edge). Up to the block its float32 threads split
 # only rows and columns and every element is the same sum (781 shapes checked). Its
 # float64 threads differ even for short inner dimensions (400 x 32 by 32 x 300), so
-# float64 products never take them. So BLAS's own threads take a product only up to the
-# bound measured for the kernel the library reports (keyed by OpenBLAS's core name); on a
-# kernel not measured here, none.
-_SAME_BITS_K = {"skylakex": {"f": 448, "d": 0}}
+# float64 products never take them. On its Haswell kernels (which it runs on AMD's Zen
+# cores too) the threads of both dtypes keep the bits only for an inner dimension of at
+# most 7 (321 shapes of 1-4099 rows and 1-2049 columns per dtype, each also transposed,
+# all equal at k = 1-7); from k = 8, where the kernel's unrolled inner loop starts, they
+# differ (float32 400 x 8 by 8 x 300, float64 257 x 8 by 8 x 300; measured by
+# benchmarks/blas_threads_bound.py). So BLAS's own threads take a product only up to
+# the bound measured for the kernel the library reports (keyed by OpenBLAS's core name);
+# on a kernel not measured here, none.
+_SAME_BITS_K = {"skylakex": {"f": 448, "d": 0}, "haswell": {"f": 7, "d": 7}}
 
 
 def same_bits_k(char):
