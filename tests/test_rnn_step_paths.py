@@ -185,7 +185,7 @@ def test_kept_weight_copy_gives_the_transposed_products_bits(m, k, n):
         x = (rng.standard_normal((m, k)) * scale).astype(np.float32)
         w = rng.standard_normal((n, k)).astype(np.float32)
         got = matmul_graph._rows_times_weight_t(x, w)
-        if not threads.layouts_keep_bits():
+        if not threads.copy_keeps_bits():
             # a kernel where the copy changes the bits (OpenBLAS's Haswell ones): not
             # taken, and a cell's product is np.matmul's on the transposed weight
             assert got is None
@@ -273,3 +273,20 @@ def test_compiled_cell_loop_equals_eager_bit_for_bit():
     for other in got[1:]:
         for a, b in zip(got[0], other):
             np.testing.assert_array_equal(a, b)
+
+
+def test_kept_copy_follows_the_measured_kernels(monkeypatch):
+    # the kept copy is taken only on BLAS kernels measured to keep the bits with it
+    # (threads._COPY_KEEPS_BITS); with this machine's kernel not listed, never
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((32, 64), np.float32), rng.standard_normal((128, 64), np.float32)
+    libs = threads._blas_libs()
+    core = threads._core_name(libs[0]) if libs else None
+    for listed in (True, False):
+        monkeypatch.setattr(threads, "_COPY_KEEPS_BITS",
+                            frozenset({core} if listed else ()))
+        threads._state.pop("copies", None)
+        taken = matmul_graph._rows_times_weight_t(x, w) is not None
+        assert taken is (listed and core is not None)
+        assert matmul_graph._copy_keeps_bits(x, w) is taken
+    threads._state.pop("copies", None)

@@ -39,7 +39,7 @@ import numpy as np
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
            "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k", "pair",
-           "row_blocks_keep_bits", "layouts_keep_bits"]
+           "row_blocks_keep_bits", "layouts_keep_bits", "copy_keeps_bits"]
 
 
 def _default_threads():
@@ -474,32 +474,49 @@ def row_blocks_keep_bits():
 
 
 # A float32 product computed through another layout of its operands gives ``np.matmul``'s
-# bits on the kernels listed here: the transposed product ``(b.T @ a.T).T``, a row-major
-# copy of a transposed operand, 128-row blocks of a narrow product
-# (``gemm._by_transpose``, ``gemm._narrow_by_rows``, ``matmul_graph._kept_product``;
-# SkylakeX: every shape of their ranges, tests/test_mkl_gemm.py and
-# tests/test_rnn_step_paths.py). On OpenBLAS's Haswell kernels (AMD's Zen cores run them
-# too) ``(b.T @ a.T).T`` differs from ``a @ b`` in 36 of 45 shapes of ``_by_transpose``'s
-# range, and a copied operand or row blocks change the bits as well, so there, and on a
-# kernel not measured, every product runs as ``np.matmul`` itself (eager ember, compiled
-# plans and a recurrent cell's loop alike).
+# bits on the kernels listed here: the transposed product ``(b.T @ a.T).T`` and 128-row
+# blocks of a narrow product (``gemm._by_transpose``, ``gemm._narrow_by_rows``; SkylakeX:
+# every shape of their ranges, tests/test_mkl_gemm.py). On OpenBLAS's Haswell kernels
+# (AMD's Zen cores run them too) ``(b.T @ a.T).T`` differs from ``a @ b`` in 36 of 45
+# shapes of ``_by_transpose``'s range, and the narrow head's blocks differ as well (both
+# ways are also slower there: 32x128x128 17.3 against 16.4 us, 1024x128x10 73.9 against
+# 56.1), so there, and on a kernel not measured, those products run as ``np.matmul``
+# itself (eager ember, compiled plans and a recurrent cell's loop alike).
 _LAYOUTS_KEEP_BITS = frozenset({"skylakex"})
+# ``x @ w.T`` on a row-major copy of ``w.T`` gives the product on the transposed weight's
+# bits for float32 with 19-32 rows, k up to 256 and n a multiple of 64 up to 512 on the
+# kernels listed here (``matmul_graph._kept_product``, ``_copy_keeps_bits``; SkylakeX:
+# tests/test_rnn_step_paths.py; Haswell: all 57,344 draws of m = 19-32, k = 1-256,
+# n = 64-512 in steps of 64 equal to ``np.matmul(x, w.T)``, and 32x64x128 8.5 against
+# 9.2 us).
+_COPY_KEEPS_BITS = frozenset({"skylakex", "haswell"})
 
 
-def layouts_keep_bits():
-    """Whether a float32 product on NumPy's BLAS keeps ``np.matmul``'s bits when computed
-    through another layout of its operands (its OpenBLAS kernel measured so, see above);
-    False where unknown."""
-    known = _state.get("layouts")
+def _kernels_in(key, kernels):
+    """Whether every OpenBLAS kernel NumPy's products reach is one of ``kernels`` (its
+    answer kept under ``key`` until the libraries change); False where none is known."""
+    known = _state.get(key)
     if known is not None and known[0] is _state.get("libs") is not None:
         return known[1]  # (read per small product: the common case first)
     libs = _blas_libs()
     if known is None or known[0] is not libs:
         cores = [_core_name(lib) for lib in libs
                  if getattr(lib, "internal_api", "openblas") == "openblas"]
-        known = _state["layouts"] = (
-            libs, bool(cores) and all(c in _LAYOUTS_KEEP_BITS for c in cores))
+        known = _state[key] = (libs, bool(cores) and all(c in kernels for c in cores))
     return known[1]
+
+
+def layouts_keep_bits():
+    """Whether a float32 product on NumPy's BLAS keeps ``np.matmul``'s bits when computed
+    as its transposed product or in row blocks (its OpenBLAS kernel measured so, see
+    above); False where unknown."""
+    return _kernels_in("layouts", _LAYOUTS_KEEP_BITS)
+
+
+def copy_keeps_bits():
+    """Whether ``x @ w.T`` on a row-major copy of ``w.T`` keeps the bits of the product on
+    the transposed weight in ``matmul_graph``'s range (see above); False where unknown."""
+    return _kernels_in("copies", _COPY_KEEPS_BITS)
 
 
 def _core_name(lib):
