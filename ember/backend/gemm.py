@@ -374,27 +374,6 @@ def _numpy_matmul(a, b, out):
     return array_module(a).matmul(a, b, out=out)
 
 
-# The two ways below give np.matmul's bits on the kernel set they were checked on,
-# OpenBLAS's SkylakeX kernels; on others they need not (on Haswell's, which OpenBLAS
-# runs on AVX2 CPUs such as AMD's EPYC, 256x128 @ (10x128).T by row blocks and
-# 32x128 @ (128x128).T as (w @ x.T).T differ from np.matmul in the last bits), so
-# elsewhere the products are np.matmul's. Keyed by OpenBLAS's core name, as
-# threads.same_bits_k is
-_BITS_CHECKED_KERNELS = frozenset({"skylakex"})
-_kernels_state = [None, False]  # (the BLAS libraries looked at, their verdict)
-
-
-def _kernels_keep_bits():
-    """True when NumPy's OpenBLAS runs a kernel set on which the reordered products
-    below were checked to give ``np.matmul``'s bits."""
-    libs = _threads._blas_libs()
-    if _kernels_state[0] is not libs:
-        cores = {_threads._core_name(lib) for lib in libs
-                 if getattr(lib, "internal_api", "openblas") == "openblas"}
-        _kernels_state[:] = [libs, bool(cores) and cores <= _BITS_CHECKED_KERNELS]
-    return _kernels_state[1]
-
-
 # OpenBLAS runs ``x @ w.T`` (a few rows times a transposed row-major weight) about
 # 1.1-1.5x slower than ``(w @ x.T).T`` copied back to C order, with identical bits:
 # 32x128x128 0.94 of the time, 32x256x256 0.72, 16x128x128 0.65, 32x1024x256 0.64,
@@ -417,7 +396,7 @@ def _by_transpose(a, b):
     if not (_TRANS_K <= k <= _TRANS_K_MAX and _TRANS_N <= n <= _TRANS_N_MAX) or \
             a.shape[1] != k or not a.flags.c_contiguous or b.flags.c_contiguous or \
             a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative or \
-            not _kernels_keep_bits():
+            not _threads.layouts_keep_bits():  # (other kernels: other bits, threads.py)
         return None
     return np.matmul(b.T, a.T).T.copy()
 
@@ -443,7 +422,7 @@ def _narrow_by_rows(a, b):
     k = b.shape[0]
     if not _TRANS_K <= k <= _TRANS_K_MAX or a.shape[1] != k or not a.flags.c_contiguous \
             or a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative or \
-            not _kernels_keep_bits():
+            not _threads.layouts_keep_bits():  # (other kernels: other bits, threads.py)
         return None
     bc = b.copy()  # C order (the array's own copy() order is C)
     m = a.shape[0]
