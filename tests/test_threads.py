@@ -329,11 +329,11 @@ def test_small_products_at_two_threads_hold_blas_at_one_thread_each(monkeypatch)
         two.seen.clear()
         one.seen.clear()
         seen = []
-        real = np.matmul
-        monkeypatch.setattr(T.np, "matmul", lambda *a, **k: (
-            seen.append((_blas_threads(), two.num_threads)), real(*a, **k))[1])
-        got = T.matmul(g.T, x)
-        monkeypatch.setattr(T.np, "matmul", real)
+        real = gemm._numpy_matmul  # the one-thread route gemm runs for T.WHOLE
+        monkeypatch.setattr(gemm, "_numpy_matmul", lambda *a: (
+            seen.append((_blas_threads(), two.num_threads)), real(*a))[1])
+        got = gemm.matmul(g.T, x)
+        monkeypatch.setattr(gemm, "_numpy_matmul", real)
         assert seen == [({1}, 1)] and two.seen == [1, 3] and one.seen == []
         assert _blas_threads() == {2} and two.num_threads == 3
         with T.single_blas():
@@ -344,7 +344,7 @@ def test_small_products_at_two_threads_hold_blas_at_one_thread_each(monkeypatch)
         assert two.seen == [1, 3]
         two.seen.clear()
         with pytest.raises(ValueError):
-            T.matmul(g.T, rng.standard_normal((32, 64)).astype(np.float32), out=np.empty(
+            gemm.matmul(g.T, rng.standard_normal((32, 64)).astype(np.float32), out=np.empty(
                 (128, 64), np.float32)[:, ::2])
         assert two.seen == [1, 3] and _blas_threads() == {2}
     finally:

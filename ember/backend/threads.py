@@ -248,6 +248,8 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False):
         fn(0, rows)
         return
     _state["pool_used"] = time.monotonic()
+    if blas:
+        fn = _one_blas_thread_on_workers(fn)
     try:
         step, extra = divmod(rows, n)
         bounds = [0]
@@ -265,6 +267,21 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False):
                     lib.set_num_threads(k)
     finally:
         pool.lock.release()
+
+
+def _one_blas_thread_on_workers(fn):
+    """``fn`` with BLAS at one thread also on the pool's workers: a BLAS whose count is
+    per OS thread (MKL on GNU OpenMP, the layer it takes beside PyTorch) keeps its
+    default there whatever the caller set."""
+    def block(lo, hi):
+        if not getattr(local, "in_worker", False):
+            return fn(lo, hi)
+        saved = blas_to_one()
+        try:
+            return fn(lo, hi)
+        finally:
+            blas_back(saved)
+    return block
 
 
 def pair(first, second, cost):
@@ -292,7 +309,9 @@ def pair(first, second, cost):
 
     def run(lo, hi):
         if lo:  # (on the worker, which is ``in_worker`` already)
-            results[1] = second()
+            # a BLAS whose count is per OS thread (MKL on GNU OpenMP, the layer it takes
+            # beside PyTorch) is set to one here too: the caller's setting is its own
+            results[1] = _one_blas_thread_on_workers(lambda lo, hi: second())(lo, hi)
             return
         local.in_worker = True  # the caller's kernels unsplit too: the pool is taken
         try:
