@@ -11,9 +11,11 @@ It is used only where it is known to agree: on first use the library is located 
 OpenBLAS bundled with NumPy's wheels, or a BLAS already loaded into the process), and
 its ``saxpy`` is checked against the float64 formula on inputs where a multiply-add
 with two roundings differs from one with a single rounding, at every length up to a few
-SIMD blocks (the kernels' vector bodies and scalar tails). A library that is missing,
-has no FMA kernel, or disagrees anywhere leaves :func:`saxpy` returning False, and the
-caller runs NumPy. ``EMBER_BLAS_AXPY=0`` switches it off.
+SIMD blocks (the kernels' vector bodies and scalar tails). OpenBLAS's Haswell kernel
+(AVX2 machines) fuses only its 32-element vector body and rounds the tail twice; there
+the BLAS call covers the multiples of 32 elements and the float64 formula the rest. A
+library that is missing, has no FMA kernel, or disagrees otherwise leaves :func:`saxpy`
+returning False, and the caller runs NumPy. ``EMBER_BLAS_AXPY=0`` switches it off.
 
 :func:`scale_add` is SGD's momentum update ``b = momentum * b + g`` with the product
 rounded and then the sum, as NumPy's ``b *= momentum; b += g`` and PyTorch's ``mul_`` then
@@ -37,6 +39,7 @@ _fn_by = [None]  # the same for saxpby
 _lock = threading.Lock()
 _MIN_SIZE = 256  # below this the ctypes call costs more than NumPy's float64 passes
 _BLAS_THREADED = 10000  # OpenBLAS's axpy runs its threads above this many elements
+_KERNEL_BLOCK = 32  # the vector body of OpenBLAS's Haswell saxpy kernel, in elements
 
 # (symbol, 64-bit integers) as the BLAS builds NumPy ships spell cblas_saxpy
 _SYMBOLS = (("scipy_cblas_saxpy64_", True), ("cblas_saxpy64_", True), ("cblas_saxpy", False))
@@ -81,10 +84,24 @@ def _reference(y, alpha, x):
 
 
 def _agrees(f):
-    """True when ``f`` gives the single-rounded values on inputs where a second rounding
-    would show: every length from 1 to 160 (vector bodies and tails) and a long one."""
+    """The block of elements (1 or ``_KERNEL_BLOCK``) from whose multiples ``f`` gives
+    the single-rounded values, or 0 where it does not: checked at every length from 1 to
+    160 (vector bodies and tails) and a long one, on inputs where a second rounding
+    would show. OpenBLAS's AVX-512 kernels fuse every element; its Haswell (AVX2)
+    kernel fuses its 32-element vector body only, and rounds the tail's product and sum
+    separately, so there the tail is left to NumPy."""
+    for block in (1, _KERNEL_BLOCK):
+        if _agrees_in_blocks(f, block):
+            return block
+    return 0
+
+
+def _agrees_in_blocks(f, block):
     rng = np.random.default_rng(7)
     for n in list(range(1, 161)) + [4099]:
+        n -= n % block
+        if n == 0:
+            continue
         y = rng.standard_normal(n).astype(np.float32)
         x = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)).astype(np.float32)
         alpha = float(np.float32(-0.0123))
@@ -133,9 +150,7 @@ def _scale_add_agrees(f):
 
 
 def _find_by():
-    if _fn[0] is None:
-        _fn[0] = _find()
-    if _fn[0] is False:  # switched off, or no agreeing saxpy: no saxpby either
+    if _switched_off():
         return False
     return _first_agreeing(_BY_SYMBOLS, _scale_add_agrees)
 
@@ -164,30 +179,38 @@ def scale_add(y, beta, x):
     return True
 
 
-def _in_blocks(call, y, x, ptr):
-    """``call(n, x pointer, y pointer)`` over all of the float32 arrays ``x`` and ``y``: one
-    call, or, where OpenBLAS would run its own threads (large, and more than one ember
-    thread), calls over blocks on ember's threads instead (threads.py says why); each
-    element is computed alike in any block."""
+def _in_blocks(call, y, x, ptr, n=None, block=1):
+    """``call(n, x pointer, y pointer)`` over the first ``n`` (all by default) elements
+    of the float32 arrays ``x`` and ``y``: one call, or, where OpenBLAS would run its own
+    threads (large, and more than one ember thread), calls over pieces on ember's
+    threads instead (threads.py says why), each starting at a multiple of ``block``;
+    each element is computed alike in any piece."""
     px, py = ptr(x), ptr(y)
-    if y.size <= _BLAS_THREADED or _threads.get_num_threads() < 2:
-        call(y.size, px, py)
+    n = y.size if n is None else n
+    if n <= _BLAS_THREADED or _threads.get_num_threads() < 2:
+        call(n, px, py)
         return
 
-    def block(lo, hi):
+    def piece(lo, hi):
+        lo, hi = lo * block, min(hi * block, n)
         call(hi - lo, px + 4 * lo, py + 4 * lo)
-    _threads.blas_rows(block, y.size, 2 * y.size)
+    _threads.blas_rows(piece, -(-n // block), 2 * n)
+
+
+def _switched_off():
+    return os.environ.get("EMBER_BLAS_AXPY", "").strip().lower() in ("0", "off", "false", "no")
 
 
 def _find():
-    if os.environ.get("EMBER_BLAS_AXPY", "").strip().lower() in ("0", "off", "false", "no"):
+    if _switched_off():
         return False
     return _first_agreeing(_SYMBOLS, _agrees)
 
 
 def _first_agreeing(symbols, agrees):
-    """The first library's binding of ``symbols`` (see ``_bind``) if ``agrees`` with its
-    function, else False."""
+    """The first library's binding of ``symbols`` (see ``_bind``) and the block from whose
+    multiples it agrees (``agrees`` returns it: 0 or False where it does not), else
+    False."""
     try:
         import ctypes
     except ImportError:
@@ -199,7 +222,7 @@ def _first_agreeing(symbols, agrees):
                 ok = agrees(bound[0])
             except Exception:  # a foreign symbol of another signature: not ours to use
                 ok = False
-            return bound if ok else False
+            return bound + (int(ok),) if ok else False
     return False
 
 
@@ -229,5 +252,10 @@ def saxpy(y, alpha, x):
         fn = _load()
     if fn is False or y.size > fn[1] or np.may_share_memory(x, y):
         return False
-    _in_blocks(lambda n, px, py: fn[0](n, alpha, px, 1, py, 1), y, x, fn[2])
+    body = y.size - y.size % fn[3]  # the kernel's rounding is single on this part
+    if body:
+        _in_blocks(lambda n, px, py: fn[0](n, alpha, px, 1, py, 1), y, x, fn[2], body)
+    if body < y.size:
+        tail_y, tail_x = y.reshape(-1)[body:], x.reshape(-1)[body:]
+        tail_y[...] = _reference(tail_y, alpha, tail_x)
     return True
