@@ -1,6 +1,8 @@
 """The fitted erf/erfc/erfinv kernels, the mean-0 path of float32 ``normal_`` and the
 chunked optimizer update, against torch over dense sweeps (values torch's to the last
 bit where ember promises it, else within a few ulp)."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -76,7 +78,17 @@ def test_gelu_exact_matches_torch():
     t = torch.nn.functional.gelu(torch.from_numpy(x)).numpy()
     # below about -1, x/2 (1 + erf(x/sqrt 2)) cancels in float32 in both libraries
     keep = (x > -1) & (np.abs(x) < 1e30)
-    assert _ulps(e, t)[keep & (np.abs(t) > 1e-30)].max() <= 4
+    near = keep & (np.abs(t) > 1e-30)
+    exact = (0.5 * x.astype(np.float64) * np.vectorize(math.erfc)(
+        -x.astype(np.float64) / math.sqrt(2))).astype(np.float32)
+    assert _ulps(e, exact)[near].max() <= 2  # ember's own accuracy, on any CPU
+    if torch.backends.cpu.get_cpu_capability() == "AVX512":
+        assert _ulps(e, t)[near].max() <= 4
+    else:
+        # torch's AVX2 kernel is up to 8 ulp from the exact value near x = -0.8 (where
+        # 1 + erf cancels): there ember stays as close to torch as torch is to the
+        # exact value, give or take ember's own 2 ulp (docs/differences.md)
+        assert (_ulps(e, t) <= _ulps(t, exact) + 2)[near].all()
     rest = ~keep & (np.abs(x) < 1e30)  # gelu(max): ember max, torch inf (differences.md)
     np.testing.assert_allclose(e[rest], t[rest], rtol=1e-6, atol=2e-6)
 
