@@ -116,3 +116,17 @@ def test_scale_add_switched_off_by_environment(monkeypatch):
     monkeypatch.setenv("EMBER_BLAS_AXPY", "0")
     monkeypatch.setattr(axpy, "_fn", [None])
     assert axpy._find_by() is False
+
+
+def test_saxpy_tails_at_every_length():
+    """OpenBLAS's Haswell kernel fuses only its 32-element vector body: every remainder
+    of the BLAS block (its tail runs the float64 formula) gives torch's bits."""
+    assert axpy.available() and axpy._fn[0][3] in (1, 32)
+    rng = np.random.default_rng(5)
+    for n in range(256, 256 + 65):
+        y = rng.standard_normal(n).astype(np.float32)
+        x = (rng.standard_normal(n) * 10.0 ** rng.integers(-6, 6, n)).astype(np.float32)
+        want = torch.from_numpy(y.copy()).add_(torch.from_numpy(x), alpha=-0.0371).numpy()
+        got = y.copy()
+        assert axpy.saxpy(got, -0.0371, x)
+        np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32), str(n))

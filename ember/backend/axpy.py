@@ -257,5 +257,5 @@ def saxpy(y, alpha, x):
         _in_blocks(lambda n, px, py: fn[0](n, alpha, px, 1, py, 1), y, x, fn[2], body)
     if body < y.size:
         tail_y, tail_x = y.reshape(-1)[body:], x.reshape(-1)[body:]
-        tail_y[...] = _reference(tail_y, alpha, tail_x)
+        tail_y[...] = _reference(tail_y, float(np.float32(alpha)), tail_x)
     return True

@@ -215,11 +215,11 @@ def _add_scaled_reduced(a, b, alpha):
     dt, f = a.dtype, np.float32
     if type(a) is not _ndarray or type(b) is not _ndarray:  # CuPy: one rounding throughout
         return (a.astype(f) + f(alpha) * b.astype(f)).astype(dt)
-    from ember.ops._pow_kernels import _BLOCK, _flat, _iteration, _threads, vector_mask
+    from ember.ops._pow_kernels import _flat, _iteration, _threads, vector_mask
     shape = np.broadcast_shapes(a.shape, b.shape)
     perm, inner, vec = _iteration([a, b], shape)
     n = int(np.prod(shape, dtype=np.int64))
-    # the loop runs on float32 vectors: as many elements per step as float32's
+    # (_HALF_STEP elements per step of the vector loop)
     mask = vector_mask(n, inner, vec, _HALF_STEP, _threads())
     af = _flat(a, shape, perm).astype(f)
     p = f(alpha) * _flat(b, shape, perm).astype(f)
