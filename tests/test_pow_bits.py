@@ -160,13 +160,24 @@ def test_half_precision(dtype):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_square_root_within_one_ulp(dtype):
     # x ** 0.5 is PyTorch's sqrt kernel (MKL's vector sqrt, not correctly rounded):
-    # ember's is correctly rounded, so some elements are one ulp above PyTorch's
+    # ember's is correctly rounded (NumPy's sqrt), so some elements are one ulp off
+    # PyTorch's: on AVX-512 machines only above it, and in about 2% of the elements; on
+    # AVX2 machines (MKL's AVX2 code) either side, in about 17% of float32 elements and
+    # 1.5% of float64 ones (docs/differences.md)
     x = np.concatenate([np.abs(sample(5000, 13)), EDGES])
     e, t = pair(x, dtype)
     be, bt = bits(e ** 0.5).astype(np.int64), bits(t ** 0.5).astype(np.int64)
     diff = be - bt
-    assert set(np.unique(diff)) <= {0, 1}
-    assert diff.mean() < 0.02
+    with np.errstate(invalid="ignore"):  # NaN below zero
+        root = np.sqrt(x.astype(dtype))
+    real = ~np.isnan(root)
+    np.testing.assert_array_equal(bits(e ** 0.5)[real], root.view(UINT[root.itemsize])[real])
+    if torch.backends.cpu.get_cpu_capability() == "AVX512":
+        assert set(np.unique(diff)) <= {0, 1}
+        assert diff.mean() < 0.02
+    else:
+        assert set(np.unique(diff)) <= {-1, 0, 1}
+        assert np.abs(diff).mean() < (0.2 if dtype == "float32" else 0.02)
     assert_bits(e[x < 0] ** 0.5, t[x < 0] ** 0.5, "NaN below zero")
 
 

@@ -200,6 +200,12 @@ def _to_reduced(x, dt):
         return np.asarray(np.float32(x)).astype(dt)
 
 
+# elements per step of PyTorch's float16/bfloat16 ``add(alpha=)`` vector loop: 32 on
+# its AVX2 kernels (two 16-lane vectors; measured on a Zen 3 machine) and on the
+# AVX-512 machine ember's tests were first written on
+_HALF_STEP = 32
+
+
 def _add_scaled_reduced(a, b, alpha):
     """``a + alpha * b`` for float16/bfloat16 arrays (``alpha`` already the dtype's
     value), as PyTorch's CPU loop computes it: in float32, rounded once, by its vector
@@ -209,12 +215,12 @@ def _add_scaled_reduced(a, b, alpha):
     dt, f = a.dtype, np.float32
     if type(a) is not _ndarray or type(b) is not _ndarray:  # CuPy: one rounding throughout
         return (a.astype(f) + f(alpha) * b.astype(f)).astype(dt)
-    from ember.ops._pow_kernels import _BLOCK, _flat, _iteration, _threads, vector_mask
+    from ember.ops._pow_kernels import _flat, _iteration, _threads, vector_mask
     shape = np.broadcast_shapes(a.shape, b.shape)
     perm, inner, vec = _iteration([a, b], shape)
     n = int(np.prod(shape, dtype=np.int64))
-    # the loop runs on float32 vectors: as many elements per step as float32's
-    mask = vector_mask(n, inner, vec, _BLOCK[4], _threads())
+    # (_HALF_STEP elements per step of the vector loop)
+    mask = vector_mask(n, inner, vec, _HALF_STEP, _threads())
     af = _flat(a, shape, perm).astype(f)
     p = f(alpha) * _flat(b, shape, perm).astype(f)
     out = af + p
