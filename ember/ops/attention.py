@@ -230,8 +230,9 @@ def _in_rows(t):
 # Haswell kernels (which it also runs on AMD's Zen cores) differ in the last bits, so
 # there, and on a kernel not measured, the scores are stored row-major and written by
 # ``q @ k^T``: the bits of every other route (an unsplit batch, the recorded formula).
-# (On Zen 3 the row-major scores cost 8-15% of a forward and backward; filling the
-# transposed layout from ``q @ k^T`` by a copy costs 9-15%: docs/performance.md.)
+# (On Zen 3 the row-major scores cost 8-22% of an attention's forward and backward at
+# 8 x 4 x 64 x 32, up to 8% at 4 x 8 x 128 x 64; filling the transposed layout from
+# ``q @ k^T`` by a copy cost 9-25%: docs/performance.md.)
 _TRANSPOSED_SCORES_KEEP_BITS = frozenset({"skylakex"})
 _TRANSPOSED_SCORES = {}
 
