@@ -71,6 +71,19 @@ def mlp(m):
         lambda out: m.nn.functional.cross_entropy(out, y)
 
 
+def mlp_tiny(m):
+    """The MLP step at 8-8-8-4, batch 32: its kernels negligible, what is left is the
+    step's fixed Python cost."""
+    nn = m.nn
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(),
+                          nn.Linear(8, 4))
+    rng = np.random.default_rng(0)
+    x = m.tensor(rng.standard_normal((32, 8), dtype=np.float32))
+    y = m.tensor(rng.integers(0, 4, 32))
+    return model, m.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), x, \
+        lambda out: m.nn.functional.cross_entropy(out, y)
+
+
 def mlp_infer(m):
     model = _mlp(m)
     x = m.tensor(np.random.default_rng(0).standard_normal((1024, 784), dtype=np.float32))
@@ -140,6 +153,8 @@ def transformer(m):
 
 WORKLOADS = {"mlp": mlp, "mlp_infer": mlp_infer, "cnn": cnn, "lstm": lstm,
              "rnncell": rnncell, "transformer": transformer}
+# not in the default list: the fixed cost of a step (``compile_step_ab.py --only``)
+EXTRA_WORKLOADS = {"mlp_tiny": mlp_tiny}
 
 
 def make_step(m, make, variant):

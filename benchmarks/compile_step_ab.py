@@ -8,7 +8,9 @@ one and torch eager, in one process, rounds alternated (the trees swapped as in
 ``--no-numba`` hides numba from both trees (the default install's NumPy paths; with
 ``EMBER_MKL=0`` that is NumPy only). One thread each (``OPENBLAS_NUM_THREADS=1`` set
 here). Prints the median CPU milliseconds per step of each, the ratios to torch and
-after/before, and the load average before and after.
+after/before, and the load average before and after. The order of the three within a
+round is reversed every other round (a fixed order favoured its second slot by ~4 %).
+``--only mlp_tiny`` adds the 8-8-8-4 MLP (the step's fixed cost).
 """
 import argparse
 import os
@@ -48,7 +50,8 @@ def main():
             _use(mods)
             torch.manual_seed(0)
             m.manual_seed(0)
-            steps.append((cs.make_step(m, cs.WORKLOADS[name], variant)[0], mods))
+            make = cs.WORKLOADS.get(name) or cs.EXTRA_WORKLOADS[name]
+            steps.append((cs.make_step(m, make, variant)[0], mods))
         for step, mods in steps:  # capture, plan, numba's compilation, warm-up
             _use(mods)
             for _ in range(5):
@@ -56,8 +59,10 @@ def main():
         load0 = os.getloadavg()
         cpu = [[] for _ in libs]
         start = time.perf_counter()
-        while time.perf_counter() - start < args.min_time * len(libs) or len(cpu[0]) < 5:
-            for (step, mods), c in zip(steps, cpu):
+        order = list(zip(steps, cpu))
+        while time.perf_counter() - start < args.min_time * len(libs) or len(cpu[0]) < 6:
+            order.reverse()
+            for (step, mods), c in order:
                 _use(mods)
                 c0 = time.process_time()
                 for _ in range(3):

@@ -62,8 +62,10 @@ def test_site_defers_to_gemm_where_memory_is_shared_or_mkl_is_off():
     site = _mkl.Site()
     for _ in range(2):
         site.matmul(a, b, np.empty((256, 256), np.float32))
-    # the output is an operand: NumPy's matmul (as gemm does), the same values
-    want = gemm.matmul(a, b)
+    # the output is an operand: NumPy's matmul, as gemm does with that output (its
+    # bits need not be MKL's: they differ on AMD's EPYC, where MKL runs other kernels)
+    y = a.copy()
+    want = gemm.matmul(y, b, y)
     x = a.copy()
     got = site.matmul(x, b, x)
     np.testing.assert_array_equal(got, want)
@@ -149,3 +151,21 @@ def test_compiled_linear_steps_equal_eager_bitwise_and_torch(workload, monkeypat
     linear = [st for st in plan.grad_steps if _mkl.is_linear(st.node.target)]
     assert linear and all(st.declared[0].__name__ == "vjp" and
                           st.declared[0].__module__ == _mkl.__name__ for st in linear)
+
+
+@pytest.mark.parametrize("shape", [(128, 128, 10), (32, 8, 8), (1, 1, 1), (0, 5, 3)])
+def test_a_product_below_every_threshold_goes_to_gemm_without_a_layout_key(shape):
+    m, k, n = shape
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k)).astype(np.float32).T  # a weight's transpose
+    bias = rng.standard_normal(n).astype(np.float32)
+    assert 2 * m * k * n < min(gemm.THRESHOLD, gemm.NARROW_THRESHOLD)
+    site = _mkl.Site()
+    for _ in range(2):
+        out = np.empty((m, n), np.float32)
+        assert site.matmul(a, b, out) is out
+        assert out.tobytes() == gemm.matmul(a, b).tobytes()
+        assert site.addmm(bias, a, b).tobytes() == gemm.addmm(bias, a, b).tobytes()
+    assert not site.memo  # (no layout was looked at)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)

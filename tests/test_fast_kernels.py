@@ -1,6 +1,8 @@
 """The fitted erf/erfc/erfinv kernels, the mean-0 path of float32 ``normal_`` and the
 chunked optimizer update, against torch over dense sweeps (values torch's to the last
 bit where ember promises it, else within a few ulp)."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -76,7 +78,16 @@ def test_gelu_exact_matches_torch():
     t = torch.nn.functional.gelu(torch.from_numpy(x)).numpy()
     # below about -1, x/2 (1 + erf(x/sqrt 2)) cancels in float32 in both libraries
     keep = (x > -1) & (np.abs(x) < 1e30)
-    assert _ulps(e, t)[keep & (np.abs(t) > 1e-30)].max() <= 4
+    sel = keep & (np.abs(t) > 1e-30)
+    # within 2 units in the last place of the exactly rounded values (float64 erf)
+    x64 = x.astype(np.float64)
+    exact = (x64 * 0.5 * (1 + np.vectorize(math.erf)(x64 / math.sqrt(2)))).astype(np.float32)
+    assert _ulps(e, exact)[sel].max() <= 2
+    # and within 4 of torch's, where torch's kernel is itself that close (its AVX512
+    # one); its AVX2 kernel (Zen 3, Haswell) is up to 8 from the exact values, and
+    # ember's results are then at most ember's and torch's errors apart from torch's
+    torch_err = _ulps(t, exact)[sel].max()
+    assert _ulps(e, t)[sel].max() <= max(4, torch_err + 2)
     rest = ~keep & (np.abs(x) < 1e30)  # gelu(max): ember max, torch inf (differences.md)
     np.testing.assert_allclose(e[rest], t[rest], rtol=1e-6, atol=2e-6)
 

@@ -116,3 +116,45 @@ def test_scale_add_switched_off_by_environment(monkeypatch):
     monkeypatch.setenv("EMBER_BLAS_AXPY", "0")
     monkeypatch.setattr(axpy, "_fn", [None])
     assert axpy._find_by() is False
+
+
+def _kernel(body):
+    """A saxpy as ctypes calls it: single-rounded over whole blocks of ``body`` elements,
+    the rest rounded twice (a multiply, then an add: OpenBLAS's Haswell scalar loop)."""
+    import ctypes
+
+    def f(n, alpha, px, incx, py, incy):
+        fp = ctypes.POINTER(ctypes.c_float)
+        x = np.ctypeslib.as_array(ctypes.cast(px, fp), (n,))
+        y = np.ctypeslib.as_array(ctypes.cast(py, fp), (n,))
+        cut = n - n % body
+        y[:cut] = (x[:cut].astype(np.float64) * np.float32(alpha) + y[:cut]).astype(np.float32)
+        y[cut:] += np.float32(alpha) * x[cut:]
+    return f
+
+
+@pytest.mark.parametrize("body", [1, 32])
+def test_a_kernel_agreeing_on_its_vector_body_takes_whole_blocks(body, monkeypatch):
+    # the grain found is the body's width, and saxpy then gives torch's bits at every
+    # length (the tail on NumPy), at one and two threads (blocks of whole grains)
+    f = _kernel(body)
+    assert axpy._agrees(f, 1) is (body == 1)
+    assert axpy._agrees(f, body)
+    if body > 1:
+        assert not axpy._agrees(f, 16)
+    reader = lambda a: a.ctypes.data
+    monkeypatch.setattr(axpy, "_fn", [(f, (1 << 31) - 1, reader, body)])
+    rng = np.random.default_rng(5)
+    before = ember.get_num_threads()
+    try:
+        for threads in (1, 2):
+            ember.set_num_threads(threads)
+            for n in (256, 257, 1000, 4109, 20011, 20032):
+                y = rng.standard_normal(n).astype(np.float32)
+                x = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)).astype(np.float32)
+                got = y.copy()
+                assert axpy.saxpy(got, -0.0123, x)
+                want = torch.tensor(y).add_(torch.tensor(x), alpha=-0.0123).numpy()
+                np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+    finally:
+        ember.set_num_threads(before)

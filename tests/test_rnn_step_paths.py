@@ -5,8 +5,10 @@ and torch's within float32 rounding."""
 import numpy as np
 import pytest
 import torch
+from threadpoolctl import threadpool_limits
 
 import ember
+from ember.backend import gemm, threads
 from ember.ops import matmul_graph, rnn
 
 
@@ -184,6 +186,15 @@ def test_kept_weight_copy_gives_the_transposed_products_bits(m, k, n):
         x = (rng.standard_normal((m, k)) * scale).astype(np.float32)
         w = rng.standard_normal((n, k)).astype(np.float32)
         got = matmul_graph._rows_times_weight_t(x, w)
+        if not threads.copy_keeps_bits():
+            # a kernel where the copy changes the bits (OpenBLAS's Haswell ones): not
+            # taken, and a cell's product is np.matmul's on the transposed weight
+            assert got is None
+            with gemm.numpy_only():  # (MKL's products are its own)
+                np.testing.assert_array_equal(
+                    matmul_graph.linear_rows(np.zeros(n, np.float32), x, w),
+                    np.matmul(x, w.T))
+            continue
         assert got is not None
         np.testing.assert_array_equal(got, np.matmul(x, w.T))
         np.testing.assert_array_equal(matmul_graph._rows_times_weight_t(x, w),
@@ -225,9 +236,13 @@ def test_kept_copy_follows_every_write_to_the_weight():
         np.testing.assert_allclose(got.detach().numpy(), want.numpy(), rtol=1e-5,
                                    atol=1e-6)
         w = ecell.weight_ih.detach().numpy()
-        ref = np.tanh(np.matmul(h0, ecell.weight_hh.detach().numpy().T) +
-                      ecell.bias_hh.detach().numpy() +
-                      (np.matmul(x0, w.T) + ecell.bias_ih.detach().numpy()))
+        # NumPy's products at one BLAS thread: ember's results are the one-thread ones
+        # at any thread count, and OpenBLAS's own threads change the bits of these on
+        # some kernels (Haswell: from an inner dimension of 8)
+        with threadpool_limits(1):
+            ref = np.tanh(np.matmul(h0, ecell.weight_hh.detach().numpy().T) +
+                          ecell.bias_hh.detach().numpy() +
+                          (np.matmul(x0, w.T) + ecell.bias_ih.detach().numpy()))
         np.testing.assert_array_equal(got.detach().numpy(), ref.astype(np.float32))
 
 
@@ -263,3 +278,20 @@ def test_compiled_cell_loop_equals_eager_bit_for_bit():
     for other in got[1:]:
         for a, b in zip(got[0], other):
             np.testing.assert_array_equal(a, b)
+
+
+def test_kept_copy_follows_the_measured_kernels(monkeypatch):
+    # the kept copy is taken only on BLAS kernels measured to keep the bits with it
+    # (threads._COPY_KEEPS_BITS); with this machine's kernel not listed, never
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((32, 64), np.float32), rng.standard_normal((128, 64), np.float32)
+    libs = threads._blas_libs()
+    core = threads._core_name(libs[0]) if libs else None
+    for listed in (True, False):
+        monkeypatch.setattr(threads, "_COPY_KEEPS_BITS",
+                            frozenset({core} if listed else ()))
+        threads._state.pop("copies", None)
+        taken = matmul_graph._rows_times_weight_t(x, w) is not None
+        assert taken is (listed and core is not None)
+        assert matmul_graph._copy_keeps_bits(x, w) is taken
+    threads._state.pop("copies", None)

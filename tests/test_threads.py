@@ -329,11 +329,11 @@ def test_small_products_at_two_threads_hold_blas_at_one_thread_each(monkeypatch)
         two.seen.clear()
         one.seen.clear()
         seen = []
-        real = np.matmul
-        monkeypatch.setattr(T.np, "matmul", lambda *a, **k: (
-            seen.append((_blas_threads(), two.num_threads)), real(*a, **k))[1])
-        got = T.matmul(g.T, x)
-        monkeypatch.setattr(T.np, "matmul", real)
+        real = gemm._numpy_matmul  # the one-thread route gemm runs for T.WHOLE
+        monkeypatch.setattr(gemm, "_numpy_matmul", lambda *a: (
+            seen.append((_blas_threads(), two.num_threads)), real(*a))[1])
+        got = gemm.matmul(g.T, x)
+        monkeypatch.setattr(gemm, "_numpy_matmul", real)
         assert seen == [({1}, 1)] and two.seen == [1, 3] and one.seen == []
         assert _blas_threads() == {2} and two.num_threads == 3
         with T.single_blas():
@@ -344,7 +344,7 @@ def test_small_products_at_two_threads_hold_blas_at_one_thread_each(monkeypatch)
         assert two.seen == [1, 3]
         two.seen.clear()
         with pytest.raises(ValueError):
-            T.matmul(g.T, rng.standard_normal((32, 64)).astype(np.float32), out=np.empty(
+            gemm.matmul(g.T, rng.standard_normal((32, 64)).astype(np.float32), out=np.empty(
                 (128, 64), np.float32)[:, ::2])
         assert two.seen == [1, 3] and _blas_threads() == {2}
     finally:
@@ -459,16 +459,24 @@ def test_products_ember_does_not_split_follow_the_machines_load(monkeypatch, spa
         real = lib.set_num_threads
         monkeypatch.setattr(lib, "set_num_threads",
                             lambda n, real=real: (switches.append(n), real(n)))
-    a, b = np.ones((32, 128), np.float32), np.ones((128, 128), np.float32)
+    # an inner dimension within the bound up to which this kernel's BLAS threads keep
+    # their one-thread bits (SkylakeX: 128; Haswell: 7), rows enough for BLAS to thread
+    # it and too few for ember to split it; past the bound (an unmeasured kernel) it
+    # always runs at one BLAS thread
+    bound = T.same_bits_k("f")
+    k = min(128, bound) or 128
+    m = max(32, -(-T._BLAS_THREADED_MNK // (k * 128)))
+    a, b = np.ones((m, k), np.float32), np.ones((k, 128), np.float32)
+    assert T._BLAS_THREADED_MNK <= m * k * 128 < T._SPLIT_MNK
     try:
         with gemm.numpy_only():
             r = gemm.matmul(a, b)
         # one switch down and one back per BLAS library ember reaches (MKL's too, once
         # loaded by an earlier product of the process)
         n = len(T._all_blas())
-        keep = spare and not pool_busy
+        keep = spare and not pool_busy and k <= bound
         assert switches == ([] if keep else [1] * n + [2] * n) and _blas_threads() == {2}
-        np.testing.assert_array_equal(r, np.full((32, 128), 128, np.float32))
+        np.testing.assert_array_equal(r, np.full((m, 128), k, np.float32))
         del switches[:]
         big = np.ones((128, 784), np.float32), np.ones((784, 256), np.float32)
         with gemm.numpy_only():

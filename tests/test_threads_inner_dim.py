@@ -41,32 +41,66 @@ def _rand(*shape, dtype=np.float32, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
-def test_the_bound_is_where_openblas_threads_change_bits():
-    # pins the measured bound on this OpenBLAS: equal bits up to it, not one past it (on
-    # another BLAS or kernel this fails, rather than ember trusting a wrong bound)
-    bound = T.same_bits_k("f")
-    assert _numpy_blas()["architecture"].lower() in T._SAME_BITS_K and bound > 0
-    for k, same in ((bound, True), (bound + 1, False), (784, False)):
-        diffs = []
-        for m, n in ((32, 512), (128, 256), (1, 1000), (400, 300)):
-            a, b = _rand(m, k), _rand(k, n, seed=1)
-            with threadpool_limits(1):
-                one = a @ b
-            with threadpool_limits(2):
-                two = a @ b
-            diffs.append(not np.array_equal(one, two))
+def _core():
+    return _numpy_blas()["architecture"].lower()
+
+
+def _threads_differ(k, dtype, shapes=((32, 512), (128, 256), (1, 1000), (400, 300),
+                                      (257, 300))):
+    """For each (m, n): whether ``(m, k) @ (k, n)`` differs between one and two of
+    OpenBLAS's threads."""
+    diffs = []
+    for m, n in shapes:
+        a, b = _rand(m, k, dtype=dtype), _rand(k, n, dtype=dtype, seed=1)
+        with threadpool_limits(1):
+            one = a @ b
+        with threadpool_limits(2):
+            two = a @ b
+        diffs.append(not np.array_equal(one, two))
+    return diffs
+
+
+@pytest.mark.parametrize("char", "fd")
+def test_the_bound_is_where_openblas_threads_change_bits(char):
+    # pins the bound measured for this OpenBLAS's kernel (SkylakeX, Haswell): equal bits
+    # up to it, not one past it (a wrong bound fails here rather than ember trusting it);
+    # a bound of 0 (SkylakeX's float64) means they differ even for short inner dims
+    dtype = np.float32 if char == "f" else np.float64
+    bound = T.same_bits_k(char)
+    core = _core()
+    if core not in T._SAME_BITS_K:
+        # a kernel not measured: BLAS's threads take no product (the other tests here
+        # check that every route then keeps the one-thread bits)
+        assert bound == 0
+        return
+    assert bound == T._SAME_BITS_K[core][char]
+    checks = [(1, True), (bound, True), (bound + 1, False), (784, False)] if bound else \
+        [(32, False), (784, False)]
+    for k, same in checks:
+        diffs = _threads_differ(k, dtype)
         assert (not any(diffs)) if same else any(diffs), (k, diffs)
 
 
-def test_float64_products_never_take_openblas_threads():
-    # OpenBLAS's float64 threads change bits even for a short inner dimension
-    assert T.same_bits_k("d") == 0
+def test_the_measured_kernels_bounds():
+    # SkylakeX: float32 threads keep the bits up to its K block, float64 ones never;
+    # Haswell (also AMD's Zen): both only below the unrolled inner loop's 8
+    assert T._SAME_BITS_K["skylakex"] == {"f": 448, "d": 0}
+    assert T._SAME_BITS_K["haswell"] == {"f": 7, "d": 7}
+
+
+def test_float64_products_past_the_bound_keep_their_bits(idle):
+    # OpenBLAS's float64 threads change bits for short inner dimensions (400 x 32 by
+    # 32 x 300 on SkylakeX, from k = 8 on Haswell): such a product runs whole at one
+    # BLAS thread
+    assert 32 > T.same_bits_k("d")
     a, b = _rand(400, 32, dtype=np.float64), _rand(32, 300, dtype=np.float64, seed=1)
+    with gemm.numpy_only():
+        one = idle(1, lambda: gemm.matmul(a, b))
+        two = idle(2, lambda: gemm.matmul(a, b))
+        assert idle(2, lambda: T.matmul(a, b)) is T.WHOLE
+    np.testing.assert_array_equal(one, two)
     with threadpool_limits(1):
-        one = a @ b
-    with threadpool_limits(2):
-        two = a @ b
-    assert not np.array_equal(one, two)
+        np.testing.assert_array_equal(one, a @ b)
 
 
 def test_openblas_names_its_kernel_without_threadpoolctl(monkeypatch):
@@ -173,7 +207,8 @@ def test_unknown_kernels_get_no_bound(monkeypatch):
         monkeypatch.setitem(T._state, "libs", libs)
         assert T.same_bits_k("f") == bound, libs
     monkeypatch.undo()
-    assert T.same_bits_k("f") == 448  # found anew for the libraries ember reaches
+    # found anew for the libraries ember reaches
+    assert T.same_bits_k("f") == T._SAME_BITS_K.get(_core(), {}).get("f", 0)
 
 
 class _Named:

@@ -373,3 +373,45 @@ def test_profiler_rows_are_those_of_one_thread(calls):
     assert one == two
     assert ("aten::mm", 6) in one and ("autograd::engine::evaluate_function: MmBackward0",
                                        2) in one
+
+
+class _PerThreadBlas:
+    """A BLAS controller whose count is per OS thread (as MKL's on GNU OpenMP): each
+    thread starts at ``default``."""
+
+    def __init__(self, default):
+        self.default, self.local = default, threading.local()
+
+    @property
+    def num_threads(self):
+        return getattr(self.local, "n", self.default)
+
+    def set_num_threads(self, n):
+        self.local.n = n
+
+
+@pytest.mark.parametrize("how", ["pair", "row blocks"])
+def test_a_per_thread_blas_runs_at_one_thread_on_the_workers(calls, how):
+    """The caller's one-thread setting does not reach a per-thread BLAS on the pool's
+    workers: each worker's side sets its own count to one, and gives it back after."""
+    lib = _PerThreadBlas(2)
+    ember.set_num_threads(2)
+    T.add_blas(lib)
+    seen = []
+    try:
+        def record(lo=0, hi=0):
+            seen.append((threading.current_thread().name, lib.num_threads))
+        if how == "pair":
+            T.pair(record, record, T._MIN_PAIR_COST)
+        else:
+            T.parallel_rows(record, 2, 1 << 20, blas=True)
+    finally:
+        T.remove_blas(lib)
+    assert len(seen) == 2 and {n for _, n in seen} == {1}
+    assert any(name.startswith("ember-intraop") for name, _ in seen)
+    assert lib.num_threads == 2  # the caller's count given back
+    for inbox, _ in T._pool[0].workers:  # and each worker's
+        got = []
+        inbox.put((lambda lo, hi, got=got: got.append(lib.num_threads), 0, 1))
+        T._pool[0].done.get()
+        assert got == [2]

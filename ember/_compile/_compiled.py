@@ -130,7 +130,7 @@ def _const_key(v):
 
 class _Entry:
     __slots__ = ("key", "specs", "graph", "breaks", "dynamic", "plan", "why_unplanned",
-                 "param_tensors", "train", "extras", "one", "fixed_leaves")
+                 "param_tensors", "train", "extras", "one", "fixed_leaves", "n_user")
 
     def __init__(self, key, specs, graph, breaks, train=None):
         self.key, self.specs, self.graph, self.breaks = key, specs, graph, breaks
@@ -142,6 +142,7 @@ class _Entry:
         # repeated call's replay (``_replay_one``); the leaves that are no arguments
         self.one = False
         self.fixed_leaves = None
+        self.n_user = None  # a training step's count of the user's outputs (``_n_user``)
 
     def failed(self, key, specs):
         """The first guard this call fails, in words, or None when all hold."""
@@ -406,32 +407,46 @@ class CompiledFunction:
         shapes = tuple([a.shape for a in inputs])
         big = plan.train_large.get(shapes, True)
         arena = plan.acquire("train") if config.reuse_buffers and big else None
+        n_user = e.n_user
+        if n_user is None:
+            n_user = e.n_user = _n_user(e)
         try:
             # the forward in the caller's grad mode (enabled, as eagerly): an op whose
             # forward keeps what its backward reads only when a gradient may follow (a
             # convolution's columns) keeps it for the plan's backward too; the plan
             # records nothing (calls on Tensors run under no_grad themselves)
             env, tape = plan.forward(inputs, [p._data for p in ps], True, arena)
-            with grad_mode.no_grad():
+        except BaseException:
+            plan.release(arena)
+            raise
+        with grad_mode.no_grad():
+            try:
                 if shapes not in plan.train_large:
                     if len(plan.train_large) > 64:
                         plan.train_large.clear()
                     plan.train_large[shapes] = _plan.large_temporaries(plan, env)
-                n_user = _n_user(e)
                 seeds = [None] * len(plan.out_slots)
-                seeds[n_user] = np.ones_like(env[plan.out_slots[n_user]])
+                loss = env[plan.out_slots[n_user]]
+                # (``np.ones_like`` of a 0-d loss array, without its dispatch)
+                seeds[n_user] = np.ones((), loss.dtype) if type(loss) is np.ndarray and \
+                    not loss.shape else np.ones_like(loss)
                 grads = plan.backward(env, tape, seeds, arena)
                 _write_back(e, tensors, lambda v: env[plan.slots[id(v)]])
-        finally:
-            plan.release(arena)
-        with grad_mode.no_grad():
-            leaves = [t for t in tensors if t.requires_grad] + \
-                [p for p in ps if p.requires_grad] + [c for _, c in plan.const_leaves]
+            finally:
+                plan.release(arena)
+            # (the parameters' requires_grad is guarded: ``fixed_leaves`` holds theirs)
+            leaves = [t for t in tensors if t._requires_grad] + e.fixed_leaves
             seen = {}
             for leaf, g in zip(leaves, grads):
                 if g is not None:
-                    if not g.flags.writeable or not g.flags.c_contiguous:
+                    flags = g.flags
+                    if not flags.writeable or not flags.c_contiguous:
                         g = np.ascontiguousarray(g).copy()
+                    elif leaf._grad is None and leaf._extra is None and g.base is None:
+                        # what ``_accumulate`` does for a leaf without hooks after
+                        # ``zero_grad()``: the gradient, an array of its own, as ``.grad``
+                        leaf._grad = _tensor._make(g)
+                        continue
                     _engine._accumulate(leaf, _tensor._make(g), False, seen)
             for ev in e.train.post:
                 if ev.kind == "step":

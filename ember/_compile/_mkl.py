@@ -76,6 +76,15 @@ def _prepare(a, b, out, bias):
     return lib, lib.gemm[dt], la[0], la[1], lb[0], lb[1], m, n, k, ldc
 
 
+def _small(a, b):
+    """Whether ``a @ b`` is a product of matrices below every MKL threshold ``gemm``
+    has: ``_prepare`` would find it is not MKL's (``gemm`` runs it), so the site goes to
+    ``gemm`` without building its layout key (a classifier's 10-column head)."""
+    sa, sb = a.shape, b.shape
+    return len(sa) == 2 and len(sb) == 2 and \
+        2 * sa[0] * sa[1] * sb[-1] < min(_gemm.THRESHOLD, _gemm.NARROW_THRESHOLD)
+
+
 class Site:
     """One product of a plan step (``a @ b``, or ``bias + a @ b``), its MKL arguments
     kept per layout."""
@@ -107,7 +116,7 @@ class Site:
     def matmul(self, a, b, out=None):
         """``gemm.matmul(a, b, out)``."""
         p = self._args(a, b, out, None) if _gemm._lib[0] is not False and \
-            type(a) is _ndarray and type(b) is _ndarray else None
+            type(a) is _ndarray and type(b) is _ndarray and not _small(a, b) else None
         if p is None:
             return _gemm.matmul(a, b, out)
         lib, f, ta, lda, tb, ldb, m, n, k, ldc = p
@@ -120,7 +129,8 @@ class Site:
     def addmm(self, bias, a, b, out=None):
         """``gemm.addmm(bias, a, b, out)``."""
         p = self._args(a, b, out, bias) if _gemm._lib[0] is not False and \
-            type(a) is _ndarray and type(b) is _ndarray and type(bias) is _ndarray else None
+            type(a) is _ndarray and type(b) is _ndarray and type(bias) is _ndarray and \
+            not _small(a, b) else None
         if p is None:
             return _gemm.addmm(bias, a, b, out)
         lib, f, ta, lda, tb, ldb, m, n, k, ldc = p

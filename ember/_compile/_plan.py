@@ -11,7 +11,9 @@ the vector-Jacobian product its op's class declares (found by
 :mod:`ember._compile._rules`; the plan states no derivative of its own), sums
 gradients that meet, and reduces broadcast gradients to their input's shape. The
 whole plan appears to autograd as one node (``CompiledFunctionBackward``) whose edges
-are the graph's inputs and parameters that require grad.
+are the graph's inputs and parameters that require grad. The forward and the backward
+run as functions written out for the plan once per way of running it
+(:mod:`ember._compile._codegen`; ``Plan.sources()`` shows them).
 
 What a plan cannot run (an op with nested tensor arguments on the gradient path, an
 in-place op, a user ``autograd.Function``, a function call without an array kernel on
@@ -21,13 +23,11 @@ with :meth:`Graph.run`, as eager ember would run it.
 import numpy as np
 
 from ember import _tensor
-from ember._compile import _buffers, _mkl, _rules, _xent
-from ember._compile._linear import linear_step as _linear_step
+from ember._compile import _buffers, _codegen, _mkl, _rules, _xent
 from ember._compile._rewrites import (
     _direct,
     _fuse,
     _joined_vjp,
-    _scatter,
     _scatters,
     _unbind_stack,
 )
@@ -295,6 +295,10 @@ class Plan:
         _mkl.use_sites(self)  # linear layers' MKL products: arguments found once
         self.mode = None  # what the forward buffers were laid out for ("train"/"infer")
         self.groups, self.colors = [], {}
+        # (arena used, tape kept) or ("backward", arena used) -> the generated function
+        # (``_codegen``); the forward's with the arena bind the buffers' layout, so a
+        # new layout clears them
+        self.generated = {}
 
     # ----- buffers ---------------------------------------------------------------------
     def acquire(self, mode):
@@ -312,6 +316,7 @@ class Plan:
                 st.color = st.group = None
                 st.skip = False
             self.groups, self.colors = [], {}
+            self.generated = {k: f for k, f in self.generated.items() if k[0] is not True}
             if mode in ("train", "infer"):
                 _buffers.assign(self, mode == "train")
             self.mode = mode
@@ -326,205 +331,30 @@ class Plan:
     def forward(self, inputs, params, record, arena=None):
         """Run the forward on arrays. ``inputs``: one array per graph input; ``params``:
         one array per name in ``param_names``; ``arena``: from :meth:`acquire` (its
-        forward buffers are used). Returns (slot list, tape or None)."""
-        env = [None] * self.n_slots
-        for s, a in zip(self.input_slots, inputs):
-            env[s] = a
-        for s, a in zip(self.param_slots, params):
-            env[s] = a
-        for s, a in self.const:
-            env[s] = a._data if isinstance(a, Tensor) else a
-        slots = self.slots
+        forward buffers are used). Returns (slot list, tape or None). Runs the
+        generated function of this way of running (see :mod:`._codegen`)."""
         if arena is not None and self.mode not in ("train", "infer"):
             arena = None
-        kept = {} if self.kept_weights else None  # (see ``shared``)
-        if arena is None:
-            if not record:
-                for st in self.steps:
-                    ai = st.add_into
-                    if ai is not None:  # as in the recording loop below
-                        a, b = env[ai[0]], env[ai[1]]
-                        if type(a) is _ndarray and type(b) is _ndarray and \
-                                a.shape == b.shape and a.dtype == b.dtype:
-                            env[st.outs[0]] = ai[2](a, b)
-                            continue
-                    lin = st.linear
-                    if lin is not None:  # as in the recording loop below
-                        x = env[lin[0]]
-                        if type(x) is _ndarray and x.ndim == 2:
-                            out = _linear_step(st, env[lin[2]], x, env[lin[1]], kept)
-                            env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
-                            continue
-                    if st.plain:
-                        args = st.args[:]
-                        for i, s in st.refs:
-                            args[i] = env[s]
-                        out = st.op.forward(*args, **st.kwargs)
-                        env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
-                    else:
-                        st.run(env, slots)
-                return env, None
-            tape = [None] * len(self.steps)
-            for st in self.steps:
-                ai = st.add_into
-                if ai is not None:  # a sum written over its first operand (see _fuse)
-                    a, b = env[ai[0]], env[ai[1]]
-                    if type(a) is _ndarray and type(b) is _ndarray and a.shape == b.shape \
-                            and a.dtype == b.dtype:
-                        env[st.outs[0]] = ai[2](a, b)
-                        if ai[3]:
-                            # ``b`` is read by the sum alone and its producer's backward
-                            # reads neither it nor state: released here, as eager ember
-                            # drops it after the sum (a cell's input product: one array
-                            # fewer held per call until the backward). The sum's backward
-                            # reads its operands' shape and dtype only: ``a``'s are ``b``'s
-                            env[ai[1]] = None
-                            b = a
-                        if st.grad:
-                            tape[st.index] = ([a, b], None)
-                        continue
-                lin = st.linear
-                if lin is not None:
-                    # a linear layer on a batch of rows: ``_Linear.forward``'s product
-                    # (``addmm``, bias included) called here; it leaves no state
-                    x = env[lin[0]]
-                    if type(x) is _ndarray and x.ndim == 2:
-                        w, b = env[lin[1]], env[lin[2]]
-                        out = _linear_step(st, b, x, w, kept)
-                        env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
-                        if st.grad:
-                            tape[st.index] = ([x, w, b], None)
-                        continue
-                if st.plain:
-                    # a primitive on its arguments as recorded (most steps): run here,
-                    # without ``run``'s frame and checks; its state is copied for the
-                    # tape only when its backward will read it
-                    args = st.args[:]
-                    for i, s in st.refs:
-                        args[i] = env[s]
-                    op = st.op
-                    out = op.forward(*args, **st.kwargs)
-                    env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
-                    if st.grad:
-                        state = op.__dict__
-                        tape[st.index] = (args, dict(state) if state else state)
-                    continue
-                if st.inplace is not None:  # a tanh or ReLU over its input (see _fuse)
-                    args = [env[st.refs[0][1]]]
-                    env[st.outs[0]] = st.inplace(args[0])
-                    if st.grad:
-                        tape[st.index] = (args, None)
-                    continue
-                r = st.run(env, slots)
-                if st.grad:
-                    tape[st.index] = r
-            return env, tape
-        tape = [None] * len(self.steps) if record else None
-        for st in self.steps:
-            if st.skip:
-                continue
-            if st.group is None:
-                if st.plain:  # as above; into its buffer when it has one
-                    args = st.args[:]
-                    for i, s in st.refs:
-                        args[i] = env[s]
-                    if st.color is not None:
-                        env[st.outs[0]] = st.into(*args, out=st.buffer)
-                        if record and st.grad:
-                            tape[st.index] = (args, None)
-                        continue
-                    op = st.op
-                    out = op.forward(*args, **st.kwargs)
-                    env[st.outs[0]] = out if type(out) is _ndarray else _as_array(out)
-                    if record and st.grad:
-                        state = op.__dict__
-                        tape[st.index] = (args, dict(state) if state else state)
-                    continue
-                r = st.run(env, slots, arena)
-                if record and st.grad:
-                    tape[st.index] = r
-                continue
-            g = st.group
-            g.run(env, arena, self.colors)
-            if record:  # the members' arguments (all kept when recording)
-                for m in g.steps:
-                    if m.grad:
-                        args = m.args[:]
-                        for i, s in m.refs:
-                            args[i] = env[s]
-                        tape[m.index] = (args, None)
-        return env, tape
+        key = (arena is not None, bool(record))
+        fn = self.generated.get(key)
+        if fn is None:
+            fn = self.generated[key] = _codegen.forward_function(self, *key)
+        return fn(inputs, params, arena)
 
     def backward(self, env, tape, out_grads, arena=None):
         """The gradients of the leaves (``leaf_slots`` order) given one gradient array
         (or None) per graph output; with ``arena``, gradient temporaries are written
         into its buffers (the leaves' gradients are never among them)."""
-        G = {}
-        pop = G.pop
-        firsts = {}  # slot -> the key of the only x[i] gradient written so far (_scatter)
-        # slot -> the sum of its gradients made here (later ones are added into it: a
-        # weight read at every step of a loop gets one array, not one per step)
-        sums = {}
-        bias_of = bias = None  # the last output gradient a bias was summed from, the sum
-        for s, g in zip(self.out_slots, out_grads):
-            if g is not None:
-                _accumulate(G, s, g)
-        for st in self.grad_steps:
-            outs = st.outs
-            if len(outs) == 1:  # most steps: one output, read without building lists
-                g = pop(outs[0], None)
-                if g is None:
-                    continue
-                gouts = [g]
-                ys = [env[outs[0]]]
-            else:
-                gouts = [pop(s, None) for s in outs]
-                if all(g is None for g in gouts):
-                    continue
-                ys = [env[s] for s in outs]
-            args, state = tape[st.index]
-            if st.scatter and _scatter(G, st, args, g, arena, firsts):
-                continue
-            if arena is not None and st.bvjp is not None:
-                grads = st.bvjp(state, args, ys, gouts)
-            elif st.declared is not None:  # the class's vjp called here (see _rules)
-                vjp, op, out = st.declared
-                if st.bias is not None and g is bias_of and not state:
-                    # the bias gradient of this gradient array is made: the op without
-                    # its bias edge, and a copy (each leaf its own array; see _biases)
-                    grads = vjp(st.bias, gouts, args, ys, out)
-                    grads[2] = bias.copy()
-                else:
-                    if state:
-                        op.__dict__ = state
-                    grads = vjp(op, gouts, args, ys, out)
-                    if st.bias is not None:
-                        bias_of, bias = g, grads[2]
-            else:
-                grads = st.vjp(state, args, ys, gouts)
-            for i, s in st.wanted:
-                g = grads[i]
-                if g is None:
-                    continue
-                a = args[i]
-                if g.shape != a.shape:
-                    g = _sum_to(g, a.shape)
-                if g.dtype != a.dtype:
-                    g = g.astype(a.dtype)
-                prev = G.get(s)
-                if prev is None:
-                    G[s] = g
-                elif arena is not None:
-                    _accumulate_into(G, s, g, arena)
-                elif sums.get(s) is prev and type(prev) is _ndarray and type(g) is _ndarray and \
-                        g.shape == prev.shape and g.dtype == prev.dtype:
-                    np.add(prev, g, out=prev)  # a sum made below: no one else holds it
-                else:
-                    G[s] = sums[s] = prev + g
-        leaf = [G.get(s) for s in self.leaf_slots]
-        if arena is not None:
-            leaf = [g.copy() if _buffers.owned(arena, g) else g for g in leaf]
-        return leaf
+        key = ("backward", arena is not None)
+        fn = self.generated.get(key)
+        if fn is None:
+            fn = self.generated[key] = _codegen.backward_function(self, key[1])
+        return fn(env, tape, out_grads, arena)
+
+    def sources(self):
+        """The source of each function generated for this plan so far, by (arena used,
+        tape kept) for the forward and ("backward", arena used) for the backward."""
+        return {k: fn.source for k, fn in self.generated.items()}
 
 
 def _biases(plan):
@@ -559,6 +389,20 @@ def _accumulate_into(G, s, g, arena):
         G[s] = np.add(prev, g, out=arena.get(("acc", s), g.shape, g.dtype))
     else:
         G[s] = prev + g
+
+
+def _distinct(leaf):
+    """The leaves' gradients with each array that an earlier leaf also receives copied
+    (``a + b`` hands both operands one array): every ``.grad`` its own memory, as
+    eagerly, so an in-place change to one (``zero_``, clipping) leaves the other."""
+    seen = set()
+    for k, g in enumerate(leaf):
+        if g is not None:
+            if id(g) in seen:
+                leaf[k] = g.copy()
+            else:
+                seen.add(id(g))
+    return leaf
 
 
 def _sum_to(g, shape):

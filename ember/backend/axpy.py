@@ -13,7 +13,10 @@ its ``saxpy`` is checked against the float64 formula on inputs where a multiply-
 with two roundings differs from one with a single rounding, at every length up to a few
 SIMD blocks (the kernels' vector bodies and scalar tails). A library that is missing,
 has no FMA kernel, or disagrees anywhere leaves :func:`saxpy` returning False, and the
-caller runs NumPy. ``EMBER_BLAS_AXPY=0`` switches it off.
+caller runs NumPy. Where only the kernel's vector body agrees (OpenBLAS's Haswell
+``saxpy``, which AMD's Zen cores run too, rounds twice in its scalar loop over the last
+``n % 32`` elements), BLAS takes the whole blocks of that body's width and NumPy's exact
+formula the few elements after them. ``EMBER_BLAS_AXPY=0`` switches it off.
 
 :func:`scale_add` is SGD's momentum update ``b = momentum * b + g`` with the product
 rounded and then the sum, as NumPy's ``b *= momentum; b += g`` and PyTorch's ``mul_`` then
@@ -31,12 +34,16 @@ from ember.backend import threads as _threads
 
 __all__ = ["saxpy", "scale_add", "available"]
 
-# None: not looked for yet; False: not used; else (function, largest n, pointer reader)
+# None: not looked for yet; False: not used; else (function, largest n, pointer reader,
+# grain: BLAS takes the largest multiple of it of the elements, NumPy the rest)
 _fn = [None]
 _fn_by = [None]  # the same for saxpby
 _lock = threading.Lock()
 _MIN_SIZE = 256  # below this the ctypes call costs more than NumPy's float64 passes
 _BLAS_THREADED = 10000  # OpenBLAS's axpy runs its threads above this many elements
+# the widths of a kernel's vector body tried, smallest first, when not every length agrees
+# (1: every length; OpenBLAS's Haswell saxpy: 32)
+_GRAINS = (1, 8, 16, 32, 64)
 
 # (symbol, 64-bit integers) as the BLAS builds NumPy ships spell cblas_saxpy
 _SYMBOLS = (("scipy_cblas_saxpy64_", True), ("cblas_saxpy64_", True), ("cblas_saxpy", False))
@@ -80,19 +87,29 @@ def _reference(y, alpha, x):
     return t.astype(np.float32)
 
 
-def _agrees(f):
+def _lengths(grain):
+    """The lengths checked for a grain: every multiple of it up to 160 (at least 8 of
+    them: vector bodies, and their tails for a grain of 1) and a long one."""
+    return list(range(grain, max(161, 8 * grain + 1), grain)) + [4099 - 4099 % grain]
+
+
+def _agrees(f, grain=1):
     """True when ``f`` gives the single-rounded values on inputs where a second rounding
-    would show: every length from 1 to 160 (vector bodies and tails) and a long one."""
+    would show: every length that is a multiple of ``grain`` up to 160 (vector bodies and
+    tails), and a long one, at two offsets of the arrays' starts."""
     rng = np.random.default_rng(7)
-    for n in list(range(1, 161)) + [4099]:
-        y = rng.standard_normal(n).astype(np.float32)
-        x = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)).astype(np.float32)
-        alpha = float(np.float32(-0.0123))
-        want = _reference(y, alpha, x)
-        got = y.copy()
-        f(n, alpha, x.ctypes.data, 1, got.ctypes.data, 1)
-        if not np.array_equal(want.view(np.int32), got.view(np.int32)):
-            return False
+    for n in _lengths(grain):
+        for skip in (0, 3) if grain > 1 else (0,):  # (blocks start anywhere in an array)
+            y = rng.standard_normal(n + skip).astype(np.float32)[skip:]
+            x = (rng.standard_normal(n + skip) *
+                 10.0 ** rng.integers(-3, 3, n + skip)).astype(np.float32)[skip:]
+            alpha = float(np.float32(-0.0123))
+            want = _reference(y, alpha, x)
+            got = y.copy() if not skip else \
+                np.concatenate([np.zeros(skip, np.float32), y])[skip:]
+            f(n, alpha, x.ctypes.data, 1, got.ctypes.data, 1)
+            if not np.array_equal(want.view(np.int32), got.view(np.int32)):
+                return False
     # an input where two roundings differ from one, so that a kernel without FMA fails
     y = np.full(64, -1.0, np.float32)
     x = np.full(64, 1.0 + 2.0 ** -23, np.float32)
@@ -109,13 +126,13 @@ def _scale_add_reference(y, beta, x):
     return t
 
 
-def _scale_add_agrees(f):
+def _scale_add_agrees(f, grain=1):
     """True when ``f`` (saxpby with alpha 1) gives the twice-rounded values at every
-    length from 1 to 160 and a long one, for a few momenta, and on inputs where a fused
-    multiply-add (one rounding) would differ."""
+    length that is a multiple of ``grain`` up to 160 and a long one, for a few momenta,
+    and on inputs where a fused multiply-add (one rounding) would differ."""
     rng = np.random.default_rng(11)
     for beta in (0.9, 0.5, 0.99, 0.999):
-        for n in list(range(1, 161)) + [4099]:
+        for n in _lengths(grain):
             y = rng.standard_normal(n).astype(np.float32)
             x = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)).astype(np.float32)
             got = y.copy()
@@ -160,23 +177,32 @@ def scale_add(y, beta, x):
     if fn is False or y.size > fn[1] or np.may_share_memory(x, y):
         return False
     beta = float(np.float32(beta))
-    _in_blocks(lambda n, px, py: fn[0](n, 1.0, px, 1, beta, py, 1), y, x, fn[2])
+    body = _in_blocks(lambda n, px, py: fn[0](n, 1.0, px, 1, beta, py, 1), y, x, fn[2],
+                      fn[3])
+    if body < y.size:  # the elements after the kernel's whole vector blocks: NumPy's
+        yt, xt = y.reshape(-1)[body:], x.reshape(-1)[body:]
+        yt *= np.float32(beta)
+        yt += xt
     return True
 
 
-def _in_blocks(call, y, x, ptr):
-    """``call(n, x pointer, y pointer)`` over all of the float32 arrays ``x`` and ``y``: one
-    call, or, where OpenBLAS would run its own threads (large, and more than one ember
-    thread), calls over blocks on ember's threads instead (threads.py says why); each
-    element is computed alike in any block."""
+def _in_blocks(call, y, x, ptr, grain):
+    """``call(n, x pointer, y pointer)`` over the float32 arrays ``x`` and ``y`` up to
+    the largest multiple of ``grain`` of their elements, which it returns (the caller
+    computes the rest): one call, or, where OpenBLAS would run its own threads (large,
+    and more than one ember thread), calls over blocks of whole grains on ember's threads
+    instead (threads.py says why); each element is computed alike in any block."""
     px, py = ptr(x), ptr(y)
-    if y.size <= _BLAS_THREADED or _threads.get_num_threads() < 2:
-        call(y.size, px, py)
-        return
+    size = y.size - y.size % grain
+    if size <= _BLAS_THREADED or _threads.get_num_threads() < 2:
+        call(size, px, py)
+        return size
+    step = 4 * grain
 
     def block(lo, hi):
-        call(hi - lo, px + 4 * lo, py + 4 * lo)
-    _threads.blas_rows(block, y.size, 2 * y.size)
+        call((hi - lo) * grain, px + step * lo, py + step * lo)
+    _threads.blas_rows(block, size // grain, 2 * size)
+    return size
 
 
 def _find():
@@ -186,8 +212,8 @@ def _find():
 
 
 def _first_agreeing(symbols, agrees):
-    """The first library's binding of ``symbols`` (see ``_bind``) if ``agrees`` with its
-    function, else False."""
+    """The first library's binding of ``symbols`` (see ``_bind``) and the smallest grain
+    of :data:`_GRAINS` for which ``agrees(function, grain)``, else False."""
     try:
         import ctypes
     except ImportError:
@@ -195,11 +221,14 @@ def _first_agreeing(symbols, agrees):
     for path in _candidates():
         bound = _bind(ctypes, path, symbols)
         if bound is not None:
-            try:
-                ok = agrees(bound[0])
-            except Exception:  # a foreign symbol of another signature: not ours to use
-                ok = False
-            return bound if ok else False
+            for grain in _GRAINS:
+                try:
+                    ok = agrees(bound[0], grain)
+                except Exception:  # a foreign symbol of another signature: not ours
+                    return False
+                if ok:
+                    return bound + (grain,)
+            return False
     return False
 
 
@@ -229,5 +258,9 @@ def saxpy(y, alpha, x):
         fn = _load()
     if fn is False or y.size > fn[1] or np.may_share_memory(x, y):
         return False
-    _in_blocks(lambda n, px, py: fn[0](n, alpha, px, 1, py, 1), y, x, fn[2])
+    body = _in_blocks(lambda n, px, py: fn[0](n, alpha, px, 1, py, 1), y, x, fn[2], fn[3])
+    if body < y.size:  # the elements after the kernel's whole vector blocks: NumPy's
+        yt = y.reshape(-1)[body:]
+        # (alpha rounded to float32, as the kernel's argument is)
+        yt[...] = _reference(yt, float(np.float32(alpha)), x.reshape(-1)[body:])
     return True

@@ -23,7 +23,10 @@ Loading is lazy: ``import ember`` never loads MKL; the first product large enoug
 The environment variable ``EMBER_MKL`` chooses: ``0`` never uses MKL, ``1`` requires it
 (a product raises an error naming the extra when libmkl_rt cannot be loaded), unset uses
 it when the ``mkl`` package is installed. MKL's thread count follows
-``ember.set_num_threads`` (:mod:`ember.backend.threads`).
+``ember.set_num_threads`` (:mod:`ember.backend.threads`). Its threading layer matches
+the OpenMP runtime already in the process: GNU's (``libgomp``, which PyTorch loads)
+when its functions come first in the global symbol scope, else Intel's; an MKL already
+on Intel's layer beside GNU OpenMP is refused (its threaded products would be wrong).
 """
 import contextlib
 import os
@@ -93,8 +96,9 @@ class _Mkl:
         # the 32-bit-integer interface whatever MKL_INTERFACE_LAYER says (0 = LP64)
         if lib.MKL_Set_Interface_Layer(0) != 0:
             raise OSError("libmkl_rt refused its LP64 interface")
+        gnu_omp = _global_openmp_is_gnu()
         if "MKL_THREADING_LAYER" not in os.environ:
-            lib.MKL_Set_Threading_Layer(0)  # Intel OpenMP, shipped with the wheel
+            lib.MKL_Set_Threading_Layer(_threading_layer(path, gnu_omp))
         self.gemm, self.batch = {}, {}
         for dt, ch, real in ((np.dtype(np.float32), "s", ctypes.c_float),
                              (np.dtype(np.float64), "d", ctypes.c_double)):
@@ -107,6 +111,21 @@ class _Mkl:
             self.gemm[dt], self.batch[dt] = f, g
         lib.MKL_Set_Num_Threads.argtypes = [i]
         lib.MKL_Get_Max_Threads.restype = i
+        lib.MKL_Get_Max_Threads()  # loads the threading layer, so that it can be read
+        # -1 changes nothing and returns the layer in effect: the one chosen above, the
+        # environment's, or one set by whoever loaded libmkl_rt before ember
+        self.layer = lib.MKL_Set_Threading_Layer(-1)
+        if self.layer == _LAYER_INTEL and gnu_omp:
+            # Intel's layer calls omp_get_num_threads & co. by name: with GNU OpenMP first
+            # in the process's symbol scope those are libgomp's, which know nothing of
+            # Intel OpenMP's threads; every thread computes as if alone (wrong products
+            # at more than one thread) and MKL's own thread count is libgomp's to read
+            raise _LayerConflict(
+                f"libmkl_rt ({path}) runs Intel OpenMP's threading layer (chosen by "
+                "MKL_THREADING_LAYER or before ember loaded it) in a process whose "
+                "OpenMP functions are GNU's (libgomp, as PyTorch loads): its products "
+                "would be wrong at more than one thread. "
+                "Set MKL_THREADING_LAYER=GNU before MKL is loaded, or EMBER_MKL=0")
         self.lib = lib
         self.path = path
         self.ptr = _pointer_reader(ctypes)
@@ -117,6 +136,66 @@ class _Mkl:
 
     def set_num_threads(self, n):
         self.lib.MKL_Set_Num_Threads(int(n))
+
+
+class _LayerConflict(RuntimeError):
+    """MKL's threading layer cannot run right beside the process's OpenMP runtime."""
+
+
+# MKL's threading layers (mkl_service.h's MKL_THREADING_*)
+_LAYER_INTEL, _LAYER_SEQUENTIAL, _LAYER_GNU = 0, 1, 3
+
+
+def _threading_layer(path, gnu_omp):
+    """The threading layer for libmkl_rt at ``path``: Intel OpenMP (``libiomp5``, shipped
+    with the wheel), unless GNU OpenMP's functions come first in the process's symbol
+    scope (PyTorch's ``libgomp``, imported before MKL loads); then MKL's GNU layer, which
+    runs on that same ``libgomp``, or, without that layer beside libmkl_rt, the
+    sequential one (one thread, but right)."""
+    if not gnu_omp:
+        return _LAYER_INTEL
+    folder = os.path.dirname(path)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        names = ()
+    if any(n.startswith("libmkl_gnu_thread.") for n in names):
+        return _LAYER_GNU
+    import warnings
+    warnings.warn(f"GNU OpenMP (libgomp) is loaded and MKL's GNU threading layer is not "
+                  f"in {folder}: MKL's products run at one thread (its sequential layer)",
+                  RuntimeWarning, stacklevel=7)
+    return _LAYER_SEQUENTIAL
+
+
+def _global_openmp_is_gnu():
+    """True when the OpenMP functions that a library loaded now would call by name
+    (``omp_get_num_threads`` in the process's global symbol scope) are GNU OpenMP's:
+    a runtime without Intel's ``__kmpc_*`` entry points beside them. False when there
+    are none (they then come from the runtime the library brings) or they are Intel's
+    or LLVM's (``libiomp5``, ``libomp``), and where this cannot be looked up."""
+    import ctypes
+
+    class _DlInfo(ctypes.Structure):
+        _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                    ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+    try:
+        scope = ctypes.CDLL(None)  # dlopen(NULL): the global scope (not on Windows)
+        fn = scope.omp_get_num_threads
+    except (OSError, TypeError, AttributeError):
+        return False
+    info = _DlInfo()
+    try:
+        found = scope.dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info))
+    except AttributeError:
+        found = 0
+    if not found or not info.dli_fname:
+        return False
+    try:
+        runtime = ctypes.CDLL(info.dli_fname.decode())  # loaded already: a new handle
+    except OSError:
+        return False
+    return not hasattr(runtime, "__kmpc_fork_call")
 
 
 def _pointer_reader(ctypes):
@@ -157,6 +236,12 @@ def _find():
         return False
     try:
         mkl = _Mkl(path)
+    except _LayerConflict as err:
+        if mode == "on":
+            raise RuntimeError(str(err)) from None
+        import warnings
+        warnings.warn(f"{err}. Using NumPy's matmul.", RuntimeWarning, stacklevel=5)
+        return False
     except (OSError, AttributeError) as err:
         msg = (f"MKL's matrix products are unavailable: libmkl_rt ({path}) could not be "
                f"loaded ({err}); reinstall the extra ({_EXTRA}) or set EMBER_MKL=0")
@@ -310,7 +395,8 @@ def _by_transpose(a, b):
     k, n = b.shape
     if not (_TRANS_K <= k <= _TRANS_K_MAX and _TRANS_N <= n <= _TRANS_N_MAX) or \
             a.shape[1] != k or not a.flags.c_contiguous or b.flags.c_contiguous or \
-            a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative:
+            a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative or \
+            not _threads.layouts_keep_bits():  # (other kernels: other bits, threads.py)
         return None
     return np.matmul(b.T, a.T).T.copy()
 
@@ -335,7 +421,8 @@ def _narrow_by_rows(a, b):
     that is not faster."""
     k = b.shape[0]
     if not _TRANS_K <= k <= _TRANS_K_MAX or a.shape[1] != k or not a.flags.c_contiguous \
-            or a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative:
+            or a.dtype != b.dtype or a.dtype.char != "f" or not a.dtype.isnative or \
+            not _threads.layouts_keep_bits():  # (other kernels: other bits, threads.py)
         return None
     bc = b.copy()  # C order (the array's own copy() order is C)
     m = a.shape[0]

@@ -39,7 +39,8 @@ import numpy as np
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
            "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k", "pair",
-           "row_blocks_keep_bits", "blas_to_one", "blas_back"]
+           "row_blocks_keep_bits", "layouts_keep_bits", "copy_keeps_bits", "blas_to_one",
+           "blas_back"]
 
 
 def _default_threads():
@@ -247,6 +248,8 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False):
         fn(0, rows)
         return
     _state["pool_used"] = time.monotonic()
+    if blas:
+        fn = _one_blas_thread_on_workers(fn)
     try:
         step, extra = divmod(rows, n)
         bounds = [0]
@@ -264,6 +267,21 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False):
                     lib.set_num_threads(k)
     finally:
         pool.lock.release()
+
+
+def _one_blas_thread_on_workers(fn):
+    """``fn`` with BLAS at one thread also on the pool's workers: a BLAS whose count is
+    per OS thread (MKL on GNU OpenMP, the layer it takes beside PyTorch) keeps its
+    default there whatever the caller set."""
+    def block(lo, hi):
+        if not getattr(local, "in_worker", False):
+            return fn(lo, hi)
+        saved = blas_to_one()
+        try:
+            return fn(lo, hi)
+        finally:
+            blas_back(saved)
+    return block
 
 
 def pair(first, second, cost):
@@ -291,7 +309,9 @@ def pair(first, second, cost):
 
     def run(lo, hi):
         if lo:  # (on the worker, which is ``in_worker`` already)
-            results[1] = second()
+            # a BLAS whose count is per OS thread (MKL on GNU OpenMP, the layer it takes
+            # beside PyTorch) is set to one here too: the caller's setting is its own
+            results[1] = _one_blas_thread_on_workers(lambda lo, hi: second())(lo, hi)
             return
         local.in_worker = True  # the caller's kernels unsplit too: the pool is taken
         try:
@@ -299,16 +319,11 @@ def pair(first, second, cost):
         finally:
             local.in_worker = False
     try:
-        saved = [(lib, lib.num_threads) for lib in _all_blas()]
-        for lib, k in saved:
-            if k > 1:
-                lib.set_num_threads(1)
+        saved = blas_to_one()
         try:
             pool.run(run, (0, 1, 2))
         finally:
-            for lib, k in saved:
-                if k > 1:
-                    lib.set_num_threads(k)
+            blas_back(saved)
     finally:
         pool.lock.release()
     return results[0], results[1]
@@ -433,10 +448,15 @@ _POOL_QUIET_SECONDS = 0.1
 # test_threads_inner_dim.py pins the edge). Up to the block its float32 threads split
 # only rows and columns and every element is the same sum (781 shapes checked). Its
 # float64 threads differ even for short inner dimensions (400 x 32 by 32 x 300), so
-# float64 products never take them. So BLAS's own threads take a product only up to the
-# bound measured for the kernel the library reports (keyed by OpenBLAS's core name); on a
-# kernel not measured here, none.
-_SAME_BITS_K = {"skylakex": {"f": 448, "d": 0}}
+# float64 products never take them. On its Haswell kernels (which it runs on AMD's Zen
+# cores too) the threads of both dtypes keep the bits only for an inner dimension of at
+# most 7 (321 shapes of 1-4099 rows and 1-2049 columns per dtype, each also transposed,
+# all equal at k = 1-7); from k = 8, where the kernel's unrolled inner loop starts, they
+# differ (float32 400 x 8 by 8 x 300, float64 257 x 8 by 8 x 300; measured by
+# benchmarks/blas_threads_bound.py). So BLAS's own threads take a product only up to
+# the bound measured for the kernel the library reports (keyed by OpenBLAS's core name);
+# on a kernel not measured here, none.
+_SAME_BITS_K = {"skylakex": {"f": 448, "d": 0}, "haswell": {"f": 7, "d": 7}}
 
 
 def same_bits_k(char):
@@ -480,6 +500,52 @@ def row_blocks_keep_bits():
         known = _state["row_blocks"] = (
             libs, bool(cores) and all(c in _ROW_BLOCKS_KEEP_BITS for c in cores))
     return known[1]
+
+
+# A float32 product computed through another layout of its operands gives ``np.matmul``'s
+# bits on the kernels listed here: the transposed product ``(b.T @ a.T).T`` and 128-row
+# blocks of a narrow product (``gemm._by_transpose``, ``gemm._narrow_by_rows``; SkylakeX:
+# every shape of their ranges, tests/test_mkl_gemm.py). On OpenBLAS's Haswell kernels
+# (AMD's Zen cores run them too) ``(b.T @ a.T).T`` differs from ``a @ b`` in 36 of 45
+# shapes of ``_by_transpose``'s range, and the narrow head's blocks differ as well (both
+# ways are also slower there: 32x128x128 17.3 against 16.4 us, 1024x128x10 73.9 against
+# 56.1), so there, and on a kernel not measured, those products run as ``np.matmul``
+# itself (eager ember, compiled plans and a recurrent cell's loop alike).
+_LAYOUTS_KEEP_BITS = frozenset({"skylakex"})
+# ``x @ w.T`` on a row-major copy of ``w.T`` gives the product on the transposed weight's
+# bits for float32 with 19-32 rows, k up to 256 and n a multiple of 64 up to 512 on the
+# kernels listed here (``matmul_graph._kept_product``, ``_copy_keeps_bits``; SkylakeX:
+# tests/test_rnn_step_paths.py; Haswell: all 57,344 draws of m = 19-32, k = 1-256,
+# n = 64-512 in steps of 64 equal to ``np.matmul(x, w.T)``, and 32x64x128 8.5 against
+# 9.2 us).
+_COPY_KEEPS_BITS = frozenset({"skylakex", "haswell"})
+
+
+def _kernels_in(key, kernels):
+    """Whether every OpenBLAS kernel NumPy's products reach is one of ``kernels`` (its
+    answer kept under ``key`` until the libraries change); False where none is known."""
+    known = _state.get(key)
+    if known is not None and known[0] is _state.get("libs") is not None:
+        return known[1]  # (read per small product: the common case first)
+    libs = _blas_libs()
+    if known is None or known[0] is not libs:
+        cores = [_core_name(lib) for lib in libs
+                 if getattr(lib, "internal_api", "openblas") == "openblas"]
+        known = _state[key] = (libs, bool(cores) and all(c in kernels for c in cores))
+    return known[1]
+
+
+def layouts_keep_bits():
+    """Whether a float32 product on NumPy's BLAS keeps ``np.matmul``'s bits when computed
+    as its transposed product or in row blocks (its OpenBLAS kernel measured so, see
+    above); False where unknown."""
+    return _kernels_in("layouts", _LAYOUTS_KEEP_BITS)
+
+
+def copy_keeps_bits():
+    """Whether ``x @ w.T`` on a row-major copy of ``w.T`` keeps the bits of the product on
+    the transposed weight in ``matmul_graph``'s range (see above); False where unknown."""
+    return _kernels_in("copies", _COPY_KEEPS_BITS)
 
 
 def _core_name(lib):

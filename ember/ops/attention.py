@@ -17,6 +17,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend import fast_kernels as _fast_kernels
 from ember.backend import gemm as _gemm
+from ember.backend import threads as _threads
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch_nn
 from ember.ops.composite_node import transforming
@@ -122,8 +123,21 @@ def _product_into(a, b, out):
     by :func:`_scores_layout`) on NumPy's BLAS: the bits of NumPy's own loop into the
     column-major scores (checked for float32 and float64, inner sizes 1-256), in about
     0.8 of its time at 64 x 64 x 32. (MKL's batched product is faster still but differs
-    in the last bit from an inner size of 32.)"""
+    in the last bit from an inner size of 32.) At more than one ember thread, a product
+    that OpenBLAS would run on its own threads with an inner size past the bound where
+    those keep its one-thread bits (``threads.same_bits_k``: 7 on its Haswell kernels)
+    runs at one BLAS thread, as ``gemm.matmul``'s products do: the scores do not change
+    with the thread count."""
+    k = a.shape[-1]
+    if _threads.MANY and k > _threads.same_bits_k(a.dtype.char) and \
+            a.shape[-2] * k * b.shape[-1] >= _BLAS_THREADED_MNK:
+        with _threads.single_blas():
+            np.matmul(a, b, out=out)
+        return
     np.matmul(a, b, out=out)
+
+
+_BLAS_THREADED_MNK = 1 << 18  # OpenBLAS runs one thread below this m*n*k by itself
 
 
 def _transposed(t):

@@ -676,7 +676,8 @@ def _rows_times_weight_t(x, w):
     if not (_WT_ROWS[0] <= m <= _WT_ROWS[1] and k < _WT_K and _WT_N[0] <= n <= _WT_N[1]
             and n % 64 == 0) or x.dtype.char != "f" or w.dtype.char != "f" or \
             not x.flags.c_contiguous or not w.flags.c_contiguous or \
-            not x.dtype.isnative or not w.dtype.isnative:
+            not x.dtype.isnative or not w.dtype.isnative or \
+            not _threads.copy_keeps_bits():  # (other kernels: other bits, threads.py)
         return None
     return _kept_product(x, w)
 
@@ -742,7 +743,7 @@ def _copy_keeps_bits(x, w):
             x.dtype.char != "f" or w.dtype.char != "f" or not x.flags.c_contiguous or \
             not w.flags.c_contiguous or not x.dtype.isnative or not w.dtype.isnative:
         return False
-    return w.shape[1] == k
+    return w.shape[1] == k and _threads.copy_keeps_bits()
 
 
 class _BiasAdd(Add):

@@ -39,6 +39,20 @@ def bias_grad(g2, x):
     return _gemm.sum_rows(g2)
 
 
+def weight_grad(g2, x, x2, mm):
+    """The weight's gradient from the rows ``g2`` of the output's gradient and the
+    input's rows ``x2`` (of the input ``x``), with the bits of the graph ``linear``
+    records (``matmul_graph.linear_graph``): ``g2.T @ x2`` as its ``Addmm`` node
+    computes it for a matrix or a C-ordered input; for another input the graph is an
+    ``Mm`` of the folded input and the transposed weight, whose gradient is the
+    transposed product ``(x2.T @ g2).T``, and BLAS's kernels (OpenBLAS's Haswell ones)
+    do not always give a product and its transposed product the same bits. ``mm(a, b)``
+    runs a product (``gemm.matmul`` or a compiled plan's own call)."""
+    if x.ndim != 2 and not x.flags.c_contiguous:
+        return mm(x2.T, g2).T
+    return mm(g2.T, x2)
+
+
 def linear_vjp(edges, g, x, w, out, mm_x, mm_w):
     """``_Linear``'s array gradients of ``x``, ``w`` and the bias (where ``edges`` ask
     for them) from the output's gradient ``g``; the input's into ``out(0, shape, dtype)``
@@ -61,11 +75,12 @@ def linear_vjp(edges, g, x, w, out, mm_x, mm_w):
                 return gx
         if edges[1] is not None and _threads.MANY and type(g2) is np.ndarray:
             # the two products at once, each whole at one BLAS thread (``threads.pair``)
-            gx, gw = _threads.pair(input_grad, lambda: mm_w(g2.T, x2), g2.size * w.shape[1])
+            gx, gw = _threads.pair(input_grad, lambda: weight_grad(g2, x, x2, mm_w),
+                                   g2.size * w.shape[1])
         else:
             gx = input_grad()
     if edges[1] is not None and gw is None:
-        gw = mm_w(g2.T, x2)
+        gw = weight_grad(g2, x, x2, mm_w)
     if len(edges) > 2 and edges[2] is not None:
         gb = bias_grad(g2, x)
     return [gx, gw, gb]
@@ -118,7 +133,8 @@ class _Linear(Primitive):
         if ex is not None and ew is not None and _threads.MANY and type(g) is np.ndarray:
             # the two products at once, each whole at one BLAS thread (``threads.pair``)
             gx, gw = _threads.pair(lambda: _gemm.matmul(g, w),
-                                   lambda: _gemm.matmul(g.T, x2), g.size * w.shape[1])
+                                   lambda: weight_grad(g, x, x2, _gemm.matmul),
+                                   g.size * w.shape[1])
             gx = _make(gx.reshape(x.shape) if flat else gx)
             gw = _make(gw)
         else:
@@ -128,7 +144,7 @@ class _Linear(Primitive):
             if ew is not None:
                 # (out, in) straight from BLAS: a fresh C-ordered array the engine can
                 # hand to .grad without a copy
-                gw = _make(_gemm.matmul(g.T, x2))
+                gw = _make(weight_grad(g, x, x2, _gemm.matmul))
         if eb is not None:
             gb = _make(bias_grad(g, x))
         return gx, gw, gb
