@@ -32,7 +32,9 @@ def _size(t):
 def _saved(fn):
     """(name, value) pairs a node saved: PyTorch's ``_saved_*`` attributes where a node
     has them, else the tensors it keeps for backward (ember's own bookkeeping)."""
-    out = [(a[len("_saved_"):], getattr(fn, a)) for a in dir(fn) if a.startswith("_saved_")]
+    # methods whose names begin ``_saved_`` (ember's own helpers) are not saved values
+    out = [(a[len("_saved_"):], v) for a in dir(fn) if a.startswith("_saved_")
+           and not callable(v := getattr(fn, a))]
     if out:
         return out
     from ember.autograd.node import Node

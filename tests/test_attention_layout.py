@@ -16,6 +16,13 @@ def _heads(m, p):
     return [p[i].view(L, B * H, D).transpose(0, 1).view(B, H, L, D) for i in range(3)]
 
 
+@pytest.fixture
+def transposed_layout(monkeypatch):
+    """The scores stored transposed whatever the BLAS kernel (where that does not keep
+    ``q @ k^T``'s bits, attention stores them row-major): the layout's kernels tested."""
+    monkeypatch.setattr(attn, "transposed_scores_keep_bits", lambda: True)
+
+
 def _run(m, pb, gb, twice=False, causal=False):
     p = m.tensor(pb, requires_grad=True)
     q, k, v = _heads(m, p)
@@ -89,7 +96,7 @@ def test_multihead_attention_batch_first_against_torch():
 
 @pytest.mark.parametrize("masked", [True, False])
 @pytest.mark.parametrize("path", ["numba", "numpy"])
-def test_softmax_kernels_against_numpy_and_torch(path, masked, monkeypatch):
+def test_softmax_kernels_against_numpy_and_torch(path, masked, monkeypatch, transposed_layout):
     """The scores' softmax (numba kernels down the transposed matrices, the scaling
     folded in where there is no mask, or NumPy's passes): weights within float32
     rounding of torch's, masked keys exactly 0, rows with a NaN or only -inf as torch's
@@ -119,10 +126,13 @@ def test_softmax_kernels_against_numpy_and_torch(path, masked, monkeypatch):
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("d", [4, 32, 64, 256])
-def test_scores_written_through_their_transpose_keep_the_bits(dt, d):
+def test_scores_written_through_their_transpose_keep_the_bits(dt, d, monkeypatch):
     """The scores are stored with each matrix transposed and written as ``k @ q^T`` into
-    those row-major matrices (BLAS): the bits of ``q @ k^T`` into column-major ones
-    (NumPy's own loop, what the key-outermost layout got) and into a plain array."""
+    those row-major matrices (BLAS), the bits of ``q @ k^T`` into column-major ones
+    (NumPy's own loop, what the key-outermost layout got), only on the BLAS kernels where
+    those are the bits of ``q @ k^T`` into a plain array (SkylakeX); on the others
+    (Haswell's, which differ in the last bits) the scores are row-major, written by
+    ``q @ k^T``, and an attention split over its batch gives the unsplit one's bits."""
     rng = np.random.default_rng(d)
     q = rng.standard_normal((2, 3, 33, d)).astype(dt)
     k = rng.standard_normal((2, 3, 17, d)).astype(dt)
@@ -131,13 +141,35 @@ def test_scores_written_through_their_transpose_keep_the_bits(dt, d):
     attn._product_into(k, q.swapaxes(-1, -2), s.swapaxes(-1, -2))
     f = np.empty((2, 3, 17, 33), dt).swapaxes(-1, -2)  # column-major matrices: NumPy's loop
     np.matmul(q, k.swapaxes(-1, -2), out=f)
-    assert s.tobytes() == f.tobytes() == np.ascontiguousarray(q @ k.swapaxes(-1, -2)).tobytes()
+    assert s.tobytes() == f.tobytes()
+    plain = np.ascontiguousarray(q @ k.swapaxes(-1, -2)).tobytes()
+    keeps = attn.transposed_scores_keep_bits()
+    assert attn._transposed(attn._scores_array((2, 3, 33, 17), dt)) is keeps
+    if keeps:
+        assert s.tobytes() == plain
+        return
+    # row-major scores: the attention (values and gradients) of a batch split in blocks
+    # is the unsplit one's (``q @ k^T`` whole, the formula's route) to the bit
+    v = rng.standard_normal((2, 3, 17, d)).astype(dt)
+    g = rng.standard_normal((2, 3, 33, d)).astype(dt)
+
+    def run():
+        ts = [ember.tensor(a, requires_grad=True) for a in (q, k, v)]
+        y = ember.nn.functional.scaled_dot_product_attention(*ts)
+        assert y.grad_fn.name() == "ScaledDotProductFlashAttentionForCpuBackward0"
+        y.backward(ember.tensor(g))
+        return [y.detach().numpy()] + [t.grad.numpy() for t in ts]
+    split = run()
+    monkeypatch.setattr(attn, "_split_lead", lambda *a: None)
+    for a, b in zip(split, run()):
+        assert a.tobytes() == b.tobytes()
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("twice", [False, True])
 @pytest.mark.parametrize("direct", [True, False])
-def test_numpy_softmax_scale_on_q_and_without_the_maximum(direct, twice, dt, monkeypatch):
+def test_numpy_softmax_scale_on_q_and_without_the_maximum(direct, twice, dt, monkeypatch,
+                                                          transposed_layout):
     """Without numba the scale multiplies the rows q is copied into (k's gradient then
     takes none) and, where every score lies within +-64, the softmax is ``exp(s)`` over
     its row sums (no maximum subtracted); otherwise the passes with the maximum. Both
@@ -161,7 +193,7 @@ def test_numpy_softmax_scale_on_q_and_without_the_maximum(direct, twice, dt, mon
 
 
 @pytest.mark.parametrize("path", ["numba", "numpy"])
-def test_products_take_q_and_g_transposed(path, monkeypatch):
+def test_products_take_q_and_g_transposed(path, monkeypatch, transposed_layout):
     """``k @ q^T`` forward and ``v @ g^T`` backward multiply copies of q's and g's
     matrices transposed (BLAS's kernel for untransposed operands): each made once, the
     results torch's."""

@@ -13,8 +13,12 @@ def _np(t):
     return t.detach().numpy()
 
 
-def _close(e, t, tol=1e-6):
-    np.testing.assert_allclose(_np(e), _np(t), rtol=tol, atol=tol)
+def _close(e, t, tol=1e-6, scaled=False):
+    """Within ``tol``, relative and absolute; ``scaled``: the absolute tolerance ``tol``
+    times the largest magnitude of torch's values (float32 sums of large terms)."""
+    t = _np(t)
+    atol = tol * max(1.0, float(np.abs(t).max(initial=0.0))) if scaled else tol
+    np.testing.assert_allclose(_np(e), t, rtol=tol, atol=atol)
 
 
 def _symmetric(m):
@@ -46,13 +50,13 @@ def _run_both(build, steps=2, train=True, x_shape=(3, 4)):
     return out
 
 
-def _compare(res, tol=1e-6):
+def _compare(res, tol=1e-6, scaled=False):
     (em, eys, eg, esd), (tm, tys, tg, tsd) = res
     for a, b in zip(eys, tys):
-        _close(a, b, tol)
+        _close(a, b, tol, scaled)
     assert sorted(eg) == sorted(tg)
     for k in tg:
-        _close(eg[k], tg[k], tol)
+        _close(eg[k], tg[k], tol, scaled)
     assert list(esd) == list(tsd)
     for k in tsd:
         _close(esd[k], tsd[k], tol)
@@ -141,10 +145,14 @@ def test_weight_norm_conv_and_legacy():
 
 @pytest.mark.parametrize("train", [True, False])
 def test_spectral_norm_parametrization(train):
+    # u and v come from 17 float32 power iterations whose matrix-vector products round
+    # differently on each BLAS kernel (ember's as close to float64's as torch's); three
+    # accumulated gradients of size 20 then differ by ~1e-6 of their size: the absolute
+    # tolerance is scaled to the values
     _compare(_run_both(lambda m: m.nn.utils.parametrizations.spectral_norm(
-        m.nn.Linear(4, 6), n_power_iterations=2), steps=3, train=train), 1e-5)
+        m.nn.Linear(4, 6), n_power_iterations=2), steps=3, train=train), 1e-5, scaled=True)
     _compare(_run_both(lambda m: m.nn.utils.parametrizations.spectral_norm(
-        m.nn.ConvTranspose2d(2, 3, 2)), train=train, x_shape=(1, 2, 3, 3)), 1e-5)
+        m.nn.ConvTranspose2d(2, 3, 2)), train=train, x_shape=(1, 2, 3, 3)), 1e-5, scaled=True)
 
 
 @pytest.mark.parametrize("train", [True, False])

@@ -97,7 +97,8 @@ def einsum(cls, lvl, args, params):
         v, bt = _b().unwrap(a, lvl)
         vals.append(v)
         new_ins.append(free + spec if bt else spec)
-    return _b().wrap(cls.apply(*vals, spec=(tuple(new_ins), free + out, fresh)), lvl)
+    lead = {"lead": params["lead"]} if params.get("lead") is not None else {}
+    return _b().wrap(cls.apply(*vals, spec=(tuple(new_ins), free + out, fresh), **lead), lvl)
 
 
 def cross(cls, lvl, args, params):

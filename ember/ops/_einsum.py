@@ -76,12 +76,13 @@ class Einsum(Primitive):
     PyTorch's einsum is made of, so the bits are those of the recorded graph; the
     gradient of an operand is an einsum again."""
 
-    def forward(self, *arrays, spec):
+    def forward(self, *arrays, spec, lead=None):
         from ember.ops.einsum_graph import ON_ARRAYS, einsum_graph
         self.spec = spec
         ins, out, fresh = spec
+        self.swaps = []  # whether each product took its operands swapped
         res = einsum_graph([list(s) for s in ins], list(out), list(arrays), list(fresh),
-                           ON_ARRAYS)
+                           ON_ARRAYS, lead, self.swaps)
         xp = array_module(arrays[0])
         if len(arrays) == 1 and xp.may_share_memory(res, arrays[0]):
             # a one-operand einsum may come out as a view of its input
@@ -99,14 +100,19 @@ class Einsum(Primitive):
         rename = str.maketrans(dict(zip(order, string.ascii_uppercase + string.ascii_lowercase)))
         ins = [s.translate(rename) for s in ins]
         out = out.translate(rename)
-        return tuple(None if e is None else _operand_grad(gy, ins, out, ops, i)
-                     for i, e in enumerate(self._edges))
+        # and with the graph's operand order: a product ``A @ B``'s gradients are
+        # ``gy @ B.T`` and ``A.T @ gy``, not their transposes (``B @ gy.T``...), whose
+        # last bits may differ (OpenBLAS's AVX2 kernels)
+        one_product = len(ins) == 2 and len(self.swaps) == 1
+        return tuple(None if e is None else _operand_grad(
+            gy, ins, out, ops, i, ((i == 0) != self.swaps[0]) if one_product else None)
+            for i, e in enumerate(self._edges))
 
     jvp = _jvp.multilinear()
     batch = _batch_nn.einsum
 
 
-def _operand_grad(gy, ins, out, ops, i):
+def _operand_grad(gy, ins, out, ops, i, lead=None):
     """The gradient of operand ``i``: the einsum of ``gy`` with the other operands onto
     the labels it shares with them (a label of size 1 here but larger elsewhere is
     summed), broadcast over its labels found nowhere else, and written onto the
@@ -120,7 +126,8 @@ def _operand_grad(gy, ins, out, ops, i):
     others = set(out).union(*(ins[j] for j in rest))
     keep = [c for c in distinct if size[c] != 1 and c in others]
     from ember.ops._util import cj  # complex operands: the conjugates
-    g = _einsum([out] + [ins[j] for j in rest], "".join(keep), [gy] + [cj(ops[j]) for j in rest])
+    g = _einsum([out] + [ins[j] for j in rest], "".join(keep), [gy] + [cj(ops[j]) for j in rest],
+                lead=lead)
     mid = [g._data.shape[keep.index(c)] if c in keep else 1 for c in distinct]
     full = [size[c] for c in distinct]
     if tuple(mid) != g._data.shape:
@@ -314,7 +321,11 @@ def _check_sizes(subs, ops, ell):
                                    f"does not broadcast with previously seen size {prev}")
 
 
-def _einsum(subs, out, ops, fresh=""):
+def _einsum(subs, out, ops, fresh="", lead=None):
     """The one-node einsum of letter subscripts ``subs -> out`` (checked) on Tensors;
-    ``fresh``: the labels an ellipsis stands for (they order the contraction)."""
-    return _einsum_node(len(ops)).apply(*ops, spec=(tuple(subs), out, fresh))
+    ``fresh``: the labels an ellipsis stands for (they order the contraction); ``lead``
+    (two operands): whether the first is the product's left matrix (None: PyTorch's
+    choice)."""
+    if lead is None:
+        return _einsum_node(len(ops)).apply(*ops, spec=(tuple(subs), out, fresh))
+    return _einsum_node(len(ops)).apply(*ops, spec=(tuple(subs), out, fresh), lead=lead)

@@ -239,6 +239,41 @@ def _in_rows(t):
     return np.ascontiguousarray(t)
 
 
+# OpenBLAS's kernel sets on which ``k @ q^T`` written into the transposed scores gives
+# the bits of ``q @ k^T`` (SkylakeX: float32 and float64, inner sizes 1-256). OpenBLAS's
+# Haswell kernels (which it also runs on AMD's Zen cores) differ in the last bits, so
+# there, and on a kernel not measured, the scores are stored row-major and written by
+# ``q @ k^T``: the bits of every other route (an unsplit batch, the recorded formula).
+# (On Zen 3 the row-major scores cost 8-22% of an attention's forward and backward at
+# 8 x 4 x 64 x 32, up to 8% at 4 x 8 x 128 x 64; filling the transposed layout from
+# ``q @ k^T`` by a copy cost 9-25%: docs/performance.md.)
+_TRANSPOSED_SCORES_KEEP_BITS = frozenset({"skylakex"})
+_TRANSPOSED_SCORES = {}
+
+
+def transposed_scores_keep_bits():
+    """Whether scores written through their transpose (``k @ q^T`` into row-major
+    matrices, NumPy's BLAS) have the bits of ``q @ k^T`` on the kernels NumPy's OpenBLAS
+    runs (measured so, see above); False where unknown."""
+    from ember.backend.threads import _blas_libs, _core_name
+    libs = _blas_libs()
+    known = _TRANSPOSED_SCORES.get("libs")
+    if known is None or known[0] is not libs:
+        cores = [_core_name(lib) for lib in libs
+                 if getattr(lib, "internal_api", "openblas") == "openblas"]
+        known = _TRANSPOSED_SCORES["libs"] = (
+            libs, bool(cores) and all(c in _TRANSPOSED_SCORES_KEEP_BITS for c in cores))
+    return known[1]
+
+
+def _scores_array(shape, dtype):
+    """An empty (..., L, S) array for the scores: :func:`_scores_layout` where writing
+    through the transpose keeps the bits, else row-major."""
+    if transposed_scores_keep_bits():
+        return _scores_layout(shape, dtype)
+    return np.empty(tuple(shape), dtype)
+
+
 def _scores_layout(shape, dtype):
     """An empty (..., L, S) array for the attention scores with each matrix stored
     transposed (``[..., S, L]``). The softmax over S then reduces across rows of L
@@ -294,14 +329,15 @@ class ScaledDotProductAttention(Primitive):
             out = _laid_out_as(q, q.shape[:-1] + v.shape[-1:], np.result_type(a, v))
             return _gemm.matmul(a if dmask is None else a * dmask, v, out=out)
         # every (batch, head) is independent: blocks of the batch on the intra-op threads
-        a = _scores_layout(shape, q.dtype)
+        a = _scores_array(shape, q.dtype)
         out = _laid_out_as(q, q.shape[:-1] + v.shape[-1:], q.dtype)
         k, v = _in_rows(k), _in_rows(v)
         scale = self.scale
-        if scale != 1 and _columns(a) is None:
+        if scale != 1 and _columns(a) is None and _transposed(a):
             # NumPy's softmax passes (no numba kernel to fold the scale into): the scale
             # multiplies q (L * D elements) as it is copied into rows, not the scores
-            # (L * S) in a pass of their own; backward's k gradient then needs none
+            # (L * S) in a pass of their own; backward's k gradient then needs none.
+            # (Row-major scores keep the scale on the scores: an unsplit batch's bits.)
             q = np.multiply(q, scale, out=np.empty(q.shape, q.dtype))
             scale = 1
         else:
@@ -311,7 +347,7 @@ class ScaledDotProductAttention(Primitive):
         # q's matrices transposed as well, so that BLAS multiplies k @ q^T with neither
         # operand transposed (twice the speed of the transposed-operand kernel at 64 x
         # 32 x 64); q itself stays for k's gradient
-        qT = _transposed_copy(q)
+        qT = _transposed_copy(q) if _transposed(a) else None
 
         def run(lo, hi):
             ab = self._weights(q[lo:hi], k[lo:hi], _rows_of(bias, lo, hi, q.ndim), a[lo:hi],

@@ -118,9 +118,11 @@ ON_TENSORS = _OnTensors()
 ON_ARRAYS = _OnArrays()
 
 
-def _sumproduct_pair(left, right, sum_dims, on):
+def _sumproduct_pair(left, right, sum_dims, on, lead=None, swaps=None):
     """``(left * right).sum(sum_dims, keepdim=True)`` for operands of equal rank, by one
-    batched product (or a plain product when nothing is summed)."""
+    batched product (or a plain product when nothing is summed). ``lead``: whether
+    ``left`` is the product's left matrix (None: PyTorch's choice); ``swaps``, a list
+    or None: where the choice made is appended."""
     if not sum_dims:
         return on.mul(left, right)
     lro, lo, ro = [], [], []
@@ -143,8 +145,11 @@ def _sumproduct_pair(left, right, sum_dims, on):
         else:
             ro.append(i)
             ro_size *= right.shape[i]
-    if lo and ro and ro[-1] < lo[0]:
-        # PyTorch swaps the operands so that the product comes out in the output's order
+    # PyTorch swaps the operands so that the product comes out in the output's order
+    swap = bool(lo and ro and ro[-1] < lo[0]) if lead is None else not lead
+    if swaps is not None:
+        swaps.append(swap)
+    if swap:
         left, right, lo, ro, lo_size, ro_size = right, left, ro, lo, ro_size, lo_size
     out_size = [left.shape[d] for d in lro] + [left.shape[d] for d in lo] + \
         [1] * len(sum_dims) + [right.shape[d] for d in ro]
@@ -168,10 +173,12 @@ def label_order(subs, out, fresh):
     return order + sorted({c for s in subs for c in s} - seen)
 
 
-def einsum_graph(subs, out, ops, fresh, on=ON_TENSORS):
+def einsum_graph(subs, out, ops, fresh, on=ON_TENSORS, lead=None, swaps=None):
     """``einsum`` of ``ops`` with per-operand label lists ``subs`` and output labels
     ``out`` (the ellipsis already written as the labels ``fresh``, in its order), run
-    by the steps ``on`` (:data:`ON_TENSORS` or :data:`ON_ARRAYS`)."""
+    by the steps ``on`` (:data:`ON_TENSORS` or :data:`ON_ARRAYS`). ``lead`` (two
+    operands): whether the first is the left matrix of the product (None: PyTorch's
+    choice); ``swaps``, a list or None, gets each product's choice (swapped or not)."""
     out = list(out)
     order = label_order(subs, out, fresh)
     index = {c: i for i, c in enumerate(order)}
@@ -220,7 +227,8 @@ def einsum_graph(subs, out, ops, fresh, on=ON_TENSORS):
             a = on.sum(a, a_sum, True)
         if b_sum:
             b = on.sum(b, b_sum, True)
-        aligned.insert(0, _sumproduct_pair(a, b, sum_dims, on))
+        aligned.insert(0, _sumproduct_pair(a, b, sum_dims, on,
+                                           lead if len(ops) == 2 else None, swaps))
     res = aligned[0]
     if n_all > n_out:
         if len(ops) > 1:
