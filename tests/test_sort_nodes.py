@@ -304,8 +304,10 @@ def test_backward_uses_what_unpack_returns(name, unpack_fn, kind):
     # them in another order than PyTorch's)
     # (losses: log_softmax and the loss's sum round in the last bit apart from PyTorch's
     # with or without hooks; a gradient moved by the hooks is off by far more)
+    # (index_fill's Tensor value: its gradient is a sum of the filled positions' gradients,
+    # whose order of adding differs from PyTorch's in the last bit with or without hooks)
     exact = () if unpack_fn is _zero_ints and "pool" in name or "_loss" in name or \
-        "entropy" in name else ("grad", "gg")
+        "entropy" in name or name == "index_fill_tensor" else ("grad", "gg")
     res = _compare(HOOKED[name], _values((3, 5), kind), unpack_fn=unpack_fn,
                    second=name in SORT_FAMILY, exact=exact)
     assert isinstance(res, str) or res["unpacked"] == len(res["packs"])

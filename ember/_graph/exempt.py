@@ -4,7 +4,9 @@ TorchScript writer's list (``ember.jit._op_exempt``) and the ONNX exporter's
 from ember.ops import (
     _linalg_util,
     _views,
+    activation_nodes,
     adaptive_pooling,
+    attention,
     bitwise,
     composite_node,
     conv,
@@ -17,6 +19,7 @@ from ember.ops import (
     index_scatter,
     linalg_eig,
     matmul_graph,
+    normalization_grad,
     pooling,
     reduction,
     resample,
@@ -47,7 +50,7 @@ FAMILY_BASES = (
     elementwise._Compare, elementwise._MinMax, elementwise._FMinMax, extrema._AmaxAmin,
     extrema._ArgExtreme, extrema._EvenAll, extrema._SelectDim, _linalg_util._SavesOutputs,
     reduction._AllAny, variance._StatMean, variance._VarStd, rnn._Layer, scan._CumExtreme,
-    special._IgammaBase, composite_node.CompositeNode,
+    special._IgammaBase, composite_node.CompositeNode, normalization_grad._NormGrads,
     unary._Predicate, unary._Unary)
 
 BACKWARD_ONLY = (
@@ -58,7 +61,9 @@ BACKWARD_ONLY = (
     shape.SumToSize, shape.UnfoldBackward, scan.ReverseCumsum, scan.ScatterAddAlong,
     unary.PiecewiseGrad, unary.ReluBackward, unary.SigmoidBackward, unary.TanhBackward,
     unary._ZerosLikeOf, linalg_eig._EigGrad, reduction.ProdOthers, identity._DelayedError,
-    identity._Identity, resample_aa._SkippedAxis)
+    identity._Identity, resample_aa._SkippedAxis, activation_nodes.GeluGrad,
+    attention.AttentionGrads, normalization_grad.LayerNormGrads,
+    normalization_grad.BatchNormGrads, normalization_grad.BatchNormEvalGrads)
 
 EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",
