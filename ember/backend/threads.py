@@ -39,8 +39,8 @@ import numpy as np
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
            "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k", "pair",
-           "row_blocks_keep_bits", "layouts_keep_bits", "copy_keeps_bits", "blas_to_one",
-           "blas_back"]
+           "row_blocks_keep_bits", "layouts_keep_bits", "copy_keeps_bits", "kernels_in",
+           "blas_to_one", "blas_back"]
 
 
 def _default_threads():
@@ -492,14 +492,7 @@ _ROW_BLOCKS_KEEP_BITS = frozenset({"skylakex"})
 def row_blocks_keep_bits():
     """Whether row blocks of a float32 product on NumPy's BLAS give the whole product's
     bits (its OpenBLAS kernel measured so, see above); False where unknown."""
-    known = _state.get("row_blocks")
-    libs = _blas_libs()
-    if known is None or known[0] is not libs:
-        cores = [_core_name(lib) for lib in libs
-                 if getattr(lib, "internal_api", "openblas") == "openblas"]
-        known = _state["row_blocks"] = (
-            libs, bool(cores) and all(c in _ROW_BLOCKS_KEEP_BITS for c in cores))
-    return known[1]
+    return kernels_in("row_blocks", _ROW_BLOCKS_KEEP_BITS)
 
 
 # A float32 product computed through another layout of its operands gives ``np.matmul``'s
@@ -521,7 +514,7 @@ _LAYOUTS_KEEP_BITS = frozenset({"skylakex"})
 _COPY_KEEPS_BITS = frozenset({"skylakex", "haswell"})
 
 
-def _kernels_in(key, kernels):
+def kernels_in(key, kernels):
     """Whether every OpenBLAS kernel NumPy's products reach is one of ``kernels`` (its
     answer kept under ``key`` until the libraries change); False where none is known."""
     known = _state.get(key)
@@ -539,13 +532,13 @@ def layouts_keep_bits():
     """Whether a float32 product on NumPy's BLAS keeps ``np.matmul``'s bits when computed
     as its transposed product or in row blocks (its OpenBLAS kernel measured so, see
     above); False where unknown."""
-    return _kernels_in("layouts", _LAYOUTS_KEEP_BITS)
+    return kernels_in("layouts", _LAYOUTS_KEEP_BITS)
 
 
 def copy_keeps_bits():
     """Whether ``x @ w.T`` on a row-major copy of ``w.T`` keeps the bits of the product on
     the transposed weight in ``matmul_graph``'s range (see above); False where unknown."""
-    return _kernels_in("copies", _COPY_KEEPS_BITS)
+    return kernels_in("copies", _COPY_KEEPS_BITS)
 
 
 def _core_name(lib):

@@ -248,22 +248,14 @@ def _in_rows(t):
 # 8 x 4 x 64 x 32, up to 8% at 4 x 8 x 128 x 64; filling the transposed layout from
 # ``q @ k^T`` by a copy cost 9-25%: docs/performance.md.)
 _TRANSPOSED_SCORES_KEEP_BITS = frozenset({"skylakex"})
-_TRANSPOSED_SCORES = {}
 
 
 def transposed_scores_keep_bits():
     """Whether scores written through their transpose (``k @ q^T`` into row-major
     matrices, NumPy's BLAS) have the bits of ``q @ k^T`` on the kernels NumPy's OpenBLAS
     runs (measured so, see above); False where unknown."""
-    from ember.backend.threads import _blas_libs, _core_name
-    libs = _blas_libs()
-    known = _TRANSPOSED_SCORES.get("libs")
-    if known is None or known[0] is not libs:
-        cores = [_core_name(lib) for lib in libs
-                 if getattr(lib, "internal_api", "openblas") == "openblas"]
-        known = _TRANSPOSED_SCORES["libs"] = (
-            libs, bool(cores) and all(c in _TRANSPOSED_SCORES_KEEP_BITS for c in cores))
-    return known[1]
+    from ember.backend.threads import kernels_in
+    return kernels_in("transposed_scores", _TRANSPOSED_SCORES_KEEP_BITS)
 
 
 def _scores_array(shape, dtype):
