@@ -91,13 +91,14 @@ def test_the_measured_kernels_bounds():
 def test_float64_products_past_the_bound_keep_their_bits(idle):
     # OpenBLAS's float64 threads change bits for short inner dimensions (400 x 32 by
     # 32 x 300 on SkylakeX, from k = 8 on Haswell): such a product runs whole at one
-    # BLAS thread
+    # BLAS thread, or in row blocks where those keep the bits (Haswell's 2-row tiles)
     assert 32 > T.same_bits_k("d")
     a, b = _rand(400, 32, dtype=np.float64), _rand(32, 300, dtype=np.float64, seed=1)
     with gemm.numpy_only():
         one = idle(1, lambda: gemm.matmul(a, b))
         two = idle(2, lambda: gemm.matmul(a, b))
-        assert idle(2, lambda: T.matmul(a, b)) is T.WHOLE
+        taken = idle(2, lambda: T.matmul(a, b))
+        assert (taken is T.WHOLE) if not T.row_grain("d") else type(taken) is np.ndarray
     np.testing.assert_array_equal(one, two)
     with threadpool_limits(1):
         np.testing.assert_array_equal(one, a @ b)

@@ -281,10 +281,10 @@ def test_recurrent_weight_gradients_keep_their_bits(calls, monkeypatch, kind, x_
                                    (32, 256, 512), (16, 128, 300)])
 @pytest.mark.parametrize("layout", ["nn", "nt"])
 def test_unsplit_products_take_the_one_thread_route(calls, monkeypatch, m, k, n, layout):
-    # on a kernel whose row blocks change the bits (OpenBLAS's Haswell kernels) a
+    # on a kernel whose row blocks change the bits (one not measured) a
     # product runs whole, by the one-thread route (``gemm``'s transposed product for a
     # few rows, which differs from ``np.matmul``'s own there), at one BLAS thread
-    monkeypatch.setitem(T._state, "row_blocks", (T._blas_libs(), False))
+    monkeypatch.setitem(T._state, "row_grain", (T._blas_libs(), {"f": 0, "d": 0}))
     a = _rand(m, k)
     b = _rand(n, k, seed=1).T if layout == "nt" else _rand(k, n, seed=1)
     with gemm.numpy_only():
@@ -306,7 +306,7 @@ def test_row_blocks_are_trusted_only_on_measured_kernels(monkeypatch):
             self.architecture = name
     class Mkl:
         internal_api = "mkl"
-    for libs, keeps in (((Lib("SkylakeX"),), True), ((Lib("Haswell"),), False),
+    for libs, keeps in (((Lib("SkylakeX"),), True), ((Lib("Haswell"),), True),
                         ((Lib("SkylakeX"), Lib("Zen")), False), ((), False),
                         ((Mkl(), Lib("SkylakeX")), True), ((Mkl(),), False)):
         monkeypatch.setitem(T._state, "libs", libs)
@@ -315,7 +315,7 @@ def test_row_blocks_are_trusted_only_on_measured_kernels(monkeypatch):
     arch = [lib.architecture.lower() for lib in T._blas_libs()
             if lib.internal_api == "openblas"]
     assert T.row_blocks_keep_bits() is (bool(arch) and all(
-        a in T._ROW_BLOCKS_KEEP_BITS for a in arch))
+        T._ROW_GRAIN.get(a, {}).get("f") for a in arch))
 
 
 @pytest.mark.parametrize("batch", [16, 3])

@@ -15,7 +15,8 @@ which the kernel is independent (an elementwise op, a per-sample or per-row
 computation), and each block runs exactly the NumPy calls the whole array would, so
 every value is bit-identical to the single-threaded result; reductions across the
 split axis are never split; products are split in row blocks only on BLAS kernels where
-the blocks keep the whole product's bits (:func:`row_blocks_keep_bits`). Products left
+the blocks keep the whole product's bits, at the kernel's grain of rows
+(:func:`row_grain`). Products left
 to NumPy's BLAS keep its threads only where those give its one-thread bits
 (:func:`same_bits_k`). MKL's products (``ember[mkl]``)
 are MKL's, which, as in PyTorch, may change in the last bits with the thread count.
@@ -39,8 +40,8 @@ import numpy as np
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
            "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k", "pair",
-           "row_blocks_keep_bits", "layouts_keep_bits", "copy_keeps_bits", "kernels_in",
-           "blas_to_one", "blas_back"]
+           "row_grain", "row_blocks_keep_bits", "layouts_keep_bits", "copy_keeps_bits",
+           "kernels_in", "blas_to_one", "blas_back"]
 
 
 def _default_threads():
@@ -421,9 +422,10 @@ def blas_back(saved):
 # between ember's products that thread spins on the second core, where ember's pool
 # worker (and, on a shared machine, every other process) then gets only part of it.
 # So at more than one thread ember runs its large products in row blocks on the pool,
-# with BLAS at one thread per block. Row blocks of a product give the same values as the
-# whole product when every block stays on BLAS's large-matrix kernels (checked for the
-# shapes below by tests/test_threads.py), so results do not change with the thread count.
+# # with BLAS at one thread per block. Row blocks of a product give the same values as the
+# whole product when every block stays on BLAS's large-matrix kernels and starts where
+# one of the whole product's tiles of rows does (row_grain), so results do not change
+# with the thread count.
 # The products ember does not split (too small to repay a dispatch, or too few rows or
 # columns) run on BLAS's own threads when there are cores to spare and ember's pool has
 # not split a kernel for a while (a loop of 32-row products in sequence, a recurrent
@@ -465,34 +467,53 @@ def same_bits_k(char):
     reached, or one whose kernel was not measured). NumPy's products run on OpenBLAS;
     other BLAS libraries in the process (MKL's products are ember's own calls) do not
     count."""
-    known = _state.get("same_bits_k")
+    return _per_kernel("same_bits_k", _SAME_BITS_K, char)
+
+
+def _per_kernel(key, table, char):
+    """``table``'s figure for the dtype ``char`` common to every OpenBLAS kernel NumPy's
+    products reach (the least of theirs; its answer kept under ``key`` until the
+    libraries change); 0 where none is known."""
+    known = _state.get(key)
     if known is not None and known[0] is _state.get("libs") is not None:
         return known[1].get(char, 0)  # (read per product: the common case first)
     libs = _blas_libs()
     if known is None or known[0] is not libs:
         cores = [_core_name(lib) for lib in libs
                  if getattr(lib, "internal_api", "openblas") == "openblas"]
-        bounds = [_SAME_BITS_K.get(core, {}) for core in cores]
-        known = _state["same_bits_k"] = (libs, {
-            c: min(b.get(c, 0) for b in bounds) if bounds else 0 for c in "fd"})
+        figures = [table.get(core, {}) for core in cores]
+        known = _state[key] = (libs, {
+            c: min(f.get(c, 0) for f in figures) if figures else 0 for c in "fd"})
     return known[1].get(char, 0)
 
 
-# Row blocks of a float32 product give the whole product's bits on the kernels listed
-# here (SkylakeX: every split-sized shape of a 1,300-shape sweep, tests/test_threads.py).
-# OpenBLAS's Haswell kernels (which it also runs on AMD's Zen cores) compute the last
-# rows of a product otherwise than the same rows inside a taller one (a 64-row block of
-# 1024 x 784 by 784 x 256 differs from the whole product in its last 4 rows, a block
-# starting at row 64 in 44 of its rows), so on those and on a kernel not measured a
-# product is not split in row blocks: it runs whole at one BLAS thread, and only
-# :func:`pair` puts two such products on two cores.
-_ROW_BLOCKS_KEEP_BITS = frozenset({"skylakex"})
+# Row blocks of a product give the whole product's bits on the kernels listed here when
+# each block starts at a multiple of the kernel's grain of rows and has at least a grain
+# of rows (fewer, or a single column, and NumPy or BLAS take a matrix-vector path). The
+# grain is the kernel's tile of the result's rows: OpenBLAS computes ``C^T = B^T A^T``,
+# so a row-major result's rows are its ``N`` dimension, and the rows of the last partial
+# tile are summed by another micro-kernel than a whole tile's. SkylakeX float32: any
+# split-sized block (a 1,300-shape sweep, tests/test_threads.py); its float64 blocks
+# differ (64-1024 rows of 200-1000 by 300), not split. Haswell (which OpenBLAS also runs
+# on AMD's Zen cores): float32 in multiples of 12 rows, float64 of 2; 2,520 products
+# each (10 row counts of 24-1031, inner 1-1025, 2-1025 columns, four layouts, two and
+# three blocks) equal, where edges at multiples of 6 differ in 1,680 of them (measured
+# by benchmarks/row_block_grain.py; pinned by tests/test_threads_row_grain.py). On a
+# kernel not measured, 0: products are not split in row blocks.
+_ROW_GRAIN = {"skylakex": {"f": 1}, "haswell": {"f": 12, "d": 2}}
+
+
+def row_grain(char):
+    """The multiple of rows at which row blocks of a product on NumPy's BLAS keep the
+    whole product's bits, for the dtype ``char`` ("f" or "d"); 0 where they do not or
+    where unknown (see above)."""
+    return _per_kernel("row_grain", _ROW_GRAIN, char)
 
 
 def row_blocks_keep_bits():
-    """Whether row blocks of a float32 product on NumPy's BLAS give the whole product's
-    bits (its OpenBLAS kernel measured so, see above); False where unknown."""
-    return kernels_in("row_blocks", _ROW_BLOCKS_KEEP_BITS)
+    """Whether row blocks of a float32 product on NumPy's BLAS (at the rows
+    :func:`row_grain` gives) keep the whole product's bits; False where unknown."""
+    return row_grain("f") > 0
 
 
 # A float32 product computed through another layout of its operands gives ``np.matmul``'s
@@ -573,25 +594,26 @@ def matmul(a, b, out=None):
     if mnk < _BLAS_THREADED_MNK or b.shape[0] != k or not _all_blas():
         return None
     gram = m == n and _gram(a, b)
+    grain = row_grain(a.dtype.char)
     if mnk < _SPLIT_MNK or m < 2 * _MIN_BLOCK_ROWS or n < _MIN_BLOCK_ROWS or \
-            a.dtype.char != "f" or gram or out is not None and (
+            not grain or gram or out is not None and (
                 type(out) is not np.ndarray or out.shape != (m, n) or
-                np.may_share_memory(out, a) or np.may_share_memory(out, b)) or \
-            not row_blocks_keep_bits():
-        # not split: float64 row blocks do not always give the whole product's bits
-        # (OpenBLAS's double kernels: 64-1024 rows of 200-1000 by 300 differ), nor
-        # float32 ones on kernels other than those listed above; ``a @ a.T``
-        # on one buffer is NumPy's syrk, which row blocks (gemm) do not reproduce;
-        # ``out`` other than a fresh matrix is np.matmul's to check and copy through
+                np.may_share_memory(out, a) or np.may_share_memory(out, b)):
+        # not split: row blocks on kernels where they give other bits than the whole
+        # product (see _ROW_GRAIN); ``a @ a.T`` on one buffer is NumPy's syrk, which row
+        # blocks (gemm) do not reproduce; ``out`` other than a fresh matrix is
+        # np.matmul's to check and copy through
         if not gram and _blas_may_thread(k, a.dtype.char):
             return None  # BLAS's own threads
         return WHOLE
     if out is None:
         out = np.empty((m, n), a.dtype)
+    tiles = m // grain  # (the last block takes the rows of a partial tile too)
 
     def block(lo, hi):
+        lo, hi = lo * grain, m if hi == tiles else hi * grain
         np.matmul(a[lo:hi], b, out=out[lo:hi])
-    parallel_rows(block, m, mnk >> 4, blas=True)
+    parallel_rows(block, tiles, mnk >> 4, blas=True)
     return out
 
 

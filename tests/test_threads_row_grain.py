@@ -1,0 +1,159 @@
+"""Products split in row blocks at two threads give their one-thread bits: a row block of
+a product is computed as the same rows of the whole product only where it starts at a
+multiple of the kernel's tile of rows (``threads.row_grain``: SkylakeX float32 any row,
+Haswell float32 12 rows and float64 2). Pins the grain measured for this machine's
+kernel (equal on it, different at half of it), checks the blocks ember makes, and the
+products at 1 and 2 threads against each other and torch."""
+import numpy as np
+import pytest
+import torch
+from threadpoolctl import threadpool_info, threadpool_limits
+
+import ember
+from ember.backend import gemm
+from ember.backend import threads as T
+
+
+def _core():
+    [info] = [i for i in threadpool_info()
+              if i["internal_api"] == "openblas" and "numpy.libs" in i["filepath"]]
+    return info["architecture"].lower()
+
+
+def _rand(*shape, dtype=np.float32, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _operands(m, k, n, layout, dtype, seed=0):
+    a = _rand(*((k, m) if layout[0] == "t" else (m, k)), dtype=dtype, seed=seed)
+    b = _rand(*((n, k) if layout[1] == "t" else (k, n)), dtype=dtype, seed=seed + 1)
+    return (a.T if layout[0] == "t" else a), (b.T if layout[1] == "t" else b)
+
+
+def _in_blocks(a, b, edges):
+    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    with threadpool_limits(1):
+        for lo, hi in zip(edges, edges[1:]):
+            np.matmul(a[lo:hi], b, out=out[lo:hi])
+    return out
+
+
+# shapes of the benchmark workloads' products and ragged ones (rows that are not a
+# multiple of any grain, short and long inner dimensions, narrow results)
+_SHAPES = [(128, 784, 256), (256, 128, 784), (1024, 128, 384), (100, 300, 70),
+           (257, 9, 33), (73, 1025, 40), (64, 8, 1000), (131, 449, 130)]
+
+
+@pytest.mark.parametrize("char", "fd")
+def test_the_grain_is_where_row_blocks_keep_the_bits(char):
+    # on this machine's kernel: blocks at multiples of the grain give the whole
+    # product's bits; where the grain is more than one row, blocks at half of it do not
+    # (a wrong grain fails here rather than ember trusting it); on a kernel not measured
+    # (or a dtype whose blocks differ) the grain is 0 and nothing is split
+    dtype = np.float32 if char == "f" else np.float64
+    grain = T.row_grain(char)
+    core = _core()
+    assert grain == T._ROW_GRAIN.get(core, {}).get(char, 0)
+    if not grain:
+        return
+    differ_at_half = 0
+    for m, k, n in _SHAPES:
+        for layout in ("nn", "tn", "nt", "tt"):
+            a, b = _operands(m, k, n, layout, dtype)
+            with threadpool_limits(1):
+                whole = a @ b
+            for cut in (m // 2 // grain * grain, m // 3 // grain * grain + grain):
+                np.testing.assert_array_equal(_in_blocks(a, b, [0, cut, m]), whole,
+                                              err_msg=f"{m, k, n, layout, cut}")
+            if grain > 1:
+                half = grain // 2
+                odd = (m // 2 // grain) * grain + half  # a multiple of half, not of grain
+                differ_at_half += not np.array_equal(_in_blocks(a, b, [0, odd, m]), whole)
+    assert grain == 1 or differ_at_half, "half the grain keeps the bits: measure again"
+
+
+def test_the_measured_kernels_grains():
+    assert T._ROW_GRAIN == {"skylakex": {"f": 1}, "haswell": {"f": 12, "d": 2}}
+
+
+def test_grains_are_trusted_only_on_measured_kernels(monkeypatch):
+    class Lib:
+        internal_api = "openblas"
+
+        def __init__(self, name):
+            self.architecture = name
+
+    class Mkl:
+        internal_api = "mkl"
+    for libs, f, d in (((Lib("SkylakeX"),), 1, 0), ((Lib("Haswell"),), 12, 2),
+                       ((Lib("SkylakeX"), Lib("Zen")), 0, 0),
+                       ((Lib("Haswell"), Lib("SkylakeX")), 1, 0), ((), 0, 0),
+                       ((Mkl(), Lib("Haswell")), 12, 2), ((Mkl(),), 0, 0)):
+        monkeypatch.setitem(T._state, "libs", libs)
+        assert (T.row_grain("f"), T.row_grain("d")) == (f, d), libs
+        assert T.row_blocks_keep_bits() is (f > 0)
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """ember's matmul at 1 and at 2 threads, the blocks the pool ran recorded."""
+    before = ember.get_num_threads()
+    monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
+    seen = []
+    run = T._Pool.run
+
+    def recording(self, fn, bounds):
+        seen.append(list(bounds))
+        return run(self, fn, bounds)
+    monkeypatch.setattr(T._Pool, "run", recording)
+
+    def both(fn):
+        ember.set_num_threads(1)
+        one = fn()
+        ember.set_num_threads(2)
+        seen.clear()
+        two = fn()
+        return one, two, list(seen)
+    yield both
+    ember.set_num_threads(before)
+
+
+@pytest.mark.parametrize("m,k,n", [(128, 784, 256), (1024, 128, 384), (133, 300, 70),
+                                   (64, 2049, 40), (781, 129, 33)])
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+@pytest.mark.parametrize("char", "fd")
+def test_split_products_keep_their_one_thread_bits(two_threads, m, k, n, layout, char):
+    dtype = np.float32 if char == "f" else np.float64
+    a, b = _operands(m, k, n, layout, dtype, seed=m + n)
+    grain = T.row_grain(char)
+    with gemm.numpy_only():
+        one, two, bounds = two_threads(lambda: gemm.matmul(a, b))
+    np.testing.assert_array_equal(one, two)
+    with threadpool_limits(1):
+        np.testing.assert_array_equal(one, a @ b)
+    tol = dict(rtol=1e-4, atol=1e-3) if char == "f" else dict(rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(two, (torch.tensor(a) @ torch.tensor(b)).numpy(), **tol)
+    if not grain:
+        assert not bounds  # not split on this kernel: whole, at one BLAS thread
+        return
+    assert bounds, "a product ember splits ran whole"
+    # the blocks the pool ran are in tiles of the grain; the last block takes the rows
+    # of a partial tile, so every block has at least a grain of rows
+    [tiles] = bounds
+    assert tiles[0] == 0 and tiles[-1] == m // grain and len(tiles) == 3
+    rows = [t * grain for t in tiles[:-1]] + [m]
+    assert all(hi - lo >= grain for lo, hi in zip(rows, rows[1:]))
+
+
+def test_float64_products_split_only_on_kernels_measured_for_them(monkeypatch):
+    # SkylakeX's float64 row blocks differ from its whole products: not split there
+    class Lib:
+        internal_api = "openblas"
+        architecture = "SkylakeX"
+    monkeypatch.setitem(T._state, "libs", (Lib(),))
+    monkeypatch.setitem(T._state, "threads", 2)  # (ember at two threads, BLAS untouched)
+    monkeypatch.setattr(T, "_all_blas", lambda: (Lib(),))
+    monkeypatch.setattr(T, "_blas_may_thread", lambda k, char: False)
+    a, b = _rand(400, 32, dtype=np.float64), _rand(32, 300, dtype=np.float64, seed=1)
+    assert T.row_grain("d") == 0 and T.row_grain("f") == 1
+    assert T.matmul(a, b) is T.WHOLE
