@@ -8,7 +8,14 @@ alternated:
   the step's parameters, on a leaf the size of the LSTM's output (the LSTM's parameters
   given gradients of their size, as the backward gives them);
 - ``layer_fwd``/``layer_bwd``: ``nn.LSTM`` alone, forward (with a graph) and forward plus
-  ``backward`` of a gradient on the last step less the forward.
+  ``backward`` of a gradient on the last step less the forward;
+- ``step``/``compiled``: the whole step timed as one (as ``training_steps.py`` times it),
+  and the same step on a second model and optimizer through ``ember.compile(step)``
+  (``compile_step.py``'s ``step`` variant; torch: its eager step again, the reference
+  both benchmarks divide by). Their ratio, printed last, compares the compiled step with
+  eager ember against the same torch runs: ``training_steps_ab.py`` and
+  ``compile_step_ab.py`` time torch in separate processes, so their two ratios to torch
+  do not compare the compiled step with the eager one.
 
     python benchmarks/lstm_split.py [--rounds 60] [--no-numba]
 
@@ -68,6 +75,23 @@ def _parts(m):
         opt.step()
         times["framework"].append(pt() - t0)
 
+    def plain():
+        opt.zero_grad()
+        m.nn.functional.cross_entropy(head(lstm(x)[0][:, -1]), y).backward()
+        opt.step()
+
+    def whole(times):
+        t0 = pt()
+        plain()
+        times["step"].append(pt() - t0)
+
+    compiled_step = _second_step(m, x, y)
+
+    def compiled(times):
+        t0 = pt()
+        compiled_step()
+        times["compiled"].append(pt() - t0)
+
     def layer(times):
         t0 = pt()
         out, _ = lstm(x)
@@ -77,7 +101,25 @@ def _parts(m):
         times["layer_bwd"].append(pt() - t1)
         for p in lstm.parameters():
             p.grad = None
-    return [step, framework, layer]
+    return [step, framework, layer, whole, compiled]
+
+
+def _second_step(m, x, y):
+    """The step on its own model and optimizer (the same initial values), compiled with
+    ``ember.compile`` (torch: eager)."""
+    nn = m.nn
+    m.manual_seed(0)
+    lstm = nn.LSTM(64, 128, batch_first=True)
+    head = nn.Linear(128, 10)
+    opt = m.optim.Adam(list(lstm.parameters()) + list(head.parameters()), lr=1e-3)
+
+    def step():
+        opt.zero_grad()
+        loss = m.nn.functional.cross_entropy(head(lstm(x)[0][:, -1]), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step if m.__name__ == "torch" else m.compile(step)
 
 
 def main():
@@ -93,14 +135,14 @@ def main():
     libs = [ember, torch]
     parts = [_parts(m) for m in libs]
     times = [{k: [] for k in ("forward", "backward", "adam", "framework", "layer_fwd",
-                              "layer_bwd")} for _ in libs]
+                              "layer_bwd", "step", "compiled")} for _ in libs]
     for ps in parts:  # warm-up
         for fn in ps:
             for _ in range(3):
                 fn({k: [] for k in times[0]})
     load0 = os.getloadavg()
     for _ in range(args.rounds):
-        for k in range(3):
+        for k in range(len(parts[0])):
             for ps, t in zip(parts, times):
                 ps[k](t)
                 ps[k](t)
@@ -109,6 +151,8 @@ def main():
     for part in times[0]:
         e, t = (float(np.median(ts[part])) * 1e3 for ts in times)
         print(f"{part:10s} CPU ms ember {e:7.3f} torch {t:7.3f} ember/torch {e / t:.3f}")
+    c, s = (float(np.median(times[0][k])) for k in ("compiled", "step"))
+    print(f"ember compiled step / eager step {c / s:.3f}")
     print(f"load {' '.join(f'{v:.2f}' for v in load0)} -> "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
