@@ -50,6 +50,13 @@ WORKLOADS = {
                   "Upsample(x2, bilinear), x 8x64x16x16"),
     "ln": (lambda m: m.nn.LayerNorm(512), (16, 128, 512), "LayerNorm(512), x 16x128x512"),
     "bn2d": (lambda m: m.nn.BatchNorm2d(64), (8, 64, 32, 32), "BatchNorm2d(64), x 8x64x32x32"),
+    "bn2d_eval": (lambda m: m.nn.BatchNorm2d(64).eval(), (32, 64, 32, 32),
+                  "BatchNorm2d(64) in eval mode, x 32x64x32x32"),
+    "bn2d_eval_small": (lambda m: m.nn.BatchNorm2d(256).eval(), (8, 256, 8, 8),
+                        "BatchNorm2d(256) in eval mode, x 8x256x8x8"),
+    "bn1d": (lambda m: m.nn.BatchNorm1d(128), (64, 128), "BatchNorm1d(128), x 64x128"),
+    "bn1d_eval": (lambda m: m.nn.BatchNorm1d(512).eval(), (256, 512),
+                  "BatchNorm1d(512) in eval mode, x 256x512"),
     "gn": (lambda m: m.nn.GroupNorm(8, 64), (8, 64, 32, 32), "GroupNorm(8, 64), x 8x64x32x32"),
 }
 

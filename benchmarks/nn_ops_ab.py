@@ -3,6 +3,7 @@ process, rounds alternated (the layers of ``nn_ops.py``).
 
     git archive main | tar -x -C /tmp/before
     python benchmarks/nn_ops_ab.py /tmp/before [--only cnn_conv2,cnn_relu1] [--rounds R]
+                                               [--calls N] [--forward-only]
 
 Both ember trees are imported into the same process under the name ``ember``: each
 keeps its own set of modules, put back in ``sys.modules`` before each of its rounds
@@ -58,6 +59,11 @@ def main():
     ap.add_argument("before", help="root of the older ember tree")
     ap.add_argument("--only", default=",".join(nn_ops.WORKLOADS))
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--calls", type=int, default=3,
+                    help="calls a round (the module swap before each round costs a fixed "
+                         "time: small layers need more calls to hide it)")
+    ap.add_argument("--forward-only", action="store_true",
+                    help="the layers' forward under no_grad (inference)")
     args = ap.parse_args()
     import torch
     torch.set_num_threads(1)
@@ -65,23 +71,24 @@ def main():
     after, amods = _load(ROOT)
     libs = [("before", before, bmods), ("after", after, amods), ("torch", torch, None)]
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; one thread each; "
-          f"median CPU ms per call of {args.rounds} alternated rounds of 3 calls")
+          f"median CPU ms per call of {args.rounds} alternated rounds of {args.calls} calls")
     print(f"{'layer':<12}{'before':>8}{'after':>8}{'torch':>8}{'b/torch':>9}{'a/torch':>9}"
           f"{'after/b':>9}")
     for name in args.only.split(","):
         steps = []
         for _, m, mods in libs:
             _use(mods)
-            steps.append(nn_ops.make(m, name, False))
+            steps.append(nn_ops.make(m, name, args.forward_only))
         times = [[] for _ in libs]
         for r in range(args.rounds + 1):
             for (_, _, mods), step, t in zip(libs, steps, times):
                 _use(mods)
+                step()  # (the first call after the swap pays for it)
                 c = time.process_time()
-                for _ in range(3):
+                for _ in range(args.calls):
                     step()
                 if r:  # the first round warms up
-                    t.append((time.process_time() - c) / 3 * 1e3)
+                    t.append((time.process_time() - c) / args.calls * 1e3)
         b, a, t = (float(np.median(x)) for x in times)
         print(f"{name:<12}{b:8.2f}{a:8.2f}{t:8.2f}{b / t:9.2f}{a / t:9.2f}{a / b:9.2f}",
               flush=True)

@@ -21,6 +21,10 @@ def threads(monkeypatch):
     before = ember.get_num_threads()
     monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
     monkeypatch.setattr(optimizer, "_SPLIT_MIN", 1)
+    # the optimizers' NumPy updates, which split (the one-pass numba loops, where numba
+    # is installed, run on one thread: tests/test_optim_one_pass.py)
+    from ember.optim import _one_pass
+    monkeypatch.setattr(_one_pass, "wanted", lambda opt: opt.__dict__.get("_one_pass", False))
     calls = []
     run = T._Pool.run
 

@@ -16,8 +16,9 @@ from ember._tensor import _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _saved_inputs
 from ember.backend import array_module
+from ember.backend import dtypes as _dtypes
 from ember.ops import _batch_nn
-from ember.ops._util import opmath
+from ember.ops._util import opmath, scalar_type_name
 from ember.ops.composite_node import call, records_graph, transforming
 
 # the array kernels by layout; their names stay importable from here
@@ -342,6 +343,36 @@ def _check_channel_vec(name, t, c):
         raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
 
 
+def _mixed_dtypes(input, weight, bias, running_mean, running_var, training):
+    """Check the dtypes of batch norm's tensors as PyTorch's CPU kernel does and say
+    whether the call is of mixed types (a float16/bfloat16 input with float32
+    parameters and statistics, computed in float32 and rounded to the input's dtype).
+    The first parameter given (weight, bias, running mean, running variance) decides:
+    of another dtype than the input, every parameter must be float32 and the input of
+    reduced precision; of the input's, every other must be the input's too (in the
+    order PyTorch reads them: weight, bias, then the statistics in eval mode; weight,
+    the statistics, then bias in training)."""
+    if not input.dtype.is_floating_point:
+        return False
+    params = [t for t in (weight, bias, running_mean, running_var) if t is not None]
+    if not params:
+        return False
+    if params[0].dtype != input.dtype:
+        if any(t.dtype != _dtypes.float32 for t in params):
+            raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of "
+                               "Float")
+        if input.dtype not in (_dtypes.bfloat16, _dtypes.float16):
+            raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+        return True
+    order = (weight, running_mean, running_var, bias) if training else \
+        (weight, bias, running_mean, running_var)
+    for t in order:
+        if t is not None and t.dtype != input.dtype:
+            raise RuntimeError(f"expected scalar type {scalar_type_name(input.dtype)} but "
+                               f"found {scalar_type_name(t.dtype)}")
+    return False
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-05):
     """Batch normalization over dim 1 of (N, C, *): in training, normalize with the batch
@@ -367,6 +398,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     _check_channel_vec("running_var", running_var, c)
     _check_channel_vec("weight", weight, c)
     _check_channel_vec("bias", bias, c)
+    if training and (running_mean is None) != (running_var is None):
+        raise ValueError("running_mean and running_var must either both be None or neither "
+                         "be None")
+    mixed = _mixed_dtypes(input, weight, bias, running_mean, running_var, training)
     if training:
         size = input.numel() // c if c else 0
         if size == 1:
@@ -377,7 +412,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         stats = None
         if running_mean is not None or running_var is not None:
             stats = _RunningStats(running_mean, running_var, momentum)
-        if records_graph(input, weight, bias):
+        if mixed or input.dtype in (_dtypes.bfloat16, _dtypes.float16) or \
+                records_graph(input, weight, bias):
+            # (a float16/bfloat16 input runs in float32 inside the node's kernel)
             from ember.ops.normalization_nodes import _BatchNorm
             return _BatchNorm.apply(input, weight, bias, axes, eps, stats)
         return Normalize.apply(input, _channel_view(weight, nd), _channel_view(bias, nd),
@@ -392,7 +429,14 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         # aten::batch_norm), not as the affine map below
         return m.composite_locals("batch_norm", batch_norm, locals())
     # torch runs one kernel in eval mode too (NativeBatchNormBackward0)
-    from ember.ops.normalization_nodes import _BatchNormEval
+    from ember.ops.normalization_nodes import _BatchNormEval, batch_norm_eval_array
+    if not _mode_active[0] and not (_grad_state.grad_enabled and any(
+            t is not None and t._requires_grad
+            for t in (input, weight, bias, running_mean, running_var))):
+        # no graph and nothing observing the ops: the composite's values in one pass
+        out = batch_norm_eval_array(input, weight, bias, running_mean, running_var, eps)
+        if out is not None:
+            return _make(out)
     return call(_BatchNormEval, input, weight, bias, running_mean, running_var, eps)
 
 

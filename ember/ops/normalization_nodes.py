@@ -6,9 +6,16 @@ Batch and group norm list the (C,) weight and bias themselves, as PyTorch's
 viewed to broadcast, so these subclasses view them inside, and sum their gradients back
 to (C,). Eval-mode batch norm is one node over ember's affine map.
 """
-from ember._tensor import _make
+import numpy as np
+
+from ember._tensor import _make, _mode_active
+from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
+from ember.backend import dtypes as _dtypes
+from ember.backend.threads import parallel_rows
+from ember.ops._util import reduced_float
 from ember.ops.composite_node import CompositeNode, transforming
+from ember.ops.norm_layouts import _BLOCK_BYTES
 from ember.ops.normalization import Normalize, _channel_view, _GroupNorm, _sum_prod
 from ember.ops.normalization_grad import BatchNormEvalGrads, BatchNormGrads
 
@@ -26,11 +33,21 @@ class _BatchNorm(Normalize):
 
     def forward(self, x, w, b, axes, eps, stats=None):
         self.view = view = (1, -1) + (1,) * (x.ndim - 2)
-        return Normalize.forward(self, x, None if w is None else w.reshape(view),
-                                 None if b is None else b.reshape(view), axes, eps, stats)
+        # a float16/bfloat16 input (with parameters of its dtype or float32): computed
+        # in float32, the result rounded to the input's dtype, as PyTorch's CPU kernel
+        # does (its "opmath" type)
+        self.mixed = low = x.dtype if reduced_float(x.dtype) else None
+        if low is not None:
+            x = x.astype(np.float32)
+            w, b = (None if t is None else t.astype(np.float32) for t in (w, b))
+        out = Normalize.forward(self, x, None if w is None else w.reshape(view),
+                                None if b is None else b.reshape(view), axes, eps, stats)
+        return out if low is None else out.astype(low)
 
     def _saved_xw(self):
         x, w = self._saved_with_stats()
+        if self.mixed is not None:
+            x = x.float()
         return x, None if w is None else w.reshape(self.view)
 
     def _hook_saves(self, args, out):
@@ -47,8 +64,11 @@ class _BatchNorm(Normalize):
                       for a in (self.mean, self.invstd)]
 
     def backward(self, gy):
+        if self.mixed is not None:
+            gy = gy.float()  # (the input's gradient is rounded back to its dtype)
         if _grad_state.grad_enabled and not transforming():
-            return self._grads_op.grads(self, gy, *self.saved_tensors[:2])
+            x, w = self.saved_tensors[:2]
+            return self._grads_op.grads(self, gy, x if self.mixed is None else x.float(), w)
         gx, gw, gb = Normalize.backward(self, gy)[:3]
         # the per-channel gradients summed to (1, C, 1, ...) and given the parameters' shape
         if gw is not None:
@@ -61,15 +81,78 @@ class _BatchNorm(Normalize):
         return (1, g.shape[1]) + (1,) * (g.ndim - 2)
 
 
-def _batch_norm_eval(input, weight, bias, running_mean, running_var, eps):
-    nd = input.dim()
+def _eval_scale_shift(weight, bias, running_mean, running_var, eps):
+    """Eval-mode batch norm's per-channel ``scale`` and ``shift`` (Tensors of (C,))."""
     scale = (running_var + eps).rsqrt()
     if weight is not None:
         scale = scale * weight
     shift = -running_mean * scale
     if bias is not None:
         shift = shift + bias
-    return input * _channel_view(scale, nd) + _channel_view(shift, nd)
+    return scale, shift
+
+
+def _eval_scale_shift_arrays(w, b, mean, var, eps):
+    """:func:`_eval_scale_shift` on (C,) arrays of one floating dtype (None where there
+    is no weight or bias): the same NumPy calls its ember ops make (``rsqrt`` is
+    ``1 / sqrt``, a Python float added in the array's dtype), without their dispatch."""
+    scale = 1 / np.sqrt(var + eps)
+    if w is not None:
+        scale = scale * w
+    shift = -mean * scale
+    if b is not None:
+        shift = shift + b
+    return scale, shift
+
+
+def _batch_norm_eval(input, weight, bias, running_mean, running_var, eps):
+    nd = input.dim()
+    scale, shift = _eval_scale_shift(weight, bias, running_mean, running_var, eps)
+    out = input * _channel_view(scale, nd) + _channel_view(shift, nd)
+    # mixed types (a float16/bfloat16 input, float32 parameters): computed in float32,
+    # rounded to the input's dtype, as PyTorch's CPU kernel does
+    low = input.dtype in (_dtypes.bfloat16, _dtypes.float16)
+    return out.to(input.dtype) if low and out.dtype != input.dtype else out
+
+
+def batch_norm_eval_array(input, weight, bias, running_mean, running_var, eps):
+    """:func:`_batch_norm_eval`'s result as an array, computed without ember ops on the
+    input: the same per-channel ``scale`` and ``shift`` (ember ops on C values), then
+    ``input * scale + shift`` in blocks of samples that stay in cache, each element
+    rounded after the product and after the sum as there (one pass over memory where
+    the two ops make two and a full-size temporary). None where the composite must run
+    (not a C-ordered float32/float64 NumPy input, or statistics of another dtype, which
+    promote). Called only where nothing observes the ops (no mode on the stack)."""
+    x = input._data
+    if type(x) is not np.ndarray or x.dtype not in (np.float32, np.float64) or \
+            not x.flags.c_contiguous or x.size == 0:
+        return None
+    vecs = [None if v is None else v._data for v in (weight, bias, running_mean, running_var)]
+    if all(type(v) is np.ndarray and v.dtype == x.dtype and v.ndim == 1 for v in vecs):
+        s, t = _eval_scale_shift_arrays(*vecs, eps)
+    else:  # (mixed dtypes, which promote; the ember ops apply the rules)
+        with no_grad():
+            scale, shift = _eval_scale_shift(weight, bias, running_mean, running_var, eps)
+        s, t = scale._data, shift._data
+        if type(s) is not np.ndarray or s.dtype != x.dtype or t.dtype != x.dtype:
+            return None
+    n, c = x.shape[0], x.shape[1]
+    inner = x.size // (n * c)
+    out = np.empty(x.shape, x.dtype)
+    if inner == 1:  # (N, C): the channels along the rows
+        xb, ob, s, t = x.reshape(n, c), out.reshape(n, c), s.reshape(c), t.reshape(c)
+    else:
+        xb, ob = x.reshape(n, c, inner), out.reshape(n, c, inner)
+        s, t = s.reshape(c, 1), t.reshape(c, 1)
+    per = max(1, _BLOCK_BYTES // (c * inner * x.itemsize))
+
+    def block(lo, hi):
+        for i in range(lo, hi, per):
+            j = min(i + per, hi)
+            np.multiply(xb[i:j], s, out=ob[i:j])
+            np.add(ob[i:j], t, out=ob[i:j])
+    parallel_rows(block, n, 2 * x.size)
+    return out
 
 
 class _BatchNormEval(CompositeNode):
@@ -81,11 +164,25 @@ class _BatchNormEval(CompositeNode):
     n_inputs = 3
     composite = staticmethod(_batch_norm_eval)
 
+    def forward(self, *args, **params):
+        if not _mode_active[0]:  # (observed ops: the composite's, as without a graph)
+            out = batch_norm_eval_array(*[_make(a) if isinstance(a, np.ndarray) else a
+                                          for a in args], **params)
+            if out is not None:
+                self._plain = [None if isinstance(a, np.ndarray) else a for a in args]
+                self.params = params
+                return out
+        return super().forward(*args, **params)
+
     def backward(self, gy):
         e = self._edges
         if any(i < len(e) and e[i] is not None for i in (3, 4)):
             return self.recompute_grads(gy)  # statistics that require grad: rare
         x, w, b, mean, var = self.saved_tensors
+        if x.dtype in (_dtypes.bfloat16, _dtypes.float16):
+            # computed in float32 as the forward (the engine rounds the gradients back)
+            gy, x, w, mean, var = (None if t is None else t.float()
+                                   for t in (gy, x, w, mean, var))
         if _grad_state.grad_enabled and not transforming():
             # recorded: the arrays of the pass without a graph, as one differentiable op
             return BatchNormEvalGrads.grads(self, gy, x, w, mean, var)

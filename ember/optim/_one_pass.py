@@ -1,9 +1,9 @@
 """SGD's and Adam's per-parameter update as one pass over memory (numba, lazily).
 
-``SGD.apply_single`` and ``Adam.apply_single`` run these when asked to
-(``Optimizer._one_pass``, which a compiled training step sets while it calls
-``optimizer.step()``; see :mod:`ember._compile`) and numba is importable (the
-``ember[compile]`` extra). Each loop does, element by element, the same float32
+``SGD.apply_single`` and ``Adam.apply_single`` run these wherever numba is importable
+(the ``ember[compile]`` and ``ember[fast]`` extras; :func:`wanted`), in eager steps and
+in compiled training steps (:mod:`ember._compile` sets ``Optimizer._one_pass`` while it
+calls ``optimizer.step()``). Each loop does, element by element, the same float32
 operations in the same order as the NumPy update in ``apply_single``, so the
 parameters come out the same to the bit: SGD's ``p - lr * g`` is rounded once (the
 float32 product is exact in float64), as PyTorch's fused multiply-add. Each function
@@ -74,6 +74,16 @@ def _numba_kernels():
 def available():
     """True when numba is importable (the one-pass loops run)."""
     return _numba_kernels()["sgd"] is not None
+
+
+def wanted(opt):
+    """Whether ``opt``'s update should try the one-pass loops: always where numba is
+    importable (the same values as the NumPy update, in one pass over memory instead
+    of a dozen, and without its float64 temporaries), eager steps and compiled steps
+    alike; ``opt._one_pass`` set to False by a caller (a benchmark comparing the two
+    ways) keeps the NumPy update."""
+    flag = opt.__dict__.get("_one_pass")
+    return flag if flag is not None else available()
 
 
 def _flat(a):

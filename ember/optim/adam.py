@@ -84,7 +84,7 @@ class Adam(Optimizer):
             state["max_exp_avg_sq"] = _zeros_like(p)
 
     def _step_group(self, group):
-        if self._one_pass and type(self).apply_single is Adam.apply_single:
+        if _one_pass.wanted(self) and type(self).apply_single is Adam.apply_single:
             beta1, beta2 = group["betas"]
             if _one_pass.adam_group(self, group, _value(group["lr"]), _value(beta1),
                                     _value(beta2)):
@@ -108,7 +108,7 @@ class Adam(Optimizer):
         step_size = lr / (1 - beta1 ** step)
         bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
         m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
-        if self._one_pass and not amsgrad and \
+        if _one_pass.wanted(self) and not amsgrad and \
                 _one_pass.adam(parameter, gradient, m, v, beta1, beta2, eps, step_size,
                                bias_correction2_sqrt):
             return

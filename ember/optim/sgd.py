@@ -67,7 +67,7 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _step_group(self, group):
-        if self._one_pass and type(self).apply_single is SGD.apply_single and \
+        if _one_pass.wanted(self) and type(self).apply_single is SGD.apply_single and \
                 _one_pass.sgd_group(self, group, _value(group["lr"])):
             return  # (a compiled step: the plain case's loop, bookkeeping once per group)
         for p, g, state in self._grads(group, with_state=group["momentum"] != 0):
@@ -92,7 +92,7 @@ class SGD(Optimizer):
                 state["momentum_buffer"] = _make(b)
             else:
                 b = buf._data
-            if self._one_pass and dampening == 0 and not nesterov and \
+            if _one_pass.wanted(self) and dampening == 0 and not nesterov and \
                     _one_pass.sgd(parameter, g, b, momentum, lr, buf is not None):
                 return
             if buf is not None and not (dampening == 0 and type(momentum) is float and
@@ -107,7 +107,7 @@ class SGD(Optimizer):
                     b *= momentum
                     _axpy(b, 1 - dampening, g, out=b)
             g = _axpy(g, momentum, b) if nesterov else b
-        elif self._one_pass and _one_pass.sgd(parameter, g, None, 0, lr, False):
+        elif _one_pass.wanted(self) and _one_pass.sgd(parameter, g, None, 0, lr, False):
             return
         # one rounding for p - lr * g, as PyTorch's param.add_(g, alpha=-lr)
         _axpy(parameter, -lr, g, out=parameter)
