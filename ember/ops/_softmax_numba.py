@@ -21,7 +21,8 @@ import numpy as np
 from ember.backend.numba_jit import njit as _jit
 from ember.ops._lstm_numba import _EXP_LO, _exp
 
-__all__ = ["softmax_columns", "softmax_backward_columns"]
+__all__ = ["softmax_columns", "softmax_backward_columns", "softmax_rows",
+           "softmax_backward_rows"]
 
 _ZERO = np.float32(0.0)
 
@@ -74,3 +75,86 @@ def softmax_backward_columns(gs, a, t):
         for i in range(S):
             for j in range(n):
                 gs[b, i, j] = (gs[b, i, j] - t[j]) * a[b, i, j]
+
+
+# row-major scores (``attention._scores_array`` where writing through the transpose does
+# not keep ``q @ k^T``'s bits: OpenBLAS's Haswell kernels, AMD's Zen): the softmax runs
+# along contiguous rows. A row's sums may be reassociated (summed in vector lanes, as
+# NumPy's own pairwise sum and BLAS's row sums are); nothing else is.
+_sum_jit = _jit(fastmath={"reassoc"})
+_DIRECT, _INF = np.float32(64.0), np.float32(np.inf)
+
+
+# a row's extremes (exact in any order); NaN is not looked for here: the pass of ``exp``
+# carries one into the row's sum, so the row comes out NaN, as NumPy's
+@_jit(fastmath={"nnan", "nsz"})
+def _row_range(x, n, scale):
+    hi = x[0] * scale
+    lo = hi
+    for j in range(1, n):
+        v = x[j] * scale
+        hi = max(hi, v)
+        lo = min(lo, v)
+    return hi, lo
+
+
+@_sum_jit
+def _row_sum(x, n):
+    z = _ZERO
+    for j in range(n):
+        z += x[j]
+    return z
+
+
+@_sum_jit
+def _row_dot(a, b, n):
+    t = _ZERO
+    for j in range(n):
+        t += a[j] * b[j]
+    return t
+
+
+@_jit
+def softmax_rows(s, scale, m):
+    """Softmax of ``s * scale`` (float32, rounded as NumPy's product) along each row of
+    the C-contiguous float32 (R, n) array ``s``, in place, with ``m`` (R,) scratch:
+    ``exp``, the row's sum, a division. A row whose scaled scores all lie within +-64
+    takes ``exp`` of them as they are (NumPy's direct softmax: neither overflow nor a
+    subnormal, and no rounding of a subtraction); another has its maximum subtracted
+    first (``m[i]``; 0 marks a direct row). Returns False, having changed nothing, when
+    a row's maximum is not finite (the caller's NumPy code has the rules for those)."""
+    R, n = s.shape
+    ok = True
+    for i in range(R):
+        hi, lo = _row_range(s[i], n, scale)
+        ok &= np.isfinite(hi)
+        m[i] = _INF if hi <= _DIRECT and lo >= -_DIRECT else hi
+    if not ok:
+        return False
+    for i in range(R):
+        si = s[i]
+        mi = m[i]
+        if mi == _INF:
+            for j in range(n):
+                si[j] = _exp(si[j] * scale)
+        else:
+            for j in range(n):
+                d = si[j] * scale - mi
+                si[j] = _ZERO if d < _EXP_LO else _exp(d)
+        z = _row_sum(si, n)
+        for j in range(n):
+            si[j] /= z
+    return True
+
+
+@_jit
+def softmax_backward_rows(gs, a):
+    """``gs = (gs - sum(gs * a)) * a`` along each row of the C-contiguous float32 (R, n)
+    arrays, in place."""
+    R, n = gs.shape
+    for i in range(R):
+        gi = gs[i]
+        ai = a[i]
+        t = _row_dot(gi, ai, n)
+        for j in range(n):
+            gi[j] = (gi[j] - t) * ai[j]
