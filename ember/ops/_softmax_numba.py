@@ -1,8 +1,11 @@
 """Attention's softmax over the key axis as numba kernels (the ``ember[fast]`` extra),
-beside the NumPy passes of ``ember.ops.attention``.
+beside the NumPy passes of ``ember.ops.attention``, for either layout of the scores:
+``softmax_columns`` / ``softmax_backward_columns`` where they are stored transposed,
+``softmax_rows`` / ``softmax_backward_rows`` where they are row-major (OpenBLAS's
+Haswell kernels, on which writing through the transpose does not keep the bits).
 
-The attention weights are stored with each matrix transposed (``[..., S, L]``, see
-``attention._scores_layout``), so as a 3-D ``(B, S, L)`` array each softmax runs down a
+Where the attention weights are stored with each matrix transposed (``[..., S, L]``, see
+``attention._scores_layout``), as a 3-D ``(B, S, L)`` array each softmax runs down a
 column of one matrix: the kernels sweep rows of ``L`` contiguous elements, the running
 maxima, sums and dot products held in one vector of ``L``. Forward is three passes over
 the scores (maxima of the scaled scores; ``exp`` and the sums; the division); backward ``a * (gs -
@@ -13,7 +16,10 @@ as BLAS products.)
 ``exp`` is the LSTM kernels' polynomial (``ember.ops._lstm_numba``: under 2 float32 ulps
 from NumPy's), exactly 0 below -87.3 (where NumPy's gives at most a subnormal), so masked
 keys keep weight 0. Everything else is NumPy's float32 operations in NumPy's order; the
-sums run in the same column order as NumPy's reduction over the outer axis.
+column kernels' sums run in the same order as NumPy's reduction over the outer axis, the
+row kernels' in vector lanes. Along rows, a row whose scaled scores all lie within +-64
+takes ``exp`` of them without its maximum subtracted (NumPy's direct route: no rounding
+of the subtraction, closer to float64's weights), and the division is a division.
 """
 import numba  # noqa: F401  (first: without numba this module fails to import at once)
 import numpy as np
