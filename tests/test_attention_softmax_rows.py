@@ -59,8 +59,9 @@ def test_forward_rows_as_accurate_as_numpy_direct():
 
 
 def test_forward_rows_special_values():
-    """Masked keys exactly 0; a NaN makes its row NaN; a row whose maximum is +inf, -inf
-    or NaN leaves the whole array unchanged and says False (NumPy's rules apply)."""
+    """Masked keys exactly 0; a NaN after a row's first score makes the row NaN; a row
+    whose maximum is +inf, -inf or NaN (a NaN first) leaves the whole array unchanged
+    and says False (NumPy's rules apply)."""
     s = np.array([[0.0, -np.inf, 1.0, 2.0], [1.0, np.nan, 0.5, 0.0],
                   [-100.0, 3.0, -np.inf, 80.0]], np.float32)
     a = s.copy()
@@ -68,6 +69,11 @@ def test_forward_rows_special_values():
     assert a[0, 1] == 0 and a[2, 2] == 0 and np.isnan(a[1]).all()
     np.testing.assert_allclose(a[[0, 2]], _reference(np.where(np.isinf(s), -1e30, s),
                                                      1)[[0, 2]], rtol=2e-6, atol=1e-37)
+    first = s.copy()
+    first[1] = [np.nan, 1.0, 0.5, 0.0]  # a NaN first: the row's maximum is NaN
+    u = first.copy()
+    assert not kernels.softmax_rows(u, np.float32(1), np.empty(3, np.float32))
+    assert u.tobytes() == first.tobytes()
     for bad in (np.inf, -np.inf, np.nan):
         t = s.copy()
         t[2] = bad
