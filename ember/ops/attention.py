@@ -39,6 +39,8 @@ def _softmax_rows_(s, safe, direct=True):
         if s2 is not None and k.softmax_columns(s2, np.float32(1), _scratch(s2),
                                                 np.empty(s2.shape[2], s.dtype)):
             return s
+    elif _softmax_in_rows(s, 1):
+        return s
     xp = array_module(s)
     if direct and s.dtype in _WIDE and s.size >= _DIRECT_MIN:
         # every score within +-64 (no NaN, no mask's -inf): exp(s) neither overflows
@@ -88,9 +90,36 @@ def _scaled_softmax_(s, scale):
     instead of scaling them in a pass of their own; False, with ``s`` unchanged, where
     it does not apply (no numba, another layout, a row whose maximum is not finite)."""
     k = _columns(s)
-    s2 = None if k is None else _as_columns(s)
+    if k is None:
+        return _softmax_in_rows(s, scale)
+    s2 = _as_columns(s)
     return s2 is not None and k.softmax_columns(s2, np.float32(scale), _scratch(s2),
                                                 np.empty(s2.shape[2], s.dtype))
+
+
+def _rows(*arrays):
+    """numba's softmax kernels (``ember.ops._softmax_numba``) when every array is a
+    C-contiguous float32 NumPy array of row-major scores (:func:`_scores_array` where
+    writing through the transpose does not keep the bits), else None. Measured on
+    OpenBLAS's Haswell kernels (AMD Zen 3, AVX2), where the scores are row-major: the
+    kernel's forward in about half the time of NumPy's passes, its backward in about a
+    third (docs/performance.md, "Attention's softmax along rows")."""
+    for a in arrays:
+        if type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim < 2 or \
+                not a.flags.c_contiguous or not a.size:
+            return None
+    return _fast_kernels.load(_NUMBA, "softmax", "ember.ops._softmax_numba")
+
+
+def _softmax_in_rows(s, scale):
+    """``softmax(s * scale)`` along the rows of row-major scores ``s``, in place, by the
+    numba kernel; False, with ``s`` unchanged, where it does not apply (no numba,
+    another layout, a row whose maximum is not finite)."""
+    k = _rows(s)
+    if k is None:
+        return False
+    s2 = s.reshape(-1, s.shape[-1])
+    return k.softmax_rows(s2, np.float32(scale), np.empty(s2.shape[0], s.dtype))
 
 
 def _columns(*arrays):
@@ -198,8 +227,12 @@ def _backward_arrays(a, g, dm, q, k, v, scale, want, out=None, kscale=None, gT=N
     kern = _columns(gs, a)
     g2 = None if kern is None else _as_columns(gs)
     a2 = None if g2 is None else _as_columns(a)
+    rows = None if kern is not None else _rows(gs, a)
     if a2 is not None:
         kern.softmax_backward_columns(g2, a2, np.empty(a2.shape[2], a.dtype))
+    elif rows is not None:
+        n = gs.shape[-1]
+        rows.softmax_backward_rows(gs.reshape(-1, n), a.reshape(-1, n))
     else:
         # the row dot products as one product over memory and BLAS row sums (an einsum
         # down the columns of the transposed layout runs one short loop per row)
