@@ -1,4 +1,5 @@
-"""Eval-mode batch norm where nothing observes its ops (no mode on the stack) runs as one
+"""Batch norm's paths, and the dtype rules of every normalization. Eval-mode batch norm
+where nothing observes its ops (no mode on the stack) runs as one
 pass over the input (``normalization_nodes.batch_norm_eval_array``): the same values,
 bit for bit, as the composite it replaces (``_batch_norm_eval``: per-channel scale and
 shift, then ``input * scale + shift``), which still runs under the profiler, captures
@@ -229,3 +230,84 @@ def test_the_module_in_eval_mode():
         np.testing.assert_allclose(layers[0](ember.tensor(x)).detach().numpy(),
                                    layers[1](torch.tensor(x)).detach().numpy(),
                                    rtol=1e-6, atol=1e-6)
+
+
+def _norm_outcome(m, kind, x_dt, w_dt, b_dt):
+    def vec(dt, n, v):
+        return None if dt is None else m.full((n,), v, dtype=getattr(m, dt))
+    x = m.randn(4, 6, 3).to(getattr(m, x_dt))
+    n = 3 if kind == "layer" else 6
+    w, b = vec(w_dt, n, 1.0), vec(b_dt, n, 0.0)
+    F = m.nn.functional
+    try:
+        if kind == "layer":
+            out = F.layer_norm(x, (3,), w, b)
+        elif kind == "group":
+            out = F.group_norm(x, 2, w, b)
+        else:
+            out = F.instance_norm(x, weight=w, bias=b)
+        return str(out.dtype).split(".")[-1]
+    except (RuntimeError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"
+
+
+@pytest.mark.parametrize("kind", ["layer", "group", "instance"])
+def test_other_norms_follow_pytorchs_dtype_rules(kind):
+    # layer, group and instance norm promoted mismatched dtypes silently, and group and
+    # instance norm failed on bfloat16 inputs
+    for x_dt in _DTYPES[:4]:
+        for w_dt, b_dt in itertools.product(_DTYPES, repeat=2):
+            args = (kind, x_dt, w_dt, b_dt)
+            assert _norm_outcome(ember, *args) == _norm_outcome(torch, *args), args
+
+
+@pytest.mark.parametrize("kind", ["layer", "group", "instance", "instance_stats"])
+@pytest.mark.parametrize("low", ["bfloat16", "float16"])
+@pytest.mark.parametrize("param", ["float32", "low"])
+@pytest.mark.parametrize("grad", [True, False])
+def test_reduced_precision_norms_compute_in_float32(kind, low, param, grad):
+    # against the exact values (torch in float64 on the same rounded inputs): torch's own
+    # bfloat16 layer norm gradient is less accurate than ember's (it rounds ``g * w``;
+    # 0.16 off an input gradient of -0.65 in this draw), so torch gives the dtypes and
+    # the node's name, float64 the values
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5, 6, 4, 3)).astype(np.float32) * 2 - 1
+    c = 3 if kind == "layer" else 6
+    w, b = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    gy = rng.standard_normal(x.shape).astype(np.float32)
+
+    def run(m, dt, pdt):
+        X = m.tensor(x).to(dt).requires_grad_(grad)
+        W, B = m.tensor(w).to(pdt).requires_grad_(grad), m.tensor(b).to(pdt).requires_grad_(grad)
+        F = m.nn.functional
+        extra = []
+        if kind == "layer":
+            out = F.layer_norm(X, (3,), W, B)
+        elif kind == "group":
+            out = F.group_norm(X, 3, W, B)
+        elif kind == "instance":
+            out = F.instance_norm(X, weight=W, bias=B)
+        else:
+            extra = [m.zeros(6, dtype=pdt), m.ones(6, dtype=pdt)]
+            out = F.instance_norm(X, *extra, weight=W, bias=B)
+        grads = []
+        if grad:
+            out.backward(m.tensor(gy).to(dt))
+            grads = [t.grad for t in (X, W, B)]
+        return ([out.grad_fn.name()] if grad else []), [out] + extra + grads
+    e_names, e_res = run(ember, getattr(ember, low),
+                         getattr(ember, low) if param == "low" else ember.float32)
+    t_names, t_res = run(torch, getattr(torch, low),
+                         getattr(torch, low) if param == "low" else torch.float32)
+    assert e_names == t_names
+    # the inputs rounded to their dtypes, then everything in float64
+    x = torch.tensor(x).to(getattr(torch, low)).double().numpy()
+    if param == "low":
+        w, b = (torch.tensor(v).to(getattr(torch, low)).double().numpy() for v in (w, b))
+    gy = torch.tensor(gy).to(getattr(torch, low)).double().numpy()
+    _, exact = run(torch, torch.float64, torch.float64)
+    tol = 2e-2 if low == "bfloat16" else 3e-3
+    for e, t, r in zip(e_res, t_res, exact):
+        assert str(e.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
+        np.testing.assert_allclose(e.detach().double().numpy(), r.detach().numpy(),
+                                   rtol=tol, atol=tol)

@@ -13,6 +13,7 @@ from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
+from ember.ops._util import scalar_type_name
 from ember.ops.activation_nodes import (  # noqa: F401  (the helpers stay importable here)
     Gelu,
     Glu,
@@ -174,6 +175,12 @@ def prelu(input, weight):
     shared weight."""
     if not isinstance(weight, Tensor):
         raise TypeError(f"prelu(): argument 'weight' must be Tensor, not {type(weight).__name__}")
+    if input.dtype != weight.dtype:  # (PyTorch's kernel takes one dtype: no promotion)
+        raise RuntimeError(f"prelu: Type promoting not supported. Got "
+                           f"{scalar_type_name(input.dtype)} and {scalar_type_name(weight.dtype)}")
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"prelu_cpu\" not implemented for "
+                                  f"'{scalar_type_name(input.dtype)}'")
     n = weight.numel()
     if input.ndim == 0:
         if n != 1:

@@ -175,7 +175,8 @@ class ConvInput(Primitive):
             out = col.reshape((n, cg * G) + tuple(g.S)) if path == "gemm" else col2im(col, g)
         if b is not None:
             out += _bias_shape(b, g.nd)
-        return out
+        # (the column paths sum float16/bfloat16 in float32: one rounding to the dtype)
+        return out if out.dtype == y.dtype else out.astype(y.dtype)
 
     def backward(self, gx):
         y, w = self.saved_tensors

@@ -331,6 +331,7 @@ class _GroupNorm(Normalize):
     _hook_n_outputs = 3
     _overflow_is_nan = True
     _nan_in_double = False  # PyTorch's double moments keep an infinite variance: x * 0 + b
+    forward = opmath(Normalize.forward)  # (float16/bfloat16 computed in float32)
 
 
 def _channel_view(t, nd):
@@ -343,18 +344,17 @@ def _check_channel_vec(name, t, c):
         raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
 
 
-def _mixed_dtypes(input, weight, bias, running_mean, running_var, training):
-    """Check the dtypes of batch norm's tensors as PyTorch's CPU kernel does and say
+def _check_dtypes(input, decide, order):
+    """Check the dtypes of a normalization's tensors as PyTorch's CPU kernels do and say
     whether the call is of mixed types (a float16/bfloat16 input with float32
-    parameters and statistics, computed in float32 and rounded to the input's dtype).
-    The first parameter given (weight, bias, running mean, running variance) decides:
-    of another dtype than the input, every parameter must be float32 and the input of
-    reduced precision; of the input's, every other must be the input's too (in the
-    order PyTorch reads them: weight, bias, then the statistics in eval mode; weight,
-    the statistics, then bias in training)."""
+    parameters, computed in float32 and rounded to the input's dtype). The first tensor
+    given in ``decide`` (None for absent ones) settles it: of another dtype than the
+    input, every parameter must be float32 and the input of reduced precision; of the
+    input's, every other must be the input's too, checked in ``order`` (the order
+    PyTorch's kernel reads them, which its messages show)."""
     if not input.dtype.is_floating_point:
         return False
-    params = [t for t in (weight, bias, running_mean, running_var) if t is not None]
+    params = [t for t in decide if t is not None]
     if not params:
         return False
     if params[0].dtype != input.dtype:
@@ -364,13 +364,15 @@ def _mixed_dtypes(input, weight, bias, running_mean, running_var, training):
         if input.dtype not in (_dtypes.bfloat16, _dtypes.float16):
             raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
         return True
-    order = (weight, running_mean, running_var, bias) if training else \
-        (weight, bias, running_mean, running_var)
     for t in order:
         if t is not None and t.dtype != input.dtype:
             raise RuntimeError(f"expected scalar type {scalar_type_name(input.dtype)} but "
                                f"found {scalar_type_name(t.dtype)}")
     return False
+
+
+def _reduced(t):
+    return t.dtype in (_dtypes.bfloat16, _dtypes.float16)
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
@@ -401,7 +403,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if training and (running_mean is None) != (running_var is None):
         raise ValueError("running_mean and running_var must either both be None or neither "
                          "be None")
-    mixed = _mixed_dtypes(input, weight, bias, running_mean, running_var, training)
+    # (PyTorch's kernel reads the statistics before the bias in training)
+    mixed = _check_dtypes(input, (weight, bias, running_mean, running_var),
+                          (weight, running_mean, running_var, bias) if training else
+                          (weight, bias, running_mean, running_var))
     if training:
         size = input.numel() // c if c else 0
         if size == 1:
@@ -412,8 +417,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         stats = None
         if running_mean is not None or running_var is not None:
             stats = _RunningStats(running_mean, running_var, momentum)
-        if mixed or input.dtype in (_dtypes.bfloat16, _dtypes.float16) or \
-                records_graph(input, weight, bias):
+        if mixed or _reduced(input) or records_graph(input, weight, bias):
             # (a float16/bfloat16 input runs in float32 inside the node's kernel)
             from ember.ops.normalization_nodes import _BatchNorm
             return _BatchNorm.apply(input, weight, bias, axes, eps, stats)
@@ -460,6 +464,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
             raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but "
                                f"got {name} of shape {list(t.shape)} and normalized_shape = "
                                f"{list(shape)}")
+    _check_dtypes(input, (weight, bias), (weight, bias))
     axes = tuple(range(input.dim() - n, input.dim()))
     return _LayerNorm.apply(input, weight, bias, axes, eps, None)
 
@@ -502,6 +507,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
                            f"num_groups={num_groups}")
     _check_channel_vec("weight", weight, c)
     _check_channel_vec("bias", bias, c)
+    _check_dtypes(input, (weight, bias), (weight, bias))
     if records_graph(input, weight, bias):
         from ember.ops.normalization_nodes import _GroupNormNode
         return _GroupNormNode.apply(input, weight, bias, num_groups, eps)
@@ -536,7 +542,10 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         _check_channel_vec("running_mean", running_mean, c)
         _check_channel_vec("running_var", running_var, c)
         stats = _RunningStats(running_mean, running_var, momentum, per_instance=True)
-    if records_graph(input, weight, bias):
+    _check_dtypes(input, (weight, bias, running_mean, running_var),
+                  (weight, running_mean, running_var, bias))
+    if _reduced(input) or records_graph(input, weight, bias):
+        # (a float16/bfloat16 input runs in float32 inside the node's kernel)
         # PyTorch's graph: batch norm of the input viewed as one sample of N*C channels,
         # over the parameters repeated per sample, viewed back
         x = input.contiguous().view((1, n * c) + tuple(input.shape[2:]))

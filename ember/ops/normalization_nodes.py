@@ -47,7 +47,7 @@ class _BatchNorm(Normalize):
     def _saved_xw(self):
         x, w = self._saved_with_stats()
         if self.mixed is not None:
-            x = x.float()
+            x, w = x.float(), None if w is None else w.float()
         return x, None if w is None else w.reshape(self.view)
 
     def _hook_saves(self, args, out):
@@ -241,14 +241,22 @@ class _GroupNormNode(_GroupNorm):
         self.x_shape = x.shape
         self.x_view = (n, num_groups, c // num_groups) + rest
         self.view = (1, num_groups, c // num_groups) + (1,) * len(rest)
+        # a float16/bfloat16 input: computed in float32, rounded to its dtype (opmath)
+        self.mixed = low = x.dtype if reduced_float(x.dtype) else None
+        if low is not None:
+            x = x.astype(np.float32)
+            w, b = (None if t is None else t.astype(np.float32) for t in (w, b))
         out = Normalize.forward(self, x.reshape(self.x_view),
                                 None if w is None else w.reshape(self.view),
                                 None if b is None else b.reshape(self.view),
                                 tuple(range(2, len(self.x_view))), eps, None)
-        return out.reshape(x.shape)
+        out = out.reshape(x.shape)
+        return out if low is None else out.astype(low)
 
     def _saved_xw(self):
         x, w = self._saved_with_stats()
+        if self.mixed is not None:
+            x, w = x.float(), None if w is None else w.float()
         return x.reshape(self.x_view), None if w is None else w.reshape(self.view)
 
     def _hook_saves(self, args, out):
@@ -260,6 +268,8 @@ class _GroupNormNode(_GroupNorm):
                 for a in (self.mean, self.invstd)]
 
     def backward(self, gy):
+        if self.mixed is not None:
+            gy = gy.float()  # (the gradients are rounded back to their inputs' dtypes)
         gx, gw, gb = Normalize.backward(self, gy.reshape(self.x_view))[:3]
         if gx is not None:
             gx = gx.reshape(self.x_shape)

@@ -249,8 +249,9 @@ def _axpy(a, alpha, b, out=None):
             a.flags.c_contiguous and b.flags.c_contiguous and
             (out is None or out.flags.c_contiguous and out.shape == a.shape)):
         # the casts happen inside the ufunc loops: no float64 copies of a and b
-        # (np.asarray: a 0-d product is a NumPy scalar, which ``out=`` cannot take)
-        t = np.asarray(np.multiply(b, alpha, dtype=np.float64))
+        t = np.multiply(b, alpha, dtype=np.float64)
+        if isinstance(t, np.generic):  # (a 0-d product is a NumPy scalar: no ``out=``)
+            t = np.asarray(t)
         np.add(t, a, out=t)
         if out is None:
             return t.astype(a.dtype)
