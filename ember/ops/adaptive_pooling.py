@@ -14,6 +14,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
+from ember.ops._util import scalar_type_name
 from ember.ops.pooling import ScatterFlat, _as_2d
 
 # the names torch also has at top level, with the same signature
@@ -31,9 +32,11 @@ def _adaptive_args(name, input, nd, output_size):
             raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch "
                                f"dimensions, but input has sizes {list(input.shape)} with "
                                f"dimension {i} being empty")
-    if input._data.dtype.kind != "f":
-        raise NotImplementedError(f'"{name}" not implemented for '
-                                  f"'{input.dtype.name.capitalize()}'")
+    if not input.dtype.is_floating_point:
+        # (PyTorch's kernel names: 1-d runs the 2-d kernel, 3-d is the "_cpu" one)
+        kernel = name.replace("1d", "2d") if nd == 1 else name + "_cpu" if nd == 3 else name
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{scalar_type_name(input.dtype)}'")
     S = tuple(input.shape[-nd:])
     if isinstance(output_size, (int, np.integer)) or output_size is None:
         output_size = (output_size,) * nd

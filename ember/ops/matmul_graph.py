@@ -38,6 +38,7 @@ from ember.backend import gemm as _gemm
 from ember.backend import threads as _threads
 from ember.ops import _jvp
 from ember.ops import reduction as _reduction
+from ember.ops._util import opmath
 from ember.ops._views import _track as _track_view
 from ember.ops.composite_node import records_graph
 from ember.ops.elementwise import Add
@@ -771,6 +772,7 @@ class Trilinear(Primitive):
     _node_name = "TrilinearBackward0"
     save_inputs = (0, 1, 2)
 
+    @opmath  # (float16/bfloat16 summed in float32 and rounded once, as the composite)
     def forward(self, x1, w, x2):
         # the order of the composite (x1 @ w per output, then a sum against x2)
         t = np.matmul(x1[:, None, None, :], w)[:, :, 0, :]
