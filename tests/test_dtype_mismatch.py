@@ -313,3 +313,64 @@ def test_reduced_precision_interpolation_is_as_accurate_as_torch(low, mode, shap
     assert str(ours.dtype).split(".")[-1] == low
     err = np.abs(ours.float().numpy() - exact).max()
     assert err <= np.abs(theirs.float().numpy() - exact).max() * 1.01 + 1e-12
+
+
+def test_remainder_zero_keeps_the_dividends_sign():
+    # PyTorch's remainder is fmod corrected where nonzero: a zero result keeps the
+    # dividend's sign (NumPy's and Python's take the divisor's)
+    import numpy as np
+
+    vals = [0.0, -0.0, 8.0, -8.0, 3.0, -3.0, float("inf"), -float("inf"), 1e-45, 5.5]
+    for dtype in ("float32", "float64"):
+        for d in (-4.0, 4.0, float("inf"), -float("inf"), 0.0, 2.75):
+            t = torch.remainder(torch.tensor(vals, dtype=getattr(torch, dtype)), d).numpy()
+            e = ember.remainder(ember.tensor(vals, dtype=getattr(ember, dtype)), d).numpy()
+            np.testing.assert_array_equal(e, t)
+            real = ~np.isnan(t)  # (a NaN's sign bit means nothing)
+            assert (np.signbit(e) == np.signbit(t))[real].all(), (dtype, d)
+
+
+@pytest.mark.parametrize("dt", ["int8", "uint8", "int16", "int32", "int64"])
+def test_integer_powers_and_truncated_division_as_torch(dt):
+    def run(m, fn):
+        x = m.tensor([-7, 7, 100, -100, 3]).to(getattr(m, dt))
+        try:
+            y = fn(m, x)
+            return str(y.dtype).split(".")[-1], y.tolist()
+        except RuntimeError as e:
+            return str(e)
+
+    cases = [
+        lambda m, x: x**-1,  # uint8 wrapped -1 to 255 and gave garbage
+        lambda m, x: x**2,
+        lambda m, x: m.div(x, 4, rounding_mode="trunc"),  # gave int64
+        lambda m, x: m.div(x, -3, rounding_mode="trunc"),
+        lambda m, x: m.div(x, 4, rounding_mode="floor"),
+    ]
+    for fn in cases:
+        assert run(ember, fn) == run(torch, fn)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["lt", "le", "gt", "ge", "minimum", "maximum", "fmin", "fmax", "eq", "ne"],
+)
+def test_complex_order_is_refused_as_torch(name):
+    # complex numbers have no order: PyTorch refuses what ember compared by NumPy's
+    # lexicographic order (``where(x > 0, ...)`` on complex included)
+    def run(m, a, b):
+        try:
+            return str(getattr(m, name)(a, b).dtype).split(".")[-1]
+        except (RuntimeError, NotImplementedError) as e:
+            return f"{type(e).__name__}: {e}"
+
+    for m_args in (
+        lambda m: (m.tensor([1 + 1j, 2]), m.tensor([1 - 1j, 3])),
+        lambda m: (m.tensor([1.0, 2.0]), m.tensor([1 - 1j, 3], dtype=m.complex128)),
+        lambda m: (m.tensor([1 + 1j]), 0.5),
+    ):
+        if name in ("minimum", "maximum", "fmin", "fmax") and not isinstance(
+            m_args(torch)[1], torch.Tensor
+        ):
+            continue
+        assert run(ember, *m_args(ember)) == run(torch, *m_args(torch))

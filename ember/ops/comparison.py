@@ -6,21 +6,28 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
-from ember.ops._util import promote_arrays, with_out
+from ember.ops._util import promote_arrays, type_name, with_out
 
 
 class _Compare(Primitive):
     """Comparisons: bool results, no gradient."""
     batch = _batch.elementwise
 
+    ordered = False  # lt/le/gt/ge: no order on complex numbers (PyTorch raises)
+
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
+        if self.ordered and getattr(a, "dtype", None) is not None and a.dtype.kind == "c":
+            raise NotImplementedError(f'"{self.kernel}_cpu" not implemented '
+                                      f"for '{type_name(a.dtype)}'")
         return self.fn(a, b)
 
 
 def _compare(name, fn, **rules):
     cls = type(name, (_Compare,), {"fn": staticmethod(fn), "onnx": None, "torchscript": None,
-                                   **rules})
+                                   "ordered": fn in (np.less, np.less_equal, np.greater,
+                                                     np.greater_equal),
+                                   "kernel": name.lower(), **rules})
 
     @with_out
     def op(input, other, *, out=None):
@@ -92,12 +99,19 @@ class _MinMax(Primitive):
     batch = _batch.elementwise
 
 
+def _ordered(pair, name):
+    """``pair`` (promoted operands), refused as PyTorch's kernel refuses complex ones."""
+    if getattr(pair[0], "dtype", None) is not None and pair[0].dtype.kind == "c":
+        raise RuntimeError(f"{name} not implemented for complex tensors.")
+    return pair
+
+
 class Minimum(_MinMax):
     onnx = "Min"
     torchscript = "minimum"
 
     def forward(self, a, b):
-        a, b = promote_arrays(a, b)
+        a, b = _ordered(promote_arrays(a, b), "minimum")
         return np.minimum(a, b)
 
     @staticmethod
@@ -110,7 +124,7 @@ class Maximum(_MinMax):
     torchscript = "maximum"
 
     def forward(self, a, b):
-        a, b = promote_arrays(a, b)
+        a, b = _ordered(promote_arrays(a, b), "maximum")
         return np.maximum(a, b)
 
     @staticmethod
@@ -131,7 +145,7 @@ class Fmin(_FMinMax):
     torchscript = "fmin"
 
     def forward(self, a, b):
-        a, b = promote_arrays(a, b)
+        a, b = _ordered(promote_arrays(a, b), "fmin")
         return np.fmin(a, b)
 
     @staticmethod
@@ -143,7 +157,7 @@ class Fmax(_FMinMax):
     torchscript = "fmax"
 
     def forward(self, a, b):
-        a, b = promote_arrays(a, b)
+        a, b = _ordered(promote_arrays(a, b), "fmax")
         return np.fmax(a, b)
 
     @staticmethod

@@ -47,7 +47,8 @@ class TruncDivide(Primitive):
         if a.dtype.kind == "f" if hasattr(a, "dtype") else isinstance(a, float):
             return np.trunc(a / b)
         q = np.abs(a) // np.abs(b)
-        return np.where((a < 0) != (b < 0), -q, q).astype(q.dtype)
+        # (the operands' dtype: ``np.abs`` of a Python int divisor is an int64 scalar)
+        return np.where((a < 0) != (b < 0), -q, q).astype(np.result_type(a, b))
 
     def backward(self, gy):
         return gy * 0, gy * 0
@@ -64,7 +65,14 @@ class Remainder(Primitive):
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
         _check_divisor("remainder_cpu", a, b)
-        return np.remainder(a, b)
+        r = np.remainder(a, b)
+        if type(r) is np.ndarray and r.dtype.kind == "f" and r.size:
+            # a zero remainder keeps the dividend's sign, as PyTorch's (fmod's zero, which
+            # it corrects only when nonzero); NumPy's and Python's take the divisor's
+            zero = r == 0
+            if zero.any():
+                r = np.where(zero, np.copysign(r, a), r).astype(r.dtype, copy=False)
+        return r
 
     def backward(self, gy):
         a, b = self.saved_tensors

@@ -107,8 +107,9 @@ class PowScalar(Primitive):
     _node_name = "PowBackward0"
 
     def forward(self, x, c):
+        negative = isinstance(c, int) and c < 0  # (before promotion: uint8 wraps it)
         x, c = promote_arrays(x, c)
-        if x.dtype.kind in "iu" and isinstance(c, int) and c < 0:
+        if x.dtype.kind in "iu" and negative:
             raise RuntimeError("Integers to negative integer powers are not allowed.")
         self.c = c
         if x.dtype.kind != "f" and not _cpu_float(x):
