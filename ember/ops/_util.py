@@ -460,3 +460,13 @@ def _sizes(args, name="shape"):
             raise TypeError(f"argument '{name}' must be tuple of ints, but found element of "
                             f"type {type(s).__name__} at pos {i}")
     return tuple(out)
+
+
+def refuse_kinds(input, kinds, message, error=RuntimeError):
+    """Raise ``error(message)`` when ``input``'s dtype is of one of the NumPy ``kinds``
+    ("c" complex, "b" bool): the ops PyTorch's CPU kernels refuse for those dtypes
+    (NumPy would order complex numbers lexicographically). ``message`` may name the
+    dtype as ``{type}`` (PyTorch's scalar type name)."""
+    dt = getattr(getattr(input, "_data", None), "dtype", None)
+    if dt is not None and dt.kind in kinds:
+        raise error(message.format(type=type_name(dt)))

@@ -7,7 +7,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import with_out, wrap_dim
+from ember.ops._util import refuse_kinds, with_out, wrap_dim
 from ember.ops.gather_scatter import scatter_picked
 from ember.ops.reduction import (
     _axes,
@@ -259,7 +259,10 @@ def max(input, dim=None, keepdim=False, *, out=None):
     if dim is None:
         if keepdim:
             raise TypeError("max(): keepdim requires an int dim")
+        refuse_kinds(input, "c", "\"max_all\" not implemented for '{type}'",
+                     NotImplementedError)
         return _MaxAll.apply(input)
+    refuse_kinds(input, "c", "max(): does not support complex input")
     return _select(_MaxDim, return_types.max, input, dim, keepdim)
 
 
@@ -273,7 +276,10 @@ def min(input, dim=None, keepdim=False, *, out=None):
     if dim is None:
         if keepdim:
             raise TypeError("min(): keepdim requires an int dim")
+        refuse_kinds(input, "c", "\"min_all\" not implemented for '{type}'",
+                     NotImplementedError)
         return _MinAll.apply(input)
+    refuse_kinds(input, "c", "min(): does not support complex input")
     return _select(_MinDim, return_types.min, input, dim, keepdim)
 
 
@@ -322,18 +328,24 @@ def _amax_amin(cls, input, dim, keepdim):
 def amax(input, dim=(), keepdim=False, *, out=None):
     """The maximum over ``dim`` (an int, a tuple, or all dims when empty); ties share the
     gradient evenly. Unlike :func:`max` it returns values only."""
+    refuse_kinds(input, "c", "\"max_values_cpu\" not implemented for '{type}'",
+                 NotImplementedError)
     return _amax_amin(_Amax, input, dim, keepdim)
 
 
 @with_out
 def amin(input, dim=(), keepdim=False, *, out=None):
     """The minimum over ``dim`` (an int, a tuple, or all dims when empty)."""
+    refuse_kinds(input, "c", "\"min_values_cpu\" not implemented for '{type}'",
+                 NotImplementedError)
     return _amax_amin(_Amin, input, dim, keepdim)
 
 
 @with_out
 def aminmax(input, *, dim=None, keepdim=False, out=None):
     """``(min, max)`` over ``dim`` (an int) or all elements, as a named tuple."""
+    refuse_kinds(input, "c", "\"aminmax_cpu\" not implemented for '{type}'",
+                 NotImplementedError)
     x = input._data
     if dim is None:
         if x.size == 0:
@@ -438,6 +450,8 @@ class _Argmin(_ArgExtreme):
 def argmax(input, dim=None, keepdim=False):
     """Index of the largest element: of the flattened tensor when ``dim`` is None, else
     along ``dim``. The first occurrence wins ties; NaN counts as the largest."""
+    refuse_kinds(input, "c", "argmax(): does not support complex input")
+    refuse_kinds(input, "b", "argmax(): does not support bool input")
     return _Argmax.apply(input, None if dim is None else wrap_dim(dim, input._data.ndim),
                          keepdim)
 
@@ -445,6 +459,8 @@ def argmax(input, dim=None, keepdim=False):
 @with_out
 def argmin(input, dim=None, keepdim=False):
     """Index of the smallest element (flattened when ``dim`` is None)."""
+    refuse_kinds(input, "c", "argmin(): does not support complex input")
+    refuse_kinds(input, "b", "argmin(): does not support bool input")
     return _Argmin.apply(input, None if dim is None else wrap_dim(dim, input._data.ndim),
                          keepdim)
 
@@ -453,6 +469,8 @@ def argmin(input, dim=None, keepdim=False):
 def median(input, dim=None, keepdim=False, *, out=None):
     """The lower median of all elements (a 0-d tensor; NaN if any is NaN), or with ``dim``
     the named tuple ``(values, indices)`` along it."""
+    refuse_kinds(input, "cb", "\"median_cpu\" not implemented for '{type}'" if dim is None
+                 else "\"median_out\" not implemented for '{type}'", NotImplementedError)
     if dim is None:
         return _MedianAll.apply(input)
     return _select(_MedianDim, return_types.median, input, dim, keepdim)
@@ -461,6 +479,8 @@ def median(input, dim=None, keepdim=False, *, out=None):
 @with_out
 def nanmedian(input, dim=None, keepdim=False, *, out=None):
     """:func:`median` ignoring NaNs (NaN only where a slice is all NaN)."""
+    refuse_kinds(input, "cb", "\"median_cpu\" not implemented for '{type}'" if dim is None
+                 else "\"median_out\" not implemented for '{type}'", NotImplementedError)
     if dim is None:
         return _NanmedianAll.apply(input)
     return _select(_NanmedianDim, return_types.nanmedian, input, dim, keepdim)
@@ -470,6 +490,7 @@ def nanmedian(input, dim=None, keepdim=False, *, out=None):
 def mode(input, dim=-1, keepdim=False, *, out=None):
     """The most frequent value along ``dim`` (the smallest of equally frequent ones) and
     the index of its last occurrence, as ``(values, indices)``."""
+    refuse_kinds(input, "c", "\"mode_cpu\" not implemented for '{type}'", NotImplementedError)
     return _select(_ModeDim, return_types.mode, input, dim, keepdim)
 
 

@@ -165,7 +165,9 @@ class _BatchNormEval(CompositeNode):
     composite = staticmethod(_batch_norm_eval)
 
     def forward(self, *args, **params):
-        if not _mode_active[0]:  # (observed ops: the composite's, as without a graph)
+        # (observed ops: the composite's, as without a graph; device arrays: its ops)
+        if not _mode_active[0] and all(type(a) is np.ndarray for a in args[:5]
+                                       if a is not None):
             out = batch_norm_eval_array(*[_make(a) if isinstance(a, np.ndarray) else a
                                           for a in args], **params)
             if out is not None:

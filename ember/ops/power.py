@@ -54,7 +54,9 @@ class Pow(Primitive):
             la = a.log() if a._data.dtype.kind == out._data.dtype.kind else \
                 a.to(out.dtype).log()  # a real base of a complex power: log of a negative
             # d/db a**b = a**b log a, taken as 0 where a == 0 and b >= 0
-            gb = (gy * cj(out * la)).masked_fill((a == 0) & (b >= 0), 0.0)
+            # (a complex exponent: its real part, as PyTorch's; complex numbers have no order)
+            br = b.real if b._data.dtype.kind == "c" else b
+            gb = (gy * cj(out * la)).masked_fill((a == 0) & (br >= 0), 0.0)
         return ga, gb
 
     jvp = _jvp.diagonal

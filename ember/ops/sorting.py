@@ -14,7 +14,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _cpu_order, _jvp
-from ember.ops._util import with_out, wrap_dim
+from ember.ops._util import refuse_kinds, with_out, wrap_dim
 from ember.ops.gather_scatter import scatter_picked
 from ember.ops.indexing import transforming
 from ember.ops.reduction import return_types
@@ -176,6 +176,7 @@ def sort(input, dim=-1, descending=False, stable=None, *, out=None):
     and indices ``[1, 2, 0]``.
     """
     _check_tensor("sort", input)
+    refuse_kinds(input, "c", " Sort does not support complex dtypes on CPU")
     if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
         return m.composite_locals("sort", sort, locals())
     if not isinstance(dim, int):
@@ -188,6 +189,7 @@ def sort(input, dim=-1, descending=False, stable=None, *, out=None):
 def argsort(input, dim=-1, descending=False, stable=False):
     """The indices that sort ``input`` along ``dim`` (``sort(...).indices``)."""
     _check_tensor("argsort", input)
+    refuse_kinds(input, "c", " Sort does not support complex dtypes on CPU")
     if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
         return m.composite_locals("argsort", argsort, locals())
     return _indices(input, dim, descending, bool(stable))
@@ -204,6 +206,8 @@ def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
     """The ``k`` largest (``largest=False``: smallest) elements of ``input`` along ``dim``
     (default: the last), as ``(values, indices)`` (a ``torch.return_types.topk``)."""
     _check_tensor("topk", input)
+    refuse_kinds(input, "c", " topk does not support complex dtypes on CPU")
+    refuse_kinds(input, "b", "topk does not support bool dtypes on CPU")
     if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
         return m.composite_locals("topk", topk, locals())
     dim = -1 if dim is None else dim
@@ -230,6 +234,8 @@ def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
     """The ``k``-th smallest element of ``input`` along ``dim`` (``k`` counts from 1)
     and its index, as a ``torch.return_types.kthvalue``."""
     _check_tensor("kthvalue", input)
+    refuse_kinds(input, "cb", "\"kthvalue_cpu\" not implemented for '{type}'",
+                 NotImplementedError)
     d = wrap_dim(dim, input.dim())
     size = input.shape[d] if input.dim() else 1
     if size == 0:
