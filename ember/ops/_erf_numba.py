@@ -374,86 +374,120 @@ def erf_erfc(x, want_erf, want_erfc):
             erfc.reshape(x.shape) if want_erfc else None)
 
 
-# ----- float32 erfinv (``_k._erfinv`` with one float32-fit Halley step) ------------------
-@_jit
-def _erfinv32_a(x, t):
-    for i in range(x.size):
-        a = abs(np.float64(x[i]))
-        ai = a if a < 1.0 else 0.0
-        t[i] = (1.0 - ai) * (1.0 + ai)
+# ----- float32 erfinv in one pass (``_k._erfinv`` with one float32-fit Halley step) ------
+# As erf above: a float32 result needs only its float64 value to round the same way, so
+# the pass computes ``log`` and ``exp`` itself (NumPy's float64 ``log``/``exp`` are the C
+# library's scalar ones on AVX2 machines: half the time of the split kernels was theirs)
+# and lists the elements within ``_TOL`` float64 ulps of a float32 rounding midpoint for
+# the NumPy path. The logarithm only moves Giles' start (good to 1e-7 relative): the
+# Halley step takes that error to its cube, so the value after it depends on the start
+# only through its rounding; the exponential enters ``erfc(y)`` at its own precision.
+# tools/check_erf32.py measures the distance between the two paths over every float32
+# input of [0, 1).
+_LOG_LG = np.array([0.1479819860511658591, 0.1531383769920937332, 0.1818357216161805012,
+                    0.2222219843214978396, 0.2857142874366239149, 0.3999999999940941908,
+                    0.6666666666666735130])  # fdlibm's log (e_log.c), highest power first
+_SQRT2 = math.sqrt(2.0)
+_TWO52 = 4503599627370496.0  # 2**52: its bits OR a small integer, minus it, is that integer
+_MANTISSA = (1 << 52) - 1
+
+
+@_jit(inline="always")
+def _log_unit(t):
+    """``log(t)`` for a normal ``0 < t <= 1`` to about 1 float64 ulp (fdlibm's reduction to
+    ``[sqrt(1/2), sqrt(2))`` and its polynomial in ``s = f / (2 + f)``), with no call and
+    no integer-to-float conversion (neither vectorizes on AVX2)."""
+    bits = _as_int64(t)
+    e = _as_float64((bits >> 52) | _as_int64(_TWO52)) - _TWO52  # the biased exponent
+    m = _as_float64((bits & _MANTISSA) | (1023 << 52))  # in [1, 2)
+    big = m > _SQRT2
+    m = m * 0.5 if big else m
+    k = e - (1022.0 if big else 1023.0)
+    f = m - 1.0
+    s = f / (2.0 + f)
+    z = s * s
+    r = z * _horner(_LOG_LG, z)
+    hfsq = 0.5 * f * f
+    return k * _LN2_HI - ((hfsq - (s * (hfsq + r) + k * _LN2_LO)) - f)
+
+
+@_jit(inline="always")
+def _erfinv32_value(xd):
+    """float32 erfinv of ``xd`` (a float32 widened) before its rounding, and whether the
+    rounding must be checked (``_k._erfinv``'s steps, ``log`` and ``exp`` our own)."""
+    a = abs(xd)
+    ai = a if a < 1.0 else 0.0
+    w = -_log_unit((1.0 - ai) * (1.0 + ai))
+    central = _horner(_GC, w - 2.5)
+    tail = _horner(_GT, math.sqrt(w) - 3.0)
+    yy = central if w < 5.0 else tail
+    yy *= ai
+    # one Halley step with the float32 fits (``_k._halley(y, ai, 32)``); float32 starts
+    # stay below 4, short of erfc's far piece (flagged if ever reached)
+    s = _poly(yy * yy, _A32_C, _A32_I, _A32_P)
+    s *= yy
+    ay = abs(yy)
+    e = _poly(1.0 / (1.0 + ay), _B32_C, _B32_I, _B32_P)
+    ex = _exp_neg(-ay * ay)  # exp(-y*y): the same argument as erfc's
+    erf_y, erfc_y = _erf_erfc_finish(yy, e * ex, s)
+    f = erf_y - ai if ai < 0.5 else (1.0 - ai) - erfc_y
+    fp = ex * _TWO_OVER_SQRT_PI
+    step = f / fp
+    step /= 1.0 + yy * step
+    yy = yy - (step if fp > 0 else 0.0)
+    return yy, _erfc32_unsure(abs(yy)) | (ay >= 4.5)
 
 
 @_jit
-def _erfinv32_b(x, logt, y, e, arg):
-    """Giles' start ``y`` and the erfc piece of ``y``; False where ``|y|`` reaches 4.5
-    (then the caller runs NumPy). ``exp(-y*y)`` below the cap is erfc's ``exp(-a*a)``."""
-    ok = True
-    for i in range(x.size):
-        a = abs(np.float64(x[i]))
-        ai = a if a < 1.0 else 0.0
-        w = -logt[i]
-        if w < 5.0:
-            yy = _horner(_GC, w - 2.5)
-        else:
-            yy = _horner(_GT, math.sqrt(w) - 3.0)
-        yy *= ai
-        y[i] = yy
-        # erfc's middle piece only (float32 starts stay below 4): a chunk reaching the
-        # far piece is left to NumPy
-        a = abs(yy)
-        e[i] = _poly(1.0 / (1.0 + a), _B32_C, _B32_I, _B32_P)
-        arg[i] = -a * a
-        if a >= 4.5:
-            ok = False
-    return ok
-
-
-@_jit
-def _erfinv32_c(x, y, e, ex, out):
+def _erfinv32_part(x, out):
+    m = False
     for i in range(x.size):
         xd = np.float64(x[i])
+        yy, f = _erfinv32_value(xd)
         a = abs(xd)
-        ai = a if a < 1.0 else 0.0
-        yy = y[i]
-        s = _poly(yy * yy, _A32_C, _A32_I, _A32_P)
-        s *= yy
-        erf_y, erfc_y = _erf_erfc_finish(yy, e[i] * ex[i], s)
-        f = erf_y - ai if ai < 0.5 else (1.0 - ai) - erfc_y
-        fp = ex[i] * _TWO_OVER_SQRT_PI  # exp(-y*y): the same argument as erfc's
-        step = f / fp
-        step /= 1.0 + yy * step
-        yy = yy - (step if fp > 0 else 0.0)
         yy = math.copysign(yy, xd)
-        if a == 1.0:
-            yy = math.copysign(np.inf, xd)
-        if a > 1.0 or a != a:
-            yy = np.nan
+        yy = math.copysign(np.inf, xd) if a == 1.0 else yy
+        yy = np.nan if (a > 1.0 or a != a) else yy
         out[i] = np.float32(yy)
+        m |= f
+    return m
+
+
+@_jit
+def _erfinv32_one_pass(x, out, idx):
+    """float32 erfinv."""
+    n = 0
+    for start in range(0, x.size, _BLOCK):
+        stop = min(start + _BLOCK, x.size)
+        if _erfinv32_part(x[start:stop], out[start:stop]):
+            for i in range(start, stop):
+                if _erfinv32_value(np.float64(x[i]))[1]:
+                    idx[n] = i
+                    n += 1
+    return n
 
 
 def erfinv32(x):
     """``_k.erfinv`` of a float32 array, the same bits."""
     flat = x.reshape(-1)
-    n = flat.size
-    m = max(min(n, _CHUNK), 1)
-    out = np.empty(n, np.float32)
-    t, y, e, g = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
-    for i in range(0, n, _CHUNK):
-        xs = flat[i:i + _CHUNK]
-        k = xs.size
-        tk, yk, ek, gk = t[:k], y[:k], e[:k], g[:k]
-        _erfinv32_a(xs, tk)
-        np.log(tk, out=tk)
-        # (distinct buffers: arrays that may alias keep numba's loops from vectorizing)
-        if not _erfinv32_b(xs, tk, yk, ek, gk):
-            out[i:i + k] = _k._erfinv(xs)
-            continue
-        np.exp(gk, out=gk)
-        _erfinv32_c(xs, yk, ek, gk, out[i:i + k])
+    out = np.empty(flat.size, np.float32)
+    idx = np.empty(flat.size, np.int64)
+    k = _erfinv32_one_pass(flat, out, idx)
+    if k:
+        out[idx[:k]] = _k._erfinv(flat[idx[:k]])
     return out.reshape(x.shape)
 
 
 # ----- float64 erfinv (``_k._erfinv``: two Halley steps on the float64 fits) -------------
+@_jit
+def _erfinv64_log_arg(x, t):
+    """``(1 - a) * (1 + a)``, ``a = |x|`` inside (-1, 1) and 0 elsewhere: ``log``'s argument."""
+    for i in range(x.size):
+        a = abs(x[i])
+        ai = a if a < 1.0 else 0.0
+        t[i] = (1.0 - ai) * (1.0 + ai)
+
+
 @_jit
 def _erfinv64_start(x, logt, y):
     """Giles' start; True where some element needs the asymptotic restart (``w > 16``,
@@ -523,7 +557,7 @@ def erfinv64(x):
         xs = flat[i:i + _CHUNK]
         k = xs.size
         tk, yk, ek, a1k, a2k = t[:k], y[:k], e[:k], a1[:k], a2[:k]
-        _erfinv32_a(xs, tk)
+        _erfinv64_log_arg(xs, tk)
         np.log(tk, out=tk)
         if _erfinv64_start(xs, tk, yk):
             out[i:i + k] = _k._erfinv(xs)
