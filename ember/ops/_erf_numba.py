@@ -153,7 +153,7 @@ def _erfc32_unsure(v):
     float32 values are ``2**-149`` apart (subnormals, then the first normal binade), so
     ``v * 2**149`` rounds to an integer, and the check is on its fraction."""
     w = v * _F32_SUB_SCALE
-    d = abs((w - math.floor(w)) - 0.5)
+    d = abs((w - np.floor(w)) - 0.5)
     return _near_midpoint(v) if v >= _F32_TINY else d <= w * _REL_TOL
 
 
@@ -315,7 +315,7 @@ def _erfc64_a(x, e, arg1, arg2):
     for i in range(x.size):
         a = _cap(abs(x[i]), _CAP64)
         e[i] = _poly(1.0 / (1.0 + a), _B64_C, _B64_I, _B64_P)
-        head = math.floor(a * 16.0) * 0.0625  # x * x of the head is exact
+        head = np.floor(a * 16.0) * 0.0625  # x * x of the head is exact
         arg1[i] = -head * head
         arg2[i] = -(a - head) * (a + head)
         far |= a >= 4.5
