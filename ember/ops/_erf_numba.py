@@ -52,6 +52,7 @@ _B64_C, _B64_I, _B64_P = _fit(_k._B64)
 _C64_C, _C64_I, _C64_P = _fit(_k._C64)
 _BE_C, _BE_I, _BE_P = _fit(_k._B32_ERF)
 _CAP32, _CAP64 = _k._FITS[32][3], _k._FITS[64][3]
+_MAX_HEAD = float(int(_CAP64 * 16.0))
 _CAP_ERF32 = 3.95  # as ``_k._erf32``: erf rounds to +-1 in float32 beyond
 _GC = np.array(_k._GILES_CENTRAL)
 _GT = np.array(_k._GILES_TAIL)
@@ -309,14 +310,24 @@ def _erf_erfc_finish(xd, e, small_erf):
     return math.copysign(1.0 - e, xd), (2.0 - e if xd < 0 else e)
 
 
+# ``exp(-head * head)`` of every head ``j / 16`` below the float64 cap, by NumPy's own
+# ``exp`` (an elementwise function: the same argument gives the same bits in any array):
+# looked up instead of a second NumPy ``exp`` pass over the chunk
+_HEADS = np.arange(int(_CAP64 * 16.0) + 1) * 0.0625
+_EXP_HEAD = np.exp(-_HEADS * _HEADS)
+
+
 @_jit
-def _erfc64_a(x, e, arg1, arg2):
+def _erfc64_a(x, e, ex1, arg2):
+    """erfc's middle (or far) piece ``e`` of ``|x|``, ``exp(-head * head)`` of its 4-bit
+    head ``ex1`` and the argument ``arg2`` of its tail's exponential (``_k._erf_erfc``)."""
     far = False
     for i in range(x.size):
         a = _cap(abs(x[i]), _CAP64)
         e[i] = _poly(1.0 / (1.0 + a), _B64_C, _B64_I, _B64_P)
         head = np.floor(a * 16.0) * 0.0625  # x * x of the head is exact
-        arg1[i] = -head * head
+        j = head * 16.0
+        ex1[i] = _EXP_HEAD[np.int32(j if j <= _MAX_HEAD else 0.0)]  # (NaN: e is NaN)
         arg2[i] = -(a - head) * (a + head)
         far |= a >= 4.5
     if far:  # the far piece where it applies (as ``_erfc32_a``)
@@ -366,7 +377,6 @@ def erf_erfc(x, want_erf, want_erfc):
         k = xs.size
         ek, a1k, a2k = e[:k], a1[:k], a2[:k]
         _erfc64_a(xs, ek, a1k, a2k)
-        np.exp(a1k, out=a1k)
         np.exp(a2k, out=a2k)
         _erfc64_b(xs, ek, a1k, a2k, erf[i:i + k] if want_erf else erf,
                   erfc[i:i + k] if want_erfc else erfc, want_erf, want_erfc)
@@ -565,7 +575,6 @@ def erfinv64(x):
         for _ in range(2):
             _erfc64_a(yk, ek, a1k, a2k)
             _neg_square(yk, tk)
-            np.exp(a1k, out=a1k)
             np.exp(a2k, out=a2k)
             np.exp(tk, out=tk)
             _erfinv64_step(xs, yk, ek, a1k, a2k, tk)
