@@ -13,14 +13,19 @@ and Horner steps, each multiply and add rounded on its own (numba compiles witho
 machine code). What the float64 kernels do not compute themselves is ``exp`` and
 ``log``: NumPy's own (SIMD) ``exp``/``log`` differ from the C library's in the last bit
 of a few percent of float64 values, so each kernel is split around them, and NumPy's run
-on a cache-sized buffer of arguments in between. Everything else — the pieces, selects,
-sign handling and rounding to the result's dtype — is fused into one pass per side,
-instead of the NumPy path's twenty-odd passes.
+on a cache-sized buffer of arguments in between (``exp`` of erfc's 4-bit head takes 437
+values only: NumPy computes them once, into a table). Everything else — the pieces,
+selects, sign handling and rounding to the result's dtype — is fused into one pass per
+side, instead of the NumPy path's twenty-odd passes.
 
-float32 erf, erfc and the GELU's forward run in a single pass with an exponential of
-their own: a float32 result needs only to round the same way, and the few elements too
-close to a rounding midpoint to be sure of that are recomputed by the NumPy path (see
-"float32 results in one pass" below).
+float32 erf, erfc, erfinv and the GELU's forward run in a single pass with an
+exponential (and for erfinv a logarithm) of their own: a float32 result needs only to
+round the same way, and the few elements too close to a rounding midpoint to be sure of
+that are recomputed by the NumPy path (see "float32 results in one pass" below).
+
+Every loop vectorizes on AVX2 (4 float64 lanes) as well as on AVX-512: no calls, no
+float-to-integer conversions (``np.floor``, not ``math.floor``, whose int64 result AVX2
+converts lane by lane), no data-dependent branches (both sides and a select).
 """
 import math
 
