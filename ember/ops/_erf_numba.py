@@ -403,6 +403,29 @@ _LOG_LG = np.array([0.1479819860511658591, 0.1531383769920937332, 0.181835721616
                     0.2222219843214978396, 0.2857142874366239149, 0.3999999999940941908,
                     0.6666666666666735130])  # fdlibm's log (e_log.c), highest power first
 _SQRT2 = math.sqrt(2.0)
+
+
+def _even_odd(p):
+    """A polynomial's coefficients (highest power first) as ``(E, O)`` with ``p(v) =
+    E(v*v) + v O(v*v)``: two Horner chains of half the length, which the processor
+    overlaps (the float32 pass's rounding check covers the few ulps this moves)."""
+    c = np.asarray(p)[::-1]
+    return np.ascontiguousarray(c[0::2][::-1]), np.ascontiguousarray(c[1::2][::-1])
+
+
+_LOG_E, _LOG_O = _even_odd(_LOG_LG)
+_GC_E, _GC_O = _even_odd(_GC)
+_GT_E, _GT_O = _even_odd(_GT)
+_A32_E, _A32_O = _even_odd(_A32_P)
+_B32_E, _B32_O = _even_odd(_B32_P)
+_EXP_E, _EXP_O = _even_odd(_EXP_P)
+
+
+@_jit(inline="always")
+def _horner2(p_even, p_odd, v):
+    """``p(v)`` from ``_even_odd(p)``."""
+    v2 = v * v
+    return _horner(p_even, v2) + v * _horner(p_odd, v2)
 _TWO52 = 4503599627370496.0  # 2**52: its bits OR a small integer, minus it, is that integer
 _MANTISSA = (1 << 52) - 1
 
@@ -421,7 +444,7 @@ def _log_unit(t):
     f = m - 1.0
     s = f / (2.0 + f)
     z = s * s
-    r = z * _horner(_LOG_LG, z)
+    r = z * _horner2(_LOG_E, _LOG_O, z)
     hfsq = 0.5 * f * f
     return k * _LN2_HI - ((hfsq - (s * (hfsq + r) + k * _LN2_LO)) - f)
 
@@ -433,17 +456,22 @@ def _erfinv32_value(xd):
     a = abs(xd)
     ai = a if a < 1.0 else 0.0
     w = -_log_unit((1.0 - ai) * (1.0 + ai))
-    central = _horner(_GC, w - 2.5)
-    tail = _horner(_GT, math.sqrt(w) - 3.0)
+    central = _horner2(_GC_E, _GC_O, w - 2.5)
+    tail = _horner2(_GT_E, _GT_O, math.sqrt(w) - 3.0)
     yy = central if w < 5.0 else tail
     yy *= ai
     # one Halley step with the float32 fits (``_k._halley(y, ai, 32)``); float32 starts
     # stay below 4, short of erfc's far piece (flagged if ever reached)
-    s = _poly(yy * yy, _A32_C, _A32_I, _A32_P)
+    s = _horner2(_A32_E, _A32_O, (yy * yy - _A32_C) * _A32_I)
     s *= yy
     ay = abs(yy)
-    e = _poly(1.0 / (1.0 + ay), _B32_C, _B32_I, _B32_P)
-    ex = _exp_neg(-ay * ay)  # exp(-y*y): the same argument as erfc's
+    e = _horner2(_B32_E, _B32_O, (1.0 / (1.0 + ay) - _B32_C) * _B32_I)
+    z = -ay * ay  # exp(-y*y): the same argument as erfc's (``_exp_neg``, split Horner)
+    t = z * _INV_LN2 + _SHIFT
+    k = t - _SHIFT
+    r = z - k * _LN2_HI
+    r -= k * _LN2_LO
+    ex = _horner2(_EXP_E, _EXP_O, r) * _as_float64((_as_int64(t) + 1023) << 52)
     erf_y, erfc_y = _erf_erfc_finish(yy, e * ex, s)
     f = erf_y - ai if ai < 0.5 else (1.0 - ai) - erfc_y
     fp = ex * _TWO_OVER_SQRT_PI
