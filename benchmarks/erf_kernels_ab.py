@@ -15,9 +15,14 @@ import argparse
 import importlib.util
 import os
 import sys
+import tempfile
 import time
 
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
+# numba's cache of a module loaded from its file under another name cannot be loaded
+# again (it names no importable module) and would break the older tree's own imports:
+# both trees' kernels compile into a directory of this run's own
+os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="erf_kernels_ab_")
 
 import numpy as np  # noqa: E402
 

@@ -261,11 +261,9 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
                     "_erfc64_a": (x, x.copy(), x.copy(), x.copy()),
                     "_erfc64_b": (x, x.copy(), x.copy(), x.copy(), x.copy(), x.copy(), True,
                                   True),
-                    "_erfinv32_a": (x.astype(np.float32), x.copy()),
-                    "_erfinv32_b": (x.astype(np.float32), x.copy(), x.copy(), x.copy(),
-                                    x.copy()),
-                    "_erfinv32_c": (x.astype(np.float32), x.copy(), x.copy(), x.copy(),
-                                    x.astype(np.float32)),
+                    "_erfinv32_part": (f / 5, f.copy()),
+                    "_erfinv32_one_pass": (f / 5, f.copy(), ix),
+                    "_erfinv64_log_arg": (x / 5, x.copy()),
                     "_erfinv64_start": (x, x.copy(), x.copy()),
                     "_neg_square": (x, x.copy()),
                     "_erfinv64_step": (x, x.copy(), x.copy(), x.copy(), x.copy(), x.copy()),
@@ -349,3 +347,31 @@ def test_numba_float32_rounding_check():
         _same_bits(y, (xg * np.float32(0.5)) * e)
         if keep:
             _same_bits(p, e)
+
+
+def test_numba_erfinv_float32_one_pass_lists_and_logarithm():
+    # float32 erfinv runs in one pass with a logarithm and exponential of its own; an
+    # element within _TOL float64 ulps of a float32 rounding midpoint is listed and
+    # recomputed by the NumPy path, so the results keep the NumPy path's bits
+    from ember.ops import _erf_kernels, _erf_numba
+    t = np.concatenate([2.0 ** -np.arange(0, 1075, 0.37)[:2800], np.linspace(1e-9, 1, 30001),
+                        [1.0, 0.5, 2.0 ** -1022, 1 - 2.0 ** -53]])
+    t = t[t >= 2.0 ** -1022]
+    got = np.array([_erf_numba._log_unit(v) for v in t])
+    ref = np.log(t)
+    assert np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300)) < 4e-16
+    assert _erf_numba._log_unit(1.0) == 0.0
+    # every 13th float32 of [0.5, 1): some listed, none differing
+    x = np.arange(0x3f000000, 0x3f800000, 13, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([x, -x[::7]])
+    idx = np.empty(x.size, np.int64)
+    listed = _erf_numba._erfinv32_one_pass(x, np.empty_like(x), idx)
+    assert 0 < listed < x.size * 1e-4
+    _same_bits(_erf_numba.erfinv32(x), _numpy_path(lambda: _erf_kernels.erfinv(x)))
+    # non-contiguous, 0-d, empty, and values whose erfinv is a float32 subnormal
+    tiny = np.array([1e-45, -3e-42, 1.1e-38, 2e-38, 0.0, -0.0], np.float32)
+    for u in (x[::3], x[5:6].reshape(()), x[:0], tiny, x.reshape(-1, 1)[::2]):
+        u = np.asarray(u)
+        _same_bits(_erf_numba.erfinv32(u), _numpy_path(lambda u=u: _erf_kernels.erfinv(u)))
+        _same_bits(ember.erfinv(ember.from_numpy(u)).numpy(),
+                   _numpy_path(lambda u=u: ember.erfinv(ember.from_numpy(u)).numpy()))

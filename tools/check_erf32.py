@@ -1,7 +1,7 @@
 """Check the float32 one-pass kernels of ``ember/ops/_erf_numba.py`` against the NumPy
 path of ``ember/ops/_erf_kernels.py`` on every float32 input (needs numba).
 
-    python tools/check_erf32.py [--quick]
+    python tools/check_erf32.py [--quick | --step N] [--only erf,erfinv]
 
 For erf (which the exact GELU evaluates at ``x / sqrt 2``, itself a float32), erfc, and
 both together, it compares the kernels' float32 results with the NumPy path's, bit for
@@ -11,6 +11,9 @@ up to the cap), the largest distance in float64 ulps between the two paths' valu
 before rounding to float32: the kernels flag an element within ``_TOL`` ulps of a
 rounding midpoint, so that distance must stay below ``_TOL`` for the check to hold
 by construction and not merely on these inputs.
+
+For erfinv, the same over every float32 of [-1, 1] (and a few beyond): the bits, and the
+largest distance between the two paths' values after the Halley step, before rounding.
 """
 import argparse
 import math
@@ -34,14 +37,55 @@ def _values(x, erf_only, out):
             out[i] = _n._erfc32_value(xd, True, True)[1]
 
 
-def _numpy_path(x, want_erf, want_erfc):
-    """``_k.erf_erfc`` with the numba kernels switched off."""
+@numba.njit(nogil=True, error_model="numpy")
+def _erfinv_values(x, out):
+    """The erfinv kernel's float64 values of ``|x|`` before rounding."""
+    for i in range(x.size):
+        out[i] = _n._erfinv32_value(np.float64(x[i]))[0]
+
+
+def _numpy_path(x, want_erf, want_erfc, fn=None):
+    """``_k.erf_erfc`` (or ``fn``) with the numba kernels switched off."""
     saved = _k._FUSED.get("erf", "unset")
     _k._FUSED["erf"] = None
     try:
-        return _k.erf_erfc(x, want_erf, want_erfc)
+        return fn(x) if fn else _k.erf_erfc(x, want_erf, want_erfc)
     finally:
         _k._FUSED["erf"] = saved
+
+
+def _erfinv_reference(a):
+    """``_k._erfinv``'s float32 value of ``a`` in [0, 1) before its rounding."""
+    w = -np.log((1.0 - a) * (1.0 + a))
+    y = np.where(w < 5.0, _k._horner(_k._GILES_CENTRAL, w - 2.5),
+                 _k._horner(_k._GILES_TAIL, np.sqrt(w) - 3.0))
+    y *= a
+    return _k._halley(y, a, 32)
+
+
+def _check_erfinv(step):
+    t0 = time.time()
+    one = int(np.float32(1.0).view(np.uint32))
+    differ, gap, n = 0, 0, 0
+    chunk = 1 << 24
+    for start in range(0, one + 1, chunk * step):
+        x = np.arange(start, min(start + chunk * step, one + 1), step,
+                      dtype=np.uint32).view(np.float32)
+        for xs in (x, -x):
+            differ += _differ(_n.erfinv32(xs), _numpy_path(xs, 0, 0, _k.erfinv))
+            n += xs.size
+        inside = x[x < 1]
+        mine = np.empty(inside.size)
+        _erfinv_values(inside, mine)
+        ref = _erfinv_reference(inside.astype(np.float64))
+        ok = ref >= 2.0 ** -125  # (below, the kernel checks relatively, as erfc's)
+        d = np.abs(mine.view(np.int64)[ok] - ref.view(np.int64)[ok])
+        gap = max(gap, int(d.max(initial=0)))
+    extra = np.array([1.5, -1.5, np.inf, -np.inf, np.nan, 2.0, -3e38], np.float32)
+    differ += _differ(_n.erfinv32(extra), _numpy_path(extra, 0, 0, _k.erfinv))
+    print(f"erfinv: {n + extra.size} float32 inputs ({time.time() - t0:.0f} s): "
+          f"differing results {differ}; largest gap before rounding over [0, 1): {gap} "
+          f"float64 ulps (flagged within {_n._TOL}; 2**{math.log2(max(gap, 1)):.1f})")
 
 
 def _differ(a, b):
@@ -70,8 +114,14 @@ def _ulp_gap(x, erf_only):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="every 97th bit pattern")
+    ap.add_argument("--step", type=int, default=1, help="every N-th bit pattern")
+    ap.add_argument("--only", default="erf,erfinv")
     args = ap.parse_args()
-    step = 97 if args.quick else 1
+    step = 97 if args.quick else args.step
+    if "erfinv" in args.only.split(","):
+        _check_erfinv(step)
+    if "erf" not in args.only.split(","):
+        return
     chunk = 1 << 24
     diffs = {"erf": 0, "erfc": 0, "erf+erfc": 0}
     t0 = time.time()

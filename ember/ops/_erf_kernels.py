@@ -17,8 +17,8 @@ does not reach the result (``erfc(26)`` keeps its relative precision).
 
 With numba installed (``ember[fast]``), float32 and float64 arrays of 4096 or more
 values (any size once loaded) run as compiled loops in ``_erf_numba`` (see
-:func:`numba_kernels`), giving the same bits: the same operations, or for float32 erf
-and erfc a float64 value checked to round to the same float32.
+:func:`numba_kernels`), giving the same bits: the same operations, or for float32 erf,
+erfc and erfinv a float64 value checked to round to the same float32.
 """
 import numpy as np
 

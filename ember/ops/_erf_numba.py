@@ -13,14 +13,19 @@ and Horner steps, each multiply and add rounded on its own (numba compiles witho
 machine code). What the float64 kernels do not compute themselves is ``exp`` and
 ``log``: NumPy's own (SIMD) ``exp``/``log`` differ from the C library's in the last bit
 of a few percent of float64 values, so each kernel is split around them, and NumPy's run
-on a cache-sized buffer of arguments in between. Everything else — the pieces, selects,
-sign handling and rounding to the result's dtype — is fused into one pass per side,
-instead of the NumPy path's twenty-odd passes.
+on a cache-sized buffer of arguments in between (``exp`` of erfc's 4-bit head takes 437
+values only: NumPy computes them once, into a table). Everything else — the pieces,
+selects, sign handling and rounding to the result's dtype — is fused into one pass per
+side, instead of the NumPy path's twenty-odd passes.
 
-float32 erf, erfc and the GELU's forward run in a single pass with an exponential of
-their own: a float32 result needs only to round the same way, and the few elements too
-close to a rounding midpoint to be sure of that are recomputed by the NumPy path (see
-"float32 results in one pass" below).
+float32 erf, erfc, erfinv and the GELU's forward run in a single pass with an
+exponential (and for erfinv a logarithm) of their own: a float32 result needs only to
+round the same way, and the few elements too close to a rounding midpoint to be sure of
+that are recomputed by the NumPy path (see "float32 results in one pass" below).
+
+Every loop vectorizes on AVX2 (4 float64 lanes) as well as on AVX-512: no calls, no
+float-to-integer conversions (``np.floor``, not ``math.floor``, whose int64 result AVX2
+converts lane by lane), no data-dependent branches (both sides and a select).
 """
 import math
 
@@ -52,6 +57,7 @@ _B64_C, _B64_I, _B64_P = _fit(_k._B64)
 _C64_C, _C64_I, _C64_P = _fit(_k._C64)
 _BE_C, _BE_I, _BE_P = _fit(_k._B32_ERF)
 _CAP32, _CAP64 = _k._FITS[32][3], _k._FITS[64][3]
+_MAX_HEAD = float(int(_CAP64 * 16.0))
 _CAP_ERF32 = 3.95  # as ``_k._erf32``: erf rounds to +-1 in float32 beyond
 _GC = np.array(_k._GILES_CENTRAL)
 _GT = np.array(_k._GILES_TAIL)
@@ -153,7 +159,7 @@ def _erfc32_unsure(v):
     float32 values are ``2**-149`` apart (subnormals, then the first normal binade), so
     ``v * 2**149`` rounds to an integer, and the check is on its fraction."""
     w = v * _F32_SUB_SCALE
-    d = abs((w - math.floor(w)) - 0.5)
+    d = abs((w - np.floor(w)) - 0.5)
     return _near_midpoint(v) if v >= _F32_TINY else d <= w * _REL_TOL
 
 
@@ -309,14 +315,24 @@ def _erf_erfc_finish(xd, e, small_erf):
     return math.copysign(1.0 - e, xd), (2.0 - e if xd < 0 else e)
 
 
+# ``exp(-head * head)`` of every head ``j / 16`` below the float64 cap, by NumPy's own
+# ``exp`` (an elementwise function: the same argument gives the same bits in any array):
+# looked up instead of a second NumPy ``exp`` pass over the chunk
+_HEADS = np.arange(int(_CAP64 * 16.0) + 1) * 0.0625
+_EXP_HEAD = np.exp(-_HEADS * _HEADS)
+
+
 @_jit
-def _erfc64_a(x, e, arg1, arg2):
+def _erfc64_a(x, e, ex1, arg2):
+    """erfc's middle (or far) piece ``e`` of ``|x|``, ``exp(-head * head)`` of its 4-bit
+    head ``ex1`` and the argument ``arg2`` of its tail's exponential (``_k._erf_erfc``)."""
     far = False
     for i in range(x.size):
         a = _cap(abs(x[i]), _CAP64)
         e[i] = _poly(1.0 / (1.0 + a), _B64_C, _B64_I, _B64_P)
-        head = math.floor(a * 16.0) * 0.0625  # x * x of the head is exact
-        arg1[i] = -head * head
+        head = np.floor(a * 16.0) * 0.0625  # x * x of the head is exact
+        j = head * 16.0
+        ex1[i] = _EXP_HEAD[np.int32(j if j <= _MAX_HEAD else 0.0)]  # (NaN: e is NaN)
         arg2[i] = -(a - head) * (a + head)
         far |= a >= 4.5
     if far:  # the far piece where it applies (as ``_erfc32_a``)
@@ -366,7 +382,6 @@ def erf_erfc(x, want_erf, want_erfc):
         k = xs.size
         ek, a1k, a2k = e[:k], a1[:k], a2[:k]
         _erfc64_a(xs, ek, a1k, a2k)
-        np.exp(a1k, out=a1k)
         np.exp(a2k, out=a2k)
         _erfc64_b(xs, ek, a1k, a2k, erf[i:i + k] if want_erf else erf,
                   erfc[i:i + k] if want_erfc else erfc, want_erf, want_erfc)
@@ -374,86 +389,151 @@ def erf_erfc(x, want_erf, want_erfc):
             erfc.reshape(x.shape) if want_erfc else None)
 
 
-# ----- float32 erfinv (``_k._erfinv`` with one float32-fit Halley step) ------------------
-@_jit
-def _erfinv32_a(x, t):
-    for i in range(x.size):
-        a = abs(np.float64(x[i]))
-        ai = a if a < 1.0 else 0.0
-        t[i] = (1.0 - ai) * (1.0 + ai)
+# ----- float32 erfinv in one pass (``_k._erfinv`` with one float32-fit Halley step) ------
+# As erf above: a float32 result needs only its float64 value to round the same way, so
+# the pass computes ``log`` and ``exp`` itself (NumPy's float64 ``log``/``exp`` are the C
+# library's scalar ones on AVX2 machines: half the time of the split kernels was theirs)
+# and lists the elements within ``_TOL`` float64 ulps of a float32 rounding midpoint for
+# the NumPy path. The logarithm only moves Giles' start (good to 1e-7 relative): the
+# Halley step takes that error to its cube, so the value after it depends on the start
+# only through its rounding; the exponential enters ``erfc(y)`` at its own precision.
+# tools/check_erf32.py measures the distance between the two paths over every float32
+# input of [0, 1).
+_LOG_LG = np.array([0.1479819860511658591, 0.1531383769920937332, 0.1818357216161805012,
+                    0.2222219843214978396, 0.2857142874366239149, 0.3999999999940941908,
+                    0.6666666666666735130])  # fdlibm's log (e_log.c), highest power first
+_SQRT2 = math.sqrt(2.0)
+
+
+def _even_odd(p):
+    """A polynomial's coefficients (highest power first) as ``(E, O)`` with ``p(v) =
+    E(v*v) + v O(v*v)``: two Horner chains of half the length, which the processor
+    overlaps (the float32 pass's rounding check covers the few ulps this moves)."""
+    c = np.asarray(p)[::-1]
+    return np.ascontiguousarray(c[0::2][::-1]), np.ascontiguousarray(c[1::2][::-1])
+
+
+_LOG_E, _LOG_O = _even_odd(_LOG_LG)
+_GC_E, _GC_O = _even_odd(_GC)
+_GT_E, _GT_O = _even_odd(_GT)
+_A32_E, _A32_O = _even_odd(_A32_P)
+_B32_E, _B32_O = _even_odd(_B32_P)
+_EXP_E, _EXP_O = _even_odd(_EXP_P)
+
+
+@_jit(inline="always")
+def _horner2(p_even, p_odd, v):
+    """``p(v)`` from ``_even_odd(p)``."""
+    v2 = v * v
+    return _horner(p_even, v2) + v * _horner(p_odd, v2)
+_TWO52 = 4503599627370496.0  # 2**52: its bits OR a small integer, minus it, is that integer
+_MANTISSA = (1 << 52) - 1
+
+
+@_jit(inline="always")
+def _log_unit(t):
+    """``log(t)`` for a normal ``0 < t <= 1`` to about 1 float64 ulp (fdlibm's reduction to
+    ``[sqrt(1/2), sqrt(2))`` and its polynomial in ``s = f / (2 + f)``), with no call and
+    no integer-to-float conversion (neither vectorizes on AVX2)."""
+    bits = _as_int64(t)
+    e = _as_float64((bits >> 52) | _as_int64(_TWO52)) - _TWO52  # the biased exponent
+    m = _as_float64((bits & _MANTISSA) | (1023 << 52))  # in [1, 2)
+    big = m > _SQRT2
+    m = m * 0.5 if big else m
+    k = e - (1022.0 if big else 1023.0)
+    f = m - 1.0
+    s = f / (2.0 + f)
+    z = s * s
+    r = z * _horner2(_LOG_E, _LOG_O, z)
+    hfsq = 0.5 * f * f
+    return k * _LN2_HI - ((hfsq - (s * (hfsq + r) + k * _LN2_LO)) - f)
+
+
+@_jit(inline="always")
+def _erfinv32_value(xd):
+    """float32 erfinv of ``xd`` (a float32 widened) before its rounding, and whether the
+    rounding must be checked (``_k._erfinv``'s steps, ``log`` and ``exp`` our own)."""
+    a = abs(xd)
+    ai = a if a < 1.0 else 0.0
+    w = -_log_unit((1.0 - ai) * (1.0 + ai))
+    central = _horner2(_GC_E, _GC_O, w - 2.5)
+    tail = _horner2(_GT_E, _GT_O, math.sqrt(w) - 3.0)
+    yy = central if w < 5.0 else tail
+    yy *= ai
+    # one Halley step with the float32 fits (``_k._halley(y, ai, 32)``); float32 starts
+    # stay below 4, short of erfc's far piece (flagged if ever reached)
+    s = _horner2(_A32_E, _A32_O, (yy * yy - _A32_C) * _A32_I)
+    s *= yy
+    ay = abs(yy)
+    e = _horner2(_B32_E, _B32_O, (1.0 / (1.0 + ay) - _B32_C) * _B32_I)
+    z = -ay * ay  # exp(-y*y): the same argument as erfc's (``_exp_neg``, split Horner)
+    t = z * _INV_LN2 + _SHIFT
+    k = t - _SHIFT
+    r = z - k * _LN2_HI
+    r -= k * _LN2_LO
+    ex = _horner2(_EXP_E, _EXP_O, r) * _as_float64((_as_int64(t) + 1023) << 52)
+    erf_y, erfc_y = _erf_erfc_finish(yy, e * ex, s)
+    f = erf_y - ai if ai < 0.5 else (1.0 - ai) - erfc_y
+    fp = ex * _TWO_OVER_SQRT_PI
+    step = f / fp
+    step /= 1.0 + yy * step
+    yy = yy - (step if fp > 0 else 0.0)
+    # (erfinv below 2**-125, from inputs below about 2**-125, is left to NumPy: rare, and
+    # cheaper than ``_erfc32_unsure`` on every element)
+    y1 = abs(yy)
+    return yy, _near_midpoint(y1) | ((y1 < _F32_TINY) & (y1 > 0)) | (ay >= 4.5)
 
 
 @_jit
-def _erfinv32_b(x, logt, y, e, arg):
-    """Giles' start ``y`` and the erfc piece of ``y``; False where ``|y|`` reaches 4.5
-    (then the caller runs NumPy). ``exp(-y*y)`` below the cap is erfc's ``exp(-a*a)``."""
-    ok = True
-    for i in range(x.size):
-        a = abs(np.float64(x[i]))
-        ai = a if a < 1.0 else 0.0
-        w = -logt[i]
-        if w < 5.0:
-            yy = _horner(_GC, w - 2.5)
-        else:
-            yy = _horner(_GT, math.sqrt(w) - 3.0)
-        yy *= ai
-        y[i] = yy
-        # erfc's middle piece only (float32 starts stay below 4): a chunk reaching the
-        # far piece is left to NumPy
-        a = abs(yy)
-        e[i] = _poly(1.0 / (1.0 + a), _B32_C, _B32_I, _B32_P)
-        arg[i] = -a * a
-        if a >= 4.5:
-            ok = False
-    return ok
-
-
-@_jit
-def _erfinv32_c(x, y, e, ex, out):
+def _erfinv32_part(x, out):
+    m = False
     for i in range(x.size):
         xd = np.float64(x[i])
+        yy, f = _erfinv32_value(xd)
         a = abs(xd)
-        ai = a if a < 1.0 else 0.0
-        yy = y[i]
-        s = _poly(yy * yy, _A32_C, _A32_I, _A32_P)
-        s *= yy
-        erf_y, erfc_y = _erf_erfc_finish(yy, e[i] * ex[i], s)
-        f = erf_y - ai if ai < 0.5 else (1.0 - ai) - erfc_y
-        fp = ex[i] * _TWO_OVER_SQRT_PI  # exp(-y*y): the same argument as erfc's
-        step = f / fp
-        step /= 1.0 + yy * step
-        yy = yy - (step if fp > 0 else 0.0)
         yy = math.copysign(yy, xd)
-        if a == 1.0:
-            yy = math.copysign(np.inf, xd)
-        if a > 1.0 or a != a:
-            yy = np.nan
+        yy = math.copysign(np.inf, xd) if a == 1.0 else yy
+        yy = np.nan if (a > 1.0 or a != a) else yy
         out[i] = np.float32(yy)
+        m |= f
+    return m
+
+
+@_jit
+def _erfinv32_one_pass(x, out, idx):
+    """float32 erfinv."""
+    n = 0
+    for start in range(0, x.size, _BLOCK):
+        stop = min(start + _BLOCK, x.size)
+        if _erfinv32_part(x[start:stop], out[start:stop]):
+            for i in range(start, stop):
+                if _erfinv32_value(np.float64(x[i]))[1]:
+                    idx[n] = i
+                    n += 1
+    return n
 
 
 def erfinv32(x):
     """``_k.erfinv`` of a float32 array, the same bits."""
     flat = x.reshape(-1)
-    n = flat.size
-    m = max(min(n, _CHUNK), 1)
-    out = np.empty(n, np.float32)
-    t, y, e, g = np.empty(m), np.empty(m), np.empty(m), np.empty(m)
-    for i in range(0, n, _CHUNK):
-        xs = flat[i:i + _CHUNK]
-        k = xs.size
-        tk, yk, ek, gk = t[:k], y[:k], e[:k], g[:k]
-        _erfinv32_a(xs, tk)
-        np.log(tk, out=tk)
-        # (distinct buffers: arrays that may alias keep numba's loops from vectorizing)
-        if not _erfinv32_b(xs, tk, yk, ek, gk):
-            out[i:i + k] = _k._erfinv(xs)
-            continue
-        np.exp(gk, out=gk)
-        _erfinv32_c(xs, yk, ek, gk, out[i:i + k])
+    out = np.empty(flat.size, np.float32)
+    idx = np.empty(flat.size, np.int64)
+    k = _erfinv32_one_pass(flat, out, idx)
+    if k:
+        out[idx[:k]] = _k._erfinv(flat[idx[:k]])
     return out.reshape(x.shape)
 
 
 # ----- float64 erfinv (``_k._erfinv``: two Halley steps on the float64 fits) -------------
+@_jit
+def _erfinv64_log_arg(x, t):
+    """``(1 - a) * (1 + a)``, ``a = |x|`` inside (-1, 1) and 0 elsewhere: ``log``'s argument."""
+    for i in range(x.size):
+        a = abs(x[i])
+        ai = a if a < 1.0 else 0.0
+        t[i] = (1.0 - ai) * (1.0 + ai)
+
+
 @_jit
 def _erfinv64_start(x, logt, y):
     """Giles' start; True where some element needs the asymptotic restart (``w > 16``,
@@ -523,7 +603,7 @@ def erfinv64(x):
         xs = flat[i:i + _CHUNK]
         k = xs.size
         tk, yk, ek, a1k, a2k = t[:k], y[:k], e[:k], a1[:k], a2[:k]
-        _erfinv32_a(xs, tk)
+        _erfinv64_log_arg(xs, tk)
         np.log(tk, out=tk)
         if _erfinv64_start(xs, tk, yk):
             out[i:i + k] = _k._erfinv(xs)
@@ -531,7 +611,6 @@ def erfinv64(x):
         for _ in range(2):
             _erfc64_a(yk, ek, a1k, a2k)
             _neg_square(yk, tk)
-            np.exp(a1k, out=a1k)
             np.exp(a2k, out=a2k)
             np.exp(tk, out=tk)
             _erfinv64_step(xs, yk, ek, a1k, a2k, tk)
