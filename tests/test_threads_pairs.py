@@ -298,26 +298,6 @@ def test_unsplit_products_take_the_one_thread_route(calls, monkeypatch, m, k, n,
     np.testing.assert_allclose(two, torch.tensor(a) @ torch.tensor(b), rtol=1e-4, atol=1e-3)
 
 
-def test_row_blocks_are_trusted_only_on_measured_kernels(monkeypatch):
-    class Lib:
-        internal_api = "openblas"
-
-        def __init__(self, name):
-            self.architecture = name
-    class Mkl:
-        internal_api = "mkl"
-    for libs, keeps in (((Lib("SkylakeX"),), True), ((Lib("Haswell"),), True),
-                        ((Lib("SkylakeX"), Lib("Zen")), False), ((), False),
-                        ((Mkl(), Lib("SkylakeX")), True), ((Mkl(),), False)):
-        monkeypatch.setitem(T._state, "libs", libs)
-        assert T.row_blocks_keep_bits() is keeps, libs
-    monkeypatch.undo()
-    arch = [lib.architecture.lower() for lib in T._blas_libs()
-            if lib.internal_api == "openblas"]
-    assert T.row_blocks_keep_bits() is (bool(arch) and all(
-        T._ROW_GRAIN.get(a, {}).get("f") for a in arch))
-
-
 @pytest.mark.parametrize("batch", [16, 3])
 def test_a_transformer_layers_training_keeps_its_bits(calls, batch):
     # every linear layer of the encoder layer pairs its products at two threads (the

@@ -92,6 +92,11 @@ def test_grains_are_trusted_only_on_measured_kernels(monkeypatch):
         monkeypatch.setitem(T._state, "libs", libs)
         assert (T.row_grain("f"), T.row_grain("d")) == (f, d), libs
         assert T.row_blocks_keep_bits() is (f > 0)
+    monkeypatch.undo()  # this machine's libraries: the table's figure for their kernels
+    arch = [lib.architecture.lower() for lib in T._blas_libs()
+            if lib.internal_api == "openblas"]
+    assert T.row_grain("f") == (min(T._ROW_GRAIN.get(a, {}).get("f", 0) for a in arch)
+                                if arch else 0)
 
 
 @pytest.fixture

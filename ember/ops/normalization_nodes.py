@@ -81,9 +81,13 @@ class _BatchNorm(Normalize):
         return (1, g.shape[1]) + (1,) * (g.ndim - 2)
 
 
-def _eval_scale_shift(weight, bias, running_mean, running_var, eps):
-    """Eval-mode batch norm's per-channel ``scale`` and ``shift`` (Tensors of (C,))."""
-    scale = (running_var + eps).rsqrt()
+def _eval_scale_shift(weight, bias, running_mean, running_var, eps,
+                      rsqrt=lambda t: t.rsqrt()):
+    """Eval-mode batch norm's per-channel ``scale`` and ``shift`` (of (C,)), from ember
+    Tensors, or from arrays of one floating dtype with ``rsqrt`` as
+    :func:`_rsqrt_array` (the same NumPy calls the ember ops make, without their
+    dispatch); None where there is no weight or bias."""
+    scale = rsqrt(running_var + eps)
     if weight is not None:
         scale = scale * weight
     shift = -running_mean * scale
@@ -92,17 +96,8 @@ def _eval_scale_shift(weight, bias, running_mean, running_var, eps):
     return scale, shift
 
 
-def _eval_scale_shift_arrays(w, b, mean, var, eps):
-    """:func:`_eval_scale_shift` on (C,) arrays of one floating dtype (None where there
-    is no weight or bias): the same NumPy calls its ember ops make (``rsqrt`` is
-    ``1 / sqrt``, a Python float added in the array's dtype), without their dispatch."""
-    scale = 1 / np.sqrt(var + eps)
-    if w is not None:
-        scale = scale * w
-    shift = -mean * scale
-    if b is not None:
-        shift = shift + b
-    return scale, shift
+def _rsqrt_array(a):
+    return 1 / np.sqrt(a)  # (ember's ``rsqrt``; a Python ``eps`` adds in a's dtype)
 
 
 def _batch_norm_eval(input, weight, bias, running_mean, running_var, eps):
@@ -129,7 +124,7 @@ def batch_norm_eval_array(input, weight, bias, running_mean, running_var, eps):
         return None
     vecs = [None if v is None else v._data for v in (weight, bias, running_mean, running_var)]
     if all(type(v) is np.ndarray and v.dtype == x.dtype and v.ndim == 1 for v in vecs):
-        s, t = _eval_scale_shift_arrays(*vecs, eps)
+        s, t = _eval_scale_shift(*vecs, eps, rsqrt=_rsqrt_array)
     else:  # (mixed dtypes, which promote; the ember ops apply the rules)
         with no_grad():
             scale, shift = _eval_scale_shift(weight, bias, running_mean, running_var, eps)
