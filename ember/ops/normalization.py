@@ -417,8 +417,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         stats = None
         if running_mean is not None or running_var is not None:
             stats = _RunningStats(running_mean, running_var, momentum)
-        if mixed or _reduced(input) or records_graph(input, weight, bias):
-            # (a float16/bfloat16 input runs in float32 inside the node's kernel)
+        if (mixed or _reduced(input)) and not transforming() or \
+                records_graph(input, weight, bias):
+            # (a float16/bfloat16 input runs in float32 inside the node's kernel; the
+            # node is eager mode's: under vmap or a capture the views' op runs)
             from ember.ops.normalization_nodes import _BatchNorm
             return _BatchNorm.apply(input, weight, bias, axes, eps, stats)
         return Normalize.apply(input, _channel_view(weight, nd), _channel_view(bias, nd),
@@ -544,7 +546,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         stats = _RunningStats(running_mean, running_var, momentum, per_instance=True)
     _check_dtypes(input, (weight, bias, running_mean, running_var),
                   (weight, running_mean, running_var, bias))
-    if _reduced(input) or records_graph(input, weight, bias):
+    if _reduced(input) and not transforming() or records_graph(input, weight, bias):
         # (a float16/bfloat16 input runs in float32 inside the node's kernel)
         # PyTorch's graph: batch norm of the input viewed as one sample of N*C channels,
         # over the parameters repeated per sample, viewed back
