@@ -16,9 +16,8 @@ computation), and each block runs exactly the NumPy calls the whole array would,
 every value is bit-identical to the single-threaded result; reductions across the
 split axis are never split; products are split in row blocks only on BLAS kernels where
 the blocks keep the whole product's bits, at the kernel's grain of rows
-(:func:`row_grain`). Products left
-to NumPy's BLAS keep its threads only where those give its one-thread bits
-(:func:`same_bits_k`). MKL's products (``ember[mkl]``)
+(:func:`row_grain`). Products left to NumPy's BLAS keep its threads only where those
+give its one-thread bits (:func:`same_bits_k`). MKL's products (``ember[mkl]``)
 are MKL's, which, as in PyTorch, may change in the last bits with the thread count.
 
 The thread count starts from ``OMP_NUM_THREADS`` (as PyTorch's does), else
@@ -422,7 +421,7 @@ def blas_back(saved):
 # between ember's products that thread spins on the second core, where ember's pool
 # worker (and, on a shared machine, every other process) then gets only part of it.
 # So at more than one thread ember runs its large products in row blocks on the pool,
-# # with BLAS at one thread per block. Row blocks of a product give the same values as the
+# with BLAS at one thread per block. Row blocks of a product give the same values as the
 # whole product when every block stays on BLAS's large-matrix kernels and starts where
 # one of the whole product's tiles of rows does (row_grain), so results do not change
 # with the thread count.

@@ -36,7 +36,7 @@ class _BatchNorm(Normalize):
         # a float16/bfloat16 input (with parameters of its dtype or float32): computed
         # in float32, the result rounded to the input's dtype, as PyTorch's CPU kernel
         # does (its "opmath" type)
-        self.mixed = low = x.dtype if reduced_float(x.dtype) else None
+        self.low_dtype = low = x.dtype if reduced_float(x.dtype) else None
         if low is not None:
             x = x.astype(np.float32)
             w, b = (None if t is None else t.astype(np.float32) for t in (w, b))
@@ -46,7 +46,7 @@ class _BatchNorm(Normalize):
 
     def _saved_xw(self):
         x, w = self._saved_with_stats()
-        if self.mixed is not None:
+        if self.low_dtype is not None:
             x, w = x.float(), None if w is None else w.float()
         return x, None if w is None else w.reshape(self.view)
 
@@ -64,11 +64,11 @@ class _BatchNorm(Normalize):
                       for a in (self.mean, self.invstd)]
 
     def backward(self, gy):
-        if self.mixed is not None:
+        if self.low_dtype is not None:
             gy = gy.float()  # (the input's gradient is rounded back to its dtype)
         if _grad_state.grad_enabled and not transforming():
             x, w = self.saved_tensors[:2]
-            return self._grads_op.grads(self, gy, x if self.mixed is None else x.float(), w)
+            return self._grads_op.grads(self, gy, x if self.low_dtype is None else x.float(), w)
         gx, gw, gb = Normalize.backward(self, gy)[:3]
         # the per-channel gradients summed to (1, C, 1, ...) and given the parameters' shape
         if gw is not None:
@@ -86,7 +86,7 @@ def _eval_scale_shift(weight, bias, running_mean, running_var, eps,
     """Eval-mode batch norm's per-channel ``scale`` and ``shift`` (of (C,)), from ember
     Tensors, or from arrays of one floating dtype with ``rsqrt`` as
     :func:`_rsqrt_array` (the same NumPy calls the ember ops make, without their
-    dispatch); None where there is no weight or bias."""
+    dispatch); ``weight`` and ``bias`` may be None."""
     scale = rsqrt(running_var + eps)
     if weight is not None:
         scale = scale * weight
@@ -112,7 +112,7 @@ def _batch_norm_eval(input, weight, bias, running_mean, running_var, eps):
 
 def batch_norm_eval_array(input, weight, bias, running_mean, running_var, eps):
     """:func:`_batch_norm_eval`'s result as an array, computed without ember ops on the
-    input: the same per-channel ``scale`` and ``shift`` (ember ops on C values), then
+    input: the same per-channel ``scale`` and ``shift`` (:func:`_eval_scale_shift`), then
     ``input * scale + shift`` in blocks of samples that stay in cache, each element
     rounded after the product and after the sum as there (one pass over memory where
     the two ops make two and a full-size temporary). None where the composite must run
@@ -239,7 +239,7 @@ class _GroupNormNode(_GroupNorm):
         self.x_view = (n, num_groups, c // num_groups) + rest
         self.view = (1, num_groups, c // num_groups) + (1,) * len(rest)
         # a float16/bfloat16 input: computed in float32, rounded to its dtype (opmath)
-        self.mixed = low = x.dtype if reduced_float(x.dtype) else None
+        self.low_dtype = low = x.dtype if reduced_float(x.dtype) else None
         if low is not None:
             x = x.astype(np.float32)
             w, b = (None if t is None else t.astype(np.float32) for t in (w, b))
@@ -252,7 +252,7 @@ class _GroupNormNode(_GroupNorm):
 
     def _saved_xw(self):
         x, w = self._saved_with_stats()
-        if self.mixed is not None:
+        if self.low_dtype is not None:
             x, w = x.float(), None if w is None else w.float()
         return x.reshape(self.x_view), None if w is None else w.reshape(self.view)
 
@@ -265,7 +265,7 @@ class _GroupNormNode(_GroupNorm):
                 for a in (self.mean, self.invstd)]
 
     def backward(self, gy):
-        if self.mixed is not None:
+        if self.low_dtype is not None:
             gy = gy.float()  # (the gradients are rounded back to their inputs' dtypes)
         gx, gw, gb = Normalize.backward(self, gy.reshape(self.x_view))[:3]
         if gx is not None:
