@@ -420,3 +420,22 @@ def test_orderings_refuse_complex_and_bool_as_torch(name):
             except (RuntimeError, NotImplementedError) as e:
                 outcomes.append(f"{type(e).__name__}: {e}")
         assert outcomes[0] == outcomes[1], dt
+
+
+@pytest.mark.parametrize("name", ["erf", "erfc", "erfinv", "lgamma", "digamma"])
+def test_real_line_functions_refuse_complex_as_torch(name):
+    def run(m, dt):
+        x = m.tensor([0.3 + 0.1j, -0.5]).to(getattr(m, dt))
+        try:
+            return str(getattr(m, name)(x).dtype).split(".")[-1]
+        except NotImplementedError as e:
+            return str(e)
+
+    for dt in ("complex64", "complex128", "float32", "float64", "float16", "bfloat16"):
+        if not dt.startswith("complex"):
+            x_e = ember.tensor([0.3, -0.5]).to(getattr(ember, dt))
+            x_t = torch.tensor([0.3, -0.5]).to(getattr(torch, dt))
+            e, t = getattr(ember, name)(x_e), getattr(torch, name)(x_t)
+            assert str(e.dtype).split(".")[-1] == str(t.dtype).split(".")[-1] == dt
+            continue
+        assert run(ember, dt) == run(torch, dt)

@@ -84,10 +84,10 @@ def _digamma_grad(gy, x, y):
 
 
 lgamma = _unary("Lgamma", _cast(_gk.lgamma), lambda gy, x, y: gy * digamma(x),
-                doc="``log |Gamma(input)|``.", torchscript="lgamma")
+                doc="``log |Gamma(input)|``.", torchscript="lgamma", real="lgamma_vml_cpu")
 digamma = _unary("Digamma", _cast(_gk.digamma), _digamma_grad,
                  doc="The logarithmic derivative of the gamma function, ``psi``.",
-                 torchscript="digamma")
+                 torchscript="digamma", real="digamma")
 lgamma, digamma = with_out_unary(lgamma), with_out_unary(digamma)  # torch's out=
 
 

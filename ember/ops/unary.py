@@ -20,6 +20,7 @@ from ember.ops._util import (
     promote_arrays,
     reduced_float,
     to_float,
+    type_name,
     with_out,
     with_out_unary,
 )
@@ -71,7 +72,8 @@ class _Unary(Primitive):
     batch = _batch.elementwise
 
 
-def _unary(name, fn, grad, save="x", floating=True, doc="", array_grad=None, **rules):
+def _unary(name, fn, grad, save="x", floating=True, doc="", array_grad=None, real=None,
+           **rules):
     """Declare a one-input primitive from its forward array function and gradient.
 
     ``grad(gy, x, y)`` returns the input gradient in Tensor ops; ``save`` says whether
@@ -79,12 +81,21 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", array_grad=None, **r
     ``array_grad(g, a)``, where given, is the same formula on the arrays of ``gy`` and
     of the one saved tensor (``x`` or ``y``), calling the forwards the Tensor ops call,
     in the same order: used when that is all they would do (``_grad_arrays``).
-    ``rules`` are more class attributes (``onnx=``, ``torchscript=``, ``complex32_math=``:
-    see ``Primitive``).
+    ``real``: the name of PyTorch's kernel that refuses complex inputs (a function of
+    the real line only), raised as its ``NotImplementedError``. ``rules`` are more class
+    attributes (``onnx=``, ``torchscript=``, ``complex32_math=``: see ``Primitive``).
     """
     attrs = {"save_inputs": (0,) if "x" in save else (), "save_output": "y" in save,
              "onnx": None, "torchscript": None, **rules}
     split = isinstance(fn, np.ufunc)  # a NumPy ufunc: computes each element alone
+    if real is not None:
+        body = fn
+
+        def fn(x):
+            if x.dtype.kind == "c":
+                raise NotImplementedError(f'"{real}" not implemented for '
+                                          f"'{type_name(x.dtype)}'")
+            return body(x)
     if floating:
         def forward(self, x):
             if x.dtype.kind not in "fcV":  # ``to_float``, inlined on this hot path
@@ -288,9 +299,9 @@ atanh = _unary("Atanh", np.arctanh, lambda gy, x, y: gy / (1 - x * x),
 # the gradients' factors in PyTorch's order (each product rounds: another order gives
 # other last bits in float32 and float16)
 erf = _unary("Erf", _erf_np, lambda gy, x, y: (2 / _SQRT_PI) * (-x * x).exp() * gy,
-             doc="The error function.", onnx="Erf", torchscript="erf")
+             doc="The error function.", onnx="Erf", torchscript="erf", real="erf_vml_cpu")
 erfc = _unary("Erfc", _erfc_np, lambda gy, x, y: (-2 / _SQRT_PI) * (-x * x).exp() * gy,
-              torchscript="erfc")
+              torchscript="erfc", real="erfc_vml_cpu")
 reciprocal = _unary("Reciprocal", lambda x: 1 / x, lambda gy, x, y: -gy * cj(y * y), save="y",
                     doc="``1 / input``.", onnx="Reciprocal", torchscript="reciprocal")
 deg2rad = _unary("Deg2rad", np.deg2rad, lambda gy, x, y: gy * (math.pi / 180), save="",
@@ -401,7 +412,7 @@ def _erfinv_np(x):
 
 erfinv = _unary("Erfinv", _erfinv_np,
                 lambda gy, x, y: (_SQRT_PI / 2) * (y * y).exp() * gy, save="xy",
-                torchscript="erfinv")
+                torchscript="erfinv", real="erfinv_vml_cpu")
 
 
 class PiecewiseGrad(Primitive):
