@@ -439,3 +439,29 @@ def test_real_line_functions_refuse_complex_as_torch(name):
             assert str(e.dtype).split(".")[-1] == str(t.dtype).split(".")[-1] == dt
             continue
         assert run(ember, dt) == run(torch, dt)
+
+
+_ACTIVATIONS = {
+    "relu": lambda m, x: m.relu(x),
+    "relu_": lambda m, x: x.clone().relu_(),
+    "leaky_relu": lambda m, x: m.nn.functional.leaky_relu(x),
+    "hardtanh": lambda m, x: m.nn.functional.hardtanh(x),
+    "relu6": lambda m, x: m.nn.functional.relu6(x),
+    "gelu": lambda m, x: m.nn.functional.gelu(x),
+    "round": lambda m, x: x.round(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ACTIVATIONS))
+def test_activations_refuse_dtypes_as_torch(name):
+    # complex relu/leaky_relu/round/hardtanh and bool/integer gelu, bool hardtanh were
+    # computed where PyTorch refuses
+    for dt in ("complex64", "bool", "uint8", "int64", "float32", "bfloat16"):
+        outcomes = []
+        for m in (ember, torch):
+            x = m.tensor([1.5, -3.0, 0.5]).to(getattr(m, dt))
+            try:
+                outcomes.append(str(_ACTIVATIONS[name](m, x).dtype).split(".")[-1])
+            except (RuntimeError, NotImplementedError) as e:
+                outcomes.append(f"{type(e).__name__}: {e}")
+        assert outcomes[0] == outcomes[1], dt

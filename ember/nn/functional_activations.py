@@ -95,6 +95,12 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """Clamp to ``[min_val, max_val]`` (gradient 1 strictly inside the interval)."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
+    if input.dtype == ember.bool:
+        raise RuntimeError("Bool inputs not supported for hardtanh")
+    if input.dtype.is_complex:
+        raise NotImplementedError("clamp is not supported for complex types")
+    if input.dtype == ember.uint8 and (min_val < 0 or max_val < 0):
+        raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
     return _maybe_inplace(input, inplace, lambda x: _hardtanh(x, min_val, max_val))
 
 
@@ -206,6 +212,9 @@ def gelu(input, approximate="none"):
     """``x * Phi(x)`` (``approximate='tanh'``: PyTorch's tanh approximation)."""
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"GeluKernelImpl\" not implemented for "
+                                  f"'{scalar_type_name(input.dtype)}'")
     if approximate == "none" and not records_graph(input):
         y = gelu_fused(input)
         if y is not None:

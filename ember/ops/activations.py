@@ -126,7 +126,9 @@ class Relu(Primitive):
 
     def forward(self, x):
         if x.dtype == np.bool_:
-            raise RuntimeError('"relu" not implemented for bool tensors')
+            raise RuntimeError("Boolean inputs not supported for relu")
+        if x.dtype.kind == "c":  # (PyTorch's relu is a clamp, which has no complex order)
+            raise NotImplementedError("clamp is not supported for complex types")
         return _relu_array(x)
 
     def backward(self, gy):
@@ -314,6 +316,8 @@ class LeakyRelu(Primitive):
     save_inputs = (0,)
 
     def forward(self, x, negative_slope):
+        if x.dtype.kind in "cbiu":  # (PyTorch's kernel: floating types only)
+            raise not_implemented_for("leaky_relu_cpu", x.dtype)
         self.negative_slope = negative_slope
         # half precision: the product in float32, rounded once (PyTorch's CPU kernel)
         w = x.astype(np.float32) if reduced_float(x.dtype) else x

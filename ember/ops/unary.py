@@ -488,7 +488,7 @@ absolute = abs
 
 class Round(Primitive):
     def forward(self, x, decimals):
-        if x.dtype == np.bool_ or (decimals and x.dtype.kind != "f"):
+        if x.dtype == np.bool_ or x.dtype.kind == "c" or (decimals and x.dtype.kind != "f"):
             raise not_implemented_for("round_cpu" if decimals else "round_vml_cpu", x.dtype)
         return np.round(x, decimals)
 
@@ -644,7 +644,7 @@ clip = clamp
 
 def _check_clampable(input, *bounds):
     if input.is_complex():
-        raise RuntimeError("clamp is not supported for complex types")
+        raise NotImplementedError("clamp is not supported for complex types")
     if input.dtype.name == "bool" and not any(isinstance(b, Tensor) for b in bounds):
         raise RuntimeError('"clamp_scalar_cpu" not implemented for \'Bool\'')
     for b in bounds:
