@@ -11,7 +11,6 @@ and the load average before and after. One thread each.
 import argparse
 import os
 import sys
-import time
 
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
@@ -20,7 +19,7 @@ import numpy as np  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from nn_ops_ab import _load, _use  # noqa: E402
+from nn_ops_ab import _load, _use, alternated_ms  # noqa: E402
 
 
 def _layer(m, name, x, w, b):
@@ -102,16 +101,7 @@ def main():
         for _, m, mods in libs:
             _use(mods)
             steps.append(make(m, name))
-        times = [[] for _ in libs]
-        for r in range(args.rounds + 1):
-            for (_, _, mods), step, t in zip(libs, steps, times):
-                _use(mods)
-                c = time.process_time()
-                for _ in range(5):
-                    step()
-                if r:  # the first round warms up
-                    t.append((time.process_time() - c) / 5 * 1e3)
-        b, a, t = (float(np.median(v)) for v in times)
+        b, a, t = alternated_ms(libs, steps, args.rounds, 5)
         print(f"{name:<14}{b:8.3f}{a:8.3f}{t:8.3f}{b / t:9.2f}{a / t:9.2f}{a / b:9.3f}")
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 

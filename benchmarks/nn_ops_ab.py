@@ -52,6 +52,24 @@ def _load(path):
     return m, _ember_modules()
 
 
+def alternated_ms(libs, steps, rounds, calls):
+    """Median CPU milliseconds per call of each of ``steps`` (one per ``(name, module,
+    modules)`` of ``libs``), over ``rounds`` rounds that alternate them: each round puts
+    its tree's modules back (``_use``), makes one untimed call (the first after the swap
+    pays for it), then times ``calls`` calls. One warm-up round is not counted."""
+    times = [[] for _ in libs]
+    for r in range(rounds + 1):
+        for (_, _, mods), step, t in zip(libs, steps, times):
+            _use(mods)
+            step()
+            c = time.process_time()
+            for _ in range(calls):
+                step()
+            if r:
+                t.append((time.process_time() - c) / calls * 1e3)
+    return [float(np.median(t)) for t in times]
+
+
 def main():
     sys.path.insert(0, HERE)
     import nn_ops
@@ -79,17 +97,7 @@ def main():
         for _, m, mods in libs:
             _use(mods)
             steps.append(nn_ops.make(m, name, args.forward_only))
-        times = [[] for _ in libs]
-        for r in range(args.rounds + 1):
-            for (_, _, mods), step, t in zip(libs, steps, times):
-                _use(mods)
-                step()  # (the first call after the swap pays for it)
-                c = time.process_time()
-                for _ in range(args.calls):
-                    step()
-                if r:  # the first round warms up
-                    t.append((time.process_time() - c) / args.calls * 1e3)
-        b, a, t = (float(np.median(x)) for x in times)
+        b, a, t = alternated_ms(libs, steps, args.rounds, args.calls)
         print(f"{name:<12}{b:8.2f}{a:8.2f}{t:8.2f}{b / t:9.2f}{a / t:9.2f}{a / b:9.2f}",
               flush=True)
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")

@@ -96,10 +96,10 @@ class Adam(Optimizer):
         """Update one parameter in place, on arrays (MLX's ``apply_single``): ``gradient``
         after ``maximize`` and weight decay (as ``_grads`` yields it, with the step
         counter already advanced), ``parameter`` the parameter's array, ``state`` its
-        state dict, ``group`` its param group. ``step`` runs it for each parameter, and
-        so does a compiled training step, which asks for the one-pass loop
-        (``_one_pass``): the same values in one pass over memory, where it covers the
-        case (no amsgrad)."""
+        state dict, ``group`` its param group. ``step`` runs it for each parameter (so
+        does a compiled training step); where numba is importable it runs the one-pass
+        loop (``_one_pass.wanted``): the same values in one pass over memory, where it
+        covers the case (no amsgrad)."""
         lr = _value(group["lr"])
         beta1, beta2 = group["betas"]
         beta1, beta2 = _value(beta1), _value(beta2)

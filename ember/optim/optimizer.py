@@ -464,8 +464,10 @@ class Optimizer:
         """Update the parameters of one param group in place (each optimizer's own)."""
         raise NotImplementedError
 
-    # set while a compiled training step runs ``step``: an ``apply_single`` may then
-    # run its one-pass loop (:mod:`ember.optim._one_pass`; the same values)
+    # an instance's True (a compiled training step sets it while it runs ``step``) or
+    # False (kept NumPy update) overrides the default of ``_one_pass.wanted``: the
+    # one-pass loops wherever numba is importable (:mod:`ember.optim._one_pass`; the
+    # same values)
     _one_pass = False
 
     def _init_state(self, p, state, group):

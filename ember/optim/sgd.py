@@ -77,9 +77,10 @@ class SGD(Optimizer):
         """Update one parameter in place, on arrays (MLX's ``apply_single``): ``gradient``
         after ``maximize`` and weight decay (as ``_grads`` yields it), ``parameter`` the
         parameter's array, ``state`` its state dict (None without momentum), ``group``
-        its param group. ``step`` runs it for each parameter, and so does a compiled
-        training step, which asks for the one-pass loop (``_one_pass``): the same values
-        in one pass over memory, where it covers the case."""
+        its param group. ``step`` runs it for each parameter (so does a compiled training
+        step); where numba is importable it runs the one-pass loop
+        (``_one_pass.wanted``): the same values in one pass over memory, where it covers
+        the case."""
         lr = _value(group["lr"])
         momentum, dampening, nesterov = group["momentum"], group["dampening"], group["nesterov"]
         g = gradient
