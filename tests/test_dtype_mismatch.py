@@ -160,6 +160,11 @@ def F(m):
 # gave float32; bfloat16 interpolation and adaptive pooling were refused; mvlgamma of
 # bfloat16 is still refused with a clear error, not listed here)
 _LOW_CASES = {
+    # antialiased interpolation takes float32/float64 only (bfloat16 fell through to the
+    # plain interpolation, other values silently)
+    "interp_antialias": lambda m, x: F(m).interpolate(
+        x.unsqueeze(0), size=(3, 3), mode="bilinear", antialias=True
+    ),
     "relu": lambda m, x: F(m).relu(x),
     "gelu": lambda m, x: F(m).gelu(x),
     "gelu_tanh": lambda m, x: F(m).gelu(x, approximate="tanh"),
@@ -465,3 +470,21 @@ def test_activations_refuse_dtypes_as_torch(name):
             except (RuntimeError, NotImplementedError) as e:
                 outcomes.append(f"{type(e).__name__}: {e}")
         assert outcomes[0] == outcomes[1], dt
+
+
+@pytest.mark.parametrize("low", ["bfloat16", "float16"])
+def test_reduced_precision_max_pooling_with_padding_and_nan(low):
+    # bfloat16 max pooling with padding failed (its lowest value taken as an integer
+    # type's), and its NaN windows skipped PyTorch's last-NaN index rule
+    import numpy as np
+
+    x = np.array([[[-3.0, -2.0, np.nan, -5.0, 1.0, np.nan, 2.0, 0.0, 4.0]]], np.float32)
+    outs = []
+    for m in (ember, torch):
+        t = m.tensor(x).to(getattr(m, low))
+        a = m.nn.functional.max_pool1d(t, 2, padding=1, return_indices=True)
+        b = m.nn.functional.adaptive_max_pool1d(t, 4, return_indices=True)
+        c = m.nn.functional.max_pool2d(t.unsqueeze(0), (1, 3), stride=2, padding=(0, 1),
+                                       return_indices=True)
+        outs.append([np.nan_to_num(v.float().numpy(), nan=7.0).tolist() for v in a + b + c])
+    assert outs[0] == outs[1]

@@ -14,7 +14,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import scalar_type_name
+from ember.ops._util import reduced_float, scalar_type_name
 from ember.ops.pooling import ScatterFlat, _as_2d
 
 # the names torch also has at top level, with the same signature
@@ -223,7 +223,7 @@ class AdaptiveMaxPool(Primitive):
         lead = vals.shape[:vals.ndim - nd]
         vals = vals.reshape(lead + (int(np.prod(vals.shape[vals.ndim - nd:])),))  # lead may hold 0
         arg = vals.argmax(-1)
-        if x.dtype.kind == "f":
+        if x.dtype.kind == "f" or reduced_float(x.dtype):  # (bfloat16: NumPy's kind "V")
             nan = xm.isnan(vals)
             if nan.any():  # PyTorch keeps the last NaN of a window
                 last = nan.shape[-1] - 1 - nan[..., ::-1].argmax(-1)

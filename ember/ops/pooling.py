@@ -23,7 +23,7 @@ from ember.backend import array_module
 from ember.backend import fast_kernels as _fast_kernels
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
-from ember.ops._util import with_out
+from ember.ops._util import reduced_float, with_out
 from ember.ops.conv import Geom, ntuple
 from ember.ops.unary import _ZerosLikeOf
 
@@ -60,7 +60,7 @@ def _disjoint(g):
 
 
 def _lowest(dtype):
-    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+    return -np.inf if dtype.kind == "f" or reduced_float(dtype) else np.iinfo(dtype).min
 
 
 def _pair(g):
@@ -151,7 +151,7 @@ class MaxPool(Primitive):
                     xm.maximum(a, t, out=a)
                     xm.maximum(b, xs, out=b)
             parallel_rows(block, x.shape[0], best.size * 4 * len(pos), xm)
-        if x.dtype.kind == "f":
+        if x.dtype.kind == "f" or reduced_float(x.dtype):  # (bfloat16: NumPy's kind "V")
             nan = xm.isnan(best)
             if nan.any():
                 for k, osl, isl in pos:  # PyTorch keeps the last NaN of a window

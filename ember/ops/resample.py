@@ -348,6 +348,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode in ("bilinear", "bicubic", "lanczos") and dtype == np.uint8:
         from ember.ops.resample_aa import interpolate_uint8
         return interpolate_uint8(input, out, scales, mode, align_corners, antialias)
+    if antialias and reduced_float(input._data.dtype):
+        # PyTorch's antialiased kernels take float32/float64 only (bfloat16 fell
+        # through to the plain interpolation here: other values, silently)
+        raise NotImplementedError('"compute_index_ranges_weights" not implemented for '
+                                  f"'{scalar_type_name(input.dtype)}'")
     if antialias and dtype.kind == "f":
         from ember.ops.resample_aa import interpolate_aa
         return interpolate_aa(input, out, scales, mode, align_corners)
