@@ -470,3 +470,14 @@ def refuse_kinds(input, kinds, message, error=RuntimeError):
     dt = getattr(getattr(input, "_data", None), "dtype", None)
     if dt is not None and dt.kind in kinds:
         raise error(message.format(type=type_name(dt)))
+
+
+def refuse_dtype(op, *arrays):
+    """Raise PyTorch's ``"<kernel>" not implemented for '<Type>'`` when an array's dtype
+    is of one of the NumPy kinds the op's kernel has no loop for: the op's record names
+    both, ``kernel`` (PyTorch's kernel) and ``refuses`` ("b" bool, "iu" integers, "c"
+    complex). Called on the arrays the kernel computes in (after promotion)."""
+    for a in arrays:
+        dt = getattr(a, "dtype", None)
+        if dt is not None and dt.kind in op.refuses:
+            raise not_implemented_for(op.kernel, dt)

@@ -7,7 +7,7 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
-from ember.ops._util import not_implemented_for, promote_arrays, with_out
+from ember.ops._util import not_implemented_for, promote_arrays, refuse_dtype, with_out
 from ember.ops.arithmetic import _float_result
 from ember.ops.comparison import maximum
 from ember.ops.composite_node import one_node
@@ -17,9 +17,11 @@ from ember.ops.ternary import where
 class Atan2(Primitive):
     broadcasts = True
     save_inputs = (0, 1)
+    kernel, refuses = "atan2_cpu", "c"  # (complex numbers have no quadrant to choose)
 
     def forward(self, a, b):
         a, b = _float_result(a, b)
+        refuse_dtype(self, a, b)
         return np.arctan2(a, b)
 
     def backward(self, gy):
@@ -38,8 +40,10 @@ class Copysign(Primitive):
     broadcasts = True
     save_inputs = (0,)
     save_output = True
+    kernel, refuses = "copysign_cpu", "c"
 
     def forward(self, a, b):
+        refuse_dtype(self, a, b)
         b = b if hasattr(b, "dtype") else np.asarray(b, a.dtype)
         return np.copysign(a, b).astype(a.dtype, copy=False)
 
@@ -58,8 +62,10 @@ class Copysign(Primitive):
 class Nextafter(Primitive):
     """The next float after ``a`` towards ``b`` (``b`` in ``a``'s dtype)."""
     broadcasts = True
+    kernel, refuses = "nextafter_cpu", "biuc"  # floating types only
 
     def forward(self, a, b):
+        refuse_dtype(self, *promote_arrays(a, b))
         b = b.astype(a.dtype, copy=False) if hasattr(b, "astype") else b
         return np.nextafter(a, b)
 
@@ -77,9 +83,11 @@ class Hypot(Primitive):
     broadcasts = True
     save_inputs = (0, 1)
     save_output = True
+    kernel, refuses = "hypot_cpu", "biuc"  # floating types only: no promotion of integers
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
+        refuse_dtype(self, a, b)
         return np.hypot(a, b)
 
     def backward(self, gy):
@@ -94,9 +102,11 @@ class Hypot(Primitive):
 class Xlogy(Primitive):
     broadcasts = True
     save_inputs = (0, 1)
+    kernel, refuses = "xlogy_cpu", "c"
 
     def forward(self, a, b):
         a, b = _float_result(a, b)
+        refuse_dtype(self, a, b)
         # a Python number takes the tensor's dtype (np.log(1) alone would be float64)
         if not hasattr(b, "dtype"):
             b = np.asarray(b, a.dtype)
@@ -144,7 +154,7 @@ def copysign(input, other, *, out=None):
     """``|input|`` with the sign of ``other`` (a floating result, as PyTorch)."""
     from ember.backend import dtypes
     dt = dtypes.result_type(input, other)
-    if not dt.is_floating_point:
+    if not dt.is_floating_point and not dt.is_complex:  # (complex: refused by the kernel)
         dt = dtypes.get_default_dtype()
     return Copysign.apply(input.to(dt), other)
 

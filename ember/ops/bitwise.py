@@ -6,27 +6,29 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch
-from ember.ops._util import not_implemented_for, promote_arrays, with_out
+from ember.ops._util import promote_arrays, refuse_dtype, with_out
 from ember.ops._variants import Variants
 from ember.ops._variants import bind as bind_variants
-from ember.ops.elementwise import _checked, _kind
+from ember.ops.elementwise import _checked
+
+# PyTorch's bitwise kernels: loops for the integer types and bool only ("V": bfloat16,
+# complex32); the dtype checked is the one they compute in, after promotion
+_NOT_INTEGRAL = "fcV"
 
 
 class _Bitwise(Primitive):
     batch = _batch.elementwise
+    refuses = _NOT_INTEGRAL
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
-        if getattr(a, "dtype", np.dtype("i")).kind == "f" or \
-                getattr(b, "dtype", np.dtype("i")).kind == "f" or isinstance(a, float) or \
-                isinstance(b, float):
-            raise NotImplementedError(f'"{self.name_}" not implemented for floating point '
-                                      'tensors')
+        refuse_dtype(self, a, b)
         return self.fn(a, b)
 
 
 def _bitwise(name, fn):
-    cls = type(name, (_Bitwise,), {"fn": staticmethod(fn), "name_": name, "torchscript": name})
+    cls = type(name, (_Bitwise,), {"fn": staticmethod(fn), "kernel": f"{name}_cpu",
+                                   "torchscript": name})
 
     @with_out
     def op(input, other, *, out=None):
@@ -45,22 +47,20 @@ bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor)
 class BitwiseNot(Primitive):
     batch = _batch.elementwise
     torchscript = "bitwise_not"
+    kernel, refuses = "bitwise_not_cpu", _NOT_INTEGRAL
 
     def forward(self, x):
-        if x.dtype.kind == "f":
-            raise not_implemented_for("bitwise_not_cpu", x.dtype)
+        refuse_dtype(self, x)
         return np.invert(x)
 
 
 class _Shift(Primitive):
     batch = _batch.elementwise
+    refuses = "b" + _NOT_INTEGRAL  # (a bool shifted by a Python int promotes to int64)
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
-        if _kind(a) == "f" or _kind(b) == "f":
-            raise not_implemented_for(self.kernel, a.dtype if hasattr(a, "dtype") else b.dtype)
-        if _kind(a) == "b":
-            a = a.astype(np.int64) if hasattr(a, "astype") else int(a)
+        refuse_dtype(self, a, b)
         return self.fn(a, b)
 
 
@@ -95,7 +95,7 @@ def bitwise_not(input, *, out=None):
 
 
 def _invert(self):
-    if self._data.dtype.kind == "f":
+    if self._data.dtype.kind in _NOT_INTEGRAL:
         raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
                         "tensors")
     return bitwise_not(self)

@@ -6,19 +6,21 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
-from ember.ops._util import opmath_number, promote_arrays, with_out
+from ember.ops._util import opmath_number, promote_arrays, refuse_dtype, with_out
 from ember.ops.arithmetic import _check_divisor, _reduced_scalar
 
 
 class FloorDivide(Primitive):
     broadcasts = True
     _node_name = "DivBackward1"
+    kernel, refuses = "div_floor_cpu", "c"  # (complex numbers have no floor)
 
     def forward(self, a, b):
         z = _reduced_scalar(a, b)
         if z is not None:
             return opmath_number(np.floor_divide, a, z)
         a, b = promote_arrays(a, b)
+        refuse_dtype(self, a, b)
         _check_divisor("div_floor_cpu", a, b)
         return np.floor_divide(a, b)
 
@@ -37,12 +39,14 @@ def _trunc_divide(a, b):
 class TruncDivide(Primitive):
     broadcasts = True
     _node_name = "DivBackward2"
+    kernel, refuses = "div_trunc_cpu", "c"
 
     def forward(self, a, b):
         z = _reduced_scalar(a, b)
         if z is not None:
             return opmath_number(_trunc_divide, a, z)
         a, b = promote_arrays(a, b)
+        refuse_dtype(self, a, b)
         _check_divisor("div_trunc_cpu", a, b)
         if a.dtype.kind == "f" if hasattr(a, "dtype") else isinstance(a, float):
             return np.trunc(a / b)
@@ -61,9 +65,11 @@ class Remainder(Primitive):
     broadcasts = True
     _node_name = "RemainderBackward1"  # PyTorch's Tensor overload; a number: RemainderScalar
     save_inputs = (0, 1)
+    kernel, refuses = "remainder_cpu", "c"
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
+        refuse_dtype(self, a, b)
         _check_divisor("remainder_cpu", a, b)
         r = np.remainder(a, b)
         if type(r) is np.ndarray and r.dtype.kind == "f" and r.size:
@@ -89,9 +95,11 @@ class Fmod(Primitive):
     broadcasts = True
     _node_name = "FmodBackward1"  # PyTorch's Tensor overload; a number: FmodScalar
     save_inputs = (0, 1)
+    kernel, refuses = "fmod_cpu", "c"
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
+        refuse_dtype(self, a, b)
         _check_divisor("fmod_cpu", a, b)
         return np.fmod(a, b)
 

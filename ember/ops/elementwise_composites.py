@@ -4,8 +4,9 @@ import numpy as np
 
 from ember._factory import ones, zeros
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
-from ember.backend.dtypes import get_default_dtype
-from ember.ops._util import with_out
+from ember.backend.dtypes import bool as ember_bool
+from ember.backend.dtypes import get_default_dtype, result_type
+from ember.ops._util import scalar_type_name, with_out
 from ember.ops.elementwise import where
 from ember.ops.power import pow as _pow
 
@@ -24,6 +25,8 @@ def _arr(t):
 @with_out
 def heaviside(input, values):
     """0 where ``input < 0``, 1 where ``input > 0``, ``values`` where it is 0."""
+    if input.is_complex():
+        raise RuntimeError("heaviside is not yet implemented for complex tensors.")
     if input.dtype != values.dtype:
         raise RuntimeError("heaviside is not yet implemented for tensors with different "
                            "dtypes")
@@ -32,12 +35,20 @@ def heaviside(input, values):
     return where(input == 0, values, where(input > 0, one, zero))
 
 
+def _integers_only(kernel, input, other):
+    # PyTorch's kernel has loops for the integer types only (NumPy's would take bool)
+    dt = result_type(input, other)
+    if dt.is_floating_point or dt.is_complex or dt == ember_bool:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{scalar_type_name(dt)}'")
+
+
 @with_out
 def gcd(input, other):
     """Greatest common divisor, elementwise (integers)."""
     if _mode_active[0] and (m := _mode_recorder()) is not None:
         # a whole call in a capture: NumPy computes it on the arrays, not through ops
         return m.composite("gcd", gcd, (input, other), {})
+    _integers_only("gcd_cpu", input, other)
     return _make(np.gcd(_arr(input), _arr(other)))
 
 
@@ -46,6 +57,7 @@ def lcm(input, other):
     """Least common multiple, elementwise (integers)."""
     if _mode_active[0] and (m := _mode_recorder()) is not None:
         return m.composite("lcm", lcm, (input, other), {})
+    _integers_only("lcm_cpu", input, other)
     return _make(np.lcm(_arr(input), _arr(other)))
 
 

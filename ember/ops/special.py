@@ -19,7 +19,14 @@ from ember.ops import _batch, _jvp
 from ember.ops import _bessel_kernels as _bk
 from ember.ops import _gamma_kernels as _gk
 from ember.ops._inplace import inplace_method
-from ember.ops._util import promote_arrays, to_float, with_out, with_out_unary, write_out
+from ember.ops._util import (
+    promote_arrays,
+    refuse_dtype,
+    to_float,
+    with_out,
+    with_out_unary,
+    write_out,
+)
 from ember.ops._variants import Variants
 from ember.ops._variants import bind as bind_variants
 from ember.ops.unary import _unary
@@ -140,8 +147,10 @@ class _IgammaBase(Primitive):
     broadcasts = True
     save_inputs = (0, 1)
     upper = False
+    refuses = "biuc"  # floating types only: no promotion of integers
 
     def forward(self, a, x):
+        refuse_dtype(self, *promote_arrays(a, x))
         a, x = _float_pair(a, x)
         return _binary(_gk.igamma, a, x, upper=self.upper)
 
@@ -158,12 +167,13 @@ class _IgammaBase(Primitive):
 
 
 class Igamma(_IgammaBase):
-    pass
+    kernel = "igamma_cpu"
     torchscript = "igamma"
 
 
 class Igammac(_IgammaBase):
     upper = True
+    kernel = "igammac_cpu"
     torchscript = "igammac"
 
 
@@ -246,9 +256,11 @@ special_entr = _unary("Entr", _entr_np, lambda gy, x, y: gy * -(x.log() + 1),
 class Xlog1py(Primitive):
     broadcasts = True
     save_inputs = (0, 1)
+    kernel, refuses = "xlog1py_cpu", "c"
 
     def forward(self, a, b):
         a, b = _float_pair(a, b)
+        refuse_dtype(self, a, b)
         with np.errstate(divide="ignore", invalid="ignore"):
             out = a * np.log1p(b)
         return np.where((a == 0) & ~np.isnan(b), 0, out).astype(a.dtype, copy=False)

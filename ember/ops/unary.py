@@ -73,7 +73,7 @@ class _Unary(Primitive):
 
 
 def _unary(name, fn, grad, save="x", floating=True, doc="", array_grad=None, real=None,
-           **rules):
+           real_message=None, **rules):
     """Declare a one-input primitive from its forward array function and gradient.
 
     ``grad(gy, x, y)`` returns the input gradient in Tensor ops; ``save`` says whether
@@ -82,19 +82,21 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", array_grad=None, rea
     of the one saved tensor (``x`` or ``y``), calling the forwards the Tensor ops call,
     in the same order: used when that is all they would do (``_grad_arrays``).
     ``real``: the name of PyTorch's kernel that refuses complex inputs (a function of
-    the real line only), raised as its ``NotImplementedError``. ``rules`` are more class
+    the real line only), raised as its ``NotImplementedError``; ``real_message``: the
+    message of that error where PyTorch's op refuses complex inputs before any kernel
+    (``floor``). ``rules`` are more class
     attributes (``onnx=``, ``torchscript=``, ``complex32_math=``: see ``Primitive``).
     """
     attrs = {"save_inputs": (0,) if "x" in save else (), "save_output": "y" in save,
              "onnx": None, "torchscript": None, **rules}
     split = isinstance(fn, np.ufunc)  # a NumPy ufunc: computes each element alone
-    if real is not None:
+    if real is not None or real_message is not None:
         body = fn
+        message = real_message or f'"{real}" not implemented for ' + "'{type}'"
 
         def fn(x):
             if x.dtype.kind == "c":
-                raise NotImplementedError(f'"{real}" not implemented for '
-                                          f"'{type_name(x.dtype)}'")
+                raise NotImplementedError(message.format(type=type_name(x.dtype)))
             return body(x)
     if floating:
         def forward(self, x):
@@ -309,11 +311,14 @@ deg2rad = _unary("Deg2rad", np.deg2rad, lambda gy, x, y: gy * (math.pi / 180), s
 rad2deg = _unary("Rad2deg", np.rad2deg, lambda gy, x, y: gy * (180 / math.pi), save="",
                  torchscript="rad2deg", _node_name="Rad2DegBackward0")
 floor = _unary("Floor", _no_bool("floor_vml_cpu", np.floor), _zero_grad, save="", floating=False,
-               onnx="Floor", torchscript="floor")
+               onnx="Floor", torchscript="floor",
+               real_message="floor is not supported for complex inputs")
 ceil = _unary("Ceil", _no_bool("ceil_vml_cpu", np.ceil), _zero_grad, save="", floating=False,
-              onnx="Ceil", torchscript="ceil")
+              onnx="Ceil", torchscript="ceil",
+              real_message="ceil is not supported for complex inputs")
 trunc = fix = _unary("Trunc", _no_bool("trunc_vml_cpu", np.trunc), _zero_grad, save="",
-                     floating=False, torchscript="trunc")
+                     floating=False, torchscript="trunc",
+                     real_message="trunc is not supported for complex inputs")
 frac = _unary("Frac", _frac_np, lambda gy, x, y: gy, save="", floating=False, torchscript="frac")
 sgn = _unary("Sign", _sign_np, _zero_grad, save="", floating=False,
              doc="Elementwise sign; of a complex number ``z / abs(z)`` (0 at 0).",
@@ -742,8 +747,11 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
 
 class _Predicate(Primitive):
     batch = _batch.elementwise
+    complex_message = None  # PyTorch's error for a complex input, where it refuses one
 
     def forward(self, x):
+        if self.complex_message is not None and x.dtype.kind == "c":
+            raise NotImplementedError(self.complex_message)
         return self.fn(x)
 
 
@@ -764,7 +772,8 @@ isinf = _predicate("Isinf", np.isinf, onnx="IsInf", torchscript="isinf")
 isfinite = _predicate("Isfinite", np.isfinite, torchscript="isfinite", complex32_math=True)
 isposinf = with_out(_predicate("Isposinf", np.isposinf, torchscript="isposinf"))
 isneginf = with_out(_predicate("Isneginf", np.isneginf, torchscript="isneginf"))
-signbit = with_out(_predicate("Signbit", np.signbit, torchscript="signbit"))
+signbit = with_out(_predicate("Signbit", np.signbit, torchscript="signbit",
+                              complex_message="signbit is not implemented for complex tensors."))
 
 
 def positive(input):
