@@ -12,7 +12,7 @@ from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._util import reduced_float, with_out, wrap_dim, write_out
+from ember.ops._util import reduced_float, refuse_dtype, with_out, wrap_dim, write_out
 from ember.ops.composite_node import one_node
 from ember.ops.gather_scatter import ScatterAdd
 from ember.ops.reduction import _dtype_name, _eye_along, _np_dtype, return_types
@@ -247,8 +247,11 @@ class _CumExtreme(Primitive):
     n_outputs = 2
     differentiable_outputs = (0,)
     batch = _batch.dim_rule(1)
+    refuses = "c"  # (complex numbers have no order)
 
     def forward(self, x, axis):
+        if axis is not None and x.size:  # (PyTorch's kernel runs on neither 0-d nor empty)
+            refuse_dtype(self, x)
         xp = array_module(x)
         self.axis = axis
         if axis is None:
@@ -288,11 +291,13 @@ class _CumExtreme(Primitive):
 
 class _Cummax(_CumExtreme):
     _node_name = "CummaxBackward0"
+    kernel = "cummax_cpu"
     acc = np.maximum
 
 
 class _Cummin(_CumExtreme):
     _node_name = "CumminBackward0"
+    kernel = "cummin_cpu"
     acc = np.minimum
 
 

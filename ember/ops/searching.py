@@ -6,7 +6,7 @@ import numpy as np
 
 from ember._factory import tensor
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
-from ember.ops._util import not_implemented_for, with_out
+from ember.ops._util import not_implemented_for, scalar_type_name, type_name, with_out
 from ember.ops.gather_scatter import take_along_dim
 
 __all__ = ["bincount", "histc", "bucketize", "searchsorted", "isin", "unravel_index"]
@@ -28,7 +28,9 @@ def bincount(input, weights=None, minlength=0):
         # a whole call in a capture: its length is the largest value (or minlength)
         return m.composite_locals("bincount", bincount, locals())
     x = _arr(input)
-    if x.ndim != 1 or x.dtype.kind not in "iub":
+    if x.dtype.kind not in "iu":  # PyTorch's kernel: loops for the integer types only
+        raise not_implemented_for("bincount_cpu", x.dtype)
+    if x.ndim != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if x.size and x.min() < 0:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
@@ -38,7 +40,8 @@ def bincount(input, weights=None, minlength=0):
         return _make(np.bincount(x, minlength=minlength).astype(np.int64))
     w = _arr(weights)
     out = np.bincount(x, weights=w.astype(np.float64), minlength=minlength)
-    return _make(out.astype(w.dtype if w.dtype.kind == "f" else np.float64))
+    # float and double weights keep their dtype; the others (half ones too) sum in double
+    return _make(out.astype(w.dtype if w.dtype in (np.float32, np.float64) else np.float64))
 
 
 @with_out
@@ -75,11 +78,21 @@ def _search(sorted_seq, values, right):
     return out.reshape(v.shape)
 
 
+def _refuse_unordered(sorted_sequence, values):
+    # PyTorch's kernel compares in the promoted dtype: none for bool or complex numbers
+    from ember.backend.dtypes import result_type
+    dt = result_type(sorted_sequence, values)
+    if dt.is_complex or dt.name == "bool":
+        raise NotImplementedError(f"\"searchsorted_out_cpu\" not implemented for "
+                                  f"'{scalar_type_name(dt)}'")
+
+
 def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
     """Index of the bucket of ``boundaries`` (1-D, sorted) each value falls in."""
     if _mode_active[0] and out is None and (m := _mode_recorder()) is not None:
         # a whole call in a capture: the positions found are values of both inputs
         return m.composite_locals("bucketize", bucketize, locals())
+    _refuse_unordered(boundaries, input)
     scalar = not isinstance(input, Tensor)
     res = _search(boundaries, input, right)
     res = _make(np.asarray(res, dtype=np.int32 if out_int32 else np.int64))
@@ -104,6 +117,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
             raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites,"
                                " got side of left while right was True")
         right = side == "right"
+    _refuse_unordered(sorted_sequence, input)
     seq = sorted_sequence
     if sorter is not None:
         seq = take_along_dim(sorted_sequence, sorter, dim=-1)
@@ -120,6 +134,10 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
 @with_out
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
     """Whether each element of ``elements`` is in ``test_elements``."""
+    for x in (elements, test_elements):  # (PyTorch's kernels sort or compare them)
+        dt = _arr(x).dtype  # a Python number as a double-precision scalar, as PyTorch
+        if dt.kind in "bc":
+            raise RuntimeError(f"Unsupported input type encountered for isin(): {type_name(dt)}")
     e, t = _arr(elements), _arr(test_elements)
     return _make(np.isin(e, t, invert=invert))
 

@@ -271,6 +271,9 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     the result and the count of each value. NaNs are all distinct, as in PyTorch. The
     result is not differentiable."""
     _check_tensor("unique", input)
+    # (complex numbers have no order to sort them in)
+    refuse_kinds(input, "c", "\"unique\" not implemented for '{type}'" if dim is None
+                 else "\"unique_dim\" not implemented for '{type}'", NotImplementedError)
     xp = backend.array_module(input._data)
     a = input._data
     if dim is None:
@@ -292,6 +295,11 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
 def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
     """Collapse each run of equal consecutive elements (or slices along ``dim``) to one."""
     _check_tensor("unique_consecutive", input)
+    # PyTorch's kernel refuses complex inputs too (a 1-D input along its dim takes the
+    # flat kernel)
+    flat = dim is None or input.ndim == 1
+    refuse_kinds(input, "c", "\"unique\" not implemented for '{type}'" if flat
+                 else "\"unique_dim\" not implemented for '{type}'", NotImplementedError)
     xp = backend.array_module(input._data)
     a = input._data
     if dim is None:
