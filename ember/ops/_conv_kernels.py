@@ -474,6 +474,8 @@ def _dw_forward(x, w, g):
     nd = g.nd
     O = tuple(g.O)
     out = xm.empty((n, c, m) + O, dtype=x.dtype)
+    if not n:  # an empty batch: no blocks of samples to loop over
+        return out.reshape((n, c * m) + O)
     if _stride1(g):
         sp = _Span(g)
         xpf = sp.plane_of(x, g)[:, :, None]  # N, C, 1, plane

@@ -61,6 +61,7 @@ from ember.ops._conv_kernels import (  # noqa: F401
     pad_array,
     windows,
 )
+from ember.ops._util import not_implemented_for
 from ember.ops.composite_node import CompositeNode
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -308,6 +309,28 @@ def _check_common(name, x, w, b, nd):
                            f"{_dtype_name(other._data).capitalize()}")
 
 
+def _refuse_kernel_dtype(nd, transposed, x, g):
+    """PyTorch's error where the CPU kernel it picks for this geometry has no loop for the
+    input's dtype: bool never (and no integer type but int64 for the dilated and the
+    transposed kernels). An empty input runs no kernel, so nothing is refused."""
+    dt = x._data.dtype
+    if not x._data.size or dt.kind not in "biu" or (dt.kind != "b" and dt == np.int64):
+        return
+    if transposed:
+        kernel = f"slow_conv_transpose{3 if nd == 3 else 2}d_out_cpu"
+    elif any(d != 1 for d in g.d):
+        kernel = "slow_conv_dilated<>"
+    elif dt.kind != "b":
+        return  # (the plain kernels have integer loops)
+    elif nd < 3:
+        kernel = "slow_conv2d_cpu"  # (conv1d runs as a 2-D convolution)
+    else:
+        # (a pointwise 3-D convolution is one matrix product: no columns to build)
+        pointwise = g.G == 1 and all(v == 1 for v in g.K + g.s) and not any(g.lo + g.hi)
+        kernel = "slow_conv3d_cpu" if pointwise else "compute_columns3d"
+    raise not_implemented_for(kernel, dt)
+
+
 def _check_bias(w, b, nout):
     if b is not None and (b.dim() != 1 or b.shape[0] != nout):
         raise RuntimeError(f"Given weight of size {list(w.shape)}, expected bias to be "
@@ -382,6 +405,7 @@ def _conv(name, nd, input, weight, bias, stride, padding, dilation, groups):
         x = constant_pad_nd(x, pads, 0)
         S, hi = tuple(x.shape[2:]), lo
     g = Geom(S, O, K, stride, dilation, lo, hi, groups)
+    _refuse_kernel_dtype(nd, False, x, g)
     out = Conv.apply(x, weight, bias, g)
     return out if batched else out.squeeze(0)
 
@@ -427,6 +451,7 @@ def _conv_transpose(name, nd, input, weight, bias, stride, padding, output_paddi
                            f"Calculated output size per channel: ({' x '.join(map(str, S))}). "
                            f"Output size is too small")
     g = Geom(S, O, K, stride, dilation, padding, padding, groups)
+    _refuse_kernel_dtype(nd, True, y, g)
     out = ConvInput.apply(y, weight, bias, g)
     return out if batched else out.squeeze(0)
 
