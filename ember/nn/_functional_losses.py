@@ -131,6 +131,14 @@ _CPP_NAMES = {"int64": "long int", "int32": "int", "int16": "short int", "int8":
               "uint8": "unsigned char", "bool": "bool"}
 
 
+def _check_into_input(input, target):
+    """PyTorch computes these losses into a tensor of the input's type: the operands'
+    result type must cast to it (its in-place rule)."""
+    from ember.backend.dtypes import result_type_of
+    from ember.ops._inplace import _check_cast
+    _check_cast(result_type_of(input, target).np, input._data.dtype)
+
+
 def _bool_as(target, input):
     # a bool target takes part as 0/1 in the input's type, as PyTorch promotes it
     if isinstance(target, Tensor) and target.dtype is ember.bool and input.is_floating_point():
@@ -191,6 +199,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _warn_size(input, target)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    _check_into_input(input, target)
     target = _in_dtype_of(_bool_as(target, input), input)   # the output has input's type
     x, t = _broadcast(input, target)
     if weight is not None:
@@ -259,6 +268,15 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
         if shape != tuple(input.shape):
             raise RuntimeError(f"output with shape {list(input.shape)} doesn't match the "
                                f"broadcast shape {list(shape)}")
+    # PyTorch's composite: (-input).mul_(target).exp_().log1p_(), in the input's type
+    if input.dtype is ember.bool:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
+                           "you are trying to invert a mask, use the `~` or `logical_not()` "
+                           "operator instead.")
+    _check_into_input(input, target)
+    if not input.is_floating_point() and not input.is_complex():  # (its exp_)
+        from ember.ops._inplace import _check_cast
+        _check_cast(ember.get_default_dtype().np, input._data.dtype)
     target = _in_dtype_of(target, input)
     _not_differentiable("soft_margin_loss", "target", target)
     return _losses.SoftMarginLoss.apply(input, target, reduction)

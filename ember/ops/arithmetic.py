@@ -62,6 +62,23 @@ def _is_bool(x):
     return x.dtype.kind == "b" if hasattr(x, "dtype") else type(x) is bool
 
 
+def _operand_array(x):
+    return x._data if isinstance(x, Tensor) else x
+
+
+def _refuse_bool_sub(a, b):
+    """PyTorch's error for a subtraction with a bool operand (checked before promotion,
+    which would turn a bool tensor into the other's dtype); its words differ when both
+    are bool."""
+    if _is_bool(a) and _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if _is_bool(a) or _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
+                           "supported. If you are trying to invert a mask, use the `~` or "
+                           "`logical_not()` operator instead.")
+
+
 def _kind(x):
     if hasattr(x, "dtype"):
         return x.dtype.kind
@@ -246,11 +263,7 @@ class Sub(Primitive):
                 if r is not None:
                     return r
             return a - b
-        # checked before promotion, which would turn a bool tensor into the other's dtype
-        if _is_bool(a) or _is_bool(b):
-            raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
-                               "supported. If you are trying to invert a mask, use the `~` or "
-                               "`logical_not()` operator instead.")
+        _refuse_bool_sub(a, b)
         a, b = promote_arrays(a, b)
         if type(b) is float or type(b) is int:
             b = number_operand(a, b)
@@ -613,6 +626,7 @@ def sub(input, other, *, alpha=1, out=None):
     if type(alpha) is int and alpha == 1:
         result = _sub(input, other)
     else:
+        _refuse_bool_sub(_operand_array(input), _operand_array(other))
         result = SubScaled.apply(input, other, -alpha)
     return result if out is None else write_out(result, out, "sub")
 
@@ -660,6 +674,7 @@ def rsub(input, other, *, alpha=1):
     if isinstance(other, Tensor):
         if type(alpha) is int and alpha == 1:
             return Rsub.apply(other, input)
+        _refuse_bool_sub(_operand_array(input), _operand_array(other))
         return RsubScaled.apply(other, input, -alpha)
     if alpha != 1:
         return other - input * alpha

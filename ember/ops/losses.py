@@ -20,7 +20,7 @@ from ember.autograd.node import Primitive, _saved_inputs
 from ember.backend import array_module
 from ember.backend import threads as _threads
 from ember.backend.meta import is_meta
-from ember.ops._util import promote_arrays, reduced_float
+from ember.ops._util import promote_arrays, reduced_float, refuse_dtype
 from ember.ops.softmaxes import LogSoftmax
 
 __all__ = []
@@ -91,10 +91,14 @@ class _Pointwise:
     batch = _pointwise_batch
     # float16 computed op by op in float16 (PyTorch's rounding), or in float32 at once
     half_in_float = False
+    # the dtypes PyTorch's kernel (``kernel``) has no loop for, where it is one kernel
+    kernel, refuses = None, ""
 
     def forward(self, x, t, reduction, *params):
         self.reduction, self.n = reduction, x.size
         x, t = promote_arrays(x, t)   # PyTorch's result type (an int target: the input's)
+        if self.refuses:
+            refuse_dtype(self, x, t)
         half = self.half_in_float and x.dtype == np.float16
         if half:   # this kernel computes float16 in float32 and rounds once, as PyTorch's
             x, t = x.astype(np.float32), t.astype(np.float32)
@@ -133,6 +137,7 @@ def _split(x, t):
 class MseLoss(_Pointwise, Primitive):
     """``(input - target) ** 2``."""
     _node_name = "MseLossBackward0"
+    kernel, refuses = "mse_cpu", "biuc"  # floating types only
 
     def loss(self, x, t):
         if _split(x, t):
@@ -226,6 +231,7 @@ class SmoothL1Loss(_Pointwise, Primitive):
     """``0.5 d ** 2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d`` the
     difference; ``beta > 0``)."""
     _node_name = "SmoothL1LossBackward0"
+    kernel, refuses = "smooth_l1_cpu", "biuc"
 
     def loss(self, x, t, beta):
         self.beta = beta
@@ -249,6 +255,7 @@ class SmoothL1Loss(_Pointwise, Primitive):
 class HuberLoss(_Pointwise, Primitive):
     """``0.5 d ** 2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
     _node_name = "HuberLossBackward0"
+    kernel, refuses = "huber_cpu", "biuc"
     half_in_float = True
 
     def loss(self, x, t, delta):
