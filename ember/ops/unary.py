@@ -525,6 +525,10 @@ class Clamp(Primitive):
         if x.dtype.kind != "f" and not reduced_float(x.dtype) and \
                 (isinstance(lo, float) or isinstance(hi, float)):
             x = to_float(x)  # (bfloat16, NumPy kind "V", is a float already)
+        elif x.dtype == np.bool_:
+            # an integer bound promotes a bool tensor to int64, as PyTorch (both bounds
+            # bool: refused by ``_check_clampable``)
+            x = x.astype(np.int64)
         r = np.clip(x, lo, hi)
         if r.dtype != x.dtype and reduced_float(x.dtype):
             # NumPy clips bfloat16 between two Python numbers in float32; the result
@@ -647,11 +651,17 @@ def clamp(input, min=None, max=None, *, out=None):
 clip = clamp
 
 
-def _check_clampable(input, *bounds):
+def _check_clampable(input, min=None, max=None):
     if input.is_complex():
         raise NotImplementedError("clamp is not supported for complex types")
-    if input.dtype.name == "bool" and not any(isinstance(b, Tensor) for b in bounds):
-        raise RuntimeError('"clamp_scalar_cpu" not implemented for \'Bool\'')
+    bounds = (min, max)
+    if input.dtype.name == "bool" and \
+            all(b is None or isinstance(b, (bool, np.bool_)) for b in bounds):
+        # bool bounds keep a bool result, which PyTorch's kernels have no loop for (a
+        # number bound promotes it instead)
+        kernel = "clamp_scalar_cpu" if min is not None and max is not None else \
+            "clamp_min_scalar_cpu" if min is not None else "clamp_max_scalar_cpu"
+        raise not_implemented_for(kernel, np.bool_)
     for b in bounds:
         check_number_fits(b, input._data.dtype)  # float16 beyond 65504 raises, as torch
 
@@ -672,7 +682,7 @@ class ClampMaxTensor(ClampTensor):
 @with_out
 def clamp_min(input, min):
     """``clamp(input, min=min)``."""
-    _check_clampable(input, min)
+    _check_clampable(input, min=min)
     if isinstance(min, (int, float, np.number)):
         return ClampMin.apply(input, min, None)
     if isinstance(min, Tensor):
@@ -683,7 +693,7 @@ def clamp_min(input, min):
 @with_out
 def clamp_max(input, max):
     """``clamp(input, max=max)``."""
-    _check_clampable(input, max)
+    _check_clampable(input, max=max)
     if isinstance(max, (int, float, np.number)):
         return ClampMax.apply(input, None, max)
     if isinstance(max, Tensor):
