@@ -411,7 +411,11 @@ def _sum_to(g, shape):
     axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape)
                                       if n == 1 and g.shape[i + lead] != 1)
     if axes:
-        g = g.sum(axis=axes, keepdims=True)
+        if g.dtype == np.float16 or g.dtype.kind == "V":
+            # half and bfloat16 accumulate in float32 and round once (``SumToSize``)
+            g = g.sum(axis=axes, keepdims=True, dtype=np.float32).astype(g.dtype)
+        else:
+            g = g.sum(axis=axes, keepdims=True)
     return g.reshape(shape)
 
 

@@ -8,7 +8,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import _sizes
+from ember.ops._util import _sizes, reduced_float
 from ember.ops._views import ViewPrimitive
 
 
@@ -124,7 +124,13 @@ class SumToSize(Primitive):
         lead = x.ndim - len(shape)
         axes = tuple(range(lead)) + tuple(
             i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1)
-        out = x.sum(axis=axes, keepdims=True) if axes else x
+        if not axes:
+            out = x
+        elif reduced_float(x.dtype):
+            # half and bfloat16 accumulate in float32 and round once, as PyTorch's sum
+            out = x.sum(axis=axes, keepdims=True, dtype=np.float32).astype(x.dtype)
+        else:
+            out = x.sum(axis=axes, keepdims=True)
         if lead:
             out = out.reshape(shape)
         return out

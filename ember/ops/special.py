@@ -20,7 +20,9 @@ from ember.ops import _bessel_kernels as _bk
 from ember.ops import _gamma_kernels as _gk
 from ember.ops._inplace import inplace_method
 from ember.ops._util import (
+    not_implemented_for,
     promote_arrays,
+    reduced_float,
     refuse_dtype,
     to_float,
     with_out,
@@ -133,13 +135,18 @@ def mvlgamma(input, p):
         raise RuntimeError("p has to be greater than or equal to 1")
     if not isinstance(input, Tensor):
         raise TypeError(f"mvlgamma(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if input._data.dtype.kind == "b":
+        raise RuntimeError("The input tensor may not be a boolean tensor.")
     if input._data.dtype.kind in "iu":  # integers promote to the default float, as in PyTorch
         from ember.backend.dtypes import get_default_dtype
         input = input.to(get_default_dtype())
-    if input._data.dtype.kind != "f":
-        raise RuntimeError(f"mvlgamma is not implemented for {input.dtype}")
-    # shifts 0, -1/2, -1, ...; the first a +0.0, so that x = -0.0 shifts to +0.0 (as torch)
-    shifts = _make(0.0 - np.arange(p, dtype=input._data.dtype) / 2)
+    if input._data.dtype.kind != "f" and not reduced_float(input._data.dtype):
+        # (PyTorch builds its shifts with arange in the input's dtype, which has no complex loop)
+        raise not_implemented_for("arange_cpu", input._data.dtype)
+    # shifts -(p-1)/2, ..., -1/2, 0, in PyTorch's order (the sum rounds in that order),
+    # exact in every floating dtype; the last a +0.0, so that x = -0.0 shifts to +0.0
+    shifts = _make((np.arange(p, dtype=np.float64) / 2 - (p - 1) / 2 + 0.0)
+                   .astype(input._data.dtype))
     return lgamma(input.unsqueeze(-1) + shifts).sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
 
 
