@@ -474,10 +474,16 @@ def refuse_kinds(input, kinds, message, error=RuntimeError):
 
 def refuse_dtype(op, *arrays):
     """Raise PyTorch's ``"<kernel>" not implemented for '<Type>'`` when an array's dtype
-    is of one of the NumPy kinds the op's kernel has no loop for: the op's record names
-    both, ``kernel`` (PyTorch's kernel) and ``refuses`` ("b" bool, "iu" integers, "c"
-    complex). Called on the arrays the kernel computes in (after promotion)."""
+    is one the op's kernel has no loop for: the op's record names both, ``kernel``
+    (PyTorch's kernel) and ``refuses``, NumPy kinds ("b" bool, "iu" integers, "c"
+    complex) and two classes of PyTorch's: "I" the integer types but int64 (kernels with a
+    ``long`` loop alone), "h" float16 and bfloat16. Called on the arrays the kernel
+    computes in (after promotion)."""
+    refuses = op.refuses
     for a in arrays:
         dt = getattr(a, "dtype", None)
-        if dt is not None and dt.kind in op.refuses:
+        if dt is None:
+            continue
+        if dt.kind in refuses or ("I" in refuses and dt.kind in "iu" and dt != np.int64) or \
+                ("h" in refuses and (dt == np.float16 or reduced_float(dt))):
             raise not_implemented_for(op.kernel, dt)

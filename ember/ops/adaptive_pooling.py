@@ -32,18 +32,20 @@ def _adaptive_args(name, input, nd, output_size):
             raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch "
                                f"dimensions, but input has sizes {list(input.shape)} with "
                                f"dimension {i} being empty")
-    if not input.dtype.is_floating_point:
-        # (PyTorch's kernel names: 1-d runs the 2-d kernel, 3-d is the "_cpu" one)
-        kernel = name.replace("1d", "2d") if nd == 1 else name + "_cpu" if nd == 3 else name
-        raise NotImplementedError(f'"{kernel}" not implemented for '
-                                  f"'{scalar_type_name(input.dtype)}'")
     S = tuple(input.shape[-nd:])
     if isinstance(output_size, (int, np.integer)) or output_size is None:
         output_size = (output_size,) * nd
     output_size = tuple(output_size)
     if len(output_size) != nd:
         raise ValueError(f"{name}: output_size must be {nd}")
-    return S, tuple(s if o is None else int(o) for o, s in zip(output_size, S))
+    O = tuple(s if o is None else int(o) for o, s in zip(output_size, S))
+    # an output of size 1 is a mean, which takes complex and refuses integers itself
+    if not input.dtype.is_floating_point and any(o != 1 for o in O):
+        # (PyTorch's kernel names: 1-d runs the 2-d kernel, 3-d is the "_cpu" one)
+        kernel = name.replace("1d", "2d") if nd == 1 else name + "_cpu" if nd == 3 else name
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{scalar_type_name(input.dtype)}'")
+    return S, O
 
 
 def _bounds(a, o):
@@ -53,7 +55,8 @@ def _bounds(a, o):
 
 def _adaptive_avg_exact(a, S, O):
     """Adaptive average pooling as PyTorch's CPU kernel computes it: each window's
-    elements added one by one (row-major) to +0.0, then divided by the window's size.
+    elements added one by one (row-major) to +0.0, then divided by the window's size
+    along each dim in turn.
     The separable means and 0/1 matrix products of the fast path give other classes
     of result on NaN, infinite or overflowing input (0 * inf, a different order)."""
     nd = len(S)
@@ -64,8 +67,27 @@ def _adaptive_avg_exact(a, S, O):
             sl = tuple(slice(int(b[0][i]), int(b[1][i])) for b, i in zip(bounds, pos))
             win = a[(Ellipsis,) + sl].reshape(a.shape[:a.ndim - nd] + (-1,))
             total = np.cumsum(win, axis=-1)[..., -1] + 0
-            out[(Ellipsis,) + pos] = total / a.dtype.type(win.shape[-1])
+            for s in sl:
+                total = total / a.dtype.type(s.stop - s.start)
+            out[(Ellipsis,) + pos] = total
     return out
+
+
+def _adaptive_avg_adjoint_exact(g, S):
+    """The adjoint as PyTorch's CPU kernel computes it for half and bfloat16: each
+    output's gradient divided by its window's size along each dim in turn and added to
+    the window, the outputs taken row-major, each step rounding in the input's dtype."""
+    nd = len(S)
+    O = g.shape[g.ndim - nd:]
+    bounds = [_bounds(s, o) for s, o in zip(S, O)]
+    buf = np.zeros(g.shape[:g.ndim - nd] + tuple(S), dtype=g.dtype)
+    for pos in np.ndindex(*O):
+        sl = tuple(slice(int(b[0][i]), int(b[1][i])) for b, i in zip(bounds, pos))
+        delta = g[(Ellipsis,) + pos]
+        for s in sl:
+            delta = delta / g.dtype.type(s.stop - s.start)
+        buf[(Ellipsis,) + sl] += delta[(Ellipsis,) + (None,) * nd]
+    return buf
 
 
 def _adaptive_avg(name, nd, input, output_size):
@@ -116,11 +138,18 @@ class AdaptiveAvgPool(Primitive):
     another class of result)."""
     _node_name = "AdaptiveAvgPool2DBackward0"
     batch = _batch.passthrough
+    # PyTorch's kernel sums half and bfloat16 windows in float32 and rounds once (its
+    # 3-d kernel computes in their own dtype, each sum and division rounding)
+    reduced_in_float32 = True
 
     def forward(self, x, O):
         nd = len(O)
         S = tuple(x.shape[x.ndim - nd:])
         self.S = S
+        if reduced_float(x.dtype) or x.dtype == np.float16:
+            if not self.reduced_in_float32:
+                return _adaptive_avg_exact(x, S, O)
+            return _adaptive_avg_exact(x.astype(np.float32), S, O).astype(x.dtype)
         y = _separable(x, _avg_matrices(S, O, x.dtype, array_module(x)))
         if array_module(x) is np and x.size and _inexact(x, y):
             y = _adaptive_avg_exact(x, S, O)
@@ -135,6 +164,7 @@ class AdaptiveAvgPool(Primitive):
 class AdaptiveAvgPool3D(AdaptiveAvgPool):
     """:class:`AdaptiveAvgPool` over three dims (PyTorch's 3-d node)."""
     _node_name = "AdaptiveAvgPool3DBackward0"
+    reduced_in_float32 = False
 
 
 class AdaptiveAvgPoolAdjoint(Primitive):
@@ -147,6 +177,8 @@ class AdaptiveAvgPoolAdjoint(Primitive):
         nd = len(S)
         O = tuple(g.shape[g.ndim - nd:])
         self.O = O
+        if reduced_float(g.dtype) or g.dtype == np.float16:
+            return _adaptive_avg_adjoint_exact(g, S)
         return _separable(g, _avg_matrices(S, O, g.dtype, array_module(g)), transpose=True)
 
     def backward(self, gx):

@@ -23,7 +23,7 @@ from ember.backend import array_module
 from ember.backend import fast_kernels as _fast_kernels
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
-from ember.ops._util import reduced_float, with_out
+from ember.ops._util import reduced_float, refuse_dtype, with_out
 from ember.ops.conv import Geom, ntuple
 from ember.ops.unary import _ZerosLikeOf
 
@@ -88,6 +88,7 @@ class MaxPool(Primitive):
     _node_name = "MaxPool2DWithIndicesBackward0"
     save_inputs = (0,)  # as PyTorch's node: for a zero (not missing) second derivative
     batch = _batch.passthrough
+    kernel, refuses = "max_pool2d", "bc"  # (complex numbers have no order)
 
     def _hook_saves(self, args, out):
         """PyTorch's node saves the indices too, for saved-tensor hooks
@@ -95,6 +96,7 @@ class MaxPool(Primitive):
         return [(_make(flat_indices(self.arg, self.g), False), None)]
 
     def forward(self, x, g):
+        refuse_dtype(self, x)
         g = self.g = g.at(x.shape[x.ndim - g.nd:])  # (a recorded graph at another size)
         xm = array_module(x)
         pos = list(_positions(g))
@@ -237,11 +239,13 @@ class MaxPoolWithIndices(MaxPool):
 class MaxPool3D(MaxPool):
     """:class:`MaxPool` over three dims (PyTorch's 3-d node)."""
     _node_name = "MaxPool3DWithIndicesBackward0"
+    kernel = "max_pool3d"
 
 
 class MaxPool3DWithIndices(MaxPoolWithIndices):
     """:class:`MaxPoolWithIndices` over three dims (PyTorch's 3-d node)."""
     _node_name = "MaxPool3DWithIndicesBackward0"
+    kernel = "max_pool3d"
 
 
 def flat_indices(arg, g):
@@ -358,8 +362,10 @@ class AvgPool(Primitive):
     """Sum over each window divided by ``div`` (broadcastable to the output)."""
     _node_name = "AvgPool2DBackward0"
     save_inputs = (0,)
+    kernel, refuses = "avg_pool2d", "bIc"  # (also 1-d: PyTorch runs its 2-d kernel)
 
     def forward(self, x, g, div):
+        refuse_dtype(self, x)
         nd = len(g.K)
         if tuple(x.shape[x.ndim - nd:]) != g.S:  # a recorded graph replayed at another size
             g = g.at(x.shape[x.ndim - nd:])
@@ -369,7 +375,9 @@ class AvgPool(Primitive):
         self.g, self.div = g, div
         xm = array_module(x)
         integer = x.dtype.kind in "iub"
-        acc_dt = np.float64 if integer else x.dtype
+        # half and bfloat16 sum in float32 and round once, as PyTorch's kernels
+        acc_dt = np.float64 if integer else np.float32 if reduced_float(x.dtype) or \
+            x.dtype == np.float16 else x.dtype
         pos = list(_positions(g))
         if _covers(pos[0][1], g):
             acc = x[pos[0][2]].astype(acc_dt, copy=True)
@@ -383,7 +391,7 @@ class AvgPool(Primitive):
             # integer division truncates toward zero, as in PyTorch (div may be negative)
             return (xm.sign(acc) * xm.sign(div) * (xm.abs(acc) // xm.abs(div))).astype(x.dtype)
         acc /= div
-        return acc
+        return acc if acc.dtype == x.dtype else acc.astype(x.dtype)
 
     def backward(self, gy):
         return _flat_in_x(self, AvgPoolAdjoint.apply(gy, self.g, self.div)), None, None
@@ -403,7 +411,9 @@ class AvgPoolAdjoint(Primitive):
         gd = gy / xm.asarray(div, dtype=gy.dtype)
         buf = xm.zeros(gy.shape[:gy.ndim - g.nd] + tuple(g.S), gy.dtype)
         disjoint = _disjoint(g)
-        for _, osl, isl in _positions(g):
+        # the kernel positions last to first: each input element then gets its windows'
+        # shares in PyTorch's order (its windows row-major), each sum rounding as there
+        for _, osl, isl in reversed(list(_positions(g))):
             if disjoint:
                 buf[isl] = gd[osl]
             else:
@@ -419,6 +429,7 @@ class AvgPoolAdjoint(Primitive):
 class AvgPool3D(AvgPool):
     """:class:`AvgPool` over three dims (PyTorch's 3-d node)."""
     _node_name = "AvgPool3DBackward0"
+    kernel, refuses = "avg_pool3d_out_frame", "bIch"  # (no half loops in 3-d)
 
 
 class GatherFlat(Primitive):
@@ -558,9 +569,17 @@ def _check_input(name, x, nd):
                            f"for input")
 
 
+class _MaxPool1DImpl:
+    """PyTorch's own 1-d kernel, which it runs without indices for an input that does not
+    require grad: floating types only."""
+    kernel, refuses = "max_pool1d_impl", "biuc"
+
+
 def _max_pool(name, nd, input, kernel_size, stride, padding, dilation, ceil_mode,
               return_indices):
     _check_input(name, input, nd)
+    if nd == 1 and not return_indices and not input.requires_grad:
+        refuse_dtype(_MaxPool1DImpl, input._data)
     k, s, p, d = _pool_args(name, nd, kernel_size, stride, padding, dilation)
     g = _pool_geom(input.shape, nd, k, s, p, d, ceil_mode)
     if nd == 1:  # PyTorch's 1-d pooling is its 2-d kernel over a height of 1

@@ -21,7 +21,7 @@ from ember.backend import array_module
 from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
-from ember.ops._util import opmath, with_out, wrap_dim, wrap_dims
+from ember.ops._util import opmath, type_name, with_out, wrap_dim, wrap_dims
 
 __all__ = ["sum", "mean", "nansum", "nanmean", "prod", "all", "any", "count_nonzero",
            "return_types"]
@@ -171,7 +171,7 @@ class Mean(Primitive):
         if np_dtype is None and x.dtype.kind not in "fcV":
             raise RuntimeError(
                 f"mean(): could not infer output dtype. Input dtype must be either a floating "
-                f"point or complex dtype. Got: {_dtype_name(x.dtype)}")
+                f"point or complex dtype. Got: {type_name(x.dtype)}")
         self.meta = (x.shape, axes, keepdim, x.dtype)
         self.n = math.prod(x.shape[a] for a in axes)
         if self.n == 0:  # the mean of nothing is NaN (without NumPy's warning)
