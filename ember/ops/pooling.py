@@ -119,8 +119,8 @@ class MaxPool(Primitive):
             parallel_rows(block, x3.shape[0], best.size * len(pos), xm)
             self.arg = arg
             return best
-        if not _covers(pos[0][1], g):
-            best = _first_max_general(xm, x, pos, out_shape, arg)
+        if not pos or not _covers(pos[0][1], g):
+            best = _first_max_general(xm, x, pos, out_shape, arg, g)
         else:
             # the first kernel position lies inside every window (no padding before):
             # later positions win only when larger, so the first maximum wins, as in
@@ -201,10 +201,12 @@ def _as_int(mask, dtype):
     return mask.view(dtype) if np.dtype(dtype).itemsize == 1 else mask.astype(dtype)
 
 
-def _first_max_general(xm, x, pos, out_shape, arg):
+def _first_max_general(xm, x, pos, out_shape, arg, g):
     """Window maxima and the first position reaching each (into ``arg``) when the first
     kernel position is not inside every window (padding): the maxima first, then a scan
-    for the first position equal to its window's maximum."""
+    for the first position equal to its window's maximum. A window no kernel position
+    lands inside (dilation stepping over a small input) is -inf (the dtype's lowest) at
+    PyTorch's index, as its kernel leaves them."""
     best = xm.full(out_shape, _lowest(x.dtype), dtype=x.dtype)
     for _, osl, isl in pos:
         b = best[osl]
@@ -219,7 +221,23 @@ def _first_max_general(xm, x, pos, out_shape, arg):
             a += m.astype(arg.dtype) * k
         f = found[osl]
         f |= m
+    empty = ~found & ~xm.isnan(best) if x.dtype.kind == "f" or reduced_float(x.dtype) \
+        else ~found
+    if empty.any():
+        arg[...] = xm.where(empty, _start_codes(g, xm).astype(arg.dtype), arg)
     return best
+
+
+def _start_codes(g, xm):
+    """Per window, the kernel position PyTorch's max-pool kernels start from: along each
+    dim the first one at or past the input's start (its ``while (start < 0) start +=
+    dilation``), as a flat kernel index broadcast over the output's dims."""
+    code = xm.zeros(tuple(g.O), np.int64)
+    for i in range(g.nd):
+        start = np.arange(g.O[i]) * g.s[i] - g.lo[i]
+        k = np.minimum(np.where(start < 0, -(start // g.d[i]), 0), g.K[i] - 1)
+        code = code * g.K[i] + xm.asarray(k.reshape((-1,) + (1,) * (g.nd - 1 - i)))
+    return code
 
 
 class MaxPoolWithIndices(MaxPool):
