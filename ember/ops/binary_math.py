@@ -60,13 +60,13 @@ class Copysign(Primitive):
 
 
 class Nextafter(Primitive):
-    """The next float after ``a`` towards ``b`` (``b`` in ``a``'s dtype)."""
+    """The next float after ``a`` towards ``b``, in their promoted dtype."""
     broadcasts = True
     kernel, refuses = "nextafter_cpu", "biuc"  # floating types only
 
     def forward(self, a, b):
-        refuse_dtype(self, *promote_arrays(a, b))
-        b = b.astype(a.dtype, copy=False) if hasattr(b, "astype") else b
+        a, b = promote_arrays(a, b)
+        refuse_dtype(self, a, b)
         return np.nextafter(a, b)
 
     def backward(self, gy):

@@ -80,6 +80,9 @@ def _search(sorted_seq, values, right):
 
 def _refuse_unordered(sorted_sequence, values):
     # PyTorch's kernel compares in the promoted dtype: none for bool or complex numbers
+    # (no values to place: no kernel runs)
+    if isinstance(values, Tensor) and not values.numel():
+        return
     from ember.backend.dtypes import result_type
     dt = result_type(sorted_sequence, values)
     if dt.is_complex or dt.name == "bool":
