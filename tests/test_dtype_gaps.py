@@ -75,6 +75,8 @@ _ELEMENTWISE = {
     "floor_divide": _b("floor_divide", _ONE_TO_FOUR),
     "floor_divide_number": lambda m, dt, sh: m.floor_divide(_values(m, dt, sh), 2),
     "heaviside": _b("heaviside", _ZERO_TO_THREE),
+    "polar": _b("polar", _ZERO_TO_THREE),
+    "complex": _b("complex", _ZERO_TO_THREE),
     "gcd": _b("gcd", _ZERO_TO_THREE),
     "lcm": _b("lcm", _ZERO_TO_THREE),
     "bitwise_and": _b("bitwise_and", _ZERO_TO_THREE),
@@ -166,7 +168,9 @@ _MIXED = {
     "rsub_bools_alpha": lambda m: m.rsub(m.tensor([True]), m.tensor([True]), alpha=2),
     "sub_int_bool_alpha": lambda m: m.tensor([1]).sub(m.tensor([True]), alpha=2),
     "heaviside_complex": lambda m: m.heaviside(m.tensor([1j]), m.tensor([1j])),
-    "polar_float": lambda m: m.polar(m.tensor([1.0]), m.tensor([0.5])),
+    "polar_float_double": lambda m: m.polar(m.tensor([1.0]), m.tensor([0.5]).double()),
+    "polar_long_float": lambda m: m.polar(m.tensor([1]), m.tensor([0.5])),
+    "complex_half_float": lambda m: m.complex(m.tensor([1.0]).half(), m.tensor([0.5])),
 }
 
 

@@ -12,7 +12,14 @@ from ember.autograd.node import Primitive
 from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
-from ember.ops._util import tensor_method, to_float, with_out, write_out
+from ember.ops._util import (
+    refuse_dtype,
+    tensor_method,
+    to_float,
+    type_name,
+    with_out,
+    write_out,
+)
 from ember.ops._views import ViewPrimitive
 
 __all__ = ["view_as_real", "view_as_complex", "real", "imag", "angle", "polar", "complex",
@@ -158,16 +165,19 @@ def angle(input, *, out=None):
     return write_out(Angle.apply(input), out, "angle")
 
 
+def _check_parts(a, b):
+    """PyTorch's checks of the two real parts of ``complex``/``polar``, in its order."""
+    if a.dtype not in _COMPLEX_NP or b.dtype not in _COMPLEX_NP:
+        raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but "
+                           f"got {type_name(a.dtype)} and {type_name(b.dtype)}")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"Expected object of scalar type {type_name(a.dtype)} but got "
+                           f"scalar type {type_name(b.dtype)} for second argument")
+
+
 class Complex(Primitive):
     def forward(self, re, im):
-        if re.dtype != im.dtype:
-            raise RuntimeError(f"Expected object of scalar type {_dt.FROM_NP[re.dtype].name} "
-                               f"but got scalar type {_dt.FROM_NP[im.dtype].name} for second "
-                               "argument")
-        if re.dtype not in _COMPLEX_NP:
-            raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but "
-                               f"got {_dt.FROM_NP[re.dtype].name.capitalize()} and "
-                               f"{_dt.FROM_NP[im.dtype].name.capitalize()}")
+        _check_parts(re, im)
         shape = np.broadcast_shapes(re.shape, im.shape)
         out = np.empty(shape, _COMPLEX_NP[re.dtype])
         if out.dtype.names:
@@ -198,8 +208,11 @@ class Polar(Primitive):
     broadcasts = True
     batch = _batch.elementwise
     torchscript = "polar"
+    kernel, refuses = "polar_cpu", "h"  # (no ComplexHalf loop)
 
     def forward(self, r, theta):
+        _check_parts(r, theta)
+        refuse_dtype(self, r)
         return Complex.forward(self, r * np.cos(theta), r * np.sin(theta))
 
     def backward(self, gz):
