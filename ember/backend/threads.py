@@ -432,8 +432,8 @@ def blas_back(saved):
 # costs more than the product gains), else at one BLAS thread: on a busy machine (see
 # cores_to_spare), and in steps whose other kernels run on the pool (an MLP's inference:
 # 3.6 ms a step that way, 5.3 with its 1024x128x10 product on BLAS's threads, whose
-# spinning then slows the pool's blocks). Measured: docs/performance.md, "Two threads:
-# the products ember does not split".
+# spinning then slows the pool's blocks). Measured: docs/performance/threads-products.md,
+# "Two threads: the products ember does not split".
 _SPLIT_MNK = 1 << 21  # m*n*k from which a product is split over the pool
 _MIN_BLOCK_ROWS = 32  # rows per block, and columns, below which BLAS takes other paths
 _BLAS_THREADED_MNK = 1 << 18  # OpenBLAS runs one thread below this m*n*k by itself
@@ -676,8 +676,8 @@ def blas_rows(fn, rows, cost):
 _GRAIN = 4096
 # elements from which an elementwise op is split: below, a dispatch (a few microseconds
 # on an idle machine, tens where the second core is shared with other jobs) costs more
-# than the second core saves (measured: docs/performance.md, "Two threads: elementwise
-# kernels split")
+# than the second core saves (measured: docs/performance/threads.md, "Two threads:
+# elementwise kernels split")
 SPLIT_ELEMENTS = 1 << 18
 
 
