@@ -427,12 +427,16 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
     Callbacks queued during the pass (``queue_callback``) run at its end.
     """
     outer = len(_final_callbacks)
+    # at more than one thread, NumPy's BLAS at one thread for the pass (threads.hold_blas)
+    held = _threads.hold_blas() if _threads.MANY else None
     try:
         result = _run_backward(roots, grad_roots, retain_graph, create_graph, inputs,
                                accumulate, allow_unused)
     except BaseException:
         del _final_callbacks[outer:]
         raise
+    finally:
+        _threads.release_blas(held)
     while len(_final_callbacks) > outer:
         _final_callbacks.pop(outer)()
     return result
