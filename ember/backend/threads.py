@@ -261,7 +261,7 @@ _pool = [None]
 # new pool times its own round trip (the median of a few empty blocks, about 2 ms once)
 # and those bounds are scaled by how much longer it is than the reference, up to
 # _MAX_SCALE. Only when splits happen changes: a split's results are the whole
-# kernel's bits either way. Measured: docs/performance.md, "Two threads on a slow
+# kernel's bits either way. Measured: docs/performance/threads.md, "Two threads on a slow
 # dispatch (ninth pass)".
 _REFERENCE_ROUND_TRIP = 16e-6
 _MAX_SCALE = 32.0
