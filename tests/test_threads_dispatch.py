@@ -1,6 +1,6 @@
 """The pool's dispatch and BLAS at two threads: the least work for a split scaled to the
 pool's measured round trip (``threads.scale_bounds``), and NumPy's BLAS held at one
-thread for a backward pass or an optimizer step (``threads.hold_blas``). Neither may
+thread for a backward pass or an optimizer step (``blas_hold.hold_blas``). Neither may
 change a value: every result is compared bit for bit with one thread's, and with torch."""
 import threading
 
@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import ember
+from ember.backend import blas_hold as H
 from ember.backend import threads as T
 
 
@@ -108,23 +109,23 @@ def test_hold_nests_and_gives_the_count_back(two_threads):
     if not T._blas_libs():
         pytest.fail("no BLAS library reachable: NumPy's OpenBLAS expected")
     T._set_blas_threads(2)
-    outer = T.hold_blas()
+    outer = H.hold_blas()
     assert _blas_counts() == [1] * len(_blas_counts()) and T.blas_held()
-    inner = T.hold_blas()
-    T.release_blas(inner)
+    inner = H.hold_blas()
+    H.release_blas(inner)
     assert _blas_counts() == [1] * len(_blas_counts()) and T.blas_held()
     assert T.blas_to_one() == []  # nothing to set: NumPy's BLAS is held
-    T.release_blas(outer)
+    H.release_blas(outer)
     assert _blas_counts() == [2] * len(_blas_counts())
     assert T._state["held"] == 0 and not T.blas_held()
 
 
 def test_set_num_threads_during_a_hold_takes_effect_at_its_end(two_threads):
     T._set_blas_threads(2)
-    held = T.hold_blas()
+    held = H.hold_blas()
     ember.set_num_threads(3)
     assert _blas_counts() == [1] * len(_blas_counts())
-    T.release_blas(held)
+    H.release_blas(held)
     assert _blas_counts() == [3] * len(_blas_counts())
 
 
@@ -133,8 +134,8 @@ def test_no_hold_at_one_thread():
     try:
         ember.set_num_threads(1)
         counts = _blas_counts()
-        assert T.hold_blas() is None
-        T.release_blas(None)
+        assert H.hold_blas() is None
+        H.release_blas(None)
         assert _blas_counts() == counts and T._state["held"] == 0
         assert T.blas_held()  # (one thread: products run as at one thread anyway)
     finally:
@@ -143,20 +144,20 @@ def test_no_hold_at_one_thread():
 
 def test_holds_from_two_python_threads_are_counted(two_threads):
     T._set_blas_threads(2)
-    first = T.hold_blas()
+    first = H.hold_blas()
     entered, leave = threading.Event(), threading.Event()
     seen = []
 
     def other():
-        h = T.hold_blas()
+        h = H.hold_blas()
         entered.set()
         leave.wait(10)
         seen.append(_blas_counts())
-        T.release_blas(h)
+        H.release_blas(h)
     t = threading.Thread(target=other)
     t.start()
     entered.wait(10)
-    T.release_blas(first)  # the other thread still holds: the count stays at one
+    H.release_blas(first)  # the other thread still holds: the count stays at one
     assert _blas_counts() == [1] * len(_blas_counts())
     leave.set()
     t.join(10)
@@ -294,9 +295,9 @@ def test_blas_is_held_from_any_python_thread(two_threads):
     seen = []
 
     def other():
-        h = T.hold_blas()
+        h = H.hold_blas()
         seen.append(_blas_counts())
-        T.release_blas(h)
+        H.release_blas(h)
         seen.append(_blas_counts())
     t = threading.Thread(target=other)
     t.start()
@@ -336,3 +337,27 @@ def test_a_model_trained_in_another_thread_has_one_threads_bits(two_threads, bat
     t.join(60)
     for a, b in zip(alone, threaded):
         assert np.array_equal(a, b)
+
+
+class _FakeLib:
+    def __init__(self, api, n=2):
+        self.internal_api, self.num_threads = api, n
+
+    def set_num_threads(self, n):
+        self.num_threads = n
+
+
+def test_a_hold_sets_openblas_only(two_threads, monkeypatch):
+    """MKL (``ember[mkl]``: ember's own products on its threads, which threadpoolctl
+    also lists) keeps its count through a hold; a product under the hold still sets it
+    to one where it asks for one BLAS thread."""
+    openblas, mkl = _FakeLib("openblas"), _FakeLib("mkl")
+    monkeypatch.setattr(T, "_blas_libs", lambda: (openblas, mkl))
+    monkeypatch.setitem(T._state, "libs", (openblas, mkl))
+    held = H.hold_blas()
+    assert (openblas.num_threads, mkl.num_threads) == (1, 2)
+    saved = T.blas_to_one()
+    assert (openblas.num_threads, mkl.num_threads) == (1, 1)
+    T.blas_back(saved)
+    H.release_blas(held)
+    assert (openblas.num_threads, mkl.num_threads) == (2, 2)

@@ -47,7 +47,7 @@ __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads"
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
            "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k", "pair",
            "row_grain", "row_blocks_keep_bits", "layouts_keep_bits", "copy_keeps_bits",
-           "kernels_in", "blas_to_one", "blas_back", "hold_blas", "release_blas",
+           "kernels_in", "blas_to_one", "blas_back",
            "blas_held", "scale_bounds"]
 
 
@@ -70,7 +70,7 @@ _state = {"threads": _default_threads(), "blas": None, "pool_used": float("-inf"
 # elementwise kernels' size checks (:func:`binary`, :func:`unary`, :func:`add_into` and
 # their callers) are skipped after this one module read, no size read at all
 MANY = _state["threads"] > 1
-_hold_lock = threading.Lock()  # (see hold_blas)
+_hold_lock = threading.Lock()  # (see blas_hold.hold_blas)
 
 
 def get_num_threads():
@@ -113,30 +113,11 @@ def _blas_libs():
             from ember.backend import openblas
             libs = openblas.find()
         else:
-            libs = _process_wide(
+            from ember.backend import openblas
+            libs = openblas.process_wide(
                 ThreadpoolController().select(user_api="blas").lib_controllers)
         _state["libs"] = libs
     return libs
-
-
-def _process_wide(controllers):
-    """threadpoolctl's controllers, with each OpenBLAS on its own threads (pthreads, as
-    NumPy's wheels build it) replaced by ember's own controller of the same library:
-    its thread count is one for the process, and threadpoolctl lets only the first
-    Python thread that set it set it again (others silently do nothing), so a model
-    trained in another thread would run its products on BLAS's threads, with other bits
-    than at one thread."""
-    own = None
-    out = []
-    for c in controllers:
-        if getattr(c, "internal_api", None) == "openblas" and \
-                getattr(c, "threading_layer", None) == "pthreads":
-            if own is None:
-                from ember.backend import openblas
-                own = {os.path.realpath(lib.filepath): lib for lib in openblas.find()}
-            c = own.get(os.path.realpath(c.filepath), c)
-        out.append(c)
-    return tuple(out)
 
 
 def _set_blas_threads(n):
@@ -500,15 +481,25 @@ def single_blas(steps=2):
 def blas_to_one():
     """:func:`single_blas`'s entry as a call, for one product (no generator and context
     manager around a 10-us call): every BLAS library with more than one thread set to
-    one; returns what :func:`blas_back` restores. Under :func:`hold_blas` only the
-    libraries ember loads itself are looked at (NumPy's is at one thread already)."""
+    one; returns what :func:`blas_back` restores. Under ``blas_hold.hold_blas`` NumPy's
+    OpenBLAS is at one thread already and is not looked at."""
     saved = []
-    for lib in (_own_blas if _state["held"] else _all_blas()):
+    for lib in (_not_held() if _state["held"] else _all_blas()):
         k = lib.num_threads
         if k > 1:
             lib.set_num_threads(1)
             saved.append((lib, k))
     return saved
+
+
+def _not_held():
+    """The libraries :func:`blas_to_one` still sets under a hold (see ``_held_libs``)."""
+    libs = _state.get("not_held")
+    if libs is None or libs[0] is not _state.get("libs"):
+        libs = _state["not_held"] = (_state.get("libs"), [
+            lib for lib in _blas_libs()
+            if getattr(lib, "internal_api", "openblas") != "openblas"])
+    return libs[1] + _own_blas
 
 
 def blas_back(saved):
@@ -517,48 +508,9 @@ def blas_back(saved):
         lib.set_num_threads(k)
 
 
-# A backward pass or an optimizer step at more than one ember thread runs many products,
-# each of which (where ember does not split it) would set NumPy's BLAS to one thread and
-# back around itself -- two calls into the library, a few microseconds, and a longer
-# Python route than at one thread. Holding BLAS at one thread for the whole pass makes
-# those products run as at one thread (the same calls, so the same bits) and leaves the
-# pool's splits and pairs as they were. The count is process-wide, so holds from several
-# Python threads are counted (under ``_hold_lock``): the first sets it, the last gives
-# it back.
-
-
-def hold_blas():
-    """Hold NumPy's BLAS at one thread until :func:`release_blas` (passes of many kernels
-    at more than one ember thread, see above). Returns the token to release; None at one
-    ember thread (nothing held)."""
-    if not MANY:
-        return None
-    with _hold_lock:
-        if not _state["held"]:
-            saved = []
-            for lib in _blas_libs():
-                k = lib.num_threads
-                if k > 1:
-                    lib.set_num_threads(1)
-                    saved.append((lib, k))
-            _state["held_saved"] = saved
-        _state["held"] += 1
-    return True
-
-
-def release_blas(token):
-    """End a :func:`hold_blas`; the last hold gives BLAS its count back."""
-    if token is None:
-        return
-    with _hold_lock:
-        _state["held"] -= 1
-        if not _state["held"]:
-            blas_back(_state.pop("held_saved", ()))
-
-
 def blas_held():
     """Whether ember's products run as at one thread without touching BLAS: one ember
-    thread, or BLAS held at one (:func:`hold_blas`)."""
+    thread, or BLAS held at one (``blas_hold.hold_blas``)."""
     return _state["threads"] < 2 or _state["held"] > 0
 
 
