@@ -234,17 +234,17 @@ _pool = [None]
 
 # The least work for a split (per thread, for a pair, for a product, for an elementwise
 # op) was chosen where the pool's round trip (a block handed to the worker and its end
-# seen by the caller) took about 16 us with the worker just used and 25-30 us after a
-# few hundred microseconds of other work. Where the round trip is longer -- a virtual
-# machine whose idle vCPU is woken by the host, a Python whose GIL changes hands slowly
-# -- a split of that size costs more than the second core saves (on a 2-vCPU AMD EPYC
-# VM: 85-115 us, and the MLP step took 3.4 ms at two threads against 2.6 at one). So a
-# new pool times its own round trip (the median of a few empty blocks, about 2 ms once)
-# and those bounds are scaled by how much longer it is than the reference, up to
-# _MAX_SCALE. Only when splits happen changes: a split's results are the whole
-# kernel's bits either way. Measured: docs/performance/threads.md, "Two threads on a slow
-# dispatch (ninth pass)".
-_REFERENCE_ROUND_TRIP = 16e-6
+# seen by the caller) took 16-30 us, and there four times those bounds gave the same
+# step times. Where the round trip is longer -- a virtual machine whose idle vCPU is
+# woken by the host, a Python whose GIL changes hands slowly -- a split of that size
+# costs more than the second core saves (a 2-vCPU AMD EPYC VM: 30-115 us; its MLP step
+# took 3.1 ms at two threads against 2.3 at one). So a new pool times its own round trip
+# (the median of a few empty blocks back to back, about 1 ms once) and the bounds are
+# scaled by its ratio to _REFERENCE_ROUND_TRIP (there: 4-8; of 1, 2, 4 and 8 times the
+# bounds, 8 gave the shortest steps), up to _MAX_SCALE. Only when splits happen
+# changes: a split's results are the whole kernel's bits either way. Measured:
+# docs/performance/threads.md, "Two threads on a slow dispatch (ninth pass)".
+_REFERENCE_ROUND_TRIP = 8e-6
 _MAX_SCALE = 32.0
 _CALIBRATION_TRIPS = 15
 _NOMINAL = {"_SPLIT_MNK": 1 << 21, "_MIN_PAIR_COST": 1 << 20,
