@@ -27,7 +27,10 @@ def two_threads(monkeypatch):
 
 
 def _blas_counts():
-    return [lib.num_threads for lib in T._blas_libs()]
+    """The thread counts of NumPy's OpenBLAS libraries (the ones a hold sets; MKL, with
+    ``ember[mkl]``, keeps its own)."""
+    return [lib.num_threads for lib in T._blas_libs()
+            if getattr(lib, "internal_api", "openblas") == "openblas"]
 
 
 # ----- the bounds, scaled to the round trip -------------------------------------------
@@ -114,7 +117,9 @@ def test_hold_nests_and_gives_the_count_back(two_threads):
     inner = H.hold_blas()
     H.release_blas(inner)
     assert _blas_counts() == [1] * len(_blas_counts()) and T.blas_held()
-    assert T.blas_to_one() == []  # nothing to set: NumPy's BLAS is held
+    saved = T.blas_to_one()  # nothing of NumPy's to set: its BLAS is held
+    T.blas_back(saved)
+    assert all(getattr(lib, "internal_api", "") != "openblas" for lib, _ in saved)
     H.release_blas(outer)
     assert _blas_counts() == [2] * len(_blas_counts())
     assert T._state["held"] == 0 and not T.blas_held()
@@ -361,3 +366,28 @@ def test_a_hold_sets_openblas_only(two_threads, monkeypatch):
     T.blas_back(saved)
     H.release_blas(held)
     assert (openblas.num_threads, mkl.num_threads) == (2, 2)
+
+
+def test_a_child_forked_during_a_hold_starts_unheld(two_threads):
+    import os
+    if not hasattr(os, "fork"):
+        pytest.fail("os.fork expected on this platform")
+    T._set_blas_threads(2)
+    held = H.hold_blas()
+    try:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: a new hold and release work, the count is back at 2
+            try:
+                h = H.hold_blas()
+                H.release_blas(h)
+                ok = T._state["held"] == 0 and _blas_counts() == [2] * len(_blas_counts())
+                os.write(w, b"1" if ok else b"0")
+            finally:
+                os._exit(0)
+        os.close(w)
+        answer = os.read(r, 1)
+        os.waitpid(pid, 0)
+        assert answer == b"1"
+    finally:
+        H.release_blas(held)

@@ -293,8 +293,15 @@ def _set_scale(scale):
 
 
 def _reset_after_fork():
-    # the child has only the forking thread: the workers must be made anew
+    # the child has only the forking thread: the workers must be made anew, and a BLAS
+    # hold taken by another thread (blas_hold) will never be released there: its lock is
+    # new and the counts it saved are given back
+    global _hold_lock
     _pool[0] = None
+    _hold_lock = threading.Lock()
+    if _state["held"]:
+        _state["held"] = 0
+        blas_back(_state.pop("held_saved", ()))
 
 
 if hasattr(os, "register_at_fork"):
