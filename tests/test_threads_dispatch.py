@@ -391,3 +391,41 @@ def test_a_child_forked_during_a_hold_starts_unheld(two_threads):
         assert answer == b"1"
     finally:
         H.release_blas(held)
+
+
+def test_a_compiled_training_step_holds_blas_and_keeps_one_threads_bits(two_threads,
+                                                                         monkeypatch):
+    params = _mlp()
+    rng = np.random.default_rng(6)
+    x = ember.tensor(rng.standard_normal((64, 784), dtype=np.float32))
+    y = ember.tensor(rng.integers(0, 10, 64))
+    holds = []
+    hold = H.hold_blas
+
+    def counting():
+        token = hold()
+        holds.append(_blas_counts())
+        return token
+    monkeypatch.setattr(H, "hold_blas", counting)
+    finals = []
+    for threads in (1, 2):
+        ember.set_num_threads(threads)
+        T._set_blas_threads(threads)
+        model = _ember_mlp(params)
+        opt = ember.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+        @ember.compile
+        def step(model=model, opt=opt):
+            opt.zero_grad()
+            loss = ember.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        for _ in range(4):
+            step()
+        finals.append([p.detach().numpy().copy() for p in model.parameters()])
+        if threads == 2:
+            assert holds and all(c == [1] * len(c) for c in holds)
+            assert _blas_counts() == [2] * len(_blas_counts())
+    for a, b in zip(*finals):
+        assert np.array_equal(a, b)
