@@ -8,7 +8,7 @@ from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
 from ember.ops._inplace import check_inplace, commit
-from ember.ops._util import with_out
+from ember.ops._util import type_name, with_out
 from ember.ops.indexing import GetItemAdvanced, IndexPut, _name, _xp, transforming
 from ember.ops.masking import _check_bool_mask
 
@@ -69,14 +69,14 @@ class Take(Primitive):
 
 def put(input, index, source, accumulate=False):
     """``input`` with ``source``'s elements written at the flat positions ``index``."""
-    idx = _check_flat_index(index, input._data.size)
+    idx = _check_flat_index(index, input._data.size, "put_")
     if source._data.dtype != input._data.dtype:
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
                            f"self.dtype = {_name(input)} and source.dtype = {_name(source)}")
     if source._data.size != idx.size:
-        raise RuntimeError(f"put_(): Expected source and index to have the same number of "
-                           f"elements, but got source.numel() = {source._data.size}, "
-                           f"index.numel() = {idx.size}")
+        raise IndexError(f"put_(): Expected source and index to have the same number of "
+                         f"elements, but got source.numel() = {source._data.size}, "
+                         f"index.numel() = {idx.size}")
     if transforming():  # transforms and captures see it as an index_put on the flat view
         return IndexPut.apply(input.reshape(-1), source.reshape(-1), (Ellipsis,),
                               (idx.reshape(-1),), bool(accumulate)).reshape(input._data.shape)
@@ -89,11 +89,11 @@ def put_(self, index, source, accumulate=False):
     return commit(self, put(self, index, source, accumulate))
 
 
-def _check_flat_index(index, n):
+def _check_flat_index(index, n, op="take"):
     a = index._data
-    if a.dtype.kind not in "iu":
-        raise RuntimeError(f"take(): Expected a long tensor for index, but got "
-                           f"{index.dtype.name.capitalize()}")
+    if a.dtype != np.int64:
+        raise RuntimeError(f"{op}(): Expected a long tensor for index, but got "
+                           f"{type_name(a.dtype)}")
     a = a.reshape(-1) if a.ndim != 1 else a
     if a.size and not _is_meta(a):
         lo, hi = int(a.min()), int(a.max())

@@ -10,7 +10,7 @@ from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit
-from ember.ops._util import check_number_fits, with_out
+from ember.ops._util import checked_scalar, with_out
 from ember.ops.indexing import GetItemAdvanced, _xp
 
 __all__ = ["masked_fill", "masked_scatter", "nonzero", "nonzero_static", "argwhere"]
@@ -31,10 +31,8 @@ class MaskedFill(Primitive):
                 raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, "
                                    f"but got tensor with {v.ndim} dimension(s).")
             v = _dt.through_float32(v, x.dtype).astype(x.dtype)  # PyTorch's double rounding
-        elif x.dtype.kind != "f" and isinstance(v, float) and not v.is_integer():
-            v = x.dtype.type(_dt.through_float32(v, x.dtype))
-        else:
-            check_number_fits(v, x.dtype)  # a number past float16/bfloat16's range
+        else:  # PyTorch's checked conversion: its errors, its truncation and wrapping
+            v = checked_scalar(v, x.dtype)
         return _xp(x).where(mask, _xp(x).asarray(v, dtype=x.dtype), x)
 
     def backward(self, gy):
@@ -109,6 +107,8 @@ class MaskedScatter(Primitive):
             n = 1
             for s in src_shape:
                 n *= s
+            if mask.ndim == 0:  # a 0-d mask picks its one element, or none
+                gy, mask = gy.reshape(-1), mask.reshape(-1)
             g_src = pad(GetItemAdvanced.apply(gy, _xp(mask).nonzero(mask)),
                         (0, n - k)).reshape(src_shape)
         return g_x, g_src, None
