@@ -137,8 +137,9 @@ def compare_value(e, t, what, rtol):
             return f"{what}: requires_grad {e.requires_grad} != {t.requires_grad}"
         if _node(e) != _node(t):
             return f"{what}: node {_node(e)} != {_node(t)}"
-        ea = e.detach().numpy() if e.dtype != ember.bfloat16 else e.detach().float().numpy()
-        ta = t.detach().resolve_conj().numpy()
+        bf16 = t.dtype == torch.bfloat16  # NumPy has no bfloat16: compared as float32
+        ea = (e.detach().float() if bf16 else e.detach()).numpy()
+        ta = (t.detach().float() if bf16 else t.detach().resolve_conj()).numpy()
         if not _same_values(np.asarray(ea), np.asarray(ta), rtol):
             return f"{what}: values {ea.tolist()} != {ta.tolist()}"
         return ""

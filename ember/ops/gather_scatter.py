@@ -13,7 +13,14 @@ from ember.backend.dtypes import through_float32
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._util import checked_scalar, type_name, with_out, wrap_dim
+from ember.ops._util import (
+    checked_scalar,
+    opmath,
+    reduced_float,
+    type_name,
+    with_out,
+    wrap_dim,
+)
 from ember.ops.indexing import transforming
 
 __all__ = ["gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add",
@@ -116,6 +123,7 @@ class Gather(Primitive):
 class ScatterAdd(Primitive):
     _hook_saves = hook_saves_of(2)  # PyTorch's node saves the index
 
+    @opmath  # PyTorch's CPU kernel sums float16/bfloat16 in float32, rounding once
     def forward(self, x, src, idx, dim):
         self.meta = (idx, dim, src.shape)
         out = _xp(x).array(x, copy=True)
@@ -141,6 +149,7 @@ class Scatter(Primitive):
     batch = _batch.scatter
     _hook_saves = hook_saves_of(2)  # PyTorch's node saves the index
 
+    @opmath  # with reduce=, PyTorch combines float16/bfloat16 in float32, rounding once
     def forward(self, x, src, idx, dim, reduce=None):
         xp = _xp(x)
         self.meta = (idx, dim, np.shape(src), reduce)
@@ -324,6 +333,13 @@ class ScatterReduce(Primitive):
                              n.reshape(x.shape))
             return out.reshape(x.shape)
         xp = _xp(x)
+        if reduce in ("sum", "mean", "prod") and reduced_float(x.dtype):
+            # PyTorch's CPU kernel accumulates float16/bfloat16 in float32, rounding once
+            f = np.float32
+            out = self.forward(x.astype(f), src.astype(f), idx, dim, reduce, include_self)
+            if self.meta[5] is not None:
+                self.meta = self.meta[:5] + (self.meta[5].astype(x.dtype),) + self.meta[6:]
+            return out.astype(x.dtype)
         if reduce == "mean" and x.dtype.kind == "b":
             raise NotImplementedError('"scatter_gather_tensor_cpu_reduce_mean" not '
                                       "implemented for 'Bool'")
@@ -338,7 +354,7 @@ class ScatterReduce(Primitive):
             # order; the sign of a zero shows which) where NumPy's maximum keeps the last:
             # the sources go in reversed, and the input last
             pick = xp.maximum if reduce in ("amax", "max") else xp.minimum
-            if x.dtype.kind == "f":
+            if x.dtype.kind == "f" or reduced_float(x.dtype):
                 ident = -np.inf if pick is xp.maximum else np.inf
             elif x.dtype.kind == "b":
                 ident = pick is xp.minimum
@@ -367,7 +383,8 @@ class ScatterReduce(Primitive):
                 else:
                     out //= count
         self.meta = (idx, dim, reduce, include_self, touched, count, src.shape)
-        if reduce in ("amax", "amin", "max", "min") and x.dtype.kind == "f":
+        if reduce in ("amax", "amin", "max", "min") and (x.dtype.kind == "f" or
+                                                         reduced_float(x.dtype)):
             # ties share the gradient evenly, as in PyTorch. A NaN result equals none of
             # its candidates: the count there is 0 and the shares 0 * (g / 0) are NaN, as
             # torch's; an untouched NaN input likewise gets a NaN gradient
@@ -468,6 +485,12 @@ class IndexAdd(Primitive):
     def forward(self, x, src, idx, dim, alpha=1):
         self.meta = (idx, dim, alpha, src.shape)
         xp = _xp(x)
+        if x.ndim > 1 and alpha == 1 and reduced_float(x.dtype):
+            # PyTorch adds the slices of a float16/bfloat16 tensor of 2+ dims in float32,
+            # rounding once (a 1-D one, or any with an alpha, in its own dtype, each sum
+            # rounded)
+            f = np.float32
+            return self.forward(x.astype(f), src.astype(f), idx, dim, alpha).astype(x.dtype)
         out = xp.array(x, copy=True)
         if x.ndim == 0:  # one element along dim 0 (the caller checked the source's size)
             xp.add.at(out.reshape(1), idx, src.reshape(-1) if alpha == 1 else

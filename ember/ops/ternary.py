@@ -6,8 +6,8 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive, hook_saves_of
-from ember.ops import _batch, _jvp
 from ember.backend import dtypes as _dt
+from ember.ops import _batch, _jvp
 from ember.ops._util import (
     cj,
     default_float_np,
