@@ -290,6 +290,7 @@ case("index_fill_", "inplace_T", lambda E: E.t((4, 3), layout="T").index_fill_(1
 # float16/bfloat16 sums: PyTorch accumulates some in float32 (rounding once), others in
 # the dtype; [1000, 0.3, -1000] tells which (0.3 against 0.5)
 _CANCEL = [1000.0, 0.3, -1000.0]
+_ZEROS = [0, 0, 0]
 for dt in ["f16", "bf16"]:
     def _src(E, dt=dt, rows=None):
         s = E.t(_CANCEL, "f32").to(getattr(E.m, "float16" if dt == "f16" else "bfloat16"))
@@ -297,25 +298,24 @@ for dt in ["f16", "bf16"]:
 
     def _zeros(E, *shape, dt=dt):
         return E.m.zeros(*shape, dtype=E.m.float16 if dt == "f16" else E.m.bfloat16)
-    Z = [0, 0, 0]
     case("index_add", f"{dt}_acc_1d", lambda E, s=_src, z=_zeros: z(E, 1).index_add(
-        0, E.i(Z), s(E)), rtol=0)
+        0, E.i(_ZEROS), s(E)), rtol=0)
     case("index_add", f"{dt}_acc_2d", lambda E, s=_src, z=_zeros: z(E, 1, 2).index_add(
-        0, E.i(Z), s(E, rows=2)), rtol=0)
+        0, E.i(_ZEROS), s(E, rows=2)), rtol=0)
     case("index_add", f"{dt}_acc_2d_alpha", lambda E, s=_src, z=_zeros: z(E, 1, 2).index_add(
-        0, E.i(Z), s(E, rows=2), alpha=3), rtol=0)
+        0, E.i(_ZEROS), s(E, rows=2), alpha=3), rtol=0)
     case("scatter_add", f"{dt}_acc", lambda E, s=_src, z=_zeros: z(E, 1).scatter_add(
-        0, E.i(Z), s(E)), rtol=0)
+        0, E.i(_ZEROS), s(E)), rtol=0)
     case("scatter", f"{dt}_acc_reduce_add", lambda E, s=_src, z=_zeros: z(E, 1).scatter(
-        0, E.i(Z), s(E), reduce="add"), rtol=0)
+        0, E.i(_ZEROS), s(E), reduce="add"), rtol=0)
     for red in ["sum", "mean", "prod", "amax"]:
         for inc in [True, False]:
             case("scatter_reduce", f"{dt}_acc_{red}_{inc}", lambda E, s=_src, z=_zeros, red=red,
-                 inc=inc: (z(E, 2) + 1).scatter_reduce(0, E.i(Z), s(E) / 7, red,
+                 inc=inc: (z(E, 2) + 1).scatter_reduce(0, E.i(_ZEROS), s(E) / 7, red,
                                                        include_self=inc), rtol=0)
     case("index_put", f"{dt}_acc", lambda E, s=_src, z=_zeros: z(E, 1, 2).index_put(
-        (E.i(Z),), s(E, rows=2), accumulate=True), rtol=0)
-    case("put", f"{dt}_acc", lambda E, s=_src, z=_zeros: z(E, 1).put(E.i(Z), s(E),
+        (E.i(_ZEROS),), s(E, rows=2), accumulate=True), rtol=0)
+    case("put", f"{dt}_acc", lambda E, s=_src, z=_zeros: z(E, 1).put(E.i(_ZEROS), s(E),
                                                                       accumulate=True), rtol=0)
     case("scatter_reduce", f"{dt}_prod_overflow", lambda E, z=_zeros: (z(E, 1) + 1).scatter_reduce(
         0, E.i([0, 0, 0]), E.t([300.0, 300.0, 1 / 300]).to(z(E, 1).dtype), "prod"), rtol=0)

@@ -91,6 +91,8 @@ def put_(self, index, source, accumulate=False):
 
 def _check_flat_index(index, n, op="take"):
     a = index._data
+    if n == 0 and a.size and op == "take":
+        raise IndexError("take(): tried to take from an empty tensor")
     if a.dtype != np.int64:
         raise RuntimeError(f"{op}(): Expected a long tensor for index, but got "
                            f"{type_name(a.dtype)}")
@@ -137,10 +139,21 @@ class MaskedSelect(Primitive):
     jvp = _jvp.linear(0)
 
 
+def _check_broadcast(a, b):
+    """PyTorch's error where the shapes ``a`` and ``b`` (the mask's first) do not broadcast."""
+    n = max(len(a), len(b))
+    pa, pb = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    for d in range(n - 1, -1, -1):
+        if pa[d] != pb[d] and pa[d] != 1 and pb[d] != 1:
+            raise RuntimeError(f"The size of tensor a ({pa[d]}) must match the size of tensor b "
+                               f"({pb[d]}) at non-singleton dimension {d}")
+
+
 @with_out
 def masked_select(input, mask):
     """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""
     _check_bool_mask("masked_select", mask)
+    _check_broadcast(mask._data.shape, input._data.shape)
     if _mode_active[0] and (m := _mode_recorder()) is not None:
         # a whole call in a capture: its length is the number of True values of the
         # mask, which a replay counts again

@@ -37,7 +37,7 @@ def _zeros(like, shape):
 
 
 def _dtype_name(t):
-    return t.dtype.name.capitalize()
+    return type_name(t._data.dtype)
 
 
 # ----- helpers on arrays ---------------------------------------------------------------
@@ -90,7 +90,7 @@ def _check_range(a, n, dim, exc=RuntimeError, prefix="", negative=True):
     if a.size and not _is_meta(a):  # meta indices have no values to check
         lo, hi = int(a.min()), int(a.max())
         if lo < (-n if negative else 0) or hi >= n:
-            raise exc(f"{prefix}index {lo if lo < -n else hi} is out of bounds for dimension "
+            raise exc(f"{prefix}index {hi if hi >= n else lo} is out of bounds for dimension "
                       f"{dim} with size {n}")
 
 
@@ -259,7 +259,7 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
 def _src_for(input, src, op="scatter"):
     if isinstance(src, Tensor):
         if src._data.dtype != input._data.dtype:
-            raise RuntimeError(f"{op}(): Expected self.dtype to be equal to src.dtype")
+            raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
         return src
     if op != "scatter":
         raise TypeError(f"{op}(): argument 'src' (position 3) must be Tensor, not "
@@ -626,6 +626,9 @@ def _slice_shape_check(op, input, source, idx, d):
 def index_add(input, dim, index, source, *, alpha=1, out=None):
     """``input`` with ``alpha * source``'s slices added along ``dim`` at ``index``;
     repeated indices sum."""
+    if index._data.dtype not in (np.int64, np.int32):
+        raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: "
+                           f"{_dtype_name(index)}")
     d, idx = _dim_and_index("index_add_", input, dim, index)
     if source._data.dtype != input._data.dtype:
         raise RuntimeError(f"index_add_(): self ({_dtype_name(input)}) and source "
@@ -646,10 +649,13 @@ def index_add(input, dim, index, source, *, alpha=1, out=None):
 @with_out
 def index_copy(input, dim, index, source, *, out=None):
     """``input`` with ``source``'s slices written along ``dim`` at ``index``."""
-    d, idx = _dim_and_index("index_copy_", input, dim, index)
     if index._data.dtype != np.int64:
         raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got "
                            f"{_dtype_name(index)}")
+    if index._data.ndim > 1:
+        raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got "
+                         f"{index._data.ndim})")
+    d, idx = _dim_and_index("index_copy_", input, dim, index)
     if source._data.dtype != input._data.dtype:
         raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "
                            f"but got (self) {_dtype_name(input)} and (source) "
@@ -710,6 +716,8 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     if dim is None:
         return gather(input.reshape(-1), 0, indices.reshape(-1))
     nd = input._data.ndim
+    if nd == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     if indices._data.ndim != nd:
         raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same "
                            f"number of dimensions, but got {nd} dimensions for input, and "

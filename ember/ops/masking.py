@@ -10,7 +10,7 @@ from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit
-from ember.ops._util import checked_scalar, with_out
+from ember.ops._util import checked_scalar, type_name, with_out
 from ember.ops.indexing import GetItemAdvanced, _xp
 
 __all__ = ["masked_fill", "masked_scatter", "nonzero", "nonzero_static", "argwhere"]
@@ -118,11 +118,14 @@ class MaskedScatter(Primitive):
 
 def masked_scatter(input, mask, source):
     """``input`` with the True positions of ``mask`` taken, in order, from ``source``."""
+    if isinstance(mask, Tensor) and mask._data.dtype != np.bool_:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with "
+                           f"dtype {type_name(mask._data.dtype)}")
     _check_bool_mask("masked_scatter_", mask)
     if source._data.dtype != input._data.dtype:
         raise RuntimeError(f"masked_scatter_: expected self and source to have same dtypes but "
-                           f"got {input.dtype.name.capitalize()} and "
-                           f"{source.dtype.name.capitalize()}")
+                           f"got {type_name(input._data.dtype)} and "
+                           f"{type_name(source._data.dtype)}")
     return MaskedScatter.apply(input, source, mask._data)
 
 
