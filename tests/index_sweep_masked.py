@@ -306,3 +306,15 @@ case("setitem", "u8_self_neg", lambda E: _set(E.t((3, 4), "u8"), [0], -1))
 case("setitem", "bool_self", lambda E: _set(E.t(MASK, "b"), [0], 2))
 case("setitem", "0d_self", lambda E: _set(E.t(2.0), E.t(True, "b"), 5.0))
 case("setitem", "empty_self", lambda E: _set(E.t((0, 3)), E.t((0, 3), "b"), 5.0))
+
+# fill values past a dtype's range: the fills check (PyTorch's checked conversion), an
+# assignment converts float16/bfloat16 through float32 unchecked; ints wrap into uint8
+for v in [65519.99, 70000.0, 1e39, -1, -300, 2.5, float("inf"), 1 + 0j]:
+    for dt in ["f16", "f32", "u8", "i32", "b"]:
+        case("setitem", f"value_{v!r}_{dt}", lambda E, v=v, dt=dt: _set(E.t((2,), dt), 0, v))
+        case("masked_fill", f"value_{v!r}_{dt}_range", lambda E, v=v, dt=dt: E.t(
+            (2,), dt).masked_fill(E.t([True, False], "b"), v))
+        case("index_fill", f"value_{v!r}_{dt}_range", lambda E, v=v, dt=dt: E.t(
+            (2,), dt).index_fill(0, E.i([1]), v))
+        case("scatter", f"value_{v!r}_{dt}_range", lambda E, v=v, dt=dt: E.t(
+            (2,), dt).scatter(0, E.i([1]), v))

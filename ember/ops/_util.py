@@ -163,8 +163,8 @@ def checked_scalar(value, np_dtype, complex_error=None):
     """The Python number ``value`` (a fill, a scattered or assigned value) converted for a
     tensor of NumPy dtype ``np_dtype`` as PyTorch's ``Scalar::to`` converts it
     (``c10::checked_convert``), raising its RuntimeError where that refuses: a complex
-    number with a nonzero imaginary part for a real tensor (``complex_error`` where the op
-    words this itself), a float outside an integer type's range (NaN, inf, -1.5 for
+    number with a nonzero imaginary part for a real tensor (any complex number, where the
+    op has its own ``complex_error``), a float outside an integer type's range (NaN, inf, -1.5 for
     uint8), a finite value past a floating type's largest; an integer into an unsigned
     type wraps from as low as minus its largest value (-1 is 255 for uint8). Bool tensors
     take any number's truth."""
@@ -173,7 +173,7 @@ def checked_scalar(value, np_dtype, complex_error=None):
     if kind == "c" or tv is bool or not isinstance(value, (int, float, complex)):
         return value
     if tv is complex or isinstance(value, complex):
-        if value.imag != 0 and complex_error is not None:
+        if complex_error is not None:
             raise RuntimeError(complex_error)
         if kind == "b":
             return bool(value)
@@ -196,7 +196,7 @@ def checked_scalar(value, np_dtype, complex_error=None):
             bad = bad or not lo <= value <= info.max
             if not bad and value < 0 and kind == "u":
                 value += info.max + 1
-    elif kind == "f":
+    elif kind == "f" or np_dtype.name in _REDUCED_MAX:
         hi = _REDUCED_MAX.get(np_dtype.name) or float(np.finfo(np_dtype).max)
         bad = bad or (value == value and abs(value) != float("inf") and abs(value) > hi)
     if bad:

@@ -21,7 +21,7 @@ from ember.backend import dtypes as _dt
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit
-from ember.ops._util import checked_scalar
+from ember.ops._util import checked_scalar, reduced_float
 from ember.ops._views import ViewPrimitive, grad_array
 
 __all__ = ["index_put", "index_put_"]
@@ -582,9 +582,11 @@ def _value_for(self, value):
             value = value.to(self.device)  # a 0-dim value from another device: a scalar
         return value
     if isinstance(value, (int, float, bool, complex, np.generic)):
-        # PyTorch's checked conversion (its errors, truncation, wrapping), then its double
-        # rounding
-        return _dt.through_float32(checked_scalar(value, self._data.dtype), self._data.dtype)
+        # PyTorch's checked conversion (its errors, truncation, wrapping; float16 and
+        # bfloat16 are reached unchecked, past their range to inf), then its double rounding
+        dt = self._data.dtype
+        checked = checked_scalar(value, np.dtype(np.float64) if reduced_float(dt) else dt)
+        return _dt.through_float32(checked, dt)
     from ember._factory import tensor
     return tensor(value, dtype=self.dtype, device=self.device)
 

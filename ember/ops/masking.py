@@ -31,8 +31,9 @@ class MaskedFill(Primitive):
                 raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, "
                                    f"but got tensor with {v.ndim} dimension(s).")
             v = _dt.through_float32(v, x.dtype).astype(x.dtype)  # PyTorch's double rounding
-        else:  # PyTorch's checked conversion: its errors, its truncation and wrapping
-            v = checked_scalar(v, x.dtype)
+        else:  # PyTorch's checked conversion (its errors, truncation and wrapping), then
+            # its double rounding
+            v = _dt.through_float32(checked_scalar(v, x.dtype), x.dtype)
         return _xp(x).where(mask, _xp(x).asarray(v, dtype=x.dtype), x)
 
     def backward(self, gy):
