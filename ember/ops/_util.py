@@ -159,6 +159,9 @@ _C_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half"
                  "uint32": "uint32_t", "uint64": "uint64_t"}
 
 
+_FLOAT_MAX = {}  # largest finite value of the NumPy floating dtypes met, by dtype
+
+
 def checked_scalar(value, np_dtype, complex_error=None):
     """The Python number ``value`` (a fill, a scattered or assigned value) converted for a
     tensor of NumPy dtype ``np_dtype`` as PyTorch's ``Scalar::to`` converts it
@@ -170,6 +173,12 @@ def checked_scalar(value, np_dtype, complex_error=None):
     take any number's truth."""
     kind = np_dtype.kind
     tv = type(value)
+    if tv is float and kind == "f":  # the common case first
+        hi = _FLOAT_MAX.get(np_dtype)
+        if hi is None:
+            hi = _FLOAT_MAX[np_dtype] = float(np.finfo(np_dtype).max)
+        if -hi <= value <= hi or value != value or abs(value) == float("inf"):
+            return value
     if kind == "c" or tv is bool or not isinstance(value, (int, float, complex)):
         return value
     if tv is complex or isinstance(value, complex):

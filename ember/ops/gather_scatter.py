@@ -361,11 +361,17 @@ class ScatterReduce(Primitive):
             else:
                 info = np.iinfo(x.dtype)
                 ident = info.min if pick is xp.maximum else info.max
-            out[touched] = ident
-            pick.at(out, tuple(xp.broadcast_to(p, idx.shape).reshape(-1)[::-1] for p in pos),
-                    s.reshape(-1)[::-1])
-            if include_self:
-                out = xp.where(touched, pick(out, x), out)
+            if not (s == 0).any() and not (include_self and (x == 0).any()):
+                # no zeros: equal values are the same bits (NaNs aside), the order is moot
+                if not include_self:
+                    out[touched] = ident
+                pick.at(out, pos, s)
+            else:
+                out[touched] = ident
+                pick.at(out, tuple(xp.broadcast_to(p, idx.shape).reshape(-1)[::-1]
+                                   for p in pos), s.reshape(-1)[::-1])
+                if include_self:
+                    out = xp.where(touched, pick(out, x), out)
         else:
             if not include_self:
                 out[touched] = 1 if reduce == "prod" else 0

@@ -626,7 +626,8 @@ def setitem(self, idx, value):
             not hasattr(value, "__cuda_array_interface__"):
         raise TypeError(f"can't assign a {type(value).__name__} to a {self.type()}")
     basic, adv = parse_index(idx, self._data.shape, self._data)
-    _check_byte_mask_fill(_as_tuple(idx), value)
+    if type(idx) is Tensor or type(idx) is tuple:
+        _check_byte_mask_fill(idx if type(idx) is tuple else (idx,), value)
     if _basic_class(basic, self._data.shape) is not GetItemAlias:
         op = SetItemSlices
     else:
