@@ -129,6 +129,10 @@ def compare_value(e, t, what, rtol):
     if isinstance(t, torch.Tensor):
         if not isinstance(e, ember.Tensor):
             return f"{what}: {type(e).__name__}, torch a Tensor"
+        if t.is_sparse or getattr(e, "is_sparse", False):
+            if not (t.is_sparse and getattr(e, "is_sparse", False)):
+                return f"{what}: sparse {getattr(e, 'is_sparse', False)} != {t.is_sparse}"
+            e, t = e.to_dense(), t.to_dense()
         if tuple(e.shape) != tuple(t.shape):
             return f"{what}: shape {tuple(e.shape)} != {tuple(t.shape)}"
         if _dtype_name(e.dtype) != _dtype_name(t.dtype):

@@ -154,3 +154,47 @@ for fn in ["tril_indices", "triu_indices"]:
     case(fn, "neg_col", lambda E, fn=fn: getattr(E.m, fn)(3, -1))
     case(fn, "kw", lambda E, fn=fn: getattr(E.m, fn)(row=3, col=2, offset=-1))
     case(fn, "no_col", lambda E, fn=fn: getattr(E.m, fn)(3))
+
+# more forms: augmented assignment, function spellings, views of a graph ------------------
+case("setitem", "iadd_dups", lambda E: _iadd(E.t((3, 4)), E.i([0, 0, 2]), 1.0))
+case("setitem", "iadd_dups_grad", lambda E: _iadd(E.t((3, 4), grad=True).clone(),
+                                                  E.i([0, 0]), E.t((4,), grad=True)))
+case("gather", "sparse_grad_true", lambda E: E.m.gather(E.t((3, 4), grad=True), 1,
+                                                        E.i([[0], [1], [3]]), sparse_grad=True))
+case("scatter", "fn_reduce", lambda E: E.m.scatter(E.t((3, 4)), 0, E.i([[0, 0]]),
+                                                   E.t((1, 2)), reduce="multiply"))
+case("scatter", "value_kw", lambda E: E.m.scatter(E.t((3, 4)), 0, E.i([[0, 1]]), value=2.0))
+case("scatter_", "into_view", lambda E: E.t((3, 4), grad=True).clone()[1:].scatter_(
+    1, E.i([[0], [3]]), E.t((2, 1), grad=True)))
+case("index_fill", "neg_dim", lambda E: E.t((2, 3), grad=True).index_fill(-1, E.i([0]), 1.0))
+case("index_copy", "0d_src_1elt", lambda E: E.t((3,), grad=True).index_copy(
+    0, E.i([1]), E.t(4.0, grad=True)))
+case("masked_select", "f16_grad", lambda E: E.t((2, 3), "f16", grad=True).masked_select(
+    E.t([[True, False, True], [False, False, True]], "b")))
+case("masked_fill_", "nc_inplace_grad", lambda E: E.t((4, 3), layout="T", grad=True).clone(
+).t().masked_fill_(E.t([[True, False, True]] * 3, "b"), 2.0))
+case("take", "bool", lambda E: E.t([[True, False], [False, True]], "b").take(E.i([3, 0])))
+case("nonzero", "static", lambda E: E.m.nonzero_static(E.t([0, 1, 0, 2]), size=4))
+case("nonzero", "static_small", lambda E: E.m.nonzero_static(E.t([0, 1, 0, 2]), size=1,
+                                                              fill_value=-5))
+case("index_select", "bool_grad_none", lambda E: E.t([True, False], "b").index_select(
+    0, E.i([1, 1])))
+case("index_reduce", "prod", lambda E: E.t((3, 4), grad=True).index_reduce(
+    0, E.i([0, 0, 2]), E.t((3, 4), grad=True), "prod"))
+case("index_reduce", "amax_exc", lambda E: E.t((3, 4), grad=True).index_reduce(
+    0, E.i([0, 0, 2]), E.t((3, 4), grad=True), "amax", include_self=False))
+case("index_reduce", "mean_int", lambda E: E.t([[5, -3]], "i64").index_reduce(
+    0, E.i([0, 0]), E.t([[2, 2], [-7, 1]], "i64"), "mean"))
+case("index_reduce", "neg", lambda E: E.t((3, 4)).index_reduce(
+    0, E.i([-1]), E.t((1, 4)), "prod"))
+case("index_reduce", "f16_prod", lambda E: (E.m.ones(1, 2, dtype=E.m.float16)).index_reduce(
+    0, E.i([0, 0, 0]), E.t([[300.0] * 2, [300.0] * 2, [1 / 300] * 2], "f16"), "prod"))
+case("select_scatter", "basic", lambda E: E.m.select_scatter(E.t((3, 4), grad=True),
+                                                             E.t((4,), grad=True), 0, -1))
+case("slice_scatter", "basic", lambda E: E.m.slice_scatter(E.t((3, 4), grad=True),
+                                                           E.t((3, 2), grad=True), 1, 1, 4, 2))
+
+
+def _iadd(x, key, v):
+    x[key] += v
+    return x

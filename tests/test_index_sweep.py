@@ -25,7 +25,10 @@ _TIES = ("grad[1]", "PyTorch's amax/amin gradient counts an excluded input "
          "among the candidates only, so the gradients sum to the incoming one")
 _CHALF = ("NotImplementedError: a float16 tensor with a complex Python number",
           "complex32 arithmetic is not implemented in ember")
+_SPARSE = ("sparse False != True", "gather(sparse_grad=True) gives a dense gradient: ember "
+           "has no sparse gradients in autograd")
 KNOWN = {
+    ("gather", "sparse_grad_true"): _SPARSE,
     ("scatter", "grad_src_self"): _SRC_BIGGER,
     ("scatter", "grad_src_bigger"): _SRC_BIGGER,
     ("scatter", "empty_index"): _SRC_BIGGER,

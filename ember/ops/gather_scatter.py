@@ -319,6 +319,8 @@ class ScatterReduce(Primitive):
     save_inputs = (0, 1)
     save_output = True
     batch = _batch.scatter
+    # PyTorch's scatter_reduce kernel sums and multiplies float16/bfloat16 in float32
+    float32_accumulation = True
 
     def forward(self, x, src, idx, dim, reduce, include_self):
         if _flat(x, idx):  # 0-d operands as one element: the same on 1-D views
@@ -333,7 +335,8 @@ class ScatterReduce(Primitive):
                              n.reshape(x.shape))
             return out.reshape(x.shape)
         xp = _xp(x)
-        if reduce in ("sum", "mean", "prod") and reduced_float(x.dtype):
+        if reduce in ("sum", "mean", "prod") and self.float32_accumulation and \
+                reduced_float(x.dtype):
             # PyTorch's CPU kernel accumulates float16/bfloat16 in float32, rounding once
             f = np.float32
             out = self.forward(x.astype(f), src.astype(f), idx, dim, reduce, include_self)
