@@ -198,3 +198,39 @@ case("slice_scatter", "basic", lambda E: E.m.slice_scatter(E.t((3, 4), grad=True
 def _iadd(x, key, v):
     x[key] += v
     return x
+
+# ties of signed zeros along other dims, out= of other dtypes, 3-d scatters ------------------
+for red in ["amax", "amin"]:
+    for inc in [True, False]:
+        case("scatter_reduce", f"{red}_{inc}_zeros_dim1", lambda E, red=red, inc=inc: E.t(
+            [[0.0, -0.0], [-0.0, 0.0]]).scatter_reduce(1, E.i([[0, 0, 1], [1, 1, 0]]), E.t(
+                [[-0.0, 0.0, -0.0], [0.0, -0.0, 0.0]]), red, include_self=inc))
+        case("scatter_reduce", f"{red}_{inc}_zeros_3d", lambda E, red=red, inc=inc: E.t(
+            np.zeros((2, 2, 2))).scatter_reduce(0, E.i(np.zeros((3, 2, 2), "int64")), E.t(
+                np.array([-0.0, 0.0, -0.0] * 4).reshape(3, 2, 2)), red, include_self=inc))
+case("scatter", "3d_dim2_grad", lambda E: E.t((2, 3, 4), grad=True).scatter(
+    2, E.i(np.array([[[0, 3], [1, 1], [2, 0]], [[3, 3], [0, 1], [2, 2]]])),
+    E.t((2, 3, 2), grad=True)))
+case("scatter_add", "3d_dim1_i32", lambda E: E.t((2, 3, 4), grad=True).scatter_add(
+    1, E.i(np.array([[[0, 2, 1, 1]], [[2, 2, 0, 1]]]), "i32"), E.t((2, 1, 4), grad=True)))
+for op in ["index_add", "index_copy"]:
+    case(op, "out_f64", lambda E, op=op: getattr(E.m, op)(
+        E.t((3, 4)), 0, E.i([1]), E.t((1, 4)), out=E.m.empty(3, 4, dtype=E.m.float64)))
+case("index_select", "out_f64", lambda E: E.m.index_select(
+    E.t((3, 4)), 0, E.i([1]), out=E.m.empty(0, dtype=E.m.float64)))
+case("gather", "out_int_resize", lambda E: E.m.gather(
+    E.t((3, 4), "i64"), 0, E.i([[1, 2]]), out=E.m.empty(0, dtype=E.m.int64)))
+case("take", "out_f64", lambda E: E.m.take(E.t((3, 4)), E.i([1]),
+                                           out=E.m.empty(1, dtype=E.m.float64)))
+case("masked_select", "out_f64", lambda E: E.m.masked_select(
+    E.t((2, 2)), E.t([[True, False], [True, True]], "b"), out=E.m.empty(0, dtype=E.m.float64)))
+case("scatter_reduce", "mean_int_neg", lambda E: E.t([[-7, 5]], "i64").scatter_reduce(
+    1, E.i([[0, 0, 1]]), E.t([[2, 0, -8]], "i64"), "mean", include_self=False))
+case("scatter_reduce", "mean_u8", lambda E: E.t([[7, 5]], "u8").scatter_reduce(
+    1, E.i([[0, 0, 1]]), E.t([[2, 0, 8]], "u8"), "mean"))
+case("scatter_reduce", "prod_int_overflow", lambda E: E.t([[2 ** 40]], "i64").scatter_reduce(
+    1, E.i([[0, 0]]), E.t([[2 ** 30, 4]], "i64"), "prod"))
+case("index_put", "acc_int_broadcast", lambda E: E.t((3, 4), "i32").index_put(
+    (E.i([0, 0]), E.i([[1], [1]])), E.t([5], "i32"), accumulate=True))
+case("index_put", "noacc_bool_self", lambda E: E.t(np.zeros((2, 2), bool), "b").index_put(
+    (E.i([1]),), E.t(True, "b")))
