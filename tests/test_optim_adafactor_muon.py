@@ -248,6 +248,12 @@ def test_muon_bfloat16_rounding_matches_torch():
     np.testing.assert_array_equal(got, expected)
     numbers = ~np.isnan(expected)  # (a NaN's sign bit is no promise of either)
     assert (np.signbit(got) == np.signbit(expected))[numbers].all()
+    # float64 goes through float32, as torch converts it: 1 + 2**-8 + 2**-30 becomes
+    # the tie 1 + 2**-8, rounded to even (1.0), not up
+    x64 = np.array([1 + 2 ** -8 + 2 ** -30, -(1 + 2 ** -8 + 2 ** -30), 1e300, 1e-300])
+    np.testing.assert_array_equal(_bfloat16(x64),
+                                  torch.tensor(x64).bfloat16().float().numpy())
+    assert _bfloat16(x64)[0] == 1.0
 
 
 def _checkpoint_case(name, layout, kwargs):

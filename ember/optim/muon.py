@@ -139,12 +139,20 @@ def _orthogonalize(update, coefficients, steps, eps):
 
 def _bfloat16(a):
     """``a`` (cast to float32) rounded to the nearest bfloat16 value, ties to even, as a
-    float32 array (or scalar); NaN stays NaN, overflow becomes inf."""
+    float32 array (or scalar); NaN stays NaN, overflow becomes inf. (A float64 array is
+    rounded through float32, as PyTorch converts it.)"""
     a = np.asarray(a, dtype=np.float32)
-    bits = a.view(np.uint32).astype(np.uint64)
-    bits += 0x7FFF + ((bits >> 16) & 1)
-    rounded = (bits & 0xFFFF0000).astype(np.uint32).view(np.float32)
-    return np.where(np.isnan(a), a, rounded)
+    bits = a.view(np.uint32)
+    # only a NaN's bits can wrap around here: those are put back below
+    rounded = (bits >> 16) & 1
+    rounded += 0x7FFF
+    rounded += bits
+    rounded &= 0xFFFF0000
+    out = rounded.view(np.float32)
+    nan = np.isnan(a)
+    if nan.any():
+        out[nan] = a[nan]
+    return out
 
 
 def _adjusted_lr(lr, adjust_lr_fn, shape):
