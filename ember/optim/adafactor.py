@@ -103,7 +103,6 @@ class Adafactor(Optimizer):
             alpha = _times_lr(alpha, lr, 1 / step ** 0.5)
             if wd != 0:
                 pa *= _decay_factor(lr, wd)
-            gg = np.multiply(g, g)
             if "row_var" in state:
                 row, col = state["row_var"]._data, state["col_var"]._data
                 _lerp_(row, _mean_square(g, -1), weight)
@@ -112,7 +111,7 @@ class Adafactor(Optimizer):
                 v /= np.maximum(row.mean(axis=-2, keepdims=True), eps1)
             else:
                 variance = state["variance"]._data
-                _lerp_(variance, gg, weight)
+                _lerp_(variance, np.multiply(g, g), weight)
                 v = variance.copy()
             np.maximum(v, eps1 * eps1, out=v)
             update = np.sqrt(v, out=v)
