@@ -242,8 +242,11 @@ def _range_out_name(start, end):
 
 
 def _sized(size, kw, fn):
-    """``size`` given by keyword (``zeros(size=(2, 3))``) instead of by position."""
+    """``size`` given by keyword (``zeros(size=(2, 3))``) instead of by position; none
+    at all is PyTorch's ``TypeError`` (a 0-d tensor is ``zeros(())``)."""
     if not kw:
+        if not size:
+            raise TypeError(f'{fn}() missing 1 required positional arguments: "size"')
         return size
     if set(kw) != {"size"}:
         raise TypeError(f"{fn}() got an unexpected keyword argument '{next(iter(kw))}'")
