@@ -364,8 +364,10 @@ def test_a_hold_sets_openblas_only(two_threads, monkeypatch):
     saved = T.blas_to_one()
     assert (openblas.num_threads, mkl.num_threads) == (1, 1)
     T.blas_back(saved)
+    T._set_blas_threads(3)  # MKL takes it at once, OpenBLAS at the hold's end
+    assert (openblas.num_threads, mkl.num_threads) == (1, 3)
     H.release_blas(held)
-    assert (openblas.num_threads, mkl.num_threads) == (2, 2)
+    assert (openblas.num_threads, mkl.num_threads) == (3, 3)
 
 
 def test_a_child_forked_during_a_hold_starts_unheld(two_threads):

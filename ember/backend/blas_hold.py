@@ -39,8 +39,7 @@ def _held_libs():
     """The libraries a hold sets: NumPy's OpenBLAS (ember computes its products at one
     thread for their bits); not MKL, whose products are ember's own calls on its threads
     (``ember[mkl]``), nor another BLAS threadpoolctl finds beside it."""
-    return [lib for lib in _threads._blas_libs()
-            if getattr(lib, "internal_api", "openblas") == "openblas"]
+    return [lib for lib in _threads._blas_libs() if _threads._openblas(lib)]
 
 
 def release_blas(token):

@@ -123,10 +123,11 @@ def _blas_libs():
 def _set_blas_threads(n):
     libs = _blas_libs()
     with _hold_lock:
-        if _state["held"]:  # (kept at one: the count is given at the hold's end)
-            _state["held_saved"] = [(lib, n) for lib in libs]
-        else:
-            for lib in libs:
+        held = _state["held"]
+        if held:  # (NumPy's OpenBLAS kept at one: its count is given at the hold's end)
+            _state["held_saved"] = [(lib, n) for lib in libs if _openblas(lib)]
+        for lib in libs:
+            if not (held and _openblas(lib)):
                 lib.set_num_threads(n)
     _state["blas"] = n if libs else None
     for lib in _own_blas:
@@ -500,13 +501,18 @@ def blas_to_one():
 
 
 def _not_held():
-    """The libraries :func:`blas_to_one` still sets under a hold (see ``_held_libs``)."""
+    """The libraries :func:`blas_to_one` still sets under a hold (``blas_hold`` holds
+    NumPy's OpenBLAS only)."""
     libs = _state.get("not_held")
     if libs is None or libs[0] is not _state.get("libs"):
         libs = _state["not_held"] = (_state.get("libs"), [
-            lib for lib in _blas_libs()
-            if getattr(lib, "internal_api", "openblas") != "openblas"])
+            lib for lib in _blas_libs() if not _openblas(lib)])
     return libs[1] + _own_blas
+
+
+def _openblas(lib):
+    """Whether ``lib`` (a controller) is an OpenBLAS: the library a hold sets."""
+    return getattr(lib, "internal_api", "openblas") == "openblas"
 
 
 def blas_back(saved):
@@ -573,8 +579,6 @@ def _per_kernel(key, table, char):
     return known[1].get(char, 0)
 
 
-
-
 def row_grain(char):
     """The multiple of rows at which row blocks of a product on NumPy's BLAS keep the
     whole product's bits, for the dtype ``char`` ("f" or "d"); 0 where they do not or
@@ -586,8 +590,6 @@ def row_blocks_keep_bits():
     """Whether row blocks of a float32 product on NumPy's BLAS (at the rows
     :func:`row_grain` gives) keep the whole product's bits; False where unknown."""
     return row_grain("f") > 0
-
-
 
 
 def kernels_in(key, kernels):
