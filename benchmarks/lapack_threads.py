@@ -4,7 +4,8 @@
 
 At more than one ember thread ember calls ``numpy.linalg`` through
 ``ember.backend.lapack.linalg``, which runs each routine at one BLAS thread so that its
-results are the one-thread bits (docs/performance.md, "Ops beyond the product routes").
+results are the one-thread bits (docs/performance/threads-products.md, "Ops beyond the
+product routes").
 This alternates, in one process at ``set_num_threads(2)``, ``numpy.linalg`` at two BLAS
 threads (before) and ``lapack.linalg`` (after) on an ``n`` x ``n`` float32 symmetric
 positive definite matrix, and prints the median wall milliseconds per call of each, their

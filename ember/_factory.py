@@ -242,8 +242,11 @@ def _range_out_name(start, end):
 
 
 def _sized(size, kw, fn):
-    """``size`` given by keyword (``zeros(size=(2, 3))``) instead of by position."""
+    """``size`` given by keyword (``zeros(size=(2, 3))``) instead of by position; none
+    at all is PyTorch's ``TypeError`` (a 0-d tensor is ``zeros(())``)."""
     if not kw:
+        if not size:
+            raise TypeError(f'{fn}() missing 1 required positional arguments: "size"')
         return size
     if set(kw) != {"size"}:
         raise TypeError(f"{fn}() got an unexpected keyword argument '{next(iter(kw))}'")
@@ -454,17 +457,30 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False, out=None, layou
     return _into(t, out)
 
 
-def tril_indices(row, col, offset=0, dtype=None, device=None):
-    """Indices (2 x N, int64) of the lower triangle of a row x col matrix."""
-    r, c = np.tril_indices(row, offset, col)
+def _triangle_indices(name, row, col, dtype):
+    """PyTorch's checks for ``tril_indices``/``triu_indices``: sizes, index dtypes."""
+    if row < 0:
+        raise RuntimeError(f"row must be non-negative, got{row}")
+    if col < 0:
+        raise RuntimeError(f"col must be non-negative, got{col}")
     dt = _dt.to_dtype(dtype) or _dt.int64
+    if dt not in (_dt.int64, _dt.int32):
+        from ember.ops._util import scalar_type_name
+        raise NotImplementedError(f'"{name}" not implemented for \'{scalar_type_name(dt)}\'')
+    return dt
+
+
+def tril_indices(row, col, offset=0, dtype=None, device=None):
+    """Indices (2 x N, int64 or int32) of the lower triangle of a row x col matrix."""
+    dt = _triangle_indices("tril_indices", row, col, dtype)
+    r, c = np.tril_indices(row, offset, col)
     return _finish(np.stack([r, c]).astype(dt.np), backend.as_device(device), False)
 
 
 def triu_indices(row, col, offset=0, dtype=None, device=None):
-    """Indices (2 x N, int64) of the upper triangle of a row x col matrix."""
+    """Indices (2 x N, int64 or int32) of the upper triangle of a row x col matrix."""
+    dt = _triangle_indices("triu_indices", row, col, dtype)
     r, c = np.triu_indices(row, offset, col)
-    dt = _dt.to_dtype(dtype) or _dt.int64
     return _finish(np.stack([r, c]).astype(dt.np), backend.as_device(device), False)
 
 

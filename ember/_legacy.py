@@ -375,7 +375,8 @@ def _new(self, *args, device=None):
         return _factory.tensor(args[0], dtype=self.dtype, device=dev)
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
-    return _factory.empty(*args, dtype=self.dtype, device=dev)
+    # (no sizes: an empty 1-D tensor, as PyTorch's ``x.new()``)
+    return _factory.empty(*(args or (0,)), dtype=self.dtype, device=dev)
 
 
 def _apply_(self, callable):

@@ -146,7 +146,7 @@ class Tensor:
                 return data
             t = _factory.tensor(data, dtype=_dt.get_default_dtype(), device=device)
         else:
-            t = _factory.empty(*args, device=device)
+            t = _factory.empty(*(args or (0,)), device=device)  # Tensor(): empty 1-D
         if cls is not Tensor:
             t = t.as_subclass(cls)
         return t

@@ -5,6 +5,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import oracle  # noqa: E402
 
+from ember.backend import threads as _threads  # noqa: E402
+
+# The tests choose their arrays' sizes by the pool's nominal bounds for a split; a new
+# pool would scale them to the machine's dispatch time (threads.scale_bounds), which
+# tests/test_threads_dispatch.py checks itself.
+_threads.scale_bounds(1.0)
+
 # Report how many values the suite compared with torch (summed over xdist workers).
 
 

@@ -126,3 +126,25 @@ def test_second_derivative_is_zeros_not_none(name):
     assert res[0][0] and res[1][0]
     np.testing.assert_allclose(res[0][1], res[1][1])
     np.testing.assert_array_equal(res[0][2], res[1][2])
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty", "rand", "randn"])
+def test_factories_need_a_size(name):
+    """No size at all is a TypeError in PyTorch (a 0-d tensor needs ``()``); ember made a
+    0-d tensor."""
+    with pytest.raises(TypeError):
+        getattr(torch, name)()
+    with pytest.raises(TypeError, match="size"):
+        getattr(ember, name)()
+    assert getattr(ember, name)(()).shape == getattr(torch, name)(()).shape == ()
+    assert getattr(ember, name)(size=(2,)).shape == (2,)
+
+
+def test_legacy_constructors_without_sizes_are_empty_1d():
+    """``Tensor()`` and ``x.new()`` give an empty 1-D tensor in PyTorch (ember gave 0-d);
+    ``empty_permuted`` of a 0-d size stays 0-d."""
+    assert ember.Tensor().shape == torch.Tensor().shape == (0,)
+    assert ember.tensor([1.0]).new().shape == torch.tensor([1.0]).new().shape == (0,)
+    assert ember.tensor([1.0]).new().dtype == ember.float32
+    assert ember.empty_permuted((), ()).shape == torch.empty_permuted((), ()).shape == ()
+    assert ember.Tensor(2, 3).shape == torch.Tensor(2, 3).shape

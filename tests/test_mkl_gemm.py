@@ -189,7 +189,7 @@ def test_bit_equal_to_torch_counts(every_product, calls):
     assert mkl_equal >= numpy_equal and mkl_equal >= total // 2
 
 
-# the products of benchmarks/training_steps.py and cnn_step.py (docs/performance.md)
+# the products of benchmarks/training_steps.py and cnn_step.py (docs/performance/blas-mkl.md)
 WORKLOAD_PRODUCTS = [((128, 784), (784, 256)), ((128, 256), (256, 128)),
                      ((256, 128), (128, 784)), ((1024, 784), (784, 256)),
                      ((32, 128), (128, 512)), ((1024, 64), (64, 512)),

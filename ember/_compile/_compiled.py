@@ -26,6 +26,8 @@ from ember._graph import ir as _ir
 from ember.autograd import engine as _engine
 from ember.autograd import grad_mode
 from ember.autograd.grad_mode import state as _grad_state
+from ember.backend import blas_hold as _blas_hold
+from ember.backend import threads as _threads
 from ember.nn.modules.module import Module
 
 Tensor = _tensor.Tensor
@@ -393,7 +395,16 @@ class CompiledFunction:
         """A training step: the events before ``backward`` (``zero_grad``), the plan's
         forward and backward with the gradients accumulated into the leaves' ``.grad``
         as ``backward()`` does, then the events after it (``optimizer.step()``, through
-        :func:`_step_one_pass`). Without a plan the call runs eagerly."""
+        :func:`_step_one_pass`). Without a plan the call runs eagerly. At more than one
+        ember thread NumPy's BLAS is held at one thread for the whole step
+        (``blas_hold``), as an eager backward and optimizer step hold it."""
+        held = _blas_hold.hold_blas() if _threads.MANY else None
+        try:
+            return self._train_step(e, tensors, args, kwargs)
+        finally:
+            _blas_hold.release_blas(held)
+
+    def _train_step(self, e, tensors, args, kwargs):
         plan = self._plan_of(e, tensors)
         if plan is None or any(t.grad_fn is not None for t in tensors if t.requires_grad):
             self.stats["eager"] += 1

@@ -23,11 +23,9 @@ import string
 
 import numpy as np
 
-from ember.backend.threads import _MIN_COST_PER_THREAD, parallel_rows
+from ember.backend import threads as _threads_mod
 from ember.backend.threads import _state as _threads
-
-# below this many element operations ``parallel_rows`` runs one block anyway
-_SPLIT_COST = 2 * _MIN_COST_PER_THREAD
+from ember.backend.threads import parallel_rows
 
 __all__ = ["grad_loop", "available", "groups"]
 
@@ -75,7 +73,8 @@ def _run(kernel, arrays, extra=(), cost=2):
     (each block a slice of every array)."""
     flat = [a.reshape(-1) for a in arrays]
     n = flat[0].size
-    if _threads["threads"] < 2 or cost * n < _SPLIT_COST:
+    # (below twice the least work per thread ``parallel_rows`` runs one block anyway)
+    if _threads["threads"] < 2 or cost * n < 2 * _threads_mod._MIN_COST_PER_THREAD:
         # one block: the loop called directly (a small cell's arrays, one thread)
         kernel(*flat, *extra)
         return

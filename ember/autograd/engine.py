@@ -13,6 +13,7 @@ from ember.autograd import _modes, anomaly
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import _FREED, _wrap
 from ember.autograd.node import in_backward as _in_backward
+from ember.backend import blas_hold as _blas_hold
 from ember.backend import threads as _threads
 from ember.backend.dtypes import FROM_NP as _FROM_NP
 
@@ -427,12 +428,16 @@ def run_backward(roots, grad_roots, retain_graph, create_graph, inputs=None,
     Callbacks queued during the pass (``queue_callback``) run at its end.
     """
     outer = len(_final_callbacks)
+    # at more than one thread, NumPy's BLAS at one thread for the pass (blas_hold)
+    held = _blas_hold.hold_blas() if _threads.MANY else None
     try:
         result = _run_backward(roots, grad_roots, retain_graph, create_graph, inputs,
                                accumulate, allow_unused)
     except BaseException:
         del _final_callbacks[outer:]
         raise
+    finally:
+        _blas_hold.release_blas(held)
     while len(_final_callbacks) > outer:
         _final_callbacks.pop(outer)()
     return result

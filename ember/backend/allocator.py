@@ -11,7 +11,8 @@ again (hundreds to thousands per step, a fifth to nearly half of a small model's
 from the heap, and the heap keeps up to ``trim_threshold`` bytes of free memory instead
 of returning it. ``import ember`` calls it unless the environment variable
 ``EMBER_MALLOPT`` is ``0``; the cost is memory the process keeps after a peak (up to
-the trim threshold), which ``release()`` hands back on demand. See docs/performance.md.
+the trim threshold), which ``release()`` hands back on demand. See
+docs/performance/models.md ("Page faults per step").
 """
 import os
 

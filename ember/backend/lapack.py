@@ -6,7 +6,7 @@ factorization's last bits would depend on ``set_num_threads`` (and, through the 
 rule of ``threads.cores_to_spare``, on the machine's load). :data:`linalg` is
 ``numpy.linalg`` whose routines run at one BLAS thread when ember has more than one (at
 one ember thread BLAS already has one): the one-thread bits at any count. The cost at two
-threads is in docs/performance.md, "Ops beyond the product routes"."""
+threads is in docs/performance/threads-products.md, "Ops beyond the product routes"."""
 import numpy as np
 
 from ember.backend import threads as _threads

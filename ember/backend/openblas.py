@@ -13,7 +13,7 @@ import ctypes
 import glob
 import os
 
-__all__ = ["find"]
+__all__ = ["find", "process_wide"]
 
 # how OpenBLAS builds name their exported functions: NumPy 2's wheels add "scipy_" and
 # a suffix for the 64-bit integer interface
@@ -104,4 +104,23 @@ def find():
         if corename is not None:
             corename.restype, corename.argtypes = ctypes.c_char_p, []
         out.append(OpenBLAS(path, get, set_, corename))
+    return tuple(out)
+
+
+def process_wide(controllers):
+    """threadpoolctl's controllers, with each OpenBLAS on its own threads (pthreads, as
+    NumPy's wheels build it) replaced by ember's own controller of the same library:
+    its thread count is one for the process, and threadpoolctl lets only the first
+    Python thread that set it set it again (others silently do nothing), so a model
+    trained in another thread would run its products on BLAS's threads, with other bits
+    than at one thread."""
+    own = None
+    out = []
+    for c in controllers:
+        if getattr(c, "internal_api", None) == "openblas" and \
+                getattr(c, "threading_layer", None) == "pthreads":
+            if own is None:
+                own = {os.path.realpath(lib.filepath): lib for lib in find()}
+            c = own.get(os.path.realpath(c.filepath), c)
+        out.append(c)
     return tuple(out)

@@ -36,11 +36,19 @@ import time
 
 import numpy as np
 
+# what each OpenBLAS kernel was measured to keep (bits at several threads, row blocks,
+# other layouts): see that module
+from ember.backend.blas_kernels import COPY_KEEPS_BITS as _COPY_KEEPS_BITS
+from ember.backend.blas_kernels import LAYOUTS_KEEP_BITS as _LAYOUTS_KEEP_BITS
+from ember.backend.blas_kernels import ROW_GRAIN as _ROW_GRAIN
+from ember.backend.blas_kernels import SAME_BITS_K as _SAME_BITS_K
+
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
            "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k", "pair",
            "row_grain", "row_blocks_keep_bits", "layouts_keep_bits", "copy_keeps_bits",
-           "kernels_in", "blas_to_one", "blas_back"]
+           "kernels_in", "blas_to_one", "blas_back",
+           "blas_held", "scale_bounds"]
 
 
 def _default_threads():
@@ -57,11 +65,12 @@ def _default_threads():
 # "pairs": whether :func:`pair` runs its two computations at once (a switch for
 # benchmarks/two_threads_pairs_ab.py, which alternates the two ways in one process)
 _state = {"threads": _default_threads(), "blas": None, "pool_used": float("-inf"),
-          "pairs": True}
+          "pairs": True, "held": 0, "scale": 1.0, "scale_pinned": False}
 # whether more than one thread is set (kept by ``set_num_threads``): at one thread the
 # elementwise kernels' size checks (:func:`binary`, :func:`unary`, :func:`add_into` and
 # their callers) are skipped after this one module read, no size read at all
 MANY = _state["threads"] > 1
+_hold_lock = threading.Lock()  # (see blas_hold.hold_blas)
 
 
 def get_num_threads():
@@ -104,15 +113,22 @@ def _blas_libs():
             from ember.backend import openblas
             libs = openblas.find()
         else:
-            libs = tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
+            from ember.backend import openblas
+            libs = openblas.process_wide(
+                ThreadpoolController().select(user_api="blas").lib_controllers)
         _state["libs"] = libs
     return libs
 
 
 def _set_blas_threads(n):
     libs = _blas_libs()
-    for lib in libs:
-        lib.set_num_threads(n)
+    with _hold_lock:
+        held = _state["held"]
+        if held:  # (NumPy's OpenBLAS kept at one: its count is given at the hold's end)
+            _state["held_saved"] = [(lib, n) for lib in libs if _openblas(lib)]
+        for lib in libs:
+            if not (held and _openblas(lib)):
+                lib.set_num_threads(n)
     _state["blas"] = n if libs else None
     for lib in _own_blas:
         lib.set_num_threads(n)
@@ -217,9 +233,76 @@ local = threading.local()
 _pool = [None]
 
 
+# The least work for a split (per thread, for a pair, for a product, for an elementwise
+# op) was chosen where the pool's round trip (a block handed to the worker and its end
+# seen by the caller) took 16-30 us, and there four times those bounds gave the same
+# step times. Where the round trip is longer -- a virtual machine whose idle vCPU is
+# woken by the host, a Python whose GIL changes hands slowly -- a split of that size
+# costs more than the second core saves (a 2-vCPU AMD EPYC VM: 30-115 us; its MLP step
+# took 3.1 ms at two threads against 2.3 at one). So a new pool times its own round trip
+# (the median of a few empty blocks back to back, about 1 ms once) and the bounds are
+# scaled by its ratio to _REFERENCE_ROUND_TRIP (there: 4-8; of 1, 2, 4 and 8 times the
+# bounds, 8 gave the shortest steps), up to _MAX_SCALE. Only when splits happen
+# changes: a split's results are the whole kernel's bits either way. Measured:
+# docs/performance/threads.md, "Two threads on a slow dispatch (ninth pass)".
+_REFERENCE_ROUND_TRIP = 8e-6
+_MAX_SCALE = 32.0
+_CALIBRATION_TRIPS = 15
+_NOMINAL = {"_SPLIT_MNK": 1 << 21, "_MIN_PAIR_COST": 1 << 20,
+            "_MIN_COST_PER_THREAD": 1 << 16, "SPLIT_ELEMENTS": 1 << 18}
+
+
+def _new_pool():
+    """A new pool in ``_pool[0]``, with the bounds above scaled to its round trip."""
+    pool = _Pool()
+    trips = []
+    with pool.lock:  # (published first: another thread finds it taken, runs unsplit)
+        _pool[0] = pool
+        for _ in range(_CALIBRATION_TRIPS):
+            start = time.perf_counter()
+            pool.run(_nothing, (0, 0, 0))
+            trips.append(time.perf_counter() - start)
+    trips.sort()
+    _state["round_trip"] = trip = trips[len(trips) // 2]
+    if not _state["scale_pinned"]:
+        _set_scale(trip / _REFERENCE_ROUND_TRIP)
+    return pool
+
+
+def _nothing(lo, hi):
+    pass
+
+
+def scale_bounds(scale=None):
+    """Pin the least work for a split to ``scale`` times the nominal bounds (clamped to
+    1-32; 1: the bounds as tuned on a fast dispatch), whatever the pool measures; None
+    unpins (the next new pool's round trip decides). Returns the scale now in force."""
+    if scale is None:
+        _state["scale_pinned"] = False
+        return _state["scale"]
+    _state["scale_pinned"] = True
+    return _set_scale(scale)
+
+
+def _set_scale(scale):
+    scale = min(max(float(scale), 1.0), _MAX_SCALE)
+    g = globals()
+    for name, nominal in _NOMINAL.items():
+        g[name] = int(nominal * scale)
+    _state["scale"] = scale
+    return scale
+
+
 def _reset_after_fork():
-    # the child has only the forking thread: the workers must be made anew
+    # the child has only the forking thread: the workers must be made anew, and a BLAS
+    # hold taken by another thread (blas_hold) will never be released there: its lock is
+    # new and the counts it saved are given back
+    global _hold_lock
     _pool[0] = None
+    _hold_lock = threading.Lock()
+    if _state["held"]:
+        _state["held"] = 0
+        blas_back(_state.pop("held_saved", ()))
 
 
 if hasattr(os, "register_at_fork"):
@@ -243,7 +326,11 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False):
         return
     pool = _pool[0]
     if pool is None or pool.broken:
-        pool = _pool[0] = _Pool()
+        pool = _new_pool()
+        n = min(_state["threads"], rows, int(cost // _MIN_COST_PER_THREAD))
+        if n < 2:  # (the pool's measured dispatch raised the least work per thread)
+            fn(0, rows)
+            return
     if not pool.lock.acquire(blocking=False):  # another thread holds the pool: no split
         fn(0, rows)
         return
@@ -301,7 +388,9 @@ def pair(first, second, cost):
         return first(), second()
     pool = _pool[0]
     if pool is None or pool.broken:
-        pool = _pool[0] = _Pool()
+        pool = _new_pool()
+        if cost < _MIN_PAIR_COST:  # (the pool's measured dispatch raised the bound)
+            return first(), second()
     if not pool.lock.acquire(blocking=False):  # another thread holds the pool
         return first(), second()
     _state["pool_used"] = time.monotonic()
@@ -400,9 +489,10 @@ def single_blas(steps=2):
 def blas_to_one():
     """:func:`single_blas`'s entry as a call, for one product (no generator and context
     manager around a 10-us call): every BLAS library with more than one thread set to
-    one; returns what :func:`blas_back` restores."""
+    one; returns what :func:`blas_back` restores. Under ``blas_hold.hold_blas`` NumPy's
+    OpenBLAS is at one thread already and is not looked at."""
     saved = []
-    for lib in _all_blas():
+    for lib in (_not_held() if _state["held"] else _all_blas()):
         k = lib.num_threads
         if k > 1:
             lib.set_num_threads(1)
@@ -410,10 +500,31 @@ def blas_to_one():
     return saved
 
 
+def _not_held():
+    """The libraries :func:`blas_to_one` still sets under a hold (``blas_hold`` holds
+    NumPy's OpenBLAS only)."""
+    libs = _state.get("not_held")
+    if libs is None or libs[0] is not _state.get("libs"):
+        libs = _state["not_held"] = (_state.get("libs"), [
+            lib for lib in _blas_libs() if not _openblas(lib)])
+    return libs[1] + _own_blas
+
+
+def _openblas(lib):
+    """Whether ``lib`` (a controller) is an OpenBLAS: the library a hold sets."""
+    return getattr(lib, "internal_api", "openblas") == "openblas"
+
+
 def blas_back(saved):
     """Give the libraries :func:`blas_to_one` set to one thread their counts back."""
     for lib, k in saved:
         lib.set_num_threads(k)
+
+
+def blas_held():
+    """Whether ember's products run as at one thread without touching BLAS: one ember
+    thread, or BLAS held at one (``blas_hold.hold_blas``)."""
+    return _state["threads"] < 2 or _state["held"] > 0
 
 
 # ----- matrix products ---------------------------------------------------------------
@@ -432,32 +543,14 @@ def blas_back(saved):
 # costs more than the product gains), else at one BLAS thread: on a busy machine (see
 # cores_to_spare), and in steps whose other kernels run on the pool (an MLP's inference:
 # 3.6 ms a step that way, 5.3 with its 1024x128x10 product on BLAS's threads, whose
-# spinning then slows the pool's blocks). Measured: docs/performance.md, "Two threads:
-# the products ember does not split".
+# spinning then slows the pool's blocks). Measured: docs/performance/threads-products.md,
+# "Two threads: the products ember does not split".
 _SPLIT_MNK = 1 << 21  # m*n*k from which a product is split over the pool
 _MIN_BLOCK_ROWS = 32  # rows per block, and columns, below which BLAS takes other paths
 _BLAS_THREADED_MNK = 1 << 18  # OpenBLAS runs one thread below this m*n*k by itself
 # how long after ember's pool last split a kernel its work counts as under way: BLAS's
 # threads, spinning after each threaded product, would take the core from its worker
 _POOL_QUIET_SECONDS = 0.1
-
-
-# OpenBLAS's threaded products group an inner dimension longer than its kernel's K block
-# (GEMM_Q) otherwise than its one-thread products do, so their last bits differ from
-# there on (this OpenBLAS on SkylakeX kernels: from k = 449 in float32; the same for its
-# matrix-vector products, a bias gradient's ``ones @ g`` included; tests/
-# test_threads_inner_dim.py pins the edge). Up to the block its float32 threads split
-# only rows and columns and every element is the same sum (781 shapes checked). Its
-# float64 threads differ even for short inner dimensions (400 x 32 by 32 x 300), so
-# float64 products never take them. On its Haswell kernels (which it runs on AMD's Zen
-# cores too) the threads of both dtypes keep the bits only for an inner dimension of at
-# most 7 (321 shapes of 1-4099 rows and 1-2049 columns per dtype, each also transposed,
-# all equal at k = 1-7); from k = 8, where the kernel's unrolled inner loop starts, they
-# differ (float32 400 x 8 by 8 x 300, float64 257 x 8 by 8 x 300; measured by
-# benchmarks/blas_threads_bound.py). So BLAS's own threads take a product only up to
-# the bound measured for the kernel the library reports (keyed by OpenBLAS's core name);
-# on a kernel not measured here, none.
-_SAME_BITS_K = {"skylakex": {"f": 448, "d": 0}, "haswell": {"f": 7, "d": 7}}
 
 
 def same_bits_k(char):
@@ -486,22 +579,6 @@ def _per_kernel(key, table, char):
     return known[1].get(char, 0)
 
 
-# Row blocks of a product give the whole product's bits on the kernels listed here when
-# each block starts at a multiple of the kernel's grain of rows and has at least a grain
-# of rows (fewer, or a single column, and NumPy or BLAS take a matrix-vector path). The
-# grain is the kernel's tile of the result's rows: OpenBLAS computes ``C^T = B^T A^T``,
-# so a row-major result's rows are its ``N`` dimension, and the rows of the last partial
-# tile are summed by another micro-kernel than a whole tile's. SkylakeX float32: any
-# split-sized block (a 1,300-shape sweep, tests/test_threads.py); its float64 blocks
-# differ (64-1024 rows of 200-1000 by 300), not split. Haswell (which OpenBLAS also runs
-# on AMD's Zen cores): float32 in multiples of 12 rows, float64 of 2; 2,520 products
-# each (10 row counts of 24-1031, inner 1-1025, 2-1025 columns, four layouts, two and
-# three blocks) equal, where edges at multiples of 6 differ in 1,680 of them (measured
-# by benchmarks/row_block_grain.py; pinned by tests/test_threads_row_grain.py). On a
-# kernel not measured, 0: products are not split in row blocks.
-_ROW_GRAIN = {"skylakex": {"f": 1}, "haswell": {"f": 12, "d": 2}}
-
-
 def row_grain(char):
     """The multiple of rows at which row blocks of a product on NumPy's BLAS keep the
     whole product's bits, for the dtype ``char`` ("f" or "d"); 0 where they do not or
@@ -513,25 +590,6 @@ def row_blocks_keep_bits():
     """Whether row blocks of a float32 product on NumPy's BLAS (at the rows
     :func:`row_grain` gives) keep the whole product's bits; False where unknown."""
     return row_grain("f") > 0
-
-
-# A float32 product computed through another layout of its operands gives ``np.matmul``'s
-# bits on the kernels listed here: the transposed product ``(b.T @ a.T).T`` and 128-row
-# blocks of a narrow product (``gemm._by_transpose``, ``gemm._narrow_by_rows``; SkylakeX:
-# every shape of their ranges, tests/test_mkl_gemm.py). On OpenBLAS's Haswell kernels
-# (AMD's Zen cores run them too) ``(b.T @ a.T).T`` differs from ``a @ b`` in 36 of 45
-# shapes of ``_by_transpose``'s range, and the narrow head's blocks differ as well (both
-# ways are also slower there: 32x128x128 17.3 against 16.4 us, 1024x128x10 73.9 against
-# 56.1), so there, and on a kernel not measured, those products run as ``np.matmul``
-# itself (eager ember, compiled plans and a recurrent cell's loop alike).
-_LAYOUTS_KEEP_BITS = frozenset({"skylakex"})
-# ``x @ w.T`` on a row-major copy of ``w.T`` gives the product on the transposed weight's
-# bits for float32 with 19-32 rows, k up to 256 and n a multiple of 64 up to 512 on the
-# kernels listed here (``matmul_graph._kept_product``, ``_copy_keeps_bits``; SkylakeX:
-# tests/test_rnn_step_paths.py; Haswell: all 57,344 draws of m = 19-32, k = 1-256,
-# n = 64-512 in steps of 64 equal to ``np.matmul(x, w.T)``, and 32x64x128 8.5 against
-# 9.2 us).
-_COPY_KEEPS_BITS = frozenset({"skylakex", "haswell"})
 
 
 def kernels_in(key, kernels):
@@ -676,8 +734,8 @@ def blas_rows(fn, rows, cost):
 _GRAIN = 4096
 # elements from which an elementwise op is split: below, a dispatch (a few microseconds
 # on an idle machine, tens where the second core is shared with other jobs) costs more
-# than the second core saves (measured: docs/performance.md, "Two threads: elementwise
-# kernels split")
+# than the second core saves (measured: docs/performance/threads.md, "Two threads:
+# elementwise kernels split")
 SPLIT_ELEMENTS = 1 << 18
 
 

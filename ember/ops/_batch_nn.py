@@ -63,7 +63,8 @@ def _linear(cls, lvl, args, params, relu):
     if flat.shape[1] == 1 and wb:
         # one row per sample (per-sample gradients): an einsum, whose weight gradient is
         # the outer product as a broadcast multiply -- NumPy's matmul with an inner dim
-        # of 1 is about 3x slower (docs/performance.md)
+        # of 1 is about 3x slower (docs/performance/jit-func-distributed.md, "Per-sample
+        # gradients")
         from ember.ops._einsum import _einsum
         out = _einsum(["bi", "boi"], "bo", [flat.squeeze(1), wv]).unsqueeze(1)
     else:

@@ -4,7 +4,7 @@ and batch-last columns, the stride-1 transposed convolution) on plain arrays.
 
 No autograd here: the primitives in :mod:`ember.ops.conv` call these from their
 forwards; which path ``conv_input`` takes is :func:`_input_path`, timed in
-docs/performance.md.
+docs/performance/cnn.md.
 """
 import itertools
 
@@ -118,8 +118,8 @@ def _copy_runs(dst, src):
     axis where that axis is contiguous in both: each run is then one element of a
     ``void`` dtype of the run's size, so the copy loop moves rows (11 floats of a
     13x13 map, say) instead of single numbers. The columns of small feature maps copy
-    in 0.3-0.8 of the time this way (measured in docs/performance.md); the bytes are
-    the same."""
+    in 0.3-0.8 of the time this way (measured in docs/performance/cnn.md, "Small CNN,
+    default install (fourth pass)"); the bytes are the same."""
     k = src.shape[-1] if src.ndim else 0
     isz = src.itemsize
     if k > 1 and type(src) is np.ndarray and type(dst) is np.ndarray \
@@ -394,9 +394,10 @@ def _batch_last(y, xm):
     """``y`` (m, ...) as a C-ordered (..., m) array: one BLAS transposition of the
     (m, rest) matrix for float32 NumPy arrays (:func:`ember.ops._rnn_blas.transpose`:
     2-3.5x as fast as NumPy's strided copy, whose inner loop runs over the m samples;
-    docs/performance.md), else NumPy's copy. Only gradients that go on into a product
-    (or come out of sums of products) pass here: the BLAS copy multiplies by 1.0, which
-    quiets a signalling NaN (its payload kept) just as those products do."""
+    docs/performance/cnn.md, "Small CNN, default install (seventh pass)"), else NumPy's
+    copy. Only gradients that go on into a product (or come out of sums of products)
+    pass here: the BLAS copy multiplies by 1.0, which quiets a signalling NaN (its
+    payload kept) just as those products do."""
     m = y.shape[0]
     if xm is np and y.dtype == np.float32 and y.flags.c_contiguous:
         return _rnn_blas.transpose(y.reshape(m, -1)).reshape(y.shape[1:] + (m,))

@@ -152,6 +152,67 @@ def check_number_fits(value, dt):
         raise RuntimeError(f"value cannot be converted to type {c_name} without overflow")
 
 
+# the C++ type names PyTorch's conversion errors print
+_C_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
+                 "bfloat16": "c10::BFloat16", "int64": "int64_t", "int32": "int",
+                 "int16": "short", "int8": "int8_t", "uint8": "uint8_t", "uint16": "uint16_t",
+                 "uint32": "uint32_t", "uint64": "uint64_t"}
+
+
+_FLOAT_MAX = {}  # largest finite value of the NumPy floating dtypes met, by dtype
+
+
+def checked_scalar(value, np_dtype, complex_error=None):
+    """The Python number ``value`` (a fill, a scattered or assigned value) converted for a
+    tensor of NumPy dtype ``np_dtype`` as PyTorch's ``Scalar::to`` converts it
+    (``c10::checked_convert``), raising its RuntimeError where that refuses: a complex
+    number with a nonzero imaginary part for a real tensor (any complex number, where the
+    op has its own ``complex_error``), a float outside an integer type's range (NaN, inf, -1.5 for
+    uint8), a finite value past a floating type's largest; an integer into an unsigned
+    type wraps from as low as minus its largest value (-1 is 255 for uint8). Bool tensors
+    take any number's truth."""
+    kind = np_dtype.kind
+    tv = type(value)
+    if tv is float and kind == "f":  # the common case first
+        hi = _FLOAT_MAX.get(np_dtype)
+        if hi is None:
+            hi = _FLOAT_MAX[np_dtype] = float(np.finfo(np_dtype).max)
+        if -hi <= value <= hi or value != value or abs(value) == float("inf"):
+            return value
+    if kind == "c" or tv is bool or not isinstance(value, (int, float, complex)):
+        return value
+    if tv is complex or isinstance(value, complex):
+        if complex_error is not None:
+            raise RuntimeError(complex_error)
+        if kind == "b":
+            return bool(value)
+        bad = value.imag != 0
+        value = value.real
+        tv = float
+    else:
+        bad = False
+    if kind == "b":
+        return value
+    name = _C_TYPE_NAMES.get(np_dtype.name, np_dtype.name)
+    if kind in "iu":
+        info = np.iinfo(np_dtype)
+        if isinstance(value, float):
+            bad = bad or value != value or not info.min <= value <= info.max
+            if not bad:
+                value = int(value)  # C++ truncates toward zero
+        else:
+            lo = -info.max if kind == "u" else info.min
+            bad = bad or not lo <= value <= info.max
+            if not bad and value < 0 and kind == "u":
+                value += info.max + 1
+    elif kind == "f" or np_dtype.name in _REDUCED_MAX:
+        hi = _REDUCED_MAX.get(np_dtype.name) or float(np.finfo(np_dtype).max)
+        bad = bad or (value == value and abs(value) != float("inf") and abs(value) > hi)
+    if bad:
+        raise RuntimeError(f"value cannot be converted to type {name} without overflow")
+    return value
+
+
 def _scalar_pair(arr, s):
     if type(arr) is not _ndarray and not hasattr(arr, "dtype"):
         return _promote_general(arr, s)

@@ -103,7 +103,8 @@ def _rows(*arrays):
     writing through the transpose does not keep the bits), else None. Measured on
     OpenBLAS's Haswell kernels (AMD Zen 3, AVX2), where the scores are row-major: the
     kernel's forward in about half the time of NumPy's passes, its backward in about a
-    third (docs/performance.md, "Attention's softmax along rows")."""
+    third (docs/performance/transformer.md, "The Transformer step on AVX2: attention's
+    softmax along rows")."""
     for a in arrays:
         if type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim < 2 or \
                 not a.flags.c_contiguous or not a.size:
@@ -279,7 +280,8 @@ def _in_rows(t):
 # ``q @ k^T``: the bits of every other route (an unsplit batch, the recorded formula).
 # (On Zen 3 the row-major scores cost 8-22% of an attention's forward and backward at
 # 8 x 4 x 64 x 32, up to 8% at 4 x 8 x 128 x 64; filling the transposed layout from
-# ``q @ k^T`` by a copy cost 9-25%: docs/performance.md.)
+# ``q @ k^T`` by a copy cost 9-25%: docs/performance/blas-mkl.md, "Routes that keep each
+# other's bits on AVX2 machines".)
 _TRANSPOSED_SCORES_KEEP_BITS = frozenset({"skylakex"})
 
 

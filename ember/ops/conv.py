@@ -16,7 +16,7 @@ a first-order backward takes the weight gradient straight from them; second
 derivatives, and graphs under saved-tensor hooks, rebuild them. ``conv_input`` picks its
 path by shape (:func:`_input_path`: the stride-1 transposed convolution, span-layout
 or batch-last columns, or col2im with one strided add per kernel position); the
-timings behind each choice are in docs/performance.md. The array kernels (geometry,
+timings behind each choice are in docs/performance/cnn.md. The array kernels (geometry,
 im2col / col2im, the paths) are in :mod:`ember.ops._conv_kernels`.
 """
 

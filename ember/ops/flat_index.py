@@ -8,7 +8,7 @@ from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
 from ember.ops._inplace import check_inplace, commit
-from ember.ops._util import with_out
+from ember.ops._util import type_name, with_out
 from ember.ops.indexing import GetItemAdvanced, IndexPut, _name, _xp, transforming
 from ember.ops.masking import _check_bool_mask
 
@@ -69,14 +69,14 @@ class Take(Primitive):
 
 def put(input, index, source, accumulate=False):
     """``input`` with ``source``'s elements written at the flat positions ``index``."""
-    idx = _check_flat_index(index, input._data.size)
+    idx = _check_flat_index(index, input._data.size, "put_")
     if source._data.dtype != input._data.dtype:
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
                            f"self.dtype = {_name(input)} and source.dtype = {_name(source)}")
     if source._data.size != idx.size:
-        raise RuntimeError(f"put_(): Expected source and index to have the same number of "
-                           f"elements, but got source.numel() = {source._data.size}, "
-                           f"index.numel() = {idx.size}")
+        raise IndexError(f"put_(): Expected source and index to have the same number of "
+                         f"elements, but got source.numel() = {source._data.size}, "
+                         f"index.numel() = {idx.size}")
     if transforming():  # transforms and captures see it as an index_put on the flat view
         return IndexPut.apply(input.reshape(-1), source.reshape(-1), (Ellipsis,),
                               (idx.reshape(-1),), bool(accumulate)).reshape(input._data.shape)
@@ -89,11 +89,13 @@ def put_(self, index, source, accumulate=False):
     return commit(self, put(self, index, source, accumulate))
 
 
-def _check_flat_index(index, n):
+def _check_flat_index(index, n, op="take"):
     a = index._data
-    if a.dtype.kind not in "iu":
-        raise RuntimeError(f"take(): Expected a long tensor for index, but got "
-                           f"{index.dtype.name.capitalize()}")
+    if n == 0 and a.size and op == "take":
+        raise IndexError("take(): tried to take from an empty tensor")
+    if a.dtype != np.int64:
+        raise RuntimeError(f"{op}(): Expected a long tensor for index, but got "
+                           f"{type_name(a.dtype)}")
     a = a.reshape(-1) if a.ndim != 1 else a
     if a.size and not _is_meta(a):
         lo, hi = int(a.min()), int(a.max())
@@ -137,10 +139,21 @@ class MaskedSelect(Primitive):
     jvp = _jvp.linear(0)
 
 
+def _check_broadcast(a, b):
+    """PyTorch's error where the shapes ``a`` and ``b`` (the mask's first) do not broadcast."""
+    n = max(len(a), len(b))
+    pa, pb = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    for d in range(n - 1, -1, -1):
+        if pa[d] != pb[d] and pa[d] != 1 and pb[d] != 1:
+            raise RuntimeError(f"The size of tensor a ({pa[d]}) must match the size of tensor b "
+                               f"({pb[d]}) at non-singleton dimension {d}")
+
+
 @with_out
 def masked_select(input, mask):
     """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""
     _check_bool_mask("masked_select", mask)
+    _check_broadcast(mask._data.shape, input._data.shape)
     if _mode_active[0] and (m := _mode_recorder()) is not None:
         # a whole call in a capture: its length is the number of True values of the
         # mask, which a replay counts again

@@ -13,7 +13,14 @@ from ember.backend.dtypes import through_float32
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._util import with_out, wrap_dim
+from ember.ops._util import (
+    checked_scalar,
+    opmath,
+    reduced_float,
+    type_name,
+    with_out,
+    wrap_dim,
+)
 from ember.ops.indexing import transforming
 
 __all__ = ["gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add",
@@ -30,7 +37,7 @@ def _zeros(like, shape):
 
 
 def _dtype_name(t):
-    return t.dtype.name.capitalize()
+    return type_name(t._data.dtype)
 
 
 # ----- helpers on arrays ---------------------------------------------------------------
@@ -72,28 +79,36 @@ def _index_array(op, index, kinds="int32/int64", exc=RuntimeError):
     if not isinstance(index, Tensor):
         raise TypeError(f"{op}(): argument 'index' must be Tensor, not {type(index).__name__}")
     a = index._data
-    if a.dtype.kind not in "iu" or (kinds == "int64" and a.dtype != np.int64):
+    if a.dtype != np.int64 and (kinds == "int64" or a.dtype != np.int32):
         raise exc(f"{op}(): Expected dtype {kinds} for index")
     return a
 
 
-def _check_range(a, n, dim, exc=RuntimeError, prefix=""):
+def _check_range(a, n, dim, exc=RuntimeError, prefix="", negative=True):
+    """PyTorch's bounds check of the index ``a`` into a dim of size ``n``; negative
+    indices count from the end where the op takes them (``negative``)."""
     if a.size and not _is_meta(a):  # meta indices have no values to check
         lo, hi = int(a.min()), int(a.max())
-        if lo < -n or hi >= n:
-            raise exc(f"{prefix}index {lo if lo < -n else hi} is out of bounds for dimension "
+        if lo < (-n if negative else 0) or hi >= n:
+            raise exc(f"{prefix}index {hi if hi >= n else lo} is out of bounds for dimension "
                       f"{dim} with size {n}")
 
 
 # ----- gather / scatter ---------------------------------------------------------------
+
+def _flat(x, idx):
+    """Whether the op reads ``x`` and ``idx`` as 1-D: PyTorch takes a 0-d operand as one
+    element, and a 0-d index beside a 1-D self (or the reverse) as one position."""
+    return x.ndim == 0 or idx.ndim != x.ndim
+
 
 class Gather(Primitive):
     _hook_saves = hook_saves_of(1, 0)  # PyTorch's node saves the index and the input
 
     def forward(self, x, idx, dim):
         self.meta = (x.shape, idx, dim)
-        if x.ndim == 0:  # one element, read at each (zero) index: the result is idx's shape
-            return x.reshape(1)[idx.reshape(-1)].reshape(idx.shape)
+        if _flat(x, idx) or idx.size == 0:  # the result has idx's shape
+            return x.reshape(-1)[idx.reshape(-1)].reshape(idx.shape)
         return x[_dim_index(idx, dim)]
 
     def backward(self, gy):
@@ -108,13 +123,13 @@ class Gather(Primitive):
 class ScatterAdd(Primitive):
     _hook_saves = hook_saves_of(2)  # PyTorch's node saves the index
 
+    @opmath  # PyTorch's CPU kernel sums float16/bfloat16 in float32, rounding once
     def forward(self, x, src, idx, dim):
         self.meta = (idx, dim, src.shape)
         out = _xp(x).array(x, copy=True)
-        if x.ndim == 0:  # one element: every (zero) index adds to it
-            flat = out.reshape(1)
-            _xp(x).add.at(flat, idx.reshape(-1), src.reshape(-1)[:idx.size])
-            return flat.reshape(())
+        if _flat(x, idx) or idx.size == 0:
+            _xp(x).add.at(out.reshape(-1), idx.reshape(-1), src.reshape(-1)[:idx.size])
+            return out
         _xp(x).add.at(out, _dim_index(idx, dim), _extent(src, idx.shape))
         return out
 
@@ -134,18 +149,25 @@ class Scatter(Primitive):
     batch = _batch.scatter
     _hook_saves = hook_saves_of(2)  # PyTorch's node saves the index
 
+    @opmath  # with reduce=, PyTorch combines float16/bfloat16 in float32, rounding once
     def forward(self, x, src, idx, dim, reduce=None):
         xp = _xp(x)
         self.meta = (idx, dim, np.shape(src), reduce)
         out = xp.array(x, copy=True)
-        pos = _dim_index(idx, dim)
-        s = _extent(src, idx.shape) if hasattr(src, "ndim") else through_float32(src, x.dtype)
-        if reduce is None:
-            out[pos] = s
-        elif reduce == "add":
-            xp.add.at(out, pos, s)
+        if _flat(x, idx) or idx.size == 0:
+            target, pos = out.reshape(-1), idx.reshape(-1)
+            s = src.reshape(-1)[:idx.size] if hasattr(src, "ndim") else src
         else:
-            xp.multiply.at(out, pos, s)
+            target, pos = out, _dim_index(idx, dim)
+            s = _extent(src, idx.shape) if hasattr(src, "ndim") else src
+        if not hasattr(src, "ndim"):
+            s = through_float32(s, x.dtype)
+        if reduce is None:
+            target[pos] = s
+        elif reduce == "add":
+            xp.add.at(target, pos, s)
+        else:
+            xp.multiply.at(target, pos, s)
         return out
 
     def backward(self, gy):
@@ -183,10 +205,10 @@ def _gather_checks(op, input, dim, index, src=None):
     idx = _index_array(op, index)
     nd = input._data.ndim
     d = wrap_dim(dim, nd)
-    if idx.ndim != nd and not (max(idx.ndim, nd) <= 1 and idx.size <= 1):
+    if idx.ndim != nd and max(idx.ndim, nd) > 1:  # a 0-d operand counts as 1-D
         raise RuntimeError("Index tensor must have the same number of dimensions as "
                            f"{'self' if src is not None else 'input'} tensor")
-    if src is not None and src._data.ndim != idx.ndim:
+    if src is not None and src._data.ndim != idx.ndim and max(src._data.ndim, idx.ndim) > 1:
         raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
     ishape, xshape = idx.shape, input._data.shape
     if idx.ndim == nd:
@@ -219,13 +241,13 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
     ``index`` has ``input``'s number of dims and is no larger outside ``dim``."""
     if index._data.size == 0:
         # an empty index gathers nothing, whatever its shape: PyTorch checks no more
-        _index_array("gather", index)
-        return input.reshape(-1)[:0].reshape(index.shape)
+        idx = _index_array("gather", index)
+        return Gather.apply(input, idx, wrap_dim(dim, input._data.ndim))
     d, idx = _gather_checks("gather", input, dim, index)
-    if input._data.ndim == 0:  # a 0-d input is one element; the result has index's shape
+    if _flat(input._data, idx):  # 0-d operands are one element; the result has index's shape
         if not transforming():
             return Gather.apply(input, idx, 0)  # one node, as PyTorch's kernel takes it
-        return Gather.apply(input.reshape(1), idx.reshape(1), 0).reshape(index.shape)
+        return Gather.apply(input.reshape(-1), idx.reshape(-1), 0).reshape(index.shape)
     if _mode_active[0]:
         # under a mode the index goes in as the tensor, so that a capture (jit.trace,
         # onnx.export) records it as an input of the op rather than as a constant of
@@ -234,22 +256,31 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
     return Gather.apply(input, idx if idx.ndim else idx.reshape(1), d)
 
 
-def _src_for(input, src):
+def _src_for(input, src, op="scatter"):
     if isinstance(src, Tensor):
         if src._data.dtype != input._data.dtype:
             raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
         return src
-    if isinstance(src, (int, float, bool, np.generic)):
-        kind = input._data.dtype.kind
-        if kind in "iu" and not isinstance(src, bool):  # PyTorch converts the number first
-            return int(src)
-        return bool(src) if kind == "b" else src
+    if op != "scatter":
+        raise TypeError(f"{op}(): argument 'src' (position 3) must be Tensor, not "
+                        f"{type(src).__name__}")
+    if isinstance(src, (int, float, bool, complex, np.generic)):
+        # PyTorch converts the number first (truncating, wrapping, or refusing)
+        src = checked_scalar(src, input._data.dtype)
+        return bool(src) if input._data.dtype.kind == "b" else src
     raise TypeError(f"scatter(): argument 'src' must be Tensor or a number, not "
                     f"{type(src).__name__}")
 
 
 class ScatterValue(Scatter):
     _node_name = "ScatterBackward1"  # PyTorch's ``scatter.value`` overload (a number)
+    _op_name = "Scatter"
+
+
+class ScatterReduceArg(Scatter):
+    """``scatter`` with ``reduce=``: PyTorch has no derivative for it and records its
+    placeholder node, whose backward raises."""
+    _node_name = "torch::autograd::NotImplemented"
     _op_name = "Scatter"
 
 
@@ -266,14 +297,15 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     src = _src_for(input, src)
     d, idx = _gather_checks("scatter", input, dim, index,
                             src if isinstance(src, Tensor) else None)
-    op = Scatter if isinstance(src, Tensor) else ScatterValue
+    op = ScatterReduceArg if reduce is not None else \
+        Scatter if isinstance(src, Tensor) else ScatterValue
     return op.apply(input, src, idx, d, reduce)
 
 
 @with_out
 def scatter_add(input, dim, index, src):
     """``input`` with ``src`` added at ``index`` along ``dim``; repeated indices sum."""
-    src = _src_for(input, src)
+    src = _src_for(input, src, "scatter_add")
     d, idx = _gather_checks("scatter_add", input, dim, index, src)
     return ScatterAdd.apply(input, src, idx, d)
 
@@ -287,29 +319,69 @@ class ScatterReduce(Primitive):
     save_inputs = (0, 1)
     save_output = True
     batch = _batch.scatter
+    # PyTorch's scatter_reduce kernel sums and multiplies float16/bfloat16 in float32
+    float32_accumulation = True
 
     def forward(self, x, src, idx, dim, reduce, include_self):
+        if _flat(x, idx):  # 0-d operands as one element: the same on 1-D views
+            out = self.forward(x.reshape(-1), src.reshape(-1), idx.reshape(-1), 0, reduce,
+                               include_self)
+            _, _, _, _, touched, count, _ = self.meta
+            self.meta = (idx, dim, reduce, include_self, touched.reshape(x.shape),
+                         None if count is None else count.reshape(x.shape), src.shape)
+            if self.amax is not None:
+                mask_x, mask_s, n = self.amax
+                self.amax = (mask_x.reshape(x.shape), mask_s.reshape(idx.shape),
+                             n.reshape(x.shape))
+            return out.reshape(x.shape)
         xp = _xp(x)
+        if reduce in ("sum", "mean", "prod") and self.float32_accumulation and \
+                reduced_float(x.dtype):
+            # PyTorch's CPU kernel accumulates float16/bfloat16 in float32, rounding once
+            f = np.float32
+            out = self.forward(x.astype(f), src.astype(f), idx, dim, reduce, include_self)
+            if self.meta[5] is not None:
+                self.meta = self.meta[:5] + (self.meta[5].astype(x.dtype),) + self.meta[6:]
+            return out.astype(x.dtype)
+        if reduce == "mean" and x.dtype.kind == "b":
+            raise NotImplementedError('"scatter_gather_tensor_cpu_reduce_mean" not '
+                                      "implemented for 'Bool'")
         pos = _dim_index(idx, dim)
         s = _extent(src, idx.shape)
         out = xp.array(x, copy=True)
         touched = xp.zeros(x.shape, dtype=bool)
         touched[pos] = True
-        if not include_self:
-            if reduce in ("sum", "mean"):
-                ident = 0
-            elif reduce == "prod":
-                ident = 1
-            elif x.dtype.kind == "f":
-                ident = -np.inf if reduce == "amax" else np.inf
+        count = self.amax = None
+        if reduce in ("amax", "amin", "max", "min"):
+            # PyTorch keeps the first of equal values (the input's, then the sources in
+            # order; the sign of a zero shows which) where NumPy's maximum keeps the last:
+            # the sources go in reversed, and the input last
+            pick = xp.maximum if reduce in ("amax", "max") else xp.minimum
+            if x.dtype.kind == "f" or reduced_float(x.dtype):
+                ident = -np.inf if pick is xp.maximum else np.inf
+            elif x.dtype.kind == "b":
+                ident = pick is xp.minimum
             else:
-                info = np.iinfo(x.dtype) if x.dtype.kind != "b" else None
-                ident = (info.min if reduce == "amax" else info.max) if info else \
-                    reduce == "amin"
-            out[touched] = ident
-        count = None
-        if reduce in ("sum", "mean"):
-            xp.add.at(out, pos, s)
+                info = np.iinfo(x.dtype)
+                ident = info.min if pick is xp.maximum else info.max
+            if not (s == 0).any() and not (include_self and (x == 0).any()):
+                # no zeros: equal values are the same bits (NaNs aside), the order is moot
+                if not include_self:
+                    out[touched] = ident
+                pick.at(out, pos, s)
+            else:
+                out[touched] = ident
+                pick.at(out, tuple(xp.broadcast_to(p, idx.shape).reshape(-1)[::-1]
+                                   for p in pos), s.reshape(-1)[::-1])
+                if include_self:
+                    out = xp.where(touched, pick(out, x), out)
+        else:
+            if not include_self:
+                out[touched] = 1 if reduce == "prod" else 0
+            if reduce == "prod":
+                xp.multiply.at(out, pos, s)
+            else:
+                xp.add.at(out, pos, s)
             if reduce == "mean":
                 count = xp.ones(x.shape, x.dtype) if include_self else \
                     xp.zeros(x.shape, x.dtype)
@@ -319,14 +391,9 @@ class ScatterReduce(Primitive):
                     out /= count
                 else:
                     out //= count
-        elif reduce == "prod":
-            xp.multiply.at(out, pos, s)
-        elif reduce == "amax":
-            xp.maximum.at(out, pos, s)
-        else:
-            xp.minimum.at(out, pos, s)
         self.meta = (idx, dim, reduce, include_self, touched, count, src.shape)
-        if reduce in ("amax", "amin") and x.dtype.kind == "f":
+        if reduce in ("amax", "amin", "max", "min") and (x.dtype.kind == "f" or
+                                                         reduced_float(x.dtype)):
             # ties share the gradient evenly, as in PyTorch. A NaN result equals none of
             # its candidates: the count there is 0 and the shares 0 * (g / 0) are NaN, as
             # torch's; an untouched NaN input likewise gets a NaN gradient
@@ -341,6 +408,9 @@ class ScatterReduce(Primitive):
     def backward(self, gy):
         idx, dim, reduce, include_self, touched, count, src_shape = self.meta
         g_x = g_s = None
+        if reduce in ("max", "min"):  # PyTorch's forward takes these; its backward does not
+            raise RuntimeError(f"Expected 'reduce' to be one of 'sum', 'prod', 'mean', 'amax', "
+                               f"'amin' but got {reduce}.")
         if reduce == "sum":
             g_x = gy
             g_s = Gather.apply(gy, idx, dim)
@@ -383,10 +453,10 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     """``input`` with ``src`` combined in at ``index`` along ``dim`` by ``reduce``
     (``'sum'``, ``'prod'``, ``'mean'``, ``'amax'`` or ``'amin'``); with
     ``include_self=False`` the scattered-to positions ignore ``input``'s values."""
-    if reduce not in _REDUCTIONS:
+    if reduce not in _REDUCTIONS and reduce not in ("max", "min"):
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
                            f"{reduce}")
-    src = _src_for(input, src)
+    src = _src_for(input, src, "scatter_reduce")
     d, idx = _gather_checks("scatter_reduce", input, dim, index, src)
     return ScatterReduce.apply(input, src, idx, d, reduce, bool(include_self))
 
@@ -422,18 +492,28 @@ class IndexAdd(Primitive):
     _hook_saves = hook_saves_of(2, 1)  # PyTorch's node saves the index and the source
 
     def forward(self, x, src, idx, dim, alpha=1):
-        self.meta = (idx, dim, alpha)
+        self.meta = (idx, dim, alpha, src.shape)
         xp = _xp(x)
+        if x.ndim > 1 and alpha == 1 and reduced_float(x.dtype):
+            # PyTorch adds the slices of a float16/bfloat16 tensor of 2+ dims in float32,
+            # rounding once (a 1-D one, or any with an alpha, in its own dtype, each sum
+            # rounded)
+            f = np.float32
+            return self.forward(x.astype(f), src.astype(f), idx, dim, alpha).astype(x.dtype)
         out = xp.array(x, copy=True)
+        if x.ndim == 0:  # one element along dim 0 (the caller checked the source's size)
+            xp.add.at(out.reshape(1), idx, src.reshape(-1) if alpha == 1 else
+                      src.reshape(-1) * alpha)
+            return out
         xp.add.at(out, _along(idx, dim), src if alpha == 1 else src * alpha)
         return out
 
     def backward(self, gy):
-        idx, dim, alpha = self.meta
+        idx, dim, alpha, src_shape = self.meta
         idx, _ = self._saved_and_hooked(idx, None)[1]  # as the hooks' unpack gives it
         g_src = None
         if self._edges[1] is not None:
-            g_src = IndexSelect.apply(gy, idx, dim)
+            g_src = _shaped(IndexSelect.apply(gy, idx, dim), src_shape)
             if alpha != 1:
                 g_src = g_src * alpha
         return gy, g_src, None, None, None
@@ -442,22 +522,33 @@ class IndexAdd(Primitive):
     batch = _batch.index_scatter
 
 
+def _shaped(g, shape):
+    """A gradient ``g`` for an operand of ``shape`` holding as many elements (a 0-d
+    operand written as one slice, or one slice as a 0-d one): PyTorch's ``expand_as``."""
+    return g if tuple(g.shape) == tuple(shape) else g.reshape(shape)
+
+
 class IndexCopy(Primitive):
     # PyTorch's node saves the index, and the source where it has a gradient
     _hook_saves = hook_saves_of(2, 1, if_grad=(1,))
 
     def forward(self, x, src, idx, dim):
-        self.meta = (idx, dim)
+        self.meta = (idx, dim, src.shape)
         out = _xp(x).array(x, copy=True)
+        if x.ndim == 0 or src.ndim == 0:  # 0-d operands are one element along dim 0
+            out.reshape(-1)[idx.reshape(-1)] = src.reshape(-1)
+            return out
         out[_along(idx, dim)] = src
         return out
 
     def backward(self, gy):
-        idx, dim = self.meta
+        idx, dim, src_shape = self.meta
         own = (idx,) if self._edges[1] is None else (idx, None)
         idx = self._saved_and_hooked(*own)[1][0]  # as the hooks' unpack gives it
         g_x = IndexFill.apply(gy, 0, idx, dim) if self._edges[0] is not None else None
-        g_src = IndexSelect.apply(gy, idx, dim) if self._edges[1] is not None else None
+        g_src = None
+        if self._edges[1] is not None:
+            g_src = _shaped(IndexSelect.apply(gy, idx, dim), src_shape)
         return g_x, g_src, None, None
 
     jvp = _jvp.linear(0, 1)
@@ -471,7 +562,8 @@ class IndexFill(Primitive):
     def forward(self, x, value, idx, dim):
         self.meta = (idx, dim)
         out = _xp(x).array(x, copy=True)
-        out[_along(idx, dim)] = through_float32(value, x.dtype)  # PyTorch's double rounding
+        target = out.reshape(1) if x.ndim == 0 else out  # a 0-d input: one element
+        target[_along(idx, dim)] = through_float32(value, x.dtype)  # PyTorch's double rounding
         return out
 
     def backward(self, gy):
@@ -509,6 +601,8 @@ def index_select(input, dim, index, *, out=None):
             return input.clone()
         return IndexSelect.apply(input, idx, 0)  # PyTorch's node, on the 0-d input
     n = input._data.shape[d]
+    if n == 0 and idx.size:
+        raise RuntimeError("index_select(): self indexing axis dim should be positive")
     if idx.size and not _is_meta(idx) and (int(idx.min()) < 0 or int(idx.max()) >= n):
         raise IndexError("index out of range in self")
     return IndexSelect.apply(input, idx, d)
@@ -525,8 +619,8 @@ def _slice_shape_check(op, input, source, idx, d):
         if op == "index_add_":
             raise RuntimeError(f"index_add_(): Number of indices ({idx.size}) should be equal to "
                                f"source.size(dim): ({n_src}), for dim: {d}")
-        raise RuntimeError(f"{op}(): Number of indices ({idx.size}) should be equal to "
-                           f"source.size(dim) ({n_src})")
+        raise IndexError(f"{op}(): Number of indices ({idx.size}) should be equal to "
+                         f"source.size(dim) ({n_src})")
     if len(ss) != len(xs) or any(a != b for k, (a, b) in enumerate(zip(xs, ss)) if k != d):
         if op == "index_add_":
             raise RuntimeError(f"source tensor shape must match self tensor shape, excluding "
@@ -541,32 +635,46 @@ def _slice_shape_check(op, input, source, idx, d):
 def index_add(input, dim, index, source, *, alpha=1, out=None):
     """``input`` with ``alpha * source``'s slices added along ``dim`` at ``index``;
     repeated indices sum."""
+    if index._data.dtype not in (np.int64, np.int32):
+        raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: "
+                           f"{_dtype_name(index)}")
     d, idx = _dim_and_index("index_add_", input, dim, index)
     if source._data.dtype != input._data.dtype:
         raise RuntimeError(f"index_add_(): self ({_dtype_name(input)}) and source "
                            f"({_dtype_name(source)}) must have the same scalar type")
     _slice_shape_check("index_add_", input, source, idx, d)
-    _check_range(idx, input._data.shape[d] if input._data.ndim else 1, d)
+    _check_range(idx, input._data.shape[d] if input._data.ndim else 1, d, negative=False)
+    kind = input._data.dtype.kind
+    if kind in "iub" and isinstance(alpha, (int, float)):  # PyTorch converts alpha first
+        alpha = bool(alpha) if kind == "b" else checked_scalar(alpha, input._data.dtype)
     if input._data.ndim == 0:  # a 0-d self is one element along dim 0
-        return index_add(input.reshape(1), 0, index, source.reshape(1), alpha=alpha).reshape(())
+        if transforming():  # the modes' rules take the op on 1+ dims
+            return index_add(input.reshape(1), 0, index, source.reshape(1),
+                             alpha=alpha).reshape(())
+        return IndexAdd.apply(input, source, idx, 0, alpha)
     return IndexAdd.apply(input, _slices_of(input, source, idx, d), idx, d, alpha)
 
 
 @with_out
 def index_copy(input, dim, index, source, *, out=None):
     """``input`` with ``source``'s slices written along ``dim`` at ``index``."""
-    d, idx = _dim_and_index("index_copy_", input, dim, index)
     if index._data.dtype != np.int64:
         raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got "
                            f"{_dtype_name(index)}")
+    if index._data.ndim > 1:
+        raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got "
+                         f"{index._data.ndim})")
+    d, idx = _dim_and_index("index_copy_", input, dim, index)
     if source._data.dtype != input._data.dtype:
         raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "
                            f"but got (self) {_dtype_name(input)} and (source) "
                            f"{_dtype_name(source)}")
     _slice_shape_check("index_copy_", input, source, idx, d)
     _check_range(idx, input._data.shape[d] if input._data.ndim else 1, d, IndexError,
-                 "index_copy_(): ")
+                 "index_copy_(): ", negative=False)
     if input._data.ndim == 0 or source._data.ndim == 0:  # 0-d operands are one element
+        if not transforming():
+            return IndexCopy.apply(input, source, idx, d)
         res = index_copy(input.reshape(input.shape or (1,)), d, index,
                          source.reshape(source.shape or (1,)))
         return res.reshape(input.shape)
@@ -597,9 +705,12 @@ def index_fill(input, dim, index, value):
                                f"got tensor with {value._data.ndim} dimension(s).")
         if value._data.dtype != input._data.dtype:
             value = value.to(input.dtype)
+    else:
+        value = checked_scalar(value, input._data.dtype, "index_fill_(): Converting complex "
+                               "Scalar to non-complex type is not supported")
     _check_range(idx, input._data.shape[d] if input._data.ndim else 1, d, IndexError)
     op = IndexFill if isinstance(value, Tensor) else IndexFillValue
-    if input._data.ndim == 0:
+    if input._data.ndim == 0 and transforming():  # the modes' rules take 1+ dims
         return op.apply(input.reshape(1), value, idx, 0).reshape(())
     return op.apply(input, value, idx, d)
 
@@ -608,16 +719,18 @@ def index_fill(input, dim, index, value):
 def take_along_dim(input, indices, dim=None, *, out=None):
     """Values of ``input`` at ``indices`` along ``dim`` (``input`` and ``indices``
     broadcast outside ``dim``); with ``dim=None`` both are read as 1-D."""
+    if indices._data.dtype != np.int64:
+        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{type_name(indices._data.dtype)}")
     if dim is None:
         return gather(input.reshape(-1), 0, indices.reshape(-1))
     nd = input._data.ndim
+    if nd == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     if indices._data.ndim != nd:
         raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same "
                            f"number of dimensions, but got {nd} dimensions for input, and "
                            f"{indices._data.ndim} dimensions for indices")
-    if indices._data.dtype.kind not in "iu":
-        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
-                           f"{_dtype_name(indices)}")
     d = wrap_dim(dim, nd)
     from ember.ops.shape import broadcast_shapes
     xs = list(input._data.shape)

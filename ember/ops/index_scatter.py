@@ -13,10 +13,21 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops._inplace import inplace_method
 from ember.ops._util import wrap_dim, write_out
+from ember.ops.gather_scatter import ScatterReduce
+from ember.ops.indexing import transforming
 
 __all__ = ["index_reduce", "as_strided_scatter"]
 
 _INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
+
+
+class IndexReduce(ScatterReduce):
+    """``index_reduce``: ``scatter_reduce`` with the index spread along the source's
+    other dims (its arithmetic and derivative), PyTorch's node. Its kernel reduces
+    float16/bfloat16 in their own dtype (a product may overflow where scatter_reduce's
+    does not)."""
+    _node_name = "IndexReduceBackward0"
+    float32_accumulation = False
 
 
 def index_reduce(input, dim, index, source, reduce, *, include_self=True, out=None):
@@ -47,9 +58,18 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True, out=No
     if src.shape[d] != n:
         raise IndexError("index_reduce_(): Number of indices should be equal to "
                          "source.size(dim)")
-    idx = index.reshape(-1).to(ember.int64).reshape((1,) * d + (n,) + (1,) * (src.dim() - d - 1))
-    res = ember.scatter_reduce(x, d, idx.expand(*src.shape), src, reduce,
-                               include_self=include_self)
+    a = index._data.reshape(-1)
+    if a.size and (int(a.min()) < 0 or int(a.max()) >= x.shape[d]):
+        raise IndexError("index out of range in self")
+    if transforming():  # the modes' rules see it as the scatter_reduce it computes
+        idx = index.reshape(-1).to(ember.int64).reshape(
+            (1,) * d + (n,) + (1,) * (src.dim() - d - 1))
+        res = ember.scatter_reduce(x, d, idx.expand(*src.shape), src, reduce,
+                                   include_self=include_self)
+    else:
+        idx = np.broadcast_to(a.astype(np.int64).reshape(
+            (1,) * d + (n,) + (1,) * (src.dim() - d - 1)), src.shape)
+        res = IndexReduce.apply(x, src, idx, d, reduce, bool(include_self))
     if input.dim() == 0:
         res = res.reshape(())
     return write_out(res, out) if out is not None else res

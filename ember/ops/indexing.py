@@ -21,12 +21,14 @@ from ember.backend import dtypes as _dt
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit
+from ember.ops._util import checked_scalar, reduced_float
 from ember.ops._views import ViewPrimitive, grad_array
 
 __all__ = ["index_put", "index_put_"]
 
 _BASIC = (int, slice, type(None), type(Ellipsis))
 _FLOAT_INDEX = "tensors used as indices must be long, int, byte or bool tensors"
+_INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.uint8), np.dtype(np.bool_))
 
 
 def transforming():
@@ -68,7 +70,7 @@ def _convert_item(i):
     if isinstance(i, Tensor):
         a = i._data
         k = a.dtype.kind
-        if k == "f":
+        if k == "f" or a.dtype not in _INDEX_DTYPES:
             raise IndexError(_FLOAT_INDEX)
         if a.dtype == np.uint8:
             a = a.astype(bool)
@@ -442,7 +444,8 @@ def getitem(self, idx):
         return GetItem.apply(self, (idx, Ellipsis))
     if ti is Tensor and self._data.size:
         a = idx._data
-        if a.ndim and a.dtype.kind == "i" and a.size and not _is_meta(a) and \
+        if a.ndim and (a.dtype == np.int64 or a.dtype == np.int32) and a.size and \
+                not _is_meta(a) and \
                 type(a) is type(self._data):  # (an index on another device: parse_index)
             # fast path: one int tensor, the common gather of rows
             n = self._data.shape[0]
@@ -578,8 +581,12 @@ def _value_for(self, value):
         if type(value._data) is not type(self._data) and not value._data.ndim:
             value = value.to(self.device)  # a 0-dim value from another device: a scalar
         return value
-    if isinstance(value, (int, float, bool, np.generic)):
-        return _dt.through_float32(value, self._data.dtype)  # PyTorch's double rounding
+    if isinstance(value, (int, float, bool, complex, np.generic)):
+        # PyTorch's checked conversion (its errors, truncation, wrapping; float16 and
+        # bfloat16 are reached unchecked, past their range to inf), then its double rounding
+        dt = self._data.dtype
+        checked = checked_scalar(value, np.dtype(np.float64) if reduced_float(dt) else dt)
+        return _dt.through_float32(checked, dt)
     from ember._factory import tensor
     return tensor(value, dtype=self.dtype, device=self.device)
 
@@ -615,10 +622,12 @@ def setitem(self, idx, value):
     """``x[idx] = value``: in place, and differentiable w.r.t. both ``x`` and ``value``."""
     if _mode_active[0] and (m := _mode_recorder()) is not None:
         return m.setitem(setitem, self, idx, value)
-    if not isinstance(value, (Tensor, int, float, np.generic, np.ndarray)) and \
+    if not isinstance(value, (Tensor, int, float, complex, np.generic, np.ndarray)) and \
             not hasattr(value, "__cuda_array_interface__"):
         raise TypeError(f"can't assign a {type(value).__name__} to a {self.type()}")
     basic, adv = parse_index(idx, self._data.shape, self._data)
+    if type(idx) is Tensor or type(idx) is tuple:
+        _check_byte_mask_fill(idx if type(idx) is tuple else (idx,), value)
     if _basic_class(basic, self._data.shape) is not GetItemAlias:
         op = SetItemSlices
     else:
@@ -630,6 +639,19 @@ def setitem(self, idx, value):
     if isinstance(value, Tensor) and value._requires_grad and _grad_state.grad_enabled:
         value = _setitem_value(value, self._data[basic].shape, adv is None)
     _put(self, basic, adv, value, False, op)
+
+
+def _check_byte_mask_fill(items, value):
+    """PyTorch writes a one-element value at one mask (the only tensor of the index) as
+    ``masked_fill_``, which refuses a uint8 mask: its error, where it would raise."""
+    tensors = [i for i in items if isinstance(i, (Tensor, list, range, np.ndarray))]
+    if len(tensors) != 1 or not isinstance(tensors[0], Tensor) or \
+            tensors[0]._data.dtype != np.uint8 or not tensors[0]._data.ndim:
+        return
+    n = value._data.size if isinstance(value, Tensor) else np.size(value)
+    if n == 1:
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
+                           "unsigned char")
 
 
 def _one_mask(idx):
@@ -708,12 +730,16 @@ def index_put(input, indices, values, accumulate=False):
     """``input`` with ``values`` put at ``input[indices]`` (added there when
     ``accumulate``, so repeated indices sum); ``indices`` is a tuple of tensors."""
     basic, adv = _index_put_args(input, indices, values)
+    if not accumulate:
+        _check_byte_mask_fill(indices, values)
     return IndexPut.apply(input, values, basic, adv, bool(accumulate))
 
 
 def index_put_(input, indices, values, accumulate=False):
     """In-place :func:`index_put`."""
     basic, adv = _index_put_args(input, indices, values)
+    if not accumulate:
+        _check_byte_mask_fill(indices, values)
     return _put(input, basic, adv, values, bool(accumulate))
 
 

@@ -10,7 +10,7 @@ from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit
-from ember.ops._util import check_number_fits, with_out
+from ember.ops._util import checked_scalar, type_name, with_out
 from ember.ops.indexing import GetItemAdvanced, _xp
 
 __all__ = ["masked_fill", "masked_scatter", "nonzero", "nonzero_static", "argwhere"]
@@ -31,10 +31,9 @@ class MaskedFill(Primitive):
                 raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, "
                                    f"but got tensor with {v.ndim} dimension(s).")
             v = _dt.through_float32(v, x.dtype).astype(x.dtype)  # PyTorch's double rounding
-        elif x.dtype.kind != "f" and isinstance(v, float) and not v.is_integer():
-            v = x.dtype.type(_dt.through_float32(v, x.dtype))
-        else:
-            check_number_fits(v, x.dtype)  # a number past float16/bfloat16's range
+        else:  # PyTorch's checked conversion (its errors, truncation and wrapping), then
+            # its double rounding
+            v = _dt.through_float32(checked_scalar(v, x.dtype), x.dtype)
         return _xp(x).where(mask, _xp(x).asarray(v, dtype=x.dtype), x)
 
     def backward(self, gy):
@@ -109,6 +108,8 @@ class MaskedScatter(Primitive):
             n = 1
             for s in src_shape:
                 n *= s
+            if mask.ndim == 0:  # a 0-d mask picks its one element, or none
+                gy, mask = gy.reshape(-1), mask.reshape(-1)
             g_src = pad(GetItemAdvanced.apply(gy, _xp(mask).nonzero(mask)),
                         (0, n - k)).reshape(src_shape)
         return g_x, g_src, None
@@ -118,11 +119,14 @@ class MaskedScatter(Primitive):
 
 def masked_scatter(input, mask, source):
     """``input`` with the True positions of ``mask`` taken, in order, from ``source``."""
+    if isinstance(mask, Tensor) and mask._data.dtype != np.bool_:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with "
+                           f"dtype {type_name(mask._data.dtype)}")
     _check_bool_mask("masked_scatter_", mask)
     if source._data.dtype != input._data.dtype:
         raise RuntimeError(f"masked_scatter_: expected self and source to have same dtypes but "
-                           f"got {input.dtype.name.capitalize()} and "
-                           f"{source.dtype.name.capitalize()}")
+                           f"got {type_name(input._data.dtype)} and "
+                           f"{type_name(source._data.dtype)}")
     return MaskedScatter.apply(input, source, mask._data)
 
 

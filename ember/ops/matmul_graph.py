@@ -89,8 +89,7 @@ class Addmm(Primitive):
             xa = None if x is None else x._data
             wa = None if wt is None else wt._data
             small = self.small
-            if small and type(g) is np.ndarray and (small == 1 or
-                                                    _threads.get_num_threads() < 2):
+            if small and type(g) is np.ndarray and (small == 1 or _threads.blas_held()):
                 # the products ``_addmm_linear`` found small when it made this node
                 if _shapes(g, xa, wa) is not None:
                     return _small_products(g, xa, wa, eb, ex, ew)
@@ -135,7 +134,7 @@ class Addmm(Primitive):
         eb, ex, ew = self._edges
         mkn = _shapes(g, xa, wa)
         small = self.small
-        if small and (small == 1 or _threads.get_num_threads() < 2):
+        if small and (small == 1 or _threads.blas_held()):
             if mkn is not None:
                 return _small_arrays(g, xa, wa, eb, ex, ew)
         if ew is not None and mkn is not None:
@@ -259,14 +258,14 @@ def _backward_small(xs, ws, x_grad):
     return 1 if m * k * n < _BLAS_THREADED_MNK else 2
 
 
-def _direct(xs, ws):
+def _direct(xs, ws, one=False):
     """Whether ``gemm.matmul`` runs ``x @ wt`` of these shapes as ``np.matmul`` (its
     ``_numpy_matmul``), and so the backward's two products of the same ``m * n * k``:
-    too small for MKL, and at one thread, or too small for ``ember.backend.threads`` to
-    hold BLAS at one thread around it."""
+    too small for MKL, and at one thread (or asked as at one: ``one``), or too small for
+    ``ember.backend.threads`` to hold BLAS at one thread around it."""
     mnk = xs[0] * xs[1] * ws[1]
     return mnk < _SMALL_MNK and not _gemm._maybe_large(xs, ws) and \
-        (mnk < _BLAS_THREADED_MNK or _threads.get_num_threads() < 2)
+        (mnk < _BLAS_THREADED_MNK or one or _threads.get_num_threads() < 2)
 
 
 _SMALL_MNK = 1 << 21  # (ember.backend.threads splits products from this size)
@@ -610,7 +609,10 @@ def _addmm_node(x, w, b):
     plan = _linear_plans.get(key)
     if plan is None:
         direct = _direct(xd.shape, wtd.shape)
-        plan = (direct, _backward_small(xd.shape, wtd.shape, xg) if direct else 0)
+        # (the backward's answer is asked as at one thread: at more, it takes the small
+        # route only while BLAS is held at one thread, ``threads.blas_held``)
+        plan = (direct, _backward_small(xd.shape, wtd.shape, xg)
+                if direct or _direct(xd.shape, wtd.shape, True) else 0)
         if len(_linear_plans) >= 64:
             _linear_plans.clear()
         _linear_plans[key] = plan
@@ -624,10 +626,8 @@ def _addmm_node(x, w, b):
             out += bd  # (``gemm._add_rows``'s own sum for a product this small)
         else:
             _gemm._add_rows(out, bd)
-        small = True
     else:
         out = _gemm.addmm(bd, xd, wtd)
-        small = False
     node = _new(Addmm)
     node.bshape = None  # the bias has the output's row shape (``_fusable_linear``)
     eb = ex = None
@@ -639,7 +639,8 @@ def _addmm_node(x, w, b):
         ex = x if fn is None else (fn, x._output_nr)
     # whether the first-order backward may run its products straight on ``np.matmul``
     # (``_small_grads``'s test, made once here): 1 at any thread count, 2 at one thread
-    node.small = plan[1] if small else 0
+    # or with BLAS held at one
+    node.small = plan[1] if bd.dtype == xd.dtype else 0
     node._edges = [eb, ex, (tn, 0)]
     # the input is read by the weight's gradient (always wanted here), the transposed
     # weight only by the input's (``product_saves``)

@@ -24,7 +24,7 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
                            f"len(physical_layout) = {len(order)}"
                            if len(order) != len(size) else
                            f"physical_layout {list(order)} is not a permutation of the dims")
-    phys = empty(*[size[d] for d in order], dtype=dtype, device=device)
+    phys = empty(tuple(size[d] for d in order), dtype=dtype, device=device)
     inverse = tuple(int(i) for i in np.argsort(order))
     res = _make(phys._data.transpose(inverse), False)
     return res.requires_grad_() if requires_grad else res

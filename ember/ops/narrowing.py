@@ -1,7 +1,7 @@
 """Slices along one dim: ``narrow`` and ``select`` (views, PyTorch's slice and select
 nodes) and ``narrow_copy``. Re-exported from ``ember.ops.shape``, which binds the Tensor
 methods."""
-from ember._tensor import _mode_active, _mode_recorder
+from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.ops import _jvp
 from ember.ops._util import with_out, wrap_dim
@@ -17,6 +17,8 @@ def narrow(input, dim, start, length):
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = wrap_dim(dim, len(shape))
     n = shape[d]
+    if isinstance(start, Tensor) and (start._data.ndim or start._data.dtype.kind not in "iu"):
+        raise RuntimeError("start must be an 0-dim integral Tensor.")
     start, length = int(start), int(length)
     if not -n <= start <= n:
         raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got "

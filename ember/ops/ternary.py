@@ -1,9 +1,12 @@
 """Elementwise ops of three operands: where, lerp, addcmul and addcdiv."""
 
+import warnings
+
 import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive, hook_saves_of
+from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
 from ember.ops._util import (
     cj,
@@ -11,7 +14,9 @@ from ember.ops._util import (
     not_implemented_for,
     promote_arrays,
     reduced_float,
+    scalar_type_name,
     with_out,
+    write_out,
 )
 from ember.ops.arithmetic import Add, Div, Mul, _div, _kind, _ndarray
 
@@ -22,15 +27,24 @@ class Where(Primitive):
 
     def forward(self, cond, a, b):
         if cond.dtype != np.bool_:
-            raise RuntimeError(f"where expected condition to be a boolean tensor, but got a "
-                               f"tensor with dtype {cond.dtype}")
+            if cond.dtype != np.uint8:
+                raise RuntimeError(f"where expected condition to be a boolean tensor, but got "
+                                   f"a tensor with dtype {scalar_type_name(cond.dtype)}")
+            warnings.warn("where received a uint8 condition tensor. This behavior is "
+                          "deprecated and will be removed in a future version of PyTorch. "
+                          "Use a boolean condition instead.", UserWarning, stacklevel=3)
+            cond = cond.astype(np.bool_)
         a, b = promote_arrays(a, b)
         self.cond = cond
         if not hasattr(a, "dtype") and not hasattr(b, "dtype"):
             # two Python numbers: the result has PyTorch's dtype for them
-            k = "f" if _kind(a) == "f" or _kind(b) == "f" else \
-                "b" if _kind(a) == "b" and _kind(b) == "b" else "i"
-            dt = default_float_np() if k == "f" else np.bool_ if k == "b" else np.int64
+            ka, kb = _kind(a), _kind(b)
+            if type(a) is complex or type(b) is complex:
+                dt = _dt._default[0].to_complex().np
+            elif ka == "f" or kb == "f":
+                dt = default_float_np()
+            else:
+                dt = np.bool_ if ka == "b" and kb == "b" else np.int64
             return np.where(cond, a, b).astype(dt)
         return np.where(cond, a, b)
 
@@ -114,12 +128,28 @@ _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "in
 
 
 
-@with_out
 def where(condition, input=None, other=None, *, out=None):
-    """``input`` where ``condition`` holds, else ``other``; with one argument, ``nonzero``."""
+    """``input`` where ``condition`` holds, else ``other``; with one argument, ``nonzero``.
+
+    ``input`` and ``other`` are tensors or Python numbers (tensors only with ``out=``,
+    as in PyTorch); a uint8 condition is read as bool, with PyTorch's deprecation
+    warning."""
     if input is None and other is None:
+        if out is not None:
+            raise TypeError("where() got an unexpected keyword argument 'out'")
         return condition.nonzero(as_tuple=True)
-    return Where.apply(condition, input, other)
+    if input is None or other is None:
+        got = ", ".join(type(v).__name__
+                        for v in (condition, input, other))
+        raise TypeError(f"where() received an invalid combination of arguments - got ({got})")
+    result = Where.apply(condition, input, other)
+    if out is None:
+        return result
+    for pos, name, v in ((2, "input", input), (3, "other", other)):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"where(): argument '{name}' (position {pos}) must be Tensor, not "
+                            f"{type(v).__name__}")
+    return write_out(result, out, "where")
 
 
 @with_out

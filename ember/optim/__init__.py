@@ -5,12 +5,14 @@ and updates the parameters in place, under ``no_grad``.
 """
 from ember.optim import lr_scheduler
 from ember.optim.adadelta import Adadelta
+from ember.optim.adafactor import Adafactor
 from ember.optim.adagrad import Adagrad
 from ember.optim.adam import Adam
 from ember.optim.adamax import Adamax
 from ember.optim.adamw import AdamW
 from ember.optim.asgd import ASGD
 from ember.optim.lbfgs import LBFGS
+from ember.optim.muon import Muon
 from ember.optim.nadam import NAdam
 from ember.optim.optimizer import Optimizer
 from ember.optim.radam import RAdam
@@ -18,9 +20,9 @@ from ember.optim.rmsprop import RMSprop
 from ember.optim.rprop import Rprop
 from ember.optim.sgd import SGD
 
-__all__ = ["Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "ASGD", "LBFGS", "lr_scheduler",
-           "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam",
-           "Adafactor", "Muon", "swa_utils"]
+__all__ = ["Adadelta", "Adafactor", "Adagrad", "Adam", "Adamax", "AdamW", "ASGD", "LBFGS",
+           "lr_scheduler", "Muon", "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD",
+           "SparseAdam", "swa_utils"]
 
 
 def __getattr__(name):
@@ -41,5 +43,3 @@ def _missing(name, why):
 
 
 SparseAdam = _missing("SparseAdam", "ember has no sparse gradients")
-Adafactor = _missing("Adafactor", "not ported yet")
-Muon = _missing("Muon", "not ported yet")

@@ -29,7 +29,9 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.backend import axpy as _blas_axpy
+from ember.backend import blas_hold as _blas_hold
 from ember.backend import dtypes as _dt
+from ember.backend import threads as _threads
 from ember.backend.threads import parallel_rows
 from ember.utils.hooks import RemovableHandle
 
@@ -453,11 +455,15 @@ class Optimizer:
                 _grad_state.grad_enabled = prev
         prev = _grad_state.grad_enabled
         _grad_state.grad_enabled = False
+        # at more than one thread, NumPy's BLAS at one thread for the updates (its
+        # level-1 calls: see blas_hold)
+        held = _blas_hold.hold_blas() if _threads.MANY else None
         try:
             for group in self.param_groups:
                 self._step_group(group)
         finally:
             _grad_state.grad_enabled = prev
+            _blas_hold.release_blas(held)
         return loss
 
     def _step_group(self, group):

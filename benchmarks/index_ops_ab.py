@@ -1,0 +1,83 @@
+"""Indexing and scatter ops, forward + backward on small float32 tensors: an older ember
+tree, this one and torch, in one process, rounds alternated (``nn_ops_ab``'s timer).
+
+    python benchmarks/index_ops_ab.py /tmp/before [--only gather,scatter_add] [--rounds R]
+
+Printed: median CPU microseconds per call of each, the ratios to torch and
+after/before, and the load average before and after. One thread each. These ops are
+dominated by the per-call overhead at these sizes, which is what checks on the
+arguments and dtype paths add to.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from nn_ops_ab import ROOT, _load, _use, alternated_ms  # noqa: E402
+
+WORKLOADS = ["gather", "scatter_add", "scatter_src", "scatter_reduce_sum",
+             "scatter_reduce_amax", "index_add", "index_select", "masked_fill", "setitem_idx",
+             "getitem_idx"]
+
+
+def make(m, name):
+    """One forward + backward call of ``name`` on fresh (64, 32) float32 inputs of ``m``."""
+    rng = np.random.default_rng(0)
+    x = m.tensor(rng.standard_normal((64, 32)).astype(np.float32), requires_grad=True)
+    src = m.tensor(rng.standard_normal((64, 32)).astype(np.float32), requires_grad=True)
+    idx = m.tensor(rng.integers(0, 64, (64, 32)))
+    rows = m.tensor(rng.integers(0, 64, 16))
+    mask = m.tensor(rng.standard_normal((64, 32)) > 0)
+    fns = {
+        "gather": lambda: x.gather(0, idx),
+        "scatter_add": lambda: x.scatter_add(0, idx, src),
+        "scatter_src": lambda: x.scatter(0, idx, src),
+        "scatter_reduce_sum": lambda: x.scatter_reduce(0, idx, src, "sum"),
+        "scatter_reduce_amax": lambda: x.scatter_reduce(0, idx, src, "amax"),
+        "index_add": lambda: x.index_add(0, rows, src[:16]),
+        "index_select": lambda: x.index_select(0, rows),
+        "masked_fill": lambda: x.masked_fill(mask, 0.5),
+        "getitem_idx": lambda: x[rows],
+    }
+
+    def setitem():
+        y = x * 1
+        y[rows] = 0.5
+        return y
+    fns["setitem_idx"] = setitem
+    f = fns[name]
+    return lambda: f().sum().backward()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("before", help="root of the older ember tree")
+    ap.add_argument("--only", default=",".join(WORKLOADS))
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--calls", type=int, default=50)
+    args = ap.parse_args()
+    import torch
+    torch.set_num_threads(1)
+    before, bmods = _load(args.before)
+    after, amods = _load(ROOT)
+    libs = [("before", before, bmods), ("after", after, amods), ("torch", torch, None)]
+    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; one thread each; "
+          f"median CPU us per call of {args.rounds} alternated rounds of {args.calls} calls")
+    print(f"{'op':<20}{'before':>8}{'after':>8}{'torch':>8}{'b/torch':>9}{'a/torch':>9}"
+          f"{'after/b':>9}")
+    for name in args.only.split(","):
+        steps = []
+        for _, m, mods in libs:
+            _use(mods)
+            steps.append(make(m, name))
+        b, a, t = (v * 1e3 for v in alternated_ms(libs, steps, args.rounds, args.calls))
+        print(f"{name:<20}{b:8.1f}{a:8.1f}{t:8.1f}{b / t:9.2f}{a / t:9.2f}{a / b:9.2f}",
+              flush=True)
+    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
