@@ -8,10 +8,13 @@ import sys
 import warnings
 
 import pytest
+import torch
 from index_sweep_harness import compare
 from index_sweep_masked import CASES as MASKED
 from index_sweep_scatter import CASES as SCATTER
 from index_sweep_views import CASES as VIEWS
+
+import ember
 
 ALL = SCATTER + MASKED + VIEWS
 
@@ -97,3 +100,18 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "bool"])
+def test_an_empty_index_of_any_dtype_gathers_and_scatters_nothing(dtype):
+    """PyTorch checks an index's dtype only where it has elements for gather and the
+    scatters (index_select, take and index_add refuse it even empty)."""
+    for m in (torch, ember):
+        x = m.ones(5, 3)
+        i = m.zeros(0, 1, dtype=getattr(m, dtype))
+        assert m.gather(x, 0, i).shape == (0, 1)
+        assert m.equal(x.scatter_add(0, i, m.zeros(0, 1)), x)
+        assert m.equal(x.scatter(0, i, 2.0), x)
+        assert m.equal(x.scatter_reduce(0, i, m.zeros(0, 1), "amax"), x)
+        with pytest.raises(RuntimeError):
+            x.index_add(0, i.reshape(0), m.zeros(0, 3))

@@ -75,10 +75,14 @@ def _pad_to(t, shape):
     return pad(t, tuple(pads))
 
 
-def _index_array(op, index, kinds="int32/int64", exc=RuntimeError):
+def _index_array(op, index, kinds="int32/int64", exc=RuntimeError, empty_any=False):
+    """``index``'s array after PyTorch's dtype check; with ``empty_any`` (gather and the
+    scatters) an empty index of any dtype passes, as in PyTorch, as an int64 array."""
     if not isinstance(index, Tensor):
         raise TypeError(f"{op}(): argument 'index' must be Tensor, not {type(index).__name__}")
     a = index._data
+    if empty_any and a.size == 0:
+        return a.astype(np.int64)
     if a.dtype != np.int64 and (kinds == "int64" or a.dtype != np.int32):
         raise exc(f"{op}(): Expected dtype {kinds} for index")
     return a
@@ -202,7 +206,7 @@ def scatter_picked(gy, shape, idx, dim, keepdim=True):
 
 def _gather_checks(op, input, dim, index, src=None):
     """PyTorch's checks for gather/scatter: returns (wrapped dim, index array)."""
-    idx = _index_array(op, index)
+    idx = _index_array(op, index, empty_any=True)
     nd = input._data.ndim
     d = wrap_dim(dim, nd)
     if idx.ndim != nd and max(idx.ndim, nd) > 1:  # a 0-d operand counts as 1-D
@@ -240,8 +244,9 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim=1`` (likewise for others);
     ``index`` has ``input``'s number of dims and is no larger outside ``dim``."""
     if index._data.size == 0:
-        # an empty index gathers nothing, whatever its shape: PyTorch checks no more
-        idx = _index_array("gather", index)
+        # an empty index gathers nothing, whatever its shape or dtype: PyTorch checks no
+        # more
+        idx = _index_array("gather", index, empty_any=True)
         return Gather.apply(input, idx, wrap_dim(dim, input._data.ndim))
     d, idx = _gather_checks("gather", input, dim, index)
     if _flat(input._data, idx):  # 0-d operands are one element; the result has index's shape
