@@ -65,6 +65,14 @@ class _MinAll(_EvenAll):
         return x.min()
 
 
+def _nan_of(dt):
+    """The median of nothing: NaN, which PyTorch's kernel converts to an integer dtype
+    as the CPU does (the lowest int32/int64, zero for the narrower ones)."""
+    if dt.kind in "fV":
+        return dt.type(np.nan)
+    return np.iinfo(dt).min if dt.kind == "i" and dt.itemsize >= 4 else dt.type(0)
+
+
 class _MedianAll(_EvenAll):
     _node_name = "MedianBackward0"
 
@@ -72,8 +80,8 @@ class _MedianAll(_EvenAll):
     def select(x):
         flat = x.reshape(-1)
         if flat.size == 0:
-            return x.dtype.type(np.nan) if x.dtype.kind == "f" else x.dtype.type(0)
-        if x.dtype.kind == "f" and np.isnan(flat).any():
+            return _nan_of(x.dtype)
+        if x.dtype.kind in "fV" and np.isnan(flat).any():  # (bfloat16's kind is V)
             return x.dtype.type(np.nan)
         return np.partition(flat, (flat.size - 1) // 2)[(flat.size - 1) // 2]
 
@@ -84,10 +92,10 @@ class _NanmedianAll(_EvenAll):
     @staticmethod
     def select(x):
         flat = x.reshape(-1)
-        if x.dtype.kind == "f":
+        if x.dtype.kind in "fV":
             flat = flat[~np.isnan(flat)]
         if flat.size == 0:
-            return x.dtype.type(np.nan)
+            return _nan_of(x.dtype)
         return np.partition(flat, (flat.size - 1) // 2)[(flat.size - 1) // 2]
 
 

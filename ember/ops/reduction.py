@@ -53,9 +53,12 @@ for _cls in vars(return_types).values():
 
 
 # ----- dims ----------------------------------------------------------------------------------
-def _axes(input, dim):
-    """``dim`` (None, int, or sequence; empty means all) as a sorted tuple of axes."""
+def _axes(input, dim, empty_is_all=True):
+    """``dim`` (None, int, or sequence) as a sorted tuple of axes. An empty sequence
+    means all dims, or none for ``all``/``any`` (``empty_is_all=False``), as in PyTorch."""
     nd = input._data.ndim
+    if isinstance(dim, (tuple, list)) and len(dim) == 0 and not empty_is_all:
+        return ()
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(nd))
     axes = wrap_dims(dim, nd)
@@ -146,8 +149,16 @@ class Sum(Primitive):
 class Nansum(Primitive):
     batch = _batch.dim_rule(1)
 
-    @opmath
     def forward(self, x, axes, keepdim, np_dtype):
+        if np_dtype is None:
+            return self._nansum(x, axes, keepdim, None)
+        self.meta = (x.shape, axes, keepdim, x.dtype)
+        self.nan = np.isnan(x) if x.dtype.kind in "fV" else None
+        # a given dtype is the one summed in (the input cast first), as PyTorch's
+        return array_module(x).nansum(x.astype(np_dtype), axis=axes, keepdims=keepdim)
+
+    @opmath
+    def _nansum(self, x, axes, keepdim, np_dtype):
         self.meta = (x.shape, axes, keepdim, x.dtype)
         self.nan = np.isnan(x) if x.dtype.kind == "f" else None
         return array_module(x).nansum(x, axis=axes, keepdims=keepdim,
@@ -176,7 +187,8 @@ class Mean(Primitive):
         self.n = math.prod(x.shape[a] for a in axes)
         if self.n == 0:  # the mean of nothing is NaN (without NumPy's warning)
             s = x.sum(axis=axes, keepdims=keepdim, dtype=np_dtype)
-            return array_module(x).full_like(s, np.nan, dtype=np_dtype or x.dtype)
+            nan = complex(np.nan, np.nan) if s.dtype.kind == "c" else np.nan  # (0/0)
+            return array_module(x).full_like(s, nan, dtype=np_dtype or x.dtype)
         if (x.dtype == np.float16 or x.dtype.kind == "V") and np_dtype is None:
             return x.mean(axis=axes, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
         return x.mean(axis=axes, keepdims=keepdim, dtype=np_dtype)
@@ -415,13 +427,13 @@ class _Any(_AllAny):
 @with_out
 def all(input, dim=None, keepdim=False, *, out=None):
     """True where every element over ``dim`` (an int, a tuple, or all dims) is nonzero."""
-    return _All.apply(input, _axes(input, dim), keepdim)
+    return _All.apply(input, _axes(input, dim, empty_is_all=False), keepdim)
 
 
 @with_out
 def any(input, dim=None, keepdim=False, *, out=None):
     """True where some element over ``dim`` (an int, a tuple, or all dims) is nonzero."""
-    return _Any.apply(input, _axes(input, dim), keepdim)
+    return _Any.apply(input, _axes(input, dim, empty_is_all=False), keepdim)
 
 
 class _CountNonzero(Primitive):

@@ -118,7 +118,8 @@ class Cumsum(Primitive):
             np_dtype = np.int64
         if axis is None:
             return x.astype(np_dtype or x.dtype, copy=True)
-        if reduced_float(x.dtype) and np_dtype in (None, x.dtype):
+        if reduced_float(x.dtype) and (np_dtype is None or np_dtype == x.dtype):
+            # (not `in (None, ...)`: NumPy's float64 dtype compares equal to None)
             # PyTorch accumulates float16/bfloat16 in float32 and rounds each partial sum
             y = array_module(x).cumsum(x, axis=axis, dtype=np.float32).astype(x.dtype)
             return _from_plus_zero(y, axis)
