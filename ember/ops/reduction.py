@@ -183,6 +183,10 @@ class Mean(Primitive):
             raise RuntimeError(
                 f"mean(): could not infer output dtype. Input dtype must be either a floating "
                 f"point or complex dtype. Got: {_dtype_name(x.dtype)}")
+        if np_dtype is not None and np.dtype(np_dtype).kind not in "fcV":
+            raise RuntimeError(
+                f"mean(): could not infer output dtype. Optional dtype must be either a "
+                f"floating point or complex dtype. Got: {_dtype_name(np_dtype)}")
         self.meta = (x.shape, axes, keepdim, x.dtype)
         self.n = math.prod(x.shape[a] for a in axes)
         if self.n == 0:  # the mean of nothing is NaN (without NumPy's warning)
@@ -277,6 +281,8 @@ def sum(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None, out=None):
 @with_out
 def nansum(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Sum over ``dim`` treating NaN as zero (their gradient is zero)."""
+    if input._data.dtype.kind == "c":
+        raise RuntimeError("nansum on CPU does not support complex inputs")
     return Nansum.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
 
 
@@ -294,11 +300,13 @@ def mean(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None, out=None):
 @with_out
 def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Mean over ``dim`` of the elements that are not NaN."""
-    if dtype is not None:
-        input = input.to(dtype)
-    if input._data.dtype.kind != "f":
+    if input._data.dtype.kind not in "fcV":  # (the input's, before any dtype=)
         raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype "
                            f"but got {_dtype_name(input._data.dtype)}")
+    if input._data.dtype.kind == "c":
+        raise RuntimeError("nansum on CPU does not support complex inputs")
+    if dtype is not None:
+        input = input.to(dtype)
     count = input.isnan().logical_not().sum(dim, keepdim)
     return nansum(input, dim, keepdim) / count
 

@@ -12,7 +12,7 @@ from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._util import reduced_float, with_out, wrap_dim, write_out
+from ember.ops._util import not_implemented_for, reduced_float, with_out, wrap_dim, write_out
 from ember.ops.composite_node import one_node
 from ember.ops.gather_scatter import ScatterAdd
 from ember.ops.reduction import _dtype_name, _eye_along, _np_dtype, return_types
@@ -38,7 +38,7 @@ def _from_plus_zero(y, axis):
     PyTorch's kernels do: only a run of -0.0 at the start can leave a -0.0 behind
     (any other addend turns it to +0.0), so the whole fix is needed only when the
     first slice holds a -0.0."""
-    if y.dtype.kind in "fc" and y.shape[axis]:
+    if (y.dtype.kind in "fc" or reduced_float(y.dtype)) and y.shape[axis]:
         xp = array_module(y)
         first = y.take(0, axis)
         parts = (first.real, first.imag) if y.dtype.kind == "c" else (first,)
@@ -258,7 +258,7 @@ class _CumExtreme(Primitive):
         # the running extreme's index: the last position that reached it (ties move the
         # index forward, as PyTorch's >= / <=), or the last NaN once there is one
         hit = x == values
-        if x.dtype.kind == "f":
+        if x.dtype.kind in "fV":
             hit |= xp.isnan(x)
         r = xp.arange(x.shape[axis]).reshape([-1 if d == axis else 1 for d in range(x.ndim)])
         idx = xp.maximum.accumulate(xp.where(hit, r, 0), axis=axis).astype(np.int64)
@@ -301,14 +301,20 @@ class _Cummin(_CumExtreme):
 def cummax(input, dim):
     """Running maximum along ``dim`` and the index where it was reached, as
     ``(values, indices)``; NaN propagates."""
-    v, i = _Cummax.apply(input, _axis(input, dim))
+    axis = _axis(input, dim)
+    if input._data.dtype.kind == "c" and input._data.size and input._data.ndim:
+        raise not_implemented_for("cummax_cpu", input._data.dtype)  # (its kernel's, when run)
+    v, i = _Cummax.apply(input, axis)
     return return_types.cummax(v, i)
 
 
 @with_out
 def cummin(input, dim):
     """Running minimum along ``dim`` and its index, as ``(values, indices)``."""
-    v, i = _Cummin.apply(input, _axis(input, dim))
+    axis = _axis(input, dim)
+    if input._data.dtype.kind == "c" and input._data.size and input._data.ndim:
+        raise not_implemented_for("cummin_cpu", input._data.dtype)  # (its kernel's, when run)
+    v, i = _Cummin.apply(input, axis)
     return return_types.cummin(v, i)
 
 
@@ -320,12 +326,15 @@ class Logcumsumexp(Primitive):
     torchscript = "logcumsumexp"
 
     def forward(self, x, axis):
-        if x.dtype.kind != "f":
+        if x.dtype.kind != "f" and not reduced_float(x.dtype):
             raise NotImplementedError(f'"logcumsumexp_out_cpu" not implemented for '
                                       f"'{_dtype_name(x.dtype)}'")
         self.axis = axis
         if axis is None:
             return x.copy()
+        if reduced_float(x.dtype):  # accumulated in float32, each result rounded once
+            y = np.logaddexp.accumulate(x.astype(np.float32), axis=axis).astype(x.dtype)
+            return _from_plus_zero(y, axis)
         return _from_plus_zero(np.logaddexp.accumulate(x, axis=axis), axis)
 
     def backward(self, gy):

@@ -93,7 +93,7 @@ def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan, out):
         res = take(np.round(ranks).astype(np.int64))  # round half to even, as PyTorch
     elif interpolation == "midpoint":
         a, b = take(lo), take(hi)
-        res = a + (b - a) * _make(xp.asarray(np.where(hi > lo, 0.5, 0.0).astype(dt)), False)
+        res = ember.lerp(a, b, _make(xp.asarray(np.where(hi > lo, 0.5, 0.0).astype(dt)), False))
     else:
         a, b = take(lo), take(hi)
         # the weight as ember ops of q, so a q tensor gets its gradient (as in PyTorch)

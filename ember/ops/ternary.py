@@ -5,8 +5,8 @@ import warnings
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.backend import array_module
 from ember.autograd.node import Primitive, hook_saves_of
+from ember.backend import array_module
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
 from ember.ops._util import (
