@@ -35,9 +35,6 @@ KNOWN = [
      r"Error \(nansum on CPU does not support complex",
      "complex amax/amin and bool median: ember refuses the dtype where PyTorch's check "
      "order lets an empty or 0-d input through, or reports a bad dim first"),
-    (None, r"dtype=int64", r"torch raises RuntimeError: Autograd not support dtype: Long",
-     "a float input that requires grad reduced to an integer dtype: ember returns the "
-     "result without a graph"),
     (("nanmean_dtype",), r"", r"could not infer output dtype",
      "nanmean(dtype=integer) of a floating input: PyTorch refuses, ember casts first"),
     (("std_mean", "var_mean", "cumprod", "logcumsumexp", "norm"), r"^(sp|big)_c64",
@@ -114,6 +111,12 @@ def test_fixed_rows_stay_fixed():
         ember.cummax(ember.tensor([1j, 2]), 0)
     with pytest.raises(RuntimeError, match="infer output dtype"):
         ember.mean(t, dtype=ember.int64)
+    with pytest.raises(RuntimeError, match="Autograd not support dtype: Long"):
+        ember.sum(x, dtype=ember.int64)
+    with ember.no_grad():
+        assert ember.cumsum(x, 0, dtype=ember.int64).dtype == ember.int64
+    with pytest.raises(RuntimeError, match="dim 0 appears multiple times"):
+        ember.tensor(1.0).sum((0, -1))
 
 
 def main():

@@ -21,7 +21,7 @@ from ember.backend import array_module
 from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
-from ember.ops._util import opmath, with_out, wrap_dim, wrap_dims
+from ember.ops._util import opmath, type_name, with_out, wrap_dim, wrap_dims
 
 __all__ = ["sum", "mean", "nansum", "nanmean", "prod", "all", "any", "count_nonzero",
            "return_types"]
@@ -99,11 +99,19 @@ def _dtype_name(np_dtype):
     return FROM_NP[np.dtype(np_dtype)].name.capitalize()
 
 
-def _np_dtype(dtype):
+def _np_dtype(dtype, input=None):
+    """``dtype`` as a NumPy dtype (None stays None). With ``input``: PyTorch's refusal of
+    an integer or bool result for an input that records a gradient."""
     if dtype is None:
         return None
     from ember.backend.dtypes import to_dtype
-    return to_dtype(dtype).np
+    np_dtype = to_dtype(dtype).np
+    if input is not None and np.dtype(np_dtype).kind in "biu" and \
+            isinstance(input, Tensor) and input.requires_grad:
+        from ember.autograd.grad_mode import state
+        if state.grad_enabled:
+            raise RuntimeError(f"Autograd not support dtype: {type_name(np_dtype)}")
+    return np_dtype
 
 
 def _int64_if_integral(x, np_dtype):
@@ -275,7 +283,7 @@ def sum(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None, out=None):
         op, dim = Sum, None
     else:
         op = SumDim
-    return op.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
+    return op.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype, input))
 
 
 @with_out
@@ -283,7 +291,7 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Sum over ``dim`` treating NaN as zero (their gradient is zero)."""
     if input._data.dtype.kind == "c":
         raise RuntimeError("nansum on CPU does not support complex inputs")
-    return Nansum.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
+    return Nansum.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype, input))
 
 
 @with_out
@@ -410,7 +418,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
     the input: with one zero, only that element gets a (nonzero) gradient.
     """
     axis = None if dim is None else _axis(input, dim, "prod")
-    return (Prod if dim is None else ProdDim).apply(input, axis, keepdim, _np_dtype(dtype))
+    return (Prod if dim is None else ProdDim).apply(input, axis, keepdim, _np_dtype(dtype, input))
 
 
 # ----- logical reductions and counts ---------------------------------------------------------

@@ -230,7 +230,7 @@ def cumsum(input, dim, *, dtype=None, out=None):
     elif out is not None and dtype is None and str(out.dtype) in _OWN_ACC[1:] \
             and input.is_floating_point():
         input = input.to(out.dtype).float()  # rounded to out's dtype, summed in float32
-    return write_out(Cumsum.apply(input, _axis(input, dim), _np_dtype(dtype)), out, "cumsum")
+    return write_out(Cumsum.apply(input, _axis(input, dim), _np_dtype(dtype, input)), out, "cumsum")
 
 
 def cumprod(input, dim, *, dtype=None, out=None):
@@ -240,7 +240,8 @@ def cumprod(input, dim, *, dtype=None, out=None):
     elif out is not None and dtype is None and str(out.dtype) in _OWN_ACC[1:] \
             and input.is_floating_point():
         input = input.to(out.dtype).float()  # rounded to out's dtype, summed in float32
-    return write_out(Cumprod.apply(input, _axis(input, dim), _np_dtype(dtype)), out, "cumprod")
+    result = Cumprod.apply(input, _axis(input, dim), _np_dtype(dtype, input))
+    return write_out(result, out, "cumprod")
 
 
 # ----- cummax and cummin -----------------------------------------------------------------------
