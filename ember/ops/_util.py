@@ -358,8 +358,12 @@ def wrap_dims(dim, ndim):
         raise TypeError("argument 'dim' must be tuple of ints, but found an element of type "
                         f"{type(next(d for d in dim if not isinstance(d, int))).__name__}"
                         ) from None
-    if len(set(dims)) != len(dims):
-        raise RuntimeError(f"dim {dims} appears multiple times in the list of dims")
+    seen = set()
+    for d in dims:
+        d %= max(ndim, 1)  # a 0-d tensor's -1 and 0 are the same dim
+        if d in seen:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        seen.add(d)
     return dims
 
 

@@ -33,7 +33,7 @@ class _EvenAll(Primitive):
 
     def backward(self, gy):
         x, y = self.saved_tensors
-        if y._data.dtype.kind == "f" and bool(array_module(y._data).isnan(y._data)):
+        if y._data.dtype.kind in "fV" and bool(array_module(y._data).isnan(y._data)):
             m = x.isnan()
         else:
             m = x == y
@@ -65,6 +65,14 @@ class _MinAll(_EvenAll):
         return x.min()
 
 
+def _nan_of(dt):
+    """The median of nothing: NaN, which PyTorch's kernel converts to an integer dtype
+    as the CPU does (the lowest int32/int64, zero for the narrower ones)."""
+    if dt.kind in "fV":
+        return dt.type(np.nan)
+    return dt.type(np.iinfo(dt).min if dt.kind == "i" and dt.itemsize >= 4 else 0)
+
+
 class _MedianAll(_EvenAll):
     _node_name = "MedianBackward0"
 
@@ -72,8 +80,8 @@ class _MedianAll(_EvenAll):
     def select(x):
         flat = x.reshape(-1)
         if flat.size == 0:
-            return x.dtype.type(np.nan) if x.dtype.kind == "f" else x.dtype.type(0)
-        if x.dtype.kind == "f" and np.isnan(flat).any():
+            return _nan_of(x.dtype)
+        if x.dtype.kind in "fV" and np.isnan(flat).any():  # (bfloat16's kind is V)
             return x.dtype.type(np.nan)
         return np.partition(flat, (flat.size - 1) // 2)[(flat.size - 1) // 2]
 
@@ -84,10 +92,10 @@ class _NanmedianAll(_EvenAll):
     @staticmethod
     def select(x):
         flat = x.reshape(-1)
-        if x.dtype.kind == "f":
+        if x.dtype.kind in "fV":
             flat = flat[~np.isnan(flat)]
         if flat.size == 0:
-            return x.dtype.type(np.nan)
+            return _nan_of(x.dtype)
         return np.partition(flat, (flat.size - 1) // 2)[(flat.size - 1) // 2]
 
 
@@ -137,7 +145,7 @@ class _SelectDim(Primitive):
 
 def _nan_first(x, axis, base):
     """Indices from ``base``, replaced by the first NaN's where a slice holds a NaN."""
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "fV":
         return base
     nan = np.isnan(x)
     has = nan.any(axis=axis, keepdims=True)
@@ -187,7 +195,7 @@ class _NanmedianDim(_SelectDim):
     @staticmethod
     def pick(x, axis):
         n = x.shape[axis]
-        if x.dtype.kind != "f":
+        if x.dtype.kind not in "fV":
             k = array_module(x).full(_keep_shape(x.shape, (axis,)), (n - 1) // 2)
             return _kth_sorted(x, axis, k)
         valid = n - np.isnan(x).sum(axis=axis, keepdims=True)
@@ -228,7 +236,7 @@ class _ModeDim(_SelectDim):
         from ember.ops._cpu_order import mode_row
         rows = np.moveaxis(x, axis, -1)
         odd = (rows == np.moveaxis(value, axis, -1)).sum(-1) > 1
-        if x.dtype.kind in "fc":
+        if x.dtype.kind in "fcV":
             odd |= np.isnan(rows).any(-1)
         ties = np.argwhere(odd)
         if len(ties):
@@ -328,16 +336,18 @@ def _amax_amin(cls, input, dim, keepdim):
 def amax(input, dim=(), keepdim=False, *, out=None):
     """The maximum over ``dim`` (an int, a tuple, or all dims when empty); ties share the
     gradient evenly. Unlike :func:`max` it returns values only."""
-    refuse_kinds(input, "c", "\"max_values_cpu\" not implemented for '{type}'",
-                 NotImplementedError)
+    if input._data.size:  # (an empty input runs no kernel: PyTorch returns)
+        refuse_kinds(input, "c", "\"max_values_cpu\" not implemented for '{type}'",
+                     NotImplementedError)
     return _amax_amin(_Amax, input, dim, keepdim)
 
 
 @with_out
 def amin(input, dim=(), keepdim=False, *, out=None):
     """The minimum over ``dim`` (an int, a tuple, or all dims when empty)."""
-    refuse_kinds(input, "c", "\"min_values_cpu\" not implemented for '{type}'",
-                 NotImplementedError)
+    if input._data.size:  # (an empty input runs no kernel: PyTorch returns)
+        refuse_kinds(input, "c", "\"min_values_cpu\" not implemented for '{type}'",
+                     NotImplementedError)
     return _amax_amin(_Amin, input, dim, keepdim)
 
 
@@ -373,7 +383,7 @@ class _Aminmax(Primitive):
         self.meta = (x.shape, axes, keepdim)
         mn = np.amin(x, axis=axes, keepdims=keepdim)
         mx = np.amax(x, axis=axes, keepdims=keepdim)
-        if along_dim and x.dtype.kind == "f":
+        if along_dim and x.dtype.kind in "fV":
             for y in (mn, mx):
                 _first_zero_sign(y, x, axes[0], keepdim)
         self.picked = (mn.copy(), mx.copy())  # the user may write into the results

@@ -53,9 +53,12 @@ for _cls in vars(return_types).values():
 
 
 # ----- dims ----------------------------------------------------------------------------------
-def _axes(input, dim):
-    """``dim`` (None, int, or sequence; empty means all) as a sorted tuple of axes."""
+def _axes(input, dim, empty_is_all=True):
+    """``dim`` (None, int, or sequence) as a sorted tuple of axes. An empty sequence
+    means all dims, or none for ``all``/``any`` (``empty_is_all=False``), as in PyTorch."""
     nd = input._data.ndim
+    if isinstance(dim, (tuple, list)) and len(dim) == 0 and not empty_is_all:
+        return ()
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(nd))
     axes = wrap_dims(dim, nd)
@@ -96,11 +99,19 @@ def _dtype_name(np_dtype):
     return FROM_NP[np.dtype(np_dtype)].name.capitalize()
 
 
-def _np_dtype(dtype):
+def _np_dtype(dtype, input=None):
+    """``dtype`` as a NumPy dtype (None stays None). With ``input``: PyTorch's refusal of
+    an integer or bool result for an input that records a gradient."""
     if dtype is None:
         return None
     from ember.backend.dtypes import to_dtype
-    return to_dtype(dtype).np
+    np_dtype = to_dtype(dtype).np
+    if input is not None and np.dtype(np_dtype).kind in "biu" and \
+            isinstance(input, Tensor) and input.requires_grad:
+        from ember.autograd.grad_mode import state
+        if state.grad_enabled:
+            raise RuntimeError(f"Autograd not support dtype: {type_name(np_dtype)}")
+    return np_dtype
 
 
 def _int64_if_integral(x, np_dtype):
@@ -146,8 +157,16 @@ class Sum(Primitive):
 class Nansum(Primitive):
     batch = _batch.dim_rule(1)
 
-    @opmath
     def forward(self, x, axes, keepdim, np_dtype):
+        if np_dtype is None:
+            return self._nansum(x, axes, keepdim, None)
+        self.meta = (x.shape, axes, keepdim, x.dtype)
+        self.nan = np.isnan(x) if x.dtype.kind in "fV" else None
+        # a given dtype is the one summed in (the input cast first), as PyTorch's
+        return array_module(x).nansum(x.astype(np_dtype), axis=axes, keepdims=keepdim)
+
+    @opmath
+    def _nansum(self, x, axes, keepdim, np_dtype):
         self.meta = (x.shape, axes, keepdim, x.dtype)
         self.nan = np.isnan(x) if x.dtype.kind == "f" else None
         return array_module(x).nansum(x, axis=axes, keepdims=keepdim,
@@ -172,11 +191,16 @@ class Mean(Primitive):
             raise RuntimeError(
                 f"mean(): could not infer output dtype. Input dtype must be either a floating "
                 f"point or complex dtype. Got: {type_name(x.dtype)}")
+        if np_dtype is not None and np.dtype(np_dtype).kind not in "fcV":
+            raise RuntimeError(
+                f"mean(): could not infer output dtype. Optional dtype must be either a "
+                f"floating point or complex dtype. Got: {type_name(np_dtype)}")
         self.meta = (x.shape, axes, keepdim, x.dtype)
         self.n = math.prod(x.shape[a] for a in axes)
         if self.n == 0:  # the mean of nothing is NaN (without NumPy's warning)
             s = x.sum(axis=axes, keepdims=keepdim, dtype=np_dtype)
-            return array_module(x).full_like(s, np.nan, dtype=np_dtype or x.dtype)
+            nan = complex(np.nan, np.nan) if s.dtype.kind == "c" else np.nan  # (0/0)
+            return array_module(x).full_like(s, nan, dtype=np_dtype or x.dtype)
         if (x.dtype == np.float16 or x.dtype.kind == "V") and np_dtype is None:
             return x.mean(axis=axes, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
         return x.mean(axis=axes, keepdims=keepdim, dtype=np_dtype)
@@ -259,13 +283,15 @@ def sum(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None, out=None):
         op, dim = Sum, None
     else:
         op = SumDim
-    return op.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
+    return op.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype, input))
 
 
 @with_out
 def nansum(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Sum over ``dim`` treating NaN as zero (their gradient is zero)."""
-    return Nansum.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype))
+    if input._data.dtype.kind == "c":
+        raise RuntimeError("nansum on CPU does not support complex inputs")
+    return Nansum.apply(input, _axes(input, dim), keepdim, _np_dtype(dtype, input))
 
 
 @with_out
@@ -282,11 +308,13 @@ def mean(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None, out=None):
 @with_out
 def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Mean over ``dim`` of the elements that are not NaN."""
-    if dtype is not None:
-        input = input.to(dtype)
-    if input._data.dtype.kind != "f":
+    if input._data.dtype.kind not in "fcV":  # (the input's, before any dtype=)
         raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype "
                            f"but got {_dtype_name(input._data.dtype)}")
+    if input._data.dtype.kind == "c":
+        raise RuntimeError("nansum on CPU does not support complex inputs")
+    if dtype is not None:
+        input = input.to(dtype)
     count = input.isnan().logical_not().sum(dim, keepdim)
     return nansum(input, dim, keepdim) / count
 
@@ -390,7 +418,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
     the input: with one zero, only that element gets a (nonzero) gradient.
     """
     axis = None if dim is None else _axis(input, dim, "prod")
-    return (Prod if dim is None else ProdDim).apply(input, axis, keepdim, _np_dtype(dtype))
+    return (Prod if dim is None else ProdDim).apply(input, axis, keepdim, _np_dtype(dtype, input))
 
 
 # ----- logical reductions and counts ---------------------------------------------------------
@@ -415,13 +443,13 @@ class _Any(_AllAny):
 @with_out
 def all(input, dim=None, keepdim=False, *, out=None):
     """True where every element over ``dim`` (an int, a tuple, or all dims) is nonzero."""
-    return _All.apply(input, _axes(input, dim), keepdim)
+    return _All.apply(input, _axes(input, dim, empty_is_all=False), keepdim)
 
 
 @with_out
 def any(input, dim=None, keepdim=False, *, out=None):
     """True where some element over ``dim`` (an int, a tuple, or all dims) is nonzero."""
-    return _Any.apply(input, _axes(input, dim), keepdim)
+    return _Any.apply(input, _axes(input, dim, empty_is_all=False), keepdim)
 
 
 class _CountNonzero(Primitive):

@@ -38,7 +38,7 @@ def _from_plus_zero(y, axis):
     PyTorch's kernels do: only a run of -0.0 at the start can leave a -0.0 behind
     (any other addend turns it to +0.0), so the whole fix is needed only when the
     first slice holds a -0.0."""
-    if y.dtype.kind in "fc" and y.shape[axis]:
+    if (y.dtype.kind in "fc" or reduced_float(y.dtype)) and y.shape[axis]:
         xp = array_module(y)
         first = y.take(0, axis)
         parts = (first.real, first.imag) if y.dtype.kind == "c" else (first,)
@@ -118,7 +118,8 @@ class Cumsum(Primitive):
             np_dtype = np.int64
         if axis is None:
             return x.astype(np_dtype or x.dtype, copy=True)
-        if reduced_float(x.dtype) and np_dtype in (None, x.dtype):
+        if reduced_float(x.dtype) and (np_dtype is None or np_dtype == x.dtype):
+            # (not `in (None, ...)`: NumPy's float64 dtype compares equal to None)
             # PyTorch accumulates float16/bfloat16 in float32 and rounds each partial sum
             y = array_module(x).cumsum(x, axis=axis, dtype=np.float32).astype(x.dtype)
             return _from_plus_zero(y, axis)
@@ -229,7 +230,7 @@ def cumsum(input, dim, *, dtype=None, out=None):
     elif out is not None and dtype is None and str(out.dtype) in _OWN_ACC[1:] \
             and input.is_floating_point():
         input = input.to(out.dtype).float()  # rounded to out's dtype, summed in float32
-    return write_out(Cumsum.apply(input, _axis(input, dim), _np_dtype(dtype)), out, "cumsum")
+    return write_out(Cumsum.apply(input, _axis(input, dim), _np_dtype(dtype, input)), out, "cumsum")
 
 
 def cumprod(input, dim, *, dtype=None, out=None):
@@ -239,7 +240,8 @@ def cumprod(input, dim, *, dtype=None, out=None):
     elif out is not None and dtype is None and str(out.dtype) in _OWN_ACC[1:] \
             and input.is_floating_point():
         input = input.to(out.dtype).float()  # rounded to out's dtype, summed in float32
-    return write_out(Cumprod.apply(input, _axis(input, dim), _np_dtype(dtype)), out, "cumprod")
+    result = Cumprod.apply(input, _axis(input, dim), _np_dtype(dtype, input))
+    return write_out(result, out, "cumprod")
 
 
 # ----- cummax and cummin -----------------------------------------------------------------------
@@ -260,7 +262,7 @@ class _CumExtreme(Primitive):
         # the running extreme's index: the last position that reached it (ties move the
         # index forward, as PyTorch's >= / <=), or the last NaN once there is one
         hit = x == values
-        if x.dtype.kind == "f":
+        if x.dtype.kind in "fV":
             hit |= xp.isnan(x)
         r = xp.arange(x.shape[axis]).reshape([-1 if d == axis else 1 for d in range(x.ndim)])
         idx = xp.maximum.accumulate(xp.where(hit, r, 0), axis=axis).astype(np.int64)
@@ -305,14 +307,16 @@ class _Cummin(_CumExtreme):
 def cummax(input, dim):
     """Running maximum along ``dim`` and the index where it was reached, as
     ``(values, indices)``; NaN propagates."""
-    v, i = _Cummax.apply(input, _axis(input, dim))
+    axis = _axis(input, dim)
+    v, i = _Cummax.apply(input, axis)
     return return_types.cummax(v, i)
 
 
 @with_out
 def cummin(input, dim):
     """Running minimum along ``dim`` and its index, as ``(values, indices)``."""
-    v, i = _Cummin.apply(input, _axis(input, dim))
+    axis = _axis(input, dim)
+    v, i = _Cummin.apply(input, axis)
     return return_types.cummin(v, i)
 
 
@@ -324,12 +328,15 @@ class Logcumsumexp(Primitive):
     torchscript = "logcumsumexp"
 
     def forward(self, x, axis):
-        if x.dtype.kind != "f":
+        if x.dtype.kind != "f" and not reduced_float(x.dtype):
             raise NotImplementedError(f'"logcumsumexp_out_cpu" not implemented for '
                                       f"'{_dtype_name(x.dtype)}'")
         self.axis = axis
         if axis is None:
             return x.copy()
+        if reduced_float(x.dtype):  # accumulated in float32, each result rounded once
+            y = np.logaddexp.accumulate(x.astype(np.float32), axis=axis).astype(x.dtype)
+            return _from_plus_zero(y, axis)
         return _from_plus_zero(np.logaddexp.accumulate(x, axis=axis), axis)
 
     def backward(self, gy):

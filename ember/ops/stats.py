@@ -93,7 +93,7 @@ def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan, out):
         res = take(np.round(ranks).astype(np.int64))  # round half to even, as PyTorch
     elif interpolation == "midpoint":
         a, b = take(lo), take(hi)
-        res = a + (b - a) * _make(xp.asarray(np.where(hi > lo, 0.5, 0.0).astype(dt)), False)
+        res = ember.lerp(a, b, _make(xp.asarray(np.where(hi > lo, 0.5, 0.0).astype(dt)), False))
     else:
         a, b = take(lo), take(hi)
         # the weight as ember ops of q, so a q tensor gets its gradient (as in PyTorch)
@@ -102,11 +102,14 @@ def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan, out):
         w = (qt * _make(xp.asarray(span.astype(dt)), False) -
              _make(xp.asarray(lo.astype(dt)), False)) * free
         res = ember.lerp(a, b, w)
-    # (..., len(q)) -> (len(q), *kept)
-    res = res.reshape(kept + (qs.size,)) if kept or dim is not None else res.reshape(qs.size)
-    res = res.movedim(-1, 0)
-    if not q_dims:
-        res = res.squeeze(0)
+    # (..., len(q)) -> (len(q), *kept), ending as PyTorch's does: its in-place
+    # squeeze_(-1) of (len(q), *kept, 1) names the output's node SqueezeBackward4
+    from ember.ops.matmul_graph import SqueezeInplace
+    if q_dims:
+        res = res.reshape(kept + (qs.size,)).unsqueeze(0).transpose(0, -1)
+    else:
+        res = res.reshape(kept + (1,))
+    res = SqueezeInplace.apply(res, (res.dim() - 1,))
     return write_out(res, out) if out is not None else res
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive, hook_saves_of
+from ember.backend import array_module
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
 from ember.ops._util import (
@@ -81,7 +82,14 @@ class Lerp(Primitive):
         if reduced_float(start.dtype) and type(end) is _ndarray and \
                 type(weight) in (float, int, bool):
             return _lerp_opmath(start, end, weight)
-        return start + weight * (end - start)
+        # from the nearer end, as PyTorch's kernel: lerp(-inf, -0.0, 0.8) is -inf (not
+        # -inf + 0.8 * inf = NaN) and lerp(-0.0, -0.0, w) keeps -0.0
+        with np.errstate(invalid="ignore", over="ignore"):
+            d = end - start
+            if not hasattr(weight, "shape") or weight.ndim == 0:
+                return start + weight * d if abs(weight) < 0.5 else end - d * (1 - weight)
+            return array_module(d).where(abs(weight) < 0.5, start + weight * d,
+                                         end - d * (1 - weight))
 
     def backward(self, gy):
         start, end, w = self.saved_tensors
