@@ -17,9 +17,8 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from nn_ops_ab import _load, _use, alternated_ms  # noqa: E402
+from nn_ops_ab import run_ab  # noqa: E402
 
 
 def _layer(m, name, x, w, b):
@@ -87,24 +86,8 @@ def main():
     ap.add_argument("--only", default=",".join(WORKLOADS))
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args()
-    import torch
-    torch.set_num_threads(1)
-    before, bmods = _load(args.before)
-    after, amods = _load(ROOT)
-    libs = [("before", before, bmods), ("after", after, amods), ("torch", torch, None)]
-    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; one thread each; "
-          f"median CPU ms per step of {args.rounds} alternated rounds of 5 steps")
-    print(f"{'workload':<14}{'before':>8}{'after':>8}{'torch':>8}{'b/torch':>9}{'a/torch':>9}"
-          f"{'after/b':>9}")
-    for name in args.only.split(","):
-        steps = []
-        for _, m, mods in libs:
-            _use(mods)
-            steps.append(make(m, name))
-        b, a, t = alternated_ms(libs, steps, args.rounds, 5)
-        print(f"{name:<14}{b:8.3f}{a:8.3f}{t:8.3f}{b / t:9.2f}{a / t:9.2f}{a / b:9.3f}")
-    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-
+    run_ab(args.before, args.only.split(","), make, args.rounds, 5, label="workload",
+           unit="ms", digits=3)
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from nn_ops_ab import ROOT, _load, _use, alternated_ms  # noqa: E402
+from nn_ops_ab import run_ab  # noqa: E402
 
 WORKLOADS = ["gather", "scatter_add", "scatter_src", "scatter_reduce_sum",
              "scatter_reduce_amax", "index_add", "index_select", "masked_fill", "setitem_idx",
@@ -59,25 +59,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--calls", type=int, default=50)
     args = ap.parse_args()
-    import torch
-    torch.set_num_threads(1)
-    before, bmods = _load(args.before)
-    after, amods = _load(ROOT)
-    libs = [("before", before, bmods), ("after", after, amods), ("torch", torch, None)]
-    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; one thread each; "
-          f"median CPU us per call of {args.rounds} alternated rounds of {args.calls} calls")
-    print(f"{'op':<20}{'before':>8}{'after':>8}{'torch':>8}{'b/torch':>9}{'a/torch':>9}"
-          f"{'after/b':>9}")
-    for name in args.only.split(","):
-        steps = []
-        for _, m, mods in libs:
-            _use(mods)
-            steps.append(make(m, name))
-        b, a, t = (v * 1e3 for v in alternated_ms(libs, steps, args.rounds, args.calls))
-        print(f"{name:<20}{b:8.1f}{a:8.1f}{t:8.1f}{b / t:9.2f}{a / t:9.2f}{a / b:9.2f}",
-              flush=True)
-    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-
+    run_ab(args.before, args.only.split(","), make, args.rounds, args.calls, label="op",
+           unit="us", digits=1)
 
 if __name__ == "__main__":
     main()

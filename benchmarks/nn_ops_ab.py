@@ -83,25 +83,35 @@ def main():
     ap.add_argument("--forward-only", action="store_true",
                     help="the layers' forward under no_grad (inference)")
     args = ap.parse_args()
+    run_ab(args.before, args.only.split(","),
+           lambda m, name: nn_ops.make(m, name, args.forward_only), args.rounds, args.calls,
+           label="layer", unit="ms")
+
+
+def run_ab(before, names, make, rounds, calls, label="op", unit="ms", digits=2):
+    """Time ``make(module, name)`` (a step) for each of ``names`` on the older ember tree
+    at ``before``, this tree and torch, one thread each, in rounds alternated by
+    :func:`alternated_ms`; print a row per name: the median CPU time per call (in
+    ``unit``: "ms" or "us") of each, and the ratios."""
     import torch
     torch.set_num_threads(1)
-    before, bmods = _load(args.before)
-    after, amods = _load(ROOT)
-    libs = [("before", before, bmods), ("after", after, amods), ("torch", torch, None)]
+    b_mod, b_mods = _load(before)
+    a_mod, a_mods = _load(ROOT)
+    libs = [("before", b_mod, b_mods), ("after", a_mod, a_mods), ("torch", torch, None)]
+    scale = 1e3 if unit == "us" else 1.0
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; one thread each; "
-          f"median CPU ms per call of {args.rounds} alternated rounds of {args.calls} calls")
-    print(f"{'layer':<12}{'before':>8}{'after':>8}{'torch':>8}{'b/torch':>9}{'a/torch':>9}"
+          f"median CPU {unit} per call of {rounds} alternated rounds of {calls} calls")
+    print(f"{label:<20}{'before':>9}{'after':>9}{'torch':>9}{'b/torch':>9}{'a/torch':>9}"
           f"{'after/b':>9}")
-    for name in args.only.split(","):
+    for name in names:
         steps = []
         for _, m, mods in libs:
             _use(mods)
-            steps.append(nn_ops.make(m, name, args.forward_only))
-        b, a, t = alternated_ms(libs, steps, args.rounds, args.calls)
-        print(f"{name:<12}{b:8.2f}{a:8.2f}{t:8.2f}{b / t:9.2f}{a / t:9.2f}{a / b:9.2f}",
-              flush=True)
+            steps.append(make(m, name))
+        b, a, t = (v * scale for v in alternated_ms(libs, steps, rounds, calls))
+        print(f"{name:<20}{b:9.{digits}f}{a:9.{digits}f}{t:9.{digits}f}{b / t:9.2f}"
+              f"{a / t:9.2f}{a / b:9.3f}", flush=True)
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-
 
 if __name__ == "__main__":
     main()
