@@ -1,6 +1,6 @@
-"""``F.fractional_max_pool2d``/``3d`` (Graham's fractional max pooling) and
-``F.linear_cross_entropy``: composites of ember ops (gather, max, tensordot,
-cross_entropy), so their gradients need no code here.
+"""``F.fractional_max_pool2d``/``3d`` (Graham's fractional max pooling: the windows are
+drawn here, the pooling is the op ``ops.adaptive_pooling.FractionalMaxPool``, PyTorch's
+node) and ``F.linear_cross_entropy`` (a composite of tensordot and cross_entropy).
 
 Fractional pooling draws one number in [0, 1) per (batch, channel, dim) from ember's
 generator, in the order and dtype PyTorch draws them (``rand(N, C, dims)``), so a
@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
-from ember.backend import array_module
+from ember._tensor import Tensor
+from ember.ops.adaptive_pooling import FractionalMaxPool, FractionalMaxPool3D
 
 __all__ = ["fractional_max_pool2d", "fractional_max_pool3d",
            "fractional_max_pool2d_with_indices", "fractional_max_pool3d_with_indices",
@@ -67,10 +67,18 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices,
     n, c = x.shape[:2]
     if _random_samples is None:
         _random_samples = ember.rand(n, c, nd, dtype=input.dtype)
+    if _random_samples.dtype != input.dtype:
+        raise RuntimeError("Expect _random_samples to have the same dtype as input")
     u = np.asarray(_random_samples._data)
-    if u.shape != (n, c, nd):
-        raise RuntimeError(f"{name}(): Expect _random_samples to be of shape {(n, c, nd)}, got "
-                           f"{list(u.shape)}")
+    if u.ndim != 3:
+        raise RuntimeError(f"Expect _random_samples to have 3 dimensions, got {u.ndim}")
+    if u.shape[0] < n:
+        raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
+    if u.shape[1] != c:
+        raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
+    if u.shape[2] != nd:
+        raise RuntimeError(f"Expect _random_samples.size(2) equals to {nd}; got {u.shape[2]}.")
+    u = u[:n]  # PyTorch reads the first N rows of a longer table
     dt = np.dtype(input._data.dtype)
     # PyTorch's sample order: the last spatial dim first for 2-D pooling (W, H), in
     # order for 3-D (T, H, W)
@@ -83,14 +91,9 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices,
     for d in range(nd):
         shape = (n, c) + tuple(out[e] if e == d else 1 for e in range(nd)) + (1,)
         pos = pos + (starts[d].reshape(shape) + offs[:, d]) * strides[d]
-    xp = array_module(input._data)
-    flat = x.reshape(n, c, math.prod(spatial))
-    idx = _make(xp.asarray(pos.reshape(n, c, math.prod(pos.shape[2:]))), False)
-    windows = ember.gather(flat, 2, idx).reshape((n, c) + out + (pos.shape[-1],))
-    values, arg = windows.max(-1)
-    indices = ember.gather(idx.reshape(pos.shape), -1, arg.unsqueeze(-1)).squeeze(-1)
-    if not batched:
-        values, indices = values.squeeze(0), indices.squeeze(0)
+    # one node, PyTorch's, on the input as given (an unbatched input is not unsqueezed)
+    op = FractionalMaxPool3D if nd == 3 else FractionalMaxPool
+    values, indices = op.apply(input, pos if batched else pos[0], nd)
     return (values, indices) if return_indices else values
 
 

@@ -621,6 +621,10 @@ def _no_batch_rule():
                     "composite's primitives run, which have rules")
     for c in (losses.MultiMarginLoss, losses.MultilabelMarginLoss):
         table[c] = _NOT_YET
+    from ember.ops import adaptive_pooling
+    for c in (adaptive_pooling.FractionalMaxPool, adaptive_pooling.FractionalMaxPool3D):
+        table[c] = ("its windows come from the caller's random draw for the unbatched "
+                    "shape: under vmap the loop runs the pooling per sample")
     from ember.ops import normalization_grad
     for c in (normalization_grad.LayerNormGrads, normalization_grad.BatchNormGrads,
               normalization_grad.BatchNormEvalGrads):
