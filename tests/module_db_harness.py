@@ -132,19 +132,40 @@ def to_ember(x, memo):
     return x
 
 
-def torch_leaves(x, memo):
+def torch_leaves(x, memo, strided=None):
     """The forward input with each tensor that requires grad made a leaf (a sample may
     pass ``make_input(...).log()``): ember's converted inputs are leaves, so both sides
-    take their gradients at the same place."""
+    take their gradients at the same place.
+
+    ``strided``: ember's conversion memo; then every non-empty tensor of one or more
+    dims becomes a view with stride 2 in its last dim (of a leaf twice as wide) on both
+    sides, made here for both, with its gradient retained."""
     if isinstance(x, torch.Tensor):
-        if x.requires_grad and id(x) not in memo:
+        if id(x) in memo:
+            return memo[id(x)]
+        if strided is not None and x.dim() >= 1 and x.numel() > 0:
+            memo[id(x)] = view = _strided(torch, x.detach().numpy(), x.requires_grad)
+            strided[id(view)] = (view, _strided(ember, x.detach().numpy(), x.requires_grad))
+        elif x.requires_grad:
             memo[id(x)] = x.detach().requires_grad_(True)
         return memo.get(id(x), x)
     if isinstance(x, (tuple, list)):
-        return type(x)(torch_leaves(v, memo) for v in x)
+        return type(x)(torch_leaves(v, memo, strided) for v in x)
     if isinstance(x, dict):
-        return {k: torch_leaves(v, memo) for k, v in x.items()}
+        return {k: torch_leaves(v, memo, strided) for k, v in x.items()}
     return x
+
+
+def _strided(lib, a, requires_grad):
+    wide = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), dtype=a.dtype)
+    wide[..., ::2] = a
+    base = lib.from_numpy(wide)
+    if requires_grad:
+        base.requires_grad_(True)
+    view = base[..., ::2]
+    if requires_grad:
+        view.retain_grad()
+    return view
 
 
 def _np(t):
@@ -347,8 +368,9 @@ def _reference(info, sample, training, fwd):
     return ref
 
 
-def run_case(info, sample, dtype, training):
-    """The differences between ember and torch on one sample: a list of strings."""
+def run_case(info, sample, dtype, training, strided=False):
+    """The differences between ember and torch on one sample: a list of strings.
+    ``strided``: the inputs as views with stride 2 in their last dim."""
     try:
         t_mod = build_torch(info, sample, dtype, training)
     except Exception as ex:  # the outcome compared
@@ -367,8 +389,10 @@ def run_case(info, sample, dtype, training):
         return [f"construct: torch raises {_err(t_build)}, ember does not"]
 
     leaves = {}
-    fwd = types.SimpleNamespace(args=torch_leaves(sample.forward_input.args, leaves),
-                                kwargs=torch_leaves(sample.forward_input.kwargs, leaves))
+    views = memo if strided else None
+    fwd = types.SimpleNamespace(args=torch_leaves(sample.forward_input.args, leaves, views),
+                                kwargs=torch_leaves(sample.forward_input.kwargs, leaves,
+                                                    views))
     if _is_lazy(t_mod):
         # a lazy module takes its shapes from a first call; make both, then copy
         with torch.no_grad():

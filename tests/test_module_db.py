@@ -6,10 +6,12 @@ of the same name is built from the same constructor arguments, loaded with torch
 parameter names and shapes, the outputs (values at ``torch.testing``'s tolerances,
 dtype, shape, nesting), the output's node name, the gradients of the inputs and of
 every parameter (``None`` is not zeros) and the buffers after the forward must be
-torch's (tests/module_db_harness.py). A float32 value outside the tolerance passes
-where a float64 run shows ember no further from the exact result than twice torch's
-own distance (rounding, not a wrong number). The table's error rows
-(``module_error_inputs_func``) must raise the declared class with a matching message.
+torch's (tests/module_db_harness.py). The first three samples of each dtype run
+again with every input a non-contiguous view (stride 2 in the last dim). A float32
+value outside the tolerance passes where a float64 run shows ember no further from the
+exact result than twice torch's own distance (rounding, not a wrong number). The
+table's error rows (``module_error_inputs_func``) must raise the declared class with
+a matching message.
 
 Samples that draw random numbers inside the module (dropout) are run as the table
 gives them: every dropout in the table is 0.0, so their values are compared too.
@@ -47,6 +49,8 @@ INFOS = infos()
 MISSING = frozenset()
 # every n-th sample of a module whose table is very long
 STRIDE = {"LinearCrossEntropyLoss": 3}
+# how many samples per dtype run again on strided (non-contiguous) inputs
+STRIDED_SAMPLES = 3
 
 # module -> [(message pattern, why ember stays different)]
 KNOWN = {
@@ -80,6 +84,10 @@ def _cases(name):
                         continue
                     case = f"{str(dtype)[6:]}/{mode}/{i}:{s.desc}"
                     out.append((case, run_case(info, s, dtype, training)))
+            # the first samples again with every input a view of stride 2 (last dim)
+            for i, s in enumerate(samples(info, dtype, True)[:STRIDED_SAMPLES]):
+                out.append((f"{str(dtype)[6:]}/strided/{i}:{s.desc}",
+                            run_case(info, s, dtype, True, strided=True)))
         for training in MODES:
             for i, err in enumerate(error_samples(info, training)):
                 msg = run_error_case(info, err)
