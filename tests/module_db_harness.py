@@ -6,7 +6,8 @@ a mode (train, eval). The torch module is built as PyTorch's own module tests bu
 constructor arguments, converted (tensors, dtypes, functions, and the torch modules a
 sample passes as arguments: those are rebuilt from the arguments they were made with),
 and loaded with torch's ``state_dict()``. What is compared, in this order: the
-``state_dict()`` keys (order too), parameter names and shapes, the forward outputs
+``state_dict()`` keys (order too), parameter names, shapes, dtypes and requires_grad,
+the module's ``repr``, the forward outputs
 (nested tuples: type, shape, dtype, values at ``torch.testing``'s tolerances for the
 dtype), the output's node name, the gradients of the inputs and of every parameter for
 one seeded output gradient (``None`` and zeros are different), and the buffers after
@@ -403,10 +404,14 @@ def run_case(info, sample, dtype, training, strided=False):
     e_keys = list(e_mod.state_dict().keys())
     if t_keys != e_keys:
         return [f"state_dict keys: {e_keys} != {t_keys}"]
-    t_shapes = [(n, tuple(p.shape)) for n, p in t_mod.named_parameters()]
-    e_shapes = [(n, tuple(p.shape)) for n, p in e_mod.named_parameters()]
+    t_shapes = [(n, tuple(p.shape), str(p.dtype)[6:], p.requires_grad)
+                for n, p in t_mod.named_parameters()]
+    e_shapes = [(n, tuple(p.shape), str(p.dtype)[6:], p.requires_grad)
+                for n, p in e_mod.named_parameters()]
     if t_shapes != e_shapes:
         return [f"parameters: {e_shapes} != {t_shapes}"]
+    if repr(e_mod) != repr(t_mod):
+        return [f"repr: {repr(e_mod)[:150]!r} != {repr(t_mod)[:150]!r}"]
     try:
         _load(e_mod, t_mod)
     except Exception as ex:

@@ -3,8 +3,9 @@ common_modules.module_db``, 114 entries in torch 2.13.0) swept against torch: fo
 float32 and float64, train and eval mode, each sample the table gives, ember's module
 of the same name is built from the same constructor arguments, loaded with torch's
 ``state_dict()`` and run on the same inputs; the state_dict keys (order too), the
-parameter names and shapes, the outputs (values at ``torch.testing``'s tolerances,
-dtype, shape, nesting), the output's node name, the gradients of the inputs and of
+parameter names, shapes and dtypes, the ``repr``, the outputs (values at
+``torch.testing``'s tolerances, dtype, shape, nesting), the output's node name, the
+gradients of the inputs and of
 every parameter (``None`` is not zeros) and the buffers after the forward must be
 torch's (tests/module_db_harness.py). The first three samples of each dtype run
 again with every input a non-contiguous view (stride 2 in the last dim). A float32
