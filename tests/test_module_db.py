@@ -1,18 +1,17 @@
 """Every nn module of PyTorch's own ModuleInfo table (``torch.testing._internal.
 common_modules.module_db``, 114 entries in torch 2.13.0) swept against torch: for
-float32 and float64, train and eval mode, each sample the table gives, ember's module
-of the same name is built from the same constructor arguments, loaded with torch's
+float32 and float64, train and eval mode, each sample the table gives, ember's module of
+the same name is built from the same constructor arguments, loaded with torch's
 ``state_dict()`` and run on the same inputs; the state_dict keys (order too), the
 parameter names, shapes and dtypes, the ``repr``, the outputs (values at
 ``torch.testing``'s tolerances, dtype, shape, nesting), the output's node name, the
-gradients of the inputs and of
-every parameter (``None`` is not zeros) and the buffers after the forward must be
-torch's (tests/module_db_harness.py). The first three samples of each dtype run
-again with every input a non-contiguous view (stride 2 in the last dim). A float32
-value outside the tolerance passes where a float64 run shows ember no further from the
-exact result than twice torch's own distance (rounding, not a wrong number). The
-table's error rows (``module_error_inputs_func``) must raise the declared class with
-a matching message.
+gradients of the inputs and of every parameter (``None`` is not zeros) and the buffers
+after the forward must be torch's (tests/module_db_harness.py). The first three samples
+of each dtype run again with every input a non-contiguous view (stride 2 in the last
+dim). A float32 value outside the tolerance passes where a float64 run shows ember no
+further from the exact result than twice torch's own distance (rounding, not a wrong
+number). The table's error rows (``module_error_inputs_func``) must raise the declared
+class with a matching message.
 
 Samples that draw random numbers inside the module (dropout) are run as the table
 gives them: every dropout in the table is 0.0, so their values are compared too.
