@@ -229,6 +229,35 @@ def test_linear_cross_entropy_matches_torch_beyond_the_table():
         np.testing.assert_allclose(e, t_, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fractional_max_pool_special_values_match_torch(dtype):
+    """NaN (the last of a window wins), inf, ties and -0.0, batched and not, against
+    torch: values, indices, node name and the input gradient."""
+    a = np.random.default_rng(5).standard_normal((2, 3, 7, 6)).astype(dtype)
+    a[0, 0, 1:3, 1:3] = np.nan
+    a[0, 1, 2, 2] = np.nan
+    a[1, 1, :3, :] = np.inf
+    a[1, 2] = 0.5  # every window a tie
+    a[0, 2, :, :3] = -0.0
+    r = np.random.default_rng(6).random((2, 3, 2)).astype(dtype)
+    g = np.random.default_rng(7).standard_normal((2, 3, 4, 3)).astype(dtype)
+    for batched in (True, False):
+        res = []
+        for lib in (torch, ember):
+            x = lib.from_numpy(a.copy() if batched else a[0].copy()).requires_grad_()
+            y, idx = lib.nn.functional.fractional_max_pool2d(
+                x, (2, 3), output_size=(4, 3), return_indices=True,
+                _random_samples=lib.from_numpy(r.copy() if batched else r[:1].copy()))
+            y.backward(lib.from_numpy(g.copy() if batched else g[0].copy()))
+            res.append((y.detach().numpy(), idx.numpy(), y.grad_fn.name(), x.grad.numpy()))
+        (ty, ti, tn, tg), (ey, ei, en, eg) = res
+        np.testing.assert_array_equal(ey, ty)
+        assert np.array_equal(np.signbit(ey), np.signbit(ty))
+        np.testing.assert_array_equal(ei, ti)
+        assert en == tn == "FractionalMaxPool2DBackward0"
+        np.testing.assert_allclose(eg, tg, rtol=1e-6)
+
+
 def main():
     """Print module: cases, equal, documented, differing, then the undocumented ones."""
     print(f"{'module':28s} cases equal documented differing")
