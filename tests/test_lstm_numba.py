@@ -112,7 +112,8 @@ def test_kernels_against_the_numpy_loop(reverse, proj, monkeypatch):
 @pytest.mark.parametrize("blas", ["numpy", "blocks", "mkl"])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("first_state", [False, True])
-def test_sequence_kernels_against_the_step_kernels(reverse, first_state, blas, monkeypatch):
+def test_sequence_kernels_against_the_step_kernels(reverse, first_state, blas, monkeypatch,
+                                                   request):
     """A padded batch runs all its steps in one kernel call (the recurrent products
     called from numba on the BLAS ember.backend.gemm would pick: NumPy's, or MKL's for
     products large enough): the per-step kernels' results bit for bit, forward and
@@ -124,6 +125,10 @@ def test_sequence_kernels_against_the_step_kernels(reverse, first_state, blas, m
     monkeypatch.setattr(kernels, "_SGEMM", {})
     if blas == "mkl":  # (mkl is a test dependency) products this size go to MKL
         monkeypatch.setattr(gemm, "THRESHOLD", 1)
+        if not gemm.mkl_available():  # EMBER_MKL=0: MKL loaded for this test alone
+            monkeypatch.setenv("EMBER_MKL", "1")
+            gemm._reset()
+            request.addfinalizer(gemm._reset)  # (then the restored EMBER_MKL=0 again)
         assert gemm.mkl_available()
     elif blas == "blocks":  # blocks of 16 columns, whatever this machine's BLAS
         monkeypatch.setattr(kernels, "_SMALL_MNK", 16 * 6 * 76)
