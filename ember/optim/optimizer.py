@@ -15,8 +15,10 @@ dtype) and ``exp_avg``/``exp_avg_sq`` shaped like the parameter.
 
 The ``foreach``, ``fused`` and ``capturable`` flags select PyTorch kernels that compute
 the same update; ember accepts them, stores them in the param groups (so state dicts
-match) and runs its single implementation. ``differentiable=True`` (autograd through
-the step) is not supported and raises NotImplementedError.
+match) and runs its single implementation. As in PyTorch, ``capturable=True`` is refused
+at the step (an AssertionError) for parameters that are not on an accelerator.
+``differentiable=True`` (autograd through the step) is not supported and raises
+NotImplementedError.
 """
 import functools
 import warnings
@@ -289,6 +291,10 @@ class Optimizer:
     # per-parameter state entries kept as 0-d tensors; a "step" among them is the step
     # counter that _grads creates at 0 and advances before each update
     _scalar_state = ()
+    # the tensors PyTorch's refusal of ``capturable`` on the CPU names, and whether its
+    # list of devices that can capture includes "xla" (each optimizer's own wording)
+    _capturable_tensors = "params and state_steps"
+    _capturable_xla = True
     # options that param groups saved by older PyTorch versions lack, with the values
     # __setstate__ (and so load_state_dict) fills in, as each PyTorch optimizer does
     _setstate_defaults = {}
@@ -460,6 +466,8 @@ class Optimizer:
         held = _blas_hold.hold_blas() if _threads.MANY else None
         try:
             for group in self.param_groups:
+                if group.get("capturable"):
+                    self._check_capturable(group)
                 self._step_group(group)
         finally:
             _grad_state.grad_enabled = prev
@@ -469,6 +477,15 @@ class Optimizer:
     def _step_group(self, group):
         """Update the parameters of one param group in place (each optimizer's own)."""
         raise NotImplementedError
+
+    def _check_capturable(self, group):
+        """PyTorch's refusal of ``capturable=True`` for parameters (with a gradient) on a
+        device that cannot capture, such as the CPU: it would run the same update."""
+        devices = ["cuda", "xpu", "hpu", "privateuseone"] + ["xla"] * self._capturable_xla
+        if any(p._grad is not None and p.device.type not in devices
+               for p in group["params"]):
+            raise AssertionError(f"If capturable=True, {self._capturable_tensors} must be on "
+                                 f"supported devices: {devices}.")
 
     # an instance's True (a compiled training step sets it while it runs ``step``) or
     # False (kept NumPy update) overrides the default of ``_one_pass.wanted``: the

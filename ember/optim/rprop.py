@@ -35,6 +35,7 @@ class Rprop(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _capturable_xla = False
     _setstate_defaults = {"foreach": None, "maximize": False, "differentiable": False,
                           "capturable": False}
 
