@@ -3,10 +3,12 @@
 A case is one ``OptimizerInput`` of one ``OptimizerInfo`` (with each of the global
 flags foreach / fused / differentiable the table lists for the CPU, and the inputs the
 table keeps for accelerators, such as ``capturable`` and Tensor betas), at one
-parameter dtype, optionally with the parameters split into two param groups. Both
-libraries start from the same parameters (0-d, 1-d, 2-d and a transposed 2-d one; only
-2-d ones for Muon) and get the same gradients (the 1-d one has none on some steps);
-LBFGS minimizes a small quadratic through a closure. ``run_case`` compares the
+parameter dtype (float32, float64 and, where the table says the optimizer supports
+them, complex64), optionally with the parameters split into two param groups. Both
+libraries start from the same parameters (0-d, 1-d, 2-d, a transposed 2-d one and an
+empty one; only 2-d ones for Muon) and get the same gradients (the 1-d one has none on
+some steps; on the last step the 2-d one's holds NaN, inf and -inf); LBFGS minimizes a
+small quadratic through a closure. ``run_case`` compares the
 parameters after every step, then the state dicts (structure, dtypes, values), then
 loads each library's state dict into the other and compares three more steps.
 It returns None when everything agrees, else the first difference as a message.
@@ -29,6 +31,7 @@ STEPS = 10
 MORE = 3
 NO_GRAD_STEPS = (2, 5, 6)  # steps on which the 1-d parameter has no gradient
 DTYPES = (np.float32, np.float64)
+SPECIAL_STEP = STEPS - 1  # the step whose 2-d gradient holds NaN and infinities
 
 
 def _inputs(info):
@@ -47,7 +50,7 @@ def _cases():
     cases = []
     for info in optim_db:
         for desc, kwargs in _inputs(info):
-            for dtype in DTYPES:
+            for dtype in DTYPES + (np.complex64,) * info.supports_complex:
                 cases.append((info.name, desc, kwargs, dtype, False))
                 flags = [k for k in ("foreach", "fused", "differentiable") if kwargs.get(k)]
                 if info.supports_param_groups and not flags:
@@ -67,17 +70,27 @@ def case_id(case):
 def _shapes(name):
     if name == "Muon":
         return [(3, 4), (2, 5), (4, 3)]
-    return [(), (5,), (3, 4), (4, 3)]
+    return [(), (5,), (3, 4), (0,), (4, 3)]
+
+
+def _random(rng, shape, dtype):
+    a = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal(shape)
+    return np.asarray(a, dtype=dtype)
 
 
 def _initial(name, dtype):
     rng = np.random.default_rng(0)
-    return [rng.standard_normal(s).astype(dtype) for s in _shapes(name)]
+    return [_random(rng, s, dtype) for s in _shapes(name)]
 
 
 def _grads(name, dtype, step):
     rng = np.random.default_rng(1000 + step)
-    return [rng.standard_normal(s).astype(dtype) for s in _shapes(name)]
+    grads = [_random(rng, s, dtype) for s in _shapes(name)]
+    if step == SPECIAL_STEP and name != "LBFGS":
+        grads[2].reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
+    return grads
 
 
 def _transposed(name, arrays):
@@ -98,7 +111,7 @@ def _tensors(m, arrays, transposed):
 def to_numpy_tree(x):
     """A state dict (or kwargs) with every tensor as ``('T', array)``: library-free."""
     if isinstance(x, (torch.Tensor, ember.Tensor)):
-        return ("T", x.detach().numpy().copy())
+        return ("T", x.detach().numpy().copy(order="K"))  # (strides kept)
     if isinstance(x, dict):
         return {k: to_numpy_tree(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -108,7 +121,7 @@ def to_numpy_tree(x):
 
 def from_numpy_tree(m, x):
     if isinstance(x, tuple) and len(x) == 2 and x[0] == "T" and isinstance(x[1], np.ndarray):
-        return m.from_numpy(x[1].copy())
+        return m.from_numpy(x[1].copy(order="K"))
     if isinstance(x, dict):
         return {k: from_numpy_tree(m, v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -133,16 +146,17 @@ def _optimizer(m, case, params):
 
 
 def _quadratic(m, params, dtype):
-    """LBFGS's closure: ``sum_i sum(a_i * (p_i - c_i)**2) + 0.1 * (p_0 * p_2).sum()``, a
-    convex quadratic."""
+    """LBFGS's closure: ``sum_i sum(a_i * |p_i - c_i|**2) + 0.1 * (p_0 * p_2).sum().real``,
+    a convex quadratic."""
     rng = np.random.default_rng(7)
-    coef = [(m.from_numpy(rng.uniform(0.5, 2.0, p.shape).astype(dtype)),
-             m.from_numpy(rng.standard_normal(p.shape).astype(dtype))) for p in params]
+    real = np.float32 if np.dtype(dtype).kind == "c" else dtype
+    coef = [(m.from_numpy(rng.uniform(0.5, 2.0, p.shape).astype(real)),
+             m.from_numpy(_random(rng, p.shape, dtype))) for p in params]
 
     def loss():
-        total = 0.1 * (params[0] * params[2]).sum()
+        total = 0.1 * (params[0] * params[2]).sum().real
         for p, (a, c) in zip(params, coef):
-            total = total + (a * (p - c) ** 2).sum()
+            total = total + (a * (p - c).abs() ** 2).sum()
         return total
     return loss
 
@@ -190,14 +204,21 @@ def run_side(m, case, start, stop, arrays=None, state=None):
             stage = "state_dict"
             out.state = to_numpy_tree(opt.state_dict())
     except Exception as e:  # noqa: BLE001 (an error is an outcome to compare)
-        out.error = (stage, type(e).__name__, str(e).split("\n")[0][:200])
+        out.error = (stage, type(e).__name__, _message(e))
     return out
 
 
 # ----- comparison ----------------------------------------------------------------------
+def _message(e):
+    """An exception's first line, with the library's name as torch's."""
+    return str(e).split("\n")[0][:200].replace("ember.", "torch.")
+
+
 def _close(e, t, where):
     if e.dtype != t.dtype or e.shape != t.shape:
         return f"{where}: ember {e.dtype}{e.shape}, torch {t.dtype}{t.shape}"
+    if t.dtype.kind == "c":  # parts compared one by one (an infinite part is no NaN)
+        e, t = _pairs(e), _pairs(t)
     try:
         torch.testing.assert_close(torch.from_numpy(np.ascontiguousarray(e)),
                                    torch.from_numpy(np.ascontiguousarray(t)), equal_nan=True)
@@ -205,6 +226,10 @@ def _close(e, t, where):
         lines = [s.strip() for s in str(err).split("\n") if "Greatest" in s]
         return f"{where}: values ({'; '.join(lines)})"
     return None
+
+
+def _pairs(a):
+    return np.ascontiguousarray(a)[..., None].view(a.real.dtype)
 
 
 def compare_trees(e, t, where):
@@ -241,7 +266,7 @@ def compare_trees(e, t, where):
 
 def compare(e, t, what):
     if e.error or t.error:
-        if e.error and t.error and e.error[:2] == t.error[:2]:
+        if e.error and t.error and e.error == t.error:
             return None
         return f"{what}: ember {e.error or 'runs'}, torch {t.error or 'runs'}"
     for step, (es, ts) in enumerate(zip(e.steps, t.steps)):
@@ -261,10 +286,78 @@ def run_case(case):
         return msg
     # each library's state dict loaded into the other (and into itself: the reference)
     for src, who in ((t, "torch"), (e, "ember")):
-        arrays = [np.ascontiguousarray(a) for a in src.steps[-1]]
+        arrays = [a.copy(order="C") for a in src.steps[-1]]
         ours = run_side(ember, case, STEPS, STEPS + MORE, arrays, src.state)
         theirs = run_side(torch, case, STEPS, STEPS + MORE, arrays, src.state)
         msg = compare(ours, theirs, f"{who}'s state dict loaded")
         if msg:
             return msg
+    return None
+
+
+# ----- the table's error inputs --------------------------------------------------------
+def error_cases():
+    """``(name, desc, make)``: ``make(m)`` builds and steps the optimizer of one of the
+    table's error inputs in library ``m`` (parameters converted, the same objects where
+    the input repeats one)."""
+    from torch.testing._internal.common_optimizers import OptimizerErrorEnum
+    cases = []
+    for info in optim_db:
+        if info.optim_error_inputs_func is None:
+            continue
+        for err in info.optim_error_inputs_func(device="cpu", dtype=torch.float32):
+            oi = err.optimizer_error_input
+            step = err.error_on == OptimizerErrorEnum.STEP_ERROR
+            cases.append((info.name, oi.desc, _error_maker(info.name, oi, step)))
+    return cases
+
+
+def _error_maker(name, oi, step):
+    def make(m):
+        memo = {}
+        params = _convert(m, oi.params, memo)
+        if params is None:
+            params = [m.from_numpy(np.ones(3, np.float32)).requires_grad_()]
+        opt = getattr(m.optim, name)(params, **_convert(m, oi.kwargs, memo))
+        if step:
+            opt.step()
+    return make
+
+
+def _convert(m, x, memo):
+    """Torch objects of an error input as library ``m``'s: a Tensor (Parameter) with its
+    requires_grad and grad, the same object for the same tensor."""
+    if m is torch:
+        return x  # the table's own objects
+    if isinstance(x, torch.Tensor):
+        if id(x) not in memo:
+            t = m.from_numpy(x.detach().to_dense().numpy().copy())
+            if x.is_sparse:
+                t = t.to_sparse()
+            if isinstance(x, torch.nn.Parameter):
+                t = m.nn.Parameter(t, requires_grad=x.requires_grad)
+            else:
+                t = t.requires_grad_(x.requires_grad)
+            if x.grad is not None:
+                t.grad = m.from_numpy(x.grad.numpy().copy())
+            memo[id(x)] = t
+        return memo[id(x)]
+    if isinstance(x, dict):
+        return {k: _convert(m, v, memo) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_convert(m, v, memo) for v in x)
+    return x
+
+
+def error_outcome(make, m):
+    """``(exception or warning class name, first line of its message)``, or None."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            make(m)
+        except Exception as e:  # noqa: BLE001 (an error is an outcome to compare)
+            return type(e).__name__, _message(e)
+    for w in caught:
+        if "duplicate" in str(w.message):
+            return w.category.__name__, str(w.message).split("\n")[0]
     return None

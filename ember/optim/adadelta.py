@@ -39,6 +39,7 @@ class Adadelta(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _capturable_xla = False
     _setstate_defaults = {"foreach": None, "maximize": False, "differentiable": False,
                           "capturable": False}
 

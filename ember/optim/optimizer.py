@@ -230,7 +230,8 @@ def _axpy(a, alpha, b, out=None):
     Large contiguous arrays go through a small float64 scratch piece by piece instead of
     a whole-array float64 temporary (the same values, less memory traffic). ``out``
     (which may be ``a`` itself) receives the result."""
-    if a.dtype == np.float64:
+    if a.dtype == np.float64 or a.dtype.kind == "c":
+        # (complex: NumPy's complex product, as PyTorch's, NaN from 0 * inf included)
         r = a + alpha * b
         if out is None:
             return r
@@ -295,6 +296,12 @@ class Optimizer:
     # list of devices that can capture includes "xla" (each optimizer's own wording)
     _capturable_tensors = "params and state_steps"
     _capturable_xla = True
+    # whether a complex parameter is updated as real pairs (PyTorch's view_as_real); SGD
+    # keeps complex arithmetic, where a product with an infinite part makes a NaN
+    _complex_as_real = True
+    # with ``fused=True``, whether PyTorch checks the dtype of each parameter whose state
+    # is new (Adam, Adagrad) or only of the first parameter with a gradient (SGD)
+    _fused_checks_new_state = True
     # options that param groups saved by older PyTorch versions lack, with the values
     # __setstate__ (and so load_state_dict) fills in, as each PyTorch optimizer does
     _setstate_defaults = {}
@@ -468,6 +475,8 @@ class Optimizer:
             for group in self.param_groups:
                 if group.get("capturable"):
                     self._check_capturable(group)
+                if group.get("fused"):
+                    self._check_fused(group)
                 self._step_group(group)
         finally:
             _grad_state.grad_enabled = prev
@@ -492,6 +501,22 @@ class Optimizer:
     # one-pass loops wherever numba is importable (:mod:`ember.optim._one_pass`; the
     # same values)
     _one_pass = False
+
+    def _check_fused(self, group):
+        """PyTorch's refusal of ``fused=True`` for a parameter that is not floating point
+        (complex): the first one with a gradient, and each whose state is new."""
+        first = not getattr(self, "_fused_checked", False)
+        for p in group["params"]:
+            if p._grad is None or not (first or self._fused_checks_new_state and
+                                       not self.state.get(p)):
+                continue
+            if not p.is_floating_point():
+                devices = ["mps", "cuda", "xpu", "hpu", "cpu", "mtia", "privateuseone"]
+                raise RuntimeError("`fused=True` requires all the params to be floating point "
+                                   f"Tensors of supported devices: {devices} but {p.dtype} "
+                                   f"and {p.device.type}")
+            first = False
+            self._fused_checked = True
 
     def _init_state(self, p, state, group):
         """Lay out the state of parameter ``p`` before its first update.
@@ -542,7 +567,7 @@ class Optimizer:
                     p._data *= _decay_factor(group["lr"], wd)
                 else:
                     g = _axpy(g, wd, p._data)
-            if g.dtype.kind == "c" or g.ndim == 0:
+            if g.ndim == 0 or g.dtype.kind == "c" and self._complex_as_real:
                 yield from self._yield_views(p, g, state)
             else:
                 yield p, g, state
@@ -566,7 +591,7 @@ class Optimizer:
         def view(a):
             if a.ndim == 0:
                 a = a.reshape(1)
-            return _real_pairs(a) if a.dtype.kind == "c" else a
+            return _real_pairs(a) if a.dtype.kind == "c" and self._complex_as_real else a
 
         def like_param(key, t):
             return (isinstance(t, Tensor) and key not in self._scalar_state
@@ -590,7 +615,7 @@ class Optimizer:
                     and t._data.shape == pv._data.shape):
                 # state the step created (a momentum buffer), stored like the parameter
                 a = t._data
-                if p._data.dtype.kind == "c":
+                if p._data.dtype.kind == "c" and a.dtype.kind != "c":
                     a = np.ascontiguousarray(a).view(p._data.dtype)[..., 0]
                 t = _make(a.reshape(p._data.shape))
             state[k] = t

@@ -35,7 +35,6 @@ class Rprop(Optimizer):
     """
 
     _scalar_state = ("step",)
-    _capturable_xla = False
     _setstate_defaults = {"foreach": None, "maximize": False, "differentiable": False,
                           "capturable": False}
 
@@ -54,7 +53,9 @@ class Rprop(Optimizer):
         state["prev"] = _zeros_like(p)
         # torch lays this out like the gradient, which torch gives the parameter's strides
         s = np.empty_like(p._data)
-        s.fill(_value(_to_scalar(group["lr"])))
+        lr = _value(_to_scalar(group["lr"]))
+        # a complex parameter's two parts step as two real numbers: lr for each
+        s.fill(complex(lr, lr) if s.dtype.kind == "c" else lr)
         state["step_size"] = _make(s)
 
     def _step_group(self, group):
