@@ -3,9 +3,11 @@ import numpy as np
 
 from ember.optim.optimizer import (
     Optimizer,
+    _axpy,
     _check_flags,
     _check_lr,
     _check_nonnegative,
+    _complex_of,
     _mul_addcmul_,
     _value,
     _zeros_like,
@@ -72,5 +74,10 @@ class Adadelta(Optimizer):
             delta /= std
             delta *= g
             _mul_addcmul_(u, delta, rho, out=std)
-            delta *= lr
-            p._data -= delta
+            pa = p._data
+            if self._complex_step:
+                # PyTorch adds delta to the complex parameter (a product with an
+                # infinite part makes a NaN of the other part)
+                pa, delta = _complex_of(pa), _complex_of(np.ascontiguousarray(delta))
+            # one rounding, as PyTorch's param.add_(delta, alpha=-lr)
+            _axpy(pa, -lr, delta, out=pa)

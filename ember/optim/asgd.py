@@ -44,6 +44,7 @@ class ASGD(Optimizer):
 
     _scalar_state = ("step", "eta", "mu")
     _capturable_tensors = "params, mus, etas, and state_steps"
+    _decay_as_real = True
     _setstate_defaults = {"foreach": None, "maximize": False, "differentiable": False,
                           "capturable": False}
 

@@ -51,6 +51,7 @@ class NAdam(Optimizer):
 
     _scalar_state = ("step", "mu_product")
     _capturable_tensors = "params, mu_products and state_steps"
+    _decay_as_real = True
     _setstate_defaults = {"maximize": False, "foreach": None, "capturable": False,
                           "differentiable": False, "decoupled_weight_decay": False}
 

@@ -135,6 +135,11 @@ def _real_pairs(a):
     return a[..., None].view(a.real.dtype)
 
 
+def _complex_of(a):
+    """The complex array whose real pairs ``a`` is (a view): ``_real_pairs``'s inverse."""
+    return a.view(np.result_type(a.dtype, np.complex64))[..., 0]
+
+
 def _real_pairs_of(t):
     r = _make(_real_pairs(t._data))
     r._vc = t._vc
@@ -299,6 +304,12 @@ class Optimizer:
     # whether a complex parameter is updated as real pairs (PyTorch's view_as_real); SGD
     # keeps complex arithmetic, where a product with an infinite part makes a NaN
     _complex_as_real = True
+    # True while ``_grads`` yields a complex parameter as real pairs (``_complex_of``
+    # gives back its complex array where PyTorch's update returns to complex arithmetic)
+    _complex_step = False
+    # whether PyTorch decays a complex parameter's weights as real pairs (NAdam, RAdam,
+    # ASGD: a NaN part stays in its part) or in complex arithmetic (the others)
+    _decay_as_real = False
     # with ``fused=True``, whether PyTorch checks the dtype of each parameter whose state
     # is new (Adam, Adagrad) or only of the first parameter with a gradient (SGD)
     _fused_checks_new_state = True
@@ -563,12 +574,20 @@ class Optimizer:
             if maximize:
                 g = -g
             if wd != 0:
+                pa = p._data
+                as_real = self._decay_as_real and g.dtype.kind == "c"
+                if as_real:
+                    g, pa = _real_pairs(g), _real_pairs(pa)
                 if decoupled:
-                    p._data *= _decay_factor(group["lr"], wd)
+                    pa *= _decay_factor(group["lr"], wd)
                 else:
-                    g = _axpy(g, wd, p._data)
+                    g = _axpy(g, wd, pa)
+                if as_real:
+                    g = _complex_of(g)
             if g.ndim == 0 or g.dtype.kind == "c" and self._complex_as_real:
+                self._complex_step = g.dtype.kind == "c" and self._complex_as_real
                 yield from self._yield_views(p, g, state)
+                self._complex_step = False
             else:
                 yield p, g, state
             p._vc[0] += 1

@@ -47,6 +47,7 @@ class RAdam(Optimizer):
     """
 
     _scalar_state = ("step",)
+    _decay_as_real = True
     _setstate_defaults = {"foreach": None, "maximize": False, "differentiable": False,
                           "decoupled_weight_decay": False, "capturable": False}
 

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ember._tensor import _make
+from ember.ops.unary import _sign_np as _sign
 from ember.optim.optimizer import (
     Optimizer,
     _check_flags,
@@ -63,7 +64,7 @@ class Rprop(Optimizer):
         step_size_min, step_size_max = group["step_sizes"]
         for p, g, state in self._grads(group):
             prev = state["prev"]._data
-            sign = np.sign(np.multiply(g, prev))
+            sign = _sign(np.multiply(g, prev))  # (PyTorch's sign of NaN is 0)
             sign[sign > 0] = etaplus
             sign[sign < 0] = etaminus
             sign[sign == 0] = 1
@@ -72,7 +73,7 @@ class Rprop(Optimizer):
             np.clip(ss, step_size_min, step_size_max, out=ss)
             g = g.copy()
             g[sign == etaminus] = 0
-            upd = np.sign(g)
+            upd = _sign(g)
             upd *= ss
             p._data -= upd
             prev[...] = g
