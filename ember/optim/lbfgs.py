@@ -12,7 +12,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.optim.optimizer import Optimizer, _axpy, _check_lr, _to_scalar
+from ember.optim.optimizer import Optimizer, _axpy, _check_lr, _real_pairs, _to_scalar
 
 __all__ = ["LBFGS"]
 
@@ -194,18 +194,17 @@ class LBFGS(Optimizer):
         return self._numel_cache
 
     def _gather_flat_grad(self):
+        # (a complex parameter counts as its real pairs, as in PyTorch)
         views = []
         for p in self._params:
-            if p._grad is None:
-                views.append(np.zeros_like(p._data).reshape(-1))
-            else:
-                views.append(p._grad._data.reshape(-1))
+            g = np.zeros_like(p._data) if p._grad is None else p._grad._data
+            views.append((_real_pairs(g) if g.dtype.kind == "c" else g).reshape(-1))
         return np.concatenate(views, 0)
 
     def _add_grad(self, step_size, update):
         offset = 0
         for p in self._params:
-            pd = p._data
+            pd = _real_pairs(p._data) if p._data.dtype.kind == "c" else p._data
             n = pd.size
             # one rounding, as PyTorch's p.add_(update, alpha=step_size)
             _axpy(pd, step_size, update[offset:offset + n].reshape(pd.shape), out=pd)
