@@ -46,7 +46,8 @@ class Adam(Optimizer):
         amsgrad (bool): use the AMSGrad variant (default: False).
         maximize (bool): maximize the objective (default: False).
         decoupled_weight_decay (bool): decay the weights directly, as AdamW (default: False).
-        foreach, capturable, fused: accepted for compatibility; ember has one implementation.
+        foreach, capturable, fused: accepted for compatibility; ember has one implementation
+            (``capturable=True`` needs parameters on an accelerator, as in PyTorch).
         differentiable (bool): must be False (NotImplementedError otherwise).
     """
 

@@ -35,16 +35,21 @@ def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
     return (xmin_bound + xmax_bound) / 2.0
 
 
+def _scalar(x):
+    """A 0-d result, NumPy's or CuPy's, as a NumPy scalar of its dtype."""
+    return x if isinstance(x, np.generic) else x.dtype.type(x.item())
+
+
 def _dot(a, b):
     """``a @ b`` as a NumPy scalar of their dtype (PyTorch's 0-d tensor)."""
     from ember.backend import lapack
     with lapack.one_thread():  # OpenBLAS's threads change a long float64 dot's sum
-        return np.dot(a, b)[()]
+        return _scalar(np.dot(a, b))
 
 
 def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9,
                   max_ls=25):
-    d_norm = np.abs(d).max()
+    d_norm = _scalar(np.abs(d).max())
     g = g.copy()
     f_new, g_new = obj_func(x, t, d)
     ls_func_evals = 1
@@ -134,7 +139,7 @@ def _arr(x):
 
 def _num(x):
     """A state scalar as ``_step`` computes with it: a 0-d tensor's NumPy scalar."""
-    return x._data[()] if isinstance(x, Tensor) else x
+    return _scalar(x._data[()]) if isinstance(x, Tensor) else x
 
 
 def _stored(x):
@@ -265,7 +270,7 @@ class LBFGS(Optimizer):
         current_evals = 1
         state["func_evals"] += 1
         flat_grad = self._gather_flat_grad()
-        if np.abs(flat_grad).max() <= tolerance_grad:
+        if _scalar(np.abs(flat_grad).max()) <= tolerance_grad:
             return orig_loss
 
         d = _arr(state.get("d"))
@@ -321,7 +326,7 @@ class LBFGS(Optimizer):
 
             # the step length
             if state["n_iter"] == 1:
-                t = min(1.0, 1.0 / np.abs(flat_grad).sum()) * lr
+                t = min(1.0, 1.0 / _scalar(np.abs(flat_grad).sum())) * lr
             else:
                 t = lr
             gtd = _dot(flat_grad, d)
@@ -340,14 +345,14 @@ class LBFGS(Optimizer):
                 loss, flat_grad, t, ls_func_evals = _strong_wolfe(
                     obj_func, x_init, t, d, loss, flat_grad, gtd, max_ls=max_eval - current_evals)
                 self._add_grad(t, d)
-                opt_cond = np.abs(flat_grad).max() <= tolerance_grad
+                opt_cond = _scalar(np.abs(flat_grad).max()) <= tolerance_grad
             else:
                 self._add_grad(t, d)
                 if n_iter != max_iter:
                     # re-evaluate unless this is the last iteration
                     loss = float(self._evaluate(closure))
                     flat_grad = self._gather_flat_grad()
-                    opt_cond = np.abs(flat_grad).max() <= tolerance_grad
+                    opt_cond = _scalar(np.abs(flat_grad).max()) <= tolerance_grad
                     ls_func_evals = 1
             current_evals += ls_func_evals
             state["func_evals"] += ls_func_evals
@@ -355,7 +360,7 @@ class LBFGS(Optimizer):
             # stopping conditions
             if n_iter == max_iter or current_evals >= max_eval or opt_cond:
                 break
-            if np.abs(d * t).max() <= tolerance_change:
+            if _scalar(np.abs(d * t).max()) <= tolerance_change:
                 break
             if abs(loss - prev_loss) < tolerance_change:
                 break

@@ -31,7 +31,8 @@ class Rprop(Optimizer):
         step_sizes (tuple[float, float]): minimal and maximal step sizes
             (default: (1e-6, 50)).
         maximize (bool): maximize the objective (default: False).
-        foreach, capturable: accepted for compatibility; ember has one implementation.
+        foreach, capturable: accepted for compatibility; ember has one implementation
+            (``capturable=True`` needs parameters on an accelerator, as in PyTorch).
         differentiable (bool): must be False (NotImplementedError otherwise).
     """
 
