@@ -76,6 +76,8 @@ def case_id(case):
 def _shapes(name):
     if name == "Muon":
         return [(3, 4), (2, 5), (4, 3)]
+    if name == "SparseAdam":  # (its gradients are sparse: no 0-d parameter)
+        return [(5,), (6,), (3, 4), (0,), (4, 3)]
     if name == "Adafactor":  # (PyTorch's divides by an empty parameter's size: no step)
         return [(), (5,), (3, 4), (4, 3)]
     return [(), (5,), (3, 4), (0,), (4, 3)]
@@ -114,6 +116,18 @@ def _tensors(m, arrays, transposed):
     if transposed:
         out[-1] = m.from_numpy(np.ascontiguousarray(arrays[-1].T)).t()
     return out
+
+
+def _sparse(m, a):
+    """A sparse COO gradient holding rows 0 and the last of ``a`` (row 0 twice, in two
+    parts, so ``coalesce`` sums it)."""
+    if a.shape[0] == 0:
+        return m.sparse_coo_tensor(np.zeros((1, 0), np.int64), a.copy(), a.shape)
+    rows = np.array([0, a.shape[0] - 1, 0])
+    values = a[rows].copy()
+    values[0] *= 0.25
+    values[2] *= 0.75
+    return m.sparse_coo_tensor(m.from_numpy(rows[None]), m.from_numpy(values), a.shape)
 
 
 def to_numpy_tree(x):
@@ -205,6 +219,8 @@ def run_side(m, case, start, stop, arrays=None, state=None):
                 stage = f"step {step}"
                 if closure is None:
                     grads = _tensors(m, _grads(name, dtype, step), transposed)
+                    if name == "SparseAdam":
+                        grads = [_sparse(m, g.detach().numpy()) for g in grads]
                     for i, (p, g) in enumerate(zip(params, grads)):
                         p.grad = None if i == 1 and step in NO_GRAD_STEPS else g
                 opt.step(closure)

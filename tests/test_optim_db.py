@@ -32,9 +32,6 @@ KNOWN = [
      "differentiable=True (autograd through the step) is not implemented: ember raises "
      "NotImplementedError at construction; PyTorch, given leaf parameters, fails at the "
      "step on its in-place update"),
-    (r"^SparseAdam-", r"ember \('construction', 'NotImplementedError', "
-     r"'ember.optim.SparseAdam is not implemented",
-     "SparseAdam is not implemented (ember's gradients are dense): constructing it raises"),
     (r"& foreach \(on the CPU\)", r"param 2: values \(Greatest absolute difference: nan",
      "foreach=True after a NaN/inf gradient: PyTorch's multi-tensor kernels propagate "
      "non-finite values unlike its single-tensor ones (ASGD averages as ax + (p - ax) * mu, "
@@ -46,11 +43,8 @@ KNOWN = [
      "iteration apart"),
 ]
 
-# (optimizer, error-input description pattern, why ember stays different)
-KNOWN_ERRORS = [
-    ("SparseAdam", r"", "SparseAdam is not implemented: constructing it raises "
-                        "NotImplementedError before any argument check"),
-]
+# (optimizer, error-input description pattern, why ember stays different): none now
+KNOWN_ERRORS = []
 
 NAMES = sorted({case[0] for case in harness.CASES})
 _RESULTS = {}
@@ -117,7 +111,7 @@ def test_sweep_is_wide():
              for _, _, kw, _, _ in harness.CASES}
     assert {(), ("foreach",), ("fused",), ("differentiable",), ("capturable",)} <= kinds
     # the harness itself works: torch runs the cases it supports to the end
-    sample = [c for c in harness.CASES if c[0] != "SparseAdam" and not any(
+    sample = [c for c in harness.CASES if not any(
         c[2].get(k) for k in ("differentiable", "capturable", "fused"))][::20]
     ran = sum(harness.run_side(torch, c, 0, 2).error is None for c in sample)
     assert ran == len(sample) and len(sample) > 30
@@ -246,6 +240,24 @@ def test_lbfgs_state_in_parameter_dtype():
     assert state["t"].dtype == ember.float32
     assert all(r.dtype == ember.float32 for r in state["ro"])
     assert all(a is None or a.dtype == ember.float32 for a in state["al"])
+
+
+def test_sparse_adam():
+    """SparseAdam existed only as a name that raised."""
+    def run(m):
+        p = m.tensor(np.linspace(-1, 1, 12).reshape(4, 3), requires_grad=True)
+        opt = m.optim.SparseAdam([p], lr=m.tensor(0.05), maximize=True)
+        for step in range(3):
+            p.grad = m.sparse_coo_tensor(m.tensor([[3, 1, 3]]),
+                                         m.ones(3, 3, dtype=m.float64) * (step - 1), (4, 3))
+            opt.step()
+        return p.detach().numpy(), opt.state[p]["step"]
+
+    (e, e_step), (t, t_step) = run(ember), run(torch)
+    np.testing.assert_allclose(e, t, rtol=1e-12)
+    assert e_step == t_step == 3 and type(e_step) is int
+    with pytest.raises(ValueError, match="SparseAdam requires dense parameter tensors"):
+        ember.optim.SparseAdam([ember.zeros(3).to_sparse().requires_grad_()])
 
 
 def test_adam_tensor_betas_with_foreach():
