@@ -584,10 +584,10 @@ class Optimizer:
                     g = _axpy(g, wd, pa)
                 if as_real:
                     g = _complex_of(g)
-            if g.ndim == 0 or g.dtype.kind == "c" and self._complex_as_real:
-                self._complex_step = g.dtype.kind == "c" and self._complex_as_real
+            pairs = g.dtype.kind == "c" and self._complex_as_real
+            self._complex_step = pairs
+            if g.ndim == 0 or pairs:
                 yield from self._yield_views(p, g, state)
-                self._complex_step = False
             else:
                 yield p, g, state
             p._vc[0] += 1
