@@ -7,7 +7,7 @@ parameter dtype (float32, float64 and, where the table says the optimizer suppor
 them, complex64), optionally with the parameters split into two param groups. Both
 libraries start from the same parameters (0-d, 1-d, 2-d, a transposed 2-d one and an
 empty one; only 2-d ones for Muon) and get the same gradients (the 1-d one has none on
-some steps; on the last step the 2-d one's holds NaN, inf and -inf); LBFGS minimizes a
+some steps; on the last step the 2-d one's holds NaN, inf, -inf and -0.0); LBFGS minimizes a
 small quadratic through a closure. ``run_case`` compares the
 parameters after every step, then the state dicts (structure, dtypes, values), then
 loads each library's state dict into the other and compares three more steps.
@@ -32,7 +32,7 @@ STEPS = 10
 MORE = 3
 NO_GRAD_STEPS = (2, 5, 6)  # steps on which the 1-d parameter has no gradient
 DTYPES = (np.float32, np.float64)
-SPECIAL_STEP = STEPS - 1  # the step whose 2-d gradient holds NaN and infinities
+SPECIAL_STEP = STEPS - 1  # the step whose 2-d gradient holds NaN, infinities and -0.0
 
 
 def _inputs(info):
@@ -99,7 +99,7 @@ def _grads(name, dtype, step):
     rng = np.random.default_rng(1000 + step)
     grads = [_random(rng, s, dtype) for s in _shapes(name)]
     if step == SPECIAL_STEP and name != "LBFGS":
-        grads[2].reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
+        grads[2].reshape(-1)[:4] = [np.nan, np.inf, -np.inf, -0.0]
     return grads
 
 
