@@ -7,10 +7,11 @@ parameter dtype (float32, float64 and, where the table says the optimizer suppor
 them, complex64), optionally with the parameters split into two param groups. Both
 libraries start from the same parameters (0-d, 1-d, 2-d, a transposed 2-d one and an
 empty one; only 2-d ones for Muon) and get the same gradients (the 1-d one has none on
-some steps; on the last step the 2-d one's holds NaN, inf, -inf and -0.0); LBFGS minimizes a
-small quadratic through a closure. ``run_case`` compares the
-parameters after every step, then the state dicts (structure, dtypes, values), then
-loads each library's state dict into the other and compares three more steps.
+some steps; on the last step the 2-d one's holds NaN, inf, -inf and -0.0); LBFGS
+minimizes a small quadratic through a closure; SparseAdam gets sparse gradients (a row
+twice). ``run_case`` compares the parameters after every step, then the state dicts
+(structure, dtypes, values), then loads each library's state dict into the other and
+compares three more steps.
 It returns None when everything agrees, else the first difference as a message.
 """
 import copy
