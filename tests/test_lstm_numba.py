@@ -112,7 +112,8 @@ def test_kernels_against_the_numpy_loop(reverse, proj, monkeypatch):
 @pytest.mark.parametrize("blas", ["numpy", "blocks", "mkl"])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("first_state", [False, True])
-def test_sequence_kernels_against_the_step_kernels(reverse, first_state, blas, monkeypatch):
+def test_sequence_kernels_against_the_step_kernels(reverse, first_state, blas, monkeypatch,
+                                                   request):
     """A padded batch runs all its steps in one kernel call (the recurrent products
     called from numba on the BLAS ember.backend.gemm would pick: NumPy's, or MKL's for
     products large enough): the per-step kernels' results bit for bit, forward and
@@ -124,6 +125,10 @@ def test_sequence_kernels_against_the_step_kernels(reverse, first_state, blas, m
     monkeypatch.setattr(kernels, "_SGEMM", {})
     if blas == "mkl":  # (mkl is a test dependency) products this size go to MKL
         monkeypatch.setattr(gemm, "THRESHOLD", 1)
+        if not gemm.mkl_available():  # EMBER_MKL=0: MKL loaded for this test alone
+            monkeypatch.setenv("EMBER_MKL", "1")
+            gemm._reset()
+            request.addfinalizer(gemm._reset)  # (then the restored EMBER_MKL=0 again)
         assert gemm.mkl_available()
     elif blas == "blocks":  # blocks of 16 columns, whatever this machine's BLAS
         monkeypatch.setattr(kernels, "_SMALL_MNK", 16 * 6 * 76)
@@ -277,3 +282,82 @@ def test_numba_is_imported_when_an_lstm_first_runs():
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=120)
     assert run.returncode == 0, run.stderr
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """Two ember threads for the test (the thread count restored after), the products of
+    the sequence kernels on NumPy's BLAS (MKL's row blocks were not measured)."""
+    from ember.backend import gemm
+    from ember.backend import threads as T
+    from ember.ops import _rnn_blas
+    monkeypatch.setattr(gemm, "THRESHOLD", float("inf"))
+    monkeypatch.setattr(_rnn_blas, "_SGEMM", {})
+    monkeypatch.setattr(T, "cores_to_spare", lambda: True)
+    before = ember.get_num_threads()
+    yield
+    ember.set_num_threads(before)
+
+
+@pytest.mark.parametrize("B", [24, 32, 33, 64, 100])
+@pytest.mark.parametrize("T", [1, 5])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_sequence_kernels_in_row_blocks_keep_the_bits(B, T, reverse, two_threads,
+                                                      monkeypatch):
+    """At two threads a padded batch runs the sequence kernels over two blocks of its rows
+    at once, each block from a multiple of the BLAS kernel's grain of rows: the outputs,
+    the gate gradients and the first state's gradients are the one-thread ones bit for
+    bit (a batch too small for two blocks runs whole)."""
+    from ember.backend import threads as T_
+    grain = T_.row_grain("f")
+    assert grain > 0  # NumPy's OpenBLAS kernel here was measured (blas_kernels.ROW_GRAIN)
+    rng = np.random.default_rng(B * 10 + T)
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs = _loop_inputs(rng, H=40, bs=(B,) * T)
+    h0, c0 = (rng.standard_normal(a.shape).astype(F32) for a in (h0, c0))
+    args = (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse)
+    gy, ghn, gcn = (rng.standard_normal(s).astype(F32) for s in
+                    ((x.shape[0], 40), h0.shape, c0.shape))
+    needs = [True] * 8
+    fused = rnn._lstm_kernels(np, x)
+    starts = []  # the first row of each block each kernel call ran
+    def spy(kernel, at):
+        return lambda *a: starts.append(a[at]) or kernel(*a)
+    for name, at in (("forward_seq", -2), ("backward_seq", -1)):
+        monkeypatch.setattr(fused, name, spy(getattr(fused, name), at))
+    results = []
+    for threads in (1, 2):
+        ember.set_num_threads(threads)
+        del starts[:]
+        y = rnn._lstm_forward_np(np, *args)
+        g = rnn._lstm_backward_np(np, gy, ghn, gcn, y[3], x, w_ih, w_hh, None, bs, reverse,
+                                  needs)
+        results.append([a for a in y[:3] + y[3] + g if a is not None])
+        if threads == 2:
+            assert len(starts) == 4 and all(r % grain == 0 for r in starts)
+        else:
+            assert starts == [0, 0]
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("B,T", [(100, 1), (32, 3), (13, 2)])
+def test_lstm_module_same_bits_at_two_threads(B, T, two_threads):
+    """nn.LSTM (two layers, both directions, a given first state) gives the same outputs
+    and gradients at two threads as at one: with one time step too, whose product the
+    kernel calls itself (it once ran on BLAS's two threads, which sum otherwise)."""
+    def run():
+        ember.manual_seed(0)
+        m = ember.nn.LSTM(24, 40, num_layers=2, bidirectional=True, batch_first=True)
+        rng = np.random.default_rng(1)
+        x, h0, c0 = (ember.tensor(rng.standard_normal(s, dtype=F32), requires_grad=True)
+                     for s in ((B, T, 24), (4, B, 40), (4, B, 40)))
+        y, (hn, cn) = m(x, (h0, c0))
+        (y.square().sum() + hn.sum() + (cn * cn).sum()).backward()
+        return [t.detach().numpy().copy() for t in
+                [y, hn, cn, x.grad, h0.grad, c0.grad] + [p.grad for p in m.parameters()]]
+    ember.set_num_threads(1)
+    one = run()
+    ember.set_num_threads(2)
+    two = run()
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)

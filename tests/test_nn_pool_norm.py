@@ -507,3 +507,30 @@ def test_group_norm_constructor_error():
         torch.nn.GroupNorm(4, 6)
     with pytest.raises(ValueError):
         ember.nn.GroupNorm(4, 6)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 700.0])
+@pytest.mark.parametrize("eps", [None, 0.5])
+@pytest.mark.parametrize("weighted", [True, False])
+def test_rms_norm_reduced_precision_computed_in_float32(dtype, scale, eps, weighted):
+    """float16/bfloat16 rms_norm computes in float32 and rounds once, as PyTorch's
+    composite (its graph: ToCopy, pow, mean, add, rsqrt, mul(s), ToCopy back), with
+    float32's epsilon as the default: torch's bits, forward and backward. In float16 the
+    squares of values above 256 overflowed and the result was all zeros."""
+    rng = np.random.default_rng(int(scale * 10) + weighted)
+    tdt, edt = getattr(torch, dtype), getattr(ember, dtype)
+    x = torch.tensor(rng.standard_normal((3, 5)) * scale, dtype=tdt, requires_grad=True)
+    w = torch.tensor(rng.standard_normal(5), dtype=tdt, requires_grad=True)
+    xe = ember.tensor(x.detach().float().numpy()).to(edt).requires_grad_()
+    we = ember.tensor(w.detach().float().numpy()).to(edt).requires_grad_()
+    t = torch.nn.functional.rms_norm(x, (5,), w if weighted else None, eps=eps)
+    e = ember.nn.functional.rms_norm(xe, (5,), we if weighted else None, eps=eps)
+    assert e.dtype == edt and type(e.grad_fn).__name__ == type(t.grad_fn).__name__
+    np.testing.assert_array_equal(e.detach().float().numpy(), t.detach().float().numpy())
+    g = rng.standard_normal((3, 5))
+    t.backward(torch.tensor(g, dtype=tdt))
+    e.backward(ember.tensor(g.astype(np.float32)).to(edt))
+    pairs = [(xe, x)] + ([(we, w)] if weighted else [])
+    for a, b in pairs:
+        np.testing.assert_array_equal(a.grad.float().numpy(), b.grad.float().numpy())

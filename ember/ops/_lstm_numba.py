@@ -162,17 +162,20 @@ def _product(gemm, nc, m, n, k, a, lda, b, ldb, c, ldc):
 
 
 @_fwd_jit
-def forward_seq(gemm, nc, S, bias, P, w_hhT, h0, CC, TC, Hp, M, B, reverse):
-    """Every step of a padded batch (``B`` rows a step, no projection) in one call.
+def forward_seq(gemm, nc, S, bias, P, w_hhT, h0, CC, TC, Hp, M, B, reverse, r0, nb):
+    """Every step of a padded batch (``B`` rows a step, no projection) in one call, for
+    the rows ``r0:r0+nb`` of each step (the whole batch, or one block of it: rows are
+    independent, so blocks run at once on two threads, ``ember.ops.rnn_lstm_seq``).
 
     ``S`` holds the input projections without their bias (``bias``, added here as the
     per-step loop adds it before the step) and receives the activations; ``CC`` holds
     the cell state of every step and the first one -- ``c0`` in its first ``B`` rows
     (last, ``reverse``), step ``t``'s ``c`` in the block after (before) it --, so the
     previous state is a view of it, not a copy; ``TC``, ``Hp``, ``M`` as in
-    :func:`forward_step`. The recurrent product ``h @ W_hh^T`` runs by ``gemm`` (a BLAS
-    ``cblas_sgemm``, ``ember.ops._rnn_blas.sgemm``) in column blocks of ``nc`` into ``P``:
-    the per-step loop's float32 operations in the same order, without its Python."""
+    :func:`forward_step`. The recurrent product ``h @ W_hh^T`` of the block's rows runs
+    by ``gemm`` (a BLAS ``cblas_sgemm``, ``ember.ops._rnn_blas.sgemm``) in column blocks
+    of ``nc`` into ``P`` (``nb`` rows): the per-step loop's float32 operations in the same
+    order, without its Python."""
     T = S.shape[0] // B
     G = S.shape[1]
     H = TC.shape[1]
@@ -181,14 +184,14 @@ def forward_seq(gemm, nc, S, bias, P, w_hhT, h0, CC, TC, Hp, M, B, reverse):
     prev_off, cur_off = (B, 0) if reverse else (0, B)
     for k in range(T):
         t = T - 1 - k if reverse else k
-        o = t * B
+        o = t * B + r0
         if k == 0:
-            h, hr = h0, 0
+            h, hr = h0, r0
         else:
             h, hr = M, o + B if reverse else o - B
-        _product(gemm, nc, B, G, Hs, h.ctypes.data + hr * h.strides[0], Hs,
+        _product(gemm, nc, nb, G, Hs, h.ctypes.data + hr * h.strides[0], Hs,
                  w_hhT.ctypes.data, G, P.ctypes.data, G)
-        for r in range(B):
+        for r in range(nb):
             row = o + r
             for j in range(Hs):
                 Hp[row, j] = h[hr + r, j]
@@ -233,25 +236,28 @@ def backward_step(dG, S, TC, Cp, dh, gy, add_gy, dc, dc_out, o):
 
 
 @_jit
-def backward_seq(gemm, nc, dG, S, TC, Cp, w_hh, gy, ghn, gcn, dh, dc, dc2, B, reverse, dh0):
-    """Every step of :func:`forward_seq`'s backward in one call: :func:`backward_step`,
-    then ``dh = dG_t @ W_hh`` by ``gemm``. ``ghn``/``gcn`` are the last state's
+def backward_seq(gemm, nc, dG, S, TC, Cp, w_hh, gy, ghn, gcn, dh, dc, dc2, B, reverse, dh0,
+                 r0):
+    """Every step of :func:`forward_seq`'s backward in one call, for the rows
+    ``r0:r0+nb`` of each step, ``nb = len(dh)``: :func:`backward_step`, then ``dh = dG_t
+    @ W_hh`` by ``gemm``. ``ghn``/``gcn`` are the block's rows of the last state's
     gradients; ``dh`` receives the first state's, and ``dc`` or ``dc2`` (the two take
     turns) the first cell's: the returned one. Without ``dh0`` the first state's
     gradient is not needed and its product is skipped (``dh`` is left undefined)."""
     T = S.shape[0] // B
     G = S.shape[1]
     H = TC.shape[1]
+    nb = dh.shape[0]
     for k in range(T):
         t = k if reverse else T - 1 - k
-        o = t * B
+        o = t * B + r0
         d_in = ghn if k == 0 else dh
         c_in = gcn if k == 0 else (dc2 if k % 2 == 0 else dc)
         c_out = dc if k % 2 == 0 else dc2
         backward_step(dG, S, TC, Cp, d_in, gy, True, c_in, c_out, o)
         if k == T - 1 and not dh0:
             break
-        _product(gemm, nc, B, H, G, dG.ctypes.data + o * dG.strides[0], G, w_hh.ctypes.data,
+        _product(gemm, nc, nb, H, G, dG.ctypes.data + o * dG.strides[0], G, w_hh.ctypes.data,
                  H, dh.ctypes.data, H)
     return dc if (T - 1) % 2 == 0 else dc2
 

@@ -19,6 +19,7 @@ from ember.backend import array_module
 from ember.backend import dtypes as _dtypes
 from ember.ops import _batch_nn
 from ember.ops._util import opmath, scalar_type_name
+from ember.ops._util import reduced_float as _reduced_float
 from ember.ops.composite_node import call, records_graph, transforming
 
 # the array kernels by layout; their names stay importable from here
@@ -499,14 +500,22 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
         raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got "
                            f"weight of shape {list(weight.shape)} and normalized_shape = "
                            f"{list(shape)}")
-    if eps is None:
-        eps = float(np.finfo(input._data.dtype).eps) if input.is_floating_point() else 0.0
+    # float16/bfloat16 are computed in float32 and rounded once, as PyTorch's composite
+    # does (its graph: ToCopy, the steps, ToCopy back): in float16 the squares of values
+    # above 256 overflow, and the result would be zeros
+    low = input.dtype if _reduced_float(input.dtype) else None
+    if eps is None:  # the epsilon of the type computed in (float32's for float16/bfloat16)
+        eps = float(np.finfo(np.float32 if low is not None else input._data.dtype).eps) \
+            if input.is_floating_point() else 0.0
     from ember.ops.elementwise import AddScalar
     dims = tuple(range(input.dim() - n, input.dim()))
+    x = input.to(_dtypes.float32) if low is not None else input
     # PyTorch's steps (pow, mean, add.Scalar, rsqrt, mul), so the graph is its graph
-    ms = input.pow(2).mean(dims, keepdim=True)
-    out = input * AddScalar.apply(ms, eps).rsqrt()
-    return out * weight if weight is not None else out
+    ms = x.pow(2).mean(dims, keepdim=True)
+    out = x * AddScalar.apply(ms, eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    return out.to(low) if low is not None else out
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):

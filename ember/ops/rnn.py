@@ -49,6 +49,7 @@ from ember.backend import gemm as _gemm
 from ember.backend import threads as _threads
 from ember.backend.threads import single_blas
 from ember.ops import rnn_lstm_padded as _padded
+from ember.ops import rnn_lstm_seq as _seq
 from ember.ops._rnn_blas import aligned as _aligned
 from ember.ops._rnn_blas import column_block as _column_block
 from ember.ops.unary import _relu_grad_array
@@ -392,26 +393,12 @@ def _blocked(nc, buf=None):
 
 
 def _lstm_forward_seq(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse):
-    """``_lstm_forward_np`` over a padded batch as one numba kernel call
-    (``_lstm_numba.forward_seq``): the same buffers, except that the previous cell
-    states ``Cp`` are a view of the states' buffer instead of a copy."""
-    N, B, H, Hs = S.shape[0], bs[0], c0.shape[1], h0.shape[1]
-    dt = S.dtype
-    CC = np.empty((N + B, H), dt)  # c0, then each step's c (reversed: each step's, c0)
-    C, Cp = (CC[:N], CC[B:]) if reverse else (CC[B:], CC[:N])
-    (CC[N:] if reverse else CC[:B])[...] = c0
-    TC, M = np.empty((N, H), dt), _aligned((N, Hs), dt)
-    Hp = np.empty((N, Hs), dt)
-    w_hhT = fused.transpose(w_hh)
-    if w_hhT.ctypes.data % 64:
-        w_hhT = _aligned(w_hhT.shape, dt, w_hhT)
-    with single_blas(len(bs)):  # one small matrix product per step
-        fused.forward_seq(gemm[0], gemm[1], S, np.ascontiguousarray(bias),
-                          _aligned((B, S.shape[1]), dt), w_hhT, _aligned((B, Hs), dt, h0), CC,
-                          TC, Hp, M, B, reverse)
+    """``_lstm_forward_np`` over a padded batch as numba kernel calls (``rnn_lstm_seq``)."""
+    M, C, acts = _seq.forward(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse)
+    B, N = bs[0], S.shape[0]
     last = slice(0, B) if reverse else slice(N - B, N)
     hn, cn = _final(_NP_MATH, M[last], C[last], [])
-    return M, hn, cn, (S, TC, Cp, Hp, M)
+    return M, hn, cn, acts
 
 
 def _padded_case(xp, S, h0, c0, w_hh, w_hr, bs):
@@ -528,13 +515,8 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
         n0 = ghn.shape[0]
         gemm = _seq_gemm(fused, bs, n0, w_hr, H, 4 * H)
         if gemm is not None and gcn is not None:  # every step in one kernel call
-            dh0 = _aligned((n0, H), S.dtype)
-            w = w_hh if w_hh.flags.c_contiguous and not w_hh.ctypes.data % 64 else \
-                _aligned(w_hh.shape, w_hh.dtype, w_hh)
-            with single_blas(T):
-                dc0 = fused.backward_seq(gemm[0], gemm[1], dG, S, TC, Cp, w, gy, ghn, gcn, dh0,
-                                         xp.empty_like(dh0), xp.empty_like(dh0), n0, reverse,
-                                         needs[1])
+            dh0, dc0 = _seq.backward(fused, gemm, dG, S, TC, Cp, w_hh, gy, ghn, gcn, n0,
+                                     reverse, needs[1])
             grads = _param_grads(dG, dG, Hp, x, w_ih, needs)
             # the first state's gradients only where asked for (dh0 was not computed)
             return (grads[0], dh0 if needs[1] else None, dc0 if needs[2] else None) + \
