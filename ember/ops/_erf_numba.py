@@ -134,16 +134,66 @@ def _as_int64(typingctx, v):
     return _types.int64(_types.float64), codegen
 
 
+@_intrinsic
+def _mul_add(typingctx, a, b, c):
+    """``a * b + c``, fused into one rounding where the processor has a fused multiply-add
+    (LLVM's ``fmuladd``: either way, vectorized). Only in the float32 passes' own pieces,
+    whose float64 values are checked against rounding, never in the NumPy path's steps."""
+    def codegen(context, builder, signature, args):
+        d = _ir.DoubleType()
+        fn = builder.module.declare_intrinsic("llvm.fmuladd", [d], _ir.FunctionType(d, [d] * 3))
+        return builder.call(fn, args)
+    return _types.float64(_types.float64, _types.float64, _types.float64), codegen
+
+
+def _lowest_first(p):
+    """Coefficients from the highest power (``_fit``'s) as ``_estrin`` takes them."""
+    q = np.ascontiguousarray(np.asarray(p)[::-1])
+    assert q.size in (8, 11, 12, 14), q.size  # the sizes ``_estrin`` spells out
+    return q
+
+
+@_jit(inline="always")
+def _estrin(q, u):
+    """``q[0] + q[1] u + ... `` (8, 11, 12 or 14 coefficients, lowest power first) by
+    Estrin's scheme: pairs ``q[k] + q[k+1] u`` combined with ``u**2``, ``u**4``,
+    ``u**8``, a tree four multiply-adds deep instead of Horner's chain of 11-13 (the
+    passes are bound by those chains' latency, not by the number of operations)."""
+    n = q.size
+    u2 = u * u
+    u4 = u2 * u2
+    lo = _mul_add(_mul_add(q[3], u, q[2]), u2, _mul_add(q[1], u, q[0]))
+    mid = _mul_add(_mul_add(q[7], u, q[6]), u2, _mul_add(q[5], u, q[4]))
+    if n == 8:
+        return _mul_add(mid, u4, lo)
+    lo = _mul_add(mid, u4, lo)
+    if n == 11:
+        hi = _mul_add(q[10], u2, _mul_add(q[9], u, q[8]))
+    elif n == 12:
+        hi = _mul_add(_mul_add(q[11], u, q[10]), u2, _mul_add(q[9], u, q[8]))
+    else:
+        hi = _mul_add(_mul_add(q[13], u, q[12]), u4,
+                      _mul_add(_mul_add(q[11], u, q[10]), u2, _mul_add(q[9], u, q[8])))
+    return _mul_add(hi, u4 * u4, lo)
+
+
+_EXP_Q = _lowest_first(_EXP_P)
+_BE_Q = _lowest_first(_BE_P)
+_B32_Q = _lowest_first(_B32_P)
+_C32_Q = _lowest_first(_C32_P)
+
+
 @_jit(inline="always")
 def _exp_neg(z):
     """``exp(z)`` for ``-700 < z <= 0`` (NaN stays NaN) to about 1e-15 relative:
-    ``2**k exp(r)``, ``|r| <= ln(2) / 2``, ``exp(r)`` by its Taylor series to ``r**11``;
-    ``2**k`` is built in the exponent bits of ``t`` (a loop with no calls vectorizes)."""
-    t = z * _INV_LN2 + _SHIFT
+    ``2**k exp(r)``, ``|r| <= ln(2) / 2``, ``exp(r)`` by its Taylor series to ``r**11``
+    (Estrin's scheme); ``2**k`` is built in the exponent bits of ``t`` (a loop with no
+    calls vectorizes)."""
+    t = _mul_add(z, _INV_LN2, _SHIFT)
     k = t - _SHIFT
-    r = z - k * _LN2_HI
-    r -= k * _LN2_LO
-    return _horner(_EXP_P, r) * _as_float64((_as_int64(t) + 1023) << 52)
+    r = _mul_add(k, -_LN2_HI, z)  # (k * _LN2_HI is exact: one rounding either way)
+    r = _mul_add(k, -_LN2_LO, r)
+    return _estrin(_EXP_Q, r) * _as_float64((_as_int64(t) + 1023) << 52)
 
 
 @_jit(inline="always")
@@ -164,18 +214,29 @@ def _erfc32_unsure(v):
 
 
 @_jit(inline="always")
+def _erf32_small(xd):
+    """``x A(x^2)``, erf for ``|x| < 0.5``: the NumPy path's own operations (its bits)."""
+    s = _poly(xd * xd, _A32_C, _A32_I, _A32_P)
+    s *= xd
+    return s
+
+
+@_jit(inline="always")
+def _erf32_large(xd):
+    """``1 - erfc(|x|)``, float32 erf of ``|x| >= 0.5`` before rounding (``_k._erf32``'s
+    piece, the exponential and the evaluation order our own: checked against rounding)."""
+    a = _cap(abs(xd), _CAP_ERF32)
+    u = (1.0 / (1.0 + a) - _BE_C) * _BE_I
+    return 1.0 - _estrin(_BE_Q, u) * _exp_neg(-(a * a))
+
+
+@_jit(inline="always")
 def _erf32_value(xd):
     """float32 erf of ``xd`` (a float32 widened) before its rounding, and whether the
-    rounding must be checked (``_k._erf32``'s pieces, the exponential our own)."""
-    x2 = xd * xd
-    s = _poly(x2, _A32_C, _A32_I, _A32_P)
-    s *= xd
-    a = _cap(abs(xd), _CAP_ERF32)
-    e = _poly(1.0 / (1.0 + a), _BE_C, _BE_I, _BE_P)
-    e *= _exp_neg(-(a * a))
-    b = 1.0 - e
-    big = x2 >= 0.25
-    return (math.copysign(b, xd) if big else s), big & _near_midpoint(b)
+    rounding must be checked: what the passes below compute, element by element."""
+    big = xd * xd >= 0.25
+    b = _erf32_large(xd)
+    return (math.copysign(b, xd) if big else _erf32_small(xd)), big & _near_midpoint(b)
 
 
 # The one-pass kernels go through their input in blocks of _BLOCK elements, each block
@@ -184,30 +245,74 @@ def _erf32_value(xd):
 # or a count makes LLVM halve its vector width, a float sum does not vectorize); a block
 # with any is gone through again, element by element, to list them in ``idx``. Each
 # returns how many it listed.
+#
+# float32 erf (and the GELU's) computes each element's piece only: a block's elements
+# with ``|x| >= 0.5`` are listed in ``pos`` (one scalar loop, no branch), the large
+# piece runs over them alone and its results are stored back to their places, the
+# small piece (7 terms) over the whole block; of a GELU's inputs ``x / sqrt 2`` about
+# half need only the small piece.
 _BLOCK = 256
 
 
 @_jit
-def _erf32_part(x, out):
-    m = False
+def _large_positions(x, pos, xl):
+    """Lists in ``pos`` the elements of ``x`` with ``|x| >= 0.5``, their values in ``xl``
+    (the large piece's loop reads them in order: indexed loads do not vectorize);
+    returns how many."""
+    n = 0
     for i in range(x.size):
-        v, f = _erf32_value(np.float64(x[i]))
-        out[i] = np.float32(v)
-        m |= f
+        xi = x[i]
+        pos[n] = i
+        xl[n] = xi
+        n += np.int32(abs(xi) >= np.float32(0.5))
+    return n
+
+
+@_jit
+def _erf32_small_part(x, out):
+    for i in range(x.size):
+        out[i] = np.float32(_erf32_small(np.float64(x[i])))
+
+
+@_jit
+def _erf32_large_part(x, big):
+    """``big[j]``: erf of ``x[j]`` (all ``|x| >= 0.5``); True if any must be checked."""
+    m = False
+    for j in range(x.size):
+        xd = np.float64(x[j])
+        b = _erf32_large(xd)
+        big[j] = np.float32(math.copysign(b, xd))
+        m |= _near_midpoint(b)
     return m
+
+
+@_jit
+def _erf32_block(x, out, pos, xl, big, idx, n, start):
+    """float32 erf of the block ``x`` into ``out`` (``pos``, ``xl``, ``big``: buffers of
+    a block's size), its listed elements (offset by ``start``) added to ``idx`` after the
+    ``n`` listed so far; returns the new count."""
+    k = _large_positions(x, pos, xl)
+    m = _erf32_large_part(xl[:k], big[:k])
+    _erf32_small_part(x, out)
+    for j in range(k):
+        out[pos[j]] = big[j]
+    if m:
+        for j in range(k):
+            if _near_midpoint(_erf32_large(np.float64(xl[j]))):
+                idx[n] = start + pos[j]
+                n += 1
+    return n
 
 
 @_jit
 def _erf32_one_pass(x, out, idx):
     """float32 erf."""
+    pos = np.empty(_BLOCK, np.int32)
+    xl, big = np.empty(_BLOCK, np.float32), np.empty(_BLOCK, np.float32)
     n = 0
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
-        if _erf32_part(x[start:stop], out[start:stop]):
-            for i in range(start, stop):
-                if _erf32_value(np.float64(x[i]))[1]:
-                    idx[n] = i
-                    n += 1
+        n = _erf32_block(x[start:stop], out[start:stop], pos, xl, big, idx, n, start)
     return n
 
 
@@ -216,12 +321,11 @@ def _erfc32_value(xd, want_erf, far):
     """float32 ``(erf, erfc)`` of ``xd`` before rounding (``_k._erf_erfc`` with the float32
     fits, the far piece ``|x| >= 4.5`` only if ``far``) and whether to check them."""
     x2 = xd * xd
-    s = _poly(x2, _A32_C, _A32_I, _A32_P)
-    s *= xd
+    s = _erf32_small(xd)
     a = _cap(abs(xd), _CAP32)
-    e = _poly(1.0 / (1.0 + a), _B32_C, _B32_I, _B32_P)
+    e = _estrin(_B32_Q, (1.0 / (1.0 + a) - _B32_C) * _B32_I)
     if far:
-        ef = _poly(1.0 / (a * a), _C32_C, _C32_I, _C32_P) / a
+        ef = _estrin(_C32_Q, (1.0 / (a * a) - _C32_C) * _C32_I) / a
         e = ef if a >= 4.5 else e
     e *= _exp_neg(-a * a)
     big = x2 >= 0.25
@@ -619,51 +723,45 @@ def erfinv64(x):
 
 
 # ----- the exact GELU (``ember.ops.activation_nodes.Gelu``) ------------------------------
-@_jit(inline="always")
-def _gelu32_value(xi):
-    """float32 ``1 + erf(x / sqrt 2)`` of ``xi`` and whether its erf must be checked."""
-    v, f = _erf32_value(np.float64(xi * _F32_SQRT_HALF))
-    return np.float32(v) + np.float32(1.0), f
+@_jit
+def _scale32(x, c, out):
+    for i in range(x.size):
+        out[i] = x[i] * c
 
 
 @_jit
-def _gelu32_part(x, y, one_plus_erf):
-    m = False
+def _gelu32_finish(x, e, y, one_plus_erf):
     for i in range(x.size):
-        xi = x[i]
-        p, f = _gelu32_value(xi)
+        p = e[i] + np.float32(1.0)
         one_plus_erf[i] = p
-        y[i] = (xi * np.float32(0.5)) * p
-        m |= f
-    return m
+        y[i] = (x[i] * np.float32(0.5)) * p
 
 
 @_jit
-def _gelu32_y_part(x, y):
-    m = False
+def _gelu32_y_finish(x, e, y):
     for i in range(x.size):
-        xi = x[i]
-        p, f = _gelu32_value(xi)
-        y[i] = (xi * np.float32(0.5)) * p
-        m |= f
-    return m
+        y[i] = (x[i] * np.float32(0.5)) * (e[i] + np.float32(1.0))
 
 
 @_jit
 def _gelu32_one_pass(x, y, one_plus_erf, idx, keep):
-    """float32 ``gelu(x)`` and, if ``keep``, ``1 + erf(x / sqrt 2)``."""
+    """float32 ``gelu(x)`` and, if ``keep``, ``1 + erf(x / sqrt 2)``: the erf of the
+    float32 ``x / sqrt 2`` as ``_erf32_one_pass``, block by block."""
+    pos = np.empty(_BLOCK, np.int32)
+    xl, big = np.empty(_BLOCK, np.float32), np.empty(_BLOCK, np.float32)
+    t = np.empty(_BLOCK, np.float32)
+    e = np.empty(_BLOCK, np.float32)
     n = 0
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
+        xs = x[start:stop]
+        ts, es = t[:stop - start], e[:stop - start]
+        _scale32(xs, _F32_SQRT_HALF, ts)
+        n = _erf32_block(ts, es, pos, xl, big, idx, n, start)
         if keep:
-            m = _gelu32_part(x[start:stop], y[start:stop], one_plus_erf[start:stop])
+            _gelu32_finish(xs, es, y[start:stop], one_plus_erf[start:stop])
         else:
-            m = _gelu32_y_part(x[start:stop], y[start:stop])
-        if m:
-            for i in range(start, stop):
-                if _gelu32_value(x[i])[1]:
-                    idx[n] = i
-                    n += 1
+            _gelu32_y_finish(xs, es, y[start:stop])
     return n
 
 
