@@ -292,7 +292,9 @@ def _erf32_block(x, out, pos, xl, big, idx, n, start):
     a block's size), its listed elements (offset by ``start``) added to ``idx`` after the
     ``n`` listed so far; returns the new count."""
     k = _large_positions(x, pos, xl)
-    m = _erf32_large_part(xl[:k], big[:k])
+    kv = min(k + (-k) % 8, xl.size)  # whole vectors: no scalar remainder loop
+    xl[k:kv] = np.float32(1.0)  # (not near a rounding midpoint)
+    m = _erf32_large_part(xl[:kv], big[:kv])
     _erf32_small_part(x, out)
     for j in range(k):
         out[pos[j]] = big[j]
@@ -308,7 +310,7 @@ def _erf32_block(x, out, pos, xl, big, idx, n, start):
 def _erf32_one_pass(x, out, idx):
     """float32 erf."""
     pos = np.empty(_BLOCK, np.int32)
-    xl, big = np.empty(_BLOCK, np.float32), np.empty(_BLOCK, np.float32)
+    xl, big = np.empty(_BLOCK + 8, np.float32), np.empty(_BLOCK + 8, np.float32)
     n = 0
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
@@ -748,7 +750,7 @@ def _gelu32_one_pass(x, y, one_plus_erf, idx, keep):
     """float32 ``gelu(x)`` and, if ``keep``, ``1 + erf(x / sqrt 2)``: the erf of the
     float32 ``x / sqrt 2`` as ``_erf32_one_pass``, block by block."""
     pos = np.empty(_BLOCK, np.int32)
-    xl, big = np.empty(_BLOCK, np.float32), np.empty(_BLOCK, np.float32)
+    xl, big = np.empty(_BLOCK + 8, np.float32), np.empty(_BLOCK + 8, np.float32)
     t = np.empty(_BLOCK, np.float32)
     e = np.empty(_BLOCK, np.float32)
     n = 0
