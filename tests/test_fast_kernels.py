@@ -238,16 +238,19 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
 
     from ember.ops import _erf_numba
     fused_on_purpose = {"_erf32_large_part", "_erf32_block", "_erf32_one_pass",
-                        "_erfc32_part", "_erfc32_far_part", "_erf_erfc32_part",
-                        "_erf_erfc32_far_part", "_erfc32_one_pass", "_gelu32_one_pass"}
+                        "_erfc32_large_part", "_erfc32_far_large_part",
+                        "_erf_erfc32_large_part", "_erf_erfc32_far_large_part",
+                        "_erfc32_one_pass", "_gelu32_one_pass"}
     names = [n for n in dir(_erf_numba) if n.startswith(("_erf", "_gelu", "_neg")) and
              hasattr(getattr(_erf_numba, n), "py_func") and
              getattr(_erf_numba, n).targetoptions.get("inline") != "always"]
-    assert len(names) == 23, names
+    assert len(names) == 25, names
     assert fused_on_purpose < set(names)
     x = np.linspace(-5, 5, 64)
     f, ix = x.astype(np.float32), np.empty(64, np.int64)
     args = {"_erf32_small_part": (f, f.copy()),
+            "_erfc32_small_part": (f, f.copy()),
+            "_erf_erfc32_small_part": (f, f.copy(), f.copy()),
             "_erfc64_a": (x, x.copy(), x.copy(), x.copy()),
             "_erfc64_b": (x, x.copy(), x.copy(), x.copy(), x.copy(), x.copy(), True, True),
             "_erfinv32_part": (f / 5, f.copy()),

@@ -319,51 +319,83 @@ def _erf32_one_pass(x, out, idx):
 
 
 @_jit(inline="always")
-def _erfc32_value(xd, want_erf, far):
-    """float32 ``(erf, erfc)`` of ``xd`` before rounding (``_k._erf_erfc`` with the float32
-    fits, the far piece ``|x| >= 4.5`` only if ``far``) and whether to check them."""
-    x2 = xd * xd
-    s = _erf32_small(xd)
+def _erfc32_large(xd, far):
+    """float32 ``erfc(|x|)`` of ``|x| >= 0.5`` before rounding (``_k._erf_erfc``'s piece
+    with the float32 fits, the far piece ``|x| >= 4.5`` only if ``far``; the exponential
+    and the evaluation order our own: checked against rounding)."""
     a = _cap(abs(xd), _CAP32)
     e = _estrin(_B32_Q, (1.0 / (1.0 + a) - _B32_C) * _B32_I)
     if far:
         ef = _estrin(_C32_Q, (1.0 / (a * a) - _C32_C) * _C32_I) / a
         e = ef if a >= 4.5 else e
-    e *= _exp_neg(-a * a)
-    big = x2 >= 0.25
+    return e * _exp_neg(-a * a)
+
+
+@_jit(inline="always")
+def _erfc32_finish(xd, e, want_erf):
+    """(erf, erfc) of ``|x| >= 0.5`` from ``e = erfc(|x|)``, and whether to check them."""
     b = 1.0 - e
     c = 2.0 - e if xd < 0 else e
     f = _erfc32_unsure(c)
     if want_erf:
         f |= _near_midpoint(b)
-    return (math.copysign(b, xd) if big else s), (c if big else 1.0 - s), big & f
+    return math.copysign(b, xd), c, f
+
+
+@_jit(inline="always")
+def _erfc32_value(xd, want_erf, far):
+    """float32 ``(erf, erfc)`` of ``xd`` before rounding and whether to check them: what
+    the passes below compute, element by element."""
+    v, c, f = _erfc32_finish(xd, _erfc32_large(xd, far), want_erf)
+    s = _erf32_small(xd)
+    big = xd * xd >= 0.25
+    return (v if big else s), (c if big else 1.0 - s), big & f
+
+
+# erfc (alone or with erf) as erf alone: the large piece over a block's ``|x| >= 0.5``
+# only, the small piece over the whole block
+@_jit
+def _erfc32_small_part(x, erfc):
+    for i in range(x.size):
+        erfc[i] = np.float32(1.0 - _erf32_small(np.float64(x[i])))
 
 
 @_jit
-def _erfc32_part(x, erfc):
+def _erf_erfc32_small_part(x, erf, erfc):
+    for i in range(x.size):
+        s = _erf32_small(np.float64(x[i]))
+        erf[i] = np.float32(s)
+        erfc[i] = np.float32(1.0 - s)
+
+
+@_jit
+def _erfc32_large_part(x, erfc):
     m = False
     for i in range(x.size):
-        c, f = _erfc32_value(np.float64(x[i]), False, False)[1:]
+        xd = np.float64(x[i])
+        c, f = _erfc32_finish(xd, _erfc32_large(xd, False), False)[1:]
         erfc[i] = np.float32(c)
         m |= f
     return m
 
 
 @_jit
-def _erfc32_far_part(x, erfc):
+def _erfc32_far_large_part(x, erfc):
     m = False
     for i in range(x.size):
-        c, f = _erfc32_value(np.float64(x[i]), False, True)[1:]
+        xd = np.float64(x[i])
+        c, f = _erfc32_finish(xd, _erfc32_large(xd, True), False)[1:]
         erfc[i] = np.float32(c)
         m |= f
     return m
 
 
 @_jit
-def _erf_erfc32_part(x, erf, erfc):
+def _erf_erfc32_large_part(x, erf, erfc):
     m = False
     for i in range(x.size):
-        v, c, f = _erfc32_value(np.float64(x[i]), True, False)
+        xd = np.float64(x[i])
+        v, c, f = _erfc32_finish(xd, _erfc32_large(xd, False), True)
         erf[i] = np.float32(v)
         erfc[i] = np.float32(c)
         m |= f
@@ -371,10 +403,11 @@ def _erf_erfc32_part(x, erf, erfc):
 
 
 @_jit
-def _erf_erfc32_far_part(x, erf, erfc):
+def _erf_erfc32_far_large_part(x, erf, erfc):
     m = False
     for i in range(x.size):
-        v, c, f = _erfc32_value(np.float64(x[i]), True, True)
+        xd = np.float64(x[i])
+        v, c, f = _erfc32_finish(xd, _erfc32_large(xd, True), True)
         erf[i] = np.float32(v)
         erfc[i] = np.float32(c)
         m |= f
@@ -385,6 +418,9 @@ def _erf_erfc32_far_part(x, erf, erfc):
 def _erfc32_one_pass(x, erf, erfc, idx, want_erf):
     """float32 erfc, and erf with it if ``want_erf``; the far piece only in the blocks
     that reach it."""
+    pos = np.empty(_BLOCK, np.int32)
+    xl = np.empty(_BLOCK + 8, np.float32)
+    bige, bigc = np.empty(_BLOCK + 8, np.float32), np.empty(_BLOCK + 8, np.float32)
     n = 0
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
@@ -392,15 +428,26 @@ def _erfc32_one_pass(x, erf, erfc, idx, want_erf):
         for i in range(start, stop):
             far |= abs(x[i]) >= np.float32(4.5)
         xs, cs = x[start:stop], erfc[start:stop]
+        k = _large_positions(xs, pos, xl)
+        kv = min(k + (-k) % 8, xl.size)  # whole vectors (as ``_erf32_block``)
+        xl[k:kv] = np.float32(1.0)
+        xk, ck = xl[:kv], bigc[:kv]
         if want_erf:
-            es = erf[start:stop]
-            m = _erf_erfc32_far_part(xs, es, cs) if far else _erf_erfc32_part(xs, es, cs)
+            es, ek = erf[start:stop], bige[:kv]
+            m = (_erf_erfc32_far_large_part(xk, ek, ck) if far
+                 else _erf_erfc32_large_part(xk, ek, ck))
+            _erf_erfc32_small_part(xs, es, cs)
+            for j in range(k):
+                es[pos[j]] = bige[j]
         else:
-            m = _erfc32_far_part(xs, cs) if far else _erfc32_part(xs, cs)
+            m = _erfc32_far_large_part(xk, ck) if far else _erfc32_large_part(xk, ck)
+            _erfc32_small_part(xs, cs)
+        for j in range(k):
+            cs[pos[j]] = bigc[j]
         if m:
-            for i in range(start, stop):
-                if _erfc32_value(np.float64(x[i]), want_erf, True)[2]:
-                    idx[n] = i
+            for j in range(k):
+                if _erfc32_value(np.float64(xl[j]), want_erf, True)[2]:
+                    idx[n] = start + pos[j]
                     n += 1
     return n
 
