@@ -251,7 +251,7 @@ def _erf32_value(xd):
 # piece runs over them alone and its results are stored back to their places, the
 # small piece (7 terms) over the whole block; of a GELU's inputs ``x / sqrt 2`` about
 # half need only the small piece.
-_BLOCK = 256
+_BLOCK = 512
 
 
 @_jit
