@@ -21,11 +21,17 @@ side, instead of the NumPy path's twenty-odd passes.
 float32 erf, erfc, erfinv and the GELU's forward run in a single pass with an
 exponential (and for erfinv a logarithm) of their own: a float32 result needs only to
 round the same way, and the few elements too close to a rounding midpoint to be sure of
-that are recomputed by the NumPy path (see "float32 results in one pass" below).
+that are recomputed by the NumPy path (see "float32 results in one pass" below). There,
+and only there, the large-argument pieces of erf and erfc and their exponential are
+evaluated by Estrin's scheme with multiply-adds (``_mul_add``): their values are not
+the NumPy path's anyway; the small-argument piece ``x A(x^2)``, whose values must be,
+keeps the NumPy path's operations in a kernel of its own.
 
-Every loop vectorizes on AVX2 (4 float64 lanes) as well as on AVX-512: no calls, no
-float-to-integer conversions (``np.floor``, not ``math.floor``, whose int64 result AVX2
-converts lane by lane), no data-dependent branches (both sides and a select).
+Every arithmetic loop vectorizes on AVX2 (4 float64 lanes) as well as on AVX-512: no
+calls, no float-to-integer conversions (``np.floor``, not ``math.floor``, whose int64
+result AVX2 converts lane by lane), no data-dependent branches (both sides and a
+select); float32 erf and erfc list a block's large arguments in one scalar loop first,
+so that each element runs only its own piece.
 """
 import math
 
