@@ -163,8 +163,9 @@ def _lowest_first(p):
 def _estrin(q, u):
     """``q[0] + q[1] u + ... `` (8, 11, 12 or 14 coefficients, lowest power first) by
     Estrin's scheme: pairs ``q[k] + q[k+1] u`` combined with ``u**2``, ``u**4``,
-    ``u**8``, a tree four multiply-adds deep instead of Horner's chain of 11-13 (the
-    passes are bound by those chains' latency, not by the number of operations)."""
+    ``u**8``, a tree four multiply-adds deep instead of Horner's chain of 10-13 (with the
+    exponential's the longest path through the loop: docs/performance/elementwise.md,
+    "(tenth pass)")."""
     n = q.size
     u2 = u * u
     u4 = u2 * u2
