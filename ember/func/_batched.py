@@ -116,7 +116,13 @@ class BArr:
         from ember.ops.shape import _try_view
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        if _try_view(self.value._data, (self.value._data.shape[0],) + tuple(shape)) is None:
+        if tuple(shape) == self.shape or (self.ndim == 1 and tuple(shape) == (-1,)):
+            return self  # no change of shape (an index array's ``reshape(-1)``)
+        inner = self.value._data
+        full = (inner.shape[0],) + tuple(shape)
+        if type(inner) is BArr:  # nested: viewable if the outer level's array is
+            inner.reshape(full)
+        elif _try_view(inner, full) is None:
             raise ValueError("not viewable")
         return self
 

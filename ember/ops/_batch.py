@@ -185,10 +185,25 @@ def dim_rule(pos, all_if_none=True):
             d = args[pos]
             if d is None and not all_if_none:
                 return _flat_none(cls, lvl, v, args, pos)
+            if n == 0 and isinstance(d, int):
+                return _scalar_dim(cls, lvl, v, args, pos, params)
             args[pos] = _shift_axes(d, n)
         return _wrap_out(cls.apply(*args, **params), lvl)
     rule.__doc__ = f"The dims at argument {pos} move past the batch."
     return rule
+
+
+def _scalar_dim(cls, lvl, v, args, pos, params):
+    """A dim of a 0-d sample (0 or -1, as PyTorch allows): the underlying ``(B,)`` has
+    no dim past the batch, so each sample becomes ``(1,)`` for the call and its result
+    0-d again (dim 1 of a ``(B,)`` tensor would be out of range, or, under an outer
+    level, silently the outer batch's dim)."""
+    args[0] = v.unsqueeze(1)
+    args[pos] = 1
+    out = cls.apply(*args, **params)
+    B = v.shape[0]
+    fix = lambda o: o.reshape(B) if isinstance(o, Tensor) and o.dim() == 2 else o  # noqa: E731
+    return _wrap_out(tuple(fix(o) for o in out) if isinstance(out, tuple) else fix(out), lvl)
 
 
 def _flat_none(cls, lvl, v, args, pos):

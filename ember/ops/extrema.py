@@ -306,8 +306,11 @@ class _AmaxAmin(Primitive):
         x, y = self.saved_tensors
         in_shape, axes, keepdim = self.meta
         mask = x == _keep(y, in_shape, axes, keepdim)
-        return _keep(gy, in_shape, axes, keepdim) / mask.sum(axes, keepdim=True) * mask, \
-            None, None
+        # no axes: nothing was reduced (a 0-d sample under vmap, whose batch is the
+        # underlying dim 0): each element is its own tie count, where sum(()) would count
+        # over every dim
+        count = mask.sum(axes, keepdim=True) if axes else mask
+        return _keep(gy, in_shape, axes, keepdim) / count * mask, None, None
 
     def jvp(self, t, *_):
         return _jvp.reduced(self, t, self.meta[1], self.meta[2])
