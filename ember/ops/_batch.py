@@ -249,6 +249,20 @@ def view(cls, lvl, args, params):
         return _b().wrap(ReshapeCopy.apply(v, shape), lvl)
 
 
+def storage_as_strided(cls, lvl, args, params):
+    """``torch.as_strided(x, size, stride, offset)`` as PyTorch's vmap reads it: one window
+    on the storage under the batch, with the batch's own stride in front of the sample's
+    strides, so that sample ``b`` starts ``b`` batch strides after the offset (an explicit
+    offset counts from the storage's start, so it is sample 0's).  The per-sample loop
+    would read every sample's window from sample 0's storage place."""
+    v = _only_first(cls, lvl, args)
+    x, shape, strides, offset = args
+    bottom = _b().bottom(v)
+    step = bottom.stride(bottom.dim() - v.dim())  # the batch dim's stride, in the storage
+    return _b().wrap(cls.apply(v, (v.shape[0],) + tuple(shape), (step,) + tuple(strides),
+                               offset), lvl)
+
+
 def reshape_copy(cls, lvl, args, params):
     v = _only_first(cls, lvl, args)
     return _b().wrap(cls.apply(v, (v.shape[0],) + tuple(args[1])), lvl)
@@ -568,8 +582,6 @@ def _no_batch_rule():
         extrema._EvenAll: _BASE,
         _views.AsStrided: "strides of the storage: a per-sample stride does not describe "
                           "the batch",
-        _views.StorageAsStrided: "strides of the storage: a per-sample stride does not "
-                                 "describe the batch",
         _views.AsStridedScatter: "strides of the storage: a per-sample stride does not "
                                  "describe the batch",
         index_scatter.AsStridedScatter: "strides of the storage: a per-sample stride does "
