@@ -51,6 +51,14 @@ class RandomnessError(RuntimeError):
     """A random op inside ``vmap(..., randomness='error')``."""
 
 
+class Refused(RuntimeError):
+    """A call PyTorch's vmap refuses on principle: a result whose shape depends on each
+    sample's values (nonzero, unique, a batched boolean mask), or running statistics
+    updated in place by a batch they are not batched with.  ``vmap`` raises it instead of
+    running its per-sample loop, whose answer would exist only when the samples happen
+    to agree."""
+
+
 class _NoAttr(NoRule, AttributeError):
     """A missing array attribute: also an AttributeError, so ``hasattr`` probes (is this
     a CuPy array?) answer False instead of failing."""

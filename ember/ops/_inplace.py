@@ -80,6 +80,14 @@ def _check_promotion(t, operands):
         _check_cast(result_type_of(t, *numbers).np, t._data.dtype)
 
 
+@_modes.routed  # vmap's rule refuses a batch written into a tensor without it
+def check_writes(targets, source, message=None):
+    """Nothing outside a transform: under ``vmap``, ``source`` batched at a level where a
+    tensor of ``targets`` (to be written in place) is not raises PyTorch's refusal
+    (``message``, or in-place arithmetic's), where a per-sample loop would write every
+    sample into the same memory in turn (ember.func._function_rules)."""
+
+
 def commit(t, result):
     """Write ``result`` into ``t``'s memory and move ``t`` to ``result``'s graph node."""
     if _mode_active[0] and (m := _mode_with("commit")) is not None and not m.depth:
@@ -95,6 +103,7 @@ def commit(t, result):
                                f"shape {list(rd.shape)}")
     recording = _grad_state.grad_enabled and result._requires_grad
     if _modes.active[0]:
+        check_writes((t,), result)
         from ember.autograd import forward_ad
         for lvl in forward_ad.visible_levels():
             forward_ad.commit_inplace(t, result, lvl)
