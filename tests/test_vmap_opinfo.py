@@ -387,7 +387,8 @@ def test_vmap_opinfo(op):
     res = check_op(op)
     fell = sorted(c for c, (_, f) in res.items() if f)
     if fell:
-        warnings.warn(f"vmap of {key} fell back to the per-sample loop in: {', '.join(fell)}")
+        warnings.warn(f"vmap of {key} fell back to the per-sample loop in: "
+                      f"{', '.join(fell)}", stacklevel=1)
     wrong = {c: e for c, (e, _) in res.items() if e and (key, c) not in KNOWN}
     assert not wrong, "\n".join(wrong.values())
     fixed = [c for (k, c) in KNOWN if k == key and c in res and res[c][0] is None]

@@ -541,6 +541,14 @@ def index_select(cls, lvl, args, params):
     return b.wrap(cls.apply(v, idx, _shift(dim, v.dim() - 1)), lvl)
 
 
+def refuse(message):
+    """The rule of an op PyTorch's vmap refuses, where ember's per-sample loop would not
+    give what the op means for a batch: raise ``message``."""
+    def rule(cls, lvl, args, params):
+        raise _b().Refused(message)
+    return rule
+
+
 # ----- ops without a rule -----------------------------------------------------------------
 _RANDOM = "random: runs per sample, so each sample draws its own values"
 _NOT_YET = "no rule written yet: vmap runs the per-sample loop"
@@ -556,7 +564,6 @@ def _no_batch_rule():
         diagonals,
         extrema,
         flat_index,
-        index_scatter,
         indexing,
         linalg_eig,
         losses,
@@ -584,8 +591,6 @@ def _no_batch_rule():
                           "the batch",
         _views.AsStridedScatter: "strides of the storage: a per-sample stride does not "
                                  "describe the batch",
-        index_scatter.AsStridedScatter: "strides of the storage: a per-sample stride does "
-                                         "not describe the batch",
         _views.TakeFlat: "flat positions in a view's storage (writes through views); no "
                          "rule written yet",
         _views.PutFlat: "flat positions in a view's storage (writes through views); no "

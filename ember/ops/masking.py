@@ -153,7 +153,9 @@ def nonzero(input, *, out=None, as_tuple=False):
 
 def argwhere(input):
     """``nonzero(input)``: the indices of the nonzero elements, one row per element."""
-    return nonzero(input)
+    # not the routed nonzero, which vmap refuses: PyTorch's vmap runs argwhere sample by
+    # sample (stacking rows of one length), and so does ember's loop
+    return nonzero.routed.__wrapped__(input)
 
 
 def nonzero_static(input, *, size, fill_value=-1):
