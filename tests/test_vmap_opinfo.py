@@ -2,11 +2,12 @@
 
 The ops are test_opinfo.py's selection (``PRESENT``: every op of ``op_db`` that ember
 runs, with its mapping from an OpInfo to ember's function). For each op, in float32, the
-first ``SAMPLES`` samples (2, to keep this file near a minute here) are drawn under three
-seeds: the same shapes and arguments, three random variants of every tensor (indices
-stay valid, matrices stay positive definite: the sample generator draws them). Stacked
-along a batch dim they make a batch of B=3, and ``ember.func.vmap`` is compared with
-``torch.func.vmap`` on the same data, values, dtypes and shapes, in these cases:
+first ``SAMPLES`` samples (3: about a minute and a half here; an op's later samples
+mostly repeat its earlier shapes) are drawn under three seeds: the same shapes and
+arguments, three random variants of every tensor (indices stay valid, matrices stay
+positive definite: the sample generator draws them). Stacked along a batch dim they make
+a batch of B=3, and ``ember.func.vmap`` is compared with ``torch.func.vmap`` on the same
+data, values, dtypes and shapes, in these cases:
 
 * ``dim0``: every tensor argument batched at dim 0;
 * ``last``: every tensor argument batched at its last dim (``in_dims=-1``,
@@ -48,7 +49,7 @@ import ember
 from ember import func as efunc
 from ember.func import _vmap
 
-SAMPLES = int(os.environ.get("VMAP_OPINFO_SAMPLES", 2))  # per op
+SAMPLES = int(os.environ.get("VMAP_OPINFO_SAMPLES", 3))  # per op
 B = 3  # the batch size; the nested case's inner batch has 2
 CASES = ("dim0", "last", "first", "nested", "grad")
 # the Jacobian cases run for these (first sample, unbatched)
@@ -58,8 +59,73 @@ JAC_OPS = {
     "nn.functional.gelu", "linalg.vector_norm", "where",
 }
 
-# (op key, case) -> why ember still differs from torch there; the goal is an empty dict
+_LOOP = "; ember's answer equals torch's per-sample loop"
+_NO_RULE = "torch.func.vmap has no batching rule and no fallback for it" + _LOOP
+_NO_GRAD = "torch's backward reads values (.item()), which torch's vmap refuses" + _LOOP
+_EMPTY_LAST = ("torch is wrong here: out_dims=-1 of an empty per-sample output gives a "
+               "garbage size (34359738369...); ember's shape is the per-sample loop's")
+
+# (op key, case) -> why ember still differs from torch there. Every entry is a case torch
+# gets wrong or refuses where ember computes what torch's own ops give sample by sample
+# (checked by the harness); a refusal on principle (values deciding a shape, a batch
+# written into unbatched memory) is matched, not listed.
 KNOWN = {
+    ("cov", "dim0"): "torch's cov compares weights with aten::equal, which has no rule" + _LOOP,
+    ("cov", "last"): "torch's cov compares weights with aten::equal, which has no rule" + _LOOP,
+    ("cov", "nested"): "torch's cov compares weights with aten::equal, which has no rule"
+                       + _LOOP,
+    ("cov", "grad"): "torch's cov compares weights with aten::equal, which has no rule" + _LOOP,
+    ("column_stack", "dim0"): _NO_RULE,
+    ("column_stack", "first"): _NO_RULE,
+    ("column_stack", "last"): _NO_RULE,
+    ("column_stack", "nested"): _NO_RULE,
+    ("histogramdd", "dim0"): _NO_RULE,
+    ("histogramdd", "first"): _NO_RULE,
+    ("histogramdd", "last"): _NO_RULE,
+    ("histogramdd", "nested"): _NO_RULE,
+    ("tensor_split", "dim0"): "no torch rule for tensor_split with a tensor of indices" + _LOOP,
+    ("tensor_split", "first"): "no torch rule for tensor_split with a tensor of indices" + _LOOP,
+    ("tensor_split", "last"): "no torch rule for tensor_split with a tensor of indices" + _LOOP,
+    ("tensor_split", "nested"): "no torch rule for tensor_split with a tensor of indices"
+                                + _LOOP,
+    ("tensor_split", "grad"): "torch's backward fails on a storage-less batched tensor" + _LOOP,
+    ("narrow", "dim0"): "no torch rule for narrow with a tensor start (a view op)" + _LOOP,
+    ("narrow", "first"): "no torch rule for narrow with a tensor start (a view op)" + _LOOP,
+    ("narrow", "last"): "no torch rule for narrow with a tensor start (a view op)" + _LOOP,
+    ("narrow", "nested"): "no torch rule for narrow with a tensor start (a view op)" + _LOOP,
+    ("narrow", "grad"): "torch reads the tensor start with .item() under vmap" + _LOOP,
+    ("index_reduce.prod", "grad"): _NO_GRAD,
+    ("nn.functional.ctc_loss", "grad"): "torch's fallback stacks per-sample intermediates "
+                                        "sized by each sample's target lengths" + _LOOP,
+    ("scatter_reduce.prod", "grad"): _NO_GRAD,
+    ("nn.functional.gaussian_nll_loss", "dim0"): "torch's composite tests var < 0 in Python "
+                                                 "control flow" + _LOOP,
+    ("nn.functional.gaussian_nll_loss", "last"): "torch's composite tests var < 0 in Python "
+                                                 "control flow" + _LOOP,
+    ("nn.functional.gaussian_nll_loss", "nested"): "torch's composite tests var < 0 in "
+                                                   "Python control flow" + _LOOP,
+    ("nn.functional.gaussian_nll_loss", "grad"): "torch's composite tests var < 0 in Python "
+                                                 "control flow" + _LOOP,
+    ("nn.functional.linear_cross_entropy.chunked", "grad"):
+        "torch's chunked kernel is an autograd.Function without setup_context" + _LOOP,
+    ("nn.functional.linear_cross_entropy.chunked_none", "grad"):
+        "torch's chunked kernel is an autograd.Function without setup_context" + _LOOP,
+    ("to", "dim0"): "torch checks channels_last against the batched rank (5)" + _LOOP,
+    ("to", "last"): "torch checks channels_last against the batched rank (5)" + _LOOP,
+    ("to", "nested"): "torch checks channels_last against the batched rank (6)" + _LOOP,
+    ("to", "grad"): "torch checks channels_last against the batched rank (5)" + _LOOP,
+    ("to_sparse", "dim0"): "torch's vmap cannot view a sparse result" + _LOOP,
+    ("to_sparse", "last"): "torch's vmap cannot view a sparse result" + _LOOP,
+    ("to_sparse", "nested"): "torch's vmap cannot view a sparse result" + _LOOP,
+    ("to_sparse", "grad"): "torch's vmap cannot view a sparse result" + _LOOP,
+    ("resize_", "last"): "torch fails an internal assert (batch dim not in front)" + _LOOP,
+    ("resize_", "nested"): "torch fails an internal assert (batch dim not in front)" + _LOOP,
+    ("native_group_norm", "last"): "torch's kernel refuses a non-contiguous input, per sample "
+                                   "too; ember normalizes it",
+    ("linalg.lstsq", "last"): _EMPTY_LAST,
+    ("linalg.lstsq.grad_oriented", "last"): _EMPTY_LAST,
+    ("linalg.matrix_rank", "last"): _EMPTY_LAST,
+    ("linalg.matrix_rank.hermitian", "last"): _EMPTY_LAST,
 }
 
 
@@ -104,11 +170,14 @@ def _skeleton(x):
 
 
 def _draw(op, seed):
+    """The first samples under ``seed``: straight from the op's generator, as
+    ``op.sample_inputs`` would reseed torch before each sample (the three variants would
+    be one) and search the call stack for a test function (slow under pytest)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.manual_seed(seed)
         out = []
-        for s in op.sample_inputs("cpu", torch.float32, requires_grad=False):
+        for s in op.sample_inputs_func(op, "cpu", torch.float32, False):
             out.append(s)
             if len(out) == SAMPLES:
                 break
@@ -261,6 +330,10 @@ def check_case(smp, case):
         if not (op.supports_autograd and first.is_floating_point()):
             return "skip", False
     tf, ef = smp.fns()
+    if case == "grad" and op.name in SIGN_FREE:
+        # the sum of eigenvectors depends on their signs: differentiate what is determined
+        post = smp.sample.output_process_fn_grad
+        tf, ef = (lambda f: lambda *ts: post(f(*ts)))(tf), (lambda f: lambda *ts: post(f(*ts)))(ef)
     jac = case in ("jacrev", "jacfwd")
     if jac:
         tensors = list(smp.variants[0])
@@ -391,7 +464,7 @@ def test_vmap_opinfo(op):
                       f"{', '.join(fell)}", stacklevel=1)
     wrong = {c: e for c, (e, _) in res.items() if e and (key, c) not in KNOWN}
     assert not wrong, "\n".join(wrong.values())
-    fixed = [c for (k, c) in KNOWN if k == key and c in res and res[c][0] is None]
+    fixed = [c for (k, c) in KNOWN if k == key and (c not in res or res[c][0] is None)]
     assert not fixed, f"{key}: {fixed} now agree with torch: remove them from KNOWN"
 
 

@@ -249,6 +249,13 @@ def view(cls, lvl, args, params):
         return _b().wrap(ReshapeCopy.apply(v, shape), lvl)
 
 
+def _reach(shape, strides, offset):
+    """The storage positions ``[first, last]`` a strided window reads, None if empty."""
+    if 0 in shape:
+        return None
+    return offset, offset + sum((n - 1) * s for n, s in zip(shape, strides))
+
+
 def storage_as_strided(cls, lvl, args, params):
     """``torch.as_strided(x, size, stride, offset)`` as PyTorch's vmap reads it: one window
     on the storage under the batch, with the batch's own stride in front of the sample's
@@ -258,7 +265,22 @@ def storage_as_strided(cls, lvl, args, params):
     v = _only_first(cls, lvl, args)
     x, shape, strides, offset = args
     bottom = _b().bottom(v)
-    step = bottom.stride(bottom.dim() - v.dim())  # the batch dim's stride, in the storage
+    k = bottom.dim() - v.dim()
+    step = bottom.stride(k)  # the batch dim's stride, in the storage
+    # PyTorch's check: each sample's window lies in the memory of that sample, else
+    # samples would read each other's values
+    start = bottom.storage_offset()
+    have = _reach(tuple(v.shape[1:]), bottom.stride()[k + 1:], start)
+    want = _reach(tuple(shape), tuple(strides), start if offset is None else offset)
+    if want is not None and (have is None or want[0] < have[0] or want[1] > have[1]):
+        def show(r):
+            return "[]" if r is None else f"[{r[0]}, {r[1] + 1}]"
+        raise _b().Refused(
+            f"result = tensor.as_strided({list(shape)}, {list(strides)}, {offset}) can access "
+            f"memory outside of `tensor`. `result` can access some memory in range "
+            f"{show(want)}, but `tensor` can only access some memory in range {show(have)}. "
+            "This is not supported inside of vmap, please try to rewrite the `as_strided` "
+            "call as a sequence of PyTorch view operations")
     return _b().wrap(cls.apply(v, (v.shape[0],) + tuple(shape), (step,) + tuple(strides),
                                offset), lvl)
 
