@@ -39,9 +39,9 @@ def _check_writes_rule(orig):
     """An in-place write of a batched value into a tensor without that batch: PyTorch
     refuses, and so does vmap here (its per-sample loop would write every sample into
     the same memory in turn)."""
-    def check_writes(targets, source, message=None):
+    def check_writes(targets, sources, message=None):
         from ember.func._batched import _chain
-        have = {lv.id for lv in _chain(source)}
+        have = {lv.id for s in sources for lv in _chain(s)}
         for t in targets:
             if isinstance(t, Tensor) and have - {lv.id for lv in _chain(t)}:
                 raise Refused(message or _INPLACE)

@@ -35,7 +35,7 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     dims = (0,) + tuple(range(2, input.dim()))
     shape = (1, c) + (1,) * (input.dim() - 2)
     if training:
-        check_writes((running_mean, running_var), input, BATCHED_STATS)
+        check_writes((running_mean, running_var), (input,), BATCHED_STATS)
         mean, rstd = _stats(input, dims, eps)
         if input.dtype in (ember.float32, ember.float64) and not (
                 mean.isfinite().all() and rstd.isfinite().all() and rstd.all()):
