@@ -48,6 +48,19 @@ def _check_writes_rule(orig):
     return check_writes
 
 
+def _like_rule(orig):
+    """``zeros_like``/``ones_like``/``empty_like``/``full_like`` of a batched tensor: the
+    factory on the tensor underneath, so that each sample gets its own (as in PyTorch's
+    vmap; ``empty_like(x).copy_(x)`` then writes each sample into its own memory)."""
+    def like(input, *args, **kwargs):
+        from ember.func._batched import BArr
+        d = input._data if isinstance(input, Tensor) else None
+        if type(d) is not BArr:
+            return orig(input, *args, **kwargs)
+        return wrap(like(d.value, *args, **kwargs), d.level)
+    return like
+
+
 def _masked_select_rule(orig):
     """masked_select with a batched mask: each sample's mask counts its own elements, so
     vmap refuses, as PyTorch's does (a batched input alone runs as an index op)."""
@@ -147,10 +160,13 @@ def _check_indices_rule(orig):
 def _table():
     import ember.nn._functional_losses as losses
     import ember.nn.functional as F
+    from ember import _factory
     from ember import _random_ops as R
     from ember.func._batched import random_rule
     from ember.ops import _inplace, flat_index, indexing, masking, sorting
     table = {sorting._indices: _sort_indices_rule,
+             _factory.zeros_like: _like_rule, _factory.ones_like: _like_rule,
+             _factory.empty_like: _like_rule, _factory.full_like: _like_rule,
              _inplace.check_writes: _check_writes_rule,
              masking.nonzero: _dynamic_shape_rule,
              sorting.unique: _dynamic_shape_rule,
