@@ -134,6 +134,16 @@ def transforming():
     return False
 
 
+def runs_node(dtype, *tensors):
+    """Whether an op with a one-node eager form and a composite of ember's ops runs the
+    node on ``tensors`` (None allowed) of ``dtype``: where a graph is recorded (see
+    :func:`records_graph`), and for float16/bfloat16 wherever no transform needs the
+    composite's ops, since the node computes in float32 and rounds once, as PyTorch's
+    kernel, where the composite rounds after every step."""
+    return records_graph(*tensors) or \
+        getattr(dtype, "name", None) in ("float16", "bfloat16") and not transforming()
+
+
 def call(cls, *args, **params):
     """``cls``'s node where a graph is recorded in eager mode, else the composite."""
     if records_graph(*[a for a in args if isinstance(a, Tensor)]):

@@ -40,7 +40,7 @@ from ember.ops import _jvp
 from ember.ops import reduction as _reduction
 from ember.ops._util import opmath
 from ember.ops._views import _track as _track_view
-from ember.ops.composite_node import records_graph
+from ember.ops.composite_node import records_graph, runs_node
 from ember.ops.elementwise import Add
 from ember.ops.product_saves import NOT_SAVED as _NOT_SAVED
 from ember.ops.product_saves import factor_shapes as _shapes
@@ -49,7 +49,7 @@ from ember.ops.product_saves import record_crossed as _record_crossed
 from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, reshape_nodes
 from ember.ops.shape import t as _t
 
-__all__ = ["bilinear_graph", "linear_graph", "matmul_graph", "records_graph"]
+__all__ = ["bilinear_graph", "linear_graph", "matmul_graph", "records_graph", "runs_node"]
 
 _new = object.__new__
 _sum_rows = _gemm.sum_rows
@@ -285,6 +285,7 @@ class _AddProduct(Primitive):
     _pack_saved = _pack_crossed
     broadcasts = True
 
+    @opmath  # float16/bfloat16: the product, the scaling and the sum in float32, one rounding
     def forward(self, input, a, b, beta=1, alpha=1):
         if a.dtype.kind in "iu":  # PyTorch converts the scalars to the integer dtype
             alpha, beta = int(alpha), int(beta)
