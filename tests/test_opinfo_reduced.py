@@ -21,10 +21,10 @@ import sys
 
 import numpy as np
 import pytest
+import test_opinfo as T
 import torch
 
 import ember
-import test_opinfo as T
 
 DTYPES = (torch.float16, torch.bfloat16)
 SAMPLES = 8  # per op and dtype (more for test_opinfo.DEEPER's ops)

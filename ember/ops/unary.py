@@ -17,6 +17,7 @@ from ember.ops._util import (
     cj,
     default_float_np,
     not_implemented_for,
+    opmath,
     promote_arrays,
     reduced_float,
     to_float,
@@ -704,6 +705,7 @@ def clamp_max(input, max):
 class Logit(Primitive):
     save_inputs = (0,)
 
+    @opmath  # float16/bfloat16 (and the clamp to eps) in float32, rounded once
     def forward(self, x, eps):
         x = to_float(x)
         self.eps = eps
