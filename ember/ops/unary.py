@@ -494,8 +494,12 @@ absolute = abs
 
 class Round(Primitive):
     def forward(self, x, decimals):
-        if x.dtype == np.bool_ or x.dtype.kind == "c" or (decimals and x.dtype.kind != "f"):
+        low = reduced_float(x.dtype)
+        if x.dtype == np.bool_ or x.dtype.kind == "c" or \
+                (decimals and x.dtype.kind != "f" and not low):
             raise not_implemented_for("round_cpu" if decimals else "round_vml_cpu", x.dtype)
+        if decimals and low:  # scaled, rounded and scaled back in float32, rounded once
+            return np.round(x.astype(np.float32), decimals).astype(x.dtype)
         return np.round(x, decimals)
 
     def backward(self, gy):
