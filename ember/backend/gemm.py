@@ -325,7 +325,7 @@ def matmul(a, b, out=None):
     Anything else -- a Tensor, a CuPy array, another dtype -- is ``a @ b`` as before.
     float16 and bfloat16 products are summed in float32 and rounded once, as PyTorch's
     CPU kernels (NumPy's float16 product rounds every partial sum)."""
-    if type(a) is np.ndarray and _reduced_float(a.dtype):
+    if type(a) is np.ndarray and a.itemsize == 2 and _reduced_float(a.dtype):
         return _opmath_matmul(a, b, out)
     if _lib[0] is not False and _maybe_large(a.shape, b.shape):
         r = _mkl_matmul(a, b, out)
