@@ -158,6 +158,139 @@ def test_known_names_live_ops():
     assert set(KNOWN) <= cases
 
 
+def _pair(dtype_name):
+    return getattr(torch, dtype_name), getattr(ember, dtype_name)
+
+
+def _e(t, dtype=None):
+    """A torch tensor (any dtype) as ember's, optionally converted."""
+    out = T._to_ember(t)
+    return out if dtype is None else out.to(dtype)
+
+
+def _within_ulp(e, t, n=1):
+    """ember's ``e`` equals torch's ``t`` to ``n`` units in the last place (NaN to NaN)."""
+    ea, ta = e.detach().double().numpy(), _dense64(t)
+    assert ea.shape == ta.shape
+    assert (np.isnan(ea) == np.isnan(ta)).all()
+    ok = ~np.isnan(ta)
+    with np.errstate(invalid="ignore"):
+        err = np.where(ea == ta, 0.0, np.abs(ea - ta))
+    bad = ok & ~(err <= n * _ulp(ta, t.dtype))
+    assert not bad.any(), f"ember {ea[bad][:4]}, torch {ta[bad][:4]}"
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("ends", [(-2, 2, 50), (-3.3, 7.1, 1000), (1e4, -5e4, 300),
+                                  (0.1, 0.2, 5000), (-1, 1, 2), (5, 5, 7)])
+def test_linspace_bits(name, ends):
+    td, ed = _pair(name)
+    t = torch.linspace(*ends, dtype=td)
+    e = ember.linspace(*ends, dtype=ed)
+    assert e.dtype == ed
+    np.testing.assert_array_equal(e.float().numpy(), t.float().numpy())
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_products_sum_in_float32(name):
+    """Long sums (k = 3000, rounded at each step they drift by many ulps), transposed and
+    batched operands: within one ulp of torch's."""
+    td, ed = _pair(name)
+    g = torch.Generator().manual_seed(0)
+    a = torch.rand(5, 3000, generator=g).to(td)
+    b = torch.rand(4, 3000, generator=g).to(td)
+    bias = torch.rand(4, generator=g).to(td)
+    _within_ulp(_e(a) @ _e(b).mT, a @ b.mT)
+    _within_ulp(ember.nn.functional.linear(_e(a), _e(b), _e(bias)),
+                torch.nn.functional.linear(a, b, bias))
+    ba, bb = a.reshape(5, 30, 100), b.reshape(4, 100, 30)[:1].expand(5, 100, 30)
+    inp = torch.rand(30, 30, generator=g).to(td)
+    _within_ulp(ember.addbmm(_e(inp), _e(ba), _e(bb), beta=0.5, alpha=2),
+                torch.addbmm(inp, ba, bb, beta=0.5, alpha=2), 2)
+    _within_ulp(ember.baddbmm(_e(inp), _e(ba), _e(bb)), torch.baddbmm(inp, ba, bb))
+    _within_ulp(ember.addr(_e(inp), _e(a[0, :30]), _e(b[0, :30])),
+                torch.addr(inp, a[0, :30], b[0, :30]))
+    # empty operands, and an empty sum
+    z = torch.zeros(0, 3, dtype=td)
+    assert tuple(ember.addmm(_e(torch.ones(3, 3, dtype=td)), _e(z.mT), _e(z)).shape) == (3, 3)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_conv_and_norm_graphs_keep_the_dtype(name):
+    """Computed in float32 inside, the nodes and gradients keep the dtype and names."""
+    td, ed = _pair(name)
+    g = torch.Generator().manual_seed(1)
+    x = (torch.randn(3, 4, 6, 5, generator=g) * 30).to(td).requires_grad_()
+    w = torch.randn(2, 4, 3, 3, generator=g).to(td).requires_grad_()
+    ex, ew = _e(x).requires_grad_(), _e(w).requires_grad_()
+    y, ey = torch.nn.functional.conv2d(x, w), ember.nn.functional.conv2d(ex, ew)
+    assert ey.grad_fn.name() == y.grad_fn.name() and ey.dtype == ed
+    _within_ulp(ey, y, 2)
+    y.sum().backward()
+    ey.sum().backward()
+    assert ex.grad.dtype == ed and ew.grad.dtype == ed
+    yt = torch.native_layer_norm(x, [6, 5], None, None, 1e-5)
+    ye = ember.native_layer_norm(ex, [6, 5], None, None, 1e-5)
+    for a, b in zip(ye, yt):
+        assert a.dtype.name == str(b.dtype).split(".")[1]
+        _within_ulp(a, b, 2)
+    rm, rv = torch.randn(4, generator=g).to(td), torch.rand(4, generator=g).to(td)
+    bt = torch.nn.functional.batch_norm(x.detach().mT, rm, rv, training=False)
+    be = ember.nn.functional.batch_norm(_e(x.detach()).mT, _e(rm), _e(rv), training=False)
+    _within_ulp(be, bt, 2)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_elementwise_and_reductions(name):
+    td, ed = _pair(name)
+    v = torch.tensor([0.0, -0.0, 1e-3, 0.5, 0.999, 1.0, float("nan"), float("inf")],
+                     dtype=td)
+    _within_ulp(ember.logit(_e(v), 0.2), torch.logit(v, 0.2))
+    assert ember.logit(_e(v)).dtype == ed
+    a, b = v[:6].reshape(2, 3), torch.tensor([2.0, -1.0, 0.25], dtype=td)
+    _within_ulp(ember.logaddexp(_e(a), _e(b)), torch.logaddexp(a, b))
+    w = torch.tensor([[0.1], [0.7]], dtype=td)
+    _within_ulp(ember.lerp(_e(a), _e(b), _e(w)), torch.lerp(a, b, w))
+    x = torch.tensor([-4.3125, 1.0], dtype=td)
+    for include_self in (True, False):
+        t = x.index_reduce(0, torch.tensor([0, 0]), torch.tensor([-1.75, 3.0], dtype=td),
+                           "mean", include_self=include_self)
+        e = _e(x).index_reduce(0, ember.tensor([0, 0]), _e(torch.tensor([-1.75, 3.0],
+                                                                       dtype=td)),
+                               "mean", include_self=include_self)
+        _within_ulp(e, t)
+    big = (torch.arange(4000) % 7).to(td).reshape(40, 100).mT
+    _within_ulp(ember.sum(_e(big), 0, dtype=ed), big.sum(0, dtype=td))
+    _within_ulp(ember.mean(_e(big).float(), 1, dtype=ed), big.float().mean(1, dtype=td))
+    h = torch.tensor([[0.0, -0.0], [float("nan"), 2.5]], dtype=td)
+    assert ember.hash_tensor(_e(h)).item() == torch.hash_tensor(h).item()
+    assert (ember.hash_tensor(_e(h), 1).numpy() == torch.hash_tensor(h, 1).numpy()).all()
+    r = torch.tensor([1.2345, -7.5, 123.456, 0.0], dtype=td)
+    for d in (-1, 0, 1, 2):
+        _within_ulp(ember.round(_e(r), decimals=d), torch.round(r, decimals=d))
+    hist = torch.tensor([0.0, 0.1, 0.5, 0.99, 1.0, 2.0, -0.5], dtype=td)
+    np.testing.assert_array_equal(ember.histc(_e(hist), 4, 0, 1).float().numpy(),
+                                  torch.histc(hist, 4, 0, 1).float().numpy())
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_empty_pools_and_matrix_exp(name):
+    td, ed = _pair(name)
+    for f, shape in (("adaptive_avg_pool1d", (0, 8, 4)), ("adaptive_avg_pool3d",
+                                                          (0, 3, 4, 4, 4))):
+        x = torch.zeros(shape, dtype=td, requires_grad=True)
+        ex = _e(x).requires_grad_()
+        y = getattr(torch.nn.functional, f)(x, 3)
+        ey = getattr(ember.nn.functional, f)(ex, 3)
+        assert tuple(ey.shape) == tuple(y.shape) and ey.dtype == ed
+        ey.sum().backward()
+        assert tuple(ex.grad.shape) == shape
+    m = torch.tensor([[[0.1, -0.2], [0.3, 0.05]], [[1.0, 2.0], [0.0, -1.0]]], dtype=td)
+    e = ember.matrix_exp(_e(m))
+    assert e.dtype == ed
+    _within_ulp(e, torch.matrix_exp(m.double()).to(td), 1)
+
+
 def _report(names):
     """Print each (op, dtype) that fails, and the "different rounding" ones."""
     failures = {}
