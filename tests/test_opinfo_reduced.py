@@ -231,6 +231,26 @@ def test_products_sum_in_float32(name):
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(3, 300), (2, 3, 300), (64, 8), (0, 8), (8,)])
+def test_linear_values_and_gradients_bits(name, shape):
+    """``linear`` (its fused node, the short path of small products, the bias's sum of
+    rows) in float16/bfloat16: values and gradients equal torch's to the bit."""
+    td, ed = _pair(name)
+    g = torch.Generator().manual_seed(2)
+    ts = [torch.randn(s, generator=g).to(td).requires_grad_()
+          for s in (shape, (5, shape[-1]), (5,))]
+    es = [_e(t.detach()).requires_grad_() for t in ts]
+    y, ey = torch.nn.functional.linear(*ts), ember.nn.functional.linear(*es)
+    assert ey.dtype == ed and ey.grad_fn.name() == y.grad_fn.name()
+    go = torch.randn(y.shape, generator=g).to(td)
+    y.backward(go)
+    ey.backward(_e(go))
+    for a, b in [(ey, y)] + [(e.grad, t.grad) for e, t in zip(es, ts)]:
+        assert a.dtype == ed
+        np.testing.assert_array_equal(a.detach().float().numpy(), b.detach().float().numpy())
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
 def test_conv_and_norm_graphs_keep_the_dtype(name):
     """Computed in float32 inside, the nodes and gradients keep the dtype and names."""
     td, ed = _pair(name)

@@ -500,6 +500,8 @@ def sum_rows(g, ones=None):
             finally:
                 _threads.blas_back(saved)
         return np.matmul(ones, g)
+    if type(g) is np.ndarray and g.itemsize == 2 and _reduced_float(g.dtype):
+        return g.sum(0, dtype=np.float32).astype(g.dtype)  # (float16/bfloat16: one rounding)
     return g.sum(0)
 
 

@@ -198,6 +198,8 @@ def _small_grads(g, x, wt, eb, ex, ew):
     small for MKL), so a recurrent cell's step pays none of ``gemm``'s dispatch; None
     elsewhere. ``x`` or ``wt`` is None where it was not saved (its partner needs no
     gradient)."""
+    if g.itemsize == 2:  # float16/bfloat16: ``gemm``'s products, summed in float32
+        return None
     mkn = _shapes(g, x, wt)
     if mkn is None:
         return None
@@ -617,7 +619,9 @@ def _addmm_node(x, w, b):
         if len(_linear_plans) >= 64:
             _linear_plans.clear()
         _linear_plans[key] = plan
-    if plan[0] and bd.dtype == xd.dtype:
+    # (float16/bfloat16, the 2-byte floats, take ``gemm.addmm``: computed in float32)
+    same = bd.dtype == xd.dtype and xd.itemsize != 2
+    if plan[0] and same:
         # ``gemm.addmm``'s own steps for a product too small for MKL or ember's threads
         # (a recurrent cell's step), without its dispatch
         out = _rows_times_weight_t(xd, w._data)
@@ -641,7 +645,7 @@ def _addmm_node(x, w, b):
     # whether the first-order backward may run its products straight on ``np.matmul``
     # (``_small_grads``'s test, made once here): 1 at any thread count, 2 at one thread
     # or with BLAS held at one
-    node.small = plan[1] if bd.dtype == xd.dtype else 0
+    node.small = plan[1] if same else 0
     node._edges = [eb, ex, (tn, 0)]
     # the input is read by the weight's gradient (always wanted here), the transposed
     # weight only by the input's (``product_saves``)
