@@ -406,6 +406,10 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, ou
                 arr = np.trunc(arr)
             _, device = _xp(device)
             return _into(_finish(arr.astype(dt.np), device, requires_grad), out, out_name)
+    if dt in (_dt.float16, _dt.bfloat16) and steps > 1:
+        _, device = _xp(device)
+        arr = _reduced_line(start, end, steps, dt.np)
+        return _into(_finish(arr, device, requires_grad), out, out_name)
     # PyTorch fills the first half from start and the second half from end
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
     idx = np.arange(steps, dtype=np.float64)
@@ -417,6 +421,25 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, ou
         arr = np.trunc(arr)
     _, device = _xp(device)
     return _into(_finish(arr.astype(dt.np), device, requires_grad), out, out_name)
+
+
+def _reduced_line(start, end, steps, np_dtype):
+    """linspace's values in float16/bfloat16 (``np_dtype``) as PyTorch's CPU kernel
+    computes them: start, end, the step and the indices in the dtype, each product and
+    sum computed in float32 and rounded to the dtype, the first half from start and the
+    second from end."""
+    f = np.float32
+
+    def rnd(a):
+        return np.asarray(a, f).astype(np_dtype).astype(f)
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        lo, hi = rnd(f(start)), rnd(f(end))
+        step = rnd(rnd(hi - lo) / rnd(steps - 1))
+        idx = np.arange(steps)
+        from_start = rnd(lo + rnd(step * rnd(idx)))
+        from_end = rnd(hi - rnd(step * rnd(steps - 1 - idx)))
+    return np.where(idx < steps // 2, from_start, from_end).astype(np_dtype)
 
 
 def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False,

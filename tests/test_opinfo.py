@@ -155,6 +155,14 @@ TORCH_WRONG_GRAD = {
 }
 
 
+def _numpy(x):
+    """A copy of the strided torch tensor ``x`` as a NumPy array (bfloat16 through its
+    bits: torch has no NumPy twin for it, ember's is ml_dtypes')."""
+    if x.dtype == torch.bfloat16:
+        return x.view(torch.int16).numpy().copy().view(ember.bfloat16.np)
+    return x.numpy().copy()
+
+
 def _to_ember(x):
     if isinstance(x, torch.Tensor) and x.layout != torch.strided:
         return _sparse_to_ember(x)
@@ -163,10 +171,10 @@ def _to_ember(x):
         if x.storage_offset() or n != x.numel() and x.is_contiguous():
             # a partial view of a larger storage (as_strided's samples): the same view of
             # the same storage, a leaf when torch's is (a view made to require grad)
-            base = ember.tensor(x.detach().as_strided((n,), (1,), 0).numpy().copy())
+            base = ember.tensor(_numpy(x.detach().as_strided((n,), (1,), 0)))
             view = base.as_strided(tuple(x.shape), x.stride(), x.storage_offset())
             return view.requires_grad_(x.requires_grad)
-        t = ember.tensor(x.detach().numpy().copy())
+        t = ember.tensor(_numpy(x.detach()))
         if x.requires_grad:
             t.requires_grad_(True)
         return t
@@ -244,8 +252,8 @@ def _dtypes(op):
     return out + ints[:1]
 
 
-def _samples(op, dtype, grad):
-    limit = max(SAMPLES, DEEPER.get(_key(op), 0))
+def _samples(op, dtype, grad, samples=None):
+    limit = max(SAMPLES if samples is None else samples, DEEPER.get(_key(op), 0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.manual_seed(0)
@@ -257,14 +265,19 @@ def _samples(op, dtype, grad):
         return out
 
 
-def check_op(op):
-    """Run ``op``'s samples in ember and torch; raise AssertionError on a difference."""
+def check_op(op, dtypes=None, compare=None, samples=None):
+    """Run ``op``'s samples in ember and torch; raise AssertionError on a difference.
+
+    ``dtypes`` replaces the dtypes tried (``_dtypes(op)``), ``samples`` the number of
+    samples per dtype (``SAMPLES``); ``compare(e, t, key, what, sample, j)`` replaces
+    ``_compare`` for output ``j`` (the sample lets a judge recompute torch's result in
+    another dtype)."""
     key = _key(op)
     fn = _ember_fn(op)
     checked = 0
-    for dtype in _dtypes(op):
+    for dtype in _dtypes(op) if dtypes is None else dtypes:
         grad = dtype in (torch.float64, torch.complex128) and op.supports_autograd
-        for i, s in enumerate(_samples(op, dtype, grad)):
+        for i, s in enumerate(_samples(op, dtype, grad, samples)):
             where = f"{key} {dtype} sample {i}"
             e_in, e_args, e_kw = _to_ember(s.input), _to_ember(s.args), _to_ember(s.kwargs)
             with warnings.catch_warnings():
@@ -294,7 +307,10 @@ def check_op(op):
             for j, (a, b) in enumerate(zip(e_flat, t_flat)):
                 if random and isinstance(b, torch.Tensor):
                     a, b = ember.zeros_like(a), torch.zeros_like(b)
-                _compare(a, b, key, f"{where} output {j}")
+                if compare is None:
+                    _compare(a, b, key, f"{where} output {j}")
+                else:
+                    compare(a, b, key, f"{where} output {j}", s, j)
             checked += 1
             if grad and not random:
                 if op.name in TORCH_WRONG_GRAD:

@@ -322,7 +322,11 @@ def matmul(a, b, out=None):
     """``a @ b`` (``np.matmul``, into ``out`` when given), on MKL for NumPy float32/float64
     products of at least :data:`THRESHOLD` operations when ``ember[mkl]`` is installed.
 
-    Anything else -- a Tensor, a CuPy array, another dtype -- is ``a @ b`` as before."""
+    Anything else -- a Tensor, a CuPy array, another dtype -- is ``a @ b`` as before.
+    float16 and bfloat16 products are summed in float32 and rounded once, as PyTorch's
+    CPU kernels (NumPy's float16 product rounds every partial sum)."""
+    if type(a) is np.ndarray and a.itemsize == 2 and _reduced_float(a.dtype):
+        return _opmath_matmul(a, b, out)
     if _lib[0] is not False and _maybe_large(a.shape, b.shape):
         r = _mkl_matmul(a, b, out)
         if r is not None:
@@ -338,6 +342,23 @@ def matmul(a, b, out=None):
                     _threads.blas_back(saved)
             return r
     return _numpy_matmul(a, b, out)
+
+
+def _reduced_float(dt):
+    """Whether the NumPy dtype ``dt`` is float16 or bfloat16 (ml_dtypes')."""
+    return dt.itemsize == 2 and (dt.char == "e" or dt.name == "bfloat16")
+
+
+def _opmath_matmul(a, b, out, bias=None):
+    """``a @ b`` (plus ``bias``) of float16/bfloat16 arrays computed in float32 and
+    rounded once to ``a``'s dtype, into ``out`` when given."""
+    r = matmul(a.astype(np.float32), b.astype(np.float32))
+    if bias is not None:
+        r += bias.astype(np.float32)
+    if out is None:
+        return r.astype(a.dtype)
+    np.copyto(out, r, casting="unsafe")
+    return out
 
 
 def _maybe_large(sa, sb):
@@ -443,6 +464,8 @@ def addmm(bias, a, b, out=None):
     Elsewhere it is :func:`matmul` followed by the bias added in place, as before."""
     if out is not None and type(out) is np.ndarray and np.may_share_memory(out, bias):
         bias = bias.copy()  # the product must not overwrite the bias before it is added
+    if type(a) is np.ndarray and _reduced_float(a.dtype):
+        return _opmath_matmul(a, b, out, bias)
     if _lib[0] is not False and type(bias) is np.ndarray and type(a) is np.ndarray and \
             bias.dtype == a.dtype and a.ndim == 2 and bias.ndim <= 2 and \
             _maybe_large(a.shape, b.shape):
@@ -477,6 +500,8 @@ def sum_rows(g, ones=None):
             finally:
                 _threads.blas_back(saved)
         return np.matmul(ones, g)
+    if type(g) is np.ndarray and g.itemsize == 2 and _reduced_float(g.dtype):
+        return g.sum(0, dtype=np.float32).astype(g.dtype)  # (float16/bfloat16: one rounding)
     return g.sum(0)
 
 

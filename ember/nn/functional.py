@@ -94,6 +94,11 @@ def _linear_shape_msg(input, weight):
             f"shape {list(weight.shape)} expects {n}")
 
 
+def _floating(dt):
+    """Whether the NumPy dtype ``dt`` is a real floating type (bfloat16's kind is "V")."""
+    return dt.kind == "f" or dt.name == "bfloat16"
+
+
 def _fusable_linear(input, weight, bias):
     """Whether ``linear(input, weight, bias)`` is one fused node (the common case)."""
     if not (isinstance(input, Tensor) and isinstance(weight, Tensor)):
@@ -102,12 +107,12 @@ def _fusable_linear(input, weight, bias):
     dt = x.dtype
     if x.ndim == 1:
         # a vector: PyTorch's nodes when recorded, matmul and add otherwise
-        return w.ndim == 2 and x.shape[0] == w.shape[1] and w.dtype == dt and dt.kind == "f" \
+        return w.ndim == 2 and x.shape[0] == w.shape[1] and w.dtype == dt and _floating(dt) \
             and (bias is None or (isinstance(bias, Tensor) and bias._data.dtype == dt
                                   and bias._data.shape == (w.shape[0],))) \
             and _mg.records_graph(input, weight, bias)
     return x.ndim >= 2 and w.ndim == 2 and x.shape[-1] == w.shape[1] and w.dtype == dt \
-        and dt.kind == "f" and (bias is None or (
+        and _floating(dt) and (bias is None or (
             isinstance(bias, Tensor) and bias._data.dtype == dt
             and bias._data.shape == (w.shape[0],)))
 
@@ -179,8 +184,9 @@ def bilinear(input1, input2, weight, bias=None):
                                f"{x.shape[-1] if x.ndim else 0} but expected {n} (input{i + 1} "
                                f"shape {list(x.shape)}, weight shape {list(weight.shape)})")
     if input1.dtype == input2.dtype == weight.dtype and weight.is_floating_point() \
-            and input1.numel() and _mg.records_graph(input1, input2, weight, bias):
-        return _mg.bilinear_graph(input1, input2, weight, bias)  # PyTorch's nodes
+            and input1.numel() and _mg.runs_node(weight.dtype, input1, input2, weight, bias):
+        # PyTorch's nodes; float16/bfloat16 also unrecorded: its one product, in float32
+        return _mg.bilinear_graph(input1, input2, weight, bias)
     # (..., 1, 1, in1) @ (out, in1, in2) -> (..., out, 1, in2)
     t = ember.matmul(input1.unsqueeze(-2).unsqueeze(-2), weight).squeeze(-2)
     # sum in the operands' dtype: an integer sum would promote to int64, torch's bmm keeps it

@@ -65,7 +65,9 @@ def _adaptive_avg_exact(a, S, O):
     with np.errstate(all="ignore"):
         for pos in np.ndindex(*O):
             sl = tuple(slice(int(b[0][i]), int(b[1][i])) for b, i in zip(bounds, pos))
-            win = a[(Ellipsis,) + sl].reshape(a.shape[:a.ndim - nd] + (-1,))
+            # (the window's size spelled out: a batch of 0 leaves -1 undetermined)
+            size = int(np.prod([t.stop - t.start for t in sl]))
+            win = a[(Ellipsis,) + sl].reshape(a.shape[:a.ndim - nd] + (size,))
             total = np.cumsum(win, axis=-1)[..., -1] + 0
             for s in sl:
                 total = total / a.dtype.type(s.stop - s.start)

@@ -7,7 +7,13 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
-from ember.ops._util import not_implemented_for, promote_arrays, refuse_dtype, with_out
+from ember.ops._util import (
+    not_implemented_for,
+    promote_arrays,
+    reduced_float,
+    refuse_dtype,
+    with_out,
+)
 from ember.ops.arithmetic import _float_result
 from ember.ops.comparison import maximum
 from ember.ops.composite_node import one_node
@@ -188,6 +194,13 @@ def _logaddexp(a, b, base2):
         if isinstance(x, Tensor) and not x.is_floating_point():
             raise not_implemented_for("logaddexp2_cpu" if base2 else "logaddexp_cpu",
                                       x._data.dtype)
+    dts = {x.dtype for x in (a, b) if isinstance(x, Tensor)}
+    if len(dts) == 1 and reduced_float(next(iter(dts))):
+        # float16/bfloat16: computed in float32 and rounded once, as PyTorch's kernel (the
+        # difference of two close operands cancels)
+        low = dts.pop()
+        return _logaddexp(*(x.float() if isinstance(x, Tensor) else x for x in (a, b)),
+                          base2).to(low)
     d = (a - b).abs()
     mid = (a + b) * 0.5  # equal arguments share the gradient, as in PyTorch
     if base2:

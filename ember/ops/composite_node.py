@@ -134,6 +134,21 @@ def transforming():
     return False
 
 
+def _inexact(dt):
+    """Whether the NumPy dtype ``dt`` is floating or complex (bfloat16's kind is "V")."""
+    return dt.kind in "fc" or dt.name == "bfloat16"
+
+
+def runs_node(dtype, *tensors):
+    """Whether an op with a one-node eager form and a composite of ember's ops runs the
+    node on ``tensors`` (None allowed) of ``dtype``: where a graph is recorded (see
+    :func:`records_graph`), and for float16/bfloat16 wherever no transform needs the
+    composite's ops, since the node computes in float32 and rounds once, as PyTorch's
+    kernel, where the composite rounds after every step."""
+    return records_graph(*tensors) or \
+        getattr(dtype, "name", None) in ("float16", "bfloat16") and not transforming()
+
+
 def call(cls, *args, **params):
     """``cls``'s node where a graph is recorded in eager mode, else the composite."""
     if records_graph(*[a for a in args if isinstance(a, Tensor)]):
@@ -165,7 +180,7 @@ def one_node(name, n_tensors, *, when=None, names=()):
                 ts = ts + tuple(kwargs.get(n) for n in names_[len(ts):n_tensors])
             if kwargs.get("out") is None and records_graph(*[
                     t for t in ts if isinstance(t, Tensor)]) and \
-                    all(t is None or isinstance(t, Tensor) and t._data.dtype.kind in "fc"
+                    all(t is None or isinstance(t, Tensor) and _inexact(t._data.dtype)
                         for t in ts) and (when is None or when(*args, **kwargs)):
                 n = name if isinstance(name, str) else name(*args, **kwargs)
                 if n is not None:

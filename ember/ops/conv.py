@@ -61,7 +61,7 @@ from ember.ops._conv_kernels import (  # noqa: F401
     pad_array,
     windows,
 )
-from ember.ops._util import not_implemented_for
+from ember.ops._util import not_implemented_for, opmath, reduced_float
 from ember.ops.composite_node import CompositeNode
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -77,6 +77,12 @@ class Conv(Primitive):
 
     def forward(self, x, w, b, g):
         g = self.g = g.at(x.shape[2:])
+        if reduced_float(x.dtype):
+            # float16/bfloat16 summed in float32 and rounded once, as PyTorch's CPU kernel
+            # (no columns kept: the weight's gradient is computed in the input's dtype)
+            self._cols = None
+            x32, w32, b32 = (None if a is None else a.astype(np.float32) for a in (x, w, b))
+            return _conv_arrays(x32, w32, g, bias=b32).astype(x.dtype)
         if _grad_state.grad_enabled:
             # a graph may be recorded: the columns are handed on (``_record``, ``vjp``)
             # in a box that whoever uses them empties, so that nothing holding this op
@@ -148,6 +154,7 @@ class ConvInput(Primitive):
     n_inputs = 3   # input, weight, bias (None when there is none), as PyTorch lists them
     batch = _batch_nn.conv_input
 
+    @opmath  # (float16/bfloat16 summed in float32 and rounded once, as PyTorch's kernel)
     def forward(self, y, w, b, g):
         g = self.g = g.at_transposed(y.shape[2:])
         G = g.G

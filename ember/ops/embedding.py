@@ -124,14 +124,17 @@ def _bags(weight, psw, flat, starts, ends, mode, padding_idx, scale_grad_by_freq
     # with the 0/1 membership matrix, where 0 * inf would make NaN
     keep = np.nonzero(member.any(0))[0]
     bag_of = member[:, keep].argmax(0) if len(keep) else np.zeros(0, np.int64)
-    vals = rows
+    # float16/bfloat16 bags are summed (and weighted, and averaged) in float32 and
+    # rounded once, as PyTorch's kernel does
+    low = weight.dtype if weight.dtype in (ember.float16, ember.bfloat16) else None
+    vals = rows if low is None else rows.float()
     if psw is not None:
-        vals = vals * psw.unsqueeze(-1)
+        vals = vals * (psw if low is None else psw.float()).unsqueeze(-1)
     if len(keep) < n:
         vals = vals[ember.from_numpy(keep).to(weight.device)]
-    out = ember.zeros(len(starts), weight.shape[1], dtype=weight.dtype, device=weight.device)
+    out = ember.zeros(len(starts), weight.shape[1], dtype=vals.dtype, device=weight.device)
     out = out.index_add(0, ember.from_numpy(bag_of.astype(np.int64)).to(weight.device), vals)
     if mode == "mean":
-        c = ember.from_numpy(np.maximum(counts, 1).astype(weight._data.dtype)).to(weight.device)
+        c = ember.from_numpy(np.maximum(counts, 1).astype(out._data.dtype)).to(weight.device)
         out = out / c.unsqueeze(-1)
-    return out
+    return out if low is None else out.to(low)

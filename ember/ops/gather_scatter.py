@@ -392,7 +392,7 @@ class ScatterReduce(Primitive):
                     xp.zeros(x.shape, x.dtype)
                 xp.add.at(count, pos, 1)
                 count = xp.maximum(count, 1)
-                if x.dtype.kind == "f":
+                if x.dtype.kind == "f" or reduced_float(x.dtype):  # (bfloat16's kind: "V")
                     out /= count
                 else:
                     out //= count

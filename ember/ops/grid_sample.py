@@ -14,6 +14,7 @@ import math
 import warnings
 
 from ember._factory import linspace, ones, zeros, zeros_like
+from ember.ops._util import reduced_float
 from ember.ops.composite_node import CompositeNode, call, named_nodes
 from ember.ops.elementwise import fmod, where
 from ember.ops.join import meshgrid, stack
@@ -166,6 +167,12 @@ class _GridSampler(CompositeNode):
 
     @staticmethod
     def composite(input, grid, mode, padding_mode, align_corners):
+        low = input.dtype
+        if reduced_float(low) and grid.dtype == low:
+            # float16/bfloat16: the weights and sums in float32, rounded once (PyTorch's
+            # kernels compute each step in float32; rounding each one here loses more)
+            return _grid_sample(input.float(), grid.float(), mode, padding_mode,
+                                align_corners).to(low)
         return _grid_sample(input, grid, mode, padding_mode, align_corners)
 
 

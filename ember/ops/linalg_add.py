@@ -35,11 +35,13 @@ def _scaled_add(input, prod, beta, alpha):
 
 def _eager_add(cls, input, check, a, b, beta, alpha, out):
     """``cls`` (a node of ``matmul_graph.ADD_PRODUCTS``: PyTorch's one node over its
-    three inputs) where a graph is recorded in eager mode, after ``check(a, b)`` (the
-    product's own errors); None elsewhere: captures and transforms record the
-    composite, whose ops have their rules."""
+    three inputs) where a graph is recorded in eager mode, or for float16/bfloat16 (one
+    rounding, see ``runs_node``), after ``check(a, b)`` (the product's own errors); None
+    elsewhere: captures and transforms record the composite, whose ops have their
+    rules."""
     if out is not None or not isinstance(input, Tensor) or \
-            not _mg.records_graph(input, a, b) or input._data.dtype.kind not in "fc":
+            not _mg.runs_node(input.dtype, input, a, b) or \
+            input._data.dtype.kind not in "fc" and input.dtype.name != "bfloat16":
         return None
     prod_shape = check(a, b)
     if input.dtype != a.dtype:

@@ -11,6 +11,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.backend import dtypes as _dtypes
 from ember.backend import lapack as _lapack
 from ember.ops import _batch
 from ember.ops._einsum import _tname
@@ -291,8 +292,20 @@ def matrix_exp(A):
 
     Computed by scaling and squaring with a degree-13 Pade approximant (Higham 2005),
     written in ember ops, so it differentiates (to any order) like any composite.
+    float16/bfloat16 are computed in float32 and rounded once (the approximant's
+    coefficients, up to 6.5e16, overflow float16; PyTorch's half result overflows to inf
+    for matrices of norm near 1).
     """
+    if isinstance(A, Tensor) and A.dtype in (_dtypes.float16, _dtypes.bfloat16):
+        low = A.dtype
+        A = A.float()
+        _check_square("linalg.matrix_exp", A)
+        return _matrix_exp(A).to(low)
     _check_square("linalg.matrix_exp", A)
+    return _matrix_exp(A)
+
+
+def _matrix_exp(A):
     n = A.shape[-1]
     if A.numel() == 0:
         return A.clone()

@@ -40,7 +40,7 @@ from ember.ops import _jvp
 from ember.ops import reduction as _reduction
 from ember.ops._util import opmath
 from ember.ops._views import _track as _track_view
-from ember.ops.composite_node import records_graph
+from ember.ops.composite_node import records_graph, runs_node
 from ember.ops.elementwise import Add
 from ember.ops.product_saves import NOT_SAVED as _NOT_SAVED
 from ember.ops.product_saves import factor_shapes as _shapes
@@ -49,7 +49,7 @@ from ember.ops.product_saves import record_crossed as _record_crossed
 from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, reshape_nodes
 from ember.ops.shape import t as _t
 
-__all__ = ["bilinear_graph", "linear_graph", "matmul_graph", "records_graph"]
+__all__ = ["bilinear_graph", "linear_graph", "matmul_graph", "records_graph", "runs_node"]
 
 _new = object.__new__
 _sum_rows = _gemm.sum_rows
@@ -198,6 +198,8 @@ def _small_grads(g, x, wt, eb, ex, ew):
     small for MKL), so a recurrent cell's step pays none of ``gemm``'s dispatch; None
     elsewhere. ``x`` or ``wt`` is None where it was not saved (its partner needs no
     gradient)."""
+    if g.itemsize == 2:  # float16/bfloat16: ``gemm``'s products, summed in float32
+        return None
     mkn = _shapes(g, x, wt)
     if mkn is None:
         return None
@@ -285,6 +287,7 @@ class _AddProduct(Primitive):
     _pack_saved = _pack_crossed
     broadcasts = True
 
+    @opmath  # float16/bfloat16: the product, the scaling and the sum in float32, one rounding
     def forward(self, input, a, b, beta=1, alpha=1):
         if a.dtype.kind in "iu":  # PyTorch converts the scalars to the integer dtype
             alpha, beta = int(alpha), int(beta)
@@ -616,7 +619,9 @@ def _addmm_node(x, w, b):
         if len(_linear_plans) >= 64:
             _linear_plans.clear()
         _linear_plans[key] = plan
-    if plan[0] and bd.dtype == xd.dtype:
+    # (float16/bfloat16, the 2-byte floats, take ``gemm.addmm``: computed in float32)
+    same = bd.dtype == xd.dtype and xd.itemsize != 2
+    if plan[0] and same:
         # ``gemm.addmm``'s own steps for a product too small for MKL or ember's threads
         # (a recurrent cell's step), without its dispatch
         out = _rows_times_weight_t(xd, w._data)
@@ -640,7 +645,7 @@ def _addmm_node(x, w, b):
     # whether the first-order backward may run its products straight on ``np.matmul``
     # (``_small_grads``'s test, made once here): 1 at any thread count, 2 at one thread
     # or with BLAS held at one
-    node.small = plan[1] if bd.dtype == xd.dtype else 0
+    node.small = plan[1] if same else 0
     node._edges = [eb, ex, (tn, 0)]
     # the input is read by the weight's gradient (always wanted here), the transposed
     # weight only by the input's (``product_saves``)

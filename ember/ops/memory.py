@@ -74,7 +74,9 @@ def hash_tensor(input, dim=None, *, keepdim=False, mode=0, out=None):
         raise RuntimeError(f"hash_tensor only supports mode=0 (xor reduction), got {mode}")
     x = input._data
     xp = array_module(x)
-    wide = x.astype(np.float64 if x.dtype.kind == "f" else np.int64)
+    # (bfloat16, NumPy kind "V", is a float too: it widens to float64, not int64)
+    wide = x.astype(np.float64 if x.dtype.kind == "f" or x.dtype.name == "bfloat16"
+                    else np.int64)
     bits = wide.view(np.uint64)
     if dim is None or (isinstance(dim, (tuple, list)) and not dim):
         axes = tuple(range(x.ndim))

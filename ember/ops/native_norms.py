@@ -10,6 +10,18 @@ from ember.ops._inplace import check_writes
 __all__ = ["native_batch_norm", "native_layer_norm", "native_group_norm", "native_dropout"]
 
 
+def _reduced_dtypes(input, *params):
+    """``(low, stats)`` for a float16/bfloat16 ``input``: its dtype, and the dtype of the
+    mean and rstd PyTorch returns (float32 where a parameter is float32, else ``low``);
+    ``(None, None)`` for other inputs. PyTorch's CPU kernels compute these in float32
+    and round once."""
+    import ember
+    if input.dtype not in (ember.float16, ember.bfloat16):
+        return None, None
+    mixed = any(p is not None and p.dtype == ember.float32 for p in params)
+    return input.dtype, ember.float32 if mixed else input.dtype
+
+
 def _stats(x, dims, eps):
     mean = x.mean(dims, keepdim=True)
     var = ((x - mean) ** 2).mean(dims, keepdim=True)
@@ -59,7 +71,10 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
         if running_mean is None or running_var is None:
             raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
         mean = running_mean.reshape(shape)
-        rstd = (running_var.reshape(shape) + eps).rsqrt()
+        var = running_var.reshape(shape)
+        if input.dtype in (ember.float16, ember.bfloat16):  # (in float32, see below)
+            mean, var = mean.float(), var.float()
+        rstd = (var + eps).rsqrt()
         save_mean = save_invstd = ember.empty(0, dtype=input.dtype)
     if training and input.numel() > c:  # (batch_norm refuses one value per channel)
         # the output from batch_norm's kernel, which follows PyTorch's where the
@@ -68,9 +83,13 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
         y = batch_norm(input, None, None, weight, bias, True, momentum, eps)
     else:
         # x * alpha + beta, as PyTorch's kernel: a huge x times a tiny alpha stays finite
+        low, _ = _reduced_dtypes(input)
+        if low is not None:  # float16/bfloat16: computed in float32, rounded once
+            mean, rstd, weight, bias = (None if t is None else t.float()
+                                        for t in (mean, rstd, weight, bias))
         alpha = rstd if weight is None else rstd * weight.reshape(shape)
         beta = -mean * alpha if bias is None else bias.reshape(shape) - mean * alpha
-        y = input * alpha + beta
+        y = input * alpha + beta if low is None else (input.float() * alpha + beta).to(low)
     return _out((y, save_mean, save_invstd), out)
 
 
@@ -84,6 +103,9 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
                            f"[*, {', '.join(map(str, shape))}], but got input of size"
                            f"{list(input.shape)}")
     dims = tuple(range(input.dim() - k, input.dim()))
+    low, stats_dtype = _reduced_dtypes(input, weight, bias)
+    if low is not None:  # float16/bfloat16: computed in float32, rounded once
+        input, weight, bias = (None if t is None else t.float() for t in (input, weight, bias))
     if not dims:
         mean = input * 0
         rstd = (mean + eps).rsqrt()
@@ -94,6 +116,8 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
         y = y * weight
     if bias is not None:
         y = y + bias
+    if low is not None:
+        y, mean, rstd = y.to(low), mean.to(stats_dtype), rstd.to(stats_dtype)
     return y, mean.detach(), rstd.detach()
 
 

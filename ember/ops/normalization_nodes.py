@@ -102,12 +102,17 @@ def _rsqrt_array(a):
 
 def _batch_norm_eval(input, weight, bias, running_mean, running_var, eps):
     nd = input.dim()
+    # a float16/bfloat16 input (with parameters of its dtype or float32): computed in
+    # float32, rounded once to the input's dtype, as PyTorch's CPU kernel does
+    low = input.dtype if input.dtype in (_dtypes.bfloat16, _dtypes.float16) else None
+    if low is not None:
+        input = input.float()
+        weight, bias, running_mean, running_var = (
+            None if t is None else t.float()
+            for t in (weight, bias, running_mean, running_var))
     scale, shift = _eval_scale_shift(weight, bias, running_mean, running_var, eps)
     out = input * _channel_view(scale, nd) + _channel_view(shift, nd)
-    # mixed types (a float16/bfloat16 input, float32 parameters): computed in float32,
-    # rounded to the input's dtype, as PyTorch's CPU kernel does
-    low = input.dtype in (_dtypes.bfloat16, _dtypes.float16)
-    return out.to(input.dtype) if low and out.dtype != input.dtype else out
+    return out.to(low) if low is not None else out
 
 
 def batch_norm_eval_array(input, weight, bias, running_mean, running_var, eps):

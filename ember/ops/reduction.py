@@ -21,7 +21,7 @@ from ember.backend import array_module
 from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
-from ember.ops._util import opmath, type_name, with_out, wrap_dim, wrap_dims
+from ember.ops._util import opmath, reduced_float, type_name, with_out, wrap_dim, wrap_dims
 
 __all__ = ["sum", "mean", "nansum", "nanmean", "prod", "all", "any", "count_nonzero",
            "return_types"]
@@ -142,6 +142,10 @@ class Sum(Primitive):
         if (x.dtype == np.float16 or x.dtype.kind == "V") and np_dtype is None:
             # half and bfloat16 accumulate in float32, as PyTorch's kernels
             return x.sum(axis=axes, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
+        if np_dtype is not None and reduced_float(np.dtype(np_dtype)):
+            # a given float16/bfloat16: the input cast to it, then accumulated in float32
+            return x.astype(np_dtype).sum(axis=axes, keepdims=keepdim,
+                                          dtype=np.float32).astype(np_dtype)
         return x.sum(axis=axes, keepdims=keepdim, dtype=np_dtype)
 
     def backward(self, gy):
@@ -203,6 +207,10 @@ class Mean(Primitive):
             return array_module(x).full_like(s, nan, dtype=np_dtype or x.dtype)
         if (x.dtype == np.float16 or x.dtype.kind == "V") and np_dtype is None:
             return x.mean(axis=axes, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
+        if np_dtype is not None and reduced_float(np.dtype(np_dtype)):
+            # a given float16/bfloat16: the input cast to it, then accumulated in float32
+            return x.astype(np_dtype).mean(axis=axes, keepdims=keepdim,
+                                           dtype=np.float32).astype(np_dtype)
         return x.mean(axis=axes, keepdims=keepdim, dtype=np_dtype)
 
     def backward(self, gy):

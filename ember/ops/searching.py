@@ -6,7 +6,13 @@ import numpy as np
 
 from ember._factory import tensor
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
-from ember.ops._util import not_implemented_for, scalar_type_name, type_name, with_out
+from ember.ops._util import (
+    not_implemented_for,
+    reduced_float,
+    scalar_type_name,
+    type_name,
+    with_out,
+)
 from ember.ops.gather_scatter import take_along_dim
 
 __all__ = ["bincount", "histc", "bucketize", "searchsorted", "isin", "unravel_index"]
@@ -49,8 +55,11 @@ def histc(input, bins=100, min=0, max=0):
     """Histogram of ``bins`` equal bins between ``min`` and ``max`` (the data's range
     when both are 0); values outside are ignored."""
     x = _arr(input)
-    if x.dtype.kind != "f":
+    if x.dtype.kind != "f" and not reduced_float(x.dtype):
         raise not_implemented_for("histogram_cpu", x.dtype)
+    out_dtype = x.dtype
+    if reduced_float(x.dtype):  # bfloat16 (and float16) binned in float32
+        x = x.astype(np.float32)
     lo, hi = float(min), float(max)
     if lo == hi and x.size:
         lo, hi = float(x.min()), float(x.max())
@@ -62,7 +71,7 @@ def histc(input, bins=100, min=0, max=0):
     xs = xs[(xs >= lo) & (xs <= hi)]
     idx = ((xs - lo) * bins / (hi - lo)).astype(np.int64)
     idx[idx == bins] = bins - 1
-    return _make(np.bincount(idx, minlength=bins).astype(x.dtype))
+    return _make(np.bincount(idx, minlength=bins).astype(out_dtype))
 
 
 def _search(sorted_seq, values, right):

@@ -80,7 +80,7 @@ class Lerp(Primitive):
             weight = weight.astype(start.dtype)  # a 0-d weight does not change the dtype
         start, end = promote_arrays(start, end)
         if reduced_float(start.dtype) and type(end) is _ndarray and \
-                type(weight) in (float, int, bool):
+                (type(weight) in (float, int, bool) or type(weight) is _ndarray):
             return _lerp_opmath(start, end, weight)
         # from the nearer end, as PyTorch's kernel: lerp(-inf, -0.0, 0.8) is -inf (not
         # -inf + 0.8 * inf = NaN) and lerp(-0.0, -0.0, w) keeps -0.0
@@ -108,19 +108,26 @@ def _check_float32(value):
 
 
 def _lerp_opmath(start, end, weight):
-    """lerp of float16/bfloat16 arrays with a Python number weight, as PyTorch's CPU
-    kernel computes it: in float32, from the nearer end (``start + w * d`` for
+    """lerp of float16/bfloat16 arrays with a Python number (or an array) weight, as
+    PyTorch's CPU kernel computes it: in float32, from the nearer end (``start + w * d`` for
     ``|w| < 0.5``, ``end - d * (1 - w)`` otherwise), each a fused multiply-add, rounded
     to the dtype once."""
     from ember.ops._pow_kernels import _fma32
-    _check_float32(weight)
     f = np.float32
-    w = f(weight)
+    if type(weight) is _ndarray:  # (a tensor weight, of the operands' dtype)
+        w = weight.astype(f)
+    else:
+        _check_float32(weight)
+        w = f(weight)
     s = start.astype(f)
     e = end.astype(f)
     with np.errstate(all="ignore"):
         d = e - s
-        r = _fma32(d, w, s) if abs(w) < 0.5 else _fma32(-d, f(1) - w, e)
+        if w.ndim:
+            s, e, d, w = np.broadcast_arrays(s, e, d, w)
+            r = np.where(np.abs(w) < 0.5, _fma32(d, w, s), _fma32(-d, f(1) - w, e))
+        else:
+            r = _fma32(d, w, s) if abs(w) < 0.5 else _fma32(-d, f(1) - w, e)
     return r.astype(start.dtype)
 
 

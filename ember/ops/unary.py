@@ -17,6 +17,7 @@ from ember.ops._util import (
     cj,
     default_float_np,
     not_implemented_for,
+    opmath,
     promote_arrays,
     reduced_float,
     to_float,
@@ -493,8 +494,12 @@ absolute = abs
 
 class Round(Primitive):
     def forward(self, x, decimals):
-        if x.dtype == np.bool_ or x.dtype.kind == "c" or (decimals and x.dtype.kind != "f"):
+        low = reduced_float(x.dtype)
+        if x.dtype == np.bool_ or x.dtype.kind == "c" or \
+                (decimals and x.dtype.kind != "f" and not low):
             raise not_implemented_for("round_cpu" if decimals else "round_vml_cpu", x.dtype)
+        if decimals and low:  # scaled, rounded and scaled back in float32, rounded once
+            return np.round(x.astype(np.float32), decimals).astype(x.dtype)
         return np.round(x, decimals)
 
     def backward(self, gy):
@@ -704,6 +709,7 @@ def clamp_max(input, max):
 class Logit(Primitive):
     save_inputs = (0,)
 
+    @opmath  # float16/bfloat16 (and the clamp to eps) in float32, rounded once
     def forward(self, x, eps):
         x = to_float(x)
         self.eps = eps
