@@ -2,7 +2,7 @@
 ``unique_consecutive``.
 
 The order is found on arrays (NaN sorts as the largest value; ties keep their index
-order, as PyTorch's CPU sort does, except where it takes its unstable quicksort); the
+order where PyTorch's CPU sort is stable, else land where its std::sort puts them); the
 values are then read at the indices by one node of PyTorch's name (``SortBackward0``,
 ``TopkBackward0``, ...) whose backward writes the gradient back at the indices (a
 ``scatter``), as PyTorch's does.
@@ -10,6 +10,7 @@ values are then read at the indices by one node of PyTorch's name (``SortBackwar
 import numpy as np
 
 from ember import backend
+from ember.backend import fast_kernels as _fast_kernels
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.autograd.node import Primitive
@@ -29,21 +30,74 @@ def _check_tensor(name, input):
 
 
 def _order(a, axis, descending, stable=True):
-    """Argsort along ``axis``; descending keeps ties in ascending index order.
-
-    PyTorch's CPU kernel sorts floats ascending with a vectorised quicksort when no
-    stable order is asked for, and so does NumPy's default kind: ties (``-0.0`` and
-    ``0.0`` among them) then land where PyTorch puts them. Otherwise the sort is stable.
-    """
+    """Argsort along ``axis`` as PyTorch's CPU ``sort``: stable (descending keeps ties in
+    ascending index order) when asked, else with equal values where ``std::sort`` puts
+    them (:func:`_unstable_ties`)."""
     xp = backend.array_module(a)
+    integers = a.dtype.kind in "iu"  # (bool is none, for the radix sort below)
     if a.dtype == np.bool_:
         a = a.astype(np.uint8)
+    fast = False
     if not descending:
-        fast = not stable and xp is np and a.dtype.kind == "f"
-        return xp.argsort(a, axis=axis, kind="quicksort" if fast else "stable")
-    n = a.shape[axis]
-    rev = xp.flip(a, axis=axis)
-    return (n - 1) - xp.flip(xp.argsort(rev, axis=axis, kind="stable"), axis=axis)
+        fast = not stable and xp is np and a.dtype.kind == "f" and _AVX512
+        order = xp.argsort(a, axis=axis, kind="quicksort" if fast else "stable")
+    else:
+        n = a.shape[axis]
+        rev = xp.flip(a, axis=axis)
+        order = (n - 1) - xp.flip(xp.argsort(rev, axis=axis, kind="stable"), axis=axis)
+    if stable or fast or xp is not np or a.size == 0 or a.strides[axis] == 0:
+        return order  # (a dim of stride 0, an expanded one: PyTorch keeps the order)
+    if a.ndim == 1 and not descending and integers and a.size >= _RADIX_MIN:
+        return order  # fbgemm's radix sort, stable
+    return _unstable_ties(a, axis, order, descending)
+
+
+# PyTorch's CPU kernel takes fbgemm's (stable) radix sort for a 1-D ascending sort of an
+# integer tensor of at least at::internal::GRAIN_SIZE elements
+_RADIX_MIN = 32768
+# On AVX-512 machines an unstable ascending float sort is NumPy's vectorised quicksort
+# (x86-simd-sort), the library PyTorch's kernel takes there; elsewhere PyTorch's kernel is
+# std::sort. (Only the AVX2 case is checked against torch on ember's test machines.)
+try:
+    from numpy._core._multiarray_umath import __cpu_features__ as _cpu_features
+except ImportError:  # NumPy 1.x
+    from numpy.core._multiarray_umath import __cpu_features__ as _cpu_features
+_AVX512 = bool(_cpu_features.get("AVX512_SKX"))
+_SORT_NUMBA = {}
+
+
+def _sort_keys(rows):
+    """The rows as int64 or float64 keys in the same order (uint64 shifted)."""
+    if rows.dtype.kind == "f" or rows.dtype.name == "bfloat16":
+        return np.ascontiguousarray(rows, dtype=np.float64)
+    if rows.dtype == np.uint64:
+        return (rows ^ np.uint64(1 << 63)).view(np.int64)
+    return np.ascontiguousarray(rows, dtype=np.int64)
+
+
+def _unstable_ties(a, axis, order, descending):
+    """``order`` (a stable argsort of ``a`` along ``axis``) with each row that holds equal
+    values redone as ``std::sort`` of its ``(value, index)`` pairs, PyTorch's unstable CPU
+    sort (rows of distinct values sort alike under any algorithm). numba's kernel
+    (``ember.ops._sort_numba``), else the same swaps in Python (``_cpu_order.sort``)."""
+    vals = _rows(a, axis)
+    picked = np.take_along_axis(vals, _rows(order, axis), 1)
+    rows = np.nonzero(_same(picked[:, 1:], picked[:, :-1]).any(1))[0]
+    if rows.size == 0:
+        return order
+    out = _rows(order, axis).copy()
+    keys = _sort_keys(vals)
+    kernels = _fast_kernels.load(_SORT_NUMBA, "sort", "ember.ops._sort_numba")
+    if kernels is not None:
+        kernels.sort_rows(keys, out, rows.astype(np.int64), bool(descending))
+    else:
+        comp = _cpu_order._greater if descending else _cpu_order._less
+        for r in rows.tolist():
+            pairs = [(v, i) for i, v in enumerate(keys[r].tolist())]
+            _cpu_order.sort(pairs, 0, len(pairs), comp)
+            out[r] = [i for _, i in pairs]
+    shape = np.moveaxis(order, axis, -1).shape
+    return np.moveaxis(out.reshape(shape), -1, axis)
 
 
 def _rows(a, axis):
