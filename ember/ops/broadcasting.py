@@ -129,6 +129,9 @@ class SumToSize(Primitive):
         elif reduced_float(x.dtype):
             # half and bfloat16 accumulate in float32 and round once, as PyTorch's sum
             out = x.sum(axis=axes, keepdims=True, dtype=np.float32).astype(x.dtype)
+        elif x.dtype.kind in "biu" and x.dtype != np.uint64:
+            # bool and integers sum to int64, as PyTorch's sum (only when something is summed)
+            out = x.sum(axis=axes, keepdims=True, dtype=np.int64)
         else:
             out = x.sum(axis=axes, keepdims=True)
         if lead:
