@@ -148,6 +148,8 @@ class SumToSize(Primitive):
 def sum_to_size(self, *size):
     """Sum ``self`` down to ``size``, which ``self``'s shape must broadcast from."""
     shape = _sizes(size)
+    if not len(shape):  # PyTorch's sum_to: a full sum (SumBackward0), even of a 0-d tensor
+        return self.sum()
     if tuple(shape) == self._data.shape:
         return self
     try:
