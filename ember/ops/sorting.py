@@ -10,10 +10,10 @@ values are then read at the indices by one node of PyTorch's name (``SortBackwar
 import numpy as np
 
 from ember import backend
-from ember.backend import fast_kernels as _fast_kernels
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.autograd.node import Primitive
+from ember.backend import fast_kernels as _fast_kernels
 from ember.ops import _batch, _cpu_order, _jvp
 from ember.ops._util import refuse_kinds, with_out, wrap_dim
 from ember.ops.gather_scatter import scatter_picked
