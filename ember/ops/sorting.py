@@ -107,7 +107,8 @@ def _rows(a, axis):
 
 
 def _same(a, b):
-    return (a == b) | (np.isnan(a) & np.isnan(b)) if a.dtype.kind in "fc" else a == b
+    """Equal, or both NaN (``x != x``: bfloat16's NaN too)."""
+    return (a == b) | ((a != a) & (b != b)) if a.dtype.kind not in "biu" else a == b
 
 
 @routed  # vmap has a function-level rule for it (ember.func._function_rules)
