@@ -37,19 +37,23 @@ def _order(a, axis, descending, stable=True):
     integers = a.dtype.kind in "iu"  # (bool is none, for the radix sort below)
     if a.dtype == np.bool_:
         a = a.astype(np.uint8)
-    fast = False
+    if not stable and xp is np and a.size and a.strides[axis] != 0 and not (
+            a.ndim == 1 and not descending and integers and a.size >= _RADIX_MIN):
+        # any order of distinct values is the order, so NumPy's fastest sort serves
+        # (NaN last, first once flipped); the rows with equal values are then redone
+        order = np.argsort(a, axis=axis)
+        if descending:
+            order = np.flip(order, axis=axis)
+        if not descending and a.dtype.kind == "f" and _AVX512:
+            return order
+        return _unstable_ties(a, axis, order, descending)
+    # stable; also PyTorch's order for a dim of stride 0 (an expanded tensor: kept as it
+    # is) and for fbgemm's radix sort (below)
     if not descending:
-        fast = not stable and xp is np and a.dtype.kind == "f" and _AVX512
-        order = xp.argsort(a, axis=axis, kind="quicksort" if fast else "stable")
-    else:
-        n = a.shape[axis]
-        rev = xp.flip(a, axis=axis)
-        order = (n - 1) - xp.flip(xp.argsort(rev, axis=axis, kind="stable"), axis=axis)
-    if stable or fast or xp is not np or a.size == 0 or a.strides[axis] == 0:
-        return order  # (a dim of stride 0, an expanded one: PyTorch keeps the order)
-    if a.ndim == 1 and not descending and integers and a.size >= _RADIX_MIN:
-        return order  # fbgemm's radix sort, stable
-    return _unstable_ties(a, axis, order, descending)
+        return xp.argsort(a, axis=axis, kind="stable")
+    n = a.shape[axis]
+    rev = xp.flip(a, axis=axis)
+    return (n - 1) - xp.flip(xp.argsort(rev, axis=axis, kind="stable"), axis=axis)
 
 
 # PyTorch's CPU kernel takes fbgemm's (stable) radix sort for a 1-D ascending sort of an
@@ -76,7 +80,7 @@ def _sort_keys(rows):
 
 
 def _unstable_ties(a, axis, order, descending):
-    """``order`` (a stable argsort of ``a`` along ``axis``) with each row that holds equal
+    """``order`` (an argsort of ``a`` along ``axis``) with each row that holds equal
     values redone as ``std::sort`` of its ``(value, index)`` pairs, PyTorch's unstable CPU
     sort (rows of distinct values sort alike under any algorithm). numba's kernel
     (``ember.ops._sort_numba``), else the same swaps in Python (``_cpu_order.sort``)."""
