@@ -39,14 +39,9 @@ def _order(a, axis, descending, stable=True):
         a = a.astype(np.uint8)
     if not stable and xp is np and a.size and a.strides[axis] != 0 and not (
             a.ndim == 1 and not descending and integers and a.size >= _RADIX_MIN):
-        # any order of distinct values is the order, so NumPy's fastest sort serves
-        # (NaN last, first once flipped); the rows with equal values are then redone
-        order = np.argsort(a, axis=axis)
-        if descending:
-            order = np.flip(order, axis=axis)
         if not descending and a.dtype.kind == "f" and _AVX512:
-            return order
-        return _unstable_ties(a, axis, order, descending)
+            return np.argsort(a, axis=axis)
+        return _unstable(a, axis, descending)
     # stable; also PyTorch's order for a dim of stride 0 (an expanded tensor: kept as it
     # is) and for fbgemm's radix sort (below)
     if not descending:
@@ -79,28 +74,34 @@ def _sort_keys(rows):
     return np.ascontiguousarray(rows, dtype=np.int64)
 
 
-def _unstable_ties(a, axis, order, descending):
-    """``order`` (an argsort of ``a`` along ``axis``) with each row that holds equal
-    values redone as ``std::sort`` of its ``(value, index)`` pairs, PyTorch's unstable CPU
-    sort (rows of distinct values sort alike under any algorithm). numba's kernel
-    (``ember.ops._sort_numba``), else the same swaps in Python (``_cpu_order.sort``)."""
+def _unstable(a, axis, descending):
+    """The argsort of ``a`` along ``axis`` that PyTorch's unstable CPU sort gives:
+    ``std::sort`` of each row's ``(value, index)`` pairs, by numba's kernel
+    (``ember.ops._sort_numba``), else by the same swaps in Python (``_cpu_order.sort``),
+    for the rows that hold equal values; any sort serves the rows of distinct values
+    (NumPy's fastest, flipped for a descending order: NaN first)."""
     vals = _rows(a, axis)
-    picked = np.take_along_axis(vals, _rows(order, axis), 1)
-    rows = np.nonzero(_same(picked[:, 1:], picked[:, :-1]).any(1))[0]
-    if rows.size == 0:
-        return order
-    out = _rows(order, axis).copy()
-    keys = _sort_keys(vals)
-    kernels = _fast_kernels.load(_SORT_NUMBA, "sort", "ember.ops._sort_numba")
-    if kernels is not None:
-        kernels.sort_rows(keys, out, rows.astype(np.int64), bool(descending))
+    ordered = np.sort(vals, axis=1)  # (values alone: quicker than an argsort)
+    tied = _same(ordered[:, 1:], ordered[:, :-1]).any(1)
+    rows = np.nonzero(tied)[0]
+    if rows.size < len(vals):
+        out = np.argsort(vals, axis=1)
+        if descending:
+            out = out[:, ::-1].copy()
     else:
-        comp = _cpu_order._greater if descending else _cpu_order._less
-        for r in rows.tolist():
-            pairs = [(v, i) for i, v in enumerate(keys[r].tolist())]
-            _cpu_order.sort(pairs, 0, len(pairs), comp)
-            out[r] = [i for _, i in pairs]
-    shape = np.moveaxis(order, axis, -1).shape
+        out = np.empty(vals.shape, np.int64)
+    if rows.size:
+        keys = _sort_keys(vals)
+        kernels = _fast_kernels.load(_SORT_NUMBA, "sort", "ember.ops._sort_numba")
+        if kernels is not None:
+            kernels.sort_rows(keys, out, rows.astype(np.int64), bool(descending))
+        else:
+            comp = _cpu_order._greater if descending else _cpu_order._less
+            for r in rows.tolist():
+                pairs = [(v, i) for i, v in enumerate(keys[r].tolist())]
+                _cpu_order.sort(pairs, 0, len(pairs), comp)
+                out[r] = [i for _, i in pairs]
+    shape = np.moveaxis(a, axis, -1).shape
     return np.moveaxis(out.reshape(shape), -1, axis)
 
 
