@@ -63,6 +63,7 @@ except ImportError:  # NumPy 1.x
     from numpy.core._multiarray_umath import __cpu_features__ as _cpu_features
 _AVX512 = bool(_cpu_features.get("AVX512_SKX"))
 _SORT_NUMBA = {}
+_REPLAY_ALL = 1024  # up to this many elements, the kernel sorts every row
 
 
 def _sort_keys(rows):
@@ -80,9 +81,21 @@ def _unstable(a, axis, descending):
     (``ember.ops._sort_numba``), else by the same swaps in Python (``_cpu_order.sort``),
     for the rows that hold equal values; any sort serves the rows of distinct values
     (NumPy's fastest, flipped for a descending order: NaN first)."""
-    vals = _rows(a, axis)
+    last = a.ndim - 1
+    moved = a if axis == last else a.swapaxes(axis, last)  # (np.moveaxis costs 10 us)
+    vals = moved.reshape(-1, a.shape[axis])
+    kernels = _fast_kernels.load(_SORT_NUMBA, "sort", "ember.ops._sort_numba")
+    if kernels is not None and vals.size <= _REPLAY_ALL:
+        # few elements: std::sort on every row costs less than finding the tied ones
+        out = np.empty(vals.shape, np.int64)
+        kernels.sort_rows(_sort_keys(vals), out, np.arange(len(vals)), bool(descending))
+        out = out.reshape(moved.shape)
+        return out if axis == last else out.swapaxes(axis, last)
     ordered = np.sort(vals, axis=1)  # (values alone: quicker than an argsort)
-    tied = _same(ordered[:, 1:], ordered[:, :-1]).any(1)
+    tied = (ordered[:, 1:] == ordered[:, :-1]).any(1)
+    if vals.dtype.kind not in "biu" and vals.shape[1] > 1:
+        nan = ordered[:, -2]  # two NaNs (sorted last) are equal to std::sort too
+        tied |= nan != nan
     rows = np.nonzero(tied)[0]
     if rows.size < len(vals):
         out = np.argsort(vals, axis=1)
@@ -92,7 +105,6 @@ def _unstable(a, axis, descending):
         out = np.empty(vals.shape, np.int64)
     if rows.size:
         keys = _sort_keys(vals)
-        kernels = _fast_kernels.load(_SORT_NUMBA, "sort", "ember.ops._sort_numba")
         if kernels is not None:
             kernels.sort_rows(keys, out, rows.astype(np.int64), bool(descending))
         else:
@@ -101,8 +113,8 @@ def _unstable(a, axis, descending):
                 pairs = [(v, i) for i, v in enumerate(keys[r].tolist())]
                 _cpu_order.sort(pairs, 0, len(pairs), comp)
                 out[r] = [i for _, i in pairs]
-    shape = np.moveaxis(a, axis, -1).shape
-    return np.moveaxis(out.reshape(shape), -1, axis)
+    out = out.reshape(moved.shape)
+    return out if axis == last else out.swapaxes(axis, last)
 
 
 def _rows(a, axis):
