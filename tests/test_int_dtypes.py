@@ -73,6 +73,43 @@ def test_softmin_graph_and_trace_of_bool():
                   lambda: torch.trace(torch.ones(2, 2, dtype=torch.bool)))
 
 
+_WITH_DTYPE = {
+    "softmax": lambda m, x, d: m.softmax(x, 0, dtype=d),
+    "log_softmax": lambda m, x, d: m.nn.functional.log_softmax(x, 0, dtype=d),
+    "cumsum": lambda m, x, d: m.cumsum(x, 0, dtype=d),
+    "cumprod": lambda m, x, d: m.cumprod(x, 0, dtype=d),
+    "sum": lambda m, x, d: m.sum(x, dtype=d),
+    "sum_dim": lambda m, x, d: m.sum(x, 0, dtype=d),
+    "prod": lambda m, x, d: m.prod(x, dtype=d),
+    "mean": lambda m, x, d: m.mean(x, dtype=d),
+    "nansum": lambda m, x, d: m.nansum(x, 0, dtype=d),
+    "norm": lambda m, x, d: m.norm(x, dtype=d),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_WITH_DTYPE))
+def test_dtype_argument_casts_first(op):
+    """The other ops with ``dtype=`` cast before they compute (no wrapping); a bool
+    ``dtype`` for a scan is refused, as PyTorch's kernels have no bool loop."""
+    f = _WITH_DTYPE[op]
+    for name in ALL:
+        info = np.iinfo(name) if name != "bool" else None
+        values = [True, False, True] if info is None else [info.min, info.max, info.max, 1]
+        t, e = _pair(name, values)
+        for dtype in ("float64", "int16", "int64", "bool"):
+            ft = lambda t=t, dtype=dtype: f(torch, t, getattr(torch, dtype))  # noqa: E731
+            fe = lambda e=e, dtype=dtype: f(ember, e, getattr(ember, dtype))  # noqa: E731
+            try:
+                want = ft()
+            except Exception:  # noqa: BLE001 - then ember raises the same
+                _raises_alike(fe, ft)
+                continue
+            got = fe()
+            assert got.dtype == getattr(ember, dtype)
+            np.testing.assert_allclose(got.numpy().astype(float), want.numpy().astype(float),
+                                       rtol=1e-6)
+
+
 # ----- sort without a stable order: std::sort's places for equal values ------------------
 def _tied(name, shape, seed=0):
     g = torch.Generator().manual_seed(seed)
