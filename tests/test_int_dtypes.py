@@ -243,3 +243,18 @@ def test_sum_to_size_dtype(name):
     assert x.sum_to_size(()).grad_fn.name() == "SumBackward0"
     y = ember.ones(3, requires_grad=True).sum_to_size(())
     assert y.grad_fn.name() == "SumBackward0"
+
+
+@pytest.mark.parametrize("nans", [1, 2])
+def test_unstable_sort_distinct_bfloat16_with_nan(nans):
+    """Over 1,024 distinct bfloat16 values: the rows without ties take NumPy's sort,
+    which must put NaN where std::sort does; two NaNs make a tie."""
+    x = torch.arange(0x3F80, 0x3F80 + 1500, dtype=torch.int16).view(torch.bfloat16)
+    x = x[torch.randperm(len(x), generator=torch.Generator().manual_seed(0))].clone()
+    x[5] = math.nan
+    if nans == 2:
+        x[100] = math.nan
+    e = ember.tensor(x.float().numpy()).bfloat16()
+    for desc in (False, True):
+        np.testing.assert_array_equal(ember.sort(e, descending=desc)[1].numpy(),
+                                      torch.sort(x, descending=desc)[1].numpy())

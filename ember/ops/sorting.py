@@ -32,7 +32,7 @@ def _check_tensor(name, input):
 def _order(a, axis, descending, stable=True):
     """Argsort along ``axis`` as PyTorch's CPU ``sort``: stable (descending keeps ties in
     ascending index order) when asked, else with equal values where ``std::sort`` puts
-    them (:func:`_unstable_ties`)."""
+    them (:func:`_unstable`)."""
     xp = backend.array_module(a)
     integers = a.dtype.kind in "iu"  # (bool is none, for the radix sort below)
     if a.dtype == np.bool_:
