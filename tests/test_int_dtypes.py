@@ -258,3 +258,12 @@ def test_unstable_sort_distinct_bfloat16_with_nan(nans):
     for desc in (False, True):
         np.testing.assert_array_equal(ember.sort(e, descending=desc)[1].numpy(),
                                       torch.sort(x, descending=desc)[1].numpy())
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_softmax_of_empty_integers_keeps_the_dtype(name):
+    for shape, dim in [((0, 3), 1), ((0,), 0), ((3, 0), 0)]:
+        t, e = _pair(name, np.zeros(shape, dtype=name).tolist())
+        t, e = t.reshape(shape), e.reshape(shape)
+        for op in ("softmax", "log_softmax"):
+            _same(getattr(ember, op)(e, dim), getattr(torch, op)(t, dim))

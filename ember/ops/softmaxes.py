@@ -89,6 +89,8 @@ class Softmax(Primitive):
     @opmath
     def forward(self, x, axis):
         self.axis = axis
+        if x.size == 0:  # any dtype, as PyTorch's (before its kernel's dtype check)
+            return x.copy()
         e = array_module(x).exp(_shifted(x, axis, "softmax"))
         return e / e.sum(axis=axis, keepdims=True)
 
@@ -130,6 +132,8 @@ class LogSoftmax(Primitive):
     @opmath
     def forward(self, x, axis):
         self.axis = axis
+        if x.size == 0:  # any dtype, as PyTorch's (before its kernel's dtype check)
+            return x.copy()
         xp = array_module(x)
         s = _shifted(x, axis, "log_softmax")
         return s - xp.log(xp.exp(s).sum(axis=axis, keepdims=True))
