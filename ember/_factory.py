@@ -7,6 +7,7 @@ import numpy as np
 
 from ember import backend
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
+from ember.autograd._modes import routed
 from ember.backend import dtypes as _dt
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "zeros", "ones", "full", "empty",
@@ -278,6 +279,7 @@ def _like(t, dtype, device):
     return (_dt.to_dtype(dtype) or t.dtype), (backend.as_device(device) or t.device)
 
 
+@routed  # under vmap, batched as its input is (ember.func._function_rules)
 def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_format=None,
                layout=None):
     """Zeros with ``input``'s shape, dtype and device."""
@@ -287,6 +289,7 @@ def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_forma
     return _filled(0, input.shape, dt, dev, requires_grad)
 
 
+@routed  # under vmap, batched as its input is (ember.func._function_rules)
 def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format=None,
               layout=None):
     """Ones with ``input``'s shape, dtype and device."""
@@ -296,6 +299,7 @@ def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format
     return _filled(1, input.shape, dt, dev, requires_grad)
 
 
+@routed  # under vmap, batched as its input is (ember.func._function_rules)
 def empty_like(input, dtype=None, device=None, requires_grad=False, memory_format=None,
                layout=None):
     """Uninitialised, with ``input``'s shape, dtype and device."""
@@ -305,6 +309,7 @@ def empty_like(input, dtype=None, device=None, requires_grad=False, memory_forma
     return _filled(None, input.shape, dt, dev, requires_grad)
 
 
+@routed  # under vmap, batched as its input is (ember.func._function_rules)
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False,
               memory_format=None, layout=None):
     """Filled with ``fill_value``, with ``input``'s shape, dtype and device."""

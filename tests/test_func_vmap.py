@@ -456,3 +456,102 @@ def test_vmap_of_a_transformer_layer_and_per_sample_grads_of_a_layernorm_mlp():
             fn.functional_call(m, p, (x.unsqueeze(0),)), y.unsqueeze(0))
         return fn.vmap(fn.grad(loss), in_dims=(None, 0, 0))(p, T.tensor(xs), T.tensor(ys))
     close_tree(no_fallback(run, ember, efunc, em), run(torch, torch.func, tm))
+
+
+def _both(fn, *arrays, **kw):
+    """``fn(T, *tensors)`` under each library: (ember's result or error, torch's)."""
+    out = []
+    for T in (ember, torch):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out.append(fn(T, *[T.tensor(a) for a in arrays], **kw))
+        except RuntimeError as e:
+            out.append(e)
+    return out
+
+
+@pytest.mark.parametrize("case", [
+    # a result whose length depends on each sample's values
+    lambda T, x: T.func.vmap(T.nonzero)(x),
+    lambda T, x: T.func.vmap(T.unique)(x),
+    lambda T, x: T.func.vmap(lambda v: v[v > 0])(x),
+    lambda T, x: T.func.vmap(lambda v, m: v.masked_select(m))(x, x > 0),
+    # a batch written in place into a tensor without it
+    lambda T, x: T.func.vmap(lambda v, b: b.add_(v), in_dims=(0, None))(x, T.zeros(4)),
+    lambda T, x: T.func.vmap(lambda v, b: b.copy_(v), in_dims=(0, None))(x, T.zeros(4)),
+    lambda T, x: T.func.vmap(lambda v, m, s: T.nn.functional.batch_norm(
+        v.unsqueeze(0).expand(2, 4), m, s, training=True),
+        in_dims=(0, None, None))(x, T.zeros(4), T.ones(4)),
+    lambda T, x: T.func.vmap(lambda v, b: T.as_strided_scatter(b, v[:2], (2,), (1,)),
+                             in_dims=(0, None))(x, T.zeros(4)),
+    # an as_strided window outside each sample's memory
+    lambda T, x: T.func.vmap(lambda v: v.as_strided((2,), (1,), 3))(x),
+])
+def test_vmap_refuses_what_torch_refuses(case):
+    """Where PyTorch's vmap refuses on principle, so does ember's (its per-sample loop would
+    answer only when the samples happen to agree, or write them all into one buffer)."""
+    xa = np.array([[1, 0, 2, 0], [0, 3, 0, 4], [5, 0, 6, 0]], np.float32)
+    e, t = _both(case, xa)
+    assert isinstance(t, RuntimeError), t
+    assert isinstance(e, RuntimeError), e
+    assert "vmap" in str(e) or "Batch norm" in str(e)
+
+
+def test_vmap_in_place_and_as_strided_as_torch():
+    xa = arr(3, 2, 4)
+    cases = [
+        # in place into the batched tensor, or an unbatched value into it: fine
+        lambda T, x: T.func.vmap(lambda v: v.clone().add_(T.ones(4)))(x),
+        lambda T, x: T.func.vmap(lambda v, b: v.clone().mul_(b), in_dims=(0, None))(
+            x, T.ones(2, 4)),
+        # as_strided reads each sample's own memory, with an offset from sample 0's place
+        lambda T, x: T.func.vmap(lambda v: v.as_strided((2, 2), (1, 4), 2))(x),
+        lambda T, x: T.func.vmap(lambda v: v.as_strided((2, 2), (4, 1)), in_dims=1)(
+            x.transpose(0, 1).contiguous()),
+        lambda T, x: T.func.vmap(T.func.vmap(lambda v: v.as_strided((2,), (2,), 1)),
+                                 in_dims=1)(x),
+        lambda T, x: T.func.vmap(lambda v: v.as_strided((0, 2), (1, 1), 8))(x),
+        # argwhere runs per sample and stacks rows of one length
+        lambda T, x: T.func.vmap(T.argwhere)(x > -10),
+    ]
+    for case in cases:
+        e, t = _both(case, xa)
+        assert not isinstance(t, Exception), t
+        assert tuple(e.shape) == tuple(t.shape)
+        np.testing.assert_array_equal(e.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("op", ["amax", "amin", "max", "min"])
+def test_per_sample_grads_of_extrema_of_0d_samples(op):
+    """A 0-d sample's only element gets the whole gradient (the ties are counted per
+    sample, not over the batch), NaN included."""
+    kw = {"dim": 0} if op in ("amax", "amin") else {}
+    for xa in (np.array([1.5, np.nan, -0.0, 1.5], np.float32),
+               np.array([[1.5, np.nan, 1.5], [2.0, 2.0, -np.inf], [np.nan, 0.0, np.nan]],
+                        np.float32)):
+        def f(T, x):
+            return T.func.vmap(T.func.grad(lambda v: getattr(T, op)(v, **kw)))(x)
+        e, t = _both(f, xa)
+        np.testing.assert_array_equal(e.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin", "cumsum", "softmax"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_dims_of_0d_samples_flat_and_nested(name, keepdim):
+    """dim 0 or -1 of a 0-d sample stays inside the sample (it once reduced the outer
+    batch under nesting, or was out of range)."""
+    xa = arr(2, 3)
+
+    def f(T, x):
+        op = getattr(T, name)
+        outs = []
+        for d in (0, -1):
+            fn = (lambda v, d=d: op(v, d, keepdim)) if name.startswith("arg") else \
+                (lambda v, d=d: op(v, d))
+            outs += [T.func.vmap(fn)(x.reshape(-1)), T.func.vmap(T.func.vmap(fn), in_dims=1)(x)]
+        return outs
+    e, t = _both(f, xa)
+    for a, b in zip(e, t):
+        assert tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

@@ -7,7 +7,7 @@ import pytest
 _PATH = pathlib.Path(__file__).resolve().parents[1] / "tools" / "inventory.py"
 
 # the level reached on this branch; a change that loses torch names fails here
-MIN_OVERALL = 0.9874  # 2045 / 2071
+MIN_OVERALL = 0.9888  # 2048 / 2071
 
 
 @pytest.fixture(scope="module")

@@ -169,6 +169,8 @@ def routed(fn):
             return run_routed(wrapper, fn, args, kwargs)
         return fn(*args, **kwargs)
     wrapper.__wrapped__ = fn
+    # the rule tables key on this wrapper; later wrappers (``with_out``) copy the attribute
+    wrapper.routed = wrapper
     for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
         setattr(wrapper, attr, getattr(fn, attr))
     return wrapper

@@ -51,6 +51,14 @@ class RandomnessError(RuntimeError):
     """A random op inside ``vmap(..., randomness='error')``."""
 
 
+class Refused(RuntimeError):
+    """A call PyTorch's vmap refuses on principle: a result whose shape depends on each
+    sample's values (nonzero, unique, a batched boolean mask), or running statistics
+    updated in place by a batch they are not batched with.  ``vmap`` raises it instead of
+    running its per-sample loop, whose answer would exist only when the samples happen
+    to agree."""
+
+
 class _NoAttr(NoRule, AttributeError):
     """A missing array attribute: also an AttributeError, so ``hasattr`` probes (is this
     a CuPy array?) answer False instead of failing."""
@@ -116,7 +124,13 @@ class BArr:
         from ember.ops.shape import _try_view
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        if _try_view(self.value._data, (self.value._data.shape[0],) + tuple(shape)) is None:
+        if tuple(shape) == self.shape or (self.ndim == 1 and tuple(shape) == (-1,)):
+            return self  # no change of shape (an index array's ``reshape(-1)``)
+        inner = self.value._data
+        full = (inner.shape[0],) + tuple(shape)
+        if type(inner) is BArr:  # nested: viewable if the outer level's array is
+            inner.reshape(full)
+        elif _try_view(inner, full) is None:
             raise ValueError("not viewable")
         return self
 

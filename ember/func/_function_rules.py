@@ -7,8 +7,71 @@ handles batched arguments and calls the function for everything else.  The table
 keyed by the functions, not by names."""
 from ember import _core as ember
 from ember._tensor import Tensor
-from ember.func._batched import NoRule, wrap
+from ember.func._batched import NoRule, Refused, wrap
 from ember.ops._batch import _shift
+
+# PyTorch's words for a result whose shape depends on the values of each sample
+_DYNAMIC = "vmap: We do not support batching operators that can support dynamic shape. "
+
+
+def _dynamic_shape_rule(orig):
+    """nonzero, unique: the result's length is each sample's own, so vmap refuses (as
+    PyTorch's does) rather than loop and stack whatever lengths the samples happen to
+    share."""
+    def refuse(input, *args, **kwargs):
+        from ember.func._batched import is_batched
+        if is_batched(input):
+            raise Refused("vmap: We do not support batching operators that can output "
+                          f"dynamic shape. Attempted to vmap over {orig.__name__}.")
+        return orig(input, *args, **kwargs)
+    return refuse
+
+
+_INPLACE = ("vmap: inplace arithmetic(self, *extra_args) is not possible because there "
+            "exists a Tensor `other` in extra_args that has more elements than `self`. This "
+            "happened due to `other` being vmapped over but `self` not being vmapped over in "
+            "a vmap. Please try to use out-of-place operators instead of inplace arithmetic. "
+            "If said operator is being called inside the PyTorch framework, please file a "
+            "bug report instead.")
+
+
+def _check_writes_rule(orig):
+    """An in-place write of a batched value into a tensor without that batch: PyTorch
+    refuses, and so does vmap here (its per-sample loop would write every sample into
+    the same memory in turn)."""
+    def check_writes(targets, sources, message=None):
+        from ember.func._batched import _chain
+        have = {lv.id for s in sources for lv in _chain(s)}
+        for t in targets:
+            if isinstance(t, Tensor) and have - {lv.id for lv in _chain(t)}:
+                raise Refused(message or _INPLACE)
+    return check_writes
+
+
+def _like_rule(orig):
+    """``zeros_like``/``ones_like``/``empty_like``/``full_like`` of a batched tensor: the
+    factory on the tensor underneath, so that each sample gets its own (as in PyTorch's
+    vmap; ``empty_like(x).copy_(x)`` then writes each sample into its own memory)."""
+    def like(input, *args, **kwargs):
+        from ember.func._batched import BArr
+        d = input._data if isinstance(input, Tensor) else None
+        if type(d) is not BArr:
+            return orig(input, *args, **kwargs)
+        return wrap(like(d.value, *args, **kwargs), d.level)
+    return like
+
+
+def _masked_select_rule(orig):
+    """masked_select with a batched mask: each sample's mask counts its own elements, so
+    vmap refuses, as PyTorch's does (a batched input alone runs as an index op)."""
+    def masked_select(input, mask, **kwargs):
+        from ember.func._batched import is_batched
+        if is_batched(mask):
+            raise Refused("vmap: Attempted to vmap over `mask` in torch.masked_select(self, "
+                          "mask) We cannot support this because for each batch this would "
+                          "return a differently shaped Tensor.")
+        return orig(input, mask, **kwargs)
+    return masked_select
 
 
 def _nll_rule(orig):
@@ -32,9 +95,11 @@ def _convert_item_rule(orig):
         from ember.func._batched import BArr
         if isinstance(i, Tensor) and type(i._data) is BArr:
             k = i._data.dtype.kind
-            if k not in "iu" or i._data.dtype == "uint8":
-                raise NoRule("indexing with a batched float, bool or uint8 mask (its result "
-                             "size depends on each sample's values)")
+            if k == "b" or i._data.dtype == "uint8":
+                raise Refused(_DYNAMIC + "Attempting to batch over indexing with a boolean "
+                              "mask.")
+            if k not in "iu":
+                raise NoRule("indexing with a batched float index")
             return i._data
         return orig(i)
     return _convert_item
@@ -95,10 +160,17 @@ def _check_indices_rule(orig):
 def _table():
     import ember.nn._functional_losses as losses
     import ember.nn.functional as F
+    from ember import _factory
     from ember import _random_ops as R
     from ember.func._batched import random_rule
-    from ember.ops import indexing, sorting
+    from ember.ops import _inplace, flat_index, indexing, masking, sorting
     table = {sorting._indices: _sort_indices_rule,
+             _factory.zeros_like: _like_rule, _factory.ones_like: _like_rule,
+             _factory.empty_like: _like_rule, _factory.full_like: _like_rule,
+             _inplace.check_writes: _check_writes_rule,
+             masking.nonzero: _dynamic_shape_rule,
+             sorting.unique: _dynamic_shape_rule,
+             flat_index.masked_select: _masked_select_rule,
              sorting._cpu_choice: _cpu_choice_rule,
              F._check_indices: _check_indices_rule,
              losses._nll: _nll_rule,
@@ -106,11 +178,14 @@ def _table():
              indexing.parse_index: _parse_index_rule}
     for fn in (R.rand, R.randn, R.rand_like, R.randn_like, R.randint_like, F._noise):
         table[fn] = (lambda name: lambda orig: random_rule(name, orig))(fn.__name__)
-    for fn in table:
-        if getattr(fn, "__wrapped__", None) is None:
+    rules = {}
+    for fn, make in table.items():
+        routed = getattr(fn, "routed", None)  # the routed function under ``with_out``...
+        if routed is None:
             raise TypeError(f"{fn.__module__}.{fn.__name__} has a vmap rule but is not "
                             "marked _modes.routed, so vmap would never see its calls")
-    return {fn: make(fn.__wrapped__) for fn, make in table.items()}
+        rules[routed] = make(routed.__wrapped__)
+    return rules
 
 
 FUNCTION_RULES = {}  # routed function -> its rule (filled on first use)

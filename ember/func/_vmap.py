@@ -175,7 +175,7 @@ def _run(func, leaves, spec, dims, kwargs, B, out_dims, randomness):
         return _batched_call(func, leaves, spec, dims, kwargs, B, out_dims, randomness)
     except _Random:
         raise _b.RandomnessError(_RANDOM_MSG) from None
-    except _b.RandomnessError:
+    except (_b.RandomnessError, _b.Refused):
         raise
     except (_b.NoRule, NotImplementedError) as e:
         why = f"ember has no batching rule for {getattr(e, 'what', e)}"

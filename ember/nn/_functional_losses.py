@@ -375,27 +375,30 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
 
 
 # ----- classification --------------------------------------------------------------------
+def _dtype_error(target):
+    dt = target.dtype.name.capitalize() if isinstance(target, Tensor) else "?"
+    dt = {"Int64": "Long", "Int32": "Int", "Float32": "Float", "Float64": "Double",
+          "Int16": "Short", "Int8": "Char", "Float16": "Half"}.get(dt, dt)
+    return RuntimeError(f"expected target dtype to be Long or Byte, but got {dt}")
+
+
 def _check_nll(input, target, weight):
-    if isinstance(target, Tensor) and 1 <= input.ndim <= 2 and target.ndim > 1:
-        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
-    if isinstance(target, Tensor) and input.ndim >= 2 and target.ndim == 0:
-        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
-                         "batch_size (0).")
-    if not isinstance(target, Tensor) or target.dtype not in (ember.int64, ember.uint8):
-        dt = target.dtype.name.capitalize() if isinstance(target, Tensor) else "?"
-        dt = {"Int64": "Long", "Int32": "Int", "Float32": "Float", "Float64": "Double",
-              "Int16": "Short", "Int8": "Char", "Float16": "Half"}.get(dt, dt)
-        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {dt}")
+    # PyTorch's order (nll_loss_nd, then the kernel's checks): the dimensions, the batch
+    # sizes, the target's shape, and only then its dtype
+    if not isinstance(target, Tensor):
+        raise _dtype_error(target)
     if input.ndim < 1:
         raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
+    if input.ndim >= 2 and (target.ndim == 0 or input.shape[0] != target.shape[0]):
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
+                         f"batch_size ({target.shape[0] if target.ndim else 0}).")
     if input.ndim <= 2 and target.ndim > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if input.ndim <= 2 and target.dtype not in (ember.int64, ember.uint8):
+        raise _dtype_error(target)
     if input.ndim == 1 and target.ndim == 1 and target.shape[0] != 1:
         raise ValueError("For 1D input, 1D target must have size 1, but got target size: "
                          f"{target.shape[0]}")
-    if input.ndim >= 2 and target.ndim >= 1 and input.shape[0] != target.shape[0]:
-        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
-                         f"batch_size ({target.shape[0]}).")
     if input.ndim == 4:  # PyTorch's nll_loss2d kernel, with its own messages
         if target.ndim != 3:
             raise RuntimeError("only batches of spatial targets supported (3D tensors) but got "
@@ -407,6 +410,8 @@ def _check_nll(input, target, weight):
         expected = [input.shape[0], *input.shape[2:]]
         if list(target.shape) != expected:
             raise RuntimeError(f"Expected target size {expected}, got {list(target.shape)}")
+    if target.dtype not in (ember.int64, ember.uint8):
+        raise _dtype_error(target)
     n_classes = input.shape[1] if input.ndim >= 2 else input.shape[0]
     if weight is not None and weight.numel() != n_classes:
         raise RuntimeError(f"weight tensor should be defined either for all {n_classes} classes "

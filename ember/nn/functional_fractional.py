@@ -1,17 +1,18 @@
-"""``F.fractional_max_pool2d``/``3d`` (Graham's fractional max pooling) and
-``F.linear_cross_entropy``: composites of ember ops (gather, max, tensordot,
-cross_entropy), so their gradients need no code here.
+"""``F.fractional_max_pool2d``/``3d`` (Graham's fractional max pooling: the windows are
+drawn here, the pooling is the op ``ops.adaptive_pooling.FractionalMaxPool``, PyTorch's
+node) and ``F.linear_cross_entropy`` (a composite of tensordot and cross_entropy).
 
 Fractional pooling draws one number in [0, 1) per (batch, channel, dim) from ember's
 generator, in the order and dtype PyTorch draws them (``rand(N, C, dims)``), so a
 seeded run picks the same windows as PyTorch; ``_random_samples`` fixes them.
 """
+import dataclasses
 import math
+import warnings
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
-from ember.backend import array_module
+from ember.ops.adaptive_pooling import FractionalMaxPool, FractionalMaxPool3D
 
 __all__ = ["fractional_max_pool2d", "fractional_max_pool3d",
            "fractional_max_pool2d_with_indices", "fractional_max_pool3d_with_indices",
@@ -67,10 +68,18 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices,
     n, c = x.shape[:2]
     if _random_samples is None:
         _random_samples = ember.rand(n, c, nd, dtype=input.dtype)
+    if _random_samples.dtype != input.dtype:
+        raise RuntimeError("Expect _random_samples to have the same dtype as input")
     u = np.asarray(_random_samples._data)
-    if u.shape != (n, c, nd):
-        raise RuntimeError(f"{name}(): Expect _random_samples to be of shape {(n, c, nd)}, got "
-                           f"{list(u.shape)}")
+    if u.ndim != 3:
+        raise RuntimeError(f"Expect _random_samples to have 3 dimensions, got {u.ndim}")
+    if u.shape[0] < n:
+        raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
+    if u.shape[1] != c:
+        raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
+    if u.shape[2] != nd:
+        raise RuntimeError(f"Expect _random_samples.size(2) equals to {nd}; got {u.shape[2]}.")
+    u = u[:n]  # PyTorch reads the first N rows of a longer table
     dt = np.dtype(input._data.dtype)
     # PyTorch's sample order: the last spatial dim first for 2-D pooling (W, H), in
     # order for 3-D (T, H, W)
@@ -83,14 +92,9 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices,
     for d in range(nd):
         shape = (n, c) + tuple(out[e] if e == d else 1 for e in range(nd)) + (1,)
         pos = pos + (starts[d].reshape(shape) + offs[:, d]) * strides[d]
-    xp = array_module(input._data)
-    flat = x.reshape(n, c, math.prod(spatial))
-    idx = _make(xp.asarray(pos.reshape(n, c, math.prod(pos.shape[2:]))), False)
-    windows = ember.gather(flat, 2, idx).reshape((n, c) + out + (pos.shape[-1],))
-    values, arg = windows.max(-1)
-    indices = ember.gather(idx.reshape(pos.shape), -1, arg.unsqueeze(-1)).squeeze(-1)
-    if not batched:
-        values, indices = values.squeeze(0), indices.squeeze(0)
+    # one node, PyTorch's, on the input as given (an unbatched input is not unsqueezed)
+    op = FractionalMaxPool3D if nd == 3 else FractionalMaxPool
+    values, indices = op.apply(input, pos if batched else pos[0], nd)
     return (values, indices) if return_indices else values
 
 
@@ -125,18 +129,16 @@ def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None,
     return _fractional(input, kernel_size, output_size, output_ratio, True, _random_samples, 3)
 
 
+@dataclasses.dataclass(slots=True, frozen=True)
 class LinearCrossEntropyOptions:
-    """PyTorch's chunking options for ``linear_cross_entropy``. ember accepts and
-    ignores them: it computes the logits in one piece (the same values and
-    gradients, without the memory saving)."""
-
-    def __init__(self, allow_retain_graph=True, batch_chunk_size=None, chunking_method="auto",
-                 acc_policy="auto", acc_dtype=None):
-        self.allow_retain_graph = allow_retain_graph
-        self.batch_chunk_size = batch_chunk_size
-        self.chunking_method = chunking_method
-        self.acc_policy = acc_policy
-        self.acc_dtype = acc_dtype
+    """PyTorch's chunking options for ``linear_cross_entropy`` (its fields and defaults).
+    ember accepts and ignores them: it computes the logits in one piece (the same values
+    and gradients, without the memory saving)."""
+    allow_retain_graph: bool = False
+    batch_chunk_size: int = None
+    chunking_method: str = "auto"
+    acc_policy: str = "auto"
+    acc_dtype: object = None
 
 
 def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None,
@@ -145,19 +147,56 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
     """``cross_entropy(linear(input, linear_weight, linear_bias), target, ...)``.
 
     ``linear_weight`` is ``(C, in)`` or ``(C, d_1, ..., d_K, in)`` for a K-dimensional
-    loss (the logits are ``(N, C, d_1, ...)``). ``options`` (chunking) is accepted and
-    ignored.
+    loss (the logits are ``(N, C, d_1, ...)``). PyTorch's reference path: the linear map,
+    the logits viewed to that shape, the cross entropy. ``options`` (PyTorch's chunking,
+    a memory saving) is accepted and ignored: the values and gradients are the same.
     """
     import ember
-    if not isinstance(linear_weight, Tensor) or linear_weight.dim() < 2:
-        raise RuntimeError("linear_cross_entropy: linear_weight must be a tensor with at least "
-                           "2 dimensions")
-    logits = ember.tensordot(input, linear_weight, dims=([input.dim() - 1],
-                                                         [linear_weight.dim() - 1]))
-    if linear_bias is not None:
-        logits = logits + linear_bias
+    if input.dim() < 1 or input.dim() > 2:
+        raise RuntimeError(f"expected input with dimensionality 1 or 2, got {input.dim()}")
+    if linear_weight.dim() < 2:
+        raise RuntimeError("expected linear_weight with dimensionality at least 2, got "
+                           f"{linear_weight.dim()}")
+    num_batches = tuple(input.shape[:-1])
+    in_features = input.shape[-1]
+    if in_features != linear_weight.shape[-1]:
+        raise RuntimeError("expected equal input and linear_weight last dimensions "
+                           f"(in_features), got {input.shape[-1]} and "
+                           f"{linear_weight.shape[-1]}, respectively")
+    num_classes = linear_weight.shape[0]
+    out_features = tuple(linear_weight.shape[1:-1])
+    if linear_bias is not None and tuple(linear_bias.shape) != (num_classes, *out_features):
+        raise RuntimeError(f"expected linear_bias shape {(num_classes, *out_features)}, got "
+                           f"{tuple(linear_bias.shape)}")
+    if out_features and not num_batches:
+        raise RuntimeError(f"K-dimensional loss defined by linear_weight shape "
+                           f"{tuple(linear_weight.shape)} requires batched input, (N, "
+                           f"{in_features}), got unbatched input with shape "
+                           f"{tuple(input.shape)}")
+    logits_shape = (*num_batches, num_classes, *out_features)
+    if tuple(target.shape) == logits_shape and ignore_index is not None:
+        raise RuntimeError("ignore_index cannot be specified when target contains "
+                           "probabilities")
     if ignore_index is None:
         ignore_index = -100
+    if options is not None and (out_features or reduction not in ("mean", "sum", "none") or
+                                label_smoothing != 0.0 or target.dtype != ember.int64):
+        # PyTorch's warning where its chunked path cannot run
+        warnings.warn("linear_cross_entropy: ``options`` ignored; chunked path needs "
+                      "reduction in {'mean','sum','none'}, label_smoothing == 0, target.dtype"
+                      " == int64, out_features == (). Got "
+                      f"reduction={reduction!r}, label_smoothing={label_smoothing}, "
+                      f"target.dtype={str(target.dtype).replace('ember', 'torch')}, "
+                      f"out_features={out_features}, tracing=False, linear_bias.shape="
+                      f"{tuple(linear_bias.shape) if linear_bias is not None else None}.",
+                      stacklevel=2)
+    if out_features:
+        rows = math.prod(out_features, start=num_classes)
+        linear_weight = linear_weight.reshape((rows, in_features))
+        if linear_bias is not None:
+            linear_bias = linear_bias.reshape(rows)
+    logits = ember.nn.functional.linear(input, linear_weight, linear_bias)
+    logits = logits.reshape(logits_shape)
     return ember.nn.functional.cross_entropy(logits, target, weight=weight,
                                              ignore_index=ignore_index, reduction=reduction,
                                              label_smoothing=label_smoothing)

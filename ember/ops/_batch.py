@@ -185,10 +185,25 @@ def dim_rule(pos, all_if_none=True):
             d = args[pos]
             if d is None and not all_if_none:
                 return _flat_none(cls, lvl, v, args, pos)
+            if n == 0 and isinstance(d, int):
+                return _scalar_dim(cls, lvl, v, args, pos, params)
             args[pos] = _shift_axes(d, n)
         return _wrap_out(cls.apply(*args, **params), lvl)
     rule.__doc__ = f"The dims at argument {pos} move past the batch."
     return rule
+
+
+def _scalar_dim(cls, lvl, v, args, pos, params):
+    """A dim of a 0-d sample (0 or -1, as PyTorch allows): the underlying ``(B,)`` has
+    no dim past the batch, so each sample becomes ``(1,)`` for the call and its result
+    0-d again (dim 1 of a ``(B,)`` tensor would be out of range, or, under an outer
+    level, silently the outer batch's dim)."""
+    args[0] = v.unsqueeze(1)
+    args[pos] = 1
+    out = cls.apply(*args, **params)
+    B = v.shape[0]
+    fix = lambda o: o.reshape(B) if isinstance(o, Tensor) and o.dim() == 2 else o  # noqa: E731
+    return _wrap_out(tuple(fix(o) for o in out) if isinstance(out, tuple) else fix(out), lvl)
 
 
 def _flat_none(cls, lvl, v, args, pos):
@@ -232,6 +247,42 @@ def view(cls, lvl, args, params):
         # a reshape copies (PyTorch's vmap does the same for non-viewable batches)
         from ember.ops.shape import ReshapeCopy
         return _b().wrap(ReshapeCopy.apply(v, shape), lvl)
+
+
+def _reach(shape, strides, offset):
+    """The storage positions ``[first, last]`` a strided window reads, None if empty."""
+    if 0 in shape:
+        return None
+    return offset, offset + sum((n - 1) * s for n, s in zip(shape, strides))
+
+
+def storage_as_strided(cls, lvl, args, params):
+    """``torch.as_strided(x, size, stride, offset)`` as PyTorch's vmap reads it: one window
+    on the storage under the batch, with the batch's own stride in front of the sample's
+    strides, so that sample ``b`` starts ``b`` batch strides after the offset (an explicit
+    offset counts from the storage's start, so it is sample 0's).  The per-sample loop
+    would read every sample's window from sample 0's storage place."""
+    v = _only_first(cls, lvl, args)
+    x, shape, strides, offset = args
+    bottom = _b().bottom(v)
+    k = bottom.dim() - v.dim()
+    step = bottom.stride(k)  # the batch dim's stride, in the storage
+    # PyTorch's check: each sample's window lies in the memory of that sample, else
+    # samples would read each other's values
+    start = bottom.storage_offset()
+    have = _reach(tuple(v.shape[1:]), bottom.stride()[k + 1:], start)
+    want = _reach(tuple(shape), tuple(strides), start if offset is None else offset)
+    if want is not None and (have is None or want[0] < have[0] or want[1] > have[1]):
+        def show(r):
+            return "[]" if r is None else f"[{r[0]}, {r[1] + 1}]"
+        raise _b().Refused(
+            f"result = tensor.as_strided({list(shape)}, {list(strides)}, {offset}) can access "
+            f"memory outside of `tensor`. `result` can access some memory in range "
+            f"{show(want)}, but `tensor` can only access some memory in range {show(have)}. "
+            "This is not supported inside of vmap, please try to rewrite the `as_strided` "
+            "call as a sequence of PyTorch view operations")
+    return _b().wrap(cls.apply(v, (v.shape[0],) + tuple(shape), (step,) + tuple(strides),
+                               offset), lvl)
 
 
 def reshape_copy(cls, lvl, args, params):
@@ -512,6 +563,14 @@ def index_select(cls, lvl, args, params):
     return b.wrap(cls.apply(v, idx, _shift(dim, v.dim() - 1)), lvl)
 
 
+def refuse(message):
+    """The rule of an op PyTorch's vmap refuses, where ember's per-sample loop would not
+    give what the op means for a batch: raise ``message``."""
+    def rule(cls, lvl, args, params):
+        raise _b().Refused(message)
+    return rule
+
+
 # ----- ops without a rule -----------------------------------------------------------------
 _RANDOM = "random: runs per sample, so each sample draws its own values"
 _NOT_YET = "no rule written yet: vmap runs the per-sample loop"
@@ -527,7 +586,6 @@ def _no_batch_rule():
         diagonals,
         extrema,
         flat_index,
-        index_scatter,
         indexing,
         linalg_eig,
         losses,
@@ -553,12 +611,8 @@ def _no_batch_rule():
         extrema._EvenAll: _BASE,
         _views.AsStrided: "strides of the storage: a per-sample stride does not describe "
                           "the batch",
-        _views.StorageAsStrided: "strides of the storage: a per-sample stride does not "
-                                 "describe the batch",
         _views.AsStridedScatter: "strides of the storage: a per-sample stride does not "
                                  "describe the batch",
-        index_scatter.AsStridedScatter: "strides of the storage: a per-sample stride does "
-                                         "not describe the batch",
         _views.TakeFlat: "flat positions in a view's storage (writes through views); no "
                          "rule written yet",
         _views.PutFlat: "flat positions in a view's storage (writes through views); no "
@@ -621,6 +675,10 @@ def _no_batch_rule():
                     "composite's primitives run, which have rules")
     for c in (losses.MultiMarginLoss, losses.MultilabelMarginLoss):
         table[c] = _NOT_YET
+    from ember.ops import adaptive_pooling
+    for c in (adaptive_pooling.FractionalMaxPool, adaptive_pooling.FractionalMaxPool3D):
+        table[c] = ("its windows come from the caller's random draw for the unbatched "
+                    "shape: under vmap the loop runs the pooling per sample")
     from ember.ops import normalization_grad
     for c in (normalization_grad.LayerNormGrads, normalization_grad.BatchNormGrads,
               normalization_grad.BatchNormEvalGrads):

@@ -9,6 +9,10 @@ import string
 
 from ember.ops._batch import _b, _expand_batch, _lnd, _shift, _size, _to_rank
 
+# PyTorch's refusal of a batch norm updating running statistics without the batch
+BATCHED_STATS = ("Batch norm got a batched tensor as input while the running_mean or "
+                 "running_var, which will be updated in place, were not batched.")
+
 
 # ----- linear algebra ---------------------------------------------------------------------
 def _matmul_values(a, ab, b, bb):
@@ -178,6 +182,11 @@ def normalize(cls, lvl, args, params):
     x, w, bias, axes, eps = args[:5]
     stats = args[5] if len(args) > 5 else params.get("stats")
     if stats is not None:
+        if b.unwrap(x, lvl)[1] and any(t is not None and not b.unwrap(t, lvl)[1]
+                                       for t in stats.tensors):
+            # one buffer per sample's statistics is not there: PyTorch refuses, where the
+            # per-sample loop would blend every sample into the same buffers in turn
+            raise b.Refused(BATCHED_STATS)
         raise b.NoRule(f"{cls._op_name} updating running statistics")
     xv, xb = b.unwrap(x, lvl)
     B = _size(lvl)

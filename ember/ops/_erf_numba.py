@@ -21,11 +21,17 @@ side, instead of the NumPy path's twenty-odd passes.
 float32 erf, erfc, erfinv and the GELU's forward run in a single pass with an
 exponential (and for erfinv a logarithm) of their own: a float32 result needs only to
 round the same way, and the few elements too close to a rounding midpoint to be sure of
-that are recomputed by the NumPy path (see "float32 results in one pass" below).
+that are recomputed by the NumPy path (see "float32 results in one pass" below). There,
+and only there, the large-argument pieces of erf and erfc and their exponential are
+evaluated by Estrin's scheme with multiply-adds (``_mul_add``): their values are not
+the NumPy path's anyway; the small-argument piece ``x A(x^2)``, whose values must be,
+keeps the NumPy path's operations in a kernel of its own.
 
-Every loop vectorizes on AVX2 (4 float64 lanes) as well as on AVX-512: no calls, no
-float-to-integer conversions (``np.floor``, not ``math.floor``, whose int64 result AVX2
-converts lane by lane), no data-dependent branches (both sides and a select).
+Every arithmetic loop vectorizes on AVX2 (4 float64 lanes) as well as on AVX-512: no
+calls, no float-to-integer conversions (``np.floor``, not ``math.floor``, whose int64
+result AVX2 converts lane by lane), no data-dependent branches (both sides and a
+select); float32 erf and erfc list a block's large arguments in one scalar loop first,
+so that each element runs only its own piece.
 """
 import math
 
@@ -134,16 +140,67 @@ def _as_int64(typingctx, v):
     return _types.int64(_types.float64), codegen
 
 
+@_intrinsic
+def _mul_add(typingctx, a, b, c):
+    """``a * b + c``, fused into one rounding where the processor has a fused multiply-add
+    (LLVM's ``fmuladd``: either way, vectorized). Only in the float32 passes' own pieces,
+    whose float64 values are checked against rounding, never in the NumPy path's steps."""
+    def codegen(context, builder, signature, args):
+        d = _ir.DoubleType()
+        fn = builder.module.declare_intrinsic("llvm.fmuladd", [d], _ir.FunctionType(d, [d] * 3))
+        return builder.call(fn, args)
+    return _types.float64(_types.float64, _types.float64, _types.float64), codegen
+
+
+def _lowest_first(p):
+    """Coefficients from the highest power (``_fit``'s) as ``_estrin`` takes them."""
+    q = np.ascontiguousarray(np.asarray(p)[::-1])
+    assert q.size in (8, 11, 12, 14), q.size  # the sizes ``_estrin`` spells out
+    return q
+
+
+@_jit(inline="always")
+def _estrin(q, u):
+    """``q[0] + q[1] u + ... `` (8, 11, 12 or 14 coefficients, lowest power first) by
+    Estrin's scheme: pairs ``q[k] + q[k+1] u`` combined with ``u**2``, ``u**4``,
+    ``u**8``, a tree four multiply-adds deep instead of Horner's chain of 10-13 (with the
+    exponential's the longest path through the loop: docs/performance/elementwise.md,
+    "(tenth pass)")."""
+    n = q.size
+    u2 = u * u
+    u4 = u2 * u2
+    lo = _mul_add(_mul_add(q[3], u, q[2]), u2, _mul_add(q[1], u, q[0]))
+    mid = _mul_add(_mul_add(q[7], u, q[6]), u2, _mul_add(q[5], u, q[4]))
+    if n == 8:
+        return _mul_add(mid, u4, lo)
+    lo = _mul_add(mid, u4, lo)
+    if n == 11:
+        hi = _mul_add(q[10], u2, _mul_add(q[9], u, q[8]))
+    elif n == 12:
+        hi = _mul_add(_mul_add(q[11], u, q[10]), u2, _mul_add(q[9], u, q[8]))
+    else:
+        hi = _mul_add(_mul_add(q[13], u, q[12]), u4,
+                      _mul_add(_mul_add(q[11], u, q[10]), u2, _mul_add(q[9], u, q[8])))
+    return _mul_add(hi, u4 * u4, lo)
+
+
+_EXP_Q = _lowest_first(_EXP_P)
+_BE_Q = _lowest_first(_BE_P)
+_B32_Q = _lowest_first(_B32_P)
+_C32_Q = _lowest_first(_C32_P)
+
+
 @_jit(inline="always")
 def _exp_neg(z):
     """``exp(z)`` for ``-700 < z <= 0`` (NaN stays NaN) to about 1e-15 relative:
-    ``2**k exp(r)``, ``|r| <= ln(2) / 2``, ``exp(r)`` by its Taylor series to ``r**11``;
-    ``2**k`` is built in the exponent bits of ``t`` (a loop with no calls vectorizes)."""
-    t = z * _INV_LN2 + _SHIFT
+    ``2**k exp(r)``, ``|r| <= ln(2) / 2``, ``exp(r)`` by its Taylor series to ``r**11``
+    (Estrin's scheme); ``2**k`` is built in the exponent bits of ``t`` (a loop with no
+    calls vectorizes)."""
+    t = _mul_add(z, _INV_LN2, _SHIFT)
     k = t - _SHIFT
-    r = z - k * _LN2_HI
-    r -= k * _LN2_LO
-    return _horner(_EXP_P, r) * _as_float64((_as_int64(t) + 1023) << 52)
+    r = _mul_add(k, -_LN2_HI, z)  # (k * _LN2_HI is exact: one rounding either way)
+    r = _mul_add(k, -_LN2_LO, r)
+    return _estrin(_EXP_Q, r) * _as_float64((_as_int64(t) + 1023) << 52)
 
 
 @_jit(inline="always")
@@ -164,18 +221,29 @@ def _erfc32_unsure(v):
 
 
 @_jit(inline="always")
+def _erf32_small(xd):
+    """``x A(x^2)``, erf for ``|x| < 0.5``: the NumPy path's own operations (its bits)."""
+    s = _poly(xd * xd, _A32_C, _A32_I, _A32_P)
+    s *= xd
+    return s
+
+
+@_jit(inline="always")
+def _erf32_large(xd):
+    """``1 - erfc(|x|)``, float32 erf of ``|x| >= 0.5`` before rounding (``_k._erf32``'s
+    piece, the exponential and the evaluation order our own: checked against rounding)."""
+    a = _cap(abs(xd), _CAP_ERF32)
+    u = (1.0 / (1.0 + a) - _BE_C) * _BE_I
+    return 1.0 - _estrin(_BE_Q, u) * _exp_neg(-(a * a))
+
+
+@_jit(inline="always")
 def _erf32_value(xd):
     """float32 erf of ``xd`` (a float32 widened) before its rounding, and whether the
-    rounding must be checked (``_k._erf32``'s pieces, the exponential our own)."""
-    x2 = xd * xd
-    s = _poly(x2, _A32_C, _A32_I, _A32_P)
-    s *= xd
-    a = _cap(abs(xd), _CAP_ERF32)
-    e = _poly(1.0 / (1.0 + a), _BE_C, _BE_I, _BE_P)
-    e *= _exp_neg(-(a * a))
-    b = 1.0 - e
-    big = x2 >= 0.25
-    return (math.copysign(b, xd) if big else s), big & _near_midpoint(b)
+    rounding must be checked: what the passes below compute, element by element."""
+    big = xd * xd >= 0.25
+    b = _erf32_large(xd)
+    return (math.copysign(b, xd) if big else _erf32_small(xd)), big & _near_midpoint(b)
 
 
 # The one-pass kernels go through their input in blocks of _BLOCK elements, each block
@@ -184,80 +252,157 @@ def _erf32_value(xd):
 # or a count makes LLVM halve its vector width, a float sum does not vectorize); a block
 # with any is gone through again, element by element, to list them in ``idx``. Each
 # returns how many it listed.
-_BLOCK = 256
+#
+# float32 erf (and the GELU's) computes each element's piece only: a block's elements
+# with ``|x| >= 0.5`` are listed in ``pos`` (one scalar loop, no branch), the large
+# piece runs over them alone and its results are stored back to their places, the
+# small piece (7 terms) over the whole block; of a GELU's inputs ``x / sqrt 2`` about
+# half need only the small piece.
+_BLOCK = 512
 
 
 @_jit
-def _erf32_part(x, out):
-    m = False
+def _large_positions(x, pos, xl):
+    """Lists in ``pos`` the elements of ``x`` with ``|x| >= 0.5``, their values in ``xl``
+    (the large piece's loop reads them in order: indexed loads do not vectorize);
+    returns how many."""
+    n = 0
     for i in range(x.size):
-        v, f = _erf32_value(np.float64(x[i]))
-        out[i] = np.float32(v)
-        m |= f
+        xi = x[i]
+        pos[n] = i
+        xl[n] = xi
+        n += np.int32(abs(xi) >= np.float32(0.5))
+    return n
+
+
+@_jit
+def _erf32_small_part(x, out):
+    for i in range(x.size):
+        out[i] = np.float32(_erf32_small(np.float64(x[i])))
+
+
+@_jit
+def _erf32_large_part(x, big):
+    """``big[j]``: erf of ``x[j]`` (all ``|x| >= 0.5``); True if any must be checked."""
+    m = False
+    for j in range(x.size):
+        xd = np.float64(x[j])
+        b = _erf32_large(xd)
+        big[j] = np.float32(math.copysign(b, xd))
+        m |= _near_midpoint(b)
     return m
+
+
+@_jit
+def _erf32_block(x, out, pos, xl, big, idx, n, start):
+    """float32 erf of the block ``x`` into ``out`` (``pos``, ``xl``, ``big``: buffers of
+    a block's size), its listed elements (offset by ``start``) added to ``idx`` after the
+    ``n`` listed so far; returns the new count."""
+    k = _large_positions(x, pos, xl)
+    kv = min(k + (-k) % 8, xl.size)  # whole vectors: no scalar remainder loop
+    xl[k:kv] = np.float32(1.0)  # (not near a rounding midpoint)
+    m = _erf32_large_part(xl[:kv], big[:kv])
+    _erf32_small_part(x, out)
+    for j in range(k):
+        out[pos[j]] = big[j]
+    if m:
+        for j in range(k):
+            if _near_midpoint(_erf32_large(np.float64(xl[j]))):
+                idx[n] = start + pos[j]
+                n += 1
+    return n
 
 
 @_jit
 def _erf32_one_pass(x, out, idx):
     """float32 erf."""
+    pos = np.empty(_BLOCK, np.int32)
+    xl, big = np.empty(_BLOCK + 8, np.float32), np.empty(_BLOCK + 8, np.float32)
     n = 0
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
-        if _erf32_part(x[start:stop], out[start:stop]):
-            for i in range(start, stop):
-                if _erf32_value(np.float64(x[i]))[1]:
-                    idx[n] = i
-                    n += 1
+        n = _erf32_block(x[start:stop], out[start:stop], pos, xl, big, idx, n, start)
     return n
 
 
 @_jit(inline="always")
-def _erfc32_value(xd, want_erf, far):
-    """float32 ``(erf, erfc)`` of ``xd`` before rounding (``_k._erf_erfc`` with the float32
-    fits, the far piece ``|x| >= 4.5`` only if ``far``) and whether to check them."""
-    x2 = xd * xd
-    s = _poly(x2, _A32_C, _A32_I, _A32_P)
-    s *= xd
+def _erfc32_large(xd, far):
+    """float32 ``erfc(|x|)`` of ``|x| >= 0.5`` before rounding (``_k._erf_erfc``'s piece
+    with the float32 fits, the far piece ``|x| >= 4.5`` only if ``far``; the exponential
+    and the evaluation order our own: checked against rounding)."""
     a = _cap(abs(xd), _CAP32)
-    e = _poly(1.0 / (1.0 + a), _B32_C, _B32_I, _B32_P)
+    e = _estrin(_B32_Q, (1.0 / (1.0 + a) - _B32_C) * _B32_I)
     if far:
-        ef = _poly(1.0 / (a * a), _C32_C, _C32_I, _C32_P) / a
+        ef = _estrin(_C32_Q, (1.0 / (a * a) - _C32_C) * _C32_I) / a
         e = ef if a >= 4.5 else e
-    e *= _exp_neg(-a * a)
-    big = x2 >= 0.25
+    return e * _exp_neg(-a * a)
+
+
+@_jit(inline="always")
+def _erfc32_finish(xd, e, want_erf):
+    """(erf, erfc) of ``|x| >= 0.5`` from ``e = erfc(|x|)``, and whether to check them."""
     b = 1.0 - e
     c = 2.0 - e if xd < 0 else e
     f = _erfc32_unsure(c)
     if want_erf:
         f |= _near_midpoint(b)
-    return (math.copysign(b, xd) if big else s), (c if big else 1.0 - s), big & f
+    return math.copysign(b, xd), c, f
+
+
+@_jit(inline="always")
+def _erfc32_value(xd, want_erf, far):
+    """float32 ``(erf, erfc)`` of ``xd`` before rounding and whether to check them: what
+    the passes below compute, element by element."""
+    v, c, f = _erfc32_finish(xd, _erfc32_large(xd, far), want_erf)
+    s = _erf32_small(xd)
+    big = xd * xd >= 0.25
+    return (v if big else s), (c if big else 1.0 - s), big & f
+
+
+# erfc (alone or with erf) as erf alone: the large piece over a block's ``|x| >= 0.5``
+# only, the small piece over the whole block
+@_jit
+def _erfc32_small_part(x, erfc):
+    for i in range(x.size):
+        erfc[i] = np.float32(1.0 - _erf32_small(np.float64(x[i])))
 
 
 @_jit
-def _erfc32_part(x, erfc):
+def _erf_erfc32_small_part(x, erf, erfc):
+    for i in range(x.size):
+        s = _erf32_small(np.float64(x[i]))
+        erf[i] = np.float32(s)
+        erfc[i] = np.float32(1.0 - s)
+
+
+@_jit
+def _erfc32_large_part(x, erfc):
     m = False
     for i in range(x.size):
-        c, f = _erfc32_value(np.float64(x[i]), False, False)[1:]
+        xd = np.float64(x[i])
+        c, f = _erfc32_finish(xd, _erfc32_large(xd, False), False)[1:]
         erfc[i] = np.float32(c)
         m |= f
     return m
 
 
 @_jit
-def _erfc32_far_part(x, erfc):
+def _erfc32_far_large_part(x, erfc):
     m = False
     for i in range(x.size):
-        c, f = _erfc32_value(np.float64(x[i]), False, True)[1:]
+        xd = np.float64(x[i])
+        c, f = _erfc32_finish(xd, _erfc32_large(xd, True), False)[1:]
         erfc[i] = np.float32(c)
         m |= f
     return m
 
 
 @_jit
-def _erf_erfc32_part(x, erf, erfc):
+def _erf_erfc32_large_part(x, erf, erfc):
     m = False
     for i in range(x.size):
-        v, c, f = _erfc32_value(np.float64(x[i]), True, False)
+        xd = np.float64(x[i])
+        v, c, f = _erfc32_finish(xd, _erfc32_large(xd, False), True)
         erf[i] = np.float32(v)
         erfc[i] = np.float32(c)
         m |= f
@@ -265,10 +410,11 @@ def _erf_erfc32_part(x, erf, erfc):
 
 
 @_jit
-def _erf_erfc32_far_part(x, erf, erfc):
+def _erf_erfc32_far_large_part(x, erf, erfc):
     m = False
     for i in range(x.size):
-        v, c, f = _erfc32_value(np.float64(x[i]), True, True)
+        xd = np.float64(x[i])
+        v, c, f = _erfc32_finish(xd, _erfc32_large(xd, True), True)
         erf[i] = np.float32(v)
         erfc[i] = np.float32(c)
         m |= f
@@ -279,6 +425,9 @@ def _erf_erfc32_far_part(x, erf, erfc):
 def _erfc32_one_pass(x, erf, erfc, idx, want_erf):
     """float32 erfc, and erf with it if ``want_erf``; the far piece only in the blocks
     that reach it."""
+    pos = np.empty(_BLOCK, np.int32)
+    xl = np.empty(_BLOCK + 8, np.float32)
+    bige, bigc = np.empty(_BLOCK + 8, np.float32), np.empty(_BLOCK + 8, np.float32)
     n = 0
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
@@ -286,15 +435,26 @@ def _erfc32_one_pass(x, erf, erfc, idx, want_erf):
         for i in range(start, stop):
             far |= abs(x[i]) >= np.float32(4.5)
         xs, cs = x[start:stop], erfc[start:stop]
+        k = _large_positions(xs, pos, xl)
+        kv = min(k + (-k) % 8, xl.size)  # whole vectors (as ``_erf32_block``)
+        xl[k:kv] = np.float32(1.0)
+        xk, ck = xl[:kv], bigc[:kv]
         if want_erf:
-            es = erf[start:stop]
-            m = _erf_erfc32_far_part(xs, es, cs) if far else _erf_erfc32_part(xs, es, cs)
+            es, ek = erf[start:stop], bige[:kv]
+            m = (_erf_erfc32_far_large_part(xk, ek, ck) if far
+                 else _erf_erfc32_large_part(xk, ek, ck))
+            _erf_erfc32_small_part(xs, es, cs)
+            for j in range(k):
+                es[pos[j]] = bige[j]
         else:
-            m = _erfc32_far_part(xs, cs) if far else _erfc32_part(xs, cs)
+            m = _erfc32_far_large_part(xk, ck) if far else _erfc32_large_part(xk, ck)
+            _erfc32_small_part(xs, cs)
+        for j in range(k):
+            cs[pos[j]] = bigc[j]
         if m:
-            for i in range(start, stop):
-                if _erfc32_value(np.float64(x[i]), want_erf, True)[2]:
-                    idx[n] = i
+            for j in range(k):
+                if _erfc32_value(np.float64(xl[j]), want_erf, True)[2]:
+                    idx[n] = start + pos[j]
                     n += 1
     return n
 
@@ -619,51 +779,45 @@ def erfinv64(x):
 
 
 # ----- the exact GELU (``ember.ops.activation_nodes.Gelu``) ------------------------------
-@_jit(inline="always")
-def _gelu32_value(xi):
-    """float32 ``1 + erf(x / sqrt 2)`` of ``xi`` and whether its erf must be checked."""
-    v, f = _erf32_value(np.float64(xi * _F32_SQRT_HALF))
-    return np.float32(v) + np.float32(1.0), f
+@_jit
+def _scale32(x, c, out):
+    for i in range(x.size):
+        out[i] = x[i] * c
 
 
 @_jit
-def _gelu32_part(x, y, one_plus_erf):
-    m = False
+def _gelu32_finish(x, e, y, one_plus_erf):
     for i in range(x.size):
-        xi = x[i]
-        p, f = _gelu32_value(xi)
+        p = e[i] + np.float32(1.0)
         one_plus_erf[i] = p
-        y[i] = (xi * np.float32(0.5)) * p
-        m |= f
-    return m
+        y[i] = (x[i] * np.float32(0.5)) * p
 
 
 @_jit
-def _gelu32_y_part(x, y):
-    m = False
+def _gelu32_y_finish(x, e, y):
     for i in range(x.size):
-        xi = x[i]
-        p, f = _gelu32_value(xi)
-        y[i] = (xi * np.float32(0.5)) * p
-        m |= f
-    return m
+        y[i] = (x[i] * np.float32(0.5)) * (e[i] + np.float32(1.0))
 
 
 @_jit
 def _gelu32_one_pass(x, y, one_plus_erf, idx, keep):
-    """float32 ``gelu(x)`` and, if ``keep``, ``1 + erf(x / sqrt 2)``."""
+    """float32 ``gelu(x)`` and, if ``keep``, ``1 + erf(x / sqrt 2)``: the erf of the
+    float32 ``x / sqrt 2`` as ``_erf32_one_pass``, block by block."""
+    pos = np.empty(_BLOCK, np.int32)
+    xl, big = np.empty(_BLOCK + 8, np.float32), np.empty(_BLOCK + 8, np.float32)
+    t = np.empty(_BLOCK, np.float32)
+    e = np.empty(_BLOCK, np.float32)
     n = 0
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
+        xs = x[start:stop]
+        ts, es = t[:stop - start], e[:stop - start]
+        _scale32(xs, _F32_SQRT_HALF, ts)
+        n = _erf32_block(ts, es, pos, xl, big, idx, n, start)
         if keep:
-            m = _gelu32_part(x[start:stop], y[start:stop], one_plus_erf[start:stop])
+            _gelu32_finish(xs, es, y[start:stop], one_plus_erf[start:stop])
         else:
-            m = _gelu32_y_part(x[start:stop], y[start:stop])
-        if m:
-            for i in range(start, stop):
-                if _gelu32_value(x[i])[1]:
-                    idx[n] = i
-                    n += 1
+            _gelu32_y_finish(xs, es, y[start:stop])
     return n
 
 

@@ -80,6 +80,15 @@ def _check_promotion(t, operands):
         _check_cast(result_type_of(t, *numbers).np, t._data.dtype)
 
 
+@_modes.routed  # vmap's rule refuses a batch written into a tensor without it
+def check_writes(targets, sources, message=None):
+    """Nothing outside a transform: under ``vmap``, a tensor of ``sources`` batched at a
+    level where a tensor of ``targets`` (to be written in place) is not raises PyTorch's
+    refusal
+    (``message``, or in-place arithmetic's), where a per-sample loop would write every
+    sample into the same memory in turn (ember.func._function_rules)."""
+
+
 def commit(t, result):
     """Write ``result`` into ``t``'s memory and move ``t`` to ``result``'s graph node."""
     if _mode_active[0] and (m := _mode_with("commit")) is not None and not m.depth:
@@ -95,6 +104,7 @@ def commit(t, result):
                                f"shape {list(rd.shape)}")
     recording = _grad_state.grad_enabled and result._requires_grad
     if _modes.active[0]:
+        check_writes((t,), (result,))
         from ember.autograd import forward_ad
         for lvl in forward_ad.visible_levels():
             forward_ad.commit_inplace(t, result, lvl)
@@ -134,6 +144,8 @@ def inplace_method(fn, copies_self=False, promotes=False):
     computed, with PyTorch's message, as PyTorch checks it."""
     def method(self, *args, **kwargs):
         check_inplace(self)
+        if _modes.active[0]:  # (before the op: one without a rule would loop first)
+            check_writes((self,), (*args, *kwargs.values()))
         if promotes:
             _check_promotion(self, (*args, *kwargs.values()))
         return commit(self, fn(source_for(self, copies_self, args), *args, **kwargs))

@@ -17,7 +17,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import AccumulateGrad, Node, Primitive, _active
 from ember.backend import array_module
 from ember.backend.meta import is_meta as _is_meta
-from ember.ops import _jvp
+from ember.ops import _batch, _jvp
 from ember.ops._grad_arrays import _plain_type
 from ember.storage import _memory_root
 
@@ -516,6 +516,7 @@ class StorageAsStrided(ViewPrimitive):
     outside ``x`` itself (a partial view of a larger storage). The gradient goes to the
     storage positions that ``x`` covers; positions ``x`` sees more than once share it."""
     _node_name = "AsStridedBackward0"
+    batch = _batch.storage_as_strided
 
     def forward(self, x, shape, strides, offset):
         found = _storage_of(x)

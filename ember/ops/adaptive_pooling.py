@@ -15,7 +15,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
 from ember.ops._util import reduced_float, scalar_type_name
-from ember.ops.pooling import ScatterFlat, _as_2d
+from ember.ops.pooling import GatherFlat, ScatterFlat, _as_2d
 
 # the names torch also has at top level, with the same signature
 __all__ = ["adaptive_avg_pool1d"]
@@ -322,3 +322,48 @@ def adaptive_max_pool2d_with_indices(input, output_size, return_indices=True):
 def adaptive_max_pool3d_with_indices(input, output_size, return_indices=True):
     """``adaptive_max_pool3d`` returning (values, indices)."""
     return adaptive_max_pool3d(input, output_size, True)
+
+
+class FractionalMaxPool(Primitive):
+    """Max over windows given by their flat positions in each input plane (fractional
+    max pooling: ``pos`` is ``lead + out + (window size,)``, the positions the caller
+    drew); returns (values, flat indices). PyTorch's kernel rule: a later element wins
+    if it is greater or NaN (so the last NaN of a window), else the first maximum."""
+    n_outputs = 2
+    differentiable_outputs = (0,)
+    _node_name = "FractionalMaxPool2DBackward0"
+
+    def _hook_saves(self, args, out):
+        """PyTorch's node saves the input and the indices, for saved-tensor hooks."""
+        x = args[0]
+        return [(x, x._vc[0]), (_make(self.idx, False), None)]
+
+    def forward(self, x, pos, nd):
+        self.S = x.shape[x.ndim - nd:]
+        xm = array_module(x)
+        lead = x.shape[:x.ndim - nd]
+        flat = x.reshape(lead + (int(np.prod(self.S)),))
+        p = xm.asarray(pos)
+        cells = int(np.prod(pos.shape[len(lead):]))
+        vals = xm.take_along_axis(flat, p.reshape(lead + (cells,)), -1).reshape(pos.shape)
+        arg = vals.argmax(-1)
+        if x.dtype.kind == "f" or reduced_float(x.dtype):  # (bfloat16: NumPy's kind "V")
+            nan = xm.isnan(vals)
+            if nan.any():
+                last = nan.shape[-1] - 1 - nan[..., ::-1].argmax(-1)
+                arg = xm.where(nan.any(-1), last, arg)
+        out = xm.take_along_axis(vals, arg[..., None], -1)[..., 0]
+        self.idx = xm.take_along_axis(p, arg[..., None], -1)[..., 0].astype(np.int64)
+        return out, self.idx
+
+    def backward(self, gy, *_):
+        _, idx = self._saved_and_hooked(None, self.idx)[1]
+        return ScatterFlat.apply(gy, idx, self.S, True), None, None
+
+    def jvp(self, t, *_):
+        return GatherFlat.apply(t, self.idx, len(self.S)), None
+
+
+class FractionalMaxPool3D(FractionalMaxPool):
+    """:class:`FractionalMaxPool` over three dims (PyTorch's 3-d node)."""
+    _node_name = "FractionalMaxPool3DBackward0"

@@ -262,13 +262,14 @@ def copy_(self, src, non_blocking=False):
 
     Example: ``w.data.copy_(torch.ones(3))`` or ``ema.copy_(param)`` under ``no_grad``.
     """
-    from ember.ops._inplace import check_inplace, commit
+    from ember.ops._inplace import check_inplace, check_writes, commit
     if not isinstance(src, Tensor):
         if isinstance(src, (bool, int, float)):
             return fill_(self, src)  # torch accepts a Python number here too
         raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not "
                         f"{type(src).__name__}")
     check_inplace(self)
+    check_writes((self,), (src,))
     return commit(self, Copy.apply(self, src))
 
 

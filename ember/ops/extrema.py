@@ -47,7 +47,7 @@ class _EvenAll(Primitive):
 
 class _MaxAll(_EvenAll):
     _node_name = "MaxBackward1"
-    batch = _batch.all_reduce(lambda: _Amax)
+    batch = _batch.all_reduce(lambda: _MaxOfSamples)
 
     @staticmethod
     def select(x):
@@ -57,7 +57,7 @@ class _MaxAll(_EvenAll):
 
 class _MinAll(_EvenAll):
     _node_name = "MinBackward1"
-    batch = _batch.all_reduce(lambda: _Amin)
+    batch = _batch.all_reduce(lambda: _MinOfSamples)
 
     @staticmethod
     def select(x):
@@ -296,6 +296,7 @@ class _AmaxAmin(Primitive):
     save_inputs = (0,)
     save_output = True
     batch = _batch.dim_rule(1)
+    nan_ties = False  # a NaN result shares the gradient among the NaNs (max()/min())
 
     def forward(self, x, axes, keepdim):
         _check_nonempty(self.op, x, axes, False)
@@ -305,9 +306,15 @@ class _AmaxAmin(Primitive):
     def backward(self, gy):
         x, y = self.saved_tensors
         in_shape, axes, keepdim = self.meta
-        mask = x == _keep(y, in_shape, axes, keepdim)
-        return _keep(gy, in_shape, axes, keepdim) / mask.sum(axes, keepdim=True) * mask, \
-            None, None
+        y = _keep(y, in_shape, axes, keepdim)
+        mask = x == y
+        if self.nan_ties:
+            mask = mask | (y.isnan() & x.isnan())
+        # no axes: nothing was reduced (a 0-d sample under vmap, whose batch is the
+        # underlying dim 0): each element is its own tie count, where sum(()) would count
+        # over every dim
+        count = mask.sum(axes, keepdim=True) if axes else mask
+        return _keep(gy, in_shape, axes, keepdim) / count * mask, None, None
 
     def jvp(self, t, *_):
         return _jvp.reduced(self, t, self.meta[1], self.meta[2])
@@ -323,6 +330,20 @@ class _Amin(_AmaxAmin):
     _node_name = "AminBackward0"
     op = "amin"
     fn = staticmethod(np.amin)
+
+
+class _MaxOfSamples(_Amax):
+    """``max()`` of each sample under vmap (:class:`_MaxAll`'s rule): amax over the
+    sample's dims, whose gradient goes evenly to the NaNs when the maximum is NaN, as
+    ``max()``'s does (amax's own is NaN there)."""
+    _node_name = "MaxBackward1"
+    nan_ties = True
+
+
+class _MinOfSamples(_Amin):
+    """``min()`` of each sample under vmap (see :class:`_MaxOfSamples`)."""
+    _node_name = "MinBackward1"
+    nan_ties = True
 
 
 def _amax_amin(cls, input, dim, keepdim):

@@ -4,6 +4,7 @@ they run as the index ops of ``indexing``, which have their rules and spellings.
 import numpy as np
 
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
+from ember.autograd._modes import routed
 from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
@@ -149,6 +150,7 @@ def _check_broadcast(a, b):
                                f"({pb[d]}) at non-singleton dimension {d}")
 
 
+@routed  # vmap refuses a batched mask (ember.func._function_rules)
 @with_out
 def masked_select(input, mask):
     """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""

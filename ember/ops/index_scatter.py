@@ -11,6 +11,7 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
+from ember.ops import _batch
 from ember.ops._inplace import inplace_method
 from ember.ops._util import wrap_dim, write_out
 from ember.ops.gather_scatter import ScatterReduce
@@ -89,6 +90,10 @@ class AsStridedScatter(Primitive):
     """``input`` with the strided view ``(size, stride, offset)`` of its (contiguous)
     memory replaced by ``src``."""
     _node_name = "AsStridedScatterBackward0"
+    # the offset and strides count in memory that each sample's slice of a batch shares
+    batch = _batch.refuse("vmap: as_strided_scatter has no batching rule (its storage "
+                          "offset and strides would count in the whole batch's memory); "
+                          "PyTorch's vmap refuses it too")
 
     def forward(self, x, src, size, stride, offset):
         xp = array_module(x)

@@ -6,6 +6,7 @@ advanced indexing (``indexing``).
 import numpy as np
 
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
+from ember.autograd._modes import routed
 from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
@@ -137,6 +138,7 @@ def masked_scatter_(self, mask, source):
 
 
 @with_out
+@routed  # vmap refuses it: a result of each sample's own length (ember.func._function_rules)
 def nonzero(input, *, out=None, as_tuple=False):
     """Indices of the nonzero elements: an ``(n, input.dim())`` int64 tensor, or with
     ``as_tuple`` one 1-D tensor per dim (a 0-d input counts as 1-D)."""
@@ -151,7 +153,9 @@ def nonzero(input, *, out=None, as_tuple=False):
 
 def argwhere(input):
     """``nonzero(input)``: the indices of the nonzero elements, one row per element."""
-    return nonzero(input)
+    # not the routed nonzero, which vmap refuses: PyTorch's vmap runs argwhere sample by
+    # sample (stacking rows of one length), and so does ember's loop
+    return nonzero.routed.__wrapped__(input)
 
 
 def nonzero_static(input, *, size, fill_value=-1):

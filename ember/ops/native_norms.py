@@ -4,6 +4,8 @@ native_batch_norm``, ``native_layer_norm``, ``native_group_norm``) and
 kernels return (the mean and the reciprocal standard deviation; differentiable only
 for group norm, as in PyTorch)."""
 from ember.autograd.grad_mode import no_grad
+from ember.ops._batch_nn import BATCHED_STATS
+from ember.ops._inplace import check_writes
 
 __all__ = ["native_batch_norm", "native_layer_norm", "native_group_norm", "native_dropout"]
 
@@ -33,6 +35,7 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     dims = (0,) + tuple(range(2, input.dim()))
     shape = (1, c) + (1,) * (input.dim() - 2)
     if training:
+        check_writes((running_mean, running_var), (input,), BATCHED_STATS)
         mean, rstd = _stats(input, dims, eps)
         if input.dtype in (ember.float32, ember.float64) and not (
                 mean.isfinite().all() and rstd.isfinite().all() and rstd.all()):

@@ -387,6 +387,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     >>> batch_norm(x, None, None, training=True).mean(0).abs().max() < 1e-6
     tensor(True)
     """
+    if training and eps <= 0.0:
+        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    if eps < 0.0:
+        raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
     if input.dim() == 1 and input.numel() == 0:  # PyTorch sees no channels: nothing to do
         for name, t in (("running_mean", running_mean), ("running_var", running_var),
                         ("weight", weight), ("bias", bias)):
@@ -404,6 +408,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if training and (running_mean is None) != (running_var is None):
         raise ValueError("running_mean and running_var must either both be None or neither "
                          "be None")
+    if input.numel() == 0:
+        # PyTorch's kernel returns a copy scaled by the first channel's affine pair and
+        # leaves the running statistics alone (the mean of nothing would be NaN)
+        out = input.clone()
+        if weight is not None:
+            out = out * weight[0]
+        if bias is not None:
+            out = out + bias[0]
+        return out
     # (PyTorch's kernel reads the statistics before the bias in training)
     mixed = _check_dtypes(input, (weight, bias, running_mean, running_var),
                           (weight, running_mean, running_var, bias) if training else
@@ -543,6 +556,14 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     _check_channel_vec("weight", weight, c)
     _check_channel_vec("bias", bias, c)
     if not use_input_stats:
+        if records_graph(input, weight, bias):
+            # PyTorch's graph: eval batch norm of the (1, N*C, *) view over the statistics
+            # and parameters repeated per sample, viewed back (ViewBackward0 on top)
+            x = input.contiguous().view((1, n * c) + tuple(input.shape[2:]))
+            rep = [None if t is None else t.repeat(n)
+                   for t in (running_mean, running_var, weight, bias)]
+            out = batch_norm(x, *rep, False, momentum, eps)
+            return out.view(tuple(input.shape))
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     if _prod(input.shape[2:]) == 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input "

@@ -337,6 +337,7 @@ def _unique_results(values, inverse, counts, return_inverse, return_counts):
     return out[0] if len(out) == 1 else tuple(out)
 
 
+@routed  # vmap refuses it: a result of each sample's own length (ember.func._function_rules)
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """The distinct elements of ``input`` in ascending order (of the flattened tensor, or
     the distinct slices along ``dim``), optionally with the index of each input element in

@@ -19,6 +19,7 @@ from ember.optim.radam import RAdam
 from ember.optim.rmsprop import RMSprop
 from ember.optim.rprop import Rprop
 from ember.optim.sgd import SGD
+from ember.optim.sparse_adam import SparseAdam
 
 __all__ = ["Adadelta", "Adafactor", "Adagrad", "Adam", "Adamax", "AdamW", "ASGD", "LBFGS",
            "lr_scheduler", "Muon", "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD",
@@ -32,14 +33,3 @@ def __getattr__(name):
         return importlib.import_module("ember.optim.swa_utils")
     raise AttributeError(f"module 'ember.optim' has no attribute '{name}'")
 
-
-def _missing(name, why):
-    class Missing:
-        def __init__(self, *args, **kwargs):
-            raise NotImplementedError(f"ember.optim.{name} is not implemented: {why}")
-    Missing.__name__ = Missing.__qualname__ = name
-    Missing.__doc__ = f"Not implemented in ember ({why}); constructing it raises."
-    return Missing
-
-
-SparseAdam = _missing("SparseAdam", "ember has no sparse gradients")

@@ -3,9 +3,11 @@ import numpy as np
 
 from ember.optim.optimizer import (
     Optimizer,
+    _axpy,
     _check_flags,
     _check_lr,
     _check_nonnegative,
+    _complex_of,
     _mul_addcmul_,
     _value,
     _zeros_like,
@@ -34,11 +36,13 @@ class Adadelta(Optimizer):
         eps (float): added inside the square roots (default: 1e-6).
         weight_decay (float): L2 penalty (default: 0).
         maximize (bool): maximize the objective (default: False).
-        foreach, capturable: accepted for compatibility; ember has one implementation.
+        foreach, capturable: accepted for compatibility; ember has one implementation
+            (``capturable=True`` needs parameters on an accelerator, as in PyTorch).
         differentiable (bool): must be False (NotImplementedError otherwise).
     """
 
     _scalar_state = ("step",)
+    _capturable_xla = False
     _setstate_defaults = {"foreach": None, "maximize": False, "differentiable": False,
                           "capturable": False}
 
@@ -71,5 +75,10 @@ class Adadelta(Optimizer):
             delta /= std
             delta *= g
             _mul_addcmul_(u, delta, rho, out=std)
-            delta *= lr
-            p._data -= delta
+            pa = p._data
+            if self._complex_step:
+                # PyTorch adds delta to the complex parameter (a product with an
+                # infinite part makes a NaN of the other part)
+                pa, delta = _complex_of(pa), _complex_of(np.ascontiguousarray(delta))
+            # one rounding, as PyTorch's param.add_(delta, alpha=-lr)
+            _axpy(pa, -lr, delta, out=pa)

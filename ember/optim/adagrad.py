@@ -61,9 +61,11 @@ class Adagrad(Optimizer):
 
     def _init_state(self, p, state, group):
         # PyTorch starts the accumulator at the optimizer's default value, even for a
-        # param group given its own initial_accumulator_value
+        # param group given its own initial_accumulator_value; a complex parameter's
+        # two parts start at it each
+        init = self.defaults["initial_accumulator_value"]
         s = np.empty_like(p._data)
-        s.fill(self.defaults["initial_accumulator_value"])
+        s.fill(complex(init, init) if s.dtype.kind == "c" else init)
         state["sum"] = _make(s)
 
     def share_memory(self):

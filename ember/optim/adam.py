@@ -46,7 +46,8 @@ class Adam(Optimizer):
         amsgrad (bool): use the AMSGrad variant (default: False).
         maximize (bool): maximize the objective (default: False).
         decoupled_weight_decay (bool): decay the weights directly, as AdamW (default: False).
-        foreach, capturable, fused: accepted for compatibility; ember has one implementation.
+        foreach, capturable, fused: accepted for compatibility; ember has one implementation
+            (``capturable=True`` needs parameters on an accelerator, as in PyTorch).
         differentiable (bool): must be False (NotImplementedError otherwise).
     """
 
@@ -67,6 +68,9 @@ class Adam(Optimizer):
                 or (isinstance(betas[0], Tensor) and isinstance(betas[1], Tensor))):
             raise ValueError("betas must be either both floats or both Tensors")
         for i, b in enumerate(betas):
+            if isinstance(b, Tensor) and not capturable and foreach:
+                raise ValueError(f"betas[{i}] as a Tensor is not supported for capturable=False "
+                                 "and foreach=True")
             if isinstance(b, Tensor) and b.numel() != 1:
                 raise ValueError(f"Tensor betas[{i}] must be 1-element")
         betas = tuple(map(_to_scalar, betas))

@@ -34,7 +34,8 @@ class Adamax(Optimizer):
         eps (float): added to the denominator (default: 1e-8).
         weight_decay (float): L2 penalty (default: 0).
         maximize (bool): maximize the objective (default: False).
-        foreach, capturable: accepted for compatibility; ember has one implementation.
+        foreach, capturable: accepted for compatibility; ember has one implementation
+            (``capturable=True`` needs parameters on an accelerator, as in PyTorch).
         differentiable (bool): must be False (NotImplementedError otherwise).
     """
 

@@ -16,7 +16,8 @@ class AdamW(Adam):
         weight_decay (float): weight decay coefficient (default: 1e-2).
         amsgrad (bool): use the AMSGrad variant (default: False).
         maximize (bool): maximize the objective (default: False).
-        foreach, capturable, fused: accepted for compatibility; ember has one implementation.
+        foreach, capturable, fused: accepted for compatibility; ember has one implementation
+            (``capturable=True`` needs parameters on an accelerator, as in PyTorch).
         differentiable (bool): must be False (NotImplementedError otherwise).
     """
 

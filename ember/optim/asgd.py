@@ -38,11 +38,14 @@ class ASGD(Optimizer):
         t0 (float): point at which to start averaging (default: 1e6).
         weight_decay (float): L2 penalty (default: 0).
         maximize (bool): maximize the objective (default: False).
-        foreach, capturable: accepted for compatibility; ember has one implementation.
+        foreach, capturable: accepted for compatibility; ember has one implementation
+            (``capturable=True`` needs parameters on an accelerator, as in PyTorch).
         differentiable (bool): must be False (NotImplementedError otherwise).
     """
 
     _scalar_state = ("step", "eta", "mu")
+    _capturable_tensors = "params, mus, etas, and state_steps"
+    _decay_as_real = True
     _setstate_defaults = {"foreach": None, "maximize": False, "differentiable": False,
                           "capturable": False}
 

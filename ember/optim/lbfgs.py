@@ -1,8 +1,10 @@
 """L-BFGS, with an optional strong-Wolfe line search (a port of PyTorch's, after minFunc).
 
 The algorithm works on one flat vector holding every parameter; it is kept as a
-NumPy (or CuPy) array between closure calls, and the scalars (step length, curvature
-products) are Python floats.
+NumPy (or CuPy) array between closure calls. The scalars (dot products, curvature
+products, the step length once a gradient or a Tensor ``lr`` enters it) are NumPy
+scalars of the parameters' dtype where PyTorch's are 0-d tensors, so a float32 problem
+is solved in float32 arithmetic as there (the same iterations, the same state dict).
 """
 import math
 
@@ -10,7 +12,7 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.optim.optimizer import Optimizer, _check_lr, _to_scalar, _value
+from ember.optim.optimizer import Optimizer, _axpy, _check_lr, _real_pairs, _to_scalar
 
 __all__ = ["LBFGS"]
 
@@ -24,7 +26,7 @@ def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
     d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
     d2_square = d1 ** 2 - g1 * g2
     if d2_square >= 0:
-        d2 = math.sqrt(d2_square)
+        d2 = np.sqrt(d2_square) if isinstance(d2_square, np.generic) else math.sqrt(d2_square)
         if x1 <= x2:
             min_pos = x2 - (x2 - x1) * ((g2 + d2 - d1) / (g2 - g1 + 2 * d2))
         else:
@@ -33,15 +35,21 @@ def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
     return (xmin_bound + xmax_bound) / 2.0
 
 
+def _scalar(x):
+    """A 0-d result, NumPy's or CuPy's, as a NumPy scalar of its dtype."""
+    return x if isinstance(x, np.generic) else x.dtype.type(x.item())
+
+
 def _dot(a, b):
+    """``a @ b`` as a NumPy scalar of their dtype (PyTorch's 0-d tensor)."""
     from ember.backend import lapack
     with lapack.one_thread():  # OpenBLAS's threads change a long float64 dot's sum
-        return float(np.dot(a, b))
+        return _scalar(np.dot(a, b))
 
 
 def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9,
                   max_ls=25):
-    d_norm = float(np.abs(d).max())
+    d_norm = _scalar(np.abs(d).max())
     g = g.copy()
     f_new, g_new = obj_func(x, t, d)
     ls_func_evals = 1
@@ -130,7 +138,13 @@ def _arr(x):
 
 
 def _num(x):
-    return float(x) if isinstance(x, Tensor) else x
+    """A state scalar as ``_step`` computes with it: a 0-d tensor's NumPy scalar."""
+    return _scalar(x._data[()]) if isinstance(x, Tensor) else x
+
+
+def _stored(x):
+    """A scalar as PyTorch keeps it in the state: a 0-d tensor where it is one there."""
+    return _make(np.asarray(x)) if isinstance(x, np.generic) else x
 
 
 class LBFGS(Optimizer):
@@ -185,20 +199,20 @@ class LBFGS(Optimizer):
         return self._numel_cache
 
     def _gather_flat_grad(self):
+        # (a complex parameter counts as its real pairs, as in PyTorch)
         views = []
         for p in self._params:
-            if p._grad is None:
-                views.append(np.zeros_like(p._data).reshape(-1))
-            else:
-                views.append(p._grad._data.reshape(-1))
+            g = np.zeros_like(p._data) if p._grad is None else p._grad._data
+            views.append((_real_pairs(g) if g.dtype.kind == "c" else g).reshape(-1))
         return np.concatenate(views, 0)
 
     def _add_grad(self, step_size, update):
         offset = 0
         for p in self._params:
-            pd = p._data
+            pd = _real_pairs(p._data) if p._data.dtype.kind == "c" else p._data
             n = pd.size
-            pd += step_size * update[offset:offset + n].reshape(pd.shape)
+            # one rounding, as PyTorch's p.add_(update, alpha=step_size)
+            _axpy(pd, step_size, update[offset:offset + n].reshape(pd.shape), out=pd)
             p._vc[0] += 1
             offset += n
 
@@ -240,7 +254,7 @@ class LBFGS(Optimizer):
 
     def _step(self, closure):
         group = self.param_groups[0]
-        lr = _value(_to_scalar(group["lr"]))
+        lr = _num(_to_scalar(group["lr"]))
         max_iter, max_eval = group["max_iter"], group["max_eval"]
         tolerance_grad = group["tolerance_grad"]
         tolerance_change = group["tolerance_change"]
@@ -256,7 +270,7 @@ class LBFGS(Optimizer):
         current_evals = 1
         state["func_evals"] += 1
         flat_grad = self._gather_flat_grad()
-        if float(np.abs(flat_grad).max()) <= tolerance_grad:
+        if _scalar(np.abs(flat_grad).max()) <= tolerance_grad:
             return orig_loss
 
         d = _arr(state.get("d"))
@@ -289,7 +303,7 @@ class LBFGS(Optimizer):
                         ro.pop(0)
                     old_dirs.append(y)
                     old_stps.append(s)
-                    ro.append(1.0 / ys)
+                    ro.append(1.0 / ys)  # (NumPy scalars: the parameters' dtype)
                     H_diag = ys / _dot(y, y)
                 # the two-loop recursion for the approximate inverse Hessian times -g
                 num_old = len(old_dirs)
@@ -297,12 +311,12 @@ class LBFGS(Optimizer):
                 q = -flat_grad
                 for i in range(num_old - 1, -1, -1):
                     al[i] = _dot(old_stps[i], q) * ro[i]
-                    q -= al[i] * old_dirs[i]
+                    _axpy(q, -al[i], old_dirs[i], out=q)
                 d = r = q * H_diag
                 for i in range(num_old):
                     be_i = _dot(old_dirs[i], r) * ro[i]
-                    r += (al[i] - be_i) * old_stps[i]
-                state["al"] = [None if a is None else _make(np.asarray(a)) for a in al]
+                    _axpy(r, al[i] - be_i, old_stps[i], out=r)
+                state["al"] = [None if a is None else _stored(a) for a in al]
 
             if prev_flat_grad is None:
                 prev_flat_grad = flat_grad.copy()
@@ -312,7 +326,7 @@ class LBFGS(Optimizer):
 
             # the step length
             if state["n_iter"] == 1:
-                t = min(1.0, 1.0 / float(np.abs(flat_grad).sum())) * lr
+                t = min(1.0, 1.0 / _scalar(np.abs(flat_grad).sum())) * lr
             else:
                 t = lr
             gtd = _dot(flat_grad, d)
@@ -331,14 +345,14 @@ class LBFGS(Optimizer):
                 loss, flat_grad, t, ls_func_evals = _strong_wolfe(
                     obj_func, x_init, t, d, loss, flat_grad, gtd, max_ls=max_eval - current_evals)
                 self._add_grad(t, d)
-                opt_cond = float(np.abs(flat_grad).max()) <= tolerance_grad
+                opt_cond = _scalar(np.abs(flat_grad).max()) <= tolerance_grad
             else:
                 self._add_grad(t, d)
                 if n_iter != max_iter:
                     # re-evaluate unless this is the last iteration
                     loss = float(self._evaluate(closure))
                     flat_grad = self._gather_flat_grad()
-                    opt_cond = float(np.abs(flat_grad).max()) <= tolerance_grad
+                    opt_cond = _scalar(np.abs(flat_grad).max()) <= tolerance_grad
                     ls_func_evals = 1
             current_evals += ls_func_evals
             state["func_evals"] += ls_func_evals
@@ -346,17 +360,17 @@ class LBFGS(Optimizer):
             # stopping conditions
             if n_iter == max_iter or current_evals >= max_eval or opt_cond:
                 break
-            if float(np.abs(d * t).max()) <= tolerance_change:
+            if _scalar(np.abs(d * t).max()) <= tolerance_change:
                 break
             if abs(loss - prev_loss) < tolerance_change:
                 break
 
         state["d"] = None if d is None else _make(d)
-        state["t"] = t
+        state["t"] = _stored(t)
         state["old_dirs"] = [_make(v) for v in old_dirs]
         state["old_stps"] = [_make(v) for v in old_stps]
-        state["ro"] = [_make(np.asarray(v)) for v in ro]
-        state["H_diag"] = H_diag if isinstance(H_diag, int) else _make(np.asarray(H_diag))
+        state["ro"] = [_stored(v) for v in ro]
+        state["H_diag"] = _stored(H_diag)
         state["prev_flat_grad"] = None if prev_flat_grad is None else _make(prev_flat_grad)
         state["prev_loss"] = prev_loss
         return orig_loss

@@ -139,9 +139,11 @@ def _orthogonalize(update, coefficients, steps, eps):
 
 def _bfloat16(a):
     """``a`` (cast to float32) rounded to the nearest bfloat16 value, ties to even, as a
-    float32 array (or scalar); NaN stays NaN, overflow becomes inf. (A float64 array is
+    float32 array (0-d for a scalar); NaN stays NaN, overflow becomes inf. (A float64 array is
     rounded through float32, as PyTorch converts it.)"""
     a = np.asarray(a, dtype=np.float32)
+    shape = a.shape
+    a = a.reshape(-1)  # (a 0-d array's arithmetic gives NumPy scalars, not arrays)
     bits = a.view(np.uint32)
     # only a NaN's bits can wrap around here: those are put back below
     rounded = (bits >> 16) & 1
@@ -152,7 +154,7 @@ def _bfloat16(a):
     nan = np.isnan(a)
     if nan.any():
         out[nan] = a[nan]
-    return out
+    return out.reshape(shape)
 
 
 def _adjusted_lr(lr, adjust_lr_fn, shape):

@@ -45,11 +45,14 @@ class NAdam(Optimizer):
         momentum_decay (float): momentum decay psi (default: 4e-3).
         decoupled_weight_decay (bool): decay the weights directly, as AdamW (default: False).
         maximize (bool): maximize the objective (default: False).
-        foreach, capturable: accepted for compatibility; ember has one implementation.
+        foreach, capturable: accepted for compatibility; ember has one implementation
+            (``capturable=True`` needs parameters on an accelerator, as in PyTorch).
         differentiable (bool): must be False (NotImplementedError otherwise).
     """
 
     _scalar_state = ("step", "mu_product")
+    _capturable_tensors = "params, mu_products and state_steps"
+    _decay_as_real = True
     _setstate_defaults = {"maximize": False, "foreach": None, "capturable": False,
                           "differentiable": False, "decoupled_weight_decay": False}
 

@@ -15,8 +15,10 @@ dtype) and ``exp_avg``/``exp_avg_sq`` shaped like the parameter.
 
 The ``foreach``, ``fused`` and ``capturable`` flags select PyTorch kernels that compute
 the same update; ember accepts them, stores them in the param groups (so state dicts
-match) and runs its single implementation. ``differentiable=True`` (autograd through
-the step) is not supported and raises NotImplementedError.
+match) and runs its single implementation. As in PyTorch, ``capturable=True`` is refused
+at the step (an AssertionError) for parameters that are not on an accelerator.
+``differentiable=True`` (autograd through the step) is not supported and raises
+NotImplementedError.
 """
 import functools
 import warnings
@@ -133,6 +135,11 @@ def _real_pairs(a):
     return a[..., None].view(a.real.dtype)
 
 
+def _complex_of(a):
+    """The complex array whose real pairs ``a`` is (a view): ``_real_pairs``'s inverse."""
+    return a.view(np.result_type(a.dtype, np.complex64))[..., 0]
+
+
 def _real_pairs_of(t):
     r = _make(_real_pairs(t._data))
     r._vc = t._vc
@@ -228,7 +235,8 @@ def _axpy(a, alpha, b, out=None):
     Large contiguous arrays go through a small float64 scratch piece by piece instead of
     a whole-array float64 temporary (the same values, less memory traffic). ``out``
     (which may be ``a`` itself) receives the result."""
-    if a.dtype == np.float64:
+    if a.dtype == np.float64 or a.dtype.kind == "c":
+        # (complex: NumPy's complex product, as PyTorch's, NaN from 0 * inf included)
         r = a + alpha * b
         if out is None:
             return r
@@ -289,6 +297,22 @@ class Optimizer:
     # per-parameter state entries kept as 0-d tensors; a "step" among them is the step
     # counter that _grads creates at 0 and advances before each update
     _scalar_state = ()
+    # the tensors PyTorch's refusal of ``capturable`` on the CPU names, and whether its
+    # list of devices that can capture includes "xla" (each optimizer's own wording)
+    _capturable_tensors = "params and state_steps"
+    _capturable_xla = True
+    # whether a complex parameter is updated as real pairs (PyTorch's view_as_real); SGD
+    # keeps complex arithmetic, where a product with an infinite part makes a NaN
+    _complex_as_real = True
+    # True while ``_grads`` yields a complex parameter as real pairs (``_complex_of``
+    # gives back its complex array where PyTorch's update returns to complex arithmetic)
+    _complex_step = False
+    # whether PyTorch decays a complex parameter's weights as real pairs (NAdam, RAdam,
+    # ASGD: a NaN part stays in its part) or in complex arithmetic (the others)
+    _decay_as_real = False
+    # with ``fused=True``, whether PyTorch checks the dtype of each parameter whose state
+    # is new (Adam, Adagrad) or only of the first parameter with a gradient (SGD)
+    _fused_checks_new_state = True
     # options that param groups saved by older PyTorch versions lack, with the values
     # __setstate__ (and so load_state_dict) fills in, as each PyTorch optimizer does
     _setstate_defaults = {}
@@ -460,6 +484,10 @@ class Optimizer:
         held = _blas_hold.hold_blas() if _threads.MANY else None
         try:
             for group in self.param_groups:
+                if group.get("capturable"):
+                    self._check_capturable(group)
+                if group.get("fused"):
+                    self._check_fused(group)
                 self._step_group(group)
         finally:
             _grad_state.grad_enabled = prev
@@ -470,11 +498,36 @@ class Optimizer:
         """Update the parameters of one param group in place (each optimizer's own)."""
         raise NotImplementedError
 
+    def _check_capturable(self, group):
+        """PyTorch's refusal of ``capturable=True`` for parameters (with a gradient) on a
+        device that cannot capture, such as the CPU: it would run the same update."""
+        devices = ["cuda", "xpu", "hpu", "privateuseone"] + ["xla"] * self._capturable_xla
+        if any(p._grad is not None and p.device.type not in devices
+               for p in group["params"]):
+            raise AssertionError(f"If capturable=True, {self._capturable_tensors} must be on "
+                                 f"supported devices: {devices}.")
+
     # an instance's True (a compiled training step sets it while it runs ``step``) or
     # False (kept NumPy update) overrides the default of ``_one_pass.wanted``: the
     # one-pass loops wherever numba is importable (:mod:`ember.optim._one_pass`; the
     # same values)
     _one_pass = False
+
+    def _check_fused(self, group):
+        """PyTorch's refusal of ``fused=True`` for a parameter that is not floating point
+        (complex): the first one with a gradient, and each whose state is new."""
+        first = not getattr(self, "_fused_checked", False)
+        for p in group["params"]:
+            if p._grad is None or not (first or self._fused_checks_new_state and
+                                       not self.state.get(p)):
+                continue
+            if not p.is_floating_point():
+                devices = ["mps", "cuda", "xpu", "hpu", "cpu", "mtia", "privateuseone"]
+                raise RuntimeError("`fused=True` requires all the params to be floating point "
+                                   f"Tensors of supported devices: {devices} but {p.dtype} "
+                                   f"and {p.device.type}")
+            first = False
+            self._fused_checked = True
 
     def _init_state(self, p, state, group):
         """Lay out the state of parameter ``p`` before its first update.
@@ -521,11 +574,19 @@ class Optimizer:
             if maximize:
                 g = -g
             if wd != 0:
+                pa = p._data
+                as_real = self._decay_as_real and g.dtype.kind == "c"
+                if as_real:
+                    g, pa = _real_pairs(g), _real_pairs(pa)
                 if decoupled:
-                    p._data *= _decay_factor(group["lr"], wd)
+                    pa *= _decay_factor(group["lr"], wd)
                 else:
-                    g = _axpy(g, wd, p._data)
-            if g.dtype.kind == "c" or g.ndim == 0:
+                    g = _axpy(g, wd, pa)
+                if as_real:
+                    g = _complex_of(g)
+            pairs = g.dtype.kind == "c" and self._complex_as_real
+            self._complex_step = pairs
+            if g.ndim == 0 or pairs:
                 yield from self._yield_views(p, g, state)
             else:
                 yield p, g, state
@@ -549,7 +610,7 @@ class Optimizer:
         def view(a):
             if a.ndim == 0:
                 a = a.reshape(1)
-            return _real_pairs(a) if a.dtype.kind == "c" else a
+            return _real_pairs(a) if a.dtype.kind == "c" and self._complex_as_real else a
 
         def like_param(key, t):
             return (isinstance(t, Tensor) and key not in self._scalar_state
@@ -573,7 +634,7 @@ class Optimizer:
                     and t._data.shape == pv._data.shape):
                 # state the step created (a momentum buffer), stored like the parameter
                 a = t._data
-                if p._data.dtype.kind == "c":
+                if p._data.dtype.kind == "c" and a.dtype.kind != "c":
                     a = np.ascontiguousarray(a).view(p._data.dtype)[..., 0]
                 t = _make(a.reshape(p._data.shape))
             state[k] = t

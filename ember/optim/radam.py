@@ -42,11 +42,13 @@ class RAdam(Optimizer):
         weight_decay (float): weight decay (default: 0).
         decoupled_weight_decay (bool): decay the weights directly, as AdamW (default: False).
         maximize (bool): maximize the objective (default: False).
-        foreach, capturable: accepted for compatibility; ember has one implementation.
+        foreach, capturable: accepted for compatibility; ember has one implementation
+            (``capturable=True`` needs parameters on an accelerator, as in PyTorch).
         differentiable (bool): must be False (NotImplementedError otherwise).
     """
 
     _scalar_state = ("step",)
+    _decay_as_real = True
     _setstate_defaults = {"foreach": None, "maximize": False, "differentiable": False,
                           "decoupled_weight_decay": False, "capturable": False}
 

@@ -39,7 +39,8 @@ class RMSprop(Optimizer):
         momentum (float): momentum factor (default: 0).
         centered (bool): normalize by the estimated variance of the gradient (default: False).
         maximize (bool): maximize the objective (default: False).
-        capturable, foreach: accepted for compatibility; ember has one implementation.
+        capturable, foreach: accepted for compatibility; ember has one implementation
+            (``capturable=True`` needs parameters on an accelerator, as in PyTorch).
         differentiable (bool): must be False (NotImplementedError otherwise).
     """
 

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ember._tensor import _make
+from ember.ops.unary import _sign_np as _sign
 from ember.optim.optimizer import (
     Optimizer,
     _check_flags,
@@ -30,7 +31,8 @@ class Rprop(Optimizer):
         step_sizes (tuple[float, float]): minimal and maximal step sizes
             (default: (1e-6, 50)).
         maximize (bool): maximize the objective (default: False).
-        foreach, capturable: accepted for compatibility; ember has one implementation.
+        foreach, capturable: accepted for compatibility; ember has one implementation
+            (``capturable=True`` needs parameters on an accelerator, as in PyTorch).
         differentiable (bool): must be False (NotImplementedError otherwise).
     """
 
@@ -53,7 +55,9 @@ class Rprop(Optimizer):
         state["prev"] = _zeros_like(p)
         # torch lays this out like the gradient, which torch gives the parameter's strides
         s = np.empty_like(p._data)
-        s.fill(_value(_to_scalar(group["lr"])))
+        lr = _value(_to_scalar(group["lr"]))
+        # a complex parameter's two parts step as two real numbers: lr for each
+        s.fill(complex(lr, lr) if s.dtype.kind == "c" else lr)
         state["step_size"] = _make(s)
 
     def _step_group(self, group):
@@ -61,7 +65,7 @@ class Rprop(Optimizer):
         step_size_min, step_size_max = group["step_sizes"]
         for p, g, state in self._grads(group):
             prev = state["prev"]._data
-            sign = np.sign(np.multiply(g, prev))
+            sign = _sign(np.multiply(g, prev))  # (PyTorch's sign of NaN is 0)
             sign[sign > 0] = etaplus
             sign[sign < 0] = etaminus
             sign[sign == 0] = 1
@@ -70,7 +74,7 @@ class Rprop(Optimizer):
             np.clip(ss, step_size_min, step_size_max, out=ss)
             g = g.copy()
             g[sign == etaminus] = 0
-            upd = np.sign(g)
+            upd = _sign(g)
             upd *= ss
             p._data -= upd
             prev[...] = g

@@ -46,6 +46,8 @@ class SGD(Optimizer):
         >>> opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
     """
 
+    _complex_as_real = False
+    _fused_checks_new_state = False
     _setstate_defaults = {"nesterov": False, "maximize": False, "foreach": None,
                           "differentiable": False, "fused": False}
 
@@ -101,10 +103,12 @@ class SGD(Optimizer):
                                         _blas_axpy.scale_add(b, momentum, g)):
                 # (scale_add: the two passes below as one, the same roundings, from BLAS;
                 # at more threads the passes run in blocks on ember's pool instead)
-                if dampening == 0:
+                if dampening == 0 and b.dtype.kind != "c":
                     # elementwise: in blocks on the intra-op threads when large
                     _split_update(lambda b, g: _momentum(b, momentum, g), 2, b, g)
                 else:
+                    # (complex: PyTorch's add_ multiplies by alpha even at 1, and a
+                    # product with an infinite part makes a NaN)
                     b *= momentum
                     _axpy(b, 1 - dampening, g, out=b)
             g = _axpy(g, momentum, b) if nesterov else b

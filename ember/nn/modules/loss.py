@@ -1,6 +1,10 @@
 """Loss modules: thin wrappers holding the options of ``ember.nn.functional``'s losses."""
+import math
+
 from ember.nn import functional as F
 from ember.nn._functional_losses import legacy_get_string
+from ember.nn.functional_fractional import LinearCrossEntropyOptions
+from ember.nn.modules.linear import Linear
 from ember.nn.modules.module import Module
 
 __all__ = ["L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
@@ -8,7 +12,8 @@ __all__ = ["L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWith
            "CosineEmbeddingLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "SoftMarginLoss",
            "MultiLabelSoftMarginLoss", "MultiMarginLoss", "MultiLabelMarginLoss", "NLLLoss2d",
            "TripletMarginLoss",
-           "TripletMarginWithDistanceLoss", "CTCLoss"]
+           "TripletMarginWithDistanceLoss", "CTCLoss", "LinearCrossEntropyLoss",
+           "LinearCrossEntropyOptions"]
 
 
 class _Loss(Module):
@@ -55,6 +60,8 @@ class HuberLoss(_Loss):
     """Quadratic below ``delta``, ``delta``-scaled linear above."""
 
     def __init__(self, reduction="mean", delta=1.0):
+        if not isinstance(delta, (float, int)):
+            raise TypeError(f"delta must be a float or int, got: {type(delta)}")
         super().__init__(reduction=reduction)
         self.delta = delta
 
@@ -126,6 +133,54 @@ class CrossEntropyLoss(_WeightedLoss):
         return F.cross_entropy(input, target, weight=self.weight,
                                ignore_index=self.ignore_index, reduction=self.reduction,
                                label_smoothing=self.label_smoothing)
+
+
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """Cross entropy of ``linear(input)`` against ``target``: a :class:`Linear` of
+    ``in_features`` to ``num_classes * prod(out_features)`` logits (stored flat, as
+    PyTorch stores them) viewed as ``(C, *out_features)`` for a K-dimensional loss.
+    ``options`` (PyTorch's chunking) is kept and ignored: the logits are made in one
+    piece, with the same values and gradients.
+
+    >>> loss = ember.nn.LinearCrossEntropyLoss(5, 10, out_features=(4, 3))
+    >>> loss(ember.randn(2, 5), ember.randint(0, 10, (2, 4, 3))).shape
+    ember.Size([])
+    """
+
+    def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None,
+                 dtype=None, reduction="mean", weight=None, ignore_index=None,
+                 label_smoothing=0.0, options=None):
+        if weight is not None and tuple(weight.shape) != (num_classes,):
+            raise RuntimeError(f"expected weight shape to be {(num_classes,)}, got "
+                               f"{tuple(weight.shape)}")
+        if label_smoothing < 0 or label_smoothing > 1.0:
+            raise RuntimeError(f"expected label_smoothing to be in range [0, 1], got "
+                               f"{label_smoothing}")
+        super().__init__(weight=weight, reduction=reduction)
+        self.num_classes = num_classes
+        self.out_features = out_features
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+        self.linear = Linear(in_features, math.prod(out_features, start=num_classes),
+                             bias=bias, device=device, dtype=dtype)
+        self.options = options
+
+    def forward(self, input, target):
+        linear_weight = self.linear.weight.reshape(
+            (self.num_classes, *self.out_features, self.linear.in_features))
+        linear_bias = (self.linear.bias.reshape((self.num_classes, *self.out_features))
+                       if self.linear.bias is not None else None)
+        return F.linear_cross_entropy(input, linear_weight, target, linear_bias=linear_bias,
+                                      weight=self.weight, reduction=self.reduction,
+                                      ignore_index=self.ignore_index,
+                                      label_smoothing=self.label_smoothing,
+                                      options=self.options)
+
+    def extra_repr(self):
+        return (f"in_features={self.linear.in_features}, num_classes={self.num_classes}, "
+                f"out_features={self.out_features}, bias={self.linear.bias is not None}, "
+                f"reduction={self.reduction}, ignore_index={self.ignore_index}, "
+                f"label_smoothing={self.label_smoothing}, options={self.options}")
 
 
 class PoissonNLLLoss(_Loss):
