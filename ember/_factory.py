@@ -187,9 +187,9 @@ def _filled(fill, size, dtype, device, requires_grad, default=None):
         from ember.backend.complex32 import from_complex
         arr = from_complex(xp.full(shape, fill, dtype=np.complex64))
     else:
-        if int(np.prod(shape)) != 1:  # (PyTorch fills one element without the check)
-            from ember.ops._util import check_number_fits
-            check_number_fits(fill, dt.np)  # float16 past 65504 raises, as PyTorch's
+        if not isinstance(fill, Tensor):
+            from ember.ops._util import checked_fill
+            fill = checked_fill(fill, np.dtype(dt.np), int(np.prod(shape)))
         arr = xp.full(shape, _dt.through_float32(fill, dt.np), dtype=dt.np)
     t = _make(arr, False)
     if requires_grad:

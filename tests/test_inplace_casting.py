@@ -86,8 +86,6 @@ def test_inplace_casts_as_torch(op):
 
 # the cases still differing, exactly: each must still differ, or leave the set
 KNOWN = {
-    # filling with a complex Python number: torch keeps its real part (bool: nonzero)
-    "copy_": {"bool.copy_(py_complex)", "complex64.copy_(py_complex)"},
     # torch special-cases pow_ of a bool tensor by True (the identity); its pow has no
     # bool kernel otherwise
     "pow_": {"bool.pow_(py_bool)"},

@@ -150,26 +150,21 @@ FULL = {  # whole-tensor reductions (no indices): name, packs and gradients
 }
 
 SHAPES = [(), (0,), (1,), (7,), (3, 5), (2, 3, 4), (2, 0)]
-# sorts without a stable order: where equal values land differs between ember and
-# PyTorch's vectorised CPU sort for rows past a few elements (docs/differences.md), so
-# these run on distinct values only; topk, kthvalue and mode choose among ties as
-# PyTorch's CPU kernels do
-UNSTABLE = {"sort", "sort_desc", "sort_dim0", "sort_stable_false", "msort"}
+# (sorts without a stable order place equal values as PyTorch's CPU std::sort does, and
+# topk, kthvalue and mode choose among ties as PyTorch's CPU kernels do: every op runs
+# on ties too)
 
 
 @pytest.mark.parametrize("name", sorted(SORT_FAMILY))
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("kind", ["random", "ties"])
 def test_sort_family_nodes_are_torchs(name, shape, kind):
-    if kind == "ties" and name in UNSTABLE:
-        kind = "random"
     _compare(SORT_FAMILY[name], _values(shape, kind))
 
 
 @pytest.mark.parametrize("name", sorted(SORT_FAMILY))
 def test_sort_family_non_contiguous(name):
-    kind = "random" if name in UNSTABLE else "ties"
-    _compare(SORT_FAMILY[name], _values((5, 3), kind), noncontig=True)
+    _compare(SORT_FAMILY[name], _values((5, 3), "ties"), noncontig=True)
 
 
 @pytest.mark.parametrize("name", ["sort_stable", "topk", "kthvalue", "max_dim",
@@ -297,8 +292,6 @@ HOOKED = dict(SORT_FAMILY, **{
 @pytest.mark.parametrize("name", sorted(HOOKED))
 @pytest.mark.parametrize("kind", ["random", "ties"])
 def test_backward_uses_what_unpack_returns(name, unpack_fn, kind):
-    if kind == "ties" and name in UNSTABLE:
-        kind = "random"
     # second derivatives: for the sorting family (other ops' are tested elsewhere)
     # (indices all made 0 pile many gradients onto one element: pooling's backward adds
     # them in another order than PyTorch's)

@@ -320,12 +320,12 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
-    """``softmax(-x)`` along ``dim``."""
+    """``softmax(-x)`` along ``dim``. As PyTorch's, ``x`` is negated in its own dtype
+    before the ``dtype`` cast: an unsigned or minimal integer wraps (``-uint8(1)`` is
+    255), and a bool input is refused."""
     if dim is None:
         dim = _softmax_dim("softmin", input.ndim, _stacklevel)
-    if dtype is not None:
-        input = input.to(dtype)
-    return ember.softmax(-input, dim)
+    return ember.softmax(-input, dim, dtype=dtype)
 
 
 def threshold(input, threshold, value, inplace=False):

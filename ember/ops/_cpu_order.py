@@ -8,7 +8,6 @@ same indices on ties, a row that has ties is reordered here by the same algorith
 on Python lists of ``(value, index)`` pairs compared by value only. Rows without ties
 never come here: any correct algorithm gives the same answer for them.
 """
-import math
 
 _THRESHOLD = 16  # libstdc++'s _S_threshold: below it, insertion sort
 
@@ -159,7 +158,7 @@ def nth_element(a, first, nth, last, comp):
 
 
 def _isnan(v):
-    return isinstance(v, float) and math.isnan(v)
+    return v != v  # (for bfloat16's scalars too, which are no Python floats)
 
 
 def _greater(x, y):  # NaN is the largest, as PyTorch's comparators say

@@ -155,7 +155,7 @@ def check_number_fits(value, dt):
 # the C++ type names PyTorch's conversion errors print
 _C_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
                  "bfloat16": "c10::BFloat16", "int64": "int64_t", "int32": "int",
-                 "int16": "short", "int8": "int8_t", "uint8": "uint8_t", "uint16": "uint16_t",
+                 "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t", "uint16": "uint16_t",
                  "uint32": "uint32_t", "uint64": "uint64_t"}
 
 
@@ -211,6 +211,22 @@ def checked_scalar(value, np_dtype, complex_error=None):
     if bad:
         raise RuntimeError(f"value cannot be converted to type {name} without overflow")
     return value
+
+
+def checked_fill(value, np_dtype, numel):
+    """A fill value (``full``, ``full_like``, ``new_full``, ``fill_``) for ``numel``
+    elements of NumPy dtype ``np_dtype``, as PyTorch converts it: a Python int outside
+    int64's and uint64's range is an OverflowError, then :func:`checked_scalar`'s rules
+    (-9 is 247 for uint8; 300, NaN or 1.5 for uint8 raise), except that one float16 or
+    bfloat16 element takes a finite overflow as inf."""
+    if type(value) is int and not -2 ** 63 <= value < 2 ** 64:
+        raise OverflowError("can't convert negative int to unsigned" if value < 0
+                            else "int too big to convert")
+    if numel == 1 and np_dtype.name in _REDUCED_MAX:  # (through double, unchecked after)
+        return checked_scalar(value, np.dtype(np.float64))
+    if np_dtype.kind == "b" and isinstance(value, (int, float, complex)):
+        return bool(value)  # (NumPy refuses 2**63 for bool)
+    return checked_scalar(value, np_dtype)
 
 
 def _scalar_pair(arr, s):

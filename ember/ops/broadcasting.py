@@ -129,6 +129,9 @@ class SumToSize(Primitive):
         elif reduced_float(x.dtype):
             # half and bfloat16 accumulate in float32 and round once, as PyTorch's sum
             out = x.sum(axis=axes, keepdims=True, dtype=np.float32).astype(x.dtype)
+        elif x.dtype.kind in "biu" and x.dtype != np.uint64:
+            # bool and integers sum to int64, as PyTorch's sum (only when something is summed)
+            out = x.sum(axis=axes, keepdims=True, dtype=np.int64)
         else:
             out = x.sum(axis=axes, keepdims=True)
         if lead:
@@ -145,6 +148,8 @@ class SumToSize(Primitive):
 def sum_to_size(self, *size):
     """Sum ``self`` down to ``size``, which ``self``'s shape must broadcast from."""
     shape = _sizes(size)
+    if not len(shape):  # PyTorch's sum_to: a full sum (SumBackward0), even of a 0-d tensor
+        return self.sum()
     if tuple(shape) == self._data.shape:
         return self
     try:

@@ -9,7 +9,7 @@ from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 from ember.backend._frozen import Frozen
 from ember.ops import _batch, _jvp
-from ember.ops._util import check_number_fits
+from ember.ops._util import checked_fill
 
 __all__ = ["clone", "fill", "fill_", "zero_", "memory_format", "contiguous_format",
            "preserve_format", "channels_last", "channels_last_3d"]
@@ -222,7 +222,7 @@ def _fill_value(name, value):
             raise RuntimeError(f"{name} only supports 0-dimension value tensor but got tensor "
                                f"with {value.dim()} dimensions.")
         return value
-    if isinstance(value, (bool, int, float)) or (hasattr(value, "dtype")
+    if isinstance(value, (bool, int, float, complex)) or (hasattr(value, "dtype")
                                                   and np.ndim(value) == 0):
         return value
     raise TypeError(f"{name}(): argument 'value' must be Number, not {type(value).__name__}")
@@ -236,16 +236,16 @@ def fill_(input, value):
     from ember.ops._inplace import check_inplace, commit
     check_inplace(input)
     value = _fill_value("fill_", value)
-    if input.numel() != 1:  # (PyTorch fills one element without the check)
-        check_number_fits(value, input._data.dtype)
+    if not isinstance(value, Tensor):
+        value = checked_fill(value, input._data.dtype, input.numel())
     return commit(input, _FILLS[True, isinstance(value, Tensor)].apply(input, value))
 
 
 def fill(input, value):
     """A new tensor shaped and typed like ``input`` with every element ``value``."""
     value = _fill_value("fill", value)
-    if input.numel() != 1:  # (PyTorch fills one element without the check)
-        check_number_fits(value, input._data.dtype)
+    if not isinstance(value, Tensor):
+        value = checked_fill(value, input._data.dtype, input.numel())
     return _FILLS[False, isinstance(value, Tensor)].apply(input, value)
 
 

@@ -21,7 +21,7 @@ from ember.ops import _batch, _batch_nn, _jvp
 from ember.ops import matmul_graph as _mg
 from ember.ops import product_saves as _saves
 from ember.ops._einsum import Diagonal, _tname, einsum
-from ember.ops._util import cj, not_implemented_for, reduced_float, wrap_dim
+from ember.ops._util import cj, not_implemented_for, reduced_float, refuse_kinds, wrap_dim
 from ember.ops._util import write_out as _write_out
 from ember.ops.composite_node import one_node
 from ember.ops.shape import _try_view
@@ -564,6 +564,7 @@ def trace(input):
     _need_tensors("trace", ["input"], input)
     if input.dim() != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.dim()}")
+    refuse_kinds(input, "b", "\"trace\" not implemented for '{type}'", NotImplementedError)
     return Diagonal.apply(input, 0, 1).sum(-1)
 
 

@@ -96,7 +96,8 @@ def _restore(g, in_shape, axes, keepdim):
 
 
 def _dtype_name(np_dtype):
-    return FROM_NP[np.dtype(np_dtype)].name.capitalize()
+    """PyTorch's scalar type name (Short, Char, Byte, Long, Float, ...)."""
+    return type_name(np_dtype)
 
 
 def _np_dtype(dtype, input=None):
@@ -166,8 +167,10 @@ class Nansum(Primitive):
             return self._nansum(x, axes, keepdim, None)
         self.meta = (x.shape, axes, keepdim, x.dtype)
         self.nan = np.isnan(x) if x.dtype.kind in "fV" else None
-        # a given dtype is the one summed in (the input cast first), as PyTorch's
-        return array_module(x).nansum(x.astype(np_dtype), axis=axes, keepdims=keepdim)
+        # a given dtype is the one summed in (the input cast first), as PyTorch's (NumPy
+        # would sum small integers as int64)
+        return array_module(x).nansum(x.astype(np_dtype), axis=axes, keepdims=keepdim,
+                                      dtype=np_dtype)
 
     @opmath
     def _nansum(self, x, axes, keepdim, np_dtype):

@@ -223,8 +223,15 @@ class Cumprod(Primitive):
 _OWN_ACC = ("ember.bool", "ember.float16", "ember.bfloat16")
 
 
+def _refuse_bool_scan(name, dtype):
+    """PyTorch's scans have no bool loop: ``dtype=torch.bool`` is refused."""
+    if dtype is not None and str(dtype) == "ember.bool":
+        raise NotImplementedError(f"\"{name}_out_cpu\" not implemented for 'Bool'")
+
+
 def cumsum(input, dim, *, dtype=None, out=None):
     """Cumulative sums along ``dim``; bool and integer tensors sum as int64."""
+    _refuse_bool_scan("cumsum", dtype)
     if out is not None and dtype is None and str(out.dtype) not in _OWN_ACC:
         dtype = out.dtype  # torch scans in out's dtype (integer outs included)
     elif out is not None and dtype is None and str(out.dtype) in _OWN_ACC[1:] \
@@ -235,6 +242,7 @@ def cumsum(input, dim, *, dtype=None, out=None):
 
 def cumprod(input, dim, *, dtype=None, out=None):
     """Cumulative products along ``dim``; the gradient is exact with zeros in the input."""
+    _refuse_bool_scan("cumprod", dtype)
     if out is not None and dtype is None and str(out.dtype) not in _OWN_ACC:
         dtype = out.dtype  # torch scans in out's dtype (integer outs included)
     elif out is not None and dtype is None and str(out.dtype) in _OWN_ACC[1:] \

@@ -59,11 +59,13 @@ def logsumexp(input, dim, keepdim=False, *, out=None):
 
 # ----- softmax -------------------------------------------------------------------------------
 def _shifted(x, axis, op):
-    if x.dtype.kind != "f":
-        raise NotImplementedError(f'"{op}_kernel_impl" not implemented for '
-                                  f"'{_dtype_name(x.dtype)}'")
-    if x.size == 0:
+    if x.size == 0:  # (PyTorch returns before its kernel's dtype check)
         return x.copy()
+    if x.dtype.kind != "f":
+        # PyTorch's kernel for the last dim (any layout: made contiguous) has its own name
+        last = "_lastdim" if x.ndim == 0 or axis in (x.ndim - 1, -1) else ""
+        raise NotImplementedError(f'"{op}{last}_kernel_impl" not implemented for '
+                                  f"'{_dtype_name(x.dtype)}'")
     if type(x) is np.ndarray and x.ndim == 2 and axis == 1 and x.shape[1] <= 64 \
             and x.shape[0] >= 32 and x.flags.c_contiguous:
         # short rows (a classifier's scores): NumPy reduces each row in its own inner
@@ -87,6 +89,8 @@ class Softmax(Primitive):
     @opmath
     def forward(self, x, axis):
         self.axis = axis
+        if x.size == 0:  # any dtype, as PyTorch's (before its kernel's dtype check)
+            return x.copy()
         e = array_module(x).exp(_shifted(x, axis, "softmax"))
         return e / e.sum(axis=axis, keepdims=True)
 
@@ -128,6 +132,8 @@ class LogSoftmax(Primitive):
     @opmath
     def forward(self, x, axis):
         self.axis = axis
+        if x.size == 0:  # any dtype, as PyTorch's (before its kernel's dtype check)
+            return x.copy()
         xp = array_module(x)
         s = _shifted(x, axis, "log_softmax")
         return s - xp.log(xp.exp(s).sum(axis=axis, keepdims=True))

@@ -2,7 +2,7 @@
 ``unique_consecutive``.
 
 The order is found on arrays (NaN sorts as the largest value; ties keep their index
-order, as PyTorch's CPU sort does, except where it takes its unstable quicksort); the
+order where PyTorch's CPU sort is stable, else land where its std::sort puts them); the
 values are then read at the indices by one node of PyTorch's name (``SortBackward0``,
 ``TopkBackward0``, ...) whose backward writes the gradient back at the indices (a
 ``scatter``), as PyTorch's does.
@@ -13,6 +13,7 @@ from ember import backend
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.autograd.node import Primitive
+from ember.backend import fast_kernels as _fast_kernels
 from ember.ops import _batch, _cpu_order, _jvp
 from ember.ops._util import refuse_kinds, with_out, wrap_dim
 from ember.ops.gather_scatter import scatter_picked
@@ -29,21 +30,91 @@ def _check_tensor(name, input):
 
 
 def _order(a, axis, descending, stable=True):
-    """Argsort along ``axis``; descending keeps ties in ascending index order.
-
-    PyTorch's CPU kernel sorts floats ascending with a vectorised quicksort when no
-    stable order is asked for, and so does NumPy's default kind: ties (``-0.0`` and
-    ``0.0`` among them) then land where PyTorch puts them. Otherwise the sort is stable.
-    """
+    """Argsort along ``axis`` as PyTorch's CPU ``sort``: stable (descending keeps ties in
+    ascending index order) when asked, else with equal values where ``std::sort`` puts
+    them (:func:`_unstable`)."""
     xp = backend.array_module(a)
+    integers = a.dtype.kind in "iu"  # (bool is none, for the radix sort below)
     if a.dtype == np.bool_:
         a = a.astype(np.uint8)
+    if not stable and xp is np and a.size and a.strides[axis] != 0 and not (
+            a.ndim == 1 and not descending and integers and a.size >= _RADIX_MIN):
+        if not descending and a.dtype.kind == "f" and _AVX512:
+            return np.argsort(a, axis=axis)
+        return _unstable(a, axis, descending)
+    # stable; also PyTorch's order for a dim of stride 0 (an expanded tensor: kept as it
+    # is) and for fbgemm's radix sort (below)
     if not descending:
-        fast = not stable and xp is np and a.dtype.kind == "f"
-        return xp.argsort(a, axis=axis, kind="quicksort" if fast else "stable")
+        return xp.argsort(a, axis=axis, kind="stable")
     n = a.shape[axis]
     rev = xp.flip(a, axis=axis)
     return (n - 1) - xp.flip(xp.argsort(rev, axis=axis, kind="stable"), axis=axis)
+
+
+# PyTorch's CPU kernel takes fbgemm's (stable) radix sort for a 1-D ascending sort of an
+# integer tensor of at least at::internal::GRAIN_SIZE elements
+_RADIX_MIN = 32768
+# On AVX-512 machines an unstable ascending float sort is NumPy's vectorised quicksort
+# (x86-simd-sort), the library PyTorch's kernel takes there; elsewhere PyTorch's kernel is
+# std::sort. (Only the AVX2 case is checked against torch on ember's test machines.)
+try:
+    from numpy._core._multiarray_umath import __cpu_features__ as _cpu_features
+except ImportError:  # NumPy 1.x
+    from numpy.core._multiarray_umath import __cpu_features__ as _cpu_features
+_AVX512 = bool(_cpu_features.get("AVX512_SKX"))
+_SORT_NUMBA = {}
+_REPLAY_ALL = 1024  # up to this many elements, the kernel sorts every row
+
+
+def _sort_keys(rows):
+    """The rows as int64 or float64 keys in the same order (uint64 shifted)."""
+    if rows.dtype.kind == "f" or rows.dtype.name == "bfloat16":
+        return np.ascontiguousarray(rows, dtype=np.float64)
+    if rows.dtype == np.uint64:
+        return (rows ^ np.uint64(1 << 63)).view(np.int64)
+    return np.ascontiguousarray(rows, dtype=np.int64)
+
+
+def _unstable(a, axis, descending):
+    """The argsort of ``a`` along ``axis`` that PyTorch's unstable CPU sort gives:
+    ``std::sort`` of each row's ``(value, index)`` pairs, by numba's kernel
+    (``ember.ops._sort_numba``), else by the same swaps in Python (``_cpu_order.sort``),
+    for the rows that hold equal values; any sort serves the rows of distinct values
+    (NumPy's fastest, flipped for a descending order: NaN first)."""
+    last = a.ndim - 1
+    moved = a if axis == last else a.swapaxes(axis, last)  # (np.moveaxis costs 10 us)
+    vals = moved.reshape(-1, a.shape[axis])
+    kernels = _fast_kernels.load(_SORT_NUMBA, "sort", "ember.ops._sort_numba")
+    if kernels is not None and vals.size <= _REPLAY_ALL:
+        # few elements: std::sort on every row costs less than finding the tied ones
+        out = np.empty(vals.shape, np.int64)
+        kernels.sort_rows(_sort_keys(vals), out, np.arange(len(vals)), bool(descending))
+        out = out.reshape(moved.shape)
+        return out if axis == last else out.swapaxes(axis, last)
+    ordered = np.sort(vals, axis=1)  # (values alone: quicker than an argsort)
+    tied = (ordered[:, 1:] == ordered[:, :-1]).any(1)
+    if vals.dtype.kind not in "biu" and vals.shape[1] > 1:
+        nan = ordered[:, -2]  # two NaNs (sorted last) are equal to std::sort too
+        tied |= nan != nan
+    rows = np.nonzero(tied)[0]
+    if rows.size < len(vals):
+        out = np.argsort(vals, axis=1)
+        if descending:
+            out = out[:, ::-1].copy()
+    else:
+        out = np.empty(vals.shape, np.int64)
+    if rows.size:
+        keys = _sort_keys(vals)
+        if kernels is not None:
+            kernels.sort_rows(keys, out, rows.astype(np.int64), bool(descending))
+        else:
+            comp = _cpu_order._greater if descending else _cpu_order._less
+            for r in rows.tolist():
+                pairs = [(v, i) for i, v in enumerate(keys[r].tolist())]
+                _cpu_order.sort(pairs, 0, len(pairs), comp)
+                out[r] = [i for _, i in pairs]
+    out = out.reshape(moved.shape)
+    return out if axis == last else out.swapaxes(axis, last)
 
 
 def _rows(a, axis):
@@ -53,7 +124,8 @@ def _rows(a, axis):
 
 
 def _same(a, b):
-    return (a == b) | (np.isnan(a) & np.isnan(b)) if a.dtype.kind in "fc" else a == b
+    """Equal, or both NaN (``x != x``: bfloat16's NaN too)."""
+    return (a == b) | ((a != a) & (b != b)) if a.dtype.kind not in "biu" else a == b
 
 
 @routed  # vmap has a function-level rule for it (ember.func._function_rules)
