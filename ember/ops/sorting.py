@@ -84,7 +84,9 @@ def _unstable(a, axis, descending):
     last = a.ndim - 1
     moved = a if axis == last else a.swapaxes(axis, last)  # (np.moveaxis costs 10 us)
     vals = moved.reshape(-1, a.shape[axis])
-    kernels = _fast_kernels.load(_SORT_NUMBA, "sort", "ember.ops._sort_numba")
+    # the kernels once loaded (numba's import takes a second: a sort loads them only
+    # when it finds tied rows)
+    kernels = _SORT_NUMBA.get("sort")
     if kernels is not None and vals.size <= _REPLAY_ALL:
         # few elements: std::sort on every row costs less than finding the tied ones
         out = np.empty(vals.shape, np.int64)
@@ -105,6 +107,7 @@ def _unstable(a, axis, descending):
         out = np.empty(vals.shape, np.int64)
     if rows.size:
         keys = _sort_keys(vals)
+        kernels = _fast_kernels.load(_SORT_NUMBA, "sort", "ember.ops._sort_numba")
         if kernels is not None:
             kernels.sort_rows(keys, out, rows.astype(np.int64), bool(descending))
         else:
