@@ -529,6 +529,13 @@ class Clamp(Primitive):
             # an integer bound promotes a bool tensor to int64, as PyTorch (both bounds
             # bool: refused by ``_check_clampable``)
             x = x.astype(np.int64)
+        if x.dtype.kind == "f" and (lo == 0 or hi == 0):
+            # a zero bound: an element equal to it is kept, as PyTorch's min(max(x, lo),
+            # hi) keeps it (relu6(-0.0) is -0.0); np.clip's SIMD loops return the
+            # bound's zero in some dtypes. NumPy's maximum/minimum return the second
+            # of equal operands
+            r = x if lo is None else np.maximum(x.dtype.type(lo), x)
+            return r if hi is None else np.minimum(x.dtype.type(hi), r)
         r = np.clip(x, lo, hi)
         if r.dtype != x.dtype and reduced_float(x.dtype):
             # NumPy clips bfloat16 between two Python numbers in float32; the result
