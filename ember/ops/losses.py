@@ -616,6 +616,8 @@ class MultiMarginLoss(Primitive):
         if self.p == 2:   # 2 z per active term, z in Tensor ops (a second derivative)
             x2 = x.reshape(n, c)
             z = x2 - x2[rows, self.t].unsqueeze(1) + self.margin
+            # inactive terms (z <= 0, NaN, -inf) are 0, not 0 * z: no NaN enters the sum
+            z = z.masked_fill(_make(~self.mask), 0)
             coef = _make(coef.astype(x._data.dtype)) * z * 2
         else:
             coef = _make(coef.astype(x._data.dtype))

@@ -184,6 +184,11 @@ def _cumprod_grad_numpy(gy, x, y, axis):
     return xp.moveaxis(res, 0, axis)
 
 
+# the product's accumulate type (PyTorch's CPU acc_type) where it is wider than the dtype
+_CUMPROD_ACC = {"float32": np.float64, "complex64": np.complex128, "float16": np.float32,
+                "bfloat16": np.float32}
+
+
 class Cumprod(Primitive):
     save_inputs = (0,)
     save_output = True
@@ -195,6 +200,13 @@ class Cumprod(Primitive):
             np_dtype = np.int64
         if axis is None:
             return x.astype(np_dtype or x.dtype, copy=True)
+        acc = _CUMPROD_ACC.get(np.dtype(np_dtype or x.dtype).name)
+        if acc is not None:
+            # PyTorch's CPU kernel runs the product in its accumulate type and rounds
+            # each output: 1e30 * 1e30 * 1e-30 is 1e30 in float32, not inf, and
+            # a product of subnormals keeps its last bits
+            return array_module(x).cumprod(x, axis=axis, dtype=acc).astype(
+                np_dtype or x.dtype)
         return array_module(x).cumprod(x, axis=axis, dtype=np_dtype)
 
     def backward(self, gy):
