@@ -623,7 +623,9 @@ class MultiMarginLoss(Primitive):
             coef = _make(coef.astype(x._data.dtype))
         onehot = np.zeros((n, c), dtype=x._data.dtype)
         onehot[rows, self.t] = 1
-        gx = coef - _make(onehot) * coef.sum(1, keepdim=True)
+        # the row's total only in the target's column: not 0 * total elsewhere, which is
+        # NaN for an infinite total
+        gx = coef - coef.sum(1, keepdim=True).expand(n, c).masked_fill(_make(onehot == 0), 0)
         gx = gx * _per_row(gy, self.reduction, n)
         return gx.reshape(x.shape), None, None, None, None, None
 
