@@ -68,7 +68,9 @@ class ReverseCumsum(Primitive):
     def forward(self, x, axis):
         self.axis = axis
         xp = array_module(x)
-        return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis), axis).copy()
+        # (from +0.0, as PyTorch's scan: a slice of -0.0 sums to +0.0)
+        return xp.flip(_from_plus_zero(xp.cumsum(xp.flip(x, axis), axis=axis), axis),
+                       axis).copy()
 
     def backward(self, gy):
         return Cumsum.apply(gy, self.axis, None), None
@@ -170,7 +172,9 @@ def _cumprod_grad_numpy(gy, x, y, axis):
     before = count == 0
     w = xp.where(before, out * g, 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        res = xp.where(before, xp.flip(xp.cumsum(xp.flip(w, 0), axis=0), 0) / v, 0)
+        # (the sums from +0.0, as PyTorch's scan: a slice of -0.0 sums to +0.0)
+        tail = xp.flip(_from_plus_zero(xp.cumsum(xp.flip(w, 0), axis=0), 0), 0)
+        res = xp.where(before, tail / v, 0)
     seg = count == 1  # from the first zero to the one before the second
     first = seg & zero
     partial = xp.cumprod(xp.where(seg & ~zero, v, 1), axis=0)
