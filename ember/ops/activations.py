@@ -22,9 +22,12 @@ _SMALL_MASK = 1 << 15
 def _relu_array(x, out=None):
     """``max(x, 0)`` on an array (into ``out``, which may be ``x``, when given), keeping
     ``x`` where it equals 0 (relu(-0.0) is -0.0, as PyTorch's clamp_min): NumPy's
-    ``maximum`` returns the second of equal operands. Against the scalar 0 it runs a
-    broadcast inner loop without SIMD; against a block of zeros (the input seen as rows
-    of ``_BLOCK``) it is 2-3 times as fast. Same values, NaNs and signed zeros."""
+    ``maximum`` returns the second of equal operands (float16's loop the first). Against
+    the scalar 0 it runs a broadcast inner loop without SIMD; against a block of zeros
+    (the input seen as rows of ``_BLOCK``) it is 2-3 times as fast. Same values, NaNs
+    and signed zeros."""
+    if type(x) is np.ndarray and x.dtype == np.float16:
+        return np.maximum(x, 0, dtype=x.dtype, out=out)
     if type(x) is not np.ndarray or x.size < 4096 or x.dtype.kind != "f" \
             or not x.flags.c_contiguous:
         return np.maximum(0, x, dtype=x.dtype, out=out)
