@@ -182,7 +182,9 @@ class MseLoss(_Pointwise, Primitive):
         """PyTorch's ``2 / n`` for 'mean', else 2 (a Python number: it takes part in the
         input's dtype). The gradient is ``norm * d * g`` in that order, so ``2/n * max``
         stays finite."""
-        return 2.0 / self.n if self.reduction == _MEAN else 2.0
+        if self.reduction != _MEAN:
+            return 2.0
+        return 2.0 / self.n if self.n else float("inf")  # (C's 2. / 0: an empty input's)
 
     def _grad_arrays(self, g, xd, td):
         """The input's and (where it has an edge) the target's gradient arrays, given the
