@@ -155,6 +155,36 @@ def test_cumprod_runs_in_the_accumulate_type(dtype):
     np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
+@pytest.mark.parametrize("dtype,kw", [("float32", {}), ("float64", {"dtype": "float32"}),
+                                      ("int32", {"dtype": "float32"}), ("float16", {}),
+                                      ("complex64", {}), ("float64", {})])
+@pytest.mark.parametrize("shape,dim", [((1000,), 0), ((50, 40), 0), ((3, 200, 7), 1),
+                                       ((), 0)])
+def test_cumsum_runs_in_the_accumulate_type(dtype, kw, shape, dim):
+    """float32 sums in double, each partial sum rounded ([1e8, 1, -1e8] is [1e8, 1e8, 1],
+    not 0 at the end): torch's bits on random rows, the gradient's too."""
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape) * 1000
+    if dtype == "complex64":
+        x = x + 1j * rng.standard_normal(shape)
+    x = np.asarray(x).astype(dtype)
+    res = []
+    for m in (ember, torch):
+        k = {key: getattr(m, v) for key, v in kw.items()}
+        res.append(m.cumsum(m.tensor(x), dim, **k))
+    np.testing.assert_array_equal(res[0].numpy(), res[1].numpy())
+    assert res[0].numpy().dtype == res[1].numpy().dtype
+    e = ember.cumsum(ember.tensor([1e8, 1.0, -1e8]), 0)
+    np.testing.assert_array_equal(e.numpy(), [1e8, 1e8, 1.0])
+    if dtype == "float32" and not kw:
+        g = (rng.standard_normal(shape) * 1000).astype(dtype)
+        grads = []
+        for m in (ember, torch):
+            xt = m.tensor(x, requires_grad=True)
+            grads.append(m.autograd.grad(m.cumsum(xt, dim), xt, m.tensor(g))[0])
+        np.testing.assert_array_equal(grads[0].numpy(), grads[1].numpy())
+
+
 @pytest.mark.parametrize("with_zero", [False, True])
 def test_cumprod_and_cumsum_gradients_sum_from_plus_zero(with_zero):
     """A slice of -0.0 products sums to +0.0 in the gradient, as torch's scans start
