@@ -175,13 +175,22 @@ def from_numpy(ndarray):
     return _make(ndarray, False)
 
 
+def _negative_zero(v):
+    """Whether the number ``v`` has a -0.0 part: ``full(..., -0.0)`` fills -0.0, as
+    PyTorch's (``zeros`` would not)."""
+    if not isinstance(v, (float, complex, np.floating, np.complexfloating)):
+        return False
+    c = complex(v)
+    return math.copysign(1.0, c.real) < 0 or math.copysign(1.0, c.imag) < 0
+
+
 def _filled(fill, size, dtype, device, requires_grad, default=None):
     shape = _shape(size)
     dt = _dt.to_dtype(dtype) or default or _dt.get_default_dtype()
     xp, device = _xp(device)
     if fill is None:
         arr = xp.empty(shape, dtype=dt.np)
-    elif fill == 0:
+    elif fill == 0 and not _negative_zero(fill):
         arr = xp.zeros(shape, dtype=dt.np)
     elif dt is _dt.complex32:
         from ember.backend.complex32 import from_complex

@@ -16,7 +16,7 @@ from test_opinfo import PRESENT, RANDOM_SAMPLE, _ember_fn, _flat, _key, _samples
 
 import ember
 
-SAMPLES = 2  # per op and dtype
+SAMPLES = 6  # per op and dtype (the later samples carry reductions, weights, dims)
 VERBOSE = False
 # LAPACK's factorizations have no defined result on NaN/inf input: torch's MKL build
 # prints "Parameter 3 was incorrect on entry to SGEBAL" and crashes the process on

@@ -536,7 +536,12 @@ def pdist(input, p=2):
     if n < 2:  # no pairs: an empty result, still attached to the graph
         return input.reshape(-1)[:0]
     i, j = ember.triu_indices(n, n, 1, device=input.device)
-    return ember.norm(input[i] - input[j], p, 1)
+    d = input[i] - input[j]
+    if p == 0:
+        # each differing coordinate counts 1 and a NaN difference stays NaN, as
+        # PyTorch's pdist (and cdist) kernels: norm's count of nonzeros takes NaN as 1
+        return d.abs().ceil().clamp(max=1).sum(1)
+    return ember.norm(d, p, 1)
 
 
 from ember.nn._functional_losses import *  # noqa: E402,F401,F403

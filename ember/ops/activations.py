@@ -20,13 +20,17 @@ _SMALL_MASK = 1 << 15
 
 
 def _relu_array(x, out=None):
-    """``max(x, 0)`` on an array (into ``out``, which may be ``x``, when given). NumPy's
-    ``maximum`` against the scalar 0 runs a broadcast inner loop without SIMD; against a
-    block of zeros (the input seen as rows of ``_BLOCK``) it is 2-3 times as fast. Same
-    values, NaNs and signed zeros."""
+    """``max(x, 0)`` on an array (into ``out``, which may be ``x``, when given), keeping
+    ``x`` where it equals 0 (relu(-0.0) is -0.0, as PyTorch's clamp_min): NumPy's
+    ``maximum`` returns the second of equal operands (float16's loop the first). Against
+    the scalar 0 it runs a broadcast inner loop without SIMD; against a block of zeros
+    (the input seen as rows of ``_BLOCK``) it is 2-3 times as fast. Same values, NaNs
+    and signed zeros."""
+    if type(x) is np.ndarray and x.dtype == np.float16:
+        return np.maximum(x, 0, dtype=x.dtype, out=out)
     if type(x) is not np.ndarray or x.size < 4096 or x.dtype.kind != "f" \
             or not x.flags.c_contiguous:
-        return np.maximum(x, 0, dtype=x.dtype, out=out)
+        return np.maximum(0, x, dtype=x.dtype, out=out)
     z = _ZEROS.get(x.dtype)
     if z is None:
         z = _ZEROS[x.dtype] = np.zeros(_BLOCK, x.dtype)
@@ -39,10 +43,10 @@ def _relu_array(x, out=None):
         rows, orows = flat[:m].reshape(-1, _BLOCK), oflat[:m].reshape(-1, _BLOCK)
 
         def block(lo, hi):
-            np.maximum(rows[lo:hi], z, out=orows[lo:hi])
+            np.maximum(z, rows[lo:hi], out=orows[lo:hi])
         parallel_rows(block, len(rows), m)
     if m < n:
-        np.maximum(flat[m:], z[:n - m], out=oflat[m:])
+        np.maximum(z[:n - m], flat[m:], out=oflat[m:])
     return out
 
 
@@ -164,10 +168,9 @@ class Relu(Primitive):
         return _relu_array(x, out(0, x.shape, x.dtype))
 
     # one element of the forward and of the gradient from the output, for the compile
-    # plan's fused loops (``z``: the dtype's zero). np.maximum(x, 0) is x when x > 0 or
-    # x is NaN (its sign kept), else +0.0 (also for -0.0: NumPy returns the second of
-    # equal operands); the gradient is threshold_backward's
-    fused = "{0} if ({0} > z or {0} != {0}) else z"
+    # plan's fused loops (``z``: the dtype's zero): x unless x < 0, so NaN and -0.0 pass
+    # as in the forward above; the gradient is threshold_backward's
+    fused = "z if {0} < z else {0}"
     fused_vjp = "z if {y} <= z else {g}"
 
 

@@ -18,7 +18,9 @@ from ember.ops.linalg import bmm, mm, mv, outer
 __all__ = ["addmm", "addmv", "addbmm", "baddbmm", "addr"]
 
 
-def _scaled_add(input, prod, beta, alpha):
+def _scaled_add(input, prod, beta, alpha, empty=False):
+    """``beta * input + alpha * prod``; ``empty``: the product is a sum over nothing, so
+    the result is ``beta * input`` alone, as PyTorch's gemm (a -0.0 stays -0.0)."""
     if input.dtype != prod.dtype:
         raise RuntimeError(f"self and mat2 must have the same dtype, but got "
                            f"{_tname(input._data.dtype)} and {_tname(prod._data.dtype)}")
@@ -30,7 +32,15 @@ def _scaled_add(input, prod, beta, alpha):
     input = input.expand(prod.shape)
     if beta == 0:
         return prod
+    if empty:
+        return (input if beta == 1 else input * beta).clone()
     return prod + (input if beta == 1 else input * beta)
+
+
+def _empty(a, b):
+    """Whether the product of ``a`` and ``b`` is a sum over nothing."""
+    return isinstance(a, Tensor) and isinstance(b, Tensor) and \
+        (a.numel() == 0 or b.numel() == 0)
 
 
 def _eager_add(cls, input, check, a, b, beta, alpha, out):
@@ -94,7 +104,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
         res = _eager_add(_mg.AddmmScaled, input, _mm_shape, mat1, mat2, beta, alpha, out)
         if res is not None:
             return res
-    return _write_out(_scaled_add(input, mm(mat1, mat2), beta, alpha), out)
+    return _write_out(_scaled_add(input, mm(mat1, mat2), beta, alpha, _empty(mat1, mat2)), out)
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
@@ -103,7 +113,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
         res = _eager_add(_mg.Addmv, input, _mv_shape, mat, vec, beta, alpha, out)
         if res is not None:
             return res
-    return _write_out(_scaled_add(input, mv(mat, vec), beta, alpha), out)
+    return _write_out(_scaled_add(input, mv(mat, vec), beta, alpha, _empty(mat, vec)), out)
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
@@ -112,7 +122,8 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
         res = _eager_add(_mg.Baddbmm, input, _bmm_shape, batch1, batch2, beta, alpha, out)
         if res is not None:
             return res
-    return _write_out(_scaled_add(input, bmm(batch1, batch2), beta, alpha), out)
+    return _write_out(_scaled_add(input, bmm(batch1, batch2), beta, alpha,
+                                  _empty(batch1, batch2)), out)
 
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
@@ -124,8 +135,8 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
             return res
     prod = bmm(batch1, batch2)
     # summed in the operands' dtype: a plain integer sum would promote int32 to int64
-    return _write_out(_scaled_add(input, prod.sum(0, dtype=prod.dtype), beta, alpha),
-                      out, "addbmm")
+    return _write_out(_scaled_add(input, prod.sum(0, dtype=prod.dtype), beta, alpha,
+                                  _empty(batch1, batch2)), out, "addbmm")
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):

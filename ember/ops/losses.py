@@ -154,13 +154,6 @@ class MseLoss(_Pointwise, Primitive):
             return np.multiply(d, d, out=d)  # squared in place: one temporary, not two
         return d * d
 
-    def backward(self, gy):
-        if _grad_state.grad_enabled:
-            return _Pointwise.backward(self, gy)
-        x, t = self.saved_tensors
-        gx, gt = self._grad_arrays(gy._data, x._data, t._data)
-        return self._out(_make(gx), None if gt is None else _make(gt), x, t)
-
     def _array_grads(self, gy, g):
         """``backward`` on the gradient's array (``Node._array_grads``), where the saved
         input and target are unchanged NumPy arrays of the gradient's dtype (``_out``
@@ -185,46 +178,65 @@ class MseLoss(_Pointwise, Primitive):
         gx, gt = self._grad_arrays(grads[0], inputs[0], inputs[1])
         return [gx if self._edges[0] is not None else None, gt] + [None] * (len(inputs) - 2)
 
+    def _norm(self):
+        """PyTorch's ``2 / n`` for 'mean', else 2 (a Python number: it takes part in the
+        input's dtype). The gradient is ``norm * d * g`` in that order, so ``2/n * max``
+        stays finite."""
+        if self.reduction != _MEAN:
+            return 2.0
+        return 2.0 / self.n if self.n else float("inf")  # (C's 2. / 0: an empty input's)
+
     def _grad_arrays(self, g, xd, td):
         """The input's and (where it has an edge) the target's gradient arrays, given the
-        output gradient's array ``g`` (no graph recorded)."""
-        if self.reduction == _MEAN:
-            g = g / self.n
+        output gradient's array ``g`` (no graph recorded): ``(norm * (x - t)) * g``, as
+        PyTorch's kernel orders it (times a ``g`` of 1 is left out: the same bits)."""
+        norm = self._norm()
         if type(g) is np.ndarray and g.ndim == 0 and type(xd) is np.ndarray and \
                 type(td) is np.ndarray and xd.shape == td.shape and xd.ndim and \
-                xd.dtype == td.dtype == g.dtype and xd.dtype.kind == "f" and \
-                np.isfinite(2 * g):
-            # a reduced loss: 2 * d * g is d * (2 * g) exactly (doubling is exact while
-            # 2 * g is finite), in place on one array
-            g2 = 2 * g
+                xd.dtype == td.dtype == g.dtype and xd.dtype.kind == "f":
+            # a reduced loss: each product written in place into one array
+            one = g == 1
             if _split(xd, td):
                 gx = np.empty(xd.shape, xd.dtype)
                 xf, tf, of = xd.reshape(-1), td.reshape(-1), gx.reshape(-1)
 
                 def block(lo, hi):  # large: in blocks on the intra-op threads
-                    np.multiply(np.subtract(xf[lo:hi], tf[lo:hi], out=of[lo:hi]), g2,
-                                out=of[lo:hi])
+                    o = np.subtract(xf[lo:hi], tf[lo:hi], out=of[lo:hi])
+                    np.multiply(o, norm, out=o)
+                    if not one:
+                        np.multiply(o, g, out=o)
                 _threads.flat_blocks(block, xd.size, 2 * xd.size)
             else:
                 gx = np.subtract(xd, td)
-                gx *= g2
+                gx *= norm
+                if not one:
+                    gx *= g
         else:
             gx = xd - td
             if type(gx) is np.ndarray and gx.dtype.kind == "f" and \
                     np.result_type(gx, g) == gx.dtype and np.shape(g) in ((), gx.shape):
-                # ``2 * d * g`` with each product written into ``d``'s own array: the
-                # same elementwise products, no other full-size temporary
-                np.multiply(gx, 2, out=gx)
+                # each product written into ``d``'s own array: the same elementwise
+                # products, no other full-size temporary
+                np.multiply(gx, norm, out=gx)
                 np.multiply(gx, g, out=gx)
             else:
-                gx = 2 * gx * g
+                gx = norm * gx * g
         # the target's gradient only where the target has an edge
         gt = -gx if len(self._edges) > 1 and self._edges[1] is not None else None
         return gx, gt
 
-    def grads(self, x, t, g):
-        gx = 2 * (x - t) * g
-        return gx, -gx
+    def backward(self, gy):
+        x, t = self.saved_tensors
+        if _grad_state.grad_enabled:
+            d = x - t
+            # the norm rounded to the dtype first, as PyTorch's kernel (float16: 2/n)
+            norm = self._norm()
+            if d.is_floating_point():
+                norm = float(d._data.dtype.type(norm))
+            gx = d * norm * gy
+            return self._out(gx, -gx, x, t)
+        gx, gt = self._grad_arrays(gy._data, x._data, t._data)
+        return self._out(_make(gx), None if gt is None else _make(gt), x, t)
 
 
 class SmoothL1Loss(_Pointwise, Primitive):
@@ -606,12 +618,16 @@ class MultiMarginLoss(Primitive):
         if self.p == 2:   # 2 z per active term, z in Tensor ops (a second derivative)
             x2 = x.reshape(n, c)
             z = x2 - x2[rows, self.t].unsqueeze(1) + self.margin
+            # inactive terms (z <= 0, NaN, -inf) are 0, not 0 * z: no NaN enters the sum
+            z = z.masked_fill(_make(~self.mask), 0)
             coef = _make(coef.astype(x._data.dtype)) * z * 2
         else:
             coef = _make(coef.astype(x._data.dtype))
         onehot = np.zeros((n, c), dtype=x._data.dtype)
         onehot[rows, self.t] = 1
-        gx = coef - _make(onehot) * coef.sum(1, keepdim=True)
+        # the row's total only in the target's column: not 0 * total elsewhere, which is
+        # NaN for an infinite total
+        gx = coef - coef.sum(1, keepdim=True).expand(n, c).masked_fill(_make(onehot == 0), 0)
         gx = gx * _per_row(gy, self.reduction, n)
         return gx.reshape(x.shape), None, None, None, None, None
 

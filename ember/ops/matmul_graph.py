@@ -293,6 +293,11 @@ class _AddProduct(Primitive):
             alpha, beta = int(alpha), int(beta)
         self.beta, self.alpha = beta, alpha
         prod = self._product(a, b)
+        if beta != 0 and (a.size == 0 or b.size == 0):
+            # a product summed over nothing: beta * input alone, as PyTorch's gemm
+            # (C = beta * C), so a -0.0 in the input stays -0.0
+            prod[...] = input if beta == 1 else input * beta  # (a new array of zeros)
+            return prod
         if alpha != 1:
             prod = prod * alpha
         if beta == 0:

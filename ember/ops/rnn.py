@@ -79,7 +79,7 @@ class _ArrayMath:
         return self.xp.tanh(x)
 
     def relu(self, x):
-        return self.xp.maximum(x, 0)
+        return self.xp.maximum(0, x)  # (x kept where equal: relu(-0.0) is -0.0)
 
     def t(self, w, steps=2):
         # OpenBLAS multiplies a C-ordered right operand about 1.5x faster than a

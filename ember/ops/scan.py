@@ -47,6 +47,25 @@ def _from_plus_zero(y, axis):
     return y
 
 
+# the scans' accumulate type (PyTorch's CPU acc_type) where it is wider than the result's
+_SCAN_ACC = {"float32": np.float64, "complex64": np.complex128, "float16": np.float32,
+             "bfloat16": np.float32}
+
+
+def _cumsum_array(x, axis, dtype=None):
+    """``cumsum`` of an array as PyTorch's CPU kernel: in the accumulate type of the
+    result's dtype (``x``'s by default; float32 sums in double), each partial sum rounded
+    to it, from +0.0."""
+    xp = array_module(x)
+    dt = x.dtype if dtype is None else np.dtype(dtype)
+    if dt != x.dtype:
+        x = x.astype(dt)  # (PyTorch converts the input to the result's dtype first)
+    acc = _SCAN_ACC.get(dt.name)
+    if acc is None:
+        return _from_plus_zero(xp.cumsum(x, axis=axis, dtype=dt), axis)
+    return _from_plus_zero(xp.cumsum(x, axis=axis, dtype=acc).astype(dt), axis)
+
+
 # ----- private helpers: flips, reversed cumsum, gather and scatter-add along an axis ---------
 class Flip(Primitive):
     """Reverse along one axis (its own derivative)."""
@@ -68,7 +87,8 @@ class ReverseCumsum(Primitive):
     def forward(self, x, axis):
         self.axis = axis
         xp = array_module(x)
-        return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis), axis).copy()
+        # (PyTorch's cumsum: in double for float32, from +0.0)
+        return xp.flip(_cumsum_array(xp.flip(x, axis), axis), axis).copy()
 
     def backward(self, gy):
         return Cumsum.apply(gy, self.axis, None), None
@@ -118,12 +138,9 @@ class Cumsum(Primitive):
             np_dtype = np.int64
         if axis is None:
             return x.astype(np_dtype or x.dtype, copy=True)
-        if reduced_float(x.dtype) and (np_dtype is None or np_dtype == x.dtype):
-            # (not `in (None, ...)`: NumPy's float64 dtype compares equal to None)
-            # PyTorch accumulates float16/bfloat16 in float32 and rounds each partial sum
-            y = array_module(x).cumsum(x, axis=axis, dtype=np.float32).astype(x.dtype)
-            return _from_plus_zero(y, axis)
-        return _from_plus_zero(array_module(x).cumsum(x, axis=axis, dtype=np_dtype), axis)
+        # PyTorch accumulates float32 in double and float16/bfloat16 in float32, and
+        # rounds each partial sum ([1e8, 1, -1e8] sums to 1, not 0, in float32)
+        return _cumsum_array(x, axis, np_dtype)
 
     def backward(self, gy):
         axis, dt = self.meta
@@ -170,7 +187,9 @@ def _cumprod_grad_numpy(gy, x, y, axis):
     before = count == 0
     w = xp.where(before, out * g, 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        res = xp.where(before, xp.flip(xp.cumsum(xp.flip(w, 0), axis=0), 0) / v, 0)
+        # (the sums from +0.0, as PyTorch's scan: a slice of -0.0 sums to +0.0)
+        tail = xp.flip(_cumsum_array(xp.flip(w, 0), 0), 0)
+        res = xp.where(before, tail / v, 0)
     seg = count == 1  # from the first zero to the one before the second
     first = seg & zero
     partial = xp.cumprod(xp.where(seg & ~zero, v, 1), axis=0)
@@ -184,6 +203,11 @@ def _cumprod_grad_numpy(gy, x, y, axis):
     return xp.moveaxis(res, 0, axis)
 
 
+# the product's accumulate type (PyTorch's CPU acc_type) where it is wider than the dtype
+_CUMPROD_ACC = {"float32": np.float64, "complex64": np.complex128, "float16": np.float32,
+                "bfloat16": np.float32}
+
+
 class Cumprod(Primitive):
     save_inputs = (0,)
     save_output = True
@@ -195,6 +219,13 @@ class Cumprod(Primitive):
             np_dtype = np.int64
         if axis is None:
             return x.astype(np_dtype or x.dtype, copy=True)
+        acc = _CUMPROD_ACC.get(np.dtype(np_dtype or x.dtype).name)
+        if acc is not None:
+            # PyTorch's CPU kernel runs the product in its accumulate type and rounds
+            # each output: 1e30 * 1e30 * 1e-30 is 1e30 in float32, not inf, and
+            # a product of subnormals keeps its last bits
+            return array_module(x).cumprod(x, axis=axis, dtype=acc).astype(
+                np_dtype or x.dtype)
         return array_module(x).cumprod(x, axis=axis, dtype=np_dtype)
 
     def backward(self, gy):

@@ -65,6 +65,8 @@ def histc(input, bins=100, min=0, max=0):
         lo, hi = float(x.min()), float(x.max())
     if lo == hi:
         lo, hi = lo - 1, hi + 1
+    if not (np.isfinite(lo) and np.isfinite(hi)):  # (data holding NaN or +-inf too)
+        raise RuntimeError(f"torch.histc: range of [{lo:g}, {hi:g}] is not finite")
     if lo > hi:
         raise RuntimeError("torch.histc: max must be larger than min")
     xs = x.reshape(-1)

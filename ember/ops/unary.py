@@ -520,6 +520,13 @@ def round(input, *, decimals=0, out=None):
     return (RoundDecimals if decimals else Round).apply(input, decimals)
 
 
+def _keeping(extremum, bound, x):
+    """``np.maximum``/``np.minimum`` of ``x`` and ``bound`` returning ``x`` where they
+    are equal (-0.0 against a bound of +0.0): NumPy's float16 loops return the first of
+    equal operands, the others the second."""
+    return extremum(x, bound) if x.dtype == np.float16 else extremum(bound, x)
+
+
 class Clamp(Primitive):
     """Clamp to Python-number bounds."""
     save_inputs = (0,)
@@ -534,6 +541,12 @@ class Clamp(Primitive):
             # an integer bound promotes a bool tensor to int64, as PyTorch (both bounds
             # bool: refused by ``_check_clampable``)
             x = x.astype(np.int64)
+        if x.dtype.kind == "f" and (lo == 0 or hi == 0):
+            # a zero bound: an element equal to it is kept, as PyTorch's min(max(x, lo),
+            # hi) keeps it (relu6(-0.0) is -0.0); np.clip's SIMD loops return the
+            # bound's zero in some dtypes
+            r = x if lo is None else _keeping(np.maximum, x.dtype.type(lo), x)
+            return r if hi is None else _keeping(np.minimum, x.dtype.type(hi), r)
         r = np.clip(x, lo, hi)
         if r.dtype != x.dtype and reduced_float(x.dtype):
             # NumPy clips bfloat16 between two Python numbers in float32; the result
