@@ -178,21 +178,21 @@ def test_numba_erf_erfc_same_bits_as_numpy(want, dt):
 
 
 def test_numba_erfinv_float64_same_bits_as_numpy():
-    from ember.ops import _erf_kernels, _erf_numba
+    from ember.ops import _erf_kernels, _erf_numba, _erfinv_numba
     rng = np.random.default_rng(4)
     u = np.concatenate([np.linspace(-1, 1, 300001), rng.uniform(-1, 1, 50000),
                         1 - np.logspace(-16, -1, 4000), 1 - np.logspace(-7.3, -6.9, 4000),
                         rng.uniform(-1, 1, 300) * 1e-300,
                         [0.0, -0.0, 1.0, -1.0, 1.5, -1.5, np.nan, np.inf, -np.inf, 5e-324]])
     u = np.concatenate([u, -u])
-    _same_bits(_erf_numba.erfinv64(u), _numpy_path(lambda: _erf_kernels.erfinv(u)))
+    _same_bits(_erfinv_numba.erfinv64(u), _numpy_path(lambda: _erf_kernels.erfinv(u)))
     # a chunk of values away from +-1 runs wholly in numba; the rest are left to NumPy
     x = u[:_erf_numba._CHUNK]
-    assert not _erf_numba._erfinv64_start(x, -np.log((1 - x) * (1 + x)), np.empty_like(x))
+    assert not _erfinv_numba._erfinv64_start(x, -np.log((1 - x) * (1 + x)), np.empty_like(x))
 
 
 def test_numba_erfinv_float32_same_bits_as_numpy():
-    from ember.ops import _erf_kernels, _erf_numba
+    from ember.ops import _erf_kernels, _erfinv_numba
     rng = np.random.default_rng(2)
     # every 5th float of [0.25, 1] (the tail of Giles' fit included), a dense grid, the
     # last floats below 1, and the special values
@@ -203,7 +203,7 @@ def test_numba_erfinv_float32_same_bits_as_numpy():
                         np.array([0.0, -0.0, 1.0, -1.0, 1.5, -1.5, np.nan, np.inf, -np.inf,
                                   1e-40, -1e-40], np.float32)])
     u = np.concatenate([u, -u])
-    _same_bits(_erf_numba.erfinv32(u), _numpy_path(lambda: _erf_kernels.erfinv(u)))
+    _same_bits(_erfinv_numba.erfinv32(u), _numpy_path(lambda: _erf_kernels.erfinv(u)))
     _same_bits(ember.erfinv(ember.from_numpy(u)).numpy(),
                _numpy_path(lambda: ember.erfinv(ember.from_numpy(u)).numpy()))
 
@@ -236,14 +236,18 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
     # piece has a kernel of its own
     import numba
 
-    from ember.ops import _erf_numba
+    from ember.ops import _erf_numba, _erfinv_numba
     fused_on_purpose = {"_erf32_large_part", "_erf32_block", "_erf32_one_pass",
                         "_erfc32_large_part", "_erfc32_far_large_part",
                         "_erf_erfc32_large_part", "_erf_erfc32_far_large_part",
                         "_erfc32_one_pass", "_gelu32_one_pass"}
-    names = [n for n in dir(_erf_numba) if n.startswith(("_erf", "_gelu", "_neg")) and
-             hasattr(getattr(_erf_numba, n), "py_func") and
-             getattr(_erf_numba, n).targetoptions.get("inline") != "always"]
+    # each kernel in the module that defines it (erfinv's import erf's pieces)
+    kernels = {n: getattr(m, n) for m in (_erf_numba, _erfinv_numba) for n in dir(m)
+               if n.startswith(("_erf", "_gelu", "_neg")) and
+               hasattr(getattr(m, n), "py_func") and
+               getattr(m, n).py_func.__module__ == m.__name__ and
+               getattr(m, n).targetoptions.get("inline") != "always"}
+    names = sorted(kernels)
     assert len(names) == 25, names
     assert fused_on_purpose < set(names)
     x = np.linspace(-5, 5, 64)
@@ -266,7 +270,7 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
     for name in names:
         if name in fused_on_purpose:
             continue
-        kernel = numba.njit(nogil=True, error_model="numpy")(getattr(_erf_numba, name).py_func)
+        kernel = numba.njit(nogil=True, error_model="numpy")(kernels[name].py_func)
         if name.startswith("_gelu_grad"):
             sigs = [(numba.float32[::1], numba.float32[::1], numba.float32)] \
                 if name.endswith("_a") else [(numba.float32[::1],) * 5 + (numba.float32,) * 2]
@@ -355,25 +359,25 @@ def test_numba_erfinv_float32_one_pass_lists_and_logarithm():
     # float32 erfinv runs in one pass with a logarithm and exponential of its own; an
     # element within _TOL float64 ulps of a float32 rounding midpoint is listed and
     # recomputed by the NumPy path, so the results keep the NumPy path's bits
-    from ember.ops import _erf_kernels, _erf_numba
+    from ember.ops import _erf_kernels, _erfinv_numba
     t = np.concatenate([2.0 ** -np.arange(0, 1075, 0.37)[:2800], np.linspace(1e-9, 1, 30001),
                         [1.0, 0.5, 2.0 ** -1022, 1 - 2.0 ** -53]])
     t = t[t >= 2.0 ** -1022]
-    got = np.array([_erf_numba._log_unit(v) for v in t])
+    got = np.array([_erfinv_numba._log_unit(v) for v in t])
     ref = np.log(t)
     assert np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300)) < 4e-16
-    assert _erf_numba._log_unit(1.0) == 0.0
+    assert _erfinv_numba._log_unit(1.0) == 0.0
     # every 13th float32 of [0.5, 1): some listed, none differing
     x = np.arange(0x3f000000, 0x3f800000, 13, dtype=np.uint32).view(np.float32)
     x = np.concatenate([x, -x[::7]])
     idx = np.empty(x.size, np.int64)
-    listed = _erf_numba._erfinv32_one_pass(x, np.empty_like(x), idx)
+    listed = _erfinv_numba._erfinv32_one_pass(x, np.empty_like(x), idx)
     assert 0 < listed < x.size * 1e-4
-    _same_bits(_erf_numba.erfinv32(x), _numpy_path(lambda: _erf_kernels.erfinv(x)))
+    _same_bits(_erfinv_numba.erfinv32(x), _numpy_path(lambda: _erf_kernels.erfinv(x)))
     # non-contiguous, 0-d, empty, and values whose erfinv is a float32 subnormal
     tiny = np.array([1e-45, -3e-42, 1.1e-38, 2e-38, 0.0, -0.0], np.float32)
     for u in (x[::3], x[5:6].reshape(()), x[:0], tiny, x.reshape(-1, 1)[::2]):
         u = np.asarray(u)
-        _same_bits(_erf_numba.erfinv32(u), _numpy_path(lambda u=u: _erf_kernels.erfinv(u)))
+        _same_bits(_erfinv_numba.erfinv32(u), _numpy_path(lambda u=u: _erf_kernels.erfinv(u)))
         _same_bits(ember.erfinv(ember.from_numpy(u)).numpy(),
                    _numpy_path(lambda u=u: ember.erfinv(ember.from_numpy(u)).numpy()))

@@ -24,6 +24,7 @@ import numpy as np
 
 from ember.ops import _erf_kernels as _k
 from ember.ops import _erf_numba as _n
+from ember.ops import _erfinv_numba as _ni
 
 
 @numba.njit(nogil=True, error_model="numpy")
@@ -41,7 +42,7 @@ def _values(x, erf_only, out):
 def _erfinv_values(x, out):
     """The erfinv kernel's float64 values of ``|x|`` before rounding."""
     for i in range(x.size):
-        out[i] = _n._erfinv32_value(np.float64(x[i]))[0]
+        out[i] = _ni._erfinv32_value(np.float64(x[i]))[0]
 
 
 def _numpy_path(x, want_erf, want_erfc, fn=None):
@@ -72,7 +73,7 @@ def _check_erfinv(step):
         x = np.arange(start, min(start + chunk * step, one + 1), step,
                       dtype=np.uint32).view(np.float32)
         for xs in (x, -x):
-            differ += _differ(_n.erfinv32(xs), _numpy_path(xs, 0, 0, _k.erfinv))
+            differ += _differ(_ni.erfinv32(xs), _numpy_path(xs, 0, 0, _k.erfinv))
             n += xs.size
         inside = x[x < 1]
         mine = np.empty(inside.size)
@@ -82,7 +83,7 @@ def _check_erfinv(step):
         d = np.abs(mine.view(np.int64)[ok] - ref.view(np.int64)[ok])
         gap = max(gap, int(d.max(initial=0)))
     extra = np.array([1.5, -1.5, np.inf, -np.inf, np.nan, 2.0, -3e38], np.float32)
-    differ += _differ(_n.erfinv32(extra), _numpy_path(extra, 0, 0, _k.erfinv))
+    differ += _differ(_ni.erfinv32(extra), _numpy_path(extra, 0, 0, _k.erfinv))
     print(f"erfinv: {n + extra.size} float32 inputs ({time.time() - t0:.0f} s): "
           f"differing results {differ}; largest gap before rounding over [0, 1): {gap} "
           f"float64 ulps (flagged within {_n._TOL}; 2**{math.log2(max(gap, 1)):.1f})")

@@ -111,16 +111,17 @@ _FUSED = {}  # "erf": the numba kernels' module, or None without numba (tried on
 _NUMBA_MIN = 4096
 
 
-def numba_kernels(x):
-    """The compiled kernels of ``ember/ops/_erf_numba.py`` (the ``ember[fast]`` extra) for
-    the NumPy array ``x``, or None where numba is missing, ``x`` is not float32/float64, or
-    numba is not imported yet and ``x`` is small: the NumPy path runs. Both give the same
+def numba_kernels(x, kind="erf"):
+    """The compiled kernels of ``ember/ops/_erf_numba.py`` (``kind`` "erf": erf, erfc, the
+    GELU) or ``_erfinv_numba.py`` ("erfinv"), the ``ember[fast]`` extra, for the NumPy
+    array ``x``, or None where numba is missing, ``x`` is not float32/float64, or numba
+    is not imported yet and ``x`` is small: the NumPy path runs. Both give the same
     values."""
     if x.dtype != np.float32 and x.dtype != np.float64:
         return None
-    if "erf" not in _FUSED and x.size < _NUMBA_MIN:
+    if kind not in _FUSED and x.size < _NUMBA_MIN:
         return None
-    return _fast_kernels.load(_FUSED, "erf", "ember.ops._erf_numba")
+    return _fast_kernels.load(_FUSED, kind, f"ember.ops._{kind}_numba")
 
 
 def _erf32(xd, dt, fit_a):
@@ -226,7 +227,7 @@ def erfinv(x):
     if _backend.is_gpu_array(x):
         return _erfinv(x)
     x = np.asarray(x)
-    fused = numba_kernels(x)
+    fused = numba_kernels(x, "erfinv")
     if fused is not None:
         return fused.erfinv32(x) if x.dtype == np.float32 else fused.erfinv64(x)
     if x.ndim == 0:

@@ -1,6 +1,7 @@
-"""erf, erfc, float32 erfinv and the exact GELU (forward and backward) as numba kernels
-(the ``ember[fast]`` extra), giving the same bits as the NumPy path of
-:mod:`ember.ops._erf_kernels`.
+"""erf, erfc and the exact GELU (forward and backward) as numba kernels (the
+``ember[fast]`` extra), giving the same bits as the NumPy path of
+:mod:`ember.ops._erf_kernels`; erfinv's are :mod:`ember.ops._erfinv_numba`, built on the
+pieces here (the fits' evaluation, the exponential, the rounding check).
 
 Imported lazily by ``_erf_kernels`` the first time a large enough float32 or float64
 array needs one of them (numba's import takes about a second); without numba that
@@ -44,7 +45,7 @@ from numba.core.extending import intrinsic as _intrinsic
 from ember.backend.numba_jit import njit as _jit
 from ember.ops import _erf_kernels as _k
 
-__all__ = ["erf_erfc", "erfinv32", "erfinv64", "gelu", "gelu_backward"]
+__all__ = ["erf_erfc", "gelu", "gelu_backward"]
 
 _CHUNK = 16384  # elements per piece: the float64 buffers stay in the L2 cache
 
@@ -65,8 +66,6 @@ _BE_C, _BE_I, _BE_P = _fit(_k._B32_ERF)
 _CAP32, _CAP64 = _k._FITS[32][3], _k._FITS[64][3]
 _MAX_HEAD = float(int(_CAP64 * 16.0))
 _CAP_ERF32 = 3.95  # as ``_k._erf32``: erf rounds to +-1 in float32 beyond
-_GC = np.array(_k._GILES_CENTRAL)
-_GT = np.array(_k._GILES_TAIL)
 _TWO_OVER_SQRT_PI = _k._TWO_OVER_SQRT_PI
 _F32_SQRT_HALF = np.float32(1.0 / math.sqrt(2.0))
 _F64_SQRT_HALF = 1.0 / math.sqrt(2.0)
@@ -548,234 +547,6 @@ def erf_erfc(x, want_erf, want_erfc):
     return (erf.reshape(x.shape) if want_erf else None,
             erfc.reshape(x.shape) if want_erfc else None)
 
-
-# ----- float32 erfinv in one pass (``_k._erfinv`` with one float32-fit Halley step) ------
-# As erf above: a float32 result needs only its float64 value to round the same way, so
-# the pass computes ``log`` and ``exp`` itself (NumPy's float64 ``log``/``exp`` are the C
-# library's scalar ones on AVX2 machines: half the time of the split kernels was theirs)
-# and lists the elements within ``_TOL`` float64 ulps of a float32 rounding midpoint for
-# the NumPy path. The logarithm only moves Giles' start (good to 1e-7 relative): the
-# Halley step takes that error to its cube, so the value after it depends on the start
-# only through its rounding; the exponential enters ``erfc(y)`` at its own precision.
-# tools/check_erf32.py measures the distance between the two paths over every float32
-# input of [0, 1).
-_LOG_LG = np.array([0.1479819860511658591, 0.1531383769920937332, 0.1818357216161805012,
-                    0.2222219843214978396, 0.2857142874366239149, 0.3999999999940941908,
-                    0.6666666666666735130])  # fdlibm's log (e_log.c), highest power first
-_SQRT2 = math.sqrt(2.0)
-
-
-def _even_odd(p):
-    """A polynomial's coefficients (highest power first) as ``(E, O)`` with ``p(v) =
-    E(v*v) + v O(v*v)``: two Horner chains of half the length, which the processor
-    overlaps (the float32 pass's rounding check covers the few ulps this moves)."""
-    c = np.asarray(p)[::-1]
-    return np.ascontiguousarray(c[0::2][::-1]), np.ascontiguousarray(c[1::2][::-1])
-
-
-_LOG_E, _LOG_O = _even_odd(_LOG_LG)
-_GC_E, _GC_O = _even_odd(_GC)
-_GT_E, _GT_O = _even_odd(_GT)
-_A32_E, _A32_O = _even_odd(_A32_P)
-_B32_E, _B32_O = _even_odd(_B32_P)
-_EXP_E, _EXP_O = _even_odd(_EXP_P)
-
-
-@_jit(inline="always")
-def _horner2(p_even, p_odd, v):
-    """``p(v)`` from ``_even_odd(p)``."""
-    v2 = v * v
-    return _horner(p_even, v2) + v * _horner(p_odd, v2)
-_TWO52 = 4503599627370496.0  # 2**52: its bits OR a small integer, minus it, is that integer
-_MANTISSA = (1 << 52) - 1
-
-
-@_jit(inline="always")
-def _log_unit(t):
-    """``log(t)`` for a normal ``0 < t <= 1`` to about 1 float64 ulp (fdlibm's reduction to
-    ``[sqrt(1/2), sqrt(2))`` and its polynomial in ``s = f / (2 + f)``), with no call and
-    no integer-to-float conversion (neither vectorizes on AVX2)."""
-    bits = _as_int64(t)
-    e = _as_float64((bits >> 52) | _as_int64(_TWO52)) - _TWO52  # the biased exponent
-    m = _as_float64((bits & _MANTISSA) | (1023 << 52))  # in [1, 2)
-    big = m > _SQRT2
-    m = m * 0.5 if big else m
-    k = e - (1022.0 if big else 1023.0)
-    f = m - 1.0
-    s = f / (2.0 + f)
-    z = s * s
-    r = z * _horner2(_LOG_E, _LOG_O, z)
-    hfsq = 0.5 * f * f
-    return k * _LN2_HI - ((hfsq - (s * (hfsq + r) + k * _LN2_LO)) - f)
-
-
-@_jit(inline="always")
-def _erfinv32_value(xd):
-    """float32 erfinv of ``xd`` (a float32 widened) before its rounding, and whether the
-    rounding must be checked (``_k._erfinv``'s steps, ``log`` and ``exp`` our own)."""
-    a = abs(xd)
-    ai = a if a < 1.0 else 0.0
-    w = -_log_unit((1.0 - ai) * (1.0 + ai))
-    central = _horner2(_GC_E, _GC_O, w - 2.5)
-    tail = _horner2(_GT_E, _GT_O, math.sqrt(w) - 3.0)
-    yy = central if w < 5.0 else tail
-    yy *= ai
-    # one Halley step with the float32 fits (``_k._halley(y, ai, 32)``); float32 starts
-    # stay below 4, short of erfc's far piece (flagged if ever reached)
-    s = _horner2(_A32_E, _A32_O, (yy * yy - _A32_C) * _A32_I)
-    s *= yy
-    ay = abs(yy)
-    e = _horner2(_B32_E, _B32_O, (1.0 / (1.0 + ay) - _B32_C) * _B32_I)
-    z = -ay * ay  # exp(-y*y): the same argument as erfc's (``_exp_neg``, split Horner)
-    t = z * _INV_LN2 + _SHIFT
-    k = t - _SHIFT
-    r = z - k * _LN2_HI
-    r -= k * _LN2_LO
-    ex = _horner2(_EXP_E, _EXP_O, r) * _as_float64((_as_int64(t) + 1023) << 52)
-    erf_y, erfc_y = _erf_erfc_finish(yy, e * ex, s)
-    f = erf_y - ai if ai < 0.5 else (1.0 - ai) - erfc_y
-    fp = ex * _TWO_OVER_SQRT_PI
-    step = f / fp
-    step /= 1.0 + yy * step
-    yy = yy - (step if fp > 0 else 0.0)
-    # (erfinv below 2**-125, from inputs below about 2**-125, is left to NumPy: rare, and
-    # cheaper than ``_erfc32_unsure`` on every element)
-    y1 = abs(yy)
-    return yy, _near_midpoint(y1) | ((y1 < _F32_TINY) & (y1 > 0)) | (ay >= 4.5)
-
-
-@_jit
-def _erfinv32_part(x, out):
-    m = False
-    for i in range(x.size):
-        xd = np.float64(x[i])
-        yy, f = _erfinv32_value(xd)
-        a = abs(xd)
-        yy = math.copysign(yy, xd)
-        yy = math.copysign(np.inf, xd) if a == 1.0 else yy
-        yy = np.nan if (a > 1.0 or a != a) else yy
-        out[i] = np.float32(yy)
-        m |= f
-    return m
-
-
-@_jit
-def _erfinv32_one_pass(x, out, idx):
-    """float32 erfinv."""
-    n = 0
-    for start in range(0, x.size, _BLOCK):
-        stop = min(start + _BLOCK, x.size)
-        if _erfinv32_part(x[start:stop], out[start:stop]):
-            for i in range(start, stop):
-                if _erfinv32_value(np.float64(x[i]))[1]:
-                    idx[n] = i
-                    n += 1
-    return n
-
-
-def erfinv32(x):
-    """``_k.erfinv`` of a float32 array, the same bits."""
-    flat = x.reshape(-1)
-    out = np.empty(flat.size, np.float32)
-    idx = np.empty(flat.size, np.int64)
-    k = _erfinv32_one_pass(flat, out, idx)
-    if k:
-        out[idx[:k]] = _k._erfinv(flat[idx[:k]])
-    return out.reshape(x.shape)
-
-
-# ----- float64 erfinv (``_k._erfinv``: two Halley steps on the float64 fits) -------------
-@_jit
-def _erfinv64_log_arg(x, t):
-    """``(1 - a) * (1 + a)``, ``a = |x|`` inside (-1, 1) and 0 elsewhere: ``log``'s argument."""
-    for i in range(x.size):
-        a = abs(x[i])
-        ai = a if a < 1.0 else 0.0
-        t[i] = (1.0 - ai) * (1.0 + ai)
-
-
-@_jit
-def _erfinv64_start(x, logt, y):
-    """Giles' start; True where some element needs the asymptotic restart (``w > 16``,
-    ``1 - |x| < 6e-8``): the caller leaves that chunk to NumPy."""
-    far = False
-    for i in range(x.size):
-        a = abs(x[i])
-        ai = a if a < 1.0 else 0.0
-        w = -logt[i]
-        if w < 5.0:
-            yy = _horner(_GC, w - 2.5)
-        else:
-            yy = _horner(_GT, math.sqrt(w) - 3.0)
-        yy *= ai
-        y[i] = yy
-        far |= w > 16.0
-    return far
-
-
-@_jit
-def _neg_square(y, out):
-    for i in range(y.size):
-        out[i] = -y[i] * y[i]
-
-
-@_jit
-def _erfinv64_step(x, y, e, ex1, ex2, ex3):
-    """One Halley step of ``erf(y) = |x|`` in place (``_k._halley``), from erfc's piece
-    ``e`` of ``y``, its two exponentials and ``exp(-y*y)``."""
-    for i in range(x.size):
-        a = abs(x[i])
-        ai = a if a < 1.0 else 0.0
-        yy = y[i]
-        s = _poly(yy * yy, _A64_C, _A64_I, _A64_P)
-        s *= yy
-        ee = e[i] * ex1[i]
-        ee *= ex2[i]
-        erf_y, erfc_y = _erf_erfc_finish(yy, ee, s)
-        f = erf_y - ai if ai < 0.5 else (1.0 - ai) - erfc_y
-        fp = ex3[i] * _TWO_OVER_SQRT_PI
-        step = f / fp
-        step /= 1.0 + yy * step
-        y[i] = yy - (step if fp > 0 else 0.0)
-
-
-@_jit
-def _erfinv_finish(x, y, out):
-    for i in range(x.size):
-        xd = x[i]
-        a = abs(xd)
-        yy = math.copysign(y[i], xd)
-        if a == 1.0:
-            yy = math.copysign(np.inf, xd)
-        if a > 1.0 or a != a:
-            yy = np.nan
-        out[i] = yy
-
-
-def erfinv64(x):
-    """``_k.erfinv`` of a float64 array, the same bits."""
-    flat = x.reshape(-1)
-    n = flat.size
-    m = max(min(n, _CHUNK), 1)
-    out = np.empty(n, np.float64)
-    t, y, e, a1, a2 = (np.empty(m) for _ in range(5))
-    for i in range(0, n, _CHUNK):
-        xs = flat[i:i + _CHUNK]
-        k = xs.size
-        tk, yk, ek, a1k, a2k = t[:k], y[:k], e[:k], a1[:k], a2[:k]
-        _erfinv64_log_arg(xs, tk)
-        np.log(tk, out=tk)
-        if _erfinv64_start(xs, tk, yk):
-            out[i:i + k] = _k._erfinv(xs)
-            continue
-        for _ in range(2):
-            _erfc64_a(yk, ek, a1k, a2k)
-            _neg_square(yk, tk)
-            np.exp(a2k, out=a2k)
-            np.exp(tk, out=tk)
-            _erfinv64_step(xs, yk, ek, a1k, a2k, tk)
-        _erfinv_finish(xs, yk, out[i:i + k])
-    return out.reshape(x.shape)
 
 
 # ----- the exact GELU (``ember.ops.activation_nodes.Gelu``) ------------------------------
