@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import torch
 from optim_db_harness import from_numpy_tree, to_numpy_tree
+from test_lr_scheduler import S, _groups, sgd  # the same two param groups
 
 import ember
 
@@ -19,25 +20,12 @@ METRICS = [float(v) for v in
            np.round(np.cumsum(np.random.default_rng(3).normal(0.0, 1.0, EPOCHS)) * 0.1, 6)]
 
 
-def _groups(m):
-    return [{"params": [m.zeros(2, requires_grad=True)]},
-            {"params": [m.zeros(3, requires_grad=True)], "lr": 0.05}]
-
-
-def sgd(m):
-    return m.optim.SGD(_groups(m), lr=0.1, momentum=0.9)
-
-
 def adam(m):
     return m.optim.Adam(_groups(m), lr=0.01)
 
 
 def adam_tensor_lr(m):
     return m.optim.Adam([m.zeros(2, requires_grad=True)], lr=m.tensor(0.01))
-
-
-def S(m):
-    return m.optim.lr_scheduler
 
 
 class Halve:

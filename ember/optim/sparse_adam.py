@@ -4,7 +4,6 @@ import math
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.autograd.grad_mode import state as _grad_state
 from ember.optim.optimizer import Optimizer, _value, _zeros_like
 
 __all__ = ["SparseAdam"]
@@ -64,25 +63,6 @@ class SparseAdam(Optimizer):
         if complex_:
             raise ValueError(f"Complex params at indices {complex_}: SparseAdam does not "
                              "support complex parameters")
-
-    def step(self, closure=None):
-        """Perform a single optimization step; returns the closure's loss, if any."""
-        loss = None
-        if closure is not None:
-            prev = _grad_state.grad_enabled
-            _grad_state.grad_enabled = True
-            try:
-                loss = closure()
-            finally:
-                _grad_state.grad_enabled = prev
-        prev = _grad_state.grad_enabled
-        _grad_state.grad_enabled = False
-        try:
-            for group in self.param_groups:
-                self._step_group(group)
-        finally:
-            _grad_state.grad_enabled = prev
-        return loss
 
     def _step_group(self, group):
         beta1, beta2 = group["betas"]
