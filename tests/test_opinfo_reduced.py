@@ -30,13 +30,9 @@ DTYPES = (torch.float16, torch.bfloat16)
 SAMPLES = 8  # per op and dtype (more for test_opinfo.DEEPER's ops)
 TOLS = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
 
-# (op, dtype) pairs that still differ from torch, and why
-KNOWN = {
-    ("sort", "float16"): "equal float16 values come out in another order than torch's",
-    ("sort", "bfloat16"): "equal bfloat16 values come out in another order than torch's",
-    ("argsort", "float16"): "equal float16 values come out in another order than torch's",
-    ("argsort", "bfloat16"): "equal bfloat16 values come out in another order than torch's",
-}
+# (op, dtype) pairs that still differ from torch, and why (sort's and argsort's tie order
+# is now torch's: tests/test_int_dtypes.py)
+KNOWN = {}
 
 
 def _ulp(ref, dtype):

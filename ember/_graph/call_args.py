@@ -11,7 +11,8 @@ def call_args(fn, given):
     it: the positional parameters up to the last one not at its default, then ``*args``;
     options (``dtype``, ``device``...), keyword-only parameters and ``**kwargs`` by
     keyword when not at their defaults. What a composite function hands its recorder."""
-    fn = getattr(fn, "__wrapped__", fn)  # a composite declaring its node name (@node_name)
+    while hasattr(fn, "__wrapped__"):  # through its decorators (@node_name, @routed...)
+        fn = fn.__wrapped__
     co = fn.__code__
     n, nk = co.co_argcount, co.co_kwonlyargcount
     names = co.co_varnames

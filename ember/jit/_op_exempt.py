@@ -50,6 +50,7 @@ __all__ = ["NO_TORCHSCRIPT"]
 # index arrays, several ember ops for one aten op): each needs an emitter, not yet written
 _NOT_YET = (
     "its arguments differ from its aten schema's; no emitter written yet",
+    adaptive_pooling.FractionalMaxPool, adaptive_pooling.FractionalMaxPool3D,
     elementwise.Addcdiv, elementwise.Addcmul, extrema._Aminmax, variance._StdMean,
     variance._VarMean,
     gather_scatter.IndexFillValue, gather_scatter.ScatterValue, gather_scatter.ScatterReduceArg,

@@ -69,6 +69,7 @@ _DECOMPOSITIONS = (
 
 _NO_OPERATOR = (
     "no ONNX operator computes it in one node; a composite converter is not written yet",
+    adaptive_pooling.FractionalMaxPool, adaptive_pooling.FractionalMaxPool3D,
     unary.deg2rad.primitive, unary.erfc.primitive, unary.erfinv.primitive,
     unary.exp2.primitive, unary.frac.primitive, unary.log10.primitive, unary.log2.primitive,
     unary.rad2deg.primitive, unary.sinc.primitive, unary.trunc.primitive,
