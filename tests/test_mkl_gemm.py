@@ -19,9 +19,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="module")
 def mkl():
-    # the test extra installs the mkl wheel: it must load here
-    assert gemm.mkl_available(), gemm.library_path()
-    return gemm._lib[0]
+    # the test extra installs the mkl wheel: it must load here, under EMBER_MKL=0 too
+    # (then for this module's tests alone: the environment's choice is given back after)
+    with pytest.MonkeyPatch.context() as env:
+        chosen = gemm.mkl_available()
+        if not chosen:
+            env.setenv("EMBER_MKL", "1")
+            gemm._reset()
+        assert gemm.mkl_available(), gemm.library_path()
+        yield gemm._lib[0]
+        if not chosen:
+            gemm._reset()
 
 
 @pytest.fixture
