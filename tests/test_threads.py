@@ -195,6 +195,37 @@ def test_attention_is_bit_identical_and_matches_torch(threads, with_mask):
         np.testing.assert_allclose(e, t.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("numba", [True, False])
+@pytest.mark.parametrize("case", ["wide_scores", "inf_score", "small_blocks", "masked_row"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_attention_split_takes_one_calls_softmax_route(threads, monkeypatch, case, dtype,
+                                                       numba):
+    # the softmax's route (numba's rows, exp without the maxima, the maxima subtracted)
+    # depends on the scores and their number: a block of rows must take the route of
+    # one call over all rows, not its own (scores beyond +-64, or an infinite one, in
+    # one block only; blocks under the direct route's size bound, the call over it)
+    from ember.ops import attention
+    if not numba:
+        monkeypatch.setitem(attention._NUMBA, "softmax", None)
+    rng = np.random.default_rng(0)
+    n = 12 if case == "small_blocks" else 24
+    q, k, v = (rng.standard_normal((4, 2, n, 8)).astype(dtype) for _ in range(3))
+    mask = None
+    if case == "wide_scores":
+        q[-1] *= 30.0
+    elif case == "inf_score":
+        q[-1, 0, 0, 0] = np.inf
+    elif case == "masked_row":  # a row of -inf only in the last sample (safe softmax: 0)
+        mask = np.zeros((4, 2, n, n), dtype)
+        mask[-1, 1, 3] = -np.inf
+
+    def fn(m, q, k, v):
+        return m.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=None if mask is None else m.tensor(mask))
+    one, two = threads(lambda: _grads(fn, [q, k, v]))
+    _same(one, two)
+
+
 def test_layer_norm_is_bit_identical(threads, monkeypatch):
     from ember.ops import norm_layouts
     monkeypatch.setattr(norm_layouts, "_BLOCK_BYTES", 64)  # several blocks to split

@@ -25,24 +25,28 @@ from ember.ops.composite_node import transforming
 __all__ = []
 
 
-def _softmax_rows_(s, safe, direct=True):
-    """Softmax over the last dim of the float array ``s``, in place.
+def _softmax_rows_(s, safe, direct=True, plain=False):
+    """Softmax over the last dim of the float array ``s``, in place; returns the route
+    it took: ``"numba"`` (the kernels, row by row), ``"direct"`` or ``"max"``.
 
     An infinite row maximum is not subtracted (``inf - inf`` is NaN), so rows holding
     +inf, or only -inf, come out NaN as PyTorch's ``softmax`` does; with ``safe`` rows
     that are all -inf give zeros instead (PyTorch's ``_safe_softmax``, used by sdpa).
-    With ``direct``, scores all within +-64 take ``exp`` without the row maxima.
+    With ``direct`` (the caller has checked the size bound, ``_DIRECT_MIN``), scores all
+    within +-64 take ``exp`` without the row maxima. ``plain`` takes the maxima's route
+    whatever the scores (what one call over more rows took: see ``_weights``).
     """
-    k = _columns(s)
-    if k is not None:
-        s2 = _as_columns(s)
-        if s2 is not None and k.softmax_columns(s2, np.float32(1), _scratch(s2),
-                                                np.empty(s2.shape[2], s.dtype)):
-            return s
-    elif _softmax_in_rows(s, 1):
-        return s
+    if not plain:
+        k = _columns(s)
+        if k is not None:
+            s2 = _as_columns(s)
+            if s2 is not None and k.softmax_columns(s2, np.float32(1), _scratch(s2),
+                                                    np.empty(s2.shape[2], s.dtype)):
+                return "numba"
+        elif _softmax_in_rows(s, 1):
+            return "numba"
     xp = array_module(s)
-    if direct and s.dtype in _WIDE and s.size >= _DIRECT_MIN:
+    if direct and not plain and s.dtype in _WIDE:
         # every score within +-64 (no NaN, no mask's -inf): exp(s) neither overflows
         # nor leaves the normal range, so the row maximum need not be subtracted; two
         # reductions over memory in place of a pass down the rows and a subtraction
@@ -54,7 +58,7 @@ def _softmax_rows_(s, safe, direct=True):
             r = _row_sums(s)
             xp.divide(1, r, out=r)
             s *= r[..., None]
-            return s
+            return "direct"
     m = s.max(axis=-1, keepdims=True)
     finite = xp.isfinite(m)
     all_finite = bool(finite.all())
@@ -64,7 +68,7 @@ def _softmax_rows_(s, safe, direct=True):
     if safe and not all_finite:
         z[m == -np.inf] = 1        # their exps are all 0: the row becomes 0
     s /= z
-    return s
+    return "max"
 
 
 # softmax without its maximum subtracted: where every score lies within this bound
@@ -351,7 +355,7 @@ class ScaledDotProductAttention(Primitive):
         shape = q.shape[:-1] + k.shape[-2:-1]
         if lead is None or not _fits(bias, shape) or not (dmask is None or
                                                            dmask.shape == shape):
-            a = self._weights(q, k, bias)
+            a, _ = self._weights(q, k, bias)
             self.a = a
             out = _laid_out_as(q, q.shape[:-1] + v.shape[-1:], np.result_type(a, v))
             return _gemm.matmul(a if dmask is None else a * dmask, v, out=out)
@@ -376,20 +380,34 @@ class ScaledDotProductAttention(Primitive):
         # 32 x 64); q itself stays for k's gradient
         qT = _transposed_copy(q) if _transposed(a) else None
 
-        def run(lo, hi):
-            ab = self._weights(q[lo:hi], k[lo:hi], _rows_of(bias, lo, hi, q.ndim), a[lo:hi],
-                               scale, None if qT is None else qT[lo:hi])
+        routes = {}
+
+        def run(lo, hi, plain=False):
+            ab, routes[lo, hi] = self._weights(
+                q[lo:hi], k[lo:hi], _rows_of(bias, lo, hi, q.ndim), a[lo:hi], scale,
+                None if qT is None else qT[lo:hi], whole=a.size, plain=plain)
             if dmask is not None:
                 ab = ab * dmask[lo:hi]
             _gemm.matmul(ab, v[lo:hi], out=out[lo:hi])
         parallel_rows(run, lead, 2 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
+        if len(set(routes.values())) > 1:
+            # one call over every row takes the maxima's route where any block needs it
+            # (a row with an infinite maximum, or scores beyond +-64): the blocks that
+            # took another are computed again that way, so that the bits do not depend
+            # on the number of threads (rare: such scores, split over threads)
+            for (lo, hi), route in list(routes.items()):
+                if route != "max":
+                    run(lo, hi, plain=True)
         self.a = a
         return out
 
-    def _weights(self, q, k, bias, out=None, scale=None, qT=None):
+    def _weights(self, q, k, bias, out=None, scale=None, qT=None, whole=None, plain=False):
         """The attention weights ``softmax(q @ k^T * scale + bias)`` (``scale`` the node's
-        unless given: 1 for a q already scaled), into ``out`` when given; ``qT``, when
-        given, holds q's matrices transposed (``_transposed_copy``)."""
+        unless given: 1 for a q already scaled), into ``out`` when given, and the
+        softmax's route (``_softmax_rows_``); ``qT``, when given, holds q's matrices
+        transposed (``_transposed_copy``). For one block of a split call's rows,
+        ``whole`` is the number of scores of the whole call (the direct softmax's size
+        bound is the call's, not the block's), and ``plain`` takes the maxima's route."""
         if scale is None:
             scale = self.scale
         if _transposed(out):  # the scores' layout: their transpose k @ q^T, row-major
@@ -397,17 +415,18 @@ class ScaledDotProductAttention(Primitive):
             _product_into(k, q.swapaxes(-1, -2) if qT is None else qT, s.swapaxes(-1, -2))
         else:
             s = _gemm.matmul(q, k.swapaxes(-1, -2), out=out)
-        if bias is None and s.size and _scaled_softmax_(s, scale):
-            return s
+        if bias is None and s.size and not plain and _scaled_softmax_(s, scale):
+            return s, "numba"
         if scale != 1:
             s *= scale
         if bias is not None:
             s += bias
-        if s.size:
-            # (a mask's -inf or large negative values fail the direct softmax's bound:
-            # its checks are not spent on masked scores)
-            _softmax_rows_(s, self.safe, bias is None)
-        return s
+        if not s.size:
+            return s, "max"
+        # (a mask's -inf or large negative values fail the direct softmax's bound:
+        # its checks are not spent on masked scores)
+        direct = bias is None and (s.size if whole is None else whole) >= _DIRECT_MIN
+        return s, _softmax_rows_(s, self.safe, direct, plain)
 
     def backward(self, gy):
         q, k, v, bias = self.saved_tensors
@@ -427,7 +446,7 @@ class ScaledDotProductAttention(Primitive):
         without a graph, from the weights forward kept."""
         a = self.a
         if a is None:    # a second pass through a retained graph
-            a = self._weights(q, k, bias)
+            a, _ = self._weights(q, k, bias)
         self.a = None
         eq, ek, ev, eb = self._edges[:4]
         want = (eq is not None, ek is not None, ev is not None, eb is not None)
