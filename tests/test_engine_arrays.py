@@ -512,3 +512,75 @@ def test_selects_add_into_the_buffered_region(case, dtype, monkeypatch):
     np.testing.assert_allclose(fast, run(torch), rtol=tol, atol=tol)
     # (a leaf's gradients are summed by the engine's leaf buffers: no region to add into)
     assert hits.count(True) == {"select": 2, "slice": 2, "viewed": 1, "leaf": 0}[case]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("norm", ["layer", "batch", "group"])
+def test_normalization_and_bias_gradients_reach_the_leaves_uncopied(norm, dtype, monkeypatch):
+    """A layer norm's weight and bias gradients, and a bias broadcast over leading dims
+    (``x @ w + b`` on 3-D input), are the kernels' own arrays, not views of them: the
+    engine copies a view before it becomes a leaf's ``.grad``, so none is copied here
+    (batch and group norm reshape theirs and keep doing so). Values as torch's; the
+    leaves' gradients share no memory."""
+    from ember.ops import conversion
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, (3, 4, 6)).astype(dtype)
+    w = rng.uniform(0.5, 1.5, (6, 6)).astype(dtype)
+
+    def grads(m):
+        xt = m.tensor(x, requires_grad=True)
+        wt = m.tensor(w, requires_grad=True)
+        b = m.tensor(np.linspace(-1, 1, 6).astype(dtype), requires_grad=True)
+        if norm == "layer":
+            mod = m.nn.LayerNorm(6).to(getattr(m, np.dtype(dtype).name))
+            y = mod(xt @ wt + b)
+        elif norm == "batch":
+            mod = m.nn.BatchNorm1d(4).to(getattr(m, np.dtype(dtype).name))
+            y = mod(xt @ wt + b)
+        else:
+            mod = m.nn.GroupNorm(2, 4).to(getattr(m, np.dtype(dtype).name))
+            y = mod(xt @ wt + b)
+        (y * y).sum().backward()
+        leaves = [xt, wt, b, mod.weight, mod.bias]
+        return [t.grad.numpy().copy() for t in leaves], leaves
+    copies = []
+    orig = conversion.Clone.forward
+
+    def spy(self, a):
+        copies.append(a.shape)
+        return orig(self, a)
+    monkeypatch.setattr(conversion.Clone, "forward", spy)
+    got, leaves = grads(ember)
+    monkeypatch.undo()
+    # (6,): the layer norm's weight and bias and the bias ``b`` (the input's gradient
+    # comes through the product's reshape as a view, and is copied as before)
+    assert (6,) not in copies and copies
+    want, _ = grads(torch)
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    for a, c in zip(got, want):
+        np.testing.assert_allclose(a, c, rtol=tol, atol=tol)
+    arrays = [t.grad._data for t in leaves]
+    for i, a in enumerate(arrays):
+        for b in arrays[i + 1:]:
+            assert not np.shares_memory(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.bool_])
+@pytest.mark.parametrize("shapes", [((2, 3, 4), (4,)), ((2, 3, 4), (3, 4)), ((2, 3, 4), (1, 4)),
+                                    ((2, 3, 4), (3, 1)), ((2, 1, 4), (1, 4)), ((5,), ()),
+                                    ((0, 4), (4,)), ((2, 3), (2, 3))])
+def test_sum_to_size_over_leading_dims_is_an_array_of_its_own(shapes, dtype):
+    """``sum_to_size`` where only leading dims are summed returns the sum itself (no
+    reshaped view); shapes, dtypes and values as torch's (exact for integers and for
+    float32 sums that NumPy and torch add in one order here)."""
+    src, to = shapes
+    rng = np.random.default_rng(7)
+    a = (rng.uniform(-3, 3, src) > 0 if dtype == np.bool_ else
+         rng.integers(-4, 5, src).astype(dtype))
+    e = ember.tensor(a).sum_to_size(to)
+    t = torch.tensor(a).sum_to_size(to)
+    assert tuple(e.shape) == tuple(t.shape) and str(e.dtype)[6:] == str(t.dtype)[6:]
+    np.testing.assert_array_equal(e.numpy(), t.numpy())
+    lead = len(src) - len(to)
+    if lead and to and tuple(src[lead:]) == tuple(to) and src != to:
+        assert e._data.base is None

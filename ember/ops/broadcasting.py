@@ -124,17 +124,21 @@ class SumToSize(Primitive):
         lead = x.ndim - len(shape)
         axes = tuple(range(lead)) + tuple(
             i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1)
+        # where only leading dims are summed, the sum has ``shape`` without keeping them
+        # (the same reduction): a fresh array, not a reshaped view, which the engine
+        # would copy before it becomes a leaf's .grad (a bias's gradient)
+        keep = axes != tuple(range(lead)) or not shape
         if not axes:
             out = x
         elif reduced_float(x.dtype):
             # half and bfloat16 accumulate in float32 and round once, as PyTorch's sum
-            out = x.sum(axis=axes, keepdims=True, dtype=np.float32).astype(x.dtype)
+            out = x.sum(axis=axes, keepdims=keep, dtype=np.float32).astype(x.dtype)
         elif x.dtype.kind in "biu" and x.dtype != np.uint64:
             # bool and integers sum to int64, as PyTorch's sum (only when something is summed)
-            out = x.sum(axis=axes, keepdims=True, dtype=np.int64)
+            out = x.sum(axis=axes, keepdims=keep, dtype=np.int64)
         else:
-            out = x.sum(axis=axes, keepdims=True)
-        if lead:
+            out = x.sum(axis=axes, keepdims=keep)
+        if lead and keep:
             out = out.reshape(shape)
         return out
 

@@ -174,9 +174,9 @@ class Normalize(Primitive):
                 gx, gw, gb = _BACKWARD[self.layout[0]](
                     gy._data, x._data, None if w is None else w._data, self.mean, self.invstd,
                     need, self.layout, self.b_shape, **self._kept())
-                if gw is not None:
+                if gw is not None and gw.shape != w.shape:  # (see ``_grad_arrays``)
                     gw = gw.reshape(w.shape)
-                if gb is not None:
+                if gb is not None and gb.shape != self.b_shape:
                     gb = gb.reshape(self.b_shape)
                 return (_wrap(gx), _wrap(gw), _wrap(gb)) + (None,) * 3
             return self._backward_arrays(gy._data, x._data, None if w is None else w._data)
@@ -217,9 +217,11 @@ class Normalize(Primitive):
             need = tuple(e is not None for e in self._edges[:3])
             gx, gw, gb = _BACKWARD[self.layout[0]](gy, x, w, self.mean, self.invstd, need,
                                                    self.layout, self.b_shape, **self._kept())
-            if gw is not None:
+            # reshaped only where the kernel's shape differs: a reshape to the same shape
+            # is a NumPy view, which the engine copies before it becomes a leaf's .grad
+            if gw is not None and gw.shape != w.shape:
                 gw = gw.reshape(w.shape)
-            if gb is not None:
+            if gb is not None and gb.shape != self.b_shape:
                 gb = gb.reshape(self.b_shape)
             return gx, gw, gb
         return tuple(None if t is None else t._data for t in self._backward_arrays(gy, x, w)[:3])
