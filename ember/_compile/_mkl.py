@@ -17,6 +17,7 @@ import numpy as np
 
 from ember._compile import _fused
 from ember._compile._linear import vjp_products as _vjp_products
+from ember._compile._linear import vjp_products_into as _vjp_products_into
 from ember.backend import gemm as _gemm
 from ember.ops import nn_fused
 
@@ -184,10 +185,13 @@ def linear_vjp():
     routes = {}  # (see ``_linear.vjp_products``)
 
     def vjp(self, grads, inputs, outputs, out=None):
-        if out is None:  # small products on NumPy's own call, found once per layout
+        # products on NumPy's own call, found once per layout
+        if out is None:
             r = _vjp_products(routes, self._edges, grads[0], inputs[0], inputs[1])
-            if r is not None:
-                return r
+        else:
+            r = _vjp_products_into(routes, self._edges, grads[0], inputs[0], inputs[1], out)
+        if r is not None:
+            return r
         return nn_fused.linear_vjp(self._edges, grads[0], inputs[0], inputs[1], out,
                                    sx.matmul, sw.matmul)
     return vjp
