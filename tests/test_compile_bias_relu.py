@@ -44,6 +44,17 @@ def _train(m, net, x, y, compiled, steps=4):
     return losses, [p.detach().numpy().copy() for p in net.parameters()], run
 
 
+@pytest.fixture(autouse=True)
+def _numpys_products(request):
+    """NumPy's products (``EMBER_MKL=0``'s), where the loop runs, except in the tests
+    of MKL in use."""
+    if "mkl_in_use" in request.node.name:
+        yield
+        return
+    with gemm.numpy_only():
+        yield
+
+
 def _without_loop(fn):
     """``fn()`` with every plan built meanwhile running the ReLU on its own."""
     saved = _buffers.act_of
@@ -81,10 +92,11 @@ def test_training_step_equals_eager_and_the_plan_without_the_loop(batch, width):
     xa, ya = _inputs(batch, False)
     x, y = ember.tensor(xa), ember.tensor(ya)
     got, params, run = _train(ember, net, x, y, True, steps=5)
-    if _fused.available() and gemm._lib[0] is False:
+    assert gemm._lib[0] is False
+    if _fused.available():
         assert len(_fused_steps(run)) == 2  # both hidden layers took the loop
         src = run._cache[0].plan.sources()[(True, True)]
-        assert "inplace" not in src
+        assert "inplace" not in src and "env[9] = x" in src
     alone, alone_params, run_off = _without_loop(lambda: _train(ember, off, x, y, True, 5))
     assert not _fused_steps(run_off)
     want, want_params, _ = _train(ember, ref, x, y, False, steps=5)
@@ -183,3 +195,17 @@ def test_loop_declines_what_it_does_not_cover():
         want = ember.relu(ember.tensor(z + bz)).numpy()
         assert loop(z, bz)
         assert z.tobytes() == want.tobytes()
+
+
+def test_mkl_in_use_runs_the_product_bias_and_relu_as_before():
+    # (with MKL the bias goes into the product, beta = 1: the ReLU then runs alone)
+    ember.manual_seed(6)
+    net = _net(ember, 256)
+    ref, off = copy.deepcopy(net), copy.deepcopy(net)
+    xa, ya = _inputs(512, True)
+    x, y = ember.tensor(xa), ember.tensor(ya)
+    got, params, _ = _train(ember, net, x, y, True, steps=3)
+    alone, alone_params, _ = _without_loop(lambda: _train(ember, off, x, y, True, 3))
+    want, want_params, _ = _train(ember, ref, x, y, False, steps=3)
+    for a, b, c in zip(got + params, alone + alone_params, want + want_params):
+        assert a.tobytes() == b.tobytes() == c.tobytes()

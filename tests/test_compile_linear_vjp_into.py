@@ -39,12 +39,8 @@ def _site(dtype):
 
 
 def _mkl_off(fn):
-    saved = gemm._lib[0]
-    gemm._lib[0] = False
-    try:
+    with gemm.numpy_only():
         return fn()
-    finally:
-        gemm._lib[0] = saved
 
 
 @pytest.mark.parametrize("m,k,n", [(128, 784, 256), (128, 256, 128), (128, 128, 10),
