@@ -187,7 +187,8 @@ def assign(plan, record):
             st.inplace is None else None
         if into is not None and _floating_same(st.node):
             # a linear layer's product with its MKL arguments found once per layout
-            st.into = _mkl.linear_into(into) if _mkl.is_linear(st.node.target) else into
+            st.into = _mkl.linear_into(into, act_of(st)) if _mkl.is_linear(st.node.target) \
+                else into
             roots[st.outs[0]] = (st.outs[0],)
             cand.append((st.outs[0], st.index, st))
         elif not (st.prim and st.node.target in _FRESH_OUT and st.inplace is None):
@@ -223,6 +224,17 @@ def assign(plan, record):
             st.buffer = plan.arena.site(c)
     plan.groups = groups
     return len(colours)
+
+
+def act_of(st):
+    """The ReLU step a linear step with a buffer runs over its output itself (its
+    ``into`` returns the ReLU's output, ``_mkl.linear_into``), or None: the ReLU
+    ``_rewrites._fuse`` found for it, where the ReLU runs on its own in the forward
+    with buffers (not a member of a fused chain)."""
+    a = st.act
+    if a is None or a.group is not None or a.skip or a.nested or a.inplace is None:
+        return None
+    return a
 
 
 # ----- backward: the op's own vjp writing its gradient temporaries into buffers -------------

@@ -38,6 +38,7 @@ class _Writer:
         self.lines = []
         self.scope = dict(scope)
         self.ids = {}
+        self.done = set()  # steps already written with another's (a ReLU with its linear)
 
     def bind(self, obj, hint):
         """A global name of the generated function holding ``obj`` (one per object)."""
@@ -214,11 +215,19 @@ def _step_arena(w, st, k, record):
             w.emit(1, f"env[{st.outs[0]}] = {into}(*args, out={buf})")
             if record and st.grad:
                 w.emit(1, f"tape[{st.index}] = (args, None)")
+            act = getattr(st.into, "act", None)
+            if act is not None:  # the ReLU over this output, run by ``into`` itself
+                w.emit(1, f"x = env[{act.refs[0][1]}]")
+                w.emit(1, f"env[{act.outs[0]}] = x")
+                if record and act.grad:
+                    w.emit(1, f"tape[{act.index}] = ([x], None)")
+                w.done.add(act.index)
             return
         _primitive(w, 1, st, k, record)
         return
     if st.inplace is not None and not st.nested:
-        _inplace(w, 1, st, k, record)
+        if st.index not in w.done:
+            _inplace(w, 1, st, k, record)
         return
     _run(w, 1, st, k, record, True)
 

@@ -27,7 +27,7 @@ from ember.backend import threads as _threads_mod
 from ember.backend.threads import _state as _threads
 from ember.backend.threads import parallel_rows
 
-__all__ = ["grad_loop", "available", "groups"]
+__all__ = ["bias_act_loop", "grad_loop", "available", "groups"]
 
 _kernels = {}
 
@@ -115,6 +115,50 @@ def grad_loop(cls):
         _run(kernel, (g, y, out))
         return True
     _grad_loops[cls] = loop
+    return loop
+
+
+_bias_act_loops = {}  # op class -> its loop (or None)
+
+
+def bias_act_loop(cls):
+    """``loop(y, b) -> bool`` writing ``cls``'s forward of ``y + b`` over ``y`` (a bias
+    row ``b`` broadcast down the rows of the matrix ``y``: a linear layer's product
+    followed by its activation) as one compiled loop; False (nothing written) where
+    ``y`` is not a C-ordered float matrix with ``b`` a contiguous vector of its columns
+    and dtype; None without numba. One pass where NumPy makes two (the bias added, then
+    the activation over the sum), each element the same sum and the same ``fused``
+    expression, so the same bits -- for an op whose ``fused`` expression holds no
+    transcendental function (see the module docstring)."""
+    if not available():
+        return None
+    if cls in _bias_act_loops:
+        return _bias_act_loops[cls]
+    numba = _numba()["numba"]
+    src = ("def bias_act(y, b):\n"
+           "    z = y.dtype.type(0)\n"
+           "    one = y.dtype.type(1)\n"
+           "    for i in range(y.shape[0]):\n"
+           "        for j in range(y.shape[1]):\n"
+           "            v = y[i, j] + b[j]\n"
+           f"            y[i, j] = {cls.fused.format('v')}\n")
+    scope = {}
+    exec(compile(src, f"<ember fused bias + {cls.__name__}>", "exec"), scope)
+    kernel = numba.njit(nogil=True, cache=False)(scope["bias_act"])
+
+    def loop(y, b):
+        if type(y) is not np.ndarray or type(b) is not np.ndarray or y.ndim != 2 or \
+                b.ndim != 1 or b.shape[0] != y.shape[1] or y.dtype.char not in "fd" or \
+                not y.dtype.isnative or b.dtype != y.dtype or \
+                not (y.flags.c_contiguous and b.flags.c_contiguous):
+            return False
+        m, n = y.shape
+        if _threads["threads"] < 2 or 2 * m * n < 2 * _threads_mod._MIN_COST_PER_THREAD:
+            kernel(y, b)
+        else:  # (rows in blocks: each element's sum is its own, whatever the split)
+            parallel_rows(lambda lo, hi: kernel(y[lo:hi], b), m, 2 * m * n)
+        return True
+    _bias_act_loops[cls] = loop
     return loop
 
 

@@ -14,7 +14,7 @@ from ember.backend import gemm as _gemm
 from ember.backend import threads as _threads
 from ember.ops import matmul_graph
 
-__all__ = ["linear_step", "vjp_products"]
+__all__ = ["linear_step", "vjp_products", "vjp_products_into"]
 
 _ndarray = np.ndarray
 _nthreads = _threads.get_num_threads
@@ -126,13 +126,44 @@ def vjp_products(routes, edges, g, x, w):
     return [gx, gw, gb]
 
 
-def _numpys_own(sa, b):
+def vjp_products_into(routes, edges, g, x, w, out):
+    """``nn_fused.linear_vjp(edges, g, x, w, out, mm, mm)`` (the input's gradient into
+    the arena's ``out``) for matrices at one ember thread where MKL is not in use and
+    ``gemm.matmul`` runs every product as NumPy's own call (``g @ w`` into the buffer,
+    ``g.T @ x`` new, the bias's rows summed on a kept vector of ones): found once per
+    layout and kept in ``routes``, the same calls without the four frames per product
+    between the vjp and NumPy. The same calls, so the same bits; None elsewhere."""
+    if type(g) is not _ndarray or type(x) is not _ndarray or type(w) is not _ndarray or \
+            x.ndim != 2 or g.ndim != 2 or w.ndim != 2 or _gemm._lib[0] is not False:
+        return None
+    lay = (g.shape, g.dtype, x.shape, x.strides, x.dtype, w.shape, w.strides, w.dtype,
+           _nthreads())
+    plain = routes.get(lay)
+    if plain is None:
+        if len(routes) > 16:
+            routes.clear()
+        dt = g.dtype
+        plain = routes[lay] = _nthreads() == 1 and dt.char in "fd" and dt.isnative and \
+            x.dtype == dt == w.dtype and _numpys_own(g.shape[::-1], x, True)
+    if not plain:
+        return None
+    gx = None
+    if edges[0] is not None:
+        gx = out(0, x.shape, np.result_type(g.dtype, w.dtype))
+        _matmul(g, w, out=gx)  # (``_numpy_matmul``'s call for a given ``out``)
+    gw = _matmul(g.T, x) if edges[1] is not None else None
+    gb = _rows_summed(g) if len(edges) > 2 and edges[2] is not None else None
+    return [gx, gw, gb]
+
+
+def _numpys_own(sa, b, mkl_off=False):
     """Whether ``gemm.matmul(a, b)`` (no ``out``) for an ``a`` of shape ``sa`` and this
-    matrix ``b`` ends in ``gemm._numpy_matmul``'s plain ``a @ b``: too small for MKL,
-    for ember's threads to take it (``threads.matmul``), and not one of the transposed or
-    narrow operands ``_numpy_matmul`` runs its own way."""
+    matrix ``b`` ends in ``gemm._numpy_matmul``'s plain ``a @ b``: too small for MKL
+    (or ``mkl_off``: MKL not in use), for ember's threads to take it
+    (``threads.matmul``), and not one of the transposed or narrow operands
+    ``_numpy_matmul`` runs its own way."""
     (m, k), n = sa, b.shape[1]
-    if b.shape[0] != k or _gemm._maybe_large(sa, b.shape):
+    if b.shape[0] != k or (not mkl_off and _gemm._maybe_large(sa, b.shape)):
         return False
     if _nthreads() > 1 and m * k * n >= _threads._BLAS_THREADED_MNK:
         return False

@@ -15,7 +15,9 @@ call.
 """
 import numpy as np
 
+from ember._compile import _fused
 from ember._compile._linear import vjp_products as _vjp_products
+from ember._compile._linear import vjp_products_into as _vjp_products_into
 from ember.backend import gemm as _gemm
 from ember.ops import nn_fused
 
@@ -142,10 +144,19 @@ class Site:
         return c
 
 
-def linear_into(forward_out):
+def linear_into(forward_out, act=None):
     """A linear step's ``forward_out(x, w, b, out)`` (``_Linear.forward_out``, bound to
-    the step's op) with its product on a :class:`Site`: the same calls."""
+    the step's op) with its product on a :class:`Site`: the same calls.
+
+    ``act``: the step of an activation written over the layer's output (a ReLU read by
+    nothing else, ``_rewrites._fuse``); ``into`` then returns the activation's output.
+    Where ``gemm.addmm`` would add the bias after the product (MKL not in use) and numba
+    is present, the bias and the activation are one loop over the product
+    (:func:`ember._compile._fused.bias_act_loop`: the same sums, the same activation, one
+    pass fewer); elsewhere the activation's own ``inplace`` runs after the product."""
     site = Site()
+    loop = None if act is None else _fused.bias_act_loop(act.node.target)
+    over = None if act is None else act.inplace
 
     def into(x, w, b, out):
         n = w.shape[0]
@@ -153,9 +164,17 @@ def linear_into(forward_out):
         x2, y2 = (x, y) if x.ndim == 2 else (x.reshape(-1, x.shape[-1]), y.reshape(-1, n))
         if b is None:
             site.matmul(x2, w.T, y2)
+        elif loop is not None and _gemm._lib[0] is False and type(b) is _ndarray and \
+                y2.dtype.char in "fd" and x2.dtype == y2.dtype and not _share(y2, b):
+            # ``gemm.addmm`` without MKL: ``matmul`` into ``y2``, then the bias added
+            _gemm.matmul(x2, w.T, y2)
+            if loop(y2, b):
+                return y
+            _gemm._add_rows(y2, b)
         else:
             site.addmm(b, x2, w.T, y2)
-        return y
+        return y if over is None else over(y)
+    into.act = act  # (the generated forward then gives the ReLU's step this output)
     return into
 
 
@@ -166,10 +185,13 @@ def linear_vjp():
     routes = {}  # (see ``_linear.vjp_products``)
 
     def vjp(self, grads, inputs, outputs, out=None):
-        if out is None:  # small products on NumPy's own call, found once per layout
+        # products on NumPy's own call, found once per layout
+        if out is None:
             r = _vjp_products(routes, self._edges, grads[0], inputs[0], inputs[1])
-            if r is not None:
-                return r
+        else:
+            r = _vjp_products_into(routes, self._edges, grads[0], inputs[0], inputs[1], out)
+        if r is not None:
+            return r
         return nn_fused.linear_vjp(self._edges, grads[0], inputs[0], inputs[1], out,
                                    sx.matmul, sw.matmul)
     return vjp

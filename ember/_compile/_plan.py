@@ -95,7 +95,7 @@ class _Step:
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
                  "bvjp", "group", "skip", "buffer", "fast", "wanted",
                  "scatter", "joined", "plain", "declared", "bias", "linear",
-                 "add_into", "shared", "routes")
+                 "add_into", "shared", "routes", "act")
 
     def __init__(self, node, slots):
         self.node = node
@@ -126,6 +126,7 @@ class _Step:
         self.index = 0
         self.inplace = None  # an array function writing into its input (see _fuse)
         self.into = None     # a forward writing into a buffer, and the buffer's colour
+        self.act = None      # a linear layer's: the in-place ReLU over its output (_fuse)
         self.color = None    # (see _buffers.assign)
         self.buffer = None   # the colour's ``out`` for ``into``
         self.bvjp = None     # the vjp writing its gradients into buffers (_buffers)

@@ -6,7 +6,7 @@ array for ``x`` (:func:`_scatters`), and elementwise steps written over a fresh 
 (:func:`_fuse`). Each keeps eager ember's values to the bit."""
 import numpy as np
 
-from ember._compile import _buffers
+from ember._compile import _buffers, _mkl
 from ember._graph.ir import Ref
 from ember.ops import conv, elementwise, join, nn_fused, unary
 
@@ -231,6 +231,11 @@ def _fuse(plan):
                 tuple(st.node.outputs[0].shape or ()) != tuple(v.shape or ()):
             continue
         st.inplace = _in_place(st.op)
+        if st.node.target is unary.Relu and _mkl.is_linear(src.node.target):
+            # the bias and the ReLU in one loop where the product is written into a
+            # buffer (``_mkl.linear_into``); ReLU alone: tanh's loop would call the C
+            # library's tanh, not NumPy's (other last bits)
+            src.act = st
     # ``a + b`` over ``a`` when ``a`` is such a fresh array read by the sum alone, of the
     # sum's shape and dtype (an RNN cell's two linear layers): the sum's backward reads
     # neither operand's values, the producer's backward not its output

@@ -1,0 +1,211 @@
+"""A compiled plan's linear layer followed by a ReLU over its output alone adds the bias
+and applies the ReLU in one loop over the product (``_mkl.linear_into`` with
+``_fused.bias_act_loop``, where the product is written into the arena's buffers and
+NumPy runs it): the same values as the bias added and the ReLU run after it -- eager
+ember's and the plan's without the loop -- to the bit, NaN, infinities and signed
+zeros included, and torch's to rounding."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember._compile import _buffers, _fused
+from ember.backend import gemm, threads
+
+
+def _net(m, width, depth=2, dtype=None):
+    nn = m.nn
+    layers = []
+    n_in = 24
+    for _ in range(depth):
+        layers += [nn.Linear(n_in, width), nn.ReLU()]
+        n_in = width
+    net = nn.Sequential(*layers, nn.Linear(n_in, 6))
+    return net if dtype is None else net.to(dtype)
+
+
+def _state_of(net):
+    return {k: torch.from_numpy(v.detach().numpy().copy()) for k, v in net.state_dict().items()}
+
+
+def _train(m, net, x, y, compiled, steps=4):
+    opt = m.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+
+    def step(x):
+        opt.zero_grad()
+        loss = m.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    run = m.compile(step) if compiled else step
+    losses = [run(x).detach().numpy().copy() for _ in range(steps)]
+    return losses, [p.detach().numpy().copy() for p in net.parameters()], run
+
+
+@pytest.fixture(autouse=True)
+def _numpys_products(request):
+    """NumPy's products (``EMBER_MKL=0``'s), where the loop runs, except in the tests
+    of MKL in use."""
+    if "mkl_in_use" in request.node.name:
+        yield
+        return
+    with gemm.numpy_only():
+        yield
+
+
+def _without_loop(fn):
+    """``fn()`` with every plan built meanwhile running the ReLU on its own."""
+    saved = _buffers.act_of
+    _buffers.act_of = lambda st: None
+    try:
+        return fn()
+    finally:
+        _buffers.act_of = saved
+
+
+def _fused_steps(run):
+    plan = run._cache[0].plan
+    return [st for st in plan.steps if getattr(st.into, "act", None) is not None]
+
+
+def _inputs(batch, special, dtype=np.float32):
+    rng = np.random.default_rng(batch)
+    xa = rng.standard_normal((batch, 24)).astype(dtype)
+    if special:
+        xa[0, 0] = -0.0
+        xa[1, :] = 0.0
+        xa[2, 3] = np.nan
+        xa[3, 5] = np.inf
+        xa[4, 7] = -np.inf
+    return xa, rng.integers(0, 6, batch)
+
+
+@pytest.mark.parametrize("batch,width", [(512, 256), (300, 128), (129, 512)])
+def test_training_step_equals_eager_and_the_plan_without_the_loop(batch, width):
+    ember.manual_seed(0)
+    net = _net(ember, width)
+    ref, off = copy.deepcopy(net), copy.deepcopy(net)
+    tnet = _net(torch, width)
+    tnet.load_state_dict(_state_of(net))
+    xa, ya = _inputs(batch, False)
+    x, y = ember.tensor(xa), ember.tensor(ya)
+    got, params, run = _train(ember, net, x, y, True, steps=5)
+    assert gemm._lib[0] is False
+    if _fused.available():
+        assert len(_fused_steps(run)) == 2  # both hidden layers took the loop
+        src = run._cache[0].plan.sources()[(True, True)]
+        assert "inplace" not in src and "env[9] = x" in src
+    alone, alone_params, run_off = _without_loop(lambda: _train(ember, off, x, y, True, 5))
+    assert not _fused_steps(run_off)
+    want, want_params, _ = _train(ember, ref, x, y, False, steps=5)
+    for a, b, c in zip(got, alone, want):
+        assert a.tobytes() == b.tobytes() == c.tobytes()
+    for a, b, c in zip(params, alone_params, want_params):
+        assert a.tobytes() == b.tobytes() == c.tobytes()
+    tl, tp, _ = _train(torch, tnet, torch.tensor(xa), torch.tensor(ya), False, steps=5)
+    np.testing.assert_allclose(np.array(got), np.array(tl), rtol=1e-5, atol=1e-6)
+    for a, b in zip(params, tp):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nan_inf_and_signed_zeros_pass_as_eagerly(dtype):
+    ember.manual_seed(1)
+    net = _net(ember, 256, dtype=ember.float64 if dtype == np.float64 else None)
+    with ember.no_grad():  # a bias of -0.0: 0.0 + -0.0 and -0.0 + -0.0 through the loop
+        net[0].bias[:8] = -0.0
+        net[0].weight[:4, :] = 0.0
+    ref, off = copy.deepcopy(net), copy.deepcopy(net)
+    xa, ya = _inputs(256, True, dtype)
+    x, y = ember.tensor(xa), ember.tensor(ya)
+    got, params, run = _train(ember, net, x, y, True, steps=3)
+    alone, alone_params, _ = _without_loop(lambda: _train(ember, off, x, y, True, 3))
+    want, want_params, _ = _train(ember, ref, x, y, False, steps=3)
+    assert np.isnan(got[0])
+    for a, b, c in zip(got, alone, want):
+        assert a.tobytes() == b.tobytes() == c.tobytes()
+    for a, b in zip(params, alone_params):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_inference_and_three_dim_inputs_equal_eager():
+    ember.manual_seed(2)
+    net = _net(ember, 256, depth=3)
+    cm = ember.compile(net)
+    tnet = _net(torch, 256, depth=3)
+    tnet.load_state_dict(_state_of(net))
+    xa = np.random.default_rng(3).standard_normal((6, 100, 24)).astype(np.float32)
+    xa[0, 0, 0] = np.nan
+    xa[1, 2, :] = -0.0
+    x = ember.tensor(xa)
+    with ember.no_grad():
+        want = net(x).numpy().copy()
+        for _ in range(3):
+            got = cm(x).numpy()
+            assert got.tobytes() == want.tobytes()
+    with torch.no_grad():
+        t = tnet(torch.tensor(xa)).numpy()
+    np.testing.assert_allclose(got, t, rtol=1e-4, atol=1e-5)
+
+
+def test_two_threads_equal_the_plan_without_the_loop():
+    # (the loop's rows split over the threads: each element's sum is its own)
+    ember.manual_seed(4)
+    net = _net(ember, 512)
+    off = copy.deepcopy(net)
+    xa, ya = _inputs(1024, True)
+    x, y = ember.tensor(xa), ember.tensor(ya)
+    saved = threads.get_num_threads()
+    threads.set_num_threads(2)
+    try:
+        got_l, got_p, _ = _train(ember, net, x, y, True, steps=3)
+        off_l, off_p, _ = _without_loop(lambda: _train(ember, off, x, y, True, 3))
+        if _fused.available():
+            loop = _fused.bias_act_loop(ember.ops.unary.Relu)
+            rng = np.random.default_rng(5)
+            a = rng.standard_normal((2048, 300)).astype(np.float32)
+            b = rng.standard_normal(300).astype(np.float32)
+            a[0, :4] = [np.nan, -0.0, np.inf, -np.inf]
+            want = ember.relu(ember.tensor(a + b)).numpy()
+            assert loop(a, b)
+            assert a.tobytes() == want.tobytes()
+    finally:
+        threads.set_num_threads(saved)
+    for a, b in zip(got_l + got_p, off_l + off_p):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_loop_declines_what_it_does_not_cover():
+    loop = _fused.bias_act_loop(ember.ops.unary.Relu) if _fused.available() else None
+    if loop is None:
+        assert not _fused.available()
+        return
+    y = np.arange(-6, 6, dtype=np.float32).reshape(3, 4)
+    b = np.array([0.5, -0.5, 0.0, -0.0], np.float32)
+    assert not loop(y.T.copy().T, b)  # not C-ordered
+    assert not loop(y, b.astype(np.float64))  # another dtype
+    assert not loop(y, b[:3])  # not the columns' length
+    assert not loop(y.astype(np.int32), b)
+    for z, bz in [(y, b), (np.array([[-0.0, 0.0, np.nan, -np.inf, 1.0, -2.0]], np.float32),
+                          np.array([-0.0, -0.0, 1.0, np.inf, -1.0, 2.0], np.float32))]:
+        # what eager ember runs: the bias added by NumPy, then ReLU (relu(-0.0) is
+        # -0.0, as PyTorch's clamp_min; NaN passes; -inf + inf is NumPy's NaN)
+        want = ember.relu(ember.tensor(z + bz)).numpy()
+        assert loop(z, bz)
+        assert z.tobytes() == want.tobytes()
+
+
+def test_mkl_in_use_runs_the_product_bias_and_relu_as_before():
+    # (with MKL the bias goes into the product, beta = 1: the ReLU then runs alone)
+    ember.manual_seed(6)
+    net = _net(ember, 256)
+    ref, off = copy.deepcopy(net), copy.deepcopy(net)
+    xa, ya = _inputs(512, True)
+    x, y = ember.tensor(xa), ember.tensor(ya)
+    got, params, _ = _train(ember, net, x, y, True, steps=3)
+    alone, alone_params, _ = _without_loop(lambda: _train(ember, off, x, y, True, 3))
+    want, want_params, _ = _train(ember, ref, x, y, False, steps=3)
+    for a, b, c in zip(got + params, alone + alone_params, want + want_params):
+        assert a.tobytes() == b.tobytes() == c.tobytes()
