@@ -106,7 +106,9 @@ def _linear_relu(em, node, x, w, b=None):
 
 
 def _softmax(aten):
-    return lambda em, node, x, axis: f"{aten}({em.e(x)}, {em.e(axis)}, None)"
+    # a 0-d input has no axis (None) in ember's op; aten's dim 0 wraps on it
+    return lambda em, node, x, axis: \
+        f"{aten}({em.e(x)}, {em.e(0 if axis is None else axis)}, None)"
 
 
 emits(softmaxes.Softmax)(_softmax("torch.softmax"))

@@ -50,9 +50,15 @@ def _max_pool(g, node, x, geom, *rest):
     floor = tuple((s + lo + hi - d * (k - 1) - 1) // st + 1 for s, lo, hi, d, k, st in
                   zip(geom.S, geom.lo, geom.hi, geom.d, geom.K, geom.s))
     ceil = int(tuple(int(o) for o in geom.O) != floor)
-    return g.op("MaxPool", [g.tensor(x)], kernel_shape=[int(k) for k in geom.K],
-                strides=[int(s) for s in geom.s], pads=_conv_pads(geom),
-                dilations=[int(d) for d in geom.d], ceil_mode=ceil)
+    t = g.tensor(x)
+    # ONNX pools (N, C, *spatial): an unbatched input gets its batch axis and loses it
+    unbatched = _rank(x) == len(geom.K) + 1
+    if unbatched:
+        t = g.op("Unsqueeze", [t, _axes(g, [0])])
+    y = g.op("MaxPool", [t], kernel_shape=[int(k) for k in geom.K],
+             strides=[int(s) for s in geom.s], pads=_conv_pads(geom),
+             dilations=[int(d) for d in geom.d], ceil_mode=ceil)
+    return g.op("Squeeze", [y, _axes(g, [0])]) if unbatched else y
 
 
 @exports("batch_norm")
