@@ -60,6 +60,13 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
                            momentum, eps)
 
 
+@register("torch.instance_norm")
+def _instance_norm(input, weight, bias, running_mean, running_var, use_input_stats,
+                   momentum, eps, cudnn_enabled=True):
+    return _functional.instance_norm(input, running_mean, running_var, weight, bias,
+                                     use_input_stats, momentum, eps)
+
+
 @register("torch.layer_norm")
 def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5,
                 cudnn_enable=True):
@@ -425,7 +432,7 @@ def _prelu(x, weight):
 # aten schemas that match ember.nn.functional's argument order one for one
 for _name in ("adaptive_avg_pool3d", "pixel_shuffle", "pixel_unshuffle", "glu", "softplus",
               "relu6", "hardsigmoid", "mish", "celu", "selu", "softshrink", "hardshrink",
-              "tanhshrink", "softsign", "logsigmoid", "instance_norm", "local_response_norm",
+              "tanhshrink", "softsign", "logsigmoid", "local_response_norm",
               "cosine_similarity", "pairwise_distance", "one_hot", "normalize",
               "channel_shuffle"):
     if hasattr(_functional, _name):

@@ -352,6 +352,16 @@ def _batch_norm_eval(em, node, input, running_mean, running_var, weight=None, bi
             f"{literal(float(eps))}, True)")
 
 
+@emits("instance_norm")
+def _instance_norm(em, node, input, running_mean=None, running_var=None, weight=None,
+                   bias=None, use_input_stats=True, momentum=0.1, eps=1e-05):
+    """Instance norm, recorded as one call: PyTorch's traced spelling (aten's order)."""
+    return (f"torch.instance_norm({em.e(input)}, {em.e(weight)}, {em.e(bias)}, "
+            f"{em.e(running_mean)}, {em.e(running_var)}, {bool(use_input_stats)}, "
+            f"{literal(float(momentum if momentum is not None else 0.0))}, "
+            f"{literal(float(eps))}, True)")
+
+
 @emits(normalization._LayerNorm)
 def _layer_norm(em, node, x, w, b, axes, eps, stats=None):
     shape = [node.inputs[0].shape[a] for a in axes]

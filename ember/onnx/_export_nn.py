@@ -74,6 +74,22 @@ def _batch_norm_eval(g, node, input, running_mean, running_var, weight=None, bia
                                        g.tensor(running_var)], epsilon=float(eps))
 
 
+@exports("instance_norm")
+def _instance_norm(g, node, input, running_mean=None, running_var=None, weight=None,
+                   bias=None, use_input_stats=True, momentum=0.1, eps=1e-05):
+    """Instance norm, recorded as one call: with the running statistics it is eval batch
+    norm over them; else InstanceNormalization (ones and zeros for a missing weight and
+    bias; running statistics are not updated by an exported model)."""
+    if not use_input_stats:
+        return _batch_norm_eval(g, node, input, running_mean, running_var, weight, bias,
+                                False, momentum, eps)
+    c = input.value.shape[1]
+    dt = g.np_dtype(input)
+    w = g.tensor(weight) if weight is not None else g.const(np.ones(c, dt), "ones")
+    b = g.tensor(bias) if bias is not None else g.const(np.zeros(c, dt), "zeros")
+    return g.op("InstanceNormalization", [g.tensor(input), w, b], epsilon=float(eps))
+
+
 @exports(normalization._LayerNorm)
 def _layer_norm(g, node, x, w, b, axes, eps, stats=None):
     first = min(axes)
