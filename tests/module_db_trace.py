@@ -259,6 +259,7 @@ def run_case(info, sample, training):
         return out
     e_replays = _replay(ember, traced, variants, 2)
     out["trace"] = _status(e_replays, e_warned)
+    out["warns"] = (bool(e_warned), bool(t_warned))
     if out["torch_trace"] == "warned" and out["trace"] == "equal" and not e_warned:
         out["trace"] = "generalises where torch's trace warns"
     if out["torch_trace"] == "equal" and out["trace"] != "equal":
@@ -273,10 +274,16 @@ def _loaded(traced, variants):
     buf = io.BytesIO()
     try:
         ember.jit.save(traced, buf)
-        buf.seek(0)
+    except NotImplementedError as ex:
+        # an op of the trace has no TorchScript spelling: a clear error, naming it
+        return f"unspelled: {str(ex).splitlines()[0][:140]}"
+    except Exception as ex:
+        return f"save raises {_err(ex)}"
+    buf.seek(0)
+    try:
         loaded = torch.jit.load(buf)
     except Exception as ex:
-        return f"save/load raises {_err(ex)}"
+        return f"torch.jit.load raises {_err(ex)}"
     bad = {k: r for k, r in _replay(torch, loaded, variants, 3).items() if r is not True}
     if not bad:
         return "equal"

@@ -41,15 +41,29 @@ _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _frozen_float(self):
-    """A traced size met a float (``int(x.size(2) * 0.5)``): the result is a plain
-    Python number, a constant of the trace. Say so as PyTorch does when such a size is
-    turned back into an int (a TracerWarning at the user's line)."""
+    """A traced size met a float in user code (``int(x.size(2) * 0.5)``): the result is
+    a plain Python number, a constant of the trace. Say so as PyTorch does when such a
+    size is turned back into an int (a TracerWarning at the user's line). Inside ember
+    an op given such a number recomputes it at each size, or warns itself
+    (:func:`sizes_frozen`)."""
     if not _active[0] or _state() is None or self._trace is not _state():
         return
     f = sys._getframe(2)
+    if not f.f_code.co_filename.startswith(_EMBER_DIR):
+        _warn(_LOUD_MSGS["__float__"], f)
+
+
+def sizes_frozen(sizes):
+    """An ember function turns traced sizes into numbers the trace keeps (an output size
+    from ``output_ratio``): a TracerWarning at the user's line, as PyTorch's tracer gives
+    at the ``int()`` in its functional code."""
+    if not _active[0] or _state() is None or \
+            not any(isinstance(s, SymInt) and s._trace is _state() for s in sizes):
+        return
+    f = sys._getframe(1)
     while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
         f = f.f_back
-    _warn(_LOUD_MSGS["__float__"], f)
+    _warn(_LOUD_MSGS["__int__"], f)
 
 
 def _int_binop(name, fn, reflected=False):

@@ -117,7 +117,9 @@ emits(softmaxes.LogSoftmax)(_softmax("torch.log_softmax"))
 
 def _reduce(aten):
     def emit(em, node, x, axes, keepdim, np_dtype):
-        if np_dtype is not None:
+        # (a dtype that is the input's own is the one the reduction keeps anyway)
+        own = node.inputs[0].dtype
+        if np_dtype is not None and (own is None or np.dtype(np_dtype) != own.np):
             raise NotImplementedError(f"jit codegen: {node.op} with dtype={np_dtype}")
         if axes is None:
             return f"{aten}({em.e(x)})"
@@ -348,16 +350,6 @@ def _batch_norm_eval(em, node, input, running_mean, running_var, weight=None, bi
     """Eval-mode batch norm, recorded as one call: PyTorch's traced spelling."""
     return (f"torch.batch_norm({em.e(input)}, {em.e(weight)}, {em.e(bias)}, "
             f"{em.e(running_mean)}, {em.e(running_var)}, False, "
-            f"{literal(float(momentum if momentum is not None else 0.0))}, "
-            f"{literal(float(eps))}, True)")
-
-
-@emits("instance_norm")
-def _instance_norm(em, node, input, running_mean=None, running_var=None, weight=None,
-                   bias=None, use_input_stats=True, momentum=0.1, eps=1e-05):
-    """Instance norm, recorded as one call: PyTorch's traced spelling (aten's order)."""
-    return (f"torch.instance_norm({em.e(input)}, {em.e(weight)}, {em.e(bias)}, "
-            f"{em.e(running_mean)}, {em.e(running_var)}, {bool(use_input_stats)}, "
             f"{literal(float(momentum if momentum is not None else 0.0))}, "
             f"{literal(float(eps))}, True)")
 
@@ -714,12 +706,13 @@ def _random_fill(em, node, x, *args, generator=None, **kw):
     return f"torch.{node.op}({', '.join(em.e(a) for a in (x,) + args)})"
 
 
-@emits("rand_like", "randn_like", "zeros_like", "ones_like", "empty_like")
-def _like(em, node, input, dtype=None, device=None, requires_grad=False, **kw):
+@emits("rand_like", "randn_like", "zeros_like", "ones_like", "empty_like", "full_like")
+def _like(em, node, input, *fill, dtype=None, device=None, requires_grad=False, **kw):
     # as PyTorch's trace writes it: the device only when the call named one
     dev = "None" if device is None else literal(_as_device(device))
-    return (f"torch.{node.op}({em.e(input)}, dtype={em.e(dtype)}, layout=None, "
-            f"device={dev}, pin_memory=False)")
+    head = ", ".join(em.e(a) for a in (input,) + fill)
+    return f"torch.{node.op}({head}, dtype={em.e(dtype)}, layout=None, device={dev}, " \
+        "pin_memory=False)"
 
 
 @emits("getitem")

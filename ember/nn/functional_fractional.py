@@ -42,6 +42,8 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices,
     spatial = tuple(input.shape[-nd:])
     if output_size is None:
         ratio = _tuple(output_ratio, nd, "output_ratio")
+        from ember._graph.symint import sizes_frozen
+        sizes_frozen(spatial)  # the output size is a number of the trace from here on
         out = tuple(int(s * r) for s, r in zip(spatial, ratio))
     else:
         out = _tuple(output_size, nd, "output_size")
