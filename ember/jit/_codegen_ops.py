@@ -323,6 +323,14 @@ def _batch_norm_train(em, node, x, w, b, axes, eps, stats):
     """Batch norm in training mode: ``torch.batch_norm(..., training=True, ...)``, which
     updates the running statistics as ember's node does."""
     nd = len(node.inputs[0].shape)
+    if tuple(axes) == tuple(range(2, nd)) and stats is None and nd > 2:
+        # each (sample, dim 1) slice over the rest (group norm's groups): aten's group
+        # norm with one channel per group, its size read at run time
+        x_src = em.e(x)
+        out = f"torch.group_norm({x_src}, {x_src}.size(1), None, None, {literal(float(eps))}, " \
+            "True)"
+        out = out if w is None else f"torch.mul({out}, {em.e(w)})"
+        return out if b is None else f"torch.add({out}, {em.e(b)})"
     if tuple(axes) != (0,) + tuple(range(2, nd)) or (stats is not None and
                                                     stats.per_instance):
         raise NotImplementedError("jit codegen: a normalization other than batch norm")
