@@ -468,3 +468,16 @@ def _avg_pool3d(input, kernel_size, stride=(), padding=0, ceil_mode=False,
 def _max_pool3d(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     return _functional.max_pool3d(input, kernel_size, stride or None, padding, dilation,
                                   ceil_mode)
+
+
+def _fractional_max(nd):
+    def op(input, kernel_size, output_size, random_samples):
+        # aten's order: the windows from the given draw, (values, indices)
+        return getattr(_functional, f"fractional_max_pool{nd}d")(
+            input, kernel_size, output_size, return_indices=True,
+            _random_samples=random_samples)
+    return op
+
+
+for _nd in (2, 3):
+    TABLE[f"torch.fractional_max_pool{_nd}d"] = _fractional_max(_nd)
