@@ -167,11 +167,16 @@ def _size_half(x):
     return x[:, :int(x.shape[1] / 2)]
 
 
-@pytest.mark.parametrize("fn", [_size_ratio, _size_half])
-def test_traced_size_met_by_a_float_warns(fn):
-    """A size times a float is a plain number: the trace keeps it, and says so (it was
-    silent, and the slice stayed at the example's length)."""
-    with pytest.warns(ember.jit.TracerWarning, match="Python float"):
+def _size_int(x):
+    return x[:, :int(x.shape[1]) - 2]
+
+
+@pytest.mark.parametrize("fn", [_size_ratio, _size_half, _size_int])
+def test_traced_size_made_a_number_warns(fn):
+    """A size times a float, or int() of a size, is a plain number: the trace keeps it,
+    and says so as PyTorch's does (it was silent, and the slice stayed at the example's
+    length)."""
+    with pytest.warns(ember.jit.TracerWarning, match="Python (float|integer)"):
         traced = ember.jit.trace(fn, ember.randn(2, 4), check_trace=False)
     assert traced(ember.randn(2, 6)).shape == (2, 2)  # frozen, as torch's trace is
 

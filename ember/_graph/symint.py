@@ -40,13 +40,23 @@ class SymInt(int):
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _warns(size):
+    """Whether ``size`` belongs to the trace recording now, one that warns where a size
+    becomes a number (``jit.trace``, ``onnx.export``; ``compile`` and ``export`` note
+    what they cannot record instead, and guard or check it)."""
+    if not _active[0]:
+        return False
+    st = _state()
+    return st is not None and size._trace is st and st.breaks is None
+
+
 def _frozen_float(self):
     """A traced size met a float in user code (``int(x.size(2) * 0.5)``): the result is
     a plain Python number, a constant of the trace. Say so as PyTorch does when such a
     size is turned back into an int (a TracerWarning at the user's line). Inside ember
     an op given such a number recomputes it at each size, or warns itself
     (:func:`sizes_frozen`)."""
-    if not _active[0] or _state() is None or self._trace is not _state():
+    if not _warns(self):
         return
     f = sys._getframe(2)
     if not f.f_code.co_filename.startswith(_EMBER_DIR):
@@ -57,8 +67,7 @@ def sizes_frozen(sizes):
     """An ember function turns traced sizes into numbers the trace keeps (an output size
     from ``output_ratio``): a TracerWarning at the user's line, as PyTorch's tracer gives
     at the ``int()`` in its functional code."""
-    if not _active[0] or _state() is None or \
-            not any(isinstance(s, SymInt) and s._trace is _state() for s in sizes):
+    if not any(isinstance(s, SymInt) and _warns(s) for s in sizes):
         return
     f = sys._getframe(1)
     while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
@@ -87,6 +96,19 @@ for _name, _fn in (("add", operator.add), ("sub", operator.sub), ("mul", operato
                    ("floordiv", operator.floordiv), ("mod", operator.mod)):
     setattr(SymInt, f"__{_name}__", _int_binop(f"int.{_name}", _fn))
     setattr(SymInt, f"__r{_name}__", _int_binop(f"int.{_name}", _fn, reflected=True))
+
+
+def _sym_int(self):
+    """``int(x.size(0))`` in user code: a plain number, a constant of the trace; PyTorch's
+    tracer warns there (its sizes are 0-d tensors), and so does this."""
+    if _warns(self):
+        f = sys._getframe(1)
+        if not f.f_code.co_filename.startswith(_EMBER_DIR):
+            _warn(_LOUD_MSGS["__int__"], f)
+    return int.__int__(self)
+
+
+SymInt.__int__ = _sym_int
 
 
 def _truediv(self, other):
