@@ -387,3 +387,45 @@ def test_instance_norm_runs_in_onnxruntime(track):
         with ember.no_grad():
             want = m(ember.tensor(x)).numpy()
         np.testing.assert_allclose(sess.run(None, {"x0": x})[0], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("make,shape", [
+    (lambda nn: nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=True), (2, 3, 8, 7)),
+    (lambda nn: nn.AvgPool1d(2, 1, 1, count_include_pad=False), (3, 9)),
+    (lambda nn: nn.AvgPool3d(2, 2, ceil_mode=True), (2, 2, 5, 4, 3)),
+    (lambda nn: nn.LPPool2d(3, 2), (2, 3, 6, 7)),
+    (lambda nn: nn.GroupNorm(3, 6), (2, 6, 5)),
+    (lambda nn: nn.GroupNorm(2, 4, affine=False), (2, 4, 3, 3)),
+], ids=["avg2d_ceil_pad", "avg1d_unbatched", "avg3d_ceil", "lp2d", "groupnorm",
+        "groupnorm_plain"])
+def test_pooling_and_group_norm_run_in_onnxruntime(make, shape):
+    """These raised UnsupportedOnnxExport: AveragePool with PyTorch's padding and
+    ceil mode; group norm as InstanceNormalization with one channel per group."""
+    ember.manual_seed(0)
+    m = make(ember.nn)
+    sess = _ort(m, (ember.randn(shape),), True)
+    for b in (shape[0], shape[0] + 2):
+        x = np.random.default_rng(b).standard_normal((b,) + shape[1:]).astype(np.float32)
+        with ember.no_grad():
+            want = m(ember.tensor(x)).numpy()
+        got = sess.run(None, {"x0": x})[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_full_like_runs_in_onnxruntime_and_torch():
+    class Filled(ember.nn.Module):
+        def forward(self, x):
+            return x + ember.full_like(x, 2.5) + ember.full_like(x, x[0, 0].item() * 0)
+    m = Filled()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = _ort(m, (ember.randn(2, 3),), True)
+        traced = ember.jit.trace(m, ember.randn(2, 3))
+    buf = io.BytesIO()
+    ember.jit.save(traced, buf)
+    buf.seek(0)
+    loaded = torch.jit.load(buf)
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    np.testing.assert_allclose(sess.run(None, {"x0": x})[0], x + 2.5, rtol=1e-6)
+    np.testing.assert_allclose(loaded(torch.tensor(x)).numpy(), x + 2.5, rtol=1e-6)

@@ -61,6 +61,43 @@ def _max_pool(g, node, x, geom, *rest):
     return g.op("Squeeze", [y, _axes(g, [0])]) if unbatched else y
 
 
+@exports(pooling.AvgPool, pooling.AvgPool3D)
+def _avg_pool(g, node, x, geom, div):
+    """ONNX ``AveragePool`` with PyTorch's padding on both sides and ``ceil_mode``; an
+    unbatched input gets its batch axis around it (1-d pooling is 2-d in the graph)."""
+    count_include_pad, divisor_override = geom.extra
+    if divisor_override is not None:
+        raise UnsupportedOnnxExport("average pooling with divisor_override")
+    lo = [int(v) for v in geom.lo]
+    floor = tuple((int(s) + 2 * p - int(k)) // int(st) + 1 for s, p, k, st in
+                  zip(geom.S, lo, geom.K, geom.s))
+    t = g.tensor(x)
+    unbatched = _rank(x) == len(geom.K) + 1
+    if unbatched:
+        t = g.op("Unsqueeze", [t, _axes(g, [0])])
+    y = g.op("AveragePool", [t], kernel_shape=[int(k) for k in geom.K],
+             strides=[int(s) for s in geom.s], pads=lo + lo,
+             ceil_mode=int(tuple(int(o) for o in geom.O) != floor),
+             count_include_pad=int(bool(count_include_pad)))
+    return g.op("Squeeze", [y, _axes(g, [0])]) if unbatched else y
+
+
+@exports(normalization._GroupNorm)
+def _group_norm(g, node, x, w, b, axes, eps, stats=None):
+    """Group norm's node normalizes each (sample, group) slice of ``(N, G, C/G, *)``:
+    ``InstanceNormalization`` with one channel per group, then the affine."""
+    if tuple(axes) != tuple(range(2, _rank(x))) or stats is not None:
+        raise UnsupportedOnnxExport("a normalization other than group norm's")
+    groups = x.value.shape[1]
+    dt = g.np_dtype(x)
+    y = g.op("InstanceNormalization", [g.tensor(x), g.const(np.ones(groups, dt), "ones"),
+                                       g.const(np.zeros(groups, dt), "zeros")],
+             epsilon=float(eps))
+    if w is not None:
+        y = g.op("Mul", [y, g.tensor(w)])
+    return y if b is None else g.op("Add", [y, g.tensor(b)])
+
+
 @exports("batch_norm")
 def _batch_norm_eval(g, node, input, running_mean, running_var, weight=None, bias=None,
                      training=False, momentum=0.1, eps=1e-05):

@@ -105,9 +105,9 @@ _NOT_YET = (
     indexing.GetItem, indexing.GetItemAdvanced, indexing.IndexPut, indexing.IndexScatter,
     diagonals.SelectScatter, diagonals.SliceScatter,
     masking.MaskedScatter, losses.MultiMarginLoss, losses.MultilabelMarginLoss,
-    normalization.Normalize, normalization._GroupNorm, adaptive_pooling.AdaptiveMaxPool,
-    pooling.AvgPool, pooling.GatherFlat, resample.Resample, resample.Take,
-    adaptive_pooling.AdaptiveMaxPool3D, pooling.AvgPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
+    normalization.Normalize, adaptive_pooling.AdaptiveMaxPool,
+    pooling.GatherFlat, resample.Resample, resample.Take,
+    adaptive_pooling.AdaptiveMaxPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
     adaptive_pooling.AdaptiveAvgPool, adaptive_pooling.AdaptiveAvgPool3D, rnn_packing.PackPadded,
     rnn_packing.PadPacked, rnn_packing.PadSequence, scan.GatherAlong, shape.Roll, shape.Select,
     shape.Unfold)
