@@ -10,7 +10,6 @@ import dataclasses
 import math
 import warnings
 
-
 from ember.ops.adaptive_pooling import FractionalMaxPool, FractionalMaxPool3D
 
 __all__ = ["fractional_max_pool2d", "fractional_max_pool3d",
