@@ -71,8 +71,8 @@ def test_every_module_is_traced(results):
     # the figures docs/differences.md gives, as floors
     assert counts["trace equal"] + counts["trace warned"] == len(results) - len(
         [k for k in KNOWN if k[1] == "trace"])
-    assert counts["torch.jit.load equal"] >= 245
-    assert counts["onnxruntime equal"] >= 120
+    assert counts["torch.jit.load equal"] == len(results)
+    assert counts["onnxruntime equal"] >= 198
 
 
 def test_no_silent_difference(results):
@@ -123,10 +123,13 @@ def test_fractional_pool_trace_follows_the_input_size(nd):
     ember.jit.save(traced, buf)
     buf.seek(0)
     loaded = torch.jit.load(buf)
+    buf.seek(0)
+    e_loaded = ember.jit.load(buf)
     for shape in ((2, 3) + (7,) * nd, (4, 3) + (9,) * nd, (1, 3) + (5,) * nd):
         x = ember.randn(shape)
         want = _seeded(m, x)
         np.testing.assert_array_equal(_seeded(traced, x).numpy(), want.numpy())
+        np.testing.assert_array_equal(_seeded(e_loaded, x).numpy(), want.numpy())
         assert want.shape == shape[:2] + (3,) * nd
         xt = torch.from_numpy(x.numpy())
         assert tuple(loaded(xt).shape) == tuple(want.shape)

@@ -1,6 +1,8 @@
-"""``F.fractional_max_pool2d``/``3d`` (Graham's fractional max pooling: the windows are
-drawn here, the pooling is the op ``ops.adaptive_pooling.FractionalMaxPool``, PyTorch's
-node) and ``F.linear_cross_entropy`` (a composite of tensordot and cross_entropy).
+"""``F.fractional_max_pool2d``/``3d`` (Graham's fractional max pooling: the random draw
+is made here; the windows follow from it inside the op
+``ops.adaptive_pooling.FractionalMaxPool``, PyTorch's node, so a trace keeps the draw
+and the windows follow the input's size) and ``F.linear_cross_entropy`` (a composite
+of tensordot and cross_entropy).
 
 Fractional pooling draws one number in [0, 1) per (batch, channel, dim) from ember's
 generator, in the order and dtype PyTorch draws them (``rand(N, C, dims)``), so a
