@@ -113,9 +113,10 @@ _NOT_YET = (
     shape.Unfold)
 
 # batch norm over the (C,) parameters: eager only (a capture records Normalize, which
-# its TorchScript spelling, inherited, also writes)
+# its TorchScript spelling, inherited, also writes; group norm's eager node inherits
+# _GroupNorm's ONNX spelling)
 _EAGER_NORM = ("made only outside graph captures: a capture records Normalize instead",
-               normalization_nodes._BatchNorm, normalization_nodes._GroupNormNode)
+               normalization_nodes._BatchNorm)
 
 NO_ONNX = exemptions(FAMILY_BASES, BACKWARD_ONLY, EAGER_ONLY, RANDOM, STORAGE, SPARSE, _COMPLEX,
                      _DECOMPOSITIONS, _NO_OPERATOR, _NOT_YET, _EAGER_NORM)
