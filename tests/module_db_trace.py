@@ -1,8 +1,9 @@
 """PyTorch's ModuleInfo modules traced and exported at one shape, run at others.
 
 For each module of ``module_db`` (tests/module_db_harness.py builds both sides and
-converts the arguments) and its first samples whose forward takes tensors only
-(float32; eval, and train too for the modules whose forward depends on the mode), the
+converts the arguments) and its first samples whose forward takes tensors (nested in
+tuples, or by keyword: a small wrapper module passes them on; float32; eval, and train
+too for the modules whose forward depends on the mode), the
 inputs are grown one dimension of one input at a time and jointly
 (``trace_sweep._variants``); a variant that eager ember or eager torch rejects is a
 size the module does not allow and is left out. Then:

@@ -349,10 +349,25 @@ def _interpolate(g, node, input, size=None, scale_factor=None, mode="nearest",
 
 @exports("pad")
 def _pad(g, node, x, pad, mode):
-    """Reflect and replicate padding: ONNX ``Pad`` (modes ``reflect``/``edge``)."""
-    if mode not in ("reflect", "replicate") or any(p < 0 for p in pad):
+    """Reflect and replicate padding: ONNX ``Pad`` (modes ``reflect``/``edge``); circular
+    padding: each dim in turn, its last ``lo`` and first ``hi`` entries concatenated
+    around it (ONNX's ``wrap`` mode is opset 19), so the corners wrap too."""
+    if mode not in ("reflect", "replicate", "circular") or any(p < 0 for p in pad):
         raise UnsupportedOnnxExport(f"pad(mode={mode!r}) with widths {list(pad)}")
     r = _rank(x)
+    if mode == "circular":
+        y = g.tensor(x)
+        for k in range(len(pad) // 2):
+            lo, hi, axis = int(pad[2 * k]), int(pad[2 * k + 1]), _axes(g, [r - 1 - k])
+            parts = [y]
+            if lo:
+                parts.insert(0, g.op("Slice", [y, _axes(g, [-lo]),
+                                               _axes(g, [np.iinfo(np.int64).max]), axis]))
+            if hi:
+                parts.append(g.op("Slice", [y, _axes(g, [0]), _axes(g, [hi]), axis]))
+            if len(parts) > 1:
+                y = g.op("Concat", parts, axis=r - 1 - k)
+        return y
     n = len(pad) // 2
     begins, ends = [0] * r, [0] * r
     for k in range(n):
