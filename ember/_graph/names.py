@@ -37,8 +37,9 @@ SORT_CALLS = ("sort", "argsort", "topk", "nonzero", "repeat_interleave", "pdist"
 # a replay computes the shape again (a mask's True count, the largest index...)
 VALUE_CALLS = ("masked_select", "one_hot", "bincount", "gcd", "lcm", "segment_reduce",
                "tensor_split", "ctc_loss")
-# eval-mode batch norm (its training mode is the ``Normalize`` primitive)
-NORM_CALLS = ("batch_norm",)
+# eval-mode batch norm (its training mode is the ``Normalize`` primitive) and instance
+# norm (both modes: PyTorch's trace shows aten::instance_norm)
+NORM_CALLS = ("batch_norm", "instance_norm")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
                            RNN_CALLS + PACKING_CALLS + RESIZE_CALLS + SORT_CALLS + NORM_CALLS +

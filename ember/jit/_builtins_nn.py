@@ -60,6 +60,13 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
                            momentum, eps)
 
 
+@register("torch.instance_norm")
+def _instance_norm(input, weight, bias, running_mean, running_var, use_input_stats,
+                   momentum, eps, cudnn_enabled=True):
+    return _functional.instance_norm(input, running_mean, running_var, weight, bias,
+                                     use_input_stats, momentum, eps)
+
+
 @register("torch.layer_norm")
 def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5,
                 cudnn_enable=True):
@@ -425,7 +432,7 @@ def _prelu(x, weight):
 # aten schemas that match ember.nn.functional's argument order one for one
 for _name in ("adaptive_avg_pool3d", "pixel_shuffle", "pixel_unshuffle", "glu", "softplus",
               "relu6", "hardsigmoid", "mish", "celu", "selu", "softshrink", "hardshrink",
-              "tanhshrink", "softsign", "logsigmoid", "instance_norm", "local_response_norm",
+              "tanhshrink", "softsign", "logsigmoid", "local_response_norm",
               "cosine_similarity", "pairwise_distance", "one_hot", "normalize",
               "channel_shuffle"):
     if hasattr(_functional, _name):
@@ -461,3 +468,16 @@ def _avg_pool3d(input, kernel_size, stride=(), padding=0, ceil_mode=False,
 def _max_pool3d(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     return _functional.max_pool3d(input, kernel_size, stride or None, padding, dilation,
                                   ceil_mode)
+
+
+def _fractional_max(nd):
+    def op(input, kernel_size, output_size, random_samples):
+        # aten's order: the windows from the given draw, (values, indices)
+        return getattr(_functional, f"fractional_max_pool{nd}d")(
+            input, kernel_size, output_size, return_indices=True,
+            _random_samples=random_samples)
+    return op
+
+
+for _nd in (2, 3):
+    TABLE[f"torch.fractional_max_pool{_nd}d"] = _fractional_max(_nd)

@@ -106,7 +106,9 @@ def _linear_relu(em, node, x, w, b=None):
 
 
 def _softmax(aten):
-    return lambda em, node, x, axis: f"{aten}({em.e(x)}, {em.e(axis)}, None)"
+    # a 0-d input has no axis (None) in ember's op; aten's dim 0 wraps on it
+    return lambda em, node, x, axis: \
+        f"{aten}({em.e(x)}, {em.e(0 if axis is None else axis)}, None)"
 
 
 emits(softmaxes.Softmax)(_softmax("torch.softmax"))
@@ -115,7 +117,9 @@ emits(softmaxes.LogSoftmax)(_softmax("torch.log_softmax"))
 
 def _reduce(aten):
     def emit(em, node, x, axes, keepdim, np_dtype):
-        if np_dtype is not None:
+        # (a dtype that is the input's own is the one the reduction keeps anyway)
+        own = node.inputs[0].dtype
+        if np_dtype is not None and (own is None or np.dtype(np_dtype) != own.np):
             raise NotImplementedError(f"jit codegen: {node.op} with dtype={np_dtype}")
         if axes is None:
             return f"{aten}({em.e(x)})"
@@ -319,6 +323,14 @@ def _batch_norm_train(em, node, x, w, b, axes, eps, stats):
     """Batch norm in training mode: ``torch.batch_norm(..., training=True, ...)``, which
     updates the running statistics as ember's node does."""
     nd = len(node.inputs[0].shape)
+    if tuple(axes) == tuple(range(2, nd)) and stats is None and nd > 2:
+        # each (sample, dim 1) slice over the rest (group norm's groups): aten's group
+        # norm with one channel per group, its size read at run time
+        x_src = em.e(x)
+        out = f"torch.group_norm({x_src}, {x_src}.size(1), None, None, {literal(float(eps))}, " \
+            "True)"
+        out = out if w is None else f"torch.mul({out}, {em.e(w)})"
+        return out if b is None else f"torch.add({out}, {em.e(b)})"
     if tuple(axes) != (0,) + tuple(range(2, nd)) or (stats is not None and
                                                     stats.per_instance):
         raise NotImplementedError("jit codegen: a normalization other than batch norm")
@@ -702,12 +714,13 @@ def _random_fill(em, node, x, *args, generator=None, **kw):
     return f"torch.{node.op}({', '.join(em.e(a) for a in (x,) + args)})"
 
 
-@emits("rand_like", "randn_like", "zeros_like", "ones_like", "empty_like")
-def _like(em, node, input, dtype=None, device=None, requires_grad=False, **kw):
+@emits("rand_like", "randn_like", "zeros_like", "ones_like", "empty_like", "full_like")
+def _like(em, node, input, *fill, dtype=None, device=None, requires_grad=False, **kw):
     # as PyTorch's trace writes it: the device only when the call named one
     dev = "None" if device is None else literal(_as_device(device))
-    return (f"torch.{node.op}({em.e(input)}, dtype={em.e(dtype)}, layout=None, "
-            f"device={dev}, pin_memory=False)")
+    head = ", ".join(em.e(a) for a in (input,) + fill)
+    return f"torch.{node.op}({head}, dtype={em.e(dtype)}, layout=None, device={dev}, " \
+        "pin_memory=False)"
 
 
 @emits("getitem")

@@ -10,6 +10,9 @@ def save(m, f, _extra_files=None):
     maps archive names to str or bytes contents, stored under ``extra/``.
     """
     from ember.jit._module import RecursiveScriptModule
+    from ember.jit._traced import TracedModule
+    if isinstance(m, TracedModule):
+        m.save(f, _extra_files=_extra_files)  # raises, naming the op TorchScript lacks
     if not isinstance(m, RecursiveScriptModule):
         raise TypeError(f"jit.save expects a ScriptModule (from jit.trace, jit.script or "
                         f"jit.load), got {type(m).__name__}")

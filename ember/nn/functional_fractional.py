@@ -1,6 +1,8 @@
-"""``F.fractional_max_pool2d``/``3d`` (Graham's fractional max pooling: the windows are
-drawn here, the pooling is the op ``ops.adaptive_pooling.FractionalMaxPool``, PyTorch's
-node) and ``F.linear_cross_entropy`` (a composite of tensordot and cross_entropy).
+"""``F.fractional_max_pool2d``/``3d`` (Graham's fractional max pooling: the random draw
+is made here; the windows follow from it inside the op
+``ops.adaptive_pooling.FractionalMaxPool``, PyTorch's node, so a trace keeps the draw
+and the windows follow the input's size) and ``F.linear_cross_entropy`` (a composite
+of tensordot and cross_entropy).
 
 Fractional pooling draws one number in [0, 1) per (batch, channel, dim) from ember's
 generator, in the order and dtype PyTorch draws them (``rand(N, C, dims)``), so a
@@ -9,8 +11,6 @@ seeded run picks the same windows as PyTorch; ``_random_samples`` fixes them.
 import dataclasses
 import math
 import warnings
-
-import numpy as np
 
 from ember.ops.adaptive_pooling import FractionalMaxPool, FractionalMaxPool3D
 
@@ -28,20 +28,6 @@ def _tuple(v, n, name):
     return t
 
 
-def _starts(sample, in_size, out_size, pool, dtype):
-    """Window starts along one dim for each (n, c): PyTorch's interval sequence
-    ``int((i + u) * alpha) - int(u * alpha)``, the last window flush with the end."""
-    u = sample.astype(dtype)
-    seq = np.empty(u.shape + (out_size,), dtype=np.int64)
-    if out_size > 1:
-        alpha = dtype.type(in_size - pool) / dtype.type(out_size - 1)
-        i = np.arange(out_size - 1, dtype=dtype)
-        seq[..., :-1] = (((i + u[..., None]) * alpha).astype(np.int64) -
-                         (u * alpha).astype(np.int64)[..., None])
-    seq[..., -1] = in_size - pool
-    return seq
-
-
 def _fractional(input, kernel_size, output_size, output_ratio, return_indices,
                 _random_samples, nd):
     import ember
@@ -54,10 +40,11 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices,
     if input.dim() not in (nd + 1, nd + 2):
         raise RuntimeError(f"{name}(): Expected {nd + 1}D or {nd + 2}D tensor, but got: "
                            f"{list(input.shape)}")
-    x = input if batched else input.unsqueeze(0)
-    spatial = tuple(x.shape[2:])
+    spatial = tuple(input.shape[-nd:])
     if output_size is None:
         ratio = _tuple(output_ratio, nd, "output_ratio")
+        from ember._graph.symint import sizes_frozen
+        sizes_frozen(spatial)  # the output size is a number of the trace from here on
         out = tuple(int(s * r) for s, r in zip(spatial, ratio))
     else:
         out = _tuple(output_size, nd, "output_size")
@@ -65,36 +52,25 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices,
         if o + kk - 1 > s:
             raise RuntimeError(f"{name}(): pool size {kk} too large relative to input size "
                                f"{s} for output size {o}")
-    n, c = x.shape[:2]
+    n, c = (input.shape[0] if batched else 1), input.shape[-nd - 1]
     if _random_samples is None:
         _random_samples = ember.rand(n, c, nd, dtype=input.dtype)
     if _random_samples.dtype != input.dtype:
         raise RuntimeError("Expect _random_samples to have the same dtype as input")
-    u = np.asarray(_random_samples._data)
-    if u.ndim != 3:
-        raise RuntimeError(f"Expect _random_samples to have 3 dimensions, got {u.ndim}")
-    if u.shape[0] < n:
+    if _random_samples.dim() != 3:
+        raise RuntimeError("Expect _random_samples to have 3 dimensions, got "
+                           f"{_random_samples.dim()}")
+    rows, chans, dims = _random_samples.shape
+    if rows < n:
         raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
-    if u.shape[1] != c:
+    if chans != c:
         raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
-    if u.shape[2] != nd:
-        raise RuntimeError(f"Expect _random_samples.size(2) equals to {nd}; got {u.shape[2]}.")
-    u = u[:n]  # PyTorch reads the first N rows of a longer table
-    dt = np.dtype(input._data.dtype)
-    # PyTorch's sample order: the last spatial dim first for 2-D pooling (W, H), in
-    # order for 3-D (T, H, W)
-    order = (1, 0) if nd == 2 else (0, 1, 2)
-    starts = [_starts(u[..., order[d]], spatial[d], out[d], k[d], dt) for d in range(nd)]
-    # flat position of every window element: (n, c, *out, prod(k))
-    strides = [math.prod(spatial[d + 1:]) for d in range(nd)]
-    pos = np.zeros((n, c) + out + (math.prod(k),), dtype=np.int64)
-    offs = np.stack(np.meshgrid(*[np.arange(kk) for kk in k], indexing="ij"), -1).reshape(-1, nd)
-    for d in range(nd):
-        shape = (n, c) + tuple(out[e] if e == d else 1 for e in range(nd)) + (1,)
-        pos = pos + (starts[d].reshape(shape) + offs[:, d]) * strides[d]
-    # one node, PyTorch's, on the input as given (an unbatched input is not unsqueezed)
+    if dims != nd:
+        raise RuntimeError(f"Expect _random_samples.size(2) equals to {nd}; got {dims}.")
+    # one node, PyTorch's, on the input as given (an unbatched input is not unsqueezed);
+    # the windows follow from the draw inside it (PyTorch reads the first N rows)
     op = FractionalMaxPool3D if nd == 3 else FractionalMaxPool
-    values, indices = op.apply(input, pos if batched else pos[0], nd)
+    values, indices = op.apply(input, _random_samples, k, out)
     return (values, indices) if return_indices else values
 
 

@@ -50,9 +50,52 @@ def _max_pool(g, node, x, geom, *rest):
     floor = tuple((s + lo + hi - d * (k - 1) - 1) // st + 1 for s, lo, hi, d, k, st in
                   zip(geom.S, geom.lo, geom.hi, geom.d, geom.K, geom.s))
     ceil = int(tuple(int(o) for o in geom.O) != floor)
-    return g.op("MaxPool", [g.tensor(x)], kernel_shape=[int(k) for k in geom.K],
-                strides=[int(s) for s in geom.s], pads=_conv_pads(geom),
-                dilations=[int(d) for d in geom.d], ceil_mode=ceil)
+    t = g.tensor(x)
+    # ONNX pools (N, C, *spatial): an unbatched input gets its batch axis and loses it
+    unbatched = _rank(x) == len(geom.K) + 1
+    if unbatched:
+        t = g.op("Unsqueeze", [t, _axes(g, [0])])
+    y = g.op("MaxPool", [t], kernel_shape=[int(k) for k in geom.K],
+             strides=[int(s) for s in geom.s], pads=_conv_pads(geom),
+             dilations=[int(d) for d in geom.d], ceil_mode=ceil)
+    return g.op("Squeeze", [y, _axes(g, [0])]) if unbatched else y
+
+
+@exports(pooling.AvgPool, pooling.AvgPool3D)
+def _avg_pool(g, node, x, geom, div):
+    """ONNX ``AveragePool`` with PyTorch's padding on both sides and ``ceil_mode``; an
+    unbatched input gets its batch axis around it (1-d pooling is 2-d in the graph)."""
+    count_include_pad, divisor_override = geom.extra
+    if divisor_override is not None:
+        raise UnsupportedOnnxExport("average pooling with divisor_override")
+    lo = [int(v) for v in geom.lo]
+    floor = tuple((int(s) + 2 * p - int(k)) // int(st) + 1 for s, p, k, st in
+                  zip(geom.S, lo, geom.K, geom.s))
+    t = g.tensor(x)
+    unbatched = _rank(x) == len(geom.K) + 1
+    if unbatched:
+        t = g.op("Unsqueeze", [t, _axes(g, [0])])
+    y = g.op("AveragePool", [t], kernel_shape=[int(k) for k in geom.K],
+             strides=[int(s) for s in geom.s], pads=lo + lo,
+             ceil_mode=int(tuple(int(o) for o in geom.O) != floor),
+             count_include_pad=int(bool(count_include_pad)))
+    return g.op("Squeeze", [y, _axes(g, [0])]) if unbatched else y
+
+
+@exports(normalization._GroupNorm)
+def _group_norm(g, node, x, w, b, axes, eps, stats=None):
+    """Group norm's node normalizes each (sample, group) slice of ``(N, G, C/G, *)``:
+    ``InstanceNormalization`` with one channel per group, then the affine."""
+    if tuple(axes) != tuple(range(2, _rank(x))) or stats is not None:
+        raise UnsupportedOnnxExport("a normalization other than group norm's")
+    groups = x.value.shape[1]
+    dt = g.np_dtype(x)
+    y = g.op("InstanceNormalization", [g.tensor(x), g.const(np.ones(groups, dt), "ones"),
+                                       g.const(np.zeros(groups, dt), "zeros")],
+             epsilon=float(eps))
+    if w is not None:
+        y = g.op("Mul", [y, g.tensor(w)])
+    return y if b is None else g.op("Add", [y, g.tensor(b)])
 
 
 @exports("batch_norm")
@@ -66,6 +109,22 @@ def _batch_norm_eval(g, node, input, running_mean, running_var, weight=None, bia
     b = g.tensor(bias) if bias is not None else g.const(np.zeros(c, dt), "zeros")
     return g.op("BatchNormalization", [g.tensor(input), w, b, g.tensor(running_mean),
                                        g.tensor(running_var)], epsilon=float(eps))
+
+
+@exports("instance_norm")
+def _instance_norm(g, node, input, running_mean=None, running_var=None, weight=None,
+                   bias=None, use_input_stats=True, momentum=0.1, eps=1e-05):
+    """Instance norm, recorded as one call: with the running statistics it is eval batch
+    norm over them; else InstanceNormalization (ones and zeros for a missing weight and
+    bias; running statistics are not updated by an exported model)."""
+    if not use_input_stats:
+        return _batch_norm_eval(g, node, input, running_mean, running_var, weight, bias,
+                                False, momentum, eps)
+    c = input.value.shape[1]
+    dt = g.np_dtype(input)
+    w = g.tensor(weight) if weight is not None else g.const(np.ones(c, dt), "ones")
+    b = g.tensor(bias) if bias is not None else g.const(np.zeros(c, dt), "zeros")
+    return g.op("InstanceNormalization", [g.tensor(input), w, b], epsilon=float(eps))
 
 
 @exports(normalization._LayerNorm)
@@ -290,10 +349,25 @@ def _interpolate(g, node, input, size=None, scale_factor=None, mode="nearest",
 
 @exports("pad")
 def _pad(g, node, x, pad, mode):
-    """Reflect and replicate padding: ONNX ``Pad`` (modes ``reflect``/``edge``)."""
-    if mode not in ("reflect", "replicate") or any(p < 0 for p in pad):
+    """Reflect and replicate padding: ONNX ``Pad`` (modes ``reflect``/``edge``); circular
+    padding: each dim in turn, its last ``lo`` and first ``hi`` entries concatenated
+    around it (ONNX's ``wrap`` mode is opset 19), so the corners wrap too."""
+    if mode not in ("reflect", "replicate", "circular") or any(p < 0 for p in pad):
         raise UnsupportedOnnxExport(f"pad(mode={mode!r}) with widths {list(pad)}")
     r = _rank(x)
+    if mode == "circular":
+        y = g.tensor(x)
+        for k in range(len(pad) // 2):
+            lo, hi, axis = int(pad[2 * k]), int(pad[2 * k + 1]), _axes(g, [r - 1 - k])
+            parts = [y]
+            if lo:
+                parts.insert(0, g.op("Slice", [y, _axes(g, [-lo]),
+                                               _axes(g, [np.iinfo(np.int64).max]), axis]))
+            if hi:
+                parts.append(g.op("Slice", [y, _axes(g, [0]), _axes(g, [hi]), axis]))
+            if len(parts) > 1:
+                y = g.op("Concat", parts, axis=r - 1 - k)
+        return y
     n = len(pad) // 2
     begins, ends = [0] * r, [0] * r
     for k in range(n):

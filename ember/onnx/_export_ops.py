@@ -425,7 +425,14 @@ exports(extrema._Argmin)(_argmax("ArgMin"))
 
 
 def _softmax(op):
-    return lambda g, node, x, axis, *rest: g.op(op, [g.tensor(x)], axis=axis)
+    def convert(g, node, x, axis, *rest):
+        if _rank(x) == 0:
+            # ONNX's Softmax needs an axis: a 0-d input runs as one element of a vector
+            v = g.op("Reshape", [g.tensor(x), g.const(np.asarray([1], np.int64))])
+            return g.op("Reshape", [g.op(op, [v], axis=0),
+                                    g.const(np.zeros(0, np.int64), "scalar_shape")])
+        return g.op(op, [g.tensor(x)], axis=axis)
+    return convert
 
 
 exports(softmaxes.Softmax)(_softmax("Softmax"))

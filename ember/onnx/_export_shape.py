@@ -399,6 +399,18 @@ def _like(g, node, input, **kw):
                     [1 if node.op == "ones_like" else 0], dt)))
 
 
+@exports("full_like")
+def _full_like(g, node, input, fill_value, **kw):
+    """``ConstantOfShape`` of the input's shape; a traced fill is expanded to it."""
+    dt = np.dtype(node.outputs[0].dtype.np)
+    shape = g.op("Shape", [g.tensor(input)])
+    if isinstance(fill_value, Ref):
+        return g.op("Expand", [g.op("Cast", [g.tensor(fill_value)], to=g.elem_type(dt)),
+                               shape])
+    return g.op("ConstantOfShape", [shape], value=g.onnx.numpy_helper.from_array(
+        np.asarray([fill_value], dt)))
+
+
 @exports("arange")
 def _arange(g, node, *args, **kw):
     nums = [a for a in args]

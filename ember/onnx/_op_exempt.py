@@ -105,17 +105,18 @@ _NOT_YET = (
     indexing.GetItem, indexing.GetItemAdvanced, indexing.IndexPut, indexing.IndexScatter,
     diagonals.SelectScatter, diagonals.SliceScatter,
     masking.MaskedScatter, losses.MultiMarginLoss, losses.MultilabelMarginLoss,
-    normalization.Normalize, normalization._GroupNorm, adaptive_pooling.AdaptiveMaxPool,
-    pooling.AvgPool, pooling.GatherFlat, resample.Resample, resample.Take,
-    adaptive_pooling.AdaptiveMaxPool3D, pooling.AvgPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
+    normalization.Normalize, adaptive_pooling.AdaptiveMaxPool,
+    pooling.GatherFlat, resample.Resample, resample.Take,
+    adaptive_pooling.AdaptiveMaxPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
     adaptive_pooling.AdaptiveAvgPool, adaptive_pooling.AdaptiveAvgPool3D, rnn_packing.PackPadded,
     rnn_packing.PadPacked, rnn_packing.PadSequence, scan.GatherAlong, shape.Roll, shape.Select,
     shape.Unfold)
 
 # batch norm over the (C,) parameters: eager only (a capture records Normalize, which
-# its TorchScript spelling, inherited, also writes)
+# its TorchScript spelling, inherited, also writes; group norm's eager node inherits
+# _GroupNorm's ONNX spelling)
 _EAGER_NORM = ("made only outside graph captures: a capture records Normalize instead",
-               normalization_nodes._BatchNorm, normalization_nodes._GroupNormNode)
+               normalization_nodes._BatchNorm)
 
 NO_ONNX = exemptions(FAMILY_BASES, BACKWARD_ONLY, EAGER_ONLY, RANDOM, STORAGE, SPARSE, _COMPLEX,
                      _DECOMPOSITIONS, _NO_OPERATOR, _NOT_YET, _EAGER_NORM)

@@ -326,11 +326,46 @@ def adaptive_max_pool3d_with_indices(input, output_size, return_indices=True):
     return adaptive_max_pool3d(input, output_size, True)
 
 
+def _fractional_starts(sample, in_size, out_size, pool, dtype):
+    """Window starts along one dim for each (n, c): PyTorch's interval sequence
+    ``int((i + u) * alpha) - int(u * alpha)``, the last window flush with the end."""
+    u = sample.astype(dtype)
+    seq = np.empty(u.shape + (out_size,), dtype=np.int64)
+    if out_size > 1:
+        alpha = dtype.type(in_size - pool) / dtype.type(out_size - 1)
+        i = np.arange(out_size - 1, dtype=dtype)
+        seq[..., :-1] = (((i + u[..., None]) * alpha).astype(np.int64) -
+                         (u * alpha).astype(np.int64)[..., None])
+    seq[..., -1] = in_size - pool
+    return seq
+
+
+def fractional_positions(samples, spatial, out, kernel, dtype):
+    """The flat input position of every window element, ``(n, c, *out, prod(kernel))``,
+    from the random draw ``samples`` ``(n, c, nd)`` (PyTorch's sample order: the last
+    spatial dim first for 2-D pooling (W, H), in order for 3-D (T, H, W))."""
+    nd = len(spatial)
+    n, c = samples.shape[:2]
+    order = (1, 0) if nd == 2 else (0, 1, 2)
+    starts = [_fractional_starts(samples[..., order[d]], spatial[d], out[d], kernel[d],
+                                 dtype) for d in range(nd)]
+    strides = [int(np.prod(spatial[d + 1:])) for d in range(nd)]
+    pos = np.zeros((n, c) + tuple(out) + (int(np.prod(kernel)),), dtype=np.int64)
+    offs = np.stack(np.meshgrid(*[np.arange(kk) for kk in kernel], indexing="ij"),
+                    -1).reshape(-1, nd)
+    for d in range(nd):
+        shape = (n, c) + tuple(out[e] if e == d else 1 for e in range(nd)) + (1,)
+        pos = pos + (starts[d].reshape(shape) + offs[:, d]) * strides[d]
+    return pos
+
+
 class FractionalMaxPool(Primitive):
-    """Max over windows given by their flat positions in each input plane (fractional
-    max pooling: ``pos`` is ``lead + out + (window size,)``, the positions the caller
-    drew); returns (values, flat indices). PyTorch's kernel rule: a later element wins
-    if it is greater or NaN (so the last NaN of a window), else the first maximum."""
+    """Fractional max pooling (PyTorch's ``aten::fractional_max_pool2d(self,
+    kernel_size, output_size, random_samples)``): the windows follow from the random
+    draw ``samples`` ``(N, C, nd)`` (its first N rows), so a trace keeps the draw as a
+    node and the windows follow the input's size at every call. Returns (values, flat
+    indices). PyTorch's kernel rule: a later element wins if it is greater or NaN (so
+    the last NaN of a window), else the first maximum."""
     n_outputs = 2
     differentiable_outputs = (0,)
     _node_name = "FractionalMaxPool2DBackward0"
@@ -340,9 +375,16 @@ class FractionalMaxPool(Primitive):
         x = args[0]
         return [(x, x._vc[0]), (_make(self.idx, False), None)]
 
-    def forward(self, x, pos, nd):
+    def forward(self, x, samples, kernel_size, output_size):
+        nd = len(kernel_size)
         self.S = x.shape[x.ndim - nd:]
         xm = array_module(x)
+        batched = x.ndim == nd + 2
+        n = x.shape[0] if batched else 1
+        u = np.asarray(samples.get() if hasattr(samples, "get") else samples)[:n]
+        pos = fractional_positions(u, self.S, output_size, kernel_size, np.dtype(x.dtype))
+        if not batched:
+            pos = pos[0]
         lead = x.shape[:x.ndim - nd]
         flat = x.reshape(lead + (int(np.prod(self.S)),))
         p = xm.asarray(pos)
@@ -360,7 +402,7 @@ class FractionalMaxPool(Primitive):
 
     def backward(self, gy, *_):
         _, idx = self._saved_and_hooked(None, self.idx)[1]
-        return ScatterFlat.apply(gy, idx, self.S, True), None, None
+        return ScatterFlat.apply(gy, idx, self.S, True), None, None, None
 
     def jvp(self, t, *_):
         return GatherFlat.apply(t, self.idx, len(self.S)), None

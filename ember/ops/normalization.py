@@ -551,6 +551,11 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
                   use_input_stats=True, momentum=0.1, eps=1e-05):
     """Instance normalization: each (sample, channel) plane normalized over its spatial
     dims; running statistics, if given, are updated with the mean over the batch."""
+    if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None and \
+            "instance_norm" not in m.unrolled:
+        # a graph capture records instance norm as one call (PyTorch's
+        # aten::instance_norm, in both modes), not as the batch norm it runs below
+        return m.composite_locals("instance_norm", instance_norm, locals())
     if input.dim() < 3:
         raise ValueError(f"Expected 3D or higher input (got {input.dim()}D input)")
     n, c = input.shape[:2]
