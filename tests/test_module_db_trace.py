@@ -284,6 +284,10 @@ def _roundtrip(m, shape, others):
         got = loaded(torch.tensor(x))
         got = got[0] if isinstance(got, tuple) else got
         np.testing.assert_allclose(got.detach().numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+        with ember.no_grad():  # and ember's own trace at that shape
+            mine = traced(ember.tensor(x))
+        mine = mine[0] if isinstance(mine, tuple) else mine
+        np.testing.assert_allclose(mine.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
     return traced
 
 
@@ -304,11 +308,14 @@ def _roundtrip(m, shape, others):
     (lambda nn: nn.AdaptiveMaxPool2d((2, 3), return_indices=True), (2, 3, 7, 8),
      ((1, 3, 9, 5),)),
     (lambda nn: nn.AdaptiveMaxPool3d(2), (2, 3, 4, 5, 6), ((1, 3, 3, 3, 3),)),
+    (lambda nn: nn.AdaptiveMaxPool2d((3, None)), (2, 3, 6, 8), ((1, 3, 7, 10), (2, 3, 5, 3))),
+    (lambda nn: nn.AdaptiveMaxPool3d((None, 2, None)), (1, 2, 4, 5, 6), ((2, 2, 3, 7, 2),)),
     (lambda nn: nn.GroupNorm(2, 4), (2, 4, 5), ((3, 4, 7), (1, 4, 9))),
     (lambda nn: nn.Bilinear(3, 4, 2), None, ()),
     (lambda nn: nn.Softmax(0), (), ()),
 ], ids=["avg1d", "avg2d_ceil", "avg2d_divisor", "avg3d", "lp2d", "lrn", "convT2d",
-        "convT1d_groups", "convT3d", "adamax1d", "adamax2d_indices", "adamax3d", "groupnorm",
+        "convT1d_groups", "convT3d", "adamax1d", "adamax2d_indices", "adamax3d",
+        "adamax2d_none", "adamax3d_none", "groupnorm",
         "bilinear", "softmax_0d"])
 def test_saved_trace_runs_in_torch_at_other_shapes(make, shape, others):
     """These had no TorchScript spelling (jit.save raised) or wrote one torch.jit.load

@@ -40,7 +40,7 @@ def _conv_transpose(em, node, y, w, b, g):
 def _adaptive_max_pool(em, node, x, O):
     """``aten::adaptive_max_pool2d/3d`` (values, indices); 1-d runs as 2-d in the graph."""
     nd = 3 if node.target is adaptive_pooling.AdaptiveMaxPool3D else 2
-    res = em.tmp(f"torch.adaptive_max_pool{nd}d({em.e(x)}, {_ints(O)})")
+    res = em.tmp(f"torch.adaptive_max_pool{nd}d({em.e(x)}, {em.ints(O)})")  # sizes may be traced
     return [f"{res}[0]", f"{res}[1]"]
 
 
@@ -50,7 +50,7 @@ def _fractional_max_pool(em, node, x, samples, kernel_size, output_size):
     (values, indices)."""
     nd = len(kernel_size)
     res = em.tmp(f"torch.fractional_max_pool{nd}d({em.e(x)}, {_ints(kernel_size)}, "
-                 f"{_ints(output_size)}, {em.e(samples)})")
+                 f"{em.ints(output_size)}, {em.e(samples)})")
     return [f"{res}[0]", f"{res}[1]"]
 
 
