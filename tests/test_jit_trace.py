@@ -392,3 +392,18 @@ def test_namedtuple_output_keeps_its_type():
     got, ref = f(x), x.max(1)
     assert type(got) is type(ref) and _max_diff(got, ref) == 0
     assert "torch.max(x, 1, False)" in f.code
+
+
+def test_tracer_warning_from_python_dash_c():
+    # code given by ``python -c`` lives in a ``__main__`` whose loader (the builtin
+    # importer) refuses to look for source: the warning is still given, the trace made
+    import subprocess
+    code = ("import ember\n"
+            "def f(x): return x * int(x.size(1))\n"
+            "t = ember.jit.trace(f, ember.randn(2, 3))\n"
+            "print(tuple(t(ember.randn(2, 3)).shape))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "(2, 3)"
+    assert "TracerWarning: Converting a tensor to a Python integer" in r.stderr

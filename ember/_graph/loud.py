@@ -41,10 +41,15 @@ def _warn(msg, frame):
         warnings.warn(msg, TracerWarning, stacklevel=3)
         return
     g = frame.f_globals
-    warnings.warn_explicit(msg, TracerWarning, frame.f_code.co_filename, frame.f_lineno,
-                           module=g.get("__name__"),
-                           registry=g.setdefault("__warningregistry__", {}),
-                           module_globals=g)
+    where = (msg, TracerWarning, frame.f_code.co_filename, frame.f_lineno)
+    registry = g.setdefault("__warningregistry__", {})
+    try:
+        warnings.warn_explicit(*where, module=g.get("__name__"), registry=registry,
+                               module_globals=g)
+    except ImportError:
+        # code run by ``python -c`` (or a REPL): ``__main__``'s loader is the builtin
+        # importer, which refuses to look for its source; warn without the source line
+        warnings.warn_explicit(*where, module=g.get("__name__"), registry=registry)
 
 
 _LOUD_MSGS = {name: f"Converting a tensor to {what}" + _TAIL for name, what in _LOUD.items()}
