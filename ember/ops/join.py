@@ -7,7 +7,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
-from ember.ops._util import check_same_device, wrap_dim, write_out
+from ember.ops._util import check_same_device, refuse_out_overlap, wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import GetItem
 from ember.ops.shape import _sizes, atleast_1d, atleast_2d, atleast_3d
@@ -120,6 +120,8 @@ def cat(tensors, dim=0, *, out=None):
                                    f"number {i} in the list.")
     if ref is None:
         d = 0
+    if out is not None:
+        refuse_out_overlap(out, tensors)
     return write_out(Cat.apply(*tensors, dim=d, np_dtype=np_dtype), out)
 
 

@@ -7,7 +7,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
 from ember.ops._pow_kernels import _is_bf16, cpu_pow
-from ember.ops._util import cj, promote_arrays, with_out
+from ember.ops._util import cj, promote_arrays, tensor_operands, with_out
 from ember.ops._variants import Variants
 from ember.ops._variants import bind as bind_variants
 from ember.ops.elementwise import _kind, _operand
@@ -185,6 +185,7 @@ def pow(input, exponent, *, out=None):
 @with_out
 def float_power(input, exponent, *, out=None):
     """``pow`` computed in float64 (complex128 when either operand is complex)."""
+    tensor_operands("float_power", input, exponent, "either", ("input", "exponent"))
     cplx = any(v.is_complex() if isinstance(v, Tensor) else isinstance(v, complex)
                for v in (input, exponent))
     from ember.backend import dtypes
