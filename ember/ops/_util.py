@@ -514,7 +514,7 @@ CASTING_OUT = frozenset("""
     reciprocal remainder rsqrt sigmoid sin sinc sinh sqrt square std sub subtract tan
     tanh true_divide var xlogy
     cholesky cholesky_inverse cholesky_solve cond geqrf householder_product linalg_lstsq lu
-    matrix_power matrix_rank pinv tensorinv tensorsolve polar complex
+    matrix_power matrix_rank pinv tensorinv tensorsolve
 """.split())
 # torch.lu writes its factor into out of any dtype, and, like addbmm and narrow_copy,
 # resizes a wrong out without a warning
