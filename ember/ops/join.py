@@ -176,16 +176,24 @@ class Stack(Primitive):
     complex32_math = True
 
 
+def _nonempty(name, tensors):
+    if not tensors:
+        raise RuntimeError(f"{name} expects a non-empty TensorList")
+    return tensors
+
+
 def hstack(tensors, *, out=None):
     """Join along dim 1 (dim 0 for 1-D tensors)."""
-    ts = atleast_1d(*_tensor_list("hstack", tensors))
+    ts = _nonempty("hstack", _tensor_list("hstack", tensors))
+    ts = atleast_1d(*ts)
     ts = [ts] if isinstance(ts, Tensor) else list(ts)
     return cat(ts, 0 if ts[0]._data.ndim == 1 else 1, out=out)
 
 
 def vstack(tensors, *, out=None):
     """Join along dim 0, after making 1-D tensors rows."""
-    ts = atleast_2d(*_tensor_list("vstack", tensors))
+    ts = _nonempty("vstack", _tensor_list("vstack", tensors))
+    ts = atleast_2d(*ts)
     return cat([ts] if isinstance(ts, Tensor) else list(ts), 0, out=out)
 
 
@@ -194,7 +202,8 @@ row_stack = vstack
 
 def dstack(tensors, *, out=None):
     """Join along dim 2, after giving each tensor at least 3 dims."""
-    ts = atleast_3d(*_tensor_list("dstack", tensors))
+    ts = _nonempty("dstack", _tensor_list("dstack", tensors))
+    ts = atleast_3d(*ts)
     return cat([ts] if isinstance(ts, Tensor) else list(ts), 2, out=out)
 
 
@@ -365,6 +374,11 @@ def _split_n(name, input, ios, dim, min_dim):
     if nd < min_dim:
         raise RuntimeError(f"torch.{name} requires a tensor with at least {min_dim} dimension, "
                            f"but got a tensor with {nd} dimensions!")
+    if isinstance(ios, (str, bytes)) or not isinstance(ios, (int, np.integer, Tensor)) and \
+            not hasattr(ios, "__iter__"):
+        raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                        f"indices_or_sections of type {type(ios).__name__}, but expected an "
+                        "int or a sequence of ints")
     if isinstance(ios, (int, np.integer)):
         n = input._data.shape[dim]
         if ios == 0 or n % ios:

@@ -171,6 +171,7 @@ def pow(input, exponent, *, out=None):
         if not _operand(x):
             raise TypeError(f"unsupported operand type(s) for ** or pow(): "
                             f"'{type(input).__name__}' and '{type(exponent).__name__}'")
+    tensor_operands("pow", input, exponent, "either", ("input", "exponent"))
     if isinstance(exponent, np.ndarray) and isinstance(input, Tensor):
         from ember._tensor import _make
         exponent = _make(exponent)
