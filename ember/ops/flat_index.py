@@ -9,7 +9,7 @@ from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
 from ember.ops._inplace import check_inplace, commit
-from ember.ops._util import type_name, with_out, with_out_apart
+from ember.ops._util import type_name, with_out_apart
 from ember.ops.indexing import GetItemAdvanced, IndexPut, _name, _xp, transforming
 from ember.ops.masking import _check_bool_mask
 
