@@ -32,7 +32,8 @@ def _bitwise(name, fn):
 
     @with_out
     def op(input, other, *, out=None):
-        tensor_operands(name, input, other, "either")
+        if not (isinstance(input, Tensor) or isinstance(other, Tensor)):
+            tensor_operands(name, input, other, "either")
         return cls.apply(input, other)
     op.__name__ = name
     op.__doc__ = f"Elementwise ``{name}`` of integer or bool tensors."
@@ -80,14 +81,16 @@ class RightShift(_Shift):
 @with_out
 def bitwise_left_shift(input, other, *, out=None):
     """``input << other`` for integer tensors."""
-    tensor_operands("bitwise_left_shift", input, other, "either")
+    if not (isinstance(input, Tensor) or isinstance(other, Tensor)):
+        tensor_operands("bitwise_left_shift", input, other, "either")
     return LeftShift.apply(input, other)
 
 
 @with_out
 def bitwise_right_shift(input, other, *, out=None):
     """``input >> other`` (arithmetic shift) for integer tensors."""
-    tensor_operands("bitwise_right_shift", input, other, "either")
+    if not (isinstance(input, Tensor) or isinstance(other, Tensor)):
+        tensor_operands("bitwise_right_shift", input, other, "either")
     return RightShift.apply(input, other)
 
 

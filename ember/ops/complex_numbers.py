@@ -201,7 +201,8 @@ class Complex(Primitive):
 
 def complex(real, imag, *, out=None):
     """The complex tensor ``real + i imag`` (both float32 or both float64)."""
-    tensor_operands("complex", real, imag, names=("real", "imag"))
+    if not (isinstance(real, Tensor) and isinstance(imag, Tensor)):
+        tensor_operands("complex", real, imag, names=("real", "imag"))
     return write_out(Complex.apply(real, imag), out, "complex")
 
 
@@ -229,7 +230,8 @@ class Polar(Primitive):
 
 def polar(abs, angle, *, out=None):
     """The complex tensor ``abs * (cos(angle) + i sin(angle))``."""
-    tensor_operands("polar", abs, angle, names=("abs", "angle"))
+    if not (isinstance(abs, Tensor) and isinstance(angle, Tensor)):
+        tensor_operands("polar", abs, angle, names=("abs", "angle"))
     return write_out(Polar.apply(abs, angle), out, "polar")
 
 

@@ -153,14 +153,16 @@ def floor_divide(input, other, *, out=None):
 @with_out
 def remainder(input, other, *, out=None):
     """Python-style modulus: the result has the sign of the divisor."""
-    tensor_operands("remainder", input, other, "either")
+    if not (isinstance(input, Tensor) or isinstance(other, Tensor)):
+        tensor_operands("remainder", input, other, "either")
     return _remainder(input, other)
 
 
 @with_out
 def fmod(input, other, *, out=None):
     """C-style modulus: the result has the sign of the dividend."""
-    tensor_operands("fmod", input, other, "other")
+    if not isinstance(input, Tensor):
+        tensor_operands("fmod", input, other, "other")
     op = FmodScalar if isinstance(input, Tensor) and not isinstance(other, Tensor) else Fmod
     return op.apply(input, other)
 
