@@ -349,6 +349,8 @@ def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=
                             f"{type(v).__name__}")
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    if not (np.isfinite(start) and np.isfinite(end)):
+        raise RuntimeError(f"unsupported range: {start} -> {end}")
     if (end - start) * step < 0:
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
     dtype = _out_dtype(dtype, out)
@@ -393,12 +395,21 @@ def _fma_line(start, end, step, steps, np_dt):
     return np.array(vals, dtype=np.float64).astype(np_dt)
 
 
+def _check_steps(steps, name):
+    """torch's parser takes ``steps`` as an int only (a float or bool is refused, not
+    truncated)."""
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer, Tensor)):
+        raise TypeError(f"{name}() received an invalid combination of arguments - got steps "
+                        f"of type {type(steps).__name__}, but expected an int")
+
+
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, out=None,
              layout=None):
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     out_name = _range_out_name(start, end)
     start, end = _num(start), _num(end)
     dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
+    _check_steps(steps, "linspace")
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     integral = not (dt.is_floating_point or dt.is_complex)
@@ -457,6 +468,7 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
     dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
     out_name = _range_out_name(start, end)
     start, end = _num(start), _num(end)
+    _check_steps(steps, "logspace")
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     if not (dt.is_floating_point or dt.is_complex or dt is _dt.bool):

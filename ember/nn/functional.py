@@ -363,6 +363,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     """
     if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
         return m.composite_locals("embedding", embedding, locals())
+    if weight.dim() != 2:
+        raise RuntimeError("'weight' must be 2-D")
     num = weight.shape[0]
     padding_idx = _padding_idx(padding_idx, num)
     _check_indices(input, num)

@@ -316,6 +316,29 @@ _TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char"
                "float8_e8m0fnu": "Float8_e8m0fnu"}
 
 
+def tensor_operands(name, input, other, numbers="none", names=("input", "other")):
+    """Refuse the operands torch's argument parser refuses for a two-operand function:
+    ``numbers`` says which may be a Python number, ``"none"`` (both must be tensors:
+    ``atan2``, ``maximum``), ``"other"`` (``eq``, ``fmod``: a number second operand) or
+    ``"either"`` (``bitwise_and``, ``pow``: a number on one side, a tensor on the other).
+    A TypeError, as torch's (a silent result on numbers would hide the mistake). Callers
+    on hot paths call it only when an operand is not a Tensor (the two isinstance tests
+    inline cost a third of the call)."""
+    a, b = isinstance(input, Tensor), isinstance(other, Tensor)
+    if a and b:
+        return
+    if numbers == "none":
+        pos, arg, value = (1, names[0], input) if not a else (2, names[1], other)
+        raise TypeError(f"{name}(): argument '{arg}' (position {pos}) must be Tensor, not "
+                        f"{type(value).__name__}")
+    if a or (b and numbers == "either"):
+        return
+    raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                    f"({type(input).__name__}, {type(other).__name__}): "
+                    f"'{names[0]}' must be a Tensor"
+                    + (f" or '{names[1]}' a Tensor" if numbers == "either" else ""))
+
+
 def type_name(np_dtype):
     """PyTorch's capitalised scalar type name (Float, Double, Long, Bool, ...)."""
     d = np.dtype(np_dtype)
@@ -426,6 +449,49 @@ def with_out(fn):
     return wrapper
 
 
+def _refuse_internal_overlap(arr):
+    """torch's ``assert_no_internal_overlap`` of an ``out=`` array: an expanded dim (stride
+    0) would have several results written to one element."""
+    if 0 in arr.strides and arr.size > 1 and \
+            any(st == 0 and n > 1 for st, n in zip(arr.strides, arr.shape)):
+        raise RuntimeError("unsupported operation: more than one element of the written-to "
+                           "tensor refers to a single memory location. Please clone() the "
+                           "tensor before performing the operation.")
+
+
+def refuse_out_overlap(out, inputs):
+    """torch's ``assert_no_overlap`` for the ops that read their inputs while writing
+    ``out`` (gather, take, index_select, masked_select, cat, kthvalue): ``out`` (a tensor
+    or a tuple of them) must share no memory with any tensor among ``inputs`` (lists
+    of tensors are looked into), or the op would read what it has already written."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    for o in outs:
+        if not isinstance(o, Tensor):
+            continue
+        _refuse_internal_overlap(o._data)  # before any resize, as torch
+        for x in inputs:
+            for t in (x if isinstance(x, (tuple, list)) else (x,)):
+                if t is o or isinstance(t, Tensor) and t._data.size and o._data.size and \
+                        np.may_share_memory(o._data, t._data):
+                    raise RuntimeError(
+                        "unsupported operation: some elements of the input tensor and the "
+                        "written-to tensor refer to a single memory location. Please clone() "
+                        "the tensor before performing the operation.")
+
+
+def with_out_apart(fn):
+    """``with_out`` for an op whose ``out=`` must not overlap its inputs
+    (:func:`refuse_out_overlap`), checked before anything is written."""
+    inner = with_out(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, out=None, **kwargs):
+        if out is not None:
+            refuse_out_overlap(out, (*args, *kwargs.values()))
+        return inner(*args, out=out, **kwargs)
+    return wrapper
+
+
 def with_out_unary(fn):
     """``with_out`` for a one-input function, without the ``*args``/``**kwargs`` repacking
     (the namespace's hot elementwise functions: ``torch.tanh(x)`` in a loop)."""
@@ -451,7 +517,7 @@ CASTING_OUT = frozenset("""
     reciprocal remainder rsqrt sigmoid sin sinc sinh sqrt square std sub subtract tan
     tanh true_divide var xlogy
     cholesky cholesky_inverse cholesky_solve cond geqrf householder_product linalg_lstsq lu
-    matrix_power matrix_rank pinv tensorinv tensorsolve polar complex
+    matrix_power matrix_rank pinv tensorinv tensorsolve
 """.split())
 # torch.lu writes its factor into out of any dtype, and, like addbmm and narrow_copy,
 # resizes a wrong out without a warning
@@ -504,6 +570,8 @@ def write_out(result, out, name=None):
         raise RuntimeError("out=... arguments don't support automatic differentiation, but one "
                            "of the arguments requires grad.")
     src = result._data
+    if 0 in out._data.strides and out._data.shape == src.shape:
+        _refuse_internal_overlap(out._data)
     if out._data.dtype != src.dtype:
         if name not in CASTING_OUT:
             raise RuntimeError(f"Expected out tensor to have dtype {result.dtype}, but got "

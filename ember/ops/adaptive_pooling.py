@@ -24,6 +24,10 @@ def _adaptive_args(name, input, nd, output_size):
     if not isinstance(input, Tensor):
         raise TypeError(f"{name}(): argument 'input' must be Tensor, not "
                         f"{type(input).__name__}")
+    sized = not isinstance(output_size, (int, np.integer)) and output_size is not None
+    if nd > 1 and sized and input.dim() <= len(output_size):
+        # torch.nn.functional's Python check, before its kernel's
+        raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
     if input.dim() not in (nd + 1, nd + 2):
         raise RuntimeError(f"{name}(): Expected {nd + 1}D or {nd + 2}D tensor, but got "
                            f"{list(input.shape)}")
@@ -37,7 +41,10 @@ def _adaptive_args(name, input, nd, output_size):
         output_size = (output_size,) * nd
     output_size = tuple(output_size)
     if len(output_size) != nd:
-        raise ValueError(f"{name}: output_size must be {nd}")
+        if nd == 1:
+            raise RuntimeError(f"{name}() argument 'output_size' should contain one int (got "
+                               f"{len(output_size)})")
+        raise RuntimeError(f"{name}: output_size must be {nd}")
     O = tuple(s if o is None else int(o) for o, s in zip(output_size, S))
     # an output of size 1 is a mean, which takes complex and refuses integers itself
     if not input.dtype.is_floating_point and any(o != 1 for o in O):

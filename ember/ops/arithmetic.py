@@ -22,6 +22,7 @@ from ember.ops._util import (
     opmath_number,
     promote_arrays,
     reduced_float,
+    tensor_operands,
     with_out,
     write_out,
 )
@@ -671,6 +672,8 @@ def true_divide(dividend, divisor, *, out=None):
 
 def rsub(input, other, *, alpha=1):
     """``other - alpha * input`` (subtraction with the operands reversed)."""
+    if not isinstance(input, Tensor):
+        tensor_operands("rsub", input, other, "other")
     if isinstance(other, Tensor):
         if type(alpha) is int and alpha == 1:
             return Rsub.apply(other, input)

@@ -12,6 +12,7 @@ from ember.ops._util import (
     promote_arrays,
     reduced_float,
     refuse_dtype,
+    tensor_operands,
     with_out,
 )
 from ember.ops.arithmetic import _float_result
@@ -136,6 +137,8 @@ class Xlogy(Primitive):
 @with_out
 def atan2(input, other, *, out=None):
     """Elementwise arctangent of ``input / other`` choosing the quadrant."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        tensor_operands("atan2", input, other)
     return Atan2.apply(input, other)
 
 
@@ -145,12 +148,16 @@ arctan2 = atan2
 @with_out
 def hypot(input, other, *, out=None):
     """``sqrt(input**2 + other**2)`` without overflow."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        tensor_operands("hypot", input, other)
     return Hypot.apply(input, other)
 
 
 @with_out
 def xlogy(input, other, *, out=None):
     """``input * log(other)``, 0 where ``input`` is 0."""
+    if not (isinstance(input, Tensor) or isinstance(other, Tensor)):
+        tensor_operands("xlogy", input, other, "either")
     return Xlogy.apply(input, other)
 
 
@@ -158,6 +165,8 @@ def xlogy(input, other, *, out=None):
 @with_out
 def copysign(input, other, *, out=None):
     """``|input|`` with the sign of ``other`` (a floating result, as PyTorch)."""
+    if not isinstance(input, Tensor):
+        tensor_operands("copysign", input, other, "other")
     from ember.backend import dtypes
     dt = dtypes.result_type(input, other)
     if not dt.is_floating_point and not dt.is_complex:  # (complex: refused by the kernel)
@@ -170,6 +179,8 @@ def copysign(input, other, *, out=None):
 @with_out
 def logaddexp(input, other, *, out=None):
     """``log(exp(input) + exp(other))`` without overflow."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        tensor_operands("logaddexp", input, other)
     return _logaddexp(input, other, base2=False)
 
 
@@ -177,6 +188,8 @@ def logaddexp(input, other, *, out=None):
 @with_out
 def logaddexp2(input, other, *, out=None):
     """``log2(2 ** input + 2 ** other)`` without overflow."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        tensor_operands("logaddexp2", input, other)
     return _logaddexp(input, other, base2=True)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch
-from ember.ops._util import promote_arrays, refuse_dtype, with_out
+from ember.ops._util import promote_arrays, refuse_dtype, tensor_operands, with_out
 from ember.ops._variants import Variants
 from ember.ops._variants import bind as bind_variants
 from ember.ops.elementwise import _checked
@@ -32,6 +32,8 @@ def _bitwise(name, fn):
 
     @with_out
     def op(input, other, *, out=None):
+        if not (isinstance(input, Tensor) or isinstance(other, Tensor)):
+            tensor_operands(name, input, other, "either")
         return cls.apply(input, other)
     op.__name__ = name
     op.__doc__ = f"Elementwise ``{name}`` of integer or bool tensors."
@@ -79,12 +81,16 @@ class RightShift(_Shift):
 @with_out
 def bitwise_left_shift(input, other, *, out=None):
     """``input << other`` for integer tensors."""
+    if not (isinstance(input, Tensor) or isinstance(other, Tensor)):
+        tensor_operands("bitwise_left_shift", input, other, "either")
     return LeftShift.apply(input, other)
 
 
 @with_out
 def bitwise_right_shift(input, other, *, out=None):
     """``input >> other`` (arithmetic shift) for integer tensors."""
+    if not (isinstance(input, Tensor) or isinstance(other, Tensor)):
+        tensor_operands("bitwise_right_shift", input, other, "either")
     return RightShift.apply(input, other)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
-from ember.ops._util import promote_arrays, type_name, with_out
+from ember.ops._util import promote_arrays, tensor_operands, type_name, with_out
 
 
 class _Compare(Primitive):
@@ -31,6 +31,8 @@ def _compare(name, fn, **rules):
 
     @with_out
     def op(input, other, *, out=None):
+        if not isinstance(input, Tensor):
+            tensor_operands(name.lower(), input, other, "other")
         return cls.apply(input, other)
     op.__name__ = name.lower()
     op.__doc__ = f"Elementwise ``{fn.__name__}`` of ``input`` and ``other``; a bool tensor."
@@ -52,6 +54,8 @@ def _logical(name, fn, onnx=None):
 
     @with_out
     def op(input, other, *, out=None):
+        if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+            tensor_operands(name, input, other)
         return cls.apply(input, other)
     op.__name__ = name
     op.__doc__ = f"Elementwise ``{name}``; a bool tensor."
@@ -168,29 +172,42 @@ class Fmax(_FMinMax):
 @with_out
 def minimum(input, other, *, out=None):
     """Elementwise minimum (NaN propagates); ties split the gradient evenly."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        tensor_operands("minimum", input, other)
     return Minimum.apply(input, other)
 
 
 @with_out
 def maximum(input, other, *, out=None):
     """Elementwise maximum (NaN propagates); ties split the gradient evenly."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        tensor_operands("maximum", input, other)
     return Maximum.apply(input, other)
 
 
 @with_out
 def fmin(input, other, *, out=None):
     """Elementwise minimum ignoring NaN."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        tensor_operands("fmin", input, other)
     return Fmin.apply(input, other)
 
 
 @with_out
 def fmax(input, other, *, out=None):
     """Elementwise maximum ignoring NaN."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        tensor_operands("fmax", input, other)
     return Fmax.apply(input, other)
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Elementwise ``|input - other| <= atol + rtol * |other|``; a bool tensor."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        tensor_operands("isclose", input, other)
+    for tol, value in (("rtol", rtol), ("atol", atol)):
+        if value < 0:
+            raise RuntimeError(f"{tol} must be greater than or equal to zero, but got {value}")
     from ember._tensor import _make, _mode_active, _mode_recorder
     if _mode_active[0] and _mode_recorder((input, other)) is not None:
         return _isclose_ops(input, other, rtol, atol, equal_nan)

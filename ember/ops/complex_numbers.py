@@ -15,6 +15,7 @@ from ember.ops import _batch, _jvp
 from ember.ops._util import (
     refuse_dtype,
     tensor_method,
+    tensor_operands,
     to_float,
     type_name,
     with_out,
@@ -200,6 +201,8 @@ class Complex(Primitive):
 
 def complex(real, imag, *, out=None):
     """The complex tensor ``real + i imag`` (both float32 or both float64)."""
+    if not (isinstance(real, Tensor) and isinstance(imag, Tensor)):
+        tensor_operands("complex", real, imag, names=("real", "imag"))
     return write_out(Complex.apply(real, imag), out, "complex")
 
 
@@ -227,6 +230,8 @@ class Polar(Primitive):
 
 def polar(abs, angle, *, out=None):
     """The complex tensor ``abs * (cos(angle) + i sin(angle))``."""
+    if not (isinstance(abs, Tensor) and isinstance(angle, Tensor)):
+        tensor_operands("polar", abs, angle, names=("abs", "angle"))
     return write_out(Polar.apply(abs, angle), out, "polar")
 
 

@@ -6,7 +6,13 @@ import numpy as np
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
-from ember.ops._util import opmath_number, promote_arrays, refuse_dtype, with_out
+from ember.ops._util import (
+    opmath_number,
+    promote_arrays,
+    refuse_dtype,
+    tensor_operands,
+    with_out,
+)
 from ember.ops.arithmetic import _check_divisor, _reduced_scalar
 
 
@@ -147,12 +153,16 @@ def floor_divide(input, other, *, out=None):
 @with_out
 def remainder(input, other, *, out=None):
     """Python-style modulus: the result has the sign of the divisor."""
+    if not (isinstance(input, Tensor) or isinstance(other, Tensor)):
+        tensor_operands("remainder", input, other, "either")
     return _remainder(input, other)
 
 
 @with_out
 def fmod(input, other, *, out=None):
     """C-style modulus: the result has the sign of the dividend."""
+    if not isinstance(input, Tensor):
+        tensor_operands("fmod", input, other, "other")
     op = FmodScalar if isinstance(input, Tensor) and not isinstance(other, Tensor) else Fmod
     return op.apply(input, other)
 

@@ -6,7 +6,7 @@ from ember._factory import ones, zeros
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.backend.dtypes import bool as ember_bool
 from ember.backend.dtypes import get_default_dtype, result_type
-from ember.ops._util import scalar_type_name, with_out
+from ember.ops._util import scalar_type_name, tensor_operands, with_out
 from ember.ops.elementwise import where
 from ember.ops.power import pow as _pow
 
@@ -25,6 +25,8 @@ def _arr(t):
 @with_out
 def heaviside(input, values):
     """0 where ``input < 0``, 1 where ``input > 0``, ``values`` where it is 0."""
+    if not (isinstance(input, Tensor) and isinstance(values, Tensor)):
+        tensor_operands("heaviside", input, values, names=("input", "values"))
     if input.is_complex():
         raise RuntimeError("heaviside is not yet implemented for complex tensors.")
     if input.dtype != values.dtype:
@@ -45,6 +47,8 @@ def _integers_only(kernel, input, other):
 @with_out
 def gcd(input, other):
     """Greatest common divisor, elementwise (integers)."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        tensor_operands("gcd", input, other)
     if _mode_active[0] and (m := _mode_recorder()) is not None:
         # a whole call in a capture: NumPy computes it on the arrays, not through ops
         return m.composite("gcd", gcd, (input, other), {})
@@ -55,6 +59,8 @@ def gcd(input, other):
 @with_out
 def lcm(input, other):
     """Least common multiple, elementwise (integers)."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        tensor_operands("lcm", input, other)
     if _mode_active[0] and (m := _mode_recorder()) is not None:
         return m.composite("lcm", lcm, (input, other), {})
     _integers_only("lcm_cpu", input, other)
@@ -64,6 +70,8 @@ def lcm(input, other):
 @with_out
 def ldexp(input, other):
     """``input * 2 ** other``."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        tensor_operands("ldexp", input, other)
     x = input if input.is_floating_point() or input.is_complex() else \
         input.to(get_default_dtype())
     return x * _pow(2.0, other).to(x.dtype)
@@ -87,5 +95,7 @@ def frexp(input):
 @with_out
 def nextafter(input, other):
     """The next representable value after ``input`` towards ``other``."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        tensor_operands("nextafter", input, other)
     from ember.ops.elementwise import Nextafter
     return Nextafter.apply(input, other)

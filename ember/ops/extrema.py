@@ -261,6 +261,9 @@ def max(input, dim=None, keepdim=False, *, out=None):
 
         >>> values, indices = ember.tensor([[1., 5.], [7., 2.]]).max(1)
     """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"max(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
     if isinstance(dim, Tensor):
         from ember.ops.elementwise import maximum
         return maximum(input, dim)
@@ -278,6 +281,9 @@ def max(input, dim=None, keepdim=False, *, out=None):
 def min(input, dim=None, keepdim=False, *, out=None):
     """The smallest element; with ``dim``, ``(values, indices)``; with a tensor second
     argument, the elementwise :func:`minimum`."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"min(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
     if isinstance(dim, Tensor):
         from ember.ops.elementwise import minimum
         return minimum(input, dim)

@@ -73,14 +73,19 @@ def gradient(input, *, spacing=None, dim=None, edge_order=1):
         dims = [wrap_dim(dim, input.dim())]
     else:
         dims = [wrap_dim(d, input.dim()) for d in dim]
+        for k, d in enumerate(dims):
+            if d in dims[:k]:
+                raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
     if spacing is None:
         spacing = 1
     if isinstance(spacing, (numbers.Number, Tensor)) and not (
             isinstance(spacing, Tensor) and spacing.dim() == 1):
         spacing = [spacing.item() if isinstance(spacing, Tensor) else spacing] * len(dims)
     spacing = list(spacing)
-    if len(spacing) == 1 and len(dims) > 1 and not isinstance(spacing[0], Tensor):
-        spacing = spacing * len(dims)
+    if dim is None and len(spacing) != len(dims):
+        raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar, or a "
+                           f"list of length equal to 'self.dim() = {input.dim()}', since dim "
+                           f"argument was not given, but got a list of length {len(spacing)}")
     if len(spacing) != len(dims):
         raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or it's "
                            f"spacing and dim arguments to have the same length, but got a spacing "

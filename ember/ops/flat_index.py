@@ -9,7 +9,7 @@ from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
 from ember.ops._inplace import check_inplace, commit
-from ember.ops._util import type_name, with_out
+from ember.ops._util import type_name, with_out_apart
 from ember.ops.indexing import GetItemAdvanced, IndexPut, _name, _xp, transforming
 from ember.ops.masking import _check_bool_mask
 
@@ -107,7 +107,7 @@ def _check_flat_index(index, n, op="take"):
     return index._data
 
 
-@with_out
+@with_out_apart
 def take(input, index):
     """The elements of ``input`` (read as 1-D) at ``index``; the result has ``index``'s shape."""
     idx = _check_flat_index(index, input._data.size)
@@ -151,7 +151,7 @@ def _check_broadcast(a, b):
 
 
 @routed  # vmap refuses a batched mask (ember.func._function_rules)
-@with_out
+@with_out_apart
 def masked_select(input, mask):
     """A 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast)."""
     _check_bool_mask("masked_select", mask)

@@ -19,6 +19,7 @@ from ember.ops._util import (
     reduced_float,
     type_name,
     with_out,
+    with_out_apart,
     wrap_dim,
 )
 from ember.ops.indexing import transforming
@@ -239,7 +240,7 @@ def _gather_checks(op, input, dim, index, src=None):
     return d, idx
 
 
-@with_out
+@with_out_apart
 def gather(input, dim, index, *, sparse_grad=False, out=None):
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim=1`` (likewise for others);
     ``index`` has ``input``'s number of dims and is no larger outside ``dim``."""
@@ -593,7 +594,7 @@ def _dim_and_index(op, input, dim, index, kinds="int32 or int64", exc=RuntimeErr
     return d, idx.reshape(-1)
 
 
-@with_out
+@with_out_apart
 def index_select(input, dim, index, *, out=None):
     """The slices of ``input`` along ``dim`` at the positions in ``index`` (1-D)."""
     d, idx = _dim_and_index("index_select", input, dim, index)

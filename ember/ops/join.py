@@ -7,7 +7,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
-from ember.ops._util import check_same_device, wrap_dim, write_out
+from ember.ops._util import check_same_device, refuse_out_overlap, wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import GetItem
 from ember.ops.shape import _sizes, atleast_1d, atleast_2d, atleast_3d
@@ -120,6 +120,8 @@ def cat(tensors, dim=0, *, out=None):
                                    f"number {i} in the list.")
     if ref is None:
         d = 0
+    if out is not None:
+        refuse_out_overlap(out, tensors)
     return write_out(Cat.apply(*tensors, dim=d, np_dtype=np_dtype), out)
 
 
@@ -174,16 +176,24 @@ class Stack(Primitive):
     complex32_math = True
 
 
+def _nonempty(name, tensors):
+    if not tensors:
+        raise RuntimeError(f"{name} expects a non-empty TensorList")
+    return tensors
+
+
 def hstack(tensors, *, out=None):
     """Join along dim 1 (dim 0 for 1-D tensors)."""
-    ts = atleast_1d(*_tensor_list("hstack", tensors))
+    ts = _nonempty("hstack", _tensor_list("hstack", tensors))
+    ts = atleast_1d(*ts)
     ts = [ts] if isinstance(ts, Tensor) else list(ts)
     return cat(ts, 0 if ts[0]._data.ndim == 1 else 1, out=out)
 
 
 def vstack(tensors, *, out=None):
     """Join along dim 0, after making 1-D tensors rows."""
-    ts = atleast_2d(*_tensor_list("vstack", tensors))
+    ts = _nonempty("vstack", _tensor_list("vstack", tensors))
+    ts = atleast_2d(*ts)
     return cat([ts] if isinstance(ts, Tensor) else list(ts), 0, out=out)
 
 
@@ -192,7 +202,8 @@ row_stack = vstack
 
 def dstack(tensors, *, out=None):
     """Join along dim 2, after giving each tensor at least 3 dims."""
-    ts = atleast_3d(*_tensor_list("dstack", tensors))
+    ts = _nonempty("dstack", _tensor_list("dstack", tensors))
+    ts = atleast_3d(*ts)
     return cat([ts] if isinstance(ts, Tensor) else list(ts), 2, out=out)
 
 
@@ -363,6 +374,11 @@ def _split_n(name, input, ios, dim, min_dim):
     if nd < min_dim:
         raise RuntimeError(f"torch.{name} requires a tensor with at least {min_dim} dimension, "
                            f"but got a tensor with {nd} dimensions!")
+    if isinstance(ios, (str, bytes)) or not isinstance(ios, (int, np.integer, Tensor)) and \
+            not hasattr(ios, "__iter__"):
+        raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                        f"indices_or_sections of type {type(ios).__name__}, but expected an "
+                        "int or a sequence of ints")
     if isinstance(ios, (int, np.integer)):
         n = input._data.shape[dim]
         if ios == 0 or n % ios:

@@ -31,6 +31,8 @@ class MaskedFill(Primitive):
             if v.ndim != 0:
                 raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, "
                                    f"but got tensor with {v.ndim} dimension(s).")
+            if isinstance(v, np.ndarray):  # PyTorch's checked conversion of its value
+                checked_scalar(v.item(), x.dtype)
             v = _dt.through_float32(v, x.dtype).astype(x.dtype)  # PyTorch's double rounding
         else:  # PyTorch's checked conversion (its errors, truncation and wrapping), then
             # its double rounding

@@ -54,6 +54,11 @@ class NarrowCopy(Primitive):
 @with_out
 def narrow_copy(input, dim, start, length):
     """A copy of ``narrow(input, dim, start, length)``."""
+    if input._data.ndim and int(dim) >= input._data.ndim:
+        # torch's narrow_copy checks this bound itself (a RuntimeError); narrow's wrapping
+        # gives the IndexError of a negative dim out of range
+        raise RuntimeError(f"narrow_copy(): expected dim < {input._data.ndim} (the number of "
+                           f"dimensions), but got {int(dim)}")
     view = narrow(input, dim, start, length)  # checks the arguments
     if transforming():  # transforms and captures see the view and its clone
         return view.clone()

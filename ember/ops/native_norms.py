@@ -98,6 +98,9 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     ``normalized_shape`` dims; ``mean``/``rstd`` keep those dims as size 1."""
     shape = tuple(normalized_shape)
     k = len(shape)
+    if k == 0:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., "
+                           "containing at least one element, but got normalized_shape = []")
     if tuple(input.shape[input.dim() - k:]) != shape or k > input.dim():
         raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
                            f"[*, {', '.join(map(str, shape))}], but got input of size"

@@ -473,7 +473,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
         normalized_shape = (int(normalized_shape),)
     shape = tuple(int(s) for s in normalized_shape)
     n = len(shape)
-    if n == 0 or tuple(input.shape[input.dim() - n:]) != shape or input.dim() < n:
+    if n == 0:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., "
+                           "containing at least one element, but got normalized_shape = []")
+    if tuple(input.shape[input.dim() - n:]) != shape or input.dim() < n:
         raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
                            f"[*, {', '.join(map(str, shape))}], but got input of size"
                            f"{list(input.shape)}")

@@ -22,6 +22,9 @@ def renorm(input, p, dim, maxnorm):
     """Each slice along ``dim`` rescaled so that its ``p``-norm is at most ``maxnorm``."""
     if p <= 0:
         raise RuntimeError("renorm: non-positive-norm not supported")
+    if input.dim() < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {input.dim()} "
+                           "dimensions")
     from ember.linalg import vector_norm  # torch.linalg is built on ops
     dims = [d for d in range(input.ndim) if d != dim % input.ndim]
     # float16/bfloat16: the norms and the factor in float32, the factor then rounded to

@@ -7,7 +7,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
 from ember.ops._pow_kernels import _is_bf16, cpu_pow
-from ember.ops._util import cj, promote_arrays, with_out
+from ember.ops._util import cj, promote_arrays, tensor_operands, with_out
 from ember.ops._variants import Variants
 from ember.ops._variants import bind as bind_variants
 from ember.ops.elementwise import _kind, _operand
@@ -171,6 +171,8 @@ def pow(input, exponent, *, out=None):
         if not _operand(x):
             raise TypeError(f"unsupported operand type(s) for ** or pow(): "
                             f"'{type(input).__name__}' and '{type(exponent).__name__}'")
+    if not (isinstance(input, Tensor) or isinstance(exponent, Tensor)):
+        tensor_operands("pow", input, exponent, "either", ("input", "exponent"))
     if isinstance(exponent, np.ndarray) and isinstance(input, Tensor):
         from ember._tensor import _make
         exponent = _make(exponent)
@@ -185,6 +187,8 @@ def pow(input, exponent, *, out=None):
 @with_out
 def float_power(input, exponent, *, out=None):
     """``pow`` computed in float64 (complex128 when either operand is complex)."""
+    if not (isinstance(input, Tensor) or isinstance(exponent, Tensor)):
+        tensor_operands("float_power", input, exponent, "either", ("input", "exponent"))
     cplx = any(v.is_complex() if isinstance(v, Tensor) else isinstance(v, complex)
                for v in (input, exponent))
     from ember.backend import dtypes

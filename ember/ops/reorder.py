@@ -84,6 +84,8 @@ def roll(input, shifts, dims=None):
                                "dims:0")
         return Roll.apply(input, shifts, ())  # over the flattened elements, in one node
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    if input._data.ndim == 0 and dims:  # no scalar wrapping of roll's dims, as torch
+        raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:"
                            f"{len(dims)}")

@@ -106,6 +106,9 @@ def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
     if _mode_active[0] and out is None and (m := _mode_recorder()) is not None:
         # a whole call in a capture: the positions found are values of both inputs
         return m.composite_locals("bucketize", bucketize, locals())
+    if isinstance(boundaries, Tensor) and boundaries.dim() != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim("
+                           f"{boundaries.dim()})")
     _refuse_unordered(boundaries, input)
     scalar = not isinstance(input, Tensor)
     res = _search(boundaries, input, right)

@@ -15,7 +15,7 @@ from ember.autograd._modes import routed
 from ember.autograd.node import Primitive
 from ember.backend import fast_kernels as _fast_kernels
 from ember.ops import _batch, _cpu_order, _jvp
-from ember.ops._util import refuse_kinds, with_out, wrap_dim
+from ember.ops._util import refuse_kinds, with_out, with_out_apart, wrap_dim
 from ember.ops.gather_scatter import scatter_picked
 from ember.ops.indexing import transforming
 from ember.ops.reduction import return_types
@@ -304,7 +304,7 @@ def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
     return return_types.topk(_picked(Topk, input, idx, dim), idx)
 
 
-@with_out
+@with_out_apart
 def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
     """The ``k``-th smallest element of ``input`` along ``dim`` (``k`` counts from 1)
     and its index, as a ``torch.return_types.kthvalue``."""

@@ -13,8 +13,9 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP, get_default_dtype
+from ember.backend.dtypes import bool as ember_bool
 from ember.ops._linalg_util import _named
-from ember.ops._util import not_implemented_for, write_out
+from ember.ops._util import not_implemented_for, scalar_type_name, write_out
 
 __all__ = ["quantile", "nanquantile", "histogram", "histogramdd", "cov", "corrcoef"]
 
@@ -277,9 +278,36 @@ def _bind():
 _bind()
 
 
+def _check_cov_weights(name, w, n):
+    """torch's checks of cov's ``fweights`` (integral counts) or ``aweights`` (floating
+    importances): at most 1-D, one per observation, none negative."""
+    if w is None:
+        return
+    if w.ndim > 1:
+        raise RuntimeError(f"cov(): expected {name} to have one or fewer dimensions but got "
+                           f"{name} with {w.ndim} dimensions")
+    integral = not (w.is_floating_point() or w.is_complex() or w.dtype == ember_bool)
+    if integral != (name == "fweights") or w.is_complex():
+        kind = "integral" if name == "fweights" else "floating point"
+        raise RuntimeError(f"cov(): expected {name} to have {kind} dtype but got {name} with "
+                           f"{scalar_type_name(w.dtype)} dtype")
+    if w.numel() != n:
+        raise RuntimeError(f"cov(): expected {name} to have the same numel as there are "
+                           f"observations in the input but got {w.numel()} != {n}")
+    if n and not w.is_meta and bool((w < 0).any()):
+        raise RuntimeError(f"cov(): {name} cannot be negative")
+
+
 def cov(input, *, correction=1, fweights=None, aweights=None):
     """Covariance of the variables in the rows of ``input`` (observations in columns)."""
+    if input.ndim > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an "
+                           f"input with {input.ndim} dimensions")
+    if input.dtype == ember_bool:
+        raise RuntimeError("cov(): bool dtype is not supported for input")
     x = input if input.ndim == 2 else input.reshape(1, -1)
+    _check_cov_weights("fweights", fweights, x.shape[1])
+    _check_cov_weights("aweights", aweights, x.shape[1])
     if not (x.is_floating_point() or x.is_complex()):
         x = x.to(get_default_dtype())
     n = x.shape[1]

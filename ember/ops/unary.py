@@ -20,6 +20,7 @@ from ember.ops._util import (
     opmath,
     promote_arrays,
     reduced_float,
+    tensor_operands,
     to_float,
     type_name,
     with_out,
@@ -700,6 +701,8 @@ class ClampMaxTensor(ClampTensor):
 @with_out
 def clamp_min(input, min):
     """``clamp(input, min=min)``."""
+    if not isinstance(input, Tensor):
+        tensor_operands("clamp_min", input, min, "other", ("input", "min"))
     _check_clampable(input, min=min)
     if isinstance(min, (int, float, np.number)):
         return ClampMin.apply(input, min, None)
@@ -711,6 +714,8 @@ def clamp_min(input, min):
 @with_out
 def clamp_max(input, max):
     """``clamp(input, max=max)``."""
+    if not isinstance(input, Tensor):
+        tensor_operands("clamp_max", input, max, "other", ("input", "max"))
     _check_clampable(input, max=max)
     if isinstance(max, (int, float, np.number)):
         return ClampMax.apply(input, None, max)
