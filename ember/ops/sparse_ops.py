@@ -170,6 +170,15 @@ def from_dense(x):
     return FromDense.apply(x)
 
 
+def refuse_complex_grad(x, kernel):
+    """PyTorch's conversions to a sparse layout have no complex derivative: a complex
+    ``x`` that would carry a graph raises, named after ``kernel``, as PyTorch's does."""
+    from ember.autograd.grad_mode import state
+    if x._requires_grad and state.grad_enabled and x._data.dtype.kind == "c":
+        raise RuntimeError(f"{kernel} does not support automatic differentiation for outputs "
+                           "with complex dtype.")
+
+
 # ----- torch.sparse.mm(csr, dense, reduce=...) --------------------------------------------
 class SparseMmReduce(Primitive):
     """``out[i] = reduce_k values[k] * dense[col[k]]`` over the stored elements ``k``
