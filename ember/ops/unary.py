@@ -295,7 +295,17 @@ tanh.primitive.forward_out = _tanh_out  # ``forward`` into a buffer (a floating 
 tanh.primitive.fused_vjp = "(one - {y} * {y}) * {g}"  # one element, for fused loops
 asinh = _unary("Asinh", np.arcsinh, lambda gy, x, y: gy * cj((x * x + 1).rsqrt()),
                onnx="Asinh", torchscript="asinh")
-acosh = _unary("Acosh", np.arccosh, lambda gy, x, y: gy * cj((x * x - 1).rsqrt()),
+
+
+def _acosh_grad(gy, x, y):
+    if x._data.dtype.kind == "c":
+        # 1 / sqrt(z^2 - 1) would cut the plane on (-1, 1) and the imaginary axis, not on
+        # acosh's own cut (-inf, 1): PyTorch's complex formula splits the root
+        return gy * cj((x - 1).rsqrt() * (x + 1).rsqrt())
+    return gy * (x * x - 1).rsqrt()
+
+
+acosh = _unary("Acosh", np.arccosh, _acosh_grad,
                onnx="Acosh", torchscript="acosh")
 atanh = _unary("Atanh", np.arctanh, lambda gy, x, y: gy / cj(1 - x * x),
                onnx="Atanh", torchscript="atanh")
