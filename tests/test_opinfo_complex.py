@@ -176,6 +176,36 @@ def test_complex_backward_takes_the_conjugate(name, zeros):
                                    err_msg=f"{name} create_graph={cg}")
 
 
+@pytest.mark.parametrize("weight", ["tensor", "number"])
+def test_lerp_complex_gradients(weight):
+    """lerp passed grad * (1 - w), grad * w and grad * (end - start) without conjugates
+    (a complex weight, tensor or number; OpInfo's later samples)."""
+    rng = np.random.default_rng(4)
+    a, b, w, go = (_c(rng, 3, 4) for _ in range(4))
+    if weight == "tensor":
+        t, e = _grads(lambda m, a, b, w: m.lerp(a, b, w), [a, b, w], go)
+    else:
+        t, e = _grads(lambda m, a, b: m.lerp(a, b, 0.3 - 0.8j), [a, b], go)
+    for x, y in zip(e, t):
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-14)
+
+
+def test_sampled_addmm_complex_beta_gradient():
+    """``beta * input``'s gradient is ``conj(beta) * grad`` (sparse.sampled_addmm)."""
+    rng = np.random.default_rng(5)
+    a, m1, m2 = _c(rng, 4, 4), _c(rng, 4, 3), _c(rng, 3, 4)
+    a[a.real < 0] = 0
+    res = []
+    for m in (torch, ember):
+        x = m.tensor(a).to_sparse_csr().requires_grad_(True)
+        ts = [m.tensor(v, requires_grad=True) for v in (m1, m2)]
+        y = m.sparse.sampled_addmm(x, *ts, beta=1 + 2j, alpha=2 - 3j)
+        gs = m.autograd.grad(y.to_dense(), [x] + ts, m.tensor(_c(rng, 4, 4) * 0 + 1 - 0.5j))
+        res.append([g.to_dense().detach().numpy() for g in gs])
+    for x, y in zip(*res):
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-14)
+
+
 def test_sgn_complex_gradient():
     """sgn(z) = z / |z| is not holomorphic: (g - sgn^2 conj(g)) / (2|z|), 0 at 0; real
     inputs keep a zero gradient."""

@@ -124,10 +124,12 @@ class Scale(Primitive):
         return x * factor
 
     def backward(self, gy):
+        # (a complex factor passes back conjugated: PyTorch's grad * conj(dy/dx))
+        f = self.factor.conjugate() if isinstance(self.factor, complex) else self.factor
         if gy.layout.name == "strided":
-            return gy * self.factor
+            return gy * f
         pattern = gy._pattern
-        return pack_values(gather_values(gy, pattern) * self.factor, pattern)
+        return pack_values(gather_values(gy, pattern) * f, pattern)
 
 
 def scale(x, factor):
