@@ -206,6 +206,21 @@ def test_sampled_addmm_complex_beta_gradient():
         np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_zero_to_a_complex_power(dtype):
+    """PyTorch's complex pow is exp(z * log(0)): NaN at 0j, inf+nanj where the real part
+    is negative, signed zeros elsewhere (NumPy's power gives 1 and nan+nanj)."""
+    z = np.array([0.3 + 0.7j, -1.2 + 0.4j, 2, 0, 1j, -1, -1j, 1e-300, np.inf, np.nan,
+                  -2 - 3j], dtype=dtype)
+    for base in (0, 0.0):
+        t = torch.pow(base, torch.tensor(z)).numpy()
+        for e in (ember.pow(base, ember.tensor(z)), base ** ember.tensor(z)):
+            e = e.numpy()
+            assert e.dtype == t.dtype
+            np.testing.assert_array_equal(e, t)
+            np.testing.assert_array_equal(np.signbit(e.imag), np.signbit(t.imag))
+
+
 def test_sgn_complex_gradient():
     """sgn(z) = z / |z| is not holomorphic: (g - sgn^2 conj(g)) / (2|z|), 0 at 0; real
     inputs keep a zero gradient."""

@@ -147,6 +147,10 @@ class RPowScalar(Primitive):
             # where 0 ** x has gradient 0: a complex x that is real and >= 0, as PyTorch's
             # (elsewhere the formula's 0 * log(0) makes NaN)
             self.flat = (x.real >= 0) & (x.imag == 0)
+            # PyTorch's complex pow is exp(x * log(base)): 0 ** 0j is NaN, 0 ** (-1+0j)
+            # inf+nanj (NumPy's power gives 1 and nan+nanj)
+            with np.errstate(all="ignore"):
+                return np.exp(x * np.log(x.dtype.type(0)))
         if _kind(x) in "iub":
             return _int_pow(c, x)
         if _cpu_float(x) and not isinstance(c, complex):
