@@ -77,11 +77,6 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True, out=No
 
 
 # ----- as_strided_scatter ------------------------------------------------------------------
-def _memory_root_ptr(x):
-    from ember.storage import _memory_root
-    return _memory_root(x).__array_interface__["data"][0]
-
-
 def _strided_positions(size, stride, offset):
     """Flat (contiguous) positions of the elements of an ``as_strided`` view."""
     pos = np.full(tuple(size), int(offset), dtype=np.int64)
@@ -92,10 +87,11 @@ def _strided_positions(size, stride, offset):
 
 
 def _storage_lookup(x):
-    """``(where, storage_size)`` for reading ``as_strided_scatter``'s geometry in the
+    """``(where, storage_size, offset)`` for reading ``as_strided_scatter``'s geometry in the
     storage under the array ``x``, as PyTorch does (``clone_preserve_strides``: the whole
     storage copied, ``x``'s view of it kept): ``where[p]`` is the (C-order) position in
-    ``x`` of the element at storage position ``p``, -1 where ``x`` has none. None when
+    ``x`` of the element at storage position ``p``, -1 where ``x`` has none, and
+    ``offset`` the position of ``x``'s first element. None when
     ``x`` is its whole storage in C order, or has elements sharing memory (PyTorch then
     clones it contiguously): the positions count in ``x`` itself."""
     from ember.ops._views import _positions, _storage_of
@@ -111,7 +107,7 @@ def _storage_lookup(x):
     where[pos] = np.arange(x.size, dtype=np.int64)
     if (where >= 0).sum() != x.size:  # internal overlap (an expanded x)
         return None
-    return where, flat.size
+    return where, flat.size, own
 
 
 class AsStridedScatter(Primitive):
@@ -130,9 +126,7 @@ class AsStridedScatter(Primitive):
         lookup = _storage_lookup(x)
         n = x.size if lookup is None else lookup[1]
         if offset is None:  # PyTorch's default: input's own offset in its storage
-            offset = 0 if lookup is None else x.__array_interface__["data"][0] - \
-                _memory_root_ptr(x)
-            offset //= max(x.itemsize, 1)
+            offset = 0 if lookup is None else lookup[2]
         pos = _strided_positions(size, stride, offset)
         if pos.size and (pos.min() < 0 or pos.max() >= n):
             need = int(pos.max()) + 1
