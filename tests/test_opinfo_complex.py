@@ -153,7 +153,22 @@ HOLOMORPHIC = {
     "cumprod": lambda m, x: x.cumprod(1), "cumprod_dim0": lambda m, x: x.cumprod(0),
     "2**z": lambda m, x: m.pow(2.0, x), "(-2)**z": lambda m, x: m.pow(-2.0, x),
     "0**z": lambda m, x: m.pow(0.0, x), "ldexp": lambda m, x: m.ldexp(x.conj(), x),
+    "(0.5+1j)**z": lambda m, x: m.pow(0.5 + 1j, x), "(-2-1j)**z": lambda m, x: (-2 - 1j) ** x,
 }
+
+
+@pytest.mark.parametrize("base", [0.5 + 1j, -2 - 1j, 1j, 0j])
+def test_complex_number_to_a_real_power(base):
+    """A complex number to the power of a real tensor (ember raised TypeError comparing
+    the base with 0): complex values as torch's, and a real gradient."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3))
+    x[0, 0] = 0
+    t, e = _grads(lambda m, v: m.pow(base, v), [x], _c(rng, 2, 3))
+    np.testing.assert_allclose(e[0], t[0], rtol=1e-12, atol=1e-14, equal_nan=True)
+    assert e[0].dtype == t[0].dtype == np.float64
+    np.testing.assert_array_equal(ember.pow(base, ember.tensor(x)).numpy(),
+                                  torch.pow(base, torch.tensor(x)).numpy())
 
 
 @pytest.mark.parametrize("zeros", [False, True])

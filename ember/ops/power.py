@@ -142,7 +142,11 @@ class RPowScalar(Primitive):
     def forward(self, c, x):
         c, x = promote_arrays(c, x)
         self.c = c
-        self.logc = float(np.log(c)) if c > 0 else (float("-inf") if c == 0 else float("nan"))
+        if isinstance(c, (complex, np.complexfloating)):  # a complex base: its principal log
+            self.logc = complex(np.log(c)) if c != 0 else float("-inf")
+        else:
+            self.logc = float(np.log(c)) if c > 0 else \
+                (float("-inf") if c == 0 else float("nan"))
         if c == 0 and _kind(x) == "c":
             # where 0 ** x has gradient 0: a complex x that is real and >= 0, as PyTorch's
             # (elsewhere the formula's 0 * log(0) makes NaN)
