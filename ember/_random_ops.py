@@ -4,6 +4,7 @@ Values come from :mod:`ember._random_kernels` in the order PyTorch's TensorItera
 walks memory, so non-contiguous tensors get what PyTorch puts there. No gradient
 flows through a sample (PyTorch gives zeros); the nodes carry PyTorch's names.
 """
+import math
 import operator
 import warnings
 
@@ -160,6 +161,11 @@ def normal_(self, mean=0, std=1, *, generator=None):
         return m.random_inplace_locals("normal_", normal_, locals())
     if not std >= 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
+    if self._data.dtype.kind == "c":
+        # PyTorch fills the real view (both parts, in memory order) with std / sqrt(2)
+        from ember.ops.complex_numbers import view_as_real
+        normal_(view_as_real(self), mean, std / math.sqrt(2.0), generator=generator)
+        return self
     _need_float(self._data.dtype, "normal_kernel_cpu")
     g, npd = _gen(generator), self._data.dtype
     return _fill_(self, _Normal0, lambda n, c: K.normal(g, n, mean, std, npd, c))
@@ -382,10 +388,17 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
         return m.composite_locals("randn", randn, locals())
     shape = _factory._shape(_factory._sized(size, kw, "randn"))
     npd = _dtype(dtype, out.dtype if out is not None else None)
-    _need_float(npd, "normal_kernel_cpu")
+    if npd.kind != "c":
+        _need_float(npd, "normal_kernel_cpu")
     if _to_meta(device, out):
         return _new(np.zeros(shape, npd), device, requires_grad, out)
-    arr = K.normal(_gen(generator), int(np.prod(shape)), 0.0, 1.0, npd).reshape(shape)
+    n = int(np.prod(shape))
+    if npd.kind == "c":
+        # PyTorch draws the real view (both parts, in memory order) with std 1/sqrt(2)
+        part = np.float64 if npd == np.complex128 else np.float32
+        arr = K.normal(_gen(generator), 2 * n, 0.0, 1.0 / math.sqrt(2.0), np.dtype(part))
+        return _new(arr.view(npd).reshape(shape), device, requires_grad, out)
+    arr = K.normal(_gen(generator), n, 0.0, 1.0, npd).reshape(shape)
     return _new(arr, device, requires_grad, out)
 
 

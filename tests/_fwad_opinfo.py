@@ -45,17 +45,22 @@ def ember_fn(name):
 
 
 class _Pair:
-    """Matched torch and ember arguments built from one OpInfo sample, tangents attached."""
+    """Matched torch and ember arguments built from one OpInfo sample, tangents attached
+    to the tensors of ``dtype`` (complex tangents for a complex dtype)."""
 
-    def __init__(self, rng):
+    def __init__(self, rng, dtype=torch.float64, other=None):
         self.rng = rng
+        self.dtype = dtype
+        self.other = other  # ember's value for any other argument (default: itself)
 
     def convert(self, x, dual):
         if isinstance(x, torch.Tensor):
-            arr = x.detach().numpy().copy()
+            arr = x.detach().resolve_conj().numpy().copy()
             e = ember.tensor(arr)
-            if dual and x.dtype == torch.float64:
+            if dual and x.dtype == self.dtype:
                 tan = self.rng.standard_normal(arr.shape)
+                if x.is_complex():
+                    tan = tan + 1j * self.rng.standard_normal(arr.shape)
                 return (tfw.make_dual(x.detach(), torch.tensor(tan)),
                         efw.make_dual(e, ember.tensor(tan)))
             return x, e
@@ -67,7 +72,7 @@ class _Pair:
         if isinstance(x, dict):
             pairs = {k: self.convert(v, dual) for k, v in x.items()}
             return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
-        return x, x
+        return x, x if self.other is None else self.other(x)
 
 
 def _numel(x):
@@ -84,12 +89,15 @@ def _flat(out):
     return [out]
 
 
-def check_op(op, samples=SAMPLES):
-    """``(status, detail)``: "pass" (tangents equal torch's on every sample ember's forward
-    computes as torch does), "tangent" (a mismatch: a forward-AD bug), "missing" (ember
-    lacks the function) or "forward" (ember's forward raises or differs on every sample:
-    not a forward-AD matter)."""
-    fn = ember_fn(op.name)
+def check_op(op, samples=SAMPLES, dtype=torch.float64, fn=None, other=None):
+    """``(status, detail)`` for ``op``'s first ``samples`` samples in ``dtype``: "pass"
+    (tangents equal torch's on every sample ember's forward computes as torch does),
+    "tangent" (a mismatch: a forward-AD bug), "missing" (ember lacks the function) or
+    "forward" (ember's forward raises or differs on every sample: not a forward-AD matter).
+    ``fn`` replaces ember's function found by ``ember_fn``; ``other(x)`` gives ember's
+    twin of an argument that is no tensor, dtype or container (a torch function passed as
+    a distance function)."""
+    fn = ember_fn(op.name) if fn is None else fn
     if fn is None:
         return "missing", op.name
     with warnings.catch_warnings():
@@ -100,7 +108,7 @@ def check_op(op, samples=SAMPLES):
             # (seeded: OpInfo draws its samples from torch's global generator, and a draw
             # with nearly equal eigenvalues makes eigenvector tangents ill-conditioned)
             torch.manual_seed(0)
-            all_samples = iter(op.sample_inputs_func(op, "cpu", torch.float64, False))
+            all_samples = iter(op.sample_inputs_func(op, "cpu", dtype, False))
         except Exception as e:  # noqa: BLE001 - torch's own sample generator
             return "forward", f"samples: {e}"
     checked = 0
@@ -117,7 +125,7 @@ def check_op(op, samples=SAMPLES):
         if checked and _numel(s.input) > 300:
             continue  # past the first, small samples only (the rules are the same)
         rng = np.random.default_rng(k)
-        conv = _Pair(rng)
+        conv = _Pair(rng, dtype, other)
         with tfw.dual_level(), efw.dual_level():
             (ti, ei) = conv.convert(s.input, True)
             (ta, ea) = conv.convert(list(s.args), True)

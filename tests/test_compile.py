@@ -714,3 +714,27 @@ def test_python_loop_of_a_compiled_cell_matches_torch_and_recompiles_on_new_size
     before = st["captures"]
     cc(ember.randn(3, 5), ember.zeros(3, 7))
     assert cc._compiled.stats["captures"] == before + 1
+
+
+def test_complex_values_on_the_gradient_path():
+    """A compiled function whose gradient runs through complex values is replayed op by
+    op (the plan's array gradient kernels are real ones): its output requires grad on
+    every call, and the gradients are torch's (the plan dropped the graph from the second
+    call on: a silent loss of the gradient once added to another loss)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 3)) + 1j * rng.standard_normal((4, 3))
+    w = rng.standard_normal((3, 5)) + 1j * rng.standard_normal((3, 5))
+
+    def f(m, x, w):
+        y = m.tanh(x @ w)
+        return (y * y.conj()).real.sum() + (y.abs() * 2).sum()
+    tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
+    tg = torch.autograd.grad(f(torch, tx, tw), [tx, tw])
+    cf = ember.compile(lambda x, w: f(ember, x, w))
+    for _ in range(3):
+        ex, ew = (ember.tensor(a, requires_grad=True) for a in (x, w))
+        out = cf(ex, ew)
+        assert out.requires_grad
+        (out + ember.zeros((), dtype=ember.float64, requires_grad=True)).backward()
+        for a, b in zip((ex.grad, ew.grad), tg):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-13)

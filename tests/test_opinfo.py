@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.common_utils import SEED, set_rng_seed
 
 import ember
 
@@ -160,7 +161,7 @@ def _numpy(x):
     bits: torch has no NumPy twin for it, ember's is ml_dtypes')."""
     if x.dtype == torch.bfloat16:
         return x.view(torch.int16).numpy().copy().view(ember.bfloat16.np)
-    return x.numpy().copy()
+    return x.resolve_conj().numpy().copy()  # a conjugate view (dot's samples): its values
 
 
 def _to_ember(x):
@@ -252,26 +253,48 @@ def _dtypes(op):
     return out + ints[:1]
 
 
+def _sample_inputs(op, dtype, grad):
+    """``op.sample_inputs("cpu", dtype, requires_grad=grad)`` without its tracker's two
+    walks of the Python stack per call (``inspect.stack``: a tenth of a second under
+    pytest): the same generator, seeded before each sample as the tracker seeds it when
+    no unittest.TestCase is running (``SEED``)."""
+    it = iter(op.sample_inputs_func(op, "cpu", dtype, grad))
+    while True:
+        set_rng_seed(SEED)
+        try:
+            yield next(it)
+        except StopIteration:
+            return
+
+
 def _samples(op, dtype, grad, samples=None):
     limit = max(SAMPLES if samples is None else samples, DEEPER.get(_key(op), 0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.manual_seed(0)
         out = []
-        for s in op.sample_inputs("cpu", dtype, requires_grad=grad):
+        for s in _sample_inputs(op, dtype, grad):
             out.append(s)
             if len(out) == limit:
                 break
         return out
 
 
-def check_op(op, dtypes=None, compare=None, samples=None):
+def _real_grad_output(out):
+    """The fixed ``grad_output`` for a floating-point output (None: not differentiated)."""
+    if not out.is_floating_point():
+        return None
+    return np.linspace(-1, 1, out.numel()).reshape(out.shape)
+
+
+def check_op(op, dtypes=None, compare=None, samples=None, grad_output=_real_grad_output):
     """Run ``op``'s samples in ember and torch; raise AssertionError on a difference.
 
     ``dtypes`` replaces the dtypes tried (``_dtypes(op)``), ``samples`` the number of
     samples per dtype (``SAMPLES``); ``compare(e, t, key, what, sample, j)`` replaces
     ``_compare`` for output ``j`` (the sample lets a judge recompute torch's result in
-    another dtype)."""
+    another dtype); ``grad_output(torch_output)`` gives the NumPy ``grad_output`` of each
+    differentiable output, or None to leave that output out of the backward pass."""
     key = _key(op)
     fn = _ember_fn(op)
     checked = 0
@@ -316,15 +339,20 @@ def check_op(op, dtypes=None, compare=None, samples=None):
                 if op.name in TORCH_WRONG_GRAD:
                     t_out = TORCH_WRONG_GRAD[op.name](s.input, *s.args, **s.kwargs)
                 _check_grad(s, t_out, e_out, (s.input, s.args, s.kwargs),
-                            (e_in, e_args, e_kw), where)
+                            (e_in, e_args, e_kw), where, grad_output)
     return checked
 
 
-def _check_grad(s, t_out, e_out, t_inputs, e_inputs, where):
+def _check_grad(s, t_out, e_out, t_inputs, e_inputs, where, grad_output=_real_grad_output):
     t_out, e_out = s.output_process_fn_grad(t_out), s.output_process_fn_grad(e_out)
     t_flat, e_flat = _flat(t_out), _flat(e_out)
-    pairs = [(a, b) for a, b in zip(e_flat, t_flat)
-             if isinstance(b, torch.Tensor) and b.requires_grad and b.is_floating_point()]
+    pairs, gos = [], []
+    for a, b in zip(e_flat, t_flat):
+        if isinstance(b, torch.Tensor) and b.requires_grad:
+            go = grad_output(b)
+            if go is not None:
+                pairs.append((a, b))
+                gos.append(go)
     t_leaves = [t for t in _flat([t_inputs[0], list(t_inputs[1]), list(t_inputs[2].values())])
                 if isinstance(t, torch.Tensor) and t.requires_grad]
     e_leaves = [t for t in _flat([e_inputs[0], list(e_inputs[1]), list(e_inputs[2].values())])
@@ -334,7 +362,6 @@ def _check_grad(s, t_out, e_out, t_inputs, e_inputs, where):
     assert len(e_leaves) == len(t_leaves)
     assert all(isinstance(a, ember.Tensor) and a.requires_grad for a, _ in pairs), \
         f"{where}: ember's output does not require grad"
-    gos = [np.linspace(-1, 1, b.numel()).reshape(b.shape) for _, b in pairs]
     tg = torch.autograd.grad([b for _, b in pairs], t_leaves,
                              [torch.tensor(g, dtype=b.dtype) for g, (_, b) in zip(gos, pairs)],
                              allow_unused=True)

@@ -3,6 +3,7 @@ quantiles, histograms, native norms, index_reduce, ...): OpInfo's own sample inp
 run through ember and torch, comparing every output (values, dtypes, shapes) and, on
 float64 samples of differentiable ops, the gradients of every input for a random
 output gradient. A few samples per op and dtype keep this fast."""
+import math
 import warnings
 
 import numpy as np
@@ -239,6 +240,57 @@ def test_as_strided_scatter_gradcheck():
         lambda a, b: ember.as_strided_scatter(a, b, (2, 2), (1, 2), storage_offset=1), (x, src))
     gx, = ember.autograd.grad(ember.as_strided_scatter(x, src, (2, 2), (1, 2), 1).sum(), x)
     assert gx.numpy().reshape(-1).tolist() == [1, 0, 0, 0, 0, 1, 1, 1, 1]
+
+
+# (input's view of a 12-element storage, size, stride, storage_offset)
+_PARTIAL_VIEWS = [
+    (lambda t: t[2:8], (2,), (1,), 3),           # the offset counts from the storage
+    (lambda t: t[2:8], (2,), (2,), None),        # default: input's own offset
+    (lambda t: t.view(3, 4)[:, 1:3], (2,), (4,), 1),
+    (lambda t: t.view(3, 4)[:, 1:3], (2,), (4,), 0),  # partly outside input: not seen
+    (lambda t: t.view(3, 4)[:, 1:3], (2, 2), (4, 1), None),
+    (lambda t: t.view(3, 4)[1], (2,), (1,), 5),
+    (lambda t: t.view(3, 4).t(), (3,), (1,), 0),  # a permuted whole storage
+    (lambda t: t[:3].expand(2, 3), (2,), (1,), 4),  # overlapping: counted in a clone
+    (lambda t: t[2:8], (2,), (9,), 1),           # both elements outside input
+    (lambda t: t[2:8], (0,), (1,), 3),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_PARTIAL_VIEWS)))
+def test_as_strided_scatter_partial_view_counts_in_storage(case):
+    """PyTorch copies the whole storage under ``input`` and keeps ``input``'s view of it
+    (``clone_preserve_strides``): the geometry counts in that storage, not in ``input``."""
+    view, size, stride, offset = _PARTIAL_VIEWS[case]
+    src = np.arange(1, math.prod(size) + 1, dtype=np.float64).reshape(size) * -1
+    res = []
+    for m in (torch, ember):
+        x = view(m.arange(12, dtype=m.float64))
+        res.append(m.as_strided_scatter(x, m.tensor(src), size, stride, offset).numpy())
+    np.testing.assert_array_equal(res[1], res[0])
+
+
+def test_as_strided_scatter_partial_view_gradients():
+    """Through a contiguous partial view that requires grad: values as torch's; the
+    gradients are the true ones (gradcheck; torch's are not: test_opinfo.TORCH_WRONG_GRAD),
+    and a ``src`` element landing outside the view gets none. A non-contiguous input that
+    requires grad is refused, as torch's kernel refuses it."""
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal(12)
+
+    def f(m):
+        return lambda b, s: m.as_strided_scatter(b[2:8], s, (3,), (3,), 1)
+    src = rng.standard_normal(3)
+    t = f(torch)(torch.tensor(base), torch.tensor(src)).numpy()
+    leaves = [ember.tensor(a, requires_grad=True) for a in (base, src)]
+    np.testing.assert_array_equal(f(ember)(*leaves).detach().numpy(), t)
+    assert ember.autograd.gradcheck(f(ember), leaves)
+    gs, = ember.autograd.grad(f(ember)(*leaves), leaves[1], ember.ones(6, dtype=ember.float64))
+    assert gs.numpy().tolist() == [0.0, 1.0, 1.0]  # storage positions 1 (outside), 4, 7
+    for m in (torch, ember):
+        x = m.tensor(base, requires_grad=True).view(3, 4)[:, 1:3]
+        with pytest.raises(RuntimeError, match="only supported for contiguous inputs"):
+            m.as_strided_scatter(x, m.ones(2, dtype=m.float64), (2,), (4,), 1)
 
 
 @pytest.mark.parametrize("nd", [2, 3])

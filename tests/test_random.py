@@ -590,3 +590,23 @@ def test_float_range_warning():
     for m in (ember, torch):
         with pytest.warns(UserWarning, match="out of bounds"):
             m.randint(0, 2 ** 25, (3,), dtype=m.float32)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("shape", [(3,), (8,), (20,), (2, 5), (0,), (3000, 3)])
+def test_complex_normal_draws_as_torch(dtype, shape):
+    """``randn``/``randn_like``/``normal_`` of a complex dtype fill the real view (both
+    parts, in memory order) with std / sqrt(2), as PyTorch: the same values at one seed
+    (they raised NotImplementedError); a permuted tensor too."""
+    res = []
+    for m in (torch, ember):
+        m.manual_seed(7)
+        dt = getattr(m, dtype)
+        a = m.randn(*shape, dtype=dt)
+        b = m.randn_like(m.zeros(*shape, dtype=dt))
+        c = m.zeros(*shape[::-1], dtype=dt).t().normal_(0.5, 2.0)
+        d = m.randn(4, dtype=m.float64)  # the generator's state after them
+        res.append([x.numpy() for x in (a, b, c, d)])
+    for x, y in zip(*res):
+        assert x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)

@@ -247,6 +247,12 @@ class Plan:
             for k, v in enumerate(st.node.outputs):
                 floating = v.type == "Tensor" and v.dtype is not None and \
                     v.dtype.is_floating_point
+                if v.type == "Tensor" and v.dtype is not None and v.dtype.is_complex and \
+                        (diff is None or k in diff):
+                    # the array gradient kernels are real ones (no conjugates): the graph
+                    # is replayed op by op, whose formulas are PyTorch's complex ones
+                    raise Unplannable(f"{st.node.op} makes a complex value on the "
+                                      "gradient path")
                 if floating and (diff is None or k in diff):
                     rg[st.outs[k]] = any_out = True
             if not any_out:

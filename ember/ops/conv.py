@@ -61,7 +61,7 @@ from ember.ops._conv_kernels import (  # noqa: F401
     pad_array,
     windows,
 )
-from ember.ops._util import not_implemented_for, opmath, reduced_float
+from ember.ops._util import cj, not_implemented_for, opmath, reduced_float
 from ember.ops.composite_node import CompositeNode
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -109,10 +109,15 @@ class Conv(Primitive):
         x, w = saved[0], saved[1]
         e = self._edges
         g = self.g
-        gx = ConvInput.apply(gy, w, None, g) if e[0] is not None else None
+        # complex: each input's gradient reads the other input's conjugate (PyTorch's
+        # convention, grad * conj(dy/dx)); the kept columns hold x's own values
+        complex_ = x._data.dtype.kind == "c" or w._data.dtype.kind == "c"
+        gx = ConvInput.apply(gy, cj(w), None, g) if e[0] is not None else None
         gw = None
         if e[1] is not None:
-            if len(saved) > 2 and not _grad_state.grad_enabled and not _modes.active[0]:
+            if complex_:
+                gw = ConvWeight.apply(cj(x), gy, g)
+            elif len(saved) > 2 and not _grad_state.grad_enabled and not _modes.active[0]:
                 # a first derivative, nothing recorded: the product over the kept columns
                 gw = _wrap(_weight_arrays(x._data, gy._data, g, saved[2]))
             else:
@@ -128,6 +133,8 @@ class Conv(Primitive):
         x, w = inputs[0], inputs[1]
         e, g, gy = self._edges, self.g, grads[0]
         cols = _take_cols(self)
+        if x.dtype.kind == "c" or w.dtype.kind == "c":  # (see ``backward``)
+            x, w, cols = np.conj(x), np.conj(w), None
         gx = object.__new__(ConvInput).forward(gy, w, None, g) if e[0] is not None else None
         gw = _weight_arrays(x, gy, g, cols) if e[1] is not None else None
         gb = gy.sum((0,) + tuple(range(2, 2 + g.nd))) if e[2] is not None else None
@@ -190,8 +197,8 @@ class ConvInput(Primitive):
         y, w = self.saved_tensors
         e = self._edges
         g = self.g
-        gy = Conv.apply(gx, w, None, g) if e[0] is not None else None
-        gw = ConvWeight.apply(gx, y, g) if e[1] is not None else None
+        gy = Conv.apply(gx, cj(w), None, g) if e[0] is not None else None
+        gw = ConvWeight.apply(gx, cj(y), g) if e[1] is not None else None
         gb = gx.sum((0,) + tuple(range(2, 2 + g.nd))) if e[2] is not None else None
         return gy, gw, gb, None
 
@@ -215,8 +222,8 @@ class ConvWeight(Primitive):
         x, y = self.saved_tensors
         e = self._edges
         g = self.g
-        gx = ConvInput.apply(y, gw, None, g) if e[0] is not None else None
-        gy = Conv.apply(x, gw, None, g) if e[1] is not None else None
+        gx = ConvInput.apply(cj(y), gw, None, g) if e[0] is not None else None
+        gy = Conv.apply(cj(x), gw, None, g) if e[1] is not None else None
         return gx, gy, None
 
     jvp = _jvp.multilinear(0, 1)

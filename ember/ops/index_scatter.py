@@ -86,9 +86,35 @@ def _strided_positions(size, stride, offset):
     return pos
 
 
+def _storage_lookup(x):
+    """``(where, storage_size, offset)`` for reading ``as_strided_scatter``'s geometry in the
+    storage under the array ``x``, as PyTorch does (``clone_preserve_strides``: the whole
+    storage copied, ``x``'s view of it kept): ``where[p]`` is the (C-order) position in
+    ``x`` of the element at storage position ``p``, -1 where ``x`` has none, and
+    ``offset`` the position of ``x``'s first element. None when
+    ``x`` is its whole storage in C order, or has elements sharing memory (PyTorch then
+    clones it contiguously): the positions count in ``x`` itself."""
+    from ember.ops._views import _positions, _storage_of
+    found = _storage_of(x) if type(x) is np.ndarray and x.size else None
+    if found is None:
+        return None
+    flat, own = found
+    strides = tuple(st // x.itemsize for st in x.strides)
+    if own == 0 and flat.size == x.size and x.flags.c_contiguous:
+        return None
+    pos = _positions(x.shape, strides, own).reshape(-1)
+    where = np.full(flat.size, -1, dtype=np.int64)
+    where[pos] = np.arange(x.size, dtype=np.int64)
+    if (where >= 0).sum() != x.size:  # internal overlap (an expanded x)
+        return None
+    return where, flat.size, own
+
+
 class AsStridedScatter(Primitive):
-    """``input`` with the strided view ``(size, stride, offset)`` of its (contiguous)
-    memory replaced by ``src``."""
+    """``input`` with the strided view ``(size, stride, offset)`` of its memory replaced
+    by ``src``; the view counts in the storage under ``input`` (see
+    :func:`_storage_lookup`); ``src``'s elements that land outside ``input`` are not
+    seen."""
     _node_name = "AsStridedScatterBackward0"
     # the offset and strides count in memory that each sample's slice of a batch shares
     batch = _batch.refuse("vmap: as_strided_scatter has no batching rule (its storage "
@@ -97,37 +123,61 @@ class AsStridedScatter(Primitive):
 
     def forward(self, x, src, size, stride, offset):
         xp = array_module(x)
+        lookup = _storage_lookup(x)
+        n = x.size if lookup is None else lookup[1]
+        if offset is None:  # PyTorch's default: input's own offset in its storage
+            offset = 0 if lookup is None else lookup[2]
         pos = _strided_positions(size, stride, offset)
-        if pos.size and (pos.min() < 0 or pos.max() >= x.size):
+        if pos.size and (pos.min() < 0 or pos.max() >= n):
+            need = int(pos.max()) + 1
             raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, "
-                               f"storage offset {offset} out of bounds for storage of "
-                               f"{x.size} elements")
+                               f"storage offset {offset}, and itemsize {x.itemsize} "
+                               f"requiring a storage size of {need * x.itemsize} are out "
+                               f"of bounds for storage of size {n * x.itemsize}")
+        if lookup is not None:
+            pos = lookup[0][pos]  # positions in x; -1: a storage element x does not show
+        seen = pos >= 0
         flat = xp.array(x, copy=True).reshape(-1)
-        flat[xp.asarray(pos.reshape(-1))] = xp.broadcast_to(xp.asarray(src, dtype=x.dtype),
-                                                             pos.shape).reshape(-1)
-        self.meta = (x.shape, xp.asarray(pos))
+        values = xp.broadcast_to(xp.asarray(src, dtype=x.dtype), pos.shape)
+        flat[xp.asarray(pos[seen])] = values[xp.asarray(seen)]
+        self.meta = (x.shape, pos, None if seen.all() else seen)
         return flat.reshape(x.shape)
 
     def backward(self, gy):
-        shape, pos = self.meta
+        shape, pos, seen = self.meta
+        xp = array_module(gy._data)
         flat = gy.reshape(-1)
         keep = np.ones(math.prod(shape), dtype=gy._data.dtype)
-        keep[np.asarray(pos).reshape(-1)] = 0
-        gx = (flat * _make(array_module(gy._data).asarray(keep), False)).reshape(shape)
-        gsrc = flat[_make(pos, False)]
+        keep[pos[pos >= 0]] = 0
+        gx = (flat * _make(xp.asarray(keep), False)).reshape(shape)
+        if seen is None:
+            gsrc = flat[_make(xp.asarray(pos), False)]
+        else:  # src's elements outside x have no effect on the result
+            gsrc = flat[_make(xp.asarray(np.maximum(pos, 0)), False)] * \
+                _make(xp.asarray(seen.astype(gy._data.dtype)), False)
         return gx, gsrc, None, None, None
 
 
 def as_strided_scatter(input, src, size, stride, storage_offset=None):
     """A copy of ``input`` where ``input.as_strided(size, stride, storage_offset)`` holds
-    ``src``. Differentiable in both tensors."""
+    ``src``. Differentiable in both tensors.
+
+    As in PyTorch, the geometry counts in the storage under ``input`` (the offset from
+    the storage's start, default ``input``'s own): for a partial or permuted view,
+    ``src``'s elements land on the elements of ``input`` at those storage positions, and
+    those landing outside ``input`` are not seen."""
     size, stride = tuple(size), tuple(stride)
     if len(size) != len(stride):
         raise RuntimeError("mismatch in length of strides and shape")
     if tuple(src.shape) != size:
         raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = "
                            f"{list(src.shape)}, slice size = {list(size)}")
-    return AsStridedScatter.apply(input, src, size, stride, int(storage_offset or 0))
+    if input.requires_grad and not input.is_contiguous():
+        # PyTorch's kernel asserts this (its backward assumes a contiguous input)
+        raise RuntimeError("as_strided_scatter is currently only supported for contiguous "
+                           "inputs (an input that requires grad must be contiguous)")
+    return AsStridedScatter.apply(input, src, size, stride,
+                                  None if storage_offset is None else int(storage_offset))
 
 
 def _bind():

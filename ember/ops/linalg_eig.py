@@ -7,6 +7,7 @@ derivative (a third derivative of eig) raises NotImplementedError.
 """
 import numpy as np
 
+from ember._tensor import _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend import lapack as _lapack
@@ -50,6 +51,25 @@ class Eig(_SavesOutputs):
         L, V = self.saved_tensors
         gA = _EigGrad.apply(gL, gV, L, V)
         return gA.real if self.real_input else gA
+
+    def jvp(self, tA):
+        """PyTorch's rule: with ``dP = V^-1 dA V``, ``dL = diag(dP)`` and ``dV = V C`` for
+        ``C = dP / (L_j - L_i)`` off the diagonal (0 on it), less ``V`` times the real part
+        of ``diag(V^H V C)``, which keeps each eigenvector's norm at 1. (The double-vjp
+        fallback would need a derivative of the backward, which ember does not have.)"""
+        from ember.ops.linalg_solve import solve
+        if tA is None:
+            return None, None
+        L, V = self.fw_output
+        tA = tA.to(V.dtype) if tA._data.dtype != V._data.dtype else tA
+        dP = solve(V, tA @ V)
+        dL = dP.diagonal(0, -2, -1)
+        n = L.shape[-1]
+        eye = _make(np.eye(n, dtype=bool))
+        E = (L.unsqueeze(-2) - L.unsqueeze(-1)).masked_fill(eye, 1.0)
+        dV = V @ (dP / E).masked_fill(eye, 0.0)
+        dV = dV - V * (V.mH @ dV).diagonal(0, -2, -1).real.unsqueeze(-2)
+        return dL, dV
 
 
 class _EigGrad(Primitive):

@@ -3,7 +3,7 @@ them (the special-cased small exponents here, SLEEF's vector pow and libm's for 
 rest in ``_pow_kernels``; docs/pow.md)."""
 import numpy as np
 
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
 from ember.ops._pow_kernels import _is_bf16, cpu_pow
@@ -141,7 +141,20 @@ class RPowScalar(Primitive):
 
     def forward(self, c, x):
         c, x = promote_arrays(c, x)
-        self.logc = float(np.log(c)) if c > 0 else (float("-inf") if c == 0 else float("nan"))
+        self.c = c
+        if isinstance(c, (complex, np.complexfloating)):  # a complex base: its principal log
+            self.logc = complex(np.log(c)) if c != 0 else float("-inf")
+        else:
+            self.logc = float(np.log(c)) if c > 0 else \
+                (float("-inf") if c == 0 else float("nan"))
+        if c == 0 and _kind(x) == "c":
+            # where 0 ** x has gradient 0: a complex x that is real and >= 0, as PyTorch's
+            # (elsewhere the formula's 0 * log(0) makes NaN)
+            self.flat = (x.real >= 0) & (x.imag == 0)
+            # PyTorch's complex pow is exp(x * log(base)): 0 ** 0j is NaN, 0 ** (-1+0j)
+            # inf+nanj (NumPy's power gives 1 and nan+nanj)
+            with np.errstate(all="ignore"):
+                return np.exp(x * np.log(x.dtype.type(0)))
         if _kind(x) in "iub":
             return _int_pow(c, x)
         if _cpu_float(x) and not isinstance(c, complex):
@@ -153,10 +166,14 @@ class RPowScalar(Primitive):
 
     def backward(self, gy):
         y, = self.saved_tensors
-        g = gy * (y * self.logc)  # torch's order
+        logc = self.logc
+        if y._data.dtype.kind == "c" and logc != logc:
+            logc = complex(np.log(complex(self.c)))  # a negative base: log|c| + i pi
+        g = gy * cj(y * logc)  # torch's order
         if self.logc == float("-inf"):
             # 0 ** x: the gradient is 0 where x >= 0 (the output is then 0 or 1), as PyTorch
-            g = g.masked_fill(y <= 1, 0.0)
+            flat = _make(self.flat) if y._data.dtype.kind == "c" else y <= 1
+            g = g.masked_fill(flat, 0.0)
         return None, g
 
     jvp = _jvp.diagonal
@@ -174,7 +191,6 @@ def pow(input, exponent, *, out=None):
     if not (isinstance(input, Tensor) or isinstance(exponent, Tensor)):
         tensor_operands("pow", input, exponent, "either", ("input", "exponent"))
     if isinstance(exponent, np.ndarray) and isinstance(input, Tensor):
-        from ember._tensor import _make
         exponent = _make(exponent)
     if not isinstance(exponent, Tensor):
         if isinstance(input, Tensor):

@@ -21,7 +21,7 @@ from ember.backend import array_module
 from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
-from ember.ops._util import opmath, reduced_float, type_name, with_out, wrap_dim, wrap_dims
+from ember.ops._util import cj, opmath, reduced_float, type_name, with_out, wrap_dim, wrap_dims
 
 __all__ = ["sum", "mean", "nansum", "nanmean", "prod", "all", "any", "count_nonzero",
            "return_types"]
@@ -372,7 +372,7 @@ class ProdOthers(Primitive):
         eye = _eye_along(n, x.dim(), a, array_module(x._data))
         # row m: x with x_m replaced by 1; its others-products are prod_{j not in {k, m}} x_j
         others = ProdOthers.apply(x.unsqueeze(a).masked_fill(eye, 1.0), a + 1)
-        return (g.unsqueeze(a) * others).masked_fill(eye, 0.0).sum(a + 1), None
+        return (g.unsqueeze(a) * cj(others)).masked_fill(eye, 0.0).sum(a + 1), None
 
 
 class Prod(Primitive):
@@ -399,7 +399,7 @@ class Prod(Primitive):
         if x.numel() == 0:
             return g.expand(in_shape), None, None, None
         if not (x._data == 0).any():
-            return g * (_keep(y, in_shape, axes, keepdim) / x), None, None, None
+            return g * cj(_keep(y, in_shape, axes, keepdim) / x), None, None, None
         if axis is None:
             from ember.autograd.grad_mode import state
             if not state.grad_enabled and int((x._data == 0).sum()) > 1:
@@ -409,7 +409,7 @@ class Prod(Primitive):
             others = ProdOthers.apply(x.reshape(-1), 0).reshape(in_shape)
         else:
             others = ProdOthers.apply(x, axis)
-        return g * others, None, None, None
+        return g * cj(others), None, None, None
 
     def jvp(self, t, *_):
         axis, keepdim = self.fw_inputs[1:3]

@@ -12,7 +12,7 @@ from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._util import reduced_float, refuse_dtype, with_out, wrap_dim, write_out
+from ember.ops._util import cj, reduced_float, refuse_dtype, with_out, wrap_dim, write_out
 from ember.ops.composite_node import one_node
 from ember.ops.gather_scatter import ScatterAdd
 from ember.ops.reduction import _dtype_name, _eye_along, _np_dtype, return_types
@@ -236,9 +236,11 @@ class Cumprod(Primitive):
             return gy, None, None
         y = _to_input_dtype(y, dt)
         if not (x._data == 0).any():
-            return ReverseCumsum.apply(gy * y, axis) / x, None, None
+            return ReverseCumsum.apply(gy * cj(y), axis) / cj(x), None, None
         if not _grad_state.grad_enabled:
-            return _make(_cumprod_grad_numpy(gy._data, x._data, y._data, axis)), None, None
+            # (complex: the same products of the conjugates, PyTorch's grad * conj(dy/dx))
+            xs, ys = (np.conj(a) if a.dtype.kind == "c" else a for a in (x._data, y._data))
+            return _make(_cumprod_grad_numpy(gy._data, xs, ys, axis)), None, None
         # differentiable and exact with zeros, O(n^2): row k of `rows` is x with x_k set to
         # 1, so its cumprod at i >= k is prod_{j <= i, j != k} x_j = d y_i / d x_k
         n = x.shape[axis]
@@ -246,7 +248,7 @@ class Cumprod(Primitive):
         rows = Cumprod.apply(x.unsqueeze(axis).masked_fill(_eye_along(n, x.dim(), axis, xp), 1.0),
                              axis + 1, None)
         upper = _eye_along(n, x.dim(), axis, xp, k=-1)  # i < k: no dependence
-        return (gy.unsqueeze(axis) * rows).masked_fill(upper, 0.0).sum(axis + 1), None, None
+        return (gy.unsqueeze(axis) * cj(rows)).masked_fill(upper, 0.0).sum(axis + 1), None, None
 
 
 # out dtypes a scan with out= does not run in: bool (refused), and the half floats, which

@@ -8,7 +8,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _saved_output_array
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import opmath, to_float, with_out, wrap_dim
+from ember.ops._util import cj, opmath, to_float, with_out, wrap_dim
 from ember.ops.reduction import _axes, _dtype_name, _keep
 
 __all__ = ["logsumexp", "softmax", "log_softmax"]
@@ -41,8 +41,8 @@ class _Logsumexp(Primitive):
     def backward(self, gy):
         x, y = self.saved_tensors
         in_shape, axes, keepdim = self.meta
-        return _keep(gy, in_shape, axes, keepdim) * (x - _keep(y, in_shape, axes, keepdim)).exp(
-        ), None, None
+        return _keep(gy, in_shape, axes, keepdim) * cj(
+            (x - _keep(y, in_shape, axes, keepdim)).exp()), None, None
 
     def jvp(self, t, *_):
         return _jvp.reduced(self, t, self.meta[1], self.meta[2])

@@ -124,10 +124,12 @@ class Scale(Primitive):
         return x * factor
 
     def backward(self, gy):
+        # (a complex factor passes back conjugated: PyTorch's grad * conj(dy/dx))
+        f = self.factor.conjugate() if isinstance(self.factor, complex) else self.factor
         if gy.layout.name == "strided":
-            return gy * self.factor
+            return gy * f
         pattern = gy._pattern
-        return pack_values(gather_values(gy, pattern) * self.factor, pattern)
+        return pack_values(gather_values(gy, pattern) * f, pattern)
 
 
 def scale(x, factor):
@@ -168,6 +170,15 @@ def to_dense(x, pattern, masked=True):
 def from_dense(x):
     """A copy of the dense ``x`` that a sparse layout will wrap (differentiable)."""
     return FromDense.apply(x)
+
+
+def refuse_complex_grad(x, kernel):
+    """PyTorch's conversions to a sparse layout have no complex derivative: a complex
+    ``x`` that would carry a graph raises, named after ``kernel``, as PyTorch's does."""
+    from ember.autograd.grad_mode import state
+    if x._requires_grad and state.grad_enabled and x._data.dtype.kind == "c":
+        raise RuntimeError(f"{kernel} does not support automatic differentiation for outputs "
+                           "with complex dtype.")
 
 
 # ----- torch.sparse.mm(csr, dense, reduce=...) --------------------------------------------

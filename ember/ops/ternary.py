@@ -93,8 +93,8 @@ class Lerp(Primitive):
 
     def backward(self, gy):
         start, end, w = self.saved_tensors
-        gw = gy * (end - start) if self._edges[2] is not None else None
-        return gy * (1 - w), gy * w, gw
+        gw = gy * cj(end - start) if self._edges[2] is not None else None
+        return gy * cj(1 - w), gy * cj(w), gw
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise

@@ -259,11 +259,11 @@ _sin_fw = sin.primitive.forward
 _cos_fw = cos.primitive.forward
 tan = _unary("Tan", np.tan, lambda gy, x, y: gy * cj(y * y + 1), save="y",
              onnx="Tan", torchscript="tan")
-asin = arcsin = _unary("Asin", np.arcsin, lambda gy, x, y: gy * (1 - x * x).rsqrt(),
+asin = arcsin = _unary("Asin", np.arcsin, lambda gy, x, y: gy * cj((1 - x * x).rsqrt()),
                        onnx="Asin", torchscript="asin")
-acos = arccos = _unary("Acos", np.arccos, lambda gy, x, y: -gy * (1 - x * x).rsqrt(),
+acos = arccos = _unary("Acos", np.arccos, lambda gy, x, y: -gy * cj((1 - x * x).rsqrt()),
                        onnx="Acos", torchscript="acos")
-atan = arctan = _unary("Atan", np.arctan, lambda gy, x, y: gy / (x * x + 1),
+atan = arctan = _unary("Atan", np.arctan, lambda gy, x, y: gy / cj(x * x + 1),
                        onnx="Atan", torchscript="atan")
 sinh = _unary("Sinh", np.sinh, lambda gy, x, y: gy * cj(x.cosh()), onnx="Sinh", torchscript="sinh")
 cosh = _unary("Cosh", np.cosh, lambda gy, x, y: gy * cj(x.sinh()), onnx="Cosh", torchscript="cosh")
@@ -294,11 +294,21 @@ def _tanh_out(self, x, out):
 tanh.primitive.vjp = _tanh_vjp
 tanh.primitive.forward_out = _tanh_out  # ``forward`` into a buffer (a floating x)
 tanh.primitive.fused_vjp = "(one - {y} * {y}) * {g}"  # one element, for fused loops
-asinh = _unary("Asinh", np.arcsinh, lambda gy, x, y: gy * (x * x + 1).rsqrt(),
+asinh = _unary("Asinh", np.arcsinh, lambda gy, x, y: gy * cj((x * x + 1).rsqrt()),
                onnx="Asinh", torchscript="asinh")
-acosh = _unary("Acosh", np.arccosh, lambda gy, x, y: gy * (x * x - 1).rsqrt(),
+
+
+def _acosh_grad(gy, x, y):
+    if x._data.dtype.kind == "c":
+        # 1 / sqrt(z^2 - 1) would cut the plane on (-1, 1) and the imaginary axis, not on
+        # acosh's own cut (-inf, 1): PyTorch's complex formula splits the root
+        return gy * cj((x - 1).rsqrt() * (x + 1).rsqrt())
+    return gy * (x * x - 1).rsqrt()
+
+
+acosh = _unary("Acosh", np.arccosh, _acosh_grad,
                onnx="Acosh", torchscript="acosh")
-atanh = _unary("Atanh", np.arctanh, lambda gy, x, y: gy / (1 - x * x),
+atanh = _unary("Atanh", np.arctanh, lambda gy, x, y: gy / cj(1 - x * x),
                onnx="Atanh", torchscript="atanh")
 # the gradients' factors in PyTorch's order (each product rounds: another order gives
 # other last bits in float32 and float16)
@@ -322,7 +332,16 @@ trunc = fix = _unary("Trunc", _no_bool("trunc_vml_cpu", np.trunc), _zero_grad, s
                      floating=False, torchscript="trunc",
                      real_message="trunc is not supported for complex inputs")
 frac = _unary("Frac", _frac_np, lambda gy, x, y: gy, save="", floating=False, torchscript="frac")
-sgn = _unary("Sign", _sign_np, _zero_grad, save="", floating=False,
+def _sgn_grad(gy, x, y):
+    if x._data.dtype.kind != "c":
+        return gy * 0
+    # sgn(z) = z / |z| is not holomorphic: PyTorch's sgn_backward,
+    # (g - sgn^2 conj(g)) / (2 |z|), 0 at z = 0
+    a = x.abs()
+    return ((gy - y * y * gy.conj()) / (a * 2)).masked_fill(a == 0, 0.0)
+
+
+sgn = _unary("Sign", _sign_np, _sgn_grad, save="xy", floating=False,
              doc="Elementwise sign; of a complex number ``z / abs(z)`` (0 at 0).",
              onnx="Sign", torchscript="sgn", complex32_math=True)
 
@@ -406,7 +425,7 @@ def _sinc_grad(gy, x, y):
     px = x * math.pi
     den = x * x * math.pi
     g = ((px * px.cos() - px.sin()) / den).masked_fill(den == 0, 0.0)
-    return gy * g
+    return gy * cj(g)
 
 
 sinc = _unary("Sinc", _sinc_np, _sinc_grad, torchscript="sinc")

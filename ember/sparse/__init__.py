@@ -310,6 +310,7 @@ def _to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=
     """``Tensor.to_sparse()``: the nonzero elements as a coalesced COO tensor (with
     ``sparse_dim``, the leading dims are sparse and the rest dense); with
     ``layout=torch.sparse_csr`` the CSR tensor (``to_sparse_csr``)."""
+    _sp.refuse_complex_grad(self, "_to_sparse")
     if layout is sparse_csr:
         if sparse_dim is not None:
             raise RuntimeError("to_sparse: expected sparse_dim to be None when layout is "

@@ -358,6 +358,7 @@ def _dense_to_csr(self, dense_dim=None):
     _no_dense_dims(dense_dim)
     if getattr(self, "is_sparse", False):
         return _coo_to_csr(self)
+    _sp.refuse_complex_grad(self, "_to_sparse_csr")
     a = self._data
     if a.ndim < 2:
         raise RuntimeError(f"to_sparse_csr: expected a tensor of at least 2 dims, got {a.ndim}")
