@@ -265,13 +265,14 @@ def _samples(op, dtype, grad, samples=None):
         return out
 
 
-def check_op(op, dtypes=None, compare=None, samples=None):
+def check_op(op, dtypes=None, compare=None, samples=None, check_grad=None):
     """Run ``op``'s samples in ember and torch; raise AssertionError on a difference.
 
     ``dtypes`` replaces the dtypes tried (``_dtypes(op)``), ``samples`` the number of
     samples per dtype (``SAMPLES``); ``compare(e, t, key, what, sample, j)`` replaces
     ``_compare`` for output ``j`` (the sample lets a judge recompute torch's result in
-    another dtype)."""
+    another dtype); ``check_grad`` replaces ``_check_grad``, the gradient comparison run
+    on each float64 and complex128 sample (test_opinfo_gradgrad.py's second order)."""
     key = _key(op)
     fn = _ember_fn(op)
     checked = 0
@@ -315,12 +316,13 @@ def check_op(op, dtypes=None, compare=None, samples=None):
             if grad and not random:
                 if op.name in TORCH_WRONG_GRAD:
                     t_out = TORCH_WRONG_GRAD[op.name](s.input, *s.args, **s.kwargs)
-                _check_grad(s, t_out, e_out, (s.input, s.args, s.kwargs),
-                            (e_in, e_args, e_kw), where)
+                (check_grad or _check_grad)(s, t_out, e_out, (s.input, s.args, s.kwargs),
+                                            (e_in, e_args, e_kw), where)
     return checked
 
 
-def _check_grad(s, t_out, e_out, t_inputs, e_inputs, where):
+def _grad_pairs(s, t_out, e_out, t_inputs, e_inputs, where):
+    """The (ember, torch) outputs to differentiate and both sides' leaves, or None."""
     t_out, e_out = s.output_process_fn_grad(t_out), s.output_process_fn_grad(e_out)
     t_flat, e_flat = _flat(t_out), _flat(e_out)
     pairs = [(a, b) for a, b in zip(e_flat, t_flat)
@@ -330,10 +332,18 @@ def _check_grad(s, t_out, e_out, t_inputs, e_inputs, where):
     e_leaves = [t for t in _flat([e_inputs[0], list(e_inputs[1]), list(e_inputs[2].values())])
                 if isinstance(t, ember.Tensor) and t.requires_grad]
     if not pairs or not t_leaves:
-        return
+        return None
     assert len(e_leaves) == len(t_leaves)
     assert all(isinstance(a, ember.Tensor) and a.requires_grad for a, _ in pairs), \
         f"{where}: ember's output does not require grad"
+    return pairs, t_leaves, e_leaves
+
+
+def _check_grad(s, t_out, e_out, t_inputs, e_inputs, where):
+    found = _grad_pairs(s, t_out, e_out, t_inputs, e_inputs, where)
+    if found is None:
+        return
+    pairs, t_leaves, e_leaves = found
     gos = [np.linspace(-1, 1, b.numel()).reshape(b.shape) for _, b in pairs]
     tg = torch.autograd.grad([b for _, b in pairs], t_leaves,
                              [torch.tensor(g, dtype=b.dtype) for g, (_, b) in zip(gos, pairs)],

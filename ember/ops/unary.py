@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ember import backend as _backend
+from ember._factory import zeros_like
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _read_saved, _saved_inputs, _saved_output_array
@@ -179,7 +180,9 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", array_grad=None, rea
 
 
 def _zero_grad(gy, x, y):
-    return gy * 0
+    # zeros, as PyTorch's ``zeros_like(grad)``: no inf * 0 = nan, and no graph to
+    # differentiate again
+    return zeros_like(gy)
 
 
 def _erf_np(x):
@@ -503,7 +506,7 @@ class Round(Primitive):
         return np.round(x, decimals)
 
     def backward(self, gy):
-        return gy * 0, None
+        return zeros_like(gy), None
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
