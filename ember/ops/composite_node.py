@@ -61,6 +61,9 @@ class CompositeNode(Primitive):
     """Base of the one-node ops over ember composites (see the module docstring)."""
     _base_class = True
     composite = None
+    # the positions of inputs in which the op is linear, and whose PyTorch node's double
+    # backward still lists them (zeros, not None, as their second derivative)
+    flat_in = ()
 
     def forward(self, *args, **params):
         self._plain = [None if _is_array(a) else a for a in args]
@@ -108,8 +111,16 @@ class CompositeNode(Primitive):
                           allow_unused=True)
         result = [None] * len(args)
         for i, g in zip(need, grads):
+            if create and i in type(self).flat_in and g is not None:
+                g = _flat_in(g, args[i])
             result[i] = g
         return tuple(result)
+
+
+def _flat_in(g, x):
+    """``g``, marked as a function of ``x`` with a zero derivative (see ``flat_in``)."""
+    from ember.ops.unary import _ZerosLikeOf
+    return g + _ZerosLikeOf.apply(g, x) if x._requires_grad else g
 
 
 def partial_inputs(tensors):
