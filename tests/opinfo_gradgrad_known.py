@@ -15,8 +15,6 @@ KNOWN = {
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "__rpow__": "graph: ember's formula masks with masked_fill where torch's uses where",
     "abs": "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "acos": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "acosh": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "addbmm": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "addcdiv":
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
@@ -28,8 +26,7 @@ KNOWN = {
     "addr": "graph: ember's formula transposes with transpose where torch's uses t()",
     "amax": "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
     "amin": "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
-    "aminmax":
-        "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
+    "aminmax": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "as_strided":
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "as_strided.partial_views":
@@ -38,9 +35,7 @@ KNOWN = {
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "as_strided_scatter":
         "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "asin": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "asinh": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "atan": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "atanh": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "baddbmm":
         "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
@@ -64,8 +59,6 @@ KNOWN = {
     "cumsum": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "cumulative_trapezoid":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "deg2rad":
-        "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "diag": "graph: torch's double backward is one node; ember's formula is written in primitives",
     "diagonal":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
@@ -82,7 +75,6 @@ KNOWN = {
     "erfc": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "erfinv": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "exp2": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "expm1": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "float_power":
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "fmod": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
@@ -96,8 +88,6 @@ KNOWN = {
     "hsplit":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "i0": "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "index_add":
-        "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "index_copy": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "index_fill": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "index_reduce.amax":
@@ -149,10 +139,6 @@ KNOWN = {
         "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
     "linalg.qr": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "linalg.slogdet": "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "linalg.solve":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
-    "linalg.solve_ex":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
     "linalg.solve_triangular":
         "graph: ember's formula is written with other ops than derivatives.yaml's",
     "linalg.svd":
@@ -162,21 +148,15 @@ KNOWN = {
     "linalg.vander":
         "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
     "linalg.vecdot": "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "log10": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "log1p": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "log2": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "log_softmax":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "log_softmax.with_dtype":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "logaddexp":
-        "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
+    "logaddexp": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "logaddexp2":
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "logdet": "graph: ember's formula masks with masked_fill where torch's uses where",
     "logit": "graph: ember's formula masks with masked_fill where torch's uses where",
-    "logsumexp":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
     "lu": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "lu_solve": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "lu_unpack":
@@ -189,20 +169,17 @@ KNOWN = {
     "masked.cumsum": "graph: ember's formula masks with masked_fill where torch's uses where",
     "masked.log_softmax":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "masked.logaddexp":
-        "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
+    "masked.logaddexp": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "masked.logsumexp": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "masked.mean": "graph: ember's formula masks with masked_fill where torch's uses where",
     "masked.median": "graph: ember's formula masks with masked_fill where torch's uses where",
-    "masked.normalize":
-        "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "masked.prod": "graph: ember's formula masks with masked_fill where torch's uses where",
     "masked.softmax":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "masked.softmin":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "masked.std":
-        "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
+        "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
     "masked.sum": "graph: ember's formula masks with masked_fill where torch's uses where",
     "masked.var":
         "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
@@ -212,15 +189,6 @@ KNOWN = {
     "masked_select": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "matmul": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "matrix_exp": "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "max.binary":
-        "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "maximum":
-        "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "mean": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "min.binary":
-        "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "minimum":
-        "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "mm": "graph: ember's formula transposes with transpose where torch's uses t()",
     "mv": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "mvlgamma.mvlgamma_p_1":
@@ -231,7 +199,7 @@ KNOWN = {
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "nan_to_num": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nanquantile":
-        "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
+        "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "narrow":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "narrow_copy":
@@ -245,7 +213,7 @@ KNOWN = {
     "nextafter":
         "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
     "nn.functional.adaptive_avg_pool1d":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
+        "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.adaptive_avg_pool2d":
         "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.adaptive_avg_pool3d":
@@ -257,7 +225,7 @@ KNOWN = {
     "nn.functional.adaptive_max_pool3d":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.avg_pool1d":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
+        "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.avg_pool2d":
         "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.avg_pool3d":
@@ -287,7 +255,7 @@ KNOWN = {
     "nn.functional.cosine_embedding_loss":
         "graph: ember's formula masks with masked_fill where torch's uses where",
     "nn.functional.cosine_similarity":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
+        "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
     "nn.functional.cross_entropy":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.elu":
@@ -315,7 +283,7 @@ KNOWN = {
     "nn.functional.huber_loss":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.interpolate.area":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
+        "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.interpolate.bicubic":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.interpolate.bilinear":
@@ -331,7 +299,7 @@ KNOWN = {
     "nn.functional.kl_div":
         "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.l1_loss":
-        "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
+        "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.leaky_relu":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.linear":
@@ -349,7 +317,7 @@ KNOWN = {
     "nn.functional.margin_ranking_loss":
         "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
     "nn.functional.max_pool1d":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
+        "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.max_pool2d":
         "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.max_pool3d":
@@ -383,8 +351,6 @@ KNOWN = {
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.pad.replicate_negative":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "nn.functional.pairwise_distance":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
     "nn.functional.pixel_shuffle":
         "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.pixel_unshuffle":
@@ -418,29 +384,24 @@ KNOWN = {
     "nn.functional.threshold":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.triplet_margin_loss":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
+        "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
     "nn.functional.triplet_margin_with_distance_loss":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
+        "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
     "nn.functional.upsample_bilinear":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.upsample_nearest":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "norm":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
-    "norm.fro":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
+    "norm": "graph: ember's formula is written with other ops than derivatives.yaml's",
+    "norm.fro": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "norm.inf": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "norm.nuc": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "ormqr":
         "graph: ember's formula writes a slice/select gradient with index_put (torch: *_backward)",
     "pow": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "prod":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
+    "prod": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "put": "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
     "qr": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "quantile":
-        "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
-    "rad2deg":
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "remainder":
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
@@ -471,14 +432,7 @@ KNOWN = {
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "softmax.with_dtype":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "sqrt": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "square": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "squeeze":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
-    "squeeze.multiple":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
-    "squeeze_copy":
-        "graph: ember's formula reshapes with view where torch's unsqueezes (or keeps the shape)",
     "std": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "std.unbiased":
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import torch
 from opinfo_gradgrad_known import KNOWN
-from test_opinfo import PRESENT, _compare, _grad_pairs, _key, check_op
+from test_opinfo import PRESENT, _compare, _grad_pairs, _key, _samples, check_op
 
 import ember
 
@@ -231,12 +231,32 @@ def test_zero_gradients_are_zeros(name):
         assert res[1] == res[0] == ([0.0] * 4, False)
 
 
+@pytest.mark.parametrize("nd", [2, 3])
+def test_fractional_max_pool_second_order_is_zeros(nd):
+    """fractional max pooling (outside the table: it draws its windows) gives zeros, not
+    None, as its second derivative in the input, as PyTorch's node does."""
+    rng = np.random.default_rng(nd)
+    x = rng.uniform(-1, 1, (2, 3) + (6,) * nd)
+    samples = rng.uniform(0, 1, (2, 3, nd))
+    res = []
+    for m in (torch, ember):
+        t = m.tensor(x, requires_grad=True)
+        pool = getattr(m.nn.functional, f"fractional_max_pool{nd}d")
+        y = pool(t, 2, output_size=3, _random_samples=m.tensor(samples))
+        g, = m.autograd.grad(y, t, m.ones_like(y), create_graph=True)
+        gg, = m.autograd.grad((g * g).sum(), t, allow_unused=True)
+        res.append(None if gg is None else gg.detach().numpy())
+    assert res[0] is not None and res[1] is not None
+    np.testing.assert_array_equal(res[1], res[0])
+
+
 def _report():
     import time
     t0 = time.time()
-    failures, passed = {}, 0
+    failures, passed, cases = {}, 0, 0
     for op in GRADGRAD:
         t = time.time()
+        cases += len(_samples(op, torch.float64, True, SAMPLES))
         try:
             run_op(op)
             passed += 1
@@ -244,7 +264,9 @@ def _report():
             failures[_key(op)] = f"{type(e).__name__}: {str(e)[:800]}"
         if time.time() - t > 1:
             print(f"slow: {_key(op)} {time.time() - t:.1f}s")
-    print(f"ops {len(GRADGRAD)}, matching {passed}, {time.time() - t0:.0f}s")
+    graph_only = sum(v.startswith("GraphDiffers") for v in failures.values())
+    print(f"ops {len(GRADGRAD)}, samples {cases}, matching {passed}, values differ "
+          f"{len(failures) - graph_only}, graph only {graph_only}, {time.time() - t0:.0f}s")
     for k, v in sorted(failures.items()):
         print(f"FAIL {k}: {v}")
 

@@ -54,6 +54,9 @@ from ember.ops.activations import (  # noqa: F401
     softplus,
     zero_curvature,
 )
+from ember.ops.arithmetic import AddScalar as _AddScalar
+from ember.ops.arithmetic import MulScalar as _MulScalar
+from ember.ops.arithmetic import SubScalar as _SubScalar
 from ember.ops.elementwise import where
 
 _SQRT_PI = math.sqrt(math.pi)
@@ -239,14 +242,18 @@ exp = _unary("Exp", np.exp, lambda gy, x, y: gy * cj(y), save="y", doc="``e ** i
              onnx="Exp", torchscript="exp", array_grad=lambda g, y: g * y)
 exp2 = _unary("Exp2", np.exp2, lambda gy, x, y: gy * cj(y) * math.log(2), save="y",
               torchscript="exp2")
-expm1 = _unary("Expm1", np.expm1, lambda gy, x, y: gy * cj(y + 1), save="y", torchscript="expm1")
+expm1 = _unary("Expm1", np.expm1, lambda gy, x, y: gy * cj(_AddScalar.apply(y, 1)),
+               save="y", torchscript="expm1")
 log = _unary("Log", np.log, lambda gy, x, y: gy / cj(x), doc="Natural logarithm.",
              onnx="Log", torchscript="log", array_grad=lambda g, x: g / x)
-log2 = _unary("Log2", np.log2, lambda gy, x, y: gy / cj(x * math.log(2)), torchscript="log2")
-log10 = _unary("Log10", np.log10, lambda gy, x, y: gy / cj(x * math.log(10)), torchscript="log10")
-log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / cj(x + 1), torchscript="log1p",
+log2 = _unary("Log2", np.log2, lambda gy, x, y: gy / cj(_MulScalar.apply(x, math.log(2))),
+              torchscript="log2")
+log10 = _unary("Log10", np.log10,
+               lambda gy, x, y: gy / cj(_MulScalar.apply(x, math.log(10))), torchscript="log10")
+log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / cj(_AddScalar.apply(x, 1)),
+               torchscript="log1p",
                _node_name="Log1PBackward0")
-sqrt = _unary("Sqrt", np.sqrt, lambda gy, x, y: gy / cj(y * 2), save="y",
+sqrt = _unary("Sqrt", np.sqrt, lambda gy, x, y: gy / cj(_MulScalar.apply(y, 2)), save="y",
               onnx="Sqrt", torchscript="sqrt")
 neg.primitive.fused = "-{0}"  # one element, for the compile plan's fused loops
 rsqrt = _unary("Rsqrt", lambda x: 1 / np.sqrt(x), lambda gy, x, y: gy * cj(y.pow(3)) * -0.5,
@@ -261,11 +268,13 @@ _sin_fw = sin.primitive.forward
 _cos_fw = cos.primitive.forward
 tan = _unary("Tan", np.tan, lambda gy, x, y: gy * cj(y * y + 1), save="y",
              onnx="Tan", torchscript="tan")
-asin = arcsin = _unary("Asin", np.arcsin, lambda gy, x, y: gy * (1 - x * x).rsqrt(),
+asin = arcsin = _unary("Asin", np.arcsin,
+                       lambda gy, x, y: gy * _AddScalar.apply(-x * x, 1).rsqrt(),
                        onnx="Asin", torchscript="asin")
-acos = arccos = _unary("Acos", np.arccos, lambda gy, x, y: -gy * (1 - x * x).rsqrt(),
+acos = arccos = _unary("Acos", np.arccos,
+                       lambda gy, x, y: -gy * _AddScalar.apply(-x * x, 1).rsqrt(),
                        onnx="Acos", torchscript="acos")
-atan = arctan = _unary("Atan", np.arctan, lambda gy, x, y: gy / (x * x + 1),
+atan = arctan = _unary("Atan", np.arctan, lambda gy, x, y: gy / _AddScalar.apply(x * x, 1),
                        onnx="Atan", torchscript="atan")
 sinh = _unary("Sinh", np.sinh, lambda gy, x, y: gy * cj(x.cosh()), onnx="Sinh", torchscript="sinh")
 cosh = _unary("Cosh", np.cosh, lambda gy, x, y: gy * cj(x.sinh()), onnx="Cosh", torchscript="cosh")
@@ -298,7 +307,7 @@ tanh.primitive.forward_out = _tanh_out  # ``forward`` into a buffer (a floating 
 tanh.primitive.fused_vjp = "(one - {y} * {y}) * {g}"  # one element, for fused loops
 asinh = _unary("Asinh", np.arcsinh, lambda gy, x, y: gy * (x * x + 1).rsqrt(),
                onnx="Asinh", torchscript="asinh")
-acosh = _unary("Acosh", np.arccosh, lambda gy, x, y: gy * (x * x - 1).rsqrt(),
+acosh = _unary("Acosh", np.arccosh, lambda gy, x, y: gy * _SubScalar.apply(x * x, 1).rsqrt(),
                onnx="Acosh", torchscript="acosh")
 atanh = _unary("Atanh", np.arctanh, lambda gy, x, y: gy / (1 - x * x),
                onnx="Atanh", torchscript="atanh")
@@ -310,9 +319,11 @@ erfc = _unary("Erfc", _erfc_np, lambda gy, x, y: (-2 / _SQRT_PI) * (-x * x).exp(
               torchscript="erfc", real="erfc_vml_cpu")
 reciprocal = _unary("Reciprocal", lambda x: 1 / x, lambda gy, x, y: -gy * cj(y * y), save="y",
                     doc="``1 / input``.", onnx="Reciprocal", torchscript="reciprocal")
-deg2rad = _unary("Deg2rad", np.deg2rad, lambda gy, x, y: gy * (math.pi / 180), save="",
+deg2rad = _unary("Deg2rad", np.deg2rad, lambda gy, x, y: _MulScalar.apply(gy, math.pi / 180),
+                 save="",
                  torchscript="deg2rad", _node_name="Deg2RadBackward0")
-rad2deg = _unary("Rad2deg", np.rad2deg, lambda gy, x, y: gy * (180 / math.pi), save="",
+rad2deg = _unary("Rad2deg", np.rad2deg, lambda gy, x, y: _MulScalar.apply(gy, 180 / math.pi),
+                 save="",
                  torchscript="rad2deg", _node_name="Rad2DegBackward0")
 floor = _unary("Floor", _no_bool("floor_vml_cpu", np.floor), _zero_grad, save="", floating=False,
                onnx="Floor", torchscript="floor",
