@@ -155,7 +155,7 @@ KNOWN = {
     "logaddexp": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "logaddexp2":
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "logdet": "graph: ember's formula masks with masked_fill where torch's uses where",
+    "logdet": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "logit": "graph: ember's formula masks with masked_fill where torch's uses where",
     "lu": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "lu_solve": "graph: ember's formula is written with other ops than derivatives.yaml's",
@@ -166,21 +166,16 @@ KNOWN = {
     "masked.amin":
         "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
     "masked.cumprod": "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "masked.cumsum": "graph: ember's formula masks with masked_fill where torch's uses where",
+    "masked.cumsum": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "masked.log_softmax":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "masked.logaddexp": "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "masked.logsumexp": "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "masked.mean": "graph: ember's formula masks with masked_fill where torch's uses where",
-    "masked.median": "graph: ember's formula masks with masked_fill where torch's uses where",
-    "masked.prod": "graph: ember's formula masks with masked_fill where torch's uses where",
     "masked.softmax":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "masked.softmin":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "masked.std":
         "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
-    "masked.sum": "graph: ember's formula masks with masked_fill where torch's uses where",
     "masked.var":
         "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
     "masked_fill": "graph: ember's formula is written with other ops than derivatives.yaml's",
@@ -252,8 +247,6 @@ KNOWN = {
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.conv_transpose3d":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "nn.functional.cosine_embedding_loss":
-        "graph: ember's formula masks with masked_fill where torch's uses where",
     "nn.functional.cosine_similarity":
         "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
     "nn.functional.cross_entropy":
@@ -279,7 +272,7 @@ KNOWN = {
     "nn.functional.hardtanh":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.hinge_embedding_loss":
-        "graph: ember's formula masks with masked_fill where torch's uses where",
+        "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.huber_loss":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.interpolate.area":
@@ -469,6 +462,5 @@ KNOWN = {
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "vsplit":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "where": "graph: ember's formula masks with masked_fill where torch's uses where",
     "xlogy": "graph: ember's formula is written with other ops than derivatives.yaml's",
 }
