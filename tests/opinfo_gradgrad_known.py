@@ -71,10 +71,6 @@ KNOWN = {
     "dstack": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "einsum":
         "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
-    "erf": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "erfc": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "erfinv": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
-    "exp2": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "float_power":
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "fmod": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
@@ -352,8 +348,6 @@ KNOWN = {
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.relu6":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "nn.functional.rms_norm":
-        "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "nn.functional.scaled_dot_product_attention":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.selu":
@@ -401,7 +395,6 @@ KNOWN = {
     "renorm": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "repeat": "values: repeats of 0 give a gradient with a graph (torch: zeros with no graph)",
     "rot90": "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "rsqrt": "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "scatter":
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "scatter_reduce.amax":

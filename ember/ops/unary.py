@@ -240,7 +240,8 @@ neg = negative = _unary("Neg", _neg_np, lambda gy, x, y: -gy, save="", floating=
                         array_grad=lambda g, _: np.negative(g))
 exp = _unary("Exp", np.exp, lambda gy, x, y: gy * cj(y), save="y", doc="``e ** input``.",
              onnx="Exp", torchscript="exp", array_grad=lambda g, y: g * y)
-exp2 = _unary("Exp2", np.exp2, lambda gy, x, y: gy * cj(y) * math.log(2), save="y",
+exp2 = _unary("Exp2", np.exp2, lambda gy, x, y: _MulScalar.apply(gy * cj(y), math.log(2)),
+              save="y",
               torchscript="exp2")
 expm1 = _unary("Expm1", np.expm1, lambda gy, x, y: gy * cj(_AddScalar.apply(y, 1)),
                save="y", torchscript="expm1")
@@ -256,7 +257,8 @@ log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / cj(_AddScalar.apply(x, 1
 sqrt = _unary("Sqrt", np.sqrt, lambda gy, x, y: gy / cj(_MulScalar.apply(y, 2)), save="y",
               onnx="Sqrt", torchscript="sqrt")
 neg.primitive.fused = "-{0}"  # one element, for the compile plan's fused loops
-rsqrt = _unary("Rsqrt", lambda x: 1 / np.sqrt(x), lambda gy, x, y: gy * cj(y.pow(3)) * -0.5,
+rsqrt = _unary("Rsqrt", lambda x: 1 / np.sqrt(x),
+               lambda gy, x, y: _MulScalar.apply(gy * cj(y.pow(3)), -0.5),
                save="y", doc="``1 / sqrt(input)``.", torchscript="rsqrt")
 square = _unary("Square", _square_np, lambda gy, x, y: gy * cj(x * 2), floating=False,
                 torchscript="square", _node_name="PowBackward0")  # PyTorch: pow(x, 2)
@@ -313,9 +315,11 @@ atanh = _unary("Atanh", np.arctanh, lambda gy, x, y: gy / (1 - x * x),
                onnx="Atanh", torchscript="atanh")
 # the gradients' factors in PyTorch's order (each product rounds: another order gives
 # other last bits in float32 and float16)
-erf = _unary("Erf", _erf_np, lambda gy, x, y: (2 / _SQRT_PI) * (-x * x).exp() * gy,
+erf = _unary("Erf", _erf_np,
+             lambda gy, x, y: _MulScalar.apply((-x.pow(2)).exp(), 2 / _SQRT_PI) * gy,
              doc="The error function.", onnx="Erf", torchscript="erf", real="erf_vml_cpu")
-erfc = _unary("Erfc", _erfc_np, lambda gy, x, y: (-2 / _SQRT_PI) * (-x * x).exp() * gy,
+erfc = _unary("Erfc", _erfc_np,
+              lambda gy, x, y: _MulScalar.apply((-x.pow(2)).exp(), -2 / _SQRT_PI) * gy,
               torchscript="erfc", real="erfc_vml_cpu")
 reciprocal = _unary("Reciprocal", lambda x: 1 / x, lambda gy, x, y: -gy * cj(y * y), save="y",
                     doc="``1 / input``.", onnx="Reciprocal", torchscript="reciprocal")
@@ -431,7 +435,8 @@ def _erfinv_np(x):
 
 
 erfinv = _unary("Erfinv", _erfinv_np,
-                lambda gy, x, y: (_SQRT_PI / 2) * (y * y).exp() * gy, save="xy",
+                lambda gy, x, y: _MulScalar.apply(y.pow(2).exp(), _SQRT_PI / 2) * gy,
+                save="xy",
                 torchscript="erfinv", real="erfinv_vml_cpu")
 
 
