@@ -203,23 +203,11 @@ KNOWN = {
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nextafter":
         "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
-    "nn.functional.adaptive_avg_pool1d":
-        "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "nn.functional.adaptive_avg_pool2d":
-        "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "nn.functional.adaptive_avg_pool3d":
-        "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.adaptive_max_pool1d":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.adaptive_max_pool2d":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.adaptive_max_pool3d":
-        "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "nn.functional.avg_pool1d":
-        "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "nn.functional.avg_pool2d":
-        "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "nn.functional.avg_pool3d":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.bilinear":
         "graph: ember's formula is written with other ops than derivatives.yaml's",
@@ -271,8 +259,6 @@ KNOWN = {
         "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.huber_loss":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "nn.functional.interpolate.area":
-        "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.interpolate.bicubic":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.interpolate.bilinear":
@@ -305,12 +291,6 @@ KNOWN = {
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.margin_ranking_loss":
         "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
-    "nn.functional.max_pool1d":
-        "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "nn.functional.max_pool2d":
-        "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "nn.functional.max_pool3d":
-        "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.max_unpool1d":
         "graph: torch's formula records more nodes than ember's (a fused or simpler formula)",
     "nn.functional.max_unpool1d.grad":

@@ -15,7 +15,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
 from ember.ops._util import reduced_float, scalar_type_name
-from ember.ops.pooling import GatherFlat, ScatterFlat, _as_2d, _flat_in_x
+from ember.ops.pooling import GatherFlat, ScatterFlat, _adjoint_in_x, _as_2d, _flat_in_x, _zero_in_x
 
 # the names torch also has at top level, with the same signature
 __all__ = ["adaptive_avg_pool1d"]
@@ -159,7 +159,7 @@ class AdaptiveAvgPool(Primitive):
         return y
 
     def backward(self, gy):
-        return _flat_in_x(self, self.adjoint.apply(gy, self.S)), None
+        return _adjoint_in_x(self, self.adjoint, (gy, self.S)), None
 
     jvp = _jvp.linear(0)
 
@@ -176,17 +176,18 @@ class AdaptiveAvgPoolAdjoint(Primitive):
     plane of size ``S`` (the adjoint of :class:`AdaptiveAvgPool`)."""
     _node_name = "AdaptiveAvgPool2DBackwardBackward0"
     batch = _batch.passthrough
+    n_args = 2  # then the pooled input, under create_graph (``_adjoint_in_x``)
 
-    def forward(self, g, S):
+    def forward(self, g, S, x=None):
         nd = len(S)
         O = tuple(g.shape[g.ndim - nd:])
-        self.O = O
+        self.O, self.with_x = O, x is not None
         if reduced_float(g.dtype) or g.dtype == np.float16:
             return _adaptive_avg_adjoint_exact(g, S)
         return _separable(g, _avg_matrices(S, O, g.dtype, array_module(g)), transpose=True)
 
     def backward(self, gx):
-        return AdaptiveAvgPool.apply(gx, self.O), None
+        return (AdaptiveAvgPool.apply(gx, self.O), None) + _zero_in_x(self, gx)
 
     jvp = _jvp.linear(0)
 
@@ -196,7 +197,7 @@ class AdaptiveAvgPool3DAdjoint(AdaptiveAvgPoolAdjoint):
     _node_name = "AdaptiveAvgPool3DBackwardBackward0"
 
     def backward(self, gx):
-        return AdaptiveAvgPool3D.apply(gx, self.O), None
+        return (AdaptiveAvgPool3D.apply(gx, self.O), None) + _zero_in_x(self, gx)
 
 
 AdaptiveAvgPool.adjoint = AdaptiveAvgPoolAdjoint
