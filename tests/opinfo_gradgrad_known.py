@@ -113,9 +113,9 @@ KNOWN = {
     "linalg.householder_product":
         "graph: ember's formula writes a slice/select gradient with index_put (torch: *_backward)",
     "linalg.lstsq":
-        "values: the second order in the residuals' grad_output is zeros (torch: None)",
+        "values: the empty residuals' grad_output gets an empty second order (torch: None)",
     "linalg.lstsq.grad_oriented":
-        "values: the second order in a grad_output is zeros (torch: None)",
+        "values: the empty residuals' grad_output gets an empty second order (torch: None)",
     "linalg.lu":
         "graph: ember's formula writes a slice/select gradient with index_put (torch: *_backward)",
     "linalg.lu_factor": "graph: ember's formula is written with other ops than derivatives.yaml's",
