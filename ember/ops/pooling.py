@@ -308,6 +308,14 @@ class PoolScatter(Primitive):
 
     def forward(self, gy, arg, g, x=None):
         self.arg, self.g, self.with_x = arg, g, x is not None
+        out = self._scatter(gy, arg, g)
+        if x is not None and (out.dtype.kind in "fc" or reduced_float(out.dtype)):
+            # recorded (create_graph): the positions that did not win hold +0.0, as
+            # PyTorch's (the plain pass's ``g * 0`` leaves -0.0 under a negative g)
+            out += 0
+        return out
+
+    def _scatter(self, gy, arg, g):
         xm = array_module(gy)
         disjoint = _disjoint(g)
         # a product with the 0/1 mask is the fast way to keep only the maxima, but an
