@@ -209,6 +209,15 @@ def _adjoint_in_x(node, cls, args, x=None):
     return cls.apply(*args)
 
 
+def _plus_zero(a):
+    """``a + 0`` in place for a floating array: -0.0 becomes +0.0, as where PyTorch's
+    kernel adds into zeros (the recorded adjoints keep that; the plain pass's kernels
+    may leave -0.0)."""
+    if a.dtype.kind in "fc" or reduced_float(a.dtype):
+        a += 0
+    return a
+
+
 def _zero_in_x(node, gx):
     """The gradient for an adjoint's last input ``x`` where :func:`_adjoint_in_x` gave
     it (``node.with_x``): zeros of its shape, the adjoint's output's; else nothing."""
@@ -309,11 +318,9 @@ class PoolScatter(Primitive):
     def forward(self, gy, arg, g, x=None):
         self.arg, self.g, self.with_x = arg, g, x is not None
         out = self._scatter(gy, arg, g)
-        if x is not None and (out.dtype.kind in "fc" or reduced_float(out.dtype)):
-            # recorded (create_graph): the positions that did not win hold +0.0, as
-            # PyTorch's (the plain pass's ``g * 0`` leaves -0.0 under a negative g)
-            out += 0
-        return out
+        # recorded (create_graph): the positions that did not win hold +0.0, as PyTorch's
+        # (the plain pass's ``g * 0`` leaves -0.0 under a negative g)
+        return _plus_zero(out) if x is not None else out
 
     def _scatter(self, gy, arg, g):
         xm = array_module(gy)
@@ -465,7 +472,7 @@ class AvgPoolAdjoint(Primitive):
                 buf[isl] = gd[osl]
             else:
                 buf[isl] += gd[osl]
-        return buf
+        return _plus_zero(buf) if self.with_x else buf
 
     def backward(self, gx):
         return (AvgPool.apply(gx, self.g, self.div), None, None) + _zero_in_x(self, gx)
