@@ -287,14 +287,17 @@ def _real_grad_output(out):
     return np.linspace(-1, 1, out.numel()).reshape(out.shape)
 
 
-def check_op(op, dtypes=None, compare=None, samples=None, grad_output=_real_grad_output):
+def check_op(op, dtypes=None, compare=None, samples=None, grad_output=_real_grad_output,
+             check_grad=None):
     """Run ``op``'s samples in ember and torch; raise AssertionError on a difference.
 
     ``dtypes`` replaces the dtypes tried (``_dtypes(op)``), ``samples`` the number of
     samples per dtype (``SAMPLES``); ``compare(e, t, key, what, sample, j)`` replaces
     ``_compare`` for output ``j`` (the sample lets a judge recompute torch's result in
     another dtype); ``grad_output(torch_output)`` gives the NumPy ``grad_output`` of each
-    differentiable output, or None to leave that output out of the backward pass."""
+    differentiable output, or None to leave that output out of the backward pass;
+    ``check_grad`` replaces ``_check_grad``, the gradient comparison run on each float64
+    and complex128 sample (test_opinfo_gradgrad.py's second order)."""
     key = _key(op)
     fn = _ember_fn(op)
     checked = 0
@@ -338,12 +341,14 @@ def check_op(op, dtypes=None, compare=None, samples=None, grad_output=_real_grad
             if grad and not random:
                 if op.name in TORCH_WRONG_GRAD:
                     t_out = TORCH_WRONG_GRAD[op.name](s.input, *s.args, **s.kwargs)
-                _check_grad(s, t_out, e_out, (s.input, s.args, s.kwargs),
-                            (e_in, e_args, e_kw), where, grad_output)
+                (check_grad or _check_grad)(s, t_out, e_out, (s.input, s.args, s.kwargs),
+                                            (e_in, e_args, e_kw), where, grad_output)
     return checked
 
 
-def _check_grad(s, t_out, e_out, t_inputs, e_inputs, where, grad_output=_real_grad_output):
+def _grad_pairs(s, t_out, e_out, t_inputs, e_inputs, where, grad_output=_real_grad_output):
+    """The (ember, torch) outputs to differentiate, both sides' leaves and the outputs'
+    ``grad_output`` arrays, or None."""
     t_out, e_out = s.output_process_fn_grad(t_out), s.output_process_fn_grad(e_out)
     t_flat, e_flat = _flat(t_out), _flat(e_out)
     pairs, gos = [], []
@@ -358,10 +363,18 @@ def _check_grad(s, t_out, e_out, t_inputs, e_inputs, where, grad_output=_real_gr
     e_leaves = [t for t in _flat([e_inputs[0], list(e_inputs[1]), list(e_inputs[2].values())])
                 if isinstance(t, ember.Tensor) and t.requires_grad]
     if not pairs or not t_leaves:
-        return
+        return None
     assert len(e_leaves) == len(t_leaves)
     assert all(isinstance(a, ember.Tensor) and a.requires_grad for a, _ in pairs), \
         f"{where}: ember's output does not require grad"
+    return pairs, t_leaves, e_leaves, gos
+
+
+def _check_grad(s, t_out, e_out, t_inputs, e_inputs, where, grad_output=_real_grad_output):
+    found = _grad_pairs(s, t_out, e_out, t_inputs, e_inputs, where, grad_output)
+    if found is None:
+        return
+    pairs, t_leaves, e_leaves, gos = found
     tg = torch.autograd.grad([b for _, b in pairs], t_leaves,
                              [torch.tensor(g, dtype=b.dtype) for g, (_, b) in zip(gos, pairs)],
                              allow_unused=True)

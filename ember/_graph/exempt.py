@@ -55,7 +55,9 @@ FAMILY_BASES = (
 
 BACKWARD_ONLY = (
     "made only by backward formulas: traces record forward graphs",
-    conv.ConvWeight, adaptive_pooling.AdaptiveAvgPoolAdjoint, pooling.AvgPoolAdjoint,
+    conv.ConvWeight, adaptive_pooling.AdaptiveAvgPoolAdjoint,
+    adaptive_pooling.AdaptiveAvgPool3DAdjoint, pooling.AvgPoolAdjoint, pooling.AvgPool3DAdjoint,
+    pooling.PoolScatter3D,
     pooling.PoolScatter, pooling.PoolGather, pooling.ScatterFlat, resample.ResampleAdjoint,
     resample.TakeAdjoint,
     shape.SumToSize, shape.UnfoldBackward, scan.ReverseCumsum, scan.ScatterAddAlong,

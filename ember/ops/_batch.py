@@ -123,9 +123,17 @@ def _promote_zero_dim(new, tensors):
 
 
 # ----- ops on trailing dims: the batch rides along in front ------------------------------
+def _without_x(cls, args):
+    """A pooling adjoint's arguments without the pooled input it may take last (an edge
+    for a zero second derivative, read by no forward: ``pooling._adjoint_in_x``)."""
+    n = getattr(cls, "n_args", None)
+    return args[:n] if n is not None else args
+
+
 def passthrough(cls, lvl, args, params):
     """Ops that act on trailing dims only (pooling windows, padding, triangles, NumPy's
     stacked linear algebra): the batch is one more leading dim."""
+    args = _without_x(cls, args)
     v = _only_first(cls, lvl, args)
     if any(_b().unwrap(a, lvl)[1] for a in params.values()):
         raise _b().NoRule(f"{cls._op_name} with a batched argument other than its input")
@@ -136,6 +144,7 @@ def pool_positions(cls, lvl, args, params):
     """Max pooling's adjoints (``(g, arg, geom)``, ``arg`` the raw array of each window's
     max position): trailing dims only, so the batch is one more leading dim; a per-sample
     ``arg`` (the pooling ran outside the vmap) is read for every sample (a stride-0 view)."""
+    args = _without_x(cls, args)
     v = _only_first(cls, lvl, args)
     arg = args[1]
     if isinstance(arg, Tensor) or not isinstance(arg, np.ndarray):

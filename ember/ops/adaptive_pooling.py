@@ -15,7 +15,7 @@ from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
 from ember.ops._util import reduced_float, scalar_type_name
-from ember.ops.pooling import GatherFlat, ScatterFlat, _as_2d
+from ember.ops.pooling import GatherFlat, ScatterFlat, _adjoint_in_x, _as_2d, _flat_in_x, _zero_in_x
 
 # the names torch also has at top level, with the same signature
 __all__ = ["adaptive_avg_pool1d"]
@@ -147,6 +147,7 @@ class AdaptiveAvgPool(Primitive):
     another class of result)."""
     _node_name = "AdaptiveAvgPool2DBackward0"
     batch = _batch.passthrough
+    save_inputs = (0,)  # as PyTorch's node: for a zero (not missing) second derivative
     # PyTorch's kernel sums half and bfloat16 windows in float32 and rounds once (its
     # 3-d kernel computes in their own dtype, each sum and division rounding)
     reduced_in_float32 = True
@@ -165,7 +166,7 @@ class AdaptiveAvgPool(Primitive):
         return y
 
     def backward(self, gy):
-        return AdaptiveAvgPoolAdjoint.apply(gy, self.S), None
+        return _adjoint_in_x(self, self.adjoint, (gy, self.S)), None
 
     jvp = _jvp.linear(0)
 
@@ -176,24 +177,38 @@ class AdaptiveAvgPool3D(AdaptiveAvgPool):
     reduced_in_float32 = False
 
 
+
 class AdaptiveAvgPoolAdjoint(Primitive):
     """``apply(g, S)``: each output's gradient spread evenly over its window in a
     plane of size ``S`` (the adjoint of :class:`AdaptiveAvgPool`)."""
     _node_name = "AdaptiveAvgPool2DBackwardBackward0"
     batch = _batch.passthrough
+    n_args = 2  # then the pooled input, under create_graph (``_adjoint_in_x``)
 
-    def forward(self, g, S):
+    def forward(self, g, S, x=None):
         nd = len(S)
         O = tuple(g.shape[g.ndim - nd:])
-        self.O = O
+        self.O, self.with_x = O, x is not None
         if reduced_float(g.dtype) or g.dtype == np.float16:
             return _adaptive_avg_adjoint_exact(g, S)
         return _separable(g, _avg_matrices(S, O, g.dtype, array_module(g)), transpose=True)
 
     def backward(self, gx):
-        return AdaptiveAvgPool.apply(gx, self.O), None
+        return (AdaptiveAvgPool.apply(gx, self.O), None) + _zero_in_x(self, gx)
 
     jvp = _jvp.linear(0)
+
+
+class AdaptiveAvgPool3DAdjoint(AdaptiveAvgPoolAdjoint):
+    """:class:`AdaptiveAvgPoolAdjoint` over three dims (PyTorch's 3-d node)."""
+    _node_name = "AdaptiveAvgPool3DBackwardBackward0"
+
+    def backward(self, gx):
+        return (AdaptiveAvgPool3D.apply(gx, self.O), None) + _zero_in_x(self, gx)
+
+
+AdaptiveAvgPool.adjoint = AdaptiveAvgPoolAdjoint
+AdaptiveAvgPool3D.adjoint = AdaptiveAvgPool3DAdjoint
 
 
 def _inexact(a, y):
@@ -239,11 +254,13 @@ class AdaptiveMaxPool(Primitive):
     _node_name = "AdaptiveMaxPool2DBackward0"
     batch = _batch.passthrough
 
+    save_inputs = (0,)  # as PyTorch's node: for a zero (not missing) second derivative
+
     def _hook_saves(self, args, out):
-        """PyTorch's node saves the input and the indices, for saved-tensor hooks
-        (``Primitive._hook_saves``); backward then reads the indices their unpack gives."""
-        x = args[0]
-        return [(x, x._vc[0]), (_make(self.idx, False), None)]
+        """PyTorch's node saves the input (``save_inputs``) and the indices, for
+        saved-tensor hooks (``Primitive._hook_saves``); backward then reads the indices
+        their unpack gives."""
+        return [(_make(self.idx, False), None)]
 
     def forward(self, x, O):
         nd = len(O)
@@ -276,8 +293,8 @@ class AdaptiveMaxPool(Primitive):
         return out, self.idx
 
     def backward(self, gy, *_):
-        _, idx = self._saved_and_hooked(None, self.idx)[1]
-        return ScatterFlat.apply(gy, idx, self.S, True), None
+        (x,), (idx,) = self._saved_and_hooked(self.idx)
+        return _flat_in_x(self, ScatterFlat.apply(gy, idx, self.S, True), x), None
 
 
 class AdaptiveMaxPool3D(AdaptiveMaxPool):
@@ -376,11 +393,12 @@ class FractionalMaxPool(Primitive):
     n_outputs = 2
     differentiable_outputs = (0,)
     _node_name = "FractionalMaxPool2DBackward0"
+    save_inputs = (0,)  # as PyTorch's node: for a zero (not missing) second derivative
 
     def _hook_saves(self, args, out):
-        """PyTorch's node saves the input and the indices, for saved-tensor hooks."""
-        x = args[0]
-        return [(x, x._vc[0]), (_make(self.idx, False), None)]
+        """PyTorch's node saves the input (``save_inputs``) and the indices, for
+        saved-tensor hooks."""
+        return [(_make(self.idx, False), None)]
 
     def forward(self, x, samples, kernel_size, output_size):
         nd = len(kernel_size)
@@ -408,8 +426,9 @@ class FractionalMaxPool(Primitive):
         return out, self.idx
 
     def backward(self, gy, *_):
-        _, idx = self._saved_and_hooked(None, self.idx)[1]
-        return ScatterFlat.apply(gy, idx, self.S, True), None, None, None
+        (x,), (idx,) = self._saved_and_hooked(self.idx)
+        return (_flat_in_x(self, ScatterFlat.apply(gy, idx, self.S, True), x), None, None,
+                None)
 
     def jvp(self, t, *_):
         return GatherFlat.apply(t, self.idx, len(self.S)), None

@@ -20,7 +20,7 @@ from ember.backend import gemm as _gemm
 from ember.backend import threads as _threads
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch_nn
-from ember.ops.composite_node import transforming
+from ember.ops.composite_node import partial_inputs, transforming
 
 __all__ = []
 
@@ -553,6 +553,9 @@ class AttentionGrads(Primitive):
         saved = self.saved_tensors[:5]
         need = [i for i, e in enumerate(self._edges[:5]) if e is not None]
         with enable_grad():
+            saved = list(saved)
+            for i, t in zip(need, partial_inputs([saved[i] for i in need])):
+                saved[i] = t
             outs = self.node._backward_recorded(*saved)[:4]
             pairs = [(o, gg) for o, gg in zip(outs, ggs)
                      if o is not None and gg is not None and o.requires_grad]

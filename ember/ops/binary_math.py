@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from ember._factory import zeros_like
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
@@ -78,8 +79,9 @@ class Nextafter(Primitive):
 
     def backward(self, gy):
         # a step of one ulp is locally constant: gradient 1 for a (also at +-inf, where
-        # the step lands on the largest finite float), none for b
-        return gy, None
+        # the step lands on the largest finite float), zeros for b (PyTorch's
+        # ``zeros_like``: a tensor, with no graph)
+        return gy, zeros_like(gy)
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise

@@ -89,10 +89,11 @@ class _MinMax(Primitive):
 
     def backward(self, gy):
         # (lazily: elementwise imports this module)
+        from ember.ops.arithmetic import DivScalar
         from ember.ops.elementwise import where
         a, b = self.saved_tensors
         tie = a == b
-        half = gy / 2
+        half = DivScalar.apply(gy, 2)
         # each side's gradient is zeroed only where it strictly loses: where either is
         # NaN (no order) both sides get the whole gradient, as PyTorch's formula does
         ga = where(tie, half, gy.masked_fill(self._loses(a, b), 0.0))

@@ -7,6 +7,7 @@ a holomorphic ``f`` passes ``grad * conj(f'(z))`` back.
 """
 import numpy as np
 
+from ember._factory import zeros_like
 from ember._tensor import Tensor, _Extra, _make
 from ember.autograd.node import Primitive
 from ember.backend import complex32 as _c32
@@ -149,7 +150,7 @@ class Angle(Primitive):
     def backward(self, gy):
         x, = self.saved_tensors
         if x._data.dtype.kind != "c":
-            return gy * 0
+            return zeros_like(gy)
         # d angle = (-y dx + x dy) / |z|^2, as one complex number i z / |z|^2
         a2 = (x.real * x.real + x.imag * x.imag)
         g = (gy / a2).masked_fill(a2 == 0, 0.0)

@@ -34,7 +34,7 @@ from ember.autograd.grad_mode import enable_grad, no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 
-__all__ = ["CompositeNode", "call", "one_node", "named_nodes", "nodes"]
+__all__ = ["CompositeNode", "call", "one_node", "named_nodes", "nodes", "partial_inputs"]
 
 # the modules whose import defines CompositeNode subclasses (see ``nodes``)
 _DEFINED_IN = ("ember.ops.activation_nodes", "ember.ops.embedding", "ember.ops.dropout",
@@ -61,6 +61,9 @@ class CompositeNode(Primitive):
     """Base of the one-node ops over ember composites (see the module docstring)."""
     _base_class = True
     composite = None
+    # the positions of inputs in which the op is linear, and whose PyTorch node's double
+    # backward still lists them (zeros, not None, as their second derivative)
+    flat_in = ()
 
     def forward(self, *args, **params):
         self._plain = [None if _is_array(a) else a for a in args]
@@ -98,6 +101,9 @@ class CompositeNode(Primitive):
                 for i in type(self).save_inputs:
                     if isinstance(args[i], Tensor):
                         args[i] = args[i].detach().requires_grad_(i in need)
+            else:
+                for i, t in zip(need, partial_inputs([args[i] for i in need])):
+                    args[i] = t
             out = type(self).composite(*args, **self.params)
             if not need or not out.requires_grad:
                 return (None,) * len(args)
@@ -105,8 +111,30 @@ class CompositeNode(Primitive):
                           allow_unused=True)
         result = [None] * len(args)
         for i, g in zip(need, grads):
+            if create and i in type(self).flat_in and g is not None:
+                g = _flat_in(g, args[i])
             result[i] = g
         return tuple(result)
+
+
+def _flat_in(g, x):
+    """``g``, marked as a function of ``x`` with a zero derivative (see ``flat_in``)."""
+    from ember.ops.unary import _ZerosLikeOf
+    return g + _ZerosLikeOf.apply(g, x) if x._requires_grad else g
+
+
+def partial_inputs(tensors):
+    """``tensors`` ready for an ``autograd.grad`` that must give partial derivatives.
+
+    ``autograd.grad`` gives total derivatives: where one input was computed from another
+    (``solve_triangular(A, solve_triangular(A, B))`` recomputed on ``A`` and the inner
+    result; attention's saved gradient, a function of ``q``), the other's gradient would
+    also count the path through it. Then each becomes an alias of itself (PyTorch's
+    ``AliasBackward0``) that no other's history reaches; otherwise they are returned as
+    they are (leaves, or a single tensor, cannot reach each other)."""
+    if len(tensors) > 1 and any(t.grad_fn is not None for t in tensors):
+        return [t[...] for t in tensors]
+    return list(tensors)
 
 
 def records_graph(*tensors):

@@ -3,6 +3,7 @@ remainder (Python's sign rule) and fmod (C's), elementwise with broadcasting."""
 
 import numpy as np
 
+from ember._factory import zeros_like
 from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
@@ -31,7 +32,7 @@ class FloorDivide(Primitive):
         return np.floor_divide(a, b)
 
     def backward(self, gy):
-        return gy * 0, gy * 0
+        return zeros_like(gy), zeros_like(gy)
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
@@ -61,7 +62,7 @@ class TruncDivide(Primitive):
         return np.where((a < 0) != (b < 0), -q, q).astype(np.result_type(a, b))
 
     def backward(self, gy):
-        return gy * 0, gy * 0
+        return zeros_like(gy), zeros_like(gy)
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise

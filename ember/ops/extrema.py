@@ -312,7 +312,7 @@ class _AmaxAmin(Primitive):
     def backward(self, gy):
         x, y = self.saved_tensors
         in_shape, axes, keepdim = self.meta
-        y = _keep(y, in_shape, axes, keepdim)
+        y = _keep(y, in_shape, axes, keepdim, view=True)
         mask = x == y
         if self.nan_ties:
             mask = mask | (y.isnan() & x.isnan())
@@ -320,7 +320,7 @@ class _AmaxAmin(Primitive):
         # underlying dim 0): each element is its own tie count, where sum(()) would count
         # over every dim
         count = mask.sum(axes, keepdim=True) if axes else mask
-        return _keep(gy, in_shape, axes, keepdim) / count * mask, None, None
+        return _keep(gy, in_shape, axes, keepdim, view=True) / count * mask, None, None
 
     def jvp(self, t, *_):
         return _jvp.reduced(self, t, self.meta[1], self.meta[2])

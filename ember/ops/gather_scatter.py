@@ -22,6 +22,7 @@ from ember.ops._util import (
     with_out_apart,
     wrap_dim,
 )
+from ember.ops.arithmetic import MulScalar
 from ember.ops.indexing import transforming
 
 __all__ = ["gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add",
@@ -520,8 +521,8 @@ class IndexAdd(Primitive):
         g_src = None
         if self._edges[1] is not None:
             g_src = _shaped(IndexSelect.apply(gy, idx, dim), src_shape)
-            if alpha != 1:
-                g_src = g_src * alpha
+            if alpha != 1:  # PyTorch's maybe_multiply: mul.Scalar (MulBackward1)
+                g_src = MulScalar.apply(g_src, alpha)
         return gy, g_src, None, None, None
 
     jvp = _jvp.linear(0, 1)

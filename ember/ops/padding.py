@@ -71,6 +71,7 @@ class _Pad(CompositeNode):
     the number of padded dims, over the input (ember gathers the padded positions one
     dim at a time underneath)."""
     save_inputs = (0,)
+    flat_in = (0,)
 
     @staticmethod
     def composite(input, pad, mode):

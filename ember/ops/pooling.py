@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ember._factory import zeros_like
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
@@ -164,17 +165,15 @@ class MaxPool(Primitive):
 
     def backward(self, gy, *_):
         if self._hook_at is None:
-            return _flat_in_x(self, PoolScatter.apply(gy, self.arg, self.g)), None
+            return _adjoint_in_x(self, self.adjoint, (gy, self.arg, self.g)), None
         # saved-tensor hooks packed the input and the indices: the gradient goes where the
         # indices their unpack gives back point (ember's own window positions when those
         # are unchanged)
         (x,), (flat,) = self._saved_and_hooked(None)
         if flat.shape == self.arg.shape and \
                 bool((flat == flat_indices(self.arg, self.g)).all()):
-            gx = PoolScatter.apply(gy, self.arg, self.g)
-        else:
-            gx = ScatterFlat.apply(gy, flat, self.g.S, True)
-        return _flat_in_x(self, gx, x), None
+            return _adjoint_in_x(self, self.adjoint, (gy, self.arg, self.g), x), None
+        return _flat_in_x(self, ScatterFlat.apply(gy, flat, self.g.S, True), x), None
 
     def jvp(self, t, _):
         return PoolGather.apply(t, self.arg, self.g)  # the tangent at each window's max
@@ -194,6 +193,35 @@ def _flat_in_x(node, gx, x=None):
         if x._requires_grad:
             return gx + _ZerosLikeOf.apply(gx, x)
     return gx
+
+
+def _adjoint_in_x(node, cls, args, x=None):
+    """``cls.apply(*args)``, the adjoint that is pooling's input gradient; under
+    create_graph also given the input ``x`` (``node``'s saved one when None), as PyTorch's
+    ``*BackwardBackward0`` node lists it: the adjoint's derivative in ``x`` is zeros (a
+    tensor, not None) with no other node in the graph. ``cls``'s forward takes ``x`` last
+    and its backward adds :func:`_zero_in_x`."""
+    if _grad_state.grad_enabled:
+        if x is None:
+            x = node.saved_tensors[0]
+        if x._requires_grad:
+            return cls.apply(*args, x)
+    return cls.apply(*args)
+
+
+def _plus_zero(a):
+    """``a + 0`` in place for a floating array: -0.0 becomes +0.0, as where PyTorch's
+    kernel adds into zeros (the recorded adjoints keep that; the plain pass's kernels
+    may leave -0.0)."""
+    if a.dtype.kind in "fc" or reduced_float(a.dtype):
+        a += 0
+    return a
+
+
+def _zero_in_x(node, gx):
+    """The gradient for an adjoint's last input ``x`` where :func:`_adjoint_in_x` gave
+    it (``node.with_x``): zeros of its shape, the adjoint's output's; else nothing."""
+    return (zeros_like(gx),) if node.with_x else ()
 
 
 def _as_int(mask, dtype):
@@ -285,9 +313,16 @@ class PoolScatter(Primitive):
     """Each window's gradient put at its max position (the adjoint of :class:`PoolGather`)."""
     _node_name = "MaxPool2DWithIndicesBackwardBackward0"
     batch = _batch.pool_positions
+    n_args = 3  # then the pooled input, under create_graph (``_adjoint_in_x``)
 
-    def forward(self, gy, arg, g):
-        self.arg, self.g = arg, g
+    def forward(self, gy, arg, g, x=None):
+        self.arg, self.g, self.with_x = arg, g, x is not None
+        out = self._scatter(gy, arg, g)
+        # recorded (create_graph): the positions that did not win hold +0.0, as PyTorch's
+        # (the plain pass's ``g * 0`` leaves -0.0 under a negative g)
+        return _plus_zero(out) if x is not None else out
+
+    def _scatter(self, gy, arg, g):
         xm = array_module(gy)
         disjoint = _disjoint(g)
         # a product with the 0/1 mask is the fast way to keep only the maxima, but an
@@ -335,7 +370,7 @@ class PoolScatter(Primitive):
         return buf
 
     def backward(self, gx):
-        return PoolGather.apply(gx, self.arg, self.g), None, None
+        return (PoolGather.apply(gx, self.arg, self.g), None, None) + _zero_in_x(self, gx)
 
     jvp = _jvp.linear(0)
 
@@ -412,7 +447,7 @@ class AvgPool(Primitive):
         return acc if acc.dtype == x.dtype else acc.astype(x.dtype)
 
     def backward(self, gy):
-        return _flat_in_x(self, AvgPoolAdjoint.apply(gy, self.g, self.div)), None, None
+        return _adjoint_in_x(self, self.adjoint, (gy, self.g, self.div)), None, None
 
     jvp = _jvp.linear(0)
     batch = _batch.passthrough
@@ -422,9 +457,10 @@ class AvgPoolAdjoint(Primitive):
     """Each window's gradient divided by ``div`` and spread over the window."""
     _node_name = "AvgPool2DBackwardBackward0"
     batch = _batch.passthrough
+    n_args = 3  # then the pooled input, under create_graph (``_adjoint_in_x``)
 
-    def forward(self, gy, g, div):
-        self.g, self.div = g, div
+    def forward(self, gy, g, div, x=None):
+        self.g, self.div, self.with_x = g, div, x is not None
         xm = array_module(gy)
         gd = gy / xm.asarray(div, dtype=gy.dtype)
         buf = xm.zeros(gy.shape[:gy.ndim - g.nd] + tuple(g.S), gy.dtype)
@@ -436,10 +472,10 @@ class AvgPoolAdjoint(Primitive):
                 buf[isl] = gd[osl]
             else:
                 buf[isl] += gd[osl]
-        return buf
+        return _plus_zero(buf) if self.with_x else buf
 
     def backward(self, gx):
-        return AvgPool.apply(gx, self.g, self.div), None, None
+        return (AvgPool.apply(gx, self.g, self.div), None, None) + _zero_in_x(self, gx)
 
     jvp = _jvp.linear(0)
 
@@ -448,6 +484,26 @@ class AvgPool3D(AvgPool):
     """:class:`AvgPool` over three dims (PyTorch's 3-d node)."""
     _node_name = "AvgPool3DBackward0"
     kernel, refuses = "avg_pool3d_out_frame", "bIch"  # (no half loops in 3-d)
+
+
+class AvgPool3DAdjoint(AvgPoolAdjoint):
+    """:class:`AvgPoolAdjoint` over three dims (PyTorch's 3-d node)."""
+    _node_name = "AvgPool3DBackwardBackward0"
+
+    def backward(self, gx):
+        return (AvgPool3D.apply(gx, self.g, self.div), None, None) + _zero_in_x(self, gx)
+
+
+class PoolScatter3D(PoolScatter):
+    """:class:`PoolScatter` over three dims (PyTorch's 3-d node)."""
+    _node_name = "MaxPool3DWithIndicesBackwardBackward0"
+
+
+# each pooling's input gradient, the node PyTorch's double backward records
+MaxPool.adjoint = PoolScatter
+MaxPool3D.adjoint = MaxPool3DWithIndices.adjoint = PoolScatter3D
+AvgPool.adjoint = AvgPoolAdjoint
+AvgPool3D.adjoint = AvgPool3DAdjoint
 
 
 class GatherFlat(Primitive):

@@ -3,6 +3,7 @@ them (the special-cased small exponents here, SLEEF's vector pow and libm's for 
 rest in ``_pow_kernels``; docs/pow.md)."""
 import numpy as np
 
+from ember._factory import zeros_like
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
@@ -122,7 +123,7 @@ class PowScalar(Primitive):
         x, = self.saved_tensors
         c = self.c
         if c == 0:
-            return gy * 0, None
+            return zeros_like(gy), None
         if c == 1:
             return gy, None
         if c == 2:

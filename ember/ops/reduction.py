@@ -16,12 +16,14 @@ import types
 import numpy as np
 
 from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
 from ember.ops._util import cj, opmath, reduced_float, type_name, with_out, wrap_dim, wrap_dims
+from ember.ops.arithmetic import DivScalar
 
 __all__ = ["sum", "mean", "nansum", "nanmean", "prod", "all", "any", "count_nonzero",
            "return_types"]
@@ -81,9 +83,15 @@ def _keep_shape(in_shape, axes):
     return tuple(shape)
 
 
-def _keep(g, in_shape, axes, keepdim):
-    """A reduced tensor reshaped to keep its reduced dims (size 1), ready to broadcast."""
+def _keep(g, in_shape, axes, keepdim, view=False):
+    """A reduced tensor reshaped to keep its reduced dims (size 1), ready to broadcast;
+    recorded as PyTorch's formulas do: unsqueezes, or with ``view`` one view."""
     if keepdim or not axes:
+        return g
+    if not view and g._requires_grad and _grad_state.grad_enabled:
+        # recorded (create_graph): PyTorch's formulas unsqueeze each reduced dim in turn
+        for a in sorted(axes):
+            g = g.unsqueeze(a)
         return g
     return g.reshape(_keep_shape(in_shape, axes))
 
@@ -220,7 +228,7 @@ class Mean(Primitive):
         in_shape, axes, keepdim, dt = self.meta
         if gy._data.dtype != dt:
             gy = gy.to(FROM_NP[dt])
-        return _restore(gy / self.n, in_shape, axes, keepdim), None, None, None
+        return _restore(DivScalar.apply(gy, self.n), in_shape, axes, keepdim), None, None, None
 
     jvp = _jvp.linear(0)
     batch = _batch.dim_rule(1)

@@ -7,6 +7,7 @@ from math import prod
 import numpy as np
 
 from ember._tensor import Size, Tensor, _mode_active, _mode_recorder  # noqa: F401  (shape.Size)
+from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _wrap
 from ember.ops import _batch, _jvp, reinterpret
 from ember.ops._util import _sizes, wrap_dim, wrap_dims  # noqa: F401  (shape._sizes)
@@ -486,10 +487,20 @@ class Squeeze(_GradInShape, ViewPrimitive):
 
     def forward(self, x, dims):
         self.in_shape = shape = x.shape
+        self.dims = dims
         if len(dims) == 1:  # (the same shape as below, made by slicing)
             d = dims[0]
             return x.reshape(shape[:d] + shape[d + 1:])
         return x.reshape([s for i, s in enumerate(shape) if i not in dims])
+
+
+    def backward(self, gy):
+        if not _grad_state.grad_enabled:
+            return _GradInShape.backward(self, gy)
+        # recorded (create_graph): PyTorch's unsqueeze_to, one unsqueeze per squeezed dim
+        for d in sorted(d for d in self.dims if self.in_shape[d] == 1):
+            gy = gy.unsqueeze(d)
+        return gy, None
 
 
 class SqueezeDim(Squeeze):

@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 
 from ember._tensor import Tensor
+from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend import array_module
 from ember.backend import dtypes as _dt
@@ -54,6 +55,10 @@ class Where(Primitive):
         cond, = self._saved_and_hooked(self.cond)[1]  # as the hooks' unpack gives it
         c = _make(cond)
         e = self._edges
+        if gy._requires_grad and _grad_state.grad_enabled:
+            # recorded (create_graph): PyTorch's formula, ``where(cond, grad, 0)``
+            return (None, where(c, gy, 0.0) if e[1] is not None else None,
+                    where(c, 0.0, gy) if e[2] is not None else None)
         return (None,
                 gy.masked_fill(~c, 0.0) if e[1] is not None else None,
                 gy.masked_fill(c, 0.0) if e[2] is not None else None)

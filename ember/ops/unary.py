@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ember import backend as _backend
+from ember._factory import zeros_like
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _read_saved, _saved_inputs, _saved_output_array
@@ -54,6 +55,9 @@ from ember.ops.activations import (  # noqa: F401
     softplus,
     zero_curvature,
 )
+from ember.ops.arithmetic import AddScalar as _AddScalar
+from ember.ops.arithmetic import MulScalar as _MulScalar
+from ember.ops.arithmetic import SubScalar as _SubScalar
 from ember.ops.elementwise import where
 
 _SQRT_PI = math.sqrt(math.pi)
@@ -180,7 +184,9 @@ def _unary(name, fn, grad, save="x", floating=True, doc="", array_grad=None, rea
 
 
 def _zero_grad(gy, x, y):
-    return gy * 0
+    # zeros, as PyTorch's ``zeros_like(grad)``: no inf * 0 = nan, and no graph to
+    # differentiate again
+    return zeros_like(gy)
 
 
 def _erf_np(x):
@@ -235,19 +241,25 @@ neg = negative = _unary("Neg", _neg_np, lambda gy, x, y: -gy, save="", floating=
                         array_grad=lambda g, _: np.negative(g))
 exp = _unary("Exp", np.exp, lambda gy, x, y: gy * cj(y), save="y", doc="``e ** input``.",
              onnx="Exp", torchscript="exp", array_grad=lambda g, y: g * y)
-exp2 = _unary("Exp2", np.exp2, lambda gy, x, y: gy * cj(y) * math.log(2), save="y",
+exp2 = _unary("Exp2", np.exp2, lambda gy, x, y: _MulScalar.apply(gy * cj(y), math.log(2)),
+              save="y",
               torchscript="exp2")
-expm1 = _unary("Expm1", np.expm1, lambda gy, x, y: gy * cj(y + 1), save="y", torchscript="expm1")
+expm1 = _unary("Expm1", np.expm1, lambda gy, x, y: gy * cj(_AddScalar.apply(y, 1)),
+               save="y", torchscript="expm1")
 log = _unary("Log", np.log, lambda gy, x, y: gy / cj(x), doc="Natural logarithm.",
              onnx="Log", torchscript="log", array_grad=lambda g, x: g / x)
-log2 = _unary("Log2", np.log2, lambda gy, x, y: gy / cj(x * math.log(2)), torchscript="log2")
-log10 = _unary("Log10", np.log10, lambda gy, x, y: gy / cj(x * math.log(10)), torchscript="log10")
-log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / cj(x + 1), torchscript="log1p",
+log2 = _unary("Log2", np.log2, lambda gy, x, y: gy / cj(_MulScalar.apply(x, math.log(2))),
+              torchscript="log2")
+log10 = _unary("Log10", np.log10,
+               lambda gy, x, y: gy / cj(_MulScalar.apply(x, math.log(10))), torchscript="log10")
+log1p = _unary("Log1p", np.log1p, lambda gy, x, y: gy / cj(_AddScalar.apply(x, 1)),
+               torchscript="log1p",
                _node_name="Log1PBackward0")
-sqrt = _unary("Sqrt", np.sqrt, lambda gy, x, y: gy / cj(y * 2), save="y",
+sqrt = _unary("Sqrt", np.sqrt, lambda gy, x, y: gy / cj(_MulScalar.apply(y, 2)), save="y",
               onnx="Sqrt", torchscript="sqrt")
 neg.primitive.fused = "-{0}"  # one element, for the compile plan's fused loops
-rsqrt = _unary("Rsqrt", lambda x: 1 / np.sqrt(x), lambda gy, x, y: gy * cj(y.pow(3)) * -0.5,
+rsqrt = _unary("Rsqrt", lambda x: 1 / np.sqrt(x),
+               lambda gy, x, y: _MulScalar.apply(gy * cj(y.pow(3)), -0.5),
                save="y", doc="``1 / sqrt(input)``.", torchscript="rsqrt")
 square = _unary("Square", _square_np, lambda gy, x, y: gy * cj(x * 2), floating=False,
                 torchscript="square", _node_name="PowBackward0")  # PyTorch: pow(x, 2)
@@ -259,11 +271,14 @@ _sin_fw = sin.primitive.forward
 _cos_fw = cos.primitive.forward
 tan = _unary("Tan", np.tan, lambda gy, x, y: gy * cj(y * y + 1), save="y",
              onnx="Tan", torchscript="tan")
-asin = arcsin = _unary("Asin", np.arcsin, lambda gy, x, y: gy * cj((1 - x * x).rsqrt()),
+asin = arcsin = _unary("Asin", np.arcsin,
+                       lambda gy, x, y: gy * cj(_AddScalar.apply(-x * x, 1).rsqrt()),
                        onnx="Asin", torchscript="asin")
-acos = arccos = _unary("Acos", np.arccos, lambda gy, x, y: -gy * cj((1 - x * x).rsqrt()),
+acos = arccos = _unary("Acos", np.arccos,
+                       lambda gy, x, y: -gy * cj(_AddScalar.apply(-x * x, 1).rsqrt()),
                        onnx="Acos", torchscript="acos")
-atan = arctan = _unary("Atan", np.arctan, lambda gy, x, y: gy / cj(x * x + 1),
+atan = arctan = _unary("Atan", np.arctan,
+                       lambda gy, x, y: gy / cj(_AddScalar.apply(x * x, 1)),
                        onnx="Atan", torchscript="atan")
 sinh = _unary("Sinh", np.sinh, lambda gy, x, y: gy * cj(x.cosh()), onnx="Sinh", torchscript="sinh")
 cosh = _unary("Cosh", np.cosh, lambda gy, x, y: gy * cj(x.sinh()), onnx="Cosh", torchscript="cosh")
@@ -302,8 +317,8 @@ def _acosh_grad(gy, x, y):
     if x._data.dtype.kind == "c":
         # 1 / sqrt(z^2 - 1) would cut the plane on (-1, 1) and the imaginary axis, not on
         # acosh's own cut (-inf, 1): PyTorch's complex formula splits the root
-        return gy * cj((x - 1).rsqrt() * (x + 1).rsqrt())
-    return gy * (x * x - 1).rsqrt()
+        return gy * cj(_SubScalar.apply(x, 1).rsqrt() * _AddScalar.apply(x, 1).rsqrt())
+    return gy * _SubScalar.apply(x * x, 1).rsqrt()
 
 
 acosh = _unary("Acosh", np.arccosh, _acosh_grad,
@@ -312,15 +327,19 @@ atanh = _unary("Atanh", np.arctanh, lambda gy, x, y: gy / cj(1 - x * x),
                onnx="Atanh", torchscript="atanh")
 # the gradients' factors in PyTorch's order (each product rounds: another order gives
 # other last bits in float32 and float16)
-erf = _unary("Erf", _erf_np, lambda gy, x, y: (2 / _SQRT_PI) * (-x * x).exp() * gy,
+erf = _unary("Erf", _erf_np,
+             lambda gy, x, y: _MulScalar.apply((-x.pow(2)).exp(), 2 / _SQRT_PI) * gy,
              doc="The error function.", onnx="Erf", torchscript="erf", real="erf_vml_cpu")
-erfc = _unary("Erfc", _erfc_np, lambda gy, x, y: (-2 / _SQRT_PI) * (-x * x).exp() * gy,
+erfc = _unary("Erfc", _erfc_np,
+              lambda gy, x, y: _MulScalar.apply((-x.pow(2)).exp(), -2 / _SQRT_PI) * gy,
               torchscript="erfc", real="erfc_vml_cpu")
 reciprocal = _unary("Reciprocal", lambda x: 1 / x, lambda gy, x, y: -gy * cj(y * y), save="y",
                     doc="``1 / input``.", onnx="Reciprocal", torchscript="reciprocal")
-deg2rad = _unary("Deg2rad", np.deg2rad, lambda gy, x, y: gy * (math.pi / 180), save="",
+deg2rad = _unary("Deg2rad", np.deg2rad, lambda gy, x, y: _MulScalar.apply(gy, math.pi / 180),
+                 save="",
                  torchscript="deg2rad", _node_name="Deg2RadBackward0")
-rad2deg = _unary("Rad2deg", np.rad2deg, lambda gy, x, y: gy * (180 / math.pi), save="",
+rad2deg = _unary("Rad2deg", np.rad2deg, lambda gy, x, y: _MulScalar.apply(gy, 180 / math.pi),
+                 save="",
                  torchscript="rad2deg", _node_name="Rad2DegBackward0")
 floor = _unary("Floor", _no_bool("floor_vml_cpu", np.floor), _zero_grad, save="", floating=False,
                onnx="Floor", torchscript="floor",
@@ -437,7 +456,8 @@ def _erfinv_np(x):
 
 
 erfinv = _unary("Erfinv", _erfinv_np,
-                lambda gy, x, y: (_SQRT_PI / 2) * (y * y).exp() * gy, save="xy",
+                lambda gy, x, y: _MulScalar.apply(y.pow(2).exp(), _SQRT_PI / 2) * gy,
+                save="xy",
                 torchscript="erfinv", real="erfinv_vml_cpu")
 
 
@@ -523,7 +543,7 @@ class Round(Primitive):
         return np.round(x, decimals)
 
     def backward(self, gy):
-        return gy * 0, None
+        return zeros_like(gy), None
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
