@@ -351,9 +351,11 @@ trunc = fix = _unary("Trunc", _no_bool("trunc_vml_cpu", np.trunc), _zero_grad, s
                      floating=False, torchscript="trunc",
                      real_message="trunc is not supported for complex inputs")
 frac = _unary("Frac", _frac_np, lambda gy, x, y: gy, save="", floating=False, torchscript="frac")
+
+
 def _sgn_grad(gy, x, y):
     if x._data.dtype.kind != "c":
-        return gy * 0
+        return _zero_grad(gy, x, y)
     # sgn(z) = z / |z| is not holomorphic: PyTorch's sgn_backward,
     # (g - sgn^2 conj(g)) / (2 |z|), 0 at z = 0
     a = x.abs()
