@@ -7,7 +7,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
 from ember.ops._util import opmath_number, promote_arrays, refuse_dtype, with_out
-from ember.ops.arithmetic import _check_divisor, _reduced_scalar
+from ember.ops.arithmetic import _check_divisor, _numbers_wrapped, _reduced_scalar
 
 
 class FloorDivide(Primitive):
@@ -141,7 +141,7 @@ class DivFloor(FloorDivide):
 @with_out
 def floor_divide(input, other, *, out=None):
     """Division rounded toward negative infinity (Python's ``//``)."""
-    return FloorDivide.apply(input, other)
+    return FloorDivide.apply(_numbers_wrapped(input, other), other)
 
 
 @with_out
