@@ -203,3 +203,120 @@ def _report(samples=10 ** 6):
 if __name__ == "__main__":
     import sys
     _report(*(int(a) for a in sys.argv[1:]))
+
+
+# ----- what the reference inputs found, each checked on its own ----------------------------
+import itertools  # noqa: E402
+
+import ember  # noqa: E402
+import numpy as np  # noqa: E402
+
+_NUMBER_PAIRS = [(2.5, 1.5), (2, 3), (True, False), (2, 1.5), (2, 1j), (1.1, 3.3), (True, True),
+                 (-7, 2)]
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "true_divide", "floor_divide",
+                                  "multiply", "subtract", "divide", "rsub"])
+def test_two_python_numbers(name):
+    """``torch.add(2.5, 1.5)`` is a float32 tensor computed in float32 (the first number
+    is wrapped as a 0-d tensor of its default dtype), not NumPy's float64; rsub refuses."""
+    for a, b in _NUMBER_PAIRS:
+        for kw in ({}, {"rounding_mode": "floor"}) if name == "div" else ({},):
+            res = []
+            for m in (torch, ember):
+                try:
+                    r = getattr(m, name)(a, b, **kw)
+                    res.append((_name(r.dtype), repr(r.item())))
+                except Exception as e:  # noqa: BLE001 - the same refusal on both sides
+                    res.append(type(e).__name__)
+            assert res[0] == res[1], (name, a, b, kw, res)
+
+
+@pytest.mark.parametrize("shapes", [((), ()), ((3,), ()), ((3,), (1,)), ((2, 3), (2,))])
+def test_multi_margin_loss_none_shape(shapes):
+    """A (C) or 0-d input's 'none' loss has the target's shape, () or (1), as PyTorch's."""
+    xs, ts = shapes
+    x = np.linspace(-1, 2, int(np.prod(xs))).reshape(xs)
+    t = np.zeros(ts, dtype=np.int64)
+    out = []
+    for m in (torch, ember):
+        xx = m.tensor(x, requires_grad=True)
+        y = m.nn.functional.multi_margin_loss(xx, m.tensor(t), reduction="none")
+        g, = m.autograd.grad(y.sum(), xx)
+        out.append((tuple(y.shape), y.detach().numpy(), g.numpy()))
+    assert out[0][0] == out[1][0]
+    np.testing.assert_allclose(out[1][1], out[0][1])
+    np.testing.assert_allclose(out[1][2], out[0][2])
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("margin", [0, 1, 0.5])
+def test_margin_ranking_loss_integer_inputs(reduction, margin):
+    """The margin is a float in ATen's schema: integer inputs give a float32 loss."""
+    a, b, y = [[-8, 6], [9, 0]], [[1], [-5]], [[-4, 0]]
+    r = [m.nn.functional.margin_ranking_loss(m.tensor(a), m.tensor(b), m.tensor(y),
+                                             margin=margin, reduction=reduction)
+         for m in (torch, ember)]
+    assert _name(r[1].dtype) == _name(r[0].dtype) == "float32"
+    np.testing.assert_array_equal(r[1].numpy(), r[0].numpy())
+
+
+@pytest.mark.parametrize("name", ["addcmul", "addcdiv"])
+@pytest.mark.parametrize("dtypes", [("float32", "bfloat16", "float32"),
+                                    ("float64", "bfloat16", "float32"),
+                                    ("float64", "float32", "float32"),
+                                    ("float32", "float64", "float16"),
+                                    ("int64", "float32", "float32")])
+def test_addc_ops_compute_in_common_dtype(name, dtypes):
+    """addcmul/addcdiv compute in the three operands' common dtype: a bfloat16 factor is
+    not multiplied in bfloat16, a float32 quotient not rounded before a float64 sum."""
+    rng = np.random.default_rng(0)
+    arrays = [rng.uniform(1, 9, (3, 4)), rng.uniform(-9, 9, (3, 4)), rng.uniform(1, 9, (1, 4))]
+    if dtypes[0] == "int64":
+        arrays[0] = np.round(arrays[0])
+    res = []
+    for m in (torch, ember):
+        ts = [m.tensor(a).to(getattr(m, d)) for a, d in zip(arrays, dtypes)]
+        res.append(getattr(m, name)(*ts, value=3.14 if dtypes[0] != "int64" else 3))
+    assert _name(res[1].dtype) == _name(res[0].dtype)
+    np.testing.assert_allclose(res[1].double().numpy(), res[0].double().numpy(), rtol=2e-7)
+
+
+def test_igamma_large_a_ends():
+    """a = x = 1e20 (a reference input) took sqrt(a) steps; from a = 1e8 Temme's expansion
+    answers at once, agreeing with Cephes (scipy, whose asymptotic series with the full
+    coefficient table is exact there) near the diagonal, P + Q = 1."""
+    from scipy import special
+    a = np.repeat([1e8, 3.3e9, 1e12, 1e20, 1e30], 7)
+    x = a * (1 + np.tile([-1e-4, -3e-5, -1e-6, 0.0, 1e-6, 3e-5, 1e-4], 5) * (1e8 / a) ** 0.5)
+    p = ember.igamma(ember.tensor(a), ember.tensor(x)).numpy()
+    q = ember.igammac(ember.tensor(a), ember.tensor(x)).numpy()
+    np.testing.assert_allclose(p, special.gammainc(a, x), rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(q, special.gammaincc(a, x), rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(p + q, 1, rtol=1e-15)
+    assert ember.igamma(ember.tensor([1e20]), ember.tensor([1e20])).item() == 0.5
+
+
+@pytest.mark.parametrize("kind", ["both", "min", "max", "clamp_min", "clamp_max"])
+def test_clamp_tensor_bound_gradients_at_nan(kind):
+    """Each gradient of clamp with tensor bounds goes where its comparison holds
+    (PyTorch's clamp_backward_min_max): a NaN, in the input or a bound, sends none to a
+    bound; crossed bounds send all to max. Every triple of NaN, +-inf, -1, 0, 1."""
+    vals = [float("nan"), float("inf"), -float("inf"), -1.0, 0.0, 1.0]
+    cols = [np.array(c) for c in zip(*itertools.product(vals, repeat=3))]
+    res = []
+    for m in (torch, ember):
+        x, lo, hi = (m.tensor(v, requires_grad=True) for v in cols)
+        if kind == "both":
+            y, ins = m.clamp(x, lo, hi), [x, lo, hi]
+        elif kind == "min":
+            y, ins = m.clamp(x, min=lo), [x, lo]
+        elif kind == "max":
+            y, ins = m.clamp(x, max=hi), [x, hi]
+        else:
+            bound = lo if kind == "clamp_min" else hi
+            y, ins = getattr(m, kind)(x, bound), [x, bound]
+        grads = m.autograd.grad(y, ins, m.ones_like(y))
+        res.append([y.detach().numpy()] + [g.numpy() for g in grads])
+    for e, t in zip(res[1], res[0]):
+        np.testing.assert_array_equal(e, t)
