@@ -19,14 +19,18 @@ every reference sample (docs/differences.md).
 ``KNOWN`` lists the (op, dtype) pairs that still differ, each with its reason; each is
 asserted to still differ, so a pair that starts to agree must leave it.
 """
+import itertools
 import os
 import warnings
 
+import numpy as np
 import pytest
 import test_opinfo as T
 import torch
 from torch.testing._internal import common_utils
 from torch.testing._internal.opinfo import core as opinfo_core
+
+import ember
 
 SAMPLES = int(os.environ.get("OPINFO_REFERENCE_SAMPLES", 30))  # per op and dtype
 SHARED = 5  # the sample_inputs samples a reference generator usually starts with
@@ -206,11 +210,6 @@ if __name__ == "__main__":
 
 
 # ----- what the reference inputs found, each checked on its own ----------------------------
-import itertools  # noqa: E402
-
-import ember  # noqa: E402
-import numpy as np  # noqa: E402
-
 _NUMBER_PAIRS = [(2.5, 1.5), (2, 3), (True, False), (2, 1.5), (2, 1j), (1.1, 3.3), (True, True),
                  (-7, 2)]
 
