@@ -319,3 +319,19 @@ def test_clamp_tensor_bound_gradients_at_nan(kind):
         res.append([y.detach().numpy()] + [g.numpy() for g in grads])
     for e, t in zip(res[1], res[0]):
         np.testing.assert_array_equal(e, t)
+
+
+def test_nextafter_gradient_where_equal():
+    """nextafter's gradient for its input is 1, but 0 where input == other (the result is
+    other itself), as PyTorch's formula; broadcast operands included."""
+    inf, nan = float("inf"), float("nan")
+    a = [inf, inf, inf, -inf, -inf, nan, nan, 1.0, 1.0, 2.0, 0.0, -0.0]
+    b = [inf, -inf, nan, inf, -inf, inf, nan, 1.0, 2.0, 1.0, 0.0, 0.0]
+    res = []
+    for m in (torch, ember):
+        for x, y in ((a, b), ([[1.0], [2.0]], [1.0, 2.0, 3.0])):
+            x = m.tensor(x, dtype=m.float64, requires_grad=True)
+            out = m.nextafter(x, m.tensor(y, dtype=m.float64))
+            res.append(m.autograd.grad(out, x, m.ones_like(out))[0].numpy())
+    for e, t in zip(res[2:], res[:2]):
+        np.testing.assert_array_equal(e, t)

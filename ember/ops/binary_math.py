@@ -69,6 +69,7 @@ class Nextafter(Primitive):
     """The next float after ``a`` towards ``b``, in their promoted dtype."""
     broadcasts = True
     kernel, refuses = "nextafter_cpu", "biuc"  # floating types only
+    save_inputs = (0, 1)
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
@@ -77,8 +78,10 @@ class Nextafter(Primitive):
 
     def backward(self, gy):
         # a step of one ulp is locally constant: gradient 1 for a (also at +-inf, where
-        # the step lands on the largest finite float), none for b
-        return gy, None
+        # the step lands on the largest finite float), none for b; where a == b the result
+        # is b itself and PyTorch's formula gives a none either
+        a, b = self.saved_tensors
+        return gy.masked_fill(a == b, 0), None
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
