@@ -317,7 +317,12 @@ def _igamma_temme(a, x, upper):
     erfc = np.frompyfunc(math.erfc, 1, 1)
     sign = 1.0 if upper else -1.0
     head = 0.5 * erfc(sign * eta * np.sqrt(a / 2)).astype(np.float64)
-    return head + sign * np.exp(-0.5 * a * eta * eta) * total / np.sqrt(2 * np.pi * a)
+    with np.errstate(invalid="ignore", over="ignore"):
+        weight = np.exp(-0.5 * a * eta * eta)
+        # far from the diagonal the weight underflows to 0 while the truncated C_1 may be
+        # infinite (x / a rounds to 0): the term is 0 there, not 0 * inf
+        tail = np.where(weight == 0, 0.0, weight * total / np.sqrt(2 * np.pi * a))
+    return head + sign * tail
 
 
 def igamma(a, x, upper=False):
