@@ -267,13 +267,20 @@ def _sample_inputs(op, dtype, grad):
             return
 
 
-def _samples(op, dtype, grad, samples=None):
-    limit = max(SAMPLES if samples is None else samples, DEEPER.get(_key(op), 0))
+def _samples(op, dtype, grad, samples=None, generator="sample_inputs"):
+    """The first samples of ``op`` in ``dtype`` from the OpInfo generator named
+    ``generator`` (``sample_inputs``, or ``reference_inputs``: the larger, harder set),
+    with the random stream seeded so that both generators start alike."""
+    limit = SAMPLES if samples is None else samples
+    if generator == "sample_inputs":
+        limit = max(limit, DEEPER.get(_key(op), 0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.manual_seed(0)
         out = []
-        for s in _sample_inputs(op, dtype, grad):
+        gen = _sample_inputs(op, dtype, grad) if generator == "sample_inputs" else \
+            getattr(op, generator)("cpu", dtype, requires_grad=grad)
+        for s in gen:
             out.append(s)
             if len(out) == limit:
                 break
@@ -287,63 +294,77 @@ def _real_grad_output(out):
     return np.linspace(-1, 1, out.numel()).reshape(out.shape)
 
 
-def check_op(op, dtypes=None, compare=None, samples=None, grad_output=_real_grad_output,
-             check_grad=None):
+def check_op(op, dtypes=None, compare=None, samples=None, inputs=None,
+             grad_output=_real_grad_output, check_grad=None):
     """Run ``op``'s samples in ember and torch; raise AssertionError on a difference.
 
     ``dtypes`` replaces the dtypes tried (``_dtypes(op)``), ``samples`` the number of
     samples per dtype (``SAMPLES``); ``compare(e, t, key, what, sample, j)`` replaces
     ``_compare`` for output ``j`` (the sample lets a judge recompute torch's result in
-    another dtype); ``grad_output(torch_output)`` gives the NumPy ``grad_output`` of each
-    differentiable output, or None to leave that output out of the backward pass;
-    ``check_grad`` replaces ``_check_grad``, the gradient comparison run on each float64
-    and complex128 sample (test_opinfo_gradgrad.py's second order)."""
-    key = _key(op)
+    another dtype); ``inputs(op, dtype, grad)`` replaces the samples (``_samples``): a
+    list of ``(index, sample)`` pairs; ``grad_output(torch_output)`` gives the NumPy
+    ``grad_output`` of each differentiable output, or None to leave that output out of
+    the backward pass; ``check_grad`` replaces ``_check_grad``, the gradient comparison
+    run on each float64 and complex128 sample (test_opinfo_gradgrad.py's second order)."""
     fn = _ember_fn(op)
     checked = 0
     for dtype in _dtypes(op) if dtypes is None else dtypes:
         grad = dtype in (torch.float64, torch.complex128) and op.supports_autograd
-        for i, s in enumerate(_samples(op, dtype, grad, samples)):
-            where = f"{key} {dtype} sample {i}"
-            e_in, e_args, e_kw = _to_ember(s.input), _to_ember(s.args), _to_ember(s.kwargs)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                try:
-                    t_out = op.op(s.input, *s.args, **s.kwargs)
-                except Exception:  # noqa: BLE001 - then ember must refuse too
-                    refused = False
-                    try:
-                        fn(e_in, *e_args, **e_kw)
-                    except Exception:  # noqa: BLE001 - any error, as torch's types vary
-                        refused = True
-                    assert refused, f"{where}: torch raised, ember did not"
-                    continue
-                try:
-                    e_out = fn(e_in, *e_args, **e_kw)
-                except Exception as err:  # noqa: BLE001 - reported as a difference
-                    raise AssertionError(f"{where}: ember raised {type(err).__name__}: "
-                                         f"{err}") from err
-            if op.name in SIGN_FREE:
-                t_flat, e_flat = (_flat(s.output_process_fn_grad(o)) for o in (t_out, e_out))
-            else:
-                t_flat, e_flat = _flat(t_out), _flat(e_out)
-            assert len(e_flat) == len(t_flat), f"{where}: {len(e_flat)} outputs != " \
-                f"{len(t_flat)}"
-            random = RANDOM_SAMPLE.get(op.name, lambda s: False)(s)
-            for j, (a, b) in enumerate(zip(e_flat, t_flat)):
-                if random and isinstance(b, torch.Tensor):
-                    a, b = ember.zeros_like(a), torch.zeros_like(b)
-                if compare is None:
-                    _compare(a, b, key, f"{where} output {j}")
-                else:
-                    compare(a, b, key, f"{where} output {j}", s, j)
-            checked += 1
-            if grad and not random:
-                if op.name in TORCH_WRONG_GRAD:
-                    t_out = TORCH_WRONG_GRAD[op.name](s.input, *s.args, **s.kwargs)
-                (check_grad or _check_grad)(s, t_out, e_out, (s.input, s.args, s.kwargs),
-                                            (e_in, e_args, e_kw), where, grad_output)
+        if inputs is None:
+            numbered = enumerate(_samples(op, dtype, grad, samples))
+        else:
+            numbered = inputs(op, dtype, grad)
+        for i, s in numbered:
+            checked += check_sample(op, fn, s, dtype, grad, i, compare, grad_output,
+                                    check_grad)
     return checked
+
+
+def check_sample(op, fn, s, dtype, grad, i, compare=None, grad_output=_real_grad_output,
+                 check_grad=None):
+    """Run sample ``i`` of ``op`` (``fn`` in ember) in ember and torch; raise
+    AssertionError on a difference (``compare``, ``grad_output``, ``check_grad`` as
+    ``check_op``'s). Returns 1 when outputs were compared, 0 when both refused."""
+    key = _key(op)
+    where = f"{key} {dtype} sample {i}"
+    e_in, e_args, e_kw = _to_ember(s.input), _to_ember(s.args), _to_ember(s.kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            t_out = op.op(s.input, *s.args, **s.kwargs)
+        except Exception:  # noqa: BLE001 - then ember must refuse too
+            refused = False
+            try:
+                fn(e_in, *e_args, **e_kw)
+            except Exception:  # noqa: BLE001 - any error, as torch's types vary
+                refused = True
+            assert refused, f"{where}: torch raised, ember did not"
+            return 0
+        try:
+            e_out = fn(e_in, *e_args, **e_kw)
+        except Exception as err:  # noqa: BLE001 - reported as a difference
+            raise AssertionError(f"{where}: ember raised {type(err).__name__}: "
+                                 f"{err}") from err
+    if op.name in SIGN_FREE:
+        t_flat, e_flat = (_flat(s.output_process_fn_grad(o)) for o in (t_out, e_out))
+    else:
+        t_flat, e_flat = _flat(t_out), _flat(e_out)
+    assert len(e_flat) == len(t_flat), f"{where}: {len(e_flat)} outputs != " \
+        f"{len(t_flat)}"
+    random = RANDOM_SAMPLE.get(op.name, lambda s: False)(s)
+    for j, (a, b) in enumerate(zip(e_flat, t_flat)):
+        if random and isinstance(b, torch.Tensor):
+            a, b = ember.zeros_like(a), torch.zeros_like(b)
+        if compare is None:
+            _compare(a, b, key, f"{where} output {j}")
+        else:
+            compare(a, b, key, f"{where} output {j}", s, j)
+    if grad and not random:
+        if op.name in TORCH_WRONG_GRAD:
+            t_out = TORCH_WRONG_GRAD[op.name](s.input, *s.args, **s.kwargs)
+        (check_grad or _check_grad)(s, t_out, e_out, (s.input, s.args, s.kwargs),
+                                    (e_in, e_args, e_kw), where, grad_output)
+    return 1
 
 
 def _grad_pairs(s, t_out, e_out, t_inputs, e_inputs, where, grad_output=_real_grad_output):
@@ -375,9 +396,12 @@ def _check_grad(s, t_out, e_out, t_inputs, e_inputs, where, grad_output=_real_gr
     if found is None:
         return
     pairs, t_leaves, e_leaves, gos = found
-    tg = torch.autograd.grad([b for _, b in pairs], t_leaves,
-                             [torch.tensor(g, dtype=b.dtype) for g, (_, b) in zip(gos, pairs)],
-                             allow_unused=True)
+    try:
+        tg = torch.autograd.grad([b for _, b in pairs], t_leaves,
+                                 [torch.tensor(g, dtype=b.dtype) for g, (_, b) in zip(gos, pairs)],
+                                 allow_unused=True)
+    except RuntimeError as err:  # a difference to report, not the harness failing
+        raise AssertionError(f"{where}: torch's backward raised: {err}") from err
     eg = ember.autograd.grad([a for a, _ in pairs], e_leaves,
                              [ember.tensor(g, dtype=a.dtype) for g, (a, _) in zip(gos, pairs)],
                              allow_unused=True)

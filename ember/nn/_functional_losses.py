@@ -648,7 +648,8 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
                            f"but got sizes: input1: {input1.shape}, input2: {input2.shape}, "
                            f"target: {target.shape} ")
-    return _reduce(_AddScalar.apply(-target * (input1 - input2), margin).clamp_min(0),
+    # the margin is a float, as in ATen's schema: integer inputs give a float loss
+    return _reduce(_AddScalar.apply(-target * (input1 - input2), float(margin)).clamp_min(0),
                    reduction)
 
 

@@ -278,6 +278,53 @@ def _igammac_cf(a, x):
     return np.exp(_log_prefactor(a, x)) * h
 
 
+# Temme's uniform expansion Q(a, x) = erfc(eta sqrt(a/2)) / 2 + e^(-a eta^2/2) /
+# sqrt(2 pi a) * sum_k C_k(eta) a^-k: Taylor coefficients of C_1 and C_2 (Cephes' igam.h)
+_TEMME_C1 = (-1.8518518518518519e-3, -3.4722222222222222e-3, 2.6455026455026455e-3)
+_TEMME_C2 = 4.1335978835978836e-3
+_TEMME_C0 = (-1 / 3, 1 / 12, -2 / 135, 1 / 864, 1 / 2835)
+_TEMME_FROM = 1e8  # from here the series' and the fraction's sqrt(a) terms cost too much
+
+
+def _log1pmx(s):
+    """log(1 + s) - s, by its series where the difference would cancel."""
+    out = np.empty_like(s)
+    small = np.abs(s) < 0.01
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[~small] = np.log1p(s[~small]) - s[~small]
+    ss = s[small]
+    acc = np.zeros_like(ss)
+    for k in range(12, 1, -1):
+        acc = acc * ss + (-1) ** (k + 1) / k
+    out[small] = acc * ss * ss
+    return out
+
+
+def _igamma_temme(a, x, upper):
+    """P or Q for a >= 1e8 by Temme's expansion: C_0 exactly (1/mu - 1/eta, its Taylor
+    series near eta = 0), C_1 and C_2 from their leading terms, whose omitted parts are
+    below 1e-16 once divided by a and a^2."""
+    mu = (x - a) / a
+    eta = np.sign(mu) * np.sqrt(-2 * _log1pmx(mu))
+    c0 = np.zeros_like(eta)
+    near = np.abs(eta) < 1e-3
+    for c in reversed(_TEMME_C0):
+        c0[near] = c0[near] * eta[near] + c
+    far = ~near
+    c0[far] = 1 / mu[far] - 1 / eta[far]
+    c1 = _TEMME_C1[0] + eta * (_TEMME_C1[1] + eta * _TEMME_C1[2])
+    total = c0 + (c1 + _TEMME_C2 / a) / a
+    erfc = np.frompyfunc(math.erfc, 1, 1)
+    sign = 1.0 if upper else -1.0
+    head = 0.5 * erfc(sign * eta * np.sqrt(a / 2)).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        weight = np.exp(-0.5 * a * eta * eta)
+        # far from the diagonal the weight underflows to 0 while the truncated C_1 may be
+        # infinite (x / a rounds to 0): the term is 0 there, not 0 * inf
+        tail = np.where(weight == 0, 0.0, weight * total / np.sqrt(2 * np.pi * a))
+    return head + sign * tail
+
+
 def igamma(a, x, upper=False):
     """Regularised incomplete gamma: P(a, x) (``upper=False``) or Q(a, x)."""
     a, x = np.broadcast_arrays(_f64(a), _f64(x))
@@ -293,6 +340,10 @@ def igamma(a, x, upper=False):
     inf_a = valid & (a == np.inf) & (x < np.inf) & (x > 0)
     out[inf_a] = 0.0 if lower else 1.0
     body = valid & (a > 0) & (x > 0) & np.isfinite(a) & np.isfinite(x)
+    temme = body & (a >= _TEMME_FROM)
+    if temme.any():
+        out[temme] = _igamma_temme(a[temme], x[temme], upper)
+        body &= ~temme
     ser = body & (x < a + 1)
     cf = body & ~ser
     if ser.any():

@@ -612,9 +612,24 @@ _mul = Mul.binary_function()
 _div = Div.binary_function()
 
 
+_NUMBERS = frozenset((bool, int, float, complex))
+
+
+def _numbers_wrapped(input, other):
+    """``input`` as PyTorch's arithmetic functions take it when both operands are Python
+    numbers (``torch.add(2.5, 1.5)``): a 0-d tensor of its default dtype, so that the
+    result is a float32 tensor computed in float32 for floats (int64 for ints, bool for
+    bools, complex64 for a complex), not NumPy's float64."""
+    if type(input) in _NUMBERS and type(other) in _NUMBERS:
+        from ember._factory import tensor
+        return tensor(input)
+    return input
+
+
 # add/sub/mul/div write out= themselves: with_out's extra call costs 10-20% of a small op
 def add(input, other, *, alpha=1, out=None):
     """``input + alpha * other``, broadcasting, with PyTorch's type promotion."""
+    input = _numbers_wrapped(input, other)
     if type(alpha) is int and alpha == 1:
         result = _add(input, other)
     else:
@@ -624,6 +639,7 @@ def add(input, other, *, alpha=1, out=None):
 
 def sub(input, other, *, alpha=1, out=None):
     """``input - alpha * other``."""
+    input = _numbers_wrapped(input, other)
     if type(alpha) is int and alpha == 1:
         result = _sub(input, other)
     else:
@@ -637,7 +653,7 @@ subtract = sub
 
 def mul(input, other, *, out=None):
     """Elementwise product."""
-    result = _mul(input, other)
+    result = _mul(_numbers_wrapped(input, other), other)
     return result if out is None else write_out(result, out, "mul")
 
 
@@ -646,6 +662,7 @@ multiply = mul
 
 def div(input, other, *, rounding_mode=None, out=None):
     """True division (integers give floats), or rounded with ``'trunc'`` or ``'floor'``."""
+    input = _numbers_wrapped(input, other)
     if rounding_mode is None:
         result = _div(input, other)
     elif rounding_mode == "floor":
@@ -667,7 +684,7 @@ divide = div
 @with_out
 def true_divide(dividend, divisor, *, out=None):
     """True division."""
-    return Div.apply(dividend, divisor)
+    return Div.apply(_numbers_wrapped(dividend, divisor), divisor)
 
 
 def rsub(input, other, *, alpha=1):

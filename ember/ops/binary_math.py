@@ -71,6 +71,7 @@ class Nextafter(Primitive):
     """The next float after ``a`` towards ``b``, in their promoted dtype."""
     broadcasts = True
     kernel, refuses = "nextafter_cpu", "biuc"  # floating types only
+    save_inputs = (0, 1)
 
     def forward(self, a, b):
         a, b = promote_arrays(a, b)
@@ -79,9 +80,11 @@ class Nextafter(Primitive):
 
     def backward(self, gy):
         # a step of one ulp is locally constant: gradient 1 for a (also at +-inf, where
-        # the step lands on the largest finite float), zeros for b (PyTorch's
-        # ``zeros_like``: a tensor, with no graph)
-        return gy, zeros_like(gy)
+        # the step lands on the largest finite float) except where a == b (the result
+        # is b itself: PyTorch gives 0 there), zeros for b (PyTorch's ``zeros_like``: a
+        # tensor, with no graph)
+        a, b = self.saved_tensors
+        return gy.masked_fill(a == b, 0), zeros_like(gy)
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise

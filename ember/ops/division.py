@@ -14,7 +14,7 @@ from ember.ops._util import (
     tensor_operands,
     with_out,
 )
-from ember.ops.arithmetic import _check_divisor, _reduced_scalar
+from ember.ops.arithmetic import _check_divisor, _numbers_wrapped, _reduced_scalar
 
 
 class FloorDivide(Primitive):
@@ -148,7 +148,7 @@ class DivFloor(FloorDivide):
 @with_out
 def floor_divide(input, other, *, out=None):
     """Division rounded toward negative infinity (Python's ``//``)."""
-    return FloorDivide.apply(input, other)
+    return FloorDivide.apply(_numbers_wrapped(input, other), other)
 
 
 @with_out

@@ -593,6 +593,7 @@ class MultiMarginLoss(Primitive):
         xp = array_module(x)
         x2 = x.reshape(1, -1) if x.ndim < 2 else x
         n, c = x2.shape
+        shape = t.shape if x.ndim < 2 else (n,)  # a (C) input's 'none' loss has the target's
         t = t.reshape(-1)
         rows = xp.arange(n)
         with np.errstate(invalid="ignore"):
@@ -608,7 +609,7 @@ class MultiMarginLoss(Primitive):
         loss = zz.sum(1) / c
         self.t, self.mask, self.wy, self.p, self.margin = t, mask, wy, p, margin
         self.reduction, self.nc = reduction, (n, c)
-        return _reduce_array(loss, reduction)   # a (C) input's 'none' loss is (1), as PyTorch's
+        return _reduce_array(loss.reshape(shape), reduction)  # shape, (1) or (), as PyTorch's
 
     def backward(self, gy):
         x, = self.saved_tensors

@@ -189,6 +189,17 @@ def _check_tensors(op, tensor1, tensor2):
                             f"not {type(t).__name__}")
 
 
+def _in_common_dtype(x, t1, t2):
+    """The three operands in their PyTorch result dtype, in which addcmul and addcdiv
+    compute: a bfloat16 factor times a float32 one is a float32 product, and a float32
+    quotient added to float64 is a float64 one, not rounded to float32 first."""
+    if x.dtype == t1.dtype == t2.dtype:
+        return x, t1, t2
+    from ember._tensor import _make
+    dt = _dt.result_type_of(_make(x, False), _make(t1, False), _make(t2, False)).np
+    return tuple(a if a.dtype == dt else a.astype(dt) for a in (x, t1, t2))
+
+
 class Addcmul(Primitive):
     """``x + value * t1 * t2`` in one node, as PyTorch's; computed as the products and
     the sum would be, one rounding each."""
@@ -199,6 +210,7 @@ class Addcmul(Primitive):
 
     def forward(self, x, t1, t2, value):
         self.value = value
+        x, t1, t2 = _in_common_dtype(x, t1, t2)
         dt = x.dtype
         if reduced_float(dt) and t1.dtype == dt and t2.dtype == dt:
             # PyTorch's kernel: float32, value * t1 then a fused multiply-add with t2 and
@@ -237,6 +249,7 @@ class Addcdiv(Primitive):
 
     def forward(self, x, t1, t2, value):
         self.value = value
+        x, t1, t2 = _in_common_dtype(x, t1, t2)
         dt = x.dtype
         if reduced_float(dt) and t1.dtype == dt and t2.dtype == dt:
             # PyTorch's kernel: x + value * t1 / t2 in float32, rounded to the dtype once

@@ -670,21 +670,25 @@ class ClampTensor(Primitive):
 
     def backward(self, gy):
         x, lo, hi = self.saved_tensors
+        # PyTorch's clamp_backward and clamp_backward_min_max: each gradient goes where its
+        # comparison holds, so a NaN (in x or in a bound) sends none to a bound
+        zero = gy.new_zeros(())
         keep = g_lo = g_hi = None
         if lo is not None:
             keep = x >= lo
-            g_lo = gy.masked_fill(keep, 0.0)
+            below_lo = x < lo
         if hi is not None:
             below = x <= hi
-            g_hi = gy.masked_fill(below, 0.0)
             keep = below if keep is None else keep & below
-            if lo is not None:
-                # where lo > hi the forward returns hi: all of the gradient goes there
-                crossed = lo > hi
-                g_lo = g_lo.masked_fill(crossed, 0.0)
-                g_hi = where(crossed, gy, g_hi)
-                keep = keep & ~crossed
-        return gy * keep, g_lo, g_hi
+            above_hi = x > hi
+        if lo is not None and hi is not None:
+            below_lo = below_lo & (lo < hi)
+            above_hi = above_hi | (hi < lo)  # where lo > hi the forward returns hi
+        if lo is not None:
+            g_lo = where(below_lo, gy, zero)
+        if hi is not None:
+            g_hi = where(above_hi, gy, zero)
+        return where(keep, gy, zero), g_lo, g_hi
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
