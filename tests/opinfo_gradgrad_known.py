@@ -47,9 +47,6 @@ KNOWN = {
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "cholesky_inverse": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "cholesky_solve": "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "clamp": "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "clamp_max": "graph: ember's formula is written with other ops than derivatives.yaml's",
-    "clamp_min": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "combinations":
         "graph: ember's formula writes a slice/select gradient with index_put (torch: *_backward)",
     "copysign": "graph: ember's formula is written with other ops than derivatives.yaml's",
