@@ -458,3 +458,36 @@ def test_circular_pad_runs_in_onnxruntime(pad, shape):
         want = torch.nn.functional.pad(torch.tensor(x), pad, mode="circular").numpy()
         np.testing.assert_array_equal(sess.run(None, {"x0": x})[0], want)
         np.testing.assert_array_equal(m(ember.tensor(x)).numpy(), want)
+
+
+@pytest.mark.parametrize("make", [
+    lambda nn: nn.MaxPool2d(3, stride=2, ceil_mode=True),
+    lambda nn: nn.MaxPool1d(3, stride=2, padding=1, ceil_mode=True),
+    lambda nn: nn.MaxPool3d(2, stride=2, dilation=2, ceil_mode=True),
+    lambda nn: nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True),
+    lambda nn: nn.AvgPool1d(2, stride=2, ceil_mode=True, count_include_pad=False),
+], ids=["max2d", "max1d_pad", "max3d_dil", "avg2d_pad", "avg1d"])
+def test_ceil_mode_pooling_keeps_its_mode_at_other_sizes(make):
+    """Saved and exported pooling takes the layer's ceil_mode, not whether the example's
+    size rounded up: traced at a size where ceil and floor agree (9), other sizes gave
+    one window fewer in torch.jit.load and onnxruntime."""
+    m = make(ember.nn)
+    nd = len(m.kernel_size) if isinstance(m.kernel_size, tuple) else \
+        int(type(m).__name__[-2])
+    shape = (1, 2) + (9,) * nd
+    traced = _roundtrip(m, shape, tuple((2, 2) + (n,) * nd for n in (8, 10, 11)))
+    buf = io.BytesIO()
+    axes = {0: "n", **{2 + i: f"s{i}" for i in range(nd)}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ember.onnx.export(m, ember.randn(*shape), buf, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": axes})
+    sess = ort.InferenceSession(buf.getvalue())
+    for n in (8, 10, 11):
+        x = np.random.default_rng(n).standard_normal((2, 2) + (n,) * nd).astype(np.float32)
+        with ember.no_grad():
+            want = m(ember.tensor(x)).numpy()
+        got = sess.run(None, {"x": x})[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert traced is not None

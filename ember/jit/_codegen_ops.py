@@ -21,7 +21,6 @@ from ember.ops import (
     masking,
     nn_fused,
     normalization,
-    pooling,
     power,
     reduction,
     rnn,
@@ -304,20 +303,6 @@ def _conv(em, node, x, w, b, g):
             "False, False, True, True)")
 
 
-@emits(pooling.MaxPool)
-def _max_pool(em, node, x, g):
-    if len(node.outputs) > 1:
-        raise NotImplementedError("jit codegen: max pooling with return_indices=True")
-    nd = g.nd
-    if nd not in (1, 2, 3):
-        raise NotImplementedError(f"jit codegen: {nd}-d max pooling")
-    floor = tuple((s + 2 * p - d * (k - 1) - 1) // st + 1
-                  for s, p, d, k, st in zip(g.S, g.lo, g.d, g.K, g.s))
-    ceil = tuple(int(o) for o in g.O) != floor
-    return (f"torch.max_pool{nd}d({em.e(x)}, {literal(tuple(g.K))}, {literal(tuple(g.s))}, "
-            f"{literal(tuple(g.lo))}, {literal(tuple(g.d))}, {literal(ceil)})")
-
-
 @emits(normalization.Normalize)
 def _batch_norm_train(em, node, x, w, b, axes, eps, stats):
     """Batch norm in training mode: ``torch.batch_norm(..., training=True, ...)``, which
@@ -446,17 +431,6 @@ def _rnn_call(em, node, *args):
         tail.append(literal(bool(batch_first)))
     res = em.tmp(f"torch.{node.op}({', '.join(head + tail)})")
     return [f"{res}[{i}]" for i in range(len(node.outputs))]
-
-
-@emits("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d")
-def _adaptive_avg(em, node, x, output_size):
-    nd = int(node.op[-2])
-    sizes = list(output_size) if isinstance(output_size, (tuple, list)) else \
-        [output_size] * nd
-    rank = len(node.inputs[0].shape)
-    parts = [f"{em.e(x)}.size({rank - nd + i})" if o is None else em.e(o)
-             for i, o in enumerate(sizes)]
-    return f"torch.{node.op}({em.e(x)}, [{', '.join(parts)}])"
 
 
 _UPSAMPLE = {"nearest": "upsample_nearest", "nearest-exact": "_upsample_nearest_exact",

@@ -9,6 +9,30 @@ def _ints(xs):
     return literal(tuple(int(v) for v in xs))
 
 
+@emits(pooling.MaxPool)
+def _max_pool(em, node, x, g):
+    if len(node.outputs) > 1:
+        raise NotImplementedError("jit codegen: max pooling with return_indices=True")
+    nd = g.nd
+    if nd not in (1, 2, 3):
+        raise NotImplementedError(f"jit codegen: {nd}-d max pooling")
+    # the layer's own ceil_mode (not whether the example's size rounded up: a size where
+    # both agree would save floor mode, and other sizes would lose their last window)
+    return (f"torch.max_pool{nd}d({em.e(x)}, {literal(tuple(g.K))}, {literal(tuple(g.s))}, "
+            f"{literal(tuple(g.lo))}, {literal(tuple(g.d))}, {literal(bool(g.ceil))})")
+
+
+@emits("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d")
+def _adaptive_avg(em, node, x, output_size):
+    nd = int(node.op[-2])
+    sizes = list(output_size) if isinstance(output_size, (tuple, list)) else \
+        [output_size] * nd
+    rank = len(node.inputs[0].shape)
+    parts = [f"{em.e(x)}.size({rank - nd + i})" if o is None else em.e(o)
+             for i, o in enumerate(sizes)]
+    return f"torch.{node.op}({em.e(x)}, [{', '.join(parts)}])"
+
+
 @emits(pooling.AvgPool, pooling.AvgPool3D)
 def _avg_pool(em, node, x, g, div):
     """``aten::avg_pool2d/3d``; a 1-d pooling runs as 2-d with a height of 1 in ember's

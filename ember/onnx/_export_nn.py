@@ -47,17 +47,19 @@ def _max_pool(g, node, x, geom, *rest):
     if len(node.outputs) > 1:
         # ONNX numbers the indices over the whole tensor, PyTorch within each plane
         raise UnsupportedOnnxExport("max pooling with return_indices=True")
-    floor = tuple((s + lo + hi - d * (k - 1) - 1) // st + 1 for s, lo, hi, d, k, st in
-                  zip(geom.S, geom.lo, geom.hi, geom.d, geom.K, geom.s))
-    ceil = int(tuple(int(o) for o in geom.O) != floor)
+    # PyTorch's padding on both sides and the layer's own ceil_mode, which ONNX's MaxPool
+    # reads as PyTorch does (a last window starting in the right padding is dropped), so
+    # that other spatial sizes (dynamic axes) pool as eager does; not the padding and
+    # rounding the example's size needed
+    lo = [int(v) for v in geom.lo]
     t = g.tensor(x)
     # ONNX pools (N, C, *spatial): an unbatched input gets its batch axis and loses it
     unbatched = _rank(x) == len(geom.K) + 1
     if unbatched:
         t = g.op("Unsqueeze", [t, _axes(g, [0])])
     y = g.op("MaxPool", [t], kernel_shape=[int(k) for k in geom.K],
-             strides=[int(s) for s in geom.s], pads=_conv_pads(geom),
-             dilations=[int(d) for d in geom.d], ceil_mode=ceil)
+             strides=[int(s) for s in geom.s], pads=lo + lo,
+             dilations=[int(d) for d in geom.d], ceil_mode=int(bool(geom.ceil)))
     return g.op("Squeeze", [y, _axes(g, [0])]) if unbatched else y
 
 
@@ -69,15 +71,13 @@ def _avg_pool(g, node, x, geom, div):
     if divisor_override is not None:
         raise UnsupportedOnnxExport("average pooling with divisor_override")
     lo = [int(v) for v in geom.lo]
-    floor = tuple((int(s) + 2 * p - int(k)) // int(st) + 1 for s, p, k, st in
-                  zip(geom.S, lo, geom.K, geom.s))
     t = g.tensor(x)
     unbatched = _rank(x) == len(geom.K) + 1
     if unbatched:
         t = g.op("Unsqueeze", [t, _axes(g, [0])])
     y = g.op("AveragePool", [t], kernel_shape=[int(k) for k in geom.K],
              strides=[int(s) for s in geom.s], pads=lo + lo,
-             ceil_mode=int(tuple(int(o) for o in geom.O) != floor),
+             ceil_mode=int(bool(geom.ceil)),  # the layer's (other sizes: dynamic axes)
              count_include_pad=int(bool(count_include_pad)))
     return g.op("Squeeze", [y, _axes(g, [0])]) if unbatched else y
 

@@ -25,6 +25,14 @@ from ember.ops.conv import (
     fold,
     unfold,
 )
+from ember.ops.lp_pool_unpool import (
+    lp_pool1d,
+    lp_pool2d,
+    lp_pool3d,
+    max_unpool1d,
+    max_unpool2d,
+    max_unpool3d,
+)
 from ember.ops.normalization import (
     batch_norm,
     group_norm,
@@ -37,18 +45,12 @@ from ember.ops.pooling import (
     avg_pool1d,
     avg_pool2d,
     avg_pool3d,
-    lp_pool1d,
-    lp_pool2d,
-    lp_pool3d,
     max_pool1d,
     max_pool1d_with_indices,
     max_pool2d,
     max_pool2d_with_indices,
     max_pool3d,
     max_pool3d_with_indices,
-    max_unpool1d,
-    max_unpool2d,
-    max_unpool3d,
 )
 from ember.ops.resample import (
     interpolate,

@@ -25,7 +25,7 @@ from ember.backend import fast_kernels as _fast_kernels
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
 from ember.ops._util import reduced_float, refuse_dtype, with_out
-from ember.ops.conv import Geom, ntuple
+from ember.ops.conv import Geom
 from ember.ops.unary import _ZerosLikeOf
 
 # the names torch also has at top level, with the same signature
@@ -769,76 +769,3 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     """3-D average pooling over (N, C, D, H, W) or (C, D, H, W)."""
     return _avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode,
                      count_include_pad, divisor_override)
-
-
-# ----- Lp pooling and unpooling ------------------------------------------------------
-
-def _lp_pool(nd, input, norm_type, kernel_size, stride, ceil_mode):
-    k = ntuple(kernel_size, nd, "kernel_size", "pooling")
-    out = _avg_pool(f"lp_pool{nd}d", nd, input.pow(norm_type), kernel_size, stride, 0,
-                    ceil_mode, True, None)
-    return (out.sign() * out.abs().relu()).mul(math.prod(k)).pow(1.0 / norm_type)
-
-
-def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
-    """1-D power-average pooling: ``(sum over window of x**p) ** (1/p)``."""
-    return _lp_pool(1, input, norm_type, kernel_size, stride, ceil_mode)
-
-
-def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
-    """2-D power-average pooling: ``(sum over window of x**p) ** (1/p)``."""
-    return _lp_pool(2, input, norm_type, kernel_size, stride, ceil_mode)
-
-
-def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
-    """3-D power-average pooling: ``(sum over window of x**p) ** (1/p)``."""
-    return _lp_pool(3, input, norm_type, kernel_size, stride, ceil_mode)
-
-
-def _max_unpool(name, nd, input, indices, kernel_size, stride, padding, output_size):
-    k = ntuple(kernel_size, nd, "kernel_size", "pooling")
-    s = k if stride is None else ntuple(stride, nd, "stride", "pooling")
-    p = ntuple(padding, nd, "padding", "pooling")
-    S = tuple(input.shape[-nd:])
-    default = tuple((a - 1) * si - 2 * pi + ki for a, si, pi, ki in zip(S, s, p, k))
-    if output_size is None:
-        out = default
-    else:
-        out = tuple(output_size)[-nd:]
-        if len(out) != nd:
-            raise ValueError(f"output_size should be a sequence containing {nd} or {nd + 2} "
-                             f"elements, but it has a length of '{len(tuple(output_size))}'")
-        for o, dflt, si in zip(out, default, s):
-            if not dflt - si < o < dflt + si:
-                raise ValueError(f"invalid output_size \"{list(out)}\" (dim {len(out)} must be "
-                                 f"between {[a - b for a, b in zip(default, s)]} and "
-                                 f"{[a + b for a, b in zip(default, s)]})")
-    if tuple(indices.shape) != tuple(input.shape):
-        raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor "
-                           f"({list(input.shape)}) but got indices tensor with shape: "
-                           f"{list(indices.shape)}")
-    idx = indices._data
-    if idx.size and (idx.min() < 0 or idx.max() >= math.prod(out)):
-        raise RuntimeError(f"Found an invalid max index: {int(idx.max())} (output volumes are "
-                           f"of size {'x'.join(map(str, out))}")
-    if nd == 1:  # PyTorch's 1-d unpooling is its 2-d kernel over a height of 1
-        return _as_2d(MaxUnpool.apply, input, idx[..., None, :], (1,) + out, False)
-    return (MaxUnpool3D if nd == 3 else MaxUnpool).apply(input, idx, out, False)
-
-
-def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
-    """The partial inverse of ``max_pool1d``: values put back at ``indices``, zeros elsewhere."""
-    return _max_unpool("max_unpool1d", 1, input, indices, kernel_size, stride, padding,
-                       output_size)
-
-
-def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
-    """The partial inverse of ``max_pool2d``: values put back at ``indices``, zeros elsewhere."""
-    return _max_unpool("max_unpool2d", 2, input, indices, kernel_size, stride, padding,
-                       output_size)
-
-
-def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
-    """The partial inverse of ``max_pool3d``: values put back at ``indices``, zeros elsewhere."""
-    return _max_unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding,
-                       output_size)
