@@ -493,7 +493,6 @@ class Squeeze(_GradInShape, ViewPrimitive):
             return x.reshape(shape[:d] + shape[d + 1:])
         return x.reshape([s for i, s in enumerate(shape) if i not in dims])
 
-
     def backward(self, gy):
         if not _grad_state.grad_enabled:
             return _GradInShape.backward(self, gy)
@@ -501,6 +500,10 @@ class Squeeze(_GradInShape, ViewPrimitive):
         for d in sorted(d for d in self.dims if self.in_shape[d] == 1):
             gy = gy.unsqueeze(d)
         return gy, None
+
+    # without a graph the gradient is the reshape above: its array form still applies
+    # (a class that defines ``backward`` otherwise drops the inherited one)
+    _array_grads = _GradInShape._array_grads
 
 
 class SqueezeDim(Squeeze):
