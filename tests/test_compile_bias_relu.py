@@ -9,6 +9,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from test_compile_codegen import _state_of, _train  # the same steps
 
 import ember
 from ember._compile import _buffers, _fused
@@ -24,24 +25,6 @@ def _net(m, width, depth=2, dtype=None):
         n_in = width
     net = nn.Sequential(*layers, nn.Linear(n_in, 6))
     return net if dtype is None else net.to(dtype)
-
-
-def _state_of(net):
-    return {k: torch.from_numpy(v.detach().numpy().copy()) for k, v in net.state_dict().items()}
-
-
-def _train(m, net, x, y, compiled, steps=4):
-    opt = m.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
-
-    def step(x):
-        opt.zero_grad()
-        loss = m.nn.functional.cross_entropy(net(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    run = m.compile(step) if compiled else step
-    losses = [run(x).detach().numpy().copy() for _ in range(steps)]
-    return losses, [p.detach().numpy().copy() for p in net.parameters()], run
 
 
 @pytest.fixture(autouse=True)
