@@ -339,3 +339,34 @@ def test_reductions_and_norms_accumulate_in_float32(dtype):
                                                              if a.ndim == 2 else np.abs(a))):
                 bad.append((dn, name))
     assert not bad, bad
+
+
+_C64_CALLS = {
+    "full": lambda T, v: T.full((2,), v, dtype=T.complex64),
+    "full_one": lambda T, v: T.full((1,), v, dtype=T.complex64),
+    "fill_": lambda T, v: T.zeros(2, dtype=T.complex64).fill_(v),
+    "masked_fill": lambda T, v: T.zeros(2, dtype=T.complex64).masked_fill(
+        T.tensor([True, False]), v),
+    "index_fill": lambda T, v: T.zeros(2, dtype=T.complex64).index_fill(0, T.tensor([0]), v),
+}
+
+
+@pytest.mark.parametrize("value", [1e40, -1e40, complex(1, 1e40), complex(float("nan"), 1e40),
+                                   4e38, float("inf"), complex(float("nan"), 1.0), 3e38,
+                                   complex(-float("inf"), 2.0)])
+@pytest.mark.parametrize("call", sorted(_C64_CALLS))
+def test_complex64_fill_values_convert_as_torch(call, value):
+    """A number written into a complex64 tensor converts as PyTorch's ``complex<float>``:
+    a finite part beyond float32's largest raises (ember had made it inf); NaN and the
+    infinities are values of the type; complex128 takes any float."""
+    fn = _C64_CALLS[call]
+    try:
+        want = fn(torch, value)
+    except RuntimeError as err:
+        assert "c10::complex<float> without overflow" in str(err)
+        with pytest.raises(RuntimeError, match=r"c10::complex<float> without overflow"):
+            fn(ember, value)
+        return
+    got = fn(ember, value)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert ember.full((2,), 1e300, dtype=ember.complex128).numpy()[0] == 1e300

@@ -179,6 +179,9 @@ def checked_scalar(value, np_dtype, complex_error=None):
             hi = _FLOAT_MAX[np_dtype] = float(np.finfo(np_dtype).max)
         if -hi <= value <= hi or value != value or abs(value) == float("inf"):
             return value
+    if kind == "c" and np_dtype.itemsize == 8 and tv is not bool and \
+            isinstance(value, (int, float, complex)):
+        _check_complex64(value)
     if kind == "c" or tv is bool or not isinstance(value, (int, float, complex)):
         return value
     if tv is complex or isinstance(value, complex):
@@ -211,6 +214,23 @@ def checked_scalar(value, np_dtype, complex_error=None):
     if bad:
         raise RuntimeError(f"value cannot be converted to type {name} without overflow")
     return value
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_complex64(value):
+    """PyTorch's conversion of a number to ``complex<float>``: a finite real or imaginary
+    part beyond float32's largest raises (NaN and the infinities pass)."""
+    try:
+        z = complex(value)
+    except OverflowError:  # an int past float64's range
+        raise RuntimeError("value cannot be converted to type c10::complex<float> without "
+                           "overflow") from None
+    for part in (z.real, z.imag):
+        if part == part and abs(part) != float("inf") and abs(part) > _FLOAT32_MAX:
+            raise RuntimeError("value cannot be converted to type c10::complex<float> "
+                               "without overflow")
 
 
 def checked_fill(value, np_dtype, numel):
