@@ -370,3 +370,27 @@ def test_complex64_fill_values_convert_as_torch(call, value):
     got = fn(ember, value)
     np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert ember.full((2,), 1e300, dtype=ember.complex128).numpy()[0] == 1e300
+
+
+@pytest.mark.parametrize("dtype", ["float32", "complex64", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("call", [
+    lambda T, d: T.zeros(2, dtype=d).add(T.ones(2, dtype=d), alpha=1e40),
+    lambda T, d: T.zeros(2, dtype=d).sub(T.ones(2, dtype=d), alpha=-3e38),
+    lambda T, d: T.zeros(2, dtype=d).add(T.ones(2, dtype=d), alpha=float("inf")),
+    lambda T, d: T.zeros(2, dtype=d).clamp(max=1e40),
+    lambda T, d: T.zeros(2, dtype=d).clamp(min=-float("inf"), max=float("inf")),
+], ids=["add_alpha", "sub_alpha", "alpha_inf", "clamp_max", "clamp_inf"])
+def test_alpha_and_bounds_convert_to_the_tensors_type(dtype, call):
+    """An ``alpha`` or a clamp bound converts to the tensor's type as PyTorch's: finite
+    beyond float32's (or complex64's parts') range raises (ember had computed inf in
+    float32 and complex64); float64 takes it."""
+    try:
+        want = call(torch, getattr(torch, dtype))
+    except Exception as err:  # noqa: BLE001 - ember must raise the same type
+        with pytest.raises(type(err)) as got:
+            call(ember, getattr(ember, dtype))
+        assert ("without overflow" in str(err)) == ("without overflow" in str(got.value))
+        return
+    got = call(ember, getattr(ember, dtype))
+    np.testing.assert_array_equal(got.to(ember.complex128).numpy(),
+                                  want.to(torch.complex128).numpy())

@@ -142,13 +142,17 @@ def opmath_number(ufunc, arr, s):
 
 def check_number_fits(value, dt):
     """Raise PyTorch's RuntimeError when the Python number ``value`` (an alpha, a bound, a
-    fill value) is finite but beyond the largest value of the float16/bfloat16 dtype
-    ``dt``: PyTorch refuses to convert it rather than make it infinite."""
+    fill value) is finite but beyond the largest value of the float32, float16, bfloat16
+    or complex64 dtype ``dt``: PyTorch refuses to convert it rather than make it
+    infinite."""
     name = getattr(dt, "name", None)
-    hi = _REDUCED_MAX.get(name)
+    if name == "complex64" and type(value) in (int, float, complex):
+        _check_complex64(value)
+        return
+    hi = _FLOAT32_MAX if name == "float32" else _REDUCED_MAX.get(name)
     if hi is not None and type(value) in (int, float) and abs(value) > hi and \
             abs(value) != float("inf"):
-        c_name = "c10::Half" if name == "float16" else "c10::BFloat16"
+        c_name = _C_TYPE_NAMES[name]
         raise RuntimeError(f"value cannot be converted to type {c_name} without overflow")
 
 

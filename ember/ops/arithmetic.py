@@ -185,8 +185,9 @@ class AddScaled(Primitive):
             return np.logical_or(a, np.logical_and(b, bool(alpha)))
         dt = getattr(a, "dtype", None)
         wider = _WIDER.get(dt)
+        if dt in _ALPHA_CHECKED or reduced_float(dt):
+            check_number_fits(alpha, dt)  # (PyTorch converts alpha to the result's type)
         if reduced_float(dt):
-            check_number_fits(alpha, dt)
             wider = np.float32  # bfloat16 as float16
             if type(b) in (float, int):
                 b = _to_reduced(b, dt)  # a number other is the dtype's value, like alpha
@@ -209,6 +210,8 @@ class AddScaled(Primitive):
 
 
 _WIDER = {np.dtype(np.float32): np.float64, np.dtype(np.float16): np.float32}
+# the dtypes whose range an alpha can exceed (float16 and bfloat16: ``reduced_float``)
+_ALPHA_CHECKED = frozenset((np.dtype(np.float32), np.dtype(np.complex64)))
 
 
 def _to_reduced(x, dt):
