@@ -6,23 +6,28 @@ Each NumPy call over a (32, 128) block costs about as much in dispatch as in ari
 and a strided slice (one gate of a (B, 4H) row) several times a contiguous one, so this
 loop lays the sequence out to need few calls, each over contiguous memory:
 
-- the gate pre-activations are kept gate-major, ``S`` (5, T, B, H), in slots ``g, c, i,
-  f, o`` (``c``: the step's previous cell state): a step's gate is a contiguous (B, H)
-  block, its three sigmoid gates three such blocks (one NumPy inner loop each), the cell
-  update's two products one call over (f, i) and (c, g), the backward's three products
-  with ``dc`` one call over (g, c, i); the input projection is computed gate by gate
-  straight into the slots;
+- the gate pre-activations are kept gate-major, ``S`` (5, T, B, H), in slots ``c, g, f,
+  i, o`` (``c``: the step's previous cell state): the input projection is computed gate
+  by gate straight into the slots, and the backward reads each gate of a chunk of steps
+  as one block;
+- a step computes in its own contiguous (5, B, H) block ``Q`` of the same slots (a
+  NumPy call over contiguous operands dispatches in ~0.4 us, over a view of slots a
+  sequence apart through NumPy's iterator in ~0.9): one add of the projection's four
+  gates (slots 1-4) to the recurrent product, which is computed into ``Q``'s slots 1-4;
+  the sigmoid's three calls over (f, i, o); the cell update's two products one call
+  over (f, i) and (c, g); then one copy of ``Q`` into the step's slots of ``S`` for the
+  backward (its c_prev and activations) before the new cell state replaces ``Q``'s
+  ``c``: two calls of the step go through the iterator (the forward's ten calls had five);
 - the hidden states live in a ``(T + 1)``-step buffer (the first state, then each
-  step's) and each cell state in the next step's slot ``c``, so a step reads its
-  previous state in place and nothing is copied to keep it for the backward;
+  step's), so a step reads its previous state in place;
 - the recurrent product is computed gate by gate, in one stacked ``np.matmul`` over the
   transposed gates (NumPy's loop calls BLAS for each: no Python call per gate), or in
   ``_rnn_blas.column_block``'s column blocks where OpenBLAS's small-matrix kernel
-  applies, into a (4, B, H) block whose g and (i, f, o) are added to their slots;
+  applies, into ``Q``'s gates (g, f, i, o);
 - the backward computes the step-independent factors -- ``(1 - tanh(c)**2) o`` and the
   gate derivatives ``s (1 - s)``, ``1 - g**2`` -- in passes over chunks of ``_CHUNK``
-  steps (still in cache when the steps read them), leaving seven elementwise calls and
-  the product per step (the forward: ten);
+  steps (still in cache when the steps read them), leaving eight elementwise calls and
+  the product per step (the forward: ten and a copy);
 - a step indexes nothing in Python: its views come from iterating arrays' first axes,
   and the products' column blocks are sliced once per sequence.
 
@@ -30,8 +35,6 @@ The float operations and their order are the general loop's, so values are its b
 wherever the products are split the same way (the gate gradients ``dG`` keep its
 (N, 4H) layout: the recurrent and weight products are unchanged).
 """
-import itertools
-
 import numpy as np
 
 from ember.backend import gemm as _gemm
@@ -41,18 +44,29 @@ from ember.ops._rnn_blas import transpose as _transpose
 
 __all__ = []
 
-# The slots of a step's gate-major block: g, the previous cell state c, then the sigmoid
-# gates i, f, o. Laid out so that one view serves each of three pairings: (i, f, o) as
-# one block for the sigmoid, (f, i) against (c, g) for the cell update ``f c + i g`` in
-# one multiply, and (g, c, i) for the backward's ``dc * (g, c, i)`` in one multiply.
-_SLOT = (2, 3, 0, 4)  # the slot of each of PyTorch's gates (i, f, g, o)
-# PyTorch's gates in the order of the slots without ``c`` (g, i, f, o): the recurrent
-# product's, whose sigmoid gates are then one block, as they are in ``S``
-_P_ORDER = (2, 0, 1, 3)
+# The slots of a step's gate-major block: the previous cell state c, then the gates g,
+# f, i, o. Laid out so that one view serves each of three uses: (g, f, i, o) as one
+# block for the recurrent product and the add of the input projection, (f, i, o) for the
+# sigmoid, and (f, i) against (c, g) for the cell update ``f c + i g`` in one multiply.
+# (The backward's ``dc * (g, c, i)`` is then two multiplies: (g, c) and i.)
+_SLOT = (3, 2, 1, 4)  # the slot of each of PyTorch's gates (i, f, g, o)
+# PyTorch's gates in the order of the slots without ``c`` (g, f, i, o): the recurrent
+# product's
+_P_ORDER = (2, 1, 0, 3)
 # the backward computes its step-independent factors for this many steps at a time:
 # about 0.5 MB of them for a (32, 128) batch, so that they are still in cache when the
 # steps read them (the whole sequence's, some MB, would not be)
 _CHUNK = 8
+
+
+def _work_block(B, H, dt):
+    """A step's (5, B, H) block of slots, C-ordered, with its gates (slots 1-4, the
+    recurrent product's output) on a 64-byte boundary."""
+    isz = np.dtype(dt).itemsize
+    n = 5 * B * H * isz
+    buf = np.empty(n + 64, np.uint8)
+    a = -(buf.ctypes.data + B * H * isz) % 64
+    return buf[a:a + n].view(dt).reshape(5, B, H)
 
 
 class Acts:
@@ -66,7 +80,7 @@ class Acts:
 def _gate_products(w_hh, P, nc, B):
     """``mm`` and the (weight, output) pairs of a step's recurrent product ``P[j] = h @
     W[j]``, made once per sequence, so that a step slices nothing: ``W`` (4, Hout, H) the
-    transposed gates of ``w_hh`` in ``P``'s order (g, i, f, o), the sigmoid gates'
+    transposed gates of ``w_hh`` in ``P``'s order (g, f, i, o), the sigmoid gates'
     negated (see ``forward``). Whole gates run as one stacked ``np.matmul`` (NumPy's loop
     calls BLAS for each gate: the bits of four ``np.matmul`` calls, 10-12 us a step
     faster at (32, 128) @ (128, 128) x 4); column blocks of ``nc`` (``_rnn_blas``), and
@@ -112,56 +126,53 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
                 out += bias[cols]
     HH = _aligned((T + 1, B, Hout), dt)
     TC = np.empty((T, B, H), dt)
-    cn = np.empty((B, H), dt)  # the last step's c (the others go to the next's slot 1)
+    Q = _work_block(B, H, dt)  # a step's slots, computed here and then copied into S
+    Qc, Qg, Qp, Qs, Qo = Q[0], Q[1], Q[1:], Q[2:], Q[4]
+    Qcg, Qfi = Q[:2], Q[2:4]
     F2 = np.empty((2, B, H), dt)  # f c_prev and i g of a step
-    P = _aligned((4, B, H), dt)  # the recurrent product, gates g, i, f, o
-    Pg, Psig = P[0], P[1:]
-    mm, blocks = _gate_products(w_hh, P, nc, B)
+    fc, ig = F2
+    mm, blocks = _gate_products(w_hh, Qp, nc, B)
     first = T if reverse else 0
     HH[first] = h0
-    S[1, T - 1 if reverse else 0] = c0
+    Qc[...] = c0
     # the step-indexed views, iterated in step order (iterating an array's first axis
-    # makes its views in C: a step indexes nothing in Python); step t writes its c into
-    # slot 1 of the next step's block
+    # makes its views in C: a step indexes nothing in Python)
     order = slice(None, None, -1) if reverse else slice(None)
     new, old = (slice(0, T), slice(1, T + 1)) if reverse else (slice(1, T + 1), slice(0, T))
     St = S.transpose(1, 0, 2, 3)
-    c_out = itertools.chain(S[1, :T - 1][::-1] if reverse else S[1, 1:], (cn,))
-    views = zip(St[:, 2:][order], St[:, 3:1:-1][order], St[:, 1::-1][order], S[0][order],
-                S[4][order], HH[old][order], c_out, TC[order], HH[new][order])
+    views = zip(St[:, 1:][order], St[order], HH[old][order], TC[order], HH[new][order])
     exp, div, tanh, mul, add = np.exp, np.divide, np.tanh, np.multiply, np.add
-    fc, ig = F2
     step_blocks = blocks  # the first step's (then every step's) product blocks
     if not h0.any() and np.isfinite(w_hh.sum()):
         # a zero first state (the module's default): the first step's product is +0.0
         # (BLAS sums from +0.0, and +0.0 + (-0.0) is +0.0; finite weights: no 0 * inf),
-        # so it is not computed, and P's +0.0 is added as the product would be
-        P.fill(0)
+        # so it is not computed, and +0.0 is added as the product would be
+        Qp.fill(0)
         step_blocks = ()
     # (the outputs passed by position and the constant as an array of the dtype: NumPy
     # then skips parsing keywords and converting a Python number, ~0.5 us a call; and
     # ``1 / s`` by ``divide``, whose loop is faster than ``reciprocal``'s, the same bits)
     one = np.ones((), dt)
     with single_blas(T):  # one small matrix product per step
-        for sig, fi, cg, gg, go, hp, c, tc, h in views:
+        for sg, st, hp, tc, h in views:
             for w, out in step_blocks:
                 mm(hp, w, out)
             step_blocks = blocks
-            add(gg, Pg, gg)
-            add(sig, Psig, sig)
-            # sigmoid of i, f, o (exp overflows to inf where 1 / inf is 0)
-            exp(sig, sig)
-            add(sig, one, sig)
-            div(one, sig, sig)
-            tanh(gg, gg)
-            mul(fi, cg, F2)  # f c_prev and i g
-            add(fc, ig, c)
-            tanh(c, tc)
-            mul(go, tc, h)
+            add(sg, Qp, Qp)  # the input projection's gates plus the product's
+            tanh(Qg, Qg)
+            # sigmoid of f, i, o (exp overflows to inf where 1 / inf is 0)
+            exp(Qs, Qs)
+            add(Qs, one, Qs)
+            div(one, Qs, Qs)
+            mul(Qfi, Qcg, F2)  # f c_prev and i g
+            st[...] = Q  # the step's c_prev and activations, for the backward
+            add(fc, ig, Qc)  # the next step's c_prev
+            tanh(Qc, tc)
+            mul(Qo, tc, h)
     N = T * B
     Y = (HH[:T] if reverse else HH[1:]).reshape(N, Hout)
     last = 0 if reverse else T
-    return Y, HH[last] * 1, cn, Acts(S, TC, HH, reverse)
+    return Y, HH[last] * 1, Qc.copy(), Acts(S, TC, HH, reverse)
 
 
 def _projection_with_bias(x, w_ih, bias, S2, dt):
@@ -208,7 +219,7 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     dG = _aligned((T, B, 4 * H), dt)
     dG4 = dG.reshape(T, B, 4, H).transpose(0, 2, 1, 3)  # a gate-major view of it
     D = np.empty((4, B, H), dt)
-    D012, D3 = D[:3], D[3]
+    D01, D2, D3 = D[:2], D[2], D[3]
     dh_b, dct, dc_b = np.empty((B, H), dt), np.empty((B, H), dt), np.empty((B, H), dt)
     dc = gcn
     dh = ghn
@@ -218,8 +229,10 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     # ``gemm.matmul`` only where it would not run ``np.matmul`` itself (MKL's products)
     mm = _gemm.matmul if nc is None and _gemm._maybe_large((B, w.shape[0]), w.shape) and \
         _gemm.mkl_available() else np.matmul
-    # slots 0-2 of S, (g, c_prev, i): the factors of dc for the gradients of i, f, g
-    GCI = S[:3].transpose(1, 0, 2, 3)
+    # slots 1 and 0 of S, (g, c_prev), and slot 3, i: the factors of dc for the
+    # gradients of i, f and g
+    GC = S[1::-1].transpose(1, 0, 2, 3)
+    gates_i = S[_SLOT[0]]
     add, mul = np.add, np.multiply
     n = 0
     with single_blas(T):  # one small matrix product per step
@@ -230,15 +243,16 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
             _factors(S, TC, ch, A[:k], DER[:, :k])
             # the step-indexed views in step order (see ``forward``)
             order = slice(None) if reverse else slice(None, None, -1)
-            views = zip(gy[ch][order], A[:k][order], GCI[ch][order], TC[ch][order],
-                        DER[:, :k].transpose(1, 0, 2, 3)[order], dG4[ch][order],
-                        dG[ch][order], f[ch][order])
-            for gyt, at, gci, tc, der, dg4, dgt, ft in views:
+            views = zip(gy[ch][order], A[:k][order], GC[ch][order], gates_i[ch][order],
+                        TC[ch][order], DER[:, :k].transpose(1, 0, 2, 3)[order],
+                        dG4[ch][order], dG[ch][order], f[ch][order])
+            for gyt, at, gc, it, tc, der, dg4, dgt, ft in views:
                 dh = add(dh, gyt, dh_b)  # (outputs by position: see ``forward``)
                 mul(at, dh, dct)
                 if dc is not None:
                     add(dct, dc, dct)
-                mul(dct, gci, D012)  # dc g, dc c_prev, dc i
+                mul(dct, gc, D01)  # dc g, dc c_prev
+                mul(dct, it, D2)  # dc i
                 mul(dh, tc, D3)
                 mul(D, der, dg4)
                 n += 1
@@ -273,7 +287,7 @@ def _factors(S, TC, ch, A, DER):
     np.subtract(one, A, A)
     np.multiply(A, S[_SLOT[3], ch], A)
     # i and f in one call each (adjacent slots, as they are in PyTorch's order), then o
-    for d, s in ((DER[:2], S[_SLOT[0]:_SLOT[1] + 1, ch]), (DER[3], S[_SLOT[3], ch])):
+    for d, s in ((DER[:2], S[_SLOT[0]:_SLOT[1] - 1:-1, ch]), (DER[3], S[_SLOT[3], ch])):
         np.subtract(one, s, d)
         np.multiply(d, s, d)
     g2 = DER[2]
