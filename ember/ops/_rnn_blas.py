@@ -16,6 +16,8 @@ within that size, on 64-byte aligned operands, it runs about 1.5x faster (measur
 45 -> 29 us forward, 47 -> 29 us backward at one thread). The blocks' sums run in
 another order, so results differ from one ``np.matmul`` in the last bits.
 """
+import ctypes
+
 import numpy as np
 
 __all__ = ["sgemm", "column_block", "transpose", "aligned"]
@@ -37,7 +39,6 @@ def _numpy_blas():
     (the library ``np.matmul`` calls), None (or "") where not found. The product is taken
     only when a probe through it is ``np.matmul``'s to the bit (the same library), the
     transposition only when it transposes a probe."""
-    import ctypes
     import glob
     import os
     libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
@@ -95,9 +96,17 @@ def transpose(a, out=None):
     if out is None:
         out = np.empty((a.shape[1], a.shape[0]), a.dtype)
     if a.size:
-        f(_ROW_MAJOR, _TRANS, a.shape[0], a.shape[1], 1.0, a.ctypes.data, a.shape[1],
-          out.ctypes.data, a.shape[0])
+        f(_ROW_MAJOR, _TRANS, a.shape[0], a.shape[1], 1.0, _address(a), a.shape[1],
+          _address(out), a.shape[0])
     return out
+
+
+def _address(a):
+    """The data pointer of a C-contiguous array: through ctypes' view of a writable
+    buffer (~0.4 us) rather than ``a.ctypes`` (~1.3 us: it builds a helper object)."""
+    if a.flags.writeable:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    return a.ctypes.data
 
 
 # OpenBLAS's cores with the small-matrix kernel, and its size limit (m * n * k)
@@ -158,7 +167,7 @@ def aligned(shape, dt, like=None):
         n *= s
     isz = np.dtype(dt).itemsize
     buf = np.empty(n * isz + 64, np.uint8)
-    a = -buf.ctypes.data % 64
+    a = -_address(buf) % 64
     out = buf[a:a + n * isz].view(dt).reshape(shape)
     if like is not None:
         out[...] = like

@@ -38,6 +38,7 @@ wherever the products are split the same way (the gate gradients ``dG`` keep its
 import numpy as np
 
 from ember.backend import gemm as _gemm
+from ember.backend import threads as _threads
 from ember.backend.threads import single_blas
 from ember.ops._rnn_blas import aligned as _aligned
 from ember.ops._rnn_blas import transpose as _transpose
@@ -57,6 +58,10 @@ _P_ORDER = (2, 1, 0, 3)
 # about 0.5 MB of them for a (32, 128) batch, so that they are still in cache when the
 # steps read them (the whole sequence's, some MB, would not be)
 _CHUNK = 8
+# the recurrent weights' gates are transposed by NumPy's copies up to this many elements
+# a gate, by BLAS's transposition above (4 x (64, 64): 12 against 30 us; (128, 128): 74
+# against 42 us, one thread)
+_SMALL_GATE = 64 * 64
 
 
 def _work_block(B, H, dt):
@@ -87,9 +92,12 @@ def _gate_products(w_hh, P, nc, B):
     gates large enough for MKL (``ember[mkl]``), one call per block."""
     Hout, H = w_hh.shape[1], P.shape[2]
     W = _aligned((4, Hout, H), w_hh.dtype)
-    for j, k in enumerate(_P_ORDER):
-        _transpose(w_hh[k * H:(k + 1) * H], W[j])  # BLAS's transposition
-    np.negative(W[1:], out=W[1:])
+    if H * Hout > _SMALL_GATE:
+        for j, k in enumerate(_P_ORDER):
+            _transpose(w_hh[k * H:(k + 1) * H], W[j])  # BLAS's transposition
+        np.negative(W[1:], out=W[1:])
+    else:
+        _gates_transposed(w_hh, H, W)
     if nc is not None and nc < H:
         return np.matmul, [pair for j in range(4) for pair in _column_blocks(W[j], P[j], nc)]
     if nc is None and _gemm._maybe_large((B, Hout), (Hout, H)) and _gemm.mkl_available():
@@ -102,7 +110,7 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
     where ``w_ih`` is None); returns (y, h_n, c_n, Acts)."""
     B, H, Hout = c0.shape[0], c0.shape[1], h0.shape[1]
     dt = np.result_type(x, w_hh) if w_ih is None else np.result_type(x, w_ih)
-    S = _aligned((5, T, B, H), dt)  # the slots of ``_SLOT``; slot 1 each step's c_prev
+    S = _aligned((5, T, B, H), dt)  # the slots of ``_SLOT``; slot 0 each step's c_prev
     S2 = S.reshape(5, T * B, H)
     # the sigmoid gates' pre-activations are kept negated, from negated weights: rounding
     # is symmetric in sign, so they are exactly the negation, and the sigmoid
@@ -179,22 +187,34 @@ def _projection_with_bias(x, w_ih, bias, S2, dt):
     """The input projection and its bias gate by gate into the slots of ``S2`` (5, N, H),
     the sigmoid gates' negated: ``[x | 1] @ [w.T ; b]``, the bias the product's last
     term, so the sum is the one of ``x @ w.T`` then ``+ b`` (the same bits) without a
-    pass over the slots to add it."""
+    pass over the slots to add it. The four products are one stacked ``np.matmul``
+    where ``gemm.matmul`` would run ``np.matmul`` for each (NumPy's loop calls BLAS for
+    each gate: the same bits, without three calls' dispatch)."""
     N, I = x.shape
     H = S2.shape[2]
     xa = np.empty((N, I + 1), dt)
     xa[:, :I] = x
     xa[:, I] = 1
-    wa = np.empty((I + 1, H), dt)
-    for k in range(4):
-        cols, neg = slice(k * H, (k + 1) * H), k != 2
-        if neg:
-            np.negative(w_ih[cols].T, out=wa[:I])
-            np.negative(bias[cols], out=wa[I])
-        else:
-            wa[:I] = w_ih[cols].T
-            wa[I] = bias[cols]
-        _gemm.matmul(xa, wa, out=S2[_SLOT[k]])
+    wa = np.empty((4, I + 1, H), dt)  # the gates in the slots' order (g, f, i, o)
+    _gates_transposed(w_ih, H, wa[:, :I])
+    _gates_transposed(bias.reshape(4 * H, 1), H, wa[:, I:])
+    if np.dtype(dt).itemsize > 2 and _threads.get_num_threads() == 1 and \
+            not (_gemm._maybe_large((N, I + 1), (I + 1, H)) and _gemm.mkl_available()):
+        np.matmul(xa, wa, out=S2[1:])
+        return
+    for j in range(4):
+        _gemm.matmul(xa, wa[j], out=S2[j + 1])
+
+
+def _gates_transposed(w, H, out):
+    """The transposed gates of ``w`` (4H, K) (PyTorch's order i, f, g, o) into ``out``
+    (4, K, H), in the slots' order (g, f, i, o), the sigmoid gates' negated: NumPy's
+    copies, three calls (for small gates; the weights of a (32, 128) step's product take
+    BLAS's transposition, ~2x faster there)."""
+    w3 = w.reshape(4, H, w.shape[1])
+    out[0] = w3[2].T
+    np.negative(w3[1::-1].transpose(0, 2, 1), out=out[1:3])  # f, i
+    np.negative(w3[3].T, out=out[3])
 
 
 def previous_hidden(acts):
