@@ -5,9 +5,12 @@ Python and dispatch), and the Transformer layer's ops called alone on tiny input
 ember and torch alternated in one process, CPU time, one thread.
 
     python benchmarks/step_fixed_cost.py [--rounds 40] [--no-numba]
+    python benchmarks/step_fixed_cost.py --before /tmp/before [--only lstm]
 
 ``EMBER_MKL=0 ... --no-numba`` is the default install. Prints microseconds (medians),
-ember / torch, and the load average.
+ember / torch, and the load average. With ``--before``, an older tree's steps are
+alternated with this tree's and torch's (``nn_ops_ab.py``'s loading) and the steps'
+after / before printed too (the ops on tiny inputs are then not timed).
 """
 import argparse
 import os
@@ -81,16 +84,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--no-numba", action="store_true")
+    ap.add_argument("--before", help="root of an older ember tree to compare with")
+    ap.add_argument("--only", default="lstm,transformer")
     args = ap.parse_args()
     import torch
+    torch.set_num_threads(1)
+    if args.before:
+        _ab(args, torch)
+        return
 
     import ember
-    torch.set_num_threads(1)
     ember.set_num_threads(1)
     load0 = os.getloadavg()
     print(f"one thread, EMBER_MKL={os.environ.get('EMBER_MKL', 'unset')}"
           f"{', no numba' if args.no_numba else ''}; us, medians (ember / torch)")
     for name, shape in SHAPES:
+        if name not in args.only.split(","):
+            continue
         steps = [_step(m, name, shape) for m in (ember, torch)]
         times = [[], []]
         for s in steps:
@@ -117,6 +127,39 @@ def main():
                 acc.append((time.process_time() - t0) / 200 * 1e6)
     print("ops on 1 x 2 x 128: " + ", ".join(
         f"{k} {np.median(a):.1f} / {np.median(b):.1f}" for k, (a, b) in res.items()))
+    print(f"load {' '.join(f'{v:.2f}' for v in load0)} -> "
+          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+
+
+def _ab(args, torch):
+    """The steps of ``args.before``'s tree, this tree's and torch's, alternated."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    from nn_ops_ab import _load, _use
+    libs = [_load(args.before), _load(os.path.dirname(here)), (torch, None)]
+    load0 = os.getloadavg()
+    print(f"one thread, EMBER_MKL={os.environ.get('EMBER_MKL', 'unset')}"
+          f"{', no numba' if args.no_numba else ''}; us, medians (before / after / torch)")
+    for name, shape in SHAPES:
+        if name not in args.only.split(","):
+            continue
+        steps = []
+        for m, mods in libs:
+            _use(mods)
+            steps.append((_step(m, name, shape), mods))
+        times = [[] for _ in libs]
+        for r in range(args.rounds + 1):
+            for (s, mods), t in zip(steps, times):
+                _use(mods)
+                s([])  # the first call after the swap pays for it
+                for _ in range(3):
+                    s(t if r else [])
+        b, a, t = (np.median(np.array(v), 0) * 1e6 for v in times)
+        parts = ", ".join(f"{p} {x:.0f} / {y:.0f} / {z:.0f}" for p, x, y, z in
+                          zip(("forward", "backward", "adam"), b, a, t))
+        print(f"{name:11s} {str(shape):16s} {parts}; step {b.sum():.0f} / {a.sum():.0f} / "
+              f"{t.sum():.0f}: after/before {a.sum() / b.sum():.3f}, after/torch "
+              f"{a.sum() / t.sum():.3f}")
     print(f"load {' '.join(f'{v:.2f}' for v in load0)} -> "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
