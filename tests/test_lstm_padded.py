@@ -162,3 +162,121 @@ def test_projection_with_its_bias_in_the_product():
             want = ref[:, k * h:(k + 1) * h] * (1 if k == 2 else -1)
             err = np.abs(S2[slot] - want) / scale[:, k * h:(k + 1) * h]
             assert err.max() < 1e-6 * (i + 1)
+
+
+# (batch, steps, input, hidden, options): batch 1, one step, odd lengths across the
+# backward's chunks of 8 steps, the recurrent gates on either side of _SMALL_GATE (NumPy's
+# copies up to 64 x 64, BLAS's transposition above), float64, bidirectional layers, and
+# what the padded loop does not take (a projection, packed batches of unequal lengths)
+_MODULE_CASES = [
+    ("batch1_one_step", 1, 1, 3, 5, {}),
+    ("batch1_odd_blas_gates", 1, 17, 3, 65, {}),
+    ("numpy_gates_bidir_2layers", 3, 9, 4, 64, dict(bidirectional=True, num_layers=2)),
+    ("float64", 2, 11, 3, 70, dict(dtype=np.float64)),
+    ("no_bias_reverse", 4, 3, 2, 7, dict(bias=False, bidirectional=True)),
+    ("packed_equal_lengths", 3, 6, 4, 9, dict(lengths=[6, 6, 6])),
+    ("packed_unequal_lengths", 3, 6, 4, 9, dict(lengths=[6, 4, 1])),
+    ("proj_size", 2, 5, 3, 6, dict(proj_size=3, bidirectional=True)),
+]
+
+
+@pytest.mark.parametrize("case", _MODULE_CASES, ids=[c[0] for c in _MODULE_CASES])
+def test_module_cases_on_the_padded_loop_match_torch(case, monkeypatch):
+    """nn.LSTM with numba hidden against torch, forward and backward, where the padded
+    loop runs (counted) and where the general loop does."""
+    name, B, T, I, H, kw = case
+    kw = dict(kw)
+    dt = kw.pop("dtype", np.float32)
+    lengths = kw.pop("lengths", None)
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    calls = []
+    fwd = rnn_lstm_padded.forward
+    monkeypatch.setattr(rnn_lstm_padded, "forward", lambda *a: calls.append(1) or fwd(*a))
+    torch.manual_seed(0)
+    ref = torch.nn.LSTM(I, H, **kw).to(torch.float64 if dt == np.float64 else torch.float32)
+    mod = ember.nn.LSTM(I, H, dtype=ember.float64 if dt == np.float64 else None, **kw)
+    mod.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in
+                         ref.state_dict().items()})
+    x = np.random.default_rng(2).standard_normal((T, B, I)).astype(dt)
+    outs = []
+    for m, lstm in ((torch, ref), (ember, mod)):
+        xx = m.tensor(x, requires_grad=True)
+        inp = xx if lengths is None else m.nn.utils.rnn.pack_padded_sequence(
+            xx, lengths, enforce_sorted=False)
+        y, (hn, cn) = lstm(inp)
+        if lengths is not None:
+            y = m.nn.utils.rnn.pad_packed_sequence(y)[0]
+        (y.pow(2).sum() + hn.sum() + cn.pow(2).sum()).backward()
+        outs.append([y, hn, cn, xx.grad] + [p.grad for p in lstm.parameters()])
+    layers = kw.get("num_layers", 1) * (2 if kw.get("bidirectional") else 1)
+    padded = "proj_size" not in kw and (lengths is None or len(set(lengths)) == 1)
+    assert len(calls) == (layers if padded else 0)
+    tol = dict(rtol=1e-4, atol=1e-5) if dt == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    for t, e in zip(*outs):
+        assert e.dtype == ember.float64 if dt == np.float64 else e.dtype == ember.float32
+        np.testing.assert_allclose(e.detach().numpy(), t.detach().numpy(), **tol)
+
+
+@pytest.mark.parametrize("padded", [True, False])
+def test_dropout_between_layers_on_the_padded_loop(padded, monkeypatch):
+    """Two layers with dropout between them in training mode: the padded loop and the
+    general one give the same values under the same seed (the same masks), and the
+    masks act (the output differs from the one without dropout)."""
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    torch.manual_seed(0)
+    ref = torch.nn.LSTM(4, 10, num_layers=2, dropout=0.5)
+    x = np.random.default_rng(4).standard_normal((9, 3, 4)).astype(np.float32)
+    results = []
+    for route in ("padded", "general", "eval"):
+        if route == "general":
+            monkeypatch.setattr(rnn, "_padded_case", lambda *a: False)
+        mod = ember.nn.LSTM(4, 10, num_layers=2, dropout=0.5)
+        mod.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in
+                             ref.state_dict().items()})
+        mod.train(route != "eval")
+        ember.manual_seed(7)
+        xe = ember.tensor(x, requires_grad=True)
+        y, _ = mod(xe)
+        y.pow(2).sum().backward()
+        results.append([y.detach().numpy(), xe.grad.numpy()] +
+                       [p.grad.numpy() for p in mod.parameters()])
+    got, want, plain = results if padded else (results[1], results[0], results[2])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got[0], plain[0])
+
+
+def test_blas_transposition_of_read_only_and_aligned_arrays():
+    """``_rnn_blas.transpose`` of a read-only weight (its pointer taken without a
+    writable buffer) and of a writable one, and ``aligned``'s 64-byte boundary."""
+    from ember.ops import _rnn_blas
+    a = np.arange(35, dtype=np.float32).reshape(5, 7)
+    ro = a.copy()
+    ro.flags.writeable = False
+    for w in (a, ro):
+        np.testing.assert_array_equal(_rnn_blas.transpose(w), a.T)
+        out = _rnn_blas.aligned((7, 5), np.float32)
+        assert out.ctypes.data % 64 == 0
+        assert _rnn_blas.transpose(w, out) is out
+        np.testing.assert_array_equal(out, a.T)
+
+
+def test_projection_routes_give_the_same_bits(monkeypatch):
+    """The input projection as one stacked product (one thread, no MKL) and gate by gate
+    through ``gemm.matmul`` (taken with more threads): the same bits, float32 and
+    float64."""
+    import types
+    rng = np.random.default_rng(6)
+    for dt in (np.float32, np.float64):
+        x = rng.standard_normal((40, 9)).astype(dt)
+        w = rng.standard_normal((4 * 11, 9)).astype(dt)
+        b = rng.standard_normal(4 * 11).astype(dt)
+        got = []
+        for threads in (1, 2):
+            monkeypatch.setattr(rnn_lstm_padded, "_threads",
+                                types.SimpleNamespace(get_num_threads=lambda n=threads: n))
+            S2 = np.full((5, 40, 11), np.nan, dt)
+            rnn_lstm_padded._projection_with_bias(x, w, b, S2, np.dtype(dt))
+            got.append(S2)
+        np.testing.assert_array_equal(got[0][1:], got[1][1:])
+        assert not np.isnan(got[0][1:]).any()
