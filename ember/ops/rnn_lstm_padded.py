@@ -64,6 +64,19 @@ _CHUNK = 8
 _SMALL_GATE = 64 * 64
 
 
+_ONES = {}
+
+
+def _one(dt):
+    """The constant 1 as a read-only 0-d array of ``dt``, made once per dtype (an operand
+    of the dtype spares NumPy converting a Python number; ``np.ones`` costs ~1 us)."""
+    one = _ONES.get(dt)
+    if one is None:
+        one = _ONES[dt] = np.ones((), dt)
+        one.flags.writeable = False
+    return one
+
+
 def _work_block(B, H, dt):
     """A step's (5, B, H) block of slots, C-ordered, with its gates (slots 1-4, the
     recurrent product's output) on a 64-byte boundary."""
@@ -160,7 +173,7 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
     # (the outputs passed by position and the constant as an array of the dtype: NumPy
     # then skips parsing keywords and converting a Python number, ~0.5 us a call; and
     # ``1 / s`` by ``divide``, whose loop is faster than ``reciprocal``'s, the same bits)
-    one = np.ones((), dt)
+    one = _one(dt)
     with single_blas(T):  # one small matrix product per step
         for sg, st, hp, tc, h in views:
             for w, out in step_blocks:
@@ -302,7 +315,7 @@ def _factors(S, TC, ch, A, DER):
     """The backward's step-independent factors for the steps ``ch``, into ``A``
     (``(1 - tanh(c)**2) o``) and ``DER`` (the gates' derivatives, ``s (1 - s)`` and
     ``1 - g**2``, PyTorch's order), in the general loop's order of operations."""
-    one = np.ones((), A.dtype)
+    one = _one(A.dtype)
     np.multiply(TC[ch], TC[ch], A)
     np.subtract(one, A, A)
     np.multiply(A, S[_SLOT[3], ch], A)
