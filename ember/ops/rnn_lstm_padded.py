@@ -268,18 +268,21 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     gates_i = S[_SLOT[0]]
     add, mul = np.add, np.multiply
     n = 0
+    # the step-indexed views in step order (see ``forward``): the sequence's made once,
+    # a chunk's factors' per chunk (first in the zip, so that the sequence's iterator is
+    # not advanced past the chunk's last step)
+    order = slice(None) if reverse else slice(None, None, -1)
+    steps = zip(gy[order], GC[order], gates_i[order], TC[order], dG4[order], dG[order],
+                f[order])
+    DERt = DER.transpose(1, 0, 2, 3)
     with single_blas(T):  # one small matrix product per step
         for a in (range(0, T, K) if reverse else range(T - K, -K, -K)):
             c0 = max(a, 0)
             ch = slice(c0, min(a + K, T))
             k = ch.stop - c0
             _factors(S, TC, ch, A[:k], DER[:, :k])
-            # the step-indexed views in step order (see ``forward``)
-            order = slice(None) if reverse else slice(None, None, -1)
-            views = zip(gy[ch][order], A[:k][order], GC[ch][order], gates_i[ch][order],
-                        TC[ch][order], DER[:, :k].transpose(1, 0, 2, 3)[order],
-                        dG4[ch][order], dG[ch][order], f[ch][order])
-            for gyt, at, gc, it, tc, der, dg4, dgt, ft in views:
+            views = zip(A[:k][order], DERt[:k][order], steps)
+            for at, der, (gyt, gc, it, tc, dg4, dgt, ft) in views:
                 dh = add(dh, gyt, dh_b)  # (outputs by position: see ``forward``)
                 mul(at, dh, dct)
                 if dc is not None:
