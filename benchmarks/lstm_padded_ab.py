@@ -3,10 +3,11 @@ ember tree against this one's, forward and backward alternated in one process, a
 LSTM step's shape and a tiny one (where what is left is the per-step dispatch); checks
 that both give the same bits.
 
-    python benchmarks/lstm_padded_ab.py /tmp/before [--rounds 40]
+    python benchmarks/lstm_padded_ab.py /tmp/before [--after /tmp/other] [--rounds 40]
 
-One thread (``OPENBLAS_NUM_THREADS=1`` set here). Prints median CPU microseconds of each
-part, after / before, and the load average.
+One thread (``OPENBLAS_NUM_THREADS=1`` set here). Each tree's module file is loaded on
+its own (the rest of ember is this tree's). Prints median CPU microseconds of each part,
+after / before (medians, and the best times' ratio), and the load average.
 """
 import argparse
 import importlib.util
@@ -21,7 +22,7 @@ import numpy as np  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 # (T, B, I, H): training_steps.py's LSTM, a tiny one, and an odd one
-SHAPES = [(32, 32, 64, 128), (32, 1, 1, 1), (19, 3, 5, 7)][:int(os.environ.get("NSHAPES", 3))]
+SHAPES = [(32, 32, 64, 128), (32, 1, 1, 1), (19, 3, 5, 7)]
 
 
 def _module(root, name):
