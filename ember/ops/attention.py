@@ -109,6 +109,8 @@ def _rows(*arrays):
     kernel's forward in about half the time of NumPy's passes, its backward in about a
     third (docs/performance/transformer.md, "The Transformer step on AVX2: attention's
     softmax along rows")."""
+    if _NUMBA.get("softmax", False) is None:
+        return None  # (numba missing: known after the first call, no checks then)
     for a in arrays:
         if type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim < 2 or \
                 not a.flags.c_contiguous or not a.size:
@@ -131,6 +133,8 @@ def _columns(*arrays):
     """numba's softmax kernels (``ember.ops._softmax_numba``, the ``ember[fast]`` extra)
     when every array is a float32 NumPy array of scores stored transposed
     (:func:`_scores_layout`), else None (imported on first use; None without numba)."""
+    if _NUMBA.get("softmax", False) is None:
+        return None  # (numba missing: known after the first call, no checks then)
     for a in arrays:
         if type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim < 2 or \
                 a.strides[-1] <= a.strides[-2] or not a.size:
@@ -389,8 +393,11 @@ class ScaledDotProductAttention(Primitive):
             if dmask is not None:
                 ab = ab * dmask[lo:hi]
             _gemm.matmul(ab, v[lo:hi], out=out[lo:hi])
-        parallel_rows(run, lead, 2 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
-        if len(set(routes.values())) > 1:
+        if _threads.get_num_threads() < 2:
+            run(0, lead)  # one block: no threads' dispatch, one route
+        else:
+            parallel_rows(run, lead, 2 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
+        if len(routes) > 1 and len(set(routes.values())) > 1:
             # one call over every row takes the maxima's route where any block needs it
             # (a row with an infinite maximum, or scores beyond +-64): the blocks that
             # took another are computed again that way, so that the bits do not depend
@@ -485,7 +492,10 @@ class ScaledDotProductAttention(Primitive):
             _backward_arrays(a[lo:hi], g[lo:hi], None if dm is None else dm[lo:hi],
                              q[lo:hi], k[lo:hi], v[lo:hi], scale, want,
                              [None if t is None else t[lo:hi] for t in grads], kscale)
-        parallel_rows(run, lead, 4 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
+        if _threads.get_num_threads() < 2:
+            run(0, lead)  # one block: no threads' dispatch
+        else:
+            parallel_rows(run, lead, 4 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
         if not want[3]:
             grads[3] = None
         return grads
