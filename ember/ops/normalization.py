@@ -30,9 +30,9 @@ from ember.ops.norm_layouts import (  # noqa: F401
     _layout,
     _prod,
     _reduced_axes,
-    fwd_rows_direct,
     _row_kernels,
     _sum_to,
+    fwd_rows_direct,
 )
 from ember.ops.normalization_grad import LayerNormGrads
 
