@@ -258,3 +258,18 @@ def test_linear_on_3d_input_makes_its_nodes_directly(no_numba, monkeypatch):
     y = lin(ember.randn(2, 3, 8))
     assert _node_names(y) == ["ViewBackward0", "AddmmBackward0", "TBackward0",
                               "AccumulateGrad", "AccumulateGrad"]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_mse_loss_mean_has_numpy_means_bits(dt):
+    rng = np.random.default_rng(7)
+    for shape in ((), (1,), (2, 128), (16, 64, 128), (3, 0)):
+        x, t = (rng.standard_normal(shape).astype(dt) for _ in range(2))
+        got = F.mse_loss(ember.tensor(x), ember.tensor(t))
+        with np.errstate(invalid="ignore"):
+            want = np.asarray(((x - t) ** 2).mean(), dtype=dt) if x.size else np.asarray(
+                np.nan, dt)
+        assert got.dtype == (ember.float32 if dt == np.float32 else ember.float64)
+        assert got.shape == () and got.numpy().tobytes() == want.tobytes()
+        tt = torch.nn.functional.mse_loss(torch.tensor(x), torch.tensor(t))
+        np.testing.assert_allclose(got.numpy(), tt.numpy(), rtol=1e-5, equal_nan=True)
