@@ -59,12 +59,19 @@ def _softmax_rows_(s, safe, direct=True, plain=False):
             xp.divide(1, r, out=r)
             s *= r[..., None]
             return "direct"
-    m = s.max(axis=-1, keepdims=True)
-    finite = xp.isfinite(m)
-    all_finite = bool(finite.all())
+    if xp is np:
+        # the reductions as the ufuncs' own (what the array methods call, after a
+        # Python wrapper that costs more than a small attention's passes)
+        m = np.maximum.reduce(s, axis=-1, keepdims=True)
+        finite = np.isfinite(m)
+        all_finite = bool(np.logical_and.reduce(finite, axis=None))
+    else:
+        m = s.max(axis=-1, keepdims=True)
+        finite = xp.isfinite(m)
+        all_finite = bool(finite.all())
     s -= m if all_finite else xp.where(finite, m, 0).astype(s.dtype)
     xp.exp(s, out=s)
-    z = s.sum(axis=-1, keepdims=True)
+    z = np.add.reduce(s, axis=-1, keepdims=True) if xp is np else s.sum(axis=-1, keepdims=True)
     if safe and not all_finite:
         z[m == -np.inf] = 1        # their exps are all 0: the row becomes 0
     s /= z
