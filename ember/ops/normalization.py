@@ -321,7 +321,7 @@ class _LayerNorm(Normalize):
         # (``norm_layouts.fwd_rows_direct``); the same operations as the general path
         dt = getattr(x, "dtype", None)
         if type(x) is np.ndarray and (dt == np.float32 or dt == np.float64) and \
-                stats is None and (w is not None or b is not None):
+                stats is None and axes and (w is not None or b is not None):
             k = x.ndim - len(axes)
             tail = x.shape[k:]
             if all(t is None or type(t) is np.ndarray and t.dtype == dt and t.shape == tail
