@@ -58,7 +58,22 @@ WORKLOADS = {
     "bn1d_eval": (lambda m: m.nn.BatchNorm1d(512).eval(), (256, 512),
                   "BatchNorm1d(512) in eval mode, x 256x512"),
     "gn": (lambda m: m.nn.GroupNorm(8, 64), (8, 64, 32, 32), "GroupNorm(8, 64), x 8x64x32x32"),
+    # the Transformer step's layers (training_steps.py), at its shapes and at 1 x 2 tokens
+    "ln_step": (lambda m: m.nn.LayerNorm(128), (16, 64, 128), "LayerNorm(128), x 16x64x128"),
+    "ln_tiny": (lambda m: m.nn.LayerNorm(128), (1, 2, 128), "LayerNorm(128), x 1x2x128"),
+    "linear_step": (lambda m: m.nn.Linear(128, 384), (16, 64, 128),
+                    "Linear(128, 384), x 16x64x128"),
+    "linear_tiny": (lambda m: m.nn.Linear(128, 128), (1, 2, 128), "Linear(128, 128), x 1x2x128"),
+    "encoder_step": (lambda m: _encoder_layer(m), (16, 64, 128),
+                     "TransformerEncoderLayer(128, 4, 256), x 16x64x128"),
+    "encoder_tiny": (lambda m: _encoder_layer(m), (1, 2, 128),
+                     "TransformerEncoderLayer(128, 4, 256), x 1x2x128"),
 }
+
+
+def _encoder_layer(m):
+    return m.nn.TransformerEncoderLayer(128, 4, dim_feedforward=256, dropout=0.0,
+                                        batch_first=True)
 
 
 def make(m, name, forward_only):

@@ -3,7 +3,7 @@ process, rounds alternated (the layers of ``nn_ops.py``).
 
     git archive main | tar -x -C /tmp/before
     python benchmarks/nn_ops_ab.py /tmp/before [--only cnn_conv2,cnn_relu1] [--rounds R]
-                                               [--calls N] [--forward-only]
+                                               [--calls N] [--forward-only] [--no-numba]
 
 Both ember trees are imported into the same process under the name ``ember``: each
 keeps its own set of modules, put back in ``sys.modules`` before each of its rounds
@@ -18,6 +18,8 @@ import sys
 import time
 
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
+if __name__ == "__main__" and "--no-numba" in sys.argv:
+    sys.modules["numba"] = None  # the default install's NumPy paths, both trees
 
 import numpy as np  # noqa: E402
 
@@ -82,6 +84,8 @@ def main():
                          "time: small layers need more calls to hide it)")
     ap.add_argument("--forward-only", action="store_true",
                     help="the layers' forward under no_grad (inference)")
+    ap.add_argument("--no-numba", action="store_true",
+                    help="hide numba from both trees (with EMBER_MKL=0: the default install)")
     args = ap.parse_args()
     run_ab(args.before, args.only.split(","),
            lambda m, name: nn_ops.make(m, name, args.forward_only), args.rounds, args.calls,

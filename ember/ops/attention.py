@@ -59,12 +59,19 @@ def _softmax_rows_(s, safe, direct=True, plain=False):
             xp.divide(1, r, out=r)
             s *= r[..., None]
             return "direct"
-    m = s.max(axis=-1, keepdims=True)
-    finite = xp.isfinite(m)
-    all_finite = bool(finite.all())
+    if xp is np:
+        # the reductions as the ufuncs' own (what the array methods call, after a
+        # Python wrapper that costs more than a small attention's passes)
+        m = np.maximum.reduce(s, axis=-1, keepdims=True)
+        finite = np.isfinite(m)
+        all_finite = bool(np.logical_and.reduce(finite, axis=None))
+    else:
+        m = s.max(axis=-1, keepdims=True)
+        finite = xp.isfinite(m)
+        all_finite = bool(finite.all())
     s -= m if all_finite else xp.where(finite, m, 0).astype(s.dtype)
     xp.exp(s, out=s)
-    z = s.sum(axis=-1, keepdims=True)
+    z = np.add.reduce(s, axis=-1, keepdims=True) if xp is np else s.sum(axis=-1, keepdims=True)
     if safe and not all_finite:
         z[m == -np.inf] = 1        # their exps are all 0: the row becomes 0
     s /= z
@@ -109,6 +116,8 @@ def _rows(*arrays):
     kernel's forward in about half the time of NumPy's passes, its backward in about a
     third (docs/performance/transformer.md, "The Transformer step on AVX2: attention's
     softmax along rows")."""
+    if _NUMBA.get("softmax", False) is None:
+        return None  # (numba missing: known after the first call, no checks then)
     for a in arrays:
         if type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim < 2 or \
                 not a.flags.c_contiguous or not a.size:
@@ -131,6 +140,8 @@ def _columns(*arrays):
     """numba's softmax kernels (``ember.ops._softmax_numba``, the ``ember[fast]`` extra)
     when every array is a float32 NumPy array of scores stored transposed
     (:func:`_scores_layout`), else None (imported on first use; None without numba)."""
+    if _NUMBA.get("softmax", False) is None:
+        return None  # (numba missing: known after the first call, no checks then)
     for a in arrays:
         if type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim < 2 or \
                 a.strides[-1] <= a.strides[-2] or not a.size:
@@ -389,8 +400,11 @@ class ScaledDotProductAttention(Primitive):
             if dmask is not None:
                 ab = ab * dmask[lo:hi]
             _gemm.matmul(ab, v[lo:hi], out=out[lo:hi])
-        parallel_rows(run, lead, 2 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
-        if len(set(routes.values())) > 1:
+        if _threads.get_num_threads() < 2:
+            run(0, lead)  # one block: no threads' dispatch, one route
+        else:
+            parallel_rows(run, lead, 2 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
+        if len(routes) > 1 and len(set(routes.values())) > 1:
             # one call over every row takes the maxima's route where any block needs it
             # (a row with an infinite maximum, or scores beyond +-64): the blocks that
             # took another are computed again that way, so that the bits do not depend
@@ -485,7 +499,10 @@ class ScaledDotProductAttention(Primitive):
             _backward_arrays(a[lo:hi], g[lo:hi], None if dm is None else dm[lo:hi],
                              q[lo:hi], k[lo:hi], v[lo:hi], scale, want,
                              [None if t is None else t[lo:hi] for t in grads], kscale)
-        parallel_rows(run, lead, 4 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
+        if _threads.get_num_threads() < 2:
+            run(0, lead)  # one block: no threads' dispatch
+        else:
+            parallel_rows(run, lead, 4 * a.size * (q.shape[-1] + v.shape[-1]), blas=True)
         if not want[3]:
             grads[3] = None
         return grads

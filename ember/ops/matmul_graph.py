@@ -532,6 +532,14 @@ def linear_graph(x, w, b):
             b._data.shape == w._data.shape[:1]:
         # (a bias of another shape that broadcasts to the result takes Addmm.apply)
         return _addmm_linear(x, w, b)
+    if b is not None and len(shape) > 2 and w._requires_grad and not _active[0] and \
+            not _anomaly[0] and not _hook_stack and type(x._data) is np.ndarray and \
+            x._data.flags.c_contiguous and type(w._data) is np.ndarray and \
+            type(b._data) is np.ndarray and b._data.shape == w._data.shape[:1]:
+        # the same nodes as below (a View, WeightT and Addmm, a View back), the middle two
+        # made by ``_addmm_linear`` without their generic argument handling
+        flat = View.apply(x, (math.prod(shape[:-1]), shape[-1]))
+        return View.apply(_addmm_linear(flat, w, b), shape[:-1] + (w._data.shape[0],))
     wt = WeightT.apply(w, 0, 1)
     if len(shape) == 2:
         if b is None:

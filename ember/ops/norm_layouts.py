@@ -128,24 +128,79 @@ def _fwd_rows(x, w, b, eps, lay, keep=None):
 
     def run(lo, hi):  # rows are independent: blocks go to the intra-op threads
         for sl in blocks[lo:hi]:
-            xb, hb, ob = x2[sl], xhat[sl], out[sl]
-            m = xb @ ones
-            m /= D
-            xm.subtract(xb, m[:, None], out=hb)
-            v = _rows_dot(hb, hb)
-            v /= D
-            hb *= (1.0 / xm.sqrt(v + eps))[:, None]
-            if wt is not None:
-                wt.apply(xm.multiply, hb, ob)
-            elif hb is not ob:
-                ob[...] = hb
-            if bt is not None:
-                bt.apply(xm.add, ob, ob)
-            mean[sl], var[sl] = m, v
+            mean[sl], var[sl], _ = _fwd_rows_block(x2[sl], xhat[sl], out[sl], ones, wt, bt,
+                                                   eps, D, xm)
     parallel_rows(run, len(blocks), 8 * M * D, xm, blas=True)
     if keep is not None:
         keep.append(xhat)
     return out.reshape(x.shape), mean, var
+
+
+def _fwd_rows_block(xb, hb, ob, ones, wt, bt, eps, D, xm):
+    """One block of :func:`_fwd_rows`' NumPy passes: the normalized rows of ``xb`` into
+    ``hb``, times the weight and plus the bias (``_RowTile``s or None) into ``ob`` (which
+    may be ``hb``); returns the rows' mean, variance and reciprocal standard deviation."""
+    m = xb @ ones
+    m /= D
+    xm.subtract(xb, m[:, None], out=hb)
+    v = _rows_dot(hb, hb)
+    v /= D
+    r = 1.0 / xm.sqrt(v + eps)
+    hb *= r[:, None]
+    if wt is not None:
+        wt.apply(xm.multiply, hb, ob)
+    elif hb is not ob:
+        ob[...] = hb
+    if bt is not None:
+        bt.apply(xm.add, ob, ob)
+    return m, v, r
+
+
+# read-only vectors of ones (the row sums' BLAS operand), by length and dtype
+_ONES = {}
+
+
+def _ones(D, dtype):
+    """A read-only float vector of ``D`` ones, made once per length and dtype (up to
+    64 Ki elements; longer ones are made per call)."""
+    key = (D, dtype)
+    v = _ONES.get(key)
+    if v is None:
+        v = np.ones(D, dtype=dtype)
+        if D <= 65536 and len(_ONES) < 64:
+            v.flags.writeable = False
+            _ONES[key] = v
+    return v
+
+
+def fwd_rows_direct(x, w, b, eps, keep):
+    """Layer norm's forward over the trailing ``D`` elements (``D`` the size of ``w`` or
+    ``b``, at least one given, NumPy arrays of ``x``'s float32/float64 dtype) where the
+    NumPy blocks run it as one block: :func:`_fwd_rows`' passes called directly, without
+    the blocks' list, the threads' dispatch and the copies of the statistics (the same
+    operations: the same bits). Returns ``(M, D, out, mean, var, invstd)`` (the
+    statistics of shape (M,)), or None where :func:`_fwd_rows` has more to do (several
+    blocks, numba's kernels, an empty input)."""
+    D = w.size if w is not None else b.size
+    if x.size == 0 or D == 0:
+        return None
+    M = x.size // D
+    if M > _BLOCK_BYTES // (D * x.itemsize):
+        return None
+    x2 = x.reshape(M, D)
+    w2 = None if w is None else w.reshape(D)
+    b2 = None if b is None else b.reshape(D)
+    if _NUMBA.get("rows", False) is not None and _row_kernels(x2, w2, b2) is not None:
+        return None
+    out = np.empty((M, D), dtype=x.dtype)
+    xhat = out if keep is None else np.empty((M, D), dtype=x.dtype)
+    # (a tile is built, as in ``_fwd_rows``, only where a block has rows enough to use it)
+    wt = None if w2 is None else _RowTile(w2, M)
+    bt = None if b2 is None else _RowTile(b2, M)
+    m, v, r = _fwd_rows_block(x2, xhat, out, _ones(D, x.dtype), wt, bt, eps, D, np)
+    if keep is not None:
+        keep.append(xhat)
+    return M, D, out.reshape(x.shape), m, v, r
 
 
 class _RowTile:
@@ -191,6 +246,10 @@ def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape, xhat=None):
     x2, g2 = x.reshape(M, D), gy.reshape(M, D)
     mean, invstd = mean.reshape(M), invstd.reshape(M)
     w2 = None if w is None else w.reshape(D)
+    if type(x2) is np.ndarray and type(g2) is np.ndarray and \
+            M <= _BLOCK_BYTES // (D * x.itemsize) and \
+            _row_kernels(x2, g2, w2) is None:
+        return _bwd_rows_direct(g2, x2, w2, mean, invstd, need, M, D, x.shape, xhat)
     ones = xm.ones(D, dtype=x.dtype)
     gx = xm.empty((M, D), dtype=x.dtype) if need[0] else None
     gw = xm.zeros(D, dtype=x.dtype) if need[1] else None
@@ -226,6 +285,25 @@ def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape, xhat=None):
         if gb is not None:
             gb += pb
     return (None if gx is None else gx.reshape(x.shape)), gw, gb
+
+
+def _bwd_rows_direct(g2, x2, w2, mean, invstd, need, M, D, shape, xhat):
+    """:func:`_bwd_rows` where the NumPy blocks run it as one block: the block called
+    directly, its weight and bias sums taken as the gradients (plus 0.0 in place, as
+    the blocks' sums into zeros: the same bits, a -0.0 sum included)."""
+    if xhat is not None and xhat.shape != (M, D):
+        xhat = None
+    gx = np.empty((M, D), dtype=x2.dtype) if need[0] else None
+    parts_w, parts_b = [None], [None]
+    # (the weight's and bias's gradients are only flags to the block: True where needed)
+    _bwd_rows_blocks(g2, x2, w2, mean, invstd, _ones(D, x2.dtype), gx, need[1] or None,
+                     need[2] or None, [slice(0, M)], parts_w, parts_b, D, np, xhat)(0, 1)
+    gw, gb = parts_w[0], parts_b[0]
+    if gw is not None:
+        gw += 0.0
+    if gb is not None:
+        gb += 0.0
+    return (None if gx is None else gx.reshape(shape)), gw, gb
 
 
 def _bwd_rows_blocks(g2, x2, w2, mean, invstd, ones, gx, gw, gb, blocks, parts_w, parts_b,

@@ -12,7 +12,7 @@ the statistics recomputed from the saved input, so higher derivatives are exact.
 """
 import numpy as np
 
-from ember._tensor import _make, _mode_active, _mode_recorder
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _saved_inputs
 from ember.backend import array_module
@@ -32,6 +32,7 @@ from ember.ops.norm_layouts import (  # noqa: F401
     _reduced_axes,
     _row_kernels,
     _sum_to,
+    fwd_rows_direct,
 )
 from ember.ops.normalization_grad import LayerNormGrads
 
@@ -114,17 +115,22 @@ class Normalize(Primitive):
                 not (array_module(x).isfinite(mean).all() and array_module(x).isfinite(var).all()):
             out, mean, var = self._double_stats(x, w, b, axes, eps)
         if nan_rule:
-            xm = array_module(x)
-            overflow = xm.isinf(var)
-            if overflow.any():
-                # PyTorch's row moments overflow to NaN where the variance overflows, not
-                # to an infinite variance and a zero output
-                out = xm.where(overflow.reshape(self.mean.shape), xm.nan, out).astype(
-                    out.dtype, copy=False)
-                self.invstd = xm.where(overflow.reshape(self.mean.shape), xm.nan,
-                                       self.invstd).astype(self.invstd.dtype, copy=False)
+            out = self._nan_where_overflow(out, var)
         if stats is not None:
             stats.update(mean, var * (n / (n - 1)) if n > 1 else var * np.nan)
+        return out
+
+    def _nan_where_overflow(self, out, var):
+        """``out`` with NaN in the rows whose variance ``var`` overflowed (and NaN in
+        ``self.invstd`` there): PyTorch's row moments overflow to NaN where the variance
+        does, not to an infinite variance and a zero output."""
+        xm = array_module(out)
+        overflow = xm.isinf(var)
+        if overflow.any():
+            out = xm.where(overflow.reshape(self.mean.shape), xm.nan, out).astype(
+                out.dtype, copy=False)
+            self.invstd = xm.where(overflow.reshape(self.mean.shape), xm.nan,
+                                   self.invstd).astype(self.invstd.dtype, copy=False)
         return out
 
     def _double_stats(self, x, w, b, axes, eps):
@@ -307,7 +313,31 @@ class _LayerNorm(Normalize):
     _node_name = "NativeLayerNormBackward0"
     _grads_op = LayerNormGrads
     _overflow_is_nan = True
-    forward = opmath(Normalize.forward)
+    _general_forward = opmath(Normalize.forward)
+
+    def forward(self, x, w, b, axes, eps, stats=None):
+        # the common call first, with the fewest checks: NumPy float32/float64 rows with
+        # a weight and/or bias of the trailing shape, run as one block of rows
+        # (``norm_layouts.fwd_rows_direct``); the same operations as the general path
+        dt = getattr(x, "dtype", None)
+        if type(x) is np.ndarray and (dt == np.float32 or dt == np.float64) and \
+                stats is None and axes and (w is not None or b is not None):
+            k = x.ndim - len(axes)
+            tail = x.shape[k:]
+            if all(t is None or type(t) is np.ndarray and t.dtype == dt and t.shape == tail
+                   for t in (w, b)) and axes == tuple(range(k, x.ndim)):
+                keep = []
+                r = fwd_rows_direct(x, w, b, eps, keep)
+                if r is not None:
+                    M, D, out, mean, var, invstd = r
+                    self.axes, self.eps = axes, eps
+                    self.b_shape = None if b is None else b.shape
+                    self.layout = ("rows", M, D)
+                    self.xhat = keep[0]
+                    kshape = x.shape[:k] + (1,) * len(axes)
+                    self.mean, self.invstd = mean.reshape(kshape), invstd.reshape(kshape)
+                    return self._nan_where_overflow(out, var)
+        return self._general_forward(x, w, b, axes, eps, stats)
 
     def _hook_saves(self, args, out):
         """What PyTorch's node saves besides the input and weight, for saved-tensor
@@ -462,6 +492,34 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return call(_BatchNormEval, input, weight, bias, running_mean, running_var, eps)
 
 
+# the trailing axes by (input dims, normalized dims)
+_TRAILING = {}
+
+
+def _common_layer_norm_axes(input, shape, weight, bias):
+    """The normalized axes of a layer norm call that passes ``layer_norm``'s checks
+    plainly: a floating input Tensor ending in ``shape`` (a tuple), a weight and bias
+    (or None) Tensors of that shape and the input's dtype; else None, and the checks
+    run in full (with their messages). Outside any mode."""
+    if _mode_active[0] or type(shape) is not tuple or not shape or \
+            not isinstance(input, Tensor):
+        return None  # (under a mode shapes may be symbolic or batched: the full checks)
+    xd = input._data
+    xs = xd.shape
+    nd, n = len(xs), len(shape)
+    if nd < n or xs[nd - n:] != shape or xd.dtype.kind != "f":
+        return None
+    dt = xd.dtype
+    for t in (weight, bias):
+        if t is not None and (not isinstance(t, Tensor) or t._data.shape != shape or
+                              t._data.dtype != dt):
+            return None
+    axes = _TRAILING.get((nd, n))
+    if axes is None:
+        axes = _TRAILING[(nd, n)] = tuple(range(nd - n, nd))
+    return axes
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     """Layer normalization over the last ``len(normalized_shape)`` dims, with elementwise
     ``weight`` and ``bias`` of shape ``normalized_shape``.
@@ -469,6 +527,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     >>> layer_norm(ember.randn(2, 5), (5,)).mean(-1).abs().max() < 1e-6
     tensor(True)
     """
+    axes = _common_layer_norm_axes(input, normalized_shape, weight, bias)
+    if axes is not None:
+        return _LayerNorm.apply(input, weight, bias, axes, eps, None)
     if isinstance(normalized_shape, (int, np.integer)):
         normalized_shape = (int(normalized_shape),)
     shape = tuple(int(s) for s in normalized_shape)
