@@ -476,3 +476,105 @@ def _report():
 
 if __name__ == "__main__":
     _report()
+
+
+# ----- the fixes, one by one, on inputs of their own ---------------------------------------
+CONJ_WRITES = {
+    "add_": lambda m, v: v.add_(1j),
+    "setitem": lambda m, v: v.__setitem__(0, 5j),
+    "copy_": lambda m, v: v.copy_(m.ones(3, dtype=m.complex128)),
+    "zero_": lambda m, v: v.zero_(),
+    "out=": lambda m, v: m.add(m.ones(3, dtype=m.complex128), 1, out=v),
+    "real.add_": lambda m, v: v.real.add_(1),
+    "view.mul_": lambda m, v: v[1:].mul_(2),
+}
+
+
+# (out= into a graph is refused first, as torch refuses it)
+@pytest.mark.parametrize("kind,grad", [(k, g) for k in sorted(CONJ_WRITES) for g in (False, True)
+                                       if not (g and k == "out=")])
+def test_write_into_conj_is_refused(kind, grad):
+    """torch's conj() is a view: a write into it reaches x (its conjugate). ember's conj()
+    is a copy, where the write silently went nowhere; it is refused now, naming conj()."""
+    z = np.array([1 + 2j, 3 - 1j, -2 + 0.5j])
+    tx = torch.tensor(z)
+    CONJ_WRITES[kind](torch, tx.conj())
+    assert not np.array_equal(tx.numpy(), z)  # torch wrote into x
+    ex = ember.tensor(z, requires_grad=grad)
+    base = ex * 1 if grad else ex
+    with pytest.raises(NotImplementedError, match=r"conj\(\)"):
+        CONJ_WRITES[kind](ember, base.conj())
+    np.testing.assert_array_equal(base.detach().numpy(), z)
+
+
+def test_conj_copies_stay_writable_where_torch_copies():
+    """What torch computes into new memory stays writable: clone, resolve_conj,
+    arithmetic on the conjugate; conj() of a real tensor is the tensor itself. Writes into
+    an expanded tensor keep torch's overlap error."""
+    z = np.array([1 + 2j, 3 - 1j])
+    for m in (torch, ember):
+        x = m.tensor(z)
+        for made in (x.conj().clone(), x.conj().resolve_conj(), x.conj() * 1):
+            made.add_(1)
+            np.testing.assert_array_equal(made.numpy(), z.conj() + 1)
+        r = m.tensor([1.0, 2.0])
+        r.conj().add_(1)
+        assert r.tolist() == [2.0, 3.0]
+        with pytest.raises(RuntimeError, match="single memory location"):
+            m.tensor([1.0]).expand(3).add_(1)
+
+
+def test_view_as_real_of_conj_raises():
+    """torch refuses view_as_real of an unresolved conjugate (ember viewed its copy)."""
+    for m in (torch, ember):
+        x = m.tensor([1 + 2j, 3 - 1j])
+        with pytest.raises(RuntimeError, match="view_as_real doesn't work on unresolved "
+                           "conjugated tensors"):
+            m.view_as_real(x.conj())
+        assert m.view_as_real(x.conj().resolve_conj()).tolist() == [[1, -2], [3, 1]]
+
+
+def test_as_strided_of_conj_of_a_partial_view():
+    """torch's conj view shares the input's whole storage, so as_strided reaches the
+    elements around a slice; ember's copy holds the slice alone and read other numbers
+    (silently). Refused now; conj() of a whole tensor still agrees."""
+    z = np.arange(8) + 1j * np.arange(8, 0, -1)
+    tb, eb = torch.tensor(z), ember.tensor(z)
+    with pytest.raises(NotImplementedError, match=r"as_strided on the result of conj\(\)"):
+        eb[2:6].conj().as_strided((2,), (1,), 1)
+    np.testing.assert_array_equal(eb.conj().as_strided((3,), (2,), 1).resolve_conj().numpy(),
+                                  tb.conj().as_strided((3,), (2,), 1).resolve_conj().numpy())
+
+
+INPLACE_READS_SELF = {
+    "true_divide_": lambda y, o: y.true_divide_(o),
+    "copysign_": lambda y, o: y.copysign_(o),
+    "ldexp_": lambda y, o: y.ldexp_(o),
+    "nextafter_": lambda y, o: y.nextafter_(o),
+    "float_power_": lambda y, o: y.float_power_(o),
+    "renorm_": lambda y, o: y.renorm_(1, 0, 0.5),
+    "scatter_reduce_": lambda y, o: y.scatter_reduce_(
+        0, y.new_tensor([[0, 1, 0], [1, 0, 1]]).long(), o, "prod"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INPLACE_READS_SELF))
+def test_inplace_backward_keeps_the_old_values(name):
+    """``y.op_(other)`` on a non-leaf: these backward formulas read ``self`` before the
+    write; ember raised the version-counter error (its in-place form saved ``y`` itself),
+    torch differentiates. Now the old values are kept aside and the gradients agree."""
+    rng = np.random.default_rng(len(name))
+    a, b = rng.uniform(0.5, 2, (2, 3)), rng.uniform(-2, 2, (2, 3))
+    grads = []
+    for m in (torch, ember):
+        x, o = (m.tensor(v, requires_grad=True) for v in (a, b))
+        y = x * 1
+        INPLACE_READS_SELF[name](y, o)
+        gs = m.autograd.grad(y, [x, o], m.tensor(rng.standard_normal((2, 3)) * 0 + 1.0),
+                             allow_unused=True)
+        grads.append([None if g is None else g.detach().numpy() for g in gs])
+    for e, t in zip(*grads):
+        if t is None or e is None:
+            assert all(g is None or not g.any() for g in (e, t))
+        else:
+            np.testing.assert_allclose(e, t, rtol=1e-12, atol=1e-14)
