@@ -10,7 +10,9 @@ its first ``SAMPLES`` samples, against torch at the same inputs:
   cast rule refuses a float result in an integer tensor): the values written into
   ``x``, the returned object being ``x`` itself, torch's refusals refused;
 - ``noncontiguous``: OpInfo's ``sample.noncontiguous()`` (every tensor interleaved in a
-  larger storage) through the function variant, and ``noncontiguous_inplace``: the
+  larger storage) through the function variant; ``strided``: the input transposed in
+  memory, every other element of a larger storage, and broadcast with stride 0 along its
+  last dimension; ``noncontiguous_inplace``: the
   in-place variant on such an input, comparing the whole storage (the write goes
   through the view, and nowhere else);
 - ``inplace_grad`` (float64): ``y = x * 1; y.op_(...)``, the gradients of every leaf and
@@ -45,7 +47,7 @@ import ember
 
 SAMPLES = 2  # per op, dtype and part
 STRIDE = int(os.environ.get("OPINFO_VARIANTS_STRIDE", 1))
-PARTS = ("method", "operator", "inplace", "noncontiguous", "noncontiguous_inplace",
+PARTS = ("method", "operator", "inplace", "noncontiguous", "strided", "noncontiguous_inplace",
          "inplace_grad", "saved_modified", "conj", "neg_view", "conj_inplace")
 # outputs drawn from a random stream: their values are not comparable
 SKIP_OPS = set(T.RANDOM_SAMPLE)
@@ -54,6 +56,8 @@ _NAME = "the in-place node's name: ember names the out-of-place node (or the com
 _KEEPS = "torch's backward needs the overwritten input and raises; ember kept a copy: right"
 _SAVES = ("ember's backward saves the input where torch's saves only its shape or the "
           "output: a loud refusal, never a wrong gradient")
+_OVERLAP = ("max_norm renormalises a stride-0 weight in place: torch refuses the write "
+            "(internal overlap), ember's as_strided view takes it")
 # (op, part) pairs that still differ from torch, and why
 KNOWN = {
     ('acosh', 'inplace_grad'): _KEEPS,
@@ -107,6 +111,16 @@ KNOWN = {
     ('round.decimals_0', 'inplace_grad'): _NAME,
     ('sgn', 'inplace_grad'): _NAME,
     ('sign', 'saved_modified'): _SAVES,
+    ('kron', 'strided'): "torch's kron views a transposed input and raises; ember computes",
+    ('masked.median', 'strided'):
+        "torch's masked.median of a stride-0 input gives 0 (of its contiguous copy, ember's)",
+    ('native_group_norm', 'strided'):
+        "torch's kernel refuses a transposed input; ember computes",
+    ('nn.functional.embedding', 'strided'): _OVERLAP,
+    ('nn.functional.embedding_bag', 'strided'): _OVERLAP,
+    ('resize_', 'strided'):
+        "resize_ of a transposed tensor: torch reads its storage in memory order, ember in "
+        "logical order",
     ('sparse.sampled_addmm', 'conj'):
         'conj() of a sparse CSR tensor is not implemented (a clear NotImplementedError)',
     ('squeeze', 'inplace_grad'): _NAME,
@@ -141,6 +155,32 @@ def _strided_pair(x):
     eb = ember.tensor(T._numpy(flat))
     shape, stride, off = tuple(x.shape), x.stride(), x.storage_offset()
     return tb, tb.as_strided(shape, stride, off), eb, eb.as_strided(shape, stride, off)
+
+
+# matrix factorisations and solvers: an input broadcast along its last dimension is a
+# singular matrix (rank one), where pivots and signs are not determined
+_FACTORISING = {"geqrf", "qr", "lu", "pinverse", "cholesky", "cholesky_inverse",
+                "cholesky_solve", "lu_solve", "triangular_solve", "inverse", "svd", "ormqr",
+                "det", "logdet", "slogdet", "lu_unpack", "matrix_exp", "householder_product"}
+
+
+def _factorises(op):
+    return op.name.startswith("linalg.") or op.name in _FACTORISING
+
+
+def _strided_views(x, factorises=False):
+    """The input ``x`` laid out three other ways: transposed memory (the same values),
+    every other element of a larger storage (the same values), and its first element along
+    the last dimension broadcast with stride 0 (other values, the same on both sides; not
+    for ``factorises``: a singular matrix)."""
+    x = x.detach()
+    if x.dim() >= 2:
+        yield "transposed", x.transpose(-1, -2).contiguous().transpose(-1, -2)
+    big = x.new_zeros(x.shape[:-1] + (2 * x.shape[-1],))
+    big[..., ::2] = x
+    yield "stepped", big[..., ::2]
+    if x.shape[-1] > 1 and not factorises:
+        yield "expanded", x[..., :1].clone().expand(x.shape)
 
 
 def _to_ember_strided(x):
@@ -236,7 +276,7 @@ def _run_sample(op, part, s, dtype, i):
     key = T._key(op)
     where = f"{key} {part} {dtype} sample {i}"
     fn = T._ember_fn(op)
-    if part in ("noncontiguous", "noncontiguous_inplace", "saved_modified") and \
+    if part in ("noncontiguous", "strided", "noncontiguous_inplace", "saved_modified") and \
             any(v.layout != torch.strided for v in _tensors(s)):
         return 0  # sparse operands: no strides to vary, no in-place write to make
     args, kw = T._to_ember(s.args), T._to_ember(s.kwargs)
@@ -277,6 +317,20 @@ def _run_sample(op, part, s, dtype, i):
         if got is None:
             return 0
         _compare_outputs(op, s, *got, where)
+    elif part == "strided":
+        x = s.input
+        if not isinstance(x, torch.Tensor) or x.layout != torch.strided or not x.dim() or \
+                not x.numel():
+            return 0
+        checked = 0
+        for name, view in _strided_views(x, factorises=_factorises(op)):
+            got = _pair(f"{where} ({name} input)",
+                        lambda v=view: op.op(v, *s.args, **s.kwargs),
+                        lambda v=view: fn(_to_ember_strided(v), *args, **kw))
+            if got is not None:
+                _compare_outputs(op, s, *got, f"{where} ({name} input)")
+                checked = 1
+        return checked
     elif part in ("conj", "neg_view"):
         def wrap(m):
             def view(v):
@@ -578,3 +632,15 @@ def test_inplace_backward_keeps_the_old_values(name):
             assert all(g is None or not g.any() for g in (e, t))
         else:
             np.testing.assert_allclose(e, t, rtol=1e-12, atol=1e-14)
+
+
+def test_view_copy_of_a_transposed_tensor():
+    """view_copy is a copy: torch's takes any layout (ember raised view's error)."""
+    res = []
+    for m in (torch, ember):
+        x = m.arange(6.0).reshape(2, 3).t().requires_grad_(True)
+        y = m.view_copy(x, (6,))
+        y.backward(m.arange(6.0))
+        res.append((y.detach().numpy().copy(), x.grad.numpy().copy()))
+    for a, b in zip(*res):
+        np.testing.assert_array_equal(a, b)
