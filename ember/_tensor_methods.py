@@ -12,7 +12,7 @@ from ember import _core as ember
 from ember import ops as _ops
 from ember._tensor import Tensor, _make
 from ember.nn import functional as _F
-from ember.ops._inplace import check_inplace, commit, inplace_method
+from ember.ops._inplace import check_inplace, commit, inplace_method, source_for
 from ember.ops._views import as_strided  # noqa: F401  (torch.as_strided)
 
 __all__ = ["adjoint", "as_strided", "as_strided_", "conj_physical_", "gcd_", "lcm_",
@@ -45,7 +45,8 @@ def conj_physical_(input):
 
 
 def _float_power_(self, exponent):
-    result = ember.float_power(self, exponent)
+    # the backward reads the base: it gets the old values, kept aside when recording
+    result = ember.float_power(source_for(self, True, (exponent,)), exponent)
     if result.dtype != self.dtype:
         raise RuntimeError(f"the base given to float_power_ has dtype "
                            f"{_dtype_word(self.dtype)} but the operation's result requires "

@@ -116,11 +116,9 @@ def commit(t, result):
         try:
             td[...] = rd if rd.dtype == td.dtype else through_float32(rd, td.dtype)
         except ValueError:
-            # NumPy refuses to write into broadcast (expanded) arrays
-            raise RuntimeError(
-                "unsupported operation: more than one element of the written-to tensor refers "
-                "to a single memory location. Please clone() the tensor before performing the "
-                "operation.") from None
+            # NumPy refuses to write into broadcast (expanded) arrays and conj()'s results
+            from ember.ops._util import write_error
+            raise write_error(td) from None
     t._vc[0] += 1
     if recording:
         t.grad_fn = result.grad_fn

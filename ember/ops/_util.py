@@ -1,6 +1,7 @@
 """Helpers shared by the op families: binding to Tensor, dtype promotion, dims."""
 import functools
 import operator
+import weakref
 
 import numpy as np
 
@@ -473,6 +474,58 @@ def with_out(fn):
     return wrapper
 
 
+# the arrays of ``conj()``'s results, made read-only: PyTorch's ``conj()`` is a view of its
+# input, so a write into it reaches the input; ember's is a copy, and a write into it
+# would silently miss the input, so it is refused (weak: the dict forgets freed arrays)
+_CONJ_COPIES = weakref.WeakValueDictionary()
+
+
+# those whose input was a partial view of a larger storage: as_strided on them would
+# address the copy, where torch's addresses the input's storage
+_CONJ_OF_PARTIAL = weakref.WeakValueDictionary()
+
+
+def mark_conj_copy(arr, partial=False):
+    """Make ``arr`` (a fresh ``conj()`` result) refuse writes, with :func:`write_error`'s
+    message naming ``conj()``; ``partial``: its input was a partial view of a storage."""
+    if type(arr) is np.ndarray:
+        arr.flags.writeable = False
+        _CONJ_COPIES[id(arr)] = arr
+        if partial:
+            _CONJ_OF_PARTIAL[id(arr)] = arr
+
+
+def refuse_storage_of_conj(arr):
+    """``as_strided`` reads the storage under ``arr``: refused where that is a ``conj()``
+    copy of a partial view (torch's conj view shares the input's whole storage)."""
+    a = arr
+    while isinstance(a, np.ndarray):
+        if _CONJ_OF_PARTIAL.get(id(a)) is a:
+            raise NotImplementedError(
+                "as_strided on the result of conj() of a partial view: PyTorch's conj() is "
+                "a view of the input's whole storage; ember's is a copy of the input alone. "
+                "Call as_strided on the input, then conj()")
+        a = a.base
+
+
+def write_error(arr):
+    """The error for a write NumPy refused into the read-only ``arr``: into a ``conj()``
+    result (or a view of one), ``NotImplementedError``; otherwise torch's refusal of a
+    write into an expanded tensor."""
+    a = arr
+    while isinstance(a, np.ndarray):
+        if _CONJ_COPIES.get(id(a)) is a:
+            return NotImplementedError(
+                "in-place write into the result of conj(): PyTorch's conj() is a view, so "
+                "the write would reach the conjugated tensor; ember's conj() is a copy and "
+                "cannot write through. Write into the tensor itself (x.copy_(y.conj())) or "
+                "use conj_physical()")
+        a = a.base
+    return RuntimeError("unsupported operation: more than one element of the written-to "
+                        "tensor refers to a single memory location. Please clone() the "
+                        "tensor before performing the operation.")
+
+
 def _refuse_internal_overlap(arr):
     """torch's ``assert_no_internal_overlap`` of an ``out=`` array: an expanded dim (stride
     0) would have several results written to one element."""
@@ -605,7 +658,10 @@ def write_out(result, out, name=None):
                                f"the desired output type {scalar_type_name(out.dtype)}")
         src = result.to(out.dtype)._data  # torch's conversion (float16 through float32...)
     if out._data.shape == src.shape:
-        out._data[...] = src
+        try:
+            out._data[...] = src
+        except ValueError:
+            raise write_error(out._data) from None
     else:
         if out._data.size and name not in _QUIET_RESIZE:
             resize_warning(out._data.shape, src.shape, stacklevel=4)

@@ -19,6 +19,7 @@ from ember.backend import array_module
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
 from ember.ops._grad_arrays import _plain_type
+from ember.ops._util import refuse_storage_of_conj
 from ember.storage import _memory_root
 
 _ndarray = np.ndarray
@@ -355,6 +356,9 @@ def rebase_view(view, result):
     try:
         view._data[...] = result._data
     except ValueError:
+        from ember.ops._util import write_error
+        if isinstance(write_error(view._data), NotImplementedError):  # a view of conj()'s
+            raise write_error(view._data) from None
         raise RuntimeError("unsupported operation: some elements of the input tensor and the "
                            "written-to tensor refer to a single memory location. Please clone() "
                            "the tensor before performing the operation.") from None
@@ -519,6 +523,7 @@ class StorageAsStrided(ViewPrimitive):
     batch = _batch.storage_as_strided
 
     def forward(self, x, shape, strides, offset):
+        refuse_storage_of_conj(x)
         found = _storage_of(x)
         if found is None:  # memory in pieces: the tensor's values, in order, are its storage
             flat, own, x_strides = _xp(x).ascontiguousarray(x).reshape(-1), 0, None

@@ -14,6 +14,7 @@ from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
 from ember.ops._util import (
+    mark_conj_copy,
     refuse_dtype,
     tensor_method,
     tensor_operands,
@@ -76,6 +77,10 @@ class ViewAsComplex(ViewPrimitive):
 
 def view_as_real(input):
     """A view of a complex tensor as floats with a trailing dimension of size 2."""
+    if is_conj(input):  # (torch's view would show the unconjugated memory)
+        raise RuntimeError("view_as_real doesn't work on unresolved conjugated tensors.  To "
+                           "resolve the conjugate tensor so you can view it as real, use "
+                           "self.resolve_conj()")
     return ViewAsReal.apply(input)
 
 
@@ -274,11 +279,21 @@ def conj(input):
     if not input.is_complex():
         return input
     out = Conj.apply(input)
+    # torch's is a view: a write into it must not go astray, nor as_strided read elsewhere
+    mark_conj_copy(out._data, _partial_view(input._data))
     if not is_conj(input):
         if out._extra is None:  # it may already hold a forward-mode tangent: keep that
             out._extra = _Extra()
         out._extra.conj = True
     return out
+
+
+def _partial_view(d):
+    """Whether array ``d`` is not the whole of the storage under it."""
+    from ember.ops._views import _storage_of
+    found = _storage_of(d) if isinstance(d, np.ndarray) else None
+    return found is None or found[1] != 0 or found[0].size != d.size or \
+        not d.flags.c_contiguous
 
 
 @tensor_method()

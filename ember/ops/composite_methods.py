@@ -19,7 +19,9 @@ def _bind():
             setattr(Tensor, name, functions[name])
     for name in ("heaviside", "gcd", "lcm", "ldexp", "nextafter", "renorm"):
         if not hasattr(Tensor, name + "_"):
-            setattr(Tensor, name + "_", inplace_method(functions[name]))
+            # (ldexp's, nextafter's and renorm's backward read self: keep the old values)
+            copies = name in ("ldexp", "nextafter", "renorm")
+            setattr(Tensor, name + "_", inplace_method(functions[name], copies))
     if not hasattr(Tensor, "orgqr"):
         Tensor.orgqr = linalg.householder_product
 

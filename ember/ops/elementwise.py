@@ -140,10 +140,11 @@ from ember.ops.ternary import (  # noqa: F401
 # ----- the public ops, each named once: function, Tensor method, in-place method ------------
 _VARIANTS = [
     # arithmetic: the in-place result takes the promoted dtype, checked against self
-    Variants("add sub subtract true_divide floor_divide addcmul addcdiv copysign",
-             inplace=True, copies=False, promotes=True),
-    Variants("mul multiply div divide remainder fmod atan2 lerp hypot xlogy", inplace=True,
-             copies=True, promotes=True),
+    Variants("add sub subtract floor_divide addcmul addcdiv", inplace=True, copies=False,
+             promotes=True),
+    # (their backward reads self: the in-place form keeps the old values)
+    Variants("mul multiply div divide true_divide copysign remainder fmod atan2 lerp hypot "
+             "xlogy", inplace=True, copies=True, promotes=True),
     # comparisons and logical ops give bool, which any dtype may hold
     Variants("eq ne lt le gt ge logical_and logical_or logical_xor logical_not",
              inplace=True, copies=False),

@@ -768,7 +768,8 @@ def _bind():
                index_copy, index_fill, take_along_dim):
         setattr(T, fn.__name__, fn)
     for fn in (scatter, scatter_add, scatter_reduce, index_add, index_copy, index_fill):
-        setattr(T, fn.__name__ + "_", inplace_method(fn))
+        # (scatter_reduce's backward reads self for prod, amax, amin: keep the old values)
+        setattr(T, fn.__name__ + "_", inplace_method(fn, fn is scatter_reduce))
 
 
 _bind()

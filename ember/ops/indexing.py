@@ -21,7 +21,7 @@ from ember.backend import dtypes as _dt
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit
-from ember.ops._util import checked_scalar, reduced_float
+from ember.ops._util import checked_scalar, reduced_float, write_error
 from ember.ops._views import ViewPrimitive, grad_array
 
 __all__ = ["index_put", "index_put_"]
@@ -502,9 +502,7 @@ def _write_checked(arr, basic, adv, value, accumulate=False):
         raise IndexError(str(e).replace("axis", "dimension")) from None
     except ValueError as e:
         if "read-only" in str(e):
-            raise RuntimeError("unsupported operation: more than one element of the written-to "
-                               "tensor refers to a single memory location. Please clone() the "
-                               "tensor before performing the operation.") from None
+            raise write_error(arr) from None
         target = arr[basic] if adv is None else arr[basic][adv]
         raise RuntimeError(f"shape mismatch: value tensor of shape {list(np.shape(value))} "
                            f"cannot be broadcast to indexing result of shape "

@@ -17,7 +17,9 @@ def _copy_variant(view_name, doc_name=None):
             res = args[0]
         elif hasattr(_core, view_name):
             res = getattr(_core, view_name)(*args, **kwargs)
-        else:  # a view that PyTorch has only as a method (expand, view, unfold ...)
+        elif view_name == "view":  # a copy: any layout will do (torch's reshapes)
+            res = args[0].contiguous().view(*args[1:], **kwargs)
+        else:  # a view that PyTorch has only as a method (expand, unfold ...)
             res = getattr(args[0], view_name)(*args[1:], **kwargs)
         res = tuple(r.clone() for r in res) if isinstance(res, (tuple, list)) else res.clone()
         if out is not None:
