@@ -34,9 +34,10 @@ SORT_CALLS = ("sort", "argsort", "topk", "nonzero", "repeat_interleave", "pdist"
               "bucketize", "searchsorted")
 # calls whose result's shape (or values) follows the values of an integer or boolean
 # tensor argument, which they read outside the ops: a trace records the whole call, and
-# a replay computes the shape again (a mask's True count, the largest index...)
+# a replay computes the shape again (a mask's True count, the largest index...); and
+# ``hash_tensor``, computed on the elements' bits
 VALUE_CALLS = ("masked_select", "one_hot", "bincount", "gcd", "lcm", "segment_reduce",
-               "tensor_split", "ctc_loss")
+               "tensor_split", "ctc_loss", "hash_tensor")
 # eval-mode batch norm (its training mode is the ``Normalize`` primitive) and instance
 # norm (both modes: PyTorch's trace shows aten::instance_norm)
 NORM_CALLS = ("batch_norm", "instance_norm")
