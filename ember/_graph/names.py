@@ -30,7 +30,7 @@ RESIZE_CALLS = ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool
                 "interpolate", "pad")
 # orderings: their indices are values of the input, so a trace records the call (an
 # order computed at the example would be a constant of the example's values)
-SORT_CALLS = ("sort", "argsort", "topk", "nonzero", "repeat_interleave", "pdist",
+SORT_CALLS = ("sort", "argsort", "topk", "kthvalue", "nonzero", "repeat_interleave", "pdist",
               "bucketize", "searchsorted")
 # calls whose result's shape (or values) follows the values of an integer or boolean
 # tensor argument, which they read outside the ops: a trace records the whole call, and

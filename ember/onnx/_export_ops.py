@@ -480,6 +480,21 @@ def _topk(g, node, input, k, dim=None, largest=True, sorted=True, out=None):
     return _top(g, input, int(k), -1 if dim is None else dim, largest)
 
 
+@exports("kthvalue")
+def _kthvalue(g, node, input, k, dim=-1, keepdim=False, out=None):
+    """The ``k`` smallest along ``dim`` by TopK, and the last of them. Among equal
+    values TopK's index is the lowest; PyTorch's quickselect may pick another of them."""
+    if _rank(input) == 0:
+        raise UnsupportedOnnxExport("kthvalue of a 0-d tensor")
+    d = dim % _rank(input)
+    values, indices = _top(g, input, int(k), d, False)
+    last = g.const(np.asarray([int(k) - 1], np.int64), "k_1")
+    out = [g.op("Gather", [t, last], axis=d) for t in (values, indices)]
+    if keepdim:
+        return out
+    return [g.op("Squeeze", [t, g.const(np.asarray([d], np.int64), "axes")]) for t in out]
+
+
 @exports("sort")
 def _sort(g, node, input, dim=-1, descending=False, stable=False, out=None):
     return _top(g, input, None, dim, descending)
