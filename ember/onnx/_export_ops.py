@@ -453,7 +453,7 @@ def _vector_norm(g, node, x, p, axes, keepdim):
 def _cumsum(g, node, x, axis, np_dtype=None):
     out_dt = np.dtype(node.outputs[0].dtype.np)
     return g.op("CumSum", [_cast_to(g, g.tensor(x), out_dt, x),
-                           g.const(np.asarray(axis, np.int64))])
+                           g.const(np.asarray(g.number(axis), np.int64))])
 
 
 # ---- orderings -------------------------------------------------------------------------------
