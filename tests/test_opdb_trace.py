@@ -369,3 +369,78 @@ def test_hash_tensor_trace_reads_its_input(dim):
         ember.onnx.export(_Call(lambda x: ember.hash_tensor(x, dim)), (ember.randn(2, 3),),
                           io.BytesIO())
 
+
+
+def test_cov_trace_divides_by_the_count_of_each_call():
+    """The mean divides by the number of observations as read from the input (the
+    example's count was a constant: another length gave a shifted mean, silently)."""
+    traced = _trace(ember.cov, ember.randn(3, 4))
+    loaded = _saved(traced)
+    x = np.random.default_rng(0).standard_normal((3, 9)).astype(np.float32) + 5
+    want = torch.cov(torch.tensor(x)).numpy()
+    np.testing.assert_allclose(traced(ember.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(loaded(torch.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_kthvalue_trace_chooses_at_each_call(keepdim):
+    """kthvalue is recorded whole (its index was chosen outside the ops and kept as a
+    constant: other values gave the example's positions); aten::kthvalue in TorchScript,
+    TopK in ONNX."""
+    def fn(x):
+        return ember.kthvalue(x, 2, 1, keepdim)
+    traced = _trace(fn, ember.randn(3, 4))
+    loaded = _saved(traced)
+    buf = io.BytesIO()
+    ember.onnx.export(_Call(fn), (ember.randn(3, 4),), buf, input_names=["x"],
+                      dynamic_axes={"x": {0: "n", 1: "m"}})
+    import onnxruntime as ort
+    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    for shape in ((3, 4), (5, 7)):
+        x = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
+        v, i = torch.kthvalue(torch.tensor(x), 2, 1, keepdim)
+        for got in (traced(ember.tensor(x)), loaded(torch.tensor(x)),
+                    sess.run(None, {"x": x})):
+            np.testing.assert_array_equal(np.asarray(got[0]), v.numpy())
+            np.testing.assert_array_equal(np.asarray(got[1]), i.numpy())
+
+
+@pytest.mark.parametrize("fn,name", [
+    (lambda x: ember.chunk(x, 2, 0), "chunk"),
+    (lambda x: ember.split(x, 2, 0), "split"),
+    (lambda x: x.unsafe_chunk(2, 0), "unsafe_chunk"),
+    (lambda x: ember.unsafe_split(x, 3, 0), "unsafe_split"),
+])
+def test_split_trace_cuts_each_length(fn, name):
+    """The pieces' size is kept as asked (chunk's from the traced length) and cut at each
+    call: another length gives eager's pieces, or raises where their number changes
+    (the example's sizes were cut, silently dropping or misplacing rows)."""
+    traced = _trace(fn, ember.randn(4, 3))
+    loaded = _saved(traced)
+    for n in (4, 3, 5, 6):
+        x = ember.randn(n, 3)
+        want = fn(x)
+        t_want = getattr(torch, name)(torch.tensor(x.numpy()), *((2, 0) if name != "unsafe_split"
+                                                                  else (3, 0)))
+        if len(want) != len(fn(ember.randn(4, 3))):
+            with pytest.raises(RuntimeError, match="tensors in this run"):
+                traced(x)
+            continue
+        for got in (traced(x), loaded(torch.tensor(x.numpy()))):
+            assert [tuple(g.shape) for g in got] == [tuple(w.shape) for w in t_want]
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(np.asarray(g.numpy()), w.numpy())
+
+
+def test_replayed_split_with_sizes_that_no_longer_add_up_raises():
+    traced = _trace(lambda x: ember.split(x, [1, 3], 0), ember.randn(4, 2))
+    with pytest.raises(RuntimeError, match="split_with_sizes expects split_sizes to sum"):
+        traced(ember.randn(5, 2))
+
+
+def test_onnx_refuses_a_tensor_input_used_as_a_number():
+    """narrow's start given as a 0-d tensor is a graph input: its value cannot be frozen
+    into the file (the exporter raised TypeError)."""
+    m = _Call(lambda x, s: ember.narrow(x, 1, s, 2))
+    with pytest.raises(ember.onnx.UnsupportedOnnxExport, match="narrow"):
+        ember.onnx.export(m, (ember.randn(3, 5), ember.tensor(1)), io.BytesIO())
