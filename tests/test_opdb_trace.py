@@ -40,8 +40,8 @@ _WARNS = ("the trace reads the input's values (a TracerWarning says so) where Py
           "trace records one aten call")
 _TORCH_WARNS = ("PyTorch's trace warns here (it converts a count to a Python number); "
                 "ember's differs at another mask without a warning")
-_LOAD_DTYPE = ("the sample passes dim as a 0-d tensor: the saved code passes it on, and "
-               "torch.jit.load's compiler rejects the call (loud)")
+_LOAD_NONE_DIM = ("a 0-d input's node has no axis (None): the saved call passes None, "
+                  "which torch.jit.load's compiler rejects (loud)")
 _LOAD_NONZERO = ("nonzero(as_tuple=True) saved as a tuple unpacking that the TorchScript "
                  "interpreter refuses at run time (loud)")
 _SAME_AS_TRACE = "what the trace keeps (see its trace entry) is what the file holds"
@@ -62,13 +62,12 @@ _GRID_ONNX = "GridSample's Clip bound to two types: onnxruntime rejects the file
 _ZERO_D_ONNX = "OneHot of a 0-d tensor: onnxruntime rejects the file (loud)"
 _TIES_ONNX = ("TopK orders equal values by index; PyTorch's sort, topk and kthvalue pick "
               "another of them: the indices differ where a grown input repeats a value")
-_EXPORT_RAISES = ("the exporter raises TypeError/ValueError (a 0-d permute or reduction "
-                  "with dim, a dim given as a tensor) instead of UnsupportedOnnxExport")
+_EXPORT_RAISES = ("the exporter raises TypeError/ValueError (a 0-d permute, a 0-d max/min "
+                  "with dim) instead of UnsupportedOnnxExport")
 
 # (op key, stage) -> why it still differs; each must keep differing
 KNOWN = {
-    ('cumsum', 'load'): _LOAD_DTYPE,
-    ('logcumsumexp', 'load'): _LOAD_DTYPE,
+    ('logcumsumexp', 'load'): _LOAD_NONE_DIM,
     ('nonzero', 'load'): _LOAD_NONZERO,
     ('take_along_dim', 'load'): _SAME_AS_TRACE,
     ('argmax', 'onnx'): _ARG_ONNX,
@@ -84,7 +83,6 @@ KNOWN = {
     ('combinations', 'onnx'): _SAME_AS_TRACE,
     ('copysign', 'onnx'): _INT_ONNX,
     ('corrcoef', 'onnx'): _SAME_AS_TRACE,
-    ('cumsum', 'onnx'): _EXPORT_RAISES,
     ('expm1', 'onnx'): _INT_ONNX,
     ('floor', 'onnx'): _INT_ONNX,
     ('frexp', 'onnx'): _SAME_AS_TRACE,
@@ -444,3 +442,17 @@ def test_onnx_refuses_a_tensor_input_used_as_a_number():
     m = _Call(lambda x, s: ember.narrow(x, 1, s, 2))
     with pytest.raises(ember.onnx.UnsupportedOnnxExport, match="narrow"):
         ember.onnx.export(m, (ember.randn(3, 5), ember.tensor(1)), io.BytesIO())
+
+
+def test_zero_dim_cumsum_saves_and_exports():
+    """A 0-d cumsum's node has no axis: it was saved as torch.cumsum(x, None), which
+    torch.jit.load rejected, and the exporter raised TypeError."""
+    traced = _trace(lambda x: ember.cumsum(x, 0), ember.tensor(1.5))
+    assert float(_saved(traced)(torch.tensor(-2.5))) == -2.5
+    buf = io.BytesIO()
+    ember.onnx.export(_Call(lambda x: ember.cumsum(x, 0)), (ember.tensor(1.5),), buf,
+                      input_names=["x"])
+    import onnxruntime as ort
+    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {"x": np.array(-2.5, np.float32)})[0]
+    assert got.shape == () and float(got) == -2.5

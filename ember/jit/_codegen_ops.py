@@ -271,7 +271,8 @@ def _flip(em, node, x, axis):
 def _cumsum(em, node, x, axis, np_dtype):
     if np_dtype is not None:
         raise NotImplementedError("jit codegen: cumsum with dtype=")
-    return f"torch.cumsum({em.e(x)}, {em.e(axis)})"
+    # a 0-d input's node has no axis (None): aten's dim is 0 there
+    return f"torch.cumsum({em.e(x)}, {em.e(0 if axis is None else axis)})"
 
 
 @emits(gather_scatter.Gather)

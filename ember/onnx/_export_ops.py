@@ -452,6 +452,8 @@ def _vector_norm(g, node, x, p, axes, keepdim):
 @exports(scan.Cumsum)
 def _cumsum(g, node, x, axis, np_dtype=None):
     out_dt = np.dtype(node.outputs[0].dtype.np)
+    if axis is None:  # a 0-d input (its node has no axis): the sum of one element
+        return g.op("Identity", [_cast_to(g, g.tensor(x), out_dt, x)])
     return g.op("CumSum", [_cast_to(g, g.tensor(x), out_dt, x),
                            g.const(np.asarray(g.number(axis), np.int64))])
 
