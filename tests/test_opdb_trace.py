@@ -27,8 +27,6 @@ import ember.onnx
 _VALUES = ("computed on the input's values outside the recorded ops (index arrays, bin "
            "edges, the distinct values): the trace keeps the sample's result as a constant, "
            "silently; PyTorch's trace records one aten call")
-_SIZES = ("the indices are broadcast to the sample's shape outside the recorded ops: the "
-          "trace replays that shape at other sizes, silently")
 _SIZES_LOUD = ("a composite that reads the sample's sizes as plain numbers (an expand, a "
                "reshape, a flat index): another size raises (loud) where PyTorch's trace "
                "records one aten call and generalises")
@@ -69,7 +67,6 @@ _EXPORT_RAISES = ("the exporter raises TypeError/ValueError (a 0-d permute, a 0-
 KNOWN = {
     ('logcumsumexp', 'load'): _LOAD_NONE_DIM,
     ('nonzero', 'load'): _LOAD_NONZERO,
-    ('take_along_dim', 'load'): _SAME_AS_TRACE,
     ('argmax', 'onnx'): _ARG_ONNX,
     ('argmin', 'onnx'): _ARG_ONNX,
     ('argsort', 'onnx'): _TIES_ONNX,
@@ -136,7 +133,6 @@ KNOWN = {
     ('squeeze', 'onnx'): _SQUEEZE_ONNX,
     ('squeeze.multiple', 'onnx'): _SQUEEZE_ONNX,
     ('squeeze_copy', 'onnx'): _SQUEEZE_ONNX,
-    ('take_along_dim', 'onnx'): _SAME_AS_TRACE,
     ('tensordot', 'onnx'): _SAME_AS_TRACE,
     ('to_sparse', 'onnx'): _SAME_AS_TRACE,
     ('topk', 'onnx'): _TIES_ONNX,
@@ -176,7 +172,6 @@ KNOWN = {
     ('nn.functional.max_unpool1d.grad', 'trace'): _SIZES_LOUD,
     ('ormqr', 'trace'): _LINALG,
     ('put', 'trace'): _SIZES_LOUD,
-    ('take_along_dim', 'trace'): _SIZES,
     ('tensordot', 'trace'): _SIZES_LOUD,
     ('to_sparse', 'trace'): _VALUES,
     ('triangular_solve', 'trace'): _LINALG,
@@ -456,3 +451,21 @@ def test_zero_dim_cumsum_saves_and_exports():
     sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
     got = sess.run(None, {"x": np.array(-2.5, np.float32)})[0]
     assert got.shape == () and float(got) == -2.5
+
+
+def test_take_along_dim_trace_broadcasts_at_each_call():
+    """take_along_dim along a dim is recorded whole (its broadcast was the example's: a
+    longer input gave a shorter result, silently); aten::take_along_dim in TorchScript,
+    refused by ONNX by name."""
+    def fn(x, i):
+        return ember.take_along_dim(x, i, 1)
+    x, i = ember.randn(1, 4), ember.tensor([[0, 3, -1]])
+    traced = _trace(fn, x, i)
+    loaded = _saved(traced)
+    x2 = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    i2 = np.array([[4, -2, 0]])
+    want = torch.take_along_dim(torch.tensor(x2), torch.tensor(i2), 1).numpy()
+    np.testing.assert_array_equal(traced(ember.tensor(x2), ember.tensor(i2)).numpy(), want)
+    np.testing.assert_array_equal(loaded(torch.tensor(x2), torch.tensor(i2)).numpy(), want)
+    with pytest.raises(ember.onnx.UnsupportedOnnxExport, match="take_along_dim"):
+        ember.onnx.export(_Call(fn), (x, i), io.BytesIO())

@@ -34,10 +34,11 @@ SORT_CALLS = ("sort", "argsort", "topk", "kthvalue", "nonzero", "repeat_interlea
               "bucketize", "searchsorted")
 # calls whose result's shape (or values) follows the values of an integer or boolean
 # tensor argument, which they read outside the ops: a trace records the whole call, and
-# a replay computes the shape again (a mask's True count, the largest index...); and
-# ``hash_tensor``, computed on the elements' bits
+# a replay computes the shape again (a mask's True count, the largest index...);
+# ``hash_tensor``, computed on the elements' bits; ``take_along_dim`` along a dim (its
+# broadcast and the wrap of negative indices)
 VALUE_CALLS = ("masked_select", "one_hot", "bincount", "gcd", "lcm", "segment_reduce",
-               "tensor_split", "ctc_loss", "hash_tensor")
+               "tensor_split", "ctc_loss", "hash_tensor", "take_along_dim")
 # eval-mode batch norm (its training mode is the ``Normalize`` primitive) and instance
 # norm (both modes: PyTorch's trace shows aten::instance_norm)
 NORM_CALLS = ("batch_norm", "instance_norm")

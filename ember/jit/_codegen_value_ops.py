@@ -2,7 +2,7 @@
 shape (or values) follows the values of an integer or boolean tensor argument:
 ``masked_select``, ``one_hot``, ``bincount``, ``gcd``/``lcm``, ``segment_reduce``,
 ``tensor_split`` at a tensor of indices, ``ctc_loss``; and ``hash_tensor``, computed on
-the elements' bits. Written as the aten call on the
+the elements' bits; ``take_along_dim`` along a dim. Written as the aten call on the
 traced values, so a saved trace computes the shape at run time, as PyTorch's does."""
 from ember.jit._codegen_emitter import emits, literal
 
@@ -62,3 +62,8 @@ def _hash_tensor(em, node, input, dim=None, keepdim=False, mode=0):
     dims = em.ints(() if dim is None else (dim,) if isinstance(dim, int) else tuple(dim))
     return (f"torch.hash_tensor({em.e(input)}, {dims}, keepdim={em.e(keepdim)}, "
             f"mode={em.e(mode)})")
+
+
+@emits("take_along_dim")
+def _take_along_dim(em, node, input, indices, dim=None):
+    return f"torch.take_along_dim({em.e(input)}, {em.e(indices)}, {em.e(dim)})"
