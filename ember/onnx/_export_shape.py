@@ -132,6 +132,8 @@ exports(diagonals.Triu)(_trilu(1))
 
 @exports(shape.Permute)
 def _permute(g, node, x, dims):
+    if not dims:  # a 0-d tensor (ONNX cannot write an empty perm attribute)
+        return g.op("Identity", [g.tensor(x)])
     return g.op("Transpose", [g.tensor(x)], perm=[d % _rank(x) for d in dims])
 
 
