@@ -351,4 +351,10 @@ if __name__ == "__main__":
     res = run_all(sys.argv[1:] or None)
     for k, v in res.items():
         print(k, v)
+    for stage in ("trace", "load", "onnx"):
+        counts = {}
+        for v in res.values():
+            head = str(v.get(stage, "-")).split(":")[0].split(" at ")[0]
+            counts[head] = counts.get(head, 0) + 1
+        print(stage, dict(sorted(counts.items(), key=lambda kv: -kv[1])))
     print(f"{len(res)} cases in {time.time() - t0:.0f} s")
