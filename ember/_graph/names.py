@@ -30,13 +30,15 @@ RESIZE_CALLS = ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool
                 "interpolate", "pad")
 # orderings: their indices are values of the input, so a trace records the call (an
 # order computed at the example would be a constant of the example's values)
-SORT_CALLS = ("sort", "argsort", "topk", "nonzero", "repeat_interleave", "pdist",
+SORT_CALLS = ("sort", "argsort", "topk", "kthvalue", "nonzero", "repeat_interleave", "pdist",
               "bucketize", "searchsorted")
 # calls whose result's shape (or values) follows the values of an integer or boolean
 # tensor argument, which they read outside the ops: a trace records the whole call, and
-# a replay computes the shape again (a mask's True count, the largest index...)
+# a replay computes the shape again (a mask's True count, the largest index...);
+# ``hash_tensor``, computed on the elements' bits; ``take_along_dim`` along a dim (its
+# broadcast and the wrap of negative indices)
 VALUE_CALLS = ("masked_select", "one_hot", "bincount", "gcd", "lcm", "segment_reduce",
-               "tensor_split", "ctc_loss")
+               "tensor_split", "ctc_loss", "hash_tensor", "take_along_dim")
 # eval-mode batch norm (its training mode is the ``Normalize`` primitive) and instance
 # norm (both modes: PyTorch's trace shows aten::instance_norm)
 NORM_CALLS = ("batch_norm", "instance_norm")

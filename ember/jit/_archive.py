@@ -11,7 +11,8 @@ An archive is a zip whose records sit under one directory ``<name>/``:
 - ``code/__torch__/<module path>.py``: the TorchScript source of every class and free
   function, one file per qualified module path (``.debug_pkl`` beside them maps code
   to Python source ranges; optional, ember neither needs nor writes it).
-- ``version`` (``3``), ``byteorder``, ``.data/serialization_id``, and ``extra/<name>``
+- ``version`` (3, or the newest operator version the code calls: see
+  :func:`_file_version`), ``byteorder``, ``.data/serialization_id``, and ``extra/<name>``
   for ``_extra_files``.
 
 Reading reuses :mod:`ember.serialization`: its archive reader (records, storages,
@@ -23,6 +24,7 @@ import collections
 import io
 import os
 import pickle
+import re
 import uuid
 import zipfile
 
@@ -561,6 +563,27 @@ def _storage_bytes(root):
     return memoryview(np.ascontiguousarray(little)).cast("B") if little.size else b""
 
 
+# The file format version at which an aten operator's meaning last changed (PyTorch's
+# operator version map, ``torch._C._get_operator_version_map()``). torch.jit.load runs an
+# archive of an older version through that operator's upgrader: ``torch.div`` of two
+# integer tensors in a version-3 file is rounded toward zero, as before true division.
+# So a file calling one of them says it was written after the change, as torch's does.
+_OPERATOR_VERSIONS = (
+    (re.compile(r"\b(div_?|true_divide_?)\(|\s/\s"), 4),
+    (re.compile(r"\bfull\("), 5),
+    (re.compile(r"\blinspace\("), 8),
+    (re.compile(r"\blogspace\("), 9),
+    (re.compile(r"\bgelu_?\("), 10),
+)
+
+
+def _file_version(files):
+    """The archive's ``version`` record: 3, or the newest operator version its code
+    calls (:data:`_OPERATOR_VERSIONS`)."""
+    code = "\n".join(src for sources in files.values() for src in sources.values())
+    return max([3] + [v for pattern, v in _OPERATOR_VERSIONS if pattern.search(code)])
+
+
 def _write(fh, archive, files, data, storages, consts, const_storages, extra):
     w = _ser._aligned_write
     with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
@@ -575,6 +598,6 @@ def _write(fh, archive, files, data, storages, consts, const_storages, extra):
         for key, root in const_storages.values():
             w(zf, f"{archive}/constants/{key}", _storage_bytes(root))
         w(zf, f"{archive}/constants.pkl", consts)
-        w(zf, f"{archive}/version", b"3\n")
+        w(zf, f"{archive}/version", f"{_file_version(files)}\n".encode())
         w(zf, f"{archive}/byteorder", b"little")
         w(zf, f"{archive}/.data/serialization_id", str(uuid.uuid4().int).encode())

@@ -253,7 +253,11 @@ def _vector_norm(em, node, x, p, axes, keepdim):
 
 @emits(join.SplitWithSizes)
 def _split(em, node, x, sizes, dim):
-    res = em.tmp(f"torch.split_with_sizes({em.e(x)}, {em.ints(tuple(sizes))}, {em.e(dim)})")
+    if isinstance(sizes, (tuple, list)):
+        res = em.tmp(f"torch.split_with_sizes({em.e(x)}, {em.ints(tuple(sizes))}, "
+                     f"{em.e(dim)})")
+    else:  # one piece size (a traced int where the trace read it from a size)
+        res = em.tmp(f"torch.split({em.e(x)}, {em.e(sizes)}, {em.e(dim)})")
     return [f"{res}[{i}]" for i in range(len(node.outputs))]
 
 
@@ -267,7 +271,8 @@ def _flip(em, node, x, axis):
 def _cumsum(em, node, x, axis, np_dtype):
     if np_dtype is not None:
         raise NotImplementedError("jit codegen: cumsum with dtype=")
-    return f"torch.cumsum({em.e(x)}, {em.e(axis)})"
+    # a 0-d input's node has no axis (None): aten's dim is 0 there
+    return f"torch.cumsum({em.e(x)}, {em.e(0 if axis is None else axis)})"
 
 
 @emits(gather_scatter.Gather)
@@ -561,6 +566,13 @@ def _topk(em, node, input, k, dim=None, largest=True, sorted=True, out=None):
     d = -1 if dim is None else dim
     res = em.tmp(f"torch.topk({em.e(input)}, {em.e(k)}, {em.e(d)}, "
                  f"{literal(bool(largest))}, {literal(bool(sorted))})")
+    return [f"{res}[0]", f"{res}[1]"]
+
+
+@emits("kthvalue")
+def _kthvalue(em, node, input, k, dim=-1, keepdim=False, out=None):
+    res = em.tmp(f"torch.kthvalue({em.e(input)}, {em.e(k)}, {em.e(dim)}, "
+                 f"{literal(bool(keepdim))})")
     return [f"{res}[0]", f"{res}[1]"]
 
 

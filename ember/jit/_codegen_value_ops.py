@@ -1,7 +1,8 @@
 """TorchScript spellings of the calls a trace records whole because their result's
 shape (or values) follows the values of an integer or boolean tensor argument:
 ``masked_select``, ``one_hot``, ``bincount``, ``gcd``/``lcm``, ``segment_reduce``,
-``tensor_split`` at a tensor of indices, ``ctc_loss``. Written as the aten call on the
+``tensor_split`` at a tensor of indices, ``ctc_loss``; and ``hash_tensor``, computed on
+the elements' bits; ``take_along_dim`` along a dim. Written as the aten call on the
 traced values, so a saved trace computes the shape at run time, as PyTorch's does."""
 from ember.jit._codegen_emitter import emits, literal
 
@@ -54,3 +55,15 @@ def _ctc_loss(em, node, log_probs, targets, input_lengths, target_lengths, blank
     return (f"torch.ctc_loss({em.e(log_probs)}, {em.e(targets)}, {em.e(input_lengths)}, "
             f"{em.e(target_lengths)}, {em.e(blank)}, {_REDUCTIONS[reduction]}, "
             f"{em.e(zero_infinity)})")
+
+
+@emits("hash_tensor")
+def _hash_tensor(em, node, input, dim=None, keepdim=False, mode=0):
+    dims = em.ints(() if dim is None else (dim,) if isinstance(dim, int) else tuple(dim))
+    return (f"torch.hash_tensor({em.e(input)}, {dims}, keepdim={em.e(keepdim)}, "
+            f"mode={em.e(mode)})")
+
+
+@emits("take_along_dim")
+def _take_along_dim(em, node, input, indices, dim=None):
+    return f"torch.take_along_dim({em.e(input)}, {em.e(indices)}, {em.e(dim)})"

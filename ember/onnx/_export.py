@@ -127,6 +127,10 @@ class GraphBuilder:
         int)."""
         from ember._graph.ir import Ref
         if isinstance(v, Ref):
+            if v.value.data is None:  # a tensor input used as a number (narrow's start)
+                raise UnsupportedOnnxExport(
+                    f"the graph input {v.value.name} where the op takes a Python number: its "
+                    "value would be frozen into the file")
             return int(v.value.data)
         return v
 

@@ -452,8 +452,10 @@ def _vector_norm(g, node, x, p, axes, keepdim):
 @exports(scan.Cumsum)
 def _cumsum(g, node, x, axis, np_dtype=None):
     out_dt = np.dtype(node.outputs[0].dtype.np)
+    if axis is None:  # a 0-d input (its node has no axis): the sum of one element
+        return g.op("Identity", [_cast_to(g, g.tensor(x), out_dt, x)])
     return g.op("CumSum", [_cast_to(g, g.tensor(x), out_dt, x),
-                           g.const(np.asarray(axis, np.int64))])
+                           g.const(np.asarray(g.number(axis), np.int64))])
 
 
 # ---- orderings -------------------------------------------------------------------------------
@@ -478,6 +480,21 @@ def _top(g, x, k, dim, largest):
 @exports("topk")
 def _topk(g, node, input, k, dim=None, largest=True, sorted=True, out=None):
     return _top(g, input, int(k), -1 if dim is None else dim, largest)
+
+
+@exports("kthvalue")
+def _kthvalue(g, node, input, k, dim=-1, keepdim=False, out=None):
+    """The ``k`` smallest along ``dim`` by TopK, and the last of them. Among equal
+    values TopK's index is the lowest; PyTorch's quickselect may pick another of them."""
+    if _rank(input) == 0:
+        raise UnsupportedOnnxExport("kthvalue of a 0-d tensor")
+    d = dim % _rank(input)
+    values, indices = _top(g, input, int(k), d, False)
+    last = g.const(np.asarray([int(k) - 1], np.int64), "k_1")
+    out = [g.op("Gather", [t, last], axis=d) for t in (values, indices)]
+    if keepdim:
+        return out
+    return [g.op("Squeeze", [t, g.const(np.asarray([d], np.int64), "axes")]) for t in out]
 
 
 @exports("sort")

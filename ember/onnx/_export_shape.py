@@ -132,6 +132,8 @@ exports(diagonals.Triu)(_trilu(1))
 
 @exports(shape.Permute)
 def _permute(g, node, x, dims):
+    if not dims:  # a 0-d tensor (ONNX cannot write an empty perm attribute)
+        return g.op("Identity", [g.tensor(x)])
     return g.op("Transpose", [g.tensor(x)], perm=[d % _rank(x) for d in dims])
 
 
@@ -192,11 +194,11 @@ def _unbind(g, node, x, dim=0):
 @exports(join.SplitWithSizes)
 def _split(g, node, x, sizes, dim=0):
     n = len(node.outputs)
-    if isinstance(sizes, int):
-        total = x.value.shape[dim]
-        sizes = [min(sizes, total - i) for i in range(0, total, sizes)]
+    if not isinstance(sizes, (tuple, list)):  # one piece size (maybe a traced int)
+        sizes = [o.shape[dim] for o in node.outputs]
+    # Split even for one piece: onnxruntime checks the sizes against the length
     return g.op("Split", [g.tensor(x), g.const(np.asarray(list(sizes), np.int64))],
-                n_outputs=n, axis=dim) if n > 1 else [g.op("Identity", [g.tensor(x)])]
+                n_outputs=n, axis=dim)
 
 
 @exports(join.Repeat)

@@ -319,7 +319,8 @@ def unsqueeze(cls, lvl, args, params):
 def squeeze(cls, lvl, args, params):
     v = _only_first(cls, lvl, args)
     n = v.dim() - 1
-    return _b().wrap(cls.apply(v, tuple(_shift(d, n) for d in args[1])), lvl)
+    dims = range(n) if args[1] is None else args[1]  # (None: every dim but the batch's)
+    return _b().wrap(cls.apply(v, tuple(_shift(d, n) for d in dims)), lvl)
 
 
 def expand(cls, lvl, args, params):

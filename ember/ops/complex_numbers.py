@@ -7,7 +7,7 @@ a holomorphic ``f`` passes ``grad * conj(f'(z))`` back.
 """
 import numpy as np
 
-from ember._factory import zeros_like
+from ember._factory import ones_like, zeros_like
 from ember._tensor import Tensor, _Extra, _make
 from ember.autograd.node import Primitive
 from ember.backend import complex32 as _c32
@@ -314,10 +314,10 @@ def resolve_conj(input):
 @tensor_method()
 def isreal(input):
     """True where the element is real (its imaginary part is zero)."""
-    d = input._data
     if not input.is_complex():
-        return _make(np.ones(d.shape, np.bool_))
-    return _make(_part(d, "imag") == 0)
+        # a recorded factory (as PyTorch's ones_like): a trace keeps the input's shape
+        return ones_like(input, dtype=_dt.bool)
+    return _make(_part(input._data, "imag") == 0)
 
 
 @tensor_method()

@@ -7,7 +7,7 @@ derivatives come from the same few primitives.
 """
 import numpy as np
 
-from ember._tensor import Tensor, _make, _mode_active
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend.dtypes import through_float32
 from ember.backend.meta import is_meta as _is_meta
@@ -731,6 +731,10 @@ def take_along_dim(input, indices, dim=None, *, out=None):
                            f"{type_name(indices._data.dtype)}")
     if dim is None:
         return gather(input.reshape(-1), 0, indices.reshape(-1))
+    if out is None and _mode_active[0] and (m := _mode_recorder()) is not None:
+        # a whole call in a capture: the broadcast shape and the wrap of negative indices
+        # are read from the sizes and the indices' values below
+        return m.composite("take_along_dim", take_along_dim, (input, indices, dim), {})
     nd = input._data.ndim
     if nd == 0:
         raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")

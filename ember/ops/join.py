@@ -216,13 +216,27 @@ def column_stack(tensors, *, out=None):
 
 # ----- splits -------------------------------------------------------------------------
 
+def _piece_sizes(n, s):
+    """The sizes ``split`` cuts a length ``n`` into, pieces of ``s``."""
+    return ([s] * (n // s) + ([n % s] if n % s else [])) or [0] if s else [0]
+
+
 class SplitWithSizes(ViewPrimitive):
     """Consecutive pieces of ``x`` along ``dim`` (views), one output per size."""
     n_outputs = 2  # several outputs; the instance holds the real count
     batch = _batch.split
 
     def forward(self, x, sizes, dim):
+        # ``sizes``: the pieces' sizes, or one int (``split``'s: pieces of that size, the
+        # last shorter), so that a trace replayed at another length cuts it as eager does
         self.dim = dim
+        n = x.shape[dim]
+        if not isinstance(sizes, (tuple, list)):
+            sizes = _piece_sizes(n, int(sizes))
+        elif sum(sizes) != n:  # (a trace replayed at another length: loud, as eager)
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                               f"(input tensor's size at dimension {dim}), but got "
+                               f"split_sizes={list(sizes)}")
         self.n_outputs = len(sizes)
         pre = (slice(None),) * dim
         outs = []
@@ -259,10 +273,8 @@ class UnsafeSplit(Split):
 def unsafe_pieces(input, chunks, dim):
     """``input.unsafe_chunk(chunks, dim)`` as one :class:`UnsafeSplit` node (``dim``
     already wrapped, its size not zero)."""
-    n = input._data.shape[dim]
-    s = -(-n // chunks)
-    sizes = tuple(min(s, n - o) for o in range(0, n, s))
-    out = UnsafeSplit.apply(input, sizes, dim)
+    # the piece size from the size as read (a trace records the arithmetic on it)
+    out = UnsafeSplit.apply(input, -(-input.shape[dim] // chunks), dim)
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
@@ -304,10 +316,9 @@ def split(tensor, split_size_or_sections, dim=0):
         if s == 0 and n:
             raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
                                f"dimension size of {n}")
-        sizes = [s] * (n // s) + ([n % s] if n % s else []) if s else [0]
-        if not sizes:
-            sizes = [0]
-        return Split.apply(tensor, tuple(sizes), d)
+        # the size itself (a traced int stays one), cut in the node
+        return Split.apply(tensor, split_size_or_sections if isinstance(
+            split_size_or_sections, int) else s, d)
     sizes = [int(v) for v in s]
     if sum(sizes) != n or any(v < 0 for v in sizes):
         raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input "
@@ -326,7 +337,8 @@ def chunk(input, chunks, dim=0):
     n = input._data.shape[d]
     if n == 0:  # PyTorch's split_with_sizes, and its node
         return SplitWithSizes.apply(input, (0,) * chunks, d)
-    return split(input, -(-n // chunks), d)
+    # the piece size from the size as read (a trace records the arithmetic on it)
+    return split(input, -(-input.shape[d] // chunks), d)
 
 
 def tensor_split(input, indices_or_sections, dim=0):

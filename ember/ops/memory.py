@@ -4,7 +4,7 @@ None of them is differentiable (nor in PyTorch)."""
 import numpy as np
 
 from ember._factory import _new_like, empty, empty_strided
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.backend import array_module
 from ember.ops._util import wrap_dims
 
@@ -72,6 +72,10 @@ def hash_tensor(input, dim=None, *, keepdim=False, mode=0, out=None):
     xor of the elements upcast to 64 bits (float64 or int64) and read as uint64."""
     if mode != 0:
         raise RuntimeError(f"hash_tensor only supports mode=0 (xor reduction), got {mode}")
+    if out is None and _mode_active[0] and (m := _mode_recorder()) is not None:
+        # a whole call in a capture: NumPy computes it on the bits, not through ops
+        return m.composite("hash_tensor", hash_tensor, (input, dim),
+                           {"keepdim": keepdim, "mode": mode})
     x = input._data
     xp = array_module(x)
     # (bfloat16, NumPy kind "V", is a float too: it widens to float64, not int64)

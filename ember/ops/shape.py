@@ -486,7 +486,11 @@ class Squeeze(_GradInShape, ViewPrimitive):
     batch = _batch.squeeze
 
     def forward(self, x, dims):
+        # ``dims``: the dims asked for (None: all); those of size 1 here go, so a trace
+        # replayed at other sizes squeezes what eager squeezes there
         self.in_shape = shape = x.shape
+        dims = tuple(d for d in (range(len(shape)) if dims is None else dims)
+                     if shape[d] == 1)
         self.dims = dims
         if len(dims) == 1:  # (the same shape as below, made by slicing)
             d = dims[0]
@@ -521,14 +525,11 @@ def squeeze(input, dim=None):
     shape = input._data.shape
     n = len(shape)
     if type(dim) is int and -n <= dim < n:  # (wrap_dims' answer for one int dim)
-        d = dim + n if dim < 0 else dim
-        return SqueezeDim.apply(input, (d,) if shape[d] == 1 else ())
+        return SqueezeDim.apply(input, (dim + n if dim < 0 else dim,))
     if dim is None:
-        dims = tuple(i for i, s in enumerate(shape) if s == 1)
-    else:
-        dims = tuple(d for d in wrap_dims(dim, len(shape)) if shape[d] == 1) if shape else ()
-    op = Squeeze if dim is None else SqueezeDim if isinstance(dim, int) else SqueezeDims
-    return op.apply(input, dims)
+        return Squeeze.apply(input, None)
+    dims = tuple(wrap_dims(dim, len(shape))) if shape else ()
+    return (SqueezeDim if isinstance(dim, int) else SqueezeDims).apply(input, dims)
 
 
 class Unsqueeze(ViewPrimitive):

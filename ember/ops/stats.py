@@ -317,9 +317,10 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     if aweights is not None:
         w = aweights if w is None else w * aweights
     # PyTorch's steps (and nodes): the sums over the observations divided by their
-    # count or total weight (a tensor), unsqueezed
+    # count or total weight, unsqueezed (the count as the size itself: a trace reads it
+    # from its input at each call, where an array made of it would be a constant)
     if w is None:
-        mean = (x.sum(1) / _make(array_module(x._data).asarray(n))).unsqueeze(1)
+        mean = (x.sum(1) / n).unsqueeze(1)
         norm = n - correction
     else:
         wsum = w.sum()

@@ -72,8 +72,7 @@ def unsafe_split(input, split_size, dim=0):
     n = input.shape[d]
     if n == 0:
         return _split_copy(input, split_size, dim)
-    sizes = tuple(min(split_size, n - o) for o in range(0, n, split_size))
-    out = UnsafeSplit.apply(input, sizes, d)
+    out = UnsafeSplit.apply(input, split_size, d)  # (the node cuts it at each length)
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
