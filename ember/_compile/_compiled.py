@@ -132,7 +132,8 @@ def _const_key(v):
 
 class _Entry:
     __slots__ = ("key", "specs", "graph", "breaks", "dynamic", "plan", "why_unplanned",
-                 "param_tensors", "train", "extras", "one", "fixed_leaves", "n_user")
+                 "param_tensors", "train", "extras", "one", "fixed_leaves", "n_user",
+                 "returned")
 
     def __init__(self, key, specs, graph, breaks, train=None):
         self.key, self.specs, self.graph, self.breaks = key, specs, graph, breaks
@@ -145,6 +146,9 @@ class _Entry:
         self.one = False
         self.fixed_leaves = None
         self.n_user = None  # a training step's count of the user's outputs (``_n_user``)
+        # (flat output, tensor argument) pairs where the capture call returned the
+        # argument itself (``x.add_(y)`` returns ``x``): a replay returns it too
+        self.returned = ()
 
     def failed(self, key, specs):
         """The first guard this call fails, in words, or None when all hold."""
@@ -278,6 +282,8 @@ class CompiledFunction:
                     return self._replay_one(e, args)
                 if e.train is not None:
                     return self._train_replay(e, args, list(args), args, kwargs)
+                if e.returned:
+                    return _put_inputs(self._replay(e, args, args), e.returned, args)
                 return self._replay(e, args, args)
         key = self._guard_key(args, kwargs)
         if not kwargs and all(type(a) is Tensor for a in args):  # the common call
@@ -316,6 +322,8 @@ class CompiledFunction:
                 self.stats["replays"] += 1
                 if e.train is not None:
                     return self._train_replay(e, targs, tensors, args, kwargs)
+                if e.returned:
+                    return _put_inputs(self._replay(e, targs, tensors), e.returned, tensors)
                 return self._replay(e, targs, tensors)
             reasons.append(why)
         if len(self._cache) >= config.cache_size_limit:
@@ -348,6 +356,8 @@ class CompiledFunction:
                 raise Unsupported(f"ember.compile(fullgraph=True): graph break: {breaks[0]}")
         entry = _Entry(key, specs, graph, breaks, train)
         entry.extras = extras
+        if graph is not None:
+            entry.returned = _returned_inputs(out, tensors)
         self._promote(entry)
         self._cache.append(entry)
         self._hits.clear()
@@ -370,7 +380,7 @@ class CompiledFunction:
                 # (each parameter's requires_grad is guarded: fixed for this entry)
                 e.fixed_leaves = [p for p in e.param_tensors if p._requires_grad] + \
                     [c for _, c in plan.const_leaves]
-                e.one = e.train is None and e.extras is None and \
+                e.one = e.train is None and e.extras is None and not e.returned and \
                     type(e.graph.output_spec) is _ir.Ref and len(plan.out_slots) == 1 and \
                     plan.out_rg[0] and bool(plan.leaf_slots)
         return plan
@@ -676,6 +686,35 @@ def _flat_all(tree):
         for v in tree:
             out += _flat_all(v)
     return out
+
+
+def _returned_inputs(out, tensors):
+    """The (flat output index, tensor argument index) pairs where ``out`` holds a tensor
+    argument itself."""
+    where = {id(t): i for i, t in enumerate(tensors)}
+    return tuple((j, where[id(o)]) for j, o in enumerate(_flat_all(out)) if id(o) in where)
+
+
+def _put_inputs(out, returned, tensors):
+    """``out`` (a replay's result) with the outputs ``returned`` names replaced by the
+    tensor arguments the capture call returned there (after the write-back, they hold
+    the values the replay computed)."""
+    flat = _flat_all(out)
+    for j, i in returned:
+        flat[j] = tensors[i]
+    it = iter(flat)
+
+    def rebuild(tree):
+        if isinstance(tree, Tensor):
+            return next(it)
+        if isinstance(tree, dict):
+            return {k: rebuild(v) for k, v in tree.items()}
+        if isinstance(tree, tuple) and hasattr(tree, "_fields"):  # (values, indices)
+            return type(tree)(*(rebuild(v) for v in tree))
+        if isinstance(tree, (tuple, list)):
+            return type(tree)(rebuild(v) for v in tree)
+        return tree
+    return rebuild(out)
 
 
 def _write_back(e, tensors, value_of):

@@ -311,6 +311,9 @@ def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
     _check_tensor("kthvalue", input)
     refuse_kinds(input, "cb", "\"kthvalue_cpu\" not implemented for '{type}'",
                  NotImplementedError)
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node: the order below is computed from the data (a capture would keep it)
+        return m.composite_locals("kthvalue", kthvalue, locals())
     d = wrap_dim(dim, input.dim())
     size = input.shape[d] if input.dim() else 1
     if size == 0:
