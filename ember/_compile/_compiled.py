@@ -6,7 +6,8 @@ A call is split into its tensor arguments (passed to the graph) and its other
 arguments (baked into the capture and guarded by value). The guards of one cache
 entry are: the other arguments, grad mode, each module's ``training``, the identity
 and ``requires_grad`` of every parameter and buffer, and per tensor input its rank,
-dtype, ``requires_grad`` and sizes — where a size that differed between two calls
+dtype, ``requires_grad``, whether it is contiguous (a capture keeps a ``contiguous()``
+of a contiguous input as no copy) and sizes — where a size that differed between two calls
 and gave the same graph structure both times is symbolic (any value passes). A
 module or function called again with tensors only (a training step: none), where
 every object those guards read is the one its last (or last but one) call read, takes
@@ -160,11 +161,14 @@ class _Entry:
                     return f"{name} changed ({b!r} -> {a!r})" if name in (
                         "grad mode", "non-tensor arguments") else f"{name} changed"
             return "guards changed"
-        for i, ((shape, dtype, rg), (s2, d2, r2)) in enumerate(zip(specs, self.specs)):
+        for i, ((shape, dtype, rg, c), (s2, d2, r2, c2)) in enumerate(zip(specs, self.specs)):
             if dtype != d2:
                 return f"tensor input {i}: dtype mismatch, expected {d2}, got {dtype}"
             if rg != r2:
                 return f"tensor input {i}: requires_grad mismatch, expected {r2}, got {rg}"
+            if c != c2:
+                return f"tensor input {i}: stride mismatch, expected " \
+                    f"{'' if c2 else 'non-'}contiguous, got {'' if c else 'non-'}contiguous"
             if len(shape) != len(s2):
                 return f"tensor input {i}: rank mismatch, expected {len(s2)}, got {len(shape)}"
             for d, (a, b) in enumerate(zip(shape, s2)):
@@ -292,9 +296,11 @@ class CompiledFunction:
             targs = self._tensor_args(args, kwargs)
             tensors = list(args) if targs is args else _flat(targs, [])
         if _tensor._mode_active[0]:
-            specs = [(tuple(t.shape), t.dtype, t._requires_grad) for t in tensors]
+            specs = [(tuple(t.shape), t.dtype, t._requires_grad, t.is_contiguous())
+                     for t in tensors]
         else:
-            specs = [(t._data.shape, t.dtype, t._requires_grad) for t in tensors]
+            specs = [(t._data.shape, t.dtype, t._requires_grad, t._data.flags.c_contiguous)
+                     for t in tensors]
         # the entry the ordered scan below chose for these exact guards last time: the
         # scan is a function of (guards, cache), and the memo is cleared whenever the
         # cache changes, so this is the same choice without re-checking every entry
@@ -545,13 +551,13 @@ class CompiledFunction:
         for e in self._cache:
             if e.graph is None or e.key != entry.key or len(e.specs) != len(entry.specs):
                 continue
-            if any(d != d2 or r != r2 or len(s) != len(s2)
-                   for (s, d, r), (s2, d2, r2) in zip(entry.specs, e.specs)):
+            if any(d != d2 or r != r2 or c != c2 or len(s) != len(s2)
+                   for (s, d, r, c), (s2, d2, r2, c2) in zip(entry.specs, e.specs)):
                 continue
             if signature(e.graph) != signature(entry.graph):
                 continue
-            entry.specs = [(tuple(None if a != b else a for a, b in zip(s, s2)), d, r)
-                           for (s, d, r), (s2, _, _) in zip(entry.specs, e.specs)]
+            entry.specs = [(tuple(None if a != b else a for a, b in zip(s, s2)), d, r, c)
+                           for (s, d, r, c), (s2, _, _, _) in zip(entry.specs, e.specs)]
             entry.dynamic = True
             self._cache.remove(e)
             return
@@ -563,11 +569,11 @@ def _same_as(last, args):
     entry, grad, specs, subs, free = last
     if _grad_state.grad_enabled != grad or len(args) != len(specs) or _mode_active[0]:
         return None
-    for t, (shape, dtype, rg) in zip(args, specs):
+    for t, (shape, dtype, rg, c) in zip(args, specs):
         if type(t) is not Tensor:
             return None
         d = t._data
-        if d.shape != shape or t._requires_grad != rg:
+        if d.shape != shape or t._requires_grad != rg or d.flags.c_contiguous != c:
             return None
         dt = d.dtype
         if dt is not dtype and dt != dtype:  # (NumPy hands out one object per dtype)
@@ -644,7 +650,8 @@ def _snapshot(module, entry, grad, args, fn=None):
     children. For a function (``module`` None), its closure's and globals' objects
     (:func:`_free_state`) and the trees of the modules among them. The guard key reads
     nothing else of the module trees."""
-    specs = tuple((t._data.shape, t._data.dtype, t._requires_grad) for t in args)
+    specs = tuple((t._data.shape, t._data.dtype, t._requires_grad, t._data.flags.c_contiguous)
+                  for t in args)
     free = None
     if module is not None:
         mods = _tree(module, [], set()) if module._modules else [module]
