@@ -9,8 +9,8 @@ values (to the bit: a compiled call replays eager's kernels), dtype, shape, stri
 ``requires_grad``, which inputs an output is (``x.add_(y)`` returns ``x``) or shares
 memory with (a view of an input), the inputs' values after the call (in-place ops and
 ``out=``), and the gradients of ``sum(output * w)`` (``w`` fixed random) with respect to
-the inputs that require grad. Where eager raises, the compiled call must raise the same
-type.
+the inputs that require grad (to the bit in float64; float32 gradients to rounding).
+Where eager raises, the compiled call must raise the same type.
 """
 import warnings
 
@@ -287,7 +287,15 @@ def compare_runs(eager, comp, what):
         if a is None or b is None:
             assert a is None and b is None, f"{what} grad {k}: None on one side only"
             continue
-        _same_array(a.numpy(), b.numpy(), f"{what} grad {k}")
+        a, b = a.numpy(), b.numpy()
+        if a.dtype == np.float32 and a.shape == b.shape:
+            # a capture call differentiates the recorded graph, whose float32 products
+            # may group their sums differently (addmm's, einsum's): rounding, nothing more
+            scale = max(1.0, float(np.abs(a[np.isfinite(a)]).max(initial=0)))
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6 * scale, equal_nan=True,
+                                       err_msg=f"{what} grad {k}")
+            continue
+        _same_array(a, b, f"{what} grad {k}")
 
 
 def check_calls(fn, calls, mode, where, variant="op"):
