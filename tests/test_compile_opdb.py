@@ -171,6 +171,25 @@ def test_values_computed_from_the_data(name):
             assert np.array_equal(a.numpy(), b.numpy()), name
 
 
+@pytest.mark.parametrize("name", ["qr", "svd", "lu_factor"])
+def test_backward_through_several_output_linalg(name):
+    # the node kept its outputs twice when captured (backward: too many values to
+    # unpack) and a plan's backward gave it none (not enough values)
+    fns = {"qr": lambda a: ember.linalg.qr(a), "svd": lambda a: ember.linalg.svd(a)[1],
+           "lu_factor": lambda a: ember.linalg.lu_factor(a)[0]}
+    fn = fns[name]
+    cf = ember.compile(fn)
+    a = np.random.default_rng(0).standard_normal((4, 3))
+    for _ in range(3):
+        grads = []
+        for f in (fn, cf):
+            x = ember.tensor(a, requires_grad=True)
+            out = f(x)
+            sum(o.sum() for o in (out if isinstance(out, tuple) else [out])).backward()
+            grads.append(x.grad.numpy())
+        np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12, atol=1e-12)
+
+
 def test_data_dependent_ops_break_as_documented():
     # a tensor becoming a Python value is a graph break: fullgraph=True raises, the
     # default runs eagerly at every call (the right branch each time)
