@@ -70,8 +70,8 @@ def structure(x):
 class Call:
     """One call's inputs: per tensor its array (as the sample's torch tensor holds it),
     whether it requires grad, and how it is laid out (``"c"``: contiguous, ``"t"``: the
-    same values in a transposed (Fortran) layout, ``"s"``: every other element of a
-    larger array)."""
+    same values as a transposed view of the transposed values, ``"s"``: every other
+    element of a larger array)."""
 
     def __init__(self, label, arrays, grads, layouts=None):
         self.label, self.arrays, self.grads = label, arrays, grads
@@ -82,7 +82,7 @@ class Call:
         out = []
         for a, g, lay in zip(self.arrays, self.grads, self.layouts):
             if lay == "t" and a.ndim >= 2:
-                t = ember.tensor(np.asfortranarray(a))
+                t = ember.tensor(np.ascontiguousarray(np.swapaxes(a, -1, -2))).transpose(-1, -2)
             elif lay == "s" and a.ndim >= 1 and a.size:
                 big = np.empty(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
                 big[..., ::2] = a
@@ -162,7 +162,8 @@ def make_fn(op, tree, variant="op"):
             return efn(i, *a, **k, inplace=True)
         return functional_inplace
     if variant == "inplace":
-        name = op.name.split(".")[-1] + "_"
+        name = op.name.split(".")[-1]
+        name = name if name.endswith("_") else name + "_"
         if op.name.startswith("__"):
             name = "__i" + op.name[2:]
         method = getattr(ember.Tensor, name)

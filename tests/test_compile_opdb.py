@@ -143,7 +143,7 @@ def test_running_stats_argument():
 
 
 @pytest.mark.parametrize("name", ["kthvalue", "lu_unpack", "lu_solve", "histogram",
-                                  "matrix_exp"])
+                                  "matrix_exp", "matrix_rank"])
 def test_values_computed_from_the_data(name):
     # each computed an order, a permutation, bins or a scaling from its input's values,
     # which the capture kept: a later call at other values replayed the first call's
@@ -154,6 +154,11 @@ def test_values_computed_from_the_data(name):
     elif name == "histogram":
         fn = lambda x: ember.histogram(x, 4)  # noqa: E731
         make = lambda s: [ember.tensor(rng(s).standard_normal(20) * (s + 1) + s)]  # noqa: E731
+    elif name == "matrix_rank":
+        fn = ember.linalg.matrix_rank
+        # rank 4, then rank 2
+        make = lambda s: [ember.tensor(rng(s).standard_normal((4, 4 - 2 * s)) @  # noqa: E731
+                                       rng(s + 9).standard_normal((4 - 2 * s, 4)))]
     elif name == "matrix_exp":
         fn = ember.linalg.matrix_exp
         make = lambda s: [ember.tensor(rng(s).standard_normal((3, 3)) * 4 ** s)]  # noqa: E731
@@ -169,6 +174,15 @@ def test_values_computed_from_the_data(name):
         for a, b in zip(e_out if isinstance(e_out, tuple) else [e_out],
                         c_out if isinstance(c_out, tuple) else [c_out]):
             assert np.array_equal(a.numpy(), b.numpy()), name
+
+
+def test_graphs_with_other_constants_are_not_one():
+    # two captures at other sizes whose graphs differ only in a constant's value (a
+    # rank the capture kept) were merged into one entry for any size, replaying the
+    # last constant: matrix_rank gave 0 for every matrix after an empty one
+    f = ember.compile(ember.linalg.matrix_rank)
+    ranks = [int(f(ember.eye(n))) for n in (5, 0, 5, 4)]
+    assert ranks == [5, 0, 5, 4]
 
 
 @pytest.mark.parametrize("name", ["qr", "svd", "lu_factor"])

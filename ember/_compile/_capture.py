@@ -321,11 +321,21 @@ def _strip(tree):
     return repr(tree)
 
 
+def _constant(c):
+    """A graph constant's shape and values: two captures whose constants differ in value
+    (a result the capture could not record, computed from each call's data) are two
+    graphs, whatever their shapes."""
+    d = getattr(c.data, "_data", c.data)
+    if isinstance(d, np.ndarray):
+        return (tuple(c.shape or ()), d.dtype.str, d.tobytes())
+    return (tuple(c.shape or ()), repr(d))
+
+
 def signature(graph):
     """The graph's structure without its sizes: ops, the literal arguments each call
-    was made with, the constants' shapes and the output structure. Two captures at
-    different sizes with equal signatures compute their sizes from the inputs (``x.size(0)``
-    recorded as a node), so one graph serves both."""
+    was made with, the constants (shapes and values) and the output structure. Two
+    captures at different sizes with equal signatures compute their sizes from the inputs
+    (``x.size(0)`` recorded as a node), so one graph serves both."""
     return (tuple((n.op, n.multi, _strip(n.args), _strip(n.kwargs)) for n in graph.nodes),
-            tuple(tuple(c.shape or ()) for c in graph.constants),
+            tuple(_constant(c) for c in graph.constants),
             _strip(graph.output_spec), _strip(graph.input_spec))
