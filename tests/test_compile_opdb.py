@@ -241,6 +241,8 @@ def _report():
         for (_, _, variant, _), err in results.items():
             if err and err != "skip":
                 diffs += 1
+                if (key, variant) not in failures:
+                    print(f"found {key} {variant}: {err[:300]}", flush=True)
                 failures.setdefault((key, variant), err)
     print(f"ops {ops}, compiled functions checked {calls}, fullgraph breaks {broke_n}, "
           f"differing {diffs} ({len(failures)} op variants), {time.time() - t0:.0f}s")

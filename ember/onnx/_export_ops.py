@@ -480,6 +480,16 @@ def _topk(g, node, input, k, dim=None, largest=True, sorted=True, out=None):
     return _top(g, input, int(k), -1 if dim is None else dim, largest)
 
 
+@exports("kthvalue")
+def _kthvalue(g, node, input, k, dim=-1, keepdim=False, out=None):
+    """The ``k`` smallest along ``dim`` (TopK), then the last of them (Gather)."""
+    r = _rank(input)
+    d = dim % max(r, 1)
+    values, indices = _top(g, input, int(k), d, False)
+    at = g.const(np.asarray([k - 1] if keepdim else k - 1, np.int64), "kth")
+    return [g.op("Gather", [values, at], axis=d), g.op("Gather", [indices, at], axis=d)]
+
+
 @exports("sort")
 def _sort(g, node, input, dim=-1, descending=False, stable=False, out=None):
     return _top(g, input, None, dim, descending)
