@@ -39,6 +39,11 @@ ALWAYS = {"kthvalue", "lu_unpack", "lu_solve", "linalg.lu_solve", "histogram", "
 
 # (op key, variant) -> why the compiled call still differs from eager ember
 KNOWN = {
+    ("nn.functional.instance_norm", "op"):
+        "a float64 forward at a strided input rounds apart by an ulp: eager ember with "
+        "requires_grad normalizes a contiguous copy viewed as one sample of N*C channels "
+        "(PyTorch's graph), the capture records the normalization over the strided input "
+        "itself (eager's path without a graph): the same sums in another order",
 }
 
 OPS = sorted({_key(op): op for i, op in enumerate(PRESENT)
@@ -174,6 +179,25 @@ def test_values_computed_from_the_data(name):
         for a, b in zip(e_out if isinstance(e_out, tuple) else [e_out],
                         c_out if isinstance(c_out, tuple) else [c_out]):
             assert np.array_equal(a.numpy(), b.numpy()), name
+    # jit.trace records the same node: its replay at other values is eager's too, and
+    # TorchScript spells it (saved, loaded back)
+    import io
+
+    class Call(ember.nn.Module):
+        def forward(self, *ts):
+            return fn(*ts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = ember.jit.trace(Call(), tuple(make(0)))
+        buf = io.BytesIO()
+        ember.jit.save(traced, buf)
+        buf.seek(0)
+        loaded = ember.jit.load(buf)
+    for f in (traced, loaded):
+        want, got = fn(*make(1)), f(*make(1))
+        for a, b in zip(want if isinstance(want, tuple) else [want],
+                        got if isinstance(got, tuple) else [got]):
+            np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-12, err_msg=name)
 
 
 def test_graphs_with_other_constants_are_not_one():
