@@ -117,6 +117,30 @@ def test_inplace_change_of_sizes():
         ember.compile(lambda x: x.transpose_(0, 1), fullgraph=True)(ember.ones(2, 3))
 
 
+_RESHAPED_INSIDE = {
+    "resize_": lambda x: x.clone().resize_(25, 5),
+    "transpose_": lambda x: x.clone().transpose_(0, 1),
+    "unsqueeze_": lambda x: x.clone().unsqueeze_(0),
+    "t_": lambda x: x.clone().reshape(25, 5).t_(),
+    "as_strided_": lambda x: x.clone().as_strided_((5, 25), (25, 1)),
+    "swapdims_": lambda x: x.clone().swapdims_(0, 2),
+    "set_": lambda x: x.clone().set_(x.reshape(25, 5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_RESHAPED_INSIDE))
+def test_inplace_change_of_sizes_inside_the_call(name):
+    # a tensor made in the call and given new sizes in place kept its old graph value:
+    # the replay returned it with the old sizes
+    fn = _RESHAPED_INSIDE[name]
+    cf = ember.compile(fn)
+    for seed in range(3):
+        x = ember.tensor(np.random.default_rng(seed).standard_normal((5, 5, 5)))
+        want, got = fn(x), cf(x)
+        assert tuple(got.shape) == tuple(want.shape), name
+        assert np.array_equal(got.numpy(), want.numpy()), name
+
+
 def test_contiguity_is_guarded():
     # a capture at a contiguous input keeps contiguous() as no copy: a transposed input
     # came back as itself (its strides, its memory)

@@ -4,7 +4,7 @@ None of them is differentiable (nor in PyTorch)."""
 import numpy as np
 
 from ember._factory import _new_like, empty, empty_strided
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.backend import array_module
 from ember.ops._util import wrap_dims
 
@@ -53,6 +53,8 @@ def _resize_(self, *sizes, memory_format=None):
         raise RuntimeError("cannot resize variables that require grad")
     if tuple(self.shape) == size:
         return self
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        m.unrecordable("resize_ (a new shape and new memory in place)")
     xp = array_module(self._data)
     new = xp.empty(size, dtype=self._data.dtype)
     k = min(new.size, self._data.size)

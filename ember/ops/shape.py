@@ -660,6 +660,8 @@ def _retarget(self, new):
     if new._requires_grad:
         self.grad_fn = new.grad_fn
         self._output_nr = new._output_nr
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        m.alias(self, new)  # a capture: ``self`` is the new view's graph value from here
     return self
 
 
