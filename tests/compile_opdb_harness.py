@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 import torch
-from test_opinfo import _ember_fn, _flat, _key, _numpy, _samples, _to_ember
+from test_opinfo import RANDOM_SAMPLE, _ember_fn, _flat, _key, _numpy, _samples, _to_ember
 
 import ember
 from ember._compile import Unsupported
@@ -106,6 +106,8 @@ def sample_calls(op, dtype, draws, index):
     """The calls of sample ``index``: ``(tree, [Call])``, or None when the sample has no
     strided tensor. ``draws``: the op's samples under seeds 0 and 1."""
     s = draws[0][index]
+    if RANDOM_SAMPLE.get(op.name, lambda s: False)(s):  # it draws random numbers
+        return None
     tree = (s.input, tuple(s.args), dict(s.kwargs))
     base = tensors_of(tree)
     if not base or any(t.layout != torch.strided or t.is_conj() or t.is_neg()

@@ -74,6 +74,8 @@ def hash_tensor(input, dim=None, *, keepdim=False, mode=0, out=None):
     xor of the elements upcast to 64 bits (float64 or int64) and read as uint64."""
     if mode != 0:
         raise RuntimeError(f"hash_tensor only supports mode=0 (xor reduction), got {mode}")
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        m.unrecordable("hash_tensor (computed on the arrays outside the graph)")
     x = input._data
     xp = array_module(x)
     # (bfloat16, NumPy kind "V", is a float too: it widens to float64, not int64)
