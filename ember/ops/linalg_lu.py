@@ -337,6 +337,12 @@ def lstsq(A, B, rcond=None, *, driver=None, out=None):
     if driver not in _DRIVERS:
         raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of "
                            "(gels, gelsy, gelsd, gelss)")
+    if driver not in (None, "gelsy") and _mode_active[0] and \
+            (mr := _mode_recorder()) is not None:
+        # whether residuals come back follows the rank (the values) and m > n (a size a
+        # graph serving several sizes would not check)
+        mr.unrecordable(f"linalg.lstsq with driver={driver!r} (its residuals follow the "
+                        "rank of A)")
     m, n = A.shape[-2:]
     vector = B.dim() == A.dim() - 1
     Bm = B.unsqueeze(-1) if vector else B
