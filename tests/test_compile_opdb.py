@@ -157,6 +157,19 @@ def test_contiguity_is_guarded():
         assert r.stride() == (1,) and not np.shares_memory(r._data, s._data)
 
 
+@pytest.mark.parametrize("name", ["pixel_shuffle", "pixel_unshuffle"])
+def test_pixel_shuffle_by_one_is_new_memory(name):
+    # with a factor of 1 the reshapes gave a view of the input, eagerly and in a
+    # capture: writing into the result wrote the input (PyTorch's result is a copy)
+    f = getattr(ember.nn.functional, name)
+    x = ember.randn(1, 4, 2, 2)
+    for fn in (f, ember.compile(lambda t: f(t, 1))):
+        for _ in range(2):
+            y = fn(x, 1) if fn is f else fn(x)
+            assert not np.shares_memory(y._data, x._data)
+            assert np.array_equal(y.numpy(), x.numpy())
+
+
 def test_running_stats_argument():
     # F.batch_norm(x, running_mean, running_var, training=True): the node held the first
     # call's statistics tensors, so later calls left theirs unchanged
