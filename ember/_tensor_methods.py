@@ -10,7 +10,7 @@ import numpy as np
 
 from ember import _core as ember
 from ember import ops as _ops
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.nn import functional as _F
 from ember.ops._inplace import check_inplace, commit, inplace_method, source_for
 from ember.ops._views import as_strided  # noqa: F401  (torch.as_strided)
@@ -33,6 +33,8 @@ def as_strided_(input, size, stride, storage_offset=None):
     """Make ``input`` the strided view ``as_strided(size, stride, storage_offset)``."""
     view = input.as_strided(size, stride, storage_offset)
     input._data = view._data
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        m.alias(input, view)  # a capture: ``input`` is the view's graph value from here
     return input
 
 
@@ -158,6 +160,11 @@ def _set_(self, source=None, storage_offset=0, size=None, stride=None):
     """Make ``self`` share ``source``'s memory (a tensor or an untyped storage), or
     become empty."""
     check_inplace(self)
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        if isinstance(source, Tensor):
+            m.alias(self, source)  # a capture: ``self`` is ``source``'s graph value
+        else:
+            m.unrecordable("set_ to a storage or to nothing")
     if source is None:
         self._data = self._data[:0].reshape(0).copy()
     elif isinstance(source, Tensor):

@@ -221,6 +221,10 @@ def capture_graph(fn, args, module, others=(), whole_rnn=False):
         cands += [(("tensor", t), t) for t in module.buffers() if t is not None]
     cands += [(("tensor", t), t) for t in others]
     written = []
+    # what a replay's write-back cannot redo: an in-place change of a tensor's sizes or
+    # strides (``transpose_``, ``resize_``) or of its autograd history (``x.mul_(y)`` on
+    # a tensor that requires grad rebases ``x.grad_fn``); held before the call
+    before = {id(t): (t, t._data.shape, t._data.strides, t.grad_fn) for _, t in cands}
 
     from ember._graph import capture as jc
 
@@ -233,9 +237,18 @@ def capture_graph(fn, args, module, others=(), whole_rnn=False):
         done = set()
         for key, t in cands:
             e = st.tmap.get(id(t))
+            _, shape, strides, grad_fn = before[id(t)]
+            if t._data.shape != shape or t._data.strides != strides:
+                unfaithful.append(("an in-place change of the sizes or strides of a tensor "
+                                   "that existed before the call (transpose_, resize_...)",
+                                   e[1].node.source if e is not None and e[1].node else None))
             if e is not None and e[0] is t and e[1].kind == "node" and id(t) not in done:
                 done.add(id(t))
                 written.append((key, t))
+                if t.grad_fn is not grad_fn:
+                    unfaithful.append((f"an in-place change recorded in the autograd "
+                                       f"history of a tensor that existed before the call "
+                                       f"({e[1].node.op})", e[1].node.source))
         if side.root is not None or written:
             return (box[0], side.root, tuple(t for _, t in written))
         return box[0]
@@ -308,11 +321,21 @@ def _strip(tree):
     return repr(tree)
 
 
+def _constant(c):
+    """A graph constant's shape and values: two captures whose constants differ in value
+    (a result the capture could not record, computed from each call's data) are two
+    graphs, whatever their shapes."""
+    d = getattr(c.data, "_data", c.data)
+    if isinstance(d, np.ndarray):
+        return (tuple(c.shape or ()), d.dtype.str, d.tobytes())
+    return (tuple(c.shape or ()), repr(d))
+
+
 def signature(graph):
     """The graph's structure without its sizes: ops, the literal arguments each call
-    was made with, the constants' shapes and the output structure. Two captures at
-    different sizes with equal signatures compute their sizes from the inputs (``x.size(0)``
-    recorded as a node), so one graph serves both."""
+    was made with, the constants (shapes and values) and the output structure. Two
+    captures at different sizes with equal signatures compute their sizes from the inputs
+    (``x.size(0)`` recorded as a node), so one graph serves both."""
     return (tuple((n.op, n.multi, _strip(n.args), _strip(n.kwargs)) for n in graph.nodes),
-            tuple(tuple(c.shape or ()) for c in graph.constants),
+            tuple(_constant(c) for c in graph.constants),
             _strip(graph.output_spec), _strip(graph.input_spec))

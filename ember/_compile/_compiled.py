@@ -6,7 +6,8 @@ A call is split into its tensor arguments (passed to the graph) and its other
 arguments (baked into the capture and guarded by value). The guards of one cache
 entry are: the other arguments, grad mode, each module's ``training``, the identity
 and ``requires_grad`` of every parameter and buffer, and per tensor input its rank,
-dtype, ``requires_grad`` and sizes — where a size that differed between two calls
+dtype, ``requires_grad``, whether it is contiguous (a capture keeps a ``contiguous()``
+of a contiguous input as no copy) and sizes — where a size that differed between two calls
 and gave the same graph structure both times is symbolic (any value passes). A
 module or function called again with tensors only (a training step: none), where
 every object those guards read is the one its last (or last but one) call read, takes
@@ -132,7 +133,8 @@ def _const_key(v):
 
 class _Entry:
     __slots__ = ("key", "specs", "graph", "breaks", "dynamic", "plan", "why_unplanned",
-                 "param_tensors", "train", "extras", "one", "fixed_leaves", "n_user")
+                 "param_tensors", "train", "extras", "one", "fixed_leaves", "n_user",
+                 "returned")
 
     def __init__(self, key, specs, graph, breaks, train=None):
         self.key, self.specs, self.graph, self.breaks = key, specs, graph, breaks
@@ -145,6 +147,9 @@ class _Entry:
         self.one = False
         self.fixed_leaves = None
         self.n_user = None  # a training step's count of the user's outputs (``_n_user``)
+        # (flat output, tensor argument) pairs where the capture call returned the
+        # argument itself (``x.add_(y)`` returns ``x``): a replay returns it too
+        self.returned = ()
 
     def failed(self, key, specs):
         """The first guard this call fails, in words, or None when all hold."""
@@ -156,11 +161,14 @@ class _Entry:
                     return f"{name} changed ({b!r} -> {a!r})" if name in (
                         "grad mode", "non-tensor arguments") else f"{name} changed"
             return "guards changed"
-        for i, ((shape, dtype, rg), (s2, d2, r2)) in enumerate(zip(specs, self.specs)):
+        for i, ((shape, dtype, rg, c), (s2, d2, r2, c2)) in enumerate(zip(specs, self.specs)):
             if dtype != d2:
                 return f"tensor input {i}: dtype mismatch, expected {d2}, got {dtype}"
             if rg != r2:
                 return f"tensor input {i}: requires_grad mismatch, expected {r2}, got {rg}"
+            if c != c2:
+                return f"tensor input {i}: stride mismatch, expected " \
+                    f"{'' if c2 else 'non-'}contiguous, got {'' if c else 'non-'}contiguous"
             if len(shape) != len(s2):
                 return f"tensor input {i}: rank mismatch, expected {len(s2)}, got {len(shape)}"
             for d, (a, b) in enumerate(zip(shape, s2)):
@@ -278,6 +286,8 @@ class CompiledFunction:
                     return self._replay_one(e, args)
                 if e.train is not None:
                     return self._train_replay(e, args, list(args), args, kwargs)
+                if e.returned:
+                    return _put_inputs(self._replay(e, args, args), e.returned, args)
                 return self._replay(e, args, args)
         key = self._guard_key(args, kwargs)
         if not kwargs and all(type(a) is Tensor for a in args):  # the common call
@@ -286,9 +296,11 @@ class CompiledFunction:
             targs = self._tensor_args(args, kwargs)
             tensors = list(args) if targs is args else _flat(targs, [])
         if _tensor._mode_active[0]:
-            specs = [(tuple(t.shape), t.dtype, t._requires_grad) for t in tensors]
+            specs = [(tuple(t.shape), t.dtype, t._requires_grad, t.is_contiguous())
+                     for t in tensors]
         else:
-            specs = [(t._data.shape, t.dtype, t._requires_grad) for t in tensors]
+            specs = [(t._data.shape, t.dtype, t._requires_grad, t._data.flags.c_contiguous)
+                     for t in tensors]
         # the entry the ordered scan below chose for these exact guards last time: the
         # scan is a function of (guards, cache), and the memo is cleared whenever the
         # cache changes, so this is the same choice without re-checking every entry
@@ -316,6 +328,8 @@ class CompiledFunction:
                 self.stats["replays"] += 1
                 if e.train is not None:
                     return self._train_replay(e, targs, tensors, args, kwargs)
+                if e.returned:
+                    return _put_inputs(self._replay(e, targs, tensors), e.returned, tensors)
                 return self._replay(e, targs, tensors)
             reasons.append(why)
         if len(self._cache) >= config.cache_size_limit:
@@ -348,6 +362,8 @@ class CompiledFunction:
                 raise Unsupported(f"ember.compile(fullgraph=True): graph break: {breaks[0]}")
         entry = _Entry(key, specs, graph, breaks, train)
         entry.extras = extras
+        if graph is not None:
+            entry.returned = _returned_inputs(out, tensors)
         self._promote(entry)
         self._cache.append(entry)
         self._hits.clear()
@@ -370,7 +386,7 @@ class CompiledFunction:
                 # (each parameter's requires_grad is guarded: fixed for this entry)
                 e.fixed_leaves = [p for p in e.param_tensors if p._requires_grad] + \
                     [c for _, c in plan.const_leaves]
-                e.one = e.train is None and e.extras is None and \
+                e.one = e.train is None and e.extras is None and not e.returned and \
                     type(e.graph.output_spec) is _ir.Ref and len(plan.out_slots) == 1 and \
                     plan.out_rg[0] and bool(plan.leaf_slots)
         return plan
@@ -535,13 +551,13 @@ class CompiledFunction:
         for e in self._cache:
             if e.graph is None or e.key != entry.key or len(e.specs) != len(entry.specs):
                 continue
-            if any(d != d2 or r != r2 or len(s) != len(s2)
-                   for (s, d, r), (s2, d2, r2) in zip(entry.specs, e.specs)):
+            if any(d != d2 or r != r2 or c != c2 or len(s) != len(s2)
+                   for (s, d, r, c), (s2, d2, r2, c2) in zip(entry.specs, e.specs)):
                 continue
             if signature(e.graph) != signature(entry.graph):
                 continue
-            entry.specs = [(tuple(None if a != b else a for a, b in zip(s, s2)), d, r)
-                           for (s, d, r), (s2, _, _) in zip(entry.specs, e.specs)]
+            entry.specs = [(tuple(None if a != b else a for a, b in zip(s, s2)), d, r, c)
+                           for (s, d, r, c), (s2, _, _, _) in zip(entry.specs, e.specs)]
             entry.dynamic = True
             self._cache.remove(e)
             return
@@ -553,11 +569,11 @@ def _same_as(last, args):
     entry, grad, specs, subs, free = last
     if _grad_state.grad_enabled != grad or len(args) != len(specs) or _mode_active[0]:
         return None
-    for t, (shape, dtype, rg) in zip(args, specs):
+    for t, (shape, dtype, rg, c) in zip(args, specs):
         if type(t) is not Tensor:
             return None
         d = t._data
-        if d.shape != shape or t._requires_grad != rg:
+        if d.shape != shape or t._requires_grad != rg or d.flags.c_contiguous != c:
             return None
         dt = d.dtype
         if dt is not dtype and dt != dtype:  # (NumPy hands out one object per dtype)
@@ -634,7 +650,8 @@ def _snapshot(module, entry, grad, args, fn=None):
     children. For a function (``module`` None), its closure's and globals' objects
     (:func:`_free_state`) and the trees of the modules among them. The guard key reads
     nothing else of the module trees."""
-    specs = tuple((t._data.shape, t._data.dtype, t._requires_grad) for t in args)
+    specs = tuple((t._data.shape, t._data.dtype, t._requires_grad, t._data.flags.c_contiguous)
+                  for t in args)
     free = None
     if module is not None:
         mods = _tree(module, [], set()) if module._modules else [module]
@@ -676,6 +693,35 @@ def _flat_all(tree):
         for v in tree:
             out += _flat_all(v)
     return out
+
+
+def _returned_inputs(out, tensors):
+    """The (flat output index, tensor argument index) pairs where ``out`` holds a tensor
+    argument itself."""
+    where = {id(t): i for i, t in enumerate(tensors)}
+    return tuple((j, where[id(o)]) for j, o in enumerate(_flat_all(out)) if id(o) in where)
+
+
+def _put_inputs(out, returned, tensors):
+    """``out`` (a replay's result) with the outputs ``returned`` names replaced by the
+    tensor arguments the capture call returned there (after the write-back, they hold
+    the values the replay computed)."""
+    flat = _flat_all(out)
+    for j, i in returned:
+        flat[j] = tensors[i]
+    it = iter(flat)
+
+    def rebuild(tree):
+        if isinstance(tree, Tensor):
+            return next(it)
+        if isinstance(tree, dict):
+            return {k: rebuild(v) for k, v in tree.items()}
+        if isinstance(tree, tuple) and hasattr(tree, "_fields"):  # (values, indices)
+            return type(tree)(*(rebuild(v) for v in tree))
+        if isinstance(tree, (tuple, list)):
+            return type(tree)(rebuild(v) for v in tree)
+        return tree
+    return rebuild(out)
 
 
 def _write_back(e, tensors, value_of):

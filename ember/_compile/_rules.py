@@ -21,6 +21,7 @@ import numpy as np
 
 from ember import _tensor
 from ember.autograd.grad_mode import no_grad
+from ember.autograd.node import _SavedOutput
 
 _make = _tensor._make
 
@@ -31,6 +32,7 @@ def _backward(cls, edges):
     """``run`` from the class's Tensor-level ``backward`` (a fresh op object per call:
     a backward may change its own state)."""
     si, so = cls.save_inputs, cls.save_output
+    outs_saved = getattr(cls, "saved_outputs", ())
 
     def run(state, args, ys, gouts):
         op = object.__new__(cls)
@@ -41,6 +43,8 @@ def _backward(cls, edges):
                  for i in si]
         if so:
             saved.append((ys[0], [0], 0, False, 0))
+        # the outputs a several-output primitive keeps after its inputs (``_SavesOutputs``)
+        saved += [_SavedOutput(ys[nr], [0], False, nr) for nr in outs_saved]
         op._saved = saved or None
         gs = [_make(np.zeros_like(y) if g is None else g) for g, y in zip(gouts, ys)]
         with no_grad():

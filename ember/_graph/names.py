@@ -32,6 +32,10 @@ RESIZE_CALLS = ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool
 # order computed at the example would be a constant of the example's values)
 SORT_CALLS = ("sort", "argsort", "topk", "kthvalue", "nonzero", "repeat_interleave", "pdist",
               "bucketize", "searchsorted")
+# calls that compute from their input's values what their result follows (a permutation
+# from pivots, bins from the data's range, a scaling from a norm, a rank): recorded whole
+DATA_CALLS = ("lu_unpack", "linalg_lu_solve", "histogram", "linalg_matrix_exp",
+              "linalg_matrix_rank")
 # calls whose result's shape (or values) follows the values of an integer or boolean
 # tensor argument, which they read outside the ops: a trace records the whole call, and
 # a replay computes the shape again (a mask's True count, the largest index...);
@@ -45,7 +49,7 @@ NORM_CALLS = ("batch_norm", "instance_norm")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
                            RNN_CALLS + PACKING_CALLS + RESIZE_CALLS + SORT_CALLS + NORM_CALLS +
-                           VALUE_CALLS)
+                           VALUE_CALLS + DATA_CALLS)
 
 _MISSING = object()
 

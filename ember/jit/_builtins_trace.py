@@ -48,3 +48,24 @@ def _fill(x, value):
 
 
 _add("torch.fill", _fill)
+
+
+def _linalg_matrix_exp(A):
+    from ember import linalg
+    return linalg.matrix_exp(A)
+
+
+def _linalg_matrix_rank(A, atol=None, rtol=None, hermitian=False):
+    from ember import linalg
+    return linalg.matrix_rank(A, atol=atol, rtol=rtol, hermitian=hermitian)
+
+
+def _linalg_lu_solve(LU, pivots, B, left=True, adjoint=False):
+    from ember import linalg
+    return linalg.lu_solve(LU, pivots, B, left=left, adjoint=adjoint)
+
+
+# the calls a trace records whole because their results follow their inputs' values
+_add("torch.linalg_matrix_exp", _linalg_matrix_exp)
+_add("torch.linalg_matrix_rank", _linalg_matrix_rank)
+_add("torch.linalg_lu_solve", _linalg_lu_solve)

@@ -7,7 +7,7 @@ follow PyTorch's ``FunctionsManual.cpp`` for real inputs.
 """
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend import lapack as _lapack
@@ -418,6 +418,9 @@ def pinverse(input, rcond=1e-15):
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, out=None):
     """The number of singular values above ``max(atol, rtol * smax)`` (an int64 tensor)."""
     _check_matrix("linalg.matrix_rank", A)
+    if out is None and _mode_active[0] and (m := _mode_recorder((A, atol, rtol))) is not None:
+        # one node: the rank is counted from the singular values (a capture would keep it)
+        return m.composite_locals("linalg_matrix_rank", matrix_rank, locals())
     a = A._data
     s = np.abs(_lapack.linalg.eigvalsh(a)) if hermitian else \
         _lapack.linalg.svd(a, compute_uv=False)

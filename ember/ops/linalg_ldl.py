@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.backend import array_module
 from ember.ops._einsum import _tname
 from ember.ops._linalg_util import LinAlgError, _named
@@ -140,6 +140,8 @@ def ldl_factor_ex(A, *, hermitian=False, check_errors=False, out=None):
     """``(LD, pivots, info)``: the Bunch-Kaufman factorization of the symmetric ``A``
     (its lower triangle is read), as LAPACK's ``sytrf`` returns it."""
     _check("linalg.ldl_factor_ex", A)
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        m.unrecordable("linalg.ldl_factor_ex (its pivoting is chosen from the values)")
     herm = bool(hermitian) and _is_complex(A)
     xp = array_module(A._data)
     x = np.array(A._data if xp is np else xp.asnumpy(A._data))
@@ -219,6 +221,8 @@ def ldl_solve(LD, pivots, B, *, hermitian=False, out=None):
     """The solution ``X`` of ``A X = B`` from ``A``'s ``ldl_factor``; batch dims
     broadcast."""
     _check("linalg.ldl_solve", LD)
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        m.unrecordable("linalg.ldl_solve (its permutation is read from the pivots' values)")
     if B.dim() < 2:
         raise RuntimeError("torch.linalg.ldl_solve: The input tensor B must have at least 2 "
                            "dimensions.")

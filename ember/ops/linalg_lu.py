@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend import lapack as _lapack
@@ -192,6 +192,9 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=N
         raise RuntimeError("torch.lu_unpack: LU_pivots is expected to be a contiguous tensor "
                            "of torch.int32 dtype. Note: this function is intended to be used "
                            "with the output produced by torch.linalg.lu_factor")
+    if out is None and _mode_active[0] and (m := _mode_recorder((LU_data, LU_pivots))) is not None:
+        # one node: the permutation is built from the pivots' values (a capture would keep it)
+        return m.composite_locals("lu_unpack", lu_unpack, locals())
     m, n = LU_data.shape[-2:]
     k = min(m, n)
     empty = ember.empty(0, dtype=LU_data.dtype)
@@ -231,6 +234,9 @@ def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
     if tuple(pivots.shape) != tuple(LU.shape[:-1]):
         raise RuntimeError("linalg.lu_solve: Expected LU.shape[:-1] and pivots.shape to be the "
                            "same.")
+    if out is None and _mode_active[0] and (m := _mode_recorder((LU, pivots, B))) is not None:
+        # one node: the permutation is built from the pivots' values (a capture would keep it)
+        return m.composite_locals("linalg_lu_solve", linalg_lu_solve, locals())
     if not left:  # X A = B  <=>  A^H X^H = B^H
         return _write_out(_mH(linalg_lu_solve(LU, pivots, _mH(B), adjoint=not adjoint)), out)
     P = _perm_matrix(pivots, n, LU)
@@ -331,6 +337,12 @@ def lstsq(A, B, rcond=None, *, driver=None, out=None):
     if driver not in _DRIVERS:
         raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of "
                            "(gels, gelsy, gelsd, gelss)")
+    if driver not in (None, "gelsy") and _mode_active[0] and \
+            (mr := _mode_recorder()) is not None:
+        # whether residuals come back follows the rank (the values) and m > n (a size a
+        # graph serving several sizes would not check)
+        mr.unrecordable(f"linalg.lstsq with driver={driver!r} (its residuals follow the "
+                        "rank of A)")
     m, n = A.shape[-2:]
     vector = B.dim() == A.dim() - 1
     Bm = B.unsqueeze(-1) if vector else B

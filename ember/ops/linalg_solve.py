@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend import dtypes as _dtypes
@@ -302,6 +302,9 @@ def matrix_exp(A):
         _check_square("linalg.matrix_exp", A)
         return _matrix_exp(A).to(low)
     _check_square("linalg.matrix_exp", A)
+    if _mode_active[0] and (m := _mode_recorder((A,))) is not None:
+        # one node: the scaling is chosen from the matrix's norm (a capture would keep it)
+        return m.composite_locals("linalg_matrix_exp", matrix_exp, locals())
     return _matrix_exp(A)
 
 

@@ -53,6 +53,8 @@ def _resize_(self, *sizes, memory_format=None):
         raise RuntimeError("cannot resize variables that require grad")
     if tuple(self.shape) == size:
         return self
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        m.unrecordable("resize_ (a new shape and new memory in place)")
     xp = array_module(self._data)
     new = xp.empty(size, dtype=self._data.dtype)
     k = min(new.size, self._data.size)

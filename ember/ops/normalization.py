@@ -463,6 +463,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         stats = None
         if running_mean is not None or running_var is not None:
             stats = _RunningStats(running_mean, running_var, momentum)
+            if _mode_active[0]:
+                _stats_capturable(stats)
         if (mixed or _reduced(input)) and not transforming() or \
                 records_graph(input, weight, bias):
             # (a float16/bfloat16 input runs in float32 inside the node's kernel; the
@@ -645,6 +647,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         _check_channel_vec("running_mean", running_mean, c)
         _check_channel_vec("running_var", running_var, c)
         stats = _RunningStats(running_mean, running_var, momentum, per_instance=True)
+        if _mode_active[0]:
+            _stats_capturable(stats)
     _check_dtypes(input, (weight, bias, running_mean, running_var),
                   (weight, running_mean, running_var, bias))
     if _reduced(input) and not transforming() or records_graph(input, weight, bias):
@@ -659,6 +663,23 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         return out.view(tuple(input.shape))
     return Normalize.apply(input, _channel_view(weight, nd), _channel_view(bias, nd), axes,
                            eps, stats)
+
+
+def _stats_capturable(stats):
+    """Under a graph capture, note as unrecordable running statistics that are an
+    argument of the captured call or computed in it: the node holds the tensors it
+    updates, so a replay would update the capture call's tensors (a module's buffers
+    are the same tensors on every call, and pass)."""
+    m = _mode_recorder()
+    tmap = getattr(m, "tmap", None)
+    if tmap is None:
+        return
+    for t in stats.tensors:
+        e = tmap.get(id(t)) if t is not None else None
+        if e is not None and e[0] is t and e[1].kind in ("input", "node"):
+            m.unrecordable("running statistics passed as an argument (they are updated "
+                           "in place; a module's buffers replay)")
+            return
 
 
 class _RunningStats:

@@ -410,6 +410,8 @@ def upsample_bilinear(input, size=None, scale_factor=None):
 # ----- pixel and channel shuffle -------------------------------------------------------
 
 def _pixel_shuffle(input, r):
+    if r == 1:  # (the reshapes would give a view; PyTorch's result is always new memory)
+        return input.contiguous().clone()
     *lead, c, h, w = input.shape
     nl = len(lead)
     x = input.reshape(tuple(lead) + (c // (r * r), r, r, h, w))
@@ -418,6 +420,8 @@ def _pixel_shuffle(input, r):
 
 
 def _pixel_unshuffle(input, r):
+    if r == 1:  # (as in ``_pixel_shuffle``)
+        return input.contiguous().clone()
     *lead, c, h, w = input.shape
     nl = len(lead)
     x = input.reshape(tuple(lead) + (c, h // r, r, w // r, r))

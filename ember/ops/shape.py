@@ -319,8 +319,10 @@ def flatten(input, start_dim=0, end_dim=-1):
 def ravel(input):
     """A 1-D tensor of all elements: a view of a contiguous tensor, else of a contiguous
     copy (``contiguous().view(-1)``, as PyTorch records it)."""
-    if transforming():  # captures and transforms record it as reshape(-1)
-        return reshape(input, (-1,))
+    if transforming():
+        # captures and transforms record it as reshape(-1) of a contiguous input (a
+        # replay at a strided input copies, as eagerly)
+        return reshape(input.contiguous(), (-1,))
     if not input._data.flags.c_contiguous:
         from ember.ops.conversion import Clone
         input = Clone.apply(input)
@@ -659,6 +661,8 @@ def _retarget(self, new):
     if new._requires_grad:
         self.grad_fn = new.grad_fn
         self._output_nr = new._output_nr
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        m.alias(self, new)  # a capture: ``self`` is the new view's graph value from here
     return self
 
 

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP, get_default_dtype
 from ember.backend.dtypes import bool as ember_bool
@@ -225,6 +225,9 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False, out=No
     bins between consecutive edges of a 1-D tensor ``bins``. ``density`` normalizes
     to a probability density. Not differentiable."""
     _hist_check("histogram", input, weight)
+    if out is None and _mode_active[0] and (m := _mode_recorder((input, bins, weight))) is not None:
+        # one node: the bins and counts are computed from the data (a capture would keep them)
+        return m.composite_locals("histogram", histogram, locals())
     x = np.asarray(input._data).reshape(-1, 1)
     if isinstance(bins, Tensor):
         if bins.dim() != 1:
@@ -257,6 +260,10 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density=False):
     if D == 0:
         raise RuntimeError("torch.histogramdd: the innermost dimension of the input is 0, so "
                            "there are no coordinates to bin")
+    if _mode_active[0] and (m := _mode_recorder((input, weight))) is not None:
+        # the bins and counts are computed from the data, and a tuple of edges is no
+        # value a graph holds
+        m.unrecordable("histogramdd (its bins are computed from the data)")
     x = np.asarray(input._data).reshape(-1, D)
     if isinstance(bins, Tensor):
         bins = [bins]

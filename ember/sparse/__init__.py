@@ -18,7 +18,7 @@ saving sparse tensors with ``torch.save``.
 import numpy as np
 
 from ember import backend
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.backend import dtypes as _dt
 from ember.backend._frozen import Frozen
 from ember.ops import sparse_ops as _sp
@@ -311,6 +311,8 @@ def _to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=
     ``sparse_dim``, the leading dims are sparse and the rest dense); with
     ``layout=torch.sparse_csr`` the CSR tensor (``to_sparse_csr``)."""
     _sp.refuse_complex_grad(self, "_to_sparse")
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        m.unrecordable("to_sparse (its indices are the input's nonzero positions)")
     if layout is sparse_csr:
         if sparse_dim is not None:
             raise RuntimeError("to_sparse: expected sparse_dim to be None when layout is "
