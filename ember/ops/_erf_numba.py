@@ -19,20 +19,22 @@ values only: NumPy computes them once, into a table). Everything else — the pi
 selects, sign handling and rounding to the result's dtype — is fused into one pass per
 side, instead of the NumPy path's twenty-odd passes.
 
-float32 erf, erfc, erfinv and the GELU's forward run in a single pass with an
-exponential (and for erfinv a logarithm) of their own: a float32 result needs only to
-round the same way, and the few elements too close to a rounding midpoint to be sure of
-that are recomputed by the NumPy path (see "float32 results in one pass" below). There,
-and only there, the large-argument pieces of erf and erfc and their exponential are
-evaluated by Estrin's scheme with multiply-adds (``_mul_add``): their values are not
-the NumPy path's anyway; the small-argument piece ``x A(x^2)``, whose values must be,
-keeps the NumPy path's operations in a kernel of its own.
+float32 erf (and with it the exact GELU's forward) is float32 arithmetic in both paths
+(``_k._ERF32_PIECES``): one loop of the NumPy path's float32 operations, each rounded on
+its own. float32 erfc and erfinv run in a single pass with an exponential (and for
+erfinv a logarithm) of their own: a float32 result needs only to round the same way,
+and the few elements too close to a rounding midpoint to be sure of that are recomputed
+by the NumPy path (see "float32 results in one pass" below). There, and only there, the
+large-argument pieces of erfc and their exponential are evaluated by Estrin's scheme
+with multiply-adds (``_mul_add``): their values are not the NumPy path's anyway; the
+small-argument piece ``x A(x^2)``, whose values must be, keeps the NumPy path's
+operations in a kernel of its own.
 
 Every arithmetic loop vectorizes on AVX2 (4 float64 lanes) as well as on AVX-512: no
 calls, no float-to-integer conversions (``np.floor``, not ``math.floor``, whose int64
 result AVX2 converts lane by lane), no data-dependent branches (both sides and a
-select); float32 erf and erfc list a block's large arguments in one scalar loop first,
-so that each element runs only its own piece.
+select); float32 erfc lists a block's large arguments in one scalar loop first, so
+that each element runs only its own piece.
 """
 import math
 
@@ -340,8 +342,9 @@ def _erfc32_value(xd, want_erf, far):
     return (v if big else s), (c if big else 1.0 - s), big & f
 
 
-# erfc (alone or with erf) as erf alone: the large piece over a block's ``|x| >= 0.5``
-# only, the small piece over the whole block
+# erfc (alone or with the erf of its own pieces, for the rounding check of
+# ``_erfc32_value``): the large piece over a block's ``|x| >= 0.5`` only, the small
+# piece over the whole block
 @_jit
 def _erfc32_small_part(x, erfc):
     for i in range(x.size):
@@ -417,7 +420,7 @@ def _erfc32_one_pass(x, erf, erfc, idx, want_erf):
             far |= abs(x[i]) >= np.float32(4.5)
         xs, cs = x[start:stop], erfc[start:stop]
         k = _large_positions(xs, pos, xl)
-        kv = min(k + (-k) % 8, xl.size)  # whole vectors (as ``_erf32_block``)
+        kv = min(k + (-k) % 8, xl.size)  # whole vectors: no scalar remainder loop
         xl[k:kv] = np.float32(1.0)
         xk, ck = xl[:kv], bigc[:kv]
         if want_erf:
