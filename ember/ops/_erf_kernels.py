@@ -157,22 +157,25 @@ def _erf32(x, dt):
     """float32 erf of ``x`` (any float dtype narrower than float64, rounded to ``dt`` at
     the end) in float32 arithmetic: ``_ERF32_PIECES``. The numba kernel
     ``_erf_numba._erf32_pass`` performs the same operations."""
+    xp = _backend.array_module(x)  # (NumPy, or CuPy for a cuda tensor)
     f32 = np.float32
     x = x.astype(f32, copy=False)
-    a = np.minimum(np.abs(x), f32(_ERF32_CAP))  # NaN stays NaN (and takes the first piece)
-    j = np.zeros(a.shape, np.intp)
+    a = xp.minimum(xp.abs(x), f32(_ERF32_CAP))  # NaN stays NaN (and takes the first piece)
+    j = xp.zeros(a.shape, np.intp)
     for edge in _ERF32_EDGES:
         j += a >= f32(edge)
     small = j == 0
-    v = a * a
-    np.copyto(v, a - _ERF32_C.take(j), where=~small)
-    r = _ERF32_P[:, 0].take(j)
+
+    def piece(table):
+        return xp.take(xp.asarray(table), j)
+    v = xp.where(small, a * a, a - piece(_ERF32_C))
+    r = piece(_ERF32_P[:, 0])
     for k in range(1, _ERF32_P.shape[1]):
         r *= v
-        r += _ERF32_P[:, k].take(j)
-    np.copyto(r, r * a, where=small)
-    r += np.where(small, a, _ERF32_K.take(j))
-    return np.copysign(r, x).astype(dt, copy=False)
+        r += piece(_ERF32_P[:, k])
+    r = xp.where(small, r * a, r)
+    r += xp.where(small, a, piece(_ERF32_K))
+    return xp.copysign(r, x).astype(dt, copy=False)
 
 
 def erf_erfc(x, want_erf=True, want_erfc=True):
