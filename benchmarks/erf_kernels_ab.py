@@ -6,8 +6,9 @@ no graph) and erfinv on 2**20 values.
     python benchmarks/erf_kernels_ab.py /tmp/before [--rounds R]
 
 The older tree's ``ember/ops/_erf_numba.py`` is loaded from its file under another
-name; it finds its fits in this tree's ``ember.ops._erf_kernels`` (unchanged between
-the trees this was written for: check before comparing trees whose fits differ).
+name, with the older tree's ``ember/ops/_erf_kernels.py`` (its fits) in place of this
+tree's while it loads; its erfinv module, where it has one of its own, imports its
+shared pieces from this tree's ``_erf_numba``.
 Printed: median CPU milliseconds per call, each ratio to torch, after/before, and the
 load average. One thread (``OPENBLAS_NUM_THREADS=1`` is set here).
 """
@@ -48,7 +49,14 @@ def main():
     from ember.ops import _erf_numba as new
     from ember.ops import _erfinv_numba as new_inv
     torch.set_num_threads(1)
-    old = _load(args.before, "_erf_numba")
+    import ember.ops
+    mine = sys.modules["ember.ops._erf_kernels"]
+    fits = _load(args.before, "_erf_kernels")  # the older tree's fits, while it loads
+    sys.modules["ember.ops._erf_kernels"] = ember.ops._erf_kernels = fits
+    try:
+        old = _load(args.before, "_erf_numba")
+    finally:
+        sys.modules["ember.ops._erf_kernels"] = ember.ops._erf_kernels = mine
     # erfinv's kernels: in ``_erf_numba`` itself in trees before they had a module of their
     # own (which imports the shared pieces from this tree's ``_erf_numba``)
     old_inv = old if hasattr(old, "erfinv32") else _load(args.before, "_erfinv_numba")

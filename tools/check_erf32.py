@@ -1,16 +1,25 @@
 """Check the float32 one-pass kernels of ``ember/ops/_erf_numba.py`` against the NumPy
 path of ``ember/ops/_erf_kernels.py`` on every float32 input (needs numba).
 
-    python tools/check_erf32.py [--quick | --step N] [--only erf,erfinv]
+    python tools/check_erf32.py [--quick | --step N] [--only erf32,erf,erfinv]
+                                [--positive] [--torch] [--bits-every N]
 
-For erf (which the exact GELU evaluates at ``x / sqrt 2``, itself a float32), erfc, and
-both together, it compares the kernels' float32 results with the NumPy path's, bit for
-bit (NaN payloads aside), over all 2**32 bit patterns (``--quick``: every 97th), and
-reports, over the inputs where the kernels compute a value of their own (``|x| >= 0.5``
-up to the cap), the largest distance in float64 ulps between the two paths' values
-before rounding to float32: the kernels flag an element within ``_TOL`` ulps of a
-rounding midpoint, so that distance must stay below ``_TOL`` for the check to hold
-by construction and not merely on these inputs.
+For float32 erf (``erf32``; the exact GELU evaluates it at ``x / sqrt 2``, itself a
+float32), computed in float32 arithmetic by both paths, it compares the kernel's results
+with the NumPy path's, bit for bit (NaN payloads aside), over all
+2**32 bit patterns (``--quick``: every 97th; ``--positive``: the 2**31 with the sign bit
+clear, as both paths compute ``|x|``'s value and copy the sign), and measures the
+largest error in float32 ulps against the true value (float64 ``math.erf``), and with
+``--torch`` torch's ``erf``'s and the distance between the two. ``--bits-every N``
+compares the bits on every N-th of those inputs only (the NumPy path is most of the
+time).
+
+For erfc (``erf``: erfc, and both together), the same bits, and over the inputs where
+the kernels compute a value of their own (``|x| >= 0.5`` up to the cap), the largest
+distance in float64 ulps between the two paths' values before rounding to float32: the
+kernels flag an element within ``_TOL`` ulps of a rounding midpoint, so that distance
+must stay below ``_TOL`` for the check to hold by construction and not merely on these
+inputs.
 
 For erfinv, the same over every float32 of [-1, 1] (and a few beyond): the bits, and the
 largest distance between the two paths' values after the Halley step, before rounding.
@@ -28,14 +37,28 @@ from ember.ops import _erfinv_numba as _ni
 
 
 @numba.njit(nogil=True, error_model="numpy")
-def _values(x, erf_only, out):
-    """The kernels' float64 values before rounding, erf alone or erfc (with the flag)."""
+def _values(x, out):
+    """The erfc kernel's float64 values before rounding."""
     for i in range(x.size):
-        xd = np.float64(x[i])
-        if erf_only:
-            out[i] = _n._erf32_value(xd)[0]
-        else:
-            out[i] = _n._erfc32_value(xd, True, True)[1]
+        out[i] = _n._erfc32_value(np.float64(x[i]), True, True)[1]
+
+
+@numba.njit(nogil=True, error_model="numpy")
+def _max_ulps(x, y):
+    """The largest distance of the float32 ``y`` from erf of ``x`` (float64
+    ``math.erf``), in ulps of the float32 binade holding the true value (2**-149 among
+    the subnormals), and the input where it is reached."""
+    worst, at = 0.0, np.float32(0.0)
+    for i in range(x.size):
+        ref = math.erf(np.float64(x[i]))
+        if ref != ref:
+            continue
+        r = abs(ref)
+        e = max(math.frexp(r)[1] - 1, -126)  # r in [2**e, 2**(e + 1))
+        d = abs(np.float64(y[i]) - ref) / math.ldexp(1.0, e - 23)
+        if d > worst:
+            worst, at = d, x[i]
+    return worst, at
 
 
 @numba.njit(nogil=True, error_model="numpy")
@@ -89,22 +112,53 @@ def _check_erfinv(step):
           f"float64 ulps (flagged within {_n._TOL}; 2**{math.log2(max(gap, 1)):.1f})")
 
 
+def _check_erf32(step, end, with_torch, bits_every):
+    import torch
+    torch.set_num_threads(1)
+    t0 = time.time()
+    chunk = 1 << 24
+    differ, n, worst, worst_torch, torch_worst = 0, 0, (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)
+    for start in range(0, end, chunk * step):
+        x = np.arange(start, min(start + chunk * step, end), step,
+                      dtype=np.uint64).astype(np.uint32).view(np.float32)
+        fast = _n.erf_erfc(x, True, False)[0]
+        differ += _differ(fast[::bits_every], _numpy_path(x[::bits_every], True, False)[0])
+        n += x.size
+        worst = max(worst, _max_ulps(x, fast))
+        if not with_torch:
+            continue
+        theirs = torch.erf(torch.from_numpy(x)).numpy()
+        torch_worst = max(torch_worst, _max_ulps(x, theirs))
+        # from torch's, in ulps of the binade of the true value
+        d = np.abs(fast.astype(np.float64) - theirs)
+        ok = np.isfinite(d)
+        ref = np.abs(x[ok].astype(np.float64))
+        e = np.maximum(np.frexp(np.abs(fast[ok].astype(np.float64)))[1] - 1, -126)
+        if ref.size:
+            i = int(np.argmax(d[ok] / np.ldexp(1.0, e - 23)))
+            worst_torch = max(worst_torch, (float(d[ok][i] / np.ldexp(1.0, e[i] - 23)),
+                                            float(x[ok][i])))
+    print(f"float32 erf: {n} inputs ({time.time() - t0:.0f} s): differing results "
+          f"(kernel against NumPy path, every {bits_every}) {differ}; largest error "
+          f"{worst[0]:.4f} ulp (at {worst[1]!r})" + (
+              f"; torch's erf {torch_worst[0]:.4f} ulp (at {torch_worst[1]!r}); largest "
+              f"distance between the two {worst_torch[0]:.4f} ulp (at {worst_torch[1]!r})"
+              if with_torch else ""))
+
+
 def _differ(a, b):
     return np.count_nonzero((a.view(np.uint32) != b.view(np.uint32)) &
                             ~(np.isnan(a) & np.isnan(b)))
 
 
-def _ulp_gap(x, erf_only):
+def _ulp_gap(x):
     """Largest distance between the two paths' unrounded values: in float64 ulps, and
     relative in units of 2**-52 where the value is below 2**-125 (there the kernels
     check the value relatively: see ``_erfc32_unsure``)."""
     xd = x.astype(np.float64)
     mine = np.empty_like(xd)
-    _values(x, erf_only, mine)
-    if erf_only:
-        ref = _k._erf32(xd, np.float64, _k._A32)
-    else:
-        ref = _k._erf_erfc(xd, False, True, bits=32)[1]
+    _values(x, mine)
+    ref = _k._erf_erfc(xd, False, True, bits=32)[1]
     ok = np.isfinite(ref) & (np.abs(ref) >= 2.0 ** -125)
     gap = np.abs(mine.view(np.int64)[ok] - ref.view(np.int64)[ok])
     low = np.isfinite(ref) & (np.abs(ref) < 2.0 ** -125) & (ref != 0)
@@ -116,34 +170,38 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="every 97th bit pattern")
     ap.add_argument("--step", type=int, default=1, help="every N-th bit pattern")
-    ap.add_argument("--only", default="erf,erfinv")
+    ap.add_argument("--only", default="erf32,erf,erfinv")
+    ap.add_argument("--positive", action="store_true",
+                    help="float32 erf: the inputs with the sign bit clear only")
+    ap.add_argument("--torch", action="store_true", help="float32 erf: torch's as well")
+    ap.add_argument("--bits-every", type=int, default=1,
+                    help="float32 erf: compare the bits on every N-th input only")
     args = ap.parse_args()
     step = 97 if args.quick else args.step
-    if "erfinv" in args.only.split(","):
+    only = args.only.split(",")
+    if "erfinv" in only:
         _check_erfinv(step)
-    if "erf" not in args.only.split(","):
+    if "erf32" in only:
+        _check_erf32(step, 1 << (31 if args.positive else 32), args.torch, args.bits_every)
+    if "erf" not in only:
         return
     chunk = 1 << 24
-    diffs = {"erf": 0, "erfc": 0, "erf+erfc": 0}
+    diffs = {"erfc": 0, "erfc with erf": 0}
     t0 = time.time()
     for start in range(0, 1 << 32, chunk * step):
         x = np.arange(start, min(start + chunk * step, 1 << 32), step,
                       dtype=np.uint64).astype(np.uint32).view(np.float32)
-        fast = [_n.erf_erfc(x, True, False)[0], _n.erf_erfc(x, False, True)[1],
-                *_n.erf_erfc(x, True, True)]
-        slow = [_numpy_path(x, True, False)[0], _numpy_path(x, False, True)[1],
-                *_numpy_path(x, True, True)]
-        diffs["erf"] += _differ(fast[0], slow[0])
-        diffs["erfc"] += _differ(fast[1], slow[1])
-        diffs["erf+erfc"] += _differ(fast[2], slow[2]) + _differ(fast[3], slow[3])
+        diffs["erfc"] += _differ(_n.erf_erfc(x, False, True)[1], _numpy_path(x, False, True)[1])
+        diffs["erfc with erf"] += _differ(_n.erf_erfc(x, True, True)[1],
+                                          _numpy_path(x, True, True)[1])
     n = len(range(0, 1 << 32, step))
     print(f"{n} float32 inputs ({time.time() - t0:.0f} s): differing results {diffs}")
     # the inputs where the kernels' own exponential is used, every one of them
-    for name, erf_only, cap in (("erf", True, _n._CAP_ERF32), ("erfc", False, _n._CAP32)):
+    for name, cap in (("erfc", _n._CAP32),):
         lo = np.float32(0.5).view(np.uint32)
         hi = np.float32(cap).view(np.uint32) + 1
         x = np.arange(lo, hi, dtype=np.uint32).view(np.float32)
-        (g1, r1), (g2, r2) = _ulp_gap(x, erf_only), _ulp_gap(-x, erf_only)
+        (g1, r1), (g2, r2) = _ulp_gap(x), _ulp_gap(-x)
         gap, rel = max(g1, g2), max(r1, r2)
         print(f"{name}: largest gap before rounding over {2 * x.size} inputs in "
               f"[0.5, {cap}] and their negations: {gap} float64 ulps "

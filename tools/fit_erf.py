@@ -7,7 +7,8 @@ against 40-digit values on a dense grid is below the target (float64: 4.5e-16,
 float32: 3e-12), and prints the ``(center, half-width, coefficients)`` tuples as they
 appear in the module: a weighted least-squares fit in Chebyshev form over Chebyshev
 nodes of the piece's variable, refined twice on its residual, converted to powers of
-``u = (variable - center) / half-width``.
+``u = (variable - center) / half-width``. Last, the float32 erf's pieces in float32
+arithmetic (``_ERF32_PIECES``, see :func:`fit_erf32`).
 """
 import mpmath as mp
 import numpy as np
@@ -81,21 +82,40 @@ def main():
                     break
             print(f"# {name}{bits}: degree {deg}, worst relative error {err:.2e}")
             print(f"_{name}{bits} = {piece!r}")
-    # erf alone in float32: erfc needed to 3e-12 of erf, up to 3.95
-    for deg in range(6, 14):
-        piece = fit(erfcx, 0.5, 3.95, deg, lambda x: 1 / (1 + x),
-                    weight=lambda x: mp.exp(-x * x) / mp.erf(x))
-        xs = np.linspace(0.5, 3.95, 3001)
-        c, h, p = piece
-        e = horner(p, (1 / (1 + xs) - c) / h)
-        got = 1 - np.exp(-xs * xs) * e
-        ref = np.array([float(mp.erf(mp.mpf(v))) for v in xs])
-        err = np.max(np.abs(got - ref) / ref)
-        if err < 3e-12:
-            break
-    print(f"# B32_ERF: degree {deg}, worst relative error of erf {err:.2e}")
-    print(f"_B32_ERF = {piece!r}")
+    fit_erf32()
 
+
+def _lsq32(f, lo, hi, deg, center, n=3000):
+    """Coefficients (lowest power first, each a float32) of a degree-``deg`` polynomial
+    in ``v - center`` fitting ``f`` on [lo, hi]: least squares on ``n`` Chebyshev nodes,
+    each coefficient rounded to float32 in turn and the higher ones refitted to what is
+    left."""
+    k = np.arange(n)
+    xs = lo + (hi - lo) * (1 - np.cos(np.pi * (k + 0.5) / n)) / 2
+    y = np.array([float(f(mp.mpf(float(v)))) for v in xs])
+    vander = np.vander(xs - center, deg + 1, increasing=True)
+    q = []
+    for i in range(deg + 1):
+        rest = y - (vander[:, :i] @ np.array(q) if q else 0)
+        c, *_ = np.linalg.lstsq(vander[:, i:], rest, rcond=None)
+        q.append(float(np.float32(c[0])))
+    return q
+
+
+def fit_erf32():
+    """``_ERF32_PIECES``: float32 erf in float32 arithmetic, five pieces of 8 terms
+    (tools/check_erf32.py --only erf32 measures the error of the float32 evaluation
+    over every float32)."""
+    edges = [0.75, 1.25, 2.0, 3.0]
+    q = _lsq32(lambda s: mp.erf(mp.sqrt(s)) / mp.sqrt(s) - 1 if s > 0
+               else 2 / mp.sqrt(mp.pi) - 1, 0.0, 0.75 ** 2, 7, 0.0)
+    pieces = [(0.0, 0.0, tuple(q[::-1]))]
+    for lo, hi in zip(edges, edges[1:] + [3.92]):
+        c = round((lo + hi) / 2 * 64) / 64  # a - c is exact over the piece (Sterbenz)
+        k = 1.0 if hi == 3.92 else float(np.float32(mp.erf(c)))
+        p = _lsq32(lambda x, k=k: mp.erf(x) - k, lo, hi, 7, c)
+        pieces.append((c, k, tuple(p[::-1])))
+    print(f"_ERF32_PIECES = {tuple(pieces)!r}")
 
 if __name__ == "__main__":
     main()

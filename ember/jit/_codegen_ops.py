@@ -591,7 +591,10 @@ def _linalg_lu_solve(em, node, LU, pivots, B, left=True, adjoint=False, out=None
 
 @emits("histogram")
 def _histogram(em, node, input, bins=100, range=None, weight=None, density=False, out=None):
-    res = em.tmp(f"torch.histogram({em.e(input)}, {em.e(bins)}, range={em.e(range)}, "
+    # TorchScript's overload with a tensor of bin edges takes no ``range``
+    spread = "" if isinstance(bins, bool) or not isinstance(bins, int) else \
+        f"range={em.e(range)}, "
+    res = em.tmp(f"torch.histogram({em.e(input)}, {em.e(bins)}, {spread}"
                  f"weight={em.e(weight)}, density={literal(bool(density))})")
     return [f"{res}[0]", f"{res}[1]"]
 

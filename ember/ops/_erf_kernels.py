@@ -11,7 +11,10 @@ variable ``u``, which maps the piece onto [-1, 1]):
 Float64 inputs use the float64 fits (at most 3 ulp of relative error against exact
 values over each piece, checked on dense grids); float32 and narrower inputs use
 shorter fits good to 3e-12, far below half a float32 ulp, so the result rounds to the
-same float32 as the exact value except within 3e-12 of a halfway point. ``exp(-x**2)``
+same float32 as the exact value except within 3e-12 of a halfway point. float32 erf
+(alone or beside erfc) is the exception: it is computed in float32 arithmetic
+(``_ERF32_PIECES``), faithfully rounded (within 0.83 ulp of the exact value), as
+PyTorch's own float32 erf is. ``exp(-x**2)``
 for float64 splits ``x`` into a 4-bit head and a tail so that the square's rounding
 does not reach the result (``erfc(26)`` keeps its relative precision).
 
@@ -59,13 +62,39 @@ _C32 = (0.0292264014771484, 0.02015608893060328, (
     3.432134038260623e-07, -2.4203334063596215e-08, 2.0478772532672965e-09,
     -1.9776810366815587e-10,))
 
-# erf alone in float32 needs erfc only to 3e-12 of erf (not of erfc): a shorter fit,
-# weighted by exp(-x**2) / erf(x), up to 3.95, where erf rounds to 1 in float32
-_B32_ERF = (0.4343422413169907, 0.23232179803628517, (
-    0.35718030762229425, 0.24388703322490882, 0.020081108220118965, -0.005630423413583018,
-    -4.342516436361294e-05, 0.00027045185489343345, -6.010417973241316e-05,
-    -8.749593317691786e-07, 4.468888786065318e-06, -1.4141795405382906e-06,
-    1.85542183906401e-07))
+# float32 erf (the result of float32 and narrower inputs) in float32 arithmetic, faithfully
+# rounded (at most 0.83 ulp from the true value over every float32: tools/check_erf32.py),
+# as PyTorch's own float32 erf is (which reaches 1.0 ulp): five pieces of ``a = |x|``,
+# each ``A + B P(v)`` with an 8-term P (least squares on Chebyshev nodes against float64
+# erf, each coefficient rounded to float32 in turn and the rest refitted):
+# ``a < 0.75``: ``a + a q(a*a)``; beyond, ``K + P(a - c)`` around a center ``c`` (``a - c``
+# is exact: Sterbenz) with ``K`` erf(c) in float32 (1 in the last piece). Each multiply and
+# add rounds on its own (no fused multiply-add): NumPy's float32 ufuncs and the numba
+# kernel give the same bits. Beyond 3.92 erf rounds to +-1 in float32.
+_ERF32_EDGES = (0.75, 1.25, 2.0, 3.0)  # the pieces' lower bounds after the first
+_ERF32_CAP = 3.92
+_ERF32_PIECES = (  # (center c, K, coefficients from the highest power)
+    (0.0, 0.0, (
+      5.7409648434259e-05, -2.7524692995939404e-05, -0.0007315132534131408, 0.005171540658921003,
+      -0.026854246854782104, 0.11283653229475021, -0.37612631916999817, 0.12837916612625122)),
+    (1.0, 0.8427007794380188, (
+      0.015103155747056007, 0.004024836700409651, -0.06919786334037781, 0.0692075565457344,
+      0.13836988806724548, -0.415107786655426, 0.41510748863220215, 1.4060921316172426e-08)),
+    (1.625, 0.9784437417984009, (
+      -0.005743186455219984, 0.014233160763978958, -0.00218170415610075, -0.049702294170856476,
+      0.1148424819111824, -0.13076789677143097, 0.08047223836183548, -6.4707670333064016e-09)),
+    (2.5, 0.9995930194854736, (
+      0.0004030161944683641, -0.0026550572365522385, 0.0061433943919837475, -0.008645448833703995,
+      0.008348283357918262, -0.0054445406422019005, 0.0021783181000500917, 1.928116333260732e-08)),
+    (3.453125, 1.0, (
+      7.828743400750682e-05, -0.0001169845781987533, 0.00010630222095642239, -8.736835297895595e-05,
+      5.697891901945695e-05, -2.592983582871966e-05, 7.48007323636557e-06, -1.0417570592835546e-06,
+    )),
+)
+# the same as float32 tables: [piece] centers and K, [piece, term] coefficients
+_ERF32_C = np.array([c for c, _, _ in _ERF32_PIECES], np.float32)
+_ERF32_K = np.array([k for _, k, _ in _ERF32_PIECES], np.float32)
+_ERF32_P = np.array([p for _, _, p in _ERF32_PIECES], np.float32)
 
 _FITS = {64: (_A64, _B64, _C64, 27.3), 32: (_A32, _B32, _C32, 10.5)}
 
@@ -124,22 +153,29 @@ def numba_kernels(x, kind="erf"):
     return _fast_kernels.load(_FUSED, kind, f"ember.ops._{kind}_numba")
 
 
-def _erf32(xd, dt, fit_a):
-    """erf alone for float32 (and narrower) results, from float64 ``xd``: both pieces
-    on every element and one select (cheaper than gathering a random half of them)."""
-    x2 = xd * xd
-    small = x2 < 0.25
-    ea = _poly(fit_a, x2)
-    ea *= xd
-    # beyond 3.95 the clamped value rounds to +-1 in float32, as erf does; NaN stays NaN
-    a = np.minimum(np.abs(xd), 3.95)
-    e = _poly(_B32_ERF, 1.0 / (1.0 + a))
-    a *= a
-    np.negative(a, out=a)
-    e *= np.exp(a, out=a)
-    np.subtract(1.0, e, out=e)
-    np.copysign(e, xd, out=e)
-    return np.where(small, ea, e).astype(dt, copy=False)
+def _erf32(x, dt):
+    """float32 erf of ``x`` (any float dtype narrower than float64, rounded to ``dt`` at
+    the end) in float32 arithmetic: ``_ERF32_PIECES``. The numba kernel
+    ``_erf_numba._erf32_pass`` performs the same operations."""
+    xp = _backend.array_module(x)  # (NumPy, or CuPy for a cuda tensor)
+    f32 = np.float32
+    x = x.astype(f32, copy=False)
+    a = xp.minimum(xp.abs(x), f32(_ERF32_CAP))  # NaN stays NaN (and takes the first piece)
+    j = xp.zeros(a.shape, np.intp)
+    for edge in _ERF32_EDGES:
+        j += a >= f32(edge)
+    small = j == 0
+
+    def piece(table):
+        return xp.take(xp.asarray(table), j)
+    v = xp.where(small, a * a, a - piece(_ERF32_C))
+    r = piece(_ERF32_P[:, 0])
+    for k in range(1, _ERF32_P.shape[1]):
+        r *= v
+        r += piece(_ERF32_P[:, k])
+    r = xp.where(small, r * a, r)
+    r += xp.where(small, a, piece(_ERF32_K))
+    return xp.copysign(r, x).astype(dt, copy=False)
 
 
 def erf_erfc(x, want_erf=True, want_erfc=True):
@@ -172,9 +208,9 @@ def _erf_erfc(x, want_erf, want_erfc, bits=None):
     if bits is None:
         bits = 64 if dt == np.float64 else 32
     fit_a, fit_b, fit_c, cap = _FITS[bits]
+    if bits == 32 and dt != np.float64 and want_erf:  # float32 erf: its own arithmetic
+        return _erf32(x, dt), (_erf_erfc(x, False, True)[1] if want_erfc else None)
     xd = x.astype(np.float64, copy=False)
-    if bits == 32 and not want_erfc and dt != np.float64:
-        return _erf32(xd, dt, fit_a), None
     # every piece on every element, then selects: gathering the elements of each piece
     # costs more than the arithmetic it saves (the far piece, rare, is gathered)
     x2 = xd * xd

@@ -19,20 +19,22 @@ values only: NumPy computes them once, into a table). Everything else — the pi
 selects, sign handling and rounding to the result's dtype — is fused into one pass per
 side, instead of the NumPy path's twenty-odd passes.
 
-float32 erf, erfc, erfinv and the GELU's forward run in a single pass with an
-exponential (and for erfinv a logarithm) of their own: a float32 result needs only to
-round the same way, and the few elements too close to a rounding midpoint to be sure of
-that are recomputed by the NumPy path (see "float32 results in one pass" below). There,
-and only there, the large-argument pieces of erf and erfc and their exponential are
-evaluated by Estrin's scheme with multiply-adds (``_mul_add``): their values are not
-the NumPy path's anyway; the small-argument piece ``x A(x^2)``, whose values must be,
-keeps the NumPy path's operations in a kernel of its own.
+float32 erf (and with it the exact GELU's forward) is float32 arithmetic in both paths
+(``_k._ERF32_PIECES``): one loop of the NumPy path's float32 operations, each rounded on
+its own. float32 erfc and erfinv run in a single pass with an exponential (and for
+erfinv a logarithm) of their own: a float32 result needs only to round the same way,
+and the few elements too close to a rounding midpoint to be sure of that are recomputed
+by the NumPy path (see "float32 results in one pass" below). There, and only there, the
+large-argument pieces of erfc and their exponential are evaluated by Estrin's scheme
+with multiply-adds (``_mul_add``): their values are not the NumPy path's anyway; the
+small-argument piece ``x A(x^2)``, whose values must be, keeps the NumPy path's
+operations in a kernel of its own.
 
 Every arithmetic loop vectorizes on AVX2 (4 float64 lanes) as well as on AVX-512: no
 calls, no float-to-integer conversions (``np.floor``, not ``math.floor``, whose int64
 result AVX2 converts lane by lane), no data-dependent branches (both sides and a
-select); float32 erf and erfc list a block's large arguments in one scalar loop first,
-so that each element runs only its own piece.
+select); float32 erfc lists a block's large arguments in one scalar loop first, so
+that each element runs only its own piece.
 """
 import math
 
@@ -62,10 +64,8 @@ _C32_C, _C32_I, _C32_P = _fit(_k._C32)
 _A64_C, _A64_I, _A64_P = _fit(_k._A64)
 _B64_C, _B64_I, _B64_P = _fit(_k._B64)
 _C64_C, _C64_I, _C64_P = _fit(_k._C64)
-_BE_C, _BE_I, _BE_P = _fit(_k._B32_ERF)
 _CAP32, _CAP64 = _k._FITS[32][3], _k._FITS[64][3]
 _MAX_HEAD = float(int(_CAP64 * 16.0))
-_CAP_ERF32 = 3.95  # as ``_k._erf32``: erf rounds to +-1 in float32 beyond
 _TWO_OVER_SQRT_PI = _k._TWO_OVER_SQRT_PI
 _F32_SQRT_HALF = np.float32(1.0 / math.sqrt(2.0))
 _F64_SQRT_HALF = 1.0 / math.sqrt(2.0)
@@ -184,7 +184,6 @@ def _estrin(q, u):
 
 
 _EXP_Q = _lowest_first(_EXP_P)
-_BE_Q = _lowest_first(_BE_P)
 _B32_Q = _lowest_first(_B32_P)
 _C32_Q = _lowest_first(_C32_P)
 
@@ -227,24 +226,6 @@ def _erf32_small(xd):
     return s
 
 
-@_jit(inline="always")
-def _erf32_large(xd):
-    """``1 - erfc(|x|)``, float32 erf of ``|x| >= 0.5`` before rounding (``_k._erf32``'s
-    piece, the exponential and the evaluation order our own: checked against rounding)."""
-    a = _cap(abs(xd), _CAP_ERF32)
-    u = (1.0 / (1.0 + a) - _BE_C) * _BE_I
-    return 1.0 - _estrin(_BE_Q, u) * _exp_neg(-(a * a))
-
-
-@_jit(inline="always")
-def _erf32_value(xd):
-    """float32 erf of ``xd`` (a float32 widened) before its rounding, and whether the
-    rounding must be checked: what the passes below compute, element by element."""
-    big = xd * xd >= 0.25
-    b = _erf32_large(xd)
-    return (math.copysign(b, xd) if big else _erf32_small(xd)), big & _near_midpoint(b)
-
-
 # The one-pass kernels go through their input in blocks of _BLOCK elements, each block
 # a call on slices (a loop over ``range(start, stop)`` writing two arrays does not
 # vectorize), which says whether any element is flagged (an OR: a per-element flag array
@@ -252,11 +233,10 @@ def _erf32_value(xd):
 # with any is gone through again, element by element, to list them in ``idx``. Each
 # returns how many it listed.
 #
-# float32 erf (and the GELU's) computes each element's piece only: a block's elements
-# with ``|x| >= 0.5`` are listed in ``pos`` (one scalar loop, no branch), the large
-# piece runs over them alone and its results are stored back to their places, the
-# small piece (7 terms) over the whole block; of a GELU's inputs ``x / sqrt 2`` about
-# half need only the small piece.
+# float32 erfc computes each element's piece only: a block's elements with ``|x| >=
+# 0.5`` are listed in ``pos`` (one scalar loop, no branch), the large piece runs over
+# them alone and its results are stored back to their places, the small piece (7 terms)
+# over the whole block.
 _BLOCK = 512
 
 
@@ -274,54 +254,58 @@ def _large_positions(x, pos, xl):
     return n
 
 
-@_jit
-def _erf32_small_part(x, out):
-    for i in range(x.size):
-        out[i] = np.float32(_erf32_small(np.float64(x[i])))
+# ----- float32 erf in float32 arithmetic (``_k._erf32``) ---------------------------------
+# Five pieces of ``a = |x|``, each ``A + B P(v)``; every element takes its piece's center,
+# K and coefficients by selects (no gathers, no branches: the loop vectorizes), then the
+# NumPy path's operations in its order, each rounded on its own: the same bits. The
+# Horner steps are written out: a loop over the terms, each a five-way select, is not
+# unrolled by LLVM and keeps the element loop scalar (5-8x slower).
+_E1, _E2, _E3, _E4 = (np.float32(e) for e in _k._ERF32_EDGES)
+_F32_CAP = np.float32(_k._ERF32_CAP)
+_F32_ONE = np.float32(1.0)
+_ERF32_CK = np.stack([_k._ERF32_C, _k._ERF32_K])  # [0: center, 1: K; piece]
+_ERF32_T = np.ascontiguousarray(_k._ERF32_P.T)  # [term from the highest power, piece]
+assert _ERF32_T.shape == (8, 5), _ERF32_T.shape  # the terms and pieces written out below
+
+
+@_jit(inline="always")
+def _piece(m1, m2, m3, m4, t, k):
+    """``t[k, piece]``, the piece chosen by the masks ``a >= edge`` (a select chain)."""
+    r = t[k, 0]
+    r = t[k, 1] if m1 else r
+    r = t[k, 2] if m2 else r
+    r = t[k, 3] if m3 else r
+    return t[k, 4] if m4 else r
+
+
+@_jit(inline="always")
+def _erf32_f32(x):
+    """float32 erf of the float32 ``x``: ``_k._erf32``'s operations."""
+    a = abs(x)
+    a = a if (a < _F32_CAP or a != a) else _F32_CAP
+    m1, m2, m3, m4 = a >= _E1, a >= _E2, a >= _E3, a >= _E4
+    s = a * a
+    u = a - _piece(m1, m2, m3, m4, _ERF32_CK, 0)
+    v = u if m1 else s
+    t = _ERF32_T
+    r = _piece(m1, m2, m3, m4, t, 0)
+    r = r * v + _piece(m1, m2, m3, m4, t, 1)
+    r = r * v + _piece(m1, m2, m3, m4, t, 2)
+    r = r * v + _piece(m1, m2, m3, m4, t, 3)
+    r = r * v + _piece(m1, m2, m3, m4, t, 4)
+    r = r * v + _piece(m1, m2, m3, m4, t, 5)
+    r = r * v + _piece(m1, m2, m3, m4, t, 6)
+    r = r * v + _piece(m1, m2, m3, m4, t, 7)
+    r = r * (_F32_ONE if m1 else a)
+    r = r + (_piece(m1, m2, m3, m4, _ERF32_CK, 1) if m1 else a)
+    return math.copysign(r, x)
 
 
 @_jit
-def _erf32_large_part(x, big):
-    """``big[j]``: erf of ``x[j]`` (all ``|x| >= 0.5``); True if any must be checked."""
-    m = False
-    for j in range(x.size):
-        xd = np.float64(x[j])
-        b = _erf32_large(xd)
-        big[j] = np.float32(math.copysign(b, xd))
-        m |= _near_midpoint(b)
-    return m
-
-
-@_jit
-def _erf32_block(x, out, pos, xl, big, idx, n, start):
-    """float32 erf of the block ``x`` into ``out`` (``pos``, ``xl``, ``big``: buffers of
-    a block's size), its listed elements (offset by ``start``) added to ``idx`` after the
-    ``n`` listed so far; returns the new count."""
-    k = _large_positions(x, pos, xl)
-    kv = min(k + (-k) % 8, xl.size)  # whole vectors: no scalar remainder loop
-    xl[k:kv] = np.float32(1.0)  # (not near a rounding midpoint)
-    m = _erf32_large_part(xl[:kv], big[:kv])
-    _erf32_small_part(x, out)
-    for j in range(k):
-        out[pos[j]] = big[j]
-    if m:
-        for j in range(k):
-            if _near_midpoint(_erf32_large(np.float64(xl[j]))):
-                idx[n] = start + pos[j]
-                n += 1
-    return n
-
-
-@_jit
-def _erf32_one_pass(x, out, idx):
+def _erf32_pass(x, out):
     """float32 erf."""
-    pos = np.empty(_BLOCK, np.int32)
-    xl, big = np.empty(_BLOCK + 8, np.float32), np.empty(_BLOCK + 8, np.float32)
-    n = 0
-    for start in range(0, x.size, _BLOCK):
-        stop = min(start + _BLOCK, x.size)
-        n = _erf32_block(x[start:stop], out[start:stop], pos, xl, big, idx, n, start)
-    return n
+    for i in range(x.size):
+        out[i] = _erf32_f32(x[i])
 
 
 @_jit(inline="always")
@@ -358,8 +342,9 @@ def _erfc32_value(xd, want_erf, far):
     return (v if big else s), (c if big else 1.0 - s), big & f
 
 
-# erfc (alone or with erf) as erf alone: the large piece over a block's ``|x| >= 0.5``
-# only, the small piece over the whole block
+# erfc (alone or with the erf of its own pieces, for the rounding check of
+# ``_erfc32_value``): the large piece over a block's ``|x| >= 0.5`` only, the small
+# piece over the whole block
 @_jit
 def _erfc32_small_part(x, erfc):
     for i in range(x.size):
@@ -435,7 +420,7 @@ def _erfc32_one_pass(x, erf, erfc, idx, want_erf):
             far |= abs(x[i]) >= np.float32(4.5)
         xs, cs = x[start:stop], erfc[start:stop]
         k = _large_positions(xs, pos, xl)
-        kv = min(k + (-k) % 8, xl.size)  # whole vectors (as ``_erf32_block``)
+        kv = min(k + (-k) % 8, xl.size)  # whole vectors: no scalar remainder loop
         xl[k:kv] = np.float32(1.0)
         xk, ck = xl[:kv], bigc[:kv]
         if want_erf:
@@ -525,13 +510,13 @@ def erf_erfc(x, want_erf, want_erfc):
     erf = np.empty(n, dt) if want_erf else np.empty(0, dt)
     erfc = np.empty(n, dt) if want_erfc else np.empty(0, dt)
     if dt == np.float32:
-        idx = np.empty(n, np.int64)  # (its pages are touched only where elements are listed)
-        if not want_erfc:
-            k = _erf32_one_pass(flat, erf, idx)
-        else:
-            k = _erfc32_one_pass(flat, erf, erfc, idx, want_erf)
-        if k:
-            _redo(flat, idx[:k], (erf, erfc), (want_erf, want_erfc))
+        if want_erf:  # float32 erf has its own float32 arithmetic, with erfc or without
+            _erf32_pass(flat, erf)
+        if want_erfc:
+            idx = np.empty(n, np.int64)  # (its pages are touched only where elements are listed)
+            k = _erfc32_one_pass(flat, erf, erfc, idx, False)
+            if k:
+                _redo(flat, idx[:k], (erf, erfc), (False, True))
         return (erf.reshape(x.shape) if want_erf else None,
                 erfc.reshape(x.shape) if want_erfc else None)
     m = max(min(n, _CHUNK), 1)
@@ -551,54 +536,22 @@ def erf_erfc(x, want_erf, want_erfc):
 
 # ----- the exact GELU (``ember.ops.activation_nodes.Gelu``) ------------------------------
 @_jit
-def _scale32(x, c, out):
+def _gelu32_pass(x, y):
+    """float32 ``gelu(x)``: ``(x * 0.5) * (1 + erf(x * (1 / sqrt 2)))``, each step in
+    float32 as ``Gelu.forward``'s."""
     for i in range(x.size):
-        out[i] = x[i] * c
+        xi = x[i]
+        y[i] = (xi * np.float32(0.5)) * (_erf32_f32(xi * _F32_SQRT_HALF) + _F32_ONE)
 
 
 @_jit
-def _gelu32_finish(x, e, y, one_plus_erf):
+def _gelu32_keep_pass(x, y, one_plus_erf):
+    """``_gelu32_pass`` keeping ``1 + erf(x / sqrt 2)`` for the backward."""
     for i in range(x.size):
-        p = e[i] + np.float32(1.0)
+        xi = x[i]
+        p = _erf32_f32(xi * _F32_SQRT_HALF) + _F32_ONE
         one_plus_erf[i] = p
-        y[i] = (x[i] * np.float32(0.5)) * p
-
-
-@_jit
-def _gelu32_y_finish(x, e, y):
-    for i in range(x.size):
-        y[i] = (x[i] * np.float32(0.5)) * (e[i] + np.float32(1.0))
-
-
-@_jit
-def _gelu32_one_pass(x, y, one_plus_erf, idx, keep):
-    """float32 ``gelu(x)`` and, if ``keep``, ``1 + erf(x / sqrt 2)``: the erf of the
-    float32 ``x / sqrt 2`` as ``_erf32_one_pass``, block by block."""
-    pos = np.empty(_BLOCK, np.int32)
-    xl, big = np.empty(_BLOCK + 8, np.float32), np.empty(_BLOCK + 8, np.float32)
-    t = np.empty(_BLOCK, np.float32)
-    e = np.empty(_BLOCK, np.float32)
-    n = 0
-    for start in range(0, x.size, _BLOCK):
-        stop = min(start + _BLOCK, x.size)
-        xs = x[start:stop]
-        ts, es = t[:stop - start], e[:stop - start]
-        _scale32(xs, _F32_SQRT_HALF, ts)
-        n = _erf32_block(ts, es, pos, xl, big, idx, n, start)
-        if keep:
-            _gelu32_finish(xs, es, y[start:stop], one_plus_erf[start:stop])
-        else:
-            _gelu32_y_finish(xs, es, y[start:stop])
-    return n
-
-
-def _redo_gelu(flat, idx, y, p):
-    xs = flat[idx]
-    e = _k._erf_erfc(xs * _F32_SQRT_HALF, True, False)[0]
-    e += np.float32(1.0)
-    y[idx] = (xs * np.float32(0.5)) * e
-    if p is not None:
-        p[idx] = e
+        y[i] = (xi * np.float32(0.5)) * p
 
 
 def gelu(x, keep=True):
@@ -613,10 +566,10 @@ def gelu(x, keep=True):
     n = flat.size
     y = np.empty(n, np.float32)
     p = np.empty(n, np.float32) if keep else None
-    idx = np.empty(n, np.int64)
-    k = _gelu32_one_pass(flat, y, p if keep else y, idx, keep)
-    if k:
-        _redo_gelu(flat, idx[:k], y, p)
+    if keep:
+        _gelu32_keep_pass(flat, y, p)
+    else:
+        _gelu32_pass(flat, y)
     return y.reshape(x.shape), (p.reshape(x.shape) if keep else None)
 
 

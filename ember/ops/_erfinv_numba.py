@@ -49,7 +49,7 @@ _GT = np.array(_k._GILES_TAIL)
 
 
 # ----- float32 erfinv in one pass (``_k._erfinv`` with one float32-fit Halley step) ------
-# As float32 erf (``_erf_numba``): a float32 result needs only its float64 value to round
+# As float32 erfc (``_erf_numba``): a float32 result needs only its float64 value to round
 # the same way, so the pass computes ``log`` and ``exp`` itself (NumPy's float64
 # ``log``/``exp`` are the C library's scalar ones on AVX2 machines: half the time of the
 # split kernels was theirs)
