@@ -306,7 +306,6 @@ KNOWN = {
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.multilabel_soft_margin_loss":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "nn.functional.nll_loss": "values: None where torch gives zeros (the node saves no input)",
     "nn.functional.normalize":
         "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.pad.circular":
