@@ -16,6 +16,7 @@ from ember._random import _gen
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.autograd.grad_mode import state as _grad_state
+from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 from ember.backend.meta import MetaArray as _MetaArray
 from ember.ops._inplace import check_inplace, commit
@@ -124,6 +125,16 @@ def _result(node, inputs, arr):
     return _make(arr, False)
 
 
+def _complex_part(npd):
+    """The NumPy dtype of each part of a complex dtype (complex32's two float16 parts
+    included); None for a real one. PyTorch samples a complex tensor as its real view."""
+    if npd.kind == "c":
+        return np.dtype(np.float64 if npd == np.complex128 else np.float32)
+    if npd == _c32.NP:
+        return np.dtype(np.float16)
+    return None
+
+
 def _need_float(npd, kernel):
     if npd.kind != "f":
         from ember.ops._util import type_name
@@ -143,6 +154,11 @@ def uniform_(self, from_=0, to=1, *, generator=None, **kw):
     from_ = kw.pop("from", from_)
     if kw:
         raise TypeError(f"uniform_() got an unexpected keyword argument '{next(iter(kw))}'")
+    if _complex_part(self._data.dtype) is not None:
+        # PyTorch fills the real view (both parts, in memory order) from the same range
+        from ember.ops.complex_numbers import view_as_real
+        uniform_(view_as_real(self), from_, to, generator=generator)
+        return self
     _need_float(self._data.dtype, "check_uniform_bounds")
     if not from_ <= to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
@@ -161,7 +177,7 @@ def normal_(self, mean=0, std=1, *, generator=None):
         return m.random_inplace_locals("normal_", normal_, locals())
     if not std >= 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
-    if self._data.dtype.kind == "c":
+    if _complex_part(self._data.dtype) is not None:
         # PyTorch fills the real view (both parts, in memory order) with std / sqrt(2)
         from ember.ops.complex_numbers import view_as_real
         normal_(view_as_real(self), mean, std / math.sqrt(2.0), generator=generator)
@@ -369,10 +385,17 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
         return m.composite_locals("rand", rand, locals())
     shape = _factory._shape(_factory._sized(size, kw, "rand"))
     npd = _dtype(dtype, out.dtype if out is not None else None)
-    _need_float(npd, "check_uniform_bounds")
+    part = _complex_part(npd)
+    if part is None:
+        _need_float(npd, "check_uniform_bounds")
     if _to_meta(device, out):
         return _new(np.zeros(shape, npd), device, requires_grad, out)
-    arr = K.uniform(_gen(generator), int(np.prod(shape)), 0.0, 1.0, npd).reshape(shape)
+    n = int(np.prod(shape))
+    if part is not None:
+        # PyTorch draws the real view (both parts, in memory order) from [0, 1)
+        arr = K.uniform(_gen(generator), 2 * n, 0.0, 1.0, part).view(npd).reshape(shape)
+        return _new(arr, device, requires_grad, out)
+    arr = K.uniform(_gen(generator), n, 0.0, 1.0, npd).reshape(shape)
     return _new(arr, device, requires_grad, out)
 
 
@@ -388,15 +411,15 @@ def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
         return m.composite_locals("randn", randn, locals())
     shape = _factory._shape(_factory._sized(size, kw, "randn"))
     npd = _dtype(dtype, out.dtype if out is not None else None)
-    if npd.kind != "c":
+    part = _complex_part(npd)
+    if part is None:
         _need_float(npd, "normal_kernel_cpu")
     if _to_meta(device, out):
         return _new(np.zeros(shape, npd), device, requires_grad, out)
     n = int(np.prod(shape))
-    if npd.kind == "c":
+    if part is not None:
         # PyTorch draws the real view (both parts, in memory order) with std 1/sqrt(2)
-        part = np.float64 if npd == np.complex128 else np.float32
-        arr = K.normal(_gen(generator), 2 * n, 0.0, 1.0 / math.sqrt(2.0), np.dtype(part))
+        arr = K.normal(_gen(generator), 2 * n, 0.0, 1.0 / math.sqrt(2.0), part)
         return _new(arr.view(npd).reshape(shape), device, requires_grad, out)
     arr = K.normal(_gen(generator), n, 0.0, 1.0, npd).reshape(shape)
     return _new(arr, device, requires_grad, out)

@@ -104,7 +104,7 @@ KNOWN = {
     "linalg.det": "values: a 0x0 input's gradient is recorded (torch: zeros with no graph)",
     "linalg.diagonal":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "linalg.eig": "values: ember refuses (NotImplementedError) the derivative of eig's backward",
+    "linalg.eig": "graph: ember's formula is written with other ops than derivatives.yaml's",
     "linalg.eigh":
         "graph: Tensor overloads where torch's formula takes Scalars (Mul/Div/AddBackward1)",
     "linalg.householder_product":
@@ -306,7 +306,6 @@ KNOWN = {
         "graph: torch's double backward is one node; ember's formula is written in primitives",
     "nn.functional.multilabel_soft_margin_loss":
         "graph: torch's double backward is one node; ember's formula is written in primitives",
-    "nn.functional.nll_loss": "values: None where torch gives zeros (the node saves no input)",
     "nn.functional.normalize":
         "graph: ember's formula is written with other ops than derivatives.yaml's",
     "nn.functional.pad.circular":

@@ -135,3 +135,26 @@ def test_save_load_with_torch(tmp_path):
     e = ember.load(tmp_path / "t.pt")
     _same(e, t[1:])
     assert e.storage_offset() == t[1:].storage_offset()
+
+
+@pytest.mark.parametrize("shape", [(1,), (4,), (9,), (17,), (3, 5), (1000,)])
+def test_complex32_sampling_matches_torch(shape):
+    """randn / normal_ / rand / uniform_ in complex32 (and rand / uniform_ in complex64)
+    draw PyTorch's real view, both parts in memory order, to the bit (they raised)."""
+    draws = [
+        ("randn", lambda m, d: m.randn(*shape, dtype=d)),
+        ("normal_", lambda m, d: m.zeros(shape, dtype=d).normal_(2.0, 3.0)),
+        ("randn_like", lambda m, d: m.randn_like(m.zeros(shape, dtype=d))),
+        ("rand", lambda m, d: m.rand(*shape, dtype=d)),
+        ("uniform_", lambda m, d: m.zeros(shape, dtype=d).uniform_(-2.0, 5.0)),
+    ]
+    for name, draw in draws:
+        for dt in ("complex32", "complex64"):
+            torch.manual_seed(7)
+            with warnings.catch_warnings():  # torch: "ComplexHalf support is experimental"
+                warnings.simplefilter("ignore")
+                t = torch.view_as_real(draw(torch, getattr(torch, dt))).numpy()
+            ember.manual_seed(7)
+            e = draw(ember, getattr(ember, dt))
+            assert e.dtype == getattr(ember, dt), name
+            np.testing.assert_array_equal(ember.view_as_real(e).numpy(), t, err_msg=name)

@@ -39,9 +39,6 @@ SAMPLES = int(os.environ.get("OPINFO_REFERENCE_SAMPLES", 20))  # per op and dtyp
 # the million-element transposed and strided samples (their layouts come small too)
 LARGEST = int(os.environ.get("OPINFO_REFERENCE_LARGEST", 300_000))
 SHARED = 5  # the sample_inputs samples a reference generator usually starts with
-# samples left to the script: ember's polygamma at a large negative argument sums |x|
-# terms of its recurrence (1.3 s at -1e5, 13 s at -1e7), and sample 18 holds values to -5e6
-SLOW = {(f"polygamma.polygamma_n_{n}", 18) for n in range(5)}
 
 OPS = [op for op in T.PRESENT if op.reference_inputs_func is not None]
 CASES = [(op, dtype) for op in OPS for dtype in T._dtypes(op)]
@@ -153,9 +150,7 @@ def reference_samples(op, dtype, grad, samples=None, largest=None):
                                           (b.input, b.args, b.kwargs))
                                     for a, b in zip(ref, plain)):
         first = SHARED
-    slow = SLOW if largest == LARGEST else set()
-    kept = [(i, s) for i, s in enumerate(ref) if i >= first and _elements(s) <= largest
-            and (T._key(op), i) not in slow]
+    kept = [(i, s) for i, s in enumerate(ref) if i >= first and _elements(s) <= largest]
     return kept[:limit]
 
 

@@ -30,25 +30,42 @@ def _f64(x):
     return np.asarray(x, dtype=np.float64)
 
 
-def sinpi(x):
-    """``sin(pi x)`` with the argument reduced exactly first (no error growth in |x|)."""
-    r = x - 2.0 * np.round(x / 2.0)
+def _half_turns(x):
+    """x reduced exactly into [-1, 1] modulo 2 (no error growth in |x|)."""
+    return x - 2.0 * np.round(x / 2.0)
+
+
+def _sin_reduced(r):
+    """sin(pi r) for r in [-1, 1], folded exactly into [-1/2, 1/2] (sin(pi - t) = sin t):
+    near r = +-1, where the zero is, pi r's rounding would otherwise cost the whole
+    relative precision of the small result."""
+    r = np.where(r > 0.5, 1.0 - r, np.where(r < -0.5, -1.0 - r, r))
     return np.sin(np.pi * r)
 
 
+def sinpi(x):
+    """``sin(pi x)``, exact reduction first, accurate relatively near its zeros."""
+    return _sin_reduced(_half_turns(x))
+
+
 def cospi(x):
-    r = x - 2.0 * np.round(x / 2.0)
-    return np.cos(np.pi * r)
+    """``cos(pi x) = sin(pi (1/2 - |r|))``: 1/2 - |r| is exact where the result is small."""
+    return _sin_reduced(0.5 - np.abs(_half_turns(x)))
 
 
-def _stirling_lgamma(x):
-    """lgamma for x >= 10: the asymptotic series, 7 terms reach 1 ulp."""
+def _stirling_remainder(x):
+    """lgamma(x) - ((x - 1/2) log x - x + log(2 pi)/2) for x >= 10: the series' tail."""
     inv = 1.0 / x
     inv2 = inv * inv
     s = np.zeros_like(x)
     for c in reversed(_STIRLING):
         s = s * inv2 + c
-    return (x - 0.5) * np.log(x) - x + _HALF_LOG_2PI + s * inv
+    return s * inv
+
+
+def _stirling_lgamma(x):
+    """lgamma for x >= 10: the asymptotic series, 7 terms reach 1 ulp."""
+    return (x - 0.5) * np.log(x) - x + _HALF_LOG_2PI + _stirling_remainder(x)
 
 
 def _taylor_coeffs():
@@ -157,6 +174,34 @@ def digamma(x):
     return out
 
 
+# below this q the upward shift of the summation would cost |q| steps
+_FAR_NEGATIVE = 16.0
+
+
+def _hurwitz_far_negative(s, q):
+    """zeta(s, q) for an integer s > 1 and a non-integer q < -16, in O(1) whatever |q|.
+
+    The terms (q + k)^-s split at the sign change: K = ceil(-q) negative bases
+    -(r + j), j = 0..K-1, with r = 1 - (q + K) in (0, 1), then the positive bases of
+    zeta(s, q + K). So zeta(s, q) = zeta(s, q + K) + (-1)^s (zeta(s, r) - zeta(s, r + K)),
+    three sums at positive arguments; q + K and r are exact (|q| < 2^52). The two O(1)
+    sums are added first: at a half-integer q they cancel exactly (odd s), leaving the
+    small tail to full relative precision."""
+    k = np.ceil(-q)
+    frac = q + k
+    r = 1.0 - frac
+    sign = np.where(np.mod(s, 2) == 0, 1.0, -1.0)
+    tail = hurwitz_zeta(s, r + k)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = (hurwitz_zeta(s, frac) + sign * hurwitz_zeta(s, r)) - sign * tail
+    # a large s overflows both O(1) sums: the base nearer 0 decides the infinity
+    clash = np.isnan(out)
+    out[clash] = np.where(frac[clash] < r[clash], np.inf,
+                          np.where(frac[clash] > r[clash], sign[clash] * np.inf,
+                                   -sign[clash] * tail[clash]))
+    return out
+
+
 def hurwitz_zeta(s, q):
     """zeta(s, q) = sum_k (q + k)^-s, for s > 1 (PyTorch/Cephes conventions elsewhere)."""
     s, q = np.broadcast_arrays(_f64(s), _f64(q))
@@ -169,6 +214,10 @@ def hurwitz_zeta(s, q):
     # PyTorch's values at s = inf: 1 at q = 1, inf below, NaN above
     out[inf_s] = np.where(q[inf_s] == 1, 1.0, np.where(q[inf_s] > 1, np.nan, np.inf))
     ok &= np.isfinite(q) & np.isfinite(s)
+    far = ok & (q < -_FAR_NEGATIVE)
+    if far.any():
+        out[far] = _hurwitz_far_negative(s[far], q[far])
+        ok &= ~far
     if not ok.any():
         return out
     sv, qv = s[ok], q[ok]
@@ -224,9 +273,15 @@ def _log_prefactor(a, x):
         if small.any():
             out[small] = a[small] * np.log(x[small]) - x[small] - lgamma(a[small])
         if big.any():
-            ab, t = a[big], x[big] / a[big] - 1
-            remainder = _stirling_lgamma(ab) - ((ab - 0.5) * np.log(ab) - ab + _HALF_LOG_2PI)
-            out[big] = ab * (np.log1p(t) - t) + 0.5 * np.log(ab) - _HALF_LOG_2PI - remainder
+            ab, ratio = a[big], x[big] / a[big]
+            t = ratio - 1
+            # log1p(t) near the diagonal; log(x / a) far below it, where t rounds to -1
+            # and would lose x's digits (x = 1e-10, a = 10 lost 1e-6 of the value)
+            log_ratio = np.where(np.abs(t) < 0.5, np.log1p(t), np.log(ratio))
+            # the remainder summed directly: lgamma(a) minus Stirling's leading terms
+            # cancels to a 1e-9 relative error at a = 1e6
+            out[big] = (ab * (log_ratio - t) + 0.5 * np.log(ab) - _HALF_LOG_2PI
+                        - _stirling_remainder(ab))
     return out
 
 
@@ -250,6 +305,40 @@ def _igamma_series(a, x):
         if active.size == 0:
             break
     return np.exp(_log_prefactor(a, x)) * total / a
+
+
+def _lgamma1p(a):
+    """lgamma(1 + a) for 0 < a <= 1.25, to full relative precision near a = 0."""
+    out = np.empty_like(a)
+    small = a <= 0.25
+    out[small] = _lgamma1p_small(a[small])
+    out[~small] = lgamma(1 + a[~small])
+    return out
+
+
+def _igammac_small_x(a, x):
+    """Q(a, x) for x <= 1.1 and a small (see ``_small_x_region``), without forming 1 - P:
+    Q = 1 - x^a / Gamma(a + 1) - x^a / Gamma(a) sum_{n >= 1} (-x)^n / (n! (a + n)), the
+    head as an expm1, so a Q of 1e-298 (a = x = 1e-300) keeps its digits where 1 - P was
+    -2e-14 (Gautschi's method, as in Cephes' igamc)."""
+    fac = np.ones_like(a)
+    total = np.zeros_like(a)
+    for n in range(1, 40):  # x <= 1.1: 1.1^n / n! is below 1e-17 of the sum by n = 25
+        fac = fac * (-x / n)
+        total = total + fac / (a + n)
+    log_x = np.log(x)
+    head = -np.expm1(a * log_x - _lgamma1p(a))
+    with np.errstate(under="ignore"):
+        return head - np.exp(a * log_x - lgamma(a)) * total
+
+
+def _small_x_region(a, x):
+    """Where Q is computed by ``_igammac_small_x`` and P as 1 - Q: x <= 1.1 and a below
+    -0.4 / log(x) (x <= 0.5) or 1.1 x (0.5 < x <= 1.1), where P >= 0.6, so 1 - Q keeps P's
+    relative precision too (Cephes' igamc's regions)."""
+    with np.errstate(divide="ignore"):
+        bound = np.where(x <= 0.5, -0.4 / np.log(x), 1.1 * x)
+    return (x <= 1.1) & (a <= bound)
 
 
 def _igammac_cf(a, x):
@@ -344,6 +433,11 @@ def igamma(a, x, upper=False):
     if temme.any():
         out[temme] = _igamma_temme(a[temme], x[temme], upper)
         body &= ~temme
+    small_x = body & _small_x_region(a, x)
+    if small_x.any():
+        q = _igammac_small_x(a[small_x], x[small_x])
+        out[small_x] = 1 - q if lower else q
+        body &= ~small_x
     ser = body & (x < a + 1)
     cf = body & ~ser
     if ser.any():
@@ -352,6 +446,8 @@ def igamma(a, x, upper=False):
     if cf.any():
         q = _igammac_cf(a[cf], x[cf])
         out[cf] = 1 - q if lower else q
+    # a probability: a last rounding (of the prefactor's exp) never leaves [0, 1]
+    np.clip(out, 0.0, 1.0, out=out)
     return out
 
 

@@ -2,12 +2,14 @@
 
 The forward is LAPACK's ``geev`` through ``numpy.linalg.eig`` (eigenvectors of unit
 norm, as PyTorch's); results are always complex. The gradient is PyTorch's formula
-for ``A = V diag(L) V^-1``, computed on arrays by a second primitive whose own
-derivative (a third derivative of eig) raises NotImplementedError.
+for ``A = V diag(L) V^-1``, computed on arrays by a second primitive; where the
+gradient's own graph is made (create_graph) the same formula runs in ember Tensor ops,
+so eig's higher derivatives follow from it.
 """
 import numpy as np
 
 from ember._tensor import _make
+from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend import lapack as _lapack
@@ -49,7 +51,10 @@ class Eig(_SavesOutputs):
 
     def backward(self, gL, gV):
         L, V = self.saved_tensors
-        gA = _EigGrad.apply(gL, gV, L, V)
+        if _grad_state.grad_enabled:   # create_graph: the formula in Tensor ops
+            gA = _eig_grad_differentiable(gL, gV, L, V)
+        else:
+            gA = _EigGrad.apply(gL, gV, L, V)
         return gA.real if self.real_input else gA
 
     def jvp(self, tA):
@@ -70,6 +75,29 @@ class Eig(_SavesOutputs):
         dV = V @ (dP / E).masked_fill(eye, 0.0)
         dV = dV - V * (V.mH @ dV).diagonal(0, -2, -1).real.unsqueeze(-2)
         return dL, dV
+
+
+def _eig_grad_differentiable(gL, gV, L, V):
+    """``_EigGrad``'s formula written in ember Tensor ops, so that a gradient made with
+    create_graph has a derivative of its own (eig's second and higher derivatives)."""
+    from ember.ops.linalg_solve import solve
+    Vh = V.mH
+    n = L.shape[-1]
+    eye = _make(np.eye(n, dtype=bool))
+    if gV is None:
+        inner = _make(np.zeros(V.shape, dtype=V._data.dtype))
+    else:
+        gV = gV.to(V.dtype) if gV._data.dtype != V._data.dtype else gV
+        VhgV = Vh @ gV
+        diag = VhgV.diagonal(0, -2, -1).real
+        inner = VhgV - Vh @ (V * diag.unsqueeze(-2))
+        Lc = L.conj()
+        E = (Lc.unsqueeze(-2) - Lc.unsqueeze(-1)).masked_fill(eye, 1.0)
+        inner = (inner / E).masked_fill(eye, 0.0)
+    if gL is not None:
+        gL = gL.to(L.dtype) if gL._data.dtype != L._data.dtype else gL
+        inner = inner + gL.diag_embed()
+    return solve(Vh, inner @ Vh)
 
 
 class _EigGrad(Primitive):

@@ -500,8 +500,7 @@ class NllLoss(Primitive):
                 return _make(self._coefficients(g.dtype, g)), None, None, None, None
             return _make(self._coefficients(g.dtype) * self._per_sample(g)), None, None, \
                 None, None
-        g = self._per_sample(gy) if self.reduction == _NONE else gy
-        return _make(self._coefficients(gy._data.dtype)) * g, None, None, None, None
+        return self._grad_node.record(self, gy), None, None, None, None
 
     def _array_grads(self, gy, g):
         """``backward``'s first-order formula on the gradient's array
@@ -525,6 +524,45 @@ class NllLoss(Primitive):
 
 _new = object.__new__
 _anomaly = anomaly.enabled
+
+
+class _NllLossBackward(Primitive):
+    """``nll_loss``'s first gradient as a node of its own, recorded only where that
+    gradient's graph is made (create_graph): its edges are the output gradient and the
+    loss's input, as PyTorch's ``nll_loss_backward``, so a second derivative by the input
+    is zeros (the gradient does not depend on it) rather than None; the first-order pass
+    keeps ``NllLoss``' array path."""
+    _node_name = "NllLossBackwardBackward0"
+    _op_name = "nll_loss_backward"
+
+    @classmethod
+    def record(cls, loss_node, gy):
+        """The gradient ``d loss / d input`` for the output gradient ``gy``, a Tensor
+        whose node leads to ``gy`` and to the loss's input."""
+        coef = loss_node._coefficients(gy._data.dtype)
+        g = loss_node._per_sample(gy) if loss_node.reduction == _NONE else gy
+        node = _new(cls)
+        node.coef, node.loss_node, node.gy_shape = coef, loss_node, gy.shape
+        fn = gy.grad_fn
+        gy_edge = (fn, gy._output_nr) if fn is not None else (gy if gy._requires_grad
+                                                               else None)
+        node._edges = (gy_edge, loss_node._edges[0])
+        node._n_in = 2
+        out = _make(coef * g._data, True)
+        out.grad_fn = node
+        return out
+
+    def backward(self, gg):
+        # linear in the output gradient: its coefficient summed over the classes
+        by_gy = None
+        if self._edges[0] is not None:
+            prod = gg * _make(self.coef)
+            if self.loss_node.reduction == _NONE and len(self.loss_node.shape) > 1:
+                by_gy = prod.sum(1)
+            else:
+                by_gy = prod.sum()
+            by_gy = by_gy.reshape(self.gy_shape)
+        return by_gy, _make(np.zeros_like(gg._data))
 _hook_stack = _saved_hooks.stack
 
 
@@ -572,11 +610,21 @@ def log_softmax_nll(x, t, ignore_index, reduction):
     return NllLoss.apply(LogSoftmax.apply(x, 1), t, None, ignore_index, reduction)
 
 
+class _NllLoss2dBackward(_NllLossBackward):
+    """``nll_loss2d``'s first gradient as a node (``_NllLossBackward``)."""
+    _node_name = "NllLoss2DBackwardBackward0"
+    _op_name = "nll_loss2d_backward"
+
+
+NllLoss._grad_node = _NllLossBackward
+
+
 class NllLoss2d(NllLoss):
     """``nll_loss`` of (N, C, H, W) scores and (N, H, W) targets: PyTorch's
     ``nll_loss2d`` kernel and node."""
     _node_name = "NllLoss2DBackward0"
     _op_name = "NllLoss"
+    _grad_node = _NllLoss2dBackward
 
 
 def _per_row(g, reduction, n):
