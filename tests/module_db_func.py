@@ -96,12 +96,52 @@ def _flat(x):
     return [x]
 
 
+def _select(x, d, b):
+    if d is None:
+        return x
+    if isinstance(x, dict):
+        return {k: _select(v, d, b) for k, v in x.items()}
+    return x.select(d, b)
+
+
+def _stack(outs, d):
+    first = outs[0]
+    if isinstance(first, dict):
+        return {k: _stack([o[k] for o in outs], d) for k in first}
+    if isinstance(first, (tuple, list)):
+        return type(first)(_stack([o[i] for o in outs], d) for i in range(len(first)))
+    return torch.stack(outs, d)
+
+
+class _TorchLoop:
+    """torch.func with ``vmap`` as a plain loop over the samples and ``jacrev`` as
+    ``torch.autograd.functional.jacobian``: the meaning of a stage that torch.func
+    refuses, where ember computes one."""
+
+    grad = staticmethod(torch.func.grad)
+    functional_call = staticmethod(torch.func.functional_call)
+    stack_module_state = staticmethod(torch.func.stack_module_state)
+
+    @staticmethod
+    def vmap(f, in_dims=0, out_dims=0):
+        def run(*args):
+            dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
+            n = next(_flat_all(a)[0].shape[d] for a, d in zip(args, dims) if d is not None)
+            return _stack([f(*(_select(a, d, b) for a, d in zip(args, dims)))
+                           for b in range(n)], out_dims)
+        return run
+
+    @staticmethod
+    def jacrev(f):
+        return lambda x: torch.autograd.functional.jacobian(f, x)
+
+
 class _Side:
     """One library's module, its calling function of the leaves, and its transforms."""
 
-    def __init__(self, lib, mod, skeleton, conv):
+    def __init__(self, lib, mod, skeleton, conv, fx=None):
         self.lib, self.mod, self.skeleton, self.conv = lib, mod, skeleton, conv
-        self.fx = torch.func if lib is torch else efunc
+        self.fx = fx or (torch.func if lib is torch else efunc)
 
     def tensor(self, a):
         if self.lib is torch:
@@ -179,7 +219,7 @@ def _compare(e, t, what, out):
         out.append(f"{what}: {e!r} != {t!r}")
 
 
-def _both(stage, t_fn, e_fn):
+def _both(stage, t_fn, e_fn, loop_fn):
     """Run one stage on both sides (seeded alike). Returns ``(messages, fallback
     warnings, (ember's result, torch's) or None where a side raised)``."""
     torch.manual_seed(0)
@@ -207,13 +247,27 @@ def _both(stage, t_fn, e_fn):
         if t_exc is None:
             return [f"{stage}: ember raises {_err(e_exc)}"], fell, None
         if e_exc is None:
-            return [f"{stage}: torch raises {_err(t_exc)}, ember computes"], fell, None
+            return [f"{stage}: torch raises {_err(t_exc)}, ember computes "
+                    f"{_loop_agrees(stage, loop_fn, e_res)}"], fell, None
         if not _same_exc(e_exc, t_exc):
             return [f"{stage}: ember raises {_err(e_exc)}, torch {_err(t_exc)}"], fell, None
         return [], fell, None
     out = []
     _compare(e_res, t_res, stage, out)
     return out, fell, (e_res, t_res)
+
+
+def _loop_agrees(stage, loop_fn, e_res):
+    """What ember's answer is where torch.func refuses: torch's own per-sample loop's
+    (the stage's meaning), or something else."""
+    torch.manual_seed(0)
+    try:
+        ref = loop_fn()
+    except Exception as ex:
+        return f"(torch's loop raises {_err(ex)})"
+    out = []
+    _compare(e_res, ref, stage, out)
+    return "torch's per-sample answer" if not out else f"something else: {out[0]}"
 
 
 # ----- one case --------------------------------------------------------------------------
@@ -418,15 +472,17 @@ def run_case(info, sample, dtype, training, stages=STAGES):
     if isinstance(built, str):
         return built
     t_side, e_side, arrays = built
+    loop_side = _Side(torch, t_side.mod, t_side.skeleton, t_side.conv, _TorchLoop)
     res = {}
     for stage in stages:
         t_fn = _stage_fns(stage, t_side, arrays, training)
         e_fn = _stage_fns(stage, e_side, arrays, training)
         if t_fn is None:
             continue
+        loop_fn = _stage_fns(stage, loop_side, arrays, training)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            msgs, fell, results = _both(stage, t_fn, e_fn)
+            msgs, fell, results = _both(stage, t_fn, e_fn, loop_fn)
             if results is not None and dtype == torch.float32 and msgs and all(
                     ": values (" in m for m in msgs):
                 msgs = _weigh(info, sample, training, stage, arrays, results, msgs)
