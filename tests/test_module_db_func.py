@@ -35,7 +35,7 @@ SAMPLES = int(os.environ.get("FUNC_MODULE_DB_SAMPLES", 2))
 # torch's vmap refuses and ember's loop answers
 EVERY_SAMPLE = {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d"}
 # later samples run in CI too (by index): where torch itself is wrong
-EXTRA_SAMPLES = {"CTCLoss": (22,), "LinearCrossEntropyLoss": (820,)}
+EXTRA_SAMPLES = {"CTCLoss": (22,), "LinearCrossEntropyLoss": (820,), "Transformer": (33, 57)}
 # every n-th sample of a module whose table is very long (the script's full run)
 STRIDE = {"LinearCrossEntropyLoss": 10}
 
@@ -84,6 +84,15 @@ KNOWN = {
          "setup_context, which torch.func refuses (per-sample gradients even one sample at "
          "a time); ember computes the reference path, whose Jacobian is "
          "torch.autograd.functional.jacobian's"),
+    ],
+    "Transformer": [
+        (r"^(psg|vmap0|vmap_last): torch raises RuntimeError: (vmap: It looks like you're "
+         r".*(data-dependent control flow|\.item\(\))|Batching rule not implemented for "
+         r"aten::_nested_tensor_from_mask_left_aligned).*, ember computes torch's "
+         r"per-sample answer$",
+         "with a padding mask, torch's encoder checks the mask's values (its nested-tensor "
+         "fast path) in Python or packs a nested tensor, which torch's vmap refuses; ember's "
+         "encoder has no such path and its answer is torch's per-sample loop's"),
     ],
     "BatchNorm1d": [
         (r"^jacrev: torch raises RuntimeError: During a grad \(vjp, jvp, grad, etc\) "
