@@ -493,7 +493,7 @@ def run_case(info, sample, dtype, training, stages=STAGES):
 def _weigh(info, sample, training, stage, arrays, results, msgs):
     """Keep float32 value differences only where ember is further from torch's float64
     result (same parameters and inputs) than twice torch's own float32 result is, and
-    than 1e-6 of the result's magnitude."""
+    than 1e-5 of the result's magnitude."""
     mod = build_torch(info, sample, torch.float32, training)
     wide = [a.astype(np.float64) if a.dtype == np.float32 else a for a in arrays]
     side = _Side(torch, mod, _skeleton_of(sample),
@@ -517,8 +517,8 @@ def _weigh(info, sample, training, stage, arrays, results, msgs):
             e_err = _distance(e.detach().numpy(), r)
             t_err = _distance(t.detach().numpy(), r)
             # float32 rounding: no further than twice torch's own distance, or than
-            # one part in 1e6 of the result's magnitude
-            if e_err > max(2 * t_err, 1e-6 * max(1.0, float(np.nanmax(np.abs(r), initial=0)))):
+            # 1e-5 of the result's magnitude (a long float32 chain: attention, norms)
+            if e_err > max(2 * t_err, 1e-5 * max(1.0, float(np.nanmax(np.abs(r), initial=0)))):
                 return [m + f"; from float64: ember {e_err:.2g}, torch {t_err:.2g}"
                         for m in msgs]
     return []
