@@ -65,13 +65,15 @@ class _NoAttr(NoRule, AttributeError):
 
 
 class Level:
-    """One running ``vmap``: its id, batch size and randomness mode."""
+    """One running ``vmap``: its id, batch size and randomness mode.  The outermost one
+    also keeps ``undo``: the memory its batched call writes in place, as it was before
+    (see :func:`note_writes`)."""
 
-    __slots__ = ("id", "size", "randomness", "rng_state", "thread", "mode")
+    __slots__ = ("id", "size", "randomness", "rng_state", "thread", "mode", "undo")
 
     def __init__(self, id_, size, randomness):
         self.id, self.size, self.randomness = id_, size, randomness
-        self.rng_state = self.mode = None
+        self.rng_state = self.mode = self.undo = None
         self.thread = threading.get_ident()
 
 
@@ -359,6 +361,8 @@ def push(size, randomness):
     """Enter a vmap level: a mode of its own on the mode stack."""
     _next_id[0] += 1
     lv = Level(_next_id[0], size, randomness)
+    if not levels:
+        lv.undo = {}
     levels.append(lv)
     lv.mode = _LevelMode(lv)
     _modes.push(lv.mode)
@@ -368,6 +372,37 @@ def push(size, randomness):
 def pop(lv):
     _modes.pop(lv.mode)
     levels.remove(lv)
+
+
+def note_writes(targets):
+    """Keep what the memory of ``targets`` (tensors about to be written in place) holds
+    now, once per array, for :func:`undo_writes`.  A batched call that fails part-way
+    (an op without a rule) is run again as a per-sample loop; the writes it had done
+    (a module's ``num_batches_tracked += 1``, running statistics) would otherwise land
+    twice."""
+    if not levels or levels[0].undo is None:
+        return
+    undo = levels[0].undo
+    for t in targets:
+        if not isinstance(t, Tensor):
+            continue
+        counters = [t._vc]
+        d = t._data
+        while type(d) is BArr:
+            counters.append(d.value._vc)
+            d = d.value._data
+        if isinstance(d, np.ndarray) and id(d) not in undo:
+            undo[id(d)] = (d, d.copy(), [(c, c[0]) for c in counters])
+
+
+def undo_writes(lv):
+    """Put back the memory (and version counters) the batched call of the outermost
+    level ``lv`` wrote in place, latest first."""
+    for d, saved, counters in reversed(list((lv.undo or {}).values())):
+        d[...] = saved
+        for c, version in counters:
+            c[0] = version
+    lv.undo = None
 
 
 # ----- lifting: a tensor batched at every running level ----------------------------------

@@ -40,7 +40,8 @@ def _check_writes_rule(orig):
     refuses, and so does vmap here (its per-sample loop would write every sample into
     the same memory in turn)."""
     def check_writes(targets, sources, message=None):
-        from ember.func._batched import _chain
+        from ember.func._batched import _chain, note_writes
+        note_writes(targets)
         have = {lv.id for s in sources for lv in _chain(s)}
         for t in targets:
             if isinstance(t, Tensor) and have - {lv.id for lv in _chain(t)}:

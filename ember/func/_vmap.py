@@ -136,8 +136,9 @@ class _Random(Exception):
     pass
 
 
-def _batched_call(func, leaves, spec, dims, kwargs, B, out_dims, randomness):
+def _batched_call(func, leaves, spec, dims, kwargs, B, out_dims, randomness, attempt):
     lv = _b.push(B, randomness)
+    attempt.append(lv)
     try:
         lv.rng_state = _b.rng_state()
         wrapped = [x if d is None else _b.wrap(x if d % x.dim() == 0 else x.movedim(d, 0), lv.id)
@@ -171,8 +172,10 @@ def _loop(func, leaves, spec, dims, kwargs, B, out_dims, randomness):
 
 
 def _run(func, leaves, spec, dims, kwargs, B, out_dims, randomness):
+    attempt = []
     try:
-        return _batched_call(func, leaves, spec, dims, kwargs, B, out_dims, randomness)
+        return _batched_call(func, leaves, spec, dims, kwargs, B, out_dims, randomness,
+                             attempt)
     except _Random:
         raise _b.RandomnessError(_RANDOM_MSG) from None
     except (_b.RandomnessError, _b.Refused):
@@ -188,6 +191,9 @@ def _run(func, leaves, spec, dims, kwargs, B, out_dims, randomness):
     if _b.levels:
         # inside an outer vmap the loop would see the outer batch: let it fall back too
         raise _b.NoRule(getattr(err, "what", why))
+    if attempt:
+        # the loop runs ``func`` again: what the failed batched call wrote is put back
+        _b.undo_writes(attempt[0])
     from ember._tensor import _mode_with
     rec = _mode_with("unrecordable")  # a graph capture cannot replay a per-sample loop
     if rec is not None:

@@ -543,8 +543,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     smooth = smooth.masked_fill(ignore, 0.0)
     if reduction == "mean":
         if weight is not None:
-            kept = target[~ignore].reshape(-1).to(ember.int64)
-            ret = smooth.sum() / weight[kept].sum()
+            # the weights of the kept targets, without a boolean-mask selection (whose
+            # length depends on the values, which vmap refuses): ignored ones count 0
+            kept = target.masked_fill(ignore, 0).reshape(-1).to(ember.int64)
+            ret = smooth.sum() / weight[kept].masked_fill(ignore.reshape(-1), 0.0).sum()
         else:
             ret = smooth.sum() / (~ignore).sum()
     elif reduction == "sum":

@@ -83,6 +83,13 @@ def _shifted(x, axis, op):
         return x - m
 
 
+def _slice_sum(t, axis):
+    """``t`` summed over the softmax's axis, kept. ``axis`` is what the forward reduced
+    over: under ``vmap`` a 0-d sample's softmax reduces over no axis, ``()``, which for a
+    Tensor's ``sum`` would mean every axis (the whole batch)."""
+    return t if axis == () else t.sum(axis, keepdim=True)
+
+
 class Softmax(Primitive):
     save_output = True
 
@@ -97,7 +104,7 @@ class Softmax(Primitive):
     def backward(self, gy):
         y, = self.saved_tensors
         a = self.axis
-        return y * (gy - (gy * y).sum(a, keepdim=True)), None
+        return y * (gy - _slice_sum(gy * y, a)), None
 
     jvp = _jvp.diagonal
     batch = _batch.dim_rule(1)
@@ -146,7 +153,7 @@ class LogSoftmax(Primitive):
             g, yd = gy._data, y._data
             xp = array_module(yd)
             return _make(g - xp.exp(yd) * g.sum(axis=a, keepdims=True)), None
-        return gy - y.exp() * gy.sum(a, keepdim=True), None
+        return gy - y.exp() * _slice_sum(gy, a), None
 
     def _array_grads(self, gy, g):
         """``backward``'s first-order formula on the gradient's array and the saved
@@ -166,11 +173,11 @@ class LogSoftmax(Primitive):
         if type(y) is np.ndarray and y.dtype in (np.float32, np.float64):
             return [g - np.exp(y) * g.sum(axis=a, keepdims=True), None]
         gy = _make(g)
-        r = gy - _make(y).exp() * gy.sum(a, keepdim=True)
+        r = gy - _make(y).exp() * _slice_sum(gy, a)
         return [r._data, None]
 
     def jvp(self, t, _):
-        return t - (self.fw_output.exp() * t).sum(self.axis, keepdim=True)
+        return t - _slice_sum(self.fw_output.exp() * t, self.axis)
 
 
 def _prepare(input, dim, dtype):
