@@ -176,7 +176,10 @@ class _SavesOutputs(Primitive):
     def apply(cls, *args, **params):
         outs = super().apply(*args, **params)
         node = next((o.grad_fn for o in outs if o.grad_fn is not None), None)
-        if isinstance(node, cls):
+        # once per node: under vmap or forward AD the op re-enters ``apply`` at the level
+        # below, which has already appended them to the same node
+        if isinstance(node, cls) and not node.__dict__.get("_outputs_saved"):
+            node._outputs_saved = True
             node._saved = list(node._saved or []) + [
                 _SavedOutput(outs[nr]._data, outs[nr]._vc, outs[nr]._requires_grad, nr)
                 for nr in cls.saved_outputs]
