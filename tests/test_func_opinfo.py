@@ -487,8 +487,8 @@ def test_aminmax_of_0d_samples_under_vmap():
     counted as two ties, halving the gradient)."""
     t, e = _pair([5.0, -2.0])
     for k in ({"dim": 0}, {}):
-        _same(efunc.vmap(efunc.grad(lambda v: ember.aminmax(v, **k).min))(e),
-              torch.func.vmap(torch.func.grad(lambda v: torch.aminmax(v, **k).min))(t))
+        _same(efunc.vmap(efunc.grad(lambda v, k=k: ember.aminmax(v, **k).min))(e),
+              torch.func.vmap(torch.func.grad(lambda v, k=k: torch.aminmax(v, **k).min))(t))
 
 
 @pytest.mark.parametrize("name", ["linalg.qr", "linalg.svdvals", "linalg.eigvalsh",
