@@ -506,6 +506,25 @@ def test_jacfwd_of_ops_saving_outputs(name):
     _same(efunc.jacfwd(fn(ember))(e), torch.func.jacfwd(fn(torch))(t), rtol=1e-9)
 
 
+@pytest.mark.parametrize("name", ["linalg.qr", "linalg.svdvals", "linalg.cond", "lu_factor"])
+def test_hessian_of_ops_saving_outputs(name):
+    """Forward-over-reverse through a backward that reads the op's saved outputs: they
+    carry their tangents (a Hessian of zeros once the outputs were saved once)."""
+    a = np.random.default_rng(0).standard_normal((3, 3))
+    t, e = _pair(a @ a.T + 3 * np.eye(3))
+    w = np.random.default_rng(1).standard_normal((3, 3))
+
+    def fn(lib):
+        f = lib.linalg.lu_factor if name == "lu_factor" else \
+            getattr(lib.linalg, name.split(".")[1])
+
+        def scalar(x):
+            out = _flat(f(x))[0]
+            return (out * lib.tensor(w.reshape(-1)[:out.numel()]).reshape(out.shape)).sum()
+        return scalar
+    _same(efunc.hessian(fn(ember))(e), torch.func.hessian(fn(torch))(t), rtol=1e-8)
+
+
 def test_norm_of_order_0_has_a_zero_tangent():
     """A count of nonzeros: its tangent is zero (jvp raised a TypeError)."""
     t, e = _pair([[1.0, 0.0], [2.0, -3.0]])
