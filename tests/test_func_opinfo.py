@@ -114,9 +114,6 @@ KNOWN = {
     ("masked.logaddexp", "jacfwd"): _LAE,
     ("masked.logaddexp", "jvp"): _LAE,
     ("masked.logaddexp", "linearize"): _LAE,
-    ("masked.logaddexp", "hessian"): "ember is wrong here: its logaddexp is a composite, "
-                                     "whose second derivative at a -inf operand multiplies "
-                                     "0 by inf (NaN); torch's formula gives 0",
 }
 
 
@@ -631,3 +628,14 @@ def test_index_writes_into_0d_samples(name):
               torch.func.vmap(fn(torch), in_dims=(0, None))(tx, tv[0]))
         _same(efunc.jacrev(fn(ember), argnums=(0, 1))(ex[0], ev[0]),
               torch.func.jacrev(fn(torch), argnums=(0, 1))(tx[0], tv[0]))
+
+
+def test_second_derivative_through_abs_at_infinity():
+    """A piecewise-linear backward's own derivative is zero at an infinite input (it was
+    0 * inf = NaN: the Hessian of logaddexp against -inf, masked.logaddexp's)."""
+    (tx, ex), (tb, eb) = _pair([1.0, 2.0]), _pair([-float("inf"), 0.5])
+    _same(efunc.hessian(lambda x: ember.logaddexp(x, eb).sum())(ex),
+          torch.func.hessian(lambda x: torch.logaddexp(x, tb).sum())(tx))
+    ex = ember.tensor([float("inf"), -2.0], dtype=ember.float64, requires_grad=True)
+    g, = ember.autograd.grad(ex.abs().sum(), ex, create_graph=True)
+    assert ember.autograd.grad(g.sum(), ex)[0].tolist() == [0.0, 0.0]
