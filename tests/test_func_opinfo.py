@@ -525,7 +525,7 @@ def _report(keys=()):
         print("SLOW", s)
     for k, v in sorted(refused_by_torch.items()):
         print(f"TORCH REFUSES {k}: {', '.join(v)}")
-    stale = [k for k in KNOWN if k not in failures]
+    stale = [k for k in KNOWN if k not in failures and (not keys or k[0] in keys)]
     for k in stale:
         print(f"STALE {k}")
 
