@@ -310,8 +310,10 @@ def _propagate(lvl, node, args, params, res, tangents):
     for o, tan in zip(targets, got):
         if o is not None:
             _set(o, _fit(tan, o), lvl)
-    if cls.save_output and node._saved is not None and node._saved is not _FREED:
+    if (cls.save_output or getattr(cls, "saved_outputs", ())) and node._saved is not None \
+            and node._saved is not _FREED:
         # backward rebuilds saved outputs from arrays: they get their tangent back there
+        # (the one output, or a decomposition's ``saved_outputs``)
         node._fw_out = _SavedTangents(lvl, [get_tangent(o, lvl) if o is not None else None
                                             for o in targets], node.__dict__.get("_fw_out"))
 

@@ -546,10 +546,25 @@ def _scatter(cls, lvl, args, params, per_row):
         if not ib:
             i = np.broadcast_to(i, (B,) + i.shape)
         i = np.ascontiguousarray(i)
+    if n == 0 and not per_row:
+        return _scatter_scalar_sample(cls, lvl, v, vb, sv, sb, i, args, params)
     if isinstance(sv, Tensor) and (sb or per_row or sv.dim() > 0):
         sv = _expand_batch(sv, sb, B)
     return b.wrap(cls.apply(_expand_batch(v, vb, B).clone(), sv, i, _shift(dim, n), *args[4:],
                             **params), lvl)
+
+
+def _scatter_scalar_sample(cls, lvl, v, vb, sv, sb, i, args, params):
+    """index_add/copy/fill into 0-d samples (one element along dim 0, as PyTorch allows):
+    the underlying ``(B,)`` has no dim past the batch, so each sample becomes ``(1,)`` for
+    the call (its source too, unless it is a fill's shared value, which broadcasts), and
+    the result is 0-d again."""
+    B = _size(lvl)
+    if isinstance(sv, Tensor) and (sb or not cls.shared_value_broadcasts):
+        sv = _expand_batch(sv, sb, B).reshape(B, 1)
+    out = cls.apply(_expand_batch(v, vb, B).reshape(B, 1).clone(), sv, i, 1, *args[4:],
+                    **params)
+    return _b().wrap(out.reshape(B), lvl)
 
 
 def scatter(cls, lvl, args, params):

@@ -176,9 +176,10 @@ class _SavesOutputs(Primitive):
     def apply(cls, *args, **params):
         outs = super().apply(*args, **params)
         node = next((o.grad_fn for o in outs if o.grad_fn is not None), None)
-        if isinstance(node, cls) and "_outputs_kept" not in node.__dict__:
-            # (a capture runs ``apply`` inside ``apply``: the outputs are kept once)
-            node._outputs_kept = True
+        # once per node: a capture, vmap or forward AD runs ``apply`` inside ``apply``
+        # (the level below has already appended the outputs to the same node)
+        if isinstance(node, cls) and not node.__dict__.get("_outputs_saved"):
+            node._outputs_saved = True
             node._saved = list(node._saved or []) + [
                 _SavedOutput(outs[nr]._data, outs[nr]._vc, outs[nr]._requires_grad, nr)
                 for nr in cls.saved_outputs]

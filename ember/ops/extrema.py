@@ -419,8 +419,10 @@ class _Aminmax(Primitive):
     def _weights(self, x, y):
         """Where ``x`` equals the reduced ``y``, 1 / (the number of ties); else 0."""
         in_shape, axes, keepdim = self.meta
-        mask = x == _keep(_make(y), in_shape, axes, keepdim)
-        return mask / mask.sum(axes, keepdim=True)
+        mask = (x == _keep(_make(y), in_shape, axes, keepdim)).to(x.dtype)  # not float32
+        # no axes: nothing was reduced (a 0-d sample under vmap), each element is its own
+        # tie count, where sum(()) would count over the whole batch
+        return mask / mask.sum(axes, keepdim=True) if axes else mask
 
     def backward(self, gmin, gmax):
         x, = self.saved_tensors

@@ -497,6 +497,7 @@ class IndexSelect(Primitive):
 
 class IndexAdd(Primitive):
     _hook_saves = hook_saves_of(2, 1)  # PyTorch's node saves the index and the source
+    shared_value_broadcasts = False  # (see IndexFill)
 
     def forward(self, x, src, idx, dim, alpha=1):
         self.meta = (idx, dim, alpha, src.shape)
@@ -538,6 +539,7 @@ def _shaped(g, shape):
 class IndexCopy(Primitive):
     # PyTorch's node saves the index, and the source where it has a gradient
     _hook_saves = hook_saves_of(2, 1, if_grad=(1,))
+    shared_value_broadcasts = False  # (see IndexFill)
 
     def forward(self, x, src, idx, dim):
         self.meta = (idx, dim, src.shape)
@@ -564,6 +566,9 @@ class IndexCopy(Primitive):
 
 class IndexFill(Primitive):
     _node_name = "IndexFillBackward1"  # a Tensor value; a number: IndexFillValue
+    # vmap over 0-d samples: an unbatched 0-d value is every sample's, written as is
+    # (a source of index_add/copy is given each sample's copy: _batch._scatter)
+    shared_value_broadcasts = True
     _hook_saves = hook_saves_of(2)  # PyTorch's node saves the index
 
     def forward(self, x, value, idx, dim):

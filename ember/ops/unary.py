@@ -493,7 +493,12 @@ class PiecewiseGrad(Primitive):
 
     def backward(self, ggx):
         x, = self.saved_tensors
-        return _piecewise_grad(ggx, x, self.slope), x * 0, None
+        # zeros still linked to x's graph; an infinite or NaN x would make 0 * x NaN
+        # (the second derivative of logaddexp against -inf, of abs at inf)
+        xa = x._data
+        finite = xa.dtype.kind not in "fc" or bool(np.isfinite(xa).all())
+        zero = x * 0 if finite else x.nan_to_num(0.0, 0.0, 0.0) * 0
+        return _piecewise_grad(ggx, x, self.slope), zero, None
 
     jvp = _jvp.diagonal
     batch = _batch.elementwise
