@@ -133,12 +133,15 @@ def survey():
 
 def test_oracle_tables_create_graph_gradients_have_the_plain_bits():
     result = survey()
-    known = set(read_gaps(GAPS))
+    gaps = read_gaps(GAPS)
     found = {k for k in result if not k.startswith("layers::")}
-    known_tables = {k for k in known if not k.startswith("layers::")}
+    known_tables = {k for k in gaps if not k.startswith("layers::")}
+    # a gap whose bits follow the CPU's BLAS kernels may also agree
+    some_cpus = {k for k in known_tables if ", on some CPUs:" in gaps[k]}
     assert not found - known_tables, f"new differences: {sorted(found - known_tables)}"
-    assert not known_tables - found, \
-        f"now bit-equal, remove from {os.path.basename(GAPS)}: {sorted(known_tables - found)}"
+    assert not known_tables - some_cpus - found, \
+        f"now bit-equal, remove from {os.path.basename(GAPS)}: " \
+        f"{sorted(known_tables - some_cpus - found)}"
 
 
 # ----- the layers real models use -------------------------------------------------------

@@ -420,9 +420,10 @@ class _Aminmax(Primitive):
         """Where ``x`` equals the reduced ``y``, 1 / (the number of ties); else 0."""
         in_shape, axes, keepdim = self.meta
         mask = (x == _keep(_make(y), in_shape, axes, keepdim)).to(x.dtype)  # not float32
-        # no axes: nothing was reduced (a 0-d sample under vmap), each element is its own
-        # tie count, where sum(()) would count over the whole batch
-        return mask / mask.sum(axes, keepdim=True) if axes else mask
+        # no axes: nothing was reduced (a 0-d input, or 0-d samples under vmap), each
+        # element is its own tie count, where sum(()) would count over the whole batch;
+        # mask / mask keeps torch's 0 / 0 = NaN where the element is NaN
+        return mask / (mask.sum(axes, keepdim=True) if axes else mask)
 
     def backward(self, gmin, gmax):
         x, = self.saved_tensors
