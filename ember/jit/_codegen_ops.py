@@ -569,47 +569,6 @@ def _topk(em, node, input, k, dim=None, largest=True, sorted=True, out=None):
     return [f"{res}[0]", f"{res}[1]"]
 
 
-@emits("kthvalue")
-def _kthvalue(em, node, input, k, dim=-1, keepdim=False, out=None):
-    res = em.tmp(f"torch.kthvalue({em.e(input)}, {em.e(k)}, {em.e(dim)}, "
-                 f"{literal(bool(keepdim))})")
-    return [f"{res}[0]", f"{res}[1]"]
-
-
-@emits("lu_unpack")
-def _lu_unpack(em, node, LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, out=None):
-    res = em.tmp(f"torch.lu_unpack({em.e(LU_data)}, {em.e(LU_pivots)}, "
-                 f"{literal(bool(unpack_data))}, {literal(bool(unpack_pivots))})")
-    return [f"{res}[{i}]" for i in range(3)]
-
-
-@emits("linalg_lu_solve")
-def _linalg_lu_solve(em, node, LU, pivots, B, left=True, adjoint=False, out=None):
-    return (f"torch.linalg_lu_solve({em.e(LU)}, {em.e(pivots)}, {em.e(B)}, "
-            f"left={literal(bool(left))}, adjoint={literal(bool(adjoint))})")
-
-
-@emits("histogram")
-def _histogram(em, node, input, bins=100, range=None, weight=None, density=False, out=None):
-    # TorchScript's overload with a tensor of bin edges takes no ``range``
-    spread = "" if isinstance(bins, bool) or not isinstance(bins, int) else \
-        f"range={em.e(range)}, "
-    res = em.tmp(f"torch.histogram({em.e(input)}, {em.e(bins)}, {spread}"
-                 f"weight={em.e(weight)}, density={literal(bool(density))})")
-    return [f"{res}[0]", f"{res}[1]"]
-
-
-@emits("linalg_matrix_exp")
-def _linalg_matrix_exp(em, node, A):
-    return f"torch.linalg_matrix_exp({em.e(A)})"
-
-
-@emits("linalg_matrix_rank")
-def _linalg_matrix_rank(em, node, A, atol=None, rtol=None, hermitian=False, out=None):
-    return (f"torch.linalg_matrix_rank({em.e(A)}, atol={em.e(atol)}, rtol={em.e(rtol)}, "
-            f"hermitian={literal(bool(hermitian))})")
-
-
 @emits("sort")
 def _sort(em, node, input, dim=-1, descending=False, stable=False, out=None):
     res = em.tmp(f"torch.sort({em.e(input)}, stable={literal(bool(stable))}, "

@@ -1,9 +1,12 @@
 """TorchScript spellings of the calls a trace records whole because their result's
 shape (or values) follows the values of an integer or boolean tensor argument:
 ``masked_select``, ``one_hot``, ``bincount``, ``gcd``/``lcm``, ``segment_reduce``,
-``tensor_split`` at a tensor of indices, ``ctc_loss``; and ``hash_tensor``, computed on
-the elements' bits; ``take_along_dim`` along a dim. Written as the aten call on the
-traced values, so a saved trace computes the shape at run time, as PyTorch's does."""
+``tensor_split`` at a tensor of indices, ``ctc_loss``; ``hash_tensor``, computed on
+the elements' bits; ``take_along_dim`` along a dim; and the calls whose result follows
+the input's values (``kthvalue``'s order, ``lu_unpack``/``lu_solve``'s permutation from
+the pivots, ``histogram``'s edges, ``matrix_exp``'s scaling, ``matrix_rank``). Written
+as the aten call on the traced values, so a saved trace computes them at run time, as
+PyTorch's does."""
 from ember.jit._codegen_emitter import emits, literal
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
@@ -67,3 +70,44 @@ def _hash_tensor(em, node, input, dim=None, keepdim=False, mode=0):
 @emits("take_along_dim")
 def _take_along_dim(em, node, input, indices, dim=None):
     return f"torch.take_along_dim({em.e(input)}, {em.e(indices)}, {em.e(dim)})"
+
+
+@emits("kthvalue")
+def _kthvalue(em, node, input, k, dim=-1, keepdim=False, out=None):
+    res = em.tmp(f"torch.kthvalue({em.e(input)}, {em.e(k)}, {em.e(dim)}, "
+                 f"{literal(bool(keepdim))})")
+    return [f"{res}[0]", f"{res}[1]"]
+
+
+@emits("lu_unpack")
+def _lu_unpack(em, node, LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, out=None):
+    res = em.tmp(f"torch.lu_unpack({em.e(LU_data)}, {em.e(LU_pivots)}, "
+                 f"{literal(bool(unpack_data))}, {literal(bool(unpack_pivots))})")
+    return [f"{res}[{i}]" for i in range(3)]
+
+
+@emits("linalg_lu_solve")
+def _linalg_lu_solve(em, node, LU, pivots, B, left=True, adjoint=False, out=None):
+    return (f"torch.linalg_lu_solve({em.e(LU)}, {em.e(pivots)}, {em.e(B)}, "
+            f"left={literal(bool(left))}, adjoint={literal(bool(adjoint))})")
+
+
+@emits("histogram")
+def _histogram(em, node, input, bins=100, range=None, weight=None, density=False, out=None):
+    # TorchScript's overload with a tensor of bin edges takes no ``range``
+    spread = "" if isinstance(bins, bool) or not isinstance(bins, int) else \
+        f"range={em.e(range)}, "
+    res = em.tmp(f"torch.histogram({em.e(input)}, {em.e(bins)}, {spread}"
+                 f"weight={em.e(weight)}, density={literal(bool(density))})")
+    return [f"{res}[0]", f"{res}[1]"]
+
+
+@emits("linalg_matrix_exp")
+def _linalg_matrix_exp(em, node, A):
+    return f"torch.linalg_matrix_exp({em.e(A)})"
+
+
+@emits("linalg_matrix_rank")
+def _linalg_matrix_rank(em, node, A, atol=None, rtol=None, hermitian=False, out=None):
+    return (f"torch.linalg_matrix_rank({em.e(A)}, atol={em.e(atol)}, rtol={em.e(rtol)}, "
+            f"hermitian={literal(bool(hermitian))})")
