@@ -102,8 +102,6 @@ KNOWN = {
     ("nn.functional.embedding", "jacfwd"): _PAD,
     ("nn.functional.embedding", "jvp"): _PAD,
     ("nn.functional.embedding", "linearize"): _PAD,
-    ("linalg.eig", "hessian"): "ember raises NotImplementedError (naming it): eig's "
-                               "backward has no derivative of its own in ember",
     ("linalg.eigh", "jacfwd"): _EIGH,
     ("linalg.eigh", "hessian"): _EIGH,
     ("linalg.eigh", "jvp"): _EIGH,

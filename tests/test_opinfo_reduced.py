@@ -33,6 +33,11 @@ TOLS = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
 # (op, dtype) pairs that still differ from torch, and why (sort's and argsort's tie order
 # is now torch's: tests/test_int_dtypes.py)
 KNOWN = {}
+if torch.backends.cpu.get_cpu_capability() == "AVX512":
+    # torch's ascending unstable float sort there is a vectorized sort whose order among
+    # ties ember does not follow (std::sort's elsewhere; tests/test_int_dtypes.py)
+    KNOWN.update({(k, "float16"): "the order among ties of torch's AVX-512 sort"
+                  for k in ("sort", "argsort")})
 
 
 def _ulp(ref, dtype):

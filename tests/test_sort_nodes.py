@@ -164,7 +164,10 @@ def test_sort_family_nodes_are_torchs(name, shape, kind):
 
 @pytest.mark.parametrize("name", sorted(SORT_FAMILY))
 def test_sort_family_non_contiguous(name):
-    _compare(SORT_FAMILY[name], _values((5, 3), "ties"), noncontig=True)
+    # torch's ascending unstable float sort on AVX-512 CPUs is a vectorized sort whose
+    # order among ties ember does not follow (tests/test_int_dtypes.py): distinct values
+    simd = name == "sort" and torch.backends.cpu.get_cpu_capability() == "AVX512"
+    _compare(SORT_FAMILY[name], _values((5, 3), "random" if simd else "ties"), noncontig=True)
 
 
 @pytest.mark.parametrize("name", ["sort_stable", "topk", "kthvalue", "max_dim",

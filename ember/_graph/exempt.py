@@ -18,6 +18,7 @@ from ember.ops import (
     identity,
     index_scatter,
     linalg_eig,
+    losses,
     matmul_graph,
     normalization_grad,
     pooling,
@@ -65,7 +66,8 @@ BACKWARD_ONLY = (
     unary._ZerosLikeOf, linalg_eig._EigGrad, reduction.ProdOthers, identity._DelayedError,
     identity._Identity, resample_aa._SkippedAxis, activation_nodes.GeluGrad,
     attention.AttentionGrads, normalization_grad.LayerNormGrads,
-    normalization_grad.BatchNormGrads, normalization_grad.BatchNormEvalGrads)
+    normalization_grad.BatchNormGrads, normalization_grad.BatchNormEvalGrads,
+    losses._NllLossBackward, losses._NllLoss2dBackward)
 
 EAGER_ONLY = (
     "made only outside graph captures: a capture records the call it stands for instead",

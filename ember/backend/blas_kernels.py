@@ -28,15 +28,17 @@ SAME_BITS_K = {"skylakex": {"f": 448, "d": 0}, "haswell": {"f": 7, "d": 7}}
 # of rows (fewer, or a single column, and NumPy or BLAS take a matrix-vector path). The
 # grain is the kernel's tile of the result's rows: OpenBLAS computes ``C^T = B^T A^T``,
 # so a row-major result's rows are its ``N`` dimension, and the rows of the last partial
-# tile are summed by another micro-kernel than a whole tile's. SkylakeX float32: any
-# split-sized block (a 1,300-shape sweep, tests/test_threads.py); its float64 blocks
-# differ (64-1024 rows of 200-1000 by 300), not split. Haswell (which OpenBLAS also runs
+# tile are summed by another micro-kernel than a whole tile's. SkylakeX: not split. (An
+# older OpenBLAS kept float32's bits at any split-sized block, a 1,300-shape sweep; the
+# 0.3.31 that NumPy 2.4 ships does not: 100 x 300 by 300 x 70 in blocks of 34 and 66 rows
+# differs from the whole in 180 of 7,000 elements, on an Intel AVX-512 Xeon; float64
+# blocks differ in both.) Haswell (which OpenBLAS also runs
 # on AMD's Zen cores): float32 in multiples of 12 rows, float64 of 2; 2,520 products
 # each (10 row counts of 24-1031, inner 1-1025, 2-1025 columns, four layouts, two and
 # three blocks) equal, where edges at multiples of 6 differ in 1,680 of them (measured
 # by benchmarks/row_block_grain.py; pinned by tests/test_threads_row_grain.py). On a
 # kernel not measured, 0: products are not split in row blocks.
-ROW_GRAIN = {"skylakex": {"f": 1}, "haswell": {"f": 12, "d": 2}}
+ROW_GRAIN = {"haswell": {"f": 12, "d": 2}}
 
 
 # A float32 product computed through another layout of its operands gives ``np.matmul``'s

@@ -657,6 +657,8 @@ def _no_batch_rule():
                           "written yet",
         scan.ScatterAddAlong: _BACKWARD,
         shape.UnfoldBackward: _BACKWARD,
+        losses._NllLossBackward: _BACKWARD,
+        losses._NllLoss2dBackward: _BACKWARD,
         conv.ConvWeight: _BACKWARD,
         linalg_eig._EigGrad: _BACKWARD,
         pooling.ScatterFlat: _BACKWARD,
