@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 import torch
 from test_opinfo import PRESENT, RANDOM_SAMPLE, SIGN_FREE, _ember_fn, _flat, _key, _to_ember
+from test_vmap_opinfo import _is_seq, _skeleton, _tensors
 
 import ember
 from ember import func as efunc
@@ -116,21 +117,6 @@ KNOWN = {
 
 
 # ----- samples ------------------------------------------------------------------------------
-def _is_seq(x):
-    return isinstance(x, (list, tuple)) and not isinstance(x, torch.Size) \
-        and not hasattr(x, "_fields")
-
-
-def _tensors(x):
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if _is_seq(x):
-        return [t for v in x for t in _tensors(v)]
-    if isinstance(x, dict):
-        return [t for v in x.values() for t in _tensors(v)]
-    return []
-
-
 def _tensors_e(x):
     if isinstance(x, ember.Tensor):
         return [x]
@@ -150,16 +136,6 @@ def _fill(x, it, pick):
     if isinstance(x, dict):
         return {k: _fill(v, it, pick) for k, v in x.items()}
     return x
-
-
-def _skeleton(x):
-    if isinstance(x, torch.Tensor):
-        return ("T", tuple(x.shape), x.dtype)
-    if _is_seq(x):
-        return tuple(_skeleton(v) for v in x)
-    if isinstance(x, dict):
-        return tuple((k, _skeleton(v)) for k, v in x.items())
-    return repr(x)
 
 
 def _is_float(x):
