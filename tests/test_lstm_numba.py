@@ -309,8 +309,9 @@ def test_sequence_kernels_in_row_blocks_keep_the_bits(B, T, reverse, two_threads
     the gate gradients and the first state's gradients are the one-thread ones bit for
     bit (a batch too small for two blocks runs whole)."""
     from ember.backend import threads as T_
+    # the grain of NumPy's OpenBLAS kernel here (blas_kernels.ROW_GRAIN); 0 where its row
+    # blocks change the bits (SkylakeX on OpenBLAS 0.3.31): then the batch runs whole
     grain = T_.row_grain("f")
-    assert grain > 0  # NumPy's OpenBLAS kernel here was measured (blas_kernels.ROW_GRAIN)
     rng = np.random.default_rng(B * 10 + T)
     x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs = _loop_inputs(rng, H=40, bs=(B,) * T)
     h0, c0 = (rng.standard_normal(a.shape).astype(F32) for a in (h0, c0))
@@ -332,7 +333,7 @@ def test_sequence_kernels_in_row_blocks_keep_the_bits(B, T, reverse, two_threads
         g = rnn._lstm_backward_np(np, gy, ghn, gcn, y[3], x, w_ih, w_hh, None, bs, reverse,
                                   needs)
         results.append([a for a in y[:3] + y[3] + g if a is not None])
-        if threads == 2:
+        if threads == 2 and grain:
             assert len(starts) == 4 and all(r % grain == 0 for r in starts)
         else:
             assert starts == [0, 0]
