@@ -2,7 +2,7 @@
 against ``torch.matmul`` on operands of the same shapes and strides, and the other
 layouts a product could be run in, with whether each keeps ember's bits.
 
-    python benchmarks/transformer_gemm_shapes.py [--rounds 21] [--no-numba] [--step]
+    python benchmarks/transformer_gemm_shapes.py [--rounds 21] [--no-numba]
 
 The products are recorded from one ``training_steps.py`` transformer step (every call
 that reaches ``gemm._numpy_matmul`` or ``np.matmul``, with its operands' shapes and
@@ -18,10 +18,7 @@ has ember's bits, ``!`` where it does not; the operand copies are timed with the
   where it is small;
 - ``rows256``: 256 rows of ``a`` at a time into one output.
 
-``--step`` times instead the whole step three ways, alternated: ember, ember with its
-2-d products (the linears', no ``out=``) handed to ``torch.matmul`` on the same arrays
-(a diagnostic: other bits, never a route of ember's), and torch; the ratio of the
-middle one to torch is what the step would be with torch's BLAS.
+(``benchmarks/transformer_gap.py`` runs the whole step with torch's products instead.)
 
 ``EMBER_MKL=0 ... --no-numba`` is the default install. Prints microseconds, the ratio
 NumPy / torch per product and for all of them, and the load average.
@@ -109,42 +106,6 @@ def cpu_us(f, calls=5):
     return (time.process_time() - t) / calls * 1e6
 
 
-def step_with_torch_products(ember, torch, rounds):
-    """The step as it is, with torch's 2-d products, and torch's (CPU ms, medians)."""
-    from ember.backend import gemm
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from training_steps import transformer
-    own = gemm._numpy_matmul
-
-    def borrowed(a, b, out):
-        if out is None and type(a) is np.ndarray and type(b) is np.ndarray and \
-                a.ndim == 2 == b.ndim and a.dtype == np.float32 == b.dtype:
-            return torch.matmul(torch.from_numpy(a), torch.from_numpy(b)).numpy()
-        return own(a, b, out)
-
-    ember_step, torch_step = transformer(ember), transformer(torch)
-
-    def ember_torch_products():
-        gemm._numpy_matmul = borrowed
-        try:
-            ember_step()
-        finally:
-            gemm._numpy_matmul = own
-    steps = {"ember": ember_step, "ember, torch's 2-d products": ember_torch_products,
-             "torch": torch_step}
-    for f in steps.values():
-        f()
-        f()
-    times = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, f in steps.items():
-            times[name].append(cpu_us(f, 3) / 1e3)
-    med = {name: float(np.median(t)) for name, t in times.items()}
-    for name, t in med.items():
-        print(f"{name:30s} {t:7.2f} ms  / torch {t / med['torch']:.3f}")
-    print(f"load {os.getloadavg()[0]:.2f}")
-
-
 def main():
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 21
     import torch
@@ -152,10 +113,6 @@ def main():
     import ember
     torch.set_num_threads(1)
     ember.set_num_threads(1)
-    if "--step" in sys.argv:
-        print(f"load {os.getloadavg()[0]:.2f}")
-        step_with_torch_products(ember, torch, rounds)
-        return
     counts = {}
     for key in record_products(ember):
         counts[key] = counts.get(key, 0) + 1
