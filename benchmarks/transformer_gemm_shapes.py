@@ -9,11 +9,13 @@ that reaches ``gemm._numpy_matmul`` or ``np.matmul``, with its operands' shapes 
 element strides), then each distinct one is timed on fresh operands of that layout,
 ember's call and torch's alternated in one process (CPU time, one thread, medians of
 ``--rounds`` rounds of 5 calls). Variants, timed the same way (``=`` where the result
-has ember's bits, ``!`` where it does not; the operand copies are timed with them):
+has ember's bits, ``!`` where it does not; the operand copies are timed with them).
+Operands are marked ``C`` (row-major), ``T`` (each matrix stored transposed) or ``S``
+(rows spread out, as heads are). Variants of the 2-d products:
 
-- ``C,C`` / ``C,T`` / ``T,C``: the small operand (the weight, at most 384 x 256) copied
-  to row-major or column-major order first, so that BLAS takes the other transposition
-  flag;
+- ``C,C`` / ``C,T`` / ``T,C``: the smaller operand (a weight, or a weight gradient's
+  input) copied to row-major or column-major order first, so that BLAS takes the other
+  transposition flag;
 - ``swap``: the product of the transposes, ``(b^T @ a^T)^T``, copied back to C order
   where it is small;
 - ``rows256``: 256 rows of ``a`` at a time into one output.
@@ -99,6 +101,18 @@ def variants(a, b):
     return out
 
 
+def order(shape, strides):
+    """``C`` for row-major matrices, ``T`` for matrices stored transposed, ``S`` for
+    other strides (a gather such as heads split from a projection)."""
+    inner = strides[-2:] if len(shape) >= 2 else strides
+    if inner[-1] == 1 and inner[0] >= shape[-1]:
+        return "C" if strides == tuple(int(np.prod(shape[i + 1:])) for i in
+                                       range(len(shape))) else "S"
+    if inner[0] == 1 and inner[-1] >= shape[-2]:
+        return "T"
+    return "S"
+
+
 def cpu_us(f, calls=5):
     t = time.process_time()
     for _ in range(calls):
@@ -139,8 +153,8 @@ def main():
         med = {name: float(np.median(t)) for name, t in times.items()}
         total_np += n * med["numpy"]
         total_torch += n * med["torch"]
-        tr = lambda t: "T" if len(t) == 2 and t[0] < t[1] else "C"  # noqa: E731
-        desc = f"{'x'.join(map(str, sa))}{tr(ta)} @ {'x'.join(map(str, sb))}{tr(tb)}"
+        desc = f"{'x'.join(map(str, sa))}{order(sa, ta)} @ {'x'.join(map(str, sb))}" \
+            f"{order(sb, tb)}"
         extra = "  ".join(f"{k} {med[k]:.0f}{marks[k]}" for k in marks)
         print(f"{n} x {desc:28s} numpy {med['numpy']:7.0f} torch {med['torch']:7.0f} "
               f"ratio {med['numpy'] / med['torch']:.2f}  {extra}", flush=True)
