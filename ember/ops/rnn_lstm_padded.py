@@ -23,7 +23,9 @@ loop lays the sequence out to need few calls, each over contiguous memory:
 - the recurrent product is computed gate by gate, in one stacked ``np.matmul`` over the
   transposed gates (NumPy's loop calls BLAS for each: no Python call per gate), or in
   ``_rnn_blas.column_block``'s column blocks where OpenBLAS's small-matrix kernel
-  applies, into ``Q``'s gates (g, f, i, o);
+  applies, into ``Q``'s gates (g, f, i, o); the backward's, where that kernel takes a
+  gate's product but not the whole, as the sum of the four gates' products (one
+  stacked call and one reduction), and the input projection in blocks of rows;
 - the backward computes the step-independent factors -- ``(1 - tanh(c)**2) o`` and the
   gate derivatives ``s (1 - s)``, ``1 - g**2`` -- in passes over chunks of ``_CHUNK``
   steps (still in cache when the steps read them), leaving eight elementwise calls and
@@ -219,13 +221,16 @@ def _projection_with_bias(x, w_ih, bias, S2, dt):
     if np.dtype(dt).itemsize > 2 and _threads.get_num_threads() == 1 and \
             not (_gemm._maybe_large((N, I + 1), (I + 1, H)) and _gemm.mkl_available()):
         r = _projection_rows(N, I + 1, H, dt)
-        n0 = 0 if r is None else N - N % r
-        if n0:
-            # blocks of r rows, each in BLAS's kernel for small matrices (one stacked
-            # call over the gates and the blocks)
-            np.matmul(xa[:n0].reshape(n0 // r, r, I + 1), wa[:, None],
-                      out=S2[1:, :n0].reshape(4, n0 // r, r, H))
-        np.matmul(xa[n0:], wa, out=S2[1:, n0:])
+        if r is None:
+            np.matmul(xa, wa, out=S2[1:])
+            return
+        # blocks of r rows, each in BLAS's kernel for small matrices (one stacked call
+        # over the gates and the blocks), then the rows left over
+        n0 = N - N % r
+        np.matmul(xa[:n0].reshape(n0 // r, r, I + 1), wa[:, None],
+                  out=S2[1:, :n0].reshape(4, n0 // r, r, H))
+        if n0 < N:
+            np.matmul(xa[n0:], wa, out=S2[1:, n0:])
         return
     for j in range(4):
         _gemm.matmul(xa, wa[j], out=S2[j + 1])
