@@ -14,8 +14,8 @@ of the same shape, calls alternated in one process:
 On OpenBLAS's SkylakeX-family cores a product of at most 1e6 multiply-adds runs in a
 kernel for small matrices that reads its operands in place; larger ones copy them into
 blocks first. Prints, per route, the best and the median wall-clock microseconds of
-single calls (one thread; operands 64-byte aligned, as the loop's) and the load average: on a loaded machine the medians say how
-much each route suffers from other processes.
+single calls (one thread; operands 64-byte aligned, as the loop's) and the load average:
+on a loaded machine the medians say how much each route suffers from other processes.
 
     PYTHONPATH=$PWD python benchmarks/lstm_products.py [--calls 200]
 """
