@@ -164,8 +164,8 @@ def small_kernel(m, n, k):
     """Whether NumPy's BLAS runs a float32 (m, k) @ (k, n) product in its kernel for small
     matrices (OpenBLAS's SkylakeX-family cores, at most ``_SMALL_MNK`` multiply-adds),
     which reads its operands in place: the general kernel first copies them into blocks,
-    which costs more than the product at a recurrent step's sizes, and more again on a
-    loaded machine (its copies share the cache with other processes)."""
+    which costs more than the product at a recurrent step's sizes, and on a loaded
+    machine its calls were found to slow down far more (cause not found)."""
     if "numpy" not in _SGEMM:
         _SGEMM["numpy"], _SGEMM["omatcopy"], _SGEMM["core"] = _numpy_blas()
     return _SGEMM["core"] in _SMALL_KERNEL_CORES and m * n * k <= _SMALL_MNK

@@ -240,11 +240,12 @@ def _projection_rows(N, K, H, dt):
     """The rows per block of the input projection's float32 (N, K) @ (K, H) gate products
     where OpenBLAS's kernel for small matrices takes such blocks and not the whole
     (``_rnn_blas.row_block``; on the AVX-512 Xeon the whole projection of the LSTM step,
-    (1024, 65) @ (65, 128) x 4, took 0.71-0.81 ms, in blocks of 64 rows 0.44-0.46), or
-    None. Only where that kernel sums each dot product as the general one does (one
-    pass over ``K`` in order: found for ``K`` up to 385 and gate widths a multiple of 16
-    -- the general kernel splits longer sums, and runs narrow widths' edges otherwise),
-    so that the values are the whole product's bits."""
+    (1024, 65) @ (65, 128) x 4, took 0.43-0.88 ms at best and up to 67 ms in the median
+    of a loaded machine, in blocks of 64 rows 0.43-0.48 and 0.5-0.8 ms), or None. Only
+    where that kernel sums each dot product as the general one does (one pass over ``K``
+    in order: found for ``K`` up to 385 and gate widths a multiple of 16 -- the general
+    kernel splits longer sums, and runs narrow widths' edges otherwise), so that the
+    values are the whole product's bits."""
     if dt != np.float32 or K > _SAME_SUM_K or H % 16:
         return None
     return _row_block(N, H, K)
@@ -356,8 +357,9 @@ def _split_by_gate(nc, B, H, Hout):
     """Whether the backward's recurrent product ``dG_t @ w_hh`` ((B, 4H) @ (4H, Hout)),
     which OpenBLAS's kernel for small matrices does not take whole (``nc``: it would run
     in column blocks), runs as the sum of its four gates' (B, H) @ (H, Hout) products,
-    which that kernel takes: 31-34 against 38-120 us for the column blocks of 32 at
-    (32, 512) @ (512, 128) on the AVX-512 Xeon (torch's 30-39). The sum is then ordered
+    which that kernel takes: in a loop of the step's own calls 31-34 against 38-120 us
+    for the column blocks of 32 at (32, 512) @ (512, 128) on the AVX-512 Xeon (torch's
+    30-39; the layer's backward 0.96-1.00 of the blocks' in medians). The sum is then ordered
     by gate (each gate's 128 terms, then the four partial sums), where the blocks sum the
     512 terms in one pass: both float32 sums of the same terms, the same accuracy."""
     return nc is not None and _small_kernel(B, Hout, H)
