@@ -54,6 +54,8 @@ def test_padded_loop_against_the_general_loop(dt, reverse, bias, blocks, steps,
     results = []
     for padded in (True, False):
         monkeypatch.setattr(rnn, "_blocks", lambda *a, nc=nc: nc)
+        # the backward's product in column blocks, as the general loop's (not by gate)
+        monkeypatch.setattr(rnn_lstm_padded, "_split_by_gate", lambda *a: False)
         results.append(_run(monkeypatch, padded, args, bs, reverse, grads))
     got, want = results
     assert len(got) == len(want)
@@ -90,6 +92,7 @@ def test_zero_first_state_against_the_general_loop(dt, reverse, weights, monkeyp
     results = []
     for padded in (True, False):
         monkeypatch.setattr(rnn, "_blocks", lambda *a: H)
+        monkeypatch.setattr(rnn_lstm_padded, "_split_by_gate", lambda *a: False)
         results.append(_run(monkeypatch, padded, args, bs, reverse, grads))
     got, want = results
     assert len(got) == len(want)
@@ -280,3 +283,64 @@ def test_projection_routes_give_the_same_bits(monkeypatch):
             got.append(S2)
         np.testing.assert_array_equal(got[0][1:], got[1][1:])
         assert not np.isnan(got[0][1:]).any()
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("steps, batch", [(1, 1), (19, 3), (6, 32)])
+@pytest.mark.parametrize("need_h0", [False, True])
+def test_backward_product_by_gate(reverse, steps, batch, need_h0, monkeypatch):
+    """The backward's recurrent product as the sum of its four gates' products (taken
+    where OpenBLAS's kernel for small matrices runs a gate's product but not the whole):
+    within rounding of the column blocks' values, and each step's product -- the first
+    state's gradient of a one-step sequence -- within float32 rounding of float64."""
+    rng = np.random.default_rng(9)
+    T, B, I, H = steps, batch, 5, 32
+    x = rng.standard_normal((T * B, I)).astype(np.float32)
+    # (weights of a trained layer's size: unit ones would make 19 steps amplify rounding)
+    w_ih = (rng.standard_normal((4 * H, I)) * 0.2).astype(np.float32)
+    w_hh = (rng.standard_normal((4 * H, H)) * 0.2).astype(np.float32)
+    bias = rng.standard_normal(4 * H).astype(np.float32)
+    h0, c0 = (rng.standard_normal((B, H)).astype(np.float32) for _ in range(2))
+    gy = rng.standard_normal((T * B, H)).astype(np.float32)
+    ghn, gcn = (rng.standard_normal((B, H)).astype(np.float32) for _ in range(2))
+    out = []
+    for split in (True, False):
+        monkeypatch.setattr(rnn_lstm_padded, "_split_by_gate", lambda *a, s=split: s)
+        y, hn, cn, acts = rnn_lstm_padded.forward(x, w_ih, bias, h0, c0, w_hh, T, reverse,
+                                                  16)
+        out.append(rnn_lstm_padded.backward(gy, ghn, gcn, acts, w_hh, 16, need_h0))
+    for got, want in zip(*out):
+        if want is None:
+            assert got is None
+            continue
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    if need_h0 and T == 1:
+        dG, dh0 = out[0][0], out[0][1]
+        ref = dG.astype(np.float64) @ w_hh.astype(np.float64)
+        scale = np.abs(dG).astype(np.float64) @ np.abs(w_hh).astype(np.float64)
+        assert (np.abs(dh0 - ref) / scale).max() < 1e-7 * 4 * H
+
+
+@pytest.mark.parametrize("n, i, h", [(1024, 64, 128), (40, 9, 16), (100, 384, 48)])
+def test_projection_in_blocks_of_rows(n, i, h, monkeypatch):
+    """The input projection in blocks of rows (OpenBLAS's kernel for small matrices takes
+    them, not the whole), the rows left over in one more product: the whole product's
+    bits, where ``_projection_rows`` takes it (float32, sums of at most 385 terms, gate
+    widths a multiple of 16), and not otherwise."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((n, i)).astype(np.float32)
+    w = rng.standard_normal((4 * h, i)).astype(np.float32)
+    b = rng.standard_normal(4 * h).astype(np.float32)
+    got = []
+    for rows in (16, None):
+        monkeypatch.setattr(rnn_lstm_padded, "_row_block", lambda *a, r=rows: r)
+        assert rnn_lstm_padded._projection_rows(n, i + 1, h, np.float32) == rows
+        S2 = np.full((5, n, h), np.nan, np.float32)
+        rnn_lstm_padded._projection_with_bias(x, w, b, S2, np.float32)
+        got.append(S2[1:])
+    np.testing.assert_array_equal(got[0], got[1])
+    monkeypatch.setattr(rnn_lstm_padded, "_row_block", lambda *a: 16)
+    for args in ((n, 386, h, np.float32), (n, i + 1, 7, np.float32),
+                 (n, i + 1, h, np.float64)):
+        assert rnn_lstm_padded._projection_rows(*args) is None

@@ -20,7 +20,7 @@ import ctypes
 
 import numpy as np
 
-__all__ = ["sgemm", "column_block", "transpose", "aligned"]
+__all__ = ["sgemm", "column_block", "small_kernel", "row_block", "transpose", "aligned"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112  # CBLAS's enums
 
@@ -158,6 +158,30 @@ def column_block(m, n, k):
         _SGEMM["numpy"], _SGEMM["omatcopy"], _SGEMM["core"] = _numpy_blas()
     nc = _width(m, n, k)
     return nc if nc < n else None
+
+
+def small_kernel(m, n, k):
+    """Whether NumPy's BLAS runs a float32 (m, k) @ (k, n) product in its kernel for small
+    matrices (OpenBLAS's SkylakeX-family cores, at most ``_SMALL_MNK`` multiply-adds),
+    which reads its operands in place: the general kernel first copies them into blocks,
+    which costs more than the product at a recurrent step's sizes, and on a loaded
+    machine its calls were found to slow down far more (cause not found)."""
+    if "numpy" not in _SGEMM:
+        _SGEMM["numpy"], _SGEMM["omatcopy"], _SGEMM["core"] = _numpy_blas()
+    return _SGEMM["core"] in _SMALL_KERNEL_CORES and m * n * k <= _SMALL_MNK
+
+
+def row_block(m, n, k):
+    """The rows per block in which a float32 (m, k) @ (k, n) product runs in the kernel
+    for small matrices (``small_kernel``), the widest power of two of at least 16 rows,
+    or None: the product is small enough whole, or no such kernel, or blocks of rows
+    would be too thin to gain."""
+    if "numpy" not in _SGEMM:
+        _SGEMM["numpy"], _SGEMM["omatcopy"], _SGEMM["core"] = _numpy_blas()
+    if _SGEMM["core"] not in _SMALL_KERNEL_CORES or m * n * k <= _SMALL_MNK:
+        return None
+    widest = _SMALL_MNK // max(n * k, 1)
+    return 1 << (widest.bit_length() - 1) if widest >= 16 else None
 
 
 def aligned(shape, dt, like=None):

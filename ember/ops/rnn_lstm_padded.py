@@ -23,7 +23,9 @@ loop lays the sequence out to need few calls, each over contiguous memory:
 - the recurrent product is computed gate by gate, in one stacked ``np.matmul`` over the
   transposed gates (NumPy's loop calls BLAS for each: no Python call per gate), or in
   ``_rnn_blas.column_block``'s column blocks where OpenBLAS's small-matrix kernel
-  applies, into ``Q``'s gates (g, f, i, o);
+  applies, into ``Q``'s gates (g, f, i, o); the backward's, where that kernel takes a
+  gate's product but not the whole, as the sum of the four gates' products (one
+  stacked call and one reduction), and the input projection in blocks of rows;
 - the backward computes the step-independent factors -- ``(1 - tanh(c)**2) o`` and the
   gate derivatives ``s (1 - s)``, ``1 - g**2`` -- in passes over chunks of ``_CHUNK``
   steps (still in cache when the steps read them), leaving eight elementwise calls and
@@ -41,6 +43,8 @@ from ember.backend import gemm as _gemm
 from ember.backend import threads as _threads
 from ember.backend.threads import single_blas
 from ember.ops._rnn_blas import aligned as _aligned
+from ember.ops._rnn_blas import row_block as _row_block
+from ember.ops._rnn_blas import small_kernel as _small_kernel
 from ember.ops._rnn_blas import transpose as _transpose
 
 __all__ = []
@@ -62,6 +66,9 @@ _CHUNK = 8
 # a gate, by BLAS's transposition above (4 x (64, 64): 12 against 30 us; (128, 128): 74
 # against 42 us, one thread)
 _SMALL_GATE = 64 * 64
+# the longest sum (input width + 1) for which the input projection's blocks of rows were
+# found to give the whole product's bits (``_projection_rows``)
+_SAME_SUM_K = 385
 
 
 _ONES = {}
@@ -213,10 +220,35 @@ def _projection_with_bias(x, w_ih, bias, S2, dt):
     _gates_transposed(bias.reshape(4 * H, 1), H, wa[:, I:])
     if np.dtype(dt).itemsize > 2 and _threads.get_num_threads() == 1 and \
             not (_gemm._maybe_large((N, I + 1), (I + 1, H)) and _gemm.mkl_available()):
-        np.matmul(xa, wa, out=S2[1:])
+        r = _projection_rows(N, I + 1, H, dt)
+        if r is None:
+            np.matmul(xa, wa, out=S2[1:])
+            return
+        # blocks of r rows, each in BLAS's kernel for small matrices (one stacked call
+        # over the gates and the blocks), then the rows left over
+        n0 = N - N % r
+        np.matmul(xa[:n0].reshape(n0 // r, r, I + 1), wa[:, None],
+                  out=S2[1:, :n0].reshape(4, n0 // r, r, H))
+        if n0 < N:
+            np.matmul(xa[n0:], wa, out=S2[1:, n0:])
         return
     for j in range(4):
         _gemm.matmul(xa, wa[j], out=S2[j + 1])
+
+
+def _projection_rows(N, K, H, dt):
+    """The rows per block of the input projection's float32 (N, K) @ (K, H) gate products
+    where OpenBLAS's kernel for small matrices takes such blocks and not the whole
+    (``_rnn_blas.row_block``; on the AVX-512 Xeon the whole projection of the LSTM step,
+    (1024, 65) @ (65, 128) x 4, took 0.43-0.88 ms at best and up to 67 ms in the median
+    of a loaded machine, in blocks of 64 rows 0.43-0.48 and 0.5-0.8 ms), or None. Only
+    where that kernel sums each dot product as the general one does (one pass over ``K``
+    in order: found for ``K`` up to 385 and gate widths a multiple of 16 -- the general
+    kernel splits longer sums, and runs narrow widths' edges otherwise), so that the
+    values are the whole product's bits."""
+    if dt != np.float32 or K > _SAME_SUM_K or H % 16:
+        return None
+    return _row_block(N, H, K)
 
 
 def _gates_transposed(w, H, out):
@@ -259,6 +291,13 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     w = w_hh if nc is None else _aligned(w_hh.shape, dt, w_hh)
     prod = _aligned((B, H), dt)
     blocks = _column_blocks(w, prod, nc)
+    split = _split_by_gate(nc, B, H, w.shape[1])
+    if split:
+        # the product as the sum of the gates' products, dG_t's gate blocks against
+        # w_hh's, in PyTorch's gate order: one stacked call, one reduction
+        W4 = w.reshape(4, H, w.shape[1])
+        O4 = _aligned((4, B, w.shape[1]), dt)
+        reduce = np.add.reduce
     # ``gemm.matmul`` only where it would not run ``np.matmul`` itself (MKL's products)
     mm = _gemm.matmul if nc is None and _gemm._maybe_large((B, w.shape[0]), w.shape) and \
         _gemm.mkl_available() else np.matmul
@@ -296,14 +335,34 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
                     dh = None
                     if need_h0:
                         dh = _aligned((B, H), dt)
-                        _product(dgt, w, dh, nc)
+                        if split:
+                            mm(dg4, W4, O4)
+                            reduce(O4, 0, None, dh)
+                        else:
+                            _product(dgt, w, dh, nc)
                     dc = mul(dct, ft)
                     break
-                for wb, out in blocks:
-                    mm(dgt, wb, out)
+                if split:
+                    mm(dg4, W4, O4)
+                    reduce(O4, 0, None, prod)
+                else:
+                    for wb, out in blocks:
+                        mm(dgt, wb, out)
                 dh = prod
                 dc = mul(dct, ft, dc_b)
     return dG.reshape(T * B, 4 * H), dh, dc
+
+
+def _split_by_gate(nc, B, H, Hout):
+    """Whether the backward's recurrent product ``dG_t @ w_hh`` ((B, 4H) @ (4H, Hout)),
+    which OpenBLAS's kernel for small matrices does not take whole (``nc``: it would run
+    in column blocks), runs as the sum of its four gates' (B, H) @ (H, Hout) products,
+    which that kernel takes: in a loop of the step's own calls 31-34 against 38-120 us
+    for the column blocks of 32 at (32, 512) @ (512, 128) on the AVX-512 Xeon (torch's
+    30-39; the layer's backward 0.96-1.00 of the blocks' in medians). The sum is then ordered
+    by gate (each gate's 128 terms, then the four partial sums), where the blocks sum the
+    512 terms in one pass: both float32 sums of the same terms, the same accuracy."""
+    return nc is not None and _small_kernel(B, Hout, H)
 
 
 def column_sums(a):
