@@ -299,25 +299,31 @@ def two_threads(monkeypatch):
     ember.set_num_threads(before)
 
 
-@pytest.mark.parametrize("B", [24, 32, 33, 64, 100])
+@pytest.mark.parametrize("B,H", [(24, 40), (32, 40), (33, 40), (64, 40), (100, 40),
+                                 (32, 128), (20000, 4)])
 @pytest.mark.parametrize("T", [1, 5])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_sequence_kernels_in_row_blocks_keep_the_bits(B, T, reverse, two_threads,
+def test_sequence_kernels_in_row_blocks_keep_the_bits(B, H, T, reverse, two_threads,
                                                       monkeypatch):
     """At two threads a padded batch runs the sequence kernels over two blocks of its rows
-    at once, each block from a multiple of the BLAS kernel's grain of rows: the outputs,
-    the gate gradients and the first state's gradients are the one-thread ones bit for
-    bit (a batch too small for two blocks runs whole)."""
+    at once, each block from a multiple of the BLAS kernel's grain of rows and on the
+    whole product's kernel: the outputs, the gate gradients and the first state's
+    gradients are the one-thread ones bit for bit (a batch too small for two blocks runs
+    whole)."""
     from ember.backend import threads as T_
     # the grain of NumPy's OpenBLAS kernel here (blas_kernels.ROW_GRAIN); 0 where its row
-    # blocks change the bits (SkylakeX on OpenBLAS 0.3.31): then the batch runs whole
+    # blocks change the bits: then the batch runs whole. 32 x 128: each step's product
+    # in column blocks of OpenBLAS's small-matrix kernel (SkylakeX), its row blocks too.
+    # 20000 x 4: the step's product (20000 x 16 x 4) past that kernel's size, blocks of
+    # 10000 rows within it, which would give other bits: whole there
     grain = T_.row_grain("f")
+    split = grain and not (T_.small_kernel_mnk("f") and B == 20000)
     rng = np.random.default_rng(B * 10 + T)
-    x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs = _loop_inputs(rng, H=40, bs=(B,) * T)
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs = _loop_inputs(rng, H=H, bs=(B,) * T)
     h0, c0 = (rng.standard_normal(a.shape).astype(F32) for a in (h0, c0))
     args = (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse)
     gy, ghn, gcn = (rng.standard_normal(s).astype(F32) for s in
-                    ((x.shape[0], 40), h0.shape, c0.shape))
+                    ((x.shape[0], H), h0.shape, c0.shape))
     needs = [True] * 8
     fused = rnn._lstm_kernels(np, x)
     starts = []  # the first row of each block each kernel call ran
@@ -333,7 +339,7 @@ def test_sequence_kernels_in_row_blocks_keep_the_bits(B, T, reverse, two_threads
         g = rnn._lstm_backward_np(np, gy, ghn, gcn, y[3], x, w_ih, w_hh, None, bs, reverse,
                                   needs)
         results.append([a for a in y[:3] + y[3] + g if a is not None])
-        if threads == 2 and grain:
+        if threads == 2 and split:
             assert len(starts) == 4 and all(r % grain == 0 for r in starts)
         else:
             assert starts == [0, 0]
