@@ -368,3 +368,65 @@ def test_lstm_module_same_bits_at_two_threads(B, T, two_threads):
     two = run()
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("B", [32, 37])
+def test_sequence_kernels_on_mkl_in_row_blocks_keep_the_bits(B, monkeypatch):
+    """With ``ember[mkl]`` the kernels' per-step products (B x 128 x 512) are MKL's: at two
+    threads the batch runs in two row blocks at once, each at one MKL thread, where MKL's
+    code branch was measured to keep a row block's bits (``blas_kernels.MKL_ROW_GRAIN``);
+    nn.LSTM's outputs and gradients equal one thread's bit for bit and torch's within
+    float32 rounding. (Without MKL: NumPy's BLAS, at its own grain.)"""
+    from ember.backend import gemm
+    from ember.backend import threads as T_
+    from ember.ops import _rnn_blas
+    monkeypatch.setattr(_rnn_blas, "_SGEMM", {})
+    monkeypatch.setattr(T_, "cores_to_spare", lambda: True)
+    fused = rnn._lstm_kernels(np, np.zeros(1, F32))
+    starts = []
+    for name, at in (("forward_seq", -2), ("backward_seq", -1)):
+        kernel = getattr(fused, name)
+        monkeypatch.setattr(fused, name, lambda *a, k=kernel, at=at: starts.append(a[at])
+                            or k(*a))
+    rng = np.random.default_rng(B)
+    x = rng.standard_normal((B, 6, 64), dtype=F32)
+    sd = None
+
+    def run(lib):
+        nonlocal sd
+        m = lib.nn.LSTM(64, 128, batch_first=True)
+        if sd is None:
+            sd = {k: v.detach().numpy().copy() for k, v in m.state_dict().items()}
+        m.load_state_dict({k: lib.tensor(v) for k, v in sd.items()})
+        xt = lib.tensor(x, requires_grad=True)
+        y, (hn, cn) = m(xt)
+        (y.square().sum() + (cn * hn).sum()).backward()
+        return [t.detach().numpy().copy() for t in
+                [y, hn, cn, xt.grad] + [p.grad for p in m.parameters()]]
+    before = ember.get_num_threads()
+    try:
+        ember.set_num_threads(1)
+        one = run(ember)
+        assert starts == [0, 0]
+        ember.set_num_threads(2)
+        del starts[:]
+        two = run(ember)
+    finally:
+        ember.set_num_threads(before)
+    on_mkl = "mkl" in _rnn_blas._SGEMM
+    assert on_mkl == gemm.mkl_available()
+    grain = gemm.mkl_row_grain("f") if on_mkl else T_.row_grain("f")
+    if grain:
+        assert len(starts) == 4 and sorted(starts)[0] == 0 and all(
+            r % grain == 0 and r > 0 for r in sorted(starts)[2:])
+    else:
+        assert starts == [0, 0]
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(two, run(torch)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_mkls_measured_row_grains():
+    from ember.backend import blas_kernels
+    assert blas_kernels.MKL_ROW_GRAIN == {14: {"f": 2}}

@@ -13,8 +13,9 @@ same whatever the block, and each step's product ``h @ W_hh^T`` over a block's r
 gives the whole product's rows where the blocks start at a multiple of the BLAS
 kernel's grain of rows (``threads.row_grain``, measured per OpenBLAS kernel) and run on
 the whole product's kernel (OpenBLAS's small-matrix kernel, which ``_rnn_blas``'s column
-blocks keep to, or its blocked one). Where that is not known -- another kernel, MKL's
-products (``ember[mkl]``) -- the batch runs as one block.
+blocks keep to, or its blocked one); on MKL (``ember[mkl]``) at the grain measured for
+its code branch (``gemm.mkl_row_grain``), each block at one MKL thread. Where that is not
+known -- another kernel or branch -- the batch runs as one block.
 """
 import numpy as np
 
@@ -34,14 +35,21 @@ def _row_blocks(gemm, B, n, k):
     run in column blocks of ``gemm[1]``; a row block keeps a column block's bits where it
     runs on the same one of OpenBLAS's kernels (``threads.row_blocks_keep_kernel``: the
     products are plain, neither operand transposed)."""
-    if not _threads.MANY or gemm[0] is not _rnn_blas._SGEMM.get("numpy"):
+    if not _threads.MANY:
         return 1, B, 1
-    grain = _threads.row_grain("f")
+    mkl = gemm[0] is _rnn_blas._SGEMM.get("mkl")
+    if mkl:  # (MKL's products: whole, at one MKL thread per block)
+        from ember.backend.gemm import mkl_row_grain
+        grain = mkl_row_grain("f")
+    elif gemm[0] is _rnn_blas._SGEMM.get("numpy"):
+        grain = _threads.row_grain("f")
+    else:
+        return 1, B, 1
     if grain <= 0 or B < 2 * grain:
         return 1, B, 1
     nc, units = gemm[1], B // grain
     most = _threads.get_num_threads()
-    while most >= 2 and not _threads.row_blocks_keep_kernel(
+    while most >= 2 and not mkl and not _threads.row_blocks_keep_kernel(
             "f", B * nc * k, units // most * grain * nc * k, plain=True):
         most -= 1
     if most < 2 or nc != n and not _threads.small_kernel_mnk("f"):
