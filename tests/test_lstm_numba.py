@@ -415,7 +415,7 @@ def test_sequence_kernels_on_mkl_in_row_blocks_keep_the_bits(B, monkeypatch):
         ember.set_num_threads(before)
     on_mkl = "mkl" in _rnn_blas._SGEMM
     assert on_mkl == gemm.mkl_available()
-    grain = gemm.mkl_row_grain("f") if on_mkl else T_.row_grain("f")
+    grain = gemm.mkl_row_grain("f", B, 512, 512) if on_mkl else T_.row_grain("f")
     if grain:
         assert len(starts) == 4 and sorted(starts)[0] == 0 and all(
             r % grain == 0 and r > 0 for r in sorted(starts)[2:])
@@ -425,8 +425,20 @@ def test_sequence_kernels_on_mkl_in_row_blocks_keep_the_bits(B, monkeypatch):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(two, run(torch)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    if on_mkl and grain:
+        # within the measured shapes only: 256 rows by an inner 1024 (an LSTM of 256
+        # hidden units' backward product) runs whole, its halves differ on MKL
+        from ember.ops import rnn_lstm_seq
+        mkl = (_rnn_blas._SGEMM["mkl"], 256)
+        ember.set_num_threads(2)
+        try:
+            assert rnn_lstm_seq._row_blocks(mkl, 256, 256, 1024) == (1, 256, 1)
+            assert rnn_lstm_seq._row_blocks(mkl, 128, 256, 1024)[0] == 64
+        finally:
+            ember.set_num_threads(before)
 
 
 def test_mkls_measured_row_grains():
     from ember.backend import blas_kernels
-    assert blas_kernels.MKL_ROW_GRAIN == {14: {"f": 2}}
+    assert blas_kernels.MKL_ROW_GRAIN == {
+        14: {"f": 2, "rows": 128, "inner": 2048, "cols": 2048}}

@@ -75,10 +75,13 @@ COPY_KEEPS_BITS = frozenset({"skylakex", "haswell"})
 # MKL (``ember[mkl]``), keyed by the code branch it dispatches to on this CPU
 # (``mkl_cbwr_get_auto_branch``; 14 = AVX512_E1): row blocks of a float32 product with
 # neither operand transposed, at one MKL thread each, give the whole product's bits at
-# one thread when each block has the grain of rows or more, starting at any row (MKL
-# 2026.2 on an Intel AVX-512 Xeon: 200 products of 16-128 rows, inner 40-512, 64-512
-# columns, every cut of blocks of two rows or more, unaligned row views included; a
-# one-row block is a matrix-vector product and differs). The LSTM's sequence kernels
+# one thread when each block has the grain of rows or more, starting at any row, for
+# products of at most ``rows`` rows and ``inner``/``cols`` inner dimension and columns
+# (MKL 2026.2 on an Intel AVX-512 Xeon: 200 products of 16-128 rows, inner 40-512, 64-512
+# columns, every cut of blocks of two rows or more, unaligned row views included, and
+# 32-128 rows by inner and columns of 128-2048 cut in halves; a one-row block is a
+# matrix-vector product and differs, and so do halves of 192 or 256 rows with an inner
+# dimension of 784 or more: MKL blocks those otherwise). The LSTM's sequence kernels
 # (``ember.ops.rnn_lstm_seq``) split their batch on it; pinned by
 # tests/test_lstm_numba.py. A branch not listed: not split.
-MKL_ROW_GRAIN = {14: {"f": 2}}
+MKL_ROW_GRAIN = {14: {"f": 2, "rows": 128, "inner": 2048, "cols": 2048}}

@@ -261,10 +261,11 @@ def _find():
     return mkl
 
 
-def mkl_row_grain(char):
-    """The rows at which row blocks of a plain product on MKL (at one MKL thread each)
-    keep the whole product's bits, for the dtype ``char``; 0 where not measured for the
-    code branch MKL runs here (``blas_kernels.MKL_ROW_GRAIN``) or MKL is not loaded."""
+def mkl_row_grain(char, m, k, n):
+    """The rows at which row blocks of a plain (m, k) @ (k, n) product on MKL (at one MKL
+    thread each) keep the whole product's bits, for the dtype ``char``; 0 where not
+    measured for the code branch MKL runs here or that shape (``blas_kernels.
+    MKL_ROW_GRAIN``), or MKL is not loaded."""
     lib = _lib[0]
     if not lib:
         return 0
@@ -275,6 +276,8 @@ def mkl_row_grain(char):
         except (AttributeError, OSError):
             branch = None
         grain = lib._row_grain = _MKL_ROW_GRAIN.get(branch, {})
+    if m > grain.get("rows", 0) or k > grain.get("inner", 0) or n > grain.get("cols", 0):
+        return 0
     return grain.get(char, 0)
 
 

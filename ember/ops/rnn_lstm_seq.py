@@ -40,7 +40,7 @@ def _row_blocks(gemm, B, n, k):
     mkl = gemm[0] is _rnn_blas._SGEMM.get("mkl")
     if mkl:  # (MKL's products: whole, at one MKL thread per block)
         from ember.backend.gemm import mkl_row_grain
-        grain = mkl_row_grain("f")
+        grain = mkl_row_grain("f", B, k, gemm[1])
     elif gemm[0] is _rnn_blas._SGEMM.get("numpy"):
         grain = _threads.row_grain("f")
     else:
