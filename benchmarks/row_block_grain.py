@@ -9,7 +9,10 @@ kernel to measure it there.
     OPENBLAS_NUM_THREADS=1 python benchmarks/row_block_grain.py f 1,4,6,8,12,24
     OPENBLAS_NUM_THREADS=1 python benchmarks/row_block_grain.py d 1,2,4,8
 
-prints the kernel, the first differing products per grain and the counts."""
+prints the kernel, the first differing products per grain and the counts. On kernels
+with a small-matrix kernel (OpenBLAS's SkylakeX: products of at most 100^3 multiply-adds,
+``blas_kernels.SMALL_KERNEL_MNK``) a block on that kernel of a product past it differs
+at any grain; the counts here include those blocks, which ember never makes."""
 import itertools
 import sys
 

@@ -299,25 +299,31 @@ def two_threads(monkeypatch):
     ember.set_num_threads(before)
 
 
-@pytest.mark.parametrize("B", [24, 32, 33, 64, 100])
+@pytest.mark.parametrize("B,H", [(24, 40), (32, 40), (33, 40), (64, 40), (100, 40),
+                                 (32, 128), (20000, 4)])
 @pytest.mark.parametrize("T", [1, 5])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_sequence_kernels_in_row_blocks_keep_the_bits(B, T, reverse, two_threads,
+def test_sequence_kernels_in_row_blocks_keep_the_bits(B, H, T, reverse, two_threads,
                                                       monkeypatch):
     """At two threads a padded batch runs the sequence kernels over two blocks of its rows
-    at once, each block from a multiple of the BLAS kernel's grain of rows: the outputs,
-    the gate gradients and the first state's gradients are the one-thread ones bit for
-    bit (a batch too small for two blocks runs whole)."""
+    at once, each block from a multiple of the BLAS kernel's grain of rows and on the
+    whole product's kernel: the outputs, the gate gradients and the first state's
+    gradients are the one-thread ones bit for bit (a batch too small for two blocks runs
+    whole)."""
     from ember.backend import threads as T_
     # the grain of NumPy's OpenBLAS kernel here (blas_kernels.ROW_GRAIN); 0 where its row
-    # blocks change the bits (SkylakeX on OpenBLAS 0.3.31): then the batch runs whole
+    # blocks change the bits: then the batch runs whole. 32 x 128: each step's product
+    # in column blocks of OpenBLAS's small-matrix kernel (SkylakeX), its row blocks too.
+    # 20000 x 4: the step's product (20000 x 16 x 4) past that kernel's size, blocks of
+    # 10000 rows within it, which would give other bits: whole there
     grain = T_.row_grain("f")
+    split = grain and not (T_.small_kernel_mnk("f") and B == 20000)
     rng = np.random.default_rng(B * 10 + T)
-    x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs = _loop_inputs(rng, H=40, bs=(B,) * T)
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs = _loop_inputs(rng, H=H, bs=(B,) * T)
     h0, c0 = (rng.standard_normal(a.shape).astype(F32) for a in (h0, c0))
     args = (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse)
     gy, ghn, gcn = (rng.standard_normal(s).astype(F32) for s in
-                    ((x.shape[0], 40), h0.shape, c0.shape))
+                    ((x.shape[0], H), h0.shape, c0.shape))
     needs = [True] * 8
     fused = rnn._lstm_kernels(np, x)
     starts = []  # the first row of each block each kernel call ran
@@ -333,7 +339,7 @@ def test_sequence_kernels_in_row_blocks_keep_the_bits(B, T, reverse, two_threads
         g = rnn._lstm_backward_np(np, gy, ghn, gcn, y[3], x, w_ih, w_hh, None, bs, reverse,
                                   needs)
         results.append([a for a in y[:3] + y[3] + g if a is not None])
-        if threads == 2 and grain:
+        if threads == 2 and split:
             assert len(starts) == 4 and all(r % grain == 0 for r in starts)
         else:
             assert starts == [0, 0]
@@ -362,3 +368,77 @@ def test_lstm_module_same_bits_at_two_threads(B, T, two_threads):
     two = run()
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("B", [32, 37])
+def test_sequence_kernels_on_mkl_in_row_blocks_keep_the_bits(B, monkeypatch):
+    """With ``ember[mkl]`` the kernels' per-step products (B x 128 x 512) are MKL's: at two
+    threads the batch runs in two row blocks at once, each at one MKL thread, where MKL's
+    code branch was measured to keep a row block's bits (``blas_kernels.MKL_ROW_GRAIN``);
+    nn.LSTM's outputs and gradients equal one thread's bit for bit and torch's within
+    float32 rounding. (Without MKL: NumPy's BLAS, at its own grain.)"""
+    from ember.backend import gemm
+    from ember.backend import threads as T_
+    from ember.ops import _rnn_blas
+    monkeypatch.setattr(_rnn_blas, "_SGEMM", {})
+    monkeypatch.setattr(T_, "cores_to_spare", lambda: True)
+    fused = rnn._lstm_kernels(np, np.zeros(1, F32))
+    starts = []
+    for name, at in (("forward_seq", -2), ("backward_seq", -1)):
+        kernel = getattr(fused, name)
+        monkeypatch.setattr(fused, name, lambda *a, k=kernel, at=at: starts.append(a[at])
+                            or k(*a))
+    rng = np.random.default_rng(B)
+    x = rng.standard_normal((B, 6, 64), dtype=F32)
+    sd = None
+
+    def run(lib):
+        nonlocal sd
+        m = lib.nn.LSTM(64, 128, batch_first=True)
+        if sd is None:
+            sd = {k: v.detach().numpy().copy() for k, v in m.state_dict().items()}
+        m.load_state_dict({k: lib.tensor(v) for k, v in sd.items()})
+        xt = lib.tensor(x, requires_grad=True)
+        y, (hn, cn) = m(xt)
+        (y.square().sum() + (cn * hn).sum()).backward()
+        return [t.detach().numpy().copy() for t in
+                [y, hn, cn, xt.grad] + [p.grad for p in m.parameters()]]
+    before = ember.get_num_threads()
+    try:
+        ember.set_num_threads(1)
+        one = run(ember)
+        assert starts == [0, 0]
+        ember.set_num_threads(2)
+        del starts[:]
+        two = run(ember)
+    finally:
+        ember.set_num_threads(before)
+    on_mkl = "mkl" in _rnn_blas._SGEMM
+    assert on_mkl == gemm.mkl_available()
+    grain = gemm.mkl_row_grain("f", B, 512, 512) if on_mkl else T_.row_grain("f")
+    if grain:
+        assert len(starts) == 4 and sorted(starts)[0] == 0 and all(
+            r % grain == 0 and r > 0 for r in sorted(starts)[2:])
+    else:
+        assert starts == [0, 0]
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(two, run(torch)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    if on_mkl and grain:
+        # within the measured shapes only: 256 rows by an inner 1024 (an LSTM of 256
+        # hidden units' backward product) runs whole, its halves differ on MKL
+        from ember.ops import rnn_lstm_seq
+        mkl = (_rnn_blas._SGEMM["mkl"], 256)
+        ember.set_num_threads(2)
+        try:
+            assert rnn_lstm_seq._row_blocks(mkl, 256, 256, 1024) == (1, 256, 1)
+            assert rnn_lstm_seq._row_blocks(mkl, 128, 256, 1024)[0] == 64
+        finally:
+            ember.set_num_threads(before)
+
+
+def test_mkls_measured_row_grains():
+    from ember.backend import blas_kernels
+    assert blas_kernels.MKL_ROW_GRAIN == {
+        14: {"f": 2, "rows": 128, "inner": 2048, "cols": 2048}}

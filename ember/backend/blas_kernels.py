@@ -28,17 +28,29 @@ SAME_BITS_K = {"skylakex": {"f": 448, "d": 0}, "haswell": {"f": 7, "d": 7}}
 # of rows (fewer, or a single column, and NumPy or BLAS take a matrix-vector path). The
 # grain is the kernel's tile of the result's rows: OpenBLAS computes ``C^T = B^T A^T``,
 # so a row-major result's rows are its ``N`` dimension, and the rows of the last partial
-# tile are summed by another micro-kernel than a whole tile's. SkylakeX: not split. (An
-# older OpenBLAS kept float32's bits at any split-sized block, a 1,300-shape sweep; the
-# 0.3.31 that NumPy 2.4 ships does not: 100 x 300 by 300 x 70 in blocks of 34 and 66 rows
-# differs from the whole in 180 of 7,000 elements, on an Intel AVX-512 Xeon; float64
-# blocks differ in both.) Haswell (which OpenBLAS also runs
-# on AMD's Zen cores): float32 in multiples of 12 rows, float64 of 2; 2,520 products
-# each (10 row counts of 24-1031, inner 1-1025, 2-1025 columns, four layouts, two and
-# three blocks) equal, where edges at multiples of 6 differ in 1,680 of them (measured
-# by benchmarks/row_block_grain.py; pinned by tests/test_threads_row_grain.py). On a
-# kernel not measured, 0: products are not split in row blocks.
-ROW_GRAIN = {"haswell": {"f": 12, "d": 2}}
+# tile are summed by another micro-kernel than a whole tile's. Haswell (which OpenBLAS
+# also runs on AMD's Zen cores): float32 in multiples of 12 rows, float64 of 2; 2,520
+# products each (10 row counts of 24-1031, inner 1-1025, 2-1025 columns, four layouts,
+# two and three blocks) equal, where edges at multiples of 6 differ in 1,680 of them
+# (measured by benchmarks/row_block_grain.py; pinned by tests/test_threads_row_grain.py).
+# SkylakeX (OpenBLAS 0.3.31, NumPy 2.4's): float32 blocks of two rows or more, at any
+# row, as long as each block runs on the same kernel as the whole product (see
+# SMALL_KERNEL_MNK); its float64 blocks differ. On a kernel not measured, 0: products are
+# not split in row blocks.
+ROW_GRAIN = {"haswell": {"f": 12, "d": 2}, "skylakex": {"f": 2}}
+
+
+# OpenBLAS's small-matrix kernels (built for SkylakeX since 0.3.16) take a product of at
+# most 100^3 multiply-adds (``m*n*k``; with a transposed operand, fewer shapes) and sum
+# its elements in another order than the blocked kernel past it. So a row block under
+# that size of a product over it gives other bits (100 x 300 by 300 x 70 in blocks of 34
+# and 66 rows: 180 of 7,000 elements); blocks and whole on the blocked kernel give the
+# same bits at any row (2,032 products of 48-2048 rows, inner 7-1025, 32-1025 columns,
+# four layouts, blocks of 1 row and more, every block over the bound: none differ), and
+# blocks and whole on the small kernel with neither operand transposed too (126 shapes
+# of 16-100 rows, blocks of 2 rows and more). Row blocks on the kernels listed here are
+# taken only under those conditions (``threads.row_blocks_keep_kernel``).
+SMALL_KERNEL_MNK = {"skylakex": {"f": 100 ** 3}}
 
 
 # A float32 product computed through another layout of its operands gives ``np.matmul``'s
@@ -58,3 +70,18 @@ LAYOUTS_KEEP_BITS = frozenset({"skylakex"})
 # n = 64-512 in steps of 64 equal to ``np.matmul(x, w.T)``, and 32x64x128 8.5 against
 # 9.2 us).
 COPY_KEEPS_BITS = frozenset({"skylakex", "haswell"})
+
+
+# MKL (``ember[mkl]``), keyed by the code branch it dispatches to on this CPU
+# (``mkl_cbwr_get_auto_branch``; 14 = AVX512_E1): row blocks of a float32 product with
+# neither operand transposed, at one MKL thread each, give the whole product's bits at
+# one thread when each block has the grain of rows or more, starting at any row, for
+# products of at most ``rows`` rows and ``inner``/``cols`` inner dimension and columns
+# (MKL 2026.2 on an Intel AVX-512 Xeon: 200 products of 16-128 rows, inner 40-512, 64-512
+# columns, every cut of blocks of two rows or more, unaligned row views included, and
+# 32-128 rows by inner and columns of 128-2048 cut in halves; a one-row block is a
+# matrix-vector product and differs, and so do halves of 192 or 256 rows with an inner
+# dimension of 784 or more: MKL blocks those otherwise). The LSTM's sequence kernels
+# (``ember.ops.rnn_lstm_seq``) split their batch on it; pinned by
+# tests/test_lstm_numba.py. A branch not listed: not split.
+MKL_ROW_GRAIN = {14: {"f": 2, "rows": 128, "inner": 2048, "cols": 2048}}

@@ -36,9 +36,10 @@ import threading
 import numpy as np
 
 from ember.backend import threads as _threads
+from ember.backend.blas_kernels import MKL_ROW_GRAIN as _MKL_ROW_GRAIN
 
 __all__ = ["matmul", "addmm", "sum_rows", "THRESHOLD", "NARROW_THRESHOLD", "mkl_available",
-           "library_path", "numpy_only"]
+           "mkl_row_grain", "library_path", "numpy_only"]
 
 # floating operations (2*m*n*k) of one product from which MKL is faster than NumPy's
 # OpenBLAS on a Sapphire-Rapids core at one thread, the ctypes call (~5 us) included:
@@ -133,6 +134,11 @@ class _Mkl:
     @property
     def num_threads(self):
         return self.lib.MKL_Get_Max_Threads()
+
+    @property
+    def branch(self):
+        """The code branch MKL runs on this CPU (``mkl_cbwr_get_auto_branch``)."""
+        return self.lib.MKL_CBWR_Get_Auto_Branch()
 
     def set_num_threads(self, n):
         self.lib.MKL_Set_Num_Threads(int(n))
@@ -253,6 +259,26 @@ def _find():
     mkl.set_num_threads(_threads.get_num_threads())
     _threads.add_blas(mkl)
     return mkl
+
+
+def mkl_row_grain(char, m, k, n):
+    """The rows at which row blocks of a plain (m, k) @ (k, n) product on MKL (at one MKL
+    thread each) keep the whole product's bits, for the dtype ``char``; 0 where not
+    measured for the code branch MKL runs here or that shape (``blas_kernels.
+    MKL_ROW_GRAIN``), or MKL is not loaded."""
+    lib = _lib[0]
+    if not lib:
+        return 0
+    grain = getattr(lib, "_row_grain", None)
+    if grain is None:
+        try:
+            branch = lib.branch
+        except (AttributeError, OSError):
+            branch = None
+        grain = lib._row_grain = _MKL_ROW_GRAIN.get(branch, {})
+    if m > grain.get("rows", 0) or k > grain.get("inner", 0) or n > grain.get("cols", 0):
+        return 0
+    return grain.get(char, 0)
 
 
 def mkl_available():

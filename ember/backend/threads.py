@@ -42,12 +42,13 @@ from ember.backend.blas_kernels import COPY_KEEPS_BITS as _COPY_KEEPS_BITS
 from ember.backend.blas_kernels import LAYOUTS_KEEP_BITS as _LAYOUTS_KEEP_BITS
 from ember.backend.blas_kernels import ROW_GRAIN as _ROW_GRAIN
 from ember.backend.blas_kernels import SAME_BITS_K as _SAME_BITS_K
+from ember.backend.blas_kernels import SMALL_KERNEL_MNK as _SMALL_KERNEL_MNK
 
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
            "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k", "pair",
-           "row_grain", "row_blocks_keep_bits", "layouts_keep_bits", "copy_keeps_bits",
-           "kernels_in", "blas_to_one", "blas_back",
+           "row_grain", "small_kernel_mnk", "row_blocks_keep_kernel", "row_blocks_keep_bits",
+           "layouts_keep_bits", "copy_keeps_bits", "kernels_in", "blas_to_one", "blas_back",
            "blas_held", "scale_bounds"]
 
 
@@ -309,7 +310,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def parallel_rows(fn, rows, cost, xp=np, blas=False):
+def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None):
     """Call ``fn(lo, hi)`` over blocks of ``range(rows)`` that cover it, in parallel when
     the work (``cost``, about the number of element operations) is large enough to
     repay a dispatch and more than one thread is set; else ``fn(0, rows)`` once (always
@@ -319,15 +320,18 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False):
     whatever the block, so that the result is independent of the split. With ``blas``
     (the blocks call matrix products), BLAS runs one thread per block while they run,
     as PyTorch's kernels inside a parallel region do: the cores are already busy, and
-    BLAS threads woken for each of many small products only wait on each other."""
-    n = min(_state["threads"], rows, int(cost // _MIN_COST_PER_THREAD))
+    BLAS threads woken for each of many small products only wait on each other. ``most``
+    bounds the number of blocks."""
+    n = min(most or _state["threads"], _state["threads"], rows,
+            int(cost // _MIN_COST_PER_THREAD))
     if n < 2 or xp is not np or getattr(local, "in_worker", False):
         fn(0, rows)
         return
     pool = _pool[0]
     if pool is None or pool.broken:
         pool = _new_pool()
-        n = min(_state["threads"], rows, int(cost // _MIN_COST_PER_THREAD))
+        n = min(most or _state["threads"], _state["threads"], rows,
+                int(cost // _MIN_COST_PER_THREAD))
         if n < 2:  # (the pool's measured dispatch raised the least work per thread)
             fn(0, rows)
             return
@@ -562,10 +566,15 @@ def same_bits_k(char):
     return _per_kernel("same_bits_k", _SAME_BITS_K, char)
 
 
-def _per_kernel(key, table, char):
+def _common(figures):
+    """One figure every kernel shares, else 0 (two grains of rows: neither is safe)."""
+    return figures[0] if all(f == figures[0] for f in figures) else 0
+
+
+def _per_kernel(key, table, char, combine=min):
     """``table``'s figure for the dtype ``char`` common to every OpenBLAS kernel NumPy's
-    products reach (the least of theirs; its answer kept under ``key`` until the
-    libraries change); 0 where none is known."""
+    products reach (by default the least of theirs; its answer kept under ``key`` until
+    the libraries change); 0 where none is known."""
     known = _state.get(key)
     if known is not None and known[0] is _state.get("libs") is not None:
         return known[1].get(char, 0)  # (read per product: the common case first)
@@ -575,7 +584,7 @@ def _per_kernel(key, table, char):
                  if getattr(lib, "internal_api", "openblas") == "openblas"]
         figures = [table.get(core, {}) for core in cores]
         known = _state[key] = (libs, {
-            c: min(f.get(c, 0) for f in figures) if figures else 0 for c in "fd"})
+            c: combine([f.get(c, 0) for f in figures]) if figures else 0 for c in "fd"})
     return known[1].get(char, 0)
 
 
@@ -583,7 +592,24 @@ def row_grain(char):
     """The multiple of rows at which row blocks of a product on NumPy's BLAS keep the
     whole product's bits, for the dtype ``char`` ("f" or "d"); 0 where they do not or
     where unknown (see above)."""
-    return _per_kernel("row_grain", _ROW_GRAIN, char)
+    return _per_kernel("row_grain", _ROW_GRAIN, char, _common)
+
+
+def small_kernel_mnk(char):
+    """The most multiply-adds (``m*n*k``) of a product that NumPy's OpenBLAS runs on its
+    small-matrix kernel, for the dtype ``char``, where that kernel's sums differ from its
+    blocked kernel's (the largest over the kernels reached); 0 where none is listed."""
+    return _per_kernel("small_kernel_mnk", _SMALL_KERNEL_MNK, char, max)
+
+
+def row_blocks_keep_kernel(char, whole, block, plain=False):
+    """Whether a row block of ``block`` multiply-adds of a product of ``whole`` runs on the
+    same one of OpenBLAS's kernels as the whole product: both past the small-matrix
+    kernel's size (:func:`small_kernel_mnk`), or, for a ``plain`` product (row-major,
+    neither operand transposed, which that kernel takes at any shape within its size),
+    both within it. Row blocks at :func:`row_grain` keep the whole's bits only then."""
+    least = small_kernel_mnk(char)
+    return not least or block > least or plain and whole <= least
 
 
 def row_blocks_keep_bits():
@@ -663,14 +689,20 @@ def matmul(a, b, out=None):
         if not gram and _blas_may_thread(k, a.dtype.char):
             return None  # BLAS's own threads
         return WHOLE
+    tiles = m // grain  # (the last block takes the rows of a partial tile too)
+    most = _state["threads"]
+    while most >= 2 and not row_blocks_keep_kernel(a.dtype.char, mnk,
+                                                   tiles // most * grain * n * k):
+        most -= 1  # (fewer, larger blocks: each on the whole product's kernel)
+    if most < 2:
+        return None if _blas_may_thread(k, a.dtype.char) else WHOLE
     if out is None:
         out = np.empty((m, n), a.dtype)
-    tiles = m // grain  # (the last block takes the rows of a partial tile too)
 
     def block(lo, hi):
         lo, hi = lo * grain, m if hi == tiles else hi * grain
         np.matmul(a[lo:hi], b, out=out[lo:hi])
-    parallel_rows(block, tiles, mnk >> 4, blas=True)
+    parallel_rows(block, tiles, mnk >> 4, blas=True, most=most)
     return out
 
 

@@ -11,10 +11,11 @@ each step's small product would need -- and without the GIL: the kernels are com
 The results are the one-thread results bit for bit: the elementwise work of a row is the
 same whatever the block, and each step's product ``h @ W_hh^T`` over a block's rows
 gives the whole product's rows where the blocks start at a multiple of the BLAS
-kernel's grain of rows (``threads.row_grain``, measured per OpenBLAS kernel). Where that
-is not known -- another kernel, MKL's products (``ember[mkl]``), or products that
-``_rnn_blas`` computes in column blocks (OpenBLAS's small-matrix kernel, whose row
-blocks were not measured) -- the batch runs as one block.
+kernel's grain of rows (``threads.row_grain``, measured per OpenBLAS kernel) and run on
+the whole product's kernel (OpenBLAS's small-matrix kernel, which ``_rnn_blas``'s column
+blocks keep to, or its blocked one); on MKL (``ember[mkl]``) at the grain measured for
+its code branch (``gemm.mkl_row_grain``), each block at one MKL thread. Where that is not
+known -- another kernel or branch -- the batch runs as one block.
 """
 import numpy as np
 
@@ -26,29 +27,48 @@ from ember.ops._rnn_blas import aligned as _aligned
 __all__ = ["forward", "backward"]
 
 
-def _row_blocks(gemm, B, n):
-    """``(units, grain)`` for :func:`_run`: the batch as ``units`` blocks of ``grain`` rows
-    (the last one also takes the ``B % grain`` rows after them) that may run apart, or
-    ``(1, B)`` where the blocks would not give the whole batch's bits or there is one
-    thread."""
-    if not _threads.MANY or gemm[1] != n or gemm[0] is not _rnn_blas._SGEMM.get("numpy"):
-        return 1, B
-    grain = _threads.row_grain("f")
+def _row_blocks(gemm, B, n, k):
+    """``(units, grain, most)`` for :func:`_run`: the batch as ``units`` blocks of
+    ``grain`` rows (the last one also takes the ``B % grain`` rows after them) that may
+    run apart in at most ``most`` blocks, or ``(1, B, 1)`` where the blocks would not give
+    the whole batch's bits or there is one thread. The step's (rows, k) @ (k, n) products
+    run in column blocks of ``gemm[1]``; a row block keeps a column block's bits where it
+    runs on the same one of OpenBLAS's kernels (``threads.row_blocks_keep_kernel``: the
+    products are plain, neither operand transposed)."""
+    if not _threads.MANY:
+        return 1, B, 1
+    mkl = gemm[0] is _rnn_blas._SGEMM.get("mkl")
+    if mkl:  # (MKL's products: whole, at one MKL thread per block)
+        from ember.backend.gemm import mkl_row_grain
+        grain = mkl_row_grain("f", B, k, gemm[1])
+    elif gemm[0] is _rnn_blas._SGEMM.get("numpy"):
+        grain = _threads.row_grain("f")
+    else:
+        return 1, B, 1
     if grain <= 0 or B < 2 * grain:
-        return 1, B
-    return B // grain, grain
+        return 1, B, 1
+    nc, units = gemm[1], B // grain
+    most = _threads.get_num_threads()
+    while most >= 2 and not mkl and not _threads.row_blocks_keep_kernel(
+            "f", B * nc * k, units // most * grain * nc * k, plain=True):
+        most -= 1
+    if most < 2 or nc != n and not _threads.small_kernel_mnk("f"):
+        # (column blocks are taken on kernels with a small-matrix kernel only)
+        return 1, B, 1
+    return units, grain, most
 
 
-def _run(block, units, grain, B, cost):
-    """``block(r0, r1)`` over row blocks covering ``range(B)``, two at once on the pool
-    where ``units > 1`` (each block a multiple of ``grain`` rows from a multiple of it)."""
+def _run(block, units, grain, B, cost, most=1):
+    """``block(r0, r1)`` over row blocks covering ``range(B)``, up to ``most`` at once on
+    the pool where ``units > 1`` (each block a multiple of ``grain`` rows from a multiple
+    of it)."""
     if units == 1:
         block(0, B)
         return
 
     def rows(lo, hi):
         block(lo * grain, B if hi == units else hi * grain)
-    _threads.parallel_rows(rows, units, cost, blas=True)
+    _threads.parallel_rows(rows, units, cost, blas=True, most=most)
 
 
 def forward(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse):
@@ -69,7 +89,7 @@ def forward(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse):
     h0a = _aligned((B, Hs), dt, h0)
     bias = np.ascontiguousarray(bias)
     G = S.shape[1]
-    units, grain = _row_blocks(gemm, B, G)
+    units, grain, most = _row_blocks(gemm, B, G, Hs)
 
     def block(r0, r1):
         fused.forward_seq(gemm[0], gemm[1], S, bias, _aligned((r1 - r0, G), dt), w_hhT, h0a,
@@ -77,7 +97,7 @@ def forward(fused, gemm, S, bias, h0, c0, w_hh, bs, reverse):
     # BLAS at one thread even for one step: the kernels call it themselves, past
     # ``threads.matmul``'s choice of the products its threads keep the bits of
     with single_blas(2):
-        _run(block, units, grain, B, N * G * Hs)
+        _run(block, units, grain, B, N * G * Hs, most)
     return M, C, (S, TC, Cp, Hp, M)
 
 
@@ -91,7 +111,7 @@ def backward(fused, gemm, dG, S, TC, Cp, w_hh, gy, ghn, gcn, B, reverse, need_h0
     dc, dc2 = np.empty_like(dh0), np.empty_like(dh0)
     w = w_hh if w_hh.flags.c_contiguous and not w_hh.ctypes.data % 64 else \
         _aligned(w_hh.shape, w_hh.dtype, w_hh)
-    units, grain = _row_blocks(gemm, B, H)
+    units, grain, most = _row_blocks(gemm, B, H, G)
     last = []
 
     def block(r0, r1):
@@ -101,5 +121,5 @@ def backward(fused, gemm, dG, S, TC, Cp, w_hh, gy, ghn, gcn, B, reverse, need_h0
                                  dh0[rows], dc[rows], dc2[rows], B, reverse, need_h0, r0)
         last.append(out.ctypes.data == dc[rows].ctypes.data)
     with single_blas(2):  # (see ``forward``)
-        _run(block, units, grain, B, S.shape[0] * G * H)
+        _run(block, units, grain, B, S.shape[0] * G * H, most)
     return dh0, (dc if last[0] else dc2)
