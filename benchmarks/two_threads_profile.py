@@ -102,7 +102,7 @@ def profile(m, T, name, builder, min_time):
     # split kernels and product routes
     splits = collections.defaultdict(lambda: collections.defaultdict(list))
     routes = collections.Counter()
-    real_run, real_matmul, real_single = T._Pool.run, T.matmul, T.single_blas
+    real_run, real_matmul, real_single = T.Pool.run, T.matmul, T.single_blas
     in_matmul = threading.local()
 
     def run(pool, fn, bounds):
@@ -148,7 +148,7 @@ def profile(m, T, name, builder, min_time):
 
         def __exit__(self, *exc):
             return self.cm.__exit__(*exc)
-    T._Pool.run, T.matmul, T.single_blas = run, matmul, Single
+    T.Pool.run, T.matmul, T.single_blas = run, matmul, Single
     try:
         for _ in range(3):
             step()
@@ -159,7 +159,7 @@ def profile(m, T, name, builder, min_time):
             step()
             count += 1
     finally:
-        T._Pool.run, T.matmul, T.single_blas = real_run, real_matmul, real_single
+        T.Pool.run, T.matmul, T.single_blas = real_run, real_matmul, real_single
     print("  splits per step (median us): wake-up = split start to the worker's block")
     for site, parts in sorted(splits.items(), key=lambda kv: -sum(
             d for _, d in kv[1]["whole"])):

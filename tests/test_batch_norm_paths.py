@@ -199,8 +199,8 @@ def test_two_threads_give_one_threads_bits(monkeypatch):
     monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
     before = ember.get_num_threads()
     calls = []
-    run = T._Pool.run
-    monkeypatch.setattr(T._Pool, "run", lambda self, fn, bounds: (
+    run = T.Pool.run
+    monkeypatch.setattr(T.Pool, "run", lambda self, fn, bounds: (
         calls.append(len(bounds) - 1), run(self, fn, bounds))[1])
     try:
         for shape, dtype in itertools.product([(9, 8, 4, 4), (64, 128)],

@@ -10,7 +10,7 @@ import torch
 
 import ember
 import ember.nn  # noqa: F401
-from ember.autograd.node import _FREED
+from ember.autograd.saved import _FREED
 
 # (conv dim, x shape, w shape, kwargs)
 GEOMS = [

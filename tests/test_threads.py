@@ -26,12 +26,12 @@ def threads(monkeypatch):
     from ember.optim import _one_pass
     monkeypatch.setattr(_one_pass, "wanted", lambda opt: opt.__dict__.get("_one_pass", False))
     calls = []
-    run = T._Pool.run
+    run = T.Pool.run
 
     def counting(self, fn, bounds):
         calls.append(len(bounds) - 1)
         return run(self, fn, bounds)
-    monkeypatch.setattr(T._Pool, "run", counting)
+    monkeypatch.setattr(T.Pool, "run", counting)
 
     def both(fn):
         ember.set_num_threads(1)
@@ -676,8 +676,8 @@ def test_elementwise_split_is_gated_by_size(monkeypatch):
     """At the default thresholds, a small op runs on the calling thread alone and a
     large one on the pool."""
     calls = []
-    run = T._Pool.run
-    monkeypatch.setattr(T._Pool, "run",
+    run = T.Pool.run
+    monkeypatch.setattr(T.Pool, "run",
                         lambda self, fn, b: calls.append(len(b) - 1) or run(self, fn, b))
     before = ember.get_num_threads()
     ember.set_num_threads(2)

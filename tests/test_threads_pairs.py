@@ -21,12 +21,12 @@ def calls(monkeypatch):
     before = ember.get_num_threads()
     monkeypatch.setattr(T, "cores_to_spare", lambda: True)
     seen = []
-    run = T._Pool.run
+    run = T.Pool.run
 
     def counting(self, fn, bounds):
         seen.append(tuple(bounds))
         return run(self, fn, bounds)
-    monkeypatch.setattr(T._Pool, "run", counting)
+    monkeypatch.setattr(T.Pool, "run", counting)
     yield seen
     ember.set_num_threads(before)
 
@@ -85,7 +85,7 @@ def test_pair_runs_in_sequence_where_it_does_not_pay(calls, monkeypatch, case):
         r = T.pair(lambda: T.pair(first, second, cost), lambda: 0, cost)[0]
         assert calls == [(0, 1, 2)]  # the outer pair only
     elif case == "pool taken":
-        T._pool[0] = T._pool[0] or T._Pool()
+        T._pool[0] = T._pool[0] or T.Pool()
         with T._pool[0].lock:
             r = T.pair(first, second, cost)
         assert not calls

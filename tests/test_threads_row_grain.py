@@ -147,13 +147,13 @@ def two_threads(monkeypatch):
     before = ember.get_num_threads()
     monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
     seen = []
-    run = T._Pool.run
+    run = T.Pool.run
 
     def recording(self, fn, bounds):
         if fn is not T._nothing:  # (not the new pool's timed round trips)
             seen.append(list(bounds))
         return run(self, fn, bounds)
-    monkeypatch.setattr(T._Pool, "run", recording)
+    monkeypatch.setattr(T.Pool, "run", recording)
 
     def both(fn):
         ember.set_num_threads(1)
@@ -204,13 +204,13 @@ def test_blocks_stay_on_the_whole_products_kernel(monkeypatch, threads, m, k, n,
     monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
     monkeypatch.setattr(T, "_SPLIT_MNK", 1 << 20)
     seen = []
-    run = T._Pool.run
+    run = T.Pool.run
 
     def recording(self, fn, bounds):
         if fn is not T._nothing:  # (not the new pool's timed round trips)
             seen.append(list(bounds))
         return run(self, fn, bounds)
-    monkeypatch.setattr(T._Pool, "run", recording)
+    monkeypatch.setattr(T.Pool, "run", recording)
     a, b = _operands(m, k, n, "nn", np.float32, seed=m)
     before = ember.get_num_threads()
     try:

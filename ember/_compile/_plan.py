@@ -34,7 +34,8 @@ from ember._compile._rewrites import (
 from ember._graph.ir import ArrayRef, Ref
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import _FREED_MSG, Node, Primitive
+from ember.autograd.node import Node, Primitive
+from ember.autograd.saved import _FREED_MSG
 from ember.ops import nn_fused
 
 Tensor = _tensor.Tensor

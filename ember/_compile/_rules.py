@@ -21,7 +21,7 @@ import numpy as np
 
 from ember import _tensor
 from ember.autograd.grad_mode import no_grad
-from ember.autograd.node import _SavedOutput
+from ember.autograd.saved import _SavedOutput
 
 _make = _tensor._make
 

@@ -17,6 +17,7 @@ from ember.ops import (
     flat_index,
     identity,
     index_scatter,
+    linalg_add,
     linalg_eig,
     losses,
     matmul_graph,
@@ -101,7 +102,7 @@ def _eager_graph_nodes():
     """The nodes made only where an eager graph is recorded, to show PyTorch's one node
     for a call ember computes otherwise (``matmul_graph``'s add* products and
     ``composite_node``'s one-node composites, listed with the other eager-only nodes)."""
-    return (matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS)
+    return (linalg_add._AddProduct, *linalg_add.ADD_PRODUCTS)
 
 
 EAGER_ONLY = EAGER_ONLY + _eager_graph_nodes()

@@ -11,8 +11,9 @@ import numpy as np
 from ember._tensor import Tensor, _as_array, _make
 from ember.autograd import _modes, anomaly
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import _FREED, _wrap
+from ember.autograd.node import _wrap
 from ember.autograd.node import in_backward as _in_backward
+from ember.autograd.saved import _FREED
 from ember.backend import blas_hold as _blas_hold
 from ember.backend import threads as _threads
 from ember.backend.dtypes import FROM_NP as _FROM_NP

@@ -30,7 +30,6 @@ environment's count. MKL's products (``ember[mkl]``, :mod:`ember.backend.gemm`) 
 """
 import contextlib
 import os
-import queue
 import threading
 import time
 
@@ -43,6 +42,7 @@ from ember.backend.blas_kernels import LAYOUTS_KEEP_BITS as _LAYOUTS_KEEP_BITS
 from ember.backend.blas_kernels import ROW_GRAIN as _ROW_GRAIN
 from ember.backend.blas_kernels import SAME_BITS_K as _SAME_BITS_K
 from ember.backend.blas_kernels import SMALL_KERNEL_MNK as _SMALL_KERNEL_MNK
+from ember.backend.pool import Pool, local
 
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
@@ -174,63 +174,6 @@ def blas_threads():
     return _state["blas"]
 
 
-# ----- the pool ---------------------------------------------------------------------
-class _Pool:
-    """Worker threads, each fed by its own queue; the caller runs the first block
-    itself and waits for the others. A C-level queue per worker keeps a dispatch to
-    a few microseconds."""
-
-    def __init__(self):
-        self.workers = []  # (inbox, thread)
-        self.done = queue.SimpleQueue()
-        self.lock = threading.Lock()
-        self.broken = False  # a wait was interrupted: results may still arrive
-
-    def _grow(self, n):
-        while len(self.workers) < n:
-            inbox = queue.SimpleQueue()
-            t = threading.Thread(target=self._work, args=(inbox,), daemon=True,
-                                 name=f"ember-intraop-{len(self.workers)}")
-            t.start()
-            self.workers.append((inbox, t))
-
-    def _work(self, inbox):
-        local.in_worker = True
-        # a new thread starts from NumPy's default error handling, not the one ember
-        # sets on import: a block overflowing to inf must not warn where the whole
-        # array computed on the calling thread would not
-        np.seterr(divide="ignore", invalid="ignore", over="ignore", under="ignore")
-        while True:
-            fn, lo, hi = inbox.get()
-            try:
-                fn(lo, hi)
-                self.done.put(None)
-            except BaseException as err:  # handed to the caller, raised there
-                self.done.put(err)
-
-    def run(self, fn, bounds):
-        """``fn(lo, hi)`` for each consecutive pair of ``bounds``, in parallel."""
-        self._grow(len(bounds) - 2)
-        for (inbox, _), lo, hi in zip(self.workers, bounds[1:-1], bounds[2:]):
-            inbox.put((fn, lo, hi))
-        error = None
-        try:
-            fn(bounds[0], bounds[1])
-        except BaseException as err:
-            error = err
-        try:
-            for _ in range(len(bounds) - 2):  # wait for every block, even after an error
-                e = self.done.get()
-                if error is None and e is not None:
-                    error = e
-        except BaseException:  # e.g. KeyboardInterrupt: the next split gets a new pool
-            self.broken = True
-            raise
-        if error is not None:
-            raise error
-
-
-local = threading.local()
 _pool = [None]
 
 
@@ -255,7 +198,7 @@ _NOMINAL = {"_SPLIT_MNK": 1 << 21, "_MIN_PAIR_COST": 1 << 20,
 
 def _new_pool():
     """A new pool in ``_pool[0]``, with the bounds above scaled to its round trip."""
-    pool = _Pool()
+    pool = Pool()
     trips = []
     with pool.lock:  # (published first: another thread finds it taken, runs unsplit)
         _pool[0] = pool

@@ -612,6 +612,7 @@ def _no_batch_rule():
         extrema,
         flat_index,
         indexing,
+        linalg_add,
         linalg_eig,
         losses,
         masking,
@@ -680,7 +681,7 @@ def _no_batch_rule():
         for c in stack.pop().__subclasses__():
             table[c] = _RANDOM
             stack.append(c)
-    for c in (matmul_graph._AddProduct, *matmul_graph.ADD_PRODUCTS):
+    for c in (linalg_add._AddProduct, *linalg_add.ADD_PRODUCTS):
         table[c] = ("made only in eager mode to show PyTorch's one node; under vmap the "
                     "add* products run their composites, whose ops have rules")
     for c in (rnn.GRULayer, rnn.LSTMLayer, rnn.RNNReluLayer, rnn.RNNTanhLayer,

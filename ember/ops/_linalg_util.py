@@ -8,7 +8,8 @@ SVD, QR, pseudo-inverse, rank).
 import numpy as np
 
 from ember._tensor import Tensor, _make
-from ember.autograd.node import Primitive, _SavedOutput
+from ember.autograd.node import Primitive
+from ember.autograd.saved import _SavedOutput
 from ember.backend import array_module
 from ember.backend import lapack as _lapack
 from ember.ops._einsum import _tname

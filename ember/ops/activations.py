@@ -6,7 +6,8 @@ import numpy as np
 
 from ember._tensor import _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive, _saved_output_array
+from ember.autograd.node import Primitive
+from ember.autograd.saved import _saved_output_array
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
 from ember.ops._util import not_implemented_for, number_operand, reduced_float

@@ -9,7 +9,8 @@ and operators are bound in :mod:`ember.ops.elementwise`.
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.autograd.node import Primitive, _read_saved, _saved_inputs
+from ember.autograd.node import Primitive
+from ember.autograd.saved import _read_saved, _saved_inputs
 from ember.backend import threads as _threads
 from ember.ops import _batch, _grad_arrays, _jvp
 from ember.ops import product_saves as _product_saves

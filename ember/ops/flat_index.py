@@ -5,7 +5,8 @@ import numpy as np
 
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
-from ember.autograd.node import Primitive, hook_saves_of
+from ember.autograd.node import Primitive
+from ember.autograd.saved import hook_saves_of
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _jvp
 from ember.ops._inplace import check_inplace, commit

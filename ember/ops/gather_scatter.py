@@ -8,7 +8,8 @@ derivatives come from the same few primitives.
 import numpy as np
 
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
-from ember.autograd.node import Primitive, hook_saves_of
+from ember.autograd.node import Primitive
+from ember.autograd.saved import hook_saves_of
 from ember.backend.dtypes import through_float32
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp

@@ -2,20 +2,149 @@
 ``addr``, ``baddbmm`` and ``addbmm``.
 
 Where an eager graph is recorded each is PyTorch's one node over its three inputs
-(``ember.ops.matmul_graph.ADD_PRODUCTS``); elsewhere (no gradient, captures,
+(:data:`ADD_PRODUCTS`, the node classes below); elsewhere (no gradient, captures,
 transforms, integer and boolean operands) the product and the scaled sum are composed
 from ember's ops.
 """
 import numpy as np
 
 from ember._tensor import Tensor
+from ember.autograd.node import Primitive
 from ember.ops import matmul_graph as _mg
 from ember.ops._einsum import _tname
 from ember.ops._inplace import inplace_method
+from ember.ops._util import opmath
 from ember.ops._util import write_out as _write_out
 from ember.ops.linalg import bmm, mm, mv, outer
+from ember.ops.product_saves import pack_crossed as _pack_crossed
+from ember.ops.product_saves import record_crossed as _record_crossed
 
 __all__ = ["addmm", "addmv", "addbmm", "baddbmm", "addr"]
+
+
+class _AddProduct(Primitive):
+    """``beta * input + alpha * product(a, b)``: the ``add*`` family (``addmm``,
+    ``addmv``, ``addr``, ``baddbmm``, ``addbmm``) as one node over PyTorch's three inputs
+    in its order. ``input`` broadcasts to the product (the engine sums its gradient
+    back); ``beta == 0`` ignores its values (NaN and inf do not propagate) but keeps its
+    edge, as PyTorch's node does."""
+    _base_class = True
+    save_inputs = (1, 2)
+    _crossed = (2, 1)  # each factor kept only where the other needs a gradient
+    _record = _record_crossed
+    _pack_saved = _pack_crossed
+    broadcasts = True
+
+    @opmath  # float16/bfloat16: the product, the scaling and the sum in float32, one rounding
+    def forward(self, input, a, b, beta=1, alpha=1):
+        if a.dtype.kind in "iu":  # PyTorch converts the scalars to the integer dtype
+            alpha, beta = int(alpha), int(beta)
+        self.beta, self.alpha = beta, alpha
+        prod = self._product(a, b)
+        if beta != 0 and (a.size == 0 or b.size == 0):
+            # a product summed over nothing: beta * input alone, as PyTorch's gemm
+            # (C = beta * C), so a -0.0 in the input stays -0.0
+            prod[...] = input if beta == 1 else input * beta  # (a new array of zeros)
+            return prod
+        if alpha != 1:
+            prod = prod * alpha
+        if beta == 0:
+            return prod
+        return prod + (input if beta == 1 else input * beta)
+
+    # the gradients of a matrix product (addmm, baddbmm); the others override them
+    @staticmethod
+    def _grad_a(g, b):
+        return g.matmul(b.mT)
+
+    @staticmethod
+    def _grad_b(g, a):
+        return a.mT.matmul(g)
+
+    def _scale(self, g, s):
+        from ember.ops._util import cj
+        return g if s == 1 else g * cj(s)
+
+    def backward(self, gy):
+        from ember.ops._util import cj
+        a, b = self.saved_tensors
+        e = self._edges
+        gi = self._scale(gy, self.beta) if e[0] is not None else None
+        ga = self._scale(self._grad_a(gy, cj(b)), self.alpha) if e[1] is not None else None
+        gb = self._scale(self._grad_b(gy, cj(a)), self.alpha) if e[2] is not None else None
+        return gi, ga, gb
+
+
+class AddmmScaled(_AddProduct):
+    """``addmm``: ``beta * input + alpha * (mat1 @ mat2)``."""
+    _node_name = "AddmmBackward0"
+
+    @staticmethod
+    def _product(a, b):
+        from ember.ops.linalg import MatMul
+        return MatMul.forward(None, a, b)
+
+
+class Addmv(_AddProduct):
+    """``addmv``: ``beta * input + alpha * (mat @ vec)``."""
+
+    @staticmethod
+    def _product(a, b):
+        from ember.ops.linalg import MatMul
+        return MatMul.forward(None, a, b)
+
+    @staticmethod
+    def _grad_a(g, vec):
+        return g.unsqueeze(1) * vec.unsqueeze(0)
+
+    @staticmethod
+    def _grad_b(g, mat):
+        return mat.mT.matmul(g)
+
+
+class Addr(_AddProduct):
+    """``addr``: ``beta * input + alpha * outer(vec1, vec2)``."""
+
+    @staticmethod
+    def _product(a, b):
+        return a[:, None] * b[None, :]
+
+    @staticmethod
+    def _grad_a(g, vec2):
+        return g.matmul(vec2)
+
+    @staticmethod
+    def _grad_b(g, vec1):
+        return g.mT.matmul(vec1)
+
+
+class Baddbmm(_AddProduct):
+    """``baddbmm``: ``beta * input + alpha * bmm(batch1, batch2)``."""
+
+    @staticmethod
+    def _product(a, b):
+        from ember.ops.linalg import bmm_arrays
+        return bmm_arrays(a, b)
+
+
+class Addbmm(_AddProduct):
+    """``addbmm``: ``beta * input + alpha * sum_i batch1[i] @ batch2[i]``."""
+
+    def _product(self, a, b):
+        from ember.ops.linalg import bmm_arrays
+        self.count = a.shape[0]
+        prod = bmm_arrays(a, b)
+        return prod.sum(0, dtype=prod.dtype)
+
+    def _grad_a(self, g, b):
+        return g.expand(self.count, *g.shape).matmul(b.mT)
+
+    def _grad_b(self, g, a):
+        return a.mT.matmul(g.expand(self.count, *g.shape))
+
+
+ADD_PRODUCTS = (AddmmScaled, Addmv, Addr, Baddbmm, Addbmm)
+
 
 
 def _scaled_add(input, prod, beta, alpha, empty=False):
@@ -44,7 +173,7 @@ def _empty(a, b):
 
 
 def _eager_add(cls, input, check, a, b, beta, alpha, out):
-    """``cls`` (a node of ``matmul_graph.ADD_PRODUCTS``: PyTorch's one node over its
+    """``cls`` (a node of :data:`ADD_PRODUCTS`: PyTorch's one node over its
     three inputs) where a graph is recorded in eager mode, or for float16/bfloat16 (one
     rounding, see ``runs_node``), after ``check(a, b)`` (the product's own errors); None
     elsewhere: captures and transforms record the composite, whose ops have their
@@ -101,7 +230,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
         if mat1.dtype != mat2.dtype:
             raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
                                f"{_tname(mat1._data.dtype)} and {_tname(mat2._data.dtype)}")
-        res = _eager_add(_mg.AddmmScaled, input, _mm_shape, mat1, mat2, beta, alpha, out)
+        res = _eager_add(AddmmScaled, input, _mm_shape, mat1, mat2, beta, alpha, out)
         if res is not None:
             return res
     return _write_out(_scaled_add(input, mm(mat1, mat2), beta, alpha, _empty(mat1, mat2)), out)
@@ -110,7 +239,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
 def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * (mat @ vec)``."""
     if isinstance(mat, Tensor) and isinstance(vec, Tensor):
-        res = _eager_add(_mg.Addmv, input, _mv_shape, mat, vec, beta, alpha, out)
+        res = _eager_add(Addmv, input, _mv_shape, mat, vec, beta, alpha, out)
         if res is not None:
             return res
     return _write_out(_scaled_add(input, mv(mat, vec), beta, alpha, _empty(mat, vec)), out)
@@ -119,7 +248,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * bmm(batch1, batch2)``."""
     if isinstance(batch1, Tensor) and isinstance(batch2, Tensor):
-        res = _eager_add(_mg.Baddbmm, input, _bmm_shape, batch1, batch2, beta, alpha, out)
+        res = _eager_add(Baddbmm, input, _bmm_shape, batch1, batch2, beta, alpha, out)
         if res is not None:
             return res
     return _write_out(_scaled_add(input, bmm(batch1, batch2), beta, alpha,
@@ -129,7 +258,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (the batch is summed)."""
     if isinstance(batch1, Tensor) and isinstance(batch2, Tensor):
-        res = _eager_add(_mg.Addbmm, input, _sum_bmm_shape, batch1, batch2, beta, alpha,
+        res = _eager_add(Addbmm, input, _sum_bmm_shape, batch1, batch2, beta, alpha,
                          out)
         if res is not None:
             return res
@@ -148,7 +277,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
         return _write_out(both.expand(prod.shape) if both.shape != prod.shape else both,
                           out, "addr")
     if isinstance(vec1, Tensor) and isinstance(vec2, Tensor) and vec1.dtype == vec2.dtype:
-        res = _eager_add(_mg.Addr, input, _outer_shape, vec1, vec2, beta, alpha, out)
+        res = _eager_add(Addr, input, _outer_shape, vec1, vec2, beta, alpha, out)
         if res is not None:
             return res
     return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out, "addr")

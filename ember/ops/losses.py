@@ -16,7 +16,8 @@ from ember._tensor import Tensor, _make
 from ember._tensor import _mode_active as _active
 from ember.autograd import _saved_hooks, anomaly
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive, _saved_inputs
+from ember.autograd.node import Primitive
+from ember.autograd.saved import _saved_inputs
 from ember.backend import array_module
 from ember.backend import threads as _threads
 from ember.backend.meta import is_meta

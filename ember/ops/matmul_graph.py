@@ -33,7 +33,8 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.autograd import _modes, _saved_hooks, anomaly
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive, _read_saved, _saved_inputs
+from ember.autograd.node import Primitive
+from ember.autograd.saved import _read_saved, _saved_inputs
 from ember.backend import gemm as _gemm
 from ember.backend import threads as _threads
 from ember.ops import _jvp
@@ -272,130 +273,6 @@ def _direct(xs, ws, one=False):
 
 _SMALL_MNK = 1 << 21  # (ember.backend.threads splits products from this size)
 _BLAS_THREADED_MNK = 1 << 18  # (and holds BLAS at one thread around those from this one)
-
-
-class _AddProduct(Primitive):
-    """``beta * input + alpha * product(a, b)``: the ``add*`` family (``addmm``,
-    ``addmv``, ``addr``, ``baddbmm``, ``addbmm``) as one node over PyTorch's three inputs
-    in its order. ``input`` broadcasts to the product (the engine sums its gradient
-    back); ``beta == 0`` ignores its values (NaN and inf do not propagate) but keeps its
-    edge, as PyTorch's node does."""
-    _base_class = True
-    save_inputs = (1, 2)
-    _crossed = (2, 1)  # each factor kept only where the other needs a gradient
-    _record = _record_crossed
-    _pack_saved = _pack_crossed
-    broadcasts = True
-
-    @opmath  # float16/bfloat16: the product, the scaling and the sum in float32, one rounding
-    def forward(self, input, a, b, beta=1, alpha=1):
-        if a.dtype.kind in "iu":  # PyTorch converts the scalars to the integer dtype
-            alpha, beta = int(alpha), int(beta)
-        self.beta, self.alpha = beta, alpha
-        prod = self._product(a, b)
-        if beta != 0 and (a.size == 0 or b.size == 0):
-            # a product summed over nothing: beta * input alone, as PyTorch's gemm
-            # (C = beta * C), so a -0.0 in the input stays -0.0
-            prod[...] = input if beta == 1 else input * beta  # (a new array of zeros)
-            return prod
-        if alpha != 1:
-            prod = prod * alpha
-        if beta == 0:
-            return prod
-        return prod + (input if beta == 1 else input * beta)
-
-    # the gradients of a matrix product (addmm, baddbmm); the others override them
-    @staticmethod
-    def _grad_a(g, b):
-        return g.matmul(b.mT)
-
-    @staticmethod
-    def _grad_b(g, a):
-        return a.mT.matmul(g)
-
-    def _scale(self, g, s):
-        from ember.ops._util import cj
-        return g if s == 1 else g * cj(s)
-
-    def backward(self, gy):
-        from ember.ops._util import cj
-        a, b = self.saved_tensors
-        e = self._edges
-        gi = self._scale(gy, self.beta) if e[0] is not None else None
-        ga = self._scale(self._grad_a(gy, cj(b)), self.alpha) if e[1] is not None else None
-        gb = self._scale(self._grad_b(gy, cj(a)), self.alpha) if e[2] is not None else None
-        return gi, ga, gb
-
-
-class AddmmScaled(_AddProduct):
-    """``addmm``: ``beta * input + alpha * (mat1 @ mat2)``."""
-    _node_name = "AddmmBackward0"
-
-    @staticmethod
-    def _product(a, b):
-        from ember.ops.linalg import MatMul
-        return MatMul.forward(None, a, b)
-
-
-class Addmv(_AddProduct):
-    """``addmv``: ``beta * input + alpha * (mat @ vec)``."""
-
-    @staticmethod
-    def _product(a, b):
-        from ember.ops.linalg import MatMul
-        return MatMul.forward(None, a, b)
-
-    @staticmethod
-    def _grad_a(g, vec):
-        return g.unsqueeze(1) * vec.unsqueeze(0)
-
-    @staticmethod
-    def _grad_b(g, mat):
-        return mat.mT.matmul(g)
-
-
-class Addr(_AddProduct):
-    """``addr``: ``beta * input + alpha * outer(vec1, vec2)``."""
-
-    @staticmethod
-    def _product(a, b):
-        return a[:, None] * b[None, :]
-
-    @staticmethod
-    def _grad_a(g, vec2):
-        return g.matmul(vec2)
-
-    @staticmethod
-    def _grad_b(g, vec1):
-        return g.mT.matmul(vec1)
-
-
-class Baddbmm(_AddProduct):
-    """``baddbmm``: ``beta * input + alpha * bmm(batch1, batch2)``."""
-
-    @staticmethod
-    def _product(a, b):
-        from ember.ops.linalg import bmm_arrays
-        return bmm_arrays(a, b)
-
-
-class Addbmm(_AddProduct):
-    """``addbmm``: ``beta * input + alpha * sum_i batch1[i] @ batch2[i]``."""
-
-    def _product(self, a, b):
-        from ember.ops.linalg import bmm_arrays
-        self.count = a.shape[0]
-        prod = bmm_arrays(a, b)
-        return prod.sum(0, dtype=prod.dtype)
-
-    def _grad_a(self, g, b):
-        return g.expand(self.count, *g.shape).matmul(b.mT)
-
-    def _grad_b(self, g, a):
-        return a.mT.matmul(g.expand(self.count, *g.shape))
-
-
-ADD_PRODUCTS = (AddmmScaled, Addmv, Addr, Baddbmm, Addbmm)
 
 
 class WeightT(T):

@@ -14,7 +14,8 @@ import numpy as np
 
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive, _saved_inputs
+from ember.autograd.node import Primitive
+from ember.autograd.saved import _saved_inputs
 from ember.backend import array_module
 from ember.backend import dtypes as _dtypes
 from ember.ops import _batch_nn

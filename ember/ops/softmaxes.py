@@ -5,7 +5,8 @@ import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive, _saved_output_array
+from ember.autograd.node import Primitive
+from ember.autograd.saved import _saved_output_array
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
 from ember.ops._util import cj, opmath, to_float, with_out, wrap_dim

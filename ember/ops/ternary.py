@@ -6,7 +6,8 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive, hook_saves_of
+from ember.autograd.node import Primitive
+from ember.autograd.saved import hook_saves_of
 from ember.backend import array_module
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp

@@ -10,7 +10,8 @@ from ember import backend as _backend
 from ember._factory import zeros_like
 from ember._tensor import Tensor, _make
 from ember.autograd.grad_mode import state as _grad_state
-from ember.autograd.node import Primitive, _read_saved, _saved_inputs, _saved_output_array
+from ember.autograd.node import Primitive
+from ember.autograd.saved import _read_saved, _saved_inputs, _saved_output_array
 from ember.backend import threads as _threads
 from ember.ops import _batch, _erf_kernels, _grad_arrays, _jvp
 from ember.ops._util import (
