@@ -4,7 +4,8 @@ shape (or values) follows the values of an integer or boolean tensor argument:
 ``tensor_split`` at a tensor of indices, ``ctc_loss``; ``hash_tensor``, computed on
 the elements' bits; ``take_along_dim`` along a dim; and the calls whose result follows
 the input's values (``kthvalue``'s order, ``lu_unpack``/``lu_solve``'s permutation from
-the pivots, ``histogram``'s edges, ``matrix_exp``'s scaling, ``matrix_rank``). Written
+the pivots, ``histogram``'s edges, ``matrix_exp``'s scaling, ``matrix_rank``, ``unique``'s distinct
+values and ``unique_consecutive``'s runs). Written
 as the aten call on the traced values, so a saved trace computes them at run time, as
 PyTorch's does."""
 from ember.jit._codegen_emitter import emits, literal
@@ -111,3 +112,30 @@ def _linalg_matrix_exp(em, node, A):
 def _linalg_matrix_rank(em, node, A, atol=None, rtol=None, hermitian=False, out=None):
     return (f"torch.linalg_matrix_rank({em.e(A)}, atol={em.e(atol)}, rtol={em.e(rtol)}, "
             f"hermitian={literal(bool(hermitian))})")
+
+
+def _picked(em, call, node, return_inverse, return_counts):
+    """aten's (values, inverse, counts) unpacked where the call is made (all three: a
+    pair would not unpack the triple); the items the call returned."""
+    names = [em.tmp_name() for _ in range(3)]
+    em.lines.append(f"{', '.join(names)} = {call}")
+    picks = [0] + [1] * bool(return_inverse) + [2] * bool(return_counts)
+    return [names[i] for i in picks] if node.multi else names[0]
+
+
+@emits("unique")
+def _unique(em, node, input, sorted=True, return_inverse=False, return_counts=False,
+            dim=None):
+    flags = (f"{literal(bool(sorted))}, {literal(bool(return_inverse))}, "
+             f"{literal(bool(return_counts))}")
+    # PyTorch's torch.unique calls aten::_unique2, or aten::unique_dim along a dim
+    call = f"torch._unique2({em.e(input)}, {flags})" if dim is None else \
+        f"torch.unique_dim({em.e(input)}, {em.e(dim)}, {flags})"
+    return _picked(em, call, node, return_inverse, return_counts)
+
+
+@emits("unique_consecutive")
+def _unique_consecutive(em, node, input, return_inverse=False, return_counts=False, dim=None):
+    call = (f"torch.unique_consecutive({em.e(input)}, {literal(bool(return_inverse))}, "
+            f"{literal(bool(return_counts))}, {em.e(dim)})")
+    return _picked(em, call, node, return_inverse, return_counts)

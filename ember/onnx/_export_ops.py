@@ -560,3 +560,4 @@ def _pdist(g, node, input, p=2):
     flat = g.const(np.asarray([-1], np.int64))
     return g.op("Compress", [g.op("Reshape", [dist, flat]), g.op("Reshape", [mask, flat])],
                 axis=0)
+
