@@ -5,7 +5,8 @@ shape (or values) follows the values of an integer or boolean tensor argument:
 the elements' bits; ``take_along_dim`` along a dim; and the calls whose result follows
 the input's values (``kthvalue``'s order, ``lu_unpack``/``lu_solve``'s permutation from
 the pivots, ``histogram``'s edges, ``matrix_exp``'s scaling, ``matrix_rank``, ``unique``'s distinct
-values and ``unique_consecutive``'s runs). Written
+values and ``unique_consecutive``'s runs, ``combinations``' index rows, ``corrcoef``'s
+path for one row). Written
 as the aten call on the traced values, so a saved trace computes them at run time, as
 PyTorch's does."""
 from ember.jit._codegen_emitter import emits, literal
@@ -139,3 +140,13 @@ def _unique_consecutive(em, node, input, return_inverse=False, return_counts=Fal
     call = (f"torch.unique_consecutive({em.e(input)}, {literal(bool(return_inverse))}, "
             f"{literal(bool(return_counts))}, {em.e(dim)})")
     return _picked(em, call, node, return_inverse, return_counts)
+
+
+@emits("combinations")
+def _combinations(em, node, input, r=2, with_replacement=False):
+    return f"torch.combinations({em.e(input)}, {em.e(r)}, {literal(bool(with_replacement))})"
+
+
+@emits("corrcoef")
+def _corrcoef(em, node, input):
+    return f"torch.corrcoef({em.e(input)})"
