@@ -100,3 +100,17 @@ def _unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
 _add("torch._unique2", _unique2)
 _add("torch.unique_dim", _unique_dim)
 _add("torch.unique_consecutive", _unique_consecutive)
+
+
+def _linalg_inv_ex(A, check_errors=False):
+    from ember import linalg
+    return tuple(linalg.inv_ex(A, check_errors=check_errors))
+
+
+def _linalg_householder_product(A, tau):
+    from ember import linalg
+    return linalg.householder_product(A, tau)
+
+
+_add("torch.linalg_inv_ex", _linalg_inv_ex)
+_add("torch.linalg_householder_product", _linalg_householder_product)

@@ -6,7 +6,8 @@ the elements' bits; ``take_along_dim`` along a dim; and the calls whose result f
 the input's values (``kthvalue``'s order, ``lu_unpack``/``lu_solve``'s permutation from
 the pivots, ``histogram``'s edges, ``matrix_exp``'s scaling, ``matrix_rank``, ``unique``'s distinct
 values and ``unique_consecutive``'s runs, ``combinations``' index rows, ``corrcoef``'s
-path for one row). Written
+path for one row, ``linalg_inv_ex``'s info, ``linalg_householder_product`` and ``ormqr``'s
+reflectors for the sizes at hand, ``triangular_solve``'s broadcast batch). Written
 as the aten call on the traced values, so a saved trace computes them at run time, as
 PyTorch's does."""
 from ember.jit._codegen_emitter import emits, literal
@@ -150,3 +151,28 @@ def _combinations(em, node, input, r=2, with_replacement=False):
 @emits("corrcoef")
 def _corrcoef(em, node, input):
     return f"torch.corrcoef({em.e(input)})"
+
+
+@emits("linalg_inv_ex")
+def _linalg_inv_ex(em, node, A, check_errors=False, out=None):
+    res = em.tmp(f"torch.linalg_inv_ex({em.e(A)}, check_errors={literal(bool(check_errors))})")
+    return [f"{res}[0]", f"{res}[1]"]
+
+
+@emits("linalg_householder_product")
+def _linalg_householder_product(em, node, A, tau, out=None):
+    return f"torch.linalg_householder_product({em.e(A)}, {em.e(tau)})"
+
+
+@emits("ormqr")
+def _ormqr(em, node, input, tau, other, left=True, transpose=False, out=None):
+    return (f"torch.ormqr({em.e(input)}, {em.e(tau)}, {em.e(other)}, "
+            f"{literal(bool(left))}, {literal(bool(transpose))})")
+
+
+@emits("triangular_solve")
+def _triangular_solve(em, node, b, A, upper=True, transpose=False, unitriangular=False,
+                      out=None):
+    res = em.tmp(f"torch.triangular_solve({em.e(b)}, {em.e(A)}, {literal(bool(upper))}, "
+                 f"{literal(bool(transpose))}, {literal(bool(unitriangular))})")
+    return [f"{res}[0]", f"{res}[1]"]
