@@ -7,7 +7,8 @@ the input's values (``kthvalue``'s order, ``lu_unpack``/``lu_solve``'s permutati
 the pivots, ``histogram``'s edges, ``matrix_exp``'s scaling, ``matrix_rank``, ``unique``'s distinct
 values and ``unique_consecutive``'s runs, ``combinations``' index rows, ``corrcoef``'s
 path for one row, ``linalg_inv_ex``'s info, ``linalg_householder_product`` and ``ormqr``'s
-reflectors for the sizes at hand, ``triangular_solve``'s broadcast batch). Written
+reflectors for the sizes at hand, ``triangular_solve``'s broadcast batch, ``frexp``'s
+exponents, ``isin``'s comparisons). Written
 as the aten call on the traced values, so a saved trace computes them at run time, as
 PyTorch's does."""
 from ember.jit._codegen_emitter import emits, literal
@@ -176,3 +177,15 @@ def _triangular_solve(em, node, b, A, upper=True, transpose=False, unitriangular
     res = em.tmp(f"torch.triangular_solve({em.e(b)}, {em.e(A)}, {literal(bool(upper))}, "
                  f"{literal(bool(transpose))}, {literal(bool(unitriangular))})")
     return [f"{res}[0]", f"{res}[1]"]
+
+
+@emits("frexp")
+def _frexp(em, node, input):
+    res = em.tmp(f"torch.frexp({em.e(input)})")
+    return [f"{res}[0]", f"{res}[1]"]
+
+
+@emits("isin")
+def _isin(em, node, elements, test_elements, assume_unique=False, invert=False):
+    return (f"torch.isin({em.e(elements)}, {em.e(test_elements)}, "
+            f"assume_unique={literal(bool(assume_unique))}, invert={literal(bool(invert))})")
