@@ -256,3 +256,15 @@ def test_floor_divide_of_integers_exports_and_of_floats_is_refused():
     a, b = ember.tensor([7, -7, 9, -1, 0]), ember.tensor([2, 2, -4, 3, 5])
     _same(_session(fn, (a, b))(a, b), fn(a, b))
     _refused(fn, (_randn(3), _randn(3)), "floor_divide")
+
+
+@pytest.mark.parametrize("m,n,k,left,other", [(4, 2, 1, True, (4, 3)), (4, 3, 2, True, (4, 2)),
+                                              (4, 3, 2, False, (5, 4)), (3, 3, 2, True, (3, 3))])
+def test_ormqr_refuses_fewer_reflectors_than_torch_does(m, n, k, left, other):
+    """torch.ormqr takes one reflector per column of ``input`` (at most one per row of
+    ``other``); ember's applied fewer and answered."""
+    msg = f"must be equal to min\\(other.shape\\[{-2 if left else -1}\\], input.shape\\[-1\\]\\)"
+    with pytest.raises(RuntimeError, match=msg):
+        torch.ormqr(torch.randn(m, n), torch.randn(k), torch.randn(*other), left)
+    with pytest.raises(RuntimeError, match=msg):
+        ember.ormqr(_randn(m, n), _randn(k), _randn(*other), left)

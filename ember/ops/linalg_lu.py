@@ -434,6 +434,9 @@ def ormqr(input, tau, other, left=True, transpose=False, *, out=None):
     if k > input.shape[-1] or k > m:
         raise RuntimeError("torch.ormqr: tau.shape[-1] must be less than or equal to "
                            "input.shape[-1]")
+    if k != min(nq, input.shape[-1]):  # one reflector per column of a full geqrf
+        raise RuntimeError(f"torch.ormqr: tau.shape[-1] must be equal to "
+                           f"min(other.shape[{-2 if left else -1}], input.shape[-1])")
     if out is None and _mode_active[0] and (m_ := _mode_recorder((input, tau, other))) is not None:
         # one node: the reflectors are applied one by one for the sizes read here (a
         # capture would keep the example's)
