@@ -7,6 +7,7 @@ composites of the vector norm primitive and the singular values.
 """
 import math
 
+from ember._tensor import _mode_active, _mode_recorder
 from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
 from ember.ops._linalg_util import LinAlgError
@@ -291,6 +292,11 @@ def householder_product(A, tau, *, out=None):
     if n < k:
         raise RuntimeError("torch.linalg.householder_product: input.shape[-1] must be greater "
                            "than or equal to tau.shape[-1]")
+    if out is None and _mode_active[0] and (m_ := _mode_recorder((A, tau))) is not None:
+        # one node: the reflectors are applied one by one for the sizes read here (a
+        # capture would keep the example's)
+        return m_.composite_locals("linalg_householder_product", householder_product,
+                                   locals())
     rows = ember.arange(m).unsqueeze(-1)
     q = ember.eye(m, n, dtype=A.dtype).expand(*A.shape[:-2], m, n)
     # apply the reflectors last to first: Q = H_1 (H_2 (... (H_k I)))

@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 import torch
+from opdb_trace import _other_values
 from test_opinfo import RANDOM_SAMPLE, _ember_fn, _flat, _key, _numpy, _samples, _to_ember
 
 import ember
@@ -121,8 +122,13 @@ def sample_calls(op, dtype, draws, index):
         same = structure(t2) == structure(tree) and \
             [tuple(t.shape) for t in tensors_of(t2)] == [a.shape for a in arrays]
         if same:
-            calls.append(Call("other values", [_numpy(t.detach()) for t in tensors_of(t2)],
-                              calls[0].grads))
+            others = [_numpy(t.detach()) for t in tensors_of(t2)]
+            if all(np.array_equal(a, b, equal_nan=True) for a, b in zip(arrays, others)):
+                # the sample draws no random values (unique's, combinations'...): other
+                # values of its own, as the trace sweep makes them (floats redrawn with
+                # the sample's signs, integers permuted)
+                others = _other_values(arrays, index)
+            calls.append(Call("other values", others, calls[0].grads))
     if any(a.ndim >= 2 for a in arrays):
         calls.append(Call("transposed layout", arrays, calls[0].grads,
                           ["t"] * len(arrays)))

@@ -24,20 +24,9 @@ import ember
 import ember.onnx
 
 # reasons, by kind
-_VALUES = ("computed on the input's values outside the recorded ops (index arrays, bin "
-           "edges, the distinct values): the trace keeps the sample's result as a constant, "
-           "silently; PyTorch's trace records one aten call")
 _SIZES_LOUD = ("a composite that reads the sample's sizes as plain numbers (an expand, a "
                "reshape, a flat index): another size raises (loud) where PyTorch's trace "
                "records one aten call and generalises")
-_BRANCH = ("branches in Python on the number of variables (one row: a 0-d path), so a "
-           "trace at two rows replays the wrong branch at one; PyTorch's is one aten call")
-_LINALG = ("a linalg composite that branches on, or builds index arrays from, the sample's "
-           "sizes and values outside the recorded ops; PyTorch's trace records one aten call")
-_WARNS = ("the trace reads the input's values (a TracerWarning says so) where PyTorch's "
-          "trace records one aten call")
-_TORCH_WARNS = ("PyTorch's trace warns here (it converts a count to a Python number); "
-                "ember's differs at another mask without a warning")
 _LOAD_NONE_DIM = ("a 0-d input's node has no axis (None): the saved call passes None, "
                   "which torch.jit.load's compiler rejects (loud)")
 _LOAD_NONZERO = ("nonzero(as_tuple=True) saved as a tuple unpacking that the TorchScript "
@@ -59,7 +48,9 @@ _ARG_ONNX = "ArgMax/ArgMin of a 0-d input: onnxruntime rejects the axis (loud)"
 _GRID_ONNX = "GridSample's Clip bound to two types: onnxruntime rejects the file (loud)"
 _ZERO_D_ONNX = "OneHot of a 0-d tensor: onnxruntime rejects the file (loud)"
 _TIES_ONNX = ("TopK orders equal values by index; PyTorch's sort, topk and kthvalue pick "
-              "another of them: the indices differ where a grown input repeats a value")
+              "another of them: the indices differ where a grown input repeats a value (the "
+              "values agree; PyTorch's own torch.onnx.export writes the same TopK and gives "
+              "the same indices; a stable sort agrees)")
 _REFUSED = ("the trace raises naming the op (its result follows the input's values: bin "
             "edges, pivots, nonzero positions, a rank): loud, where PyTorch's trace records "
             "one aten call")
@@ -80,24 +71,17 @@ KNOWN = {
     ('cfloat', 'onnx'): _DTYPE_ONNX,
     ('chalf', 'onnx'): _DTYPE_ONNX,
     ('chunk', 'onnx'): _SPLIT_ONNX,
-    ('combinations', 'onnx'): _SAME_AS_TRACE,
     ('copysign', 'onnx'): _INT_ONNX,
-    ('corrcoef', 'onnx'): _SAME_AS_TRACE,
     ('expm1', 'onnx'): _INT_ONNX,
     ('floor', 'onnx'): _INT_ONNX,
-    ('frexp', 'onnx'): _SAME_AS_TRACE,
     ('grid_sampler_2d', 'onnx'): _GRID_ONNX,
     ('grid_sampler_3d', 'onnx'): _GRID_ONNX,
-    ('isin', 'onnx'): _SAME_AS_TRACE,
     ('isinf', 'onnx'): _INT_ONNX,
     ('isnan', 'onnx'): _INT_ONNX,
     ('kthvalue', 'onnx'): _TIES_ONNX,
-    ('linalg.householder_product', 'onnx'): _SAME_AS_TRACE,
     ('log1p', 'onnx'): _INT_ONNX,
     ('masked.argmax', 'onnx'): _ARG_ONNX,
     ('masked.argmin', 'onnx'): _ARG_ONNX,
-    ('masked.std', 'onnx'): _SAME_AS_TRACE,
-    ('masked.var', 'onnx'): _SAME_AS_TRACE,
     ('max.reduction_with_dim', 'onnx'): _EXPORT_RAISES,
     ('meshgrid.list_of_tensors', 'onnx'): _SAME_AS_TRACE,
     ('meshgrid.variadic_tensors', 'onnx'): _SAME_AS_TRACE,
@@ -116,7 +100,6 @@ KNOWN = {
     ('nn.functional.max_pool2d', 'onnx'): _INT_ONNX,
     ('nn.functional.max_pool3d', 'onnx'): _INT_ONNX,
     ('nn.functional.one_hot', 'onnx'): _ZERO_D_ONNX,
-    ('ormqr', 'onnx'): _SAME_AS_TRACE,
     ('round', 'onnx'): _INT_ONNX,
     ('rsqrt', 'onnx'): _INT_ONNX,
     ('sort', 'onnx'): _TIES_ONNX,
@@ -128,39 +111,23 @@ KNOWN = {
     ('topk', 'onnx'): _TIES_ONNX,
     ('unbind', 'onnx'): _SPLIT_ONNX,
     ('unbind_copy', 'onnx'): _SPLIT_ONNX,
-    ('unique', 'onnx'): _SAME_AS_TRACE,
-    ('unique_consecutive', 'onnx'): _SAME_AS_TRACE,
-    ('unravel_index', 'onnx'): _SAME_AS_TRACE,
     ('unsafe_chunk', 'onnx'): _SPLIT_ONNX,
     ('unsafe_split', 'onnx'): _SPLIT_ONNX,
     ('cartesian_prod', 'trace'): _SIZES_LOUD,
-    ('combinations', 'trace'): _VALUES,
-    ('corrcoef', 'trace'): _BRANCH,
-    ('frexp', 'trace'): _WARNS,
     ('histogramdd', 'trace'): _REFUSED,
-    ('isin', 'trace'): _WARNS,
-    ('linalg.householder_product', 'trace'): _LINALG,
-    ('linalg.inv_ex', 'trace'): _LINALG,
     ('linalg.ldl_factor', 'trace'): _REFUSED,
     ('linalg.ldl_factor_ex', 'trace'): _REFUSED,
     ('linalg.ldl_solve', 'trace'): _REFUSED,
     ('linalg.lstsq', 'trace'): _REFUSED,
     ('linalg.lstsq.grad_oriented', 'trace'): _REFUSED,
-    ('masked.std', 'trace'): _TORCH_WARNS,
-    ('masked.var', 'trace'): _TORCH_WARNS,
     ('meshgrid.list_of_tensors', 'trace'): _SIZES_LOUD,
     ('meshgrid.variadic_tensors', 'trace'): _SIZES_LOUD,
     ('nn.functional.batch_norm', 'trace'): _SIZES_LOUD,
     ('nn.functional.max_unpool1d', 'trace'): _SIZES_LOUD,
     ('nn.functional.max_unpool1d.grad', 'trace'): _SIZES_LOUD,
-    ('ormqr', 'trace'): _LINALG,
     ('put', 'trace'): _SIZES_LOUD,
     ('tensordot', 'trace'): _SIZES_LOUD,
     ('to_sparse', 'trace'): _REFUSED,
-    ('triangular_solve', 'trace'): _LINALG,
-    ('unique', 'trace'): _VALUES,
-    ('unique_consecutive', 'trace'): _VALUES,
-    ('unravel_index', 'trace'): _WARNS,
 }
 
 

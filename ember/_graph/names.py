@@ -33,9 +33,14 @@ RESIZE_CALLS = ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool
 SORT_CALLS = ("sort", "argsort", "topk", "kthvalue", "nonzero", "repeat_interleave", "pdist",
               "bucketize", "searchsorted")
 # calls that compute from their input's values what their result follows (a permutation
-# from pivots, bins from the data's range, a scaling from a norm, a rank): recorded whole
+# from pivots, bins from the data's range, a scaling from a norm, a rank, the distinct
+# values and their runs, the index rows of a length, a path chosen by the number of rows,
+# an inverse's info, Householder reflectors applied one by one, a broadcast batch, the
+# exponents of frexp, isin's comparisons): recorded whole
 DATA_CALLS = ("lu_unpack", "linalg_lu_solve", "histogram", "linalg_matrix_exp",
-              "linalg_matrix_rank")
+              "linalg_matrix_rank", "unique", "unique_consecutive", "combinations", "corrcoef",
+              "linalg_inv_ex", "linalg_householder_product", "ormqr", "triangular_solve",
+              "frexp", "isin")
 # calls whose result's shape (or values) follows the values of an integer or boolean
 # tensor argument, which they read outside the ops: a trace records the whole call, and
 # a replay computes the shape again (a mask's True count, the largest index...);

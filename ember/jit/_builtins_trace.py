@@ -69,3 +69,48 @@ def _linalg_lu_solve(LU, pivots, B, left=True, adjoint=False):
 _add("torch.linalg_matrix_exp", _linalg_matrix_exp)
 _add("torch.linalg_matrix_rank", _linalg_matrix_rank)
 _add("torch.linalg_lu_solve", _linalg_lu_solve)
+
+
+def _all_three(values, inverse, counts, return_inverse, return_counts):
+    """aten's (values, inverse, counts), empty where not asked for, as torch returns."""
+    import ember
+    empty = ember.empty(0, dtype=ember.int64)
+    return values, inverse if return_inverse else empty, counts if return_counts else empty
+
+
+def _unique2(x, sorted=True, return_inverse=False, return_counts=False):
+    import ember
+    values, inverse, counts = ember.unique(x, sorted, True, True)
+    return _all_three(values, inverse, counts, return_inverse, return_counts)
+
+
+def _unique_dim(x, dim, sorted=True, return_inverse=False, return_counts=False):
+    import ember
+    values, inverse, counts = ember.unique(x, sorted, True, True, dim)
+    return _all_three(values, inverse, counts, return_inverse, return_counts)
+
+
+def _unique_consecutive(x, return_inverse=False, return_counts=False, dim=None):
+    import ember
+    values, inverse, counts = ember.unique_consecutive(x, True, True, dim)
+    return _all_three(values, inverse, counts, return_inverse, return_counts)
+
+
+# aten's unique calls, which return all three tensors
+_add("torch._unique2", _unique2)
+_add("torch.unique_dim", _unique_dim)
+_add("torch.unique_consecutive", _unique_consecutive)
+
+
+def _linalg_inv_ex(A, check_errors=False):
+    from ember import linalg
+    return tuple(linalg.inv_ex(A, check_errors=check_errors))
+
+
+def _linalg_householder_product(A, tau):
+    from ember import linalg
+    return linalg.householder_product(A, tau)
+
+
+_add("torch.linalg_inv_ex", _linalg_inv_ex)
+_add("torch.linalg_householder_product", _linalg_householder_product)

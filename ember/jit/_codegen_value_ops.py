@@ -4,7 +4,11 @@ shape (or values) follows the values of an integer or boolean tensor argument:
 ``tensor_split`` at a tensor of indices, ``ctc_loss``; ``hash_tensor``, computed on
 the elements' bits; ``take_along_dim`` along a dim; and the calls whose result follows
 the input's values (``kthvalue``'s order, ``lu_unpack``/``lu_solve``'s permutation from
-the pivots, ``histogram``'s edges, ``matrix_exp``'s scaling, ``matrix_rank``). Written
+the pivots, ``histogram``'s edges, ``matrix_exp``'s scaling, ``matrix_rank``, ``unique``'s distinct
+values and ``unique_consecutive``'s runs, ``combinations``' index rows, ``corrcoef``'s
+path for one row, ``linalg_inv_ex``'s info, ``linalg_householder_product`` and ``ormqr``'s
+reflectors for the sizes at hand, ``triangular_solve``'s broadcast batch, ``frexp``'s
+exponents, ``isin``'s comparisons). Written
 as the aten call on the traced values, so a saved trace computes them at run time, as
 PyTorch's does."""
 from ember.jit._codegen_emitter import emits, literal
@@ -111,3 +115,77 @@ def _linalg_matrix_exp(em, node, A):
 def _linalg_matrix_rank(em, node, A, atol=None, rtol=None, hermitian=False, out=None):
     return (f"torch.linalg_matrix_rank({em.e(A)}, atol={em.e(atol)}, rtol={em.e(rtol)}, "
             f"hermitian={literal(bool(hermitian))})")
+
+
+def _picked(em, call, node, return_inverse, return_counts):
+    """aten's (values, inverse, counts) unpacked where the call is made (all three: a
+    pair would not unpack the triple); the items the call returned."""
+    names = [em.tmp_name() for _ in range(3)]
+    em.lines.append(f"{', '.join(names)} = {call}")
+    picks = [0] + [1] * bool(return_inverse) + [2] * bool(return_counts)
+    return [names[i] for i in picks] if node.multi else names[0]
+
+
+@emits("unique")
+def _unique(em, node, input, sorted=True, return_inverse=False, return_counts=False,
+            dim=None):
+    flags = (f"{literal(bool(sorted))}, {literal(bool(return_inverse))}, "
+             f"{literal(bool(return_counts))}")
+    # PyTorch's torch.unique calls aten::_unique2, or aten::unique_dim along a dim
+    call = f"torch._unique2({em.e(input)}, {flags})" if dim is None else \
+        f"torch.unique_dim({em.e(input)}, {em.e(dim)}, {flags})"
+    return _picked(em, call, node, return_inverse, return_counts)
+
+
+@emits("unique_consecutive")
+def _unique_consecutive(em, node, input, return_inverse=False, return_counts=False, dim=None):
+    call = (f"torch.unique_consecutive({em.e(input)}, {literal(bool(return_inverse))}, "
+            f"{literal(bool(return_counts))}, {em.e(dim)})")
+    return _picked(em, call, node, return_inverse, return_counts)
+
+
+@emits("combinations")
+def _combinations(em, node, input, r=2, with_replacement=False):
+    return f"torch.combinations({em.e(input)}, {em.e(r)}, {literal(bool(with_replacement))})"
+
+
+@emits("corrcoef")
+def _corrcoef(em, node, input):
+    return f"torch.corrcoef({em.e(input)})"
+
+
+@emits("linalg_inv_ex")
+def _linalg_inv_ex(em, node, A, check_errors=False, out=None):
+    res = em.tmp(f"torch.linalg_inv_ex({em.e(A)}, check_errors={literal(bool(check_errors))})")
+    return [f"{res}[0]", f"{res}[1]"]
+
+
+@emits("linalg_householder_product")
+def _linalg_householder_product(em, node, A, tau, out=None):
+    return f"torch.linalg_householder_product({em.e(A)}, {em.e(tau)})"
+
+
+@emits("ormqr")
+def _ormqr(em, node, input, tau, other, left=True, transpose=False, out=None):
+    return (f"torch.ormqr({em.e(input)}, {em.e(tau)}, {em.e(other)}, "
+            f"{literal(bool(left))}, {literal(bool(transpose))})")
+
+
+@emits("triangular_solve")
+def _triangular_solve(em, node, b, A, upper=True, transpose=False, unitriangular=False,
+                      out=None):
+    res = em.tmp(f"torch.triangular_solve({em.e(b)}, {em.e(A)}, {literal(bool(upper))}, "
+                 f"{literal(bool(transpose))}, {literal(bool(unitriangular))})")
+    return [f"{res}[0]", f"{res}[1]"]
+
+
+@emits("frexp")
+def _frexp(em, node, input):
+    res = em.tmp(f"torch.frexp({em.e(input)})")
+    return [f"{res}[0]", f"{res}[1]"]
+
+
+@emits("isin")
+def _isin(em, node, elements, test_elements, assume_unique=False, invert=False):
+    return (f"torch.isin({em.e(elements)}, {em.e(test_elements)}, "
+            f"assume_unique={literal(bool(assume_unique))}, invert={literal(bool(invert))})")

@@ -37,11 +37,13 @@ def _canonical_dim(dim, ndim):
 
 
 def _input_mask(input, mask):
-    if mask.shape != input.shape:
-        if mask.ndim > input.ndim:
-            raise IndexError("_input_mask expected broadcastable mask (got mask dimensionality "
-                             "higher than of the input)")
-        mask = ember.broadcast_to(mask.clone(), input.shape)
+    if mask.ndim > input.ndim:
+        raise IndexError("_input_mask expected broadcastable mask (got mask dimensionality "
+                         "higher than of the input)")
+    # broadcast even where the shapes agree, so that a trace records the broadcast to
+    # the input's sizes and a replay with a broadcasting mask counts the elements kept
+    mask = ember.broadcast_to(mask.clone() if mask.shape != input.shape else mask,
+                              input.shape)
     return mask.to(dtype=ember.bool)
 
 

@@ -47,6 +47,7 @@ from ember.ops import (
     activations,
     bitwise,
     conversion,
+    division,
     elementwise,
     extrema,
     linalg,
@@ -125,6 +126,17 @@ def _mod(python_remainder):
 
 exports(elementwise.Remainder)(_mod(True))
 exports(elementwise.Fmod)(_mod(False))
+
+
+@exports(division.FloorDivide)
+def _floor_divide(g, node, a, b):
+    """Integers: ``(a - a mod b) / b`` with Python's mod, an exact quotient (ONNX's Div
+    rounds toward zero). Floats are refused: ``Floor(Div)`` differs from PyTorch's
+    rounding of the quotient at some values."""
+    if np.dtype(node.outputs[0].dtype.np).kind not in "iu":
+        raise UnsupportedOnnxExport("floor_divide of floating-point tensors")
+    ins = _operands(g, node, a, b)
+    return g.op("Div", [g.op("Sub", [ins[0], g.op("Mod", ins, fmod=0)]), ins[1]])
 
 
 @exports(power.Pow, power.PowScalar)
@@ -560,3 +572,4 @@ def _pdist(g, node, input, p=2):
     flat = g.const(np.asarray([-1], np.int64))
     return g.op("Compress", [g.op("Reshape", [dist, flat]), g.op("Reshape", [mask, flat])],
                 axis=0)
+

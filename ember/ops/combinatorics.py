@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 
 from ember._factory import empty, zeros
-from ember._tensor import _make
+from ember._tensor import _make, _mode_active, _mode_recorder
 from ember.backend.dtypes import promote_types
 from ember.ops.diagonals import diag
 from ember.ops.join import cat, meshgrid, stack
@@ -29,6 +29,10 @@ def combinations(input, r=2, with_replacement=False):
         raise RuntimeError(f"Expect a non-negative number, but got {r}")
     if r == 0:
         return empty(0, dtype=input.dtype)
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node: the index rows are built from the length (a capture would keep the
+        # example's)
+        return m.composite_locals("combinations", combinations, locals())
     n = input.shape[0]
     gen = itertools.combinations_with_replacement if with_replacement else \
         itertools.combinations

@@ -80,6 +80,10 @@ def ldexp(input, other):
 @with_out
 def frexp(input):
     """Mantissa in [0.5, 1) and integer exponent with ``input = m * 2 ** e``."""
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node: the exponent is read off the input's values (a capture would keep the
+        # example's)
+        return m.composite("frexp", frexp, (input,), {})
     _, e = np.frexp(_arr(input))
     from collections import namedtuple
     Frexp = namedtuple("frexp", ["mantissa", "exponent"])

@@ -277,6 +277,10 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False, *, 
         raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
                            f"{_tname(b._data.dtype)} and A of type {_tname(A._data.dtype)} "
                            "instead.")
+    if out is None and _mode_active[0] and (m := _mode_recorder((b, A))) is not None:
+        # one node: the batch is broadcast to sizes read here (a capture would keep the
+        # example's)
+        return m.composite_locals("triangular_solve", triangular_solve, locals())
     batch = tuple(np.broadcast_shapes(tuple(A.shape[:-2]), tuple(b.shape[:-2])))
     Ab = A.expand(*batch, *A.shape[-2:])
     bb = b.expand(*batch, *b.shape[-2:])
@@ -430,6 +434,13 @@ def ormqr(input, tau, other, left=True, transpose=False, *, out=None):
     if k > input.shape[-1] or k > m:
         raise RuntimeError("torch.ormqr: tau.shape[-1] must be less than or equal to "
                            "input.shape[-1]")
+    if k != min(nq, input.shape[-1]):  # one reflector per column of a full geqrf
+        raise RuntimeError(f"torch.ormqr: tau.shape[-1] must be equal to "
+                           f"min(other.shape[{-2 if left else -1}], input.shape[-1])")
+    if out is None and _mode_active[0] and (m_ := _mode_recorder((input, tau, other))) is not None:
+        # one node: the reflectors are applied one by one for the sizes read here (a
+        # capture would keep the example's)
+        return m_.composite_locals("ormqr", ormqr, locals())
     rows = ember.arange(m).unsqueeze(-1)
     C = other
     # Q = H_1 ... H_k; Q^H = H_k^H ... H_1^H with H_i^H = I - conj(tau_i) v_i v_i^H

@@ -75,6 +75,10 @@ def inv_ex(A, *, check_errors=False, out=None):
     """``(inverse, info)``: ``info`` is 0 where the matrix was invertible, else the
     (1-based) index of the first zero pivot, whose matrix's inverse is left as nan."""
     _check_square("linalg.inv_ex", A)
+    if out is None and _mode_active[0] and (m := _mode_recorder((A,))) is not None:
+        # one node: ``info`` and a singular matrix's NaNs are found on the values (a
+        # capture would keep the example's)
+        return m.composite_locals("linalg_inv_ex", inv_ex, locals())
     batch = tuple(A.shape[:-2])
     try:
         res = Inv.apply(A)

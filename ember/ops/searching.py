@@ -6,6 +6,8 @@ import numpy as np
 
 from ember._factory import tensor
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
+from ember.backend.dtypes import bool as ember_bool
+from ember.backend.dtypes import int64
 from ember.ops._util import (
     not_implemented_for,
     reduced_float,
@@ -152,15 +154,24 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
     """Whether each element of ``elements`` is in ``test_elements``."""
     for x in (elements, test_elements):  # (PyTorch's kernels sort or compare them)
-        dt = _arr(x).dtype  # a Python number as a double-precision scalar, as PyTorch
+        # a Python number as a double-precision scalar, as PyTorch (a tensor's dtype is
+        # no read of its values)
+        dt = x._data.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
         if dt.kind in "bc":
             raise RuntimeError(f"Unsupported input type encountered for isin(): {type_name(dt)}")
+    if _mode_active[0] and (m := _mode_recorder((elements, test_elements))) is not None:
+        # one node: the elements are compared outside the ops (a capture would keep the
+        # example's answer)
+        return m.composite_locals("isin", isin, locals())
     e, t = _arr(elements), _arr(test_elements)
     return _make(np.isin(e, t, invert=invert))
 
 
 def unravel_index(indices, shape):
     """The coordinates (one tensor per dimension) of flat ``indices`` in ``shape``."""
+    if _mode_active[0] and isinstance(indices, Tensor) and \
+            _mode_recorder((indices,)) is not None and math.prod(_sizes(shape)):
+        return _unravel_recorded(indices, shape)
     idx = _arr(indices)
     if idx.dtype.kind not in "iu":
         raise TypeError("expected 'indices' to be integer dtype, but got "
@@ -175,3 +186,25 @@ def unravel_index(indices, shape):
         raise RuntimeError(f"'indices' must be in range [-{total}, {total})")
     idx = np.where(idx < 0, idx + total, idx)
     return tuple(_make(c.astype(np.int64)) for c in np.unravel_index(idx, shape))
+
+
+def _sizes(shape):
+    return (shape,) if isinstance(shape, int) else tuple(shape)
+
+
+def _unravel_recorded(indices, shape):
+    """``unravel_index`` in ember ops, as a trace records it (PyTorch's trace records its
+    ``floor_divide`` and ``remainder``): each coordinate ``indices // stride % size``,
+    which wraps a negative index from the end. The range is not checked: that would read
+    the values."""
+    if indices.dtype.is_floating_point or indices.dtype.is_complex or indices.dtype == ember_bool:
+        raise TypeError(f"expected 'indices' to be integer dtype, but got {indices.dtype}")
+    shape = _sizes(shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"'shape' cannot have negative values, but got {tuple(shape)}")
+    idx = indices.to(int64)
+    coords, stride = [], 1
+    for size in reversed(shape):
+        coords.append((idx // stride) % size)
+        stride *= size
+    return tuple(reversed(coords))

@@ -353,6 +353,10 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     # (complex numbers have no order to sort them in)
     refuse_kinds(input, "c", "\"unique\" not implemented for '{type}'" if dim is None
                  else "\"unique_dim\" not implemented for '{type}'", NotImplementedError)
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node: the distinct values are found on the input's values (a capture would
+        # keep the example's as constants)
+        return m.composite_locals("unique", unique, locals())
     xp = backend.array_module(input._data)
     a = input._data
     if dim is None:
@@ -379,6 +383,9 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     flat = dim is None or input.ndim == 1
     refuse_kinds(input, "c", "\"unique\" not implemented for '{type}'" if flat
                  else "\"unique_dim\" not implemented for '{type}'", NotImplementedError)
+    if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
+        # one node: the runs are found on the input's values (see unique)
+        return m.composite_locals("unique_consecutive", unique_consecutive, locals())
     xp = backend.array_module(input._data)
     a = input._data
     if dim is None:
