@@ -57,6 +57,12 @@ HERMITIAN_INPUT = {"linalg.eigh", "linalg.eigvalsh"}
 COLUMN_GAUGE = {"linalg.eigh": 1}  # which output holds the eigenvectors
 
 
+# complex SVDs: (U's output, V's or Vh's output, whether it is Vh). A joint phase of a
+# column of U and of V is free, so is its tangent's part U diag(i theta) (V alike): torch
+# and ember fix it otherwise; both tangents are brought to Im diag(U^H dU) = 0 first
+SVD_GAUGE = {"svd": (0, 2, False), "linalg.svd": (0, 2, True)}
+
+
 def _hermitian(tan):
     return (tan + np.conj(np.swapaxes(tan, -1, -2))) / 2
 
@@ -68,6 +74,35 @@ def _align_columns(e_primal, e_tangent, t_primal):
     mag = np.abs(c)
     phase = np.where(mag > 0, c / np.where(mag > 0, mag, 1), 1)
     return e_primal * phase, (None if e_tangent is None else e_tangent * phase)
+
+
+def _svd_gauge_free(lib, fw, outs, where):
+    """``outs`` (a list of dual tensors of ``lib``) with the tangents of U and V (or Vh)
+    moved to the gauge Im diag(U^H dU) = 0 over the first k = min(m, n) columns."""
+    def arrays(t):
+        primal, tangent = fw.unpack_dual(t)
+        if tangent is None:
+            return None, None
+        if lib is torch:
+            primal, tangent = primal.resolve_conj(), tangent.resolve_conj()
+        return primal.detach().numpy(), tangent.detach().numpy()
+    iu, iv, vh = where
+    (U, dU), (V, dV) = arrays(outs[iu]), arrays(outs[iv])
+    if dU is None or dV is None:
+        return outs
+    k = fw.unpack_dual(outs[1]).primal.shape[-1]
+    theta = np.einsum("...ij,...ij->...j", np.conj(U[..., :k]), dU[..., :k]).imag
+    dU = dU.copy()
+    dV = dV.copy()
+    dU[..., :k] -= U[..., :k] * (1j * theta)[..., None, :]
+    if vh:
+        dV[..., :k, :] += (1j * theta)[..., :, None] * V[..., :k, :]
+    else:
+        dV[..., :k] -= V[..., :k] * (1j * theta)[..., None, :]
+    outs = list(outs)
+    outs[iu] = fw.make_dual(lib.tensor(U), lib.tensor(dU))
+    outs[iv] = fw.make_dual(lib.tensor(V), lib.tensor(dV))
+    return outs
 
 
 class _Pair:
@@ -174,6 +209,9 @@ def check_op(op, samples=SAMPLES, dtype=torch.float64, fn=None, other=None):
             if len(tf) != len(ef):
                 problem = problem or "output structure differs"
                 continue
+            if op.name in SVD_GAUGE and dtype.is_complex:
+                tf = _svd_gauge_free(torch, tfw, tf, SVD_GAUGE[op.name])
+                ef = _svd_gauge_free(ember, efw, ef, SVD_GAUGE[op.name])
             if op.name in COLUMN_GAUGE:
                 j = COLUMN_GAUGE[op.name]
                 ep, et = efw.unpack_dual(ef[j])
