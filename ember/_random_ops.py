@@ -609,6 +609,8 @@ def _normal_tensors(g, mean, std, out):
     elif st:
         arr = _rounded(_math(arr) + np.asarray(mean, dtype=_math(arr).dtype), npd)
     if out is not None:
+        if type(out._data) is not np.ndarray:
+            arr = backend.to_device(arr, out.device)
         return write_out(_make(arr, False), out, "normal")
     node = _Normal3 if mt and st else _Normal1 if mt else _Normal2
     return _result(node, inputs, arr)
