@@ -20,7 +20,7 @@ from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 from ember.backend.meta import MetaArray as _MetaArray
 from ember.ops._inplace import check_inplace, commit
-from ember.ops._util import with_out
+from ember.ops._util import can_cast, scalar_type_name, with_out, write_out
 from ember.ops.sampling import (  # the nodes of sampled tensors
     _Bernoulli0,
     _Bernoulli1,
@@ -507,40 +507,113 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
         npd = _dtype(dtype, out.dtype if out is not None else None)
         if not std >= 0:
             raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
-        _need_float(npd, "normal_kernel_cpu")
+        part = _complex_part(npd)
+        if part is None:
+            _need_float(npd, "normal_kernel_cpu")
         if _to_meta(device, out):
             return _new(np.zeros(shape, npd), device, requires_grad, out)
-        arr = K.normal(g, int(np.prod(shape)), mean, std, npd).reshape(shape)
+        n = int(np.prod(shape))
+        if part is not None:
+            # normal_ on the real view: mean in both parts, std / sqrt(2)
+            arr = K.normal(g, 2 * n, mean, std / math.sqrt(2.0), part).view(npd)
+            return _new(arr.reshape(shape), device, requires_grad, out)
+        arr = K.normal(g, n, mean, std, npd).reshape(shape)
         return _new(arr, device, requires_grad, out)
-    if mt and not st:
-        if not std >= 0:
-            raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
-        m = mean._host()
-        _need_float(m.dtype, "normal_kernel_cpu")
-        perm = _like_perm(m)
-        z = _arrange(K.normal(g, m.size, 0.0, std, m.dtype, perm is None), m.shape, perm)
-        return _result(_Normal1, [mean], (z + m).astype(m.dtype, copy=False))
-    s = std._host()
-    if not mt:
+    return _normal_tensors(g, mean, std, out)
+
+
+def _normal_draw(g, shape, npd, std, perm):
+    """``normal_(0, std)`` on a fresh tensor of ``shape`` and ``npd`` laid out in ``perm``
+    (None: C order); a complex one is drawn as its real view with std / sqrt(2), as
+    PyTorch does."""
+    n = int(np.prod(shape))
+    part = _complex_part(npd)
+    if part is None:
+        return _arrange(K.normal(g, n, 0.0, std, npd, perm is None), shape, perm)
+    flat = K.normal(g, 2 * n, 0.0, std / math.sqrt(2.0), part, perm is None).view(npd)
+    return _arrange(flat, shape, perm)
+
+
+def _math(arr):
+    """``arr`` as NumPy can compute with it (complex32 as complex64)."""
+    return _c32.to_c64(arr) if _c32.is_c32(arr) else arr
+
+
+def _rounded(arr, npd):
+    """``arr`` rounded to ``npd`` once, as an in-place op writes its result."""
+    if npd == _c32.NP:
+        return _c32.from_complex(arr)
+    return arr.astype(npd, copy=False)
+
+
+def _normal_tensors(g, mean, std, out):
+    """``normal`` with a tensor ``mean`` or ``std`` (or both), PyTorch's way: the result
+    (``out``, else a tensor of mean's dtype, or std's when only std is a tensor) is
+    filled by ``normal_(0, std)`` (a number std) or ``normal_(0, 1)``, then multiplied
+    in place by a tensor std and ``mean`` added in place, each step rounded to the
+    result's dtype. A complex result is drawn through its real view."""
+    mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
+    m = mean._host() if mt else None
+    s = std._host() if st else None
+    if st:
+        if s.dtype.kind == "c" or _c32.is_c32(s):
+            raise RuntimeError("normal expects standard deviation to be non-complex")
         if s.size and not (s >= 0).all():
             raise RuntimeError("normal expects all elements of std >= 0.0")
-        _need_float(s.dtype, "normal_kernel_cpu")
-        perm = _like_perm(s)
-        z = _arrange(K.normal(g, s.size, 0.0, 1.0, s.dtype, perm is None), s.shape, perm)
-        arr = (z * s + s.dtype.type(mean)).astype(s.dtype, copy=False)
-        return _result(_Normal2, [std], arr)
-    m = mean._host()
-    npd = _dt.result_type(mean, std).np
-    try:
-        shape = np.broadcast_shapes(m.shape, s.shape)
-    except ValueError:
-        raise RuntimeError(_broadcast_msg(m.shape, s.shape)) from None
-    if s.size and not (s >= 0).all():
-        raise RuntimeError("normal expects all elements of std >= 0.0")
-    _need_float(npd, "normal_kernel_cpu")
-    z = K.normal(g, int(np.prod(shape)), 0.0, 1.0, npd).reshape(shape)
-    arr = (z * s.astype(npd) + m.astype(npd)).astype(npd, copy=False)
-    return _result(_Normal3, [mean, std], arr)
+    elif not std >= 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {_g(std)}")
+    ref = m if mt else s
+    npd = out._data.dtype if out is not None else ref.dtype
+    _need_float(npd if _complex_part(npd) is None else np.dtype(np.float32),
+                "normal_kernel_cpu")
+    if mt and st:
+        try:
+            shape = np.broadcast_shapes(m.shape, s.shape)
+        except ValueError:
+            raise RuntimeError(_broadcast_msg(m.shape, s.shape)) from None
+    else:
+        shape = ref.shape
+    if out is not None and mt and not st:
+        # PyTorch draws into ``out`` and adds mean in place: ``out`` keeps a shape mean
+        # broadcasts to
+        try:
+            shape = np.broadcast_shapes(m.shape, out._data.shape)
+        except ValueError:
+            raise RuntimeError(_broadcast_msg(m.shape, out._data.shape)) from None
+    inputs = [t for t in (mean, std) if isinstance(t, Tensor)]
+    grad = _grad_state.grad_enabled and any(t._requires_grad for t in inputs)
+    if grad and out is not None:
+        raise RuntimeError("normal(): functions with out=... arguments don't support "
+                           "automatic differentiation, but one of the arguments requires "
+                           "grad.")
+    if grad and _complex_part(npd) is not None:
+        raise RuntimeError("normal does not support automatic differentiation for outputs "
+                           "with complex dtype.")
+    for operand in (m, s):
+        if operand is not None and not can_cast(operand.dtype, npd):
+            # the in-place step's result type (out's dtype with the operand's)
+            promoted = np.promote_types(_math(np.empty(0, operand.dtype)).dtype,
+                                        _math(np.empty(0, npd)).dtype)
+            raise RuntimeError(f"result type {scalar_type_name(_dt.from_numpy_dtype(promoted))} "
+                               f"can't be cast to the desired output type "
+                               f"{scalar_type_name(_dt.from_numpy_dtype(npd))}")
+    # PyTorch's result is C-contiguous whatever mean's or std's layout; an ``out`` of the
+    # right shape is filled in its own memory order
+    perm = _perm(out._data) if out is not None and \
+        tuple(out._data.shape) == tuple(shape) else None
+    arr = _normal_draw(g, shape, npd, std if not st else 1.0, perm)
+    if st:
+        arr = _rounded(_math(arr) * _math(s), npd)
+    if mt:
+        arr = _rounded(_math(arr) + _math(m), npd)
+    elif st:
+        arr = _rounded(_math(arr) + np.asarray(mean, dtype=_math(arr).dtype), npd)
+    if out is not None:
+        if type(out._data) is not np.ndarray:
+            arr = backend.to_device(arr, out.device)
+        return write_out(_make(arr, False), out, "normal")
+    node = _Normal3 if mt and st else _Normal1 if mt else _Normal2
+    return _result(node, inputs, arr)
 
 
 def _broadcast_msg(a, b):

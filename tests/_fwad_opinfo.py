@@ -1,4 +1,5 @@
 """Drive ember's forward-mode AD from PyTorch's OpInfo database (used by test_forward_ad)."""
+import random
 import warnings
 
 import numpy as np
@@ -44,14 +45,75 @@ def ember_fn(name):
     return None
 
 
+# ops of a Hermitian matrix that read one triangle (OpInfo draws non-Hermitian samples and
+# checks gradients through ``gradcheck_wrapper_hermitian_input``): their tangents are
+# compared for Hermitian tangents. For a tangent off the Hermitian matrices torch's forward
+# rule takes the whole tangent, which no eigenvector derivative matches (it breaks V^H V = I
+# to first order); ember's is the rule on the tangent's Hermitian part, the adjoint of the
+# backward both share (tests/test_forward_ad.py, test_eigh_tangent_off_the_symmetric_...)
+HERMITIAN_INPUT = {"linalg.eigh", "linalg.eigvalsh"}
+# ops whose eigenvector columns are defined up to sign (a phase for complex): ember's
+# columns (and their tangents) are turned to torch's before comparing
+COLUMN_GAUGE = {"linalg.eigh": 1}  # which output holds the eigenvectors
+
+
+# complex SVDs: (U's output, V's or Vh's output, whether it is Vh). A joint phase of a
+# column of U and of V is free, so is its tangent's part U diag(i theta) (V alike): torch
+# and ember fix it otherwise; both tangents are brought to Im diag(U^H dU) = 0 first
+SVD_GAUGE = {"svd": (0, 2, False), "linalg.svd": (0, 2, True)}
+
+
+def _hermitian(tan):
+    return (tan + np.conj(np.swapaxes(tan, -1, -2))) / 2
+
+
+def _align_columns(e_primal, e_tangent, t_primal):
+    """ember's eigenvectors and their tangent turned column by column to torch's sign or
+    phase (a tangent follows the same factor: the rules are equivariant)."""
+    c = (np.conj(e_primal) * t_primal).sum(-2, keepdims=True)
+    mag = np.abs(c)
+    phase = np.where(mag > 0, c / np.where(mag > 0, mag, 1), 1)
+    return e_primal * phase, (None if e_tangent is None else e_tangent * phase)
+
+
+def _svd_gauge_free(lib, fw, outs, where):
+    """``outs`` (a list of dual tensors of ``lib``) with the tangents of U and V (or Vh)
+    moved to the gauge Im diag(U^H dU) = 0 over the first k = min(m, n) columns."""
+    def arrays(t):
+        primal, tangent = fw.unpack_dual(t)
+        if tangent is None:
+            return None, None
+        if lib is torch:
+            primal, tangent = primal.resolve_conj(), tangent.resolve_conj()
+        return primal.detach().numpy(), tangent.detach().numpy()
+    iu, iv, vh = where
+    (U, dU), (V, dV) = arrays(outs[iu]), arrays(outs[iv])
+    if dU is None or dV is None:
+        return outs
+    k = fw.unpack_dual(outs[1]).primal.shape[-1]
+    theta = np.einsum("...ij,...ij->...j", np.conj(U[..., :k]), dU[..., :k]).imag
+    dU = dU.copy()
+    dV = dV.copy()
+    dU[..., :k] -= U[..., :k] * (1j * theta)[..., None, :]
+    if vh:
+        dV[..., :k, :] += (1j * theta)[..., :, None] * V[..., :k, :]
+    else:
+        dV[..., :k] -= V[..., :k] * (1j * theta)[..., None, :]
+    outs = list(outs)
+    outs[iu] = fw.make_dual(lib.tensor(U), lib.tensor(dU))
+    outs[iv] = fw.make_dual(lib.tensor(V), lib.tensor(dV))
+    return outs
+
+
 class _Pair:
     """Matched torch and ember arguments built from one OpInfo sample, tangents attached
     to the tensors of ``dtype`` (complex tangents for a complex dtype)."""
 
-    def __init__(self, rng, dtype=torch.float64, other=None):
+    def __init__(self, rng, dtype=torch.float64, other=None, hermitian=False):
         self.rng = rng
         self.dtype = dtype
         self.other = other  # ember's value for any other argument (default: itself)
+        self.hermitian = hermitian  # tangents of square matrices made Hermitian
 
     def convert(self, x, dual):
         if isinstance(x, torch.Tensor):
@@ -61,6 +123,8 @@ class _Pair:
                 tan = self.rng.standard_normal(arr.shape)
                 if x.is_complex():
                     tan = tan + 1j * self.rng.standard_normal(arr.shape)
+                if self.hermitian and arr.ndim >= 2 and arr.shape[-1] == arr.shape[-2]:
+                    tan = _hermitian(tan)
                 return (tfw.make_dual(x.detach(), torch.tensor(tan)),
                         efw.make_dual(e, ember.tensor(tan)))
             return x, e
@@ -107,7 +171,9 @@ def check_op(op, samples=SAMPLES, dtype=torch.float64, fn=None, other=None):
             # the whole Python stack for every sample (slow under pytest)
             # (seeded: OpInfo draws its samples from torch's global generator, and a draw
             # with nearly equal eigenvalues makes eigenvector tangents ill-conditioned)
+            # (and Python's: eigh's samples pick UPLO with ``random.choice``)
             torch.manual_seed(0)
+            random.seed(0)
             all_samples = iter(op.sample_inputs_func(op, "cpu", dtype, False))
         except Exception as e:  # noqa: BLE001 - torch's own sample generator
             return "forward", f"samples: {e}"
@@ -125,7 +191,7 @@ def check_op(op, samples=SAMPLES, dtype=torch.float64, fn=None, other=None):
         if checked and _numel(s.input) > 300:
             continue  # past the first, small samples only (the rules are the same)
         rng = np.random.default_rng(k)
-        conv = _Pair(rng, dtype, other)
+        conv = _Pair(rng, dtype, other, hermitian=op.name in HERMITIAN_INPUT)
         with tfw.dual_level(), efw.dual_level():
             (ti, ei) = conv.convert(s.input, True)
             (ta, ea) = conv.convert(list(s.args), True)
@@ -143,6 +209,17 @@ def check_op(op, samples=SAMPLES, dtype=torch.float64, fn=None, other=None):
             if len(tf) != len(ef):
                 problem = problem or "output structure differs"
                 continue
+            if op.name in SVD_GAUGE and dtype.is_complex:
+                tf = _svd_gauge_free(torch, tfw, tf, SVD_GAUGE[op.name])
+                ef = _svd_gauge_free(ember, efw, ef, SVD_GAUGE[op.name])
+            if op.name in COLUMN_GAUGE:
+                j = COLUMN_GAUGE[op.name]
+                ep, et = efw.unpack_dual(ef[j])
+                ep, et = _align_columns(ep.detach().numpy(),
+                                        None if et is None else et.detach().numpy(),
+                                        tfw.unpack_dual(tf[j]).primal.detach().numpy())
+                ef[j] = efw.make_dual(ember.tensor(ep), ember.tensor(et)) if et is not None \
+                    else ember.tensor(ep)
             ok_primal = True
             for t, e in zip(tf, ef):
                 if isinstance(t, torch.Tensor):

@@ -233,3 +233,19 @@ def test_float32_erf_and_gelu_on_cuda_as_on_cpu(cupy):
         cpu = f(ember.from_numpy(x)).numpy()
         gpu = f(ember.from_numpy(x).to("cuda")).cpu().numpy()
         assert cpu.tobytes() == gpu.tobytes(), f
+
+
+def test_normal_with_tensor_arguments_on_cuda(cupy):
+    """``normal`` with a tensor mean on cuda (the result on cuda, ``out=`` a cuda tensor
+    written in place), the same values as on the CPU at one seed."""
+    res = []
+    for device in ("cpu", "cuda"):
+        ember.manual_seed(0)
+        m = ember.arange(6.0, device=device).reshape(2, 3).to(ember.complex64)
+        o = ember.empty(2, 3, device=device)
+        a = ember.normal(m, 2.0)
+        b = ember.normal(m.real, ember.ones(3, device=device), out=o)
+        assert a.device.type == device and b is o and o.device.type == device
+        res.append([a.cpu().numpy(), o.cpu().numpy()])
+    for x, y in zip(*res):
+        np.testing.assert_array_equal(x, y)

@@ -75,9 +75,9 @@ def test_special_values(path):
     x = rng.standard_normal((6, 16)).astype(F32)
     x[1, 3], x[2, 0], x[3, 5] = np.nan, np.inf, -np.inf
     x[4] = 7.0                                   # a constant row: zero variance
-    x[5] *= 1e30                                 # huge values
     _check(x, rng.standard_normal(16).astype(F32), rng.standard_normal(16).astype(F32),
            (16,))
+    # (a row of huge values, whose variance overflows, is test_rows_whose_variance_...'s)
 
 
 def test_kernels_match_the_numpy_blocks(monkeypatch):
@@ -190,3 +190,64 @@ def test_numpy_blocks_second_pass_recomputes_the_kept_rows(monkeypatch, affine):
         assert np.array_equal(a, b_)
     for a, t in zip(res[ember][0], res[torch][0]):
         np.testing.assert_allclose(a, t, rtol=1e-5, atol=1e-5)
+
+
+def _exact_norm(x, axes, w=None, b=None):
+    """The normalization of ``x`` over ``axes`` in double on the rows scaled to 1 (no
+    overflow), eps 1e-5, times ``w`` plus ``b``."""
+    xd = x.astype(np.float64)
+    s = np.abs(xd).max(axis=axes, keepdims=True)
+    xs = xd / s
+    xc = xs - xs.mean(axis=axes, keepdims=True)
+    y = xc / np.sqrt((xc * xc).mean(axis=axes, keepdims=True) + 1e-5 / (s * s))
+    y = y if w is None else y * w
+    return y if b is None else y + b
+
+
+@pytest.mark.parametrize("affine", ["both", "none"])
+@pytest.mark.parametrize("big", [1e20, 8.5e37, -3e38])
+def test_rows_whose_variance_overflows_are_normalized(path, affine, big):
+    """A float32 row whose variance overflows (one value of 1e20 among ordinary ones, or
+    a row of values near the largest float) is normalized exactly: finite, as the
+    double computation on the scaled row (ember gave NaN; torch gives the bias alone, its
+    variance infinite, or NaN for some row lengths); ordinary rows keep their bits, and
+    rows holding inf or NaN stay NaN."""
+    rng = np.random.default_rng(5)
+    for D in (1, 5, 24, 30, 100, 1000):
+        x = rng.standard_normal((4, D)).astype(F32)
+        w = b = None
+        if affine == "both":
+            w, b = rng.standard_normal(D).astype(F32), rng.standard_normal(D).astype(F32)
+        plain = ember.nn.functional.layer_norm(ember.tensor(x), (D,), *(
+            None if a is None else ember.tensor(a) for a in (w, b))).numpy()
+        x[0, D // 3] = big
+        x[2] = (big * rng.uniform(-1, 1, D)).astype(F32)
+        x[3, 0] = np.inf
+        tw, tb = (None, None) if w is None else (ember.tensor(w), ember.tensor(b))
+        y = ember.nn.functional.layer_norm(ember.tensor(x), (D,), tw, tb).numpy()
+        want = _exact_norm(x[:3], (1,), w, b)
+        np.testing.assert_allclose(y[:3], want, rtol=1e-5, atol=2e-5 * np.sqrt(D))
+        assert np.isnan(y[3]).all()
+        np.testing.assert_array_equal(y[1], plain[1])
+
+
+def test_overflowing_rows_of_other_norms():
+    """Group norm's groups and layer norm over several dims (the general path) and of
+    float64 (values near 1e200) are recomputed the same way; the gradient of a row of
+    1e20 is finite."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 4, 5)).astype(F32)
+    x[0, 1, 2] = 1e20
+    y = ember.nn.functional.group_norm(ember.tensor(x), 2).numpy()
+    want = _exact_norm(x.reshape(2, 2, 10), (2,)).reshape(x.shape)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    y = ember.nn.functional.layer_norm(ember.tensor(x), (4, 5)).numpy()
+    np.testing.assert_allclose(y, _exact_norm(x, (1, 2)), rtol=1e-5, atol=1e-5)
+    xd = rng.standard_normal((3, 8))
+    xd[0, 3] = 1e200
+    y = ember.nn.functional.layer_norm(ember.tensor(xd), (8,)).numpy()
+    np.testing.assert_allclose(y, _exact_norm(xd, (1,)), rtol=1e-12, atol=1e-12)
+    t = ember.tensor(x, requires_grad=True)
+    ember.nn.functional.layer_norm(t, (5,), ember.ones(5), ember.zeros(5)).square().sum() \
+        .backward()
+    assert np.isfinite(t.grad.numpy()).all()

@@ -81,9 +81,11 @@ def _second_order(lib, outs, leaves, vs, ws):
 
 
 def check_gradgrad(s, t_out, e_out, t_inputs, e_inputs, where, grad_output=None,
-                   graphs=True):
+                   graphs=True, second_order=None):
     """Compare one sample's second order (values, None-ness, then, with ``graphs``, the
-    graph of ``g``); a graph-only difference raises ``GraphDiffers``."""
+    graph of ``g``); a graph-only difference raises ``GraphDiffers``. ``second_order``
+    replaces ``_second_order`` (test_opinfo_gradgrad_complex.py's complex one)."""
+    second_order = second_order or _second_order
     found = _grad_pairs(s, t_out, e_out, t_inputs, e_inputs, where,
                         *(() if grad_output is None else (grad_output,)))
     if found is None:
@@ -91,13 +93,13 @@ def check_gradgrad(s, t_out, e_out, t_inputs, e_inputs, where, grad_output=None,
     pairs, t_leaves, e_leaves, vs = found
     ws = _weights([tuple(t.shape) for t in t_leaves], len(t_leaves))
     try:
-        tg, tgg = _second_order(torch, [b for _, b in pairs], t_leaves, vs, ws)
+        tg, tgg = second_order(torch, [b for _, b in pairs], t_leaves, vs, ws)
     except RuntimeError as err:
         key = where.split(" ")[0]
         assert key in TORCH_REFUSES and TORCH_REFUSES[key] in str(err), f"{where}: {err}"
         _REFUSED.add(key)
         return
-    eg, egg = _second_order(ember, [a for a, _ in pairs], e_leaves, vs, ws)
+    eg, egg = second_order(ember, [a for a, _ in pairs], e_leaves, vs, ws)
     for j, (a, b) in enumerate(zip(eg, tg)):
         assert (a is None) == (b is None), f"{where}: first-order grad {j} is " \
             f"{'None' if a is None else 'a tensor'} in ember, not in torch"

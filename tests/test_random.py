@@ -610,3 +610,82 @@ def test_complex_normal_draws_as_torch(dtype, shape):
     for x, y in zip(*res):
         assert x.dtype == y.dtype
         np.testing.assert_array_equal(x, y)
+
+
+def _normal_case(m, case, dtype, out):
+    """``m.normal`` with a tensor mean ("m"), std ("s") or both ("ms"), ``out`` a
+    ``(shape, dtype)`` or None."""
+    def ramp(shape, dt):
+        return (m.arange(int(np.prod(shape)), dtype=m.float64).reshape(shape) * 0.5 + 1).to(dt)
+    dt = getattr(m, dtype)
+    mean = ramp((4, 1), dt) if "m" in case else 0.5
+    if "m" in case and dtype.startswith("complex"):
+        mean = mean * (1 - 2j)
+    std = ramp((1, 5), m.float64) if "s" in case else 2.0
+    kw = {} if out is None else {"out": m.empty(out[0], dtype=getattr(m, out[1]))}
+    return m.normal(mean, std, **kw)
+
+
+@pytest.mark.parametrize("case", ["m", "s", "ms"])
+@pytest.mark.parametrize("dtype", ["float32", "complex64", "complex128"])
+@pytest.mark.parametrize("out", [None, ((4, 5), "complex128"), ((0,), "complex64"),
+                                 ((4, 1), "float64"), ((5, 4), "float32")])
+def test_normal_tensor_arguments_as_torch(case, dtype, out):
+    """``normal`` with tensor mean and/or std: complex results (they raised), the result's
+    dtype (mean's, not the promotion of mean and std), ``out=`` (ignored: a new tensor
+    came back and ``out`` was left unwritten), its broadcasting and resizing."""
+    import warnings
+    res = []
+    for m in (torch, ember):
+        m.manual_seed(3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                r = _normal_case(m, case, dtype, out)
+            except RuntimeError as e:
+                res.append(str(e))
+                continue
+        res.append((r.dtype, tuple(r.shape), r.numpy().copy(), m.randn(2).numpy()))
+    if isinstance(res[0], str):
+        assert res[0] == res[1]
+        return
+    assert str(res[0][0]) == str(res[1][0]).replace("ember", "torch") and \
+        res[0][1] == res[1][1]
+    np.testing.assert_array_equal(res[0][2], res[1][2])
+    np.testing.assert_array_equal(res[0][3], res[1][3])
+
+
+def test_normal_tensor_arguments_layout_and_errors():
+    """A permuted complex mean is drawn in its memory order; out= is written in place;
+    complex std, autograd into a complex sample and out= with grad raise torch's errors."""
+    for m in (torch, ember):
+        m.manual_seed(0)
+    mt = torch.arange(6.).reshape(2, 3).mT.to(torch.complex128)
+    me = ember.arange(6.).reshape(2, 3).mT.to(ember.complex128)
+    np.testing.assert_array_equal(torch.normal(mt, 1.5).numpy(), ember.normal(me, 1.5).numpy())
+    ot, oe = torch.zeros(3, 2).mT, ember.zeros(3, 2).mT
+    assert torch.normal(torch.ones(2, 3), 1.0, out=ot) is ot
+    assert ember.normal(ember.ones(2, 3), 1.0, out=oe) is oe
+    np.testing.assert_array_equal(ot.numpy(), oe.numpy())
+    np.testing.assert_array_equal(torch.normal(0.5, 2.0, (7,), dtype=torch.complex64).numpy(),
+                                  ember.normal(0.5, 2.0, (7,), dtype=ember.complex64).numpy())
+    check_raises(lambda m: m.normal(0.5, m.ones(3, dtype=m.complex64)))
+    check_raises(lambda m: m.normal(m.ones(3, dtype=m.complex64), m.ones(3) * (1 + 0j)))
+    check_raises(lambda m: m.normal(m.ones(3, dtype=m.complex64, requires_grad=True), 1.0))
+    check_raises(lambda m: m.normal(m.ones(3, requires_grad=True), 1.0, out=m.empty(3)))
+    check_raises(lambda m: m.normal(m.ones(3, dtype=m.complex64), 1.0, out=m.empty(3)))
+
+
+def test_normal_tensor_arguments_fill_in_c_order():
+    """PyTorch's ``normal(mean, std)`` result is C-contiguous whatever the layout of a
+    tensor mean or std: a transposed or channels-last one gets the draws at torch's
+    positions (ember followed mean's memory order: the same values at other places)."""
+    res = []
+    for m in (torch, ember):
+        m.manual_seed(0)
+        t = m.arange(1., 7.).reshape(2, 3).mT
+        c = m.arange(16.).reshape(1, 2, 2, 4).to(memory_format=m.channels_last)
+        res.append([m.normal(t, 1.5).numpy(), m.normal(0.5, t).numpy(),
+                    m.normal(c, 1.0).numpy(), m.normal(t, t).numpy()])
+    for x, y in zip(*res):
+        np.testing.assert_array_equal(x, y)

@@ -45,7 +45,11 @@ TORCH_WRONG = {
     'nn.functional.hardswish':
         "hardswish(x) is x above 3; torch's x * 6 / 6 overflows to inf above max/6",
     'native_group_norm':
-        "the mean of a group holding +max and -max is finite; torch's float32 sum overflows",
+        "a group whose variance overflows is normalized exactly (finite), and the mean of a "
+        "group holding +max and -max is finite; torch's float32 moments overflow to NaN",
+    'nn.functional.group_norm':
+        "a group whose variance overflows is normalized exactly (finite); torch's Welford "
+        "moments give NaN or the bias alone, by the row's length and SIMD lanes",
     'nn.functional.instance_norm':
         "the gradient of the summed output is exactly 0; torch's rounding leaves 1e-17",
     'nn.functional.relu6':
@@ -88,9 +92,6 @@ OPEN = {
     # a row holding +max and -max that cancel: torch's mean adds one by one, NumPy's
     # pairwise sum in another order, so what is left of the finite rest differs
     'nn.functional.adaptive_avg_pool1d': 'forward (float32, +-max cancel): ember +0, torch x',
-    # a group whose variance overflows: torch's Welford moments give NaN or an infinite
-    # variance (x * 0 + bias) depending on the row's length and SIMD lanes; ember NaN
-    'nn.functional.group_norm': 'forward (float32, variance overflows): ember nan, torch x',
 }
 
 # rows whose products overflow to both +inf and -inf: torch's kernels (MKL's sgemm for mm,

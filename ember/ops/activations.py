@@ -276,6 +276,10 @@ class TanhBackward(Primitive):
 
     def backward(self, ggx):
         gy, y = self.saved_tensors
+        if y.is_complex():
+            # gy * conj(1 - y**2) is antiholomorphic in y: its gradient there is
+            # conj(ggx * conj(gy) * dg/dy) (conjugate Wirtinger), not ggx * gy * dg/dy
+            return ggx * (1 - y * y), (ggx * gy.conj() * y * -2).conj()
         return ggx * (1 - y * y), ggx * gy * y * -2
 
     jvp = _jvp.diagonal
@@ -304,6 +308,8 @@ class SigmoidBackward(Primitive):
 
     def backward(self, ggx):
         gy, y = self.saved_tensors
+        if y.is_complex():  # (antiholomorphic in y, as TanhBackward's)
+            return ggx * y * (1 - y), (ggx * gy.conj() * (1 - y * 2)).conj()
         return ggx * y * (1 - y), ggx * gy * (1 - y * 2)
 
     jvp = _jvp.diagonal

@@ -17,7 +17,6 @@ from ember.ops._util import (
     with_out,
 )
 from ember.ops.arithmetic import _float_result
-from ember.ops.comparison import maximum
 from ember.ops.composite_node import one_node
 from ember.ops.ternary import where
 
@@ -205,9 +204,11 @@ def _logaddexp(a, b, base2):
         b = b if isinstance(b, Tensor) else a * 0 + b
         first = a.real >= b.real
         big, small = where(first, a, b), where(first, b, a)
-        # equal arguments (infinities included) give a + log(2) without inf - inf = nan,
-        # the gradient shared between them as in PyTorch
-        return where(a == b, (a + b) * 0.5 + math.log(2), big + (small - big).exp().log1p())
+        # equal infinite arguments give a + log(2) without inf - inf = nan; equal finite
+        # ones take the general form, whose derivatives share the gradient between them
+        # (1/2 each, as PyTorch's) and keep the curvature (1/4) a linear tie form drops
+        return where((a == b) & ~a.isfinite(), (a + b) * 0.5 + math.log(2),
+                     big + (small - big).exp().log1p())
     for x in (a, b):
         if isinstance(x, Tensor) and not x.is_floating_point():
             raise not_implemented_for("logaddexp2_cpu" if base2 else "logaddexp_cpu",
@@ -219,15 +220,19 @@ def _logaddexp(a, b, base2):
         low = dts.pop()
         return _logaddexp(*(x.float() if isinstance(x, Tensor) else x for x in (a, b)),
                           base2).to(low)
-    d = (a - b).abs()
-    mid = (a + b) * 0.5  # equal arguments share the gradient, as in PyTorch
+    # the larger operand factored out, chosen by a comparison (not maximum and |a - b|,
+    # whose derivatives are flat at a tie): at equal finite arguments the gradient is
+    # shared (1/2 each, as PyTorch's) and the second derivative keeps its 1/4
+    first = a >= b
+    big, small = where(first, a, b), where(first, b, a)
+    mid = (a + b) * 0.5
     if base2:
-        rest = (-d).exp2().log1p() / math.log(2)
+        rest = (small - big).exp2().log1p() / math.log(2)
         same = mid + 1.0
     else:
-        rest = (-d).exp().log1p()
+        rest = (small - big).exp().log1p()
         same = mid + math.log(2)
-    # equal arguments (infinities included) give a + log(2) without inf - inf = nan
-    return where(a == b, same, maximum(a, b) + rest)
+    # equal infinite arguments give a + log(2) without inf - inf = nan
+    return where((a == b) & a.isinf(), same, big + rest)
 
 

@@ -70,8 +70,9 @@ class Normalize(Primitive):
     broadcasts = True
     _node_name = "NativeBatchNormBackward0"
     n_inputs = 3   # input, weight, bias (None when there is none), as PyTorch lists them
-    _overflow_is_nan = False  # batch and instance norm give 0 there, as PyTorch's do
-    _nan_in_double = True  # and for float64 input too
+    # layer and group norm recompute rows whose moments overflow, scaled
+    # (``_rescale_overflow``); batch and instance norm take double moments as PyTorch's do
+    _rescale_rows = False
     batch = _batch_nn.normalize
     # the input's gradient has its shape, the weight's and bias's theirs (reduced and
     # reshaped in the kernels), so the engine has nothing to sum
@@ -111,27 +112,53 @@ class Normalize(Primitive):
                 out *= w
             if b is not None:
                 out += b
-        nan_rule = self._overflow_is_nan and (x.dtype != np.float64 or self._nan_in_double)
-        if not nan_rule and x.dtype in (np.float32, np.float64) and n and \
+        if self._rescale_rows:
+            out = self._rescale_overflow(x, w, b, out, var)
+        elif x.dtype in (np.float32, np.float64) and n and \
                 not (array_module(x).isfinite(mean).all() and array_module(x).isfinite(var).all()):
             out, mean, var = self._double_stats(x, w, b, axes, eps)
-        if nan_rule:
-            out = self._nan_where_overflow(out, var)
         if stats is not None:
             stats.update(mean, var * (n / (n - 1)) if n > 1 else var * np.nan)
         return out
 
-    def _nan_where_overflow(self, out, var):
-        """``out`` with NaN in the rows whose variance ``var`` overflowed (and NaN in
-        ``self.invstd`` there): PyTorch's row moments overflow to NaN where the variance
-        does, not to an infinite variance and a zero output."""
+    def _rescale_overflow(self, x, w, b, out, var):
+        """``out`` with the rows whose moments overflowed (``var`` not finite) while
+        their inputs are finite recomputed exactly: in double, on the row scaled by a
+        power of two below its largest magnitude, the mean corrected by a second pass;
+        ``self.mean``, ``self.invstd`` (and the kept normalized rows) follow. The true
+        statistics of such a row fit its dtype (the variance may not, its reciprocal
+        square root does), so the result is the finite normalization where PyTorch's
+        moments give an infinite variance (the bias alone) or NaN. Rows holding inf or
+        NaN keep their NaN. Only rows that overflow take this path."""
         xm = array_module(out)
-        overflow = xm.isinf(var)
-        if overflow.any():
-            out = xm.where(overflow.reshape(self.mean.shape), xm.nan, out).astype(
-                out.dtype, copy=False)
-            self.invstd = xm.where(overflow.reshape(self.mean.shape), xm.nan,
-                                   self.invstd).astype(self.invstd.dtype, copy=False)
+        if xm.isfinite(var).all():
+            return out
+        axes, kshape = self.axes, self.mean.shape
+        with np.errstate(all="ignore"):
+            xd = x.astype(np.float64)
+            top = xm.abs(xd).max(axis=axes, keepdims=True)
+            fix = ~xm.isfinite(var.reshape(kshape)) & xm.isfinite(top)
+            if not fix.any():
+                return out
+            e = xm.frexp(xm.where(fix, top, 1.0))[1]
+            xs = xm.ldexp(xd, -e)
+            ms = xs.mean(axis=axes, keepdims=True)
+            ms = ms + (xs - ms).mean(axis=axes, keepdims=True)
+            xc = xs - ms
+            rs = 1.0 / xm.sqrt((xc * xc).mean(axis=axes, keepdims=True) +
+                               xm.ldexp(float(self.eps), -2 * e))
+            xhat = xc * rs
+            y = xhat if w is None else xhat * w
+            if b is not None:
+                y = y + b
+            out = xm.where(fix, y, out).astype(out.dtype, copy=False)
+            self.mean = xm.where(fix, xm.ldexp(ms, e), self.mean).astype(self.mean.dtype)
+            self.invstd = xm.where(fix, xm.ldexp(rs, -e), self.invstd).astype(
+                self.invstd.dtype)
+            if self.xhat is not None:  # (layer norm's rows: (M, D))
+                rows = self.xhat.shape
+                self.xhat[...] = xm.where(fix.reshape(rows[0], 1), xhat.reshape(rows),
+                                          self.xhat)
         return out
 
     def _double_stats(self, x, w, b, axes, eps):
@@ -313,7 +340,7 @@ def _sum_prod(a, b, axes):
 class _LayerNorm(Normalize):
     _node_name = "NativeLayerNormBackward0"
     _grads_op = LayerNormGrads
-    _overflow_is_nan = True
+    _rescale_rows = True
     _general_forward = opmath(Normalize.forward)
 
     def forward(self, x, w, b, axes, eps, stats=None):
@@ -337,7 +364,7 @@ class _LayerNorm(Normalize):
                     self.xhat = keep[0]
                     kshape = x.shape[:k] + (1,) * len(axes)
                     self.mean, self.invstd = mean.reshape(kshape), invstd.reshape(kshape)
-                    return self._nan_where_overflow(out, var)
+                    return self._rescale_overflow(x, w, b, out, var)
         return self._general_forward(x, w, b, axes, eps, stats)
 
     def _hook_saves(self, args, out):
@@ -363,8 +390,7 @@ class _GroupNorm(Normalize):
     # PyTorch's node has three outputs (the result, mean and rstd): hooks get None for
     # the two ember's node does not have
     _hook_n_outputs = 3
-    _overflow_is_nan = True
-    _nan_in_double = False  # PyTorch's double moments keep an infinite variance: x * 0 + b
+    _rescale_rows = True
     forward = opmath(Normalize.forward)  # (float16/bfloat16 computed in float32)
 
 
