@@ -169,3 +169,44 @@ def test_a_product_below_every_threshold_goes_to_gemm_without_a_layout_key(shape
         assert site.addmm(bias, a, b).tobytes() == gemm.addmm(bias, a, b).tobytes()
     assert not site.memo  # (no layout was looked at)
     np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["matrix", "c3d", "transposed3d"])
+def test_linear_vjp_bias_rows_summed_on_kept_ones_equal_linear_vjp_bitwise(layout,
+                                                                          monkeypatch):
+    """A plan's linear backward on MKL sites sums the bias's rows on the kept vector of
+    ones (``matmul_graph._rows_summed``) for a matrix or C-ordered input: the same bits
+    as ``nn_fused.linear_vjp`` (its ``gemm.sum_rows``), and for an input of more dims not
+    C-ordered, NumPy's sum as there."""
+    from ember.ops import nn_fused
+    summed = []
+    inner = _mkl._rows_summed
+
+    def spy(g):
+        summed.append(g.shape)
+        return inner(g)
+    monkeypatch.setattr(_mkl, "_rows_summed", spy)
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((256, 384)).astype(np.float32)
+    if layout == "matrix":
+        x = rng.standard_normal((300, 384)).astype(np.float32)
+    elif layout == "c3d":
+        x = rng.standard_normal((3, 100, 384)).astype(np.float32)
+    else:
+        x = rng.standard_normal((100, 3, 384)).astype(np.float32).transpose(1, 0, 2)
+    g = rng.standard_normal(x.shape[:-1] + (256,)).astype(np.float32)
+    g.flat[:3] = [-0.0, np.nan, 0.0]
+
+    class Op:
+        _edges = (object(), object(), object())
+    vjp = _mkl.linear_vjp()
+    for _ in range(2):
+        got = vjp(Op(), [g], [x, w, None], [None])
+        want = nn_fused.linear_vjp(Op._edges, g, x, w, None, gemm.matmul, gemm.matmul)
+        for a, b in zip(got, want):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            assert a.tobytes() == b.tobytes()
+    if layout == "transposed3d":
+        assert summed == []
+    else:
+        assert summed and all(s == (300, 256) for s in summed)

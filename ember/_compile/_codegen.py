@@ -65,9 +65,10 @@ class _Writer:
 def _scope():
     from ember._compile import _plan
     from ember._compile._linear import linear_step
-    from ember._compile._rewrites import _scatter
+    from ember._compile._rewrites import _scatter, _zero_unwritten
     return {"_ndarray": np.ndarray, "_as_array": _tensor._as_array, "np": np,
             "_linear_step": linear_step, "_scatter": _scatter,
+            "_zero_unwritten": _zero_unwritten,
             "_accumulate": _plan._accumulate, "_accumulate_into": _plan._accumulate_into,
             "_sum_to": _plan._sum_to, "_distinct": _plan._distinct,
             "_owned": _buffers_owned()}
@@ -323,7 +324,16 @@ def backward_function(plan, arena):
     w.emit(1, "G = {}")
     w.emit(1, "pop = G.pop")
     w.emit(1, "firsts = {}")
+    w.emit(1, "unfilled = {}")
     w.emit(1, "sums = {}")
+    # slots whose arena buffer ``_scatter`` writes row by row without zero-filling it:
+    # where such a gradient is read, the rows never written are zeroed first
+    scattered = {st.wanted[0][1] for st in plan.grad_steps if st.scatter} if arena else set()
+
+    def unwritten(d, s, g):
+        if s in scattered:
+            w.emit(d, f"if {g} is not None and {s} in unfilled:")
+            w.emit(d + 1, f"_zero_unwritten({g}, unfilled.pop({s}))")
     w.emit(1, "bias_of = bias = None")
     w.emit(1, "g = None")
     for k, s in enumerate(plan.out_slots):
@@ -335,22 +345,28 @@ def backward_function(plan, arena):
         w.emit(1, f"# {st.node.op} (step {st.index})")
         if len(outs) == 1:
             w.emit(1, f"g = pop({outs[0]}, None)")
+            unwritten(1, outs[0], "g")
             w.emit(1, "if g is not None:")
             w.emit(2, "gouts = [g]")
             w.emit(2, f"ys = [env[{outs[0]}]]")
         else:
             w.emit(1, "gouts = [" + ", ".join(f"pop({s}, None)" for s in outs) + "]")
+            for j, s in enumerate(outs):
+                unwritten(1, s, f"gouts[{j}]")
             w.emit(1, "if " + " or ".join(f"gouts[{j}] is not None"
                                           for j in range(len(outs))) + ":")
             w.emit(2, "ys = [" + ", ".join(f"env[{s}]" for s in outs) + "]")
         d = 2
         w.emit(d, f"args, state = tape[{st.index}]")
         if st.scatter:
-            w.emit(d, f"if not _scatter(G, {w.bind(st, f'st{k}_')}, args, g, arena, firsts):")
+            w.emit(d, f"if not _scatter(G, {w.bind(st, f'st{k}_')}, args, g, arena, firsts, "
+                      "unfilled):")
             d += 1
         _vjp_call(w, d, st, k, arena)
         for i, s in st.wanted:
             _gather(w, d, i, s, arena)
+    for s in plan.leaf_slots:
+        unwritten(1, s, f"G.get({s})")
     w.emit(1, "leaf = [" + "".join(f"G.get({s}), " for s in plan.leaf_slots) + "]")
     if arena:
         w.emit(1, "leaf = [g.copy() if _owned(arena, g) else g for g in leaf]")

@@ -16,6 +16,7 @@ call.
 import numpy as np
 
 from ember._compile import _fused
+from ember._compile._linear import _rows_summed
 from ember._compile._linear import vjp_products as _vjp_products
 from ember._compile._linear import vjp_products_into as _vjp_products_into
 from ember.backend import gemm as _gemm
@@ -192,7 +193,18 @@ def linear_vjp():
             r = _vjp_products_into(routes, self._edges, grads[0], inputs[0], inputs[1], out)
         if r is not None:
             return r
-        return nn_fused.linear_vjp(self._edges, grads[0], inputs[0], inputs[1], out,
+        edges = self._edges
+        if len(edges) > 2 and edges[2] is not None and type(grads[0]) is _ndarray and \
+                type(inputs[0]) is _ndarray and (inputs[0].ndim == 2 or
+                                                 inputs[0].flags.c_contiguous):
+            # the bias's rows summed on a kept vector of ones: ``nn_fused.bias_grad``'s
+            # ``gemm.sum_rows`` (the same product) without a fresh vector per call
+            r = nn_fused.linear_vjp(edges[:2], grads[0], inputs[0], inputs[1], out,
+                                    sx.matmul, sw.matmul)
+            g = grads[0]
+            r[2] = _rows_summed(g if g.ndim == 2 else g.reshape(-1, g.shape[-1]))
+            return r
+        return nn_fused.linear_vjp(edges, grads[0], inputs[0], inputs[1], out,
                                    sx.matmul, sw.matmul)
     return vjp
 

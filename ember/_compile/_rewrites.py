@@ -145,15 +145,23 @@ def _scatters(plan):
             st.scatter = True
 
 
-def _scatter(G, st, args, g, arena, firsts):
+def _scatter(G, st, args, g, arena, firsts, unfilled):
     """``x[i]``'s gradient ``g`` put into ``x``'s (see :func:`_scatters`), with eager's
     values to the bit: eager makes zeros with ``g`` at ``i`` per step and sums them, so a
     lone gradient is kept as it is, and once two meet every element has had ``+ 0.0``
     (-0.0 becomes 0.0), which is done here on the rows written. False (nothing done)
-    for a gradient of another dtype or shape (the step's own vjp runs)."""
+    for a gradient of another dtype or shape (the step's own vjp runs).
+
+    An arena's buffer is not zero-filled first: the rows written are recorded in
+    ``unfilled`` (slot -> rows), and :func:`_zero_unwritten` zeroes the rest where the
+    array is read (its producer's backward, a leaf's gradient, another gradient added
+    to it). A projection split into q, k and v writes every row, so nothing is filled."""
     x, i = args[0], args[1]
     s = st.wanted[0][1]
     if type(g) is not _ndarray or g.dtype != x.dtype or g.shape != x.shape[1:]:
+        rows = unfilled.pop(s, None)
+        if rows is not None:
+            _zero_unwritten(G[s], rows)
         return False
     buf = G.get(s)
     if buf is None:
@@ -161,16 +169,31 @@ def _scatter(G, st, args, g, arena, firsts):
             buf = np.zeros(x.shape, x.dtype)
         else:
             buf = arena.get(("scatter", s), x.shape, x.dtype)
-            buf.fill(0)
+            unfilled[s] = [i]
         buf[i] = g
         G[s] = buf
         firsts[s] = i
         return True
+    rows = unfilled.get(s)
+    if rows is not None:
+        rows.append(i)
     first = firsts.pop(s, None)
     if first is not None:
         np.add(buf[first], 0.0, out=buf[first])
     np.add(g, 0.0, out=buf[i])
     return True
+
+
+def _zero_unwritten(buf, rows):
+    """Zeroes the rows of ``buf`` (along its first dim) not in ``rows`` (the indices
+    :func:`_scatter` wrote, all of one sign) and returns it."""
+    n = buf.shape[0]
+    if len(rows) < n:
+        written = {r % n for r in rows}
+        for r in range(n):
+            if r not in written:
+                buf[r] = 0
+    return buf
 
 
 # one-input elementwise ops whose backward reads their output only (they run in place
