@@ -327,6 +327,8 @@ def _check_indices(input, num, bag=False):
 def _renorm_(weight, input, max_norm, norm_type):
     """PyTorch's ``embedding_renorm_``: rows used by ``input`` with norm above ``max_norm``
     are scaled (in place, outside autograd) to norm ``max_norm``."""
+    from ember.ops._inplace import refuse_overlap
+    refuse_overlap(weight)
     with no_grad():
         rows = ember.tensor(sorted(set(input.reshape(-1).tolist())), dtype=ember.int64,
                             device=weight.device)
@@ -484,7 +486,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """``input / max(||input||_p, eps)`` along ``dim``."""
     from ember.ops._util import write_out
     denom = ember.norm(input, p, dim, keepdim=True).clamp_min(eps).expand_as(input)
-    return write_out(input / denom, out, "normalize")
+    return write_out(input / denom, out, "normalize", (input,))
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):

@@ -238,7 +238,8 @@ def fill_(input, value):
     value = _fill_value("fill_", value)
     if not isinstance(value, Tensor):
         value = checked_fill(value, input._data.dtype, input.numel())
-    return commit(input, _FILLS[True, isinstance(value, Tensor)].apply(input, value))
+    result = _FILLS[True, isinstance(value, Tensor)].apply(input, value)
+    return commit(input, result, lambda a: np.copyto(a, result._data))
 
 
 def fill(input, value):
@@ -253,7 +254,9 @@ def zero_(input):
     """Fill ``input`` with zeros in place and return it (``torch.zero_(t)``, ``t.zero_()``)."""
     from ember.ops._inplace import check_inplace, commit
     check_inplace(input)
-    return commit(input, _FILLS["zero"].apply(input, 0))
+    result = _FILLS["zero"].apply(input, 0)
+    # (torch writes fills into memory shared by several elements: one value for all)
+    return commit(input, result, lambda a: np.copyto(a, result._data))
 
 
 def copy_(self, src, non_blocking=False):

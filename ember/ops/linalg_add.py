@@ -136,7 +136,8 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     prod = bmm(batch1, batch2)
     # summed in the operands' dtype: a plain integer sum would promote int32 to int64
     return _write_out(_scaled_add(input, prod.sum(0, dtype=prod.dtype), beta, alpha,
-                                  _empty(batch1, batch2)), out, "addbmm")
+                                  _empty(batch1, batch2)), out, "addbmm",
+                      (input, batch1, batch2))
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
@@ -151,7 +152,8 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
         res = _eager_add(_mg.Addr, input, _outer_shape, vec1, vec2, beta, alpha, out)
         if res is not None:
             return res
-    return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out, "addr")
+    return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out, "addr",
+                      (input, vec1, vec2))
 
 
 for _fn in (addmm, addmv, addbmm, baddbmm, addr):
