@@ -25,7 +25,6 @@ pass)").
 import os
 import warnings
 
-import numpy as np
 import pytest
 import test_opinfo as T
 import torch
@@ -38,8 +37,64 @@ PARTS = ("inplace_self", "out_self", "out_partial", "out_same")
 SKIP_OPS = set(T.RANDOM_SAMPLE)
 _OVERLAP_WORDS = "refer to a single memory location"
 
+_UNCHECKED = ("torch's kernel writes into memory shared by several elements without its check "
+              "(the value left is whichever write came last); ember refuses, loudly")
+_READS_WRITTEN = ("torch's kernel reads the input after writing part of an out= that overlaps it "
+                  "(no check): its values depend on the order of the writes; ember computes "
+                  "from the inputs as they were")
+_COMPUTES = ("torch refuses out= sharing memory with an input in part; this path of ember's "
+             "writes the result computed from the inputs as they were (the non-aliased value)")
+_REFUSES = ("torch's reduction to one element has no partial-overlap check; ember's max/min "
+            "share the elementwise check of their binary form and refuse, loudly")
 # (op, part) pairs that still differ from torch, and why
-KNOWN = {}
+KNOWN = {
+    ('addmm', 'out_partial'): _COMPUTES,
+    ('addmm.decomposed', 'out_partial'): _COMPUTES,
+    ('addmv', 'inplace_self'): _UNCHECKED,
+    ('addmv', 'out_partial'): _COMPUTES,
+    ('aminmax', 'out_partial'): _COMPUTES,
+    ('baddbmm', 'inplace_self'): _UNCHECKED,
+    ('baddbmm', 'out_partial'): _COMPUTES,
+    ('bmm', 'out_partial'): _READS_WRITTEN,
+    ('bmm', 'out_self'): _UNCHECKED,
+    ('cummax', 'out_partial'): _READS_WRITTEN,
+    ('cummax', 'out_self'): _UNCHECKED,
+    ('cummin', 'out_partial'): _READS_WRITTEN,
+    ('cummin', 'out_self'): _UNCHECKED,
+    ('diff', 'out_partial'): _COMPUTES,
+    ('histc', 'out_self'): _UNCHECKED,
+    ('linalg.lu_solve', 'out_partial'): _READS_WRITTEN,
+    ('linalg.solve_triangular', 'out_partial'): _READS_WRITTEN,
+    ('log_softmax', 'out_partial'): _READS_WRITTEN,
+    ('matmul', 'out_partial'): _READS_WRITTEN,
+    ('matmul', 'out_self'): _UNCHECKED,
+    ('max.reduction_no_dim', 'out_partial'): _REFUSES,
+    ('min.reduction_no_dim', 'out_partial'): _REFUSES,
+    ('mv', 'out_partial'): _READS_WRITTEN,
+    ('mv', 'out_self'): _UNCHECKED,
+    ('narrow_copy', 'out_self'): _UNCHECKED,
+    ('native_batch_norm', 'out_partial'): _READS_WRITTEN,
+    ('nn.functional.avg_pool2d', 'out_partial'): _READS_WRITTEN,
+    ('nn.functional.avg_pool2d', 'out_same'): _READS_WRITTEN,
+    ('nn.functional.avg_pool3d', 'out_partial'): _READS_WRITTEN,
+    ('nn.functional.avg_pool3d', 'out_self'): _UNCHECKED,
+    ('nn.functional.linear', 'out_partial'): _READS_WRITTEN,
+    ('nn.functional.linear', 'out_self'): _UNCHECKED,
+    ('nn.functional.logsigmoid', 'out_partial'): _READS_WRITTEN,
+    ('softmax', 'out_partial'): _READS_WRITTEN,
+    ('split_with_sizes_copy', 'out_partial'): _COMPUTES,
+    ('std', 'out_partial'): _READS_WRITTEN,
+    ('std', 'out_self'): _UNCHECKED,
+    ('tril', 'inplace_self'): _UNCHECKED,
+    ('tril', 'out_partial'): _READS_WRITTEN,
+    ('tril', 'out_self'): _UNCHECKED,
+    ('triu', 'inplace_self'): _UNCHECKED,
+    ('triu', 'out_partial'): _READS_WRITTEN,
+    ('triu', 'out_self'): _UNCHECKED,
+    ('unbind_copy', 'out_partial'): _COMPUTES,
+    ('var', 'out_partial'): _READS_WRITTEN,
+    ('var', 'out_self'): _UNCHECKED,
+}
 
 
 def _inplace_name(op):

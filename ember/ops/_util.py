@@ -565,16 +565,16 @@ def refuse_out_overlap(out, inputs):
 # of the writes); out= the input itself they write in place. ember computes out of place,
 # so it checks only to raise as torch does (tests/test_opinfo_overlap.py keeps the list)
 APART_OUT = frozenset("""
-    abs acos acosh add addbmm addcdiv addcmul addmm addmv addr aminmax angle asin asinh atan
+    abs acos acosh add addbmm addcdiv addcmul addmm addmv addr angle asin asinh atan
     atan2 atanh baddbmm bitwise_and bitwise_left_shift bitwise_not bitwise_or
     bitwise_right_shift bitwise_xor ceil clamp clamp_max clamp_min conj_physical copysign
-    cos cosh cross cumprod cumsum deg2rad diff digamma div erf erfc erfinv exp exp2 expm1
+    cos cosh cross cumprod cumsum deg2rad digamma div erf erfc erfinv exp exp2 expm1
     floor floor_divide fmax fmin fmod frac frexp gcd gelu hardshrink heaviside hypot i0
     igamma igammac kron lcm ldexp lerp lgamma log log10 log1p log2 logaddexp logaddexp2
     logcumsumexp logit max maximum min minimum mode msort mul nan_to_num neg nextafter
-    normalize outer polygamma pow rad2deg reciprocal remainder renorm round rsqrt sgn
-    sigmoid sign sin sinc sinh softplus softshrink sort sqrt square sub take_along_dim tan
-    tanh topk true_divide trunc where xlogy
+    normalize outer polygamma pow rad2deg reciprocal remainder renorm round rsqrt scatter
+    scatter_add scatter_reduce sgn sigmoid sign sin sinc sinh softplus softshrink sort sqrt
+    square sub tan tanh topk true_divide trunc where xlogy
 """.split())
 
 

@@ -740,7 +740,7 @@ def index_fill_(self, dim, index, value):
     return commit(self, result, scattered)
 
 
-@with_out
+@with_out_apart
 def take_along_dim(input, indices, dim=None, *, out=None):
     """Values of ``input`` at ``indices`` along ``dim`` (``input`` and ``indices``
     broadcast outside ``dim``); with ``dim=None`` both are read as 1-D."""
