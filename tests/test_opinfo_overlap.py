@@ -25,6 +25,7 @@ pass)").
 import os
 import warnings
 
+import numpy as np
 import pytest
 import test_opinfo as T
 import torch
@@ -312,3 +313,143 @@ def _report():
 
 if __name__ == "__main__":
     _report()
+
+
+# ----- the fixes, one by one, on inputs of their own ---------------------------------------
+def _stride0_view(m, x):
+    return x.as_strided((3,), (0,))
+
+
+REFUSED_WRITES = {
+    "add_": lambda m, v: v.add_(1),
+    "mul_": lambda m, v: v.mul_(2),
+    "exp_": lambda m, v: v.exp_(),
+    "clamp_": lambda m, v: v.clamp_(1, 2),
+    "copy_": lambda m, v: v.copy_(m.tensor([1.0, 2.0, 3.0])),
+    "scatter_": lambda m, v: v.scatter_(0, m.tensor([0, 1]), m.tensor([1.0, 2.0])),
+    "masked_scatter_": lambda m, v: v.masked_scatter_(m.tensor([True, False, True]),
+                                                      m.tensor([1.0, 2.0])),
+    "index_add_": lambda m, v: v.index_add_(0, m.tensor([0]), m.tensor([3.0])),
+    "put_": lambda m, v: v.put_(m.tensor([0]), m.tensor([3.0])),
+    "uniform_": lambda m, v: v.uniform_(),
+    "normal_": lambda m, v: v.normal_(),
+    "setitem slice": lambda m, v: v.__setitem__(slice(0, 2), 4.0),
+    "relu_": lambda m, v: m.nn.functional.relu_(v),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_WRITES))
+def test_inplace_write_into_stride0_memory_is_refused(name):
+    """``x.as_strided((3,), (0,)).add_(1)``: three elements, one memory location. torch
+    refuses; ember wrote the whole result and left whichever element came last (x[0]
+    became 1 and stayed 0 for mul_, copy_ left 3, uniform_ drew a value)."""
+    for m in (torch, ember):
+        x = m.zeros(3)
+        m.manual_seed(0)
+        with pytest.raises(RuntimeError, match="more than one element of the written-to "
+                           "tensor refers to a single memory location"):
+            REFUSED_WRITES[name](m, _stride0_view(m, x))
+        assert x.tolist() == [0.0, 0.0, 0.0]
+    # nothing was drawn before the refusal: the stream goes on where it was
+    torch.manual_seed(0)
+    ember.manual_seed(0)
+    assert ember.rand(3).tolist() == pytest.approx(torch.rand(3).tolist())
+
+
+ALLOWED_WRITES = {
+    "fill_": lambda m, v: v.fill_(2),
+    "zero_": lambda m, v: v.zero_(),
+    "masked_fill_": lambda m, v: v.masked_fill_(m.tensor([True, False, False]), 5.0),
+    "index_fill_": lambda m, v: v.index_fill_(0, m.tensor([0]), 3.0),
+    "index_put_": lambda m, v: v.index_put_((m.tensor([0, 1]),), m.tensor([1.0, 2.0])),
+    "index_put_ accumulate": lambda m, v: v.index_put_((m.tensor([0, 1]),),
+                                                       m.tensor([1.0, 2.0]), accumulate=True),
+    "setitem element": lambda m, v: v.__setitem__(1, 4.0),
+    "setitem mask": lambda m, v: v.__setitem__(m.tensor([False, True, False]), 4.0),
+}
+
+
+@pytest.mark.parametrize("layout", ["as_strided", "expand"])
+@pytest.mark.parametrize("name", sorted(ALLOWED_WRITES))
+def test_fills_into_shared_memory_write_their_positions(name, layout):
+    """torch lets fills and indexed writes into memory several elements share, writing
+    only the op's positions. ember wrote the whole result (masked_fill_ and index_fill_
+    then wrote the old value back: x stayed [0, 0, 0] where torch gives [5, 0, 0]) and
+    refused every write into an expanded tensor."""
+    got = []
+    for m in (torch, ember):
+        x = m.full((3,), 7.0)
+        v = x.as_strided((3,), (0,)) if layout == "as_strided" else x[:1].expand(3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's deprecation of writes into expanded
+            r = ALLOWED_WRITES[name](m, v)
+        assert r is None or r is v
+        got.append(x.tolist())
+    assert got[0] == got[1]
+
+
+def test_fill_into_shared_memory_under_autograd_is_refused():
+    """A fill of a stride-0 view of a tensor autograd records: torch writes it and refuses
+    the backward pass (its CopySlices scatters into the shared memory); ember refuses
+    the write itself, with the same error, rather than record a graph that cannot run."""
+    x = torch.zeros(3, requires_grad=True)
+    y = x * 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y.as_strided((3,), (0,)).masked_fill_(torch.tensor([True, False, True]), 5.0)
+    with pytest.raises(RuntimeError, match="refers to a single memory location"):
+        y.sum().backward()
+    y = ember.zeros(3, requires_grad=True) * 1
+    with pytest.raises(RuntimeError, match="refers to a single memory location"):
+        y.as_strided((3,), (0,)).masked_fill_(ember.tensor([True, False, True]), 5.0)
+    assert y.tolist() == [0.0, 0.0, 0.0]
+
+
+OUT_PARTIAL = {
+    "add": lambda m, x: m.add(x[:3], 1, out=x[1:]),
+    "mul": lambda m, x: m.mul(x[:3], x[:3], out=x[1:]),
+    "exp": lambda m, x: m.exp(x[:3], out=x[1:]),
+    "cumsum": lambda m, x: m.cumsum(x[:3], 0, out=x[1:]),
+    "where": lambda m, x: m.where(x[:3] > 1, x[:3], m.zeros(3), out=x[1:]),
+    "take_along_dim same": lambda m, x: m.take_along_dim(x, m.tensor([1, 0, 2, 3]), 0, out=x),
+    "cross same": lambda m, x: m.cross(x[:3], x[:3], dim=0, out=x[:3]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUT_PARTIAL))
+def test_out_sharing_memory_with_an_input_in_part_is_refused(name):
+    """``torch.add(x[:3], 1, out=x[1:])``: out= overlaps the input one element further
+    on. torch refuses (its result would depend on the order of the writes); ember
+    computed from the inputs and wrote [1, 2, 3, 4] silently."""
+    for m in (torch, ember):
+        x = m.tensor([1.0, 2.0, 3.0, 4.0])
+        with pytest.raises(RuntimeError, match="some elements of the input tensor and the "
+                           "written-to tensor refer to a single memory location"):
+            OUT_PARTIAL[name](m, x)
+        assert x.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_out_the_input_itself_is_written_in_place():
+    """The same memory with the same layout is no partial overlap: written in place."""
+    res = []
+    for m in (torch, ember):
+        x = m.tensor([1.0, 2.0, 3.0])
+        m.add(x, 1, out=x)
+        m.exp(x[:2], out=x[:2])
+        res.append(x.tolist())
+    assert res[0] == pytest.approx(res[1])
+
+
+def test_embedding_max_norm_into_a_stride0_weight():
+    """F.embedding(max_norm=...) scales each too-long row of the weight in place: torch
+    refuses a row whose elements share memory (ember wrote into it), and scales rows that
+    share memory with each other."""
+    got = []
+    for m in (torch, ember):
+        w = m.ones(4).as_strided((4, 3), (1, 0))
+        with pytest.raises(RuntimeError, match="refers to a single memory location"):
+            m.nn.functional.embedding(m.tensor([0, 1]), w, max_norm=0.5)
+        w = m.ones(3).as_strided((4, 3), (0, 1))
+        m.nn.functional.embedding(m.tensor([0, 1]), w, max_norm=0.5)
+        got.append(w.tolist())
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-6)

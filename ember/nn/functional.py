@@ -327,8 +327,6 @@ def _check_indices(input, num, bag=False):
 def _renorm_(weight, input, max_norm, norm_type):
     """PyTorch's ``embedding_renorm_``: rows used by ``input`` with norm above ``max_norm``
     are scaled (in place, outside autograd) to norm ``max_norm``."""
-    from ember.ops._inplace import refuse_overlap
-    refuse_overlap(weight)
     with no_grad():
         rows = ember.tensor(sorted(set(input.reshape(-1).tolist())), dtype=ember.int64,
                             device=weight.device)
@@ -338,6 +336,11 @@ def _renorm_(weight, input, max_norm, norm_type):
         norms = ember.norm(sel, norm_type, dim=1, keepdim=True)
         scale = ember.where(norms > max_norm, max_norm / (norms + 1e-7),
                             ember.ones_like(norms))
+        if (norms > max_norm).any():
+            # torch scales each such row in place: a row whose elements share memory
+            # (a stride-0 column) is refused, rows sharing memory with each other are not
+            from ember.ops._inplace import refuse_overlap
+            refuse_overlap(weight[0])
         weight._data[rows._data] = (sel * scale)._data
         weight._vc[0] += 1
 

@@ -159,13 +159,15 @@ def commit(t, result, scattered=None):
 
 
 def _commit_overlapping(t, result, scattered):
-    if scattered is None:
+    if scattered is None or _grad_state.grad_enabled and (result._requires_grad or
+                                                          t._requires_grad):
+        # (torch refuses the fills too when autograd records them: the view's base
+        # would take a scatter into memory its elements share)
         raise RuntimeError(_OVERLAP_MESSAGE)
-    if _grad_state.grad_enabled and result._requires_grad or _mode_active[0] or \
-            _modes.active[0]:
+    if _mode_active[0] or _modes.active[0]:
         raise NotImplementedError(
-            "an in-place write into a tensor whose elements share memory (a stride-0 "
-            "dimension), recorded by autograd or a transform: ember cannot record a write "
+            "an in-place fill into a tensor whose elements share memory (a stride-0 "
+            "dimension) under a transform or a graph capture: ember cannot record a write "
             "whose value depends on the order of the elements. clone() the tensor first")
     scattered(writable(t._data))
     t._vc[0] += 1
