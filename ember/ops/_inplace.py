@@ -117,8 +117,11 @@ def commit(t, result, scattered=None):
     would leave whichever element came last, so the write is refused with torch's error
     (its ``assert_no_internal_overlap``), before anything is written. The few ops torch
     lets write there (fill_, masked_fill_, index_fill_, index_put_) pass ``scattered``:
-    a function writing only the op's own positions into an array, used in that case."""
-    if overlaps_itself(t._data):
+    a function ``scattered(array, result)`` writing only the op's own positions of
+    ``result`` into the array, used in that case."""
+    td = t._data
+    if type(td) is _ndarray and 0 in td.strides and overlaps_itself(td):
+        # (an ordinary tensor pays the stride test alone)
         return _commit_overlapping(t, result, scattered)
     if _mode_active[0] and (m := _mode_with("commit")) is not None and not m.depth:
         return m.commit(commit, t, result)  # a graph capture notes the write
@@ -158,6 +161,11 @@ def commit(t, result, scattered=None):
     return t
 
 
+def write_everywhere(a, result):
+    """``scattered`` of the fills that write every element with one value."""
+    np.copyto(a, result._data)
+
+
 def _commit_overlapping(t, result, scattered):
     if scattered is None or _grad_state.grad_enabled and (result._requires_grad or
                                                           t._requires_grad):
@@ -169,7 +177,7 @@ def _commit_overlapping(t, result, scattered):
             "an in-place fill into a tensor whose elements share memory (a stride-0 "
             "dimension) under a transform or a graph capture: ember cannot record a write "
             "whose value depends on the order of the elements. clone() the tensor first")
-    scattered(writable(t._data))
+    scattered(writable(t._data), result)
     t._vc[0] += 1
     return t
 

@@ -593,30 +593,46 @@ def _dense_span(d):
     return begin, begin + d.nbytes
 
 
+def _owner(a):
+    """The array (or buffer) at the bottom of ``a``'s chain of bases: arrays of different
+    owners share no memory."""
+    b = a.base
+    while b is not None:
+        a, b = b, getattr(b, "base", None)
+    return a
+
+
 def refuse_partial_overlap(out, inputs):
     """torch's ``assert_no_partial_overlap`` of ``out=`` (a tensor or a tuple of them) and
     the tensors among ``inputs``: memory shared in part is refused; the same memory with
     the same layout is written in place, as torch writes it. A layout torch cannot decide
     (not dense) passes, as in torch."""
-    for o in (out if isinstance(out, (tuple, list)) else (out,)):
-        if not isinstance(o, Tensor) or type(o._data) is not np.ndarray or not o._data.size:
+    for o in (out if type(out) is tuple or type(out) is list else (out,)):
+        od = o._data if isinstance(o, Tensor) else None
+        if type(od) is not _ndarray:
             continue
-        span = _dense_span(o._data)
-        if span is None:
-            continue
+        owner = od if od.base is None else _owner(od)
         for t in inputs:
-            if not isinstance(t, Tensor) or t is o or type(t._data) is not np.ndarray or \
-                    not t._data.size:
+            if not isinstance(t, Tensor) or t is o:
                 continue
-            other = _dense_span(t._data)
-            if other is None or other[0] >= span[1] or span[0] >= other[1]:
+            td = t._data
+            # (the common case, another tensor's memory, costs a test or two)
+            if type(td) is not _ndarray or (td is not owner if td.base is None
+                                             else _owner(td) is not owner):
                 continue
-            if other == span and t._data.strides == o._data.strides:
-                continue
-            raise RuntimeError(
-                "unsupported operation: some elements of the input tensor and the "
-                "written-to tensor refer to a single memory location. Please clone() the "
-                "tensor before performing the operation.")
+            _refuse_pair(od, td)
+
+
+def _refuse_pair(od, td):
+    span = _dense_span(od) if od.size else None
+    other = _dense_span(td) if td.size else None
+    if span is None or other is None or other[0] >= span[1] or span[0] >= other[1]:
+        return
+    if other == span and td.strides == od.strides:
+        return
+    raise RuntimeError("unsupported operation: some elements of the input tensor and the "
+                       "written-to tensor refer to a single memory location. Please clone() "
+                       "the tensor before performing the operation.")
 
 
 def with_out_apart(fn):

@@ -731,13 +731,12 @@ def index_fill_(self, dim, index, value):
     """In-place :func:`index_fill`."""
     check_inplace(self)
     check_writes((self,), (dim, index, value))
-    result = index_fill(self, dim, index, value)
 
-    def scattered(a):
+    def scattered(a, result):
         # torch writes it into memory shared by several elements: the filled slices only
         where = index_fill(_make(np.zeros(a.shape, np.bool_), False), dim, index, True)._data
         np.copyto(a, result._data, where=where)
-    return commit(self, result, scattered)
+    return commit(self, index_fill(self, dim, index, value), scattered)
 
 
 @with_out_apart

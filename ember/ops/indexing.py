@@ -609,7 +609,7 @@ def _put(self, basic, adv, value, accumulate, op=IndexPut):
         if _mode_active[0]:  # a mode (a trace) sees the write as the op
             return commit(self, op.apply(self, value, basic, adv, accumulate))
         arr = self._data
-        if overlaps_itself(arr):
+        if type(arr) is np.ndarray and 0 in arr.strides and overlaps_itself(arr):
             # torch writes an indexed assignment into memory shared by several elements,
             # element by element; a copy into a slice that overlaps itself it refuses
             if adv is None:

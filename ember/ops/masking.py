@@ -75,9 +75,9 @@ def masked_fill(input, mask, value):
 def masked_fill_(self, mask, value):
     """In-place ``masked_fill``."""
     check_inplace(self)
-    result = _masked_fill(self, mask, value)
     # (torch writes it into memory shared by several elements: the masked positions only)
-    return commit(self, result, lambda a: np.copyto(a, result._data, where=mask._data))
+    return commit(self, _masked_fill(self, mask, value),
+                  lambda a, result: np.copyto(a, result._data, where=mask._data))
 
 
 def _check_bool_mask(op, mask):
