@@ -472,7 +472,8 @@ def with_out(fn):
             written = [write_out(r, o) for r, o in zip(result, out)]
             return type(result)(*written) if hasattr(result, "_fields") else \
                 type(result)(written)
-        if wrapper.__name__ in APART_OUT:  # (the name given after wrapping)
+        # (the name given after wrapping; a reduction to one element is not checked)
+        if wrapper.__name__ in APART_OUT and result._data.ndim:
             refuse_partial_overlap(out, (*args, *kwargs.values()))
         return write_out(result, out, wrapper.__name__)
     return wrapper
@@ -607,7 +608,7 @@ def refuse_partial_overlap(out, inputs):
     the tensors among ``inputs``: memory shared in part is refused; the same memory with
     the same layout is written in place, as torch writes it. A layout torch cannot decide
     (not dense) passes, as in torch."""
-    for o in (out if type(out) is tuple or type(out) is list else (out,)):
+    for o in (out if isinstance(out, (tuple, list)) else (out,)):
         od = o._data if isinstance(o, Tensor) else None
         if type(od) is not _ndarray:
             continue
