@@ -36,7 +36,7 @@ def _writes(m):
         y.add_(w)
     return {
         "add_(w)": lambda: x.add_(w),
-        "mul_(2.0)": lambda: x.mul_(1.0),
+        "mul_(1.0)": lambda: x.mul_(1.0),
         "clamp_(-1, 1)": lambda: x.clamp_(-1, 1),
         "fill_(0.5)": lambda: x.fill_(0.5),
         "zero_()": lambda: x.zero_(),
@@ -44,7 +44,7 @@ def _writes(m):
         "copy_(w)": lambda: x.copy_(w),
         "x[2:5] = 1.0": lambda: x.__setitem__(slice(2, 5), 1.0),
         "add(x, w, out=)": lambda: m.add(x, w, out=out),
-        "exp(x, out=)": lambda: m.exp(w, out=out),
+        "exp(w, out=)": lambda: m.exp(w, out=out),
         "y = leaf * 1; y.add_(w)": graph_add_,
     }
 
