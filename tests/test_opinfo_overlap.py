@@ -464,3 +464,27 @@ def test_out_of_the_fused_products_checks_only_the_added_input():
                 out=s[11:15].view(2, 2))
         m.addbmm(s[:4].view(2, 2), s[10:14].view(1, 2, 2), s[14:18].view(1, 2, 2),
                  out=s[16:20].view(2, 2))
+
+
+WARNED_WRITES = {
+    "masked_fill_": lambda m, v: v.masked_fill_(m.tensor([True, False, False]), 5.0),
+    "index_fill_": lambda m, v: v.index_fill_(0, m.tensor([0]), 3.0),
+    "index_put_": lambda m, v: v.index_put_((m.tensor([0]),), m.tensor([1.0]), accumulate=True),
+    "setitem index": lambda m, v: v.__setitem__(m.tensor([0]), 4.0),
+    "fill_": lambda m, v: v.fill_(1.0),
+    "setitem element": lambda m, v: v.__setitem__(1, 4.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WARNED_WRITES))
+def test_writes_into_shared_memory_warn_as_torch(name):
+    """torch deprecates masked_fill_, index_fill_ and index_put_ into memory several
+    elements share, with a UserWarning; fill_ and an element's assignment write quietly."""
+    said = []
+    for m in (torch, ember):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            WARNED_WRITES[name](m, m.zeros(3).as_strided((3,), (0,)))
+        said.append([str(w.message).split(" (Triggered")[0] for w in seen
+                     if "expanded tensors" in str(w.message)])
+    assert said[0] == said[1]

@@ -161,6 +161,15 @@ def commit(t, result, scattered=None):
     return t
 
 
+def warn_shared_write(name, example, stacklevel=4):
+    """torch's deprecation warning for ``name`` (masked_fill_, index_fill_, index_put_)
+    writing into memory several elements share; ``example``: its indexing spelling."""
+    import warnings
+    warnings.warn(f"Use of {name} on expanded tensors is deprecated. Please clone() the "
+                  "tensor before performing this operation. This also applies to advanced "
+                  f"indexing e.g. {example}", UserWarning, stacklevel=stacklevel)
+
+
 def write_everywhere(a, result):
     """``scattered`` of the fills that write every element with one value."""
     np.copyto(a, result._data)

@@ -20,7 +20,14 @@ from ember.autograd.node import Primitive, _wrap
 from ember.backend import dtypes as _dt
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
-from ember.ops._inplace import check_inplace, commit, overlaps_itself, refuse_overlap, writable
+from ember.ops._inplace import (
+    check_inplace,
+    commit,
+    overlaps_itself,
+    refuse_overlap,
+    warn_shared_write,
+    writable,
+)
 from ember.ops._util import checked_scalar, reduced_float, write_error
 from ember.ops._views import ViewPrimitive, grad_array
 
@@ -614,6 +621,8 @@ def _put(self, basic, adv, value, accumulate, op=IndexPut):
             # element by element; a copy into a slice that overlaps itself it refuses
             if adv is None:
                 refuse_overlap(_make(arr[basic], False))
+            else:
+                warn_shared_write("index_put_", "tensor[indices] = tensor")
             arr = writable(arr)
         _write_checked(arr, basic, adv, value._data if isinstance(value, Tensor) else value,
                        accumulate)
