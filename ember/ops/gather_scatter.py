@@ -795,6 +795,7 @@ def _bind():
     for fn in (gather, scatter, scatter_add, scatter_reduce, index_select, index_add,
                index_copy, index_fill, take_along_dim):
         setattr(T, fn.__name__, fn)
+    index_fill_._forwards_to = index_fill  # its parameters, for ops._numpy_names
     T.index_fill_ = index_fill_
     for fn in (scatter, scatter_add, scatter_reduce, index_add, index_copy):
         # (scatter_reduce's backward reads self for prod, amax, amin: keep the old values)
