@@ -488,3 +488,16 @@ def test_writes_into_shared_memory_warn_as_torch(name):
         said.append([str(w.message).split(" (Triggered")[0] for w in seen
                      if "expanded tensors" in str(w.message)])
     assert said[0] == said[1]
+
+
+@pytest.mark.parametrize("name", ["add_", "copy_", "mul_"])
+def test_inplace_write_into_a_stride0_view_under_autograd_is_refused(name):
+    """``y = x * 1; y.as_strided((3,), (0,)).add_(1)``: torch refuses; ember rebased the
+    view on y and wrote the whole result (y became [1, 0, 0], with a graph to match)."""
+    for m in (torch, ember):
+        x = m.zeros(3, requires_grad=True)
+        y = x * 1
+        other = m.ones(3, requires_grad=True)
+        with pytest.raises(RuntimeError, match="refers to a single memory location"):
+            getattr(y.as_strided((3,), (0,)), name)(1 if name == "add_" else other)
+        assert y.tolist() == [0.0, 0.0, 0.0] and y.grad_fn.name() == "MulBackward0"
