@@ -99,7 +99,7 @@ def overlaps_itself(d):
     elements are one memory location (torch's ``has_internal_overlap`` answering YES; a
     layout it cannot decide, such as ``as_strided((2, 2), (1, 1))``, is let through as
     torch lets it through). The first test is the only cost to an ordinary tensor."""
-    return type(d) is _ndarray and 0 in d.strides and d.size > 1 and \
+    return hasattr(d, "strides") and 0 in d.strides and d.size > 1 and \
         any(st == 0 and n > 1 for st, n in zip(d.strides, d.shape))
 
 

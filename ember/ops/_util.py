@@ -533,12 +533,12 @@ def write_error(arr):
 
 def _refuse_internal_overlap(arr):
     """torch's ``assert_no_internal_overlap`` of an ``out=`` array: an expanded dim (stride
-    0) would have several results written to one element."""
-    if 0 in arr.strides and arr.size > 1 and \
-            any(st == 0 and n > 1 for st, n in zip(arr.strides, arr.shape)):
-        raise RuntimeError("unsupported operation: more than one element of the written-to "
-                           "tensor refers to a single memory location. Please clone() the "
-                           "tensor before performing the operation.")
+    0) would have several results written to one element (the test of in-place writes,
+    ``_inplace.overlaps_itself``)."""
+    if 0 in arr.strides:
+        from ember.ops._inplace import _OVERLAP_MESSAGE, overlaps_itself
+        if overlaps_itself(arr):
+            raise RuntimeError(_OVERLAP_MESSAGE)
 
 
 def refuse_out_overlap(out, inputs):
