@@ -501,3 +501,20 @@ def test_inplace_write_into_a_stride0_view_under_autograd_is_refused(name):
         with pytest.raises(RuntimeError, match="refers to a single memory location"):
             getattr(y.as_strided((3,), (0,)), name)(1 if name == "add_" else other)
         assert y.tolist() == [0.0, 0.0, 0.0] and y.grad_fn.name() == "MulBackward0"
+
+
+@pytest.mark.parametrize("layout", [((3, 3), (1, 0)), ((3, 3), (0, 1)), ((2, 3), (1, 0))])
+def test_init_into_shared_memory(layout):
+    """nn.init.eye_ zeros the tensor, then writes the diagonal element by element, into
+    memory its elements share (ember wrote the whole identity: [0, 0, 1] where torch
+    leaves [1, 1, 1]); orthogonal_ copies a whole matrix and is refused (ember wrote it)."""
+    got = []
+    for m in (torch, ember):
+        x = m.zeros(3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # (quietly, as torch)
+            m.nn.init.eye_(x.as_strided(*layout))
+        got.append(x.tolist())
+        with pytest.raises(RuntimeError, match="refers to a single memory location"):
+            m.nn.init.orthogonal_(m.zeros(3).as_strided(*layout))
+    assert got[0] == got[1]
