@@ -12,13 +12,7 @@ from ember.autograd.node import Primitive, hook_saves_of
 from ember.backend.dtypes import through_float32
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
-from ember.ops._inplace import (
-    check_inplace,
-    check_writes,
-    commit,
-    inplace_method,
-    warn_shared_write,
-)
+from ember.ops._inplace import check_inplace, check_writes, commit, inplace_method
 from ember.ops._util import (
     checked_scalar,
     opmath,
@@ -740,6 +734,7 @@ def index_fill_(self, dim, index, value):
 
     def scattered(a, result):
         # torch writes it into memory shared by several elements: the filled slices only
+        from ember.ops._inplace import warn_shared_write
         warn_shared_write("index_fill_", "tensor[mask] = scalar", 7)  # (through _numpy_names)
         where = index_fill(_make(np.zeros(a.shape, np.bool_), False), dim, index, True)._data
         np.copyto(a, result._data, where=where)
