@@ -19,7 +19,7 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 from ember.backend.meta import MetaArray as _MetaArray
-from ember.ops._inplace import check_inplace, commit
+from ember.ops._inplace import check_inplace, commit, refuse_overlap
 from ember.ops._util import can_cast, scalar_type_name, with_out, write_out
 from ember.ops.sampling import (  # the nodes of sampled tensors
     _Bernoulli0,
@@ -85,6 +85,7 @@ def _fill_(t, node, draw, *extra):
     d = t._data
     if type(d) is _MetaArray:
         return t  # a meta tensor holds no values: nothing is drawn (as in PyTorch)
+    refuse_overlap(t)  # before anything is drawn, as torch
     arr = _arrange(draw(d.size, bool(d.flags.c_contiguous)), d.shape, _perm(d))
     if type(d) is not np.ndarray:
         arr = backend.to_device(arr, t.device)

@@ -197,6 +197,9 @@ def cross(input, other, *, dim=-1, out=None):
     if input.dtype != other.dtype:
         raise RuntimeError(f"expected scalar type {_tname(input._data.dtype)} but found "
                            f"{_tname(other._data.dtype)}")
+    if out is not None:  # torch's cross refuses any memory out= shares with an operand
+        from ember.ops._util import refuse_out_overlap
+        refuse_out_overlap(out, (input, other))
     return _write_out(_cross(input, other, dim, "linalg.cross"), out)
 
 

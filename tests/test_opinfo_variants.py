@@ -56,8 +56,6 @@ _NAME = "the in-place node's name: ember names the out-of-place node (or the com
 _KEEPS = "torch's backward needs the overwritten input and raises; ember kept a copy: right"
 _SAVES = ("ember's backward saves the input where torch's saves only its shape or the "
           "output: a loud refusal, never a wrong gradient")
-_OVERLAP = ("max_norm renormalises a stride-0 weight in place: torch refuses the write "
-            "(internal overlap), ember's as_strided view takes it")
 # (op, part) pairs that still differ from torch, and why
 KNOWN = {
     ('acosh', 'inplace_grad'): _KEEPS,
@@ -116,8 +114,6 @@ KNOWN = {
         "torch's masked.median of a stride-0 input gives 0 (of its contiguous copy, ember's)",
     ('native_group_norm', 'strided'):
         "torch's kernel refuses a transposed input; ember computes",
-    ('nn.functional.embedding', 'strided'): _OVERLAP,
-    ('nn.functional.embedding_bag', 'strided'): _OVERLAP,
     ('resize_', 'strided'):
         "resize_ of a transposed tensor: torch reads its storage in memory order, ember in "
         "logical order",

@@ -336,6 +336,11 @@ def _renorm_(weight, input, max_norm, norm_type):
         norms = ember.norm(sel, norm_type, dim=1, keepdim=True)
         scale = ember.where(norms > max_norm, max_norm / (norms + 1e-7),
                             ember.ones_like(norms))
+        if (norms > max_norm).any():
+            # torch scales each such row in place: a row whose elements share memory
+            # (a stride-0 column) is refused, rows sharing memory with each other are not
+            from ember.ops._inplace import refuse_overlap
+            refuse_overlap(weight[0])
         weight._data[rows._data] = (sel * scale)._data
         weight._vc[0] += 1
 
@@ -484,7 +489,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """``input / max(||input||_p, eps)`` along ``dim``."""
     from ember.ops._util import write_out
     denom = ember.norm(input, p, dim, keepdim=True).clamp_min(eps).expand_as(input)
-    return write_out(input / denom, out, "normalize")
+    return write_out(input / denom, out, "normalize", (input,))
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):

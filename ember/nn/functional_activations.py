@@ -75,8 +75,9 @@ def _takes_out(fn):
         result = fn(*args, **kwargs)
         if out is None:
             return result
-        from ember.ops._util import write_out
-        return write_out(result, out, fn.__name__)
+        from ember.ops._util import APART_OUT, write_out
+        inputs = (*args, *kwargs.values()) if fn.__name__ in APART_OUT else ()
+        return write_out(result, out, fn.__name__, inputs)
     return with_out
 
 

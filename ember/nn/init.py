@@ -21,7 +21,10 @@ __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_"
 
 
 def _write(tensor, array):
-    """Write ``array`` (broadcast) into ``tensor``'s memory and bump its version."""
+    """Write ``array`` (broadcast) into ``tensor``'s memory and bump its version; refused,
+    as torch's copy refuses it, where elements of ``tensor`` share memory."""
+    from ember.ops._inplace import refuse_overlap
+    refuse_overlap(tensor)
     tensor._data[...] = through_float32(array, tensor._data.dtype)  # PyTorch's rounding
     tensor._vc[0] += 1
     if _mode_active[0]:  # inside a trace the values become a constant, said loudly
@@ -146,6 +149,15 @@ def eye_(tensor):
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     with no_grad():
+        from ember.ops._inplace import overlaps_itself, writable
+        if overlaps_itself(tensor._data):
+            # torch zeros the tensor, then writes each diagonal element, into memory its
+            # elements share too
+            a = writable(tensor._data)
+            a[...] = 0
+            a[range(min(a.shape)), range(min(a.shape))] = 1
+            tensor._vc[0] += 1
+            return tensor
         return _write(tensor, ember.eye(*tensor.shape, dtype=tensor.dtype,
                                         device=tensor.device)._data)
 

@@ -89,8 +89,40 @@ def check_writes(targets, sources, message=None):
     sample into the same memory in turn (ember.func._function_rules)."""
 
 
-def commit(t, result):
-    """Write ``result`` into ``t``'s memory and move ``t`` to ``result``'s graph node."""
+_OVERLAP_MESSAGE = ("unsupported operation: more than one element of the written-to tensor "
+                    "refers to a single memory location. Please clone() the tensor before "
+                    "performing the operation.")
+
+
+def overlaps_itself(d):
+    """True when the array ``d`` has a dimension of size > 1 at stride 0: several of its
+    elements are one memory location (torch's ``has_internal_overlap`` answering YES; a
+    layout it cannot decide, such as ``as_strided((2, 2), (1, 1))``, is let through as
+    torch lets it through). The first test is the only cost to an ordinary tensor."""
+    return hasattr(d, "strides") and 0 in d.strides and d.size > 1 and \
+        any(st == 0 and n > 1 for st, n in zip(d.strides, d.shape))
+
+
+def refuse_overlap(t):
+    """torch's ``assert_no_internal_overlap``: raise its error where several elements of
+    ``t`` (about to be written) share one memory location."""
+    if overlaps_itself(t._data):
+        raise RuntimeError(_OVERLAP_MESSAGE)
+
+
+def commit(t, result, scattered=None):
+    """Write ``result`` into ``t``'s memory and move ``t`` to ``result``'s graph node.
+
+    Where several elements of ``t`` share one memory location, writing the whole result
+    would leave whichever element came last, so the write is refused with torch's error
+    (its ``assert_no_internal_overlap``), before anything is written. The few ops torch
+    lets write there (fill_, masked_fill_, index_fill_, index_put_) pass ``scattered``:
+    a function ``scattered(array, result)`` writing only the op's own positions of
+    ``result`` into the array, used in that case."""
+    td = t._data
+    if type(td) is _ndarray and 0 in td.strides and overlaps_itself(td):
+        # (an ordinary tensor pays the stride test alone)
+        return _commit_overlapping(t, result, scattered)
     if _mode_active[0] and (m := _mode_with("commit")) is not None and not m.depth:
         return m.commit(commit, t, result)  # a graph capture notes the write
     if not isinstance(result, Tensor):
@@ -127,6 +159,64 @@ def commit(t, result):
         from ember.ops._views import refresh_views
         refresh_views(t)  # views of t taken earlier now read its new node
     return t
+
+
+def warn_shared_write(name, example, stacklevel=4):
+    """torch's deprecation warning for ``name`` (masked_fill_, index_fill_, index_put_)
+    writing into memory several elements share; ``example``: its indexing spelling."""
+    import warnings
+    warnings.warn(f"Use of {name} on expanded tensors is deprecated. Please clone() the "
+                  "tensor before performing this operation. This also applies to advanced "
+                  f"indexing e.g. {example}", UserWarning, stacklevel=stacklevel)
+
+
+def write_everywhere(a, result):
+    """``scattered`` of the fills that write every element with one value."""
+    np.copyto(a, result._data)
+
+
+def _commit_overlapping(t, result, scattered):
+    if scattered is None or _grad_state.grad_enabled and (result._requires_grad or
+                                                          t._requires_grad):
+        # (torch refuses the fills too when autograd records them: the view's base
+        # would take a scatter into memory its elements share)
+        raise RuntimeError(_OVERLAP_MESSAGE)
+    if _mode_active[0] or _modes.active[0]:
+        raise NotImplementedError(
+            "an in-place fill into a tensor whose elements share memory (a stride-0 "
+            "dimension) under a transform or a graph capture: ember cannot record a write "
+            "whose value depends on the order of the elements. clone() the tensor first")
+    scattered(writable(t._data), result)
+    t._vc[0] += 1
+    return t
+
+
+class _Interface:
+    """An ``__array_interface__`` holder: NumPy keeps it (and so ``base``) alive as the
+    base of the array made from it."""
+    def __init__(self, interface, base):
+        self.__array_interface__ = interface
+        self.base = base
+
+
+def writable(d):
+    """``d``, or where it is read-only (an expanded tensor: NumPy's broadcast views refuse
+    writes) a writable array over the same memory, for the writes torch makes into
+    shared memory. A ``conj()`` copy or an array over read-only memory stays refused."""
+    if d.flags.writeable:
+        return d
+    from ember.ops._util import write_error
+    root, a = d, d.base
+    while a is not None:  # (a broadcast view's base is NumPy's interface holder)
+        if isinstance(a, _ndarray):
+            root = a
+        a = getattr(a, "base", None)
+    if not root.flags.writeable:
+        raise write_error(root)
+    alias = np.asarray(_Interface({"data": (d.__array_interface__["data"][0], False),
+                                   "shape": d.shape, "strides": d.strides,
+                                   "typestr": f"|V{d.dtype.itemsize}", "version": 3}, root))
+    return alias.view(d.dtype)
 
 
 def _broadcast_shape(a, b):

@@ -8,6 +8,12 @@ import numpy as np
 from ember._tensor import Tensor, _make
 from ember.backend import dtypes as _dt
 from ember.backend import threads as _threads
+from ember.ops._overlap import (  # noqa: F401 - out='s checks, imported from here too
+    APART_OUT,
+    _refuse_internal_overlap,
+    refuse_out_overlap,
+    refuse_partial_overlap,
+)
 
 _ndarray = np.ndarray
 _FROM_NP = _dt.FROM_NP
@@ -467,10 +473,15 @@ def with_out(fn):
             if not isinstance(out, (tuple, list)) or len(out) != len(result):
                 raise TypeError(f"{fn.__name__}(): argument 'out' must be tuple of "
                                 f"{len(result)} Tensors")
+            if wrapper.__name__ in APART_OUT:
+                refuse_partial_overlap(out, (*args, *kwargs.values()))
             written = [write_out(r, o) for r, o in zip(result, out)]
             return type(result)(*written) if hasattr(result, "_fields") else \
                 type(result)(written)
-        return write_out(result, out, wrapper.__name__)  # the name given after wrapping
+        # (the name given after wrapping; a reduction to one element is not checked)
+        if wrapper.__name__ in APART_OUT and result._data.ndim:
+            refuse_partial_overlap(out, (*args, *kwargs.values()))
+        return write_out(result, out, wrapper.__name__)
     return wrapper
 
 
@@ -526,36 +537,6 @@ def write_error(arr):
                         "tensor before performing the operation.")
 
 
-def _refuse_internal_overlap(arr):
-    """torch's ``assert_no_internal_overlap`` of an ``out=`` array: an expanded dim (stride
-    0) would have several results written to one element."""
-    if 0 in arr.strides and arr.size > 1 and \
-            any(st == 0 and n > 1 for st, n in zip(arr.strides, arr.shape)):
-        raise RuntimeError("unsupported operation: more than one element of the written-to "
-                           "tensor refers to a single memory location. Please clone() the "
-                           "tensor before performing the operation.")
-
-
-def refuse_out_overlap(out, inputs):
-    """torch's ``assert_no_overlap`` for the ops that read their inputs while writing
-    ``out`` (gather, take, index_select, masked_select, cat, kthvalue): ``out`` (a tensor
-    or a tuple of them) must share no memory with any tensor among ``inputs`` (lists
-    of tensors are looked into), or the op would read what it has already written."""
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    for o in outs:
-        if not isinstance(o, Tensor):
-            continue
-        _refuse_internal_overlap(o._data)  # before any resize, as torch
-        for x in inputs:
-            for t in (x if isinstance(x, (tuple, list)) else (x,)):
-                if t is o or isinstance(t, Tensor) and t._data.size and o._data.size and \
-                        np.may_share_memory(o._data, t._data):
-                    raise RuntimeError(
-                        "unsupported operation: some elements of the input tensor and the "
-                        "written-to tensor refer to a single memory location. Please clone() "
-                        "the tensor before performing the operation.")
-
-
 def with_out_apart(fn):
     """``with_out`` for an op whose ``out=`` must not overlap its inputs
     (:func:`refuse_out_overlap`), checked before anything is written."""
@@ -575,6 +556,8 @@ def with_out_unary(fn):
     def wrapper(input, *, out=None):
         if out is None:
             return fn(input)
+        if wrapper.__name__ in APART_OUT:
+            refuse_partial_overlap(out, (input,))
         return write_out(fn(input), out, wrapper.__name__)
     functools.update_wrapper(wrapper, fn)
     return wrapper
@@ -636,12 +619,16 @@ def resize_warning(had, required, stacklevel=2):
                   "with t.resize_(0).", stacklevel=stacklevel)
 
 
-def write_out(result, out, name=None):
+def write_out(result, out, name=None, inputs=()):
     """PyTorch's ``out=``: the result is copied into ``out`` (resized if needed, with
     torch's warning when ``out`` had elements). ``name`` is the function's: for those
-    in ``CASTING_OUT`` the result is cast to ``out``'s dtype where torch allows it."""
+    in ``CASTING_OUT`` the result is cast to ``out``'s dtype where torch allows it.
+    ``inputs``: the operands ``out`` must not share memory with in part
+    (:func:`refuse_partial_overlap`), for an elementwise function."""
     if out is None:
         return result
+    if inputs:
+        refuse_partial_overlap(out, inputs)
     from ember.autograd.grad_mode import state
     if state.grad_enabled and (result._requires_grad or out._requires_grad):
         raise RuntimeError("out=... arguments don't support automatic differentiation, but one "

@@ -638,7 +638,7 @@ def add(input, other, *, alpha=1, out=None):
         result = _add(input, other)
     else:
         result = AddScaled.apply(input, other, alpha)
-    return result if out is None else write_out(result, out, "add")
+    return result if out is None else write_out(result, out, "add", (input, other))
 
 
 def sub(input, other, *, alpha=1, out=None):
@@ -649,7 +649,7 @@ def sub(input, other, *, alpha=1, out=None):
     else:
         _refuse_bool_sub(_operand_array(input), _operand_array(other))
         result = SubScaled.apply(input, other, -alpha)
-    return result if out is None else write_out(result, out, "sub")
+    return result if out is None else write_out(result, out, "sub", (input, other))
 
 
 subtract = sub
@@ -658,7 +658,7 @@ subtract = sub
 def mul(input, other, *, out=None):
     """Elementwise product."""
     result = _mul(_numbers_wrapped(input, other), other)
-    return result if out is None else write_out(result, out, "mul")
+    return result if out is None else write_out(result, out, "mul", (input, other))
 
 
 multiply = mul
@@ -678,7 +678,7 @@ def div(input, other, *, rounding_mode=None, out=None):
     else:
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
                            f"but found '{rounding_mode}'")
-    return result if out is None else write_out(result, out, "div")
+    return result if out is None else write_out(result, out, "div", (input, other))
 
 
 divide = div

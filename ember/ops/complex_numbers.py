@@ -169,7 +169,7 @@ class Angle(Primitive):
 @tensor_method()
 def angle(input, *, out=None):
     """The argument of each element (radians); 0 or pi for real inputs."""
-    return write_out(Angle.apply(input), out, "angle")
+    return write_out(Angle.apply(input), out, "angle", (input,))
 
 
 def _check_parts(a, b):

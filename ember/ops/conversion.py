@@ -233,12 +233,14 @@ def fill_(input, value):
 
     Example: ``torch.empty(2, 3).fill_(0.5)``.
     """
-    from ember.ops._inplace import check_inplace, commit
+    from ember.ops._inplace import check_inplace, commit, write_everywhere
     check_inplace(input)
     value = _fill_value("fill_", value)
     if not isinstance(value, Tensor):
         value = checked_fill(value, input._data.dtype, input.numel())
-    return commit(input, _FILLS[True, isinstance(value, Tensor)].apply(input, value))
+    # (torch writes fills into memory shared by several elements: one value for all)
+    return commit(input, _FILLS[True, isinstance(value, Tensor)].apply(input, value),
+                  write_everywhere)
 
 
 def fill(input, value):
@@ -251,9 +253,9 @@ def fill(input, value):
 
 def zero_(input):
     """Fill ``input`` with zeros in place and return it (``torch.zero_(t)``, ``t.zero_()``)."""
-    from ember.ops._inplace import check_inplace, commit
+    from ember.ops._inplace import check_inplace, commit, write_everywhere
     check_inplace(input)
-    return commit(input, _FILLS["zero"].apply(input, 0))
+    return commit(input, _FILLS["zero"].apply(input, 0), write_everywhere)
 
 
 def copy_(self, src, non_blocking=False):

@@ -13,7 +13,7 @@ from ember.autograd.saved import hook_saves_of
 from ember.backend.dtypes import through_float32
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
-from ember.ops._inplace import inplace_method
+from ember.ops._inplace import check_inplace, check_writes, commit, inplace_method
 from ember.ops._util import (
     checked_scalar,
     opmath,
@@ -728,7 +728,21 @@ def index_fill(input, dim, index, value):
     return op.apply(input, value, idx, d)
 
 
-@with_out
+def index_fill_(self, dim, index, value):
+    """In-place :func:`index_fill`."""
+    check_inplace(self)
+    check_writes((self,), (dim, index, value))
+
+    def scattered(a, result):
+        # torch writes it into memory shared by several elements: the filled slices only
+        from ember.ops._inplace import warn_shared_write
+        warn_shared_write("index_fill_", "tensor[mask] = scalar", 7)  # (through _numpy_names)
+        where = index_fill(_make(np.zeros(a.shape, np.bool_), False), dim, index, True)._data
+        np.copyto(a, result._data, where=where)
+    return commit(self, index_fill(self, dim, index, value), scattered)
+
+
+@with_out_apart
 def take_along_dim(input, indices, dim=None, *, out=None):
     """Values of ``input`` at ``indices`` along ``dim`` (``input`` and ``indices``
     broadcast outside ``dim``); with ``dim=None`` both are read as 1-D."""
@@ -777,7 +791,9 @@ def _bind():
     for fn in (gather, scatter, scatter_add, scatter_reduce, index_select, index_add,
                index_copy, index_fill, take_along_dim):
         setattr(T, fn.__name__, fn)
-    for fn in (scatter, scatter_add, scatter_reduce, index_add, index_copy, index_fill):
+    index_fill_._forwards_to = index_fill  # its parameters, for ops._numpy_names
+    T.index_fill_ = index_fill_
+    for fn in (scatter, scatter_add, scatter_reduce, index_add, index_copy):
         # (scatter_reduce's backward reads self for prod, amax, amin: keep the old values)
         setattr(T, fn.__name__ + "_", inplace_method(fn, fn is scatter_reduce))
 

@@ -20,7 +20,14 @@ from ember.autograd.node import Primitive, _wrap
 from ember.backend import dtypes as _dt
 from ember.backend.meta import is_meta as _is_meta
 from ember.ops import _batch, _jvp
-from ember.ops._inplace import check_inplace, commit
+from ember.ops._inplace import (
+    check_inplace,
+    commit,
+    overlaps_itself,
+    refuse_overlap,
+    warn_shared_write,
+    writable,
+)
 from ember.ops._util import checked_scalar, reduced_float, write_error
 from ember.ops._views import ViewPrimitive, grad_array
 
@@ -608,8 +615,17 @@ def _put(self, basic, adv, value, accumulate, op=IndexPut):
             isinstance(value, Tensor) and value._requires_grad)):
         if _mode_active[0]:  # a mode (a trace) sees the write as the op
             return commit(self, op.apply(self, value, basic, adv, accumulate))
-        _write_checked(self._data, basic, adv,
-                       value._data if isinstance(value, Tensor) else value, accumulate)
+        arr = self._data
+        if type(arr) is np.ndarray and 0 in arr.strides and overlaps_itself(arr):
+            # torch writes an indexed assignment into memory shared by several elements,
+            # element by element; a copy into a slice that overlaps itself it refuses
+            if adv is None:
+                refuse_overlap(_make(arr[basic], False))
+            else:
+                warn_shared_write("index_put_", "tensor[indices] = tensor")
+            arr = writable(arr)
+        _write_checked(arr, basic, adv, value._data if isinstance(value, Tensor) else value,
+                       accumulate)
         self._vc[0] += 1
         return self
     check_inplace(self)

@@ -371,7 +371,7 @@ def outer(input, vec2, *, out=None):
         raise RuntimeError(f"outer: Expected 1-D argument vec2, but got {vec2.dim()}-D")
     # PyTorch's composite: the first vector reshaped to a column, broadcast against the
     # second
-    return _write_out(input.reshape(-1, 1) * vec2, out, "outer")
+    return _write_out(input.reshape(-1, 1) * vec2, out, "outer", (input, vec2))
 
 
 ger = outer
@@ -496,7 +496,8 @@ def kron(input, other, *, out=None):
         # PyTorch's nodes: each operand and the product under ``_unsafe_view``
         prod = _mg.UnsafeView.apply(input, ia) * _mg.UnsafeView.apply(other, ib)
         return _mg.UnsafeView.apply(prod, shape)
-    return _write_out((input.reshape(ia) * other.reshape(ib)).reshape(shape), out, "kron")
+    return _write_out((input.reshape(ia) * other.reshape(ib)).reshape(shape), out, "kron",
+                      (input, other))
 
 
 def tensordot(a, b, dims=2, out=None):
@@ -586,6 +587,9 @@ def cross(input, other, dim=None, *, out=None):
         dim = next((d for d, s in enumerate(shape) if s == 3), None)
         if dim is None:
             raise RuntimeError("no dimension of size 3 in input")
+    if out is not None:  # torch's cross refuses any memory out= shares with an operand
+        from ember.ops._util import refuse_out_overlap
+        refuse_out_overlap(out, (input, other))
     return _write_out(_cross(input, other, dim, "cross"), out)
 
 

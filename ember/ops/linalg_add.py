@@ -233,7 +233,9 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
         res = _eager_add(AddmmScaled, input, _mm_shape, mat1, mat2, beta, alpha, out)
         if res is not None:
             return res
-    return _write_out(_scaled_add(input, mm(mat1, mat2), beta, alpha, _empty(mat1, mat2)), out)
+    # (out= must not share memory with input in part; with the factors it may, as torch)
+    return _write_out(_scaled_add(input, mm(mat1, mat2), beta, alpha, _empty(mat1, mat2)), out,
+                      None, (input,))
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
@@ -242,7 +244,8 @@ def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
         res = _eager_add(Addmv, input, _mv_shape, mat, vec, beta, alpha, out)
         if res is not None:
             return res
-    return _write_out(_scaled_add(input, mv(mat, vec), beta, alpha, _empty(mat, vec)), out)
+    return _write_out(_scaled_add(input, mv(mat, vec), beta, alpha, _empty(mat, vec)), out,
+                      None, (input,))
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
@@ -252,7 +255,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
         if res is not None:
             return res
     return _write_out(_scaled_add(input, bmm(batch1, batch2), beta, alpha,
-                                  _empty(batch1, batch2)), out)
+                                  _empty(batch1, batch2)), out, None, (input,))
 
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
@@ -265,7 +268,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     prod = bmm(batch1, batch2)
     # summed in the operands' dtype: a plain integer sum would promote int32 to int64
     return _write_out(_scaled_add(input, prod.sum(0, dtype=prod.dtype), beta, alpha,
-                                  _empty(batch1, batch2)), out, "addbmm")
+                                  _empty(batch1, batch2)), out, "addbmm", (input,))
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
@@ -280,7 +283,8 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
         res = _eager_add(Addr, input, _outer_shape, vec1, vec2, beta, alpha, out)
         if res is not None:
             return res
-    return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out, "addr")
+    return _write_out(_scaled_add(input, outer(vec1, vec2), beta, alpha), out, "addr",
+                      (input, vec1, vec2))
 
 
 for _fn in (addmm, addmv, addbmm, baddbmm, addr):

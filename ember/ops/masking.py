@@ -11,7 +11,7 @@ from ember.autograd.node import Primitive
 from ember.autograd.saved import hook_saves_of
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
-from ember.ops._inplace import check_inplace, commit
+from ember.ops._inplace import check_inplace, commit, warn_shared_write
 from ember.ops._util import checked_scalar, type_name, with_out
 from ember.ops.indexing import GetItemAdvanced, _xp
 
@@ -76,7 +76,11 @@ def masked_fill(input, mask, value):
 def masked_fill_(self, mask, value):
     """In-place ``masked_fill``."""
     check_inplace(self)
-    return commit(self, _masked_fill(self, mask, value))
+    def scattered(a, result):
+        # torch writes it into memory shared by several elements: the masked positions only
+        warn_shared_write("masked_fill_", "tensor[mask] = scalar", 6)
+        np.copyto(a, result._data, where=mask._data)
+    return commit(self, _masked_fill(self, mask, value), scattered)
 
 
 def _check_bool_mask(op, mask):

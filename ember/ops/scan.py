@@ -270,7 +270,8 @@ def cumsum(input, dim, *, dtype=None, out=None):
     elif out is not None and dtype is None and str(out.dtype) in _OWN_ACC[1:] \
             and input.is_floating_point():
         input = input.to(out.dtype).float()  # rounded to out's dtype, summed in float32
-    return write_out(Cumsum.apply(input, _axis(input, dim), _np_dtype(dtype, input)), out, "cumsum")
+    return write_out(Cumsum.apply(input, _axis(input, dim), _np_dtype(dtype, input)), out,
+                     "cumsum", (input,))
 
 
 def cumprod(input, dim, *, dtype=None, out=None):
@@ -282,7 +283,7 @@ def cumprod(input, dim, *, dtype=None, out=None):
             and input.is_floating_point():
         input = input.to(out.dtype).float()  # rounded to out's dtype, summed in float32
     result = Cumprod.apply(input, _axis(input, dim), _np_dtype(dtype, input))
-    return write_out(result, out, "cumprod")
+    return write_out(result, out, "cumprod", (input,))
 
 
 # ----- cummax and cummin -----------------------------------------------------------------------

@@ -122,7 +122,7 @@ def polygamma(n, input, *, out=None):
         raise TypeError(f"polygamma(): argument 'n' must be int, not {type(n).__name__}")
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
-    return write_out(Polygamma.apply(input, int(n)), out, "polygamma")
+    return write_out(Polygamma.apply(input, int(n)), out, "polygamma", (input,))
 
 
 @with_out

@@ -170,7 +170,7 @@ def where(condition, input=None, other=None, *, out=None):
         if not isinstance(v, Tensor):
             raise TypeError(f"where(): argument '{name}' (position {pos}) must be Tensor, not "
                             f"{type(v).__name__}")
-    return write_out(result, out, "where")
+    return write_out(result, out, "where", (condition, input, other))
 
 
 @with_out

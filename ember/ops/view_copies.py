@@ -28,7 +28,8 @@ def _copy_variant(view_name, doc_name=None):
                 if len(out) != len(res):
                     raise RuntimeError(f"{fn.__name__}: expected {len(res)} out tensors, "
                                        f"got {len(out)}")
-                return [write_out(r, o) for r, o in zip(res, out)]
+                # (the pieces' out= must not share memory with the input in part)
+                return [write_out(r, o, None, args[:1]) for r, o in zip(res, out)]
             return write_out(res, out)
         return res
     fn.__name__ = doc_name or view_name + "_copy"
