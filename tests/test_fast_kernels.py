@@ -282,7 +282,7 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
                getattr(m, n).py_func.__module__ == m.__name__ and
                getattr(m, n).targetoptions.get("inline") != "always"}
     names = sorted(kernels)
-    assert len(names) == 21, names
+    assert len(names) == 23, names
     assert fused_on_purpose < set(names)
     x = np.linspace(-5, 5, 64)
     f, ix = x.astype(np.float32), np.empty(64, np.int64)
@@ -299,7 +299,9 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
             "_erfinv64_step": (x, x.copy(), x.copy(), x.copy(), x.copy(), x.copy()),
             "_erfinv_finish": (x, x.copy(), x.copy()),
             "_gelu32_pass": (f, f.copy()),
-            "_gelu32_keep_pass": (f, f.copy(), f.copy())}
+            "_gelu32_keep_pass": (f, f.copy(), f.copy()),
+            "_gelu_tanh_arg": (f, f.copy(), np.float32(0.044715), np.float32(0.8)),
+            "_gelu_tanh_finish": (f, f.copy(), f.copy(), np.float32(0.5), np.float32(1))}
     assert set(args) == set(names) - fused_on_purpose - {"_gelu_grad_a", "_gelu_grad_b"}
     for name in names:
         if name in fused_on_purpose:
@@ -336,6 +338,43 @@ def test_numba_gelu_without_graph_same_bits_as_composite(dt):
         ember.nn.functional.gelu(xt[:4])
     names = [e.name for e in prof.events()]
     assert "aten::erf" in names, names
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_gelu_tanh_fused_same_bits_as_composite(dt):
+    # F.gelu(approximate="tanh") runs the composite's steps on cache-sized pieces (numba's
+    # two loops around NumPy's tanh, or NumPy alone): the composite's bits, with a graph
+    # or without; under a mode (the profiler here) the composite's ops still run
+    from ember.ops import activation_nodes
+    x = _dense(dt)
+    x = np.concatenate([x, np.array([1e30, -1e30, np.finfo(dt).max], dt)])
+    x = x[:x.size - x.size % 7].reshape(-1, 7)[:, 1:6]  # strided
+    xt = ember.from_numpy(x)
+    with ember.no_grad():
+        ref = activation_nodes._gelu(xt, "tanh").numpy()
+    assert activation_nodes.gelu_fused(xt, "tanh") is not None
+    with ember.no_grad():
+        fast = ember.nn.functional.gelu(xt, approximate="tanh").numpy()
+    slow = _numpy_path(lambda: ember.nn.functional.gelu(xt, approximate="tanh").numpy())
+    _same_bits(fast, ref)
+    _same_bits(slow, ref)
+    # with a graph: the node's forward takes the same pieces, its gradient the composite's
+    g = np.random.default_rng(4).standard_normal(x.shape).astype(dt)
+    grads = []
+    for fused in (True, False):
+        t = ember.from_numpy(x.copy()).requires_grad_()
+        y = (ember.nn.functional.gelu(t, approximate="tanh") if fused else
+             activation_nodes._gelu(t, "tanh"))
+        y.backward(ember.from_numpy(g))
+        _same_bits(y.detach().numpy(), ref)
+        grads.append(t.grad.numpy())
+        if fused:
+            assert type(y.grad_fn).__name__ == "GeluBackward0"
+    _same_bits(*grads)
+    with ember.profiler.profile() as prof:
+        ember.nn.functional.gelu(xt[:4], approximate="tanh")
+    names = [e.name for e in prof.events()]
+    assert "aten::tanh" in names, names
 
 
 def test_numba_float32_rounding_check():

@@ -65,26 +65,62 @@ def _gelu(input, approximate="none"):
     if approximate == "none":
         return input * 0.5 * (1.0 + ember.erf(input * (1.0 / math.sqrt(2.0))))
     if approximate == "tanh":
-        inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
+        inner = (input + input * input * input * _GELU_KAPPA) * _GELU_BETA
         return input * 0.5 * (1.0 + ember.tanh(inner))
     raise RuntimeError("approximate argument must be either none or tanh.")
 
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_GELU_KAPPA, _GELU_BETA = 0.044715, math.sqrt(2.0 / math.pi)  # the tanh form's constants
+_TANH_CHUNK = 16384  # elements per piece of ``gelu_tanh_arrays``: its buffer stays in L2
 
 
-def gelu_fused(x):
-    """The exact GELU of the Tensor ``x`` where no graph is recorded, by the numba kernel
-    (``ember[fast]``): the composite's values in one pass; None where it does not apply
-    (not float32/float64 on NumPy, numba missing, or a mode on the stack, which must see
-    the composite's ops)."""
+def gelu_tanh_arrays(x):
+    """The tanh GELU of a float32 or float64 NumPy array: the composite's steps in its
+    order (the same bits), on cache-sized pieces with one buffer instead of eight
+    whole-array temporaries; with numba (``ember[fast]``) two compiled loops around
+    NumPy's ``tanh`` (``_erf_numba.gelu_tanh``), the same bits again."""
+    from ember.ops import _erf_kernels
+    fused = _erf_kernels.numba_kernels(x)
+    if fused is not None:
+        return fused.gelu_tanh(x)
+    t = x.dtype.type
+    kappa, beta, half, one = t(_GELU_KAPPA), t(_GELU_BETA), t(0.5), t(1)
+    flat = x.reshape(-1)
+    y = np.empty(flat.size, x.dtype)
+    buf = np.empty(max(min(flat.size, _TANH_CHUNK), 1), x.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # as the composite's ops
+        for i in range(0, flat.size, _TANH_CHUNK):
+            xs = flat[i:i + _TANH_CHUNK]
+            b = buf[:xs.size]
+            ys = y[i:i + xs.size]
+            np.multiply(xs, xs, out=b)
+            b *= xs
+            b *= kappa
+            b += xs
+            b *= beta
+            np.tanh(b, out=b)
+            b += one
+            np.multiply(xs, half, out=ys)
+            ys *= b
+    return y.reshape(x.shape)
+
+
+def gelu_fused(x, approximate="none"):
+    """The GELU of the Tensor ``x`` where no graph is recorded, the composite's values in
+    fewer passes: the exact form by the numba kernel (``ember[fast]``), the tanh form by
+    ``gelu_tanh_arrays`` (with numba or without); None where it does not apply (not
+    float32/float64 on NumPy, numba missing for the exact form, or a mode on the stack,
+    which must see the composite's ops)."""
     from ember._tensor import Tensor, _make, _mode_active
     if _mode_active[0] or type(x) is not Tensor:
         return None
     a = x._data
-    if type(a) is not np.ndarray:
+    if type(a) is not np.ndarray or a.dtype not in (np.float32, np.float64):
         return None
+    if approximate == "tanh":
+        return _make(gelu_tanh_arrays(a))
     from ember.ops import _erf_kernels
     fused = _erf_kernels.numba_kernels(a)
     return None if fused is None else _make(fused.gelu(a, keep=False)[0])
@@ -98,13 +134,16 @@ class Gelu(CompositeNode):
     composite = staticmethod(_gelu)
 
     def forward(self, x, approximate):
-        if approximate != "none" or type(x) is not np.ndarray or \
+        if approximate not in ("none", "tanh") or type(x) is not np.ndarray or \
                 x.dtype not in (np.float32, np.float64):
             self._one_plus_erf = None
             return CompositeNode.forward(self, x, approximate)
         from ember.ops import _erf_kernels
         self._plain = [None, approximate]
         self.params = {}
+        if approximate == "tanh":  # the composite's values; its gradient by recomputing
+            self._one_plus_erf = None
+            return gelu_tanh_arrays(x)
         fused = _erf_kernels.numba_kernels(x)
         if fused is not None:  # ember[fast]: the steps below fused, the same values
             y, self._one_plus_erf = fused.gelu(x)
