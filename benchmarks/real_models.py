@@ -78,6 +78,8 @@ def kernels(ember, torch):
         "erfinv 2^20 f32": (lambda: ember.erfinv(ue), lambda: torch.erfinv(ut)),
         "gelu 2^20 f32": (lambda: ember.nn.functional.gelu(xe),
                           lambda: torch.nn.functional.gelu(xt)),
+        "gelu tanh 2^20 f32": (lambda: ember.nn.functional.gelu(xe, approximate="tanh"),
+                               lambda: torch.nn.functional.gelu(xt, approximate="tanh")),
         "normal_(0, .02) 2^20 f32": (lambda: be.normal_(0, 0.02), lambda: bt.normal_(0, 0.02)),
     }
 
