@@ -192,17 +192,18 @@ def infer():
         def folded(x=x, w=w, b=b, out=out):
             out[...] = b
             return sgemm(x, w, out)
-        ways = {"flag+add": lambda: gemm.addmm(b, x, w.T),
-                "cached W.T+add": lambda: gemm.addmm(b, x, wt),
-                "np.dot+add": lambda: _added(np.dot(x, w.T), b),
+        ways = {"flag+add": lambda x=x, w=w, b=b: gemm.addmm(b, x, w.T),
+                "cached W.T+add": lambda x=x, wt=wt, b=b: gemm.addmm(b, x, wt),
+                "np.dot+add": lambda x=x, w=w, b=b: _added(np.dot(x, w.T), b),
                 "sgemm beta=1": folded if sgemm else None}
         ways = {k2: f for k2, f in ways.items() if f is not None}
         ref = ways["flag+add"]()
         y = ref.copy()
+        ty = torch.from_numpy(y.copy())
         fns = list(ways.values()) + [
             lambda y=y, b=b: gemm._add_rows(y, b), lambda y=y: _relu_array(y, out=y),
-            lambda: torch.nn.functional.linear(tx, tw, tb),
-            lambda ty=torch.from_numpy(y): torch.relu_(ty)]
+            lambda tx=tx, tw=tw, tb=tb: torch.nn.functional.linear(tx, tw, tb),
+            lambda ty=ty: torch.relu_(ty)]
         times = cpu_us(fns, rounds=15)
         cells = []
         for (k2, f), v in zip(ways.items(), times):

@@ -282,7 +282,7 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
                getattr(m, n).py_func.__module__ == m.__name__ and
                getattr(m, n).targetoptions.get("inline") != "always"}
     names = sorted(kernels)
-    assert len(names) == 23, names
+    assert len(names) == 25, names
     assert fused_on_purpose < set(names)
     x = np.linspace(-5, 5, 64)
     f, ix = x.astype(np.float32), np.empty(64, np.int64)
@@ -301,7 +301,11 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
             "_gelu32_pass": (f, f.copy()),
             "_gelu32_keep_pass": (f, f.copy(), f.copy()),
             "_gelu_tanh_arg": (f, f.copy(), np.float32(0.044715), np.float32(0.8)),
-            "_gelu_tanh_finish": (f, f.copy(), f.copy(), np.float32(0.5), np.float32(1))}
+            "_gelu_tanh_finish": (f, f.copy(), f.copy(), np.float32(0.5), np.float32(1)),
+            "_gelu_tanh_keep_finish": (f, f.copy(), f.copy(), f.copy(), np.float32(0.5),
+                                       np.float32(1)),
+            "_gelu_tanh_grad": (f, f.copy(), f / 5, f.copy(), np.float32(0.044715),
+                                np.float32(0.8), np.float32(0.5), np.float32(1))}
     assert set(args) == set(names) - fused_on_purpose - {"_gelu_grad_a", "_gelu_grad_b"}
     for name in names:
         if name in fused_on_purpose:
@@ -358,19 +362,23 @@ def test_gelu_tanh_fused_same_bits_as_composite(dt):
     slow = _numpy_path(lambda: ember.nn.functional.gelu(xt, approximate="tanh").numpy())
     _same_bits(fast, ref)
     _same_bits(slow, ref)
-    # with a graph: the node's forward takes the same pieces, its gradient the composite's
+    # with a graph: the node's forward takes the same pieces and keeps tanh(inner), its
+    # first-order gradient is one pass of the composite's gradient ops (numba's or
+    # NumPy's): the composite's bits, as with create_graph (which recomputes it)
     g = np.random.default_rng(4).standard_normal(x.shape).astype(dt)
-    grads = []
-    for fused in (True, False):
+    t = ember.from_numpy(x.copy()).requires_grad_()
+    activation_nodes._gelu(t, "tanh").backward(ember.from_numpy(g))
+    ref_grad = t.grad.numpy()
+
+    def run(create_graph=False):
         t = ember.from_numpy(x.copy()).requires_grad_()
-        y = (ember.nn.functional.gelu(t, approximate="tanh") if fused else
-             activation_nodes._gelu(t, "tanh"))
-        y.backward(ember.from_numpy(g))
-        _same_bits(y.detach().numpy(), ref)
-        grads.append(t.grad.numpy())
-        if fused:
-            assert type(y.grad_fn).__name__ == "GeluBackward0"
-    _same_bits(*grads)
+        y = ember.nn.functional.gelu(t, approximate="tanh")
+        assert type(y.grad_fn).__name__ == "GeluBackward0"
+        gx, = ember.autograd.grad(y, t, ember.from_numpy(g), create_graph=create_graph)
+        return y.detach().numpy(), gx.detach().numpy()
+    for y, gx in (run(), _numpy_path(run), run(create_graph=True)):
+        _same_bits(y, ref)
+        _same_bits(gx, ref_grad)
     with ember.profiler.profile() as prof:
         ember.nn.functional.gelu(xt[:4], approximate="tanh")
     names = [e.name for e in prof.events()]

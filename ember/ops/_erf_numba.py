@@ -47,7 +47,7 @@ from numba.core.extending import intrinsic as _intrinsic
 from ember.backend.numba_jit import njit as _jit
 from ember.ops import _erf_kernels as _k
 
-__all__ = ["erf_erfc", "gelu", "gelu_backward", "gelu_tanh"]
+__all__ = ["erf_erfc", "gelu", "gelu_backward", "gelu_tanh", "gelu_tanh_backward"]
 
 _CHUNK = 16384  # elements per piece: the float64 buffers stay in the L2 cache
 
@@ -629,20 +629,68 @@ def _gelu_tanh_finish(x, th, y, half, one):
         y[i] = (x[i] * half) * (th[i] + one)
 
 
-def gelu_tanh(x):
-    from ember.ops.activation_nodes import _GELU_BETA, _GELU_KAPPA
+@_jit
+def _gelu_tanh_keep_finish(x, th, y, keep, half, one):
+    """``_gelu_tanh_finish`` copying ``tanh(inner)`` to ``keep`` for the backward."""
+    for i in range(x.size):
+        t = th[i]
+        keep[i] = t
+        y[i] = (x[i] * half) * (t + one)
+
+
+def gelu_tanh(x, keep=False):
     """``F.gelu(x, approximate="tanh")`` of a float32 or float64 array: the same bits as
-    the composite's steps (``activation_nodes.gelu_tanh_arrays``)."""
+    the composite's steps (``activation_nodes.gelu_tanh_arrays``); with ``keep``,
+    ``(y, tanh(inner))``."""
+    from ember.ops.activation_nodes import _GELU_BETA, _GELU_KAPPA
     t = x.dtype.type
     kappa, beta, half, one = t(_GELU_KAPPA), t(_GELU_BETA), t(0.5), t(1)
     flat = x.reshape(-1)
     n = flat.size
     y = np.empty(n, x.dtype)
+    th = np.empty(n, x.dtype) if keep else None
     buf = np.empty(max(min(n, _CHUNK), 1), x.dtype)
     for i in range(0, n, _CHUNK):
         xs = flat[i:i + _CHUNK]
-        bk = buf[:xs.size]
+        k = xs.size
+        bk = buf[:k]
         _gelu_tanh_arg(xs, bk, kappa, beta)
         np.tanh(bk, out=bk)
-        _gelu_tanh_finish(xs, bk, y[i:i + xs.size], half, one)
-    return y.reshape(x.shape)
+        if keep:
+            _gelu_tanh_keep_finish(xs, bk, y[i:i + k], th[i:i + k], half, one)
+        else:
+            _gelu_tanh_finish(xs, bk, y[i:i + k], half, one)
+    y = y.reshape(x.shape)
+    return (y, th.reshape(x.shape)) if keep else y
+
+
+@_jit
+def _gelu_tanh_grad(g, x, th, out, kappa, beta, half, one):
+    """``activation_nodes.gelu_tanh_grad_arrays``'s operations, element by element."""
+    for i in range(x.size):
+        xi, ti, gi = x[i], th[i], g[i]
+        g5 = gi * (xi * half)
+        g5 *= one - ti * ti
+        g4 = g5 * beta
+        g2 = g4 * kappa
+        g1 = g2 * xi
+        s = g2 * (xi * xi)
+        s += g4
+        g1 *= xi
+        s += g1
+        s += g1
+        a7 = ti + one
+        a7 *= gi
+        a7 *= half
+        out[i] = s + a7
+
+
+def gelu_tanh_backward(g, x, th):
+    """The tanh GELU's first-order gradient (``activation_nodes.gelu_tanh_grad_arrays``,
+    the same bits) in one pass."""
+    from ember.ops.activation_nodes import _GELU_BETA, _GELU_KAPPA
+    t = x.dtype.type
+    out = np.empty(x.size, x.dtype)
+    _gelu_tanh_grad(g.reshape(-1), x.reshape(-1), th.reshape(-1), out, t(_GELU_KAPPA),
+                    t(_GELU_BETA), t(0.5), t(1))
+    return out.reshape(x.shape)
