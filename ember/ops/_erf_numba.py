@@ -140,6 +140,22 @@ def _as_int64(typingctx, v):
 
 
 @_intrinsic
+def _f32_bits(typingctx, v):
+    """The bit pattern of the float32 ``v`` as an int32."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], _ir.IntType(32))
+    return _types.int32(_types.float32), codegen
+
+
+@_intrinsic
+def _bits_f32(typingctx, bits):
+    """The float32 whose bit pattern is the int32 ``bits``."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], _ir.FloatType())
+    return _types.float32(_types.int32), codegen
+
+
+@_intrinsic
 def _mul_add(typingctx, a, b, c):
     """``a * b + c``, fused into one rounding where the processor has a fused multiply-add
     (LLVM's ``fmuladd``: either way, vectorized). Only in the float32 passes' own pieces,
@@ -573,6 +589,56 @@ def gelu(x, keep=True):
     return y.reshape(x.shape), (p.reshape(x.shape) if keep else None)
 
 
+_X_SHIFT, _X_SHIFT_BITS = _k._EXP32_SHIFT, np.int32(_k._EXP32_SHIFT_BITS)
+_X_INV_LN2, _X_LN2_HI, _X_LN2_LO = _k._EXP32_INV_LN2, _k._EXP32_LN2_HI, _k._EXP32_LN2_LO
+_X_FLOOR, _X_Q = _k._EXP32_FLOOR, _k._EXP32_Q
+assert _X_Q.size == 7, _X_Q.size  # the terms written out below
+_I32_127 = np.int32(127)
+
+
+@_jit(inline="always")
+def _exp32_neg(z):
+    """float32 ``exp(z)`` for float32 ``z <= 0``: ``_k.exp32_neg``'s operations."""
+    z = z if (z > _X_FLOOR or z != z) else _X_FLOOR
+    t = z * _X_INV_LN2
+    t += _X_SHIFT
+    k = t - _X_SHIFT
+    r = z - k * _X_LN2_HI
+    r -= k * _X_LN2_LO
+    q = r * _X_Q[0]
+    q += _X_Q[1]
+    q = q * r + _X_Q[2]
+    q = q * r + _X_Q[3]
+    q = q * r + _X_Q[4]
+    q = q * r + _X_Q[5]
+    q = q * r + _X_Q[6]
+    q *= r * r
+    q += r
+    q += _F32_ONE
+    ki = _f32_bits(t) - _X_SHIFT_BITS
+    k1 = ki >> 1
+    q *= _bits_f32((k1 + _I32_127) << 23)
+    q *= _bits_f32((ki - k1 + _I32_127) << 23)
+    return q
+
+
+@_jit
+def _exp32_pass(z, out):
+    """float32 ``exp`` of ``z <= 0`` (``_k.exp32_neg``)."""
+    for i in range(z.size):
+        out[i] = _exp32_neg(z[i])
+
+
+@_jit
+def _gelu32_grad(x, one_plus_erf, gy, out, mhalf, half, inv):
+    """float32 ``Gelu.backward``'s steps in one pass, its exponential ``_exp32_neg``."""
+    for i in range(x.size):
+        xi = x[i]
+        d = one_plus_erf[i] * half
+        d += (xi * _exp32_neg((xi * xi) * mhalf)) * inv
+        out[i] = d * gy[i]
+
+
 @_jit
 def _gelu_grad_a(x, arg, mhalf):
     for i in range(x.size):
@@ -590,12 +656,17 @@ def _gelu_grad_b(x, one_plus_erf, ex, gy, out, half, inv):
 
 def gelu_backward(x, one_plus_erf, gy):
     """``gy * (Phi(x) + x phi(x))`` from the forward's ``1 + erf(x / sqrt 2)``; the same
-    bits as ``Gelu.backward``'s NumPy steps (all three arrays of one shape and dtype)."""
+    bits as ``Gelu.backward``'s NumPy steps (all three arrays of one shape and dtype):
+    float32 in one pass (the exponential ``_k.exp32_neg``'s), float64 in two loops around
+    NumPy's ``exp``."""
     t = x.dtype.type
     mhalf, half, inv = t(-0.5), t(0.5), t(_INV_SQRT_2PI)
     fx, fe, fg = x.reshape(-1), one_plus_erf.reshape(-1), gy.reshape(-1)
     n = fx.size
     out = np.empty(n, x.dtype)
+    if x.dtype == np.float32:
+        _gelu32_grad(fx, fe, fg, out, mhalf, half, inv)
+        return out.reshape(x.shape)
     buf = np.empty(max(min(n, _CHUNK), 1), x.dtype)
     for i in range(0, n, _CHUNK):
         xs = fx[i:i + _CHUNK]

@@ -234,7 +234,13 @@ def _gelu_grad_arrays(g, x, e):
     t = x.dtype.type
     with np.errstate(over="ignore", invalid="ignore"):  # x * x overflows to a 0 pdf
         d = e * t(0.5)
-        d += x * np.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
+        z = x * x * t(-0.5)
+        if type(x) is np.ndarray and x.dtype == np.float32:
+            from ember.ops import _erf_kernels  # float32: the kernel's own exponential
+            ex = _erf_kernels.exp32_neg(z)
+        else:
+            ex = np.exp(z)
+        d += x * ex * t(_INV_SQRT_2PI)
         d *= g
     return d
 
