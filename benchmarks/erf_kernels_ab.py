@@ -1,6 +1,7 @@
 """The numba erf kernels (``ember[fast]``) of an older ember tree, this tree's and
 torch's, in one process, calls alternated: float32 erf, erfc, exact GELU (forward,
-no graph), the tanh GELU (forward, no graph) and erfinv on 2**20 values.
+no graph), its backward's array kernel, the tanh GELU (forward, no graph) and erfinv on
+2**20 values.
 
     git archive <before> | tar -x -C /tmp/before
     python benchmarks/erf_kernels_ab.py /tmp/before [--rounds R]
@@ -75,10 +76,14 @@ def main():
     x = rng.standard_normal(2 ** 20).astype(np.float32)
     u = rng.uniform(-1, 1, 2 ** 20).astype(np.float32)
     xt, ut = torch.from_numpy(x), torch.from_numpy(u)
+    gy = rng.standard_normal(2 ** 20).astype(np.float32)
+    gyt, ope = torch.from_numpy(gy), new.gelu(x)[1]
     cases = {
         "erf f32": (lambda m: m.erf_erfc(x, True, False), lambda: torch.erf(xt)),
         "erfc f32": (lambda m: m.erf_erfc(x, False, True), lambda: torch.erfc(xt)),
         "gelu f32": (lambda m: m.gelu(x, keep=False), lambda: torch.nn.functional.gelu(xt)),
+        "gelu bwd f32": (lambda m: m.gelu_backward(x, ope, gy),
+                         lambda: torch.ops.aten.gelu_backward(gyt, xt)),
         "gelu tanh": (lambda m: gelu_tanh(m, x),
                       lambda: torch.nn.functional.gelu(xt, approximate="tanh")),
         "erfinv f32": (lambda m: inv[id(m)].erfinv32(u), lambda: torch.erfinv(ut)),
