@@ -349,7 +349,7 @@ def test_numba_gelu_without_graph_same_bits_as_composite(dt):
 
 def test_exp32_faithful_and_same_bits_in_both_paths():
     # the float32 exponential of the exact GELU's gradient: float32 arithmetic, the
-    # numba kernel's bits the NumPy path's, within 0.93 ulp of the exact value (every
+    # numba kernel's bits the NumPy path's, within 0.957 ulp of the exact value (every
     # float32 z <= 0: tools/check_erf32.py --only exp32); here every 61st of [-104, 0],
     # the subnormal results, the clamp and the specials
     from ember.ops import _erf_kernels, _erf_numba
@@ -363,7 +363,7 @@ def test_exp32_faithful_and_same_bits_in_both_paths():
     ref = np.exp(z.astype(np.float64))
     ulp = np.ldexp(1.0, np.maximum(np.frexp(ref)[1] - 1, -126) - 23)
     err = np.abs(mine - ref) / ulp
-    assert np.nanmax(err) < 0.93, z[np.nanargmax(err)]
+    assert np.nanmax(err) < 0.96, z[np.nanargmax(err)]
     assert np.isnan(mine[np.isnan(z)]).all() and mine[z == -np.inf] == 0
     assert (mine[(z == 0)] == 1).all()
     # a 0-d array and a strided one: the same values
