@@ -1,4 +1,4 @@
-"""erf, erfc and the exact GELU (forward and backward) as numba kernels (the
+"""erf, erfc and the GELU (exact and tanh; forward and backward) as numba kernels (the
 ``ember[fast]`` extra), giving the same bits as the NumPy path of
 :mod:`ember.ops._erf_kernels`; erfinv's are :mod:`ember.ops._erfinv_numba`, built on the
 pieces here (the fits' evaluation, the exponential, the rounding check).
@@ -29,6 +29,11 @@ large-argument pieces of erfc and their exponential are evaluated by Estrin's sc
 with multiply-adds (``_mul_add``): their values are not the NumPy path's anyway; the
 small-argument piece ``x A(x^2)``, whose values must be, keeps the NumPy path's
 operations in a kernel of its own.
+
+The exact GELU's float32 gradient takes ``exp(-x*x/2)`` from an exponential in float32
+arithmetic (``_k.exp32_neg``, the same operations in ``_exp32_neg``), so it is one loop.
+The tanh GELU's forward is two loops around NumPy's ``tanh`` (its bits), its first-order
+gradient one loop from the kept ``tanh``: the composite's operations either way.
 
 Every arithmetic loop vectorizes on AVX2 (4 float64 lanes) as well as on AVX-512: no
 calls, no float-to-integer conversions (``np.floor``, not ``math.floor``, whose int64
