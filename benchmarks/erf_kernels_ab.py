@@ -1,6 +1,7 @@
 """The numba erf kernels (``ember[fast]``) of an older ember tree, this tree's and
 torch's, in one process, calls alternated: float32 erf, erfc, exact GELU (forward,
-no graph) and erfinv on 2**20 values.
+no graph), its backward's array kernel, the tanh GELU (forward, no graph) and erfinv on
+2**20 values.
 
     git archive <before> | tar -x -C /tmp/before
     python benchmarks/erf_kernels_ab.py /tmp/before [--rounds R]
@@ -8,7 +9,9 @@ no graph) and erfinv on 2**20 values.
 The older tree's ``ember/ops/_erf_numba.py`` is loaded from its file under another
 name, with the older tree's ``ember/ops/_erf_kernels.py`` (its fits) in place of this
 tree's while it loads; its erfinv module, where it has one of its own, imports its
-shared pieces from this tree's ``_erf_numba``.
+shared pieces from this tree's ``_erf_numba``. A tree whose module has no tanh GELU ran
+the composite's ops: "before" is then this tree's composite (``activation_nodes._gelu``),
+the same ops.
 Printed: median CPU milliseconds per call, each ratio to torch, after/before, and the
 load average. One thread (``OPENBLAS_NUM_THREADS=1`` is set here).
 """
@@ -61,14 +64,28 @@ def main():
     # own (which imports the shared pieces from this tree's ``_erf_numba``)
     old_inv = old if hasattr(old, "erfinv32") else _load(args.before, "_erfinv_numba")
     inv = {id(old): old_inv, id(new): new_inv}
+    import ember
+    from ember.ops import activation_nodes
+
+    def gelu_tanh(m, x):
+        if hasattr(m, "gelu_tanh"):
+            return m.gelu_tanh(x)
+        with ember.no_grad():  # the older tree's F.gelu: the composite's ops
+            return activation_nodes._gelu(ember.from_numpy(x), "tanh")
     rng = np.random.default_rng(0)
     x = rng.standard_normal(2 ** 20).astype(np.float32)
     u = rng.uniform(-1, 1, 2 ** 20).astype(np.float32)
     xt, ut = torch.from_numpy(x), torch.from_numpy(u)
+    gy = rng.standard_normal(2 ** 20).astype(np.float32)
+    gyt, ope = torch.from_numpy(gy), new.gelu(x)[1]
     cases = {
         "erf f32": (lambda m: m.erf_erfc(x, True, False), lambda: torch.erf(xt)),
         "erfc f32": (lambda m: m.erf_erfc(x, False, True), lambda: torch.erfc(xt)),
         "gelu f32": (lambda m: m.gelu(x, keep=False), lambda: torch.nn.functional.gelu(xt)),
+        "gelu bwd f32": (lambda m: m.gelu_backward(x, ope, gy),
+                         lambda: torch.ops.aten.gelu_backward(gyt, xt)),
+        "gelu tanh": (lambda m: gelu_tanh(m, x),
+                      lambda: torch.nn.functional.gelu(xt, approximate="tanh")),
         "erfinv f32": (lambda m: inv[id(m)].erfinv32(u), lambda: torch.erfinv(ut)),
     }
     print(f"CPU ms, median of {args.rounds} alternated calls, 1 thread; "

@@ -3,6 +3,7 @@
     python benchmarks/mlp_gemm_layouts.py            # the products, layout by layout
     python benchmarks/mlp_gemm_layouts.py --split    # each step: its products vs the rest
     python benchmarks/mlp_gemm_layouts.py --split --no-numba   # ember without numba
+    python benchmarks/mlp_gemm_layouts.py --infer    # the inference layers, bias folded
 
 The MLP of benchmarks/training_steps.py (784-256-128-10) multiplies, per layer, the input
 by the transposed weight (forward ``x @ W.T``), the output gradient by the weight
@@ -13,6 +14,14 @@ the same matrix: a transposed operand as a flag (NumPy's default), a contiguous 
 beforehand, the transposed product ``(b.T @ a.T).T`` (an F-ordered result), ``out=``;
 then torch's ``mm``. A ``!=`` marks a layout whose values differ from NumPy's default in
 any bit; ``torch==`` says whether torch's values equal NumPy's.
+
+``--infer`` times the inference MLP's layers (1024 rows) each way ``x @ W.T + b`` can be
+had on the default install's OpenBLAS: the transposed flag then ember's bias add
+(``gemm.addmm``'s NumPy path), a transposed weight cached beforehand, ``np.dot``, and
+``sgemm`` called with ``beta = 1`` into a buffer the bias was broadcast into (NumPy's own
+OpenBLAS through ctypes: the bias add folded into the product); then the bias add and the
+ReLU alone, and torch's ``F.linear`` and ``relu``. ``!=`` marks values that differ in any
+bit from the first way's.
 
 ``--split`` times each whole step (ember, torch) beside its products alone (the same
 arrays, NumPy's layouts and torch's ``mm``), so that the rest of the step -- bias, relu,
@@ -129,5 +138,87 @@ def split():
               f"{'on' if gemm.mkl_available() else 'off'}")
 
 
+def _sgemm_beta_one():
+    """``f(x, wt, out)``: ``out = x @ wt + out`` by NumPy's own OpenBLAS ``sgemm`` (row
+    major, ``wt`` the transposed row-major weight, given as the flag), or None."""
+    import ctypes
+    import glob
+    libs = glob.glob(os.path.join(os.path.dirname(np.__file__) + ".libs", "*openblas*"))
+    if not libs:
+        return None
+    lib = ctypes.CDLL(libs[0])
+    f = getattr(lib, "scipy_cblas_sgemm64_", None)
+    if f is None:
+        return None
+    i, p, fl = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
+    f.argtypes = [i, i, i, i, i, i, fl, p, i, p, i, fl, p, i]
+    f.restype = None
+
+    def sgemm(x, w, out):  # out (m, n) += x (m, k) @ w.T, w (n, k) row major
+        m, k = x.shape
+        n = w.shape[0]
+        f(101, 111, 112, m, n, k, 1.0, x.ctypes.data, k, w.ctypes.data, k, 1.0,
+          out.ctypes.data, n)
+        return out
+    return sgemm
+
+
+def _added(r, b):
+    from ember.backend import gemm
+    gemm._add_rows(r, b)
+    return r
+
+
+def infer():
+    import torch
+
+    import ember
+    from ember.backend import gemm
+    from ember.ops.activations import _relu_array
+    torch.set_num_threads(1)
+    ember.set_num_threads(1)
+    sgemm = _sgemm_beta_one()
+    rng = np.random.default_rng(0)
+    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; CPU us per call; "
+          f"sgemm {'found' if sgemm else 'missing'}")
+    for m, k, n in ((1024, 784, 256), (1024, 256, 128), (1024, 128, 10)):
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        w = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
+        b = rng.standard_normal(n).astype(np.float32)
+        wt = np.ascontiguousarray(w.T)
+        out = np.empty((m, n), np.float32)
+        tx, tw, tb = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b)
+
+        def folded(x=x, w=w, b=b, out=out):
+            out[...] = b
+            return sgemm(x, w, out)
+        ways = {"flag+add": lambda x=x, w=w, b=b: gemm.addmm(b, x, w.T),
+                "cached W.T+add": lambda x=x, wt=wt, b=b: gemm.addmm(b, x, wt),
+                "np.dot+add": lambda x=x, w=w, b=b: _added(np.dot(x, w.T), b),
+                "sgemm beta=1": folded if sgemm else None}
+        ways = {k2: f for k2, f in ways.items() if f is not None}
+        ref = ways["flag+add"]()
+        y = ref.copy()
+        ty = torch.from_numpy(y.copy())
+        fns = list(ways.values()) + [
+            lambda y=y, b=b: gemm._add_rows(y, b), lambda y=y: _relu_array(y, out=y),
+            lambda tx=tx, tw=tw, tb=tb: torch.nn.functional.linear(tx, tw, tb),
+            lambda ty=ty: torch.relu_(ty)]
+        times = cpu_us(fns, rounds=15)
+        cells = []
+        for (k2, f), v in zip(ways.items(), times):
+            r = f()
+            same = r is None or np.array_equal(r, ref)
+            cells.append(f"{k2} {v:.0f}{'' if same else ' !='}")
+        t_same = np.array_equal(torch.nn.functional.linear(tx, tw, tb).numpy(), ref)
+        print(f"{(m, k, n)}: " + " | ".join(cells) + f" | bias add {times[-4]:.0f} | relu "
+              f"{times[-3]:.0f} | torch linear {times[-2]:.0f} (== {t_same}) relu "
+              f"{times[-1]:.0f}")
+    print(f"load average {os.getloadavg()[0]:.2f}")
+
+
 if __name__ == "__main__":
-    split() if "--split" in sys.argv else layouts()
+    if "--infer" in sys.argv:
+        infer()
+    else:
+        split() if "--split" in sys.argv else layouts()

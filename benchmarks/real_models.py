@@ -64,9 +64,9 @@ def kernels(ember, torch):
     ge, gt = ember.from_numpy(x).requires_grad_(), torch.from_numpy(x.copy()).requires_grad_()
     gye, gyt = ember.ones_like(ge), torch.ones_like(gt)
 
-    def gelu_step(m, xg, gy):
+    def gelu_step(m, xg, gy, approximate="none"):
         def step():
-            m.nn.functional.gelu(xg).backward(gy)
+            m.nn.functional.gelu(xg, approximate=approximate).backward(gy)
             xg.grad = None
         return step
     return {
@@ -78,6 +78,10 @@ def kernels(ember, torch):
         "erfinv 2^20 f32": (lambda: ember.erfinv(ue), lambda: torch.erfinv(ut)),
         "gelu 2^20 f32": (lambda: ember.nn.functional.gelu(xe),
                           lambda: torch.nn.functional.gelu(xt)),
+        "gelu tanh 2^20 f32": (lambda: ember.nn.functional.gelu(xe, approximate="tanh"),
+                               lambda: torch.nn.functional.gelu(xt, approximate="tanh")),
+        "gelu tanh fwd+bwd 2^20 f32": (gelu_step(ember, ge, gye, "tanh"),
+                                       gelu_step(torch, gt, gyt, "tanh")),
         "normal_(0, .02) 2^20 f32": (lambda: be.normal_(0, 0.02), lambda: bt.normal_(0, 0.02)),
     }
 

@@ -277,12 +277,12 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
                         "_erfc32_one_pass"}
     # each kernel in the module that defines it (erfinv's import erf's pieces)
     kernels = {n: getattr(m, n) for m in (_erf_numba, _erfinv_numba) for n in dir(m)
-               if n.startswith(("_erf", "_gelu", "_neg")) and
+               if n.startswith(("_erf", "_gelu", "_neg", "_exp")) and
                hasattr(getattr(m, n), "py_func") and
                getattr(m, n).py_func.__module__ == m.__name__ and
                getattr(m, n).targetoptions.get("inline") != "always"}
     names = sorted(kernels)
-    assert len(names) == 21, names
+    assert len(names) == 27, names
     assert fused_on_purpose < set(names)
     x = np.linspace(-5, 5, 64)
     f, ix = x.astype(np.float32), np.empty(64, np.int64)
@@ -299,7 +299,16 @@ def test_numba_erf_kernels_compile_without_fused_multiply_add():
             "_erfinv64_step": (x, x.copy(), x.copy(), x.copy(), x.copy(), x.copy()),
             "_erfinv_finish": (x, x.copy(), x.copy()),
             "_gelu32_pass": (f, f.copy()),
-            "_gelu32_keep_pass": (f, f.copy(), f.copy())}
+            "_gelu32_keep_pass": (f, f.copy(), f.copy()),
+            "_gelu_tanh_arg": (f, f.copy(), np.float32(0.044715), np.float32(0.8)),
+            "_gelu_tanh_finish": (f, f.copy(), f.copy(), np.float32(0.5), np.float32(1)),
+            "_gelu_tanh_keep_finish": (f, f.copy(), f.copy(), f.copy(), np.float32(0.5),
+                                       np.float32(1)),
+            "_exp32_pass": (-f * f, f.copy()),
+            "_gelu32_grad": (f, f.copy(), f.copy(), f.copy(), np.float32(-0.5),
+                             np.float32(0.5), np.float32(0.4)),
+            "_gelu_tanh_grad": (f, f.copy(), f / 5, f.copy(), np.float32(0.044715),
+                                np.float32(0.8), np.float32(0.5), np.float32(1))}
     assert set(args) == set(names) - fused_on_purpose - {"_gelu_grad_a", "_gelu_grad_b"}
     for name in names:
         if name in fused_on_purpose:
@@ -336,6 +345,71 @@ def test_numba_gelu_without_graph_same_bits_as_composite(dt):
         ember.nn.functional.gelu(xt[:4])
     names = [e.name for e in prof.events()]
     assert "aten::erf" in names, names
+
+
+def test_exp32_faithful_and_same_bits_in_both_paths():
+    # the float32 exponential of the exact GELU's gradient: float32 arithmetic, the
+    # numba kernel's bits the NumPy path's, within 0.957 ulp of the exact value (every
+    # float32 z <= 0: tools/check_erf32.py --only exp32); here every 241st of [-104, 0],
+    # the subnormal results, the clamp and the specials
+    from ember.ops import _erf_kernels, _erf_numba
+    z = np.arange(0x80000000, 0xC2D00100, 241, dtype=np.uint64).astype(np.uint32).view(
+        np.float32)
+    z = np.concatenate([z, np.float32([0, -0.0, -np.inf, np.nan, -87.3, -87.4, -103.2,
+                                       -103.3, -104, -1e30, 1e-3])])
+    mine = np.empty_like(z)
+    _erf_numba._exp32_pass(z, mine)
+    _same_bits(mine, _erf_kernels.exp32_neg(z))
+    ref = np.exp(z.astype(np.float64))
+    ulp = np.ldexp(1.0, np.maximum(np.frexp(ref)[1] - 1, -126) - 23)
+    err = np.abs(mine - ref) / ulp
+    assert np.nanmax(err) < 0.96, z[np.nanargmax(err)]
+    assert np.isnan(mine[np.isnan(z)]).all() and mine[z == -np.inf] == 0
+    assert (mine[(z == 0)] == 1).all()
+    # a 0-d array and a strided one: the same values
+    assert _erf_kernels.exp32_neg(z[5:6].reshape(())) == mine[5]
+    _same_bits(_erf_kernels.exp32_neg(z[::3]), mine[::3])
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_gelu_tanh_fused_same_bits_as_composite(dt):
+    # F.gelu(approximate="tanh") runs the composite's steps on cache-sized pieces (numba's
+    # two loops around NumPy's tanh, or NumPy alone): the composite's bits, with a graph
+    # or without; under a mode (the profiler here) the composite's ops still run
+    from ember.ops import activation_nodes
+    x = _dense(dt)
+    x = np.concatenate([x, np.array([1e30, -1e30, np.finfo(dt).max], dt)])
+    x = x[:x.size - x.size % 7].reshape(-1, 7)[:, 1:6]  # strided
+    xt = ember.from_numpy(x)
+    with ember.no_grad():
+        ref = activation_nodes._gelu(xt, "tanh").numpy()
+    assert activation_nodes.gelu_fused(xt, "tanh") is not None
+    with ember.no_grad():
+        fast = ember.nn.functional.gelu(xt, approximate="tanh").numpy()
+    slow = _numpy_path(lambda: ember.nn.functional.gelu(xt, approximate="tanh").numpy())
+    _same_bits(fast, ref)
+    _same_bits(slow, ref)
+    # with a graph: the node's forward takes the same pieces and keeps tanh(inner), its
+    # first-order gradient is one pass of the composite's gradient ops (numba's or
+    # NumPy's): the composite's bits, as with create_graph (which recomputes it)
+    g = np.random.default_rng(4).standard_normal(x.shape).astype(dt)
+    t = ember.from_numpy(x.copy()).requires_grad_()
+    activation_nodes._gelu(t, "tanh").backward(ember.from_numpy(g))
+    ref_grad = t.grad.numpy()
+
+    def run(create_graph=False):
+        t = ember.from_numpy(x.copy()).requires_grad_()
+        y = ember.nn.functional.gelu(t, approximate="tanh")
+        assert type(y.grad_fn).__name__ == "GeluBackward0"
+        gx, = ember.autograd.grad(y, t, ember.from_numpy(g), create_graph=create_graph)
+        return y.detach().numpy(), gx.detach().numpy()
+    for y, gx in (run(), _numpy_path(run), run(create_graph=True)):
+        _same_bits(y, ref)
+        _same_bits(gx, ref_grad)
+    with ember.profiler.profile() as prof:
+        ember.nn.functional.gelu(xt[:4], approximate="tanh")
+    names = [e.name for e in prof.events()]
+    assert "aten::tanh" in names, names
 
 
 def test_numba_float32_rounding_check():

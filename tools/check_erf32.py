@@ -1,7 +1,7 @@
 """Check the float32 one-pass kernels of ``ember/ops/_erf_numba.py`` against the NumPy
 path of ``ember/ops/_erf_kernels.py`` on every float32 input (needs numba).
 
-    python tools/check_erf32.py [--quick | --step N] [--only erf32,erf,erfinv]
+    python tools/check_erf32.py [--quick | --step N] [--only erf32,erf,erfinv,exp32]
                                 [--positive] [--torch] [--bits-every N]
 
 For float32 erf (``erf32``; the exact GELU evaluates it at ``x / sqrt 2``, itself a
@@ -20,6 +20,12 @@ distance in float64 ulps between the two paths' values before rounding to float3
 kernels flag an element within ``_TOL`` ulps of a rounding midpoint, so that distance
 must stay below ``_TOL`` for the check to hold by construction and not merely on these
 inputs.
+
+For the float32 exponential of the exact GELU's gradient (``exp32``: ``_k.exp32_neg``,
+``_erf_numba._exp32_neg``), over every float32 ``z <= 0`` (-0 to -inf, 2**31 bit
+patterns, and NaN): the two paths' bits, the largest error in ulps against float64
+``math.exp`` (2**-149 among the subnormals) and NumPy's own float32 ``exp``'s (with
+``--torch`` torch's too).
 
 For erfinv, the same over every float32 of [-1, 1] (and a few beyond): the bits, and the
 largest distance between the two paths' values after the Halley step, before rounding.
@@ -66,6 +72,50 @@ def _erfinv_values(x, out):
     """The erfinv kernel's float64 values of ``|x|`` before rounding."""
     for i in range(x.size):
         out[i] = _ni._erfinv32_value(np.float64(x[i]))[0]
+
+
+@numba.njit(nogil=True, error_model="numpy")
+def _max_ulps_exp(z, y):
+    """``_max_ulps`` for exp instead of erf."""
+    worst, at = 0.0, np.float32(0.0)
+    for i in range(z.size):
+        ref = math.exp(np.float64(z[i]))
+        if ref != ref:
+            continue
+        e = max(math.frexp(ref)[1] - 1, -126)
+        d = abs(np.float64(y[i]) - ref) / math.ldexp(1.0, e - 23)
+        if d > worst:
+            worst, at = d, z[i]
+    return worst, at
+
+
+def _check_exp32(step, with_torch, bits_every):
+    t0 = time.time()
+    chunk = 1 << 24
+    start, end = 0x80000000, 0xFF800001  # -0 down to -inf
+    differ, n = 0, 0
+    worst = {"kernel": (0.0, 0.0), "numpy": (0.0, 0.0), "torch": (0.0, 0.0)}
+    if with_torch:
+        import torch
+        torch.set_num_threads(1)
+    for lo in range(start, end, chunk * step):
+        z = np.arange(lo, min(lo + chunk * step, end), step,
+                      dtype=np.uint64).astype(np.uint32).view(np.float32)
+        mine = np.empty_like(z)
+        _n._exp32_pass(z, mine)
+        differ += _differ(mine[::bits_every], _k.exp32_neg(z[::bits_every]))
+        n += z.size
+        got = {"kernel": mine, "numpy": np.exp(z)}
+        if with_torch:
+            got["torch"] = torch.exp(torch.from_numpy(z)).numpy()
+        for k, y in got.items():
+            worst[k] = max(worst[k], _max_ulps_exp(z, y))
+    nan = np.array([np.nan], np.float32)
+    differ += _differ(_n._exp32_neg(nan[0]) * np.ones(1, np.float32), _k.exp32_neg(nan))
+    print(f"float32 exp of z <= 0: {n} inputs ({time.time() - t0:.0f} s): differing "
+          f"results (kernel against NumPy path, every {bits_every}) {differ}; largest "
+          "error " + "; ".join(f"{k} {v[0]:.4f} ulp (at {v[1]!r})" for k, v in worst.items()
+                               if k != "torch" or with_torch))
 
 
 def _numpy_path(x, want_erf, want_erfc, fn=None):
@@ -179,6 +229,8 @@ def main():
     args = ap.parse_args()
     step = 97 if args.quick else args.step
     only = args.only.split(",")
+    if "exp32" in only:
+        _check_exp32(step, args.torch, args.bits_every)
     if "erfinv" in only:
         _check_erfinv(step)
     if "erf32" in only:

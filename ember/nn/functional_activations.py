@@ -216,8 +216,8 @@ def gelu(input, approximate="none"):
     if not input.dtype.is_floating_point:
         raise NotImplementedError(f"\"GeluKernelImpl\" not implemented for "
                                   f"'{scalar_type_name(input.dtype)}'")
-    if approximate == "none" and not records_graph(input):
-        y = gelu_fused(input)
+    if not records_graph(input):
+        y = gelu_fused(input, approximate)
         if y is not None:
             return y
     return call(Gelu, input, approximate)

@@ -1,4 +1,4 @@
-"""erf, erfc and the exact GELU (forward and backward) as numba kernels (the
+"""erf, erfc and the GELU (exact and tanh; forward and backward) as numba kernels (the
 ``ember[fast]`` extra), giving the same bits as the NumPy path of
 :mod:`ember.ops._erf_kernels`; erfinv's are :mod:`ember.ops._erfinv_numba`, built on the
 pieces here (the fits' evaluation, the exponential, the rounding check).
@@ -30,6 +30,11 @@ with multiply-adds (``_mul_add``): their values are not the NumPy path's anyway;
 small-argument piece ``x A(x^2)``, whose values must be, keeps the NumPy path's
 operations in a kernel of its own.
 
+The exact GELU's float32 gradient takes ``exp(-x*x/2)`` from an exponential in float32
+arithmetic (``_k.exp32_neg``, the same operations in ``_exp32_neg``), so it is one loop.
+The tanh GELU's forward is two loops around NumPy's ``tanh`` (its bits), its first-order
+gradient one loop from the kept ``tanh``: the composite's operations either way.
+
 Every arithmetic loop vectorizes on AVX2 (4 float64 lanes) as well as on AVX-512: no
 calls, no float-to-integer conversions (``np.floor``, not ``math.floor``, whose int64
 result AVX2 converts lane by lane), no data-dependent branches (both sides and a
@@ -47,7 +52,7 @@ from numba.core.extending import intrinsic as _intrinsic
 from ember.backend.numba_jit import njit as _jit
 from ember.ops import _erf_kernels as _k
 
-__all__ = ["erf_erfc", "gelu", "gelu_backward"]
+__all__ = ["erf_erfc", "gelu", "gelu_backward", "gelu_tanh", "gelu_tanh_backward"]
 
 _CHUNK = 16384  # elements per piece: the float64 buffers stay in the L2 cache
 
@@ -137,6 +142,22 @@ def _as_int64(typingctx, v):
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], _ir.IntType(64))
     return _types.int64(_types.float64), codegen
+
+
+@_intrinsic
+def _f32_bits(typingctx, v):
+    """The bit pattern of the float32 ``v`` as an int32."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], _ir.IntType(32))
+    return _types.int32(_types.float32), codegen
+
+
+@_intrinsic
+def _bits_f32(typingctx, bits):
+    """The float32 whose bit pattern is the int32 ``bits``."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], _ir.FloatType())
+    return _types.float32(_types.int32), codegen
 
 
 @_intrinsic
@@ -573,6 +594,56 @@ def gelu(x, keep=True):
     return y.reshape(x.shape), (p.reshape(x.shape) if keep else None)
 
 
+_X_SHIFT, _X_SHIFT_BITS = _k._EXP32_SHIFT, np.int32(_k._EXP32_SHIFT_BITS)
+_X_INV_LN2, _X_LN2_HI, _X_LN2_LO = _k._EXP32_INV_LN2, _k._EXP32_LN2_HI, _k._EXP32_LN2_LO
+_X_FLOOR, _X_Q = _k._EXP32_FLOOR, _k._EXP32_Q
+assert _X_Q.size == 7, _X_Q.size  # the terms written out below
+_I32_127 = np.int32(127)
+
+
+@_jit(inline="always")
+def _exp32_neg(z):
+    """float32 ``exp(z)`` for float32 ``z <= 0``: ``_k.exp32_neg``'s operations."""
+    z = z if (z > _X_FLOOR or z != z) else _X_FLOOR
+    t = z * _X_INV_LN2
+    t += _X_SHIFT
+    k = t - _X_SHIFT
+    r = z - k * _X_LN2_HI
+    r -= k * _X_LN2_LO
+    q = r * _X_Q[0]
+    q += _X_Q[1]
+    q = q * r + _X_Q[2]
+    q = q * r + _X_Q[3]
+    q = q * r + _X_Q[4]
+    q = q * r + _X_Q[5]
+    q = q * r + _X_Q[6]
+    q *= r * r
+    q += r
+    q += _F32_ONE
+    ki = _f32_bits(t) - _X_SHIFT_BITS
+    k1 = ki >> 1
+    q *= _bits_f32((k1 + _I32_127) << 23)
+    q *= _bits_f32((ki - k1 + _I32_127) << 23)
+    return q
+
+
+@_jit
+def _exp32_pass(z, out):
+    """float32 ``exp`` of ``z <= 0`` (``_k.exp32_neg``)."""
+    for i in range(z.size):
+        out[i] = _exp32_neg(z[i])
+
+
+@_jit
+def _gelu32_grad(x, one_plus_erf, gy, out, mhalf, half, inv):
+    """float32 ``Gelu.backward``'s steps in one pass, its exponential ``_exp32_neg``."""
+    for i in range(x.size):
+        xi = x[i]
+        d = one_plus_erf[i] * half
+        d += (xi * _exp32_neg((xi * xi) * mhalf)) * inv
+        out[i] = d * gy[i]
+
+
 @_jit
 def _gelu_grad_a(x, arg, mhalf):
     for i in range(x.size):
@@ -590,12 +661,17 @@ def _gelu_grad_b(x, one_plus_erf, ex, gy, out, half, inv):
 
 def gelu_backward(x, one_plus_erf, gy):
     """``gy * (Phi(x) + x phi(x))`` from the forward's ``1 + erf(x / sqrt 2)``; the same
-    bits as ``Gelu.backward``'s NumPy steps (all three arrays of one shape and dtype)."""
+    bits as ``Gelu.backward``'s NumPy steps (all three arrays of one shape and dtype):
+    float32 in one pass (the exponential ``_k.exp32_neg``'s), float64 in two loops around
+    NumPy's ``exp``."""
     t = x.dtype.type
     mhalf, half, inv = t(-0.5), t(0.5), t(_INV_SQRT_2PI)
     fx, fe, fg = x.reshape(-1), one_plus_erf.reshape(-1), gy.reshape(-1)
     n = fx.size
     out = np.empty(n, x.dtype)
+    if x.dtype == np.float32:
+        _gelu32_grad(fx, fe, fg, out, mhalf, half, inv)
+        return out.reshape(x.shape)
     buf = np.empty(max(min(n, _CHUNK), 1), x.dtype)
     for i in range(0, n, _CHUNK):
         xs = fx[i:i + _CHUNK]
@@ -604,4 +680,93 @@ def gelu_backward(x, one_plus_erf, gy):
         _gelu_grad_a(xs, bk, mhalf)
         np.exp(bk, out=bk)
         _gelu_grad_b(xs, fe[i:i + k], bk, fg[i:i + k], out[i:i + k], half, inv)
+    return out.reshape(x.shape)
+
+
+# ----- the tanh GELU (``F.gelu(x, approximate="tanh")``) ---------------------------------
+# ``(x * 0.5) * (1 + tanh((x + x * x * x * 0.044715) * sqrt(2 / pi)))``, the composite's
+# steps in its order, each rounded in the input's dtype. ``tanh`` is NumPy's own (SIMD,
+# with its bits) on a cache-sized buffer of arguments between the two loops: the same
+# bits as the composite's ops, in three passes over each piece instead of eight over the
+# whole array.
+@_jit
+def _gelu_tanh_arg(x, arg, kappa, beta):
+    for i in range(x.size):
+        xi = x[i]
+        t = xi * xi
+        t *= xi
+        t *= kappa
+        arg[i] = (xi + t) * beta
+
+
+@_jit
+def _gelu_tanh_finish(x, th, y, half, one):
+    for i in range(x.size):
+        y[i] = (x[i] * half) * (th[i] + one)
+
+
+@_jit
+def _gelu_tanh_keep_finish(x, th, y, keep, half, one):
+    """``_gelu_tanh_finish`` copying ``tanh(inner)`` to ``keep`` for the backward."""
+    for i in range(x.size):
+        t = th[i]
+        keep[i] = t
+        y[i] = (x[i] * half) * (t + one)
+
+
+def gelu_tanh(x, keep=False):
+    """``F.gelu(x, approximate="tanh")`` of a float32 or float64 array: the same bits as
+    the composite's steps (``activation_nodes.gelu_tanh_arrays``); with ``keep``,
+    ``(y, tanh(inner))``."""
+    from ember.ops.activation_nodes import _GELU_BETA, _GELU_KAPPA
+    t = x.dtype.type
+    kappa, beta, half, one = t(_GELU_KAPPA), t(_GELU_BETA), t(0.5), t(1)
+    flat = x.reshape(-1)
+    n = flat.size
+    y = np.empty(n, x.dtype)
+    th = np.empty(n, x.dtype) if keep else None
+    buf = np.empty(max(min(n, _CHUNK), 1), x.dtype)
+    for i in range(0, n, _CHUNK):
+        xs = flat[i:i + _CHUNK]
+        k = xs.size
+        bk = buf[:k]
+        _gelu_tanh_arg(xs, bk, kappa, beta)
+        np.tanh(bk, out=bk)
+        if keep:
+            _gelu_tanh_keep_finish(xs, bk, y[i:i + k], th[i:i + k], half, one)
+        else:
+            _gelu_tanh_finish(xs, bk, y[i:i + k], half, one)
+    y = y.reshape(x.shape)
+    return (y, th.reshape(x.shape)) if keep else y
+
+
+@_jit
+def _gelu_tanh_grad(g, x, th, out, kappa, beta, half, one):
+    """``activation_nodes.gelu_tanh_grad_arrays``'s operations, element by element."""
+    for i in range(x.size):
+        xi, ti, gi = x[i], th[i], g[i]
+        g5 = gi * (xi * half)
+        g5 *= one - ti * ti
+        g4 = g5 * beta
+        g2 = g4 * kappa
+        g1 = g2 * xi
+        s = g2 * (xi * xi)
+        s += g4
+        g1 *= xi
+        s += g1
+        s += g1
+        a7 = ti + one
+        a7 *= gi
+        a7 *= half
+        out[i] = s + a7
+
+
+def gelu_tanh_backward(g, x, th):
+    """The tanh GELU's first-order gradient (``activation_nodes.gelu_tanh_grad_arrays``,
+    the same bits) in one pass."""
+    from ember.ops.activation_nodes import _GELU_BETA, _GELU_KAPPA
+    t = x.dtype.type
+    out = np.empty(x.size, x.dtype)
+    _gelu_tanh_grad(g.reshape(-1), x.reshape(-1), th.reshape(-1), out, t(_GELU_KAPPA),
+                    t(_GELU_BETA), t(0.5), t(1))
     return out.reshape(x.shape)

@@ -65,26 +65,104 @@ def _gelu(input, approximate="none"):
     if approximate == "none":
         return input * 0.5 * (1.0 + ember.erf(input * (1.0 / math.sqrt(2.0))))
     if approximate == "tanh":
-        inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
+        inner = (input + input * input * input * _GELU_KAPPA) * _GELU_BETA
         return input * 0.5 * (1.0 + ember.tanh(inner))
     raise RuntimeError("approximate argument must be either none or tanh.")
 
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_GELU_KAPPA, _GELU_BETA = 0.044715, math.sqrt(2.0 / math.pi)  # the tanh form's constants
+_TANH_CHUNK = 16384  # elements per piece of ``gelu_tanh_arrays``: its buffer stays in L2
 
 
-def gelu_fused(x):
-    """The exact GELU of the Tensor ``x`` where no graph is recorded, by the numba kernel
-    (``ember[fast]``): the composite's values in one pass; None where it does not apply
-    (not float32/float64 on NumPy, numba missing, or a mode on the stack, which must see
-    the composite's ops)."""
+def gelu_tanh_arrays(x, keep=False):
+    """The tanh GELU of a float32 or float64 NumPy array: the composite's steps in its
+    order (the same bits), on cache-sized pieces with one buffer instead of eight
+    whole-array temporaries; with numba (``ember[fast]``) two compiled loops around
+    NumPy's ``tanh`` (``_erf_numba.gelu_tanh``), the same bits again. With ``keep``,
+    ``(y, tanh(inner))``, the second for :func:`gelu_tanh_grad_arrays`."""
+    from ember.ops import _erf_kernels
+    fused = _erf_kernels.numba_kernels(x)
+    if fused is not None:
+        return fused.gelu_tanh(x, keep)
+    t = x.dtype.type
+    kappa, beta, half, one = t(_GELU_KAPPA), t(_GELU_BETA), t(0.5), t(1)
+    flat = x.reshape(-1)
+    y = np.empty(flat.size, x.dtype)
+    th = np.empty(flat.size, x.dtype) if keep else None
+    buf = np.empty(max(min(flat.size, _TANH_CHUNK), 1), x.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # as the composite's ops
+        for i in range(0, flat.size, _TANH_CHUNK):
+            xs = flat[i:i + _TANH_CHUNK]
+            b = buf[:xs.size]
+            ys = y[i:i + xs.size]
+            np.multiply(xs, xs, out=b)
+            b *= xs
+            b *= kappa
+            b += xs
+            b *= beta
+            np.tanh(b, out=b)
+            if keep:
+                th[i:i + xs.size] = b
+            b += one
+            np.multiply(xs, half, out=ys)
+            ys *= b
+    y = y.reshape(x.shape)
+    return (y, th.reshape(x.shape)) if keep else y
+
+
+def gelu_tanh_grad_arrays(g, x, th):
+    """The tanh GELU's first-order gradient on arrays (``g``, ``x`` and the forward's
+    ``th = tanh(inner)``, one shape and dtype): the composite's gradient, the ops its
+    backward pass runs (each product's and tanh's rule) and the engine's sums into ``x``
+    in its order, so the same bits, in one pass (numba) or a few over cache-sized pieces
+    instead of some twenty over the whole array and the forward again."""
+    from ember.ops import _erf_kernels
+    fused = _erf_kernels.numba_kernels(x)
+    if fused is not None:
+        return fused.gelu_tanh_backward(g, x, th)
+    t = x.dtype.type
+    kappa, beta, half, one = t(_GELU_KAPPA), t(_GELU_BETA), t(0.5), t(1)
+    fx, fg, ft = x.reshape(-1), g.reshape(-1), th.reshape(-1)
+    out = np.empty(fx.size, x.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(0, fx.size, _TANH_CHUNK):
+            xs, gs, ts = fx[i:i + _TANH_CHUNK], fg[i:i + _TANH_CHUNK], ft[i:i + _TANH_CHUNK]
+            # the graph: a1 = x*x, a2 = a1*x, a3 = a2*kappa, a4 = x + a3, a5 = a4*beta,
+            # th = tanh(a5), a6 = x*0.5, a7 = th + 1, y = a6*a7
+            g5 = gs * (xs * half)  # gradient of th (= of a7): gy * a6 ...
+            g5 *= one - ts * ts  # ... through tanh
+            g4 = g5 * beta  # of a4 (and x's first term)
+            g2 = g4 * kappa  # of a2
+            g1 = g2 * xs  # of a1
+            s = g2 * (xs * xs)  # x's terms, in the engine's order: a4, a2, a1 twice, a6
+            s += g4
+            g1 *= xs
+            s += g1
+            s += g1
+            a7 = ts + one
+            a7 *= gs  # gradient of a6
+            a7 *= half
+            s += a7
+            out[i:i + xs.size] = s
+    return out.reshape(x.shape)
+
+
+def gelu_fused(x, approximate="none"):
+    """The GELU of the Tensor ``x`` where no graph is recorded, the composite's values in
+    fewer passes: the exact form by the numba kernel (``ember[fast]``), the tanh form by
+    ``gelu_tanh_arrays`` (with numba or without); None where it does not apply (not
+    float32/float64 on NumPy, numba missing for the exact form, or a mode on the stack,
+    which must see the composite's ops)."""
     from ember._tensor import Tensor, _make, _mode_active
     if _mode_active[0] or type(x) is not Tensor:
         return None
     a = x._data
-    if type(a) is not np.ndarray:
+    if type(a) is not np.ndarray or a.dtype not in (np.float32, np.float64):
         return None
+    if approximate == "tanh":
+        return _make(gelu_tanh_arrays(a))
     from ember.ops import _erf_kernels
     fused = _erf_kernels.numba_kernels(a)
     return None if fused is None else _make(fused.gelu(a, keep=False)[0])
@@ -98,13 +176,22 @@ class Gelu(CompositeNode):
     composite = staticmethod(_gelu)
 
     def forward(self, x, approximate):
-        if approximate != "none" or type(x) is not np.ndarray or \
+        if approximate not in ("none", "tanh") or type(x) is not np.ndarray or \
                 x.dtype not in (np.float32, np.float64):
             self._one_plus_erf = None
             return CompositeNode.forward(self, x, approximate)
         from ember.ops import _erf_kernels
         self._plain = [None, approximate]
         self.params = {}
+        if approximate == "tanh":
+            from ember._tensor import _mode_active
+            self._one_plus_erf = None
+            if _mode_active[0]:  # a mode (the profiler too) sees the composite's ops
+                self._tanh = None
+                return CompositeNode.forward(self, x, approximate)
+            # the composite's values, and its tanh for the first-order gradient
+            y, self._tanh = gelu_tanh_arrays(x, keep=True)
+            return y
         fused = _erf_kernels.numba_kernels(x)
         if fused is not None:  # ember[fast]: the steps below fused, the same values
             y, self._one_plus_erf = fused.gelu(x)
@@ -118,6 +205,13 @@ class Gelu(CompositeNode):
     def backward(self, gy):
         e = self._one_plus_erf
         if e is None:
+            th = getattr(self, "_tanh", None)
+            if th is not None and not _grad_state.grad_enabled and type(gy._data) is \
+                    np.ndarray and gy._data.dtype == th.dtype and gy._data.shape == th.shape:
+                from ember._tensor import _make, _mode_active
+                if not _mode_active[0]:  # (a mode sees the composite's gradient ops)
+                    x = self.saved_tensors[0]
+                    return _make(gelu_tanh_grad_arrays(gy._data, x._data, th)), None
             return self.recompute_grads(gy)
         x = self.saved_tensors[0]
         if _grad_state.grad_enabled:
@@ -140,7 +234,13 @@ def _gelu_grad_arrays(g, x, e):
     t = x.dtype.type
     with np.errstate(over="ignore", invalid="ignore"):  # x * x overflows to a 0 pdf
         d = e * t(0.5)
-        d += x * np.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
+        z = x * x * t(-0.5)
+        if type(x) is np.ndarray and x.dtype == np.float32:
+            from ember.ops import _erf_kernels  # float32: the kernel's own exponential
+            ex = _erf_kernels.exp32_neg(z)
+        else:
+            ex = np.exp(z)
+        d += x * ex * t(_INV_SQRT_2PI)
         d *= g
     return d
 
