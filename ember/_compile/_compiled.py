@@ -29,6 +29,7 @@ from ember.autograd import grad_mode
 from ember.autograd.grad_mode import state as _grad_state
 from ember.backend import blas_hold as _blas_hold
 from ember.backend import threads as _threads
+from ember.nn.modules import module as _module
 from ember.nn.modules.module import Module
 
 Tensor = _tensor.Tensor
@@ -90,6 +91,25 @@ def _flat(x, out):
 
 _PLAIN = (bool, int, float, str, type(None))
 _PLAIN_TYPES = frozenset(_PLAIN)
+# a module's hook dictionaries: a hook runs inside the call, so the capture records what
+# it does; one added or removed after the capture is a new guard set
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_forward_pre_hooks_with_kwargs",
+               "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+               "_backward_pre_hooks", "_backward_hooks")
+
+
+def _global_hooks():
+    """The dictionaries of the hooks registered for every module
+    (``register_module_forward_hook``...)."""
+    m = _module
+    return (m._global_forward_pre_hooks, m._global_forward_hooks,
+            m._global_forward_hooks_always_called, m._global_backward_pre_hooks,
+            m._global_backward_hooks)
+
+
+def _hook_key(dicts):
+    """The hooks of ``dicts`` by handle and identity (the guard key's part)."""
+    return tuple(tuple((k, id(v)) for k, v in h.items()) for h in dicts)
 
 
 def _free_objects(fn):
@@ -221,9 +241,11 @@ class CompiledFunction:
         for s in subs:
             d = s.__dict__
             training.append(tuple([(k, v) for k, v in d.items() if type(v) in plain]))
+            training.append(_hook_key([d[h] for h in _HOOK_DICTS if h in d]))
             params += [(id(p), p._requires_grad) for p in d["_parameters"].values()
                        if p is not None]
             bufs += [id(b) for b in d["_buffers"].values() if b is not None]
+        training.append(_hook_key(_global_hooks()))
         training = tuple(training)
         params = tuple(params) + tuple(bufs) + free
         return (struct, consts, grad_mode.is_grad_enabled(), training, params)
@@ -661,11 +683,12 @@ def _snapshot(module, entry, grad, args, fn=None):
         for _, o in _free_objects(fn):
             if isinstance(o, Module):
                 _tree(o, mods, seen)
-    mdicts, dicts, held = [], [], []
+    mdicts, dicts, held = [], list(_global_hooks()), []
     for s in mods:
         d = s.__dict__
         mdicts.append(d)
         dicts += [d, d["_parameters"], d["_buffers"], d["_modules"]]
+        dicts += [d[h] for h in _HOOK_DICTS if h in d]
         held += [t for t in d["_parameters"].values() if t is not None]
     subs = (tuple(mods), tuple(mdicts), tuple(dicts), tuple(map(len, dicts)),
             tuple(_chain(*dicts)), tuple(_chain(*map(dict.values, dicts))), tuple(held),
