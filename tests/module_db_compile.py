@@ -258,17 +258,21 @@ def _sizes(arrays, accepts):
             if accepts(xs):
                 out.append((label, xs))
         if n0 > 1 and out:
-            cut = _cut(arrays, n0)
-            if accepts(cut):
-                out.append(("batch 1", cut))
+            # (eager may raise there: the compiled call must raise the same)
+            out.append(("batch 1", _cut(arrays, n0)))
+            out.append(("batch 0", [a[:0].copy() if a.ndim and a.shape[0] == n0 else a
+                                    for a in arrays]))
     found = 0
     for i, a in enumerate(arrays):
         for d in range(1, a.ndim):
-            if found == MAX_SIZES or not a.shape[d]:
+            if found == MAX_SIZES or a.shape[d] < 2:
                 continue
             xs = _grown(arrays, i, d)
             if accepts(xs):
                 out.append((f"input{i} dim{d}+1", xs))
+                out.append((f"input{i} dim{d} cut to 1",
+                            [np.take(x, [0], axis=d) if j == i else x
+                             for j, x in enumerate(arrays)]))
                 found += 1
     return out
 

@@ -116,6 +116,33 @@ def test_batch_norm_cumulative_average_trace_warns():
     assert any(issubclass(w.category, ember.jit.TracerWarning) for w in caught)
 
 
+def test_size_one_after_symbolic_sizes_takes_its_own_capture():
+    """Two captures at lengths 3 and 4 gave one graph, so the length became symbolic
+    and length 1 replayed it: InstanceNorm1d's check (more than one spatial element in
+    training) reads the size as a number inside the op, so the compiled call returned
+    zeros where eager raises. Sizes 0 and 1 are specialised, as in PyTorch."""
+    m = ember.nn.InstanceNorm1d(3)
+    c = ember.compile(m)
+    for n in (3, 4, 5):
+        c(ember.randn(2, 3, n))
+    with pytest.raises(ValueError, match="more than 1 spatial element"):
+        m(ember.randn(2, 3, 1))
+    with pytest.raises(ValueError, match="more than 1 spatial element"):
+        c(ember.randn(2, 3, 1))
+    assert c._compiled.stats["replays"] >= 1  # the sizes 4 and 5 did replay
+
+
+def test_empty_and_one_batch_after_symbolic_sizes():
+    """Batch 0 and 1 after a symbolic batch: their own captures, eager's results."""
+    m = ember.nn.Linear(3, 2)
+    c = ember.compile(m)
+    for n in (3, 4, 0, 1, 5):
+        x = ember.randn(n, 3)
+        assert np.array_equal(c(x).detach().numpy(), m(x).detach().numpy())
+    specs = [e.specs[0][0] for e in c._compiled._cache]
+    assert (0, 3) in specs and (1, 3) in specs and (None, 3) in specs
+
+
 if __name__ == "__main__":
     import time
     t0 = time.time()

@@ -8,7 +8,8 @@ entry are: the other arguments, grad mode, each module's ``training``, the ident
 and ``requires_grad`` of every parameter and buffer, and per tensor input its rank,
 dtype, ``requires_grad``, whether it is contiguous (a capture keeps a ``contiguous()``
 of a contiguous input as no copy) and sizes — where a size that differed between two calls
-and gave the same graph structure both times is symbolic (any value passes). A
+and gave the same graph structure both times is symbolic (any value from 2 up passes:
+0 and 1 are specialised, as an op's own branch on them is not in the graph). A
 module or function called again with tensors only (a training step: none), where
 every object those guards read is the one its last (or last but one) call read, takes
 that call's entry without computing them (:func:`_same_as`).
@@ -194,6 +195,12 @@ class _Entry:
             for d, (a, b) in enumerate(zip(shape, s2)):
                 if b is not None and a != b:
                     return f"tensor input {i}: size mismatch at index {d}, expected {b}, got {a}"
+                if b is None and a < 2:
+                    # a symbolic size stands for 2 and up: an op's own branch on an
+                    # empty or one-element dimension (a check that raises, a shortcut)
+                    # reads the size as a number, which the graph does not record
+                    return f"tensor input {i}: size {a} at index {d} is specialised " \
+                        "(a symbolic size is 2 or more)"
         return None
 
 
@@ -576,6 +583,10 @@ class CompiledFunction:
             if any(d != d2 or r != r2 or c != c2 or len(s) != len(s2)
                    for (s, d, r, c), (s2, d2, r2, c2) in zip(entry.specs, e.specs)):
                 continue
+            if any(a != b and (a < 2 or b is not None and b < 2)
+                   for (s, _, _, _), (s2, _, _, _) in zip(entry.specs, e.specs)
+                   for a, b in zip(s, s2)):
+                continue  # sizes 0 and 1 are never symbolic (see ``failed``)
             if signature(e.graph) != signature(entry.graph):
                 continue
             entry.specs = [(tuple(None if a != b else a for a, b in zip(s, s2)), d, r, c)
