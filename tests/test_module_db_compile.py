@@ -143,6 +143,21 @@ def test_empty_and_one_batch_after_symbolic_sizes():
     assert (0, 3) in specs and (1, 3) in specs and (None, 3) in specs
 
 
+@pytest.mark.parametrize("cls", ["Tanh", "Tanhshrink", "Mish"])
+def test_zero_dim_tanh_backward_replays(cls):
+    """A 0-d input: the replay's backward took tanh's array gradient, whose product of
+    two 0-d arrays is a NumPy scalar, and raised TypeError at ``out=``."""
+    m = getattr(ember.nn, cls)()
+    c = ember.compile(m)
+    for _ in range(3):
+        x = ember.tensor(3.0, requires_grad=True)
+        xe = ember.tensor(3.0, requires_grad=True)
+        c(x).backward()
+        m(xe).backward()
+        assert np.array_equal(x.grad.numpy(), xe.grad.numpy())
+    assert c._compiled.stats["replays"] == 2
+
+
 if __name__ == "__main__":
     import time
     t0 = time.time()
