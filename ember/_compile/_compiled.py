@@ -32,6 +32,7 @@ from ember.backend import blas_hold as _blas_hold
 from ember.backend import threads as _threads
 from ember.nn.modules import module as _module
 from ember.nn.modules.module import Module
+from ember.utils.hooks import RemovableHandle as _Handle
 
 Tensor = _tensor.Tensor
 _mode_stack = _tensor._mode_stack
@@ -599,9 +600,11 @@ class CompiledFunction:
 def _same_as(last, args):
     """``last``'s entry when ``args`` and the module tree pass every guard as they did
     on the call :func:`_snapshot` recorded, else None."""
-    entry, grad, specs, subs, free = last
+    entry, grad, specs, subs, free, hooks = last
     if _grad_state.grad_enabled != grad or len(args) != len(specs) or _mode_active[0]:
         return None
+    if _Handle.next_id != hooks[0] or _Handle.removed != hooks[1]:
+        return None  # a hook was registered or removed somewhere since (the key reads them)
     for t, (shape, dtype, rg, c) in zip(args, specs):
         if type(t) is not Tensor:
             return None
@@ -681,8 +684,10 @@ def _snapshot(module, entry, grad, args, fn=None):
     and per module of the tree its ``__dict__``'s names and values (held, so identity
     is a sound test), its parameters with their requires_grad, its buffers and its
     children. For a function (``module`` None), its closure's and globals' objects
-    (:func:`_free_state`) and the trees of the modules among them. The guard key reads
-    nothing else of the module trees."""
+    (:func:`_free_state`) and the trees of the modules among them. And the count of
+    hooks registered and removed through handles anywhere: the guard key reads each
+    module's hooks, which a registration changes in a dict the identities above miss.
+    The guard key reads nothing else of the module trees."""
     specs = tuple((t._data.shape, t._data.dtype, t._requires_grad, t._data.flags.c_contiguous)
                   for t in args)
     free = None
@@ -694,17 +699,16 @@ def _snapshot(module, entry, grad, args, fn=None):
         for _, o in _free_objects(fn):
             if isinstance(o, Module):
                 _tree(o, mods, seen)
-    mdicts, dicts, held = [], list(_global_hooks()), []
+    mdicts, dicts, held = [], [], []
     for s in mods:
         d = s.__dict__
         mdicts.append(d)
         dicts += [d, d["_parameters"], d["_buffers"], d["_modules"]]
-        dicts += [d[h] for h in _HOOK_DICTS if h in d]
         held += [t for t in d["_parameters"].values() if t is not None]
     subs = (tuple(mods), tuple(mdicts), tuple(dicts), tuple(map(len, dicts)),
             tuple(_chain(*dicts)), tuple(_chain(*map(dict.values, dicts))), tuple(held),
             [t._requires_grad for t in held])
-    return entry, grad, specs, subs, free
+    return entry, grad, specs, subs, free, (_Handle.next_id, _Handle.removed)
 
 
 def _n_user(e):
