@@ -469,13 +469,14 @@ def _step_calls(base, structure, arrays, step_opt, dtype):
     return "equal"
 
 
-def run_all(selected=None, n=SAMPLES, every=1):
-    """{case: {stage: outcome}} over the table (every ``every``-th case)."""
+def run_all(selected=None, n=SAMPLES, every=1, always=()):
+    """{case: {stage: outcome}} over the table: every ``every``-th case and the cases
+    named in ``always``."""
     results = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for i, (key, info, dtype, training, p) in enumerate(cases(selected, n)):
-            if i % every:
+            if i % every and key not in always:
                 continue
             try:
                 results[key] = run_case(info, dtype, training, p,

@@ -7,7 +7,7 @@ under ``no_grad``, after ``train()``/``eval()``, after a parameter is changed in
 or replaced, with hooks added after the first call, with BatchNorm's running statistics
 moving on every call; the first call matches torch.
 
-CI runs every ``EVERY``-th case (about a minute); ``python
+CI runs every ``EVERY``-th case and those of ``ALWAYS`` (about a minute); ``python
 tests/test_module_db_compile.py`` runs every case and prints the counts. What still
 differs is listed exactly in :data:`KNOWN` (an entry that starts to agree fails, so it
 leaves) and in docs/differences.md ("ember.compile over module_db (thirteenth pass)").
@@ -21,10 +21,29 @@ from module_db_compile import run_all
 
 import ember
 
-EVERY = 7
+EVERY = 12
+# cases CI runs besides every ``EVERY``-th: the ones that found a fix, and a KNOWN one
+ALWAYS = ("BatchNorm2d/float32/train/1", "InstanceNorm1d/float32/train/0",
+          "GRU/float32/eval/0", "Tanh/float64/eval/1", "Linear/float32/train/0")
+
+_INSTANCE_NORM_STRIDED = (
+    "rounds apart by an ulp at a strided input (the capture call at a new layout): eager "
+    "ember with requires_grad normalizes a contiguous copy viewed as one sample of N*C "
+    "channels (PyTorch's graph), the capture records the normalization over the strided "
+    "input itself: the same sums in another order (test_compile_opdb.py lists the op)")
+_GRU_LENGTH_ONE = (
+    "rounds apart by an ulp (3.7e-9) at sequence length 1 with requires_grad on an "
+    "unbatched float32 input: the capture call records the GRU layer's steps as ops, "
+    "eager runs its sequence kernel; float64 agrees to the bit")
 
 # (case, stage) -> why the compiled call still differs from eager ember
-KNOWN = {}
+KNOWN = {
+    **{(f"InstanceNorm{d}d/{dt}/{mode}", "module"): _INSTANCE_NORM_STRIDED
+       for d in (1, 2, 3) for dt in ("float32", "float64")
+       for mode in ("train/0", "train/1", "eval/0")},
+    **{(f"GRU/float32/{mode}/0", stage): _GRU_LENGTH_ONE
+       for mode in ("train", "eval") for stage in ("module", "function")},
+}
 
 
 def _bad(outcome):
@@ -33,11 +52,11 @@ def _bad(outcome):
 
 @pytest.fixture(scope="module")
 def results():
-    return run_all(every=EVERY)
+    return run_all(every=EVERY, always=ALWAYS)
 
 
 def test_compiled_modules_equal_eager(results):
-    assert len(results) >= 60
+    assert len(results) >= 70 and set(ALWAYS) <= set(results)
     bad = {(case, stage): o for case, r in results.items() for stage, o in r.items()
            if _bad(o) and (case, stage) not in KNOWN}
     assert not bad, "\n".join(f"{c} [{s}]: {o}" for (c, s), o in bad.items())
@@ -172,4 +191,8 @@ if __name__ == "__main__":
     print(f"{len(res)} cases in {time.time() - t0:.0f} s")
     for k, v in sorted(counts.items()):
         print(*k, v)
-    sys.exit(0)
+    fixed = [k for k in KNOWN if not _bad(res.get(k[0], {}).get(k[1], "equal"))]
+    new = [(c, s) for c, r in res.items() for s, o in r.items()
+           if _bad(o) and (c, s) not in KNOWN]
+    print(f"known {len(KNOWN)}, agreeing now {fixed}, new {len(new)}")
+    sys.exit(1 if fixed or new else 0)
