@@ -1,27 +1,27 @@
 """PyTorch's ModuleInfo modules through ``ember.compile`` (test_module_db_compile.py).
 
 For each module of ``module_db`` (tests/module_db_harness.py builds both sides and
-converts the arguments), float32 and float64, train and eval mode, and its first
-samples whose forward takes tensors (nested in tuples or passed by keyword), three
-copies of ember's module are made from torch's ``state_dict()``: one runs eagerly (the
-reference), one through ``ember.compile(module)``, one through a compiled function that
-calls it. Each call runs on the eager copy and a compiled one from the same arrays, with
-fresh input tensors and the same seed (dropout-like draws are eager ember's), and must
-agree to the bit: the outputs (nesting, dtype, shape, values), the gradients of
-``sum(output * w)`` (``w`` fixed random) with respect to the inputs and every parameter
-(to rounding: the compiled backward differentiates the recorded graph), every parameter
-and buffer after the call (BatchNorm's running statistics and ``num_batches_tracked``
-move on each call). Where eager ember raises, the compiled call must raise the same
-type. The calls (:func:`_calls`): the sample, the sample again (the replay), other
-values (the floats permuted), a transposed and a strided layout, under ``no_grad``,
-other batch / length / spatial sizes the module allows (grown by one, twice, then cut
-to one: the captures at two sizes with one graph make the sizes symbolic, so a size-1
-branch must be guarded), after ``train()``/``eval()`` switches, after a parameter is
-scaled in place and after one is replaced, with a forward hook and a pre-hook added
+converts the arguments), float32 and float64, train and eval mode, and its first samples
+whose forward takes tensors (nested in tuples or passed by keyword), three copies of
+ember's module are made from torch's ``state_dict()``: one runs eagerly (the reference),
+one through ``ember.compile(module)``, one through a compiled function that calls it.
+Each call runs on the eager copy and a compiled one from the same arrays, with fresh
+input tensors and the same seed (dropout-like draws are eager ember's), and must agree
+to the bit: the outputs (nesting, dtype, shape, values), the gradients of ``sum(output *
+w)`` (``w`` fixed random) with respect to the inputs and every parameter (to rounding:
+the compiled backward differentiates the recorded graph), every parameter and buffer
+after the call (BatchNorm's running statistics and ``num_batches_tracked`` move on each
+call). Where eager ember raises, the compiled call must raise the same type. The calls:
+the sample, the sample again (the replay), other values (the floats permuted; the sample
+drawn under another seed), a transposed and a strided layout, under ``no_grad``, other
+batch / length / spatial sizes the module allows (grown by one, twice, then cut to one
+and to zero: the captures at two sizes with one graph make the sizes symbolic, so a
+size-1 branch must be guarded), after ``train()``/``eval()`` switches, after a parameter
+is scaled in place and after one is replaced, with a forward hook and a pre-hook added
 after the first call and after they are removed. The first call is compared with torch
-too (``torch.testing`` tolerances). For modules with parameters a compiled training
-step (zero_grad, forward, loss, backward, SGD with momentum or Adam) runs three times
-against the same eager step: the losses and the parameters after each step.
+too (``torch.testing`` tolerances). For modules with parameters a compiled training step
+(zero_grad, forward, loss, backward, SGD with momentum or Adam) runs three times against
+the same eager step: the losses and the parameters after each step.
 
 ``python tests/module_db_compile.py [Module...]`` prints each case's outcome.
 """
@@ -51,17 +51,33 @@ DTYPES = (torch.float32, torch.float64)
 MAX_SIZES = 2
 
 
+def _leaves(s):
+    fwd = s.forward_input
+    leaves = []
+    kwargs = {k: v for k, v in fwd.kwargs.items() if v is not None}
+    return (_structure(tuple(fwd.args), leaves), _structure(kwargs, leaves)), leaves
+
+
 def picked(info, dtype, training, n=SAMPLES):
-    """The first ``n`` samples whose forward takes tensors: (sample, structure, leaves)."""
+    """The first ``n`` samples whose forward takes tensors: (sample, structure, leaves,
+    other), ``other`` the same sample's arrays drawn under another seed (None where its
+    shapes differ): other values within the sample's own ranges and counts."""
     out = []
-    for s in samples(info, dtype, training):
-        fwd = s.forward_input
-        leaves = []
-        kwargs = {k: v for k, v in fwd.kwargs.items() if v is not None}
-        structure = (_structure(tuple(fwd.args), leaves), _structure(kwargs, leaves))
+    draws = samples(info, dtype, training)
+    torch.manual_seed(1)
+    again = info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=True,
+                                    training=training)
+    for i, s in enumerate(draws):
+        structure, leaves = _leaves(s)
         if not leaves:
             continue
-        out.append((s, structure, leaves))
+        other = None
+        if i < len(again):
+            _, leaves2 = _leaves(again[i])
+            if [tuple(t.shape) for t in leaves2] == [tuple(t.shape) for t in leaves] and \
+                    [t.dtype for t in leaves2] == [t.dtype for t in leaves]:
+                other = [t.detach().numpy().copy() for t in leaves2]
+        out.append((s, structure, leaves, other))
         if len(out) == n:
             break
     return out
@@ -300,7 +316,7 @@ def _hooks(mod):
 
 def run_case(info, dtype, training, picked_sample, step_opt="sgd"):
     """{stage: outcome}: "equal", "skip: why" or what differs (the first difference)."""
-    sample, structure, leaves = picked_sample
+    sample, structure, leaves, other = picked_sample
     arrays = [a.detach().numpy().copy() for a in leaves]
     grads = [bool(a.requires_grad and a.dtype.is_floating_point) for a in leaves]
     t_mod = build_torch(info, sample, dtype, training)
@@ -325,14 +341,14 @@ def run_case(info, dtype, training, picked_sample, step_opt="sgd"):
 
     if not accepts(arrays):
         return {"module": "skip: eager ember raises at the sample"}
-    out = {"module": _module_calls(base, structure, arrays, grads, accepts, t_mod)}
+    out = {"module": _module_calls(base, structure, arrays, grads, accepts, t_mod, other)}
     out["function"] = _function_calls(base, structure, arrays, grads, accepts)
     if any(p.requires_grad for p in base.parameters()):
         out["step"] = _step_calls(base, structure, arrays, step_opt, dtype)
     return out
 
 
-def _module_calls(base, structure, arrays, grads, accepts, t_mod):
+def _module_calls(base, structure, arrays, grads, accepts, t_mod, other=None):
     e_mod, c_mod = copy.deepcopy(base), copy.deepcopy(base)
     compiled = ember.compile(c_mod)
     sample = Call("sample", arrays, grads)
@@ -356,6 +372,8 @@ def _module_calls(base, structure, arrays, grads, accepts, t_mod):
         if bad:
             return bad
     calls = [Call("again", arrays, grads), Call("other values", _permuted(arrays, 5), grads)]
+    if other is not None and accepts(other):
+        calls.append(Call("another draw", other, grads))
     if any(a.ndim >= 2 for a in arrays):
         calls.append(Call("transposed", arrays, grads, ["t"] * len(arrays)))
     if any(a.ndim >= 1 and a.size for a in arrays):
