@@ -162,6 +162,26 @@ def test_empty_and_one_batch_after_symbolic_sizes():
     assert (0, 3) in specs and (1, 3) in specs and (None, 3) in specs
 
 
+def test_transformer_encoder_padding_mask_values_are_not_replayed():
+    """In eval without grad a left-aligned padding mask takes PyTorch's nested-tensor
+    path (padded positions come back as zeros), chosen from the mask's values outside
+    the ops: the graph captured at a left-aligned mask zeroed the rows of a later mask
+    that is not left-aligned (2.37 off). The branch is now a graph break."""
+    ember.manual_seed(0)
+    layer = ember.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    enc = ember.nn.TransformerEncoder(layer, 2).eval()
+    c = ember.compile(enc)
+    x = ember.randn(2, 4, 8)
+    left = ember.tensor([[False, False, True, True], [False, False, False, True]])
+    other = ember.tensor([[True, False, False, True], [False, True, False, False]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with ember.no_grad():
+            for m in (left, left, other, other, left):
+                want = enc(x, src_key_padding_mask=m).numpy()
+                assert np.array_equal(c(x, src_key_padding_mask=m).numpy(), want)
+
+
 @pytest.mark.parametrize("cls", ["Tanh", "Tanhshrink", "Mish"])
 def test_zero_dim_tanh_backward_replays(cls):
     """A 0-d input: the replay's backward took tanh's array gradient, whose product of

@@ -106,6 +106,22 @@ def values_read(t):
     tr.warn_read(t)
 
 
+def branch_on_values(t, what):
+    """An ember function chooses its computation from ``t``'s values outside the
+    recorded ops (``TransformerEncoder``'s left-aligned padding mask): a capture for
+    ``compile`` (one with a ``breaks`` list) notes a graph break, so the call runs
+    eagerly and no graph replays the branch taken at the example for other values;
+    ``jit.trace`` keeps the branch silently, as PyTorch's tracer does."""
+    if not _tensor._mode_active[0] or not isinstance(t, Tensor):
+        return
+    tr = current()
+    if tr is None or tr.breaks is None or tr._passes() or not tr._known(t):
+        return
+    f = _user_frame(2)
+    tr.breaks.append((f"a branch on the values of {what}",
+                      (f.f_code.co_filename, f.f_lineno) if f is not None else None))
+
+
 def current():
     """The innermost capture on the mode stack started by this thread, or None."""
     me = threading.get_ident()

@@ -64,6 +64,8 @@ def _get_activation_fn(activation):
 def _left_aligned(padding_mask):
     """True when every row of the (N, S) bool padding mask is False then True (PyTorch's
     ``_nested_tensor_from_mask_left_aligned`` on its negation)."""
+    from ember._graph.capture import branch_on_values
+    branch_on_values(padding_mask, "src_key_padding_mask (is it left-aligned?)")
     m = padding_mask._data
     xp = ember.backend.array_module(m)
     return bool(xp.all(m[:, 1:] >= m[:, :-1])) if m.shape[1] > 1 else True
