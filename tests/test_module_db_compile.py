@@ -182,6 +182,22 @@ def test_transformer_encoder_padding_mask_values_are_not_replayed():
                 assert np.array_equal(c(x, src_key_padding_mask=m).numpy(), want)
 
 
+def test_rrelu_training_draws_follow_each_input():
+    """RReLU in training draws one slope per negative element, a count read from the
+    values: the replay kept the capture's count and raised at another input of the same
+    shape (or, captured with one negative element, broadcast one slope to all)."""
+    m = ember.nn.RReLU()
+    c = ember.compile(m)
+    rng = np.random.default_rng(0)
+    for x in ([[-1.0, 2.0, 3.0]], [[-1.0, 2.0, 3.0]], [[-1.0, -2.0, -3.0]],
+              rng.standard_normal((4, 5)), rng.standard_normal((4, 5))):
+        x = np.asarray(x, np.float32)
+        ember.manual_seed(4)
+        want = m(ember.from_numpy(x.copy())).numpy()
+        ember.manual_seed(4)
+        assert np.array_equal(c(ember.from_numpy(x.copy())).numpy(), want)
+
+
 @pytest.mark.parametrize("cls", ["Tanh", "Tanhshrink", "Mish"])
 def test_zero_dim_tanh_backward_replays(cls):
     """A 0-d input: the replay's backward took tanh's array gradient, whose product of

@@ -107,8 +107,9 @@ def values_read(t):
 
 
 def branch_on_values(t, what):
-    """An ember function chooses its computation from ``t``'s values outside the
-    recorded ops (``TransformerEncoder``'s left-aligned padding mask): a capture for
+    """An ember function chooses its computation or a size from ``t``'s values outside
+    the recorded ops (``TransformerEncoder``'s left-aligned padding mask, the count of
+    RReLU's draws): a capture for
     ``compile`` (one with a ``breaks`` list) notes a graph break, so the call runs
     eagerly and no graph replays the branch taken at the example for other values;
     ``jit.trace`` keeps the branch silently, as PyTorch's tracer does."""
