@@ -20,8 +20,8 @@ size-1 branch must be guarded), after ``train()``/``eval()`` switches, after a p
 is scaled in place and after one is replaced, with a forward hook and a pre-hook added
 after the first call and after they are removed. The first call is compared with torch
 too (``torch.testing`` tolerances). For modules with parameters a compiled training step
-(zero_grad, forward, loss, backward, SGD with momentum or Adam) runs three times against
-the same eager step: the losses and the parameters after each step.
+(zero_grad, forward, loss, backward, SGD with momentum or Adam with eps 1e-3) runs three
+times against the same eager step: the losses and the parameters after each step.
 
 ``python tests/module_db_compile.py [Module...]`` prints each case's outcome.
 """
@@ -126,8 +126,9 @@ def _bits(a, b):
     return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 
-def _close(a, b):
-    """Equal to rounding: a few ulps of the dtype, relative to the largest value."""
+def _close(a, b, atol=0.0):
+    """Equal to rounding: a few ulps of the dtype, relative to the largest value (and
+    ``atol``)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
@@ -136,7 +137,8 @@ def _close(a, b):
     finite = np.abs(a[np.isfinite(a)])
     scale = max(1.0, float(finite.max()) if finite.size else 1.0)
     eps = np.finfo(a.dtype).eps
-    return bool(np.allclose(a, b, rtol=64 * eps, atol=64 * eps * scale, equal_nan=True))
+    return bool(np.allclose(a, b, rtol=64 * eps, atol=64 * eps * scale + atol,
+                            equal_nan=True))
 
 
 def _state(mod):
@@ -443,7 +445,10 @@ def _step_calls(base, structure, arrays, step_opt, dtype):
     def make_step(mod):
         params = [p for p in mod.parameters() if p.requires_grad]
         opt = ember.optim.SGD(params, lr=0.01, momentum=0.9) if step_opt == "sgd" else \
-            ember.optim.Adam(params, lr=0.01)
+            ember.optim.Adam(params, lr=0.01, eps=1e-3)
+        # (Adam divides by the gradient's own size: with the default eps a gradient that
+        # is zero in exact arithmetic, attention's key bias, is rounding noise either way
+        # that it turns into steps of up to 1e-4 in float32)
 
         def step(*xs, **kw):
             opt.zero_grad()
