@@ -126,6 +126,25 @@ def test_batch_norm_cumulative_average_moves_every_call(cls):
                                   getattr(compiled_mod, name).numpy()), name
 
 
+def test_transformer_causal_mask_detection_is_not_replayed():
+    """``is_causal=None`` compares the mask with the causal one (a bool read in the
+    module's code): the graph captured at the causal mask ran causal attention without
+    the mask for a later mask of the same shape (0.88 off). Now a graph break."""
+    ember.manual_seed(0)
+    layer = ember.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    enc = ember.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+    c = ember.compile(enc)
+    x = ember.randn(2, 4, 8)
+    causal = ember.nn.Transformer.generate_square_subsequent_mask(4)
+    other = ember.zeros(4, 4)
+    other[0, 3] = float("-inf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for m in (causal, causal, other):
+            want = enc(x, mask=m).detach().numpy()
+            assert np.array_equal(c(x, mask=m).detach().numpy(), want)
+
+
 def test_batch_norm_cumulative_average_trace_warns():
     """The same read under ``jit.trace`` warns, as PyTorch's tracer does."""
     m = ember.nn.BatchNorm1d(3, momentum=None)
