@@ -8,7 +8,8 @@ entry are: the other arguments, grad mode, each module's ``training``, the ident
 and ``requires_grad`` of every parameter and buffer, and per tensor input its rank,
 dtype, ``requires_grad``, whether it is contiguous (a capture keeps a ``contiguous()``
 of a contiguous input as no copy) and sizes — where a size that differed between two calls
-and gave the same graph structure both times is symbolic (any value passes). A
+and gave the same graph structure both times is symbolic (any value from 2 up passes:
+0 and 1 are specialised, as an op's own branch on them is not in the graph). A
 module or function called again with tensors only (a training step: none), where
 every object those guards read is the one its last (or last but one) call read, takes
 that call's entry without computing them (:func:`_same_as`).
@@ -29,7 +30,9 @@ from ember.autograd import grad_mode
 from ember.autograd.grad_mode import state as _grad_state
 from ember.backend import blas_hold as _blas_hold
 from ember.backend import threads as _threads
+from ember.nn.modules import module as _module
 from ember.nn.modules.module import Module
+from ember.utils.hooks import RemovableHandle as _Handle
 
 Tensor = _tensor.Tensor
 _mode_stack = _tensor._mode_stack
@@ -90,6 +93,25 @@ def _flat(x, out):
 
 _PLAIN = (bool, int, float, str, type(None))
 _PLAIN_TYPES = frozenset(_PLAIN)
+# a module's hook dictionaries: a hook runs inside the call, so the capture records what
+# it does; one added or removed after the capture is a new guard set
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_forward_pre_hooks_with_kwargs",
+               "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+               "_backward_pre_hooks", "_backward_hooks")
+
+
+def _global_hooks():
+    """The dictionaries of the hooks registered for every module
+    (``register_module_forward_hook``...)."""
+    m = _module
+    return (m._global_forward_pre_hooks, m._global_forward_hooks,
+            m._global_forward_hooks_always_called, m._global_backward_pre_hooks,
+            m._global_backward_hooks)
+
+
+def _hook_key(dicts):
+    """The hooks of ``dicts`` by handle and identity (the guard key's part)."""
+    return tuple(tuple((k, id(v)) for k, v in h.items()) for h in dicts)
 
 
 def _free_objects(fn):
@@ -174,6 +196,12 @@ class _Entry:
             for d, (a, b) in enumerate(zip(shape, s2)):
                 if b is not None and a != b:
                     return f"tensor input {i}: size mismatch at index {d}, expected {b}, got {a}"
+                if b is None and a < 2:
+                    # a symbolic size stands for 2 and up: an op's own branch on an
+                    # empty or one-element dimension (a check that raises, a shortcut)
+                    # reads the size as a number, which the graph does not record
+                    return f"tensor input {i}: size {a} at index {d} is specialised " \
+                        "(a symbolic size is 2 or more)"
         return None
 
 
@@ -221,9 +249,11 @@ class CompiledFunction:
         for s in subs:
             d = s.__dict__
             training.append(tuple([(k, v) for k, v in d.items() if type(v) in plain]))
+            training.append(_hook_key([d[h] for h in _HOOK_DICTS if h in d]))
             params += [(id(p), p._requires_grad) for p in d["_parameters"].values()
                        if p is not None]
             bufs += [id(b) for b in d["_buffers"].values() if b is not None]
+        training.append(_hook_key(_global_hooks()))
         training = tuple(training)
         params = tuple(params) + tuple(bufs) + free
         return (struct, consts, grad_mode.is_grad_enabled(), training, params)
@@ -554,6 +584,10 @@ class CompiledFunction:
             if any(d != d2 or r != r2 or c != c2 or len(s) != len(s2)
                    for (s, d, r, c), (s2, d2, r2, c2) in zip(entry.specs, e.specs)):
                 continue
+            if any(a != b and (a < 2 or b is not None and b < 2)
+                   for (s, _, _, _), (s2, _, _, _) in zip(entry.specs, e.specs)
+                   for a, b in zip(s, s2)):
+                continue  # sizes 0 and 1 are never symbolic (see ``failed``)
             if signature(e.graph) != signature(entry.graph):
                 continue
             entry.specs = [(tuple(None if a != b else a for a, b in zip(s, s2)), d, r, c)
@@ -566,9 +600,11 @@ class CompiledFunction:
 def _same_as(last, args):
     """``last``'s entry when ``args`` and the module tree pass every guard as they did
     on the call :func:`_snapshot` recorded, else None."""
-    entry, grad, specs, subs, free = last
+    entry, grad, specs, subs, free, hooks = last
     if _grad_state.grad_enabled != grad or len(args) != len(specs) or _mode_active[0]:
         return None
+    if _Handle.next_id != hooks[0] or _Handle.removed != hooks[1]:
+        return None  # a hook was registered or removed somewhere since (the key reads them)
     for t, (shape, dtype, rg, c) in zip(args, specs):
         if type(t) is not Tensor:
             return None
@@ -648,8 +684,10 @@ def _snapshot(module, entry, grad, args, fn=None):
     and per module of the tree its ``__dict__``'s names and values (held, so identity
     is a sound test), its parameters with their requires_grad, its buffers and its
     children. For a function (``module`` None), its closure's and globals' objects
-    (:func:`_free_state`) and the trees of the modules among them. The guard key reads
-    nothing else of the module trees."""
+    (:func:`_free_state`) and the trees of the modules among them. And the count of
+    hooks registered and removed through handles anywhere: the guard key reads each
+    module's hooks, which a registration changes in a dict the identities above miss.
+    The guard key reads nothing else of the module trees."""
     specs = tuple((t._data.shape, t._data.dtype, t._requires_grad, t._data.flags.c_contiguous)
                   for t in args)
     free = None
@@ -670,7 +708,7 @@ def _snapshot(module, entry, grad, args, fn=None):
     subs = (tuple(mods), tuple(mdicts), tuple(dicts), tuple(map(len, dicts)),
             tuple(_chain(*dicts)), tuple(_chain(*map(dict.values, dicts))), tuple(held),
             [t._requires_grad for t in held])
-    return entry, grad, specs, subs, free
+    return entry, grad, specs, subs, free, (_Handle.next_id, _Handle.removed)
 
 
 def _n_user(e):

@@ -67,6 +67,9 @@ Tensor = _tensor.Tensor
 __all__ = ["TracerWarning", "SymInt", "capture", "is_tracing", "current", "call_args"]
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# ember's nn modules: their forwards are the user's model, as PyTorch's are to its tracer
+# (BatchNorm's ``1 / float(num_batches_tracked)``): a value read there warns as in user code
+_MODULES_DIR = os.path.join(_EMBER_DIR, "nn", "modules") + os.sep
 
 
 def written_as_constant(t, what):
@@ -101,6 +104,23 @@ def values_read(t):
     if tr is None or tr._passes() or not tr._known(t):
         return
     tr.warn_read(t)
+
+
+def branch_on_values(t, what):
+    """An ember function chooses its computation or a size from ``t``'s values outside
+    the recorded ops (``TransformerEncoder``'s left-aligned padding mask, the count of
+    RReLU's draws): a capture for
+    ``compile`` (one with a ``breaks`` list) notes a graph break, so the call runs
+    eagerly and no graph replays the branch taken at the example for other values;
+    ``jit.trace`` keeps the branch silently, as PyTorch's tracer does."""
+    if not _tensor._mode_active[0] or not isinstance(t, Tensor):
+        return
+    tr = current()
+    if tr is None or tr.breaks is None or tr._passes() or not tr._known(t):
+        return
+    f = _user_frame(2)
+    tr.breaks.append((f"a branch on the values of {what}",
+                      (f.f_code.co_filename, f.f_lineno) if f is not None else None))
 
 
 def current():
@@ -427,7 +447,8 @@ class _Trace(_modes.Mode):
         if self.thread != threading.get_ident() or id(t) not in self.tmap:
             return
         f = sys._getframe(3)  # python_value <- _python_value <- Tensor method <- caller
-        if not f.f_code.co_filename.startswith(_EMBER_DIR):
+        where = f.f_code.co_filename
+        if not where.startswith(_EMBER_DIR) or where.startswith(_MODULES_DIR):
             _warn(_LOUD_MSGS[what], f)
         elif not self.depth and t._data.ndim and t._data.dtype.kind in "iub":
             # a vector's values (lengths, split points, offsets) as Python numbers; one

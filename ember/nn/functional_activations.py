@@ -343,7 +343,10 @@ def threshold_(input, threshold, value):
 
 def _rrelu_noise_for(x, lower, upper):
     # PyTorch draws one double from U(lower, upper) per non-positive element, in order,
-    # with the bounds first rounded to the input's dtype
+    # with the bounds first rounded to the input's dtype; how many is read from the
+    # values (a compile capture breaks there: its graph would keep the count)
+    from ember._graph.capture import branch_on_values
+    branch_on_values(x, "rrelu's input (the count of slopes drawn)")
     with no_grad():
         neg = x.detach().contiguous() <= 0
         k = int(neg.sum())

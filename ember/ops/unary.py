@@ -309,6 +309,8 @@ def _tanh_vjp(self, grads, inputs, outputs, out=None):
     if reduced_float(y.dtype):
         return [TanhBackward.forward(None, grads[0], y)]
     d = np.multiply(y, y, out=None if out is None else out(0, y.shape, y.dtype))
+    if type(d) is not np.ndarray:  # a 0-d product is a NumPy scalar: no ``out=``
+        d = np.array(d)
     np.subtract(1, d, out=d)
     d *= grads[0]
     return [d]

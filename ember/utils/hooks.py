@@ -12,6 +12,9 @@ class RemovableHandle:
     """
 
     next_id = 0
+    # hooks removed so far (with ``next_id``, a count of every change to any hook dict
+    # made through handles: ember.compile's fast path compares it, see ``_snapshot``)
+    removed = 0
 
     def __init__(self, hooks_dict, *, extra_dict=None):
         self.hooks_dict_ref = weakref.ref(hooks_dict)
@@ -29,6 +32,7 @@ class RemovableHandle:
             d = ref()
             if d is not None and self.id in d:
                 del d[self.id]
+                RemovableHandle.removed += 1
 
     def __getstate__(self):
         return (self.hooks_dict_ref(), self.id,

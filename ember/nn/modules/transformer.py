@@ -64,6 +64,8 @@ def _get_activation_fn(activation):
 def _left_aligned(padding_mask):
     """True when every row of the (N, S) bool padding mask is False then True (PyTorch's
     ``_nested_tensor_from_mask_left_aligned`` on its negation)."""
+    from ember._graph.capture import branch_on_values
+    branch_on_values(padding_mask, "src_key_padding_mask (is it left-aligned?)")
     m = padding_mask._data
     xp = ember.backend.array_module(m)
     return bool(xp.all(m[:, 1:] >= m[:, :-1])) if m.shape[1] > 1 else True
@@ -189,14 +191,15 @@ class TransformerEncoder(Module):
                 or first.training or src.dim() != 3 or padding_mask is None
                 or mask is not None):
             return False
-        if getattr(self, "mask_check", True) and not _left_aligned(padding_mask):
-            return False
         sa = first.self_attn
-        return not _grad_blocks_fastpath((
-            src, sa.in_proj_weight, sa.in_proj_bias, sa.out_proj.weight, sa.out_proj.bias,
-            first.norm1.weight, first.norm1.bias, first.norm2.weight, first.norm2.bias,
-            first.linear1.weight, first.linear1.bias, first.linear2.weight,
-            first.linear2.bias))
+        if _grad_blocks_fastpath((
+                src, sa.in_proj_weight, sa.in_proj_bias, sa.out_proj.weight, sa.out_proj.bias,
+                first.norm1.weight, first.norm1.bias, first.norm2.weight, first.norm2.bias,
+                first.linear1.weight, first.linear1.bias, first.linear2.weight,
+                first.linear2.bias)):
+            return False
+        # last: the mask's values (a compiled call breaks there) only where they decide
+        return not getattr(self, "mask_check", True) or _left_aligned(padding_mask)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         """Run ``src`` through every layer (``mask`` and ``src_key_padding_mask`` as in
