@@ -316,6 +316,10 @@ class BinaryCrossEntropy(_Pointwise, Primitive):
     _node_name = "BinaryCrossEntropyBackward0"
 
     def forward(self, x, t, w, reduction):
+        # checked on the arrays, so a compiled or traced replay checks every call (as
+        # PyTorch's kernel does); NaN fails too
+        if x.size and not is_meta(x) and not ((x >= 0) & (x <= 1)).all():
+            raise RuntimeError("all elements of input should be between 0 and 1")
         self.w = _cast(w, x)
         return _Pointwise.forward(self, x, t, reduction)
 
