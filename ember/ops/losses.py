@@ -653,6 +653,9 @@ class MultiMarginLoss(Primitive):
         n, c = x2.shape
         shape = t.shape if x.ndim < 2 else (n,)  # a (C) input's 'none' loss has the target's
         t = t.reshape(-1)
+        # checked on the arrays, so a compiled or traced replay checks every call
+        if t.size and not is_meta(t) and ((t < 0) | (t >= c)).any():
+            raise RuntimeError("target out of range")
         rows = xp.arange(n)
         with np.errstate(invalid="ignore"):
             z = margin - x2[rows, t][:, None] + x2
