@@ -126,7 +126,7 @@ def test_value_read_in_ember_code_is_a_named_graph_break():
 
 # ----- checks PyTorch makes at run time -------------------------------------------------
 def test_binary_cross_entropy_checks_every_compiled_call():
-    """The range check ran at the capture only: a replay took logs of 2.0."""
+    """The range check ran at the capture only: a replay at 2.0 returned NaN."""
     compiled = ember.compile(lambda x, t: F.binary_cross_entropy(x, t))
     t = ember.rand(3)
     compiled(ember.rand(3), t)
@@ -147,7 +147,8 @@ def test_binary_cross_entropy_checks_every_traced_call():
 
 
 def test_gaussian_nll_loss_checks_every_compiled_call():
-    """``var < 0`` was checked at the capture only: a replay returned NaN."""
+    """``var < 0`` was checked at the capture only: a replay clamped the negative entry
+    at ``eps`` and returned a loss."""
     compiled = ember.compile(lambda x, t, v: F.gaussian_nll_loss(x, t, v))
     x, t = ember.randn(3), ember.randn(3)
     compiled(x, t, ember.rand(3))

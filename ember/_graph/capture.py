@@ -35,7 +35,10 @@ recorded (``int.mul``...), and a call that receives one records the dependency, 
 Loud tracing: ``bool``/``int``/``float``/``item``/``tolist``/``numpy``/``len``/
 iteration of a traced tensor, called from user code, emit :class:`TracerWarning` at
 the user's file and line (``warnings.warn_explicit``): those Tensor methods tell the
-visible modes (``python_value``).
+visible modes (``python_value``). The same reads inside ember's own code (a 0-d tensor
+given as a dim or an exponent, a check's number) are a graph break for a ``compile``
+capture (:meth:`_Trace.break_on_read`): its graph would replay the example's number.
+``jit.trace`` keeps them as PyTorch's tracer does.
 
 What cannot be recorded faithfully fails loudly, naming the op and the user's line:
 forward-mode AD computed beside the ops (``jvp``/``jacfwd`` while tangents are not a
