@@ -169,6 +169,33 @@ def test_multi_margin_loss_checks_every_compiled_call():
             compiled(x, T(bad))
 
 
+_SINGULAR = [[1.0, 2.0], [2.0, 4.0]]
+
+
+@pytest.mark.parametrize("name", ["lu_factor", "lu_factor_ex", "lu"])
+def test_lu_singular_check_runs_every_compiled_call(name):
+    """The zero-pivot check read ``info``'s values at the capture only: a replay at a
+    singular matrix returned its factors where eager raises."""
+    fn = {"lu_factor": lambda a: ember.linalg.lu_factor(a)[0],
+          "lu_factor_ex": lambda a: ember.linalg.lu_factor_ex(a, check_errors=True)[0],
+          "lu": lambda a: ember.lu(a)[0]}[name]
+    compiled = ember.compile(fn, fullgraph=True)
+    a = ember.randn(2, 2, dtype=ember.float64)
+    compiled(a)
+    assert ember.equal(compiled(a), fn(a))
+    with pytest.raises(RuntimeError, match="lu_factor"):
+        compiled(T(_SINGULAR, dtype=ember.float64))
+
+
+def test_lu_factor_compiled_gradient_is_eager():
+    a = ember.randn(3, 3, dtype=ember.float64, requires_grad=True)
+    compiled = ember.compile(lambda a: ember.linalg.lu_factor(a)[0].sum(), fullgraph=True)
+    compiled(a).backward()
+    g, a.grad = a.grad, None
+    ember.linalg.lu_factor(a)[0].sum().backward()
+    assert ember.allclose(g, a.grad)
+
+
 # ----- the benchmark workloads keep whole graphs ----------------------------------------
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
