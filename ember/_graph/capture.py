@@ -35,7 +35,10 @@ recorded (``int.mul``...), and a call that receives one records the dependency, 
 Loud tracing: ``bool``/``int``/``float``/``item``/``tolist``/``numpy``/``len``/
 iteration of a traced tensor, called from user code, emit :class:`TracerWarning` at
 the user's file and line (``warnings.warn_explicit``): those Tensor methods tell the
-visible modes (``python_value``).
+visible modes (``python_value``). The same reads inside ember's own code (a 0-d tensor
+given as a dim or an exponent, a check's number) are a graph break for a ``compile``
+capture (:meth:`_Trace.break_on_read`): its graph would replay the example's number.
+``jit.trace`` keeps them as PyTorch's tracer does.
 
 What cannot be recorded faithfully fails loudly, naming the op and the user's line:
 forward-mode AD computed beside the ops (``jvp``/``jacfwd`` while tangents are not a
@@ -450,10 +453,31 @@ class _Trace(_modes.Mode):
         where = f.f_code.co_filename
         if not where.startswith(_EMBER_DIR) or where.startswith(_MODULES_DIR):
             _warn(_LOUD_MSGS[what], f)
-        elif not self.depth and t._data.ndim and t._data.dtype.kind in "iub":
+        elif self.depth:
+            return
+        elif self.breaks is not None:
+            # compile: any value read inside ember's own code (a 0-d tensor passed as a
+            # dim, size, exponent or margin; a check's number) would be replayed as the
+            # example's, or its check skipped: the call runs eagerly instead
+            self.break_on_read(t, what)
+        elif t._data.ndim and t._data.dtype.kind in "iub":
             # a vector's values (lengths, split points, offsets) as Python numbers; one
             # number read inside an op is most often a check that raises instead
             self.warn_read(t)
+
+    def break_on_read(self, t, what):
+        """A capture for ``compile``: ``t``'s values became a Python value (``what``)
+        inside ember's own code: a graph break naming the ember function and the
+        user's line."""
+        f, names = sys._getframe(2), []
+        while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
+            names.append(f.f_code.co_name)
+            f = f.f_back
+        fn = next((n for n in reversed(names) if n not in _WRAPPERS and n[0] != "_"),
+                  names[-1] if names else "an ember op")
+        self.breaks.append((f"{fn}() read the values of the traced tensor "
+                            f"%{self.value_of(t).name} as Python values ({what.strip('_')})",
+                            (f.f_code.co_filename, f.f_lineno) if f is not None else None))
 
     def warn_read(self, t):
         """See :func:`values_read`: once per ember function and user line."""

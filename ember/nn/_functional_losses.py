@@ -218,8 +218,6 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
                          f"size ({input.shape}) is deprecated. Please ensure they have the same "
                          "size.")
-    if input.numel() and not bool(((input >= 0) & (input <= 1)).all()):  # NaN too
-        raise RuntimeError("all elements of input should be between 0 and 1")
     if target.dtype != input.dtype:
         raise RuntimeError(f"Found dtype {_tname(target.dtype)} but expected "
                            f"{_tname(input.dtype)}")
@@ -341,6 +339,15 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     return _reduce(loss, reduction)
 
 
+def _var_negative(var):
+    # a check on the values, as PyTorch's (a graph break under its compile too): a
+    # compiled graph would skip it for other values, so the call runs eagerly
+    if _mode_active[0]:
+        from ember._graph.capture import branch_on_values
+        branch_on_values(var, "gaussian_nll_loss's var (is an entry negative?)")
+    return bool((var < 0).any())
+
+
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
     """Negative log likelihood of ``target ~ N(input, var)``; ``var`` is clamped at ``eps``
     in value only (its gradient is the unclamped one, as PyTorch's)."""
@@ -348,7 +355,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
         if var < 0:
             raise ValueError("var has negative entry/entries")
         var = var * ember.ones_like(input)
-    elif bool((var < 0).any()):
+    elif _var_negative(var):
         raise ValueError("var has negative entry/entries")
     elif not var.is_floating_point():
         # PyTorch clamps var in place: a float result cannot be stored in it
@@ -576,9 +583,6 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
                            f"{list(input.shape)}.")
     if target.dtype is not ember.int64:
         raise RuntimeError(f"expected scalar type Long but found {_tname(target.dtype)}")
-    t = target.reshape(-1)
-    if t.numel() and bool(((t < 0) | (t >= c)).any()):
-        raise RuntimeError("target out of range")
     _not_differentiable("multi_margin_loss", "weight", weight)
     _same_dtype(weight, input)
     return _losses.MultiMarginLoss.apply(input, target, weight, p, margin, reduction)

@@ -29,12 +29,13 @@ import inspect
 
 import numpy as np
 
-from ember._tensor import Tensor, _make, _mode_active, _mode_stack
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder, _mode_stack
 from ember.autograd.grad_mode import enable_grad, no_grad
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 
-__all__ = ["CompositeNode", "call", "one_node", "named_nodes", "nodes", "partial_inputs"]
+__all__ = ["CompositeNode", "call", "one_node", "named_nodes", "nodes", "partial_inputs",
+           "compile_recorder"]
 
 # the modules whose import defines CompositeNode subclasses (see ``nodes``)
 _DEFINED_IN = ("ember.ops.activation_nodes", "ember.ops.embedding", "ember.ops.dropout",
@@ -253,3 +254,16 @@ def named_nodes(base, names, module, aten=None):
             attrs["profiler_name"] = aten(key)
         out[key] = type(base)(op, (base,), attrs)
     return out
+
+
+def compile_recorder(*tensors):
+    """The capture of ``ember.compile`` (one that lists graph breaks) when it is the mode
+    that records composites for a call on ``tensors``, else None. A composite that reads
+    its inputs' values outside the recorded ops (ranks, a check that raises) records
+    itself as one node there (``m.composite_locals(...)``), run again at every replay, so
+    the compiled graph stays whole and never replays the example's values; ``jit.trace``
+    keeps recording its ops (its TorchScript has no row for such a node)."""
+    if not _mode_active[0]:
+        return None
+    m = _mode_recorder(tuple(t for t in tensors if isinstance(t, Tensor)))
+    return m if m is not None and getattr(m, "breaks", None) is not None else None

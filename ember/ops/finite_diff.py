@@ -2,7 +2,7 @@
 slicing and arithmetic (differentiable, no derivative code of its own)."""
 import numbers
 
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active
 from ember.ops._util import wrap_dim
 
 __all__ = ["gradient"]
@@ -80,6 +80,10 @@ def gradient(input, *, spacing=None, dim=None, edge_order=1):
         spacing = 1
     if isinstance(spacing, (numbers.Number, Tensor)) and not (
             isinstance(spacing, Tensor) and spacing.dim() == 1):
+        if isinstance(spacing, Tensor) and _mode_active[0]:
+            # the step becomes a Python number: a compiled graph would replay it
+            from ember._graph.capture import branch_on_values
+            branch_on_values(spacing, "gradient's spacing")
         spacing = [spacing.item() if isinstance(spacing, Tensor) else spacing] * len(dims)
     spacing = list(spacing)
     if dim is None and len(spacing) != len(dims):

@@ -508,6 +508,10 @@ def tensordot(a, b, dims=2, out=None):
     """
     _need_tensors("tensordot", ["a", "b"], a, b)
     if isinstance(dims, Tensor):
+        if _mode_active[0]:
+            # the dims contracted become Python numbers: a compiled graph would replay them
+            from ember._graph.capture import branch_on_values
+            branch_on_values(dims, "tensordot's dims")
         dims = dims.tolist()
     if isinstance(dims, (int, np.integer)):
         dims = int(dims)

@@ -25,6 +25,7 @@ from ember.ops._linalg_util import (
     _named,
     _SavesOutputs,
 )
+from ember.ops.composite_node import compile_recorder
 from ember.ops.linalg import _write_out
 from ember.ops.linalg_decomp import pinv, svdvals
 from ember.ops.linalg_solve import inv_ex, solve_triangular
@@ -158,6 +159,9 @@ def lu_factor_ex(A, *, pivot=True, check_errors=False, out=None):
     1-based int32 pivots and ``info`` (> 0 where a pivot is exactly zero)."""
     _check_matrix("torch.linalg.lu_factor_ex", A)
     _check_pivot("linalg.lu_factor", pivot)
+    if check_errors and out is None and (m := compile_recorder(A)) is not None:
+        # its check reads info's values: one node for compile, checked at every replay
+        return m.composite_locals("linalg_lu_factor_ex", lu_factor_ex, locals())
     LU, piv, info = LuFactorEx.apply(A)
     if check_errors and info._data.any():
         raise LinAlgError("torch.linalg.lu_factor_ex: The factorization could not be completed "
@@ -168,6 +172,9 @@ def lu_factor_ex(A, *, pivot=True, check_errors=False, out=None):
 def lu_factor(A, *, pivot=True, out=None):
     """``(LU, pivots)`` of ``A = P L U``; raises when ``U`` has a zero on its diagonal."""
     _check_matrix("torch.linalg.lu_factor", A)
+    if out is None and (m := compile_recorder(A)) is not None:
+        # its check reads info's values: one node for compile, checked at every replay
+        return m.composite_locals("linalg_lu_factor", lu_factor, locals())
     LU, piv, info = lu_factor_ex(A, pivot=pivot)
     bad = info._host()  # (read on the host: one int per matrix, also from a GPU)
     if bad.any():
@@ -254,6 +261,9 @@ def lu(A, pivot=True, get_infos=False, out=None):
     """``torch.lu``: ``(LU, pivots)`` or, with ``get_infos``, ``(LU, pivots, infos)``."""
     if get_infos:
         return _results("_lu_with_info", tuple(lu_factor_ex(A, pivot=pivot)), out)
+    if out is None and (m := compile_recorder(A)) is not None:
+        # its check reads info's values: one node for compile, checked at every replay
+        return m.composite_locals("lu", lu, locals())
     LU, piv, info = lu_factor_ex(A, pivot=pivot)
     if info._data.any():
         lu_factor(A, pivot=pivot)  # raises PyTorch's error naming the zero pivot

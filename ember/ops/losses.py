@@ -316,6 +316,10 @@ class BinaryCrossEntropy(_Pointwise, Primitive):
     _node_name = "BinaryCrossEntropyBackward0"
 
     def forward(self, x, t, w, reduction):
+        # checked on the arrays, so a compiled or traced replay checks every call (as
+        # PyTorch's kernel does); NaN fails too
+        if x.size and not is_meta(x) and not ((x >= 0) & (x <= 1)).all():
+            raise RuntimeError("all elements of input should be between 0 and 1")
         self.w = _cast(w, x)
         return _Pointwise.forward(self, x, t, reduction)
 
@@ -649,6 +653,9 @@ class MultiMarginLoss(Primitive):
         n, c = x2.shape
         shape = t.shape if x.ndim < 2 else (n,)  # a (C) input's 'none' loss has the target's
         t = t.reshape(-1)
+        # checked on the arrays, so a compiled or traced replay checks every call
+        if t.size and not is_meta(t) and ((t < 0) | (t >= c)).any():
+            raise RuntimeError("target out of range")
         rows = xp.arange(n)
         with np.errstate(invalid="ignore"):
             z = margin - x2[rows, t][:, None] + x2

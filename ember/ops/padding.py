@@ -58,6 +58,10 @@ def constant_pad_nd(input, pad, value=0):
                            f"of the input. Pad length is {len(pad)} while the input has "
                            f"{input._data.ndim} dimensions.")
     if isinstance(value, Tensor):
+        if _mode_active[0]:
+            # the fill becomes a Python number: a compiled graph would replay it
+            from ember._graph.capture import branch_on_values
+            branch_on_values(value, "constant_pad_nd's value")
         value = value.item()
     return ConstantPad.apply(input, pad, value)
 

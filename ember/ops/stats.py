@@ -16,6 +16,7 @@ from ember.backend.dtypes import FROM_NP, get_default_dtype
 from ember.backend.dtypes import bool as ember_bool
 from ember.ops._linalg_util import _named
 from ember.ops._util import not_implemented_for, scalar_type_name, write_out
+from ember.ops.composite_node import compile_recorder
 
 __all__ = ["quantile", "nanquantile", "histogram", "histogramdd", "cov", "corrcoef"]
 
@@ -122,12 +123,19 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=N
     order statistics: ``'linear'`` (default), ``'lower'``, ``'higher'``,
     ``'midpoint'`` or ``'nearest'``. A slice with a NaN gives NaN.
     """
+    # the ranks read are computed on arrays from q's values and the NaNs: one node for
+    # compile, run again at every replay
+    if _mode_active[0] and (m := compile_recorder(input, q)) is not None:
+        return m.composite_locals("quantile", quantile, locals())
     return _quantile("quantile", input, q, dim, keepdim, interpolation, False, out)
 
 
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
     """``quantile`` ignoring NaNs (a slice of only NaNs gives NaN)."""
+    if _mode_active[0] and (m := compile_recorder(input, q)) is not None:
+        return m.composite_locals("nanquantile", nanquantile, locals())
     return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True, out)
+
 
 
 # ----- histograms ---------------------------------------------------------------------------
