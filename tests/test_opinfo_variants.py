@@ -100,14 +100,7 @@ KNOWN = {
     ('nn.functional.pixel_unshuffle', 'saved_modified'): _SAVES,
     ('nn.functional.upsample_bilinear', 'saved_modified'): _SAVES,
     ('nn.functional.upsample_nearest', 'saved_modified'): _SAVES,
-    ('polygamma.polygamma_n_0', 'inplace_grad'): _NAME,
-    ('polygamma.polygamma_n_1', 'inplace_grad'): _NAME,
-    ('polygamma.polygamma_n_2', 'inplace_grad'): _NAME,
-    ('polygamma.polygamma_n_3', 'inplace_grad'): _NAME,
-    ('polygamma.polygamma_n_4', 'inplace_grad'): _NAME,
     ('rot90', 'saved_modified'): _SAVES,
-    ('round.decimals_0', 'inplace_grad'): _NAME,
-    ('sgn', 'inplace_grad'): _NAME,
     ('sign', 'saved_modified'): _SAVES,
     ('kron', 'strided'): "torch's kron views a transposed input and raises; ember computes",
     ('masked.median', 'strided'):
@@ -119,11 +112,7 @@ KNOWN = {
         "logical order",
     ('sparse.sampled_addmm', 'conj'):
         'conj() of a sparse CSR tensor is not implemented (a clear NotImplementedError)',
-    ('squeeze', 'inplace_grad'): _NAME,
-    ('squeeze.multiple', 'inplace_grad'): _NAME,
-    ('t', 'inplace_grad'): _NAME,
     ('trace', 'saved_modified'): _SAVES,
-    ('unsqueeze', 'inplace_grad'): _NAME,
 }
 
 

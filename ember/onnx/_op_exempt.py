@@ -80,7 +80,7 @@ _NO_OPERATOR = (
     special.special_erfcx.primitive, special.special_ndtr.primitive,
     special.special_ndtri.primitive, special.special_log_ndtr.primitive,
     special.special_entr.primitive, special.Igamma, special.Igammac, special.Polygamma,
-    special.Xlog1py, special.Zeta, elementwise.Atan2,
+    special.PolygammaInplace, special.Xlog1py, special.Zeta, elementwise.Atan2,
     elementwise.Fmax, elementwise.Fmin, elementwise.Hypot, elementwise.Lerp, elementwise.LerpTensor,
     elementwise.Nextafter, elementwise.TruncDivide, elementwise.Xlogy, power.RPowScalar,
     bitwise.LeftShift, bitwise.RightShift, linalg.Cdist, linalg.Cross,

@@ -116,13 +116,19 @@ class Polygamma(Primitive):
     batch = _batch.elementwise
 
 
-def polygamma(n, input, *, out=None):
+class PolygammaInplace(Polygamma):
+    """``polygamma_``: the same op, PyTorch's in-place node."""
+    _node_name = "PolygammaBackward1"
+    _op_name = "Polygamma"
+
+
+def polygamma(n, input, *, out=None, _op=Polygamma):
     """The ``n``-th derivative of ``digamma`` (``n = 0`` is ``digamma`` itself)."""
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
         raise TypeError(f"polygamma(): argument 'n' must be int, not {type(n).__name__}")
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
-    return write_out(Polygamma.apply(input, int(n)), out, "polygamma", (input,))
+    return write_out(_op.apply(input, int(n)), out, "polygamma", (input,))
 
 
 @with_out
@@ -414,7 +420,7 @@ def _bind():
         return polygamma(n, self)
 
     def t_polygamma_(self, n):
-        return inplace_method(lambda x: polygamma(n, x), True)(self)
+        return inplace_method(lambda x: polygamma(n, x, _op=PolygammaInplace), True)(self)
 
     def t_mvlgamma(self, p):
         return mvlgamma(self, p)

@@ -1,0 +1,75 @@
+"""The node an in-place op leaves on a tensor with history, against torch.
+
+``y = x * 1; y.op_(...)``: ``y.grad_fn`` is PyTorch's in-place node (``t_`` records
+``TBackward1``, not ``t``'s ``TBackward0``), its ``next_functions`` have torch's
+structure (two levels of names), and the gradient reaching ``x`` is torch's. The
+out-of-place spellings that share a primitive with another op (``sgn`` and ``sign``,
+``round`` with and without ``decimals``) are checked the same way.
+"""
+import numpy as np
+import pytest
+import torch
+
+import ember
+
+
+def _structure(node, depth=2):
+    """The node's name and its inputs' structure, ``depth`` levels down."""
+    if node is None:
+        return None
+    if depth == 0:
+        return node.name()
+    return (node.name(), tuple(_structure(n, depth - 1) for n, _ in node.next_functions))
+
+
+_X = np.random.default_rng(0).uniform(0.5, 2.0, (3, 1, 4))
+
+# (label, input shape taken from _X, the call on y)
+CASES = [
+    ("t_", lambda a: a[:, 0], lambda m, y: y.t_()),
+    ("sgn_", lambda a: a, lambda m, y: y.sgn_()),
+    ("squeeze_", lambda a: a, lambda m, y: y.squeeze_()),
+    ("squeeze_(dim)", lambda a: a, lambda m, y: y.squeeze_(1)),
+    ("squeeze_(dims)", lambda a: a, lambda m, y: y.squeeze_((0, 1))),
+    ("unsqueeze_", lambda a: a, lambda m, y: y.unsqueeze_(-1)),
+    ("polygamma_(0)", lambda a: a, lambda m, y: y.polygamma_(0)),
+    ("polygamma_(2)", lambda a: a, lambda m, y: y.polygamma_(2)),
+    ("round_(decimals=0)", lambda a: a, lambda m, y: y.round_(decimals=0)),
+    ("round_(decimals=2)", lambda a: a, lambda m, y: y.round_(decimals=2)),
+    ("round_()", lambda a: a, lambda m, y: y.round_()),
+    ("transpose_", lambda a: a, lambda m, y: y.transpose_(0, 2)),
+    ("sgn", lambda a: a, lambda m, y: m.sgn(y)),
+    ("Tensor.sgn", lambda a: a, lambda m, y: y.sgn()),
+    ("sign", lambda a: a, lambda m, y: m.sign(y)),
+    ("round(decimals=0)", lambda a: a, lambda m, y: m.round(y, decimals=0)),
+    ("round()", lambda a: a, lambda m, y: m.round(y)),
+]
+
+
+def _run(m, pick, call):
+    x = m.tensor(pick(_X), dtype=m.float64, requires_grad=True)
+    y = x * 1
+    out = call(m, y)
+    res = out if out is not y else y
+    got = _structure(res.grad_fn)
+    res.sum().backward()
+    return got, x.grad.detach().numpy(force=True)  # (torch's sgn: a ZeroTensor)
+
+
+@pytest.mark.parametrize("label,pick,call", CASES, ids=[c[0] for c in CASES])
+def test_node_name_and_next_functions(label, pick, call):
+    want, tg = _run(torch, pick, call)
+    got, eg = _run(ember, pick, call)
+    assert got == want, f"{label}: {got} != {want}"
+    np.testing.assert_allclose(eg, tg, rtol=1e-8)  # (polygamma's kernels differ slightly)
+
+
+def test_inplace_nodes_are_found_through_their_class():
+    # each in-place node is a subclass of its op's class: the same op to every consumer
+    from ember.ops import shape, special
+    for cls, base in ((shape.TInplace, shape.T), (shape.SqueezeAllInplace, shape.Squeeze),
+                      (shape.SqueezeInplace, shape.SqueezeDim),
+                      (shape.SqueezeDimsInplace, shape.SqueezeDims),
+                      (shape.UnsqueezeInplace, shape.Unsqueeze),
+                      (special.PolygammaInplace, special.Polygamma)):
+        assert issubclass(cls, base) and cls._op_name == base._op_name
