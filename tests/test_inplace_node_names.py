@@ -38,6 +38,9 @@ CASES = [
     ("round_(decimals=2)", lambda a: a, lambda m, y: y.round_(decimals=2)),
     ("round_()", lambda a: a, lambda m, y: y.round_()),
     ("transpose_", lambda a: a, lambda m, y: y.transpose_(0, 2)),
+    # (before: the node stayed y's old one, and x's gradient took the view's shape)
+    ("as_strided_", lambda a: a, lambda m, y: y.as_strided_((2, 2), (1, 2), 1)),
+    ("conj_physical_", lambda a: a, lambda m, y: y.conj_physical_()),
     ("sgn", lambda a: a, lambda m, y: m.sgn(y)),
     ("Tensor.sgn", lambda a: a, lambda m, y: y.sgn()),
     ("sign", lambda a: a, lambda m, y: m.sign(y)),
@@ -64,12 +67,38 @@ def test_node_name_and_next_functions(label, pick, call):
     np.testing.assert_allclose(eg, tg, rtol=1e-8)  # (polygamma's kernels differ slightly)
 
 
+def test_as_strided_inplace_gradient_reaches_the_storage():
+    # a silent wrong answer before: x.grad was [[1, 2], [3, 4]], the view's shape
+    def grad(m):
+        x = m.arange(12.0, dtype=m.float64).reshape(3, 4).requires_grad_()
+        y = x * 1
+        y.as_strided_((2, 2), (1, 2), 1)
+        (y * m.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=m.float64)).sum().backward()
+        return x.grad.detach().numpy()
+    np.testing.assert_array_equal(grad(ember), grad(torch))
+
+
+def test_complex_conj_physical_inplace_node():
+    def run(m):
+        x = m.tensor([1 + 2j, -3j], dtype=m.complex128, requires_grad=True)
+        y = x * 1
+        y.conj_physical_()
+        got = _structure(y.grad_fn)
+        (y * m.tensor([2 - 1j, 1j], dtype=m.complex128)).real.sum().backward()
+        return got, x.grad.detach().numpy()
+    (eg, ex), (tg, tx) = run(ember), run(torch)
+    assert eg == tg
+    np.testing.assert_array_equal(ex, tx)
+
+
 def test_inplace_nodes_are_found_through_their_class():
     # each in-place node is a subclass of its op's class: the same op to every consumer
-    from ember.ops import shape, special
+    from ember.ops import _views, complex_numbers, shape, special
     for cls, base in ((shape.TInplace, shape.T), (shape.SqueezeAllInplace, shape.Squeeze),
                       (shape.SqueezeInplace, shape.SqueezeDim),
                       (shape.SqueezeDimsInplace, shape.SqueezeDims),
                       (shape.UnsqueezeInplace, shape.Unsqueeze),
-                      (special.PolygammaInplace, special.Polygamma)):
+                      (special.PolygammaInplace, special.Polygamma),
+                      (_views.StorageAsStridedInplace, _views.StorageAsStrided),
+                      (complex_numbers.ConjPhysicalInplace, complex_numbers.ConjPhysical)):
         assert issubclass(cls, base) and cls._op_name == base._op_name

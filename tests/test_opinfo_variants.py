@@ -63,15 +63,12 @@ KNOWN = {
         "torch's addbmm_ resizes a [1] self to [5, 10]; ember refuses as every other in-place op",
     ('addbmm', 'inplace_grad'): "the same sample: torch's addbmm_ resizes self",
     ('addbmm', 'noncontiguous_inplace'): "the same sample: torch's addbmm_ resizes self",
-    ('as_strided', 'inplace_grad'): _NAME,
     ('as_strided.partial_views', 'conj'):
         "ember refuses as_strided of conj() of a partial view (conj() copies the input alone)",
-    ('as_strided.partial_views', 'inplace_grad'): _NAME,
     ('as_strided.partial_views', 'neg_view'):
         "ember has no _neg_view: its stand-in -x is a new tensor (as_strided: another storage)",
     ('asinh', 'inplace_grad'): _KEEPS,
     ('atanh', 'inplace_grad'): _KEEPS,
-    ('conj_physical', 'inplace_grad'): _NAME,
     ('frexp', 'saved_modified'): _SAVES,
     ('index_reduce.amax', 'inplace_grad'): _NAME,
     ('index_reduce.amin', 'inplace_grad'): _NAME,

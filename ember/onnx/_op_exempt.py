@@ -56,8 +56,9 @@ __all__ = ["NO_ONNX"]
 _COMPLEX = (
     "complex numbers: ONNX tensors have no complex element type",
     complex_numbers.Angle, complex_numbers.Complex, complex_numbers.Conj,
-    complex_numbers.ConjPhysical, complex_numbers.Imag, complex_numbers.Polar,
-    complex_numbers.Real, complex_numbers.ViewAsComplex, complex_numbers.ViewAsReal,
+    complex_numbers.ConjPhysical, complex_numbers.ConjPhysicalInplace, complex_numbers.Imag,
+    complex_numbers.Polar, complex_numbers.Real, complex_numbers.ViewAsComplex,
+    complex_numbers.ViewAsReal,
     fft.FftC2C, fft.FftC2R, fft.FftR2C)
 
 _DECOMPOSITIONS = (
