@@ -6,6 +6,8 @@ structure (two levels of names), and the gradient reaching ``x`` is torch's. The
 out-of-place spellings that share a primitive with another op (``sgn`` and ``sign``,
 ``round`` with and without ``decimals``) are checked the same way.
 """
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -89,6 +91,23 @@ def test_complex_conj_physical_inplace_node():
     (eg, ex), (tg, tx) = run(ember), run(torch)
     assert eg == tg
     np.testing.assert_array_equal(ex, tx)
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+def test_index_reduce_of_a_0d_tensor_is_one_node(reduce, include_self):
+    # before: ViewBackward0 over IndexReduceBackward0 over ViewBackward0
+    def run(m):
+        x = m.tensor(1.5, dtype=m.float64, requires_grad=True)
+        src = m.tensor(2.5, dtype=m.float64, requires_grad=True)
+        y = x * 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's "index_reduce() is in beta"
+            y.index_reduce_(0, m.tensor([0]), src, reduce, include_self=include_self)
+        got = _structure(y.grad_fn)
+        (y * 3).backward()
+        return got, float(y), float(x.grad), float(src.grad)
+    assert run(ember) == run(torch)
 
 
 def test_inplace_nodes_are_found_through_their_class():
