@@ -52,7 +52,6 @@ PARTS = ("method", "operator", "inplace", "noncontiguous", "strided", "noncontig
 # outputs drawn from a random stream: their values are not comparable
 SKIP_OPS = set(T.RANDOM_SAMPLE)
 
-_NAME = "the in-place node's name: ember names the out-of-place node (or the composite's last)"
 _KEEPS = "torch's backward needs the overwritten input and raises; ember kept a copy: right"
 _SAVES = ("ember's backward saves the input where torch's saves only its shape or the "
           "output: a loud refusal, never a wrong gradient")
@@ -70,14 +69,10 @@ KNOWN = {
     ('asinh', 'inplace_grad'): _KEEPS,
     ('atanh', 'inplace_grad'): _KEEPS,
     ('frexp', 'saved_modified'): _SAVES,
-    ('ldexp', 'inplace_grad'): _NAME,
     ('ldexp', 'saved_modified'): _SAVES,
     ('lerp', 'saved_modified'): _SAVES,
     ('linalg.cholesky_ex', 'neg_view'):
         "ember's cholesky_ex raises on a matrix not positive-definite (no info > 0 return)",
-    ('mvlgamma.mvlgamma_p_1', 'inplace_grad'): _NAME,
-    ('mvlgamma.mvlgamma_p_3', 'inplace_grad'): _NAME,
-    ('mvlgamma.mvlgamma_p_5', 'inplace_grad'): _NAME,
     ('native_group_norm', 'noncontiguous'):
         "torch's kernel refuses a non-contiguous input; ember computes",
     ('nn.functional.channel_shuffle', 'saved_modified'): _SAVES,

@@ -31,6 +31,7 @@ from ember.ops._util import (
 )
 from ember.ops._variants import Variants
 from ember.ops._variants import bind as bind_variants
+from ember.ops.composite_node import one_node
 from ember.ops.unary import _unary
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
@@ -149,6 +150,12 @@ def mvlgamma(input, p):
     if input._data.dtype.kind != "f" and not reduced_float(input._data.dtype):
         # (PyTorch builds its shifts with arange in the input's dtype, which has no complex loop)
         raise not_implemented_for("arange_cpu", input._data.dtype)
+    return _mvlgamma_sum(input, p)
+
+
+@one_node("MvlgammaBackward0", 1)  # one node where a graph is recorded, as PyTorch's
+def _mvlgamma_sum(input, p):
+    """``mvlgamma``'s sum on a checked floating ``input``."""
     # shifts -(p-1)/2, ..., -1/2, 0, in PyTorch's order (the sum rounds in that order),
     # exact in every floating dtype; the last a +0.0, so that x = -0.0 shifts to +0.0
     shifts = _make((np.arange(p, dtype=np.float64) / 2 - (p - 1) / 2 + 0.0)
