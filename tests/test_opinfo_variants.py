@@ -89,7 +89,6 @@ KNOWN = {
     ('nn.functional.upsample_bilinear', 'saved_modified'): _SAVES,
     ('nn.functional.upsample_nearest', 'saved_modified'): _SAVES,
     ('rot90', 'saved_modified'): _SAVES,
-    ('sign', 'saved_modified'): _SAVES,
     ('kron', 'strided'): "torch's kron views a transposed input and raises; ember computes",
     ('masked.median', 'strided'):
         "torch's masked.median of a stride-0 input gives 0 (of its contiguous copy, ember's)",

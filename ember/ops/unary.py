@@ -376,15 +376,24 @@ def _sgn_grad(gy, x, y):
     return ((gy - y * y * gy.conj()) / (a * 2)).masked_fill(a == 0, 0.0)
 
 
-_sign = _unary("Sign", _sign_np, _sgn_grad, save="xy", floating=False,
+# ``sign``'s gradient is zero: it saves nothing (torch's SignBackward0 neither), so the
+# input may be modified before the backward pass
+_sign = _unary("Sign", _sign_np, _zero_grad, save="", floating=False,
                doc="Elementwise sign; of a complex number ``z / abs(z)`` (0 at 0).",
                onnx="Sign", torchscript="sgn", complex32_math=True)
 
 
 class Sgn(_sign.primitive):
-    """``sgn``: the same op as ``sign``, under PyTorch's own node for it."""
+    """``sgn``: the same op as ``sign``, under PyTorch's own node for it; its gradient
+    at a complex input reads the input and the output."""
     _node_name = "SgnBackward0"
     _op_name = "Sign"
+    save_inputs = (0,)
+    save_output = True
+
+    def backward(self, gy):
+        x, y = _read_saved(self)
+        return _sgn_grad(gy, x, y)
 
 
 sgn = Sgn.unary_function()
