@@ -99,7 +99,6 @@ KNOWN = {
         "logical order",
     ('sparse.sampled_addmm', 'conj'):
         'conj() of a sparse CSR tensor is not implemented (a clear NotImplementedError)',
-    ('trace', 'saved_modified'): _SAVES,
 }
 
 
