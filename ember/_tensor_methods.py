@@ -30,19 +30,22 @@ def adjoint(input):
 
 
 def as_strided_(input, size, stride, storage_offset=None):
-    """Make ``input`` the strided view ``as_strided(size, stride, storage_offset)``."""
-    view = input.as_strided(size, stride, storage_offset)
-    input._data = view._data
-    if _mode_active[0] and (m := _mode_recorder()) is not None:
-        m.alias(input, view)  # a capture: ``input`` is the view's graph value from here
-    return input
+    """Make ``input`` the strided view ``as_strided(size, stride, storage_offset)``; its
+    graph continues from the view's node (PyTorch's ``AsStridedBackward1``)."""
+    from ember.ops._views import StorageAsStridedInplace
+    from ember.ops.shape import _retarget
+    return _retarget(input, as_strided(input, size, stride, storage_offset,
+                                       StorageAsStridedInplace))
 
 
 def conj_physical_(input):
-    """Conjugate in place (nothing to do for real tensors)."""
-    if input.is_complex():
+    """Conjugate in place (nothing to write for real tensors, but a graph being recorded
+    gets PyTorch's in-place node, ``ConjPhysicalBackward1``, as torch's does)."""
+    from ember.autograd.grad_mode import is_grad_enabled
+    if input.is_complex() or input.requires_grad and is_grad_enabled():
+        from ember.ops.complex_numbers import ConjPhysicalInplace
         check_inplace(input)
-        return commit(input, ember.conj_physical(input))
+        return commit(input, ConjPhysicalInplace.apply(input))
     return input
 
 

@@ -303,6 +303,7 @@ _RECIPES = {  # the op's arguments where the default (one float tensor per input
     complex_numbers.Angle: lambda: [_t(_C)],
     complex_numbers.Conj: lambda: [_t(_C)],
     complex_numbers.ConjPhysical: lambda: [_t(_C)],
+    complex_numbers.ConjPhysicalInplace: lambda: [_t(_C)],
     complex_numbers.ViewAsReal: lambda: [_t(_C)],
     complex_numbers.ViewAsComplex: lambda: [_t(np.stack([_A, _B], -1))],
     complex_numbers.Polar: lambda: [_t(np.abs(_A)), _t(_B)],

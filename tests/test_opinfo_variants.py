@@ -52,7 +52,6 @@ PARTS = ("method", "operator", "inplace", "noncontiguous", "strided", "noncontig
 # outputs drawn from a random stream: their values are not comparable
 SKIP_OPS = set(T.RANDOM_SAMPLE)
 
-_NAME = "the in-place node's name: ember names the out-of-place node (or the composite's last)"
 _KEEPS = "torch's backward needs the overwritten input and raises; ember kept a copy: right"
 _SAVES = ("ember's backward saves the input where torch's saves only its shape or the "
           "output: a loud refusal, never a wrong gradient")
@@ -63,28 +62,17 @@ KNOWN = {
         "torch's addbmm_ resizes a [1] self to [5, 10]; ember refuses as every other in-place op",
     ('addbmm', 'inplace_grad'): "the same sample: torch's addbmm_ resizes self",
     ('addbmm', 'noncontiguous_inplace'): "the same sample: torch's addbmm_ resizes self",
-    ('as_strided', 'inplace_grad'): _NAME,
     ('as_strided.partial_views', 'conj'):
         "ember refuses as_strided of conj() of a partial view (conj() copies the input alone)",
-    ('as_strided.partial_views', 'inplace_grad'): _NAME,
     ('as_strided.partial_views', 'neg_view'):
         "ember has no _neg_view: its stand-in -x is a new tensor (as_strided: another storage)",
     ('asinh', 'inplace_grad'): _KEEPS,
     ('atanh', 'inplace_grad'): _KEEPS,
-    ('conj_physical', 'inplace_grad'): _NAME,
     ('frexp', 'saved_modified'): _SAVES,
-    ('index_reduce.amax', 'inplace_grad'): _NAME,
-    ('index_reduce.amin', 'inplace_grad'): _NAME,
-    ('index_reduce.mean', 'inplace_grad'): _NAME,
-    ('index_reduce.prod', 'inplace_grad'): _NAME,
-    ('ldexp', 'inplace_grad'): _NAME,
     ('ldexp', 'saved_modified'): _SAVES,
     ('lerp', 'saved_modified'): _SAVES,
     ('linalg.cholesky_ex', 'neg_view'):
         "ember's cholesky_ex raises on a matrix not positive-definite (no info > 0 return)",
-    ('mvlgamma.mvlgamma_p_1', 'inplace_grad'): _NAME,
-    ('mvlgamma.mvlgamma_p_3', 'inplace_grad'): _NAME,
-    ('mvlgamma.mvlgamma_p_5', 'inplace_grad'): _NAME,
     ('native_group_norm', 'noncontiguous'):
         "torch's kernel refuses a non-contiguous input; ember computes",
     ('nn.functional.channel_shuffle', 'saved_modified'): _SAVES,
@@ -100,15 +88,7 @@ KNOWN = {
     ('nn.functional.pixel_unshuffle', 'saved_modified'): _SAVES,
     ('nn.functional.upsample_bilinear', 'saved_modified'): _SAVES,
     ('nn.functional.upsample_nearest', 'saved_modified'): _SAVES,
-    ('polygamma.polygamma_n_0', 'inplace_grad'): _NAME,
-    ('polygamma.polygamma_n_1', 'inplace_grad'): _NAME,
-    ('polygamma.polygamma_n_2', 'inplace_grad'): _NAME,
-    ('polygamma.polygamma_n_3', 'inplace_grad'): _NAME,
-    ('polygamma.polygamma_n_4', 'inplace_grad'): _NAME,
     ('rot90', 'saved_modified'): _SAVES,
-    ('round.decimals_0', 'inplace_grad'): _NAME,
-    ('sgn', 'inplace_grad'): _NAME,
-    ('sign', 'saved_modified'): _SAVES,
     ('kron', 'strided'): "torch's kron views a transposed input and raises; ember computes",
     ('masked.median', 'strided'):
         "torch's masked.median of a stride-0 input gives 0 (of its contiguous copy, ember's)",
@@ -119,11 +99,6 @@ KNOWN = {
         "logical order",
     ('sparse.sampled_addmm', 'conj'):
         'conj() of a sparse CSR tensor is not implemented (a clear NotImplementedError)',
-    ('squeeze', 'inplace_grad'): _NAME,
-    ('squeeze.multiple', 'inplace_grad'): _NAME,
-    ('t', 'inplace_grad'): _NAME,
-    ('trace', 'saved_modified'): _SAVES,
-    ('unsqueeze', 'inplace_grad'): _NAME,
 }
 
 

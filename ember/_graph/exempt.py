@@ -89,7 +89,8 @@ RANDOM = (
 STORAGE = (
     "reads or writes raw storage positions (or overwrites a tensor): not written",
     _views.AsStrided, _views.AsStridedScatter, index_scatter.AsStridedScatter,
-    _views.StorageAsStrided, _views.PutFlat, _views.TakeFlat, conversion.Copy,
+    _views.StorageAsStrided, _views.StorageAsStridedInplace, _views.PutFlat, _views.TakeFlat,
+    conversion.Copy,
     conversion.Fill, *conversion._FILLS.values())
 
 SPARSE = (

@@ -56,8 +56,9 @@ __all__ = ["NO_ONNX"]
 _COMPLEX = (
     "complex numbers: ONNX tensors have no complex element type",
     complex_numbers.Angle, complex_numbers.Complex, complex_numbers.Conj,
-    complex_numbers.ConjPhysical, complex_numbers.Imag, complex_numbers.Polar,
-    complex_numbers.Real, complex_numbers.ViewAsComplex, complex_numbers.ViewAsReal,
+    complex_numbers.ConjPhysical, complex_numbers.ConjPhysicalInplace, complex_numbers.Imag,
+    complex_numbers.Polar, complex_numbers.Real, complex_numbers.ViewAsComplex,
+    complex_numbers.ViewAsReal,
     fft.FftC2C, fft.FftC2R, fft.FftR2C)
 
 _DECOMPOSITIONS = (
@@ -80,7 +81,7 @@ _NO_OPERATOR = (
     special.special_erfcx.primitive, special.special_ndtr.primitive,
     special.special_ndtri.primitive, special.special_log_ndtr.primitive,
     special.special_entr.primitive, special.Igamma, special.Igammac, special.Polygamma,
-    special.Xlog1py, special.Zeta, elementwise.Atan2,
+    special.PolygammaInplace, special.Xlog1py, special.Zeta, elementwise.Atan2,
     elementwise.Fmax, elementwise.Fmin, elementwise.Hypot, elementwise.Lerp, elementwise.LerpTensor,
     elementwise.Nextafter, elementwise.TruncDivide, elementwise.Xlogy, power.RPowScalar,
     bitwise.LeftShift, bitwise.RightShift, linalg.Cdist, linalg.Cross,

@@ -576,7 +576,13 @@ class StorageAsStrided(ViewPrimitive):
         return AsStrided.apply(buf, oshape, ostrides, ooff - lo)
 
 
-def as_strided(input, size, stride, storage_offset=None):
+class StorageAsStridedInplace(StorageAsStrided):
+    """``as_strided_``: the same op, PyTorch's in-place node."""
+    _node_name = "AsStridedBackward1"
+    _op_name = "StorageAsStrided"
+
+
+def as_strided(input, size, stride, storage_offset=None, _op=StorageAsStrided):
     """A view with the given size and stride (in elements) over the storage under
     ``input``, as in PyTorch: the offset counts from the start of the storage (default:
     ``input``'s own), and the window may reach elements outside ``input`` when it is a
@@ -589,8 +595,7 @@ def as_strided(input, size, stride, storage_offset=None):
                            f"got strides: {list(stride)}")
     if any(n < 0 for n in size):
         raise RuntimeError(f"as_strided: negative size in {list(size)}")
-    return StorageAsStrided.apply(input, size, stride,
-                                  None if storage_offset is None else int(storage_offset))
+    return _op.apply(input, size, stride, None if storage_offset is None else int(storage_offset))
 
 
 Tensor.as_strided = as_strided

@@ -261,6 +261,12 @@ class Conj(ConjPhysical):
     torchscript = "conj"
 
 
+class ConjPhysicalInplace(ConjPhysical):
+    """``conj_physical_``: the same op, PyTorch's in-place node."""
+    _node_name = "ConjPhysicalBackward1"
+    _op_name = "ConjPhysical"
+
+
 @tensor_method()
 @with_out
 def conj_physical(input):

@@ -43,7 +43,8 @@ _DEFINED_IN = ("ember.ops.activation_nodes", "ember.ops.embedding", "ember.ops.d
                "ember.ops.resample_aa", "ember.ops.padding", "ember.ops.grid_sample",
                "ember.ops.linalg_decomp", "ember.ops.linalg_solve", "ember.ops.norms",
                "ember.ops.reorder", "ember.ops.elementwise", "ember.ops.linalg",
-               "ember._runtime_api", "ember.linalg", "ember.ops.vector_norms", "ember.ops.scan")
+               "ember._runtime_api", "ember.linalg", "ember.ops.vector_norms", "ember.ops.scan",
+               "ember.ops.special", "ember.ops.elementwise_composites")
 
 
 def _is_array(a):

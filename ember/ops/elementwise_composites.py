@@ -7,6 +7,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.backend.dtypes import bool as ember_bool
 from ember.backend.dtypes import get_default_dtype, result_type
 from ember.ops._util import scalar_type_name, tensor_operands, with_out
+from ember.ops.composite_node import CompositeNode, call
 from ember.ops.elementwise import where
 from ember.ops.power import pow as _pow
 
@@ -69,12 +70,24 @@ def lcm(input, other):
 
 @with_out
 def ldexp(input, other):
-    """``input * 2 ** other``."""
+    """``input * 2 ** other`` (one ``LdexpBackward0`` node in a recorded graph, as
+    PyTorch's, over ``input`` and ``other``)."""
     if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
         tensor_operands("ldexp", input, other)
+    return call(Ldexp, input, other)
+
+
+def _ldexp(input, other):
     x = input if input.is_floating_point() or input.is_complex() else \
         input.to(get_default_dtype())
     return x * _pow(2.0, other).to(x.dtype)
+
+
+class Ldexp(CompositeNode):
+    """``ldexp``'s node: the composite's derivative, PyTorch's name and edges."""
+    _node_name = "LdexpBackward0"
+    save_inputs = (0, 1)
+    composite = staticmethod(_ldexp)
 
 
 @with_out

@@ -67,6 +67,10 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True, out=No
             (1,) * d + (n,) + (1,) * (src.dim() - d - 1))
         res = ember.scatter_reduce(x, d, idx.expand(*src.shape), src, reduce,
                                    include_self=include_self)
+    elif input.dim() == 0 and source.dim() == 0:
+        # one node, as PyTorch's (its kernel takes 0-d operands as one element itself)
+        return write_out(IndexReduce.apply(input, source, a.astype(np.int64).reshape(()), 0,
+                                           reduce, bool(include_self)), out)
     else:
         idx = np.broadcast_to(a.astype(np.int64).reshape(
             (1,) * d + (n,) + (1,) * (src.dim() - d - 1)), src.shape)

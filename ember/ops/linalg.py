@@ -23,7 +23,7 @@ from ember.ops import product_saves as _saves
 from ember.ops._einsum import Diagonal, _tname, einsum
 from ember.ops._util import cj, not_implemented_for, reduced_float, refuse_kinds, wrap_dim
 from ember.ops._util import write_out as _write_out
-from ember.ops.composite_node import one_node
+from ember.ops.composite_node import CompositeNode, call, one_node
 from ember.ops.shape import _try_view
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger",
@@ -563,14 +563,34 @@ def _td_reshape(x, shape):
     return x.reshape(shape)
 
 
-@one_node("TraceBackward0", 1)
 def trace(input):
     """Sum of the main diagonal of a matrix (integers sum as int64)."""
     _need_tensors("trace", ["input"], input)
+    return call(Trace, input)
+
+
+def _trace(input):
     if input.dim() != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.dim()}")
     refuse_kinds(input, "b", "\"trace\" not implemented for '{type}'", NotImplementedError)
     return Diagonal.apply(input, 0, 1).sum(-1)
+
+
+class Trace(CompositeNode):
+    """``trace``'s node, PyTorch's ``TraceBackward0``: it keeps only the input's shape
+    (the gradient is ``gy`` on the diagonal), so the input may change before backward."""
+    _node_name = "TraceBackward0"
+    save_inputs = ()
+    composite = staticmethod(_trace)
+
+    def forward(self, x):
+        self.in_shape = x.shape
+        return CompositeNode.forward(self, x)
+
+    def backward(self, gy):
+        from ember.ops.elementwise import where
+        on_diagonal = _make(np.eye(*self.in_shape, dtype=bool))
+        return (where(on_diagonal, gy, gy.new_zeros(())),)
 
 
 # ----- cross, cdist ----------------------------------------------------------------------

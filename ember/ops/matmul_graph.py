@@ -47,7 +47,15 @@ from ember.ops.product_saves import NOT_SAVED as _NOT_SAVED
 from ember.ops.product_saves import factor_shapes as _shapes
 from ember.ops.product_saves import pack_crossed as _pack_crossed
 from ember.ops.product_saves import record_crossed as _record_crossed
-from ember.ops.shape import Expand, SqueezeDim, T, Unsqueeze, View, reshape_nodes
+from ember.ops.shape import (
+    Expand,
+    SqueezeDim,
+    SqueezeInplace,
+    T,
+    Unsqueeze,
+    View,
+    reshape_nodes,
+)
 from ember.ops.shape import t as _t
 
 __all__ = ["bilinear_graph", "linear_graph", "matmul_graph", "records_graph", "runs_node"]
@@ -313,11 +321,6 @@ class UnsafeView(Primitive):
 
     def backward(self, gy):
         return gy.reshape(self.in_shape), None
-
-
-class SqueezeInplace(SqueezeDim):
-    """``squeeze_(dim)``'s node: PyTorch's ``matmul`` of a vector and a matrix ends so."""
-    _node_name = "SqueezeBackward4"
 
 
 def _reshape(x, shape):

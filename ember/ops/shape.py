@@ -448,14 +448,20 @@ class T(Transpose):
     _op_name = "Transpose"  # the same op to the graph IR and its consumers
 
 
-def t(input):
+class TInplace(T):
+    """``t_``: the same op, PyTorch's in-place node."""
+    _node_name = "TBackward1"
+    _op_name = "Transpose"
+
+
+def t(input, _op=T):
     """Transpose a tensor of at most 2 dims."""
     n = input._data.ndim
     if n > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
     if n == 0:
         return View.apply(input, ())
-    return T.apply(input, 0, n - 1)  # a vector's transpose is itself, PyTorch's node still
+    return _op.apply(input, 0, n - 1)  # a vector's transpose is itself, PyTorch's node still
 
 
 def movedim(input, source, destination):
@@ -522,16 +528,40 @@ class SqueezeDims(Squeeze):
     _op_name = "Squeeze"
 
 
-def squeeze(input, dim=None):
+# ``squeeze_``'s nodes: the same ops, PyTorch's in-place overloads' names
+class SqueezeAllInplace(Squeeze):
+    """``squeeze_()``."""
+    _node_name = "SqueezeBackward3"
+    _op_name = "Squeeze"
+
+
+class SqueezeInplace(SqueezeDim):
+    """``squeeze_(dim)`` (PyTorch's ``matmul`` of a vector and a matrix ends so too)."""
+    _node_name = "SqueezeBackward4"
+    _op_name = "Squeeze"
+
+
+class SqueezeDimsInplace(SqueezeDims):
+    """``squeeze_(dims)``."""
+    _node_name = "SqueezeBackward5"
+    _op_name = "Squeeze"
+
+
+_SQUEEZES = (Squeeze, SqueezeDim, SqueezeDims)
+_SQUEEZES_INPLACE = (SqueezeAllInplace, SqueezeInplace, SqueezeDimsInplace)
+
+
+def squeeze(input, dim=None, _ops=_SQUEEZES):
     """Remove dims of size 1 (all, or those in ``dim``)."""
+    every, one, several = _ops
     shape = input._data.shape
     n = len(shape)
     if type(dim) is int and -n <= dim < n:  # (wrap_dims' answer for one int dim)
-        return SqueezeDim.apply(input, (dim + n if dim < 0 else dim,))
+        return one.apply(input, (dim + n if dim < 0 else dim,))
     if dim is None:
-        return Squeeze.apply(input, None)
+        return every.apply(input, None)
     dims = tuple(wrap_dims(dim, len(shape))) if shape else ()
-    return (SqueezeDim if isinstance(dim, int) else SqueezeDims).apply(input, dims)
+    return (one if isinstance(dim, int) else several).apply(input, dims)
 
 
 class Unsqueeze(ViewPrimitive):
@@ -563,12 +593,18 @@ class Unsqueeze(ViewPrimitive):
         return [g.reshape(g.shape[:d] + g.shape[d + 1:]), None]
 
 
-def unsqueeze(input, dim):
+class UnsqueezeInplace(Unsqueeze):
+    """``unsqueeze_``: the same op, PyTorch's in-place node."""
+    _node_name = "UnsqueezeBackward1"
+    _op_name = "Unsqueeze"
+
+
+def unsqueeze(input, dim, _op=Unsqueeze):
     """Insert a dim of size 1 at ``dim``."""
     n = input._data.ndim + 1
     if type(dim) is int and -n <= dim < n:
-        return Unsqueeze.apply(input, dim + n if dim < 0 else dim)
-    return Unsqueeze.apply(input, wrap_dim(dim, n))
+        return _op.apply(input, dim + n if dim < 0 else dim)
+    return _op.apply(input, wrap_dim(dim, n))
 
 
 def atleast_1d(*tensors):
@@ -642,16 +678,16 @@ def _bind():
     T.mH = property(lambda s: _mT(s).conj() if s.is_complex() else _mT(s))
 
     def t_(self):
-        return _retarget(self, t(self))
+        return _retarget(self, t(self, TInplace))
 
     def transpose_(self, d0, d1):
         return _retarget(self, transpose(self, d0, d1, TransposeInplace))
 
     def squeeze_(self, dim=None):
-        return _retarget(self, squeeze(self, dim))
+        return _retarget(self, squeeze(self, dim, _SQUEEZES_INPLACE))
 
     def unsqueeze_(self, dim):
-        return _retarget(self, unsqueeze(self, dim))
+        return _retarget(self, unsqueeze(self, dim, UnsqueezeInplace))
     T.t_, T.transpose_, T.squeeze_, T.unsqueeze_ = t_, transpose_, squeeze_, unsqueeze_
 
 

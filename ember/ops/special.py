@@ -31,6 +31,7 @@ from ember.ops._util import (
 )
 from ember.ops._variants import Variants
 from ember.ops._variants import bind as bind_variants
+from ember.ops.composite_node import one_node
 from ember.ops.unary import _unary
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
@@ -116,13 +117,19 @@ class Polygamma(Primitive):
     batch = _batch.elementwise
 
 
-def polygamma(n, input, *, out=None):
+class PolygammaInplace(Polygamma):
+    """``polygamma_``: the same op, PyTorch's in-place node."""
+    _node_name = "PolygammaBackward1"
+    _op_name = "Polygamma"
+
+
+def polygamma(n, input, *, out=None, _op=Polygamma):
     """The ``n``-th derivative of ``digamma`` (``n = 0`` is ``digamma`` itself)."""
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
         raise TypeError(f"polygamma(): argument 'n' must be int, not {type(n).__name__}")
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
-    return write_out(Polygamma.apply(input, int(n)), out, "polygamma", (input,))
+    return write_out(_op.apply(input, int(n)), out, "polygamma", (input,))
 
 
 @with_out
@@ -143,6 +150,12 @@ def mvlgamma(input, p):
     if input._data.dtype.kind != "f" and not reduced_float(input._data.dtype):
         # (PyTorch builds its shifts with arange in the input's dtype, which has no complex loop)
         raise not_implemented_for("arange_cpu", input._data.dtype)
+    return _mvlgamma_sum(input, p)
+
+
+@one_node("MvlgammaBackward0", 1)  # one node where a graph is recorded, as PyTorch's
+def _mvlgamma_sum(input, p):
+    """``mvlgamma``'s sum on a checked floating ``input``."""
     # shifts -(p-1)/2, ..., -1/2, 0, in PyTorch's order (the sum rounds in that order),
     # exact in every floating dtype; the last a +0.0, so that x = -0.0 shifts to +0.0
     shifts = _make((np.arange(p, dtype=np.float64) / 2 - (p - 1) / 2 + 0.0)
@@ -414,7 +427,7 @@ def _bind():
         return polygamma(n, self)
 
     def t_polygamma_(self, n):
-        return inplace_method(lambda x: polygamma(n, x), True)(self)
+        return inplace_method(lambda x: polygamma(n, x, _op=PolygammaInplace), True)(self)
 
     def t_mvlgamma(self, p):
         return mvlgamma(self, p)

@@ -106,7 +106,7 @@ def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan, out):
         res = ember.lerp(a, b, w)
     # (..., len(q)) -> (len(q), *kept), ending as PyTorch's does: its in-place
     # squeeze_(-1) of (len(q), *kept, 1) names the output's node SqueezeBackward4
-    from ember.ops.matmul_graph import SqueezeInplace
+    from ember.ops.shape import SqueezeInplace
     if q_dims:
         res = res.reshape(kept + (qs.size,)).unsqueeze(0).transpose(0, -1)
     else:

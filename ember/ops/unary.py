@@ -376,9 +376,28 @@ def _sgn_grad(gy, x, y):
     return ((gy - y * y * gy.conj()) / (a * 2)).masked_fill(a == 0, 0.0)
 
 
-sgn = _unary("Sign", _sign_np, _sgn_grad, save="xy", floating=False,
-             doc="Elementwise sign; of a complex number ``z / abs(z)`` (0 at 0).",
-             onnx="Sign", torchscript="sgn", complex32_math=True)
+# ``sign``'s gradient is zero: it saves nothing (torch's SignBackward0 neither), so the
+# input may be modified before the backward pass
+_sign = _unary("Sign", _sign_np, _zero_grad, save="", floating=False,
+               doc="Elementwise sign; of a complex number ``z / abs(z)`` (0 at 0).",
+               onnx="Sign", torchscript="sgn", complex32_math=True)
+
+
+class Sgn(_sign.primitive):
+    """``sgn``: the same op as ``sign``, under PyTorch's own node for it; its gradient
+    at a complex input reads the input and the output."""
+    _node_name = "SgnBackward0"
+    _op_name = "Sign"
+    save_inputs = (0,)
+    save_output = True
+
+    def backward(self, gy):
+        x, y = _read_saved(self)
+        return _sgn_grad(gy, x, y)
+
+
+sgn = Sgn.unary_function()
+sgn.__name__, sgn.__doc__, sgn.primitive = "sgn", _sign.__doc__, Sgn
 
 
 def sign(input):
@@ -388,10 +407,10 @@ def sign(input):
             (input._data.dtype.kind == "c" or input._data.dtype.names):
         raise NotImplementedError("Unlike NumPy, torch.sign is not intended to support complex "
                                   "numbers. Please use torch.sgn instead.")
-    return sgn(input)
+    return _sign(input)
 
 
-sign.primitive = sgn.primitive
+sign.primitive = _sign.primitive
 
 
 def _sigmoid_np(x):
@@ -575,10 +594,16 @@ class RoundDecimals(Round):
     _op_name = "Round"
 
 
+_NO_DECIMALS = object()  # ``decimals`` not given: PyTorch's overload without it
+
+
 @with_out
-def round(input, *, decimals=0, out=None):
+def round(input, *, decimals=_NO_DECIMALS, out=None):
     """Round half to even, as PyTorch (optionally to ``decimals`` places)."""
-    return (RoundDecimals if decimals else Round).apply(input, decimals)
+    # (``decimals=0`` given is PyTorch's ``round.decimals`` overload: its node name)
+    if decimals is _NO_DECIMALS:
+        return Round.apply(input, 0)
+    return RoundDecimals.apply(input, decimals)
 
 
 class Hardtanh(Clamp):
