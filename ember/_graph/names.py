@@ -51,10 +51,14 @@ VALUE_CALLS = ("masked_select", "one_hot", "bincount", "gcd", "lcm", "segment_re
 # eval-mode batch norm (its training mode is the ``Normalize`` primitive) and instance
 # norm (both modes: PyTorch's trace shows aten::instance_norm)
 NORM_CALLS = ("batch_norm", "instance_norm")
+# calls that read their input's values outside the ops (the ranks of a quantile, a
+# factorization's check that raises): recorded whole by ``compile`` alone, run again at
+# every replay (``composite_node.compile_recorder``); a trace keeps their ops
+COMPILE_CALLS = ("quantile", "nanquantile", "lu", "linalg_lu_factor", "linalg_lu_factor_ex")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
                            RNN_CALLS + PACKING_CALLS + RESIZE_CALLS + SORT_CALLS + NORM_CALLS +
-                           VALUE_CALLS + DATA_CALLS)
+                           VALUE_CALLS + DATA_CALLS + COMPILE_CALLS)
 
 _MISSING = object()
 

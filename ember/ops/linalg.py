@@ -589,7 +589,8 @@ class Trace(CompositeNode):
 
     def backward(self, gy):
         from ember.ops.elementwise import where
-        on_diagonal = _make(np.eye(*self.in_shape, dtype=bool))
+        # (made where gy is: a cuda gradient gets a cuda mask)
+        on_diagonal = _make(np.eye(*self.in_shape, dtype=bool)).to(gy.device)
         return (where(on_diagonal, gy, gy.new_zeros(())),)
 
 
