@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from compile_opdb_harness import Call
 from module_db_harness import (
+    _flat,
     _is_lazy,
     _load,
     build_ember,
@@ -100,14 +101,6 @@ def cases(selected=None, n=SAMPLES):
 # ----- comparisons ------------------------------------------------------------------------
 def _err(ex):
     return f"{type(ex).__name__}: {str(ex).splitlines()[0][:120] if str(ex) else ''}"
-
-
-def _flat(x):
-    if isinstance(x, (tuple, list)):
-        return [o for v in x for o in _flat(v)]
-    if isinstance(x, dict):
-        return [o for v in x.values() for o in _flat(v)]
-    return [x]
 
 
 def _shape_of(x):
