@@ -49,6 +49,8 @@ from llvmlite import ir as _ir
 from numba.core import types as _types
 from numba.core.extending import intrinsic as _intrinsic
 
+from ember._random_numba import _bits as _f32_bits  # (float32 <-> int32 bit casts)
+from ember._random_numba import _float as _bits_f32
 from ember.backend.numba_jit import njit as _jit
 from ember.ops import _erf_kernels as _k
 
@@ -142,22 +144,6 @@ def _as_int64(typingctx, v):
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], _ir.IntType(64))
     return _types.int64(_types.float64), codegen
-
-
-@_intrinsic
-def _f32_bits(typingctx, v):
-    """The bit pattern of the float32 ``v`` as an int32."""
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], _ir.IntType(32))
-    return _types.int32(_types.float32), codegen
-
-
-@_intrinsic
-def _bits_f32(typingctx, bits):
-    """The float32 whose bit pattern is the int32 ``bits``."""
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], _ir.FloatType())
-    return _types.float32(_types.int32), codegen
 
 
 @_intrinsic
