@@ -12,8 +12,10 @@ workload: ember, torch, ember, torch, ... (``--pairs`` of them, default 3), so t
 the load of a shared machine hits both alike. Each child warms up, then runs rounds of
 steps for ``--min-time`` seconds and reports, per step, the median wall milliseconds,
 the median process (CPU, all threads) milliseconds and the minor page faults. Printed
-per workload: each library's median over its children, the ratios ember/torch of wall
-and CPU time, and the load average before and after.
+per workload: each library's median over its children with the range of the children's
+wall times in brackets (torch's own time moves 2-3x from child to child when anything
+else runs on the machine: its OpenMP threads spin), the ratios ember/torch of wall and
+CPU time, and the load average before and after.
 
 - By default the children get no ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS``/
   ``MKL_NUM_THREADS`` (they are removed from the environment): each library picks its
@@ -184,9 +186,10 @@ def main():
             r = got[n][-1]
             ratio = (f"  wall ratio {e['wall'] / t['wall']:.2f}  cpu ratio "
                      f"{e['cpu'] / t['cpu']:.2f}" if n != "torch" else "")
-            print(f"  {n:<24} wall {e['wall']:8.2f} ms  cpu {e['cpu']:8.2f} ms  "
-                  f"faults {e['faults']:8.1f}  threads {r['threads']} blas {r['blas']}"
-                  f"{ratio}", flush=True)
+            walls = [x["wall"] for x in got[n]]
+            print(f"  {n:<24} wall {e['wall']:8.2f} ms [{min(walls):.2f}-{max(walls):.2f}]"
+                  f"  cpu {e['cpu']:8.2f} ms  faults {e['faults']:8.1f}  threads "
+                  f"{r['threads']} blas {r['blas']}{ratio}", flush=True)
     print(f"load average after {_load()}")
 
 
