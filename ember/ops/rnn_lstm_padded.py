@@ -37,11 +37,14 @@ The float operations and their order are the general loop's, so values are its b
 wherever the products are split the same way (the gate gradients ``dG`` keep its
 (N, 4H) layout: the recurrent and weight products are unchanged).
 """
+from itertools import islice
+
 import numpy as np
 
 from ember.backend import gemm as _gemm
 from ember.backend import threads as _threads
 from ember.backend.threads import single_blas
+from ember.ops import rnn_overlap as _overlap
 from ember.ops._rnn_blas import aligned as _aligned
 from ember.ops._rnn_blas import row_block as _row_block
 from ember.ops._rnn_blas import small_kernel as _small_kernel
@@ -66,6 +69,9 @@ _CHUNK = 8
 # a gate, by BLAS's transposition above (4 x (64, 64): 12 against 30 us; (128, 128): 74
 # against 42 us, one thread)
 _SMALL_GATE = 64 * 64
+# the forward at more than one thread: the projection is computed in chunks of about
+# this many steps' rows, ahead of the loop on ember's second thread (``_Projection``)
+_AHEAD_STEPS = 4
 # the longest sum (input width + 1) for which the input projection's blocks of rows were
 # found to give the whole product's bits (``_projection_rows``)
 _SAME_SUM_K = 385
@@ -135,8 +141,9 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
     # the sigmoid gates' pre-activations are kept negated, from negated weights: rounding
     # is symmetric in sign, so they are exactly the negation, and the sigmoid
     # 1 / (1 + exp(-z)) needs no pass to negate them
+    chunks = None  # the projection's chunks of rows, claimed as the loop needs them
     if w_ih is not None and bias is not None:
-        _projection_with_bias(x, w_ih, bias, S2, dt)
+        chunks = _projection_with_bias(x, w_ih, bias, S2, dt, T, reverse)
     for k in range(4 if w_ih is None or bias is None else 0):
         # the input projection gate by gate, each into its slot
         out, cols, neg = S2[_SLOT[k]], slice(k * H, (k + 1) * H), k != 2
@@ -181,8 +188,11 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
     # then skips parsing keywords and converting a Python number, ~0.5 us a call; and
     # ``1 / s`` by ``divide``, whose loop is faster than ``reciprocal``'s, the same bits)
     one = _one(dt)
-    with single_blas(T):  # one small matrix product per step
-        for sg, st, hp, tc, h in views:
+
+    def steps(n):
+        # the next ``n`` steps of ``views``
+        nonlocal step_blocks
+        for sg, st, hp, tc, h in islice(views, n):
             for w, out in step_blocks:
                 mm(hp, w, out)
             step_blocks = blocks
@@ -197,19 +207,30 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
             add(fc, ig, Qc)  # the next step's c_prev
             tanh(Qc, tc)
             mul(Qo, tc, h)
+
+    with single_blas(T):  # one small matrix product per step
+        if chunks is None:
+            steps(T)
+        else:
+            chunks.run(steps)
     N = T * B
     Y = (HH[:T] if reverse else HH[1:]).reshape(N, Hout)
     last = 0 if reverse else T
     return Y, HH[last] * 1, Qc.copy(), Acts(S, TC, HH, reverse)
 
 
-def _projection_with_bias(x, w_ih, bias, S2, dt):
+def _projection_with_bias(x, w_ih, bias, S2, dt, T, reverse):
     """The input projection and its bias gate by gate into the slots of ``S2`` (5, N, H),
     the sigmoid gates' negated: ``[x | 1] @ [w.T ; b]``, the bias the product's last
     term, so the sum is the one of ``x @ w.T`` then ``+ b`` (the same bits) without a
     pass over the slots to add it. The four products are one stacked ``np.matmul``
     where ``gemm.matmul`` would run ``np.matmul`` for each (NumPy's loop calls BLAS for
-    each gate: the same bits, without three calls' dispatch)."""
+    each gate: the same bits, without three calls' dispatch).
+
+    Returns None when done, or, at more than one thread where the projection runs in
+    blocks of rows (``_projection_rows``), the blocks still to compute, in chunks that
+    the loop's steps claim as they need them and ember's second thread computes ahead
+    of the loop (:class:`_Projection`)."""
     N, I = x.shape
     H = S2.shape[2]
     xa = np.empty((N, I + 1), dt)
@@ -218,22 +239,99 @@ def _projection_with_bias(x, w_ih, bias, S2, dt):
     wa = np.empty((4, I + 1, H), dt)  # the gates in the slots' order (g, f, i, o)
     _gates_transposed(w_ih, H, wa[:, :I])
     _gates_transposed(bias.reshape(4 * H, 1), H, wa[:, I:])
-    if np.dtype(dt).itemsize > 2 and _threads.get_num_threads() == 1 and \
+    r = None
+    if np.dtype(dt).itemsize > 2 and \
             not (_gemm._maybe_large((N, I + 1), (I + 1, H)) and _gemm.mkl_available()):
         r = _projection_rows(N, I + 1, H, dt)
-        if r is None:
-            np.matmul(xa, wa, out=S2[1:])
-            return
-        # blocks of r rows, each in BLAS's kernel for small matrices (one stacked call
-        # over the gates and the blocks), then the rows left over
-        n0 = N - N % r
-        np.matmul(xa[:n0].reshape(n0 // r, r, I + 1), wa[:, None],
-                  out=S2[1:, :n0].reshape(4, n0 // r, r, H))
-        if n0 < N:
-            np.matmul(xa[n0:], wa, out=S2[1:, n0:])
-        return
+        if r is not None and _threads.MANY:
+            chunks = _Projection(xa, wa, S2, r, N // T, T, reverse)
+            if chunks.count > 1:
+                return chunks
+        if _threads.get_num_threads() == 1:
+            if r is None:
+                np.matmul(xa, wa, out=S2[1:])
+            else:
+                _projection_blocks(xa, wa, S2, r, 0, N)
+            return None
+    if r is not None:  # (one chunk at more than one thread: the one-thread route)
+        with single_blas():
+            _projection_blocks(xa, wa, S2, r, 0, N)
+        return None
     for j in range(4):
         _gemm.matmul(xa, wa[j], out=S2[j + 1])
+    return None
+
+
+def _projection_blocks(xa, wa, S2, r, lo, hi):
+    """Rows ``lo:hi`` of the projection (``lo`` a multiple of ``r``) in blocks of ``r``
+    rows, each in BLAS's kernel for small matrices (one stacked call over the gates and
+    the blocks), then the rows left over past the last whole block: each block's
+    products are the same BLAS calls on the same memory whatever the range, so any
+    ranges give the bits of the whole."""
+    K, H = xa.shape[1], S2.shape[2]
+    n0 = lo + (hi - lo) // r * r
+    if n0 > lo:
+        np.matmul(xa[lo:n0].reshape((n0 - lo) // r, r, K), wa[:, None],
+                  out=S2[1:, lo:n0].reshape(4, (n0 - lo) // r, r, H))
+    if n0 < hi:
+        np.matmul(xa[n0:hi], wa, out=S2[1:, n0:hi])
+
+
+class _Projection:
+    """The projection's blocks of rows in chunks of a few steps' rows, computed as the
+    forward's loop reaches them: :meth:`run` takes the steps' chunks in the loop's order
+    (the first on this thread), while ember's second thread (``rnn_overlap``) computes
+    the chunks after it, each a BLAS call that runs without the GIL beside the loop."""
+    __slots__ = ("xa", "wa", "S2", "r", "bounds", "groups", "count", "reverse")
+
+    def __init__(self, xa, wa, S2, r, B, T, reverse):
+        N = xa.shape[0]
+        # chunks of whole blocks covering about _AHEAD_STEPS steps' rows (the rows left
+        # over after the last whole block: the last chunk's)
+        per = max(1, _AHEAD_STEPS * B // r) * r
+        bounds = list(range(0, N - N % r, per)) + [N]
+        self.xa, self.wa, self.S2, self.r, self.reverse = xa, wa, S2, r, reverse
+        self.bounds, self.count = bounds, len(bounds) - 1
+        # the loop's steps as (chunks to take first, steps to run), in the loop's order
+        # of steps and of chunks (reversed: from the last rows)
+        order = range(T - 1, -1, -1) if reverse else range(T)
+        groups, taken = [], 0
+        for t in order:
+            rows = t * B if reverse else (t + 1) * B - 1
+            j = _chunk_of(bounds, rows)
+            need = self.count - j if reverse else j + 1
+            if need > taken or not groups:
+                groups.append([list(range(taken, max(need, taken))), 0])
+                taken = max(need, taken)
+            groups[-1][1] += 1
+        self.groups = groups
+
+    def chunk(self, k):
+        """Compute the ``k``-th chunk in the loop's order."""
+        j = self.count - 1 - k if self.reverse else k
+        _projection_blocks(self.xa, self.wa, self.S2, self.r, self.bounds[j],
+                           self.bounds[j + 1])
+
+    def run(self, steps):
+        """``steps(n)`` over the loop's groups of steps, each group's chunks taken first,
+        with the chunks ahead computed beside it on ember's second thread."""
+        tasks = _overlap.Tasks(self.chunk, self.count)
+
+        def loop():
+            for need, n in self.groups:
+                for k in need:
+                    tasks.take(k)
+                steps(n)
+        rows = self.xa.shape[0]
+        _overlap.run_beside(loop, tasks, rows * self.xa.shape[1] * self.wa.shape[2] * 4)
+
+
+def _chunk_of(bounds, row):
+    """The index of the chunk of ``bounds`` holding ``row``."""
+    j = 0
+    while bounds[j + 1] <= row:
+        j += 1
+    return j
 
 
 def _projection_rows(N, K, H, dt):
