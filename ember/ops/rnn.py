@@ -274,10 +274,31 @@ def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None, colsum=None):
         return _mm(dGh.T, hp) if needs[4] else None
     if _threads.MANY and needs[4] and (needs[3] or needs[0] and w_ih is not None) and \
             type(dG) is np.ndarray:
-        # the weight gradients of the whole sequence at once, each product whole at one
-        # BLAS thread (``threads.pair``): the recurrent side's beside the input side's
-        (dx, dw_ih), dw_hh = _threads.pair(input_side, recurrent_side,
+        a = _recurrent_rows_beside(dG, dGh, hp, x, w_ih, needs)
+        if a:
+            # the recurrent weight's first ``a`` rows on the input side (row blocks of
+            # one product: its bits), so that the two sides are about as long
+            dw_hh = np.empty((dGh.shape[1], hp.shape[1]), np.result_type(dGh, hp))
+            dGhT = dGh.T
+
+            # (at one BLAS thread also where ``pair`` runs the sides one after the other:
+            # k past ``threads.same_bits_k`` changes the bits on BLAS's threads)
+            def input_side_and_rows():
+                with single_blas():
+                    np.matmul(dGhT[:a], hp, out=dw_hh[:a])
+                return input_side()
+
+            def recurrent_rows():
+                with single_blas():
+                    np.matmul(dGhT[a:], hp, out=dw_hh[a:])
+            (dx, dw_ih), _ = _threads.pair(input_side_and_rows, recurrent_rows,
                                            dG.size * min(x.shape[-1], hp.shape[-1]))
+        else:
+            # the weight gradients of the whole sequence at once, each product whole at
+            # one BLAS thread (``threads.pair``): the recurrent side's beside the input
+            # side's
+            (dx, dw_ih), dw_hh = _threads.pair(input_side, recurrent_side,
+                                               dG.size * min(x.shape[-1], hp.shape[-1]))
     else:
         (dx, dw_ih), dw_hh = input_side(), recurrent_side()
     colsum = colsum or (lambda a: a.sum(0))
@@ -288,6 +309,39 @@ def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None, colsum=None):
         db_hh = colsum(dGh) if dGh is not dG or db_ih is None else db_ih * 1
     dw_hr = _mm(dhs.T, mm) if dhs is not None and needs[7] else None
     return dx, dw_ih, dw_hh, db_ih, db_hh, dw_hr
+
+
+def _recurrent_rows_beside(dG, dGh, hp, x, w_ih, needs):
+    """The rows of the recurrent weight's gradient ``dGh.T @ hp`` that :func:`_param_grads`
+    computes on the input side's thread so that both of ``threads.pair``'s sides have
+    about the same multiply-adds (the input side: ``dG @ w_ih`` and ``dG.T @ x``), or 0:
+    the product whole on its own side. Row blocks are taken only where they give the whole
+    product's bits -- NumPy's BLAS (not MKL's products, ``ember[mkl]``), blocks at its
+    kernel's grain of rows (``threads.row_grain``), each on the whole product's kernel
+    (``threads.row_blocks_keep_kernel``: a block within the small-matrix kernel's size
+    would sum otherwise) -- and the whole product is what the one-thread route computes
+    (``gemm.matmul`` takes no other layout for it)."""
+    N, G = dGh.shape
+    n = hp.shape[1]
+    if type(dGh) is not np.ndarray or type(hp) is not np.ndarray or dGh.dtype != hp.dtype or \
+            dGh.dtype.char not in "fd" or hp.flags.f_contiguous and not hp.flags.c_contiguous:
+        return 0
+    if _gemm.mkl_available() and _gemm._maybe_large((G, N), (N, n)):
+        return 0
+    grain = _threads.row_grain(dGh.dtype.char)
+    if not grain:
+        return 0
+    other = (dG.size * w_ih.shape[1] if needs[0] and w_ih is not None else 0) + \
+        (dG.size * x.shape[-1] if needs[3] else 0)
+    whole = G * N * n
+    a = (whole - other) // (2 * N * n) // grain * grain  # rows: half the difference
+    if a < grain or G - a < grain:
+        return 0
+    char = dGh.dtype.char
+    if not (_threads.row_blocks_keep_kernel(char, whole, a * N * n) and
+            _threads.row_blocks_keep_kernel(char, whole, (G - a) * N * n)):
+        return 0
+    return a
 
 
 def _layer_forward(m, cell, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):
