@@ -219,7 +219,7 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
     return Y, HH[last] * 1, Qc.copy(), Acts(S, TC, HH, reverse)
 
 
-def _projection_with_bias(x, w_ih, bias, S2, dt, T, reverse):
+def _projection_with_bias(x, w_ih, bias, S2, dt, T=None, reverse=False):
     """The input projection and its bias gate by gate into the slots of ``S2`` (5, N, H),
     the sigmoid gates' negated: ``[x | 1] @ [w.T ; b]``, the bias the product's last
     term, so the sum is the one of ``x @ w.T`` then ``+ b`` (the same bits) without a
@@ -227,8 +227,8 @@ def _projection_with_bias(x, w_ih, bias, S2, dt, T, reverse):
     where ``gemm.matmul`` would run ``np.matmul`` for each (NumPy's loop calls BLAS for
     each gate: the same bits, without three calls' dispatch).
 
-    Returns None when done, or, at more than one thread where the projection runs in
-    blocks of rows (``_projection_rows``), the blocks still to compute, in chunks that
+    Returns None when done, or, given the steps ``T`` at more than one thread where the
+    projection runs in blocks of rows (``_projection_rows``), the blocks still to compute, in chunks that
     the loop's steps claim as they need them and ember's second thread computes ahead
     of the loop (:class:`_Projection`)."""
     N, I = x.shape
@@ -243,7 +243,7 @@ def _projection_with_bias(x, w_ih, bias, S2, dt, T, reverse):
     if np.dtype(dt).itemsize > 2 and \
             not (_gemm._maybe_large((N, I + 1), (I + 1, H)) and _gemm.mkl_available()):
         r = _projection_rows(N, I + 1, H, dt)
-        if r is not None and _threads.MANY:
+        if r is not None and T is not None and _threads.MANY:
             chunks = _Projection(xa, wa, S2, r, N // T, T, reverse)
             if chunks.count > 1:
                 return chunks
