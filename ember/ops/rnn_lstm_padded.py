@@ -228,9 +228,9 @@ def _projection_with_bias(x, w_ih, bias, S2, dt, T=None, reverse=False):
     each gate: the same bits, without three calls' dispatch).
 
     Returns None when done, or, given the steps ``T`` at more than one thread where the
-    projection runs in blocks of rows (``_projection_rows``), the blocks still to compute, in chunks that
-    the loop's steps claim as they need them and ember's second thread computes ahead
-    of the loop (:class:`_Projection`)."""
+    projection runs in blocks of rows (``_projection_rows``), the blocks still to
+    compute, in chunks that the loop's steps claim as they need them and ember's second
+    thread computes ahead of the loop (:class:`_Projection`)."""
     N, I = x.shape
     H = S2.shape[2]
     xa = np.empty((N, I + 1), dt)
