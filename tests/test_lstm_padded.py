@@ -458,3 +458,76 @@ def test_overlap_tasks_run_each_item_once():
     tasks.leave()
     helper.join(5)
     assert not helper.is_alive()
+
+
+@pytest.mark.parametrize("k", [300, 450, 913, 1024, 2048])
+def test_inner_blocks_added_in_order_give_the_whole_products_bits(k):
+    """``rnn_seq_grads.k_blocks``: on the kernel it lists, the products of those blocks of
+    the inner dimension (a weight gradient's rows of the sequence), added in order, are
+    the whole product's bits, for ``dG.T`` against 48-256 columns; elsewhere None."""
+    from ember.backend import gemm
+    from ember.ops import rnn_seq_grads
+    rng = np.random.default_rng(k)
+    with gemm.numpy_only():
+        blocks = rnn_seq_grads.k_blocks(k, "f")
+        if blocks is None:
+            return
+        assert blocks[0][0] == 0 and blocks[-1][1] == k
+        assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+        for G, n in ((512, 128), (512, 64), (200, 48), (1024, 256)):
+            dG = rng.standard_normal((k, G)).astype(np.float32)
+            h = rng.standard_normal((k, n)).astype(np.float32)
+            acc = None
+            for lo, hi in blocks:
+                part = dG[lo:hi].T @ h[lo:hi]
+                acc = part if acc is None else np.add(acc, part, out=acc)
+            np.testing.assert_array_equal(acc, dG.T @ h)
+
+
+@pytest.mark.parametrize("x_grad", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_sequence_gradients_beside_the_backward_loop(x_grad, reverse, monkeypatch):
+    """At two threads the weight gradients (and the input's) of a sequence longer than one
+    of the kernel's inner blocks are computed block by block beside the backward's loop
+    (``rnn_seq_grads``), each block once: the one-thread bits."""
+    from ember.backend import gemm
+    from ember.backend import threads as T_
+    from ember.ops import rnn_seq_grads
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    monkeypatch.setattr(T_, "cores_to_spare", lambda: True)
+    items = []
+    item = rnn_seq_grads.SequenceGrads._item
+    monkeypatch.setattr(rnn_seq_grads.SequenceGrads, "_item",
+                        lambda self, k: items.append(self.items[k]) or item(self, k))
+    rng = np.random.default_rng(4)
+    T, B, I, H = 30, 32, 64, 64
+    x = rng.standard_normal((T * B, I)).astype(np.float32)
+    w_ih = (rng.standard_normal((4 * H, I)) * 0.1).astype(np.float32)
+    w_hh = (rng.standard_normal((4 * H, H)) * 0.1).astype(np.float32)
+    b = (rng.standard_normal(4 * H) * 0.1).astype(np.float32)
+    h0, c0 = (rng.standard_normal((B, H)).astype(np.float32) for _ in range(2))
+    gy = rng.standard_normal((T * B, H)).astype(np.float32)
+    needs = (x_grad,) + (True,) * 6 + (False,)
+    got = []
+    with gemm.numpy_only():
+        for threads in (1, 2):
+            ember.set_num_threads(threads)
+            try:
+                y, hn, cn, acts = rnn._lstm_forward_np(np, x, h0, c0, w_ih, w_hh, b, None,
+                                                       None, (B,) * T, reverse)
+                got.append(rnn._lstm_backward_np(np, gy, hn * 0 + 1, cn * 0 + 1, acts, x,
+                                                 w_ih, w_hh, None, (B,) * T, reverse,
+                                                 needs))
+            finally:
+                ember.set_num_threads(1)
+            blocks = rnn_seq_grads.k_blocks(T * B, "f")
+            if threads == 1 or blocks is None:
+                assert not items
+    if blocks is not None:
+        kinds = ["hh", "ih"] + ["x"] * x_grad
+        assert sorted(items) == sorted((k, j) for k in kinds for j in range(len(blocks)))
+    for a, c in zip(*got):
+        assert (a is None) is (c is None) is (a is None)
+        if a is not None:
+            np.testing.assert_array_equal(a, c)
+    assert (got[1][0] is None) is not x_grad

@@ -261,18 +261,21 @@ def _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts):
     return dh, dc
 
 
-def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None, colsum=None):
+def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None, colsum=None, done=None):
     """Gradients of x, w_ih, w_hh, b_ih, b_hh, w_hr from the gate gradients of all steps
     (``dG`` on the input side, ``dGh`` on the recurrent side). Without ``w_ih`` the
     layer's input ``x`` is its input projection itself, whose gradient is ``dG``.
-    ``colsum`` sums the rows of ``dG`` for the biases (default: ``.sum(0)``)."""
+    ``colsum`` sums the rows of ``dG`` for the biases (default: ``.sum(0)``); ``done``:
+    those of x, w_ih and w_hh computed already (``rnn_seq_grads``)."""
     def input_side():
         return ((dG if w_ih is None else _mm(dG, w_ih)) if needs[0] else None,
                 _mm(dG.T, x) if needs[3] else None)
 
     def recurrent_side():
         return _mm(dGh.T, hp) if needs[4] else None
-    if _threads.MANY and needs[4] and (needs[3] or needs[0] and w_ih is not None) and \
+    if done is not None:
+        dx, dw_ih, dw_hh = done
+    elif _threads.MANY and needs[4] and (needs[3] or needs[0] and w_ih is not None) and \
             type(dG) is np.ndarray:
         a = _recurrent_rows_beside(dG, dGh, hp, x, w_ih, needs)
         if a:
@@ -547,9 +550,11 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     if isinstance(acts, _padded.Acts):
         H = acts.TC.shape[2]
         nc = _blocks(xp, acts.S, acts.TC, w_hh, ghn.shape[0], H, 4 * H)
-        dG, dh0, dc0 = _padded.backward(gy, ghn, gcn, acts, w_hh, nc, needs[1])
+        dG, dh0, dc0, beside = _padded.backward(gy, ghn, gcn, acts, w_hh, nc, needs[1],
+                                                (x, w_ih, needs))
         grads = _param_grads(dG, dG, _padded.previous_hidden(acts), x, w_ih, needs,
-                             colsum=_padded.column_sums)
+                             colsum=_padded.column_sums,
+                             done=None if beside is None else beside.results())
         return (grads[0], dh0 if needs[1] else None, dc0 if needs[2] else None) + grads[1:]
     S, TC, Cp, Hp, M = acts
     m = _NP_MATH if xp is np else _ArrayMath(xp)

@@ -45,6 +45,7 @@ from ember.backend import gemm as _gemm
 from ember.backend import threads as _threads
 from ember.backend.threads import single_blas
 from ember.ops import rnn_overlap as _overlap
+from ember.ops import rnn_seq_grads as _seq_grads
 from ember.ops._rnn_blas import aligned as _aligned
 from ember.ops._rnn_blas import row_block as _row_block
 from ember.ops._rnn_blas import small_kernel as _small_kernel
@@ -367,10 +368,14 @@ def previous_hidden(acts):
     return (HH[1:] if acts.reverse else HH[:T]).reshape(-1, HH.shape[2])
 
 
-def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
+def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0, grads=None):
     """Backpropagation through time over the padded forward's ``acts``: returns the gate
     gradients ``dG`` (N, 4H), in PyTorch's gate order, and the first state's gradients
-    (``dh0`` None unless ``need_h0``)."""
+    (``dh0`` None unless ``need_h0``); given ``grads`` ``(x, w_ih, needs)`` (the layer's
+    input, input weight and ``rnn._param_grads``'s ``needs``), also the sequence's weight
+    and input gradients computed beside the loop at more than one thread
+    (``rnn_seq_grads``: a :class:`~ember.ops.rnn_seq_grads.SequenceGrads` whose
+    ``results()`` they are), else None there."""
     S, TC, reverse = acts.S, acts.TC, acts.reverse
     T, B, H = TC.shape
     dt = S.dtype
@@ -412,7 +417,12 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     steps = zip(gy[order], GC[order], gates_i[order], TC[order], dG4[order], dG[order],
                 f[order])
     DERt = DER.transpose(1, 0, 2, 3)
-    with single_blas(T):  # one small matrix product per step
+    beside = None if grads is None else _seq_grads.plan(
+        dG.reshape(T * B, 4 * H), grads[0], previous_hidden(acts), grads[1], grads[2], B,
+        reverse)
+
+    def loop():
+        nonlocal dh, dc, n
         for a in (range(0, T, K) if reverse else range(T - K, -K, -K)):
             c0 = max(a, 0)
             ch = slice(c0, min(a + K, T))
@@ -448,7 +458,19 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
                         mm(dgt, wb, out)
                 dh = prod
                 dc = mul(dct, ft, dc_b)
-    return dG.reshape(T * B, 4 * H), dh, dc
+            if beside is not None:
+                beside.steps_done(n)
+        if beside is not None:
+            beside.finish()
+
+    with single_blas(T):  # one small matrix product per step
+        if beside is None:
+            loop()
+        else:
+            _overlap.run_beside(loop, beside.tasks, beside.cost)
+    if grads is None:
+        return dG.reshape(T * B, 4 * H), dh, dc
+    return dG.reshape(T * B, 4 * H), dh, dc, beside
 
 
 def _split_by_gate(nc, B, H, Hout):
