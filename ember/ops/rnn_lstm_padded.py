@@ -244,7 +244,9 @@ def _projection_with_bias(x, w_ih, bias, S2, dt, T=None, reverse=False):
     if np.dtype(dt).itemsize > 2 and \
             not (_gemm._maybe_large((N, I + 1), (I + 1, H)) and _gemm.mkl_available()):
         r = _projection_rows(N, I + 1, H, dt)
-        if r is not None and T is not None and _threads.MANY:
+        # (on a machine with no core to spare ``pair`` would run the loop and the
+        # chunks one after the other: the one-thread route, without the chunks)
+        if r is not None and T is not None and _threads.MANY and _threads.cores_to_spare():
             chunks = _Projection(xa, wa, S2, r, N // T, T, reverse)
             if chunks.count > 1:
                 return chunks

@@ -62,10 +62,12 @@ def k_blocks(k, char):
 def plan(dG, x, hp, w_ih, needs, B, reverse):
     """A :class:`SequenceGrads` for the gradients ``needs`` asks of the padded layer's
     backward (``x``'s ``needs[0]``, ``w_ih``'s ``needs[3]``, ``w_hh``'s ``needs[4]``) at
-    more than one thread, or None: the gradients after the loop (one thread; another
+    more than one thread, or None: the gradients after the loop (one thread; no core to
+    spare (``threads.cores_to_spare``); another
     kernel or dtype; MKL's products; the sequence one block long; a block's product
     small enough for OpenBLAS's small-matrix kernel, which sums otherwise)."""
-    if not _threads.MANY or not (needs[3] or needs[4]) or w_ih is None:
+    if not _threads.MANY or not (needs[3] or needs[4]) or w_ih is None or \
+            not _threads.cores_to_spare():  # (``pair`` would run one side after the other)
         return None
     arrays = (dG, x, hp, w_ih)
     if any(type(a) is not np.ndarray or a.dtype != np.float32 or not a.flags.c_contiguous
