@@ -404,12 +404,14 @@ def test_two_threads_give_the_one_thread_bits(T, B, I, H, reverse, idle, monkeyp
 
 
 def test_recurrent_weight_rows_beside_the_input_side():
-    """``_recurrent_rows_beside``: the rows of ``dG.T @ h`` that balance ``pair``'s sides
-    (the LSTM step's: 128 of 512 beside ``dG.T @ x``; none where the input side is as
-    long already), at the kernel's grain, and none where a block would run in another
-    kernel than the whole product (OpenBLAS's small-matrix one) or the grain is unknown."""
+    """``rnn_seq_grads.recurrent_rows_beside``: the rows of ``dG.T @ h`` that balance
+    ``pair``'s sides (the LSTM step's: 128 of 512 beside ``dG.T @ x``; none where the
+    input side is as long already), at the kernel's grain, and none where a block would
+    run in another kernel than the whole product (OpenBLAS's small-matrix one) or the
+    grain is unknown."""
     from ember.backend import gemm
     from ember.backend import threads as T_
+    from ember.ops import rnn_seq_grads
     rng = np.random.default_rng(2)
 
     def rows(N, G, I, n, x_grad):
@@ -417,7 +419,7 @@ def test_recurrent_weight_rows_beside_the_input_side():
         hp = rng.standard_normal((N, n)).astype(np.float32)
         x = rng.standard_normal((N, I)).astype(np.float32)
         w = rng.standard_normal((G, I)).astype(np.float32)
-        return rnn._recurrent_rows_beside(dG, dG, hp, x, w, (x_grad,) + (True,) * 6)
+        return rnn_seq_grads.recurrent_rows_beside(dG, dG, hp, x, w, (x_grad,) + (True,) * 6)
     with gemm.numpy_only():
         grain = T_.row_grain("f")
         if not grain:

@@ -50,6 +50,7 @@ from ember.backend import threads as _threads
 from ember.backend.threads import single_blas
 from ember.ops import rnn_lstm_padded as _padded
 from ember.ops import rnn_lstm_seq as _seq
+from ember.ops import rnn_seq_grads as _seq_grads
 from ember.ops._rnn_blas import aligned as _aligned
 from ember.ops._rnn_blas import column_block as _column_block
 from ember.ops.unary import _relu_grad_array
@@ -277,7 +278,7 @@ def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None, colsum=None, do
         dx, dw_ih, dw_hh = done
     elif _threads.MANY and needs[4] and (needs[3] or needs[0] and w_ih is not None) and \
             type(dG) is np.ndarray:
-        a = _recurrent_rows_beside(dG, dGh, hp, x, w_ih, needs)
+        a = _seq_grads.recurrent_rows_beside(dG, dGh, hp, x, w_ih, needs)
         if a:
             # the recurrent weight's first ``a`` rows on the input side (row blocks of
             # one product: its bits), so that the two sides are about as long
@@ -312,39 +313,6 @@ def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None, colsum=None, do
         db_hh = colsum(dGh) if dGh is not dG or db_ih is None else db_ih * 1
     dw_hr = _mm(dhs.T, mm) if dhs is not None and needs[7] else None
     return dx, dw_ih, dw_hh, db_ih, db_hh, dw_hr
-
-
-def _recurrent_rows_beside(dG, dGh, hp, x, w_ih, needs):
-    """The rows of the recurrent weight's gradient ``dGh.T @ hp`` that :func:`_param_grads`
-    computes on the input side's thread so that both of ``threads.pair``'s sides have
-    about the same multiply-adds (the input side: ``dG @ w_ih`` and ``dG.T @ x``), or 0:
-    the product whole on its own side. Row blocks are taken only where they give the whole
-    product's bits -- NumPy's BLAS (not MKL's products, ``ember[mkl]``), blocks at its
-    kernel's grain of rows (``threads.row_grain``), each on the whole product's kernel
-    (``threads.row_blocks_keep_kernel``: a block within the small-matrix kernel's size
-    would sum otherwise) -- and the whole product is what the one-thread route computes
-    (``gemm.matmul`` takes no other layout for it)."""
-    N, G = dGh.shape
-    n = hp.shape[1]
-    if type(dGh) is not np.ndarray or type(hp) is not np.ndarray or dGh.dtype != hp.dtype or \
-            dGh.dtype.char not in "fd" or hp.flags.f_contiguous and not hp.flags.c_contiguous:
-        return 0
-    if _gemm.mkl_available() and _gemm._maybe_large((G, N), (N, n)):
-        return 0
-    grain = _threads.row_grain(dGh.dtype.char)
-    if not grain:
-        return 0
-    other = (dG.size * w_ih.shape[1] if needs[0] and w_ih is not None else 0) + \
-        (dG.size * x.shape[-1] if needs[3] else 0)
-    whole = G * N * n
-    a = (whole - other) // (2 * N * n) // grain * grain  # rows: half the difference
-    if a < grain or G - a < grain:
-        return 0
-    char = dGh.dtype.char
-    if not (_threads.row_blocks_keep_kernel(char, whole, a * N * n) and
-            _threads.row_blocks_keep_kernel(char, whole, (G - a) * N * n)):
-        return 0
-    return a
 
 
 def _layer_forward(m, cell, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, bs, reverse):

@@ -31,7 +31,7 @@ from ember.backend import threads as _threads
 from ember.ops import _rnn_blas
 from ember.ops import rnn_overlap as _overlap
 
-__all__ = ["plan"]
+__all__ = ["plan", "recurrent_rows_beside", "k_blocks"]
 
 # OpenBLAS's blocked kernel's blocks of the inner dimension, per core and dtype:
 # (Q, unroll), see above (measured: tests/test_lstm_padded.py)
@@ -164,3 +164,36 @@ class SequenceGrads:
         """(dx, dw_ih, dw_hh), None for those not asked."""
         ih, hh = self.parts["ih"], self.parts["hh"]
         return self.dx, None if ih is None else ih[0], None if hh is None else hh[0]
+
+
+def recurrent_rows_beside(dG, dGh, hp, x, w_ih, needs):
+    """The rows of the recurrent weight's gradient ``dGh.T @ hp`` that ``rnn._param_grads``
+    computes on the input side's thread so that both of ``threads.pair``'s sides have
+    about the same multiply-adds (the input side: ``dG @ w_ih`` and ``dG.T @ x``), or 0:
+    the product whole on its own side. Row blocks are taken only where they give the whole
+    product's bits -- NumPy's BLAS (not MKL's products, ``ember[mkl]``), blocks at its
+    kernel's grain of rows (``threads.row_grain``), each on the whole product's kernel
+    (``threads.row_blocks_keep_kernel``: a block within the small-matrix kernel's size
+    would sum otherwise) -- and the whole product is what the one-thread route computes
+    (``gemm.matmul`` takes no other layout for it)."""
+    N, G = dGh.shape
+    n = hp.shape[1]
+    if type(dGh) is not np.ndarray or type(hp) is not np.ndarray or dGh.dtype != hp.dtype or \
+            dGh.dtype.char not in "fd" or hp.flags.f_contiguous and not hp.flags.c_contiguous:
+        return 0
+    if _gemm.mkl_available() and _gemm._maybe_large((G, N), (N, n)):
+        return 0
+    grain = _threads.row_grain(dGh.dtype.char)
+    if not grain:
+        return 0
+    other = (dG.size * w_ih.shape[1] if needs[0] and w_ih is not None else 0) + \
+        (dG.size * x.shape[-1] if needs[3] else 0)
+    whole = G * N * n
+    a = (whole - other) // (2 * N * n) // grain * grain  # rows: half the difference
+    if a < grain or G - a < grain:
+        return 0
+    char = dGh.dtype.char
+    if not (_threads.row_blocks_keep_kernel(char, whole, a * N * n) and
+            _threads.row_blocks_keep_kernel(char, whole, (G - a) * N * n)):
+        return 0
+    return a
