@@ -119,22 +119,53 @@ class SequenceGrads:
         self.ready = [threading.Event() for _ in blocks]
         self.signalled = 0  # blocks of ``order`` whose rows are all there
         kinds = [k for k, w in (("hh", want_hh), ("ih", want_ih), ("x", want_x)) if w]
-        self.items = [(kind, j) for j in self.order for kind in kinds]
+        rows = (0, G)  # all of a partial product's rows
+        self.items = [(kind, j, rows) for j in self.order for kind in kinds]
+        last = self.order[-1]
+        a = self._rows_on_the_loop(last, wanted) if want_hh else 0
+        if a:
+            # the block left after the loop: its dW_hh in two row blocks, the first ``a``
+            # rows taken by the loop's thread after its other products of the block (it
+            # takes them from the list's end), so that the two threads end together
+            i = self.items.index(("hh", last, rows))
+            self.items[i:i + 1] = [("hh", last, (a, G)), ("hh", last, (0, a))]
         self.tasks = _overlap.Tasks(self._item, len(self.items),
-                                    [self.ready[j] for _, j in self.items])
+                                    [self.ready[j] for _, j, _ in self.items])
         cols = (w_ih.shape[1] if want_x else 0) + (x.shape[1] if want_ih else 0) + \
             (hp.shape[1] if want_hh else 0)
         self.cost = N * G * cols
 
+    def _rows_on_the_loop(self, j, wanted):
+        """The rows of block ``j``'s ``dW_hh`` product for the loop's thread, beside that
+        block's other products, so that both threads have about the same multiply-adds
+        after the loop; 0 where its own products are as many already or where a row block
+        would change the bits (off the kernel's grain of rows, or small enough for
+        OpenBLAS's small-matrix kernel)."""
+        lo, hi = self.blocks[j]
+        G = self.dG.shape[1]
+        n = self.hp.shape[1]
+        own = (hi - lo) * G * ((self.w_ih.shape[1] if wanted[0] else 0) +
+                               (self.x.shape[1] if wanted[1] else 0))
+        grain = _threads.row_grain("f")
+        if not grain:
+            return 0
+        a = ((hi - lo) * G * n - own) // (2 * (hi - lo) * n) // grain * grain
+        whole = (hi - lo) * G * n
+        if a < grain or G - a < grain or not all(
+                _threads.row_blocks_keep_kernel("f", whole, r * (hi - lo) * n)
+                for r in (a, G - a)):
+            return 0
+        return a
+
     def _item(self, k):
-        kind, j = self.items[k]
+        kind, j, (r0, r1) = self.items[k]
         lo, hi = self.blocks[j]
         dG = self.dG
         if kind == "x":
             np.matmul(dG[lo:hi], self.w_ih, out=self.dx[lo:hi])
         else:
-            np.matmul(dG[lo:hi].T, (self.x if kind == "ih" else self.hp)[lo:hi],
-                      out=self.parts[kind][j])
+            np.matmul(dG[lo:hi, r0:r1].T, (self.x if kind == "ih" else self.hp)[lo:hi],
+                      out=self.parts[kind][j][r0:r1])
 
     def steps_done(self, steps):
         """The loop has produced the gate gradients of its first ``steps`` steps (in its
