@@ -12,9 +12,11 @@ prints, per step (medians): the wall time (meaningful on a quiet machine only), 
 process's CPU time and the calling thread's (``time.thread_time``). The calling thread's
 CPU time is the step's serial part plus what it computed of the work it shares with
 ember's second thread; the rest of the process's CPU time ran on the second thread (or
-on BLAS's). On a quiet machine the two-thread wall time is about the calling thread's
-CPU time plus its waits for the second thread, which the design keeps short: the
-predicted quiet wall time printed is the calling thread's CPU time.
+on BLAS's). On a quiet machine the two-thread wall time is the calling thread's CPU
+time plus its waits for the second thread (a ``threads.pair`` whose other side is
+longer, a block the loop needs and the second thread is still computing): the calling
+thread's CPU time is a lower bound of it, and the waits are read from the products'
+own times (``lstm_products.py``, or one thread's CPU time of each piece).
 
 On a loaded machine the second thread is often descheduled, and the calling thread then
 takes more of the shared work itself (each block of it goes to whichever thread claims
@@ -70,8 +72,9 @@ def main():
     for name, (wall, cpu, caller) in zip(("before", "after"), med):
         print(f"  {name:<7} wall {wall:7.3f}  CPU {cpu:7.3f}  calling thread {caller:7.3f}"
               f"  other threads {cpu - caller:7.3f} ms/step")
-    print(f"  after/before: calling thread {med[1][2] / med[0][2]:.3f} (the predicted quiet "
-          f"wall), CPU {med[1][1] / med[0][1]:.3f}; load average {os.getloadavg()[0]:.2f}")
+    print(f"  after/before: calling thread {med[1][2] / med[0][2]:.3f} (the quiet wall time's "
+          f"lower bound), CPU {med[1][1] / med[0][1]:.3f}; load average "
+          f"{os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
