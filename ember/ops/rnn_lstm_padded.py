@@ -425,6 +425,8 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0, grads=None):
 
     def loop():
         nonlocal dh, dc, n
+        # the step count after which ``beside``'s next block of rows is complete
+        signal = -1 if beside is None else beside.steps_done(0)
         for a in (range(0, T, K) if reverse else range(T - K, -K, -K)):
             c0 = max(a, 0)
             ch = slice(c0, min(a + K, T))
@@ -441,6 +443,8 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0, grads=None):
                 mul(dh, tc, D3)
                 mul(D, der, dg4)
                 n += 1
+                if n == signal:
+                    signal = beside.steps_done(n)
                 if n == T:  # the last step's carried gradients are the first state's
                     dh = None
                     if need_h0:
@@ -460,8 +464,6 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0, grads=None):
                         mm(dgt, wb, out)
                 dh = prod
                 dc = mul(dct, ft, dc_b)
-            if beside is not None:
-                beside.steps_done(n)
         if beside is not None:
             beside.finish()
 

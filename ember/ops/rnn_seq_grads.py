@@ -169,15 +169,19 @@ class SequenceGrads:
 
     def steps_done(self, steps):
         """The loop has produced the gate gradients of its first ``steps`` steps (in its
-        order): the blocks now complete may start."""
+        order): the blocks now complete may start. Returns the number of steps after
+        which the next block will be complete (-1: none left), for the loop to call this
+        again then."""
         rows = steps * self.B
         N = self.dG.shape[0]
         while self.signalled < len(self.order):
             lo, hi = self.blocks[self.order[self.signalled]]
-            if (hi > rows) if self.reverse else (lo < N - rows):
-                return
+            need = hi if self.reverse else N - lo  # the rows the loop must have produced
+            if need > rows:
+                return -(-need // self.B)
             self.ready[self.order[self.signalled]].set()
             self.signalled += 1
+        return -1
 
     def finish(self):
         """Every item, the last ones in the loop's order taken here first (the helper
