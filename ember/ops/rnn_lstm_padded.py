@@ -33,6 +33,12 @@ loop lays the sequence out to need few calls, each over contiguous memory:
 - a step indexes nothing in Python: its views come from iterating arrays' first axes,
   and the products' column blocks are sliced once per sequence.
 
+At more than one thread with a core to spare, the large products run on ember's second
+thread beside the loops (``rnn_overlap``): the input projection's chunks of rows ahead of
+the forward's steps, the weight and input gradients' blocks of rows behind the
+backward's (``rnn_seq_grads``), with the one-thread bits. The loops themselves stay on
+one thread: each of their NumPy calls holds the GIL about as long as it computes.
+
 The float operations and their order are the general loop's, so values are its bits
 wherever the products are split the same way (the gate gradients ``dG`` keep its
 (N, 4H) layout: the recurrent and weight products are unchanged).
