@@ -344,3 +344,196 @@ def test_projection_in_blocks_of_rows(n, i, h, monkeypatch):
     for args in ((n, 386, h, np.float32), (n, i + 1, 7, np.float32),
                  (n, i + 1, h, np.float64)):
         assert rnn_lstm_padded._projection_rows(*args) is None
+
+
+# ----- two threads: the large products beside the step loop ---------------------------
+def _layer(T, B, I, H, reverse, threads, seed=0):
+    """Forward and first-order backward of one padded layer (NumPy's loops) at ``threads``
+    ember threads; every result array."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((T * B, I)).astype(np.float32)
+    w_ih = (rng.standard_normal((4 * H, I)) * 0.1).astype(np.float32)
+    w_hh = (rng.standard_normal((4 * H, H)) * 0.1).astype(np.float32)
+    b = (rng.standard_normal(4 * H) * 0.1).astype(np.float32)
+    h0, c0 = (rng.standard_normal((B, H)).astype(np.float32) for _ in range(2))
+    gy = rng.standard_normal((T * B, H)).astype(np.float32)
+    ember.set_num_threads(threads)
+    try:
+        y, hn, cn, acts = rnn._lstm_forward_np(np, x, h0, c0, w_ih, w_hh, b, None, None,
+                                               (B,) * T, reverse)
+        g = rnn._lstm_backward_np(np, gy, hn * 0 + 1, cn * 0 + 1, acts, x, w_ih, w_hh, None,
+                                  (B,) * T, reverse, (False,) + (True,) * 6)
+    finally:
+        ember.set_num_threads(1)
+    return [y, hn, cn] + [a for a in g if a is not None]
+
+
+@pytest.mark.parametrize("idle", [True, False])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("T, B, I, H", [(16, 32, 64, 128), (7, 20, 100, 64), (20, 33, 40, 48)])
+def test_two_threads_give_the_one_thread_bits(T, B, I, H, reverse, idle, monkeypatch):
+    """At two threads the input projection's chunks of rows run ahead of the forward's loop
+    on the second thread (each chunk once, whichever thread claims it), and the weight
+    gradients in blocks beside the backward's: the one-thread bits, on an idle machine and
+    on a busy one (no core to spare: the one-thread routes, the recurrent weight's
+    gradient split in rows between ``pair``'s sides)."""
+    import threading
+
+    from ember.backend import gemm
+    from ember.backend import threads as T_
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    monkeypatch.setattr(T_, "cores_to_spare", lambda: idle)
+    ran = []
+    chunk = rnn_lstm_padded._Projection.chunk
+    monkeypatch.setattr(rnn_lstm_padded._Projection, "chunk", lambda self, k: ran.append(
+        (k, threading.current_thread() is threading.main_thread())) or chunk(self, k))
+    with gemm.numpy_only():
+        one = _layer(T, B, I, H, reverse, 1)
+        assert not ran  # one thread: the projection in one pass
+        two = _layer(T, B, I, H, reverse, 2)
+    r = rnn_lstm_padded._projection_rows(T * B, I + 1, H, np.float32)
+    chunks = 0 if r is None else rnn_lstm_padded._Projection(
+        np.empty((T * B, I + 1), np.float32), np.empty((4, I + 1, H), np.float32), None, r,
+        B, T, reverse).count
+    assert (chunks > 1) is (T * B > 400)  # (the shape without blocks of rows: none)
+    # (no core to spare: the projection in one pass, as at one thread)
+    assert sorted(k for k, _ in ran) == list(range(chunks if idle else 0))
+    assert len(one) == len(two) == 9
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_recurrent_weight_rows_beside_the_input_side():
+    """``rnn_seq_grads.recurrent_rows_beside``: the rows of ``dG.T @ h`` that balance
+    ``pair``'s sides (the LSTM step's: 128 of 512 beside ``dG.T @ x``; none where the
+    input side is as long already), at the kernel's grain, and none where a block would
+    run in another kernel than the whole product (OpenBLAS's small-matrix one) or the
+    grain is unknown."""
+    from ember.backend import gemm
+    from ember.backend import threads as T_
+    from ember.ops import rnn_seq_grads
+    rng = np.random.default_rng(2)
+
+    def rows(N, G, I, n, x_grad):
+        dG = rng.standard_normal((N, G)).astype(np.float32)
+        hp = rng.standard_normal((N, n)).astype(np.float32)
+        x = rng.standard_normal((N, I)).astype(np.float32)
+        w = rng.standard_normal((G, I)).astype(np.float32)
+        return rnn_seq_grads.recurrent_rows_beside(dG, dG, hp, x, w, (x_grad,) + (True,) * 6)
+    with gemm.numpy_only():
+        grain = T_.row_grain("f")
+        if not grain:
+            assert rows(1024, 512, 64, 128, False) == 0
+            return
+        a = rows(1024, 512, 64, 128, False)
+        assert a % grain == 0 and abs(a - 128) < grain
+        assert rows(1024, 512, 64, 128, True) == 0  # dx and dW_ih as long as dW_hh
+        least = T_.small_kernel_mnk("f")
+        if least:  # blocks of 8 rows x 1024 x 64 < 1e6: the small kernel would take one
+            assert rows(1024, 16, 120, 64, False) == 0
+
+
+def test_overlap_tasks_run_each_item_once():
+    """``rnn_overlap.Tasks``: each item once, by the loop when it claims first; the
+    helper's error raised where the loop takes that item; a helper waiting for an input
+    released when the loop leaves."""
+    import threading
+
+    from ember.ops import rnn_overlap
+    done = []
+    tasks = rnn_overlap.Tasks(done.append, 3)
+    tasks.take(1)
+    tasks.help()  # items 0 and 2: not claimed yet
+    tasks.take(0)  # claimed by the helper: waits for it (done)
+    assert sorted(done) == [0, 1, 2]
+
+    def fail(k):
+        raise ValueError(f"item {k}")
+    tasks = rnn_overlap.Tasks(fail, 2)
+    tasks.help()
+    with pytest.raises(ValueError, match="item 0"):
+        tasks.take(0)
+    ready = [threading.Event(), None]
+    tasks = rnn_overlap.Tasks(done.append, 2, ready)
+    helper = threading.Thread(target=tasks.help)
+    helper.start()
+    tasks.leave()
+    helper.join(5)
+    assert not helper.is_alive()
+
+
+@pytest.mark.parametrize("k", [300, 450, 913, 1024, 2048])
+def test_inner_blocks_added_in_order_give_the_whole_products_bits(k):
+    """``rnn_seq_grads.k_blocks``: on the kernel it lists, the products of those blocks of
+    the inner dimension (a weight gradient's rows of the sequence), added in order, are
+    the whole product's bits, for ``dG.T`` against 48-256 columns; elsewhere None."""
+    from ember.backend import gemm
+    from ember.ops import rnn_seq_grads
+    rng = np.random.default_rng(k)
+    with gemm.numpy_only():
+        blocks = rnn_seq_grads.k_blocks(k, "f")
+        if blocks is None:
+            return
+        assert blocks[0][0] == 0 and blocks[-1][1] == k
+        assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+        for G, n in ((512, 128), (512, 64), (200, 48), (1024, 256)):
+            dG = rng.standard_normal((k, G)).astype(np.float32)
+            h = rng.standard_normal((k, n)).astype(np.float32)
+            acc = None
+            for lo, hi in blocks:
+                part = dG[lo:hi].T @ h[lo:hi]
+                acc = part if acc is None else np.add(acc, part, out=acc)
+            np.testing.assert_array_equal(acc, dG.T @ h)
+
+
+@pytest.mark.parametrize("x_grad", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_sequence_gradients_beside_the_backward_loop(x_grad, reverse, monkeypatch):
+    """At two threads the weight gradients (and the input's) of a sequence longer than one
+    of the kernel's inner blocks are computed block by block beside the backward's loop
+    (``rnn_seq_grads``), each block once (the last one's ``dW_hh`` in two row blocks where
+    the input needs no gradient): the one-thread bits."""
+    from ember.backend import gemm
+    from ember.backend import threads as T_
+    from ember.ops import rnn_seq_grads
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    monkeypatch.setattr(T_, "cores_to_spare", lambda: True)
+    items = []
+    item = rnn_seq_grads.SequenceGrads._item
+    monkeypatch.setattr(rnn_seq_grads.SequenceGrads, "_item",
+                        lambda self, k: items.append(self.items[k][:2]) or item(self, k))
+    rng = np.random.default_rng(4)
+    T, B, I, H = 30, 32, 32, 64
+    x = rng.standard_normal((T * B, I)).astype(np.float32)
+    w_ih = (rng.standard_normal((4 * H, I)) * 0.1).astype(np.float32)
+    w_hh = (rng.standard_normal((4 * H, H)) * 0.1).astype(np.float32)
+    b = (rng.standard_normal(4 * H) * 0.1).astype(np.float32)
+    h0, c0 = (rng.standard_normal((B, H)).astype(np.float32) for _ in range(2))
+    gy = rng.standard_normal((T * B, H)).astype(np.float32)
+    needs = (x_grad,) + (True,) * 6 + (False,)
+    got = []
+    with gemm.numpy_only():
+        for threads in (1, 2):
+            ember.set_num_threads(threads)
+            try:
+                y, hn, cn, acts = rnn._lstm_forward_np(np, x, h0, c0, w_ih, w_hh, b, None,
+                                                       None, (B,) * T, reverse)
+                got.append(rnn._lstm_backward_np(np, gy, hn * 0 + 1, cn * 0 + 1, acts, x,
+                                                 w_ih, w_hh, None, (B,) * T, reverse,
+                                                 needs))
+            finally:
+                ember.set_num_threads(1)
+            blocks = rnn_seq_grads.k_blocks(T * B, "f")
+            if threads == 1 or blocks is None:
+                assert not items
+    if blocks is not None:
+        kinds = ["hh", "ih"] + ["x"] * x_grad
+        # (without the input's gradient the last block's dW_hh runs as two row blocks)
+        last = [("hh", len(blocks) - 1 if reverse else 0)] * (not x_grad)
+        assert sorted(items) == sorted([(k, j) for k in kinds for j in range(len(blocks))] +
+                                       last)
+    for a, c in zip(*got):
+        assert (a is None) is (c is None) is (a is None)
+        if a is not None:
+            np.testing.assert_array_equal(a, c)
+    assert (got[1][0] is None) is not x_grad

@@ -20,7 +20,8 @@ import ctypes
 
 import numpy as np
 
-__all__ = ["sgemm", "column_block", "small_kernel", "row_block", "transpose", "aligned"]
+__all__ = ["sgemm", "column_block", "small_kernel", "row_block", "transpose", "aligned",
+           "core_name"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112  # CBLAS's enums
 
@@ -182,6 +183,14 @@ def row_block(m, n, k):
         return None
     widest = _SMALL_MNK // max(n * k, 1)
     return 1 << (widest.bit_length() - 1) if widest >= 16 else None
+
+
+def core_name():
+    """OpenBLAS's name of the kernels NumPy's products run on (lowercased), "" where not
+    found."""
+    if "numpy" not in _SGEMM:
+        _SGEMM["numpy"], _SGEMM["omatcopy"], _SGEMM["core"] = _numpy_blas()
+    return _SGEMM["core"]
 
 
 def aligned(shape, dt, like=None):

@@ -50,6 +50,7 @@ from ember.backend import threads as _threads
 from ember.backend.threads import single_blas
 from ember.ops import rnn_lstm_padded as _padded
 from ember.ops import rnn_lstm_seq as _seq
+from ember.ops import rnn_seq_grads as _seq_grads
 from ember.ops._rnn_blas import aligned as _aligned
 from ember.ops._rnn_blas import column_block as _column_block
 from ember.ops.unary import _relu_grad_array
@@ -261,23 +262,47 @@ def _carry(m, dh, dc, ghn, gcn, n, h_parts, c_parts):
     return dh, dc
 
 
-def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None, colsum=None):
+def _param_grads(dG, dGh, hp, x, w_ih, needs, dhs=None, mm=None, colsum=None, done=None):
     """Gradients of x, w_ih, w_hh, b_ih, b_hh, w_hr from the gate gradients of all steps
     (``dG`` on the input side, ``dGh`` on the recurrent side). Without ``w_ih`` the
     layer's input ``x`` is its input projection itself, whose gradient is ``dG``.
-    ``colsum`` sums the rows of ``dG`` for the biases (default: ``.sum(0)``)."""
+    ``colsum`` sums the rows of ``dG`` for the biases (default: ``.sum(0)``); ``done``:
+    those of x, w_ih and w_hh computed already (``rnn_seq_grads``)."""
     def input_side():
         return ((dG if w_ih is None else _mm(dG, w_ih)) if needs[0] else None,
                 _mm(dG.T, x) if needs[3] else None)
 
     def recurrent_side():
         return _mm(dGh.T, hp) if needs[4] else None
-    if _threads.MANY and needs[4] and (needs[3] or needs[0] and w_ih is not None) and \
+    if done is not None:
+        dx, dw_ih, dw_hh = done
+    elif _threads.MANY and needs[4] and (needs[3] or needs[0] and w_ih is not None) and \
             type(dG) is np.ndarray:
-        # the weight gradients of the whole sequence at once, each product whole at one
-        # BLAS thread (``threads.pair``): the recurrent side's beside the input side's
-        (dx, dw_ih), dw_hh = _threads.pair(input_side, recurrent_side,
+        a = _seq_grads.recurrent_rows_beside(dG, dGh, hp, x, w_ih, needs)
+        if a:
+            # the recurrent weight's first ``a`` rows on the input side (row blocks of
+            # one product: its bits), so that the two sides are about as long
+            dw_hh = np.empty((dGh.shape[1], hp.shape[1]), np.result_type(dGh, hp))
+            dGhT = dGh.T
+
+            # (at one BLAS thread also where ``pair`` runs the sides one after the other:
+            # k past ``threads.same_bits_k`` changes the bits on BLAS's threads)
+            def input_side_and_rows():
+                with single_blas():
+                    np.matmul(dGhT[:a], hp, out=dw_hh[:a])
+                return input_side()
+
+            def recurrent_rows():
+                with single_blas():
+                    np.matmul(dGhT[a:], hp, out=dw_hh[a:])
+            (dx, dw_ih), _ = _threads.pair(input_side_and_rows, recurrent_rows,
                                            dG.size * min(x.shape[-1], hp.shape[-1]))
+        else:
+            # the weight gradients of the whole sequence at once, each product whole at
+            # one BLAS thread (``threads.pair``): the recurrent side's beside the input
+            # side's
+            (dx, dw_ih), dw_hh = _threads.pair(input_side, recurrent_side,
+                                               dG.size * min(x.shape[-1], hp.shape[-1]))
     else:
         (dx, dw_ih), dw_hh = input_side(), recurrent_side()
     colsum = colsum or (lambda a: a.sum(0))
@@ -493,9 +518,11 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     if isinstance(acts, _padded.Acts):
         H = acts.TC.shape[2]
         nc = _blocks(xp, acts.S, acts.TC, w_hh, ghn.shape[0], H, 4 * H)
-        dG, dh0, dc0 = _padded.backward(gy, ghn, gcn, acts, w_hh, nc, needs[1])
+        dG, dh0, dc0, beside = _padded.backward(gy, ghn, gcn, acts, w_hh, nc, needs[1],
+                                                (x, w_ih, needs))
         grads = _param_grads(dG, dG, _padded.previous_hidden(acts), x, w_ih, needs,
-                             colsum=_padded.column_sums)
+                             colsum=_padded.column_sums,
+                             done=None if beside is None else beside.results())
         return (grads[0], dh0 if needs[1] else None, dc0 if needs[2] else None) + grads[1:]
     S, TC, Cp, Hp, M = acts
     m = _NP_MATH if xp is np else _ArrayMath(xp)

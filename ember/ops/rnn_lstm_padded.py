@@ -33,15 +33,25 @@ loop lays the sequence out to need few calls, each over contiguous memory:
 - a step indexes nothing in Python: its views come from iterating arrays' first axes,
   and the products' column blocks are sliced once per sequence.
 
+At more than one thread with a core to spare, the large products run on ember's second
+thread beside the loops (``rnn_overlap``): the input projection's chunks of rows ahead of
+the forward's steps, the weight and input gradients' blocks of rows behind the
+backward's (``rnn_seq_grads``), with the one-thread bits. The loops themselves stay on
+one thread: each of their NumPy calls holds the GIL about as long as it computes.
+
 The float operations and their order are the general loop's, so values are its bits
 wherever the products are split the same way (the gate gradients ``dG`` keep its
 (N, 4H) layout: the recurrent and weight products are unchanged).
 """
+from itertools import islice
+
 import numpy as np
 
 from ember.backend import gemm as _gemm
 from ember.backend import threads as _threads
 from ember.backend.threads import single_blas
+from ember.ops import rnn_overlap as _overlap
+from ember.ops import rnn_seq_grads as _seq_grads
 from ember.ops._rnn_blas import aligned as _aligned
 from ember.ops._rnn_blas import row_block as _row_block
 from ember.ops._rnn_blas import small_kernel as _small_kernel
@@ -66,6 +76,9 @@ _CHUNK = 8
 # a gate, by BLAS's transposition above (4 x (64, 64): 12 against 30 us; (128, 128): 74
 # against 42 us, one thread)
 _SMALL_GATE = 64 * 64
+# the forward at more than one thread: the projection is computed in chunks of about
+# this many steps' rows, ahead of the loop on ember's second thread (``_Projection``)
+_AHEAD_STEPS = 4
 # the longest sum (input width + 1) for which the input projection's blocks of rows were
 # found to give the whole product's bits (``_projection_rows``)
 _SAME_SUM_K = 385
@@ -135,8 +148,9 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
     # the sigmoid gates' pre-activations are kept negated, from negated weights: rounding
     # is symmetric in sign, so they are exactly the negation, and the sigmoid
     # 1 / (1 + exp(-z)) needs no pass to negate them
+    chunks = None  # the projection's chunks of rows, claimed as the loop needs them
     if w_ih is not None and bias is not None:
-        _projection_with_bias(x, w_ih, bias, S2, dt)
+        chunks = _projection_with_bias(x, w_ih, bias, S2, dt, T, reverse)
     for k in range(4 if w_ih is None or bias is None else 0):
         # the input projection gate by gate, each into its slot
         out, cols, neg = S2[_SLOT[k]], slice(k * H, (k + 1) * H), k != 2
@@ -181,8 +195,11 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
     # then skips parsing keywords and converting a Python number, ~0.5 us a call; and
     # ``1 / s`` by ``divide``, whose loop is faster than ``reciprocal``'s, the same bits)
     one = _one(dt)
-    with single_blas(T):  # one small matrix product per step
-        for sg, st, hp, tc, h in views:
+
+    def steps(n):
+        # the next ``n`` steps of ``views``
+        nonlocal step_blocks
+        for sg, st, hp, tc, h in islice(views, n):
             for w, out in step_blocks:
                 mm(hp, w, out)
             step_blocks = blocks
@@ -197,19 +214,30 @@ def forward(x, w_ih, bias, h0, c0, w_hh, T, reverse, nc):
             add(fc, ig, Qc)  # the next step's c_prev
             tanh(Qc, tc)
             mul(Qo, tc, h)
+
+    with single_blas(T):  # one small matrix product per step
+        if chunks is None:
+            steps(T)
+        else:
+            chunks.run(steps)
     N = T * B
     Y = (HH[:T] if reverse else HH[1:]).reshape(N, Hout)
     last = 0 if reverse else T
     return Y, HH[last] * 1, Qc.copy(), Acts(S, TC, HH, reverse)
 
 
-def _projection_with_bias(x, w_ih, bias, S2, dt):
+def _projection_with_bias(x, w_ih, bias, S2, dt, T=None, reverse=False):
     """The input projection and its bias gate by gate into the slots of ``S2`` (5, N, H),
     the sigmoid gates' negated: ``[x | 1] @ [w.T ; b]``, the bias the product's last
     term, so the sum is the one of ``x @ w.T`` then ``+ b`` (the same bits) without a
     pass over the slots to add it. The four products are one stacked ``np.matmul``
     where ``gemm.matmul`` would run ``np.matmul`` for each (NumPy's loop calls BLAS for
-    each gate: the same bits, without three calls' dispatch)."""
+    each gate: the same bits, without three calls' dispatch).
+
+    Returns None when done, or, given the steps ``T`` at more than one thread where the
+    projection runs in blocks of rows (``_projection_rows``), the blocks still to
+    compute, in chunks that the loop's steps claim as they need them and ember's second
+    thread computes ahead of the loop (:class:`_Projection`)."""
     N, I = x.shape
     H = S2.shape[2]
     xa = np.empty((N, I + 1), dt)
@@ -218,22 +246,101 @@ def _projection_with_bias(x, w_ih, bias, S2, dt):
     wa = np.empty((4, I + 1, H), dt)  # the gates in the slots' order (g, f, i, o)
     _gates_transposed(w_ih, H, wa[:, :I])
     _gates_transposed(bias.reshape(4 * H, 1), H, wa[:, I:])
-    if np.dtype(dt).itemsize > 2 and _threads.get_num_threads() == 1 and \
+    r = None
+    if np.dtype(dt).itemsize > 2 and \
             not (_gemm._maybe_large((N, I + 1), (I + 1, H)) and _gemm.mkl_available()):
         r = _projection_rows(N, I + 1, H, dt)
-        if r is None:
-            np.matmul(xa, wa, out=S2[1:])
-            return
-        # blocks of r rows, each in BLAS's kernel for small matrices (one stacked call
-        # over the gates and the blocks), then the rows left over
-        n0 = N - N % r
-        np.matmul(xa[:n0].reshape(n0 // r, r, I + 1), wa[:, None],
-                  out=S2[1:, :n0].reshape(4, n0 // r, r, H))
-        if n0 < N:
-            np.matmul(xa[n0:], wa, out=S2[1:, n0:])
-        return
+        # (on a machine with no core to spare ``pair`` would run the loop and the
+        # chunks one after the other: the one-thread route, without the chunks)
+        if r is not None and T is not None and _threads.MANY and _threads.cores_to_spare():
+            chunks = _Projection(xa, wa, S2, r, N // T, T, reverse)
+            if chunks.count > 1:
+                return chunks
+        if _threads.get_num_threads() == 1:
+            if r is None:
+                np.matmul(xa, wa, out=S2[1:])
+            else:
+                _projection_blocks(xa, wa, S2, r, 0, N)
+            return None
+    if r is not None:  # (one chunk at more than one thread: the one-thread route)
+        with single_blas():
+            _projection_blocks(xa, wa, S2, r, 0, N)
+        return None
     for j in range(4):
         _gemm.matmul(xa, wa[j], out=S2[j + 1])
+    return None
+
+
+def _projection_blocks(xa, wa, S2, r, lo, hi):
+    """Rows ``lo:hi`` of the projection (``lo`` a multiple of ``r``) in blocks of ``r``
+    rows, each in BLAS's kernel for small matrices (one stacked call over the gates and
+    the blocks), then the rows left over past the last whole block: each block's
+    products are the same BLAS calls on the same memory whatever the range, so any
+    ranges give the bits of the whole."""
+    K, H = xa.shape[1], S2.shape[2]
+    n0 = lo + (hi - lo) // r * r
+    if n0 > lo:
+        np.matmul(xa[lo:n0].reshape((n0 - lo) // r, r, K), wa[:, None],
+                  out=S2[1:, lo:n0].reshape(4, (n0 - lo) // r, r, H))
+    if n0 < hi:
+        np.matmul(xa[n0:hi], wa, out=S2[1:, n0:hi])
+
+
+class _Projection:
+    """The projection's blocks of rows in chunks of a few steps' rows, computed as the
+    forward's loop reaches them: :meth:`run` takes the steps' chunks in the loop's order
+    (the first on this thread), while ember's second thread (``rnn_overlap``) computes
+    the chunks after it, each a BLAS call that runs without the GIL beside the loop."""
+    __slots__ = ("xa", "wa", "S2", "r", "bounds", "groups", "count", "reverse")
+
+    def __init__(self, xa, wa, S2, r, B, T, reverse):
+        N = xa.shape[0]
+        # chunks of whole blocks covering about _AHEAD_STEPS steps' rows (the rows left
+        # over after the last whole block: the last chunk's)
+        per = max(1, _AHEAD_STEPS * B // r) * r
+        bounds = list(range(0, N - N % r, per)) + [N]
+        self.xa, self.wa, self.S2, self.r, self.reverse = xa, wa, S2, r, reverse
+        self.bounds, self.count = bounds, len(bounds) - 1
+        # the loop's steps as (chunks to take first, steps to run), in the loop's order
+        # of steps and of chunks (reversed: from the last rows)
+        order = range(T - 1, -1, -1) if reverse else range(T)
+        groups, taken = [], 0
+        for t in order:
+            rows = t * B if reverse else (t + 1) * B - 1
+            j = _chunk_of(bounds, rows)
+            need = self.count - j if reverse else j + 1
+            if need > taken or not groups:
+                groups.append([list(range(taken, max(need, taken))), 0])
+                taken = max(need, taken)
+            groups[-1][1] += 1
+        self.groups = groups
+
+    def chunk(self, k):
+        """Compute the ``k``-th chunk in the loop's order."""
+        j = self.count - 1 - k if self.reverse else k
+        _projection_blocks(self.xa, self.wa, self.S2, self.r, self.bounds[j],
+                           self.bounds[j + 1])
+
+    def run(self, steps):
+        """``steps(n)`` over the loop's groups of steps, each group's chunks taken first,
+        with the chunks ahead computed beside it on ember's second thread."""
+        tasks = _overlap.Tasks(self.chunk, self.count)
+
+        def loop():
+            for need, n in self.groups:
+                for k in need:
+                    tasks.take(k)
+                steps(n)
+        rows = self.xa.shape[0]
+        _overlap.run_beside(loop, tasks, rows * self.xa.shape[1] * self.wa.shape[2] * 4)
+
+
+def _chunk_of(bounds, row):
+    """The index of the chunk of ``bounds`` holding ``row``."""
+    j = 0
+    while bounds[j + 1] <= row:
+        j += 1
+    return j
 
 
 def _projection_rows(N, K, H, dt):
@@ -269,10 +376,14 @@ def previous_hidden(acts):
     return (HH[1:] if acts.reverse else HH[:T]).reshape(-1, HH.shape[2])
 
 
-def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
+def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0, grads=None):
     """Backpropagation through time over the padded forward's ``acts``: returns the gate
     gradients ``dG`` (N, 4H), in PyTorch's gate order, and the first state's gradients
-    (``dh0`` None unless ``need_h0``)."""
+    (``dh0`` None unless ``need_h0``); given ``grads`` ``(x, w_ih, needs)`` (the layer's
+    input, input weight and ``rnn._param_grads``'s ``needs``), also the sequence's weight
+    and input gradients computed beside the loop at more than one thread
+    (``rnn_seq_grads``: a :class:`~ember.ops.rnn_seq_grads.SequenceGrads` whose
+    ``results()`` they are), else None there."""
     S, TC, reverse = acts.S, acts.TC, acts.reverse
     T, B, H = TC.shape
     dt = S.dtype
@@ -314,7 +425,14 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
     steps = zip(gy[order], GC[order], gates_i[order], TC[order], dG4[order], dG[order],
                 f[order])
     DERt = DER.transpose(1, 0, 2, 3)
-    with single_blas(T):  # one small matrix product per step
+    beside = None if grads is None else _seq_grads.plan(
+        dG.reshape(T * B, 4 * H), grads[0], previous_hidden(acts), grads[1], grads[2], B,
+        reverse)
+
+    def loop():
+        nonlocal dh, dc, n
+        # the step count after which ``beside``'s next block of rows is complete
+        signal = -1 if beside is None else beside.steps_done(0)
         for a in (range(0, T, K) if reverse else range(T - K, -K, -K)):
             c0 = max(a, 0)
             ch = slice(c0, min(a + K, T))
@@ -331,6 +449,8 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
                 mul(dh, tc, D3)
                 mul(D, der, dg4)
                 n += 1
+                if n == signal:
+                    signal = beside.steps_done(n)
                 if n == T:  # the last step's carried gradients are the first state's
                     dh = None
                     if need_h0:
@@ -350,7 +470,17 @@ def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0):
                         mm(dgt, wb, out)
                 dh = prod
                 dc = mul(dct, ft, dc_b)
-    return dG.reshape(T * B, 4 * H), dh, dc
+        if beside is not None:
+            beside.finish()
+
+    with single_blas(T):  # one small matrix product per step
+        if beside is None:
+            loop()
+        else:
+            _overlap.run_beside(loop, beside.tasks, beside.cost)
+    if grads is None:
+        return dG.reshape(T * B, 4 * H), dh, dc
+    return dG.reshape(T * B, 4 * H), dh, dc, beside
 
 
 def _split_by_gate(nc, B, H, Hout):
