@@ -1,8 +1,9 @@
-"""Layer norm's NumPy passes over one block of rows (the default install's route for a
-Transformer's activations) run in row blocks on ember's two threads, with the bits of
-one thread: forward, the input's, weight's and bias's gradients, forward's normalized
-rows recomputed (a retained graph's second pass), float32 and float64, rows that are
-not a multiple of the blocks' grain."""
+"""Layer norm over one block of rows (a Transformer's activations) runs on ember's two
+threads with the bits of one thread: the NumPy passes (the default install) in row
+blocks, numba's row kernels (the extra) in row blocks forward and as the input's
+gradient beside the weight's and bias's sums backward. Forward, the input's, weight's
+and bias's gradients, forward's normalized rows recomputed (a retained graph's second
+pass), float32 and float64, rows that are not a multiple of the blocks' grain."""
 import numpy as np
 import pytest
 
@@ -11,11 +12,16 @@ from ember.backend import threads as T
 from ember.ops import norm_layouts
 
 
-@pytest.fixture
-def two_threads(monkeypatch):
-    """ember at two threads, NumPy's kernels only, every split taken (nominal bounds),
-    the calls of layer norm's row blocks counted."""
-    monkeypatch.setitem(norm_layouts._NUMBA, "rows", None)
+@pytest.fixture(params=["numpy", "numba"])
+def two_threads(monkeypatch, request):
+    """ember at two threads, on NumPy's passes or numba's kernels (a test dependency:
+    they must load), every split taken (nominal bounds), the calls of layer norm's row
+    blocks counted."""
+    if request.param == "numpy":
+        monkeypatch.setitem(norm_layouts._NUMBA, "rows", None)
+    else:
+        one = np.ones((1, 1), np.float32)
+        assert norm_layouts._row_kernels(one) is not None
     saved = ember.get_num_threads(), T._state["scale_pinned"], T._state["scale"]
     T.scale_bounds(1)
     calls = []
@@ -76,6 +82,8 @@ def test_row_blocks_keep_one_threads_bits(two_threads, dt):
 
 
 def test_unmeasured_kernel_keeps_one_block(two_threads, monkeypatch):
+    if norm_layouts._NUMBA["rows"]:
+        return  # (numba's kernels do not depend on the BLAS)
     monkeypatch.setattr(norm_layouts._threads, "kernels_in", lambda key, kernels: False)
     ember.set_num_threads(2)
     rng = np.random.default_rng(4)

@@ -116,6 +116,10 @@ def _fwd_rows(x, w, b, eps, lay, keep=None):
         wk = xm.ones(D, dtype=x.dtype) if w2 is None else w2
         bk = wk if b2 is None else b2
 
+        units = _rows_units(M) if len(blocks) == 1 else 0
+        if units:  # one block: its rows in blocks on the intra-op threads (one per row)
+            blocks = [slice(*_unit_rows(i, i + 1, units, M)) for i in range(units)]
+
         def run_k(lo, hi):
             for sl in blocks[lo:hi]:
                 k.forward_rows(x2[sl], wk, bk, b2 is not None, eps, out[sl], mean[sl],
@@ -271,7 +275,25 @@ def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape, xhat=None):
     # in the same order whether the blocks ran on one thread or several
     parts_w, parts_b = [None] * len(blocks), [None] * len(blocks)
     k = _row_kernels(x2, g2, w2)
-    if k is not None:
+    if k is not None and len(blocks) == 1 and gx is not None and \
+            (gw is not None or gb is not None) and _rows_units(M):
+        # one block on two threads: the weight's and bias's sums over all rows (the one
+        # block's) beside the input's gradient, each row by the one block's operations
+        wk = ones if w2 is None else w2
+
+        def run_two(lo, hi):
+            for task in range(lo, hi):
+                if task:
+                    k.backward_rows(g2, x2, wk, mean, invstd, gx, ones, ones,
+                                    True, False, False)
+                else:
+                    k.backward_rows(g2, x2, wk, mean, invstd, ones.reshape(1, D),
+                                    parts_w[0], parts_b[0], False, gw is not None,
+                                    gb is not None)
+        parts_w[0] = xm.empty(D, dtype=x.dtype) if gw is not None else ones
+        parts_b[0] = xm.empty(D, dtype=x.dtype) if gb is not None else ones
+        parallel_rows(run_two, 2, 12 * M * D, xm)  # (its sums added below, as blocks' are)
+    elif k is not None:
         wk = ones if w2 is None else w2
         gxk = ones.reshape(1, D) if gx is None else gx
 
@@ -319,6 +341,14 @@ def _split_units(M):
     rows, a BLAS kernel not measured)."""
     if not _threads.MANY or M < 2 * _SPLIT_GRAIN or \
             not _threads.kernels_in("norm_row_blocks", _SPLIT_KERNELS):
+        return 0
+    return M // _SPLIT_GRAIN
+
+
+def _rows_units(M):
+    """:func:`_split_units` for numba's row kernels (one row at a time: any blocks of
+    rows keep their bits, whatever the BLAS)."""
+    if not _threads.MANY or M < 2 * _SPLIT_GRAIN:
         return 0
     return M // _SPLIT_GRAIN
 
@@ -381,7 +411,9 @@ def _bwd_rows_split(g2, x2, w2, mean, invstd, need, M, D, shape, xhat, units):
             gxb[...] = gyb
         else:
             wt.apply(np.multiply, gyb, gxb)
-        gxb -= np.multiply(xh, (c / D)[:, None])
+        # (into xh: forward's rows are handed over once, else made here; q stays whole
+        # for the weight's sum)
+        gxb -= np.multiply(xh, (c / D)[:, None], out=xh)
         gxb -= (sg / D)[:, None]
         gxb *= r[:, None]
     parallel_rows(run, units, 12 * M * D, blas=True)
