@@ -328,9 +328,10 @@ def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape, xhat=None):
 # on the OpenBLAS kernels listed, blocks that start at a multiple of ``_SPLIT_GRAIN``
 # rows and hold at least as many give the whole call's bits (float32 and float64, 86
 # row lengths of 1-4096, 64-1024 rows, every such cut: none differ; a one-row block
-# takes another path and does differ: benchmarks/row_sums_blocks.py). Backward's sums down the columns (the weight's
-# and bias's gradients) are not split: they run over all rows after the blocks, the
-# calls of one block. On a kernel not measured the rows stay one block.
+# takes another path and does differ: benchmarks/row_sums_blocks.py). Backward's sums
+# down the columns (the weight's and bias's gradients) are not split: they run over all
+# rows after the blocks, the calls of one block. On a kernel not measured the rows stay
+# one block.
 _SPLIT_GRAIN = 64
 _SPLIT_KERNELS = frozenset({"skylakex", "haswell"})
 
