@@ -206,6 +206,9 @@ def test_products_take_q_and_g_transposed(path, monkeypatch, transposed_layout):
     made = []
     copy = attn._transposed_copy
     monkeypatch.setattr(attn, "_transposed_copy", lambda a: made.append(a.shape) or copy(a))
+    into = attn._transposed_into  # (forward's copy, made by the split's blocks)
+    monkeypatch.setattr(attn, "_transposed_into",
+                        lambda a, fills: made.append(a.shape) or into(a, fills))
     rng = np.random.default_rng(11)
     pb = rng.standard_normal((3, L, B, H * D)).astype(np.float32)
     gb = rng.standard_normal((B, H, L, D)).astype(np.float32)

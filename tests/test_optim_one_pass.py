@@ -91,3 +91,29 @@ def test_the_numpy_update_is_kept_on_request():
     assert not _one_pass.wanted(opt)
     del opt._one_pass
     assert _one_pass.wanted(opt)
+
+
+@pytest.mark.parametrize("name,kw", [("Adam", dict(lr=1e-2)),
+                                     ("SGD", dict(lr=0.1, momentum=0.9)), ("SGD", dict(lr=0.1))])
+def test_group_loops_split_over_two_threads_keep_the_bits(monkeypatch, name, kw):
+    """At two ember threads a group's loops run in pieces of parameters on the intra-op
+    threads (one split per group, parameters cut mid-way): one thread's bits."""
+    from ember.backend import threads as T
+    saved = ember.get_num_threads(), T._state["scale_pinned"], T._state["scale"]
+    T.scale_bounds(1)  # (every split taken: the bounds as on a quiet machine)
+    monkeypatch.setitem(globals(), "_SHAPES", [(40, 30), (7,), (300, 129), (5000,), (257, 33)])
+    splits = []
+    real = _one_pass.parallel_rows
+    monkeypatch.setattr(_one_pass, "parallel_rows",
+                        lambda fn, rows, cost: splits.append(rows) or real(fn, rows, cost))
+    try:
+        res = {}
+        for n in (1, 2):
+            ember.set_num_threads(n)
+            res[n] = _run(ember, name, kw, np.float32, False, None)
+    finally:
+        ember.set_num_threads(saved[0])
+        T.scale_bounds(saved[2] if saved[1] else None)
+    assert splits and all(r == 17 for r in splits), splits  # 1 + 1 + 10 + 2 + 3 pieces
+    for a, b in zip(res[1][0] + res[1][1], res[2][0] + res[2][1]):
+        np.testing.assert_array_equal(a, b)

@@ -276,16 +276,42 @@ def _transposed_copy(t):
     return np.ascontiguousarray(t.swapaxes(-1, -2))
 
 
-def _in_rows(t):
+def _in_rows(t, fills=None):
     """``t`` with each matrix's rows adjacent in memory, copied where they are not.
 
     Heads split from one projection are views whose rows lie a whole token apart (``N *
     E`` elements, often a power of two): the many small products of a batch then read
     rows that share cache sets and run at half speed. A copy is one pass over ``L * D``
-    elements against products of ``L * S * D``."""
+    elements against products of ``L * S * D``.
+
+    With a list ``fills``, the copy is left to the blocks of a split call: an empty
+    array is returned and ``fill(lo, hi)``, copying the batch rows ``lo:hi`` into it,
+    is appended to the list (the same copy, made on the intra-op threads with the
+    products that read it)."""
     if type(t) is not np.ndarray or t.flags.c_contiguous:
         return t
-    return np.ascontiguousarray(t)
+    if fills is None:
+        return np.ascontiguousarray(t)
+    out = np.empty(t.shape, t.dtype)
+    fills.append(lambda lo, hi: np.copyto(out[lo:hi], t[lo:hi]))
+    return out
+
+
+def _run_fills(fills, lo, hi):
+    """The deferred copies of ``_in_rows``/``_transposed_into`` for batch rows ``lo:hi``,
+    in the order they were made (a later one may read an earlier one's rows)."""
+    for fill in fills:
+        fill(lo, hi)
+
+
+def _transposed_into(t, fills):
+    """:func:`_transposed_copy` of ``t`` (C-contiguous once ``fills`` have run) left to
+    the blocks of a split call, as ``_in_rows`` with ``fills``."""
+    if type(t) is not np.ndarray or t.ndim < 2:
+        return None
+    out = np.empty(t.shape[:-2] + (t.shape[-1], t.shape[-2]), t.dtype)
+    fills.append(lambda lo, hi: np.copyto(out[lo:hi], t[lo:hi].swapaxes(-1, -2)))
+    return out
 
 
 # OpenBLAS's kernel sets on which ``k @ q^T`` written into the transposed scores gives
@@ -373,27 +399,33 @@ class ScaledDotProductAttention(Primitive):
         # every (batch, head) is independent: blocks of the batch on the intra-op threads
         a = _scores_array(shape, q.dtype)
         out = _laid_out_as(q, q.shape[:-1] + v.shape[-1:], q.dtype)
-        k, v = _in_rows(k), _in_rows(v)
+        # the copies below are made by each block of its own batch rows (on the intra-op
+        # threads when split): the same copies, not a serial pass before the split
+        fills = []
+        k, v = _in_rows(k, fills), _in_rows(v, fills)
         scale = self.scale
         if scale != 1 and _columns(a) is None and _transposed(a):
             # NumPy's softmax passes (no numba kernel to fold the scale into): the scale
             # multiplies q (L * D elements) as it is copied into rows, not the scores
             # (L * S) in a pass of their own; backward's k gradient then needs none.
             # (Row-major scores keep the scale on the scores: an unsplit batch's bits.)
-            q = np.multiply(q, scale, out=np.empty(q.shape, q.dtype))
+            qs, q = q, np.empty(q.shape, q.dtype)
+            fills.append(lambda lo, hi, s=scale: np.multiply(qs[lo:hi], s, out=q[lo:hi]))
             scale = 1
         else:
-            q = _in_rows(q)
+            q = _in_rows(q, fills)
         self.rows = (q, k, v, scale)
 
         # q's matrices transposed as well, so that BLAS multiplies k @ q^T with neither
         # operand transposed (twice the speed of the transposed-operand kernel at 64 x
         # 32 x 64); q itself stays for k's gradient
-        qT = _transposed_copy(q) if _transposed(a) else None
+        qT = _transposed_into(q, fills) if _transposed(a) else None
 
         routes = {}
 
         def run(lo, hi, plain=False):
+            if not plain:  # (a block computed again has its copies already)
+                _run_fills(fills, lo, hi)
             ab, routes[lo, hi] = self._weights(
                 q[lo:hi], k[lo:hi], _rows_of(bias, lo, hi, q.ndim), a[lo:hi], scale,
                 None if qT is None else qT[lo:hi], whole=a.size, plain=plain)
@@ -479,11 +511,15 @@ class ScaledDotProductAttention(Primitive):
             q, k, v, qs = rows
             if qs == 1:
                 kscale = 1
-            g = _in_rows(g)
         lead = _split_lead(q, k, v)
         if lead is None or g.shape[:-1] != a.shape[:-1] or not (
                 g.dtype == a.dtype == q.dtype and (dm is None or dm.shape == a.shape)):
+            if rows is not None:
+                g = _in_rows(g)
             return list(_backward_arrays(a, g, dm, q, k, v, scale, want, kscale=kscale))
+        fills = []  # (g's copy into rows, made by each block of its own rows)
+        if rows is not None:
+            g = _in_rows(g, fills)
         # independent per (batch, head): blocks of the batch on the intra-op threads;
         # each gradient laid out in memory as its input is (PyTorch's empty_like): heads
         # split from one projection then merge back into it with views
@@ -496,6 +532,7 @@ class ScaledDotProductAttention(Primitive):
                 a.strides[-1] > a.strides[-2] else np.empty(a.shape, q.dtype)
 
         def run(lo, hi):
+            _run_fills(fills, lo, hi)
             _backward_arrays(a[lo:hi], g[lo:hi], None if dm is None else dm[lo:hi],
                              q[lo:hi], k[lo:hi], v[lo:hi], scale, want,
                              [None if t is None else t[lo:hi] for t in grads], kscale)

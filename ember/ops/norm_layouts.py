@@ -8,6 +8,7 @@ import numpy as np
 
 from ember.backend import array_module
 from ember.backend import fast_kernels as _fast_kernels
+from ember.backend import threads as _threads
 from ember.backend.threads import parallel_rows
 
 # NumPy makes one pass over memory per operation; over a block of rows that stays in
@@ -115,6 +116,10 @@ def _fwd_rows(x, w, b, eps, lay, keep=None):
         wk = xm.ones(D, dtype=x.dtype) if w2 is None else w2
         bk = wk if b2 is None else b2
 
+        units = _rows_units(M) if len(blocks) == 1 else 0
+        if units:  # one block: its rows in blocks on the intra-op threads (one per row)
+            blocks = [slice(*_unit_rows(i, i + 1, units, M)) for i in range(units)]
+
         def run_k(lo, hi):
             for sl in blocks[lo:hi]:
                 k.forward_rows(x2[sl], wk, bk, b2 is not None, eps, out[sl], mean[sl],
@@ -197,7 +202,18 @@ def fwd_rows_direct(x, w, b, eps, keep):
     # (a tile is built, as in ``_fwd_rows``, only where a block has rows enough to use it)
     wt = None if w2 is None else _RowTile(w2, M)
     bt = None if b2 is None else _RowTile(b2, M)
-    m, v, r = _fwd_rows_block(x2, xhat, out, _ones(D, x.dtype), wt, bt, eps, D, np)
+    ones = _ones(D, x.dtype)
+    units = _split_units(M)
+    if units:  # the same passes over row blocks on the intra-op threads
+        m, v, r = (np.empty(M, dtype=x.dtype) for _ in range(3))
+
+        def run(lo, hi):
+            a, b = _unit_rows(lo, hi, units, M)
+            m[a:b], v[a:b], r[a:b] = _fwd_rows_block(x2[a:b], xhat[a:b], out[a:b], ones,
+                                                     wt, bt, eps, D, np)
+        parallel_rows(run, units, 8 * M * D, blas=True)
+    else:
+        m, v, r = _fwd_rows_block(x2, xhat, out, ones, wt, bt, eps, D, np)
     if keep is not None:
         keep.append(xhat)
     return M, D, out.reshape(x.shape), m, v, r
@@ -259,7 +275,25 @@ def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape, xhat=None):
     # in the same order whether the blocks ran on one thread or several
     parts_w, parts_b = [None] * len(blocks), [None] * len(blocks)
     k = _row_kernels(x2, g2, w2)
-    if k is not None:
+    if k is not None and len(blocks) == 1 and gx is not None and \
+            (gw is not None or gb is not None) and _rows_units(M):
+        # one block on two threads: the weight's and bias's sums over all rows (the one
+        # block's) beside the input's gradient, each row by the one block's operations
+        wk = ones if w2 is None else w2
+
+        def run_two(lo, hi):
+            for task in range(lo, hi):
+                if task:
+                    k.backward_rows(g2, x2, wk, mean, invstd, gx, ones, ones,
+                                    True, False, False)
+                else:
+                    k.backward_rows(g2, x2, wk, mean, invstd, ones.reshape(1, D),
+                                    parts_w[0], parts_b[0], False, gw is not None,
+                                    gb is not None)
+        parts_w[0] = xm.empty(D, dtype=x.dtype) if gw is not None else ones
+        parts_b[0] = xm.empty(D, dtype=x.dtype) if gb is not None else ones
+        parallel_rows(run_two, 2, 12 * M * D, xm)  # (its sums added below, as blocks' are)
+    elif k is not None:
         wk = ones if w2 is None else w2
         gxk = ones.reshape(1, D) if gx is None else gx
 
@@ -287,12 +321,53 @@ def _bwd_rows(gy, x, w, mean, invstd, need, lay, b_shape, xhat=None):
     return (None if gx is None else gx.reshape(x.shape)), gw, gb
 
 
+# Layer norm's NumPy passes over one block of rows (``fwd_rows_direct``,
+# ``_bwd_rows_direct``) split in row blocks on the intra-op threads. Each pass is
+# elementwise or along rows except the row sums and dot products, matrix-vector products
+# on NumPy's BLAS (``rows @ v``, one result per row) and stacked row-by-row dot products:
+# on the OpenBLAS kernels listed, blocks that start at a multiple of ``_SPLIT_GRAIN``
+# rows and hold at least as many give the whole call's bits (float32 and float64, 86
+# row lengths of 1-4096, 64-1024 rows, every such cut: none differ; a one-row block
+# takes another path and does differ: benchmarks/row_sums_blocks.py). Backward's sums
+# down the columns (the weight's and bias's gradients) are not split: they run over all
+# rows after the blocks, the calls of one block. On a kernel not measured the rows stay
+# one block.
+_SPLIT_GRAIN = 64
+_SPLIT_KERNELS = frozenset({"skylakex", "haswell"})
+
+
+def _split_units(M):
+    """The number of ``_SPLIT_GRAIN``-row units over which ``M`` rows are split on the
+    intra-op threads (two or more), or 0 where they run as one block (one thread, few
+    rows, a BLAS kernel not measured)."""
+    if not _threads.MANY or M < 2 * _SPLIT_GRAIN or \
+            not _threads.kernels_in("norm_row_blocks", _SPLIT_KERNELS):
+        return 0
+    return M // _SPLIT_GRAIN
+
+
+def _rows_units(M):
+    """:func:`_split_units` for numba's row kernels (one row at a time: any blocks of
+    rows keep their bits, whatever the BLAS)."""
+    if not _threads.MANY or M < 2 * _SPLIT_GRAIN:
+        return 0
+    return M // _SPLIT_GRAIN
+
+
+def _unit_rows(lo, hi, units, M):
+    """The rows of units ``lo:hi`` (the last unit takes the rows past the grain)."""
+    return lo * _SPLIT_GRAIN, (M if hi == units else hi * _SPLIT_GRAIN)
+
+
 def _bwd_rows_direct(g2, x2, w2, mean, invstd, need, M, D, shape, xhat):
     """:func:`_bwd_rows` where the NumPy blocks run it as one block: the block called
     directly, its weight and bias sums taken as the gradients (plus 0.0 in place, as
     the blocks' sums into zeros: the same bits, a -0.0 sum included)."""
     if xhat is not None and xhat.shape != (M, D):
         xhat = None
+    units = _split_units(M) if need[0] or need[1] else 0
+    if units:
+        return _bwd_rows_split(g2, x2, w2, mean, invstd, need, M, D, shape, xhat, units)
     gx = np.empty((M, D), dtype=x2.dtype) if need[0] else None
     parts_w, parts_b = [None], [None]
     # (the weight's and bias's gradients are only flags to the block: True where needed)
@@ -303,6 +378,55 @@ def _bwd_rows_direct(g2, x2, w2, mean, invstd, need, M, D, shape, xhat):
         gw += 0.0
     if gb is not None:
         gb += 0.0
+    return (None if gx is None else gx.reshape(shape)), gw, gb
+
+
+def _bwd_rows_split(g2, x2, w2, mean, invstd, need, M, D, shape, xhat, units):
+    """:func:`_bwd_rows_direct` with its passes along rows split in row blocks on the
+    intra-op threads (``_split_units``): each block computes its rows of ``q = g * xh``
+    and of the input's gradient by the one block's operations; the weight's and bias's
+    gradients are then the one block's products over all rows (``ones @ q``,
+    ``ones @ g``): the same bits."""
+    dt = x2.dtype
+    gx = np.empty((M, D), dtype=dt) if need[0] else None
+    q = np.empty((M, D), dtype=dt)  # g * xh, kept whole for the weight's sum
+    ones = _ones(D, dt)
+    wv = ones if w2 is None else w2
+    wt = None if w2 is None or gx is None else _RowTile(w2, M)
+
+    def run(lo, hi):
+        a, b = _unit_rows(lo, hi, units, M)
+        gyb, r = g2[a:b], invstd[a:b]
+        if xhat is not None:
+            xh = xhat[a:b]
+        else:  # forward's two operations again: its bits
+            xh = x2[a:b] - mean[a:b, None]
+            xh *= r[:, None]
+        qb = np.multiply(gyb, xh, out=q[a:b])
+        if gx is None:
+            return
+        sg = gyb @ wv  # sum(g)
+        c = qb @ wv  # sum(g * xh)
+        gxb = gx[a:b]
+        if w2 is None:
+            gxb[...] = gyb
+        else:
+            wt.apply(np.multiply, gyb, gxb)
+        # (into xh: forward's rows are handed over once, else made here; q stays whole
+        # for the weight's sum)
+        gxb -= np.multiply(xh, (c / D)[:, None], out=xh)
+        gxb -= (sg / D)[:, None]
+        gxb *= r[:, None]
+    parallel_rows(run, units, 12 * M * D, blas=True)
+    gw = gb = None
+    if need[2] or need[1]:
+        ones_rows = np.ones(M, dtype=dt)
+        if need[2]:
+            gb = ones_rows @ g2
+            gb += 0.0
+        if need[1]:
+            gw = ones_rows @ q
+            gw += 0.0
     return (None if gx is None else gx.reshape(shape)), gw, gb
 
 

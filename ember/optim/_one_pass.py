@@ -13,6 +13,7 @@ returns False, having changed nothing, where its loop does not cover the arrays
 import numpy as np
 
 from ember._tensor import Tensor
+from ember.backend.threads import parallel_rows
 
 __all__ = ["available", "sgd", "sgd_group", "adam", "adam_group"]
 
@@ -149,8 +150,9 @@ def sgd_group(opt, group, lr):
         else:
             todo.append((p, pa, ga, ga, None))
     m32, alpha, has_buf = np.float32(momentum), float(np.float32(-lr)), momentum != 0
-    for p, pa, ga, b, st in todo:
-        kernel(pa.reshape(-1), ga.reshape(-1), b.reshape(-1), m32, alpha, has_buf)
+    _run_calls(kernel, [((pa.reshape(-1), ga.reshape(-1), b.reshape(-1)),
+                         (m32, alpha, has_buf)) for _, pa, ga, b, _ in todo], 4)
+    for p, *_, st in todo:
         p._vc[0] += 1
         if st is not None:
             for t in st.values():
@@ -179,6 +181,36 @@ def adam(p, g, m, v, beta1, beta2, eps, step_size, bc2):
         return False
     kernel(pf, gf, mf, vf, *_adam_args(beta1, beta2, eps, step_size, bc2))
     return True
+
+
+# elements per piece of a group's update split over the intra-op threads: pieces start
+# at multiples of it, so that each element falls in the loop's vector body (or its tail)
+# as in the whole array's call (each element's arithmetic is its own either way)
+_GRAIN = 4096
+
+
+def _run_calls(kernel, calls, cost):
+    """``kernel(*arrays, *args)`` for each ``(arrays, args)`` of ``calls`` (one
+    parameter's flat arrays and scalars each), over the intra-op threads when ember has
+    several: the parameters' elements, in pieces of ``_GRAIN``, are cut into blocks of
+    about equal size across parameters (a kernel call per parameter piece of a block).
+    ``cost``: operations per element."""
+    starts, total = [], 0
+    for arrays, _ in calls:
+        starts.append(total)
+        total += -(-arrays[0].size // _GRAIN)
+
+    def run(lo, hi):
+        for (arrays, args), first in zip(calls, starts):
+            n = arrays[0].size
+            a, b = max(lo - first, 0) * _GRAIN, min((hi - first) * _GRAIN, n)
+            if a >= b:
+                continue
+            if a == 0 and b == n:
+                kernel(*arrays, *args)
+            else:
+                kernel(*[x[a:b] for x in arrays], *args)
+    parallel_rows(run, total, cost * total * _GRAIN)
 
 
 def adam_group(opt, group, lr, beta1, beta2):
@@ -213,11 +245,15 @@ def adam_group(opt, group, lr, beta1, beta2):
                 not _plain32(v._data, shape):
             return False
         todo.append((p, pa, ga, m._data, v._data, step, st))
-    for p, pa, ga, m, v, step, st in todo:
+    calls = []
+    for _, pa, ga, m, v, step, _ in todo:
         step._data += 1
         n = step._data.item()
-        kernel(pa.reshape(-1), ga.reshape(-1), m.reshape(-1), v.reshape(-1),
-               *_adam_args(beta1, beta2, eps, lr / (1 - beta1 ** n), (1 - beta2 ** n) ** 0.5))
+        calls.append(((pa.reshape(-1), ga.reshape(-1), m.reshape(-1), v.reshape(-1)),
+                      _adam_args(beta1, beta2, eps, lr / (1 - beta1 ** n),
+                                 (1 - beta2 ** n) ** 0.5)))
+    _run_calls(kernel, calls, 12)
+    for p, *_, st in todo:
         p._vc[0] += 1
         for t in st.values():
             if isinstance(t, Tensor):
