@@ -441,7 +441,8 @@ def test_batch_last_moves_by_blas_keep_the_bytes(monkeypatch, xs, ws, kw, span, 
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("finite", [True, False], ids=["finite", "nan_inf"])
+@pytest.mark.parametrize("finite", [True, False, None],
+                         ids=["finite", "nan_inf", "nan_in_one_block"])
 @pytest.mark.parametrize("xs,ws,kw", [((40, 32, 13, 13), (64, 32, 3, 3), {}),
                                       ((20, 17, 11, 11), (40, 17, 3, 3), dict(padding=1)),
                                       ((18, 6, 9, 9), (8, 6, 2, 3), dict(dilation=(2, 1)))],
@@ -471,9 +472,12 @@ def test_span_input_gradient_added_by_products_keeps_the_bytes(monkeypatch, xs, 
                                                      **kw).shape)
     gya = rng.standard_normal(out_shape).astype(np.float32)
     gya.reshape(-1)[7::89] = -0.0
-    if not finite:
+    if finite is False:
         gya.reshape(-1)[::97] = np.nan
         gya.reshape(-1)[5::101] = -np.inf
+    elif finite is None:  # the first block of samples the columns' way, the others not
+        gya[0].reshape(-1)[::7] = np.nan
+        gya[0, 0, 0, 0] = np.inf
 
     def grad(m):
         x = m.tensor(xa, requires_grad=True)
@@ -483,9 +487,13 @@ def test_span_input_gradient_added_by_products_keeps_the_bytes(monkeypatch, xs, 
     ember.set_num_threads(threads)
     try:
         fast = grad(ember)
-        if not finite:
+        if finite is False:
             assert not calls and not _conv_kernels._ACCUMULATES
+        if not finite:
             assert fast.tobytes() == _off(monkeypatch, _conv_kernels, grad).tobytes()
+            if finite is None:  # (a batch of 20 at one thread is one block: no calls)
+                acc = _conv_kernels._ACCUMULATES
+                assert (len(calls) > 0) == (bool(acc) and all(acc.values()))
             return
         probed = dict(_conv_kernels._ACCUMULATES)
         used = len(calls)

@@ -379,7 +379,10 @@ def _col2im_last(y, w, g):
             # (a strided copy: whole runs of a transposed copy take as long here)
             _span_last(ys, sp)[...] = xm.moveaxis(y[a:b], 0, -1)
             buf = xm.zeros((G * cg, sp.plane, m), dtype=y.dtype)
-            fn = None if acc is None else _accumulation(ys, sp, acc)
+            # (per block, on the block's thread: a NaN or infinity in the block's
+            # gradient sends it the columns' way, see _position_weights)
+            fn = None if acc is None or not np.isfinite(y[a:b]).all() else \
+                _accumulation(ys, sp, acc)
             if fn is not None:
                 _accumulate(fn, acc, ys, buf, sp)
             else:
@@ -399,12 +402,13 @@ def _col2im_last(y, w, g):
 def _position_weights(w, y, kp):
     """Each kernel position's weight ``(K, F, C)``, C-ordered, for :func:`_accumulate`;
     None where that route does not run: other than float32 NumPy arrays, or a NaN or
-    infinity in ``y`` or ``w``. (Where two NaNs meet, an add keeps the first one's sign
-    and payload, and BLAS's ``C += A @ B`` may keep the other's; from finite operands
-    every NaN is the same default NaN, so the bits agree.)"""
+    infinity in ``w`` (and, checked per block, in that block of ``y``). Where two NaNs
+    meet, an add keeps the first one's sign and payload, and BLAS's ``C += A @ B`` may
+    keep the other's; from finite operands every NaN is the same default NaN, so the
+    bits agree."""
     if type(y) is not np.ndarray or type(w) is not np.ndarray or \
             y.dtype != np.float32 or w.dtype != np.float32 or not w.flags.c_contiguous \
-            or not (np.isfinite(w).all() and np.isfinite(y).all()):
+            or not np.isfinite(w).all():
         return None
     f, c = w.shape[:2]
     return np.ascontiguousarray(w.reshape(f, c, kp).transpose(2, 0, 1))
