@@ -417,6 +417,7 @@ def _position_weights(w, y, kp):
 # (C, columns, F, kernel positions, function) -> whether the products adding into the
 # plane give the bits of the columns' product and its adds (probed once per shape)
 _ACCUMULATES = {}
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112  # CBLAS's enums
 
 
 def _accumulation(ys, sp, wk):
@@ -459,9 +460,6 @@ def _accumulation(ys, sp, wk):
                 break
         _ACCUMULATES[key] = ok
     return fn if ok else None
-
-
-_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112  # CBLAS's enums
 
 
 def _accumulate(fn, wk, ys, buf, sp):

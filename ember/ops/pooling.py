@@ -136,7 +136,7 @@ class MaxPool(Primitive):
             gather = g.s[-1] > 1
 
             def block(lo, hi):  # samples (and channels) are independent: split over them
-                for a, b in _pieces(lo, hi, x[:1].nbytes + best[:1].nbytes * 3):
+                for a, b in _pieces(xm, lo, hi, x[:1].nbytes + best[:1].nbytes * 3):
                     piece(a, b)
 
             def piece(lo, hi):
@@ -236,9 +236,12 @@ def _zero_in_x(node, gx):
 _PIECE_BYTES = 1 << 20
 
 
-def _pieces(lo, hi, per_sample):
+def _pieces(xm, lo, hi, per_sample):
     """``(start, end)`` pieces of samples ``lo:hi`` of about :data:`_PIECE_BYTES` each
-    (``per_sample`` bytes a sample); each sample's values do not depend on the pieces."""
+    (``per_sample`` bytes a sample) for NumPy arrays, one piece for a GPU's (``xm``: the
+    array module); each sample's values do not depend on the pieces."""
+    if xm is not np:
+        return [(lo, hi)]
     step = max(1, _PIECE_BYTES // max(per_sample, 1))
     return [(a, min(a + step, hi)) for a in range(lo, hi, step)]
 
@@ -373,7 +376,7 @@ class PoolScatter(Primitive):
         pos = list(_positions(g))
 
         def block(lo, hi):  # independent per sample and channel: split over them
-            for a, b in _pieces(lo, hi, buf[:1].nbytes + gy[:1].nbytes * 2):
+            for a, b in _pieces(xm, lo, hi, buf[:1].nbytes + gy[:1].nbytes * 2):
                 piece(a, b)
 
         def piece(lo, hi):
