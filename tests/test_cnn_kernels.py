@@ -143,10 +143,10 @@ def test_max_pool_numba_kernels_bit_equal_to_numpy_and_match_torch(shape, kw, fi
     np.testing.assert_allclose(fast[2], tx.grad.numpy(), rtol=1e-6, atol=0, equal_nan=True)
 
 
-# max pools on the NumPy loops (numba hidden): windows strided along the last dim (each
-# position's values copied once, then compared), windows that tile the input exactly
-# (the gradient's buffer left unfilled before the windows' writes) or leave strips
-# over, and windows that do not tile
+# max pools on the NumPy loops (numba hidden), in pieces of samples: windows strided
+# along the last dim (each position's values copied once, then compared), windows that
+# tile the input exactly (the gradient's buffer left unfilled before the windows'
+# writes) or leave strips over, and windows that do not tile
 NUMPY_POOLS = [
     ("max_pool1d", (3, 4, 11), dict(kernel_size=2)),                    # a strip left over
     ("max_pool1d", (3, 4, 12), dict(kernel_size=3)),                    # tiles exactly
@@ -179,16 +179,19 @@ def test_max_pool_numpy_loops_match_torch_at_one_and_two_threads(fn, shape, kw, 
     runs = []
     prev = ember.get_num_threads()
     try:
-        for threads in (1, 2):
+        # one and two threads, then one thread with every sample its own piece of the
+        # loops' cache-sized pieces (``pooling._pieces``)
+        for threads, piece in ((1, pooling._PIECE_BYTES), (2, pooling._PIECE_BYTES), (1, 1)):
             ember.set_num_threads(threads)
+            monkeypatch.setattr(pooling, "_PIECE_BYTES", piece)
             t = ember.tensor(x, requires_grad=True)
             y, idx = getattr(ember.nn.functional, fn)(t, return_indices=True, **kw)
             y.backward(ember.tensor(gy))
             runs.append([y.detach().numpy(), idx.numpy(), t.grad.numpy()])
     finally:
         ember.set_num_threads(prev)
-    for a, b in zip(*runs):
-        assert a.tobytes() == b.tobytes()
+    for a, b, c in zip(*runs):
+        assert a.tobytes() == b.tobytes() == c.tobytes()
     y, idx, gx = runs[0]
     np.testing.assert_array_equal(y, ty.detach().numpy())   # NaNs where torch has them
     np.testing.assert_array_equal(idx, tidx.numpy())

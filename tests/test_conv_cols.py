@@ -438,3 +438,91 @@ def test_batch_last_moves_by_blas_keep_the_bytes(monkeypatch, xs, ws, kw, span, 
     assert (used > 0) == (blas and not (span and kw))
     assert fast.tobytes() == slow.tobytes()
     np.testing.assert_allclose(fast, grad(torch), rtol=1e-4, atol=1e-4, equal_nan=True)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("finite", [True, False, None],
+                         ids=["finite", "nan_inf", "nan_in_one_block"])
+@pytest.mark.parametrize("xs,ws,kw", [((40, 32, 13, 13), (64, 32, 3, 3), {}),
+                                      ((20, 17, 11, 11), (40, 17, 3, 3), dict(padding=1)),
+                                      ((18, 6, 9, 9), (8, 6, 2, 3), dict(dilation=(2, 1)))],
+                         ids=["cnn_conv2", "padded_odd_channels", "dilated"])
+def test_span_input_gradient_added_by_products_keeps_the_bytes(monkeypatch, xs, ws, kw,
+                                                               finite, threads):
+    """The batch-last span-layout input gradient adds each kernel position's product
+    straight into the plane (``sgemm`` with beta = 1, no columns array) where a probe
+    finds that gives the columns' product and adds to the bit: the same bytes as the
+    columns' route, with signed zeros in the gradient, at one and two threads; torch's
+    values. Where the probe finds other bits (a BLAS that rounds the shorter products
+    differently), and for a gradient with NaN or infinities (where two NaNs meet, the
+    add and BLAS keep different signs), the columns' route runs."""
+    from ember.ops import _conv_kernels, _rnn_blas
+    monkeypatch.setattr(_conv_kernels, "_span_last_pays", lambda g, *a: True)
+    monkeypatch.setattr(_conv_kernels, "_ACCUMULATES", {})
+    calls = []
+    real = _conv_kernels._accumulate
+    real_accumulation = _conv_kernels._accumulation
+    monkeypatch.setattr(_conv_kernels, "_accumulate",
+                        lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(5)
+    xa = rng.standard_normal(xs).astype(np.float32)
+    wa = rng.standard_normal(ws).astype(np.float32)
+    with torch.no_grad():
+        out_shape = tuple(torch.nn.functional.conv2d(torch.tensor(xa), torch.tensor(wa),
+                                                     **kw).shape)
+    gya = rng.standard_normal(out_shape).astype(np.float32)
+    gya.reshape(-1)[7::89] = -0.0
+    if finite is False:
+        gya.reshape(-1)[::97] = np.nan
+        gya.reshape(-1)[5::101] = -np.inf
+    elif finite is None:  # the first block of samples the columns' way, the others not
+        gya[0].reshape(-1)[::7] = np.nan
+        gya[0, 0, 0, 0] = np.inf
+
+    def grad(m):
+        x = m.tensor(xa, requires_grad=True)
+        m.nn.functional.conv2d(x, m.tensor(wa), **kw).backward(m.tensor(gya))
+        return x.grad.numpy()
+    prev = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        fast = grad(ember)
+        if finite is False:
+            assert not calls and not _conv_kernels._ACCUMULATES
+        if not finite:
+            assert fast.tobytes() == _off(monkeypatch, _conv_kernels, grad).tobytes()
+            if finite is None:  # (a batch of 20 at one thread is one block: no calls)
+                acc = _conv_kernels._ACCUMULATES
+                assert (len(calls) > 0) == (bool(acc) and all(acc.values()))
+            return
+        probed = dict(_conv_kernels._ACCUMULATES)
+        used = len(calls)
+        monkeypatch.setattr(_conv_kernels, "_accumulation", lambda *a: None)
+        slow = grad(ember)
+        # a BLAS whose products of fewer rows round otherwise: the probe refuses
+        monkeypatch.setattr(_conv_kernels, "_accumulation", real_accumulation)
+        monkeypatch.setattr(_conv_kernels, "_ACCUMULATES", {})
+        found = _rnn_blas.sgemm(8, 8, 8)
+
+        def off_by_a_bit(*a):
+            a = list(a)
+            a[6] = 1.0000001  # alpha
+            return found[0](*a)
+        monkeypatch.setattr(_rnn_blas, "sgemm", lambda *a: (off_by_a_bit, 0))
+        n_before = len(calls)
+        refused = grad(ember)
+    finally:
+        ember.set_num_threads(prev)
+    # (OpenBLAS's SkylakeX kernels pass the probe; other BLAS kernels may not)
+    assert probed and (used > 0) == all(probed.values())
+    assert len(calls) == n_before
+    assert not any(_conv_kernels._ACCUMULATES.values())
+    assert fast.tobytes() == slow.tobytes() == refused.tobytes()
+    np.testing.assert_allclose(fast, grad(torch), rtol=1e-4, atol=1e-4, equal_nan=True)
+
+
+def _off(monkeypatch, kernels, grad):
+    """``grad(ember)`` with the input gradient's products-into-the-plane route off."""
+    with monkeypatch.context() as mp:
+        mp.setattr(kernels, "_accumulation", lambda *a: None)
+        return grad(ember)
