@@ -35,6 +35,7 @@ import threading
 
 import numpy as np
 
+from ember.backend import thread_products as _products
 from ember.backend import threads as _threads
 from ember.backend.blas_kernels import MKL_ROW_GRAIN as _MKL_ROW_GRAIN
 
@@ -358,9 +359,9 @@ def matmul(a, b, out=None):
         if r is not None:
             return r
     if type(a) is np.ndarray and type(b) is np.ndarray and _threads.get_num_threads() > 1:
-        r = _threads.matmul(a, b, out)  # on ember's threads, not BLAS's (threads.py)
+        r = _products.matmul(a, b, out)  # on ember's threads, not BLAS's
         if r is not None:
-            if r is _threads.WHOLE:  # the one-thread route, at one BLAS thread
+            if r is _products.WHOLE:  # the one-thread route, at one BLAS thread
                 saved = _threads.blas_to_one()  # (``single_blas``, called per product)
                 try:
                     return _numpy_matmul(a, b, out)
