@@ -147,3 +147,33 @@ def test_linear_layers_step_at_two_threads_keeps_one_threads_bits(two_threads):
         np.testing.assert_array_equal(p, q)
     if T.column_grain("f"):
         assert [0, 8, 16] in bounds  # the forward's 256 columns in two blocks of 16s
+
+
+@pytest.mark.parametrize("m,k,n", [(128, 784, 256), (1024, 256, 128), (100, 300, 700)])
+def test_addmm_adds_the_bias_in_the_split_blocks(two_threads, monkeypatch, m, k, n):
+    # a linear layer's ``bias + x @ w.T``: at two threads each block of the split product
+    # adds its part of the bias (the same sums: one thread's bits), not the caller after
+    a, b = _operands(m, k, n, "nt", np.float32, seed=m)
+    bias = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    added = []
+    real = gemm._add_rows
+
+    def recording(r, row):
+        added.append(r.shape)
+        return real(r, row)
+    monkeypatch.setattr(gemm, "_add_rows", recording)
+    with gemm.numpy_only():
+        one, two, bounds = two_threads(lambda: (added.clear(), gemm.addmm(bias, a, b))[1])
+    np.testing.assert_array_equal(one, two)
+    with threadpool_limits(1):
+        np.testing.assert_array_equal(one, a @ b + bias)
+    grain, by_columns = thread_products._split_direction("f", m, k, n)
+    if not grain:
+        assert added == [(m, n)]
+        return
+    [tiles] = bounds
+    span = n if by_columns else m
+    edges = [t * grain for t in tiles[:-1]] + [span]
+    blocks = [hi - lo for lo, hi in zip(edges, edges[1:])]
+    assert len(blocks) == 2
+    assert sorted(added) == sorted((m, w) if by_columns else (w, n) for w in blocks)

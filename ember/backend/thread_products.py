@@ -65,7 +65,7 @@ def _split_direction(char, m, k, n):
     return _t.row_grain(char), 0
 
 
-def matmul(a, b, out=None):
+def matmul(a, b, out=None, bias=None, add=None):
     """``np.matmul(a, b, out=out)`` for two 2-D floating NumPy arrays when ember has more
     than one thread and reaches NumPy's BLAS: in row or column blocks on the pool (BLAS
     at one thread per block) when large; at one BLAS thread when BLAS would use its
@@ -73,7 +73,12 @@ def matmul(a, b, out=None):
     has just run other kernels (see above): then :data:`WHOLE`, for the caller to run its
     own one-thread route inside ``threads.single_blas``; None when not taken (the caller
     runs its product itself: small products, which BLAS runs on one thread anyway, and
-    the others left to BLAS's threads)."""
+    the others left to BLAS's threads).
+
+    With ``bias`` (a row of the result's columns) and ``add`` (``add(r, row)``: ``r +=
+    row`` down ``r``'s rows), a split product's blocks each add their part of the bias
+    to their part of the result as soon as it is computed (the same sums as adding it
+    to the whole result after); where the product is not split the caller adds it."""
     state = _t._state
     if state["threads"] < 2 or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or \
             a.dtype.char not in "fd" or getattr(local, "in_worker", False):
@@ -112,10 +117,14 @@ def matmul(a, b, out=None):
         def block(lo, hi):
             lo, hi = lo * grain, n if hi == tiles else hi * grain
             np.matmul(a, b[:, lo:hi], out=out[:, lo:hi])
+            if bias is not None:
+                add(out[:, lo:hi], bias[lo:hi])
     else:
         def block(lo, hi):
             lo, hi = lo * grain, m if hi == tiles else hi * grain
             np.matmul(a[lo:hi], b, out=out[lo:hi])
+            if bias is not None:
+                add(out[lo:hi], bias)
     _t.parallel_rows(block, tiles, mnk >> 4, blas=True, most=most)
     return out
 
