@@ -127,9 +127,9 @@ def profile(m, T, name, builder, min_time):
             splits[site][who].append((began, spent))
         splits[site]["whole"].append((0.0, took))
 
-    def matmul(a, b, out=None):
+    def matmul(a, b, out=None, *bias_add):
         in_matmul.route = None
-        r = real_matmul(a, b, out)
+        r = real_matmul(a, b, out, *bias_add)
         if getattr(in_matmul, "nested", False) or getattr(T.local, "in_worker", False):
             route = "in a split or pair"
         elif r is getattr(P, "WHOLE", None):
