@@ -39,12 +39,13 @@ __all__ = ["matmul", "WHOLE", "blas_rows"]
 # kernels, one BLAS thread, CPU time of one block against the whole product; load 6.5):
 # each row block packs all of the right operand for itself, each column block half of it
 # and all of the (smaller) left one. 128 x 784 x 256 (a linear layer's forward, batch
-# 128): a row half takes 0.55 of the whole, a column half 0.43-0.47; 64 x 784 x 256 0.57-0.67
-# against 0.44-0.47; 128 x 1024 x 1024 0.59-0.63 against 0.45-0.48; 256 x 256 x 1024
+# 128): a row half takes 0.50-0.55 of the whole, a column half 0.43-0.47; 64 x 784 x 256
+# 0.57-0.67 against 0.44-0.47; 128 x 1024 x 1024 0.59-0.63 against 0.45-0.48; 256 x 256 x 1024
 # 0.52-0.57 against 0.46-0.49. With a short inner dimension or as many columns as rows,
 # rows do as well or better (256 x 128 x 784: 0.44-0.51 against 0.49-0.51; 512 x 784 x
 # 256: 0.48-0.50 against 0.50-0.52). So columns from twice as many columns as rows and
-# an inner dimension of _COLUMN_MIN_K (benchmarks/row_blocks_ab.py --columns).
+# an inner dimension of _COLUMN_MIN_K (benchmarks/split_products_ab.py; docs/performance/
+# threads.md, "... where the second core goes (fourteenth pass)").
 _COLUMN_MIN_K = 256
 
 
