@@ -177,3 +177,12 @@ def test_addmm_adds_the_bias_in_the_split_blocks(two_threads, monkeypatch, m, k,
     blocks = [hi - lo for lo, hi in zip(edges, edges[1:])]
     assert len(blocks) == 2
     assert sorted(added) == sorted((m, w) if by_columns else (w, n) for w in blocks)
+
+
+def test_the_routing_is_still_read_from_threads():
+    # ``ember.backend.threads``'s product names resolve to the routing's module
+    from ember.backend.threads import WHOLE, blas_rows, matmul
+    assert matmul is thread_products.matmul and WHOLE is thread_products.WHOLE
+    assert blas_rows is thread_products.blas_rows
+    with pytest.raises(AttributeError):
+        T.no_such_name  # noqa: B018
