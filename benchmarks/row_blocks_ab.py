@@ -30,12 +30,16 @@ from ember.backend import threads as T  # noqa: E402
 from ember.ops import rnn_lstm_seq  # noqa: E402
 
 _SPLIT_GRAINS = dict(blas_kernels.ROW_GRAIN)
+_COLUMN_GRAINS = dict(blas_kernels.COLUMN_GRAIN)
 _SEQ_BLOCKS = rnn_lstm_seq._row_blocks
 
 
 def _route(on):
     """Row blocks as this tree has them (``on``) or as before them (``off``)."""
     T._state.pop("row_grain", None)
+    T._state.pop("column_grain", None)
+    blas_kernels.COLUMN_GRAIN.clear()  # (off: no column blocks either)
+    blas_kernels.COLUMN_GRAIN.update(_COLUMN_GRAINS if on else {})
     blas_kernels.ROW_GRAIN.clear()
     blas_kernels.ROW_GRAIN.update(_SPLIT_GRAINS if on else
                                   {k: v for k, v in _SPLIT_GRAINS.items() if k != "skylakex"})

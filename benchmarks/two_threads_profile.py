@@ -102,7 +102,8 @@ def profile(m, T, name, builder, min_time):
     # split kernels and product routes
     splits = collections.defaultdict(lambda: collections.defaultdict(list))
     routes = collections.Counter()
-    real_run, real_matmul, real_single = T.Pool.run, T.matmul, T.single_blas
+    P = sys.modules.get("ember.backend.thread_products", T)  # (where gemm calls it)
+    real_run, real_matmul, real_single = T.Pool.run, P.matmul, T.single_blas
     in_matmul = threading.local()
 
     def run(pool, fn, bounds):
@@ -126,12 +127,12 @@ def profile(m, T, name, builder, min_time):
             splits[site][who].append((began, spent))
         splits[site]["whole"].append((0.0, took))
 
-    def matmul(a, b, out=None):
+    def matmul(a, b, out=None, *bias_add):
         in_matmul.route = None
-        r = real_matmul(a, b, out)
+        r = real_matmul(a, b, out, *bias_add)
         if getattr(in_matmul, "nested", False) or getattr(T.local, "in_worker", False):
             route = "in a split or pair"
-        elif r is getattr(T, "WHOLE", None):
+        elif r is getattr(P, "WHOLE", None):
             route = "whole, one BLAS thread"
         else:
             route = in_matmul.route or ("split" if r is not None else "BLAS's own threads")
@@ -148,7 +149,7 @@ def profile(m, T, name, builder, min_time):
 
         def __exit__(self, *exc):
             return self.cm.__exit__(*exc)
-    T.Pool.run, T.matmul, T.single_blas = run, matmul, Single
+    T.Pool.run, P.matmul, T.single_blas = run, matmul, Single
     try:
         for _ in range(3):
             step()
@@ -159,7 +160,7 @@ def profile(m, T, name, builder, min_time):
             step()
             count += 1
     finally:
-        T.Pool.run, T.matmul, T.single_blas = real_run, real_matmul, real_single
+        T.Pool.run, P.matmul, T.single_blas = real_run, real_matmul, real_single
     print("  splits per step (median us): wake-up = split start to the worker's block")
     for site, parts in sorted(splits.items(), key=lambda kv: -sum(
             d for _, d in kv[1]["whole"])):

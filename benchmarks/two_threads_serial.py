@@ -1,148 +1,137 @@
-"""The serial part of a training step at two ember threads, from CPU time (which a loaded
-machine changes much less than wall time), and the quiet two-thread wall time it
-predicts, for each tree given, each in its own process.
+"""The serial part of a two-thread step, measured on a loaded machine: per workload and
+source tree, the calling thread's CPU time per step at one and at two ember threads
+(rounds alternated in one process), the other threads' CPU, the pool's split blocks,
+and the predicted two-thread wall time on a quiet machine.
 
-    python benchmarks/two_threads_serial.py [--only transformer] [--numpy-only]
-                                            [--steps 30] [--rounds 3] [TREE ...]
+    python benchmarks/two_threads_serial.py [--only mlp,mlp_infer] [--numpy-only]
+        [--tree PATH ...] [--rounds N] [--steps N] [--scale S]
 
-At two threads, with the splits' bounds pinned to their nominal values (``threads.
-scale_bounds(1)``, as on a quiet machine) and a core taken as free (pairs run): the
-caller's CPU outside the pool's splits (work no other thread can share), and for each
-split each block's CPU in its own thread. Then
-
-- ``serial``: the caller's CPU outside splits plus each split's longer block: what one
-  thread must do in turn, so the quiet two-thread wall time is about this (plus the
-  wake-ups, tens of microseconds a split);
-- ``CPU 2``: all of it (the work at two threads), beside ``CPU 1``, the step's CPU at
-  one thread (the work must not grow much);
-- the split sites (file:line of the kernel) with their blocks' CPU per step.
-
-Trees default to this one; each runs ``--rounds`` times, alternated, medians printed with
-the load average. CPU time per thread is ``time.thread_time``.
+On a machine shared with other jobs two-thread wall times are the scheduler's; CPU
+times per thread are not (much). The caller's CPU at two threads is everything it runs
+alone plus its share of each split; where a split's worker block takes longer than the
+caller's, the caller waits (no CPU) for the difference. So the quiet two-thread wall
+time is about the caller's CPU plus the sum of those differences ("predicted"), and the
+serial part is the caller's CPU outside its split blocks. ember takes the machine as
+idle here (pairs and BLAS's own threads as on a quiet one) and its bounds at ``--scale``
+times the nominal (a quiet machine's dispatch; default 1), whatever the load. Each tree
+(default: this one) runs in its own process, ember only.
 """
 import argparse
 import collections
 import json
 import os
+import statistics
 import subprocess
 import sys
+import threading
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _site():
-    for frame in reversed(traceback.extract_stack()[:-2]):
-        if "/backend/" not in frame.filename and frame.filename != __file__:
-            return f"{os.path.basename(frame.filename)}:{frame.lineno} {frame.name}"
-    return "?"
-
-
-def measure(name, steps, numpy_only):
-    """One tree (the ``ember`` on ``sys.path``): the figures above as a dict."""
-    sys.path.insert(0, HERE)
-    import two_threads
-    if numpy_only:
-        sys.meta_path.insert(0, two_threads._NoExtras())
-        os.environ["EMBER_MKL"] = "0"
-    import ember as m
-    from ember.backend import threads as T
-    m.manual_seed(0)
-    step = two_threads._builder(name)(m)
-    T.scale_bounds(1)
-    T.cores_to_spare = lambda: True
+def _thread_cpu():
     out = {}
-    m.set_num_threads(1)
-    for _ in range(5):
-        step()
-    c0 = time.thread_time()
-    for _ in range(steps):
-        step()
-    out["cpu1"] = (time.thread_time() - c0) / steps * 1e3
-    m.set_num_threads(2)
-    for _ in range(5):
-        step()
-    inside = [0.0]
-    sites = collections.defaultdict(lambda: [0.0, 0.0])  # longer, shorter block
-    real_run = T.Pool.run
-
-    def run(pool, fn, bounds):
-        spent = {}
-
-        def timed(lo, hi):
-            t = time.thread_time()
-            try:
-                fn(lo, hi)
-            finally:
-                spent[lo] = time.thread_time() - t
-        c = time.thread_time()
-        real_run(pool, timed, bounds)
-        inside[0] += time.thread_time() - c
-        s = sites[_site()]
-        s[0] += max(spent.values())
-        s[1] += sum(spent.values()) - max(spent.values())
-    T.Pool.run = run
-    try:
-        c0 = time.thread_time()
-        for _ in range(steps):
-            step()
-        caller = time.thread_time() - c0
-    finally:
-        T.Pool.run = real_run
-    outside = (caller - inside[0]) / steps * 1e3
-    longer = sum(s[0] for s in sites.values()) / steps * 1e3
-    shorter = sum(s[1] for s in sites.values()) / steps * 1e3
-    out.update(outside=outside, serial=outside + longer, cpu2=outside + longer + shorter,
-               sites={k: [v[0] / steps * 1e3, v[1] / steps * 1e3] for k, v in sites.items()})
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                out[tid] = int(f.read().split()[0])
+        except OSError:
+            pass
     return out
 
 
-def _median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
+def child(spec):
+    sys.path.insert(0, HERE)
+    import two_threads
+    if spec["numpy_only"]:
+        sys.meta_path.insert(0, two_threads._NoExtras())
+        os.environ["EMBER_MKL"] = "0"
+    import ember
+    from ember.backend import threads as T
+    T.scale_bounds(spec["scale"])
+    T._idle["next"], T._idle["idle"] = float("inf"), True
+    pool_class = getattr(T, "Pool", None) or T._Pool
+    real_run = pool_class.run
+    blocks = []
+
+    def run(pool, fn, bounds):
+        took = {}
+
+        def timed(lo, hi):
+            c = time.thread_time()
+            fn(lo, hi)
+            took[lo == bounds[0]] = time.thread_time() - c
+        real_run(pool, timed, bounds)
+        blocks.append((took.get(True, 0.0), took.get(False, 0.0)))
+    pool_class.run = run
+    main = str(threading.main_thread().native_id)
+    out = {}
+    for name in spec["only"]:
+        ember.manual_seed(0)
+        step = two_threads._builder(name)(ember)
+        got = {1: collections.defaultdict(list), 2: collections.defaultdict(list)}
+        for _ in range(spec["rounds"]):
+            for n in (1, 2):
+                ember.set_num_threads(n)
+                for _ in range(3):
+                    step()
+                blocks.clear()
+                before, c = _thread_cpu(), time.thread_time()
+                for _ in range(spec["steps"]):
+                    step()
+                caller = (time.thread_time() - c) * 1e3 / spec["steps"]
+                after = _thread_cpu()
+                others = sum(after[t] - before.get(t, 0) for t in after if t != main)
+                per = spec["steps"] / 1e3
+                g = got[n]
+                g["caller"].append(caller)
+                g["others"].append(others / 1e9 / per)
+                g["blocks"].append(sum(c for c, _ in blocks) / per)
+                g["waits"].append(sum(max(0.0, w - c) for c, w in blocks) / per)
+                g["splits"].append(len(blocks) / spec["steps"])
+        out[name] = {n: {k: statistics.median(v) for k, v in g.items()} for n, g in got.items()}
+    out["load"] = os.getloadavg()[0]
+    print(json.dumps(out))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("trees", nargs="*")
-    ap.add_argument("--only", default="transformer")
+    ap.add_argument("--only", default="mlp,mlp_infer")
     ap.add_argument("--numpy-only", action="store_true")
+    ap.add_argument("--tree", action="append", default=None)
+    ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(measure(args.child, args.steps, args.numpy_only)))
+        child(json.loads(args.child))
         return
-    trees = args.trees or [os.path.dirname(HERE)]
-    for name in args.only.split(","):
-        got = {t: [] for t in trees}
-        loads = [os.getloadavg()[0]]
-        for _ in range(args.rounds):
-            for t in trees:
-                env = dict(os.environ, PYTHONPATH=t)
-                cmd = [sys.executable, __file__, "--child", name, "--steps", str(args.steps)]
-                if args.numpy_only:
-                    cmd.append("--numpy-only")
-                r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-                got[t].append(json.loads(r.stdout.strip().splitlines()[-1]))
-                loads.append(os.getloadavg()[0])
-        extras = "NumPy only" if args.numpy_only else "extras as installed"
-        print(f"\n{name} ({extras}; load {min(loads):.1f}-{max(loads):.1f}); CPU ms per "
-              f"step, medians of {args.rounds}")
-        print(f"  {'tree':40s} {'CPU 1':>7s} {'CPU 2':>7s} {'outside':>8s} {'serial':>7s}")
-        for t in trees:
-            rs = got[t]
-            print(f"  {t[-40:]:40s} " + " ".join(
-                f"{_median([r[k] for r in rs]):{w}.2f}"
-                for k, w in (("cpu1", 7), ("cpu2", 7), ("outside", 8), ("serial", 7))))
-            keys = sorted({k for r in rs for k in r["sites"]},
-                          key=lambda k: -_median([r["sites"].get(k, [0, 0])[0] for r in rs]))
-            for k in keys:
-                lo = _median([r["sites"].get(k, [0, 0])[0] for r in rs])
-                sh = _median([r["sites"].get(k, [0, 0])[1] for r in rs])
-                print(f"      {k:52s} longer {lo:6.2f} shorter {sh:6.2f}")
+    trees = args.tree or [os.path.dirname(HERE)]
+    spec = {"only": args.only.split(","), "numpy_only": args.numpy_only,
+            "rounds": args.rounds, "steps": args.steps, "scale": args.scale}
+    print(f"{'NumPy only' if args.numpy_only else 'extras as installed'}; scale "
+          f"{args.scale}; ms per step, medians of {args.rounds} alternated rounds of "
+          f"{args.steps} steps; load {os.getloadavg()[0]:.2f}")
+    for tree in trees:
+        env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+        if args.numpy_only:
+            env["EMBER_MKL"] = "0"
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child",
+                            json.dumps(spec)], env=env, capture_output=True, text=True,
+                           cwd=HERE)
+        if r.returncode:
+            raise RuntimeError(r.stderr)
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        print(f"{tree} (load after {res.pop('load'):.2f}):")
+        for name, by in res.items():
+            one, two = by["1"], by["2"]
+            print(f"  {name:10s} 1 thread: caller {one['caller']:6.3f} (others "
+                  f"{one['others']:5.3f}) | 2 threads: caller {two['caller']:6.3f}, "
+                  f"others {two['others']:6.3f}, {two['splits']:4.1f} splits, caller's "
+                  f"blocks {two['blocks']:6.3f}, serial {two['caller'] - two['blocks']:6.3f}"
+                  f" | predicted wall {two['caller'] + two['waits']:6.3f}, CPU "
+                  f"{two['caller'] + two['others']:6.3f}")
 
 
 if __name__ == "__main__":

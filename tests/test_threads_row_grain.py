@@ -11,7 +11,7 @@ import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import ember
-from ember.backend import gemm
+from ember.backend import gemm, thread_products
 from ember.backend import threads as T
 
 
@@ -173,7 +173,9 @@ def two_threads(monkeypatch):
 def test_split_products_keep_their_one_thread_bits(two_threads, m, k, n, layout, char):
     dtype = np.float32 if char == "f" else np.float64
     a, b = _operands(m, k, n, layout, dtype, seed=m + n)
-    grain = T.row_grain(char)
+    # row blocks, or column blocks for a product of few rows (``thread_products``)
+    grain, by_columns = thread_products._split_direction(char, m, k, n)
+    span, other = (n, m) if by_columns else (m, n)
     with gemm.numpy_only():
         one, two, bounds = two_threads(lambda: gemm.matmul(a, b))
     np.testing.assert_array_equal(one, two)
@@ -186,13 +188,13 @@ def test_split_products_keep_their_one_thread_bits(two_threads, m, k, n, layout,
         return
     assert bounds, "a product ember splits ran whole"
     # the blocks the pool ran are in tiles of the grain; the last block takes the rows
-    # of a partial tile, so every block has at least a grain of rows
+    # (columns) of a partial tile, so every block has at least a grain of them
     [tiles] = bounds
-    assert tiles[0] == 0 and tiles[-1] == m // grain and len(tiles) == 3
-    rows = [t * grain for t in tiles[:-1]] + [m]
-    assert all(hi - lo >= grain for lo, hi in zip(rows, rows[1:]))
-    assert all(T.row_blocks_keep_kernel(char, m * k * n, (hi - lo) * k * n)
-               for lo, hi in zip(rows, rows[1:]))
+    assert tiles[0] == 0 and tiles[-1] == span // grain and len(tiles) == 3
+    edges = [t * grain for t in tiles[:-1]] + [span]
+    assert all(hi - lo >= grain for lo, hi in zip(edges, edges[1:]))
+    assert all(T.row_blocks_keep_kernel(char, m * k * n, (hi - lo) * k * other)
+               for lo, hi in zip(edges, edges[1:]))
 
 
 @pytest.mark.parametrize("threads,m,k,n,blocks", [

@@ -40,6 +40,19 @@ SAME_BITS_K = {"skylakex": {"f": 448, "d": 0}, "haswell": {"f": 7, "d": 7}}
 ROW_GRAIN = {"haswell": {"f": 12, "d": 2}, "skylakex": {"f": 2}}
 
 
+# Column blocks of a product (``a @ b[:, lo:hi]`` into the same columns of the result)
+# give the whole product's bits on the kernels listed here, each block starting at a
+# multiple of the grain of columns, as long as each block runs on the same kernel as the
+# whole product (see SMALL_KERNEL_MNK). SkylakeX float32 (OpenBLAS 0.3.31): 1,696
+# products of 16-256 rows, inner 7-1025, 64-1031 columns, four layouts, cut at a half
+# and a third, every block past the small kernel's bound: none differ, at any column
+# and at multiples of 16 (the kernel's tile of the result's columns, OpenBLAS's ``M``;
+# the grain kept here). Not measured elsewhere: products are not split in columns.
+# Column blocks of a product with few rows pack half of the other operand each instead
+# of all of it (``thread_products._split_direction``).
+COLUMN_GRAIN = {"skylakex": {"f": 16}}
+
+
 # OpenBLAS's small-matrix kernels (built for SkylakeX since 0.3.16) take a product of at
 # most 100^3 multiply-adds (``m*n*k``; with a transposed operand, fewer shapes) and sum
 # its elements in another order than the blocked kernel past it. So a row block under

@@ -35,6 +35,7 @@ import threading
 
 import numpy as np
 
+from ember.backend import thread_products as _products
 from ember.backend import threads as _threads
 from ember.backend.blas_kernels import MKL_ROW_GRAIN as _MKL_ROW_GRAIN
 
@@ -358,9 +359,9 @@ def matmul(a, b, out=None):
         if r is not None:
             return r
     if type(a) is np.ndarray and type(b) is np.ndarray and _threads.get_num_threads() > 1:
-        r = _threads.matmul(a, b, out)  # on ember's threads, not BLAS's (threads.py)
+        r = _products.matmul(a, b, out)  # on ember's threads, not BLAS's
         if r is not None:
-            if r is _threads.WHOLE:  # the one-thread route, at one BLAS thread
+            if r is _products.WHOLE:  # the one-thread route, at one BLAS thread
                 saved = _threads.blas_to_one()  # (``single_blas``, called per product)
                 try:
                     return _numpy_matmul(a, b, out)
@@ -487,7 +488,8 @@ def addmm(bias, a, b, out=None):
     (``beta = 1``), as PyTorch's ``addmm`` does: one pass less, and the same values as
     PyTorch's ``linear`` where the product sums over several of MKL's blocks of ``k``
     (there, rounding the product before adding the bias gives other last bits).
-    Elsewhere it is :func:`matmul` followed by the bias added in place, as before."""
+    Elsewhere it is :func:`matmul` followed by the bias added in place, as before (in
+    each block of a product split over ember's threads, when it is)."""
     if out is not None and type(out) is np.ndarray and np.may_share_memory(out, bias):
         bias = bias.copy()  # the product must not overwrite the bias before it is added
     if type(a) is np.ndarray and _reduced_float(a.dtype):
@@ -499,6 +501,23 @@ def addmm(bias, a, b, out=None):
         if r is not None:
             return r
         r = _numpy_matmul(a, b, out)
+    elif _threads.MANY and type(bias) is np.ndarray and type(a) is np.ndarray and \
+            type(b) is np.ndarray and a.ndim == 2 and b.ndim == 2 and \
+            bias.shape == b.shape[1:] and bias.dtype == a.dtype and \
+            not (_lib[0] is not False and _maybe_large(a.shape, b.shape)):
+        # at more than one thread, on NumPy: a split product adds the bias in each of its
+        # blocks (the same sums, on the core that wrote them); else as below
+        r = _products.matmul(a, b, out, bias, _add_rows)
+        if r is None:
+            r = _numpy_matmul(a, b, out)
+        elif r is _products.WHOLE:  # the one-thread route, at one BLAS thread
+            saved = _threads.blas_to_one()
+            try:
+                r = _numpy_matmul(a, b, out)
+            finally:
+                _threads.blas_back(saved)
+        else:
+            return r
     else:
         r = matmul(a, b, out)
     _add_rows(r, bias)

@@ -5,7 +5,7 @@ NumPy runs each elementwise, reduction or pooling kernel on one core; only its B
 uses more. ember's own kernels that dominate training steps (convolution over a batch,
 pooling, ReLU, the optimizer updates, row-wise softmax and normalization, the large
 elementwise ops, see :func:`binary` and :func:`unary`, and the large matrix products
-themselves, see :func:`matmul`) are split here into independent row
+themselves, see :mod:`ember.backend.thread_products`) are split here into independent row
 blocks run by a small pool of Python threads: NumPy releases the GIL inside its loops,
 so the blocks run on different cores at once. Two independent products (a layer's
 input and weight gradients) run at once instead, each whole (:func:`pair`).
@@ -37,6 +37,7 @@ import numpy as np
 
 # what each OpenBLAS kernel was measured to keep (bits at several threads, row blocks,
 # other layouts): see that module
+from ember.backend.blas_kernels import COLUMN_GRAIN as _COLUMN_GRAIN
 from ember.backend.blas_kernels import COPY_KEEPS_BITS as _COPY_KEEPS_BITS
 from ember.backend.blas_kernels import LAYOUTS_KEEP_BITS as _LAYOUTS_KEEP_BITS
 from ember.backend.blas_kernels import ROW_GRAIN as _ROW_GRAIN
@@ -44,12 +45,13 @@ from ember.backend.blas_kernels import SAME_BITS_K as _SAME_BITS_K
 from ember.backend.blas_kernels import SMALL_KERNEL_MNK as _SMALL_KERNEL_MNK
 from ember.backend.pool import Pool, local
 
+# (``matmul``, ``WHOLE`` and ``blas_rows`` are read from here too: see __getattr__)
 __all__ = ["get_num_threads", "set_num_threads", "parallel_rows", "blas_threads",
            "contiguous", "single_blas", "cores_to_spare", "add_blas", "remove_blas",
-           "matmul", "blas_rows", "flat_blocks", "binary", "unary", "same_bits_k", "pair",
-           "row_grain", "small_kernel_mnk", "row_blocks_keep_kernel", "row_blocks_keep_bits",
-           "layouts_keep_bits", "copy_keeps_bits", "kernels_in", "blas_to_one", "blas_back",
-           "blas_held", "scale_bounds"]
+           "flat_blocks", "binary", "unary", "same_bits_k", "pair", "row_grain",
+           "column_grain", "small_kernel_mnk", "row_blocks_keep_kernel",
+           "row_blocks_keep_bits", "layouts_keep_bits", "copy_keeps_bits", "kernels_in",
+           "blas_to_one", "blas_back", "blas_held", "scale_bounds"]
 
 
 def _default_threads():
@@ -475,23 +477,9 @@ def blas_held():
 
 
 # ----- matrix products ---------------------------------------------------------------
-# OpenBLAS's own threads busy-wait (sched_yield) for a while after each threaded call:
-# between ember's products that thread spins on the second core, where ember's pool
-# worker (and, on a shared machine, every other process) then gets only part of it.
-# So at more than one thread ember runs its large products in row blocks on the pool,
-# with BLAS at one thread per block. Row blocks of a product give the same values as the
-# whole product when every block stays on BLAS's large-matrix kernels and starts where
-# one of the whole product's tiles of rows does (row_grain), so results do not change
-# with the thread count.
-# The products ember does not split (too small to repay a dispatch, or too few rows or
-# columns) run on BLAS's own threads when there are cores to spare and ember's pool has
-# not split a kernel for a while (a loop of 32-row products in sequence, a recurrent
-# cell's, runs faster on both cores, and switching OpenBLAS's thread count around each
-# costs more than the product gains), else at one BLAS thread: on a busy machine (see
-# cores_to_spare), and in steps whose other kernels run on the pool (an MLP's inference:
-# 3.6 ms a step that way, 5.3 with its 1024x128x10 product on BLAS's threads, whose
-# spinning then slows the pool's blocks). Measured: docs/performance/threads-products.md,
-# "Two threads: the products ember does not split".
+# How products are routed at more than one thread (ember's row or column blocks, BLAS's
+# own threads, one BLAS thread) is :mod:`ember.backend.thread_products`; the bounds it
+# reads are here, beside the others :func:`scale_bounds` sets.
 _SPLIT_MNK = 1 << 21  # m*n*k from which a product is split over the pool
 _MIN_BLOCK_ROWS = 32  # rows per block, and columns, below which BLAS takes other paths
 _BLAS_THREADED_MNK = 1 << 18  # OpenBLAS runs one thread below this m*n*k by itself
@@ -536,6 +524,13 @@ def row_grain(char):
     whole product's bits, for the dtype ``char`` ("f" or "d"); 0 where they do not or
     where unknown (see above)."""
     return _per_kernel("row_grain", _ROW_GRAIN, char, _common)
+
+
+def column_grain(char):
+    """The multiple of columns at which column blocks of a product on NumPy's BLAS keep
+    the whole product's bits (each block on the whole product's kernel), for the dtype
+    ``char``; 0 where they do not or where unknown (see above)."""
+    return _per_kernel("column_grain", _COLUMN_GRAIN, char, _common)
 
 
 def small_kernel_mnk(char):
@@ -595,108 +590,17 @@ def _core_name(lib):
     return name.lower() if isinstance(name, str) else None
 
 
-def _blas_may_thread(k, char):
-    # BLAS's own threads: same bits, a core to spare, ember's pool quiet
-    return k <= same_bits_k(char) and cores_to_spare() and \
-        time.monotonic() - _state["pool_used"] > _POOL_QUIET_SECONDS
+# the product routing's public names, from the module they live in (imported on first
+# use: that module reads this one's state and bounds)
+_PRODUCT_NAMES = frozenset({"matmul", "WHOLE", "blas_rows", "_gram", "_batched",
+                            "_blas_may_thread", "_split_direction"})
 
 
-def matmul(a, b, out=None):
-    """``np.matmul(a, b, out=out)`` for two 2-D floating NumPy arrays when ember has more
-    than one thread and reaches NumPy's BLAS: in row blocks on the pool (BLAS at one
-    thread per block) when large; at one BLAS thread when BLAS would use its threads but
-    the machine has no core to spare (:func:`cores_to_spare`) or the pool has just run
-    other kernels (see above): then :data:`WHOLE`, for the caller to run its own
-    one-thread route inside :func:`single_blas`; None when not taken (the caller runs
-    its product itself: small products, which BLAS runs on one thread anyway, and the
-    others left to BLAS's threads)."""
-    if _state["threads"] < 2 or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or \
-            a.dtype.char not in "fd" or getattr(local, "in_worker", False):
-        return None
-    if a.ndim > 2 or b.ndim > 2:
-        return _batched(a, b, out)
-    (m, k), n = a.shape, b.shape[-1]
-    mnk = m * n * k
-    if mnk < _BLAS_THREADED_MNK or b.shape[0] != k or not _all_blas():
-        return None
-    gram = m == n and _gram(a, b)
-    grain = row_grain(a.dtype.char)
-    if mnk < _SPLIT_MNK or m < 2 * _MIN_BLOCK_ROWS or n < _MIN_BLOCK_ROWS or \
-            not grain or gram or out is not None and (
-                type(out) is not np.ndarray or out.shape != (m, n) or
-                np.may_share_memory(out, a) or np.may_share_memory(out, b)):
-        # not split: row blocks on kernels where they give other bits than the whole
-        # product (see _ROW_GRAIN); ``a @ a.T`` on one buffer is NumPy's syrk, which row
-        # blocks (gemm) do not reproduce; ``out`` other than a fresh matrix is
-        # np.matmul's to check and copy through
-        if not gram and _blas_may_thread(k, a.dtype.char):
-            return None  # BLAS's own threads
-        return WHOLE
-    tiles = m // grain  # (the last block takes the rows of a partial tile too)
-    most = _state["threads"]
-    while most >= 2 and not row_blocks_keep_kernel(a.dtype.char, mnk,
-                                                   tiles // most * grain * n * k):
-        most -= 1  # (fewer, larger blocks: each on the whole product's kernel)
-    if most < 2:
-        return None if _blas_may_thread(k, a.dtype.char) else WHOLE
-    if out is None:
-        out = np.empty((m, n), a.dtype)
-
-    def block(lo, hi):
-        lo, hi = lo * grain, m if hi == tiles else hi * grain
-        np.matmul(a[lo:hi], b, out=out[lo:hi])
-    parallel_rows(block, tiles, mnk >> 4, blas=True, most=most)
-    return out
-
-
-# :func:`matmul`'s answer for a product it does not split and BLAS's threads must not
-# take: the caller runs its own one-thread route (``gemm``'s, whose layouts other than
-# ``np.matmul``'s own, e.g. ``(b.T @ a.T).T``, give other bits on some kernels) inside
-# :func:`single_blas`
-WHOLE = object()
-
-
-def _gram(a, b):
-    """Whether ``a @ b`` is ``a`` times its own transpose on one buffer, which NumPy runs
-    as BLAS's syrk (a symmetric product) instead of gemm."""
-    return a.shape == b.shape[::-1] and a.strides == b.strides[::-1] and \
-        np.may_share_memory(a, b) and \
-        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-
-
-def _batched(a, b, out):
-    """A stack of products (``a`` or ``b`` of more than two dims) whose inner dimension is
-    longer than :func:`same_bits_k` and each large enough for BLAS to thread it: over the
-    pool in blocks of whole matrices, BLAS at one thread per block, when both operands
-    have one batch shape; else at one BLAS thread. None for the others (BLAS's own
-    threads give the one-thread bits)."""
-    k = a.shape[-1]
-    if b.shape[-2] != k or k <= same_bits_k(a.dtype.char) or \
-            a.shape[-2] * k * b.shape[-1] < _BLAS_THREADED_MNK or not _all_blas():
-        return None
-    if a.shape[:-2] == b.shape[:-2] and a.shape[0] >= 2 and (
-            out is None or type(out) is np.ndarray and out.shape == a.shape[:-1] + b.shape[-1:]
-            and not np.may_share_memory(out, a) and not np.may_share_memory(out, b)):
-        if out is None:
-            out = np.empty(a.shape[:-1] + b.shape[-1:], a.dtype)
-
-        def block(lo, hi):
-            np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi])
-        blas_rows(block, a.shape[0], out.size * k >> 4)
-        return out
-    with single_blas():
-        return np.matmul(a, b, out=out)
-
-
-def blas_rows(fn, rows, cost):
-    """:func:`parallel_rows` with ``blas``, for kernels that call BLAS: when the work is
-    too small to split, ``fn(0, rows)`` still runs at one BLAS thread (at more than one
-    ember thread), so that BLAS's own threads are not woken (see above)."""
-    if min(_state["threads"], rows, int(cost // _MIN_COST_PER_THREAD)) >= 2:
-        parallel_rows(fn, rows, cost, blas=True)
-        return
-    with single_blas():
-        fn(0, rows)
+def __getattr__(name):
+    if name in _PRODUCT_NAMES:
+        from ember.backend import thread_products
+        return getattr(thread_products, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ----- elementwise kernels ----------------------------------------------------------
