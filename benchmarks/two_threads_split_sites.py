@@ -19,6 +19,9 @@ split each block's CPU in its own thread. Then
 
 Trees default to this one; each runs ``--rounds`` times, alternated, medians printed with
 the load average. CPU time per thread is ``time.thread_time``.
+
+``two_threads_serial.py`` measures the caller's CPU at one and two threads with the
+BLAS's own threads as they run; this script pins the bounds and names each split's site.
 """
 import argparse
 import collections
