@@ -150,3 +150,49 @@ def test_target_out_of_range_raises_as_eager():
     assert step.stats["eager"] == 0
     with pytest.raises(IndexError):
         torch.nn.functional.cross_entropy(torch.zeros(40, 10), torch.from_numpy(ya))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lean_log_softmax_infinite_and_nan_scores_equal_eager_without_warnings(dtype):
+    # the lean forward subtracts the row maxima without ``errstate`` where all are
+    # finite: a row holding +inf (inf - inf), a row of -inf only, a NaN, the largest
+    # finite scores and a row of -0.0 give eager's bits and no warning either way
+    import warnings
+    rng = np.random.default_rng(2)
+    big = np.finfo(dtype).max
+    cases = []
+    for special in ("finite", "posinf", "neginf_row", "nan", "huge", "negzero"):
+        x = rng.standard_normal((64, 10)).astype(dtype)
+        if special == "posinf":
+            x[3, 4] = np.inf
+        elif special == "neginf_row":
+            x[5, :] = -np.inf
+        elif special == "nan":
+            x[7, 1] = np.nan
+        elif special == "huge":
+            x[9, :] = [big, -big] * 5
+        elif special == "negzero":
+            x[11, :] = -0.0
+        cases.append((special, x))
+    y = rng.integers(0, 10, 64)
+    step = _xent._LogSoftmaxStep()
+    for special, x in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = step.forward(x, 1)
+            want = ember.nn.functional.log_softmax(ember.tensor(x), 1).numpy()
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), special
+        # and in the compiled pair, losses and the scores' gradient as eagerly
+        xs = [ember.tensor(x, requires_grad=True) for _ in range(2)]
+
+        def loss(t):
+            return ember.nn.functional.cross_entropy(t * 1.0, ember.tensor(y))
+        run = ember.compile(loss)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            outs = [run(xs[0]), run(xs[0]), loss(xs[1])]
+        assert outs[0].detach().numpy().tobytes() == outs[2].detach().numpy().tobytes(), \
+            special
+        outs[1].backward()
+        outs[2].backward()
+        assert xs[0].grad.numpy().tobytes() == xs[1].grad.numpy().tobytes(), special
