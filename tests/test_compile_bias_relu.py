@@ -192,3 +192,73 @@ def test_mkl_in_use_runs_the_product_bias_and_relu_as_before():
     want, want_params, _ = _train(ember, ref, x, y, False, steps=3)
     for a, b, c in zip(got + params, alone + alone_params, want + want_params):
         assert a.tobytes() == b.tobytes() == c.tobytes()
+
+
+def _specials(dtype):
+    """Every kind of element ReLU treats apart: NaNs (quiet, negative, with payloads),
+    signed zeros and infinities, subnormals, negatives and positives."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(5000).astype(dtype)
+    bits = np.dtype(dtype).itemsize * 8
+    ints = {32: np.uint32, 64: np.uint64}[bits]
+    nans = np.array([0x7FC00001, 0xFFC00000, 0x7FC12345] if bits == 32 else
+                    [0x7FF8000000000001, 0xFFF8000000000000, 0x7FF8000000012345],
+                    ints).view(dtype)
+    tiny = np.finfo(dtype).smallest_subnormal
+    a[:11] = [-0.0, 0.0, np.inf, -np.inf, tiny, -tiny, *nans, 1.0, -1.0]
+    return a
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_written_over_its_input_by_one_loop_equals_eager_relu_bitwise(dtype):
+    # ``_fused.act_over``: ReLU's ``fused`` expression over the array in place, what a
+    # plan runs after a linear layer's MKL product (and a convolution's, a sum's)
+    loop = _fused.act_over(ember.ops.unary.Relu)
+    if not _fused.available():
+        assert loop is None
+        return
+    a = _specials(dtype)
+    for shape in [(5000,), (50, 100), (2, 25, 100)]:
+        want = ember.relu(ember.tensor(a.reshape(shape))).numpy()
+        y = a.reshape(shape).copy()
+        assert loop(y)
+        assert y.tobytes() == want.tobytes()
+    # split over two threads (a large array): each element its own
+    big = np.tile(a, 60)
+    want = ember.relu(ember.tensor(big)).numpy()
+    saved = threads.get_num_threads()
+    threads.set_num_threads(2)
+    try:
+        assert loop(big)
+    finally:
+        threads.set_num_threads(saved)
+    assert big.tobytes() == want.tobytes()
+    # what the loop does not cover is left as it was (the caller runs NumPy)
+    y = a[:4000].reshape(40, 100)
+    for bad in (y.T, y.astype(np.float16), y.astype(np.int32), y[:, ::2]):
+        before = bad.tobytes()
+        assert not loop(bad)
+        assert bad.tobytes() == before
+    ro = y.copy()
+    ro.flags.writeable = False
+    assert not loop(ro)
+
+
+def test_mkl_in_use_relu_after_the_product_is_the_one_loop():
+    # the linear layers' ReLU (written over the product's buffer) runs ``act_over``'s
+    # loop where numba is present, the steps equal to eager ember's bitwise
+    from ember._compile import _rewrites
+    ember.manual_seed(8)
+    net = _net(ember, 256)
+    ref = copy.deepcopy(net)
+    xa, ya = _inputs(512, True)
+    x, y = ember.tensor(xa), ember.tensor(ya)
+    got, params, run = _train(ember, net, x, y, True, steps=3)
+    want, want_params, _ = _train(ember, ref, x, y, False, steps=3)
+    for a, b in zip(got + params, want + want_params):
+        assert a.tobytes() == b.tobytes()
+    over = [st.inplace for st in run._cache[0].plan.steps if st.inplace is not None]
+    assert len(over) == 2
+    names = {f.__name__ for f in over}
+    assert names == ({"relu_over"} if _fused.available() else {"run"})
+    assert _rewrites._in_place(ember.ops.unary.tanh.primitive()) is _rewrites._tanh_over

@@ -6,7 +6,7 @@ array for ``x`` (:func:`_scatters`), and elementwise steps written over a fresh 
 (:func:`_fuse`). Each keeps eager ember's values to the bit."""
 import numpy as np
 
-from ember._compile import _buffers, _mkl
+from ember._compile import _buffers, _fused, _mkl
 from ember._graph.ir import Ref
 from ember.ops import conv, elementwise, join, nn_fused, unary
 
@@ -218,14 +218,21 @@ def _add_over(a, b):
 
 
 def _in_place(op):
-    """``x -> op(x)`` written over ``x``."""
+    """``x -> op(x)`` written over ``x`` (ReLU's on a flat float array: one compiled
+    loop where numba is present, :func:`ember._compile._fused.act_over`)."""
     if type(op) is unary.tanh.primitive:
         return _tanh_over
     forward_out = op.forward_out
+    loop = _fused.act_over(unary.Relu) if type(op) is unary.Relu else None
 
     def run(x):
         return forward_out(x, out=lambda key, shape, dtype: x)
-    return run
+    if loop is None:
+        return run
+
+    def relu_over(x):
+        return x if loop(x) else run(x)
+    return relu_over
 
 
 def _fuse(plan):

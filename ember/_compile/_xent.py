@@ -27,6 +27,8 @@ from ember.ops import losses, softmaxes
 __all__ = ["fuse"]
 
 _ndarray = np.ndarray
+_all = np.logical_and.reduce
+_finite = np.isfinite
 _LOG_SOFTMAX_FORWARD = softmaxes.LogSoftmax.forward
 _NLL_FORWARD = losses.NllLoss.forward
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -53,8 +55,15 @@ class _LogSoftmaxStep:
             # eager's branch for short rows (softmaxes._shifted): the row maxima down a
             # transposed copy, then ``s - log(sum(exp(s)))``
             m = np.maximum.reduce(np.ascontiguousarray(x.T), axis=0).reshape(x.shape[0], 1)
-            with np.errstate(invalid="ignore"):
+            if _all(_finite(m), axis=None):
+                # ``x - m`` flags an invalid value only for inf - inf (a NaN operand
+                # flags none): with every row maximum finite it flags nothing, so
+                # eager's ``errstate`` (a context manager, 2-3x these two calls) is not
+                # needed
                 s = x - m
+            else:
+                with np.errstate(invalid="ignore"):
+                    s = x - m
             return s - np.log(np.exp(s).sum(axis=1, keepdims=True))
         out = _LOG_SOFTMAX_FORWARD(self, x, axis)
         self.__dict__.clear()  # (the class's forward leaves ``axis``: not needed)
@@ -88,6 +97,34 @@ class _NllLossStep:
         return _NLL_FORWARD(self, x, t, w, ignore_index, reduction)
 
 
+_kernels = {}
+
+
+def _pair_kernel():
+    """The joined backward's loop after ``r = exp(y)`` (numba, built on first use; None
+    without numba): per element ``p = r * v``, then ``v - p`` at the row's target and
+    ``0 * g - p`` elsewhere -- what the NumPy branch computes with ``multiply``, a
+    gather of the targets' products, ``subtract`` and a scatter, each a float operation
+    of the array's dtype (numba compiles without fast-math: no fused multiply-add),
+    so the same bits. The targets are in range (the lean NLL forward checked them)."""
+    if "pair" in _kernels:
+        return _kernels["pair"]
+    from ember._compile import _fused
+    numba = _fused._numba().get("numba")
+    kernel = None
+    if numba is not None:
+        @numba.njit(nogil=True, cache=False)
+        def kernel(r, t, v, zg):
+            n, c = r.shape
+            for i in range(n):
+                ti = t[i]
+                for j in range(c):
+                    p = r[i, j] * v
+                    r[i, j] = v - p if j == ti else zg - p
+    _kernels["pair"] = kernel
+    return kernel
+
+
 def _pair_vjp(axis):
     """``run(state, args, ys, gouts)`` of the loss step, returning the scores' gradient
     in the place of the log-probabilities' (see the module docstring)."""
@@ -108,8 +145,15 @@ def _pair_vjp(axis):
             coef = dt(-1) if total is None else dt(-1 / total)
             v = coef * g
             if np.isfinite(v) and v != 0:
-                rows = _arange(y.shape[0])
                 r = np.exp(y)
+                kernel = _pair_kernel()
+                if kernel is not None and r.ndim == 2 and r.flags.c_contiguous and \
+                        t.ndim == 1 and t.shape[0] == r.shape[0]:
+                    # the three passes and two fancy indexings below as one loop over
+                    # ``r``: per element the same product and the same difference
+                    kernel(r, t, v, dt(0) * g)
+                    return [r, None, None, None, None]
+                rows = _arange(y.shape[0])
                 np.multiply(r, v, out=r)
                 on = r[rows, t]
                 np.subtract(dt(0) * g, r, out=r)
