@@ -26,8 +26,10 @@ from ember.ops._erf_numba import (  # the pieces erf and erfc share with erfinv
     _B32_P,
     _BLOCK,
     _CHUNK,
+    _DROPPED,
     _EXP_P,
     _F32_TINY,
+    _HALF_BITS,
     _INV_LN2,
     _LN2_HI,
     _LN2_LO,
@@ -38,6 +40,7 @@ from ember.ops._erf_numba import (  # the pieces erf and erfc share with erfinv
     _erf_erfc_finish,
     _erfc64_a,
     _horner,
+    _mul_add,
     _near_midpoint,
     _poly,
 )
@@ -144,30 +147,135 @@ def _erfinv32_value(xd):
     return yy, _near_midpoint(y1) | ((y1 < _F32_TINY) & (y1 > 0)) | (ay >= 4.5)
 
 
+# ----- float32 erfinv without a Halley step -------------------------------------------
+# The one-pass kernel's value: ``erfinv(x) = x P(w)``, ``w = -log(1 - x*x)``, ``P`` a fit
+# good to 5e-13 relative (tools/fit_erf.py: 16 terms in ``w`` for ``w < 5``, 16 in
+# ``sqrt(w)`` beyond), Estrin's scheme with multiply-adds: a logarithm, a square root in
+# the tail only and about twenty multiply-adds instead of the Halley step's erf, erfc,
+# exponential and two divisions. Its value is not the NumPy path's: that one is itself
+# within about 2e-12 of erfinv (its float32 fits' error), so the two lie up to about 2**14
+# float64 ulps apart (tools/check_erf32.py measures the largest gap over every float32
+# input) and the check against a rounding midpoint takes ``_INV_TOL = 2**15`` ulps: one
+# element in 8,000 is flagged, and recomputed by the Halley value above (``_erfinv32_value``,
+# within ``_TOL`` of the NumPy path's), which lists the few it flags in turn for NumPy.
+_INV_TOL = 1 << 15
+_ERFINV_W = (
+    1.501409351111118, 0.6166006918561352, -0.026108235819485928, -0.0195735608794891,
+    0.008525401839124178, -0.00048790063984566705, -0.0008341427592325107,
+    0.00029220338545267113, 2.0500291225836737e-05, -4.147076429595697e-05,
+    8.593843367090557e-06, 2.9196427628058933e-06, -1.786004231456356e-06,
+    6.608135882544504e-08, 1.6065877123393218e-07, -3.09744866069159e-08,)
+_ERFINV_S = (
+    2.9513285783445578, 0.8851584844765812, 0.0055693340248327795,
+    -0.003710135569020741, 0.0023495664576596875, -0.001373042966606622,
+    0.0006008033559252474, -0.00013424701433040906, -3.5826419691061044e-05,
+    4.524093013065085e-05, -1.7087200954870095e-05, 3.5279798187175463e-07,
+    3.012866895456773e-06, -1.289071113353013e-06, -1.0228813293038316e-07,
+    1.5468870408873046e-07,)
+_W_Q, _S_Q = np.array(_ERFINV_W), np.array(_ERFINV_S)
+_W_EDGE = 5.0
+_S_LO, _S_HI = math.sqrt(_W_EDGE), 4.0  # sqrt(w) of the tail piece (w <= 15.95 in float32)
+_S_SCALE = 2.0 / (_S_HI - _S_LO)
+_S_SHIFT = -(_S_HI + _S_LO) / (_S_HI - _S_LO)
+# |x| from which w >= 5 may hold (a float32 a shade below sqrt(1 - exp(-5))): a block
+# without one skips the tail piece
+_X_TAIL = np.float32(np.nextafter(np.float32(math.sqrt(-math.expm1(-_W_EDGE))), np.float32(0)))
+
+
+@_jit(inline="always")
+def _estrin16(q, u):
+    """``q[0] + q[1] u + ... + q[15] u**15`` by Estrin's scheme (a tree four multiply-adds
+    deep)."""
+    u2 = u * u
+    u4 = u2 * u2
+    a0 = _mul_add(_mul_add(q[3], u, q[2]), u2, _mul_add(q[1], u, q[0]))
+    a1 = _mul_add(_mul_add(q[7], u, q[6]), u2, _mul_add(q[5], u, q[4]))
+    a2 = _mul_add(_mul_add(q[11], u, q[10]), u2, _mul_add(q[9], u, q[8]))
+    a3 = _mul_add(_mul_add(q[15], u, q[14]), u2, _mul_add(q[13], u, q[12]))
+    return _mul_add(_mul_add(a3, u4, a2), u4 * u4, _mul_add(a1, u4, a0))
+
+
+@_jit(inline="always")
+def _erfinv32_fast(xd, tail):
+    """float32 erfinv of ``|xd|`` (``|x| < 1``; 0 elsewhere) before its rounding, by the fits
+    (the tail piece only if ``tail``: a block with no ``|x| >= _X_TAIL`` has no ``w >=
+    5``, its ``log`` being far more precise than the gap between ``_X_TAIL`` and the
+    edge)."""
+    a = abs(xd)
+    ai = a if a < 1.0 else 0.0
+    w = -_log_unit((1.0 - ai) * (1.0 + ai))
+    p = _estrin16(_W_Q, _mul_add(w, 0.4, -1.0))
+    if tail:
+        pt = _estrin16(_S_Q, _mul_add(math.sqrt(w), _S_SCALE, _S_SHIFT))
+        p = pt if w >= _W_EDGE else p
+    return ai * p
+
+
+@_jit(inline="always")
+def _erfinv32_unsure(y):
+    """Whether the Halley value must be taken instead of the fits' ``y``: near a rounding
+    midpoint (within ``_INV_TOL``) or below ``2**-125``."""
+    near = abs((_as_int64(y) & _DROPPED) - _HALF_BITS) <= _INV_TOL
+    return near | ((y < _F32_TINY) & (y > 0))
+
+
+@_jit(inline="always")
+def _erfinv32_round(yy, xd):
+    """The float32 result from erfinv(|x|) ``yy``: the sign, +-inf at +-1, NaN beyond."""
+    a = abs(xd)
+    yy = math.copysign(yy, xd)
+    yy = math.copysign(np.inf, xd) if a == 1.0 else yy
+    yy = np.nan if (a > 1.0 or a != a) else yy
+    return np.float32(yy)
+
+
+# the fits' pass over a block (``_BLOCK`` elements): the float32 results in ``out``, the
+# values before rounding in ``y`` (for the block's second look, only where some are
+# flagged: ``_erfinv32_unsure`` of the kept value, not the whole computation again)
 @_jit
-def _erfinv32_part(x, out):
+def _erfinv32_part(x, out, y):
     m = False
     for i in range(x.size):
         xd = np.float64(x[i])
-        yy, f = _erfinv32_value(xd)
-        a = abs(xd)
-        yy = math.copysign(yy, xd)
-        yy = math.copysign(np.inf, xd) if a == 1.0 else yy
-        yy = np.nan if (a > 1.0 or a != a) else yy
-        out[i] = np.float32(yy)
-        m |= f
+        yy = _erfinv32_fast(xd, False)
+        y[i] = yy
+        out[i] = _erfinv32_round(yy, xd)
+        m |= _erfinv32_unsure(yy)
+    return m
+
+
+@_jit
+def _erfinv32_tail_part(x, out, y):
+    m = False
+    for i in range(x.size):
+        xd = np.float64(x[i])
+        yy = _erfinv32_fast(xd, True)
+        y[i] = yy
+        out[i] = _erfinv32_round(yy, xd)
+        m |= _erfinv32_unsure(yy)
     return m
 
 
 @_jit
 def _erfinv32_one_pass(x, out, idx):
-    """float32 erfinv."""
+    """float32 erfinv: the fits' values, the few flagged ones the Halley value's; lists in
+    ``idx`` the elements that one flags in turn (for the NumPy path), returns how many."""
+    y = np.empty(_BLOCK)
     n = 0
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
-        if _erfinv32_part(x[start:stop], out[start:stop]):
-            for i in range(start, stop):
-                if _erfinv32_value(np.float64(x[i]))[1]:
+        tail = False
+        for i in range(start, stop):
+            tail |= abs(x[i]) >= _X_TAIL
+        xs, ys = x[start:stop], out[start:stop]
+        if not (_erfinv32_tail_part(xs, ys, y) if tail else _erfinv32_part(xs, ys, y)):
+            continue
+        for i in range(start, stop):
+            if _erfinv32_unsure(y[i - start]):  # (|x| < 1 here: elsewhere the value is 0)
+                xd = np.float64(x[i])
+                yy, f = _erfinv32_value(xd)
+                out[i] = np.float32(math.copysign(yy, xd))
+                if f:
                     idx[n] = i
                     n += 1
     return n
