@@ -121,9 +121,10 @@ def fit_erf32():
 
 
 def fit_erfinv32(n=600):
-    """``_erfinv_numba._ERFINV_W`` and ``_ERFINV_S``: ``erfinv(x) / x`` as polynomials in
-    ``u``, coefficients lowest power first: for ``w = -log(1 - x*x) < 5`` (``|x| <
-    0.99663``) 16 terms in ``u = w / 2.5 - 1``, beyond (up to ``w = 16``, past the last
+    """``_erfinv_numba._ERFINV_T``, ``_ERFINV_W`` and ``_ERFINV_S``: ``erfinv(x) / x`` as
+    polynomials in ``u``, coefficients lowest power first: for ``|x| < 0.75`` 16 terms in
+    ``u = x*x / 0.28125 - 1``; for ``w = -log(1 - x*x) < 5`` (``|x| < 0.99663``) 16 terms
+    in ``u = w / 2.5 - 1``, beyond (up to ``w = 16``, past the last
     float32 below 1) 16 terms in ``u`` mapping ``sqrt(w)`` from [sqrt(5), 4] onto [-1, 1].
     Each a relative least-squares fit in Chebyshev form on Chebyshev nodes of ``u``,
     refined twice on its residual (the float32 pass checks its values against a float32
@@ -135,7 +136,8 @@ def fit_erfinv32(n=600):
         x = mp.sqrt(-mp.expm1(-w))
         return mp.erfinv(x) / x
     lo = mp.sqrt(5)
-    pieces = {"W": (16, lambda u: (u + 1) * mp.mpf(2.5)),
+    pieces = {"T": (16, lambda u: -mp.log1p(-(u + 1) * mp.mpf(0.28125))),
+              "W": (16, lambda u: (u + 1) * mp.mpf(2.5)),
               "S": (16, lambda u: (lo + (u + 1) * (4 - lo) / 2) ** 2)}
     for name, (terms, w_of_u) in pieces.items():
         us = np.cos(np.pi * (np.arange(n) + 0.5) / n)

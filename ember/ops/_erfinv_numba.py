@@ -148,17 +148,24 @@ def _erfinv32_value(xd):
 
 
 # ----- float32 erfinv without a Halley step -------------------------------------------
-# The one-pass kernel's value: ``erfinv(x) = x P(w)``, ``w = -log(1 - x*x)``, ``P`` a fit
-# good to 5e-13 relative (tools/fit_erf.py: 16 terms in ``w`` for ``w < 5``, 16 in
-# ``sqrt(w)`` beyond), Estrin's scheme with multiply-adds: a logarithm, a square root in
-# the tail only and about twenty multiply-adds instead of the Halley step's erf, erfc,
-# exponential and two divisions. Its value is not the NumPy path's: that one is itself
-# within about 2e-12 of erfinv (its float32 fits' error), so the two lie up to about 2**14
-# float64 ulps apart (tools/check_erf32.py measures the largest gap over every float32
-# input) and the check against a rounding midpoint takes ``_INV_TOL = 2**15`` ulps: one
-# element in 8,000 is flagged, and recomputed by the Halley value above (``_erfinv32_value``,
-# within ``_TOL`` of the NumPy path's), which lists the few it flags in turn for NumPy.
+# The one-pass kernel's value: ``erfinv(x) = x P``, ``P`` a fit good to 5e-13 relative
+# (tools/fit_erf.py), Estrin's scheme with multiply-adds: for ``|x| < 0.75`` 16 terms in
+# ``t = x*x`` (no logarithm), beyond 16 terms in ``w = -log(1 - x*x)`` for ``w < 5`` and 16
+# in ``sqrt(w)`` past it: instead of the Halley step's erf, erfc, exponential and two
+# divisions on every element, a polynomial, and a logarithm on a quarter of uniform
+# inputs. Its value is not the NumPy path's: that one is itself within about 2e-12 of
+# erfinv (its float32 fits' error), so the two lie up to about 2**14 float64 ulps apart
+# (tools/check_erf32.py measures the largest gap over every float32 input) and the check
+# against a rounding midpoint takes ``_INV_TOL = 2**15`` ulps: one element in 8,000 is
+# flagged, and recomputed by the Halley value above (``_erfinv32_value``, within ``_TOL``
+# of the NumPy path's), which lists the few it flags in turn for NumPy.
 _INV_TOL = 1 << 15
+_ERFINV_T = (
+    0.9640216376235797, 0.09346781082829828, 0.01969115627295208, 0.005173013438423891,
+    0.0015097222324290263, 0.0004685487039869639, 0.0001514009548241137,
+    5.0331682862518934e-05, 1.7068401529686955e-05, 5.888475778651678e-06,
+    2.1028890470048065e-06, 7.456565016886127e-07, 2.1358251312411724e-07,
+    7.491592631933042e-08, 5.916764321124271e-08, 2.1970176858249967e-08,)
 _ERFINV_W = (
     1.501409351111118, 0.6166006918561352, -0.026108235819485928, -0.0195735608794891,
     0.008525401839124178, -0.00048790063984566705, -0.0008341427592325107,
@@ -172,7 +179,9 @@ _ERFINV_S = (
     4.524093013065085e-05, -1.7087200954870095e-05, 3.5279798187175463e-07,
     3.012866895456773e-06, -1.289071113353013e-06, -1.0228813293038316e-07,
     1.5468870408873046e-07,)
-_W_Q, _S_Q = np.array(_ERFINV_W), np.array(_ERFINV_S)
+_T_Q, _W_Q, _S_Q = np.array(_ERFINV_T), np.array(_ERFINV_W), np.array(_ERFINV_S)
+_X_CENTRAL = np.float32(0.75)  # below: the piece in t = x*x
+_T_SCALE = 1.0 / 0.28125  # u = t / 0.28125 - 1 over [0, 0.5625]
 _W_EDGE = 5.0
 _S_LO, _S_HI = math.sqrt(_W_EDGE), 4.0  # sqrt(w) of the tail piece (w <= 15.95 in float32)
 _S_SCALE = 2.0 / (_S_HI - _S_LO)
@@ -193,6 +202,28 @@ def _estrin16(q, u):
     a2 = _mul_add(_mul_add(q[11], u, q[10]), u2, _mul_add(q[9], u, q[8]))
     a3 = _mul_add(_mul_add(q[15], u, q[14]), u2, _mul_add(q[13], u, q[12]))
     return _mul_add(_mul_add(a3, u4, a2), u4 * u4, _mul_add(a1, u4, a0))
+
+
+@_jit(inline="always")
+def _erfinv32_central(xd):
+    """float32 erfinv of ``|xd|`` for ``|x| < 0.75`` before its rounding (the piece in ``t =
+    x*x``; meaningless elsewhere)."""
+    a = abs(xd)
+    return a * _estrin16(_T_Q, _mul_add(a * a, _T_SCALE, -1.0))
+
+
+@_jit(inline="always")
+def _erfinv32_fits(xd):
+    """The fits' value of ``|xd|`` (``|x| < 1``) whichever piece applies: what the one-pass
+    kernel computes, element by element (tools/check_erf32.py)."""
+    return _erfinv32_central(xd) if abs(xd) < 0.75 else _erfinv32_fast(xd, True)
+
+
+@_jit
+def _erfinv32_fits_pass(x, out):
+    """``_erfinv32_fits`` of each float32 in ``x`` (the checks' kernel, not erfinv's)."""
+    for i in range(x.size):
+        out[i] = _erfinv32_fits(np.float64(x[i]))
 
 
 @_jit(inline="always")
@@ -229,9 +260,23 @@ def _erfinv32_round(yy, xd):
     return np.float32(yy)
 
 
-# the fits' pass over a block (``_BLOCK`` elements): the float32 results in ``out``, the
-# values before rounding in ``y`` (for the block's second look, only where some are
-# flagged: ``_erfinv32_unsure`` of the kept value, not the whole computation again)
+# The one-pass kernel goes through its input in blocks of ``_BLOCK`` elements (as float32
+# erfc's): the central piece over the whole block, then the elements with ``|x| >= 0.75``
+# listed (``_outer_positions``) and their piece computed over them alone, the tail piece
+# only in the blocks that reach it; their values before rounding are kept, so that a
+# block's second look, only where some are flagged, is ``_erfinv32_unsure`` of the kept
+# value and not the whole computation again.
+@_jit
+def _erfinv32_central_part(x, out):
+    m = False
+    for i in range(x.size):
+        xd = np.float64(x[i])
+        yy = _erfinv32_central(xd)
+        out[i] = _erfinv32_round(yy, xd)
+        m |= _erfinv32_unsure(yy) & (abs(xd) < 0.75)
+    return m
+
+
 @_jit
 def _erfinv32_part(x, out, y):
     m = False
@@ -257,27 +302,65 @@ def _erfinv32_tail_part(x, out, y):
 
 
 @_jit
+def _outer_positions(x, pos, xl):
+    """Lists in ``pos`` the elements of ``x`` with ``|x| >= 0.75`` (NaN not), their values in
+    ``xl`` (the outer piece's loop reads them in order: indexed loads do not vectorize);
+    returns how many."""
+    n = 0
+    for i in range(x.size):
+        xi = x[i]
+        pos[n] = i
+        xl[n] = xi
+        n += np.int32(abs(xi) >= _X_CENTRAL)
+    return n
+
+
+@_jit(inline="always")
+def _halley_instead(x, out, idx, n, i):
+    """``out[i]`` from the Halley value (``|x[i]| < 1``); lists ``i`` in ``idx`` if that one is
+    flagged in turn; returns the new count."""
+    xd = np.float64(x[i])
+    yy, f = _erfinv32_value(xd)
+    out[i] = np.float32(math.copysign(yy, xd))
+    if f:
+        idx[n] = i
+        n += 1
+    return n
+
+
+@_jit
 def _erfinv32_one_pass(x, out, idx):
     """float32 erfinv: the fits' values, the few flagged ones the Halley value's; lists in
     ``idx`` the elements that one flags in turn (for the NumPy path), returns how many."""
-    y = np.empty(_BLOCK)
+    pos = np.empty(_BLOCK, np.int32)
+    xl = np.empty(_BLOCK + 8, np.float32)
+    ol = np.empty(_BLOCK + 8, np.float32)
+    yl = np.empty(_BLOCK + 8)
     n = 0
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
-        tail = False
-        for i in range(start, stop):
-            tail |= abs(x[i]) >= _X_TAIL
         xs, ys = x[start:stop], out[start:stop]
-        if not (_erfinv32_tail_part(xs, ys, y) if tail else _erfinv32_part(xs, ys, y)):
-            continue
-        for i in range(start, stop):
-            if _erfinv32_unsure(y[i - start]):  # (|x| < 1 here: elsewhere the value is 0)
+        central_unsure = _erfinv32_central_part(xs, ys)
+        k = _outer_positions(xs, pos, xl)
+        if k:
+            kv = min(k + (-k) % 8, xl.size)  # whole vectors: no scalar remainder loop
+            xl[k:kv] = _X_CENTRAL
+            tail = False
+            for j in range(kv):
+                tail |= abs(xl[j]) >= _X_TAIL
+            xk, ok, yk = xl[:kv], ol[:kv], yl[:kv]
+            unsure = _erfinv32_tail_part(xk, ok, yk) if tail else _erfinv32_part(xk, ok, yk)
+            for j in range(k):
+                ys[pos[j]] = ol[j]
+            if unsure:
+                for j in range(k):
+                    if _erfinv32_unsure(yl[j]):  # (|x| < 1 here: elsewhere the value is 0)
+                        n = _halley_instead(x, out, idx, n, start + pos[j])
+        if central_unsure:
+            for i in range(start, stop):
                 xd = np.float64(x[i])
-                yy, f = _erfinv32_value(xd)
-                out[i] = np.float32(math.copysign(yy, xd))
-                if f:
-                    idx[n] = i
-                    n += 1
+                if abs(xd) < 0.75 and _erfinv32_unsure(_erfinv32_central(xd)):
+                    n = _halley_instead(x, out, idx, n, i)
     return n
 
 
