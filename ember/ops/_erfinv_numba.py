@@ -3,6 +3,11 @@ bits as the NumPy path of :mod:`ember.ops._erf_kernels`, on the pieces they shar
 erf and erfc (:mod:`ember.ops._erf_numba`: the fits' evaluation, the exponential, the
 check against a float32 rounding midpoint).
 
+float32 takes its value from polynomial fits of erfinv itself (good to 5e-13), checked
+against a float32 rounding midpoint; the few it flags take the NumPy path's own
+algorithm (Giles' start and a Halley step, here with a logarithm and exponential of
+its own, checked in turn), and the fewer flagged again the NumPy path itself.
+
 Imported lazily by ``_erf_kernels`` the first time a large enough float32 or float64
 array needs erfinv (numba's import takes about a second); without numba that import
 fails and the NumPy path runs.
@@ -51,9 +56,10 @@ _GC = np.array(_k._GILES_CENTRAL)
 _GT = np.array(_k._GILES_TAIL)
 
 
-# ----- float32 erfinv in one pass (``_k._erfinv`` with one float32-fit Halley step) ------
-# As float32 erfc (``_erf_numba``): a float32 result needs only its float64 value to round
-# the same way, so the pass computes ``log`` and ``exp`` itself (NumPy's float64
+# ----- float32 erfinv's Halley value (``_k._erfinv`` with one float32-fit Halley step) ---
+# Taken by the elements the fits below flag (one in 8,000). As float32 erfc
+# (``_erf_numba``): a float32 result needs only its float64 value to round the same way,
+# so the value computes ``log`` and ``exp`` itself (NumPy's float64
 # ``log``/``exp`` are the C library's scalar ones on AVX2 machines: half the time of the
 # split kernels was theirs)
 # and lists the elements within ``_TOL`` float64 ulps of a float32 rounding midpoint for
