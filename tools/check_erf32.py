@@ -28,7 +28,9 @@ patterns, and NaN): the two paths' bits, the largest error in ulps against float
 ``--torch`` torch's too).
 
 For erfinv, the same over every float32 of [-1, 1] (and a few beyond): the bits, and the
-largest distance between the two paths' values after the Halley step, before rounding.
+largest distances before rounding between the NumPy path's value and the kernel's two:
+its fits' (checked against ``_INV_TOL``) and its Halley step's (taken where the fits'
+is flagged; checked against ``_TOL``).
 """
 import argparse
 import math
@@ -69,7 +71,7 @@ def _max_ulps(x, y):
 
 @numba.njit(nogil=True, error_model="numpy")
 def _erfinv_values(x, out):
-    """The erfinv kernel's float64 values of ``|x|`` before rounding."""
+    """The erfinv kernel's Halley values of ``|x|`` before rounding."""
     for i in range(x.size):
         out[i] = _ni._erfinv32_value(np.float64(x[i]))[0]
 
@@ -137,29 +139,36 @@ def _erfinv_reference(a):
     return _k._halley(y, a, 32)
 
 
-def _check_erfinv(step):
+def _check_erfinv(step, bits_every):
     t0 = time.time()
     one = int(np.float32(1.0).view(np.uint32))
-    differ, gap, n = 0, 0, 0
+    differ, gap, fit_gap, n = 0, 0, 0, 0
     chunk = 1 << 24
     for start in range(0, one + 1, chunk * step):
         x = np.arange(start, min(start + chunk * step, one + 1), step,
                       dtype=np.uint32).view(np.float32)
-        for xs in (x, -x):
+        for xs in (x[::bits_every], -x[::bits_every]):
             differ += _differ(_ni.erfinv32(xs), _numpy_path(xs, 0, 0, _k.erfinv))
             n += xs.size
         inside = x[x < 1]
-        mine = np.empty(inside.size)
-        _erfinv_values(inside, mine)
         ref = _erfinv_reference(inside.astype(np.float64))
-        ok = ref >= 2.0 ** -125  # (below, the kernel checks relatively, as erfc's)
-        d = np.abs(mine.view(np.int64)[ok] - ref.view(np.int64)[ok])
-        gap = max(gap, int(d.max(initial=0)))
+        ok = ref >= 2.0 ** -125  # (below, the kernel leaves them to NumPy)
+        refbits = ref.view(np.int64)[ok]
+        for values, worst in ((_erfinv_values, "gap"), (_ni._erfinv32_fits_pass, "fit_gap")):
+            mine = np.empty(inside.size)
+            values(inside, mine)
+            d = int(np.abs(mine.view(np.int64)[ok] - refbits).max(initial=0))
+            if worst == "gap":
+                gap = max(gap, d)
+            else:
+                fit_gap = max(fit_gap, d)
     extra = np.array([1.5, -1.5, np.inf, -np.inf, np.nan, 2.0, -3e38], np.float32)
     differ += _differ(_ni.erfinv32(extra), _numpy_path(extra, 0, 0, _k.erfinv))
-    print(f"erfinv: {n + extra.size} float32 inputs ({time.time() - t0:.0f} s): "
-          f"differing results {differ}; largest gap before rounding over [0, 1): {gap} "
-          f"float64 ulps (flagged within {_n._TOL}; 2**{math.log2(max(gap, 1)):.1f})")
+    print(f"erfinv: {n + extra.size} float32 inputs compared ({time.time() - t0:.0f} s): "
+          f"differing results {differ}; largest gap before rounding over [0, 1): fits "
+          f"{fit_gap} float64 ulps (flagged within {_ni._INV_TOL}; "
+          f"2**{math.log2(max(fit_gap, 1)):.1f}), Halley step {gap} (flagged within "
+          f"{_n._TOL}; 2**{math.log2(max(gap, 1)):.1f})")
 
 
 def _check_erf32(step, end, with_torch, bits_every):
@@ -225,14 +234,14 @@ def main():
                     help="float32 erf: the inputs with the sign bit clear only")
     ap.add_argument("--torch", action="store_true", help="float32 erf: torch's as well")
     ap.add_argument("--bits-every", type=int, default=1,
-                    help="float32 erf: compare the bits on every N-th input only")
+                    help="float32 erf and erfinv: compare the bits on every N-th input only")
     args = ap.parse_args()
     step = 97 if args.quick else args.step
     only = args.only.split(",")
     if "exp32" in only:
         _check_exp32(step, args.torch, args.bits_every)
     if "erfinv" in only:
-        _check_erfinv(step)
+        _check_erfinv(step, args.bits_every)
     if "erf32" in only:
         _check_erf32(step, 1 << (31 if args.positive else 32), args.torch, args.bits_every)
     if "erf" not in only:

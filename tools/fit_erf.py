@@ -8,7 +8,8 @@ float32: 3e-12), and prints the ``(center, half-width, coefficients)`` tuples as
 appear in the module: a weighted least-squares fit in Chebyshev form over Chebyshev
 nodes of the piece's variable, refined twice on its residual, converted to powers of
 ``u = (variable - center) / half-width``. Last, the float32 erf's pieces in float32
-arithmetic (``_ERF32_PIECES``, see :func:`fit_erf32`).
+arithmetic (``_ERF32_PIECES``, see :func:`fit_erf32`), and the float32 erfinv kernel's
+pieces (``_erfinv_numba._ERFINV_W``, ``_ERFINV_S``, see :func:`fit_erfinv32`).
 """
 import mpmath as mp
 import numpy as np
@@ -83,6 +84,7 @@ def main():
             print(f"# {name}{bits}: degree {deg}, worst relative error {err:.2e}")
             print(f"_{name}{bits} = {piece!r}")
     fit_erf32()
+    fit_erfinv32()
 
 
 def _lsq32(f, lo, hi, deg, center, n=3000):
@@ -116,6 +118,47 @@ def fit_erf32():
         p = _lsq32(lambda x, k=k: mp.erf(x) - k, lo, hi, 7, c)
         pieces.append((c, k, tuple(p[::-1])))
     print(f"_ERF32_PIECES = {tuple(pieces)!r}")
+
+
+def fit_erfinv32(n=600):
+    """``_erfinv_numba._ERFINV_T``, ``_ERFINV_W`` and ``_ERFINV_S``: ``erfinv(x) / x`` as
+    polynomials in ``u``, coefficients lowest power first: for ``|x| < 0.75`` 16 terms in
+    ``u = x*x / 0.28125 - 1``; for ``w = -log(1 - x*x) < 5`` (``|x| < 0.99663``) 16 terms
+    in ``u = w / 2.5 - 1``, beyond (up to ``w = 16``, past the last
+    float32 below 1) 16 terms in ``u`` mapping ``sqrt(w)`` from [sqrt(5), 4] onto [-1, 1].
+    Each a relative least-squares fit in Chebyshev form on Chebyshev nodes of ``u``,
+    refined twice on its residual (the float32 pass checks its values against a float32
+    rounding midpoint: tools/check_erf32.py --only erfinv measures the distance from the
+    NumPy path's over every float32 input)."""
+    def f(w):
+        if w == 0:
+            return mp.sqrt(mp.pi) / 2
+        x = mp.sqrt(-mp.expm1(-w))
+        return mp.erfinv(x) / x
+    lo = mp.sqrt(5)
+    pieces = {"T": (16, lambda u: -mp.log1p(-(u + 1) * mp.mpf(0.28125))),
+              "W": (16, lambda u: (u + 1) * mp.mpf(2.5)),
+              "S": (16, lambda u: (lo + (u + 1) * (4 - lo) / 2) ** 2)}
+    for name, (terms, w_of_u) in pieces.items():
+        us = np.cos(np.pi * (np.arange(n) + 0.5) / n)
+        fv = [f(w_of_u(mp.mpf(float(u)))) for u in us]
+        y = np.array([float(v) for v in fv])
+        wt = 1 / np.abs(y)
+        vander = np.polynomial.chebyshev.chebvander(us, terms - 1) * wt[:, None]
+        cc, *_ = np.linalg.lstsq(vander, y * wt, rcond=None)
+        for _ in range(2):
+            r = np.array([float(fv[i] - mp.mpf(np.polynomial.chebyshev.chebval(us[i], cc)))
+                          for i in range(n)])
+            d, *_ = np.linalg.lstsq(vander, r * wt, rcond=None)
+            cc = cc + d
+        q = [float(v) for v in np.polynomial.chebyshev.cheb2poly(cc)]
+        check = np.linspace(-1, 1, 2001)
+        got = np.polynomial.polynomial.polyval(check, q)
+        ref = np.array([float(f(w_of_u(mp.mpf(float(u))))) for u in check])
+        print(f"# erfinv32 {name}: {terms} terms, worst relative error "
+              f"{np.max(np.abs(got / ref - 1)):.2e}")
+        print(f"_ERFINV_{name} = {tuple(q)!r}")
+
 
 if __name__ == "__main__":
     main()

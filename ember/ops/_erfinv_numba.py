@@ -3,6 +3,11 @@ bits as the NumPy path of :mod:`ember.ops._erf_kernels`, on the pieces they shar
 erf and erfc (:mod:`ember.ops._erf_numba`: the fits' evaluation, the exponential, the
 check against a float32 rounding midpoint).
 
+float32 takes its value from polynomial fits of erfinv itself (good to 5e-13), checked
+against a float32 rounding midpoint; the few it flags take the NumPy path's own
+algorithm (Giles' start and a Halley step, here with a logarithm and exponential of
+its own, checked in turn), and the fewer flagged again the NumPy path itself.
+
 Imported lazily by ``_erf_kernels`` the first time a large enough float32 or float64
 array needs erfinv (numba's import takes about a second); without numba that import
 fails and the NumPy path runs.
@@ -26,8 +31,10 @@ from ember.ops._erf_numba import (  # the pieces erf and erfc share with erfinv
     _B32_P,
     _BLOCK,
     _CHUNK,
+    _DROPPED,
     _EXP_P,
     _F32_TINY,
+    _HALF_BITS,
     _INV_LN2,
     _LN2_HI,
     _LN2_LO,
@@ -38,6 +45,7 @@ from ember.ops._erf_numba import (  # the pieces erf and erfc share with erfinv
     _erf_erfc_finish,
     _erfc64_a,
     _horner,
+    _mul_add,
     _near_midpoint,
     _poly,
 )
@@ -48,9 +56,10 @@ _GC = np.array(_k._GILES_CENTRAL)
 _GT = np.array(_k._GILES_TAIL)
 
 
-# ----- float32 erfinv in one pass (``_k._erfinv`` with one float32-fit Halley step) ------
-# As float32 erfc (``_erf_numba``): a float32 result needs only its float64 value to round
-# the same way, so the pass computes ``log`` and ``exp`` itself (NumPy's float64
+# ----- float32 erfinv's Halley value (``_k._erfinv`` with one float32-fit Halley step) ---
+# Taken by the elements the fits below flag (one in 8,000). As float32 erfc
+# (``_erf_numba``): a float32 result needs only its float64 value to round the same way,
+# so the value computes ``log`` and ``exp`` itself (NumPy's float64
 # ``log``/``exp`` are the C library's scalar ones on AVX2 machines: half the time of the
 # split kernels was theirs)
 # and lists the elements within ``_TOL`` float64 ulps of a float32 rounding midpoint for
@@ -144,32 +153,220 @@ def _erfinv32_value(xd):
     return yy, _near_midpoint(y1) | ((y1 < _F32_TINY) & (y1 > 0)) | (ay >= 4.5)
 
 
+# ----- float32 erfinv without a Halley step -------------------------------------------
+# The one-pass kernel's value: ``erfinv(x) = x P``, ``P`` a fit good to 5e-13 relative
+# (tools/fit_erf.py), Estrin's scheme with multiply-adds: for ``|x| < 0.75`` 16 terms in
+# ``t = x*x`` (no logarithm), beyond 16 terms in ``w = -log(1 - x*x)`` for ``w < 5`` and 16
+# in ``sqrt(w)`` past it: instead of the Halley step's erf, erfc, exponential and two
+# divisions on every element, a polynomial, and a logarithm on a quarter of uniform
+# inputs. Its value is not the NumPy path's: that one is itself within about 2e-12 of
+# erfinv (its float32 fits' error), so the two lie up to about 2**14 float64 ulps apart
+# (tools/check_erf32.py measures the largest gap over every float32 input) and the check
+# against a rounding midpoint takes ``_INV_TOL = 2**15`` ulps: one element in 8,000 is
+# flagged, and recomputed by the Halley value above (``_erfinv32_value``, within ``_TOL``
+# of the NumPy path's), which lists the few it flags in turn for NumPy.
+_INV_TOL = 1 << 15
+_ERFINV_T = (
+    0.9640216376235797, 0.09346781082829828, 0.01969115627295208, 0.005173013438423891,
+    0.0015097222324290263, 0.0004685487039869639, 0.0001514009548241137,
+    5.0331682862518934e-05, 1.7068401529686955e-05, 5.888475778651678e-06,
+    2.1028890470048065e-06, 7.456565016886127e-07, 2.1358251312411724e-07,
+    7.491592631933042e-08, 5.916764321124271e-08, 2.1970176858249967e-08,)
+_ERFINV_W = (
+    1.501409351111118, 0.6166006918561352, -0.026108235819485928, -0.0195735608794891,
+    0.008525401839124178, -0.00048790063984566705, -0.0008341427592325107,
+    0.00029220338545267113, 2.0500291225836737e-05, -4.147076429595697e-05,
+    8.593843367090557e-06, 2.9196427628058933e-06, -1.786004231456356e-06,
+    6.608135882544504e-08, 1.6065877123393218e-07, -3.09744866069159e-08,)
+_ERFINV_S = (
+    2.9513285783445578, 0.8851584844765812, 0.0055693340248327795,
+    -0.003710135569020741, 0.0023495664576596875, -0.001373042966606622,
+    0.0006008033559252474, -0.00013424701433040906, -3.5826419691061044e-05,
+    4.524093013065085e-05, -1.7087200954870095e-05, 3.5279798187175463e-07,
+    3.012866895456773e-06, -1.289071113353013e-06, -1.0228813293038316e-07,
+    1.5468870408873046e-07,)
+_T_Q, _W_Q, _S_Q = np.array(_ERFINV_T), np.array(_ERFINV_W), np.array(_ERFINV_S)
+_X_CENTRAL = np.float32(0.75)  # below: the piece in t = x*x
+_T_SCALE = 1.0 / 0.28125  # u = t / 0.28125 - 1 over [0, 0.5625]
+_W_EDGE = 5.0
+_S_LO, _S_HI = math.sqrt(_W_EDGE), 4.0  # sqrt(w) of the tail piece (w <= 15.95 in float32)
+_S_SCALE = 2.0 / (_S_HI - _S_LO)
+_S_SHIFT = -(_S_HI + _S_LO) / (_S_HI - _S_LO)
+# |x| from which w >= 5 may hold (a float32 a shade below sqrt(1 - exp(-5))): a block
+# without one skips the tail piece
+_X_TAIL = np.float32(np.nextafter(np.float32(math.sqrt(-math.expm1(-_W_EDGE))), np.float32(0)))
+
+
+@_jit(inline="always")
+def _estrin16(q, u):
+    """``q[0] + q[1] u + ... + q[15] u**15`` by Estrin's scheme (a tree four multiply-adds
+    deep)."""
+    u2 = u * u
+    u4 = u2 * u2
+    a0 = _mul_add(_mul_add(q[3], u, q[2]), u2, _mul_add(q[1], u, q[0]))
+    a1 = _mul_add(_mul_add(q[7], u, q[6]), u2, _mul_add(q[5], u, q[4]))
+    a2 = _mul_add(_mul_add(q[11], u, q[10]), u2, _mul_add(q[9], u, q[8]))
+    a3 = _mul_add(_mul_add(q[15], u, q[14]), u2, _mul_add(q[13], u, q[12]))
+    return _mul_add(_mul_add(a3, u4, a2), u4 * u4, _mul_add(a1, u4, a0))
+
+
+@_jit(inline="always")
+def _erfinv32_central(xd):
+    """float32 erfinv of ``|xd|`` for ``|x| < 0.75`` before its rounding (the piece in ``t =
+    x*x``; meaningless elsewhere)."""
+    a = abs(xd)
+    return a * _estrin16(_T_Q, _mul_add(a * a, _T_SCALE, -1.0))
+
+
+@_jit(inline="always")
+def _erfinv32_fits(xd):
+    """The fits' value of ``|xd|`` (``|x| < 1``) whichever piece applies: what the one-pass
+    kernel computes, element by element (tools/check_erf32.py)."""
+    return _erfinv32_central(xd) if abs(xd) < 0.75 else _erfinv32_fast(xd, True)
+
+
 @_jit
-def _erfinv32_part(x, out):
+def _erfinv32_fits_pass(x, out):
+    """``_erfinv32_fits`` of each float32 in ``x`` (the checks' kernel, not erfinv's)."""
+    for i in range(x.size):
+        out[i] = _erfinv32_fits(np.float64(x[i]))
+
+
+@_jit(inline="always")
+def _erfinv32_fast(xd, tail):
+    """float32 erfinv of ``|xd|`` (``|x| < 1``; 0 elsewhere) before its rounding, by the fits
+    (the tail piece only if ``tail``: a block with no ``|x| >= _X_TAIL`` has no ``w >=
+    5``, its ``log`` being far more precise than the gap between ``_X_TAIL`` and the
+    edge)."""
+    a = abs(xd)
+    ai = a if a < 1.0 else 0.0
+    w = -_log_unit((1.0 - ai) * (1.0 + ai))
+    p = _estrin16(_W_Q, _mul_add(w, 0.4, -1.0))
+    if tail:
+        pt = _estrin16(_S_Q, _mul_add(math.sqrt(w), _S_SCALE, _S_SHIFT))
+        p = pt if w >= _W_EDGE else p
+    return ai * p
+
+
+@_jit(inline="always")
+def _erfinv32_unsure(y):
+    """Whether the Halley value must be taken instead of the fits' ``y``: near a rounding
+    midpoint (within ``_INV_TOL``) or below ``2**-125``."""
+    near = abs((_as_int64(y) & _DROPPED) - _HALF_BITS) <= _INV_TOL
+    return near | ((y < _F32_TINY) & (y > 0))
+
+
+@_jit(inline="always")
+def _erfinv32_round(yy, xd):
+    """The float32 result from erfinv(|x|) ``yy``: the sign, +-inf at +-1, NaN beyond."""
+    a = abs(xd)
+    yy = math.copysign(yy, xd)
+    yy = math.copysign(np.inf, xd) if a == 1.0 else yy
+    yy = np.nan if (a > 1.0 or a != a) else yy
+    return np.float32(yy)
+
+
+# The one-pass kernel goes through its input in blocks of ``_BLOCK`` elements (as float32
+# erfc's): the central piece over the whole block, then the elements with ``|x| >= 0.75``
+# listed (``_outer_positions``) and their piece computed over them alone, the tail piece
+# only in the blocks that reach it; their values before rounding are kept, so that a
+# block's second look, only where some are flagged, is ``_erfinv32_unsure`` of the kept
+# value and not the whole computation again.
+@_jit
+def _erfinv32_central_part(x, out):
     m = False
     for i in range(x.size):
         xd = np.float64(x[i])
-        yy, f = _erfinv32_value(xd)
-        a = abs(xd)
-        yy = math.copysign(yy, xd)
-        yy = math.copysign(np.inf, xd) if a == 1.0 else yy
-        yy = np.nan if (a > 1.0 or a != a) else yy
-        out[i] = np.float32(yy)
-        m |= f
+        yy = _erfinv32_central(xd)
+        out[i] = _erfinv32_round(yy, xd)
+        m |= _erfinv32_unsure(yy) & (abs(xd) < 0.75)
     return m
 
 
 @_jit
+def _erfinv32_part(x, out, y):
+    m = False
+    for i in range(x.size):
+        xd = np.float64(x[i])
+        yy = _erfinv32_fast(xd, False)
+        y[i] = yy
+        out[i] = _erfinv32_round(yy, xd)
+        m |= _erfinv32_unsure(yy)
+    return m
+
+
+@_jit
+def _erfinv32_tail_part(x, out, y):
+    m = False
+    for i in range(x.size):
+        xd = np.float64(x[i])
+        yy = _erfinv32_fast(xd, True)
+        y[i] = yy
+        out[i] = _erfinv32_round(yy, xd)
+        m |= _erfinv32_unsure(yy)
+    return m
+
+
+@_jit
+def _outer_positions(x, pos, xl):
+    """Lists in ``pos`` the elements of ``x`` with ``|x| >= 0.75`` (NaN not), their values in
+    ``xl`` (the outer piece's loop reads them in order: indexed loads do not vectorize);
+    returns how many."""
+    n = 0
+    for i in range(x.size):
+        xi = x[i]
+        pos[n] = i
+        xl[n] = xi
+        n += np.int32(abs(xi) >= _X_CENTRAL)
+    return n
+
+
+@_jit(inline="always")
+def _halley_instead(x, out, idx, n, i):
+    """``out[i]`` from the Halley value (``|x[i]| < 1``); lists ``i`` in ``idx`` if that one is
+    flagged in turn; returns the new count."""
+    xd = np.float64(x[i])
+    yy, f = _erfinv32_value(xd)
+    out[i] = np.float32(math.copysign(yy, xd))
+    if f:
+        idx[n] = i
+        n += 1
+    return n
+
+
+@_jit
 def _erfinv32_one_pass(x, out, idx):
-    """float32 erfinv."""
+    """float32 erfinv: the fits' values, the few flagged ones the Halley value's; lists in
+    ``idx`` the elements that one flags in turn (for the NumPy path), returns how many."""
+    pos = np.empty(_BLOCK, np.int32)
+    xl = np.empty(_BLOCK + 8, np.float32)
+    ol = np.empty(_BLOCK + 8, np.float32)
+    yl = np.empty(_BLOCK + 8)
     n = 0
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
-        if _erfinv32_part(x[start:stop], out[start:stop]):
+        xs, ys = x[start:stop], out[start:stop]
+        central_unsure = _erfinv32_central_part(xs, ys)
+        k = _outer_positions(xs, pos, xl)
+        if k:
+            kv = min(k + (-k) % 8, xl.size)  # whole vectors: no scalar remainder loop
+            xl[k:kv] = _X_CENTRAL
+            tail = False
+            for j in range(kv):
+                tail |= abs(xl[j]) >= _X_TAIL
+            xk, ok, yk = xl[:kv], ol[:kv], yl[:kv]
+            unsure = _erfinv32_tail_part(xk, ok, yk) if tail else _erfinv32_part(xk, ok, yk)
+            for j in range(k):
+                ys[pos[j]] = ol[j]
+            if unsure:
+                for j in range(k):
+                    if _erfinv32_unsure(yl[j]):  # (|x| < 1 here: elsewhere the value is 0)
+                        n = _halley_instead(x, out, idx, n, start + pos[j])
+        if central_unsure:
             for i in range(start, stop):
-                if _erfinv32_value(np.float64(x[i]))[1]:
-                    idx[n] = i
-                    n += 1
+                xd = np.float64(x[i])
+                if abs(xd) < 0.75 and _erfinv32_unsure(_erfinv32_central(xd)):
+                    n = _halley_instead(x, out, idx, n, i)
     return n
 
 
