@@ -84,3 +84,47 @@ def test_gradient_of_pdist_inside_a_trace_is_refused_by_name():
         warnings.simplefilter("ignore")
         with pytest.raises(NotImplementedError, match="Pdist"):
             ember.jit.trace(f, (ember.randn(4, 3),))
+
+
+_PARTIAL_WRITES = {
+    "add_": lambda m, a, b: a.add_(b),
+    "+=": lambda m, a, b: a.__iadd__(b),
+    "copy_": lambda m, a, b: a.copy_(b),
+    "setitem slice": lambda m, a, b: a.__setitem__(slice(None), b),
+    "index_add_": lambda m, a, b: a.index_add_(0, m.tensor([0, 1, 2]), b),
+    "scatter_": lambda m, a, b: a.scatter_(0, m.tensor([2, 1, 0]), b),
+    "lt_": lambda m, a, b: a.lt_(b),
+    "copy_ transposed": lambda m, a, b: a.view(1, 3).expand(3, 3).clone().copy_(b),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_PARTIAL_WRITES))
+def test_inplace_write_overlapping_an_input_in_part_is_refused(name):
+    """``x[:3].add_(x[1:])``: self and the other operand share memory one element apart.
+    torch refuses (its kernel would read elements it has already written); ember wrote
+    the values of the inputs as they were ([3, 5, 7, 4]), silently."""
+    for m in (torch, ember):
+        x = m.arange(1.0, 5.0)
+        if name == "copy_ transposed":
+            y = m.arange(9.0).view(3, 3)
+            with pytest.raises(RuntimeError, match="refer to a single memory location"):
+                y.copy_(y.t())
+            assert y.tolist() == m.arange(9.0).view(3, 3).tolist()
+            continue
+        with pytest.raises(RuntimeError, match="some elements of the input tensor and the "
+                           "written-to tensor refer to a single memory location"):
+            _PARTIAL_WRITES[name](m, x[:3], x[1:])
+        assert x.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_inplace_write_of_self_or_apart_memory_still_works():
+    """The same memory with the same layout, or memory apart, is written as before."""
+    got = []
+    for m in (torch, ember):
+        x = m.arange(1.0, 7.0)
+        x.add_(x)
+        x[:3].mul_(x[3:])
+        x[3:] = x[:3]
+        x[:2].copy_(x[:2])
+        got.append(x.tolist())
+    assert got[0] == got[1]

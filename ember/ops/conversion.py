@@ -265,6 +265,7 @@ def copy_(self, src, non_blocking=False):
     Example: ``w.data.copy_(torch.ones(3))`` or ``ema.copy_(param)`` under ``no_grad``.
     """
     from ember.ops._inplace import check_inplace, check_writes, commit
+    from ember.ops._overlap import refuse_partial_overlap
     if not isinstance(src, Tensor):
         if isinstance(src, (bool, int, float)):
             return fill_(self, src)  # torch accepts a Python number here too
@@ -272,6 +273,7 @@ def copy_(self, src, non_blocking=False):
                         f"{type(src).__name__}")
     check_inplace(self)
     check_writes((self,), (src,))
+    refuse_partial_overlap(self, (src,))
     return commit(self, Copy.apply(self, src))
 
 
