@@ -128,3 +128,64 @@ def test_inplace_write_of_self_or_apart_memory_still_works():
         x[:2].copy_(x[:2])
         got.append(x.tolist())
     assert got[0] == got[1]
+
+
+_ZERO_D_CALLS = {
+    "topk": lambda m, x, k: m.topk(x[0], k).values,
+    "roll": lambda m, x, k: m.roll(x, k, 1),
+    "sum": lambda m, x, k: x.sum(k),
+    "avg_pool1d": lambda m, x, k: m.nn.functional.avg_pool1d(x.view(1, 1, -1), k + 1),
+    "conv1d padding": lambda m, x, k: m.nn.functional.conv1d(x.view(1, 1, -1), m.ones(1, 1, 2),
+                                                             padding=k),
+    "max keepdim": lambda m, x, k: m.max(x, k, True).values,
+    "sort": lambda m, x, k: m.sort(x, k).indices,
+    "polygamma": lambda m, x, k: m.polygamma(k, x.abs() + 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ZERO_D_CALLS))
+def test_zero_d_tensor_arguments_as_torch(name):
+    """``x.topk(torch.tensor(2))``, ``x.sum(torch.tensor(0))``, ``F.avg_pool1d(x,
+    torch.tensor(2))``: torch reads a 0-d integer tensor as the int; ember raised
+    TypeError ("iteration over a 0-d tensor", "argument 'k' must be int")."""
+    for k in (0, 1):
+        got = [_ZERO_D_CALLS[name](m, m.arange(12.0).view(3, 4) * 0.5 - 1, m.tensor(k))
+               for m in (torch, ember)]
+        assert got[1].shape == got[0].shape
+        np.testing.assert_allclose(got[1].tolist(), got[0].tolist(), rtol=1e-5)
+
+
+def test_max_with_a_tensor_dim_and_keepdim_is_the_reduction():
+    """``torch.max(x, torch.tensor(1), True)`` is the reduction along dim 1 (values and
+    indices): ember took the tensor as ``other`` and returned the elementwise maximum,
+    ignoring ``keepdim``; without ``keepdim`` both give the elementwise maximum."""
+    for m in (torch, ember):
+        x = m.arange(6.0).view(2, 3)
+        r = m.max(x, m.tensor(1), True)
+        assert r.values.tolist() == [[2.0], [5.0]] and r.indices.tolist() == [[2], [2]]
+        assert m.min(x, m.tensor(0), False).indices.tolist() == [0, 0, 0]
+        assert m.max(x, m.tensor(1)).tolist() == [[1.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+        with pytest.raises(TypeError):
+            m.max(x, m.tensor(1.0), True)
+
+
+@pytest.mark.parametrize("name", ["roll", "sum", "max keepdim", "avg_pool1d", "topk"])
+def test_zero_d_argument_under_trace_and_compile_is_data(name):
+    """A traced 0-d tensor given for an int: ``ember.compile`` follows its value (the
+    call runs eagerly), ``jit.trace`` records it (``topk``) or warns that it keeps the
+    example's value, never freezes it silently."""
+    f = _ZERO_D_CALLS[name]
+
+    def fn(x, k):
+        return f(ember, x, k)
+    x = ember.arange(12.0).view(3, 4)
+    compiled = ember.compile(fn)
+    for k in (1, 0):
+        assert compiled(x, ember.tensor(k)).tolist() == fn(x, ember.tensor(k)).tolist()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        traced = ember.jit.trace(fn, (x, ember.tensor(1)))
+    warned = any("traced tensor" in str(w.message) for w in seen)
+    follows = traced(x, ember.tensor(0)).tolist() == fn(x, ember.tensor(0)).tolist()
+    assert follows or warned
+    assert follows == (name == "topk")

@@ -61,7 +61,7 @@ from ember.ops._conv_kernels import (  # noqa: F401
     pad_array,
     windows,
 )
-from ember.ops._util import cj, not_implemented_for, opmath, reduced_float
+from ember.ops._util import cj, int_args, not_implemented_for, opmath, reduced_float
 from ember.ops.composite_node import CompositeNode
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -292,6 +292,7 @@ class Fold(Primitive):
 
 def ntuple(v, n, name, op="convolution"):
     """``v`` as an n-tuple of ints (an int is repeated), with PyTorch's error."""
+    v = int_args(v)  # (0-d integer tensors, as torch takes them)
     if isinstance(v, (int, np.integer)):
         return (int(v),) * n
     v = tuple(int(i) for i in v)

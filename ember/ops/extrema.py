@@ -7,7 +7,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import refuse_kinds, with_out, wrap_dim
+from ember.ops._util import int_arg, refuse_kinds, with_out, wrap_dim
 from ember.ops.gather_scatter import scatter_picked
 from ember.ops.reduction import (
     _axes,
@@ -247,13 +247,36 @@ class _ModeDim(_SelectDim):
         return idx
 
 
+class _NoKeepdim:
+    """``keepdim`` not given: ``max(x, t)`` is the elementwise maximum, while with
+    ``keepdim`` given (``max(x, t, False)``) torch reads a 0-d integer ``t`` as the dim."""
+    def __bool__(self):
+        return False
+
+    def __repr__(self):
+        return "False"
+
+
+_NO_KEEPDIM = _NoKeepdim()
+
+
+def _keepdim_dim(name, dim, keepdim):
+    """The dim of ``max(x, dim, keepdim)`` given as a tensor: a 0-d integer one is the
+    dim, as torch reads it; any other has no overload."""
+    d = int_arg(dim)
+    if isinstance(d, Tensor):
+        raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                        f"(Tensor, Tensor, {type(keepdim).__name__})")
+    return d
+
+
 def _select(cls, rtype, input, dim, keepdim):
     v, i = cls.apply(input, _axis(input, dim, cls.op), keepdim)
     return rtype(v, i)
 
 
 @with_out
-def max(input, dim=None, keepdim=False, *, out=None):
+def max(input, dim=None, keepdim=_NO_KEEPDIM, *, out=None):
     """The largest element (a 0-d tensor); with ``dim`` (an int), ``(values, indices)``
     along it; with a tensor second argument, the elementwise :func:`maximum`.
 
@@ -265,8 +288,11 @@ def max(input, dim=None, keepdim=False, *, out=None):
         raise TypeError(f"max(): argument 'input' (position 1) must be Tensor, not "
                         f"{type(input).__name__}")
     if isinstance(dim, Tensor):
-        from ember.ops.elementwise import maximum
-        return maximum(input, dim)
+        if keepdim is _NO_KEEPDIM:
+            from ember.ops.elementwise import maximum
+            return maximum(input, dim)
+        dim = _keepdim_dim("max", dim, keepdim)
+    keepdim = False if keepdim is _NO_KEEPDIM else keepdim
     if dim is None:
         if keepdim:
             raise TypeError("max(): keepdim requires an int dim")
@@ -278,15 +304,18 @@ def max(input, dim=None, keepdim=False, *, out=None):
 
 
 @with_out
-def min(input, dim=None, keepdim=False, *, out=None):
+def min(input, dim=None, keepdim=_NO_KEEPDIM, *, out=None):
     """The smallest element; with ``dim``, ``(values, indices)``; with a tensor second
     argument, the elementwise :func:`minimum`."""
     if not isinstance(input, Tensor):
         raise TypeError(f"min(): argument 'input' (position 1) must be Tensor, not "
                         f"{type(input).__name__}")
     if isinstance(dim, Tensor):
-        from ember.ops.elementwise import minimum
-        return minimum(input, dim)
+        if keepdim is _NO_KEEPDIM:
+            from ember.ops.elementwise import minimum
+            return minimum(input, dim)
+        dim = _keepdim_dim("min", dim, keepdim)
+    keepdim = False if keepdim is _NO_KEEPDIM else keepdim
     if dim is None:
         if keepdim:
             raise TypeError("min(): keepdim requires an int dim")
