@@ -5,10 +5,8 @@ torch refuses with torch's error type. ``python tests/opinfo_tensor_args.py`` pr
 every case; tests/test_opinfo_tensor_args.py asserts them against its KNOWN list."""
 import warnings
 
-import torch
 import test_opinfo as T
-
-import ember
+import torch
 
 SAMPLES = 4
 PARTS = ("scalar", "list")
@@ -46,15 +44,12 @@ def variants(s, part):
     return out
 
 
-def _quiet(call):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return call()
-
-
-def _outcome(call):
+def _outcome(fn, *args, **kwargs):
+    """``(fn(*args, **kwargs), None)``, or ``(None, the exception)``, warnings silenced."""
     try:
-        return _quiet(call), None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(*args, **kwargs), None
     except Exception as e:  # noqa: BLE001 - compared with the other side's
         return None, e
 
@@ -72,12 +67,12 @@ def run_case(op, part):
         for where, args, kw in variants(s, part):
             label = f"{key} {part} sample {i} {where}"
             # only calls whose int form works on both sides (the rest is other sweeps')
-            if _outcome(lambda: op.op(s.input, *s.args, **s.kwargs))[1] is not None or \
-                    _outcome(lambda: fn(e_in, *T._to_ember(s.args),
-                                        **T._to_ember(s.kwargs)))[1] is not None:
+            if _outcome(op.op, s.input, *s.args, **s.kwargs)[1] is not None or \
+                    _outcome(fn, e_in, *T._to_ember(s.args), **T._to_ember(s.kwargs))[1] \
+                    is not None:
                 continue
-            t_out, t_err = _outcome(lambda: op.op(s.input, *args, **kw))
-            e_out, e_err = _outcome(lambda: fn(e_in, *T._to_ember(args), **T._to_ember(kw)))
+            t_out, t_err = _outcome(op.op, s.input, *args, **kw)
+            e_out, e_err = _outcome(fn, e_in, *T._to_ember(args), **T._to_ember(kw))
             n += 1
             if t_err is not None:
                 assert e_err is not None, \

@@ -2,6 +2,7 @@
 training step through a one-node composite, 0-d tensors given for numbers, traces at
 other sizes, in-place writes whose input overlaps ``self`` in part (docs/differences.md,
 "Tensor arguments, traces at other sizes, partial overlaps (fourteenth pass)")."""
+import functools
 import itertools
 import warnings
 
@@ -189,3 +190,50 @@ def test_zero_d_argument_under_trace_and_compile_is_data(name):
     follows = traced(x, ember.tensor(0)).tolist() == fn(x, ember.tensor(0)).tolist()
     assert follows or warned
     assert follows == (name == "topk")
+
+
+_SIZED = {
+    "cartesian_prod": (lambda m, a, b: m.cartesian_prod(a, b),
+                       [((3,), (2,)), ((5,), (4,)), ((1,), (6,))]),
+    "meshgrid": (lambda m, a, b: m.stack(m.meshgrid(a, b, indexing="xy")),
+                 [((3,), (2,)), ((5,), (4,)), ((2,), (1,))]),
+    "tensordot": (lambda m, a, b: m.tensordot(a, b, ([0, 1], [2, 0])),
+                  [((2, 2, 1), (2, 1, 2)), ((1, 1, 3), (2, 4, 2)), ((3, 2, 2), (2, 5, 3))]),
+    "put": (lambda m, a, b: m.put(a, (b.abs() * 10).long() % a.numel(), b),
+            [((3, 3), (4,)), ((4, 5), (4,)), ((2, 2), (4,))]),
+    "max_unpool1d": (lambda m, a, b: m.nn.functional.max_unpool1d(a, b, 2),
+                     [((1, 2, 2), (1, 2, 2)), ((3, 2, 4), (3, 2, 4)), ((2, 5, 3), (2, 5, 3))]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SIZED))
+def test_trace_at_other_sizes(name):
+    """Traced at one size, called at others (batch and other dims): ember's trace raised
+    ("The expanded size of the tensor (1) must match...", "shape '[3, 3]' is invalid")
+    where torch's trace generalises; it now gives eager's result, as torch's trace
+    gives torch's."""
+    f, shapes = _SIZED[name]
+    gen = np.random.default_rng(0)
+    arrays = [[gen.standard_normal(s).astype(np.float32) for s in pair] for pair in shapes]
+
+    if name == "max_unpool1d":  # (the indices of a 2-wide max pool of each window)
+        arrays = [[a, (np.arange(a.shape[-1]) * 2 + (a > 0)).astype(np.int64)
+                   * np.ones_like(a, dtype=np.int64)] for a, _ in arrays]
+
+    def args(m, arrs):
+        return [m.tensor(a) for a in arrs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = ember.jit.trace(lambda a, b: f(ember, a, b), tuple(args(ember, arrays[0])))
+        try:
+            t_traced = torch.jit.trace(lambda a, b: f(torch, a, b),
+                                       tuple(args(torch, arrays[0])))
+        except TypeError:  # (torch's F.max_unpool1d checks a tensor as a bool under trace)
+            t_traced = functools.partial(f, torch)
+    for arrs in arrays[1:]:
+        want = f(ember, *args(ember, arrs))
+        got = traced(*args(ember, arrs))
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        np.testing.assert_allclose(got.numpy(), t_traced(*args(torch, arrs)).numpy(),
+                                   rtol=1e-6, atol=1e-6)

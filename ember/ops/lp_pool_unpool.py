@@ -59,7 +59,8 @@ def _max_unpool(name, nd, input, indices, kernel_size, stride, padding, output_s
         raise RuntimeError(f"Found an invalid max index: {int(idx.max())} (output volumes are "
                            f"of size {'x'.join(map(str, out))}")
     if nd == 1:  # PyTorch's 1-d unpooling is its 2-d kernel over a height of 1
-        return _as_2d(MaxUnpool.apply, input, idx[..., None, :], (1,) + out, False)
+        # (the indices' view made by a recorded unsqueeze: a trace keeps it an input)
+        return _as_2d(MaxUnpool.apply, input, indices.unsqueeze(-2)._data, (1,) + out, False)
     return (MaxUnpool3D if nd == 3 else MaxUnpool).apply(input, idx, out, False)
 
 
