@@ -158,14 +158,17 @@ def test_zero_d_tensor_arguments_as_torch(name):
 
 def test_max_with_a_tensor_dim_and_keepdim_is_the_reduction():
     """``torch.max(x, torch.tensor(1), True)`` is the reduction along dim 1 (values and
-    indices): ember took the tensor as ``other`` and returned the elementwise maximum,
-    ignoring ``keepdim``; without ``keepdim`` both give the elementwise maximum."""
+    indices), as is ``torch.max(x, dim=torch.tensor(1))``: ember took the tensor as
+    ``other`` and returned the elementwise maximum, ignoring ``keepdim``; given alone by
+    position both give the elementwise maximum."""
     for m in (torch, ember):
         x = m.arange(6.0).view(2, 3)
         r = m.max(x, m.tensor(1), True)
         assert r.values.tolist() == [[2.0], [5.0]] and r.indices.tolist() == [[2], [2]]
         assert m.min(x, m.tensor(0), False).indices.tolist() == [0, 0, 0]
         assert m.max(x, m.tensor(1)).tolist() == [[1.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+        assert m.max(x, dim=m.tensor(1)).values.tolist() == [2.0, 5.0]
+        assert x.max(other=m.tensor(4.0)).tolist() == [[4.0, 4.0, 4.0], [4.0, 4.0, 5.0]]
         with pytest.raises(TypeError):
             m.max(x, m.tensor(1.0), True)
 
