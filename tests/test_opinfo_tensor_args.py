@@ -23,10 +23,6 @@ _TORCH_ITERATES = ("torch's Python wrapper iterates the argument (``_pair``/``_n
 KNOWN = {
     ("histogramdd", "list"): "a list of 0-d tensors as ``bins`` is read as bin-edge tensors "
                              "and refused (RuntimeError, loud), where torch reads counts",
-    ("linspace.tensor_overload", "scalar"): "``steps`` as a 0-d tensor: ember raises "
-                                            "TypeError (loud)",
-    ("nn.functional.embedding_bag", "scalar"): "``padding_idx`` as a 0-d tensor: ember "
-                                               "raises TypeError (loud)",
     ("nn.functional.max_unpool1d", "scalar"): _TORCH_ITERATES,
     ("nn.functional.max_unpool1d.grad", "scalar"): _TORCH_ITERATES,
     ("nn.functional.max_unpool2d", "scalar"): _TORCH_ITERATES,
