@@ -17,19 +17,9 @@ import ember
 
 STRIDE = 1 if os.environ.get("OPINFO_TENSOR_ARGS_ALL") else 2
 
-_TORCH_ITERATES = ("torch's Python wrapper iterates the argument (``_pair``/``_ntuple``) "
-                   "and raises TypeError on a 0-d tensor; ember reads it as the int (torch's "
-                   "result for that int)")
 KNOWN = {
     ("histogramdd", "list"): "a list of 0-d tensors as ``bins`` is read as bin-edge tensors "
                              "and refused (RuntimeError, loud), where torch reads counts",
-    ("nn.functional.max_unpool1d", "scalar"): _TORCH_ITERATES,
-    ("nn.functional.max_unpool1d.grad", "scalar"): _TORCH_ITERATES,
-    ("nn.functional.max_unpool2d", "scalar"): _TORCH_ITERATES,
-    ("nn.functional.max_unpool2d.grad", "scalar"): _TORCH_ITERATES,
-    ("nn.functional.max_unpool3d", "scalar"): _TORCH_ITERATES,
-    ("nn.functional.max_unpool3d.grad", "scalar"): _TORCH_ITERATES,
-    ("nn.functional.unfold", "scalar"): _TORCH_ITERATES,
 }
 
 CASES = cases()

@@ -540,7 +540,17 @@ class ConvTbc(CompositeNode):
     composite = staticmethod(_conv_tbc)
 
 
+def refuse_tensor_sizes(*sizes):
+    """torch's Python wrappers of ``unfold``, ``fold`` and ``max_unpool`` make tuples of
+    their sizes by iterating them (``_pair``): a 0-d tensor there is refused with the
+    iteration's TypeError, where the other ops read it as the int (``ntuple``)."""
+    for v in sizes:
+        if isinstance(v, Tensor) and v._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+
+
 def _fold_args(name, kernel_size, dilation, padding, stride):
+    refuse_tensor_sizes(kernel_size, dilation, padding, stride)
     k = ntuple(kernel_size, 2, "kernel_size", name)
     d = ntuple(dilation, 2, "dilation", name)
     p = ntuple(padding, 2, "padding", name)
