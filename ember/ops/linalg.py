@@ -508,9 +508,7 @@ def tensordot(a, b, dims=2, out=None):
     """
     _need_tensors("tensordot", ["a", "b"], a, b)
     if _mode_active[0] and not isinstance(dims, Tensor) and \
-            (m := _mode_recorder((a, b))) is not None:
-        # one call in a capture: whether a size-1 contracted dim broadcasts follows the
-        # sizes (a trace of the ops would keep the example's choice)
+            (m := _mode_recorder((a, b))) is not None:  # one call: its broadcasts follow sizes
         return m.composite_locals("tensordot", tensordot, locals())
     if isinstance(dims, Tensor):
         if _mode_active[0]:
