@@ -396,11 +396,12 @@ def _fma_line(start, end, step, steps, np_dt):
 
 
 def _check_steps(steps, name):
-    """torch's parser takes ``steps`` as an int only (a float or bool is refused, not
-    truncated)."""
+    """``steps`` as an int: torch's parser takes an int or a 0-d integer tensor only (a
+    float or bool is refused, not truncated)."""
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer, Tensor)):
         raise TypeError(f"{name}() received an invalid combination of arguments - got steps "
                         f"of type {type(steps).__name__}, but expected an int")
+    return steps.__index__() if isinstance(steps, Tensor) else steps
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, out=None,
@@ -409,7 +410,7 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, ou
     out_name = _range_out_name(start, end)
     start, end = _num(start), _num(end)
     dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
-    _check_steps(steps, "linspace")
+    steps = _check_steps(steps, "linspace")
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     integral = not (dt.is_floating_point or dt.is_complex)
@@ -468,7 +469,7 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
     dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
     out_name = _range_out_name(start, end)
     start, end = _num(start), _num(end)
-    _check_steps(steps, "logspace")
+    steps = _check_steps(steps, "logspace")
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     if not (dt.is_floating_point or dt.is_complex or dt is _dt.bool):

@@ -3,6 +3,7 @@
 Math methods and operators are bound onto this class by ``ember.ops`` (see
 ``ember.ops._bind``); this file holds only state, conversions and autograd plumbing.
 """
+import operator as _operator
 import warnings
 from numbers import Number as _Number
 
@@ -265,6 +266,8 @@ class Tensor:
         return d.data.ptr
 
     def _wrap_dim(self, dim):
+        if type(dim) is not int:
+            dim = _operator.index(dim)  # (a 0-d integer tensor, as torch takes one)
         n = self._data.ndim
         m = max(n, 1)
         if not -m <= dim < m:

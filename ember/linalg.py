@@ -11,7 +11,7 @@ from ember._tensor import _mode_active, _mode_recorder
 from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
 from ember.ops._linalg_util import LinAlgError
-from ember.ops._util import reduced_float, type_name
+from ember.ops._util import int_args, reduced_float, type_name
 from ember.ops.composite_node import one_node
 from ember.ops.join import cat
 from ember.ops.linalg import _cross, _write_out, matmul, matrix_power, multi_dot_chain
@@ -49,6 +49,7 @@ __all__ = ["LinAlgError", "matmul", "det", "slogdet", "inv", "inv_ex", "solve", 
 def _dims(dim, ndim, name):
     if dim is None:
         return tuple(range(ndim))
+    dim = int_args(dim)  # (0-d integer tensors, as torch takes them)
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     if not dims:
         return tuple(range(ndim))

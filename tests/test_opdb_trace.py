@@ -24,9 +24,9 @@ import ember
 import ember.onnx
 
 # reasons, by kind
-_SIZES_LOUD = ("a composite that reads the sample's sizes as plain numbers (an expand, a "
-               "reshape, a flat index): another size raises (loud) where PyTorch's trace "
-               "records one aten call and generalises")
+_STATS_LOUD = ("running statistics passed as arguments (updated in place): the trace "
+               "raises naming them (loud) where PyTorch's trace records one aten call; a "
+               "module's buffers replay")
 _LOAD_NONE_DIM = ("a 0-d input's node has no axis (None): the saved call passes None, "
                   "which torch.jit.load's compiler rejects (loud)")
 _LOAD_NONZERO = ("nonzero(as_tuple=True) saved as a tuple unpacking that the TorchScript "
@@ -65,7 +65,6 @@ KNOWN = {
     ('argmin', 'onnx'): _ARG_ONNX,
     ('argsort', 'onnx'): _TIES_ONNX,
     ('bfloat16', 'onnx'): _DTYPE_ONNX,
-    ('cartesian_prod', 'onnx'): _SAME_AS_TRACE,
     ('cdouble', 'onnx'): _DTYPE_ONNX,
     ('ceil', 'onnx'): _INT_ONNX,
     ('cfloat', 'onnx'): _DTYPE_ONNX,
@@ -83,8 +82,6 @@ KNOWN = {
     ('masked.argmax', 'onnx'): _ARG_ONNX,
     ('masked.argmin', 'onnx'): _ARG_ONNX,
     ('max.reduction_with_dim', 'onnx'): _EXPORT_RAISES,
-    ('meshgrid.list_of_tensors', 'onnx'): _SAME_AS_TRACE,
-    ('meshgrid.variadic_tensors', 'onnx'): _SAME_AS_TRACE,
     ('min.reduction_with_dim', 'onnx'): _EXPORT_RAISES,
     ('nn.functional.avg_pool1d', 'onnx'): _INT_ONNX,
     ('nn.functional.avg_pool3d', 'onnx'): _INT_ONNX,
@@ -107,26 +104,18 @@ KNOWN = {
     ('squeeze', 'onnx'): _SQUEEZE_ONNX,
     ('squeeze.multiple', 'onnx'): _SQUEEZE_ONNX,
     ('squeeze_copy', 'onnx'): _SQUEEZE_ONNX,
-    ('tensordot', 'onnx'): _SAME_AS_TRACE,
     ('topk', 'onnx'): _TIES_ONNX,
     ('unbind', 'onnx'): _SPLIT_ONNX,
     ('unbind_copy', 'onnx'): _SPLIT_ONNX,
     ('unsafe_chunk', 'onnx'): _SPLIT_ONNX,
     ('unsafe_split', 'onnx'): _SPLIT_ONNX,
-    ('cartesian_prod', 'trace'): _SIZES_LOUD,
     ('histogramdd', 'trace'): _REFUSED,
     ('linalg.ldl_factor', 'trace'): _REFUSED,
     ('linalg.ldl_factor_ex', 'trace'): _REFUSED,
     ('linalg.ldl_solve', 'trace'): _REFUSED,
     ('linalg.lstsq', 'trace'): _REFUSED,
     ('linalg.lstsq.grad_oriented', 'trace'): _REFUSED,
-    ('meshgrid.list_of_tensors', 'trace'): _SIZES_LOUD,
-    ('meshgrid.variadic_tensors', 'trace'): _SIZES_LOUD,
-    ('nn.functional.batch_norm', 'trace'): _SIZES_LOUD,
-    ('nn.functional.max_unpool1d', 'trace'): _SIZES_LOUD,
-    ('nn.functional.max_unpool1d.grad', 'trace'): _SIZES_LOUD,
-    ('put', 'trace'): _SIZES_LOUD,
-    ('tensordot', 'trace'): _SIZES_LOUD,
+    ('nn.functional.batch_norm', 'trace'): _STATS_LOUD,
     ('to_sparse', 'trace'): _REFUSED,
 }
 

@@ -9,6 +9,9 @@ order the elements are written in. For every op ember runs (test_opinfo.py's
 - ``inplace_self``: the in-place variant on a self whose last dimension of size > 1 has
   stride 0 (a view of a storage of its own): both refuse, or both compute and leave the
   same storage;
+- ``inplace_partial``: the in-place variant whose first tensor argument of self's shape
+  and dtype is a view of self's storage one element further on (torch's
+  ``assert_no_partial_overlap`` of ``x[:-1].add_(x[1:])``);
 - ``out_self``: ``out=`` a tensor of the result's shape and dtype with such a dimension;
 - ``out_partial``: ``out=`` a view of the input's storage one element further on
   (torch's ``assert_no_partial_overlap``/``assert_no_overlap``);
@@ -33,8 +36,9 @@ import torch
 import ember
 
 SAMPLES = 2
+PARTIAL_SAMPLES = 6
 STRIDE = int(os.environ.get("OPINFO_OVERLAP_STRIDE", 1))
-PARTS = ("inplace_self", "out_self", "out_partial", "out_same")
+PARTS = ("inplace_self", "inplace_partial", "out_self", "out_partial", "out_same")
 SKIP_OPS = set(T.RANDOM_SAMPLE)
 _OVERLAP_WORDS = "refer to a single memory location"
 
@@ -49,6 +53,9 @@ _COMPUTES = ("torch refuses out= sharing memory with an input in part; this path
 KNOWN = {
     ('addmv', 'inplace_self'): _UNCHECKED,
     ('aminmax', 'out_partial'): _COMPUTES,
+    ('baddbmm', 'inplace_partial'):
+        "torch's kernel reads the batches after writing part of a self that overlaps them "
+        "(no check): its values depend on the order of the writes; ember refuses, loudly",
     ('baddbmm', 'inplace_self'): _UNCHECKED,
     ('bmm', 'out_partial'): _READS_WRITTEN,
     ('bmm', 'out_self'): _UNCHECKED,
@@ -61,6 +68,7 @@ KNOWN = {
     ('linalg.lu_solve', 'out_partial'): _READS_WRITTEN,
     ('linalg.solve_triangular', 'out_partial'): _READS_WRITTEN,
     ('log_softmax', 'out_partial'): _READS_WRITTEN,
+    ('masked_scatter', 'inplace_partial'): _READS_WRITTEN,
     ('matmul', 'out_partial'): _READS_WRITTEN,
     ('matmul', 'out_self'): _UNCHECKED,
     ('mv', 'out_partial'): _READS_WRITTEN,
@@ -217,6 +225,8 @@ def _run_sample(op, part, s, i):
         if got:
             T._compare(eb, tb, key, f"{where} storage")
         return 1
+    if part == "inplace_partial":
+        return _run_inplace_partial(op, s, where, args, kw)
     fn = T._ember_fn(op)
     r = _result(op, s)
     if r is None or not all(isinstance(v, torch.Tensor) for v in T._flat(r)):
@@ -257,16 +267,48 @@ def _run_sample(op, part, s, i):
     return 1
 
 
+def _run_inplace_partial(op, s, where, args, kw):
+    """self and its first tensor argument of the same shape and dtype as views of one
+    storage, the argument one element further on."""
+    x = s.input
+    pos = next((i for i, a in enumerate(s.args) if isinstance(a, torch.Tensor) and
+                a.shape == x.shape and a.dtype == x.dtype), None)
+    if pos is None or x.numel() < 2:
+        return 0
+    ti, ei = _inplace(op)
+    if not _works(lambda: ti(x.clone(), *s.args, **s.kwargs)) or \
+            not _works(lambda: ei(T._to_ember(x), *args, **kw)):
+        return 0
+    m = x.numel()
+    flat = torch.zeros(m + 1, dtype=x.dtype)
+    flat[:m] = x.detach().reshape(-1)
+    flat[m] = 1
+    tb, eb = _twin_storages(flat)
+    shape, st = tuple(x.shape), _contiguous_strides(tuple(x.shape))
+
+    def call(f, b, a, k):
+        a = list(a)
+        a[pos] = b.as_strided(shape, st, 1)
+        return f(b.as_strided(shape, st), *a, **k)
+    got = _pair(where, lambda: call(ti, tb, s.args, s.kwargs), lambda: call(ei, eb, args, kw))
+    if got:
+        T._compare(eb, tb, T._key(op), f"{where} storage")
+    return 1
+
+
 def _applies(op, part):
     if op.name in SKIP_OPS:
         return False
-    if part == "inplace_self":
+    if part.startswith("inplace"):
         return _inplace(op) is not None
     return op.supports_out
 
 
 def _run(op, part):
     dtype = T._dtypes(op)[0]
+    if part == "inplace_partial":  # (few samples have an argument of self's shape)
+        return sum(_run_sample(op, part, s, i)
+                   for i, s in enumerate(T._samples(op, dtype, False, PARTIAL_SAMPLES)))
     return sum(_run_sample(op, part, s, i)
                for i, s in enumerate(T._samples(op, dtype, False, SAMPLES)))
 

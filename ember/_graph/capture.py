@@ -460,9 +460,11 @@ class _Trace(_modes.Mode):
             # dim, size, exponent or margin; a check's number) would be replayed as the
             # example's, or its check skipped: the call runs eagerly instead
             self.break_on_read(t, what)
-        elif t._data.ndim and t._data.dtype.kind in "iub":
-            # a vector's values (lengths, split points, offsets) as Python numbers; one
-            # number read inside an op is most often a check that raises instead
+        elif t._data.dtype.kind in "iub" and (t._data.ndim or what in ("__index__", "__int__")):
+            # a vector's values (lengths, split points, offsets) as Python numbers, or a
+            # 0-d tensor given where an int goes (a dim, shift, size: ``__index__`` or
+            # ``__int__``); any other number read inside an op is most often a check
+            # that raises instead
             self.warn_read(t)
 
     def break_on_read(self, t, what):

@@ -25,9 +25,10 @@ RANDOM_CALLS = ("bernoulli_", "uniform_", "normal_", "random_", "exponential_", 
 RNN_CALLS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 PACKING_CALLS = ("pack_padded_sequence", "pad_packed_sequence")
 # calls whose windows or sampling positions depend on the input's size (``pad``: its
-# reflect/replicate/circular modes)
+# reflect/replicate/circular modes; ``tensordot``: whether a size-1 contracted dim
+# broadcasts)
 RESIZE_CALLS = ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-                "interpolate", "pad")
+                "interpolate", "pad", "tensordot")
 # orderings: their indices are values of the input, so a trace records the call (an
 # order computed at the example would be a constant of the example's values)
 SORT_CALLS = ("sort", "argsort", "topk", "kthvalue", "nonzero", "repeat_interleave", "pdist",

@@ -1,6 +1,7 @@
-"""TorchScript spellings of the pooling family, transposed convolution and instance
-norm: the aten call PyTorch's tracer records, with the layer's arguments, so a saved
-trace computes its windows (and output sizes) from the input at run time."""
+"""TorchScript spellings of the pooling family, transposed convolution, instance norm
+and ``tensordot``: the aten call PyTorch's tracer records, with the layer's arguments, so
+a saved trace computes its windows (and output sizes, and tensordot's broadcast of a
+size-1 contracted dim) from the input at run time."""
 from ember.jit._codegen_emitter import emits, literal
 from ember.ops import adaptive_pooling, conv, pooling
 
@@ -86,3 +87,15 @@ def _instance_norm(em, node, input, running_mean=None, running_var=None, weight=
             f"{em.e(running_mean)}, {em.e(running_var)}, {literal(bool(use_input_stats))}, "
             f"{literal(float(momentum if momentum is not None else 0.0))}, "
             f"{literal(float(eps))}, True)")
+
+
+@emits("tensordot")
+def _tensordot(em, node, a, b, dims=2, out=None):
+    """``aten::tensordot`` takes the two lists of contracted dims: an int ``dims`` is the
+    last ``dims`` of ``a`` with the first of ``b``."""
+    if isinstance(dims, int):
+        na = len(node.inputs[0].shape)
+        da, db = list(range(na - dims, na)), list(range(dims))
+    else:
+        da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+    return f"torch.tensordot({em.e(a)}, {em.e(b)}, {em.ints(da)}, {em.ints(db)})"

@@ -348,8 +348,9 @@ _PADDINGS = {0: "zeros", 1: "border", 2: "reflection"}
 def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
     """``torch.grid_sampler``: modes as integers (0 bilinear, 1 nearest, 2 bicubic;
     padding 0 zeros, 1 border, 2 reflection)."""
-    return F.grid_sample(input, grid, _MODES[interpolation_mode], _PADDINGS[padding_mode],
-                         align_corners)
+    from ember.ops._util import int_arg
+    return F.grid_sample(input, grid, _MODES[int_arg(interpolation_mode)],
+                         _PADDINGS[int_arg(padding_mode)], align_corners)
 
 
 def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):

@@ -394,6 +394,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     if _mode_active[0] and (m := _mode_recorder(locals().values())) is not None:
         # one node: the bags' offsets and sizes are computed from the traced indices
         return m.composite_locals("embedding_bag", embedding_bag, locals())
+    if isinstance(padding_idx, ember.Tensor):  # (a 0-d integer tensor, as torch takes one)
+        padding_idx = padding_idx.__index__()
     if weight.ndim != 2:
         raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension "
                          f"{weight.ndim}")

@@ -230,12 +230,17 @@ def inplace_method(fn, copies_self=False, promotes=False):
     ``promotes``: the op's result dtype is the promotion of ``self`` and its tensor and
     number operands; a result ``self`` cannot hold is refused before anything is
     computed, with PyTorch's message, as PyTorch checks it."""
+    from ember.ops._overlap import APART_INPLACE, refuse_partial_overlap
+    apart = fn.__name__ in APART_INPLACE
+
     def method(self, *args, **kwargs):
         check_inplace(self)
         if _modes.active[0]:  # (before the op: one without a rule would loop first)
             check_writes((self,), (*args, *kwargs.values()))
         if promotes:
             _check_promotion(self, (*args, *kwargs.values()))
+        if apart:
+            refuse_partial_overlap(self, args if not kwargs else (*args, *kwargs.values()))
         return commit(self, fn(source_for(self, copies_self, args), *args, **kwargs))
     method.__name__ = fn.__name__ + "_"
     method.__doc__ = f"In-place version of :func:`{fn.__name__}`."

@@ -55,6 +55,16 @@ APART_OUT = frozenset("""
     square sub tan tanh topk true_divide trunc where xlogy
 """.split())
 
+# the in-place ops torch refuses where ``self`` shares memory in part with an input
+# (``x[:-1].add_(x[1:])``: its kernels would read elements they have already written);
+# ember computes out of place, so it checks only to raise as torch does
+# (tests/test_opinfo_overlap.py's ``inplace_partial`` keeps the list)
+# (torch's addmm_, addmv_, addr_ and addbmm_ take a self shared with a factor, as their
+# out= does; its ldexp_ multiplies by a new tensor)
+APART_INPLACE = APART_OUT - frozenset("addmm addmv addr addbmm ldexp".split()) | frozenset("""
+    eq ge gt le lt ne logical_and logical_or logical_xor index_add index_copy
+""".split())
+
 
 def _dense_span(d):
     """The byte range ``[begin, end)`` of an array whose elements fill it once (torch's
@@ -99,6 +109,18 @@ def refuse_partial_overlap(out, inputs):
                                              else _owner(td) is not owner):
                 continue
             _refuse_pair(od, td)
+
+
+def refuse_basic_write_overlap(arr, basic, value):
+    """``x[basic] = value`` (a slice, no advanced index): torch's ``copy_`` into the view
+    refuses a ``value`` sharing memory with it in part (``x[1:] = x[:-1]``)."""
+    vd = value._data
+    if type(vd) is not _ndarray or type(arr) is not _ndarray:
+        return
+    owner = arr if arr.base is None else _owner(arr)
+    if vd is not owner if vd.base is None else _owner(vd) is not owner:
+        return
+    _refuse_pair(arr[basic], vd)
 
 
 def _refuse_pair(od, td):

@@ -407,6 +407,10 @@ def cj(t):
 
 
 def wrap_dim(dim, ndim):
+    """``dim`` (an int, or a 0-d integer tensor as torch takes one) wrapped into
+    ``[0, ndim)``; IndexError out of range."""
+    if type(dim) is not int:
+        dim = operator.index(dim)
     m = max(ndim, 1)
     if not -m <= dim < m:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-m}, {m - 1}], "
@@ -414,12 +418,30 @@ def wrap_dim(dim, ndim):
     return dim + ndim if dim < 0 else dim
 
 
+def _zero_d_int(v):
+    """A 0-d integer tensor: torch takes one wherever it takes an int (a dim, a size)."""
+    return isinstance(v, Tensor) and v._data.ndim == 0 and v._data.dtype.kind in "iu"
+
+
+def int_arg(v):
+    """``v`` as a Python int where it is a 0-d integer tensor (read through ``__index__``,
+    so a graph capture sees the read), else ``v`` unchanged for the caller's checks."""
+    return operator.index(v) if _zero_d_int(v) else v
+
+
+def int_args(v):
+    """:func:`int_arg` of ``v`` and of each element of a list or tuple ``v``."""
+    if isinstance(v, (list, tuple)):
+        return type(v)(int_arg(x) for x in v) if any(isinstance(x, Tensor) for x in v) else v
+    return int_arg(v)
+
+
 def wrap_dims(dim, ndim):
     """Normalise ``dim`` (None, int, or sequence) to a sorted tuple of axes."""
     if dim is None:
         return tuple(range(ndim))
-    if isinstance(dim, (int, np.integer)):
-        return (wrap_dim(int(dim), ndim),)
+    if isinstance(dim, (int, np.integer)) or _zero_d_int(dim):
+        return (wrap_dim(operator.index(dim), ndim),)
     if isinstance(dim, str) or not hasattr(dim, "__iter__"):
         raise TypeError(f"argument 'dim' must be int or tuple of ints, not {type(dim).__name__}")
     try:

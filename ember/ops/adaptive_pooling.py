@@ -14,13 +14,14 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import reduced_float, scalar_type_name
+from ember.ops._util import int_args, reduced_float, scalar_type_name
 from ember.ops.pooling import GatherFlat, ScatterFlat, _adjoint_in_x, _as_2d, _flat_in_x, _zero_in_x
 
 # the names torch also has at top level, with the same signature
 __all__ = ["adaptive_avg_pool1d"]
 
 def _adaptive_args(name, input, nd, output_size):
+    output_size = int_args(output_size)
     if not isinstance(input, Tensor):
         raise TypeError(f"{name}(): argument 'input' must be Tensor, not "
                         f"{type(input).__name__}")

@@ -87,6 +87,8 @@ class CompositeNode(Primitive):
         return args
 
     def backward(self, gy):
+        if _mode_active[0] and (m := _mode_recorder()) is not None:
+            return _backward_in_capture(self, m, gy)
         return self.recompute_grads(gy)
 
     def recompute_grads(self, gy):
@@ -117,6 +119,34 @@ class CompositeNode(Primitive):
                 g = _flat_in(g, args[i])
             result[i] = g
         return tuple(result)
+
+
+_recomputing = set()
+
+
+def _backward_in_capture(node, m, gy):
+    """``node.recompute_grads(gy)`` while a capture records composites. A composite that
+    records itself as one capture node (``pdist``, ``matrix_exp``, ``segment_reduce``)
+    would make this node again and differentiate it, without end. Where the capture
+    records nothing (a compiled training step's backward runs beneath it) it is hidden;
+    where it records (a ``jit.trace`` of a function that takes a gradient) the second
+    entry is refused by name."""
+    passes = getattr(m, "_passes", None)
+    if passes is not None and passes():
+        from ember.autograd._modes import hidden
+        with hidden(m):
+            return node.recompute_grads(gy)
+    cls = type(node)
+    if cls in _recomputing:
+        raise NotImplementedError(
+            f"jit.trace: the derivative of {cls._node_name[:-len('Backward0')]} taken inside "
+            "the traced function cannot be recorded (the op is one call in the trace); "
+            "take the gradient outside the traced function")
+    _recomputing.add(cls)
+    try:
+        return node.recompute_grads(gy)
+    finally:
+        _recomputing.discard(cls)
 
 
 def _flat_in(g, x):

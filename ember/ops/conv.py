@@ -61,7 +61,7 @@ from ember.ops._conv_kernels import (  # noqa: F401
     pad_array,
     windows,
 )
-from ember.ops._util import cj, not_implemented_for, opmath, reduced_float
+from ember.ops._util import cj, int_args, not_implemented_for, opmath, reduced_float
 from ember.ops.composite_node import CompositeNode
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -292,6 +292,7 @@ class Fold(Primitive):
 
 def ntuple(v, n, name, op="convolution"):
     """``v`` as an n-tuple of ints (an int is repeated), with PyTorch's error."""
+    v = int_args(v)  # (0-d integer tensors, as torch takes them)
     if isinstance(v, (int, np.integer)):
         return (int(v),) * n
     v = tuple(int(i) for i in v)
@@ -539,7 +540,17 @@ class ConvTbc(CompositeNode):
     composite = staticmethod(_conv_tbc)
 
 
+def refuse_tensor_sizes(*sizes):
+    """torch's Python wrappers of ``unfold``, ``fold`` and ``max_unpool`` make tuples of
+    their sizes by iterating them (``_pair``): a 0-d tensor there is refused with the
+    iteration's TypeError, where the other ops read it as the int (``ntuple``)."""
+    for v in sizes:
+        if isinstance(v, Tensor) and v._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+
+
 def _fold_args(name, kernel_size, dilation, padding, stride):
+    refuse_tensor_sizes(kernel_size, dilation, padding, stride)
     k = ntuple(kernel_size, 2, "kernel_size", name)
     d = ntuple(dilation, 2, "dilation", name)
     p = ntuple(padding, 2, "padding", name)

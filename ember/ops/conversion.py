@@ -9,6 +9,7 @@ from ember.backend import complex32 as _c32
 from ember.backend import dtypes as _dt
 from ember.backend._frozen import Frozen
 from ember.ops import _batch, _jvp
+from ember.ops._overlap import refuse_partial_overlap
 from ember.ops._util import checked_fill
 
 __all__ = ["clone", "fill", "fill_", "zero_", "memory_format", "contiguous_format",
@@ -272,6 +273,10 @@ def copy_(self, src, non_blocking=False):
                         f"{type(src).__name__}")
     check_inplace(self)
     check_writes((self,), (src,))
+    if getattr(self._data, "base", None) is not None or \
+            getattr(src._data, "base", None) is not None:
+        # (two arrays that are no views share no memory, or are one array)
+        refuse_partial_overlap(self, (src,))
     return commit(self, Copy.apply(self, src))
 
 

@@ -5,7 +5,7 @@ import numpy as np
 from ember._factory import ones, zeros
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.backend.dtypes import bool as ember_bool
-from ember.backend.dtypes import get_default_dtype, result_type
+from ember.backend.dtypes import complex128, float32, float64, get_default_dtype, result_type
 from ember.ops._util import scalar_type_name, tensor_operands, with_out
 from ember.ops.composite_node import CompositeNode, call
 from ember.ops.elementwise import where
@@ -78,9 +78,20 @@ def ldexp(input, other):
 
 
 def _ldexp(input, other):
-    x = input if input.is_floating_point() or input.is_complex() else \
-        input.to(get_default_dtype())
-    return x * _pow(2.0, other).to(x.dtype)
+    # PyTorch's dtype: the promotion of both operands (float32 with float64 gives float64),
+    # the default dtype where that is an integer type
+    dt = result_type(input, other)
+    if not (dt.is_floating_point or dt.is_complex):
+        dt = get_default_dtype()
+    elif other.dtype == ember_bool and dt.is_floating_point:
+        raise NotImplementedError("\"ldexp_cpu_exp\" not implemented for 'Bool'")
+    # 2 ** other in a type that holds it where the result does (a float16 result of
+    # 2**-20 * 2**30, a float64 one of 2**200)
+    real = float64 if dt in (float64, complex128) else float32
+    wide = dt if dt.is_complex else real
+    x = input if input.dtype == wide else input.to(wide)
+    out = x * _pow(2.0, other.to(real))
+    return out if out.dtype == dt else out.to(dt)
 
 
 class Ldexp(CompositeNode):

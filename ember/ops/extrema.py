@@ -1,13 +1,15 @@
 """Value-selecting reductions: max, min, amax, amin, argmax, argmin, aminmax, median,
 nanmedian and mode. The gradient goes to the selected elements: to the one at the
 returned index, or shared evenly among ties where no index is returned."""
+import inspect
+
 import numpy as np
 
 from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import refuse_kinds, with_out, wrap_dim
+from ember.ops._util import int_arg, refuse_kinds, with_out, wrap_dim
 from ember.ops.gather_scatter import scatter_picked
 from ember.ops.reduction import (
     _axes,
@@ -247,13 +249,49 @@ class _ModeDim(_SelectDim):
         return idx
 
 
+def _overload(name, args, kwargs):
+    """``(dim, keepdim, other)`` of a ``max``/``min`` call, as torch picks its overload: a
+    tensor second argument is ``other`` (the elementwise op) when given alone by
+    position; given as ``dim=`` or with ``keepdim``, a 0-d integer tensor is the dim
+    (``torch.max(x, torch.tensor(1), True)`` reduces along dim 1)."""
+    if len(args) > 2:
+        raise TypeError(f"{name}() takes from 1 to 3 positional arguments but "
+                        f"{len(args) + 1} were given")
+    given = dict(zip(("dim", "keepdim"), args))
+    for k, v in kwargs.items():
+        if k not in ("dim", "keepdim", "other") or k in given:
+            raise TypeError(f"{name}() got an unexpected keyword argument '{k}'")
+        given[k] = v
+    if "other" in given:
+        if len(given) > 1:
+            raise TypeError(f"{name}() received an invalid combination of arguments")
+        return None, False, given["other"]
+    dim, keepdim = given.get("dim"), given.get("keepdim", False)
+    if isinstance(dim, Tensor):
+        if len(given) == 1 and args:
+            return None, False, dim
+        d = int_arg(dim)
+        if isinstance(d, Tensor):
+            raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                            f"(Tensor, Tensor, {type(keepdim).__name__})")
+        dim = d
+    return dim, keepdim, None
+
+
+# (the signature the overloads share, for introspection)
+_SIGNATURE = inspect.Signature([
+    inspect.Parameter("input", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+    inspect.Parameter("dim", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
+    inspect.Parameter("keepdim", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=False),
+    inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None)])
+
+
 def _select(cls, rtype, input, dim, keepdim):
     v, i = cls.apply(input, _axis(input, dim, cls.op), keepdim)
     return rtype(v, i)
 
 
-@with_out
-def max(input, dim=None, keepdim=False, *, out=None):
+def max(input, *args, **kwargs):
     """The largest element (a 0-d tensor); with ``dim`` (an int), ``(values, indices)``
     along it; with a tensor second argument, the elementwise :func:`maximum`.
 
@@ -264,9 +302,10 @@ def max(input, dim=None, keepdim=False, *, out=None):
     if not isinstance(input, Tensor):
         raise TypeError(f"max(): argument 'input' (position 1) must be Tensor, not "
                         f"{type(input).__name__}")
-    if isinstance(dim, Tensor):
+    dim, keepdim, other = _overload("max", args, kwargs)
+    if other is not None:
         from ember.ops.elementwise import maximum
-        return maximum(input, dim)
+        return maximum(input, other)
     if dim is None:
         if keepdim:
             raise TypeError("max(): keepdim requires an int dim")
@@ -277,16 +316,20 @@ def max(input, dim=None, keepdim=False, *, out=None):
     return _select(_MaxDim, return_types.max, input, dim, keepdim)
 
 
-@with_out
-def min(input, dim=None, keepdim=False, *, out=None):
+max.__signature__ = _SIGNATURE
+max = with_out(max)
+
+
+def min(input, *args, **kwargs):
     """The smallest element; with ``dim``, ``(values, indices)``; with a tensor second
     argument, the elementwise :func:`minimum`."""
     if not isinstance(input, Tensor):
         raise TypeError(f"min(): argument 'input' (position 1) must be Tensor, not "
                         f"{type(input).__name__}")
-    if isinstance(dim, Tensor):
+    dim, keepdim, other = _overload("min", args, kwargs)
+    if other is not None:
         from ember.ops.elementwise import minimum
-        return minimum(input, dim)
+        return minimum(input, other)
     if dim is None:
         if keepdim:
             raise TypeError("min(): keepdim requires an int dim")
@@ -295,6 +338,10 @@ def min(input, dim=None, keepdim=False, *, out=None):
         return _MinAll.apply(input)
     refuse_kinds(input, "c", "min(): does not support complex input")
     return _select(_MinDim, return_types.min, input, dim, keepdim)
+
+
+min.__signature__ = _SIGNATURE
+min = with_out(min)
 
 
 class _AmaxAmin(Primitive):

@@ -81,7 +81,7 @@ def put(input, index, source, accumulate=False):
                          f"index.numel() = {idx.size}")
     if transforming():  # transforms and captures see it as an index_put on the flat view
         return IndexPut.apply(input.reshape(-1), source.reshape(-1), (Ellipsis,),
-                              (idx.reshape(-1),), bool(accumulate)).reshape(input._data.shape)
+                              (idx.reshape(-1),), bool(accumulate)).reshape(input.shape)
     return Put.apply(input, source, idx, bool(accumulate))
 
 

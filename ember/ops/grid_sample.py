@@ -14,7 +14,7 @@ import math
 import warnings
 
 from ember._factory import linspace, ones, zeros, zeros_like
-from ember.ops._util import reduced_float
+from ember.ops._util import int_arg, reduced_float
 from ember.ops.composite_node import CompositeNode, call, named_nodes
 from ember.ops.elementwise import fmod, where
 from ember.ops.join import meshgrid, stack
@@ -273,6 +273,7 @@ def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
     """``F.grid_sample`` with PyTorch's integer codes: ``interpolation_mode`` 0 bilinear,
     1 nearest, 2 bicubic; ``padding_mode`` 0 zeros, 1 border, 2 reflection."""
     from ember.ops.grid_sample import grid_sample
+    interpolation_mode, padding_mode = int_arg(interpolation_mode), int_arg(padding_mode)
     if interpolation_mode not in range(3) or padding_mode not in range(3):
         raise RuntimeError(f"grid_sampler(): expected interpolation_mode and padding_mode in "
                            f"0..2, got {interpolation_mode} and {padding_mode}")

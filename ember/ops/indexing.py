@@ -28,6 +28,7 @@ from ember.ops._inplace import (
     warn_shared_write,
     writable,
 )
+from ember.ops._overlap import refuse_basic_write_overlap
 from ember.ops._util import checked_scalar, reduced_float, write_error
 from ember.ops._views import ViewPrimitive, grad_array
 
@@ -650,6 +651,8 @@ def setitem(self, idx, value):
             value._data.dtype != self._data.dtype and not (
                 value._data.ndim == 0 and _one_mask(idx)):
         _index_put_dtype_error(self, basic, adv, value)
+    if adv is None and isinstance(value, Tensor):
+        refuse_basic_write_overlap(self._data, basic, value)
     if isinstance(value, Tensor) and value._requires_grad and _grad_state.grad_enabled:
         value = _setitem_value(value, self._data[basic].shape, adv is None)
     _put(self, basic, adv, value, False, op)

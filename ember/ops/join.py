@@ -557,7 +557,8 @@ def meshgrid(*tensors, indexing=None):
     swap = indexing == "xy" and len(ts) >= 2
     if swap:
         ts[0], ts[1] = ts[1], ts[0]
-    shape = tuple(t._data.size for t in ts)
+    # (sizes read through ``shape``: a trace records them, so it follows other lengths)
+    shape = tuple(t.shape[0] if t._data.ndim else 1 for t in ts)
     n = len(ts)
     out = [t.reshape((1,) * i + (-1,) + (1,) * (n - i - 1)).expand(shape)
            for i, t in enumerate(ts)]

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make, _mode_active, _mode_stack
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder, _mode_stack
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
@@ -507,6 +507,9 @@ def tensordot(a, b, dims=2, out=None):
     pair of lists of dims.
     """
     _need_tensors("tensordot", ["a", "b"], a, b)
+    if _mode_active[0] and not isinstance(dims, Tensor) and \
+            (m := _mode_recorder((a, b))) is not None:  # one call: its broadcasts follow sizes
+        return m.composite_locals("tensordot", tensordot, locals())
     if isinstance(dims, Tensor):
         if _mode_active[0]:
             # the dims contracted become Python numbers: a compiled graph would replay them

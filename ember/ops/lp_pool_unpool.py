@@ -3,7 +3,7 @@ and max unpooling's functions (their op, ``MaxUnpool``, is pooling's scatter in
 ``ember.ops.pooling``)."""
 import math
 
-from ember.ops.conv import ntuple
+from ember.ops.conv import ntuple, refuse_tensor_sizes
 from ember.ops.pooling import MaxUnpool, MaxUnpool3D, _as_2d, _avg_pool
 
 __all__ = ["lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d", "max_unpool2d",
@@ -33,6 +33,7 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 
 
 def _max_unpool(name, nd, input, indices, kernel_size, stride, padding, output_size):
+    refuse_tensor_sizes(kernel_size, stride, padding)
     k = ntuple(kernel_size, nd, "kernel_size", "pooling")
     s = k if stride is None else ntuple(stride, nd, "stride", "pooling")
     p = ntuple(padding, nd, "padding", "pooling")
@@ -59,7 +60,8 @@ def _max_unpool(name, nd, input, indices, kernel_size, stride, padding, output_s
         raise RuntimeError(f"Found an invalid max index: {int(idx.max())} (output volumes are "
                            f"of size {'x'.join(map(str, out))}")
     if nd == 1:  # PyTorch's 1-d unpooling is its 2-d kernel over a height of 1
-        return _as_2d(MaxUnpool.apply, input, idx[..., None, :], (1,) + out, False)
+        # (the indices' view made by a recorded unsqueeze: a trace keeps it an input)
+        return _as_2d(MaxUnpool.apply, input, indices.unsqueeze(-2)._data, (1,) + out, False)
     return (MaxUnpool3D if nd == 3 else MaxUnpool).apply(input, idx, out, False)
 
 

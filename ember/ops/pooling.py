@@ -24,7 +24,7 @@ from ember.backend import array_module
 from ember.backend import fast_kernels as _fast_kernels
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
-from ember.ops._util import reduced_float, refuse_dtype, with_out
+from ember.ops._util import int_args, reduced_float, refuse_dtype, with_out
 from ember.ops.conv import Geom
 from ember.ops.unary import _ZerosLikeOf
 
@@ -607,6 +607,7 @@ def _as_2d(fn, input, *rest):
 def _pool_args(name, nd, kernel_size, stride, padding, dilation):
     dims = ("H", "W") if nd == 2 else ("T", "H", "W") if nd == 3 else ("W",)
     k = _tuple_arg(name, "kernel_size", kernel_size, nd)
+    stride = int_args(stride)
     s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
         _tuple_arg(name, "stride", stride, nd)
     p = _tuple_arg(name, "padding", padding, nd)
@@ -632,6 +633,7 @@ def _pool_args(name, nd, kernel_size, stride, padding, dilation):
 
 
 def _tuple_arg(name, arg, v, nd):
+    v = int_args(v)  # (0-d integer tensors, as torch takes them)
     if isinstance(v, (int, np.integer)):
         return (int(v),) * nd
     v = tuple(int(i) for i in v)

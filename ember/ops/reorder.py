@@ -5,7 +5,7 @@ import numpy as np
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import wrap_dim, wrap_dims
+from ember.ops._util import int_args, wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
 from ember.ops.composite_node import one_node
 
@@ -74,6 +74,7 @@ class Roll(Primitive):
 def roll(input, shifts, dims=None):
     """Shift elements cyclically by ``shifts`` along ``dims`` (all elements, read as 1-D,
     when ``dims`` is None)."""
+    shifts, dims = int_args(shifts), int_args(dims)  # (0-d integer tensors, as torch)
     shifts = (int(shifts),) if isinstance(shifts, (int, np.integer)) else tuple(
         int(s) for s in shifts)
     if not shifts:

@@ -9,6 +9,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.backend.dtypes import bool as ember_bool
 from ember.backend.dtypes import int64
 from ember.ops._util import (
+    int_arg,
     not_implemented_for,
     reduced_float,
     scalar_type_name,
@@ -56,6 +57,7 @@ def bincount(input, weights=None, minlength=0):
 def histc(input, bins=100, min=0, max=0):
     """Histogram of ``bins`` equal bins between ``min`` and ``max`` (the data's range
     when both are 0); values outside are ignored."""
+    bins = int_arg(bins)
     x = _arr(input)
     if x.dtype.kind != "f" and not reduced_float(x.dtype):
         raise not_implemented_for("histogram_cpu", x.dtype)
@@ -177,7 +179,7 @@ def unravel_index(indices, shape):
         raise TypeError("expected 'indices' to be integer dtype, but got "
                         f"{tensor(idx).dtype}")
     idx = idx.astype(np.int64)  # compared with the shape's product, which may pass int32's
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    shape = _sizes(shape)
     if any(s < 0 for s in shape):
         raise ValueError("'shape' cannot have negative values, but got "
                          f"{tuple(shape)}")
@@ -189,6 +191,10 @@ def unravel_index(indices, shape):
 
 
 def _sizes(shape):
+    if not isinstance(shape, int) and any(isinstance(s, Tensor) for s in shape):
+        # (torch's shape argument is a list of Python ints only)
+        bad = next(s for s in shape if isinstance(s, Tensor))
+        raise TypeError(f"expected 'shape' sequence to only contain ints, but got {type(bad)}")
     return (shape,) if isinstance(shape, int) else tuple(shape)
 
 

@@ -15,7 +15,7 @@ from ember.autograd._modes import routed
 from ember.autograd.node import Primitive
 from ember.backend import fast_kernels as _fast_kernels
 from ember.ops import _batch, _cpu_order, _jvp
-from ember.ops._util import refuse_kinds, with_out, with_out_apart, wrap_dim
+from ember.ops._util import int_arg, refuse_kinds, with_out, with_out_apart, wrap_dim
 from ember.ops.gather_scatter import scatter_picked
 from ember.ops.indexing import transforming
 from ember.ops.reduction import return_types
@@ -254,6 +254,7 @@ def sort(input, dim=-1, descending=False, stable=None, *, out=None):
     refuse_kinds(input, "c", " Sort does not support complex dtypes on CPU")
     if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
         return m.composite_locals("sort", sort, locals())
+    dim = int_arg(dim)
     if not isinstance(dim, int):
         raise TypeError(f"sort(): argument 'dim' must be int, not {type(dim).__name__}")
     idx = _indices(input, dim, descending, bool(stable))
@@ -286,6 +287,7 @@ def topk(input, k, dim=None, largest=True, sorted=True, *, out=None):
     if _mode_active[0] and (m := _mode_recorder((input,))) is not None:
         return m.composite_locals("topk", topk, locals())
     dim = -1 if dim is None else dim
+    k = int_arg(k)  # (a 0-d integer tensor, as torch takes one)
     size = input.shape[wrap_dim(dim, input.dim())] if input.dim() else 1
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
         raise TypeError(f"topk(): argument 'k' must be int, not {type(k).__name__}")

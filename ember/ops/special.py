@@ -20,6 +20,7 @@ from ember.ops import _bessel_kernels as _bk
 from ember.ops import _gamma_kernels as _gk
 from ember.ops._inplace import inplace_method
 from ember.ops._util import (
+    int_arg,
     not_implemented_for,
     promote_arrays,
     reduced_float,
@@ -125,6 +126,7 @@ class PolygammaInplace(Polygamma):
 
 def polygamma(n, input, *, out=None, _op=Polygamma):
     """The ``n``-th derivative of ``digamma`` (``n = 0`` is ``digamma`` itself)."""
+    n = int_arg(n)
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
         raise TypeError(f"polygamma(): argument 'n' must be int, not {type(n).__name__}")
     if n < 0:
@@ -138,6 +140,7 @@ def mvlgamma(input, p):
     ``sum_i lgamma(input - i/2) + p (p - 1)/4 log(pi)`` (a composite: its derivative comes
     from ``lgamma``'s). As in torch, inputs at or below ``(p - 1)/2`` are not refused:
     they give the sum's value there (``inf`` at the poles, NaN at NaN)."""
+    p = int_arg(p)
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
     if not isinstance(input, Tensor):
