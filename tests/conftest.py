@@ -15,7 +15,8 @@ def _compile_sources():
     Where PYTHONDONTWRITEBYTECODE is set (as on the two-core test machine), no process
     writes a ``.pyc``, and every process that imports ember (each xdist worker and every
     child the tests start: programs, launchers, MPI ranks, import checks) compiled its
-    4.8 MB of source again: 0.8 s of CPU of the 1.25 s an ``import ember`` took. Python
+    4.8 MB of source again (until a child started without the variable happened to
+    write them): 0.8 s of CPU of the 1.25 s an ``import ember`` took. Python
     reads a ``.pyc`` whatever that variable says, so writing them once here (to the
     ``__pycache__`` folders Python itself uses, ignored by git; up-to-date files are only
     checked) saves that in every process. A read-only tree is left as it is.
