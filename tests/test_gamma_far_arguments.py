@@ -10,6 +10,7 @@ import mpmath
 import numpy as np
 import pytest
 import torch
+from igamma_grid_mpmath import IGAMMA_GRID_MPMATH
 
 import ember
 
@@ -126,7 +127,7 @@ def test_igamma_igammac_grid_matches_mpmath():
     for av, xv, pv, qv in zip(a, x, p, q):
         if av > 1e4:  # mpmath takes minutes there: bounds and sum only, one value below
             continue
-        mp, mq = _igamma_exact(av, xv)
+        mp, mq = IGAMMA_GRID_MPMATH[float(av), float(xv)]  # _igamma_exact, stored
         assert abs(pv - mp) <= 2e-13 * mp and abs(qv - mq) <= 2e-13 * mq, (av, xv, pv, mp, qv, mq)
 
 
@@ -147,3 +148,13 @@ def test_igammac_tiny_arguments_positive():
     # a = 10 far below the diagonal: t = x/a - 1 rounded to -1 and the value lost 1e-6
     p = ember.igamma(ember.tensor([10.0]), ember.tensor([1e-10])).item()
     assert p == pytest.approx(2.7557319221480689e-107, rel=1e-14)
+
+
+if __name__ == "__main__":
+    # the stored mpmath values of the incomplete gamma grid, recomputed
+    exact = {k: _igamma_exact(*k) for k in IGAMMA_GRID_MPMATH}
+    wrong = [(k, v, exact[k]) for k, v in IGAMMA_GRID_MPMATH.items() if exact[k] != v]
+    stored = {(av, xv) for av in _IG_GRID for xv in _IG_GRID if av <= 1e4}
+    assert set(IGAMMA_GRID_MPMATH) == stored, "the stored grid is not the test's grid"
+    assert not wrong, wrong
+    print(f"{len(IGAMMA_GRID_MPMATH)} stored mpmath values of the igamma grid agree")
