@@ -90,7 +90,8 @@ def _ldexp(input, other):
     real = float64 if dt in (float64, complex128) else float32
     wide = dt if dt.is_complex else real
     x = input if input.dtype == wide else input.to(wide)
-    out = x * _pow(2.0, other.to(real))
+    # a complex exponent keeps its imaginary part: 2 ** other is complex then
+    out = x * _pow(2.0, other.to(dt if other.is_complex() else real))
     return out if out.dtype == dt else out.to(dt)
 
 
