@@ -7,6 +7,7 @@ each other, to NumPy's at one BLAS thread, and close to torch's."""
 import numpy as np
 import pytest
 import torch
+from pool_blocks import at_one_and_two_threads, record_blocks
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import ember
@@ -81,23 +82,8 @@ def two_threads(monkeypatch):
     monkeypatch.setitem(T._idle, "idle", True)
     before_scale = T.scale_bounds(1.0)
     before = ember.get_num_threads()
-    seen = []
-    run = T.Pool.run
-
-    def recording(self, fn, bounds):
-        if fn is not T._nothing:  # (not the new pool's timed round trips)
-            seen.append(list(bounds))
-        return run(self, fn, bounds)
-    monkeypatch.setattr(T.Pool, "run", recording)
-
-    def both(fn):
-        ember.set_num_threads(1)
-        one = fn()
-        ember.set_num_threads(2)
-        seen.clear()
-        two = fn()
-        return one, two, list(seen)
-    yield both
+    seen = record_blocks(monkeypatch)
+    yield at_one_and_two_threads(seen)
     ember.set_num_threads(before)
     T.scale_bounds(before_scale)
     T.scale_bounds(None)

@@ -8,6 +8,7 @@ and the products at 1 and 2 threads against each other and torch."""
 import numpy as np
 import pytest
 import torch
+from pool_blocks import at_one_and_two_threads, record_blocks
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import ember
@@ -146,23 +147,8 @@ def two_threads(monkeypatch):
     """ember's matmul at 1 and at 2 threads, the blocks the pool ran recorded."""
     before = ember.get_num_threads()
     monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
-    seen = []
-    run = T.Pool.run
-
-    def recording(self, fn, bounds):
-        if fn is not T._nothing:  # (not the new pool's timed round trips)
-            seen.append(list(bounds))
-        return run(self, fn, bounds)
-    monkeypatch.setattr(T.Pool, "run", recording)
-
-    def both(fn):
-        ember.set_num_threads(1)
-        one = fn()
-        ember.set_num_threads(2)
-        seen.clear()
-        two = fn()
-        return one, two, list(seen)
-    yield both
+    seen = record_blocks(monkeypatch)
+    yield at_one_and_two_threads(seen)
     ember.set_num_threads(before)
 
 
@@ -205,14 +191,7 @@ def test_blocks_stay_on_the_whole_products_kernel(monkeypatch, threads, m, k, n,
     # other bits); past the split size, bits equal to one thread's and to torch's
     monkeypatch.setattr(T, "_MIN_COST_PER_THREAD", 1)
     monkeypatch.setattr(T, "_SPLIT_MNK", 1 << 20)
-    seen = []
-    run = T.Pool.run
-
-    def recording(self, fn, bounds):
-        if fn is not T._nothing:  # (not the new pool's timed round trips)
-            seen.append(list(bounds))
-        return run(self, fn, bounds)
-    monkeypatch.setattr(T.Pool, "run", recording)
+    seen = record_blocks(monkeypatch)
     a, b = _operands(m, k, n, "nn", np.float32, seed=m)
     before = ember.get_num_threads()
     try:
