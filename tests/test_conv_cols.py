@@ -456,13 +456,13 @@ def test_span_input_gradient_added_by_products_keeps_the_bytes(monkeypatch, xs, 
     values. Where the probe finds other bits (a BLAS that rounds the shorter products
     differently), and for a gradient with NaN or infinities (where two NaNs meet, the
     add and BLAS keep different signs), the columns' route runs."""
-    from ember.ops import _conv_kernels, _rnn_blas
+    from ember.ops import _conv_accumulate, _conv_kernels, _rnn_blas
     monkeypatch.setattr(_conv_kernels, "_span_last_pays", lambda g, *a: True)
-    monkeypatch.setattr(_conv_kernels, "_ACCUMULATES", {})
+    monkeypatch.setattr(_conv_accumulate, "ACCUMULATES", {})
     calls = []
-    real = _conv_kernels._accumulate
-    real_accumulation = _conv_kernels._accumulation
-    monkeypatch.setattr(_conv_kernels, "_accumulate",
+    real = _conv_accumulate.accumulate
+    real_accumulation = _conv_accumulate.accumulation
+    monkeypatch.setattr(_conv_accumulate, "accumulate",
                         lambda *a: calls.append(1) or real(*a))
     rng = np.random.default_rng(5)
     xa = rng.standard_normal(xs).astype(np.float32)
@@ -488,20 +488,20 @@ def test_span_input_gradient_added_by_products_keeps_the_bytes(monkeypatch, xs, 
     try:
         fast = grad(ember)
         if finite is False:
-            assert not calls and not _conv_kernels._ACCUMULATES
+            assert not calls and not _conv_accumulate.ACCUMULATES
         if not finite:
-            assert fast.tobytes() == _off(monkeypatch, _conv_kernels, grad).tobytes()
+            assert fast.tobytes() == _off(monkeypatch, _conv_accumulate, grad).tobytes()
             if finite is None:  # (a batch of 20 at one thread is one block: no calls)
-                acc = _conv_kernels._ACCUMULATES
+                acc = _conv_accumulate.ACCUMULATES
                 assert (len(calls) > 0) == (bool(acc) and all(acc.values()))
             return
-        probed = dict(_conv_kernels._ACCUMULATES)
+        probed = dict(_conv_accumulate.ACCUMULATES)
         used = len(calls)
-        monkeypatch.setattr(_conv_kernels, "_accumulation", lambda *a: None)
+        monkeypatch.setattr(_conv_accumulate, "accumulation", lambda *a: None)
         slow = grad(ember)
         # a BLAS whose products of fewer rows round otherwise: the probe refuses
-        monkeypatch.setattr(_conv_kernels, "_accumulation", real_accumulation)
-        monkeypatch.setattr(_conv_kernels, "_ACCUMULATES", {})
+        monkeypatch.setattr(_conv_accumulate, "accumulation", real_accumulation)
+        monkeypatch.setattr(_conv_accumulate, "ACCUMULATES", {})
         found = _rnn_blas.sgemm(8, 8, 8)
 
         def off_by_a_bit(*a):
@@ -516,7 +516,7 @@ def test_span_input_gradient_added_by_products_keeps_the_bytes(monkeypatch, xs, 
     # (OpenBLAS's SkylakeX kernels pass the probe; other BLAS kernels may not)
     assert probed and (used > 0) == all(probed.values())
     assert len(calls) == n_before
-    assert not any(_conv_kernels._ACCUMULATES.values())
+    assert not any(_conv_accumulate.ACCUMULATES.values())
     assert fast.tobytes() == slow.tobytes() == refused.tobytes()
     np.testing.assert_allclose(fast, grad(torch), rtol=1e-4, atol=1e-4, equal_nan=True)
 
@@ -524,5 +524,5 @@ def test_span_input_gradient_added_by_products_keeps_the_bytes(monkeypatch, xs, 
 def _off(monkeypatch, kernels, grad):
     """``grad(ember)`` with the input gradient's products-into-the-plane route off."""
     with monkeypatch.context() as mp:
-        mp.setattr(kernels, "_accumulation", lambda *a: None)
+        mp.setattr(kernels, "accumulation", lambda *a: None)
         return grad(ember)
