@@ -35,6 +35,8 @@ import time
 
 import numpy as np
 
+from ember.backend import thread_routes as _routes
+
 # what each OpenBLAS kernel was measured to keep (bits at several threads, row blocks,
 # other layouts): see that module
 from ember.backend.blas_kernels import COLUMN_GRAIN as _COLUMN_GRAIN
@@ -66,9 +68,11 @@ def _default_threads():
 
 
 # "pairs": whether :func:`pair` runs its two computations at once (a switch for
-# benchmarks/two_threads_pairs_ab.py, which alternates the two ways in one process)
+# benchmarks/two_threads_pairs_ab.py, which alternates the two ways in one process);
+# "routes": how a kernel that may be split chooses its route (``thread_routes``)
 _state = {"threads": _default_threads(), "blas": None, "pool_used": float("-inf"),
-          "pairs": True, "held": 0, "scale": 1.0, "scale_pinned": False}
+          "pairs": True, "held": 0, "scale": 1.0, "scale_pinned": False,
+          "routes": "measured"}
 # whether more than one thread is set (kept by ``set_num_threads``): at one thread the
 # elementwise kernels' size checks (:func:`binary`, :func:`unary`, :func:`add_into` and
 # their callers) are skipped after this one module read, no size read at all
@@ -255,7 +259,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None):
+def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None, site=None):
     """Call ``fn(lo, hi)`` over blocks of ``range(rows)`` that cover it, in parallel when
     the work (``cost``, about the number of element operations) is large enough to
     repay a dispatch and more than one thread is set; else ``fn(0, rows)`` once (always
@@ -266,7 +270,12 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None):
     (the blocks call matrix products), BLAS runs one thread per block while they run,
     as PyTorch's kernels inside a parallel region do: the cores are already busy, and
     BLAS threads woken for each of many small products only wait on each other. ``most``
-    bounds the number of blocks."""
+    bounds the number of blocks.
+
+    Whether a kernel large enough is split or run whole (at one BLAS thread with
+    ``blas``) is chosen per site from the wall time each way took there
+    (:mod:`ember.backend.thread_routes`); the site is ``fn``'s code, ``rows`` and
+    ``cost``, or ``site`` in their place when given (False: split, the caller chose)."""
     n = min(most or _state["threads"], _state["threads"], rows,
             int(cost // _MIN_COST_PER_THREAD))
     if n < 2 or xp is not np or getattr(local, "in_worker", False):
@@ -280,6 +289,49 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None):
         if n < 2:  # (the pool's measured dispatch raised the least work per thread)
             fn(0, rows)
             return
+    mode = _state["routes"]
+    if site is False or mode == "static" or mode == "split":
+        _split(pool, fn, rows, n, blas)
+        return
+    if mode != "measured":  # ("one", "blas": no split)
+        _whole(fn, rows, blas)
+        return
+    if site is None:
+        site = getattr(fn, "__code__", None) or type(fn)
+    s = _routes.site((site, rows, cost, blas), _SPLIT_OR_ONE)
+    i = _routes.pick(s)
+    if s.route is None:  # a trial: timed
+        start = _routes.now()
+        if i:
+            _whole(fn, rows, blas)
+        else:
+            _split(pool, fn, rows, n, blas)
+        _routes.record(s, i, _routes.now() - start)
+    elif i:
+        _whole(fn, rows, blas)
+    else:
+        _split(pool, fn, rows, n, blas)
+
+
+_SPLIT_OR_ONE = (_routes.SPLIT, _routes.ONE)
+
+
+def _whole(fn, rows, blas):
+    """``fn(0, rows)`` on the calling thread, at one BLAS thread with ``blas``."""
+    if not blas:
+        fn(0, rows)
+        return
+    saved = blas_to_one()
+    try:
+        fn(0, rows)
+    finally:
+        blas_back(saved)
+
+
+def _split(pool, fn, rows, n, blas):
+    """``fn`` over ``n`` blocks of ``range(rows)`` on ``pool`` (the caller runs the first),
+    at one BLAS thread in each with ``blas``; whole on the caller when another thread
+    holds the pool."""
     if not pool.lock.acquire(blocking=False):  # another thread holds the pool: no split
         fn(0, rows)
         return
@@ -291,16 +343,11 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None):
         bounds = [0]
         for i in range(n):
             bounds.append(bounds[-1] + step + (i < extra))
-        saved = [(lib, lib.num_threads) for lib in _all_blas()] if blas else ()
-        for lib, k in saved:
-            if k > 1:
-                lib.set_num_threads(1)
+        saved = blas_to_one() if blas else ()
         try:
             pool.run(fn, bounds)
         finally:
-            for lib, k in saved:
-                if k > 1:
-                    lib.set_num_threads(k)
+            blas_back(saved)
     finally:
         pool.lock.release()
 
@@ -308,7 +355,13 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None):
 def _one_blas_thread_on_workers(fn):
     """``fn`` with BLAS at one thread also on the pool's workers: a BLAS whose count is
     per OS thread (MKL on GNU OpenMP, the layer it takes beside PyTorch) keeps its
-    default there whatever the caller set."""
+    default there whatever the caller set. NumPy's OpenBLAS on its own threads (as its
+    wheels build it) has one count for the process, set to one by the caller already:
+    with no other library, ``fn`` itself (no call into the library on the worker, which
+    would hand the GIL back and take it again while the caller's block starts)."""
+    if not _own_blas and _process_wide(_blas_libs()):
+        return fn
+
     def block(lo, hi):
         if not getattr(local, "in_worker", False):
             return fn(lo, hi)
@@ -318,6 +371,18 @@ def _one_blas_thread_on_workers(fn):
         finally:
             blas_back(saved)
     return block
+
+
+def _process_wide(libs):
+    """Whether each of ``libs`` keeps one thread count for the whole process (ember's own
+    controller of an OpenBLAS on pthreads, :mod:`ember.backend.openblas`); kept per
+    tuple of libraries."""
+    known = _state.get("process_wide")
+    if known is None or known[0] is not libs:
+        from ember.backend import openblas
+        known = _state["process_wide"] = (
+            libs, all(isinstance(lib, openblas.OpenBLAS) for lib in libs))
+    return known[1]
 
 
 def pair(first, second, cost):
@@ -331,7 +396,11 @@ def pair(first, second, cost):
     whole other operand again.
 
     Inside, both run as at one thread: BLAS at one thread, and ember's kernels unsplit
-    (their calls are the one-thread calls, so their results the one-thread bits)."""
+    (their calls are the one-thread calls, so their results the one-thread bits).
+    Whether they run at once or one after the other (each then routed as it would be
+    alone) is chosen per site from the wall time each way took there
+    (:mod:`ember.backend.thread_routes`; the site: the two callables' code and
+    ``cost``)."""
     if cost < _MIN_PAIR_COST or not _state["pairs"] or _state["threads"] < 2 or \
             getattr(local, "in_worker", False) or not cores_to_spare():
         return first(), second()
@@ -340,6 +409,27 @@ def pair(first, second, cost):
         pool = _new_pool()
         if cost < _MIN_PAIR_COST:  # (the pool's measured dispatch raised the bound)
             return first(), second()
+    mode = _state["routes"]
+    if mode == "measured":
+        s = _routes.site((getattr(first, "__code__", None) or type(first),
+                          getattr(second, "__code__", None) or type(second), cost),
+                         _SPLIT_OR_ONE)
+        i = _routes.pick(s)
+        if s.route is None:  # a trial: timed
+            start = _routes.now()
+            results = (first(), second()) if i else _pair_on(pool, first, second)
+            _routes.record(s, i, _routes.now() - start)
+            return results
+        if i:
+            return first(), second()
+    elif mode != "static" and mode != "split":  # ("one", "blas": no pool)
+        return first(), second()
+    return _pair_on(pool, first, second)
+
+
+def _pair_on(pool, first, second):
+    """:func:`pair`'s two computations at once, ``second`` on ``pool``'s worker (one after
+    the other when another thread holds the pool)."""
     if not pool.lock.acquire(blocking=False):  # another thread holds the pool
         return first(), second()
     _state["pool_used"] = time.monotonic()
