@@ -41,6 +41,9 @@ _threads.scale_bounds(1.0)
 # rules' route (the pool's split wherever it may), not the route measured fastest on
 # this machine at that moment (thread_routes); tests/test_thread_routes.py measures.
 _threads._state["routes"] = "static"
+# (and every block of a split on the thread it was given to: a caller done first does
+# not take back its worker's block, tests/test_pool_take_back.py checks that it does)
+_threads.Pool.steal = False
 
 
 

@@ -436,14 +436,15 @@ def _pair_on(pool, first, second):
     results = [None, None]
 
     def run(lo, hi):
-        if lo:  # (on the worker, which is ``in_worker`` already)
+        on_worker = getattr(local, "in_worker", False)
+        if on_worker:
             # a BLAS whose count is per OS thread (MKL on GNU OpenMP, the layer it takes
             # beside PyTorch) is set to one here too: the caller's setting is its own
             results[1] = _one_blas_thread_on_workers(lambda lo, hi: second())(lo, hi)
             return
         local.in_worker = True  # the caller's kernels unsplit too: the pool is taken
-        try:
-            results[0] = first()
+        try:  # (``second`` too, when the caller takes it back from a worker not started)
+            results[lo] = second() if lo else first()
         finally:
             local.in_worker = False
     try:
