@@ -26,7 +26,8 @@ test sees the split it asserts), or one route for every site where it is possibl
 """
 import time
 
-__all__ = ["SPLIT", "BLAS", "ONE", "site", "pick", "record", "clear", "choices", "now"]
+__all__ = ["SPLIT", "BLAS", "ONE", "site", "pick", "record", "either", "code", "clear",
+           "choices", "now"]
 
 # the routes (indices into a site's tuple of candidates are what a site keeps)
 SPLIT = "split"  # blocks on ember's pool, BLAS at one thread in each
@@ -112,6 +113,28 @@ def record(s, i, seconds):
         s.next_stay = _FIRST_STAY
     s.route = best
     s.stay = s.next_stay
+
+
+_SPLIT_OR_ONE = (SPLIT, ONE)
+
+
+def either(key, split, whole):
+    """``split()`` or ``whole()``, as chosen at the site ``key`` between the pool's split
+    and the whole kernel on the calling thread (timed in a trial); returns its result."""
+    s = site(key, _SPLIT_OR_ONE)
+    i = pick(s)
+    if s.route is not None:
+        return whole() if i else split()
+    start = now()
+    r = whole() if i else split()
+    record(s, i, now() - start)
+    return r
+
+
+def code(fn):
+    """What names a site's callable ``fn``: its code (the same for every closure made
+    at one place), else its type."""
+    return getattr(fn, "__code__", None) or type(fn)
 
 
 def clear():

@@ -296,24 +296,8 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None, site=None):
     if mode != "measured":  # ("one", "blas": no split)
         _whole(fn, rows, blas)
         return
-    if site is None:
-        site = getattr(fn, "__code__", None) or type(fn)
-    s = _routes.site((site, rows, cost, blas), _SPLIT_OR_ONE)
-    i = _routes.pick(s)
-    if s.route is None:  # a trial: timed
-        start = _routes.now()
-        if i:
-            _whole(fn, rows, blas)
-        else:
-            _split(pool, fn, rows, n, blas)
-        _routes.record(s, i, _routes.now() - start)
-    elif i:
-        _whole(fn, rows, blas)
-    else:
-        _split(pool, fn, rows, n, blas)
-
-
-_SPLIT_OR_ONE = (_routes.SPLIT, _routes.ONE)
+    _routes.either((_routes.code(fn) if site is None else site, rows, cost, blas),
+                   lambda: _split(pool, fn, rows, n, blas), lambda: _whole(fn, rows, blas))
 
 
 def _whole(fn, rows, blas):
@@ -374,9 +358,8 @@ def _one_blas_thread_on_workers(fn):
 
 
 def _process_wide(libs):
-    """Whether each of ``libs`` keeps one thread count for the whole process (ember's own
-    controller of an OpenBLAS on pthreads, :mod:`ember.backend.openblas`); kept per
-    tuple of libraries."""
+    """Whether each of ``libs`` has one thread count for the process (ember's controller
+    of an OpenBLAS on pthreads, :mod:`ember.backend.openblas`)."""
     known = _state.get("process_wide")
     if known is None or known[0] is not libs:
         from ember.backend import openblas
@@ -411,18 +394,10 @@ def pair(first, second, cost):
             return first(), second()
     mode = _state["routes"]
     if mode == "measured":
-        s = _routes.site((getattr(first, "__code__", None) or type(first),
-                          getattr(second, "__code__", None) or type(second), cost),
-                         _SPLIT_OR_ONE)
-        i = _routes.pick(s)
-        if s.route is None:  # a trial: timed
-            start = _routes.now()
-            results = (first(), second()) if i else _pair_on(pool, first, second)
-            _routes.record(s, i, _routes.now() - start)
-            return results
-        if i:
-            return first(), second()
-    elif mode != "static" and mode != "split":  # ("one", "blas": no pool)
+        return _routes.either((_routes.code(first), _routes.code(second), cost),
+                              lambda: _pair_on(pool, first, second),
+                              lambda: (first(), second()))
+    if mode != "static" and mode != "split":  # ("one", "blas": no pool)
         return first(), second()
     return _pair_on(pool, first, second)
 
