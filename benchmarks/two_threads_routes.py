@@ -4,7 +4,7 @@ chosen from measured times, alternated in one process, against ember at one thre
     python benchmarks/two_threads_routes.py [--only mlp,lstm,transformer] [--threads N]
                                             [--min-time S] [--per-round R] [--numpy-only]
                                             [--modes one-thread,static,measured,...]
-                                            [--check-steps N]
+                                            [--check-steps N] [--settle S]
 
 ember only. Each workload's step (the builders of ``two_threads.py``) runs in rounds,
 one round per way in turn, so that the load of a shared machine hits all alike:
@@ -20,11 +20,13 @@ one round per way in turn, so that the load of a shared machine hits all alike:
   dimension keeps their bits there, no split on the pool) or ``one`` (every kernel
   whole at one BLAS thread).
 
-Each round runs one untimed step (the previous way's BLAS threads and pool settle),
-then ``--per-round`` timed steps. Printed per workload and way: the median wall and
-process (CPU, all threads) milliseconds per step, the best round's wall time (on a
-loaded machine, the rounds that found both cores free), the ratio of each median wall
-time to one thread's, the routes the measured choice settled on, and the load average.
+Each round waits ``--settle`` seconds (OpenBLAS's threads spin for ~0.1 s after a
+product of theirs before they sleep: a round after the ``blas`` way would find the
+second core taken and count their CPU), runs one untimed step, then ``--per-round``
+timed steps. Printed per workload and way: the median wall and process (CPU, all
+threads) milliseconds per step, the best round's wall time (on a loaded machine, the
+rounds that found both cores free), the ratio of each median wall time to one
+thread's, the routes the measured choice settled on, and the load average.
 Run it at normal priority (``nice -n 0``): the other two-thread figures are wall times.
 
 ``--check-steps N`` (default 3) first runs N steps of a fresh model (same seed) each way
@@ -104,6 +106,7 @@ def main():
     ap.add_argument("--per-round", type=int, default=3, help="timed steps per round")
     ap.add_argument("--modes", default=MODES)
     ap.add_argument("--check-steps", type=int, default=3)
+    ap.add_argument("--settle", type=float, default=0.15, help="seconds before each round")
     ap.add_argument("--numpy-only", action="store_true")
     args = ap.parse_args()
     from two_threads import _builder
@@ -134,6 +137,7 @@ def main():
                 len(wall[modes[-1]]) < 5:
             for mode in modes:
                 _set_mode(ember, threads, mode, args.threads)
+                time.sleep(args.settle)
                 step()
                 t0, c0 = time.perf_counter(), time.process_time()
                 for _ in range(args.per_round):

@@ -33,7 +33,7 @@ def measured(monkeypatch):
 def test_a_site_tries_each_route_in_turn_then_keeps_the_least_median():
     s = R.Site(("split", "one"))
     order = []
-    for t in (5.0, 1.0, 9.0, 2.0, 4.0, 1.5):  # split: 5, 9, 4 (median 5); one: 1, 2, 1.5
+    for t in (3.0, 1.0, 3.5, 2.0, 2.5, 1.5):  # split: 3, 3.5, 2.5 (median 3); one: 1, 2, 1.5
         assert s.route is None
         i = R.pick(s)
         order.append(i)
@@ -51,6 +51,15 @@ def test_a_site_tries_each_route_in_turn_then_keeps_the_least_median():
     for t in (1.0, 3.0) * R._SAMPLES:
         R.record(s, R.pick(s), t)
     assert s.routes[s.route] == "split" and s.stay == R._FIRST_STAY  # changed: short again
+
+
+def test_a_route_many_times_slower_is_not_tried_again_in_the_trial():
+    s = R.Site(("split", "blas", "one"))
+    for t in (1.2, 40.0, 1.0, 1.3, 0.9, 1.1, 1.0):  # blas: once, hopeless
+        i = R.pick(s)
+        assert s.route is None and (i != 1 or t == 40.0)
+        R.record(s, i, t)
+    assert s.routes[s.route] == "one" and [len(t) for t in s.times] == [3, 1, 3]
 
 
 def test_a_site_whose_routes_change_starts_over_and_the_table_is_bounded(monkeypatch):

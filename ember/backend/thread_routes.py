@@ -37,6 +37,8 @@ ONE = "one"  # whole on the calling thread, BLAS at one thread
 # calls of each route a trial measures (the median is compared: one call that met a
 # page fault, a new pool's calibration or a busy core does not decide)
 _SAMPLES = 3
+# a route whose one call took this many times another's fastest is measured enough
+_HOPELESS = 4.0
 # calls on the chosen route before the next trial: the first after a change of choice,
 # doubled while the trials keep choosing the same route, up to the most
 _FIRST_STAY = 32
@@ -81,7 +83,7 @@ def site(key, routes):
 def pick(s):
     """The index of the route ``s`` takes for this call: its choice, else (in a trial:
     ``s.route`` is None, and the caller times the call for :func:`record`) the route
-    with the fewest calls measured so far."""
+    with the fewest calls measured so far of those still to measure."""
     if s.route is not None:
         s.stay -= 1
         if s.stay > 0:
@@ -90,11 +92,25 @@ def pick(s):
             t.clear()
         s.last, s.route = s.route, None
     times = s.times
-    best, fewest = 0, len(times[0])
-    for i in range(1, len(times)):
-        if len(times[i]) < fewest:
+    best, fewest = 0, None
+    for i in range(len(times)):
+        if (fewest is None or len(times[i]) < fewest) and not _measured(times, i):
             best, fewest = i, len(times[i])
     return best
+
+
+def _measured(times, i):
+    """Whether route ``i`` of a trial has its calls: :data:`_SAMPLES` of them, or one
+    already :data:`_HOPELESS` times the fastest call of another route (OpenBLAS's threads
+    on a core the scheduler gives elsewhere: tens of milliseconds for a product of a
+    hundred microseconds; not tried twice more)."""
+    t = times[i]
+    if len(t) >= _SAMPLES:
+        return True
+    if not t:
+        return False
+    least = min((min(u) for j, u in enumerate(times) if j != i and u), default=None)
+    return least is not None and min(t) > _HOPELESS * least
 
 
 def record(s, i, seconds):
@@ -102,8 +118,8 @@ def record(s, i, seconds):
     route has its calls, choose the one of least median."""
     times = s.times
     times[i].append(seconds)
-    for t in times:
-        if len(t) < _SAMPLES:
+    for j in range(len(times)):
+        if not _measured(times, j):
             return
     medians = [sorted(t)[len(t) // 2] for t in times]
     best = medians.index(min(medians))
