@@ -176,3 +176,14 @@ def test_routes_are_measured_by_default_and_blocks_taken_back():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["measured", "True"]
+
+
+def test_each_ufunc_of_an_elementwise_split_is_its_own_site(measured):
+    """exp and negative of one size are not one kernel's cost: each is measured apart."""
+    x = np.linspace(-1, 1, T.SPLIT_ELEMENTS, dtype=np.float32)
+    for ufunc in (np.exp, np.negative, np.exp):
+        got = T.unary(ufunc, x)
+        assert np.array_equal(got, ufunc(x))
+    assert np.array_equal(T.binary(np.add, x, x), x + x)
+    sites = [key[0] for key in R.choices()]
+    assert sorted(map(repr, sites)) == sorted(map(repr, [np.exp, np.negative, np.add]))

@@ -695,15 +695,17 @@ def unsplit_float(a):
 _SPLIT_KINDS = "efd"  # floating dtypes: each element computed alone, whatever the block
 
 
-def flat_blocks(fn, size, cost=None):
+def flat_blocks(fn, size, cost=None, site=None):
     """``fn(lo, hi)`` over ranges of ``range(size)`` (flat element offsets), in
     parallel when large; the ranges start at multiples of a fixed grain, so that a
-    vector loop over each block sees the same lanes as one over the whole array."""
+    vector loop over each block sees the same lanes as one over the whole array. The
+    route is measured per ``site`` (default: ``fn``'s code; see ``parallel_rows``)."""
     grains = -(-size // _GRAIN)
 
     def run(lo, hi):
         fn(lo * _GRAIN, min(hi * _GRAIN, size))
-    parallel_rows(run, grains, size if cost is None else cost)
+    parallel_rows(run, grains, size if cost is None else cost,
+                  site=_routes.code(fn) if site is None else site)
 
 
 def _splits(size):
@@ -730,7 +732,7 @@ def binary(ufunc, a, b):
 
         def block(lo, hi):
             ufunc(af[lo:hi], bf[lo:hi], out=of[lo:hi])
-        flat_blocks(block, size)
+        flat_blocks(block, size, site=ufunc)  # (each ufunc its own site: not one cost)
         return out
     big, small = (a, b) if a.size >= b.size else (b, a)
     if big.ndim < 2 or not (big.flags.c_contiguous and small.flags.c_contiguous) or \
@@ -748,7 +750,7 @@ def binary(ufunc, a, b):
             ufunc(a[lo:hi], s, out=out[lo:hi])
         else:
             ufunc(s, b[lo:hi], out=out[lo:hi])
-    parallel_rows(block, rows, size)
+    parallel_rows(block, rows, size, site=ufunc)
     return out
 
 
@@ -766,7 +768,7 @@ def unary(ufunc, x):
 
     def block(lo, hi):
         ufunc(xf[lo:hi], out=of[lo:hi])
-    flat_blocks(block, x.size)
+    flat_blocks(block, x.size, site=ufunc)
     return out
 
 
