@@ -4,7 +4,7 @@ chosen from measured times, alternated in one process, against ember at one thre
     python benchmarks/two_threads_routes.py [--only mlp,lstm,transformer] [--threads N]
                                             [--min-time S] [--per-round R] [--numpy-only]
                                             [--modes one-thread,static,measured,...]
-                                            [--check-steps N] [--settle S]
+                                            [--check-steps N] [--settle S] [--sites]
 
 ember only. Each workload's step (the builders of ``two_threads.py``) runs in rounds,
 one round per way in turn, so that the load of a shared machine hits all alike:
@@ -31,7 +31,9 @@ Run it at normal priority (``nice -n 0``): the other two-thread figures are wall
 
 ``--check-steps N`` (default 3) first runs N steps of a fresh model (same seed) each way
 and asserts that every parameter has the same bits: the routes differ only in time.
-``--numpy-only`` hides threadpoolctl, numba and MKL (the default install; set
+``--sites`` prints each site of the measured way (a product's shapes, strides and
+dtype; a split kernel's code, rows and cost), its routes, last trial's times and
+choice. ``--numpy-only`` hides threadpoolctl, numba and MKL (the default install; set
 ``EMBER_MKL=0`` too), as in ``two_threads.py``.
 """
 import argparse
@@ -98,6 +100,17 @@ def _check(ember, threads, build, modes, steps, n):
     return len(params[first])
 
 
+def _site_name(key):
+    """A site's key in words: a product's shapes, or a split kernel's code and size."""
+    parts = []
+    for k in key:
+        if hasattr(k, "co_name"):
+            parts.append(f"{os.path.basename(k.co_filename)}:{k.co_firstlineno} {k.co_name}")
+        else:
+            parts.append(getattr(k, "__name__", None) or str(k))
+    return " ".join(parts)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="mlp,lstm,transformer")
@@ -108,6 +121,8 @@ def main():
     ap.add_argument("--check-steps", type=int, default=3)
     ap.add_argument("--settle", type=float, default=0.15, help="seconds before each round")
     ap.add_argument("--numpy-only", action="store_true")
+    ap.add_argument("--sites", action="store_true",
+                    help="print each site's routes, trial times and choice")
     args = ap.parse_args()
     from two_threads import _builder
 
@@ -155,6 +170,9 @@ def main():
         chosen = collections.Counter(thread_routes.choices().values())
         print(f"  measured: routes chosen at {sum(chosen.values())} sites: "
               f"{dict(chosen)}", flush=True)
+        if args.sites:
+            for key, site in thread_routes._sites.items():
+                print(f"    {_site_name(key):<60} {site}")
     print(f"load average after {_load()}")
 
 

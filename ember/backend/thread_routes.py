@@ -66,7 +66,8 @@ class Site:
 
     def __repr__(self):
         chosen = None if self.route is None else self.routes[self.route]
-        return f"Site({self.routes}, chosen={chosen!r}, times={self.times})"
+        times = {r: [round(t * 1e6) for t in ts] for r, ts in zip(self.routes, self.times)}
+        return f"Site(chosen={chosen!r}, trial us={times})"
 
 
 def site(key, routes):
