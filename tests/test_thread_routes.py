@@ -2,8 +2,7 @@
 the choice, its renewal, and the split sites (``parallel_rows``, ``pair``, products)
 taking the chosen route with the same bits whichever it is. Times come from a fake
 clock that each route advances by a set amount, so the choices are deterministic."""
-import subprocess
-import sys
+import ast
 
 import numpy as np
 import pytest
@@ -170,12 +169,31 @@ def test_a_product_takes_the_route_measured_fastest_with_the_same_bits(measured,
 
 
 def test_routes_are_measured_by_default_and_blocks_taken_back():
-    """A process that has not pinned them (the test suite pins the fixed rules)."""
-    code = ("from ember.backend import threads as T, pool as P; "
-            "print(T._state['routes'], P.Pool.steal)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
-    assert out == ["measured", "True"]
+    """What a process that has not pinned them gets (the test suite pins the fixed rules
+    and workers keeping their blocks): read from the two modules' source, not from a new
+    Python importing ember (seconds of a CI worker's time)."""
+    import inspect
+
+    from ember.backend import pool
+
+    def assigned(module, name, within=None):
+        tree = ast.parse(inspect.getsource(module))
+        nodes = tree.body if within is None else next(
+            n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == within).body
+        for node in nodes:
+            if isinstance(node, ast.Assign) and [getattr(t, "id", None)
+                                                 for t in node.targets] == [name]:
+                return node.value
+        raise AssertionError(f"no {name} = ... in {module.__name__}")
+    state = ast.literal_eval(_dict_without_calls(assigned(T, "_state")))
+    assert state["routes"] == "measured"
+    assert ast.literal_eval(assigned(pool, "steal", within="Pool")) is True
+
+
+def _dict_without_calls(node):
+    """``_state``'s dict literal with its computed entries (calls, names) left out."""
+    keep = [(k, v) for k, v in zip(node.keys, node.values) if isinstance(v, ast.Constant)]
+    return ast.Dict(keys=[k for k, _ in keep], values=[v for _, v in keep])
 
 
 def test_each_ufunc_of_an_elementwise_split_is_its_own_site(measured):
@@ -187,3 +205,18 @@ def test_each_ufunc_of_an_elementwise_split_is_its_own_site(measured):
     assert np.array_equal(T.binary(np.add, x, x), x + x)
     sites = [key[0] for key in R.choices()]
     assert sorted(map(repr, sites)) == sorted(map(repr, [np.exp, np.negative, np.add]))
+
+
+def test_a_forked_child_measures_its_routes_anew(measured):
+    import os
+    R.site("parent's", ("split", "one"))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what it kept, and leave at once
+        os.write(write, str(len(R._sites)).encode())
+        os._exit(0)
+    os.close(write)
+    kept = os.read(read, 16)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert kept == b"0" and "parent's" in R._sites

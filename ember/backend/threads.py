@@ -249,6 +249,7 @@ def _reset_after_fork():
     # new and the counts it saved are given back
     global _hold_lock
     _pool[0] = None
+    _routes.clear()  # (the child's cores are not the parent's: its routes measured anew)
     _hold_lock = threading.Lock()
     if _state["held"]:
         _state["held"] = 0
