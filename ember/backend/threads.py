@@ -8,7 +8,9 @@ elementwise ops, see :func:`binary` and :func:`unary`, and the large matrix prod
 themselves, see :mod:`ember.backend.thread_products`) are split here into independent row
 blocks run by a small pool of Python threads: NumPy releases the GIL inside its loops,
 so the blocks run on different cores at once. Two independent products (a layer's
-input and weight gradients) run at once instead, each whole (:func:`pair`).
+input and weight gradients) run at once instead, each whole (:func:`pair`). Whether a
+kernel is split, left to BLAS's threads or run whole is chosen at each site from the
+wall time each way took there (:mod:`ember.backend.thread_routes`).
 
 Results do not change with the thread count. A block is only ever a range of rows over
 which the kernel is independent (an elementwise op, a per-sample or per-row
