@@ -101,15 +101,15 @@ def matmul(a, b, out=None, bias=None, add=None, whole=None):
     char = a.dtype.char
     gram = m == n and _gram(a, b)
     grain, by_columns = _split_direction(char, m, k, n)
+    # the split is open (``most`` blocks, at least two) unless: small; blocks on kernels
+    # where they give other bits than the whole product (see blas_kernels.ROW_GRAIN);
+    # ``a @ a.T`` on one buffer, NumPy's syrk, which row blocks (gemm) do not reproduce;
+    # ``out`` other than a fresh matrix, np.matmul's to check and copy through
     most = tiles = 0
     if not (mnk < _t._SPLIT_MNK or m < 2 * _t._MIN_BLOCK_ROWS or n < _t._MIN_BLOCK_ROWS or
             not grain or gram or out is not None and (
                 type(out) is not np.ndarray or out.shape != (m, n) or
                 np.may_share_memory(out, a) or np.may_share_memory(out, b))):
-        # (else not split: blocks on kernels where they give other bits than the whole
-        # product (see blas_kernels.ROW_GRAIN); ``a @ a.T`` on one buffer is NumPy's
-        # syrk, which row blocks (gemm) do not reproduce; ``out`` other than a fresh
-        # matrix is np.matmul's to check and copy through)
         span = n if by_columns else m
         tiles = span // grain  # (the last block takes a partial tile too)
         per_tile = grain * k * (m if by_columns else n)
