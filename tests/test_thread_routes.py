@@ -220,3 +220,41 @@ def test_a_forked_child_measures_its_routes_anew(measured):
     os.close(read)
     os.waitpid(pid, 0)
     assert kept == b"0" and "parent's" in R._sites
+
+
+def test_linear_layers_steps_keep_one_threads_bits_on_every_route(monkeypatch):
+    """A 784-256-128-10 stack's SGD steps (its products, pair, update and axpy sites) at
+    two threads under the measured choice (with this machine's clock: every route in its
+    trials) and with the split forced, blocks taken back: one thread's parameters."""
+    from ember.backend import gemm, pool
+    from ember.optim import _one_pass
+
+    def train():
+        rng = np.random.default_rng(0)
+        params = [ember.tensor(rng.standard_normal(shape, dtype=np.float32) * 0.05,
+                               requires_grad=True)
+                  for shape in ((256, 784), (256,), (128, 256), (128,), (10, 128), (10,))]
+        opt = ember.optim.SGD(params, lr=0.01, momentum=0.9)
+        x = ember.tensor(rng.standard_normal((128, 784), dtype=np.float32))
+        linear = ember.nn.functional.linear
+        for _ in range(4):  # (each of a site's three routes tried at least once)
+            opt.zero_grad()
+            h = linear(x, params[0], params[1]).relu()
+            h = linear(h, params[2], params[3]).relu()
+            linear(h, params[4], params[5]).square().mean().backward()
+            opt.step()
+        return [p.detach().numpy().copy() for p in params]
+    monkeypatch.setattr(T, "cores_to_spare", lambda: True)  # (BLAS's threads open)
+    monkeypatch.setattr(pool.Pool, "steal", True)
+    # the default install's update (NumPy: the split update and axpy sites), no numba
+    monkeypatch.setattr(_one_pass, "_kernels", {"sgd": None, "adam": None})
+    with gemm.numpy_only():
+        ember.set_num_threads(1)
+        one = train()
+        ember.set_num_threads(2)
+        for mode in ("measured", "split"):
+            monkeypatch.setitem(T._state, "routes", mode)
+            R.clear()
+            for p, q in zip(one, train()):
+                assert np.array_equal(p.view(np.uint32), q.view(np.uint32)), mode
+    R.clear()
