@@ -13,7 +13,8 @@ one round per way in turn, so that the load of a shared machine hits all alike:
   threads ember should never be slower);
 - at ``--threads`` (2) threads, ``threads._state["routes"]`` set to
   ``static`` (the fixed rules before the measured choice: the pool's split wherever it
-  may, else BLAS's threads where the pool has been idle for 0.1 s, else one thread),
+  may, else BLAS's threads where the pool has been idle for 0.1 s, else one thread; on
+  this tree's pool, whose caller takes back a block its worker has not started),
   ``measured`` (each site's route chosen from its measured wall times, the default:
   ``ember/backend/thread_routes.py``), ``split`` (the pool's split wherever it may,
   never BLAS's threads), ``blas`` (BLAS's own threads for the products whose inner
