@@ -40,9 +40,9 @@ _GRAINS = dict(blas_kernels.COLUMN_GRAIN)
 _MATMUL = thread_products.matmul
 
 
-def _bias_after(a, b, out=None, bias=None, add=None):
+def _bias_after(a, b, out=None, bias=None, add=None, whole=None):
     """``thread_products.matmul`` with the bias added to the whole result after it."""
-    r = _MATMUL(a, b, out)
+    r = _MATMUL(a, b, out, whole=whole)
     if bias is not None and r is not None and r is not thread_products.WHOLE:
         add(r, bias)
     return r
@@ -126,6 +126,7 @@ def main():
     ap.add_argument("--idle", action="store_true")
     args = ap.parse_args()
     ember.set_num_threads(2)
+    T._state["routes"] = "static"  # (the split variants compared need the splits made)
     if args.idle:
         T._idle["next"], T._idle["idle"] = float("inf"), True
     print(f"--change {args.change}; NumPy's OpenBLAS kernel: row grain (float32) "

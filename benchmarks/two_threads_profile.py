@@ -108,6 +108,7 @@ def profile(m, T, name, builder, min_time):
 
     def run(pool, fn, bounds):
         blocks = []
+        in_matmul.split = True
 
         def timed(lo, hi):
             t = time.perf_counter()
@@ -127,15 +128,18 @@ def profile(m, T, name, builder, min_time):
             splits[site][who].append((began, spent))
         splits[site]["whole"].append((0.0, took))
 
-    def matmul(a, b, out=None, *bias_add):
-        in_matmul.route = None
-        r = real_matmul(a, b, out, *bias_add)
+    def matmul(a, b, out=None, *bias_add, **whole):
+        in_matmul.route, in_matmul.split = None, False
+        r = real_matmul(a, b, out, *bias_add, **whole)
         if getattr(in_matmul, "nested", False) or getattr(T.local, "in_worker", False):
             route = "in a split or pair"
         elif r is getattr(P, "WHOLE", None):
             route = "whole, one BLAS thread"
         else:
-            route = in_matmul.route or ("split" if r is not None else "BLAS's own threads")
+            # (a product measured at its site returns its result whichever route ran)
+            route = in_matmul.route or (
+                "split" if in_matmul.split else "measured: whole" if r is not None
+                else "BLAS's own threads")
         routes[(route, a.shape[-2:] + b.shape[-1:])] += 1
         return r
 

@@ -37,6 +37,13 @@ from ember.backend import threads as _threads  # noqa: E402
 # pool would scale them to the machine's dispatch time (threads.scale_bounds), which
 # tests/test_threads_dispatch.py checks itself.
 _threads.scale_bounds(1.0)
+# And they assert the splits ember makes: each kernel that may split takes the fixed
+# rules' route (the pool's split wherever it may), not the route measured fastest on
+# this machine at that moment (thread_routes); tests/test_thread_routes.py measures.
+_threads._state["routes"] = "static"
+# (and every block of a split on the thread it was given to: a caller done first does
+# not take back its worker's block, tests/test_pool_take_back.py checks that it does)
+_threads.Pool.steal = False
 
 
 

@@ -392,8 +392,8 @@ def test_a_per_thread_blas_runs_at_one_thread_on_the_workers(calls, how):
     assert len(seen) == 2 and {n for _, n in seen} == {1}
     assert any(name.startswith("ember-intraop") for name, _ in seen)
     assert lib.num_threads == 2  # the caller's count given back
-    for inbox, _ in T._pool[0].workers:  # and each worker's
+    pool = T._pool[0]
+    for i in range(len(pool.workers)):  # and each worker's
         got = []
-        inbox.put((lambda lo, hi, got=got: got.append(lib.num_threads), 0, 1))
-        T._pool[0].done.get()
+        pool.run_on(i, lambda got=got: got.append(lib.num_threads))
         assert got == [2]

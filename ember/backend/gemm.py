@@ -359,7 +359,8 @@ def matmul(a, b, out=None):
         if r is not None:
             return r
     if type(a) is np.ndarray and type(b) is np.ndarray and _threads.get_num_threads() > 1:
-        r = _products.matmul(a, b, out)  # on ember's threads, not BLAS's
+        # on ember's threads, BLAS's or one, as measured fastest at this product's site
+        r = _products.matmul(a, b, out, whole=lambda: _numpy_matmul(a, b, out))
         if r is not None:
             if r is _products.WHOLE:  # the one-thread route, at one BLAS thread
                 saved = _threads.blas_to_one()  # (``single_blas``, called per product)
@@ -507,7 +508,7 @@ def addmm(bias, a, b, out=None):
             not (_lib[0] is not False and _maybe_large(a.shape, b.shape)):
         # at more than one thread, on NumPy: a split product adds the bias in each of its
         # blocks (the same sums, on the core that wrote them); else as below
-        r = _products.matmul(a, b, out, bias, _add_rows)
+        r = _products.matmul(a, b, out, bias, _add_rows, lambda: _numpy_matmul(a, b, out))
         if r is None:
             r = _numpy_matmul(a, b, out)
         elif r is _products.WHOLE:  # the one-thread route, at one BLAS thread

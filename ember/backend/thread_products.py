@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from ember.backend import thread_routes as _routes
 from ember.backend import threads as _t
 from ember.backend.pool import local
 
@@ -66,7 +67,7 @@ def _split_direction(char, m, k, n):
     return _t.row_grain(char), 0
 
 
-def matmul(a, b, out=None, bias=None, add=None):
+def matmul(a, b, out=None, bias=None, add=None, whole=None):
     """``np.matmul(a, b, out=out)`` for two 2-D floating NumPy arrays when ember has more
     than one thread and reaches NumPy's BLAS: in row or column blocks on the pool (BLAS
     at one thread per block) when large; at one BLAS thread when BLAS would use its
@@ -79,7 +80,14 @@ def matmul(a, b, out=None, bias=None, add=None):
     With ``bias`` (a row of the result's columns) and ``add`` (``add(r, row)``: ``r +=
     row`` down ``r``'s rows), a split product's blocks each add their part of the bias
     to their part of the result as soon as it is computed (the same sums as adding it
-    to the whole result after); where the product is not split the caller adds it."""
+    to the whole result after); where the product is not split the caller adds it.
+
+    With ``whole`` (``whole()``: the caller's own product of ``a`` and ``b`` into ``out``,
+    its one-thread route), a product with more than one of the routes above open to it
+    takes the one measured fastest at its site (its shapes, layouts and dtype;
+    :mod:`ember.backend.thread_routes`): the split, ``whole()`` on BLAS's own threads, or
+    ``whole()`` at one BLAS thread; then the result is returned (with ``bias`` added by
+    ``add``), whichever route ran."""
     state = _t._state
     if state["threads"] < 2 or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or \
             a.dtype.char not in "fd" or getattr(local, "in_worker", False):
@@ -93,25 +101,80 @@ def matmul(a, b, out=None, bias=None, add=None):
     char = a.dtype.char
     gram = m == n and _gram(a, b)
     grain, by_columns = _split_direction(char, m, k, n)
-    if mnk < _t._SPLIT_MNK or m < 2 * _t._MIN_BLOCK_ROWS or n < _t._MIN_BLOCK_ROWS or \
+    # the split is open (``most`` blocks, at least two) unless: small; blocks on kernels
+    # where they give other bits than the whole product (see blas_kernels.ROW_GRAIN);
+    # ``a @ a.T`` on one buffer, NumPy's syrk, which row blocks (gemm) do not reproduce;
+    # ``out`` other than a fresh matrix, np.matmul's to check and copy through
+    most = tiles = 0
+    if not (mnk < _t._SPLIT_MNK or m < 2 * _t._MIN_BLOCK_ROWS or n < _t._MIN_BLOCK_ROWS or
             not grain or gram or out is not None and (
                 type(out) is not np.ndarray or out.shape != (m, n) or
-                np.may_share_memory(out, a) or np.may_share_memory(out, b)):
-        # not split: blocks on kernels where they give other bits than the whole
-        # product (see blas_kernels.ROW_GRAIN); ``a @ a.T`` on one buffer is NumPy's
-        # syrk, which row blocks (gemm) do not reproduce; ``out`` other than a fresh
-        # matrix is np.matmul's to check and copy through
-        if not gram and _blas_may_thread(k, char):
-            return None  # BLAS's own threads
-        return WHOLE
-    span = n if by_columns else m
-    tiles = span // grain  # (the last block takes a partial tile too)
-    per_tile = grain * k * (m if by_columns else n)
-    most = state["threads"]
-    while most >= 2 and not _t.row_blocks_keep_kernel(char, mnk, tiles // most * per_tile):
-        most -= 1  # (fewer, larger blocks: each on the whole product's kernel)
+                np.may_share_memory(out, a) or np.may_share_memory(out, b))):
+        span = n if by_columns else m
+        tiles = span // grain  # (the last block takes a partial tile too)
+        per_tile = grain * k * (m if by_columns else n)
+        most = state["threads"]
+        while most >= 2 and not _t.row_blocks_keep_kernel(char, mnk, tiles // most * per_tile):
+            most -= 1  # (fewer, larger blocks: each on the whole product's kernel)
+    mode = state["routes"]
+    if whole is not None and mode != "static":
+        routes = _routes_open(most >= 2, not gram and k <= _t.same_bits_k(char) and
+                              _t.cores_to_spare())
+        if mode == "measured":
+            if len(routes) > 1:
+                return _measured(routes, a, b, out, bias, add, whole, grain, by_columns,
+                                 tiles, mnk, most)
+        else:  # one route forced where open (benchmarks), else one thread
+            route = mode if mode in routes else _routes.ONE
+            return _run(route, a, b, out, bias, add, whole, grain, by_columns, tiles, mnk,
+                        most)
     if most < 2:
-        return None if _blas_may_thread(k, char) else WHOLE
+        return None if not gram and _blas_may_thread(k, char) else WHOLE
+    return _split(a, b, out, bias, add, grain, by_columns, tiles, mnk, most)
+
+
+def _routes_open(split, blas):
+    """The routes open to a product (the split, BLAS's own threads), one thread last."""
+    return _ROUTES[split, blas]
+
+
+_ROUTES = {(s, b): tuple(r for r, ok in ((_routes.SPLIT, s), (_routes.BLAS, b),
+                                          (_routes.ONE, True)) if ok)
+           for s in (False, True) for b in (False, True)}
+
+
+def _measured(routes, a, b, out, bias, add, whole, *split_args):
+    """The product on the route chosen at its site (timed in a trial)."""
+    s = _routes.site((a.shape, b.shape, a.strides, b.strides, a.dtype.char,
+                      bias is not None, out is None), routes)
+    i = _routes.pick(s)
+    if s.route is not None:
+        return _run(routes[i], a, b, out, bias, add, whole, *split_args)
+    if routes[i] == _routes.SPLIT and (_t._pool[0] is None or _t._pool[0].broken):
+        _t._new_pool()  # (made and timed before the trial's clock: a one-time cost)
+    start = _routes.now()
+    r = _run(routes[i], a, b, out, bias, add, whole, *split_args)
+    _routes.record(s, i, _routes.now() - start)
+    return r
+
+
+def _run(route, a, b, out, bias, add, whole, grain, by_columns, tiles, mnk, most):
+    """The product (with ``bias`` added) on ``route``."""
+    if route == _routes.SPLIT:
+        return _split(a, b, out, bias, add, grain, by_columns, tiles, mnk, most)
+    saved = _t.blas_to_one() if route == _routes.ONE else ()
+    try:
+        r = whole()
+    finally:
+        _t.blas_back(saved)
+    if bias is not None:
+        add(r, bias)
+    return r
+
+
+def _split(a, b, out, bias, add, grain, by_columns, tiles, mnk, most):
+    """The product in ``most`` row or column blocks of ``grain`` on the pool."""
+    m, n = a.shape[0], b.shape[1]
     if out is None:
         out = np.empty((m, n), a.dtype)
     if by_columns:
@@ -126,7 +189,7 @@ def matmul(a, b, out=None, bias=None, add=None):
             np.matmul(a[lo:hi], b, out=out[lo:hi])
             if bias is not None:
                 add(out[lo:hi], bias)
-    _t.parallel_rows(block, tiles, mnk >> 4, blas=True, most=most)
+    _t.parallel_rows(block, tiles, mnk >> 4, blas=True, most=most, site=False)
     return out
 
 

@@ -8,7 +8,9 @@ elementwise ops, see :func:`binary` and :func:`unary`, and the large matrix prod
 themselves, see :mod:`ember.backend.thread_products`) are split here into independent row
 blocks run by a small pool of Python threads: NumPy releases the GIL inside its loops,
 so the blocks run on different cores at once. Two independent products (a layer's
-input and weight gradients) run at once instead, each whole (:func:`pair`).
+input and weight gradients) run at once instead, each whole (:func:`pair`). Whether a
+kernel is split, left to BLAS's threads or run whole is chosen at each site from the
+wall time each way took there (:mod:`ember.backend.thread_routes`).
 
 Results do not change with the thread count. A block is only ever a range of rows over
 which the kernel is independent (an elementwise op, a per-sample or per-row
@@ -34,6 +36,8 @@ import threading
 import time
 
 import numpy as np
+
+from ember.backend import thread_routes as _routes
 
 # what each OpenBLAS kernel was measured to keep (bits at several threads, row blocks,
 # other layouts): see that module
@@ -66,9 +70,11 @@ def _default_threads():
 
 
 # "pairs": whether :func:`pair` runs its two computations at once (a switch for
-# benchmarks/two_threads_pairs_ab.py, which alternates the two ways in one process)
+# benchmarks/two_threads_pairs_ab.py, which alternates the two ways in one process);
+# "routes": how a kernel that may be split chooses its route (``thread_routes``)
 _state = {"threads": _default_threads(), "blas": None, "pool_used": float("-inf"),
-          "pairs": True, "held": 0, "scale": 1.0, "scale_pinned": False}
+          "pairs": True, "held": 0, "scale": 1.0, "scale_pinned": False,
+          "routes": "measured"}
 # whether more than one thread is set (kept by ``set_num_threads``): at one thread the
 # elementwise kernels' size checks (:func:`binary`, :func:`unary`, :func:`add_into` and
 # their callers) are skipped after this one module read, no size read at all
@@ -245,6 +251,7 @@ def _reset_after_fork():
     # new and the counts it saved are given back
     global _hold_lock
     _pool[0] = None
+    _routes.clear()  # (the child's cores are not the parent's: its routes measured anew)
     _hold_lock = threading.Lock()
     if _state["held"]:
         _state["held"] = 0
@@ -255,7 +262,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None):
+def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None, site=None):
     """Call ``fn(lo, hi)`` over blocks of ``range(rows)`` that cover it, in parallel when
     the work (``cost``, about the number of element operations) is large enough to
     repay a dispatch and more than one thread is set; else ``fn(0, rows)`` once (always
@@ -266,7 +273,12 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None):
     (the blocks call matrix products), BLAS runs one thread per block while they run,
     as PyTorch's kernels inside a parallel region do: the cores are already busy, and
     BLAS threads woken for each of many small products only wait on each other. ``most``
-    bounds the number of blocks."""
+    bounds the number of blocks.
+
+    Whether a kernel large enough is split or run whole (at one BLAS thread with
+    ``blas``) is chosen per site from the wall time each way took there
+    (:mod:`ember.backend.thread_routes`); the site is ``fn``'s code, ``rows`` and
+    ``cost``, or ``site`` in their place when given (False: split, the caller chose)."""
     n = min(most or _state["threads"], _state["threads"], rows,
             int(cost // _MIN_COST_PER_THREAD))
     if n < 2 or xp is not np or getattr(local, "in_worker", False):
@@ -280,6 +292,33 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None):
         if n < 2:  # (the pool's measured dispatch raised the least work per thread)
             fn(0, rows)
             return
+    mode = _state["routes"]
+    if site is False or mode == "static" or mode == "split":
+        _split(pool, fn, rows, n, blas)
+        return
+    if mode != "measured":  # ("one", "blas": no split)
+        _whole(fn, rows, blas)
+        return
+    _routes.either((_routes.code(fn) if site is None else site, rows, cost, blas),
+                   lambda: _split(pool, fn, rows, n, blas), lambda: _whole(fn, rows, blas))
+
+
+def _whole(fn, rows, blas):
+    """``fn(0, rows)`` on the calling thread, at one BLAS thread with ``blas``."""
+    if not blas:
+        fn(0, rows)
+        return
+    saved = blas_to_one()
+    try:
+        fn(0, rows)
+    finally:
+        blas_back(saved)
+
+
+def _split(pool, fn, rows, n, blas):
+    """``fn`` over ``n`` blocks of ``range(rows)`` on ``pool`` (the caller runs the first),
+    at one BLAS thread in each with ``blas``; whole on the caller when another thread
+    holds the pool."""
     if not pool.lock.acquire(blocking=False):  # another thread holds the pool: no split
         fn(0, rows)
         return
@@ -291,16 +330,11 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None):
         bounds = [0]
         for i in range(n):
             bounds.append(bounds[-1] + step + (i < extra))
-        saved = [(lib, lib.num_threads) for lib in _all_blas()] if blas else ()
-        for lib, k in saved:
-            if k > 1:
-                lib.set_num_threads(1)
+        saved = blas_to_one() if blas else ()
         try:
             pool.run(fn, bounds)
         finally:
-            for lib, k in saved:
-                if k > 1:
-                    lib.set_num_threads(k)
+            blas_back(saved)
     finally:
         pool.lock.release()
 
@@ -308,7 +342,13 @@ def parallel_rows(fn, rows, cost, xp=np, blas=False, most=None):
 def _one_blas_thread_on_workers(fn):
     """``fn`` with BLAS at one thread also on the pool's workers: a BLAS whose count is
     per OS thread (MKL on GNU OpenMP, the layer it takes beside PyTorch) keeps its
-    default there whatever the caller set."""
+    default there whatever the caller set. NumPy's OpenBLAS on its own threads (as its
+    wheels build it) has one count for the process, set to one by the caller already:
+    with no other library, ``fn`` itself (no call into the library on the worker, which
+    would hand the GIL back and take it again while the caller's block starts)."""
+    if not _own_blas and _process_wide(_blas_libs()):
+        return fn
+
     def block(lo, hi):
         if not getattr(local, "in_worker", False):
             return fn(lo, hi)
@@ -318,6 +358,17 @@ def _one_blas_thread_on_workers(fn):
         finally:
             blas_back(saved)
     return block
+
+
+def _process_wide(libs):
+    """Whether each of ``libs`` has one thread count for the process (ember's controller
+    of an OpenBLAS on pthreads, :mod:`ember.backend.openblas`)."""
+    known = _state.get("process_wide")
+    if known is None or known[0] is not libs:
+        from ember.backend import openblas
+        known = _state["process_wide"] = (
+            libs, all(isinstance(lib, openblas.OpenBLAS) for lib in libs))
+    return known[1]
 
 
 def pair(first, second, cost):
@@ -331,7 +382,11 @@ def pair(first, second, cost):
     whole other operand again.
 
     Inside, both run as at one thread: BLAS at one thread, and ember's kernels unsplit
-    (their calls are the one-thread calls, so their results the one-thread bits)."""
+    (their calls are the one-thread calls, so their results the one-thread bits).
+    Whether they run at once or one after the other (each then routed as it would be
+    alone) is chosen per site from the wall time each way took there
+    (:mod:`ember.backend.thread_routes`; the site: the two callables' code and
+    ``cost``)."""
     if cost < _MIN_PAIR_COST or not _state["pairs"] or _state["threads"] < 2 or \
             getattr(local, "in_worker", False) or not cores_to_spare():
         return first(), second()
@@ -340,20 +395,34 @@ def pair(first, second, cost):
         pool = _new_pool()
         if cost < _MIN_PAIR_COST:  # (the pool's measured dispatch raised the bound)
             return first(), second()
+    mode = _state["routes"]
+    if mode == "measured":
+        return _routes.either((_routes.code(first), _routes.code(second), cost),
+                              lambda: _pair_on(pool, first, second),
+                              lambda: (first(), second()))
+    if mode != "static" and mode != "split":  # ("one", "blas": no pool)
+        return first(), second()
+    return _pair_on(pool, first, second)
+
+
+def _pair_on(pool, first, second):
+    """:func:`pair`'s two computations at once, ``second`` on ``pool``'s worker (one after
+    the other when another thread holds the pool)."""
     if not pool.lock.acquire(blocking=False):  # another thread holds the pool
         return first(), second()
     _state["pool_used"] = time.monotonic()
     results = [None, None]
 
     def run(lo, hi):
-        if lo:  # (on the worker, which is ``in_worker`` already)
+        on_worker = getattr(local, "in_worker", False)
+        if on_worker:
             # a BLAS whose count is per OS thread (MKL on GNU OpenMP, the layer it takes
             # beside PyTorch) is set to one here too: the caller's setting is its own
             results[1] = _one_blas_thread_on_workers(lambda lo, hi: second())(lo, hi)
             return
         local.in_worker = True  # the caller's kernels unsplit too: the pool is taken
-        try:
-            results[0] = first()
+        try:  # (``second`` too, when the caller takes it back from a worker not started)
+            results[lo] = second() if lo else first()
         finally:
             local.in_worker = False
     try:
@@ -629,15 +698,17 @@ def unsplit_float(a):
 _SPLIT_KINDS = "efd"  # floating dtypes: each element computed alone, whatever the block
 
 
-def flat_blocks(fn, size, cost=None):
+def flat_blocks(fn, size, cost=None, site=None):
     """``fn(lo, hi)`` over ranges of ``range(size)`` (flat element offsets), in
     parallel when large; the ranges start at multiples of a fixed grain, so that a
-    vector loop over each block sees the same lanes as one over the whole array."""
+    vector loop over each block sees the same lanes as one over the whole array. The
+    route is measured per ``site`` (default: ``fn``'s code; see ``parallel_rows``)."""
     grains = -(-size // _GRAIN)
 
     def run(lo, hi):
         fn(lo * _GRAIN, min(hi * _GRAIN, size))
-    parallel_rows(run, grains, size if cost is None else cost)
+    parallel_rows(run, grains, size if cost is None else cost,
+                  site=_routes.code(fn) if site is None else site)
 
 
 def _splits(size):
@@ -664,7 +735,7 @@ def binary(ufunc, a, b):
 
         def block(lo, hi):
             ufunc(af[lo:hi], bf[lo:hi], out=of[lo:hi])
-        flat_blocks(block, size)
+        flat_blocks(block, size, site=ufunc)  # (each ufunc its own site: not one cost)
         return out
     big, small = (a, b) if a.size >= b.size else (b, a)
     if big.ndim < 2 or not (big.flags.c_contiguous and small.flags.c_contiguous) or \
@@ -682,7 +753,7 @@ def binary(ufunc, a, b):
             ufunc(a[lo:hi], s, out=out[lo:hi])
         else:
             ufunc(s, b[lo:hi], out=out[lo:hi])
-    parallel_rows(block, rows, size)
+    parallel_rows(block, rows, size, site=ufunc)
     return out
 
 
@@ -700,7 +771,7 @@ def unary(ufunc, x):
 
     def block(lo, hi):
         ufunc(xf[lo:hi], out=of[lo:hi])
-    flat_blocks(block, x.size)
+    flat_blocks(block, x.size, site=ufunc)
     return out
 
 
