@@ -8,9 +8,12 @@ thread), at the benchmark Transformer's sizes (L 64, N 16, H 4, D 32, float32):
 - "through the view": ``_scatter(..., shaped=True)`` writes the view's gradient into
   the row seen in the view's shape (one pass).
 
-    python benchmarks/compile_split_rows_grad.py [--rounds 7]
+    python benchmarks/compile_split_rows_grad.py [--rounds 7] [--step]
 
 Prints microseconds per backward (three rows; median of rounds), the ratio, the load.
+``--step``: the whole compiled Transformer step of ``compile_step.py`` instead, with
+the views' path switched on and off in one process (the plan's generated backward
+written again at each switch), rounds alternated: milliseconds per step.
 """
 import argparse
 import os
@@ -26,7 +29,10 @@ class _Step:  # what ``_scatter`` reads of a plan step
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--step", action="store_true")
     args = ap.parse_args()
+    if args.step:
+        return _in_step(args.rounds)
     from ember._compile._buffers import Arena
     from ember._compile._rewrites import _scatter
     rng = np.random.default_rng(0)
@@ -57,6 +63,37 @@ def main():
     old, new = (float(np.median(laps[k])) for k in (False, True))
     print(f"view, then row {old:.1f} us; through the view {new:.1f} us; "
           f"ratio {new / old:.3f}; load {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+
+
+def _in_step(rounds):
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import compile_step as cs
+
+    import ember
+    ember.manual_seed(0)
+    step, compiled = cs.make_step(ember, cs.WORKLOADS["transformer"], "step")
+    for _ in range(5):
+        step()
+    plan = compiled._cache[0].plan
+    feeds = {st.index: st.feeds for st in plan.steps}
+
+    def switch(on):
+        for st in plan.steps:
+            st.feeds = feeds[st.index] if on else None
+        plan.generated.pop(("backward", True), None)
+        step()
+    laps = {False: [], True: []}
+    for r in range(2 * rounds):
+        for on in (True, False) if r % 2 else (False, True):
+            switch(on)
+            t0 = time.process_time()
+            for _ in range(15):
+                step()
+            laps[on].append((time.process_time() - t0) / 15 * 1e3)
+    old, new = (float(np.median(laps[k])) for k in (False, True))
+    print(f"Transformer step: view, then row {old:.3f} ms; through the view {new:.3f} ms; "
+          f"ratio {new / old:.4f}; load {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 
 if __name__ == "__main__":
