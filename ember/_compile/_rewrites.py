@@ -199,7 +199,7 @@ def _scatter(G, st, args, g, arena, firsts, unfilled, shaped=False):
             buf = arena.get(("scatter", s), x.shape, x.dtype)
             unfilled[s] = [i]
         if shaped:
-            np.copyto(buf[i].reshape(g.shape), g)
+            np.copyto(buf[i].reshape(g.shape, copy=False), g)
         else:
             buf[i] = g
         G[s] = buf
@@ -212,7 +212,7 @@ def _scatter(G, st, args, g, arena, firsts, unfilled, shaped=False):
     if first is not None:
         np.add(buf[first], 0.0, out=buf[first])
     row = buf[i]
-    np.add(g, 0.0, out=row.reshape(g.shape) if shaped else row)
+    np.add(g, 0.0, out=row.reshape(g.shape, copy=False) if shaped else row)
     return True
 
 
