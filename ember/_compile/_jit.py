@@ -73,12 +73,18 @@ def _source_file(src, stem):
                 return path
     except OSError:
         pass
+    tmp = None
     try:  # (a temporary file renamed: a process reading it never sees half of it)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(src)
         os.replace(tmp, path)
     except OSError:
+        if tmp is not None and os.path.exists(tmp):
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         return None
     return path
 
