@@ -6,12 +6,10 @@ import os
 import subprocess
 import sys
 
+import numba  # (part of the test environment: the loops exist only with it)
 import numpy as np
-import pytest
 
-numba = pytest.importorskip("numba")  # the loops exist only with numba
-
-from ember._compile import _jit  # noqa: E402
+from ember._compile import _jit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
