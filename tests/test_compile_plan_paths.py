@@ -335,3 +335,60 @@ def test_split_rows_arena_buffer_zeroed_only_where_unwritten(monkeypatch, uses, 
     np.testing.assert_array_equal(grads[0], grads[1])
     if not through:  # (through a product, one -0.0 of eager's reads 0.0, as before this path)
         assert np.signbit(grads[0]).tolist() == np.signbit(grads[1]).tolist()
+
+
+@pytest.mark.parametrize("uses,viewed,shape", [
+    ((0, 1, 2), (0, 1, 2), (3, 128, 128)),   # arena: q, k, v heads split by a view
+    ((0, 1, 2), (0, 2), (3, 128, 128)),      # a row read as it is beside viewed ones
+    ((2, 0), (2, 0), (3, 4, 6)),             # no arena; a row never read
+    ((1,), (1,), (3, 128, 128)),             # a lone row: kept as it is (-0.0 stays)
+    ((-1, -3), (-3,), (3, 4, 6))])
+def test_split_rows_viewed_gradient_written_through_the_view_equals_eager_bitwise(
+        monkeypatch, uses, viewed, shape):
+    """``p[i].view(...)`` read transposed (a head split): the view's gradient, not laid
+    out in rows, is written into ``p``'s rows' array through the row seen in the view's
+    shape, without the view's own backward copying it first; -0.0 and NaN as eager's."""
+    from ember._compile import _rewrites
+    through_view = []
+    inner = _rewrites._scatter
+
+    def spy(G, st, args, g, arena, firsts, unfilled, shaped=False):
+        done = inner(G, st, args, g, arena, firsts, unfilled, shaped)
+        if shaped:
+            through_view.append(done)
+        return done
+    monkeypatch.setattr(_rewrites, "_scatter", spy)
+    rng = np.random.default_rng(6)
+    n, m = shape[1], shape[2]
+    ca = rng.standard_normal((3, m // 2, 2 * n)).astype(np.float32)
+    ca[:, 0, :3] = [-0.0, np.nan, 0.0]
+    c = ember.tensor(ca)
+    pa = rng.standard_normal(shape).astype(np.float32)
+
+    def step(p):
+        loss = 0.0
+        for i in uses:
+            r = p[i]
+            if i in viewed:  # (2n, m/2) read transposed: its gradient is not in rows
+                loss = loss + (r.view(2 * n, m // 2).t() * c[i]).sum()
+            else:
+                loss = loss + (r * c[i].reshape(n, m)).sum()
+        loss.backward()
+        return loss
+
+    grads = []
+    compiled = ember.compile(step)
+    for f in (compiled, step):
+        p = ember.tensor(pa, requires_grad=True)
+        for _ in range(4):
+            p.grad = None
+            f(p)
+        grads.append(p.grad.numpy().copy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+    assert np.signbit(grads[0]).tolist() == np.signbit(grads[1]).tolist()
+    assert compiled.stats["eager"] == 0
+    # each viewed row's gradient went through its view on every planned call (a lone
+    # row is no scatter: its view's backward and the row's run as eager's)
+    assert all(through_view)
+    assert len(through_view) == (len(viewed) * compiled.stats["replays"]
+                                 if len(uses) > 1 else 0)

@@ -362,6 +362,10 @@ def backward_function(plan, arena):
             w.emit(d, f"if not _scatter(G, {w.bind(st, f'st{k}_')}, args, g, arena, firsts, "
                       "unfilled):")
             d += 1
+        elif st.feeds is not None:  # a view of ``x[i]``: its gradient into x's
+            w.emit(d, f"if not _scatter(G, {w.bind(st.feeds, f'sf{k}_')}, "
+                      f"tape[{st.feeds.index}][0], g, arena, firsts, unfilled, True):")
+            d += 1
         _vjp_call(w, d, st, k, arena)
         for i, s in st.wanted:
             _gather(w, d, i, s, arena)

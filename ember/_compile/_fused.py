@@ -27,6 +27,8 @@ from ember.backend import threads as _threads_mod
 from ember.backend.threads import _state as _threads
 from ember.backend.threads import parallel_rows
 
+from ._jit import njit_source
+
 __all__ = ["act_over", "bias_act_loop", "grad_loop", "available", "groups"]
 
 _kernels = {}
@@ -97,7 +99,6 @@ def grad_loop(cls):
     if expr is None:
         _grad_loops[cls] = None
         return None
-    numba = _numba()["numba"]
     # a loop over whole (sliced) arrays from 0: indices known non-negative, so LLVM
     # drops the wraparound checks and vectorizes the loop
     src = ("def grad(g, y, out):\n"
@@ -105,9 +106,8 @@ def grad_loop(cls):
            "    one = g.dtype.type(1)\n"
            "    for i in range(out.size):\n"
            f"        out[i] = {expr.format(g='g[i]', y='y[i]')}\n")
-    scope = {}
-    exec(compile(src, f"<ember fused {cls.__name__} gradient>", "exec"), scope)
-    kernel = numba.njit(nogil=True, cache=False)(scope["grad"])
+    kernel = njit_source(src, "grad", "grad", f"<ember fused {cls.__name__} gradient>",
+                         nogil=True)
 
     def loop(g, y, out):
         if not _flat_ok(g, y, out):
@@ -134,7 +134,6 @@ def bias_act_loop(cls):
         return None
     if cls in _bias_act_loops:
         return _bias_act_loops[cls]
-    numba = _numba()["numba"]
     src = ("def bias_act(y, b):\n"
            "    z = y.dtype.type(0)\n"
            "    one = y.dtype.type(1)\n"
@@ -142,9 +141,8 @@ def bias_act_loop(cls):
            "        for j in range(y.shape[1]):\n"
            "            v = y[i, j] + b[j]\n"
            f"            y[i, j] = {cls.fused.format('v')}\n")
-    scope = {}
-    exec(compile(src, f"<ember fused bias + {cls.__name__}>", "exec"), scope)
-    kernel = numba.njit(nogil=True, cache=False)(scope["bias_act"])
+    kernel = njit_source(src, "bias_act", "bias_act", f"<ember fused bias + {cls.__name__}>",
+                         nogil=True)
 
     def loop(y, b):
         if type(y) is not np.ndarray or type(b) is not np.ndarray or y.ndim != 2 or \
@@ -183,16 +181,14 @@ def act_over(cls):
     if expr is None or _arity(expr) != 1:
         _act_overs[cls] = None
         return None
-    numba = _numba()["numba"]
     src = ("def act(y):\n"
            "    z = y.dtype.type(0)\n"
            "    one = y.dtype.type(1)\n"
            "    for i in range(y.size):\n"
            "        v = y[i]\n"
            f"        y[i] = {expr.format('v')}\n")
-    scope = {}
-    exec(compile(src, f"<ember fused {cls.__name__} in place>", "exec"), scope)
-    kernel = numba.njit(nogil=True, cache=False)(scope["act"])
+    kernel = njit_source(src, "act", "act", f"<ember fused {cls.__name__} in place>",
+                         nogil=True)
 
     def loop(y):
         if type(y) is not np.ndarray or not y.flags.c_contiguous or \
@@ -274,11 +270,9 @@ class Group:
         src, consts = self.source()
         kernel = _chains.get(src)
         if kernel is None:
-            scope = {}
-            exec(compile(src, "<ember fused chain>", "exec"), scope)
             # error_model="numpy": a float division by zero is inf or NaN, as NumPy's
-            kernel = _chains[src] = numba.njit(nogil=True, cache=False,
-                                               error_model="numpy")(scope["chain"])
+            kernel = _chains[src] = njit_source(src, "chain", "chain", "<ember fused chain>",
+                                                nogil=True, error_model="numpy")
         self.kernel = kernel
         self.consts = consts
         return True

@@ -96,7 +96,7 @@ class _Step:
                  "grad", "needs", "in_slots", "vjp", "index", "inplace", "into", "color",
                  "bvjp", "group", "skip", "buffer", "fast", "wanted",
                  "scatter", "joined", "plain", "declared", "bias", "linear",
-                 "add_into", "shared", "routes", "act")
+                 "add_into", "shared", "routes", "act", "feeds")
 
     def __init__(self, node, slots):
         self.node = node
@@ -136,6 +136,7 @@ class _Step:
         # a call above the primitives that is one NumPy call on its array (see _direct)
         self.wanted = ()
         self.scatter = False  # x[i]'s gradient written into x's (see _scatters)
+        self.feeds = None     # a view of x[i] whose gradient goes into x's (_scatters)
         self.joined = False   # a stack of all of x's unbound pieces: a copy of x
         self.plain = False    # a primitive run as recorded (the forward's short path)
         self.declared = None  # its class's vjp, op object and buffers (see _rules)

@@ -143,9 +143,32 @@ def _scatters(plan):
             continue
         for st in sts:
             st.scatter = True
+    _scatter_views(plan, outs)
 
 
-def _scatter(G, st, args, g, arena, firsts, unfilled):
+def _scatter_views(plan, outs):
+    """Mark the ``view``/``reshape`` of a marked ``x[i]`` (:func:`_scatters`) that is its
+    only reader on the gradient path (a head split's ``q.view(...)``): its backward
+    writes its gradient straight into ``x``'s array through ``x[i]``'s row seen in the
+    view's shape (:func:`_scatter`), where the view's own backward would first copy a
+    gradient not laid out in rows into ``x[i]``'s shape and the scatter then copy it
+    again (one pass over the row instead of two; the same values)."""
+    by_out = {st.outs[0]: st for st in plan.grad_steps if st.scatter}
+    readers = {}
+    for st in plan.grad_steps:
+        for _, s in st.wanted:
+            readers[s] = readers.get(s, 0) + 1
+    for st in plan.grad_steps:
+        if st.fast not in (_view, _reshape) or len(st.wanted) != 1 or \
+                st.wanted[0][0] != 0 or len(st.outs) != 1:
+            continue
+        s = st.wanted[0][1]
+        src = by_out.get(s)
+        if src is not None and readers[s] == 1 and s not in outs:
+            st.feeds = src
+
+
+def _scatter(G, st, args, g, arena, firsts, unfilled, shaped=False):
     """``x[i]``'s gradient ``g`` put into ``x``'s (see :func:`_scatters`), with eager's
     values to the bit: eager makes zeros with ``g`` at ``i`` per step and sums them, so a
     lone gradient is kept as it is, and once two meet every element has had ``+ 0.0``
@@ -155,10 +178,15 @@ def _scatter(G, st, args, g, arena, firsts, unfilled):
     An arena's buffer is not zero-filled first: the rows written are recorded in
     ``unfilled`` (slot -> rows), and :func:`_zero_unwritten` zeroes the rest where the
     array is read (its producer's backward, a leaf's gradient, another gradient added
-    to it). A projection split into q, k and v writes every row, so nothing is filled."""
+    to it). A projection split into q, k and v writes every row, so nothing is filled.
+
+    ``shaped``: ``g`` is the gradient of a view of ``x[i]`` (``_scatter_views``), of any
+    shape of ``x[i]``'s size: it is written into the row seen in its shape (a C-ordered
+    row reshaped is a view of it), as the view's backward would have reshaped it."""
     x, i = args[0], args[1]
     s = st.wanted[0][1]
-    if type(g) is not _ndarray or g.dtype != x.dtype or g.shape != x.shape[1:]:
+    if type(g) is not _ndarray or g.dtype != x.dtype or \
+            (g.size * x.shape[0] != x.size if shaped else g.shape != x.shape[1:]):
         rows = unfilled.pop(s, None)
         if rows is not None:
             _zero_unwritten(G[s], rows)
@@ -170,7 +198,10 @@ def _scatter(G, st, args, g, arena, firsts, unfilled):
         else:
             buf = arena.get(("scatter", s), x.shape, x.dtype)
             unfilled[s] = [i]
-        buf[i] = g
+        if shaped:
+            np.copyto(buf[i].reshape(g.shape, copy=False), g)
+        else:
+            buf[i] = g
         G[s] = buf
         firsts[s] = i
         return True
@@ -180,7 +211,8 @@ def _scatter(G, st, args, g, arena, firsts, unfilled):
     first = firsts.pop(s, None)
     if first is not None:
         np.add(buf[first], 0.0, out=buf[first])
-    np.add(g, 0.0, out=buf[i])
+    row = buf[i]
+    np.add(g, 0.0, out=row.reshape(g.shape, copy=False) if shaped else row)
     return True
 
 

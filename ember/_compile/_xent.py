@@ -113,14 +113,16 @@ def _pair_kernel():
     numba = _fused._numba().get("numba")
     kernel = None
     if numba is not None:
-        @numba.njit(nogil=True, cache=False)
-        def kernel(r, t, v, zg):
+        from ember._compile._jit import njit
+
+        def loop(r, t, v, zg):
             n, c = r.shape
             for i in range(n):
                 ti = t[i]
                 for j in range(c):
                     p = r[i, j] * v
                     r[i, j] = v - p if j == ti else zg - p
+        kernel = njit(loop, nogil=True)
     _kernels["pair"] = kernel
     return kernel
 

@@ -24,15 +24,16 @@ def _numba_kernels():
     """The compiled loops, built on first use (None without numba)."""
     if "sgd" in _kernels:
         return _kernels
+    # ember's numba flags (numba_jit.njit): error_model="numpy", a float division is
+    # IEEE's (inf or NaN, as NumPy's), not a test for zero before each one, which kept
+    # Adam's loop from vectorizing (4x slower); and numba's on-disk cache, so a process
+    # loads the loops instead of compiling them again on its first step
     try:
-        import numba
+        from ember.backend.numba_jit import njit as jit
     except ImportError:
         _kernels.update(sgd=None, adam=None)
         return _kernels
     f32, f64 = np.float32, np.float64
-    # error_model="numpy": a float division is IEEE's (inf or NaN, as NumPy's), not a
-    # test for zero before each one, which kept Adam's loop from vectorizing (4x slower)
-    jit = numba.njit(nogil=True, cache=False, error_model="numpy")
 
     @jit
     def sgd(p, g, b, momentum, alpha, has_buf):
