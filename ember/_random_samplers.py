@@ -371,12 +371,7 @@ def _compile():
     except ImportError:
         return None
     jit = numba.njit(nogil=True, error_model="numpy")
-    lgamma = _libm.lgamma  # ctypes functions are callable from numba's nopython mode
-    log1pf = _libm.log1pf
-
-    @jit
-    def f32(x):
-        return np.float64(np.float32(x))
+    f32, div = _numba_helpers(jit)
 
     @jit
     def int64(x):
@@ -384,12 +379,23 @@ def _compile():
             return np.int64(_INT64_MIN)
         return np.int64(x)
 
+    lgamma, log1pf = _c_lgamma, _c_log1pf  # ctypes functions: callable from numba
+    return _build(jit, f32, math.log, math.sqrt, math.pow, np.floor, np.ceil, math.exp,
+                  div, int64, lgamma, log1pf)
+
+
+def _numba_helpers(jit):
+    """Compiled float32 rounding and IEEE division for the kernels' ``f32``/``div``."""
+
+    @jit
+    def f32(x):
+        return np.float64(np.float32(x))
+
     @jit
     def div(a, b):
         return a / b
 
-    return _build(jit, f32, math.log, math.sqrt, math.pow, np.floor, np.ceil, math.exp,
-                  div, int64, lgamma, log1pf)
+    return f32, div
 
 
 def _run(g, fill, n, args, raws_per_element, python):
