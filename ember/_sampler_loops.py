@@ -406,11 +406,15 @@ def gamma_grad_one(alpha, x):
         return div(-stirling * numer, denom)
     u = log(div(x, alpha))
     v = log(alpha)
-    cv = [0.0] * 8
-    for i in range(8):
-        cv[i] = _GAMMA_UV[0][i] + u * (_GAMMA_UV[1][i] + u * _GAMMA_UV[2][i])
-    cv0, cv1, cv2, cv3, cv4, cv5, cv6, cv7 = cv[0], cv[1], cv[2], cv[3], cv[4], cv[5], \
-        cv[6], cv[7]
+    c0, c1, c2 = _GAMMA_UV
+    cv0 = c0[0] + u * (c1[0] + u * c2[0])
+    cv1 = c0[1] + u * (c1[1] + u * c2[1])
+    cv2 = c0[2] + u * (c1[2] + u * c2[2])
+    cv3 = c0[3] + u * (c1[3] + u * c2[3])
+    cv4 = c0[4] + u * (c1[4] + u * c2[4])
+    cv5 = c0[5] + u * (c1[5] + u * c2[5])
+    cv6 = c0[6] + u * (c1[6] + u * c2[6])
+    cv7 = c0[7] + u * (c1[7] + u * c2[7])
     p = cv0 + v * (cv1 + v * (cv2 + v * cv3))
     q = cv4 + v * (cv5 + v * (cv6 + v * cv7))
     return exp(div(p, q))
