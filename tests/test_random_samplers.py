@@ -142,6 +142,22 @@ def test_sample_dirichlet_bits_and_state(dtype, loops):
     _same_state()
 
 
+def test_large_draws(loops):
+    """Calls of thousands of elements: compiled, the buffer of raw outputs comes from
+    the compiled Mersenne Twister (``_random_numba``) instead of NumPy's."""
+    rng = np.random.default_rng(1)
+    ta, ea = _pair(rng.uniform(0.01, 6, 5000), np.float32)
+    tc, ec = _pair(np.floor(rng.uniform(0, 80, 5000)), np.float64)
+    tp, ep = _pair(rng.uniform(0, 1, 5000), np.float64)
+    _seed(21)
+    _same(torch._standard_gamma(ta), ember._standard_gamma(ea))
+    _same(torch.binomial(tc, tp), ember.binomial(ec, ep))
+    _same(torch.poisson(tc), ember.poisson(ec))
+    _same(torch._sample_dirichlet(ta.reshape(500, 10)),
+          ember._sample_dirichlet(ea.reshape(500, 10)))
+    _same_state()
+
+
 def test_dtype_errors():
     for t_call, e_call in (
             (lambda: torch._standard_gamma(torch.ones(2, dtype=torch.half)),
