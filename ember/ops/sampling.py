@@ -103,29 +103,33 @@ def binomial(count, prob, generator=None):
     return _make(arr, False)
 
 
+_DBL_MIN = np.finfo(np.float64).tiny
+
+
+def _dirichlet_draws(alpha, generator):
+    """``torch._sample_dirichlet`` on an array: PyTorch's double-precision gamma per
+    element (C order), each row divided by its sum (added in PyTorch's order), the
+    quotient clamped to [smallest normal, largest value below 1] of the dtype."""
+    _check_float(alpha, "dirichlet")
+    dev = device_of(alpha)
+    gam = _rs.standard_gamma(_gen(generator), _flat64(alpha), False)
+    gam = np.where(gam > _DBL_MIN, gam, _DBL_MIN).reshape(alpha.shape)
+    total = _rs.torch_sum_lastdim(gam)[..., None] if alpha.ndim else gam
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        x = (gam / total).astype(alpha.dtype)
+    x = np.where(x > np.finfo(alpha.dtype).tiny, x, np.finfo(alpha.dtype).tiny)
+    return to_device(np.asarray(np.minimum(x, np.nextafter(alpha.dtype.type(1), 0))), dev)
+
+
 class SampleDirichlet(Primitive):
-    """``torch._sample_dirichlet``: PyTorch's double-precision gamma per element (C
-    order), each row divided by its sum (added in PyTorch's order), the quotient
-    clamped to [smallest normal, largest value below 1] of the dtype."""
+    """``torch._sample_dirichlet``: no derivative (PyTorch's node is NotImplemented)."""
+    _node_name = "NotImplemented"
 
     def forward(self, alpha, generator):
-        _check_float(alpha, "dirichlet")
-        dev = device_of(alpha)
-        gam = _rs.standard_gamma(_gen(generator), _flat64(alpha), False)
-        gam = np.where(gam > _DBL_MIN, gam, _DBL_MIN).reshape(alpha.shape)
-        total = _rs.torch_sum_lastdim(gam)[..., None] if alpha.ndim else gam
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            x = (gam / total).astype(alpha.dtype)
-        info = np.finfo(alpha.dtype)
-        x = np.where(x > info.tiny, x, info.tiny)
-        return to_device(np.asarray(np.minimum(x, np.nextafter(alpha.dtype.type(1), 0))), dev)
+        return _dirichlet_draws(alpha, generator)
 
     def backward(self, gy):
         raise RuntimeError("derivative for aten::_sample_dirichlet is not implemented")
-
-
-SampleDirichlet._node_name = "NotImplemented"
-_DBL_MIN = np.finfo(np.float64).tiny
 
 
 def _sample_dirichlet(alpha, generator=None):
@@ -155,7 +159,7 @@ class Dirichlet(Primitive):
     save_output = True
 
     def forward(self, alpha, generator):
-        return SampleDirichlet.forward(self, alpha, generator)
+        return _dirichlet_draws(alpha, generator)
 
     def backward(self, gy):
         alpha, x = self.saved_tensors
