@@ -44,6 +44,7 @@ def kernels(n):
 
 
 _MAX_DRAWS = 1 << 26  # an element needing more raw outputs than this is a runaway loop
+_CHUNK = 1 << 20  # raw outputs drawn ahead at a time (a Python list of them: ~40 MB)
 
 
 def _compiled_twister(n):
@@ -61,7 +62,7 @@ def _run(g, fill, n, args_at, raws_per_element, python):
     twister = None if python else _compiled_twister(raws_per_element * n)
     i = 0
     while i < n:
-        size = raws_per_element * (n - i) + 64
+        size = min(raws_per_element * (n - i) + 64, _CHUNK)
         while True:
             saved = g._bg.state
             if twister is not None:

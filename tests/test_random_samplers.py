@@ -100,6 +100,8 @@ def test_binomial_bits_and_state(dtype, loops):
     _same(torch.binomial(tc2, tp2.expand(3, 4)), ember.binomial(ec2, ep2.expand(3, 4)))
     _same(torch.binomial(tc2.t(), tp2[:3].expand(4, 3)),
           ember.binomial(ec2.t(), ep2[:3].expand(4, 3)))
+    _same(torch.binomial(tc2[0, 1], tp2[0]), ember.binomial(ec2[0, 1], ep2[0]))  # 0-d
+    _same(torch.binomial(tc2[:0], tp2[:0, None]), ember.binomial(ec2[:0], ep2[:0, None]))
     _same_state()
 
 
@@ -118,13 +120,21 @@ def test_poisson_bits_and_state(dtype, loops):
     _same_state()
     tl2, el2 = _pair(np.linspace(0, 40, 12), dtype, (4, 3))
     _same(torch.poisson(tl2.t()), ember.poisson(el2.t()))
+    _same(torch.poisson(tl2[1, 2]), ember.poisson(el2[1, 2]))  # 0-d
+    _same(torch.poisson(tl2[:0]), ember.poisson(el2[:0]))  # empty
+    _same(torch.poisson(tl2[:1].expand(3, 3)), ember.poisson(el2[:1].expand(3, 3)))
     _same_state()
 
 
-def test_poisson_half():
-    tl, el = _pair([3.0, 20.0, 0.5], np.float16)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_poisson_half(dtype):
+    rates = np.linspace(0, 300, 40).astype(np.float32)
+    t_in = torch.tensor(rates).to(getattr(torch, dtype))
+    e_in = ember.tensor(rates).to(getattr(ember, dtype))
     _seed(8)
-    _same(torch.poisson(tl), ember.poisson(el))
+    t, e = torch.poisson(t_in), ember.poisson(e_in)
+    assert str(t.dtype).split(".")[-1] == str(e.dtype).split(".")[-1] == dtype
+    _same(t.float(), e.float())
     _same_state()
 
 
@@ -133,7 +143,7 @@ def test_sample_dirichlet_bits_and_state(dtype, loops):
     _seed(9)
     for values, shape in (([.5, 2., 1.], (3,)), (np.linspace(.1, 5, 24), (2, 12)),
                           (np.linspace(.01, 2, 40), (40,)), ([1e-30, 1e-30], (2,)),
-                          ([1.5], ()), (np.ones(6), (2, 3))):
+                          ([1.5], ()), (np.ones(6), (2, 3)), ([], (0, 3)), ([], (2, 0))):
         ta, ea = _pair(values, dtype, shape)
         _same(torch._sample_dirichlet(ta), ember._sample_dirichlet(ea))
         _same_state()
@@ -155,6 +165,20 @@ def test_large_draws(loops):
     _same(torch.poisson(tc), ember.poisson(ec))
     _same(torch._sample_dirichlet(ta.reshape(500, 10)),
           ember._sample_dirichlet(ea.reshape(500, 10)))
+    _same_state()
+
+
+@pytest.mark.parametrize("chunk", [2, 64])
+def test_draws_in_chunks(loops, chunk, monkeypatch):
+    """Raw outputs drawn ahead a few at a time (an element that needs more than the
+    buffer holds retries with a larger one): the same values and state."""
+    monkeypatch.setattr(_random_samplers, "_CHUNK", chunk)
+    rng = np.random.default_rng(2)
+    ta, ea = _pair(rng.uniform(0.01, 6, 200), np.float64)
+    _seed(4)
+    _same(torch._standard_gamma(ta), ember._standard_gamma(ea))
+    _same(torch.binomial(ta * 20, ta / 6), ember.binomial(ea * 20, ea / 6))
+    _same(torch.poisson(ta * 5), ember.poisson(ea * 5))
     _same_state()
 
 
