@@ -4,10 +4,13 @@ alternated: ``_standard_gamma`` (float32, float64), ``_sample_dirichlet``,
 numba-compiled loops (``ember[fast]``) and with the same loops run as Python (the
 default install), on ``--n`` values.
 
-    python benchmarks/random_samplers.py [--n N] [--rounds R]
+    python benchmarks/random_samplers.py [--n N] [--rounds R] [--before TREE]
 
 Printed: median CPU milliseconds per call, each ratio to torch, and the load average.
-One thread. Both paths give torch's values bit for bit (checked once here).
+One thread. Both paths give torch's values bit for bit (checked once here). With
+``--before``, the older tree's ``ember/ops/sampling.py`` (loaded from its file under
+another name) is timed too for the gamma and binomial: before this tree its samplers
+were NumPy's (not torch's values).
 """
 import argparse
 import os
@@ -45,6 +48,21 @@ def _cases(torch, ember, n):
     }
 
 
+def _before(root, torch, ember, n):
+    """The older tree's gamma and binomial ops, on this tree's ember otherwise."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "sampling_before", os.path.join(root, "ember", "ops", "sampling.py"))
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+    rng = np.random.default_rng(0)
+    alpha = ember.tensor(rng.uniform(0.1, 5.0, n).astype(np.float32))
+    count = ember.tensor(np.floor(rng.uniform(0, 60, n)).astype(np.float32))
+    prob = ember.tensor(rng.uniform(0, 1, n).astype(np.float32))
+    return {"_standard_gamma f32": lambda: old.standard_gamma(alpha),
+            "binomial f32": lambda: old.binomial(count, prob)}
+
+
 def _cpu_ms(fn, seed_fn):
     seed_fn(0)
     t = time.process_time()
@@ -56,6 +74,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--before", help="root of an older ember tree")
     args = ap.parse_args()
     import torch
 
@@ -65,13 +84,16 @@ def main():
     compiled = _sampler_env.load_compiled()
     print(f"load average {os.getloadavg()}, n={args.n}, rounds={args.rounds}, "
           f"numba {'yes' if compiled is not None else 'no'}")
+    before = _before(args.before, torch, ember, args.n) if args.before else {}
     print(f"{'call':30s} {'torch ms':>9s} {'numba ms':>9s} {'ratio':>6s} "
-          f"{'python ms':>10s} {'ratio':>6s}")
+          f"{'python ms':>10s} {'ratio':>6s}" + ("  before ms  ratio" if before else ""))
     for name, (t_fn, e_fn) in _cases(torch, ember, args.n).items():
-        times = {"torch": [], "numba": [], "python": []}
+        times = {"torch": [], "numba": [], "python": [], "before": []}
         for r in range(args.rounds):
             ms, t_out = _cpu_ms(t_fn, torch.manual_seed)
             times["torch"].append(ms)
+            if name in before:
+                times["before"].append(_cpu_ms(before[name], ember.manual_seed)[0])
             for path, loops in (("numba", compiled), ("python", None)):
                 if path == "python" and r and args.n > 20_000:
                     continue  # one round of the slow path is enough
@@ -80,10 +102,13 @@ def main():
                 times[path].append(ms)
                 if r == 0:
                     assert np.array_equal(t_out.numpy(), e_out.numpy(), equal_nan=True), name
-        med = {k: float(np.median(v)) for k, v in times.items()}
-        print(f"{name:30s} {med['torch']:9.2f} {med['numba']:9.2f} "
-              f"{med['numba'] / med['torch']:6.2f} {med['python']:10.1f} "
-              f"{med['python'] / med['torch']:6.1f}")
+        med = {k: float(np.median(v)) for k, v in times.items() if v}
+        line = (f"{name:30s} {med['torch']:9.2f} {med['numba']:9.2f} "
+                f"{med['numba'] / med['torch']:6.2f} {med['python']:10.1f} "
+                f"{med['python'] / med['torch']:6.1f}")
+        if "before" in med:
+            line += f"  {med['before']:9.2f} {med['before'] / med['torch']:6.2f}"
+        print(line)
     print(f"load average {os.getloadavg()}")
 
 
