@@ -13,6 +13,7 @@ from ember import _random_samplers as _rs
 from ember import _sampler_grads as _grads
 from ember._random import _gen
 from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import CPU, device_of, to_device
 from ember.backend import dtypes as _dt
@@ -22,7 +23,9 @@ from ember.ops._util import scalar_type_name
 __all__ = ["binomial", "_standard_gamma", "_standard_gamma_grad", "_sample_dirichlet",
            "_dirichlet_grad"]
 
+
 def _scalar_name(dtype):
+    """PyTorch's C++ name of a NumPy dtype (``Float``), as its messages say it."""
     return scalar_type_name(_dt.FROM_NP[np.dtype(dtype)])
 
 
@@ -96,10 +99,8 @@ def binomial(count, prob, generator=None):
     c, p = np.broadcast_arrays(to_device(c, CPU), to_device(p, CPU))
     draws = _rs.binomial(_gen(generator), _flat64(c), _flat64(p), c.dtype == np.float32)
     arr = to_device(draws.astype(c.dtype).reshape(c.shape), dev)
-    if count.requires_grad or prob.requires_grad:
-        from ember.autograd import grad_mode
-        if grad_mode.is_grad_enabled():
-            return _NotDifferentiable.apply(count, prob, value=arr, op="binomial")
+    if _grad_state.grad_enabled and (count.requires_grad or prob.requires_grad):
+        return _NotDifferentiable.apply(count, prob, value=arr, op="binomial")
     return _make(arr, False)
 
 
