@@ -65,8 +65,8 @@ def _run(g, fill, n, args_at, raws_per_element, python):
         size = min(raws_per_element * (n - i) + 64, _CHUNK)
         while True:
             saved = g._bg.state
-            if twister is not None:
-                buf = g._raw_compiled(size, twister)
+            if twister is not None:  # (as int64: the loops compile for one buffer type)
+                buf = g._raw_compiled(size, twister).astype(np.int64)
             else:
                 raw = g._bg.random_raw(size)
                 buf = raw.tolist() if python else raw.astype(np.int64)
