@@ -15,11 +15,20 @@ __all__ = ["load_compiled"]
 
 COMPILING = False  # True while load_compiled executes the loops' file for numba
 
-_libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+def _libm():
+    """The C math library: the process's own symbols (Python links it) where they
+    hold it, which costs nothing at import, else the library found by name."""
+    own = ctypes.CDLL(None)
+    if hasattr(own, "lgamma") and hasattr(own, "log1pf"):
+        return own
+    return ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+
+
+_LIBM = _libm()
 
 
 def _cfun(name, ctype, nargs=1):
-    f = getattr(_libm, name)
+    f = getattr(_LIBM, name)
     f.restype = ctype
     f.argtypes = [ctype] * nargs
     return f
