@@ -267,6 +267,23 @@ def test_mixed_sequence():
         _same_state()
 
 
+def test_wishart_batch_draws_as_torch():
+    """Wishart's correction rounds (PyTorch re-draws the samples its inverted check
+    marks) with a batch: the same draws, so the same state, and no spurious warning."""
+    outs = []
+    for m in (torch, ember):
+        m.manual_seed(7)
+        cov = m.tensor([[2., .3], [.3, 1.]], dtype=m.float64).expand(3, 2, 2)
+        d = m.distributions.Wishart(m.tensor([3.0, 4.5, 2.5], dtype=m.float64),
+                                    covariance_matrix=cov)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outs.append((d.rsample((2,)), [str(w.message) for w in caught]))
+    np.testing.assert_allclose(outs[1][0].numpy(), outs[0][0].numpy(), rtol=1e-12)
+    _same_state()
+    assert outs[0][1] == ["Singular sample detected."] and outs[1][1] == []
+
+
 # ----- the sweep: every torch.distributions class that samples --------------------------
 def _p(m, v, dtype=None):
     return m.tensor(v, dtype=dtype)
