@@ -12,6 +12,7 @@ import numpy as np
 
 from ember import _factory, backend
 from ember import _random_kernels as K
+from ember import _random_samplers as _samplers
 from ember._random import _gen
 from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
@@ -695,18 +696,20 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
 
 
 def poisson(input, generator=None):
-    """Samples from Poisson distributions with rates ``input``.
-
-    Not PyTorch's stream (its sampler is a per-element rejection loop): the draws come
-    from NumPy's Poisson sampler, seeded with 64 bits of ``generator``'s stream.
-    """
+    """Samples from Poisson distributions with rates ``input``: PyTorch's sampler
+    (transformed rejection for rates of 10 or more, else products of uniforms),
+    element by element in C order, so the values and the generator's state after the
+    call are torch's."""
     if _mode_active[0] and (m := _mode_recorder()) is not None:
         return m.composite_locals("poisson", poisson, locals())
     lam = input._host()
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"poisson_cpu\" not implemented for "
+                                  f"'{scalar_type_name(input.dtype)}'")
     if lam.size and not (lam >= 0).all():
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    rng = np.random.Generator(np.random.PCG64(int(_gen(generator)._u64(1)[0])))
-    arr = rng.poisson(lam.astype(np.float64)).astype(lam.dtype)
+    flat = np.ascontiguousarray(lam, dtype=np.float64).reshape(-1)
+    arr = _samplers.poisson(_gen(generator), flat).astype(lam.dtype).reshape(lam.shape)
     return _result(_Poisson, [input], arr)
 
 

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 import ember
-from ember.ops.sampling import standard_gamma_grad
 
 TD = torch.distributions
 ED = ember.distributions
@@ -324,16 +323,20 @@ def test_sample_moments(name):
     assert np.array_equal(e.sample((3,)).numpy(), first), "not reproducible under manual_seed"
 
 
+def standard_gamma_grad(a, x):
+    return ember._standard_gamma_grad(ember.tensor(a), ember.tensor(x)).numpy()
+
+
 def test_gamma_rsample_gradient():
-    """Gamma's implicit reparameterisation gradient dx/dalpha equals
-    torch._standard_gamma_grad on the same (alpha, x), and flows through rsample."""
+    """Gamma's implicit reparameterisation gradient dx/dalpha is
+    torch._standard_gamma_grad's on the same (alpha, x), bit for bit, and flows
+    through rsample."""
     a = np.exp(np.random.default_rng(4).uniform(-2, 3, 200))
     torch.manual_seed(0)
     x = torch._standard_gamma(torch.tensor(a)).numpy()
     ref = torch._standard_gamma_grad(torch.tensor(a), torch.tensor(x)).numpy()
-    # torch's own approximation is good to ~1e-3; ember's (a central difference of its
-    # incomplete gamma) agrees with mpmath to ~1e-7
-    np.testing.assert_allclose(standard_gamma_grad(a, x), ref, rtol=2e-3, atol=1e-8)
+    np.testing.assert_array_equal(standard_gamma_grad(a, x), ref)
+    # PyTorch's approximations are good to ~1e-3 against the exact derivative
     for av, xv in [(1.3, 1.1), (0.2, 0.01), (25.0, 30.0)]:
         with mpmath.workdps(40):
             h = mpmath.mpf("1e-15")
@@ -341,7 +344,7 @@ def test_gamma_rsample_gradient():
             pdf = mpmath.exp((av - 1) * mpmath.log(xv) - xv - mpmath.loggamma(av))
             exact = float(-(p(av + h) - p(av - h)) / (2 * h) / pdf)
         np.testing.assert_allclose(standard_gamma_grad(np.array([av]), np.array([xv])), exact,
-                                   rtol=1e-6)
+                                   rtol=2e-3)
     alpha = ember.tensor(a[:5], requires_grad=True)
     rate = ember.tensor(np.full(5, 2.0), requires_grad=True)
     s = ED.Gamma(alpha, rate).rsample()

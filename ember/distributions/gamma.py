@@ -1,8 +1,8 @@
 """The gamma family: Gamma, Chi2, Beta, Dirichlet, StudentT.
 
-Their draws come from ``ember.ops.sampling.standard_gamma`` (not PyTorch's stream; see
-docs/distributions.md), whose gradient in the concentration is the implicit
-reparameterisation one, as ``torch._standard_gamma``'s.
+Their draws come from ``ember.ops.sampling``'s standard gamma and Dirichlet, PyTorch's
+samplers replayed (the same values and generator state as torch after the same seed),
+whose gradients in the concentration are PyTorch's implicit reparameterisation ones.
 """
 import math
 import numbers
@@ -58,7 +58,8 @@ class Gamma(ExponentialFamily):
         shape = tuple(self._extended_shape(sample_shape))
         value = _sampling.standard_gamma(self.concentration.expand(shape)) / \
             self.rate.expand(shape)
-        return value.clamp(min=_finfo(value).tiny)
+        value.detach().clamp_(min=_finfo(value).tiny)  # not recorded: the gradient passes
+        return value
 
     def log_prob(self, value):
         value = ember.as_tensor(value, dtype=self.rate.dtype)
@@ -125,10 +126,7 @@ class Dirichlet(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = tuple(self._extended_shape(sample_shape))
-        concentration = self.concentration.expand(shape)
-        gammas = _sampling.standard_gamma(concentration)
-        x = gammas / gammas.sum(-1, True)
-        return x.clamp(min=_finfo(x).tiny, max=1 - _finfo(x).eps)
+        return _sampling.dirichlet(self.concentration.expand(shape))
 
     def log_prob(self, value):
         if self._validate_args:

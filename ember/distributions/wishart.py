@@ -128,21 +128,46 @@ class Wishart(ExponentialFamily):
         d = V.diagonal(dim1=-2, dim2=-1)
         return self._df_matrix() * (V.pow(2) + d.unsqueeze(-1) * d.unsqueeze(-2))
 
-    def rsample(self, sample_shape=()):
+    def _bartlett_sampling(self, sample_shape):
         """Bartlett: ``L A A^T L^T`` with ``A`` lower triangular, sqrt(chi2(df - i)) on the
-        diagonal and standard normals below it."""
-        sample_shape = tuple(sample_shape)
+        diagonal and standard normals below it (drawn in that order)."""
         p = self._event_shape[-1]
         diag = self._dist_chi2.rsample(sample_shape).sqrt()
-        diag = diag.clamp(min=ember.finfo(diag.dtype).eps)
+        noise = diag.clamp(min=ember.finfo(diag.dtype).eps).diag_embed(dim1=-2, dim2=-1)
         rows, cols = ember.tril_indices(p, p, offset=-1)
-        below = ember.randn(sample_shape + tuple(self._batch_shape) + (p * (p - 1) // 2,),
-                            dtype=diag.dtype)
-        noise = ember.zeros(sample_shape + self._matrix_shape(), dtype=diag.dtype)
-        noise[..., rows, cols] = below
-        noise = noise + ember.diag_embed(diag)
+        noise[..., rows, cols] = ember.randn(
+            tuple(sample_shape) + tuple(self._batch_shape) + (p * (p - 1) // 2,),
+            dtype=noise.dtype)
         chol = self._unbroadcasted_scale_tril @ noise
         return chol @ chol.mT
+
+    def rsample(self, sample_shape=(), max_try_correction=None):
+        """A Bartlett sample, then PyTorch's correction rounds, which draw again for the
+        samples its check marks and stop once a round marks none.
+
+        PyTorch's check is inverted (it marks the samples that *are* positive definite),
+        so every call draws a second time; ember draws exactly as PyTorch does, keeping
+        the random stream in step, but warns "Singular sample detected." only when a
+        returned sample is singular (see docs/differences.md)."""
+        if max_try_correction is None:
+            max_try_correction = 10
+        sample_shape = tuple(sample_shape)
+        sample = self._bartlett_sampling(sample_shape)
+        marked = self._batch_any(self.support.check(sample))
+        if marked.any():
+            for _ in range(max_try_correction):
+                sample_new = self._bartlett_sampling(tuple(marked[marked].shape))
+                sample[marked] = sample_new
+                marked[marked.clone()] = self._batch_any(~self.support.check(sample_new))
+                if not marked.any():
+                    break
+        if not bool(self.support.check(sample).all()):
+            warnings.warn("Singular sample detected.", stacklevel=2)
+        return sample
+
+    def _batch_any(self, per_matrix):
+        return per_matrix.amax(tuple(range(-len(self._batch_shape), 0))) \
+            if self._batch_shape else per_matrix
 
     def log_prob(self, value):
         if self._validate_args:

@@ -2,82 +2,177 @@
 gamma (with its implicit reparameterisation gradient), binomial draws, and the
 Dirichlet through normalised gammas.
 
-PyTorch's CPU samplers for these are per-element rejection loops; ember does not
-replay them. The draws come from NumPy's samplers seeded with 64 bits of the ember
-generator's stream, so ``manual_seed`` makes them reproducible (within ember) and the
-generator advances; the distributions are checked statistically against torch.
+The draws are PyTorch's CPU samplers replayed draw for draw
+(:mod:`ember._random_samplers`): after the same ``manual_seed`` they are torch's
+values, and the generator ends in torch's state.
 """
 import numpy as np
 
 from ember import _factory
+from ember import _random_samplers as _rs
+from ember import _sampler_grads as _grads
 from ember._random import _gen
 from ember._tensor import Tensor, _make
+from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import CPU, device_of, to_device
 from ember.backend import dtypes as _dt
-from ember.ops import _gamma_kernels as _gk
 from ember.ops import _jvp
+from ember.ops._util import scalar_type_name
 
-__all__ = ["binomial"]
-
-
-def _numpy_rng(generator):
-    return np.random.Generator(np.random.PCG64(int(_gen(generator)._u64(1)[0])))
+__all__ = ["binomial", "_standard_gamma", "_standard_gamma_grad", "_sample_dirichlet",
+           "_dirichlet_grad"]
 
 
-def standard_gamma_grad(alpha, x):
-    """d x / d alpha for x ~ Gamma(alpha, 1) held at a fixed CDF value (implicit
-    reparameterisation): ``-(dP/d alpha)(alpha, x) / pdf(x; alpha)``. The alpha
-    derivative of the regularised incomplete gamma is a central difference of ember's
-    own kernel (its error, ~1e-9 relative, is far below the sampling noise)."""
-    a = np.asarray(alpha, dtype=np.float64)
-    xv = np.asarray(x, dtype=np.float64)
-    h = 1e-5 * np.maximum(a, 1e-3)
-    dp = (_gk.igamma(a + h, xv) - _gk.igamma(a - h, xv)) / (2 * h)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-        log_pdf = (a - 1) * np.log(xv) - xv - _gk.lgamma(a)
-        g = -dp / np.exp(log_pdf)
-    return np.where(np.isfinite(g), g, 0.0)
+def _scalar_name(dtype):
+    """PyTorch's C++ name of a NumPy dtype (``Float``), as its messages say it."""
+    return scalar_type_name(_dt.FROM_NP[np.dtype(dtype)])
+
+
+def _check_float(arr, kernel):
+    """PyTorch's samplers run for float32 and float64 only."""
+    if arr.dtype not in (np.float32, np.float64):
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{_scalar_name(arr.dtype)}'")
+
+
+def _flat64(arr):
+    """The values of ``arr`` in C order as a contiguous float64 vector on the host."""
+    return np.ascontiguousarray(to_device(arr, CPU), dtype=np.float64).reshape(-1)
 
 
 class StandardGamma(Primitive):
-    """``Gamma(alpha, 1)`` draws, differentiable in ``alpha`` (``torch._standard_gamma``)."""
+    """``Gamma(alpha, 1)`` draws, differentiable in ``alpha`` (``torch._standard_gamma``):
+    PyTorch's sampler, element by element in C order; a draw below the dtype's
+    smallest normal number (or NaN) becomes that number, as in PyTorch."""
     save_inputs = (0,)
     save_output = True
 
     def forward(self, alpha, generator):
+        _check_float(alpha, "gamma_cpu")
         dev = device_of(alpha)
-        a = to_device(alpha, CPU)  # NumPy's sampler draws on the host
-        draws = _numpy_rng(generator).standard_gamma(a.astype(np.float64))
-        # a draw of exactly 0 (tiny alpha underflows) is lifted to the smallest normal
-        tiny = np.finfo(a.dtype).tiny
-        return to_device(np.maximum(draws, tiny).astype(a.dtype), dev)
+        draws = _rs.standard_gamma(_gen(generator), _flat64(alpha),
+                                   alpha.dtype == np.float32)
+        x = draws.astype(alpha.dtype).reshape(alpha.shape)
+        tiny = np.finfo(alpha.dtype).tiny
+        return to_device(np.where(x > tiny, x, tiny), dev)
 
     def backward(self, gy):
         alpha, x = self.saved_tensors
-        dev = device_of(x._data)
-        g = standard_gamma_grad(to_device(alpha._data, CPU), to_device(x._data, CPU))
-        return gy * _make(to_device(g.astype(x._data.dtype), dev)), None
+        return gy * _standard_gamma_grad(alpha, x), None
 
     jvp = _jvp.diagonal
 
 
-def standard_gamma(alpha, generator=None):
-    """One ``Gamma(alpha, 1)`` draw per element of ``alpha``."""
+def _standard_gamma(alpha, generator=None):
+    """One ``Gamma(alpha, 1)`` draw per element of ``alpha`` (``torch._standard_gamma``)."""
     if not isinstance(alpha, Tensor):
-        raise TypeError("_standard_gamma(): argument 'self' must be Tensor")
+        raise TypeError("_standard_gamma(): argument 'self' (position 1) must be Tensor, "
+                        f"not {type(alpha).__name__}")
     return StandardGamma.apply(alpha, generator)
 
 
+standard_gamma = _standard_gamma  # the name the distributions use
+
+
+def _standard_gamma_grad(alpha, x):
+    """d x / d alpha of a standard gamma draw ``x`` held at a fixed CDF value (implicit
+    reparameterisation), PyTorch's approximations (``torch._standard_gamma_grad``)."""
+    a, xv = np.broadcast_arrays(to_device(alpha._data, CPU), to_device(x._data, CPU))
+    g = _grads.standard_gamma_grad(_flat64(a), _flat64(xv)).astype(alpha._data.dtype)
+    return _make(to_device(g.reshape(a.shape), device_of(alpha._data)), False)
+
+
 def binomial(count, prob, generator=None):
-    """``Binomial(count, prob)`` draws (``torch.binomial``); no gradient. Not PyTorch's
-    stream: NumPy's sampler seeded from ``generator``."""
+    """``Binomial(count, prob)`` draws (``torch.binomial``); no gradient. PyTorch's
+    sampler (BTRS where ``count * prob >= 10``, else inversion), element by element.
+
+    A NaN ``count`` gives NaN (PyTorch's sampler loops forever on it)."""
     if not isinstance(count, Tensor) or not isinstance(prob, Tensor):
         raise TypeError("binomial(): arguments 'count' and 'prob' must be Tensors")
-    dev = device_of(prob._data)
-    c, p = np.broadcast_arrays(to_device(count._data, CPU), to_device(prob._data, CPU))
-    draws = _numpy_rng(generator).binomial(c.astype(np.int64), np.clip(p, 0, 1))
-    return _make(to_device(draws.astype(p.dtype), dev), False)
+    c, p = count._data, prob._data
+    if c.dtype != p.dtype:
+        raise RuntimeError(f"Found dtype {_scalar_name(p.dtype)} but expected "
+                           f"{_scalar_name(c.dtype)}")
+    _check_float(c, "binomial_cpu")
+    dev = device_of(p)
+    c, p = np.broadcast_arrays(to_device(c, CPU), to_device(p, CPU))
+    draws = _rs.binomial(_gen(generator), _flat64(c), _flat64(p), c.dtype == np.float32)
+    arr = to_device(draws.astype(c.dtype).reshape(c.shape), dev)
+    if _grad_state.grad_enabled and (count.requires_grad or prob.requires_grad):
+        return _NotDifferentiable.apply(count, prob, value=arr, op="binomial")
+    return _make(arr, False)
+
+
+_DBL_MIN = np.finfo(np.float64).tiny
+
+
+def _dirichlet_draws(alpha, generator):
+    """``torch._sample_dirichlet`` on an array: PyTorch's double-precision gamma per
+    element (C order), each row divided by its sum (added in PyTorch's order), the
+    quotient clamped to [smallest normal, largest value below 1] of the dtype."""
+    _check_float(alpha, "dirichlet")
+    dev = device_of(alpha)
+    gam = _rs.standard_gamma(_gen(generator), _flat64(alpha), False)
+    gam = np.where(gam > _DBL_MIN, gam, _DBL_MIN).reshape(alpha.shape)
+    total = _rs.torch_sum_lastdim(gam)[..., None] if alpha.ndim else gam
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        x = (gam / total).astype(alpha.dtype)
+    x = np.where(x > np.finfo(alpha.dtype).tiny, x, np.finfo(alpha.dtype).tiny)
+    return to_device(np.asarray(np.minimum(x, np.nextafter(alpha.dtype.type(1), 0))), dev)
+
+
+class SampleDirichlet(Primitive):
+    """``torch._sample_dirichlet``: no derivative (PyTorch's node is NotImplemented)."""
+    _node_name = "NotImplemented"
+
+    def forward(self, alpha, generator):
+        return _dirichlet_draws(alpha, generator)
+
+    def backward(self, gy):
+        raise RuntimeError("derivative for aten::_sample_dirichlet is not implemented")
+
+
+def _sample_dirichlet(alpha, generator=None):
+    """One Dirichlet draw per row (last dim) of ``alpha`` (``torch._sample_dirichlet``);
+    no gradient (``Dirichlet.rsample`` adds the reparameterised one)."""
+    if not isinstance(alpha, Tensor):
+        raise TypeError("_sample_dirichlet(): argument 'self' (position 1) must be Tensor, "
+                        f"not {type(alpha).__name__}")
+    return SampleDirichlet.apply(alpha, generator)
+
+
+def _dirichlet_grad(x, alpha, total):
+    """PyTorch's reparameterised gradient of a Dirichlet draw ``x`` in ``alpha``
+    (``torch._dirichlet_grad``): a scaled d x / d alpha of the Beta(alpha, total - alpha)
+    marginal, by PyTorch's approximations."""
+    arrs = np.broadcast_arrays(*(to_device(t._data, CPU) for t in (x, alpha, total)))
+    dt = x._data.dtype
+    g = _grads.dirichlet_grad(*(_flat64(a) for a in arrs), dt == np.float32).astype(dt)
+    return _make(to_device(g.reshape(arrs[0].shape), device_of(x._data)), False)
+
+
+class Dirichlet(Primitive):
+    """A Dirichlet draw with PyTorch's reparameterised gradient (the node
+    ``torch.distributions.Dirichlet.rsample`` leaves, ``_DirichletBackward``)."""
+    _node_name = "_DirichletBackward"
+    save_inputs = (0,)
+    save_output = True
+
+    def forward(self, alpha, generator):
+        return _dirichlet_draws(alpha, generator)
+
+    def backward(self, gy):
+        alpha, x = self.saved_tensors
+        total = alpha.sum(-1, True).expand_as(alpha)
+        grad = _dirichlet_grad(x, alpha, total)
+        return grad * (gy - (x * gy).sum(-1, True)), None
+
+
+def dirichlet(alpha, generator=None):
+    """``torch.distributions.dirichlet._Dirichlet.apply``: a draw that passes PyTorch's
+    reparameterised gradient to ``alpha``."""
+    return Dirichlet.apply(alpha, generator)
 
 
 # ----- the nodes of samples: no gradient passes (PyTorch gives zeros) ------------------------
@@ -113,6 +208,18 @@ _Random0, _Random1, _Random2 = map(_node, ("RandomBackward0", "RandomBackward1",
 _Exponential, _Geometric, _Cauchy, _LogNormal, _Poisson = map(_node, (
     "ExponentialBackward0", "GeometricBackward0", "CauchyBackward0", "LogNormalBackward0",
     "PoissonBackward0"))
+
+
+class _NotDifferentiable(_Sample):
+    """A sample whose derivative PyTorch does not implement (``binomial``)."""
+    _node_name = "NotImplemented"
+
+    def forward(self, *arrays, value=None, op=None):
+        self._op = op
+        return value
+
+    def backward(self, gy):
+        raise RuntimeError(f"derivative for aten::{self._op} is not implemented")
 
 
 class _BernoulliP(_Sample):
