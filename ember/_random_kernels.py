@@ -202,8 +202,11 @@ def uniform(g, n, low, high, np_dtype):
     (float for half); a value that lands on ``high`` once in the tensor's dtype becomes
     ``low``, as PyTorch keeps the interval half-open."""
     if low == 0.0 and high == 1.0:
-        return uniform01(g, n, np_dtype).astype(np_dtype, copy=False)
-    x = _uniform_numba(g, n, low, high, np_dtype) if np_dtype != f64 else None
+        x = uniform01(g, n, np_dtype).astype(np_dtype, copy=False)
+        if np.dtype(np_dtype).itemsize > 2:  # [0, 1) stays below 1 in float and double
+            return x
+    else:
+        x = _uniform_numba(g, n, low, high, np_dtype) if np_dtype != f64 else None
     if x is None:
         x = uniform01(g, n, np_dtype)
         if np_dtype == f64:
@@ -258,15 +261,18 @@ def normal(g, n, mean, std, np_dtype, contiguous=True):
     blocks of 16 Box-Muller values for contiguous tensors of 16 or more elements (the last
     block recomputed from 16 fresh uniforms), else the scalar sampler with its cache."""
     if n < 16 or not contiguous:
-        return normal_serial(g, n, mean, std).astype(np_dtype)
+        # PyTorch converts the double to float, then to half or bfloat16 (two roundings)
+        return normal_serial(g, n, mean, std).astype(
+            f32 if np.dtype(np_dtype).itemsize == 2 else np_dtype).astype(np_dtype, copy=False)
     work = f64 if np_dtype == f64 else f32
     full = n - n % 16
     if work == f32 and HAS_AVX2:
         kernels = _numba_kernels(n)
         if kernels is not None:
             return _normal_numba(kernels, g, n, full, mean, std, np_dtype)
-    # float and double draw a uniform for every element first; half only for whole blocks
-    d = uniform01(g, full if np_dtype == np.float16 else n, work)
+    # float and double draw a uniform for every element first; half and bfloat16 only for
+    # whole blocks
+    d = uniform01(g, full if np.dtype(np_dtype).itemsize == 2 else n, work)
     if d.size < n:
         d = np.concatenate([d, np.empty(n - d.size, work)])
     fill = _box_muller16_f32 if work == f32 and HAS_AVX2 else _box_muller16_scalar
@@ -311,7 +317,7 @@ def _normal_numba(kernels, g, n, full, mean, std, np_dtype):
     in the same order as the NumPy path (float: one per element, then 16 for a partial
     last block; half: one per element of the whole blocks, then 16)."""
     out = np.empty(n, f32)
-    raw = _raw(g, full if np_dtype == np.float16 else n, kernels)
+    raw = _raw(g, full if np.dtype(np_dtype).itemsize == 2 else n, kernels)
     kernels.box_muller16(raw[:full], out[:full], f32(mean), f32(std))
     if n % 16:
         tail = np.empty(16, f32)

@@ -44,9 +44,11 @@ from ember.ops.sampling import (  # the nodes of sampled tensors
 __all__ = ["rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial",
            "poisson", "rand_like", "randn_like", "randint_like"]
 
-_TYPE = {"float16": "Half", "float32": "Float", "float64": "Double", "int8": "Char",
-         "int16": "Short", "int32": "Int", "int64": "Long", "uint8": "Byte", "bool": "Bool"}
-_CTYPE = {"float16": "c10::Half", "float32": "float", "float64": "double", "int8": "signed char",
+_TYPE = {"float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double",
+         "int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long", "uint8": "Byte",
+         "bool": "Bool"}
+_CTYPE = {"float16": "c10::Half", "bfloat16": "c10::BFloat16", "float32": "float",
+          "float64": "double", "int8": "signed char",
           "int16": "short int", "int32": "int", "int64": "long int", "uint8": "unsigned char",
           "bool": "bool"}
 
@@ -67,16 +69,51 @@ def _arrange(flat, shape, perm):
 
 
 def _like_perm(a):
-    """Memory order of ``empty_like(a)``: ``a``'s own when it is dense, else C order."""
+    """Memory order of ``empty_like(a)`` (outermost axis first; None for C order): ``a``'s
+    own when it is dense, else ``a``'s axes ordered by stride, PyTorch's
+    ``infer_dense_strides`` (a zero stride keeps its place, equal strides put the larger
+    size outside)."""
     perm = _perm(a)
     if perm is None:
         return None
     expect = a.itemsize
     for i in reversed(perm):
         if a.shape[i] != 1 and a.strides[i] != expect:
-            return None
+            return _dense_perm(a)
         expect *= a.shape[i]
     return perm
+
+
+def _dense_perm(a):
+    """PyTorch's ``infer_dense_strides`` order for a non-dense ``a``: an insertion sort of
+    the axes, innermost first, that moves an axis inward past one of larger stride (or of
+    equal stride and larger size) and stops at one of smaller stride; zero strides compare
+    as equal to anything."""
+    inner = list(range(a.ndim))[::-1]
+    for i in range(1, len(inner)):
+        j = i
+        for k in range(i - 1, -1, -1):
+            s0, s1 = a.strides[inner[k]], a.strides[inner[j]]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 > s1 or s0 == s1 and a.shape[inner[k]] > a.shape[inner[j]]:
+                inner[k], inner[j] = inner[j], inner[k]
+                j = k
+            elif s0 < s1:
+                break
+    perm = inner[::-1]
+    return None if perm == list(range(a.ndim)) else perm
+
+
+def empty_like_layout(t):
+    """An uninitialised tensor laid out as PyTorch's ``empty_like(t)`` lays it out (same
+    shape, dtype and device), so that a sampler filling it draws in PyTorch's order."""
+    d = t._data
+    if type(d) is not np.ndarray:  # another device's array: its own empty_like
+        return _factory.empty_like(t)
+    perm = _like_perm(d)
+    buf = np.empty(d.shape if perm is None else [d.shape[i] for i in perm], d.dtype)
+    return _make(buf if perm is None else buf.transpose(np.argsort(perm)), False)
 
 
 def _fill_(t, node, draw, *extra):
@@ -137,7 +174,9 @@ def _complex_part(npd):
 
 
 def _need_float(npd, kernel):
-    if npd.kind != "f":
+    # bfloat16 (ml_dtypes', NumPy kind "V") is sampled as PyTorch samples it: in float,
+    # rounded once to bfloat16 (ember/_random_kernels.py)
+    if npd.kind != "f" and npd.name != "bfloat16":
         from ember.ops._util import type_name
         raise NotImplementedError(f"\"{kernel}\" not implemented for "
                                   f"'{_TYPE.get(npd.name) or type_name(npd)}'")
