@@ -185,6 +185,11 @@ def test_sweeps_are_wide():
 
 
 # ----- constructions the table leaves out ------------------------------------------------
+def _called(mod, method):
+    getattr(mod, method)()
+    return mod
+
+
 def _named_builds():
     def seq(lib, *makers):
         return lib.nn.Sequential(*[m(lib) for m in makers])
@@ -235,6 +240,21 @@ def _named_builds():
             lambda m: m.nn.Conv2d(3, 8, 3, dtype=m.bfloat16),
             lambda m: m.nn.LSTM(5, 7, dtype=m.bfloat16),
             lambda m: m.nn.Embedding(50, 16, dtype=m.bfloat16)),
+        "MultiheadAttention and Transformer reset again": lambda m: seq(
+            m, lambda m: _called(m.nn.MultiheadAttention(8, 2, kdim=5, vdim=3),
+                                 "_reset_parameters"),
+            lambda m: _called(m.nn.Transformer(8, 2, 1, 1, 16), "_reset_parameters")),
+        "LSTM flat weights after reset": lambda m: m.nn.ParameterList(_called(
+            m.nn.LSTM(3, 4, 2, proj_size=2, bidirectional=True),
+            "reset_parameters")._flat_weights),
+        "skip_init, to_empty, from_pretrained": lambda m: seq(
+            # skip_init's values are uninitialised memory: what counts is that it draws
+            # nothing, so the Linear after it is torch's
+            m, lambda m: (m.nn.utils.skip_init(m.nn.Linear, 3, 4), m.nn.Linear(3, 4))[1],
+            lambda m: _called(m.nn.Linear(3, 4, device="meta").to_empty(device="cpu"),
+                              "reset_parameters"),
+            lambda m: m.nn.Embedding.from_pretrained(m.randn(5, 3), padding_idx=1,
+                                                     max_norm=1.0)),
         "float16 model": lambda m: seq(
             m, lambda m: m.nn.Linear(40, 30, dtype=m.float16),
             lambda m: m.nn.Embedding(50, 16, dtype=m.float16)),
