@@ -173,10 +173,20 @@ def _complex_part(npd):
     return None
 
 
+def _is_float(npd):
+    """A floating dtype PyTorch's samplers take: NumPy's floats and bfloat16 (ml_dtypes',
+    NumPy kind "V"), which is sampled as PyTorch samples it, in float and rounded once
+    (ember/_random_kernels.py)."""
+    return npd.kind == "f" or npd.name == "bfloat16"
+
+
+def _float_digits(npd):
+    """The mantissa digits of a float dtype (``std::numeric_limits<T>::digits``)."""
+    return 8 if npd.name == "bfloat16" else {2: 11, 4: 24, 8: 53}[npd.itemsize]
+
+
 def _need_float(npd, kernel):
-    # bfloat16 (ml_dtypes', NumPy kind "V") is sampled as PyTorch samples it: in float,
-    # rounded once to bfloat16 (ember/_random_kernels.py)
-    if npd.kind != "f" and npd.name != "bfloat16":
+    if not _is_float(npd):
         from ember.ops._util import type_name
         raise NotImplementedError(f"\"{kernel}\" not implemented for "
                                   f"'{_TYPE.get(npd.name) or type_name(npd)}'")
@@ -287,8 +297,8 @@ def random_(self, *args, generator=None, **kw):
 
 def _random_from_to(npd, frm, to, g):
     """Check ``random_(from, to)``'s bounds as PyTorch does; returns the drawing function."""
-    fl = npd.kind == "f"
-    digits = {2: 11, 4: 24, 8: 53}.get(npd.itemsize) if fl else None
+    fl = _is_float(npd)
+    digits = _float_digits(npd) if fl else None
     if to is not None:
         if not frm < to:
             raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
@@ -313,22 +323,33 @@ def _random_from_to(npd, frm, to, g):
         _check_from_to(frm, to_inc, npd, digits)
         rng, base = to_inc - frm + 1, frm
     else:
-        if npd.name not in ("int64", "float32", "float64"):
+        if npd.name in ("float16", "bool"):  # outside the kernel's dispatch list
+            raise NotImplementedError(f"\"random_full_64_bits_range_kernel_cpu\" not "
+                                      f"implemented for '{_TYPE[npd.name]}'")
+        if npd.name not in ("int64", "float32", "float64", "bfloat16"):
             raise RuntimeError("random_full_64_bits_range_kernel_cpu handles only int64, double, "
                                "float and bfloat16")
         return lambda n, c: g._u64(n).view(np.int64).astype(npd)
     return lambda n, c: K.random_from_to(g, n, rng, base, npd)
 
 
+def _as_int64(npd, v):
+    """``static_cast<int64_t>(static_cast<T>(v))`` as x86-64 does it: a value out of range
+    (an infinity from a narrow float) becomes the most negative int64."""
+    with np.errstate(over="ignore"):
+        x = float(npd.type(v))
+    return int(x) if -2.0 ** 63 <= x < 2.0 ** 63 else -(1 << 63)
+
+
 def _update_from(frm, digits, npd):
-    plus1 = int(npd.type(frm + 1))
+    plus1 = _as_int64(npd, frm + 1)
     if plus1 < frm:
         frm = plus1 + (1 << (max(abs(frm + 1).bit_length() - 1, 0) - digits + 1))
     return frm
 
 
 def _update_to(to, digits, npd):
-    minus1 = int(npd.type(to - 1))
+    minus1 = _as_int64(npd, to - 1)
     if minus1 >= to:
         to = minus1 - (1 << (max(abs(to - 1).bit_length() - 1, 0) - digits + 1))
     return to
@@ -356,7 +377,7 @@ def exponential_(self, lambd=1, *, generator=None):
     if _mode_active[0] and (m := _mode_recorder()) is not None:
         return m.random_inplace_locals("exponential_", exponential_, locals())
     npd = self._data.dtype
-    if npd.kind != "f":
+    if not _is_float(npd):
         raise RuntimeError("Exponential distribution is a continuous probability distribution. "
                            f"dtype must be a floating point but you specified {_TYPE[npd.name]}")
     if not lambd > 0:
@@ -383,7 +404,7 @@ def cauchy_(self, median=0, sigma=1, *, generator=None):
     if _mode_active[0] and (m := _mode_recorder()) is not None:
         return m.random_inplace_locals("cauchy_", cauchy_, locals())
     npd = self._data.dtype
-    if npd.kind != "f":
+    if not _is_float(npd):
         raise RuntimeError("Cauchy distribution is a continuous probability distribution. "
                            f"dtype must be a floating point but you specified {_CTYPE[npd.name]}")
     if not sigma > 0:
@@ -692,7 +713,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     p = input._host()
     if not 1 <= p.ndim <= 2:
         raise RuntimeError("prob_dist must be 1 or 2 dim")
-    if p.dtype.kind != "f":
+    if not _is_float(p.dtype):
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
                            f"{_TYPE[p.dtype.name]}")
     n = operator.index(num_samples)

@@ -454,6 +454,52 @@ def test_fixed_rows_stay_fixed():
     assert compare_builds(lambda m: m.nn.init.orthogonal_(m.empty(4, 6, device="meta"))) == []
 
 
+_REDUCED_SAMPLERS = {
+    "random_()": lambda t: t.random_(),
+    "random_(0, 100)": lambda t: t.random_(0, 100),
+    "random_(-300, 70000)": lambda t: t.random_(-300, 70000),  # float16: out of bounds
+    "random_(5)": lambda t: t.random_(5),
+    "random_(-10, None)": lambda t: t.random_(-10, None),
+    "random_(-2**63, None)": lambda t: t.random_(-(2 ** 63), None),
+    "random_(10**6, 2 * 10**6)": lambda t: t.random_(10 ** 6, 2 * 10 ** 6),
+    "exponential_(3)": lambda t: t.exponential_(3.0),
+    "cauchy_(1, 2)": lambda t: t.cauchy_(1, 2),
+    "log_normal_": lambda t: t.log_normal_(0.5, 0.3),
+    "geometric_": lambda t: t.geometric_(0.01),
+    "normal_(1, 5)": lambda t: t.normal_(1, 5),
+    "uniform_(-1e3, 1e3)": lambda t: t.uniform_(-1e3, 1e3),
+    "bernoulli_(0.3)": lambda t: t.bernoulli_(0.3),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_and_bfloat16_samplers(dtype):
+    """Every in-place sampler, randint and multinomial on the two 2-byte float dtypes,
+    small, vectorised-size, and strided: torch's bits, errors and generator state
+    (bfloat16 raised in most; float16's exponential_ rounded its double straight to half
+    where PyTorch goes through float, and its random_ past half's range raised
+    OverflowError)."""
+    bad = []
+    for size, strided in ((5, False), (5000, False), (40, True)):
+        def target(m, size=size, strided=strided):
+            dt = getattr(m, dtype)
+            return m.empty(size, 2, dtype=dt)[:, 0] if strided else m.empty(size, dtype=dt)
+        builds = {k: (lambda m, f=f, target=target: f(target(m)))
+                  for k, f in _REDUCED_SAMPLERS.items()}
+        builds["randint"] = lambda m, size=size: m.randint(-50, 50, (size,),
+                                                           dtype=getattr(m, dtype))
+        builds["multinomial"] = lambda m: m.multinomial(
+            m.rand(4, 30, dtype=getattr(m, dtype)), 5)
+        builds["multinomial(replacement)"] = lambda m: m.multinomial(
+            m.rand(4, 30, dtype=getattr(m, dtype)), 50, replacement=True)
+        for name, build in builds.items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                diff = compare_builds(build)
+            bad += [f"{name} size {size}{' strided' if strided else ''}: {d}" for d in diff]
+    assert not bad, "\n".join(bad)
+
+
 def main():
     for sweep in ("init", "module_db"):
         start = time.process_time()
