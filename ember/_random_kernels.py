@@ -190,7 +190,7 @@ def _box_muller16_scalar(d, mean, std):
 
 
 # ----- the samplers ------------------------------------------------------------------------
-def _cast(x, np_dtype):
+def cast(x, np_dtype):
     """A double or int64 result in the tensor's dtype as PyTorch's ``static_cast`` makes it:
     into half or bfloat16 through float (two roundings), as their constructors take a
     float."""
@@ -198,7 +198,6 @@ def _cast(x, np_dtype):
     if dt.itemsize == 2 and dt.kind != "i" and dt.kind != "u":
         x = x.astype(f32)
     return x.astype(dt, copy=False)
-
 
 
 def uniform01(g, n, np_dtype):
@@ -273,7 +272,7 @@ def normal(g, n, mean, std, np_dtype, contiguous=True):
     block recomputed from 16 fresh uniforms), else the scalar sampler with its cache."""
     if n < 16 or not contiguous:
         # PyTorch converts the double to float, then to half or bfloat16 (two roundings)
-        return _cast(normal_serial(g, n, mean, std), np_dtype)
+        return cast(normal_serial(g, n, mean, std), np_dtype)
     work = f64 if np_dtype == f64 else f32
     full = n - n % 16
     if work == f32 and HAS_AVX2:
@@ -350,7 +349,7 @@ def random_from_to(g, n, rng, base, np_dtype):
     if rng < 1 << 64:
         v = v % np.uint64(rng)
     v = v + np.uint64(base % (1 << 64))
-    return _cast(v.view(np.int64), np_dtype)
+    return cast(v.view(np.int64), np_dtype)
 
 
 def random_default(g, n, np_dtype):
@@ -387,25 +386,25 @@ def bernoulli_tensor(g, p, np_dtype):
 def exponential(g, n, lambd, np_dtype):
     """``exponential_(lambd)``: ``-1/lambd * log1p(-u)`` in double."""
     u = uniform01(g, n, f64)
-    return _cast((-1.0 / lambd) * libm(math.log1p, -u), np_dtype)
+    return cast((-1.0 / lambd) * libm(math.log1p, -u), np_dtype)
 
 
 def geometric(g, n, p, np_dtype):
     """``geometric_(p)``: ``ceil(log(u) / log1p(-p))`` in double."""
     u = uniform01(g, n, f64)
     with np.errstate(all="ignore"):
-        return _cast(np.ceil(libm(math.log, np.maximum(u, 5e-324)) / math.log1p(-p)), np_dtype)
+        return cast(np.ceil(libm(math.log, np.maximum(u, 5e-324)) / math.log1p(-p)), np_dtype)
 
 
 def cauchy(g, n, median, sigma, np_dtype):
     """``cauchy_(median, sigma)``: ``median + sigma * tan(pi * (u - 0.5))``, fused."""
     u = uniform01(g, n, f64)
-    return _cast(fma64(float(sigma), libm(math.tan, _PI * (u - 0.5)), float(median)), np_dtype)
+    return cast(fma64(float(sigma), libm(math.tan, _PI * (u - 0.5)), float(median)), np_dtype)
 
 
 def log_normal(g, n, mean, std, np_dtype):
     """``log_normal_(mean, std)``: ``exp`` of the scalar normal sampler (with its cache)."""
-    return _cast(libm(math.exp, normal_serial(g, n, mean, std)), np_dtype)
+    return cast(libm(math.exp, normal_serial(g, n, mean, std)), np_dtype)
 
 
 def randperm(g, n):

@@ -329,7 +329,7 @@ def _random_from_to(npd, frm, to, g):
         if npd.name not in ("int64", "float32", "float64", "bfloat16"):
             raise RuntimeError("random_full_64_bits_range_kernel_cpu handles only int64, double, "
                                "float and bfloat16")
-        return lambda n, c: g._u64(n).view(np.int64).astype(npd)
+        return lambda n, c: K.cast(g._u64(n).view(np.int64), npd)
     return lambda n, c: K.random_from_to(g, n, rng, base, npd)
 
 
