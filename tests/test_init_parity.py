@@ -52,7 +52,7 @@ KNOWN = [
      "a transposed weight of 3 or more dims: PyTorch's ``tensor.view_as(q)`` cannot view "
      "it and raises; ember writes the orthogonal matrix (docs/differences.md)"),
 ]
-CI_STRIDE = 12
+CI_STRIDE = 16
 
 
 # ----- nn.init ---------------------------------------------------------------------------
