@@ -465,6 +465,10 @@ def test_fixed_rows_stay_fixed():
     # orthogonal_ of a half tensor: PyTorch's NotImplementedError after the draw
     assert compare_builds(lambda m: m.nn.init.orthogonal_(m.empty(4, 6, dtype=m.float16))) \
         == []
+    # orthogonal_ of a complex tensor: PyTorch's refusal (of sign) after the same draw,
+    # where ember returned a matrix
+    assert compare_builds(lambda m: m.nn.init.orthogonal_(m.empty(4, 6,
+                                                                  dtype=m.complex64))) == []
     # sparse_ and orthogonal_ on the meta device draw nothing
     assert compare_builds(lambda m: m.nn.init.sparse_(m.empty(4, 6, device="meta"), 0.5)) == []
     assert compare_builds(lambda m: m.nn.init.orthogonal_(m.empty(4, 6, device="meta"))) == []

@@ -267,6 +267,9 @@ def orthogonal_(tensor, gain=1, generator=None):
         if a.dtype.itemsize == 2:  # drawn first, as PyTorch draws before its QR refuses
             raise NotImplementedError(f"\"geqrf_cpu\" not implemented for "
                                       f"'{_HALF_NAMES[a.dtype.name]}'")
+        if a.dtype.kind == "c":  # PyTorch's sign of the diagonal refuses complex values
+            raise NotImplementedError("Unlike NumPy, torch.sign is not intended to support "
+                                      "complex numbers. Please use torch.sgn instead.")
         if rows < cols:
             a = a.T
         q, r = _lapack.linalg.qr(a)
