@@ -190,6 +190,16 @@ def _box_muller16_scalar(d, mean, std):
 
 
 # ----- the samplers ------------------------------------------------------------------------
+def cast(x, np_dtype):
+    """A double or int64 result in the tensor's dtype as PyTorch's ``static_cast`` makes it:
+    into half or bfloat16 through float (two roundings), as their constructors take a
+    float."""
+    dt = np.dtype(np_dtype)
+    if dt.itemsize == 2 and dt.kind != "i" and dt.kind != "u":
+        x = x.astype(f32)
+    return x.astype(dt, copy=False)
+
+
 def uniform01(g, n, np_dtype):
     """``uniform_real_distribution<T>(0, 1)``: 24 random bits for float/half, 53 for double."""
     if np_dtype == f64:
@@ -202,8 +212,11 @@ def uniform(g, n, low, high, np_dtype):
     (float for half); a value that lands on ``high`` once in the tensor's dtype becomes
     ``low``, as PyTorch keeps the interval half-open."""
     if low == 0.0 and high == 1.0:
-        return uniform01(g, n, np_dtype).astype(np_dtype, copy=False)
-    x = _uniform_numba(g, n, low, high, np_dtype) if np_dtype != f64 else None
+        x = uniform01(g, n, np_dtype).astype(np_dtype, copy=False)
+        if np.dtype(np_dtype).itemsize > 2:  # [0, 1) stays below 1 in float and double
+            return x
+    else:
+        x = _uniform_numba(g, n, low, high, np_dtype) if np_dtype != f64 else None
     if x is None:
         x = uniform01(g, n, np_dtype)
         if np_dtype == f64:
@@ -258,15 +271,17 @@ def normal(g, n, mean, std, np_dtype, contiguous=True):
     blocks of 16 Box-Muller values for contiguous tensors of 16 or more elements (the last
     block recomputed from 16 fresh uniforms), else the scalar sampler with its cache."""
     if n < 16 or not contiguous:
-        return normal_serial(g, n, mean, std).astype(np_dtype)
+        # PyTorch converts the double to float, then to half or bfloat16 (two roundings)
+        return cast(normal_serial(g, n, mean, std), np_dtype)
     work = f64 if np_dtype == f64 else f32
     full = n - n % 16
     if work == f32 and HAS_AVX2:
         kernels = _numba_kernels(n)
         if kernels is not None:
             return _normal_numba(kernels, g, n, full, mean, std, np_dtype)
-    # float and double draw a uniform for every element first; half only for whole blocks
-    d = uniform01(g, full if np_dtype == np.float16 else n, work)
+    # float and double draw a uniform for every element first; half and bfloat16 only for
+    # whole blocks
+    d = uniform01(g, full if np.dtype(np_dtype).itemsize == 2 else n, work)
     if d.size < n:
         d = np.concatenate([d, np.empty(n - d.size, work)])
     fill = _box_muller16_f32 if work == f32 and HAS_AVX2 else _box_muller16_scalar
@@ -311,7 +326,7 @@ def _normal_numba(kernels, g, n, full, mean, std, np_dtype):
     in the same order as the NumPy path (float: one per element, then 16 for a partial
     last block; half: one per element of the whole blocks, then 16)."""
     out = np.empty(n, f32)
-    raw = _raw(g, full if np_dtype == np.float16 else n, kernels)
+    raw = _raw(g, full if np.dtype(np_dtype).itemsize == 2 else n, kernels)
     kernels.box_muller16(raw[:full], out[:full], f32(mean), f32(std))
     if n % 16:
         tail = np.empty(16, f32)
@@ -334,7 +349,7 @@ def random_from_to(g, n, rng, base, np_dtype):
     if rng < 1 << 64:
         v = v % np.uint64(rng)
     v = v + np.uint64(base % (1 << 64))
-    return v.view(np.int64).astype(np_dtype)
+    return cast(v.view(np.int64), np_dtype)
 
 
 def random_default(g, n, np_dtype):
@@ -343,7 +358,9 @@ def random_default(g, n, np_dtype):
     if dt == np.bool_:
         return (g._u32(n) & np.uint32(1)).astype(np.bool_)
     v = g._u64(n) if dt in (np.dtype(np.int64), np.dtype(f64)) else g._u32(n).astype(np.uint64)
-    if dt.kind == "f":
+    if dt.name == "bfloat16":
+        mod = (1 << 8) + 1
+    elif dt.kind == "f":
         mod = (1 << {2: 11, 4: 24, 8: 53}[dt.itemsize]) + 1
     else:
         mod = int(np.iinfo(dt).max) + 1
@@ -369,25 +386,25 @@ def bernoulli_tensor(g, p, np_dtype):
 def exponential(g, n, lambd, np_dtype):
     """``exponential_(lambd)``: ``-1/lambd * log1p(-u)`` in double."""
     u = uniform01(g, n, f64)
-    return ((-1.0 / lambd) * libm(math.log1p, -u)).astype(np_dtype)
+    return cast((-1.0 / lambd) * libm(math.log1p, -u), np_dtype)
 
 
 def geometric(g, n, p, np_dtype):
     """``geometric_(p)``: ``ceil(log(u) / log1p(-p))`` in double."""
     u = uniform01(g, n, f64)
     with np.errstate(all="ignore"):
-        return np.ceil(libm(math.log, np.maximum(u, 5e-324)) / math.log1p(-p)).astype(np_dtype)
+        return cast(np.ceil(libm(math.log, np.maximum(u, 5e-324)) / math.log1p(-p)), np_dtype)
 
 
 def cauchy(g, n, median, sigma, np_dtype):
     """``cauchy_(median, sigma)``: ``median + sigma * tan(pi * (u - 0.5))``, fused."""
     u = uniform01(g, n, f64)
-    return fma64(float(sigma), libm(math.tan, _PI * (u - 0.5)), float(median)).astype(np_dtype)
+    return cast(fma64(float(sigma), libm(math.tan, _PI * (u - 0.5)), float(median)), np_dtype)
 
 
 def log_normal(g, n, mean, std, np_dtype):
     """``log_normal_(mean, std)``: ``exp`` of the scalar normal sampler (with its cache)."""
-    return libm(math.exp, normal_serial(g, n, mean, std)).astype(np_dtype)
+    return cast(libm(math.exp, normal_serial(g, n, mean, std)), np_dtype)
 
 
 def randperm(g, n):

@@ -45,9 +45,11 @@ from ember.ops.sampling import (  # the nodes of sampled tensors
 __all__ = ["rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial",
            "poisson", "rand_like", "randn_like", "randint_like"]
 
-_TYPE = {"float16": "Half", "float32": "Float", "float64": "Double", "int8": "Char",
-         "int16": "Short", "int32": "Int", "int64": "Long", "uint8": "Byte", "bool": "Bool"}
-_CTYPE = {"float16": "c10::Half", "float32": "float", "float64": "double", "int8": "signed char",
+_TYPE = {"float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double",
+         "int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long", "uint8": "Byte",
+         "bool": "Bool"}
+_CTYPE = {"float16": "c10::Half", "bfloat16": "c10::BFloat16", "float32": "float",
+          "float64": "double", "int8": "signed char",
           "int16": "short int", "int32": "int", "int64": "long int", "uint8": "unsigned char",
           "bool": "bool"}
 
@@ -68,16 +70,51 @@ def _arrange(flat, shape, perm):
 
 
 def _like_perm(a):
-    """Memory order of ``empty_like(a)``: ``a``'s own when it is dense, else C order."""
+    """Memory order of ``empty_like(a)`` (outermost axis first; None for C order): ``a``'s
+    own when it is dense, else ``a``'s axes ordered by stride, PyTorch's
+    ``infer_dense_strides`` (a zero stride keeps its place, equal strides put the larger
+    size outside)."""
     perm = _perm(a)
     if perm is None:
         return None
     expect = a.itemsize
     for i in reversed(perm):
         if a.shape[i] != 1 and a.strides[i] != expect:
-            return None
+            return _dense_perm(a)
         expect *= a.shape[i]
     return perm
+
+
+def _dense_perm(a):
+    """PyTorch's ``infer_dense_strides`` order for a non-dense ``a``: an insertion sort of
+    the axes, innermost first, that moves an axis inward past one of larger stride (or of
+    equal stride and larger size) and stops at one of smaller stride; zero strides compare
+    as equal to anything."""
+    inner = list(range(a.ndim))[::-1]
+    for i in range(1, len(inner)):
+        j = i
+        for k in range(i - 1, -1, -1):
+            s0, s1 = a.strides[inner[k]], a.strides[inner[j]]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 > s1 or s0 == s1 and a.shape[inner[k]] > a.shape[inner[j]]:
+                inner[k], inner[j] = inner[j], inner[k]
+                j = k
+            elif s0 < s1:
+                break
+    perm = inner[::-1]
+    return None if perm == list(range(a.ndim)) else perm
+
+
+def empty_like_layout(t):
+    """An uninitialised tensor laid out as PyTorch's ``empty_like(t)`` lays it out (same
+    shape, dtype and device), so that a sampler filling it draws in PyTorch's order."""
+    d = t._data
+    if type(d) is not np.ndarray:  # another device's array: its own empty_like
+        return _factory.empty_like(t)
+    perm = _like_perm(d)
+    buf = np.empty(d.shape if perm is None else [d.shape[i] for i in perm], d.dtype)
+    return _make(buf if perm is None else buf.transpose(np.argsort(perm)), False)
 
 
 def _fill_(t, node, draw, *extra):
@@ -137,8 +174,20 @@ def _complex_part(npd):
     return None
 
 
+def _is_float(npd):
+    """A floating dtype PyTorch's samplers take: NumPy's floats and bfloat16 (ml_dtypes',
+    NumPy kind "V"), which is sampled as PyTorch samples it, in float and rounded once
+    (ember/_random_kernels.py)."""
+    return npd.kind == "f" or npd.name == "bfloat16"
+
+
+def _float_digits(npd):
+    """The mantissa digits of a float dtype (``std::numeric_limits<T>::digits``)."""
+    return 8 if npd.name == "bfloat16" else {2: 11, 4: 24, 8: 53}[npd.itemsize]
+
+
 def _need_float(npd, kernel):
-    if npd.kind != "f":
+    if not _is_float(npd):
         from ember.ops._util import type_name
         raise NotImplementedError(f"\"{kernel}\" not implemented for "
                                   f"'{_TYPE.get(npd.name) or type_name(npd)}'")
@@ -249,8 +298,8 @@ def random_(self, *args, generator=None, **kw):
 
 def _random_from_to(npd, frm, to, g):
     """Check ``random_(from, to)``'s bounds as PyTorch does; returns the drawing function."""
-    fl = npd.kind == "f"
-    digits = {2: 11, 4: 24, 8: 53}.get(npd.itemsize) if fl else None
+    fl = _is_float(npd)
+    digits = _float_digits(npd) if fl else None
     if to is not None:
         if not frm < to:
             raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
@@ -275,22 +324,33 @@ def _random_from_to(npd, frm, to, g):
         _check_from_to(frm, to_inc, npd, digits)
         rng, base = to_inc - frm + 1, frm
     else:
-        if npd.name not in ("int64", "float32", "float64"):
+        if npd.name in ("float16", "bool"):  # outside the kernel's dispatch list
+            raise NotImplementedError(f"\"random_full_64_bits_range_kernel_cpu\" not "
+                                      f"implemented for '{_TYPE[npd.name]}'")
+        if npd.name not in ("int64", "float32", "float64", "bfloat16"):
             raise RuntimeError("random_full_64_bits_range_kernel_cpu handles only int64, double, "
                                "float and bfloat16")
-        return lambda n, c: g._u64(n).view(np.int64).astype(npd)
+        return lambda n, c: K.cast(g._u64(n).view(np.int64), npd)
     return lambda n, c: K.random_from_to(g, n, rng, base, npd)
 
 
+def _as_int64(npd, v):
+    """``static_cast<int64_t>(static_cast<T>(v))`` as x86-64 does it: a value out of range
+    (an infinity from a narrow float) becomes the most negative int64."""
+    with np.errstate(over="ignore"):
+        x = float(npd.type(v))
+    return int(x) if -2.0 ** 63 <= x < 2.0 ** 63 else -(1 << 63)
+
+
 def _update_from(frm, digits, npd):
-    plus1 = int(npd.type(frm + 1))
+    plus1 = _as_int64(npd, frm + 1)
     if plus1 < frm:
         frm = plus1 + (1 << (max(abs(frm + 1).bit_length() - 1, 0) - digits + 1))
     return frm
 
 
 def _update_to(to, digits, npd):
-    minus1 = int(npd.type(to - 1))
+    minus1 = _as_int64(npd, to - 1)
     if minus1 >= to:
         to = minus1 - (1 << (max(abs(to - 1).bit_length() - 1, 0) - digits + 1))
     return to
@@ -318,7 +378,7 @@ def exponential_(self, lambd=1, *, generator=None):
     if _mode_active[0] and (m := _mode_recorder()) is not None:
         return m.random_inplace_locals("exponential_", exponential_, locals())
     npd = self._data.dtype
-    if npd.kind != "f":
+    if not _is_float(npd):
         raise RuntimeError("Exponential distribution is a continuous probability distribution. "
                            f"dtype must be a floating point but you specified {_TYPE[npd.name]}")
     if not lambd > 0:
@@ -345,7 +405,7 @@ def cauchy_(self, median=0, sigma=1, *, generator=None):
     if _mode_active[0] and (m := _mode_recorder()) is not None:
         return m.random_inplace_locals("cauchy_", cauchy_, locals())
     npd = self._data.dtype
-    if npd.kind != "f":
+    if not _is_float(npd):
         raise RuntimeError("Cauchy distribution is a continuous probability distribution. "
                            f"dtype must be a floating point but you specified {_CTYPE[npd.name]}")
     if not sigma > 0:
@@ -654,7 +714,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     p = input._host()
     if not 1 <= p.ndim <= 2:
         raise RuntimeError("prob_dist must be 1 or 2 dim")
-    if p.dtype.kind != "f":
+    if not _is_float(p.dtype):
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
                            f"{_TYPE[p.dtype.name]}")
     n = operator.index(num_samples)

@@ -8,6 +8,7 @@ import math
 import warnings
 
 from ember import _core as ember
+from ember._random_ops import empty_like_layout
 from ember._tensor import _mode_active
 from ember.autograd.grad_mode import no_grad
 from ember.backend import lapack as _lapack
@@ -82,12 +83,18 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     PyTorch's algorithm: plain rejection from the normal when ``[a, b]`` holds more
     than 30% of the mass, else rejection from U(a, b) against the normal's density.
     """
+    if tensor.is_meta:  # no values, nothing drawn (PyTorch's no-op)
+        return tensor
+
     def norm_cdf(x):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
 
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The "
                       "distribution of values may be incorrect.", stacklevel=2)
+    # every redraw goes into a buffer laid out as PyTorch's empty_like(tensor) (the
+    # results of its where() keep that layout too): a sampler fills memory in order, so
+    # a transposed weight's redraws land where PyTorch's do
     with no_grad():
         p = norm_cdf((b - mean) / std) - norm_cdf((a - mean) / std)
         if p > 0.3:
@@ -98,14 +105,14 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
                 mask = (result < lo) | (result > hi)
                 if not mask.any():
                     break
-                result = ember.where(mask, ember.empty_like(result).normal_(
-                    mean, std, generator=generator), result)
+                redraw = empty_like_layout(tensor).normal_(mean, std, generator=generator)
+                result = ember.where(mask, redraw, result)
             if tensor is not result:
                 _write(tensor, result._data)
         else:
             mode = max(a, min(mean, b))
             log_peak = -0.5 * ((mode - mean) / std) ** 2
-            accept_buf = ember.empty_like(tensor)
+            accept_buf = empty_like_layout(tensor)
             tensor.uniform_(a, b, generator=generator)
 
             def log_density(c):
@@ -115,7 +122,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
             pending = accept_buf.uniform_(generator=generator).log().gt(candidates)
             if pending.any():
                 result = tensor
-                cand = ember.empty_like(tensor)
+                cand = empty_like_layout(tensor)
                 while True:
                     cand.uniform_(a, b, generator=generator)
                     result = ember.where(pending, cand, result)
@@ -241,12 +248,15 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     return _no_grad_normal_(tensor, 0, std, generator)
 
 
+_HALF_NAMES = {"float16": "Half", "bfloat16": "BFloat16"}
+
+
 def orthogonal_(tensor, gain=1, generator=None):
     """Fill with a (semi-)orthogonal matrix (trailing dims flattened), scaled by ``gain``."""
     import numpy as np
     if tensor.ndim < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
-    if tensor.numel() == 0:
+    if tensor.numel() == 0 or tensor.is_meta:  # nothing to fill, nothing drawn
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
@@ -254,6 +264,12 @@ def orthogonal_(tensor, gain=1, generator=None):
         flat = ember.empty((rows, cols), dtype=tensor.dtype, device=tensor.device).normal_(
             0, 1, generator=generator)
         a = flat._host()
+        if a.dtype.itemsize == 2:  # drawn first, as PyTorch draws before its QR refuses
+            raise NotImplementedError(f"\"geqrf_cpu\" not implemented for "
+                                      f"'{_HALF_NAMES[a.dtype.name]}'")
+        if a.dtype.kind == "c":  # PyTorch's sign of the diagonal refuses complex values
+            raise NotImplementedError("Unlike NumPy, torch.sign is not intended to support "
+                                      "complex numbers. Please use torch.sgn instead.")
         if rows < cols:
             a = a.T
         q, r = _lapack.linalg.qr(a)
@@ -270,6 +286,8 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
     entries in each column."""
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
+    if tensor.is_meta:  # nothing drawn, not even the permutations
+        return tensor
     rows, cols = tensor.shape
     num_zeros = math.ceil(sparsity * rows)
     with no_grad():

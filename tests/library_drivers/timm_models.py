@@ -5,62 +5,18 @@ two optimizer steps from timm's optimizer factory, evaluation, a ``state_dict`` 
 trip and ``freeze_batch_norm_2d``; the numbers go to the .npz file named on the command
 line.
 
-timm imports names from torchvision at import time. torchvision cannot be installed
-beside the CPU torch the tests compare with, so on torch this driver puts in
-placeholders for those names (the driver uses none of them but ``FrozenBatchNorm2d``,
-written out below as torchvision defines it); under ``python -m ember run``,
+timm imports names from torchvision at import time; on torch this driver puts in
+placeholders for them (torchvision_placeholders.py); under ``python -m ember run``,
 ``import torchvision`` is ember's stand-in."""
-import enum
 import io
 import sys
 import time
-import types
 
 import numpy as np
 import torch
+import torchvision_placeholders
 
-ON_EMBER = "+ember." in torch.__version__
-if not ON_EMBER:
-    class FrozenBatchNorm2d(torch.nn.Module):
-        """torchvision's: fixed per-channel statistics and affine parameters (buffers)."""
-
-        def __init__(self, num_features, eps=1e-5):
-            super().__init__()
-            self.eps = eps
-            for name, fill in (("weight", 1), ("bias", 0), ("running_mean", 0),
-                               ("running_var", 1)):
-                self.register_buffer(name, torch.full((num_features,), float(fill)))
-
-        def _load_from_state_dict(self, state_dict, prefix, *args):
-            state_dict.pop(prefix + "num_batches_tracked", None)
-            super()._load_from_state_dict(state_dict, prefix, *args)
-
-        def forward(self, x):
-            w, b, rv, rm = (t.reshape(1, -1, 1, 1) for t in (
-                self.weight, self.bias, self.running_var, self.running_mean))
-            scale = w * (rv + self.eps).rsqrt()
-            return x * scale + (b - rm * scale)
-
-    def _placeholder(name, **names):
-        module = types.ModuleType(name)
-        module.__dict__.update(names)
-        module.__getattr__ = lambda attr: (_ for _ in ()).throw(
-            AttributeError(f"{name}.{attr}: torchvision is not installed"))
-        sys.modules[name] = module
-        return module
-
-    tv = _placeholder("torchvision")
-    tv.transforms = _placeholder("torchvision.transforms", ToTensor=type("ToTensor", (), {}))
-    tv.transforms.functional = _placeholder(
-        "torchvision.transforms.functional", InterpolationMode=enum.Enum(
-            "InterpolationMode", {n.upper(): n for n in (
-                "nearest", "bilinear", "bicubic", "box", "hamming", "lanczos")}))
-    tv.datasets = _placeholder("torchvision.datasets", **{
-        n: type(n, (), {}) for n in ("CIFAR100", "CIFAR10", "MNIST", "KMNIST",
-                                     "FashionMNIST", "ImageFolder")})
-    tv.ops = _placeholder("torchvision.ops")
-    tv.ops.misc = _placeholder("torchvision.ops.misc", FrozenBatchNorm2d=FrozenBatchNorm2d)
-
+torchvision_placeholders.install()
 import timm  # noqa: E402
 from timm.optim import create_optimizer_v2  # noqa: E402
 from timm.utils.model import freeze_batch_norm_2d  # noqa: E402
