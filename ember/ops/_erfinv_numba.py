@@ -49,6 +49,7 @@ from ember.ops._erf_numba import (  # the pieces erf and erfc share with erfinv
     _near_midpoint,
     _poly,
 )
+from ember.ops._pack_numba import pack16, unpack16
 
 __all__ = ["erfinv32", "erfinv64"]
 
@@ -268,7 +269,8 @@ def _erfinv32_round(yy, xd):
 
 # The one-pass kernel goes through its input in blocks of ``_BLOCK`` elements (as float32
 # erfc's): the central piece over the whole block, then the elements with ``|x| >= 0.75``
-# listed (``_outer_positions``) and their piece computed over them alone, the tail piece
+# packed (``_pack_numba.pack16``), their piece computed over them alone and put back in
+# their places (``unpack16``), the tail piece
 # only in the blocks that reach it; their values before rounding are kept, so that a
 # block's second look, only where some are flagged, is ``_erfinv32_unsure`` of the kept
 # value and not the whole computation again.
@@ -307,20 +309,6 @@ def _erfinv32_tail_part(x, out, y):
     return m
 
 
-@_jit
-def _outer_positions(x, pos, xl):
-    """Lists in ``pos`` the elements of ``x`` with ``|x| >= 0.75`` (NaN not), their values in
-    ``xl`` (the outer piece's loop reads them in order: indexed loads do not vectorize);
-    returns how many."""
-    n = 0
-    for i in range(x.size):
-        xi = x[i]
-        pos[n] = i
-        xl[n] = xi
-        n += np.int32(abs(xi) >= _X_CENTRAL)
-    return n
-
-
 @_jit(inline="always")
 def _halley_instead(x, out, idx, n, i):
     """``out[i]`` from the Halley value (``|x[i]| < 1``); lists ``i`` in ``idx`` if that one is
@@ -338,30 +326,43 @@ def _halley_instead(x, out, idx, n, i):
 def _erfinv32_one_pass(x, out, idx):
     """float32 erfinv: the fits' values, the few flagged ones the Halley value's; lists in
     ``idx`` the elements that one flags in turn (for the NumPy path), returns how many."""
-    pos = np.empty(_BLOCK, np.int32)
-    xl = np.empty(_BLOCK + 8, np.float32)
-    ol = np.empty(_BLOCK + 8, np.float32)
-    yl = np.empty(_BLOCK + 8)
+    xl = np.empty(_BLOCK + 16, np.float32)
+    ol = np.empty(_BLOCK + 16, np.float32)
+    yl = np.empty(_BLOCK + 16)
     n = 0
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
+        whole = start + (stop - start) // 16 * 16
         xs, ys = x[start:stop], out[start:stop]
         central_unsure = _erfinv32_central_part(xs, ys)
-        k = _outer_positions(xs, pos, xl)
+        k = 0
+        for g in range(start, whole, 16):
+            k += pack16(x, g, xl, k, _X_CENTRAL)
         if k:
-            kv = min(k + (-k) % 8, xl.size)  # whole vectors: no scalar remainder loop
+            kv = k + (-k) % 8  # whole vectors: no scalar remainder loop
             xl[k:kv] = _X_CENTRAL
             tail = False
             for j in range(kv):
                 tail |= abs(xl[j]) >= _X_TAIL
             xk, ok, yk = xl[:kv], ol[:kv], yl[:kv]
             unsure = _erfinv32_tail_part(xk, ok, yk) if tail else _erfinv32_part(xk, ok, yk)
-            for j in range(k):
-                ys[pos[j]] = ol[j]
+            j = 0
+            for g in range(start, whole, 16):
+                j += unpack16(x, g, ol, j, out, _X_CENTRAL)
             if unsure:
-                for j in range(k):
-                    if _erfinv32_unsure(yl[j]):  # (|x| < 1 here: elsewhere the value is 0)
-                        n = _halley_instead(x, out, idx, n, start + pos[j])
+                j = 0
+                for i in range(start, whole):
+                    if abs(x[i]) >= _X_CENTRAL:
+                        if _erfinv32_unsure(yl[j]):  # (|x| < 1 here: elsewhere 0)
+                            n = _halley_instead(x, out, idx, n, i)
+                        j += 1
+        for i in range(whole, stop):  # the last block's last ``size % 16``, one by one
+            xd = np.float64(x[i])
+            if abs(xd) >= 0.75:
+                yy = _erfinv32_fast(xd, True)
+                out[i] = _erfinv32_round(yy, xd)
+                if _erfinv32_unsure(yy):
+                    n = _halley_instead(x, out, idx, n, i)
         if central_unsure:
             for i in range(start, stop):
                 xd = np.float64(x[i])
@@ -372,7 +373,7 @@ def _erfinv32_one_pass(x, out, idx):
 
 def erfinv32(x):
     """``_k.erfinv`` of a float32 array, the same bits."""
-    flat = x.reshape(-1)
+    flat = np.ascontiguousarray(x).reshape(-1)  # (``pack16`` reads sixteen at a time)
     out = np.empty(flat.size, np.float32)
     idx = np.empty(flat.size, np.int64)
     k = _erfinv32_one_pass(flat, out, idx)
