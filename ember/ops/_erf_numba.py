@@ -246,7 +246,7 @@ def _erf32_small(xd):
 # piece runs over them alone and its results are put back in their places
 # (``unpack16``), the small piece (7 terms) runs over the whole block.
 _BLOCK = 512
-_LARGE = np.float32(0.5)
+_LARGE, _FAR = np.float32(0.5), np.float32(4.5)
 # ----- float32 erf in float32 arithmetic (``_k._erf32``) ---------------------------------
 # Five pieces of ``a = |x|``, each ``A + B P(v)``; every element takes its piece's center,
 # K and coefficients by selects (no gathers, no branches: the loop vectorizes), then the
@@ -401,6 +401,17 @@ def _erf_erfc32_far_large_part(x, erf, erfc):
 
 
 @_jit
+def _reaches(x, edge):
+    """Whether some ``abs(x) >= edge``: a loop of its own (an OR over a slice vectorizes; the
+    same loop over ``range(start, stop)`` inside the block loop ran scalar, a nanosecond
+    per element)."""
+    m = False
+    for i in range(x.size):
+        m |= abs(x[i]) >= edge
+    return m
+
+
+@_jit
 def _erfc32_one_pass(x, erf, erfc, idx, want_erf):
     """float32 erfc, and erf with it if ``want_erf`` (``x`` C-contiguous); the far piece
     only in the blocks that reach it. A block's last ``size % 16`` elements (the last
@@ -411,16 +422,14 @@ def _erfc32_one_pass(x, erf, erfc, idx, want_erf):
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
         whole = start + (stop - start) // 16 * 16
-        far = False
-        for i in range(start, stop):
-            far |= abs(x[i]) >= np.float32(4.5)
+        xs, cs = x[start:stop], erfc[start:stop]
+        far = _reaches(xs, _FAR)
         k = 0
         for g in range(start, whole, 16):
             k += pack16(x, g, xl, k, _LARGE)
         kv = k + (-k) % 8  # whole vectors: no scalar remainder loop
         xl[k:kv] = np.float32(1.0)
         xk, ck = xl[:kv], bigc[:kv]
-        xs, cs = x[start:stop], erfc[start:stop]
         if want_erf:
             ek = bige[:kv]
             m = (_erf_erfc32_far_large_part(xk, ek, ck) if far

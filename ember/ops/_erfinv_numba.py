@@ -48,6 +48,7 @@ from ember.ops._erf_numba import (  # the pieces erf and erfc share with erfinv
     _mul_add,
     _near_midpoint,
     _poly,
+    _reaches,
 )
 from ember.ops._pack_numba import pack16, unpack16
 
@@ -341,10 +342,8 @@ def _erfinv32_one_pass(x, out, idx):
         if k:
             kv = k + (-k) % 8  # whole vectors: no scalar remainder loop
             xl[k:kv] = _X_CENTRAL
-            tail = False
-            for j in range(kv):
-                tail |= abs(xl[j]) >= _X_TAIL
             xk, ok, yk = xl[:kv], ol[:kv], yl[:kv]
+            tail = _reaches(xk, _X_TAIL)
             unsure = _erfinv32_tail_part(xk, ok, yk) if tail else _erfinv32_part(xk, ok, yk)
             j = 0
             for g in range(start, whole, 16):
