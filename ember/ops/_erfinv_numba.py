@@ -272,9 +272,10 @@ def _erfinv32_round(yy, xd):
 # erfc's): the central piece over the whole block, then the elements with ``|x| >= 0.75``
 # packed (``_pack_numba.pack16``), their piece computed over them alone and put back in
 # their places (``unpack16``), the tail piece
-# only in the blocks that reach it; their values before rounding are kept, so that a
-# block's second look, only where some are flagged, is ``_erfinv32_unsure`` of the kept
-# value and not the whole computation again.
+# only in the blocks that reach it. A block's second look, only where some element is
+# flagged (one block in 16), computes the flagged piece's values again one by one:
+# keeping them (a float64 store beside the float32 one) made LLVM halve the outer
+# piece's vector width, a quarter more time on every block.
 @_jit
 def _erfinv32_central_part(x, out):
     m = False
@@ -287,24 +288,22 @@ def _erfinv32_central_part(x, out):
 
 
 @_jit
-def _erfinv32_part(x, out, y):
+def _erfinv32_part(x, out):
     m = False
     for i in range(x.size):
         xd = np.float64(x[i])
         yy = _erfinv32_fast(xd, False)
-        y[i] = yy
         out[i] = _erfinv32_round(yy, xd)
         m |= _erfinv32_unsure(yy)
     return m
 
 
 @_jit
-def _erfinv32_tail_part(x, out, y):
+def _erfinv32_tail_part(x, out):
     m = False
     for i in range(x.size):
         xd = np.float64(x[i])
         yy = _erfinv32_fast(xd, True)
-        y[i] = yy
         out[i] = _erfinv32_round(yy, xd)
         m |= _erfinv32_unsure(yy)
     return m
@@ -329,7 +328,6 @@ def _erfinv32_one_pass(x, out, idx):
     ``idx`` the elements that one flags in turn (for the NumPy path), returns how many."""
     xl = np.empty(_BLOCK + 16, np.float32)
     ol = np.empty(_BLOCK + 16, np.float32)
-    yl = np.empty(_BLOCK + 16)
     n = 0
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
@@ -342,19 +340,17 @@ def _erfinv32_one_pass(x, out, idx):
         if k:
             kv = k + (-k) % 8  # whole vectors: no scalar remainder loop
             xl[k:kv] = _X_CENTRAL
-            xk, ok, yk = xl[:kv], ol[:kv], yl[:kv]
+            xk, ok = xl[:kv], ol[:kv]
             tail = _reaches(xk, _X_TAIL)
-            unsure = _erfinv32_tail_part(xk, ok, yk) if tail else _erfinv32_part(xk, ok, yk)
+            unsure = _erfinv32_tail_part(xk, ok) if tail else _erfinv32_part(xk, ok)
             j = 0
             for g in range(start, whole, 16):
                 j += unpack16(x, g, ol, j, out, _X_CENTRAL)
-            if unsure:
-                j = 0
+            if unsure:  # (|x| < 1 where flagged: elsewhere the value is 0)
                 for i in range(start, whole):
-                    if abs(x[i]) >= _X_CENTRAL:
-                        if _erfinv32_unsure(yl[j]):  # (|x| < 1 here: elsewhere 0)
-                            n = _halley_instead(x, out, idx, n, i)
-                        j += 1
+                    xd = np.float64(x[i])
+                    if abs(xd) >= 0.75 and _erfinv32_unsure(_erfinv32_fast(xd, True)):
+                        n = _halley_instead(x, out, idx, n, i)
         for i in range(whole, stop):  # the last block's last ``size % 16``, one by one
             xd = np.float64(x[i])
             if abs(xd) >= 0.75:
