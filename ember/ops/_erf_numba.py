@@ -38,8 +38,9 @@ gradient one loop from the kept ``tanh``: the composite's operations either way.
 Every arithmetic loop vectorizes on AVX2 (4 float64 lanes) as well as on AVX-512: no
 calls, no float-to-integer conversions (``np.floor``, not ``math.floor``, whose int64
 result AVX2 converts lane by lane), no data-dependent branches (both sides and a
-select); float32 erfc lists a block's large arguments in one scalar loop first, so
-that each element runs only its own piece.
+select); float32 erfc packs a block's large arguments first (``_pack_numba``: a
+masked compress-store, and an expand-load to put their results back), so that each
+element runs only its own piece.
 """
 import math
 
