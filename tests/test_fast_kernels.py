@@ -520,3 +520,58 @@ def test_numba_erfinv_float32_one_pass_lists_and_logarithm():
         _same_bits(_erfinv_numba.erfinv32(u), _numpy_path(lambda u=u: _erf_kernels.erfinv(u)))
         _same_bits(ember.erfinv(ember.from_numpy(u)).numpy(),
                    _numpy_path(lambda u=u: ember.erfinv(ember.from_numpy(u)).numpy()))
+
+
+def test_numba_pack16_and_unpack16_keep_order_count_and_the_rest():
+    # the float32 erfc and erfinv passes pack a block's large elements sixteen at a time
+    # (a masked compress-store) and put their results back (an expand-load): every
+    # element with abs(x) >= edge in order, NaN and the others left, the count returned
+    import numba
+
+    from ember.ops import _erf_kernels, _erf_numba, _erfinv_numba
+    from ember.ops._pack_numba import pack16, unpack16
+
+    @numba.njit
+    def pack_all(x, out, edge):
+        k = 0
+        for g in range(0, x.size, 16):
+            k += pack16(x, g, out, k, edge)
+        return k
+
+    @numba.njit
+    def unpack_all(x, packed, out, edge):
+        j = 0
+        for g in range(0, x.size, 16):
+            j += unpack16(x, g, packed, j, out, edge)
+        return j
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(16 * 40).astype(np.float32)
+    x[:16] = [0.5, -0.5, np.nextafter(np.float32(0.5), np.float32(0)), np.nan, -np.inf,
+              np.inf, 0.0, -0.0, 0.75, -0.75, 1e-45, -1.0, 2.0, np.nan, 0.4999, 0.5]
+    x[16:32] = 3.0  # a whole group packed, then one with none
+    x[32:48] = 0.25
+    for edge in (np.float32(0.5), np.float32(0.75)):
+        big = np.abs(x) >= edge
+        out = np.full(x.size + 16, -9.0, np.float32)
+        k = pack_all(x, out, edge)
+        assert k == np.count_nonzero(big)
+        _same_bits(out[:k], x[big])
+        assert (out[k:] == -9).all()  # nothing written past the count
+        res = np.full(x.size, 7.0, np.float32)
+        packed = np.arange(k + 16, dtype=np.float32)
+        assert unpack_all(x, packed, res, edge) == k
+        _same_bits(res, np.where(big, np.cumsum(big) - 1, 7).astype(np.float32))
+    # the passes over sizes that leave a last block of any length (its last size % 16
+    # elements one by one) and strided inputs: the NumPy path's bits
+    for n in (1, 15, 16, 17, 511, 512, 527, 1029):
+        u = (rng.standard_normal(n) * 3).astype(np.float32)
+        u[::5] = rng.uniform(-1, 1, u[::5].size)
+        for v in (u, u[::2]):
+            for want in [(True, False), (False, True), (True, True)]:
+                fast = _erf_numba.erf_erfc(v, *want)
+                slow = _numpy_path(lambda v=v, w=want: _erf_kernels.erf_erfc(v, *w))
+                for f, s in zip(fast, slow):
+                    if f is not None:
+                        _same_bits(f, s)
+            w = v / np.float32(3)
+            _same_bits(_erfinv_numba.erfinv32(w), _numpy_path(lambda w=w: _erf_kernels.erfinv(w)))

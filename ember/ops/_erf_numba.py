@@ -38,8 +38,9 @@ gradient one loop from the kept ``tanh``: the composite's operations either way.
 Every arithmetic loop vectorizes on AVX2 (4 float64 lanes) as well as on AVX-512: no
 calls, no float-to-integer conversions (``np.floor``, not ``math.floor``, whose int64
 result AVX2 converts lane by lane), no data-dependent branches (both sides and a
-select); float32 erfc lists a block's large arguments in one scalar loop first, so
-that each element runs only its own piece.
+select); float32 erfc packs a block's large arguments first (``_pack_numba``: a
+masked compress-store, and an expand-load to put their results back), so that each
+element runs only its own piece.
 """
 import math
 
@@ -53,6 +54,7 @@ from ember._random_numba import _bits as _f32_bits  # (float32 <-> int32 bit cas
 from ember._random_numba import _float as _bits_f32
 from ember.backend.numba_jit import njit as _jit
 from ember.ops import _erf_kernels as _k
+from ember.ops._pack_numba import pack16, unpack16
 
 __all__ = ["erf_erfc", "gelu", "gelu_backward", "gelu_tanh", "gelu_tanh_backward"]
 
@@ -241,26 +243,11 @@ def _erf32_small(xd):
 # returns how many it listed.
 #
 # float32 erfc computes each element's piece only: a block's elements with ``|x| >=
-# 0.5`` are listed in ``pos`` (one scalar loop, no branch), the large piece runs over
-# them alone and its results are stored back to their places, the small piece (7 terms)
-# over the whole block.
+# 0.5`` are packed sixteen at a time (``_pack_numba.pack16``: a compress-store), the large
+# piece runs over them alone and its results are put back in their places
+# (``unpack16``), the small piece (7 terms) runs over the whole block.
 _BLOCK = 512
-
-
-@_jit
-def _large_positions(x, pos, xl):
-    """Lists in ``pos`` the elements of ``x`` with ``|x| >= 0.5``, their values in ``xl``
-    (the large piece's loop reads them in order: indexed loads do not vectorize);
-    returns how many."""
-    n = 0
-    for i in range(x.size):
-        xi = x[i]
-        pos[n] = i
-        xl[n] = xi
-        n += np.int32(abs(xi) >= np.float32(0.5))
-    return n
-
-
+_LARGE, _FAR = np.float32(0.5), np.float32(4.5)
 # ----- float32 erf in float32 arithmetic (``_k._erf32``) ---------------------------------
 # Five pieces of ``a = |x|``, each ``A + B P(v)``; every element takes its piece's center,
 # K and coefficients by selects (no gathers, no branches: the loop vectorizes), then the
@@ -319,8 +306,9 @@ def _erf32_pass(x, out):
 def _erfc32_large(xd, far):
     """float32 ``erfc(|x|)`` of ``|x| >= 0.5`` before rounding (``_k._erf_erfc``'s piece
     with the float32 fits, the far piece ``|x| >= 4.5`` only if ``far``; the exponential
-    and the evaluation order our own: checked against rounding)."""
-    a = _cap(abs(xd), _CAP32)
+    and the evaluation order our own: checked against rounding). Without ``far`` every
+    ``|x|`` is below 4.5 (or NaN), under the cap: ``_cap`` would return it unchanged."""
+    a = _cap(abs(xd), _CAP32) if far else abs(xd)
     e = _estrin(_B32_Q, (1.0 / (1.0 + a) - _B32_C) * _B32_I)
     if far:
         ef = _estrin(_C32_Q, (1.0 / (a * a) - _C32_C) * _C32_I) / a
@@ -329,11 +317,12 @@ def _erfc32_large(xd, far):
 
 
 @_jit(inline="always")
-def _erfc32_finish(xd, e, want_erf):
-    """(erf, erfc) of ``|x| >= 0.5`` from ``e = erfc(|x|)``, and whether to check them."""
+def _erfc32_finish(xd, e, want_erf, far):
+    """(erf, erfc) of ``|x| >= 0.5`` from ``e = erfc(|x|)``, and whether to check them.
+    Without ``far`` (``|x| < 4.5``) erfc is above ``2e-10``: ``_near_midpoint`` alone."""
     b = 1.0 - e
     c = 2.0 - e if xd < 0 else e
-    f = _erfc32_unsure(c)
+    f = _erfc32_unsure(c) if far else _near_midpoint(c)
     if want_erf:
         f |= _near_midpoint(b)
     return math.copysign(b, xd), c, f
@@ -343,15 +332,15 @@ def _erfc32_finish(xd, e, want_erf):
 def _erfc32_value(xd, want_erf, far):
     """float32 ``(erf, erfc)`` of ``xd`` before rounding and whether to check them: what
     the passes below compute, element by element."""
-    v, c, f = _erfc32_finish(xd, _erfc32_large(xd, far), want_erf)
+    v, c, f = _erfc32_finish(xd, _erfc32_large(xd, far), want_erf, far)
     s = _erf32_small(xd)
     big = xd * xd >= 0.25
     return (v if big else s), (c if big else 1.0 - s), big & f
 
 
 # erfc (alone or with the erf of its own pieces, for the rounding check of
-# ``_erfc32_value``): the large piece over a block's ``|x| >= 0.5`` only, the small
-# piece over the whole block
+# ``_erfc32_value``): the large piece over a block's packed ``|x| >= 0.5``, with the far
+# piece or without, the small piece over the whole block
 @_jit
 def _erfc32_small_part(x, erfc):
     for i in range(x.size):
@@ -371,7 +360,7 @@ def _erfc32_large_part(x, erfc):
     m = False
     for i in range(x.size):
         xd = np.float64(x[i])
-        c, f = _erfc32_finish(xd, _erfc32_large(xd, False), False)[1:]
+        c, f = _erfc32_finish(xd, _erfc32_large(xd, False), False, False)[1:]
         erfc[i] = np.float32(c)
         m |= f
     return m
@@ -382,7 +371,7 @@ def _erfc32_far_large_part(x, erfc):
     m = False
     for i in range(x.size):
         xd = np.float64(x[i])
-        c, f = _erfc32_finish(xd, _erfc32_large(xd, True), False)[1:]
+        c, f = _erfc32_finish(xd, _erfc32_large(xd, True), False, True)[1:]
         erfc[i] = np.float32(c)
         m |= f
     return m
@@ -393,7 +382,7 @@ def _erf_erfc32_large_part(x, erf, erfc):
     m = False
     for i in range(x.size):
         xd = np.float64(x[i])
-        v, c, f = _erfc32_finish(xd, _erfc32_large(xd, False), True)
+        v, c, f = _erfc32_finish(xd, _erfc32_large(xd, False), True, False)
         erf[i] = np.float32(v)
         erfc[i] = np.float32(c)
         m |= f
@@ -405,7 +394,7 @@ def _erf_erfc32_far_large_part(x, erf, erfc):
     m = False
     for i in range(x.size):
         xd = np.float64(x[i])
-        v, c, f = _erfc32_finish(xd, _erfc32_large(xd, True), True)
+        v, c, f = _erfc32_finish(xd, _erfc32_large(xd, True), True, True)
         erf[i] = np.float32(v)
         erfc[i] = np.float32(c)
         m |= f
@@ -413,39 +402,59 @@ def _erf_erfc32_far_large_part(x, erf, erfc):
 
 
 @_jit
+def _reaches(x, edge):
+    """Whether some ``abs(x) >= edge``: a loop of its own (an OR over a slice vectorizes; the
+    same loop over ``range(start, stop)`` inside the block loop ran scalar, a nanosecond
+    per element)."""
+    m = False
+    for i in range(x.size):
+        m |= abs(x[i]) >= edge
+    return m
+
+
+@_jit
 def _erfc32_one_pass(x, erf, erfc, idx, want_erf):
-    """float32 erfc, and erf with it if ``want_erf``; the far piece only in the blocks
-    that reach it."""
-    pos = np.empty(_BLOCK, np.int32)
-    xl = np.empty(_BLOCK + 8, np.float32)
-    bige, bigc = np.empty(_BLOCK + 8, np.float32), np.empty(_BLOCK + 8, np.float32)
+    """float32 erfc, and erf with it if ``want_erf`` (``x`` C-contiguous); the far piece
+    only in the blocks that reach it. A block's last ``size % 16`` elements (the last
+    block's only) take ``_erfc32_value`` one by one."""
+    xl = np.empty(_BLOCK + 16, np.float32)
+    bige, bigc = np.empty(_BLOCK + 16, np.float32), np.empty(_BLOCK + 16, np.float32)
     n = 0
     for start in range(0, x.size, _BLOCK):
         stop = min(start + _BLOCK, x.size)
-        far = False
-        for i in range(start, stop):
-            far |= abs(x[i]) >= np.float32(4.5)
+        whole = start + (stop - start) // 16 * 16
         xs, cs = x[start:stop], erfc[start:stop]
-        k = _large_positions(xs, pos, xl)
-        kv = min(k + (-k) % 8, xl.size)  # whole vectors: no scalar remainder loop
+        far = _reaches(xs, _FAR)
+        k = 0
+        for g in range(start, whole, 16):
+            k += pack16(x, g, xl, k, _LARGE)
+        kv = k + (-k) % 8  # whole vectors: no scalar remainder loop
         xl[k:kv] = np.float32(1.0)
         xk, ck = xl[:kv], bigc[:kv]
         if want_erf:
-            es, ek = erf[start:stop], bige[:kv]
+            ek = bige[:kv]
             m = (_erf_erfc32_far_large_part(xk, ek, ck) if far
                  else _erf_erfc32_large_part(xk, ek, ck))
-            _erf_erfc32_small_part(xs, es, cs)
-            for j in range(k):
-                es[pos[j]] = bige[j]
+            _erf_erfc32_small_part(xs, erf[start:stop], cs)
+            j = 0
+            for g in range(start, whole, 16):
+                j += unpack16(x, g, bige, j, erf, _LARGE)
         else:
             m = _erfc32_far_large_part(xk, ck) if far else _erfc32_large_part(xk, ck)
             _erfc32_small_part(xs, cs)
-        for j in range(k):
-            cs[pos[j]] = bigc[j]
+        j = 0
+        for g in range(start, whole, 16):
+            j += unpack16(x, g, bigc, j, erfc, _LARGE)
+        for i in range(whole, stop):
+            v, c, f = _erfc32_value(np.float64(x[i]), want_erf, True)
+            erfc[i] = np.float32(c)
+            if want_erf:
+                erf[i] = np.float32(v)
+            m |= f
         if m:
-            for j in range(k):
-                if _erfc32_value(np.float64(xl[j]), want_erf, True)[2]:
-                    idx[n] = start + pos[j]
+            for i in range(start, stop):
+                if _erfc32_value(np.float64(x[i]), want_erf, True)[2]:
+                    idx[n] = i
                     n += 1
     return n
 
@@ -520,6 +529,7 @@ def erf_erfc(x, want_erf, want_erfc):
         if want_erf:  # float32 erf has its own float32 arithmetic, with erfc or without
             _erf32_pass(flat, erf)
         if want_erfc:
+            flat = np.ascontiguousarray(flat)  # (``pack16`` reads sixteen at a time)
             idx = np.empty(n, np.int64)  # (its pages are touched only where elements are listed)
             k = _erfc32_one_pass(flat, erf, erfc, idx, False)
             if k:
