@@ -60,9 +60,9 @@ from ember import _tensor
 from ember._graph.call_args import call_args
 from ember._graph.ir import ArrayRef, Graph, Node, Ref, arg_names
 from ember._graph.local_names import name_from_locals
-from ember._graph.loud import _BACKWARD_MSG, _LOUD_MSGS, TracerWarning, _warn
+from ember._graph.loud import _BACKWARD_MSG, _LOUD_MSGS, TracerWarning, _warn, _warn_at
 from ember._graph.names import NORM_CALLS, RANDOM_CALLS, RNN_CALLS
-from ember._graph.symint import SymInt, _size, _state  # noqa: F401  (re-exported)
+from ember._graph.symint import SymInt, TensorInt, _size, _state  # noqa: F401
 from ember.autograd import _modes
 
 Tensor = _tensor.Tensor
@@ -238,6 +238,7 @@ class _Trace(_modes.Mode):
         self.warned_backward = False
         self.loose = False  # the call being encoded has an int/bool array of no value
         self.warned_frozen = set()
+        self.int_reads = []  # (value, ember function, where) of each traced int read
 
     # ----- values -----------------------------------------------------------------------
     def register(self, t, v):
@@ -432,6 +433,67 @@ class _Trace(_modes.Mode):
         if dim is None:
             return Size(self.size(t, d) for d in range(t._data.ndim))
         return self.size(t, t._wrap_dim(dim))
+
+    def int_read(self, v, ndim=None):
+        """An ember op reads the traced 0-d integer tensor ``v`` (or the traced int ``v``)
+        where it takes an int (``int_arg``; a dim when ``ndim`` is given: ``wrap_dim``):
+        under ``jit.trace`` (no ``breaks`` list), a :class:`TensorInt` node and its traced
+        int, which the op's own node then takes as an input, so a replay follows the value
+        (PyTorch's trace records ``aten::Int``). A ``compile`` capture returns None: the
+        plain read that follows is its graph break (:meth:`break_on_read`)."""
+        if self.breaks is not None or self._passes():
+            return None
+        if isinstance(v, Tensor):
+            if not self._known(v):
+                return None
+            n = int(v._data)
+            if ndim is None:
+                return self._note_read(self.call("Int", TensorInt, TensorInt.apply, (v,), {},
+                                                 sym=True))
+        elif type(v) is SymInt and v._trace is self:
+            if ndim is None:
+                return v
+            n = int(v)
+        else:
+            return None
+        m = max(ndim, 1)
+        if not -m <= n < m:
+            return None  # (the plain read raises eager's IndexError)
+        return self._note_read(self.call("Int", TensorInt, TensorInt.apply, (v, ndim), {},
+                                         sym=True))
+
+    def _note_read(self, out):
+        """Keep where the read ``out`` was made: an op that turns the traced int into a
+        plain number leaves its node unused (:meth:`warn_unused_reads`)."""
+        f, names = sys._getframe(2), []
+        while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
+            names.append(f.f_code.co_name)
+            f = f.f_back
+        fn = next((n for n in reversed(names) if n not in _WRAPPERS and n[0] != "_"),
+                  names[-1] if names else "an ember op")
+        where = None if f is None else (f.f_globals, f.f_code.co_filename, f.f_lineno)
+        self.int_reads.append((out._value, fn, where))
+        return out
+
+    def warn_unused_reads(self, live):
+        """After the trace: a read recorded by :meth:`int_read` whose traced int no kept
+        node takes (the op made it a plain number, a constant of the trace) warns as a
+        value read outside the recorded ops does (:meth:`warn_read`)."""
+        for value, fn, where in self.int_reads:
+            if id(value) in live:
+                continue
+            src = value.node.inputs[0] if value.node.inputs else value
+            key = (fn,) + (where[1:] if where else ())
+            if key in self.warned_frozen:
+                continue
+            self.warned_frozen.add(key)
+            msg = (f"{fn}() computed with the values of the traced tensor %{src.name} "
+                   "outside the recorded ops, so the trace keeps what it made of them as "
+                   "constants: it might not generalize to other inputs!")
+            if where is None:
+                _warn(msg, None)
+            else:
+                _warn_at(msg, *where)
 
     def _known(self, t):
         """Whether ``t`` is a traced value (itself, or a tensor over a traced array, as

@@ -8,6 +8,7 @@ imports this module, so importing it registers these too.
 import numpy as np
 
 from ember._graph.ir import Ref
+from ember._graph.symint import TensorInt
 from ember.onnx._export import UnsupportedOnnxExport
 from ember.onnx._export_registry import _axes, _cast_to, _rank, exports
 from ember.ops import diagonals, gather_scatter, join, scan, shape, sorting
@@ -30,6 +31,15 @@ _INT = {"int.add": "Add", "int.sub": "Sub", "int.mul": "Mul", "int.floordiv": "D
 @exports(*_INT)
 def _int_op(g, node, a, b):
     return g.op(_INT[node.op], [g.tensor(a, dtype=np.int64), g.tensor(b, dtype=np.int64)])
+
+
+@exports(TensorInt)
+def _tensor_int(g, node, v, ndim=None):
+    """The int read from a 0-d tensor is that tensor, as int64, in the file (PyTorch's
+    exporter feeds ``aten::Int``'s input to the ops that take it as an input); a dim
+    given so is refused by the ops that need it as an attribute, as PyTorch's exporter
+    refuses it. A negative dim or index is wrapped by the ops that take it."""
+    return g.op("Cast", [g.tensor(v)], to=g.elem_type(np.dtype(np.int64)))
 
 
 @exports("int.neg")

@@ -5,7 +5,7 @@ import weakref
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_with
 from ember.backend import dtypes as _dt
 from ember.backend import threads as _threads
 from ember.ops._overlap import (  # noqa: F401 - out='s checks, imported from here too
@@ -410,6 +410,10 @@ def wrap_dim(dim, ndim):
     """``dim`` (an int, or a 0-d integer tensor as torch takes one) wrapped into
     ``[0, ndim)``; IndexError out of range."""
     if type(dim) is not int:
+        if _mode_active[0] and (_zero_d_int(dim) or isinstance(dim, int)):
+            traced = _traced_int(dim, ndim)
+            if traced is not None:
+                return traced
         dim = operator.index(dim)
     m = max(ndim, 1)
     if not -m <= dim < m:
@@ -423,10 +427,25 @@ def _zero_d_int(v):
     return isinstance(v, Tensor) and v._data.ndim == 0 and v._data.dtype.kind in "iu"
 
 
+def _traced_int(v, ndim=None):
+    """Under ``jit.trace``, a traced 0-d integer tensor ``v`` (or a traced int) read as an
+    int (a dim of a tensor of ``ndim`` dims when given): the traced int of the node the
+    trace records for the read, so a replay takes the value of that call. Else None."""
+    m = _mode_with("int_read")
+    return None if m is None else m.int_read(v, ndim)
+
+
 def int_arg(v):
-    """``v`` as a Python int where it is a 0-d integer tensor (read through ``__index__``,
-    so a graph capture sees the read), else ``v`` unchanged for the caller's checks."""
-    return operator.index(v) if _zero_d_int(v) else v
+    """``v`` as a Python int where it is a 0-d integer tensor (under ``jit.trace``, a
+    traced int recorded as read from it; otherwise read through ``__index__``, so a
+    graph capture sees the read), else ``v`` unchanged for the caller's checks."""
+    if not _zero_d_int(v):
+        return v
+    if _mode_active[0]:
+        traced = _traced_int(v)
+        if traced is not None:
+            return traced
+    return operator.index(v)
 
 
 def int_args(v):
@@ -441,11 +460,11 @@ def wrap_dims(dim, ndim):
     if dim is None:
         return tuple(range(ndim))
     if isinstance(dim, (int, np.integer)) or _zero_d_int(dim):
-        return (wrap_dim(operator.index(dim), ndim),)
+        return (wrap_dim(dim if _zero_d_int(dim) else operator.index(dim), ndim),)
     if isinstance(dim, str) or not hasattr(dim, "__iter__"):
         raise TypeError(f"argument 'dim' must be int or tuple of ints, not {type(dim).__name__}")
     try:
-        dims = tuple(wrap_dim(operator.index(d), ndim) for d in dim)
+        dims = tuple(wrap_dim(d if _zero_d_int(d) else operator.index(d), ndim) for d in dim)
     except TypeError:
         raise TypeError("argument 'dim' must be tuple of ints, but found an element of type "
                         f"{type(next(d for d in dim if not isinstance(d, int))).__name__}"

@@ -4,7 +4,7 @@ methods."""
 from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.ops import _jvp
-from ember.ops._util import with_out, wrap_dim
+from ember.ops._util import int_arg, with_out, wrap_dim
 from ember.ops.indexing import GetItem, Select, transforming
 
 
@@ -73,7 +73,9 @@ def select(input, dim, index):
     if not shape:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
     d = wrap_dim(dim, len(shape))
-    index = int(index)
+    index = int_arg(index)  # (a traced int under jit.trace: the replay follows it)
+    if not isinstance(index, int):
+        index = int(index)
     if not -shape[d] <= index < shape[d]:
         raise IndexError(f"select(): index {index} out of range for tensor of size "
                          f"{list(shape)} at dimension {d}")

@@ -72,7 +72,7 @@ def _axis(input, dim, op):
     if isinstance(dim, (tuple, list)) or isinstance(dim, bool) or dim is None:
         raise TypeError(f"{op}(): argument 'dim' must be int, not {type(dim).__name__}")
     nd = input._data.ndim
-    a = wrap_dim(int(dim), nd)
+    a = wrap_dim(dim, nd)
     return None if nd == 0 else a
 
 

@@ -25,7 +25,7 @@ def _axis(input, dim):
     if isinstance(dim, (tuple, list)) or isinstance(dim, bool) or dim is None:
         raise TypeError(f"argument 'dim' must be int, not {type(dim).__name__}")
     nd = input._data.ndim
-    a = wrap_dim(int(dim), nd)
+    a = wrap_dim(dim, nd)
     return None if nd == 0 else a
 
 

@@ -187,7 +187,7 @@ def _prepare(input, dim, dtype):
     if dtype is not None:
         input = input.to(dtype)
     nd = input._data.ndim
-    axis = wrap_dim(int(dim), nd)
+    axis = wrap_dim(dim, nd)
     return input, (None if nd == 0 else axis)
 
 
