@@ -522,12 +522,23 @@ class _Trace(_modes.Mode):
             # dim, size, exponent or margin; a check's number) would be replayed as the
             # example's, or its check skipped: the call runs eagerly instead
             self.break_on_read(t, what)
-        elif t._data.dtype.kind in "iub" and (t._data.ndim or what in ("__index__", "__int__")):
-            # a vector's values (lengths, split points, offsets) as Python numbers, or a
-            # 0-d tensor given where an int goes (a dim, shift, size: ``__index__`` or
-            # ``__int__``); any other number read inside an op is most often a check
-            # that raises instead
+        elif t._data.dtype.kind in "iub" and (t._data.ndim or what in ("__index__", "__int__")
+                                               or t._data.dtype.kind != "b" or
+                                               self._compares_a_number(t)):
+            # a vector's values (lengths, split points, offsets) as Python numbers, a 0-d
+            # integer tensor given where a number goes (a dim, shift, size, ``alpha``,
+            # ``p``: any read), or a comparison of one (``alpha != 1``: the branch
+            # taken); any other 0-d bool read inside an op is most often a check that
+            # raises instead
             self.warn_read(t)
+
+    def _compares_a_number(self, t):
+        """Whether the traced 0-d ``t`` was computed by one node from a 0-d integer tensor
+        (``alpha != 1``, ``n < 0`` on a tensor given for a number)."""
+        v = self.value_of(t)
+        return v.kind == "node" and any(
+            i.type == "Tensor" and i.shape == () and i.dtype is not None and
+            i.dtype.name.startswith(("int", "uint")) for i in v.node.inputs)
 
     def break_on_read(self, t, what):
         """A capture for ``compile``: ``t``'s values became a Python value (``what``)

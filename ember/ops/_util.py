@@ -1,6 +1,7 @@
 """Helpers shared by the op families: binding to Tensor, dtype promotion, dims."""
 import functools
 import operator
+import sys
 import weakref
 
 import numpy as np
@@ -427,12 +428,43 @@ def _zero_d_int(v):
     return isinstance(v, Tensor) and v._data.ndim == 0 and v._data.dtype.kind in "iu"
 
 
+# the code of the ember functions that hand an int read from a traced 0-d tensor only
+# to recorded ops (``follows_int_reads``); any other function that reads one gets a plain
+# int, and the trace warns that it keeps the example's value: a traced int used in a
+# branch, a loop count or a shape computed in Python would be kept silently
+_FOLLOWS = set()
+
+
+def follows_int_reads(fn):
+    """Decorator: ``fn`` passes the ints it reads from 0-d tensors (``int_arg``,
+    ``wrap_dim``...) only to recorded ops, never into a branch or a Python computation,
+    so under ``jit.trace`` those reads are recorded (``aten::Int``) and a replay follows
+    them. tests/test_opinfo_trace_int_args.py checks each such op at other values."""
+    _FOLLOWS.add(fn.__code__)
+    return fn
+
+
+def _reader_follows():
+    """Whether the ember function reading an int now (the innermost public one on the
+    stack, past these helpers and private ones) declared :func:`follows_int_reads`."""
+    f = sys._getframe(3)
+    while f is not None:
+        co = f.f_code
+        if co not in _READ_HELPERS and co.co_name[0] not in "_<":
+            return co in _FOLLOWS
+        f = f.f_back
+    return False
+
+
 def _traced_int(v, ndim=None):
     """Under ``jit.trace``, a traced 0-d integer tensor ``v`` (or a traced int) read as an
-    int (a dim of a tensor of ``ndim`` dims when given): the traced int of the node the
-    trace records for the read, so a replay takes the value of that call. Else None."""
+    int (a dim of a tensor of ``ndim`` dims when given) by a function that follows such
+    reads: the traced int of the node the trace records for the read, so a replay takes
+    the value of that call. Else None (a plain read, which the trace reports)."""
     m = _mode_with("int_read")
-    return None if m is None else m.int_read(v, ndim)
+    if m is None or not _reader_follows():
+        return None
+    return m.int_read(v, ndim)
 
 
 def int_arg(v):
@@ -453,6 +485,9 @@ def int_args(v):
     if isinstance(v, (list, tuple)):
         return type(v)(int_arg(x) for x in v) if any(isinstance(x, Tensor) for x in v) else v
     return int_arg(v)
+
+
+_READ_HELPERS = {int_arg.__code__, int_args.__code__, wrap_dim.__code__}
 
 
 def wrap_dims(dim, ndim):
@@ -476,6 +511,9 @@ def wrap_dims(dim, ndim):
             raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
         seen.add(d)
     return dims
+
+
+_READ_HELPERS.add(wrap_dims.__code__)
 
 
 def as_tensor_like(x, ref):

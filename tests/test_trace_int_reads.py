@@ -1,0 +1,146 @@
+"""``jit.trace`` of a 0-d integer tensor read as an int (an index, a dim, a count): the
+read is a recorded node (``aten::Int``), so the traced function called with another
+tensor gives eager's answer, as PyTorch's trace does; saved TorchScript loads in
+``torch.jit.load`` and ``ember.jit.load`` and follows the value there too; where the
+value cannot be followed the trace says so with a ``TracerWarning``
+(docs/differences.md, "jit.trace follows 0-d tensors read as ints (fifteenth pass)")."""
+import io
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+
+# each traced at k=1; called at other values (negative ones wrap as in eager)
+_FOLLOWED = {
+    "select index": (lambda m, x, k: x.select(0, k), (0, 2, -1)),
+    "select index, neg": (lambda m, x, k: x.select(1, k - 2), (0, 3, -1)),
+    "max dim keepdim": (lambda m, x, k: m.max(x, k, True).values, (0, -1)),
+    "min dim indices": (lambda m, x, k: m.min(x, dim=k).indices, (0, -2)),
+    "sum dim": (lambda m, x, k: x.sum(k), (0, -1)),
+    "softmax dim": (lambda m, x, k: m.softmax(x, k), (0, -2)),
+    "cumsum dim": (lambda m, x, k: m.cumsum(x, k), (0, -1)),
+    "transpose": (lambda m, x, k: x.transpose(k, 0), (0, -1)),
+    "unsqueeze": (lambda m, x, k: x.unsqueeze(k), (0, 2, -1)),
+    "topk": (lambda m, x, k: m.topk(x[0], k + 1).values, (0, 2)),
+    "narrow start": (lambda m, x, k: x.narrow(1, k, 2), (0, 2)),
+}
+
+
+_WHOLE = ("topk", "narrow start")
+
+
+def _module(f):
+    class M(ember.nn.Module):
+        def forward(self, x, k):
+            return f(ember, x, k)
+    return M()
+
+
+def _trace(f, x, k):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        traced = ember.jit.trace(_module(f), (x, k))
+    kept = [str(w.message) for w in seen if issubclass(w.category, ember.jit.TracerWarning)]
+    return traced, kept
+
+
+@pytest.mark.parametrize("name", sorted(_FOLLOWED))
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+def test_trace_follows_the_value_at_other_values_and_batch_sizes(name, dtype):
+    """Traced at k=1, called at other k and at another batch size: eager's answer (ember
+    kept the example's k and warned, or for a dim gave the example's reduction)."""
+    f, others = _FOLLOWED[name]
+    dt = getattr(ember, dtype)
+    gen = np.random.default_rng(0)
+    x = ember.tensor(gen.standard_normal((3, 4)).astype(np.float32))
+    traced, kept = _trace(f, x, ember.tensor(1, dtype=dt))
+    assert not kept, kept
+    for rows in (3, 5):
+        xb = ember.tensor(gen.standard_normal((rows, 4)).astype(np.float32))
+        for k in (1,) + others:
+            want = f(ember, xb, ember.tensor(k, dtype=dt))
+            got = traced(xb, ember.tensor(k, dtype=dt))
+            assert got.shape == want.shape, (rows, k)
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("name", sorted(_FOLLOWED))
+def test_saved_trace_follows_the_value_in_torch_and_ember(name):
+    """``jit.save`` writes ``int(k)`` (``aten::Int``): ``torch.jit.load`` gives torch's
+    answer at other values and ``ember.jit.load`` gives ember's."""
+    f, others = _FOLLOWED[name]
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4) * 0.5 - 2
+    traced, _ = _trace(f, ember.tensor(x), ember.tensor(1))
+    buf = io.BytesIO()
+    ember.jit.save(traced, buf)
+    # (topk and narrow are one recorded call that takes the tensor itself)
+    assert ("int(" in traced.code) == (name not in _WHOLE)
+    buf.seek(0)
+    in_torch = torch.jit.load(buf)
+    buf.seek(0)
+    in_ember = ember.jit.load(buf)
+    for k in (1,) + others:
+        want = f(torch, torch.tensor(x), torch.tensor(k))
+        np.testing.assert_array_equal(in_torch(torch.tensor(x), torch.tensor(k)).numpy(),
+                                      want.numpy())
+        np.testing.assert_allclose(in_ember(ember.tensor(x), ember.tensor(k)).numpy(),
+                                   want.numpy(), rtol=1e-6)
+
+
+def test_gradients_flow_through_the_other_inputs():
+    """``x`` requires grad: the replay at another k gives eager's gradient of ``x``."""
+    def f(m, x, k):
+        return (m.softmax(x, k) * x).select(0, k).sum()
+    x0 = np.arange(12.0).reshape(3, 4) * 0.25
+    traced, kept = _trace(f, ember.tensor(x0, requires_grad=True), ember.tensor(1))
+    assert not kept
+    for k in (0, 1, -1):
+        grads = []
+        for run in (traced, lambda x, k: f(ember, x, k)):
+            x = ember.tensor(x0, requires_grad=True)
+            run(x, ember.tensor(k)).backward()
+            grads.append(x.grad.numpy())
+        np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12)
+        tx = torch.tensor(x0, requires_grad=True)
+        f(torch, tx, torch.tensor(k)).backward()
+        np.testing.assert_allclose(grads[0], tx.grad.numpy(), rtol=1e-12)
+
+
+def test_a_read_made_a_plain_number_still_warns():
+    """``roll``'s shifts are a list (PyTorch's trace keeps them, silently): ember keeps
+    the example's value too and says so, naming the function, at the user's line."""
+    traced, kept = _trace(lambda m, x, k: m.roll(x, k, 1), ember.arange(8.0).view(2, 4),
+                          ember.tensor(1))
+    assert any("roll() computed with the values of the traced tensor %k" in w for w in kept)
+
+
+def test_an_out_of_range_dim_still_raises_eagers_error():
+    """The read of a dim checks its range at every run, as eager does."""
+    traced, _ = _trace(lambda m, x, k: x.sum(k), ember.ones(2, 3), ember.tensor(1))
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        traced(ember.ones(2, 3), ember.tensor(2))
+
+
+def test_onnx_export_of_a_dim_read_from_a_tensor_is_refused_by_name():
+    """A dim is an ONNX attribute: PyTorch's exporter refuses a dim read from a tensor
+    input ("expected a constant value of the 'dim' argument"); ember's names the op
+    (it wrote the example's dim before, silently, or failed with a TypeError)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ember.onnx.UnsupportedOnnxExport if hasattr(
+                ember.onnx, "UnsupportedOnnxExport") else Exception, match="Int"):
+            ember.onnx.export(_module(lambda m, x, k: x.sum(k)), (ember.ones(2, 3),
+                              ember.tensor(1)), io.BytesIO())
+
+
+def test_compile_still_breaks_on_the_read():
+    """``ember.compile`` runs such a call eagerly (a graph break) and follows the value."""
+    def fn(x, k):
+        return x.select(0, k) + x.sum(k).sum()
+    compiled = ember.compile(fn)
+    x = ember.arange(12.0).view(3, 4)
+    for k in (1, 0, -1):
+        assert compiled(x, ember.tensor(k)).tolist() == fn(x, ember.tensor(k)).tolist()
