@@ -355,6 +355,9 @@ class _Trace(_modes.Mode):
         n = co.co_argcount + co.co_kwonlyargcount + bool(co.co_flags & 4) + \
             bool(co.co_flags & 8)
         ins = {id(v) for v in inputs}
+        # (a tensor read as an int by an input node is an input too: ``index_select``'s dim)
+        ins.update(id(v.node.inputs[0]) for v in inputs
+                   if v.node is not None and v.node.target is TensorInt)
         for name in co.co_varnames[:n]:
             for t in _flat_leaves(outer.f_locals.get(name)):
                 if not isinstance(t, Tensor) or t._data.dtype.kind not in "iub" or \

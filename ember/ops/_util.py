@@ -487,7 +487,15 @@ def int_args(v):
     return int_arg(v)
 
 
-_READ_HELPERS = {int_arg.__code__, int_args.__code__, wrap_dim.__code__}
+def int_or_traced(v):
+    """``int(v)``; a 0-d integer tensor read under ``jit.trace`` by a function that
+    follows such reads stays a traced int (:func:`int_arg`)."""
+    v = int_arg(v)
+    return v if type(v) is not bool and isinstance(v, int) else int(v)
+
+
+_READ_HELPERS = {int_arg.__code__, int_args.__code__, wrap_dim.__code__,
+                 int_or_traced.__code__}
 
 
 def wrap_dims(dim, ndim):
