@@ -18,9 +18,8 @@ from opinfo_trace_int_args import cases, run_case
 STRIDE = 1 if os.environ.get("OPINFO_TRACE_INT_ARGS_ALL") else 3
 
 _NUMBER = ("a number argument (alpha/beta, p, ord, correction, max, steps, edge_order, "
-           "polygamma's n, mvlgamma's p) read in Python (a branch, a NumPy scalar): ember "
+           "mvlgamma's p) read in Python (a branch, a NumPy scalar): ember "
            "keeps it and warns; torch's trace records aten::Int/ScalarImplicit")
-_OFFSET = "a diagonal's offset picks the result's shape in Python: kept, warned"
 _SHAPING = ("a dim, count or size that shapes the computation in Python (the key of a "
             "select, a window, a loop count, a view's strides, a pooling window): kept, "
             "warned")
@@ -45,21 +44,9 @@ KNOWN = {
     ("linspace.tensor_overload", "scalar"): _NUMBER,
     ("logspace.tensor_overload", "scalar"): _NUMBER,
     ("gradient", "scalar"): _NUMBER,
-    ("polygamma.polygamma_n_0", "scalar"): _NUMBER,
-    ("polygamma.polygamma_n_1", "scalar"): _NUMBER,
-    ("polygamma.polygamma_n_2", "scalar"): _NUMBER,
-    ("polygamma.polygamma_n_3", "scalar"): _NUMBER,
-    ("polygamma.polygamma_n_4", "scalar"): _NUMBER,
     ("mvlgamma.mvlgamma_p_1", "scalar"): _NUMBER,
     ("mvlgamma.mvlgamma_p_3", "scalar"): _NUMBER,
     ("mvlgamma.mvlgamma_p_5", "scalar"): _NUMBER,
-    ("diag", "scalar"): _OFFSET,
-    ("diag_embed", "scalar"): _OFFSET,
-    ("diagonal", "scalar"): _OFFSET,
-    ("diagonal_copy", "scalar"): _OFFSET,
-    ("linalg.diagonal", "scalar"): _OFFSET,
-    ("tril", "scalar"): _OFFSET,
-    ("triu", "scalar"): _OFFSET,
     ("select", "scalar"): _SHAPING,
     ("select_scatter", "scalar"): _SHAPING,
     ("aminmax", "scalar"): _SHAPING,

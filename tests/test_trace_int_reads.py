@@ -161,3 +161,35 @@ def test_compile_still_breaks_on_the_read():
     x = ember.arange(12.0).view(3, 4)
     for k in (1, 0, -1):
         assert compiled(x, ember.tensor(k)).tolist() == fn(x, ember.tensor(k)).tolist()
+
+
+# traced at k=2, called at k=1: before, each answered the example's result silently
+_SILENT_BEFORE = {
+    "addmm alpha": lambda m, x, k: m.addmm(x[:, :3], x, x.t(), alpha=k),
+    "rot90 k": lambda m, x, k: m.rot90(x, k),
+    "diff n": lambda m, x, k: m.diff(x, k),
+    "norm p": lambda m, x, k: m.norm(x, k),
+    "dist p": lambda m, x, k: m.dist(x, x * 2, k),
+    "avg_pool2d divisor_override": lambda m, x, k: m.nn.functional.avg_pool2d(
+        x.view(1, 1, 3, 4), 2, divisor_override=k),
+    "tensordot dims": lambda m, x, k: m.tensordot(x.view(3, 2, 2), x.view(2, 2, 3), k),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SILENT_BEFORE))
+def test_a_number_read_from_a_traced_tensor_is_never_kept_silently(name):
+    """``addmm(..., alpha=k)``, ``rot90(x, k)``, ``norm(x, k)``... with a traced 0-d
+    integer ``k``: the trace follows ``k`` or warns that it keeps it (ember read it as a
+    Python number or compared it, ``alpha != 1``, and the trace replayed the example's
+    answer with no word)."""
+    f = _SILENT_BEFORE[name]
+    x = ember.arange(12.0).view(3, 4) * 0.25 + 1
+    traced, kept = _trace(f, x, ember.tensor(2))
+    want = f(ember, x, ember.tensor(1)).numpy()
+    try:
+        got = traced(x, ember.tensor(1)).numpy()
+        follows = got.shape == want.shape and np.allclose(got, want)
+    except (RuntimeError, ValueError):  # (the example's shapes met the other value's)
+        follows = False
+    assert follows or any("computed with the values of the traced tensor" in w
+                          for w in kept), kept
