@@ -193,3 +193,32 @@ def test_a_number_read_from_a_traced_tensor_is_never_kept_silently(name):
         follows = False
     assert follows or any("computed with the values of the traced tensor" in w
                           for w in kept), kept
+
+
+_ONNX_FOLLOWED = {
+    "topk k": (lambda m, x, k: m.topk(x[0], k + 1).values, (0, 2)),
+    "narrow start": (lambda m, x, k: x.narrow(1, k, 2), (0, 2)),
+    "narrow negative start": (lambda m, x, k: x.narrow(1, k - 3, 2), (0,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ONNX_FOLLOWED))
+def test_onnx_export_takes_the_tensor_as_an_input(name):
+    """``topk``'s k and ``narrow``'s start given as a 0-d tensor are inputs of the file
+    (TopK's K, Slice's starts), as in PyTorch's exporter: onnxruntime follows them at
+    other values and batch sizes (ember raised TypeError / refused before)."""
+    import onnxruntime as ort
+    f, others = _ONNX_FOLLOWED[name]
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4) * 0.5 - 2
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ember.onnx.export(_module(f), (ember.tensor(x), ember.tensor(1)), buf,
+                          input_names=["x", "k"], dynamic_axes={"x": [0]})
+    sess = ort.InferenceSession(buf.getvalue())
+    for rows in (3, 5):
+        xb = np.resize(x, (rows, 4))
+        for k in (1,) + others:
+            want = f(ember, ember.tensor(xb), ember.tensor(k)).numpy()
+            got = sess.run(None, {"x": xb, "k": np.asarray(k)})[0]
+            np.testing.assert_array_equal(got, want)

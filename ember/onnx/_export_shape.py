@@ -390,6 +390,15 @@ def _narrow(g, node, x, dim, start, length):
         starts = g.op("Add", [size, g.ints([start])])
         return g.op("Slice", [g.tensor(x), starts, g.op("Add", [starts, g.ints([length])]),
                               g.ints([dim])])
+    if isinstance(start, Ref) and start.value.type == "Tensor":
+        # a 0-d tensor start (PyTorch's exporter feeds it to Slice too), wrapped into the
+        # dim as eager wraps a negative start: Slice would count -2 + length from the end
+        size = g.op("Gather", [g.op("Shape", [g.tensor(x)]), g.ints([dim])], axis=0)
+        k = g.op("Reshape", [g.op("Cast", [g.tensor(start)],
+                                  to=g.elem_type(np.dtype(np.int64))), g.ints([1])])
+        starts = g.op("Mod", [k, size])
+        return g.op("Slice", [g.tensor(x), starts, g.op("Add", [starts, g.ints([length])]),
+                              g.ints([dim])])
     starts = g.ints([start])
     return g.op("Slice", [g.tensor(x), starts, g.op("Add", [starts, g.ints([length])]),
                           g.ints([dim])])
