@@ -355,12 +355,14 @@ def export(model, args, f=None, export_params=True, verbose=False,
         except UnsupportedOnnxExport as e:
             raise _unsupported(n, opset, str(e)) from None
         except TypeError:
-            if not any(v.node is not None and v.node.op == "Int" for v in n.inputs):
+            if not any(v.node is not None and v.node.op == "Int" or
+                       v.type == "Tensor" and v.shape == () and v.dtype is not None and
+                       v.dtype.name.startswith(("int", "uint")) for v in n.inputs):
                 raise
             # a converter that writes this argument as an attribute or a Python number
             raise _unsupported(n, opset, "takes an int read from a tensor's value (traced "
-                               "aten::Int) where ONNX needs a constant; PyTorch's exporter "
-                               "refuses such a dim too") from None
+                               "aten::Int, or a 0-d integer tensor) where ONNX needs a "
+                               "constant; PyTorch's exporter refuses such a dim too") from None
         if isinstance(outs, str):
             outs = [outs]
         for v, name in zip(n.outputs, outs):
