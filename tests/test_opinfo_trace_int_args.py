@@ -49,7 +49,6 @@ KNOWN = {
     ("mvlgamma.mvlgamma_p_5", "scalar"): _NUMBER,
     ("select", "scalar"): _SHAPING,
     ("select_scatter", "scalar"): _SHAPING,
-    ("aminmax", "scalar"): _SHAPING,
     ("nn.functional.glu", "scalar"): _SHAPING,
     ("unfold", "scalar"): _SHAPING,
     ("unfold_copy", "scalar"): _SHAPING,

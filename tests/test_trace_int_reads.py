@@ -37,6 +37,7 @@ _FOLLOWED = {
     "var dim": (lambda m, x, k: x.var(k), (0, -1)),
     "flip dims": (lambda m, x, k: x.flip([k]), (0, -1)),
     "squeeze dim": (lambda m, x, k: x[:1].squeeze(k), (0, -1)),
+    "aminmax dim": (lambda m, x, k: m.aminmax(x, dim=k).max, (0, -1)),
 }
 
 
@@ -78,10 +79,10 @@ def test_trace_follows_the_value_at_other_values_and_batch_sizes(name, dtype):
             np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
-# (Diagonal, DiagEmbed and _Var have no TorchScript spelling yet; index_select's
-# constant index array made inside the function cannot be written)
+# (Diagonal, DiagEmbed, _Var and _Aminmax have no TorchScript spelling yet;
+# index_select's constant index array made inside the function cannot be written)
 _SAVED = sorted(set(_FOLLOWED) - {"diagonal offset", "diag_embed offset", "var dim",
-                                  "index_select dim"})
+                                  "index_select dim", "aminmax dim"})
 
 
 @pytest.mark.parametrize("name", _SAVED)

@@ -503,11 +503,11 @@ def wrap_dims(dim, ndim):
     if dim is None:
         return tuple(range(ndim))
     if isinstance(dim, (int, np.integer)) or _zero_d_int(dim):
-        return (wrap_dim(dim if _zero_d_int(dim) else operator.index(dim), ndim),)
+        return (wrap_dim(dim, ndim),)
     if isinstance(dim, str) or not hasattr(dim, "__iter__"):
         raise TypeError(f"argument 'dim' must be int or tuple of ints, not {type(dim).__name__}")
     try:
-        dims = tuple(wrap_dim(d if _zero_d_int(d) else operator.index(d), ndim) for d in dim)
+        dims = tuple(wrap_dim(d, ndim) for d in dim)
     except TypeError:
         raise TypeError("argument 'dim' must be tuple of ints, but found an element of type "
                         f"{type(next(d for d in dim if not isinstance(d, int))).__name__}"

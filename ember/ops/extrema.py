@@ -428,6 +428,7 @@ def amin(input, dim=(), keepdim=False, *, out=None):
 
 
 @with_out
+@follows_int_reads
 def aminmax(input, *, dim=None, keepdim=False, out=None):
     """``(min, max)`` over ``dim`` (an int) or all elements, as a named tuple."""
     refuse_kinds(input, "c", "\"aminmax_cpu\" not implemented for '{type}'",
