@@ -14,7 +14,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import follows_int_reads, int_args, reduced_float, scalar_type_name
+from ember.ops._util import int_args, reduced_float, scalar_type_name
 from ember.ops.pooling import GatherFlat, ScatterFlat, _adjoint_in_x, _as_2d, _flat_in_x, _zero_in_x
 
 # the names torch also has at top level, with the same signature
@@ -320,7 +320,6 @@ def _adaptive_max(name, nd, input, output_size, return_indices):
     return (out, idx) if return_indices else out
 
 
-@follows_int_reads
 def adaptive_max_pool1d(input, output_size, return_indices=False):
     """1-D adaptive max pooling: (N, C, L) -> (N, C, output_size)."""
     return _adaptive_max("adaptive_max_pool1d", 1, input, output_size, return_indices)

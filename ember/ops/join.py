@@ -349,7 +349,6 @@ def chunk(input, chunks, dim=0):
     return split(input, -(-input.shape[d] // chunks), d)
 
 
-@follows_int_reads
 def tensor_split(input, indices_or_sections, dim=0):
     """Split into ``n`` nearly equal pieces (an int), or at the given indices (a list or
     1-D int tensor); pieces are views."""

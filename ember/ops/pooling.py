@@ -24,7 +24,7 @@ from ember.backend import array_module
 from ember.backend import fast_kernels as _fast_kernels
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
-from ember.ops._util import follows_int_reads, int_args, reduced_float, refuse_dtype, with_out
+from ember.ops._util import int_args, reduced_float, refuse_dtype, with_out
 from ember.ops.conv import Geom
 from ember.ops.unary import _ZerosLikeOf
 
@@ -698,7 +698,6 @@ def _max_pool_op(input, g, return_indices):
     return (MaxPool3D if g.nd == 3 else MaxPool).apply(input, g)
 
 
-@follows_int_reads
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """1-D max pooling over (N, C, L) or (C, L); ``stride`` defaults to ``kernel_size``.
@@ -707,7 +706,6 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                      return_indices)
 
 
-@follows_int_reads
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """2-D max pooling over (N, C, H, W) or (C, H, W); ``stride`` defaults to ``kernel_size``.
@@ -721,7 +719,6 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                      return_indices)
 
 
-@follows_int_reads
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """3-D max pooling over (N, C, D, H, W) or (C, D, H, W)."""
