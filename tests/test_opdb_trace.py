@@ -370,12 +370,19 @@ def test_replayed_split_with_sizes_that_no_longer_add_up_raises():
         traced(ember.randn(5, 2))
 
 
-def test_onnx_refuses_a_tensor_input_used_as_a_number():
-    """narrow's start given as a 0-d tensor is a graph input: its value cannot be frozen
-    into the file (the exporter raised TypeError)."""
+def test_onnx_takes_a_tensor_start_as_an_input():
+    """narrow's start given as a 0-d tensor is a graph input: its value is never frozen
+    into the file (the exporter raised TypeError, then refused it); as in PyTorch's
+    exporter it is Slice's start, so onnxruntime follows it."""
+    import onnxruntime as ort
     m = _Call(lambda x, s: ember.narrow(x, 1, s, 2))
-    with pytest.raises(ember.onnx.UnsupportedOnnxExport, match="narrow"):
-        ember.onnx.export(m, (ember.randn(3, 5), ember.tensor(1)), io.BytesIO())
+    buf = io.BytesIO()
+    x = ember.randn(3, 5)
+    ember.onnx.export(m, (x, ember.tensor(1)), buf, input_names=["x", "s"])
+    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    for s in (0, 3, -2):
+        got = sess.run(None, {"x": x.numpy(), "s": np.asarray(s)})[0]
+        np.testing.assert_array_equal(got, ember.narrow(x, 1, ember.tensor(s), 2).numpy())
 
 
 def test_zero_dim_cumsum_saves_and_exports():

@@ -176,8 +176,9 @@ def test_max_with_a_tensor_dim_and_keepdim_is_the_reduction():
 @pytest.mark.parametrize("name", ["roll", "sum", "max keepdim", "avg_pool1d", "topk"])
 def test_zero_d_argument_under_trace_and_compile_is_data(name):
     """A traced 0-d tensor given for an int: ``ember.compile`` follows its value (the
-    call runs eagerly), ``jit.trace`` records it (``topk``) or warns that it keeps the
-    example's value, never freezes it silently."""
+    call runs eagerly), ``jit.trace`` records the read (``aten::Int``: ``sum``'s and
+    ``max``'s dim, ``topk``'s k) or warns that it keeps the example's value (``roll``'s
+    shifts, pooling sizes: PyTorch's trace keeps them too), never freezes it silently."""
     f = _ZERO_D_CALLS[name]
 
     def fn(x, k):
@@ -192,7 +193,7 @@ def test_zero_d_argument_under_trace_and_compile_is_data(name):
     warned = any("traced tensor" in str(w.message) for w in seen)
     follows = traced(x, ember.tensor(0)).tolist() == fn(x, ember.tensor(0)).tolist()
     assert follows or warned
-    assert follows == (name == "topk")
+    assert follows == (name in ("topk", "sum", "max keepdim"))
 
 
 _SIZED = {

@@ -38,7 +38,10 @@ the user's file and line (``warnings.warn_explicit``): those Tensor methods tell
 visible modes (``python_value``). The same reads inside ember's own code (a 0-d tensor
 given as a dim or an exponent, a check's number) are a graph break for a ``compile``
 capture (:meth:`_Trace.break_on_read`): its graph would replay the example's number.
-``jit.trace`` keeps them as PyTorch's tracer does.
+Under ``jit.trace`` a 0-d integer tensor read as an int by an op that hands it only to
+recorded ops (``ember.ops._util.follows_int_reads``) is a node, ``Int`` (PyTorch's
+``aten::Int``), which the op's node takes as an input, so a replay follows the value;
+any other such read warns that the trace keeps it (:mod:`ember._graph.value_reads`).
 
 What cannot be recorded faithfully fails loudly, naming the op and the user's line:
 forward-mode AD computed beside the ops (``jvp``/``jacfwd`` while tangents are not a
@@ -50,7 +53,6 @@ numbers, so the trace holds at the example's sizes.
 Only the thread that started the trace records: the capture passes other threads'
 calls on down unrecorded.
 """
-import os
 import sys
 import threading
 
@@ -60,19 +62,15 @@ from ember import _tensor
 from ember._graph.call_args import call_args
 from ember._graph.ir import ArrayRef, Graph, Node, Ref, arg_names
 from ember._graph.local_names import name_from_locals
-from ember._graph.loud import _BACKWARD_MSG, _LOUD_MSGS, TracerWarning, _warn
+from ember._graph.loud import _BACKWARD_MSG, TracerWarning, _warn
 from ember._graph.names import NORM_CALLS, RANDOM_CALLS, RNN_CALLS
-from ember._graph.symint import SymInt, _size, _state  # noqa: F401  (re-exported)
+from ember._graph.symint import SymInt, TensorInt, _size, _state  # noqa: F401
+from ember._graph.value_reads import _EMBER_DIR, _WRAPPERS, ValueReads
 from ember.autograd import _modes
 
 Tensor = _tensor.Tensor
 
 __all__ = ["TracerWarning", "SymInt", "capture", "is_tracing", "current", "call_args"]
-
-_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# ember's nn modules: their forwards are the user's model, as PyTorch's are to its tracer
-# (BatchNorm's ``1 / float(num_batches_tracked)``): a value read there warns as in user code
-_MODULES_DIR = os.path.join(_EMBER_DIR, "nn", "modules") + os.sep
 
 
 def written_as_constant(t, what):
@@ -89,11 +87,6 @@ def written_as_constant(t, what):
     v = tr.graph.add_constant(_tensor._make(t._data.copy()), _meta(t))
     tr.tmap[id(t)] = (t, v)
     tr.amap[id(t._data)] = (t._data, v)
-
-
-_WRAPPERS = frozenset(("wrapper", "wrapped", "named", "inner", "fn", "run", "forward",
-                       "decorated", "<lambda>", "<genexpr>", "<listcomp>", "module_call",
-                       "composite", "composite_locals", "call", "op"))
 
 
 def values_read(t):
@@ -202,7 +195,7 @@ def _flat_leaves(tree):
         yield tree
 
 
-class _Trace(_modes.Mode):
+class _Trace(ValueReads, _modes.Mode):
     """One running capture, a mode on the mode stack: the graph being built and the maps
     from live tensors (and their arrays) to graph Values. ``depth`` > 0 pauses it (the
     calls then go on down unrecorded)."""
@@ -238,6 +231,7 @@ class _Trace(_modes.Mode):
         self.warned_backward = False
         self.loose = False  # the call being encoded has an int/bool array of no value
         self.warned_frozen = set()
+        self.int_reads = []  # (value, ember function, where) of each traced int read
 
     # ----- values -----------------------------------------------------------------------
     def register(self, t, v):
@@ -354,6 +348,9 @@ class _Trace(_modes.Mode):
         n = co.co_argcount + co.co_kwonlyargcount + bool(co.co_flags & 4) + \
             bool(co.co_flags & 8)
         ins = {id(v) for v in inputs}
+        # (a tensor read as an int by an input node is an input too: ``index_select``'s dim)
+        ins.update(id(v.node.inputs[0]) for v in inputs
+                   if v.node is not None and v.node.target is TensorInt)
         for name in co.co_varnames[:n]:
             for t in _flat_leaves(outer.f_locals.get(name)):
                 if not isinstance(t, Tensor) or t._data.dtype.kind not in "iub" or \
@@ -442,62 +439,6 @@ class _Trace(_modes.Mode):
         d = t._data
         e = self.amap.get(id(d))
         return e is not None and e[0] is d
-
-    def python_value(self, t, what):
-        """A traced tensor became a Python value in user code: a TracerWarning there.
-        An integer or boolean vector (lengths, split points, a mask) read so inside
-        ember: the op's result keeps its values (:meth:`warn_read`)."""
-        if self.thread != threading.get_ident() or id(t) not in self.tmap:
-            return
-        f = sys._getframe(3)  # python_value <- _python_value <- Tensor method <- caller
-        where = f.f_code.co_filename
-        if not where.startswith(_EMBER_DIR) or where.startswith(_MODULES_DIR):
-            _warn(_LOUD_MSGS[what], f)
-        elif self.depth:
-            return
-        elif self.breaks is not None:
-            # compile: any value read inside ember's own code (a 0-d tensor passed as a
-            # dim, size, exponent or margin; a check's number) would be replayed as the
-            # example's, or its check skipped: the call runs eagerly instead
-            self.break_on_read(t, what)
-        elif t._data.dtype.kind in "iub" and (t._data.ndim or what in ("__index__", "__int__")):
-            # a vector's values (lengths, split points, offsets) as Python numbers, or a
-            # 0-d tensor given where an int goes (a dim, shift, size: ``__index__`` or
-            # ``__int__``); any other number read inside an op is most often a check
-            # that raises instead
-            self.warn_read(t)
-
-    def break_on_read(self, t, what):
-        """A capture for ``compile``: ``t``'s values became a Python value (``what``)
-        inside ember's own code: a graph break naming the ember function and the
-        user's line."""
-        f, names = sys._getframe(2), []
-        while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
-            names.append(f.f_code.co_name)
-            f = f.f_back
-        fn = next((n for n in reversed(names) if n not in _WRAPPERS and n[0] != "_"),
-                  names[-1] if names else "an ember op")
-        self.breaks.append((f"{fn}() read the values of the traced tensor "
-                            f"%{self.value_of(t).name} as Python values ({what.strip('_')})",
-                            (f.f_code.co_filename, f.f_lineno) if f is not None else None))
-
-    def warn_read(self, t):
-        """See :func:`values_read`: once per ember function and user line."""
-        f, names = sys._getframe(2), []
-        while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
-            names.append(f.f_code.co_name)
-            f = f.f_back
-        # the function the user called, past the decorators' wrappers
-        fn = next((n for n in reversed(names) if n not in _WRAPPERS and n[0] != "_"),
-                  names[-1] if names else "an ember op")
-        key = (fn, f.f_code.co_filename, f.f_lineno) if f is not None else (fn,)
-        if key in self.warned_frozen:
-            return
-        self.warned_frozen.add(key)
-        name = self.value_of(t).name
-        _warn(f"{fn}() computed with the values of the traced tensor %{name} outside the "
-              "recorded ops, so the trace keeps what it made of them as constants: it might "
-              "not generalize to other inputs!", f)
 
     def module_call(self, module, call, args, kwargs):
         """An ``nn.Module`` call: the nodes its forward records carry its scope name, and
@@ -752,8 +693,6 @@ def _op_key(cls):
     """The IR op name of a primitive: ember's own class name (``Add``), which stays
     stable whatever name the class shows PyTorch users (``AddBackward0``)."""
     return cls.__dict__.get("_op_name") or cls.__name__
-
-
 
 
 # ----- starting and ending -------------------------------------------------------------

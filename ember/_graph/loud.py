@@ -40,8 +40,13 @@ def _warn(msg, frame):
     if frame is None:
         warnings.warn(msg, TracerWarning, stacklevel=3)
         return
-    g = frame.f_globals
-    where = (msg, TracerWarning, frame.f_code.co_filename, frame.f_lineno)
+    _warn_at(msg, frame.f_globals, frame.f_code.co_filename, frame.f_lineno)
+
+
+def _warn_at(msg, g, filename, lineno):
+    """``msg`` as a TracerWarning at ``filename:lineno`` of the module with globals ``g``
+    (a line kept from earlier in the trace)."""
+    where = (msg, TracerWarning, filename, lineno)
     registry = g.setdefault("__warningregistry__", {})
     try:
         warnings.warn_explicit(*where, module=g.get("__name__"), registry=registry,

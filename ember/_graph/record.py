@@ -87,4 +87,7 @@ def record(fn, args, module, strict, snapshot, script_calls=False, python_ops=Fa
         out = fn(*args)
         g.output_spec = _bind_outputs(st, out, strict, None)
     g.eliminate_dead_code()
+    if st.int_reads:
+        st.warn_unused_reads({id(v) for n in g.nodes for v in n.inputs} |
+                             {id(v) for v in g.outputs()})
     return g, out, st.snapshots

@@ -8,7 +8,7 @@ import threading
 from ember import _tensor
 from ember._graph.loud import _LOUD_MSGS, _warn
 
-__all__ = ["SymInt"]
+__all__ = ["SymInt", "TensorInt"]
 
 _active = _tensor._mode_active
 
@@ -139,6 +139,27 @@ def _sym_neg(self):
 
 
 SymInt.__neg__ = _sym_neg
+
+
+class TensorInt:
+    """A traced 0-d integer tensor read where an int goes (a dim, an index, a count):
+    the node a trace records for the read (PyTorch's ``aten::Int``), so a replay takes
+    the value the tensor has then. With ``ndim``, the int is a dim of a tensor of that
+    many dims, wrapped and range-checked at every run as eager checks it (the aten ops
+    its TorchScript spelling feeds wrap negative dims themselves). ``v`` may also be a
+    traced int already read (a dim read twice). Its TorchScript and ONNX spellings are
+    this class's ``torchscript`` and ``onnx`` attributes (``ember.jit._codegen_ops``,
+    ``ember.onnx._export_shape``)."""
+
+    _op_name = "Int"
+
+    def forward(self, v, ndim=None):
+        """(the signature of the node's arguments, read by the IR's printer)"""
+
+    @staticmethod
+    def apply(v, ndim=None):
+        from ember.ops._util import int_arg, wrap_dim
+        return int_arg(v) if ndim is None else wrap_dim(v, ndim)
 
 
 def _size(t, dim):

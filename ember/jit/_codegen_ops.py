@@ -7,6 +7,7 @@ module, so importing it registers every emitter.
 import numpy as np
 
 from ember._graph.ir import Ref
+from ember._graph.symint import TensorInt
 from ember.jit._codegen_emitter import emits, literal
 from ember.ops import (
     attention,
@@ -517,6 +518,13 @@ _INT_OPS = {"int.add": "+", "int.sub": "-", "int.mul": "*", "int.floordiv": "//"
 @emits(*_INT_OPS)
 def _int_op(em, node, a, b):
     return f"({em.e(a)} {_INT_OPS[node.op]} {em.e(b)})"
+
+
+@emits(TensorInt)
+def _tensor_int(em, node, v, ndim=None):
+    """``aten::Int`` of the tensor; a dim read so stays unwrapped, as the aten ops that
+    take it wrap a negative dim themselves."""
+    return f"int({em.e(v)})" if _is_tensor_arg(v) else em.e(v)
 
 
 @emits("int.neg")

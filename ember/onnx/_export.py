@@ -127,7 +127,10 @@ class GraphBuilder:
         int)."""
         from ember._graph.ir import Ref
         if isinstance(v, Ref):
-            if v.value.data is None:  # a tensor input used as a number (narrow's start)
+            if v.value.data is None or id(v.value) in self.dynamic and \
+                    v.value.node is not None and v.value.node.op == "Int":
+                # a tensor input (narrow's start), or an int read from a tensor's value,
+                # where the op takes a Python number (PyTorch's exporter refuses it too)
                 raise UnsupportedOnnxExport(
                     f"the graph input {v.value.name} where the op takes a Python number: its "
                     "value would be frozen into the file")
@@ -178,15 +181,18 @@ class GraphBuilder:
 
 def _dynamic_int_values(graph, dynamic_axes, input_names):
     """Ids of the int Values (sizes and arithmetic on them) that depend on a dynamic axis."""
+    from ember._graph.symint import TensorInt
     dyn_dims = set()
+    # an int read from a tensor's value (``x.select(0, k)``) follows it in every run
+    reads = {id(n.outputs[0]) for n in graph.nodes if n.target is TensorInt}
     for i, v in enumerate(graph.inputs):
         name = input_names[i] if i < len(input_names) else v.name
         axes = (dynamic_axes or {}).get(name)
         if axes:
             for a in (axes if isinstance(axes, (list, tuple)) else axes.keys()):
                 dyn_dims.add((id(v), a % max(len(v.shape or ()), 1)))
-    dynamic = set()
-    if not dyn_dims:
+    dynamic = set(reads)
+    if not dyn_dims and not reads:
         return dynamic
     tensor_dyn = {id(v) for v in graph.inputs}  # tensors whose shape may vary
     for n in graph.nodes:
@@ -195,7 +201,7 @@ def _dynamic_int_values(graph, dynamic_axes, input_names):
             dim = n.attrs.get("dim", 0)
             nd = len(src.shape or ())
             if id(src) in tensor_dyn and ((id(src), dim % max(nd, 1)) in dyn_dims or
-                                          src.kind != "input"):
+                                          (src.kind != "input" and dyn_dims)):
                 dynamic.add(id(n.outputs[0]))
         elif any(id(v) in dynamic for v in n.inputs if v.type == "int"):
             dynamic.update(id(o) for o in n.outputs)
@@ -348,6 +354,15 @@ def export(model, args, f=None, export_params=True, verbose=False,
             outs = conv(gb, n, *n.args, **n.kwargs)
         except UnsupportedOnnxExport as e:
             raise _unsupported(n, opset, str(e)) from None
+        except TypeError:
+            if not any(v.node is not None and v.node.op == "Int" or
+                       v.type == "Tensor" and v.shape == () and v.dtype is not None and
+                       v.dtype.name.startswith(("int", "uint")) for v in n.inputs):
+                raise
+            # a converter that writes this argument as an attribute or a Python number
+            raise _unsupported(n, opset, "takes an int read from a tensor's value (traced "
+                               "aten::Int, or a 0-d integer tensor) where ONNX needs a "
+                               "constant; PyTorch's exporter refuses such a dim too") from None
         if isinstance(outs, str):
             outs = [outs]
         for v, name in zip(n.outputs, outs):

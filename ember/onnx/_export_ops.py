@@ -483,6 +483,9 @@ def _top(g, x, k, dim, largest):
     if k is None:
         size = g.op("Gather", [g.op("Shape", [g.tensor(x)]),
                                g.const(np.asarray([d], np.int64))], axis=0)
+    elif isinstance(k, Ref):  # a tensor (or an int read from one): TopK's K is an input
+        size = g.op("Reshape", [g.op("Cast", [g.tensor(k)], to=g.elem_type(np.dtype(np.int64))),
+                                g.const(np.asarray([1], np.int64), "shape1")])
     else:
         size = g.const(np.asarray([k], np.int64), "k")
     return g.op("TopK", [g.tensor(x), size], n_outputs=2, axis=d, largest=int(bool(largest)),
@@ -491,7 +494,8 @@ def _top(g, x, k, dim, largest):
 
 @exports("topk")
 def _topk(g, node, input, k, dim=None, largest=True, sorted=True, out=None):
-    return _top(g, input, int(k), -1 if dim is None else dim, largest)
+    return _top(g, input, k if isinstance(k, Ref) else int(k), -1 if dim is None else dim,
+                largest)
 
 
 @exports("kthvalue")

@@ -8,6 +8,7 @@ imports this module, so importing it registers these too.
 import numpy as np
 
 from ember._graph.ir import Ref
+from ember._graph.symint import TensorInt
 from ember.onnx._export import UnsupportedOnnxExport
 from ember.onnx._export_registry import _axes, _cast_to, _rank, exports
 from ember.ops import diagonals, gather_scatter, join, scan, shape, sorting
@@ -30,6 +31,15 @@ _INT = {"int.add": "Add", "int.sub": "Sub", "int.mul": "Mul", "int.floordiv": "D
 @exports(*_INT)
 def _int_op(g, node, a, b):
     return g.op(_INT[node.op], [g.tensor(a, dtype=np.int64), g.tensor(b, dtype=np.int64)])
+
+
+@exports(TensorInt)
+def _tensor_int(g, node, v, ndim=None):
+    """The int read from a 0-d tensor is that tensor, as int64, in the file (PyTorch's
+    exporter feeds ``aten::Int``'s input to the ops that take it as an input); a dim
+    given so is refused by the ops that need it as an attribute, as PyTorch's exporter
+    refuses it. A negative dim or index is wrapped by the ops that take it."""
+    return g.op("Cast", [g.tensor(v)], to=g.elem_type(np.dtype(np.int64)))
 
 
 @exports("int.neg")
@@ -378,6 +388,15 @@ def _narrow(g, node, x, dim, start, length):
     if isinstance(start, int) and start < 0:  # counted from the end of the (runtime) dim
         size = g.op("Gather", [g.op("Shape", [g.tensor(x)]), g.ints([dim])], axis=0)
         starts = g.op("Add", [size, g.ints([start])])
+        return g.op("Slice", [g.tensor(x), starts, g.op("Add", [starts, g.ints([length])]),
+                              g.ints([dim])])
+    if isinstance(start, Ref) and start.value.type == "Tensor":
+        # a 0-d tensor start (PyTorch's exporter feeds it to Slice too), wrapped into the
+        # dim as eager wraps a negative start: Slice would count -2 + length from the end
+        size = g.op("Gather", [g.op("Shape", [g.tensor(x)]), g.ints([dim])], axis=0)
+        k = g.op("Reshape", [g.op("Cast", [g.tensor(start)],
+                                  to=g.elem_type(np.dtype(np.int64))), g.ints([1])])
+        starts = g.op("Mod", [k, size])
         return g.op("Slice", [g.tensor(x), starts, g.op("Add", [starts, g.ints([length])]),
                               g.ints([dim])])
     starts = g.ints([start])

@@ -6,7 +6,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._util import with_out, wrap_dim, write_out
+from ember.ops._util import follows_int_reads, int_or_traced, with_out, wrap_dim, write_out
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import IndexPut, transforming
 
@@ -138,11 +138,12 @@ def _diag_dims(ndim, dim1, dim2):
     return d1, d2
 
 
+@follows_int_reads
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """The diagonal over dims ``dim1``, ``dim2`` (above it for ``offset > 0``) as a view,
     with the diagonal as the last dim."""
     d1, d2 = _diag_dims(input._data.ndim, dim1, dim2)
-    return Diagonal.apply(input, int(offset), d1, d2)
+    return Diagonal.apply(input, int_or_traced(offset), d1, d2)
 
 
 def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
@@ -173,13 +174,15 @@ class DiagEmbed(Primitive):
     batch = _batch.diag_embed
 
 
+@follows_int_reads
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     """A tensor whose diagonals over ``dim1``, ``dim2`` are the last dim of ``input``
     (zeros elsewhere)."""
     d1, d2 = _diag_dims(input._data.ndim + 1, dim1, dim2)
-    return DiagEmbed.apply(input, int(offset), d1, d2)
+    return DiagEmbed.apply(input, int_or_traced(offset), d1, d2)
 
 
+@follows_int_reads
 def diag(input, diagonal=0, *, out=None):
     """A 1-D input becomes a 2-D matrix with it on diagonal ``diagonal``; a 2-D input
     gives a copy of that diagonal."""
@@ -193,8 +196,9 @@ def diag(input, diagonal=0, *, out=None):
         return write_out(diag_embed(input, diagonal, 0, 1), out)
     if nd == 2:
         if transforming():  # transforms and captures see the diagonal view and its clone
-            return write_out(Diagonal.apply(input, int(diagonal), 0, 1).clone(), out)
-        return write_out(DiagonalCopy.apply(input, int(diagonal), 0, 1), out)
+            return write_out(Diagonal.apply(input, int_or_traced(diagonal), 0, 1).clone(),
+                             out)
+        return write_out(DiagonalCopy.apply(input, int_or_traced(diagonal), 0, 1), out)
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {nd}D")
 
 
@@ -229,14 +233,16 @@ class Triu(Primitive):
 def _tri(name, cls, input, diagonal, out):
     if input._data.ndim < 2:
         raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
-    return write_out(cls.apply(input, int(diagonal)), out)
+    return write_out(cls.apply(input, int_or_traced(diagonal)), out)
 
 
+@follows_int_reads
 def tril(input, diagonal=0, *, out=None):
     """The lower triangle of the last two dims (on and below diagonal ``diagonal``)."""
     return _tri("tril", Tril, input, diagonal, out)
 
 
+@follows_int_reads
 def triu(input, diagonal=0, *, out=None):
     """The upper triangle of the last two dims (on and above diagonal ``diagonal``)."""
     return _tri("triu", Triu, input, diagonal, out)

@@ -9,7 +9,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import int_arg, refuse_kinds, with_out, wrap_dim
+from ember.ops._util import follows_int_reads, int_arg, refuse_kinds, with_out, wrap_dim
 from ember.ops.gather_scatter import scatter_picked
 from ember.ops.reduction import (
     _axes,
@@ -291,6 +291,7 @@ def _select(cls, rtype, input, dim, keepdim):
     return rtype(v, i)
 
 
+@follows_int_reads
 def max(input, *args, **kwargs):
     """The largest element (a 0-d tensor); with ``dim`` (an int), ``(values, indices)``
     along it; with a tensor second argument, the elementwise :func:`maximum`.
@@ -320,6 +321,7 @@ max.__signature__ = _SIGNATURE
 max = with_out(max)
 
 
+@follows_int_reads
 def min(input, *args, **kwargs):
     """The smallest element; with ``dim``, ``(values, indices)``; with a tensor second
     argument, the elementwise :func:`minimum`."""
@@ -426,6 +428,7 @@ def amin(input, dim=(), keepdim=False, *, out=None):
 
 
 @with_out
+@follows_int_reads
 def aminmax(input, *, dim=None, keepdim=False, out=None):
     """``(min, max)`` over ``dim`` (an int) or all elements, as a named tuple."""
     refuse_kinds(input, "c", "\"aminmax_cpu\" not implemented for '{type}'",
@@ -574,6 +577,7 @@ def nanmedian(input, dim=None, keepdim=False, *, out=None):
 
 
 @with_out
+@follows_int_reads
 def mode(input, dim=-1, keepdim=False, *, out=None):
     """The most frequent value along ``dim`` (the smallest of equally frequent ones) and
     the index of its last occurrence, as ``(values, indices)``."""

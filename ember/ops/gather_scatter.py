@@ -16,6 +16,7 @@ from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, check_writes, commit, inplace_method
 from ember.ops._util import (
     checked_scalar,
+    follows_int_reads,
     opmath,
     reduced_float,
     type_name,
@@ -243,6 +244,7 @@ def _gather_checks(op, input, dim, index, src=None):
 
 
 @with_out_apart
+@follows_int_reads
 def gather(input, dim, index, *, sparse_grad=False, out=None):
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim=1`` (likewise for others);
     ``index`` has ``input``'s number of dims and is no larger outside ``dim``."""
@@ -293,6 +295,7 @@ class ScatterReduceArg(Scatter):
 
 
 @with_out
+@follows_int_reads
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     """``input`` with ``src`` (a tensor, or the number ``value``) written at ``index``
     along ``dim``; ``reduce='add'|'multiply'`` combines instead of overwriting."""
@@ -311,6 +314,7 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
 
 
 @with_out
+@follows_int_reads
 def scatter_add(input, dim, index, src):
     """``input`` with ``src`` added at ``index`` along ``dim``; repeated indices sum."""
     src = _src_for(input, src, "scatter_add")
@@ -602,6 +606,7 @@ def _dim_and_index(op, input, dim, index, kinds="int32 or int64", exc=RuntimeErr
 
 
 @with_out_apart
+@follows_int_reads
 def index_select(input, dim, index, *, out=None):
     """The slices of ``input`` along ``dim`` at the positions in ``index`` (1-D)."""
     d, idx = _dim_and_index("index_select", input, dim, index)
@@ -669,6 +674,7 @@ def index_add(input, dim, index, source, *, alpha=1, out=None):
 
 
 @with_out
+@follows_int_reads
 def index_copy(input, dim, index, source, *, out=None):
     """``input`` with ``source``'s slices written along ``dim`` at ``index``."""
     if index._data.dtype != np.int64:

@@ -7,7 +7,13 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
-from ember.ops._util import check_same_device, refuse_out_overlap, wrap_dim, write_out
+from ember.ops._util import (
+    check_same_device,
+    follows_int_reads,
+    refuse_out_overlap,
+    wrap_dim,
+    write_out,
+)
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import GetItem
 from ember.ops.shape import _sizes, atleast_1d, atleast_2d, atleast_3d
@@ -299,6 +305,7 @@ class Unbind(ViewPrimitive):
                           for g, y in zip(grads, outputs)], self.dim), None]
 
 
+@follows_int_reads
 def split(tensor, split_size_or_sections, dim=0):
     """Split into pieces of ``split_size_or_sections`` (an int: equal pieces, the last
     maybe smaller; a list: those sizes) along ``dim``; the pieces are views."""
@@ -326,6 +333,7 @@ def split(tensor, split_size_or_sections, dim=0):
     return SplitWithSizes.apply(tensor, tuple(sizes), d)
 
 
+@follows_int_reads
 def chunk(input, chunks, dim=0):
     """Split into ``chunks`` pieces of ``ceil(size / chunks)`` (there may be fewer)."""
     if chunks <= 0:
@@ -415,6 +423,7 @@ def dsplit(input, indices_or_sections):
     return _split_n("dsplit", input, indices_or_sections, 2, 3)
 
 
+@follows_int_reads
 def unbind(input, dim=0):
     """The slices of ``input`` along ``dim``, as a tuple of views without that dim."""
     nd = input._data.ndim

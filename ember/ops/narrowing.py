@@ -4,7 +4,7 @@ methods."""
 from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.ops import _jvp
-from ember.ops._util import with_out, wrap_dim
+from ember.ops._util import follows_int_reads, int_arg, with_out, wrap_dim
 from ember.ops.indexing import GetItem, Select, transforming
 
 
@@ -67,13 +67,18 @@ def narrow_copy(input, dim, start, length):
     return NarrowCopy.apply(input, d, start, int(length))
 
 
+@follows_int_reads
 def select(input, dim, index):
     """The view of ``input`` at ``index`` along ``dim``, without that dim."""
     shape = input._data.shape
     if not shape:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
-    d = wrap_dim(dim, len(shape))
-    index = int(index)
+    # the dim as a plain number: it picks the key's layout (under jit.trace, a dim read
+    # from a tensor is kept, and the trace says so)
+    d = int(wrap_dim(dim, len(shape)))
+    index = int_arg(index)  # (a traced int under jit.trace: the replay follows it)
+    if not isinstance(index, int):
+        index = int(index)
     if not -shape[d] <= index < shape[d]:
         raise IndexError(f"select(): index {index} out of range for tensor of size "
                          f"{list(shape)} at dimension {d}")

@@ -22,7 +22,16 @@ from ember.backend import array_module
 from ember.backend import gemm as _gemm
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
-from ember.ops._util import cj, opmath, reduced_float, type_name, with_out, wrap_dim, wrap_dims
+from ember.ops._util import (
+    cj,
+    follows_int_reads,
+    opmath,
+    reduced_float,
+    type_name,
+    with_out,
+    wrap_dim,
+    wrap_dims,
+)
 from ember.ops.arithmetic import DivScalar
 
 __all__ = ["sum", "mean", "nansum", "nanmean", "prod", "all", "any", "count_nonzero",
@@ -72,7 +81,7 @@ def _axis(input, dim, op):
     if isinstance(dim, (tuple, list)) or isinstance(dim, bool) or dim is None:
         raise TypeError(f"{op}(): argument 'dim' must be int, not {type(dim).__name__}")
     nd = input._data.ndim
-    a = wrap_dim(int(dim), nd)
+    a = wrap_dim(dim, nd)
     return None if nd == 0 else a
 
 
@@ -289,6 +298,7 @@ _ALL_DIMS = _AllDims()
 
 
 @with_out
+@follows_int_reads
 def sum(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None, out=None):
     """Sum of ``input`` over ``dim`` (an int, a tuple of ints, or all dims when None).
 
@@ -430,6 +440,7 @@ class ProdDim(Prod):
 
 
 @with_out
+@follows_int_reads
 def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
     """Product of ``input``'s elements over one ``dim`` (an int) or all of them.
 

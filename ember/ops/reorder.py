@@ -1,11 +1,14 @@
 """Ops that reorder elements: flips, rolls, ``rot90``, and ``unfold``'s window view along
 one dim. Bound as ``Tensor`` methods (and re-exported) by :mod:`ember.ops.shape`."""
+import operator
+
 import numpy as np
 
+from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import int_args, wrap_dim, wrap_dims
+from ember.ops._util import follows_int_reads, int_args, wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
 from ember.ops.composite_node import one_node
 
@@ -28,6 +31,7 @@ class Flip(Primitive):
     batch = _batch.flip
 
 
+@follows_int_reads
 def flip(input, dims):
     """``input`` with the order of elements reversed along ``dims`` (a copy)."""
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
@@ -107,6 +111,8 @@ def rot90(input, k=1, dims=(0, 1)):
     if d0 == d1:
         raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {d0} and "
                            f"dim1 = {d1}")
+    if isinstance(k, Tensor):
+        k = operator.index(k)  # (the branch taken: a trace keeps it, and says so)
     k %= 4
     if k == 1:
         return flip(input, (d1,)).transpose(d0, d1)

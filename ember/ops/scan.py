@@ -3,6 +3,8 @@
 Each scan's derivative is another scan written in Tensor ops (a reversed cumsum for
 cumsum, a scatter-add for cummax), so second derivatives come for free.
 """
+import operator
+
 import numpy as np
 
 from ember._tensor import Tensor, _make
@@ -12,7 +14,15 @@ from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._util import cj, reduced_float, refuse_dtype, with_out, wrap_dim, write_out
+from ember.ops._util import (
+    cj,
+    follows_int_reads,
+    reduced_float,
+    refuse_dtype,
+    with_out,
+    wrap_dim,
+    write_out,
+)
 from ember.ops.composite_node import one_node
 from ember.ops.gather_scatter import ScatterAdd
 from ember.ops.reduction import _dtype_name, _eye_along, _np_dtype, return_types
@@ -25,7 +35,7 @@ def _axis(input, dim):
     if isinstance(dim, (tuple, list)) or isinstance(dim, bool) or dim is None:
         raise TypeError(f"argument 'dim' must be int, not {type(dim).__name__}")
     nd = input._data.ndim
-    a = wrap_dim(int(dim), nd)
+    a = wrap_dim(dim, nd)
     return None if nd == 0 else a
 
 
@@ -262,6 +272,7 @@ def _refuse_bool_scan(name, dtype):
         raise NotImplementedError(f"\"{name}_out_cpu\" not implemented for 'Bool'")
 
 
+@follows_int_reads
 def cumsum(input, dim, *, dtype=None, out=None):
     """Cumulative sums along ``dim``; bool and integer tensors sum as int64."""
     _refuse_bool_scan("cumsum", dtype)
@@ -274,6 +285,7 @@ def cumsum(input, dim, *, dtype=None, out=None):
                      "cumsum", (input,))
 
 
+@follows_int_reads
 def cumprod(input, dim, *, dtype=None, out=None):
     """Cumulative products along ``dim``; the gradient is exact with zeros in the input."""
     _refuse_bool_scan("cumprod", dtype)
@@ -346,6 +358,7 @@ class _Cummin(_CumExtreme):
 
 
 @with_out
+@follows_int_reads
 def cummax(input, dim):
     """Running maximum along ``dim`` and the index where it was reached, as
     ``(values, indices)``; NaN propagates."""
@@ -355,6 +368,7 @@ def cummax(input, dim):
 
 
 @with_out
+@follows_int_reads
 def cummin(input, dim):
     """Running minimum along ``dim`` and its index, as ``(values, indices)``."""
     axis = _axis(input, dim)
@@ -409,6 +423,7 @@ class Logcumsumexp(Primitive):
 
 
 @with_out
+@follows_int_reads
 def logcumsumexp(input, dim, *, out=None):
     """``log(cumsum(exp(input)))`` along ``dim``, without overflow."""
     if isinstance(input, Tensor) and input.is_complex():
@@ -440,12 +455,15 @@ def _complex_scan(x, dim):
 
 # ----- diff -----------------------------------------------------------------------------------
 @with_out
+@follows_int_reads
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     """The ``n``-th forward difference along ``dim`` (``out[i] = x[i + 1] - x[i]``), after
     joining ``prepend`` and ``append`` to ``input`` along ``dim``. Bool tensors give
     ``x[i + 1] != x[i]``."""
     if input._data.ndim == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
+    if isinstance(n, Tensor):
+        n = operator.index(n)  # (the count of differences: a trace keeps it, and says so)
     if n < 0:
         raise RuntimeError(f"order must be non-negative but got {n}")
     axis = wrap_dim(dim, input._data.ndim)

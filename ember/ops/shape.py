@@ -10,7 +10,7 @@ from ember._tensor import Size, Tensor, _mode_active, _mode_recorder  # noqa: F4
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _wrap
 from ember.ops import _batch, _jvp, reinterpret
-from ember.ops._util import _sizes, wrap_dim, wrap_dims  # noqa: F401  (shape._sizes)
+from ember.ops._util import _sizes, follows_int_reads, wrap_dim, wrap_dims  # noqa: F401  (shape._sizes)
 from ember.ops._views import ViewPrimitive, grad_array, grad_view, passes_array
 
 # expand, broadcasting and its adjoint ``sum_to_size`` live in ``broadcasting``; their
@@ -423,6 +423,7 @@ class Transpose(ViewPrimitive):
         return [grads[0].swapaxes(*self.dims), None, None]
 
 
+@follows_int_reads
 def transpose(input, dim0, dim1, _op=Transpose):
     """Swap two dims (a view)."""
     n = input._data.ndim
@@ -464,6 +465,7 @@ def t(input, _op=T):
     return _op.apply(input, 0, n - 1)  # a vector's transpose is itself, PyTorch's node still
 
 
+@follows_int_reads
 def movedim(input, source, destination):
     """Move dims from ``source`` to ``destination`` positions."""
     n = input._data.ndim
@@ -551,6 +553,7 @@ _SQUEEZES = (Squeeze, SqueezeDim, SqueezeDims)
 _SQUEEZES_INPLACE = (SqueezeAllInplace, SqueezeInplace, SqueezeDimsInplace)
 
 
+@follows_int_reads
 def squeeze(input, dim=None, _ops=_SQUEEZES):
     """Remove dims of size 1 (all, or those in ``dim``)."""
     every, one, several = _ops
@@ -599,6 +602,7 @@ class UnsqueezeInplace(Unsqueeze):
     _op_name = "Unsqueeze"
 
 
+@follows_int_reads
 def unsqueeze(input, dim, _op=Unsqueeze):
     """Insert a dim of size 1 at ``dim``."""
     n = input._data.ndim + 1

@@ -9,7 +9,7 @@ from ember.autograd.node import Primitive
 from ember.autograd.saved import _saved_output_array
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import cj, opmath, to_float, with_out, wrap_dim
+from ember.ops._util import cj, follows_int_reads, opmath, to_float, with_out, wrap_dim
 from ember.ops.reduction import _axes, _dtype_name, _keep
 
 __all__ = ["logsumexp", "softmax", "log_softmax"]
@@ -50,6 +50,7 @@ class _Logsumexp(Primitive):
 
 
 @with_out
+@follows_int_reads
 def logsumexp(input, dim, keepdim=False, *, out=None):
     """``log(sum(exp(input)))`` over ``dim`` (an int or tuple), computed without overflow."""
     if dim is None:
@@ -187,11 +188,12 @@ def _prepare(input, dim, dtype):
     if dtype is not None:
         input = input.to(dtype)
     nd = input._data.ndim
-    axis = wrap_dim(int(dim), nd)
+    axis = wrap_dim(dim, nd)
     return input, (None if nd == 0 else axis)
 
 
 @with_out
+@follows_int_reads
 def softmax(input, dim, dtype=None):
     """``exp(x) / exp(x).sum(dim)`` along ``dim``; ``dtype`` casts the input first.
 
@@ -203,6 +205,7 @@ def softmax(input, dim, dtype=None):
 
 
 @with_out
+@follows_int_reads
 def log_softmax(input, dim, dtype=None):
     """``log(softmax(x, dim))``, computed as ``x - logsumexp(x, dim)`` for stability."""
     input, axis = _prepare(input, dim, dtype)

@@ -20,6 +20,7 @@ from ember.ops import _bessel_kernels as _bk
 from ember.ops import _gamma_kernels as _gk
 from ember.ops._inplace import inplace_method
 from ember.ops._util import (
+    follows_int_reads,
     int_arg,
     not_implemented_for,
     promote_arrays,
@@ -106,6 +107,8 @@ class Polygamma(Primitive):
     save_inputs = (0,)
 
     def forward(self, x, n):
+        if n < 0:  # (here too: a trace's replay takes ``n`` read from a tensor)
+            raise RuntimeError("polygamma(n, x) does not support negative n.")
         x = to_float(x)
         self.n = n
         return _cast(lambda v: _gk.polygamma(n, v))(x)
@@ -124,6 +127,7 @@ class PolygammaInplace(Polygamma):
     _op_name = "Polygamma"
 
 
+@follows_int_reads
 def polygamma(n, input, *, out=None, _op=Polygamma):
     """The ``n``-th derivative of ``digamma`` (``n = 0`` is ``digamma`` itself)."""
     n = int_arg(n)
@@ -131,7 +135,8 @@ def polygamma(n, input, *, out=None, _op=Polygamma):
         raise TypeError(f"polygamma(): argument 'n' must be int, not {type(n).__name__}")
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
-    return write_out(_op.apply(input, int(n)), out, "polygamma", (input,))
+    return write_out(_op.apply(input, n if isinstance(n, int) else int(n)), out, "polygamma",
+                     (input,))
 
 
 @with_out

@@ -12,7 +12,7 @@ from ember._tensor import Tensor
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import opmath, with_out
+from ember.ops._util import follows_int_reads, opmath, with_out
 from ember.ops.reduction import Mean, _axes, _keep, _restore, mean
 
 __all__ = ["std", "var", "std_mean", "var_mean"]
@@ -190,6 +190,7 @@ def _var_args(op, input, dim, unbiased, keepdim, correction):
 
 
 @with_out
+@follows_int_reads
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """Variance over ``dim`` with ``correction`` (Bessel's, 1, by default; ``unbiased=False``
     means 0): ``sum((x - mean)**2) / (N - correction)``; of a complex input, the real
@@ -201,6 +202,7 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=N
 
 
 @with_out
+@follows_int_reads
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """Standard deviation over ``dim``: ``sqrt(var(...))``; its gradient is 0 where it is 0."""
     if input.is_complex():
@@ -209,6 +211,7 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=N
 
 
 @with_out
+@follows_int_reads
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """``(var, mean)`` over ``dim``, as a tuple."""
     axes, c, keepdim = _var_args("var_mean", input, dim, unbiased, keepdim, correction)
@@ -219,6 +222,7 @@ def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, 
 
 
 @with_out
+@follows_int_reads
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
     """``(std, mean)`` over ``dim``, as a tuple."""
     axes, c, keepdim = _var_args("std_mean", input, dim, unbiased, keepdim, correction)

@@ -15,7 +15,7 @@ from ember._tensor import Tensor, _make
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import opmath, reduced_float, with_out
+from ember.ops._util import follows_int_reads, opmath, reduced_float, with_out
 from ember.ops.composite_node import one_node
 from ember.ops.reduction import _axes, _dtype_name, _keep
 
@@ -194,6 +194,7 @@ def _vector_casts(input, p="fro", dim=None, keepdim=False, out=None, dtype=None)
 # with a dtype, PyTorch's one node computes in it (no ToCopyBackward0 below)
 @one_node("LinalgVectorNormBackward0", 1, when=_vector_casts)
 @with_out
+@follows_int_reads
 def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     """The vector norm of ``input`` over ``dim`` (all dims when None) for a number ``p``
     (2 by default or for ``'fro'``; also 1, inf, -inf, 0 and any other p).

@@ -1,7 +1,7 @@
 """Views as new tensors: PyTorch's ``*_copy`` functions (``diagonal_copy``,
 ``slice_copy``, ``view_copy`` ...) and ``unsafe_chunk``/``unsafe_split``, each the view
 op followed by a clone (so gradients are the view's)."""
-from ember.ops._util import wrap_dim
+from ember.ops._util import follows_int_reads, wrap_dim
 
 __all__ = ["alias_copy", "as_strided_copy", "diagonal_copy", "expand_copy", "permute_copy",
            "squeeze_copy", "t_copy", "transpose_copy", "unbind_copy", "unfold_copy",
@@ -54,6 +54,7 @@ _chunk_copy = _copy_variant("chunk", "unsafe_chunk")
 _split_copy = _copy_variant("split", "unsafe_split")
 
 
+@follows_int_reads
 def unsafe_chunk(input, chunks, dim=0):
     """``chunk`` whose pieces are not tracked as views: one ``UnsafeSplitBackward0``
     node, as PyTorch records it."""
