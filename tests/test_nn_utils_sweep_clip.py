@@ -110,6 +110,22 @@ def _clip_cases():
 CLIP_CASES = _clip_cases()
 CASES.update((name, (fn, 2e-6)) for name, fn in CLIP_CASES.items())
 
+@case("clip_grad_norm_ after a backward with create_graph")
+def _(m):
+    lin = linear(m, 3, 2)
+    lin(inputs(m, 4, 3)).pow(2).sum().backward(create_graph=True)
+    total = m.nn.utils.clip_grad_norm_(lin.parameters(), 0.3)
+    m.nn.utils.clip_grad_value_(lin.parameters(), 0.1)
+    # (the accumulated gradient's own node is the engine's, not compared here)
+    return total, [g.detach() for g in grads(lin.parameters())]
+
+
+@case("get_total_norm of tensors that require grad")
+def _(m):
+    params = [p.detach().requires_grad_() for p in linear(m, 3, 2).parameters()]
+    return [m.nn.utils.get_total_norm(params, nt) for nt in (1, 2, INF)]
+
+
 # ---------------------------------------------------------- convert_parameters
 
 def _mixed_params(m):

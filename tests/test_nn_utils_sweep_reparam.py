@@ -275,6 +275,23 @@ for _omap in ("matrix_exp", "cayley", "householder"):
             _orth_batch_case, 1e-5)
 
 
+@case("orthogonal of float64 weights, already orthogonal", tol=1e-12)
+def _(m):
+    lin = linear(m, 4, 4).double()
+    with m.no_grad():
+        lin.weight.copy_(m.eye(4, dtype=m.float64).flip(0))
+    mod = m.nn.utils.parametrizations.orthogonal(lin)
+    return mod.weight, mod.state_dict()
+
+
+@case("spectral_norm with dim=1 on a Linear", tol=1e-5)
+def _(m):
+    mod = m.nn.utils.parametrizations.spectral_norm(linear(m, 4, 5), dim=1)
+    y = mod(inputs(m, 2, 4))
+    y.sum().backward()
+    return y, mod.state_dict(), grads(mod.parameters())
+
+
 @case("orthogonal of a 1-D tensor")
 def _(m):
     m.nn.utils.parametrizations.orthogonal(linear(m, 3, 3), name="bias")
@@ -478,6 +495,8 @@ _PRUNE_STEPS = {
     "global_unstructured Random": lambda m, p, mod: p.global_unstructured(
         [(mod, "weight"), (mod, "bias")], pruning_method=p.RandomUnstructured, amount=0.5),
     "identity": lambda m, p, mod: p.identity(mod, "weight"),
+    "custom_from_mask with a float mask": lambda m, p, mod: p.custom_from_mask(
+        mod, "bias", m.tensor([1.0, 0.0, 2.0, 0.5, 1.0])),
     "ln_structured with importance_scores": lambda m, p, mod: p.ln_structured(
         mod, "weight", 2, n=2, dim=0, importance_scores=m.arange(30.0).reshape(5, 6) % 7),
     "three steps on one tensor": lambda m, p, mod: (
@@ -516,6 +535,15 @@ def _(m):
     dst = p.identity(m.nn.Linear(4, 3), "weight")
     dst.load_state_dict(src.state_dict())
     return dst.weight, dst(inputs(m, 2, 4))
+
+
+@case("prune ln_structured on a Conv2d's input channels")
+def _(m):
+    p = m.nn.utils.prune
+    conv = m.nn.Conv2d(4, 3, 2)
+    p.ln_structured(conv, "weight", 0.5, n=1, dim=1)
+    p.random_structured(conv, "weight", 1, dim=-1)
+    return conv.weight, dict(conv.named_buffers()), conv(inputs(m, 1, 4, 3, 3))
 
 
 @case("prune a parameter that does not exist")

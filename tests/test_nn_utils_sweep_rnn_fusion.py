@@ -99,6 +99,16 @@ def _(m):
     return m.nn.utils.rnn.pad_packed_sequence(packed, padding_value=-2.5)
 
 
+@case("pad_sequence with an empty sequence", tol=0)
+def _(m):
+    return m.nn.utils.rnn.pad_sequence([m.ones(0, 2), m.ones(2, 2)], batch_first=True)
+
+
+@case("pack_padded_sequence of an empty batch")
+def _(m):
+    m.nn.utils.rnn.pack_padded_sequence(m.ones(0, 2, 1), [0, 0])
+
+
 @case("pad_sequence with a bad padding_side")
 def _(m):
     m.nn.utils.rnn.pad_sequence(_seqs(m, (2, 3)), padding_side="middle")
@@ -312,6 +322,14 @@ for _spelling in ("func", "stateless"):
                 _functional_call_case(_spelling, _given, _tie), 1e-6)
     CASES[f"functional_call via {_spelling} strict with a missing key"] = (
         _functional_call_case(_spelling, ("scale",), strict=True), 1e-6)
+
+
+@case("functional_call strict with an unexpected key")
+def _(m):
+    lin = linear(m, 3, 2)
+    given = {k: v.detach() for k, v in lin.named_parameters()}
+    given["extra"] = m.zeros(1)
+    return m.func.functional_call(lin, given, (inputs(m, 2, 3),), strict=True)
 
 
 @case("stateless.functional_call with a kwargs dict and a bare argument")
