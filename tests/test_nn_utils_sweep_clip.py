@@ -181,6 +181,26 @@ def _(m):
     return params
 
 
+@case("vector_to_parameters with a float64 vector into float32 parameters")
+def _(m):
+    params = _mixed_params(m)
+    m.nn.utils.vector_to_parameters(m.arange(15.0, dtype=m.float64) / 7, params)
+    return params, [p.dtype for p in params]
+
+
+@case("vector_to_parameters with a 2-D vector")
+def _(m):
+    params = _mixed_params(m)
+    m.nn.utils.vector_to_parameters(m.arange(16.0).reshape(4, 4), params)
+    return params
+
+
+@case("clip_grad_norm_ with a tensor max_norm")
+def _(m):
+    params = _params_with_grads(m, ("f32", "f64"))
+    return m.nn.utils.clip_grad_norm_(params, m.tensor(0.25)), grads(params)
+
+
 @case("vector_to_parameters with a longer vector")
 def _(m):
     params = _mixed_params(m)
