@@ -415,6 +415,20 @@ def _(m):
     return mod.weight, mod(inputs(m, 2, 3).double())
 
 
+@case("assigning through a parametrization without right_inverse")
+def _(m):
+    mod = m.nn.utils.parametrize.register_parametrization(linear(m, 3, 3), "weight",
+                                                          m.nn.Tanh())
+    mod.weight = m.zeros(3, 3)
+
+
+@case("assigning a float64 value through right_inverse")
+def _(m):
+    mod = m.nn.utils.parametrize.register_parametrization(linear(m, 3, 3), "weight",
+                                                          _symmetric(m))
+    mod.weight = m.eye(3, dtype=m.float64)
+
+
 @case("parametrize changing the shape without unsafe")
 def _(m):
     class First(m.nn.Module):

@@ -109,6 +109,29 @@ def _(m):
     m.nn.utils.rnn.pack_padded_sequence(m.ones(0, 2, 1), [0, 0])
 
 
+@case("pad_sequence mixing dtypes, with gradients", tol=0)
+def _(m):
+    a = m.ones(2, 1, requires_grad=True)
+    b = (m.arange(3.0, dtype=m.float64) / 3).reshape(3, 1).requires_grad_()
+    out = m.nn.utils.rnn.pad_sequence([a, b], padding_side="left")
+    (out * m.arange(6.0).reshape(3, 2, 1)).sum().backward()
+    return out, a.grad, b.grad
+
+
+for _sorted in (True, False):
+    def _packed_graph_case(m, enforce=_sorted):
+        seqs = _seqs(m, (4, 2, 3) if not enforce else (4, 3, 2), requires_grad=True)
+        packed = m.nn.utils.rnn.pack_sequence(seqs, enforce_sorted=enforce)
+        back = m.nn.utils.rnn.unpack_sequence(packed)
+        sum((t * (i + 1)).sum() for i, t in enumerate(back)).backward()
+        padded = m.nn.utils.rnn.pad_sequence(seqs, batch_first=True)
+        parts = m.nn.utils.rnn.unpad_sequence(padded, m.tensor([len(s) for s in seqs]),
+                                              batch_first=True)
+        return _packed(packed), back, [s.grad for s in seqs], parts
+    CASES[f"pack_sequence / unpack_sequence graphs enforce_sorted={_sorted}"] = (
+        _packed_graph_case, 0)
+
+
 @case("pad_sequence with a bad padding_side")
 def _(m):
     m.nn.utils.rnn.pad_sequence(_seqs(m, (2, 3)), padding_side="middle")
