@@ -34,11 +34,15 @@ _GRAD_KINDS = {
     "big": lambda rng: (rng.standard_normal(7) * 1e3).astype(np.float32),
     "tiny": lambda rng: (rng.standard_normal(7) * 1e-4).astype(np.float32),
     "empty": lambda rng: np.zeros((0, 3), np.float32),
+    # squares past float32's range, and squares below its smallest subnormal
+    "huge": lambda rng: np.array([1e20, -3e20, 2e20], np.float32),
+    "minute": lambda rng: np.array([1e-25, -3e-25], np.float32),
     "None": lambda rng: np.zeros(2, np.float32),
 }
 _GRAD_SETS = [("f32",), ("f32", "f64"), ("f64", "f32"), ("0d", "f32"), ("None", "f32"),
               ("noncontig", "f32"), ("nan", "f32"), ("inf", "f32"), ("-inf",), ("-0.0",),
-              ("-0.0", "f32"), ("big", "tiny"), ("empty", "f32"), (), ("None",)]
+              ("-0.0", "f32"), ("big", "tiny"), ("empty", "f32"), (), ("None",),
+              ("huge", "f32"), ("minute",)]
 _NORM_TYPES = (0, 1, 2, 3.5, INF, -INF)
 
 

@@ -164,6 +164,24 @@ for _dim in (0, 1, 2, -1):
         _weight_norm_gradgrad_case(_dim), 1e-5)
 
 
+@case("saving a whole parametrized module")
+def _(m):
+    m.save(m.nn.utils.parametrizations.weight_norm(linear(m, 2, 2)), io.BytesIO())
+
+
+@case("legacy weight_norm module deep-copied and saved whole")
+def _(m):
+    import copy
+    mod = m.nn.utils.weight_norm(linear(m, 3, 2))
+    twin = copy.deepcopy(mod)
+    buf = io.BytesIO()
+    m.save(twin, buf)
+    buf.seek(0)
+    loaded = m.load(buf, weights_only=False)
+    x = inputs(m, 2, 3)
+    return twin(x), loaded(x), loaded.state_dict()
+
+
 @case("weight_norm twice on one name")
 def _(m):
     mod = m.nn.utils.weight_norm(linear(m, 2, 2))
