@@ -29,7 +29,9 @@ class Raised:
 def _leaf(x):
     if isinstance(x, (ember.Tensor, torch.Tensor)):
         fn = x.grad_fn
-        values = x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        # (torch has no NumPy bfloat16: both sides compare it widened, exactly)
+        values = (x.float() if str(x.dtype).endswith("bfloat16") else x).numpy()
         return ("tensor", str(x.dtype).split(".")[-1], tuple(x.shape),
                 None if fn is None else type(fn).__name__, values)
     if isinstance(x, (ember.dtype, torch.dtype)):

@@ -35,6 +35,8 @@ _GRAD_KINDS = {
     "tiny": lambda rng: (rng.standard_normal(7) * 1e-4).astype(np.float32),
     "empty": lambda rng: np.zeros((0, 3), np.float32),
     # squares past float32's range, and squares below its smallest subnormal
+    "f16": lambda rng: (rng.standard_normal(6) * 30).astype(np.float32),
+    "bf16": lambda rng: (rng.standard_normal(6) * 30).astype(np.float32),
     "huge": lambda rng: np.array([1e20, -3e20, 2e20], np.float32),
     "minute": lambda rng: np.array([1e-25, -3e-25], np.float32),
     "None": lambda rng: np.zeros(2, np.float32),
@@ -42,7 +44,7 @@ _GRAD_KINDS = {
 _GRAD_SETS = [("f32",), ("f32", "f64"), ("f64", "f32"), ("0d", "f32"), ("None", "f32"),
               ("noncontig", "f32"), ("nan", "f32"), ("inf", "f32"), ("-inf",), ("-0.0",),
               ("-0.0", "f32"), ("big", "tiny"), ("empty", "f32"), (), ("None",),
-              ("huge", "f32"), ("minute",)]
+              ("huge", "f32"), ("minute",), ("f16", "f32"), ("bf16",), ("f16", "bf16")]
 _NORM_TYPES = (0, 1, 2, 3.5, INF, -INF)
 
 
@@ -55,6 +57,10 @@ def _params_with_grads(m, kinds):
         if kind == "noncontig":
             p = m.nn.Parameter(m.zeros(a.shape[::-1]))
             p.grad = m.tensor(np.ascontiguousarray(a.T)).t()
+        elif kind in ("f16", "bf16"):
+            dtype = m.float16 if kind == "f16" else m.bfloat16
+            p = m.nn.Parameter(m.zeros(a.shape, dtype=dtype))
+            p.grad = m.tensor(a).to(dtype)
         elif kind != "None":
             p.grad = m.tensor(a)
         params.append(p)
