@@ -192,18 +192,24 @@ for _bf in (False, True):
         return m.nn.utils.rnn.unpad_sequence(padded, m.tensor([3, 5, 2]), batch_first=bf)
 
 
-def _rnn_case(kind, bf, enforce):
+def _rnn_case(kind, bf, enforce, **kwargs):
     def run(m):
-        rnn = getattr(m.nn, kind)(3, 4, num_layers=2, batch_first=bf, bidirectional=True)
+        rnn = getattr(m.nn, kind)(3, 4, num_layers=2, batch_first=bf, bidirectional=True,
+                                  **kwargs)
         seqs = _seqs(m, (2, 5, 3) if not enforce else (5, 3, 2), requires_grad=True)
         packed = m.nn.utils.rnn.pack_sequence(seqs, enforce_sorted=enforce)
         out, state = rnn(packed)
         padded, lens = m.nn.utils.rnn.pad_packed_sequence(out, batch_first=bf)
         (padded.sum() + (state[0] if kind == "LSTM" else state).sum()).backward()
-        return _packed(out), padded, lens, state, [s.grad for s in seqs]
+        return (_packed(out), padded, lens, state, [s.grad for s in seqs],
+                [p.grad for p in rnn.parameters()])
     return run
 
 
+CASES["RNN (relu) on packed sequences"] = (_rnn_case("RNN", True, False, nonlinearity="relu"),
+                                           1e-5)
+CASES["LSTM with proj_size on packed sequences"] = (_rnn_case("LSTM", False, False,
+                                                              proj_size=2), 1e-5)
 for _kind in ("LSTM", "GRU"):
     for _bf in (False, True):
         for _sorted in (True, False):
