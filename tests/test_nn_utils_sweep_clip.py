@@ -211,6 +211,23 @@ def _(m):
     return m.nn.utils.clip_grad_norm_(params, m.tensor(0.25)), grads(params)
 
 
+@case("parameters_to_vector of a lazy module")
+def _(m):
+    return m.nn.utils.parameters_to_vector(m.nn.LazyLinear(3).parameters())
+
+
+@case("vector_to_parameters into a lazy module")
+def _(m):
+    m.nn.utils.vector_to_parameters(m.ones(5), m.nn.LazyLinear(3).parameters())
+
+
+@case("clip_grad_norm_ and get_total_norm on a lazy module")
+def _(m):
+    lin = m.nn.LazyLinear(3)
+    out = [m.nn.utils.clip_grad_norm_(lin.parameters(), 1.0)]
+    return out + [m.nn.utils.get_total_norm([lin.weight])]
+
+
 @case("vector_to_parameters with a longer vector")
 def _(m):
     params = _mixed_params(m)

@@ -182,6 +182,44 @@ def _(m):
     return twin(x), loaded(x), loaded.state_dict()
 
 
+@case("legacy weight_norm of a lazy module")
+def _(m):
+    m.nn.utils.weight_norm(m.nn.LazyLinear(3))
+
+
+@case("legacy spectral_norm of a lazy module")
+def _(m):
+    m.nn.utils.spectral_norm(m.nn.LazyLinear(3))
+
+
+@case("parametrizations.weight_norm of a lazy module")
+def _(m):
+    m.nn.utils.parametrizations.weight_norm(m.nn.LazyLinear(3))
+
+
+@case("parametrizations.spectral_norm of a lazy module")
+def _(m):
+    m.nn.utils.parametrizations.spectral_norm(m.nn.LazyLinear(3))
+
+
+@case("register_parametrization on a lazy module's weight")
+def _(m):
+    m.nn.utils.parametrize.register_parametrization(m.nn.LazyLinear(3), "weight", m.nn.Tanh())
+
+
+for _method in ("l1_unstructured", "random_unstructured", "identity", "global"):
+    def _lazy_prune_case(m, method=_method):
+        p, lin = m.nn.utils.prune, m.nn.LazyLinear(3)
+        if method == "identity":
+            p.identity(lin, "weight")
+        elif method == "global":
+            p.global_unstructured([(lin, "weight")], pruning_method=p.L1Unstructured,
+                                  amount=0.5)
+        else:
+            getattr(p, method)(lin, "weight", 0.5)
+    CASES[f"prune {_method} of a lazy module"] = (_lazy_prune_case, 1e-6)
+
+
 @case("weight_norm twice on one name")
 def _(m):
     mod = m.nn.utils.weight_norm(linear(m, 2, 2))

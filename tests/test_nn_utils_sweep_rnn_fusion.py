@@ -311,6 +311,16 @@ def _(m):
     return m.nn.utils.fuse_conv_bn_weights(w, None, rm, rv, 1e-5, None, None)
 
 
+@case("fuse_conv_bn_eval of a lazy convolution")
+def _(m):
+    m.nn.utils.fuse_conv_bn_eval(m.nn.LazyConv2d(3, 2).eval(), m.nn.BatchNorm2d(3).eval())
+
+
+@case("fuse_linear_bn_eval of a lazy linear layer")
+def _(m):
+    m.nn.utils.fuse_linear_bn_eval(m.nn.LazyLinear(3).eval(), m.nn.BatchNorm1d(3).eval())
+
+
 @case("fuse_linear_bn_eval with a training module")
 def _(m):
     m.nn.utils.fuse_linear_bn_eval(m.nn.Linear(2, 2), m.nn.BatchNorm1d(2).eval())

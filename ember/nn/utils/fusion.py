@@ -5,6 +5,7 @@ import copy
 
 from ember import _core as ember
 from ember.nn.parameter import Parameter
+from ember.nn.utils._lazy import refuse_uninitialized
 
 __all__ = ["fuse_conv_bn_eval", "fuse_conv_bn_weights", "fuse_linear_bn_eval",
            "fuse_linear_bn_weights"]
@@ -39,6 +40,8 @@ def fuse_conv_bn_weights(conv_w, conv_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b, trans
 def fuse_conv_bn_eval(conv, bn, transpose=False):
     """A copy of ``conv`` whose weight and bias include the eval-mode ``bn`` after it."""
     assert not (conv.training or bn.training), "Fusion only for eval!"
+    refuse_uninitialized([*conv.parameters(), *bn.parameters(), *bn.buffers()],
+                         "fuse_conv_bn_eval", RuntimeError)
     fused = copy.deepcopy(conv)
     assert bn.running_mean is not None and bn.running_var is not None
     fused.weight, fused.bias = fuse_conv_bn_weights(
@@ -65,6 +68,8 @@ def fuse_linear_bn_eval(linear, bn):
     """A copy of ``linear`` whose weight and bias include the eval-mode ``bn`` after
     it."""
     assert not (linear.training or bn.training), "Fusion only for eval!"
+    refuse_uninitialized([*linear.parameters(), *bn.parameters(), *bn.buffers()],
+                         "fuse_linear_bn_eval")
     fused = copy.deepcopy(linear)
     assert linear.out_features == bn.num_features or bn.num_features == 1, \
         "To fuse, linear.out_features must equal bn.num_features or bn.num_features must be 1"

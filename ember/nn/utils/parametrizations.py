@@ -8,6 +8,7 @@ from ember.autograd.grad_mode import no_grad
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
 from ember.nn.utils import parametrize
+from ember.nn.utils._lazy import refuse_uninitialized
 
 __all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 
@@ -110,6 +111,7 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     weight = getattr(module, name, None)
     if not isinstance(weight, Tensor):
         raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
+    refuse_uninitialized([weight], "spectral_norm", RuntimeError)
     if dim is None:
         dim = 1 if _transposed_conv(module) else 0
     parametrize.register_parametrization(module, name,

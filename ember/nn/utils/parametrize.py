@@ -15,6 +15,7 @@ from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
 from ember.nn.modules.container import ModuleDict, ModuleList
 from ember.nn.parameter import Parameter
+from ember.nn.utils._lazy import refuse_uninitialized
 
 __all__ = ["register_parametrization", "remove_parametrizations", "is_parametrized", "cached",
            "ParametrizationList", "type_before_parametrizations",
@@ -222,6 +223,7 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
         module.parametrizations[tensor_name].unsafe |= unsafe
     elif tensor_name in module._buffers or tensor_name in module._parameters:
         original = getattr(module, tensor_name)
+        refuse_uninitialized([original], "register_parametrization", RuntimeError)
         plist = ParametrizationList([parametrization], original, unsafe=unsafe)
         delattr(module, tensor_name)
         if not is_parametrized(module):

@@ -5,6 +5,7 @@ from ember import _core as ember
 from ember.autograd.grad_mode import no_grad
 from ember.nn import functional as F
 from ember.nn.parameter import Parameter
+from ember.nn.utils._lazy import refuse_uninitialized
 from ember.nn.utils.parametrizations import _transposed_conv
 
 __all__ = ["SpectralNorm", "spectral_norm", "remove_spectral_norm"]
@@ -62,6 +63,7 @@ class SpectralNorm:
                                    f"parameter {name}")
         fn = SpectralNorm(name, n_power_iterations, dim, eps)
         weight = module._parameters[name]
+        refuse_uninitialized([weight], "spectral_norm")
         with no_grad():
             mat = fn.reshape_weight_to_matrix(weight)
             h, w = mat.shape

@@ -5,6 +5,7 @@ import warnings
 
 from ember import _core as ember
 from ember.nn.parameter import Parameter
+from ember.nn.utils._lazy import refuse_uninitialized
 
 __all__ = ["WeightNorm", "weight_norm", "remove_weight_norm"]
 
@@ -32,6 +33,7 @@ class WeightNorm:
                                    f"parameter {name}")
         fn = WeightNorm(name, dim)
         weight = getattr(module, name)
+        refuse_uninitialized([weight], "weight_norm")
         del module._parameters[name]
         module.register_parameter(name + "_g", Parameter(ember.norm_except_dim(weight, 2, fn.dim)
                                                          .detach()))
