@@ -267,6 +267,25 @@ def _(m):
     return y, mod.state_dict()
 
 
+for _legacy in (False, True):
+    for _dim in (-1, -2, 2):
+        def _sn_dim_case(m, legacy=_legacy, dim=_dim):
+            fn = (m.nn.utils.spectral_norm if legacy
+                  else m.nn.utils.parametrizations.spectral_norm)
+            mod = fn(linear(m, 4, 5), dim=dim)
+            y = mod(inputs(m, 2, 4))
+            return y, mod.state_dict()
+        CASES[f"{'legacy ' if _legacy else ''}spectral_norm dim={_dim}"] = (_sn_dim_case, 1e-5)
+
+
+@case("spectral_norm of float64 weights", tol=1e-12)
+def _(m):
+    mod = m.nn.utils.parametrizations.spectral_norm(linear(m, 4, 5).double(), eps=1e-8)
+    y = mod(inputs(m, 2, 4).double())
+    y.sum().backward()
+    return y, mod.state_dict(), grads(mod.parameters())
+
+
 @case("spectral_norm with n_power_iterations=0")
 def _(m):
     m.nn.utils.parametrizations.spectral_norm(m.nn.Linear(3, 3), n_power_iterations=0)
