@@ -404,6 +404,16 @@ def _(m):
     return y, g.grad, mod.weight
 
 
+@case("functional_call giving a parametrized tensor by its own name", tol=1e-6)
+def _(m):
+    mod = m.nn.utils.parametrize.register_parametrization(linear(m, 3, 3), "weight",
+                                                          m.nn.Tanh())
+    w = m.full((3, 3), 0.5, requires_grad=True)
+    y = m.func.functional_call(mod, {"weight": w}, (inputs(m, 2, 3),))
+    y.sum().backward()
+    return y, w.grad, mod.state_dict(), mod.weight
+
+
 # -------------------------------------------------------------------- skip_init
 
 @case("skip_init: shapes, dtypes, the random stream untouched")
