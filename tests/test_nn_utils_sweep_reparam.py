@@ -286,6 +286,14 @@ def _(m):
     return y, mod.state_dict(), grads(mod.parameters())
 
 
+@case("legacy spectral_norm's state-dict metadata, before and after remove")
+def _(m):
+    net = m.nn.Sequential(m.nn.utils.spectral_norm(linear(m, 4, 5)), linear(m, 5, 2))
+    before = dict(net.state_dict()._metadata)
+    m.nn.utils.remove_spectral_norm(net[0])
+    return before, dict(net.state_dict()._metadata)
+
+
 @case("spectral_norm with n_power_iterations=0")
 def _(m):
     m.nn.utils.parametrizations.spectral_norm(m.nn.Linear(3, 3), n_power_iterations=0)
