@@ -294,6 +294,14 @@ def _(m):
     return before, dict(net.state_dict()._metadata)
 
 
+@case("legacy hooks: the weight before the first forward")
+def _(m):
+    sn = m.nn.utils.spectral_norm(linear(m, 4, 5))
+    wn = m.nn.utils.weight_norm(linear(m, 4, 5), dim=1)
+    return (sn.weight, sn.weight.requires_grad, wn.weight, sorted(dict(sn.named_buffers())),
+            [n for n, _ in wn.named_parameters()])
+
+
 @case("spectral_norm with n_power_iterations=0")
 def _(m):
     m.nn.utils.parametrizations.spectral_norm(m.nn.Linear(3, 3), n_power_iterations=0)
