@@ -538,6 +538,21 @@ def _(m):
     return mod.weight
 
 
+for _leave in (True, False):
+    def _unsafe_remove_case(m, leave=_leave):
+        class HalfFirst(m.nn.Module):
+            def forward(self, x):
+                return x[0].half()
+        P = m.nn.utils.parametrize
+        mod = P.register_parametrization(linear(m, 3, 3), "bias", m.nn.Tanh())
+        P.register_parametrization(mod, "weight", HalfFirst(), unsafe=True)
+        param = mod.parametrizations.weight.original
+        P.remove_parametrizations(mod, "weight", leave_parametrized=leave)
+        return mod.weight, mod.weight is param, mod.state_dict(), type(mod).__name__
+    CASES[f"remove_parametrizations(leave_parametrized={_leave}) of an unsafe one"] = (
+        _unsafe_remove_case, 0)
+
+
 @case("parametrized module deep-copied")
 def _(m):
     import copy

@@ -257,6 +257,15 @@ def remove_parametrizations(module, tensor_name, leave_parametrized=True):
         if leave_parametrized:
             with no_grad():
                 t = getattr(module, tensor_name)
+            if t.dtype != original.dtype:
+                # the parameter keeps its identity (optimizers hold it): PyTorch's set_
+                # refuses to change its dtype, and so does ember
+                raise RuntimeError(
+                    f"remove_parametrizations(leave_parametrized=True): the parametrized "
+                    f"'{tensor_name}' has dtype {t.dtype} but its original has "
+                    f"{original.dtype}, and the original tensor, kept for optimizers "
+                    "holding it, cannot change dtype. Use leave_parametrized=False, or a "
+                    "parametrization that keeps the dtype.")
             with no_grad():
                 # the parameter object stays the same, so optimizers keep working
                 _assign(original, t)
