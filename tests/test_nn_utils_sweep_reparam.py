@@ -571,6 +571,17 @@ def _(m):
     return dst.weight, dst.state_dict(), type(dst).__name__
 
 
+@case("transfer_parametrizations_and_params: the originals share memory afterwards")
+def _(m):
+    P = m.nn.utils.parametrize
+    src = P.register_parametrization(linear(m, 3, 3), "weight", _symmetric(m))
+    dst = linear(m, 3, 3, seed=9)
+    P.transfer_parametrizations_and_params(src, dst, "weight")
+    with m.no_grad():
+        src.parametrizations.weight.original.mul_(-1)
+    return dst.weight, dst.parametrizations.weight.original
+
+
 # ------------------------------------------------------------------------ prune
 
 def _prune_case(step):
@@ -664,6 +675,17 @@ def _(m):
     p.ln_structured(conv, "weight", 0.5, n=1, dim=1)
     p.random_structured(conv, "weight", 1, dim=-1)
     return conv.weight, dict(conv.named_buffers()), conv(inputs(m, 1, 4, 3, 3))
+
+
+@case("prune keeps the parameter object through pruning and remove")
+def _(m):
+    p = m.nn.utils.prune
+    lin = linear(m, 4, 3)
+    param = lin.weight
+    p.l1_unstructured(lin, "weight", 0.5)
+    kept = lin.weight_orig is param
+    p.remove(lin, "weight")
+    return kept, lin.weight is param, param, param.requires_grad
 
 
 @case("prune a parameter that does not exist")
