@@ -220,6 +220,13 @@ for _method in ("l1_unstructured", "random_unstructured", "identity", "global"):
     CASES[f"prune {_method} of a lazy module"] = (_lazy_prune_case, 1e-6)
 
 
+for _dim in (3, -4):
+    def _norm_except_dim_range_case(m, dim=_dim):
+        return m.norm_except_dim(inputs(m, 3, 4, 2), 2, dim)
+    CASES[f"norm_except_dim with dim={_dim} out of range"] = (_norm_except_dim_range_case,
+                                                              1e-6)
+
+
 @case("weight_norm twice on one name")
 def _(m):
     mod = m.nn.utils.weight_norm(linear(m, 2, 2))
