@@ -414,6 +414,17 @@ def _(m):
     return y, w.grad, mod.state_dict(), mod.weight
 
 
+@case("per-sample gradients of a weight-normed layer (vmap of grad of functional_call)",
+      tol=1e-5)
+def _(m):
+    mod = m.nn.utils.parametrizations.weight_norm(linear(m, 3, 2))
+    params = {k: v.detach() for k, v in mod.named_parameters()}
+
+    def loss(p, x):
+        return m.func.functional_call(mod, p, (x.unsqueeze(0),)).pow(2).sum()
+    return m.func.vmap(m.func.grad(loss), in_dims=(None, 0))(params, inputs(m, 4, 3))
+
+
 # -------------------------------------------------------------------- skip_init
 
 @case("skip_init: shapes, dtypes, the random stream untouched")
