@@ -15,8 +15,9 @@ from ember.nn._functional_aten import conv_tbc, native_channel_shuffle  # noqa: 
 from ember.nn.functional_rnn import gru, lstm, rnn_relu, rnn_tanh
 from ember.ops.composite_node import call
 from ember.ops.dropout import NativeDropout
+from ember.ops.norms import norm_except_dim  # noqa: F401  (with weight norm, in ops)
 from ember.ops.reduction import _axes
-from ember.ops.vector_norms import NormScalar, NormScalarOpt
+from ember.ops.vector_norms import NormScalarOpt
 
 __all__ = [
     "dropout", "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout",
@@ -401,28 +402,6 @@ def native_norm(input, p=2, dim=None, keepdim=False, dtype=None):
         raise RuntimeError("norm_sparse currently does not support 'dtype' argument")
     values = input.coalesce().values()
     return ember.linalg.vector_norm(values, p)
-
-
-def norm_except_dim(v, pow=2, dim=0):
-    """The ``pow``-norm over every dimension but ``dim`` (kept as size 1 elsewhere), or
-    over everything when ``dim`` is -1: weight normalization's ``g`` initial value.
-
-    Built as torch builds it (a 2-D view normed along one dimension, transposes around it
-    for an inner ``dim``), so the graph has torch's nodes; the norms carry the names of
-    torch's ``norm`` overloads (``NormBackward0`` without a dim, ``NormBackward1`` with)."""
-    if dim == -1:
-        return NormScalar.apply(v, float(pow), _axes(v, None), False)
-    dim = dim % v.ndim
-    if v.ndim == 1:
-        return v.abs() if pow != 0 else (v != 0).to(v.dtype)
-    if dim not in (0, v.ndim - 1):
-        return norm_except_dim(v.transpose(0, dim), pow, 0).transpose(0, dim)
-    keep = [1] * v.ndim
-    keep[dim] = v.shape[dim]
-    flat = (v.shape[0], -1) if dim == 0 else (-1, v.shape[-1])
-    rows = v.contiguous().view(flat)
-    n = NormScalarOpt.apply(rows, float(pow), (1 - min(dim, 1),), False)
-    return n.view(keep)
 
 
 def frobenius_norm(input, dim, keepdim=False):

@@ -55,8 +55,11 @@ class PackPadded(Primitive):
 
 class PadPacked(Primitive):
     """A padded (T, B, *) (or (B, T, *)) batch from packed rows, ``padding_value``
-    elsewhere; ``T`` is ``total_length`` and ``B`` is ``batch`` (default ``batch_sizes[0]``)."""
-    _node_name = "PadPackedSequenceBackward0"
+    elsewhere; ``T`` is ``total_length`` and ``B`` is ``batch`` (default ``batch_sizes[0]``).
+
+    Its node is PyTorch's: ``pad_packed_sequence`` there writes each step's rows into a
+    padded batch in place, so the time-major result's ``grad_fn`` is ``CopySlices``."""
+    _node_name = "CopySlices"
 
     def forward(self, data, batch_sizes, batch_first, padding_value, total_length, batch=None):
         B = batch_sizes[0] if batch is None else batch

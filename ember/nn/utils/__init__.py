@@ -7,6 +7,7 @@ from ember.nn.utils import (  # noqa: F401
     parametrize,
     prune,
     rnn,
+    stateless,
 )
 from ember.nn.utils.clip_grad import (  # noqa: F401
     clip_grad_norm,

@@ -5,6 +5,7 @@ import warnings
 from ember import _core as ember
 from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
+from ember.nn.utils._lazy import refuse_uninitialized
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm",
            "clip_grads_with_norm_"]
@@ -29,6 +30,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     ``foreach`` is accepted for compatibility (ember has one implementation).
     """
     tensors = _as_list(tensors)
+    refuse_uninitialized(tensors, "get_total_norm")
     norm_type = float(norm_type)
     if not tensors:
         return ember.tensor(0.0)

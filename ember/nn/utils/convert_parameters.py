@@ -1,6 +1,7 @@
 """Flatten parameters into one vector and back."""
 from ember import _core as ember
 from ember._tensor import Tensor
+from ember.nn.utils._lazy import refuse_uninitialized
 
 __all__ = ["parameters_to_vector", "vector_to_parameters"]
 
@@ -19,6 +20,7 @@ def parameters_to_vector(parameters):
     device = None
     vec = []
     for p in parameters:
+        refuse_uninitialized([p], "parameters_to_vector")
         device = _check_same_device(p, device)
         vec.append(p.reshape(-1))
     return ember.cat(vec)
@@ -31,6 +33,7 @@ def vector_to_parameters(vec, parameters):
     device = None
     pointer = 0
     for p in parameters:
+        refuse_uninitialized([p], "vector_to_parameters")
         device = _check_same_device(p, device)
         n = p.numel()
         p.data = vec[pointer:pointer + n].view_as(p).data

@@ -8,21 +8,9 @@ from ember.autograd.grad_mode import no_grad
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
 from ember.nn.utils import parametrize
+from ember.nn.utils._lazy import refuse_uninitialized
 
 __all__ = ["orthogonal", "spectral_norm", "weight_norm"]
-
-
-def _norm_except_dim(v, dim):
-    """The 2-norm of ``v`` over every dimension but ``dim`` (all of them for -1), with
-    size-1 dimensions kept so that it broadcasts against ``v``."""
-    if dim == -1:
-        return v.norm()
-    dims = [d for d in range(v.ndim) if d != dim]
-    return ember.linalg.vector_norm(v, dim=dims, keepdim=True) if dims else v.abs()
-
-
-def _weight_norm(v, g, dim):
-    return v * (g / _norm_except_dim(v, dim))
 
 
 class _WeightNorm(Module):
@@ -31,10 +19,10 @@ class _WeightNorm(Module):
         self.dim = -1 if dim is None else dim
 
     def forward(self, weight_g, weight_v):
-        return _weight_norm(weight_v, weight_g, self.dim)
+        return ember._weight_norm(weight_v, weight_g, self.dim)
 
     def right_inverse(self, weight):
-        return _norm_except_dim(weight, self.dim), weight
+        return ember.norm_except_dim(weight, 2, self.dim), weight
 
 
 def weight_norm(module, name="weight", dim=0):
@@ -123,6 +111,7 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     weight = getattr(module, name, None)
     if not isinstance(weight, Tensor):
         raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
+    refuse_uninitialized([weight], "spectral_norm", RuntimeError)
     if dim is None:
         dim = 1 if _transposed_conv(module) else 0
     parametrize.register_parametrization(module, name,
@@ -192,13 +181,24 @@ class _Orthogonal(Module):
                                  f"Got a tensor of shape {q.shape}.")
             q_init = q
             n, k = q.shape[-2], q.shape[-1]
-            if n < k:
+            transposed = n < k
+            if transposed:
                 q = q.mT
                 n, k = k, n
             if not hasattr(self, "base"):
-                raise NotImplementedError(
-                    "orthogonal(use_trivialization=False) is not implemented in ember; use the "
-                    "default use_trivialization=True")
+                if self.orthogonal_map != _OrthMaps.householder:
+                    # the exponential and Cayley maps have no inverse to assign through;
+                    # at registration this leaves the weight itself as the original
+                    raise NotImplementedError(
+                        "It is not possible to assign to the matrix exponential or the "
+                        "Cayley parametrizations when use_trivialization=False.")
+                # Q's Householder reflectors (the QR of Q); the diagonal keeps the signs of
+                # R's diagonal, flipped where LAPACK skipped a reflection (tau == 0), so
+                # that forward's product of reflectors times those signs gives back Q
+                a, tau = ember.geqrf(q)
+                signs = a.diagonal(dim1=-2, dim2=-1).sign()
+                a.diagonal(dim1=-2, dim2=-1).copy_(ember.where(tau == 0.0, -signs, signs))
+                return a.mT if transposed else a
             if n == k:
                 q = _make_orthogonal(q) if not _is_orthogonal(q) else q.clone()
             else:
@@ -214,7 +214,10 @@ def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization
     """Keep ``module.<name>`` (a matrix or batch of matrices) orthogonal through
     ``matrix_exp`` (the default for square matrices), ``cayley`` or ``householder``
     (the default otherwise). The starting value is the nearest orthogonal matrix to the
-    current weight (the Q of its QR factorization)."""
+    current weight (the Q of its QR factorization). ``use_trivialization`` (the default)
+    keeps that matrix in a ``base`` buffer and parametrizes from it; without it the
+    original is the map's own coordinates (the current weight for ``matrix_exp`` and
+    ``cayley``, which then cannot be assigned to)."""
     weight = getattr(module, name, None)
     if not isinstance(weight, Tensor):
         raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
@@ -227,10 +230,6 @@ def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization
     if orth_enum is None:
         raise ValueError('orthogonal_map has to be one of "matrix_exp", "cayley", "householder". '
                          f"Got: {orthogonal_map}")
-    if not use_trivialization:
-        raise NotImplementedError(
-            "orthogonal(use_trivialization=False) is not implemented in ember; use the "
-            "default use_trivialization=True")
     orth = _Orthogonal(weight, orth_enum, use_trivialization=use_trivialization)
     parametrize.register_parametrization(module, name, orth, unsafe=True)
     return module

@@ -15,6 +15,7 @@ from ember._tensor import Tensor
 from ember.autograd.grad_mode import no_grad
 from ember.nn.modules.container import ModuleDict, ModuleList
 from ember.nn.parameter import Parameter
+from ember.nn.utils._lazy import refuse_uninitialized
 
 __all__ = ["register_parametrization", "remove_parametrizations", "is_parametrized", "cached",
            "ParametrizationList", "type_before_parametrizations",
@@ -222,6 +223,7 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
         module.parametrizations[tensor_name].unsafe |= unsafe
     elif tensor_name in module._buffers or tensor_name in module._parameters:
         original = getattr(module, tensor_name)
+        refuse_uninitialized([original], "register_parametrization", RuntimeError)
         plist = ParametrizationList([parametrization], original, unsafe=unsafe)
         delattr(module, tensor_name)
         if not is_parametrized(module):
@@ -255,6 +257,15 @@ def remove_parametrizations(module, tensor_name, leave_parametrized=True):
         if leave_parametrized:
             with no_grad():
                 t = getattr(module, tensor_name)
+            if t.dtype != original.dtype:
+                # the parameter keeps its identity (optimizers hold it): PyTorch's set_
+                # refuses to change its dtype, and so does ember
+                raise RuntimeError(
+                    f"remove_parametrizations(leave_parametrized=True): the parametrized "
+                    f"'{tensor_name}' has dtype {t.dtype} but its original has "
+                    f"{original.dtype}, and the original tensor, kept for optimizers "
+                    "holding it, cannot change dtype. Use leave_parametrized=False, or a "
+                    "parametrization that keeps the dtype.")
             with no_grad():
                 # the parameter object stays the same, so optimizers keep working
                 _assign(original, t)

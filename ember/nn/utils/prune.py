@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
 from ember import _core as ember
+from ember.nn.utils._lazy import refuse_uninitialized
 from ember.nn.utils.convert_parameters import parameters_to_vector
 
 __all__ = ["BasePruningMethod", "PruningContainer", "Identity", "RandomUnstructured",
@@ -44,6 +45,7 @@ class BasePruningMethod(ABC):
     @classmethod
     def apply(cls, module, name, *args, importance_scores=None, **kwargs):
         """Prune ``module.<name>`` in place with a new ``cls(*args, **kwargs)``."""
+        refuse_uninitialized([getattr(module, name, None)], "prune")
         old, found = None, 0
         for k, hook in list(module._forward_pre_hooks.items()):
             if isinstance(hook, BasePruningMethod) and hook._tensor_name == name:

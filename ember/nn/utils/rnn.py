@@ -248,8 +248,11 @@ def _pad_packed(data, batch_sizes, unsorted_indices, batch_first, padding_value,
                              f"sequence in input, but got total_length={total_length} and max "
                              f"sequence length being {max_seq_length}")
         max_seq_length = total_length
-    padded = _ops.PadPacked.apply(data, batch_sizes=bs, batch_first=batch_first,
+    # time-major, then a transposed view for batch_first: PyTorch's graph and strides
+    padded = _ops.PadPacked.apply(data, batch_sizes=bs, batch_first=False,
                                   padding_value=padding_value, total_length=max_seq_length)
+    if batch_first:
+        padded = padded.transpose(0, 1)
     lens = [0] * (bs[0] if bs else 0)
     for n in bs:
         for b in range(n):

@@ -5,6 +5,7 @@ from ember import _core as ember
 from ember.autograd.grad_mode import no_grad
 from ember.nn import functional as F
 from ember.nn.parameter import Parameter
+from ember.nn.utils._lazy import refuse_uninitialized
 from ember.nn.utils.parametrizations import _transposed_conv
 
 __all__ = ["SpectralNorm", "spectral_norm", "remove_spectral_norm"]
@@ -62,6 +63,7 @@ class SpectralNorm:
                                    f"parameter {name}")
         fn = SpectralNorm(name, n_power_iterations, dim, eps)
         weight = module._parameters[name]
+        refuse_uninitialized([weight], "spectral_norm")
         with no_grad():
             mat = fn.reshape_weight_to_matrix(weight)
             h, w = mat.shape
@@ -74,7 +76,24 @@ class SpectralNorm:
         module.register_buffer(name + "_u", u)
         module.register_buffer(name + "_v", v)
         module.register_forward_pre_hook(fn)
+        module._register_state_dict_hook(_StateDictVersion(name))
         return fn
+
+
+class _StateDictVersion:
+    """The state-dict hook that records the legacy spectral norm's format version in the
+    state dict's metadata, as PyTorch does: PyTorch reads it when loading to tell this
+    format from the older one, so a state dict saved here loads there without a guess."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, module, state_dict, prefix, local_metadata):
+        versions = local_metadata.setdefault("spectral_norm", {})
+        key = self.name + ".version"
+        if key in versions:
+            raise RuntimeError(f"Unexpected key in metadata['spectral_norm']: {key}")
+        versions[key] = SpectralNorm._version
 
 
 def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=None):
@@ -91,5 +110,8 @@ def remove_spectral_norm(module, name="weight"):
         if isinstance(hook, SpectralNorm) and hook.name == name:
             hook.remove(module)
             del module._forward_pre_hooks[k]
+            for j, other in list(module._state_dict_hooks.items()):
+                if isinstance(other, _StateDictVersion) and other.name == name:
+                    del module._state_dict_hooks[j]
             return module
     raise ValueError(f"spectral_norm of '{name}' not found in {module}")

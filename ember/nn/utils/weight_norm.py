@@ -3,8 +3,9 @@
 deprecates this in favour of ``parametrizations.weight_norm``; both exist here)."""
 import warnings
 
+from ember import _core as ember
 from ember.nn.parameter import Parameter
-from ember.nn.utils.parametrizations import _norm_except_dim, _weight_norm
+from ember.nn.utils._lazy import refuse_uninitialized
 
 __all__ = ["WeightNorm", "weight_norm", "remove_weight_norm"]
 
@@ -19,7 +20,7 @@ class WeightNorm:
     def compute_weight(self, module):
         g = getattr(module, self.name + "_g")
         v = getattr(module, self.name + "_v")
-        return _weight_norm(v, g, self.dim)
+        return ember._weight_norm(v, g, self.dim)
 
     @staticmethod
     def apply(module, name, dim):
@@ -32,8 +33,9 @@ class WeightNorm:
                                    f"parameter {name}")
         fn = WeightNorm(name, dim)
         weight = getattr(module, name)
+        refuse_uninitialized([weight], "weight_norm")
         del module._parameters[name]
-        module.register_parameter(name + "_g", Parameter(_norm_except_dim(weight, fn.dim)
+        module.register_parameter(name + "_g", Parameter(ember.norm_except_dim(weight, 2, fn.dim)
                                                          .detach()))
         module.register_parameter(name + "_v", Parameter(weight.detach()))
         setattr(module, name, fn.compute_weight(module))
