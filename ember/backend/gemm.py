@@ -27,6 +27,10 @@ it when the ``mkl`` package is installed. MKL's thread count follows
 the OpenMP runtime already in the process: GNU's (``libgomp``, which PyTorch loads)
 when its functions come first in the global symbol scope, else Intel's; an MKL already
 on Intel's layer beside GNU OpenMP is refused (its threaded products would be wrong).
+An Intel OpenMP runtime that loading MKL brings into the process gets a block time of 0
+(its workers sleep as soon as a product ends instead of spinning 200 ms on the core
+ember's own threads need), unless ``KMP_BLOCKTIME``, ``OMP_WAIT_POLICY`` or
+``KMP_LIBRARY`` is set; a runtime loaded before (by another library) is left as it is.
 """
 import contextlib
 import os
