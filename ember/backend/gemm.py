@@ -262,8 +262,23 @@ def _quiet_workers(ctypes):
     set_defaults.argtypes = [ctypes.c_char_p]
     set_defaults.restype = None
     get.restype = ctypes.c_int
-    set_defaults(f"KMP_BLOCKTIME={_BLOCKTIME_MS}".encode())
+    setting = f"KMP_BLOCKTIME={_BLOCKTIME_MS}".encode()
+    set_defaults(setting)
+    if hasattr(os, "register_at_fork") and not _refork[0]:
+        # a forked child's runtime starts over from the environment (its own fork
+        # handler): a DataLoader worker's products would spin 200 ms again
+        _refork[0] = True
+        os.register_at_fork(after_in_child=lambda: _reapply(set_defaults, setting))
     return get()
+
+
+_refork = [False]  # the fork handler is registered (once per process)
+
+
+def _reapply(set_defaults, setting):
+    lib = _lib[0]
+    if lib and lib.blocktime is not None:  # (not after ``_reset`` or a user's setting)
+        set_defaults(setting)
 
 
 def _pointer_reader(ctypes):
