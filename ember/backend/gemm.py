@@ -138,7 +138,8 @@ class _Mkl:
         self.ptr = _pointer_reader(ctypes)
         # Intel OpenMP's block time set here (None: left as it was; see _quiet_workers)
         self.blocktime = None
-        if self.layer == _LAYER_INTEL and not runtime_before:
+        if self.layer == _LAYER_INTEL and (not runtime_before or _refork[0]):
+            # (_refork: the runtime is the one ember loaded and set before a _reset)
             self.blocktime = _quiet_workers(ctypes)
 
     @property
@@ -272,7 +273,7 @@ def _quiet_workers(ctypes):
     return get()
 
 
-_refork = [False]  # the fork handler is registered (once per process)
+_refork = [False]  # ember set the block time in this process and registered the fork handler
 
 
 def _reapply(set_defaults, setting):
