@@ -120,7 +120,7 @@ def test_zero_dim_tensor_as_a_number_follows_each_call(name):
 def test_value_read_in_ember_code_is_a_named_graph_break():
     compiled = ember.compile(lambda x, v: x.select(0, v), fullgraph=True)
     with pytest.raises(Unsupported, match=r"select\(\) read the values of the traced "
-                                          r"tensor .* \(int\)"):
+                                          r"tensor .* \(index\)"):
         compiled(ember.randn(4), T(1))
 
 

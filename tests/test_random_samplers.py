@@ -450,3 +450,20 @@ if __name__ == "__main__":
             print(f"_standard_gamma n={n} {dtype}: equal={np.array_equal(t.numpy(), e.numpy())}"
                   f" torch {t1 - t0:.4f}s ember {t2 - t1:.4f}s")
     print({name: _differs(name) for name in sorted(_CONSTRUCTORS)})
+
+
+def test_traced_binomial_draws_at_each_call():
+    """A trace records ``binomial`` as a draw: each replay draws anew, from the stream as
+    eager does (it kept the example's draw as a constant)."""
+    def draw(p):
+        return ember.binomial(ember.full_like(p, 10.0), p / 4)
+
+    prob = ember.tensor([0.5, 2.0, 1.0, 3.0, 0.2, 1.5])
+    traced = ember.jit.trace(draw, (prob,), check_trace=False)
+    ember.manual_seed(5)
+    want = [draw(prob) for _ in range(2)]
+    ember.manual_seed(5)
+    got = [traced(prob) for _ in range(2)]
+    for w, g in zip(want, got):
+        assert ember.equal(w, g)
+    assert not ember.equal(got[0], got[1])

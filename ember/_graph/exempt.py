@@ -84,7 +84,8 @@ RANDOM = (
     sampling._Bernoulli2, sampling._Random0, sampling._Random1,
     sampling._Random2, sampling._Cauchy, sampling._Exponential,
     sampling._Geometric, sampling._LogNormal, sampling._Poisson,
-    sampling._BernoulliP, sampling.StandardGamma)
+    sampling._BernoulliP, sampling.StandardGamma, sampling.SampleDirichlet,
+    sampling.Dirichlet, sampling._NotDifferentiable)
 
 STORAGE = (
     "reads or writes raw storage positions (or overwrites a tensor): not written",

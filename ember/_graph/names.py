@@ -20,7 +20,7 @@ FACTORY_CALLS = ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "f
 RANDOM_CALLS = ("bernoulli_", "uniform_", "normal_", "random_", "exponential_", "geometric_",
                 "cauchy_", "log_normal_", "rand", "randn", "randint", "rand_like",
                 "randn_like", "randint_like", "bernoulli", "normal", "multinomial", "poisson",
-                "randperm")
+                "binomial", "randperm")
 # the multi-layer recurrent functions (``ember.nn.functional_rnn``: ``torch.lstm``...)
 RNN_CALLS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 PACKING_CALLS = ("pack_padded_sequence", "pad_packed_sequence")

@@ -631,6 +631,8 @@ def _no_batch_rule():
     table = {
         rnd._Sample: _RANDOM,
         sampling.StandardGamma: _RANDOM,
+        sampling.SampleDirichlet: _RANDOM,
+        sampling.Dirichlet: _RANDOM,
         _views.ViewPrimitive: _BASE,
         _SavesOutputs: _BASE,
         rnn._Layer: _BASE,

@@ -12,7 +12,7 @@ from ember import _factory
 from ember import _random_samplers as _rs
 from ember import _sampler_grads as _grads
 from ember._random import _gen
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import CPU, device_of, to_device
@@ -90,6 +90,9 @@ def binomial(count, prob, generator=None):
     A NaN ``count`` gives NaN (PyTorch's sampler loops forever on it)."""
     if not isinstance(count, Tensor) or not isinstance(prob, Tensor):
         raise TypeError("binomial(): arguments 'count' and 'prob' must be Tensors")
+    if _mode_active[0] and (m := _mode_recorder()) is not None:
+        # (a trace records the draw, so each replay draws anew: not the example's values)
+        return m.composite_locals("binomial", binomial, locals())
     c, p = count._data, prob._data
     if c.dtype != p.dtype:
         raise RuntimeError(f"Found dtype {_scalar_name(p.dtype)} but expected "
