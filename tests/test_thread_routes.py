@@ -168,10 +168,12 @@ def test_a_product_takes_the_route_measured_fastest_with_the_same_bits(measured,
         routes, key=lambda r: (cost[r], routes.index(r))))
 
 
-def test_routes_are_measured_by_default_and_blocks_taken_back():
-    """What a process that has not pinned them gets (the test suite pins the fixed rules
-    and workers keeping their blocks): read from the two modules' source, not from a new
-    Python importing ember (seconds of a CI worker's time)."""
+def test_routes_are_the_fixed_rules_by_default_and_blocks_taken_back():
+    """What a process that has not pinned them gets: the fixed rules (the measured choice
+    read slower than them on a quiet machine: docs/performance/threads.md, fifteenth
+    pass) and the caller taking back unstarted blocks (the test suite pins workers keeping
+    theirs). Read from the two modules' source, not from a new Python importing ember
+    (seconds of a CI worker's time)."""
     import inspect
 
     from ember.backend import pool
@@ -186,7 +188,7 @@ def test_routes_are_measured_by_default_and_blocks_taken_back():
                 return node.value
         raise AssertionError(f"no {name} = ... in {module.__name__}")
     state = ast.literal_eval(_dict_without_calls(assigned(T, "_state")))
-    assert state["routes"] == "measured"
+    assert state["routes"] == "static"
     assert ast.literal_eval(assigned(pool, "steal", within="Pool")) is True
 
 

@@ -18,10 +18,12 @@ time was least; it tries them again after a number of calls that doubles while t
 choice stays the same (up to :data:`_MOST_STAY`), so a machine whose load changes is
 followed. The routes give the same bits, so the choice changes only the time.
 
-``threads._state["routes"]`` chooses how: ``"measured"`` (the default, as above),
-``"static"`` (the fixed rules of earlier releases: the pool's split wherever it may,
-else BLAS's threads where they may, else one thread; the test suite pins it, so that a
-test sees the split it asserts), or one route for every site where it is possible
+``threads._state["routes"]`` chooses how: ``"static"`` (the default: the fixed rules,
+the pool's split wherever it may, else BLAS's threads where they may, else one thread),
+``"measured"`` (as above: an option, not the default, because on a quiet 2-core machine
+it read slower than the fixed rules, its trials of OpenBLAS's threads leaving them
+spinning on the core the pool needs: docs/performance/threads.md, fifteenth pass), or
+one route for every site where it is possible
 (``"split"``, ``"blas"``, ``"one"``: for benchmarks alternating them in one process).
 """
 import time

@@ -74,7 +74,7 @@ def _default_threads():
 # "routes": how a kernel that may be split chooses its route (``thread_routes``)
 _state = {"threads": _default_threads(), "blas": None, "pool_used": float("-inf"),
           "pairs": True, "held": 0, "scale": 1.0, "scale_pinned": False,
-          "routes": "measured"}
+          "routes": "static"}
 # whether more than one thread is set (kept by ``set_num_threads``): at one thread the
 # elementwise kernels' size checks (:func:`binary`, :func:`unary`, :func:`add_into` and
 # their callers) are skipped after this one module read, no size read at all

@@ -8,7 +8,7 @@ import math
 import warnings
 
 from ember import _core as ember
-from ember._random_ops import empty_like_layout
+from ember._random_layout import empty_like_layout
 from ember._tensor import _mode_active
 from ember.autograd.grad_mode import no_grad
 from ember.backend import lapack as _lapack
