@@ -47,6 +47,10 @@ t = threading.Thread(target=other)
 t.start()
 t.join()
 r, w = os.pipe()
+# (past a user's short block time first: a fork while Intel OpenMP's workers still spin,
+# then a product in the child, hung in the runtime once in a few runs with
+# KMP_BLOCKTIME=7; at ember's block time of 0 they are asleep already)
+import time; time.sleep(0.05)
 pid = os.fork()  # a forked child (a DataLoader worker): its runtime starts over
 if pid == 0:
     gemm.matmul(a, a)
