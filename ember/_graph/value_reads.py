@@ -58,12 +58,7 @@ class ValueReads:
     def _note_read(self, out):
         """Keep where the read ``out`` was made: an op that turns the traced int into a
         plain number leaves its node unused (:meth:`warn_unused_reads`)."""
-        f, names = sys._getframe(2), []
-        while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
-            names.append(f.f_code.co_name)
-            f = f.f_back
-        fn = next((n for n in reversed(names) if n not in _WRAPPERS and n[0] != "_"),
-                  names[-1] if names else "an ember op")
+        fn, f = _ember_function(sys._getframe(2))
         where = None if f is None else (f.f_globals, f.f_code.co_filename, f.f_lineno)
         self.int_reads.append((out._value, fn, where))
         return out
@@ -127,25 +122,14 @@ class ValueReads:
         """A capture for ``compile``: ``t``'s values became a Python value (``what``)
         inside ember's own code: a graph break naming the ember function and the
         user's line."""
-        f, names = sys._getframe(2), []
-        while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
-            names.append(f.f_code.co_name)
-            f = f.f_back
-        fn = next((n for n in reversed(names) if n not in _WRAPPERS and n[0] != "_"),
-                  names[-1] if names else "an ember op")
+        fn, f = _ember_function(sys._getframe(2))
         self.breaks.append((f"{fn}() read the values of the traced tensor "
                             f"%{self.value_of(t).name} as Python values ({what.strip('_')})",
                             (f.f_code.co_filename, f.f_lineno) if f is not None else None))
 
     def warn_read(self, t):
         """See :func:`values_read`: once per ember function and user line."""
-        f, names = sys._getframe(2), []
-        while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
-            names.append(f.f_code.co_name)
-            f = f.f_back
-        # the function the user called, past the decorators' wrappers
-        fn = next((n for n in reversed(names) if n not in _WRAPPERS and n[0] != "_"),
-                  names[-1] if names else "an ember op")
+        fn, f = _ember_function(sys._getframe(2))
         key = (fn, f.f_code.co_filename, f.f_lineno) if f is not None else (fn,)
         if key in self.warned_frozen:
             return
@@ -154,3 +138,16 @@ class ValueReads:
         _warn(f"{fn}() computed with the values of the traced tensor %{name} outside the "
               "recorded ops, so the trace keeps what it made of them as constants: it might "
               "not generalize to other inputs!", f)
+
+
+def _ember_function(f):
+    """The ember function the user called (past the decorators' wrappers and private
+    helpers) among the ember frames from ``f`` outwards, and the first frame outside
+    ember (the user's line; None if there is none)."""
+    names = []
+    while f is not None and f.f_code.co_filename.startswith(_EMBER_DIR):
+        names.append(f.f_code.co_name)
+        f = f.f_back
+    fn = next((n for n in reversed(names) if n not in _WRAPPERS and n[0] != "_"),
+              names[-1] if names else "an ember op")
+    return fn, f
