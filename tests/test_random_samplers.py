@@ -467,3 +467,27 @@ def test_traced_binomial_draws_at_each_call():
     for w, g in zip(want, got):
         assert ember.equal(w, g)
     assert not ember.equal(got[0], got[1])
+
+
+@pytest.mark.parametrize("shape", [(2,), (3, 4), ()])
+def test_second_derivative_through_gamma_rsample_refused_as_torch(shape):
+    """The reparameterised gradient's own derivative is not implemented in PyTorch: a
+    second derivative raises there; ember left that term out silently."""
+    errors = []
+    for m in (torch, ember):
+        a = (m.rand(shape, dtype=m.float64) + 0.5).requires_grad_()
+        m.manual_seed(0)
+        x = m.distributions.Gamma(a, m.ones(shape, dtype=m.float64)).rsample()
+        g, = m.autograd.grad(x.sum(), a, create_graph=True)
+        with pytest.raises(NotImplementedError, match="_standard_gamma_grad") as info:
+            m.autograd.grad(g.sum(), a)
+        errors.append(str(info.value))
+    assert errors[0] == errors[1]
+
+
+def test_second_derivative_through_dirichlet_rsample_raises():
+    a = ember.tensor([0.7, 2.0, 1.5], requires_grad=True)
+    x = ember.distributions.Dirichlet(a).rsample()
+    g, = ember.autograd.grad((x * ember.tensor([1.0, 2.0, 3.0])).sum(), a, create_graph=True)
+    with pytest.raises(NotImplementedError, match="_dirichlet_grad"):
+        ember.autograd.grad(g.sum(), a)

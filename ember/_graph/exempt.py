@@ -85,7 +85,7 @@ RANDOM = (
     sampling._Random2, sampling._Cauchy, sampling._Exponential,
     sampling._Geometric, sampling._LogNormal, sampling._Poisson,
     sampling._BernoulliP, sampling.StandardGamma, sampling.SampleDirichlet,
-    sampling.Dirichlet, sampling._NotDifferentiable)
+    sampling.Dirichlet, sampling._NotDifferentiable, sampling._GradNotDifferentiable)
 
 STORAGE = (
     "reads or writes raw storage positions (or overwrites a tensor): not written",

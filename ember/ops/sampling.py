@@ -80,7 +80,8 @@ def _standard_gamma_grad(alpha, x):
     reparameterisation), PyTorch's approximations (``torch._standard_gamma_grad``)."""
     a, xv = np.broadcast_arrays(to_device(alpha._data, CPU), to_device(x._data, CPU))
     g = _grads.standard_gamma_grad(_flat64(a), _flat64(xv)).astype(alpha._data.dtype)
-    return _make(to_device(g.reshape(a.shape), device_of(alpha._data)), False)
+    return _no_derivative(to_device(g.reshape(a.shape), device_of(alpha._data)),
+                          "_standard_gamma_grad", alpha, x)
 
 
 def binomial(count, prob, generator=None):
@@ -152,7 +153,18 @@ def _dirichlet_grad(x, alpha, total):
     arrs = np.broadcast_arrays(*(to_device(t._data, CPU) for t in (x, alpha, total)))
     dt = x._data.dtype
     g = _grads.dirichlet_grad(*(_flat64(a) for a in arrs), dt == np.float32).astype(dt)
-    return _make(to_device(g.reshape(arrs[0].shape), device_of(x._data)), False)
+    return _no_derivative(to_device(g.reshape(arrs[0].shape), device_of(x._data)),
+                          "_dirichlet_grad", x, alpha, total)
+
+
+def _no_derivative(arr, op, *inputs):
+    """``arr`` as a tensor whose own derivative PyTorch does not implement: where an
+    input is in a graph (a gradient taken with ``create_graph=True``), a node that
+    raises if a second derivative reaches it, as PyTorch's does, rather than a constant
+    that would leave that term out silently."""
+    if _grad_state.grad_enabled and any(t.requires_grad for t in inputs):
+        return _GradNotDifferentiable.apply(*inputs, value=arr, op=op)
+    return _make(arr, False)
 
 
 class Dirichlet(Primitive):
@@ -223,6 +235,14 @@ class _NotDifferentiable(_Sample):
 
     def backward(self, gy):
         raise RuntimeError(f"derivative for aten::{self._op} is not implemented")
+
+
+class _GradNotDifferentiable(_NotDifferentiable):
+    """A reparameterised gradient (``_standard_gamma_grad``, ``_dirichlet_grad``) whose
+    own derivative PyTorch does not implement: a second derivative stops here."""
+
+    def backward(self, gy):
+        raise NotImplementedError(f"the derivative for '{self._op}' is not implemented.")
 
 
 class _BernoulliP(_Sample):
