@@ -537,3 +537,76 @@ def test_sequence_gradients_beside_the_backward_loop(x_grad, reverse, monkeypatc
         if a is not None:
             np.testing.assert_array_equal(a, c)
     assert (got[1][0] is None) is not x_grad
+
+
+def _layer_grads(rng, T, B, I, H, reverse, needs, monkeypatch, gate_major):
+    """The padded layer's gradients with the gate-major backward taken where
+    ``gate_major_case`` says (``gate_major`` True; the cases it answered are returned) or
+    never."""
+    x = rng.standard_normal((T * B, I)).astype(np.float32)
+    w_ih = (rng.standard_normal((4 * H, I)) * 0.2).astype(np.float32)
+    w_hh = (rng.standard_normal((4 * H, H)) * 0.2).astype(np.float32)
+    b_ih, b_hh = (rng.standard_normal(4 * H).astype(np.float32) for _ in range(2))
+    h0, c0 = (rng.standard_normal((B, H)).astype(np.float32) for _ in range(2))
+    gy = rng.standard_normal((T * B, H)).astype(np.float32)
+    ghn, gcn = (rng.standard_normal((B, H)).astype(np.float32) for _ in range(2))
+    taken = []
+    case = rnn_lstm_padded.gate_major_case
+    monkeypatch.setattr(rnn_lstm_padded, "gate_major_case",
+                        lambda *a: taken.append(case(*a)) or taken[-1] if gate_major
+                        else False)
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    y, hn, cn, acts = rnn._lstm_forward_np(np, x, h0, c0, w_ih, w_hh, b_ih, b_hh, None,
+                                           (B,) * T, reverse)
+    g = rnn._lstm_backward_np(np, gy, ghn, gcn, acts, x, w_ih, w_hh, None, (B,) * T,
+                              reverse, needs)
+    return g, taken
+
+
+@pytest.mark.parametrize("T, B, I, H", [(5, 3, 6, 16), (20, 33, 40, 48), (9, 64, 17, 80),
+                                        (40, 50, 300, 64), (7, 20, 100, 20)])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("needs", ["all but x", "weights", "w_hh and b_hh", "x too"])
+def test_gate_major_backward_gives_the_layouts_bits(T, B, I, H, reverse, needs,
+                                                    monkeypatch):
+    """The backward with each step's gate gradients stored gate-major, the weights' and
+    biases' gradients by gate (one thread, the step's product by gate): the (N, 4H)
+    layout's bits for every gradient, where ``gate_major_case`` takes it -- not where a
+    gate's weight product would run on the small-matrix kernel and the whole on the
+    blocked one ((9, 64, 17, 80): another order of sums), gate widths off the grain
+    (20), or the input's gradient is asked (``x too``)."""
+    needs = {"all but x": [False, True, True, True, True, True, True, False],
+             "weights": [False, False, False, True, True, False, False, False],
+             "w_hh and b_hh": [False, False, False, False, True, False, True, False],
+             "x too": [True, True, True, True, True, True, True, False]}[needs]
+    monkeypatch.setattr(ember.backend.threads, "MANY", False)
+    monkeypatch.setattr(rnn_lstm_padded, "_split_by_gate", lambda *a: True)
+    monkeypatch.setattr(rnn, "_blocks", lambda *a: 16)
+    out = []
+    for gate_major in (True, False):
+        out.append(_layer_grads(np.random.default_rng(5), T, B, I, H, reverse, needs,
+                                monkeypatch, gate_major))
+    (got, taken), (want, _) = out
+    small = ember.backend.threads.small_kernel_mnk("f")
+    widths = [k for k, need in ((I, needs[3]), (H, needs[4])) if need]
+    keeps = all(not small or H * T * B * k > small for k in widths) and H % 16 == 0 and \
+        not needs[0] and ember.backend.threads.row_grain("f") > 0
+    assert taken == [keeps]
+    assert len(got) == len(want) == 8
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if w is not None:
+            assert g.dtype == w.dtype and g.shape == w.shape and g.flags.c_contiguous
+            np.testing.assert_array_equal(g, w)
+
+
+def test_gate_major_backward_on_the_training_steps_layer(monkeypatch):
+    """The LSTM(64, 128) step of benchmarks/training_steps.py at one thread takes the
+    gate-major backward where OpenBLAS's small-matrix kernel runs the step's product by
+    gate (its gradients: the layout's bits, above)."""
+    monkeypatch.setattr(ember.backend.threads, "MANY", False)
+    needs = [False, False, False, True, True, True, True, False]
+    _, taken = _layer_grads(np.random.default_rng(6), 4, 32, 64, 128, False, needs,
+                            monkeypatch, True)
+    assert taken == [rnn_lstm_padded._small_kernel(32, 128, 128) and
+                     not ember.backend.gemm.mkl_available()]

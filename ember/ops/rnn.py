@@ -518,6 +518,12 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     if isinstance(acts, _padded.Acts):
         H = acts.TC.shape[2]
         nc = _blocks(xp, acts.S, acts.TC, w_hh, ghn.shape[0], H, 4 * H)
+        if _padded.gate_major_case(nc, ghn.shape[0], w_hh, x, w_ih, needs):
+            dG, dh0, dc0 = _padded.backward(gy, ghn, gcn, acts, w_hh, nc, needs[1],
+                                            gate_major=True)
+            grads = _padded.gate_major_grads(dG, x, _padded.previous_hidden(acts), needs)
+            return (None, dh0 if needs[1] else None, dc0 if needs[2] else None) + grads + \
+                (None,)
         dG, dh0, dc0, beside = _padded.backward(gy, ghn, gcn, acts, w_hh, nc, needs[1],
                                                 (x, w_ih, needs))
         grads = _param_grads(dG, dG, _padded.previous_hidden(acts), x, w_ih, needs,
