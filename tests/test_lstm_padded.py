@@ -610,3 +610,34 @@ def test_gate_major_backward_on_the_training_steps_layer(monkeypatch):
                             monkeypatch, True)
     assert taken == [rnn_lstm_padded._small_kernel(32, 128, 128) and
                      not ember.backend.gemm.mkl_available()]
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_padded_backward_reads_the_output_gradient_in_place(batch_first, monkeypatch):
+    """The layer's node hands the padded loop the output's gradient as it arrives,
+    (T, B, H) -- transposed for a batch-first LSTM -- without a copy to (N, H): the
+    gradients are those of the copy (the steps read alike), and torch's."""
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    seen = []
+    backward = rnn_lstm_padded.backward
+    monkeypatch.setattr(rnn_lstm_padded, "backward",
+                        lambda gy, *a, **k: seen.append(gy) or backward(gy, *a, **k))
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((6, 5, 7)).astype(np.float32)
+    grads = []
+    ember.manual_seed(0)
+    layers = [ember.nn.LSTM(7, 16, batch_first=batch_first),
+              torch.nn.LSTM(7, 16, batch_first=batch_first)]
+    with torch.no_grad():
+        for p, q in zip(layers[1].parameters(), layers[0].parameters()):
+            p.copy_(torch.from_numpy(q.detach().numpy()))
+    for lib, lstm in zip((ember, torch), layers):
+        out = lstm(lib.tensor(x))[0]
+        (out[:, -1] if batch_first else out[-1]).pow(2).sum().backward()
+        grads.append([p.grad.numpy() for p in lstm.parameters()])
+    (gy,) = seen
+    assert gy.shape == ((5, 6, 16) if batch_first else (6, 5, 16))  # (T, B, H)
+    if batch_first:
+        assert not gy.flags.c_contiguous  # the transposed gradient, not a copy
+    for g, w in zip(*grads):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

@@ -759,7 +759,11 @@ class MkldnnLSTMLayer(LSTMLayer):
         e = [e is not None for e in self._edges] + [False] * 7
         saved = (x3.reshape(-1, x3.shape[-1]), h0, c0, w_ih, w_hh, b_ih, b_hh, None)
         needs = [e[0], e[5], e[6], e[1], e[2], e[3], e[4], False]
-        g = self._grads(saved, needs, gy.reshape(-1, gy.shape[-1]), ghn, gcn)
+        if _grad_state.grad_enabled or not isinstance(self._acts, _padded.Acts):
+            gy = gy.reshape(-1, gy.shape[-1])
+        # (else the padded loop reads gy's (T, B, H) steps in place: the gradient of a
+        # batch-first output arrives transposed, which the reshape would copy)
+        g = self._grads(saved, needs, gy, ghn, gcn)
         gx = None if g[0] is None else g[0].reshape(x3.shape)
         return gx, g[3], g[4], g[5], g[6], g[1], g[2]
 

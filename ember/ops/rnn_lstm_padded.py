@@ -377,8 +377,9 @@ def previous_hidden(acts):
 
 
 def backward(gy, ghn, gcn, acts, w_hh, nc, need_h0, grads=None, gate_major=False):
-    """Backpropagation through time over the padded forward's ``acts``: returns the gate
-    gradients ``dG`` (N, 4H), in PyTorch's gate order, and the first state's gradients
+    """Backpropagation through time over the padded forward's ``acts`` (``gy`` (N, H) or
+    its (T, B, H) view, read in place): returns the gate gradients ``dG`` (N, 4H), in
+    PyTorch's gate order, and the first state's gradients
     (``dh0`` None unless ``need_h0``); given ``grads`` ``(x, w_ih, needs)`` (the layer's
     input, input weight and ``rnn._param_grads``'s ``needs``), also the sequence's weight
     and input gradients computed beside the loop at more than one thread
