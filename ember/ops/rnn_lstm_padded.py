@@ -243,7 +243,10 @@ def _projection_with_bias(x, w_ih, bias, S2, dt, T=None, reverse=False):
     xa = np.empty((N, I + 1), dt)
     xa[:, :I] = x
     xa[:, I] = 1
-    wa = np.empty((4, I + 1, H), dt)  # the gates in the slots' order (g, f, i, o)
+    # the gates in the slots' order (g, f, i, o), on a 64-byte boundary: OpenBLAS's
+    # kernel for small matrices reads this right operand in place, about 1.4x faster
+    # aligned ((64, 65) @ (65, 128) blocks: 0.64 -> 0.45 ms a sequence at one thread)
+    wa = _aligned((4, I + 1, H), dt)
     _gates_transposed(w_ih, H, wa[:, :I])
     _gates_transposed(bias.reshape(4 * H, 1), H, wa[:, I:])
     r = None
