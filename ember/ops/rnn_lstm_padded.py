@@ -41,7 +41,10 @@ one thread: each of their NumPy calls holds the GIL about as long as it computes
 
 The float operations and their order are the general loop's, so values are its bits
 wherever the products are split the same way (the gate gradients ``dG`` keep its
-(N, 4H) layout: the recurrent and weight products are unchanged).
+(N, 4H) layout: the recurrent and weight products are unchanged). At one thread, where
+the step's product runs by gate, ``dG`` is kept gate-major instead (each step's gate
+blocks contiguous for that product) and the weight gradients are computed by gate
+(``gate_major_case``), blocks of rows of the same products: the same bits.
 """
 from itertools import islice
 
