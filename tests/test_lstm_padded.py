@@ -537,3 +537,140 @@ def test_sequence_gradients_beside_the_backward_loop(x_grad, reverse, monkeypatc
         if a is not None:
             np.testing.assert_array_equal(a, c)
     assert (got[1][0] is None) is not x_grad
+
+
+def _layer_grads(rng, T, B, I, H, reverse, needs, monkeypatch, gate_major):
+    """The padded layer's gradients with the gate-major backward taken where
+    ``gate_major_case`` says (``gate_major`` True; the cases it answered are returned) or
+    never."""
+    x = rng.standard_normal((T * B, I)).astype(np.float32)
+    w_ih = (rng.standard_normal((4 * H, I)) * 0.2).astype(np.float32)
+    w_hh = (rng.standard_normal((4 * H, H)) * 0.2).astype(np.float32)
+    b_ih, b_hh = (rng.standard_normal(4 * H).astype(np.float32) for _ in range(2))
+    h0, c0 = (rng.standard_normal((B, H)).astype(np.float32) for _ in range(2))
+    gy = rng.standard_normal((T * B, H)).astype(np.float32)
+    ghn, gcn = (rng.standard_normal((B, H)).astype(np.float32) for _ in range(2))
+    taken = []
+    case = rnn_lstm_padded.gate_major_case
+    monkeypatch.setattr(rnn_lstm_padded, "gate_major_case",
+                        lambda *a: taken.append(case(*a)) or taken[-1] if gate_major
+                        else False)
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    y, hn, cn, acts = rnn._lstm_forward_np(np, x, h0, c0, w_ih, w_hh, b_ih, b_hh, None,
+                                           (B,) * T, reverse)
+    g = rnn._lstm_backward_np(np, gy, ghn, gcn, acts, x, w_ih, w_hh, None, (B,) * T,
+                              reverse, needs)
+    return g, taken
+
+
+@pytest.mark.parametrize("T, B, I, H", [(5, 3, 6, 16), (20, 33, 40, 48), (9, 64, 17, 80),
+                                        (40, 50, 300, 64), (7, 20, 100, 20)])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("needs", ["all but x", "weights", "w_hh and b_hh", "x too"])
+def test_gate_major_backward_gives_the_layouts_bits(T, B, I, H, reverse, needs,
+                                                    monkeypatch):
+    """The backward with each step's gate gradients stored gate-major, the weights' and
+    biases' gradients by gate (one thread, the step's product by gate): the (N, 4H)
+    layout's bits for every gradient, where ``gate_major_case`` takes it -- not where a
+    gate's weight product would run on the small-matrix kernel and the whole on the
+    blocked one ((9, 64, 17, 80): another order of sums), gate widths off the grain
+    (20), or the input's gradient is asked (``x too``)."""
+    needs = {"all but x": [False, True, True, True, True, True, True, False],
+             "weights": [False, False, False, True, True, False, False, False],
+             "w_hh and b_hh": [False, False, False, False, True, False, True, False],
+             "x too": [True, True, True, True, True, True, True, False]}[needs]
+    monkeypatch.setattr(ember.backend.threads, "MANY", False)
+    monkeypatch.setattr(rnn_lstm_padded, "_split_by_gate", lambda *a: True)
+    monkeypatch.setattr(rnn, "_blocks", lambda *a: 16)
+    out = []
+    with ember.backend.gemm.numpy_only():  # (MKL's products: the (N, 4H) layout, below)
+        for gate_major in (True, False):
+            out.append(_layer_grads(np.random.default_rng(5), T, B, I, H, reverse, needs,
+                                    monkeypatch, gate_major))
+    (got, taken), (want, _) = out
+    small = ember.backend.threads.small_kernel_mnk("f")
+    widths = [k for k, need in ((I, needs[3]), (H, needs[4])) if need]
+    keeps = all(not small or H * T * B * k > small for k in widths) and H % 16 == 0 and \
+        not needs[0] and ember.backend.threads.row_grain("f") > 0
+    assert taken == [keeps]
+    assert len(got) == len(want) == 8
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if w is not None:
+            assert g.dtype == w.dtype and g.shape == w.shape and g.flags.c_contiguous
+            np.testing.assert_array_equal(g, w)
+
+
+def test_gate_major_backward_on_the_training_steps_layer(monkeypatch):
+    """The LSTM(64, 128) step of benchmarks/training_steps.py at one thread takes the
+    gate-major backward where OpenBLAS's small-matrix kernel runs the step's product by
+    gate (its gradients: the layout's bits, above)."""
+    monkeypatch.setattr(ember.backend.threads, "MANY", False)
+    needs = [False, False, False, True, True, True, True, False]
+    _, taken = _layer_grads(np.random.default_rng(6), 4, 32, 64, 128, False, needs,
+                            monkeypatch, True)
+    # (with ``ember[mkl]`` MKL computes the weight gradients of the (N, 4H) layout)
+    assert taken == [rnn_lstm_padded._small_kernel(32, 128, 128) and
+                     not ember.backend.gemm.mkl_available()]
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_padded_backward_reads_the_output_gradient_in_place(batch_first, monkeypatch):
+    """The layer's node hands the padded loop the output's gradient as it arrives,
+    (T, B, H) -- transposed for a batch-first LSTM -- without a copy to (N, H): the
+    gradients are those of the copy (the steps read alike), and torch's."""
+    monkeypatch.setitem(rnn._FUSED, "lstm", None)
+    seen = []
+    backward = rnn_lstm_padded.backward
+    monkeypatch.setattr(rnn_lstm_padded, "backward",
+                        lambda gy, *a, **k: seen.append(gy) or backward(gy, *a, **k))
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((6, 5, 7)).astype(np.float32)
+    grads = []
+    ember.manual_seed(0)
+    layers = [ember.nn.LSTM(7, 16, batch_first=batch_first),
+              torch.nn.LSTM(7, 16, batch_first=batch_first)]
+    with torch.no_grad():
+        for p, q in zip(layers[1].parameters(), layers[0].parameters()):
+            p.copy_(torch.from_numpy(q.detach().numpy()))
+    for lib, lstm in zip((ember, torch), layers):
+        out = lstm(lib.tensor(x))[0]
+        (out[:, -1] if batch_first else out[-1]).pow(2).sum().backward()
+        grads.append([p.grad.numpy() for p in lstm.parameters()])
+    (gy,) = seen
+    assert gy.shape == ((5, 6, 16) if batch_first else (6, 5, 16))  # (T, B, H)
+    if batch_first:
+        assert not gy.flags.c_contiguous  # the transposed gradient, not a copy
+    for g, w in zip(*grads):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_projection_weights_on_a_64_byte_boundary(monkeypatch):
+    """The input projection's right operand (the gates' weights and bias, transposed) is
+    made on a 64-byte boundary, each gate's block too where the gate width is a multiple
+    of 16 (OpenBLAS's small-matrix kernel reads it in place: ~1.4x faster aligned), and
+    the projection keeps the bits of the unaligned weights."""
+    made = []
+    transposed = rnn_lstm_padded._gates_transposed
+    monkeypatch.setattr(rnn_lstm_padded, "_gates_transposed",
+                        lambda w, H, out: made.append(out) or transposed(w, H, out))
+    rng = np.random.default_rng(12)
+    N, I, H = 256, 20, 48
+    x = rng.standard_normal((N, I)).astype(np.float32)
+    w = rng.standard_normal((4 * H, I)).astype(np.float32)
+    b = rng.standard_normal(4 * H).astype(np.float32)
+    S2 = np.zeros((5, N, H), np.float32)
+    rnn_lstm_padded._projection_with_bias(x, w, b, S2, np.float32)
+    wa = made[0]
+    assert all(wa[j].ctypes.data % 64 == 0 for j in range(4))
+    xa = np.concatenate([x, np.ones((N, 1), np.float32)], 1)
+    wa_plain = np.empty((4, I + 1, H), np.float32)  # (NumPy's allocation: 16 bytes)
+    transposed(w, H, wa_plain[:, :I])
+    transposed(b.reshape(4 * H, 1), H, wa_plain[:, I:])
+    want = np.zeros_like(S2)
+    rows = rnn_lstm_padded._projection_rows(N, I + 1, H, np.float32)
+    if rows is None:
+        np.matmul(xa, wa_plain, out=want[1:])
+    else:
+        rnn_lstm_padded._projection_blocks(xa, wa_plain, want, rows, 0, N)
+    np.testing.assert_array_equal(S2, want)

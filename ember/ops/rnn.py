@@ -518,6 +518,12 @@ def _lstm_backward_np(xp, gy, ghn, gcn, acts, x, w_ih, w_hh, w_hr, bs, reverse, 
     if isinstance(acts, _padded.Acts):
         H = acts.TC.shape[2]
         nc = _blocks(xp, acts.S, acts.TC, w_hh, ghn.shape[0], H, 4 * H)
+        if _padded.gate_major_case(nc, ghn.shape[0], w_hh, x, w_ih, needs):
+            dG, dh0, dc0 = _padded.backward(gy, ghn, gcn, acts, w_hh, nc, needs[1],
+                                            gate_major=True)
+            grads = _padded.gate_major_grads(dG, x, _padded.previous_hidden(acts), needs)
+            return (None, dh0 if needs[1] else None, dc0 if needs[2] else None) + grads + \
+                (None,)
         dG, dh0, dc0, beside = _padded.backward(gy, ghn, gcn, acts, w_hh, nc, needs[1],
                                                 (x, w_ih, needs))
         grads = _param_grads(dG, dG, _padded.previous_hidden(acts), x, w_ih, needs,
@@ -753,7 +759,11 @@ class MkldnnLSTMLayer(LSTMLayer):
         e = [e is not None for e in self._edges] + [False] * 7
         saved = (x3.reshape(-1, x3.shape[-1]), h0, c0, w_ih, w_hh, b_ih, b_hh, None)
         needs = [e[0], e[5], e[6], e[1], e[2], e[3], e[4], False]
-        g = self._grads(saved, needs, gy.reshape(-1, gy.shape[-1]), ghn, gcn)
+        if _grad_state.grad_enabled or not isinstance(self._acts, _padded.Acts):
+            gy = gy.reshape(-1, gy.shape[-1])
+        # (else the padded loop reads gy's (T, B, H) steps in place: the gradient of a
+        # batch-first output arrives transposed, which the reshape would copy)
+        g = self._grads(saved, needs, gy, ghn, gcn)
         gx = None if g[0] is None else g[0].reshape(x3.shape)
         return gx, g[3], g[4], g[5], g[6], g[1], g[2]
 
