@@ -56,10 +56,14 @@ NORM_CALLS = ("batch_norm", "instance_norm")
 # factorization's check that raises): recorded whole by ``compile`` alone, run again at
 # every replay (``composite_node.compile_recorder``); a trace keeps their ops
 COMPILE_CALLS = ("quantile", "nanquantile", "lu", "linalg_lu_factor", "linalg_lu_factor_ex")
+# calls given a traced 0-d integer tensor where they use the int in Python (a dim that
+# picks a layout, a window, a count, a size list, a number): recorded whole with the
+# traced int read from it (``Int``), so a replay runs the call at the value then
+INT_ARG_CALLS = ("select",)
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
                            RNN_CALLS + PACKING_CALLS + RESIZE_CALLS + SORT_CALLS + NORM_CALLS +
-                           VALUE_CALLS + DATA_CALLS + COMPILE_CALLS)
+                           VALUE_CALLS + DATA_CALLS + COMPILE_CALLS + INT_ARG_CALLS)
 
 _MISSING = object()
 

@@ -34,14 +34,28 @@ class Flip(Primitive):
 @follows_int_reads
 def flip(input, dims):
     """``input`` with the order of elements reversed along ``dims`` (a copy)."""
+    if isinstance(dims, Tensor):  # (its elements are not a tuple of ints: torch refuses)
+        raise TypeError("flip(): argument 'dims' (position 2) must be tuple of ints, not "
+                        "Tensor")
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
     return Flip.apply(input, wrap_dims(dims, input._data.ndim) if input._data.ndim else ())
 
 
 def _flip_method(self, *dims, **kw):
-    """``Tensor.flip(dims)``, also as ``x.flip(0, 1)``."""
+    """``Tensor.flip(dims)``, also as ``x.flip(0, 1)``; as torch's method, one tensor of
+    one integer or boolean element given alone is one dim (``x.flip(k)``)."""
     if "dims" in kw:
+        if isinstance(kw["dims"], Tensor):
+            raise TypeError("flip(): argument 'dims' must be tuple of ints, not Tensor")
         return flip(self, kw.pop("dims"), **kw)
+    if len(dims) == 1 and isinstance(dims[0], Tensor):
+        t = dims[0]
+        if t._data.size != 1 or t._data.dtype.kind not in "iub":
+            raise TypeError("flip(): argument 'dims' (position 1) must be tuple of ints, not "
+                            "Tensor")
+        # a 0-d integer tensor stays a tensor: a trace records the read (it follows it)
+        return flip(self, (t if t._data.ndim == 0 and t._data.dtype.kind in "iu"
+                           else int(t),))
     return flip(self, dims[0] if len(dims) == 1 else dims)
 
 
