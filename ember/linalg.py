@@ -11,7 +11,7 @@ from ember._tensor import _mode_active, _mode_recorder
 from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
 from ember.ops._linalg_util import LinAlgError
-from ember.ops._util import int_args, reduced_float, type_name
+from ember.ops._util import int_args, reduced_float, traced_ints, type_name
 from ember.ops.composite_node import one_node
 from ember.ops.join import cat
 from ember.ops.linalg import _cross, _write_out, matmul, matrix_power, multi_dot_chain
@@ -256,6 +256,9 @@ def tensorsolve(A, B, dims=None, *, out=None):
 
 def vander(x, *, N=None):
     """The Vandermonde matrix: ``x[..., None] ** arange(N)`` (increasing powers)."""
+    if _mode_active[0] and (r := traced_ints(N)) is not None:
+        # a traced count of columns: the expand's size is computed in Python, so one node
+        return r[0].composite("linalg_vander", vander, (x,), {"N": r[1][0]})
     kind = x._data.dtype.kind
     if kind == "b" or x._data.dtype.itemsize == 2 and kind == "f" or x.dtype.name == "bfloat16":
         from ember.ops._util import scalar_type_name

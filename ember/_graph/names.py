@@ -59,7 +59,10 @@ COMPILE_CALLS = ("quantile", "nanquantile", "lu", "linalg_lu_factor", "linalg_lu
 # calls given a traced 0-d integer tensor where they use the int in Python (a dim that
 # picks a layout, a window, a count, a size list, a number): recorded whole with the
 # traced int read from it (``Int``), so a replay runs the call at the value then
-INT_ARG_CALLS = ("select",)
+INT_ARG_CALLS = ("select", "select_scatter", "glu", "unfold", "rot90", "diff",
+                 "linalg_matrix_power", "linalg_vander", "pixel_shuffle", "pixel_unshuffle",
+                 "mvlgamma", "constant_pad_nd", "repeat", "hsplit", "vsplit", "dsplit",
+                 "nonzero_static")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
                            RNN_CALLS + PACKING_CALLS + RESIZE_CALLS + SORT_CALLS + NORM_CALLS +

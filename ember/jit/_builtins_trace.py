@@ -114,3 +114,18 @@ def _linalg_householder_product(A, tau):
 
 _add("torch.linalg_inv_ex", _linalg_inv_ex)
 _add("torch.linalg_householder_product", _linalg_householder_product)
+
+
+def _linalg_matrix_power(A, n):
+    from ember import linalg
+    return linalg.matrix_power(A, n)
+
+
+def _linalg_vander(x, N=None):
+    from ember import linalg
+    return linalg.vander(x, N=N)
+
+
+# calls a trace records whole for an int read from a traced 0-d tensor
+_add("torch.linalg_matrix_power", _linalg_matrix_power)
+_add("torch.linalg_vander", _linalg_vander)

@@ -105,3 +105,76 @@ def _scatter_add(em, node, x, src, idx, dim):
 @emits("select")
 def _select(em, node, input, dim, index):
     return f"torch.select({em.e(input)}, {_int(em, dim)}, {_int(em, index)})"
+
+
+@emits("select_scatter")
+def _select_scatter(em, node, input, src, dim, index):
+    return (f"torch.select_scatter({em.e(input)}, {em.e(src)}, {_int(em, dim)}, "
+            f"{_int(em, index)})")
+
+
+@emits("glu")
+def _glu(em, node, input, dim=-1):
+    return f"torch.glu({em.e(input)}, {_int(em, dim)})"
+
+
+@emits("unfold")
+def _unfold(em, node, input, dimension, size, step):
+    return f"{em.e(input)}.unfold({_int(em, dimension)}, {_int(em, size)}, {_int(em, step)})"
+
+
+@emits("rot90")
+def _rot90(em, node, input, k=1, dims=(0, 1)):
+    return f"torch.rot90({em.e(input)}, {_int(em, k)}, {_ints(em, dims)})"
+
+
+@emits("diff")
+def _diff(em, node, input, n=1, dim=-1, prepend=None, append=None):
+    return (f"torch.diff({em.e(input)}, {_int(em, n)}, {_int(em, dim)}, {em.e(prepend)}, "
+            f"{em.e(append)})")
+
+
+@emits("linalg_matrix_power")
+def _matrix_power(em, node, input, n):
+    return f"torch.linalg_matrix_power({em.e(input)}, {_int(em, n)})"
+
+
+@emits("linalg_vander")
+def _vander(em, node, x, N=None):
+    return f"torch.linalg_vander({em.e(x)}, N={_int(em, N)})"
+
+
+@emits("pixel_shuffle", "pixel_unshuffle")
+def _pixel_shuffle(em, node, input, factor):
+    return f"torch.{node.op}({em.e(input)}, {_int(em, factor)})"
+
+
+@emits("mvlgamma")
+def _mvlgamma(em, node, input, p):
+    return f"torch.mvlgamma({em.e(input)}, {_int(em, p)})"
+
+
+@emits("constant_pad_nd")
+def _constant_pad_nd(em, node, input, pad, value=0):
+    return f"torch.constant_pad_nd({em.e(input)}, {_ints(em, pad)}, {em.e(value)})"
+
+
+@emits("repeat")
+def _repeat(em, node, input, *sizes):
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = sizes[0]
+    return f"{em.e(input)}.repeat({_ints(em, sizes)})"
+
+
+@emits("hsplit", "vsplit", "dsplit")
+def _split_at(em, node, input, indices_or_sections):
+    arg = _ints(em, indices_or_sections) if isinstance(indices_or_sections, (tuple, list)) \
+        else _int(em, indices_or_sections)
+    res = em.tmp(f"torch.{node.op}({em.e(input)}, {arg})")
+    return [f"{res}[{i}]" for i in range(len(node.outputs))]
+
+
+@emits("nonzero_static")
+def _nonzero_static(em, node, input, size, fill_value=-1):
+    return (f"torch.nonzero_static({em.e(input)}, size={_int(em, size)}, "
+            f"fill_value={_int(em, fill_value)})")

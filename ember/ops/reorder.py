@@ -4,11 +4,11 @@ import operator
 
 import numpy as np
 
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import follows_int_reads, int_args, wrap_dim, wrap_dims
+from ember.ops._util import follows_int_reads, int_args, traced_ints, wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
 from ember.ops.composite_node import one_node
 
@@ -115,6 +115,9 @@ def roll(input, shifts, dims=None):
 def rot90(input, k=1, dims=(0, 1)):
     """Rotate by 90 degrees ``k`` times in the plane of ``dims`` (from the first dim
     towards the second)."""
+    if _mode_active[0] and (r := traced_ints(k, dims)) is not None:
+        # a traced count or dim picks the flips and transposes: one node
+        return r[0].composite("rot90", rot90, (input,) + r[1], {})
     dims = tuple(dims)
     if len(dims) != 2:
         raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
@@ -173,6 +176,9 @@ class UnfoldBackward(Primitive):
 def unfold(self, dimension, size, step):
     """A view with all windows of ``size`` elements, ``step`` apart, along ``dimension``
     (the windows form a new last dim)."""
+    if _mode_active[0] and (r := traced_ints(dimension, size, step)) is not None:
+        # a traced dim, size or step: the window's layout is computed in Python
+        return r[0].composite("unfold", unfold, (self,) + r[1], {})
     if self._data.ndim == 0:
         if size > 1:
             raise RuntimeError(f"maximum size for tensor at dimension 0 is 1 but size is {size}")
