@@ -559,9 +559,18 @@ def _new_like(self, dtype, device):
     return (_dt.to_dtype(dtype) or self.dtype), (backend.as_device(device) or self.device)
 
 
+def _traced_ints(*values):
+    from ember.ops._util import traced_ints  # (ember.ops imports this module)
+    return traced_ints(*values)
+
+
 def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
                pin_memory=False):
     """Zeros of ``size`` with this tensor's dtype and device (unless given)."""
+    if _mode_active[0] and (r := _traced_ints(*size)) is not None:
+        # a traced size: one node, its shape made again at the value
+        return r[0].composite("new_zeros", _new_zeros, (self,) + r[1],
+                              {"dtype": dtype, "device": device, "requires_grad": requires_grad})
     dt, dev = _new_like(self, dtype, device)
     return _filled(0, size, dt, dev, requires_grad)
 
@@ -569,6 +578,10 @@ def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout
 def _new_ones(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
               pin_memory=False):
     """Ones of ``size`` with this tensor's dtype and device (unless given)."""
+    if _mode_active[0] and (r := _traced_ints(*size)) is not None:
+        # a traced size: one node, its shape made again at the value
+        return r[0].composite("new_ones", _new_ones, (self,) + r[1],
+                              {"dtype": dtype, "device": device, "requires_grad": requires_grad})
     dt, dev = _new_like(self, dtype, device)
     return _filled(1, size, dt, dev, requires_grad)
 
@@ -583,6 +596,9 @@ def _new_empty(self, *size, dtype=None, device=None, requires_grad=False, layout
 def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
               layout=None, pin_memory=False):
     """``fill_value`` everywhere, with this tensor's dtype and device (unless given)."""
+    if _mode_active[0] and (r := _traced_ints(size)) is not None:
+        return r[0].composite("new_full", _new_full, (self, r[1][0], fill_value),
+                              {"dtype": dtype, "device": device, "requires_grad": requires_grad})
     dt, dev = _new_like(self, dtype, device)
     size = (size,) if isinstance(size, (int, np.integer)) else size
     return _filled(fill_value, size, dt, dev, requires_grad)

@@ -62,7 +62,9 @@ COMPILE_CALLS = ("quantile", "nanquantile", "lu", "linalg_lu_factor", "linalg_lu
 INT_ARG_CALLS = ("select", "select_scatter", "glu", "unfold", "rot90", "diff",
                  "linalg_matrix_power", "linalg_vander", "pixel_shuffle", "pixel_unshuffle",
                  "mvlgamma", "constant_pad_nd", "repeat", "hsplit", "vsplit", "dsplit",
-                 "nonzero_static")
+                 "nonzero_static", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+                 "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
+                 "as_strided", "as_strided_scatter", "new_zeros", "new_ones", "new_full")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
                            RNN_CALLS + PACKING_CALLS + RESIZE_CALLS + SORT_CALLS + NORM_CALLS +

@@ -178,3 +178,65 @@ def _split_at(em, node, input, indices_or_sections):
 def _nonzero_static(em, node, input, size, fill_value=-1):
     return (f"torch.nonzero_static({em.e(input)}, size={_int(em, size)}, "
             f"fill_value={_int(em, fill_value)})")
+
+
+def _window(em, v, nd):
+    """An ``int[nd]`` argument given as one int or a list (``[]``: None, the default)."""
+    if v is None:
+        return "[]"
+    if isinstance(v, (tuple, list)):
+        return _ints(em, v)
+    return _ints(em, [v] * nd)
+
+
+@emits("avg_pool1d", "avg_pool2d", "avg_pool3d")
+def _avg_pool(em, node, input, kernel_size, stride=None, padding=0, ceil_mode=False,
+              count_include_pad=True, divisor_override=None):
+    nd = int(node.op[-2])
+    head = (f"torch.{node.op}({em.e(input)}, {_window(em, kernel_size, nd)}, "
+            f"{_window(em, stride, nd)}, {_window(em, padding, nd)}, "
+            f"{literal(bool(ceil_mode))}, {literal(bool(count_include_pad))}")
+    if nd == 1:
+        return head + ")"
+    div = "None" if divisor_override is None else _int(em, divisor_override)
+    return f"{head}, {div})"
+
+
+@emits("adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d")
+def _adaptive_max_pool(em, node, input, output_size, return_indices=False):
+    nd = int(node.op[-2])
+    res = em.tmp(f"torch.{node.op}({em.e(input)}, {_window(em, output_size, nd)})")
+    return [f"{res}[0]", f"{res}[1]"] if return_indices else f"{res}[0]"
+
+
+@emits("as_strided")
+def _as_strided(em, node, input, size, stride, storage_offset=None):
+    off = "None" if storage_offset is None else _int(em, storage_offset)
+    return f"torch.as_strided({em.e(input)}, {_ints(em, size)}, {_ints(em, stride)}, {off})"
+
+
+@emits("as_strided_scatter")
+def _as_strided_scatter(em, node, input, src, size, stride, storage_offset=None):
+    off = "None" if storage_offset is None else _int(em, storage_offset)
+    return (f"torch.as_strided_scatter({em.e(input)}, {em.e(src)}, {_ints(em, size)}, "
+            f"{_ints(em, stride)}, {off})")
+
+
+def _like_kwargs(em, node, dtype, device, requires_grad):
+    if device is not None or requires_grad:
+        raise NotImplementedError(f"jit codegen: {node.op}(device=, requires_grad=True)")
+    return "" if dtype is None else f", dtype={em.e(dtype)}"
+
+
+@emits("new_zeros", "new_ones")
+def _new_filled(em, node, input, *size, dtype=None, device=None, requires_grad=False):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    return (f"{em.e(input)}.{node.op}({_ints(em, size)}"
+            f"{_like_kwargs(em, node, dtype, device, requires_grad)})")
+
+
+@emits("new_full")
+def _new_full(em, node, input, size, fill_value, dtype=None, device=None, requires_grad=False):
+    return (f"{em.e(input)}.new_full({_ints(em, size)}, {em.e(fill_value)}"
+            f"{_like_kwargs(em, node, dtype, device, requires_grad)})")
