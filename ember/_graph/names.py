@@ -64,7 +64,9 @@ INT_ARG_CALLS = ("select", "select_scatter", "glu", "unfold", "rot90", "diff",
                  "mvlgamma", "constant_pad_nd", "repeat", "hsplit", "vsplit", "dsplit",
                  "nonzero_static", "avg_pool1d", "avg_pool2d", "avg_pool3d",
                  "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
-                 "as_strided", "as_strided_scatter", "new_zeros", "new_ones", "new_full")
+                 "as_strided", "as_strided_scatter", "new_zeros", "new_ones", "new_full",
+                 "addmm", "addmv", "baddbmm", "addbmm", "dist", "renorm", "histc",
+                 "grid_sampler_2d", "grid_sampler_3d", "im2col")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
                            RNN_CALLS + PACKING_CALLS + RESIZE_CALLS + SORT_CALLS + NORM_CALLS +

@@ -129,3 +129,23 @@ def _linalg_vander(x, N=None):
 # calls a trace records whole for an int read from a traced 0-d tensor
 _add("torch.linalg_matrix_power", _linalg_matrix_power)
 _add("torch.linalg_vander", _linalg_vander)
+
+
+def _grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+    import ember
+    return ember.grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+def _grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
+    import ember
+    return ember.grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+def _im2col(input, kernel_size, dilation, padding, stride):
+    from ember.nn import functional as F
+    return F.unfold(input, kernel_size, dilation, padding, stride)
+
+
+_add("torch.grid_sampler_2d", _grid_sampler_2d)
+_add("torch.grid_sampler_3d", _grid_sampler_3d)
+_add("torch.im2col", _im2col)

@@ -240,3 +240,40 @@ def _new_filled(em, node, input, *size, dtype=None, device=None, requires_grad=F
 def _new_full(em, node, input, size, fill_value, dtype=None, device=None, requires_grad=False):
     return (f"{em.e(input)}.new_full({_ints(em, size)}, {em.e(fill_value)}"
             f"{_like_kwargs(em, node, dtype, device, requires_grad)})")
+
+
+@emits("addmm", "addmv", "baddbmm", "addbmm")
+def _add_product(em, node, input, a, b, beta=1, alpha=1):
+    return (f"torch.{node.op}({em.e(input)}, {em.e(a)}, {em.e(b)}, beta={_int(em, beta)}, "
+            f"alpha={_int(em, alpha)})")
+
+
+@emits("dist")
+def _dist(em, node, input, other, p=2):
+    return f"torch.dist({em.e(input)}, {em.e(other)}, {_int(em, p)})"
+
+
+@emits("renorm")
+def _renorm(em, node, input, p, dim, maxnorm):
+    return f"torch.renorm({em.e(input)}, {_int(em, p)}, {_int(em, dim)}, {_int(em, maxnorm)})"
+
+
+@emits("histc")
+def _histc(em, node, input, bins=100, min=0, max=0):
+    return f"torch.histc({em.e(input)}, {_int(em, bins)}, {_int(em, min)}, {_int(em, max)})"
+
+
+@emits("grid_sampler_2d", "grid_sampler_3d")
+def _grid_sampler(em, node, input, grid, interpolation_mode, padding_mode, align_corners):
+    return (f"torch.{node.op}({em.e(input)}, {em.e(grid)}, {_int(em, interpolation_mode)}, "
+            f"{_int(em, padding_mode)}, {em.e(align_corners)})")
+
+
+@emits("im2col")
+def _im2col(em, node, input, kernel_size, dilation=1, padding=0, stride=1):
+    """``F.unfold``: aten's ``im2col`` (a 3-D input gains and loses its batch dim)."""
+    win = [_window(em, v, 2) for v in (kernel_size, dilation, padding, stride)]
+    if len(node.inputs[0].shape) == 3:
+        return f"torch.squeeze(torch.im2col(torch.unsqueeze({em.e(input)}, 0), " \
+            f"{', '.join(win)}), 0)"
+    return f"torch.im2col({em.e(input)}, {', '.join(win)})"
