@@ -10,7 +10,7 @@ import numpy as np
 
 from ember._graph.ir import Ref
 from ember.jit._codegen_emitter import emits, literal
-from ember.ops import diagonals, extrema, gather_scatter, scan, variance
+from ember.ops import diagonals, extrema, gather_scatter, index_along, scan, variance
 
 
 def _int(em, v):
@@ -87,7 +87,7 @@ emits(scan._Cummax)(_running("cummax"))
 emits(scan._Cummin)(_running("cummin"))
 
 
-@emits(gather_scatter.IndexCopy)
+@emits(index_along.IndexCopy)
 def _index_copy(em, node, x, src, idx, dim):
     if isinstance(idx, np.ndarray):  # an index that is no traced value: a constant
         idx = f"torch.tensor({literal(idx.tolist())})"

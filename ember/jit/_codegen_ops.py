@@ -16,6 +16,7 @@ from ember.ops import (
     elementwise,
     extrema,
     gather_scatter,
+    index_along,
     indexing,
     join,
     losses,
@@ -288,7 +289,7 @@ def _picked(em, node, x, idx, dim, keepdim=True):
     return out if keepdim else f"{out}.squeeze({em.e(dim)})"
 
 
-@emits(gather_scatter.IndexSelect)
+@emits(index_along.IndexSelect)
 def _index_select(em, node, x, idx, dim):
     return f"torch.index_select({em.e(x)}, {em.e(dim)}, {em.e(idx)})"
 

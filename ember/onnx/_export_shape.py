@@ -11,7 +11,7 @@ from ember._graph.ir import Ref
 from ember._graph.symint import TensorInt
 from ember.onnx._export import UnsupportedOnnxExport
 from ember.onnx._export_registry import _axes, _cast_to, _rank, exports
-from ember.ops import diagonals, gather_scatter, join, scan, shape, sorting
+from ember.ops import diagonals, gather_scatter, index_along, join, scan, shape, sorting
 
 __all__ = []
 
@@ -257,7 +257,7 @@ def _picked(g, node, x, idx, dim, keepdim=True):
     return out if keepdim else g.op("Squeeze", [out, _axes(g, [dim])])
 
 
-@exports(gather_scatter.IndexSelect)
+@exports(index_along.IndexSelect)
 def _index_select(g, node, x, idx, dim):
     return g.op("Gather", [g.tensor(x), g.tensor(idx)], axis=dim)
 

@@ -492,7 +492,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     """Repeat each element (or each slice along ``dim``) ``repeats`` times in place;
     ``repeats`` is an int or a tensor with one count per element. With only a 1-D
     int tensor of counts, the indices ``0, 0, 1, ...`` are returned."""
-    from ember.ops.gather_scatter import index_select
+    from ember.ops.index_along import index_select
     if _mode_active[0] and not isinstance(repeats, bool) and \
             (m := _mode_recorder((input,))) is not None:
         # a whole call in a capture: the gather positions it makes would be constants

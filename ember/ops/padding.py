@@ -172,7 +172,7 @@ def _check_pad(input, pad, mode):
 
 
 def _pad_gather(input, pad, mode):
-    from ember.ops.gather_scatter import index_select
+    from ember.ops.index_along import index_select
     _check_pad(input, pad, mode)
     nd = input._data.ndim
     x = input
