@@ -404,9 +404,25 @@ def _check_steps(steps, name):
     return steps.__index__() if isinstance(steps, Tensor) else steps
 
 
+def _range_recorder(start, end, steps):
+    """Under a capture, a range given a traced tensor (its ends, or its count as a 0-d
+    integer tensor) is one node that runs again at their values: (capture, its args with
+    a traced count read as a traced int); else None."""
+    if not any(isinstance(v, Tensor) for v in (start, end, steps)):
+        return None
+    m = _mode_recorder((start, end, steps))
+    if m is None:
+        return None
+    r = _traced_ints(steps)
+    return m, (start, end, steps if r is None else r[1][0])
+
+
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, out=None,
              layout=None):
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    if _mode_active[0] and out is None and (m := _range_recorder(start, end, steps)):
+        return m[0].composite("linspace", linspace, m[1], {
+            "dtype": dtype, "device": device, "requires_grad": requires_grad})
     out_name = _range_out_name(start, end)
     start, end = _num(start), _num(end)
     dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
@@ -466,6 +482,9 @@ def _reduced_line(start, end, steps, np_dtype):
 def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False,
              out=None, layout=None):
     """``base ** linspace(start, end, steps)``."""
+    if _mode_active[0] and out is None and (m := _range_recorder(start, end, steps)):
+        return m[0].composite("logspace", logspace, m[1] + (base,), {
+            "dtype": dtype, "device": device, "requires_grad": requires_grad})
     dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
     out_name = _range_out_name(start, end)
     start, end = _num(start), _num(end)

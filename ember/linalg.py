@@ -101,6 +101,10 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     ``ord`` is any real number or +-inf: ``sum(|x|^ord)^(1/ord)``, with ``ord=0``
     counting nonzeros and +-inf taking the max/min of ``|x|``.
     """
+    if _mode_active[0] and out is None and (r := traced_ints(ord, dim)) is not None:
+        # a traced order picks the formula in Python: the call is one node
+        return r[0].composite("linalg_vector_norm", vector_norm, (x,) + r[1] + (keepdim,),
+                              {"dtype": dtype})
     if isinstance(ord, str):
         raise RuntimeError(f"linalg.vector_norm: Expected a non-string ord, but got '{ord}'")
     x = _cast(x, dtype, "linalg.vector_norm")
@@ -172,6 +176,9 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
     ``matrix_norm``. Without ``dim``: a 1-D or 2-D input's vector or matrix norm
     when ``ord`` is given, else the 2-norm of all elements.
     """
+    if _mode_active[0] and out is None and (r := traced_ints(ord, dim)) is not None:
+        # a traced order or dim picks the norm in Python: the call is one node
+        return r[0].composite("linalg_norm", norm, (A,) + r[1] + (keepdim,), {"dtype": dtype})
     if dim is not None:
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
         if len(dims) == 1:
@@ -244,6 +251,9 @@ def tensorinv(A, ind=2, *, out=None):
 
 def tensorsolve(A, B, dims=None, *, out=None):
     """The ``X`` with ``tensordot(A, X, X.ndim) == B``."""
+    if _mode_active[0] and out is None and (r := traced_ints(dims)) is not None:
+        # traced dims order the permutation in Python: the call is one node
+        return r[0].composite("linalg_tensorsolve", tensorsolve, (A, B) + r[1], {})
     if dims is not None:
         nd = A.dim()
         dims = [d % nd for d in dims]

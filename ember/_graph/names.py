@@ -66,7 +66,9 @@ INT_ARG_CALLS = ("select", "select_scatter", "glu", "unfold", "rot90", "diff",
                  "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
                  "as_strided", "as_strided_scatter", "new_zeros", "new_ones", "new_full",
                  "addmm", "addmv", "baddbmm", "addbmm", "dist", "renorm", "histc",
-                 "grid_sampler_2d", "grid_sampler_3d", "im2col")
+                 "grid_sampler_2d", "grid_sampler_3d", "im2col", "linalg_vector_norm",
+                 "linalg_norm", "linalg_tensorsolve", "norm", "cov", "gradient",
+                 "linspace", "logspace")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
                            RNN_CALLS + PACKING_CALLS + RESIZE_CALLS + SORT_CALLS + NORM_CALLS +

@@ -149,3 +149,31 @@ def _im2col(input, kernel_size, dilation, padding, stride):
 _add("torch.grid_sampler_2d", _grid_sampler_2d)
 _add("torch.grid_sampler_3d", _grid_sampler_3d)
 _add("torch.im2col", _im2col)
+
+
+def _linalg_norm(A, ord=None, dim=None, keepdim=False, dtype=None):
+    from ember import linalg
+    return linalg.norm(A, ord, dim, keepdim, dtype=dtype)
+
+
+def _linalg_tensorsolve(A, B, dims=None):
+    from ember import linalg
+    return linalg.tensorsolve(A, B, dims)
+
+
+_add("torch.linalg_norm", _linalg_norm)
+_add("torch.linalg_tensorsolve", _linalg_tensorsolve)
+
+
+def _nuclear_norm(x, dim, keepdim=False):
+    import ember
+    return ember.norm(x, "nuc", dim, keepdim)
+
+
+def _frobenius_norm(x, dim, keepdim=False):
+    import ember
+    return ember.norm(x, "fro", dim, keepdim)
+
+
+_add("torch.nuclear_norm", _nuclear_norm)
+_add("torch.frobenius_norm", _frobenius_norm)

@@ -277,3 +277,86 @@ def _im2col(em, node, input, kernel_size, dilation=1, padding=0, stride=1):
         return f"torch.squeeze(torch.im2col(torch.unsqueeze({em.e(input)}, 0), " \
             f"{', '.join(win)}), 0)"
     return f"torch.im2col({em.e(input)}, {', '.join(win)})"
+
+
+def _number(em, v):
+    """A Scalar argument: an int read from a traced tensor, or a number."""
+    if v is None:
+        return "None"
+    if isinstance(v, Ref):
+        return _int(em, v)
+    return literal(float(v)) if isinstance(v, float) else literal(v)
+
+
+def _dims(em, dim):
+    if dim is None:
+        return "None"
+    return _ints(em, dim if isinstance(dim, (tuple, list)) else (dim,))
+
+
+def _dtype_kw(em, dtype):
+    return "" if dtype is None else f", dtype={em.e(dtype)}"
+
+
+@emits("linalg_vector_norm")
+def _vector_norm_call(em, node, x, ord=2, dim=None, keepdim=False, dtype=None):
+    return (f"torch.linalg_vector_norm({em.e(x)}, {_number(em, ord)}, {_dims(em, dim)}, "
+            f"{literal(bool(keepdim))}{_dtype_kw(em, dtype)})")
+
+
+@emits("linalg_norm")
+def _linalg_norm(em, node, A, ord=None, dim=None, keepdim=False, dtype=None):
+    if isinstance(ord, str):
+        raise NotImplementedError("jit codegen: linalg.norm with a string ord and a traced dim")
+    return (f"torch.linalg_norm({em.e(A)}, {_number(em, ord)}, {_dims(em, dim)}, "
+            f"{literal(bool(keepdim))}{_dtype_kw(em, dtype)})")
+
+
+@emits("norm")
+def _norm(em, node, input, p="fro", dim=None, keepdim=False, dtype=None):
+    """``torch.norm`` as the aten op PyTorch's tracer records: ``nuclear_norm`` and
+    ``frobenius_norm`` for the matrix norms named by a string."""
+    if isinstance(p, str):
+        if dtype is not None or p not in ("nuc", "fro"):
+            raise NotImplementedError(f"jit codegen: norm(p={p!r}, dtype=...)")
+        aten = "nuclear_norm" if p == "nuc" else "frobenius_norm"
+        dims = "[0, 1]" if dim is None else _dims(em, dim)
+        return f"torch.{aten}({em.e(input)}, {dims}, {literal(bool(keepdim))})"
+    if dim is None and dtype is None:
+        return f"torch.norm({em.e(input)}, {_number(em, p)})"
+    dims = _dims(em, tuple(range(len(node.inputs[0].shape))) if dim is None else dim)
+    return (f"torch.norm({em.e(input)}, {_number(em, p)}, {dims}, "
+            f"{literal(bool(keepdim))}{_dtype_kw(em, dtype)})")
+
+
+@emits("linalg_tensorsolve")
+def _tensorsolve(em, node, A, B, dims=None):
+    return f"torch.linalg_tensorsolve({em.e(A)}, {em.e(B)}, {_dims(em, dims)})"
+
+
+@emits("cov")
+def _cov(em, node, input, correction=1, fweights=None, aweights=None):
+    return (f"torch.cov({em.e(input)}, correction={_int(em, correction)}, "
+            f"fweights={em.e(fweights)}, aweights={em.e(aweights)})")
+
+
+@emits("gradient")
+def _gradient(em, node, input, spacing=None, dim=None, edge_order=1):
+    if spacing is not None and not isinstance(spacing, (int, float, Ref)):
+        raise NotImplementedError("jit codegen: gradient with a spacing per dim")
+    sp = "" if spacing is None else f"spacing={_number(em, spacing)}, "
+    d = "" if dim is None else f"dim={_dims(em, dim)}, "
+    res = em.tmp(f"torch.gradient({em.e(input)}, {sp}{d}edge_order={_int(em, edge_order)})")
+    return [f"{res}[{i}]" for i in range(len(node.outputs))]
+
+
+@emits("linspace", "logspace")
+def _range(em, node, start, end, steps, base=10.0, dtype=None, device=None,
+           requires_grad=False):
+    from ember.jit._codegen_ops import _factory_kwargs
+    # (ends given as tensors are aten's Tensor overloads; a traced int is a Scalar)
+    ends = [em.e(e) if isinstance(e, Ref) and e.value.type == "Tensor" else _number(em, e)
+            for e in (start, end)]
+    extra = f", {_number(em, base)}" if node.op == "logspace" else ""
+    return (f"torch.{node.op}({ends[0]}, {ends[1]}, {_int(em, steps)}{extra}, "
+            f"{_factory_kwargs(em, {'dtype': dtype, 'device': device})})")
