@@ -177,3 +177,20 @@ def _frobenius_norm(x, dim, keepdim=False):
 
 _add("torch.nuclear_norm", _nuclear_norm)
 _add("torch.frobenius_norm", _frobenius_norm)
+
+
+def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """``aten::embedding_bag``: the bags' reductions first (the other three outputs are
+    the kernel's workspaces, which traced code does not read: empty here)."""
+    import ember
+    from ember.nn import functional as F
+    out = F.embedding_bag(indices, weight, offsets, scale_grad_by_freq=scale_grad_by_freq,
+                          mode=("sum", "mean", "max")[mode], sparse=sparse,
+                          per_sample_weights=per_sample_weights,
+                          include_last_offset=include_last_offset, padding_idx=padding_idx)
+    empty = ember.empty(0, dtype=ember.int64)
+    return out, empty, empty, empty
+
+
+_add("torch.embedding_bag", _embedding_bag)
