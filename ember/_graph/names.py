@@ -68,7 +68,7 @@ INT_ARG_CALLS = ("select", "select_scatter", "glu", "unfold", "rot90", "diff",
                  "addmm", "addmv", "baddbmm", "addbmm", "dist", "renorm", "histc",
                  "grid_sampler_2d", "grid_sampler_3d", "im2col", "linalg_vector_norm",
                  "linalg_norm", "linalg_tensorsolve", "norm", "cov", "gradient",
-                 "linspace", "logspace")
+                 "linspace", "logspace", "movedim")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
                            RNN_CALLS + PACKING_CALLS + RESIZE_CALLS + SORT_CALLS + NORM_CALLS +

@@ -360,3 +360,10 @@ def _range(em, node, start, end, steps, base=10.0, dtype=None, device=None,
     extra = f", {_number(em, base)}" if node.op == "logspace" else ""
     return (f"torch.{node.op}({ends[0]}, {ends[1]}, {_int(em, steps)}{extra}, "
             f"{_factory_kwargs(em, {'dtype': dtype, 'device': device})})")
+
+
+@emits("movedim")
+def _movedim(em, node, input, source, destination):
+    if isinstance(source, (tuple, list)):
+        return f"torch.movedim({em.e(input)}, {_ints(em, source)}, {_ints(em, destination)})"
+    return f"torch.movedim({em.e(input)}, {_int(em, source)}, {_int(em, destination)})"

@@ -133,12 +133,13 @@ def make_traced_module(mod, graphs):
     spelling yet, a :class:`TracedModule` replaying the IR, whose ``code``/``save``
     raise ``NotImplementedError`` naming that op."""
     from ember.jit._codegen import module_sources
-    from ember.jit._errors import ScriptError
+    from ember.jit._errors import ScriptError, ScriptSafetyError
     from ember.jit._module import create_script_module
     try:
         methods, constants, sub_graphs = module_sources(graphs)
         sm = create_script_module(mod, methods, constants=constants)
-    except (NotImplementedError, ScriptError) as e:
+    except (NotImplementedError, ScriptError, ScriptSafetyError) as e:
+        # (ScriptSafetyError: TorchScript ember's loader refuses to run, ``as_strided``)
         tm = TracedModule(mod, graphs)
         tm.__dict__["_why"] = e
         return tm

@@ -10,7 +10,7 @@ from ember._tensor import Size, Tensor, _mode_active, _mode_recorder  # noqa: F4
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _wrap
 from ember.ops import _batch, _jvp, reinterpret
-from ember.ops._util import _sizes, follows_int_reads, wrap_dim, wrap_dims  # noqa: F401  (shape._sizes)
+from ember.ops._util import _sizes, follows_int_reads, traced_ints, wrap_dim, wrap_dims  # noqa: F401,E501  (shape._sizes)
 from ember.ops._views import ViewPrimitive, grad_array, grad_view, passes_array
 
 # expand, broadcasting and its adjoint ``sum_to_size`` live in ``broadcasting``; their
@@ -468,6 +468,9 @@ def t(input, _op=T):
 @follows_int_reads
 def movedim(input, source, destination):
     """Move dims from ``source`` to ``destination`` positions."""
+    if _mode_active[0] and (r := traced_ints(source, destination)) is not None:
+        # traced dims order the permutation in Python: the call is one node
+        return r[0].composite("movedim", movedim, (input,) + r[1], {})
     n = input._data.ndim
     one_s, one_d = _one_dim(source), _one_dim(destination)
     if one_s != one_d or isinstance(source, Tensor) and not one_s or \
