@@ -270,3 +270,35 @@ def test_flip_and_movedim_follow_a_traced_tensor(f):
         _assert_same(traced(x, ember.tensor(k)), want)
         _assert_same(torch.jit.load(io.BytesIO(data))(torch.arange(24.0).reshape(2, 3, 4),
                                                       torch.tensor(k)), want)
+
+
+_ONNX = {
+    "pad amount": (lambda m, x, k: m.nn.functional.pad(x, [k, 1]), (2, 3), 1, (4, 3), 2),
+    "pad crop": (lambda m, x, k: m.nn.functional.pad(x, [1, k]), (2, 5), 1, (4, 5), -2),
+    "repeat count": (lambda m, x, k: x.repeat(k, 1), (2, 3), 2, (3, 3), 3),
+    "new_zeros size": (lambda m, x, k: x.new_zeros(k, 2) + 1, (2,), 2, (2,), 3),
+    "new_full size": (lambda m, x, k: x.new_full([k, 2], 3.5), (2,), 2, (2,), 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ONNX))
+def test_onnx_export_takes_the_traced_int_as_an_input(name):
+    """Pads, repeats and sizes read from a 0-d tensor are inputs of the ONNX ops that
+    take them (Pad's pads, Tile's repeats, ConstantOfShape's shape): onnxruntime follows
+    them at other values and batch sizes."""
+    import onnxruntime as ort
+    f, s0, k0, s1, k1 = _ONNX[name]
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ember.onnx.export(_module(f, 2), (ember.tensor(_randn(s0, 0)), ember.tensor(k0)), buf,
+                          input_names=["x", "k"], dynamic_axes={"x": [0]})
+    x1 = _randn(s1, 1)
+    got = ort.InferenceSession(buf.getvalue()).run(None, {"x": x1, "k": np.asarray(k1)})[0]
+    _assert_same(got, f(torch, torch.tensor(x1), torch.tensor(k1)))
+
+
+def test_onnx_export_of_a_call_taking_a_dim_read_from_a_tensor_is_refused_by_name():
+    with pytest.raises(ember.onnx.UnsupportedOnnxExport, match="'select'"):
+        ember.onnx.export(_module(lambda m, x, k: x.select(k, 1), 2),
+                          (ember.randn(3, 4), ember.tensor(0)), io.BytesIO())

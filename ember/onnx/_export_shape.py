@@ -381,6 +381,33 @@ def _full(g, node, size, fill_value, **kw):
                  else list(size), fill_value)
 
 
+# ----- calls recorded whole for a traced int (ember._graph.names.INT_ARG_CALLS) whose
+# ints are inputs of an ONNX op (the others take them as attributes: refused by name)
+@exports("new_zeros", "new_ones")
+def _new_filled(g, node, x, *size, **kw):
+    return _fill(g, node, _shape_list(size), 1 if node.op == "new_ones" else 0)
+
+
+@exports("new_full")
+def _new_full(g, node, x, size, fill_value, **kw):
+    return _fill(g, node, list(size), fill_value)
+
+
+@exports("repeat")
+def _repeat_call(g, node, x, *sizes):
+    return _repeat(g, node, x, _shape_list(sizes))
+
+
+@exports("constant_pad_nd")
+def _constant_pad_call(g, node, x, pad, value=0):
+    r = _rank(x)
+    begin, end = [0] * r, [0] * r
+    for i in range(len(pad) // 2):
+        begin[r - 1 - i], end[r - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    return g.op("Pad", [g.tensor(x), g.ints(begin + end), g.tensor(value, like=x)],
+                mode="constant")
+
+
 @exports("narrow")
 def _narrow(g, node, x, dim, start, length):
     """ONNX ``Slice`` of ``length`` elements from ``start`` (traced sizes stay inputs)."""
