@@ -41,7 +41,7 @@ def _diag_embed(em, node, x, offset, d1, d2):
 def _statistic(aten):
     def emit(em, node, x, axes, correction, keepdim):
         out = (f"torch.{aten}({em.e(x)}, {em.ints(tuple(axes))}, correction="
-               f"{literal(correction)}, keepdim={literal(bool(keepdim))})")
+               f"{_number(em, correction)}, keepdim={literal(bool(keepdim))})")
         if len(node.outputs) == 1:
             return out
         res = em.tmp(out)
