@@ -11,7 +11,8 @@ ember's trace still differs from torch's (loudly), asserted both ways (an entry 
 starts to pass fails). CI runs every ``STRIDE``-th
 case and the ``KNOWN`` ones (``OPINFO_TRACE_INT_ARGS_ALL=1``: all);
 ``python tests/opinfo_trace_int_args.py`` prints every difference
-(docs/differences.md, "jit.trace follows 0-d tensors read as ints (fifteenth pass)")."""
+(docs/differences.md, "jit.trace follows 0-d tensors read as ints (fifteenth pass)" and
+"jit.trace records the calls that use a traced int in Python (sixteenth pass)")."""
 import os
 
 import pytest
